@@ -1,0 +1,37 @@
+// Shared Jest settings for every Nx project. Tests run TypeScript through @swc/jest with
+// legacy decorators and decorator metadata (NestJS needs both); @baton/* resolves to source.
+const path = require('node:path');
+const root = __dirname;
+
+const libs = ['contracts', 'domain', 'eventstore', 'projections', 'platform', 'sdk', 'testing'];
+
+/** @param {string} projectRoot path relative to the workspace root */
+function preset(projectRoot, overrides = {}) {
+  return {
+    rootDir: path.join(root, projectRoot),
+    testEnvironment: 'node',
+    testMatch: ['**/*.spec.ts', '**/*.int-spec.ts'],
+    transform: {
+      '^.+\\.ts$': [
+        '@swc/jest',
+        {
+          jsc: {
+            target: 'es2022',
+            parser: { syntax: 'typescript', decorators: true },
+            transform: { legacyDecorator: true, decoratorMetadata: true, useDefineForClassFields: false },
+            keepClassNames: true,
+          },
+          module: { type: 'commonjs' },
+        },
+      ],
+    },
+    moduleFileExtensions: ['ts', 'js', 'json'],
+    moduleNameMapper: Object.fromEntries(
+      libs.map((lib) => [`^@baton/${lib}$`, path.join(root, 'libs', lib, 'src', 'index.ts')]),
+    ),
+    testTimeout: 20000,
+    ...overrides,
+  };
+}
+
+module.exports = { preset };

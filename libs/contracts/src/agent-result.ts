@@ -1,0 +1,81 @@
+import { z } from 'zod';
+import { AgentNameSchema, IdSchema, IsoTimeSchema, Limits, ProjectIdSchema, ShortTextSchema } from './common';
+import { AgentRunConfigSchema } from './sentinel-schema';
+
+/** What the agent can show for its work. Empty or placeholder entries are not evidence. */
+export const EvidenceSchema = z.strictObject({
+  tests_run: z.array(z.unknown()).max(Limits.maxListItems).optional(),
+  artifacts: z.array(z.unknown()).max(Limits.maxListItems).optional(),
+  work_product_id: z.string().max(Limits.maxIdLength).optional(),
+});
+export type Evidence = z.infer<typeof EvidenceSchema>;
+
+/** A tool call the agent had not finished when it stopped; frozen into a stop packet. */
+export const PendingToolCallSchema = z.strictObject({
+  name: z.string().min(1).max(200),
+  args: z.record(z.string(), z.unknown()),
+  call_id: IdSchema.optional(),
+});
+export type PendingToolCall = z.infer<typeof PendingToolCallSchema>;
+
+/** What the agent tried: tool or step names, and trace ids that point at the full trace. */
+export const TriedSchema = z.array(
+  z.strictObject({
+    name: z.string().min(1).max(200),
+    trace_id: z.string().max(200).optional(),
+  }),
+).max(Limits.maxListItems);
+export type Tried = z.infer<typeof TriedSchema>;
+
+export const BudgetUsedSchema = z.strictObject({
+  tokens: z.number().int().nonnegative().optional(),
+  cost_usd: z.number().nonnegative().optional(),
+  steps: z.number().int().nonnegative().optional(),
+  tool_calls: z.number().int().nonnegative().optional(),
+});
+export type BudgetUsed = z.infer<typeof BudgetUsedSchema>;
+
+/** A `handoff_to_<target>` tool call made by an agent in a handoff mesh. */
+export const HandoffToolCallSchema = z.strictObject({
+  tool: z.string().min(1).max(200),
+  call_id: IdSchema.optional(),
+  arguments: z.record(z.string(), z.unknown()).optional(),
+});
+export type HandoffToolCall = z.infer<typeof HandoffToolCallSchema>;
+
+/** Why an agent run stopped for a person, when the agent itself reports a stop condition. */
+export const AgentStopSignalSchema = z.strictObject({
+  why: z.enum(['unknown_intent', 'policy', 'budget', 'parse_fail', 'thrash', 'circuit_open', 'banned_click', 'guard_failed']),
+  detail: ShortTextSchema.optional(),
+});
+
+/**
+ * The result an agent microservice publishes when a run ends. The routing decision comes from
+ * `decision` (typed) or, for legacy agents, from an AGENT_RUN_CONFIG sentinel inside `body`.
+ * When both are present the typed decision wins and the body's sentinel is ignored.
+ */
+export const AgentResultSchema = z.strictObject({
+  /** Unique per result; also the idempotency key of everything the result causes. */
+  result_id: IdSchema,
+  /** The agent run that produced this result. */
+  run_id: IdSchema,
+  project: ProjectIdSchema,
+  /** The workflow run this result belongs to. */
+  workflow_run_id: IdSchema,
+  agent: AgentNameSchema,
+  body: z.string().max(Limits.maxBodyChars).optional(),
+  decision: AgentRunConfigSchema.optional(),
+  deliverable: z.string().max(Limits.maxBodyChars).optional(),
+  evidence: EvidenceSchema.optional(),
+  tried: TriedSchema.optional(),
+  pending_tool_call: PendingToolCallSchema.nullable().optional(),
+  budget_used: BudgetUsedSchema.optional(),
+  handoff_tool_calls: z.array(HandoffToolCallSchema).max(Limits.maxListItems).optional(),
+  stop: AgentStopSignalSchema.optional(),
+  /** Session variables the agent set (for returnable handoffs and WHEN conditions). */
+  variables: z.record(z.string(), z.unknown()).optional(),
+  /** The handoff this run worked on, when it was started from one. */
+  handoff_id: IdSchema.optional(),
+  produced_at: IsoTimeSchema,
+});
+export type AgentResult = z.infer<typeof AgentResultSchema>;

@@ -1,0 +1,66 @@
+import { z } from 'zod';
+import { IdSchema, IsoTimeSchema, ProjectIdSchema } from './common';
+
+/** Who or what produced an event. `engine_fallback` marks a decision Baton synthesised for an agent. */
+export const Origin = {
+  agent: 'agent',
+  engineFallback: 'engine_fallback',
+  human: 'human',
+  operator: 'operator',
+  watchdog: 'watchdog',
+} as const;
+export type Origin = (typeof Origin)[keyof typeof Origin];
+export const OriginSchema = z.enum(['agent', 'engine_fallback', 'human', 'operator', 'watchdog']);
+
+/** The aggregates Baton keeps. Each instance has its own subject and is written by one service. */
+export const AggregateKind = {
+  handoff: 'handoff',
+  run: 'run',
+  definition: 'definition',
+} as const;
+export type AggregateKind = (typeof AggregateKind)[keyof typeof AggregateKind];
+export const AggregateKindSchema = z.enum(['handoff', 'run', 'definition']);
+
+export const EventTypeSchema = z
+  .string()
+  .min(3)
+  .max(80)
+  .regex(/^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$/, 'event types are dotted lowercase names such as handoff.claimed');
+
+/**
+ * The envelope every event travels in, on the wire and in the streams. `payload` is validated
+ * against the schema registered for (type, version) by {@link EventRegistry}; older versions are
+ * upcast on read.
+ */
+export const EventEnvelopeSchema = z.object({
+  id: IdSchema,
+  type: EventTypeSchema,
+  version: z.number().int().min(1).max(1000),
+  aggregate: z.object({ kind: AggregateKindSchema, id: IdSchema }),
+  project: ProjectIdSchema,
+  occurredAt: IsoTimeSchema,
+  actor: z.string().min(1).max(200),
+  origin: OriginSchema,
+  causationId: IdSchema.nullable(),
+  correlationId: IdSchema,
+  payload: z.unknown(),
+});
+export type EventEnvelope<P = unknown> = Omit<z.infer<typeof EventEnvelopeSchema>, 'payload'> & { payload: P };
+
+/** Metadata a writer supplies with new events; the store adds ids and versions. */
+export interface EventMetadata {
+  project: string;
+  occurredAt: string;
+  actor: string;
+  origin: Origin;
+  causationId: string | null;
+  correlationId: string;
+}
+
+/** A map from event type to the zod schema of its current payload. */
+export type EventSchemaMap = Record<string, z.ZodType>;
+
+/** The domain-facing shape of an event: its type and its validated payload. */
+export type DomainEventOf<M extends EventSchemaMap> = {
+  [K in keyof M & string]: { type: K; data: z.infer<M[K]> };
+}[keyof M & string];

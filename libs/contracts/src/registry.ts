@@ -1,0 +1,96 @@
+import { z } from 'zod';
+import { AggregateKind, EventEnvelope, EventEnvelopeSchema, EventSchemaMap } from './envelope';
+import { Decoded, rejectionFromZod } from './rejection';
+
+/** Turns a payload of version `from` into the shape of version `from + 1`. Pure. */
+export type Upcaster = (payload: unknown) => unknown;
+
+export interface EventTypeSpec {
+  type: string;
+  aggregate: AggregateKind;
+  /** The current version: what writers produce. */
+  version: number;
+  schema: z.ZodType;
+  /** Upcasters keyed by the version they start from. */
+  upcasters?: Record<number, Upcaster>;
+}
+
+/**
+ * The catalogue of event types. Decoding validates the envelope, upcasts an older payload step by
+ * step to the current version, then validates the payload against the current schema.
+ */
+export class EventRegistry {
+  private readonly specs = new Map<string, EventTypeSpec>();
+
+  register(spec: EventTypeSpec): this {
+    if (this.specs.has(spec.type)) throw new Error(`event type ${spec.type} is registered twice`);
+    for (let v = 1; v < spec.version; v++) {
+      if (!spec.upcasters?.[v]) throw new Error(`event type ${spec.type} v${spec.version} has no upcaster from v${v}`);
+    }
+    this.specs.set(spec.type, spec);
+    return this;
+  }
+
+  registerAll(aggregate: AggregateKind, schemas: EventSchemaMap, version = 1): this {
+    for (const [type, schema] of Object.entries(schemas)) this.register({ type, aggregate, version, schema });
+    return this;
+  }
+
+  has(type: string): boolean {
+    return this.specs.has(type);
+  }
+
+  spec(type: string): EventTypeSpec | undefined {
+    return this.specs.get(type);
+  }
+
+  types(): string[] {
+    return [...this.specs.keys()].sort();
+  }
+
+  currentVersion(type: string): number {
+    const spec = this.specs.get(type);
+    if (!spec) throw new Error(`unknown event type ${type}`);
+    return spec.version;
+  }
+
+  /** Validate a payload a writer is about to append, at the current version. */
+  validatePayload(type: string, payload: unknown): Decoded<unknown> {
+    const spec = this.specs.get(type);
+    if (!spec) return { ok: false, rejection: { code: 'unknown_event_type', message: `unknown event type ${type}`, issues: [] } };
+    const parsed = spec.schema.safeParse(payload);
+    return parsed.success ? { ok: true, value: parsed.data } : { ok: false, rejection: rejectionFromZod(parsed.error) };
+  }
+
+  /** Decode an envelope read from a stream, upcasting it to the current version of its type. */
+  decode(raw: unknown): Decoded<EventEnvelope> {
+    const envelope = EventEnvelopeSchema.safeParse(raw);
+    if (!envelope.success) return { ok: false, rejection: rejectionFromZod(envelope.error) };
+    const env = envelope.data;
+    const spec = this.specs.get(env.type);
+    if (!spec) {
+      return { ok: false, rejection: { code: 'unknown_event_type', message: `unknown event type ${env.type}`, issues: [] } };
+    }
+    if (env.version > spec.version) {
+      return {
+        ok: false,
+        rejection: {
+          code: 'unsupported_version',
+          message: `${env.type} v${env.version} is newer than this build understands (v${spec.version})`,
+          issues: [],
+        },
+      };
+    }
+    let payload = env.payload;
+    for (let v = env.version; v < spec.version; v++) {
+      const up = spec.upcasters?.[v];
+      if (!up) {
+        return { ok: false, rejection: { code: 'unsupported_version', message: `${env.type}: no upcaster from v${v}`, issues: [] } };
+      }
+      payload = up(payload);
+    }
+    const parsed = spec.schema.safeParse(payload);
+    if (!parsed.success) return { ok: false, rejection: rejectionFromZod(parsed.error) };
+    return { ok: true, value: { ...env, version: spec.version, payload: parsed.data } };
+  }
+}

@@ -1,0 +1,31 @@
+/**
+ * Every NATS subject Baton uses, built in one place. Aggregates have one subject per instance so
+ * appends can use `Nats-Expected-Last-Subject-Sequence`.
+ */
+export const Subjects = {
+  /** Prefix of every event subject; streams bind `<prefix>.ev.>`. */
+  events: (prefix: string) => `${prefix}.ev.>`,
+  aggregate: (prefix: string, project: string, kind: string, id: string) => `${prefix}.ev.${project}.${kind}.${id}`,
+  aggregateKind: (prefix: string, kind: string) => `${prefix}.ev.*.${kind}.*`,
+  /** Agent results published by agent microservices. */
+  agentResult: (prefix: string, project: string, agent: string) => `${prefix}.in.${project}.result.${agent}`,
+  agentResults: (prefix: string) => `${prefix}.in.*.result.*`,
+  /** Operator answers to stop packets and handbacks. */
+  operatorAnswer: (prefix: string, project: string) => `${prefix}.in.${project}.answer`,
+  operatorAnswers: (prefix: string) => `${prefix}.in.*.answer`,
+  /** Ledger request/reply commands. */
+  ledgerCommand: (prefix: string, project: string, command: string) => `${prefix}.cmd.ledger.${project}.${command}`,
+  ledgerCommands: (prefix: string) => `${prefix}.cmd.ledger.>`,
+  /** Human action notices. */
+  notice: (prefix: string, project: string) => `${prefix}.notice.${project}`,
+  /** Handoffs offered to an agent (core NATS wake-up; the source of truth is the stream). */
+  agentInbox: (prefix: string, project: string, agent: string) => `${prefix}.agent.${project}.${agent}.handoffs`,
+  /** Dead letters. */
+  deadLetter: (prefix: string, source: string) => `${prefix}.dlq.${source}`,
+  deadLetters: (prefix: string) => `${prefix}.dlq.>`,
+} as const;
+
+/** Subject tokens may not hold separators or wildcards. */
+export function isSubjectToken(value: string): boolean {
+  return value.length > 0 && !/[\s.*>]/.test(value);
+}
