@@ -1,1 +1,3 @@
-export {};
+export * from './config/config';
+export * from './logging/logger';
+export * from './health/health';

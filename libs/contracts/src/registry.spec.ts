@@ -1,0 +1,89 @@
+import { z } from 'zod';
+import { EventRegistry } from './registry';
+import { parseUntrustedJson } from './rejection';
+
+const envelope = (over: Record<string, unknown> = {}) => ({
+  id: 'ev-1',
+  type: 'handoff.noted',
+  version: 2,
+  aggregate: { kind: 'handoff', id: 'h-1' },
+  project: 'acme',
+  occurredAt: '2026-11-29T10:00:00.000Z',
+  actor: 'architect',
+  origin: 'agent',
+  causationId: null,
+  correlationId: 'wf-1',
+  payload: { note: 'hello', severity: 'low' },
+  ...over,
+});
+
+function registry() {
+  return new EventRegistry().register({
+    type: 'handoff.noted',
+    aggregate: 'handoff',
+    version: 2,
+    schema: z.object({ note: z.string(), severity: z.enum(['low', 'high']) }),
+    // v1 had `text` and no severity.
+    upcasters: { 1: (p) => ({ note: (p as { text: string }).text, severity: 'low' }) },
+  });
+}
+
+describe('event envelopes are versioned and zod-validated; older versions are upcast on read', () => {
+  it('decodes a current-version envelope unchanged', () => {
+    const decoded = registry().decode(envelope());
+    expect(decoded).toEqual({ ok: true, value: envelope() });
+  });
+
+  it('upcasts a v1 payload to the current version on read', () => {
+    const decoded = registry().decode(envelope({ version: 1, payload: { text: 'old' } }));
+    expect(decoded.ok && decoded.value).toMatchObject({ version: 2, payload: { note: 'old', severity: 'low' } });
+  });
+
+  it('refuses a version newer than this build understands', () => {
+    const decoded = registry().decode(envelope({ version: 3 }));
+    expect(!decoded.ok && decoded.rejection.code).toBe('unsupported_version');
+  });
+
+  it('refuses an unknown event type with a typed rejection', () => {
+    const decoded = registry().decode(envelope({ type: 'handoff.unknown' }));
+    expect(!decoded.ok && decoded.rejection.code).toBe('unknown_event_type');
+  });
+
+  it('names the offending field when the envelope breaks the schema', () => {
+    const decoded = registry().decode(envelope({ origin: 'martian' }));
+    expect(decoded.ok).toBe(false);
+    if (!decoded.ok) {
+      expect(decoded.rejection.code).toBe('schema_violation');
+      expect(decoded.rejection.issues[0]?.path).toBe('origin');
+    }
+  });
+
+  it('refuses to register a version without upcasters from every older version', () => {
+    expect(() =>
+      new EventRegistry().register({ type: 'run.x', aggregate: 'run', version: 2, schema: z.object({}) }),
+    ).toThrow(/no upcaster from v1/);
+  });
+});
+
+describe('untrusted JSON is size-capped and cannot pollute prototypes', () => {
+  it('rejects text over the cap as payload_too_large', () => {
+    const result = parseUntrustedJson(JSON.stringify({ a: 'x'.repeat(100) }), 50);
+    expect(!result.ok && result.rejection.code).toBe('payload_too_large');
+  });
+
+  it('rejects malformed JSON as malformed_json', () => {
+    const result = parseUntrustedJson('{"a":', 1000);
+    expect(!result.ok && result.rejection.code).toBe('malformed_json');
+  });
+
+  it.each(['__proto__', 'constructor', 'prototype'])('rejects a %s key anywhere in the document', (key) => {
+    const result = parseUntrustedJson(`{"a":{"${key}":{"polluted":true}}}`, 1000);
+    expect(!result.ok && result.rejection.code).toBe('schema_violation');
+    expect(({} as Record<string, unknown>)['polluted']).toBeUndefined();
+  });
+
+  it('counts UTF-8 bytes, not UTF-16 units', () => {
+    expect(parseUntrustedJson(JSON.stringify('é'.repeat(30)), 61).ok).toBe(false);
+    expect(parseUntrustedJson(JSON.stringify('é'.repeat(30)), 62).ok).toBe(true);
+  });
+});

@@ -1,0 +1,34 @@
+import { z } from 'zod';
+import { BaseConfigSchema, ConfigError, loadConfig } from './config';
+
+describe('configuration is validated at start with a clear message', () => {
+  it('applies the documented defaults', () => {
+    const config = loadConfig(BaseConfigSchema, {});
+    expect(config.NATS_URL).toBe('nats://127.0.0.1:4222');
+    expect(config.REDIS_URL).toBe('redis://127.0.0.1:6379');
+    expect(config.BATON_PREFIX).toBe('baton');
+  });
+
+  it('names every bad variable in the error', () => {
+    let error: unknown;
+    try {
+      loadConfig(BaseConfigSchema.extend({ HTTP_PORT: z.coerce.number().int().min(1) }), {
+        NATS_URL: 'http://nope',
+        BATON_PREFIX: 'Bad Prefix',
+        HTTP_PORT: 'abc',
+      });
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(ConfigError);
+    const message = (error as ConfigError).message;
+    expect(message).toContain('NATS_URL');
+    expect(message).toContain('BATON_PREFIX');
+    expect(message).toContain('HTTP_PORT');
+    expect((error as ConfigError).problems.map((p) => p.variable).sort()).toEqual(['BATON_PREFIX', 'HTTP_PORT', 'NATS_URL']);
+  });
+
+  it('treats empty variables as unset', () => {
+    expect(loadConfig(BaseConfigSchema, { LOG_LEVEL: '' }).LOG_LEVEL).toBe('info');
+  });
+});

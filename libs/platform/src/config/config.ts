@@ -1,0 +1,57 @@
+import { z } from 'zod';
+
+/** A configuration problem found at start. The message names each bad variable. */
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+  constructor(
+    message: string,
+    readonly problems: { variable: string; problem: string }[],
+  ) {
+    super(message);
+  }
+}
+
+const port = z.coerce.number().int().min(0).max(65535);
+const url = (schemes: string[]) =>
+  z
+    .string()
+    .min(1)
+    .refine((value) => schemes.some((s) => value.startsWith(`${s}://`)), { message: `must start with ${schemes.map((s) => `${s}://`).join(' or ')}` });
+
+/** Settings every Baton service reads from its environment. */
+export const BaseConfigSchema = z.object({
+  NATS_URL: url(['nats', 'tls', 'ws', 'wss']).default('nats://127.0.0.1:4222'),
+  REDIS_URL: url(['redis', 'rediss']).default('redis://127.0.0.1:6379'),
+  /** Prefix of every subject, stream and Redis key; lets several Baton deployments share servers. */
+  BATON_PREFIX: z
+    .string()
+    .regex(/^[a-z][a-z0-9_-]{0,31}$/, 'must be 1-32 lowercase letters, digits, _ or -, starting with a letter')
+    .default('baton'),
+  /** Replicas for Baton's streams (1 on a single server; 3 on a cluster). */
+  BATON_STREAM_REPLICAS: z.coerce.number().int().min(1).max(5).default(1),
+  /** Deliveries before a failing message is dead-lettered. */
+  BATON_MAX_DELIVER: z.coerce.number().int().min(1).max(100).default(5),
+  LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error']).default('info'),
+  /** An id for this process, in logs and consumer names. */
+  BATON_INSTANCE: z.string().min(1).max(64).optional(),
+  /** NATS credentials file (production); secrets come only from the environment. */
+  NATS_CREDS: z.string().optional(),
+});
+export type BaseConfig = z.infer<typeof BaseConfigSchema>;
+
+/**
+ * Validate `env` against a zod object schema. Unknown variables are ignored; a missing or malformed
+ * one fails with a {@link ConfigError} whose message lists every bad variable and why.
+ */
+export function loadConfig<S extends z.ZodObject>(schema: S, env: Record<string, string | undefined> = process.env): z.infer<S> {
+  const cleaned: Record<string, string> = {};
+  for (const [key, value] of Object.entries(env)) if (value !== undefined && value !== '') cleaned[key] = value;
+  const parsed = schema.safeParse(cleaned);
+  if (parsed.success) return parsed.data;
+  const problems = parsed.error.issues.map((issue) => ({
+    variable: issue.path.map(String).join('.') || '(environment)',
+    problem: issue.message,
+  }));
+  const lines = problems.map((p) => `  ${p.variable}: ${p.problem}`).join('\n');
+  throw new ConfigError(`invalid configuration:\n${lines}`, problems);
+}

@@ -1,0 +1,76 @@
+import { LoggerService } from '@nestjs/common';
+
+export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
+const rank: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40 };
+
+/** Fields that tie a log line to Baton's records; carried whenever known. */
+export interface LogContext {
+  run_id?: string;
+  workflow_run_id?: string;
+  handoff_id?: string;
+  event_id?: string;
+  project?: string;
+  subject?: string;
+  [key: string]: unknown;
+}
+
+/**
+ * A JSON-lines logger: one object per line on stdout (stderr for errors) with time, level, service,
+ * message and any ids passed in the context. Also a NestJS `LoggerService`, so framework logs come
+ * out in the same shape.
+ */
+export class JsonLogger implements LoggerService {
+  constructor(
+    private readonly service: string,
+    private readonly level: LogLevel = 'info',
+    private readonly base: LogContext = {},
+    private readonly sink: (line: string, level: LogLevel) => void = defaultSink,
+  ) {}
+
+  child(context: LogContext): JsonLogger {
+    return new JsonLogger(this.service, this.level, { ...this.base, ...context }, this.sink);
+  }
+
+  debug(message: unknown, ...rest: unknown[]): void {
+    this.write('debug', message, rest);
+  }
+  info(message: unknown, ...rest: unknown[]): void {
+    this.write('info', message, rest);
+  }
+  log(message: unknown, ...rest: unknown[]): void {
+    this.write('info', message, rest);
+  }
+  warn(message: unknown, ...rest: unknown[]): void {
+    this.write('warn', message, rest);
+  }
+  error(message: unknown, ...rest: unknown[]): void {
+    this.write('error', message, rest);
+  }
+  verbose(message: unknown, ...rest: unknown[]): void {
+    this.write('debug', message, rest);
+  }
+
+  private write(level: LogLevel, message: unknown, rest: unknown[]): void {
+    if (rank[level] < rank[this.level]) return;
+    const fields: Record<string, unknown> = {};
+    for (const item of rest) {
+      if (item && typeof item === 'object' && !(item instanceof Error)) Object.assign(fields, item);
+      else if (item instanceof Error) fields['err'] = { name: item.name, message: item.message, stack: item.stack };
+      else if (typeof item === 'string') fields['context'] = item;
+    }
+    const line = JSON.stringify({
+      time: new Date().toISOString(),
+      level,
+      service: this.service,
+      msg: message instanceof Error ? message.message : String(message),
+      ...this.base,
+      ...fields,
+    });
+    this.sink(line, level);
+  }
+}
+
+function defaultSink(line: string, level: LogLevel): void {
+  if (level === 'error') process.stderr.write(line + '\n');
+  else process.stdout.write(line + '\n');
+}

@@ -1,0 +1,143 @@
+#!/usr/bin/env node
+// `npm start`: make sure NATS (JetStream) and Redis are reachable, starting local servers with
+// their data under ./var when they are not and the binaries are on the PATH, then run the four
+// Baton services as separate processes until Ctrl-C.
+'use strict';
+const { spawn, spawnSync } = require('node:child_process');
+const net = require('node:net');
+const fs = require('node:fs');
+const path = require('node:path');
+
+const root = path.resolve(__dirname, '..');
+const natsUrl = new URL(process.env.NATS_URL || 'nats://127.0.0.1:4222');
+const redisUrl = new URL(process.env.REDIS_URL || 'redis://127.0.0.1:6379');
+const services = [
+  { name: 'ledger', port: 7102 },
+  { name: 'router', port: 7101 },
+  { name: 'watchdog', port: 7103 },
+  { name: 'notifier', port: 7100 },
+];
+
+function reachable(host, port) {
+  return new Promise((resolve) => {
+    const socket = net.connect({ host, port: Number(port) });
+    socket.setTimeout(1000);
+    socket.once('connect', () => { socket.destroy(); resolve(true); });
+    socket.once('error', () => resolve(false));
+    socket.once('timeout', () => { socket.destroy(); resolve(false); });
+  });
+}
+
+function onPath(bin) {
+  for (const dir of (process.env.PATH || '').split(path.delimiter).concat(['/usr/sbin', '/usr/local/sbin'])) {
+    const file = path.join(dir, bin);
+    if (fs.existsSync(file)) return file;
+  }
+  return null;
+}
+
+async function waitFor(host, port, what) {
+  for (let i = 0; i < 100; i++) {
+    if (await reachable(host, port)) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`${what} did not come up on ${host}:${port}`);
+}
+
+const children = [];
+
+async function ensureNats() {
+  const host = natsUrl.hostname, port = natsUrl.port || '4222';
+  if (await reachable(host, port)) return;
+  const bin = onPath('nats-server');
+  if (!bin || !['127.0.0.1', 'localhost'].includes(host)) {
+    console.error(`NATS is not reachable at ${natsUrl.href}.`);
+    console.error('Install nats-server (https://docs.nats.io, Debian: apt-get install nats-server) and run:');
+    console.error(`  nats-server -a 127.0.0.1 -p ${port} -js -sd ./var/nats`);
+    console.error('or set NATS_URL to a NATS server with JetStream enabled.');
+    process.exit(1);
+  }
+  const dir = path.join(root, 'var', 'nats');
+  fs.mkdirSync(dir, { recursive: true });
+  console.log(`[start] starting nats-server with JetStream on ${host}:${port} (data in var/nats)`);
+  const child = spawn(bin, ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', dir], { stdio: 'ignore' });
+  children.push(child);
+  await waitFor(host, port, 'nats-server');
+}
+
+async function ensureRedis() {
+  const host = redisUrl.hostname, port = redisUrl.port || '6379';
+  if (await reachable(host, port)) return;
+  const bin = onPath('redis-server');
+  if (!bin || !['127.0.0.1', 'localhost'].includes(host)) {
+    console.error(`Redis is not reachable at ${redisUrl.href}.`);
+    console.error('Install redis-server (Debian: apt-get install redis-server) and run:');
+    console.error(`  redis-server --port ${port} --appendonly yes --dir ./var/redis`);
+    console.error('or set REDIS_URL.');
+    process.exit(1);
+  }
+  const dir = path.join(root, 'var', 'redis');
+  fs.mkdirSync(dir, { recursive: true });
+  console.log(`[start] starting redis-server on ${host}:${port} (data in var/redis)`);
+  const child = spawn(bin, ['--bind', '127.0.0.1', '--port', String(port), '--appendonly', 'yes', '--dir', dir], { stdio: 'ignore' });
+  children.push(child);
+  await waitFor(host, port, 'redis-server');
+}
+
+function build() {
+  if (process.env.BATON_SKIP_BUILD === '1') return;
+  console.log('[start] building (swc)');
+  const result = spawnSync('npm', ['run', 'build', '--silent'], { cwd: root, stdio: 'inherit', env: { ...process.env, NX_DAEMON: 'false' } });
+  if (result.status !== 0) process.exit(result.status || 1);
+}
+
+function runService({ name, port }) {
+  const entry = path.join(root, 'dist', 'apps', name, 'src', 'main.js');
+  const child = spawn(process.execPath, ['--enable-source-maps', entry], {
+    cwd: root,
+    env: { HTTP_PORT: String(port), ...process.env, ...(process.env[`${name.toUpperCase()}_HTTP_PORT`] ? { HTTP_PORT: process.env[`${name.toUpperCase()}_HTTP_PORT`] } : {}) },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const prefix = `[${name}]`.padEnd(11);
+  const pipe = (stream, out) => {
+    let buffer = '';
+    stream.on('data', (chunk) => {
+      buffer += chunk;
+      let index;
+      while ((index = buffer.indexOf('\n')) >= 0) {
+        out.write(`${prefix} ${buffer.slice(0, index)}\n`);
+        buffer = buffer.slice(index + 1);
+      }
+    });
+  };
+  pipe(child.stdout, process.stdout);
+  pipe(child.stderr, process.stderr);
+  child.on('exit', (code, signal) => {
+    if (!stopping) {
+      console.error(`${prefix} exited (${signal || code}); stopping the platform`);
+      shutdown(1);
+    }
+  });
+  children.push(child);
+}
+
+let stopping = false;
+function shutdown(code = 0) {
+  if (stopping) return;
+  stopping = true;
+  for (const child of children.slice().reverse()) child.kill('SIGTERM');
+  setTimeout(() => process.exit(code), 3000).unref();
+}
+
+(async () => {
+  await ensureNats();
+  await ensureRedis();
+  build();
+  for (const service of services) runService(service);
+  console.log('[start] Baton is starting: operator API and inbox on http://127.0.0.1:7100 (Ctrl-C stops)');
+  process.on('SIGINT', () => shutdown(0));
+  process.on('SIGTERM', () => shutdown(0));
+})().catch((error) => {
+  console.error(`[start] ${error.message}`);
+  shutdown(1);
+});
