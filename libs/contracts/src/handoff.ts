@@ -1,1 +1,496 @@
-export {};
+import { z } from 'zod';
+import { EvidenceSchema } from './agent-result';
+import { IdSchema, IsoTimeSchema, Limits, ProjectIdSchema, ShortTextSchema } from './common';
+import { DomainEventOf } from './envelope';
+
+/*
+ * The durable handoff (seed 002): the lifecycle the ledger service owns.
+ *
+ *   pending --claim--> claimed --return--> returned --(handback accepted)--> completed
+ *      ^                 |  |                  |
+ *      |   lease expiry  |  |                  +--(handback rework)--> pending (retry_count + 1)
+ *      +-----------------+  +--release--> released      (terminal: the claimer declined the work)
+ *   pending|claimed|returned --abandon--> abandoned      (terminal: the delegator withdrew it)
+ *   pending|claimed|returned --fail--> failed            (terminal; also the retry cap: see escalation)
+ *   completed|released|abandoned|failed --archive--> archived
+ *
+ * A `completion_handback` handoff is the reviewable reply to a return. It is decided (accept |
+ * rework) with `decide_handback`, never returned, and goes straight to `completed` when decided.
+ */
+
+export const HandoffStatus = {
+  pending: 'pending',
+  claimed: 'claimed',
+  returned: 'returned',
+  completed: 'completed',
+  released: 'released',
+  abandoned: 'abandoned',
+  failed: 'failed',
+  archived: 'archived',
+} as const;
+export type HandoffStatus = (typeof HandoffStatus)[keyof typeof HandoffStatus];
+export const HandoffStatusSchema = z.enum([
+  'pending',
+  'claimed',
+  'returned',
+  'completed',
+  'released',
+  'abandoned',
+  'failed',
+  'archived',
+]);
+
+/** The statuses from which a handoff may be archived: nothing more will happen to it. */
+export const TerminalHandoffStatuses = ['completed', 'released', 'abandoned', 'failed'] as const;
+export type TerminalHandoffStatus = (typeof TerminalHandoffStatuses)[number];
+export const TerminalHandoffStatusSchema = z.enum(TerminalHandoffStatuses);
+
+export const HandoffKind = { task: 'task', consult: 'consult', completionHandback: 'completion_handback' } as const;
+export type HandoffKind = (typeof HandoffKind)[keyof typeof HandoffKind];
+export const HandoffKindSchema = z.enum(['task', 'consult', 'completion_handback']);
+
+export const HandoffPriority = { low: 'low', medium: 'medium', high: 'high', urgent: 'urgent' } as const;
+export type HandoffPriority = (typeof HandoffPriority)[keyof typeof HandoffPriority];
+export const HandoffPrioritySchema = z.enum(['low', 'medium', 'high', 'urgent']);
+
+/**
+ * Who issued a command, as the platform (never the caller's payload) determines it. `system` is
+ * the ledger's own reactor (policies that turn one handoff's event into another handoff's command).
+ */
+export const HandoffActorKind = {
+  agent: 'agent',
+  operator: 'operator',
+  human: 'human',
+  watchdog: 'watchdog',
+  system: 'system',
+} as const;
+export type HandoffActorKind = (typeof HandoffActorKind)[keyof typeof HandoffActorKind];
+export const HandoffActorKindSchema = z.enum(['agent', 'operator', 'human', 'watchdog', 'system']);
+
+/**
+ * An actor as the handoff ledger records it: an agent name, or an operator / service principal
+ * (which may hold `:` or `@`). It never holds whitespace or NATS subject separators.
+ */
+export const ActorNameSchema = z
+  .string()
+  .min(1)
+  .max(Limits.maxIdLength)
+  .regex(/^[A-Za-z0-9_\-.:@]+$/, 'actor names may hold letters, digits and _ - . : @ only');
+export type ActorName = z.infer<typeof ActorNameSchema>;
+
+
+/** What a worker says about the work it returns. */
+export const CompletionOutcome = { completed: 'completed', partial: 'partial', blocked: 'blocked' } as const;
+export type CompletionOutcome = (typeof CompletionOutcome)[keyof typeof CompletionOutcome];
+export const CompletionOutcomeSchema = z.enum(['completed', 'partial', 'blocked']);
+
+/** The decision on a completion handback. */
+export const HandbackDecision = { accept: 'accept', rework: 'rework' } as const;
+export type HandbackDecision = (typeof HandbackDecision)[keyof typeof HandbackDecision];
+export const HandbackDecisionSchema = z.enum(['accept', 'rework']);
+
+/** The version tag of the completion report (seed: `cortex.handoff_completion_report.v1`). */
+export const CompletionReportSchemaId = 'baton.handoff_completion_report.v1';
+
+/**
+ * The report a worker returns with its work (seed: `completion_report`). Strict: unknown keys
+ * (such as a caller-supplied `metadata` trying to switch the evidence floor off) are rejected.
+ */
+export const CompletionReportSchema = z.strictObject({
+  schema: z.literal(CompletionReportSchemaId).optional(),
+  summary: ShortTextSchema.min(1),
+  files_changed: z.array(z.string().min(1).max(1000)).max(Limits.maxListItems).default([]),
+  verification: ShortTextSchema.default(''),
+  next_steps: ShortTextSchema.default(''),
+  branch: z.string().min(1).max(255).optional(),
+  outcome: CompletionOutcomeSchema,
+  evidence: EvidenceSchema.default({}),
+});
+export type CompletionReport = z.infer<typeof CompletionReportSchema>;
+
+/** Recorded when the evidence floor downgraded a `completed` return to `partial`. */
+export const EvidenceFloorSchema = z.strictObject({
+  applied: z.literal(true),
+  original_outcome: z.literal('completed'),
+  reason: z.literal('no_evidence'),
+});
+export type EvidenceFloor = z.infer<typeof EvidenceFloorSchema>;
+
+export const RetryPolicySchema = z.strictObject({
+  max_retries: z.number().int().min(0).max(20),
+  retry_count: z.number().int().min(0).max(1000),
+});
+export type RetryPolicy = z.infer<typeof RetryPolicySchema>;
+
+/** Who a handoff escalates to when its retry cap is hit; unset means "the project's lead". */
+export const EscalationPolicySchema = z.strictObject({ to: ActorNameSchema.optional() });
+export type EscalationPolicy = z.infer<typeof EscalationPolicySchema>;
+
+/**
+ * What an escalation does, as data: a consult handoff to a lead, or (no lead anywhere) a request
+ * that the run stop with `why: guard_failed`. The watchdog turns the stop variant into a stop.
+ */
+export const EscalationOutcomeSchema = z.union([
+  z.strictObject({ escalate_to: ActorNameSchema, consult_handoff_id: IdSchema }),
+  z.strictObject({ stop_why: z.literal('guard_failed'), detail: ShortTextSchema }),
+]);
+export type EscalationOutcome = z.infer<typeof EscalationOutcomeSchema>;
+
+/** Where a completion handback goes: the delegator, the project's lead, or the operators. */
+export const HandbackRecipientSchema = z.union([
+  z.strictObject({ to_agent: ActorNameSchema, reason: z.enum(['delegator', 'project_lead']) }),
+  z.strictObject({ to_role: z.literal('operator'), reason: z.literal('no_eligible_reviewer') }),
+]);
+export type HandbackRecipient = z.infer<typeof HandbackRecipientSchema>;
+
+const JsonObjectSchema = z.record(z.string(), z.unknown());
+const IdempotencyKeySchema = z.string().min(1).max(200);
+
+/**
+ * The folded view of one handoff, as projections, the API and the CLI show it. Invariants that
+ * hold for every state the decider can reach are checked here too.
+ */
+export const HandoffRecordSchema = z
+  .strictObject({
+    id: IdSchema,
+    project: ProjectIdSchema,
+    kind: HandoffKindSchema,
+    priority: HandoffPrioritySchema,
+    status: HandoffStatusSchema,
+    from_agent: ActorNameSchema,
+    to_role: ActorNameSchema.optional(),
+    to_agent: ActorNameSchema.optional(),
+    reply_to_handoff_id: IdSchema.optional(),
+    summary: ShortTextSchema,
+    context: JsonObjectSchema,
+    acceptance: JsonObjectSchema,
+    retry: RetryPolicySchema,
+    escalation: EscalationPolicySchema,
+    claimed_by: ActorNameSchema.optional(),
+    claim_id: IdSchema.optional(),
+    lease_expires_at: IsoTimeSchema.optional(),
+    claimed_at: IsoTimeSchema.optional(),
+    completed_at: IsoTimeSchema.optional(),
+    terminal_reason: ShortTextSchema.optional(),
+    parent_goal_id: IdSchema.optional(),
+    workflow_run_id: IdSchema.optional(),
+    completion_report: CompletionReportSchema.optional(),
+    evidence_floor: EvidenceFloorSchema.optional(),
+    /** On a returned parent: the handback under review and where it went. */
+    handback_id: IdSchema.optional(),
+    handback_recipient: HandbackRecipientSchema.optional(),
+    /** On a completion handback: the agent whose work it reviews (it may never accept it). */
+    reviewed_worker: ActorNameSchema.optional(),
+    /** Set when the retry cap escalated this handoff. */
+    escalation_outcome: EscalationOutcomeSchema.optional(),
+    archived_from: TerminalHandoffStatusSchema.optional(),
+    created_at: IsoTimeSchema,
+    updated_at: IsoTimeSchema,
+    version: z.number().int().min(1),
+  })
+  .superRefine((record, ctx) => {
+    const need = (ok: boolean, message: string) => {
+      if (!ok) ctx.addIssue({ code: 'custom', message });
+    };
+    need(record.retry.retry_count <= record.retry.max_retries, 'retry_count never exceeds max_retries');
+    if (record.status === 'claimed') {
+      need(!!record.claimed_by && !!record.claim_id && !!record.lease_expires_at && !!record.claimed_at, 'a claimed handoff has a claim and a lease');
+    }
+    if (record.status === 'pending') need(record.claim_id === undefined, 'a pending handoff has no live claim');
+    if (record.status === 'returned') {
+      need(!!record.completion_report && !!record.handback_id && !!record.handback_recipient, 'a returned handoff has a report and a handback');
+      need(record.kind !== 'completion_handback', 'a completion handback is decided, never returned');
+    }
+    if (record.status === 'completed') need(!!record.completed_at, 'a completed handoff has completed_at');
+    if (record.status === 'released' || record.status === 'abandoned' || record.status === 'failed') {
+      need(!!record.terminal_reason, 'a terminal handoff says why');
+    }
+    if (record.status === 'archived') need(!!record.archived_from, 'an archived handoff says what it was');
+    if (record.kind === 'completion_handback') {
+      need(!!record.reply_to_handoff_id && !!record.reviewed_worker, 'a completion handback names its parent and the worker');
+      need(record.to_agent === undefined || record.to_agent !== record.reviewed_worker, 'a handback is never addressed to its own worker');
+    }
+    if (record.evidence_floor) need(record.completion_report?.outcome === 'partial', 'the evidence floor leaves the outcome partial');
+  });
+export type HandoffRecord = z.infer<typeof HandoffRecordSchema>;
+
+// ---------------------------------------------------------------------------------------------
+// Wire commands: what a caller sends to the ledger (request/reply, `baton.cmd.ledger.<project>.<cmd>`).
+// Every command carries an idempotency key; a retried command with the same key changes nothing.
+// Who the caller is (actor, actor kind) and the time are attached by the platform, never read from
+// these bodies. Lookups (roster, project lead, generated ids) are added by the ledger before the
+// domain decides; see `@baton/domain` handoff commands.
+// ---------------------------------------------------------------------------------------------
+
+const LeaseMsSchema = z.number().int().min(1_000).max(24 * 60 * 60 * 1000);
+
+/** Create a handoff. `completion_handback` handoffs are created only by the ledger's own policy. */
+export const CreateHandoffCommandSchema = z
+  .strictObject({
+    handoff_id: IdSchema,
+    project: ProjectIdSchema,
+    kind: z.enum(['task', 'consult']).default('task'),
+    priority: HandoffPrioritySchema.default('medium'),
+    from_agent: ActorNameSchema,
+    to_role: ActorNameSchema.optional(),
+    to_agent: ActorNameSchema.optional(),
+    reply_to_handoff_id: IdSchema.optional(),
+    summary: ShortTextSchema.min(1),
+    context: JsonObjectSchema.default({}),
+    acceptance: JsonObjectSchema.default({}),
+    max_retries: z.number().int().min(0).max(20).default(3),
+    escalate_to: ActorNameSchema.optional(),
+    parent_goal_id: IdSchema.optional(),
+    workflow_run_id: IdSchema.optional(),
+    idempotency_key: IdempotencyKeySchema,
+  });
+export type CreateHandoffCommand = z.infer<typeof CreateHandoffCommandSchema>;
+
+/** Claim a pending handoff. The lease defaults to the ledger's configured lease when omitted. */
+export const ClaimHandoffCommandSchema = z.strictObject({
+  handoff_id: IdSchema,
+  lease_ms: LeaseMsSchema.optional(),
+  idempotency_key: IdempotencyKeySchema,
+});
+export type ClaimHandoffCommand = z.infer<typeof ClaimHandoffCommandSchema>;
+
+/** Extend the lease of a claim the caller holds. */
+export const HeartbeatHandoffCommandSchema = z.strictObject({
+  handoff_id: IdSchema,
+  claim_id: IdSchema,
+  lease_ms: LeaseMsSchema.optional(),
+  idempotency_key: IdempotencyKeySchema,
+});
+export type HeartbeatHandoffCommand = z.infer<typeof HeartbeatHandoffCommandSchema>;
+
+/** Return claimed work with a completion report (seed: `POST /handoffs/{id}/return`). */
+export const ReturnHandoffCommandSchema = z.strictObject({
+  handoff_id: IdSchema,
+  /** Required from agents; operators returning on a worker's behalf may omit it. */
+  claim_id: IdSchema.optional(),
+  report: CompletionReportSchema,
+  idempotency_key: IdempotencyKeySchema,
+});
+export type ReturnHandoffCommand = z.infer<typeof ReturnHandoffCommandSchema>;
+
+/** Decide a completion handback: accept (parent completed) or rework with a note (parent pending). */
+export const DecideHandbackCommandSchema = z.discriminatedUnion('decision', [
+  z.strictObject({
+    handoff_id: IdSchema,
+    decision: z.literal('accept'),
+    note: ShortTextSchema.optional(),
+    idempotency_key: IdempotencyKeySchema,
+  }),
+  z.strictObject({
+    handoff_id: IdSchema,
+    decision: z.literal('rework'),
+    note: ShortTextSchema.trim().min(1, 'a rework says what to change'),
+    idempotency_key: IdempotencyKeySchema,
+  }),
+]);
+export type DecideHandbackCommand = z.infer<typeof DecideHandbackCommandSchema>;
+
+/** The claimer declines the work; the handoff ends `released` and its delegator decides what next. */
+export const ReleaseHandoffCommandSchema = z.strictObject({
+  handoff_id: IdSchema,
+  claim_id: IdSchema.optional(),
+  reason: ShortTextSchema.trim().min(1),
+  idempotency_key: IdempotencyKeySchema,
+});
+export type ReleaseHandoffCommand = z.infer<typeof ReleaseHandoffCommandSchema>;
+
+/** The delegator (or an operator) withdraws a handoff that is not finished. */
+export const AbandonHandoffCommandSchema = z.strictObject({
+  handoff_id: IdSchema,
+  reason: ShortTextSchema.trim().min(1),
+  idempotency_key: IdempotencyKeySchema,
+});
+export type AbandonHandoffCommand = z.infer<typeof AbandonHandoffCommandSchema>;
+
+/** The work failed: by the claimer (with its claim id), or by an operator or the watchdog. */
+export const FailHandoffCommandSchema = z.strictObject({
+  handoff_id: IdSchema,
+  claim_id: IdSchema.optional(),
+  reason: ShortTextSchema.trim().min(1),
+  idempotency_key: IdempotencyKeySchema,
+});
+export type FailHandoffCommand = z.infer<typeof FailHandoffCommandSchema>;
+
+/** Archive a handoff in a terminal status (completed, released, abandoned, failed). */
+export const ArchiveHandoffCommandSchema = z.strictObject({
+  handoff_id: IdSchema,
+  idempotency_key: IdempotencyKeySchema,
+});
+export type ArchiveHandoffCommand = z.infer<typeof ArchiveHandoffCommandSchema>;
+
+/** Issued by the watchdog: the lease of `claim_id` has expired; requeue (or escalate) once. */
+export const RequeueExpiredCommandSchema = z.strictObject({
+  handoff_id: IdSchema,
+  claim_id: IdSchema,
+  idempotency_key: IdempotencyKeySchema,
+});
+export type RequeueExpiredCommand = z.infer<typeof RequeueExpiredCommandSchema>;
+
+/** The ledger's wire commands by name (the last token of the command subject). */
+export const HandoffCommandSchemas = {
+  create: CreateHandoffCommandSchema,
+  claim: ClaimHandoffCommandSchema,
+  heartbeat: HeartbeatHandoffCommandSchema,
+  return: ReturnHandoffCommandSchema,
+  decide_handback: DecideHandbackCommandSchema,
+  release: ReleaseHandoffCommandSchema,
+  abandon: AbandonHandoffCommandSchema,
+  fail: FailHandoffCommandSchema,
+  archive: ArchiveHandoffCommandSchema,
+  requeue_expired: RequeueExpiredCommandSchema,
+} as const;
+export type HandoffCommandName = keyof typeof HandoffCommandSchemas;
+
+/** What the platform attaches to every command before the domain sees it. */
+export const HandoffCommandMetadataSchema = z.strictObject({
+  now: IsoTimeSchema,
+  actor: ActorNameSchema,
+  actorKind: HandoffActorKindSchema,
+});
+export type HandoffCommandMetadata = z.infer<typeof HandoffCommandMetadataSchema>;
+
+// ---------------------------------------------------------------------------------------------
+// Events. Every payload names its handoff, the time it happened (`at`) and the idempotency key of
+// the command that caused it (so a replayed command is recognised after a restart).
+// ---------------------------------------------------------------------------------------------
+
+const EventBase = { handoff_id: IdSchema, at: IsoTimeSchema, idempotency_key: IdempotencyKeySchema };
+
+export const HandoffCreatedSchema = z.strictObject({
+  ...EventBase,
+  project: ProjectIdSchema,
+  kind: HandoffKindSchema,
+  priority: HandoffPrioritySchema,
+  from_agent: ActorNameSchema,
+  to_role: ActorNameSchema.optional(),
+  to_agent: ActorNameSchema.optional(),
+  reply_to_handoff_id: IdSchema.optional(),
+  reviewed_worker: ActorNameSchema.optional(),
+  summary: ShortTextSchema,
+  context: JsonObjectSchema,
+  acceptance: JsonObjectSchema,
+  max_retries: z.number().int().min(0).max(20),
+  escalate_to: ActorNameSchema.optional(),
+  parent_goal_id: IdSchema.optional(),
+  workflow_run_id: IdSchema.optional(),
+});
+
+export const HandoffClaimedSchema = z.strictObject({
+  ...EventBase,
+  claimed_by: ActorNameSchema,
+  claim_id: IdSchema,
+  lease_expires_at: IsoTimeSchema,
+});
+
+export const HandoffHeartbeatSchema = z.strictObject({
+  ...EventBase,
+  claim_id: IdSchema,
+  lease_expires_at: IsoTimeSchema,
+});
+
+export const HandoffReturnedSchema = z.strictObject({
+  ...EventBase,
+  claim_id: IdSchema,
+  returned_by: ActorNameSchema,
+  /** The claimer that did the work (differs from returned_by when an operator returns for it). */
+  worker: ActorNameSchema,
+  /** The report as recorded: outcome `partial` when the evidence floor applied. */
+  report: CompletionReportSchema,
+  evidence_floor: EvidenceFloorSchema.optional(),
+  handback_id: IdSchema,
+  handback_recipient: HandbackRecipientSchema,
+});
+
+export const HandoffHandbackDecidedSchema = z.strictObject({
+  ...EventBase,
+  parent_handoff_id: IdSchema,
+  decision: HandbackDecisionSchema,
+  note: ShortTextSchema.optional(),
+  decided_by: ActorNameSchema,
+  decided_by_kind: HandoffActorKindSchema,
+});
+
+export const HandoffCompletedSchema = z.strictObject({
+  ...EventBase,
+  handback_id: IdSchema,
+  accepted_by: ActorNameSchema,
+});
+
+export const HandoffReworkedSchema = z.strictObject({
+  ...EventBase,
+  handback_id: IdSchema,
+  note: ShortTextSchema,
+  reworked_by: ActorNameSchema,
+  retry_count: z.number().int().min(0),
+});
+
+export const HandoffReleasedSchema = z.strictObject({
+  ...EventBase,
+  claim_id: IdSchema,
+  released_by: ActorNameSchema,
+  reason: ShortTextSchema,
+});
+
+export const HandoffLeaseExpiredSchema = z.strictObject({
+  ...EventBase,
+  claim_id: IdSchema,
+  expired_claimer: ActorNameSchema,
+  lease_expires_at: IsoTimeSchema,
+  retry_count: z.number().int().min(0),
+});
+
+export const HandoffEscalatedSchema = z.strictObject({
+  ...EventBase,
+  cause: z.enum(['lease_expired', 'rework']),
+  /** The attempt that would have exceeded the cap. */
+  attempted_retry: z.number().int().min(1),
+  max_retries: z.number().int().min(0),
+  outcome: EscalationOutcomeSchema,
+  claim_id: IdSchema.optional(),
+  handback_id: IdSchema.optional(),
+  note: ShortTextSchema.optional(),
+});
+
+export const HandoffAbandonedSchema = z.strictObject({
+  ...EventBase,
+  abandoned_by: ActorNameSchema,
+  reason: ShortTextSchema,
+});
+
+export const HandoffFailedSchema = z.strictObject({
+  ...EventBase,
+  failed_by: ActorNameSchema,
+  reason: ShortTextSchema,
+});
+
+export const HandoffArchivedSchema = z.strictObject({
+  ...EventBase,
+  archived_by: ActorNameSchema,
+  archived_from: TerminalHandoffStatusSchema,
+});
+
+/** Every handoff event type and the schema of its payload (register with `registerAll('handoff', ...)`). */
+export const HandoffEventSchemas = {
+  'handoff.created': HandoffCreatedSchema,
+  'handoff.claimed': HandoffClaimedSchema,
+  'handoff.heartbeat': HandoffHeartbeatSchema,
+  'handoff.returned': HandoffReturnedSchema,
+  'handoff.handback_decided': HandoffHandbackDecidedSchema,
+  'handoff.completed': HandoffCompletedSchema,
+  'handoff.reworked': HandoffReworkedSchema,
+  'handoff.released': HandoffReleasedSchema,
+  'handoff.lease_expired': HandoffLeaseExpiredSchema,
+  'handoff.escalated': HandoffEscalatedSchema,
+  'handoff.abandoned': HandoffAbandonedSchema,
+  'handoff.failed': HandoffFailedSchema,
+  'handoff.archived': HandoffArchivedSchema,
+} as const;
+export type HandoffEventType = keyof typeof HandoffEventSchemas;
+export type HandoffEvent = DomainEventOf<typeof HandoffEventSchemas>;
+/** The payload of one handoff event type. */
+export type HandoffEventData<T extends HandoffEventType> = Extract<HandoffEvent, { type: T }>['data'];

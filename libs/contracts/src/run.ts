@@ -1,1 +1,305 @@
-export {};
+import { z } from 'zod';
+import { AgentNameSchema, IdSchema, IsoTimeSchema, Limits, ProjectIdSchema, ShortTextSchema } from './common';
+import { StepIdSchema, WorkflowRefSchema } from './definition';
+import { HumanActionNoticeSchema, PersonHandleSchema } from './notice';
+import { AgentRunConfigSchema, DispatchStatusSchema } from './sentinel-schema';
+import { OperatorAnswerSchema, ResumeEffectSchema, StopPacketSchema } from './stop-packet';
+import { PendingToolCallSchema } from './agent-result';
+
+/**
+ * The workflow-run aggregate's contracts: one aggregate per workflow run, written only by the
+ * router. Glossary (seed 000 vs the others): *callback* = seed 001's "parent" / "return
+ * address"; *hold* = seed 003's "waiting_human" without a packet; *stop* = a hold with a stop
+ * packet (seed 003).
+ */
+
+export const RunStatus = {
+  running: 'running',
+  held: 'held',
+  stopped: 'stopped',
+  completed: 'completed',
+  terminated: 'terminated',
+} as const;
+export type RunStatus = (typeof RunStatus)[keyof typeof RunStatus];
+export const RunStatusSchema = z.enum(['running', 'held', 'stopped', 'completed', 'terminated']);
+
+// ---------------------------------------------------------------------------------------------
+// The routing decision (seed 000 §3–§5)
+
+/**
+ * What the routing cascade read from an agent result. Structurally compatible with the output of
+ * `parseSentinel` (`config` / `absent` / `invalid`); `source` says whether the config came from
+ * the typed `decision` field (which wins) or from the body's sentinel.
+ */
+export const DecisionSignalSchema = z.discriminatedUnion('kind', [
+  z.strictObject({
+    kind: z.literal('config'),
+    source: z.enum(['typed', 'sentinel']),
+    config: AgentRunConfigSchema,
+  }),
+  /** No typed decision and no sentinel marker in the body. */
+  z.strictObject({ kind: z.literal('absent') }),
+  /** A sentinel marker was present but could not be parsed; `diagnostic` says why. */
+  z.strictObject({
+    kind: z.literal('invalid'),
+    diagnostic: ShortTextSchema,
+    code: z.string().max(80).optional(),
+  }),
+]);
+export type DecisionSignal = z.infer<typeof DecisionSignalSchema>;
+
+/**
+ * Which rule of the cascade decided. The first seven are seed 000 §3 (task sits at rule-1 level
+ * next to function_call; explicit_dispatch is rule 2). `entry` (a run's first step) and `resume`
+ * (an operator's answer) are the two routes that do not come from an agent result.
+ */
+export const RouteRule = {
+  functionCall: 'function_call',
+  task: 'task',
+  explicitDispatch: 'explicit_dispatch',
+  callback: 'callback',
+  workflowEdge: 'workflow_edge',
+  noActionDefault: 'no_action_default',
+  terminal: 'terminal',
+  entry: 'entry',
+  resume: 'resume',
+} as const;
+export type RouteRule = (typeof RouteRule)[keyof typeof RouteRule];
+export const RouteRuleSchema = z.enum([
+  'function_call',
+  'task',
+  'explicit_dispatch',
+  'callback',
+  'workflow_edge',
+  'no_action_default',
+  'terminal',
+  'entry',
+  'resume',
+]);
+
+/**
+ * Who made the dispatch decision: the agent, or the engine synthesising a fallback (seed 000 §5
+ * provenance). `human` marks an operator's answer that re-entered the router.
+ */
+export const DispatchOriginSchema = z.enum(['agent', 'engine_fallback', 'human']);
+export type DispatchOrigin = z.infer<typeof DispatchOriginSchema>;
+
+/** The Dispatch as resolved: status, reason (null when the agent gave none) and provenance. */
+export const ResolvedDispatchSchema = z.strictObject({
+  status: DispatchStatusSchema,
+  reason: ShortTextSchema.nullable(),
+  origin: DispatchOriginSchema,
+});
+export type ResolvedDispatch = z.infer<typeof ResolvedDispatchSchema>;
+
+/**
+ * Where control goes: an agent and the workflow step it runs under. An agent reached through a
+ * function_call (or a callback return) runs under the step that was current (it is a sub-call of
+ * that step), so `step` is always a step of the run's workflow.
+ */
+export const RouteTargetSchema = z.strictObject({ agent: AgentNameSchema, step: StepIdSchema });
+export type RouteTarget = z.infer<typeof RouteTargetSchema>;
+
+export const HoldKindSchema = z.enum(['human_gate', 'hold']);
+export type HoldKind = z.infer<typeof HoldKindSchema>;
+
+const routeBase = {
+  rule: RouteRuleSchema,
+  dispatch: ResolvedDispatchSchema,
+  /** The run's callback (return address) after this transition. */
+  callback_after: AgentNameSchema.nullable(),
+};
+
+/**
+ * The router's decision, one per agent result (or start / resume):
+ * - `dispatch`: run `target` next (a new handoff);
+ * - `hold`: stop for a human, no packet; `pending_target` is where an operator's *continue* goes;
+ * - `terminate`: the agent ended the run;
+ * - `complete`: a terminal step finished; the workflow is done;
+ * - `unresolved`: the result named a target that does not exist (becomes an unknown_intent stop).
+ */
+export const RouteDecisionSchema = z.discriminatedUnion('outcome', [
+  z.strictObject({ ...routeBase, outcome: z.literal('dispatch'), target: RouteTargetSchema }),
+  z.strictObject({
+    ...routeBase,
+    outcome: z.literal('hold'),
+    hold_kind: HoldKindSchema,
+    pending_target: RouteTargetSchema.nullable(),
+  }),
+  z.strictObject({ ...routeBase, outcome: z.literal('terminate') }),
+  z.strictObject({ ...routeBase, outcome: z.literal('complete') }),
+  z.strictObject({
+    ...routeBase,
+    outcome: z.literal('unresolved'),
+    requested: z.string().min(1).max(Limits.maxIdLength),
+    problem: ShortTextSchema,
+  }),
+]);
+export type RouteDecision = z.infer<typeof RouteDecisionSchema>;
+export type RouteOutcome = RouteDecision['outcome'];
+
+// ---------------------------------------------------------------------------------------------
+// Operator answers to a held run (a hold has no stop packet; a stop answers with OperatorAnswer)
+
+export const HoldAnswerActionSchema = z.enum(['continue', 'reroute', 'terminate']);
+export type HoldAnswerAction = z.infer<typeof HoldAnswerActionSchema>;
+
+/**
+ * An operator's answer to a hold. `continue` follows the hold's pending target (the gated edge,
+ * or the workflow edge a no-action hold did not take); `reroute` names a step, agent or role
+ * (resolved like `task`); `terminate` ends the run. `answer_id` is the idempotency key.
+ */
+export const HoldAnswerSchema = z
+  .strictObject({
+    answer_id: IdSchema,
+    action: HoldAnswerActionSchema,
+    target: z.string().min(1).max(Limits.maxIdLength).optional(),
+    note: ShortTextSchema.optional(),
+    answered_by: z.string().min(1).max(200),
+    answered_at: IsoTimeSchema,
+  })
+  .superRefine((answer, ctx) => {
+    if (answer.action === 'reroute' && answer.target === undefined) {
+      ctx.addIssue({ code: 'custom', path: ['target'], message: 'a reroute answer names a step, agent or role' });
+    }
+  });
+export type HoldAnswer = z.infer<typeof HoldAnswerSchema>;
+
+/** The answer carried by a `resume` command: to a hold, or to the open stop packet. */
+export const RunAnswerSchema = z.discriminatedUnion('kind', [
+  z.strictObject({ kind: z.literal('hold_answer'), answer: HoldAnswerSchema }),
+  z.strictObject({ kind: z.literal('stop_answer'), answer: OperatorAnswerSchema }),
+]);
+export type RunAnswer = z.infer<typeof RunAnswerSchema>;
+
+// ---------------------------------------------------------------------------------------------
+// Events
+
+/** The people a run can notify, captured when it starts (seed 000 §5 fallback order). */
+export const RunPeopleSchema = z.strictObject({
+  started_by: PersonHandleSchema.nullable(),
+  issue_author: PersonHandleSchema.nullable(),
+  trigger_author: PersonHandleSchema.nullable(),
+});
+export type RunPeople = z.infer<typeof RunPeopleSchema>;
+
+export const VariablesSchema = z.record(z.string().max(200), z.unknown());
+
+export const RunStartedSchema = z.strictObject({
+  workflow_run_id: IdSchema,
+  project: ProjectIdSchema,
+  workflow: WorkflowRefSchema,
+  /** The workflow's entry step and its agent: who runs first. */
+  entry: RouteTargetSchema,
+  people: RunPeopleSchema,
+  variables: VariablesSchema,
+  started_at: IsoTimeSchema,
+});
+
+export const RunResultRecordedSchema = z.strictObject({
+  result_id: IdSchema,
+  /** The agent run that produced the result. */
+  run_id: IdSchema,
+  agent: AgentNameSchema,
+  step: StepIdSchema,
+  signal: DecisionSignalSchema,
+  /** Session variables the agent set; merged over the run's variables. */
+  variables: VariablesSchema.optional(),
+  recorded_at: IsoTimeSchema,
+});
+
+/** What caused an outcome: the run's start, an agent result, an operator answer or an outside stop (its id). */
+export const RouteCauseSchema = z.strictObject({
+  kind: z.enum(['start', 'result', 'resume', 'stop']),
+  id: IdSchema,
+});
+export type RouteCause = z.infer<typeof RouteCauseSchema>;
+
+/**
+ * "Dispatch this agent next." `handoff_id` is derived deterministically from the cause id, so the
+ * router's request to the ledger is idempotent across redeliveries.
+ */
+export const RunRoutedSchema = z.strictObject({
+  decision: RouteDecisionSchema,
+  target: RouteTargetSchema,
+  from: RouteTargetSchema.nullable(),
+  handoff_id: IdSchema,
+  hop: z.number().int().min(1),
+  cause: RouteCauseSchema,
+  /** An operator approved this frozen call: the target runs exactly it, once. */
+  approved_call: PendingToolCallSchema.optional(),
+  /** An operator raised the cap the run stopped on. */
+  raised_cap: z.number().finite().positive().optional(),
+  routed_at: IsoTimeSchema,
+});
+
+export const RunHeldSchema = z.strictObject({
+  decision: RouteDecisionSchema,
+  hold_kind: HoldKindSchema,
+  reason: ShortTextSchema,
+  pending_target: RouteTargetSchema.nullable(),
+  agent: AgentNameSchema,
+  step: StepIdSchema,
+  cause: RouteCauseSchema,
+  held_at: IsoTimeSchema,
+});
+
+export const RunStoppedSchema = z.strictObject({
+  packet: StopPacketSchema,
+  /** Who asked for the stop: the agent's own stop signal, the router, or an outside service. */
+  source: z.enum(['agent', 'router', 'external']),
+  cause: RouteCauseSchema,
+  stopped_at: IsoTimeSchema,
+});
+
+export const RunResumedSchema = z.strictObject({
+  answer_id: IdSchema,
+  answered_by: z.string().min(1).max(200),
+  /** The hold or stop packet the answer closed, with the answer (and, for a stop, its effect). */
+  from: z.discriminatedUnion('kind', [
+    z.strictObject({ kind: z.literal('hold'), hold_kind: HoldKindSchema, answer: HoldAnswerSchema }),
+    z.strictObject({ kind: z.literal('stop'), packet_id: IdSchema, answer: OperatorAnswerSchema, effect: ResumeEffectSchema }),
+  ]),
+  resumed_at: IsoTimeSchema,
+});
+
+export const RunCompletedSchema = z.strictObject({
+  decision: RouteDecisionSchema,
+  agent: AgentNameSchema,
+  step: StepIdSchema,
+  completed_at: IsoTimeSchema,
+});
+
+export const RunTerminatedSchema = z.strictObject({
+  reason: ShortTextSchema,
+  origin: DispatchOriginSchema.or(z.literal('operator')),
+  decision: RouteDecisionSchema.optional(),
+  terminated_at: IsoTimeSchema,
+});
+
+/** A result the run refused (wrong agent, finished run...), recorded for the run's history. */
+export const RunResultRejectedSchema = z.strictObject({
+  result_id: IdSchema,
+  agent: AgentNameSchema,
+  code: z.string().min(1).max(80),
+  message: ShortTextSchema,
+  rejected_at: IsoTimeSchema,
+});
+
+export const RunNoticeEmittedSchema = z.strictObject({
+  notice: HumanActionNoticeSchema,
+});
+
+export const RunEventSchemas = {
+  'run.started': RunStartedSchema,
+  'run.result_recorded': RunResultRecordedSchema,
+  'run.routed': RunRoutedSchema,
+  'run.held': RunHeldSchema,
+  'run.stopped': RunStoppedSchema,
+  'run.resumed': RunResumedSchema,
+  'run.completed': RunCompletedSchema,
+  'run.terminated': RunTerminatedSchema,
+  'run.result_rejected': RunResultRejectedSchema,
+  'run.notice_emitted': RunNoticeEmittedSchema,
+} as const;
+export type RunEventType = keyof typeof RunEventSchemas;

@@ -1,1 +1,43 @@
-export {};
+/**
+ * Baton's event store and JetStream plumbing. The `nats` client stays behind these functions and
+ * types, so moving to the modular `@nats-io/*` client touches this library (and the Nest
+ * transport in libs/platform) only.
+ */
+export { connectNats, DEFAULT_NATS_URL } from './connection';
+export type { NatsConnectOptions, NatsHandle } from './connection';
+export {
+  EventStoreError,
+  ConcurrencyConflict,
+  StreamNotFound,
+  PublishTimeout,
+  EventValidationError,
+  EventDecodeError,
+  ProvisionError,
+  TransientError,
+  PoisonError,
+} from './errors';
+export { JetStreamEventStore } from './store';
+export type {
+  AggregateRef,
+  AppendOptions,
+  AppendResult,
+  CommandMeta,
+  DeciderLike,
+  DomainEventLike,
+  EventStore,
+  HandleCommandOptions,
+  HandleCommandResult,
+  JetStreamEventStoreOptions,
+  ReadOptions,
+  ReadResult,
+  StoredEvent,
+} from './store';
+export { Retention, Storage, DeliverFrom, batonTopology, batonStreamNames, streamStem } from './topology';
+export type { StreamSpec, ConsumerSpec, TopologySpec, BatonStreamNames, BatonTopologyOptions } from './topology';
+export { provision, streamConfig, consumerConfig } from './provision';
+export type { ProvisionAction, ProvisionReport } from './provision';
+export { deadLetter, DlqHeader, DeadLetterReason, dlqSourceToken, headersToRecord } from './dead-letter';
+export type { DeadLetterInput, DeadLetterAck } from './dead-letter';
+export { runConsumer, classifyError } from './runner';
+export type { ConsumedMessage, ConsumerRunner, ErrorClass, MessageOutcome, RunConsumerOptions } from './runner';
+export { LruCache } from './lru';

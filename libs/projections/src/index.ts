@@ -1,1 +1,28 @@
-export {};
+/**
+ * @baton/projections — the Redis projection engine: idempotent atomic apply with a per-projection
+ * sequence guard, keyspace generations with shadow rebuilds and compare-and-set swaps, an indexed
+ * item store with cursor paging (operator inbox, stop packets), and canonical snapshots.
+ */
+export { createRedis, DEFAULT_REDIS_URL, type RedisHandle } from './redis';
+export {
+  createProjectionStore,
+  type ApplyResult,
+  type ApplyTarget,
+  type BatchApplyResult,
+  type CleanupResult,
+  type ProjectionDefinition,
+  type ProjectionStatus,
+  type ProjectionStore,
+  type ProjectionStoreOptions,
+  type RebuildOptions,
+  type RebuildResult,
+  type ReplaySource,
+  type SequencedEvent,
+  type SwapResult,
+} from './store';
+export { Op, ItemOrder, INDEXED_FIELDS, IndexedItemSchema, ProjectionOpSchema, type IndexedField, type IndexedItem, type ProjectionOp } from './ops';
+export type { ItemFilters, ItemFilterValue, ItemPage, ItemQuery, ItemStore } from './items';
+export type { ProjectionReader } from './reader';
+export { diffSnapshots, type ProjectionSnapshot, type SnapshotDifference, type SnapshotValue } from './snapshot';
+export { canonicalJson, type JsonValue } from './canonical-json';
+export { InvalidCursorError, ProjectionError, ProjectionOpError, RebuildBehindError, RedisUnavailableError } from './errors';

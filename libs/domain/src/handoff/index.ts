@@ -1,1 +1,46 @@
-export {};
+export { handoffDecider } from './decider';
+export { decideHandoff, handbackRecipient, HandoffErrorCode } from './decide';
+export {
+  evolveHandoff,
+  initialHandoffState,
+  toHandoffRecord,
+  RECENT_KEYS_LIMIT,
+  type AbsentHandoff,
+  type ArchivedHandoff,
+  type Claim,
+  type ClaimedHandoff,
+  type CompletedHandoff,
+  type EndedHandoff,
+  type ExistingHandoff,
+  type HandoffCore,
+  type HandoffState,
+  type PendingHandoff,
+  type ReturnedHandoff,
+} from './state';
+export { applyEvidenceFloor, evidenceFloorApplies, hasEvidence, isMeaningfulEntry, isMeaningfulText } from './evidence';
+export {
+  escalationPolicy,
+  handbackDecisionPolicy,
+  handbackPolicy,
+  LEDGER_ACTOR,
+  reactToHandoffEvent,
+  type HandoffReaction,
+  type HandoffReactionContext,
+} from './policies';
+export type {
+  AbandonHandoff,
+  ArchiveHandoff,
+  ClaimHandoff,
+  CompleteFromHandback,
+  CreateHandoff,
+  DecideHandback,
+  FailHandoff,
+  HandoffCommand,
+  HandoffCommandType,
+  HeartbeatHandoff,
+  ProjectRoster,
+  ReleaseHandoff,
+  RequeueExpired,
+  ReturnHandoff,
+  ReworkFromHandback,
+} from './commands';

@@ -1,0 +1,97 @@
+import type {
+  AbandonHandoffCommand,
+  ArchiveHandoffCommand,
+  CreateHandoffCommand,
+  DecideHandbackCommand,
+  FailHandoffCommand,
+  HandoffCommandMetadata,
+  HandoffKind,
+  ReleaseHandoffCommand,
+  RequeueExpiredCommand,
+  ReturnHandoffCommand,
+} from '@baton/contracts';
+
+/*
+ * The commands the handoff decider takes. Each is a wire command (see `HandoffCommandSchemas` in
+ * @baton/contracts) plus what the ledger resolved before deciding: generated ids, the lease, the
+ * claimer's roles, the project's roster and lead. The decider never looks anything up and never
+ * trusts the caller for those: the ledger fills them from its own sources.
+ */
+
+type Command<T extends string, D> = { type: T; data: D; metadata: HandoffCommandMetadata };
+
+/**
+ * Create a handoff. From the wire `kind` is task or consult; the ledger's own policy (actor kind
+ * `system`) also creates completion handbacks, which name the worker they review.
+ */
+export type CreateHandoff = Command<
+  'create',
+  Omit<CreateHandoffCommand, 'kind'> & { kind: HandoffKind; reviewed_worker?: string }
+>;
+
+/** Claim: the ledger generates the claim id, applies its default lease and resolves the claimer's roles. */
+export type ClaimHandoff = Command<
+  'claim',
+  { handoff_id: string; idempotency_key: string; claim_id: string; lease_ms: number; claimer_roles: readonly string[] }
+>;
+
+export type HeartbeatHandoff = Command<'heartbeat', { handoff_id: string; claim_id: string; idempotency_key: string; lease_ms: number }>;
+
+/** What the ledger knows about the project when a handoff is returned. */
+export interface ProjectRoster {
+  /** Actors visible in the project (registered, not hidden): a delegator outside it gets no handback. */
+  visible_actors: readonly string[];
+  /** The project's default lead, when it has one. */
+  project_lead?: string;
+}
+
+/** Return: the ledger supplies the handback's id (deterministic, from the request) and the roster. */
+export type ReturnHandoff = Command<'return', ReturnHandoffCommand & { handback_id: string; roster: ProjectRoster }>;
+
+export type DecideHandback = Command<'decide_handback', DecideHandbackCommand>;
+export type ReleaseHandoff = Command<'release', ReleaseHandoffCommand>;
+export type AbandonHandoff = Command<'abandon', AbandonHandoffCommand>;
+export type FailHandoff = Command<'fail', FailHandoffCommand>;
+export type ArchiveHandoff = Command<'archive', ArchiveHandoffCommand>;
+
+/** Requeue an expired lease (watchdog). The ledger adds the lead and the id an escalation would use. */
+export type RequeueExpired = Command<
+  'requeue_expired',
+  RequeueExpiredCommand & { project_lead?: string; escalation_handoff_id: string }
+>;
+
+/** Internal (policy → parent, actor kind `system` only): the parent's handback was accepted. */
+export type CompleteFromHandback = Command<
+  'complete_from_handback',
+  { handoff_id: string; handback_id: string; accepted_by: string; idempotency_key: string }
+>;
+
+/** Internal (policy → parent, actor kind `system` only): the parent's handback asked for rework. */
+export type ReworkFromHandback = Command<
+  'rework_from_handback',
+  {
+    handoff_id: string;
+    handback_id: string;
+    note: string;
+    reworked_by: string;
+    project_lead?: string;
+    escalation_handoff_id: string;
+    idempotency_key: string;
+  }
+>;
+
+export type HandoffCommand =
+  | CreateHandoff
+  | ClaimHandoff
+  | HeartbeatHandoff
+  | ReturnHandoff
+  | DecideHandback
+  | ReleaseHandoff
+  | AbandonHandoff
+  | FailHandoff
+  | ArchiveHandoff
+  | RequeueExpired
+  | CompleteFromHandback
+  | ReworkFromHandback;
+
+export type HandoffCommandType = HandoffCommand['type'];

@@ -1,0 +1,466 @@
+import type { EscalationOutcome, HandbackRecipient, HandoffActorKind, HandoffCommandMetadata, HandoffEvent } from '@baton/contracts';
+import { accept, assertNever, DecisionResult, reject } from '../decider';
+import type {
+  AbandonHandoff,
+  ArchiveHandoff,
+  ClaimHandoff,
+  CompleteFromHandback,
+  CreateHandoff,
+  DecideHandback,
+  FailHandoff,
+  HandoffCommand,
+  HeartbeatHandoff,
+  ProjectRoster,
+  ReleaseHandoff,
+  RequeueExpired,
+  ReturnHandoff,
+  ReworkFromHandback,
+} from './commands';
+import { applyEvidenceFloor } from './evidence';
+import type { ClaimedHandoff, ExistingHandoff, HandoffState, ReturnedHandoff } from './state';
+
+/** The stable codes of every refusal the handoff decider gives. */
+export const HandoffErrorCode = {
+  notFound: 'not_found',
+  alreadyExists: 'already_exists',
+  wrongAggregate: 'wrong_aggregate',
+  handoffNotPending: 'handoff_not_pending',
+  handoffNotClaimed: 'handoff_not_claimed',
+  handoffNotReturned: 'handoff_not_returned',
+  handoffNotOpen: 'handoff_not_open',
+  handoffNotTerminal: 'handoff_not_terminal',
+  notTheClaimer: 'not_the_claimer',
+  notTheAddressee: 'not_the_addressee',
+  notTheDelegator: 'not_the_delegator',
+  staleClaim: 'stale_claim',
+  leaseNotExpired: 'lease_not_expired',
+  leaseExpired: 'lease_expired',
+  notReturnable: 'not_returnable',
+  notAHandback: 'not_a_handback',
+  handbackAlreadyDecided: 'handback_already_decided',
+  staleHandback: 'stale_handback',
+  selfAcceptForbidden: 'self_accept_forbidden',
+  selfReviewForbidden: 'self_review_forbidden',
+  handbackCreateForbidden: 'handback_create_forbidden',
+  internalCommand: 'internal_command',
+} as const;
+export type HandoffErrorCode = (typeof HandoffErrorCode)[keyof typeof HandoffErrorCode];
+
+type Decision = DecisionResult<HandoffEvent>;
+
+/** Operators and humans act on anything in their inbox; they are never the subject of the floor. */
+function isPerson(kind: HandoffActorKind): boolean {
+  return kind === 'operator' || kind === 'human';
+}
+
+function plusMs(iso: string, ms: number): string {
+  return new Date(Date.parse(iso) + ms).toISOString();
+}
+
+function isAtOrAfter(now: string, deadline: string): boolean {
+  return Date.parse(now) >= Date.parse(deadline);
+}
+
+function base(data: { handoff_id: string; idempotency_key: string }, metadata: HandoffCommandMetadata) {
+  return { handoff_id: data.handoff_id, at: metadata.now, idempotency_key: data.idempotency_key };
+}
+
+function wrongState(code: HandoffErrorCode, state: ExistingHandoff, wanted: string): Decision {
+  return reject('wrong_state', code, `handoff ${state.id} is ${state.status}; this needs it ${wanted}`, {
+    handoff_id: state.id,
+    status: state.status,
+  });
+}
+
+/**
+ * Check that a caller holds the live claim: the claim id must be the current one (else
+ * `stale_claim`) and the caller must be the claimer (else `not_the_claimer`). Operators and
+ * humans may act without the claim id; a claim id they do send must still be current.
+ */
+function checkClaimer(state: ClaimedHandoff, claimId: string | undefined, metadata: HandoffCommandMetadata): Decision | null {
+  if (isPerson(metadata.actorKind)) {
+    if (claimId !== undefined && claimId !== state.claim.claim_id) return staleClaim(state, claimId);
+    return null;
+  }
+  if (claimId === undefined || claimId !== state.claim.claim_id) return staleClaim(state, claimId);
+  if (metadata.actor !== state.claim.claimed_by) {
+    return reject('forbidden', HandoffErrorCode.notTheClaimer, `${metadata.actor} does not hold the claim on handoff ${state.id}`, {
+      handoff_id: state.id,
+    });
+  }
+  return null;
+}
+
+function staleClaim(state: ClaimedHandoff, claimId: string | undefined): Decision {
+  return reject('wrong_state', HandoffErrorCode.staleClaim, `claim ${claimId ?? '(none)'} is not the current claim on handoff ${state.id}`, {
+    handoff_id: state.id,
+    claim_id: claimId ?? null,
+  });
+}
+
+/**
+ * Who reviews a return: the delegator when it is a visible actor, else the project's default lead;
+ * never the worker itself (seed 002 known hole: same-recipient auto-accept). When neither is
+ * eligible the handback goes to the operators.
+ */
+export function handbackRecipient(fromAgent: string, worker: string, roster: ProjectRoster): HandbackRecipient {
+  if (roster.visible_actors.includes(fromAgent) && fromAgent !== worker) return { to_agent: fromAgent, reason: 'delegator' };
+  if (roster.project_lead !== undefined && roster.project_lead !== worker) {
+    return { to_agent: roster.project_lead, reason: 'project_lead' };
+  }
+  return { to_role: 'operator', reason: 'no_eligible_reviewer' };
+}
+
+/**
+ * What the retry cap does: consult the handoff's escalation target or the project's lead, or,
+ * when there is no lead at all, request a stop (`guard_failed`).
+ */
+function escalationOutcome(state: ExistingHandoff, projectLead: string | undefined, consultId: string): EscalationOutcome {
+  const lead = state.escalation.to ?? projectLead;
+  if (lead !== undefined) return { escalate_to: lead, consult_handoff_id: consultId };
+  return {
+    stop_why: 'guard_failed',
+    detail: `handoff ${state.id} reached its retry cap (${state.retry.max_retries}) and project ${state.project} has no lead`,
+  };
+}
+
+function decideCreate(command: CreateHandoff, state: HandoffState): Decision {
+  const { data, metadata } = command;
+  if (state.status !== 'absent') {
+    return reject('wrong_state', HandoffErrorCode.alreadyExists, `handoff ${data.handoff_id} already exists`, { handoff_id: data.handoff_id });
+  }
+  if (data.kind === 'completion_handback') {
+    // Only the ledger's own handback policy creates handbacks, so nobody forges a reviewer.
+    if (metadata.actorKind !== 'system' || data.reviewed_worker === undefined || data.reply_to_handoff_id === undefined) {
+      return reject('forbidden', HandoffErrorCode.handbackCreateForbidden, 'completion handbacks are created by the ledger when work is returned');
+    }
+    if (data.to_agent !== undefined && data.to_agent === data.reviewed_worker) {
+      return reject('forbidden', HandoffErrorCode.selfReviewForbidden, 'a handback is never addressed to the worker it reviews');
+    }
+  }
+  if (metadata.actorKind === 'agent' && data.from_agent !== metadata.actor) {
+    return reject('forbidden', HandoffErrorCode.notTheDelegator, `${metadata.actor} cannot create a handoff from ${data.from_agent}`);
+  }
+  const event: HandoffEvent = {
+    type: 'handoff.created',
+    data: {
+      ...base(data, metadata),
+      project: data.project,
+      kind: data.kind,
+      priority: data.priority,
+      from_agent: data.from_agent,
+      summary: data.summary,
+      context: data.context,
+      acceptance: data.acceptance,
+      max_retries: data.max_retries,
+    },
+  };
+  const optional = {
+    to_role: data.to_role,
+    to_agent: data.to_agent,
+    reply_to_handoff_id: data.reply_to_handoff_id,
+    reviewed_worker: data.kind === 'completion_handback' ? data.reviewed_worker : undefined,
+    escalate_to: data.escalate_to,
+    parent_goal_id: data.parent_goal_id,
+    workflow_run_id: data.workflow_run_id,
+  };
+  for (const [key, value] of Object.entries(optional)) {
+    if (value !== undefined) (event.data as Record<string, unknown>)[key] = value;
+  }
+  return accept(event);
+}
+
+function decideClaim({ data, metadata }: ClaimHandoff, state: ExistingHandoff): Decision {
+  if (state.status !== 'pending') return wrongState(HandoffErrorCode.handoffNotPending, state, 'pending');
+  if (state.reviewed_worker !== undefined && state.reviewed_worker === metadata.actor) {
+    return reject('forbidden', HandoffErrorCode.selfReviewForbidden, `${metadata.actor} cannot review its own work`);
+  }
+  if (state.to_agent !== undefined && state.to_agent !== metadata.actor) {
+    return reject('forbidden', HandoffErrorCode.notTheAddressee, `handoff ${state.id} is addressed to ${state.to_agent}`, {
+      to_agent: state.to_agent,
+    });
+  }
+  if (state.to_role !== undefined && !data.claimer_roles.includes(state.to_role)) {
+    return reject('forbidden', HandoffErrorCode.notTheAddressee, `handoff ${state.id} is addressed to role ${state.to_role}`, {
+      to_role: state.to_role,
+    });
+  }
+  return accept({
+    type: 'handoff.claimed',
+    data: {
+      ...base(data, metadata),
+      claimed_by: metadata.actor,
+      claim_id: data.claim_id,
+      lease_expires_at: plusMs(metadata.now, data.lease_ms),
+    },
+  });
+}
+
+function decideHeartbeat({ data, metadata }: HeartbeatHandoff, state: ExistingHandoff): Decision {
+  if (state.status !== 'claimed') return wrongState(HandoffErrorCode.handoffNotClaimed, state, 'claimed');
+  if (data.claim_id !== state.claim.claim_id) return staleClaim(state, data.claim_id);
+  if (metadata.actor !== state.claim.claimed_by) {
+    return reject('forbidden', HandoffErrorCode.notTheClaimer, `${metadata.actor} does not hold the claim on handoff ${state.id}`);
+  }
+  if (isAtOrAfter(metadata.now, state.claim.lease_expires_at)) {
+    return reject('wrong_state', HandoffErrorCode.leaseExpired, `the lease on handoff ${state.id} expired at ${state.claim.lease_expires_at}`);
+  }
+  return accept({
+    type: 'handoff.heartbeat',
+    data: { ...base(data, metadata), claim_id: data.claim_id, lease_expires_at: plusMs(metadata.now, data.lease_ms) },
+  });
+}
+
+function decideReturn({ data, metadata }: ReturnHandoff, state: ExistingHandoff): Decision {
+  if (state.kind === 'completion_handback') {
+    return reject('invalid', HandoffErrorCode.notReturnable, `handoff ${state.id} is a completion handback: decide it (accept | rework)`);
+  }
+  if (state.status !== 'claimed') return wrongState(HandoffErrorCode.handoffNotClaimed, state, 'claimed');
+  const refused = checkClaimer(state, data.claim_id, metadata);
+  if (refused) return refused;
+  const worker = state.claim.claimed_by;
+  const floored = applyEvidenceFloor(data.report, metadata.actorKind);
+  const event: HandoffEvent = {
+    type: 'handoff.returned',
+    data: {
+      ...base(data, metadata),
+      claim_id: state.claim.claim_id,
+      returned_by: metadata.actor,
+      worker,
+      report: floored.report,
+      handback_id: data.handback_id,
+      handback_recipient: handbackRecipient(state.from_agent, worker, data.roster),
+    },
+  };
+  if (floored.evidence_floor) event.data.evidence_floor = floored.evidence_floor;
+  return accept(event);
+}
+
+function decideHandback({ data, metadata }: DecideHandback, state: ExistingHandoff): Decision {
+  if (state.kind !== 'completion_handback' || state.reply_to_handoff_id === undefined) {
+    return reject('invalid', HandoffErrorCode.notAHandback, `handoff ${state.id} is not a completion handback`);
+  }
+  if (state.status === 'completed' || state.status === 'archived') {
+    return wrongState(HandoffErrorCode.handbackAlreadyDecided, state, 'pending or claimed');
+  }
+  if (state.status !== 'pending' && state.status !== 'claimed') return wrongState(HandoffErrorCode.handoffNotOpen, state, 'pending or claimed');
+  // Known hole (c): the worker never decides on its own work, whatever its actor kind.
+  if (state.reviewed_worker !== undefined && metadata.actor === state.reviewed_worker) {
+    return data.decision === 'accept'
+      ? reject('forbidden', HandoffErrorCode.selfAcceptForbidden, `${metadata.actor} did the work and cannot accept it`)
+      : reject('forbidden', HandoffErrorCode.selfReviewForbidden, `${metadata.actor} did the work and cannot review it`);
+  }
+  const addressee =
+    isPerson(metadata.actorKind) ||
+    (state.to_agent !== undefined && state.to_agent === metadata.actor) ||
+    (state.status === 'claimed' && state.claim.claimed_by === metadata.actor);
+  if (!addressee) {
+    return reject('forbidden', HandoffErrorCode.notTheAddressee, `handback ${state.id} is not addressed to ${metadata.actor}`);
+  }
+  const event: HandoffEvent = {
+    type: 'handoff.handback_decided',
+    data: {
+      ...base(data, metadata),
+      parent_handoff_id: state.reply_to_handoff_id,
+      decision: data.decision,
+      decided_by: metadata.actor,
+      decided_by_kind: metadata.actorKind,
+    },
+  };
+  if (data.note !== undefined) event.data.note = data.note;
+  return accept(event);
+}
+
+function decideRelease({ data, metadata }: ReleaseHandoff, state: ExistingHandoff): Decision {
+  if (state.status !== 'claimed') return wrongState(HandoffErrorCode.handoffNotClaimed, state, 'claimed');
+  const refused = checkClaimer(state, data.claim_id, metadata);
+  if (refused) return refused;
+  return accept({
+    type: 'handoff.released',
+    data: { ...base(data, metadata), claim_id: state.claim.claim_id, released_by: metadata.actor, reason: data.reason },
+  });
+}
+
+function decideAbandon({ data, metadata }: AbandonHandoff, state: ExistingHandoff): Decision {
+  if (state.status !== 'pending' && state.status !== 'claimed' && state.status !== 'returned') {
+    return wrongState(HandoffErrorCode.handoffNotOpen, state, 'pending, claimed or returned');
+  }
+  if (!isPerson(metadata.actorKind) && metadata.actorKind !== 'system' && metadata.actor !== state.from_agent) {
+    return reject('forbidden', HandoffErrorCode.notTheDelegator, `only ${state.from_agent} or an operator may abandon handoff ${state.id}`);
+  }
+  return accept({ type: 'handoff.abandoned', data: { ...base(data, metadata), abandoned_by: metadata.actor, reason: data.reason } });
+}
+
+function decideFail({ data, metadata }: FailHandoff, state: ExistingHandoff): Decision {
+  if (state.status !== 'pending' && state.status !== 'claimed' && state.status !== 'returned') {
+    return wrongState(HandoffErrorCode.handoffNotOpen, state, 'pending, claimed or returned');
+  }
+  const overseer = isPerson(metadata.actorKind) || metadata.actorKind === 'watchdog' || metadata.actorKind === 'system';
+  if (!overseer) {
+    // An agent may fail only the work it holds.
+    if (state.status !== 'claimed') {
+      return reject('forbidden', HandoffErrorCode.notTheClaimer, `${metadata.actor} does not hold a claim on handoff ${state.id}`);
+    }
+    const refused = checkClaimer(state, data.claim_id, metadata);
+    if (refused) return refused;
+  }
+  return accept({ type: 'handoff.failed', data: { ...base(data, metadata), failed_by: metadata.actor, reason: data.reason } });
+}
+
+function decideArchive({ data, metadata }: ArchiveHandoff, state: ExistingHandoff): Decision {
+  switch (state.status) {
+    case 'completed':
+    case 'released':
+    case 'abandoned':
+    case 'failed':
+      return accept({
+        type: 'handoff.archived',
+        data: { ...base(data, metadata), archived_by: metadata.actor, archived_from: state.status },
+      });
+    case 'pending':
+    case 'claimed':
+    case 'returned':
+    case 'archived':
+      return wrongState(HandoffErrorCode.handoffNotTerminal, state, 'completed, released, abandoned or failed');
+    default:
+      return assertNever(state, 'handoff state');
+  }
+}
+
+/**
+ * Lease expiry, issued by the watchdog with the claim id it saw. Requeues exactly once: a second
+ * requeue for the same claim finds the handoff no longer claimed (or claimed under a new id) and
+ * is refused, which is what makes two watchdogs safe. Over the retry cap it escalates instead.
+ */
+function decideRequeue({ data, metadata }: RequeueExpired, state: ExistingHandoff): Decision {
+  if (state.status !== 'claimed') return wrongState(HandoffErrorCode.handoffNotClaimed, state, 'claimed');
+  if (data.claim_id !== state.claim.claim_id) return staleClaim(state, data.claim_id);
+  if (!isAtOrAfter(metadata.now, state.claim.lease_expires_at)) {
+    return reject('wrong_state', HandoffErrorCode.leaseNotExpired, `the lease on handoff ${state.id} runs until ${state.claim.lease_expires_at}`, {
+      lease_expires_at: state.claim.lease_expires_at,
+    });
+  }
+  const nextRetry = state.retry.retry_count + 1;
+  if (nextRetry > state.retry.max_retries) {
+    return accept({
+      type: 'handoff.escalated',
+      data: {
+        ...base(data, metadata),
+        cause: 'lease_expired',
+        attempted_retry: nextRetry,
+        max_retries: state.retry.max_retries,
+        outcome: escalationOutcome(state, data.project_lead, data.escalation_handoff_id),
+        claim_id: data.claim_id,
+      },
+    });
+  }
+  return accept({
+    type: 'handoff.lease_expired',
+    data: {
+      ...base(data, metadata),
+      claim_id: data.claim_id,
+      expired_claimer: state.claim.claimed_by,
+      lease_expires_at: state.claim.lease_expires_at,
+      retry_count: nextRetry,
+    },
+  });
+}
+
+function checkInternalOnReturned(
+  command: CompleteFromHandback | ReworkFromHandback,
+  state: ExistingHandoff,
+): { ok: true; state: ReturnedHandoff } | { ok: false; decision: Decision } {
+  if (command.metadata.actorKind !== 'system') {
+    return { ok: false, decision: reject('forbidden', HandoffErrorCode.internalCommand, `${command.type} is issued by the ledger's handback policy only`) };
+  }
+  if (state.status !== 'returned') return { ok: false, decision: wrongState(HandoffErrorCode.handoffNotReturned, state, 'returned') };
+  if (state.handback_id !== command.data.handback_id) {
+    return {
+      ok: false,
+      decision: reject('wrong_state', HandoffErrorCode.staleHandback, `handback ${command.data.handback_id} is not the open handback of ${state.id}`),
+    };
+  }
+  return { ok: true, state };
+}
+
+function decideCompleteFromHandback(command: CompleteFromHandback, state: ExistingHandoff): Decision {
+  const checked = checkInternalOnReturned(command, state);
+  if (!checked.ok) return checked.decision;
+  const { data, metadata } = command;
+  return accept({
+    type: 'handoff.completed',
+    data: { ...base(data, metadata), handback_id: data.handback_id, accepted_by: data.accepted_by },
+  });
+}
+
+function decideReworkFromHandback(command: ReworkFromHandback, state: ExistingHandoff): Decision {
+  const checked = checkInternalOnReturned(command, state);
+  if (!checked.ok) return checked.decision;
+  const { data, metadata } = command;
+  const nextRetry = state.retry.retry_count + 1;
+  if (nextRetry > state.retry.max_retries) {
+    return accept({
+      type: 'handoff.escalated',
+      data: {
+        ...base(data, metadata),
+        cause: 'rework',
+        attempted_retry: nextRetry,
+        max_retries: state.retry.max_retries,
+        outcome: escalationOutcome(state, data.project_lead, data.escalation_handoff_id),
+        handback_id: data.handback_id,
+        note: data.note,
+      },
+    });
+  }
+  return accept({
+    type: 'handoff.reworked',
+    data: { ...base(data, metadata), handback_id: data.handback_id, note: data.note, reworked_by: data.reworked_by, retry_count: nextRetry },
+  });
+}
+
+/**
+ * Decide one handoff command. Pure: never throws for a business reason and never reads the clock.
+ * A command whose idempotency key this handoff already applied yields no events (ok, empty), so
+ * a retried request is harmless. Illegal commands yield a typed DomainError ({@link HandoffErrorCode}).
+ */
+export function decideHandoff(command: HandoffCommand, state: HandoffState): Decision {
+  if (command.type === 'create') {
+    if (state.status !== 'absent' && state.recent_keys.includes(command.data.idempotency_key)) return accept();
+    return decideCreate(command, state);
+  }
+  if (state.status === 'absent') {
+    return reject('not_found', HandoffErrorCode.notFound, `handoff ${command.data.handoff_id} does not exist`, {
+      handoff_id: command.data.handoff_id,
+    });
+  }
+  if (command.data.handoff_id !== state.id) {
+    return reject('invalid', HandoffErrorCode.wrongAggregate, `command for ${command.data.handoff_id} sent to handoff ${state.id}`);
+  }
+  if (state.recent_keys.includes(command.data.idempotency_key)) return accept();
+  switch (command.type) {
+    case 'claim':
+      return decideClaim(command, state);
+    case 'heartbeat':
+      return decideHeartbeat(command, state);
+    case 'return':
+      return decideReturn(command, state);
+    case 'decide_handback':
+      return decideHandback(command, state);
+    case 'release':
+      return decideRelease(command, state);
+    case 'abandon':
+      return decideAbandon(command, state);
+    case 'fail':
+      return decideFail(command, state);
+    case 'archive':
+      return decideArchive(command, state);
+    case 'requeue_expired':
+      return decideRequeue(command, state);
+    case 'complete_from_handback':
+      return decideCompleteFromHandback(command, state);
+    case 'rework_from_handback':
+      return decideReworkFromHandback(command, state);
+    default:
+      return assertNever(command, 'handoff command');
+  }
+}

@@ -1,0 +1,204 @@
+import type { HandoffCommandMetadata, HandoffEvent, HandoffEventData, HandoffPriority } from '@baton/contracts';
+import { Limits } from '@baton/contracts';
+import { assertNever } from '../decider';
+import type { CreateHandoff, HandoffCommand } from './commands';
+import type { HandoffState } from './state';
+
+/*
+ * Cross-aggregate effects of handoff events, as pure policies (reactors). The decider of one
+ * handoff never writes another handoff; instead the ledger feeds every appended event through
+ * {@link reactToHandoffEvent} and sends the commands it returns to their aggregates. Every command
+ * a policy returns carries a deterministic id and idempotency key derived from the event, so
+ * running a policy twice (redelivery, restart) decides the same command twice and the second time
+ * the target's idempotency check yields no events.
+ */
+
+/** The actor name the ledger's policies act under (actor kind `system`). */
+export const LEDGER_ACTOR = 'baton-ledger';
+
+/** What a policy may use besides the event. All of it is supplied by the ledger. */
+export interface HandoffReactionContext {
+  /** The state of the handoff that emitted the event, after the event was applied. */
+  state: HandoffState;
+  /**
+   * Derives an id from its parts. MUST be deterministic (same parts, same id) and return a valid
+   * Id (the ledger hashes the parts); it is how policy-created handoffs and keys stay idempotent.
+   */
+  deriveId: (...parts: string[]) => string;
+  /** The project's default lead, looked up by the ledger (used when a rework hits the retry cap). */
+  projectLead?: string;
+}
+
+/** A command for a handoff aggregate, as a policy returns it. */
+export interface HandoffReaction {
+  aggregateId: string;
+  command: HandoffCommand;
+}
+
+function systemMetadata(at: string): HandoffCommandMetadata {
+  return { now: at, actor: LEDGER_ACTOR, actorKind: 'system' };
+}
+
+function clip(text: string): string {
+  return text.length <= Limits.maxShortText ? text : `${text.slice(0, Limits.maxShortText - 1)}…`;
+}
+
+const PriorityRank: Record<HandoffPriority, number> = { low: 0, medium: 1, high: 2, urgent: 3 };
+
+/**
+ * On `handoff.returned`: create the completion handback (kind `completion_handback`,
+ * `reply_to_handoff_id` = the parent, id = the event's `handback_id`) addressed to the recipient
+ * the return chose, carrying the worker it reviews so that worker can never accept it.
+ */
+export function handbackPolicy(event: { type: 'handoff.returned'; data: HandoffEventData<'handoff.returned'> }, parent: HandoffState, context: Pick<HandoffReactionContext, 'deriveId'>): HandoffReaction[] {
+  if (parent.status === 'absent') return [];
+  const d = event.data;
+  const recipient = d.handback_recipient;
+  const create: CreateHandoff = {
+    type: 'create',
+    data: {
+      handoff_id: d.handback_id,
+      project: parent.project,
+      kind: 'completion_handback',
+      priority: parent.priority,
+      from_agent: d.worker,
+      ...('to_agent' in recipient ? { to_agent: recipient.to_agent } : { to_role: recipient.to_role }),
+      reply_to_handoff_id: d.handoff_id,
+      reviewed_worker: d.worker,
+      summary: clip(`Review the return of ${d.handoff_id}: ${d.report.summary}`),
+      context: {
+        completion_report: d.report,
+        ...(d.evidence_floor ? { evidence_floor: d.evidence_floor } : {}),
+        parent_summary: parent.summary,
+      },
+      acceptance: parent.acceptance,
+      max_retries: 0,
+      ...(parent.parent_goal_id !== undefined ? { parent_goal_id: parent.parent_goal_id } : {}),
+      ...(parent.workflow_run_id !== undefined ? { workflow_run_id: parent.workflow_run_id } : {}),
+      idempotency_key: context.deriveId('handback-create', d.handback_id),
+    },
+    metadata: systemMetadata(d.at),
+  };
+  return [{ aggregateId: d.handback_id, command: create }];
+}
+
+/**
+ * On `handoff.handback_decided`: accept → the parent completes; rework → the parent goes back to
+ * pending with retry_count + 1, or escalates (consult to the lead) when that would pass the cap.
+ * The parent's decider checks the handback id, so a stale handback can never move the parent.
+ */
+export function handbackDecisionPolicy(
+  event: { type: 'handoff.handback_decided'; data: HandoffEventData<'handoff.handback_decided'> },
+  context: Pick<HandoffReactionContext, 'deriveId' | 'projectLead'>,
+): HandoffReaction[] {
+  const d = event.data;
+  const parentId = d.parent_handoff_id;
+  const metadata = systemMetadata(d.at);
+  if (d.decision === 'accept') {
+    return [
+      {
+        aggregateId: parentId,
+        command: {
+          type: 'complete_from_handback',
+          data: {
+            handoff_id: parentId,
+            handback_id: d.handoff_id,
+            accepted_by: d.decided_by,
+            idempotency_key: context.deriveId('handback-accept', d.handoff_id),
+          },
+          metadata,
+        },
+      },
+    ];
+  }
+  return [
+    {
+      aggregateId: parentId,
+      command: {
+        type: 'rework_from_handback',
+        data: {
+          handoff_id: parentId,
+          handback_id: d.handoff_id,
+          note: d.note ?? '',
+          reworked_by: d.decided_by,
+          ...(context.projectLead !== undefined ? { project_lead: context.projectLead } : {}),
+          escalation_handoff_id: context.deriveId('escalation', parentId, d.handoff_id),
+          idempotency_key: context.deriveId('handback-rework', d.handoff_id),
+        },
+        metadata,
+      },
+    },
+  ];
+}
+
+/**
+ * On `handoff.escalated` with `escalate_to`: create the CONSULT handoff to the lead (id from the
+ * event), replying to the escalated handoff. The `stop_why` variant creates nothing here: the
+ * watchdog turns it into a stop request for the handoff's workflow run.
+ */
+export function escalationPolicy(
+  event: { type: 'handoff.escalated'; data: HandoffEventData<'handoff.escalated'> },
+  escalated: HandoffState,
+  context: Pick<HandoffReactionContext, 'deriveId'>,
+): HandoffReaction[] {
+  if (escalated.status === 'absent') return [];
+  const d = event.data;
+  if (!('escalate_to' in d.outcome)) return [];
+  const consultId = d.outcome.consult_handoff_id;
+  const priority: HandoffPriority = PriorityRank[escalated.priority] >= PriorityRank.high ? escalated.priority : 'high';
+  const create: CreateHandoff = {
+    type: 'create',
+    data: {
+      handoff_id: consultId,
+      project: escalated.project,
+      kind: 'consult',
+      priority,
+      from_agent: escalated.from_agent,
+      to_agent: d.outcome.escalate_to,
+      reply_to_handoff_id: d.handoff_id,
+      summary: clip(`Escalation: ${d.handoff_id} hit its retry cap (${d.max_retries}) after ${d.cause}: ${escalated.summary}`),
+      context: {
+        escalated_handoff_id: d.handoff_id,
+        cause: d.cause,
+        attempted_retry: d.attempted_retry,
+        ...(d.note !== undefined ? { note: d.note } : {}),
+      },
+      acceptance: {},
+      max_retries: 0,
+      ...(escalated.parent_goal_id !== undefined ? { parent_goal_id: escalated.parent_goal_id } : {}),
+      ...(escalated.workflow_run_id !== undefined ? { workflow_run_id: escalated.workflow_run_id } : {}),
+      idempotency_key: context.deriveId('escalation-create', consultId),
+    },
+    metadata: systemMetadata(d.at),
+  };
+  return [{ aggregateId: consultId, command: create }];
+}
+
+/**
+ * Every cross-aggregate effect of one handoff event, as commands for other handoffs. Pure and
+ * idempotent (see the module note); events with no cross-aggregate effect return []. There is no
+ * auto-accept: nothing here ever decides a handback.
+ */
+export function reactToHandoffEvent(event: HandoffEvent, context: HandoffReactionContext): HandoffReaction[] {
+  switch (event.type) {
+    case 'handoff.returned':
+      return handbackPolicy(event, context.state, context);
+    case 'handoff.handback_decided':
+      return handbackDecisionPolicy(event, context);
+    case 'handoff.escalated':
+      return escalationPolicy(event, context.state, context);
+    case 'handoff.created':
+    case 'handoff.claimed':
+    case 'handoff.heartbeat':
+    case 'handoff.completed':
+    case 'handoff.reworked':
+    case 'handoff.released':
+    case 'handoff.lease_expired':
+    case 'handoff.abandoned':
+    case 'handoff.failed':
+    case 'handoff.archived':
+      return [];
+    default:
+      return assertNever(event, 'handoff event');
+  }
+}

@@ -1,0 +1,73 @@
+import type { HumanActionNotice, NoticeReason, NoticeRecipient, RunPeople } from '@baton/contracts';
+import { neutralizeMentions } from './mentions';
+
+/** The longest agent excerpt a notice carries; longer text is cut at a character boundary. */
+export const NOTICE_EXCERPT_CHARS = 600;
+
+/**
+ * Who a HumanActionNotice mentions (seed 000 §5): the workflow starter, falling back to the issue
+ * author and then the trigger author. Null only when the run knows none of the three (start_run
+ * refuses such a run, so a started run always has a recipient).
+ */
+export function selectNoticeRecipient(people: RunPeople): NoticeRecipient | null {
+  if (people.started_by !== null) return { handle: people.started_by, source: 'started_by' };
+  if (people.issue_author !== null) return { handle: people.issue_author, source: 'issue_author' };
+  if (people.trigger_author !== null) return { handle: people.trigger_author, source: 'trigger_author' };
+  return null;
+}
+
+export interface NoticeInput {
+  noticeId: string;
+  project: string;
+  workflowRunId: string;
+  reason: NoticeReason;
+  recipient: NoticeRecipient;
+  /** Engine-authored one-liner (e.g. the Dispatch reason). It is neutralised too: it may quote an agent. */
+  headline: string;
+  /** Agent-authored text (a deliverable, a hold reason). Always neutralised before it is stored. */
+  agentText?: string | null;
+  step: string | null;
+  agent: string | null;
+  stopId?: string;
+  now: string;
+}
+
+/**
+ * Build the one HumanActionNotice for a stop-for-a-human outcome. Every piece of text that could
+ * hold agent words goes through {@link neutralizeMentions}, so the only live mention the notifier
+ * renders is the recipient's. Pure; the caller supplies the id and the time.
+ */
+export function buildHumanActionNotice(input: NoticeInput): HumanActionNotice {
+  const excerpt = input.agentText ? neutralizeMentions(truncate(input.agentText, NOTICE_EXCERPT_CHARS)) : undefined;
+  return {
+    notice_id: input.noticeId,
+    project: input.project,
+    workflow_run_id: input.workflowRunId,
+    reason: input.reason,
+    recipient: input.recipient,
+    headline: neutralizeMentions(truncate(input.headline, NOTICE_EXCERPT_CHARS)),
+    ...(excerpt !== undefined ? { agent_excerpt: excerpt } : {}),
+    step: input.step,
+    agent: input.agent,
+    ...(input.stopId !== undefined ? { stop_id: input.stopId } : {}),
+    created_at: input.now,
+  };
+}
+
+/**
+ * Render a notice as the comment text the notifier posts: one engine-written mention of the
+ * recipient, then the (already inert) headline and excerpt.
+ */
+export function renderNotice(notice: HumanActionNotice): string {
+  const lines = [`@${notice.recipient.handle} — this run needs you (${notice.reason.replace('_', ' ')}): ${notice.headline}`];
+  if (notice.agent_excerpt !== undefined) lines.push('', `> ${notice.agent_excerpt.split('\n').join('\n> ')}`);
+  return lines.join('\n');
+}
+
+function truncate(text: string, max: number): string {
+  if (text.length <= max) return text;
+  const cut = text.slice(0, max);
+  // Do not leave half a surrogate pair behind.
+  const safe = /[\ud800-\udbff]$/.test(cut) ? cut.slice(0, -1) : cut;
+  return `${safe}…`;
+}

@@ -1,0 +1,97 @@
+import type {
+  AgentDefinition,
+  AgentResult,
+  DecisionSignal,
+  PendingToolCall,
+  RunAnswer,
+  RunPeople,
+  StopCap,
+  StopWhy,
+  WorkflowDefinition,
+} from '@baton/contracts';
+import type { ResumeActorRole } from '../stop';
+
+/** Time and the acting identity arrive with every command; the domain reads no clock. */
+export interface RunCommandMetadata {
+  /** ISO time the command is decided at. */
+  now: string;
+  actor: string;
+  /** The actor's role; `resume` requires `operator` or `admin`. */
+  actorRole?: ResumeActorRole;
+}
+
+/**
+ * Start a workflow run. Idempotent: starting a started run again yields no events. Refused
+ * (`no_notice_recipient`) when none of started_by / issue_author / trigger_author is known, since
+ * every stop-for-a-human outcome must notify someone.
+ */
+export interface StartRun {
+  type: 'start_run';
+  data: {
+    workflow_run_id: string;
+    project: string;
+    workflow: WorkflowDefinition;
+    people: RunPeople;
+    variables?: Record<string, unknown>;
+  };
+  metadata: RunCommandMetadata;
+}
+
+/**
+ * Record an agent's result and route the run. `signal` is what the result decided: when omitted
+ * it is derived from the result (`decision` wins; else the body's sentinel is parsed). The
+ * definitions the run routes over are looked up by the caller and passed in.
+ */
+export interface RecordResult {
+  type: 'record_result';
+  data: {
+    result: AgentResult;
+    signal?: DecisionSignal;
+    workflow: WorkflowDefinition;
+    agents: readonly AgentDefinition[];
+  };
+  metadata: RunCommandMetadata;
+}
+
+/** Apply an operator's answer to the run's hold or open stop packet. */
+export interface ResumeRun {
+  type: 'resume';
+  data: {
+    answer: RunAnswer;
+    workflow: WorkflowDefinition;
+    agents: readonly AgentDefinition[];
+  };
+  metadata: RunCommandMetadata;
+}
+
+/**
+ * A stop requested from outside the run (the watchdog's thrash guard, an open circuit...). The
+ * run's own facts (project, agent, step) are filled in from its state. Idempotent on `packet_id`.
+ */
+export interface StopRun {
+  type: 'stop';
+  data: {
+    packet_id: string;
+    why: StopWhy;
+    tried?: readonly (string | { name: string; trace_id?: string })[];
+    trace_ids?: readonly string[];
+    pending?: PendingToolCall | null;
+    detail?: string;
+    cap?: StopCap;
+    /** The agent run the stop concerns; defaults to the workflow run id. */
+    run_id?: string;
+  };
+  metadata: RunCommandMetadata;
+}
+
+/**
+ * Record, in the run's history, a result that `record_result` refused (so an SRE reading the run
+ * sees it). Idempotent on `result_id`.
+ */
+export interface RejectResult {
+  type: 'reject_result';
+  data: { result_id: string; agent: string; code: string; message: string };
+  metadata: RunCommandMetadata;
+}
+
+export type RunCommand = StartRun | RecordResult | ResumeRun | StopRun | RejectResult;

@@ -1,0 +1,499 @@
+import {
+  AgentDefinition,
+  AgentResult,
+  DecisionSignal,
+  NoticeReason,
+  parseSentinel,
+  ResolvedDispatch,
+  RouteCause,
+  RouteDecision,
+  RouteTarget,
+  stripSentinels,
+  WorkflowDefinition,
+} from '@baton/contracts';
+import { accept, assertNever, Decider, DecisionResult, DomainErrorKind, reject } from '../decider';
+import { buildHumanActionNotice, selectNoticeRecipient } from '../notices';
+import { entryRoute, resolveNamedTarget, resolveRoute } from '../routing';
+import { buildStop, decideResume, StopFacts } from '../stop';
+import { RecordResult, RejectResult, ResumeRun, RunCommand, StartRun, StopRun } from './commands';
+import { handoffIdFor, noticeIdFor, stopIdFor } from './ids';
+import { evolveRun, initialRunState, RunEvent, RunState, StartedRunState } from './state';
+
+/** Stable codes of the refusals the run decider returns. */
+export const RunErrorCode = {
+  runNotFound: 'run_not_found',
+  runAlreadyStarted: 'run_already_started',
+  noNoticeRecipient: 'no_notice_recipient',
+  wrongRun: 'wrong_run',
+  runNotRunning: 'run_not_running',
+  unexpectedAgent: 'unexpected_agent',
+  staleHandoff: 'stale_handoff',
+  workflowMismatch: 'workflow_mismatch',
+  runNotHeld: 'run_not_held',
+  runNotStopped: 'run_not_stopped',
+  runAlreadyStopped: 'run_already_stopped',
+  answerForbidden: 'answer_forbidden',
+  nothingToContinue: 'nothing_to_continue',
+  resumeTargetUnknown: 'resume_target_unknown',
+} as const;
+export type RunErrorCode = (typeof RunErrorCode)[keyof typeof RunErrorCode];
+
+/**
+ * What an agent result decided, as the routing cascade reads it: the typed `decision` wins; else
+ * the body's AGENT_RUN_CONFIG sentinel is parsed (absent, a config, or invalid with its
+ * diagnostic); a result with neither body nor decision decided nothing.
+ */
+export function decisionSignalOf(result: Pick<AgentResult, 'decision' | 'body'>): DecisionSignal {
+  if (result.decision !== undefined) return { kind: 'config', source: 'typed', config: result.decision };
+  if (result.body === undefined) return { kind: 'absent' };
+  const parsed = parseSentinel(result.body);
+  switch (parsed.kind) {
+    case 'config':
+      return { kind: 'config', source: 'sentinel', config: parsed.config };
+    case 'absent':
+      return { kind: 'absent' };
+    case 'invalid':
+      return { kind: 'invalid', diagnostic: parsed.diagnostic, code: parsed.code };
+    default:
+      return assertNever(parsed, 'sentinel parse');
+  }
+}
+
+/**
+ * Decide a workflow-run command. The router is the aggregate's only writer. Never throws for a
+ * business reason: a refusal is a typed DomainError (see {@link RunErrorCode}).
+ *
+ * Idempotency: a result id, answer id or stop packet id the run already applied yields no events
+ * (so a redelivered message changes nothing, and emits no second notice). Every id the decider
+ * derives (handoff, notice, stop packet) is a function of the causing id.
+ */
+export function decideRun(command: RunCommand, state: RunState): DecisionResult<RunEvent> {
+  switch (command.type) {
+    case 'start_run':
+      return startRun(command, state);
+    case 'record_result':
+      return recordResult(command, state);
+    case 'resume':
+      return resume(command, state);
+    case 'stop':
+      return stopRun(command, state);
+    case 'reject_result':
+      return rejectResult(command, state);
+    default:
+      return assertNever(command, 'run command');
+  }
+}
+
+/** The workflow-run decider: `{ decide, evolve, initialState }`. */
+export const runDecider: Decider<RunCommand, RunEvent, RunState> = {
+  decide: decideRun,
+  evolve: evolveRun,
+  initialState: initialRunState,
+};
+
+function startRun(command: StartRun, state: RunState): DecisionResult<RunEvent> {
+  const { data, metadata } = command;
+  if (state.status !== 'none') {
+    return state.workflowRunId === data.workflow_run_id
+      ? accept()
+      : reject(DomainErrorKind.wrongState, RunErrorCode.runAlreadyStarted, `run ${state.workflowRunId} is already started`);
+  }
+  if (selectNoticeRecipient(data.people) === null) {
+    return reject(
+      DomainErrorKind.invalid,
+      RunErrorCode.noNoticeRecipient,
+      'a run needs started_by, issue_author or trigger_author: every stop for a human notifies one of them',
+    );
+  }
+  const entry = entryRoute(data.workflow);
+  const cause: RouteCause = { kind: 'start', id: data.workflow_run_id };
+  return accept(
+    {
+      type: 'run.started',
+      data: {
+        workflow_run_id: data.workflow_run_id,
+        project: data.project,
+        workflow: { name: data.workflow.name, version: data.workflow.version },
+        entry: entry.target,
+        people: { ...data.people },
+        variables: { ...(data.variables ?? {}) },
+        started_at: metadata.now,
+      },
+    },
+    {
+      type: 'run.routed',
+      data: {
+        decision: entry,
+        target: entry.target,
+        from: null,
+        handoff_id: handoffIdFor(cause),
+        hop: 1,
+        cause,
+        routed_at: metadata.now,
+      },
+    },
+  );
+}
+
+function recordResult(command: RecordResult, state: RunState): DecisionResult<RunEvent> {
+  const { result, workflow, agents } = command.data;
+  const now = command.metadata.now;
+  if (state.status === 'none') return notFound();
+  if (state.processedIds.includes(result.result_id)) return accept();
+  if (result.workflow_run_id !== state.workflowRunId || result.project !== state.project) {
+    return reject(DomainErrorKind.invalid, RunErrorCode.wrongRun, `result ${result.result_id} belongs to run ${result.workflow_run_id}, not ${state.workflowRunId}`);
+  }
+  if (state.status !== 'running') {
+    return reject(DomainErrorKind.wrongState, RunErrorCode.runNotRunning, `run ${state.workflowRunId} is ${state.status}; it takes no agent results`, {
+      status: state.status,
+    });
+  }
+  if (result.agent !== state.agent) {
+    return reject(DomainErrorKind.invalid, RunErrorCode.unexpectedAgent, `run ${state.workflowRunId} waits for '${state.agent}', not '${result.agent}'`, {
+      expected: state.agent,
+      got: result.agent,
+    });
+  }
+  if (result.handoff_id !== undefined && state.handoffId !== null && result.handoff_id !== state.handoffId) {
+    return reject(DomainErrorKind.wrongState, RunErrorCode.staleHandoff, `result ${result.result_id} answers handoff ${result.handoff_id}; the run is on ${state.handoffId}`);
+  }
+  const mismatch = checkWorkflow(state, workflow);
+  if (mismatch !== null) return mismatch;
+
+  const signal = command.data.signal ?? decisionSignalOf(result);
+  const cause: RouteCause = { kind: 'result', id: result.result_id };
+  const recorded: RunEvent = {
+    type: 'run.result_recorded',
+    data: {
+      result_id: result.result_id,
+      run_id: result.run_id,
+      agent: result.agent,
+      step: state.step,
+      signal,
+      ...(result.variables !== undefined ? { variables: { ...result.variables } } : {}),
+      recorded_at: now,
+    },
+  };
+  const ctx: OutcomeContext = { state, cause, now, agentText: agentTextOf(result) };
+
+  if (result.stop !== undefined) {
+    // The agent reports a stop condition itself (seed 003): a stop with a packet, never a route.
+    const facts: StopFacts = {
+      ...runFacts(state, result.run_id, now, stopIdFor(cause)),
+      why: result.stop.why,
+      tried: result.tried ?? [],
+      pending: result.pending_tool_call ?? null,
+      ...(result.stop.detail !== undefined ? { detail: result.stop.detail } : {}),
+      ...(result.stop.why === 'unknown_intent' ? { intents: knownIntents(workflow, agents) } : {}),
+    };
+    return accept(recorded, ...stopEvents(ctx, facts, 'agent'));
+  }
+
+  const decision = resolveRoute({ workflow, agents, step: state.step, agent: state.agent, callback: state.callback, signal });
+  return accept(recorded, ...outcomeEvents(ctx, decision, { workflow, agents, result }));
+}
+
+function resume(command: ResumeRun, state: RunState): DecisionResult<RunEvent> {
+  const { answer: runAnswer, workflow, agents } = command.data;
+  const { now, actorRole } = command.metadata;
+  if (state.status === 'none') return notFound();
+  const answerId = runAnswer.answer.answer_id;
+  if (state.processedIds.includes(answerId)) return accept();
+  if (actorRole !== 'operator' && actorRole !== 'admin') {
+    return reject(DomainErrorKind.forbidden, RunErrorCode.answerForbidden, `a ${actorRole ?? 'caller without a role'} may not resume a run; only an operator does`);
+  }
+  const mismatch = checkWorkflow(state, workflow);
+  if (mismatch !== null) return mismatch;
+  const cause: RouteCause = { kind: 'resume', id: answerId };
+  const ctx: OutcomeContext = { state, cause, now, agentText: null };
+
+  if (runAnswer.kind === 'hold_answer') {
+    if (state.status !== 'held') {
+      return reject(DomainErrorKind.wrongState, RunErrorCode.runNotHeld, `run ${state.workflowRunId} is ${state.status}, not held`);
+    }
+    const answer = runAnswer.answer;
+    const resumed: RunEvent = {
+      type: 'run.resumed',
+      data: { answer_id: answerId, answered_by: answer.answered_by, from: { kind: 'hold', hold_kind: state.hold.kind, answer }, resumed_at: now },
+    };
+    const reason = answer.note ?? `${answer.action} by ${answer.answered_by} after a ${state.hold.kind === 'human_gate' ? 'human gate' : 'hold'}`;
+    switch (answer.action) {
+      case 'continue': {
+        const target = state.hold.pendingTarget;
+        if (target === null) {
+          return reject(DomainErrorKind.invalid, RunErrorCode.nothingToContinue, `the hold at step '${state.step}' has nowhere to continue to; reroute or terminate it`);
+        }
+        return accept(resumed, routedEvent(ctx, humanRoute(target, reason, null)));
+      }
+      case 'reroute': {
+        const resolved = resolveNamedTarget(answer.target ?? '', workflow, agents, state.step);
+        if (!resolved.ok) return reject(DomainErrorKind.invalid, RunErrorCode.resumeTargetUnknown, resolved.problem);
+        return accept(resumed, routedEvent(ctx, humanRoute(resolved.target, reason, null)));
+      }
+      case 'terminate':
+        return accept(resumed, terminatedEvent(reason, 'operator', undefined, now));
+      default:
+        return assertNever(answer.action, 'hold answer action');
+    }
+  }
+
+  if (state.status !== 'stopped') {
+    return reject(DomainErrorKind.wrongState, RunErrorCode.runNotStopped, `run ${state.workflowRunId} is ${state.status}; it has no open stop packet`);
+  }
+  const answer = runAnswer.answer;
+  const decided = decideResume(state.openStop, answer, { now, actorRole });
+  if (!decided.ok) return { ok: false, error: decided.error };
+  const effect = decided.effect;
+  const resumed: RunEvent = {
+    type: 'run.resumed',
+    data: {
+      answer_id: answerId,
+      answered_by: answer.answered_by,
+      from: { kind: 'stop', packet_id: state.openStop.packet_id, answer, effect },
+      resumed_at: now,
+    },
+  };
+  const here: RouteTarget = { agent: state.agent, step: state.step };
+  switch (effect.kind) {
+    case 'reroute': {
+      // `rework` sends the work back to the agent that did it; any other intent is resolved like a task.
+      const resolved = effect.intent === 'rework' ? { ok: true as const, target: here } : resolveNamedTarget(effect.intent, workflow, agents, state.step);
+      if (!resolved.ok) return reject(DomainErrorKind.invalid, RunErrorCode.resumeTargetUnknown, resolved.problem);
+      return accept(resumed, routedEvent(ctx, humanRoute(resolved.target, effect.reason, null)));
+    }
+    case 'run_pending_call':
+      // The stopped agent carries on with exactly the frozen call; its return address survives.
+      return accept(resumed, routedEvent(ctx, humanRoute(here, `approved: ${effect.call.name}`, state.callback), { approved_call: effect.call }));
+    case 'raise_cap':
+      return accept(resumed, routedEvent(ctx, humanRoute(here, `cap raised to ${effect.cap}`, state.callback), { raised_cap: effect.cap }));
+    case 'continue': {
+      // Carry on as if the agent had advanced: callback, then workflow edge (seed 000 §3 rules 3–4).
+      const decision = resolveRoute({
+        workflow,
+        agents,
+        step: state.step,
+        agent: state.agent,
+        callback: state.callback,
+        signal: { kind: 'config', source: 'typed', config: { dispatch: { status: 'advance' } } },
+      });
+      const human: RouteDecision = { ...decision, dispatch: { ...decision.dispatch, origin: 'human' } };
+      return accept(resumed, ...outcomeEvents(ctx, human, { workflow, agents, result: null }));
+    }
+    case 'stop':
+      return accept(resumed, terminatedEvent(effect.reason, 'operator', undefined, now));
+    default:
+      return assertNever(effect, 'resume effect');
+  }
+}
+
+function stopRun(command: StopRun, state: RunState): DecisionResult<RunEvent> {
+  const { data, metadata } = command;
+  if (state.status === 'none') return notFound();
+  if (state.processedIds.includes(data.packet_id)) return accept();
+  if (state.status === 'completed' || state.status === 'terminated') {
+    return reject(DomainErrorKind.wrongState, RunErrorCode.runNotRunning, `run ${state.workflowRunId} is ${state.status}; it cannot stop`, { status: state.status });
+  }
+  if (state.status === 'stopped') {
+    return reject(DomainErrorKind.wrongState, RunErrorCode.runAlreadyStopped, `run ${state.workflowRunId} is already stopped on packet ${state.openStop.packet_id}`);
+  }
+  const facts: StopFacts = {
+    ...runFacts(state, data.run_id ?? state.workflowRunId, metadata.now, data.packet_id),
+    why: data.why,
+    tried: data.tried ?? [],
+    pending: data.pending ?? null,
+    ...(data.trace_ids !== undefined ? { trace_ids: data.trace_ids } : {}),
+    ...(data.detail !== undefined ? { detail: data.detail } : {}),
+    ...(data.cap !== undefined ? { cap: data.cap } : {}),
+  };
+  const ctx: OutcomeContext = { state, cause: { kind: 'stop', id: data.packet_id }, now: metadata.now, agentText: null };
+  return accept(...stopEvents(ctx, facts, 'external'));
+}
+
+function rejectResult(command: RejectResult, state: RunState): DecisionResult<RunEvent> {
+  const { data, metadata } = command;
+  if (state.status === 'none') return notFound();
+  if (state.processedIds.includes(data.result_id)) return accept();
+  return accept({
+    type: 'run.result_rejected',
+    data: {
+      result_id: data.result_id,
+      agent: data.agent,
+      code: data.code,
+      message: clip(data.message, 4_000),
+      rejected_at: metadata.now,
+    },
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+
+interface OutcomeContext {
+  state: StartedRunState;
+  cause: RouteCause;
+  now: string;
+  /** Agent-authored text to excerpt in a notice (neutralised there), if any. */
+  agentText: string | null;
+}
+
+interface Definitions {
+  workflow: WorkflowDefinition;
+  agents: readonly AgentDefinition[];
+  result: AgentResult | null;
+}
+
+/**
+ * The events of one routing decision. Each stop-for-a-human outcome (hold, human gate, terminal
+ * step, stop packet) carries exactly one `run.notice_emitted`; dispatch and terminate carry none.
+ */
+function outcomeEvents(ctx: OutcomeContext, decision: RouteDecision, defs: Definitions): RunEvent[] {
+  switch (decision.outcome) {
+    case 'dispatch':
+      return [routedEvent(ctx, decision)];
+    case 'hold': {
+      const reason = decision.dispatch.reason ?? 'agent dispatched hold';
+      const noticeReason: NoticeReason = decision.hold_kind === 'human_gate' ? 'human_gate' : 'hold';
+      return [
+        {
+          type: 'run.held',
+          data: {
+            decision,
+            hold_kind: decision.hold_kind,
+            reason,
+            pending_target: decision.pending_target,
+            agent: ctx.state.agent,
+            step: ctx.state.step,
+            cause: ctx.cause,
+            held_at: ctx.now,
+          },
+        },
+        noticeEvent(ctx, noticeReason, reason),
+      ];
+    }
+    case 'terminate':
+      return [terminatedEvent(decision.dispatch.reason ?? 'agent dispatched terminate', decision.dispatch.origin, decision, ctx.now)];
+    case 'complete': {
+      const reason = decision.dispatch.reason ?? `workflow '${ctx.state.workflow.name}' completed`;
+      return [
+        { type: 'run.completed', data: { decision, agent: ctx.state.agent, step: ctx.state.step, completed_at: ctx.now } },
+        noticeEvent(ctx, 'terminal', reason),
+      ];
+    }
+    case 'unresolved': {
+      // The router's unknown kind is unknown_intent (seed 003): stop with a packet, never guess.
+      const result = defs.result;
+      const facts: StopFacts = {
+        ...runFacts(ctx.state, result?.run_id ?? ctx.state.workflowRunId, ctx.now, stopIdFor(ctx.cause)),
+        why: 'unknown_intent',
+        tried: result?.tried ?? [],
+        pending: result?.pending_tool_call ?? null,
+        detail: decision.problem,
+        intents: knownIntents(defs.workflow, defs.agents),
+      };
+      return stopEvents(ctx, facts, 'router');
+    }
+    default:
+      return assertNever(decision, 'route decision');
+  }
+}
+
+function routedEvent(ctx: OutcomeContext, decision: RouteDecision & { outcome: 'dispatch' }, extra: { approved_call?: AgentResult['pending_tool_call']; raised_cap?: number } = {}): RunEvent {
+  return {
+    type: 'run.routed',
+    data: {
+      decision,
+      target: decision.target,
+      from: { agent: ctx.state.agent, step: ctx.state.step },
+      handoff_id: handoffIdFor(ctx.cause),
+      hop: ctx.state.hops + 1,
+      cause: ctx.cause,
+      ...(extra.approved_call ? { approved_call: extra.approved_call } : {}),
+      ...(extra.raised_cap !== undefined ? { raised_cap: extra.raised_cap } : {}),
+      routed_at: ctx.now,
+    },
+  };
+}
+
+function stopEvents(ctx: OutcomeContext, facts: StopFacts, source: 'agent' | 'router' | 'external'): RunEvent[] {
+  const { packet } = buildStop(facts);
+  return [
+    { type: 'run.stopped', data: { packet, source, cause: ctx.cause, stopped_at: ctx.now } },
+    noticeEvent(ctx, 'stop', `run stopped (${packet.why})${packet.detail ? `: ${packet.detail}` : ''}`, packet.packet_id),
+  ];
+}
+
+function noticeEvent(ctx: OutcomeContext, reason: NoticeReason, headline: string, stopId?: string): RunEvent {
+  // start_run refuses a run with nobody to notify, so a started run always has a recipient.
+  const recipient = selectNoticeRecipient(ctx.state.people) ?? { handle: 'unknown', source: 'trigger_author' as const };
+  return {
+    type: 'run.notice_emitted',
+    data: {
+      notice: buildHumanActionNotice({
+        noticeId: noticeIdFor(ctx.cause),
+        project: ctx.state.project,
+        workflowRunId: ctx.state.workflowRunId,
+        reason,
+        recipient,
+        headline,
+        agentText: ctx.agentText,
+        step: ctx.state.step,
+        agent: ctx.state.agent,
+        ...(stopId !== undefined ? { stopId } : {}),
+        now: ctx.now,
+      }),
+    },
+  };
+}
+
+function terminatedEvent(reason: string, origin: ResolvedDispatch['origin'] | 'operator', decision: RouteDecision | undefined, now: string): RunEvent {
+  return { type: 'run.terminated', data: { reason: clip(reason, 4_000), origin, ...(decision ? { decision } : {}), terminated_at: now } };
+}
+
+/** A route decided by an operator's answer (rule `resume`, origin `human`). */
+function humanRoute(target: RouteTarget, reason: string, callbackAfter: string | null): RouteDecision & { outcome: 'dispatch' } {
+  return {
+    rule: 'resume',
+    outcome: 'dispatch',
+    target,
+    dispatch: { status: 'advance', reason: clip(reason, 4_000), origin: 'human' },
+    callback_after: callbackAfter === target.agent ? null : callbackAfter,
+  };
+}
+
+function runFacts(state: StartedRunState, runId: string, now: string, packetId: string) {
+  return {
+    packet_id: packetId,
+    now,
+    run_id: runId,
+    workflow_run_id: state.workflowRunId,
+    project: state.project,
+    agent: state.agent,
+    step: state.step,
+  };
+}
+
+/** The names an operator may type to reroute an unknown-intent stop: step ids, then agent names. */
+function knownIntents(workflow: WorkflowDefinition, agents: readonly AgentDefinition[]): string[] {
+  return [...new Set([...workflow.steps.map((s) => s.id), ...agents.map((a) => a.name)])];
+}
+
+function agentTextOf(result: AgentResult): string | null {
+  const text = result.deliverable ?? (result.body !== undefined ? stripSentinels(result.body) : '');
+  return text.trim() === '' ? null : text.trim();
+}
+
+function checkWorkflow(state: StartedRunState, workflow: WorkflowDefinition): DecisionResult<RunEvent> | null {
+  if (workflow.name === state.workflow.name && workflow.version === state.workflow.version) return null;
+  return reject(
+    DomainErrorKind.invalid,
+    RunErrorCode.workflowMismatch,
+    `run ${state.workflowRunId} runs workflow '${state.workflow.name}' v${state.workflow.version}, not '${workflow.name}' v${workflow.version}`,
+  );
+}
+
+function notFound(): DecisionResult<RunEvent> {
+  return reject(DomainErrorKind.notFound, RunErrorCode.runNotFound, 'the run has not started');
+}
+
+function clip(text: string, max: number): string {
+  return text.length <= max ? text : `${text.slice(0, max - 1)}…`;
+}

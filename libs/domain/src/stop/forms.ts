@@ -1,0 +1,146 @@
+import { Limits, NextForm, NextFormField, PendingToolCall, StopCap, StopWhy } from '@baton/contracts';
+import { stableStringify } from './freeze';
+
+// One form per stop, buttons not prose (seed 003: "Refund 40 on 99, approve or deny" is a next
+// action; "please look into this" is a shrug). Every text here is built from the run's facts for
+// the OPERATOR; none of it is ever shown to the user.
+
+const titleMax = 300;
+
+/** Operator-facing words for each why. */
+export const StopWhyLabel: Readonly<Record<StopWhy, string>> = {
+  unknown_intent: 'unknown intent',
+  policy: 'policy',
+  budget: 'budget spent',
+  parse_fail: 'output could not be parsed',
+  thrash: 'thrashing (repeated the same steps)',
+  circuit_open: 'circuit open',
+  banned_click: 'banned action',
+  guard_failed: 'guard failed',
+};
+
+/**
+ * The approve / deny form for a frozen call: the title names the call and its arguments
+ * (`refund amount=40 order_id=99 — approve or deny`), a read-only field shows the exact call, and
+ * `pending_digest` travels with the form so the answer can prove which call it approves.
+ */
+export function approveDenyForm(pending: PendingToolCall, digest: string, why: StopWhy, detail?: string): NextForm {
+  return {
+    kind: 'approve_deny',
+    title: clip(`${callSummary(pending)} — approve or deny`, titleMax),
+    prompt: `The run stopped (${StopWhyLabel[why]}) before calling ${clip(pending.name, 200)}. Approve runs exactly this call once; deny stops the run.`,
+    fields: [
+      { id: 'call', kind: 'display', label: 'Frozen call', required: false, value: clip(stableStringify(pending), Limits.maxShortText) },
+      ...detailField(detail),
+      { id: 'note', kind: 'note', label: 'Note (optional)', required: false },
+    ],
+    actions: [
+      { id: 'approve', label: 'Approve', style: 'primary' },
+      { id: 'deny', label: 'Deny', style: 'danger' },
+    ],
+    pending_digest: digest,
+  };
+}
+
+/**
+ * The form for an unknown intent: one field where a person types the kind (or picks one of
+ * `intents` when the router offers a list). The typed kind re-enters the router as a human
+ * decision. Close stops the run.
+ */
+export function typeIntentForm(intents: readonly string[] | undefined, detail?: string): NextForm {
+  const options = intents && intents.length > 0 ? [...new Set(intents)].slice(0, Limits.maxListItems) : undefined;
+  const field: NextFormField = options
+    ? { id: 'intent', kind: 'select', label: 'Kind of request', required: true, options }
+    : { id: 'intent', kind: 'text', label: 'Kind of request', required: true };
+  return {
+    kind: 'type_intent',
+    title: 'Unknown intent — name the kind of request',
+    prompt: 'The router could not name the kind of this request. Give the kind and press Route; it re-enters the router as your decision. Close stops the run.',
+    fields: [field, ...detailField(detail)],
+    actions: [
+      { id: 'intent', label: 'Route', style: 'primary' },
+      { id: 'deny', label: 'Close', style: 'danger' },
+    ],
+  };
+}
+
+/**
+ * The form for a spent budget: a number field for the new cap, which must exceed the current
+ * limit. Only an operator may press Raise cap; the packet never raises it by itself.
+ */
+export function raiseCapForm(cap: StopCap | undefined, detail?: string): NextForm {
+  const shown = cap ? `${cap.name}: ${cap.used ?? cap.limit} used of ${cap.limit}` : undefined;
+  const capField: NextFormField = cap
+    ? { id: 'cap', kind: 'number', label: `New ${cap.name} cap`, required: true, value: cap.limit, greater_than: cap.limit }
+    : { id: 'cap', kind: 'number', label: 'New cap', required: true, greater_than: 0 };
+  return {
+    kind: 'raise_cap',
+    title: clip(shown ? `Budget spent (${shown}) — raise the cap or stop` : 'Budget spent — raise the cap or stop', titleMax),
+    prompt: 'Only an operator raises a cap. Set a higher cap and the run continues; Stop ends it.',
+    fields: [...(shown ? [{ id: 'current_cap', kind: 'display' as const, label: 'Current cap', required: false, value: shown }] : []), capField, ...detailField(detail)],
+    actions: [
+      { id: 'raise_cap', label: 'Raise cap', style: 'primary' },
+      { id: 'deny', label: 'Stop', style: 'danger' },
+    ],
+  };
+}
+
+/**
+ * The form for a stop with nothing to decide: it still says why and what was tried, so a person
+ * can look (open the trace) and, if needed, make a form. Acknowledge leaves the run stopped.
+ */
+export function acknowledgeForm(why: StopWhy, tried: readonly string[], detail?: string): NextForm {
+  const triedText = tried.length > 0 ? tried.join(', ') : 'nothing (stopped before the loop)';
+  return {
+    kind: 'acknowledge',
+    title: clip(`Stopped: ${StopWhyLabel[why]} — look and acknowledge`, titleMax),
+    prompt: 'Open the trace to see what happened, then acknowledge; the run stays stopped.',
+    fields: [
+      { id: 'why', kind: 'display', label: 'Why', required: false, value: why },
+      { id: 'tried', kind: 'display', label: 'Tried', required: false, value: clip(triedText, Limits.maxShortText) },
+      ...detailField(detail),
+      { id: 'note', kind: 'note', label: 'Note (optional)', required: false },
+    ],
+    actions: [{ id: 'acknowledge', label: 'Acknowledge', style: 'primary' }],
+  };
+}
+
+/**
+ * The form for a completion handback waiting on a person: accept takes the returned work, rework
+ * sends it back with a note (the note is required by the answer schema).
+ */
+export function handbackForm(summary: string): NextForm {
+  return {
+    kind: 'accept_rework',
+    title: clip(`Handback: ${summary || 'work returned'} — accept or rework`, titleMax),
+    prompt: 'Accept takes the returned work; Rework sends it back with your note.',
+    fields: [
+      { id: 'summary', kind: 'display', label: 'Summary', required: false, value: clip(summary, Limits.maxShortText) },
+      { id: 'note', kind: 'note', label: 'Rework note', required: false },
+    ],
+    actions: [
+      { id: 'accept', label: 'Accept', style: 'primary' },
+      { id: 'rework', label: 'Rework', style: 'default' },
+    ],
+  };
+}
+
+/** `refund amount=40 order_id=99`: the call's name and its top-level arguments, in key order. */
+export function callSummary(pending: PendingToolCall): string {
+  const args = Object.keys(pending.args)
+    .sort()
+    .map((key) => {
+      const value = pending.args[key];
+      return `${key}=${typeof value === 'string' ? value : stableStringify(value)}`;
+    });
+  return [pending.name, ...args].join(' ');
+}
+
+function detailField(detail: string | undefined): NextFormField[] {
+  return detail ? [{ id: 'detail', kind: 'display', label: 'Detail', required: false, value: clip(detail, Limits.maxShortText) }] : [];
+}
+
+/** Clip operator-facing text to a length, marking the cut. */
+export function clip(text: string, max: number): string {
+  return text.length <= max ? text : `${text.slice(0, max - 1)}…`;
+}

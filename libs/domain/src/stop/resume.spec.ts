@@ -1,0 +1,210 @@
+import { OperatorAnswer, OperatorAnswerSchema, ResumeEffectSchema, StopPacket, StopPacketSchema, StopWhySchema } from '@baton/contracts';
+import { buildStop, StopFacts } from './build-stop';
+import { pendingDigest } from './pending';
+import { allowedActions, decideResume, goalDone, markAnswered, ResumeContext } from './resume';
+
+const operator: ResumeContext = { now: '2025-03-01T10:05:00.000Z', actorRole: 'operator' };
+
+function stop(overrides: Partial<StopFacts> = {}): StopPacket {
+  return buildStop({
+    packet_id: 'pkt-1',
+    now: '2025-03-01T10:00:00.000Z',
+    why: 'policy',
+    tried: ['router', 'lookup_order'],
+    pending: { name: 'refund', args: { amount: 40, order_id: 99 }, call_id: 'call-7' },
+    run_id: 'run-1',
+    workflow_run_id: 'wfr-1',
+    project: 'shop',
+    agent: 'billing',
+    step: 'refund',
+    ...overrides,
+  }).packet;
+}
+
+function answer(packet: StopPacket, overrides: Partial<OperatorAnswer> = {}): OperatorAnswer {
+  return {
+    packet_id: packet.packet_id,
+    answer_id: 'ans-1',
+    action: 'approve',
+    pending_digest: packet.pending_digest ?? undefined,
+    answered_by: 'ops@example.com',
+    answered_at: '2025-03-01T10:04:00.000Z',
+    ...overrides,
+  };
+}
+
+describe('decideResume — resume from handoff is not always execute (seed 003)', () => {
+  it('approve runs the frozen call: exactly the frozen name, args and call id', () => {
+    const packet = stop();
+    const result = decideResume(packet, answer(packet, { action: 'approve' }), operator);
+    expect(result).toEqual({ ok: true, effect: { kind: 'run_pending_call', call: { name: 'refund', args: { amount: 40, order_id: 99 }, call_id: 'call-7' } } });
+    if (result.ok && result.effect.kind === 'run_pending_call') {
+      expect(Object.isFrozen(result.effect.call.args)).toBe(true);
+      expect(pendingDigest(result.effect.call)).toBe(packet.pending_digest);
+    }
+  });
+
+  it('approve runs the frozen call once: after the answer is recorded, a second approve is refused', () => {
+    const packet = stop();
+    const first = answer(packet, { action: 'approve' });
+    expect(decideResume(packet, first, operator).ok).toBe(true);
+    const answered = markAnswered(packet, first);
+    const again = decideResume(answered, answer(packet, { action: 'approve', answer_id: 'ans-2' }), operator);
+    expect(again).toMatchObject({ ok: false, error: { code: 'stop_already_answered', details: { same_answer: false } } });
+  });
+
+  it('deny stops: policy resume might be deny (stop), never the call', () => {
+    const packet = stop();
+    const result = decideResume(packet, answer(packet, { action: 'deny', note: 'over the refund limit' }), operator);
+    expect(result.ok).toBe(true);
+    if (!result.ok) return;
+    expect(result.effect.kind).toBe('stop');
+    expect(result.effect).toEqual({ kind: 'stop', reason: 'denied by ops@example.com after a policy stop: over the refund limit' });
+  });
+
+  it('unknown_intent resume is a human-typed kind that re-enters the router with a human decision, not a model guess', () => {
+    const packet = stop({ why: 'unknown_intent', pending: null, tried: [] });
+    const result = decideResume(packet, answer(packet, { action: 'intent', intent: ' billing ', pending_digest: undefined }), operator);
+    expect(result).toEqual({
+      ok: true,
+      effect: { kind: 'reroute', intent: 'billing', origin: 'human', reason: 'human-typed intent from ops@example.com after a unknown_intent stop' },
+    });
+  });
+
+  it('an intent must be one of the kinds offered when the form offers a list', () => {
+    const packet = stop({ why: 'unknown_intent', pending: null, intents: ['billing', 'shipping'] });
+    const refused = decideResume(packet, answer(packet, { action: 'intent', intent: 'poetry', pending_digest: undefined }), operator);
+    expect(refused).toMatchObject({ ok: false, error: { code: 'intent_not_offered' } });
+    const blank = decideResume(packet, answer(packet, { action: 'intent', intent: '   ', pending_digest: undefined }), operator);
+    expect(blank).toMatchObject({ ok: false, error: { code: 'answer_incomplete' } });
+  });
+
+  it('only an operator raises a cap: operator and admin may, an agent or a viewer may not', () => {
+    const packet = stop({ why: 'budget', pending: null, cap: { name: 'tool_calls', limit: 8, used: 8 } });
+    const raise = answer(packet, { action: 'raise_cap', cap: 12, pending_digest: undefined });
+    expect(decideResume(packet, raise, { ...operator, actorRole: 'operator' })).toEqual({ ok: true, effect: { kind: 'raise_cap', cap: 12 } });
+    expect(decideResume(packet, raise, { ...operator, actorRole: 'admin' })).toEqual({ ok: true, effect: { kind: 'raise_cap', cap: 12 } });
+    expect(decideResume(packet, raise, { ...operator, actorRole: 'agent' })).toMatchObject({ ok: false, error: { code: 'answer_forbidden', kind: 'forbidden' } });
+    expect(decideResume(packet, raise, { ...operator, actorRole: 'viewer' })).toMatchObject({ ok: false, error: { code: 'answer_forbidden', kind: 'forbidden' } });
+  });
+
+  it('do not raise caps from the packet without a person: the cap comes from the answer and must exceed the current one', () => {
+    const packet = stop({ why: 'budget', pending: null, cap: { name: 'tool_calls', limit: 8, used: 8 } });
+    expect(decideResume(packet, answer(packet, { action: 'raise_cap', cap: undefined, pending_digest: undefined }), operator)).toMatchObject({
+      ok: false,
+      error: { code: 'answer_incomplete' },
+    });
+    expect(decideResume(packet, answer(packet, { action: 'raise_cap', cap: 8, pending_digest: undefined }), operator)).toMatchObject({
+      ok: false,
+      error: { code: 'cap_not_raised' },
+    });
+    // The stopped agent cannot sign an answer as if it were a person.
+    expect(decideResume(packet, answer(packet, { action: 'raise_cap', cap: 20, answered_by: 'billing', pending_digest: undefined }), operator)).toMatchObject({
+      ok: false,
+      error: { code: 'answer_forbidden' },
+    });
+  });
+
+  it('budget stop keeps a real freeze: the raise_cap effect does not run or drop the frozen call', () => {
+    const packet = stop({ why: 'budget', cap: { name: 'steps', limit: 3 } });
+    expect(packet.pending).not.toBeNull();
+    const result = decideResume(packet, answer(packet, { action: 'raise_cap', cap: 5 }), operator);
+    expect(result).toEqual({ ok: true, effect: { kind: 'raise_cap', cap: 5 } });
+    expect(markAnswered(packet, answer(packet, { action: 'raise_cap', cap: 5 })).pending).toEqual(packet.pending);
+  });
+
+  it('stale answer refused: a pending_digest that does not match the frozen call is refused (fail closed)', () => {
+    const packet = stop();
+    const otherCall = pendingDigest({ name: 'refund', args: { amount: 4000, order_id: 99 }, call_id: 'call-7' });
+    expect(decideResume(packet, answer(packet, { action: 'approve', pending_digest: otherCall }), operator)).toMatchObject({
+      ok: false,
+      error: { code: 'stale_answer' },
+    });
+    expect(decideResume(packet, answer(packet, { action: 'deny', pending_digest: otherCall }), operator)).toMatchObject({
+      ok: false,
+      error: { code: 'stale_answer' },
+    });
+    // Fail closed: approving a frozen call without naming which call was seen is refused too.
+    expect(decideResume(packet, answer(packet, { action: 'approve', pending_digest: undefined }), operator)).toMatchObject({
+      ok: false,
+      error: { code: 'stale_answer' },
+    });
+  });
+
+  it('answered packet refused: a packet already answered refuses every further answer, and says when it is the same answer redelivered', () => {
+    const packet = stop();
+    const first = answer(packet, { action: 'deny' });
+    const answered = markAnswered(packet, first);
+    expect(answered.status).toBe('answered');
+    expect(StopPacketSchema.safeParse(answered).success).toBe(true);
+    expect(decideResume(answered, first, operator)).toMatchObject({ ok: false, error: { code: 'stop_already_answered', details: { same_answer: true } } });
+    expect(decideResume(answered, answer(packet, { action: 'approve', answer_id: 'ans-2' }), operator)).toMatchObject({
+      ok: false,
+      error: { code: 'stop_already_answered', kind: 'wrong_state' },
+    });
+    // The first answer stands.
+    expect(markAnswered(answered, answer(packet, { action: 'approve', answer_id: 'ans-2' })).answer?.action).toBe('deny');
+  });
+
+  it('an action that does not fit the packet\'s form is refused', () => {
+    const policy = stop();
+    expect(decideResume(policy, answer(policy, { action: 'raise_cap', cap: 100 }), operator)).toMatchObject({ ok: false, error: { code: 'answer_not_allowed' } });
+    expect(decideResume(policy, answer(policy, { action: 'intent', intent: 'billing' }), operator)).toMatchObject({ ok: false, error: { code: 'answer_not_allowed' } });
+    const ack = stop({ why: 'thrash', pending: null });
+    expect(allowedActions(ack)).toEqual(['acknowledge']);
+    expect(decideResume(ack, answer(ack, { action: 'approve', pending_digest: undefined }), operator)).toMatchObject({ ok: false, error: { code: 'answer_not_allowed' } });
+    expect(decideResume(ack, answer(ack, { action: 'acknowledge', pending_digest: undefined }), operator)).toMatchObject({ ok: true, effect: { kind: 'stop' } });
+  });
+
+  it('an answer for another packet is refused', () => {
+    const packet = stop();
+    expect(decideResume(packet, answer(packet, { packet_id: 'pkt-2' }), operator)).toMatchObject({ ok: false, error: { code: 'answer_packet_mismatch' } });
+  });
+
+  it('a completion handback form accepts (continue) or reworks with a note (back to the agent as a human decision)', () => {
+    const base = stop({ why: 'guard_failed', pending: null });
+    const packet: StopPacket = {
+      ...base,
+      next_form: {
+        kind: 'accept_rework',
+        title: 'Handback — accept or rework',
+        prompt: 'Accept takes the work; Rework sends it back.',
+        fields: [],
+        actions: [
+          { id: 'accept', label: 'Accept', style: 'primary' },
+          { id: 'rework', label: 'Rework', style: 'default' },
+        ],
+      },
+    };
+    expect(decideResume(packet, answer(packet, { action: 'accept', pending_digest: undefined }), operator)).toEqual({ ok: true, effect: { kind: 'continue' } });
+    expect(decideResume(packet, answer(packet, { action: 'rework', note: 'add the tests', pending_digest: undefined }), operator)).toEqual({
+      ok: true,
+      effect: { kind: 'reroute', intent: 'rework', origin: 'human', reason: 'add the tests' },
+    });
+    expect(decideResume(packet, answer(packet, { action: 'rework', note: ' ', pending_digest: undefined }), operator)).toMatchObject({
+      ok: false,
+      error: { code: 'answer_incomplete' },
+    });
+  });
+
+  it('do not mark the user goal done: no why and no allowed answer yields an effect that completes the goal', () => {
+    for (const why of StopWhySchema.options) {
+      for (const pending of [null, { name: 'refund', args: { amount: 40 } }]) {
+        const packet = stop({ why, pending, intents: undefined, cap: { name: 'steps', limit: 1 } });
+        expect(goalDone(packet)).toBe(false);
+        for (const action of allowedActions(packet)) {
+          const reply = answer(packet, { action, intent: 'billing', cap: 2, note: 'ok' });
+          expect(OperatorAnswerSchema.safeParse(reply).success).toBe(true);
+          const result = decideResume(packet, reply, operator);
+          expect(result.ok).toBe(true);
+          if (!result.ok) continue;
+          expect(ResumeEffectSchema.safeParse(result.effect).success).toBe(true);
+          expect(['reroute', 'run_pending_call', 'stop', 'raise_cap', 'continue']).toContain(result.effect.kind);
+          const answered = markAnswered(packet, reply);
+          expect(answered.goal_done).toBe(false);
+          expect(goalDone(answered)).toBe(false);
+        }
+      }
+    }
+  });
+});

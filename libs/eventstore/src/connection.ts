@@ -1,0 +1,79 @@
+import { connect, type JetStreamClient, type JetStreamManager, type NatsConnection } from 'nats';
+
+/** How to reach NATS. Everything else about the client stays inside this library. */
+export interface NatsConnectOptions {
+  /** One URL or several, e.g. `nats://127.0.0.1:4222`. Defaults to `NATS_URL` or that address. */
+  servers?: string | string[];
+  /** Connection name shown by the server's monitoring (`connz`). */
+  name?: string;
+  /** Request timeout for JetStream API calls and publish acknowledgements, in ms (default 5000). */
+  timeoutMs?: number;
+  /** Keep reconnecting forever (default true). Tests pass false to fail fast. */
+  reconnect?: boolean;
+  user?: string;
+  pass?: string;
+  token?: string;
+}
+
+/**
+ * A live connection and its JetStream views. Baton code passes this handle (or its `js`/`jsm`)
+ * to the event store, the provisioner, the consumer runner and the Nest transport.
+ */
+export interface NatsHandle {
+  readonly connection: NatsConnection;
+  readonly js: JetStreamClient;
+  readonly jsm: JetStreamManager;
+  /** Flush pending publishes and acks, unsubscribe, then close. Safe to call twice. */
+  drain(): Promise<void>;
+  /** Close at once, dropping anything pending. Safe to call twice. */
+  close(): Promise<void>;
+  /** Resolves when the connection is closed, with the error that closed it if any. */
+  readonly closed: Promise<void | Error>;
+}
+
+export const DEFAULT_NATS_URL = 'nats://127.0.0.1:4222';
+
+/**
+ * Connect to NATS and open JetStream. Fails (rejects) if the server is unreachable on the first
+ * attempt or JetStream is not enabled on it; afterwards the client reconnects on its own.
+ */
+export async function connectNats(opts: NatsConnectOptions = {}): Promise<NatsHandle> {
+  const servers = opts.servers ?? process.env['NATS_URL'] ?? DEFAULT_NATS_URL;
+  const timeout = opts.timeoutMs ?? 5000;
+  const connection = await connect({
+    servers,
+    name: opts.name,
+    timeout,
+    reconnect: opts.reconnect ?? true,
+    maxReconnectAttempts: -1,
+    user: opts.user,
+    pass: opts.pass,
+    token: opts.token,
+  });
+  let jsm: JetStreamManager;
+  try {
+    jsm = await connection.jetstreamManager({ timeout });
+  } catch (err) {
+    await connection.close();
+    throw new Error(`JetStream is not available on ${String(servers)}: ${(err as Error).message}`, { cause: err });
+  }
+  const js = connection.jetstream({ timeout });
+  return {
+    connection,
+    js,
+    jsm,
+    closed: connection.closed(),
+    async drain() {
+      if (connection.isClosed()) return;
+      if (connection.isDraining()) {
+        await connection.closed();
+        return;
+      }
+      await connection.drain();
+    },
+    async close() {
+      if (connection.isClosed()) return;
+      await connection.close();
+    },
+  };
+}

@@ -1,0 +1,174 @@
+import type { Rejection } from '@baton/contracts';
+
+/**
+ * JetStream API error codes Baton reacts to. They are mapped to Baton errors in one place,
+ * {@link mapNatsError}; nothing else in the code base looks at server codes.
+ */
+export const JsErrCode = {
+  /** `Nats-Expected-Last-Subject-Sequence` (or `-Last-Sequence`) did not match: another writer appended first. */
+  wrongLastSequence: 10071,
+  streamNotFound: 10059,
+  consumerNotFound: 10014,
+  noMessageFound: 10037,
+  streamNameInUse: 10058,
+  consumerNameExists: 10013,
+  consumerAlreadyExists: 10105,
+} as const;
+
+/** Base class of every error this library raises. `cause` carries the client or server error. */
+export class EventStoreError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'EventStoreError';
+  }
+}
+
+/**
+ * Another writer appended to the aggregate after the state this writer decided on. The append was
+ * refused by the server, nothing was written; re-read, re-decide and retry.
+ */
+export class ConcurrencyConflict extends EventStoreError {
+  constructor(
+    readonly subject: string,
+    readonly expectedSeq: number,
+    options?: { cause?: unknown },
+  ) {
+    super(`concurrency conflict on ${subject}: expected last subject sequence ${expectedSeq}`, options);
+    this.name = 'ConcurrencyConflict';
+  }
+}
+
+/** No stream holds the subject or name asked for (not provisioned, or deleted). */
+export class StreamNotFound extends EventStoreError {
+  constructor(
+    readonly stream: string,
+    options?: { cause?: unknown },
+  ) {
+    super(`stream not found: ${stream}`, options);
+    this.name = 'StreamNotFound';
+  }
+}
+
+/**
+ * The server did not acknowledge a publish in time. The message may or may not be stored: retry
+ * with the same `Nats-Msg-Id` (within the duplicate window) to find out without duplicating it.
+ */
+export class PublishTimeout extends EventStoreError {
+  constructor(
+    readonly subject: string,
+    options?: { cause?: unknown },
+  ) {
+    super(`no publish acknowledgement for ${subject}`, options);
+    this.name = 'PublishTimeout';
+  }
+}
+
+/** An event a writer tried to append does not match its registered schema. Nothing was written. */
+export class EventValidationError extends EventStoreError {
+  constructor(
+    readonly eventType: string,
+    readonly rejection: Rejection,
+    options?: { cause?: unknown },
+  ) {
+    super(`event ${eventType} rejected: ${rejection.message}`, options);
+    this.name = 'EventValidationError';
+  }
+}
+
+/** A stored event could not be decoded (bad JSON, unknown type, failed upcast or schema). */
+export class EventDecodeError extends EventStoreError {
+  constructor(
+    readonly subject: string,
+    readonly seq: number,
+    readonly rejection: Rejection,
+    options?: { cause?: unknown },
+  ) {
+    super(`event at ${subject}#${seq} cannot be decoded: ${rejection.message}`, options);
+    this.name = 'EventDecodeError';
+  }
+}
+
+/** A stream or consumer could not be made to match its spec (for example an immutable field differs). */
+export class ProvisionError extends EventStoreError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'ProvisionError';
+  }
+}
+
+/**
+ * Thrown by a message handler when the failure may go away (a dependency is down, a lock is held).
+ * The consumer runner naks the message with a delay taken from its backoff list (or `delayMs`),
+ * and dead-letters it once the delivery count reaches `maxDeliver`.
+ */
+export class TransientError extends Error {
+  readonly delayMs: number | undefined;
+  constructor(message: string, options?: { cause?: unknown; delayMs?: number }) {
+    super(message, options);
+    this.name = 'TransientError';
+    this.delayMs = options?.delayMs;
+  }
+}
+
+/**
+ * Thrown by a message handler when the message can never succeed (malformed, violates its
+ * schema, refers to something that cannot exist). The runner dead-letters it with `reason` and
+ * terminates it at once: it is never retried.
+ */
+export class PoisonError extends Error {
+  constructor(
+    message: string,
+    readonly reason: string = 'poison',
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+    this.name = 'PoisonError';
+  }
+}
+
+interface ApiErrorShape {
+  err_code?: number;
+  code?: number;
+  description?: string;
+}
+
+/** The JetStream API error attached to a client error, if any. */
+export function jsApiError(err: unknown): ApiErrorShape | undefined {
+  if (typeof err !== 'object' || err === null) return undefined;
+  const api = (err as { api_error?: unknown }).api_error;
+  return typeof api === 'object' && api !== null ? (api as ApiErrorShape) : undefined;
+}
+
+/** The JetStream `err_code` of a client error, or undefined when it is not a JetStream API error. */
+export function jsErrCode(err: unknown): number | undefined {
+  return jsApiError(err)?.err_code;
+}
+
+/** True when the client error is a request timeout (no responder answered in time). */
+export function isTimeout(err: unknown): boolean {
+  if (typeof err !== 'object' || err === null) return false;
+  const code = (err as { code?: unknown }).code;
+  return code === 'TIMEOUT' || code === '408';
+}
+
+/** True when the client error says no one answered the request (e.g. JetStream off, or no stream). */
+export function isNoResponders(err: unknown): boolean {
+  if (typeof err !== 'object' || err === null) return false;
+  return (err as { code?: unknown }).code === '503';
+}
+
+/**
+ * Map a client or server error raised while publishing to `subject` with an expected last subject
+ * sequence into a Baton error. The one place server codes are interpreted for appends.
+ */
+export function mapPublishError(err: unknown, subject: string, expectedSeq: number | undefined): Error {
+  if (err instanceof EventStoreError) return err;
+  const code = jsErrCode(err);
+  if (code === JsErrCode.wrongLastSequence && expectedSeq !== undefined) {
+    return new ConcurrencyConflict(subject, expectedSeq, { cause: err });
+  }
+  if (code === JsErrCode.streamNotFound || isNoResponders(err)) return new StreamNotFound(subject, { cause: err });
+  if (isTimeout(err)) return new PublishTimeout(subject, { cause: err });
+  const message = err instanceof Error ? err.message : String(err);
+  return new EventStoreError(`publish to ${subject} failed: ${message}`, { cause: err });
+}

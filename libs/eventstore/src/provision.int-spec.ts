@@ -1,0 +1,68 @@
+import type { NatsHandle } from './connection';
+import { ProvisionError } from './errors';
+import { provision } from './provision';
+import { batonStreamNames, batonTopology, type TopologySpec } from './topology';
+import { connectTest, deleteTopology, randomPrefix } from './int/support';
+
+describe('provision (real NATS)', () => {
+  let a: NatsHandle;
+  let b: NatsHandle;
+  let prefix: string;
+
+  beforeEach(async () => {
+    prefix = randomPrefix();
+    a = await connectTest('provision-a');
+    b = await connectTest('provision-b');
+  });
+
+  afterEach(async () => {
+    await deleteTopology(a, prefix);
+    await a.close();
+    await b.close();
+  });
+
+  const topology = (overrides: { ackWaitMs?: number; maxAgeMs?: number } = {}): TopologySpec => {
+    const base = batonTopology(prefix, { storage: 'memory', inboxMaxAgeMs: overrides.maxAgeMs });
+    const names = batonStreamNames(prefix);
+    return {
+      streams: base.streams,
+      consumers: [
+        { stream: names.inbox, durable: 'router-results', filterSubject: `${prefix}.in.*.result.*`, ackWaitMs: overrides.ackWaitMs ?? 30_000 },
+        { stream: names.events, durable: 'notifier-all', ackWaitMs: overrides.ackWaitMs ?? 30_000 },
+      ],
+    };
+  };
+
+  it('streams and consumers are provisioned idempotently: two instances starting at once both succeed', async () => {
+    const [first, second] = await Promise.all([provision(a.jsm, topology()), provision(b.jsm, topology())]);
+    const names = batonStreamNames(prefix);
+    for (const name of [names.events, names.inbox, names.dlq]) {
+      expect(['created', 'unchanged']).toContain(first.streams[name]);
+      expect(['created', 'unchanged']).toContain(second.streams[name]);
+    }
+    const again = await provision(a.jsm, topology());
+    expect(Object.values(again.streams)).toEqual(['unchanged', 'unchanged', 'unchanged']);
+    expect(Object.values(again.consumers)).toEqual(['unchanged', 'unchanged']);
+
+    const events = await a.jsm.streams.info(names.events);
+    expect(events.config.subjects).toEqual([`${prefix}.ev.>`]);
+    expect(events.config.duplicate_window).toBe(2 * 60 * 1_000_000_000);
+    expect(events.config.deny_delete).toBe(true);
+  });
+
+  it('a changed editable field is updated in place', async () => {
+    await provision(a.jsm, topology());
+    const report = await provision(a.jsm, topology({ ackWaitMs: 10_000, maxAgeMs: 60 * 60_000 }));
+    expect(report.streams[batonStreamNames(prefix).inbox]).toBe('updated');
+    expect(report.consumers[`${batonStreamNames(prefix).inbox}/router-results`]).toBe('updated');
+    const info = await a.jsm.consumers.info(batonStreamNames(prefix).inbox, 'router-results');
+    expect(info.config.ack_wait).toBe(10_000 * 1_000_000);
+  });
+
+  it('refuses to change an immutable field and says which', async () => {
+    await provision(a.jsm, topology());
+    const changed = batonTopology(prefix, { storage: 'file' });
+    await expect(provision(a.jsm, changed)).rejects.toThrow(ProvisionError);
+    await expect(provision(a.jsm, changed)).rejects.toThrow(/storage/);
+  });
+});

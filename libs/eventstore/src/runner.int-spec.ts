@@ -1,0 +1,218 @@
+import type { NatsHandle } from './connection';
+import { DlqHeader } from './dead-letter';
+import { PoisonError, TransientError } from './errors';
+import { provision } from './provision';
+import { runConsumer, type ConsumedMessage, type ConsumerRunner, type MessageOutcome } from './runner';
+import { batonStreamNames } from './topology';
+import { connectTest, deleteTopology, provisionTopology, randomPrefix, sleep } from './int/support';
+
+describe('runConsumer (real NATS)', () => {
+  let nats: NatsHandle;
+  let prefix: string;
+  let inbox: string;
+  let runners: ConsumerRunner[];
+
+  beforeEach(async () => {
+    prefix = randomPrefix();
+    nats = await connectTest('runner-int');
+    await provisionTopology(nats, prefix);
+    inbox = batonStreamNames(prefix).inbox;
+    runners = [];
+  });
+
+  afterEach(async () => {
+    await Promise.all(runners.map((r) => r.stop()));
+    await deleteTopology(nats, prefix);
+    await nats.close();
+  });
+
+  const durable = async (name: string, ackWaitMs = 30_000) => {
+    await provision(nats.jsm, { consumers: [{ stream: inbox, durable: name, filterSubject: `${prefix}.in.>`, ackWaitMs }] });
+  };
+
+  const publish = (subject: string, body: string, msgID?: string) =>
+    nats.js.publish(`${prefix}.in.${subject}`, new TextEncoder().encode(body), msgID ? { msgID } : undefined);
+
+  const start = (opts: Omit<Parameters<typeof runConsumer>[0], 'js' | 'stream' | 'prefix'>) => {
+    const runner = runConsumer({ js: nats.js, stream: inbox, prefix, pullExpiresMs: 500, ...opts });
+    runners.push(runner);
+    return runner;
+  };
+
+  const waitFor = async (check: () => boolean | Promise<boolean>, timeoutMs = 5000) => {
+    const until = Date.now() + timeoutMs;
+    while (!(await check())) {
+      if (Date.now() > until) throw new Error('condition not met in time');
+      await sleep(20);
+    }
+  };
+
+  const consumerState = async (name: string) => {
+    const info = await nats.jsm.consumers.info(inbox, name);
+    return { pending: info.num_pending, ackPending: info.num_ack_pending, redelivered: info.num_redelivered };
+  };
+
+  const deadLetters = async () => {
+    const dlq = batonStreamNames(prefix).dlq;
+    const info = await nats.jsm.streams.info(dlq);
+    const out = [];
+    for (let seq = info.state.first_seq; seq <= info.state.last_seq && info.state.messages > 0; seq++) {
+      out.push(await nats.jsm.streams.getMessage(dlq, { seq }));
+    }
+    return out;
+  };
+
+  it('acks a message only after its handler resolved', async () => {
+    await durable('ok');
+    const seen: ConsumedMessage[] = [];
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    start({
+      durable: 'ok',
+      handler: async (msg) => {
+        seen.push(msg);
+        await gate;
+      },
+    });
+    await publish('p.result.a', '{"hello":1}');
+    await waitFor(() => seen.length === 1);
+    expect(await consumerState('ok')).toMatchObject({ ackPending: 1 });
+    release();
+    await waitFor(async () => (await consumerState('ok')).ackPending === 0);
+    expect(seen[0]!.subject).toBe(`${prefix}.in.p.result.a`);
+    expect(seen[0]!.deliveryCount).toBe(1);
+  });
+
+  it('a transient failure is retried with a delay, never hot-looped', async () => {
+    await durable('transient');
+    const deliveries: number[] = [];
+    const outcomes: MessageOutcome[] = [];
+    start({
+      durable: 'transient',
+      backoffMs: [400, 400],
+      maxDeliver: 5,
+      onOutcome: (o) => outcomes.push(o),
+      handler: async () => {
+        deliveries.push(Date.now());
+        if (deliveries.length < 3) throw new TransientError('redis is down');
+      },
+    });
+    await publish('p.result.a', '{}');
+    await waitFor(() => deliveries.length >= 1);
+    await sleep(300);
+    // Within the first 300 ms after a failure there is no second delivery.
+    expect(deliveries).toHaveLength(1);
+    await waitFor(() => outcomes.some((o) => o.kind === 'acked'), 5000);
+    expect(deliveries).toHaveLength(3);
+    expect(deliveries[1]! - deliveries[0]!).toBeGreaterThanOrEqual(350);
+    expect(deliveries[2]! - deliveries[1]!).toBeGreaterThanOrEqual(350);
+    expect(outcomes.map((o) => o.kind)).toEqual(['retry', 'retry', 'acked']);
+  });
+
+  it('poison input is dead-lettered with its reason and original bytes, then terminated (delivered once)', async () => {
+    await durable('poison');
+    const deliveries: ConsumedMessage[] = [];
+    const outcomes: MessageOutcome[] = [];
+    start({
+      durable: 'poison',
+      onOutcome: (o) => outcomes.push(o),
+      handler: async (msg) => {
+        deliveries.push(msg);
+        JSON.parse(new TextDecoder().decode(msg.data));
+      },
+    });
+    const ack = await publish('p.result.a', '{not json', 'orig-1');
+    await waitFor(() => outcomes.length === 1);
+    expect(outcomes[0]).toMatchObject({ kind: 'dead_lettered', reason: 'malformed_json' });
+    const [letter] = await deadLetters();
+    expect(letter!.subject).toBe(`${prefix}.dlq.poison`);
+    expect(new TextDecoder().decode(letter!.data)).toBe('{not json');
+    expect(letter!.header.get(DlqHeader.reason)).toBe('malformed_json');
+    expect(letter!.header.get(DlqHeader.subject)).toBe(`${prefix}.in.p.result.a`);
+    expect(letter!.header.get(DlqHeader.seq)).toBe(String(ack.seq));
+    expect(JSON.parse(letter!.header.get(DlqHeader.headers))).toMatchObject({ 'Nats-Msg-Id': ['orig-1'] });
+    expect(letter!.header.get('Nats-Msg-Id')).toBe(`dlq:${inbox}:${ack.seq}`);
+    await sleep(300);
+    expect(deliveries).toHaveLength(1);
+    expect(await consumerState('poison')).toMatchObject({ pending: 0, ackPending: 0 });
+  });
+
+  it('a PoisonError carries its own reason into the dead letter', async () => {
+    await durable('poison2');
+    const outcomes: MessageOutcome[] = [];
+    start({ durable: 'poison2', onOutcome: (o) => outcomes.push(o), handler: async () => Promise.reject(new PoisonError('no such agent', 'unknown_agent')) });
+    await publish('p.result.ghost', '{}');
+    await waitFor(() => outcomes.length === 1);
+    const [letter] = await deadLetters();
+    expect(letter!.header.get(DlqHeader.reason)).toBe('unknown_agent');
+    expect(letter!.header.get(DlqHeader.detail)).toContain('no such agent');
+  });
+
+  it('a message that keeps failing is dead-lettered after maxDeliver deliveries and not delivered again', async () => {
+    await durable('exhaust');
+    let deliveries = 0;
+    const outcomes: MessageOutcome[] = [];
+    start({
+      durable: 'exhaust',
+      maxDeliver: 3,
+      backoffMs: [100],
+      onOutcome: (o) => outcomes.push(o),
+      handler: async () => {
+        deliveries++;
+        throw new Error('always fails');
+      },
+    });
+    await publish('p.result.a', '{"x":1}');
+    await waitFor(() => outcomes.some((o) => o.kind === 'dead_lettered'));
+    await sleep(400);
+    expect(deliveries).toBe(3);
+    const [letter] = await deadLetters();
+    expect(letter!.header.get(DlqHeader.reason)).toBe('max_deliveries');
+    expect(letter!.header.get(DlqHeader.deliveries)).toBe('3');
+    expect(new TextDecoder().decode(letter!.data)).toBe('{"x":1}');
+  });
+
+  it('sends in-progress heartbeats so a handler slower than the ack wait is not redelivered', async () => {
+    await durable('slow', 1000);
+    let deliveries = 0;
+    const outcomes: MessageOutcome[] = [];
+    start({
+      durable: 'slow',
+      onOutcome: (o) => outcomes.push(o),
+      handler: async () => {
+        deliveries++;
+        await sleep(2500);
+      },
+    });
+    await publish('p.result.a', '{}');
+    await waitFor(() => outcomes.length === 1, 6000);
+    expect(outcomes[0]!.kind).toBe('acked');
+    expect(deliveries).toBe(1);
+  });
+
+  it('graceful stop stops pulling, finishes in-flight work and acks it', async () => {
+    await durable('graceful');
+    let started = 0;
+    let finished = 0;
+    const runner = start({
+      durable: 'graceful',
+      concurrency: 2,
+      handler: async () => {
+        started++;
+        await sleep(600);
+        finished++;
+      },
+    });
+    await publish('p.result.a', '1');
+    await publish('p.result.b', '2');
+    await waitFor(() => started === 2);
+    await runner.stop();
+    expect(finished).toBe(2);
+    expect(await consumerState('graceful')).toMatchObject({ pending: 0, ackPending: 0 });
+    // Nothing is pulled after the stop.
+    await publish('p.result.c', '3');
+    await sleep(300);
+    expect(started).toBe(2);
+    expect((await consumerState('graceful')).pending).toBe(1);
+  });
+});

@@ -1,0 +1,249 @@
+import type { Consumer, JetStreamClient, JsMsg } from 'nats';
+import { DeadLetterReason, deadLetter, headersToRecord } from './dead-letter';
+import { PoisonError, TransientError } from './errors';
+
+/** A message handed to a runner handler: what it needs, without the client types. */
+export interface ConsumedMessage {
+  subject: string;
+  data: Uint8Array;
+  headers: Record<string, string[]>;
+  /** Stream sequence. */
+  seq: number;
+  /** 1 on first delivery. */
+  deliveryCount: number;
+  stream: string;
+  consumer: string;
+  /** Messages still pending for the consumer after this one. */
+  pending: number;
+  /** When the stream stored the message, in ms since the epoch. */
+  timestampMs: number;
+  /** The client message (escape hatch; Baton code should not need it). */
+  raw: JsMsg;
+}
+
+/** What happened to a message; reported through `onOutcome` (logs, metrics, tests). */
+export type MessageOutcome =
+  | { kind: 'acked'; msg: ConsumedMessage }
+  | { kind: 'retry'; msg: ConsumedMessage; delayMs: number; error: unknown }
+  | { kind: 'dead_lettered'; msg: ConsumedMessage; reason: string; error: unknown }
+  | { kind: 'dead_letter_failed'; msg: ConsumedMessage; delayMs: number; error: unknown };
+
+export interface RunConsumerOptions {
+  js: JetStreamClient;
+  stream: string;
+  /** An existing durable pull consumer with explicit ack (see `provision`). */
+  durable: string;
+  handler: (msg: ConsumedMessage) => Promise<void>;
+  /** Subject prefix for dead letters (`<prefix>.dlq.<source>`). */
+  prefix: string;
+  /** Dead-letter source token (default: the durable name). */
+  source?: string;
+  /** Deliveries after which a failing message is dead-lettered (default 5). */
+  maxDeliver?: number;
+  /** Nak delays in ms by delivery count (1st failure → [0], ...; the last repeats). Default [1000, 5000, 15000, 30000]. */
+  backoffMs?: number[];
+  /** Handlers running at once (default 1: messages are handled in stream order). */
+  concurrency?: number;
+  /** Most messages per pull (default 100, never more than the free handler slots). */
+  batch?: number;
+  /** How long a pull waits for messages, in ms (default 2000). Bounds how long `stop` waits for the pull. */
+  pullExpiresMs?: number;
+  /** Classify a handler error; default: TransientError → retry, PoisonError/ZodError/SyntaxError → poison, anything else → retry. */
+  classify?: (error: unknown) => ErrorClass;
+  onOutcome?: (outcome: MessageOutcome) => void;
+  /** Called when pulling fails (connection trouble); the runner waits and pulls again. */
+  onError?: (error: unknown) => void;
+}
+
+export type ErrorClass = { kind: 'retry'; delayMs?: number } | { kind: 'poison'; reason: string };
+
+export interface ConsumerRunner {
+  /** Stop pulling, let in-flight handlers finish (and ack / nak / dead-letter), then resolve. */
+  stop(): Promise<void>;
+  /** Resolves when the runner has stopped. */
+  readonly done: Promise<void>;
+  /** Handlers running now. */
+  inFlight(): number;
+}
+
+const DEFAULT_BACKOFF = [1000, 5000, 15000, 30000];
+
+/** The default error classification (see {@link RunConsumerOptions.classify}). */
+export function classifyError(error: unknown): ErrorClass {
+  if (error instanceof PoisonError) return { kind: 'poison', reason: error.reason };
+  if (error instanceof TransientError) return error.delayMs === undefined ? { kind: 'retry' } : { kind: 'retry', delayMs: error.delayMs };
+  if (error instanceof SyntaxError) return { kind: 'poison', reason: DeadLetterReason.malformedJson };
+  if (error instanceof Error && error.name === 'ZodError') return { kind: 'poison', reason: DeadLetterReason.schemaViolation };
+  if (typeof error === 'object' && error !== null) {
+    const name = (error as { name?: unknown }).name;
+    if (name === 'PoisonError') {
+      const reason = (error as { reason?: unknown }).reason;
+      return { kind: 'poison', reason: typeof reason === 'string' ? reason : DeadLetterReason.poison };
+    }
+  }
+  return { kind: 'retry' };
+}
+
+function errorMessage(error: unknown): string {
+  if (error instanceof Error) return `${error.name}: ${error.message}`;
+  if (typeof error === 'object' && error !== null) {
+    try {
+      return JSON.stringify(error);
+    } catch {
+      return String(error);
+    }
+  }
+  return String(error);
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Run a durable pull consumer: pull batches (never more than the free handler slots), call
+ * `handler` for each message and ack only after it resolves (double ack: the server confirms).
+ * On failure, by classification:
+ * - retry: nak with a delay from `backoffMs` by delivery count, so a failing message is never
+ *   hot-looped; once deliveries reach `maxDeliver`, dead-letter (`max_deliveries`) and term;
+ * - poison (PoisonError, zod failure, bad JSON): dead-letter with the reason and term at once.
+ * If the dead letter cannot be published the message is naked with a delay instead of termed,
+ * so nothing is dropped. While a handler runs longer than ackWait/3 the runner sends
+ * in-progress (`working`) heartbeats. `stop()` stops pulling, waits for in-flight handlers,
+ * then resolves (within `pullExpiresMs` plus the slowest handler); messages the last pull still
+ * brings are naked without delay so a peer takes them.
+ */
+export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
+  const concurrency = Math.max(1, opts.concurrency ?? 1);
+  const batch = Math.max(1, opts.batch ?? 100);
+  const maxDeliver = Math.max(1, opts.maxDeliver ?? 5);
+  const backoff = opts.backoffMs && opts.backoffMs.length > 0 ? opts.backoffMs : DEFAULT_BACKOFF;
+  const expires = opts.pullExpiresMs ?? 2000;
+  const classify = opts.classify ?? classifyError;
+  const source = opts.source ?? opts.durable;
+
+  let stopping = false;
+  const running = new Set<Promise<void>>();
+  let slotFreed: (() => void) | null = null;
+  let wakeStop: (() => void) | null = null;
+
+  const delayFor = (deliveryCount: number) => backoff[Math.min(deliveryCount, backoff.length) - 1] as number;
+
+  const wrap = (raw: JsMsg): ConsumedMessage => ({
+    subject: raw.subject,
+    data: raw.data,
+    headers: headersToRecord(raw.headers),
+    seq: raw.seq,
+    deliveryCount: raw.info.redeliveryCount,
+    stream: raw.info.stream,
+    consumer: raw.info.consumer,
+    pending: raw.info.pending,
+    timestampMs: Math.floor(raw.info.timestampNanos / 1_000_000),
+    raw,
+  });
+
+  const giveUp = async (msg: ConsumedMessage, reason: string, error: unknown) => {
+    try {
+      await deadLetter(opts.js, {
+        prefix: opts.prefix,
+        source,
+        reason,
+        detail: errorMessage(error),
+        subject: msg.subject,
+        headers: msg.headers,
+        data: msg.data,
+        deliveries: msg.deliveryCount,
+        stream: msg.stream,
+        seq: msg.seq,
+        consumer: msg.consumer,
+      });
+      // No reason string: `+TERM <reason>` is only understood from server 2.10.4 on.
+      msg.raw.term();
+      opts.onOutcome?.({ kind: 'dead_lettered', msg, reason, error });
+    } catch (dlqError) {
+      const delayMs = delayFor(msg.deliveryCount);
+      msg.raw.nak(delayMs);
+      opts.onOutcome?.({ kind: 'dead_letter_failed', msg, delayMs, error: dlqError });
+    }
+  };
+
+  const handle = async (raw: JsMsg, ackWaitMs: number) => {
+    const msg = wrap(raw);
+    const beat = setInterval(() => raw.working(), Math.max(100, Math.floor(ackWaitMs / 3)));
+    try {
+      await opts.handler(msg);
+    } catch (error) {
+      clearInterval(beat);
+      const verdict = classify(error);
+      if (verdict.kind === 'poison') return giveUp(msg, verdict.reason, error);
+      if (msg.deliveryCount >= maxDeliver) return giveUp(msg, DeadLetterReason.maxDeliveries, error);
+      const delayMs = verdict.delayMs ?? delayFor(msg.deliveryCount);
+      raw.nak(delayMs);
+      opts.onOutcome?.({ kind: 'retry', msg, delayMs, error });
+      return;
+    } finally {
+      clearInterval(beat);
+    }
+    try {
+      await raw.ackAck();
+    } catch {
+      // The ack may still have landed; if not, the message is redelivered and handlers are idempotent.
+    }
+    opts.onOutcome?.({ kind: 'acked', msg });
+  };
+
+  const dispatch = (raw: JsMsg, ackWaitMs: number) => {
+    const task = handle(raw, ackWaitMs).finally(() => {
+      running.delete(task);
+      slotFreed?.();
+    });
+    running.add(task);
+  };
+
+  const loop = async () => {
+    let consumer: Consumer | null = null;
+    let ackWaitMs = 30_000;
+    while (!stopping) {
+      try {
+        if (!consumer) {
+          consumer = await opts.js.consumers.get(opts.stream, opts.durable);
+          const info = await consumer.info(true);
+          ackWaitMs = Math.max(1, Math.floor((info.config.ack_wait ?? 30_000_000_000) / 1_000_000));
+        }
+        while (running.size >= concurrency && !stopping) {
+          await new Promise<void>((resolve) => (slotFreed = resolve));
+          slotFreed = null;
+        }
+        if (stopping) break;
+        const free = Math.min(batch, concurrency - running.size);
+        const messages = await consumer.fetch({ max_messages: free, expires });
+        for await (const raw of messages) {
+          if (stopping) {
+            raw.nak();
+            continue;
+          }
+          dispatch(raw, ackWaitMs);
+        }
+      } catch (error) {
+        if (stopping) break;
+        opts.onError?.(error);
+        consumer = null;
+        await Promise.race([sleep(1000), new Promise<void>((resolve) => (wakeStop = resolve))]);
+        wakeStop = null;
+      }
+    }
+    await Promise.allSettled([...running]);
+  };
+
+  const done = loop();
+  return {
+    done,
+    inFlight: () => running.size,
+    async stop() {
+      stopping = true;
+      // The open pull is left to expire (at most pullExpiresMs): messages it still brings are
+      // naked for a peer instead of being stranded until their ack wait runs out.
+      slotFreed?.();
+      wakeStop?.();
+      await done;
+    },
+  };
+}

@@ -1,0 +1,194 @@
+import { z } from 'zod';
+import { EventRegistry, type EventEnvelope } from '@baton/contracts';
+import type { NatsHandle } from './connection';
+import { ConcurrencyConflict, EventValidationError } from './errors';
+import { JetStreamEventStore, type AggregateRef } from './store';
+import {
+  connectTest,
+  counterDecider,
+  counterRegistry,
+  deleteTopology,
+  meta,
+  provisionTopology,
+  randomPrefix,
+  type CounterCommand,
+} from './int/support';
+
+describe('JetStreamEventStore (real NATS)', () => {
+  let a: NatsHandle;
+  let b: NatsHandle;
+  let prefix: string;
+
+  beforeEach(async () => {
+    prefix = randomPrefix();
+    a = await connectTest('writer-a');
+    b = await connectTest('writer-b');
+    await provisionTopology(a, prefix);
+  });
+
+  afterEach(async () => {
+    await deleteTopology(a, prefix);
+    await a.close();
+    await b.close();
+  });
+
+  const storeOn = (handle: NatsHandle, opts: { cacheSize?: number; registry?: EventRegistry } = {}) =>
+    new JetStreamEventStore({ js: handle.js, jsm: handle.jsm, prefix, registry: opts.registry ?? counterRegistry(), cacheSize: opts.cacheSize });
+
+  const ref = (id = 'agg-1'): AggregateRef => ({ project: 'proj', kind: 'handoff', id });
+
+  const envelope = (id: string, n: number, total: number, version: number, aggregateId = 'agg-1'): EventEnvelope => ({
+    id,
+    type: 'counter.added',
+    version: 1,
+    aggregate: { kind: 'handoff', id: aggregateId },
+    project: 'proj',
+    ...meta(),
+    payload: { n, total, version },
+  });
+
+  it('reads an empty aggregate as no events and last sequence 0', async () => {
+    const result = await storeOn(a).read(ref('never-written'));
+    expect(result).toEqual({ events: [], lastSeq: 0 });
+  });
+
+  it('a concurrency conflict never overwrites: an append expecting a stale sequence is refused', async () => {
+    const store = storeOn(a);
+    const first = await store.append(ref(), [envelope('e1', 1, 1, 1)], { expectedVersion: 0 });
+    await expect(store.append(ref(), [envelope('e2', 5, 5, 1)], { expectedVersion: 0 })).rejects.toBeInstanceOf(ConcurrencyConflict);
+    const read = await store.read(ref());
+    expect(read.events.map((e) => e.id)).toEqual(['e1']);
+    expect(read.lastSeq).toBe(first.lastSeq);
+  });
+
+  it('several events in one append chain their expectations and land in order', async () => {
+    const store = storeOn(a);
+    const result = await store.append(ref(), [envelope('e1', 1, 1, 1), envelope('e2', 2, 3, 2), envelope('e3', 3, 6, 3)], {
+      expectedVersion: 0,
+    });
+    expect(result.seqs).toHaveLength(3);
+    const read = await store.read(ref());
+    expect(read.events.map((e) => [e.id, e.seq])).toEqual([
+      ['e1', result.seqs[0]],
+      ['e2', result.seqs[1]],
+      ['e3', result.seqs[2]],
+    ]);
+  });
+
+  it('the same message id appended twice stores one event (idempotent retry)', async () => {
+    const store = storeOn(a);
+    const first = await store.append(ref(), [envelope('same-id', 1, 1, 1)], { expectedVersion: 0 });
+    // A retry after a lost ack carries the same id and the same (now stale) expectation.
+    const retry = await store.append(ref(), [envelope('same-id', 1, 1, 1)], { expectedVersion: 0 });
+    expect(retry.duplicates).toBe(1);
+    expect(retry.seqs).toEqual(first.seqs);
+    const read = await store.read(ref());
+    expect(read.events).toHaveLength(1);
+  });
+
+  it('rejects an event that breaks its schema and writes nothing', async () => {
+    const store = storeOn(a);
+    const bad = { ...envelope('bad', 1, 1, 1), payload: { n: 'one' } };
+    await expect(store.append(ref(), [envelope('ok', 1, 1, 1), bad], { expectedVersion: 0 })).rejects.toBeInstanceOf(EventValidationError);
+    expect((await store.read(ref())).events).toHaveLength(0);
+  });
+
+  it('reads an aggregate with 2,000 events completely and in order, ignoring other aggregates', async () => {
+    const store = storeOn(a);
+    const events = Array.from({ length: 2000 }, (_, i) => envelope(`big-${i}`, 1, i + 1, i + 1, 'big'));
+    // Interleave another aggregate so the stream holds more than the one subject.
+    await store.append(ref('other'), [envelope('other-1', 1, 1, 1, 'other')], { expectedVersion: 0 });
+    const appended = await store.append(ref('big'), events, { expectedVersion: 0 });
+    await store.append(ref('other'), [envelope('other-2', 1, 2, 2, 'other')], { expectedVersion: appended.seqs[0]! - 1 });
+
+    const read = await store.read(ref('big'));
+    expect(read.events).toHaveLength(2000);
+    expect(read.events.map((e) => (e.payload as { version: number }).version)).toEqual(events.map((_, i) => i + 1));
+    expect(read.lastSeq).toBe(appended.lastSeq);
+
+    const tail = await store.read(ref('big'), { afterSeq: appended.seqs[1989]! });
+    expect(tail.events.map((e) => e.id)).toEqual(events.slice(1990).map((e) => e.id));
+  });
+
+  it('upcasts old event versions on read', async () => {
+    const v1 = new EventRegistry().register({
+      type: 'counter.added',
+      aggregate: 'handoff',
+      version: 1,
+      schema: z.object({ n: z.number(), total: z.number(), version: z.number() }),
+    });
+    const v2 = new EventRegistry().register({
+      type: 'counter.added',
+      aggregate: 'handoff',
+      version: 2,
+      schema: z.object({ amount: z.number(), total: z.number(), version: z.number() }),
+      upcasters: { 1: (p) => ({ amount: (p as { n: number }).n, total: (p as { total: number }).total, version: (p as { version: number }).version }) },
+    });
+    await storeOn(a, { registry: v1 }).append(ref(), [envelope('old', 4, 4, 1)], { expectedVersion: 0 });
+    const read = await storeOn(a, { registry: v2 }).read(ref());
+    expect(read.events[0]).toMatchObject({ version: 2, payload: { amount: 4, total: 4, version: 1 } });
+  });
+
+  it('returns a domain refusal from decide instead of throwing, and appends nothing', async () => {
+    const result = await storeOn(a).handleCommand(ref(), counterDecider, { type: 'add', n: -1 }, meta());
+    expect(result.ok).toBe(false);
+    if (!result.ok) expect(result.error.code).toBe('negative');
+    expect((await storeOn(a).read(ref())).lastSeq).toBe(0);
+  });
+
+  it('two writers racing on one aggregate: exactly one wins each version, the loser re-reads and re-decides, nothing is overwritten', async () => {
+    let decisions = 0;
+    const counting = { ...counterDecider, decide: (c: CounterCommand, s: ReturnType<typeof counterDecider.initialState>) => (decisions++, counterDecider.decide(c, s)) };
+    const writerA = storeOn(a, { cacheSize: 10 });
+    const writerB = storeOn(b, { cacheSize: 10 });
+    const run = async (store: JetStreamEventStore, amounts: number[]) => {
+      for (const n of amounts) {
+        const result = await store.handleCommand(ref(), counting, { type: 'add', n }, meta(), { maxAttempts: 50 });
+        expect(result.ok).toBe(true);
+      }
+    };
+    const amountsA = Array.from({ length: 15 }, (_, i) => i + 1);
+    const amountsB = Array.from({ length: 15 }, (_, i) => 100 * (i + 1));
+    await Promise.all([run(writerA, amountsA), run(writerB, amountsB)]);
+
+    const read = await storeOn(a).read(ref());
+    const payloads = read.events.map((e) => e.payload as { n: number; total: number; version: number });
+    // Every command applied exactly once...
+    expect(payloads).toHaveLength(30);
+    expect(payloads.map((p) => p.n).sort((x, y) => x - y)).toEqual([...amountsA, ...amountsB].sort((x, y) => x - y));
+    // ...each decided on the state left by the one before it (one winner per version, no lost update).
+    payloads.forEach((p, i) => expect(p.version).toBe(i + 1));
+    let running = 0;
+    for (const p of payloads) {
+      running += p.n;
+      expect(p.total).toBe(running);
+    }
+    // The race really happened: some commands were decided more than once.
+    expect(decisions).toBeGreaterThan(30);
+
+    // The folded final state reflects both writers' commands in sequence.
+    const final = await writerA.handleCommand(ref(), counterDecider, { type: 'add', n: 0 }, meta());
+    expect(final.ok && final.state.total).toBe(amountsA.reduce((x, y) => x + y) + amountsB.reduce((x, y) => x + y));
+  });
+
+  it('a cached state catches up with events another writer appended before deciding', async () => {
+    const cached = storeOn(a, { cacheSize: 10 });
+    await cached.handleCommand(ref(), counterDecider, { type: 'add', n: 1 }, meta());
+    await storeOn(b).handleCommand(ref(), counterDecider, { type: 'add', n: 10 }, meta());
+    const result = await cached.handleCommand(ref(), counterDecider, { type: 'add', n: 100 }, meta());
+    expect(result.ok && result.state).toEqual({ total: 111, version: 3, history: [1, 10, 100] });
+  });
+
+  it('a command retried with the same command id is stored once and answers with the stored events', async () => {
+    const store = storeOn(a, { cacheSize: 10 });
+    const first = await store.handleCommand(ref(), counterDecider, { type: 'add', n: 7 }, { ...meta(), commandId: 'cmd-7' });
+    // The caller lost the reply and retries: the retry decides on the new state, but its event
+    // id (cmd-7:0) is already stored, so nothing new is written.
+    const retry = await store.handleCommand(ref(), counterDecider, { type: 'add', n: 7 }, { ...meta(), commandId: 'cmd-7' });
+    expect(first.ok && retry.ok).toBe(true);
+    if (!first.ok || !retry.ok) return;
+    expect(retry.events.map((e) => [e.id, e.seq, e.payload])).toEqual(first.events.map((e) => [e.id, e.seq, e.payload]));
+    expect(retry.state).toEqual({ total: 7, version: 1, history: [7] });
+    expect((await store.read(ref())).events).toHaveLength(1);
+  });
+});

@@ -1,0 +1,140 @@
+import { Subjects } from '@baton/contracts';
+
+/** How long a stream keeps messages: forever (`limits` with no limits), or until acked (`workqueue`). */
+export const Retention = { limits: 'limits', workqueue: 'workqueue', interest: 'interest' } as const;
+export type Retention = (typeof Retention)[keyof typeof Retention];
+
+export const Storage = { file: 'file', memory: 'memory' } as const;
+export type Storage = (typeof Storage)[keyof typeof Storage];
+
+/** A stream declared as code. Fields left out take the server's default. */
+export interface StreamSpec {
+  name: string;
+  subjects: string[];
+  description?: string;
+  retention: Retention;
+  storage: Storage;
+  /** Replica count (1 on a single server; 3 in production clusters). */
+  replicas: number;
+  /** Window in which a repeated `Nats-Msg-Id` is recognised as a duplicate, in ms. */
+  duplicateWindowMs: number;
+  /** Drop messages older than this, in ms (0 = keep forever). */
+  maxAgeMs?: number;
+  /** Refuse message deletion / purge (history is immutable). */
+  denyDelete?: boolean;
+  denyPurge?: boolean;
+  /** Largest message the stream accepts, in bytes. */
+  maxMsgSize?: number;
+}
+
+export const DeliverFrom = { all: 'all', new: 'new' } as const;
+export type DeliverFrom = (typeof DeliverFrom)[keyof typeof DeliverFrom];
+
+/** A durable pull consumer declared as code (explicit ack). */
+export interface ConsumerSpec {
+  stream: string;
+  durable: string;
+  description?: string;
+  /** One subject filter (multi-filter consumers need server 2.10, so Baton does not use them). */
+  filterSubject?: string;
+  /** Where a new consumer starts: the whole stream (`all`) or only new messages. Immutable. */
+  deliverFrom?: DeliverFrom;
+  /** How long the server waits for an ack before redelivering, in ms (default 30 s). */
+  ackWaitMs?: number;
+  /**
+   * Server-side delivery cap. Baton leaves it unlimited (-1): the runner dead-letters a message at
+   * its own `maxDeliver` so nothing is silently dropped by the server.
+   */
+  maxDeliver?: number;
+  /** Most unacknowledged messages outstanding at once (default 1000). */
+  maxAckPending?: number;
+}
+
+export type TopologySpec = { streams: StreamSpec[]; consumers: ConsumerSpec[] };
+
+/** Names of Baton's streams for a subject prefix. */
+export interface BatonStreamNames {
+  events: string;
+  inbox: string;
+  dlq: string;
+}
+
+/**
+ * Turn a subject prefix into the stem of stream names: uppercase, with anything other than
+ * letters, digits, `_` and `-` replaced by `_` (stream names may not hold `.`, `*`, `>` or spaces).
+ */
+export function streamStem(prefix: string): string {
+  const stem = prefix.toUpperCase().replace(/[^A-Z0-9_-]/g, '_');
+  if (stem.length === 0) throw new Error('subject prefix must not be empty');
+  return stem;
+}
+
+/** `<PREFIX>_EVENTS`, `<PREFIX>_INBOX` and `<PREFIX>_DLQ` for a subject prefix. */
+export function batonStreamNames(prefix: string): BatonStreamNames {
+  const stem = streamStem(prefix);
+  return { events: `${stem}_EVENTS`, inbox: `${stem}_INBOX`, dlq: `${stem}_DLQ` };
+}
+
+export interface BatonTopologyOptions {
+  /** Replicas for every stream (default 1; production clusters use 3). */
+  replicas?: number;
+  storage?: Storage;
+  /** How long raw inbox input (agent results, operator answers) is kept, in ms (default 30 days). */
+  inboxMaxAgeMs?: number;
+  /** How long dead letters are kept, in ms (default 0 = until redriven and purged by an SRE). */
+  dlqMaxAgeMs?: number;
+}
+
+const TWO_MINUTES = 2 * 60 * 1000;
+const DAY = 24 * 60 * 60 * 1000;
+
+/**
+ * Baton's streams for a subject prefix:
+ * - `<PREFIX>_EVENTS` binds `<prefix>.ev.>`: the event store, one subject per aggregate; limits
+ *   retention, nothing expires, message delete and purge are denied, 2-minute duplicate window.
+ * - `<PREFIX>_INBOX` binds `<prefix>.in.>`: agent results and operator answers, kept (limits
+ *   retention, several services may read the same input) for `inboxMaxAgeMs`.
+ * - `<PREFIX>_DLQ` binds `<prefix>.dlq.>`: dead letters with their original bytes.
+ * Consumers are declared by the services that own them.
+ */
+export function batonTopology(prefix: string, opts: BatonTopologyOptions = {}): TopologySpec {
+  const names = batonStreamNames(prefix);
+  const replicas = opts.replicas ?? 1;
+  const storage = opts.storage ?? Storage.file;
+  return {
+    streams: [
+      {
+        name: names.events,
+        subjects: [Subjects.events(prefix)],
+        description: 'Baton event store: one subject per aggregate instance',
+        retention: Retention.limits,
+        storage,
+        replicas,
+        duplicateWindowMs: TWO_MINUTES,
+        denyDelete: true,
+        denyPurge: true,
+      },
+      {
+        name: names.inbox,
+        subjects: [`${prefix}.in.>`],
+        description: 'Baton inbox: agent results and operator answers',
+        retention: Retention.limits,
+        storage,
+        replicas,
+        duplicateWindowMs: TWO_MINUTES,
+        maxAgeMs: opts.inboxMaxAgeMs ?? 30 * DAY,
+      },
+      {
+        name: names.dlq,
+        subjects: [Subjects.deadLetters(prefix)],
+        description: 'Baton dead letters: original bytes plus reason headers',
+        retention: Retention.limits,
+        storage,
+        replicas,
+        duplicateWindowMs: TWO_MINUTES,
+        maxAgeMs: opts.dlqMaxAgeMs ?? 0,
+      },
+    ],
+    consumers: [],
+  };
+}

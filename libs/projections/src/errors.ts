@@ -1,0 +1,54 @@
+/** Base class of every error this library raises. `cause` carries the client or server error. */
+export class ProjectionError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'ProjectionError';
+  }
+}
+
+/** Redis did not answer a readiness check in time, or refused the connection. */
+export class RedisUnavailableError extends ProjectionError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'RedisUnavailableError';
+  }
+}
+
+/**
+ * A projection produced an operation that cannot be executed: a malformed op (caught before Redis
+ * is called) or an op whose target key holds a different Redis type (caught by the apply script's
+ * validation pass before its first write). Either way nothing of the batch was written.
+ */
+export class ProjectionOpError extends ProjectionError {
+  constructor(
+    message: string,
+    readonly detail: { projection: string; seq?: number; opIndex?: number; key?: string; reason: string },
+  ) {
+    super(message);
+    this.name = 'ProjectionOpError';
+  }
+}
+
+/** A query cursor that was not produced by this library, or was produced for another order. */
+export class InvalidCursorError extends ProjectionError {
+  constructor(message: string) {
+    super(message);
+    this.name = 'InvalidCursorError';
+  }
+}
+
+/**
+ * A rebuild could not catch up with the live applier within its attempts (the stream grows faster
+ * than the replay, or the source cannot supply what the live generation already holds). The shadow
+ * generation was dropped; the active generation is untouched.
+ */
+export class RebuildBehindError extends ProjectionError {
+  constructor(
+    readonly projection: string,
+    readonly shadowSeq: number,
+    readonly activeSeq: number,
+  ) {
+    super(`rebuild of ${projection} stayed behind the live projection (shadow at ${shadowSeq}, active at ${activeSeq})`);
+    this.name = 'RebuildBehindError';
+  }
+}

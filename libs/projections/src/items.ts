@@ -1,0 +1,119 @@
+import type Redis from 'ioredis';
+import { InvalidCursorError, ProjectionError } from './errors';
+import { activeKey } from './keys';
+import { decodeItemFields, INDEXED_FIELDS, ItemOrder, type IndexedField, type IndexedItem } from './ops';
+import { queryScript } from './scripts';
+
+/** A filter on one indexed field: one value, or a list matching any of its values (an empty list matches nothing). */
+export type ItemFilterValue = string | readonly string[];
+export type ItemFilters = Partial<Record<IndexedField, ItemFilterValue>>;
+
+export interface ItemQuery {
+  filters?: ItemFilters;
+  /** Default `newest`. */
+  order?: ItemOrder;
+  /** Page size, 1..500, default 50. */
+  limit?: number;
+  /** `nextCursor` of the previous page; absent or null for the first page. */
+  cursor?: string | null;
+}
+
+export interface ItemPage<T> {
+  items: T[];
+  /** Opaque; null when this page is the last. */
+  nextCursor: string | null;
+}
+
+/** Read side of one indexed item store of a projection (always its active generation). */
+export interface ItemStore<T extends IndexedItem = IndexedItem> {
+  /**
+   * One page of items matching every filtered field (any of a field's values), in `order`.
+   * Paging is keyset paging on the sort key (order fields, then id): an item that existed before
+   * the first page and did not change is returned exactly once across the pages, whatever is
+   * inserted or removed meanwhile. Items inserted after the cursor position appear in later pages;
+   * those inserted before it do not. Each page is read atomically against the active generation.
+   * Throws {@link InvalidCursorError} for a cursor of another order or one not made here.
+   */
+  query(query?: ItemQuery): Promise<ItemPage<T>>;
+  /** The number of items matching the filters (same semantics as `query`). */
+  count(filters?: ItemFilters): Promise<number>;
+  /** One item by id, or null. */
+  get(id: string): Promise<T | null>;
+}
+
+const MAX_LIMIT = 500;
+const CURSOR_MEMBER = { newest: /^[0-9a-f]{16}:.+$/s, urgent: /^[0-9a-f]{32}:.+$/s } as const;
+
+/** Encode a sort-set member as an opaque cursor bound to its order. */
+export function encodeCursor(order: ItemOrder, member: string): string {
+  return Buffer.from(JSON.stringify({ v: 1, o: order, k: member }), 'utf8').toString('base64url');
+}
+
+/** Decode a cursor made by {@link encodeCursor} for `order`; throws {@link InvalidCursorError} otherwise. */
+export function decodeCursor(order: ItemOrder, cursor: string): string {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+  } catch {
+    throw new InvalidCursorError('cursor is not a cursor returned by this API');
+  }
+  const body = parsed as { v?: unknown; o?: unknown; k?: unknown } | null;
+  if (!body || body.v !== 1 || typeof body.k !== 'string' || !CURSOR_MEMBER[order].test(body.k)) {
+    throw new InvalidCursorError('cursor is not a cursor returned by this API');
+  }
+  if (body.o !== order) throw new InvalidCursorError(`cursor was made for order "${String(body.o)}", not "${order}"`);
+  return body.k;
+}
+
+/** Normalise filters to `[[field, [values...]], ...]`, sorted and de-duplicated; null if some list is empty. */
+function normaliseFilters(filters: ItemFilters | undefined): [string, string[]][] | null {
+  const out: [string, string[]][] = [];
+  for (const field of INDEXED_FIELDS) {
+    const raw = filters?.[field];
+    if (raw === undefined) continue;
+    const values = [...new Set(typeof raw === 'string' ? [raw] : raw)].sort();
+    if (values.length === 0) return null;
+    if (values.some((v) => typeof v !== 'string' || v.length === 0)) {
+      throw new ProjectionError(`filter ${field} holds an empty or non-string value`);
+    }
+    out.push([field, values]);
+  }
+  return out;
+}
+
+export function createItemStore<T extends IndexedItem>(redis: Redis, base: string, store: string): ItemStore<T> {
+  const pointer = activeKey(base);
+  return {
+    async query(query = {}) {
+      const order = query.order ?? ItemOrder.newest;
+      if (!(order in CURSOR_MEMBER)) throw new ProjectionError(`unknown order "${String(order)}"`);
+      const limit = query.limit ?? 50;
+      if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIMIT) {
+        throw new ProjectionError(`limit must be an integer between 1 and ${MAX_LIMIT}`);
+      }
+      const after = query.cursor ? decodeCursor(order, query.cursor) : '';
+      const filters = normaliseFilters(query.filters);
+      if (filters === null) return { items: [], nextCursor: null };
+      const reply = (await queryScript.run(redis, [pointer], [base, store, order, 'query', after, limit, JSON.stringify(filters)])) as [
+        string,
+        ...string[][],
+      ];
+      const [next, ...docs] = reply;
+      return {
+        items: docs.map((flat) => decodeItemFields<T>(flat)),
+        nextCursor: next ? encodeCursor(order, next) : null,
+      };
+    },
+    async count(filters) {
+      const normalised = normaliseFilters(filters);
+      if (normalised === null) return 0;
+      const reply = await queryScript.run(redis, [pointer], [base, store, ItemOrder.newest, 'count', '', 0, JSON.stringify(normalised)]);
+      return Number(reply);
+    },
+    async get(id) {
+      const reply = (await queryScript.run(redis, [pointer], [base, store, ItemOrder.newest, 'get', id, 0, '[]'])) as [string, string[]?];
+      const flat = reply[1];
+      return flat && flat.length > 0 ? decodeItemFields<T>(flat) : null;
+    },
+  };
+}

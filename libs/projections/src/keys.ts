@@ -1,0 +1,52 @@
+import { ProjectionError } from './errors';
+
+/**
+ * The keyspace of one projection:
+ *
+ * - `<prefix>:<projection>:active`        the active generation number (a string integer)
+ * - `<prefix>:<projection>:gens`          the generation counter (INCR allocates a new generation)
+ * - `<prefix>:<projection>:g<gen>:<key>`  every key the projection writes, `<key>` as the ops name it
+ * - `<prefix>:<projection>:g<gen>:~meta`  hash: `seq` (last applied stream sequence), `version`
+ * - `<prefix>:<projection>:g<gen>:~items:<store>:...` the indexed item stores
+ * - `<prefix>:<projection>:g<gen>:~tmp:<n>` scratch keys of the query script (deleted in-script)
+ *
+ * Names starting with `~` are reserved for the engine; projection ops cannot address them.
+ * The scripts compute key names from the active pointer, so this layout targets a single Redis
+ * (or a primary with replicas), not Redis Cluster.
+ */
+export const PREFIX_PATTERN = /^[A-Za-z0-9_.-]+(:[A-Za-z0-9_.-]+)*$/;
+export const NAME_PATTERN = /^[a-z][a-z0-9_-]{0,63}$/;
+export const MAX_KEY_LENGTH = 512;
+
+export function assertPrefix(prefix: string): void {
+  if (!PREFIX_PATTERN.test(prefix) || prefix.length > 128) {
+    throw new ProjectionError(`invalid key prefix "${prefix}": letters, digits, _ . - separated by ':'`);
+  }
+}
+
+/** Projection and item-store names: lowercase, they become key segments and must hold no glob characters. */
+export function assertName(kind: 'projection' | 'store', name: string): void {
+  if (!NAME_PATTERN.test(name)) {
+    throw new ProjectionError(`invalid ${kind} name "${name}": lowercase letters, digits, _ and -, starting with a letter`);
+  }
+}
+
+export function projectionBase(prefix: string, projection: string): string {
+  return `${prefix}:${projection}`;
+}
+
+export function activeKey(base: string): string {
+  return `${base}:active`;
+}
+
+export function generationCounterKey(base: string): string {
+  return `${base}:gens`;
+}
+
+export function generationNamespace(base: string, gen: number): string {
+  return `${base}:g${gen}:`;
+}
+
+export const META_KEY = '~meta';
+export const TMP_PREFIX = '~tmp:';
+export const ITEMS_PREFIX = '~items:';

@@ -1,0 +1,212 @@
+import { z } from 'zod';
+import { canonicalJson, type JsonValue } from './canonical-json';
+import { MAX_KEY_LENGTH } from './keys';
+
+/** The fields of an indexed item that get an index of their own (one sorted set per value). */
+export const INDEXED_FIELDS = ['project', 'kind', 'why', 'agent', 'priority', 'status'] as const;
+export type IndexedField = (typeof INDEXED_FIELDS)[number];
+
+/** The orders an item store can be read in. */
+export const ItemOrder = {
+  /** `at` descending, then `id` ascending. */
+  newest: 'newest',
+  /** `urgency` descending, then `at` descending, then `id` ascending. */
+  urgent: 'urgent',
+} as const;
+export type ItemOrder = (typeof ItemOrder)[keyof typeof ItemOrder];
+
+/**
+ * An item of an indexed item store (the operator inbox, stop packets). The named fields are indexed
+ * or sorted on; any other member is stored and returned as JSON. `at` is epoch milliseconds.
+ */
+export interface IndexedItem {
+  id: string;
+  project: string;
+  kind: string;
+  why?: string;
+  agent?: string;
+  priority?: string;
+  status: string;
+  urgency: number;
+  at: number;
+  [extra: string]: unknown;
+}
+
+const KeySchema = z
+  .string()
+  .min(1)
+  .max(MAX_KEY_LENGTH)
+  .refine((k) => !k.startsWith('~'), 'keys starting with "~" are reserved for the engine');
+const IndexValueSchema = z.string().min(1).max(200);
+const StoreSchema = z.string().regex(/^[a-z][a-z0-9_-]{0,63}$/, 'store names are lowercase letters, digits, _ and -');
+const ItemIdSchema = z.string().min(1).max(200);
+const FieldValueSchema = z.union([z.string(), z.number().finite()]);
+const MemberListSchema = z.array(z.string()).min(1).max(1000);
+const JsonSchema: z.ZodType<JsonValue> = z.json();
+
+const itemCore = {
+  id: ItemIdSchema,
+  project: IndexValueSchema,
+  kind: IndexValueSchema,
+  why: IndexValueSchema.optional(),
+  agent: IndexValueSchema.optional(),
+  priority: IndexValueSchema.optional(),
+  status: IndexValueSchema,
+  urgency: z.number().finite(),
+  at: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER),
+};
+/** Validates a full item: the indexed fields plus any JSON members. */
+export const IndexedItemSchema = z.object(itemCore).catchall(JsonSchema.optional());
+const ItemPatchSchema = z.object(itemCore).omit({ id: true }).partial().catchall(JsonSchema.optional());
+const REQUIRED_ITEM_FIELDS = ['id', 'project', 'kind', 'status', 'urgency', 'at'];
+
+/**
+ * The closed set of data operations a projection may return for one event. Keys are relative to
+ * the projection's generation namespace (the engine adds `<prefix>:<projection>:g<gen>:`).
+ * There is deliberately no TTL operation: a projection must be a pure function of the events, and
+ * a TTL would make a rebuilt projection differ from the live one.
+ */
+export const ProjectionOpSchema = z.discriminatedUnion('op', [
+  z.object({ op: z.literal('hset'), key: KeySchema, fields: z.record(z.string(), FieldValueSchema) }),
+  z.object({ op: z.literal('hdel'), key: KeySchema, fields: MemberListSchema }),
+  z.object({ op: z.literal('del'), key: KeySchema }),
+  z.object({ op: z.literal('set'), key: KeySchema, value: z.string() }),
+  z.object({ op: z.literal('json.set'), key: KeySchema, value: JsonSchema }),
+  z.object({ op: z.literal('zadd'), key: KeySchema, score: z.number().finite(), member: z.string() }),
+  z.object({ op: z.literal('zrem'), key: KeySchema, members: MemberListSchema }),
+  z.object({ op: z.literal('sadd'), key: KeySchema, members: MemberListSchema }),
+  z.object({ op: z.literal('srem'), key: KeySchema, members: MemberListSchema }),
+  z.object({ op: z.literal('item.upsert'), store: StoreSchema, item: IndexedItemSchema }),
+  z.object({
+    op: z.literal('item.patch'),
+    store: StoreSchema,
+    id: ItemIdSchema,
+    set: ItemPatchSchema,
+    unset: z
+      .array(z.string().min(1))
+      .max(100)
+      .refine((fields) => fields.every((f) => !REQUIRED_ITEM_FIELDS.includes(f)), 'required item fields cannot be unset')
+      .optional(),
+  }),
+  z.object({ op: z.literal('item.remove'), store: StoreSchema, id: ItemIdSchema }),
+]);
+type ParsedOp = z.infer<typeof ProjectionOpSchema>;
+
+/** One data operation of a projection (see {@link Op} for the factories). */
+export type ProjectionOp =
+  | { op: 'hset'; key: string; fields: Record<string, string | number> }
+  | { op: 'hdel'; key: string; fields: string[] }
+  | { op: 'del'; key: string }
+  | { op: 'set'; key: string; value: string }
+  | { op: 'json.set'; key: string; value: JsonValue }
+  | { op: 'zadd'; key: string; score: number; member: string }
+  | { op: 'zrem'; key: string; members: string[] }
+  | { op: 'sadd'; key: string; members: string[] }
+  | { op: 'srem'; key: string; members: string[] }
+  | { op: 'item.upsert'; store: string; item: IndexedItem }
+  | { op: 'item.patch'; store: string; id: string; set: Partial<Omit<IndexedItem, 'id'>>; unset?: string[] }
+  | { op: 'item.remove'; store: string; id: string };
+
+/** Factories for {@link ProjectionOp}s, so projection code reads as a list of intentions. */
+export const Op = {
+  hset: (key: string, fields: Record<string, string | number>): ProjectionOp => ({ op: 'hset', key, fields }),
+  hdel: (key: string, ...fields: string[]): ProjectionOp => ({ op: 'hdel', key, fields }),
+  del: (key: string): ProjectionOp => ({ op: 'del', key }),
+  set: (key: string, value: string): ProjectionOp => ({ op: 'set', key, value }),
+  /** Store a JSON document under `key`, serialised canonically (sorted keys). */
+  jsonSet: (key: string, value: JsonValue): ProjectionOp => ({ op: 'json.set', key, value }),
+  zadd: (key: string, score: number, member: string): ProjectionOp => ({ op: 'zadd', key, score, member }),
+  zrem: (key: string, ...members: string[]): ProjectionOp => ({ op: 'zrem', key, members }),
+  sadd: (key: string, ...members: string[]): ProjectionOp => ({ op: 'sadd', key, members }),
+  srem: (key: string, ...members: string[]): ProjectionOp => ({ op: 'srem', key, members }),
+  /** Insert or replace an item; every index moves with it. */
+  itemUpsert: (store: string, item: IndexedItem): ProjectionOp => ({ op: 'item.upsert', store, item }),
+  /** Change some members of an existing item (indexes follow); a no-op when the item does not exist. */
+  itemPatch: (store: string, id: string, set: Partial<Omit<IndexedItem, 'id'>>, unset?: string[]): ProjectionOp => ({
+    op: 'item.patch',
+    store,
+    id,
+    set,
+    ...(unset ? { unset } : {}),
+  }),
+  /** Remove an item and all its index entries; a no-op when it does not exist. */
+  itemRemove: (store: string, id: string): ProjectionOp => ({ op: 'item.remove', store, id }),
+} as const;
+
+/** The compact shape the apply script decodes. Every scalar travels as a string. */
+export type WireOp =
+  | { o: 'hset' | 'hdel' | 'zrem' | 'sadd' | 'srem'; k: string; a: string[] }
+  | { o: 'del'; k: string }
+  | { o: 'set'; k: string; v: string }
+  | { o: 'zadd'; k: string; s: string; m: string }
+  | { o: 'iput'; st: string; id: string; a: string[] }
+  | { o: 'ipatch'; st: string; id: string; a: string[]; u: string[] }
+  | { o: 'irem'; st: string; id: string };
+
+/**
+ * Validate one event's ops and encode them for the apply script. Throws the zod error message as
+ * a string reason via the returned `error` instead of throwing, so the engine can attach context.
+ */
+export function encodeOps(ops: readonly unknown[]): { wire: WireOp[] } | { error: string; opIndex: number } {
+  const wire: WireOp[] = [];
+  for (let index = 0; index < ops.length; index++) {
+    const parsed = ProjectionOpSchema.safeParse(ops[index]);
+    if (!parsed.success) {
+      return { error: parsed.error.issues.map((i) => `${i.path.join('.') || '(op)'}: ${i.message}`).join('; '), opIndex: index };
+    }
+    wire.push(toWire(parsed.data));
+  }
+  return { wire };
+}
+
+function toWire(op: ParsedOp): WireOp {
+  switch (op.op) {
+    case 'hset':
+      return { o: 'hset', k: op.key, a: Object.entries(op.fields).flatMap(([f, v]) => [f, String(v)]) };
+    case 'hdel':
+      return { o: 'hdel', k: op.key, a: op.fields };
+    case 'del':
+      return { o: 'del', k: op.key };
+    case 'set':
+      return { o: 'set', k: op.key, v: op.value };
+    case 'json.set':
+      return { o: 'set', k: op.key, v: canonicalJson(op.value) };
+    case 'zadd':
+      return { o: 'zadd', k: op.key, s: String(op.score === 0 ? 0 : op.score), m: op.member };
+    case 'zrem':
+      return { o: 'zrem', k: op.key, a: op.members };
+    case 'sadd':
+      return { o: 'sadd', k: op.key, a: op.members };
+    case 'srem':
+      return { o: 'srem', k: op.key, a: op.members };
+    case 'item.upsert':
+      return { o: 'iput', st: op.store, id: op.item.id, a: itemFields(op.item) };
+    case 'item.patch':
+      return { o: 'ipatch', st: op.store, id: op.id, a: itemFields(op.set), u: op.unset ?? [] };
+    case 'item.remove':
+      return { o: 'irem', st: op.store, id: op.id };
+    default:
+      return assertNever(op);
+  }
+}
+
+/** An item as hash fields: member name → canonical JSON of its value. `undefined` members are dropped. */
+function itemFields(item: Record<string, unknown>): string[] {
+  const out: string[] = [];
+  for (const name of Object.keys(item).sort()) {
+    const value = item[name];
+    if (value !== undefined) out.push(name, canonicalJson(value));
+  }
+  return out;
+}
+
+/** Decode an item stored as hash fields back into an object. */
+export function decodeItemFields<T>(flat: readonly string[]): T {
+  const out: Record<string, unknown> = {};
+  for (let i = 0; i + 1 < flat.length; i += 2) out[flat[i]] = JSON.parse(flat[i + 1]);
+  return out as T;
+}
+
+function assertNever(x: never): never {
+  throw new Error(`unexpected value ${JSON.stringify(x)}`);
+}

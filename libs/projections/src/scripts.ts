@@ -1,0 +1,308 @@
+import { LuaScript } from './lua';
+
+/**
+ * Shared Lua helpers. `ns` is the generation namespace `<base>:g<gen>:`. Item stores keep one hash
+ * per item (member → canonical JSON) and, per order, one sorted set over all items plus one per
+ * indexed field value. Every sorted-set member has score 0 and is a lexicographic sort key:
+ * 16 hex digits per number, encoded so that byte order is descending numeric order, then ':' and
+ * the item id. ZRANGEBYLEX with an exclusive start then pages by keyset, ties broken by id.
+ */
+const ITEM_HELPERS = `
+local IDX = {'project','kind','why','agent','priority','status'}
+local function hexdesc(x)
+  if x == 0 then x = 0 end
+  local b = struct.pack('>d', x)
+  local neg = string.byte(b, 1) >= 128
+  local out = {}
+  for i = 1, 8 do
+    local c = string.byte(b, i)
+    if neg then c = 255 - c elseif i == 1 then c = c + 128 end
+    out[i] = string.format('%02x', 255 - c)
+  end
+  return table.concat(out)
+end
+local function readDoc(key)
+  local flat = redis.call('HGETALL', key)
+  if #flat == 0 then return nil end
+  local doc = {}
+  for i = 1, #flat, 2 do doc[flat[i]] = flat[i + 1] end
+  return doc
+end
+local function itemEntries(ns, store, id, doc)
+  local at = tonumber(cjson.decode(doc['at']))
+  local urgency = tonumber(cjson.decode(doc['urgency']))
+  local byNewest = hexdesc(at) .. ':' .. id
+  local byUrgent = hexdesc(urgency) .. hexdesc(at) .. ':' .. id
+  local p = ns .. '~items:' .. store .. ':'
+  local entries = { { p .. 'all:newest', byNewest }, { p .. 'all:urgent', byUrgent } }
+  for _, field in ipairs(IDX) do
+    local raw = doc[field]
+    if raw then
+      local value = cjson.decode(raw)
+      if type(value) == 'string' then
+        entries[#entries + 1] = { p .. 'idx:newest:' .. field .. ':' .. value, byNewest }
+        entries[#entries + 1] = { p .. 'idx:urgent:' .. field .. ':' .. value, byUrgent }
+      end
+    end
+  end
+  return entries
+end
+local function unindex(ns, store, id, doc)
+  for _, e in ipairs(itemEntries(ns, store, id, doc)) do redis.call('ZREM', e[1], e[2]) end
+end
+local function index(ns, store, id, doc)
+  for _, e in ipairs(itemEntries(ns, store, id, doc)) do redis.call('ZADD', e[1], 0, e[2]) end
+end
+`;
+
+/**
+ * Apply a batch of events to one generation, atomically.
+ * KEYS: active pointer, generation counter. ARGV: base, target ('active' or a generation number),
+ * projection version, batch JSON `[[seqString, [wireOp...]], ...]` in increasing seq order.
+ *
+ * Pass 1 (no writes): resolve the generation, read the last applied seq, and walk the batch with
+ * the same seq guard the write pass will use, checking that every op's key holds a compatible
+ * type (tracking the types earlier ops of the batch will leave). Any problem returns
+ * {'invalid', seq, opIndex, key, type, op} before a single write, so a batch is all or nothing.
+ * Pass 2 writes the ops of every event whose seq is above the last applied one and stores the
+ * highest applied seq in the generation's ~meta hash.
+ * Returns {'ok', generation, applied, skipped, lastSeq}.
+ */
+export const applyScript = new LuaScript(
+  'apply',
+  `${ITEM_HELPERS}
+local base = ARGV[1]
+local gen = nil
+local initPointer = false
+if ARGV[2] == 'active' then
+  gen = redis.call('GET', KEYS[1])
+  if not gen then
+    gen = tostring((tonumber(redis.call('GET', KEYS[2]) or '0')) + 1)
+    initPointer = true
+  end
+else
+  gen = ARGV[2]
+end
+local ns = base .. ':g' .. gen .. ':'
+local metaKey = ns .. '~meta'
+local lastRaw = redis.call('HGET', metaKey, 'seq') or '0'
+local last = tonumber(lastRaw)
+local batch = cjson.decode(ARGV[4])
+
+local collection = { hset = 'hash', hdel = 'hash', zadd = 'zset', zrem = 'zset', sadd = 'set', srem = 'set' }
+local creates = { hset = true, zadd = true, sadd = true }
+local simulated = {}
+local function typeOf(key)
+  local t = simulated[key]
+  if t == nil then
+    t = redis.call('TYPE', key)['ok']
+    simulated[key] = t
+  end
+  return t
+end
+local guard = last
+for _, ev in ipairs(batch) do
+  local seq = tonumber(ev[1])
+  if seq > guard then
+    guard = seq
+    for j, op in ipairs(ev[2]) do
+      local o = op['o']
+      if o == 'del' then
+        simulated[ns .. op['k']] = 'none'
+      elseif o == 'set' then
+        simulated[ns .. op['k']] = 'string'
+      elseif collection[o] then
+        local key = ns .. op['k']
+        local t = typeOf(key)
+        if t ~= 'none' and t ~= collection[o] then return { 'invalid', ev[1], j - 1, op['k'], t, o } end
+        if creates[o] then simulated[key] = collection[o] end
+      elseif o == 'iput' or o == 'ipatch' or o == 'irem' then
+        local key = ns .. '~items:' .. op['st'] .. ':doc:' .. op['id']
+        local t = typeOf(key)
+        if t ~= 'none' and t ~= 'hash' then return { 'invalid', ev[1], j - 1, key, t, o } end
+      else
+        return { 'invalid', ev[1], j - 1, '', 'unknown', tostring(o) }
+      end
+    end
+  end
+end
+
+if initPointer then
+  redis.call('SET', KEYS[2], gen)
+  redis.call('SET', KEYS[1], gen)
+end
+local applied, skipped = 0, 0
+local lastApplied = nil
+for _, ev in ipairs(batch) do
+  local seq = tonumber(ev[1])
+  if seq <= last then
+    skipped = skipped + 1
+  else
+    last = seq
+    lastApplied = ev[1]
+    applied = applied + 1
+    for _, op in ipairs(ev[2]) do
+      local o = op['o']
+      if o == 'hset' then redis.call('HSET', ns .. op['k'], unpack(op['a']))
+      elseif o == 'hdel' then redis.call('HDEL', ns .. op['k'], unpack(op['a']))
+      elseif o == 'del' then redis.call('DEL', ns .. op['k'])
+      elseif o == 'set' then redis.call('SET', ns .. op['k'], op['v'])
+      elseif o == 'zadd' then redis.call('ZADD', ns .. op['k'], op['s'], op['m'])
+      elseif o == 'zrem' then redis.call('ZREM', ns .. op['k'], unpack(op['a']))
+      elseif o == 'sadd' then redis.call('SADD', ns .. op['k'], unpack(op['a']))
+      elseif o == 'srem' then redis.call('SREM', ns .. op['k'], unpack(op['a']))
+      else
+        local store, id = op['st'], op['id']
+        local key = ns .. '~items:' .. store .. ':doc:' .. id
+        local old = readDoc(key)
+        if o == 'iput' then
+          if old then unindex(ns, store, id, old) end
+          redis.call('DEL', key)
+          redis.call('HSET', key, unpack(op['a']))
+          index(ns, store, id, readDoc(key))
+        elseif o == 'ipatch' then
+          if old then
+            unindex(ns, store, id, old)
+            if #op['a'] > 0 then redis.call('HSET', key, unpack(op['a'])) end
+            if #op['u'] > 0 then redis.call('HDEL', key, unpack(op['u'])) end
+            index(ns, store, id, readDoc(key))
+          end
+        elseif o == 'irem' then
+          if old then
+            unindex(ns, store, id, old)
+            redis.call('DEL', key)
+          end
+        end
+      end
+    end
+  end
+end
+if lastApplied then redis.call('HSET', metaKey, 'seq', lastApplied) end
+redis.call('HSETNX', metaKey, 'version', ARGV[3])
+return { 'ok', gen, applied, skipped, lastApplied or lastRaw }
+`,
+);
+
+/**
+ * Compare-and-set the active generation.
+ * KEYS: active pointer. ARGV: base, expected current generation ('' when none), new generation.
+ * Returns {'conflict', current} when the pointer moved (another rebuild won), {'behind', shadowSeq,
+ * activeSeq} when the new generation has applied less of the stream than the active one, else
+ * {'swapped', previous}.
+ */
+export const swapScript = new LuaScript(
+  'swap',
+  `
+local base = ARGV[1]
+local current = redis.call('GET', KEYS[1]) or ''
+if current ~= ARGV[2] then return { 'conflict', current } end
+local shadowSeq = redis.call('HGET', base .. ':g' .. ARGV[3] .. ':~meta', 'seq') or '0'
+local activeSeq = '0'
+if current ~= '' then activeSeq = redis.call('HGET', base .. ':g' .. current .. ':~meta', 'seq') or '0' end
+if tonumber(shadowSeq) < tonumber(activeSeq) then return { 'behind', shadowSeq, activeSeq } end
+redis.call('SET', KEYS[1], ARGV[3])
+return { 'swapped', current }
+`,
+);
+
+/**
+ * Read one key of the active generation with a whitelisted read command, resolving the generation
+ * in the same atomic call (so a read never straddles a swap).
+ * KEYS: active pointer. ARGV: base, command, relative key, command arguments...
+ * Returns {generation or '', reply}.
+ */
+export const readScript = new LuaScript(
+  'read',
+  `
+local allowed = { GET = true, HGET = true, HGETALL = true, HMGET = true, ZRANGE = true, ZRANGEBYSCORE = true,
+  ZREVRANGEBYSCORE = true, ZREVRANGE = true, ZSCORE = true, ZCARD = true, SMEMBERS = true, SISMEMBER = true,
+  SCARD = true, EXISTS = true, HLEN = true, TYPE = true }
+if not allowed[ARGV[2]] then return redis.error_reply('read command not allowed: ' .. ARGV[2]) end
+local gen = redis.call('GET', KEYS[1])
+if not gen then return { '', false } end
+local args = {}
+for i = 4, #ARGV do args[#args + 1] = ARGV[i] end
+local reply = redis.call(ARGV[2], ARGV[1] .. ':g' .. gen .. ':' .. ARGV[3], unpack(args))
+if ARGV[2] == 'TYPE' then reply = reply['ok'] end
+return { gen, reply }
+`,
+);
+
+/**
+ * Query or count an item store of the active generation.
+ * KEYS: active pointer. ARGV: base, store, order, mode ('query' | 'count' | 'get'), cursor member
+ * ('' for the first page) or item id for 'get', limit, filters JSON `[[field, [values...]], ...]`.
+ *
+ * Filtering: a field with several values is first unioned (ZUNIONSTORE) into a scratch key; when
+ * more than one field filters, the per-field sets are intersected (ZINTERSTORE) into another. All
+ * scratch keys are deleted before the script returns (and carry a 10 s expiry in case the script
+ * is killed). Paging is keyset paging: ZRANGEBYLEX from just after the cursor member.
+ * Returns {nextCursorMember or '', itemFlat1, itemFlat2, ...} for 'query', the count for 'count'.
+ */
+export const queryScript = new LuaScript(
+  'query',
+  `
+local base, store, order, mode = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local gen = redis.call('GET', KEYS[1])
+if not gen then
+  if mode == 'count' then return 0 end
+  return { '' }
+end
+local ns = base .. ':g' .. gen .. ':'
+local p = ns .. '~items:' .. store .. ':'
+if mode == 'get' then
+  return { '', redis.call('HGETALL', p .. 'doc:' .. ARGV[5]) }
+end
+local filters = cjson.decode(ARGV[7])
+local scratch = {}
+local function newScratch()
+  local key = ns .. '~tmp:' .. (#scratch + 1)
+  scratch[#scratch + 1] = key
+  return key
+end
+local sources = {}
+for _, f in ipairs(filters) do
+  local field, values = f[1], f[2]
+  if #values == 1 then
+    sources[#sources + 1] = p .. 'idx:' .. order .. ':' .. field .. ':' .. values[1]
+  else
+    local keys = {}
+    for _, v in ipairs(values) do keys[#keys + 1] = p .. 'idx:' .. order .. ':' .. field .. ':' .. v end
+    local tmp = newScratch()
+    redis.call('ZUNIONSTORE', tmp, #keys, unpack(keys))
+    redis.call('PEXPIRE', tmp, 10000)
+    sources[#sources + 1] = tmp
+  end
+end
+local source
+if #sources == 0 then
+  source = p .. 'all:' .. order
+elseif #sources == 1 then
+  source = sources[1]
+else
+  source = newScratch()
+  redis.call('ZINTERSTORE', source, #sources, unpack(sources))
+  redis.call('PEXPIRE', source, 10000)
+end
+local function cleanup() if #scratch > 0 then redis.call('DEL', unpack(scratch)) end end
+if mode == 'count' then
+  local n = redis.call('ZCARD', source)
+  cleanup()
+  return n
+end
+local limit = tonumber(ARGV[6])
+local start = '-'
+if ARGV[5] ~= '' then start = '(' .. ARGV[5] end
+local members = redis.call('ZRANGEBYLEX', source, start, '+', 'LIMIT', 0, limit + 1)
+cleanup()
+local idStart = 18
+if order == 'urgent' then idStart = 34 end
+local out = { '' }
+local n = math.min(limit, #members)
+for i = 1, n do
+  out[#out + 1] = redis.call('HGETALL', p .. 'doc:' .. string.sub(members[i], idStart))
+end
+if #members > limit then out[1] = members[n] end
+return out
+`,
+);

@@ -1,0 +1,384 @@
+import type Redis from 'ioredis';
+import type { EventEnvelope } from '@baton/contracts';
+import { ProjectionError, ProjectionOpError, RebuildBehindError } from './errors';
+import { createItemStore, type ItemStore } from './items';
+import { activeKey, assertName, assertPrefix, generationCounterKey, generationNamespace, projectionBase } from './keys';
+import { encodeOps, type IndexedItem, type ProjectionOp, type WireOp } from './ops';
+import { createReader, type ProjectionReader } from './reader';
+import { applyScript, swapScript } from './scripts';
+import { dumpNamespace, type ProjectionSnapshot } from './snapshot';
+
+/** An event as projections see it: the envelope plus its stream sequence. */
+export type SequencedEvent<E extends EventEnvelope = EventEnvelope> = E & { seq: number };
+
+/**
+ * A projection, defined as code. `apply` must be a pure function of the event (no reads, no clock):
+ * that is what makes a rebuild equal to the live projection. Events whose type `handles` rejects
+ * still advance the projection's last applied sequence. Bump `version` whenever `apply` changes
+ * what it writes; `status().needsRebuild` then reports the active generation as stale.
+ */
+export interface ProjectionDefinition<E extends EventEnvelope = EventEnvelope> {
+  readonly name: string;
+  readonly version: number;
+  handles(eventType: string): boolean;
+  apply(event: SequencedEvent<E>): readonly ProjectionOp[];
+}
+
+/** Where an apply writes: the active generation (resolved inside the script) or a given one. */
+export type ApplyTarget = 'active' | { generation: number };
+
+export interface ApplyResult {
+  status: 'applied' | 'skipped';
+  generation: number;
+  lastSeq: number;
+}
+
+export interface BatchApplyResult {
+  generation: number;
+  applied: number;
+  skipped: number;
+  lastSeq: number;
+}
+
+export interface ProjectionStatus {
+  projection: string;
+  activeGeneration: number | null;
+  lastSeq: number;
+  /** The definition version that created the active generation. */
+  storedVersion: number | null;
+  /** True when the active generation was built by another version of the definition. */
+  needsRebuild: boolean;
+}
+
+export type SwapResult =
+  | { status: 'swapped'; previous: number | null }
+  | { status: 'conflict'; current: number | null }
+  | { status: 'behind'; shadowSeq: number; activeSeq: number };
+
+/**
+ * Reads a stream from `fromSeq` (inclusive) up to its end as of the call, in sequence order, then
+ * completes. A rebuild calls it once from 1 and again from its last sequence + 1 to catch up.
+ */
+export type ReplaySource<E extends EventEnvelope = EventEnvelope> = (fromSeq: number) => AsyncIterable<SequencedEvent<E>>;
+
+export interface CleanupResult {
+  generation: number;
+  deletedKeys: number;
+  error?: Error;
+}
+
+export type RebuildResult =
+  | { status: 'swapped'; generation: number; previous: number | null; lastSeq: number; cleanup: Promise<CleanupResult> }
+  | { status: 'lost'; generation: number; winner: number | null };
+
+export interface RebuildOptions {
+  /** Catch-up rounds after the first replay before giving up with {@link RebuildBehindError} (default 10). */
+  maxCatchUpRounds?: number;
+  /** Delete the old generation in the background after the swap (default true). */
+  dropPrevious?: boolean;
+}
+
+export interface ProjectionStoreOptions {
+  redis: Redis;
+  /** Key prefix of every projection, e.g. `baton:proj` (letters, digits, _ . - separated by ':'). */
+  prefix: string;
+  /** Most events per apply script call when applying a batch (default 200). */
+  batchEvents?: number;
+  /** Most encoded bytes per apply script call (default 512 KiB). */
+  batchBytes?: number;
+}
+
+/** The projection engine: atomic idempotent apply, generations and rebuilds, reads and snapshots. */
+export interface ProjectionStore {
+  readonly prefix: string;
+  /**
+   * Apply one event: runs `def.apply`, then executes all its ops and records `event.seq` as the last
+   * applied sequence in one Lua script. If `event.seq` is not above the stored last sequence, nothing
+   * is written and the result is `skipped`, so redeliveries and replays are idempotent. An invalid op
+   * throws {@link ProjectionOpError} and writes nothing. Redis errors propagate; retrying is safe.
+   */
+  apply<E extends EventEnvelope>(def: ProjectionDefinition<E>, event: SequencedEvent<E>, target?: ApplyTarget): Promise<ApplyResult>;
+  /**
+   * Apply events in sequence order (strictly increasing `seq`, else throws before writing).
+   * One script call per chunk of `batchEvents` events: each chunk is atomic (all or nothing) with a
+   * per-event seq guard, chunks commit in order, so a crash leaves a prefix applied and a retry
+   * resumes after it. Chosen over a pipeline of single applies because one call validates and
+   * guards the whole chunk together and costs one round trip and one script run.
+   */
+  applyBatch<E extends EventEnvelope>(
+    def: ProjectionDefinition<E>,
+    events: Iterable<SequencedEvent<E>> | AsyncIterable<SequencedEvent<E>>,
+    target?: ApplyTarget,
+  ): Promise<BatchApplyResult>;
+  /** Active generation, last applied seq and version of a projection. */
+  status(def: Pick<ProjectionDefinition, 'name' | 'version'>): Promise<ProjectionStatus>;
+  /** The active generation, or null before the first apply. */
+  activeGeneration(projection: string): Promise<number | null>;
+  /** Create the active generation (empty) if the projection has none; returns it. Idempotent. */
+  ensureActive(def: Pick<ProjectionDefinition, 'name' | 'version'>): Promise<number>;
+  /** Reserve a fresh, unused generation number for a shadow build. */
+  allocateGeneration(projection: string): Promise<number>;
+  /**
+   * Make `next` the active generation if the active one is still `expected` (compare-and-set) and
+   * `next` has applied at least as far as the active one. Of two concurrent swaps from the same
+   * `expected`, exactly one returns `swapped`. Does not delete anything.
+   */
+  swap(projection: string, expected: number | null, next: number): Promise<SwapResult>;
+  /**
+   * Rebuild a projection from `source` into a fresh shadow generation while the live applier keeps
+   * writing the active one, then swap it in. Hand-over: the swap only succeeds once the shadow has
+   * applied at least the active generation's last seq; when it is behind, the rebuild replays again
+   * from its own last seq + 1 and retries. Every event the live applier committed before the swap is
+   * therefore in the shadow, and after the swap the live applier's seq guard skips what the rebuild
+   * already applied. A rebuild that loses the compare-and-set to a concurrent one drops its shadow
+   * and returns `lost`. The old generation is deleted in the background (SCAN + UNLINK).
+   */
+  rebuild<E extends EventEnvelope>(def: ProjectionDefinition<E>, source: ReplaySource<E>, options?: RebuildOptions): Promise<RebuildResult>;
+  /** Delete every key of one generation (SCAN + UNLINK in batches). Refuses the active generation. */
+  dropGeneration(projection: string, generation: number): Promise<CleanupResult>;
+  /** Key/value reads of the active generation, each resolving the generation atomically. */
+  reader(projection: string): ProjectionReader;
+  /** Queries over one indexed item store of the projection's active generation. */
+  items<T extends IndexedItem = IndexedItem>(projection: string, store: string): ItemStore<T>;
+  /**
+   * A canonical dump of the active generation (or of `generation`). Retries if a swap happens while
+   * it reads the active generation, so the dump never mixes two generations.
+   */
+  snapshot(projection: string, generation?: number): Promise<ProjectionSnapshot>;
+  /** Delete every key of a projection: all generations, the pointer and the counter. For resets and tests. */
+  destroy(projection: string): Promise<number>;
+}
+
+/** Build a {@link ProjectionStore} on an ioredis client. The client's lifetime stays the caller's. */
+export function createProjectionStore(options: ProjectionStoreOptions): ProjectionStore {
+  assertPrefix(options.prefix);
+  return new RedisProjectionStore(options.redis, options.prefix, options.batchEvents ?? 200, options.batchBytes ?? 512 * 1024);
+}
+
+type ScriptReply = [string, ...(string | number)[]];
+
+class RedisProjectionStore implements ProjectionStore {
+  constructor(
+    private readonly redis: Redis,
+    readonly prefix: string,
+    private readonly batchEvents: number,
+    private readonly batchBytes: number,
+  ) {}
+
+  private base(projection: string): string {
+    assertName('projection', projection);
+    return projectionBase(this.prefix, projection);
+  }
+
+  async apply<E extends EventEnvelope>(def: ProjectionDefinition<E>, event: SequencedEvent<E>, target: ApplyTarget = 'active'): Promise<ApplyResult> {
+    const result = await this.runChunk(def, [[event.seq, this.encodeEvent(def, event)]], target);
+    return { status: result.applied === 1 ? 'applied' : 'skipped', generation: result.generation, lastSeq: result.lastSeq };
+  }
+
+  async applyBatch<E extends EventEnvelope>(
+    def: ProjectionDefinition<E>,
+    events: Iterable<SequencedEvent<E>> | AsyncIterable<SequencedEvent<E>>,
+    target: ApplyTarget = 'active',
+  ): Promise<BatchApplyResult> {
+    const total: BatchApplyResult = { generation: 0, applied: 0, skipped: 0, lastSeq: 0 };
+    let chunk: [number, WireOp[]][] = [];
+    let bytes = 0;
+    let previousSeq = 0;
+    const flush = async () => {
+      if (chunk.length === 0) return;
+      const result = await this.runChunk(def, chunk, target);
+      total.generation = result.generation;
+      total.applied += result.applied;
+      total.skipped += result.skipped;
+      total.lastSeq = result.lastSeq;
+      chunk = [];
+      bytes = 0;
+    };
+    for await (const event of events) {
+      if (event.seq <= previousSeq) {
+        throw new ProjectionError(`applyBatch needs strictly increasing seq: ${event.seq} after ${previousSeq}`);
+      }
+      previousSeq = event.seq;
+      const wire = this.encodeEvent(def, event);
+      const size = JSON.stringify(wire).length;
+      if (chunk.length > 0 && (chunk.length >= this.batchEvents || bytes + size > this.batchBytes)) await flush();
+      chunk.push([event.seq, wire]);
+      bytes += size;
+    }
+    await flush();
+    if (total.generation === 0) {
+      const status = await this.status(def);
+      total.generation = typeof target === 'object' ? target.generation : (status.activeGeneration ?? 0);
+      total.lastSeq = status.lastSeq;
+    }
+    return total;
+  }
+
+  private encodeEvent<E extends EventEnvelope>(def: ProjectionDefinition<E>, event: SequencedEvent<E>): WireOp[] {
+    if (!Number.isSafeInteger(event.seq) || event.seq < 1) {
+      throw new ProjectionOpError(`event ${event.id} has no valid stream sequence`, { projection: def.name, reason: 'invalid seq' });
+    }
+    if (!def.handles(event.type)) return [];
+    const encoded = encodeOps(def.apply(event));
+    if ('error' in encoded) {
+      throw new ProjectionOpError(`projection ${def.name} produced an invalid op #${encoded.opIndex} for ${event.type} (seq ${event.seq}): ${encoded.error}`, {
+        projection: def.name,
+        seq: event.seq,
+        opIndex: encoded.opIndex,
+        reason: encoded.error,
+      });
+    }
+    return encoded.wire;
+  }
+
+  private async runChunk(
+    def: Pick<ProjectionDefinition, 'name' | 'version'>,
+    chunk: [number, WireOp[]][],
+    target: ApplyTarget,
+  ): Promise<BatchApplyResult> {
+    const base = this.base(def.name);
+    const targetArg = target === 'active' ? 'active' : String(positiveInt(target.generation, 'generation'));
+    const payload = JSON.stringify(chunk.map(([seq, ops]) => [String(seq), ops]));
+    const reply = (await applyScript.run(this.redis, [activeKey(base), generationCounterKey(base)], [base, targetArg, def.version, payload])) as ScriptReply;
+    if (reply[0] === 'invalid') {
+      const [, seq, opIndex, key, type, op] = reply;
+      throw new ProjectionOpError(
+        `projection ${def.name}: op #${opIndex} (${op}) of seq ${seq} targets "${key}" which holds a ${type}; nothing of the batch was written`,
+        { projection: def.name, seq: Number(seq), opIndex: Number(opIndex), key: String(key), reason: `wrong type ${type}` },
+      );
+    }
+    const [, generation, applied, skipped, lastSeq] = reply;
+    return { generation: Number(generation), applied: Number(applied), skipped: Number(skipped), lastSeq: Number(lastSeq) };
+  }
+
+  async activeGeneration(projection: string): Promise<number | null> {
+    const raw = await this.redis.get(activeKey(this.base(projection)));
+    return raw === null ? null : Number(raw);
+  }
+
+  async status(def: Pick<ProjectionDefinition, 'name' | 'version'>): Promise<ProjectionStatus> {
+    const base = this.base(def.name);
+    const generation = await this.activeGeneration(def.name);
+    if (generation === null) return { projection: def.name, activeGeneration: null, lastSeq: 0, storedVersion: null, needsRebuild: false };
+    const [seq, version] = await this.redis.hmget(`${generationNamespace(base, generation)}~meta`, 'seq', 'version');
+    const storedVersion = version === null ? null : Number(version);
+    return {
+      projection: def.name,
+      activeGeneration: generation,
+      lastSeq: Number(seq ?? 0),
+      storedVersion,
+      needsRebuild: storedVersion !== null && storedVersion !== def.version,
+    };
+  }
+
+  async ensureActive(def: Pick<ProjectionDefinition, 'name' | 'version'>): Promise<number> {
+    return (await this.runChunk(def, [], 'active')).generation;
+  }
+
+  async allocateGeneration(projection: string): Promise<number> {
+    return this.redis.incr(generationCounterKey(this.base(projection)));
+  }
+
+  async swap(projection: string, expected: number | null, next: number): Promise<SwapResult> {
+    const base = this.base(projection);
+    const reply = (await swapScript.run(this.redis, [activeKey(base)], [base, expected === null ? '' : String(expected), String(positiveInt(next, 'generation'))])) as string[];
+    const genOrNull = (raw: string | undefined) => (raw ? Number(raw) : null);
+    switch (reply[0]) {
+      case 'swapped':
+        return { status: 'swapped', previous: genOrNull(reply[1]) };
+      case 'conflict':
+        return { status: 'conflict', current: genOrNull(reply[1]) };
+      case 'behind':
+        return { status: 'behind', shadowSeq: Number(reply[1]), activeSeq: Number(reply[2]) };
+      default:
+        throw new ProjectionError(`unexpected swap reply ${JSON.stringify(reply)}`);
+    }
+  }
+
+  async rebuild<E extends EventEnvelope>(def: ProjectionDefinition<E>, source: ReplaySource<E>, options: RebuildOptions = {}): Promise<RebuildResult> {
+    const maxRounds = options.maxCatchUpRounds ?? 10;
+    // With an active generation always present, a live applier cannot create one mid-rebuild
+    // and make the compare-and-set fail for no reason.
+    const previous = await this.ensureActive(def);
+    const generation = await this.allocateGeneration(def.name);
+    let lastSeq = 0;
+    try {
+      await this.runChunk(def, [], { generation });
+      for (let round = 0; ; round++) {
+        const result = await this.applyBatch(def, source(lastSeq + 1), { generation });
+        lastSeq = Math.max(lastSeq, result.lastSeq);
+        const swap = await this.swap(def.name, previous, generation);
+        if (swap.status === 'swapped') {
+          const cleanup =
+            options.dropPrevious === false || swap.previous === null
+              ? Promise.resolve({ generation: swap.previous ?? 0, deletedKeys: 0 })
+              : this.dropGeneration(def.name, swap.previous).catch((error: Error) => ({ generation: previous, deletedKeys: 0, error }));
+          return { status: 'swapped', generation, previous: swap.previous, lastSeq, cleanup };
+        }
+        if (swap.status === 'conflict') {
+          await this.dropGeneration(def.name, generation);
+          return { status: 'lost', generation, winner: swap.current };
+        }
+        lastSeq = swap.shadowSeq;
+        if (round >= maxRounds) throw new RebuildBehindError(def.name, swap.shadowSeq, swap.activeSeq);
+      }
+    } catch (error) {
+      if ((await this.activeGeneration(def.name)) !== generation) {
+        await this.dropGeneration(def.name, generation).catch(() => undefined);
+      }
+      throw error;
+    }
+  }
+
+  async dropGeneration(projection: string, generation: number): Promise<CleanupResult> {
+    const base = this.base(projection);
+    if ((await this.activeGeneration(projection)) === generation) {
+      throw new ProjectionError(`generation ${generation} of ${projection} is active and cannot be dropped`);
+    }
+    const deletedKeys = await this.unlinkMatching(`${generationNamespace(base, positiveInt(generation, 'generation'))}*`);
+    return { generation, deletedKeys };
+  }
+
+  private async unlinkMatching(pattern: string): Promise<number> {
+    let deleted = 0;
+    for await (const batch of this.redis.scanStream({ match: pattern, count: 500 })) {
+      const keys = batch as string[];
+      if (keys.length > 0) deleted += await this.redis.unlink(...keys);
+    }
+    return deleted;
+  }
+
+  reader(projection: string): ProjectionReader {
+    return createReader(this.redis, this.base(projection));
+  }
+
+  items<T extends IndexedItem = IndexedItem>(projection: string, store: string): ItemStore<T> {
+    assertName('store', store);
+    return createItemStore<T>(this.redis, this.base(projection), store);
+  }
+
+  async snapshot(projection: string, generation?: number): Promise<ProjectionSnapshot> {
+    const base = this.base(projection);
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const gen = generation ?? (await this.activeGeneration(projection));
+      if (gen === null) return { projection, generation: null, lastSeq: 0, version: null, keys: {} };
+      const ns = generationNamespace(base, gen);
+      const [seq, version] = await this.redis.hmget(`${ns}~meta`, 'seq', 'version');
+      const keys = await dumpNamespace(this.redis, ns);
+      if (generation === undefined && (await this.activeGeneration(projection)) !== gen) continue;
+      return { projection, generation: gen, lastSeq: Number(seq ?? 0), version: version === null ? null : Number(version), keys };
+    }
+    throw new ProjectionError(`the active generation of ${projection} kept changing while taking a snapshot`);
+  }
+
+  async destroy(projection: string): Promise<number> {
+    const base = this.base(projection);
+    const generations = await this.unlinkMatching(`${base}:g*`);
+    return generations + (await this.redis.unlink(activeKey(base), generationCounterKey(base)));
+  }
+}
+
+function positiveInt(value: number, what: string): number {
+  if (!Number.isSafeInteger(value) || value < 1) throw new ProjectionError(`${what} must be a positive integer, got ${value}`);
+  return value;
+}
