@@ -11,3 +11,5 @@ export * from './notice';
 export * from './run';
 export * from './definition';
 export * from './subjects';
+export * from './catalogue';
+export * from './json-schema';

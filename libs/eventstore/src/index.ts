@@ -15,6 +15,7 @@ export {
   ProvisionError,
   TransientError,
   PoisonError,
+  mapPublishError,
 } from './errors';
 export { JetStreamEventStore } from './store';
 export type {

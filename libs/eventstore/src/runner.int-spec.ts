@@ -34,7 +34,7 @@ describe('runConsumer (real NATS)', () => {
     nats.js.publish(`${prefix}.in.${subject}`, new TextEncoder().encode(body), msgID ? { msgID } : undefined);
 
   const start = (opts: Omit<Parameters<typeof runConsumer>[0], 'js' | 'stream' | 'prefix'>) => {
-    const runner = runConsumer({ js: nats.js, stream: inbox, prefix, pullExpiresMs: 500, ...opts });
+    const runner = runConsumer({ js: nats.js, stream: inbox, prefix, pullExpiresMs: 1000, ...opts });
     runners.push(runner);
     return runner;
   };
@@ -178,6 +178,8 @@ describe('runConsumer (real NATS)', () => {
     const outcomes: MessageOutcome[] = [];
     start({
       durable: 'slow',
+      // A free second slot would pick up a redelivery at once if the heartbeats were missing.
+      concurrency: 2,
       onOutcome: (o) => outcomes.push(o),
       handler: async () => {
         deliveries++;
@@ -188,6 +190,7 @@ describe('runConsumer (real NATS)', () => {
     await waitFor(() => outcomes.length === 1, 6000);
     expect(outcomes[0]!.kind).toBe('acked');
     expect(deliveries).toBe(1);
+    expect(await consumerState('slow')).toMatchObject({ redelivered: 0, ackPending: 0 });
   });
 
   it('graceful stop stops pulling, finishes in-flight work and acks it', async () => {

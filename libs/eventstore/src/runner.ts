@@ -46,12 +46,12 @@ export interface RunConsumerOptions {
   concurrency?: number;
   /** Most messages per pull (default 100, never more than the free handler slots). */
   batch?: number;
-  /** How long a pull waits for messages, in ms (default 2000). Bounds how long `stop` waits for the pull. */
+  /** How long a pull waits for messages, in ms (default 2000, at least 1000). Bounds how long `stop` waits for the pull. */
   pullExpiresMs?: number;
   /** Classify a handler error; default: TransientError → retry, PoisonError/ZodError/SyntaxError → poison, anything else → retry. */
   classify?: (error: unknown) => ErrorClass;
   onOutcome?: (outcome: MessageOutcome) => void;
-  /** Called when pulling fails (connection trouble); the runner waits and pulls again. */
+  /** Called when pulling fails (connection trouble, consumer missing); the runner waits 1 s and pulls again. Default: console.error. */
   onError?: (error: unknown) => void;
 }
 
@@ -73,9 +73,10 @@ export function classifyError(error: unknown): ErrorClass {
   if (error instanceof PoisonError) return { kind: 'poison', reason: error.reason };
   if (error instanceof TransientError) return error.delayMs === undefined ? { kind: 'retry' } : { kind: 'retry', delayMs: error.delayMs };
   if (error instanceof SyntaxError) return { kind: 'poison', reason: DeadLetterReason.malformedJson };
-  if (error instanceof Error && error.name === 'ZodError') return { kind: 'poison', reason: DeadLetterReason.schemaViolation };
   if (typeof error === 'object' && error !== null) {
     const name = (error as { name?: unknown }).name;
+    // By name: zod 4 errors built with `new ZodError()` are not Error instances.
+    if (name === 'ZodError') return { kind: 'poison', reason: DeadLetterReason.schemaViolation };
     if (name === 'PoisonError') {
       const reason = (error as { reason?: unknown }).reason;
       return { kind: 'poison', reason: typeof reason === 'string' ? reason : DeadLetterReason.poison };
@@ -116,7 +117,7 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
   const batch = Math.max(1, opts.batch ?? 100);
   const maxDeliver = Math.max(1, opts.maxDeliver ?? 5);
   const backoff = opts.backoffMs && opts.backoffMs.length > 0 ? opts.backoffMs : DEFAULT_BACKOFF;
-  const expires = opts.pullExpiresMs ?? 2000;
+  const expires = Math.max(1000, opts.pullExpiresMs ?? 2000);
   const classify = opts.classify ?? classifyError;
   const source = opts.source ?? opts.durable;
 
@@ -224,7 +225,7 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
         }
       } catch (error) {
         if (stopping) break;
-        opts.onError?.(error);
+        (opts.onError ?? ((e: unknown) => console.error(`[runConsumer ${opts.stream}/${opts.durable}] pull failed:`, e)))(error);
         consumer = null;
         await Promise.race([sleep(1000), new Promise<void>((resolve) => (wakeStop = resolve))]);
         wakeStop = null;

@@ -140,7 +140,7 @@ describe('projection engine (real Redis)', () => {
     await lazy.ping();
     expect(lazy.client.status).toBe('ready');
     await lazy.close();
-    const dead = createRedis('redis://127.0.0.1:1', { maxRetriesPerRequest: 0, retryStrategy: () => null });
+    const dead = createRedis('redis://127.0.0.1:1', { maxRetriesPerRequest: 0, retryStrategy: () => null, disconnectTimeout: 10 });
     await expect(dead.ping(1000)).rejects.toThrow(RedisUnavailableError);
     await dead.close();
   });

@@ -26,12 +26,19 @@ const actors: Array<{ name: string; kind: HandoffActorKind }> = [
 
 const ops = ['create', 'claim', 'heartbeat', 'return', 'decide', 'release', 'abandon', 'fail', 'archive', 'requeue', 'replay'] as const;
 
+/** Weighted so that walks go deep: claims, returns and decisions are common. */
+const opArb = fc.oneof(
+  { arbitrary: fc.constantFrom(...ops), weight: 3 },
+  { arbitrary: fc.constantFrom('claim', 'return', 'decide', 'requeue', 'heartbeat'), weight: 4 },
+);
+
 const stepArb = fc.record({
-  op: fc.constantFrom(...ops),
+  op: opArb,
   target: fc.nat(7),
   actor: fc.nat(actors.length - 1),
-  liveClaim: fc.boolean(),
-  advance: fc.integer({ min: 0, max: 90 }),
+  /** Most steps are issued by the legitimate actor with the live claim id; the rest probe refusals. */
+  cooperative: fc.integer({ min: 0, max: 9 }).map((n) => n < 7),
+  advance: fc.integer({ min: 0, max: 40 }),
   leaseMs: fc.constantFrom(1_000, 30_000, 60_000),
   maxRetries: fc.integer({ min: 0, max: 2 }),
   addressed: fc.constantFrom('none', 'agent', 'role'),
@@ -41,7 +48,7 @@ const stepArb = fc.record({
   visibleDelegator: fc.boolean(),
   withLead: fc.boolean(),
 });
-type Step = fc.infer<typeof stepArb>;
+type Step = typeof stepArb extends fc.Arbitrary<infer T> ? T : never;
 
 interface World {
   ledger: Ledger;
@@ -56,8 +63,29 @@ function ids(world: World): string[] {
   return [...world.ledger.streams.keys()];
 }
 
+function legitimateActor(step: Step, state: HandoffState): { name: string; kind: HandoffActorKind } | null {
+  if (state.status === 'absent') return null;
+  switch (step.op) {
+    case 'claim':
+      return state.to_agent ? { name: state.to_agent, kind: 'agent' } : { name: state.kind === 'completion_handback' ? 'olga' : 'carol', kind: 'agent' };
+    case 'heartbeat':
+    case 'return':
+    case 'release':
+    case 'fail':
+      return state.status === 'claimed' ? { name: state.claim.claimed_by, kind: 'agent' } : null;
+    case 'decide':
+      return state.to_agent ? { name: state.to_agent, kind: 'agent' } : { name: 'olga', kind: 'operator' };
+    case 'abandon':
+      return { name: state.from_agent, kind: 'agent' };
+    default:
+      return null;
+  }
+}
+
 function toCommand(step: Step, world: World): { id: string; command: HandoffCommand } | null {
-  const actor = actors[step.actor]!;
+  const known = ids(world);
+  const targetState = known.length > 0 ? world.ledger.state(known[step.target % known.length]!) : null;
+  const actor = (step.cooperative && targetState && legitimateActor(step, targetState)) || actors[step.actor]!;
   const now = at(world.now);
   const metadata = { actor: actor.name, actorKind: actor.kind, now };
   const key = `k${world.seq}`;
@@ -85,15 +113,14 @@ function toCommand(step: Step, world: World): { id: string; command: HandoffComm
       },
     };
   }
-  const known = ids(world);
   if (known.length === 0) return null;
   const id = known[step.target % known.length]!;
   const state = world.ledger.state(id);
   const live = state.status === 'claimed' || state.status === 'returned' ? state.claim.claim_id : 'c-none';
-  const claimId = step.liveClaim ? live : `c-stale-${step.target}`;
+  const claimId = step.cooperative ? live : `c-stale-${step.target}`;
   switch (step.op) {
     case 'claim':
-      return { id, command: { type: 'claim', data: { handoff_id: id, claim_id: `c${world.seq}`, lease_ms: step.leaseMs, claimer_roles: step.target % 2 ? ['dev'] : [], idempotency_key: key }, metadata } };
+      return { id, command: { type: 'claim', data: { handoff_id: id, claim_id: `c${world.seq}`, lease_ms: step.leaseMs, claimer_roles: step.cooperative ? ['dev'] : [], idempotency_key: key }, metadata } };
     case 'heartbeat':
       return { id, command: { type: 'heartbeat', data: { handoff_id: id, claim_id: claimId, lease_ms: step.leaseMs, idempotency_key: key }, metadata } };
     case 'return': {
@@ -196,7 +223,7 @@ function deepFreeze<T>(value: T): T {
 describe('handoff properties', () => {
   it('folding any sequence of accepted commands never reaches an invalid state (HandoffRecordSchema holds throughout)', () => {
     fc.assert(
-      fc.property(fc.array(stepArb, { minLength: 1, maxLength: 60 }), fc.boolean(), (steps, lead) => {
+      fc.property(fc.array(stepArb, { minLength: 10, maxLength: 80, size: 'large' }), fc.boolean(), (steps, lead) => {
         runWalk(steps, lead);
       }),
       { numRuns: 150 },
@@ -205,7 +232,7 @@ describe('handoff properties', () => {
 
   it('the state rebuilt from the events equals the state the decider acted on, and evolve is deterministic and pure', () => {
     fc.assert(
-      fc.property(fc.array(stepArb, { minLength: 1, maxLength: 60 }), (steps) => {
+      fc.property(fc.array(stepArb, { minLength: 10, maxLength: 80, size: 'large' }), (steps) => {
         const world = runWalk(steps, true);
         for (const events of world.ledger.streams.values()) {
           // Incremental: each decision was made on fold(prefix); evolving step by step from frozen
@@ -227,7 +254,7 @@ describe('handoff properties', () => {
 
   it('reactions are idempotent: running the policy for an event twice changes nothing the second time', () => {
     fc.assert(
-      fc.property(fc.array(stepArb, { minLength: 1, maxLength: 40 }), (steps) => {
+      fc.property(fc.array(stepArb, { minLength: 10, maxLength: 60, size: 'large' }), (steps) => {
         const world = runWalk(steps, true);
         const snapshot = JSON.stringify([...world.ledger.streams.entries()]);
         // Redeliver every event's reactions against the final states.

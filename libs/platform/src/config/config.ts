@@ -11,7 +11,6 @@ export class ConfigError extends Error {
   }
 }
 
-const port = z.coerce.number().int().min(0).max(65535);
 const url = (schemes: string[]) =>
   z
     .string()

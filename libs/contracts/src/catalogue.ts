@@ -1,0 +1,30 @@
+import { z } from 'zod';
+import { DomainEventOf } from './envelope';
+import { HandoffEventSchemas } from './handoff';
+import { EventRegistry } from './registry';
+import { RunEventSchemas } from './run';
+import { ProjectDefinitionSchema } from './definition';
+import { IsoTimeSchema } from './common';
+
+/** Events of a project's definition aggregate: every publish is a new version (its stream seq). */
+export const DefinitionEventSchemas = {
+  'definition.published': z.strictObject({
+    definition: ProjectDefinitionSchema,
+    published_by: z.string().min(1).max(200),
+    published_at: IsoTimeSchema,
+    /** Digest of the canonical definition; publishing the same definition twice is a no-op. */
+    digest: z.string().min(1).max(128),
+  }),
+} as const;
+export type DefinitionEvent = DomainEventOf<typeof DefinitionEventSchemas>;
+
+/**
+ * Every event type Baton writes, with its aggregate and current version. Services decode what
+ * they read from the streams through this registry (upcasting older versions).
+ */
+export function createEventRegistry(): EventRegistry {
+  return new EventRegistry()
+    .registerAll('run', RunEventSchemas)
+    .registerAll('handoff', HandoffEventSchemas)
+    .registerAll('definition', DefinitionEventSchemas);
+}

@@ -1,0 +1,279 @@
+import { pendingDigest } from '../stop';
+import { fold } from '../decider';
+import { given } from '../testing/given';
+import { RunCommand, StopRun } from './commands';
+import { runDecider } from './decide';
+import { RunEvent, RunEventOf, RunState } from './state';
+import { hasLiveMention } from '../notices';
+import { agents, decided, expectValidEvents, holdAnswer, NOW, operatorMeta, resultCmd, RUN, startCmd, workflow, meta } from './test-helpers';
+
+/** Run commands in order; every one must be accepted. Returns the history and the final state. */
+function play(commands: RunCommand[], history: RunEvent[] = []): { events: RunEvent[]; state: RunState; last: RunEvent[] } {
+  const events = [...history];
+  let last: RunEvent[] = [];
+  for (const command of commands) {
+    const result = runDecider.decide(command, fold(runDecider, events));
+    if (!result.ok) throw new Error(`${command.type} refused: ${result.error.code} ${result.error.message}`);
+    expectValidEvents(result.events);
+    last = result.events;
+    events.push(...result.events);
+  }
+  return { events, state: fold(runDecider, events), last };
+}
+
+const ofType = <T extends RunEvent['type']>(events: RunEvent[], type: T) => events.filter((e): e is RunEventOf<T> => e.type === type);
+const advance = { dispatch: { status: 'advance' as const } };
+const started = () => play([startCmd()]).events;
+/** A run currently at step `context` with agent `context` (issue → architect → context). */
+const atContext = () => play([decided('r1', 'issue', advance), decided('r2', 'architect', advance)], started()).events;
+
+describe('workflow run: start', () => {
+  it('start_run records the run and routes its entry step, with a handoff id derived from the run id', () => {
+    const events = given(runDecider).when(startCmd()).then([
+      {
+        type: 'run.started',
+        data: {
+          workflow_run_id: RUN,
+          project: 'demo',
+          workflow: { name: 'feature', version: 1 },
+          entry: { agent: 'issue', step: 'triage' },
+          people: { started_by: 'sam', issue_author: 'ivy', trigger_author: 'tom' },
+          variables: {},
+          started_at: NOW,
+        },
+      },
+      expect.objectContaining({ type: 'run.routed', data: expect.objectContaining({ target: { agent: 'issue', step: 'triage' }, handoff_id: `ho-s-${RUN}`, hop: 1 }) }),
+    ]);
+    expectValidEvents(events);
+  });
+
+  it('starting a started run again yields no events (idempotent)', () => {
+    given(runDecider, started()).when(startCmd()).then([]);
+  });
+
+  it('a run with nobody to notify is refused: every stop for a human must reach a person', () => {
+    given(runDecider).when(startCmd({ started_by: null, issue_author: null, trigger_author: null })).thenFails('no_notice_recipient');
+  });
+});
+
+describe('workflow run: seed 000 §6 through the aggregate', () => {
+  it('architect → context → architect (workflow edge): each advance dispatches the next step\'s agent', () => {
+    const { state, events } = play([decided('r1', 'issue', advance), decided('r2', 'architect', advance), decided('r3', 'context', advance)], started());
+    expect(ofType(events, 'run.routed').map((e) => `${e.data.target.agent}@${e.data.target.step}`)).toEqual([
+      'issue@triage',
+      'architect@analyze',
+      'context@context',
+      'architect@plan',
+    ]);
+    expect(state).toMatchObject({ status: 'running', agent: 'architect', step: 'plan', callback: null, hops: 4 });
+  });
+
+  it('issue → context → issue (imperative call): the callback is registered on the run and returns control to issue', () => {
+    const afterCall = play([decided('r1', 'issue', { function_call: { function: 'call_agent', agent_name: 'context' } })], started());
+    expect(afterCall.state).toMatchObject({ agent: 'context', step: 'triage', callback: 'issue' });
+    const back = play([decided('r2', 'context', advance)], afterCall.events);
+    expect(back.state).toMatchObject({ agent: 'issue', step: 'triage', callback: null });
+    expect(ofType(back.last, 'run.routed')[0]!.data.decision.rule).toBe('callback');
+  });
+
+  it('the legacy sentinel in a body routes like a typed decision (typed decision wins when both are present)', () => {
+    const body = 'done\n<!-- AGENT_RUN_CONFIG {"dispatch": {"status": "hold"}} -->';
+    const viaBody = play([resultCmd('r1', 'issue', { body })], started());
+    expect(viaBody.state.status).toBe('held');
+    const typedWins = play([resultCmd('r1', 'issue', { body, decision: advance })], started());
+    expect(typedWins.state).toMatchObject({ status: 'running', agent: 'architect' });
+  });
+
+  it('a decision-less callee returns to its caller (engine_fallback), and the routed event says so', () => {
+    const { last, state } = play(
+      [decided('r1', 'issue', { function_call: { function: 'call_agent', agent_name: 'context' } }), resultCmd('r2', 'context', { body: 'my answer' })],
+      started(),
+    );
+    expect(last[1]).toMatchObject({
+      type: 'run.routed',
+      data: { decision: { rule: 'no_action_default', dispatch: { origin: 'engine_fallback', reason: "no-action default: agent emitted no decision; returning to caller 'issue'" } } },
+    });
+    expect(state).toMatchObject({ agent: 'issue', status: 'running' });
+  });
+});
+
+describe('workflow run: idempotency and refusals', () => {
+  it('the same result_id twice yields no new events', () => {
+    const history = play([decided('r1', 'issue', advance)], started()).events;
+    given(runDecider, history).when(decided('r1', 'issue', advance)).then([]);
+  });
+
+  it('run.routed carries a handoff id derived from the result id, so the ledger call is idempotent', () => {
+    const { last } = play([decided('r1', 'issue', advance)], started());
+    expect(ofType(last, 'run.routed')[0]!.data.handoff_id).toBe('ho-r-r1');
+    const again = runDecider.decide(decided('r1', 'issue', advance), fold(runDecider, started()));
+    expect(again.ok && ofType(again.events, 'run.routed')[0]!.data.handoff_id).toBe('ho-r-r1');
+  });
+
+  it('a result from an agent that is not the run\'s current agent is refused (unexpected_agent)', () => {
+    given(runDecider, started()).when(decided('r1', 'architect', advance)).thenFails('unexpected_agent');
+  });
+
+  it('a result for a finished run is refused (run_not_running)', () => {
+    const done = play([decided('r1', 'issue', { dispatch: { status: 'terminate' } })], started()).events;
+    given(runDecider, done).when(decided('r2', 'issue', advance)).thenFails('run_not_running');
+  });
+
+  it('a result for a held run is refused until a person answers (run_not_running)', () => {
+    const held = play([decided('r1', 'issue', { dispatch: { status: 'hold' } })], started()).events;
+    given(runDecider, held).when(decided('r2', 'issue', advance)).thenFails('run_not_running');
+  });
+
+  it('a result for another run, a stale handoff, or another workflow version is refused', () => {
+    given(runDecider, started()).when(resultCmd('r1', 'issue', { workflow_run_id: 'wr-2' })).thenFails('wrong_run');
+    given(runDecider, started()).when(resultCmd('r1', 'issue', { handoff_id: 'ho-old' })).thenFails('stale_handoff');
+    const v2 = { ...decided('r1', 'issue', advance) };
+    v2.data = { ...v2.data, workflow: { ...workflow, version: 2 } };
+    given(runDecider, started()).when(v2).thenFails('workflow_mismatch');
+  });
+
+  it('a result before the run started is refused (run_not_found)', () => {
+    given(runDecider).when(decided('r1', 'issue', advance)).thenFails('run_not_found');
+  });
+
+  it('a refused result can be recorded in the run\'s history once (reject_result is idempotent)', () => {
+    const reject: RunCommand = { type: 'reject_result', data: { result_id: 'r9', agent: 'architect', code: 'unexpected_agent', message: 'x' }, metadata: meta };
+    const { events } = play([reject], started());
+    expect(ofType(events, 'run.result_rejected')).toHaveLength(1);
+    given(runDecider, events).when(reject).then([]);
+  });
+});
+
+describe('workflow run: seed 000 §5 engine-owned human notification', () => {
+  it('hold → exactly one HumanActionNotice, addressed to the workflow starter; replaying the same result → none', () => {
+    const { last, events } = play([decided('r1', 'issue', { dispatch: { status: 'hold', reason: 'ask @bob' } })], started());
+    const notices = ofType(last, 'run.notice_emitted');
+    expect(notices).toHaveLength(1);
+    expect(notices[0]!.data.notice).toMatchObject({ reason: 'hold', recipient: { handle: 'sam', source: 'started_by' }, notice_id: 'nt-r-r1' });
+    expect(hasLiveMention(notices[0]!.data.notice.headline)).toBe(false);
+    given(runDecider, events).when(decided('r1', 'issue', { dispatch: { status: 'hold' } })).then([]);
+  });
+
+  it('the notice falls back to the issue author, then the trigger author, when the run has no starter', () => {
+    const history = play([startCmd({ started_by: null, issue_author: null, trigger_author: 'tom' })]).events;
+    const { last } = play([resultCmd('r1', 'issue', { body: 'no decision here' })], history);
+    expect(ofType(last, 'run.notice_emitted')[0]!.data.notice.recipient).toEqual({ handle: 'tom', source: 'trigger_author' });
+  });
+
+  it('the no-action default hold notifies once, and agent text in the notice is notification-inert', () => {
+    const { last, state } = play([resultCmd('r1', 'issue', { body: 'Answer for @alice and @@bob' })], started());
+    expect(state).toMatchObject({ status: 'held', hold: { kind: 'hold', reason: 'no-action default: agent emitted no decision' } });
+    const notices = ofType(last, 'run.notice_emitted');
+    expect(notices).toHaveLength(1);
+    expect(notices[0]!.data.notice.agent_excerpt).toContain('alice');
+    expect(hasLiveMention(notices[0]!.data.notice.agent_excerpt ?? '')).toBe(false);
+  });
+
+  it('human_gate hold → one notice (reason human_gate); an operator continue follows the gated edge with origin human', () => {
+    const toReview = play([decided('r3', 'context', advance), decided('r4', 'architect', advance)], atContext()).events;
+    const gated = play([decided('r5', 'reviewer', advance)], toReview);
+    expect(gated.state).toMatchObject({ status: 'held', hold: { kind: 'human_gate', pendingTarget: { agent: 'shipper', step: 'ship' } } });
+    expect(ofType(gated.last, 'run.notice_emitted').map((e) => e.data.notice.reason)).toEqual(['human_gate']);
+    const resumed = play([holdAnswer('a1', 'continue')], gated.events);
+    expect(resumed.last.map((e) => e.type)).toEqual(['run.resumed', 'run.routed']);
+    expect(ofType(resumed.last, 'run.routed')[0]!.data.decision).toMatchObject({ rule: 'resume', dispatch: { origin: 'human' } });
+    expect(resumed.state).toMatchObject({ status: 'running', agent: 'shipper', step: 'ship' });
+  });
+
+  it('terminal step → the workflow completes with exactly one notice (reason terminal)', () => {
+    const history = play([decided('r3', 'context', { task: 'ship' })], atContext()).events;
+    const done = play([decided('r4', 'shipper', advance)], history);
+    expect(done.last.map((e) => e.type)).toEqual(['run.result_recorded', 'run.completed', 'run.notice_emitted']);
+    expect(done.state.status).toBe('completed');
+  });
+
+  it('dispatch and terminate are not stops for a human: they emit no notice', () => {
+    const routed = play([decided('r1', 'issue', advance)], started());
+    const ended = play([decided('r1', 'issue', { dispatch: { status: 'terminate' } })], started());
+    expect(ofType(routed.last, 'run.notice_emitted')).toHaveLength(0);
+    expect(ofType(ended.last, 'run.notice_emitted')).toHaveLength(0);
+  });
+});
+
+describe('workflow run: holds answered by an operator', () => {
+  it('reroute sends the held run to the named agent; terminate ends it', () => {
+    const held = play([decided('r1', 'issue', { dispatch: { status: 'hold' } })], started()).events;
+    expect(play([holdAnswer('a1', 'reroute', 'security reviewer')], held).state).toMatchObject({ status: 'running', agent: 'security' });
+    expect(play([holdAnswer('a1', 'terminate')], held).state.status).toBe('terminated');
+  });
+
+  it('continue on a hold with nowhere to go is refused (nothing_to_continue)', () => {
+    const drafted = play([decided('r1', 'issue', { task: 'draft' })], started()).events;
+    const held = play([decided('r2', 'writer', advance)], drafted).events;
+    given(runDecider, held).when(holdAnswer('a1', 'continue')).thenFails('nothing_to_continue');
+  });
+
+  it('only an operator resumes a run; the same answer twice yields no new events', () => {
+    const held = play([decided('r1', 'issue', { dispatch: { status: 'hold' } })], started()).events;
+    const byAgent = holdAnswer('a1', 'continue');
+    byAgent.metadata = { ...meta, actorRole: 'agent' };
+    given(runDecider, held).when(byAgent).thenFails('answer_forbidden');
+    const answered = play([holdAnswer('a1', 'continue')], held).events;
+    given(runDecider, answered).when(holdAnswer('a1', 'continue')).then([]);
+  });
+});
+
+describe('workflow run: stops with a packet (seed 003)', () => {
+  const pending = { name: 'refund', args: { order: 99, amount: 40 } };
+
+  it('an agent result with stop set produces a stop with a packet via buildStop, and one notice', () => {
+    const { last, state } = play(
+      [decided('r1', 'issue', advance, { stop: { why: 'policy', detail: 'refund over cap' }, pending_tool_call: pending, tried: [{ name: 'lookup', trace_id: 't1' }] })],
+      started(),
+    );
+    expect(last.map((e) => e.type)).toEqual(['run.result_recorded', 'run.stopped', 'run.notice_emitted']);
+    const stopped = ofType(last, 'run.stopped')[0]!.data;
+    expect(stopped.packet).toMatchObject({ packet_id: 'stop-r-r1', why: 'policy', pending, tried: ['lookup'], trace_ids: ['t1'], status: 'open', goal_done: false });
+    expect(state.status).toBe('stopped');
+    expect(ofType(last, 'run.notice_emitted')[0]!.data.notice).toMatchObject({ reason: 'stop', stop_id: 'stop-r-r1' });
+  });
+
+  it('approve runs exactly the frozen call (the stopped agent carries on); deny terminates the run', () => {
+    const stopped = play([decided('r1', 'issue', advance, { stop: { why: 'policy' }, pending_tool_call: pending })], started()).events;
+    const answer = (action: 'approve' | 'deny'): RunCommand => ({
+      type: 'resume',
+      data: {
+        answer: {
+          kind: 'stop_answer',
+          answer: { packet_id: 'stop-r-r1', answer_id: `a-${action}`, action, pending_digest: pendingDigest(pending), answered_by: 'olga', answered_at: NOW },
+        },
+        workflow,
+        agents,
+      },
+      metadata: operatorMeta,
+    });
+    const approved = play([answer('approve')], stopped);
+    expect(ofType(approved.last, 'run.routed')[0]!.data).toMatchObject({ target: { agent: 'issue' }, approved_call: pending });
+    expect(play([answer('deny')], stopped).state.status).toBe('terminated');
+  });
+
+  it('a target that names nothing is the router\'s unknown kind: an unknown_intent stop, resumed by a human-typed intent', () => {
+    const { last, events } = play([decided('r1', 'issue', { task: 'poem' })], started());
+    const packet = ofType(last, 'run.stopped')[0]!.data.packet;
+    expect(packet).toMatchObject({ why: 'unknown_intent', next_form: { kind: 'type_intent' } });
+    const resume: RunCommand = {
+      type: 'resume',
+      data: {
+        answer: { kind: 'stop_answer', answer: { packet_id: packet.packet_id, answer_id: 'a1', action: 'intent', intent: 'reviewer', answered_by: 'olga', answered_at: NOW } },
+        workflow,
+        agents,
+      },
+      metadata: operatorMeta,
+    };
+    const resumed = play([resume], events);
+    expect(ofType(resumed.last, 'run.routed')[0]!.data.decision).toMatchObject({ rule: 'resume', target: { agent: 'reviewer' }, dispatch: { origin: 'human' } });
+  });
+
+  it('a stop requested from outside (watchdog thrash) stops the run once; the same packet id again yields nothing', () => {
+    const stop: StopRun = { type: 'stop', data: { packet_id: 'wd-1', why: 'thrash', tried: ['search', 'search'] }, metadata: meta };
+    const { events, state } = play([stop], started());
+    expect(state).toMatchObject({ status: 'stopped', openStop: { packet_id: 'wd-1', why: 'thrash', agent: 'issue', step: 'triage' } });
+    given(runDecider, events).when(stop).then([]);
+    given(runDecider, events).when({ ...stop, data: { ...stop.data, packet_id: 'wd-2' } }).thenFails('run_already_stopped');
+  });
+});

@@ -1,0 +1,23 @@
+import { z } from 'zod';
+import { PoisonError, TransientError } from './errors';
+import { classifyError } from './runner';
+
+describe('classifyError', () => {
+  it('a TransientError is retried, with its own delay when it names one', () => {
+    expect(classifyError(new TransientError('busy'))).toEqual({ kind: 'retry' });
+    expect(classifyError(new TransientError('busy', { delayMs: 250 }))).toEqual({ kind: 'retry', delayMs: 250 });
+  });
+
+  it('poison input is never retried: PoisonError, bad JSON and zod failures are dead-lettered', () => {
+    expect(classifyError(new PoisonError('no', 'unknown_agent'))).toEqual({ kind: 'poison', reason: 'unknown_agent' });
+    expect(classifyError(new SyntaxError('Unexpected token'))).toEqual({ kind: 'poison', reason: 'malformed_json' });
+    const parsed = z.object({ a: z.string() }).safeParse({});
+    expect(classifyError(parsed.error)).toEqual({ kind: 'poison', reason: 'schema_violation' });
+    expect(classifyError(new z.ZodError([]))).toEqual({ kind: 'poison', reason: 'schema_violation' });
+  });
+
+  it('an unknown failure is retried (then dead-lettered at maxDeliver), never dropped', () => {
+    expect(classifyError(new Error('boom'))).toEqual({ kind: 'retry' });
+    expect(classifyError({ status: 'error', message: 'Internal server error' })).toEqual({ kind: 'retry' });
+  });
+});

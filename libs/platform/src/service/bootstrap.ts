@@ -1,0 +1,105 @@
+import 'reflect-metadata';
+import { DynamicModule, INestApplication, Module, Type } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { z } from 'zod';
+import { BaseConfigSchema, ConfigError, loadConfig } from '../config/config';
+import { HealthModule } from '../health/health';
+import { JsonLogger } from '../logging/logger';
+import { JetStreamConsumerBinding, JetStreamServer } from '../transport/jetstream.server';
+import { createRuntime, RuntimeModule, ServiceRuntime } from './runtime';
+
+export const ServiceConfigSchema = BaseConfigSchema.extend({
+  HTTP_PORT: z.coerce.number().int().min(0).max(65535),
+  HTTP_HOST: z.string().min(1).default('127.0.0.1'),
+});
+export type ServiceConfig = z.infer<typeof ServiceConfigSchema>;
+
+export interface RunServiceOptions {
+  /** `router`, `ledger`, `watchdog` or `notifier`. */
+  service: string;
+  /** Default HTTP port (health, metrics, and the operator API on the notifier). */
+  defaultPort: number;
+  /** The service's feature module(s). */
+  imports: Array<Type<unknown> | DynamicModule>;
+  /** Durable consumers that serve several `@EventPattern`s each. */
+  consumers?: (runtime: ServiceRuntime<ServiceConfig>) => JetStreamConsumerBinding[];
+  /** Connect to Redis (default true: readiness checks it on every service). */
+  redis?: boolean;
+  /** Called after everything listens (e.g. start timers). */
+  afterStart?: (app: INestApplication, runtime: ServiceRuntime<ServiceConfig>) => Promise<void> | void;
+  env?: Record<string, string | undefined>;
+}
+
+export interface RunningService {
+  app: INestApplication;
+  runtime: ServiceRuntime<ServiceConfig>;
+  /** Stop in order: stop pulling and finish in-flight messages, close HTTP, drain NATS, quit Redis. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Start a Baton service: validate configuration, connect, provision streams, start the Nest HTTP
+ * app (health endpoints included) and the JetStream transport, and install SIGTERM / SIGINT
+ * handlers that shut down in order. Exits the process with a clear message on a bad configuration.
+ */
+export async function runService(opts: RunServiceOptions): Promise<RunningService> {
+  let config: ServiceConfig;
+  const env = { HTTP_PORT: String(opts.defaultPort), ...(opts.env ?? process.env) };
+  try {
+    config = loadConfig(ServiceConfigSchema, env);
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      process.stderr.write(`baton ${opts.service}: ${error.message}\n`);
+      process.exit(78);
+    }
+    throw error;
+  }
+  const runtime = await createRuntime({ service: opts.service, config, redis: opts.redis ?? true });
+  const logger: JsonLogger = runtime.logger;
+
+  @Module({
+    imports: [
+      RuntimeModule.forRoot(runtime),
+      HealthModule.register([
+        { name: 'nats', check: async () => !runtime.nats.connection.isClosed() && (await runtime.nats.connection.rtt()) >= 0 },
+        ...(runtime.redis ? [{ name: 'redis', check: async () => (await runtime.redis!.ping(900), true) }] : []),
+      ]),
+      ...opts.imports,
+    ],
+  })
+  class AppModule {}
+
+  const app = await NestFactory.create(AppModule, { logger, bodyParser: true, abortOnError: false });
+  const server = new JetStreamServer({
+    name: opts.service,
+    prefix: config.BATON_PREFIX,
+    connection: runtime.nats,
+    consumer: { maxDeliver: config.BATON_MAX_DELIVER },
+    consumers: opts.consumers?.(runtime) ?? [],
+  });
+  app.connectMicroservice({ strategy: server }, { inheritAppConfig: true });
+  await app.startAllMicroservices();
+  await app.listen(config.HTTP_PORT, config.HTTP_HOST);
+  const url = await app.getUrl();
+  logger.info(`${opts.service} ready`, { http: url, prefix: config.BATON_PREFIX });
+  if (opts.afterStart) await opts.afterStart(app, runtime);
+
+  let stopping: Promise<void> | null = null;
+  const stop = () =>
+    (stopping ??= (async () => {
+      logger.info(`${opts.service} stopping`);
+      await app.close(); // closes the microservice first: stop pulling, finish in-flight, then HTTP
+      await runtime.nats.drain().catch(() => undefined);
+      await runtime.redis?.close().catch(() => undefined);
+      logger.info(`${opts.service} stopped`);
+    })());
+  const onSignal = () => {
+    void stop().then(
+      () => process.exit(0),
+      () => process.exit(1),
+    );
+  };
+  process.once('SIGTERM', onSignal);
+  process.once('SIGINT', onSignal);
+  return { app, runtime, stop };
+}

@@ -1,0 +1,65 @@
+import { Global, Module, DynamicModule } from '@nestjs/common';
+import { createEventRegistry, EventRegistry } from '@baton/contracts';
+import { batonTopology, connectNats, JetStreamEventStore, NatsHandle, provision } from '@baton/eventstore';
+import { createRedis, RedisHandle } from '@baton/projections';
+import { BaseConfig } from '../config/config';
+import { JsonLogger } from '../logging/logger';
+
+/** Injection token for the {@link ServiceRuntime}. */
+export const RUNTIME = Symbol('BATON_RUNTIME');
+
+/**
+ * What every Baton service shares: validated configuration, one NATS connection (with JetStream),
+ * the event store and registry, Redis when the service needs it, and the JSON logger. Built before
+ * Nest starts, so a bad variable or an unreachable server fails the process with a clear message.
+ */
+export interface ServiceRuntime<C extends BaseConfig = BaseConfig> {
+  service: string;
+  instance: string;
+  config: C;
+  nats: NatsHandle;
+  registry: EventRegistry;
+  store: JetStreamEventStore;
+  redis: RedisHandle | null;
+  logger: JsonLogger;
+}
+
+export interface CreateRuntimeOptions<C extends BaseConfig> {
+  service: string;
+  config: C;
+  /** Connect to Redis as well (notifier; readiness of every service checks it too). */
+  redis?: boolean;
+  /** Folded-state cache entries for the event store (default 10 000). */
+  cacheSize?: number;
+}
+
+/**
+ * Connect to NATS (and Redis), provision Baton's streams idempotently and build the event store.
+ * Safe to run from several instances at once.
+ */
+export async function createRuntime<C extends BaseConfig>(opts: CreateRuntimeOptions<C>): Promise<ServiceRuntime<C>> {
+  const { config, service } = opts;
+  const instance = config.BATON_INSTANCE ?? `${service}-${process.pid}`;
+  const logger = new JsonLogger(service, config.LOG_LEVEL, { instance });
+  const nats = await connectNats({ servers: config.NATS_URL.split(','), name: `baton-${instance}` });
+  await provision(nats.jsm, { streams: batonTopology(config.BATON_PREFIX, { replicas: config.BATON_STREAM_REPLICAS }).streams });
+  const registry = createEventRegistry();
+  const store = new JetStreamEventStore({
+    js: nats.js,
+    jsm: nats.jsm,
+    prefix: config.BATON_PREFIX,
+    registry,
+    cacheSize: opts.cacheSize ?? 10_000,
+  });
+  const redis = opts.redis === false ? null : createRedis(config.REDIS_URL);
+  return { service, instance, config, nats, registry, store, redis, logger };
+}
+
+/** Makes the runtime injectable everywhere as `@Inject(RUNTIME)`. */
+@Global()
+@Module({})
+export class RuntimeModule {
+  static forRoot(runtime: ServiceRuntime): DynamicModule {
+    return { module: RuntimeModule, providers: [{ provide: RUNTIME, useValue: runtime }], exports: [RUNTIME] };
+  }
+}

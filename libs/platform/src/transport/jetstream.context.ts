@@ -1,0 +1,66 @@
+import { BaseRpcContext } from '@nestjs/microservices';
+import type { ConsumedMessage } from '@baton/eventstore';
+
+/**
+ * The per-message context a `@EventPattern` handler bound by {@link JetStreamServer} receives
+ * (`@Ctx() ctx: JetStreamContext`): subject, headers and delivery metadata.
+ */
+export class JetStreamContext extends BaseRpcContext<[ConsumedMessage]> {
+  private get message(): ConsumedMessage {
+    return this.args[0];
+  }
+  get subject(): string {
+    return this.message.subject;
+  }
+  get headers(): Record<string, string[]> {
+    return this.message.headers;
+  }
+  /** Stream sequence: projections store it to make replays idempotent. */
+  get seq(): number {
+    return this.message.seq;
+  }
+  /** 1 on first delivery. */
+  get deliveryCount(): number {
+    return this.message.deliveryCount;
+  }
+  get stream(): string {
+    return this.message.stream;
+  }
+  get consumer(): string {
+    return this.message.consumer;
+  }
+  /** The first value of a header, if present. */
+  header(name: string): string | undefined {
+    return this.message.headers[name]?.[0];
+  }
+  /** The raw bytes as published. */
+  get data(): Uint8Array {
+    return this.message.data;
+  }
+  /** The client message itself (escape hatch). */
+  getMessage(): ConsumedMessage['raw'] {
+    return this.message.raw;
+  }
+  getSubject(): string {
+    return this.subject;
+  }
+  getHeaders(): Record<string, string[]> {
+    return this.headers;
+  }
+}
+
+/** Context of a `@MessagePattern` request received over core NATS. */
+export class NatsRequestContext extends BaseRpcContext<[string, Record<string, string[]>]> {
+  get subject(): string {
+    return this.args[0];
+  }
+  get headers(): Record<string, string[]> {
+    return this.args[1];
+  }
+  header(name: string): string | undefined {
+    return this.args[1][name]?.[0];
+  }
+  getSubject(): string {
+    return this.subject;
+  }
+}

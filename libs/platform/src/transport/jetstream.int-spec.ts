@@ -1,0 +1,181 @@
+import 'reflect-metadata';
+import { randomBytes } from 'node:crypto';
+import { Controller, Module, type INestMicroservice } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { Ctx, EventPattern, MessagePattern, Payload } from '@nestjs/microservices';
+import { z } from 'zod';
+import {
+  DlqHeader,
+  TransientError,
+  batonStreamNames,
+  batonTopology,
+  connectNats,
+  provision,
+  type MessageOutcome,
+  type NatsHandle,
+} from '@baton/eventstore';
+import { JetStreamClient, RequestError } from './jetstream.client';
+import { JetStreamContext, NatsRequestContext } from './jetstream.context';
+import { JetStreamExceptionFilter } from './jetstream.exception-filter';
+import { JetStreamServer } from './jetstream.server';
+import { durableNameFor } from './subject';
+
+const NATS_URL = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+const ResultSchema = z.object({ id: z.string(), step: z.number().int() });
+
+interface Seen {
+  data: unknown;
+  subject: string;
+  seq: number;
+  deliveryCount: number;
+  header: string | undefined;
+}
+
+/** What the controller saw; reset per test. */
+const probe = {
+  seen: [] as Seen[],
+  transientFailures: 0,
+  slowFinished: 0,
+  reset() {
+    this.seen = [];
+    this.transientFailures = 0;
+    this.slowFinished = 0;
+  },
+};
+
+@Controller()
+class ResultsController {
+  @EventPattern('{prefix}.in.*.result.*')
+  async onResult(@Payload() data: unknown, @Ctx() ctx: JetStreamContext): Promise<void> {
+    probe.seen.push({ data, subject: ctx.subject, seq: ctx.seq, deliveryCount: ctx.deliveryCount, header: ctx.header('Trace-Id') });
+    const result = ResultSchema.parse(data);
+    if (result.step === 99 && probe.transientFailures++ === 0) throw new TransientError('store busy', { delayMs: 300 });
+    if (result.step === 42) {
+      await sleep(700);
+      probe.slowFinished++;
+    }
+  }
+
+  @MessagePattern('{prefix}.cmd.ledger.*.ping')
+  ping(@Payload() data: { n: number }, @Ctx() ctx: NatsRequestContext): { pong: number; subject: string } {
+    const { n } = z.object({ n: z.number() }).parse(data);
+    return { pong: n + 1, subject: ctx.subject };
+  }
+}
+
+@Module({ controllers: [ResultsController] })
+class TestModule {}
+
+describe('JetStreamServer in a Nest microservice (real NATS)', () => {
+  let prefix: string;
+  let nats: NatsHandle;
+  let app: INestMicroservice | null;
+  let client: JetStreamClient;
+  let outcomes: MessageOutcome[];
+
+  const startApp = async () => {
+    const server = new JetStreamServer({
+      name: 'svc',
+      prefix,
+      connect: { servers: NATS_URL, reconnect: false },
+      consumer: { pullExpiresMs: 1000, backoffMs: [300], maxDeliver: 3 },
+      onOutcome: (o) => outcomes.push(o),
+    });
+    const instance = await NestFactory.createMicroservice(TestModule, { strategy: server, logger: false });
+    instance.useGlobalFilters(new JetStreamExceptionFilter());
+    await instance.listen();
+    app = instance;
+    return instance;
+  };
+
+  const waitFor = async (check: () => boolean, timeoutMs = 5000) => {
+    const until = Date.now() + timeoutMs;
+    while (!check()) {
+      if (Date.now() > until) throw new Error('condition not met in time');
+      await sleep(20);
+    }
+  };
+
+  const durable = () => durableNameFor('svc', '{prefix}.in.*.result.*');
+
+  beforeEach(async () => {
+    probe.reset();
+    outcomes = [];
+    app = null;
+    prefix = `t${randomBytes(5).toString('hex')}`;
+    nats = await connectNats({ servers: NATS_URL, reconnect: false });
+    await provision(nats.jsm, batonTopology(prefix, { storage: 'memory' }));
+    client = new JetStreamClient(nats);
+  });
+
+  afterEach(async () => {
+    await app?.close();
+    const names = batonStreamNames(prefix);
+    for (const name of [names.events, names.inbox, names.dlq]) await nats.jsm.streams.delete(name).catch(() => undefined);
+    await nats.close();
+  });
+
+  it('delivers a stream message to its @EventPattern handler with its context, and acks it', async () => {
+    await startApp();
+    const ack = await client.emit(`${prefix}.in.p1.result.coder`, { id: 'r-1', step: 1 }, { headers: { 'Trace-Id': 'abc' } });
+    await waitFor(() => outcomes.length === 1);
+    expect(outcomes[0]!.kind).toBe('acked');
+    expect(probe.seen).toEqual([
+      { data: { id: 'r-1', step: 1 }, subject: `${prefix}.in.p1.result.coder`, seq: ack.seq, deliveryCount: 1, header: 'abc' },
+    ]);
+    const info = await nats.jsm.consumers.info(batonStreamNames(prefix).inbox, durable());
+    expect(info.num_ack_pending).toBe(0);
+    expect(info.num_pending).toBe(0);
+  });
+
+  it('emit uses the envelope id as Nats-Msg-Id, so a re-emitted result is stored once', async () => {
+    const first = await client.emit(`${prefix}.in.p1.result.coder`, { id: 'r-dup', step: 1 });
+    const second = await client.emit(`${prefix}.in.p1.result.coder`, { id: 'r-dup', step: 1 });
+    expect(second).toEqual({ ...first, duplicate: true });
+  });
+
+  it('a thrown TransientError naks with a delay and the message is handled on a later delivery', async () => {
+    await startApp();
+    await client.emit(`${prefix}.in.p1.result.coder`, { id: 'r-t', step: 99 });
+    await waitFor(() => outcomes.some((o) => o.kind === 'acked'));
+    expect(outcomes.map((o) => o.kind)).toEqual(['retry', 'acked']);
+    expect(outcomes[0]).toMatchObject({ delayMs: 300 });
+    expect(probe.seen.map((s) => s.deliveryCount)).toEqual([1, 2]);
+  });
+
+  it('a schema violation is dead-lettered with its reason and original bytes, and terminated', async () => {
+    await startApp();
+    const bytes = new TextEncoder().encode('{"id":"r-bad","step":"one"}');
+    await client.publish(`${prefix}.in.p1.result.coder`, bytes);
+    await waitFor(() => outcomes.length === 1);
+    expect(outcomes[0]).toMatchObject({ kind: 'dead_lettered', reason: 'schema_violation' });
+    const letter = await nats.jsm.streams.getMessage(batonStreamNames(prefix).dlq, { last_by_subj: `${prefix}.dlq.${durable()}` });
+    expect(letter.header.get(DlqHeader.reason)).toBe('schema_violation');
+    expect(letter.data).toEqual(bytes);
+    await sleep(400);
+    expect(probe.seen).toHaveLength(1);
+  });
+
+  it('a @MessagePattern answers a core NATS request; a bad request gets a typed error reply', async () => {
+    await startApp();
+    const reply = await client.request<{ pong: number; subject: string }>(`${prefix}.cmd.ledger.p1.ping`, { n: 1 });
+    expect(reply).toEqual({ pong: 2, subject: `${prefix}.cmd.ledger.p1.ping` });
+    const failure = await client.request(`${prefix}.cmd.ledger.p1.ping`, { n: 'x' }).catch((e: unknown) => e);
+    expect(failure).toBeInstanceOf(RequestError);
+    expect((failure as RequestError).reply).toMatchObject({ error: { code: 'schema_violation', issues: [{ path: 'n' }] } });
+  });
+
+  it('shutdown stops pulling, finishes the in-flight handler and acks it before closing', async () => {
+    const instance = await startApp();
+    await client.emit(`${prefix}.in.p1.result.coder`, { id: 'r-slow', step: 42 });
+    await waitFor(() => probe.seen.length === 1);
+    await instance.close();
+    app = null;
+    expect(probe.slowFinished).toBe(1);
+    expect(outcomes.map((o) => o.kind)).toEqual(['acked']);
+    const info = await nats.jsm.consumers.info(batonStreamNames(prefix).inbox, durable());
+    expect(info.num_ack_pending).toBe(0);
+  });
+});

@@ -1,0 +1,370 @@
+import { EventEmitter } from 'node:events';
+import { Server, type CustomTransportStrategy, type MessageHandler } from '@nestjs/microservices';
+import { isObservable, lastValueFrom } from 'rxjs';
+import { rejectionFromZod, type Rejection } from '@baton/contracts';
+import {
+  PoisonError,
+  StreamNotFound,
+  connectNats,
+  headersToRecord,
+  provision,
+  runConsumer,
+  type ConsumedMessage,
+  type ConsumerRunner,
+  type ConsumerSpec,
+  type DeliverFrom,
+  type MessageOutcome,
+  type NatsConnectOptions,
+  type NatsHandle,
+} from '@baton/eventstore';
+import { headers as natsHeaders, type Msg, type Subscription } from 'nats';
+import type { z } from 'zod';
+import { JetStreamContext, NatsRequestContext } from './jetstream.context';
+import { durableNameFor, resolvePattern, subjectMatches } from './subject';
+
+/** Consumer settings; every field has a default. */
+export interface JetStreamConsumerSettings {
+  /** Ack wait, ms (default 30 s; in-progress heartbeats extend it while a handler runs). */
+  ackWaitMs?: number;
+  /** Deliveries before a failing message is dead-lettered (default 5). */
+  maxDeliver?: number;
+  /** Nak delays by delivery count, ms (default [1000, 5000, 15000, 30000]). */
+  backoffMs?: number[];
+  /** Handlers running at once per consumer (default 1: stream order). */
+  concurrency?: number;
+  /** Most messages per pull (default 100). */
+  batch?: number;
+  /** Pull expiry, ms (default 2000, at least 1000): bounds how long shutdown waits for a pull. */
+  pullExpiresMs?: number;
+  /** Where a new durable starts (default `all`). */
+  deliverFrom?: DeliverFrom;
+}
+
+/** Extras for `@EventPattern(pattern, extras)` handled by this transport. */
+export interface JetStreamPatternExtras extends JetStreamConsumerSettings {
+  /** Durable name (default derived from the service name and pattern). */
+  durable?: string;
+  /** Stream name (default: the stream whose subjects hold the pattern). */
+  stream?: string;
+}
+
+/** One durable consumer feeding several patterns (dispatched by subject, first match wins). */
+export interface JetStreamConsumerBinding extends JetStreamConsumerSettings {
+  durable: string;
+  stream: string;
+  /** Consumer filter subject (`{prefix}` allowed); default: none (the whole stream). */
+  filterSubject?: string;
+  /** The `@EventPattern` strings this consumer serves, exactly as written in the decorators. */
+  patterns: string[];
+}
+
+export interface JetStreamServerOptions {
+  /** Service name: the queue group for request/reply and the stem of derived durable names. */
+  name: string;
+  /** Subject prefix, substituted for `{prefix}` in patterns. */
+  prefix: string;
+  /** A shared connection (left open on close). Without it the server connects with `connect`. */
+  connection?: NatsHandle;
+  connect?: NatsConnectOptions;
+  /** Defaults for every consumer. */
+  consumer?: JetStreamConsumerSettings;
+  /** Consumers that serve several patterns at once; other event patterns get one consumer each. */
+  consumers?: JetStreamConsumerBinding[];
+  /** Create or update durable consumers on listen (default true). */
+  provision?: boolean;
+  /** Queue group for `@MessagePattern` subscriptions (default `name`). */
+  queue?: string;
+  /** Observe what happened to each event message (metrics, logs, tests). */
+  onOutcome?: (outcome: MessageOutcome) => void;
+}
+
+/** Status events: `on('disconnect' | 'reconnect' | 'error', callback)`. */
+export type JetStreamServerEvents = {
+  disconnect: (server: string) => void;
+  reconnect: (server: string) => void;
+  error: (error: unknown) => void;
+};
+
+export const JETSTREAM_TRANSPORT = Symbol('JETSTREAM_TRANSPORT');
+
+/** The error body a `@MessagePattern` reply carries when the handler failed. */
+export interface RequestErrorReply {
+  error: Rejection | { code: 'internal_error' | 'no_handler'; message: string; issues: [] };
+}
+
+interface ResolvedBinding {
+  spec: ConsumerSpec;
+  settings: JetStreamConsumerSettings;
+  /** [subject pattern, handler] in registration order. */
+  routes: Array<[string, MessageHandler]>;
+}
+
+const decoder = new TextDecoder();
+const encoder = new TextEncoder();
+
+function isZodError(error: unknown): error is z.ZodError {
+  // Not `instanceof`: zod 4 errors built with `new ZodError()` are not Error instances.
+  return typeof error === 'object' && error !== null && (error as { name?: unknown }).name === 'ZodError' && Array.isArray((error as { issues?: unknown }).issues);
+}
+
+/** Parse a JSON body; bad JSON is poison (it will never parse on a redelivery). */
+function parseBody(data: Uint8Array): unknown {
+  if (data.length === 0) return undefined;
+  try {
+    return JSON.parse(decoder.decode(data));
+  } catch (err) {
+    throw new PoisonError(`body is not JSON: ${(err as Error).message}`, 'malformed_json', { cause: err });
+  }
+}
+
+async function settle(result: unknown): Promise<unknown> {
+  const value = await result;
+  return isObservable(value) ? lastValueFrom(value, { defaultValue: undefined }) : value;
+}
+
+/**
+ * A NestJS transport for NATS JetStream.
+ *
+ * - `@EventPattern(subjectPattern, extras?)` handlers are bound to durable pull consumers with
+ *   explicit ack (one per pattern, or shared through `options.consumers`), run by the Baton
+ *   consumer runner: a handler that resolves acks the message; a thrown `TransientError` (or any
+ *   unclassified error) naks it with a backoff delay; a `PoisonError`, `ZodError` or bad JSON
+ *   dead-letters it with the reason and terms it. Handlers receive the parsed JSON body and a
+ *   {@link JetStreamContext}. Install {@link JetStreamExceptionFilter} so Nest hands the original
+ *   errors through.
+ * - `@MessagePattern(subject)` handlers answer core NATS requests (queue group = service name):
+ *   JSON in, the handler's return value as JSON out; failures answer `{ error: { code, message } }`.
+ * - `close()` stops pulling, lets in-flight handlers finish and ack, drains request
+ *   subscriptions, then drains the connection if the server opened it.
+ */
+export class JetStreamServer extends Server<JetStreamServerEvents> implements CustomTransportStrategy {
+  override readonly transportId = JETSTREAM_TRANSPORT;
+  private handle: NatsHandle | null = null;
+  private ownsConnection = false;
+  private runners: ConsumerRunner[] = [];
+  private subscriptions: Subscription[] = [];
+  private readonly inFlightRequests = new Set<Promise<void>>();
+  private readonly emitter = new EventEmitter();
+  private closing: Promise<void> | null = null;
+
+  constructor(private readonly options: JetStreamServerOptions) {
+    super();
+  }
+
+  /** Connect, provision and bind consumers and subscriptions, then call `callback` (with the error on failure). */
+  async listen(callback: (...optionalParams: unknown[]) => void): Promise<void> {
+    try {
+      await this.start();
+      callback();
+    } catch (err) {
+      callback(err);
+    }
+  }
+
+  private async start(): Promise<void> {
+    if (this.options.connection) {
+      this.handle = this.options.connection;
+    } else {
+      this.handle = await connectNats({ name: this.options.name, ...this.options.connect });
+      this.ownsConnection = true;
+    }
+    void this.watchStatus(this.handle);
+    const bindings = await this.resolveBindings(this.handle);
+    if (this.options.provision ?? true) {
+      await provision(this.handle.jsm, { consumers: bindings.map((b) => b.spec) });
+    }
+    for (const binding of bindings) this.runners.push(this.startRunner(this.handle, binding));
+    this.bindRequestHandlers(this.handle);
+    // Make sure the server knows the subscriptions before we report ready.
+    await this.handle.connection.flush();
+  }
+
+  private async resolveBindings(handle: NatsHandle): Promise<ResolvedBinding[]> {
+    const { prefix, name } = this.options;
+    const defaults = this.options.consumer ?? {};
+    const events = [...this.messageHandlers.entries()].filter(([, handler]) => handler.isEventHandler);
+    const claimed = new Set<string>();
+    const bindings: ResolvedBinding[] = [];
+
+    for (const binding of this.options.consumers ?? []) {
+      const routes: Array<[string, MessageHandler]> = [];
+      for (const pattern of binding.patterns) {
+        const handler = this.messageHandlers.get(pattern);
+        if (!handler?.isEventHandler) throw new Error(`consumer ${binding.durable} lists pattern "${pattern}" but no @EventPattern uses it`);
+        routes.push([resolvePattern(pattern, prefix), handler]);
+        claimed.add(pattern);
+      }
+      const settings = { ...defaults, ...binding };
+      const filterSubject = binding.filterSubject === undefined ? undefined : resolvePattern(binding.filterSubject, prefix);
+      bindings.push({ spec: this.consumerSpec(binding.stream, binding.durable, filterSubject, settings), settings, routes });
+    }
+
+    for (const [pattern, handler] of events) {
+      if (claimed.has(pattern)) continue;
+      const extras = (handler.extras ?? {}) as JetStreamPatternExtras;
+      const subject = resolvePattern(pattern, prefix);
+      const stream = extras.stream ?? (await this.findStream(handle, subject));
+      const durable = extras.durable ?? durableNameFor(name, pattern);
+      const settings = { ...defaults, ...extras };
+      bindings.push({ spec: this.consumerSpec(stream, durable, subject, settings), settings, routes: [[subject, handler]] });
+    }
+    return bindings;
+  }
+
+  private consumerSpec(stream: string, durable: string, filterSubject: string | undefined, settings: JetStreamConsumerSettings): ConsumerSpec {
+    const spec: ConsumerSpec = {
+      stream,
+      durable,
+      ackWaitMs: settings.ackWaitMs ?? 30_000,
+      deliverFrom: settings.deliverFrom ?? 'all',
+      description: `${this.options.name}: ${filterSubject ?? 'whole stream'}`,
+    };
+    if (filterSubject !== undefined) spec.filterSubject = filterSubject;
+    return spec;
+  }
+
+  private async findStream(handle: NatsHandle, subject: string): Promise<string> {
+    try {
+      return await handle.jsm.streams.find(subject);
+    } catch (err) {
+      throw new StreamNotFound(`(no stream holds ${subject}; provision the topology or set extras.stream)`, { cause: err });
+    }
+  }
+
+  private startRunner(handle: NatsHandle, binding: ResolvedBinding): ConsumerRunner {
+    const { settings } = binding;
+    return runConsumer({
+      js: handle.js,
+      stream: binding.spec.stream,
+      durable: binding.spec.durable,
+      prefix: this.options.prefix,
+      source: binding.spec.durable,
+      maxDeliver: settings.maxDeliver,
+      backoffMs: settings.backoffMs,
+      concurrency: settings.concurrency,
+      batch: settings.batch,
+      pullExpiresMs: settings.pullExpiresMs,
+      onOutcome: (outcome) => {
+        if (outcome.kind === 'dead_lettered' || outcome.kind === 'dead_letter_failed') {
+          this.logger.warn?.(`${binding.spec.durable}: ${outcome.kind} ${outcome.msg.subject}#${outcome.msg.seq}: ${String(outcome.error)}`);
+        }
+        this.options.onOutcome?.(outcome);
+      },
+      onError: (error) => {
+        this.logger.error(`${binding.spec.durable}: pull failed: ${String(error)}`);
+        this.emitter.emit('error', error);
+      },
+      handler: (msg) => this.dispatchEvent(binding, msg),
+    });
+  }
+
+  private async dispatchEvent(binding: ResolvedBinding, msg: ConsumedMessage): Promise<void> {
+    const route = binding.routes.find(([pattern]) => subjectMatches(pattern, msg.subject));
+    if (!route) throw new PoisonError(`no @EventPattern of ${binding.spec.durable} matches ${msg.subject}`, 'no_handler');
+    const data = parseBody(msg.data);
+    const ctx = new JetStreamContext([msg]);
+    // Nest chains several handlers of one pattern through `next`; all must succeed before the ack.
+    for (let handler: MessageHandler | undefined = route[1]; handler; handler = handler.next as MessageHandler | undefined) {
+      await settle(handler(data, ctx));
+    }
+  }
+
+  private bindRequestHandlers(handle: NatsHandle): void {
+    const queue = this.options.queue ?? this.options.name;
+    for (const [pattern, handler] of this.messageHandlers.entries()) {
+      if (handler.isEventHandler) continue;
+      const subject = resolvePattern(pattern, this.options.prefix);
+      const sub = handle.connection.subscribe(subject, {
+        queue,
+        callback: (err, msg) => {
+          if (err) {
+            this.logger.error(`request subscription ${subject} failed: ${err.message}`);
+            return;
+          }
+          const task = this.answer(handler, msg).finally(() => this.inFlightRequests.delete(task));
+          this.inFlightRequests.add(task);
+        },
+      });
+      this.subscriptions.push(sub);
+    }
+  }
+
+  private async answer(handler: MessageHandler, msg: Msg): Promise<void> {
+    let reply: unknown;
+    let failed = false;
+    try {
+      const data = parseBody(msg.data);
+      const ctx = new NatsRequestContext([msg.subject, headersToRecord(msg.headers)]);
+      reply = await settle(handler(data, ctx));
+    } catch (error) {
+      failed = true;
+      reply = this.errorReply(error);
+    }
+    if (!msg.reply) return;
+    try {
+      msg.respond(encoder.encode(JSON.stringify(reply ?? null)), failed ? { headers: this.errorHeaders() } : undefined);
+    } catch (err) {
+      this.logger.error(`cannot answer ${msg.subject}: ${String(err)}`);
+    }
+  }
+
+  private errorHeaders() {
+    const hdrs = natsHeaders();
+    hdrs.set('Baton-Status', 'error');
+    return hdrs;
+  }
+
+  private errorReply(error: unknown): RequestErrorReply {
+    if (isZodError(error)) return { error: rejectionFromZod(error) };
+    if (error instanceof PoisonError) {
+      const code = error.reason === 'malformed_json' ? 'malformed_json' : 'schema_violation';
+      return { error: { code, message: error.message, issues: [] } };
+    }
+    this.logger.error(`request handler failed: ${error instanceof Error ? error.stack ?? error.message : JSON.stringify(error)}`);
+    return { error: { code: 'internal_error', message: 'the handler failed; see the service log', issues: [] } };
+  }
+
+  private async watchStatus(handle: NatsHandle): Promise<void> {
+    try {
+      for await (const status of handle.connection.status()) {
+        if (status.type === 'disconnect' || status.type === 'reconnect') this.emitter.emit(status.type, String(status.data));
+        if (status.type === 'error') this.emitter.emit('error', status.data);
+      }
+    } catch {
+      // The status iterator ends with the connection.
+    }
+  }
+
+  /**
+   * Shut down in order: stop pulling and let in-flight handlers finish (ack / nak / dead-letter),
+   * drain request subscriptions and wait for in-flight replies, then drain the connection if
+   * this server opened it. Idempotent.
+   */
+  async close(): Promise<void> {
+    this.closing ??= (async () => {
+      await Promise.all(this.runners.map((runner) => runner.stop()));
+      this.runners = [];
+      await Promise.all(this.subscriptions.map((sub) => sub.drain().catch(() => undefined)));
+      this.subscriptions = [];
+      await Promise.allSettled([...this.inFlightRequests]);
+      if (this.handle && this.ownsConnection) await this.handle.drain();
+      this.emitter.removeAllListeners();
+      this.handle = null;
+    })();
+    return this.closing;
+  }
+
+  /** Register a status listener. */
+  on<EventKey extends keyof JetStreamServerEvents = keyof JetStreamServerEvents, EventCallback extends JetStreamServerEvents[EventKey] = JetStreamServerEvents[EventKey]>(
+    event: EventKey,
+    callback: EventCallback,
+  ): void {
+    this.emitter.on(event, callback);
+  }
+
+  /** The underlying {@link NatsHandle} (connection, js, jsm). */
+  unwrap<T = NatsHandle>(): T {
+    if (!this.handle) throw new Error('JetStreamServer is not listening; call listen() first');
+    return this.handle as T;
+  }
+}

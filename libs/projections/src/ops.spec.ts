@@ -1,0 +1,60 @@
+import { canonicalJson } from './canonical-json';
+import { InvalidCursorError } from './errors';
+import { decodeCursor, encodeCursor } from './items';
+import { assertName, assertPrefix } from './keys';
+import { encodeOps, Op } from './ops';
+
+describe('projection ops', () => {
+  it('encodes every op to the compact wire shape, scalars as strings', () => {
+    const encoded = encodeOps([
+      Op.hset('h', { a: 1, b: 'x' }),
+      Op.zadd('z', 1.5, 'm'),
+      Op.jsonSet('j', { b: 1, a: [2, { d: 1, c: 0 }] }),
+      Op.itemUpsert('inbox', { id: 'i1', project: 'p', kind: 'stop', status: 'open', urgency: 2, at: 10, extra: { y: 1, x: 2 } }),
+      Op.itemPatch('inbox', 'i1', { status: 'done' }, ['why']),
+      Op.itemRemove('inbox', 'i1'),
+    ]);
+    expect(encoded).toEqual({
+      wire: [
+        { o: 'hset', k: 'h', a: ['a', '1', 'b', 'x'] },
+        { o: 'zadd', k: 'z', s: '1.5', m: 'm' },
+        { o: 'set', k: 'j', v: '{"a":[2,{"c":0,"d":1}],"b":1}' },
+        { o: 'iput', st: 'inbox', id: 'i1', a: ['at', '10', 'extra', '{"x":2,"y":1}', 'id', '"i1"', 'kind', '"stop"', 'project', '"p"', 'status', '"open"', 'urgency', '2'] },
+        { o: 'ipatch', st: 'inbox', id: 'i1', a: ['status', '"done"'], u: ['why'] },
+        { o: 'irem', st: 'inbox', id: 'i1' },
+      ],
+    });
+  });
+
+  it('refuses keys reserved for the engine, non-finite scores, incomplete items and unsetting required item fields', () => {
+    expect(encodeOps([Op.set('~meta', 'x')])).toMatchObject({ opIndex: 0, error: expect.stringMatching(/reserved/) });
+    expect(encodeOps([Op.del('ok'), Op.zadd('z', Infinity, 'm')])).toMatchObject({ opIndex: 1 });
+    expect(encodeOps([{ op: 'item.upsert', store: 'inbox', item: { id: 'x', project: 'p' } }])).toMatchObject({ opIndex: 0 });
+    expect(encodeOps([Op.itemPatch('inbox', 'x', {}, ['status'])])).toMatchObject({ error: expect.stringMatching(/required/) });
+    expect(encodeOps([{ op: 'expire', key: 'k', seconds: 10 }])).toMatchObject({ opIndex: 0 });
+    expect(encodeOps([Op.sadd('s')])).toMatchObject({ opIndex: 0 });
+  });
+
+  it('canonical JSON sorts object keys at every level and drops undefined members', () => {
+    expect(canonicalJson({ b: 1, a: { d: undefined, c: [3, { z: 1, y: 2 }] } })).toBe('{"a":{"c":[3,{"y":2,"z":1}]},"b":1}');
+    expect(() => canonicalJson({ n: Number.NaN })).toThrow(/non-finite/);
+  });
+
+  it('cursors round-trip, and a cursor of another order or a forged one is refused', () => {
+    const member = `${'a'.repeat(16)}:item-1`;
+    const cursor = encodeCursor('newest', member);
+    expect(cursor).toMatch(/^[A-Za-z0-9_-]+$/);
+    expect(decodeCursor('newest', cursor)).toBe(member);
+    expect(() => decodeCursor('urgent', cursor)).toThrow(InvalidCursorError);
+    expect(() => decodeCursor('newest', encodeCursor('newest', 'no-sort-key'))).toThrow(InvalidCursorError);
+    expect(() => decodeCursor('newest', '%%%')).toThrow(InvalidCursorError);
+  });
+
+  it('prefixes and names may not hold glob characters or empty segments', () => {
+    expect(() => assertPrefix('baton:proj')).not.toThrow();
+    expect(() => assertPrefix('baton:*')).toThrow();
+    expect(() => assertPrefix('a::b')).toThrow();
+    expect(() => assertName('projection', 'inbox')).not.toThrow();
+    expect(() => assertName('projection', 'In[box]')).toThrow();
+  });
+});
