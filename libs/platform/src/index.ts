@@ -3,6 +3,4 @@ export * from './logging/logger';
 export * from './health/health';
 export * from './service/runtime';
 export * from './service/bootstrap';
-export * from './transport/jetstream.server';
-export * from './transport/jetstream.context';
-export * from './transport/subject';
+export * from './transport';

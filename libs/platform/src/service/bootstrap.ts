@@ -6,6 +6,7 @@ import { BaseConfigSchema, ConfigError, loadConfig } from '../config/config';
 import { HealthModule } from '../health/health';
 import { JsonLogger } from '../logging/logger';
 import { JetStreamConsumerBinding, JetStreamServer } from '../transport/jetstream.server';
+import { JetStreamExceptionFilter } from '../transport/jetstream.exception-filter';
 import { createRuntime, RuntimeModule, ServiceRuntime } from './runtime';
 
 export const ServiceConfigSchema = BaseConfigSchema.extend({
@@ -77,7 +78,9 @@ export async function runService(opts: RunServiceOptions): Promise<RunningServic
     consumer: { maxDeliver: config.BATON_MAX_DELIVER },
     consumers: opts.consumers?.(runtime) ?? [],
   });
-  app.connectMicroservice({ strategy: server }, { inheritAppConfig: true });
+  const microservice = app.connectMicroservice({ strategy: server }, { inheritAppConfig: false });
+  // Handler errors must reach the transport unchanged so it can tell transient from poison.
+  microservice.useGlobalFilters(new JetStreamExceptionFilter());
   await app.startAllMicroservices();
   await app.listen(config.HTTP_PORT, config.HTTP_HOST);
   const url = await app.getUrl();
