@@ -13,6 +13,8 @@ import { DomainEventOf } from './envelope';
  *   pending|claimed|returned --abandon--> abandoned      (terminal: the delegator withdrew it)
  *   pending|claimed|returned --fail--> failed            (terminal; also the retry cap: see escalation)
  *   completed|released|abandoned|failed --archive--> archived
+ *   pending|claimed --complete_from_result--> completed  (router only: the dispatched agent's run
+ *                                                          recorded a result; no handback)
  *
  * A `completion_handback` handoff is the reviewable reply to a return. It is decided (accept |
  * rework) with `decide_handback`, never returned, and goes straight to `completed` when decided.
@@ -183,6 +185,8 @@ export const HandoffRecordSchema = z
     reviewed_worker: ActorNameSchema.optional(),
     /** Set when the retry cap escalated this handoff. */
     escalation_outcome: EscalationOutcomeSchema.optional(),
+    /** On a handoff closed by `complete_from_result`: the agent result that closed it. */
+    result_id: IdSchema.optional(),
     archived_from: TerminalHandoffStatusSchema.optional(),
     created_at: IsoTimeSchema,
     updated_at: IsoTimeSchema,
@@ -331,6 +335,27 @@ export const RequeueExpiredCommandSchema = z.strictObject({
 });
 export type RequeueExpiredCommand = z.infer<typeof RequeueExpiredCommandSchema>;
 
+/**
+ * Issued by the router only (actor kind `system`): a workflow run recorded an agent result for the
+ * handoff that dispatched that agent, so the handoff closes with that result (pending | claimed →
+ * completed) without a handback. This is how a router-dispatched handoff finishes: the run, not a
+ * reviewer, owns the follow-up. The evidence floor applies exactly as on returns. The router
+ * derives `idempotency_key` from `result_id`, so a redelivered result closes the handoff once.
+ */
+export const CompleteFromResultCommandSchema = z.strictObject({
+  handoff_id: IdSchema,
+  /** The agent result (`AgentResult.result_id`) that closes the handoff. */
+  result_id: IdSchema,
+  /** The agent that produced the result. */
+  agent: ActorNameSchema,
+  workflow_run_id: IdSchema.optional(),
+  /** What the result says it did (the ledger writes a default when it is omitted). */
+  summary: ShortTextSchema.trim().min(1).optional(),
+  evidence: EvidenceSchema.default({}),
+  idempotency_key: IdempotencyKeySchema,
+});
+export type CompleteFromResultCommand = z.infer<typeof CompleteFromResultCommandSchema>;
+
 /** The ledger's wire commands by name (the last token of the command subject). */
 export const HandoffCommandSchemas = {
   create: CreateHandoffCommandSchema,
@@ -343,6 +368,7 @@ export const HandoffCommandSchemas = {
   fail: FailHandoffCommandSchema,
   archive: ArchiveHandoffCommandSchema,
   requeue_expired: RequeueExpiredCommandSchema,
+  complete_from_result: CompleteFromResultCommandSchema,
 } as const;
 export type HandoffCommandName = keyof typeof HandoffCommandSchemas;
 
@@ -456,6 +482,21 @@ export const HandoffEscalatedSchema = z.strictObject({
   note: ShortTextSchema.optional(),
 });
 
+/**
+ * A pending or claimed handoff closed by an agent result its workflow run recorded (router,
+ * `complete_from_result`). `report` is built from the result; outcome `partial` and
+ * `evidence_floor` when the result showed no real evidence.
+ */
+export const HandoffCompletedByResultSchema = z.strictObject({
+  ...EventBase,
+  result_id: IdSchema,
+  agent: ActorNameSchema,
+  workflow_run_id: IdSchema.optional(),
+  recorded_by: ActorNameSchema,
+  report: CompletionReportSchema,
+  evidence_floor: EvidenceFloorSchema.optional(),
+});
+
 export const HandoffAbandonedSchema = z.strictObject({
   ...EventBase,
   abandoned_by: ActorNameSchema,
@@ -482,6 +523,7 @@ export const HandoffEventSchemas = {
   'handoff.returned': HandoffReturnedSchema,
   'handoff.handback_decided': HandoffHandbackDecidedSchema,
   'handoff.completed': HandoffCompletedSchema,
+  'handoff.completed_by_result': HandoffCompletedByResultSchema,
   'handoff.reworked': HandoffReworkedSchema,
   'handoff.released': HandoffReleasedSchema,
   'handoff.lease_expired': HandoffLeaseExpiredSchema,

@@ -191,4 +191,32 @@ describe('JetStreamEventStore (real NATS)', () => {
     expect(retry.state).toEqual({ total: 7, version: 1, history: [7] });
     expect((await store.read(ref())).events).toHaveLength(1);
   });
+
+  it('a command whose multi-event append was cut short is completed by its retry, not lost', async () => {
+    const store = storeOn(a, { cacheSize: 10 });
+    // A decider that records every addition as two events (the added amount, then a double-check).
+    const twoStep = {
+      ...counterDecider,
+      decide: (command: CounterCommand, state: { total: number; version: number }) => ({
+        ok: true as const,
+        events: [
+          { type: 'counter.added' as const, data: { n: command.n, total: state.total + command.n, version: state.version + 1 } },
+          { type: 'counter.added' as const, data: { n: 0, total: state.total + command.n, version: state.version + 2 } },
+        ],
+      }),
+    };
+    // The writer crashed after storing only the first of the two events.
+    await store.append(ref(), [{ ...envelope('cmd-9:0', 5, 5, 1) }], { expectedVersion: 0 });
+    const retry = await store.handleCommand(ref(), twoStep, { type: 'add', n: 5 }, { ...meta(), commandId: 'cmd-9' });
+    expect(retry.ok).toBe(true);
+    const read = await store.read(ref());
+    expect(read.events.map((e) => e.id)).toEqual(['cmd-9:0', 'cmd-9:1']);
+    expect(read.events.map((e) => e.payload)).toEqual([
+      { n: 5, total: 5, version: 1 },
+      { n: 0, total: 5, version: 2 },
+    ]);
+    // A further retry finds the command complete and writes nothing.
+    await store.handleCommand(ref(), twoStep, { type: 'add', n: 5 }, { ...meta(), commandId: 'cmd-9' });
+    expect((await store.read(ref())).events).toHaveLength(2);
+  });
 });

@@ -155,6 +155,8 @@ interface CachedState {
   decider: object;
   state: unknown;
   lastSeq: number;
+  /** Id of the aggregate's last event (to recognise a command that was partly appended). */
+  lastEventId: string | null;
 }
 
 const textEncoder = new TextEncoder();
@@ -273,7 +275,20 @@ export class JetStreamEventStore implements EventStore {
     const key = this.subjectOf(ref);
     let lastConflict: ConcurrencyConflict | undefined;
     for (let attempt = 1; attempt <= maxAttempts; attempt++) {
-      const { state, lastSeq } = await this.load(key, ref, decider);
+      const { state, lastSeq, lastEventId } = await this.load(key, ref, decider);
+      if (meta.commandId && lastEventId?.startsWith(`${meta.commandId}:`)) {
+        // This command's events are at the tail already: all of them, or only the first few if a
+        // crash cut a multi-event append short. Decide again on the state before them and append
+        // only the missing suffix, so a retry completes the command instead of losing its rest.
+        try {
+          return await this.completeCommand(ref, decider, command, meta);
+        } catch (err) {
+          if (!(err instanceof ConcurrencyConflict)) throw err;
+          lastConflict = err;
+          await sleep(Math.floor(Math.random() * 4 * attempt) + 1);
+          continue;
+        }
+      }
       const decision = decider.decide(command, state);
       if (!decision.ok) return { ok: false, error: decision.error, state, lastSeq };
       if (decision.events.length === 0) return { ok: true, events: [], state, lastSeq };
@@ -287,13 +302,13 @@ export class JetStreamEventStore implements EventStore {
           this.cache?.delete(key);
           const full = await this.read(ref);
           const state = full.events.reduce((s, e) => decider.evolve(s, { type: e.type, data: e.payload } as Event), decider.initialState());
-          this.cache?.set(key, { decider, state, lastSeq: full.lastSeq });
+          this.cache?.set(key, { decider, state, lastSeq: full.lastSeq, lastEventId: full.events.at(-1)?.id ?? null });
           const seqs = new Set(result.seqs);
           return { ok: true, events: full.events.filter((e) => seqs.has(e.seq)), state, lastSeq: full.lastSeq };
         }
         const stored = envelopes.map((env, index) => ({ ...env, seq: result.seqs[index] as number }));
         const next = decision.events.reduce((s, e) => decider.evolve(s, e), state);
-        this.cache?.set(key, { decider, state: next, lastSeq: result.lastSeq });
+        this.cache?.set(key, { decider, state: next, lastSeq: result.lastSeq, lastEventId: envelopes.at(-1)?.id ?? null });
         return { ok: true, events: stored, state: next, lastSeq: result.lastSeq };
       } catch (err) {
         if (!(err instanceof ConcurrencyConflict)) throw err;
@@ -304,15 +319,49 @@ export class JetStreamEventStore implements EventStore {
     throw lastConflict ?? new EventStoreError(`handleCommand on ${key} made no attempt`);
   }
 
+  /**
+   * Finish a command whose first events are already the aggregate's tail (ids `<commandId>:<n>`):
+   * decide on the state before them and append only the events not yet stored.
+   */
+  private async completeCommand<Command, Event extends DomainEventLike, State>(
+    ref: AggregateRef,
+    decider: DeciderLike<Command, Event, State>,
+    command: Command,
+    meta: CommandMeta,
+  ): Promise<HandleCommandResult<State>> {
+    const key = this.subjectOf(ref);
+    const prefix = `${meta.commandId}:`;
+    const full = await this.read(ref);
+    let start = full.events.length;
+    while (start > 0 && full.events[start - 1]!.id.startsWith(prefix)) start--;
+    const toEvent = (e: StoredEvent) => ({ type: e.type, data: e.payload }) as Event;
+    const before = full.events.slice(0, start).reduce((s, e) => decider.evolve(s, toEvent(e)), decider.initialState());
+    const stored = full.events.slice(start);
+    const decision = decider.decide(command, before);
+    const missing = decision.ok ? decision.events.slice(stored.length) : [];
+    let events: StoredEvent[] = stored;
+    let lastSeq = full.lastSeq;
+    if (missing.length > 0) {
+      const envelopes = missing.map((event, index) => this.envelope(ref, event, stored.length + index, meta));
+      const result = await this.append(ref, envelopes, { expectedVersion: full.lastSeq });
+      events = [...stored, ...envelopes.map((env, index) => ({ ...env, seq: result.seqs[index] as number }))];
+      lastSeq = result.lastSeq;
+    }
+    const all = [...full.events.slice(0, start), ...events];
+    const state = all.reduce((s, e) => decider.evolve(s, toEvent(e)), decider.initialState());
+    this.cache?.set(key, { decider, state, lastSeq, lastEventId: all.at(-1)?.id ?? null });
+    return { ok: true, events, state, lastSeq };
+  }
+
   /** Fold the aggregate, starting from the cached state when there is one. */
   private async load<Command, Event extends DomainEventLike, State>(
     key: string,
     ref: AggregateRef,
     decider: DeciderLike<Command, Event, State>,
-  ): Promise<{ state: State; lastSeq: number }> {
+  ): Promise<{ state: State; lastSeq: number; lastEventId: string | null }> {
     const cached = this.cache?.get(key);
     // A cache entry is only reused by the decider that folded it.
-    const base = cached && cached.decider === decider ? { state: cached.state as State, lastSeq: cached.lastSeq } : null;
+    const base = cached && cached.decider === decider ? cached : null;
     const read = await this.read(ref, { afterSeq: base?.lastSeq ?? 0 });
     if (base && read.lastSeq < base.lastSeq) {
       // The stream went backwards (recreated): forget the cache and rebuild from scratch.
@@ -321,11 +370,12 @@ export class JetStreamEventStore implements EventStore {
     }
     const state = read.events.reduce(
       (s, e) => decider.evolve(s, { type: e.type, data: e.payload } as Event),
-      base ? base.state : decider.initialState(),
+      base ? (base.state as State) : decider.initialState(),
     );
     const lastSeq = Math.max(read.lastSeq, base?.lastSeq ?? 0);
-    this.cache?.set(key, { decider, state, lastSeq });
-    return { state, lastSeq };
+    const lastEventId = read.events.at(-1)?.id ?? base?.lastEventId ?? null;
+    this.cache?.set(key, { decider, state, lastSeq, lastEventId });
+    return { state, lastSeq, lastEventId };
   }
 
   private envelope(ref: AggregateRef, event: DomainEventLike, index: number, meta: CommandMeta): EventEnvelope {

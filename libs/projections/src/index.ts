@@ -26,3 +26,4 @@ export type { ProjectionReader } from './reader';
 export { diffSnapshots, type ProjectionSnapshot, type SnapshotDifference, type SnapshotValue } from './snapshot';
 export { canonicalJson, type JsonValue } from './canonical-json';
 export { InvalidCursorError, ProjectionError, ProjectionOpError, RebuildBehindError, RedisUnavailableError } from './errors';
+export * from './baton';

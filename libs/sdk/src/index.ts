@@ -1,1 +1,25 @@
-export {};
+/**
+ * @baton/sdk — the typed client agent microservices use to talk to Baton: publish results,
+ * start runs, take the handoffs offered to them (claim, heartbeat, return, release, fail,
+ * finish), and build routing decisions. See libs/sdk/README.md.
+ */
+export { createBatonClient } from './client';
+export type {
+  AgentResultInput,
+  BatonAgent,
+  BatonClientOptions,
+  HandoffsOptions,
+  OfferSubscription,
+  PublishReceipt,
+  StartRunInput,
+} from './client';
+export type { ClaimOptions, FinishResult, HandoffOffer, ReturnReport } from './offers';
+export { LedgerClient } from '@baton/platform';
+export type { LedgerReply } from '@baton/platform';
+export { decisions } from './decisions';
+export { AgentSubjects, offerDurableName } from './subjects';
+export { BatonSdkError, InvalidInputError, LedgerCommandError, NotClaimedError } from './errors';
+export type { LedgerErrorBody } from './errors';
+/** The AGENT_RUN_CONFIG sentinel, for legacy agents that write their decision into a comment body. */
+export { renderSentinel, appendSentinelOnce, parseSentinel, SentinelError } from '@baton/contracts';
+export type { AgentResult, AgentRunConfig, HandoffRecord, SentinelParse, StartRunRequest } from '@baton/contracts';

@@ -1,6 +1,7 @@
 import type {
   AbandonHandoffCommand,
   ArchiveHandoffCommand,
+  CompleteFromResultCommand,
   CreateHandoffCommand,
   DecideHandbackCommand,
   FailHandoffCommand,
@@ -60,6 +61,13 @@ export type RequeueExpired = Command<
   RequeueExpiredCommand & { project_lead?: string; escalation_handoff_id: string }
 >;
 
+/**
+ * Router only (actor kind `system`): the workflow run recorded an agent result for the handoff that
+ * dispatched that agent, so the handoff closes with it (pending | claimed → completed) without a
+ * handback. The evidence floor applies as on returns. Nothing is looked up by the ledger.
+ */
+export type CompleteFromResult = Command<'complete_from_result', CompleteFromResultCommand>;
+
 /** Internal (policy → parent, actor kind `system` only): the parent's handback was accepted. */
 export type CompleteFromHandback = Command<
   'complete_from_handback',
@@ -91,6 +99,7 @@ export type HandoffCommand =
   | FailHandoff
   | ArchiveHandoff
   | RequeueExpired
+  | CompleteFromResult
   | CompleteFromHandback
   | ReworkFromHandback;
 

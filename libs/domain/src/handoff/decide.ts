@@ -5,6 +5,7 @@ import type {
   ArchiveHandoff,
   ClaimHandoff,
   CompleteFromHandback,
+  CompleteFromResult,
   CreateHandoff,
   DecideHandback,
   FailHandoff,
@@ -366,6 +367,45 @@ function decideRequeue({ data, metadata }: RequeueExpired, state: ExistingHandof
   });
 }
 
+/**
+ * Router only: close a pending or claimed handoff with the agent result its workflow run recorded
+ * (no handback: the run owns what happens next). The report is built from the result and goes
+ * through the evidence floor exactly as a return does (actor kind `system` is floored). Refused
+ * with `internal_command` for any other actor kind, `not_returnable` on a completion handback
+ * (handbacks are decided) and `handoff_not_open` in any other status. Idempotent by key.
+ */
+function decideCompleteFromResult({ data, metadata }: CompleteFromResult, state: ExistingHandoff): Decision {
+  if (metadata.actorKind !== 'system') {
+    return reject('forbidden', HandoffErrorCode.internalCommand, 'complete_from_result is issued by the router only');
+  }
+  if (state.kind === 'completion_handback') {
+    return reject('invalid', HandoffErrorCode.notReturnable, `handoff ${state.id} is a completion handback: decide it (accept | rework)`);
+  }
+  if (state.status !== 'pending' && state.status !== 'claimed') return wrongState(HandoffErrorCode.handoffNotOpen, state, 'pending or claimed');
+  const report = {
+    summary: data.summary ?? `agent ${data.agent} recorded result ${data.result_id}`,
+    files_changed: [],
+    verification: '',
+    next_steps: '',
+    outcome: 'completed' as const,
+    evidence: data.evidence,
+  };
+  const floored = applyEvidenceFloor(report, metadata.actorKind);
+  const event: HandoffEvent = {
+    type: 'handoff.completed_by_result',
+    data: {
+      ...base(data, metadata),
+      result_id: data.result_id,
+      agent: data.agent,
+      recorded_by: metadata.actor,
+      report: floored.report,
+    },
+  };
+  if (data.workflow_run_id !== undefined) event.data.workflow_run_id = data.workflow_run_id;
+  if (floored.evidence_floor) event.data.evidence_floor = floored.evidence_floor;
+  return accept(event);
+}
+
 function checkInternalOnReturned(
   command: CompleteFromHandback | ReworkFromHandback,
   state: ExistingHandoff,
@@ -456,6 +496,8 @@ export function decideHandoff(command: HandoffCommand, state: HandoffState): Dec
       return decideArchive(command, state);
     case 'requeue_expired':
       return decideRequeue(command, state);
+    case 'complete_from_result':
+      return decideCompleteFromResult(command, state);
     case 'complete_from_handback':
       return decideCompleteFromHandback(command, state);
     case 'rework_from_handback':

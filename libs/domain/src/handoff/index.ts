@@ -32,6 +32,7 @@ export type {
   ArchiveHandoff,
   ClaimHandoff,
   CompleteFromHandback,
+  CompleteFromResult,
   CreateHandoff,
   DecideHandback,
   FailHandoff,

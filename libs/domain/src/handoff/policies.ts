@@ -191,6 +191,7 @@ export function reactToHandoffEvent(event: HandoffEvent, context: HandoffReactio
     case 'handoff.claimed':
     case 'handoff.heartbeat':
     case 'handoff.completed':
+    case 'handoff.completed_by_result':
     case 'handoff.reworked':
     case 'handoff.released':
     case 'handoff.lease_expired':

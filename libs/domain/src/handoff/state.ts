@@ -50,6 +50,8 @@ export interface HandoffCore {
   completed_at?: string;
   terminal_reason?: string;
   escalation_outcome?: EscalationOutcome;
+  /** On a handoff closed by `complete_from_result`: the agent result that closed it. */
+  result_id?: string;
   created_at: string;
   updated_at: string;
   /** Number of events folded into this state. */
@@ -191,6 +193,20 @@ export function evolveHandoff(state: HandoffState, event: HandoffEvent): Handoff
       if (state.status !== 'returned') return state;
       return { ...state, ...touched, status: 'completed', completed_at: event.data.at };
     }
+    case 'handoff.completed_by_result': {
+      if (state.status !== 'pending' && state.status !== 'claimed') return state;
+      const d = event.data;
+      const completed: CompletedHandoff = {
+        ...state,
+        ...touched,
+        status: 'completed',
+        completed_at: d.at,
+        completion_report: d.report,
+        result_id: d.result_id,
+      };
+      if (d.evidence_floor) completed.evidence_floor = d.evidence_floor;
+      return completed;
+    }
     case 'handoff.reworked': {
       if (state.status !== 'returned') return state;
       return {
@@ -277,6 +293,7 @@ export function toHandoffRecord(state: HandoffState): HandoffRecord | null {
     handback_id: state.handback_id,
     handback_recipient: state.handback_recipient,
     escalation_outcome: state.escalation_outcome,
+    result_id: state.result_id,
   };
   // The lease is only meaningful while the claim is live; the claim id until the return is decided.
   if (state.status === 'claimed') {

@@ -1,0 +1,61 @@
+import { ProjectDefinitionSchema, PublishDefinitionReplySchema, rejectionFromZod } from '@baton/contracts';
+import { AgentSubjects } from '@baton/sdk';
+import type { Command } from '../command';
+import { parseCommandArgs } from '../command';
+import { CliError, ExitCode } from '../errors';
+import { printJson, renderFields } from '../output';
+import { issueLines, readJsonFile } from './read-json';
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+export const publishDefinitionCommand: Command = {
+  name: 'publish-definition',
+  summary: "publish a project's definition (agents, workflows, lead) to the router",
+  help: `Usage: baton publish-definition <file.json> [--json]
+
+Validate a ProjectDefinition (docs/schemas/project-definition.json) and send it to the router
+(request/reply on <prefix>.cmd.router.<project>.publish_definition). Publishing the same
+definition again changes nothing (changed: false). Use - to read stdin.
+
+Options:
+  --json   print the router's reply as JSON
+`,
+  async run(argv, ctx) {
+    const args = parseCommandArgs(argv, { json: { type: 'boolean' } }, { min: 1, max: 1 });
+    if (args.help) {
+      ctx.io.stdout.write(this.help);
+      return ExitCode.ok;
+    }
+    const file = args.positionals[0]!;
+    const parsed = ProjectDefinitionSchema.safeParse(await readJsonFile(file));
+    if (!parsed.success) {
+      const rejection = rejectionFromZod(parsed.error);
+      ctx.io.stderr.write(`baton: ${file} is not a valid project definition:\n${issueLines(rejection.issues)}`);
+      return ExitCode.failure;
+    }
+    const definition = parsed.data;
+    const nats = await ctx.nats();
+    const subject = AgentSubjects.router(ctx.config().BATON_PREFIX, definition.project, 'publish_definition');
+    let raw: Uint8Array;
+    try {
+      raw = (await nats.connection.request(subject, encoder.encode(JSON.stringify(definition)), { timeout: 10_000 })).data;
+    } catch (error) {
+      const code = (error as { code?: unknown }).code;
+      if (code === '503') throw new CliError(`no router is listening on ${subject} (is the router running with BATON_PREFIX=${ctx.config().BATON_PREFIX}?)`);
+      throw new CliError(`publishing the definition failed: ${(error as Error).message}`, { cause: error });
+    }
+    const reply = PublishDefinitionReplySchema.safeParse(JSON.parse(decoder.decode(raw)));
+    if (!reply.success) throw new CliError(`unexpected reply from the router: ${decoder.decode(raw).slice(0, 300)}`);
+    if (args.values['json'] === true) printJson(ctx.io, reply.data);
+    if (!reply.data.ok) {
+      const e = reply.data.error;
+      ctx.io.stderr.write(`baton: the router refused the definition: ${e.code}: ${e.message}\n${issueLines(e.issues)}`);
+      return ExitCode.failure;
+    }
+    if (args.values['json'] !== true) {
+      ctx.io.stdout.write(renderFields({ project: reply.data.project, version: reply.data.version, digest: reply.data.digest, changed: reply.data.changed }));
+    }
+    return ExitCode.ok;
+  },
+};

@@ -1,0 +1,45 @@
+import { createBatonClient, InvalidInputError } from '@baton/sdk';
+import type { Command } from '../command';
+import { parseCommandArgs } from '../command';
+import { CliError, ExitCode } from '../errors';
+import { printJson, renderFields } from '../output';
+import { issueLines, readJsonFile } from './read-json';
+
+export const resultCommand: Command = {
+  name: 'result',
+  summary: 'publish an agent result (as an agent would)',
+  help: `Usage: baton result <file.json> [--json]
+
+Validate an AgentResult (docs/schemas/agent-result.json) and publish it to
+<prefix>.in.<project>.result.<agent> with Nats-Msg-Id = result_id: publishing the same result
+twice stores it once. produced_at defaults to now. Use - to read stdin.
+
+Options:
+  --json   print the publish receipt as JSON
+`,
+  async run(argv, ctx) {
+    const args = parseCommandArgs(argv, { json: { type: 'boolean' } }, { min: 1, max: 1 });
+    if (args.help) {
+      ctx.io.stdout.write(this.help);
+      return ExitCode.ok;
+    }
+    const file = args.positionals[0]!;
+    const body = await readJsonFile(file);
+    if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new CliError(`${file}: an agent result is a JSON object`);
+    const { project, agent } = body as { project?: unknown; agent?: unknown };
+    if (typeof project !== 'string' || typeof agent !== 'string') throw new CliError(`${file}: the result must name its project and agent`);
+    const client = await createBatonClient({ nats: await ctx.nats(), prefix: ctx.config().BATON_PREFIX, project, agent });
+    try {
+      const receipt = await client.publishResult(body as Parameters<typeof client.publishResult>[0]);
+      if (args.values['json'] === true) printJson(ctx.io, receipt);
+      else ctx.io.stdout.write(renderFields({ stream: receipt.stream, seq: receipt.seq, duplicate: receipt.duplicate }));
+      return ExitCode.ok;
+    } catch (error) {
+      if (!(error instanceof InvalidInputError)) throw error;
+      ctx.io.stderr.write(`baton: ${file}: ${error.message}\n${issueLines(error.rejection.issues)}`);
+      return ExitCode.failure;
+    } finally {
+      await client.close();
+    }
+  },
+};

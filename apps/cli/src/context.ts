@@ -1,0 +1,129 @@
+import { z } from 'zod';
+import { createEventRegistry, type EventRegistry } from '@baton/contracts';
+import { JetStreamEventStore, connectNats, type NatsHandle } from '@baton/eventstore';
+import { createProjectionStore, createRedis, type ProjectionStore, type RedisHandle } from '@baton/projections';
+import { BaseConfigSchema, ConfigError, loadConfig } from '@baton/platform';
+import { CliError, UsageError } from './errors';
+import type { CliIo } from './output';
+
+/** The environment the CLI reads: NATS_URL, REDIS_URL, BATON_PREFIX (as every service) and BATON_API_URL. */
+export const CliConfigSchema = BaseConfigSchema.pick({ NATS_URL: true, REDIS_URL: true, BATON_PREFIX: true }).extend({
+  /** The notifier's operator API (answers and handback decisions go through it). */
+  BATON_API_URL: z
+    .string()
+    .regex(/^https?:\/\//, 'must start with http:// or https://')
+    .default('http://127.0.0.1:7100'),
+  /** Who the operator is, for answers and decisions (default: $USER). */
+  BATON_OPERATOR: z.string().min(1).max(200).optional(),
+  /** Key prefix of the projections in Redis (default `<BATON_PREFIX>:proj`, as the notifier uses). */
+  BATON_PROJECTION_PREFIX: z.string().min(1).optional(),
+});
+export type CliConfig = z.infer<typeof CliConfigSchema>;
+
+/**
+ * What a command runs with: its output streams, validated configuration, and connections opened
+ * on first use (a command that needs only Redis never connects to NATS). `close()` releases them.
+ */
+export interface CliContext {
+  readonly io: CliIo;
+  readonly env: Record<string, string | undefined>;
+  config(): CliConfig;
+  nats(): Promise<NatsHandle>;
+  redis(): Promise<RedisHandle>;
+  /** The projection store over Redis at the notifier's key prefix. */
+  projections(): Promise<ProjectionStore>;
+  /** The event store (read-only use: timelines, replays). */
+  eventStore(): Promise<JetStreamEventStore>;
+  registry(): EventRegistry;
+  /** The operator's name for answers and decisions. */
+  operator(): string;
+  /** `fetch` for the operator API (tests may replace it). */
+  fetch: typeof fetch;
+  close(): Promise<void>;
+}
+
+export interface CliContextOptions {
+  io: CliIo;
+  env?: Record<string, string | undefined>;
+  fetch?: typeof fetch;
+  /** Reuse open connections (tests); they are not closed by `close()`. */
+  nats?: NatsHandle;
+  redis?: RedisHandle;
+}
+
+/** The default projection key prefix for a subject prefix (the notifier's). */
+export function projectionPrefixFor(prefix: string): string {
+  return `${prefix}:proj`;
+}
+
+export function createCliContext(options: CliContextOptions): CliContext {
+  const env = options.env ?? process.env;
+  let config: CliConfig | null = null;
+  let nats: Promise<NatsHandle> | null = options.nats ? Promise.resolve(options.nats) : null;
+  let redis: Promise<RedisHandle> | null = options.redis ? Promise.resolve(options.redis) : null;
+  let registry: EventRegistry | null = null;
+  const owned: (() => Promise<void>)[] = [];
+
+  const ctx: CliContext = {
+    io: options.io,
+    env,
+    fetch: options.fetch ?? fetch,
+    config() {
+      if (config) return config;
+      try {
+        config = loadConfig(CliConfigSchema, env);
+      } catch (error) {
+        if (error instanceof ConfigError) throw new UsageError(error.message);
+        throw error;
+      }
+      return config;
+    },
+    nats() {
+      nats ??= (async () => {
+        const url = ctx.config().NATS_URL;
+        try {
+          const handle = await connectNats({ servers: url.split(','), name: 'baton-cli', reconnect: false, timeoutMs: 5000 });
+          owned.push(() => handle.drain());
+          return handle;
+        } catch (error) {
+          throw new CliError(`cannot reach NATS at ${url}: ${(error as Error).message} (set NATS_URL)`, { cause: error });
+        }
+      })();
+      return nats;
+    },
+    redis() {
+      redis ??= (async () => {
+        const url = ctx.config().REDIS_URL;
+        const handle = createRedis(url, { maxRetriesPerRequest: 1, retryStrategy: () => null });
+        owned.push(() => handle.close());
+        try {
+          await handle.ping(3000);
+        } catch (error) {
+          throw new CliError(`cannot reach Redis at ${url}: ${(error as Error).message} (set REDIS_URL)`, { cause: error });
+        }
+        return handle;
+      })();
+      return redis;
+    },
+    async projections() {
+      const handle = await ctx.redis();
+      const cfg = ctx.config();
+      return createProjectionStore({ redis: handle.client, prefix: cfg.BATON_PROJECTION_PREFIX ?? projectionPrefixFor(cfg.BATON_PREFIX) });
+    },
+    async eventStore() {
+      const handle = await ctx.nats();
+      return new JetStreamEventStore({ js: handle.js, jsm: handle.jsm, prefix: ctx.config().BATON_PREFIX, registry: ctx.registry() });
+    },
+    registry() {
+      registry ??= createEventRegistry();
+      return registry;
+    },
+    operator() {
+      return ctx.config().BATON_OPERATOR ?? env['USER'] ?? 'operator';
+    },
+    async close() {
+      for (const close of owned.splice(0).reverse()) await close().catch(() => undefined);
+    },
+  };
+  return ctx;
+}

@@ -1,0 +1,118 @@
+/** Where a command writes. Tests pass buffers; the real command passes the process streams. */
+export interface CliIo {
+  stdout: { write(text: string): unknown };
+  stderr: { write(text: string): unknown };
+  /** True when stderr is a terminal (progress bars redraw one line; otherwise plain lines). */
+  stderrIsTTY: boolean;
+}
+
+/** The process's streams. */
+export function processIo(): CliIo {
+  return { stdout: process.stdout, stderr: process.stderr, stderrIsTTY: Boolean(process.stderr.isTTY) };
+}
+
+/** Collects what a command writes (tests, and callers that want the text). */
+export interface BufferedIo extends CliIo {
+  out(): string;
+  err(): string;
+}
+
+export function bufferedIo(stderrIsTTY = false): BufferedIo {
+  let out = '';
+  let err = '';
+  return {
+    stdout: { write: (text: string) => (out += text) },
+    stderr: { write: (text: string) => (err += text) },
+    stderrIsTTY,
+    out: () => out,
+    err: () => err,
+  };
+}
+
+/** Print a value as pretty JSON with a trailing newline (the `--json` output of every read command). */
+export function printJson(io: CliIo, value: unknown): void {
+  io.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
+}
+
+export interface Column<T> {
+  header: string;
+  value: (row: T) => unknown;
+  /** Cut longer cells to this many characters (default 60). */
+  max?: number;
+}
+
+/** Render rows as an aligned text table (headers uppercased); `empty` when there are no rows. */
+export function renderTable<T>(rows: readonly T[], columns: readonly Column<T>[], empty = '(none)'): string {
+  if (rows.length === 0) return `${empty}\n`;
+  const cells = rows.map((row) => columns.map((col) => clip(cellText(col.value(row)), col.max ?? 60)));
+  const headers = columns.map((col) => col.header.toUpperCase());
+  const widths = headers.map((h, i) => Math.max(h.length, ...cells.map((r) => r[i]!.length)));
+  const line = (values: string[]) => values.map((v, i) => (i === values.length - 1 ? v : v.padEnd(widths[i]!))).join('  ').trimEnd();
+  return [line(headers), ...cells.map(line)].join('\n') + '\n';
+}
+
+/** Render `key: value` lines, aligned, skipping undefined values. */
+export function renderFields(fields: Record<string, unknown>): string {
+  const entries = Object.entries(fields).filter(([, v]) => v !== undefined);
+  const width = Math.max(0, ...entries.map(([k]) => k.length));
+  return entries.map(([k, v]) => `${`${k}:`.padEnd(width + 1)} ${cellText(v)}`).join('\n') + '\n';
+}
+
+function cellText(value: unknown): string {
+  if (value === undefined || value === null) return '-';
+  if (typeof value === 'string') return value.replace(/[\r\n\t]+/g, ' ');
+  if (typeof value === 'number' || typeof value === 'boolean') return String(value);
+  return JSON.stringify(value);
+}
+
+function clip(text: string, max: number): string {
+  return text.length <= max ? text : `${text.slice(0, Math.max(1, max - 1))}…`;
+}
+
+/** ISO time of an epoch-millisecond value, or '-' when absent. */
+export function isoOf(ms: unknown): string {
+  return typeof ms === 'number' && Number.isFinite(ms) ? new Date(ms).toISOString() : '-';
+}
+
+/**
+ * Progress on stderr: on a terminal, one bar redrawn in place (`label [#####.....] 120/400`);
+ * otherwise a plain line at most every 10% and at the end, so logs stay readable.
+ */
+export class Progress {
+  private done = 0;
+  private lastPlain = -1;
+  private lastPrinted = -1;
+
+  constructor(
+    private readonly io: CliIo,
+    private readonly label: string,
+    private readonly total: number,
+  ) {}
+
+  tick(count = 1): void {
+    this.done += count;
+    this.render(false);
+  }
+
+  finish(): void {
+    this.render(true);
+    if (this.io.stderrIsTTY) this.io.stderr.write('\n');
+  }
+
+  private render(final: boolean): void {
+    const total = Math.max(this.total, this.done);
+    if (this.io.stderrIsTTY) {
+      if (!final && this.done % 50 !== 0) return;
+      const width = 30;
+      const filled = total === 0 ? width : Math.round((this.done / total) * width);
+      this.io.stderr.write(`\r${this.label} [${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${this.done}/${total} events`);
+      return;
+    }
+    const decile = total === 0 ? 10 : Math.floor((this.done / total) * 10);
+    if (decile > this.lastPlain || (final && this.lastPrinted !== this.done)) {
+      this.io.stderr.write(`${this.label}: ${this.done}/${total} events applied\n`);
+      this.lastPlain = decile;
+      this.lastPrinted = this.done;
+    }
+  }
+}

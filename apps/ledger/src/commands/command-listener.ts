@@ -1,0 +1,79 @@
+import { Inject, Injectable, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
+import type { Msg, Subscription } from 'nats';
+import { Subjects } from '@baton/contracts';
+import { headersToRecord } from '@baton/eventstore';
+import { RUNTIME, type LedgerReply, type ServiceRuntime } from '@baton/platform';
+import { LedgerCommands } from './ledger-commands';
+
+/** Queue group every ledger instance joins: each request is served by exactly one instance. */
+export const LEDGER_QUEUE = 'ledger';
+
+const encoder = new TextEncoder();
+
+/**
+ * Serves `<prefix>.cmd.ledger.>` (core NATS request/reply, queue group `ledger`) and hands each
+ * request, with its ORIGINAL bytes, to {@link LedgerCommands}.
+ *
+ * Why not `@MessagePattern`: the JetStream transport JSON-parses a request before the handler runs
+ * and keeps no bytes, so a malformed or oversized body could neither be dead-lettered with its
+ * original bytes nor answered in the ledger's reply shape. This listener is the same subscription
+ * the transport would make, plus those two things. On shutdown it drains the subscription and waits
+ * for in-flight requests before the connection drains.
+ */
+@Injectable()
+export class LedgerCommandListener implements OnApplicationBootstrap, OnModuleDestroy {
+  private subscription: Subscription | null = null;
+  private readonly inFlight = new Set<Promise<void>>();
+  private served = 0;
+
+  constructor(
+    @Inject(RUNTIME) private readonly runtime: ServiceRuntime,
+    @Inject(LedgerCommands) private readonly commands: LedgerCommands,
+  ) {}
+
+  async onApplicationBootstrap(): Promise<void> {
+    const subject = Subjects.ledgerCommands(this.runtime.config.BATON_PREFIX);
+    this.subscription = this.runtime.nats.connection.subscribe(subject, {
+      queue: LEDGER_QUEUE,
+      callback: (err, msg) => {
+        if (err) {
+          this.runtime.logger.error(`ledger subscription failed: ${err.message}`, { subject });
+          return;
+        }
+        const task = this.answer(msg).finally(() => this.inFlight.delete(task));
+        this.inFlight.add(task);
+      },
+    });
+    // The server knows the subscription before the service reports ready.
+    await this.runtime.nats.connection.flush();
+  }
+
+  async onModuleDestroy(): Promise<void> {
+    const subscription = this.subscription;
+    this.subscription = null;
+    if (subscription && !subscription.isClosed()) await subscription.drain().catch(() => undefined);
+    await Promise.allSettled([...this.inFlight]);
+  }
+
+  /** Requests this instance has answered (health and tests). */
+  handledCount(): number {
+    return this.served;
+  }
+
+  private async answer(msg: Msg): Promise<void> {
+    let reply: LedgerReply;
+    try {
+      reply = await this.commands.handle({ subject: msg.subject, headers: headersToRecord(msg.headers), data: msg.data });
+    } catch (error) {
+      this.runtime.logger.error('ledger request failed', error instanceof Error ? error : { error: String(error) });
+      reply = { ok: false, error: { code: 'internal_error', kind: 'internal', message: 'the ledger failed; see its log' } };
+    }
+    this.served++;
+    if (!msg.reply) return;
+    try {
+      msg.respond(encoder.encode(JSON.stringify(reply)));
+    } catch (error) {
+      this.runtime.logger.error(`cannot answer ${msg.subject}`, error instanceof Error ? error : { error: String(error) });
+    }
+  }
+}

@@ -1,0 +1,351 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { nuid } from 'nats';
+import type { z } from 'zod';
+import {
+  AbandonHandoffCommandSchema,
+  ArchiveHandoffCommandSchema,
+  ClaimHandoffCommandSchema,
+  CompleteFromResultCommandSchema,
+  CreateHandoffCommandSchema,
+  DecideHandbackCommandSchema,
+  FailHandoffCommandSchema,
+  HeartbeatHandoffCommandSchema,
+  IdSchema,
+  Limits,
+  ProjectIdSchema,
+  ReleaseHandoffCommandSchema,
+  RequeueExpiredCommandSchema,
+  ReturnHandoffCommandSchema,
+  parseUntrustedJson,
+  rejectionFromZod,
+  type HandoffActorKind,
+  type HandoffCommandMetadata,
+  type HandoffCommandName,
+  type Origin,
+  type Rejection,
+} from '@baton/contracts';
+import { handoffDecider, toHandoffRecord, type HandoffCommand } from '@baton/domain';
+import { ConcurrencyConflict, deadLetter } from '@baton/eventstore';
+import {
+  LedgerActorSchema,
+  LedgerErrorCode,
+  RUNTIME,
+  isLedgerCommandName,
+  type LedgerReply,
+  type ServiceRuntime,
+} from '@baton/platform';
+import { LEDGER_CONFIG, type LedgerConfig } from '../config';
+import { LedgerIds } from '../ids';
+import { ProjectDirectory, type ProjectView } from '../projects/project-directory';
+
+/** Dead-letter source of rejected ledger requests (`<prefix>.dlq.ledger`). */
+export const LEDGER_DLQ_SOURCE = 'ledger';
+
+/** Header a caller may set to tie the events of a command to a wider flow (an Id). */
+export const CorrelationHeader = 'Baton-Correlation-Id';
+
+/** One request as it arrived: subject, headers and the original bytes. */
+export interface LedgerRequest {
+  subject: string;
+  headers: Record<string, string[]>;
+  data: Uint8Array;
+}
+
+/** A command ready to decide: the handoff it is for and the domain command. */
+interface Prepared {
+  handoffId: string;
+  idempotencyKey: string;
+  command: HandoffCommand;
+}
+
+/**
+ * Why a request was refused before deciding: a `RejectionCode` (malformed_json, schema_violation,
+ * payload_too_large) or a ledger code (`unknown_command`, `project_mismatch`).
+ */
+interface LedgerRejection {
+  code: string;
+  message: string;
+  issues: Rejection['issues'];
+}
+
+/** A decoded value, or the rejection (a wider code set than `Decoded` from the contracts). */
+type Checked<T> = { ok: true; value: T } | { ok: false; rejection: LedgerRejection };
+type Refused = { ok: false; rejection: LedgerRejection };
+
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+/** Event origin for an actor kind (`system` is Baton acting on its own). */
+export function originOf(kind: HandoffActorKind): Origin {
+  switch (kind) {
+    case 'agent':
+      return 'agent';
+    case 'operator':
+      return 'operator';
+    case 'human':
+      return 'human';
+    case 'watchdog':
+      return 'watchdog';
+    case 'system':
+      return 'engine_fallback';
+    default: {
+      const never: never = kind;
+      throw new Error(`unhandled actor kind ${String(never)}`);
+    }
+  }
+}
+
+function parseWith<S extends z.ZodType>(schema: S, body: unknown): Checked<z.output<S>> {
+  const parsed = schema.safeParse(body);
+  return parsed.success ? { ok: true, value: parsed.data } : { ok: false, rejection: rejectionFromZod(parsed.error) };
+}
+
+function refused(code: string, message: string, path?: string): Refused {
+  return { ok: false, rejection: { code, message, issues: path ? [{ path, message }] : [] } };
+}
+
+/**
+ * The ledger's one use case: answer a command request. Decodes the body (size cap, safe JSON,
+ * the wire schema of the command named by the subject's last token), fills what the ledger owns
+ * (claim id, default lease, handback id, escalation id, the project's roster, lead and the
+ * claimer's roles), decides and appends through `store.handleCommand` on the handoff aggregate,
+ * and answers a {@link LedgerReply}. Rejected input is answered with `kind: 'rejected'` AND
+ * recorded as a dead letter (`<prefix>.dlq.ledger`, reason = the rejection code, the original
+ * bytes). Domain refusals are answered (and logged), not dead-lettered: they are normal outcomes
+ * (49 of 50 racing claims lose). Idempotent: the events of a request get ids derived from
+ * (project, handoff, command, idempotency key), so a retry is recognised by the decider (recent
+ * keys) or, within the duplicate window, by the stream.
+ */
+@Injectable()
+export class LedgerCommands {
+  constructor(
+    @Inject(RUNTIME) private readonly runtime: ServiceRuntime,
+    @Inject(LEDGER_CONFIG) private readonly config: LedgerConfig,
+    @Inject(ProjectDirectory) private readonly projects: ProjectDirectory,
+  ) {}
+
+  async handle(request: LedgerRequest): Promise<LedgerReply> {
+    const decoded = this.decode(request);
+    if (!decoded.ok) return this.reject(request, decoded.rejection);
+    const { project, name, actor, body } = decoded.value;
+    const log = this.runtime.logger.child({ project, subject: request.subject, command: name });
+
+    let prepared: Checked<Prepared>;
+    let view: ProjectView | null = null;
+    const metadata: HandoffCommandMetadata = { now: new Date().toISOString(), actor: actor.actor, actorKind: actor.actor_kind };
+    try {
+      prepared = await this.prepare(name, project, body, metadata, async () => (view ??= await this.projects.view(project)));
+    } catch (error) {
+      log.error('cannot read the project definition', error instanceof Error ? error : { error: String(error) });
+      return this.unavailable(error);
+    }
+    if (!prepared.ok) return this.reject(request, prepared.rejection);
+    const { handoffId, idempotencyKey, command } = prepared.value;
+
+    const commandId = LedgerIds.commandId(project, handoffId, name, idempotencyKey);
+    const correlation = request.headers[CorrelationHeader]?.[0];
+    try {
+      const result = await this.runtime.store.handleCommand({ project, kind: 'handoff', id: handoffId }, handoffDecider, command, {
+        commandId,
+        occurredAt: metadata.now,
+        actor: metadata.actor,
+        origin: originOf(metadata.actorKind),
+        causationId: null,
+        correlationId: correlation !== undefined && IdSchema.safeParse(correlation).success ? correlation : commandId,
+      });
+      if (!result.ok) {
+        log.info('command refused', { handoff_id: handoffId, code: result.error.code, actor: metadata.actor });
+        return { ok: false, error: result.error };
+      }
+      const handoff = toHandoffRecord(result.state);
+      if (!handoff) return { ok: false, error: { code: 'not_found', kind: 'not_found', message: `handoff ${handoffId} does not exist` } };
+      if (result.events.length > 0) {
+        log.info('command applied', { handoff_id: handoffId, events: result.events.map((e) => e.type), event_id: result.events[0]?.id });
+      }
+      return { ok: true, handoff, events: result.events.length };
+    } catch (error) {
+      log.error('command failed', error instanceof Error ? error : { error: String(error) });
+      return this.unavailable(error);
+    }
+  }
+
+  /** Subject, size, UTF-8, JSON and the caller's identity. */
+  private decode(request: LedgerRequest): Checked<{ project: string; name: HandoffCommandName; actor: z.output<typeof LedgerActorSchema>; body: Record<string, unknown> }> {
+    const tokens = request.subject.split('.');
+    const prefix = this.runtime.config.BATON_PREFIX;
+    if (tokens.length !== 5 || tokens[0] !== prefix || tokens[1] !== 'cmd' || tokens[2] !== 'ledger') {
+      return refused(LedgerErrorCode.unknownCommand, `${request.subject} is not <prefix>.cmd.ledger.<project>.<command>`);
+    }
+    const project = tokens[3] as string;
+    const name = tokens[4] as string;
+    if (!isLedgerCommandName(name)) return refused(LedgerErrorCode.unknownCommand, `the ledger has no command "${name}"`);
+    if (!ProjectIdSchema.safeParse(project).success) return refused('schema_violation', `"${project}" is not a project key`, 'project');
+    if (request.data.length > Limits.maxMessageBytes) {
+      return refused('payload_too_large', `payload is ${request.data.length} bytes; the cap is ${Limits.maxMessageBytes}`);
+    }
+    let text: string;
+    try {
+      text = utf8.decode(request.data);
+    } catch {
+      return refused('malformed_json', 'the body is not UTF-8 text');
+    }
+    const json = parseUntrustedJson(text, Limits.maxMessageBytes);
+    if (!json.ok) return json;
+    if (typeof json.value !== 'object' || json.value === null || Array.isArray(json.value)) {
+      return refused('schema_violation', 'the body must be a JSON object', '(root)');
+    }
+    const { actor, actor_kind, ...body } = json.value as Record<string, unknown>;
+    const who = parseWith(LedgerActorSchema, { actor, actor_kind });
+    if (!who.ok) return who;
+    return { ok: true, value: { project, name, actor: who.value, body } };
+  }
+
+  /** Parse the wire command and add what the ledger owns. */
+  private async prepare(
+    name: HandoffCommandName,
+    project: string,
+    body: Record<string, unknown>,
+    metadata: HandoffCommandMetadata,
+    view: () => Promise<ProjectView>,
+  ): Promise<Checked<Prepared>> {
+    const lease = this.config.LEDGER_LEASE_MS;
+    const done = (handoffId: string, idempotencyKey: string, command: HandoffCommand): Checked<Prepared> => ({
+      ok: true,
+      value: { handoffId, idempotencyKey, command },
+    });
+    switch (name) {
+      case 'create': {
+        const parsed = parseWith(CreateHandoffCommandSchema, body);
+        if (!parsed.ok) return parsed;
+        const d = parsed.value;
+        if (d.project !== project) {
+          return refused(LedgerErrorCode.projectMismatch, `the body names project "${d.project}" but was sent to project "${project}"`, 'project');
+        }
+        return done(d.handoff_id, d.idempotency_key, { type: 'create', data: d, metadata });
+      }
+      case 'claim': {
+        const parsed = parseWith(ClaimHandoffCommandSchema, body);
+        if (!parsed.ok) return parsed;
+        const d = parsed.value;
+        const roles = (await view()).rolesOf(metadata.actor, metadata.actorKind);
+        return done(d.handoff_id, d.idempotency_key, {
+          type: 'claim',
+          data: {
+            handoff_id: d.handoff_id,
+            idempotency_key: d.idempotency_key,
+            claim_id: LedgerIds.claimId(d.handoff_id, d.idempotency_key),
+            lease_ms: d.lease_ms ?? lease,
+            claimer_roles: roles,
+          },
+          metadata,
+        });
+      }
+      case 'heartbeat': {
+        const parsed = parseWith(HeartbeatHandoffCommandSchema, body);
+        if (!parsed.ok) return parsed;
+        const d = parsed.value;
+        return done(d.handoff_id, d.idempotency_key, { type: 'heartbeat', data: { ...d, lease_ms: d.lease_ms ?? lease }, metadata });
+      }
+      case 'return': {
+        const parsed = parseWith(ReturnHandoffCommandSchema, body);
+        if (!parsed.ok) return parsed;
+        const d = parsed.value;
+        const { roster } = await view();
+        return done(d.handoff_id, d.idempotency_key, {
+          type: 'return',
+          data: { ...d, handback_id: LedgerIds.handbackId(d.handoff_id, d.idempotency_key), roster },
+          metadata,
+        });
+      }
+      case 'decide_handback': {
+        const parsed = parseWith(DecideHandbackCommandSchema, body);
+        if (!parsed.ok) return parsed;
+        return done(parsed.value.handoff_id, parsed.value.idempotency_key, { type: 'decide_handback', data: parsed.value, metadata });
+      }
+      case 'release': {
+        const parsed = parseWith(ReleaseHandoffCommandSchema, body);
+        if (!parsed.ok) return parsed;
+        return done(parsed.value.handoff_id, parsed.value.idempotency_key, { type: 'release', data: parsed.value, metadata });
+      }
+      case 'abandon': {
+        const parsed = parseWith(AbandonHandoffCommandSchema, body);
+        if (!parsed.ok) return parsed;
+        return done(parsed.value.handoff_id, parsed.value.idempotency_key, { type: 'abandon', data: parsed.value, metadata });
+      }
+      case 'fail': {
+        const parsed = parseWith(FailHandoffCommandSchema, body);
+        if (!parsed.ok) return parsed;
+        return done(parsed.value.handoff_id, parsed.value.idempotency_key, { type: 'fail', data: parsed.value, metadata });
+      }
+      case 'archive': {
+        const parsed = parseWith(ArchiveHandoffCommandSchema, body);
+        if (!parsed.ok) return parsed;
+        return done(parsed.value.handoff_id, parsed.value.idempotency_key, { type: 'archive', data: parsed.value, metadata });
+      }
+      case 'requeue_expired': {
+        const parsed = parseWith(RequeueExpiredCommandSchema, body);
+        if (!parsed.ok) return parsed;
+        const d = parsed.value;
+        const { roster } = await view();
+        return done(d.handoff_id, d.idempotency_key, {
+          type: 'requeue_expired',
+          data: {
+            ...d,
+            ...(roster.project_lead !== undefined ? { project_lead: roster.project_lead } : {}),
+            escalation_handoff_id: LedgerIds.escalationId(d.handoff_id, d.claim_id),
+          },
+          metadata,
+        });
+      }
+      case 'complete_from_result': {
+        const parsed = parseWith(CompleteFromResultCommandSchema, body);
+        if (!parsed.ok) return parsed;
+        return done(parsed.value.handoff_id, parsed.value.idempotency_key, { type: 'complete_from_result', data: parsed.value, metadata });
+      }
+      default: {
+        const never: never = name;
+        return refused(LedgerErrorCode.unknownCommand, `the ledger has no command "${String(never)}"`);
+      }
+    }
+  }
+
+  /** Answer a rejection and record it as a dead letter with the original bytes. */
+  private async reject(request: LedgerRequest, rejection: LedgerRejection): Promise<LedgerReply> {
+    const log = this.runtime.logger.child({ subject: request.subject });
+    log.warn('request rejected', { code: rejection.code, reason: rejection.message });
+    try {
+      await deadLetter(this.runtime.nats.js, {
+        prefix: this.runtime.config.BATON_PREFIX,
+        source: LEDGER_DLQ_SOURCE,
+        reason: rejection.code,
+        detail: rejection.message,
+        subject: request.subject,
+        headers: request.headers,
+        data: request.data,
+        deliveries: 1,
+        // Core NATS request: no stream and no sequence. A unique id keeps each rejection apart.
+        stream: `core-${nuid.next()}`,
+        seq: 0,
+        consumer: this.runtime.instance,
+      });
+    } catch (error) {
+      log.error('cannot record the rejection as a dead letter', error instanceof Error ? error : { error: String(error) });
+    }
+    return {
+      ok: false,
+      error: {
+        code: rejection.code,
+        kind: 'rejected',
+        message: rejection.message,
+        ...(rejection.issues.length > 0 ? { details: { issues: rejection.issues } } : {}),
+      },
+    };
+  }
+
+  private unavailable(error: unknown): LedgerReply {
+    if (error instanceof ConcurrencyConflict) {
+      return { ok: false, error: { code: LedgerErrorCode.conflict, kind: 'unavailable', message: 'too much contention on this handoff; retry with the same idempotency key' } };
+    }
+    const message = error instanceof Error ? error.message : String(error);
+    return { ok: false, error: { code: LedgerErrorCode.unavailable, kind: 'unavailable', message: `the ledger cannot decide now: ${message}` } };
+  }
+}

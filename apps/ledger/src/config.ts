@@ -1,0 +1,19 @@
+import { z } from 'zod';
+import { loadConfig } from '@baton/platform';
+
+/** Settings only the ledger reads (the shared ones are in `ServiceConfigSchema`). */
+export const LedgerConfigSchema = z.object({
+  /** Lease a claim or heartbeat gets when the command names none, ms. */
+  LEDGER_LEASE_MS: z.coerce.number().int().min(1_000).max(24 * 60 * 60 * 1000).default(60_000),
+  /** How long a project's definition (roster, lead, roles) is reused before it is re-checked, ms. */
+  LEDGER_DEFINITION_TTL_MS: z.coerce.number().int().min(0).max(10 * 60 * 1000).default(5_000),
+});
+export type LedgerConfig = z.infer<typeof LedgerConfigSchema>;
+
+/** Injection token for the {@link LedgerConfig}. */
+export const LEDGER_CONFIG = Symbol('LEDGER_CONFIG');
+
+/** Validate the ledger's own variables; throws `ConfigError` naming each bad one. */
+export function loadLedgerConfig(env: Record<string, string | undefined>): LedgerConfig {
+  return loadConfig(LedgerConfigSchema, env);
+}

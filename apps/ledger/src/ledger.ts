@@ -1,0 +1,33 @@
+import { batonStreamNames } from '@baton/eventstore';
+import { runService, type RunningService } from '@baton/platform';
+import { loadLedgerConfig } from './config';
+import { LedgerModule } from './ledger.module';
+import { HANDOFF_EVENTS_PATTERN, REACTOR_DURABLE } from './reactor/handoff-reactor.controller';
+
+/** The ledger's default HTTP port (health). */
+export const LEDGER_PORT = 7102;
+
+/**
+ * Start the ledger service: request/reply on `<prefix>.cmd.ledger.>` (queue group `ledger`) and
+ * the handoff reactor (durable `ledger_handoff_reactor` on `<prefix>.ev.*.handoff.*`, one message
+ * at a time per instance). Throws `ConfigError` when a ledger variable is invalid.
+ */
+export async function startLedger(env: Record<string, string | undefined> = process.env): Promise<RunningService> {
+  const config = loadLedgerConfig(env);
+  return runService({
+    service: 'ledger',
+    defaultPort: LEDGER_PORT,
+    env,
+    imports: [LedgerModule.register(config)],
+    consumers: (runtime) => [
+      {
+        durable: REACTOR_DURABLE,
+        stream: batonStreamNames(runtime.config.BATON_PREFIX).events,
+        filterSubject: HANDOFF_EVENTS_PATTERN,
+        patterns: [HANDOFF_EVENTS_PATTERN],
+        concurrency: 1,
+        deliverFrom: 'all',
+      },
+    ],
+  });
+}

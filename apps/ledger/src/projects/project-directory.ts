@@ -1,0 +1,88 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { ActorNameSchema, type HandoffActorKind, type ProjectDefinition } from '@baton/contracts';
+import type { ProjectRoster } from '@baton/domain';
+import { RUNTIME, type ServiceRuntime } from '@baton/platform';
+import { LEDGER_CONFIG, type LedgerConfig } from '../config';
+
+/** What the ledger knows about a project when it fills a command. */
+export interface ProjectView {
+  /** Visible actors (the definition's agents) and the default lead; empty / no lead without a definition. */
+  roster: ProjectRoster;
+  /** Roles a claimer holds (for `to_role` handoffs): its agent role, and `operator` for operators and humans. */
+  rolesOf(actor: string, actorKind: HandoffActorKind): string[];
+}
+
+interface Cached {
+  definition: ProjectDefinition | null;
+  lastSeq: number;
+  fetchedAt: number;
+}
+
+const EMPTY: Cached = { definition: null, lastSeq: 0, fetchedAt: 0 };
+
+/** The view of a project with no (or some) definition. */
+export function projectView(definition: ProjectDefinition | null): ProjectView {
+  const agents = definition?.agents ?? [];
+  const lead = definition?.lead;
+  const roster: ProjectRoster = {
+    visible_actors: agents.map((agent) => agent.name),
+    ...(lead !== undefined && ActorNameSchema.safeParse(lead).success ? { project_lead: lead } : {}),
+  };
+  const roles = new Map(agents.map((agent) => [agent.name, agent.role]));
+  return {
+    roster,
+    rolesOf(actor, actorKind) {
+      const out: string[] = [];
+      if (actorKind === 'operator' || actorKind === 'human') out.push('operator');
+      const role = roles.get(actor)?.trim();
+      if (role) out.push(role);
+      return out;
+    },
+  };
+}
+
+/**
+ * Reads each project's definition (aggregate `definition` / `current`, event
+ * `definition.published`, written by the router) through the event store and keeps it for
+ * `LEDGER_DEFINITION_TTL_MS`; after that only events newer than the cached one are read. A project
+ * with no definition has an empty roster and no lead. Concurrent look-ups of one project share
+ * one read. Store errors propagate (the caller answers `unavailable`).
+ */
+@Injectable()
+export class ProjectDirectory {
+  private readonly cache = new Map<string, Cached>();
+  private readonly loading = new Map<string, Promise<Cached>>();
+
+  constructor(
+    @Inject(RUNTIME) private readonly runtime: ServiceRuntime,
+    @Inject(LEDGER_CONFIG) private readonly config: LedgerConfig,
+  ) {}
+
+  async view(project: string): Promise<ProjectView> {
+    return projectView((await this.definition(project)).definition);
+  }
+
+  private async definition(project: string): Promise<Cached> {
+    const cached = this.cache.get(project);
+    if (cached && Date.now() - cached.fetchedAt < this.config.LEDGER_DEFINITION_TTL_MS) return cached;
+    let pending = this.loading.get(project);
+    if (!pending) {
+      pending = this.refresh(project, cached ?? EMPTY).finally(() => this.loading.delete(project));
+      this.loading.set(project, pending);
+    }
+    return pending;
+  }
+
+  private async refresh(project: string, base: Cached): Promise<Cached> {
+    const read = await this.runtime.store.read({ project, kind: 'definition', id: 'current' }, { afterSeq: base.lastSeq });
+    // The stream went backwards (recreated): start over.
+    if (read.lastSeq < base.lastSeq) return this.refresh(project, EMPTY);
+    let definition = base.definition;
+    for (const event of read.events) {
+      if (event.type === 'definition.published') definition = (event.payload as { definition: ProjectDefinition }).definition;
+    }
+    const next: Cached = { definition, lastSeq: read.lastSeq, fetchedAt: Date.now() };
+    this.cache.set(project, next);
+    return next;
+  }
+}

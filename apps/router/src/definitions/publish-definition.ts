@@ -1,0 +1,91 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { ProjectDefinitionSchema, type Rejection } from '@baton/contracts';
+import { RUNTIME, type ServiceRuntime } from '@baton/platform';
+import type { PublishDefinitionReply, RouterReplyError } from '../contracts';
+import { deadLetterRequest } from '../shared/dead-letter';
+import { nowIso, ROUTER_ACTOR } from '../shared/ids';
+import { decodeInbound } from '../shared/inbound';
+import { subjectTokens } from '../shared/subjects';
+import { DefinitionCatalog, definitionRef } from './definition-catalog';
+import { definitionDecider } from './definition.decider';
+import { definitionDigest } from './digest';
+
+const encoder = new TextEncoder();
+const ACTOR_PATTERN = /^[A-Za-z0-9_\-.:@]{1,200}$/;
+
+/** Where refused definition requests are dead-lettered (`<prefix>.dlq.router-definitions`). */
+export const DEFINITIONS_DLQ_SOURCE = 'router-definitions';
+
+/**
+ * Use case: publish a project definition (`<prefix>.cmd.router.<project>.publish_definition`).
+ *
+ * Validates the body (size cap, JSON, `ProjectDefinitionSchema`, the subject's project equal to
+ * the body's), then appends `definition.published` to `{project, definition, current}` unless the
+ * same definition (same digest) is already current. Replies `{ ok: true, version, digest,
+ * changed }` (`version` = the stream sequence of the definition in force) or `{ ok: false, error }`.
+ * Every refusal is also dead-lettered with the original bytes. Retrying is safe: a repeat of the
+ * current definition appends nothing and answers the same version.
+ */
+@Injectable()
+export class PublishDefinitionUseCase {
+  constructor(
+    @Inject(RUNTIME) private readonly runtime: ServiceRuntime,
+    private readonly catalog: DefinitionCatalog,
+  ) {}
+
+  async execute(subject: string, body: unknown, headers: Record<string, string[]>): Promise<PublishDefinitionReply> {
+    const text = body === undefined ? '' : JSON.stringify(body);
+    const refuse = (error: RouterReplyError) => this.refuse(subject, text, headers, error);
+
+    const decoded = decodeInbound(text, ProjectDefinitionSchema);
+    if (!decoded.ok) return refuse(fromRejection(decoded.rejection));
+    const definition = decoded.value;
+    const tokens = subjectTokens(subject);
+    if (tokens === null || tokens.project !== definition.project) {
+      return refuse({
+        code: 'schema_violation',
+        kind: 'rejection',
+        message: `the subject names project '${tokens?.project ?? '?'}' but the definition is for '${definition.project}'`,
+        issues: [{ path: 'project', message: 'does not match the subject' }],
+      });
+    }
+
+    const digest = definitionDigest(definition);
+    const actorHeader = headers['Baton-Actor']?.[0];
+    const publishedBy = actorHeader !== undefined && ACTOR_PATTERN.test(actorHeader) ? actorHeader : ROUTER_ACTOR;
+    const now = nowIso();
+    const result = await this.runtime.store.handleCommand(
+      definitionRef(definition.project),
+      definitionDecider,
+      { type: 'publish', data: { definition, digest, published_by: publishedBy }, metadata: { now } },
+      // Event ids are random on purpose: publishing A, B, then A again must append A again.
+      { occurredAt: now, actor: publishedBy, origin: 'operator', causationId: null, correlationId: `definition-${definition.project}` },
+    );
+    if (!result.ok) {
+      return refuse({ code: result.error.code, kind: result.error.kind, message: result.error.message, issues: [] });
+    }
+    this.catalog.invalidate(definition.project);
+    const changed = result.events.length > 0;
+    const version = changed ? result.events[0]!.seq : result.lastSeq;
+    this.runtime.logger.info(changed ? 'definition published' : 'definition unchanged', { project: definition.project, version, digest });
+    return { ok: true, project: definition.project, version, digest, changed };
+  }
+
+  private async refuse(subject: string, text: string, headers: Record<string, string[]>, error: RouterReplyError): Promise<PublishDefinitionReply> {
+    this.runtime.logger.warn('definition refused', { subject, code: error.code, reason: error.message });
+    await deadLetterRequest(this.runtime.nats, this.runtime.logger, {
+      prefix: this.runtime.config.BATON_PREFIX,
+      source: DEFINITIONS_DLQ_SOURCE,
+      reason: error.code,
+      detail: error.message,
+      subject,
+      headers,
+      data: encoder.encode(text),
+    });
+    return { ok: false, error };
+  }
+}
+
+function fromRejection(rejection: Rejection): RouterReplyError {
+  return { code: rejection.code, kind: 'rejection', message: rejection.message, issues: rejection.issues };
+}

@@ -1,0 +1,23 @@
+import type { NatsHandle } from '@baton/eventstore';
+// TODO(lead): once `libs/platform/src/index.ts` exports `./clients`, import these from
+// `@baton/platform` and drop the lint exception.
+// eslint-disable-next-line @nx/enforce-module-boundaries
+import { LedgerClient, type LedgerReply } from '../../../../libs/platform/src/clients';
+import { ROUTER_ACTOR } from '../shared/ids';
+
+export type { LedgerReply };
+
+/** Injection token of the router's {@link RouterLedger}. */
+export const LEDGER = Symbol('ROUTER_LEDGER');
+
+/** The two ledger commands the router issues (structurally a subset of `LedgerClient`). */
+export type RouterLedger = Pick<LedgerClient, 'create' | 'completeFromResult'>;
+
+/**
+ * The router's ledger client: core NATS request/reply, as the system actor `baton-router`
+ * (`complete_from_result` is refused for any other actor kind). Short timeouts and two attempts
+ * per call: the dispatch reactor has its own, longer, redelivery backoff on top.
+ */
+export function createRouterLedger(nats: NatsHandle, prefix: string): RouterLedger {
+  return new LedgerClient(nats, prefix, { as: { actor: ROUTER_ACTOR, actor_kind: 'system' }, timeoutMs: 3000, attempts: 2, backoffMs: 100 });
+}

@@ -1,0 +1,84 @@
+import type { AgentResult, RunAnswer } from '@baton/contracts';
+import {
+  accept,
+  assertNever,
+  decideRun,
+  DomainErrorKind,
+  evolveRun,
+  initialRunState,
+  reject,
+  RunErrorCode,
+  type Decider,
+  type DecisionResult,
+  type RejectResult,
+  type RunCommandMetadata,
+  type RunEvent,
+  type RunState,
+  type StartRun,
+} from '@baton/domain';
+import { findPublishedWorkflow, type DefinitionState } from '../definitions/definition.decider';
+
+/**
+ * The run decider as the router drives it. `record_result` and `resume` need the workflow the run
+ * is pinned to, which is only known once the run is folded; so those commands carry the
+ * project's published definitions and the lookup happens inside `decide`, on the folded state.
+ * One decider object for every command, so the event store's folded-state cache is shared.
+ */
+export type RouterRunCommand =
+  | { kind: 'start'; command: StartRun }
+  | { kind: 'reject'; command: RejectResult }
+  | { kind: 'result'; result: AgentResult; definitions: DefinitionState; metadata: RunCommandMetadata }
+  | { kind: 'answer'; answer: RunAnswer; definitions: DefinitionState; metadata: RunCommandMetadata };
+
+/** Refusals the router adds to the run decider's ({@link RunErrorCode}). */
+export const RouterRunErrorCode = {
+  /** The run's pinned workflow version is not in the definitions given (a stale cache: re-read). */
+  definitionMissing: 'definition_missing',
+  /** The result names an agent the run's project definition does not list. */
+  unknownAgent: 'unknown_agent',
+} as const;
+
+function decide(command: RouterRunCommand, state: RunState): DecisionResult<RunEvent> {
+  switch (command.kind) {
+    case 'start':
+    case 'reject':
+      return decideRun(command.command, state);
+    case 'result': {
+      const { result, definitions, metadata } = command;
+      if (state.status === 'none') return reject(DomainErrorKind.notFound, RunErrorCode.runNotFound, `run ${result.workflow_run_id} has not started`);
+      if (state.processedIds.includes(result.result_id)) return accept();
+      const pinned = findPublishedWorkflow(definitions, state.workflow.name, state.workflow.version);
+      if (pinned === undefined) return missingDefinition(state);
+      if (!pinned.agents.some((agent) => agent.name === result.agent)) {
+        return reject(DomainErrorKind.invalid, RouterRunErrorCode.unknownAgent, `'${result.agent}' is not an agent of project '${state.project}'`, {
+          agent: result.agent,
+        });
+      }
+      return decideRun({ type: 'record_result', data: { result, workflow: pinned.workflow, agents: pinned.agents }, metadata }, state);
+    }
+    case 'answer': {
+      const { answer, definitions, metadata } = command;
+      if (state.status === 'none') return reject(DomainErrorKind.notFound, RunErrorCode.runNotFound, 'the run has not started');
+      if (state.processedIds.includes(answer.answer.answer_id)) return accept();
+      const pinned = findPublishedWorkflow(definitions, state.workflow.name, state.workflow.version);
+      if (pinned === undefined) return missingDefinition(state);
+      return decideRun({ type: 'resume', data: { answer, workflow: pinned.workflow, agents: pinned.agents }, metadata }, state);
+    }
+    default:
+      return assertNever(command, 'router run command');
+  }
+}
+
+function missingDefinition(state: Exclude<RunState, { status: 'none' }>): DecisionResult<RunEvent> {
+  return reject(
+    DomainErrorKind.notFound,
+    RouterRunErrorCode.definitionMissing,
+    `workflow '${state.workflow.name}' v${state.workflow.version} of run ${state.workflowRunId} is not among the published definitions`,
+  );
+}
+
+export const routerRunDecider: Decider<RouterRunCommand, RunEvent, RunState> = {
+  decide,
+  evolve: evolveRun,
+  initialState: initialRunState,
+};

@@ -1,0 +1,36 @@
+import { Controller } from '@nestjs/common';
+import { Ctx, EventPattern } from '@nestjs/microservices';
+import { JetStreamContext } from '@baton/platform';
+import { RouterPatterns } from '../shared/subjects';
+import { RecordResultUseCase } from './use-cases/record-result';
+import { ResumeRunUseCase } from './use-cases/resume-run';
+import { StartRunUseCase } from './use-cases/start-run';
+
+/**
+ * The router's inbox (durable pull consumers on `<PREFIX>_INBOX`, one per pattern). Each handler
+ * decodes the original bytes itself (size cap first), so the transport's parsed payload is not
+ * used. Resolving acks; a PoisonError dead-letters; anything else is retried with a delay.
+ */
+@Controller()
+export class RunsController {
+  constructor(
+    private readonly startRun: StartRunUseCase,
+    private readonly recordResult: RecordResultUseCase,
+    private readonly resumeRun: ResumeRunUseCase,
+  ) {}
+
+  @EventPattern(RouterPatterns.runStart)
+  onStart(@Ctx() ctx: JetStreamContext): Promise<void> {
+    return this.startRun.execute(ctx.subject, ctx.data);
+  }
+
+  @EventPattern(RouterPatterns.agentResult)
+  onResult(@Ctx() ctx: JetStreamContext): Promise<void> {
+    return this.recordResult.execute(ctx.subject, ctx.data);
+  }
+
+  @EventPattern(RouterPatterns.operatorAnswer)
+  onAnswer(@Ctx() ctx: JetStreamContext): Promise<void> {
+    return this.resumeRun.execute(ctx.subject, ctx.data);
+  }
+}

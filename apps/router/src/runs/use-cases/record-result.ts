@@ -1,0 +1,74 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { AgentResultSchema, RejectionCode } from '@baton/contracts';
+import { RunErrorCode } from '@baton/domain';
+import { RUNTIME, type ServiceRuntime } from '@baton/platform';
+import { nowIso } from '../../shared/ids';
+import { decodeOrPoison, poison } from '../../shared/inbound';
+import { subjectTokens } from '../../shared/subjects';
+import { RunCommands, runRef } from '../run-commands';
+import { RouterRunErrorCode } from '../router-run.decider';
+
+/**
+ * Use case: record an agent result from `<prefix>.in.<project>.result.<agent>` and route the run.
+ *
+ * - Bad input — over `Limits.maxMessageBytes`, malformed JSON, an `AgentResultSchema` violation,
+ *   or subject tokens that disagree with the body's project / agent — throws a PoisonError: the
+ *   original bytes are dead-lettered with the rejection code as reason and never retried.
+ * - A result for a run that does not exist is dead-lettered (`not_found`): there is no run to
+ *   record it on.
+ * - A result the run refuses (unknown agent, a finished run, the wrong agent, a stale handoff) is
+ *   recorded on the run as `run.result_rejected` with the decider's code, and acknowledged: a
+ *   business refusal is never retried.
+ * - An unparseable sentinel is not a refusal: the routing domain applies the no-action default
+ *   and keeps the parse diagnostic in the reason.
+ * - Otherwise `record_result` appends `run.result_recorded` and the routing outcome. Idempotent
+ *   per `result_id`: a redelivered or republished result appends nothing.
+ */
+@Injectable()
+export class RecordResultUseCase {
+  constructor(
+    @Inject(RUNTIME) private readonly runtime: ServiceRuntime,
+    private readonly runs: RunCommands,
+  ) {}
+
+  async execute(subject: string, bytes: Uint8Array): Promise<void> {
+    const result = decodeOrPoison(bytes, AgentResultSchema);
+    const tokens = subjectTokens(subject);
+    if (tokens?.project !== result.project || tokens.agent !== result.agent) {
+      throw poison({
+        code: RejectionCode.schemaViolation,
+        message: `the subject names ${tokens?.project ?? '?'}/${tokens?.agent ?? '?'}, the result ${result.project}/${result.agent}`,
+      });
+    }
+    const log = this.runtime.logger.child({
+      project: result.project,
+      workflow_run_id: result.workflow_run_id,
+      run_id: result.run_id,
+      result_id: result.result_id,
+      agent: result.agent,
+    });
+    const ref = runRef(result.project, result.workflow_run_id);
+    const now = nowIso();
+    const cause = { id: result.result_id, actor: result.agent, origin: 'agent' as const, workflowRunId: result.workflow_run_id, now };
+    const outcome = await this.runs.runWithDefinitions(
+      ref,
+      (definitions) => ({ kind: 'result', result, definitions, metadata: { now, actor: result.agent } }),
+      { ...cause, kind: 'result' },
+    );
+    if (outcome.ok) {
+      log.info(outcome.events.length > 0 ? 'result recorded' : 'result already recorded', { events: outcome.events.map((e) => e.type) });
+      return;
+    }
+    const { error } = outcome;
+    if (error.code === RunErrorCode.runNotFound) throw poison({ code: RejectionCode.notFound, message: error.message });
+    if (error.code === RouterRunErrorCode.definitionMissing) throw poison({ code: RejectionCode.unknownWorkflow, message: error.message });
+
+    const unrecordable = await this.runs.recordRefusal(
+      ref,
+      { result_id: result.result_id, agent: result.agent, code: error.code, message: error.message },
+      { ...cause, kind: 'result_refused' },
+    );
+    if (unrecordable !== null) throw poison({ code: unrecordable.code, message: unrecordable.message });
+    log.warn('result rejected', { code: error.code, reason: error.message });
+  }
+}

@@ -1,0 +1,83 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { RUNTIME, type ServiceRuntime } from '@baton/platform';
+import { StartRunRequestSchema } from '../../contracts';
+import { DefinitionCatalog } from '../../definitions/definition-catalog';
+import { workflowForStart } from '../../definitions/definition.decider';
+import { nowIso, ROUTER_ACTOR } from '../../shared/ids';
+import { decodeOrPoison, poison } from '../../shared/inbound';
+import { subjectTokens } from '../../shared/subjects';
+import { RunCommands, runRef } from '../run-commands';
+
+/**
+ * Use case: start a workflow run from `<prefix>.in.<project>.start`.
+ *
+ * Decodes a {@link StartRunRequestSchema} body (size cap, JSON, schema, the subject's project),
+ * resolves the workflow from the project's current definition (re-read, so a definition
+ * published just before the start is seen; `workflow_version` pins an older one), and runs
+ * `start_run` on the run aggregate (id = workflow_run_id): `run.started` then `run.routed` to the
+ * entry step's agent. Idempotent: a start delivered twice starts one run. Bad input, an unknown
+ * workflow or a refused start throws a PoisonError (dead letter with the reason and the original
+ * bytes); store failures propagate (nak, redelivery).
+ */
+@Injectable()
+export class StartRunUseCase {
+  constructor(
+    @Inject(RUNTIME) private readonly runtime: ServiceRuntime,
+    private readonly catalog: DefinitionCatalog,
+    private readonly runs: RunCommands,
+  ) {}
+
+  async execute(subject: string, bytes: Uint8Array): Promise<void> {
+    const request = decodeOrPoison(bytes, StartRunRequestSchema);
+    const tokens = subjectTokens(subject);
+    if (tokens?.project !== request.project) {
+      throw poison({ code: 'schema_violation', message: `the subject names project '${tokens?.project ?? '?'}', the body '${request.project}'` });
+    }
+    const log = this.runtime.logger.child({ project: request.project, workflow_run_id: request.workflow_run_id });
+    const definitions = await this.catalog.load(request.project, { fresh: true });
+    const pinned = workflowForStart(definitions, request.workflow, request.workflow_version);
+    if (pinned === undefined) {
+      const version = request.workflow_version === undefined ? '' : ` v${request.workflow_version}`;
+      throw poison({
+        code: 'unknown_workflow',
+        message:
+          definitions.published.length === 0
+            ? `project '${request.project}' has no published definition`
+            : `workflow '${request.workflow}'${version} is not defined in project '${request.project}'`,
+      });
+    }
+    const now = nowIso();
+    const actor = request.started_by ?? request.issue_author ?? request.trigger_author ?? ROUTER_ACTOR;
+    const variables = { ...(request.variables ?? {}), ...(request.input !== undefined ? { input: request.input } : {}) };
+    const outcome = await this.runs.run(
+      runRef(request.project, request.workflow_run_id),
+      {
+        kind: 'start',
+        command: {
+          type: 'start_run',
+          data: {
+            workflow_run_id: request.workflow_run_id,
+            project: request.project,
+            workflow: pinned.workflow,
+            people: {
+              started_by: request.started_by ?? null,
+              issue_author: request.issue_author ?? null,
+              trigger_author: request.trigger_author ?? null,
+            },
+            variables,
+          },
+          metadata: { now, actor },
+        },
+      },
+      { kind: 'start', id: request.workflow_run_id, actor, origin: 'human', workflowRunId: request.workflow_run_id, now },
+    );
+    if (!outcome.ok) {
+      log.warn('run start refused', { code: outcome.error.code, reason: outcome.error.message });
+      throw poison({ code: outcome.error.code, message: outcome.error.message });
+    }
+    log.info(outcome.events.length > 0 ? 'run started' : 'run already started', {
+      workflow: `${pinned.workflow.name}@${pinned.workflow.version}`,
+      event_ids: outcome.events.map((e) => e.id),
+    });
+  }
+}

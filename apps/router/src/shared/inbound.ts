@@ -1,0 +1,36 @@
+import { Limits, parseUntrustedJson, rejectionFromZod, type Rejection } from '@baton/contracts';
+import { PoisonError } from '@baton/eventstore';
+import type { z } from 'zod';
+
+const decoder = new TextDecoder();
+
+/** A decoded input, or the typed rejection it earned. */
+export type Inbound<T> = { ok: true; value: T } | { ok: false; rejection: Rejection };
+
+/**
+ * Decode untrusted bytes from an entry point: size cap (`Limits.maxMessageBytes`), JSON with
+ * prototype-polluting keys refused, then the zod schema. Never throws.
+ */
+export function decodeInbound<S extends z.ZodType>(bytes: Uint8Array | string, schema: S): Inbound<z.infer<S>> {
+  const text = typeof bytes === 'string' ? bytes : decoder.decode(bytes);
+  const json = parseUntrustedJson(text, Limits.maxMessageBytes);
+  if (!json.ok) return json;
+  const parsed = schema.safeParse(json.value);
+  return parsed.success ? { ok: true, value: parsed.data } : { ok: false, rejection: rejectionFromZod(parsed.error) };
+}
+
+/**
+ * Like {@link decodeInbound}, for a JetStream handler: a rejection becomes a {@link PoisonError}
+ * whose reason is the rejection code, so the transport dead-letters the original bytes with that
+ * reason and terms the message (bad input is never retried).
+ */
+export function decodeOrPoison<S extends z.ZodType>(bytes: Uint8Array, schema: S): z.infer<S> {
+  const decoded = decodeInbound(bytes, schema);
+  if (!decoded.ok) throw poison(decoded.rejection);
+  return decoded.value;
+}
+
+/** A PoisonError carrying a rejection: the dead letter's reason is the rejection code. */
+export function poison(rejection: Pick<Rejection, 'code' | 'message'>): PoisonError {
+  return new PoisonError(`${rejection.code}: ${rejection.message}`, rejection.code);
+}

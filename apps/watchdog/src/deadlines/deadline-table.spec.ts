@@ -1,0 +1,76 @@
+import { DeadlineTable } from './deadline-table';
+
+describe('DeadlineTable', () => {
+  it('hands out a lease only once it has expired, earliest first', () => {
+    const table = new DeadlineTable();
+    table.claim('h-2', 'p', 'c-2', 2_000);
+    table.claim('h-1', 'p', 'c-1', 1_000);
+    table.claim('h-3', 'p', 'c-3', 3_000);
+    expect(table.takeDue(999, 10)).toEqual([]);
+    expect(table.takeDue(2_000, 10).map((d) => d.handoffId)).toEqual(['h-1', 'h-2']);
+    expect(table.takeDue(10_000, 10)).toEqual([{ handoffId: 'h-3', project: 'p', claimId: 'c-3', leaseExpiresAt: 3_000 }]);
+  });
+
+  it('a heartbeat before expiry moves the deadline: the old expiry no longer hands the lease out', () => {
+    const table = new DeadlineTable();
+    table.claim('h-1', 'p', 'c-1', 1_000);
+    expect(table.extend('h-1', 5_000)).toBe(true);
+    expect(table.takeDue(1_000, 10)).toEqual([]);
+    expect(table.takeDue(5_000, 10).map((d) => d.leaseExpiresAt)).toEqual([5_000]);
+  });
+
+  it('a released handoff is never handed out, and a heartbeat for an untracked handoff changes nothing', () => {
+    const table = new DeadlineTable();
+    table.claim('h-1', 'p', 'c-1', 1_000);
+    expect(table.release('h-1')).toBe(true);
+    expect(table.extend('h-1', 2_000)).toBe(false);
+    expect(table.takeDue(10_000, 10)).toEqual([]);
+    expect(table.size).toBe(0);
+  });
+
+  it('a lease handed out is not handed out again until postponed; a postponement for an old claim is ignored', () => {
+    const table = new DeadlineTable();
+    table.claim('h-1', 'p', 'c-1', 1_000);
+    expect(table.takeDue(1_000, 10)).toHaveLength(1);
+    expect(table.takeDue(50_000, 10)).toEqual([]);
+    table.postpone('h-1', 'c-old', 2_000);
+    expect(table.takeDue(50_000, 10)).toEqual([]);
+    table.postpone('h-1', 'c-1', 2_000);
+    expect(table.takeDue(1_999, 10)).toEqual([]);
+    expect(table.takeDue(2_000, 10).map((d) => d.claimId)).toEqual(['c-1']);
+  });
+
+  it('a new claim replaces the old one, even while the old one is handed out', () => {
+    const table = new DeadlineTable();
+    table.claim('h-1', 'p', 'c-1', 1_000);
+    expect(table.takeDue(1_000, 10)).toHaveLength(1);
+    table.claim('h-1', 'p', 'c-2', 4_000);
+    table.postpone('h-1', 'c-1', 1_500); // the answer about the old claim arrives late
+    expect(table.takeDue(3_999, 10)).toEqual([]);
+    expect(table.takeDue(4_000, 10).map((d) => d.claimId)).toEqual(['c-2']);
+  });
+
+  it('respects the batch limit and keeps the rest for the next call', () => {
+    const table = new DeadlineTable();
+    for (let i = 0; i < 5; i++) table.claim(`h-${i}`, 'p', `c-${i}`, 100 + i);
+    expect(table.takeDue(1_000, 3)).toHaveLength(3);
+    expect(table.takeDue(1_000, 3).map((d) => d.handoffId)).toEqual(['h-3', 'h-4']);
+  });
+
+  it('holds 100k claimed handoffs with heartbeats, keeps the heap compact and finds the due ones quickly', () => {
+    const table = new DeadlineTable();
+    const n = 100_000;
+    for (let i = 0; i < n; i++) table.claim(`handoff-${i}`, `project-${i % 10}`, `claim-${i}`, 60_000 + i);
+    // Three heartbeat rounds leave dead heap nodes behind; compaction bounds them.
+    for (let round = 1; round <= 3; round++) {
+      for (let i = 0; i < n; i++) table.extend(`handoff-${i}`, 60_000 + round * 100_000 + i);
+    }
+    expect(table.size).toBe(n);
+    expect(table.heapSize).toBeLessThanOrEqual(2 * n + 1024 + 1);
+    const started = process.hrtime.bigint();
+    expect(table.takeDue(360_000 + 499, 10_000)).toHaveLength(500);
+    const tookMs = Number(process.hrtime.bigint() - started) / 1e6;
+    expect(tookMs).toBeLessThan(500);
+    expect(table.takeDue(360_000 + n, n)).toHaveLength(n - 500);
+  });
+});

@@ -1,0 +1,188 @@
+/**
+ * The lease deadlines the watchdog watches: one entry per CLAIMED handoff (handoff id → project,
+ * claim id, lease expiry), nothing for handoffs in any other status, so 100k handoffs cost only as
+ * much memory as the ones currently claimed.
+ *
+ * Due entries come out of a binary min-heap keyed on the time they are next due. The heap is
+ * lazy: a heartbeat or a new claim pushes a fresh node and bumps the entry's generation, and
+ * nodes whose generation no longer matches are dropped when they surface. The heap is rebuilt
+ * when dead nodes outnumber live ones, so it stays within about twice the table's size.
+ */
+
+/** A lease as the table holds it. Times are epoch milliseconds. */
+export interface Deadline {
+  handoffId: string;
+  project: string;
+  claimId: string;
+  leaseExpiresAt: number;
+}
+
+interface Entry {
+  project: string;
+  claimId: string;
+  leaseExpiresAt: number;
+  /** When the entry is next due: the expiry, or later after an attempt (see `postpone`). */
+  dueAt: number;
+  /** Bumped on every change; only the heap node with the current generation is live. */
+  generation: number;
+  /** False between `takeDue` handing the entry out and the `postpone` that reschedules it. */
+  scheduled: boolean;
+}
+
+interface HeapNode {
+  dueAt: number;
+  handoffId: string;
+  generation: number;
+}
+
+/** Rebuild the heap when it holds more than this many nodes beyond twice the table's size. */
+const COMPACTION_SLACK = 1024;
+
+export class DeadlineTable {
+  private readonly entries = new Map<string, Entry>();
+  private heap: HeapNode[] = [];
+  /** One string per project: events decoded from JSON would otherwise each carry their own copy. */
+  private readonly projects = new Map<string, string>();
+
+  /** Number of claimed handoffs tracked. */
+  get size(): number {
+    return this.entries.size;
+  }
+
+  /** Number of heap nodes, live and dead (for tests and status). */
+  get heapSize(): number {
+    return this.heap.length;
+  }
+
+  /** The lease of a handoff, if it is claimed. */
+  get(handoffId: string): Deadline | undefined {
+    const entry = this.entries.get(handoffId);
+    if (!entry) return undefined;
+    return { handoffId, project: entry.project, claimId: entry.claimId, leaseExpiresAt: entry.leaseExpiresAt };
+  }
+
+  /** A new claim: track (or replace) the handoff's lease, due at its expiry. */
+  claim(handoffId: string, project: string, claimId: string, leaseExpiresAt: number): void {
+    const previous = this.entries.get(handoffId);
+    const entry: Entry = {
+      project: this.intern(project),
+      claimId,
+      leaseExpiresAt,
+      dueAt: leaseExpiresAt,
+      generation: (previous?.generation ?? 0) + 1,
+      scheduled: true,
+    };
+    this.entries.set(handoffId, entry);
+    this.push({ dueAt: entry.dueAt, handoffId, generation: entry.generation });
+  }
+
+  /**
+   * A heartbeat: move the lease of the current claim to `leaseExpiresAt`. Returns false (and
+   * changes nothing) when the handoff is not tracked.
+   */
+  extend(handoffId: string, leaseExpiresAt: number): boolean {
+    const entry = this.entries.get(handoffId);
+    if (!entry) return false;
+    entry.leaseExpiresAt = leaseExpiresAt;
+    this.reschedule(handoffId, entry, leaseExpiresAt);
+    return true;
+  }
+
+  /** The handoff is no longer claimed. Returns whether it was tracked. */
+  release(handoffId: string): boolean {
+    return this.entries.delete(handoffId);
+  }
+
+  /**
+   * Hand out up to `limit` leases due at `now` (expiry or postponement passed), earliest first.
+   * A lease handed out is not handed out again until {@link postpone} reschedules it (or a new
+   * event about the handoff does), so a slow request is never sent twice by overlapping ticks.
+   */
+  takeDue(now: number, limit: number): Deadline[] {
+    const due: Deadline[] = [];
+    while (due.length < limit && this.heap.length > 0) {
+      const top = this.heap[0] as HeapNode;
+      if (top.dueAt > now) break;
+      this.pop();
+      const entry = this.entries.get(top.handoffId);
+      if (!entry || entry.generation !== top.generation) continue;
+      entry.scheduled = false;
+      due.push({ handoffId: top.handoffId, project: entry.project, claimId: entry.claimId, leaseExpiresAt: entry.leaseExpiresAt });
+    }
+    this.compactIfNeeded();
+    return due;
+  }
+
+  /**
+   * Ask about this claim again at `until` (after a refused or failed requeue, or to re-check a
+   * requeue whose event has not arrived yet). Ignored when the handoff is no longer claimed under
+   * `claimId`, or when an event rescheduled it in the meantime.
+   */
+  postpone(handoffId: string, claimId: string, until: number): void {
+    const entry = this.entries.get(handoffId);
+    if (!entry || entry.claimId !== claimId || entry.scheduled) return;
+    this.reschedule(handoffId, entry, Math.max(until, entry.leaseExpiresAt));
+  }
+
+  /** Forget everything (used before a rebuild from the stream). */
+  clear(): void {
+    this.entries.clear();
+    this.heap = [];
+  }
+
+  private reschedule(handoffId: string, entry: Entry, dueAt: number): void {
+    entry.dueAt = dueAt;
+    entry.generation++;
+    entry.scheduled = true;
+    this.push({ dueAt, handoffId, generation: entry.generation });
+  }
+
+  private intern(project: string): string {
+    const known = this.projects.get(project);
+    if (known !== undefined) return known;
+    this.projects.set(project, project);
+    return project;
+  }
+
+  private compactIfNeeded(): void {
+    if (this.heap.length <= 2 * this.entries.size + COMPACTION_SLACK) return;
+    const live: HeapNode[] = [];
+    for (const [handoffId, entry] of this.entries) {
+      if (entry.scheduled) live.push({ dueAt: entry.dueAt, handoffId, generation: entry.generation });
+    }
+    live.sort((a, b) => a.dueAt - b.dueAt); // a sorted array is a valid min-heap
+    this.heap = live;
+  }
+
+  private push(node: HeapNode): void {
+    const heap = this.heap;
+    heap.push(node);
+    let index = heap.length - 1;
+    while (index > 0) {
+      const parent = (index - 1) >> 1;
+      if ((heap[parent] as HeapNode).dueAt <= node.dueAt) break;
+      heap[index] = heap[parent] as HeapNode;
+      index = parent;
+    }
+    heap[index] = node;
+    this.compactIfNeeded();
+  }
+
+  private pop(): void {
+    const heap = this.heap;
+    const last = heap.pop() as HeapNode;
+    if (heap.length === 0) return;
+    let index = 0;
+    const length = heap.length;
+    for (;;) {
+      const left = 2 * index + 1;
+      if (left >= length) break;
+      const right = left + 1;
+      const child = right < length && (heap[right] as HeapNode).dueAt < (heap[left] as HeapNode).dueAt ? right : left;
+      if ((heap[child] as HeapNode).dueAt >= last.dueAt) break;
+      heap[index] = heap[child] as HeapNode;
+      index = child;
+    }
+    heap[index] = last;
+  }
+}

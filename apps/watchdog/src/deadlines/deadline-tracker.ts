@@ -1,0 +1,153 @@
+import { Subjects, type EventRegistry, type HandoffEvent } from '@baton/contracts';
+import type { JsonLogger } from '@baton/platform';
+import type { JetStreamClient } from 'nats';
+import { followStream, type FollowedMessage, type StreamFollower } from '../stream/stream-follower';
+import { DeadlineTable } from './deadline-table';
+import { applyHandoffEvent, deadlineEffectOf } from './fold';
+
+export interface DeadlineTrackerOptions {
+  js: JetStreamClient;
+  /** The events stream (`<PREFIX>_EVENTS`). */
+  stream: string;
+  prefix: string;
+  registry: EventRegistry;
+  logger: JsonLogger;
+  table?: DeadlineTable;
+}
+
+/** What the tracker reports about itself (status endpoint, logs). */
+export interface DeadlineTrackerStatus {
+  caught_up: boolean;
+  tracked: number;
+  last_seq: number;
+  skipped: number;
+}
+
+const decoder = new TextDecoder();
+
+/**
+ * Keeps the {@link DeadlineTable} in step with the handoff events. On start it replays every
+ * `<prefix>.ev.*.handoff.*` event from the beginning of the events stream with an ordered consumer
+ * (so after a restart the deadlines are rebuilt from the streams alone), then keeps following new
+ * events on the same consumer.
+ *
+ * Only claims and heartbeats are decoded and validated (through the event registry, so older
+ * event versions are upcast); the other types are classified by their `Baton-Event-Type` header
+ * and only drop the handoff from the table, which keeps a replay of a large history cheap. An
+ * event that cannot be decoded, or of a type this build does not know, is logged and skipped: it
+ * never removes a lease (a lease kept by mistake costs one refused requeue; a lease lost by
+ * mistake would leave the handoff claimed forever).
+ */
+export class DeadlineTracker {
+  readonly table: DeadlineTable;
+  private follower: StreamFollower | null = null;
+  private skipped = 0;
+  private readonly subjectStem: string;
+
+  constructor(private readonly opts: DeadlineTrackerOptions) {
+    this.table = opts.table ?? new DeadlineTable();
+    this.subjectStem = `${opts.prefix}.ev.`;
+  }
+
+  /** Start following the stream (idempotent). Resolves once the consumer exists, before the replay ends. */
+  async start(): Promise<void> {
+    if (this.follower) return;
+    this.follower = await followStream({
+      js: this.opts.js,
+      stream: this.opts.stream,
+      filterSubject: Subjects.aggregateKind(this.opts.prefix, 'handoff'),
+      onMessage: (message) => this.apply(message),
+      onError: (error, message) => {
+        this.skipped++;
+        this.opts.logger.error('handoff event could not be applied to the deadline table', {
+          subject: message.subject,
+          seq: message.seq,
+          err: error instanceof Error ? { name: error.name, message: error.message } : String(error),
+        });
+      },
+    });
+    const startedAt = Date.now();
+    void this.follower.caughtUp.then(() =>
+      this.opts.logger.info('deadline table rebuilt from the events stream', {
+        tracked: this.table.size,
+        last_seq: this.follower?.lastSeq() ?? 0,
+        took_ms: Date.now() - startedAt,
+      }),
+    );
+  }
+
+  /** Resolves once every handoff event stored at start has been applied. */
+  async caughtUp(): Promise<void> {
+    if (!this.follower) throw new Error('the deadline tracker was not started');
+    await this.follower.caughtUp;
+  }
+
+  status(): DeadlineTrackerStatus {
+    return {
+      caught_up: this.follower?.isCaughtUp() ?? false,
+      tracked: this.table.size,
+      last_seq: this.follower?.lastSeq() ?? 0,
+      skipped: this.skipped,
+    };
+  }
+
+  /** Stop following. Safe to call twice. */
+  async stop(): Promise<void> {
+    await this.follower?.stop();
+  }
+
+  private apply(message: FollowedMessage): void {
+    const ref = this.aggregateOf(message.subject);
+    if (!ref) throw new Error(`not a handoff aggregate subject: ${message.subject}`);
+    const effect = deadlineEffectOf(message.header('Baton-Event-Type') ?? '');
+    switch (effect) {
+      case 'none':
+        return;
+      case 'clear':
+        this.table.release(ref.id);
+        return;
+      case 'claim':
+      case 'extend':
+      case 'unknown': {
+        const event = this.decode(message);
+        if (event) applyHandoffEvent(this.table, ref.project, event);
+        return;
+      }
+    }
+  }
+
+  private decode(message: FollowedMessage): HandoffEvent | null {
+    let raw: unknown;
+    try {
+      raw = JSON.parse(decoder.decode(message.data));
+    } catch {
+      this.skip(message, 'malformed_json', 'stored event is not JSON');
+      return null;
+    }
+    const decoded = this.opts.registry.decode(raw);
+    if (!decoded.ok) {
+      this.skip(message, decoded.rejection.code, decoded.rejection.message);
+      return null;
+    }
+    const envelope = decoded.value;
+    if (!envelope.type.startsWith('handoff.') || deadlineEffectOf(envelope.type) === 'unknown') {
+      this.skip(message, 'unknown_event_type', `not a handoff event type: ${envelope.type}`);
+      return null;
+    }
+    // The registry validated the payload against the schema of this handoff event type.
+    return { type: envelope.type, data: envelope.payload } as HandoffEvent;
+  }
+
+  private skip(message: FollowedMessage, code: string, reason: string): void {
+    this.skipped++;
+    this.opts.logger.warn('handoff event skipped by the deadline table', { subject: message.subject, seq: message.seq, code, reason });
+  }
+
+  /** `<prefix>.ev.<project>.handoff.<id>` → project and id (the prefix holds no dots). */
+  private aggregateOf(subject: string): { project: string; id: string } | null {
+    if (!subject.startsWith(this.subjectStem)) return null;
+    const [project, kind, id, ...rest] = subject.slice(this.subjectStem.length).split('.');
+    if (!project || kind !== 'handoff' || !id || rest.length > 0) return null;
+    return { project, id };
+  }
+}

@@ -1,0 +1,75 @@
+import type { EventEnvelope, HandoffEvent, HandoffEventData } from '@baton/contracts';
+import { evolveHandoff, initialHandoffState, type HandoffState } from '@baton/domain';
+import type { EventStore } from '@baton/eventstore';
+import type { JsonLogger } from '@baton/platform';
+import { StopRunRequestSchema, stopPacketId, stopRequestSubject, type StopRunRequest } from './stop-request';
+
+/** Publishes into the inbox stream and resolves once stored; idempotent on `msgId`. */
+export type InboxPublisher = (subject: string, body: unknown, msgId: string) => Promise<{ duplicate: boolean }>;
+
+export interface EscalationStopperOptions {
+  prefix: string;
+  /** Reads the escalated handoff (for its workflow run). */
+  store: Pick<EventStore, 'read'>;
+  publish: InboxPublisher;
+  logger: JsonLogger;
+  /** Who asks for the stop (default `baton-watchdog`). */
+  actor?: string;
+}
+
+/** What the stopper did with one event. */
+export type EscalationResult =
+  | { kind: 'stop_requested'; request: StopRunRequest; duplicate: boolean }
+  | { kind: 'no_run'; handoffId: string }
+  | { kind: 'not_a_stop' };
+
+/**
+ * Turns `handoff.escalated` events whose outcome is `{ stop_why, detail }` (retry cap hit, no lead
+ * anywhere) into a stop request for the handoff's workflow run, published on
+ * `<prefix>.in.<project>.stop`. The request's `packet_id` (and `Nats-Msg-Id`) is derived from the
+ * event id, so redeliveries and concurrent watchdogs ask for the same stop and the run stops once.
+ * A handoff without a workflow run has nothing to stop: that is logged (warn) and left, the handoff
+ * itself is already `failed` with the reason. Escalations to a lead (`escalate_to`) are the ledger's
+ * business (it creates the consult) and are ignored here.
+ * Throws whatever reading the handoff or publishing throws: the caller retries the event.
+ */
+export class EscalationStopper {
+  private readonly actor: string;
+
+  constructor(private readonly opts: EscalationStopperOptions) {
+    this.actor = opts.actor ?? 'baton-watchdog';
+  }
+
+  async handle(envelope: EventEnvelope<HandoffEventData<'handoff.escalated'>>): Promise<EscalationResult> {
+    const escalation = envelope.payload;
+    if (!('stop_why' in escalation.outcome)) return { kind: 'not_a_stop' };
+    const handoffId = envelope.aggregate.id;
+    const log = this.opts.logger.child({ handoff_id: handoffId, project: envelope.project, event_id: envelope.id });
+
+    const { events } = await this.opts.store.read({ project: envelope.project, kind: 'handoff', id: handoffId });
+    const state = events.reduce<HandoffState>((s, e) => evolveHandoff(s, { type: e.type, data: e.payload } as HandoffEvent), initialHandoffState());
+    const runId = state.status === 'absent' ? undefined : state.workflow_run_id;
+    if (runId === undefined) {
+      log.warn('handoff escalated with a stop but belongs to no workflow run; nothing to stop', { stop_why: escalation.outcome.stop_why });
+      return { kind: 'no_run', handoffId };
+    }
+
+    const request: StopRunRequest = StopRunRequestSchema.parse({
+      packet_id: stopPacketId(envelope.id),
+      workflow_run_id: runId,
+      project: envelope.project,
+      why: escalation.outcome.stop_why,
+      detail: escalation.outcome.detail,
+      tried: [`handoff ${handoffId}: ${escalation.attempted_retry - 1} retries after ${escalation.cause}`.slice(0, 200)],
+      requested_by: this.actor,
+      cause: { kind: 'handoff_escalated', handoff_id: handoffId, event_id: envelope.id },
+    });
+    const ack = await this.opts.publish(stopRequestSubject(this.opts.prefix, envelope.project), request, request.packet_id);
+    log.child({ workflow_run_id: runId }).info('stop requested for the run of an escalated handoff', {
+      packet_id: request.packet_id,
+      why: request.why,
+      duplicate: ack.duplicate,
+    });
+    return { kind: 'stop_requested', request, duplicate: ack.duplicate };
+  }
+}

@@ -1,0 +1,36 @@
+import { Controller, Inject } from '@nestjs/common';
+import { Ctx, EventPattern, Payload } from '@nestjs/microservices';
+import type { EventEnvelope, HandoffEventData } from '@baton/contracts';
+import { PoisonError, TransientError } from '@baton/eventstore';
+import { JetStreamContext, RUNTIME, type ServiceRuntime } from '@baton/platform';
+import { EscalationStopper } from './escalation-stopper';
+
+/** Durable consumer shared by every watchdog instance: each escalation is handled by one of them. */
+export const ESCALATION_DURABLE = 'watchdog_escalations';
+
+/**
+ * Reads every handoff event through one durable consumer (at-least-once, acked after the stop
+ * request is stored) and hands `handoff.escalated` events to the {@link EscalationStopper}. Other
+ * types are acked unread (by their `Baton-Event-Type` header). An event that does not decode is
+ * poison (dead-lettered); a failure to read or publish is transient (redelivered later).
+ */
+@Controller()
+export class EscalationController {
+  constructor(
+    @Inject(RUNTIME) private readonly runtime: ServiceRuntime,
+    @Inject(EscalationStopper) private readonly stopper: EscalationStopper,
+  ) {}
+
+  @EventPattern('{prefix}.ev.*.handoff.*', { durable: ESCALATION_DURABLE })
+  async onHandoffEvent(@Payload() data: unknown, @Ctx() ctx: JetStreamContext): Promise<void> {
+    if (ctx.header('Baton-Event-Type') !== 'handoff.escalated') return;
+    const decoded = this.runtime.registry.decode(data);
+    if (!decoded.ok) throw new PoisonError(`escalation event ${ctx.subject}#${ctx.seq} does not decode: ${decoded.rejection.message}`, decoded.rejection.code);
+    if (decoded.value.type !== 'handoff.escalated') return;
+    try {
+      await this.stopper.handle(decoded.value as EventEnvelope<HandoffEventData<'handoff.escalated'>>);
+    } catch (error) {
+      throw new TransientError(`cannot request the stop for ${ctx.subject}#${ctx.seq}: ${(error as Error).message}`, { cause: error });
+    }
+  }
+}

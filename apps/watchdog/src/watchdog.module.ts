@@ -1,0 +1,125 @@
+import { DynamicModule, Inject, Injectable, Module, OnApplicationBootstrap, OnModuleDestroy } from '@nestjs/common';
+import { batonStreamNames } from '@baton/eventstore';
+import { JetStreamClient, LedgerClient, RUNTIME, type ServiceRuntime } from '@baton/platform';
+import { WATCHDOG_CONFIG, type WatchdogConfig } from './config';
+import { DeadlineTracker } from './deadlines/deadline-tracker';
+import { EscalationController } from './escalation/escalation.controller';
+import { EscalationStopper } from './escalation/escalation-stopper';
+import { RequeueLoop, type RequeueOutcome } from './requeue/requeue-loop';
+import { REQUEUE_LEDGER, type RequeueLedger } from './requeue/requeue-port';
+import { StatusController } from './status/status.controller';
+
+/** The actor the watchdog's ledger commands and stop requests are issued as. */
+export const WATCHDOG_ACTOR = 'baton-watchdog';
+
+export interface WatchdogModuleOptions {
+  config: WatchdogConfig;
+  /** Observe every requeue outcome (tests; metrics later). */
+  onRequeueOutcome?: (outcome: RequeueOutcome) => void;
+}
+
+const WATCHDOG_OPTIONS = Symbol('WATCHDOG_OPTIONS');
+
+/**
+ * Starts the deadline tracker when the application boots and the requeue loop once the table has
+ * caught up with the events stream (requeueing from a half-rebuilt table would only produce
+ * refusals); stops both, loop first, when the application closes (before NATS is drained).
+ */
+@Injectable()
+export class WatchdogLifecycle implements OnApplicationBootstrap, OnModuleDestroy {
+  private closing = false;
+
+  constructor(
+    @Inject(RUNTIME) private readonly runtime: ServiceRuntime,
+    @Inject(DeadlineTracker) private readonly tracker: DeadlineTracker,
+    @Inject(RequeueLoop) private readonly loop: RequeueLoop,
+  ) {}
+
+  async onApplicationBootstrap(): Promise<void> {
+    await this.tracker.start();
+    void this.tracker.caughtUp().then(
+      () => {
+        if (!this.closing) this.loop.start();
+      },
+      (error: unknown) => this.runtime.logger.error('the deadline table never caught up', error instanceof Error ? error : { error: String(error) }),
+    );
+  }
+
+  async onModuleDestroy(): Promise<void> {
+    this.closing = true;
+    await this.loop.stop();
+    await this.tracker.stop();
+  }
+}
+
+/**
+ * The watchdog: lease expiry → `requeue_expired` (deadlines rebuilt from the events stream on
+ * every start), and `stop_why` escalations → a stop request for the handoff's run.
+ */
+@Module({})
+export class WatchdogModule {
+  static forRoot(options: WatchdogModuleOptions): DynamicModule {
+    const { config } = options;
+    return {
+      module: WatchdogModule,
+      controllers: [EscalationController, StatusController],
+      providers: [
+        { provide: WATCHDOG_OPTIONS, useValue: options },
+        { provide: WATCHDOG_CONFIG, useValue: config },
+        {
+          provide: REQUEUE_LEDGER,
+          inject: [RUNTIME],
+          useFactory: (runtime: ServiceRuntime): RequeueLedger =>
+            // One attempt per tick: the loop itself retries after WATCHDOG_RETRY_MS.
+            new LedgerClient(runtime.nats, runtime.config.BATON_PREFIX, {
+              as: { actor: WATCHDOG_ACTOR, actor_kind: 'watchdog' },
+              timeoutMs: config.WATCHDOG_REQUEST_TIMEOUT_MS,
+              attempts: 1,
+            }),
+        },
+        {
+          provide: DeadlineTracker,
+          inject: [RUNTIME],
+          useFactory: (runtime: ServiceRuntime) =>
+            new DeadlineTracker({
+              js: runtime.nats.js,
+              stream: batonStreamNames(runtime.config.BATON_PREFIX).events,
+              prefix: runtime.config.BATON_PREFIX,
+              registry: runtime.registry,
+              logger: runtime.logger.child({ component: 'deadlines' }),
+            }),
+        },
+        {
+          provide: RequeueLoop,
+          inject: [RUNTIME, DeadlineTracker, REQUEUE_LEDGER],
+          useFactory: (runtime: ServiceRuntime, tracker: DeadlineTracker, ledger: RequeueLedger) =>
+            new RequeueLoop({
+              table: tracker.table,
+              ledger,
+              logger: runtime.logger.child({ component: 'requeue' }),
+              tickMs: config.WATCHDOG_TICK_MS,
+              retryMs: config.WATCHDOG_RETRY_MS,
+              maxInflight: config.WATCHDOG_MAX_INFLIGHT,
+              batch: config.WATCHDOG_BATCH,
+              ...(options.onRequeueOutcome ? { onOutcome: options.onRequeueOutcome } : {}),
+            }),
+        },
+        {
+          provide: EscalationStopper,
+          inject: [RUNTIME],
+          useFactory: (runtime: ServiceRuntime) => {
+            const client = new JetStreamClient(runtime.nats);
+            return new EscalationStopper({
+              prefix: runtime.config.BATON_PREFIX,
+              store: runtime.store,
+              publish: (subject, body, msgId) => client.publish(subject, body, { msgId }),
+              logger: runtime.logger.child({ component: 'escalation' }),
+              actor: WATCHDOG_ACTOR,
+            });
+          },
+        },
+        WatchdogLifecycle,
+      ],
+    };
+  }
+}

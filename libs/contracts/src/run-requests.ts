@@ -1,0 +1,118 @@
+import { z } from 'zod';
+import { AgentNameSchema, IdSchema, Limits, ProjectIdSchema, ShortTextSchema } from './common';
+import { PersonHandleSchema } from './notice';
+import { RejectionCodeSchema } from './rejection';
+import { RunAnswerSchema, VariablesSchema } from './run';
+import { StopWhySchema } from './stop-packet';
+
+/**
+ * What callers send to the router (the CLI, the notifier's operator API, demos). These are inputs,
+ * not events: the router validates them, turns them into run / definition commands and records
+ * the outcome on the aggregates it owns.
+ *
+ * Subjects (see `Subjects` for the builders):
+ * - `<prefix>.in.<project>.start` (JetStream publish into the inbox): {@link StartRunRequest};
+ * - `<prefix>.in.<project>.answer` (JetStream publish into the inbox): {@link RunAnswerRequest};
+ * - `<prefix>.cmd.router.<project>.publish_definition` (core NATS request/reply): a
+ *   `ProjectDefinition` as JSON; the reply is a {@link PublishDefinitionReply}.
+ */
+
+/**
+ * Start a workflow run. `workflow_run_id` is the caller's id and the run aggregate's id, so
+ * publishing the same start twice starts one run. `workflow_version` pins a version (default: the
+ * highest version in the project's current definition). At least one of started_by /
+ * issue_author / trigger_author is required: every stop for a human notifies one of them.
+ * `input` (the issue text, a prompt) and `variables` become the run's session variables
+ * (`input` under the key `input`).
+ */
+export const StartRunRequestSchema = z
+  .strictObject({
+    workflow_run_id: IdSchema,
+    project: ProjectIdSchema,
+    workflow: AgentNameSchema,
+    workflow_version: z.number().int().min(1).optional(),
+    started_by: PersonHandleSchema.optional(),
+    issue_author: PersonHandleSchema.optional(),
+    trigger_author: PersonHandleSchema.optional(),
+    input: z.string().max(Limits.maxBodyChars).optional(),
+    variables: VariablesSchema.optional(),
+  })
+  .superRefine((request, ctx) => {
+    if (request.started_by === undefined && request.issue_author === undefined && request.trigger_author === undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['started_by'],
+        message: 'a run needs started_by, issue_author or trigger_author: every stop for a human notifies one of them',
+      });
+    }
+  });
+export type StartRunRequest = z.infer<typeof StartRunRequestSchema>;
+
+/**
+ * The role of the person answering, as the publisher authenticated it (the notifier publishes an
+ * answer only after authenticating the operator). Only `operator` and `admin` may resume a run;
+ * an answer from any other role is refused and the refusal is recorded on the run.
+ */
+export const AnswerActorRoleSchema = z.enum(['operator', 'admin', 'viewer', 'agent']);
+export type AnswerActorRole = z.infer<typeof AnswerActorRoleSchema>;
+
+/**
+ * An operator's answer to a held or stopped run: the `resume` command's `RunAnswer` (a
+ * `hold_answer` or a `stop_answer`) plus the run it is for and the answering role. `answer_id`
+ * (inside `answer.answer`) is the idempotency key: the same answer applied twice changes nothing.
+ */
+export const RunAnswerRequestSchema = z.strictObject({
+  workflow_run_id: IdSchema,
+  project: ProjectIdSchema,
+  actor_role: AnswerActorRoleSchema,
+  answer: RunAnswerSchema,
+});
+export type RunAnswerRequest = z.infer<typeof RunAnswerRequestSchema>;
+
+/** The refusal a router request/reply answers with (same shape as the ledger's). */
+export const RouterReplyErrorSchema = z.strictObject({
+  code: z.union([RejectionCodeSchema, z.string().min(1).max(80)]),
+  kind: z.enum(['rejection', 'wrong_state', 'invalid', 'forbidden', 'not_found']),
+  message: z.string(),
+  issues: z.array(z.object({ path: z.string(), message: z.string() })).default([]),
+});
+export type RouterReplyError = z.infer<typeof RouterReplyErrorSchema>;
+
+/**
+ * The reply to `publish_definition`. `version` is the stream sequence of the definition now in
+ * force; `changed` is false when the same definition (same digest) was already current, in which
+ * case nothing was appended and `version` is the existing one.
+ */
+export const PublishDefinitionReplySchema = z.discriminatedUnion('ok', [
+  z.strictObject({
+    ok: z.literal(true),
+    project: ProjectIdSchema,
+    version: z.number().int().min(1),
+    digest: z.string().min(1).max(128),
+    changed: z.boolean(),
+  }),
+  z.strictObject({ ok: z.literal(false), error: RouterReplyErrorSchema }),
+]);
+export type PublishDefinitionReply = z.infer<typeof PublishDefinitionReplySchema>;
+
+/**
+ * Ask the router to stop a run from outside the run (written by the watchdog: a handoff of the run
+ * hit its retry cap and the project has no lead, `handoff.escalated` with `stop_why`). Published
+ * with JetStream into the inbox on `<prefix>.in.<project>.stop` with `Nats-Msg-Id` = `packet_id`.
+ * `packet_id` is deterministic (derived from the causing event) and becomes the stop packet's id,
+ * so the run decider's `stop` (idempotent on `packet_id`) stops the run once however often the
+ * request is delivered. The router fills the run's own facts (agent, step) from its state.
+ */
+export const StopRunRequestSchema = z.strictObject({
+  packet_id: IdSchema,
+  workflow_run_id: IdSchema,
+  project: ProjectIdSchema,
+  why: StopWhySchema,
+  detail: ShortTextSchema.optional(),
+  tried: z.array(z.string().min(1).max(200)).max(Limits.maxListItems).default([]),
+  /** The service or person asking (e.g. `baton-watchdog`). */
+  requested_by: z.string().min(1).max(Limits.maxIdLength),
+  /** What caused the request: for the watchdog, the escalated handoff and the escalation event. */
+  cause: z.strictObject({ kind: z.literal('handoff_escalated'), handoff_id: IdSchema, event_id: IdSchema }).optional(),
+});
+export type StopRunRequest = z.infer<typeof StopRunRequestSchema>;

@@ -1,0 +1,59 @@
+import type { HandoffPriority } from '@baton/contracts';
+import { Op, type ProjectionOp } from '../ops';
+import type { SequencedEvent } from '../store';
+
+/** Inbox / stop urgency by priority: the `urgent` order sorts on it (highest first). */
+export const UrgencyByPriority: Readonly<Record<HandoffPriority, number>> = { urgent: 4, high: 3, medium: 2, low: 1 };
+
+/** The kinds of operator inbox item. */
+export const InboxKind = { stop: 'stop', hold: 'hold', handback: 'handback', escalation: 'escalation' } as const;
+export type InboxKind = (typeof InboxKind)[keyof typeof InboxKind];
+
+/** Inbox item statuses: open until answered / resumed / decided / withdrawn, then closed. */
+export const InboxStatus = { open: 'open', answered: 'answered', closed: 'closed' } as const;
+export type InboxStatus = (typeof InboxStatus)[keyof typeof InboxStatus];
+
+/** One line of a handoff's or run's history, as the API and the CLI show it. */
+export interface TimelineEntry {
+  seq: number;
+  event_id: string;
+  type: string;
+  occurred_at: string;
+  actor: string;
+  origin: string;
+  /** One engine-written sentence saying what happened. */
+  summary: string;
+}
+
+/** The domain-facing `{ type, data }` of a decoded envelope. */
+export function domainEvent<E extends { type: string; data: unknown }>(event: SequencedEvent): E {
+  return { type: event.type, data: event.payload } as E;
+}
+
+/** Event time in epoch milliseconds (the item stores' `at`). */
+export function eventMs(event: SequencedEvent): number {
+  return isoMs(event.occurredAt);
+}
+
+export function isoMs(iso: string): number {
+  const ms = Date.parse(iso);
+  return Number.isFinite(ms) && ms >= 0 ? ms : 0;
+}
+
+/** The op adding a timeline entry (a sorted set scored by stream seq; the entry is its JSON). */
+export function timelineOp(key: string, event: SequencedEvent, summary: string): ProjectionOp {
+  const entry: TimelineEntry = {
+    seq: event.seq,
+    event_id: event.id,
+    type: event.type,
+    occurred_at: event.occurredAt,
+    actor: event.actor,
+    origin: event.origin,
+    summary: clip(summary, 500),
+  };
+  return Op.zadd(key, event.seq, JSON.stringify(entry));
+}
+
+export function clip(text: string, max: number): string {
+  return text.length <= max ? text : `${text.slice(0, max - 1)}…`;
+}

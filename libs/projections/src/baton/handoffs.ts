@@ -1,0 +1,92 @@
+import type { HandoffEvent, HandoffRecord } from '@baton/contracts';
+import { evolveHandoff, initialHandoffState, toHandoffRecord, type HandoffState } from '@baton/domain';
+import type { JsonValue } from '../canonical-json';
+import { Op, type ProjectionOp } from '../ops';
+import type { SequencedEvent } from '../store';
+import { domainEvent, timelineOp } from './common';
+import { toJson, type FoldingProjection } from './fold';
+
+/** Keys of the `handoffs` projection (relative to its generation). */
+export const HandoffKeys = {
+  /** The HandoffRecord (JSON). */
+  view: (id: string) => `h:${id}`,
+  /** The folded HandoffState the next event evolves (JSON; `recent_keys` left empty). */
+  state: (id: string) => `h:${id}:state`,
+  /** Sorted set of TimelineEntry JSON scored by stream seq. */
+  timeline: (id: string) => `h:${id}:timeline`,
+  /** Sorted set of the handoff ids of a workflow run, scored by the seq that created them. */
+  byRun: (workflowRunId: string) => `run:${workflowRunId}:handoffs`,
+} as const;
+
+/** One sentence per handoff event for the timeline. */
+export function summarizeHandoffEvent(event: HandoffEvent): string {
+  switch (event.type) {
+    case 'handoff.created': {
+      const d = event.data;
+      const to = d.to_agent ?? (d.to_role ? `role ${d.to_role}` : 'any agent');
+      return `created ${d.kind} (${d.priority}) from ${d.from_agent} to ${to}: ${d.summary}`;
+    }
+    case 'handoff.claimed':
+      return `claimed by ${event.data.claimed_by}; lease until ${event.data.lease_expires_at}`;
+    case 'handoff.heartbeat':
+      return `lease extended to ${event.data.lease_expires_at}`;
+    case 'handoff.returned':
+      return `returned by ${event.data.returned_by} (${event.data.report.outcome}${event.data.evidence_floor ? ', evidence floor applied' : ''}); handback ${event.data.handback_id}`;
+    case 'handoff.handback_decided':
+      return `handback ${event.data.decision === 'accept' ? 'accepted' : 'sent back for rework'} by ${event.data.decided_by}${event.data.note ? `: ${event.data.note}` : ''}`;
+    case 'handoff.completed':
+      return `completed; handback accepted by ${event.data.accepted_by}`;
+    case 'handoff.reworked':
+      return `back to pending for rework (retry ${event.data.retry_count}) by ${event.data.reworked_by}: ${event.data.note}`;
+    case 'handoff.released':
+      return `released by ${event.data.released_by}: ${event.data.reason}`;
+    case 'handoff.lease_expired':
+      return `lease of ${event.data.expired_claimer} expired; requeued (retry ${event.data.retry_count})`;
+    case 'handoff.escalated': {
+      const o = event.data.outcome;
+      return 'escalate_to' in o
+        ? `retry cap ${event.data.max_retries} reached (${event.data.cause}); escalated to ${o.escalate_to}`
+        : `retry cap ${event.data.max_retries} reached (${event.data.cause}); stop requested (${o.stop_why})`;
+    }
+    case 'handoff.abandoned':
+      return `abandoned by ${event.data.abandoned_by}: ${event.data.reason}`;
+    case 'handoff.failed':
+      return `failed (${event.data.failed_by}): ${event.data.reason}`;
+    case 'handoff.archived':
+      return `archived from ${event.data.archived_from} by ${event.data.archived_by}`;
+    default: {
+      const never: never = event;
+      return `event ${(never as { type: string }).type}`;
+    }
+  }
+}
+
+/**
+ * The `handoffs` projection: per handoff, its HandoffRecord (the domain's `evolveHandoff` fold
+ * turned into a record by `toHandoffRecord`, exactly what the ledger computes) and its timeline;
+ * per workflow run, the handoffs it created.
+ */
+export function handoffsProjection(): FoldingProjection<JsonValue> {
+  return {
+    name: 'handoffs',
+    version: 1,
+    handles: (type) => type.startsWith('handoff.'),
+    stateKeyOf: (event) => HandoffKeys.state(event.aggregate.id),
+    step(prior, event: SequencedEvent) {
+      const id = event.aggregate.id;
+      const domain = domainEvent<HandoffEvent>(event);
+      const before = (prior as HandoffState | null) ?? initialHandoffState();
+      const after = evolveHandoff(before, domain);
+      const ops: ProjectionOp[] = [timelineOp(HandoffKeys.timeline(id), event, summarizeHandoffEvent(domain))];
+      if (after === before) return { ops };
+      const record: HandoffRecord | null = toHandoffRecord(after);
+      if (record) ops.push(Op.jsonSet(HandoffKeys.view(id), toJson(record)));
+      if (domain.type === 'handoff.created' && domain.data.workflow_run_id !== undefined) {
+        ops.push(Op.zadd(HandoffKeys.byRun(domain.data.workflow_run_id), event.seq, id));
+      }
+      // The projection never decides, so it needs no idempotency keys: keep the stored state small.
+      const state = after.status === 'absent' ? after : { ...after, recent_keys: [] };
+      return { state: toJson(state), ops };
+    },
+  };
+}

@@ -1,0 +1,319 @@
+import type { HandoffEvent, HandoffPriority, StopWhy } from '@baton/contracts';
+import { assertNever, type RunEvent } from '@baton/domain';
+import type { JsonValue } from '../canonical-json';
+import { Op, type IndexedItem, type ProjectionOp } from '../ops';
+import type { SequencedEvent } from '../store';
+import { domainEvent, eventMs, InboxKind, InboxStatus, UrgencyByPriority } from './common';
+import { toJson, type FoldingProjection } from './fold';
+import { stopPriority } from './stops';
+
+export const INBOX_STORE = 'inbox';
+
+/**
+ * An item of the operator inbox. `kind` says what the person must do: answer a stop packet's
+ * form (`stop`), answer a hold (`hold`), accept or rework a completion handback (`handback`), or
+ * take over an escalation (`escalation`). `status` is `open` until the item is answered, resumed,
+ * decided or withdrawn, then `closed` with a `resolution`. `at` is when it opened (epoch ms).
+ */
+export interface InboxItem extends IndexedItem {
+  kind: InboxKind;
+  status: InboxStatus;
+  title: string;
+  opened_at: string;
+  workflow_run_id?: string;
+  handoff_id?: string;
+  packet_id?: string;
+  resolution?: string;
+  closed_at?: string;
+  closed_by?: string;
+}
+
+/** What the inbox remembers per run between events. */
+interface RunMemo {
+  hold_item: string | null;
+  stop_item: string | null;
+}
+
+/** What the inbox remembers per handoff between events. */
+interface HandoffMemo {
+  kind: string;
+  priority: HandoffPriority;
+  from_agent: string;
+  summary: string;
+  to_agent?: string;
+  to_role?: string;
+  workflow_run_id?: string;
+  /** A completion handback whose item is still open. */
+  handback_open?: boolean;
+  /** This handoff was escalated and its escalation item is open. */
+  escalation_open?: boolean;
+  /** The escalation is answered by a consult handoff (it closes with that consult). */
+  escalation_via_consult?: boolean;
+  /** On a consult created by an escalation: the escalated handoff. */
+  escalation_of?: string;
+  /** On such a consult: whether it already closed the escalation item. */
+  escalation_closed?: boolean;
+}
+
+/** Item ids: one namespace per kind so ids never collide. */
+export const InboxItemId = {
+  stop: (packetId: string) => `stop:${packetId}`,
+  hold: (workflowRunId: string, seq: number) => `hold:${workflowRunId}:${seq}`,
+  handback: (handoffId: string) => `handback:${handoffId}`,
+  escalation: (handoffId: string) => `escalation:${handoffId}`,
+} as const;
+
+const TERMINAL_HANDOFF_EVENTS = new Set([
+  'handoff.handback_decided',
+  'handoff.completed',
+  'handoff.released',
+  'handoff.abandoned',
+  'handoff.failed',
+  'handoff.archived',
+  'handoff.escalated',
+]);
+
+const PriorityRank: Record<HandoffPriority, number> = { low: 0, medium: 1, high: 2, urgent: 3 };
+
+function close(id: string, resolution: string, event: SequencedEvent, by?: string, extra: Record<string, string> = {}): ProjectionOp {
+  return Op.itemPatch(INBOX_STORE, id, {
+    ...extra,
+    status: InboxStatus.closed,
+    resolution,
+    closed_at: event.occurredAt,
+    ...(by !== undefined ? { closed_by: by } : {}),
+  });
+}
+
+function item(fields: Omit<InboxItem, 'status' | 'opened_at'>, event: SequencedEvent): IndexedItem {
+  return toJson({ ...fields, status: InboxStatus.open, opened_at: event.occurredAt }) as IndexedItem;
+}
+
+function runStep(prior: RunMemo | null, event: SequencedEvent): { state?: RunMemo; ops: ProjectionOp[] } {
+  const memo: RunMemo = prior ?? { hold_item: null, stop_item: null };
+  const e = domainEvent<RunEvent>(event);
+  const wrid = event.aggregate.id;
+  switch (e.type) {
+    case 'run.held': {
+      const id = InboxItemId.hold(wrid, event.seq);
+      const ops: ProjectionOp[] = memo.hold_item ? [close(memo.hold_item, 'superseded', event)] : [];
+      ops.push(
+        Op.itemUpsert(
+          INBOX_STORE,
+          item(
+            {
+              id,
+              project: event.project,
+              kind: InboxKind.hold,
+              why: e.data.hold_kind,
+              agent: e.data.agent,
+              priority: 'medium',
+              urgency: UrgencyByPriority.medium,
+              at: eventMs(event),
+              title: `${e.data.hold_kind === 'human_gate' ? 'Approve the human gate' : 'Answer the hold'} at ${e.data.step}: ${e.data.reason}`,
+              workflow_run_id: wrid,
+              step: e.data.step,
+              hold_kind: e.data.hold_kind,
+              reason: e.data.reason,
+              pending_target: e.data.pending_target,
+            },
+            event,
+          ),
+        ),
+      );
+      return { state: { ...memo, hold_item: id }, ops };
+    }
+    case 'run.stopped': {
+      const packet = e.data.packet;
+      const id = InboxItemId.stop(packet.packet_id);
+      const ops: ProjectionOp[] = memo.hold_item ? [close(memo.hold_item, 'superseded_by_stop', event)] : [];
+      const priority = stopPriority(packet.why as StopWhy);
+      ops.push(
+        Op.itemUpsert(
+          INBOX_STORE,
+          item(
+            {
+              id,
+              project: packet.project,
+              kind: InboxKind.stop,
+              why: packet.why,
+              agent: packet.agent,
+              priority,
+              urgency: UrgencyByPriority[priority],
+              at: eventMs(event),
+              title: packet.next_form?.title ?? `Run stopped (${packet.why}) at ${packet.step}`,
+              workflow_run_id: packet.workflow_run_id,
+              packet_id: packet.packet_id,
+              run_id: packet.run_id,
+              step: packet.step,
+              user_msg: packet.user_msg,
+              ...(packet.detail !== undefined ? { detail: packet.detail } : {}),
+              form_kind: packet.next_form?.kind ?? null,
+              actions: packet.next_form ? packet.next_form.actions.map((a) => a.id) : ['acknowledge'],
+              has_pending: packet.pending !== null,
+            },
+            event,
+          ),
+        ),
+      );
+      return { state: { hold_item: null, stop_item: id }, ops };
+    }
+    case 'run.resumed': {
+      const from = e.data.from;
+      if (from.kind === 'stop') {
+        const id = InboxItemId.stop(from.packet_id);
+        return { state: { ...memo, stop_item: memo.stop_item === id ? null : memo.stop_item }, ops: [close(id, `answered:${from.answer.action}`, event, e.data.answered_by)] };
+      }
+      if (!memo.hold_item) return { ops: [] };
+      return { state: { ...memo, hold_item: null }, ops: [close(memo.hold_item, `answered:${from.answer.action}`, event, e.data.answered_by)] };
+    }
+    case 'run.completed':
+    case 'run.terminated': {
+      const open = [memo.hold_item, memo.stop_item].filter((id): id is string => id !== null);
+      if (open.length === 0) return { ops: [] };
+      return { state: { hold_item: null, stop_item: null }, ops: open.map((id) => close(id, e.type === 'run.completed' ? 'run_completed' : 'run_terminated', event)) };
+    }
+    case 'run.started':
+    case 'run.result_recorded':
+    case 'run.routed':
+    case 'run.result_rejected':
+    case 'run.notice_emitted':
+      return { ops: [] };
+    default:
+      return assertNever(e, 'run event');
+  }
+}
+
+function handoffStep(prior: HandoffMemo | null, event: SequencedEvent): { state?: HandoffMemo; ops: ProjectionOp[] } {
+  const e = domainEvent<HandoffEvent>(event);
+  const hid = event.aggregate.id;
+  if (e.type === 'handoff.created') {
+    if (prior) return { ops: [] };
+    const d = e.data;
+    const memo: HandoffMemo = {
+      kind: d.kind,
+      priority: d.priority,
+      from_agent: d.from_agent,
+      summary: d.summary,
+      ...(d.to_agent !== undefined ? { to_agent: d.to_agent } : {}),
+      ...(d.to_role !== undefined ? { to_role: d.to_role } : {}),
+      ...(d.workflow_run_id !== undefined ? { workflow_run_id: d.workflow_run_id } : {}),
+    };
+    const ops: ProjectionOp[] = [];
+    if (d.kind === 'completion_handback') {
+      memo.handback_open = true;
+      ops.push(
+        Op.itemUpsert(
+          INBOX_STORE,
+          item(
+            {
+              id: InboxItemId.handback(hid),
+              project: d.project,
+              kind: InboxKind.handback,
+              ...(d.to_agent !== undefined ? { agent: d.to_agent } : {}),
+              priority: d.priority,
+              urgency: UrgencyByPriority[d.priority],
+              at: eventMs(event),
+              title: d.summary,
+              handoff_id: hid,
+              parent_handoff_id: d.reply_to_handoff_id ?? null,
+              reviewed_worker: d.reviewed_worker ?? null,
+              to_agent: d.to_agent ?? null,
+              to_role: d.to_role ?? null,
+              handoff_status: 'pending',
+              ...(d.workflow_run_id !== undefined ? { workflow_run_id: d.workflow_run_id } : {}),
+            },
+            event,
+          ),
+        ),
+      );
+    }
+    const escalated = d.context['escalated_handoff_id'];
+    if (d.kind === 'consult' && d.reply_to_handoff_id !== undefined && escalated === d.reply_to_handoff_id) {
+      memo.escalation_of = d.reply_to_handoff_id;
+    }
+    return { state: memo, ops };
+  }
+  if (!prior) return { ops: [] };
+  const memo = { ...prior };
+  const ops: ProjectionOp[] = [];
+  if (memo.handback_open) {
+    if (e.type === 'handoff.claimed') {
+      ops.push(Op.itemPatch(INBOX_STORE, InboxItemId.handback(hid), { handoff_status: 'claimed', claimed_by: e.data.claimed_by }));
+    } else if (e.type === 'handoff.lease_expired') {
+      ops.push(Op.itemPatch(INBOX_STORE, InboxItemId.handback(hid), { handoff_status: 'pending' }, ['claimed_by']));
+    } else if (TERMINAL_HANDOFF_EVENTS.has(e.type)) {
+      const resolution = e.type === 'handoff.handback_decided' ? `decided:${e.data.decision}` : e.type.slice('handoff.'.length);
+      const by = e.type === 'handoff.handback_decided' ? e.data.decided_by : undefined;
+      const handoffStatus = e.type === 'handoff.handback_decided' ? 'completed' : e.type.slice('handoff.'.length);
+      ops.push(close(InboxItemId.handback(hid), resolution, event, by, { handoff_status: handoffStatus }));
+      memo.handback_open = false;
+    }
+  }
+  if (e.type === 'handoff.escalated') {
+    const d = e.data;
+    const viaConsult = 'escalate_to' in d.outcome;
+    const priority: HandoffPriority = PriorityRank[memo.priority] >= PriorityRank.high ? memo.priority : 'high';
+    const target = 'escalate_to' in d.outcome ? d.outcome.escalate_to : undefined;
+    ops.push(
+      Op.itemUpsert(
+        INBOX_STORE,
+        item(
+          {
+            id: InboxItemId.escalation(hid),
+            project: event.project,
+            kind: InboxKind.escalation,
+            why: d.cause,
+            ...(target !== undefined ? { agent: target } : {}),
+            priority,
+            urgency: UrgencyByPriority[priority],
+            at: eventMs(event),
+            title: `Escalation: ${hid} hit its retry cap (${d.max_retries}) after ${d.cause}: ${memo.summary}`,
+            handoff_id: hid,
+            escalate_to: target ?? null,
+            consult_handoff_id: 'consult_handoff_id' in d.outcome ? d.outcome.consult_handoff_id : null,
+            stop_why: 'stop_why' in d.outcome ? d.outcome.stop_why : null,
+            attempted_retry: d.attempted_retry,
+            max_retries: d.max_retries,
+            ...(d.note !== undefined ? { note: d.note } : {}),
+            ...(memo.workflow_run_id !== undefined ? { workflow_run_id: memo.workflow_run_id } : {}),
+          },
+          event,
+        ),
+      ),
+    );
+    memo.escalation_open = true;
+    memo.escalation_via_consult = viaConsult;
+  } else if (e.type === 'handoff.archived' && memo.escalation_open && !memo.escalation_via_consult) {
+    ops.push(close(InboxItemId.escalation(hid), 'archived', event, e.data.archived_by));
+    memo.escalation_open = false;
+  }
+  // A consult created by an escalation closes the escalation when it ends.
+  if (memo.escalation_of && !memo.escalation_closed && TERMINAL_HANDOFF_EVENTS.has(e.type)) {
+    ops.push(close(InboxItemId.escalation(memo.escalation_of), `consult_${e.type.slice('handoff.'.length)}`, event));
+    memo.escalation_closed = true;
+  }
+  return { state: memo, ops };
+}
+
+/**
+ * The `inbox` projection: every item a person must act on — an open stop packet, a hold, a
+ * completion handback waiting for accept / rework (whoever it is addressed to: agent, person or
+ * role; operators filter), an escalation — indexed by project, kind, why, agent, priority and
+ * status, ordered newest or most urgent first. Items close (status `closed`, with a resolution)
+ * when answered, resumed, decided or withdrawn, and so leave the open views.
+ */
+export function inboxProjection(): FoldingProjection<JsonValue> {
+  return {
+    name: 'inbox',
+    version: 1,
+    handles: (type) => type.startsWith('run.') || type.startsWith('handoff.'),
+    stateKeyOf: (event) => (event.type.startsWith('run.') ? `m:run:${event.aggregate.id}` : `m:ho:${event.aggregate.id}`),
+    step(prior, event) {
+      const result = event.type.startsWith('run.')
+        ? runStep(prior as RunMemo | null, event)
+        : handoffStep(prior as HandoffMemo | null, event);
+      return result.state === undefined ? { ops: result.ops } : { state: toJson(result.state), ops: result.ops };
+    },
+  };
+}

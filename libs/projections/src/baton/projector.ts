@@ -1,0 +1,112 @@
+import type { JsonValue } from '../canonical-json';
+import { ProjectionError } from '../errors';
+import type { ApplyResult, ProjectionStatus, ProjectionStore, RebuildOptions, RebuildResult, ReplaySource, SequencedEvent } from '../store';
+import { applyLive, FoldSession, type AnyFoldingProjection } from './fold';
+import { handoffsProjection } from './handoffs';
+import { inboxProjection } from './inbox';
+import { runsProjection } from './runs';
+import { stopsProjection } from './stops';
+
+/** Baton's projections, in the order the notifier applies them: inbox, stops, handoffs, runs. */
+export function batonProjections(): AnyFoldingProjection[] {
+  return [inboxProjection(), stopsProjection(), handoffsProjection(), runsProjection()];
+}
+
+export interface BatonProjectorOptions {
+  store: ProjectionStore;
+  /** Default: {@link batonProjections}. */
+  projections?: AnyFoldingProjection[];
+  /** Folded states kept in memory per projection by the live applier (default 10 000). */
+  cacheSize?: number;
+}
+
+/** Why a projection was rebuilt at start. */
+export type RebuildReason = 'no_active_generation' | 'version_changed';
+
+export interface EnsureCurrentResult {
+  projection: string;
+  reason: RebuildReason;
+  result: RebuildResult;
+}
+
+/**
+ * Applies events to Baton's projections and rebuilds them. One instance per process that applies
+ * live events (the notifier); the CLI uses it for rebuilds.
+ */
+export interface BatonProjector {
+  readonly projections: readonly AnyFoldingProjection[];
+  /**
+   * Apply one event to every projection, in order, each in one atomic script with its seq guard:
+   * replays and redeliveries are skipped per projection. Calls are serialised. A Redis error
+   * propagates (retrying the same event is safe); states cached for it are evicted.
+   */
+  apply(event: SequencedEvent): Promise<Record<string, ApplyResult>>;
+  /** The engine's status of every projection. */
+  status(): Promise<ProjectionStatus[]>;
+  /**
+   * Rebuild (from `source`, into a shadow generation swapped in atomically) every projection that
+   * has no active generation or whose stored version is not the code's. Returns what it rebuilt.
+   */
+  ensureCurrent(source: ReplaySource, options?: RebuildOptions): Promise<EnsureCurrentResult[]>;
+  /** Rebuild one projection from `source` (see `ProjectionStore.rebuild`), then forget its cached states. */
+  rebuild(name: string, source: ReplaySource, options?: RebuildOptions): Promise<RebuildResult>;
+}
+
+/** Build a {@link BatonProjector} over a projection store. */
+export function createBatonProjector(options: BatonProjectorOptions): BatonProjector {
+  const { store } = options;
+  const projections = options.projections ?? batonProjections();
+  const sessions = new Map<string, FoldSession>();
+  for (const projection of projections) {
+    const reader = store.reader(projection.name);
+    const loader = (key: string) => reader.getJson<JsonValue>(key);
+    sessions.set(projection.name, new FoldSession(projection, 'live', loader, options.cacheSize ?? 10_000));
+  }
+  let queue: Promise<unknown> = Promise.resolve();
+  const serial = <T>(task: () => Promise<T>): Promise<T> => {
+    const run = queue.then(task, task);
+    queue = run.catch(() => undefined);
+    return run;
+  };
+  const find = (name: string) => {
+    const projection = projections.find((p) => p.name === name);
+    if (!projection) throw new ProjectionError(`unknown projection ${name}; known: ${projections.map((p) => p.name).join(', ')}`);
+    return projection;
+  };
+  const rebuildOne = async (projection: AnyFoldingProjection, source: ReplaySource, rebuildOptions?: RebuildOptions) => {
+    const session = new FoldSession(projection, 'rebuild', null);
+    const result = await store.rebuild(session.definition, source, rebuildOptions);
+    sessions.get(projection.name)?.clear();
+    return result;
+  };
+  return {
+    projections,
+    apply(event) {
+      return serial(async () => {
+        const results: Record<string, ApplyResult> = {};
+        for (const projection of projections) {
+          results[projection.name] = await applyLive(store, sessions.get(projection.name) as FoldSession, event);
+        }
+        return results;
+      });
+    },
+    status() {
+      return Promise.all(projections.map((p) => store.status(p)));
+    },
+    async ensureCurrent(source, rebuildOptions) {
+      const done: EnsureCurrentResult[] = [];
+      for (const projection of projections) {
+        const status = await store.status(projection);
+        const reason: RebuildReason | null =
+          status.activeGeneration === null ? 'no_active_generation' : status.storedVersion !== projection.version ? 'version_changed' : null;
+        if (reason === null) continue;
+        const result = await serial(() => rebuildOne(projection, source, rebuildOptions));
+        done.push({ projection: projection.name, reason, result });
+      }
+      return done;
+    },
+    rebuild(name, source, rebuildOptions) {
+      return serial(() => rebuildOne(find(name), source, rebuildOptions));
+    },
+  };
+}

@@ -1,0 +1,132 @@
+import type { HoldKind, RouteTarget, RunPeople, RunStatus, WorkflowRef } from '@baton/contracts';
+import { evolveRun, initialRunState, type RunEvent, type RunState } from '@baton/domain';
+import type { JsonValue } from '../canonical-json';
+import { Op } from '../ops';
+import type { SequencedEvent } from '../store';
+import { domainEvent, timelineOp } from './common';
+import { toJson, type FoldingProjection } from './fold';
+
+/** The view of one workflow run, as the API (`GET /v1/runs/:id`) and the CLI show it. */
+export interface RunView {
+  workflow_run_id: string;
+  project: string;
+  workflow: WorkflowRef;
+  status: RunStatus;
+  /** The step the current agent runs under, and that agent. */
+  step: string;
+  agent: string;
+  /** The return address (seed 000 §4), or null. */
+  callback: string | null;
+  /** How many times the run has dispatched an agent. */
+  hops: number;
+  /** The handoff the current agent works on. */
+  handoff_id: string | null;
+  /** The open stop packet while the run is stopped. */
+  open_stop_id: string | null;
+  /** The hold while the run is held (no packet). */
+  hold: { kind: HoldKind; reason: string; pending_target: RouteTarget | null } | null;
+  terminated_reason: string | null;
+  people: RunPeople;
+  variables: Record<string, unknown>;
+  notices: number;
+  started_at: string;
+  /** Time of the last event applied to the run. */
+  updated_at: string;
+  /** Stream sequence of that event. */
+  last_seq: number;
+}
+
+/** Keys of the `runs` projection (relative to its generation). */
+export const RunKeys = {
+  view: (id: string) => `r:${id}`,
+  state: (id: string) => `r:${id}:state`,
+  timeline: (id: string) => `r:${id}:timeline`,
+} as const;
+
+/** One sentence per run event for the timeline. */
+export function summarizeRunEvent(event: RunEvent): string {
+  switch (event.type) {
+    case 'run.started':
+      return `started workflow ${event.data.workflow.name} v${event.data.workflow.version} at ${event.data.entry.step} (${event.data.entry.agent})`;
+    case 'run.result_recorded':
+      return `result ${event.data.result_id} from ${event.data.agent} at ${event.data.step} (${event.data.signal.kind})`;
+    case 'run.routed':
+      return `routed to ${event.data.target.agent} at ${event.data.target.step} by rule ${event.data.decision.rule} (hop ${event.data.hop}, origin ${event.data.decision.dispatch.origin}); handoff ${event.data.handoff_id}`;
+    case 'run.held':
+      return `held (${event.data.hold_kind}) at ${event.data.step}: ${event.data.reason}`;
+    case 'run.stopped':
+      return `stopped (${event.data.packet.why}) at ${event.data.packet.step}; packet ${event.data.packet.packet_id}`;
+    case 'run.resumed': {
+      const from = event.data.from;
+      return from.kind === 'stop'
+        ? `resumed by ${event.data.answered_by}: ${from.answer.action} on packet ${from.packet_id} (${from.effect.kind})`
+        : `resumed by ${event.data.answered_by}: ${from.answer.action} after a ${from.hold_kind}`;
+    }
+    case 'run.completed':
+      return `completed at ${event.data.step} (${event.data.agent})`;
+    case 'run.terminated':
+      return `terminated (${event.data.origin}): ${event.data.reason}`;
+    case 'run.result_rejected':
+      return `result ${event.data.result_id} from ${event.data.agent} rejected (${event.data.code}): ${event.data.message}`;
+    case 'run.notice_emitted':
+      return `notice ${event.data.notice.notice_id} (${event.data.notice.reason}) to @${event.data.notice.recipient.handle}`;
+    default: {
+      const never: never = event;
+      return `event ${(never as { type: string }).type}`;
+    }
+  }
+}
+
+/** The view of a folded run state (null before `run.started`). */
+export function toRunView(state: RunState, event: SequencedEvent): RunView | null {
+  if (state.status === 'none') return null;
+  return {
+    workflow_run_id: state.workflowRunId,
+    project: state.project,
+    workflow: { ...state.workflow },
+    status: state.status,
+    step: state.step,
+    agent: state.agent,
+    callback: state.callback,
+    hops: state.hops,
+    handoff_id: state.handoffId,
+    open_stop_id: state.status === 'stopped' ? state.openStop.packet_id : null,
+    hold: state.status === 'held' ? { kind: state.hold.kind, reason: state.hold.reason, pending_target: state.hold.pendingTarget } : null,
+    terminated_reason: state.status === 'terminated' ? state.terminatedReason : null,
+    people: { ...state.people },
+    variables: { ...state.variables },
+    notices: state.notices,
+    started_at: state.startedAt,
+    updated_at: event.occurredAt,
+    last_seq: event.seq,
+  };
+}
+
+/**
+ * The `runs` projection: per workflow run, a {@link RunView} folded with the domain's `evolveRun`
+ * (what the router computes) and a timeline. An event the fold refuses (a damaged stream) is kept
+ * in the timeline and changes nothing else.
+ */
+export function runsProjection(): FoldingProjection<JsonValue> {
+  return {
+    name: 'runs',
+    version: 1,
+    handles: (type) => type.startsWith('run.'),
+    stateKeyOf: (event) => RunKeys.state(event.aggregate.id),
+    step(prior, event) {
+      const id = event.aggregate.id;
+      const domain = domainEvent<RunEvent>(event);
+      const timeline = timelineOp(RunKeys.timeline(id), event, summarizeRunEvent(domain));
+      let after: RunState;
+      try {
+        after = evolveRun((prior as RunState | null) ?? initialRunState(), domain);
+      } catch {
+        return { ops: [timeline] };
+      }
+      const view = toRunView(after, event);
+      // processedIds only serve the router's idempotency: the projection never decides.
+      const state = after.status === 'none' ? after : { ...after, processedIds: [] };
+      return { state: toJson(state), ops: view ? [timeline, Op.jsonSet(RunKeys.view(id), toJson(view))] : [timeline] };
+    },
+  };
+}

@@ -1,0 +1,96 @@
+import type { OperatorAnswer, ResumeEffect, StopPacket, StopWhy } from '@baton/contracts';
+import type { RunEvent } from '@baton/domain';
+import type { JsonValue } from '../canonical-json';
+import { Op, type IndexedItem } from '../ops';
+import { domainEvent, eventMs, isoMs, UrgencyByPriority } from './common';
+import { toJson, type FoldingProjection } from './fold';
+
+/** Item store names. */
+export const STOPS_STORE = 'stops';
+
+/**
+ * A stop packet as the `stops` item store holds it. `packet` is the packet as opened; the answer
+ * and its effect are separate members (see {@link stopPacketOf} for the packet with its answer).
+ */
+export interface StopItem extends IndexedItem {
+  kind: 'stop';
+  why: StopWhy;
+  agent: string;
+  priority: 'high' | 'medium';
+  status: 'open' | 'answered';
+  workflow_run_id: string;
+  run_id: string;
+  step: string;
+  packet: StopPacket;
+  answer?: OperatorAnswer;
+  effect?: ResumeEffect;
+  answered_at?: string;
+}
+
+/** Keys of the `stops` projection (relative to its generation). */
+export const StopKeys = {
+  /** Sorted set of a workflow run's packet ids, scored by packet time (ms). */
+  byRun: (workflowRunId: string) => `run:${workflowRunId}:stops`,
+} as const;
+
+/** Stops that need a person soonest: policy and budget stops are high, the rest medium. */
+export function stopPriority(why: StopWhy): 'high' | 'medium' {
+  return why === 'policy' || why === 'budget' ? 'high' : 'medium';
+}
+
+/** The stored packet with its current status and answer (valid against StopPacketSchema). */
+export function stopPacketOf(item: StopItem): StopPacket {
+  return item.answer ? { ...item.packet, status: 'answered', answer: item.answer } : { ...item.packet, status: 'open' };
+}
+
+/**
+ * The `stops` projection: every stop packet (`run.stopped`), indexed by why, agent, project,
+ * status and priority, ordered by time, plus a per-run index; `run.resumed` from a stop marks the
+ * packet answered with the answer and its effect. Needs no folded state.
+ */
+export function stopsProjection(): FoldingProjection<JsonValue> {
+  return {
+    name: 'stops',
+    version: 1,
+    handles: (type) => type === 'run.stopped' || type === 'run.resumed',
+    stateKeyOf: () => null,
+    step(_prior, event) {
+      const domain = domainEvent<RunEvent>(event);
+      if (domain.type === 'run.stopped') {
+        const packet = domain.data.packet;
+        const priority = stopPriority(packet.why);
+        const at = isoMs(packet.created_at) || eventMs(event);
+        const item: StopItem = {
+          id: packet.packet_id,
+          project: packet.project,
+          kind: 'stop',
+          why: packet.why,
+          agent: packet.agent,
+          priority,
+          status: 'open',
+          urgency: UrgencyByPriority[priority],
+          at,
+          workflow_run_id: packet.workflow_run_id,
+          run_id: packet.run_id,
+          step: packet.step,
+          packet,
+        };
+        return { ops: [Op.itemUpsert(STOPS_STORE, toJson(item) as IndexedItem), Op.zadd(StopKeys.byRun(packet.workflow_run_id), at, packet.packet_id)] };
+      }
+      if (domain.type === 'run.resumed' && domain.data.from.kind === 'stop') {
+        const from = domain.data.from;
+        return {
+          ops: [
+            Op.itemPatch(STOPS_STORE, from.packet_id, {
+              status: 'answered',
+              answer: toJson(from.answer),
+              effect: toJson(from.effect),
+              answered_at: domain.data.resumed_at,
+            }),
+          ],
+        };
+      }
+      return { ops: [] };
+    },
+  };
+}

@@ -1,0 +1,119 @@
+import type { HandoffRecord, StopPacket } from '@baton/contracts';
+import { InvalidCursorError } from '../errors';
+import type { ItemFilters, ItemOrder, ItemPage } from '../items';
+import type { ProjectionStore } from '../store';
+import type { TimelineEntry } from './common';
+import { HandoffKeys } from './handoffs';
+import { INBOX_STORE, type InboxItem } from './inbox';
+import { RunKeys, type RunView } from './runs';
+import { STOPS_STORE, StopKeys, stopPacketOf, type StopItem } from './stops';
+
+export interface InboxQuery {
+  filters?: ItemFilters;
+  order?: ItemOrder;
+  limit?: number;
+  cursor?: string | null;
+}
+
+export interface StopQuery {
+  filters?: ItemFilters;
+  /** Only the packets of this workflow run. */
+  run?: string;
+  limit?: number;
+  cursor?: string | null;
+}
+
+/** A stop packet with its answer and what the answer did, as the API shows it. */
+export interface StopRecord {
+  stop: StopPacket;
+  effect: StopItem['effect'] | null;
+  answered_at: string | null;
+}
+
+/** Read side of Baton's projections, shared by the notifier's HTTP API and the CLI. */
+export interface BatonViews {
+  /** One page of the operator inbox (newest or most urgent first, keyset cursor). */
+  inbox(query?: InboxQuery): Promise<ItemPage<InboxItem>>;
+  inboxItem(id: string): Promise<InboxItem | null>;
+  /** One page of stop packets, newest first. With `run`, only that run's packets. */
+  stops(query?: StopQuery): Promise<ItemPage<StopRecord>>;
+  stop(packetId: string): Promise<StopRecord | null>;
+  handoff(id: string): Promise<{ handoff: HandoffRecord; timeline: TimelineEntry[] } | null>;
+  /** The handoff ids a workflow run created, oldest first. */
+  runHandoffs(workflowRunId: string): Promise<string[]>;
+  run(id: string): Promise<{ run: RunView; timeline: TimelineEntry[] } | null>;
+}
+
+const toRecord = (item: StopItem): StopRecord => ({ stop: stopPacketOf(item), effect: item.effect ?? null, answered_at: item.answered_at ?? null });
+
+function matches(item: StopItem, filters: ItemFilters | undefined): boolean {
+  for (const [field, wanted] of Object.entries(filters ?? {})) {
+    if (wanted === undefined) continue;
+    const values = typeof wanted === 'string' ? [wanted] : wanted;
+    if (!values.includes(String(item[field] ?? ''))) return false;
+  }
+  return true;
+}
+
+/** Keyset cursor of the per-run stop listing: `<at>:<id>` of the last item returned. */
+function runCursor(item: StopItem): string {
+  return Buffer.from(JSON.stringify({ v: 1, r: [item.at, item.id] }), 'utf8').toString('base64url');
+}
+
+function decodeRunCursor(cursor: string): [number, string] {
+  try {
+    const body = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as { v?: unknown; r?: unknown };
+    const [at, id] = Array.isArray(body.r) ? body.r : [];
+    if (body.v === 1 && typeof at === 'number' && typeof id === 'string') return [at, id];
+  } catch {
+    // fall through
+  }
+  throw new InvalidCursorError('cursor is not a cursor returned by this API');
+}
+
+/** Build the read side over a projection store. Reads always see the active generation. */
+export function createBatonViews(store: ProjectionStore): BatonViews {
+  const inboxItems = store.items<InboxItem>('inbox', INBOX_STORE);
+  const stopItems = store.items<StopItem>('stops', STOPS_STORE);
+  const handoffs = store.reader('handoffs');
+  const runs = store.reader('runs');
+  const stopsReader = store.reader('stops');
+  const timeline = async (reader: typeof handoffs, key: string) =>
+    (await reader.zrange(key, 0, -1)).map((raw) => JSON.parse(raw) as TimelineEntry);
+
+  return {
+    inbox: (query = {}) => inboxItems.query(query),
+    inboxItem: (id) => inboxItems.get(id),
+    async stops(query = {}) {
+      if (query.run === undefined) {
+        const page = await stopItems.query({ filters: query.filters, order: 'newest', limit: query.limit, cursor: query.cursor });
+        return { items: page.items.map(toRecord), nextCursor: page.nextCursor };
+      }
+      // A run has a handful of packets: read them all, filter and page in memory (newest first).
+      const limit = query.limit ?? 50;
+      const after = query.cursor ? decodeRunCursor(query.cursor) : null;
+      const ids = await stopsReader.zrange(StopKeys.byRun(query.run), 0, -1);
+      const items = (await Promise.all(ids.map((id) => stopItems.get(id))))
+        .filter((item): item is StopItem => item !== null && matches(item, query.filters))
+        .sort((a, b) => b.at - a.at || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
+        .filter((item) => after === null || item.at < after[0] || (item.at === after[0] && item.id > after[1]));
+      const page = items.slice(0, limit);
+      return { items: page.map(toRecord), nextCursor: items.length > limit ? runCursor(page[page.length - 1] as StopItem) : null };
+    },
+    async stop(packetId) {
+      const item = await stopItems.get(packetId);
+      return item ? toRecord(item) : null;
+    },
+    async handoff(id) {
+      const record = await handoffs.getJson<HandoffRecord>(HandoffKeys.view(id));
+      if (!record) return null;
+      return { handoff: record, timeline: await timeline(handoffs, HandoffKeys.timeline(id)) };
+    },
+    runHandoffs: (workflowRunId) => handoffs.zrange(HandoffKeys.byRun(workflowRunId), 0, -1),
+    async run(id) {
+      const view = await runs.getJson<RunView>(RunKeys.view(id));
+      if (!view) return null;
+      return { run: view, timeline: await timeline(runs, RunKeys.timeline(id)) };
+    },
+  };
+}

@@ -1,0 +1,229 @@
+import {
+  AgentResultSchema,
+  StartRunRequestSchema,
+  rejectionFromZod,
+  type AgentResult,
+  type HandoffActorKind,
+  type StartRunRequest,
+} from '@baton/contracts';
+import { batonStreamNames, connectNats, mapPublishError, provision, runConsumer, type NatsHandle } from '@baton/eventstore';
+import { LedgerClient } from '@baton/platform';
+import { InvalidInputError } from './errors';
+import { createOfferHandler, type HandoffOffer } from './offers';
+import { AgentSubjects, offerDurableName } from './subjects';
+
+/** How to reach Baton, and who this client speaks for. */
+export interface BatonClientOptions {
+  /** NATS server URL(s) (default `NATS_URL` or nats://127.0.0.1:4222). Ignored when `nats` is given. */
+  natsUrl?: string | string[];
+  /** An open connection to share (the caller keeps ownership: `close()` leaves it open). */
+  nats?: NatsHandle;
+  /** Subject prefix of the Baton deployment (default `BATON_PREFIX` or `baton`). */
+  prefix?: string;
+  /** The project this agent works in. */
+  project: string;
+  /** This agent's name, as listed in the project definition. */
+  agent: string;
+  /** How long one ledger request waits for its reply, ms (default 5000; the client retries timeouts twice with the same idempotency key). */
+  requestTimeoutMs?: number;
+}
+
+/** What JetStream answered to a publish. */
+export interface PublishReceipt {
+  /** The stream sequence the message is stored at (the original one for a duplicate). */
+  seq: number;
+  /** True when a message with the same id was already stored: nothing new was written. */
+  duplicate: boolean;
+  stream: string;
+}
+
+/** An agent result as the SDK takes it: `project`, `agent` and `produced_at` default to the client's. */
+export type AgentResultInput = Omit<AgentResult, 'project' | 'agent' | 'produced_at'> &
+  Partial<Pick<AgentResult, 'project' | 'agent' | 'produced_at'>>;
+
+/** A run start as the SDK takes it: `project` defaults to the client's. */
+export type StartRunInput = Omit<StartRunRequest, 'project'> & Partial<Pick<StartRunRequest, 'project'>>;
+
+export interface HandoffsOptions {
+  /**
+   * Called for each offered handoff. Claim it (`offer.claim()`), do the work, and end with
+   * `finish(result)`, `return(report)`, `release(reason)` or `fail(reason)`. When the handler
+   * resolves the offer message is acknowledged; when it throws, the offer is redelivered after a
+   * delay (to this or another replica) and dead-lettered after `maxDeliver` attempts. An offer
+   * whose handoff is already taken is acknowledged by `tryClaim()` returning null.
+   */
+  onOffer: (offer: HandoffOffer) => Promise<void> | void;
+  /** Offers handled at once by this process (default 1). */
+  concurrency?: number;
+  /** How long the server waits for this process before giving an offer to another replica (ms, default 60 000; the SDK sends progress while the handler runs). */
+  ackWaitMs?: number;
+  /** Deliveries before an offer whose handler keeps failing is dead-lettered (default 5). */
+  maxDeliver?: number;
+  /** Delays between redeliveries of a failed offer, ms (default 1 s, 5 s, 15 s, 30 s). */
+  backoffMs?: number[];
+  /** Called when pulling fails (connection trouble); the SDK keeps retrying. Default: console.error. */
+  onError?: (error: unknown) => void;
+}
+
+/** A running offer subscription. */
+export interface OfferSubscription {
+  /** Stop taking offers, let the handlers in flight finish (and ack), then resolve. */
+  stop(): Promise<void>;
+  /** Resolves when the subscription has stopped. */
+  readonly done: Promise<void>;
+}
+
+/**
+ * The client an agent microservice uses to talk to Baton. Build it with {@link createBatonClient}.
+ * Every call is safe to retry: results are deduplicated by `result_id`, run starts by
+ * `workflow_run_id`, ledger commands by their idempotency keys.
+ */
+export interface BatonAgent {
+  readonly prefix: string;
+  readonly project: string;
+  readonly agent: string;
+  /**
+   * The ledger commands (request/reply, idempotent by key), issued as this agent (`actor_kind:
+   * agent`), for agents that manage handoffs themselves: delegating work (`create`), archiving.
+   */
+  readonly ledger: LedgerClient;
+  /**
+   * Validate `result` against `AgentResultSchema` (after filling `project`, `agent` and
+   * `produced_at` from the client), then publish it to `<prefix>.in.<project>.result.<agent>`
+   * with `Nats-Msg-Id = result_id` and wait for the stream's ack. Publishing the same result
+   * again within the stream's duplicate window (2 minutes) stores nothing new and returns the
+   * original sequence with `duplicate: true`, so retrying after a timeout is safe.
+   * @throws InvalidInputError (nothing sent) when the result breaks the contract or names another project/agent;
+   *   `PublishTimeout` (retry with the same result) or `StreamNotFound` (Baton not provisioned).
+   */
+  publishResult(result: AgentResultInput): Promise<PublishReceipt>;
+  /**
+   * Validate and publish a run start to `<prefix>.in.<project>.start` with
+   * `Nats-Msg-Id = workflow_run_id`; the router starts the run (once, however often this is sent).
+   * @throws InvalidInputError when the request breaks `StartRunRequestSchema`.
+   */
+  startRun(request: StartRunInput): Promise<PublishReceipt>;
+  /**
+   * Receive the handoffs offered to this agent: a durable pull consumer named for the project and
+   * agent on `<prefix>.in.<project>.offer.<agent>`, shared by every replica of the agent, so each
+   * offer goes to one replica at a time. Provisions the consumer idempotently, then calls
+   * `onOffer` for each offer (see {@link HandoffsOptions}).
+   */
+  handoffs(options: HandoffsOptions): Promise<OfferSubscription>;
+  /** Stop every offer subscription, then drain the connection if the client opened it. */
+  close(): Promise<void>;
+}
+
+const textEncoder = new TextEncoder();
+
+/**
+ * Connect (or adopt `options.nats`) and return a {@link BatonAgent} for one agent of one project.
+ * Rejects when NATS is unreachable or JetStream is off.
+ */
+export async function createBatonClient(options: BatonClientOptions): Promise<BatonAgent> {
+  const owns = options.nats === undefined;
+  const nats = options.nats ?? (await connectNats({ servers: options.natsUrl, name: `baton-sdk-${options.agent}` }));
+  return new NatsBatonAgent(nats, owns, options);
+}
+
+class NatsBatonAgent implements BatonAgent {
+  readonly prefix: string;
+  readonly project: string;
+  readonly agent: string;
+  readonly ledger: LedgerClient;
+  private readonly subscriptions = new Set<OfferSubscription>();
+
+  constructor(
+    private readonly nats: NatsHandle,
+    private readonly ownsConnection: boolean,
+    options: BatonClientOptions,
+  ) {
+    this.prefix = options.prefix ?? process.env['BATON_PREFIX'] ?? 'baton';
+    this.project = options.project;
+    this.agent = options.agent;
+    const as: { actor: string; actor_kind: HandoffActorKind } = { actor: options.agent, actor_kind: 'agent' };
+    this.ledger = new LedgerClient(nats, this.prefix, { as, timeoutMs: options.requestTimeoutMs ?? 5000 });
+  }
+
+  async publishResult(input: AgentResultInput): Promise<PublishReceipt> {
+    const candidate = { ...input, project: input.project ?? this.project, agent: input.agent ?? this.agent, produced_at: input.produced_at ?? new Date().toISOString() };
+    const parsed = AgentResultSchema.safeParse(candidate);
+    if (!parsed.success) throw new InvalidInputError('agent result', rejectionFromZod(parsed.error));
+    const result = parsed.data;
+    if (result.project !== this.project || result.agent !== this.agent) {
+      throw new InvalidInputError('agent result', {
+        code: 'forbidden',
+        message: `this client publishes for ${this.project}/${this.agent}, not ${result.project}/${result.agent}`,
+        issues: [],
+      });
+    }
+    return this.publish(AgentSubjects.result(this.prefix, this.project, this.agent), result, result.result_id);
+  }
+
+  async startRun(input: StartRunInput): Promise<PublishReceipt> {
+    const parsed = StartRunRequestSchema.safeParse({ ...input, project: input.project ?? this.project });
+    if (!parsed.success) throw new InvalidInputError('run start', rejectionFromZod(parsed.error));
+    const request = parsed.data;
+    return this.publish(AgentSubjects.runStart(this.prefix, request.project), request, request.workflow_run_id);
+  }
+
+  async handoffs(options: HandoffsOptions): Promise<OfferSubscription> {
+    const stream = batonStreamNames(this.prefix).inbox;
+    const durable = offerDurableName(this.project, this.agent);
+    await provision(this.nats.jsm, {
+      consumers: [
+        {
+          stream,
+          durable,
+          description: `Handoffs offered to ${this.project}/${this.agent} (shared by its replicas)`,
+          filterSubject: AgentSubjects.offer(this.prefix, this.project, this.agent),
+          deliverFrom: 'all',
+          ackWaitMs: options.ackWaitMs ?? 60_000,
+        },
+      ],
+    });
+    const handler = createOfferHandler({
+      project: this.project,
+      agent: this.agent,
+      ledger: this.ledger,
+      publishResult: (result) => this.publishResult(result),
+      onOffer: options.onOffer,
+    });
+    const runner = runConsumer({
+      js: this.nats.js,
+      stream,
+      durable,
+      prefix: this.prefix,
+      source: durable,
+      handler,
+      concurrency: options.concurrency ?? 1,
+      maxDeliver: options.maxDeliver ?? 5,
+      ...(options.backoffMs ? { backoffMs: options.backoffMs } : {}),
+      pullExpiresMs: 1000,
+      ...(options.onError ? { onError: options.onError } : {}),
+    });
+    const subscription: OfferSubscription = {
+      done: runner.done,
+      stop: async () => {
+        await runner.stop();
+        this.subscriptions.delete(subscription);
+      },
+    };
+    this.subscriptions.add(subscription);
+    return subscription;
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.subscriptions].map((s) => s.stop()));
+    if (this.ownsConnection) await this.nats.drain();
+  }
+
+  private async publish(subject: string, body: unknown, msgID: string): Promise<PublishReceipt> {
+    try {
+      const ack = await this.nats.js.publish(subject, textEncoder.encode(JSON.stringify(body)), { msgID });
+      return { seq: ack.seq, duplicate: ack.duplicate, stream: ack.stream };
+    } catch (error) {
+      throw mapPublishError(error, subject, undefined);
+    }
+  }
+}

@@ -1,0 +1,64 @@
+import type { Rejection } from '@baton/contracts';
+
+/** Base class of every error the SDK throws on purpose. */
+export class BatonSdkError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'BatonSdkError';
+  }
+}
+
+/**
+ * A value the SDK was asked to send failed its wire contract (an agent result that fails
+ * `AgentResultSchema`, a run start without a run id...). Nothing was sent. `rejection` names
+ * every offending field, in the shape the services use.
+ */
+export class InvalidInputError extends BatonSdkError {
+  constructor(
+    readonly what: string,
+    readonly rejection: Rejection,
+  ) {
+    super(`invalid ${what}: ${rejection.message}`);
+    this.name = 'InvalidInputError';
+  }
+}
+
+/** The error a ledger command answered with: a domain refusal or a rejection, with its stable code. */
+export interface LedgerErrorBody {
+  code: string;
+  kind: string;
+  message: string;
+  details?: Record<string, unknown>;
+}
+
+/**
+ * The ledger refused a command (`code` is stable, e.g. `handoff_not_pending`, `not_the_claimer`,
+ * `stale_claim`). Refusals are decisions, not faults: retrying the same command gets the same answer.
+ */
+export class LedgerCommandError extends BatonSdkError {
+  readonly code: string;
+  readonly kind: string;
+  readonly details: Record<string, unknown> | undefined;
+  constructor(
+    readonly command: string,
+    readonly handoffId: string,
+    error: LedgerErrorBody,
+  ) {
+    super(`ledger refused ${command} on handoff ${handoffId}: ${error.code}: ${error.message}`);
+    this.name = 'LedgerCommandError';
+    this.code = error.code;
+    this.kind = error.kind;
+    this.details = error.details;
+  }
+}
+
+/** A claim-bound helper (heartbeat, return, release, fail, finish) was called on an offer not claimed by this agent. */
+export class NotClaimedError extends BatonSdkError {
+  constructor(
+    readonly handoffId: string,
+    action: string,
+  ) {
+    super(`cannot ${action} handoff ${handoffId}: claim() it first`);
+    this.name = 'NotClaimedError';
+  }
+}

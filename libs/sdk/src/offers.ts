@@ -1,0 +1,261 @@
+import { z } from 'zod';
+import { IdSchema, Limits, parseUntrustedJson, type CompletionReportSchema, type HandoffRecord } from '@baton/contracts';
+import { PoisonError, type ConsumedMessage } from '@baton/eventstore';
+import type { AgentResultInput, PublishReceipt } from './client';
+import { InvalidInputError, LedgerCommandError, NotClaimedError } from './errors';
+import type { LedgerClient, LedgerReply } from '@baton/platform';
+
+/**
+ * What an offer message carries: the ledger publishes the HandoffRecord as it was when offered
+ * (`id`, `status`, `workflow_run_id`...). The SDK needs only the id (the ledger's replies carry
+ * the rest); `handoff_id` is accepted too, for offers written by hand.
+ */
+const OfferMessageSchema = z.looseObject({
+  id: IdSchema.optional(),
+  handoff_id: IdSchema.optional(),
+});
+
+/** A report as an agent writes it: `files_changed`, `verification`, `next_steps` and `evidence` may be left out. */
+export type ReturnReport = z.input<typeof CompletionReportSchema>;
+
+/** An agent result for {@link HandoffOffer.finish}: ids default from the handoff and the claim. */
+export type FinishResult = Omit<AgentResultInput, 'handoff_id' | 'result_id' | 'run_id' | 'workflow_run_id'> &
+  Partial<Pick<AgentResultInput, 'result_id' | 'run_id' | 'workflow_run_id'>>;
+
+export interface ClaimOptions {
+  /** Lease length in ms (default: the ledger's configured lease). */
+  leaseMs?: number;
+  /**
+   * Keep the lease alive while the work runs (default true): heartbeat every third of the lease
+   * until `finish`, `return`, `release` or `fail` is called or the `onOffer` handler returns.
+   * A heartbeat the ledger refuses (the lease expired and the handoff was requeued) aborts
+   * {@link HandoffOffer.signal}: stop the work, someone else may hold the handoff now.
+   */
+  autoHeartbeat?: boolean | { everyMs: number };
+}
+
+/**
+ * One handoff offered to this agent. Claim it, then end it with exactly one of `finish`,
+ * `return`, `release` or `fail`. Every helper is idempotent (deterministic idempotency keys from
+ * the offer and the claim), so calling one again after a timeout is safe.
+ */
+export interface HandoffOffer {
+  readonly handoffId: string;
+  readonly project: string;
+  /** The offer message as published: the handoff record as it was when offered. */
+  readonly offered: Readonly<Record<string, unknown>>;
+  /** 1 on first delivery; more when an earlier attempt failed or its replica died. */
+  readonly deliveryCount: number;
+  /** The handoff as the ledger last answered (after claim and each helper); null before any call. */
+  readonly handoff: HandoffRecord | null;
+  /** The current claim id, null until claimed. */
+  readonly claimId: string | null;
+  /** Aborted when the claim is lost (a heartbeat was refused) or the work ended. */
+  readonly signal: AbortSignal;
+  /**
+   * Claim the handoff for this agent (optimistic: only a pending handoff addressed to this agent
+   * or its role can be claimed). Retrying after a crash re-uses the same idempotency key, so a
+   * claim that already succeeded is returned again.
+   * @throws LedgerCommandError when the ledger refuses (e.g. `handoff_not_pending`: another replica won).
+   */
+  claim(options?: ClaimOptions): Promise<HandoffRecord>;
+  /** Like {@link claim}, but resolves null when the ledger refuses because of the handoff's state or addressee. */
+  tryClaim(options?: ClaimOptions): Promise<HandoffRecord | null>;
+  /** Extend the lease now (auto-heartbeat does this for you). @throws LedgerCommandError, NotClaimedError */
+  heartbeat(leaseMs?: number): Promise<HandoffRecord>;
+  /** Return the work with a completion report; the ledger creates the completion handback. @throws LedgerCommandError, NotClaimedError */
+  return(report: ReturnReport): Promise<HandoffRecord>;
+  /** Decline the work; the handoff ends `released` and its delegator decides what next. @throws LedgerCommandError, NotClaimedError */
+  release(reason: string): Promise<HandoffRecord>;
+  /** Record that the work failed. @throws LedgerCommandError, NotClaimedError */
+  fail(reason: string): Promise<HandoffRecord>;
+  /**
+   * Publish this agent's result for the handoff (`handoff_id` set; `workflow_run_id` from the
+   * handoff; `result_id` defaults to one derived from the claim, so finishing twice publishes
+   * once). The router records it on the run and closes the handoff (`complete_from_result`).
+   * @throws InvalidInputError when the result breaks the contract or no workflow run is known.
+   */
+  finish(result: FinishResult): Promise<PublishReceipt>;
+}
+
+export interface OfferHandlerDeps {
+  project: string;
+  agent: string;
+  ledger: Pick<LedgerClient, 'claim' | 'heartbeat' | 'return' | 'release' | 'fail'>;
+  publishResult: (result: AgentResultInput) => Promise<PublishReceipt>;
+  onOffer: (offer: HandoffOffer) => Promise<void> | void;
+}
+
+const decoder = new TextDecoder();
+/** Refusals that mean "not yours to take", as opposed to faults. */
+const NOT_AVAILABLE_KINDS = new Set(['wrong_state', 'forbidden', 'not_found']);
+
+/** Build the runner handler that turns offer messages into {@link HandoffOffer}s. */
+export function createOfferHandler(deps: OfferHandlerDeps): (msg: ConsumedMessage) => Promise<void> {
+  return async (msg) => {
+    const decoded = parseUntrustedJson(decoder.decode(msg.data), Limits.maxMessageBytes);
+    if (!decoded.ok) throw new PoisonError(decoded.rejection.message, decoded.rejection.code);
+    const parsed = OfferMessageSchema.safeParse(decoded.value);
+    const handoffId = parsed.success ? (parsed.data.id ?? parsed.data.handoff_id) : undefined;
+    if (!parsed.success || handoffId === undefined) throw new PoisonError('an offer names no handoff_id', 'schema_violation');
+    const offer = new Offer(deps, handoffId, parsed.data, msg);
+    try {
+      await deps.onOffer(offer);
+    } finally {
+      offer.end();
+    }
+  };
+}
+
+class Offer implements HandoffOffer {
+  handoff: HandoffRecord | null = null;
+  claimId: string | null = null;
+  readonly deliveryCount: number;
+  private readonly abort = new AbortController();
+  private timer: NodeJS.Timeout | null = null;
+  private beats = 0;
+
+  constructor(
+    private readonly deps: OfferHandlerDeps,
+    readonly handoffId: string,
+    readonly offered: Readonly<Record<string, unknown>>,
+    private readonly msg: ConsumedMessage,
+  ) {
+    this.deliveryCount = msg.deliveryCount;
+    if (typeof offered['status'] === 'string' && typeof offered['project'] === 'string') this.handoff = offered as unknown as HandoffRecord;
+  }
+
+  get project(): string {
+    return this.deps.project;
+  }
+
+  get signal(): AbortSignal {
+    return this.abort.signal;
+  }
+
+  async claim(options: ClaimOptions = {}): Promise<HandoffRecord> {
+    const reply = await this.deps.ledger.claim(this.project, {
+      handoff_id: this.handoffId,
+      idempotency_key: `claim:${this.handoffId}:${this.msg.seq}`,
+      ...(options.leaseMs !== undefined ? { lease_ms: options.leaseMs } : {}),
+    });
+    const handoff = this.accept('claim', reply);
+    if (handoff.status !== 'claimed' || handoff.claimed_by !== this.deps.agent || !handoff.claim_id) {
+      throw new LedgerCommandError('claim', this.handoffId, {
+        code: 'handoff_not_pending',
+        kind: 'wrong_state',
+        message: `handoff ${this.handoffId} is ${handoff.status}${handoff.claimed_by ? ` (claimed by ${handoff.claimed_by})` : ''}`,
+      });
+    }
+    this.claimId = handoff.claim_id;
+    this.startHeartbeat(handoff, options);
+    return handoff;
+  }
+
+  async tryClaim(options: ClaimOptions = {}): Promise<HandoffRecord | null> {
+    try {
+      return await this.claim(options);
+    } catch (error) {
+      if (error instanceof LedgerCommandError && NOT_AVAILABLE_KINDS.has(error.kind)) return null;
+      throw error;
+    }
+  }
+
+  async heartbeat(leaseMs?: number): Promise<HandoffRecord> {
+    const claimId = this.requireClaim('heartbeat');
+    this.beats++;
+    const reply = await this.deps.ledger.heartbeat(this.project, {
+      handoff_id: this.handoffId,
+      claim_id: claimId,
+      idempotency_key: `hb:${claimId}:${this.beats}:${Date.now()}`,
+      ...(leaseMs !== undefined ? { lease_ms: leaseMs } : {}),
+    });
+    return this.accept('heartbeat', reply);
+  }
+
+  async return(report: ReturnReport): Promise<HandoffRecord> {
+    const claimId = this.requireClaim('return');
+    this.stopHeartbeat();
+    const reply = await this.deps.ledger.return(this.project, {
+      handoff_id: this.handoffId,
+      claim_id: claimId,
+      report,
+      idempotency_key: `return:${claimId}`,
+    });
+    return this.accept('return', reply);
+  }
+
+  async release(reason: string): Promise<HandoffRecord> {
+    const claimId = this.requireClaim('release');
+    this.stopHeartbeat();
+    const reply = await this.deps.ledger.release(this.project, { handoff_id: this.handoffId, claim_id: claimId, reason, idempotency_key: `release:${claimId}` });
+    return this.accept('release', reply);
+  }
+
+  async fail(reason: string): Promise<HandoffRecord> {
+    const claimId = this.requireClaim('fail');
+    this.stopHeartbeat();
+    const reply = await this.deps.ledger.fail(this.project, { handoff_id: this.handoffId, claim_id: claimId, reason, idempotency_key: `fail:${claimId}` });
+    return this.accept('fail', reply);
+  }
+
+  async finish(result: FinishResult): Promise<PublishReceipt> {
+    const workflowRunId = result.workflow_run_id ?? this.handoff?.workflow_run_id;
+    if (workflowRunId === undefined) {
+      throw new InvalidInputError('agent result', {
+        code: 'schema_violation',
+        message: `handoff ${this.handoffId} belongs to no workflow run; pass workflow_run_id`,
+        issues: [{ path: 'workflow_run_id', message: 'required' }],
+      });
+    }
+    const token = this.claimId ?? `${this.handoffId}-${this.msg.seq}`;
+    this.stopHeartbeat();
+    return this.deps.publishResult({
+      ...result,
+      handoff_id: this.handoffId,
+      workflow_run_id: workflowRunId,
+      run_id: result.run_id ?? token,
+      result_id: result.result_id ?? `res-${token}`.slice(0, Limits.maxIdLength),
+    });
+  }
+
+  /** Called when the onOffer handler has returned: stop heartbeating, abort the signal. */
+  end(): void {
+    this.stopHeartbeat();
+    if (!this.abort.signal.aborted) this.abort.abort(new Error('the offer handler returned'));
+  }
+
+  private accept(command: string, reply: LedgerReply): HandoffRecord {
+    if (!reply.ok) throw new LedgerCommandError(command, this.handoffId, reply.error);
+    this.handoff = reply.handoff;
+    return reply.handoff;
+  }
+
+  private requireClaim(action: string): string {
+    if (this.claimId === null) throw new NotClaimedError(this.handoffId, action);
+    return this.claimId;
+  }
+
+  private startHeartbeat(handoff: HandoffRecord, options: ClaimOptions): void {
+    if (options.autoHeartbeat === false || this.timer !== null) return;
+    const leaseMs =
+      options.leaseMs ??
+      (handoff.lease_expires_at && handoff.claimed_at ? Date.parse(handoff.lease_expires_at) - Date.parse(handoff.claimed_at) : 60_000);
+    const everyMs = typeof options.autoHeartbeat === 'object' ? options.autoHeartbeat.everyMs : Math.max(1000, Math.floor(leaseMs / 3));
+    this.timer = setInterval(() => {
+      this.heartbeat(options.leaseMs).catch((error: unknown) => {
+        if (error instanceof LedgerCommandError) {
+          this.stopHeartbeat();
+          this.abort.abort(error);
+        }
+        // Transport errors: the next beat tries again while the lease lasts.
+      });
+    }, everyMs);
+    this.timer.unref();
+  }
+
+  private stopHeartbeat(): void {
+    if (this.timer !== null) clearInterval(this.timer);
+    this.timer = null;
+  }
+}
