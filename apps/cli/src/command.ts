@@ -15,7 +15,7 @@ export interface Command {
 type Options = NonNullable<ParseArgsConfig['options']>;
 
 export interface ParsedArgs {
-  values: Record<string, string | boolean | undefined>;
+  values: Record<string, string | boolean | (string | boolean)[] | undefined>;
   positionals: string[];
   /** True when `--help` / `-h` was given: the caller prints its help and exits 0. */
   help: boolean;
@@ -32,7 +32,7 @@ export function parseCommandArgs(argv: string[], options: Options, positionals: 
   } catch (error) {
     throw new UsageError((error as Error).message);
   }
-  const values = parsed.values as Record<string, string | boolean | undefined>;
+  const values = parsed.values as ParsedArgs['values'];
   if (values['help'] === true) return { values, positionals: parsed.positionals, help: true };
   if (parsed.positionals.length < positionals.min) throw new UsageError('missing argument');
   if (parsed.positionals.length > positionals.max) throw new UsageError(`unexpected argument "${parsed.positionals[positionals.max]}"`);

@@ -73,7 +73,7 @@ export function createCliContext(options: CliContextOptions): CliContext {
       try {
         config = loadConfig(CliConfigSchema, env);
       } catch (error) {
-        if (error instanceof ConfigError) throw new UsageError(error.message);
+        if (error instanceof ConfigError) throw new UsageError(error.message, false);
         throw error;
       }
       return config;

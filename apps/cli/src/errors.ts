@@ -9,9 +9,12 @@ export const ExitCode = {
 } as const;
 export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode];
 
-/** A mistake in the command line. Printed with the command's usage; exit code 2. */
+/** A mistake in the command line or the environment. Printed (with the command's usage unless `showUsage` is false); exit code 2. */
 export class UsageError extends Error {
-  constructor(message: string) {
+  constructor(
+    message: string,
+    readonly showUsage = true,
+  ) {
     super(message);
     this.name = 'UsageError';
   }

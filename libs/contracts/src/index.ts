@@ -9,6 +9,7 @@ export * from './handoff';
 export * from './stop-packet';
 export * from './notice';
 export * from './run';
+export * from './run-requests';
 export * from './definition';
 export * from './subjects';
 export * from './catalogue';

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { EvidenceSchema } from './agent-result';
 import { AgentNameSchema, IdSchema, IsoTimeSchema, Limits, ProjectIdSchema, ShortTextSchema } from './common';
 import { StepIdSchema, WorkflowRefSchema } from './definition';
 import { HumanActionNoticeSchema, PersonHandleSchema } from './notice';
@@ -205,6 +206,8 @@ export const RunResultRecordedSchema = z.strictObject({
   signal: DecisionSignalSchema,
   /** Session variables the agent set; merged over the run's variables. */
   variables: VariablesSchema.optional(),
+  /** The agent's evidence, carried to the ledger when the result closes its handoff. */
+  evidence: EvidenceSchema.optional(),
   recorded_at: IsoTimeSchema,
 });
 

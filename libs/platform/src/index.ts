@@ -4,3 +4,4 @@ export * from './health/health';
 export * from './service/runtime';
 export * from './service/bootstrap';
 export * from './transport';
+export * from './clients';

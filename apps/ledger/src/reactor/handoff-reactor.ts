@@ -41,7 +41,8 @@ const encoder = new TextEncoder();
  *    `ledger-reactor`, reason `policy_refused`, the event's bytes) and NOT retried;
  * 2. when the event left the handoff pending for an addressed agent (created, requeued after
  *    lease expiry, reworked) publishes an OFFER (the HandoffRecord JSON) to
- *    `<prefix>.in.<project>.offer.<agent>` with `Nats-Msg-Id` `offer:<handoff id>:<event seq>`.
+ *    `<prefix>.in.<project>.offer.<agent>` with `Nats-Msg-Id` `offer:<handoff id>:<event seq>`,
+ *    unless the handoff already has later events (a replay of old history offers nothing).
  * Store or publish failures throw {@link TransientError} (the consumer naks with backoff); an
  * event that cannot be decoded throws {@link PoisonError} (dead-lettered by the consumer).
  */
@@ -61,7 +62,7 @@ export class HandoffReactor {
     const ref: AggregateRef = { project: envelope.project, kind: 'handoff', id: envelope.aggregate.id };
     const log = this.runtime.logger.child({ project: ref.project, handoff_id: ref.id, event_id: envelope.id });
 
-    const state = await this.stateAt(ref, delivered.seq);
+    const { state, superseded } = await this.stateAt(ref, delivered.seq);
     const projectLead = await this.transient('read the project definition', async () => (await this.projects.view(ref.project)).roster.project_lead);
     const reactions = reactToHandoffEvent(event, { state, deriveId: LedgerIds.derive, ...(projectLead !== undefined ? { projectLead } : {}) });
 
@@ -99,7 +100,8 @@ export class HandoffReactor {
       );
     }
 
-    await this.offer(event, state, delivered.seq);
+    // An offer for a handoff that has already moved on (a replay of old history) would only be refused.
+    if (!superseded) await this.offer(event, state, delivered.seq);
   }
 
   /** Publish the offer when the event left the handoff pending for an addressed agent. */
@@ -120,12 +122,13 @@ export class HandoffReactor {
 
   /**
    * The handoff right after the event at `seq`: the cached fold when it is exactly there, else
-   * fold the events after the cached point (or from the start) up to `seq`.
+   * fold the events after the cached point (or from the start) up to `seq`. `superseded` is true
+   * when the read saw later events of the same handoff.
    */
-  private async stateAt(ref: AggregateRef, seq: number): Promise<HandoffState> {
+  private async stateAt(ref: AggregateRef, seq: number): Promise<{ state: HandoffState; superseded: boolean }> {
     const key = `${ref.project}/${ref.id}`;
     const cached = this.folded.get(key);
-    if (cached && cached.lastSeq === seq) return cached.state;
+    if (cached && cached.lastSeq === seq) return { state: cached.state, superseded: false };
     const base: Folded = cached && cached.lastSeq < seq ? cached : { state: handoffDecider.initialState(), lastSeq: 0 };
     const read = await this.transient(`read handoff ${ref.id}`, () => this.runtime.store.read(ref, { afterSeq: base.lastSeq }));
     let state = base.state;
@@ -137,7 +140,7 @@ export class HandoffReactor {
     }
     if (lastSeq !== seq) throw new TransientError(`handoff ${ref.id}: event #${seq} is not readable yet (read up to #${lastSeq})`);
     this.folded.set(key, { state, lastSeq });
-    return state;
+    return { state, superseded: read.lastSeq > seq };
   }
 
   private decode(delivered: DeliveredEvent): EventEnvelope {

@@ -1,12 +1,15 @@
-import { Controller } from '@nestjs/common';
+import { Controller, UseFilters } from '@nestjs/common';
 import { Ctx, MessagePattern, Payload } from '@nestjs/microservices';
-import { NatsRequestContext } from '@baton/platform';
-import type { PublishDefinitionReply } from '../contracts';
+import { NatsRequestContext, JetStreamExceptionFilter } from '@baton/platform';
+import type { PublishDefinitionReply } from '@baton/contracts';
 import { RouterPatterns } from '../shared/subjects';
 import { PublishDefinitionUseCase } from './publish-definition';
 
 /** Request/reply entry point for project definitions (core NATS, queue group `router`). */
 @Controller()
+// The global filter runService installs does not reach hybrid-app controllers (see the report); without
+// this, Nest's default RPC filter would turn PoisonError / TransientError into a generic retry.
+@UseFilters(new JetStreamExceptionFilter())
 export class DefinitionsController {
   constructor(private readonly publishDefinition: PublishDefinitionUseCase) {}
 

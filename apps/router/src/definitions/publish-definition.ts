@@ -1,7 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { ProjectDefinitionSchema, type Rejection } from '@baton/contracts';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
-import type { PublishDefinitionReply, RouterReplyError } from '../contracts';
+import type { PublishDefinitionReply, RouterReplyError } from '@baton/contracts';
 import { deadLetterRequest } from '../shared/dead-letter';
 import { nowIso, ROUTER_ACTOR } from '../shared/ids';
 import { decodeInbound } from '../shared/inbound';

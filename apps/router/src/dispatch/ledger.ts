@@ -1,8 +1,5 @@
 import type { NatsHandle } from '@baton/eventstore';
-// TODO(lead): once `libs/platform/src/index.ts` exports `./clients`, import these from
-// `@baton/platform` and drop the lint exception.
-// eslint-disable-next-line @nx/enforce-module-boundaries
-import { LedgerClient, type LedgerReply } from '../../../../libs/platform/src/clients';
+import { LedgerClient, type LedgerReply } from '@baton/platform';
 import { ROUTER_ACTOR } from '../shared/ids';
 
 export type { LedgerReply };

@@ -1,6 +1,6 @@
-import { Controller } from '@nestjs/common';
+import { Controller, UseFilters } from '@nestjs/common';
 import { Ctx, EventPattern } from '@nestjs/microservices';
-import { JetStreamContext } from '@baton/platform';
+import { JetStreamContext, JetStreamExceptionFilter } from '@baton/platform';
 import { RouterPatterns } from '../shared/subjects';
 import { RecordResultUseCase } from './use-cases/record-result';
 import { ResumeRunUseCase } from './use-cases/resume-run';
@@ -12,6 +12,9 @@ import { StartRunUseCase } from './use-cases/start-run';
  * used. Resolving acks; a PoisonError dead-letters; anything else is retried with a delay.
  */
 @Controller()
+// The global filter runService installs does not reach hybrid-app controllers (see the report); without
+// this, Nest's default RPC filter would turn PoisonError / TransientError into a generic retry.
+@UseFilters(new JetStreamExceptionFilter())
 export class RunsController {
   constructor(
     private readonly startRun: StartRunUseCase,

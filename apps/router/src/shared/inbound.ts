@@ -30,7 +30,10 @@ export function decodeOrPoison<S extends z.ZodType>(bytes: Uint8Array, schema: S
   return decoded.value;
 }
 
-/** A PoisonError carrying a rejection: the dead letter's reason is the rejection code. */
-export function poison(rejection: Pick<Rejection, 'code' | 'message'>): PoisonError {
+/**
+ * A PoisonError carrying a refusal: the dead letter's reason is its code (a `RejectionCode`, or a
+ * domain error code such as `no_notice_recipient`).
+ */
+export function poison(rejection: { code: string; message: string }): PoisonError {
   return new PoisonError(`${rejection.code}: ${rejection.message}`, rejection.code);
 }

@@ -1,4 +1,4 @@
-import { DeliverPolicy, type ConsumerMessages, type JetStreamClient, type JsMsg } from 'nats';
+import { type ConsumerMessages, type JetStreamClient, type JsMsg } from 'nats';
 
 /*
  * The watchdog's only direct use of the `nats` client: an ORDERED (ephemeral, in-memory, no-ack)
@@ -52,11 +52,11 @@ function wrap(msg: JsMsg): FollowedMessage {
  * delivering new messages until {@link StreamFollower.stop}. Rejects if the stream does not exist.
  */
 export async function followStream(opts: FollowStreamOptions): Promise<StreamFollower> {
+  // The client starts at `opt_start_seq` (1 when absent) with deliver policy `by_start_sequence`;
+  // do not pass `deliver_policy: all` with it, the server refuses that pair.
   const consumer = await opts.js.consumers.get(opts.stream, {
     filterSubjects: opts.filterSubject,
-    ...(opts.startSeq !== undefined && opts.startSeq > 1
-      ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: opts.startSeq }
-      : { deliver_policy: DeliverPolicy.All }),
+    ...(opts.startSeq !== undefined && opts.startSeq > 1 ? { opt_start_seq: opts.startSeq } : {}),
   });
   let lastSeq = 0;
   let caughtUp = false;

@@ -171,6 +171,7 @@ function recordResult(command: RecordResult, state: RunState): DecisionResult<Ru
       step: state.step,
       signal,
       ...(result.variables !== undefined ? { variables: { ...result.variables } } : {}),
+      ...(result.evidence !== undefined ? { evidence: structuredCopy(result.evidence) } : {}),
       recorded_at: now,
     },
   };
@@ -496,4 +497,9 @@ function notFound(): DecisionResult<RunEvent> {
 
 function clip(text: string, max: number): string {
   return text.length <= max ? text : `${text.slice(0, max - 1)}…`;
+}
+
+/** A plain-data copy, so the event never shares arrays with the caller's result. */
+function structuredCopy<T>(value: T): T {
+  return JSON.parse(JSON.stringify(value)) as T;
 }

@@ -83,7 +83,7 @@ function failure(code: string, kind: LedgerError['kind'], message: string, detai
  * retryable error (`conflict`, `unavailable`), the SAME body (hence the same idempotency key) is
  * sent again, up to `attempts` times with a linear backoff. This is safe because every ledger
  * command is idempotent by its key: a retry of a command that was already applied changes nothing
- * and answers the current handoff with `events: 0`. After the last attempt the result is
+ * and answers the current handoff (see `LedgerReply`). After the last attempt the result is
  * `{ ok: false, error: { code: 'timeout' | 'no_responders' | ..., kind: 'unavailable' } }`.
  */
 export class LedgerClient {

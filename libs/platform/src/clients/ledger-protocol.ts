@@ -80,7 +80,11 @@ export const LedgerErrorSchema = z.object({
 });
 export type LedgerError = z.infer<typeof LedgerErrorSchema>;
 
-/** What every ledger command answers. `events` is 0 when the idempotency key was already applied. */
+/**
+ * What every ledger command answers. `events` counts the events this command stored: a retry of
+ * the handoff's latest command reports them again (the store recognises its event ids); a key
+ * applied before some later command answers 0. Either way nothing new is appended.
+ */
 export type LedgerReply = { ok: true; handoff: HandoffRecord; events: number } | { ok: false; error: LedgerError };
 
 export const LedgerReplySchema = z.union([

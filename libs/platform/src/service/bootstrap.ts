@@ -1,12 +1,12 @@
 import 'reflect-metadata';
-import { DynamicModule, INestApplication, Module, Type } from '@nestjs/common';
+import { DynamicModule, ExceptionFilter, INestApplication, Module, Type } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { z } from 'zod';
 import { BaseConfigSchema, ConfigError, loadConfig } from '../config/config';
 import { HealthModule } from '../health/health';
 import { JsonLogger } from '../logging/logger';
 import { JetStreamConsumerBinding, JetStreamServer } from '../transport/jetstream.server';
-import { JetStreamExceptionFilter } from '../transport/jetstream.exception-filter';
+import { HybridExceptionFilter } from '../transport/hybrid-exception.filter';
 import { createRuntime, RuntimeModule, ServiceRuntime } from './runtime';
 
 export const ServiceConfigSchema = BaseConfigSchema.extend({
@@ -29,6 +29,8 @@ export interface RunServiceOptions {
   /** Called after everything listens (e.g. start timers). */
   afterStart?: (app: INestApplication, runtime: ServiceRuntime<ServiceConfig>) => Promise<void> | void;
   env?: Record<string, string | undefined>;
+  /** The service's HTTP exception filter; it also sees errors raised before a controller runs (body parsing). */
+  httpExceptionFilter?: ExceptionFilter;
 }
 
 export interface RunningService {
@@ -71,6 +73,8 @@ export async function runService(opts: RunServiceOptions): Promise<RunningServic
   class AppModule {}
 
   const app = await NestFactory.create(AppModule, { logger, bodyParser: true, abortOnError: false });
+  // Before anything initialises, so the JetStream handlers inherit it (see HybridExceptionFilter).
+  app.useGlobalFilters(new HybridExceptionFilter(app.getHttpAdapter(), opts.httpExceptionFilter));
   const server = new JetStreamServer({
     name: opts.service,
     prefix: config.BATON_PREFIX,
@@ -78,9 +82,7 @@ export async function runService(opts: RunServiceOptions): Promise<RunningServic
     consumer: { maxDeliver: config.BATON_MAX_DELIVER },
     consumers: opts.consumers?.(runtime) ?? [],
   });
-  const microservice = app.connectMicroservice({ strategy: server }, { inheritAppConfig: false });
-  // Handler errors must reach the transport unchanged so it can tell transient from poison.
-  microservice.useGlobalFilters(new JetStreamExceptionFilter());
+  app.connectMicroservice({ strategy: server }, { inheritAppConfig: true });
   await app.startAllMicroservices();
   await app.listen(config.HTTP_PORT, config.HTTP_HOST);
   const url = await app.getUrl();

@@ -12,3 +12,4 @@ export { JetStreamClient, RequestError } from './jetstream.client';
 export type { PublishOptions, PublishAck } from './jetstream.client';
 export { JetStreamExceptionFilter } from './jetstream.exception-filter';
 export { subjectMatches, resolvePattern, durableNameFor } from './subject';
+export { HybridExceptionFilter } from './hybrid-exception.filter';

@@ -66,12 +66,21 @@ export const InboxItemId = {
 const TERMINAL_HANDOFF_EVENTS = new Set([
   'handoff.handback_decided',
   'handoff.completed',
+  'handoff.completed_by_result',
   'handoff.released',
   'handoff.abandoned',
   'handoff.failed',
   'handoff.archived',
   'handoff.escalated',
 ]);
+
+/** The handoff status a closing event leaves (for the handback item's `handoff_status`). */
+const HandoffStatusAfter: Record<string, string> = {
+  'handoff.handback_decided': 'completed',
+  'handoff.completed': 'completed',
+  'handoff.completed_by_result': 'completed',
+  'handoff.escalated': 'failed',
+};
 
 const PriorityRank: Record<HandoffPriority, number> = { low: 0, medium: 1, high: 2, urgent: 3 };
 
@@ -245,7 +254,7 @@ function handoffStep(prior: HandoffMemo | null, event: SequencedEvent): { state?
     } else if (TERMINAL_HANDOFF_EVENTS.has(e.type)) {
       const resolution = e.type === 'handoff.handback_decided' ? `decided:${e.data.decision}` : e.type.slice('handoff.'.length);
       const by = e.type === 'handoff.handback_decided' ? e.data.decided_by : undefined;
-      const handoffStatus = e.type === 'handoff.handback_decided' ? 'completed' : e.type.slice('handoff.'.length);
+      const handoffStatus = HandoffStatusAfter[e.type] ?? e.type.slice('handoff.'.length);
       ops.push(close(InboxItemId.handback(hid), resolution, event, by, { handoff_status: handoffStatus }));
       memo.handback_open = false;
     }

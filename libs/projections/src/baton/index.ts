@@ -3,7 +3,7 @@
  * packets, handoff and run views), the projector that applies and rebuilds them, the read side
  * the notifier's API and the CLI share, and a JetStream replay source for rebuilds.
  */
-export { InboxKind, InboxStatus, UrgencyByPriority, type TimelineEntry } from './common';
+export { InboxKind, InboxStatus, UrgencyByPriority, eventMs, isoMs, type TimelineEntry } from './common';
 export { FoldSession, applyLive, type AnyFoldingProjection, type FoldingProjection, type FoldStep } from './fold';
 export { inboxProjection, InboxItemId, INBOX_STORE, type InboxItem } from './inbox';
 export { stopsProjection, stopPacketOf, stopPriority, STOPS_STORE, StopKeys, type StopItem } from './stops';
@@ -11,11 +11,14 @@ export { handoffsProjection, HandoffKeys, summarizeHandoffEvent } from './handof
 export { runsProjection, RunKeys, summarizeRunEvent, toRunView, type RunView } from './runs';
 export {
   batonProjections,
+  type ApplyHooks,
   createBatonProjector,
   type BatonProjector,
   type BatonProjectorOptions,
   type EnsureCurrentResult,
   type RebuildReason,
 } from './projector';
+export { noticesProjection, NOTICES_STORE, type NoticeItem } from './notices';
+export { foldScenario, scenarioSteps, ScenarioProject, type ScenarioEvent, type ScenarioStep } from './scenario';
 export { createBatonViews, type BatonViews, type InboxQuery, type StopQuery, type StopRecord } from './views';
 export { jetStreamReplaySource, type JetStreamReplayOptions } from './replay';

@@ -4,12 +4,18 @@ import type { ApplyResult, ProjectionStatus, ProjectionStore, RebuildOptions, Re
 import { applyLive, FoldSession, type AnyFoldingProjection } from './fold';
 import { handoffsProjection } from './handoffs';
 import { inboxProjection } from './inbox';
+import { noticesProjection } from './notices';
 import { runsProjection } from './runs';
 import { stopsProjection } from './stops';
 
-/** Baton's projections, in the order the notifier applies them: inbox, stops, handoffs, runs. */
+/** Baton's projections, in the order the notifier applies them: inbox, stops, handoffs, runs, notices. */
 export function batonProjections(): AnyFoldingProjection[] {
-  return [inboxProjection(), stopsProjection(), handoffsProjection(), runsProjection()];
+  return [inboxProjection(), stopsProjection(), handoffsProjection(), runsProjection(), noticesProjection()];
+}
+
+export interface ApplyHooks {
+  /** Runs just before the event is applied to `projection` (e.g. publish a notice before `notices` records it). */
+  beforeApply?: (projection: string, event: SequencedEvent) => Promise<void>;
 }
 
 export interface BatonProjectorOptions {
@@ -40,7 +46,7 @@ export interface BatonProjector {
    * replays and redeliveries are skipped per projection. Calls are serialised. A Redis error
    * propagates (retrying the same event is safe); states cached for it are evicted.
    */
-  apply(event: SequencedEvent): Promise<Record<string, ApplyResult>>;
+  apply(event: SequencedEvent, hooks?: ApplyHooks): Promise<Record<string, ApplyResult>>;
   /** The engine's status of every projection. */
   status(): Promise<ProjectionStatus[]>;
   /**
@@ -81,10 +87,11 @@ export function createBatonProjector(options: BatonProjectorOptions): BatonProje
   };
   return {
     projections,
-    apply(event) {
+    apply(event, hooks) {
       return serial(async () => {
         const results: Record<string, ApplyResult> = {};
         for (const projection of projections) {
+          if (hooks?.beforeApply) await hooks.beforeApply(projection.name, event);
           results[projection.name] = await applyLive(store, sessions.get(projection.name) as FoldSession, event);
         }
         return results;

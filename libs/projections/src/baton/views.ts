@@ -1,6 +1,7 @@
 import type { HandoffRecord, StopPacket } from '@baton/contracts';
 import { InvalidCursorError } from '../errors';
-import type { ItemFilters, ItemOrder, ItemPage } from '../items';
+import type { ItemFilters, ItemPage } from '../items';
+import type { ItemOrder } from '../ops';
 import type { ProjectionStore } from '../store';
 import type { TimelineEntry } from './common';
 import { HandoffKeys } from './handoffs';

@@ -2,7 +2,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import { RejectionCode } from '@baton/contracts';
 import { RunErrorCode } from '@baton/domain';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
-import { RunAnswerRequestSchema } from '../../contracts';
+import { RunAnswerRequestSchema } from '@baton/contracts';
 import { nowIso } from '../../shared/ids';
 import { decodeOrPoison, poison } from '../../shared/inbound';
 import { subjectTokens } from '../../shared/subjects';

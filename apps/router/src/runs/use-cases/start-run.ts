@@ -1,6 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
-import { StartRunRequestSchema } from '../../contracts';
+import { StartRunRequestSchema } from '@baton/contracts';
 import { DefinitionCatalog } from '../../definitions/definition-catalog';
 import { workflowForStart } from '../../definitions/definition.decider';
 import { nowIso, ROUTER_ACTOR } from '../../shared/ids';

@@ -1,0 +1,49 @@
+import type { CliContext } from './context';
+import { CliError } from './errors';
+
+/** A reply of the operator API: its status and parsed JSON body (null when empty or not JSON). */
+export interface ApiReply {
+  status: number;
+  ok: boolean;
+  body: unknown;
+}
+
+/**
+ * Call the notifier's operator API at BATON_API_URL. Resolves with any HTTP status (the caller
+ * maps refusals); throws {@link CliError} only when the API cannot be reached.
+ */
+export async function callApi(ctx: CliContext, method: 'GET' | 'POST', path: string, body?: unknown): Promise<ApiReply> {
+  const base = ctx.config().BATON_API_URL.replace(/\/+$/, '');
+  const url = `${base}${path}`;
+  let response: Response;
+  try {
+    response = await ctx.fetch(url, {
+      method,
+      headers: { accept: 'application/json', 'x-baton-operator': ctx.operator(), ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+      signal: AbortSignal.timeout(15_000),
+    });
+  } catch (error) {
+    throw new CliError(`cannot reach the operator API at ${base}: ${(error as Error).message} (is the notifier running? set BATON_API_URL)`, { cause: error });
+  }
+  const text = await response.text();
+  let parsed: unknown = null;
+  try {
+    parsed = text.length > 0 ? JSON.parse(text) : null;
+  } catch {
+    parsed = text;
+  }
+  return { status: response.status, ok: response.ok, body: parsed };
+}
+
+/** The human message of an API error body (`{ error: { code, message } }`, `{ message }`...). */
+export function apiErrorText(reply: ApiReply): string {
+  const body = reply.body as { error?: { code?: unknown; message?: unknown } | string; message?: unknown; code?: unknown } | null;
+  if (body && typeof body === 'object') {
+    const error = body.error;
+    if (error && typeof error === 'object') return `${String(error.code ?? reply.status)}: ${String(error.message ?? '')}`;
+    if (typeof error === 'string') return `${reply.status}: ${typeof body.message === 'string' ? body.message : error}`;
+    if (typeof body.message === 'string') return `${String(body.code ?? reply.status)}: ${body.message}`;
+  }
+  return `HTTP ${reply.status}${typeof reply.body === 'string' ? `: ${reply.body.slice(0, 200)}` : ''}`;
+}

@@ -1,0 +1,235 @@
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createEventRegistry, generateJsonSchemas, type EventEnvelope } from '@baton/contracts';
+import { JetStreamEventStore, batonStreamNames, batonTopology, connectNats, provision, type NatsHandle } from '@baton/eventstore';
+import {
+  batonProjections,
+  createBatonProjector,
+  createProjectionStore,
+  createRedis,
+  jetStreamReplaySource,
+  type ProjectionSnapshot,
+  type ProjectionStore,
+  type RedisHandle,
+} from '@baton/projections';
+import { schemaFileText } from './commands/schemas';
+import { main } from './main';
+import { bufferedIo } from './output';
+
+const NATS_URL = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
+const REDIS_URL = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
+const PROJECT = 'demo';
+const T0 = Date.parse('2026-01-01T00:00:00.000Z');
+const iso = (s: number) => new Date(T0 + s * 1000).toISOString();
+
+describe('the baton command against real NATS and Redis', () => {
+  let nats: NatsHandle;
+  let redis: RedisHandle;
+  let prefix: string;
+  let store: ProjectionStore;
+  const registry = createEventRegistry();
+
+  /** Run `baton <argv>` in-process; returns the exit code and what it printed. */
+  async function baton(...argv: string[]) {
+    const io = bufferedIo();
+    const code = await main(argv, { io, env: { NATS_URL, REDIS_URL, BATON_PREFIX: prefix } });
+    return { code, out: io.out(), err: io.err() };
+  }
+
+  function handoffEvent(id: string, seq: number, type: string, payload: Record<string, unknown>): EventEnvelope {
+    return {
+      id: `${id}-ev-${seq}`,
+      type,
+      version: registry.currentVersion(type),
+      aggregate: { kind: 'handoff', id },
+      project: PROJECT,
+      occurredAt: iso(seq),
+      actor: 'tester',
+      origin: 'agent',
+      causationId: null,
+      correlationId: id,
+      payload,
+    };
+  }
+
+  const created = (id: string, s: number, extra: Record<string, unknown> = {}) =>
+    handoffEvent(id, s, 'handoff.created', {
+      handoff_id: id,
+      at: iso(s),
+      idempotency_key: `create-${id}`,
+      project: PROJECT,
+      kind: 'task',
+      priority: 'high',
+      from_agent: 'planner',
+      to_agent: 'coder',
+      summary: `build ${id}`,
+      context: {},
+      acceptance: {},
+      max_retries: 3,
+      workflow_run_id: 'wr-1',
+      ...extra,
+    });
+
+  /** Write a few handoff events to the events stream and apply them live, as the notifier does. */
+  async function seed(): Promise<void> {
+    const events = new JetStreamEventStore({ js: nats.js, jsm: nats.jsm, prefix, registry });
+    await events.append({ project: PROJECT, kind: 'handoff', id: 'h-1' }, [created('h-1', 1)], { expectedVersion: 0 });
+    const claimed = handoffEvent('h-1', 2, 'handoff.claimed', {
+      handoff_id: 'h-1',
+      at: iso(2),
+      idempotency_key: 'claim-h-1',
+      claimed_by: 'coder',
+      claim_id: 'c-1',
+      lease_expires_at: iso(62),
+    });
+    const first = await events.read({ project: PROJECT, kind: 'handoff', id: 'h-1' });
+    await events.append({ project: PROJECT, kind: 'handoff', id: 'h-1' }, [claimed], { expectedVersion: first.lastSeq });
+    await events.append({ project: PROJECT, kind: 'handoff', id: 'h-2' }, [created('h-2', 3, { priority: 'low', to_agent: 'tester' })], { expectedVersion: 0 });
+    const handback = created('hb-1', 4, {
+      kind: 'completion_handback',
+      priority: 'medium',
+      from_agent: 'coder',
+      to_agent: 'planner',
+      reply_to_handoff_id: 'h-0',
+      reviewed_worker: 'coder',
+      summary: 'review the work on h-0',
+    });
+    await events.append({ project: PROJECT, kind: 'handoff', id: 'hb-1' }, [handback], { expectedVersion: 0 });
+    const projector = createBatonProjector({ store });
+    for await (const event of jetStreamReplaySource({ nats, prefix, registry })(1)) await projector.apply(event);
+  }
+
+  async function snapshots(): Promise<Record<string, ProjectionSnapshot['keys']>> {
+    const out: Record<string, ProjectionSnapshot['keys']> = {};
+    for (const p of batonProjections()) out[p.name] = (await store.snapshot(p.name)).keys;
+    return out;
+  }
+
+  async function keysMatching(pattern: string): Promise<string[]> {
+    const keys: string[] = [];
+    for await (const batch of redis.client.scanStream({ match: pattern, count: 500 })) keys.push(...(batch as string[]));
+    return keys;
+  }
+
+  beforeEach(async () => {
+    prefix = `t${randomBytes(5).toString('hex')}`;
+    nats = await connectNats({ servers: NATS_URL, name: 'cli-int', reconnect: false });
+    await provision(nats.jsm, batonTopology(prefix, { storage: 'memory' }));
+    redis = createRedis(REDIS_URL);
+    await redis.ping();
+    store = createProjectionStore({ redis: redis.client, prefix: `${prefix}:proj` });
+    await seed();
+  });
+
+  afterEach(async () => {
+    const keys = await keysMatching(`${prefix}:*`);
+    if (keys.length > 0) await redis.client.unlink(...keys);
+    const names = batonStreamNames(prefix);
+    for (const name of [names.events, names.inbox, names.dlq]) await nats.jsm.streams.delete(name).catch(() => undefined);
+    await redis.close();
+    await nats.drain();
+  });
+
+  it('inbox --json prints a JSON array of the open inbox items, read from the projections', async () => {
+    const { code, out } = await baton('inbox', '--json');
+    expect(code).toBe(0);
+    const items = JSON.parse(out) as { id: string; kind: string; status: string }[];
+    expect(Array.isArray(items)).toBe(true);
+    expect(items).toEqual([expect.objectContaining({ id: 'handback:hb-1', kind: 'handback', status: 'open', project: PROJECT })]);
+    expect(JSON.parse((await baton('inbox', '--json', '--kind', 'stop')).out)).toEqual([]);
+
+    const table = await baton('inbox');
+    expect(table.code).toBe(0);
+    expect(table.out).toMatch(/^ID\s+KIND\s+PROJECT/);
+    expect(table.out).toContain('handback:hb-1');
+  });
+
+  it('handoff <id> reads the timeline straight from the stream, and still works when the projections are gone', async () => {
+    const live = await baton('handoff', 'h-1', '--json');
+    expect(live.code).toBe(0);
+    expect(JSON.parse(live.out)).toMatchObject({
+      view_source: 'projection',
+      timeline_source: 'stream',
+      handoff: { id: 'h-1', status: 'claimed', claimed_by: 'coder' },
+      timeline: [{ type: 'handoff.created' }, { type: 'handoff.claimed' }],
+    });
+    await redis.client.unlink(...(await keysMatching(`${prefix}:proj:*`)));
+    const gone = await baton('handoff', 'h-1', '--json');
+    expect(gone.code).toBe(0);
+    expect(JSON.parse(gone.out)).toMatchObject({ view_source: 'events', handoff: { id: 'h-1', status: 'claimed' }, timeline: [{ seq: 1 }, { seq: 2 }] });
+    expect((await baton('handoff', 'nope')).code).toBe(1);
+  });
+
+  it('replay after deleting the projection keys restores an identical snapshot (shadow build, atomic swap)', async () => {
+    const before = await snapshots();
+    expect(Object.keys(before['handoffs']!).length).toBeGreaterThan(0);
+    await redis.client.unlink(...(await keysMatching(`${prefix}:proj:*`)));
+    expect(Object.values(await snapshots()).every((keys) => Object.keys(keys).length === 0)).toBe(true);
+
+    const { code, out, err } = await baton('replay');
+    expect(code).toBe(0);
+    expect(out).toMatch(/handoffs: rebuilt generation \d+ from 4 events/);
+    expect(err).toMatch(/replay inbox: 4\/4 events applied/);
+    expect(await snapshots()).toEqual(before);
+  });
+
+  it('verify exits 0 when the projections equal a fold of the stream, and 1 with the diff after one key is corrupted', async () => {
+    const clean = await baton('verify');
+    expect(clean.code).toBe(0);
+    expect(clean.out).toMatch(/handoffs: ok/);
+
+    const generation = await store.activeGeneration('handoffs');
+    await redis.client.set(`${prefix}:proj:handoffs:g${generation}:h:h-2`, '{"id":"h-2","status":"tampered"}');
+    const dirty = await baton('verify');
+    expect(dirty.code).toBe(1);
+    expect(dirty.out).toMatch(/handoffs: 1 keys differ/);
+    expect(dirty.out).toContain('h:h-2');
+    expect(dirty.out).toContain('tampered');
+    const json = await baton('verify', '--projection', 'handoffs', '--json');
+    expect(json.code).toBe(1);
+    expect(JSON.parse(json.out)).toMatchObject({ ok: false, projections: [{ projection: 'handoffs', differences: [{ key: 'h:h-2' }] }] });
+
+    // A dry-run replay reports the same difference and changes nothing; the scratch generation is dropped.
+    const dry = await baton('replay', '--dry-run', '--projection', 'handoffs');
+    expect(dry.code).toBe(0);
+    expect(dry.out).toMatch(/1 keys differ/);
+    expect((await baton('verify', '--projection', 'handoffs')).code).toBe(1);
+    const generations = new Set((await keysMatching(`${prefix}:proj:handoffs:g[0-9]*`)).map((k) => k.split(':')[3]));
+    expect([...generations]).toEqual([`g${generation}`]);
+
+    expect((await baton('replay', '--projection', 'handoffs')).code).toBe(0);
+    expect((await baton('verify')).code).toBe(0);
+  });
+
+  it('schemas writes one pretty-printed file per contract, equal to generateJsonSchemas()', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'baton-schemas-'));
+    try {
+      const { code } = await baton('schemas', '--out', dir);
+      expect(code).toBe(0);
+      const expected = generateJsonSchemas();
+      expect((await readdir(dir)).sort()).toEqual(Object.keys(expected).map((n) => `${n}.json`).sort());
+      for (const [name, schema] of Object.entries(expected)) {
+        const text = await readFile(join(dir, `${name}.json`), 'utf8');
+        expect(text).toBe(schemaFileText(schema));
+        expect(text.endsWith('}\n')).toBe(true);
+      }
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('usage mistakes exit 2 with the usage; --help exits 0', async () => {
+    expect((await baton('frobnicate')).code).toBe(2);
+    const bad = await baton('inbox', '--bogus');
+    expect(bad.code).toBe(2);
+    expect(bad.err).toContain('Usage: baton inbox');
+    expect((await baton('verify', '--projection', 'nope')).code).toBe(2);
+    expect((await baton('decide', 'h-1', 'maybe')).code).toBe(2);
+    const help = await baton('replay', '--help');
+    expect(help.code).toBe(0);
+    expect(help.out).toContain('--dry-run');
+    expect((await baton('help')).out).toContain('baton <command>');
+  });
+});

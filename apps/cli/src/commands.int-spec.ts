@@ -1,0 +1,146 @@
+import { randomBytes } from 'node:crypto';
+import { createServer, type IncomingMessage, type Server } from 'node:http';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { batonStreamNames, batonTopology, connectNats, provision, type NatsHandle } from '@baton/eventstore';
+import { main } from './main';
+import { bufferedIo } from './output';
+
+const NATS_URL = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
+const REDIS_URL = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
+const decoder = new TextDecoder();
+const encoder = new TextEncoder();
+
+describe('baton commands that publish (real NATS) and call the operator API (local HTTP server)', () => {
+  let nats: NatsHandle;
+  let prefix: string;
+  let dir: string;
+  let server: Server;
+  let apiUrl: string;
+  const requests: { method: string; url: string; body: unknown }[] = [];
+  let nextStatus = 200;
+
+  async function baton(...argv: string[]) {
+    const io = bufferedIo();
+    const code = await main(argv, { io, env: { NATS_URL, REDIS_URL, BATON_PREFIX: prefix, BATON_API_URL: apiUrl, BATON_OPERATOR: 'olga' } });
+    return { code, out: io.out(), err: io.err() };
+  }
+
+  const inboxMessages = async (subject: string) =>
+    (await nats.jsm.streams.info(batonStreamNames(prefix).inbox, { subjects_filter: subject })).state.subjects?.[subject] ?? 0;
+
+  beforeAll(async () => {
+    server = createServer((req: IncomingMessage, res) => {
+      let body = '';
+      req.on('data', (chunk) => (body += chunk));
+      req.on('end', () => {
+        requests.push({ method: req.method ?? '', url: req.url ?? '', body: body ? JSON.parse(body) : null });
+        const status = nextStatus;
+        res.writeHead(status, { 'content-type': 'application/json' });
+        if (req.method === 'GET') res.end(JSON.stringify({ stop: { packet_id: 'stop-1', pending_digest: 'sha256:abc' }, effect: null, answered_at: null }));
+        else res.end(JSON.stringify(status < 300 ? { accepted: true } : { error: { code: 'stop_already_answered', message: 'the packet is answered', issues: [] } }));
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    apiUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+
+  afterAll(async () => {
+    await new Promise((resolve) => server.close(resolve));
+  });
+
+  beforeEach(async () => {
+    prefix = `t${randomBytes(5).toString('hex')}`;
+    nats = await connectNats({ servers: NATS_URL, name: 'cli-commands-int', reconnect: false });
+    await provision(nats.jsm, batonTopology(prefix, { storage: 'memory' }));
+    dir = await mkdtemp(join(tmpdir(), 'baton-cli-'));
+    requests.length = 0;
+    nextStatus = 200;
+  });
+
+  afterEach(async () => {
+    const names = batonStreamNames(prefix);
+    for (const name of [names.events, names.inbox, names.dlq]) await nats.jsm.streams.delete(name).catch(() => undefined);
+    await nats.drain();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('result <file> publishes a valid agent result once (msg id = result_id) and refuses an invalid one with its field', async () => {
+    const file = join(dir, 'result.json');
+    await writeFile(file, JSON.stringify({ result_id: 'res-1', run_id: 'r', project: 'demo', workflow_run_id: 'wr-1', agent: 'coder', body: 'done' }));
+    const first = await baton('result', file, '--json');
+    const second = await baton('result', file, '--json');
+    expect(first.code).toBe(0);
+    expect(JSON.parse(second.out)).toMatchObject({ duplicate: true, seq: JSON.parse(first.out).seq });
+    expect(await inboxMessages(`${prefix}.in.demo.result.coder`)).toBe(1);
+
+    await writeFile(file, JSON.stringify({ result_id: 'res-2', run_id: 'r', project: 'demo', workflow_run_id: 'wr-1', agent: 'coder', decision: {} }));
+    const bad = await baton('result', file);
+    expect(bad.code).toBe(1);
+    expect(bad.err).toMatch(/decision/);
+    await writeFile(file, '{ not json');
+    expect((await baton('result', file)).code).toBe(1);
+  });
+
+  it('start publishes a run start to <prefix>.in.<project>.start with started_by defaulting to the operator', async () => {
+    const { code } = await baton('start', 'ship', '--run', 'wr-7', '--project', 'demo', '--input', 'add a cart');
+    expect(code).toBe(0);
+    const stored = await nats.jsm.streams.getMessage(batonStreamNames(prefix).inbox, { last_by_subj: `${prefix}.in.demo.start` });
+    expect(JSON.parse(decoder.decode(stored.data))).toEqual({ workflow_run_id: 'wr-7', project: 'demo', workflow: 'ship', started_by: 'olga', input: 'add a cart' });
+    expect(stored.header.get('Nats-Msg-Id')).toBe('wr-7');
+    expect((await baton('start', 'ship', '--project', 'demo')).code).toBe(2);
+  });
+
+  it('publish-definition validates the file, sends it to the router subject and prints the reply', async () => {
+    const received: unknown[] = [];
+    const sub = nats.connection.subscribe(`${prefix}.cmd.router.demo.publish_definition`, {
+      callback: (_e, msg) => {
+        received.push(JSON.parse(decoder.decode(msg.data)));
+        msg.respond(encoder.encode(JSON.stringify({ ok: true, project: 'demo', version: 12, digest: 'abc', changed: true })));
+      },
+    });
+    const file = join(dir, 'def.json');
+    const definition = { project: 'demo', agents: [{ name: 'coder' }], workflows: [] };
+    await writeFile(file, JSON.stringify(definition));
+    const ok = await baton('publish-definition', file, '--json');
+    expect(ok.code).toBe(0);
+    expect(JSON.parse(ok.out)).toMatchObject({ ok: true, version: 12, changed: true });
+    expect(received).toEqual([definition]);
+
+    await writeFile(file, JSON.stringify({ project: 'demo', agents: [{ name: 'coder' }, { name: 'coder' }] }));
+    const dup = await baton('publish-definition', file);
+    expect(dup.code).toBe(1);
+    expect(dup.err).toMatch(/listed twice/);
+    expect(received).toHaveLength(1);
+    sub.unsubscribe();
+    expect((await baton('publish-definition', file.replace('def', 'missing'))).code).toBe(1);
+  });
+
+  it('answer and decide call the operator API with the bodies it accepts; a refusal exits 1 with its code', async () => {
+    const approve = await baton('answer', 'stop-1', '--action', 'approve', '--note', 'ok');
+    expect(approve.code).toBe(0);
+    expect(requests.map((r) => `${r.method} ${r.url}`)).toEqual(['GET /v1/stops/stop-1', 'POST /v1/stops/stop-1/answer']);
+    expect(requests[1]!.body).toEqual({ answer_id: expect.stringMatching(/^cli-/), action: 'approve', note: 'ok', pending_digest: 'sha256:abc', answered_by: 'olga' });
+
+    requests.length = 0;
+    expect((await baton('answer', 'stop-1', '--action', 'raise_cap', '--cap', '40')).code).toBe(0);
+    expect(requests[0]!.body).toMatchObject({ action: 'raise_cap', cap: 40 });
+    expect((await baton('answer', 'stop-1', '--action', 'intent')).code).toBe(2);
+
+    requests.length = 0;
+    expect((await baton('decide', 'hb-1', 'rework', '--note', 'add tests')).code).toBe(0);
+    expect(requests[0]).toEqual({
+      method: 'POST',
+      url: '/v1/handoffs/hb-1/decision',
+      body: { decision: 'rework', note: 'add tests', actor: 'olga', idempotency_key: expect.stringMatching(/^cli-/) },
+    });
+    expect((await baton('decide', 'hb-1', 'rework')).code).toBe(2);
+
+    nextStatus = 409;
+    const refused = await baton('answer', 'stop-1', '--action', 'deny');
+    expect(refused.code).toBe(1);
+    expect(refused.err).toContain('stop_already_answered');
+  });
+});

@@ -1,0 +1,84 @@
+import { randomUUID } from 'node:crypto';
+import { OperatorAnswerActionSchema } from '@baton/contracts';
+import { apiErrorText, callApi } from '../api';
+import type { Command } from '../command';
+import { parseCommandArgs, required, str } from '../command';
+import { ExitCode, UsageError } from '../errors';
+import { printJson } from '../output';
+
+export const answerCommand: Command = {
+  name: 'answer',
+  summary: "answer a stop packet's form (approve, deny, type the intent, raise a cap, acknowledge)",
+  help: `Usage: baton answer <stop-id> --action approve|deny|intent|raise_cap|acknowledge [options]
+
+Answer a stopped run through the operator API (POST /v1/stops/<id>/answer at BATON_API_URL,
+default http://127.0.0.1:7100). The answer must be one of the buttons of the packet's form.
+Approving a frozen call echoes the digest of the call shown by GET /v1/stops/<id>, so a
+packet that changed meanwhile is refused as stale.
+
+Options:
+  --action <a>       approve, deny, intent, raise_cap or acknowledge (required)
+  --intent <kind>    the request kind (with --action intent)
+  --cap <n>          the new, higher cap (with --action raise_cap)
+  --note <text>      a note for the record
+  --answer-id <id>   idempotency key (default: a new one; re-use it to retry safely)
+  --json             print the API's reply as JSON
+`,
+  async run(argv, ctx) {
+    const args = parseCommandArgs(
+      argv,
+      {
+        action: { type: 'string' },
+        intent: { type: 'string' },
+        cap: { type: 'string' },
+        note: { type: 'string' },
+        'answer-id': { type: 'string' },
+        json: { type: 'boolean' },
+      },
+      { min: 1, max: 1 },
+    );
+    if (args.help) {
+      ctx.io.stdout.write(this.help);
+      return ExitCode.ok;
+    }
+    const stopId = args.positionals[0]!;
+    const action = OperatorAnswerActionSchema.safeParse(required(args, 'action'));
+    if (!action.success || action.data === 'accept' || action.data === 'rework') {
+      throw new UsageError('--action must be approve, deny, intent, raise_cap or acknowledge (accept / rework: use `baton decide`)');
+    }
+    const intent = str(args, 'intent');
+    if (action.data === 'intent' && intent === undefined) throw new UsageError('--action intent needs --intent <kind>');
+    const capText = str(args, 'cap');
+    const cap = capText === undefined ? undefined : Number(capText);
+    if (action.data === 'raise_cap' && (cap === undefined || !Number.isFinite(cap) || cap <= 0)) throw new UsageError('--action raise_cap needs --cap <positive number>');
+    const note = str(args, 'note');
+
+    let pendingDigest: string | undefined;
+    if (action.data === 'approve') {
+      const current = await callApi(ctx, 'GET', `/v1/stops/${encodeURIComponent(stopId)}`);
+      if (!current.ok) {
+        ctx.io.stderr.write(`baton: cannot read stop ${stopId}: ${apiErrorText(current)}\n`);
+        return ExitCode.failure;
+      }
+      const body = current.body as { stop?: { pending_digest?: unknown }; pending_digest?: unknown } | null;
+      const digest = body?.stop?.pending_digest ?? body?.pending_digest;
+      if (typeof digest === 'string') pendingDigest = digest;
+    }
+    const reply = await callApi(ctx, 'POST', `/v1/stops/${encodeURIComponent(stopId)}/answer`, {
+      answer_id: str(args, 'answer-id') ?? `cli-${randomUUID()}`,
+      action: action.data,
+      ...(intent !== undefined ? { intent } : {}),
+      ...(cap !== undefined ? { cap } : {}),
+      ...(note !== undefined ? { note } : {}),
+      ...(pendingDigest !== undefined ? { pending_digest: pendingDigest } : {}),
+      answered_by: ctx.operator(),
+    });
+    if (args.values['json'] === true) printJson(ctx.io, reply.body);
+    if (!reply.ok) {
+      ctx.io.stderr.write(`baton: the answer was refused: ${apiErrorText(reply)}\n`);
+      return ExitCode.failure;
+    }
+    if (args.values['json'] !== true) ctx.io.stdout.write(`answered ${stopId}: ${action.data}\n`);
+    return ExitCode.ok;
+  },
+};

@@ -1,0 +1,100 @@
+import type { HandoffEvent, HandoffRecord } from '@baton/contracts';
+import { evolveHandoff, initialHandoffState, toHandoffRecord } from '@baton/domain';
+import { createBatonViews, type TimelineEntry } from '@baton/projections';
+import type { Command } from '../command';
+import { parseCommandArgs, str } from '../command';
+import { CliError, ExitCode } from '../errors';
+import { printJson, renderFields, renderTable } from '../output';
+import { readHistory } from '../timeline';
+
+/** What `baton handoff <id> --json` prints. */
+export interface HandoffReport {
+  handoff: HandoffRecord;
+  /** Where the view came from: the Redis projection, or a fold of the events (projection missing). */
+  view_source: 'projection' | 'events';
+  /** The events, read from the stream (or from the projection when the stream could not be read). */
+  timeline: TimelineEntry[];
+  timeline_source: 'stream' | 'projection';
+}
+
+export const handoffCommand: Command = {
+  name: 'handoff',
+  summary: "show one handoff: its view and its event timeline",
+  help: `Usage: baton handoff <id> [--project p] [--json]
+
+Show a handoff as the projections hold it, and its timeline read straight from the events stream,
+so it works even when the projections are gone (the view is then folded from the events).
+
+Options:
+  --project <p>   the project (default: found from the stream)
+  --json          print { handoff, view_source, timeline, timeline_source }
+`,
+  async run(argv, ctx) {
+    const args = parseCommandArgs(argv, { project: { type: 'string' }, json: { type: 'boolean' } }, { min: 1, max: 1 });
+    if (args.help) {
+      ctx.io.stdout.write(this.help);
+      return ExitCode.ok;
+    }
+    const id = args.positionals[0]!;
+    const projected = await createBatonViews(await ctx.projections())
+      .handoff(id)
+      .catch(() => null);
+    const history = await readHistory(ctx, 'handoff', id, str(args, 'project')).catch((error: unknown) => {
+      if (projected === null) throw error;
+      ctx.io.stderr.write(`baton: warning: cannot read the events stream (${(error as Error).message}); showing the projected timeline\n`);
+      return undefined;
+    });
+    let report: HandoffReport;
+    if (projected) {
+      report = history
+        ? { handoff: projected.handoff, view_source: 'projection', timeline: history.timeline, timeline_source: 'stream' }
+        : { handoff: projected.handoff, view_source: 'projection', timeline: projected.timeline, timeline_source: 'projection' };
+    } else {
+      const folded = history ? toHandoffRecord(history.events.reduce((s, e) => evolveHandoff(s, { type: e.type, data: e.payload } as HandoffEvent), initialHandoffState())) : null;
+      if (!history || !folded) throw new CliError(`handoff ${id} not found`);
+      report = { handoff: folded, view_source: 'events', timeline: history.timeline, timeline_source: 'stream' };
+    }
+    if (args.values['json'] === true) {
+      printJson(ctx.io, report);
+      return ExitCode.ok;
+    }
+    const h = report.handoff;
+    ctx.io.stdout.write(
+      renderFields({
+        handoff: h.id,
+        project: h.project,
+        status: h.status,
+        kind: h.kind,
+        priority: h.priority,
+        from: h.from_agent,
+        to: h.to_agent ?? (h.to_role ? `role ${h.to_role}` : undefined),
+        summary: h.summary,
+        'claimed by': h.claimed_by,
+        'lease until': h.lease_expires_at,
+        retries: `${h.retry.retry_count}/${h.retry.max_retries}`,
+        'workflow run': h.workflow_run_id,
+        outcome: h.completion_report?.outcome,
+        reason: h.terminal_reason,
+        updated: h.updated_at,
+        view: report.view_source === 'events' ? 'folded from the events (projection missing)' : 'projection',
+      }),
+    );
+    ctx.io.stdout.write(`\nTimeline (${report.timeline_source}):\n`);
+    ctx.io.stdout.write(timelineTable(report.timeline));
+    return ExitCode.ok;
+  },
+};
+
+export function timelineTable(timeline: readonly TimelineEntry[]): string {
+  return renderTable(
+    timeline,
+    [
+      { header: 'seq', value: (e) => e.seq },
+      { header: 'time', value: (e) => e.occurred_at },
+      { header: 'event', value: (e) => e.type },
+      { header: 'actor', value: (e) => e.actor },
+      { header: 'what', value: (e) => e.summary, max: 100 },
+    ],
+    '(no events)',
+  );
+}

@@ -1,0 +1,83 @@
+import { createBatonViews, InvalidCursorError, type StopRecord } from '@baton/projections';
+import type { Command } from '../command';
+import { int, parseCommandArgs, str } from '../command';
+import { ExitCode, UsageError } from '../errors';
+import { printJson, renderTable } from '../output';
+import { filtersOf } from './inbox';
+
+export const stopsCommand: Command = {
+  name: 'stops',
+  summary: 'list stop packets (why the runs stopped, what they tried, the form to answer)',
+  help: `Usage: baton stops [--why w] [--run r] [--agent a] [--status open|answered] [--project p] [--json]
+
+Read stop packets from the Redis projections (the same read side as GET /v1/stops), newest first.
+Repeat a filter to match any of its values.
+
+Options:
+  --why <why>       unknown_intent, policy, budget, parse_fail, thrash, circuit_open, banned_click, guard_failed
+  --run <id>        only the packets of this workflow run
+  --agent <a>       the agent that stopped
+  --status <s>      open or answered (default: both)
+  --project <p>     the project
+  --limit <n>       page size, 1-500 (default 50)
+  --cursor <c>      the next-page cursor a previous call printed
+  --json            print the packets (each { stop, effect, answered_at }) as a JSON array
+`,
+  async run(argv, ctx) {
+    const args = parseCommandArgs(
+      argv,
+      {
+        why: { type: 'string', multiple: true },
+        run: { type: 'string' },
+        agent: { type: 'string', multiple: true },
+        status: { type: 'string', multiple: true },
+        project: { type: 'string', multiple: true },
+        limit: { type: 'string' },
+        cursor: { type: 'string' },
+        json: { type: 'boolean' },
+      },
+      { min: 0, max: 0 },
+    );
+    if (args.help) {
+      ctx.io.stdout.write(this.help);
+      return ExitCode.ok;
+    }
+    const views = createBatonViews(await ctx.projections());
+    const run = str(args, 'run');
+    let page;
+    try {
+      page = await views.stops({
+        filters: filtersOf(args.values, ['why', 'agent', 'status', 'project']),
+        ...(run !== undefined ? { run } : {}),
+        limit: int(args, 'limit', { min: 1, max: 500 }) ?? 50,
+        cursor: str(args, 'cursor') ?? null,
+      });
+    } catch (error) {
+      if (error instanceof InvalidCursorError) throw new UsageError(`--cursor: ${error.message}`);
+      throw error;
+    }
+    if (args.values['json'] === true) {
+      printJson(ctx.io, page.items);
+      if (page.nextCursor) ctx.io.stderr.write(`next cursor: ${page.nextCursor}\n`);
+      return ExitCode.ok;
+    }
+    ctx.io.stdout.write(
+      renderTable<StopRecord>(
+        page.items,
+        [
+          { header: 'packet', value: (r) => r.stop.packet_id, max: 40 },
+          { header: 'why', value: (r) => r.stop.why },
+          { header: 'run', value: (r) => r.stop.workflow_run_id, max: 36 },
+          { header: 'agent', value: (r) => r.stop.agent },
+          { header: 'status', value: (r) => r.stop.status },
+          { header: 'form', value: (r) => r.stop.next_form?.kind ?? '-' },
+          { header: 'created', value: (r) => r.stop.created_at },
+          { header: 'tried', value: (r) => r.stop.tried.join(', '), max: 40 },
+        ],
+        'no stop packets',
+      ),
+    );
+    if (page.nextCursor) ctx.io.stdout.write(`\nmore: baton stops --cursor ${page.nextCursor}\n`);
+    return ExitCode.ok;
+  },
+};

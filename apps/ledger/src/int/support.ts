@@ -1,0 +1,111 @@
+// Shared set-up for the ledger's integration tests: real NATS (and Redis, for readiness), a random
+// subject prefix per suite, ledger instances booted in-process, and cleanup of every stream.
+import 'reflect-metadata';
+import { randomBytes } from 'node:crypto';
+import { createEventRegistry, type HandoffActorKind, type ProjectDefinition } from '@baton/contracts';
+import { DlqHeader, JetStreamEventStore, batonStreamNames, connectNats, type NatsHandle } from '@baton/eventstore';
+import type { LedgerCallOptions, RunningService } from '@baton/platform';
+import { startLedger } from '../ledger';
+
+export const NATS_URL = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
+
+export function randomPrefix(): string {
+  return `tl${randomBytes(5).toString('hex')}`;
+}
+
+export async function connectTest(name = 'ledger-int'): Promise<NatsHandle> {
+  return connectNats({ servers: NATS_URL, name, reconnect: false });
+}
+
+/** Boot one ledger instance in-process on `prefix` (HTTP on a free port, quiet logs). */
+export function bootLedger(prefix: string, instance: string, env: Record<string, string> = {}): Promise<RunningService> {
+  return startLedger({ ...process.env, BATON_PREFIX: prefix, BATON_INSTANCE: instance, HTTP_PORT: '0', LOG_LEVEL: 'error', ...env });
+}
+
+/** Delete the three streams of `prefix` (their consumers go with them). */
+export async function deleteStreams(handle: NatsHandle, prefix: string): Promise<void> {
+  const names = batonStreamNames(prefix);
+  for (const name of [names.events, names.inbox, names.dlq]) await handle.jsm.streams.delete(name).catch(() => undefined);
+}
+
+/** Publish a project definition as the router would (aggregate `definition` / `current`). */
+export async function publishDefinition(handle: NatsHandle, prefix: string, definition: ProjectDefinition): Promise<void> {
+  const store = new JetStreamEventStore({ js: handle.js, jsm: handle.jsm, prefix, registry: createEventRegistry() });
+  const ref = { project: definition.project, kind: 'definition' as const, id: 'current' };
+  const { lastSeq } = await store.read(ref);
+  const now = new Date().toISOString();
+  await store.append(
+    ref,
+    [
+      {
+        id: `def-${randomBytes(6).toString('hex')}`,
+        type: 'definition.published',
+        version: 1,
+        aggregate: { kind: 'definition', id: 'current' },
+        project: definition.project,
+        occurredAt: now,
+        actor: 'test-router',
+        origin: 'operator',
+        causationId: null,
+        correlationId: 'test',
+        payload: { definition, published_by: 'test-router', published_at: now, digest: randomBytes(8).toString('hex') },
+      },
+    ],
+    { expectedVersion: lastSeq },
+  );
+}
+
+export interface StoredMessage {
+  subject: string;
+  seq: number;
+  data: Uint8Array;
+  json(): unknown;
+  header(name: string): string | undefined;
+}
+
+/** Every message of a stream on `subject` (exact), oldest first. */
+export async function messagesOn(handle: NatsHandle, stream: string, subject: string): Promise<StoredMessage[]> {
+  const info = await handle.jsm.streams.info(stream);
+  const out: StoredMessage[] = [];
+  for (let seq = info.state.first_seq; seq <= info.state.last_seq && info.state.messages > 0; seq++) {
+    const msg = await handle.jsm.streams.getMessage(stream, { seq }).catch(() => null);
+    if (!msg || msg.subject !== subject) continue;
+    out.push({
+      subject: msg.subject,
+      seq: msg.seq,
+      data: msg.data,
+      json: () => JSON.parse(new TextDecoder().decode(msg.data)),
+      header: (name) => msg.header?.get(name) || undefined,
+    });
+  }
+  return out;
+}
+
+/** Dead letters recorded by `source` (`<prefix>.dlq.<source>`). */
+export function deadLetters(handle: NatsHandle, prefix: string, source: string): Promise<StoredMessage[]> {
+  return messagesOn(handle, batonStreamNames(prefix).dlq, `${prefix}.dlq.${source}`);
+}
+
+/** Offers published for `agent` in `project`. */
+export function offers(handle: NatsHandle, prefix: string, project: string, agent: string): Promise<StoredMessage[]> {
+  return messagesOn(handle, batonStreamNames(prefix).inbox, `${prefix}.in.${project}.offer.${agent}`);
+}
+
+export { DlqHeader };
+
+/** Poll `probe` until it returns a value that `done` accepts (default: truthy), or fail after `timeoutMs`. */
+export async function eventually<T>(probe: () => Promise<T>, done: (value: T) => boolean = Boolean, timeoutMs = 8000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: T = await probe();
+  while (!done(last)) {
+    if (Date.now() > deadline) throw new Error(`eventually: condition not met within ${timeoutMs} ms; last value: ${JSON.stringify(last)}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    last = await probe();
+  }
+  return last;
+}
+
+/** Call options that act as `actor`. */
+export function as(actor: string, actor_kind: HandoffActorKind = 'agent'): LedgerCallOptions {
+  return { as: { actor, actor_kind } };
+}

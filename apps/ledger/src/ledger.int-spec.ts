@@ -1,0 +1,233 @@
+import type { CompletionReport, HandoffRecord } from '@baton/contracts';
+import { JetStreamEventStore, type NatsHandle } from '@baton/eventstore';
+import { LedgerClient, type LedgerReply, type RunningService } from '@baton/platform';
+import { createEventRegistry } from '@baton/contracts';
+import { LedgerCommandListener } from './commands/command-listener';
+import { as, bootLedger, connectTest, deadLetters, deleteStreams, DlqHeader, eventually, offers, publishDefinition, randomPrefix } from './int/support';
+
+const P = 'shop';
+const LEASE_MS = 30_000;
+
+const report: CompletionReport = {
+  summary: 'implemented the parser',
+  files_changed: ['src/parser.ts'],
+  verification: 'npm test',
+  next_steps: '',
+  outcome: 'completed',
+  evidence: { tests_run: ['parser.spec.ts: 12 passed'] },
+};
+
+function handoffOf(reply: LedgerReply): HandoffRecord {
+  if (!reply.ok) throw new Error(`expected ok, got ${reply.error.code}: ${reply.error.message}`);
+  return reply.handoff;
+}
+
+function errorOf(reply: LedgerReply) {
+  if (reply.ok) throw new Error(`expected an error, got ${reply.handoff.status}`);
+  return reply.error;
+}
+
+describe('ledger service (real NATS, two instances on one prefix)', () => {
+  const prefix = randomPrefix();
+  let nats: NatsHandle;
+  let ledgerA: RunningService;
+  let ledgerB: RunningService;
+  let client: LedgerClient;
+  let store: JetStreamEventStore;
+
+  const eventCount = async (id: string) => (await store.read({ project: P, kind: 'handoff', id })).events.length;
+
+  beforeAll(async () => {
+    nats = await connectTest();
+    [ledgerA, ledgerB] = await Promise.all([
+      bootLedger(prefix, 'ledger-a', { LEDGER_LEASE_MS: String(LEASE_MS) }),
+      bootLedger(prefix, 'ledger-b', { LEDGER_LEASE_MS: String(LEASE_MS) }),
+    ]);
+    await publishDefinition(nats, prefix, {
+      project: P,
+      lead: 'lena',
+      agents: [{ name: 'alice' }, { name: 'bob', role: 'dev' }, { name: 'lena' }],
+      workflows: [],
+    });
+    client = new LedgerClient(nats, prefix, { timeoutMs: 5000 });
+    store = new JetStreamEventStore({ js: nats.js, jsm: nats.jsm, prefix, registry: createEventRegistry() });
+  });
+
+  afterAll(async () => {
+    await Promise.all([ledgerA?.stop(), ledgerB?.stop()]);
+    if (nats) {
+      await deleteStreams(nats, prefix);
+      await nats.close();
+    }
+  });
+
+  async function createAndReturn(id: string, maxRetries = 3): Promise<HandoffRecord> {
+    handoffOf(await client.create(P, { handoff_id: id, from_agent: 'alice', to_agent: 'bob', summary: `work ${id}`, max_retries: maxRetries, idempotency_key: `create-${id}` }, as('alice')));
+    const claimed = handoffOf(await client.claim(P, { handoff_id: id, idempotency_key: `claim-${id}` }, as('bob')));
+    return handoffOf(await client.return(P, { handoff_id: id, claim_id: claimed.claim_id!, report, idempotency_key: `return-${id}` }, as('bob')));
+  }
+
+  it('seed 002 cycle: create → claim → heartbeat → return → handback created for the delegator → accept → parent completed', async () => {
+    const created = handoffOf(
+      await client.create(P, { handoff_id: 'h-cycle', from_agent: 'alice', to_agent: 'bob', summary: 'write the parser', idempotency_key: 'create-cycle' }, as('alice')),
+    );
+    expect(created).toMatchObject({ id: 'h-cycle', status: 'pending', kind: 'task', from_agent: 'alice', to_agent: 'bob' });
+
+    // The handoff is offered to its addressee (HandoffRecord JSON, msg id offer:<id>:<seq>).
+    const [offer] = await eventually(() => offers(nats, prefix, P, 'bob'), (list) => list.some((m) => (m.json() as HandoffRecord).id === 'h-cycle'));
+    expect(offer!.json()).toMatchObject({ id: 'h-cycle', status: 'pending', to_agent: 'bob' });
+
+    const before = Date.now();
+    const claimed = handoffOf(await client.claim(P, { handoff_id: 'h-cycle', idempotency_key: 'claim-cycle' }, as('bob')));
+    expect(claimed).toMatchObject({ status: 'claimed', claimed_by: 'bob' });
+    expect(claimed.claim_id).toMatch(/^claim-/);
+    // The lease defaults to LEDGER_LEASE_MS.
+    const lease = Date.parse(claimed.lease_expires_at!) - before;
+    expect(lease).toBeGreaterThan(LEASE_MS - 2000);
+    expect(lease).toBeLessThan(LEASE_MS + 2000);
+
+    const beaten = handoffOf(await client.heartbeat(P, { handoff_id: 'h-cycle', claim_id: claimed.claim_id!, lease_ms: 120_000, idempotency_key: 'hb-1' }, as('bob')));
+    expect(Date.parse(beaten.lease_expires_at!)).toBeGreaterThan(Date.parse(claimed.lease_expires_at!));
+
+    const returned = handoffOf(await client.return(P, { handoff_id: 'h-cycle', claim_id: claimed.claim_id!, report, idempotency_key: 'return-cycle' }, as('bob')));
+    expect(returned).toMatchObject({ status: 'returned', handback_recipient: { to_agent: 'alice', reason: 'delegator' } });
+    const handbackId = returned.handback_id!;
+
+    // The reactor creates the completion handback for the delegator and offers it to her.
+    const handback = await eventually(() => client.get(P, handbackId));
+    expect(handback).toMatchObject({ kind: 'completion_handback', status: 'pending', to_agent: 'alice', reply_to_handoff_id: 'h-cycle', reviewed_worker: 'bob' });
+    await eventually(() => offers(nats, prefix, P, 'alice'), (list) => list.some((m) => (m.json() as HandoffRecord).id === handbackId));
+
+    // The parent stays returned until the handback is decided.
+    expect((await client.get(P, 'h-cycle'))!.status).toBe('returned');
+    const accepted = handoffOf(await client.decideHandback(P, { handoff_id: handbackId, decision: 'accept', idempotency_key: 'accept-cycle' }, as('alice')));
+    expect(accepted.status).toBe('completed');
+
+    const parent = await eventually(() => client.get(P, 'h-cycle'), (h) => h?.status === 'completed');
+    expect(parent).toMatchObject({ status: 'completed', completion_report: { outcome: 'completed' } });
+  });
+
+  it('decision=rework → parent pending with retry_count + 1, offered to the worker again and claimable', async () => {
+    const returned = await createAndReturn('h-rework');
+    const handbackId = returned.handback_id!;
+    await eventually(() => client.get(P, handbackId));
+    const reworked = handoffOf(
+      await client.decideHandback(P, { handoff_id: handbackId, decision: 'rework', note: 'add tests for the error paths', idempotency_key: 'rework-1' }, as('alice')),
+    );
+    expect(reworked.status).toBe('completed');
+
+    const parent = await eventually(() => client.get(P, 'h-rework'), (h) => h?.status === 'pending');
+    expect(parent).toMatchObject({ status: 'pending', retry: { max_retries: 3, retry_count: 1 } });
+    expect(parent).not.toHaveProperty('claim_id');
+    // Pending again for bob: offered to him again (the record as of the rework).
+    const offered = (m: { json(): unknown }) => m.json() as HandoffRecord;
+    await eventually(() => offers(nats, prefix, P, 'bob'), (list) => list.some((m) => offered(m).id === 'h-rework' && offered(m).retry.retry_count === 1));
+    handoffOf(await client.claim(P, { handoff_id: 'h-rework', idempotency_key: 'claim-h-rework-2' }, as('bob')));
+  });
+
+  it('optimistic claim: of 50 concurrent claims across two ledger instances exactly one wins, the rest get handoff_not_pending', async () => {
+    handoffOf(await client.create(P, { handoff_id: 'h-race', from_agent: 'alice', summary: 'anyone may take it', idempotency_key: 'create-race' }, as('alice')));
+    const servedBefore = [ledgerA, ledgerB].map((l) => l.app.get(LedgerCommandListener).handledCount());
+
+    const replies = await Promise.all(
+      Array.from({ length: 50 }, (_, i) => client.claim(P, { handoff_id: 'h-race', idempotency_key: `race-${i}` }, as(`worker-${i}`))),
+    );
+
+    const winners = replies.filter((r) => r.ok);
+    expect(winners).toHaveLength(1);
+    const losers = replies.filter((r) => !r.ok).map((r) => errorOf(r).code);
+    expect(losers).toEqual(Array(49).fill('handoff_not_pending'));
+    expect(await eventCount('h-race')).toBe(2); // created + one claimed
+    // Both instances served part of the race (queue group).
+    const servedAfter = [ledgerA, ledgerB].map((l) => l.app.get(LedgerCommandListener).handledCount());
+    expect(servedAfter[0]! - servedBefore[0]!).toBeGreaterThan(0);
+    expect(servedAfter[1]! - servedBefore[1]!).toBeGreaterThan(0);
+  });
+
+  it('the same idempotency key twice → one event: a retried create or claim changes nothing and answers the same handoff', async () => {
+    const create = { handoff_id: 'h-idem', from_agent: 'alice', summary: 's', idempotency_key: 'create-idem' };
+    handoffOf(await client.create(P, create, as('alice')));
+    expect(handoffOf(await client.create(P, create, as('alice')))).toMatchObject({ id: 'h-idem', status: 'pending', version: 1 });
+    expect(await eventCount('h-idem')).toBe(1);
+
+    const claim = { handoff_id: 'h-idem', idempotency_key: 'claim-idem' };
+    const [first, second] = await Promise.all([client.claim(P, claim, as('bob')), client.claim(P, claim, as('bob'))]);
+    const third = await client.claim(P, claim, as('bob'));
+    const claims = [first!, second!, third].map(handoffOf);
+    expect(new Set(claims.map((h) => h.claim_id)).size).toBe(1);
+    expect(claims.map((h) => h.version)).toEqual([2, 2, 2]);
+    expect(await eventCount('h-idem')).toBe(2);
+
+    // Once a later command followed, the old key is recognised by the handoff itself: no event.
+    handoffOf(await client.heartbeat(P, { handoff_id: 'h-idem', claim_id: claims[0]!.claim_id!, idempotency_key: 'hb-idem' }, as('bob')));
+    expect(await client.claim(P, claim, as('bob'))).toMatchObject({ ok: true, events: 0, handoff: { version: 3 } });
+    expect(await eventCount('h-idem')).toBe(3);
+  });
+
+  it('a command in the wrong state is refused with a typed error and changes nothing', async () => {
+    handoffOf(await client.create(P, { handoff_id: 'h-state', from_agent: 'alice', summary: 's', idempotency_key: 'create-state' }, as('alice')));
+    expect(errorOf(await client.archive(P, { handoff_id: 'h-state', idempotency_key: 'archive-1' }, as('olga', 'operator')))).toMatchObject({
+      code: 'handoff_not_terminal',
+      kind: 'wrong_state',
+      details: { handoff_id: 'h-state', status: 'pending' },
+    });
+    expect(errorOf(await client.heartbeat(P, { handoff_id: 'h-state', claim_id: 'c-x', idempotency_key: 'hb-x' }, as('bob')))).toMatchObject({
+      code: 'handoff_not_claimed',
+      kind: 'wrong_state',
+    });
+    expect(errorOf(await client.claim(P, { handoff_id: 'h-missing', idempotency_key: 'k' }, as('bob')))).toMatchObject({ code: 'not_found', kind: 'not_found' });
+    expect(await eventCount('h-state')).toBe(1);
+  });
+
+  it('complete_from_result: a router-dispatched handoff closes without a handback, evidence floor applied; agents may not issue it', async () => {
+    handoffOf(await client.create(P, { handoff_id: 'h-routed', from_agent: 'alice', to_agent: 'bob', summary: 's', idempotency_key: 'create-routed' }, as('alice')));
+    const body = { handoff_id: 'h-routed', result_id: 'r-1', agent: 'bob', evidence: {}, idempotency_key: 'result:r-1' };
+    expect(errorOf(await client.completeFromResult(P, body, as('bob')))).toMatchObject({ code: 'internal_command', kind: 'forbidden' });
+    const done = handoffOf(await client.completeFromResult(P, body, as('baton-router', 'system')));
+    expect(done).toMatchObject({
+      status: 'completed',
+      result_id: 'r-1',
+      completion_report: { outcome: 'partial' },
+      evidence_floor: { applied: true, original_outcome: 'completed', reason: 'no_evidence' },
+    });
+    expect(done).not.toHaveProperty('handback_id');
+  });
+
+  it('lease expiry → watchdog requeue: pending again with retry_count + 1 and offered to the addressee again', async () => {
+    handoffOf(await client.create(P, { handoff_id: 'h-lease', from_agent: 'alice', to_agent: 'bob', summary: 's', idempotency_key: 'create-lease' }, as('alice')));
+    const claimed = handoffOf(await client.claim(P, { handoff_id: 'h-lease', lease_ms: 1000, idempotency_key: 'claim-lease' }, as('bob')));
+    const early = await client.requeueExpired(P, { handoff_id: 'h-lease', claim_id: claimed.claim_id!, idempotency_key: 'rq-early' }, as('wd', 'watchdog'));
+    expect(errorOf(early).code).toBe('lease_not_expired');
+    await new Promise((resolve) => setTimeout(resolve, 1100));
+    const requeued = handoffOf(await client.requeueExpired(P, { handoff_id: 'h-lease', claim_id: claimed.claim_id!, idempotency_key: 'rq-1' }, as('wd', 'watchdog')));
+    expect(requeued).toMatchObject({ status: 'pending', retry: { retry_count: 1 } });
+    const offered = (m: { json(): unknown }) => m.json() as HandoffRecord;
+    const list = await eventually(() => offers(nats, prefix, P, 'bob'), (all) => all.some((m) => offered(m).id === 'h-lease' && offered(m).retry.retry_count === 1));
+    expect(list.filter((m) => offered(m).id === 'h-lease').at(-1)!.header('Baton-Event-Type')).toBe('handoff.lease_expired');
+  });
+
+  it('to_role addressing: the ledger resolves the claimer`s role from the project definition', async () => {
+    handoffOf(await client.create(P, { handoff_id: 'h-role', from_agent: 'alice', to_role: 'dev', summary: 's', idempotency_key: 'create-role' }, as('alice')));
+    expect(errorOf(await client.claim(P, { handoff_id: 'h-role', idempotency_key: 'claim-role-lena' }, as('lena'))).code).toBe('not_the_addressee');
+    expect(handoffOf(await client.claim(P, { handoff_id: 'h-role', idempotency_key: 'claim-role-bob' }, as('bob'))).claimed_by).toBe('bob');
+  });
+
+  it('a refused policy command is logged and recorded as a dead letter, not retried, and the reactor keeps going', async () => {
+    const returned = await createAndReturn('h-withdrawn');
+    const handbackId = returned.handback_id!;
+    await eventually(() => client.get(P, handbackId));
+    // The delegator withdraws the parent while its handback is still open; accepting it afterwards
+    // makes the policy's complete_from_handback hit an abandoned parent.
+    handoffOf(await client.abandon(P, { handoff_id: 'h-withdrawn', reason: 'no longer needed', idempotency_key: 'abandon-w' }, as('alice')));
+    handoffOf(await client.decideHandback(P, { handoff_id: handbackId, decision: 'accept', idempotency_key: 'accept-w' }, as('alice')));
+
+    const [letter] = await eventually(() => deadLetters(nats, prefix, 'ledger-reactor'), (all) => all.length > 0);
+    expect(letter!.header(DlqHeader.reason)).toBe('policy_refused');
+    expect(letter!.header(DlqHeader.detail)).toContain('handoff_not_returned');
+    expect((await client.get(P, 'h-withdrawn'))!.status).toBe('abandoned');
+    // The reactor moved on: a later return still gets its handback.
+    const next = await createAndReturn('h-after-refusal');
+    await eventually(() => client.get(P, next.handback_id!));
+    expect(await deadLetters(nats, prefix, 'ledger-reactor')).toHaveLength(1);
+  });
+});

@@ -1,0 +1,92 @@
+import { Limits } from '@baton/contracts';
+import type { NatsHandle } from '@baton/eventstore';
+import { LedgerClient, LedgerReplySchema, type LedgerReply, type RunningService } from '@baton/platform';
+import { DlqHeader, as, bootLedger, connectTest, deadLetters, deleteStreams, eventually, randomPrefix } from './int/support';
+
+const P = 'shop';
+const encoder = new TextEncoder();
+
+describe('ledger rejections (real NATS): bad input gets a typed rejection reply, is recorded as a dead letter, and the ledger keeps serving', () => {
+  const prefix = randomPrefix();
+  let nats: NatsHandle;
+  let ledger: RunningService;
+  let client: LedgerClient;
+
+  beforeAll(async () => {
+    nats = await connectTest();
+    ledger = await bootLedger(prefix, 'ledger-r');
+    client = new LedgerClient(nats, prefix, { attempts: 1 });
+  });
+
+  afterAll(async () => {
+    await ledger?.stop();
+    if (nats) {
+      await deleteStreams(nats, prefix);
+      await nats.close();
+    }
+  });
+
+  /** Send raw bytes as a request and decode the ledger's reply. */
+  async function raw(subject: string, body: Uint8Array | string): Promise<LedgerReply> {
+    const data = typeof body === 'string' ? encoder.encode(body) : body;
+    const msg = await nats.connection.request(subject, data, { timeout: 5000 });
+    return LedgerReplySchema.parse(JSON.parse(new TextDecoder().decode(msg.data)));
+  }
+
+  const subject = (command: string, project = P) => `${prefix}.cmd.ledger.${project}.${command}`;
+
+  /** The dead letter recorded for `bytes` (waits for it), with its reason. */
+  async function deadLetterOf(bytes: Uint8Array) {
+    const list = await eventually(
+      () => deadLetters(nats, prefix, 'ledger'),
+      (all) => all.some((m) => Buffer.from(m.data).equals(Buffer.from(bytes))),
+    );
+    return list.find((m) => Buffer.from(m.data).equals(Buffer.from(bytes)))!;
+  }
+
+  async function expectRejected(command: string, body: string | Uint8Array, code: string, project = P) {
+    const bytes = typeof body === 'string' ? encoder.encode(body) : body;
+    const reply = await raw(subject(command, project), bytes);
+    expect(reply).toMatchObject({ ok: false, error: { code, kind: 'rejected' } });
+    const letter = await deadLetterOf(bytes);
+    expect(letter.header(DlqHeader.reason)).toBe(code);
+    expect(letter.header(DlqHeader.subject)).toBe(subject(command, project));
+    expect(letter.header(DlqHeader.source)).toBe('ledger');
+    return reply;
+  }
+
+  const actor = { actor: 'alice', actor_kind: 'agent' };
+
+  it('malformed JSON → malformed_json reply + dead letter with the original bytes', async () => {
+    await expectRejected('create', '{"handoff_id": "h1", "summary": ', 'malformed_json');
+  });
+
+  it('schema violation → schema_violation reply naming the field + dead letter', async () => {
+    const reply = await expectRejected('claim', JSON.stringify({ ...actor, handoff_id: 'h1' }), 'schema_violation');
+    expect(!reply.ok && reply.error.details).toMatchObject({ issues: [expect.objectContaining({ path: 'idempotency_key' })] });
+    // The caller's identity is part of the schema: a missing actor kind is refused too.
+    await expectRejected('claim', JSON.stringify({ actor: 'alice', handoff_id: 'h1', idempotency_key: 'k' }), 'schema_violation');
+    // A prototype-polluting key is refused before any schema runs.
+    await expectRejected('claim', `{"actor":"alice","actor_kind":"agent","handoff_id":"h1","idempotency_key":"k2","__proto__":{"x":1}}`, 'schema_violation');
+  });
+
+  it('oversized body (over Limits.maxMessageBytes) → payload_too_large reply + dead letter with all its bytes', async () => {
+    const big = JSON.stringify({ ...actor, handoff_id: 'h1', summary: 'x'.repeat(Limits.maxMessageBytes + 10), idempotency_key: 'big' });
+    await expectRejected('create', big, 'payload_too_large');
+  });
+
+  it('an unknown command or a body for another project is rejected and recorded', async () => {
+    await expectRejected('explode', JSON.stringify({ ...actor, handoff_id: 'h1', idempotency_key: 'k' }), 'unknown_command');
+    const other = JSON.stringify({ ...actor, handoff_id: 'h1', project: 'elsewhere', from_agent: 'alice', summary: 's', idempotency_key: 'k' });
+    await expectRejected('create', other, 'project_mismatch');
+  });
+
+  it('after every kind of bad input the ledger keeps serving: a valid create and claim succeed', async () => {
+    await raw(subject('create'), '\u0000not json');
+    const created = await client.create(P, { handoff_id: 'h-after', from_agent: 'alice', summary: 'still here', idempotency_key: 'after' }, as('alice'));
+    expect(created).toMatchObject({ ok: true, handoff: { id: 'h-after', status: 'pending' } });
+    expect(await client.claim(P, { handoff_id: 'h-after', idempotency_key: 'after-claim' }, as('bob'))).toMatchObject({ ok: true, handoff: { status: 'claimed' } });
+    // Nothing invalid reached the event store.
+    expect(await client.get(P, 'h1')).toBeNull();
+  });
+});

@@ -1,0 +1,155 @@
+import { Body, Controller, Get, Header, HttpCode, Inject, Param, Post, Query, UseFilters } from '@nestjs/common';
+import { isoMs, type BatonViews, type ItemFilters } from '@baton/projections';
+import { BATON_VIEWS } from '../projection/tokens';
+import { ApiExceptionFilter, notFound, parseOr400 } from './http';
+import { buildOpenApiDocument, docsPage } from './openapi';
+import { OperatorActions } from './operator-actions';
+import {
+  HandbackDecisionBodySchema,
+  HoldAnswerBodySchema,
+  IdParamSchema,
+  InboxQuerySchema,
+  StopAnswerBodySchema,
+  StopsQuerySchema,
+} from './schemas';
+
+/** Controllers are thin: parse with zod (400 on failure), call the read side or a use case, shape the reply. */
+
+@UseFilters(ApiExceptionFilter)
+@Controller('v1/inbox')
+export class InboxController {
+  constructor(@Inject(BATON_VIEWS) private readonly views: BatonViews) {}
+
+  /** `GET /v1/inbox`: items a person must act on, newest or most urgent first, filtered, keyset-paged. */
+  @Get()
+  async list(@Query() query: unknown) {
+    const q = parseOr400(InboxQuerySchema, query);
+    const filters: ItemFilters = {
+      ...(q.project ? { project: q.project } : {}),
+      ...(q.kind ? { kind: q.kind } : {}),
+      ...(q.why ? { why: q.why } : {}),
+      ...(q.agent ? { agent: q.agent } : {}),
+      ...(q.priority ? { priority: q.priority } : {}),
+      ...(q.status !== 'any' ? { status: q.status } : {}),
+    };
+    const page = await this.views.inbox({ filters, order: q.order, limit: q.limit, cursor: q.cursor ?? null });
+    return { items: page.items, next_cursor: page.nextCursor };
+  }
+}
+
+@UseFilters(ApiExceptionFilter)
+@Controller('v1/stops')
+export class StopsController {
+  constructor(
+    @Inject(BATON_VIEWS) private readonly views: BatonViews,
+    private readonly actions: OperatorActions,
+  ) {}
+
+  /**
+   * `GET /v1/stops`: stop packets, newest first, by why, run, agent, status, project and time.
+   * With `since` / `until` a page may hold fewer than `limit` packets; follow `next_cursor`.
+   */
+  @Get()
+  async list(@Query() query: unknown) {
+    const q = parseOr400(StopsQuerySchema, query);
+    const filters: ItemFilters = {
+      ...(q.project ? { project: q.project } : {}),
+      ...(q.why ? { why: q.why } : {}),
+      ...(q.agent ? { agent: q.agent } : {}),
+      ...(q.status ? { status: q.status } : {}),
+    };
+    const page = await this.views.stops({ filters, ...(q.run ? { run: q.run } : {}), limit: q.limit, cursor: q.cursor ?? null });
+    const since = q.since ? isoMs(q.since) : null;
+    const until = q.until ? isoMs(q.until) : null;
+    const inWindow = (created: string) => (since === null || isoMs(created) >= since) && (until === null || isoMs(created) <= until);
+    const items = page.items.filter((r) => inWindow(r.stop.created_at));
+    const last = page.items[page.items.length - 1];
+    // Newest first: once a page reaches packets older than `since`, no later page can match.
+    const exhausted = since !== null && last !== undefined && isoMs(last.stop.created_at) < since;
+    return { items, next_cursor: exhausted ? null : page.nextCursor };
+  }
+
+  /** `GET /v1/stops/:id`: one stop packet with its answer and effect. */
+  @Get(':id')
+  async get(@Param('id') id: string) {
+    const record = await this.views.stop(parseOr400(IdParamSchema, id));
+    if (!record) throw notFound('stop packet', id);
+    return record;
+  }
+
+  /** `POST /v1/stops/:id/answer`: answer the packet's form → 202 once published to the router. */
+  @Post(':id/answer')
+  @HttpCode(202)
+  answer(@Param('id') id: string, @Body() body: unknown) {
+    return this.actions.answerStop(parseOr400(IdParamSchema, id), parseOr400(StopAnswerBodySchema, body));
+  }
+}
+
+@UseFilters(ApiExceptionFilter)
+@Controller('v1/handoffs')
+export class HandoffsController {
+  constructor(
+    @Inject(BATON_VIEWS) private readonly views: BatonViews,
+    private readonly actions: OperatorActions,
+  ) {}
+
+  /** `GET /v1/handoffs/:id`: the handoff record and its event timeline. */
+  @Get(':id')
+  async get(@Param('id') id: string) {
+    const view = await this.views.handoff(parseOr400(IdParamSchema, id));
+    if (!view) throw notFound('handoff', id);
+    return view;
+  }
+
+  /** `POST /v1/handoffs/:id/decision`: accept or rework a completion handback (through the ledger). */
+  @Post(':id/decision')
+  @HttpCode(200)
+  decide(@Param('id') id: string, @Body() body: unknown) {
+    return this.actions.decideHandback(parseOr400(IdParamSchema, id), parseOr400(HandbackDecisionBodySchema, body));
+  }
+}
+
+@UseFilters(ApiExceptionFilter)
+@Controller('v1/runs')
+export class RunsController {
+  constructor(
+    @Inject(BATON_VIEWS) private readonly views: BatonViews,
+    private readonly actions: OperatorActions,
+  ) {}
+
+  /** `GET /v1/runs/:id`: the run view, its event timeline and the handoffs it created. */
+  @Get(':id')
+  async get(@Param('id') id: string) {
+    const runId = parseOr400(IdParamSchema, id);
+    const view = await this.views.run(runId);
+    if (!view) throw notFound('run', id);
+    return { ...view, handoffs: await this.views.runHandoffs(runId) };
+  }
+
+  /** `POST /v1/runs/:id/answer`: answer a held run → 202 once published to the router. */
+  @Post(':id/answer')
+  @HttpCode(202)
+  answer(@Param('id') id: string, @Body() body: unknown) {
+    return this.actions.answerHold(parseOr400(IdParamSchema, id), parseOr400(HoldAnswerBodySchema, body));
+  }
+}
+
+@UseFilters(ApiExceptionFilter)
+@Controller()
+export class DocsController {
+  private document: object | null = null;
+
+  /** `GET /openapi.json`: the OpenAPI 3.1 document of this API, built from its zod schemas. */
+  @Get('openapi.json')
+  openapi() {
+    this.document ??= buildOpenApiDocument();
+    return this.document;
+  }
+
+  /** `GET /docs`: a minimal page linking the document. */
+  @Get('docs')
+  @Header('Content-Type', 'text/html; charset=utf-8')
+  docs() {
+    return docsPage();
+  }
+}

@@ -1,0 +1,86 @@
+import { ArgumentsHost, Catch, ExceptionFilter, HttpException, HttpStatus, Logger } from '@nestjs/common';
+import { rejectionFromZod } from '@baton/contracts';
+import { InvalidCursorError } from '@baton/projections';
+import type { z } from 'zod';
+
+/** The body of every error the operator API answers: a stable code, a message, the offending fields. */
+export interface ApiErrorBody {
+  error: { code: string; message: string; issues: { path: string; message: string }[]; details?: Record<string, unknown> };
+}
+
+/** An API refusal with its HTTP status and typed body. Controllers throw it; the filter writes it. */
+export class ApiError extends HttpException {
+  constructor(status: number, code: string, message: string, issues: { path: string; message: string }[] = [], details?: Record<string, unknown>) {
+    const body: ApiErrorBody = { error: { code, message, issues, ...(details ? { details } : {}) } };
+    super(body, status);
+    this.name = 'ApiError';
+  }
+}
+
+export const notFound = (what: string, id: string) => new ApiError(HttpStatus.NOT_FOUND, 'not_found', `${what} ${id} does not exist`);
+
+/** Parse untrusted input with a zod schema; a failure is a 400 `schema_violation` naming each field. */
+export function parseOr400<S extends z.ZodType>(schema: S, input: unknown): z.infer<S> {
+  const parsed = schema.safeParse(input);
+  if (parsed.success) return parsed.data;
+  const rejection = rejectionFromZod(parsed.error);
+  throw new ApiError(HttpStatus.BAD_REQUEST, rejection.code, rejection.message, rejection.issues);
+}
+
+/** HTTP status for a domain / ledger error kind. */
+export function statusForKind(kind: string): number {
+  switch (kind) {
+    case 'wrong_state':
+      return HttpStatus.CONFLICT;
+    case 'forbidden':
+      return HttpStatus.FORBIDDEN;
+    case 'not_found':
+      return HttpStatus.NOT_FOUND;
+    case 'unavailable':
+      return HttpStatus.SERVICE_UNAVAILABLE;
+    case 'internal':
+      return HttpStatus.INTERNAL_SERVER_ERROR;
+    default:
+      return HttpStatus.BAD_REQUEST;
+  }
+}
+
+/**
+ * Writes every HTTP error as `{ error: { code, message, issues } }`: ApiErrors as they are; a bad
+ * cursor as 400 `schema_violation`; Express's own errors (malformed JSON body → `malformed_json`,
+ * body over the limit → `payload_too_large`) and unknown routes typed too; anything else as 500
+ * `internal_error` (logged, never leaked).
+ */
+@Catch()
+export class ApiExceptionFilter implements ExceptionFilter {
+  private readonly logger = new Logger('notifier-api');
+
+  catch(exception: unknown, host: ArgumentsHost): void {
+    if (host.getType() !== 'http') throw exception;
+    const response = host.switchToHttp().getResponse<{ status(code: number): { json(body: unknown): void } }>();
+    const [status, body] = this.toBody(exception);
+    response.status(status).json(body);
+  }
+
+  private toBody(exception: unknown): [number, ApiErrorBody | object] {
+    if (exception instanceof ApiError) return [exception.getStatus(), exception.getResponse() as ApiErrorBody];
+    if (exception instanceof InvalidCursorError) {
+      return [HttpStatus.BAD_REQUEST, { error: { code: 'schema_violation', message: `cursor: ${exception.message}`, issues: [{ path: 'cursor', message: exception.message }] } }];
+    }
+    if (exception instanceof HttpException) {
+      const status = exception.getStatus();
+      const raw = exception.getResponse();
+      // Health checks answer their own bodies.
+      if (typeof raw === 'object' && raw !== null && 'checks' in raw) return [status, raw];
+      const message = typeof raw === 'string' ? raw : String((raw as { message?: unknown }).message ?? exception.message);
+      const code =
+        status === HttpStatus.PAYLOAD_TOO_LARGE ? 'payload_too_large' : status === HttpStatus.NOT_FOUND ? 'not_found' : status === HttpStatus.BAD_REQUEST && /JSON/i.test(message) ? 'malformed_json' : status === HttpStatus.BAD_REQUEST ? 'schema_violation' : 'http_error';
+      return [status, { error: { code, message, issues: [] } }];
+    }
+    const typeField = typeof exception === 'object' && exception !== null ? (exception as { type?: unknown; status?: unknown }) : {};
+    if (typeField.type === 'entity.parse.failed') return [HttpStatus.BAD_REQUEST, { error: { code: 'malformed_json', message: 'the body is not valid JSON', issues: [] } }];
+    if (typeField.type === 'entity.too.large') return [HttpStatus.PAYLOAD_TOO_LARGE, { error: { code: 'payload_too_large', message: 'the body is too large', issues: [] } }];
+    this.logger.error(exception instanceof Error ? (exception.stack ?? exception.message) : String(exception));
+    return [HttpStatus.INTERNAL_SERVER_ERROR, { error: { code: 'internal_error', message: 'the request failed; see the notifier log', issues: [] } }];
+  }
+}

@@ -1,0 +1,159 @@
+import { z } from 'zod';
+import {
+  AnswerAcceptedSchema,
+  DecisionResponseSchema,
+  ErrorBodySchema,
+  HandbackDecisionBodySchema,
+  HandoffViewSchema,
+  HoldAnswerBodySchema,
+  InboxPageSchema,
+  InboxQuerySchema,
+  RunResponseSchema,
+  StopAnswerBodySchema,
+  StopRecordSchema,
+  StopsPageSchema,
+  StopsQuerySchema,
+} from './schemas';
+
+type JsonSchema = Record<string, unknown>;
+
+const schemaOf = (schema: z.ZodType, io: 'input' | 'output'): JsonSchema => {
+  const json = z.toJSONSchema(schema, { target: 'draft-2020-12', io, unrepresentable: 'any' }) as JsonSchema;
+  delete json['$schema'];
+  return json;
+};
+
+const json = (schema: z.ZodType, description: string) => ({ description, content: { 'application/json': { schema: schemaOf(schema, 'output') } } });
+const error = (description: string) => json(ErrorBodySchema, description);
+
+/** One OpenAPI query parameter per member of a (strict object) query schema. */
+function queryParameters(schema: z.ZodObject): object[] {
+  return Object.entries(schema.shape).map(([name, member]) => {
+    const input = schemaOf(member as z.ZodType, 'input');
+    return { name, in: 'query', required: false, schema: input, ...(input['description'] ? { description: input['description'] } : {}) };
+  });
+}
+
+const idParam = (description: string) => ({ name: 'id', in: 'path', required: true, description, schema: { type: 'string', pattern: '^[A-Za-z0-9_\\-:@]+$', maxLength: 128 } });
+const body = (schema: z.ZodType) => ({ required: true, content: { 'application/json': { schema: schemaOf(schema, 'input') } } });
+
+/**
+ * The OpenAPI 3.1 document of the operator API, hand-built from the same zod schemas the
+ * controllers parse with (requests as `input`, responses as `output`), so it cannot drift from
+ * what the service accepts. Every error answers `{ error: { code, message, issues } }`.
+ */
+export function buildOpenApiDocument(): object {
+  const bad = error('invalid input: `schema_violation` (query, path or body), `malformed_json`, `payload_too_large`');
+  const missing = error('`not_found`');
+  return {
+    openapi: '3.1.0',
+    info: {
+      title: 'Baton operator API',
+      version: '1.0.0',
+      description:
+        'The notifier service: the operator inbox, stop packets, handoff and run views (Redis projections of the event streams), and the operator actions (answer a stop packet or a hold, accept or rework a completion handback). Until operator authentication lands, every caller acts with the `operator` role and names itself in `answered_by` / `actor`.',
+    },
+    paths: {
+      '/v1/inbox': {
+        get: {
+          operationId: 'listInbox',
+          summary: 'Items a person must act on (stops, holds, handbacks, escalations)',
+          description: 'Newest (`order=newest`) or most urgent first; filters take one value or a comma-separated list; `status` defaults to `open` (`any` for all); page with `next_cursor`.',
+          parameters: queryParameters(InboxQuerySchema),
+          responses: { '200': json(InboxPageSchema, 'one page of inbox items'), '400': bad },
+        },
+      },
+      '/v1/stops': {
+        get: {
+          operationId: 'listStops',
+          summary: 'Stop packets by why, run, agent, status, project and time, newest first',
+          parameters: queryParameters(StopsQuerySchema),
+          responses: { '200': json(StopsPageSchema, 'one page of stop packets'), '400': bad },
+        },
+      },
+      '/v1/stops/{id}': {
+        get: {
+          operationId: 'getStop',
+          summary: 'One stop packet with its answer and the effect of the answer',
+          parameters: [idParam('the packet id')],
+          responses: { '200': json(StopRecordSchema, 'the packet'), '400': bad, '404': missing },
+        },
+      },
+      '/v1/stops/{id}/answer': {
+        post: {
+          operationId: 'answerStop',
+          summary: "Answer a stop packet's form (one of its buttons)",
+          description: 'Published to the router on `<prefix>.in.<project>.answer` (Nats-Msg-Id = answer_id). Send the same `answer_id` to retry safely.',
+          parameters: [idParam('the packet id')],
+          requestBody: body(StopAnswerBodySchema),
+          responses: {
+            '202': json(AnswerAcceptedSchema, 'published to the router'),
+            '400': error('`schema_violation`, `answer_not_allowed`, `answer_incomplete`, `intent_not_offered`, `cap_not_raised`'),
+            '404': missing,
+            '409': error('`stop_already_answered` (the packet is not open: fail closed), `stale_answer`'),
+          },
+        },
+      },
+      '/v1/runs/{id}': {
+        get: {
+          operationId: 'getRun',
+          summary: 'A workflow run: status, workflow, current step and agent, callback, hops, open stop; its timeline and handoffs',
+          parameters: [idParam('the workflow run id')],
+          responses: { '200': json(RunResponseSchema, 'the run'), '400': bad, '404': missing },
+        },
+      },
+      '/v1/runs/{id}/answer': {
+        post: {
+          operationId: 'answerHold',
+          summary: 'Answer a held run: continue, reroute (with a target) or terminate',
+          parameters: [idParam('the workflow run id')],
+          requestBody: body(HoldAnswerBodySchema),
+          responses: { '202': json(AnswerAcceptedSchema, 'published to the router'), '400': bad, '404': missing, '409': error('`run_not_held`') },
+        },
+      },
+      '/v1/handoffs/{id}': {
+        get: {
+          operationId: 'getHandoff',
+          summary: 'A handoff record and its event timeline',
+          parameters: [idParam('the handoff id')],
+          responses: { '200': json(HandoffViewSchema, 'the handoff'), '400': bad, '404': missing },
+        },
+      },
+      '/v1/handoffs/{id}/decision': {
+        post: {
+          operationId: 'decideHandback',
+          summary: 'Accept or rework a completion handback (a rework carries a note)',
+          parameters: [idParam('the completion handback id')],
+          requestBody: body(HandbackDecisionBodySchema),
+          responses: {
+            '200': json(DecisionResponseSchema, 'the decided handback'),
+            '400': bad,
+            '403': error('the ledger refused the actor (e.g. the worker deciding its own work)'),
+            '404': missing,
+            '409': error('the ledger refused the state (e.g. already decided)'),
+            '503': error('no ledger answered'),
+          },
+        },
+      },
+      '/openapi.json': { get: { operationId: 'openapi', summary: 'This document', responses: { '200': { description: 'the OpenAPI document' } } } },
+      '/docs': { get: { operationId: 'docs', summary: 'A page linking this document', responses: { '200': { description: 'HTML' } } } },
+    },
+  };
+}
+
+/** A minimal HTML page linking the OpenAPI document. */
+export function docsPage(): string {
+  return `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Baton operator API</title></head>
+<body>
+<h1>Baton operator API</h1>
+<p>The OpenAPI 3.1 document: <a href="/openapi.json">/openapi.json</a>. Load it in any OpenAPI viewer.</p>
+<ul>
+<li><code>GET /v1/inbox</code> — the operator inbox</li>
+<li><code>GET /v1/stops</code>, <code>GET /v1/stops/{id}</code>, <code>POST /v1/stops/{id}/answer</code></li>
+<li><code>GET /v1/runs/{id}</code>, <code>POST /v1/runs/{id}/answer</code></li>
+<li><code>GET /v1/handoffs/{id}</code>, <code>POST /v1/handoffs/{id}/decision</code></li>
+</ul>
+</body></html>
+`;
+}

@@ -1,0 +1,110 @@
+import { randomUUID } from 'node:crypto';
+import { HttpStatus, Inject, Injectable } from '@nestjs/common';
+import { HoldAnswerSchema, OperatorAnswerSchema, Subjects, type HandoffRecord } from '@baton/contracts';
+import { decideResume } from '@baton/domain';
+import type { BatonViews } from '@baton/projections';
+import { JetStreamClient, RUNTIME, type ServiceRuntime } from '@baton/platform';
+import type { z } from 'zod';
+import { RunAnswerRequestSchema, type RunAnswerRequest } from '@baton/contracts';
+import type { LedgerClient } from '@baton/platform';
+import { BATON_VIEWS, LEDGER_CLIENT } from '../projection/tokens';
+import { ApiError, notFound, parseOr400, statusForKind } from './http';
+import type { AnswerAcceptedSchema, HandbackDecisionBodySchema, HoldAnswerBodySchema, StopAnswerBodySchema } from './schemas';
+
+type AnswerAccepted = z.infer<typeof AnswerAcceptedSchema>;
+
+/**
+ * The operator's actions: answering a stop packet's form or a hold (published to the router on
+ * `<prefix>.in.<project>.answer`, JetStream, `Nats-Msg-Id` = answer id) and deciding a completion
+ * handback (a ledger command). Each action is checked against the projections first and refused
+ * fail-closed (a packet that is not open → 409 `stop_already_answered`); the router and the
+ * ledger decide again authoritatively and record any refusal.
+ *
+ * The answering role is `operator` for every caller until operator authentication arrives (a later
+ * issue); `answered_by` / `actor` are taken from the request body until then.
+ */
+@Injectable()
+export class OperatorActions {
+  private readonly js: JetStreamClient;
+
+  constructor(
+    @Inject(RUNTIME) private readonly runtime: ServiceRuntime,
+    @Inject(BATON_VIEWS) private readonly views: BatonViews,
+    @Inject(LEDGER_CLIENT) private readonly ledger: LedgerClient,
+  ) {
+    this.js = new JetStreamClient(runtime.nats);
+  }
+
+  /**
+   * Answer an open stop packet. Idempotent by `answer_id`: a retry of an answer already recorded on
+   * the packet answers 202 with `duplicate: true`; a retry before the router applied it is
+   * deduplicated by the stream. Refusals (decided with the domain's `decideResume`): 404
+   * `not_found`, 409 `stop_already_answered` / `stale_answer`, 400 `answer_not_allowed`,
+   * `answer_incomplete`, `intent_not_offered`, `cap_not_raised`, `schema_violation`.
+   */
+  async answerStop(packetId: string, body: z.infer<typeof StopAnswerBodySchema>): Promise<AnswerAccepted> {
+    const record = await this.views.stop(packetId);
+    if (!record) throw notFound('stop packet', packetId);
+    const packet = record.stop;
+    if (packet.status !== 'open') {
+      if (body.answer_id !== undefined && packet.answer?.answer_id === body.answer_id) {
+        return { accepted: true, answer_id: body.answer_id, workflow_run_id: packet.workflow_run_id, subject: Subjects.operatorAnswer(this.prefix, packet.project), duplicate: true };
+      }
+      throw new ApiError(HttpStatus.CONFLICT, 'stop_already_answered', `stop packet ${packetId} was already answered`, [], {
+        answer_id: packet.answer?.answer_id ?? null,
+        answered_at: record.answered_at,
+      });
+    }
+    const now = new Date().toISOString();
+    const { answer_id: answerId, ...fields } = body;
+    const answer = parseOr400(OperatorAnswerSchema, { ...fields, packet_id: packetId, answer_id: answerId ?? `ans-${randomUUID()}`, answered_at: now });
+    const decided = decideResume(packet, answer, { now, actorRole: 'operator' });
+    if (!decided.ok) throw new ApiError(statusForKind(decided.error.kind), decided.error.code, decided.error.message, [], decided.error.details);
+    return this.publish({ workflow_run_id: packet.workflow_run_id, project: packet.project, actor_role: 'operator', answer: { kind: 'stop_answer', answer } });
+  }
+
+  /** Answer a held run (continue / reroute / terminate). 404 unknown run, 409 `run_not_held`, 400 bad answer. */
+  async answerHold(workflowRunId: string, body: z.infer<typeof HoldAnswerBodySchema>): Promise<AnswerAccepted> {
+    const view = await this.views.run(workflowRunId);
+    if (!view) throw notFound('run', workflowRunId);
+    if (view.run.status !== 'held') {
+      throw new ApiError(HttpStatus.CONFLICT, 'run_not_held', `run ${workflowRunId} is ${view.run.status}, not held${view.run.open_stop_id ? `; answer its stop packet ${view.run.open_stop_id}` : ''}`);
+    }
+    const { answer_id: answerId, ...fields } = body;
+    const answer = parseOr400(HoldAnswerSchema, { ...fields, answer_id: answerId ?? `ans-${randomUUID()}`, answered_at: new Date().toISOString() });
+    return this.publish({ workflow_run_id: workflowRunId, project: view.run.project, actor_role: 'operator', answer: { kind: 'hold_answer', answer } });
+  }
+
+  /**
+   * Accept or rework a completion handback through the ledger (idempotent by `idempotency_key`,
+   * generated when absent). 404 unknown handoff; the ledger's refusals keep their code: 409 for a
+   * wrong state (e.g. already decided), 403 forbidden (the worker deciding its own work), 400 for
+   * invalid input, 503 when no ledger answers.
+   */
+  async decideHandback(handoffId: string, body: z.infer<typeof HandbackDecisionBodySchema>): Promise<{ handoff: HandoffRecord; events: number }> {
+    const view = await this.views.handoff(handoffId);
+    if (!view) throw notFound('handoff', handoffId);
+    const key = body.idempotency_key ?? `decide-${randomUUID()}`;
+    const command =
+      body.decision === 'accept'
+        ? { handoff_id: handoffId, decision: 'accept' as const, ...(body.note !== undefined ? { note: body.note } : {}), idempotency_key: key }
+        : { handoff_id: handoffId, decision: 'rework' as const, note: body.note ?? '', idempotency_key: key };
+    const reply = await this.ledger.decideHandback(view.handoff.project, command, { as: { actor: body.actor, actor_kind: 'operator' } });
+    if (reply.ok) return { handoff: reply.handoff, events: reply.events };
+    const status = reply.error.kind === 'rejected' ? HttpStatus.BAD_REQUEST : statusForKind(reply.error.kind);
+    throw new ApiError(status, reply.error.code, reply.error.message, [], reply.error.details);
+  }
+
+  private get prefix(): string {
+    return this.runtime.config.BATON_PREFIX;
+  }
+
+  private async publish(request: RunAnswerRequest): Promise<AnswerAccepted> {
+    const body = RunAnswerRequestSchema.parse(request);
+    const subject = Subjects.operatorAnswer(this.prefix, body.project);
+    const answerId = body.answer.answer.answer_id;
+    const ack = await this.js.publish(subject, body, { msgId: answerId });
+    this.runtime.logger.info('operator answer published', { workflow_run_id: body.workflow_run_id, answer_id: answerId, kind: body.answer.kind, duplicate: ack.duplicate });
+    return { accepted: true, answer_id: answerId, workflow_run_id: body.workflow_run_id, subject, duplicate: ack.duplicate };
+  }
+}

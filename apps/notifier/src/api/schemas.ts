@@ -1,0 +1,183 @@
+import { z } from 'zod';
+import {
+  ActorNameSchema,
+  AgentNameSchema,
+  HandoffPrioritySchema,
+  HandoffRecordSchema,
+  HoldAnswerActionSchema,
+  IdSchema,
+  IsoTimeSchema,
+  Limits,
+  OperatorAnswerActionSchema,
+  ProjectIdSchema,
+  ResumeEffectSchema,
+  RunStatusSchema,
+  ShortTextSchema,
+  StopPacketSchema,
+  StopPacketStatusSchema,
+  StopWhySchema,
+} from '@baton/contracts';
+
+/** A query parameter holding one value or a comma-separated list of them (any matches). */
+const list = <T extends z.ZodType<string, string>>(item: T) =>
+  z
+    .string()
+    .min(1)
+    .max(2_000)
+    .transform((raw) => raw.split(',').map((v) => v.trim()))
+    .pipe(z.array(item).min(1).max(20));
+
+const limit = z.coerce.number().int().min(1).max(500).default(50);
+const cursor = z.string().min(1).max(2_000);
+
+export const InboxKindSchema = z.enum(['stop', 'hold', 'handback', 'escalation']);
+export const InboxStatusSchema = z.enum(['open', 'answered', 'closed']);
+
+/** `GET /v1/inbox` query. Unknown parameters are refused (400). `status` defaults to `open`; `any` lists all. */
+export const InboxQuerySchema = z.strictObject({
+  project: list(ProjectIdSchema).optional(),
+  kind: list(InboxKindSchema).optional(),
+  why: list(z.string().min(1).max(80).regex(/^[a-z_]+$/, 'a why is a lowercase enum value')).optional(),
+  agent: list(ActorNameSchema).optional(),
+  priority: list(HandoffPrioritySchema).optional(),
+  status: z.union([list(InboxStatusSchema), z.literal('any')]).default(['open']),
+  order: z.enum(['newest', 'urgent']).default('newest'),
+  limit,
+  cursor: cursor.optional(),
+});
+
+/** `GET /v1/stops` query. `since` / `until` bound the packet time (ISO, inclusive). */
+export const StopsQuerySchema = z.strictObject({
+  project: list(ProjectIdSchema).optional(),
+  why: list(StopWhySchema).optional(),
+  agent: list(AgentNameSchema).optional(),
+  status: list(StopPacketStatusSchema).optional(),
+  run: IdSchema.optional(),
+  since: IsoTimeSchema.optional(),
+  until: IsoTimeSchema.optional(),
+  limit,
+  cursor: cursor.optional(),
+});
+
+export const IdParamSchema = IdSchema;
+
+/** `POST /v1/stops/:id/answer`: the packet form's answer. `answer_id` (optional) makes a retried POST idempotent. */
+export const StopAnswerBodySchema = z.strictObject({
+  answer_id: IdSchema.optional(),
+  action: OperatorAnswerActionSchema,
+  intent: z.string().min(1).max(Limits.maxIdLength).optional(),
+  cap: z.number().finite().positive().optional(),
+  note: ShortTextSchema.optional(),
+  pending_digest: z.string().min(1).max(200).optional(),
+  answered_by: z.string().min(1).max(200),
+});
+
+/** `POST /v1/runs/:id/answer`: the answer to a hold. */
+export const HoldAnswerBodySchema = z.strictObject({
+  answer_id: IdSchema.optional(),
+  action: HoldAnswerActionSchema,
+  target: z.string().min(1).max(Limits.maxIdLength).optional(),
+  note: ShortTextSchema.optional(),
+  answered_by: z.string().min(1).max(200),
+});
+
+/** `POST /v1/handoffs/:id/decision`: accept or rework a completion handback. */
+export const HandbackDecisionBodySchema = z
+  .strictObject({
+    decision: z.enum(['accept', 'rework']),
+    note: ShortTextSchema.optional(),
+    actor: ActorNameSchema,
+    idempotency_key: z.string().min(1).max(200).optional(),
+  })
+  .superRefine((body, ctx) => {
+    if (body.decision === 'rework' && (body.note === undefined || body.note.trim() === '')) {
+      ctx.addIssue({ code: 'custom', path: ['note'], message: 'a rework says what to change' });
+    }
+  });
+
+// ---------------------------------------------------------------------------------------------
+// Response shapes (documentation: the OpenAPI document is built from them)
+
+export const ErrorBodySchema = z.object({
+  error: z.object({
+    code: z.string().describe('a RejectionCode (schema_violation, malformed_json, not_found...) or a domain code (stop_already_answered, run_not_held...)'),
+    message: z.string(),
+    issues: z.array(z.object({ path: z.string(), message: z.string() })),
+    details: z.record(z.string(), z.unknown()).optional(),
+  }),
+});
+
+export const InboxItemSchema = z
+  .object({
+    id: z.string().describe('stop:<packet_id> | hold:<workflow_run_id>:<seq> | handback:<handoff_id> | escalation:<handoff_id>'),
+    project: z.string(),
+    kind: InboxKindSchema,
+    why: z.string().optional().describe('stop: the StopWhy; hold: hold | human_gate; escalation: lease_expired | rework'),
+    agent: z.string().optional(),
+    priority: HandoffPrioritySchema.optional(),
+    status: InboxStatusSchema,
+    urgency: z.number().describe('urgent 4, high 3, medium 2, low 1'),
+    at: z.number().int().describe('when the item opened, epoch ms'),
+    title: z.string(),
+    opened_at: z.string(),
+    workflow_run_id: z.string().optional(),
+    handoff_id: z.string().optional(),
+    packet_id: z.string().optional(),
+    resolution: z.string().optional(),
+    closed_at: z.string().optional(),
+    closed_by: z.string().optional(),
+  })
+  .catchall(z.unknown());
+
+export const InboxPageSchema = z.object({ items: z.array(InboxItemSchema), next_cursor: z.string().nullable() });
+
+export const StopRecordSchema = z.object({
+  stop: StopPacketSchema,
+  effect: ResumeEffectSchema.nullable(),
+  answered_at: z.string().nullable(),
+});
+export const StopsPageSchema = z.object({ items: z.array(StopRecordSchema), next_cursor: z.string().nullable() });
+
+export const TimelineEntrySchema = z.object({
+  seq: z.number().int(),
+  event_id: z.string(),
+  type: z.string(),
+  occurred_at: z.string(),
+  actor: z.string(),
+  origin: z.string(),
+  summary: z.string(),
+});
+
+export const HandoffViewSchema = z.object({ handoff: HandoffRecordSchema, timeline: z.array(TimelineEntrySchema) });
+
+export const RunViewSchema = z.object({
+  workflow_run_id: z.string(),
+  project: z.string(),
+  workflow: z.object({ name: z.string(), version: z.number().int() }),
+  status: RunStatusSchema,
+  step: z.string(),
+  agent: z.string(),
+  callback: z.string().nullable(),
+  hops: z.number().int(),
+  handoff_id: z.string().nullable(),
+  open_stop_id: z.string().nullable(),
+  hold: z.object({ kind: z.string(), reason: z.string(), pending_target: z.object({ agent: z.string(), step: z.string() }).nullable() }).nullable(),
+  terminated_reason: z.string().nullable(),
+  people: z.record(z.string(), z.string().nullable()),
+  variables: z.record(z.string(), z.unknown()),
+  notices: z.number().int(),
+  started_at: z.string(),
+  updated_at: z.string(),
+  last_seq: z.number().int(),
+});
+export const RunResponseSchema = z.object({ run: RunViewSchema, timeline: z.array(TimelineEntrySchema), handoffs: z.array(z.string()) });
+
+export const AnswerAcceptedSchema = z.object({
+  accepted: z.literal(true),
+  answer_id: z.string(),
+  workflow_run_id: z.string(),
+  subject: z.string(),
+  duplicate: z.boolean().describe('true when the same answer_id was already published'),
+});
+
+export const DecisionResponseSchema = z.object({ handoff: HandoffRecordSchema, events: z.number().int() });

@@ -1,0 +1,281 @@
+import { randomBytes } from 'node:crypto';
+import { createEventRegistry, Subjects, type HandoffEvent } from '@baton/contracts';
+import { handoffDecider, reactToHandoffEvent, runDecider } from '@baton/domain';
+import { batonStreamNames, batonTopology, connectNats, JetStreamEventStore, provision, type NatsHandle } from '@baton/eventstore';
+import type { RunningService } from '@baton/platform';
+import {
+  createBatonProjector,
+  createProjectionStore,
+  createRedis,
+  diffSnapshots,
+  jetStreamReplaySource,
+  scenarioSteps,
+  type RedisHandle,
+  type ScenarioStep,
+} from '@baton/projections';
+import { startNotifier } from './main';
+import { projectionPrefix } from './projection/tokens';
+
+const PROJECTIONS = ['inbox', 'stops', 'handoffs', 'runs', 'notices'];
+const prefix = `tn${randomBytes(5).toString('hex')}`;
+const natsUrl = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
+const streams = batonStreamNames(prefix);
+const decoder = new TextDecoder();
+
+let nats: NatsHandle;
+let redis: RedisHandle;
+let events: JetStreamEventStore;
+let service: RunningService;
+let base: string;
+const noticesSeen: string[] = [];
+let commandCount = 0;
+
+/** Append a scenario step through the event store with the real deciders (and the ledger's reactions). */
+async function append(steps: ScenarioStep[]): Promise<number> {
+  let noticeEvents = 0;
+  const queue = [...steps];
+  while (queue.length > 0) {
+    const step = queue.shift() as ScenarioStep;
+    const meta = {
+      commandId: `cmd-${++commandCount}`,
+      occurredAt: step.command.metadata.now,
+      actor: step.actor,
+      origin: step.origin,
+      causationId: null,
+      correlationId: step.id,
+    };
+    const ref = { project: 'demo', kind: step.aggregate, id: step.id } as const;
+    if (step.aggregate === 'run') {
+      const result = await events.handleCommand(ref, runDecider, step.command, meta);
+      if (!result.ok) throw new Error(`${step.command.type} refused: ${result.error.code}`);
+      noticeEvents += result.events.filter((e) => e.type === 'run.notice_emitted').length;
+      continue;
+    }
+    const result = await events.handleCommand(ref, handoffDecider, step.command, meta);
+    if (!result.ok) throw new Error(`${step.command.type} refused: ${result.error.code}`);
+    let state = handoffDecider.initialState();
+    for (const e of (await events.read(ref)).events) state = handoffDecider.evolve(state, { type: e.type, data: e.payload } as HandoffEvent);
+    const reactions: ScenarioStep[] = [];
+    for (const stored of result.events) {
+      const event = { type: stored.type, data: stored.payload } as HandoffEvent;
+      for (const reaction of reactToHandoffEvent(event, { state, deriveId: (...parts) => parts.join('-'), projectLead: 'lena' })) {
+        reactions.push({ aggregate: 'handoff', id: reaction.aggregateId, command: reaction.command, actor: reaction.command.metadata.actor, origin: 'agent' });
+      }
+    }
+    queue.unshift(...reactions);
+  }
+  return noticeEvents;
+}
+
+async function caughtUp(timeoutMs = 10_000): Promise<void> {
+  const store = createProjectionStore({ redis: redis.client, prefix: projectionPrefix(prefix) });
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const last = (await nats.jsm.streams.info(streams.events)).state.last_seq;
+    const seqs = await Promise.all(PROJECTIONS.map(async (name) => (await store.status({ name, version: 1 })).lastSeq));
+    if (seqs.every((s) => s === last)) return;
+    if (Date.now() > deadline) throw new Error(`projections at ${seqs.join(',')}, stream at ${last}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+const get = async (path: string) => {
+  const response = await fetch(`${base}${path}`);
+  return { status: response.status, body: (await response.json()) as Record<string, unknown> & { items?: Array<Record<string, unknown>>; next_cursor?: string | null; error?: { code: string } } };
+};
+const post = async (path: string, body: unknown) => {
+  const response = await fetch(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: typeof body === 'string' ? body : JSON.stringify(body) });
+  return { status: response.status, body: (await response.json()) as Record<string, unknown> & { error?: { code: string } } };
+};
+
+describe('notifier (real NATS, Redis and HTTP)', () => {
+  let noticesAfterStart = 0;
+
+  beforeAll(async () => {
+    nats = await connectNats({ servers: natsUrl, reconnect: false });
+    redis = createRedis();
+    await provision(nats.jsm, { streams: batonTopology(prefix).streams });
+    events = new JetStreamEventStore({ js: nats.js, jsm: nats.jsm, prefix, registry: createEventRegistry() });
+    nats.connection.subscribe(Subjects.notice(prefix, 'demo'), { callback: (_err, msg) => noticesSeen.push((JSON.parse(decoder.decode(msg.data)) as { notice_id: string }).notice_id) });
+    const steps = scenarioSteps();
+    const split = steps.findIndex((s) => s.aggregate === 'run' && s.id === 'wr-d');
+    // History written before the notifier exists: it rebuilds its projections from the stream at start.
+    await append(steps.slice(0, split));
+    service = await startNotifier({ ...process.env, BATON_PREFIX: prefix, HTTP_PORT: '0', LOG_LEVEL: 'error', BATON_MAX_DELIVER: '3' });
+    base = (await service.app.getUrl()).replace('[::1]', '127.0.0.1');
+    // Live events: applied by the durable consumer.
+    noticesAfterStart = await append(steps.slice(split));
+    await caughtUp();
+    await nats.connection.flush();
+  });
+
+  afterAll(async () => {
+    await service?.stop();
+    for (const name of [streams.events, streams.inbox, streams.dlq]) await nats.jsm.streams.delete(name).catch(() => undefined);
+    for await (const batch of redis.client.scanStream({ match: `${prefix}:*`, count: 500 })) {
+      const keys = batch as string[];
+      if (keys.length > 0) await redis.client.unlink(...keys);
+    }
+    await redis.close();
+    await nats.drain();
+  });
+
+  it('publishes each human action notice exactly once, and none for history rebuilt at start', async () => {
+    expect(noticesAfterStart).toBeGreaterThan(0);
+    expect(noticesSeen).toEqual(['nt-r-res-d1']);
+    expect(noticesSeen).toHaveLength(noticesAfterStart);
+  });
+
+  it('GET /v1/inbox filters by kind, why, agent, priority and status, orders by urgency, and pages with a cursor', async () => {
+    const open = await get('/v1/inbox');
+    expect(open.status).toBe(200);
+    const ids = open.body.items!.map((i) => i['id']);
+    expect(ids).toEqual(expect.arrayContaining(['stop:stop-r-res-a1', 'stop:stop-r-res-d1', 'handback:hb-h-1', 'escalation:h-3']));
+    expect(ids).not.toContain('stop:stop-r-res-c1');
+    expect(open.body.items!.every((i) => i['status'] === 'open')).toBe(true);
+
+    expect((await get('/v1/inbox?why=policy')).body.items!.map((i) => i['id'])).toEqual(['stop:stop-r-res-a1']);
+    expect((await get('/v1/inbox?kind=stop,hold')).body.items!.map((i) => i['kind']).sort()).toEqual(['hold', 'stop', 'stop']);
+    expect((await get('/v1/inbox?kind=handback&agent=alice')).body.items!.map((i) => i['id'])).toEqual(['handback:hb-h-1']);
+    expect((await get('/v1/inbox?status=closed')).body.items!.map((i) => i['id']).sort()).toEqual(['handback:hb-h-2', 'stop:stop-r-res-c1']);
+    expect((await get('/v1/inbox?priority=urgent&status=any')).body.items!.map((i) => i['id'])).toEqual(['handback:hb-h-2']);
+    const urgent = (await get('/v1/inbox?order=urgent')).body.items!.map((i) => Number(i['urgency']));
+    expect(urgent).toEqual([...urgent].sort((a, b) => b - a));
+
+    const paged: unknown[] = [];
+    let cursor: string | null | undefined = null;
+    do {
+      const page: Awaited<ReturnType<typeof get>> = await get(`/v1/inbox?status=any&limit=2${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`);
+      expect(page.status).toBe(200);
+      expect(page.body.items!.length).toBeLessThanOrEqual(2);
+      paged.push(...page.body.items!.map((i) => i['id']));
+      cursor = page.body.next_cursor;
+    } while (cursor);
+    expect(paged).toEqual((await get('/v1/inbox?status=any&limit=500')).body.items!.map((i) => i['id']));
+  });
+
+  it('bad query parameters and ids answer 400 with a typed code; unknown ids answer 404', async () => {
+    for (const query of ['limit=0', 'limit=abc', 'kind=bogus', 'order=oldest', 'colour=red', 'cursor=not-a-cursor', 'priority=', 'project=Bad Project']) {
+      const response = await get(`/v1/inbox?${query}`);
+      expect({ query, status: response.status, code: response.body.error?.code }).toEqual({ query, status: 400, code: 'schema_violation' });
+    }
+    expect((await get('/v1/stops?why=crash')).body.error?.code).toBe('schema_violation');
+    expect((await get('/v1/stops?since=yesterday')).status).toBe(400);
+    expect((await get('/v1/handoffs/bad%20id')).status).toBe(400);
+    for (const path of ['/v1/stops/nope', '/v1/handoffs/nope', '/v1/runs/nope']) {
+      const response = await get(path);
+      expect({ path, status: response.status, code: response.body.error?.code }).toEqual({ path, status: 404, code: 'not_found' });
+    }
+  });
+
+  it('GET /v1/stops queries packets by why, run and status; GET /v1/stops/:id returns the packet with its frozen call', async () => {
+    const one = await get('/v1/stops/stop-r-res-a1');
+    expect(one.status).toBe(200);
+    expect(one.body).toMatchObject({ stop: { packet_id: 'stop-r-res-a1', why: 'policy', status: 'open', stop: 'handoff', goal_done: false, pending: { name: 'refund', args: { amount: 40, order: 99 } } }, effect: null });
+    expect(JSON.stringify((one.body['stop'] as { user_msg: string }).user_msg)).not.toMatch(/crash/i);
+    expect((await get('/v1/stops?status=answered')).body.items!.map((r) => (r['stop'] as { packet_id: string }).packet_id)).toEqual(['stop-r-res-c1']);
+    expect((await get('/v1/stops?run=wr-d')).body.items!.map((r) => (r['stop'] as { why: string }).why)).toEqual(['unknown_intent']);
+    expect((await get('/v1/stops?why=budget,policy')).body.items).toHaveLength(2);
+    expect((await get('/v1/stops?since=2026-01-01T09:04:30Z')).body.items!.map((r) => (r['stop'] as { packet_id: string }).packet_id)).toEqual(['stop-r-res-d1', 'stop-r-res-c1']);
+    expect((await get('/v1/stops?until=2026-01-01T09:04:30Z')).body.items!.map((r) => (r['stop'] as { packet_id: string }).packet_id)).toEqual(['stop-r-res-a1']);
+  });
+
+  it('GET /v1/handoffs/:id and /v1/runs/:id return the view and its event timeline', async () => {
+    const handoff = await get('/v1/handoffs/h-2');
+    expect(handoff.status).toBe(200);
+    expect(handoff.body['handoff']).toMatchObject({ id: 'h-2', status: 'completed', priority: 'urgent', handback_id: 'hb-h-2' });
+    expect((handoff.body['timeline'] as Array<{ type: string }>).map((t) => t.type)).toEqual(['handoff.created', 'handoff.claimed', 'handoff.returned', 'handoff.completed']);
+    const run = await get('/v1/runs/wr-a');
+    expect(run.body['run']).toMatchObject({ status: 'stopped', open_stop_id: 'stop-r-res-a1', step: 'triage', agent: 'issue', hops: 1, callback: null, workflow: { name: 'feature', version: 1 } });
+    expect((run.body['timeline'] as Array<{ type: string; seq: number }>).map((t) => t.type)).toEqual(['run.started', 'run.routed', 'run.result_recorded', 'run.stopped', 'run.notice_emitted']);
+    expect(run.body['handoffs']).toEqual(expect.arrayContaining(['h-1', 'h-2', 'h-3']));
+  });
+
+  it('answering a stop packet publishes exactly one message to the answer subject; a retry with the same answer_id is deduplicated', async () => {
+    const subject = Subjects.operatorAnswer(prefix, 'demo');
+    const body = { answer_id: 'ans-http-1', action: 'deny', note: 'not without a receipt', answered_by: 'olga' };
+    const first = await post('/v1/stops/stop-r-res-a1/answer', body);
+    expect(first).toEqual({ status: 202, body: { accepted: true, answer_id: 'ans-http-1', workflow_run_id: 'wr-a', subject, duplicate: false } });
+    expect((await post('/v1/stops/stop-r-res-a1/answer', body)).body['duplicate']).toBe(true);
+    await nats.connection.flush();
+    const info = await nats.jsm.streams.info(streams.inbox, { subjects_filter: subject });
+    expect(info.state.subjects?.[subject]).toBe(1);
+    // What the router's durable consumer will read: the one stored message.
+    const stored = await nats.jsm.streams.getMessage(streams.inbox, { last_by_subj: subject });
+    expect(JSON.parse(decoder.decode(stored.data))).toMatchObject({
+      workflow_run_id: 'wr-a',
+      project: 'demo',
+      actor_role: 'operator',
+      answer: { kind: 'stop_answer', answer: { packet_id: 'stop-r-res-a1', answer_id: 'ans-http-1', action: 'deny', answered_by: 'olga' } },
+    });
+  });
+
+  it('answering a packet that is not open fails closed with 409 stop_already_answered; a button the form lacks is refused', async () => {
+    const answered = await post('/v1/stops/stop-r-res-c1/answer', { action: 'deny', answered_by: 'olga' });
+    expect(answered).toMatchObject({ status: 409, body: { error: { code: 'stop_already_answered' } } });
+    expect((await post('/v1/stops/stop-r-res-a1/answer', { action: 'raise_cap', cap: 10, answered_by: 'olga' })).body.error?.code).toBe('answer_not_allowed');
+    expect((await post('/v1/stops/stop-r-res-a1/answer', { action: 'approve', answered_by: 'olga' })).body.error?.code).toBe('stale_answer');
+    expect((await post('/v1/stops/stop-r-res-a1/answer', { action: 'deny' })).body.error?.code).toBe('schema_violation');
+    expect((await post('/v1/stops/stop-r-res-a1/answer', '{"action": ')).body.error?.code).toBe('malformed_json');
+    expect((await post('/v1/stops/nope/answer', { action: 'deny', answered_by: 'olga' })).status).toBe(404);
+  });
+
+  it('answering a hold publishes a hold answer; a run that is not held answers 409 run_not_held', async () => {
+    const held = await post('/v1/runs/wr-b/answer', { answer_id: 'ans-hold-1', action: 'continue', answered_by: 'olga' });
+    expect(held).toMatchObject({ status: 202, body: { accepted: true, answer_id: 'ans-hold-1' } });
+    expect((await post('/v1/runs/wr-a/answer', { action: 'continue', answered_by: 'olga' })).body.error?.code).toBe('run_not_held');
+    expect((await post('/v1/runs/wr-b/answer', { action: 'reroute', answered_by: 'olga' })).body.error?.code).toBe('schema_violation');
+  });
+
+  it('POST /v1/handoffs/:id/decision sends decide_handback to the ledger as the operator and maps its refusal to 409 with the code', async () => {
+    const requests: Array<Record<string, unknown>> = [];
+    const ledger = nats.connection.subscribe(Subjects.ledgerCommand(prefix, 'demo', 'decide_handback'), {
+      callback: (_err, msg) => {
+        const body = JSON.parse(decoder.decode(msg.data)) as Record<string, unknown>;
+        requests.push(body);
+        const reply = requests.length === 1 ? { ok: false, error: { code: 'handoff_not_pending', kind: 'wrong_state', message: 'the handback was already decided' } } : { ok: false, error: { code: 'handback_self_review', kind: 'forbidden', message: 'no' } };
+        msg.respond(new TextEncoder().encode(JSON.stringify(reply)));
+      },
+    });
+    await nats.connection.flush();
+    const refused = await post('/v1/handoffs/hb-h-1/decision', { decision: 'rework', note: 'add tests', actor: 'olga', idempotency_key: 'k-1' });
+    expect(refused).toMatchObject({ status: 409, body: { error: { code: 'handoff_not_pending' } } });
+    expect(requests[0]).toEqual({ handoff_id: 'hb-h-1', decision: 'rework', note: 'add tests', idempotency_key: 'k-1', actor: 'olga', actor_kind: 'operator' });
+    expect((await post('/v1/handoffs/hb-h-1/decision', { decision: 'accept', actor: 'bob' })).status).toBe(403);
+    expect((await post('/v1/handoffs/hb-h-1/decision', { decision: 'rework', actor: 'olga' })).body.error?.code).toBe('schema_violation');
+    expect((await post('/v1/handoffs/nope/decision', { decision: 'accept', actor: 'olga' })).status).toBe(404);
+    ledger.unsubscribe();
+  });
+
+  it('GET /openapi.json is an OpenAPI 3.1 document with every route; GET /docs links it', async () => {
+    const doc = await get('/openapi.json');
+    expect(doc.status).toBe(200);
+    expect(doc.body['openapi']).toBe('3.1.0');
+    const paths = doc.body['paths'] as Record<string, Record<string, unknown>>;
+    expect(Object.keys(paths).sort()).toEqual(
+      ['/docs', '/openapi.json', '/v1/handoffs/{id}', '/v1/handoffs/{id}/decision', '/v1/inbox', '/v1/runs/{id}', '/v1/runs/{id}/answer', '/v1/stops', '/v1/stops/{id}', '/v1/stops/{id}/answer'].sort(),
+    );
+    expect(Object.keys(paths['/v1/stops/{id}/answer']!)).toEqual(['post']);
+    const inboxParams = (paths['/v1/inbox']!['get'] as { parameters: Array<{ name: string }> }).parameters.map((p) => p.name);
+    expect(inboxParams).toEqual(['project', 'kind', 'why', 'agent', 'priority', 'status', 'order', 'limit', 'cursor']);
+    const page = await fetch(`${base}/docs`);
+    expect(page.headers.get('content-type')).toMatch(/text\/html/);
+    expect(await page.text()).toContain('/openapi.json');
+  });
+
+  it('deleting the projection keys and rebuilding them from the stream gives the same snapshot as before', async () => {
+    const store = createProjectionStore({ redis: redis.client, prefix: projectionPrefix(prefix) });
+    const before = await Promise.all(PROJECTIONS.map((name) => store.snapshot(name)));
+    expect(Object.keys(before[0]!.keys).length).toBeGreaterThan(0);
+    for (const name of PROJECTIONS) await store.destroy(name);
+    expect((await store.snapshot('inbox')).keys).toEqual({});
+    const projector = createBatonProjector({ store });
+    const rebuilt = await projector.ensureCurrent(jetStreamReplaySource({ nats, prefix, registry: createEventRegistry() }));
+    expect(rebuilt.map((r) => [r.projection, r.reason, r.result.status])).toEqual(PROJECTIONS.map((name) => [name, 'no_active_generation', 'swapped']));
+    const after = await Promise.all(PROJECTIONS.map((name) => store.snapshot(name)));
+    for (let i = 0; i < PROJECTIONS.length; i++) {
+      expect(diffSnapshots(before[i]!, after[i]!)).toEqual([]);
+      expect(after[i]!.lastSeq).toBe(before[i]!.lastSeq);
+    }
+  });
+});

@@ -1,0 +1,40 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { HumanActionNoticeSchema, Subjects } from '@baton/contracts';
+import { noticesProjection, type ProjectionStore, type SequencedEvent } from '@baton/projections';
+import { RUNTIME, type ServiceRuntime } from '@baton/platform';
+import { PROJECTION_STORE } from './tokens';
+
+const encoder = new TextEncoder();
+
+/**
+ * Publishes human action notices on `<prefix>.notice.<project>` (core NATS) as their
+ * `run.notice_emitted` events are applied.
+ *
+ * Delivery is AT LEAST ONCE, deduplicated by `notice_id`: a notice is published only while its
+ * event's stream sequence is above the `notices` projection's last applied sequence, and the
+ * projection records it right after (in the same projector pass). So replays, redeliveries of an
+ * event already applied, and rebuilds never publish a notice again; only a crash between the
+ * publish and the projection's commit publishes it twice. Subscribers dedupe on `notice_id`.
+ */
+@Injectable()
+export class NoticePublisher {
+  private readonly definition = noticesProjection();
+
+  constructor(
+    @Inject(RUNTIME) private readonly runtime: ServiceRuntime,
+    @Inject(PROJECTION_STORE) private readonly store: ProjectionStore,
+  ) {}
+
+  /** Publish the notice of `event` unless the `notices` projection already applied it. Throws if NATS refuses. */
+  async publishIfNew(event: SequencedEvent): Promise<boolean> {
+    if (event.type !== 'run.notice_emitted') return false;
+    const status = await this.store.status(this.definition);
+    if (event.seq <= status.lastSeq) return false;
+    const notice = HumanActionNoticeSchema.parse((event.payload as { notice: unknown }).notice);
+    const subject = Subjects.notice(this.runtime.config.BATON_PREFIX, notice.project);
+    this.runtime.nats.connection.publish(subject, encoder.encode(JSON.stringify(notice)));
+    await this.runtime.nats.connection.flush();
+    this.runtime.logger.info('notice published', { notice_id: notice.notice_id, workflow_run_id: notice.workflow_run_id, event_id: event.id, subject });
+    return true;
+  }
+}

@@ -1,0 +1,32 @@
+import { Module } from '@nestjs/common';
+import { createBatonProjector, createBatonViews, createProjectionStore, type ProjectionStore } from '@baton/projections';
+import { RUNTIME, type ServiceRuntime } from '@baton/platform';
+import { LedgerClient } from '@baton/platform';
+import { NoticePublisher } from './notice-publisher';
+import { ProjectionApplier } from './projection-applier';
+import { BATON_PROJECTOR, BATON_VIEWS, LEDGER_CLIENT, PROJECTION_STORE, projectionPrefix } from './tokens';
+
+/** The projection store on the runtime's Redis, the projector and its applier, the read side, the ledger client. */
+@Module({
+  providers: [
+    {
+      provide: PROJECTION_STORE,
+      inject: [RUNTIME],
+      useFactory: (runtime: ServiceRuntime): ProjectionStore => {
+        if (!runtime.redis) throw new Error('the notifier needs Redis (REDIS_URL)');
+        return createProjectionStore({ redis: runtime.redis.client, prefix: projectionPrefix(runtime.config.BATON_PREFIX) });
+      },
+    },
+    { provide: BATON_PROJECTOR, inject: [PROJECTION_STORE], useFactory: (store: ProjectionStore) => createBatonProjector({ store }) },
+    { provide: BATON_VIEWS, inject: [PROJECTION_STORE], useFactory: (store: ProjectionStore) => createBatonViews(store) },
+    {
+      provide: LEDGER_CLIENT,
+      inject: [RUNTIME],
+      useFactory: (runtime: ServiceRuntime) => new LedgerClient(runtime.nats, runtime.config.BATON_PREFIX, { attempts: 2 }),
+    },
+    NoticePublisher,
+    ProjectionApplier,
+  ],
+  exports: [PROJECTION_STORE, BATON_PROJECTOR, BATON_VIEWS, LEDGER_CLIENT],
+})
+export class ProjectionModule {}

@@ -1,0 +1,144 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { Subjects, type EventEnvelope, type HumanActionNotice } from '@baton/contracts';
+import { evolveRun, initialRunState, type RunEvent, type RunState } from '@baton/domain';
+import { PoisonError, TransientError } from '@baton/eventstore';
+import { RUNTIME, type JsonLogger, type ServiceRuntime } from '@baton/platform';
+import { DefinitionCatalog } from '../definitions/definition-catalog';
+import { findPublishedWorkflow } from '../definitions/definition.decider';
+import { runRef } from '../runs/run-commands';
+import { completeFromResultRequest, createHandoffRequest, type RunResultRecorded, type RunRouted } from './handoff-request';
+import { LEDGER, type LedgerReply, type RouterLedger } from './ledger';
+
+/** Delay before a ledger call that could not reach the ledger is retried (the message is naked). */
+export const LEDGER_RETRY_DELAY_MS = 1000;
+
+/** Ledger codes that mean "already done": the reactor's effect happened before. */
+const CREATE_DONE = new Set(['already_exists']);
+const COMPLETE_DONE = new Set(['handoff_not_open']);
+
+const encoder = new TextEncoder();
+
+/**
+ * The router's dispatch reactor: a durable consumer of the run events (`<prefix>.ev.*.run.*`)
+ * that carries each committed routing decision out to the world. Because it starts from the
+ * stored event (not from the code that appended it), a crash between the append and the ledger
+ * call only delays the call: the event is redelivered until the ledger answered.
+ *
+ * - `run.routed` → ledger `create` (a `task` handoff to the target agent; idempotency key = the
+ *   event id; `already_exists` counts as done).
+ * - `run.result_recorded` → ledger `complete_from_result` for the handoff the agent was dispatched
+ *   with (the run's handoff just before this event; idempotency key = the result id;
+ *   `handoff_not_open` — already completed or otherwise closed — counts as done, `not_found` is
+ *   retried: the create may still be on its way).
+ * - `run.notice_emitted` → the notice on `<prefix>.notice.<project>` as a core NATS publish
+ *   (fire-and-forget: no stream binds `<prefix>.notice.>`; the notice is durable in the run
+ *   stream and the notifier's projection, and consumers dedupe by `notice_id`).
+ *
+ * Ledger unreachable (timeout, no responders, `unavailable`) or failing (`internal`) →
+ * TransientError (nak with delay, retried, dead-lettered after the delivery cap). Any other ledger
+ * refusal → PoisonError (`ledger_refused`): it will not change on a retry and an SRE must look.
+ */
+@Injectable()
+export class DispatchReactor {
+  constructor(
+    @Inject(RUNTIME) private readonly runtime: ServiceRuntime,
+    @Inject(LEDGER) private readonly ledger: RouterLedger,
+    private readonly catalog: DefinitionCatalog,
+  ) {}
+
+  /** Handle one stored run event (`seq` = its stream sequence). */
+  async handle(raw: unknown, seq: number): Promise<void> {
+    const decoded = this.runtime.registry.decode(raw);
+    if (!decoded.ok) throw new PoisonError(`run event cannot be decoded: ${decoded.rejection.message}`, decoded.rejection.code);
+    const envelope = decoded.value;
+    const log = this.runtime.logger.child({ project: envelope.project, workflow_run_id: envelope.aggregate.id, event_id: envelope.id });
+    switch (envelope.type) {
+      case 'run.routed':
+        return this.createHandoff(envelope as EventEnvelope<RunRouted>, seq, log);
+      case 'run.result_recorded':
+        return this.completeHandoff(envelope as EventEnvelope<RunResultRecorded>, seq, log);
+      case 'run.notice_emitted':
+        return this.publishNotice((envelope.payload as { notice: HumanActionNotice }).notice, log);
+      default:
+        return;
+    }
+  }
+
+  private async createHandoff(envelope: EventEnvelope<RunRouted>, seq: number, log: JsonLogger): Promise<void> {
+    const routed = envelope.payload;
+    const before = await this.stateBefore(envelope, seq);
+    const workflow = before.status === 'none' ? null : before.workflow;
+    let agents: readonly { name: string; role?: string }[] = [];
+    if (workflow !== null) {
+      const pinned =
+        findPublishedWorkflow(await this.catalog.load(envelope.project), workflow.name, workflow.version) ??
+        findPublishedWorkflow(await this.catalog.load(envelope.project, { fresh: true }), workflow.name, workflow.version);
+      agents = pinned?.agents ?? [];
+    }
+    const body = createHandoffRequest({
+      project: envelope.project,
+      workflowRunId: envelope.aggregate.id,
+      eventId: envelope.id,
+      routed,
+      workflow,
+      agents,
+      variables: before.status === 'none' ? {} : before.variables,
+    });
+    const reply = await this.call('create', () => this.ledger.create(envelope.project, body));
+    this.settle('create', reply, CREATE_DONE, log.child({ handoff_id: routed.handoff_id, to_agent: routed.target.agent }));
+  }
+
+  private async completeHandoff(envelope: EventEnvelope<RunResultRecorded>, seq: number, log: JsonLogger): Promise<void> {
+    const before = await this.stateBefore(envelope, seq);
+    const handoffId = before.status === 'none' ? null : before.handoffId;
+    if (handoffId === null) return;
+    const body = completeFromResultRequest(envelope.payload, handoffId, envelope.aggregate.id);
+    const reply = await this.call('complete_from_result', () => this.ledger.completeFromResult(envelope.project, body));
+    if (!reply.ok && reply.error.code === 'not_found') {
+      throw new TransientError(`handoff ${handoffId} does not exist yet`, { delayMs: LEDGER_RETRY_DELAY_MS });
+    }
+    this.settle('complete_from_result', reply, COMPLETE_DONE, log.child({ handoff_id: handoffId, result_id: envelope.payload.result_id }));
+  }
+
+  private publishNotice(notice: HumanActionNotice, log: JsonLogger): void {
+    const subject = Subjects.notice(this.runtime.config.BATON_PREFIX, notice.project);
+    this.runtime.nats.connection.publish(subject, encoder.encode(JSON.stringify(notice)));
+    log.info('notice published', { notice_id: notice.notice_id, reason: notice.reason, recipient: notice.recipient.handle, subject });
+  }
+
+  /** The run as it stood just before the event at `seq` (its own stream, folded). */
+  private async stateBefore(envelope: EventEnvelope, seq: number): Promise<RunState> {
+    const { events } = await this.runtime.store.read(runRef(envelope.project, envelope.aggregate.id));
+    return events
+      .filter((event) => event.seq < seq)
+      .reduce((state, event) => evolveRun(state, { type: event.type, data: event.payload } as RunEvent), initialRunState());
+  }
+
+  private async call(command: string, send: () => Promise<LedgerReply>): Promise<LedgerReply> {
+    let reply: LedgerReply;
+    try {
+      reply = await send();
+    } catch (error) {
+      throw new TransientError(`ledger ${command} failed: ${String(error)}`, { cause: error, delayMs: LEDGER_RETRY_DELAY_MS });
+    }
+    // `unavailable` (timeout, no responders, store down) and `internal` (a ledger fault) may pass;
+    // retry them. Refusals (`wrong_state`, `invalid`, `forbidden`, `rejected`) will not.
+    if (!reply.ok && (reply.error.kind === 'unavailable' || reply.error.kind === 'internal')) {
+      throw new TransientError(`ledger ${command}: ${reply.error.code}: ${reply.error.message}`, { delayMs: LEDGER_RETRY_DELAY_MS });
+    }
+    return reply;
+  }
+
+  private settle(command: string, reply: LedgerReply, done: ReadonlySet<string>, log: JsonLogger): void {
+    if (reply.ok) {
+      log.info(`ledger ${command} ${reply.events > 0 ? 'applied' : 'already applied'}`, { status: reply.handoff.status });
+      return;
+    }
+    if (done.has(reply.error.code)) {
+      log.info(`ledger ${command} already done`, { code: reply.error.code });
+      return;
+    }
+    log.error(`ledger refused ${command}`, { code: reply.error.code, reason: reply.error.message });
+    throw new PoisonError(`ledger refused ${command}: ${reply.error.code}: ${reply.error.message}`, 'ledger_refused');
+  }
+}

@@ -1,0 +1,121 @@
+import type {
+  AgentDefinition,
+  CompleteFromResultCommandSchema,
+  CreateHandoffCommandSchema,
+  DecisionSignal,
+  RunEventSchemas,
+  WorkflowRef,
+} from '@baton/contracts';
+import { Limits } from '@baton/contracts';
+import { assertNever, renderTeamContext } from '@baton/domain';
+import type { z } from 'zod';
+import { ROUTER_ACTOR } from '../shared/ids';
+
+export type RunRouted = z.infer<(typeof RunEventSchemas)['run.routed']>;
+export type RunResultRecorded = z.infer<(typeof RunEventSchemas)['run.result_recorded']>;
+export type CreateHandoffBody = z.input<typeof CreateHandoffCommandSchema>;
+export type CompleteFromResultBody = z.input<typeof CompleteFromResultCommandSchema>;
+
+/** Session variables larger than this (as JSON) are left out of a handoff's context. */
+export const MAX_CONTEXT_VARIABLES_CHARS = 64 * 1024;
+
+export interface HandoffRequestInput {
+  project: string;
+  workflowRunId: string;
+  /** The `run.routed` event's id: the create's idempotency key. */
+  eventId: string;
+  routed: RunRouted;
+  /** The run's pinned workflow (null if the run could not be read). */
+  workflow: WorkflowRef | null;
+  /** The project's agents, for the injected team context (roles). */
+  agents: readonly AgentDefinition[];
+  /** The run's session variables when it was routed. */
+  variables: Readonly<Record<string, unknown>>;
+}
+
+/**
+ * The ledger `create` for a `run.routed` event: a `task` handoff with the event's `handoff_id`
+ * (derived from the cause, so the same route always asks for the same handoff), addressed to the
+ * target agent, from the agent that finished (or `baton-router` for a run's first step), with
+ * the event id as idempotency key. The context carries what the target needs to run the step:
+ * the run, step and hop, the routing decision, the session variables and the "Your Team" section
+ * for the target (naming the caller when the route came from a function_call, seed 000 §7).
+ * Pure.
+ */
+export function createHandoffRequest(input: HandoffRequestInput): CreateHandoffBody {
+  const { routed } = input;
+  const target = routed.target;
+  const calledBy = routed.decision.rule === 'function_call' ? (routed.from?.agent ?? null) : null;
+  const self = input.agents.find((agent) => agent.name === target.agent);
+  const teamContext = renderTeamContext({
+    self: { name: target.agent, role: self?.role ?? null },
+    teammates: input.agents.map((agent) => ({ name: agent.name, role: agent.role ?? null })),
+    calledBy,
+  });
+  const variablesJson = JSON.stringify(input.variables);
+  const reason = routed.decision.dispatch.reason;
+  return {
+    handoff_id: routed.handoff_id,
+    project: input.project,
+    kind: 'task',
+    from_agent: routed.from?.agent ?? ROUTER_ACTOR,
+    to_agent: target.agent,
+    summary: clip(
+      `${input.workflow ? `workflow '${input.workflow.name}' v${input.workflow.version}` : 'workflow run'} ${input.workflowRunId}: ` +
+        `${target.agent} runs step '${target.step}' (${routed.decision.rule}${reason ? `: ${reason}` : ''})`,
+    ),
+    context: {
+      workflow_run_id: input.workflowRunId,
+      workflow: input.workflow,
+      step: target.step,
+      hop: routed.hop,
+      rule: routed.decision.rule,
+      dispatch: routed.decision.dispatch,
+      from: routed.from,
+      called_by: calledBy,
+      callback: routed.decision.callback_after,
+      cause: routed.cause,
+      team_context: teamContext,
+      ...(variablesJson.length <= MAX_CONTEXT_VARIABLES_CHARS
+        ? { variables: input.variables }
+        : { variables: null, variables_omitted: `${variablesJson.length} characters; read them from the run` }),
+      ...(routed.approved_call !== undefined ? { approved_call: routed.approved_call } : {}),
+      ...(routed.raised_cap !== undefined ? { raised_cap: routed.raised_cap } : {}),
+    },
+    workflow_run_id: input.workflowRunId,
+    idempotency_key: input.eventId,
+  };
+}
+
+/**
+ * The ledger `complete_from_result` for a `run.result_recorded` event: close the handoff the
+ * agent was dispatched with, keyed by the result id (a redelivered result closes it once). Pure.
+ */
+export function completeFromResultRequest(recorded: RunResultRecorded, handoffId: string, workflowRunId: string): CompleteFromResultBody {
+  return {
+    handoff_id: handoffId,
+    result_id: recorded.result_id,
+    agent: recorded.agent,
+    workflow_run_id: workflowRunId,
+    summary: clip(`${recorded.agent} finished step '${recorded.step}' (${signalText(recorded.signal)})`),
+    evidence: recorded.evidence ?? {},
+    idempotency_key: recorded.result_id,
+  };
+}
+
+function signalText(signal: DecisionSignal): string {
+  switch (signal.kind) {
+    case 'config':
+      return `${signal.source} decision`;
+    case 'absent':
+      return 'no decision';
+    case 'invalid':
+      return 'unparseable sentinel';
+    default:
+      return assertNever(signal, 'decision signal');
+  }
+}
+
+function clip(text: string, max: number = Limits.maxShortText): string {
+  return text.length <= max ? text : `${text.slice(0, max - 1)}…`;
+}

@@ -1,0 +1,530 @@
+import { randomBytes } from 'node:crypto';
+import { createEventRegistry, type AgentResult, type HumanActionNotice } from '@baton/contracts';
+import {
+  batonStreamNames,
+  connectNats,
+  DlqHeader,
+  JetStreamEventStore,
+  type NatsHandle,
+  type StoredEvent,
+} from '@baton/eventstore';
+import { durableNameFor, type RunningService } from '@baton/platform';
+import type { Msg, Subscription } from 'nats';
+import { startRouter } from './router.app';
+import { RouterPatterns, RouterSubjects } from './shared/subjects';
+
+/*
+ * The router end to end over the real NATS: definitions by request/reply, run starts, agent
+ * results and operator answers through the inbox stream, and the dispatch reactor's ledger
+ * requests, seen by a tiny ledger responder (a real NATS participant on
+ * `<prefix>.cmd.ledger.<project>.*` that records every request and answers like the ledger).
+ */
+
+const NATS_URL = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
+const NOW = '2025-01-01T00:00:00.000Z';
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+const sentinel = (payload: object) => `Done.\n<!-- AGENT_RUN_CONFIG ${JSON.stringify(payload)} -->`;
+const ADVANCE = sentinel({ dispatch: { status: 'advance' } });
+
+const definition = (project: string) => ({
+  project,
+  agents: [
+    { name: 'issue', role: 'Triage' },
+    { name: 'architect', role: 'Architect' },
+    { name: 'context', role: 'Context gatherer' },
+    { name: 'reviewer', role: 'Reviewer' },
+  ],
+  workflows: [
+    {
+      // seed 000 §6: architect runs both analyze and plan.
+      name: 'design',
+      version: 1,
+      entry: 'analyze',
+      steps: [
+        { id: 'analyze', agent: 'architect', next: 'context' },
+        { id: 'context', agent: 'context', next: 'plan' },
+        { id: 'plan', agent: 'architect', next: 'review' },
+        { id: 'review', agent: 'reviewer', terminal: true },
+      ],
+    },
+    {
+      name: 'feature',
+      version: 1,
+      entry: 'triage',
+      steps: [
+        { id: 'triage', agent: 'issue', next: 'analyze' },
+        { id: 'analyze', agent: 'architect', next: 'review' },
+        { id: 'review', agent: 'reviewer', terminal: true },
+      ],
+    },
+  ],
+});
+
+interface LedgerRequest {
+  project: string;
+  command: string;
+  body: Record<string, unknown>;
+}
+
+/** A valid HandoffRecord for the responder's replies (the client validates them). */
+function handoffRecord(project: string, body: Record<string, unknown>, status: 'pending' | 'completed') {
+  return {
+    id: String(body['handoff_id']),
+    project,
+    kind: 'task',
+    priority: 'medium',
+    status,
+    from_agent: typeof body['from_agent'] === 'string' ? body['from_agent'] : 'baton-router',
+    ...(typeof body['to_agent'] === 'string' ? { to_agent: body['to_agent'] } : {}),
+    summary: 'test',
+    context: {},
+    acceptance: {},
+    retry: { max_retries: 3, retry_count: 0 },
+    escalation: {},
+    ...(status === 'completed' ? { completed_at: NOW } : {}),
+    created_at: NOW,
+    updated_at: NOW,
+    version: 1,
+  };
+}
+
+describe('router service (real NATS)', () => {
+  const prefix = `rt${randomBytes(5).toString('hex')}`;
+  let router: RunningService;
+  let nats: NatsHandle;
+  let store: JetStreamEventStore;
+  const ledgerRequests: LedgerRequest[] = [];
+  const ledgerSubs: Subscription[] = [];
+  const notices: HumanActionNotice[] = [];
+  let runCounter = 0;
+
+  /** Answer ledger commands of one project like the ledger does (idempotent create). */
+  const serveLedger = (project: string) => {
+    const created = new Map<string, string>();
+    ledgerSubs.push(
+      nats.connection.subscribe(`${prefix}.cmd.ledger.${project}.*`, {
+        callback: (_err, msg: Msg) => {
+          const command = msg.subject.split('.').pop()!;
+          const body = JSON.parse(decoder.decode(msg.data)) as Record<string, unknown>;
+          ledgerRequests.push({ project, command, body });
+          const id = String(body['handoff_id']);
+          let reply: unknown;
+          if (command === 'create') {
+            const key = created.get(id);
+            reply =
+              key === undefined || key === body['idempotency_key']
+                ? { ok: true, handoff: handoffRecord(project, body, 'pending'), events: key === undefined ? 1 : 0 }
+                : { ok: false, error: { code: 'already_exists', kind: 'wrong_state', message: `handoff ${id} already exists` } };
+            created.set(id, String(body['idempotency_key']));
+          } else if (command === 'complete_from_result') {
+            reply = created.has(id)
+              ? { ok: true, handoff: handoffRecord(project, body, 'completed'), events: 1 }
+              : { ok: false, error: { code: 'not_found', kind: 'not_found', message: `no handoff ${id}` } };
+          } else {
+            reply = { ok: false, error: { code: 'unknown_command', kind: 'rejected', message: command } };
+          }
+          msg.respond(encoder.encode(JSON.stringify(reply)));
+        },
+      }),
+    );
+  };
+
+  const requestsFor = (command: string, handoffId: string) =>
+    ledgerRequests.filter((r) => r.command === command && r.body['handoff_id'] === handoffId);
+
+  const waitFor = async <T>(probe: () => Promise<T | undefined> | T | undefined, what: string, timeoutMs = 8000): Promise<T> => {
+    const until = Date.now() + timeoutMs;
+    for (;;) {
+      const value = await probe();
+      if (value !== undefined && value !== false) return value;
+      if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
+      await sleep(40);
+    }
+  };
+
+  const publishDefinition = async (body: unknown, project = 'demo') => {
+    const msg = await nats.connection.request(RouterSubjects.publishDefinition(prefix, project), encoder.encode(JSON.stringify(body)), { timeout: 5000 });
+    return JSON.parse(decoder.decode(msg.data)) as { ok: boolean; version?: number; changed?: boolean; error?: { code: string; message: string } };
+  };
+
+  const publishRaw = (subject: string, data: string | Uint8Array) => nats.js.publish(subject, typeof data === 'string' ? encoder.encode(data) : data);
+
+  const startRun = async (workflow: string, project = 'demo', extra: Record<string, unknown> = {}) => {
+    const id = `wr-${++runCounter}`;
+    await publishRaw(
+      RouterSubjects.runStart(prefix, project),
+      JSON.stringify({ workflow_run_id: id, project, workflow, started_by: 'sam', issue_author: 'ivy', input: 'build the thing', ...extra }),
+    );
+    return id;
+  };
+
+  const result = (runId: string, agent: string, id: string, extra: Partial<AgentResult> = {}, project = 'demo'): AgentResult => ({
+    result_id: id,
+    run_id: `ar-${id}`,
+    project,
+    workflow_run_id: runId,
+    agent,
+    produced_at: NOW,
+    ...extra,
+  });
+
+  const publishResult = (r: AgentResult, subjectAgent = r.agent) =>
+    publishRaw(`${prefix}.in.${r.project}.result.${subjectAgent}`, JSON.stringify(r));
+
+  const events = async (runId: string, project = 'demo'): Promise<StoredEvent[]> =>
+    (await store.read({ project, kind: 'run', id: runId })).events;
+
+  const payloads = async <T>(runId: string, type: string, project = 'demo'): Promise<T[]> =>
+    (await events(runId, project)).filter((e) => e.type === type).map((e) => e.payload as T);
+
+  /** Wait until the run has `count` events of `type`; returns their payloads. */
+  const waitEvents = <T = Record<string, unknown>>(runId: string, type: string, count = 1, project = 'demo') =>
+    waitFor(async () => {
+      const found = await payloads<T>(runId, type, project);
+      return found.length >= count ? found : undefined;
+    }, `${count} × ${type} on ${runId}`);
+
+  /** Wait until a durable consumer of the router has nothing pending or unacknowledged. */
+  const drained = (stream: string, pattern: string) =>
+    waitFor(async () => {
+      const info = await nats.jsm.consumers.info(stream, durableNameFor('router', pattern));
+      return info.num_pending === 0 && info.num_ack_pending === 0 ? true : undefined;
+    }, `consumer for ${pattern} to drain`);
+
+  const deadLetters = async () => {
+    const stream = batonStreamNames(prefix).dlq;
+    const info = await nats.jsm.streams.info(stream);
+    const letters: Array<{ subject: string; reason: string; detail: string; original: string; data: string }> = [];
+    for (let seq = info.state.first_seq; seq <= info.state.last_seq && info.state.messages > 0; seq++) {
+      const msg = await nats.jsm.streams.getMessage(stream, { seq });
+      letters.push({
+        subject: msg.subject,
+        reason: msg.header.get(DlqHeader.reason),
+        detail: msg.header.get(DlqHeader.detail),
+        original: msg.header.get(DlqHeader.subject),
+        data: decoder.decode(msg.data),
+      });
+    }
+    return letters;
+  };
+
+  const waitDeadLetter = (match: (letter: Awaited<ReturnType<typeof deadLetters>>[number]) => boolean, what: string) =>
+    waitFor(async () => (await deadLetters()).find(match), `a dead letter: ${what}`);
+
+  beforeAll(async () => {
+    nats = await connectNats({ servers: NATS_URL, reconnect: false });
+    router = await startRouter({ ...process.env, NATS_URL, BATON_PREFIX: prefix, HTTP_PORT: '0', LOG_LEVEL: 'error' });
+    store = new JetStreamEventStore({ js: nats.js, jsm: nats.jsm, prefix, registry: createEventRegistry() });
+    serveLedger('demo');
+    ledgerSubs.push(
+      nats.connection.subscribe(`${prefix}.notice.>`, {
+        callback: (_err, msg) => notices.push(JSON.parse(decoder.decode(msg.data)) as HumanActionNotice),
+      }),
+    );
+    await nats.connection.flush();
+    const published = await publishDefinition(definition('demo'));
+    expect(published).toMatchObject({ ok: true, changed: true });
+  }, 20_000);
+
+  afterAll(async () => {
+    for (const sub of ledgerSubs) sub.unsubscribe();
+    await router?.stop();
+    const names = batonStreamNames(prefix);
+    for (const name of [names.events, names.inbox, names.dlq]) await nats.jsm.streams.delete(name).catch(() => undefined);
+    await nats.close();
+  }, 20_000);
+
+  describe('definitions', () => {
+    it('publishing the same definition again appends nothing and answers the same version', async () => {
+      const first = await publishDefinition(definition('demo'));
+      const again = await publishDefinition({ ...definition('demo') });
+      expect(first).toMatchObject({ ok: true, changed: false });
+      expect(again.version).toBe(first.version);
+      const stored = await store.read({ project: 'demo', kind: 'definition', id: 'current' });
+      expect(stored.events.filter((e) => e.type === 'definition.published')).toHaveLength(1);
+    });
+
+    it('a definition that breaks the schema gets a typed rejection reply and is dead-lettered with its bytes', async () => {
+      const bad = { ...definition('demo'), agents: [{ name: 'issue' }] }; // steps name agents that are not listed
+      const reply = await publishDefinition(bad);
+      expect(reply).toMatchObject({ ok: false, error: { code: 'schema_violation' } });
+      const letter = await waitDeadLetter((l) => l.subject === `${prefix}.dlq.router-definitions` && l.reason === 'schema_violation', 'bad definition');
+      expect(JSON.parse(letter.data)).toEqual(bad);
+    });
+
+    it('a definition whose project differs from the subject is refused', async () => {
+      const reply = await publishDefinition(definition('other'), 'demo');
+      expect(reply).toMatchObject({ ok: false, error: { code: 'schema_violation' } });
+    });
+
+    it('a published workflow version is immutable: changing its steps without a new version is refused', async () => {
+      const changed = definition('demo');
+      changed.workflows[0]!.steps[0]!.next = 'plan';
+      const reply = await publishDefinition(changed);
+      expect(reply).toMatchObject({ ok: false, error: { code: 'workflow_version_changed' } });
+    });
+  });
+
+  describe('seed 000 §6 worked examples', () => {
+    it('architect → context → architect (workflow edge): a dispatch-only advance with no callback follows the forward edge', async () => {
+      const run = await startRun('design');
+      const [started] = await waitEvents<{ entry: { agent: string } }>(run, 'run.started');
+      expect(started!.entry).toEqual({ agent: 'architect', step: 'analyze' });
+      const [entry] = await waitEvents<{ handoff_id: string }>(run, 'run.routed');
+      await waitFor(() => requestsFor('create', entry!.handoff_id)[0], 'the entry handoff');
+      expect(requestsFor('create', entry!.handoff_id)[0]!.body).toMatchObject({ from_agent: 'baton-router', to_agent: 'architect', kind: 'task' });
+
+      await publishResult(result(run, 'architect', `${run}-a1`, { body: ADVANCE, handoff_id: entry!.handoff_id }));
+      const toContext = (await waitEvents<RoutedPayload>(run, 'run.routed', 2))[1]!;
+      expect(toContext.target).toEqual({ agent: 'context', step: 'context' });
+
+      await publishResult(result(run, 'context', `${run}-c1`, { body: ADVANCE }));
+      const back = (await waitEvents<RoutedPayload>(run, 'run.routed', 3))[2]!;
+      expect(back.decision).toMatchObject({ rule: 'workflow_edge', outcome: 'dispatch', callback_after: null });
+      expect(back.target).toEqual({ agent: 'architect', step: 'plan' });
+
+      const create = await waitFor(() => requestsFor('create', back.handoff_id)[0], 'the create for plan');
+      expect(create.body).toMatchObject({ handoff_id: back.handoff_id, to_agent: 'architect', from_agent: 'context', workflow_run_id: run });
+      const context = create.body['context'] as Record<string, unknown>;
+      expect(context['called_by']).toBeNull();
+      expect(String(context['team_context'])).not.toContain('You were called by');
+      expect(context['variables']).toEqual({ input: 'build the thing' });
+
+      // The results closed the handoffs the agents were dispatched with, keyed by result id.
+      const closed = await waitFor(() => requestsFor('complete_from_result', entry!.handoff_id)[0], 'completion of the entry handoff');
+      expect(closed.body).toMatchObject({ result_id: `${run}-a1`, agent: 'architect', idempotency_key: `${run}-a1`, actor_kind: 'system' });
+      await waitFor(() => requestsFor('complete_from_result', toContext.handoff_id)[0], 'completion of the context handoff');
+    });
+
+    it('issue → context → issue (imperative call): the callback defaults to the caller and wins over the workflow edge', async () => {
+      const run = await startRun('feature');
+      await waitEvents(run, 'run.routed');
+      await publishResult(result(run, 'issue', `${run}-i1`, { body: sentinel({ function_call: { function: 'call_agent', agent_name: 'context' } }) }));
+      const call = (await waitEvents<RoutedPayload>(run, 'run.routed', 2))[1]!;
+      expect(call.decision).toMatchObject({ rule: 'function_call', callback_after: 'issue' });
+      expect(call.target).toEqual({ agent: 'context', step: 'triage' });
+
+      const create = await waitFor(() => requestsFor('create', call.handoff_id)[0], 'the create for context');
+      const context = create.body['context'] as Record<string, unknown>;
+      expect(context['called_by']).toBe('issue');
+      expect(String(context['team_context'])).toContain('You were called by issue — your result returns to issue.');
+      expect(String(context['team_context'])).toContain('You are **context**. Your role: Context gatherer');
+
+      await publishResult(result(run, 'context', `${run}-c1`, { body: ADVANCE }));
+      const back = (await waitEvents<RoutedPayload>(run, 'run.routed', 3))[2]!;
+      expect(back.decision).toMatchObject({ rule: 'callback', outcome: 'dispatch', callback_after: null });
+      expect(back.target).toEqual({ agent: 'issue', step: 'triage' });
+      const returnCreate = await waitFor(() => requestsFor('create', back.handoff_id)[0], 'the create back to issue');
+      expect(returnCreate.body).toMatchObject({ to_agent: 'issue', from_agent: 'context' });
+    });
+
+    it('a decision-less agent with no return address holds with the exact no-action reason and one notice', async () => {
+      const run = await startRun('feature');
+      await waitEvents(run, 'run.routed');
+      await publishResult(result(run, 'issue', `${run}-i1`, { body: 'Here is my answer, with no sentinel at all.' }));
+      const [held] = await waitEvents<{ reason: string; decision: { dispatch: { status: string; origin: string; reason: string } } }>(run, 'run.held');
+      expect(held!.reason).toBe('no-action default: agent emitted no decision');
+      expect(held!.decision.dispatch).toEqual({ status: 'hold', reason: 'no-action default: agent emitted no decision', origin: 'engine_fallback' });
+      await drained(batonStreamNames(prefix).events, RouterPatterns.runEvents);
+      expect(await payloads(run, 'run.notice_emitted')).toHaveLength(1);
+      const published = await waitFor(() => notices.filter((n) => n.workflow_run_id === run).length === 1 || undefined, 'the notice');
+      expect(published).toBe(true);
+      expect(notices.find((n) => n.workflow_run_id === run)).toMatchObject({ reason: 'hold', recipient: { handle: 'sam', source: 'started_by' } });
+      expect(await payloads(run, 'run.routed')).toHaveLength(1); // the workflow did not advance
+    });
+
+    it('a decision-less callee with a return address advances back to its caller', async () => {
+      const run = await startRun('feature');
+      await waitEvents(run, 'run.routed');
+      await publishResult(result(run, 'issue', `${run}-i1`, { decision: { function_call: { function: 'call_agent', agent_name: 'context' } } }));
+      await waitEvents(run, 'run.routed', 2);
+      await publishResult(result(run, 'context', `${run}-c1`, { body: 'context found, no decision' }));
+      const back = (await waitEvents<RoutedPayload>(run, 'run.routed', 3))[2]!;
+      expect(back.target).toEqual({ agent: 'issue', step: 'triage' });
+      expect(back.decision).toMatchObject({
+        rule: 'no_action_default',
+        dispatch: { status: 'advance', origin: 'engine_fallback', reason: "no-action default: agent emitted no decision; returning to caller 'issue'" },
+      });
+      expect(await payloads(run, 'run.held')).toHaveLength(0);
+    });
+  });
+
+  describe('idempotency', () => {
+    it('a result published twice with the same result_id yields one set of events and one ledger create', async () => {
+      const run = await startRun('feature');
+      await waitEvents(run, 'run.routed');
+      const twice = result(run, 'issue', `${run}-i1`, { body: ADVANCE });
+      await publishResult(twice);
+      await publishResult(twice); // no Nats-Msg-Id: the inbox stores it twice, the run must not
+      const routed = (await waitEvents<RoutedPayload>(run, 'run.routed', 2))[1]!;
+      await drained(batonStreamNames(prefix).inbox, RouterPatterns.agentResult);
+      await drained(batonStreamNames(prefix).events, RouterPatterns.runEvents);
+      const all = await events(run);
+      expect(all.filter((e) => e.type === 'run.result_recorded')).toHaveLength(1);
+      expect(all.filter((e) => e.type === 'run.routed')).toHaveLength(2);
+      expect(all.filter((e) => e.type === 'run.result_rejected')).toHaveLength(0);
+      expect(requestsFor('create', routed.handoff_id)).toHaveLength(1);
+    });
+
+    it('a run start delivered twice starts one run', async () => {
+      const id = `wr-dup-${randomBytes(3).toString('hex')}`;
+      const body = JSON.stringify({ workflow_run_id: id, project: 'demo', workflow: 'feature', trigger_author: 'tom' });
+      await publishRaw(RouterSubjects.runStart(prefix, 'demo'), body);
+      await publishRaw(RouterSubjects.runStart(prefix, 'demo'), body);
+      await drained(batonStreamNames(prefix).inbox, RouterPatterns.runStart);
+      const all = await events(id);
+      expect(all.map((e) => e.type)).toEqual(['run.started', 'run.routed']);
+    });
+  });
+
+  describe('bad input: typed rejections are recorded and the router keeps serving', () => {
+    it('malformed JSON, schema violations, oversized payloads, mismatched subjects and unknown runs are dead-lettered with their reason', async () => {
+      const run = await startRun('feature');
+      await waitEvents(run, 'run.routed');
+      const subject = `${prefix}.in.demo.result.issue`;
+
+      await publishRaw(subject, '{"result_id": "x", oops');
+      await waitDeadLetter((l) => l.original === subject && l.reason === 'malformed_json', 'malformed JSON');
+
+      await publishRaw(subject, JSON.stringify({ result_id: `${run}-schema`, agent: 'issue' }));
+      const schema = await waitDeadLetter((l) => l.original === subject && l.reason === 'schema_violation' && l.data.includes(`${run}-schema`), 'schema violation');
+      expect(schema.detail).toContain('schema_violation');
+
+      const oversized = JSON.stringify({ ...result(run, 'issue', `${run}-big`), body: 'x'.repeat(300_000) });
+      await publishRaw(subject, oversized);
+      const big = await waitDeadLetter((l) => l.reason === 'payload_too_large', 'oversized payload');
+      expect(big.data.length).toBe(oversized.length); // the original bytes
+
+      await publishResult(result(run, 'issue', `${run}-spoof`, { body: ADVANCE }), 'architect');
+      await waitDeadLetter((l) => l.reason === 'schema_violation' && l.data.includes(`${run}-spoof`), 'subject / body mismatch');
+
+      await publishResult(result('wr-never-started', 'issue', `${run}-orphan`, { body: ADVANCE }));
+      await waitDeadLetter((l) => l.reason === 'not_found' && l.data.includes(`${run}-orphan`), 'result for an unknown run');
+
+      // None of it touched the run, and the router still routes a good result.
+      expect((await events(run)).map((e) => e.type)).toEqual(['run.started', 'run.routed']);
+      await publishResult(result(run, 'issue', `${run}-good`, { body: ADVANCE }));
+      const routed = (await waitEvents<RoutedPayload>(run, 'run.routed', 2))[1]!;
+      expect(routed.target).toEqual({ agent: 'architect', step: 'analyze' });
+    });
+
+    it('a run start for a workflow the project does not define is dead-lettered with unknown_workflow', async () => {
+      const id = `wr-nowf-${randomBytes(3).toString('hex')}`;
+      await publishRaw(RouterSubjects.runStart(prefix, 'demo'), JSON.stringify({ workflow_run_id: id, project: 'demo', workflow: 'nope', started_by: 'sam' }));
+      const letter = await waitDeadLetter((l) => l.reason === 'unknown_workflow' && l.data.includes(id), 'start of an unknown workflow');
+      expect(letter.detail).toContain("workflow 'nope'");
+      expect(await events(id)).toHaveLength(0);
+    });
+
+    it('an invalid sentinel is not a rejection: it is the no-action default, with the parse diagnostic in the reason', async () => {
+      const run = await startRun('feature');
+      await waitEvents(run, 'run.routed');
+      await publishResult(result(run, 'issue', `${run}-i1`, { body: 'answer\n<!-- AGENT_RUN_CONFIG {"dispatch": {"status": -->' }));
+      const [held] = await waitEvents<{ reason: string }>(run, 'run.held');
+      expect(held!.reason).toMatch(/^no-action default: agent emitted no decision and the AGENT_RUN_CONFIG sentinel could not be parsed \(.+\)$/);
+      const [recorded] = await payloads<{ signal: { kind: string } }>(run, 'run.result_recorded');
+      expect(recorded!.signal.kind).toBe('invalid');
+      expect(await payloads(run, 'run.result_rejected')).toHaveLength(0);
+    });
+
+    it('an unknown agent, the wrong agent and a result for a finished run are recorded as run.result_rejected', async () => {
+      const run = await startRun('feature');
+      await waitEvents(run, 'run.routed');
+      await publishResult(result(run, 'ghost', `${run}-ghost`, { body: ADVANCE }));
+      await publishResult(result(run, 'architect', `${run}-early`, { body: ADVANCE }));
+      const rejected = await waitEvents<{ result_id: string; code: string }>(run, 'run.result_rejected', 2);
+      expect(rejected.map((r) => [r.result_id, r.code])).toEqual([
+        [`${run}-ghost`, 'unknown_agent'],
+        [`${run}-early`, 'unexpected_agent'],
+      ]);
+
+      // Still serving: the expected agent is routed; then the run ends and a late result is refused.
+      await publishResult(result(run, 'issue', `${run}-i1`, { body: sentinel({ dispatch: { status: 'terminate', reason: 'duplicate issue' } }) }));
+      await waitEvents(run, 'run.terminated');
+      await publishResult(result(run, 'issue', `${run}-late`, { body: ADVANCE }));
+      const all = await waitEvents<{ result_id: string; code: string }>(run, 'run.result_rejected', 3);
+      expect(all[2]).toMatchObject({ result_id: `${run}-late`, code: 'run_not_running' });
+      await drained(batonStreamNames(prefix).inbox, RouterPatterns.agentResult);
+      expect(await payloads(run, 'run.result_rejected')).toHaveLength(3); // redelivery-free: recorded once each
+    });
+  });
+
+  describe('operator answers', () => {
+    const holdAnswer = (run: string, answerId: string, role: string, action = 'continue') => ({
+      workflow_run_id: run,
+      project: 'demo',
+      actor_role: role,
+      answer: { kind: 'hold_answer', answer: { answer_id: answerId, action, answered_by: 'olga', answered_at: NOW } },
+    });
+    const publishAnswer = (body: unknown) => publishRaw(`${prefix}.in.demo.answer`, JSON.stringify(body));
+
+    it('only an operator resumes a held run; a refused or stale answer is recorded, a repeated one changes nothing', async () => {
+      const run = await startRun('feature');
+      await waitEvents(run, 'run.routed');
+      await publishResult(result(run, 'issue', `${run}-i1`, { body: 'no decision' }));
+      await waitEvents(run, 'run.held');
+
+      await publishAnswer(holdAnswer(run, `${run}-viewer`, 'viewer'));
+      const [forbidden] = await waitEvents<{ result_id: string; code: string; agent: string }>(run, 'run.result_rejected');
+      expect(forbidden).toMatchObject({ result_id: `${run}-viewer`, code: 'answer_forbidden', agent: 'operator' });
+
+      await publishAnswer(holdAnswer(run, `${run}-ok`, 'operator'));
+      const [resumed] = await waitEvents<{ answer_id: string }>(run, 'run.resumed');
+      expect(resumed!.answer_id).toBe(`${run}-ok`);
+      const routed = (await waitEvents<RoutedPayload>(run, 'run.routed', 2))[1]!;
+      expect(routed.target).toEqual({ agent: 'architect', step: 'analyze' }); // the edge the no-action hold did not take
+      expect(routed.decision).toMatchObject({ rule: 'resume', dispatch: { origin: 'human' } });
+
+      await publishAnswer(holdAnswer(run, `${run}-ok`, 'operator')); // the same answer again
+      await publishAnswer(holdAnswer(run, `${run}-stale`, 'operator')); // the run is no longer held
+      const rejected = await waitEvents<{ result_id: string; code: string }>(run, 'run.result_rejected', 2);
+      expect(rejected[1]).toMatchObject({ result_id: `${run}-stale`, code: 'run_not_held' });
+      await drained(batonStreamNames(prefix).inbox, RouterPatterns.operatorAnswer);
+      expect(await payloads(run, 'run.resumed')).toHaveLength(1);
+      expect(await payloads(run, 'run.routed')).toHaveLength(2);
+    });
+
+    it('an answer without a valid actor_role is dead-lettered', async () => {
+      await publishAnswer({ ...holdAnswer('wr-x', 'ans-norole', 'operator'), actor_role: 'root' });
+      await waitDeadLetter((l) => l.reason === 'schema_violation' && l.data.includes('ans-norole'), 'answer with a bad role');
+    });
+  });
+
+  describe('the dispatch reactor', () => {
+    it('an unreachable ledger is retried until it answers: the handoff is created once it is back', async () => {
+      expect((await publishDefinition(definition('late'), 'late')).ok).toBe(true);
+      const run = await startRun('feature', 'late');
+      const [routed] = await waitEvents<RoutedPayload>(run, 'run.routed', 1, 'late');
+      await sleep(300); // the first attempt finds no ledger and is naked with a delay
+      expect(requestsFor('create', routed!.handoff_id)).toHaveLength(0);
+      serveLedger('late');
+      const create = await waitFor(() => requestsFor('create', routed!.handoff_id)[0], 'the create after the ledger came back');
+      expect(create.body).toMatchObject({ to_agent: 'issue', idempotency_key: expect.any(String) });
+    });
+
+    it('a run keeps the workflow version it started with after a new definition drops it', async () => {
+      expect((await publishDefinition(definition('pin'), 'pin')).ok).toBe(true);
+      serveLedger('pin');
+      const run = await startRun('design', 'pin');
+      await waitEvents(run, 'run.routed', 1, 'pin');
+      const v2 = definition('pin');
+      v2.workflows = [{ ...v2.workflows[0]!, version: 2, steps: [{ id: 'analyze', agent: 'architect', terminal: true }] }] as typeof v2.workflows;
+      v2.workflows[0]!.entry = 'analyze';
+      const published = await publishDefinition(v2, 'pin');
+      expect(published).toMatchObject({ ok: true, changed: true });
+
+      await publishResult(result(run, 'architect', `${run}-a1`, { body: ADVANCE }, 'pin'));
+      const next = (await waitEvents<RoutedPayload>(run, 'run.routed', 2, 'pin'))[1]!;
+      expect(next.target).toEqual({ agent: 'context', step: 'context' }); // v1's edge, not v2's terminal step
+    });
+  });
+});
+
+interface RoutedPayload {
+  handoff_id: string;
+  target: { agent: string; step: string };
+  decision: Record<string, unknown>;
+}

@@ -1,0 +1,37 @@
+import { Module } from '@nestjs/common';
+import { RUNTIME, type ServiceRuntime } from '@baton/platform';
+import { DefinitionCatalog } from './definitions/definition-catalog';
+import { DefinitionsController } from './definitions/definitions.controller';
+import { PublishDefinitionUseCase } from './definitions/publish-definition';
+import { DispatchController } from './dispatch/dispatch.controller';
+import { DispatchReactor } from './dispatch/dispatch-reactor';
+import { createRouterLedger, LEDGER } from './dispatch/ledger';
+import { RunCommands } from './runs/run-commands';
+import { RunsController } from './runs/runs.controller';
+import { RecordResultUseCase } from './runs/use-cases/record-result';
+import { ResumeRunUseCase } from './runs/use-cases/resume-run';
+import { StartRunUseCase } from './runs/use-cases/start-run';
+
+/**
+ * The router: the only writer of the run and definition aggregates. Definitions (request/reply),
+ * run starts, agent results and operator answers (the inbox), and the dispatch reactor (run
+ * events → ledger handoffs and human action notices).
+ */
+@Module({
+  controllers: [DefinitionsController, RunsController, DispatchController],
+  providers: [
+    DefinitionCatalog,
+    PublishDefinitionUseCase,
+    RunCommands,
+    StartRunUseCase,
+    RecordResultUseCase,
+    ResumeRunUseCase,
+    DispatchReactor,
+    {
+      provide: LEDGER,
+      inject: [RUNTIME],
+      useFactory: (runtime: ServiceRuntime) => createRouterLedger(runtime.nats, runtime.config.BATON_PREFIX),
+    },
+  ],
+})
+export class RouterModule {}

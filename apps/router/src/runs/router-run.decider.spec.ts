@@ -1,0 +1,76 @@
+import { ProjectDefinitionSchema, type AgentResult, type DefinitionEvent, type WorkflowDefinition } from '@baton/contracts';
+import { fold, type RunEvent, type RunState } from '@baton/domain';
+import { definitionDecider } from '../definitions/definition.decider';
+import { routerRunDecider, type RouterRunCommand } from './router-run.decider';
+
+const NOW = '2025-01-01T00:00:00.000Z';
+const definition = ProjectDefinitionSchema.parse({
+  project: 'demo',
+  agents: [{ name: 'issue' }, { name: 'context' }],
+  workflows: [{ name: 'flow', version: 1, entry: 'triage', steps: [{ id: 'triage', agent: 'issue', next: 'gather' }, { id: 'gather', agent: 'context' }] }],
+});
+const workflow: WorkflowDefinition = definition.workflows[0]!;
+const definitions = fold(definitionDecider, [
+  { type: 'definition.published', data: { definition, digest: 'd1', published_by: 'olga', published_at: NOW } } satisfies DefinitionEvent,
+]);
+const none = fold(definitionDecider, []);
+
+function started(): RunState {
+  const start: RouterRunCommand = {
+    kind: 'start',
+    command: {
+      type: 'start_run',
+      data: { workflow_run_id: 'wr-1', project: 'demo', workflow, people: { started_by: 'sam', issue_author: null, trigger_author: null } },
+      metadata: { now: NOW, actor: 'sam' },
+    },
+  };
+  const decided = routerRunDecider.decide(start, routerRunDecider.initialState());
+  if (!decided.ok) throw new Error(decided.error.message);
+  return decided.events.reduce((s: RunState, e: RunEvent) => routerRunDecider.evolve(s, e), routerRunDecider.initialState());
+}
+
+const result = (agent: string, id = 'r1'): AgentResult => ({
+  result_id: id,
+  run_id: `ar-${id}`,
+  project: 'demo',
+  workflow_run_id: 'wr-1',
+  agent,
+  body: '<!-- AGENT_RUN_CONFIG {"dispatch": {"status": "advance"}} -->',
+  produced_at: NOW,
+});
+const recordCmd = (agent: string, defs = definitions, id = 'r1'): RouterRunCommand => ({
+  kind: 'result',
+  result: result(agent, id),
+  definitions: defs,
+  metadata: { now: NOW, actor: agent },
+});
+
+describe('the router run decider (record_result with the pinned workflow looked up on the folded run)', () => {
+  it('routes a result over the workflow version the run started on', () => {
+    const decided = routerRunDecider.decide(recordCmd('issue'), started());
+    expect(decided.ok && decided.events.map((e) => e.type)).toEqual(['run.result_recorded', 'run.routed']);
+  });
+
+  it('a result from an agent the project does not list is refused with unknown_agent', () => {
+    expect(routerRunDecider.decide(recordCmd('ghost'), started())).toMatchObject({ ok: false, error: { code: 'unknown_agent' } });
+  });
+
+  it('a pinned workflow missing from the definitions given is definition_missing (the caller re-reads them)', () => {
+    expect(routerRunDecider.decide(recordCmd('issue', none), started())).toMatchObject({ ok: false, error: { code: 'definition_missing' } });
+  });
+
+  it('a result for a run that never started is run_not_found', () => {
+    expect(routerRunDecider.decide(recordCmd('issue'), routerRunDecider.initialState())).toMatchObject({ ok: false, error: { code: 'run_not_found' } });
+  });
+
+  it('a result id already applied yields no events, even when it was refused the first time', () => {
+    const state = started();
+    const refused = routerRunDecider.decide(
+      { kind: 'reject', command: { type: 'reject_result', data: { result_id: 'r9', agent: 'ghost', code: 'unknown_agent', message: 'no' }, metadata: { now: NOW, actor: 'baton-router' } } },
+      state,
+    );
+    if (!refused.ok) throw new Error(refused.error.message);
+    const after = refused.events.reduce((s: RunState, e: RunEvent) => routerRunDecider.evolve(s, e), state);
+    expect(routerRunDecider.decide(recordCmd('ghost', definitions, 'r9'), after)).toEqual({ ok: true, events: [] });
+  });
+});

@@ -1,0 +1,31 @@
+import { AgentResultSchema, Limits } from '@baton/contracts';
+import { eventIdsFor } from './ids';
+import { decodeInbound } from './inbound';
+import { subjectTokens } from './subjects';
+
+describe('router edge helpers', () => {
+  it('reads the project and agent tokens of inbox and command subjects', () => {
+    expect(subjectTokens('baton.in.demo.result.issue')).toEqual({ project: 'demo', agent: 'issue' });
+    expect(subjectTokens('baton.in.demo.start')).toEqual({ project: 'demo', agent: null });
+    expect(subjectTokens('baton.cmd.router.demo.publish_definition')).toEqual({ project: 'demo', agent: null });
+    expect(subjectTokens('baton.ev.demo.run.x')).toBeNull();
+  });
+
+  it('checks the size cap before anything else: an oversized payload is payload_too_large, not a schema violation', () => {
+    const decoded = decodeInbound(JSON.stringify({ pad: 'x'.repeat(Limits.maxMessageBytes) }), AgentResultSchema);
+    expect(decoded).toMatchObject({ ok: false, rejection: { code: 'payload_too_large' } });
+  });
+
+  it('refuses malformed JSON, prototype keys and schema violations with their codes', () => {
+    expect(decodeInbound('{"a":', AgentResultSchema)).toMatchObject({ ok: false, rejection: { code: 'malformed_json' } });
+    expect(decodeInbound('{"__proto__": {"x": 1}}', AgentResultSchema)).toMatchObject({ ok: false, rejection: { code: 'schema_violation' } });
+    expect(decodeInbound('{"result_id": "r1"}', AgentResultSchema)).toMatchObject({ ok: false, rejection: { code: 'schema_violation' } });
+  });
+
+  it('derives the same event ids for the same cause, within the id length cap', () => {
+    const long = 'r'.repeat(Limits.maxIdLength);
+    expect(eventIdsFor('result', 'r1')(0)).toBe(eventIdsFor('result', 'r1')(0));
+    expect(eventIdsFor('result', 'r1')(0)).not.toBe(eventIdsFor('result_refused', 'r1')(0));
+    expect(eventIdsFor('result', long)(1).length).toBeLessThanOrEqual(Limits.maxIdLength);
+  });
+});

@@ -1,0 +1,198 @@
+// Shared set-up for the watchdog's integration tests: a random prefix on the real NATS, Baton's
+// streams for it, a minimal ledger (a real NATS participant deciding with the real handoff decider
+// through the real event store) and cleanup. Not a test file.
+import { createHash, randomBytes } from 'node:crypto';
+import type { Subscription } from 'nats';
+import { createEventRegistry, HandoffCommandSchemas, Subjects, type HandoffCommandName, type HandoffEvent } from '@baton/contracts';
+import { evolveHandoff, handoffDecider, initialHandoffState, toHandoffRecord, type HandoffCommand, type HandoffState } from '@baton/domain';
+import { batonStreamNames, batonTopology, connectNats, JetStreamEventStore, provision, type NatsHandle, type StoredEvent } from '@baton/eventstore';
+import type { RunningService } from '@baton/platform';
+import { startWatchdog } from '../bootstrap';
+import type { RequeueOutcome } from '../requeue/requeue-loop';
+
+export const NATS_URL = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
+export const PROJECT = 'proj';
+export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+export function randomPrefix(): string {
+  return `wd${randomBytes(5).toString('hex')}`;
+}
+
+/** Poll `check` until it returns a value other than undefined / false, or fail after `timeoutMs`. */
+export async function waitFor<T>(what: string, check: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 8000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined && value !== false) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(50);
+  }
+}
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+const digest = (text: string) => createHash('sha256').update(text).digest('hex').slice(0, 16);
+
+type Reply = { ok: true; handoff: unknown; events: number } | { ok: false; error: { code: string; kind: string; message: string } };
+
+/**
+ * A minimal ledger for the commands these tests use (create, claim, heartbeat, release,
+ * requeue_expired): parses the wire body with the contracts' schemas, fills what the ledger
+ * resolves (claim id from the key, default lease, escalation id; no project lead), decides with
+ * `handoffDecider` and appends through `JetStreamEventStore.handleCommand` (optimistic concurrency,
+ * event ids from the idempotency key). Answers in the ledger's reply shape.
+ */
+export class MiniLedger {
+  private subscription: Subscription | null = null;
+  private readonly inFlight = new Set<Promise<void>>();
+
+  constructor(
+    private readonly nats: NatsHandle,
+    private readonly prefix: string,
+    private readonly store: JetStreamEventStore,
+  ) {}
+
+  start(): void {
+    this.subscription = this.nats.connection.subscribe(Subjects.ledgerCommands(this.prefix), {
+      queue: 'ledger',
+      callback: (_err, msg) => {
+        const task = this.answer(msg.subject, msg.data).then((reply) => {
+          msg.respond(encoder.encode(JSON.stringify(reply)));
+        });
+        this.inFlight.add(task);
+        void task.finally(() => this.inFlight.delete(task));
+      },
+    });
+  }
+
+  async stop(): Promise<void> {
+    await this.subscription?.drain().catch(() => undefined);
+    await Promise.allSettled([...this.inFlight]);
+  }
+
+  private async answer(subject: string, data: Uint8Array): Promise<Reply> {
+    const tokens = subject.split('.');
+    const project = tokens[3] as string;
+    const name = tokens[4] as HandoffCommandName;
+    const { actor, actor_kind, ...body } = JSON.parse(decoder.decode(data)) as Record<string, unknown>;
+    const schema = HandoffCommandSchemas[name];
+    const parsed = schema.safeParse(body);
+    if (!parsed.success) return { ok: false, error: { code: 'schema_violation', kind: 'rejected', message: parsed.error.message } };
+    const metadata = { now: new Date().toISOString(), actor: String(actor), actorKind: actor_kind as HandoffCommand['metadata']['actorKind'] };
+    const wire = parsed.data as Record<string, unknown> & { handoff_id: string; idempotency_key: string };
+    let command: HandoffCommand;
+    switch (name) {
+      case 'create':
+        command = { type: 'create', data: wire as never, metadata };
+        break;
+      case 'claim':
+        command = {
+          type: 'claim',
+          data: { handoff_id: wire.handoff_id, idempotency_key: wire.idempotency_key, claim_id: `c-${digest(wire.idempotency_key)}`, lease_ms: (wire['lease_ms'] as number | undefined) ?? 60_000, claimer_roles: [] },
+          metadata,
+        };
+        break;
+      case 'heartbeat':
+        command = {
+          type: 'heartbeat',
+          data: { handoff_id: wire.handoff_id, claim_id: String(wire['claim_id']), idempotency_key: wire.idempotency_key, lease_ms: (wire['lease_ms'] as number | undefined) ?? 60_000 },
+          metadata,
+        };
+        break;
+      case 'release':
+        command = { type: 'release', data: wire as never, metadata };
+        break;
+      case 'requeue_expired':
+        command = {
+          type: 'requeue_expired',
+          data: { handoff_id: wire.handoff_id, claim_id: String(wire['claim_id']), idempotency_key: wire.idempotency_key, escalation_handoff_id: `esc-${digest(wire.idempotency_key)}` },
+          metadata,
+        };
+        break;
+      default:
+        return { ok: false, error: { code: 'unknown_command', kind: 'rejected', message: `the test ledger does not serve ${name}` } };
+    }
+    const result = await this.store.handleCommand({ project, kind: 'handoff', id: wire.handoff_id }, handoffDecider, command, {
+      commandId: `${name}-${digest(wire.idempotency_key)}`,
+      occurredAt: metadata.now,
+      actor: metadata.actor,
+      origin: metadata.actorKind === 'watchdog' ? 'watchdog' : 'agent',
+      causationId: null,
+      correlationId: wire.handoff_id,
+    });
+    if (!result.ok) return { ok: false, error: { code: result.error.code, kind: result.error.kind, message: result.error.message } };
+    return { ok: true, handoff: toHandoffRecord(result.state), events: result.events.length };
+  }
+}
+
+export interface Harness {
+  prefix: string;
+  nats: NatsHandle;
+  store: JetStreamEventStore;
+  ledger: MiniLedger;
+  /** Start a watchdog service in-process (fast ticks, quiet logs); stopped by `cleanup`. */
+  startWatchdog(name: string): Promise<TestWatchdog>;
+  /** Events of one handoff, in order. */
+  events(handoffId: string): Promise<StoredEvent[]>;
+  state(handoffId: string): Promise<HandoffState>;
+  cleanup(): Promise<void>;
+}
+
+export interface TestWatchdog {
+  service: RunningService;
+  outcomes: RequeueOutcome[];
+  stop(): Promise<void>;
+}
+
+export async function startHarness(): Promise<Harness> {
+  const prefix = randomPrefix();
+  const nats = await connectNats({ servers: NATS_URL, name: 'watchdog-int', reconnect: false });
+  // The same topology runService provisions, so the services find it unchanged.
+  await provision(nats.jsm, { streams: batonTopology(prefix).streams });
+  const store = new JetStreamEventStore({ js: nats.js, jsm: nats.jsm, prefix, registry: createEventRegistry() });
+  const ledger = new MiniLedger(nats, prefix, store);
+  ledger.start();
+  await nats.connection.flush();
+  const watchdogs: TestWatchdog[] = [];
+
+  const harness: Harness = {
+    prefix,
+    nats,
+    store,
+    ledger,
+    async startWatchdog(name) {
+      const outcomes: RequeueOutcome[] = [];
+      const service = await startWatchdog({
+        env: {
+          ...process.env,
+          NATS_URL,
+          BATON_PREFIX: prefix,
+          BATON_INSTANCE: name,
+          HTTP_PORT: '0',
+          LOG_LEVEL: process.env['WATCHDOG_TEST_LOG_LEVEL'] ?? 'error',
+          WATCHDOG_TICK_MS: '100',
+          WATCHDOG_RETRY_MS: '300',
+        },
+        onRequeueOutcome: (outcome) => outcomes.push(outcome),
+      });
+      const watchdog: TestWatchdog = { service, outcomes, stop: () => service.stop() };
+      watchdogs.push(watchdog);
+      return watchdog;
+    },
+    async events(handoffId) {
+      return (await store.read({ project: PROJECT, kind: 'handoff', id: handoffId })).events;
+    },
+    async state(handoffId) {
+      const events = await harness.events(handoffId);
+      return events.reduce<HandoffState>((s, e) => evolveHandoff(s, { type: e.type, data: e.payload } as HandoffEvent), initialHandoffState());
+    },
+    async cleanup() {
+      for (const watchdog of watchdogs) await watchdog.stop().catch(() => undefined);
+      await ledger.stop();
+      const names = batonStreamNames(prefix);
+      for (const stream of [names.events, names.inbox, names.dlq]) await nats.jsm.streams.delete(stream).catch(() => undefined);
+      await nats.close();
+    },
+  };
+  return harness;
+}

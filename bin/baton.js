@@ -1,0 +1,73 @@
+#!/usr/bin/env node
+// The `baton` command. Runs the built CLI (dist/apps/cli/src/main.js). When it is missing, or a
+// source file of the CLI or a library it uses is newer than the build, it first builds it with
+// `nx run cli:build` (swc, a few seconds; libraries included). Build output goes to stderr so
+// `--json` output on stdout stays clean. BATON_CLI_NO_BUILD=1 skips the check.
+'use strict';
+const fs = require('node:fs');
+const path = require('node:path');
+const { spawnSync } = require('node:child_process');
+
+const root = path.resolve(__dirname, '..');
+const entry = path.join(root, 'dist', 'apps', 'cli', 'src', 'main.js');
+
+/** The newest mtime of a non-test .ts file under `dir` (0 when the folder does not exist). */
+function newestSource(dir) {
+  let newest = 0;
+  let entries;
+  try {
+    entries = fs.readdirSync(dir, { withFileTypes: true });
+  } catch {
+    return 0;
+  }
+  for (const item of entries) {
+    const file = path.join(dir, item.name);
+    if (item.isDirectory()) newest = Math.max(newest, newestSource(file));
+    else if (item.name.endsWith('.ts') && !item.name.endsWith('.spec.ts') && !item.name.endsWith('.int-spec.ts')) {
+      newest = Math.max(newest, fs.statSync(file).mtimeMs);
+    }
+  }
+  return newest;
+}
+
+function stale() {
+  if (!fs.existsSync(entry)) return 'missing';
+  if (process.env.BATON_CLI_NO_BUILD === '1') return null;
+  const built = fs.statSync(entry).mtimeMs;
+  const dirs = [path.join(root, 'apps', 'cli', 'src')];
+  try {
+    for (const lib of fs.readdirSync(path.join(root, 'libs'))) dirs.push(path.join(root, 'libs', lib, 'src'));
+  } catch {
+    // an installed copy without sources: use the build as it is
+  }
+  return dirs.some((dir) => newestSource(dir) > built) ? 'stale' : null;
+}
+
+const state = stale();
+if (state !== null) {
+  process.stderr.write(`baton: ${state === 'missing' ? 'building' : 'rebuilding'} the CLI (nx run cli:build)...\n`);
+  const build = spawnSync('npx', ['nx', 'run', 'cli:build', '--outputStyle=static'], {
+    cwd: root,
+    stdio: ['ignore', process.stderr, process.stderr],
+    env: { ...process.env, NX_DAEMON: 'false', NX_NO_CLOUD: 'true' },
+  });
+  if (build.status !== 0 || !fs.existsSync(entry)) {
+    if (!fs.existsSync(entry)) {
+      process.stderr.write('baton: the CLI is not built and building it failed; run `npm run build` first\n');
+      process.exit(1);
+    }
+    process.stderr.write('baton: warning: rebuilding failed; running the previous build\n');
+  }
+}
+
+require(entry)
+  .main(process.argv.slice(2))
+  .then(
+    (code) => {
+      process.exitCode = code;
+    },
+    (error) => {
+      process.stderr.write(`baton: ${error && error.stack ? error.stack : String(error)}\n`);
+      process.exitCode = 1;
+    },
+  );

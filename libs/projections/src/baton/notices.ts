@@ -1,0 +1,46 @@
+import type { HumanActionNotice } from '@baton/contracts';
+import type { RunEvent } from '@baton/domain';
+import type { JsonValue } from '../canonical-json';
+import { Op, type IndexedItem } from '../ops';
+import { domainEvent, isoMs, eventMs } from './common';
+import { toJson, type FoldingProjection } from './fold';
+
+export const NOTICES_STORE = 'notices';
+
+/** A human action notice as the `notices` item store holds it (kind = the notice's reason). */
+export interface NoticeItem extends IndexedItem {
+  notice: HumanActionNotice;
+}
+
+/**
+ * The `notices` projection: every human action notice the runs emitted, indexed by project,
+ * reason (`kind`) and agent. Its last applied sequence is also the notifier's publish guard: a
+ * notice is published on its subject only while its event is above that sequence, so replays,
+ * redeliveries and rebuilds never publish a notice again (see apps/notifier).
+ */
+export function noticesProjection(): FoldingProjection<JsonValue> {
+  return {
+    name: 'notices',
+    version: 1,
+    handles: (type) => type === 'run.notice_emitted',
+    stateKeyOf: () => null,
+    step(_prior, event) {
+      const e = domainEvent<RunEvent>(event);
+      if (e.type !== 'run.notice_emitted') return { ops: [] };
+      const notice = e.data.notice;
+      const item: NoticeItem = {
+        id: notice.notice_id,
+        project: notice.project,
+        kind: notice.reason,
+        ...(notice.agent !== null ? { agent: notice.agent } : {}),
+        status: 'emitted',
+        urgency: 0,
+        at: isoMs(notice.created_at) || eventMs(event),
+        workflow_run_id: notice.workflow_run_id,
+        recipient: notice.recipient.handle,
+        notice,
+      };
+      return { ops: [Op.itemUpsert(NOTICES_STORE, toJson(item) as IndexedItem)] };
+    },
+  };
+}

@@ -1,0 +1,86 @@
+import 'reflect-metadata';
+import { randomBytes } from 'node:crypto';
+import { createEventRegistry, type HandoffRecord } from '@baton/contracts';
+import { JetStreamEventStore, batonStreamNames, connectNats, type NatsHandle } from '@baton/eventstore';
+import { LedgerClient, type RunningService } from '@baton/platform';
+// Test only: boots the real ledger service in-process, so the SDK is proven against the real protocol.
+// eslint-disable-next-line @nx/enforce-module-boundaries
+import { startLedger } from '../../../apps/ledger/src/ledger';
+import { createBatonClient, type BatonAgent, type HandoffOffer } from './index';
+
+const NATS_URL = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
+const P = 'shop';
+
+describe('the agent SDK against the real ledger service (in-process, real NATS)', () => {
+  const prefix = `ts${randomBytes(5).toString('hex')}`;
+  let nats: NatsHandle;
+  let ledger: RunningService;
+  let agent: BatonAgent;
+
+  beforeAll(async () => {
+    nats = await connectNats({ servers: NATS_URL, name: 'sdk-ledger-int', reconnect: false });
+    ledger = await startLedger({ ...process.env, BATON_PREFIX: prefix, BATON_INSTANCE: 'sdk-ledger', HTTP_PORT: '0', LOG_LEVEL: 'error' });
+    // The project definition the ledger reads its roster from, as the router publishes it.
+    const store = new JetStreamEventStore({ js: nats.js, jsm: nats.jsm, prefix, registry: createEventRegistry() });
+    const now = new Date().toISOString();
+    const definition = { project: P, lead: 'lena', agents: [{ name: 'alice' }, { name: 'bob' }, { name: 'lena' }], workflows: [] };
+    await store.append(
+      { project: P, kind: 'definition', id: 'current' },
+      [
+        {
+          id: `def-${prefix}`,
+          type: 'definition.published',
+          version: 1,
+          aggregate: { kind: 'definition', id: 'current' },
+          project: P,
+          occurredAt: now,
+          actor: 'test-router',
+          origin: 'operator',
+          causationId: null,
+          correlationId: 'test',
+          payload: { definition, published_by: 'test-router', published_at: now, digest: 'd1' },
+        },
+      ],
+      { expectedVersion: 0 },
+    );
+    agent = await createBatonClient({ nats, prefix, project: P, agent: 'bob' });
+  });
+
+  afterAll(async () => {
+    await agent?.close();
+    await ledger?.stop();
+    const names = batonStreamNames(prefix);
+    for (const name of [names.events, names.inbox, names.dlq]) await nats.jsm.streams.delete(name).catch(() => undefined);
+    await nats.close();
+  });
+
+  it('a handoff created for an agent is offered to it; claim() takes the lease in the ledger and return() hands the work back', async () => {
+    const delegator = new LedgerClient(nats, prefix, { as: { actor: 'alice', actor_kind: 'agent' } });
+    const outcome = new Promise<{ offer: HandoffOffer; claimed: HandoffRecord; returned: HandoffRecord }>((resolve, reject) => {
+      void agent.handoffs({
+        onOffer: async (offer) => {
+          try {
+            const claimed = await offer.claim();
+            const returned = await offer.return({ summary: 'parser written', outcome: 'completed', evidence: { tests_run: ['parser.spec.ts: 12 passed'] } });
+            resolve({ offer, claimed, returned });
+          } catch (error) {
+            reject(error);
+          }
+        },
+      });
+    });
+    const created = await delegator.create(P, { handoff_id: 'h-sdk', from_agent: 'alice', to_agent: 'bob', summary: 'write the parser', idempotency_key: 'create-h-sdk' });
+    expect(created).toMatchObject({ ok: true, handoff: { status: 'pending' } });
+
+    const { offer, claimed, returned } = await outcome;
+    expect(offer.handoffId).toBe('h-sdk');
+    expect(claimed).toMatchObject({ status: 'claimed', claimed_by: 'bob' });
+    expect(offer.claimId).toBe(claimed.claim_id);
+    expect(returned).toMatchObject({ status: 'returned', completion_report: { outcome: 'completed' } });
+    expect(await delegator.get(P, 'h-sdk')).toMatchObject({ status: 'returned', claimed_by: 'bob' });
+
+    // A second claim of the same offer by another replica is refused by the ledger: tryClaim says null.
+    const late = await new LedgerClient(nats, prefix, { as: { actor: 'bob', actor_kind: 'agent' } }).claim(P, { handoff_id: 'h-sdk', idempotency_key: 'late-claim' });
+    expect(late).toMatchObject({ ok: false, error: { kind: 'wrong_state' } });
+  });
+});

@@ -1,0 +1,236 @@
+import { randomBytes } from 'node:crypto';
+import type { HandoffRecord } from '@baton/contracts';
+import { batonStreamNames, batonTopology, connectNats, provision, type NatsHandle } from '@baton/eventstore';
+import { AgentSubjects, createBatonClient, decisions, InvalidInputError, type BatonAgent, type HandoffOffer } from './index';
+
+const NATS_URL = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
+const PROJECT = 'demo';
+const AGENT = 'coder';
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+const T0 = '2026-01-01T00:00:00.000Z';
+
+function pendingHandoff(id: string): HandoffRecord {
+  return {
+    id,
+    project: PROJECT,
+    kind: 'task',
+    priority: 'medium',
+    status: 'pending',
+    from_agent: 'planner',
+    to_agent: AGENT,
+    summary: `work for ${id}`,
+    context: {},
+    acceptance: {},
+    retry: { max_retries: 3, retry_count: 0 },
+    escalation: {},
+    workflow_run_id: 'wr-1',
+    created_at: T0,
+    updated_at: T0,
+    version: 1,
+  };
+}
+
+function claimedBy(record: HandoffRecord, agent: string, claimId: string): HandoffRecord {
+  return {
+    ...record,
+    status: 'claimed',
+    claimed_by: agent,
+    claim_id: claimId,
+    claimed_at: T0,
+    lease_expires_at: '2026-01-01T00:01:00.000Z',
+    version: record.version + 1,
+  };
+}
+
+/**
+ * A stand-in ledger on the real NATS server: it answers the ledger's request/reply subjects with
+ * the protocol's replies and records every request, so the test sees exactly what the SDK sent.
+ */
+function fakeLedger(nats: NatsHandle, prefix: string, behaviour: { claim: (body: Record<string, unknown>) => unknown }) {
+  const requests: { command: string; body: Record<string, unknown> }[] = [];
+  const sub = nats.connection.subscribe(`${prefix}.cmd.ledger.${PROJECT}.*`, {
+    callback: (_err, msg) => {
+      const command = msg.subject.split('.').pop()!;
+      const body = JSON.parse(decoder.decode(msg.data)) as Record<string, unknown>;
+      requests.push({ command, body });
+      const handoffId = String(body['handoff_id']);
+      let reply: unknown;
+      if (command === 'claim') reply = behaviour.claim(body);
+      else if (command === 'heartbeat') reply = { ok: true, handoff: claimedBy(pendingHandoff(handoffId), AGENT, String(body['claim_id'])), events: 1 };
+      else reply = { ok: false, error: { code: 'unknown_command', kind: 'rejected', message: command } };
+      msg.respond(encoder.encode(JSON.stringify(reply)));
+    },
+  });
+  return { requests, stop: () => sub.unsubscribe() };
+}
+
+describe('the agent SDK against a real NATS server', () => {
+  let nats: NatsHandle;
+  let prefix: string;
+  const clients: BatonAgent[] = [];
+
+  const client = async () => {
+    const c = await createBatonClient({ nats, prefix, project: PROJECT, agent: AGENT, requestTimeoutMs: 2000 });
+    clients.push(c);
+    return c;
+  };
+
+  beforeEach(async () => {
+    nats = await connectNats({ servers: NATS_URL, name: 'sdk-int', reconnect: false });
+    prefix = `t${randomBytes(5).toString('hex')}`;
+    await provision(nats.jsm, batonTopology(prefix, { storage: 'memory' }));
+  });
+
+  afterEach(async () => {
+    for (const c of clients.splice(0)) await c.close();
+    const names = batonStreamNames(prefix);
+    for (const name of [names.events, names.inbox, names.dlq]) await nats.jsm.streams.delete(name).catch(() => undefined);
+    await nats.drain();
+  });
+
+  it('publishResult lands in the inbox stream once: the same result_id published twice stores one message (Nats-Msg-Id dedupe)', async () => {
+    const agent = await client();
+    const result = { result_id: 'res-1', run_id: 'run-1', workflow_run_id: 'wr-1', body: 'done', decision: decisions.advance('tests pass') };
+    const first = await agent.publishResult(result);
+    const second = await agent.publishResult(result);
+    expect(first.duplicate).toBe(false);
+    expect(second).toEqual({ ...first, duplicate: true });
+
+    const subject = AgentSubjects.result(prefix, PROJECT, AGENT);
+    const info = await nats.jsm.streams.info(batonStreamNames(prefix).inbox, { subjects_filter: subject });
+    expect(info.state.messages).toBe(1);
+    expect(info.state.subjects).toEqual({ [subject]: 1 });
+    const stored = await nats.jsm.streams.getMessage(batonStreamNames(prefix).inbox, { seq: first.seq });
+    expect(stored.header.get('Nats-Msg-Id')).toBe('res-1');
+    expect(JSON.parse(decoder.decode(stored.data))).toMatchObject({ ...result, project: PROJECT, agent: AGENT });
+  });
+
+  it('publishResult validates with AgentResultSchema before sending: an invalid result is refused and nothing is stored', async () => {
+    const agent = await client();
+    const bad = { result_id: 'has a space', run_id: 'run-1', workflow_run_id: 'wr-1', decision: { task: 'a', function_call: { function: 'call_agent' as const, agent_name: 'b' } } };
+    await expect(agent.publishResult(bad)).rejects.toBeInstanceOf(InvalidInputError);
+    await expect(agent.publishResult({ ...bad, result_id: 'ok-id' })).rejects.toThrow(/task and function_call are mutually exclusive/);
+    await expect(agent.publishResult({ result_id: 'r2', run_id: 'run', workflow_run_id: 'wr', agent: 'someone-else' })).rejects.toThrow(/publishes for demo\/coder/);
+    const info = await nats.jsm.streams.info(batonStreamNames(prefix).inbox);
+    expect(info.state.messages).toBe(0);
+  });
+
+  it('startRun publishes a validated run start to <prefix>.in.<project>.start, deduplicated by workflow_run_id', async () => {
+    const agent = await client();
+    await expect(agent.startRun({ workflow_run_id: 'wr-9', workflow: 'ship' })).rejects.toThrow(/started_by, issue_author or trigger_author/);
+    const a = await agent.startRun({ workflow_run_id: 'wr-9', workflow: 'ship', started_by: 'sam' });
+    const b = await agent.startRun({ workflow_run_id: 'wr-9', workflow: 'ship', started_by: 'sam' });
+    expect(b).toEqual({ ...a, duplicate: true });
+    const stored = await nats.jsm.streams.getMessage(batonStreamNames(prefix).inbox, { seq: a.seq });
+    expect(stored.subject).toBe(AgentSubjects.runStart(prefix, PROJECT));
+    expect(JSON.parse(decoder.decode(stored.data))).toEqual({ workflow_run_id: 'wr-9', project: PROJECT, workflow: 'ship', started_by: 'sam' });
+  });
+
+  it('an offer published to the offer subject reaches handoffs(); claim() calls the ledger as this agent and finish() publishes the result with handoff_id', async () => {
+    const ledger = fakeLedger(nats, prefix, { claim: (body) => ({ ok: true, handoff: claimedBy(pendingHandoff(String(body['handoff_id'])), AGENT, 'claim-1'), events: 1 }) });
+    const agent = await client();
+    const seen: { offer: HandoffOffer; claimed: HandoffRecord }[] = [];
+    const handled = new Promise<void>((resolve, reject) => {
+      void agent.handoffs({
+        onOffer: async (offer) => {
+          try {
+            const claimed = await offer.claim({ autoHeartbeat: false });
+            await offer.finish({ body: 'implemented', decision: decisions.callAgent('reviewer', AGENT), evidence: { tests_run: ['unit: 3 passed'] } });
+            seen.push({ offer, claimed });
+            resolve();
+          } catch (error) {
+            reject(error);
+          }
+        },
+      });
+    });
+    await nats.js.publish(AgentSubjects.offer(prefix, PROJECT, AGENT), encoder.encode(JSON.stringify(pendingHandoff('h-1'))), { msgID: 'offer:h-1:1' });
+    await handled;
+    ledger.stop();
+
+    expect(seen).toHaveLength(1);
+    expect(seen[0]!.offer.handoffId).toBe('h-1');
+    expect(seen[0]!.offer.claimId).toBe('claim-1');
+    expect(seen[0]!.claimed.status).toBe('claimed');
+    expect(ledger.requests).toEqual([
+      { command: 'claim', body: expect.objectContaining({ handoff_id: 'h-1', actor: AGENT, actor_kind: 'agent', idempotency_key: expect.stringMatching(/^claim:h-1:\d+$/) }) },
+    ]);
+    const resultSubject = AgentSubjects.result(prefix, PROJECT, AGENT);
+    const stored = await nats.jsm.streams.getMessage(batonStreamNames(prefix).inbox, { last_by_subj: resultSubject });
+    expect(JSON.parse(decoder.decode(stored.data))).toMatchObject({
+      handoff_id: 'h-1',
+      workflow_run_id: 'wr-1',
+      result_id: 'res-claim-1',
+      run_id: 'claim-1',
+      agent: AGENT,
+      decision: { function_call: { function: 'call_agent', agent_name: 'reviewer', callback: AGENT } },
+    });
+  });
+
+  it('replicas of one agent share one durable consumer: each offer is handled by exactly one of them, and a lost claim race (tryClaim → null) acks the offer', async () => {
+    const claims = new Map<string, number>();
+    const ledger = fakeLedger(nats, prefix, {
+      claim: (body) => {
+        const id = String(body['handoff_id']);
+        claims.set(id, (claims.get(id) ?? 0) + 1);
+        return id === 'h-taken'
+          ? { ok: false, error: { code: 'handoff_not_pending', kind: 'wrong_state', message: 'handoff h-taken is claimed' } }
+          : { ok: true, handoff: claimedBy(pendingHandoff(id), AGENT, `c-${id}`), events: 1 };
+      },
+    });
+    const handledBy = new Map<string, string[]>();
+    const ids = ['h-a', 'h-b', 'h-c', 'h-d', 'h-taken'];
+    let done!: () => void;
+    const all = new Promise<void>((resolve) => (done = resolve));
+    const onOffer = (replica: string) => async (offer: HandoffOffer) => {
+      const claimed = await offer.tryClaim({ autoHeartbeat: false });
+      handledBy.set(offer.handoffId, [...(handledBy.get(offer.handoffId) ?? []), `${replica}:${claimed ? 'claimed' : 'skipped'}`]);
+      if ([...handledBy.keys()].length === ids.length) done();
+    };
+    const [r1, r2] = [await client(), await client()];
+    await r1.handoffs({ onOffer: onOffer('r1') });
+    await r2.handoffs({ onOffer: onOffer('r2') });
+    for (const [i, id] of ids.entries()) {
+      await nats.js.publish(AgentSubjects.offer(prefix, PROJECT, AGENT), encoder.encode(JSON.stringify(pendingHandoff(id))), { msgID: `offer:${id}:${i}` });
+    }
+    await all;
+    await Promise.all([r1, r2].map((c) => c.close()));
+    ledger.stop();
+
+    for (const id of ids) expect(handledBy.get(id)).toHaveLength(1);
+    expect(handledBy.get('h-taken')![0]).toMatch(/:skipped$/);
+    expect([...claims.values()].every((n) => n === 1)).toBe(true);
+    const consumers = await nats.jsm.consumers.list(batonStreamNames(prefix).inbox).next();
+    expect(consumers.map((c) => c.name)).toEqual([`offers-${PROJECT}-${AGENT}`]);
+    expect(consumers[0]!.num_pending + consumers[0]!.num_ack_pending).toBe(0);
+  });
+
+  it('claim-bound helpers refuse to run before claim(), and auto-heartbeat keeps the lease while the work runs', async () => {
+    const ledger = fakeLedger(nats, prefix, { claim: (body) => ({ ok: true, handoff: claimedBy(pendingHandoff(String(body['handoff_id'])), AGENT, 'claim-hb'), events: 1 }) });
+    const agent = await client();
+    const outcome = new Promise<{ early: unknown }>((resolve) => {
+      void agent.handoffs({
+        onOffer: async (offer) => {
+          const early = await offer.heartbeat().catch((e: unknown) => e);
+          await offer.claim({ autoHeartbeat: { everyMs: 100 } });
+          await new Promise((r) => setTimeout(r, 450));
+          resolve({ early });
+        },
+      });
+    });
+    await nats.js.publish(AgentSubjects.offer(prefix, PROJECT, AGENT), encoder.encode(JSON.stringify(pendingHandoff('h-hb'))));
+    const { early } = await outcome;
+    await new Promise((r) => setTimeout(r, 250));
+    expect(early).toMatchObject({ name: 'NotClaimedError' });
+    const beats = ledger.requests.filter((r) => r.command === 'heartbeat');
+    expect(beats.length).toBeGreaterThanOrEqual(2);
+    expect(beats.every((b) => b.body['claim_id'] === 'claim-hb' && b.body['actor'] === AGENT)).toBe(true);
+    // Heartbeats stop once the handler has returned.
+    const after = ledger.requests.length;
+    await new Promise((r) => setTimeout(r, 350));
+    ledger.stop();
+    expect(ledger.requests.length).toBe(after);
+  });
+});
