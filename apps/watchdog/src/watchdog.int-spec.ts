@@ -1,4 +1,5 @@
-import { batonStreamNames } from '@baton/eventstore';
+import { headers as natsHeaders } from 'nats';
+import { batonStreamNames, DlqHeader } from '@baton/eventstore';
 // TODO(lead): import from '@baton/platform' once libs/platform/src/index.ts exports './clients'.
 // eslint-disable-next-line @nx/enforce-module-boundaries
 import { LedgerClient } from '../../../libs/platform/src/clients';
@@ -171,5 +172,30 @@ describe('watchdog: retry cap with no lead anywhere → stop the run', () => {
     const info = await h.nats.jsm.streams.info(inbox, { subjects_filter: subject });
     expect(info.state.subjects?.[subject]).toBe(1);
     expect((await h.state(withRun.id)).status).toBe('failed');
+  });
+
+  it('an escalation event that does not decode is dead-lettered with its reason and original bytes; the watchdog keeps serving', async () => {
+    const watchdog = await h.startWatchdog('wd-a');
+    const bad = new TextEncoder().encode('{"type":"handoff.escalated","payload":');
+    const hdrs = natsHeaders();
+    hdrs.set('Baton-Event-Type', 'handoff.escalated');
+    await h.nats.js.publish(`${h.prefix}.ev.${PROJECT}.handoff.h-bad`, bad, { headers: hdrs });
+    const invalid = natsHeaders();
+    invalid.set('Baton-Event-Type', 'handoff.escalated');
+    await h.nats.js.publish(`${h.prefix}.ev.${PROJECT}.handoff.h-invalid`, new TextEncoder().encode(JSON.stringify({ type: 'handoff.escalated', payload: {} })), { headers: invalid });
+
+    const dlq = batonStreamNames(h.prefix).dlq;
+    const letters = await waitFor('two dead letters', async () => {
+      const info = await h.nats.jsm.streams.info(dlq);
+      if (info.state.messages < 2) return undefined;
+      return [await h.nats.jsm.streams.getMessage(dlq, { seq: info.state.first_seq }), await h.nats.jsm.streams.getMessage(dlq, { seq: info.state.first_seq + 1 })];
+    });
+    expect(letters.map((m) => m.header.get(DlqHeader.reason))).toEqual(['malformed_json', 'schema_violation']);
+    expect(letters[0]!.data).toEqual(bad);
+
+    // Still serving: a lease claimed afterwards is requeued.
+    const { id } = await createAndClaim();
+    await pendingAgain(id);
+    expect(watchdog.outcomes.some((o) => o.kind === 'requeued' && o.deadline.handoffId === id)).toBe(true);
   });
 });

@@ -31,9 +31,10 @@ const decoder = new TextDecoder();
  * (so after a restart the deadlines are rebuilt from the streams alone), then keeps following new
  * events on the same consumer.
  *
- * Only claims and heartbeats are decoded and validated (through the event registry, so older
- * event versions are upcast); the other types are classified by their `Baton-Event-Type` header
- * and only drop the handoff from the table, which keeps a replay of a large history cheap. An
+ * Events are classified by their `Baton-Event-Type` header: most types only drop the handoff from
+ * the table and are not even parsed; claims and heartbeats have their claim id and expiry picked
+ * out (the full registry decode, with upcasting, is used for older versions and unknown shapes).
+ * That keeps a replay of a large history cheap. An
  * event that cannot be decoded, or of a type this build does not know, is logged and skipped: it
  * never removes a lease (a lease kept by mistake costs one refused requeue; a lease lost by
  * mistake would leave the handoff claimed forever).
@@ -107,13 +108,44 @@ export class DeadlineTracker {
         this.table.release(ref.id);
         return;
       case 'claim':
-      case 'extend':
-      case 'unknown': {
-        const event = this.decode(message);
-        if (event) applyHandoffEvent(this.table, ref.project, event);
+      case 'extend': {
+        const lease = this.readLease(message, effect === 'claim' ? 'handoff.claimed' : 'handoff.heartbeat');
+        if (lease === 'slow') break;
+        if (lease === null) return;
+        if (effect === 'claim') this.table.claim(ref.id, ref.project, lease.claimId, lease.leaseExpiresAt);
+        else this.table.extend(ref.id, lease.leaseExpiresAt);
         return;
       }
+      case 'unknown':
+        break;
     }
+    const event = this.decode(message);
+    if (event) applyHandoffEvent(this.table, ref.project, event);
+  }
+
+  /**
+   * The fast path for claims and heartbeats: the store validated every event against its schema
+   * before appending it, so an event at the current version only needs its two fields picked out
+   * (a full zod decode costs several times more, which is most of a large replay). Anything else
+   * (an older version that needs upcasting, an odd shape) goes the slow path: `slow`.
+   * Returns null when the message is not JSON (skipped).
+   */
+  private readLease(message: FollowedMessage, type: 'handoff.claimed' | 'handoff.heartbeat'): { claimId: string; leaseExpiresAt: number } | 'slow' | null {
+    let raw: unknown;
+    try {
+      raw = JSON.parse(decoder.decode(message.data));
+    } catch {
+      this.skip(message, 'malformed_json', 'stored event is not JSON');
+      return null;
+    }
+    if (typeof raw !== 'object' || raw === null) return 'slow';
+    const envelope = raw as { type?: unknown; version?: unknown; payload?: { claim_id?: unknown; lease_expires_at?: unknown } };
+    if (envelope.type !== type || envelope.version !== this.opts.registry.currentVersion(type)) return 'slow';
+    const claimId = envelope.payload?.claim_id;
+    const expiry = envelope.payload?.lease_expires_at;
+    const leaseExpiresAt = typeof expiry === 'string' ? Date.parse(expiry) : NaN;
+    if (typeof claimId !== 'string' || Number.isNaN(leaseExpiresAt)) return 'slow';
+    return { claimId, leaseExpiresAt };
   }
 
   private decode(message: FollowedMessage): HandoffEvent | null {

@@ -21,7 +21,7 @@ export class EscalationController {
     @Inject(EscalationStopper) private readonly stopper: EscalationStopper,
   ) {}
 
-  @EventPattern('{prefix}.ev.*.handoff.*', { durable: ESCALATION_DURABLE })
+  @EventPattern('{prefix}.ev.*.handoff.*', { durable: ESCALATION_DURABLE, pullExpiresMs: 1000 })
   async onHandoffEvent(@Payload() data: unknown, @Ctx() ctx: JetStreamContext): Promise<void> {
     if (ctx.header('Baton-Event-Type') !== 'handoff.escalated') return;
     const decoded = this.runtime.registry.decode(data);

@@ -1,0 +1,37 @@
+import { runDemo } from './scenarios';
+
+/**
+ * `npm run demo`: run seed 000 §6's worked examples, a seed 003 stop and a seed 002 claim /
+ * return / accept cycle against the running platform (`npm start`), print what happened and what
+ * the operator inbox holds, and exit non-zero if any outcome differs from the rules.
+ */
+async function main(): Promise<number> {
+  const natsUrl = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
+  const prefix = process.env['BATON_PREFIX'] ?? 'baton';
+  const apiUrl = process.env['BATON_API_URL'] ?? 'http://127.0.0.1:7100';
+  const project = process.env['BATON_DEMO_PROJECT'] ?? 'demo';
+  console.log(`Baton demo against ${natsUrl} (prefix ${prefix}), operator API ${apiUrl}`);
+  try {
+    await fetch(`${apiUrl}/health/ready`);
+  } catch {
+    console.error(`The operator API at ${apiUrl} does not answer. Start the platform first: npm start`);
+    return 1;
+  }
+  const report = await runDemo({ natsUrl, prefix, apiUrl, project, log: (line) => console.log(line) });
+  console.log('\nThe operator inbox now holds (open items from this demo run, most urgent first):');
+  for (const item of report.inbox) {
+    console.log(`  - [${String(item['kind'])}] ${String(item['why'] ?? '')} ${String(item['agent'] ?? '')} priority=${String(item['priority'] ?? '')} ${String(item['title'] ?? item['summary'] ?? item['id'])}`);
+  }
+  if (report.inbox.length === 0) console.log('  (nothing)');
+  const failed = report.outcomes.filter((o) => !o.ok);
+  console.log(`\n${report.outcomes.length - failed.length} passed, ${failed.length} failed`);
+  return failed.length === 0 ? 0 : 1;
+}
+
+main().then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    console.error(`demo failed: ${error instanceof Error ? error.stack ?? error.message : String(error)}`);
+    process.exit(1);
+  },
+);

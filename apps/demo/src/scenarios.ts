@@ -1,0 +1,295 @@
+import { randomUUID } from 'node:crypto';
+import { createEventRegistry, type AgentRunConfig, type EventEnvelope, type HandoffRecord, type PublishDefinitionReply } from '@baton/contracts';
+import { connectNats, JetStreamEventStore, type NatsHandle, type StoredEvent } from '@baton/eventstore';
+import { LedgerClient } from '@baton/platform';
+import { AgentSubjects, createBatonClient, type BatonAgent, type FinishResult, type HandoffOffer, type OfferSubscription } from '@baton/sdk';
+import { demoDefinition } from './definition';
+
+/** Where the platform is. */
+export interface DemoOptions {
+  natsUrl: string;
+  prefix: string;
+  /** The notifier's operator API, e.g. http://127.0.0.1:7100. */
+  apiUrl: string;
+  /** Project key (default `demo`). */
+  project?: string;
+  /** How long to wait for each expected outcome, ms (default 20 s). */
+  timeoutMs?: number;
+  log?: (line: string) => void;
+}
+
+/** One checked outcome: what the rules say must happen, and what the platform did. */
+export interface Outcome {
+  scenario: string;
+  check: string;
+  expected: unknown;
+  actual: unknown;
+  ok: boolean;
+}
+
+export interface DemoReport {
+  outcomes: Outcome[];
+  /** The operator inbox (open items of the demo project) after the scenarios ran. */
+  inbox: Array<Record<string, unknown>>;
+  ok: boolean;
+}
+
+type Script = Array<FinishResult | { kind: 'return'; summary: string }>;
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+const sentinel = (config: AgentRunConfig) => `<!-- AGENT_RUN_CONFIG ${JSON.stringify(config)} -->`;
+
+/**
+ * Drive Baton's seed scenarios against a running platform, through the same doors an agent
+ * microservice and an operator use: the SDK (offers, claims, results), the ledger's request/reply
+ * API, and the operator HTTP API. Every expected outcome is read back from the event streams (the
+ * source of truth) or the API, and recorded with what actually happened.
+ */
+export async function runDemo(options: DemoOptions): Promise<DemoReport> {
+  const project = options.project ?? 'demo';
+  const timeoutMs = options.timeoutMs ?? 20_000;
+  const log = options.log ?? (() => undefined);
+  const tag = `${Date.now().toString(36)}${randomUUID().slice(0, 4)}`;
+  const outcomes: Outcome[] = [];
+  const nats = await connectNats({ servers: options.natsUrl, name: 'baton-demo', reconnect: false });
+  const store = new JetStreamEventStore({ js: nats.js, jsm: nats.jsm, prefix: options.prefix, registry: createEventRegistry() });
+  const scripts = new Map<string, Script>();
+  const agents: BatonAgent[] = [];
+  const subscriptions: OfferSubscription[] = [];
+
+  const check = (scenario: string, what: string, expected: unknown, actual: unknown) => {
+    const ok = JSON.stringify(expected) === JSON.stringify(actual);
+    outcomes.push({ scenario, check: what, expected, actual, ok });
+    log(`  ${ok ? 'ok  ' : 'FAIL'} ${what}${ok ? '' : `\n         expected ${JSON.stringify(expected)}\n         actual   ${JSON.stringify(actual)}`}`);
+  };
+
+  const runEvents = async (runId: string): Promise<StoredEvent[]> => (await store.read({ project, kind: 'run', id: runId })).events;
+  const waitFor = async <T>(what: string, probe: () => Promise<T | undefined>): Promise<T | undefined> => {
+    const deadline = Date.now() + timeoutMs;
+    while (Date.now() < deadline) {
+      const value = await probe();
+      if (value !== undefined) return value;
+      await sleep(150);
+    }
+    log(`  (timed out waiting for ${what})`);
+    return undefined;
+  };
+  const waitForRun = (runId: string, done: (events: StoredEvent[]) => boolean) =>
+    waitFor(`run ${runId}`, async () => {
+      const events = await runEvents(runId);
+      return done(events) ? events : undefined;
+    });
+  const routes = (events: StoredEvent[]) =>
+    events
+      .filter((e) => e.type === 'run.routed')
+      .map((e) => {
+        const p = e.payload as { decision: { rule: string }; target: { agent: string; step: string } };
+        return `${p.decision.rule}→${p.target.agent}`;
+      });
+  const has = (type: string) => (events: StoredEvent[]) => events.some((e) => e.type === type);
+  const payloadOf = <T>(events: StoredEvent[] | undefined, type: string): T | undefined =>
+    events?.find((e) => e.type === type)?.payload as T | undefined;
+
+  try {
+    // --- set-up: the project definition and one SDK client per agent ---------------------------
+    log(`publishing the demo project definition (project ${project})`);
+    const definitionReply = await request<PublishDefinitionReply>(nats, AgentSubjects.router(options.prefix, project, 'publish_definition'), demoDefinition(project));
+    if (!definitionReply.ok) throw new Error(`the router refused the demo definition: ${definitionReply.error.code}: ${definitionReply.error.message}`);
+
+    const workflowAgent = (name: string) => async (offer: HandoffOffer) => {
+      const runId = String(offer.offered['workflow_run_id'] ?? '');
+      const script = scripts.get(`${runId}/${name}`);
+      const step = script?.shift();
+      if (!step) return; // not a demo run of this session: leave the offer alone
+      await offer.claim();
+      if ('kind' in step) {
+        await offer.return({ summary: step.summary, outcome: 'completed', evidence: { tests_run: [{ name: 'unit', passed: 12 }] } });
+      } else {
+        await offer.finish(step);
+      }
+    };
+    for (const name of ['architect', 'context', 'issue', 'support', 'builder']) {
+      const agent = await createBatonClient({ nats, prefix: options.prefix, project, agent: name });
+      agents.push(agent);
+      subscriptions.push(await agent.handoffs({ onOffer: workflowAgent(name), ackWaitMs: 10_000 }));
+    }
+    const lead = await createBatonClient({ nats, prefix: options.prefix, project, agent: 'lead-agent' });
+    agents.push(lead);
+    const start = (workflow: string, runId: string) =>
+      agents[0]!.startRun({ workflow_run_id: runId, project, workflow, started_by: 'dana', issue_author: 'issue-bot' });
+
+    // --- seed 000 §6: architect → context → architect (workflow edge) ---------------------------
+    {
+      const scenario = 'architect → context → architect (workflow edge)';
+      log(`\n${scenario}`);
+      const runId = `feature-${tag}`;
+      scripts.set(`${runId}/architect`, [
+        { body: `Analysis done.\n${sentinel({ dispatch: { status: 'advance' } })}` },
+        { body: `Plan written.\n${sentinel({ dispatch: { status: 'advance' } })}` },
+      ]);
+      scripts.set(`${runId}/context`, [{ body: `Here is the context.\n${sentinel({ dispatch: { status: 'advance' } })}` }]);
+      await start('feature', runId);
+      const events = await waitForRun(runId, has('run.completed'));
+      check(scenario, 'routes follow the workflow edges: analyze → context → plan', ['entry→architect', 'workflow_edge→context', 'workflow_edge→architect'], routes(events ?? []));
+      check(scenario, 'the terminal step completes the workflow with one human action notice', [true, 1], [has('run.completed')(events ?? []), (events ?? []).filter((e) => e.type === 'run.notice_emitted').length]);
+    }
+
+    // --- seed 000 §6: issue → context → issue (imperative call, callback) ------------------------
+    {
+      const scenario = 'issue → context → issue (imperative call)';
+      log(`\n${scenario}`);
+      const runId = `triage-${tag}`;
+      scripts.set(`${runId}/issue`, [
+        { decision: { function_call: { function: 'call_agent', agent_name: 'context' } } },
+        { decision: { dispatch: { status: 'terminate', reason: 'triaged' } } },
+      ]);
+      scripts.set(`${runId}/context`, [{ body: `Context for the issue.\n${sentinel({ dispatch: { status: 'advance' } })}` }]);
+      await start('triage', runId);
+      const events = await waitForRun(runId, has('run.terminated'));
+      check(scenario, 'the callback defaults to issue and wins over the workflow edge', ['entry→issue', 'function_call→context', 'callback→issue'], routes(events ?? []));
+    }
+
+    // --- seed 000 §6: a decision-less agent, with and without a return address -------------------
+    {
+      const scenario = 'a decision-less agent';
+      log(`\n${scenario}`);
+      const heldRun = `support-${tag}-held`;
+      scripts.set(`${heldRun}/support`, [{ body: 'I answered the customer but made no routing decision.' }]);
+      await start('support', heldRun);
+      const held = await waitForRun(heldRun, has('run.held'));
+      const hold = payloadOf<{ reason: string; decision: { dispatch: { origin: string; status: string } } }>(held, 'run.held');
+      check(scenario, 'no return address: hold for a human with the seed reason, origin engine_fallback', {
+        status: 'hold',
+        reason: 'no-action default: agent emitted no decision',
+        origin: 'engine_fallback',
+      }, { status: hold?.decision.dispatch.status, reason: hold?.reason, origin: hold?.decision.dispatch.origin });
+      check(scenario, 'exactly one human action notice, to the workflow starter', [1, 'dana'], [
+        (held ?? []).filter((e) => e.type === 'run.notice_emitted').length,
+        payloadOf<{ notice: { recipient: { handle: string } } }>(held, 'run.notice_emitted')?.notice.recipient.handle,
+      ]);
+
+      const calleeRun = `triage-${tag}-callee`;
+      scripts.set(`${calleeRun}/issue`, [
+        { decision: { function_call: { function: 'call_agent', agent_name: 'context' } } },
+        { decision: { dispatch: { status: 'terminate', reason: 'done' } } },
+      ]);
+      scripts.set(`${calleeRun}/context`, [{ body: 'Context, but no decision.' }]);
+      await start('triage', calleeRun);
+      const returned = await waitForRun(calleeRun, has('run.terminated'));
+      const back = (returned ?? []).filter((e) => e.type === 'run.routed').map((e) => e.payload as { decision: { rule: string; dispatch: { reason?: string; origin: string } }; target: { agent: string } })[2];
+      check(scenario, 'with a return address: advance back to the caller (engine_fallback)', {
+        rule: 'no_action_default',
+        to: 'issue',
+        reason: "no-action default: agent emitted no decision; returning to caller 'issue'",
+        origin: 'engine_fallback',
+      }, { rule: back?.decision.rule, to: back?.target.agent, reason: back?.decision.dispatch.reason, origin: back?.decision.dispatch.origin });
+    }
+
+    // --- seed 003: a policy stop with a frozen tool call, approved by an operator ----------------
+    {
+      const scenario = 'a policy stop (seed 003)';
+      log(`\n${scenario}`);
+      const runId = `support-${tag}-refund`;
+      const refund = { name: 'refund', args: { amount: 40, order: 99 }, call_id: 'call-1' };
+      scripts.set(`${runId}/support`, [
+        { body: 'Refund needs approval.', stop: { why: 'policy', detail: 'refund over the cap' }, pending_tool_call: refund, tried: [{ name: 'router' }, { name: 'lookup_order', trace_id: 'tr-1' }] },
+        { decision: { dispatch: { status: 'advance' } }, body: 'Refund issued.' },
+      ]);
+      await start('support', runId);
+      const stopped = await waitForRun(runId, has('run.stopped'));
+      const packet = payloadOf<{ packet: { packet_id: string; why: string; pending: unknown; user_msg: string; next_form: { kind: string; actions: Array<{ id: string }> } | null } }>(stopped, 'run.stopped')?.packet;
+      check(scenario, 'the packet keeps the frozen refund args and offers approve / deny', {
+        why: 'policy',
+        pending: refund,
+        form: 'approve_deny',
+        buttons: ['approve', 'deny'],
+      }, { why: packet?.why, pending: packet?.pending, form: packet?.next_form?.kind, buttons: packet?.next_form?.actions.map((a) => a.id) });
+      check(scenario, 'the user message does not say crash', false, /crash/i.test(packet?.user_msg ?? 'crash'));
+      const item = await waitFor('the stop in the inbox', async () => {
+        const inbox = await http<{ items: Array<{ id: string }> }>(options.apiUrl, 'GET', `/v1/inbox?project=${project}&kind=stop`);
+        return inbox.body.items.find((i) => i.id === `stop:${packet?.packet_id}`);
+      });
+      check(scenario, 'the stop is in the operator inbox', true, item !== undefined);
+      if (packet) {
+        const stop = await http<{ stop: { pending_digest: string } }>(options.apiUrl, 'GET', `/v1/stops/${packet.packet_id}`);
+        const answer = await http<{ accepted?: boolean }>(options.apiUrl, 'POST', `/v1/stops/${packet.packet_id}/answer`, {
+          action: 'approve',
+          pending_digest: stop.body.stop.pending_digest,
+          answered_by: 'olga',
+        });
+        check(scenario, 'the operator approves through the API', 202, answer.status);
+      }
+      const resumed = await waitForRun(runId, has('run.completed'));
+      const approved = (resumed ?? [])
+        .filter((e) => e.type === 'run.routed')
+        .map((e) => (e.payload as { approved_call?: unknown }).approved_call)
+        .filter(Boolean);
+      check(scenario, 'approve runs exactly the frozen call, once, and the run completes', [[refund], true], [approved, has('run.completed')(resumed ?? [])]);
+
+      // A budget stop left open, so the inbox has something for a person.
+      const budgetRun = `support-${tag}-budget`;
+      scripts.set(`${budgetRun}/support`, [{ body: 'Out of budget.', stop: { why: 'budget' }, budget_used: { steps: 40 }, tried: [{ name: 'search' }, { name: 'search' }] }]);
+      await start('support', budgetRun);
+      const budget = await waitForRun(budgetRun, has('run.stopped'));
+      check(scenario, 'a budget stop offers raise_cap (only an operator lifts it)', 'raise_cap', payloadOf<{ packet: { next_form: { kind: string } } }>(budget, 'run.stopped')?.packet.next_form.kind);
+    }
+
+    // --- seed 002: create → claim → return → handback → accept ----------------------------------
+    {
+      const scenario = 'claim / return / accept (seed 002)';
+      log(`\n${scenario}`);
+      const ledger = new LedgerClient(nats, options.prefix, { as: { actor: 'lead-agent', actor_kind: 'agent' } });
+      const handoffId = `ho-demo-${tag}`;
+      scripts.set(`/builder`, [{ kind: 'return', summary: 'Built the feature; 12 tests pass.' }]);
+      const created = await ledger.create(project, { handoff_id: handoffId, project, from_agent: 'lead-agent', to_agent: 'builder', summary: 'Build the export button', idempotency_key: `create-${handoffId}` });
+      check(scenario, 'the ledger creates the handoff as pending', 'pending', created.ok ? created.handoff.status : created.error.code);
+      const returned = await waitFor('the parent to be returned', async () => {
+        const h = await ledger.get(project, handoffId);
+        return h && h.status === 'returned' ? h : undefined;
+      });
+      check(scenario, 'the builder claims and returns: the parent is returned', 'returned', returned?.status);
+      const handback = await waitFor('the completion handback', async () => {
+        const events = (await store.read({ project, kind: 'handoff', id: handoffId })).events as Array<EventEnvelope<{ handback_id?: string }>>;
+        const id = events.find((e) => e.type === 'handoff.returned')?.payload.handback_id;
+        if (!id) return undefined;
+        const record = await ledger.get(project, id);
+        return record ?? undefined;
+      });
+      check(scenario, 'the completion handback is addressed to the delegator', { kind: 'completion_handback', to: 'lead-agent' }, { kind: handback?.kind, to: handback?.to_agent });
+      if (handback) {
+        const decided = await ledger.decideHandback(project, { handoff_id: handback.id, decision: 'accept', idempotency_key: `accept-${handback.id}` });
+        check(scenario, 'the delegator accepts the handback', true, decided.ok);
+      }
+      const completed = await waitFor('the parent to complete', async () => {
+        const h: HandoffRecord | null = await ledger.get(project, handoffId);
+        return h && h.status === 'completed' ? h : undefined;
+      });
+      check(scenario, 'accept → the parent is completed', 'completed', completed?.status);
+    }
+
+    // --- what the operator inbox holds -------------------------------------------------------------
+    await sleep(500);
+    const inbox = await http<{ items: Array<Record<string, unknown>> }>(options.apiUrl, 'GET', `/v1/inbox?project=${project}&order=urgent&limit=100`);
+    const mine = inbox.body.items.filter((item) => JSON.stringify(item).includes(tag));
+    return { outcomes, inbox: mine, ok: outcomes.every((o) => o.ok) };
+  } finally {
+    for (const subscription of subscriptions) await subscription.stop().catch(() => undefined);
+    for (const agent of agents) await agent.close().catch(() => undefined);
+    await nats.close();
+  }
+}
+
+async function request<T>(nats: NatsHandle, subject: string, body: unknown): Promise<T> {
+  const reply = await nats.connection.request(subject, new TextEncoder().encode(JSON.stringify(body)), { timeout: 10_000 });
+  return JSON.parse(new TextDecoder().decode(reply.data)) as T;
+}
+
+async function http<T>(base: string, method: string, path: string, body?: unknown): Promise<{ status: number; body: T }> {
+  const response = await fetch(`${base}${path}`, {
+    method,
+    headers: body === undefined ? {} : { 'content-type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await response.text();
+  return { status: response.status, body: (text ? JSON.parse(text) : {}) as T };
+}
