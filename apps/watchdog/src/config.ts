@@ -16,8 +16,6 @@ export const WatchdogConfigSchema = z.object({
   WATCHDOG_BATCH: z.coerce.number().int().min(1).max(100_000).default(2_000),
   /** Timeout of one request to the ledger, in ms. */
   WATCHDOG_REQUEST_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(5_000),
-  /** Durable consumer that turns `stop_why` escalations into stop requests (shared by every instance). */
-  WATCHDOG_ESCALATION_DURABLE: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/).default('watchdog_escalations'),
 });
 export type WatchdogConfig = z.infer<typeof WatchdogConfigSchema>;
 

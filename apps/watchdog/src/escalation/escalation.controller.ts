@@ -13,6 +13,7 @@ export const ESCALATION_DURABLE = 'watchdog_escalations';
  * request is stored) and hands `handoff.escalated` events to the {@link EscalationStopper}. Other
  * types are acked unread (by their `Baton-Event-Type` header). An event that does not decode is
  * poison (dead-lettered); a failure to read or publish is transient (redelivered later).
+ * Pulls expire after a second so that shutdown never waits longer than that for an idle pull.
  */
 @Controller()
 export class EscalationController {

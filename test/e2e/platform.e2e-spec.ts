@@ -1,0 +1,89 @@
+import { randomBytes } from 'node:crypto';
+import { batonProjections, createProjectionStore, createRedis, type RedisHandle } from '@baton/projections';
+import { batonStreamNames, connectNats, type NatsHandle } from '@baton/eventstore';
+import { runDemo } from '../../apps/demo/src/scenarios';
+import { freePort, run, startService, stopService, waitReady, type ServiceProcess } from './platform';
+
+const natsUrl = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
+const redisUrl = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
+
+/**
+ * The whole platform as processes: the four services are started from their build output with
+ * their own stream and key prefix, and driven only through NATS and the operator HTTP API.
+ */
+describe('Baton end to end: four services as processes', () => {
+  const prefix = `e2e${randomBytes(4).toString('hex')}`;
+  const env = { NATS_URL: natsUrl, REDIS_URL: redisUrl, BATON_PREFIX: prefix, LOG_LEVEL: 'warn', WATCHDOG_TICK_MS: '200' };
+  const services: ServiceProcess[] = [];
+  let nats: NatsHandle;
+  let redis: RedisHandle;
+  let apiUrl: string;
+
+  beforeAll(async () => {
+    nats = await connectNats({ servers: natsUrl, reconnect: false });
+    redis = createRedis(redisUrl);
+    for (const name of ['ledger', 'router', 'watchdog', 'notifier']) {
+      services.push(startService(name, await freePort(), env));
+    }
+    await Promise.all(services.map((service) => waitReady(service)));
+    apiUrl = `http://127.0.0.1:${services.find((s) => s.name === 'notifier')!.port}`;
+  }, 90_000);
+
+  afterAll(async () => {
+    const codes = await Promise.all(services.map((service) => stopService(service)));
+    // Graceful shutdown on SIGTERM exits 0.
+    expect(codes).toEqual([0, 0, 0, 0]);
+    const names = batonStreamNames(prefix);
+    for (const stream of [names.events, names.inbox, names.dlq]) await nats.jsm.streams.delete(stream).catch(() => undefined);
+    await nats.close();
+    const keys = await redis.client.keys(`${prefix}:*`);
+    if (keys.length > 0) await redis.client.del(...keys);
+    await redis.close();
+  }, 60_000);
+
+  it('runs the demo scenarios: seed 000 worked examples, a seed 003 stop answered through the API, a seed 002 claim / return / accept cycle', async () => {
+    const report = await runDemo({ natsUrl, prefix, apiUrl, project: 'e2e', timeoutMs: 30_000 });
+    const failed = report.outcomes.filter((o) => !o.ok);
+    expect(failed).toEqual([]);
+    expect(report.outcomes.length).toBeGreaterThanOrEqual(15);
+    // What the inbox holds afterwards: the open budget stop and the no-action hold.
+    expect(report.inbox.map((item) => item['kind']).sort()).toEqual(['hold', 'stop']);
+  });
+
+  it('bad input at the router is dead-lettered with its reason and original bytes, and the router keeps serving', async () => {
+    const subject = `${prefix}.in.e2e.result.support`;
+    const bytes = new TextEncoder().encode('{"result_id": "broken", ');
+    await nats.js.publish(subject, bytes, { msgID: `bad-${prefix}` });
+    const names = batonStreamNames(prefix);
+    let found: { reason: string | undefined; data: string } | undefined;
+    for (let i = 0; i < 50 && !found; i++) {
+      const info = await nats.jsm.streams.info(names.dlq);
+      for (let seq = info.state.first_seq; seq <= info.state.last_seq && seq > 0; seq++) {
+        const msg = await nats.jsm.streams.getMessage(names.dlq, { seq }).catch(() => null);
+        if (msg && new TextDecoder().decode(msg.data) === '{"result_id": "broken", ') {
+          found = { reason: msg.header?.get('Baton-Dlq-Reason'), data: new TextDecoder().decode(msg.data) };
+        }
+      }
+      if (!found) await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    expect(found).toEqual({ reason: 'malformed_json', data: '{"result_id": "broken", ' });
+    const ready = await fetch(`http://127.0.0.1:${services.find((s) => s.name === 'router')!.port}/health/ready`);
+    expect(ready.status).toBe(200);
+  });
+
+  it('baton replay rebuilds deleted projections into a shadow keyspace and swaps it in: the same state as before', async () => {
+    const store = createProjectionStore({ redis: redis.client, prefix: `${prefix}:proj` });
+    const names = batonProjections().map((p) => p.name);
+    const before = await Promise.all(names.map((name) => store.snapshot(name)));
+    expect(before.some((snapshot) => Object.keys(snapshot.keys).length > 0)).toBe(true);
+    const keys = await redis.client.keys(`${prefix}:proj:*`);
+    expect(keys.length).toBeGreaterThan(0);
+    await redis.client.del(...keys);
+    const replay = await run(process.execPath, ['bin/baton.js', 'replay'], { ...env, BATON_CLI_NO_BUILD: '1' });
+    expect(replay.code).toBe(0);
+    const after = await Promise.all(names.map((name) => store.snapshot(name)));
+    for (let i = 0; i < names.length; i++) expect(JSON.stringify(after[i]!.keys)).toEqual(JSON.stringify(before[i]!.keys));
+    const verify = await run(process.execPath, ['bin/baton.js', 'verify', '--json'], { ...env, BATON_CLI_NO_BUILD: '1' });
+    expect(verify.code).toBe(0);
+  });
+});
