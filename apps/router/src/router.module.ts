@@ -10,6 +10,7 @@ import { RunCommands } from './runs/run-commands';
 import { RunsController } from './runs/runs.controller';
 import { RecordResultUseCase } from './runs/use-cases/record-result';
 import { ResumeRunUseCase } from './runs/use-cases/resume-run';
+import { StopRunUseCase } from './runs/use-cases/stop-run';
 import { StartRunUseCase } from './runs/use-cases/start-run';
 
 /**
@@ -26,6 +27,7 @@ import { StartRunUseCase } from './runs/use-cases/start-run';
     StartRunUseCase,
     RecordResultUseCase,
     ResumeRunUseCase,
+    StopRunUseCase,
     DispatchReactor,
     {
       provide: LEDGER,

@@ -2,8 +2,7 @@ import { DynamicModule, Inject, Injectable, Module, OnApplicationBootstrap, OnMo
 import { batonStreamNames } from '@baton/eventstore';
 import { JetStreamClient, RUNTIME, type ServiceRuntime } from '@baton/platform';
 // TODO(lead): import LedgerClient from '@baton/platform' once libs/platform/src/index.ts exports './clients'.
-// eslint-disable-next-line @nx/enforce-module-boundaries
-import { LedgerClient } from '../../../libs/platform/src/clients';
+import { LedgerClient } from '@baton/platform';
 import { WATCHDOG_CONFIG, type WatchdogConfig } from './config';
 import { DeadlineTracker } from './deadlines/deadline-tracker';
 import { EscalationController } from './escalation/escalation.controller';

@@ -30,12 +30,15 @@ export const ProjectIdSchema = z
   .max(64)
   .regex(/^[a-z0-9][a-z0-9_-]*$/, 'project keys are lowercase letters, digits, _ and -');
 
-/** An agent name as written in definitions and sentinels. */
+/**
+ * An agent name as written in definitions and sentinels. It becomes a NATS subject token (results
+ * and offers are addressed per agent), so it may not hold dots, spaces or wildcards.
+ */
 export const AgentNameSchema = z
   .string()
   .min(1)
   .max(Limits.maxIdLength)
-  .regex(/^[A-Za-z0-9_\-.]+$/, 'agent names may hold letters, digits and _ - . only');
+  .regex(/^[A-Za-z0-9_\-]+$/, 'agent names may hold letters, digits, _ and - only');
 
 export const IsoTimeSchema = z.iso.datetime({ offset: true });
 

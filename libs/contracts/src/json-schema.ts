@@ -6,6 +6,7 @@ import { OperatorAnswerSchema, StopPacketSchema } from './stop-packet';
 import * as handoff from './handoff';
 import { HumanActionNoticeSchema } from './notice';
 import { ProjectDefinitionSchema } from './definition';
+import { PublishDefinitionReplySchema, RunAnswerRequestSchema, StartRunRequestSchema, StopRunRequestSchema } from './run-requests';
 
 /**
  * The wire contracts a producer in another language needs, by file name. `baton schemas` writes
@@ -20,6 +21,11 @@ export function wireSchemas(): Record<string, z.ZodType> {
     'operator-answer': OperatorAnswerSchema,
     'human-action-notice': HumanActionNoticeSchema,
     'project-definition': ProjectDefinitionSchema,
+    'publish-definition-reply': PublishDefinitionReplySchema,
+    'start-run-request': StartRunRequestSchema,
+    'stop-run-request': StopRunRequestSchema,
+    'run-answer-request': RunAnswerRequestSchema,
+    'handoff-record': handoff.HandoffRecordSchema,
   };
   const extra = handoff as unknown as Record<string, unknown>;
   for (const [name, value] of Object.entries(extra)) {

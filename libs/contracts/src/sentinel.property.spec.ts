@@ -11,7 +11,7 @@ import {
 } from './sentinel';
 import { AgentRunConfig, DispatchStatus } from './sentinel-schema';
 
-const agentName = fc.stringMatching(/^[A-Za-z0-9_.-]{1,24}$/);
+const agentName = fc.stringMatching(/^[A-Za-z0-9_-]{1,24}$/);
 
 /** Free text that likes to contain what could break a comment, a line or a fence. */
 const reason = fc.oneof(

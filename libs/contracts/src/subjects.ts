@@ -10,6 +10,14 @@ export const Subjects = {
   /** Agent results published by agent microservices. */
   agentResult: (prefix: string, project: string, agent: string) => `${prefix}.in.${project}.result.${agent}`,
   agentResults: (prefix: string) => `${prefix}.in.*.result.*`,
+  /** Run starts (StartRunRequest). */
+  runStart: (prefix: string, project: string) => `${prefix}.in.${project}.start`,
+  /** Requests to stop a run from outside (StopRunRequest; the watchdog). */
+  stopRequest: (prefix: string, project: string) => `${prefix}.in.${project}.stop`,
+  /** Handoffs offered to an agent (the HandoffRecord; agents' SDKs consume these durably). */
+  offer: (prefix: string, project: string, agent: string) => `${prefix}.in.${project}.offer.${agent}`,
+  /** The router's request/reply commands (e.g. publish_definition). */
+  routerCommand: (prefix: string, project: string, command: string) => `${prefix}.cmd.router.${project}.${command}`,
   /** Operator answers to stop packets and handbacks. */
   operatorAnswer: (prefix: string, project: string) => `${prefix}.in.${project}.answer`,
   operatorAnswers: (prefix: string) => `${prefix}.in.*.answer`,

@@ -159,6 +159,9 @@ interface CachedState {
   lastEventId: string | null;
 }
 
+/** Most events one command may produce for the partial-append check (deciders emit a handful). */
+const MAX_EVENTS_PER_COMMAND = 32;
+
 const textEncoder = new TextEncoder();
 const textDecoder = new TextDecoder();
 
@@ -276,7 +279,7 @@ export class JetStreamEventStore implements EventStore {
     let lastConflict: ConcurrencyConflict | undefined;
     for (let attempt = 1; attempt <= maxAttempts; attempt++) {
       const { state, lastSeq, lastEventId } = await this.load(key, ref, decider);
-      if (meta.commandId && lastEventId?.startsWith(`${meta.commandId}:`)) {
+      if (lastEventId !== null && this.ownEventIndex(meta, lastEventId) !== null) {
         // This command's events are at the tail already: all of them, or only the first few if a
         // crash cut a multi-event append short. Decide again on the state before them and append
         // only the missing suffix, so a retry completes the command instead of losing its rest.
@@ -330,10 +333,13 @@ export class JetStreamEventStore implements EventStore {
     meta: CommandMeta,
   ): Promise<HandleCommandResult<State>> {
     const key = this.subjectOf(ref);
-    const prefix = `${meta.commandId}:`;
     const full = await this.read(ref);
-    let start = full.events.length;
-    while (start > 0 && full.events[start - 1]!.id.startsWith(prefix)) start--;
+    // The command's events are the tail whose ids are this command's ids 0..k, in order.
+    const last = this.ownEventIndex(meta, full.events.at(-1)?.id ?? '') ?? -1;
+    let start = full.events.length - (last + 1);
+    for (let i = 0; i <= last; i++) {
+      if (full.events[start + i]?.id !== this.eventIdOf(meta, i)) start = full.events.length; // not a clean tail: decide afresh
+    }
     const toEvent = (e: StoredEvent) => ({ type: e.type, data: e.payload }) as Event;
     const before = full.events.slice(0, start).reduce((s, e) => decider.evolve(s, toEvent(e)), decider.initialState());
     const stored = full.events.slice(start);
@@ -378,8 +384,22 @@ export class JetStreamEventStore implements EventStore {
     return { state, lastSeq, lastEventId };
   }
 
+  /** The deterministic id of a command's `index`-th event, or null when the command has none. */
+  private eventIdOf(meta: CommandMeta, index: number): string | null {
+    return meta.eventId ? meta.eventId(index) : meta.commandId ? `${meta.commandId}:${index}` : null;
+  }
+
+  /** Which of this command's events `eventId` is (0-based), or null when it is not one of them. */
+  private ownEventIndex(meta: CommandMeta, eventId: string): number | null {
+    if (!meta.eventId && !meta.commandId) return null;
+    for (let index = 0; index < MAX_EVENTS_PER_COMMAND; index++) {
+      if (this.eventIdOf(meta, index) === eventId) return index;
+    }
+    return null;
+  }
+
   private envelope(ref: AggregateRef, event: DomainEventLike, index: number, meta: CommandMeta): EventEnvelope {
-    const id = meta.eventId ? meta.eventId(index) : meta.commandId ? `${meta.commandId}:${index}` : randomUUID();
+    const id = this.eventIdOf(meta, index) ?? randomUUID();
     return {
       id,
       type: event.type,

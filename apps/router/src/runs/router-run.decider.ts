@@ -15,6 +15,7 @@ import {
   type RunEvent,
   type RunState,
   type StartRun,
+  type StopRun,
 } from '@baton/domain';
 import { findPublishedWorkflow, type DefinitionState } from '../definitions/definition.decider';
 
@@ -27,6 +28,7 @@ import { findPublishedWorkflow, type DefinitionState } from '../definitions/defi
 export type RouterRunCommand =
   | { kind: 'start'; command: StartRun }
   | { kind: 'reject'; command: RejectResult }
+  | { kind: 'stop'; command: StopRun }
   | { kind: 'result'; result: AgentResult; definitions: DefinitionState; metadata: RunCommandMetadata }
   | { kind: 'answer'; answer: RunAnswer; definitions: DefinitionState; metadata: RunCommandMetadata };
 
@@ -42,6 +44,7 @@ function decide(command: RouterRunCommand, state: RunState): DecisionResult<RunE
   switch (command.kind) {
     case 'start':
     case 'reject':
+    case 'stop':
       return decideRun(command.command, state);
     case 'result': {
       const { result, definitions, metadata } = command;

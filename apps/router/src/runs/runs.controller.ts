@@ -5,6 +5,7 @@ import { RouterPatterns } from '../shared/subjects';
 import { RecordResultUseCase } from './use-cases/record-result';
 import { ResumeRunUseCase } from './use-cases/resume-run';
 import { StartRunUseCase } from './use-cases/start-run';
+import { StopRunUseCase } from './use-cases/stop-run';
 
 /**
  * The router's inbox (durable pull consumers on `<PREFIX>_INBOX`, one per pattern). Each handler
@@ -12,14 +13,15 @@ import { StartRunUseCase } from './use-cases/start-run';
  * used. Resolving acks; a PoisonError dead-letters; anything else is retried with a delay.
  */
 @Controller()
-// The global filter runService installs does not reach hybrid-app controllers (see the report); without
-// this, Nest's default RPC filter would turn PoisonError / TransientError into a generic retry.
+// runService installs HybridExceptionFilter globally; this keeps the controller safe when it is
+// mounted in a plain microservice (tests) as well.
 @UseFilters(new JetStreamExceptionFilter())
 export class RunsController {
   constructor(
     private readonly startRun: StartRunUseCase,
     private readonly recordResult: RecordResultUseCase,
     private readonly resumeRun: ResumeRunUseCase,
+    private readonly stopRun: StopRunUseCase,
   ) {}
 
   @EventPattern(RouterPatterns.runStart)
@@ -35,5 +37,10 @@ export class RunsController {
   @EventPattern(RouterPatterns.operatorAnswer)
   onAnswer(@Ctx() ctx: JetStreamContext): Promise<void> {
     return this.resumeRun.execute(ctx.subject, ctx.data);
+  }
+
+  @EventPattern(RouterPatterns.stopRequest)
+  onStop(@Ctx() ctx: JetStreamContext): Promise<void> {
+    return this.stopRun.execute(ctx.subject, ctx.data);
   }
 }

@@ -10,6 +10,7 @@ export const RouterPatterns = {
   runStart: '{prefix}.in.*.start',
   agentResult: '{prefix}.in.*.result.*',
   operatorAnswer: '{prefix}.in.*.answer',
+  stopRequest: '{prefix}.in.*.stop',
   runEvents: '{prefix}.ev.*.run.*',
 } as const;
 

@@ -1,18 +1,12 @@
+import { Subjects } from '@baton/contracts';
 import { createHash } from 'node:crypto';
 
-/*
- * The stop request the router consumes. Its schema lives with the router's other inputs in
- * libs/contracts/src/run-requests.ts.
- * TODO(lead): once `libs/contracts/src/index.ts` exports `./run-requests` (and `Subjects` has a
- * builder for `<prefix>.in.<project>.stop`), import both from `@baton/contracts` and drop the
- * lint exception below.
- */
-// eslint-disable-next-line @nx/enforce-module-boundaries
-export { StopRunRequestSchema, type StopRunRequest } from '../../../../libs/contracts/src/run-requests';
+/** The stop request the router consumes (schema in libs/contracts/src/run-requests.ts). */
+export { StopRunRequestSchema, type StopRunRequest } from '@baton/contracts';
 
 /** Where a stop request is published (JetStream, the inbox stream `<PREFIX>_INBOX`). */
 export function stopRequestSubject(prefix: string, project: string): string {
-  return `${prefix}.in.${project}.stop`;
+  return Subjects.stopRequest(prefix, project);
 }
 
 /**

@@ -1,0 +1,58 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { RejectionCode, StopRunRequestSchema } from '@baton/contracts';
+import { RunErrorCode } from '@baton/domain';
+import { RUNTIME, type ServiceRuntime } from '@baton/platform';
+import { nowIso } from '../../shared/ids';
+import { decodeOrPoison, poison } from '../../shared/inbound';
+import { subjectTokens } from '../../shared/subjects';
+import { RunCommands, runRef } from '../run-commands';
+
+/**
+ * Use case: stop a run from outside, from `<prefix>.in.<project>.stop` (the watchdog asks when a
+ * handoff of the run hit its retry cap with nobody to escalate to, or a loop guard fired).
+ *
+ * Runs the run aggregate's `stop` command: `run.stopped` with a packet built by `buildStop`, and
+ * one human action notice. Idempotent by `packet_id`: a redelivered request stops the run once.
+ * A run that already finished or is already stopped refuses; that is expected (the request came
+ * late) and is logged, not retried. Bad input and unknown runs are dead-lettered.
+ */
+@Injectable()
+export class StopRunUseCase {
+  constructor(
+    @Inject(RUNTIME) private readonly runtime: ServiceRuntime,
+    private readonly runs: RunCommands,
+  ) {}
+
+  async execute(subject: string, bytes: Uint8Array): Promise<void> {
+    const request = decodeOrPoison(bytes, StopRunRequestSchema);
+    const tokens = subjectTokens(subject);
+    if (tokens?.project !== request.project) {
+      throw poison({ code: RejectionCode.schemaViolation, message: `the subject names project '${tokens?.project ?? '?'}', the body '${request.project}'` });
+    }
+    const log = this.runtime.logger.child({ project: request.project, workflow_run_id: request.workflow_run_id, packet_id: request.packet_id });
+    const now = nowIso();
+    const outcome = await this.runs.run(
+      runRef(request.project, request.workflow_run_id),
+      {
+        kind: 'stop',
+        command: {
+          type: 'stop',
+          data: {
+            packet_id: request.packet_id,
+            why: request.why,
+            tried: request.tried,
+            ...(request.detail !== undefined ? { detail: request.detail } : {}),
+          },
+          metadata: { now, actor: request.requested_by },
+        },
+      },
+      { kind: 'stop', id: request.packet_id, actor: request.requested_by, origin: 'watchdog', workflowRunId: request.workflow_run_id, now },
+    );
+    if (outcome.ok) {
+      log.info(outcome.events.length > 0 ? 'run stopped' : 'stop already applied', { why: request.why });
+      return;
+    }
+    if (outcome.error.code === RunErrorCode.runNotFound) throw poison({ code: RejectionCode.notFound, message: outcome.error.message });
+    log.warn('stop request refused', { code: outcome.error.code, reason: outcome.error.message });
+  }
+}
