@@ -38,7 +38,7 @@ export const AgentNameSchema = z
   .string()
   .min(1)
   .max(Limits.maxIdLength)
-  .regex(/^[A-Za-z0-9_\-]+$/, 'agent names may hold letters, digits, _ and - only');
+  .regex(/^[A-Za-z0-9_-]+$/, 'agent names may hold letters, digits, _ and - only');
 
 export const IsoTimeSchema = z.iso.datetime({ offset: true });
 
