@@ -35,12 +35,18 @@ module.exports = [
               onlyDependOnLibsWithTags: ['type:contracts', 'type:domain'],
               bannedExternalImports: ioModules,
             },
-            { sourceTag: 'type:infra', onlyDependOnLibsWithTags: ['type:contracts', 'type:domain', 'type:infra'] },
-            { sourceTag: 'type:sdk', onlyDependOnLibsWithTags: ['type:contracts', 'type:domain', 'type:infra'] },
+            {
+              // The definition compiler: pure like the domain, but it may parse YAML.
+              sourceTag: 'type:definitions',
+              onlyDependOnLibsWithTags: ['type:contracts', 'type:domain'],
+              bannedExternalImports: ioModules,
+            },
+            { sourceTag: 'type:infra', onlyDependOnLibsWithTags: ['type:contracts', 'type:domain', 'type:definitions', 'type:infra'] },
+            { sourceTag: 'type:sdk', onlyDependOnLibsWithTags: ['type:contracts', 'type:domain', 'type:definitions', 'type:infra'] },
             { sourceTag: 'type:testing', onlyDependOnLibsWithTags: ['type:contracts', 'type:domain', 'type:infra', 'type:sdk'] },
             {
               sourceTag: 'type:app',
-              onlyDependOnLibsWithTags: ['type:contracts', 'type:domain', 'type:infra', 'type:sdk', 'type:testing'],
+              onlyDependOnLibsWithTags: ['type:contracts', 'type:domain', 'type:definitions', 'type:infra', 'type:sdk', 'type:testing'],
             },
             { sourceTag: 'type:e2e', onlyDependOnLibsWithTags: ['*'] },
           ],

@@ -3,7 +3,7 @@
 const path = require('node:path');
 const root = __dirname;
 
-const libs = ['contracts', 'domain', 'eventstore', 'projections', 'platform', 'sdk', 'testing'];
+const libs = ['contracts', 'domain', 'definitions', 'eventstore', 'projections', 'platform', 'sdk', 'testing'];
 
 /** @param {string} projectRoot path relative to the workspace root */
 function preset(projectRoot, overrides = {}) {
