@@ -1,6 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { batonProjections, createProjectionStore, createRedis, type RedisHandle } from '@baton/projections';
 import { batonStreamNames, connectNats, type NatsHandle } from '@baton/eventstore';
+// The demo's scenarios are the end-to-end script; the e2e test runs the very same code.
+// eslint-disable-next-line @nx/enforce-module-boundaries
 import { runDemo } from '../../apps/demo/src/scenarios';
 import { freePort, run, startService, stopService, waitReady, type ServiceProcess } from './platform';
 

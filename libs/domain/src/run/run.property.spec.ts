@@ -15,7 +15,7 @@ import { agents, expectValidEvents, holdAnswer, meta, NOW, operatorMeta, resultC
  */
 const names = [...agents.map((a) => a.name), ...workflow.steps.map((s) => s.id), 'ghost', 'security reviewer'];
 /** Names that are valid agent-name tokens (what a typed decision may carry). */
-const tokens = names.filter((n) => /^[A-Za-z0-9_\-]+$/.test(n));
+const tokens = names.filter((n) => /^[A-Za-z0-9_-]+$/.test(n));
 const whys: StopWhy[] = ['unknown_intent', 'policy', 'budget', 'parse_fail', 'thrash', 'circuit_open', 'banned_click', 'guard_failed'];
 
 const moveArb = fc.record({

@@ -6,7 +6,7 @@ import { decideResume } from './resume';
 
 const id = fc.stringMatching(/^[A-Za-z0-9_\-:@]{1,40}$/);
 const project = fc.stringMatching(/^[a-z0-9][a-z0-9_-]{0,20}$/);
-const agentName = fc.stringMatching(/^[A-Za-z0-9_\-]{1,30}$/);
+const agentName = fc.stringMatching(/^[A-Za-z0-9_-]{1,30}$/);
 /** Text a model or an agent might produce, leaning on the words that must never reach a user. */
 const hostileText = fc.oneof(
   fc.string({ maxLength: 60 }),
