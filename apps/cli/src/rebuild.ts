@@ -1,3 +1,4 @@
+import { DeliverPolicy } from 'nats';
 import { batonStreamNames } from '@baton/eventstore';
 import {
   FoldSession,
@@ -130,4 +131,42 @@ export function differenceLines(differences: readonly SnapshotDifference[], max 
   const lines = differences.slice(0, max).map((d) => `  ${d.key}\n    live:    ${show(d.a)}\n    rebuilt: ${show(d.b)}\n`);
   if (differences.length > max) lines.push(`  … and ${differences.length - max} more\n`);
   return lines.join('');
+}
+
+/**
+ * The first stream sequence of `<PREFIX>_EVENTS` stored at or after `iso` (an ordered consumer
+ * with a start time reads one message), or the stream's last sequence + 1 when nothing was stored
+ * since. Throws a usage error for a time that does not parse.
+ */
+export async function firstSeqAtOrAfter(ctx: CliContext, iso: string): Promise<number> {
+  const ms = Date.parse(iso);
+  if (Number.isNaN(ms)) throw new UsageError(`--from-time must be an ISO-8601 time, got "${iso}"`);
+  const nats = await ctx.nats();
+  const stream = batonStreamNames(ctx.config().BATON_PREFIX).events;
+  const info = await nats.jsm.streams.info(stream);
+  if (info.state.messages === 0) return info.state.last_seq + 1;
+  const consumer = await nats.js.consumers.get(stream, { deliver_policy: DeliverPolicy.StartTime, opt_start_time: new Date(ms).toISOString() });
+  try {
+    const msg = await consumer.next({ expires: 2000 });
+    return msg ? msg.seq : info.state.last_seq + 1;
+  } finally {
+    await consumer.delete().catch(() => undefined);
+  }
+}
+
+/**
+ * Split a rebuild's feed at `fromSeq`: events before it only seed the shadow with the state the
+ * projection had at `fromSeq - 1` (counted by `onSeed`), events from it on are the replay proper
+ * (counted by `onReplay`). Every event still reaches the shadow, in order: a projection is a fold,
+ * so the state at `fromSeq - 1` can only come from the events before it.
+ */
+export function splitAt(source: ReplaySource, fromSeq: number, onSeed: () => void, onReplay: () => void): ReplaySource {
+  return (start) =>
+    (async function* () {
+      for await (const event of source(start)) {
+        if (event.seq < fromSeq) onSeed();
+        else onReplay();
+        yield event;
+      }
+    })();
 }

@@ -58,3 +58,16 @@ export function timelineEntry(kind: AggregateKind, event: StoredEvent): Timeline
     summary,
   };
 }
+
+/**
+ * The history as it stood at stream sequence `atSeq`: only the events with `seq <= atSeq` (a
+ * point in the log, so views folded from it are the state "as of" that sequence). Throws a
+ * usage error when the aggregate had no event yet at that sequence.
+ */
+export function historyAt(history: AggregateHistory, atSeq: number, what: string): AggregateHistory {
+  const events = history.events.filter((event) => event.seq <= atSeq);
+  if (events.length === 0) {
+    throw new UsageError(`${what} had no events at seq ${atSeq} (its first event is at seq ${history.events[0]?.seq ?? '-'})`);
+  }
+  return { project: history.project, events, timeline: history.timeline.filter((entry) => entry.seq <= atSeq) };
+}

@@ -3,6 +3,7 @@ import { runService, type RunningService } from '@baton/platform';
 import { loadLedgerConfig } from './config';
 import { LedgerModule } from './ledger.module';
 import { HANDOFF_EVENTS_PATTERN, REACTOR_DURABLE } from './reactor/handoff-reactor.controller';
+import { PROJECT_EVENTS_PATTERN, PROJECT_REACTOR_DURABLE } from './reactor/project-reactor.controller';
 
 /** The ledger's default HTTP port (health). */
 export const LEDGER_PORT = 7102;
@@ -25,6 +26,14 @@ export async function startLedger(env: Record<string, string | undefined> = proc
         stream: batonStreamNames(runtime.config.BATON_PREFIX).events,
         filterSubject: HANDOFF_EVENTS_PATTERN,
         patterns: [HANDOFF_EVENTS_PATTERN],
+        concurrency: 1,
+        deliverFrom: 'all',
+      },
+      {
+        durable: PROJECT_REACTOR_DURABLE,
+        stream: batonStreamNames(runtime.config.BATON_PREFIX).events,
+        filterSubject: PROJECT_EVENTS_PATTERN,
+        patterns: [PROJECT_EVENTS_PATTERN],
         concurrency: 1,
         deliverFrom: 'all',
       },

@@ -1,4 +1,4 @@
-import { runService, type RunningService } from '@baton/platform';
+import { ConfigError, runService, type RunningService } from '@baton/platform';
 import { ApiExceptionFilter } from './api/http';
 import { NotifierModule } from './notifier.module';
 
@@ -7,11 +7,22 @@ export const NOTIFIER_PORT = 7100;
 
 /**
  * Start the notifier: connect, provision the streams, rebuild stale projections from the events
- * stream, start applying events (and publishing notices), then serve the operator API.
+ * stream, start applying events (and publishing notices, to NATS and to webhooks), then serve the
+ * operator API and the web inbox. Notifier settings (NOTIFIER_*) are validated first.
  * `env` overrides `process.env` (tests pass a random BATON_PREFIX and HTTP_PORT 0).
  */
-export function startNotifier(env?: Record<string, string | undefined>): Promise<RunningService> {
-  return runService({ service: 'notifier', defaultPort: NOTIFIER_PORT, imports: [NotifierModule], redis: true, httpExceptionFilter: new ApiExceptionFilter(), ...(env ? { env } : {}) });
+export async function startNotifier(env?: Record<string, string | undefined>): Promise<RunningService> {
+  let notifier;
+  try {
+    notifier = NotifierModule.register(env ?? process.env);
+  } catch (error) {
+    if (error instanceof ConfigError && env === undefined) {
+      process.stderr.write(`baton notifier: ${error.message}\n`);
+      process.exit(78);
+    }
+    throw error;
+  }
+  return runService({ service: 'notifier', defaultPort: NOTIFIER_PORT, imports: [notifier], redis: true, httpExceptionFilter: new ApiExceptionFilter(), ...(env ? { env } : {}) });
 }
 
 if (require.main === module) {

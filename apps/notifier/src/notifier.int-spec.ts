@@ -15,6 +15,7 @@ import {
 } from '@baton/projections';
 import { startNotifier } from './main';
 import { projectionPrefix } from './projection/tokens';
+import { TokenStore } from './auth/token-store';
 
 const PROJECTIONS = ['inbox', 'stops', 'handoffs', 'runs', 'notices'];
 const prefix = `tn${randomBytes(5).toString('hex')}`;
@@ -27,6 +28,8 @@ let redis: RedisHandle;
 let events: JetStreamEventStore;
 let service: RunningService;
 let base: string;
+/** An operator token of project demo named olga: the operator API needs a bearer token and takes the answering name from it. */
+let token: string;
 const noticesSeen: string[] = [];
 let commandCount = 0;
 
@@ -80,11 +83,11 @@ async function caughtUp(timeoutMs = 10_000): Promise<void> {
 }
 
 const get = async (path: string) => {
-  const response = await fetch(`${base}${path}`);
+  const response = await fetch(`${base}${path}`, { headers: { authorization: `Bearer ${token}` } });
   return { status: response.status, body: (await response.json()) as Record<string, unknown> & { items?: Array<Record<string, unknown>>; next_cursor?: string | null; error?: { code: string } } };
 };
 const post = async (path: string, body: unknown) => {
-  const response = await fetch(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: typeof body === 'string' ? body : JSON.stringify(body) });
+  const response = await fetch(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` }, body: typeof body === 'string' ? body : JSON.stringify(body) });
   return { status: response.status, body: (await response.json()) as Record<string, unknown> & { error?: { code: string } } };
 };
 
@@ -103,6 +106,7 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
     await append(steps.slice(0, split));
     service = await startNotifier({ ...process.env, BATON_PREFIX: prefix, HTTP_PORT: '0', LOG_LEVEL: 'error', BATON_MAX_DELIVER: '3' });
     base = (await service.app.getUrl()).replace('[::1]', '127.0.0.1');
+    token = (await new TokenStore(redis.client, prefix).create({ name: 'olga', role: 'operator', projects: ['demo'], now: new Date().toISOString() })).token;
     // Live events: applied by the durable consumer.
     noticesAfterStart = await append(steps.slice(split));
     await caughtUp();
@@ -215,7 +219,7 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
     expect(answered).toMatchObject({ status: 409, body: { error: { code: 'stop_already_answered' } } });
     expect((await post('/v1/stops/stop-r-res-a1/answer', { action: 'raise_cap', cap: 10, answered_by: 'olga' })).body.error?.code).toBe('answer_not_allowed');
     expect((await post('/v1/stops/stop-r-res-a1/answer', { action: 'approve', answered_by: 'olga' })).body.error?.code).toBe('stale_answer');
-    expect((await post('/v1/stops/stop-r-res-a1/answer', { action: 'deny' })).body.error?.code).toBe('schema_violation');
+    expect((await post('/v1/stops/stop-r-res-a1/answer', { action: 'deny', colour: 'red' })).body.error?.code).toBe('schema_violation');
     expect((await post('/v1/stops/stop-r-res-a1/answer', '{"action": ')).body.error?.code).toBe('malformed_json');
     expect((await post('/v1/stops/nope/answer', { action: 'deny', answered_by: 'olga' })).status).toBe(404);
   });
@@ -253,7 +257,7 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
     expect(doc.body['openapi']).toBe('3.1.0');
     const paths = doc.body['paths'] as Record<string, Record<string, unknown>>;
     expect(Object.keys(paths).sort()).toEqual(
-      ['/docs', '/openapi.json', '/v1/handoffs/{id}', '/v1/handoffs/{id}/decision', '/v1/inbox', '/v1/runs/{id}', '/v1/runs/{id}/answer', '/v1/stops', '/v1/stops/{id}', '/v1/stops/{id}/answer'].sort(),
+      ['/docs', '/openapi.json', '/v1/events/stream', '/v1/handoffs/{id}', '/v1/handoffs/{id}/decision', '/v1/inbox', '/v1/runs/{id}', '/v1/runs/{id}/answer', '/v1/stops', '/v1/stops/{id}', '/v1/stops/{id}/answer'].sort(),
     );
     expect(Object.keys(paths['/v1/stops/{id}/answer']!)).toEqual(['post']);
     const inboxParams = (paths['/v1/inbox']!['get'] as { parameters: Array<{ name: string }> }).parameters.map((p) => p.name);

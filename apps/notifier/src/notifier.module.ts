@@ -1,7 +1,34 @@
-import { Module } from '@nestjs/common';
+import { DynamicModule, Global, Module } from '@nestjs/common';
 import { ApiModule } from './api/api.module';
+import { AuthModule } from './auth/auth.module';
+import { NoticesModule } from './notices/notices.module';
+import { loadNotifierConfig, NOTIFIER_CONFIG, type NotifierConfig } from './notifier.config';
 import { ProjectionModule } from './projection/projection.module';
+import { WebModule } from './web/web.module';
 
-/** The notifier: Redis projections kept from the events stream, human action notices, the operator API. */
-@Module({ imports: [ProjectionModule, ApiModule] })
-export class NotifierModule {}
+/** Makes the notifier's own settings injectable everywhere as `@Inject(NOTIFIER_CONFIG)`. */
+@Global()
+@Module({})
+class NotifierConfigModule {
+  static forRoot(config: NotifierConfig): DynamicModule {
+    return { module: NotifierConfigModule, providers: [{ provide: NOTIFIER_CONFIG, useValue: config }], exports: [NOTIFIER_CONFIG] };
+  }
+}
+
+/**
+ * The notifier: Redis projections kept from the events stream, human action notices (NATS and
+ * signed webhooks), the operator API (token-authenticated) and the web inbox.
+ */
+@Module({})
+export class NotifierModule {
+  /**
+   * The module with its settings read from `env` (NOTIFIER_WEBHOOKS, NOTIFIER_SESSION_TTL_SEC, …).
+   * @throws ConfigError naming each bad variable.
+   */
+  static register(env: Record<string, string | undefined>): DynamicModule {
+    return {
+      module: NotifierModule,
+      imports: [NotifierConfigModule.forRoot(loadNotifierConfig(env)), ProjectionModule, AuthModule, ApiModule, WebModule, NoticesModule],
+    };
+  }
+}

@@ -12,6 +12,7 @@ import { RecordResultUseCase } from './runs/use-cases/record-result';
 import { ResumeRunUseCase } from './runs/use-cases/resume-run';
 import { StopRunUseCase } from './runs/use-cases/stop-run';
 import { StartRunUseCase } from './runs/use-cases/start-run';
+import { MeshesModule } from './meshes/meshes.module';
 
 /**
  * The router: the only writer of the run and definition aggregates. Definitions (request/reply),
@@ -19,6 +20,7 @@ import { StartRunUseCase } from './runs/use-cases/start-run';
  * events → ledger handoffs and human action notices).
  */
 @Module({
+  imports: [MeshesModule],
   controllers: [DefinitionsController, RunsController, DispatchController],
   providers: [
     DefinitionCatalog,

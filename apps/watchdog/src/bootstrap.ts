@@ -8,6 +8,8 @@ export interface StartWatchdogOptions {
   env?: Record<string, string | undefined>;
   /** Observe every requeue outcome (tests; metrics later). */
   onRequeueOutcome?: (outcome: RequeueOutcome) => void;
+  /** Observe every `expire_deadline` outcome (tests). */
+  onDeadlineOutcome?: (outcome: RequeueOutcome) => void;
 }
 
 /** The watchdog's default HTTP port (health and `/watchdog/status`). */
@@ -26,7 +28,13 @@ export async function startWatchdog(opts: StartWatchdogOptions = {}): Promise<Ru
     service: 'watchdog',
     defaultPort: WATCHDOG_DEFAULT_PORT,
     redis: false,
-    imports: [WatchdogModule.forRoot({ config, ...(opts.onRequeueOutcome ? { onRequeueOutcome: opts.onRequeueOutcome } : {}) })],
+    imports: [
+      WatchdogModule.forRoot({
+        config,
+        ...(opts.onRequeueOutcome ? { onRequeueOutcome: opts.onRequeueOutcome } : {}),
+        ...(opts.onDeadlineOutcome ? { onDeadlineOutcome: opts.onDeadlineOutcome } : {}),
+      }),
+    ],
     env,
   });
 }

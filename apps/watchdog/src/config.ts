@@ -16,6 +16,14 @@ export const WatchdogConfigSchema = z.object({
   WATCHDOG_BATCH: z.coerce.number().int().min(1).max(100_000).default(2_000),
   /** Timeout of one request to the ledger, in ms. */
   WATCHDOG_REQUEST_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(5_000),
+  /** Loop guard: most hops a run may take before it stops with why `budget`. */
+  WATCHDOG_MAX_HOPS: z.coerce.number().int().min(1).max(100_000).default(50),
+  /** Loop guard: most direction changes on one edge (A→B→A…) within a run before it stops with why `thrash`. */
+  WATCHDOG_MAX_ALTERNATIONS: z.coerce.number().int().min(1).max(10_000).default(4),
+  /** Loop guard: consecutive failures of one agent that open its circuit (why `circuit_open`). */
+  WATCHDOG_CIRCUIT_FAILURES: z.coerce.number().int().min(1).max(10_000).default(3),
+  /** Loop guard: how long an open circuit waits before one probe dispatch goes through, ms. */
+  WATCHDOG_CIRCUIT_COOLDOWN_MS: z.coerce.number().int().min(0).max(24 * 60 * 60 * 1000).default(60_000),
 });
 export type WatchdogConfig = z.infer<typeof WatchdogConfigSchema>;
 

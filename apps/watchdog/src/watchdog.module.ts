@@ -5,6 +5,9 @@ import { JetStreamClient, RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { LedgerClient } from '@baton/platform';
 import { WATCHDOG_CONFIG, type WatchdogConfig } from './config';
 import { DeadlineTracker } from './deadlines/deadline-tracker';
+import { expireDeadlineLedger, HandoffDeadlineTracker } from './deadlines/handoff-deadlines';
+import { GuardBook } from './guards/guard-book';
+import { GuardRunner } from './guards/guard-runner';
 import { EscalationController } from './escalation/escalation.controller';
 import { EscalationStopper } from './escalation/escalation-stopper';
 import { RequeueLoop, type RequeueOutcome } from './requeue/requeue-loop';
@@ -18,9 +21,14 @@ export interface WatchdogModuleOptions {
   config: WatchdogConfig;
   /** Observe every requeue outcome (tests; metrics later). */
   onRequeueOutcome?: (outcome: RequeueOutcome) => void;
+  /** Observe every `expire_deadline` outcome (tests). */
+  onDeadlineOutcome?: (outcome: RequeueOutcome) => void;
 }
 
 const WATCHDOG_OPTIONS = Symbol('WATCHDOG_OPTIONS');
+
+/** The second requeue loop: it walks the handoff-deadline table and sends `expire_deadline`. */
+export const DEADLINE_LOOP = Symbol('DEADLINE_LOOP');
 
 /**
  * Starts the deadline tracker when the application boots and the requeue loop once the table has
@@ -35,9 +43,17 @@ export class WatchdogLifecycle implements OnApplicationBootstrap, OnModuleDestro
     @Inject(RUNTIME) private readonly runtime: ServiceRuntime,
     @Inject(DeadlineTracker) private readonly tracker: DeadlineTracker,
     @Inject(RequeueLoop) private readonly loop: RequeueLoop,
+    @Inject(GuardRunner) private readonly guards: GuardRunner,
+    @Inject(HandoffDeadlineTracker) private readonly deadlines: HandoffDeadlineTracker,
+    @Inject(DEADLINE_LOOP) private readonly deadlineLoop: RequeueLoop,
   ) {}
 
   async onApplicationBootstrap(): Promise<void> {
+    await this.guards.start();
+    await this.deadlines.start();
+    void this.deadlines.caughtUp().then(() => {
+      if (!this.closing) this.deadlineLoop.start();
+    });
     await this.tracker.start();
     void this.tracker.caughtUp().then(
       () => {
@@ -50,7 +66,10 @@ export class WatchdogLifecycle implements OnApplicationBootstrap, OnModuleDestro
   async onModuleDestroy(): Promise<void> {
     this.closing = true;
     await this.loop.stop();
+    await this.deadlineLoop.stop();
     await this.tracker.stop();
+    await this.deadlines.stop();
+    await this.guards.stop();
   }
 }
 
@@ -117,6 +136,61 @@ export class WatchdogModule {
               publish: (subject, body, msgId) => client.publish(subject, body, { msgId }),
               logger: runtime.logger.child({ component: 'escalation' }),
               actor: WATCHDOG_ACTOR,
+            });
+          },
+        },
+        {
+          provide: GuardRunner,
+          inject: [RUNTIME],
+          useFactory: (runtime: ServiceRuntime) => {
+            const client = new JetStreamClient(runtime.nats);
+            return new GuardRunner({
+              js: runtime.nats.js,
+              stream: batonStreamNames(runtime.config.BATON_PREFIX).events,
+              prefix: runtime.config.BATON_PREFIX,
+              registry: runtime.registry,
+              book: new GuardBook({
+                maxHops: config.WATCHDOG_MAX_HOPS,
+                maxAlternations: config.WATCHDOG_MAX_ALTERNATIONS,
+                circuitFailures: config.WATCHDOG_CIRCUIT_FAILURES,
+                circuitCooldownMs: config.WATCHDOG_CIRCUIT_COOLDOWN_MS,
+              }),
+              publish: (subject, body, msgId) => client.publish(subject, body, { msgId }),
+              logger: runtime.logger.child({ component: 'guards' }),
+              actor: WATCHDOG_ACTOR,
+            });
+          },
+        },
+        {
+          provide: HandoffDeadlineTracker,
+          inject: [RUNTIME],
+          useFactory: (runtime: ServiceRuntime) =>
+            new HandoffDeadlineTracker({
+              js: runtime.nats.js,
+              stream: batonStreamNames(runtime.config.BATON_PREFIX).events,
+              prefix: runtime.config.BATON_PREFIX,
+              registry: runtime.registry,
+              logger: runtime.logger.child({ component: 'handoff-deadlines' }),
+            }),
+        },
+        {
+          provide: DEADLINE_LOOP,
+          inject: [RUNTIME, HandoffDeadlineTracker],
+          useFactory: (runtime: ServiceRuntime, deadlines: HandoffDeadlineTracker) => {
+            const client = new LedgerClient(runtime.nats, runtime.config.BATON_PREFIX, {
+              as: { actor: WATCHDOG_ACTOR, actor_kind: 'watchdog' },
+              timeoutMs: config.WATCHDOG_REQUEST_TIMEOUT_MS,
+              attempts: 1,
+            });
+            return new RequeueLoop({
+              table: deadlines.table,
+              ledger: expireDeadlineLedger((project, command, body) => client.send(project, command, body)),
+              logger: runtime.logger.child({ component: 'deadline-expiry' }),
+              tickMs: config.WATCHDOG_TICK_MS,
+              retryMs: config.WATCHDOG_RETRY_MS,
+              maxInflight: config.WATCHDOG_MAX_INFLIGHT,
+              batch: config.WATCHDOG_BATCH,
+              ...(options.onDeadlineOutcome ? { onOutcome: options.onDeadlineOutcome } : {}),
             });
           },
         },

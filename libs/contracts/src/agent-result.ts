@@ -74,6 +74,20 @@ export const AgentResultSchema = z.strictObject({
   stop: AgentStopSignalSchema.optional(),
   /** Session variables the agent set (for returnable handoffs and WHEN conditions). */
   variables: z.record(z.string(), z.unknown()).optional(),
+  /**
+   * The built-in return action (seed 001): a reasoning child gives control back to its waiting
+   * parent and forwards the customer's message. `confidence` / `ambiguous` are checked against
+   * EXECUTION.pipeline.parentReturn.
+   */
+  return_to_parent: z
+    .strictObject({
+      message: z.string().max(Limits.maxShortText).optional(),
+      confidence: z.number().min(0).max(1).optional(),
+      ambiguous: z.boolean().optional(),
+    })
+    .optional(),
+  /** The HANDOFF route the agent chose (an intent route, or a hand-back to its waiting parent). */
+  handoff: z.strictObject({ to: AgentNameSchema, message: z.string().max(Limits.maxShortText).optional() }).optional(),
   /** The handoff this run worked on, when it was started from one. */
   handoff_id: IdSchema.optional(),
   produced_at: IsoTimeSchema,

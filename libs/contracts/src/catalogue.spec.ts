@@ -1,11 +1,13 @@
 import { createEventRegistry } from './catalogue';
 import { HandoffEventSchemas } from './handoff';
 import { RunEventSchemas } from './run';
+import { MeshEventSchemas } from './mesh';
+import { ProjectControlEventSchemas } from './governance';
 
 describe('the event catalogue', () => {
-  it('registers every run, handoff and definition event type exactly once', () => {
+  it('registers every run, handoff, definition and mesh event type exactly once', () => {
     const registry = createEventRegistry();
-    const expected = [...Object.keys(RunEventSchemas), ...Object.keys(HandoffEventSchemas), 'definition.published'].sort();
+    const expected = [...Object.keys(RunEventSchemas), ...Object.keys(HandoffEventSchemas), 'definition.published', ...Object.keys(MeshEventSchemas), ...Object.keys(ProjectControlEventSchemas)].sort();
     expect(registry.types()).toEqual(expected);
   });
 

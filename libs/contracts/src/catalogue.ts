@@ -5,6 +5,8 @@ import { EventRegistry } from './registry';
 import { RunEventSchemas } from './run';
 import { ProjectDefinitionSchema } from './definition';
 import { IsoTimeSchema } from './common';
+import { ProjectControlEventSchemas } from './governance';
+import { MeshEventSchemas } from './mesh';
 
 /** Events of a project's definition aggregate: every publish is a new version (its stream seq). */
 export const DefinitionEventSchemas = {
@@ -26,5 +28,7 @@ export function createEventRegistry(): EventRegistry {
   return new EventRegistry()
     .registerAll('run', RunEventSchemas)
     .registerAll('handoff', HandoffEventSchemas)
-    .registerAll('definition', DefinitionEventSchemas);
+    .registerAll('definition', DefinitionEventSchemas)
+    .registerAll('mesh', MeshEventSchemas)
+    .registerAll('project', ProjectControlEventSchemas);
 }

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { AgentNameSchema, Limits, ProjectIdSchema, ShortTextSchema } from './common';
+import { MeshDefinitionSchema, validateMeshes } from './mesh';
 
 /**
  * Minimal project definitions: the agents of a project and its workflows (a linear or looping
@@ -14,10 +15,141 @@ import { AgentNameSchema, Limits, ProjectIdSchema, ShortTextSchema } from './com
 export const StepIdSchema = AgentNameSchema;
 export type StepId = z.infer<typeof StepIdSchema>;
 
+// ---------------------------------------------------------------------------------------------
+// Conversation definitions (seed 001): memory, gather, complete, handoff routes, return handlers.
+// These are the *compiled* shapes (lowercase, normalized) that `libs/definitions` produces from
+// Baton's YAML and the router routes over. Every key is optional so older definitions parse.
+
+/** A session-variable name (memory variable, gather field, MAP/SET side). */
+export const VariableNameSchema = z
+  .string()
+  .min(1)
+  .max(200)
+  .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'variable names are letters, digits and _ (not starting with a digit)');
+
+export const MemoryTypeSchema = z.enum(['string', 'number', 'boolean', 'object', 'list', 'any']);
+export type MemoryType = z.infer<typeof MemoryTypeSchema>;
+
+/** A variable an agent declares in its MEMORY; `readonly` variables are not writable by returns. */
+export const MemoryVariableSchema = z.strictObject({
+  name: VariableNameSchema,
+  type: MemoryTypeSchema.default('any'),
+  scope: z.enum(['session']).default('session'),
+  description: ShortTextSchema.optional(),
+  readonly: z.boolean().optional(),
+});
+export type MemoryVariable = z.infer<typeof MemoryVariableSchema>;
+
+/** A field the agent gathers from the customer (its value becomes a variable of the agent's scope). */
+export const GatherFieldSchema = z.strictObject({
+  name: VariableNameSchema,
+  prompt: ShortTextSchema.optional(),
+  type: MemoryTypeSchema.default('any'),
+  required: z.boolean().default(false),
+});
+export type GatherField = z.infer<typeof GatherFieldSchema>;
+
+/**
+ * A condition as compiled: `expression` is a deterministic condition over session variables
+ * (evaluated by the router before any model runs; see `parseCondition` in `@baton/domain`);
+ * `intent` is natural language only a model can judge (the agent picks the route in its result).
+ */
+export const CompiledConditionSchema = z.discriminatedUnion('kind', [
+  z.strictObject({ kind: z.literal('expression'), source: ShortTextSchema }),
+  z.strictObject({ kind: z.literal('intent'), text: ShortTextSchema }),
+]);
+export type CompiledCondition = z.infer<typeof CompiledConditionSchema>;
+
+/** A COMPLETE condition of a child: when it is true after the child's result, the child returns. */
+export const CompleteConditionSchema = z.strictObject({
+  when: CompiledConditionSchema,
+  respond: ShortTextSchema.optional(),
+});
+export type CompleteCondition = z.infer<typeof CompleteConditionSchema>;
+
+export const ResumeWithSchema = z.enum([
+  'original_handoff_utterance',
+  'latest_child_user_utterance',
+  'latest_session_user_utterance',
+  'forwarded_return_message',
+]);
+export type ResumeWith = z.infer<typeof ResumeWithSchema>;
+
+/** A value a SET assigns: any JSON value. */
+export const SetValueSchema = z.union([z.string().max(Limits.maxShortText), z.number(), z.boolean(), z.null()]);
+
+/**
+ * What the parent does after its child returns (ON_RETURN, with a named RETURN_HANDLERS entry
+ * already merged in by the compiler). `map` is child_field → parent_variable.
+ */
+export const OnReturnSchema = z.strictObject({
+  action: z.enum(['continue', 'resume_intent']),
+  resume_with: ResumeWithSchema.default('original_handoff_utterance'),
+  map: z.record(VariableNameSchema, VariableNameSchema).default({}),
+  set: z.record(VariableNameSchema, SetValueSchema).default({}),
+  respond: ShortTextSchema.optional(),
+  handler: z.string().min(1).max(200).optional(),
+});
+export type OnReturn = z.infer<typeof OnReturnSchema>;
+
+/** HISTORY: how much conversation the child receives (`auto` is resolved at handoff time). */
+export const HistoryPolicySchema = z.discriminatedUnion('mode', [
+  z.strictObject({ mode: z.literal('full') }),
+  z.strictObject({ mode: z.literal('auto') }),
+  z.strictObject({ mode: z.literal('none') }),
+  z.strictObject({ mode: z.literal('summary_only') }),
+  z.strictObject({ mode: z.literal('last_n'), count: z.number().int().min(1).max(Limits.maxListItems) }),
+]);
+export type HistoryPolicy = z.infer<typeof HistoryPolicySchema>;
+
+/** ON_FAILURE: what runs when the handoff fails before the child accepts it. */
+export const OnFailureSchema = z.discriminatedUnion('action', [
+  z.strictObject({ action: z.literal('continue') }),
+  z.strictObject({ action: z.literal('escalate') }),
+  z.strictObject({ action: z.literal('respond'), message: ShortTextSchema }),
+]);
+export type OnFailure = z.infer<typeof OnFailureSchema>;
+
+/** One HANDOFF route of an agent, compiled. */
+export const HandoffRouteSchema = z.strictObject({
+  to: AgentNameSchema,
+  when: CompiledConditionSchema.optional(),
+  summary: ShortTextSchema.optional(),
+  history: HistoryPolicySchema.default({ mode: 'full' }),
+  pass: z.array(VariableNameSchema).max(Limits.maxListItems).optional(),
+  return: z.boolean().default(false),
+  on_return: OnReturnSchema.optional(),
+  on_failure: OnFailureSchema.default({ action: 'continue' }),
+});
+export type HandoffRoute = z.infer<typeof HandoffRouteSchema>;
+
+/** EXECUTION.pipeline.parentReturn: when a reasoning child's built-in return action is honoured. */
+export const ParentReturnSettingsSchema = z.strictObject({
+  min_confidence: z.number().min(0).max(1).optional(),
+  ignore_ambiguous: z.boolean().optional(),
+});
+export type ParentReturnSettings = z.infer<typeof ParentReturnSettingsSchema>;
+
+export const ExecutionSettingsSchema = z.strictObject({
+  pipeline: z.strictObject({ parent_return: ParentReturnSettingsSchema.optional() }).optional(),
+});
+export type ExecutionSettings = z.infer<typeof ExecutionSettingsSchema>;
+
 /** An agent of the project. `role` is the free-text role shown to teammates (seed 000 §7). */
 export const AgentDefinitionSchema = z.strictObject({
   name: AgentNameSchema,
   role: ShortTextSchema.optional(),
+  /** GOAL: what the agent is for (shown to the agent). */
+  goal: ShortTextSchema.optional(),
+  /** Written as SUPERVISOR: its EXECUTION settings override the project's. */
+  supervisor: z.boolean().optional(),
+  memory: z.array(MemoryVariableSchema).max(Limits.maxListItems).optional(),
+  gather: z.array(GatherFieldSchema).max(Limits.maxListItems).optional(),
+  complete: z.array(CompleteConditionSchema).max(Limits.maxListItems).optional(),
+  handoffs: z.array(HandoffRouteSchema).max(Limits.maxListItems).optional(),
+  /** ENABLED_WHEN: a route to this agent is blocked while the condition is false. */
+  enabled_when: CompiledConditionSchema.optional(),
+  execution: ExecutionSettingsSchema.optional(),
 });
 export type AgentDefinition = z.infer<typeof AgentDefinitionSchema>;
 
@@ -85,8 +217,18 @@ export const ProjectDefinitionSchema = z
     lead: z.string().min(1).max(Limits.maxIdLength).optional(),
     agents: z.array(AgentDefinitionSchema).min(1).max(Limits.maxListItems),
     workflows: z.array(WorkflowDefinitionSchema).max(Limits.maxListItems).default([]),
+    /** Project-wide EXECUTION settings (a supervisor's own settings override them). */
+    execution: ExecutionSettingsSchema.optional(),
+    /**
+     * Handoff meshes (seed 004); checked against the agents by `validateMeshes`. Absent means
+     * none (optional rather than defaulted, so definitions typed before meshes still type-check).
+     */
+    meshes: z.array(MeshDefinitionSchema).max(Limits.maxListItems).optional(),
   })
   .superRefine((project, ctx) => {
+    for (const issue of validateMeshes(project.meshes ?? [], project.agents.map((agent) => agent.name))) {
+      ctx.addIssue({ code: 'custom', path: ['meshes', ...issue.path], message: `${issue.code}: ${issue.message}` });
+    }
     const agents = new Set<string>();
     project.agents.forEach((agent, index) => {
       if (agents.has(agent.name)) {
@@ -107,6 +249,17 @@ export const ProjectDefinitionSchema = z
             code: 'custom',
             path: ['workflows', wIndex, 'steps', sIndex, 'agent'],
             message: `agent '${step.agent}' of step '${step.id}' is not listed in the project's agents`,
+          });
+        }
+      });
+    });
+    project.agents.forEach((agent, aIndex) => {
+      (agent.handoffs ?? []).forEach((route, rIndex) => {
+        if (!agents.has(route.to)) {
+          ctx.addIssue({
+            code: 'custom',
+            path: ['agents', aIndex, 'handoffs', rIndex, 'to'],
+            message: `handoff target '${route.to}' of agent '${agent.name}' is not listed in the project's agents`,
           });
         }
       });

@@ -17,9 +17,12 @@ export const AggregateKind = {
   handoff: 'handoff',
   run: 'run',
   definition: 'definition',
+  mesh: 'mesh',
+  /** A project's control aggregate (kill switch; id `control`), written by the ledger. */
+  project: 'project',
 } as const;
 export type AggregateKind = (typeof AggregateKind)[keyof typeof AggregateKind];
-export const AggregateKindSchema = z.enum(['handoff', 'run', 'definition']);
+export const AggregateKindSchema = z.enum(['handoff', 'run', 'definition', 'mesh', 'project']);
 
 export const EventTypeSchema = z
   .string()

@@ -187,6 +187,12 @@ export const HandoffRecordSchema = z
     escalation_outcome: EscalationOutcomeSchema.optional(),
     /** On a handoff closed by `complete_from_result`: the agent result that closed it. */
     result_id: IdSchema.optional(),
+    /** Past this time an open handoff fails with terminal_reason `deadline` (watchdog `expire_deadline`). */
+    deadline_at: IsoTimeSchema.optional(),
+    /** On a cross-project handoff: the project of the delegator (the handoff lives in the target). */
+    source_project: ProjectIdSchema.optional(),
+    /** On a cross-project handoff: the decision that allowed it. */
+    cto_override: IdSchema.optional(),
     archived_from: TerminalHandoffStatusSchema.optional(),
     created_at: IsoTimeSchema,
     updated_at: IsoTimeSchema,
@@ -246,6 +252,21 @@ export const CreateHandoffCommandSchema = z
     escalate_to: ActorNameSchema.optional(),
     parent_goal_id: IdSchema.optional(),
     workflow_run_id: IdSchema.optional(),
+    /**
+     * Optional deadline: past it, if the handoff is still pending or claimed, the watchdog issues
+     * `expire_deadline` and the handoff fails with terminal_reason `deadline`
+     * (`handoff.deadline_expired`). A returnable handoff's run resumes its parent per ON_FAILURE.
+     */
+    deadline_at: IsoTimeSchema.optional(),
+    /**
+     * Cross-project handoff (seed 002 `--target-project <p> --cto-override <decision-uuid>`): sent
+     * to the SOURCE project's subject (`project` = source); the delegator is checked against the
+     * source roster, the addressee (`to_agent`) against the target's; the handoff lives in the
+     * target project. No agent is ever registered in the other project.
+     */
+    target_project: ProjectIdSchema.optional(),
+    /** The decision id that allows a cross-project handoff; required with `target_project`. */
+    cto_override: IdSchema.optional(),
     idempotency_key: IdempotencyKeySchema,
   });
 export type CreateHandoffCommand = z.infer<typeof CreateHandoffCommandSchema>;
@@ -356,6 +377,17 @@ export const CompleteFromResultCommandSchema = z.strictObject({
 });
 export type CompleteFromResultCommand = z.infer<typeof CompleteFromResultCommandSchema>;
 
+/**
+ * Issued by the watchdog: the handoff's `deadline_at` has passed. A pending or claimed handoff fails
+ * with terminal_reason `deadline` (`handoff.deadline_expired`) exactly once; refused with
+ * `deadline_not_reached` before the deadline and `handoff_not_open` once it is returned or ended.
+ */
+export const ExpireDeadlineCommandSchema = z.strictObject({
+  handoff_id: IdSchema,
+  idempotency_key: IdempotencyKeySchema,
+});
+export type ExpireDeadlineCommand = z.infer<typeof ExpireDeadlineCommandSchema>;
+
 /** The ledger's wire commands by name (the last token of the command subject). */
 export const HandoffCommandSchemas = {
   create: CreateHandoffCommandSchema,
@@ -369,6 +401,7 @@ export const HandoffCommandSchemas = {
   archive: ArchiveHandoffCommandSchema,
   requeue_expired: RequeueExpiredCommandSchema,
   complete_from_result: CompleteFromResultCommandSchema,
+  expire_deadline: ExpireDeadlineCommandSchema,
 } as const;
 export type HandoffCommandName = keyof typeof HandoffCommandSchemas;
 
@@ -404,6 +437,9 @@ export const HandoffCreatedSchema = z.strictObject({
   escalate_to: ActorNameSchema.optional(),
   parent_goal_id: IdSchema.optional(),
   workflow_run_id: IdSchema.optional(),
+  deadline_at: IsoTimeSchema.optional(),
+  source_project: ProjectIdSchema.optional(),
+  cto_override: IdSchema.optional(),
 });
 
 export const HandoffClaimedSchema = z.strictObject({
@@ -515,6 +551,15 @@ export const HandoffArchivedSchema = z.strictObject({
   archived_from: TerminalHandoffStatusSchema,
 });
 
+/** A pending or claimed handoff passed its deadline: it is failed (terminal_reason `deadline`). */
+export const HandoffDeadlineExpiredSchema = z.strictObject({
+  ...EventBase,
+  deadline_at: IsoTimeSchema,
+  expired_by: ActorNameSchema,
+  /** The claimer at expiry, when it was claimed. */
+  claimed_by: ActorNameSchema.optional(),
+});
+
 /** Every handoff event type and the schema of its payload (register with `registerAll('handoff', ...)`). */
 export const HandoffEventSchemas = {
   'handoff.created': HandoffCreatedSchema,
@@ -531,6 +576,7 @@ export const HandoffEventSchemas = {
   'handoff.abandoned': HandoffAbandonedSchema,
   'handoff.failed': HandoffFailedSchema,
   'handoff.archived': HandoffArchivedSchema,
+  'handoff.deadline_expired': HandoffDeadlineExpiredSchema,
 } as const;
 export type HandoffEventType = keyof typeof HandoffEventSchemas;
 export type HandoffEvent = DomainEventOf<typeof HandoffEventSchemas>;

@@ -14,3 +14,5 @@ export * from './definition';
 export * from './subjects';
 export * from './catalogue';
 export * from './json-schema';
+export * from './mesh';
+export * from './governance';

@@ -4,6 +4,7 @@ import { PersonHandleSchema } from './notice';
 import { RejectionCodeSchema } from './rejection';
 import { RunAnswerSchema, VariablesSchema } from './run';
 import { StopWhySchema } from './stop-packet';
+import { LoopGuardCauseSchema } from './governance';
 
 /**
  * What callers send to the router (the CLI, the notifier's operator API, demos). These are inputs,
@@ -113,6 +114,27 @@ export const StopRunRequestSchema = z.strictObject({
   /** The service or person asking (e.g. `baton-watchdog`). */
   requested_by: z.string().min(1).max(Limits.maxIdLength),
   /** What caused the request: for the watchdog, the escalated handoff and the escalation event. */
-  cause: z.strictObject({ kind: z.literal('handoff_escalated'), handoff_id: IdSchema, event_id: IdSchema }).optional(),
+  cause: z
+    .discriminatedUnion('kind', [
+      z.strictObject({ kind: z.literal('handoff_escalated'), handoff_id: IdSchema, event_id: IdSchema }),
+      /** A loop guard of the watchdog (hop budget, ping-pong, circuit) tripped on `event_id`. */
+      LoopGuardCauseSchema,
+    ])
+    .optional(),
 });
 export type StopRunRequest = z.infer<typeof StopRunRequestSchema>;
+
+/**
+ * A customer turn of a conversation run (seed 001), published with JetStream into the inbox on
+ * `<prefix>.in.<project>.message` (Nats-Msg-Id = `message_id`). The router records it on the run
+ * and evaluates the active agent's WHEN routes before any model runs; `message_id` is the
+ * idempotency key. Accepted only while the run awaits the customer (after an agent's reply).
+ */
+export const SessionMessageSchema = z.strictObject({
+  workflow_run_id: IdSchema,
+  project: ProjectIdSchema,
+  message_id: IdSchema,
+  text: z.string().min(1).max(Limits.maxShortText),
+  sent_by: PersonHandleSchema.optional(),
+});
+export type SessionMessage = z.infer<typeof SessionMessageSchema>;

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { EvidenceSchema } from './agent-result';
 import { AgentNameSchema, IdSchema, IsoTimeSchema, Limits, ProjectIdSchema, ShortTextSchema } from './common';
-import { StepIdSchema, WorkflowRefSchema } from './definition';
+import { OnFailureSchema, OnReturnSchema, ResumeWithSchema, StepIdSchema, WorkflowRefSchema } from './definition';
 import { HumanActionNoticeSchema, PersonHandleSchema } from './notice';
 import { AgentRunConfigSchema, DispatchStatusSchema } from './sentinel-schema';
 import { OperatorAnswerSchema, ResumeEffectSchema, StopPacketSchema } from './stop-packet';
@@ -64,6 +64,12 @@ export const RouteRule = {
   terminal: 'terminal',
   entry: 'entry',
   resume: 'resume',
+  /** A HANDOFF route fired (seed 001): returnable or permanent. */
+  handoff: 'handoff',
+  /** A child returned and its parent runs again (seed 001). */
+  handoffReturn: 'handoff_return',
+  /** A customer message is delivered to the active agent (no route fired). */
+  message: 'message',
 } as const;
 export type RouteRule = (typeof RouteRule)[keyof typeof RouteRule];
 export const RouteRuleSchema = z.enum([
@@ -76,6 +82,9 @@ export const RouteRuleSchema = z.enum([
   'terminal',
   'entry',
   'resume',
+  'handoff',
+  'handoff_return',
+  'message',
 ]);
 
 /**
@@ -187,6 +196,8 @@ export type RunPeople = z.infer<typeof RunPeopleSchema>;
 export const VariablesSchema = z.record(z.string().max(200), z.unknown());
 
 export const RunStartedSchema = z.strictObject({
+  /** The digest of the published definition the run is pinned to (its routes never change mid-run). */
+  definition_digest: z.string().min(1).max(128).optional(),
   workflow_run_id: IdSchema,
   project: ProjectIdSchema,
   workflow: WorkflowRefSchema,
@@ -213,7 +224,7 @@ export const RunResultRecordedSchema = z.strictObject({
 
 /** What caused an outcome: the run's start, an agent result, an operator answer or an outside stop (its id). */
 export const RouteCauseSchema = z.strictObject({
-  kind: z.enum(['start', 'result', 'resume', 'stop']),
+  kind: z.enum(['start', 'result', 'resume', 'stop', 'message', 'handoff_failed']),
   id: IdSchema,
 });
 export type RouteCause = z.infer<typeof RouteCauseSchema>;
@@ -233,6 +244,8 @@ export const RunRoutedSchema = z.strictObject({
   approved_call: PendingToolCallSchema.optional(),
   /** An operator raised the cap the run stopped on. */
   raised_cap: z.number().finite().positive().optional(),
+  /** Conversation runs (seed 001): the customer message and exactly the context the target receives. */
+  conversation: z.lazy(() => ConversationTurnSchema).optional(),
   routed_at: IsoTimeSchema,
 });
 
@@ -293,6 +306,149 @@ export const RunNoticeEmittedSchema = z.strictObject({
   notice: HumanActionNoticeSchema,
 });
 
+// ---------------------------------------------------------------------------------------------
+// Conversations and returnable handoffs (seed 001). The trace events use the seed's field names
+// (`returnExpected`, `reasonCode`, `mappedFields`, `durationMs`...) so a trace reads like the seed.
+
+export const TranscriptEntrySchema = z.strictObject({
+  role: z.enum(['customer', 'agent']),
+  agent: AgentNameSchema.nullable(),
+  text: ShortTextSchema,
+});
+export type TranscriptEntry = z.infer<typeof TranscriptEntrySchema>;
+
+/** HISTORY as resolved for one handoff (`auto` already decided). */
+export const ResolvedHistoryModeSchema = z.enum(['full', 'none', 'summary_only', 'last_n']);
+
+/** Exactly what a handoff's target receives: SUMMARY, the HISTORY slice and the PASS variables. */
+export const HandoffContextSchema = z.strictObject({
+  summary: ShortTextSchema.nullable(),
+  history_mode: ResolvedHistoryModeSchema,
+  history: z.array(TranscriptEntrySchema).max(Limits.maxListItems),
+  passed: z.array(z.string().max(200)).max(Limits.maxListItems),
+});
+export type HandoffContext = z.infer<typeof HandoffContextSchema>;
+
+/** The conversation part of a `run.routed`: what the target works on and sees. */
+export const ConversationTurnSchema = z.strictObject({
+  /** The customer message the target handles (null when it runs without one). */
+  message: ShortTextSchema.nullable(),
+  /** The variables the target sees (its scope: a child sees PASS plus what it set itself). */
+  variables: VariablesSchema,
+  handoff: HandoffContextSchema.optional(),
+  /** A returning child's mapped values and the parent's reply, when the parent resumes. */
+  returned: z.strictObject({ from: AgentNameSchema, mappedFields: z.array(z.string().max(200)) }).optional(),
+});
+export type ConversationTurn = z.infer<typeof ConversationTurnSchema>;
+
+/** A customer turn: a run start's `input` or a `SessionMessage`. */
+export const RunMessageReceivedSchema = z.strictObject({
+  message_id: IdSchema,
+  text: ShortTextSchema,
+  /** The active agent when the message arrived. */
+  agent: AgentNameSchema,
+  received_at: IsoTimeSchema,
+});
+
+/** The active agent answered and waits for the customer's next message. */
+export const RunAwaitingInputSchema = z.strictObject({
+  agent: AgentNameSchema,
+  step: StepIdSchema,
+  /** What the customer is told (the agent's reply, a COMPLETE/handler RESPOND, an ON_FAILURE RESPOND). */
+  reply: ShortTextSchema.nullable(),
+  note: ShortTextSchema.optional(),
+  at: IsoTimeSchema,
+});
+
+export const HandoffReasonCodeSchema = z.enum(['handoff_return_expected', 'handoff_permanent']);
+
+export const RunHandoffSchema = z.strictObject({
+  handoffId: IdSchema,
+  from: AgentNameSchema,
+  to: AgentNameSchema,
+  step: StepIdSchema,
+  returnExpected: z.boolean(),
+  reasonCode: HandoffReasonCodeSchema,
+  /** Index of the route in the caller's HANDOFF list. */
+  route: z.number().int().min(0),
+  /** Why the route fired: its WHEN held, or the agent chose it (an intent route). */
+  trigger: z.enum(['when', 'agent']),
+  /** The customer message that caused the handoff (original_handoff_utterance). */
+  message: ShortTextSchema.nullable(),
+  /** 0 for a real customer message, 1 for a replayed one (resume_intent). */
+  replayDepth: z.number().int().min(0),
+  context: HandoffContextSchema,
+  /** The child's starting scope: the PASS variables. */
+  passedVariables: VariablesSchema,
+  onReturn: OnReturnSchema.nullable(),
+  onFailure: OnFailureSchema,
+  at: IsoTimeSchema,
+});
+
+export const ReturnPathSchema = z.enum(['complete', 'return_action', 'hand_back']);
+
+export const RunHandoffReturnHandlerSchema = z.strictObject({
+  handoffId: IdSchema,
+  parent: AgentNameSchema,
+  child: AgentNameSchema,
+  path: ReturnPathSchema,
+  action: z.enum(['continue', 'resume_intent']),
+  handler: z.string().max(200).nullable(),
+  /** The child fields copied to the parent (only mapped fields with a value). */
+  mappedFields: z.array(z.string().max(200)),
+  /** Mapped child fields that had no value (skipped). */
+  skippedFields: z.array(z.string().max(200)),
+  setFields: z.array(z.string().max(200)),
+  /** The parent-scope writes (MAP then SET); empty when `applied` is false. */
+  writes: VariablesSchema,
+  /** False when a target was not writable: no effect applied (see run.memory_error). */
+  applied: z.boolean(),
+  respond: ShortTextSchema.nullable(),
+  forwardedMessage: ShortTextSchema.nullable(),
+  at: IsoTimeSchema,
+});
+
+export const RunResumeIntentSchema = z.strictObject({
+  parent: AgentNameSchema,
+  resumeWith: ResumeWithSchema,
+  message: ShortTextSchema.nullable(),
+  reasonCode: z.enum(['resume_intent', 'resume_intent_depth_limit', 'resume_intent_no_message']),
+  depth: z.number().int().min(0),
+  at: IsoTimeSchema,
+});
+
+export const HandoffOutcomeSchema = z.enum(['success', 'rejected', 'blocked', 'error', 'timeout']);
+export type HandoffOutcome = z.infer<typeof HandoffOutcomeSchema>;
+
+export const RunHandoffCompletedSchema = z.strictObject({
+  /** The handoff (null for a route that was refused or blocked before one existed). */
+  handoffId: IdSchema.nullable(),
+  from: AgentNameSchema,
+  to: AgentNameSchema,
+  route: z.number().int().min(0).nullable(),
+  outcome: HandoffOutcomeSchema,
+  durationMs: z.number().int().min(0),
+  /** On a failure: what happened (`recursion`, `when_false`, `target_disabled`, `create_refused`...). */
+  cause: z.string().max(200).optional(),
+  /** On a failure: the stable code (`recursion`, `target_waiting_for_input`, `handoff_condition_check`, the ledger's code...). */
+  code: z.string().max(200).optional(),
+  /** Time a queued sibling request ran inside the attempt (not in durationMs). */
+  siblingIntentMs: z.number().int().min(0).optional(),
+  /** The ON_FAILURE policy applied (error outcomes only). */
+  onFailure: z.enum(['continue', 'escalate', 'respond']).optional(),
+  at: IsoTimeSchema,
+});
+
+export const RunMemoryErrorSchema = z.strictObject({
+  handoffId: IdSchema,
+  parent: AgentNameSchema,
+  child: AgentNameSchema,
+  /** The MAP / SET targets the parent may not write. */
+  targets: z.array(z.string().max(200)).min(1),
+  message: ShortTextSchema,
+  at: IsoTimeSchema,
+});
+
 export const RunEventSchemas = {
   'run.started': RunStartedSchema,
   'run.result_recorded': RunResultRecordedSchema,
@@ -304,5 +460,12 @@ export const RunEventSchemas = {
   'run.terminated': RunTerminatedSchema,
   'run.result_rejected': RunResultRejectedSchema,
   'run.notice_emitted': RunNoticeEmittedSchema,
+  'run.message_received': RunMessageReceivedSchema,
+  'run.awaiting_input': RunAwaitingInputSchema,
+  'run.handoff': RunHandoffSchema,
+  'run.handoff_return_handler': RunHandoffReturnHandlerSchema,
+  'run.resume_intent': RunResumeIntentSchema,
+  'run.handoff_completed': RunHandoffCompletedSchema,
+  'run.memory_error': RunMemoryErrorSchema,
 } as const;
 export type RunEventType = keyof typeof RunEventSchemas;

@@ -12,6 +12,9 @@ export const Subjects = {
   agentResults: (prefix: string) => `${prefix}.in.*.result.*`,
   /** Run starts (StartRunRequest). */
   runStart: (prefix: string, project: string) => `${prefix}.in.${project}.start`,
+  /** Customer turns of a conversation run (SessionMessage; seed 001). */
+  sessionMessage: (prefix: string, project: string) => `${prefix}.in.${project}.message`,
+  sessionMessages: (prefix: string) => `${prefix}.in.*.message`,
   /** Requests to stop a run from outside (StopRunRequest; the watchdog). */
   stopRequest: (prefix: string, project: string) => `${prefix}.in.${project}.stop`,
   /** Handoffs offered to an agent (the HandoffRecord; agents' SDKs consume these durably). */
@@ -28,6 +31,12 @@ export const Subjects = {
   notice: (prefix: string, project: string) => `${prefix}.notice.${project}`,
   /** Handoffs offered to an agent (core NATS wake-up; the source of truth is the stream). */
   agentInbox: (prefix: string, project: string, agent: string) => `${prefix}.agent.${project}.${agent}.handoffs`,
+  /** Mesh starts (MeshStartRequest; JetStream into the inbox). */
+  meshStart: (prefix: string, project: string) => `${prefix}.in.${project}.mesh_start`,
+  meshStarts: (prefix: string) => `${prefix}.in.*.mesh_start`,
+  /** Mesh turns: an AgentResult whose workflow_run_id is the mesh run id (JetStream into the inbox). */
+  meshResult: (prefix: string, project: string, agent: string) => `${prefix}.in.${project}.mesh_result.${agent}`,
+  meshResults: (prefix: string) => `${prefix}.in.*.mesh_result.*`,
   /** Dead letters. */
   deadLetter: (prefix: string, source: string) => `${prefix}.dlq.${source}`,
   deadLetters: (prefix: string) => `${prefix}.dlq.>`,

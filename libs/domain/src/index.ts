@@ -5,3 +5,7 @@ export * from './notices';
 export * from './team-context';
 export * from './handoff';
 export * from './stop';
+export * from './mesh';
+export * from './guards';
+export * from './project';
+export * from './returns';

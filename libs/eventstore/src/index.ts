@@ -42,3 +42,5 @@ export type { DeadLetterInput, DeadLetterAck } from './dead-letter';
 export { runConsumer, classifyError } from './runner';
 export type { ConsumedMessage, ConsumerRunner, ErrorClass, MessageOutcome, RunConsumerOptions } from './runner';
 export { LruCache } from './lru';
+export * from './dlq-admin';
+export { instrumentRunners, type RunnerIdentity, type RunnerInstrumentation } from './runner';

@@ -44,6 +44,14 @@ export interface RunConsumerOptions {
   backoffMs?: number[];
   /** Handlers running at once (default 1: messages are handled in stream order). */
   concurrency?: number;
+  /**
+   * With `concurrency` above 1: messages with the same key are handled one at a time, in delivery
+   * order, while messages with different keys run in parallel (e.g. the aggregate subject, or the
+   * workflow run a result belongs to). Undefined (or a key function that throws) puts the message
+   * under no key. Messages waiting behind their key count against `concurrency` and get
+   * in-progress heartbeats while they wait.
+   */
+  orderingKey?: (msg: ConsumedMessage) => string | undefined;
   /** Most messages per pull (default 100, never more than the free handler slots). */
   batch?: number;
   /** How long a pull waits for messages, in ms (default 2000, at least 1000). Bounds how long `stop` waits for the pull. */
@@ -67,6 +75,40 @@ export interface ConsumerRunner {
 }
 
 const DEFAULT_BACKOFF = [1000, 5000, 15000, 30000];
+
+/** Which runner an instrumentation callback is about. */
+export interface RunnerIdentity {
+  stream: string;
+  durable: string;
+  /** Dead-letter source token of the runner. */
+  source: string;
+}
+
+/**
+ * Observers of every consumer runner started on one JetStream client (a service's connection):
+ * metrics and trace context without each caller of {@link runConsumer} wiring them.
+ */
+export interface RunnerInstrumentation {
+  /** A runner started (e.g. sample its consumer's info for lag gauges). */
+  onStart?(runner: RunnerIdentity): void;
+  /** A runner stopped. */
+  onStop?(runner: RunnerIdentity): void;
+  /** Wraps each handler call (trace context, latency); must call `run` once and return its result. */
+  around?(msg: ConsumedMessage, runner: RunnerIdentity, run: () => Promise<void>): Promise<void>;
+  /** Every outcome, after the runner's own `onOutcome`. */
+  onOutcome?(outcome: MessageOutcome, runner: RunnerIdentity): void;
+}
+
+const instrumentations = new WeakMap<object, RunnerInstrumentation>();
+
+/**
+ * Register `instrumentation` for every runner started from now on with `js` as its client (null
+ * removes it). One per client: registering again replaces the previous one.
+ */
+export function instrumentRunners(js: JetStreamClient, instrumentation: RunnerInstrumentation | null): void {
+  if (instrumentation) instrumentations.set(js, instrumentation);
+  else instrumentations.delete(js);
+}
 
 /** The default error classification (see {@link RunConsumerOptions.classify}). */
 export function classifyError(error: unknown): ErrorClass {
@@ -120,6 +162,14 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
   const expires = Math.max(1000, opts.pullExpiresMs ?? 2000);
   const classify = opts.classify ?? classifyError;
   const source = opts.source ?? opts.durable;
+  const instrumentation = instrumentations.get(opts.js);
+  const identity: RunnerIdentity = { stream: opts.stream, durable: opts.durable, source };
+  const report = (outcome: MessageOutcome) => {
+    opts.onOutcome?.(outcome);
+    instrumentation?.onOutcome?.(outcome, identity);
+  };
+  const callHandler = (msg: ConsumedMessage) =>
+    instrumentation?.around ? instrumentation.around(msg, identity, () => opts.handler(msg)) : opts.handler(msg);
 
   let stopping = false;
   const running = new Set<Promise<void>>();
@@ -158,19 +208,19 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
       });
       // No reason string: `+TERM <reason>` is only understood from server 2.10.4 on.
       msg.raw.term();
-      opts.onOutcome?.({ kind: 'dead_lettered', msg, reason, error });
+      report({ kind: 'dead_lettered', msg, reason, error });
     } catch (dlqError) {
       const delayMs = delayFor(msg.deliveryCount);
       msg.raw.nak(delayMs);
-      opts.onOutcome?.({ kind: 'dead_letter_failed', msg, delayMs, error: dlqError });
+      report({ kind: 'dead_letter_failed', msg, delayMs, error: dlqError });
     }
   };
 
-  const handle = async (raw: JsMsg, ackWaitMs: number) => {
-    const msg = wrap(raw);
+  const handle = async (msg: ConsumedMessage, ackWaitMs: number) => {
+    const raw = msg.raw;
     const beat = setInterval(() => raw.working(), Math.max(100, Math.floor(ackWaitMs / 3)));
     try {
-      await opts.handler(msg);
+      await callHandler(msg);
     } catch (error) {
       clearInterval(beat);
       const verdict = classify(error);
@@ -178,7 +228,7 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
       if (msg.deliveryCount >= maxDeliver) return giveUp(msg, DeadLetterReason.maxDeliveries, error);
       const delayMs = verdict.delayMs ?? delayFor(msg.deliveryCount);
       raw.nak(delayMs);
-      opts.onOutcome?.({ kind: 'retry', msg, delayMs, error });
+      report({ kind: 'retry', msg, delayMs, error });
       return;
     } finally {
       clearInterval(beat);
@@ -188,15 +238,48 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
     } catch {
       // The ack may still have landed; if not, the message is redelivered and handlers are idempotent.
     }
-    opts.onOutcome?.({ kind: 'acked', msg });
+    report({ kind: 'acked', msg });
+  };
+
+  /** Per ordering key, the last message's task: the next message of that key runs after it. */
+  const tails = new Map<string, Promise<void>>();
+  const keyOf = (msg: ConsumedMessage): string | undefined => {
+    if (!opts.orderingKey || concurrency === 1) return undefined;
+    try {
+      return opts.orderingKey(msg);
+    } catch {
+      return undefined;
+    }
   };
 
   const dispatch = (raw: JsMsg, ackWaitMs: number) => {
-    const task = handle(raw, ackWaitMs).finally(() => {
-      running.delete(task);
+    const msg = wrap(raw);
+    const key = keyOf(msg);
+    let task: Promise<void>;
+    const previous = key === undefined ? undefined : tails.get(key);
+    if (previous === undefined) {
+      task = handle(msg, ackWaitMs);
+    } else {
+      // Waiting behind an earlier message of the same key: keep the ack wait from running out.
+      const waiting = setInterval(() => raw.working(), Math.max(100, Math.floor(ackWaitMs / 3)));
+      const run = () => {
+        clearInterval(waiting);
+        return handle(msg, ackWaitMs);
+      };
+      task = previous.then(run, run);
+    }
+    if (key !== undefined) {
+      const tail = task.catch(() => undefined);
+      tails.set(key, tail);
+      void tail.then(() => {
+        if (tails.get(key) === tail) tails.delete(key);
+      });
+    }
+    const tracked: Promise<void> = task.finally(() => {
+      running.delete(tracked);
       slotFreed?.();
     });
-    running.add(task);
+    running.add(tracked);
   };
 
   const loop = async () => {
@@ -234,7 +317,8 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
     await Promise.allSettled([...running]);
   };
 
-  const done = loop();
+  instrumentation?.onStart?.(identity);
+  const done = loop().finally(() => instrumentation?.onStop?.(identity));
   return {
     done,
     inFlight: () => running.size,

@@ -52,6 +52,13 @@ export interface ReadResult {
 export interface ReadOptions {
   /** Only return events stored after this stream sequence (default 0: the whole history). */
   afterSeq?: number;
+  /**
+   * Stop at this stream sequence: return only events up to it (inclusive) and do not look further.
+   * The read then skips asking for the aggregate's last sequence, so `lastSeq` is the last event
+   * returned (or `afterSeq`), not necessarily the aggregate's last. For a consumer that holds an
+   * event and wants the history up to it.
+   */
+  untilSeq?: number;
 }
 
 export interface AppendOptions {
@@ -149,6 +156,11 @@ export interface JetStreamEventStoreOptions {
   cacheSize?: number;
   /** Events per pull when reading (default 500). */
   readBatch?: number;
+  /**
+   * Reads of up to this many events fetch them one by one (`STREAM.MSG.GET` with `next_by_subj`,
+   * one round trip each) instead of opening an ephemeral consumer (default 8; 0 always opens one).
+   */
+  smallReadEvents?: number;
 }
 
 interface CachedState {
@@ -175,6 +187,7 @@ export class JetStreamEventStore implements EventStore {
   private readonly registry: EventRegistry;
   private readonly stream: string;
   private readonly readBatch: number;
+  private readonly smallReadEvents: number;
   private readonly cache: LruCache<string, CachedState> | null;
 
   constructor(opts: JetStreamEventStoreOptions) {
@@ -184,6 +197,7 @@ export class JetStreamEventStore implements EventStore {
     this.registry = opts.registry;
     this.stream = opts.stream ?? batonStreamNames(opts.prefix).events;
     this.readBatch = opts.readBatch ?? 500;
+    this.smallReadEvents = Math.max(0, opts.smallReadEvents ?? 8);
     this.cache = opts.cacheSize && opts.cacheSize > 0 ? new LruCache(opts.cacheSize) : null;
   }
 
@@ -223,9 +237,29 @@ export class JetStreamEventStore implements EventStore {
   async read(ref: AggregateRef, opts: ReadOptions = {}): Promise<ReadResult> {
     const subject = this.subjectOf(ref);
     const afterSeq = opts.afterSeq ?? 0;
-    const target = await this.lastSubjectSeq(subject);
+    const untilSeq = opts.untilSeq;
+    if (untilSeq !== undefined && untilSeq <= afterSeq) return { events: [], lastSeq: afterSeq };
+    // Without a bound, the aggregate's last sequence is the bound (and tells a recreated stream apart).
+    const target = untilSeq ?? (await this.lastSubjectSeq(subject));
     if (target <= afterSeq) return { events: [], lastSeq: target };
 
+    // Few events expected (a cached fold that is one or two events behind): fetch them one by one,
+    // one round trip each, instead of paying for an ephemeral consumer.
+    const events: StoredEvent[] = [];
+    let lastSeq = afterSeq;
+    for (let fetched = 0; fetched < this.smallReadEvents && lastSeq < target; fetched++) {
+      const msg = await this.nextBySubject(subject, lastSeq + 1);
+      if (msg === null || msg.seq > target) return { events, lastSeq: untilSeq !== undefined ? lastSeq : target };
+      events.push(this.decodeStored(msg.subject, msg.seq, msg.data));
+      lastSeq = msg.seq;
+    }
+    if (lastSeq >= target) return { events, lastSeq };
+    const rest = await this.readWithConsumer(subject, lastSeq, target);
+    return { events: [...events, ...rest.events], lastSeq: untilSeq !== undefined ? rest.lastSeq : Math.max(rest.lastSeq, target) };
+  }
+
+  /** Read `subject` after `afterSeq` up to `target` through an ephemeral ordered, ack-less consumer. */
+  private async readWithConsumer(subject: string, afterSeq: number, target: number): Promise<ReadResult> {
     const name = `rd_${nuid.next()}`;
     let created = false;
     try {
@@ -250,12 +284,16 @@ export class JetStreamEventStore implements EventStore {
       const events: StoredEvent[] = [];
       let remaining = info.num_pending;
       let lastSeq = afterSeq;
-      while (remaining > 0) {
+      while (remaining > 0 && lastSeq < target) {
         const batch = await consumer.fetch({ max_messages: Math.min(remaining, this.readBatch), expires: 5000 });
         let got = 0;
         for await (const msg of batch) {
           got++;
           remaining--;
+          if (msg.seq > target) {
+            remaining = 0;
+            continue;
+          }
           events.push(this.decodeMessage(msg));
           lastSeq = msg.seq;
         }
@@ -278,7 +316,9 @@ export class JetStreamEventStore implements EventStore {
     const key = this.subjectOf(ref);
     let lastConflict: ConcurrencyConflict | undefined;
     for (let attempt = 1; attempt <= maxAttempts; attempt++) {
-      const { state, lastSeq, lastEventId } = await this.load(key, ref, decider);
+      // First attempt: trust a cached fold without asking the server (the append's expected
+      // sequence checks it); after a conflict, read what was appended since.
+      const { state, lastSeq, lastEventId } = await this.load(key, ref, decider, attempt === 1);
       if (lastEventId !== null && this.ownEventIndex(meta, lastEventId) !== null) {
         // This command's events are at the tail already: all of them, or only the first few if a
         // crash cut a multi-event append short. Decide again on the state before them and append
@@ -359,15 +399,21 @@ export class JetStreamEventStore implements EventStore {
     return { ok: true, events, state, lastSeq };
   }
 
-  /** Fold the aggregate, starting from the cached state when there is one. */
+  /**
+   * Fold the aggregate, starting from the cached state when there is one. With `trustCache`, a
+   * cached fold is returned without a round trip: the caller's append carries its sequence as the
+   * expectation, so a stale cache costs a conflict and a re-read, never a wrong write.
+   */
   private async load<Command, Event extends DomainEventLike, State>(
     key: string,
     ref: AggregateRef,
     decider: DeciderLike<Command, Event, State>,
+    trustCache = false,
   ): Promise<{ state: State; lastSeq: number; lastEventId: string | null }> {
     const cached = this.cache?.get(key);
     // A cache entry is only reused by the decider that folded it.
     const base = cached && cached.decider === decider ? cached : null;
+    if (base && trustCache) return { state: base.state as State, lastSeq: base.lastSeq, lastEventId: base.lastEventId };
     const read = await this.read(ref, { afterSeq: base?.lastSeq ?? 0 });
     if (base && read.lastSeq < base.lastSeq) {
       // The stream went backwards (recreated): forget the cache and rebuild from scratch.
@@ -444,15 +490,34 @@ export class JetStreamEventStore implements EventStore {
   }
 
   private decodeMessage(msg: JsMsg): StoredEvent {
+    return this.decodeStored(msg.subject, msg.seq, msg.data);
+  }
+
+  private decodeStored(subject: string, seq: number, data: Uint8Array): StoredEvent {
     let raw: unknown;
     try {
-      raw = JSON.parse(textDecoder.decode(msg.data));
+      raw = JSON.parse(textDecoder.decode(data));
     } catch (err) {
-      throw new EventDecodeError(msg.subject, msg.seq, { code: 'malformed_json', message: 'stored event is not JSON', issues: [] }, { cause: err });
+      throw new EventDecodeError(subject, seq, { code: 'malformed_json', message: 'stored event is not JSON', issues: [] }, { cause: err });
     }
     const decoded = this.registry.decode(raw);
-    if (!decoded.ok) throw new EventDecodeError(msg.subject, msg.seq, decoded.rejection);
-    return { ...decoded.value, seq: msg.seq };
+    if (!decoded.ok) throw new EventDecodeError(subject, seq, decoded.rejection);
+    return { ...decoded.value, seq };
+  }
+
+  /** The first message on `subject` at or after `fromSeq` (`STREAM.MSG.GET` with `next_by_subj`), or null. */
+  private async nextBySubject(subject: string, fromSeq: number): Promise<{ subject: string; seq: number; data: Uint8Array } | null> {
+    try {
+      // `next_by_subj` is understood by the server from 2.9; the client's type only lists it for direct gets.
+      const query = { seq: fromSeq, next_by_subj: subject } as unknown as { seq: number };
+      const msg = await this.jsm.streams.getMessage(this.stream, query);
+      return { subject: msg.subject, seq: msg.seq, data: msg.data };
+    } catch (err) {
+      const code = jsErrCode(err);
+      if (code === JsErrCode.noMessageFound) return null;
+      if (code === JsErrCode.streamNotFound) throw new StreamNotFound(this.stream, { cause: err });
+      throw new EventStoreError(`cannot read ${subject} from #${fromSeq}: ${(err as Error).message}`, { cause: err });
+    }
   }
 
   /** The stream sequence of the last message on `subject`, or 0 when there is none. */

@@ -5,3 +5,4 @@ export * from './service/runtime';
 export * from './service/bootstrap';
 export * from './transport';
 export * from './clients';
+export * from './observability';

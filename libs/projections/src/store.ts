@@ -8,8 +8,12 @@ import { createReader, type ProjectionReader } from './reader';
 import { applyScript, swapScript } from './scripts';
 import { dumpNamespace, type ProjectionSnapshot } from './snapshot';
 
-/** An event as projections see it: the envelope plus its stream sequence. */
-export type SequencedEvent<E extends EventEnvelope = EventEnvelope> = E & { seq: number };
+/**
+ * An event as projections see it: the envelope plus its stream sequence, and the W3C trace id of
+ * the stored message's `traceparent` header when it has one (not part of the envelope; the live
+ * applier and the replay source both read it from the stored message, so rebuilds agree).
+ */
+export type SequencedEvent<E extends EventEnvelope = EventEnvelope> = E & { seq: number; traceId?: string };
 
 /**
  * A projection, defined as code. `apply` must be a pure function of the event (no reads, no clock):

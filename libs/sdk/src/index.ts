@@ -23,3 +23,17 @@ export type { LedgerErrorBody } from './errors';
 /** The AGENT_RUN_CONFIG sentinel, for legacy agents that write their decision into a comment body. */
 export { renderSentinel, appendSentinelOnce, parseSentinel, SentinelError } from '@baton/contracts';
 export type { AgentResult, AgentRunConfig, HandoffRecord, SentinelParse, StartRunRequest } from '@baton/contracts';
+export {
+  anthropicHandoffTools,
+  handoffCallsFromAnthropic,
+  handoffCallsFromOpenAi,
+  isHandoffToolName,
+  MeshBuildError,
+  meshHandoffTools,
+  meshTurnResult,
+  openAiHandoffTools,
+  publishMeshResult,
+  startMesh,
+} from './mesh';
+export type { AnthropicTool, HandoffToolParameters, MeshHandoffTool, MeshPublisher, MeshToolOptions, MeshTurnInput, OpenAiFunctionTool } from './mesh';
+export * from './webhook';

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { IdSchema, Limits, parseUntrustedJson, type CompletionReportSchema, type HandoffRecord } from '@baton/contracts';
-import { PoisonError, type ConsumedMessage } from '@baton/eventstore';
+import { PoisonError, TransientError, type ConsumedMessage } from '@baton/eventstore';
 import type { AgentResultInput, PublishReceipt } from './client';
 import { InvalidInputError, LedgerCommandError, NotClaimedError } from './errors';
 import type { LedgerClient, LedgerReply } from '@baton/platform';
@@ -101,6 +101,13 @@ export function createOfferHandler(deps: OfferHandlerDeps): (msg: ConsumedMessag
     const offer = new Offer(deps, handoffId, parsed.data, msg);
     try {
       await deps.onOffer(offer);
+    } catch (error) {
+      // Governance refusals (rate cap, paused project): redeliver the offer later, not at once.
+      if (error instanceof LedgerCommandError && (error.code === 'rate_limited' || error.code === 'project_paused')) {
+        const after = error.details?.['retry_after_ms'];
+        throw new TransientError(error.message, { cause: error, delayMs: typeof after === 'number' ? after : 5_000 });
+      }
+      throw error;
     } finally {
       offer.end();
     }

@@ -2,16 +2,18 @@ import type { HandoffEvent, HandoffRecord } from '@baton/contracts';
 import { evolveHandoff, initialHandoffState, toHandoffRecord } from '@baton/domain';
 import { createBatonViews, type TimelineEntry } from '@baton/projections';
 import type { Command } from '../command';
-import { parseCommandArgs, str } from '../command';
+import { int, parseCommandArgs, str } from '../command';
 import { CliError, ExitCode } from '../errors';
 import { printJson, renderFields, renderTable } from '../output';
-import { readHistory } from '../timeline';
+import { historyAt, readHistory } from '../timeline';
 
 /** What `baton handoff <id> --json` prints. */
 export interface HandoffReport {
   handoff: HandoffRecord;
   /** Where the view came from: the Redis projection, or a fold of the events (projection missing). */
   view_source: 'projection' | 'events';
+  /** With `--at`: the stream sequence the view and timeline are as of (folded from the events up to it). */
+  at_seq?: number;
   /** The events, read from the stream (or from the projection when the stream could not be read). */
   timeline: TimelineEntry[];
   timeline_source: 'stream' | 'projection';
@@ -20,39 +22,51 @@ export interface HandoffReport {
 export const handoffCommand: Command = {
   name: 'handoff',
   summary: "show one handoff: its view and its event timeline",
-  help: `Usage: baton handoff <id> [--project p] [--json]
+  help: `Usage: baton handoff <id> [--project p] [--at seq] [--json]
 
 Show a handoff as the projections hold it, and its timeline read straight from the events stream,
 so it works even when the projections are gone (the view is then folded from the events).
 
 Options:
   --project <p>   the project (default: found from the stream)
-  --json          print { handoff, view_source, timeline, timeline_source }
+  --at <seq>      the handoff as of a point in the log: fold only its events with stream seq <= <seq>
+  --json          print { handoff, view_source, timeline, timeline_source[, at_seq] }
 `,
   async run(argv, ctx) {
-    const args = parseCommandArgs(argv, { project: { type: 'string' }, json: { type: 'boolean' } }, { min: 1, max: 1 });
+    const args = parseCommandArgs(argv, { project: { type: 'string' }, at: { type: 'string' }, json: { type: 'boolean' } }, { min: 1, max: 1 });
     if (args.help) {
       ctx.io.stdout.write(this.help);
       return ExitCode.ok;
     }
     const id = args.positionals[0]!;
-    const projected = await createBatonViews(await ctx.projections())
-      .handoff(id)
-      .catch(() => null);
-    const history = await readHistory(ctx, 'handoff', id, str(args, 'project')).catch((error: unknown) => {
-      if (projected === null) throw error;
-      ctx.io.stderr.write(`baton: warning: cannot read the events stream (${(error as Error).message}); showing the projected timeline\n`);
-      return undefined;
-    });
-    let report: HandoffReport;
-    if (projected) {
-      report = history
-        ? { handoff: projected.handoff, view_source: 'projection', timeline: history.timeline, timeline_source: 'stream' }
-        : { handoff: projected.handoff, view_source: 'projection', timeline: projected.timeline, timeline_source: 'projection' };
-    } else {
-      const folded = history ? toHandoffRecord(history.events.reduce((s, e) => evolveHandoff(s, { type: e.type, data: e.payload } as HandoffEvent), initialHandoffState())) : null;
-      if (!history || !folded) throw new CliError(`handoff ${id} not found`);
-      report = { handoff: folded, view_source: 'events', timeline: history.timeline, timeline_source: 'stream' };
+    const atSeq = int(args, 'at', { min: 1, max: Number.MAX_SAFE_INTEGER });
+    let report: HandoffReport | null = null;
+    if (atSeq !== undefined) {
+      const full = await readHistory(ctx, 'handoff', id, str(args, 'project'));
+      if (!full) throw new CliError(`handoff ${id} not found`);
+      const history = historyAt(full, atSeq, `handoff ${id}`);
+      const folded = toHandoffRecord(history.events.reduce((s, e) => evolveHandoff(s, { type: e.type, data: e.payload } as HandoffEvent), initialHandoffState()));
+      if (!folded) throw new CliError(`handoff ${id} has no record at seq ${atSeq}`);
+      report = { handoff: folded, view_source: 'events', at_seq: atSeq, timeline: history.timeline, timeline_source: 'stream' };
+    }
+    if (report === null) {
+      const projected = await createBatonViews(await ctx.projections())
+        .handoff(id)
+        .catch(() => null);
+      const history = await readHistory(ctx, 'handoff', id, str(args, 'project')).catch((error: unknown) => {
+        if (projected === null) throw error;
+        ctx.io.stderr.write(`baton: warning: cannot read the events stream (${(error as Error).message}); showing the projected timeline\n`);
+        return undefined;
+      });
+      if (projected) {
+        report = history
+          ? { handoff: projected.handoff, view_source: 'projection', timeline: history.timeline, timeline_source: 'stream' }
+          : { handoff: projected.handoff, view_source: 'projection', timeline: projected.timeline, timeline_source: 'projection' };
+      } else {
+        const folded = history ? toHandoffRecord(history.events.reduce((s, e) => evolveHandoff(s, { type: e.type, data: e.payload } as HandoffEvent), initialHandoffState())) : null;
+        if (!history || !folded) throw new CliError(`handoff ${id} not found`);
+        report = { handoff: folded, view_source: 'events', timeline: history.timeline, timeline_source: 'stream' };
+      }
     }
     if (args.values['json'] === true) {
       printJson(ctx.io, report);
@@ -76,7 +90,7 @@ Options:
         outcome: h.completion_report?.outcome,
         reason: h.terminal_reason,
         updated: h.updated_at,
-        view: report.view_source === 'events' ? 'folded from the events (projection missing)' : 'projection',
+        view: report.at_seq !== undefined ? `folded from the events up to seq ${report.at_seq}` : report.view_source === 'events' ? 'folded from the events (projection missing)' : 'projection',
       }),
     );
     ctx.io.stdout.write(`\nTimeline (${report.timeline_source}):\n`);

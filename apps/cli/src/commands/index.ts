@@ -1,6 +1,9 @@
 import type { Command } from '../command';
 import { answerCommand } from './answer';
+import { pauseCommand } from './pause';
+import { resumeCommand } from './resume';
 import { decideCommand } from './decide';
+import { dlqCommand } from './dlq';
 import { handoffCommand } from './handoff';
 import { inboxCommand } from './inbox';
 import { publishDefinitionCommand } from './publish-definition';
@@ -10,7 +13,10 @@ import { runCommand } from './run';
 import { schemasCommand } from './schemas';
 import { startCommand } from './start';
 import { stopsCommand } from './stops';
+import { tokenCommand } from './token';
+import { streamsCommand } from './streams';
 import { verifyCommand } from './verify';
+import { validateCommand } from './validate';
 
 /** Every command, in the order `baton help` lists them. */
 export const commands: readonly Command[] = [
@@ -20,10 +26,16 @@ export const commands: readonly Command[] = [
   runCommand,
   answerCommand,
   decideCommand,
+  pauseCommand,
+  resumeCommand,
   startCommand,
   resultCommand,
   publishDefinitionCommand,
+  validateCommand,
   replayCommand,
   verifyCommand,
+  streamsCommand,
+  dlqCommand,
   schemasCommand,
+  tokenCommand,
 ];

@@ -4,6 +4,8 @@ import type { Command } from '../command';
 import { parseCommandArgs } from '../command';
 import { CliError, ExitCode } from '../errors';
 import { printJson, renderFields } from '../output';
+import { formatDiagnostic, hasErrors } from '@baton/definitions';
+import { compileDefinitionPath, isYamlPath } from './definition-files';
 import { issueLines, readJsonFile } from './read-json';
 
 const encoder = new TextEncoder();
@@ -12,11 +14,12 @@ const decoder = new TextDecoder();
 export const publishDefinitionCommand: Command = {
   name: 'publish-definition',
   summary: "publish a project's definition (agents, workflows, lead) to the router",
-  help: `Usage: baton publish-definition <file.json> [--json]
+  help: `Usage: baton publish-definition <file.json|file.yaml> [--json]
 
 Validate a ProjectDefinition (docs/schemas/project-definition.json) and send it to the router
 (request/reply on <prefix>.cmd.router.<project>.publish_definition). Publishing the same
-definition again changes nothing (changed: false). Use - to read stdin.
+definition again changes nothing (changed: false). Use - to read stdin (JSON). A .yaml / .yml
+file is compiled first (see baton validate) and refused when it has errors.
 
 Options:
   --json   print the router's reply as JSON
@@ -28,7 +31,20 @@ Options:
       return ExitCode.ok;
     }
     const file = args.positionals[0]!;
-    const parsed = ProjectDefinitionSchema.safeParse(await readJsonFile(file));
+    let source: unknown;
+    if (isYamlPath(file)) {
+      // YAML is compiled first (docs/definitions.md); a definition with errors is never sent.
+      const compiled = await compileDefinitionPath(file);
+      if (compiled.project === null || hasErrors(compiled.diagnostics)) {
+        ctx.io.stderr.write(`baton: ${file} does not compile:\n${compiled.diagnostics.map((d) => `  ${formatDiagnostic(d)}\n`).join('')}`);
+        return ExitCode.failure;
+      }
+      for (const d of compiled.diagnostics) ctx.io.stderr.write(`baton: ${formatDiagnostic(d)}\n`);
+      source = compiled.project;
+    } else {
+      source = await readJsonFile(file);
+    }
+    const parsed = ProjectDefinitionSchema.safeParse(source);
     if (!parsed.success) {
       const rejection = rejectionFromZod(parsed.error);
       ctx.io.stderr.write(`baton: ${file} is not a valid project definition:\n${issueLines(rejection.issues)}`);

@@ -1,45 +1,76 @@
 import { createBatonProjector } from '@baton/projections';
 import type { Command } from '../command';
-import { flag, parseCommandArgs, str } from '../command';
-import { CliError, ExitCode } from '../errors';
+import { flag, int, parseCommandArgs, str } from '../command';
+import { CliError, ExitCode, UsageError } from '../errors';
 import { printJson, Progress } from '../output';
-import { counted, differenceLines, eventSource, foldAndCompare, selectProjections, type ShadowComparison } from '../rebuild';
+import { counted, differenceLines, eventSource, firstSeqAtOrAfter, foldAndCompare, selectProjections, splitAt, type ShadowComparison } from '../rebuild';
 
 /** One projection's outcome in `baton replay --json`. */
 export type ReplayOutcome =
-  | { projection: string; status: 'swapped'; generation: number; previous: number | null; last_seq: number; events: number; dropped_keys: number }
+  | {
+      projection: string;
+      status: 'swapped';
+      generation: number;
+      previous: number | null;
+      last_seq: number;
+      /** Events replayed from `from_seq` on (all events without `--from-seq` / `--from-time`). */
+      events: number;
+      /** With `--from-seq` / `--from-time`: the first replayed sequence, and the events before it that seeded the shadow. */
+      from_seq?: number;
+      seeded?: number;
+      dropped_keys: number;
+    }
   | { projection: string; status: 'lost'; generation: number; winner: number | null }
   | ({ status: 'dry_run' } & ShadowComparison);
 
 export const replayCommand: Command = {
   name: 'replay',
   summary: 'rebuild projections from the events stream (shadow keyspace, atomic swap)',
-  help: `Usage: baton replay [--projection name] [--dry-run] [--json]
+  help: `Usage: baton replay [--projection name] [--from-seq N | --from-time ISO] [--dry-run] [--json]
 
-Rebuild Baton's Redis projections (inbox, stops, handoffs, runs) by replaying <PREFIX>_EVENTS into
-a fresh shadow generation and swapping it in atomically (compare-and-set), while the notifier
-keeps applying live events; the old generation is deleted after the swap. Progress goes to
-stderr (a bar on a terminal, plain lines otherwise).
+Rebuild Baton's Redis projections (inbox, stops, handoffs, runs, notices) by replaying
+<PREFIX>_EVENTS into a fresh shadow generation and swapping it in atomically (compare-and-set),
+while the notifier keeps applying live events; the old generation is deleted after the swap.
+Progress goes to stderr (a bar on a terminal, plain lines otherwise).
+
+Replaying from a point (--from-seq N, or --from-time T = the first sequence stored at or after T):
+a projection is a fold, so a replay that starts at N is only meaningful on top of the state as of
+N-1. The shadow is first seeded with exactly that state (events 1..N-1 are folded into it in
+batches, shown as a "seed" phase), then events N.. are replayed (the progress bar), then the shadow
+is swapped in. The live generation is never reused as the seed: it has applied events after N-1
+too. The result is therefore always identical to a full replay; use it to see how far the
+replay from N got and to time the part you care about (e.g. after fixing a projection bug that
+affected events from N on).
 
 Options:
-  --projection <name>   only this projection (inbox, stops, handoffs, runs)
+  --projection <name>   only this projection (inbox, stops, handoffs, runs, notices)
+  --from-seq <N>        replay from stream sequence N (the shadow is seeded with the state at N-1)
+  --from-time <ISO>     replay from the first event stored at or after this time
   --dry-run             rebuild into a shadow, report the counts and the difference from the live
                         projection, then discard the shadow (nothing live changes)
   --json                print the outcome of each projection as a JSON array
 `,
   async run(argv, ctx) {
-    const args = parseCommandArgs(argv, { projection: { type: 'string' }, 'dry-run': { type: 'boolean' }, json: { type: 'boolean' } }, { min: 0, max: 0 });
+    const args = parseCommandArgs(
+      argv,
+      { projection: { type: 'string' }, 'from-seq': { type: 'string' }, 'from-time': { type: 'string' }, 'dry-run': { type: 'boolean' }, json: { type: 'boolean' } },
+      { min: 0, max: 0 },
+    );
     if (args.help) {
       ctx.io.stdout.write(this.help);
       return ExitCode.ok;
     }
     const projections = selectProjections(str(args, 'projection'));
+    const fromTime = str(args, 'from-time');
+    let fromSeq = int(args, 'from-seq', { min: 1, max: Number.MAX_SAFE_INTEGER });
+    if (fromSeq !== undefined && fromTime !== undefined) throw new UsageError('give --from-seq or --from-time, not both');
+    if (fromTime !== undefined) fromSeq = await firstSeqAtOrAfter(ctx, fromTime);
     const json = flag(args, 'json');
     const store = await ctx.projections();
     const { source, total } = await eventSource(ctx);
     const outcomes: ReplayOutcome[] = [];
     for (const projection of projections) {
-      const progress = new Progress(ctx.io, `${flag(args, 'dry-run') ? 'dry-run' : 'replay'} ${projection.name}`, total);
+      let progress = new Progress(ctx.io, `${flag(args, 'dry-run') ? 'dry-run' : 'replay'} ${projection.name}`, total);
       if (flag(args, 'dry-run')) {
         const comparison = await foldAndCompare(store, projection, source, { boundToLive: false, progress });
         outcomes.push({ status: 'dry_run', ...comparison });
@@ -53,19 +84,40 @@ Options:
         continue;
       }
       let events = 0;
+      let seeded = 0;
       const projector = createBatonProjector({ store, projections: [projection] });
+      let feed = counted(source, () => {
+        events++;
+        progress.tick();
+      });
+      let seedProgress: Progress | null = null;
+      if (fromSeq !== undefined) {
+        const start = fromSeq;
+        const seed = new Progress(ctx.io, `seed ${projection.name} to seq ${start - 1}`, Math.min(total, start - 1));
+        seedProgress = seed;
+        const replay = new Progress(ctx.io, `replay ${projection.name} from seq ${start}`, Math.max(0, total - (start - 1)));
+        feed = splitAt(
+          source,
+          start,
+          () => {
+            seeded++;
+            seed.tick();
+          },
+          () => {
+            if (events === 0) seed.finish();
+            events++;
+            replay.tick();
+          },
+        );
+        progress = replay;
+      }
       let result;
       try {
-        result = await projector.rebuild(
-          projection.name,
-          counted(source, () => {
-            events++;
-            progress.tick();
-          }),
-        );
+        result = await projector.rebuild(projection.name, feed);
       } catch (error) {
         throw new CliError(`rebuilding ${projection.name} failed: ${(error as Error).message}`, { cause: error });
       } finally {
+        if (events === 0) seedProgress?.finish();
         progress.finish();
       }
       if (result.status === 'lost') {
@@ -81,11 +133,13 @@ Options:
         previous: result.previous,
         last_seq: result.lastSeq,
         events,
+        ...(fromSeq !== undefined ? { from_seq: fromSeq, seeded } : {}),
         dropped_keys: cleanup.deletedKeys,
       });
       if (!json) {
+        const from = fromSeq !== undefined ? ` (seeded with ${seeded} events to seq ${fromSeq - 1}, replayed from seq ${fromSeq})` : '';
         ctx.io.stdout.write(
-          `${projection.name}: rebuilt generation ${result.generation} from ${events} events (to seq ${result.lastSeq}); ` +
+          `${projection.name}: rebuilt generation ${result.generation} from ${events} events${from} (to seq ${result.lastSeq}); ` +
             `swapped out generation ${result.previous ?? '-'} (${cleanup.deletedKeys} keys deleted)\n`,
         );
       }

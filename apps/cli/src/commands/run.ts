@@ -2,16 +2,19 @@ import type { RunEvent } from '@baton/domain';
 import { evolveRun, initialRunState } from '@baton/domain';
 import { createBatonViews, toRunView, type RunView, type TimelineEntry } from '@baton/projections';
 import type { Command } from '../command';
-import { parseCommandArgs, str } from '../command';
+import type { CliContext } from '../context';
+import { int, parseCommandArgs, str } from '../command';
 import { CliError, ExitCode } from '../errors';
 import { printJson, renderFields } from '../output';
-import { readHistory } from '../timeline';
+import { historyAt, readHistory } from '../timeline';
 import { timelineTable } from './handoff';
 
 /** What `baton run <id> --json` prints. */
 export interface RunReport {
   run: RunView;
   view_source: 'projection' | 'events';
+  /** With `--at`: the stream sequence the view and timeline are as of (folded from the events up to it). */
+  at_seq?: number;
   /** The handoffs the run created (from the projection; empty when it is missing). */
   handoffs: string[];
   timeline: TimelineEntry[];
@@ -21,22 +24,34 @@ export interface RunReport {
 export const runCommand: Command = {
   name: 'run',
   summary: 'show one workflow run: its view and its event timeline',
-  help: `Usage: baton run <id> [--project p] [--json]
+  help: `Usage: baton run <id> [--project p] [--at seq] [--json]
 
 Show a workflow run as the projections hold it, and its timeline read straight from the events
 stream, so it works even when the projections are gone (the view is then folded from the events).
 
 Options:
   --project <p>   the project (default: found from the stream)
-  --json          print { run, view_source, handoffs, timeline, timeline_source }
+  --at <seq>      the run as of a point in the log: fold only its events with stream seq <= <seq>
+                  (view and timeline; the projections are not read)
+  --json          print { run, view_source, handoffs, timeline, timeline_source[, at_seq] }
 `,
   async run(argv, ctx) {
-    const args = parseCommandArgs(argv, { project: { type: 'string' }, json: { type: 'boolean' } }, { min: 1, max: 1 });
+    const args = parseCommandArgs(argv, { project: { type: 'string' }, at: { type: 'string' }, json: { type: 'boolean' } }, { min: 1, max: 1 });
     if (args.help) {
       ctx.io.stdout.write(this.help);
       return ExitCode.ok;
     }
     const id = args.positionals[0]!;
+    const atSeq = int(args, 'at', { min: 1, max: Number.MAX_SAFE_INTEGER });
+    if (atSeq !== undefined) {
+      const full = await readHistory(ctx, 'run', id, str(args, 'project'));
+      if (!full) throw new CliError(`run ${id} not found`);
+      const history = historyAt(full, atSeq, `run ${id}`);
+      const state = history.events.reduce((s, e) => evolveRun(s, { type: e.type, data: e.payload } as RunEvent), initialRunState());
+      const view = toRunView(state, history.events[history.events.length - 1]!);
+      if (!view) throw new CliError(`run ${id} has no view at seq ${atSeq}`);
+      return print(ctx, args.values['json'] === true, { run: view, view_source: 'events', at_seq: atSeq, handoffs: [], timeline: history.timeline, timeline_source: 'stream' });
+    }
     const views = createBatonViews(await ctx.projections());
     const projected = await views.run(id).catch(() => null);
     const handoffs = projected ? await views.runHandoffs(id).catch(() => []) : [];
@@ -57,33 +72,43 @@ Options:
       if (!history || !view) throw new CliError(`run ${id} not found`);
       report = { run: view, view_source: 'events', handoffs, timeline: history.timeline, timeline_source: 'stream' };
     }
-    if (args.values['json'] === true) {
-      printJson(ctx.io, report);
-      return ExitCode.ok;
-    }
-    const r = report.run;
-    ctx.io.stdout.write(
-      renderFields({
-        run: r.workflow_run_id,
-        project: r.project,
-        workflow: `${r.workflow.name} v${r.workflow.version}`,
-        status: r.status,
-        step: r.step,
-        agent: r.agent,
-        callback: r.callback ?? undefined,
-        hops: r.hops,
-        handoff: r.handoff_id ?? undefined,
-        'open stop': r.open_stop_id ?? undefined,
-        hold: r.hold ? `${r.hold.kind}: ${r.hold.reason}` : undefined,
-        terminated: r.terminated_reason ?? undefined,
-        started: r.started_at,
-        updated: r.updated_at,
-        handoffs: report.handoffs.length > 0 ? report.handoffs.join(', ') : undefined,
-        view: report.view_source === 'events' ? 'folded from the events (projection missing)' : 'projection',
-      }),
-    );
-    ctx.io.stdout.write(`\nTimeline (${report.timeline_source}):\n`);
-    ctx.io.stdout.write(timelineTable(report.timeline));
-    return ExitCode.ok;
+    return print(ctx, args.values['json'] === true, report);
   },
 };
+
+/** Print a run report as JSON or as fields plus the timeline. */
+function print(ctx: CliContext, json: boolean, report: RunReport): ExitCode {
+  if (json) {
+    printJson(ctx.io, report);
+    return ExitCode.ok;
+  }
+  const r = report.run;
+  ctx.io.stdout.write(
+    renderFields({
+      run: r.workflow_run_id,
+      project: r.project,
+      workflow: `${r.workflow.name} v${r.workflow.version}`,
+      status: r.status,
+      step: r.step,
+      agent: r.agent,
+      callback: r.callback ?? undefined,
+      hops: r.hops,
+      handoff: r.handoff_id ?? undefined,
+      'open stop': r.open_stop_id ?? undefined,
+      hold: r.hold ? `${r.hold.kind}: ${r.hold.reason}` : undefined,
+      terminated: r.terminated_reason ?? undefined,
+      started: r.started_at,
+      updated: r.updated_at,
+      handoffs: report.handoffs.length > 0 ? report.handoffs.join(', ') : undefined,
+      view:
+        report.at_seq !== undefined
+          ? `folded from the events up to seq ${report.at_seq}`
+          : report.view_source === 'events'
+            ? 'folded from the events (projection missing)'
+            : 'projection',
+    }),
+  );
+  ctx.io.stdout.write(`\nTimeline (${report.timeline_source}${report.at_seq !== undefined ? `, to seq ${report.at_seq}` : ''}):\n`);
+  ctx.io.stdout.write(timelineTable(report.timeline));
+  return ExitCode.ok;
+}

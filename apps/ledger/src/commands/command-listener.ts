@@ -2,6 +2,7 @@ import { Inject, Injectable, type OnApplicationBootstrap, type OnModuleDestroy }
 import type { Msg, Subscription } from 'nats';
 import { Subjects } from '@baton/contracts';
 import { headersToRecord } from '@baton/eventstore';
+import type { ProjectControlReply } from '@baton/contracts';
 import { RUNTIME, type LedgerReply, type ServiceRuntime } from '@baton/platform';
 import { LedgerCommands } from './ledger-commands';
 
@@ -61,7 +62,7 @@ export class LedgerCommandListener implements OnApplicationBootstrap, OnModuleDe
   }
 
   private async answer(msg: Msg): Promise<void> {
-    let reply: LedgerReply;
+    let reply: LedgerReply | ProjectControlReply;
     try {
       reply = await this.commands.handle({ subject: msg.subject, headers: headersToRecord(msg.headers), data: msg.data });
     } catch (error) {

@@ -8,6 +8,10 @@ import {
   CompleteFromResultCommandSchema,
   CreateHandoffCommandSchema,
   DecideHandbackCommandSchema,
+  ExpireDeadlineCommandSchema,
+  GovernanceErrorCode,
+  isProjectControlCommandName,
+  type ProjectControlReply,
   FailHandoffCommandSchema,
   HeartbeatHandoffCommandSchema,
   IdSchema,
@@ -37,6 +41,8 @@ import {
 import { LEDGER_CONFIG, type LedgerConfig } from '../config';
 import { LedgerIds } from '../ids';
 import { ProjectDirectory, type ProjectView } from '../projects/project-directory';
+import { ProjectControlService } from '../governance/project-control.service';
+import { ClaimRateLimiter } from '../governance/rate-limiter';
 
 /** Dead-letter source of rejected ledger requests (`<prefix>.dlq.ledger`). */
 export const LEDGER_DLQ_SOURCE = 'ledger';
@@ -53,6 +59,8 @@ export interface LedgerRequest {
 
 /** A command ready to decide: the handoff it is for and the domain command. */
 interface Prepared {
+  /** The project the handoff lives in (the target of a cross-project create), when not the subject's. */
+  project?: string;
   handoffId: string;
   idempotencyKey: string;
   command: HandoffCommand;
@@ -121,9 +129,21 @@ export class LedgerCommands {
     @Inject(RUNTIME) private readonly runtime: ServiceRuntime,
     @Inject(LEDGER_CONFIG) private readonly config: LedgerConfig,
     @Inject(ProjectDirectory) private readonly projects: ProjectDirectory,
+    @Inject(ProjectControlService) private readonly control: ProjectControlService,
+    @Inject(ClaimRateLimiter) private readonly rates: ClaimRateLimiter,
   ) {}
 
-  async handle(request: LedgerRequest): Promise<LedgerReply> {
+  async handle(request: LedgerRequest): Promise<LedgerReply | ProjectControlReply> {
+    // The kill switch: `<prefix>.cmd.ledger.<project>.pause|resume` (admin only).
+    const tokens = request.subject.split('.');
+    const controlName = tokens[4];
+    if (tokens.length === 5 && controlName !== undefined && isProjectControlCommandName(controlName) && ProjectIdSchema.safeParse(tokens[3]).success) {
+      try {
+        return await this.control.handle(tokens[3] as string, controlName, request.data);
+      } catch (error) {
+        return this.unavailable(error);
+      }
+    }
     const decoded = this.decode(request);
     if (!decoded.ok) return this.reject(request, decoded.rejection);
     const { project, name, actor, body } = decoded.value;
@@ -140,11 +160,37 @@ export class LedgerCommands {
     }
     if (!prepared.ok) return this.reject(request, prepared.rejection);
     const { handoffId, idempotencyKey, command } = prepared.value;
+    const home = prepared.value.project ?? project;
 
-    const commandId = LedgerIds.commandId(project, handoffId, name, idempotencyKey);
+    // Governance on claims: the kill switch, then the agent's rate cap.
+    if (command.type === 'claim') {
+      try {
+        if (await this.control.isPaused(project)) {
+          log.info('claim refused: project paused', { handoff_id: handoffId, actor: metadata.actor });
+          return { ok: false, error: { code: GovernanceErrorCode.projectPaused, kind: 'unavailable', message: `project ${project} is paused; claims resume when an admin resumes it` } };
+        }
+      } catch (error) {
+        return this.unavailable(error);
+      }
+      const refusal = this.rates.check(project, metadata.actor, Date.now());
+      if (refusal) {
+        log.info('claim refused: rate cap', { handoff_id: handoffId, actor: metadata.actor, limit: refusal.limit });
+        return {
+          ok: false,
+          error: {
+            code: GovernanceErrorCode.rateLimited,
+            kind: 'unavailable',
+            message: `${metadata.actor} reached its cap of ${refusal.limit} claims per minute; retry in ${refusal.retry_after_ms} ms`,
+            details: { retry_after_ms: refusal.retry_after_ms, limit: refusal.limit },
+          },
+        };
+      }
+    }
+
+    const commandId = LedgerIds.commandId(home, handoffId, name, idempotencyKey);
     const correlation = request.headers[CorrelationHeader]?.[0];
     try {
-      const result = await this.runtime.store.handleCommand({ project, kind: 'handoff', id: handoffId }, handoffDecider, command, {
+      const result = await this.runtime.store.handleCommand({ project: home, kind: 'handoff', id: handoffId }, handoffDecider, command, {
         commandId,
         occurredAt: metadata.now,
         actor: metadata.actor,
@@ -156,6 +202,7 @@ export class LedgerCommands {
         log.info('command refused', { handoff_id: handoffId, code: result.error.code, actor: metadata.actor });
         return { ok: false, error: result.error };
       }
+      if (command.type === 'claim' && result.events.length > 0) this.rates.record(project, metadata.actor, Date.now());
       const handoff = toHandoffRecord(result.state);
       if (!handoff) return { ok: false, error: { code: 'not_found', kind: 'not_found', message: `handoff ${handoffId} does not exist` } };
       if (result.events.length > 0) {
@@ -220,7 +267,31 @@ export class LedgerCommands {
         if (d.project !== project) {
           return refused(LedgerErrorCode.projectMismatch, `the body names project "${d.project}" but was sent to project "${project}"`, 'project');
         }
-        return done(d.handoff_id, d.idempotency_key, { type: 'create', data: d, metadata });
+        if (d.target_project !== undefined && d.target_project !== project) {
+          // Cross-project: both rosters are resolved here and the domain checks them; the handoff
+          // lives in the target project. Nothing is registered in either project.
+          const source = await view();
+          const target = await this.projects.view(d.target_project);
+          return {
+            ok: true,
+            value: {
+              project: d.target_project,
+              handoffId: d.handoff_id,
+              idempotencyKey: d.idempotency_key,
+              command: {
+                type: 'create',
+                data: {
+                  ...d,
+                  project: d.target_project,
+                  cross_project: { source_project: project, source_visible: source.roster.visible_actors, target_visible: target.roster.visible_actors },
+                },
+                metadata,
+              },
+            },
+          };
+        }
+        const { target_project: _same, ...local } = d;
+        return done(d.handoff_id, d.idempotency_key, { type: 'create', data: local, metadata });
       }
       case 'claim': {
         const parsed = parseWith(ClaimHandoffCommandSchema, body);
@@ -300,6 +371,11 @@ export class LedgerCommands {
         const parsed = parseWith(CompleteFromResultCommandSchema, body);
         if (!parsed.ok) return parsed;
         return done(parsed.value.handoff_id, parsed.value.idempotency_key, { type: 'complete_from_result', data: parsed.value, metadata });
+      }
+      case 'expire_deadline': {
+        const parsed = parseWith(ExpireDeadlineCommandSchema, body);
+        if (!parsed.ok) return parsed;
+        return done(parsed.value.handoff_id, parsed.value.idempotency_key, { type: 'expire_deadline', data: parsed.value, metadata });
       }
       default: {
         const never: never = name;

@@ -2,8 +2,10 @@ import { Inject, Injectable } from '@nestjs/common';
 import { headers as natsHeaders } from 'nats';
 import type { EventEnvelope, HandoffEvent } from '@baton/contracts';
 import { LEDGER_ACTOR, handoffDecider, reactToHandoffEvent, toHandoffRecord, type HandoffState } from '@baton/domain';
-import { LruCache, PoisonError, TransientError, deadLetter, type AggregateRef } from '@baton/eventstore';
+import { LruCache, PoisonError, TransientError, batonStreamNames, deadLetter, type AggregateRef } from '@baton/eventstore';
 import { OfferHeader, RUNTIME, handoffOfferSubject, type ServiceRuntime } from '@baton/platform';
+import { ProjectControlService } from '../governance/project-control.service';
+import { pendingHandoffs } from '../governance/pending-handoffs';
 import { LedgerIds } from '../ids';
 import { ProjectDirectory } from '../projects/project-directory';
 
@@ -53,7 +55,27 @@ export class HandoffReactor {
   constructor(
     @Inject(RUNTIME) private readonly runtime: ServiceRuntime,
     @Inject(ProjectDirectory) private readonly projects: ProjectDirectory,
+    @Inject(ProjectControlService) private readonly control: ProjectControlService,
   ) {}
+
+  /**
+   * On `project.resumed`: offer every pending handoff of the project again (offers are derived
+   * data). `Nats-Msg-Id` is `offer:<handoff id>:resume:<pause id>`, so a redelivered resume event
+   * offers each handoff once. An offer held while paused (or refused by a claim while paused) is
+   * how nothing is lost: the handoff stayed pending in the stream.
+   */
+  async reofferPending(project: string, pauseId: string): Promise<number> {
+    const names = batonStreamNames(this.runtime.config.BATON_PREFIX);
+    const pending = await this.transient(`list the pending handoffs of ${project}`, () =>
+      pendingHandoffs(this.runtime.nats.js, names.events, this.runtime.config.BATON_PREFIX, project, this.runtime.registry),
+    );
+    let offered = 0;
+    for (const { state, lastSeq } of pending) {
+      if (await this.publishOffer(state, lastSeq, 'project.resumed', `offer:${state.id}:resume:${pauseId}`)) offered++;
+    }
+    this.runtime.logger.info('project resumed; pending handoffs re-offered', { project, pause_id: pauseId, offered });
+    return offered;
+  }
 
   async react(delivered: DeliveredEvent): Promise<void> {
     const envelope = this.decode(delivered);
@@ -107,17 +129,27 @@ export class HandoffReactor {
   /** Publish the offer when the event left the handoff pending for an addressed agent. */
   private async offer(event: HandoffEvent, state: HandoffState, seq: number): Promise<void> {
     if (!OFFER_EVENTS.has(event.type) || state.status !== 'pending' || state.to_agent === undefined) return;
+    // Kill switch: while the project is paused offers are held; `project.resumed` re-offers.
+    if (await this.transient(`read the control state of ${state.project}`, () => this.control.isPaused(state.project))) {
+      this.runtime.logger.info('offer held: project paused', { project: state.project, handoff_id: state.id });
+      return;
+    }
+    await this.publishOffer(state, seq, event.type, `offer:${state.id}:${seq}`);
+  }
+
+  private async publishOffer(state: HandoffState, seq: number, cause: string, msgId: string): Promise<boolean> {
+    if (state.status !== 'pending' || state.to_agent === undefined) return false;
     const record = toHandoffRecord(state);
     const subject = handoffOfferSubject(this.runtime.config.BATON_PREFIX, state.project, state.to_agent);
-    if (!record || !subject) return;
+    if (!record || !subject) return false;
     const hdrs = natsHeaders();
     hdrs.set(OfferHeader.handoffId, state.id);
     hdrs.set(OfferHeader.eventSeq, String(seq));
-    hdrs.set(OfferHeader.eventType, event.type);
-    await this.transient(`offer ${state.id} to ${state.to_agent}`, () =>
-      this.runtime.nats.js.publish(subject, encoder.encode(JSON.stringify(record)), { msgID: `offer:${state.id}:${seq}`, headers: hdrs }),
-    );
-    this.runtime.logger.info('handoff offered', { project: state.project, handoff_id: state.id, to_agent: state.to_agent, seq });
+    hdrs.set(OfferHeader.eventType, cause);
+    const agent = state.to_agent;
+    await this.transient(`offer ${state.id} to ${agent}`, () => this.runtime.nats.js.publish(subject, encoder.encode(JSON.stringify(record)), { msgID: msgId, headers: hdrs }));
+    this.runtime.logger.info('handoff offered', { project: state.project, handoff_id: state.id, to_agent: agent, seq });
+    return true;
   }
 
   /**

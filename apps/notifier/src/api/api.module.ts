@@ -1,12 +1,14 @@
 import { Module } from '@nestjs/common';
+import { AuthModule } from '../auth/auth.module';
 import { ProjectionModule } from '../projection/projection.module';
 import { DocsController, HandoffsController, InboxController, RunsController, StopsController } from './controllers';
 import { OperatorActions } from './operator-actions';
 
-/** The operator HTTP API (`/v1/...`, `/openapi.json`, `/docs`). */
+/** The operator HTTP API (`/v1/...`, token-authenticated; `/openapi.json`, `/docs`). */
 @Module({
-  imports: [ProjectionModule],
+  imports: [ProjectionModule, AuthModule],
   controllers: [InboxController, StopsController, HandoffsController, RunsController, DocsController],
   providers: [OperatorActions],
+  exports: [OperatorActions],
 })
 export class ApiModule {}

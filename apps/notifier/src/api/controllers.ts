@@ -1,6 +1,9 @@
-import { Body, Controller, Get, Header, HttpCode, Inject, Param, Post, Query, UseFilters } from '@nestjs/common';
+import { Body, Controller, Get, Header, HttpCode, Inject, Param, Post, Query, UseFilters, UseGuards } from '@nestjs/common';
 import { isoMs, type BatonViews, type ItemFilters } from '@baton/projections';
 import { BATON_VIEWS } from '../projection/tokens';
+import { ApiAuthGuard, Caller } from '../auth/auth.guard';
+import type { Principal } from '../auth/roles';
+import { assertVisible, scopedProjects } from '../auth/scope';
 import { ApiExceptionFilter, notFound, parseOr400 } from './http';
 import { buildOpenApiDocument, docsPage } from './openapi';
 import { OperatorActions } from './operator-actions';
@@ -13,19 +16,26 @@ import {
   StopsQuerySchema,
 } from './schemas';
 
-/** Controllers are thin: parse with zod (400 on failure), call the read side or a use case, shape the reply. */
+/**
+ * Controllers are thin: parse with zod (400 on failure), call the read side or a use case, shape
+ * the reply. Every `/v1` route needs an authenticated caller ({@link ApiAuthGuard}) and shows or
+ * acts on the caller's projects only: listings are narrowed to them, and an item of another
+ * project answers 404 as if it did not exist.
+ */
 
 @UseFilters(ApiExceptionFilter)
+@UseGuards(ApiAuthGuard)
 @Controller('v1/inbox')
 export class InboxController {
   constructor(@Inject(BATON_VIEWS) private readonly views: BatonViews) {}
 
   /** `GET /v1/inbox`: items a person must act on, newest or most urgent first, filtered, keyset-paged. */
   @Get()
-  async list(@Query() query: unknown) {
+  async list(@Query() query: unknown, @Caller() caller: Principal) {
     const q = parseOr400(InboxQuerySchema, query);
+    const projects = scopedProjects(caller, q.project);
     const filters: ItemFilters = {
-      ...(q.project ? { project: q.project } : {}),
+      ...(projects ? { project: projects } : {}),
       ...(q.kind ? { kind: q.kind } : {}),
       ...(q.why ? { why: q.why } : {}),
       ...(q.agent ? { agent: q.agent } : {}),
@@ -38,6 +48,7 @@ export class InboxController {
 }
 
 @UseFilters(ApiExceptionFilter)
+@UseGuards(ApiAuthGuard)
 @Controller('v1/stops')
 export class StopsController {
   constructor(
@@ -50,10 +61,11 @@ export class StopsController {
    * With `since` / `until` a page may hold fewer than `limit` packets; follow `next_cursor`.
    */
   @Get()
-  async list(@Query() query: unknown) {
+  async list(@Query() query: unknown, @Caller() caller: Principal) {
     const q = parseOr400(StopsQuerySchema, query);
+    const projects = scopedProjects(caller, q.project);
     const filters: ItemFilters = {
-      ...(q.project ? { project: q.project } : {}),
+      ...(projects ? { project: projects } : {}),
       ...(q.why ? { why: q.why } : {}),
       ...(q.agent ? { agent: q.agent } : {}),
       ...(q.status ? { status: q.status } : {}),
@@ -71,21 +83,23 @@ export class StopsController {
 
   /** `GET /v1/stops/:id`: one stop packet with its answer and effect. */
   @Get(':id')
-  async get(@Param('id') id: string) {
+  async get(@Param('id') id: string, @Caller() caller: Principal) {
     const record = await this.views.stop(parseOr400(IdParamSchema, id));
     if (!record) throw notFound('stop packet', id);
+    assertVisible(caller, record.stop.project, 'stop packet', id);
     return record;
   }
 
   /** `POST /v1/stops/:id/answer`: answer the packet's form → 202 once published to the router. */
   @Post(':id/answer')
   @HttpCode(202)
-  answer(@Param('id') id: string, @Body() body: unknown) {
-    return this.actions.answerStop(parseOr400(IdParamSchema, id), parseOr400(StopAnswerBodySchema, body));
+  answer(@Param('id') id: string, @Body() body: unknown, @Caller() caller: Principal) {
+    return this.actions.answerStop(parseOr400(IdParamSchema, id), parseOr400(StopAnswerBodySchema, body), caller);
   }
 }
 
 @UseFilters(ApiExceptionFilter)
+@UseGuards(ApiAuthGuard)
 @Controller('v1/handoffs')
 export class HandoffsController {
   constructor(
@@ -95,21 +109,23 @@ export class HandoffsController {
 
   /** `GET /v1/handoffs/:id`: the handoff record and its event timeline. */
   @Get(':id')
-  async get(@Param('id') id: string) {
+  async get(@Param('id') id: string, @Caller() caller: Principal) {
     const view = await this.views.handoff(parseOr400(IdParamSchema, id));
     if (!view) throw notFound('handoff', id);
+    assertVisible(caller, view.handoff.project, 'handoff', id);
     return view;
   }
 
   /** `POST /v1/handoffs/:id/decision`: accept or rework a completion handback (through the ledger). */
   @Post(':id/decision')
   @HttpCode(200)
-  decide(@Param('id') id: string, @Body() body: unknown) {
-    return this.actions.decideHandback(parseOr400(IdParamSchema, id), parseOr400(HandbackDecisionBodySchema, body));
+  decide(@Param('id') id: string, @Body() body: unknown, @Caller() caller: Principal) {
+    return this.actions.decideHandback(parseOr400(IdParamSchema, id), parseOr400(HandbackDecisionBodySchema, body), caller);
   }
 }
 
 @UseFilters(ApiExceptionFilter)
+@UseGuards(ApiAuthGuard)
 @Controller('v1/runs')
 export class RunsController {
   constructor(
@@ -119,18 +135,19 @@ export class RunsController {
 
   /** `GET /v1/runs/:id`: the run view, its event timeline and the handoffs it created. */
   @Get(':id')
-  async get(@Param('id') id: string) {
+  async get(@Param('id') id: string, @Caller() caller: Principal) {
     const runId = parseOr400(IdParamSchema, id);
     const view = await this.views.run(runId);
     if (!view) throw notFound('run', id);
+    assertVisible(caller, view.run.project, 'run', id);
     return { ...view, handoffs: await this.views.runHandoffs(runId) };
   }
 
   /** `POST /v1/runs/:id/answer`: answer a held run → 202 once published to the router. */
   @Post(':id/answer')
   @HttpCode(202)
-  answer(@Param('id') id: string, @Body() body: unknown) {
-    return this.actions.answerHold(parseOr400(IdParamSchema, id), parseOr400(HoldAnswerBodySchema, body));
+  answer(@Param('id') id: string, @Body() body: unknown, @Caller() caller: Principal) {
+    return this.actions.answerHold(parseOr400(IdParamSchema, id), parseOr400(HoldAnswerBodySchema, body), caller);
   }
 }
 

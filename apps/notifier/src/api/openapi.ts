@@ -51,8 +51,10 @@ export function buildOpenApiDocument(): object {
       title: 'Baton operator API',
       version: '1.0.0',
       description:
-        'The notifier service: the operator inbox, stop packets, handoff and run views (Redis projections of the event streams), and the operator actions (answer a stop packet or a hold, accept or rework a completion handback). Until operator authentication lands, every caller acts with the `operator` role and names itself in `answered_by` / `actor`.',
+        'The notifier service: the operator inbox, stop packets, handoff and run views (Redis projections of the event streams), and the operator actions (answer a stop packet or a hold, accept or rework a completion handback). Every `/v1` route needs `Authorization: Bearer <token>` (made with `baton token create`; roles viewer / operator / admin, scoped to projects): a caller sees and answers only its projects (another project\'s item answers 404), a viewer cannot answer (403 `role_forbidden`), and `answered_by` / `actor_role` / the decision\'s actor come from the token, never from the body. 401 `unauthenticated` without a valid token.',
     },
+    components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'an operator token from `baton token create`' } } },
+    security: [{ bearer: [] }],
     paths: {
       '/v1/inbox': {
         get: {
@@ -135,8 +137,16 @@ export function buildOpenApiDocument(): object {
           },
         },
       },
-      '/openapi.json': { get: { operationId: 'openapi', summary: 'This document', responses: { '200': { description: 'the OpenAPI document' } } } },
-      '/docs': { get: { operationId: 'docs', summary: 'A page linking this document', responses: { '200': { description: 'HTML' } } } },
+      '/v1/events/stream': {
+        get: {
+          operationId: 'eventStream',
+          summary: 'Server-sent events: `event: inbox` with { seq, project, event_type, aggregate } after each inbox change of the caller\'s projects',
+          description: 'The first frame is `event: ready`. The web inbox listens here (with its session cookie; GET requests accept it) and reloads the items that changed.',
+          responses: { '200': { description: 'text/event-stream', content: { 'text/event-stream': { schema: { type: 'string' } } } }, '401': error('`unauthenticated`') },
+        },
+      },
+      '/openapi.json': { get: { operationId: 'openapi', summary: 'This document', security: [], responses: { '200': { description: 'the OpenAPI document' } } } },
+      '/docs': { get: { operationId: 'docs', summary: 'A page linking this document', security: [], responses: { '200': { description: 'HTML' } } } },
     },
   };
 }
@@ -153,7 +163,9 @@ export function docsPage(): string {
 <li><code>GET /v1/stops</code>, <code>GET /v1/stops/{id}</code>, <code>POST /v1/stops/{id}/answer</code></li>
 <li><code>GET /v1/runs/{id}</code>, <code>POST /v1/runs/{id}/answer</code></li>
 <li><code>GET /v1/handoffs/{id}</code>, <code>POST /v1/handoffs/{id}/decision</code></li>
+<li><code>GET /v1/events/stream</code> — server-sent inbox changes</li>
 </ul>
+<p>Every <code>/v1</code> route needs <code>Authorization: Bearer &lt;token&gt;</code> (<code>baton token create</code>). The web inbox is at <a href="/inbox">/inbox</a>.</p>
 </body></html>
 `;
 }

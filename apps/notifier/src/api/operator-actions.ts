@@ -8,6 +8,8 @@ import type { z } from 'zod';
 import { RunAnswerRequestSchema, type RunAnswerRequest } from '@baton/contracts';
 import type { LedgerClient } from '@baton/platform';
 import { BATON_VIEWS, LEDGER_CLIENT } from '../projection/tokens';
+import type { Principal } from '../auth/roles';
+import { assertCanAnswer, assertVisible } from '../auth/scope';
 import { ApiError, notFound, parseOr400, statusForKind } from './http';
 import type { AnswerAcceptedSchema, HandbackDecisionBodySchema, HoldAnswerBodySchema, StopAnswerBodySchema } from './schemas';
 
@@ -20,8 +22,10 @@ type AnswerAccepted = z.infer<typeof AnswerAcceptedSchema>;
  * fail-closed (a packet that is not open → 409 `stop_already_answered`); the router and the
  * ledger decide again authoritatively and record any refusal.
  *
- * The answering role is `operator` for every caller until operator authentication arrives (a later
- * issue); `answered_by` / `actor` are taken from the request body until then.
+ * Who answers comes from the authenticated token, never from the body: `answered_by` / the
+ * decision's actor is the token's name and `actor_role` its role. An item of a project the token
+ * may not see answers 404 (as if it did not exist); a viewer's answer is refused 403
+ * `role_forbidden` before anything is published.
  */
 @Injectable()
 export class OperatorActions {
@@ -42,10 +46,12 @@ export class OperatorActions {
    * `not_found`, 409 `stop_already_answered` / `stale_answer`, 400 `answer_not_allowed`,
    * `answer_incomplete`, `intent_not_offered`, `cap_not_raised`, `schema_violation`.
    */
-  async answerStop(packetId: string, body: z.infer<typeof StopAnswerBodySchema>): Promise<AnswerAccepted> {
+  async answerStop(packetId: string, body: z.infer<typeof StopAnswerBodySchema>, caller: Principal): Promise<AnswerAccepted> {
     const record = await this.views.stop(packetId);
     if (!record) throw notFound('stop packet', packetId);
     const packet = record.stop;
+    assertVisible(caller, packet.project, 'stop packet', packetId);
+    assertCanAnswer(caller);
     if (packet.status !== 'open') {
       if (body.answer_id !== undefined && packet.answer?.answer_id === body.answer_id) {
         return { accepted: true, answer_id: body.answer_id, workflow_run_id: packet.workflow_run_id, subject: Subjects.operatorAnswer(this.prefix, packet.project), duplicate: true };
@@ -56,23 +62,25 @@ export class OperatorActions {
       });
     }
     const now = new Date().toISOString();
-    const { answer_id: answerId, ...fields } = body;
-    const answer = parseOr400(OperatorAnswerSchema, { ...fields, packet_id: packetId, answer_id: answerId ?? `ans-${randomUUID()}`, answered_at: now });
-    const decided = decideResume(packet, answer, { now, actorRole: 'operator' });
+    const { answer_id: answerId, answered_by: _ignored, ...fields } = body;
+    const answer = parseOr400(OperatorAnswerSchema, { ...fields, packet_id: packetId, answer_id: answerId ?? `ans-${randomUUID()}`, answered_by: caller.name, answered_at: now });
+    const decided = decideResume(packet, answer, { now, actorRole: caller.role });
     if (!decided.ok) throw new ApiError(statusForKind(decided.error.kind), decided.error.code, decided.error.message, [], decided.error.details);
-    return this.publish({ workflow_run_id: packet.workflow_run_id, project: packet.project, actor_role: 'operator', answer: { kind: 'stop_answer', answer } });
+    return this.publish({ workflow_run_id: packet.workflow_run_id, project: packet.project, actor_role: caller.role, answer: { kind: 'stop_answer', answer } });
   }
 
   /** Answer a held run (continue / reroute / terminate). 404 unknown run, 409 `run_not_held`, 400 bad answer. */
-  async answerHold(workflowRunId: string, body: z.infer<typeof HoldAnswerBodySchema>): Promise<AnswerAccepted> {
+  async answerHold(workflowRunId: string, body: z.infer<typeof HoldAnswerBodySchema>, caller: Principal): Promise<AnswerAccepted> {
     const view = await this.views.run(workflowRunId);
     if (!view) throw notFound('run', workflowRunId);
+    assertVisible(caller, view.run.project, 'run', workflowRunId);
+    assertCanAnswer(caller);
     if (view.run.status !== 'held') {
       throw new ApiError(HttpStatus.CONFLICT, 'run_not_held', `run ${workflowRunId} is ${view.run.status}, not held${view.run.open_stop_id ? `; answer its stop packet ${view.run.open_stop_id}` : ''}`);
     }
-    const { answer_id: answerId, ...fields } = body;
-    const answer = parseOr400(HoldAnswerSchema, { ...fields, answer_id: answerId ?? `ans-${randomUUID()}`, answered_at: new Date().toISOString() });
-    return this.publish({ workflow_run_id: workflowRunId, project: view.run.project, actor_role: 'operator', answer: { kind: 'hold_answer', answer } });
+    const { answer_id: answerId, answered_by: _ignored, ...fields } = body;
+    const answer = parseOr400(HoldAnswerSchema, { ...fields, answer_id: answerId ?? `ans-${randomUUID()}`, answered_by: caller.name, answered_at: new Date().toISOString() });
+    return this.publish({ workflow_run_id: workflowRunId, project: view.run.project, actor_role: caller.role, answer: { kind: 'hold_answer', answer } });
   }
 
   /**
@@ -81,15 +89,17 @@ export class OperatorActions {
    * wrong state (e.g. already decided), 403 forbidden (the worker deciding its own work), 400 for
    * invalid input, 503 when no ledger answers.
    */
-  async decideHandback(handoffId: string, body: z.infer<typeof HandbackDecisionBodySchema>): Promise<{ handoff: HandoffRecord; events: number }> {
+  async decideHandback(handoffId: string, body: z.infer<typeof HandbackDecisionBodySchema>, caller: Principal): Promise<{ handoff: HandoffRecord; events: number }> {
     const view = await this.views.handoff(handoffId);
     if (!view) throw notFound('handoff', handoffId);
+    assertVisible(caller, view.handoff.project, 'handoff', handoffId);
+    assertCanAnswer(caller);
     const key = body.idempotency_key ?? `decide-${randomUUID()}`;
     const command =
       body.decision === 'accept'
         ? { handoff_id: handoffId, decision: 'accept' as const, ...(body.note !== undefined ? { note: body.note } : {}), idempotency_key: key }
         : { handoff_id: handoffId, decision: 'rework' as const, note: body.note ?? '', idempotency_key: key };
-    const reply = await this.ledger.decideHandback(view.handoff.project, command, { as: { actor: body.actor, actor_kind: 'operator' } });
+    const reply = await this.ledger.decideHandback(view.handoff.project, command, { as: { actor: caller.name, actor_kind: 'operator' } });
     if (reply.ok) return { handoff: reply.handoff, events: reply.events };
     const status = reply.error.kind === 'rejected' ? HttpStatus.BAD_REQUEST : statusForKind(reply.error.kind);
     throw new ApiError(status, reply.error.code, reply.error.message, [], reply.error.details);

@@ -69,7 +69,8 @@ export const StopAnswerBodySchema = z.strictObject({
   cap: z.number().finite().positive().optional(),
   note: ShortTextSchema.optional(),
   pending_digest: z.string().min(1).max(200).optional(),
-  answered_by: z.string().min(1).max(200),
+  /** Ignored: the authenticated token names who answers. Accepted so older clients keep working. */
+  answered_by: z.string().min(1).max(200).optional().describe('ignored: the authenticated token names who answers'),
 });
 
 /** `POST /v1/runs/:id/answer`: the answer to a hold. */
@@ -78,7 +79,8 @@ export const HoldAnswerBodySchema = z.strictObject({
   action: HoldAnswerActionSchema,
   target: z.string().min(1).max(Limits.maxIdLength).optional(),
   note: ShortTextSchema.optional(),
-  answered_by: z.string().min(1).max(200),
+  /** Ignored: the authenticated token names who answers. */
+  answered_by: z.string().min(1).max(200).optional().describe('ignored: the authenticated token names who answers'),
 });
 
 /** `POST /v1/handoffs/:id/decision`: accept or rework a completion handback. */
@@ -86,7 +88,8 @@ export const HandbackDecisionBodySchema = z
   .strictObject({
     decision: z.enum(['accept', 'rework']),
     note: ShortTextSchema.optional(),
-    actor: ActorNameSchema,
+    /** Ignored: the authenticated token names who decides. */
+    actor: ActorNameSchema.optional().describe('ignored: the authenticated token names who decides'),
     idempotency_key: z.string().min(1).max(200).optional(),
   })
   .superRefine((body, ctx) => {

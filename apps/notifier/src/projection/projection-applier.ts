@@ -2,7 +2,8 @@ import { BeforeApplicationShutdown, Inject, Injectable, OnApplicationBootstrap }
 import { Subjects } from '@baton/contracts';
 import { batonStreamNames, PoisonError, provision, runConsumer, type ConsumedMessage, type ConsumerRunner } from '@baton/eventstore';
 import { jetStreamReplaySource, type BatonProjector, type SequencedEvent } from '@baton/projections';
-import { RUNTIME, type ServiceConfig, type ServiceRuntime } from '@baton/platform';
+import { RUNTIME, traceIdFromHeaders, type ServiceConfig, type ServiceRuntime } from '@baton/platform';
+import { AppliedEvents } from './applied-events';
 import { NoticePublisher } from './notice-publisher';
 import { BATON_PROJECTOR, PROJECTION_DURABLE } from './tokens';
 
@@ -32,6 +33,7 @@ export class ProjectionApplier implements OnApplicationBootstrap, BeforeApplicat
     @Inject(RUNTIME) private readonly runtime: ServiceRuntime<ServiceConfig>,
     @Inject(BATON_PROJECTOR) private readonly projector: BatonProjector,
     private readonly notices: NoticePublisher,
+    private readonly applied: AppliedEvents,
   ) {}
 
   onApplicationBootstrap(): Promise<void> {
@@ -76,7 +78,10 @@ export class ProjectionApplier implements OnApplicationBootstrap, BeforeApplicat
     logger.info('projection consumer started', { stream, durable: PROJECTION_DURABLE });
   }
 
-  /** Decode, apply to every projection (publishing a notice before `notices` records it), then the runner acks. */
+  /**
+   * Decode, apply to every projection (publishing a notice before `notices` records it), tell the
+   * live listeners (the inbox's event stream), then the runner acks.
+   */
   private async handle(msg: ConsumedMessage): Promise<void> {
     let raw: unknown;
     try {
@@ -86,12 +91,15 @@ export class ProjectionApplier implements OnApplicationBootstrap, BeforeApplicat
     }
     const decoded = this.runtime.registry.decode(raw);
     if (!decoded.ok) throw new PoisonError(`stored event #${msg.seq} does not decode: ${decoded.rejection.message}`, decoded.rejection.code);
-    const event: SequencedEvent = { ...decoded.value, seq: msg.seq };
+    const traceId = traceIdFromHeaders(msg.headers);
+    const event: SequencedEvent = { ...decoded.value, seq: msg.seq, ...(traceId ? { traceId } : {}) };
     await this.projector.apply(event, {
       beforeApply: async (projection) => {
         if (projection === 'notices') await this.notices.publishIfNew(event);
       },
     });
+    const failed = this.applied.publish(event);
+    if (failed > 0) this.runtime.logger.warn('an applied-event listener threw', { seq: event.seq, event_id: event.id, listeners: failed });
   }
 
   async beforeApplicationShutdown(): Promise<void> {

@@ -2,6 +2,7 @@ import { Module } from '@nestjs/common';
 import { createBatonProjector, createBatonViews, createProjectionStore, type ProjectionStore } from '@baton/projections';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { LedgerClient } from '@baton/platform';
+import { AppliedEvents } from './applied-events';
 import { NoticePublisher } from './notice-publisher';
 import { ProjectionApplier } from './projection-applier';
 import { BATON_PROJECTOR, BATON_VIEWS, LEDGER_CLIENT, PROJECTION_STORE, projectionPrefix } from './tokens';
@@ -25,8 +26,9 @@ import { BATON_PROJECTOR, BATON_VIEWS, LEDGER_CLIENT, PROJECTION_STORE, projecti
       useFactory: (runtime: ServiceRuntime) => new LedgerClient(runtime.nats, runtime.config.BATON_PREFIX, { attempts: 2 }),
     },
     NoticePublisher,
+    AppliedEvents,
     ProjectionApplier,
   ],
-  exports: [PROJECTION_STORE, BATON_PROJECTOR, BATON_VIEWS, LEDGER_CLIENT],
+  exports: [PROJECTION_STORE, BATON_PROJECTOR, BATON_VIEWS, LEDGER_CLIENT, AppliedEvents],
 })
 export class ProjectionModule {}

@@ -1,6 +1,7 @@
 import { Controller, UseFilters } from '@nestjs/common';
 import { Ctx, EventPattern, Payload } from '@nestjs/microservices';
 import { JetStreamContext, JetStreamExceptionFilter } from '@baton/platform';
+import { perRunStream } from '../shared/ordering';
 import { RouterPatterns } from '../shared/subjects';
 import { DispatchReactor } from './dispatch-reactor';
 
@@ -12,7 +13,7 @@ import { DispatchReactor } from './dispatch-reactor';
 export class DispatchController {
   constructor(private readonly reactor: DispatchReactor) {}
 
-  @EventPattern(RouterPatterns.runEvents)
+  @EventPattern(RouterPatterns.runEvents, perRunStream)
   onRunEvent(@Payload() envelope: unknown, @Ctx() ctx: JetStreamContext): Promise<void> {
     return this.reactor.handle(envelope, ctx.seq);
   }

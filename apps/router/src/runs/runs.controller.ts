@@ -1,6 +1,7 @@
 import { Controller, UseFilters } from '@nestjs/common';
 import { Ctx, EventPattern } from '@nestjs/microservices';
 import { JetStreamContext, JetStreamExceptionFilter } from '@baton/platform';
+import { perRun } from '../shared/ordering';
 import { RouterPatterns } from '../shared/subjects';
 import { RecordResultUseCase } from './use-cases/record-result';
 import { ResumeRunUseCase } from './use-cases/resume-run';
@@ -24,22 +25,22 @@ export class RunsController {
     private readonly stopRun: StopRunUseCase,
   ) {}
 
-  @EventPattern(RouterPatterns.runStart)
+  @EventPattern(RouterPatterns.runStart, perRun)
   onStart(@Ctx() ctx: JetStreamContext): Promise<void> {
     return this.startRun.execute(ctx.subject, ctx.data);
   }
 
-  @EventPattern(RouterPatterns.agentResult)
+  @EventPattern(RouterPatterns.agentResult, perRun)
   onResult(@Ctx() ctx: JetStreamContext): Promise<void> {
     return this.recordResult.execute(ctx.subject, ctx.data);
   }
 
-  @EventPattern(RouterPatterns.operatorAnswer)
+  @EventPattern(RouterPatterns.operatorAnswer, perRun)
   onAnswer(@Ctx() ctx: JetStreamContext): Promise<void> {
     return this.resumeRun.execute(ctx.subject, ctx.data);
   }
 
-  @EventPattern(RouterPatterns.stopRequest)
+  @EventPattern(RouterPatterns.stopRequest, perRun)
   onStop(@Ctx() ctx: JetStreamContext): Promise<void> {
     return this.stopRun.execute(ctx.subject, ctx.data);
   }

@@ -28,6 +28,7 @@ export const DeadlineEffectByType: Record<HandoffEventType, 'claim' | 'extend' |
   'handoff.abandoned': 'clear',
   'handoff.failed': 'clear',
   'handoff.archived': 'none',
+  'handoff.deadline_expired': 'clear',
 };
 
 /** The effect of an event type read from a stream header; `unknown` for a type this build does not know. */
@@ -55,6 +56,7 @@ export function applyHandoffEvent(table: DeadlineTable, project: string, event: 
     case 'handoff.escalated':
     case 'handoff.abandoned':
     case 'handoff.failed':
+    case 'handoff.deadline_expired':
       table.release(event.data.handoff_id);
       return;
     case 'handoff.created':

@@ -102,6 +102,12 @@ export class MiniLedger {
       case 'release':
         command = { type: 'release', data: wire as never, metadata };
         break;
+      case 'expire_deadline':
+        command = { type: 'expire_deadline', data: { handoff_id: wire.handoff_id, idempotency_key: wire.idempotency_key }, metadata };
+        break;
+      case 'fail':
+        command = { type: 'fail', data: wire as never, metadata };
+        break;
       case 'requeue_expired':
         command = {
           type: 'requeue_expired',
@@ -131,7 +137,7 @@ export interface Harness {
   store: JetStreamEventStore;
   ledger: MiniLedger;
   /** Start a watchdog service in-process (fast ticks, quiet logs); stopped by `cleanup`. */
-  startWatchdog(name: string): Promise<TestWatchdog>;
+  startWatchdog(name: string, env?: Record<string, string>): Promise<TestWatchdog>;
   /** Events of one handoff, in order. */
   events(handoffId: string): Promise<StoredEvent[]>;
   state(handoffId: string): Promise<HandoffState>;
@@ -141,6 +147,8 @@ export interface Harness {
 export interface TestWatchdog {
   service: RunningService;
   outcomes: RequeueOutcome[];
+  /** `expire_deadline` outcomes of the handoff-deadline loop. */
+  deadlineOutcomes: RequeueOutcome[];
   stop(): Promise<void>;
 }
 
@@ -160,8 +168,9 @@ export async function startHarness(): Promise<Harness> {
     nats,
     store,
     ledger,
-    async startWatchdog(name) {
+    async startWatchdog(name, extraEnv = {}) {
       const outcomes: RequeueOutcome[] = [];
+      const deadlineOutcomes: RequeueOutcome[] = [];
       const service = await startWatchdog({
         env: {
           ...process.env,
@@ -172,10 +181,12 @@ export async function startHarness(): Promise<Harness> {
           LOG_LEVEL: process.env['WATCHDOG_TEST_LOG_LEVEL'] ?? 'error',
           WATCHDOG_TICK_MS: '100',
           WATCHDOG_RETRY_MS: '300',
+          ...extraEnv,
         },
         onRequeueOutcome: (outcome) => outcomes.push(outcome),
+        onDeadlineOutcome: (outcome) => deadlineOutcomes.push(outcome),
       });
-      const watchdog: TestWatchdog = { service, outcomes, stop: () => service.stop() };
+      const watchdog: TestWatchdog = { service, outcomes, deadlineOutcomes, stop: () => service.stop() };
       watchdogs.push(watchdog);
       return watchdog;
     },

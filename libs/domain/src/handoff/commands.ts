@@ -4,6 +4,7 @@ import type {
   CompleteFromResultCommand,
   CreateHandoffCommand,
   DecideHandbackCommand,
+  ExpireDeadlineCommand,
   FailHandoffCommand,
   HandoffCommandMetadata,
   HandoffKind,
@@ -27,8 +28,22 @@ type Command<T extends string, D> = { type: T; data: D; metadata: HandoffCommand
  */
 export type CreateHandoff = Command<
   'create',
-  Omit<CreateHandoffCommand, 'kind'> & { kind: HandoffKind; reviewed_worker?: string }
+  Omit<CreateHandoffCommand, 'kind'> & { kind: HandoffKind; reviewed_worker?: string; cross_project?: CrossProjectRosters }
 >;
+
+/**
+ * What the ledger resolved for a cross-project create (`target_project` on the wire): the source
+ * project and the visible actors of both projects. The command's `project` is then the TARGET
+ * project (where the handoff lives).
+ */
+export interface CrossProjectRosters {
+  source_project: string;
+  source_visible: readonly string[];
+  target_visible: readonly string[];
+}
+
+/** Watchdog: the handoff's deadline has passed; fail it once (terminal_reason `deadline`). */
+export type ExpireDeadline = Command<'expire_deadline', ExpireDeadlineCommand>;
 
 /** Claim: the ledger generates the claim id, applies its default lease and resolves the claimer's roles. */
 export type ClaimHandoff = Command<
@@ -100,6 +115,7 @@ export type HandoffCommand =
   | ArchiveHandoff
   | RequeueExpired
   | CompleteFromResult
+  | ExpireDeadline
   | CompleteFromHandback
   | ReworkFromHandback;
 

@@ -8,6 +8,7 @@ import type {
   CompleteFromResult,
   CreateHandoff,
   DecideHandback,
+  ExpireDeadline,
   FailHandoff,
   HandoffCommand,
   HeartbeatHandoff,
@@ -44,6 +45,12 @@ export const HandoffErrorCode = {
   selfReviewForbidden: 'self_review_forbidden',
   handbackCreateForbidden: 'handback_create_forbidden',
   internalCommand: 'internal_command',
+  deadlineNotReached: 'deadline_not_reached',
+  noDeadline: 'no_deadline',
+  crossProjectUnresolved: 'cross_project_unresolved',
+  ctoOverrideRequired: 'cto_override_required',
+  delegatorNotInSourceRoster: 'delegator_not_in_source_roster',
+  addresseeNotInTargetRoster: 'addressee_not_in_target_roster',
 } as const;
 export type HandoffErrorCode = (typeof HandoffErrorCode)[keyof typeof HandoffErrorCode];
 
@@ -142,6 +149,8 @@ function decideCreate(command: CreateHandoff, state: HandoffState): Decision {
   if (metadata.actorKind === 'agent' && data.from_agent !== metadata.actor) {
     return reject('forbidden', HandoffErrorCode.notTheDelegator, `${metadata.actor} cannot create a handoff from ${data.from_agent}`);
   }
+  const crossRefusal = checkCrossProject(data);
+  if (crossRefusal) return crossRefusal;
   const event: HandoffEvent = {
     type: 'handoff.created',
     data: {
@@ -164,10 +173,66 @@ function decideCreate(command: CreateHandoff, state: HandoffState): Decision {
     escalate_to: data.escalate_to,
     parent_goal_id: data.parent_goal_id,
     workflow_run_id: data.workflow_run_id,
+    deadline_at: data.deadline_at,
+    source_project: data.cross_project?.source_project,
+    cto_override: data.cross_project ? data.cto_override : undefined,
   };
   for (const [key, value] of Object.entries(optional)) {
     if (value !== undefined) (event.data as Record<string, unknown>)[key] = value;
   }
+  return accept(event);
+}
+
+/**
+ * Cross-project create (seed 002: "validates both rosters; never cross-registers"): the ledger
+ * resolved both rosters (`cross_project`) and made the target the command's project. Needs a
+ * `cto_override` decision id, a delegator visible in the SOURCE project and an addressee
+ * (`to_agent`) visible in the TARGET project. Nothing here registers anyone anywhere.
+ */
+function checkCrossProject(data: CreateHandoff['data']): Decision | null {
+  if (data.target_project === undefined && data.cross_project === undefined) return null;
+  const cross = data.cross_project;
+  if (cross === undefined || data.target_project === undefined || data.project !== data.target_project) {
+    return reject('invalid', HandoffErrorCode.crossProjectUnresolved, 'a cross-project create needs both rosters resolved by the ledger');
+  }
+  if (data.cto_override === undefined) {
+    return reject('forbidden', HandoffErrorCode.ctoOverrideRequired, `a handoff from ${cross.source_project} to ${data.target_project} needs a cto_override decision id`);
+  }
+  if (!cross.source_visible.includes(data.from_agent)) {
+    return reject('forbidden', HandoffErrorCode.delegatorNotInSourceRoster, `${data.from_agent} is not on the roster of project ${cross.source_project}`, {
+      source_project: cross.source_project,
+    });
+  }
+  if (data.to_agent === undefined || !cross.target_visible.includes(data.to_agent)) {
+    return reject('forbidden', HandoffErrorCode.addresseeNotInTargetRoster, `${data.to_agent ?? '(no to_agent)'} is not on the roster of project ${data.target_project}`, {
+      target_project: data.target_project,
+    });
+  }
+  return null;
+}
+
+/**
+ * Watchdog (or an operator): the deadline passed. A pending or claimed handoff fails with
+ * terminal_reason `deadline`, once: a second expiry finds it failed (`handoff_not_open`), which is
+ * what makes two watchdogs safe. Refused before the deadline (`deadline_not_reached`) and for a
+ * handoff without one (`no_deadline`); agents may not issue it.
+ */
+function decideExpireDeadline({ data, metadata }: ExpireDeadline, state: ExistingHandoff): Decision {
+  if (metadata.actorKind === 'agent') {
+    return reject('forbidden', HandoffErrorCode.internalCommand, 'expire_deadline is issued by the watchdog or an operator');
+  }
+  if (state.deadline_at === undefined) return reject('invalid', HandoffErrorCode.noDeadline, `handoff ${state.id} has no deadline`);
+  if (state.status !== 'pending' && state.status !== 'claimed') return wrongState(HandoffErrorCode.handoffNotOpen, state, 'pending or claimed');
+  if (!isAtOrAfter(metadata.now, state.deadline_at)) {
+    return reject('wrong_state', HandoffErrorCode.deadlineNotReached, `handoff ${state.id} is due at ${state.deadline_at}`, {
+      deadline_at: state.deadline_at,
+    });
+  }
+  const event: HandoffEvent = {
+    type: 'handoff.deadline_expired',
+    data: { ...base(data, metadata), deadline_at: state.deadline_at, expired_by: metadata.actor },
+  };
+  if (state.status === 'claimed') event.data.claimed_by = state.claim.claimed_by;
   return accept(event);
 }
 
@@ -498,6 +563,8 @@ export function decideHandoff(command: HandoffCommand, state: HandoffState): Dec
       return decideRequeue(command, state);
     case 'complete_from_result':
       return decideCompleteFromResult(command, state);
+    case 'expire_deadline':
+      return decideExpireDeadline(command, state);
     case 'complete_from_handback':
       return decideCompleteFromHandback(command, state);
     case 'rework_from_handback':

@@ -192,6 +192,7 @@ export function reactToHandoffEvent(event: HandoffEvent, context: HandoffReactio
     case 'handoff.heartbeat':
     case 'handoff.completed':
     case 'handoff.completed_by_result':
+    case 'handoff.deadline_expired':
     case 'handoff.reworked':
     case 'handoff.released':
     case 'handoff.lease_expired':

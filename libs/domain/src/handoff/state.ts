@@ -52,6 +52,11 @@ export interface HandoffCore {
   escalation_outcome?: EscalationOutcome;
   /** On a handoff closed by `complete_from_result`: the agent result that closed it. */
   result_id?: string;
+  /** Past this time a pending or claimed handoff fails with terminal_reason `deadline`. */
+  deadline_at?: string;
+  /** On a cross-project handoff: the delegator's project, and the decision that allowed it. */
+  source_project?: string;
+  cto_override?: string;
   created_at: string;
   updated_at: string;
   /** Number of events folded into this state. */
@@ -146,6 +151,9 @@ export function evolveHandoff(state: HandoffState, event: HandoffEvent): Handoff
     if (d.reviewed_worker !== undefined) created.reviewed_worker = d.reviewed_worker;
     if (d.parent_goal_id !== undefined) created.parent_goal_id = d.parent_goal_id;
     if (d.workflow_run_id !== undefined) created.workflow_run_id = d.workflow_run_id;
+    if (d.deadline_at !== undefined) created.deadline_at = d.deadline_at;
+    if (d.source_project !== undefined) created.source_project = d.source_project;
+    if (d.cto_override !== undefined) created.cto_override = d.cto_override;
     return created;
   }
   if (state.status === 'absent') return state;
@@ -246,6 +254,10 @@ export function evolveHandoff(state: HandoffState, event: HandoffEvent): Handoff
       if (state.status !== 'pending' && state.status !== 'claimed' && state.status !== 'returned') return state;
       return { ...state, ...touched, status: 'failed', terminal_reason: event.data.reason };
     }
+    case 'handoff.deadline_expired': {
+      if (state.status !== 'pending' && state.status !== 'claimed') return state;
+      return { ...state, ...touched, status: 'failed', terminal_reason: 'deadline' };
+    }
     case 'handoff.archived': {
       if (state.status !== event.data.archived_from) return state;
       return { ...state, ...touched, status: 'archived', archived_from: event.data.archived_from };
@@ -294,6 +306,9 @@ export function toHandoffRecord(state: HandoffState): HandoffRecord | null {
     handback_recipient: state.handback_recipient,
     escalation_outcome: state.escalation_outcome,
     result_id: state.result_id,
+    deadline_at: state.deadline_at,
+    source_project: state.source_project,
+    cto_override: state.cto_override,
   };
   // The lease is only meaningful while the claim is live; the claim id until the return is decided.
   if (state.status === 'claimed') {

@@ -3,3 +3,4 @@ export type { RouteInput } from './route';
 export { NoActionReasons, EngineReasons } from './reasons';
 export { stepById, entryTarget, forwardEdge, resolveNamedTarget, resolveAgent } from './targets';
 export type { Resolved } from './targets';
+export * from './conditions';

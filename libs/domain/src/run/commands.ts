@@ -2,6 +2,7 @@ import type {
   AgentDefinition,
   AgentResult,
   DecisionSignal,
+  ExecutionSettings,
   PendingToolCall,
   RunAnswer,
   RunPeople,
@@ -33,6 +34,15 @@ export interface StartRun {
     workflow: WorkflowDefinition;
     people: RunPeople;
     variables?: Record<string, unknown>;
+    /**
+     * Conversation runs (seed 001): the project's agents with their routes. When any agent
+     * declares routes, memory, gather or complete, `input` is the customer's first message: the
+     * entry agent's WHEN routes are evaluated on it before any model runs.
+     */
+    agents?: readonly AgentDefinition[];
+    input?: string;
+    /** The published definition the run is pinned to. */
+    definition_digest?: string;
   };
   metadata: RunCommandMetadata;
 }
@@ -49,6 +59,8 @@ export interface RecordResult {
     signal?: DecisionSignal;
     workflow: WorkflowDefinition;
     agents: readonly AgentDefinition[];
+    /** The project's EXECUTION settings (parentReturn). */
+    execution?: ExecutionSettings;
   };
   metadata: RunCommandMetadata;
 }
@@ -94,4 +106,32 @@ export interface RejectResult {
   metadata: RunCommandMetadata;
 }
 
-export type RunCommand = StartRun | RecordResult | ResumeRun | StopRun | RejectResult;
+/**
+ * A customer turn of a conversation run (seed 001). Idempotent on `message_id`. Accepted only
+ * while the run awaits the customer; the active agent's WHEN routes are evaluated before any
+ * model runs, then the message goes to the route's target or to the active agent.
+ */
+export interface SessionMessageCommand {
+  type: 'session_message';
+  data: {
+    message_id: string;
+    text: string;
+    workflow: WorkflowDefinition;
+    agents: readonly AgentDefinition[];
+    execution?: ExecutionSettings;
+  };
+  metadata: RunCommandMetadata;
+}
+
+/**
+ * The ledger refused to create a handoff the run routed (seed 001 ON_FAILURE): when it is the
+ * run's pending handoff (its target never accepted it), record `handoff_completed` (error) and
+ * apply the route's ON_FAILURE. Otherwise nothing happens (idempotent).
+ */
+export interface HandoffFailedCommand {
+  type: 'handoff_failed';
+  data: { handoff_id: string; code: string; message: string; workflow: WorkflowDefinition; agents: readonly AgentDefinition[] };
+  metadata: RunCommandMetadata;
+}
+
+export type RunCommand = StartRun | RecordResult | ResumeRun | StopRun | RejectResult | SessionMessageCommand | HandoffFailedCommand;

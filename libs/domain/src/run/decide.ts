@@ -15,7 +15,9 @@ import { accept, assertNever, Decider, DecisionResult, DomainErrorKind, reject }
 import { buildHumanActionNotice, selectNoticeRecipient } from '../notices';
 import { entryRoute, resolveNamedTarget, resolveRoute } from '../routing';
 import { buildStop, decideResume, StopFacts } from '../stop';
-import { RecordResult, RejectResult, ResumeRun, RunCommand, StartRun, StopRun } from './commands';
+import { HandoffFailedCommand, RecordResult, RejectResult, ResumeRun, RunCommand, SessionMessageCommand, StartRun, StopRun } from './commands';
+import { afterResult, conversationCtx, deliverMessage, handoffFailed, isConversational, receiveMessage } from './conversation';
+import { deriveId } from './ids';
 import { handoffIdFor, noticeIdFor, stopIdFor } from './ids';
 import { evolveRun, initialRunState, RunEvent, RunState, StartedRunState } from './state';
 
@@ -35,6 +37,10 @@ export const RunErrorCode = {
   answerForbidden: 'answer_forbidden',
   nothingToContinue: 'nothing_to_continue',
   resumeTargetUnknown: 'resume_target_unknown',
+  /** The run waits for the customer's message, not for an agent result (seed 001). */
+  awaitingInput: 'awaiting_input',
+  /** A customer message arrived while the active agent is still working (or the run is not a conversation). */
+  notAwaitingInput: 'run_not_awaiting_input',
 } as const;
 export type RunErrorCode = (typeof RunErrorCode)[keyof typeof RunErrorCode];
 
@@ -79,6 +85,10 @@ export function decideRun(command: RunCommand, state: RunState): DecisionResult<
       return stopRun(command, state);
     case 'reject_result':
       return rejectResult(command, state);
+    case 'session_message':
+      return sessionMessage(command, state);
+    case 'handoff_failed':
+      return failHandoff(command, state);
     default:
       return assertNever(command, 'run command');
   }
@@ -107,10 +117,32 @@ function startRun(command: StartRun, state: RunState): DecisionResult<RunEvent> 
   }
   const entry = entryRoute(data.workflow);
   const cause: RouteCause = { kind: 'start', id: data.workflow_run_id };
+  const started: RunEvent = {
+    type: 'run.started',
+    data: {
+      ...(data.definition_digest !== undefined ? { definition_digest: data.definition_digest } : {}),
+      workflow_run_id: data.workflow_run_id,
+      project: data.project,
+      workflow: { name: data.workflow.name, version: data.workflow.version },
+      entry: entry.target,
+      people: { ...data.people },
+      variables: { ...(data.variables ?? {}) },
+      started_at: metadata.now,
+    },
+  };
+  if (data.agents !== undefined && isConversational(data.agents)) {
+    // A conversation (seed 001): the input is the customer's first message; the entry agent's
+    // WHEN routes are evaluated on it before any model runs.
+    const c = conversationCtx(evolveRun(state, started) as StartedRunState, cause, metadata.now, { agents: data.agents, workflow: data.workflow });
+    if (data.input !== undefined && data.input.trim() !== '') receiveMessage(c, deriveId('msg', data.workflow_run_id), data.input);
+    deliverMessage(c, entry.target, data.input ?? null, 0, 'start');
+    return accept(started, ...c.events);
+  }
   return accept(
     {
       type: 'run.started',
       data: {
+        ...(data.definition_digest !== undefined ? { definition_digest: data.definition_digest } : {}),
         workflow_run_id: data.workflow_run_id,
         project: data.project,
         workflow: { name: data.workflow.name, version: data.workflow.version },
@@ -147,6 +179,9 @@ function recordResult(command: RecordResult, state: RunState): DecisionResult<Ru
     return reject(DomainErrorKind.wrongState, RunErrorCode.runNotRunning, `run ${state.workflowRunId} is ${state.status}; it takes no agent results`, {
       status: state.status,
     });
+  }
+  if (state.awaitingInput) {
+    return reject(DomainErrorKind.wrongState, RunErrorCode.awaitingInput, `run ${state.workflowRunId} waits for the customer's message, not for a result from '${result.agent}'`);
   }
   if (result.agent !== state.agent) {
     return reject(DomainErrorKind.invalid, RunErrorCode.unexpectedAgent, `run ${state.workflowRunId} waits for '${state.agent}', not '${result.agent}'`, {
@@ -190,6 +225,11 @@ function recordResult(command: RecordResult, state: RunState): DecisionResult<Ru
     return accept(recorded, ...stopEvents(ctx, facts, 'agent'));
   }
 
+  if (isConversational(agents) && !(signal.kind === 'config' && signal.config.dispatch?.status === 'terminate')) {
+    const c = conversationCtx(evolveRun(state, recorded) as StartedRunState, cause, now, { agents, workflow, execution: command.data.execution });
+    afterResult(c, result, agentTextOf(result));
+    return accept(recorded, ...c.events);
+  }
   const decision = resolveRoute({ workflow, agents, step: state.step, agent: state.agent, callback: state.callback, signal });
   return accept(recorded, ...outcomeEvents(ctx, decision, { workflow, agents, result }));
 }
@@ -324,6 +364,51 @@ function rejectResult(command: RejectResult, state: RunState): DecisionResult<Ru
       rejected_at: metadata.now,
     },
   });
+}
+
+function sessionMessage(command: SessionMessageCommand, state: RunState): DecisionResult<RunEvent> {
+  const { data, metadata } = command;
+  if (state.status === 'none') return notFound();
+  if (state.processedIds.includes(data.message_id)) return accept();
+  if (state.status !== 'running' || !state.awaitingInput) {
+    return reject(
+      DomainErrorKind.wrongState,
+      RunErrorCode.notAwaitingInput,
+      state.status !== 'running'
+        ? `run ${state.workflowRunId} is ${state.status}; it takes no customer messages`
+        : `run ${state.workflowRunId} is waiting for '${state.agent}' to answer; send the message after its reply`,
+      { status: state.status, agent: state.agent },
+    );
+  }
+  const mismatch = checkWorkflow(state, data.workflow);
+  if (mismatch !== null) return mismatch;
+  const c = conversationCtx(state, { kind: 'message', id: data.message_id }, metadata.now, data);
+  receiveMessage(c, data.message_id, data.text);
+  deliverMessage(c, { agent: state.agent, step: state.step }, data.text, 0, 'message');
+  return accept(...c.events);
+}
+
+function failHandoff(command: HandoffFailedCommand, state: RunState): DecisionResult<RunEvent> {
+  const { data, metadata } = command;
+  if (state.status === 'none') return notFound();
+  const cause: RouteCause = { kind: 'handoff_failed', id: data.handoff_id };
+  const c = conversationCtx(state, cause, metadata.now, data);
+  const outcome = handoffFailed(c, data.handoff_id, data.code, data.message);
+  if (outcome === null) return accept();
+  if (outcome === 'done') return accept(...c.events);
+  // ON_FAILURE ESCALATE: hold the run for a person, with the caller as where `continue` goes.
+  const pending = state.pendingHandoff!;
+  const reason = `handoff ${pending.from} → ${pending.to} failed before ${pending.to} accepted it (${data.code}); ON_FAILURE ESCALATE`;
+  const decision: RouteDecision = {
+    rule: 'handoff',
+    outcome: 'hold',
+    hold_kind: 'hold',
+    pending_target: { agent: pending.from, step: pending.fromStep },
+    dispatch: { status: 'hold', reason, origin: 'engine_fallback' },
+    callback_after: null,
+  };
+  const ctx: OutcomeContext = { state: c.state, cause, now: metadata.now, agentText: null };
+  return accept(...c.events, ...outcomeEvents(ctx, decision, { workflow: data.workflow, agents: data.agents, result: null }));
 }
 
 // ---------------------------------------------------------------------------------------------

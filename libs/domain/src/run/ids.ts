@@ -15,7 +15,7 @@ export function deriveId(prefix: string, source: string): string {
 }
 
 /** One letter per cause kind, so a result id and an answer id that happen to be equal never collide. */
-const causeLetter: Record<RouteCause['kind'], string> = { start: 's', result: 'r', resume: 'a', stop: 'x' };
+const causeLetter: Record<RouteCause['kind'], string> = { start: 's', result: 'r', resume: 'a', stop: 'x', message: 'm', handoff_failed: 'f' };
 
 /** The handoff the router asks the ledger to create for a route caused by `cause` (`ho-r-<result_id>`). */
 export const handoffIdFor = (cause: RouteCause): string => deriveId(`ho-${causeLetter[cause.kind]}`, cause.id);

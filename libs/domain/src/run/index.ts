@@ -1,5 +1,16 @@
 export { runDecider, decideRun, decisionSignalOf, RunErrorCode } from './decide';
-export { evolveRun, initialRunState, openStopId, isFinished } from './state';
-export type { RunEvent, RunEventOf, RunState, StartedRunState, RunCore, RunHold, WaitingParent } from './state';
-export type { RunCommand, RunCommandMetadata, StartRun, RecordResult, ResumeRun, StopRun, RejectResult } from './commands';
+export { evolveRun, initialRunState, openStopId, isFinished, activeScope, parentScope, MAX_TRANSCRIPT } from './state';
+export type { RunEvent, RunEventOf, RunState, StartedRunState, RunCore, RunHold, WaitingParent, PendingHandoff } from './state';
+export type {
+  RunCommand,
+  RunCommandMetadata,
+  StartRun,
+  RecordResult,
+  ResumeRun,
+  StopRun,
+  RejectResult,
+  SessionMessageCommand,
+  HandoffFailedCommand,
+} from './commands';
 export { deriveId, handoffIdFor, noticeIdFor, stopIdFor } from './ids';
+export { isConversational, HandoffRefusalCode } from './conversation';

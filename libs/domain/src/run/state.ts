@@ -1,6 +1,9 @@
 import type {
   DomainEventOf,
   HoldKind,
+  OnFailure,
+  OnReturn,
+  TranscriptEntry,
   RouteTarget,
   RunEventSchemas,
   RunPeople,
@@ -13,12 +16,44 @@ import { assertNever } from '../decider';
 export type RunEvent = DomainEventOf<typeof RunEventSchemas>;
 export type RunEventOf<T extends RunEvent['type']> = Extract<RunEvent, { type: T }>;
 
-/** A parent waiting for a returnable handoff's child (seed 001). Filled by a later issue. */
+/**
+ * A parent waiting for a returnable handoff's child (seed 001): one frame of the call stack. A
+ * returnable handoff is a call with a return address (seed 000's callback): `agent` is the
+ * return address, `child` the callee. The child's own variables live here until MAP copies the
+ * mapped ones back to the parent's scope.
+ */
 export interface WaitingParent {
   agent: string;
   step: string;
   handoffId: string;
+  /** The agent the parent waits for (a permanent handoff by the child replaces it). */
+  child: string;
+  /** The child's scope: the PASS variables plus whatever the child set. */
+  childVariables: Readonly<Record<string, unknown>>;
+  onReturn: OnReturn | null;
+  /** original_handoff_utterance. */
+  originalUtterance: string | null;
+  /** latest_child_user_utterance: the last customer message while this child was active. */
+  latestChildUtterance: string | null;
+  /** 0 when a real customer message caused the handoff, 1 when a replay did (one level only). */
+  replayDepth: number;
+  at: string;
 }
+
+/** A handoff the target has not yet accepted and run (its `handoff_completed` is pending). */
+export interface PendingHandoff {
+  handoffId: string;
+  from: string;
+  fromStep: string;
+  to: string;
+  route: number;
+  returnExpected: boolean;
+  onFailure: OnFailure;
+  at: string;
+}
+
+/** The most transcript entries a run keeps (HISTORY reads from them). */
+export const MAX_TRANSCRIPT = 50;
 
 /** The hold a `held` run waits in (no stop packet). */
 export interface RunHold {
@@ -39,8 +74,16 @@ export interface RunCore {
   agent: string;
   /** The return address (seed 000 §4), cleared on every non-function-call transition. */
   callback: string | null;
-  /** Parents waiting for a returnable child, innermost last (seed 001; later issue). */
+  /** Parents waiting for a returnable child, innermost last (seed 001). */
   waitingParents: readonly WaitingParent[];
+  /** The published definition the run is pinned to (null for runs started before pinning). */
+  definitionDigest: string | null;
+  /** True while the active agent waits for the customer's next message (seed 001). */
+  awaitingInput: boolean;
+  /** The conversation so far (customer messages and agent replies), the last MAX_TRANSCRIPT. */
+  transcript: readonly TranscriptEntry[];
+  /** The handoff whose target has not yet run (seed 001 `handoff_completed`). */
+  pendingHandoff: PendingHandoff | null;
   /** Session variables: the start's, with every result's `variables` merged over them. */
   variables: Readonly<Record<string, unknown>>;
   /** How many times the run has dispatched an agent (`run.routed` events). */
@@ -102,6 +145,10 @@ export function evolveRun(state: RunState, event: RunEvent): RunState {
       agent: data.entry.agent,
       callback: null,
       waitingParents: [],
+      definitionDigest: data.definition_digest ?? null,
+      awaitingInput: false,
+      transcript: [],
+      pendingHandoff: null,
       variables: { ...data.variables },
       hops: 0,
       handoffId: null,
@@ -114,15 +161,101 @@ export function evolveRun(state: RunState, event: RunEvent): RunState {
   if (state.status === 'none') throw new Error(`corrupt run stream: ${event.type} before run.started`);
   const core = coreOf(state);
   switch (event.type) {
-    case 'run.result_recorded':
+    case 'run.result_recorded': {
+      const set = event.data.variables;
+      const top = state.waitingParents[state.waitingParents.length - 1];
+      if (set !== undefined && top !== undefined && top.child === event.data.agent) {
+        // A child's variables stay in its own scope until MAP copies the mapped ones back.
+        return {
+          ...state,
+          processedIds: addId(state.processedIds, event.data.result_id),
+          waitingParents: replaceTop(state.waitingParents, { ...top, childVariables: { ...top.childVariables, ...set } }),
+        };
+      }
       return {
         ...state,
         processedIds: addId(state.processedIds, event.data.result_id),
-        variables: event.data.variables ? { ...state.variables, ...event.data.variables } : state.variables,
+        variables: set ? { ...state.variables, ...set } : state.variables,
       };
+    }
+    case 'run.message_received': {
+      const top = state.waitingParents[state.waitingParents.length - 1];
+      return {
+        ...state,
+        processedIds: addId(state.processedIds, event.data.message_id),
+        transcript: appendTranscript(state.transcript, { role: 'customer', agent: null, text: event.data.text }),
+        waitingParents: top === undefined ? state.waitingParents : replaceTop(state.waitingParents, { ...top, latestChildUtterance: event.data.text }),
+      };
+    }
+    case 'run.awaiting_input':
+      return {
+        ...core,
+        status: 'running',
+        agent: event.data.agent,
+        step: event.data.step,
+        awaitingInput: true,
+        transcript: event.data.reply === null ? core.transcript : appendTranscript(core.transcript, { role: 'agent', agent: event.data.agent, text: event.data.reply }),
+      };
+    case 'run.handoff': {
+      const d = event.data;
+      const pendingHandoff: PendingHandoff = {
+        handoffId: d.handoffId,
+        from: d.from,
+        fromStep: state.step,
+        to: d.to,
+        route: d.route,
+        returnExpected: d.returnExpected,
+        onFailure: d.onFailure,
+        at: d.at,
+      };
+      if (d.returnExpected) {
+        const frame: WaitingParent = {
+          agent: d.from,
+          step: state.step,
+          handoffId: d.handoffId,
+          child: d.to,
+          childVariables: { ...d.passedVariables },
+          onReturn: d.onReturn,
+          originalUtterance: d.message,
+          latestChildUtterance: null,
+          replayDepth: d.replayDepth,
+          at: d.at,
+        };
+        return { ...state, pendingHandoff, waitingParents: [...state.waitingParents, frame] };
+      }
+      // Permanent: the caller's thread ends; inside a child, the target takes the child's place.
+      const top = state.waitingParents[state.waitingParents.length - 1];
+      return {
+        ...state,
+        pendingHandoff,
+        waitingParents: top === undefined ? state.waitingParents : replaceTop(state.waitingParents, { ...top, child: d.to }),
+      };
+    }
+    case 'run.handoff_return_handler': {
+      const frames = state.waitingParents.slice(0, -1);
+      const writes = event.data.applied ? event.data.writes : {};
+      const below = frames[frames.length - 1];
+      if (below !== undefined) {
+        return { ...state, waitingParents: replaceTop(frames, { ...below, childVariables: { ...below.childVariables, ...writes } }) };
+      }
+      return { ...state, waitingParents: frames, variables: { ...state.variables, ...writes } };
+    }
+    case 'run.handoff_completed': {
+      const d = event.data;
+      const pending = state.pendingHandoff !== null && state.pendingHandoff.handoffId === d.handoffId ? null : state.pendingHandoff;
+      // A returnable handoff that failed before the child accepted it leaves no waiting parent.
+      const failed = d.outcome === 'error' || d.outcome === 'timeout';
+      const top = state.waitingParents[state.waitingParents.length - 1];
+      const frames = failed && top !== undefined && top.handoffId === d.handoffId ? state.waitingParents.slice(0, -1) : state.waitingParents;
+      return { ...state, pendingHandoff: pending, waitingParents: frames };
+    }
+    case 'run.resume_intent':
+    case 'run.memory_error':
+      return state;
     case 'run.routed':
       return {
         ...core,
+        awaitingInput: false,
         status: 'running',
         step: event.data.target.step,
         agent: event.data.target.agent,
@@ -169,6 +302,10 @@ function coreOf(state: StartedRunState): RunCore {
     agent: state.agent,
     callback: state.callback,
     waitingParents: state.waitingParents,
+    definitionDigest: state.definitionDigest,
+    awaitingInput: state.awaitingInput,
+    transcript: state.transcript,
+    pendingHandoff: state.pendingHandoff,
     variables: state.variables,
     hops: state.hops,
     handoffId: state.handoffId,
@@ -181,4 +318,24 @@ function coreOf(state: StartedRunState): RunCore {
 
 function addId(ids: readonly string[], id: string): readonly string[] {
   return ids.includes(id) ? ids : [...ids, id];
+}
+
+function replaceTop(frames: readonly WaitingParent[], top: WaitingParent): readonly WaitingParent[] {
+  return [...frames.slice(0, -1), top];
+}
+
+function appendTranscript(transcript: readonly TranscriptEntry[], entry: TranscriptEntry): readonly TranscriptEntry[] {
+  const next = [...transcript, entry];
+  return next.length <= MAX_TRANSCRIPT ? next : next.slice(next.length - MAX_TRANSCRIPT);
+}
+
+/** The variables the active agent reads: a child's own scope, else the session's. */
+export function activeScope(state: RunCore): Readonly<Record<string, unknown>> {
+  const top = state.waitingParents[state.waitingParents.length - 1];
+  return top !== undefined && top.child === state.agent ? top.childVariables : state.variables;
+}
+
+/** The scope of the waiting parent at `index` (the frame below it holds it; the session at 0). */
+export function parentScope(state: RunCore, index: number): Readonly<Record<string, unknown>> {
+  return index === 0 ? state.variables : (state.waitingParents[index - 1]?.childVariables ?? state.variables);
 }

@@ -1,4 +1,5 @@
 import { LoggerService } from '@nestjs/common';
+import { currentTraceId } from '../observability/trace-context';
 
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
 const rank: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40 };
@@ -16,7 +17,8 @@ export interface LogContext {
 
 /**
  * A JSON-lines logger: one object per line on stdout (stderr for errors) with time, level, service,
- * message and any ids passed in the context. Also a NestJS `LoggerService`, so framework logs come
+ * message, the active trace id (`trace_id`, when the line is written inside a trace) and any ids
+ * passed in the context. Also a NestJS `LoggerService`, so framework logs come
  * out in the same shape.
  */
 export class JsonLogger implements LoggerService {
@@ -58,11 +60,13 @@ export class JsonLogger implements LoggerService {
       else if (item instanceof Error) fields['err'] = { name: item.name, message: item.message, stack: item.stack };
       else if (typeof item === 'string') fields['context'] = item;
     }
+    const traceId = currentTraceId();
     const line = JSON.stringify({
       time: new Date().toISOString(),
       level,
       service: this.service,
       msg: message instanceof Error ? message.message : String(message),
+      ...(traceId ? { trace_id: traceId } : {}),
       ...this.base,
       ...fields,
     });

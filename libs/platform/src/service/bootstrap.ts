@@ -5,7 +5,13 @@ import { z } from 'zod';
 import { BaseConfigSchema, ConfigError, loadConfig } from '../config/config';
 import { HealthModule } from '../health/health';
 import { JsonLogger } from '../logging/logger';
+import { instrumentRunners } from '@baton/eventstore';
 import { JetStreamConsumerBinding, JetStreamServer } from '../transport/jetstream.server';
+import { httpMetricsMiddleware } from '../observability/http-metrics';
+import { instrumentNats } from '../observability/instrument-nats';
+import { BatonMetrics, runnerInstrumentation } from '../observability/metrics';
+import { MetricsModule } from '../observability/metrics.module';
+import { installTracing } from '../observability/trace-context';
 import { HybridExceptionFilter } from '../transport/hybrid-exception.filter';
 import { createRuntime, RuntimeModule, ServiceRuntime } from './runtime';
 
@@ -31,11 +37,15 @@ export interface RunServiceOptions {
   env?: Record<string, string | undefined>;
   /** The service's HTTP exception filter; it also sees errors raised before a controller runs (body parsing). */
   httpExceptionFilter?: ExceptionFilter;
+  /** Register service-specific metrics (e.g. the notifier's projection gauges) once the app is built. */
+  metrics?: (metrics: BatonMetrics, app: INestApplication, runtime: ServiceRuntime<ServiceConfig>) => void;
 }
 
 export interface RunningService {
   app: INestApplication;
   runtime: ServiceRuntime<ServiceConfig>;
+  /** The service's Prometheus registry and metrics (served at GET /metrics). */
+  metrics: BatonMetrics;
   /** Stop in order: stop pulling and finish in-flight messages, close HTTP, drain NATS, quit Redis. */
   stop(): Promise<void>;
 }
@@ -57,12 +67,23 @@ export async function runService(opts: RunServiceOptions): Promise<RunningServic
     }
     throw error;
   }
-  const runtime = await createRuntime({ service: opts.service, config, redis: opts.redis ?? true });
+  installTracing();
+  const metrics = new BatonMetrics({ service: opts.service });
+  const runtime = await createRuntime({
+    service: opts.service,
+    config,
+    redis: opts.redis ?? true,
+    wrapNats: process.env['SRE_OFF'] ? undefined : (handle) => instrumentNats(handle, { onJetStreamPublish: (subject, headers, ack) => metrics.recordPublish(subject, headers, ack, config.BATON_PREFIX) }),
+  });
   const logger: JsonLogger = runtime.logger;
+  // Every consumer runner on this connection: trace context per message, latency, outcomes, lag.
+  const runners = runnerInstrumentation(metrics, { jsm: runtime.nats.jsm });
+  if (!process.env['SRE_OFF']) instrumentRunners(runtime.nats.js, runners);
 
   @Module({
     imports: [
       RuntimeModule.forRoot(runtime),
+      MetricsModule.forRoot(metrics),
       HealthModule.register([
         { name: 'nats', check: async () => !runtime.nats.connection.isClosed() && (await runtime.nats.connection.rtt()) >= 0 },
         ...(runtime.redis ? [{ name: 'redis', check: async () => (await runtime.redis!.ping(900), true) }] : []),
@@ -73,6 +94,8 @@ export async function runService(opts: RunServiceOptions): Promise<RunningServic
   class AppModule {}
 
   const app = await NestFactory.create(AppModule, { logger, bodyParser: true, abortOnError: false });
+  app.use(httpMetricsMiddleware(metrics));
+  opts.metrics?.(metrics, app, runtime);
   // Before anything initialises, so the JetStream handlers inherit it (see HybridExceptionFilter).
   app.useGlobalFilters(new HybridExceptionFilter(app.getHttpAdapter(), opts.httpExceptionFilter));
   const server = new JetStreamServer({
@@ -94,6 +117,8 @@ export async function runService(opts: RunServiceOptions): Promise<RunningServic
     (stopping ??= (async () => {
       logger.info(`${opts.service} stopping`);
       await app.close(); // closes the microservice first: stop pulling, finish in-flight, then HTTP
+      runners.stop();
+      instrumentRunners(runtime.nats.js, null);
       await runtime.nats.drain().catch(() => undefined);
       await runtime.redis?.close().catch(() => undefined);
       logger.info(`${opts.service} stopped`);
@@ -106,5 +131,5 @@ export async function runService(opts: RunServiceOptions): Promise<RunningServic
   };
   process.once('SIGTERM', onSignal);
   process.once('SIGINT', onSignal);
-  return { app, runtime, stop };
+  return { app, runtime, metrics, stop };
 }

@@ -31,6 +31,8 @@ export interface CreateRuntimeOptions<C extends BaseConfig> {
   redis?: boolean;
   /** Folded-state cache entries for the event store (default 10 000). */
   cacheSize?: number;
+  /** Wrap the connection before anything uses it (trace propagation, publish metrics: see `instrumentNats`). */
+  wrapNats?: (handle: NatsHandle) => NatsHandle;
 }
 
 /**
@@ -41,7 +43,8 @@ export async function createRuntime<C extends BaseConfig>(opts: CreateRuntimeOpt
   const { config, service } = opts;
   const instance = config.BATON_INSTANCE ?? `${service}-${process.pid}`;
   const logger = new JsonLogger(service, config.LOG_LEVEL, { instance });
-  const nats = await connectNats({ servers: config.NATS_URL.split(','), name: `baton-${instance}` });
+  const connected = await connectNats({ servers: config.NATS_URL.split(','), name: `baton-${instance}` });
+  const nats = opts.wrapNats ? opts.wrapNats(connected) : connected;
   await provision(nats.jsm, { streams: batonTopology(config.BATON_PREFIX, { replicas: config.BATON_STREAM_REPLICAS }).streams });
   const registry = createEventRegistry();
   const store = new JetStreamEventStore({

@@ -1,5 +1,6 @@
 import { BaseRpcContext } from '@nestjs/microservices';
 import type { ConsumedMessage } from '@baton/eventstore';
+import { traceIdFromHeaders } from '../observability/trace-context';
 
 /**
  * The per-message context a `@EventPattern` handler bound by {@link JetStreamServer} receives
@@ -32,6 +33,10 @@ export class JetStreamContext extends BaseRpcContext<[ConsumedMessage]> {
   /** The first value of a header, if present. */
   header(name: string): string | undefined {
     return this.message.headers[name]?.[0];
+  }
+  /** The W3C trace id the message's `traceparent` header carries, or null. */
+  get traceId(): string | null {
+    return traceIdFromHeaders(this.message.headers);
   }
   /** The raw bytes as published. */
   get data(): Uint8Array {

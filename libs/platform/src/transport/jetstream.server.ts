@@ -19,6 +19,8 @@ import {
 } from '@baton/eventstore';
 import { headers as natsHeaders, type Msg, type Subscription } from 'nats';
 import type { z } from 'zod';
+import { context as otelContext } from '@opentelemetry/api';
+import { contextFromHeaders, currentTraceId } from '../observability/trace-context';
 import { JetStreamContext, NatsRequestContext } from './jetstream.context';
 import { durableNameFor, resolvePattern, subjectMatches } from './subject';
 
@@ -32,6 +34,12 @@ export interface JetStreamConsumerSettings {
   backoffMs?: number[];
   /** Handlers running at once per consumer (default 1: stream order). */
   concurrency?: number;
+  /**
+   * With `concurrency` above 1: messages with the same key run one at a time in delivery order,
+   * different keys in parallel (see `RunConsumerOptions.orderingKey`). `'subject'` keys by the
+   * message subject (one aggregate per subject on the events stream).
+   */
+  orderingKey?: 'subject' | ((msg: ConsumedMessage) => string | undefined);
   /** Most messages per pull (default 100). */
   batch?: number;
   /** Pull expiry, ms (default 2000, at least 1000): bounds how long shutdown waits for a pull. */
@@ -242,6 +250,7 @@ export class JetStreamServer extends Server<JetStreamServerEvents> implements Cu
       maxDeliver: settings.maxDeliver,
       backoffMs: settings.backoffMs,
       concurrency: settings.concurrency,
+      orderingKey: settings.orderingKey === 'subject' ? (msg) => msg.subject : settings.orderingKey,
       batch: settings.batch,
       pullExpiresMs: settings.pullExpiresMs,
       onOutcome: (outcome) => {
@@ -281,7 +290,9 @@ export class JetStreamServer extends Server<JetStreamServerEvents> implements Cu
             this.logger.error(`request subscription ${subject} failed: ${err.message}`);
             return;
           }
-          const task = this.answer(handler, msg).finally(() => this.inFlightRequests.delete(task));
+          const answer = () => this.answer(handler, msg);
+          const run = currentTraceId() ? answer() : otelContext.with(contextFromHeaders(headersToRecord(msg.headers)), answer);
+          const task = run.finally(() => this.inFlightRequests.delete(task));
           this.inFlightRequests.add(task);
         },
       });

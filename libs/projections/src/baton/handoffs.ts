@@ -54,6 +54,8 @@ export function summarizeHandoffEvent(event: HandoffEvent): string {
       return `abandoned by ${event.data.abandoned_by}: ${event.data.reason}`;
     case 'handoff.failed':
       return `failed (${event.data.failed_by}): ${event.data.reason}`;
+    case 'handoff.deadline_expired':
+      return `deadline ${event.data.deadline_at} passed; failed (deadline)`;
     case 'handoff.archived':
       return `archived from ${event.data.archived_from} by ${event.data.archived_by}`;
     default: {

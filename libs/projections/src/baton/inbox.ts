@@ -1,4 +1,4 @@
-import type { HandoffEvent, HandoffPriority, StopWhy } from '@baton/contracts';
+import type { HandoffEvent, HandoffPriority, StopPacket, StopWhy } from '@baton/contracts';
 import { assertNever, type RunEvent } from '@baton/domain';
 import type { JsonValue } from '../canonical-json';
 import { Op, type IndexedItem, type ProjectionOp } from '../ops';
@@ -26,6 +26,8 @@ export interface InboxItem extends IndexedItem {
   resolution?: string;
   closed_at?: string;
   closed_by?: string;
+  /** W3C trace id of the event that opened the item (from its `traceparent` header), when it had one. */
+  trace_id?: string;
 }
 
 /** What the inbox remembers per run between events. */
@@ -95,7 +97,8 @@ function close(id: string, resolution: string, event: SequencedEvent, by?: strin
 }
 
 function item(fields: Omit<InboxItem, 'status' | 'opened_at'>, event: SequencedEvent): IndexedItem {
-  return toJson({ ...fields, status: InboxStatus.open, opened_at: event.occurredAt }) as IndexedItem;
+  // trace_id: the trace of the event that opened the item (follow the run across the services).
+  return toJson({ ...fields, status: InboxStatus.open, opened_at: event.occurredAt, ...(event.traceId ? { trace_id: event.traceId } : {}) }) as IndexedItem;
 }
 
 function runStep(prior: RunMemo | null, event: SequencedEvent): { state?: RunMemo; ops: ProjectionOp[] } {
@@ -187,6 +190,13 @@ function runStep(prior: RunMemo | null, event: SequencedEvent): { state?: RunMem
     case 'run.routed':
     case 'run.result_rejected':
     case 'run.notice_emitted':
+    case 'run.message_received':
+    case 'run.awaiting_input':
+    case 'run.handoff':
+    case 'run.handoff_return_handler':
+    case 'run.resume_intent':
+    case 'run.handoff_completed':
+    case 'run.memory_error':
       return { ops: [] };
     default:
       return assertNever(e, 'run event');
@@ -305,6 +315,41 @@ function handoffStep(prior: HandoffMemo | null, event: SequencedEvent): { state?
   return { state: memo, ops };
 }
 
+/** A handoff mesh stopped by its iteration cap (seed 004): an open stop item, like a stopped run's. */
+function meshStopped(event: SequencedEvent): ProjectionOp[] {
+  const packet = (event.payload as { packet: StopPacket }).packet;
+  const priority = stopPriority(packet.why);
+  return [
+    Op.itemUpsert(
+      INBOX_STORE,
+      item(
+        {
+          id: InboxItemId.stop(packet.packet_id),
+          project: packet.project,
+          kind: InboxKind.stop,
+          why: packet.why,
+          agent: packet.agent,
+          priority,
+          urgency: UrgencyByPriority[priority],
+          at: eventMs(event),
+          title: packet.next_form?.title ?? `Mesh stopped (${packet.why}) at ${packet.step}`,
+          workflow_run_id: packet.workflow_run_id,
+          mesh_run_id: packet.workflow_run_id,
+          packet_id: packet.packet_id,
+          run_id: packet.run_id,
+          step: packet.step,
+          user_msg: packet.user_msg,
+          ...(packet.detail !== undefined ? { detail: packet.detail } : {}),
+          form_kind: packet.next_form?.kind ?? null,
+          actions: packet.next_form ? packet.next_form.actions.map((a) => a.id) : ['acknowledge'],
+          has_pending: packet.pending !== null,
+        },
+        event,
+      ),
+    ),
+  ];
+}
+
 /**
  * The `inbox` projection: every item a person must act on — an open stop packet, a hold, a
  * completion handback waiting for accept / rework (whoever it is addressed to: agent, person or
@@ -315,10 +360,12 @@ function handoffStep(prior: HandoffMemo | null, event: SequencedEvent): { state?
 export function inboxProjection(): FoldingProjection<JsonValue> {
   return {
     name: 'inbox',
-    version: 1,
-    handles: (type) => type.startsWith('run.') || type.startsWith('handoff.'),
-    stateKeyOf: (event) => (event.type.startsWith('run.') ? `m:run:${event.aggregate.id}` : `m:ho:${event.aggregate.id}`),
+    // 2: items carry trace_id.
+    version: 2,
+    handles: (type) => type.startsWith('run.') || type.startsWith('handoff.') || type === 'mesh.stopped',
+    stateKeyOf: (event) => (event.type === 'mesh.stopped' ? null : event.type.startsWith('run.') ? `m:run:${event.aggregate.id}` : `m:ho:${event.aggregate.id}`),
     step(prior, event) {
+      if (event.type === 'mesh.stopped') return { ops: meshStopped(event) };
       const result = event.type.startsWith('run.')
         ? runStep(prior as RunMemo | null, event)
         : handoffStep(prior as HandoffMemo | null, event);

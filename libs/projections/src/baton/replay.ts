@@ -45,13 +45,22 @@ export function jetStreamReplaySource(options: JetStreamReplayOptions): ReplaySo
           last = msg.seq;
           const event = decode(options.registry, msg.data);
           if ('rejection' in event) options.onUndecodable?.(msg.seq, msg.subject, event.rejection);
-          else yield { ...event.value, seq: msg.seq };
+          else {
+            const traceId = traceIdOf(msg.headers?.get('traceparent'));
+            yield { ...event.value, seq: msg.seq, ...(traceId ? { traceId } : {}) };
+          }
           if (last >= endSeq) break;
         }
         // A pull that brings nothing within its expiry: the messages left up to endSeq were deleted.
         if (got === 0) break;
       }
     })();
+}
+
+/** The trace id of a W3C `traceparent` value (`00-<32 hex>-<16 hex>-<2 hex>`), or null. */
+export function traceIdOf(traceparent: string | undefined): string | null {
+  const match = /^[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}/.exec(traceparent?.trim() ?? '');
+  return match && !/^0+$/.test(match[1] as string) ? (match[1] as string) : null;
 }
 
 function decode(registry: EventRegistry, data: Uint8Array): { value: EventEnvelope } | { rejection: Rejection } {

@@ -70,11 +70,31 @@ export function summarizeRunEvent(event: RunEvent): string {
       return `result ${event.data.result_id} from ${event.data.agent} rejected (${event.data.code}): ${event.data.message}`;
     case 'run.notice_emitted':
       return `notice ${event.data.notice.notice_id} (${event.data.notice.reason}) to @${event.data.notice.recipient.handle}`;
+    // Conversations and returnable handoffs (seed 001): the seed's trace vocabulary.
+    case 'run.message_received':
+      return `customer message ${event.data.message_id} to ${event.data.agent}: "${excerpt(event.data.text)}"`;
+    case 'run.awaiting_input':
+      return `${event.data.agent} waits for the customer${event.data.reply ? `; replied "${excerpt(event.data.reply)}"` : ''}${event.data.note ? ` (${event.data.note})` : ''}`;
+    case 'run.handoff':
+      return `handoff ${event.data.from} → ${event.data.to} returnExpected: ${event.data.returnExpected} reasonCode: ${event.data.reasonCode} (route ${event.data.route}, ${event.data.trigger}, history ${event.data.context.history_mode}, pass [${event.data.context.passed.join(', ')}]); handoff ${event.data.handoffId}`;
+    case 'run.handoff_return_handler':
+      return `handoff_return_handler ${event.data.child} → ${event.data.parent} (${event.data.path}, action ${event.data.action}${event.data.handler ? `, handler ${event.data.handler}` : ''}) mappedFields: [${event.data.mappedFields.join(', ')}]${event.data.skippedFields.length > 0 ? ` skipped: [${event.data.skippedFields.join(', ')}]` : ''}${event.data.applied ? '' : ' — no effects applied'}`;
+    case 'run.resume_intent':
+      return `resume_intent ${event.data.parent} reasonCode: ${event.data.reasonCode} (${event.data.resumeWith}${event.data.message !== null ? `: "${excerpt(event.data.message)}"` : ''})`;
+    case 'run.handoff_completed':
+      return `handoff_completed ${event.data.from} → ${event.data.to} outcome: ${event.data.outcome} durationMs: ${event.data.durationMs}${event.data.cause ? ` cause: ${event.data.cause}` : ''}${event.data.code ? ` code: ${event.data.code}` : ''}${event.data.siblingIntentMs !== undefined ? ` siblingIntentMs: ${event.data.siblingIntentMs}` : ''}${event.data.onFailure ? ` ON_FAILURE ${event.data.onFailure}` : ''}`;
+    case 'run.memory_error':
+      return `memory_error: ${event.data.parent} may not write [${event.data.targets.join(', ')}]; the return of ${event.data.child} applied no effects`;
     default: {
       const never: never = event;
       return `event ${(never as { type: string }).type}`;
     }
   }
+}
+
+function excerpt(text: string): string {
+  const flat = text.replace(/\s+/g, ' ').trim();
+  return flat.length <= 80 ? flat : `${flat.slice(0, 79)}…`;
 }
 
 /** The view of a folded run state (null before `run.started`). */

@@ -46,18 +46,20 @@ export function stopPacketOf(item: StopItem): StopPacket {
 /**
  * The `stops` projection: every stop packet (`run.stopped`), indexed by why, agent, project,
  * status and priority, ordered by time, plus a per-run index; `run.resumed` from a stop marks the
- * packet answered with the answer and its effect. Needs no folded state.
+ * packet answered with the answer and its effect; `mesh.stopped` (a handoff mesh's thrash stop)
+ * is stored the same way. Needs no folded state.
  */
 export function stopsProjection(): FoldingProjection<JsonValue> {
   return {
     name: 'stops',
     version: 1,
-    handles: (type) => type === 'run.stopped' || type === 'run.resumed',
+    handles: (type) => type === 'run.stopped' || type === 'run.resumed' || type === 'mesh.stopped',
     stateKeyOf: () => null,
     step(_prior, event) {
       const domain = domainEvent<RunEvent>(event);
-      if (domain.type === 'run.stopped') {
-        const packet = domain.data.packet;
+      // A mesh stopped by its iteration cap (seed 004) opens a packet exactly like a stopped run.
+      if (domain.type === 'run.stopped' || event.type === 'mesh.stopped') {
+        const packet = (event.payload as { packet: StopPacket }).packet;
         const priority = stopPriority(packet.why);
         const at = isoMs(packet.created_at) || eventMs(event);
         const item: StopItem = {

@@ -1,0 +1,51 @@
+import { ProjectControlReplySchema, ProjectIdSchema, Subjects } from '@baton/contracts';
+import type { CliContext } from '../context';
+import { parseCommandArgs, str, type ParsedArgs } from '../command';
+import { CliError, ExitCode, UsageError } from '../errors';
+import { printJson, renderFields } from '../output';
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+/**
+ * Send `pause` / `resume` for `<project>` to the ledger (request/reply on
+ * `<prefix>.cmd.ledger.<project>.pause|resume`) as the operator, with the admin role. The
+ * idempotency key defaults to one per invocation; pass `--key` to make a retry a no-op.
+ */
+export async function runProjectControl(name: 'pause' | 'resume', help: string, argv: string[], ctx: CliContext): Promise<ExitCode> {
+  const args: ParsedArgs = parseCommandArgs(argv, { reason: { type: 'string' }, key: { type: 'string' }, json: { type: 'boolean' } }, { min: 1, max: 1 });
+  if (args.help) {
+    ctx.io.stdout.write(help);
+    return ExitCode.ok;
+  }
+  const project = args.positionals[0] as string;
+  if (!ProjectIdSchema.safeParse(project).success) throw new UsageError(`"${project}" is not a project key`);
+  const reason = str(args, 'reason');
+  if (name === 'pause' && !reason) throw new UsageError('--reason is required: a pause says why');
+  const body = {
+    actor: ctx.operator(),
+    actor_role: 'admin',
+    idempotency_key: str(args, 'key') ?? `${name}-${Date.now()}`,
+    ...(reason ? { reason } : {}),
+  };
+  const nats = await ctx.nats();
+  const subject = Subjects.ledgerCommand(ctx.config().BATON_PREFIX, project, name);
+  let raw: Uint8Array;
+  try {
+    raw = (await nats.connection.request(subject, encoder.encode(JSON.stringify(body)), { timeout: 10_000 })).data;
+  } catch (error) {
+    throw new CliError(`${name} failed: no answer from the ledger on ${subject}: ${(error as Error).message}`, { cause: error });
+  }
+  const reply = ProjectControlReplySchema.safeParse(JSON.parse(decoder.decode(raw)));
+  if (!reply.success) throw new CliError(`unexpected reply from the ledger: ${decoder.decode(raw).slice(0, 300)}`);
+  if (args.values['json'] === true) printJson(ctx.io, reply.data);
+  if (!reply.data.ok) {
+    ctx.io.stderr.write(`baton: the ledger refused ${name}: ${reply.data.error.code}: ${reply.data.error.message}\n`);
+    return ExitCode.failure;
+  }
+  if (args.values['json'] !== true) {
+    const p = reply.data.project;
+    ctx.io.stdout.write(renderFields({ project: p.project, status: p.status, pause_id: p.pause_id ?? '', reason: p.reason ?? '', changed: reply.data.events > 0 }));
+  }
+  return ExitCode.ok;
+}

@@ -1,0 +1,157 @@
+import { createHash, randomBytes } from 'node:crypto';
+import type { Command, ParsedArgs } from '../command';
+import { flag, parseCommandArgs, required } from '../command';
+import type { CliContext } from '../context';
+import { CliError, ExitCode, UsageError } from '../errors';
+import { printJson, renderTable } from '../output';
+
+/**
+ * Operator tokens for the notifier's API and web inbox, written straight to Redis (whoever can
+ * write the deployment's Redis is an admin already). The format MUST stay in step with
+ * apps/notifier/src/auth/token-store.ts, which verifies them: token `bt_<16 hex id>_<43 base64url
+ * secret>`; record `<prefix>:auth:token:<id>` = JSON { token_id, name, role, projects ('*' or a
+ * list), salt (32 hex), hash = sha256(salt ":" secret) hex, created_at, created_by?, revoked_at };
+ * set `<prefix>:auth:tokens` of ids. The secret itself is printed once and never stored.
+ */
+
+const ROLES = ['viewer', 'operator', 'admin'] as const;
+type Role = (typeof ROLES)[number];
+const NAME = /^[A-Za-z0-9_\-.:@]{1,128}$/;
+const PROJECT = /^[a-z0-9][a-z0-9_-]{0,63}$/;
+
+interface TokenRecord {
+  token_id: string;
+  name: string;
+  role: Role;
+  projects: '*' | string[];
+  salt: string;
+  hash: string;
+  created_at: string;
+  created_by?: string;
+  revoked_at: string | null;
+}
+
+const keys = (prefix: string) => ({ token: (id: string) => `${prefix}:auth:token:${id}`, tokens: `${prefix}:auth:tokens` });
+
+function list(args: ParsedArgs, name: string): string[] {
+  const value = args.values[name];
+  if (value === undefined) return [];
+  return (Array.isArray(value) ? value : [value]).flatMap((v) => String(v).split(',')).map((v) => v.trim()).filter(Boolean);
+}
+
+async function create(args: ParsedArgs, ctx: CliContext): Promise<ExitCode> {
+  const role = required(args, 'role');
+  if (!ROLES.includes(role as Role)) throw new UsageError(`--role must be viewer, operator or admin, got "${role}"`);
+  const name = (args.values['name'] as string | undefined) ?? ctx.operator();
+  if (!NAME.test(name)) throw new UsageError(`--name may hold letters, digits and _ - . : @ only (1-128), got "${name}"`);
+  const projects = list(args, 'project');
+  const all = flag(args, 'all-projects') || role === 'admin';
+  for (const project of projects) if (!PROJECT.test(project)) throw new UsageError(`--project "${project}" is not a project key (lowercase letters, digits, _ and -)`);
+  if (!all && projects.length === 0) throw new UsageError('a viewer or operator token needs --project <p> (repeatable) or --all-projects');
+  const prefix = ctx.config().BATON_PREFIX;
+  const tokenId = randomBytes(8).toString('hex');
+  const secret = randomBytes(32).toString('base64url');
+  const salt = randomBytes(16).toString('hex');
+  const record: TokenRecord = {
+    token_id: tokenId,
+    name,
+    role: role as Role,
+    projects: all ? '*' : [...new Set(projects)],
+    salt,
+    hash: createHash('sha256').update(`${salt}:${secret}`).digest('hex'),
+    created_at: new Date().toISOString(),
+    created_by: ctx.env['USER'] ?? 'baton-cli',
+    revoked_at: null,
+  };
+  const redis = (await ctx.redis()).client;
+  await redis.multi().set(keys(prefix).token(tokenId), JSON.stringify(record), 'NX').sadd(keys(prefix).tokens, tokenId).exec();
+  const token = `bt_${tokenId}_${secret}`;
+  if (flag(args, 'json')) {
+    printJson(ctx.io, { token, token_id: tokenId, name, role, projects: record.projects, created_at: record.created_at });
+  } else {
+    ctx.io.stdout.write(`${token}\n`);
+    ctx.io.stderr.write(`token ${tokenId} for ${name} (${role}, ${all ? 'all projects' : `projects ${record.projects.toString()}`}); it is shown only now — keep it secret\n`);
+  }
+  return ExitCode.ok;
+}
+
+async function read(ctx: CliContext, prefix: string, id: string): Promise<TokenRecord | null> {
+  const raw = await (await ctx.redis()).client.get(keys(prefix).token(id));
+  return raw === null ? null : (JSON.parse(raw) as TokenRecord);
+}
+
+export const tokenCommand: Command = {
+  name: 'token',
+  summary: 'create, list or revoke operator API tokens (roles viewer / operator / admin, per project)',
+  help: `Usage: baton token create --role viewer|operator|admin (--project p ... | --all-projects) [--name who] [--json]
+       baton token list [--json]
+       baton token revoke <token_id>
+
+Tokens authenticate the notifier's operator API (Authorization: Bearer <token>) and its web inbox
+(paste the token on /login). They are stored hashed in Redis under <BATON_PREFIX>:auth:; the token
+itself is printed once, on stdout, and cannot be shown again.
+
+Roles: viewer reads; operator reads and answers; admin does both for every project. A viewer or
+operator sees and answers only the projects it was created for.
+
+Options (create):
+  --role <role>      viewer, operator or admin (required)
+  --project <p>      a project the token may use (repeat, or comma-separate)
+  --all-projects     every project (admins always have it)
+  --name <who>       the operator's name, recorded as answered_by (default: BATON_OPERATOR or $USER)
+  --json             print { token, token_id, name, role, projects, created_at }
+`,
+  async run(argv, ctx) {
+    const [sub, ...rest] = argv;
+    const args = parseCommandArgs(
+      rest,
+      { role: { type: 'string' }, project: { type: 'string', multiple: true }, 'all-projects': { type: 'boolean' }, name: { type: 'string' }, json: { type: 'boolean' } },
+      { min: 0, max: 1 },
+    );
+    if (args.help || sub === undefined || sub === '--help' || sub === '-h') {
+      ctx.io.stdout.write(this.help);
+      return sub === undefined ? ExitCode.usage : ExitCode.ok;
+    }
+    const prefix = ctx.config().BATON_PREFIX;
+    switch (sub) {
+      case 'create':
+        return create(args, ctx);
+      case 'list': {
+        const redis = (await ctx.redis()).client;
+        const ids = await redis.smembers(keys(prefix).tokens);
+        const records = (await Promise.all(ids.map((id) => read(ctx, prefix, id))))
+          .filter((r): r is TokenRecord => r !== null)
+          .map(({ salt: _salt, hash: _hash, ...info }) => info)
+          .sort((a, b) => a.created_at.localeCompare(b.created_at));
+        if (flag(args, 'json')) printJson(ctx.io, records);
+        else
+          ctx.io.stdout.write(
+            renderTable(
+              records,
+              [
+                { header: 'token_id', value: (r) => r.token_id },
+                { header: 'name', value: (r) => r.name },
+                { header: 'role', value: (r) => r.role },
+                { header: 'projects', value: (r) => (r.projects === '*' ? '*' : r.projects.join(',')) },
+                { header: 'created', value: (r) => r.created_at },
+                { header: 'revoked', value: (r) => r.revoked_at ?? '-' },
+              ],
+              'no tokens',
+            ),
+          );
+        return ExitCode.ok;
+      }
+      case 'revoke': {
+        const id = args.positionals[0];
+        if (id === undefined) throw new UsageError('missing <token_id>');
+        const record = await read(ctx, prefix, id);
+        if (!record) throw new CliError(`no token ${id}`);
+        if (record.revoked_at === null) await (await ctx.redis()).client.set(keys(prefix).token(id), JSON.stringify({ ...record, revoked_at: new Date().toISOString() }));
+        ctx.io.stdout.write(`revoked ${id}\n`);
+        return ExitCode.ok;
+      }
+      default:
+        throw new UsageError(`unknown subcommand "${sub}" (create, list, revoke)`);
+    }
+  },
+};

@@ -1,0 +1,127 @@
+import { createEventRegistry, ProjectControlReplySchema, Subjects, type CompletionReport, type HandoffRecord, type ProjectDefinition } from '@baton/contracts';
+import { JetStreamEventStore, type NatsHandle } from '@baton/eventstore';
+import { LedgerClient, type LedgerReply, type RunningService } from '@baton/platform';
+import { as, bootLedger, connectTest, deleteStreams, eventually, offers, publishDefinition, randomPrefix } from './int/support';
+
+const P = 'gov';
+const SRC = 'govsrc';
+const report: CompletionReport = {
+  summary: 'done',
+  files_changed: [],
+  verification: 'npm test',
+  next_steps: '',
+  outcome: 'completed',
+  evidence: { tests_run: ['a.spec.ts: 1 passed'] },
+};
+const definition = (project: string, agents: string[]): ProjectDefinition =>
+  ({ project, agents: agents.map((name) => ({ name })), workflows: [], meshes: [] }) as unknown as ProjectDefinition;
+
+function handoffOf(reply: LedgerReply): HandoffRecord {
+  if (!reply.ok) throw new Error(`expected ok, got ${reply.error.code}: ${reply.error.message}`);
+  return reply.handoff;
+}
+
+describe('ledger governance (real NATS): kill switch, rate cap, cross-project, deadline', () => {
+  const prefix = randomPrefix();
+  let nats: NatsHandle;
+  let ledger: RunningService;
+  let client: LedgerClient;
+  let store: JetStreamEventStore;
+  let n = 0;
+
+  const control = async (project: string, name: 'pause' | 'resume', body: Record<string, unknown>) => {
+    const msg = await nats.connection.request(Subjects.ledgerCommand(prefix, project, name), new TextEncoder().encode(JSON.stringify(body)), { timeout: 5000 });
+    return ProjectControlReplySchema.parse(JSON.parse(new TextDecoder().decode(msg.data)));
+  };
+  const create = (to: string, extra: Record<string, unknown> = {}) => {
+    const id = `g-${++n}`;
+    return client.create(P, { handoff_id: id, from_agent: 'alice', to_agent: to, summary: 'work', idempotency_key: `c-${id}`, ...extra }, as('alice'));
+  };
+
+  beforeAll(async () => {
+    nats = await connectTest();
+    ledger = await bootLedger(prefix, 'ledger-gov', { LEDGER_AGENT_CLAIM_CAPS: 'rita=2', LEDGER_DEFINITION_TTL_MS: '0' });
+    await publishDefinition(nats, prefix, definition(P, ['alice', 'bob', 'rita']));
+    await publishDefinition(nats, prefix, definition(SRC, ['sam']));
+    client = new LedgerClient(nats, prefix, { timeoutMs: 5000, attempts: 1 });
+    store = new JetStreamEventStore({ js: nats.js, jsm: nats.jsm, prefix, registry: createEventRegistry() });
+  });
+
+  afterAll(async () => {
+    await ledger?.stop();
+    if (nats) {
+      await deleteStreams(nats, prefix);
+      await nats.close();
+    }
+  });
+
+  it('kill switch: pause → claims refused (project_paused) and offers held; results still recorded; resume → every pending handoff re-offered and claimable', async () => {
+    const before = handoffOf(await create('bob'));
+    const claimedBefore = handoffOf(await client.claim(P, { handoff_id: before.id, idempotency_key: 'cl-before' }, as('bob')));
+
+    expect(await control(P, 'pause', { actor: 'ops', actor_role: 'operator', reason: 'x', idempotency_key: 'p0' })).toMatchObject({ ok: false, error: { code: 'admin_only' } });
+    const paused = await control(P, 'pause', { actor: 'ops', actor_role: 'admin', reason: 'incident 42', idempotency_key: 'p1' });
+    expect(paused).toMatchObject({ ok: true, project: { status: 'paused' } });
+
+    const during = handoffOf(await create('bob'));
+    const refused = await client.claim(P, { handoff_id: during.id, idempotency_key: 'cl-during' }, as('bob'));
+    expect(refused).toMatchObject({ ok: false, error: { code: 'project_paused', kind: 'unavailable' } });
+    // Work acknowledged before the pause is still recorded while paused.
+    const returned = await client.return(P, { handoff_id: before.id, claim_id: claimedBefore.claim_id, report, idempotency_key: 'ret-before' }, as('bob'));
+    expect(handoffOf(returned).status).toBe('returned');
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect((await offers(nats, prefix, P, 'bob')).filter((o) => o.header('Baton-Handoff-Id') === during.id || (o.json() as { id: string }).id === during.id)).toHaveLength(0);
+
+    expect(await control(P, 'resume', { actor: 'ops', actor_role: 'admin', idempotency_key: 'r1' })).toMatchObject({ ok: true, project: { status: 'active' } });
+    const reoffered = await eventually(
+      async () => (await offers(nats, prefix, P, 'bob')).filter((o) => (o.json() as { id: string }).id === during.id),
+      (list) => list.length === 1,
+    );
+    expect(reoffered).toHaveLength(1);
+    expect(handoffOf(await client.claim(P, { handoff_id: during.id, idempotency_key: 'cl-after' }, as('bob'))).status).toBe('claimed');
+  });
+
+  it('rate cap: a claim over the agent cap is refused with rate_limited and retry_after_ms', async () => {
+    const ids = [];
+    for (let i = 0; i < 3; i++) ids.push(handoffOf(await create('rita')).id);
+    expect((await client.claim(P, { handoff_id: ids[0] as string, idempotency_key: 'r-0' }, as('rita'))).ok).toBe(true);
+    expect((await client.claim(P, { handoff_id: ids[1] as string, idempotency_key: 'r-1' }, as('rita'))).ok).toBe(true);
+    const third = await client.claim(P, { handoff_id: ids[2] as string, idempotency_key: 'r-2' }, as('rita'));
+    expect(third).toMatchObject({ ok: false, error: { code: 'rate_limited', kind: 'unavailable' } });
+    if (third.ok) throw new Error('unreachable');
+    expect(third.error.details?.['retry_after_ms']).toEqual(expect.any(Number));
+    // Other agents are not capped.
+    const other = handoffOf(await create('bob'));
+    expect((await client.claim(P, { handoff_id: other.id, idempotency_key: 'b-x' }, as('bob'))).ok).toBe(true);
+  });
+
+  it('cross-project: validates both rosters, lives in the target project, never registers an agent in the other project', async () => {
+    const defBefore = (await store.read({ project: P, kind: 'definition', id: 'current' })).lastSeq;
+    const body = { handoff_id: 'x-1', project: SRC, from_agent: 'sam', to_agent: 'bob', summary: 'help', target_project: P, idempotency_key: 'x-1' };
+    expect(await client.create(SRC, body, as('sam'))).toMatchObject({ ok: false, error: { code: 'cto_override_required' } });
+    expect(await client.create(SRC, { ...body, to_agent: 'nobody', cto_override: 'dec-1', idempotency_key: 'x-2' }, as('sam'))).toMatchObject({
+      ok: false,
+      error: { code: 'addressee_not_in_target_roster' },
+    });
+    expect(await client.create(SRC, { ...body, from_agent: 'alice', cto_override: 'dec-1', idempotency_key: 'x-3' }, as('alice'))).toMatchObject({
+      ok: false,
+      error: { code: 'delegator_not_in_source_roster' },
+    });
+    const created = handoffOf(await client.create(SRC, { ...body, cto_override: 'dec-1', idempotency_key: 'x-4' }, as('sam')));
+    expect(created).toMatchObject({ project: P, source_project: SRC, cto_override: 'dec-1' });
+    expect((await store.read({ project: P, kind: 'handoff', id: 'x-1' })).events).toHaveLength(1);
+    expect((await store.read({ project: SRC, kind: 'handoff', id: 'x-1' })).events).toHaveLength(0);
+    expect((await store.read({ project: P, kind: 'definition', id: 'current' })).lastSeq).toBe(defBefore);
+  });
+
+  it('deadline: expire_deadline past deadline_at fails the handoff once (terminal_reason deadline)', async () => {
+    const h = handoffOf(await create('bob', { deadline_at: new Date(Date.now() - 1000).toISOString() }));
+    const wd = { as: { actor: 'baton-watchdog', actor_kind: 'watchdog' as const } };
+    const first = await client.send(P, 'expire_deadline', { handoff_id: h.id, idempotency_key: `deadline:${h.id}` }, wd);
+    expect(handoffOf(first)).toMatchObject({ status: 'failed', terminal_reason: 'deadline' });
+    const again = await client.send(P, 'expire_deadline', { handoff_id: h.id, idempotency_key: 'another-watchdog' }, wd);
+    expect(again).toMatchObject({ ok: false, error: { code: 'handoff_not_open' } });
+    const events = (await store.read({ project: P, kind: 'handoff', id: h.id })).events;
+    expect(events.filter((e) => e.type === 'handoff.deadline_expired')).toHaveLength(1);
+  });
+});

@@ -1,0 +1,96 @@
+import { createHash } from 'node:crypto';
+import { Inject, Injectable } from '@nestjs/common';
+import {
+  Limits,
+  ProjectControlCommandSchemas,
+  ProjectControlId,
+  parseUntrustedJson,
+  rejectionFromZod,
+  type ProjectControlCommandName,
+  type ProjectControlEvent,
+  type ProjectControlReply,
+} from '@baton/contracts';
+import { projectControlDecider, toProjectControlRecord, type ProjectControlCommand, type ProjectControlState } from '@baton/domain';
+import type { AggregateRef } from '@baton/eventstore';
+import { RUNTIME, type ServiceRuntime } from '@baton/platform';
+
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+/** The control aggregate of `project`. */
+export function controlRef(project: string): AggregateRef {
+  return { project, kind: 'project', id: ProjectControlId };
+}
+
+/**
+ * The project kill switch, as the ledger serves it: `pause` / `resume` request/reply commands
+ * (`<prefix>.cmd.ledger.<project>.pause|resume`, admin only: `actor_role: 'admin'`), decided by
+ * `projectControlDecider` and appended to the project's control aggregate (the ledger is its only
+ * writer; event ids from the idempotency key, so a retried request appends nothing). `isPaused`
+ * reads the aggregate fresh (no cache) so a pause applies to the very next claim on every ledger
+ * instance.
+ */
+@Injectable()
+export class ProjectControlService {
+  constructor(@Inject(RUNTIME) private readonly runtime: ServiceRuntime) {}
+
+  /** The control state of `project` (read from the stream each time). */
+  async state(project: string): Promise<ProjectControlState> {
+    const { events } = await this.runtime.store.read(controlRef(project));
+    return events.reduce(
+      (state, stored) => projectControlDecider.evolve(state, { type: stored.type, data: stored.payload } as ProjectControlEvent),
+      projectControlDecider.initialState(),
+    );
+  }
+
+  async isPaused(project: string): Promise<boolean> {
+    return (await this.state(project)).status === 'paused';
+  }
+
+  /** Answer one `pause` / `resume` request (body bytes as received). */
+  async handle(project: string, name: ProjectControlCommandName, data: Uint8Array): Promise<ProjectControlReply> {
+    let text: string;
+    try {
+      text = utf8.decode(data);
+    } catch {
+      return { ok: false, error: { code: 'malformed_json', kind: 'rejected', message: 'the body is not UTF-8 text' } };
+    }
+    const json = parseUntrustedJson(text, Limits.maxMessageBytes);
+    if (!json.ok) return { ok: false, error: { code: json.rejection.code, kind: 'rejected', message: json.rejection.message } };
+    const parsed = ProjectControlCommandSchemas[name].safeParse(json.value);
+    if (!parsed.success) {
+      const rejection = rejectionFromZod(parsed.error);
+      return { ok: false, error: { code: rejection.code, kind: 'rejected', message: rejection.message, details: { issues: rejection.issues } } };
+    }
+    const body = parsed.data;
+    const now = new Date().toISOString();
+    const metadata = { now, actor: body.actor, role: body.actor_role };
+    const command: ProjectControlCommand =
+      name === 'pause'
+        ? {
+            type: 'pause',
+            data: { project, pause_id: `pause-${digest(project, body.idempotency_key)}`, reason: 'reason' in body ? (body.reason ?? '') : '', idempotency_key: body.idempotency_key },
+            metadata,
+          }
+        : {
+            type: 'resume',
+            data: { project, idempotency_key: body.idempotency_key, ...(body.reason !== undefined ? { reason: body.reason } : {}) },
+            metadata,
+          };
+    const commandId = `ctl-${digest(project, name, body.idempotency_key)}`;
+    const result = await this.runtime.store.handleCommand(controlRef(project), projectControlDecider, command, {
+      commandId,
+      occurredAt: now,
+      actor: body.actor,
+      origin: 'operator',
+      causationId: null,
+      correlationId: commandId,
+    });
+    if (!result.ok) return { ok: false, error: result.error.details ? { ...result.error } : { code: result.error.code, kind: result.error.kind, message: result.error.message } };
+    this.runtime.logger.info(`project ${name} ${result.events.length > 0 ? 'applied' : 'already applied'}`, { project, actor: body.actor });
+    return { ok: true, project: toProjectControlRecord(project, result.state), events: result.events.length };
+  }
+}
+
+function digest(...parts: string[]): string {
+  return createHash('sha256').update(parts.join('\u001f')).digest('hex').slice(0, 32);
+}

@@ -1,0 +1,103 @@
+import { BeforeApplicationShutdown, Inject, Injectable, OnApplicationBootstrap } from '@nestjs/common';
+import { HumanActionNoticeSchema, Subjects } from '@baton/contracts';
+import { batonStreamNames, provision, runConsumer, TransientError, type ConsumedMessage, type ConsumerRunner } from '@baton/eventstore';
+import { RUNTIME, type ServiceConfig, type ServiceRuntime } from '@baton/platform';
+import { NOTIFIER_CONFIG, webhookBackoff, type NotifierConfig } from '../notifier.config';
+import { WebhookSender } from './webhook-sender';
+
+/** The notifier's durable consumer that delivers notices to webhooks. */
+export const WEBHOOK_DURABLE = 'notifier_webhooks';
+
+const decoder = new TextDecoder();
+
+/**
+ * Delivers human action notices to the webhooks of NOTIFIER_WEBHOOKS (they are still published on
+ * `<prefix>.notice.<project>` by the projection applier). A durable consumer on the run events
+ * (`<prefix>.ev.*.run.*`, created to start at new events) reads each `run.notice_emitted`; the
+ * {@link WebhookSender} posts it, signed, to each matching webhook. When a webhook fails the
+ * message is naked with exponential backoff (NOTIFIER_WEBHOOK_BACKOFF_MS doubling up to
+ * NOTIFIER_WEBHOOK_BACKOFF_MAX_MS) and redelivered; webhooks that already answered 2xx are
+ * skipped (deduplicated by notice id). After NOTIFIER_WEBHOOK_MAX_ATTEMPTS deliveries the message
+ * is dead-lettered (`<prefix>.dlq.notifier_webhooks`, reason `max_deliveries`). The consumer
+ * survives restarts, so a notice whose delivery was cut short by a crash is delivered after it.
+ * With no webhooks configured nothing is created.
+ */
+@Injectable()
+export class WebhookDelivery implements OnApplicationBootstrap, BeforeApplicationShutdown {
+  private runner: ConsumerRunner | null = null;
+  private sender: WebhookSender | null = null;
+
+  constructor(
+    @Inject(RUNTIME) private readonly runtime: ServiceRuntime<ServiceConfig>,
+    @Inject(NOTIFIER_CONFIG) private readonly config: NotifierConfig,
+  ) {}
+
+  /** The sender (null when no webhook is configured). */
+  get webhookSender(): WebhookSender | null {
+    return this.sender;
+  }
+
+  async onApplicationBootstrap(): Promise<void> {
+    const targets = this.config.NOTIFIER_WEBHOOKS;
+    if (targets.length === 0) return;
+    const { config, nats, redis, logger } = this.runtime;
+    if (!redis) throw new Error('webhook delivery needs Redis (REDIS_URL)');
+    const prefix = config.BATON_PREFIX;
+    this.sender = new WebhookSender({ targets, redis: redis.client, prefix, timeoutMs: this.config.NOTIFIER_WEBHOOK_TIMEOUT_MS });
+    const stream = batonStreamNames(prefix).events;
+    await provision(nats.jsm, {
+      consumers: [
+        {
+          stream,
+          durable: WEBHOOK_DURABLE,
+          filterSubject: Subjects.aggregateKind(prefix, 'run'),
+          deliverFrom: 'new',
+          ackWaitMs: Math.max(30_000, this.config.NOTIFIER_WEBHOOK_TIMEOUT_MS * 3),
+          maxAckPending: 256,
+          description: 'notifier: human action notices to webhooks',
+        },
+      ],
+    });
+    this.runner = runConsumer({
+      js: nats.js,
+      stream,
+      durable: WEBHOOK_DURABLE,
+      prefix,
+      maxDeliver: this.config.NOTIFIER_WEBHOOK_MAX_ATTEMPTS,
+      backoffMs: webhookBackoff(this.config),
+      concurrency: 8,
+      batch: 8,
+      pullExpiresMs: 1000,
+      handler: (msg) => this.handle(msg),
+      onOutcome: (outcome) => {
+        if (outcome.kind === 'retry') logger.warn('webhook delivery will be retried', { seq: outcome.msg.seq, attempt: outcome.msg.deliveryCount, delay_ms: outcome.delayMs, error: String(outcome.error) });
+        if (outcome.kind === 'dead_lettered') logger.error('webhook delivery gave up (dead-lettered)', { seq: outcome.msg.seq, reason: outcome.reason });
+      },
+      onError: (error) => logger.error('webhook consumer pull failed', { error: String(error) }),
+    });
+    logger.info('webhook delivery started', { webhooks: targets.length, durable: WEBHOOK_DURABLE });
+  }
+
+  private async handle(msg: ConsumedMessage): Promise<void> {
+    let raw: unknown;
+    try {
+      raw = JSON.parse(decoder.decode(msg.data));
+    } catch {
+      return; // the projection applier dead-letters undecodable events; nothing to deliver here
+    }
+    const decoded = this.runtime.registry.decode(raw);
+    if (!decoded.ok || decoded.value.type !== 'run.notice_emitted') return;
+    const notice = HumanActionNoticeSchema.parse((decoded.value.payload as { notice: unknown }).notice);
+    const report = await (this.sender as WebhookSender).deliver(notice, msg.deliveryCount);
+    const log = { notice_id: notice.notice_id, workflow_run_id: notice.workflow_run_id, event_id: decoded.value.id, attempt: msg.deliveryCount };
+    if (report.delivered.length > 0) this.runtime.logger.info('notice delivered to webhooks', { ...log, webhooks: report.delivered, skipped: report.skipped });
+    if (report.failed.length > 0) {
+      throw new TransientError(`webhook delivery failed for ${report.failed.map((f) => `${f.target} (${f.error})`).join(', ')}`);
+    }
+  }
+
+  async beforeApplicationShutdown(): Promise<void> {
+    await this.runner?.stop();
+    this.runner = null;
+  }
+}

@@ -1,0 +1,99 @@
+import { createHash } from 'node:crypto';
+import type { Redis } from 'ioredis';
+import type { HumanActionNotice } from '@baton/contracts';
+import { signWebhookPayload, WebhookHeaders } from '@baton/sdk';
+import type { WebhookTarget } from '../notifier.config';
+
+/** How long a delivered notice is remembered per webhook (so replays and redeliveries skip it). */
+export const DELIVERED_TTL_SEC = 30 * 24 * 3600;
+
+/** What one delivery pass did, per webhook (by target id). */
+export interface DeliveryReport {
+  delivered: string[];
+  /** Already delivered earlier (deduplicated by notice id). */
+  skipped: string[];
+  failed: Array<{ target: string; error: string }>;
+}
+
+/** A webhook's stable id: a hash of its URL (never the secret); it keys the dedupe records. */
+export function targetId(target: Pick<WebhookTarget, 'url'>): string {
+  return createHash('sha256').update(target.url).digest('hex').slice(0, 16);
+}
+
+export interface WebhookSenderOptions {
+  targets: readonly WebhookTarget[];
+  redis: Redis;
+  /** The deployment prefix (dedupe keys are `<prefix>:webhooks:sent:<target>:<notice_id>`). */
+  prefix: string;
+  timeoutMs: number;
+  /** Clock in Unix seconds (tests). */
+  nowSec?: () => number;
+}
+
+/**
+ * Sends one human action notice to every webhook whose `projects` include the notice's project.
+ * The body is the notice JSON; headers carry `Baton-Timestamp`, `Baton-Signature` (HMAC-SHA256
+ * over `"<timestamp>.<body>"`, see @baton/sdk `verifyWebhookSignature`), `Baton-Notice-Id` and
+ * `Baton-Delivery-Attempt`. Deduplicated by notice id: a webhook that answered 2xx is recorded in
+ * Redis and never called again for that notice. Does not retry by itself: it reports failures
+ * and the caller (the durable consumer) retries with backoff.
+ */
+export class WebhookSender {
+  private readonly nowSec: () => number;
+
+  constructor(private readonly options: WebhookSenderOptions) {
+    this.nowSec = options.nowSec ?? (() => Math.floor(Date.now() / 1000));
+  }
+
+  /** The webhooks a notice of `project` goes to. */
+  targetsFor(project: string): WebhookTarget[] {
+    return this.options.targets.filter((t) => t.projects === undefined || t.projects.includes(project));
+  }
+
+  private sentKey(target: WebhookTarget, noticeId: string): string {
+    return `${this.options.prefix}:webhooks:sent:${targetId(target)}:${noticeId}`;
+  }
+
+  /** Deliver `notice` to each of its webhooks not yet delivered; never throws for a failing webhook. */
+  async deliver(notice: HumanActionNotice, attempt: number): Promise<DeliveryReport> {
+    const report: DeliveryReport = { delivered: [], skipped: [], failed: [] };
+    const body = JSON.stringify(notice);
+    await Promise.all(
+      this.targetsFor(notice.project).map(async (target) => {
+        const id = targetId(target);
+        const key = this.sentKey(target, notice.notice_id);
+        if ((await this.options.redis.exists(key)) === 1) {
+          report.skipped.push(id);
+          return;
+        }
+        const timestamp = this.nowSec();
+        try {
+          const response = await fetch(target.url, {
+            method: 'POST',
+            headers: {
+              'content-type': 'application/json',
+              'user-agent': 'baton-notifier',
+              [WebhookHeaders.timestamp]: String(timestamp),
+              [WebhookHeaders.signature]: signWebhookPayload(body, target.secret, timestamp),
+              [WebhookHeaders.noticeId]: notice.notice_id,
+              'Baton-Delivery-Attempt': String(attempt),
+            },
+            body,
+            redirect: 'manual',
+            signal: AbortSignal.timeout(this.options.timeoutMs),
+          });
+          await response.arrayBuffer().catch(() => undefined);
+          if (response.status < 200 || response.status >= 300) {
+            report.failed.push({ target: id, error: `HTTP ${response.status}` });
+            return;
+          }
+          await this.options.redis.set(key, String(timestamp), 'EX', DELIVERED_TTL_SEC);
+          report.delivered.push(id);
+        } catch (error) {
+          report.failed.push({ target: id, error: error instanceof Error ? `${error.name}: ${error.message}` : String(error) });
+        }
+      }),
+    );
+    return report;
+  }
+}

@@ -1,0 +1,61 @@
+import { z } from 'zod';
+import { loadConfig } from '@baton/platform';
+import { ProjectIdSchema } from '@baton/contracts';
+
+/** Injection token of the {@link NotifierConfig}. */
+export const NOTIFIER_CONFIG = Symbol('NOTIFIER_CONFIG');
+
+/** One webhook that receives human action notices. `projects` limits it to those projects (default: all). */
+export const WebhookTargetSchema = z.strictObject({
+  url: z.url({ protocol: /^https?$/ }),
+  /** The HMAC-SHA256 key of the `Baton-Signature` header (at least 16 characters). */
+  secret: z.string().min(16).max(512),
+  projects: z.array(ProjectIdSchema).min(1).max(100).optional(),
+});
+export type WebhookTarget = z.infer<typeof WebhookTargetSchema>;
+
+const webhookList = z
+  .string()
+  .transform((raw, ctx) => {
+    try {
+      return JSON.parse(raw) as unknown;
+    } catch {
+      ctx.addIssue({ code: 'custom', message: 'must be a JSON list of {url, secret, projects?}' });
+      return z.NEVER;
+    }
+  })
+  .pipe(z.array(WebhookTargetSchema).max(20));
+
+const bool = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1');
+
+/**
+ * The notifier's own settings (besides the ones every service reads). Secrets — webhook keys,
+ * operator tokens — come only from the environment or Redis, never from files in the repository.
+ */
+export const NotifierConfigSchema = z.object({
+  /** JSON list of webhooks: `[{"url":"https://…","secret":"…","projects":["shop"]}]` (default none). */
+  NOTIFIER_WEBHOOKS: webhookList.default([]),
+  /** Deliveries of one notice to a failing webhook before it is dead-lettered (default 8). */
+  NOTIFIER_WEBHOOK_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(30).default(8),
+  /** The first retry delay; each further retry doubles it (default 1000 ms). */
+  NOTIFIER_WEBHOOK_BACKOFF_MS: z.coerce.number().int().min(10).max(600_000).default(1000),
+  /** The longest retry delay (default 5 minutes). */
+  NOTIFIER_WEBHOOK_BACKOFF_MAX_MS: z.coerce.number().int().min(10).max(3_600_000).default(300_000),
+  /** How long one webhook call may take (default 5000 ms). */
+  NOTIFIER_WEBHOOK_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(5000),
+  /** How long a browser session lasts (default 8 hours). */
+  NOTIFIER_SESSION_TTL_SEC: z.coerce.number().int().min(60).max(30 * 24 * 3600).default(8 * 3600),
+  /** Mark the session cookie `Secure` (set it when the inbox is served over HTTPS; default false). */
+  NOTIFIER_COOKIE_SECURE: bool.default(false),
+});
+export type NotifierConfig = z.infer<typeof NotifierConfigSchema>;
+
+/** Validate the notifier's settings from `env`; throws ConfigError naming each bad variable. */
+export function loadNotifierConfig(env: Record<string, string | undefined>): NotifierConfig {
+  return loadConfig(NotifierConfigSchema, env);
+}
+
+/** Retry delays for a webhook delivery: base, 2·base, 4·base, … capped, one per attempt. */
+export function webhookBackoff(config: Pick<NotifierConfig, 'NOTIFIER_WEBHOOK_MAX_ATTEMPTS' | 'NOTIFIER_WEBHOOK_BACKOFF_MS' | 'NOTIFIER_WEBHOOK_BACKOFF_MAX_MS'>): number[] {
+  return Array.from({ length: config.NOTIFIER_WEBHOOK_MAX_ATTEMPTS }, (_, i) => Math.min(config.NOTIFIER_WEBHOOK_BACKOFF_MS * 2 ** i, config.NOTIFIER_WEBHOOK_BACKOFF_MAX_MS));
+}

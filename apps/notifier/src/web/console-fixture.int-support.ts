@@ -1,0 +1,191 @@
+// Test support for the notifier's integration suites (not a spec): a notifier on a random prefix
+// against the real NATS and Redis, and helpers that write run and handoff histories through the
+// event store with the real deciders.
+import { randomBytes } from 'node:crypto';
+import { createEventRegistry, ProjectDefinitionSchema, type AgentDefinition, type HandoffEvent, type WorkflowDefinition } from '@baton/contracts';
+import { handoffDecider, reactToHandoffEvent, runDecider, type HandoffCommand, type RunCommand } from '@baton/domain';
+import { batonStreamNames, batonTopology, connectNats, JetStreamEventStore, provision, type NatsHandle } from '@baton/eventstore';
+import type { RunningService } from '@baton/platform';
+import { createProjectionStore, createRedis, type RedisHandle } from '@baton/projections';
+import { TokenStore } from '../auth/token-store';
+import type { Role } from '../auth/roles';
+import { startNotifier } from '../main';
+import { projectionPrefix } from '../projection/tokens';
+
+const definition = ProjectDefinitionSchema.parse({
+  project: 'fixture',
+  lead: 'lena',
+  agents: [{ name: 'support', role: 'Support' }],
+  workflows: [{ name: 'support', version: 1, entry: 'answer', steps: [{ id: 'answer', agent: 'support', terminal: true }] }],
+});
+export const fixtureWorkflow = definition.workflows[0] as WorkflowDefinition;
+export const fixtureAgents: readonly AgentDefinition[] = definition.agents;
+
+export interface NotifierFixture {
+  prefix: string;
+  nats: NatsHandle;
+  redis: RedisHandle;
+  events: JetStreamEventStore;
+  service: RunningService;
+  /** http://127.0.0.1:<port> */
+  base: string;
+  tokens: TokenStore;
+  /** Mint a token (returns the bearer string). */
+  token(name: string, role: Role, projects: readonly string[] | '*'): Promise<string>;
+  /** Wait until every projection applied the whole events stream. */
+  caughtUp(timeoutMs?: number): Promise<void>;
+  close(): Promise<void>;
+}
+
+let commands = 0;
+const minute = (m: number) => new Date(Date.UTC(2026, 1, 1, 10, m)).toISOString();
+
+/** Start a notifier on a fresh random prefix (extra env on top of process.env). */
+export async function startFixture(env: Record<string, string> = {}): Promise<NotifierFixture> {
+  const prefix = `tw${randomBytes(5).toString('hex')}`;
+  const nats = await connectNats({ servers: process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222', reconnect: false });
+  const redis = createRedis();
+  await provision(nats.jsm, { streams: batonTopology(prefix).streams });
+  const events = new JetStreamEventStore({ js: nats.js, jsm: nats.jsm, prefix, registry: createEventRegistry() });
+  const service = await startNotifier({ ...process.env, BATON_PREFIX: prefix, HTTP_PORT: '0', LOG_LEVEL: 'error', ...env });
+  const base = (await service.app.getUrl()).replace('[::1]', '127.0.0.1').replace('localhost', '127.0.0.1');
+  const tokens = new TokenStore(redis.client, prefix);
+  const store = createProjectionStore({ redis: redis.client, prefix: projectionPrefix(prefix) });
+  const streams = batonStreamNames(prefix);
+  return {
+    prefix,
+    nats,
+    redis,
+    events,
+    service,
+    base,
+    tokens,
+    async token(name, role, projects) {
+      return (await tokens.create({ name, role, projects, now: new Date().toISOString() })).token;
+    },
+    async caughtUp(timeoutMs = 10_000) {
+      const deadline = Date.now() + timeoutMs;
+      for (;;) {
+        const last = (await nats.jsm.streams.info(streams.events)).state.last_seq;
+        const seqs = await Promise.all(['inbox', 'stops', 'handoffs', 'runs', 'notices'].map(async (name) => (await store.status({ name, version: 1 })).lastSeq));
+        if (seqs.every((s) => s >= last)) return;
+        if (Date.now() > deadline) throw new Error(`projections at ${seqs.join(',')}, stream at ${last}`);
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+    },
+    async close() {
+      await service.stop();
+      for (const name of [streams.events, streams.inbox, streams.dlq]) await nats.jsm.streams.delete(name).catch(() => undefined);
+      for await (const batch of redis.client.scanStream({ match: `${prefix}:*`, count: 500 })) {
+        const keys = batch as string[];
+        if (keys.length > 0) await redis.client.unlink(...keys);
+      }
+      await redis.close();
+      await nats.drain();
+    },
+  };
+}
+
+async function runCommand(events: JetStreamEventStore, project: string, id: string, command: RunCommand, actor = 'router', origin: 'agent' | 'operator' = 'agent'): Promise<void> {
+  const meta = { commandId: `cmd-${++commands}-${randomBytes(3).toString('hex')}`, occurredAt: command.metadata.now, actor, origin, causationId: null, correlationId: id };
+  const result = await events.handleCommand({ project, kind: 'run', id }, runDecider, command, meta);
+  if (!result.ok) throw new Error(`${command.type} refused: ${result.error.code}`);
+}
+
+/** Start a run of the fixture workflow. */
+export function startRun(events: JetStreamEventStore, project: string, id: string, at = 0): Promise<void> {
+  return runCommand(events, project, id, {
+    type: 'start_run',
+    data: { workflow_run_id: id, project, workflow: fixtureWorkflow, people: { started_by: 'sam', issue_author: null, trigger_author: null } },
+    metadata: { now: minute(at), actor: 'router' },
+  });
+}
+
+/** Stop a started run with a packet (`stop` command: any why, tried, pending call, detail, cap). */
+export function stopRun(
+  events: JetStreamEventStore,
+  project: string,
+  id: string,
+  data: Extract<RunCommand, { type: 'stop' }>['data'],
+  at = 1,
+): Promise<void> {
+  return runCommand(events, project, id, { type: 'stop', data, metadata: { now: minute(at), actor: 'router' } });
+}
+
+/** Hold a started run (a result with `dispatch: hold`). */
+export function holdRun(events: JetStreamEventStore, project: string, id: string, reason: string, at = 1): Promise<void> {
+  return runCommand(events, project, id, {
+    type: 'record_result',
+    data: {
+      result: { result_id: `res-${id}`, run_id: `ar-${id}`, project, workflow_run_id: id, agent: 'support', produced_at: minute(at), decision: { dispatch: { status: 'hold', reason } } },
+      workflow: fixtureWorkflow,
+      agents: fixtureAgents,
+    },
+    metadata: { now: minute(at), actor: 'router' },
+  });
+}
+
+/** Record an operator's answer to a run's open stop packet (as the router would). */
+export function answerStop(events: JetStreamEventStore, project: string, id: string, packetId: string, at = 2): Promise<void> {
+  return runCommand(
+    events,
+    project,
+    id,
+    {
+      type: 'resume',
+      data: {
+        answer: { kind: 'stop_answer', answer: { packet_id: packetId, answer_id: `ans-${packetId}`, action: 'deny', answered_by: 'olga', answered_at: minute(at) } },
+        workflow: fixtureWorkflow,
+        agents: fixtureAgents,
+      },
+      metadata: { now: minute(at), actor: 'olga', actorRole: 'operator' },
+    },
+    'olga',
+    'operator',
+  );
+}
+
+/** Create, claim and return a handoff (so a completion handback opens for `from`), with the ledger's reactions. */
+export async function handbackCycle(events: JetStreamEventStore, project: string, id: string, summary: string, reportSummary: string): Promise<void> {
+  const now = minute(3);
+  const steps: Array<{ id: string; command: HandoffCommand }> = [
+    {
+      id,
+      command: {
+        type: 'create',
+        data: { handoff_id: id, project, kind: 'task', priority: 'high', from_agent: 'alice', to_agent: 'bob', summary, context: {}, acceptance: {}, max_retries: 3, idempotency_key: `create:${id}` },
+        metadata: { now, actor: 'alice', actorKind: 'agent' },
+      } as HandoffCommand,
+    },
+    { id, command: { type: 'claim', data: { handoff_id: id, claim_id: `c-${id}`, lease_ms: 60_000, claimer_roles: [], idempotency_key: `claim:${id}` }, metadata: { now, actor: 'bob', actorKind: 'agent' } } as HandoffCommand },
+    {
+      id,
+      command: {
+        type: 'return',
+        data: {
+          handoff_id: id,
+          claim_id: `c-${id}`,
+          report: { summary: reportSummary, files_changed: [], verification: reportSummary, next_steps: '', outcome: 'completed', evidence: {} },
+          handback_id: `hb-${id}`,
+          roster: { visible_actors: ['alice', 'bob'], project_lead: 'lena' },
+          idempotency_key: `return:${id}`,
+        },
+        metadata: { now, actor: 'bob', actorKind: 'agent' },
+      } as HandoffCommand,
+    },
+  ];
+  while (steps.length > 0) {
+    const step = steps.shift() as { id: string; command: HandoffCommand };
+    const ref = { project, kind: 'handoff', id: step.id } as const;
+    const meta = { commandId: `cmd-${++commands}-${randomBytes(3).toString('hex')}`, occurredAt: now, actor: step.command.metadata.actor, origin: 'agent' as const, causationId: null, correlationId: step.id };
+    const result = await events.handleCommand(ref, handoffDecider, step.command, meta);
+    if (!result.ok) throw new Error(`${step.command.type} refused: ${result.error.code}`);
+    let state = handoffDecider.initialState();
+    for (const e of (await events.read(ref)).events) state = handoffDecider.evolve(state, { type: e.type, data: e.payload } as HandoffEvent);
+    for (const stored of result.events) {
+      for (const reaction of reactToHandoffEvent({ type: stored.type, data: stored.payload } as HandoffEvent, { state, deriveId: (...parts) => parts.join('-'), projectLead: 'lena' })) {
+        steps.push({ id: reaction.aggregateId, command: reaction.command });
+      }
+    }
+  }
+}

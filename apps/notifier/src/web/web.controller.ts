@@ -1,0 +1,367 @@
+import { randomBytes } from 'node:crypto';
+import { Controller, Get, HttpException, Inject, Param, Post, Req, Res } from '@nestjs/common';
+import { z } from 'zod';
+import { HoldAnswerActionSchema, IdSchema, OperatorAnswerActionSchema } from '@baton/contracts';
+import type { ItemFilters } from '@baton/projections';
+import { RUNTIME, type ServiceRuntime } from '@baton/platform';
+import { OperatorActions } from '../api/operator-actions';
+import { InboxQuerySchema } from '../api/schemas';
+import { AuthService } from '../auth/auth.service';
+import { LOGIN_CSRF_COOKIE, parseCookies, serializeCookie, SESSION_COOKIE } from '../auth/cookies';
+import type { HttpRequest, HttpResponse } from '../auth/http-types';
+import { canSeeProject } from '../auth/roles';
+import { scopedProjects } from '../auth/scope';
+import { safeEqual, type Session } from '../auth/session-store';
+import { INBOX_SCRIPT, STYLESHEET } from './assets';
+import { inboxPage, itemCard, type InboxFilterValues } from './inbox-page';
+import { InboxReader, itemMatches } from './inbox-reader';
+import { PAGE_HEADERS, type PageContext } from './layout';
+import { errorPage, handoffPage, loginPage, runPage } from './other-pages';
+
+const PAGE_SIZE = 50;
+const FILTER_KEYS = ['project', 'why', 'agent', 'priority', 'status', 'kind'] as const;
+
+/** A refusal a web route shows as an HTML page with its status. */
+class WebRefusal extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'WebRefusal';
+  }
+}
+
+const text = z.preprocess((v) => (Array.isArray(v) ? v[0] : v), z.string().max(4000).optional()).transform((v) => (v === undefined || v.trim() === '' ? undefined : v));
+const FormBase = z.object({ _csrf: z.string().min(1).max(200), return: text });
+const StopFormSchema = FormBase.extend({
+  action: OperatorAnswerActionSchema,
+  answer_id: IdSchema,
+  pending_digest: text,
+  intent: text,
+  cap: text,
+  note: text,
+});
+const HoldFormSchema = FormBase.extend({ action: HoldAnswerActionSchema, answer_id: IdSchema, target: text, note: text });
+const HandbackFormSchema = FormBase.extend({ decision: z.enum(['accept', 'rework']), idempotency_key: z.string().min(1).max(200), note: text });
+
+/** Where to go back to after a form: the inbox (with its filters) only. */
+function safeReturn(value: string | undefined): string {
+  return value !== undefined && /^\/inbox(\?[A-Za-z0-9_\-.~%&=+,:@]*)?$/.test(value) ? value : '/inbox';
+}
+
+/** Where to go after signing in: a local path only (never another origin). */
+function safeNext(value: unknown): string {
+  return typeof value === 'string' && /^\/(?!\/)[A-Za-z0-9_\-./~%&=+,:@?]*$/.test(value) && !value.startsWith('/login') ? value : '/inbox';
+}
+
+/**
+ * The operator's web inbox: server-rendered pages (no build step, no framework) plus one small
+ * script for live updates. Pages need a browser session (sign in at /login with a token); every
+ * form post carries the session's CSRF token (synchronizer pattern) and, when the browser sends
+ * an Origin, it must be this host. Answers go through the same use cases as the JSON API, so the
+ * answering name and role come from the session's token and a stale or already answered form is
+ * refused (fail closed) and shown as such.
+ */
+@Controller()
+export class WebController {
+  constructor(
+    @Inject(RUNTIME) private readonly runtime: ServiceRuntime,
+    private readonly auth: AuthService,
+    private readonly reader: InboxReader,
+    private readonly actions: OperatorActions,
+  ) {}
+
+  @Get()
+  root(@Res() res: HttpResponse) {
+    res.redirect(303, '/inbox');
+  }
+
+  @Get('assets/baton.css')
+  css(@Res() res: HttpResponse) {
+    res.setHeader('Content-Type', 'text/css; charset=utf-8');
+    res.setHeader('Cache-Control', 'public, max-age=300');
+    res.send(STYLESHEET);
+  }
+
+  @Get('assets/inbox.js')
+  script(@Res() res: HttpResponse) {
+    res.setHeader('Content-Type', 'text/javascript; charset=utf-8');
+    res.setHeader('Cache-Control', 'public, max-age=300');
+    res.setHeader('X-Content-Type-Options', 'nosniff');
+    res.send(INBOX_SCRIPT);
+  }
+
+  /** `GET /login`: the sign-in form, with a double-submit CSRF cookie for the login post. */
+  @Get('login')
+  loginForm(@Req() req: HttpRequest, @Res() res: HttpResponse) {
+    const csrf = randomBytes(24).toString('base64url');
+    res.setHeader('Set-Cookie', serializeCookie(LOGIN_CSRF_COOKIE, csrf, { maxAge: 900, path: '/login', secure: this.auth.config.NOTIFIER_COOKIE_SECURE }));
+    this.send(res, 200, loginPage({ csrf, next: safeNext((req.query as Record<string, unknown> | undefined)?.['next']) }));
+  }
+
+  /** `POST /login`: check the CSRF pair and the token, open a session (HttpOnly, SameSite=Strict cookie). */
+  @Post('login')
+  async login(@Req() req: HttpRequest, @Res() res: HttpResponse) {
+    const body = (req.body ?? {}) as Record<string, unknown>;
+    const next = safeNext(body['next']);
+    const cookie = parseCookies(req.headers.cookie)[LOGIN_CSRF_COOKIE];
+    const field = typeof body['_csrf'] === 'string' ? body['_csrf'] : '';
+    const fresh = randomBytes(24).toString('base64url');
+    const again = (status: number, error: string) => {
+      res.setHeader('Set-Cookie', serializeCookie(LOGIN_CSRF_COOKIE, fresh, { maxAge: 900, path: '/login', secure: this.auth.config.NOTIFIER_COOKIE_SECURE }));
+      this.send(res, status, loginPage({ csrf: fresh, next, error }));
+    };
+    if (!this.sameOrigin(req) || !cookie || !field || !safeEqual(cookie, field)) return again(403, 'The sign-in form expired; try again.');
+    const principal = typeof body['token'] === 'string' ? await this.auth.tokens.verify(body['token']) : null;
+    if (!principal) {
+      this.runtime.logger.warn('web sign-in refused', { reason: 'invalid_token' });
+      return again(401, 'That token is not valid (unknown, revoked or mistyped).');
+    }
+    const session = await this.auth.sessions.create(principal, new Date().toISOString());
+    const secure = this.auth.config.NOTIFIER_COOKIE_SECURE;
+    res.setHeader('Set-Cookie', [
+      serializeCookie(SESSION_COOKIE, session.id, { maxAge: this.auth.config.NOTIFIER_SESSION_TTL_SEC, secure }),
+      serializeCookie(LOGIN_CSRF_COOKIE, '', { maxAge: 0, path: '/login', secure }),
+    ]);
+    this.runtime.logger.info('web sign-in', { token_id: principal.tokenId, operator: principal.name, role: principal.role });
+    res.redirect(303, next);
+  }
+
+  /** `POST /logout`: end the session (CSRF-checked). */
+  @Post('logout')
+  async logout(@Req() req: HttpRequest, @Res() res: HttpResponse) {
+    await this.withForm(req, res, async (session) => {
+      await this.auth.sessions.destroy(session.id);
+      res.setHeader('Set-Cookie', serializeCookie(SESSION_COOKIE, '', { maxAge: 0, secure: this.auth.config.NOTIFIER_COOKIE_SECURE }));
+      res.redirect(303, '/login');
+    });
+  }
+
+  /** `GET /inbox`: the operator inbox with filters (project, why, agent, priority, status, kind). */
+  @Get('inbox')
+  async inbox(@Req() req: HttpRequest, @Res() res: HttpResponse) {
+    await this.withPage(req, res, async (ctx) => {
+      const { filters, values, query, cursor } = this.filters(req, ctx);
+      const page = await this.reader.page(filters, PAGE_SIZE, cursor);
+      const raw = (req.query ?? {}) as Record<string, unknown>;
+      const sent = typeof raw['sent'] === 'string' ? raw['sent'].slice(0, 200) : undefined;
+      this.send(res, 200, inboxPage({ ctx, filters: values, query, items: page.items, nextCursor: page.nextCursor, ...(sent ? { sent } : {}) }));
+    });
+  }
+
+  /** `GET /inbox/ids`: JSON `{ items: [{ id, status }] }` the current filters select (the live script reconciles with it). */
+  @Get('inbox/ids')
+  async ids(@Req() req: HttpRequest, @Res() res: HttpResponse) {
+    await this.withPage(req, res, async (ctx) => {
+      const { filters } = this.filters(req, ctx);
+      res.setHeader('Cache-Control', 'no-store');
+      res.setHeader('Content-Type', 'application/json; charset=utf-8');
+      res.status(200).send(JSON.stringify({ items: await this.reader.ids(filters, PAGE_SIZE) }));
+    });
+  }
+
+  /** `GET /inbox/items/:id`: one item's card as an HTML fragment (204 when the filters no longer select it). */
+  @Get('inbox/items/:id')
+  async item(@Param('id') id: string, @Req() req: HttpRequest, @Res() res: HttpResponse) {
+    await this.withPage(req, res, async (ctx) => {
+      const { filters, query } = this.filters(req, ctx);
+      const details = await this.reader.item(id);
+      if (!details || !canSeeProject(ctx.principal!, details.item.project)) throw new WebRefusal(404, 'not_found', `inbox item ${id} does not exist`);
+      if (!itemMatches(details.item, filters)) {
+        res.status(204).end();
+        return;
+      }
+      this.send(res, 200, itemCard(details, ctx, `/inbox${query}`).value);
+    });
+  }
+
+  /** `POST /inbox/stops/:id/answer`: the stop packet's form → the answer is published to the router. */
+  @Post('inbox/stops/:id/answer')
+  async answerStop(@Param('id') id: string, @Req() req: HttpRequest, @Res() res: HttpResponse) {
+    await this.withForm(req, res, async (session) => {
+      const form = this.parse(StopFormSchema, req.body);
+      let cap: number | undefined;
+      if (form.cap !== undefined) {
+        cap = Number(form.cap);
+        if (!Number.isFinite(cap)) throw new WebRefusal(400, 'schema_violation', 'the cap must be a number');
+      }
+      await this.actions.answerStop(
+        IdSchema.parse(id),
+        {
+          answer_id: form.answer_id,
+          action: form.action,
+          ...(form.intent !== undefined && form.action === 'intent' ? { intent: form.intent.trim() } : {}),
+          ...(cap !== undefined && form.action === 'raise_cap' ? { cap } : {}),
+          ...(form.note !== undefined ? { note: form.note } : {}),
+          ...(form.pending_digest !== undefined ? { pending_digest: form.pending_digest } : {}),
+        },
+        session.principal,
+      );
+      res.redirect(303, this.sent(form.return, `stop:${id}`));
+    });
+  }
+
+  /** `POST /inbox/runs/:id/answer`: a hold's form (continue / reroute / terminate). */
+  @Post('inbox/runs/:id/answer')
+  async answerHold(@Param('id') id: string, @Req() req: HttpRequest, @Res() res: HttpResponse) {
+    await this.withForm(req, res, async (session) => {
+      const form = this.parse(HoldFormSchema, req.body);
+      await this.actions.answerHold(
+        IdSchema.parse(id),
+        { answer_id: form.answer_id, action: form.action, ...(form.target !== undefined && form.action === 'reroute' ? { target: form.target.trim() } : {}), ...(form.note !== undefined ? { note: form.note } : {}) },
+        session.principal,
+      );
+      res.redirect(303, this.sent(form.return, `run ${id}`));
+    });
+  }
+
+  /** `POST /inbox/handoffs/:id/decision`: accept or rework a completion handback (with a note). */
+  @Post('inbox/handoffs/:id/decision')
+  async decide(@Param('id') id: string, @Req() req: HttpRequest, @Res() res: HttpResponse) {
+    await this.withForm(req, res, async (session) => {
+      const form = this.parse(HandbackFormSchema, req.body);
+      if (form.decision === 'rework' && form.note === undefined) throw new WebRefusal(400, 'schema_violation', 'a rework says what to change: write a note');
+      await this.actions.decideHandback(
+        IdSchema.parse(id),
+        { decision: form.decision, idempotency_key: form.idempotency_key, ...(form.note !== undefined ? { note: form.note } : {}) },
+        session.principal,
+      );
+      res.redirect(303, this.sent(form.return, `handback:${id}`));
+    });
+  }
+
+  /** `GET /runs/:id`: the run's timeline page. */
+  @Get('runs/:id')
+  async run(@Param('id') id: string, @Req() req: HttpRequest, @Res() res: HttpResponse) {
+    await this.withPage(req, res, async (ctx) => {
+      const runId = this.parse(IdSchema, id);
+      const view = await this.reader.views.run(runId);
+      if (!view || !canSeeProject(ctx.principal!, view.run.project)) throw new WebRefusal(404, 'not_found', `run ${id} does not exist`);
+      const [stops, handoffs] = await Promise.all([this.reader.views.stops({ run: runId, limit: 100 }), this.reader.views.runHandoffs(runId)]);
+      this.send(res, 200, runPage({ ctx, run: view.run, timeline: view.timeline, stops: stops.items, handoffs }));
+    });
+  }
+
+  /** `GET /handoffs/:id`: a handoff and its timeline. */
+  @Get('handoffs/:id')
+  async handoff(@Param('id') id: string, @Req() req: HttpRequest, @Res() res: HttpResponse) {
+    await this.withPage(req, res, async (ctx) => {
+      const view = await this.reader.views.handoff(this.parse(IdSchema, id));
+      if (!view || !canSeeProject(ctx.principal!, view.handoff.project)) throw new WebRefusal(404, 'not_found', `handoff ${id} does not exist`);
+      this.send(res, 200, handoffPage({ ctx, handoff: view.handoff, timeline: view.timeline }));
+    });
+  }
+
+  // -------------------------------------------------------------------------------------------
+
+  private send(res: HttpResponse, status: number, body: string): void {
+    for (const [name, value] of Object.entries(PAGE_HEADERS)) res.setHeader(name, value);
+    res.status(status).send(body);
+  }
+
+  private sent(returnTo: string | undefined, what: string): string {
+    const base = safeReturn(returnTo);
+    return `${base}${base.includes('?') ? '&' : '?'}sent=${encodeURIComponent(what)}`;
+  }
+
+  private parse<S extends z.ZodType>(schema: S, input: unknown): z.infer<S> {
+    const parsed = schema.safeParse(input);
+    if (parsed.success) return parsed.data;
+    throw new WebRefusal(400, 'schema_violation', parsed.error.issues.map((i) => `${i.path.join('.') || 'form'}: ${i.message}`).join('; '));
+  }
+
+  /** The inbox filters of the query, scoped to the caller's projects. */
+  private filters(req: HttpRequest, ctx: PageContext): { filters: ItemFilters; values: InboxFilterValues; query: string; cursor: string | null } {
+    const raw = (req.query ?? {}) as Record<string, unknown>;
+    const picked: Record<string, string> = {};
+    for (const key of FILTER_KEYS) {
+      const value = raw[key];
+      if (typeof value === 'string' && value.trim() !== '') picked[key] = value.trim();
+    }
+    const q = this.parse(InboxQuerySchema, { ...picked, ...(typeof raw['cursor'] === 'string' && raw['cursor'] ? { cursor: raw['cursor'] } : {}) });
+    let projects: string[] | undefined;
+    try {
+      projects = scopedProjects(ctx.principal!, q.project);
+    } catch (error) {
+      if (error instanceof HttpException) throw new WebRefusal(403, 'project_forbidden', 'you may not read that project');
+      throw error;
+    }
+    const filters: ItemFilters = {
+      ...(projects ? { project: projects } : {}),
+      ...(q.kind ? { kind: q.kind } : {}),
+      ...(q.why ? { why: q.why } : {}),
+      ...(q.agent ? { agent: q.agent } : {}),
+      ...(q.priority ? { priority: q.priority } : {}),
+      ...(q.status !== 'any' ? { status: q.status } : {}),
+    };
+    const search = new URLSearchParams(picked).toString();
+    const values: InboxFilterValues = { status: picked['status'] ?? 'open' };
+    for (const key of ['project', 'why', 'agent', 'priority', 'kind'] as const) if (picked[key] !== undefined) values[key] = picked[key];
+    return { filters, values, query: search ? `?${search}` : '', cursor: q.cursor ?? null };
+  }
+
+  /** A page: needs a session (else → /login); refusals render as pages. */
+  private async withPage(req: HttpRequest, res: HttpResponse, body: (ctx: PageContext) => Promise<void>): Promise<void> {
+    const session = await this.auth.bySession(req);
+    if (!session) {
+      res.redirect(303, `/login?next=${encodeURIComponent(safeNext(req.originalUrl))}`);
+      return;
+    }
+    const ctx: PageContext = { principal: session.principal, csrf: session.csrf };
+    await this.guarded(res, ctx, '/inbox', () => body(ctx));
+  }
+
+  /** A form post: needs a session, the session's CSRF token and (when sent) a same-origin Origin. */
+  private async withForm(req: HttpRequest, res: HttpResponse, body: (session: Session) => Promise<void>): Promise<void> {
+    const session = await this.auth.bySession(req);
+    if (!session) {
+      this.send(res, 401, errorPage({ principal: null, csrf: null }, { status: 401, code: 'unauthenticated', message: 'Your session ended; sign in again.', back: '/login' }));
+      return;
+    }
+    const ctx: PageContext = { principal: session.principal, csrf: session.csrf };
+    const fields = (req.body ?? {}) as Record<string, unknown>;
+    const back = safeReturn(typeof fields['return'] === 'string' ? fields['return'] : undefined);
+    const token = typeof fields['_csrf'] === 'string' ? fields['_csrf'] : '';
+    if (!this.sameOrigin(req) || !token || !safeEqual(token, session.csrf)) {
+      this.runtime.logger.warn('web form refused', { reason: 'csrf', path: req.path, token_id: session.principal.tokenId });
+      this.send(res, 403, errorPage(ctx, { status: 403, code: 'csrf_failed', message: 'The form is missing its CSRF token or came from another site. Reload the page and try again.', back }));
+      return;
+    }
+    await this.guarded(res, ctx, back, () => body(session));
+  }
+
+  private async guarded(res: HttpResponse, ctx: PageContext, back: string, body: () => Promise<void>): Promise<void> {
+    try {
+      await body();
+    } catch (error) {
+      if (res.writableEnded) return;
+      const refusal = this.refusalOf(error);
+      this.send(res, refusal.status, errorPage(ctx, { ...refusal, back }));
+    }
+  }
+
+  private refusalOf(error: unknown): { status: number; code: string; message: string } {
+    if (error instanceof WebRefusal) return { status: error.status, code: error.code, message: error.message };
+    if (error instanceof HttpException) {
+      const body = error.getResponse() as { error?: { code?: string; message?: string } } | string;
+      if (typeof body === 'object' && body.error) return { status: error.getStatus(), code: body.error.code ?? 'refused', message: body.error.message ?? error.message };
+      return { status: error.getStatus(), code: 'refused', message: error.message };
+    }
+    if (error instanceof z.ZodError) return { status: 400, code: 'schema_violation', message: error.issues.map((i) => i.message).join('; ') };
+    this.runtime.logger.error('web request failed', { error: error instanceof Error ? (error.stack ?? error.message) : String(error) });
+    return { status: 500, code: 'internal_error', message: 'The request failed; see the notifier log.' };
+  }
+
+  /** When the browser sends Origin (it does on every POST), it must name this host. */
+  private sameOrigin(req: HttpRequest): boolean {
+    const origin = req.headers.origin;
+    if (origin === undefined) return true;
+    try {
+      return new URL(origin).host === req.headers.host;
+    } catch {
+      return false;
+    }
+  }
+}

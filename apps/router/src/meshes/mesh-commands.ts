@@ -1,0 +1,49 @@
+import { Inject, Injectable } from '@nestjs/common';
+import type { MeshEvent, Origin } from '@baton/contracts';
+import { deriveId, meshDecider, type MeshCommand, type MeshState } from '@baton/domain';
+import type { AggregateRef, HandleCommandResult } from '@baton/eventstore';
+import { RUNTIME, type ServiceRuntime } from '@baton/platform';
+
+/** The mesh aggregate of a mesh run: `<prefix>.ev.<project>.mesh.<mesh_run_id>`. */
+export function meshRef(project: string, meshRunId: string): AggregateRef {
+  return { project, kind: 'mesh', id: meshRunId };
+}
+
+/** Who caused a mesh command: its start (mesh_run_id) or a turn (result_id). */
+export interface MeshCause {
+  kind: 'start' | 'turn';
+  id: string;
+  actor: string;
+  origin: Origin;
+  meshRunId: string;
+  now: string;
+}
+
+/**
+ * Deterministic event ids per cause (`mev<index>-<s|t>-<cause id>`): a redelivered start or turn
+ * re-publishes the same `Nats-Msg-Id`s, and JetStream stores each event once.
+ */
+export function meshEventIds(kind: MeshCause['kind'], causeId: string): (index: number) => string {
+  return (index) => deriveId(`mev${index}-${kind === 'start' ? 's' : 't'}`, causeId);
+}
+
+/**
+ * Runs commands against the mesh aggregate through the event store (optimistic concurrency,
+ * retried on conflicts; the folded state is rebuilt from the stream after a restart). Store
+ * failures are thrown: the transport naks and redelivers the message.
+ */
+@Injectable()
+export class MeshCommands {
+  constructor(@Inject(RUNTIME) private readonly runtime: ServiceRuntime) {}
+
+  run(ref: AggregateRef, command: MeshCommand, cause: MeshCause): Promise<HandleCommandResult<MeshState>> {
+    return this.runtime.store.handleCommand<MeshCommand, MeshEvent, MeshState>(ref, meshDecider, command, {
+      occurredAt: cause.now,
+      actor: cause.actor,
+      origin: cause.origin,
+      causationId: cause.id,
+      correlationId: cause.meshRunId,
+      eventId: meshEventIds(cause.kind, cause.id),
+    });
+  }
+}

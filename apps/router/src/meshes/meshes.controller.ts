@@ -1,0 +1,38 @@
+import { Controller, UseFilters } from '@nestjs/common';
+import { Ctx, EventPattern, Payload } from '@nestjs/microservices';
+import { JetStreamContext, JetStreamExceptionFilter } from '@baton/platform';
+import { MeshPatterns } from './mesh-subjects';
+import { MeshReactor } from './mesh-reactor';
+import { RecordMeshTurnUseCase } from './record-mesh-turn';
+import { StartMeshUseCase } from './start-mesh';
+
+/**
+ * Handoff meshes in the router: mesh starts and mesh turns (durable pull consumers on
+ * `<PREFIX>_INBOX`) and the mesh reactor (a durable consumer of the mesh events on
+ * `<PREFIX>_EVENTS`). Handlers decode the original bytes themselves; resolving acks, a PoisonError
+ * dead-letters, anything else is retried with a delay.
+ */
+@Controller()
+@UseFilters(new JetStreamExceptionFilter())
+export class MeshesController {
+  constructor(
+    private readonly startMesh: StartMeshUseCase,
+    private readonly recordTurn: RecordMeshTurnUseCase,
+    private readonly reactor: MeshReactor,
+  ) {}
+
+  @EventPattern(MeshPatterns.meshStart)
+  onStart(@Ctx() ctx: JetStreamContext): Promise<void> {
+    return this.startMesh.execute(ctx.subject, ctx.data);
+  }
+
+  @EventPattern(MeshPatterns.meshResult)
+  onTurn(@Ctx() ctx: JetStreamContext): Promise<void> {
+    return this.recordTurn.execute(ctx.subject, ctx.data);
+  }
+
+  @EventPattern(MeshPatterns.meshEvents)
+  onMeshEvent(@Payload() envelope: unknown, @Ctx() ctx: JetStreamContext): Promise<void> {
+    return this.reactor.handle(envelope, ctx.seq);
+  }
+}

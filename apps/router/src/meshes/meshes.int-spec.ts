@@ -1,0 +1,201 @@
+import { randomBytes } from 'node:crypto';
+import { createEventRegistry, handoffToolName, Subjects, type HandoffToolCall, type StopPacket } from '@baton/contracts';
+import { meshEntryHandoffId, meshHandoffId } from '@baton/domain';
+import { batonStreamNames, connectNats, DlqHeader, JetStreamEventStore, type NatsHandle, type StoredEvent } from '@baton/eventstore';
+import type { RunningService } from '@baton/platform';
+import { publishMeshResult, startMesh } from '@baton/sdk';
+// The real ledger in-process (a test-only cross-app import, like libs/sdk/src/sdk-ledger.int-spec.ts).
+// eslint-disable-next-line @nx/enforce-module-boundaries
+import { startLedger } from '../../../ledger/src/ledger';
+import { startRouter } from '../router.app';
+import { RouterSubjects } from '../shared/subjects';
+
+/*
+ * Handoff meshes through the real services over the real NATS: the router (mesh aggregate,
+ * mesh reactor) and the real ledger in-process, a random prefix, turns published with the SDK.
+ */
+
+const NATS_URL = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
+const PROJECT = 'meshdemo';
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+const definition = {
+  project: PROJECT,
+  agents: [
+    { name: 'triage', role: 'Front desk' },
+    { name: 'billing', role: 'Billing specialist' },
+    { name: 'tech', role: 'Technical support' },
+  ],
+  workflows: [],
+  meshes: [
+    { name: 'support', entry: 'triage', handoffs: { triage: ['billing', 'tech'], billing: ['triage'], tech: ['triage'] }, outputs: ['triage'], max_iterations: 4 },
+  ],
+};
+
+describe('handoff meshes through the router and the ledger (real NATS)', () => {
+  const prefix = `mz${randomBytes(5).toString('hex')}`;
+  const env = { ...process.env, NATS_URL, BATON_PREFIX: prefix, HTTP_PORT: '0', LOG_LEVEL: process.env['MESH_LOG'] ?? 'error' };
+  let router: RunningService;
+  let ledger: RunningService;
+  let nats: NatsHandle;
+  let store: JetStreamEventStore;
+  let counter = 0;
+
+  const waitFor = async <T>(probe: () => Promise<T | undefined>, what: string, timeoutMs = 10_000): Promise<T> => {
+    const until = Date.now() + timeoutMs;
+    for (;;) {
+      const value = await probe();
+      if (value !== undefined) return value;
+      if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
+      await sleep(50);
+    }
+  };
+  const meshEvents = async (id: string): Promise<StoredEvent[]> => (await store.read({ project: PROJECT, kind: 'mesh', id })).events;
+  const waitMesh = (id: string, type: string, count = 1) =>
+    waitFor(async () => {
+      const found = (await meshEvents(id)).filter((e) => e.type === type);
+      return found.length >= count ? found.map((e) => e.payload as Record<string, unknown>) : undefined;
+    }, `${count} × ${type} on ${id}`);
+  const waitHandoff = (id: string, type = 'handoff.created') =>
+    waitFor(async () => (await store.read({ project: PROJECT, kind: 'handoff', id })).events.find((e) => e.type === type)?.payload as Record<string, unknown> | undefined, `${type} on ${id}`);
+  const offerFor = (agent: string, handoffId: string) =>
+    waitFor(async () => {
+      const msg = await nats.jsm.streams.getMessage(batonStreamNames(prefix).inbox, { last_by_subj: Subjects.offer(prefix, PROJECT, agent) }).catch(() => null);
+      const body = msg ? (JSON.parse(decoder.decode(msg.data)) as Record<string, unknown>) : null;
+      return body && body['id'] === handoffId ? body : undefined;
+    }, `an offer of ${handoffId} to ${agent}`);
+
+  const begin = async () => {
+    const id = `mesh-${++counter}`;
+    await startMesh({ js: nats.js, prefix }, { mesh_run_id: id, project: PROJECT, mesh: 'support', input: 'I was charged twice', started_by: 'sam' });
+    // An agent takes its first turn only once it was offered one: wait for the entry handoff.
+    await waitHandoff(meshEntryHandoffId(id));
+    return id;
+  };
+  const say = (meshRunId: string, resultId: string, agent: string, text: string, targets: string[], handoffId?: string) =>
+    publishMeshResult(
+      { js: nats.js, prefix },
+      {
+        project: PROJECT,
+        mesh_run_id: meshRunId,
+        agent,
+        result_id: resultId,
+        text,
+        handoff_tool_calls: targets.map((t, i): HandoffToolCall => ({ tool: handoffToolName(t), call_id: `${resultId}-c${i}` })),
+        ...(handoffId ? { handoff_id: handoffId } : {}),
+      },
+    );
+
+  const deadLetters = async () => {
+    const stream = batonStreamNames(prefix).dlq;
+    const info = await nats.jsm.streams.info(stream);
+    const out: Array<{ reason: string; original: string }> = [];
+    for (let seq = info.state.first_seq; seq <= info.state.last_seq && info.state.messages > 0; seq++) {
+      const msg = await nats.jsm.streams.getMessage(stream, { seq }).catch(() => null);
+      if (msg) out.push({ reason: msg.header.get(DlqHeader.reason), original: msg.header.get(DlqHeader.subject) });
+    }
+    return out;
+  };
+
+  beforeAll(async () => {
+    nats = await connectNats({ servers: NATS_URL, reconnect: false });
+    ledger = await startLedger(env);
+    router = await startRouter(env);
+    store = new JetStreamEventStore({ js: nats.js, jsm: nats.jsm, prefix, registry: createEventRegistry() });
+    const reply = await nats.connection.request(RouterSubjects.publishDefinition(prefix, PROJECT), encoder.encode(JSON.stringify(definition)), { timeout: 5000 });
+    expect(JSON.parse(decoder.decode(reply.data))).toMatchObject({ ok: true });
+  }, 30_000);
+
+  afterAll(async () => {
+    await router?.stop();
+    await ledger?.stop();
+    const names = batonStreamNames(prefix);
+    for (const name of [names.events, names.inbox, names.dlq]) await nats.jsm.streams.delete(name).catch(() => undefined);
+    await nats.close();
+  }, 30_000);
+
+  it('triage hands to billing, billing hands back to triage, triage ends: the mesh completes with triage\'s output', async () => {
+    const id = await begin();
+    const entry = meshEntryHandoffId(id);
+    expect(await waitHandoff(entry)).toMatchObject({ to_agent: 'triage', workflow_run_id: id });
+    expect(await offerFor('triage', entry)).toMatchObject({ to_agent: 'triage' }); // the offer reaches the agent's SDK subject
+
+    await say(id, `${id}-r1`, 'triage', 'Let me get billing.', ['billing'], entry);
+    const toBilling = meshHandoffId(`${id}-r1`);
+    const created = await waitHandoff(toBilling);
+    expect(created).toMatchObject({ from_agent: 'triage', to_agent: 'billing' });
+    expect((created['context'] as { mesh: { transcript: unknown[]; handoff_tools: unknown[] } }).mesh).toMatchObject({
+      turn: 2,
+      transcript: [{ agent: 'triage', text: 'Let me get billing.' }],
+      handoff_tools: [{ name: 'handoff_to_triage', target: 'triage' }],
+    });
+    await waitHandoff(entry, 'handoff.completed_by_result'); // the turn closed the handoff it answered
+
+    await say(id, `${id}-r2`, 'billing', 'Refunded the duplicate charge.', ['triage'], toBilling);
+    await waitHandoff(meshHandoffId(`${id}-r2`));
+    await say(id, `${id}-r3`, 'triage', 'Your refund is on its way.', []);
+    const [completed] = await waitMesh(id, 'mesh.completed');
+    expect(completed).toMatchObject({ agent: 'triage', turns: 3, output: { agent: 'triage', text: 'Your refund is on its way.' } });
+    expect((await meshEvents(id)).map((e) => e.type)).toEqual([
+      'mesh.started',
+      'mesh.turn_recorded',
+      'mesh.handed_off',
+      'mesh.turn_recorded',
+      'mesh.handed_off',
+      'mesh.turn_recorded',
+      'mesh.completed',
+    ]);
+  }, 30_000);
+
+  it('a ping-pong until the cap ends as mesh.stopped with why thrash (a stop packet, not an error), and a not-granted call is recorded as ignored', async () => {
+    const id = await begin();
+    await say(id, `${id}-p1`, 'triage', 'billing?', ['billing']);
+    await say(id, `${id}-p2`, 'billing', 'tech!', ['tech', 'triage']); // billing may not reach tech: ignored; routes to triage
+    await say(id, `${id}-p3`, 'triage', 'billing?', ['billing']);
+    await say(id, `${id}-p4`, 'billing', 'triage!', ['triage']);
+    const [stopped] = await waitMesh(id, 'mesh.stopped');
+    const packet = stopped!['packet'] as StopPacket;
+    expect(packet).toMatchObject({ stop: 'handoff', why: 'thrash', workflow_run_id: id, agent: 'billing', goal_done: false, status: 'open' });
+    expect(packet.next_form?.kind).toBe('acknowledge');
+    const [ignored] = await waitMesh(id, 'mesh.handoff_ignored');
+    expect(ignored).toMatchObject({ agent: 'billing', tool: 'handoff_to_tech', reason: 'not_granted' });
+    expect((await meshEvents(id)).some((e) => e.type === 'mesh.completed')).toBe(false);
+  }, 30_000);
+
+  it('a mesh survives a restart of every service mid-run and continues from the log', async () => {
+    const id = await begin();
+    await say(id, `${id}-r1`, 'triage', 'Over to billing.', ['billing']);
+    await waitHandoff(meshHandoffId(`${id}-r1`));
+
+    await router.stop();
+    await ledger.stop();
+    // While everything is down, billing's turn is published: the inbox stream holds it.
+    await say(id, `${id}-r2`, 'billing', 'Back to you, triage.', ['triage'], meshHandoffId(`${id}-r1`));
+    ledger = await startLedger(env);
+    router = await startRouter(env);
+
+    const [handedBack] = await waitMesh(id, 'mesh.handed_off', 2).then((all) => all.slice(1));
+    expect(handedBack).toMatchObject({ from: 'billing', to: 'triage', turn: 3 });
+    expect(await waitHandoff(meshHandoffId(`${id}-r2`))).toMatchObject({ to_agent: 'triage' });
+    await say(id, `${id}-r3`, 'triage', 'All sorted.', []);
+    const [completed] = await waitMesh(id, 'mesh.completed');
+    expect(completed).toMatchObject({ turns: 3, output: { agent: 'triage', text: 'All sorted.' } });
+  }, 40_000);
+
+  it('bad input is dead-lettered with its reason: malformed JSON, a turn for an unknown mesh, an unknown mesh start', async () => {
+    await nats.js.publish(Subjects.meshResult(prefix, PROJECT, 'triage'), encoder.encode('{"result_id":'));
+    await say('no-such-mesh', 'ghost-r1', 'triage', 'hello', []);
+    await nats.js.publish(Subjects.meshStart(prefix, PROJECT), encoder.encode(JSON.stringify({ mesh_run_id: 'm-x', project: PROJECT, mesh: 'nope' })));
+    const letters = await waitFor(async () => {
+      const all = await deadLetters();
+      return all.length >= 3 ? all : undefined;
+    }, 'three dead letters');
+    expect(letters.map((l) => [l.reason, l.original]).sort()).toEqual([
+      ['malformed_json', Subjects.meshResult(prefix, PROJECT, 'triage')],
+      ['not_found', Subjects.meshResult(prefix, PROJECT, 'triage')],
+      ['unknown_mesh', Subjects.meshStart(prefix, PROJECT)],
+    ]);
+  }, 30_000);
+});

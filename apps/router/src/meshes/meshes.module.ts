@@ -1,0 +1,30 @@
+import { Module } from '@nestjs/common';
+import { RUNTIME, type ServiceRuntime } from '@baton/platform';
+import { DefinitionCatalog } from '../definitions/definition-catalog';
+import { createRouterLedger, LEDGER } from '../dispatch/ledger';
+import { MeshCommands } from './mesh-commands';
+import { MeshReactor } from './mesh-reactor';
+import { MeshesController } from './meshes.controller';
+import { RecordMeshTurnUseCase } from './record-mesh-turn';
+import { StartMeshUseCase } from './start-mesh';
+
+/**
+ * Handoff meshes (seed 004): the router is the only writer of the mesh aggregate. Self-contained
+ * (its own definition cache and ledger client), so the router module imports it with one line.
+ */
+@Module({
+  controllers: [MeshesController],
+  providers: [
+    DefinitionCatalog,
+    MeshCommands,
+    StartMeshUseCase,
+    RecordMeshTurnUseCase,
+    MeshReactor,
+    {
+      provide: LEDGER,
+      inject: [RUNTIME],
+      useFactory: (runtime: ServiceRuntime) => createRouterLedger(runtime.nats, runtime.config.BATON_PREFIX),
+    },
+  ],
+})
+export class MeshesModule {}

@@ -1,0 +1,62 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { AgentResultSchema, RejectionCode } from '@baton/contracts';
+import { MeshErrorCode } from '@baton/domain';
+import { RUNTIME, type ServiceRuntime } from '@baton/platform';
+import { nowIso } from '../shared/ids';
+import { decodeOrPoison, poison } from '../shared/inbound';
+import { MeshCommands, meshRef } from './mesh-commands';
+import { meshSubjectTokens } from './mesh-subjects';
+
+/**
+ * Use case: record an agent's mesh turn from `<prefix>.in.<project>.mesh_result.<agent>`.
+ *
+ * The body is an AgentResult whose `workflow_run_id` is the mesh run and whose
+ * `handoff_tool_calls` are the turn's calls; the subject's project and agent must match the
+ * body's. Runs `record_turn` (idempotent per `result_id`): the decider routes on the last valid
+ * handoff call, records ignored calls, completes the mesh on a turn without one and stops it
+ * (why `thrash`) at the iteration cap. A turn the mesh refuses (wrong speaker, stale handoff,
+ * mesh ended) is recorded on the mesh as `mesh.turn_rejected`. Bad input and turns for an unknown
+ * mesh are dead-lettered; store failures are retried.
+ */
+@Injectable()
+export class RecordMeshTurnUseCase {
+  constructor(
+    @Inject(RUNTIME) private readonly runtime: ServiceRuntime,
+    private readonly meshes: MeshCommands,
+  ) {}
+
+  async execute(subject: string, bytes: Uint8Array): Promise<void> {
+    const result = decodeOrPoison(bytes, AgentResultSchema);
+    const tokens = meshSubjectTokens(subject);
+    if (tokens === null || tokens.project !== result.project || tokens.agent !== result.agent) {
+      throw poison({
+        code: RejectionCode.schemaViolation,
+        message: `the subject names ${tokens?.project ?? '?'}/${tokens?.agent ?? '?'}, the body ${result.project}/${result.agent}`,
+      });
+    }
+    const log = this.runtime.logger.child({ project: result.project, mesh_run_id: result.workflow_run_id, result_id: result.result_id, agent: result.agent });
+    const now = nowIso();
+    const outcome = await this.meshes.run(
+      meshRef(result.project, result.workflow_run_id),
+      {
+        type: 'record_turn',
+        data: {
+          result_id: result.result_id,
+          run_id: result.run_id,
+          agent: result.agent,
+          text: result.body ?? result.deliverable ?? '',
+          handoff_tool_calls: result.handoff_tool_calls ?? [],
+          ...(result.handoff_id !== undefined ? { handoff_id: result.handoff_id } : {}),
+        },
+        metadata: { now, actor: result.agent },
+      },
+      { kind: 'turn', id: result.result_id, actor: result.agent, origin: 'agent', meshRunId: result.workflow_run_id, now },
+    );
+    if (!outcome.ok) {
+      const code = outcome.error.code === MeshErrorCode.meshNotFound ? RejectionCode.notFound : outcome.error.code;
+      log.warn('mesh turn refused', { code, reason: outcome.error.message });
+      throw poison({ code, message: outcome.error.message });
+    }
+    log.info(outcome.events.length > 0 ? 'mesh turn recorded' : 'mesh turn already recorded', { events: outcome.events.map((e) => e.type) });
+  }
+}

@@ -1,0 +1,68 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { MeshStartRequestSchema, RejectionCode } from '@baton/contracts';
+import { RUNTIME, type ServiceRuntime } from '@baton/platform';
+import { DefinitionCatalog } from '../definitions/definition-catalog';
+import { nowIso, ROUTER_ACTOR } from '../shared/ids';
+import { decodeOrPoison, poison } from '../shared/inbound';
+import { MeshCommands, meshRef } from './mesh-commands';
+import { meshSubjectTokens } from './mesh-subjects';
+
+/**
+ * Use case: start a mesh run from `<prefix>.in.<project>.mesh_start`.
+ *
+ * Decodes a MeshStartRequest (size cap, JSON, schema, the subject's project), finds the mesh in
+ * the project's current definition (re-read, so a definition published just before is seen) and
+ * runs `start_mesh`: `mesh.started` pins the mesh and names the entry agent's handoff (the mesh
+ * reactor asks the ledger for it). Idempotent by `mesh_run_id`. Bad input, an unknown mesh or a
+ * mesh that does not build is dead-lettered with its reason; store failures are retried.
+ */
+@Injectable()
+export class StartMeshUseCase {
+  constructor(
+    @Inject(RUNTIME) private readonly runtime: ServiceRuntime,
+    private readonly catalog: DefinitionCatalog,
+    private readonly meshes: MeshCommands,
+  ) {}
+
+  async execute(subject: string, bytes: Uint8Array): Promise<void> {
+    const request = decodeOrPoison(bytes, MeshStartRequestSchema);
+    const tokens = meshSubjectTokens(subject);
+    if (tokens?.project !== request.project) {
+      throw poison({ code: RejectionCode.schemaViolation, message: `the subject names project '${tokens?.project ?? '?'}', the body '${request.project}'` });
+    }
+    const log = this.runtime.logger.child({ project: request.project, mesh_run_id: request.mesh_run_id, mesh: request.mesh });
+    const definitions = await this.catalog.load(request.project, { fresh: true });
+    const current = definitions.published[definitions.published.length - 1]?.definition;
+    const mesh = (current?.meshes ?? []).find((candidate) => candidate.name === request.mesh);
+    if (current === undefined || mesh === undefined) {
+      throw poison({
+        code: 'unknown_mesh',
+        message: current === undefined ? `project '${request.project}' has no published definition` : `mesh '${request.mesh}' is not defined in project '${request.project}'`,
+      });
+    }
+    const now = nowIso();
+    const actor = request.started_by ?? ROUTER_ACTOR;
+    const outcome = await this.meshes.run(
+      meshRef(request.project, request.mesh_run_id),
+      {
+        type: 'start_mesh',
+        data: {
+          mesh_run_id: request.mesh_run_id,
+          project: request.project,
+          mesh,
+          agents: current.agents.map((agent) => agent.name),
+          ...(request.input !== undefined ? { input: request.input } : {}),
+          ...(request.started_by !== undefined ? { started_by: request.started_by } : {}),
+          ...(request.variables !== undefined ? { variables: request.variables } : {}),
+        },
+        metadata: { now, actor },
+      },
+      { kind: 'start', id: request.mesh_run_id, actor, origin: 'human', meshRunId: request.mesh_run_id, now },
+    );
+    if (!outcome.ok) {
+      log.warn('mesh start refused', { code: outcome.error.code, reason: outcome.error.message });
+      throw poison({ code: outcome.error.code, message: outcome.error.message });
+    }
+    log.info(outcome.events.length > 0 ? 'mesh started' : 'mesh already started', { entry: mesh.entry });
+  }
+}

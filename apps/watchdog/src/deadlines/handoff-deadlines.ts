@@ -1,0 +1,94 @@
+import { Subjects, type EventRegistry, type HandoffEventData } from '@baton/contracts';
+import type { JsonLogger } from '@baton/platform';
+import type { JetStreamClient } from 'nats';
+import type { RequeueLedger, RequeueReply } from '../requeue/requeue-port';
+import { followStream, type FollowedMessage, type StreamFollower } from '../stream/stream-follower';
+import { DeadlineTable } from './deadline-table';
+
+/** The pseudo claim id under which a handoff's deadline sits in its {@link DeadlineTable}. */
+export const DEADLINE_SLOT = 'deadline';
+
+const decoder = new TextDecoder();
+
+/** Events after which a handoff's deadline no longer applies (it ended, or came back). */
+const CLEARS = new Set([
+  'handoff.returned',
+  'handoff.completed',
+  'handoff.completed_by_result',
+  'handoff.released',
+  'handoff.abandoned',
+  'handoff.failed',
+  'handoff.escalated',
+  'handoff.deadline_expired',
+  'handoff.archived',
+]);
+
+/**
+ * Keeps a {@link DeadlineTable} of the handoffs that have a `deadline_at` and are still open
+ * (pending or claimed; a reworked handoff is open again). Rebuilt from the events stream on every
+ * start with an ordered consumer, like the lease table. The watchdog's second `RequeueLoop` walks
+ * this table and sends `expire_deadline` (see {@link expireDeadlineLedger}).
+ */
+export class HandoffDeadlineTracker {
+  readonly table = new DeadlineTable();
+  private readonly deadlines = new Map<string, { project: string; at: number }>();
+  private follower: StreamFollower | null = null;
+
+  constructor(private readonly opts: { js: JetStreamClient; stream: string; prefix: string; registry: EventRegistry; logger: JsonLogger }) {}
+
+  async start(): Promise<void> {
+    if (this.follower) return;
+    this.follower = await followStream({
+      js: this.opts.js,
+      stream: this.opts.stream,
+      filterSubject: Subjects.aggregateKind(this.opts.prefix, 'handoff'),
+      onMessage: (message) => this.apply(message),
+      onError: (error, message) => this.opts.logger.error('handoff event could not be applied to the deadlines', { subject: message.subject, seq: message.seq, err: String(error) }),
+    });
+  }
+
+  async caughtUp(): Promise<void> {
+    await this.follower?.caughtUp;
+  }
+
+  async stop(): Promise<void> {
+    await this.follower?.stop();
+  }
+
+  private apply(message: FollowedMessage): void {
+    const type = message.header('Baton-Event-Type') ?? '';
+    const [, , project, , id] = message.subject.split('.');
+    if (!project || !id) return;
+    const key = `${project}/${id}`;
+    if (type === 'handoff.created') {
+      const decoded = this.opts.registry.decode(JSON.parse(decoder.decode(message.data)));
+      if (!decoded.ok) throw new Error(decoded.rejection.message);
+      const deadline = (decoded.value.payload as HandoffEventData<'handoff.created'>).deadline_at;
+      if (deadline === undefined) return;
+      const at = Date.parse(deadline);
+      this.deadlines.set(key, { project, at });
+      this.table.claim(id, project, DEADLINE_SLOT, at);
+      return;
+    }
+    if (type === 'handoff.reworked') {
+      const known = this.deadlines.get(key);
+      if (known) this.table.claim(id, project, DEADLINE_SLOT, known.at);
+      return;
+    }
+    if (CLEARS.has(type)) {
+      this.table.release(id);
+      if (type !== 'handoff.returned') this.deadlines.delete(key);
+    }
+  }
+}
+
+/**
+ * Adapts the lease requeue loop to deadlines: the loop's `requeueExpired` becomes the ledger's
+ * `expire_deadline` with the idempotency key `deadline:<handoff id>` (the same for every watchdog
+ * instance and retry, so the handoff expires once). `send` is `LedgerClient.send`.
+ */
+export function expireDeadlineLedger(send: (project: string, command: 'expire_deadline', body: object) => Promise<RequeueReply>): RequeueLedger {
+  return {
+    requeueExpired: (project, command) => send(project, 'expire_deadline', { handoff_id: command.handoff_id, idempotency_key: `deadline:${command.handoff_id}` }),
+  };
+}

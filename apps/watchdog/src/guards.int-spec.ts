@@ -1,0 +1,114 @@
+import { randomBytes } from 'node:crypto';
+import { StopRunRequestSchema, Subjects, type EventEnvelope, type StopRunRequest } from '@baton/contracts';
+import { batonStreamNames } from '@baton/eventstore';
+import { LedgerClient } from '@baton/platform';
+import { PROJECT, sleep, startHarness, waitFor, type Harness } from './int/support';
+
+let h: Harness;
+let seq = 0;
+
+beforeEach(async () => {
+  h = await startHarness();
+});
+afterEach(async () => {
+  await h.cleanup();
+});
+
+function envelope(kind: 'run' | 'handoff', id: string, type: string, payload: unknown): EventEnvelope {
+  return {
+    id: `ev-${randomBytes(6).toString('hex')}-${++seq}`,
+    type,
+    version: 1,
+    aggregate: { kind, id },
+    project: PROJECT,
+    occurredAt: new Date().toISOString(),
+    actor: 'test-router',
+    origin: 'agent',
+    causationId: null,
+    correlationId: id,
+    payload,
+  };
+}
+
+/** Append `run.routed` events for run `run`: the agents visited in order (first from the start). */
+async function route(run: string, agents: string[], firstHop = 1): Promise<void> {
+  const ref = { project: PROJECT, kind: 'run' as const, id: run };
+  for (const [i, agent] of agents.entries()) {
+    const from = i === 0 ? null : { agent: agents[i - 1] as string, step: 's' };
+    const payload = {
+      decision: { rule: 'task', dispatch: { status: 'advance', reason: null, origin: 'agent' }, callback_after: null, outcome: 'dispatch', target: { agent, step: 's' } },
+      target: { agent, step: 's' },
+      from,
+      handoff_id: `${run}-h${firstHop + i}`,
+      hop: firstHop + i,
+      cause: { kind: 'result', id: `res-${run}-${firstHop + i}` },
+      routed_at: new Date().toISOString(),
+    };
+    const { lastSeq } = await h.store.read(ref);
+    await h.store.append(ref, [envelope('run', run, 'run.routed', payload)], { expectedVersion: lastSeq });
+  }
+}
+
+async function stopRequests(): Promise<StopRunRequest[]> {
+  const stream = batonStreamNames(h.prefix).inbox;
+  const info = await h.nats.jsm.streams.info(stream);
+  const out: StopRunRequest[] = [];
+  for (let s = info.state.first_seq; s <= info.state.last_seq && info.state.messages > 0; s++) {
+    const msg = await h.nats.jsm.streams.getMessage(stream, { seq: s }).catch(() => null);
+    if (msg && msg.subject === Subjects.stopRequest(h.prefix, PROJECT)) out.push(StopRunRequestSchema.parse(JSON.parse(new TextDecoder().decode(msg.data))));
+  }
+  return out;
+}
+
+describe('watchdog loop guards (real NATS): each leaves the loop as a stop request, never an exception', () => {
+  it('hop budget per run: a hop past WATCHDOG_MAX_HOPS asks the router to stop the run (why budget), once with two watchdogs', async () => {
+    await h.startWatchdog('wd-a', { WATCHDOG_MAX_HOPS: '3' });
+    await h.startWatchdog('wd-b', { WATCHDOG_MAX_HOPS: '3' });
+    await route('run-hops', ['a', 'b', 'c', 'd', 'e']);
+    const stops = await waitFor('a stop request', async () => {
+      const list = await stopRequests();
+      return list.length > 0 ? list : undefined;
+    });
+    await sleep(300);
+    expect(await stopRequests()).toHaveLength(1);
+    expect(stops[0]).toMatchObject({ workflow_run_id: 'run-hops', why: 'budget', cause: { kind: 'loop_guard', guard: 'hop_budget' } });
+  });
+
+  it('ping-pong per edge: A→B→A→B… past WATCHDOG_MAX_ALTERNATIONS stops the run with why thrash', async () => {
+    await h.startWatchdog('wd-a', { WATCHDOG_MAX_ALTERNATIONS: '2' });
+    await route('run-pp', ['a', 'b', 'a', 'b', 'a']);
+    const stops = await waitFor('a thrash stop', async () => {
+      const list = await stopRequests();
+      return list.length > 0 ? list : undefined;
+    });
+    expect(stops[0]).toMatchObject({ workflow_run_id: 'run-pp', why: 'thrash', cause: { kind: 'loop_guard', guard: 'ping_pong' } });
+  });
+
+  it('circuit per agent: K consecutive failures of an agent open its circuit (why circuit_open); a dispatch to it is stopped', async () => {
+    await h.startWatchdog('wd-a', { WATCHDOG_CIRCUIT_FAILURES: '2', WATCHDOG_CIRCUIT_COOLDOWN_MS: '600000' });
+    const ops = new LedgerClient(h.nats, h.prefix, { as: { actor: 'ops', actor_kind: 'operator' }, attempts: 1 });
+    for (const i of [1, 2]) {
+      const id = `cf-${i}`;
+      await ops.create(PROJECT, { handoff_id: id, from_agent: 'alice', to_agent: 'flaky', summary: 'x', workflow_run_id: `run-c${i}`, idempotency_key: `c-${id}` });
+      const failed = await ops.fail(PROJECT, { handoff_id: id, reason: 'crashed', idempotency_key: `f-${id}` });
+      expect(failed.ok).toBe(true);
+    }
+    const opened = await waitFor('the circuit-open stop', async () => (await stopRequests()).find((s) => s.why === 'circuit_open'));
+    expect(opened).toMatchObject({ workflow_run_id: 'run-c2', cause: { kind: 'loop_guard', guard: 'circuit', agent: 'flaky' } });
+    await route('run-other', ['alice', 'flaky']);
+    const held = await waitFor('the held dispatch', async () => (await stopRequests()).find((s) => s.workflow_run_id === 'run-other'));
+    expect(held.why).toBe('circuit_open');
+  });
+
+  it('deadline: past deadline_at the handoff is expired exactly once even with two watchdogs (handoff.deadline_expired)', async () => {
+    await h.startWatchdog('wd-a');
+    await h.startWatchdog('wd-b');
+    const ops = new LedgerClient(h.nats, h.prefix, { as: { actor: 'alice', actor_kind: 'agent' }, attempts: 1 });
+    await ops.create(PROJECT, { handoff_id: 'dl-1', from_agent: 'alice', to_agent: 'bob', summary: 'x', deadline_at: new Date(Date.now() + 500).toISOString(), idempotency_key: 'c-dl-1' });
+    await waitFor('the deadline to expire', async () => (await h.state('dl-1')).status === 'failed');
+    await sleep(800);
+    const events = await h.events('dl-1');
+    expect(events.filter((e) => e.type === 'handoff.deadline_expired')).toHaveLength(1);
+    expect(await h.state('dl-1')).toMatchObject({ status: 'failed', terminal_reason: 'deadline' });
+  });
+});

@@ -1,0 +1,129 @@
+import {
+  guardFactOf,
+  stepCircuit,
+  stepRunGuard,
+  type CircuitInput,
+  type CircuitState,
+  type GuardConfig,
+  type GuardEventInput,
+  type GuardFact,
+  type GuardStop,
+  type RunGuardState,
+} from '@baton/domain';
+
+interface HandoffInfo {
+  agent?: string;
+  run?: string;
+}
+
+/** A snapshot of what the book tracks (status endpoint, tests). */
+export interface GuardBookStatus {
+  runs: number;
+  handoffs: number;
+  open_circuits: string[];
+}
+
+/**
+ * The watchdog's in-memory fold of the guard state: one {@link RunGuardState} per live run, one
+ * {@link CircuitState} per `<project>/<agent>`, and which agent / run each open handoff belongs to
+ * (to attribute a handoff's failure to its agent). Every decision is made by the pure steps in
+ * `@baton/domain` (`stepRunGuard`, `stepCircuit`); this class only keeps their states in maps.
+ * Deterministic: two watchdogs fed the same events ask for the same stops (same packet seeds).
+ */
+export class GuardBook {
+  private readonly runs = new Map<string, RunGuardState>();
+  private readonly circuits = new Map<string, CircuitState>();
+  private readonly handoffs = new Map<string, HandoffInfo>();
+
+  constructor(private readonly config: GuardConfig) {}
+
+  /** Fold one stored event; returns the stops it asks for (usually none). */
+  apply(event: GuardEventInput): GuardStop[] {
+    const fact = guardFactOf(event);
+    return fact ? this.applyFact(fact) : [];
+  }
+
+  applyFact(fact: GuardFact): GuardStop[] {
+    switch (fact.kind) {
+      case 'run_started':
+      case 'run_halted':
+      case 'run_resumed':
+      case 'run_ended':
+      case 'routed': {
+        const key = `${fact.project}/${fact.run}`;
+        const step = stepRunGuard(this.runs.get(key), fact, this.config);
+        if (step.state.status === 'ended') this.runs.delete(key);
+        else this.runs.set(key, step.state);
+        if (fact.kind !== 'routed') return step.stops;
+        // A run already stopping for its own loop needs no second packet for the circuit.
+        const circuit = this.circuit({ kind: 'dispatch', event_id: fact.event_id, project: fact.project, agent: fact.to, run: fact.run, at: fact.at });
+        return step.stops.length > 0 ? step.stops : circuit;
+      }
+      case 'result_recorded':
+        return this.circuit({ kind: 'success', project: fact.project, agent: fact.agent, run: fact.run });
+      case 'result_rejected':
+        return this.circuit({ kind: 'failure', event_id: fact.event_id, project: fact.project, agent: fact.agent, run: fact.run, cause: 'result_rejected', at: fact.at });
+      case 'handoff_created': {
+        const info: HandoffInfo = {};
+        if (fact.to_agent !== undefined) info.agent = fact.to_agent;
+        if (fact.run !== undefined) info.run = fact.run;
+        this.handoffs.set(`${fact.project}/${fact.handoff}`, info);
+        return [];
+      }
+      case 'handoff_claimed': {
+        const key = `${fact.project}/${fact.handoff}`;
+        this.handoffs.set(key, { ...this.handoffs.get(key), agent: fact.agent });
+        return [];
+      }
+      case 'handoff_succeeded': {
+        const info = this.handoffs.get(`${fact.project}/${fact.handoff}`);
+        const agent = fact.agent ?? info?.agent;
+        if (agent === undefined) return [];
+        return this.circuit({ kind: 'success', project: fact.project, agent, ...(info?.run !== undefined ? { run: info.run } : {}) });
+      }
+      case 'handoff_failed': {
+        const key = `${fact.project}/${fact.handoff}`;
+        const info = this.handoffs.get(key);
+        const agent = fact.agent ?? info?.agent;
+        // A requeued handoff (lease expired) stays open; any other failure ends it.
+        if (fact.cause !== 'lease_expired') this.handoffs.delete(key);
+        if (agent === undefined) return [];
+        return this.circuit({
+          kind: 'failure',
+          event_id: fact.event_id,
+          project: fact.project,
+          agent,
+          cause: fact.cause,
+          at: fact.at,
+          ...(info?.run !== undefined ? { run: info.run } : {}),
+        });
+      }
+      default: {
+        const never: never = fact;
+        return never;
+      }
+    }
+  }
+
+  /** True while the run is known and not halted or ended (stops for it still make sense). */
+  isLive(project: string, run: string): boolean {
+    return this.runs.get(`${project}/${run}`)?.status === 'live';
+  }
+
+  circuitOf(project: string, agent: string): CircuitState | undefined {
+    return this.circuits.get(`${project}/${agent}`);
+  }
+
+  status(): GuardBookStatus {
+    const open = [...this.circuits.entries()].filter(([, c]) => c.status !== 'closed').map(([key]) => key);
+    return { runs: this.runs.size, handoffs: this.handoffs.size, open_circuits: open };
+  }
+
+  private circuit(input: CircuitInput): GuardStop[] {
+    const key = `${input.project}/${input.agent}`;
+    const step = stepCircuit(this.circuits.get(key), input, this.config);
+    if (step.state.status === 'closed' && step.state.failures === 0) this.circuits.delete(key);
+    else this.circuits.set(key, step.state);
+    return step.stops;
+  }
+}

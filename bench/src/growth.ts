@@ -1,0 +1,135 @@
+import { Subjects } from '@baton/contracts';
+import type { NatsHandle } from '@baton/eventstore';
+import { advanceResult, publishResult, startRun } from './baton';
+import { median, nowMs, round, summarize, type LatencySummary } from './stats';
+
+export interface GrowthOptions {
+  nats: NatsHandle;
+  prefix: string;
+  project: string;
+  /** Prior events of the long run (default 10 000). */
+  longEvents: number;
+  /** Prior events of each short run (default 10). */
+  shortEvents: number;
+  /** Decisions timed at each size. */
+  samples: number;
+  /** Wait until the platform has digested the fill (consumers quiet). */
+  quiesce: () => Promise<boolean>;
+  log: (line: string) => void;
+}
+
+export interface GrowthResult {
+  short_prior_events: number;
+  long_prior_events: number;
+  /** result published → `run.routed` stored, at `short_prior_events`. */
+  decision_short: LatencySummary;
+  /** The same at `long_prior_events`. */
+  decision_long: LatencySummary;
+  /** How fast the router decided while the long run grew (decisions/s, first and last 500). */
+  fill_decisions_per_s: { first: number; last: number };
+}
+
+interface Routed {
+  at: number;
+  agent: string;
+  handoffId: string;
+  causeId: string;
+}
+
+const decoder = new TextDecoder();
+
+/**
+ * Time routing decisions on a run with few prior events and on one with many. The long run is
+ * grown through the router itself: a burst of results (agents alternate, so each one dispatches)
+ * decided one after another. Every timing is "result published → `run.routed` for that result
+ * stored", seen by a core subscription on the run's subject, taken one decision at a time after the
+ * platform has gone quiet.
+ */
+export async function measureGrowth(opts: GrowthOptions): Promise<GrowthResult> {
+  const { nats, prefix, project } = opts;
+  const tag = Date.now().toString(36);
+  const routed = new Map<string, Routed[]>();
+  const waiters = new Map<string, (r: Routed) => void>();
+  const sub = nats.connection.subscribe(Subjects.aggregate(prefix, project, 'run', '*'), {
+    callback: (err, msg) => {
+      if (err) return;
+      const at = nowMs();
+      const envelope = JSON.parse(decoder.decode(msg.data)) as { type: string; aggregate: { id: string }; payload: { target?: { agent: string }; handoff_id?: string; cause?: { id: string } } };
+      if (envelope.type !== 'run.routed' || !envelope.aggregate.id.startsWith(`grow-${tag}-`)) return;
+      const r: Routed = { at, agent: envelope.payload.target?.agent ?? '', handoffId: envelope.payload.handoff_id ?? '', causeId: envelope.payload.cause?.id ?? '' };
+      const list = routed.get(envelope.aggregate.id) ?? [];
+      list.push(r);
+      routed.set(envelope.aggregate.id, list);
+      waiters.get(`${envelope.aggregate.id}/${r.causeId}`)?.(r);
+    },
+  });
+  const waitRouted = (runId: string, causeId: string, timeoutMs = 60_000) =>
+    new Promise<Routed>((resolve, reject) => {
+      const seen = routed.get(runId)?.find((r) => r.causeId === causeId);
+      if (seen) return resolve(seen);
+      const timer = setTimeout(() => reject(new Error(`no run.routed for ${runId}/${causeId} within ${timeoutMs} ms`)), timeoutMs);
+      waiters.set(`${runId}/${causeId}`, (r) => {
+        clearTimeout(timer);
+        waiters.delete(`${runId}/${causeId}`);
+        resolve(r);
+      });
+    });
+  const agentFor = (n: number) => (n % 2 === 1 ? 'ping' : 'pong');
+
+  /** Start a run and feed it `results` results in a burst; resolves once the last is routed. */
+  const grow = async (runId: string, results: number): Promise<number[]> => {
+    await startRun(nats, prefix, project, runId);
+    const inFlight = new Set<Promise<void>>();
+    for (let n = 1; n <= results; n++) {
+      const p = publishResult(nats, prefix, advanceResult(project, runId, agentFor(n), n)).finally(() => inFlight.delete(p));
+      inFlight.add(p);
+      if (inFlight.size >= 200) await Promise.race(inFlight);
+    }
+    await Promise.all(inFlight);
+    if (results > 0) await waitRouted(runId, `${runId}-r${results}`, 600_000);
+    return (routed.get(runId) ?? []).map((r) => r.at);
+  };
+
+  /** Time one decision: result published → its `run.routed` stored. */
+  const timeOne = async (run: { id: string; next: number }): Promise<number> => {
+    const n = run.next++;
+    const t0 = nowMs();
+    await publishResult(nats, prefix, advanceResult(project, run.id, agentFor(n), n));
+    const r = await waitRouted(run.id, `${run.id}-r${n}`);
+    return r.at - t0;
+  };
+
+  try {
+    // Events per run: run.started + run.routed, then result_recorded + routed per result.
+    const shortResults = Math.max(0, Math.round((opts.shortEvents - 2) / 2));
+    const longResults = Math.max(0, Math.round((opts.longEvents - 2) / 2));
+    const shortRuns = Array.from({ length: opts.samples }, (_, i) => ({ id: `grow-${tag}-s${i}`, next: shortResults + 1 }));
+    opts.log(`  ${shortRuns.length} runs with ${2 + 2 * shortResults} events, one run with ${2 + 2 * longResults} events`);
+    await Promise.all(shortRuns.map((run) => grow(run.id, shortResults)));
+    const longRun = { id: `grow-${tag}-long`, next: longResults + 1 };
+    const fillStart = nowMs();
+    const fill = await grow(longRun.id, longResults);
+    opts.log(`  long run filled in ${round((nowMs() - fillStart) / 1000, 1)} s`);
+    const rate = (times: number[]) => (times.length < 2 ? Number.NaN : ((times.length - 1) * 1000) / ((times.at(-1) as number) - (times[0] as number)));
+    const fillRates = { first: round(rate(fill.slice(1, 501)), 1), last: round(rate(fill.slice(-500)), 1) };
+    if (!(await opts.quiesce())) opts.log('  (the platform did not go quiet after the fill; timing anyway)');
+
+    // Interleave the two sizes so drift on the machine hits both alike.
+    const shortLatencies: number[] = [];
+    const longLatencies: number[] = [];
+    for (let i = 0; i < opts.samples; i++) {
+      shortLatencies.push(await timeOne(shortRuns[i] as { id: string; next: number }));
+      longLatencies.push(await timeOne(longRun));
+    }
+    opts.log(`  decision at ${opts.shortEvents} events: median ${round(median(shortLatencies), 3)} ms; at ${2 + 2 * longResults}: median ${round(median(longLatencies), 3)} ms`);
+    return {
+      short_prior_events: 2 + 2 * shortResults,
+      long_prior_events: 2 + 2 * longResults,
+      decision_short: summarize(shortLatencies),
+      decision_long: summarize(longLatencies),
+      fill_decisions_per_s: fillRates,
+    };
+  } finally {
+    sub.unsubscribe();
+  }
+}

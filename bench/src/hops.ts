@@ -1,0 +1,166 @@
+import type Redis from 'ioredis';
+import { batonStreamNames, type NatsHandle } from '@baton/eventstore';
+import { advanceResult, onOffers, publishResult, startRun, VisibilityWatcher, type Offer } from './baton';
+import { nowMs, round, sleep, summarize, type LatencySummary } from './stats';
+
+export interface HopsOptions {
+  nats: NatsHandle;
+  redis: Redis;
+  prefix: string;
+  project: string;
+  /** Concurrent runs (each has at most one result in flight). */
+  runs: number;
+  warmupSeconds: number;
+  throughputSeconds: number;
+  latencySeconds: number;
+  /** Offered load for the latency phase, hops/s (default: half the sustained rate). */
+  latencyRate?: number;
+  log: (line: string) => void;
+}
+
+export interface HopsResult {
+  runs: number;
+  /** Hops (result published → routed → handoff created → visible in the projections) per second, closed loop. */
+  hops_per_s: number;
+  /** Messages JetStream stored per hop (events + inbox), measured over the throughput window. */
+  stored_messages_per_hop: number;
+  /** Average stored event size in bytes over the throughput window. */
+  event_bytes_avg: number;
+  /** Closed-loop latency at saturation. */
+  saturated_latency: LatencySummary;
+  /** The offered load of the latency phase, hops/s. */
+  offered_rate: number;
+  /** Publish-to-visible latency at the offered load. */
+  latency: LatencySummary;
+  /** Hops the open loop could not offer because no run was idle. */
+  not_offered: number;
+  /** Hops still not visible 30 s after their result was published. */
+  lost: number;
+}
+
+interface RunSlot {
+  id: string;
+  agent: string;
+  handoffId: string | null;
+  n: number;
+  publishedAt: number | null;
+}
+
+/**
+ * Drive the platform with simulated agents: every run's result dispatches the other agent, whose
+ * offer (published by the ledger once `handoff.created` is stored) carries the event's stream
+ * sequence; the hop is complete when the notifier's projections have applied that sequence.
+ * Phase 1 (closed loop): every run publishes its next result as soon as its hop is visible —
+ * the sustained rate. Phase 2 (open loop): results are published at a fixed rate (half the
+ * sustained rate unless given) on idle runs — the latency distribution at that load.
+ */
+export async function measureHops(opts: HopsOptions): Promise<HopsResult> {
+  const { nats, prefix, project } = opts;
+  const watcher = new VisibilityWatcher(opts.redis, prefix, 1, nowMs);
+  const slots = new Map<string, RunSlot>();
+  const ready: RunSlot[] = [];
+  let mode: 'closed' | 'open' = 'closed';
+  let completions: Array<{ at: number; latency: number | null; phase: 'closed' | 'open' }> = [];
+  let publishErrors = 0;
+
+  const publishNext = (slot: RunSlot) => {
+    slot.n++;
+    slot.publishedAt = nowMs();
+    publishResult(nats, prefix, advanceResult(project, slot.id, slot.agent, slot.n, slot.handoffId ?? undefined)).catch(() => {
+      publishErrors++;
+    });
+  };
+
+  const stopOffers = onOffers(nats, prefix, project, (offer: Offer) => {
+    const slot = slots.get(offer.runId);
+    if (!slot || slot.handoffId === offer.handoffId) return; // a duplicate offer publish
+    slot.handoffId = offer.handoffId;
+    slot.agent = offer.agent;
+    const phase = mode;
+    void watcher.visible(offer.seq).then((at) => {
+      completions.push({ at, latency: slot.publishedAt === null ? null : at - slot.publishedAt, phase });
+      slot.publishedAt = null;
+      if (mode === 'closed') publishNext(slot);
+      else ready.push(slot);
+    });
+  });
+
+  const names = batonStreamNames(prefix);
+  const streamState = async () => {
+    const [events, inbox] = await Promise.all([nats.jsm.streams.info(names.events), nats.jsm.streams.info(names.inbox)]);
+    return { messages: events.state.messages + inbox.state.messages, eventBytes: events.state.bytes, events: events.state.messages };
+  };
+
+  try {
+    const tag = Date.now().toString(36);
+    opts.log(`  starting ${opts.runs} runs`);
+    for (let i = 0; i < opts.runs; i++) {
+      const slot: RunSlot = { id: `hop-${tag}-${i}`, agent: 'ping', handoffId: null, n: 0, publishedAt: null };
+      slots.set(slot.id, slot);
+      await startRun(nats, prefix, project, slot.id);
+    }
+
+    // Phase 1: closed loop.
+    await sleep(opts.warmupSeconds * 1000);
+    const windowStart = nowMs();
+    const before = await streamState();
+    const countFrom = completions.length;
+    await sleep(opts.throughputSeconds * 1000);
+    const windowEnd = nowMs();
+    const after = await streamState();
+    const inWindow = completions.slice(countFrom).filter((c) => c.at >= windowStart && c.at <= windowEnd && c.latency !== null);
+    const hopsPerS = inWindow.length / ((windowEnd - windowStart) / 1000);
+    const storedPerHop = inWindow.length > 0 ? (after.messages - before.messages) / inWindow.length : Number.NaN;
+    const eventBytes = after.events > before.events ? (after.eventBytes - before.eventBytes) / (after.events - before.events) : Number.NaN;
+    const saturated = summarize(inWindow.map((c) => c.latency as number));
+    opts.log(`  closed loop: ${round(hopsPerS, 1)} hops/s, p50 ${saturated.p50_ms} ms, p99 ${saturated.p99_ms} ms`);
+
+    // Drain: no new results; wait for every run to become idle.
+    mode = 'open';
+    const drainDeadline = Date.now() + 30_000;
+    while (ready.length < slots.size && Date.now() < drainDeadline) await sleep(50);
+    const stuck = slots.size - ready.length;
+
+    // Phase 2: open loop at a fixed rate.
+    const rate = opts.latencyRate ?? Math.max(1, hopsPerS / 2);
+    opts.log(`  open loop at ${round(rate, 1)} hops/s for ${opts.latencySeconds} s`);
+    completions = [];
+    let offered = 0;
+    let notOffered = 0;
+    const openStart = nowMs();
+    while (nowMs() - openStart < opts.latencySeconds * 1000) {
+      const due = Math.floor(((nowMs() - openStart) / 1000) * rate) - offered - notOffered;
+      for (let i = 0; i < due; i++) {
+        const slot = ready.shift();
+        if (slot) {
+          offered++;
+          publishNext(slot);
+        } else {
+          notOffered++;
+        }
+      }
+      await sleep(1);
+    }
+    const lostDeadline = Date.now() + 30_000;
+    while (completions.filter((c) => c.latency !== null).length < offered && Date.now() < lostDeadline) await sleep(20);
+    const openDone = completions.filter((c) => c.latency !== null);
+    const warm = openStart + 1000;
+    const latency = summarize(openDone.filter((c) => c.at - (c.latency as number) >= warm).map((c) => c.latency as number));
+    opts.log(`  open loop: p50 ${latency.p50_ms} ms, p95 ${latency.p95_ms} ms, p99 ${latency.p99_ms} ms`);
+
+    return {
+      runs: opts.runs,
+      hops_per_s: round(hopsPerS, 1),
+      stored_messages_per_hop: round(storedPerHop, 2),
+      event_bytes_avg: Math.round(eventBytes),
+      saturated_latency: saturated,
+      offered_rate: round(rate, 1),
+      latency,
+      not_offered: notOffered,
+      lost: offered - openDone.length + stuck + publishErrors,
+    };
+  } finally {
+    stopOffers();
+    await watcher.stop();
+  }
+}

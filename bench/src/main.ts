@@ -1,0 +1,192 @@
+import { randomBytes } from 'node:crypto';
+import { cpus } from 'node:os';
+import { connectNats, type NatsHandle } from '@baton/eventstore';
+import { createRedis } from '@baton/projections';
+import { publishDefinition } from './baton';
+import { measureGrowth, type GrowthResult } from './growth';
+import { measureHops, type HopsResult } from './hops';
+import { createOpenHandoffs, type OpenHandoffsResult } from './open-handoffs';
+import { cleanupDeployment, rssMb, startPlatform, stopService, waitQuiet, type ServiceProcess } from './platform';
+import { measureRaw, type RawCeilings } from './raw';
+import { measureReplay, type ReplayResult } from './replay';
+import { round } from './stats';
+
+/** Settings; `--quick` shrinks every phase (for trying changes), flags override single values. */
+interface BenchSettings {
+  runs: number;
+  warmupSeconds: number;
+  throughputSeconds: number;
+  latencySeconds: number;
+  longEvents: number;
+  decisionSamples: number;
+  openHandoffs: number;
+  rawMessages: number;
+}
+
+const TARGETS = {
+  hops_vs_raw_publish: { op: '>=', value: 0.33 },
+  p99_latency_vs_raw_rtt_p50: { op: '<=', value: 30 },
+  replay_vs_raw_read: { op: '>=', value: 0.5 },
+  decision_10k_vs_10: { op: '<=', value: 1.2 },
+  rss_mb_per_service: { op: '<=', value: 150 },
+} as const;
+
+function settingsFrom(argv: readonly string[]): BenchSettings {
+  const quick = argv.includes('--quick');
+  const base: BenchSettings = quick
+    ? { runs: 64, warmupSeconds: 2, throughputSeconds: 5, latencySeconds: 5, longEvents: 2_000, decisionSamples: 15, openHandoffs: 10_000, rawMessages: 20_000 }
+    : { runs: 128, warmupSeconds: 3, throughputSeconds: 15, latencySeconds: 15, longEvents: 10_000, decisionSamples: 30, openHandoffs: 100_000, rawMessages: 50_000 };
+  const flag = (name: string) => {
+    const hit = argv.find((a) => a.startsWith(`--${name}=`));
+    return hit === undefined ? undefined : Number(hit.slice(name.length + 3));
+  };
+  return {
+    runs: flag('runs') ?? base.runs,
+    warmupSeconds: base.warmupSeconds,
+    throughputSeconds: flag('seconds') ?? base.throughputSeconds,
+    latencySeconds: flag('seconds') ?? base.latencySeconds,
+    longEvents: flag('long-events') ?? base.longEvents,
+    decisionSamples: base.decisionSamples,
+    openHandoffs: flag('handoffs') ?? base.openHandoffs,
+    rawMessages: base.rawMessages,
+  };
+}
+
+function rssOf(services: readonly ServiceProcess[]): Record<string, number | null> {
+  return Object.fromEntries(services.map((s) => [s.name, rssMb(s.child.pid)]));
+}
+
+function meets(value: number, target: { op: '>=' | '<='; value: number }): boolean {
+  return target.op === '>=' ? value >= target.value : value <= target.value;
+}
+
+async function main(): Promise<void> {
+  const argv = process.argv.slice(2);
+  const json = argv.includes('--json');
+  const settings = settingsFrom(argv);
+  const log = (line: string) => (json ? process.stderr.write(`${line}\n`) : process.stdout.write(`${line}\n`));
+  const natsUrl = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
+  const redisUrl = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
+  const nats: NatsHandle = await connectNats({ servers: natsUrl, name: 'baton-bench', reconnect: false });
+  const redisHandle = createRedis(redisUrl);
+  const redis = redisHandle.client;
+  const prefix = `bench${randomBytes(4).toString('hex')}`;
+  const project = 'bench';
+  const env = { NATS_URL: natsUrl, REDIS_URL: redisUrl, BATON_PREFIX: prefix, LOG_LEVEL: 'warn' };
+  let services: ServiceProcess[] = [];
+  const started = Date.now();
+  try {
+    log(`baton bench — prefix ${prefix}, ${cpus().length} CPUs, node ${process.version}, nats-server ${nats.connection.info?.version ?? '?'}`);
+    log('raw ceilings (no Baton code): JetStream and Redis');
+    const raw: RawCeilings = await measureRaw({
+      nats,
+      redis,
+      messages: settings.rawMessages,
+      roundTrips: 2_000,
+      payloadBytes: 1_024,
+      window: 256,
+      redisWrites: 200_000,
+      redisBatch: 1_000,
+    });
+    log(`  publish ${raw.js_publish_per_s}/s, rtt p50 ${raw.js_publish_rtt.p50_ms} ms p99 ${raw.js_publish_rtt.p99_ms} ms, replay ${raw.js_ordered_replay_per_s}/s, redis ${raw.redis_pipelined_writes_per_s}/s`);
+
+    log('starting the four services (one process each, from dist)');
+    services = await startPlatform(env);
+    await publishDefinition(nats, prefix, project);
+    const quiesce = (timeoutMs = 180_000) => waitQuiet(nats, prefix, timeoutMs);
+
+    log('end-to-end hops');
+    const hops: HopsResult = await measureHops({
+      nats,
+      redis,
+      prefix,
+      project,
+      runs: settings.runs,
+      warmupSeconds: settings.warmupSeconds,
+      throughputSeconds: settings.throughputSeconds,
+      latencySeconds: settings.latencySeconds,
+      log,
+    });
+    const rssAfterHops = rssOf(services);
+    await quiesce(60_000);
+
+    log('routing decision time as a run grows');
+    const growth: GrowthResult = await measureGrowth({
+      nats,
+      prefix,
+      project,
+      longEvents: settings.longEvents,
+      shortEvents: 10,
+      samples: settings.decisionSamples,
+      quiesce: () => quiesce(),
+      log,
+    });
+
+    log('projection rebuild (replay of the events stream)');
+    const replay: ReplayResult = await measureReplay(nats, redis, prefix);
+    log(`  ${replay.events} events, ${replay.projections} projections in ${replay.seconds} s: ${replay.events_per_s} events/s`);
+
+    log(`${settings.openHandoffs} open handoffs`);
+    const open: OpenHandoffsResult = await createOpenHandoffs(nats, prefix, project, settings.openHandoffs, () => quiesce(240_000));
+    const rss = rssOf(services);
+    log(`  appended at ${open.append_per_s}/s, digested in ${open.digest_seconds} s${open.digested ? '' : ' (gave up waiting)'}; RSS ${JSON.stringify(rss)}`);
+
+    const ratios = {
+      hops_vs_raw_publish: round(hops.hops_per_s / raw.js_publish_per_s, 4),
+      p99_latency_vs_raw_rtt_p50: round(hops.latency.p99_ms / raw.js_publish_rtt.p50_ms, 1),
+      replay_vs_raw_read: round(replay.events_per_s / raw.js_ordered_replay_per_s, 3),
+      decision_10k_vs_10: round(growth.decision_long.p50_ms / growth.decision_short.p50_ms, 2),
+    };
+    const rssValues = Object.values(rss).filter((v): v is number => v !== null);
+    const reached = {
+      hops_vs_raw_publish: meets(ratios.hops_vs_raw_publish, TARGETS.hops_vs_raw_publish),
+      p99_latency_vs_raw_rtt_p50: meets(ratios.p99_latency_vs_raw_rtt_p50, TARGETS.p99_latency_vs_raw_rtt_p50),
+      replay_vs_raw_read: meets(ratios.replay_vs_raw_read, TARGETS.replay_vs_raw_read),
+      decision_10k_vs_10: meets(ratios.decision_10k_vs_10, TARGETS.decision_10k_vs_10),
+      rss_mb_per_service: rssValues.length === 4 && rssValues.every((v) => meets(v, TARGETS.rss_mb_per_service)),
+    };
+    const report = {
+      machine: { cpus: cpus().length, node: process.version, nats_server: nats.connection.info?.version ?? null },
+      settings,
+      raw,
+      baton: { hops, replay, growth, open_handoffs: open },
+      ratios,
+      rss_mb: rss,
+      rss_mb_after_hops: rssAfterHops,
+      targets: TARGETS,
+      reached,
+      seconds: Math.round((Date.now() - started) / 1000),
+    };
+    if (json) {
+      process.stdout.write(`${JSON.stringify(report)}\n`);
+    } else {
+      log('\nresults');
+      log(`  raw JetStream acked publish      ${raw.js_publish_per_s} msg/s (${raw.payload_bytes} B, window ${raw.window})`);
+      log(`  raw acked publish round trip     p50 ${raw.js_publish_rtt.p50_ms} ms, p99 ${raw.js_publish_rtt.p99_ms} ms`);
+      log(`  raw ordered-consumer replay      ${raw.js_ordered_replay_per_s} msg/s`);
+      log(`  raw Redis pipelined writes       ${raw.redis_pipelined_writes_per_s} cmd/s`);
+      log(`  Baton hops (closed loop, ${hops.runs} runs) ${hops.hops_per_s} hops/s (${hops.stored_messages_per_hop} stored messages per hop, ${hops.event_bytes_avg} B per event)`);
+      log(`  Baton publish→visible at ${hops.offered_rate}/s  p50 ${hops.latency.p50_ms} ms, p95 ${hops.latency.p95_ms} ms, p99 ${hops.latency.p99_ms} ms (lost ${hops.lost}, not offered ${hops.not_offered})`);
+      log(`  Baton projection rebuild         ${replay.events_per_s} events/s (${replay.events} events, ${replay.projections} projections)`);
+      log(`  decision at ${growth.short_prior_events} / ${growth.long_prior_events} prior events  p50 ${growth.decision_short.p50_ms} / ${growth.decision_long.p50_ms} ms`);
+      log(`  resident memory, ${open.handoffs} open handoffs  ${Object.entries(rss).map(([k, v]) => `${k} ${v} MB`).join(', ')}`);
+      log('\nratios (target)');
+      log(`  hops_vs_raw_publish          ${ratios.hops_vs_raw_publish} (>= 0.33) ${reached.hops_vs_raw_publish ? 'reached' : 'NOT reached'}`);
+      log(`  p99_latency_vs_raw_rtt_p50   ${ratios.p99_latency_vs_raw_rtt_p50} (<= 30) ${reached.p99_latency_vs_raw_rtt_p50 ? 'reached' : 'NOT reached'}`);
+      log(`  replay_vs_raw_read           ${ratios.replay_vs_raw_read} (>= 0.5) ${reached.replay_vs_raw_read ? 'reached' : 'NOT reached'}`);
+      log(`  decision_10k_vs_10           ${ratios.decision_10k_vs_10} (<= 1.2) ${reached.decision_10k_vs_10 ? 'reached' : 'NOT reached'}`);
+      log(`  rss per service              ${reached.rss_mb_per_service ? 'every service <= 150 MB' : 'NOT every service <= 150 MB'}`);
+      log(`\n${report.seconds} s`);
+    }
+  } finally {
+    await Promise.all(services.map((service) => stopService(service)));
+    await cleanupDeployment(nats, redis, prefix).catch(() => undefined);
+    await redisHandle.close();
+    await nats.close();
+  }
+}
+
+main().catch((error: unknown) => {
+  process.stderr.write(`baton bench failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,142 @@
+import { z } from 'zod';
+import { IdSchema, IsoTimeSchema, Limits, ProjectIdSchema, ShortTextSchema } from './common';
+import { DomainEventOf } from './envelope';
+
+/*
+ * Governance (seed 002 "designed" parts, seed 003 stop reasons): the project kill switch, per-agent
+ * rate caps and the loop guards' vocabulary.
+ *
+ * The kill switch is the project-control aggregate (kind `project`, id `control`, one per project;
+ * written by the ledger only). `pause` / `resume` are request/reply commands on
+ * `<prefix>.cmd.ledger.<project>.pause|resume`. While a project is paused the ledger refuses claims
+ * (`project_paused`) and holds offers; `project.resumed` re-offers every pending handoff.
+ */
+
+/** The one instance id of a project's control aggregate. */
+export const ProjectControlId = 'control';
+
+/** Who may pause or resume a project: the role the caller authenticated as. Only `admin` may. */
+export const ProjectControlRoleSchema = z.enum(['admin', 'operator', 'viewer', 'agent']);
+export type ProjectControlRole = z.infer<typeof ProjectControlRoleSchema>;
+
+const ControlActorSchema = z
+  .string()
+  .min(1)
+  .max(Limits.maxIdLength)
+  .regex(/^[A-Za-z0-9_\-.:@]+$/, 'actor names may hold letters, digits and _ - . : @ only');
+
+/** Body of `<prefix>.cmd.ledger.<project>.pause`: stop dispatch in the project (admin only). */
+export const PauseProjectRequestSchema = z.strictObject({
+  actor: ControlActorSchema,
+  actor_role: ProjectControlRoleSchema,
+  reason: ShortTextSchema.trim().min(1, 'a pause says why'),
+  idempotency_key: z.string().min(1).max(200),
+});
+export type PauseProjectRequest = z.infer<typeof PauseProjectRequestSchema>;
+
+/** Body of `<prefix>.cmd.ledger.<project>.resume`: dispatch again; pending handoffs are re-offered. */
+export const ResumeProjectRequestSchema = z.strictObject({
+  actor: ControlActorSchema,
+  actor_role: ProjectControlRoleSchema,
+  reason: ShortTextSchema.optional(),
+  idempotency_key: z.string().min(1).max(200),
+});
+export type ResumeProjectRequest = z.infer<typeof ResumeProjectRequestSchema>;
+
+/** The project-control commands the ledger serves (subject token → body schema). */
+export const ProjectControlCommandSchemas = {
+  pause: PauseProjectRequestSchema,
+  resume: ResumeProjectRequestSchema,
+} as const;
+export type ProjectControlCommandName = keyof typeof ProjectControlCommandSchemas;
+
+/** True when `token` names a project-control command (`pause` | `resume`). */
+export function isProjectControlCommandName(token: string): token is ProjectControlCommandName {
+  return Object.prototype.hasOwnProperty.call(ProjectControlCommandSchemas, token);
+}
+
+export const ProjectStatusSchema = z.enum(['active', 'paused']);
+export type ProjectStatus = z.infer<typeof ProjectStatusSchema>;
+
+/** The folded view of a project's control aggregate, as replies and the CLI show it. */
+export const ProjectControlRecordSchema = z.strictObject({
+  project: ProjectIdSchema,
+  status: ProjectStatusSchema,
+  pause_id: IdSchema.optional(),
+  paused_by: ControlActorSchema.optional(),
+  paused_at: IsoTimeSchema.optional(),
+  reason: ShortTextSchema.optional(),
+  version: z.number().int().min(0),
+});
+export type ProjectControlRecord = z.infer<typeof ProjectControlRecordSchema>;
+
+/** The reply to `pause` / `resume`. `events` is 0 when the request was already applied. */
+export const ProjectControlReplySchema = z.discriminatedUnion('ok', [
+  z.strictObject({ ok: z.literal(true), project: ProjectControlRecordSchema, events: z.number().int().min(0) }),
+  z.strictObject({
+    ok: z.literal(false),
+    error: z.object({ code: z.string().min(1), kind: z.string().min(1), message: z.string(), details: z.record(z.string(), z.unknown()).optional() }),
+  }),
+]);
+export type ProjectControlReply = z.infer<typeof ProjectControlReplySchema>;
+
+const ControlEventBase = { project: ProjectIdSchema, at: IsoTimeSchema, idempotency_key: z.string().min(1).max(200) };
+
+export const ProjectPausedSchema = z.strictObject({
+  ...ControlEventBase,
+  /** Deterministic id of this pause (derived from the request's idempotency key). */
+  pause_id: IdSchema,
+  paused_by: ControlActorSchema,
+  reason: ShortTextSchema,
+});
+
+export const ProjectResumedSchema = z.strictObject({
+  ...ControlEventBase,
+  /** The pause this resume ends. */
+  pause_id: IdSchema,
+  resumed_by: ControlActorSchema,
+  reason: ShortTextSchema.optional(),
+});
+
+/** Events of the project-control aggregate (register with `registerAll('project', ...)`). */
+export const ProjectControlEventSchemas = {
+  'project.paused': ProjectPausedSchema,
+  'project.resumed': ProjectResumedSchema,
+} as const;
+export type ProjectControlEvent = DomainEventOf<typeof ProjectControlEventSchemas>;
+
+/**
+ * Codes of the governance refusals the ledger answers with. `rate_limited` and `project_paused`
+ * come with `kind: 'unavailable'` (retry later: the SDK naks the offer and it is redelivered),
+ * `details.retry_after_ms` on `rate_limited`.
+ */
+export const GovernanceErrorCode = {
+  rateLimited: 'rate_limited',
+  projectPaused: 'project_paused',
+  adminOnly: 'admin_only',
+  projectAlreadyPaused: 'project_already_paused',
+  projectNotPaused: 'project_not_paused',
+  /** Cross-project create without a `cto_override` decision id. */
+  ctoOverrideRequired: 'cto_override_required',
+  /** Cross-project create: the delegator is not on the source project's roster. */
+  delegatorNotInSourceRoster: 'delegator_not_in_source_roster',
+  /** Cross-project create: the addressee is not on the target project's roster. */
+  addresseeNotInTargetRoster: 'addressee_not_in_target_roster',
+} as const;
+export type GovernanceErrorCode = (typeof GovernanceErrorCode)[keyof typeof GovernanceErrorCode];
+
+/** The loop guards the watchdog runs. Each leaves the loop as a stop packet. */
+export const LoopGuard = { hopBudget: 'hop_budget', pingPong: 'ping_pong', circuit: 'circuit' } as const;
+export type LoopGuard = (typeof LoopGuard)[keyof typeof LoopGuard];
+export const LoopGuardSchema = z.enum(['hop_budget', 'ping_pong', 'circuit']);
+
+/** The `cause` of a stop request a loop guard issued (see `StopRunRequestSchema`). */
+export const LoopGuardCauseSchema = z.strictObject({
+  kind: z.literal('loop_guard'),
+  guard: LoopGuardSchema,
+  /** The event that tripped the guard (its id; the packet id derives from it). */
+  event_id: IdSchema,
+  /** The agent whose circuit is open (circuit only). */
+  agent: z.string().min(1).max(Limits.maxIdLength).optional(),
+});
+export type LoopGuardCause = z.infer<typeof LoopGuardCauseSchema>;

@@ -1,0 +1,185 @@
+import { compileProject } from './compile';
+import { formatDiagnostic, type Diagnostic } from './diagnostics';
+import { LOAN_EXAMPLE_YAML } from './examples';
+
+const HEADER = `project: loans
+---
+`;
+const CHILD = `---
+AGENT: Income_Capture_Agent
+GATHER:
+  annual_income:
+    TYPE: number
+COMPLETE:
+  - WHEN: annual_income IS SET
+`;
+const compile = (text: string) => compileProject([{ path: 'loans.yaml', text }]);
+const codes = (ds: Diagnostic[]) => ds.map((d) => `${d.severity}:${d.code}`);
+const supervisor = (routeLines: string, extra = '') => `${HEADER}SUPERVISOR: Loan_Supervisor
+MEMORY:
+  session:
+    - annual_income
+      TYPE: number
+${extra}HANDOFF:
+  - TO: Income_Capture_Agent
+${routeLines}
+${CHILD}`;
+
+describe('definition compiler (seed 001)', () => {
+  it("compiles seed 001's loan example, written with the seed's uppercase keys, without diagnostics", () => {
+    const result = compile(LOAN_EXAMPLE_YAML);
+    expect(result.diagnostics).toEqual([]);
+    const sup = result.project!.agents.find((a) => a.name === 'Loan_Supervisor')!;
+    expect(sup.supervisor).toBe(true);
+    expect(sup.memory).toEqual([expect.objectContaining({ name: 'annual_income', type: 'number', scope: 'session' })]);
+    const [gate, offer] = sup.handoffs!;
+    expect(gate).toMatchObject({
+      to: 'Income_Capture_Agent',
+      when: { kind: 'expression', source: 'annual_income IS NOT SET' },
+      history: { mode: 'summary_only' },
+      return: true,
+      on_return: { action: 'resume_intent', resume_with: 'original_handoff_utterance', map: { annual_income: 'annual_income' } },
+      on_failure: { action: 'respond', message: 'I cannot collect your income details right now. Please try again later.' },
+    });
+    expect(offer).toMatchObject({ to: 'Offer_Agent', pass: ['annual_income'], return: false, history: { mode: 'full' } });
+    const child = result.project!.agents.find((a) => a.name === 'Income_Capture_Agent')!;
+    expect(child.handoffs![0]!.when).toEqual({ kind: 'intent', text: 'the customer asks about something other than income' });
+    expect(child.complete).toEqual([{ when: { kind: 'expression', source: 'annual_income IS SET' }, respond: 'Thanks. I have your income.' }]);
+  });
+
+  it('every TO target must exist (UNKNOWN_HANDOFF_TARGET with file, line and column)', () => {
+    const result = compile(`${HEADER}AGENT: A\nHANDOFF:\n  - TO: Nobody\n`);
+    expect(result.project).toBeNull();
+    expect(result.diagnostics).toEqual([
+      expect.objectContaining({ file: 'loans.yaml', line: 5, column: 9, severity: 'error', code: 'UNKNOWN_HANDOFF_TARGET' }),
+    ]);
+    expect(formatDiagnostic(result.diagnostics[0]!)).toMatch(/^loans\.yaml:5:9 error UNKNOWN_HANDOFF_TARGET TO target 'Nobody' .* — Every TO target must exist/);
+  });
+
+  it('a MAP source that the child does not declare gives UNKNOWN_HANDOFF_RETURN_FIELD', () => {
+    const result = compile(supervisor('    RETURN: true\n    ON_RETURN:\n      action: continue\n      MAP:\n        income: annual_income'));
+    expect(codes(result.diagnostics)).toEqual(['error:UNKNOWN_HANDOFF_RETURN_FIELD']);
+    expect(result.diagnostics[0]!.line).toBe(14);
+  });
+
+  it('writing child: parent in the wrong order is caught: the parent name is not a child field', () => {
+    const result = compile(
+      supervisor('    RETURN: true\n    ON_RETURN:\n      MAP:\n        annual_income: income_total', '').replace('    - annual_income\n      TYPE: number', '    - income_total\n      TYPE: number'),
+    );
+    expect(codes(result.diagnostics)).toEqual([]);
+    const swapped = compile(
+      supervisor('    RETURN: true\n    ON_RETURN:\n      MAP:\n        income_total: annual_income', '').replace('    - annual_income\n      TYPE: number', '    - income_total\n      TYPE: number'),
+    );
+    expect(codes(swapped.diagnostics)).toEqual(['error:UNKNOWN_HANDOFF_RETURN_FIELD', 'warning:W802']);
+  });
+
+  it('ON_RETURN on a RETURN: false route warns HANDOFF_ON_RETURN_WITHOUT_RETURN (it never runs)', () => {
+    const result = compile(supervisor('    RETURN: false\n    ON_RETURN:\n      action: continue'));
+    expect(codes(result.diagnostics)).toEqual(['warning:HANDOFF_ON_RETURN_WITHOUT_RETURN']);
+    expect(result.project!.agents[0]!.handoffs![0]!.on_return).toBeUndefined();
+  });
+
+  it.each([['True'], ['"true"'], ['TRUE']])('RETURN: %s reads as false, with a warning', (written) => {
+    const result = compile(supervisor(`    RETURN: ${written}\n    ON_RETURN:\n      action: continue`));
+    expect(codes(result.diagnostics)).toEqual(['warning:HANDOFF_RETURN_NOT_LOWERCASE_TRUE', 'warning:HANDOFF_ON_RETURN_WITHOUT_RETURN']);
+    expect(result.project!.agents[0]!.handoffs![0]!.return).toBe(false);
+  });
+
+  it('a route with no RETURN line is permanent', () => {
+    const result = compile(supervisor('    WHEN: annual_income IS NOT SET'));
+    expect(result.project!.agents[0]!.handoffs![0]!.return).toBe(false);
+  });
+
+  it('EXPECT_RETURN is an alias for RETURN', () => {
+    const result = compile(supervisor('    EXPECT_RETURN: true\n    ON_RETURN:\n      action: continue\n      MAP:\n        annual_income: annual_income'));
+    expect(result.diagnostics).toEqual([]);
+    expect(result.project!.agents[0]!.handoffs![0]!.return).toBe(true);
+  });
+
+  it('an unknown action gives UNSUPPORTED_HANDOFF_ON_RETURN_ACTION and runs continue', () => {
+    const result = compile(supervisor('    RETURN: true\n    ON_RETURN:\n      action: restart'));
+    expect(codes(result.diagnostics)).toEqual(['warning:UNSUPPORTED_HANDOFF_ON_RETURN_ACTION']);
+    expect(result.project!.agents[0]!.handoffs![0]!.on_return!.action).toBe('continue');
+  });
+
+  it('a handler combining RESPOND with RESUME_INTENT is an error (HANDOFF_ON_RETURN_ACTION_AND_HANDLER)', () => {
+    const result = compile(
+      supervisor('    RETURN: true\n    ON_RETURN:\n      handler: income_done', 'RETURN_HANDLERS:\n  income_done:\n    RESUME_INTENT: true\n    RESPOND: "Got it."\n'),
+    );
+    expect(codes(result.diagnostics)).toEqual(['error:HANDOFF_ON_RETURN_ACTION_AND_HANDLER']);
+    expect(result.project).toBeNull();
+  });
+
+  it('a named return handler is merged into the route, with the route MAP', () => {
+    const result = compile(
+      supervisor('    RETURN: true\n    ON_RETURN:\n      handler: income_done\n      MAP:\n        annual_income: annual_income', 'RETURN_HANDLERS:\n  income_done:\n    RESUME_INTENT: true\n'),
+    );
+    expect(result.diagnostics).toEqual([]);
+    expect(result.project!.agents[0]!.handoffs![0]!.on_return).toEqual({
+      action: 'resume_intent',
+      handler: 'income_done',
+      resume_with: 'original_handoff_utterance',
+      map: { annual_income: 'annual_income' },
+      set: {},
+    });
+  });
+
+  it('a SET target not declared in the parent MEMORY gives W801', () => {
+    const result = compile(supervisor('    RETURN: true\n    ON_RETURN:\n      action: continue\n      SET:\n        income_note: "Income collected by the income agent."'));
+    expect(codes(result.diagnostics)).toEqual(['warning:W801']);
+    const declared = compile(
+      supervisor(
+        '    RETURN: true\n    ON_RETURN:\n      action: continue\n      SET:\n        income_note: "Income collected by the income agent."',
+      ).replace('      TYPE: number\n', '      TYPE: number\n    - income_note\n      TYPE: string\n'),
+    );
+    expect(declared.diagnostics).toEqual([]);
+  });
+
+  it('uppercase keys inside CONTEXT are ignored, with a warning; lowercase ones apply', () => {
+    const result = compile(supervisor('    RETURN: true\n    CONTEXT:\n      pass: []\n      SUMMARY: "ignored"\n      history:\n        mode: last_n\n        count: 4'));
+    expect(codes(result.diagnostics)).toEqual(['warning:HANDOFF_CONTEXT_KEY_NOT_LOWERCASE']);
+    const route = result.project!.agents[0]!.handoffs![0]!;
+    expect(route.summary).toBeUndefined();
+    expect(route.pass).toEqual([]);
+    expect(route.history).toEqual({ mode: 'last_n', count: 4 });
+  });
+
+  it('a one-line { mode: last_n } falls back to full, with a warning', () => {
+    const result = compile(supervisor('    RETURN: true\n    CONTEXT:\n      history: { mode: last_n, count: 4 }'));
+    expect(codes(result.diagnostics)).toEqual(['warning:HANDOFF_HISTORY_INLINE_LAST_N']);
+    expect(result.project!.agents[0]!.handoffs![0]!.history).toEqual({ mode: 'full' });
+  });
+
+  it('an unquoted WHEN that is not a condition is an error; quoted natural language is an intent', () => {
+    const result = compile(supervisor('    WHEN: annual_income IS MISSING'));
+    expect(codes(result.diagnostics)).toEqual(['error:INVALID_CONDITION']);
+  });
+
+  it('accepts JSON: "true" reads as false with a warning, true as true', () => {
+    const json = JSON.stringify({
+      project: 'loans',
+      agents: [
+        { name: 'A', handoff: [{ to: 'B', return: 'true' }, { to: 'B', return: true }] },
+        { name: 'B' },
+      ],
+    });
+    const result = compileProject([{ path: 'p.json', text: json }]);
+    expect(codes(result.diagnostics)).toEqual(['warning:HANDOFF_RETURN_NOT_LOWERCASE_TRUE']);
+    expect(result.project!.agents[0]!.handoffs!.map((r) => r.return)).toEqual([false, true]);
+  });
+
+  it('YAML syntax errors carry a position', () => {
+    const result = compile('project: loans\nagents:\n  - name: A\n   bad: [\n');
+    expect(result.project).toBeNull();
+    expect(result.diagnostics[0]).toEqual(expect.objectContaining({ code: 'YAML_SYNTAX', severity: 'error', line: expect.any(Number) }));
+  });
+
+  it('parentReturn settings compile on the supervisor and the project', () => {
+    const result = compile(
+      `project: loans\nexecution:\n  pipeline:\n    parentReturn:\n      minConfidence: 0.5\n---\nSUPERVISOR: S\nEXECUTION:\n  pipeline:\n    parentReturn:\n      minConfidence: 0.8\n      ignoreAmbiguous: true\n`,
+    );
+    expect(result.diagnostics).toEqual([]);
+    expect(result.project!.execution).toEqual({ pipeline: { parent_return: { min_confidence: 0.5 } } });
+    expect(result.project!.agents[0]!.execution).toEqual({ pipeline: { parent_return: { min_confidence: 0.8, ignore_ambiguous: true } } });
+  });
+});

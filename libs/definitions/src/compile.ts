@@ -1,0 +1,781 @@
+import {
+  ProjectDefinitionSchema,
+  type CompiledCondition,
+  type HistoryPolicy,
+  type OnFailure,
+  type ProjectDefinition,
+} from '@baton/contracts';
+import { parseCondition } from '@baton/domain';
+import { isMap, isScalar, isSeq, LineCounter, parseAllDocuments, type Node, type Scalar, type YAMLMap } from 'yaml';
+import { DiagnosticCode, hasErrors, Severity, type Diagnostic } from './diagnostics';
+
+/**
+ * The definition compiler: Baton's YAML (JSON accepted) → a validated {@link CompiledProject}.
+ * Pure: the caller reads the files (see `compileFiles` callers in the CLI) and passes their text.
+ *
+ * Keys are case-insensitive and camelCase is read as snake_case (`ON_RETURN`, `on_return` and
+ * `onReturn` are one key), except inside CONTEXT, whose keys must be lowercase (seed 001).
+ */
+
+/** The compiler's output: a ProjectDefinition with every conversation field normalized. */
+export type CompiledProject = ProjectDefinition;
+
+export interface SourceFile {
+  path: string;
+  text: string;
+}
+
+export interface CompileResult {
+  /** Null when any error was reported. */
+  project: CompiledProject | null;
+  diagnostics: Diagnostic[];
+}
+
+type Pos = { file: string; line: number; column: number };
+
+class Reporter {
+  readonly diagnostics: Diagnostic[] = [];
+  report(at: Pos, severity: Severity, code: DiagnosticCode, message: string, hint: string): void {
+    this.diagnostics.push({ ...at, severity, code, message, hint });
+  }
+  error(at: Pos, code: DiagnosticCode, message: string, hint: string): void {
+    this.report(at, Severity.error, code, message, hint);
+  }
+  warn(at: Pos, code: DiagnosticCode, message: string, hint: string): void {
+    this.report(at, Severity.warning, code, message, hint);
+  }
+}
+
+/** A file being read: positions of its nodes. */
+class FileCtx {
+  constructor(
+    readonly path: string,
+    readonly text: string,
+    readonly lines: LineCounter,
+    readonly out: Reporter,
+  ) {}
+  pos(node: Node | null | undefined): Pos {
+    const offset = node?.range?.[0] ?? 0;
+    const { line, col } = this.lines.linePos(offset);
+    return { file: this.path, line, column: col };
+  }
+  raw(node: Node): string {
+    const range = node.range;
+    return range ? this.text.slice(range[0], range[1]) : '';
+  }
+}
+
+interface Entry {
+  /** The key as written. */
+  raw: string;
+  /** Normalized: camelCase → snake_case, lowercase. */
+  key: string;
+  keyNode: Node;
+  value: Node | null;
+}
+
+function normKey(raw: string): string {
+  return raw.replace(/([a-z0-9])([A-Z])/g, '$1_$2').toLowerCase();
+}
+
+function entries(map: YAMLMap): Entry[] {
+  const result: Entry[] = [];
+  for (const pair of map.items) {
+    const keyNode = pair.key as Node;
+    const raw = isScalar(keyNode) ? String(keyNode.value) : '';
+    result.push({ raw, key: normKey(raw), keyNode, value: (pair.value as Node | null) ?? null });
+  }
+  return result;
+}
+
+/** Make the seed's memory item shape (`- name` then indented `TYPE: ...` lines) valid YAML. */
+export function normalizeSeedMemoryItems(text: string): string {
+  const lines = text.split('\n');
+  for (let i = 0; i < lines.length - 1; i++) {
+    const item = /^(\s*)- ([A-Za-z_][A-Za-z0-9_]*)\s*$/.exec(lines[i]!);
+    if (!item) continue;
+    const next = lines.slice(i + 1).find((l) => l.trim() !== '');
+    if (next === undefined) continue;
+    const indent = /^(\s*)/.exec(next)![1]!.length;
+    if (indent > item[1]!.length && /^\s*[A-Za-z_]+\s*:/.test(next)) lines[i] = `${item[1]}- NAME: ${item[2]}`;
+  }
+  return lines.join('\n');
+}
+
+const AGENT_KEYS = new Set([
+  'name', 'agent', 'supervisor', 'role', 'goal', 'memory', 'gather', 'complete', 'handoff', 'handoffs', 'return_handlers', 'enabled_when', 'execution',
+]);
+const ROUTE_KEYS = new Set([
+  'to', 'when', 'summary', 'history', 'pass', 'return', 'expect_return', 'on_return', 'on_failure', 'context',
+]);
+
+interface RawHandler {
+  at: Pos;
+  respond?: string;
+  resumeIntent: boolean;
+  resumeWith?: string;
+  map: Record<string, string>;
+  set: Record<string, unknown>;
+}
+
+interface RawAgent {
+  at: Pos;
+  file: FileCtx;
+  node: YAMLMap;
+  name: string;
+  supervisor: boolean;
+}
+
+interface PendingRoute {
+  file: FileCtx;
+  from: string;
+  toNode: Node;
+  route: Record<string, unknown>;
+  mapNodes: { child: string; parent: string; node: Node }[];
+  setNodes: { target: string; node: Node }[];
+  onReturnAt: Pos | null;
+  returnsTo: boolean;
+}
+
+/**
+ * Compile a project from its source files (one project; every document of every file is read:
+ * a document with `project:` is the header, `AGENT:` / `SUPERVISOR:` documents are agents, and
+ * `agents:` / `workflows:` lists are merged). Returns every diagnostic; `project` is null when
+ * any is an error. Never throws for bad input.
+ */
+export function compileProject(files: readonly SourceFile[]): CompileResult {
+  const out = new Reporter();
+  let header: { node: YAMLMap; file: FileCtx } | null = null;
+  const agentDocs: RawAgent[] = [];
+  const workflows: unknown[] = [];
+  const projectHandlers = new Map<string, RawHandler>();
+
+  for (const file of files) {
+    const lines = new LineCounter();
+    const text = normalizeSeedMemoryItems(file.text);
+    const docs = parseAllDocuments(text, { lineCounter: lines, prettyErrors: false });
+    const ctx = new FileCtx(file.path, text, lines, out);
+    const list = Array.isArray(docs) ? docs : [];
+    if (!Array.isArray(docs)) {
+      out.error({ file: file.path, line: 1, column: 1 }, DiagnosticCode.yamlSyntax, 'the file could not be read as YAML', 'Check the indentation and quoting.');
+      continue;
+    }
+    for (const doc of list) {
+      let broken = false;
+      for (const err of doc.errors) {
+        broken = true;
+        const { line, col } = lines.linePos(err.pos[0]);
+        out.error({ file: file.path, line, column: col }, DiagnosticCode.yamlSyntax, err.message.split('\n')[0] ?? err.code, 'Fix the YAML syntax at this position (indentation, quotes, colons).');
+      }
+      if (broken || doc.contents === null) continue;
+      const root = doc.contents as Node;
+      if (!isMap(root)) {
+        out.error(ctx.pos(root), DiagnosticCode.invalidValue, 'a definition document is a map', 'Start the document with `project:`, `AGENT:` or `SUPERVISOR:`.');
+        continue;
+      }
+      const es = entries(root);
+      const keys = new Set(es.map((e) => e.key));
+      if (keys.has('agent') || keys.has('supervisor')) {
+        collectAgent(ctx, root, agentDocs);
+        continue;
+      }
+      if (keys.has('project')) {
+        if (header !== null) out.error(ctx.pos(root), DiagnosticCode.invalidValue, 'a second project header', 'One document per project holds `project:`.');
+        else header = { node: root, file: ctx };
+      }
+      for (const e of es) {
+        if (e.key === 'agents' && e.value && isSeq(e.value)) {
+          for (const item of e.value.items as Node[]) {
+            if (isMap(item)) collectAgent(ctx, item, agentDocs);
+            else out.error(ctx.pos(item), DiagnosticCode.invalidValue, 'an agent is a map', 'Write `- name: Agent_Name`.');
+          }
+        } else if (e.key === 'workflows' && e.value && isSeq(e.value)) {
+          workflows.push(...(e.value.toJSON() as unknown[]));
+        } else if (e.key === 'return_handlers' && e.value && isMap(e.value)) {
+          readHandlers(ctx, e.value, projectHandlers);
+        } else if (!['project', 'lead', 'execution', 'agents', 'workflows', 'return_handlers', 'meshes'].includes(e.key)) {
+          out.warn(ctx.pos(e.keyNode), DiagnosticCode.unknownKey, `unknown key '${e.raw}' is ignored`, 'Project keys: project, lead, execution, agents, workflows, return_handlers.');
+        }
+      }
+    }
+  }
+
+  if (header === null) {
+    const first = files[0]?.path ?? '<input>';
+    out.error({ file: first, line: 1, column: 1 }, DiagnosticCode.missingProject, 'no document names the project', 'Add a document with `project: <key>`.');
+    return { project: null, diagnostics: out.diagnostics };
+  }
+  const headerEntries = entries(header.node);
+  const scalarOf = (key: string): unknown => {
+    const e = headerEntries.find((x) => x.key === key);
+    return e?.value && isScalar(e.value) ? e.value.value : undefined;
+  };
+  const projectExecution = headerEntries.find((e) => e.key === 'execution');
+  const meshes = headerEntries.find((e) => e.key === 'meshes');
+
+  // Agents: names first (routes check targets against the full set).
+  const names = new Map<string, RawAgent>();
+  for (const agent of agentDocs) {
+    if (names.has(agent.name)) {
+      out.error(agent.at, DiagnosticCode.duplicateAgent, `agent '${agent.name}' is defined twice`, 'Give every agent one definition.');
+      continue;
+    }
+    names.set(agent.name, agent);
+  }
+
+  const compiledAgents: Record<string, unknown>[] = [];
+  const routes: PendingRoute[] = [];
+  const declared = new Map<string, { memory: Set<string>; gather: Set<string> }>();
+  for (const agent of names.values()) {
+    const compiled = compileAgent(agent, names, projectHandlers, routes);
+    compiledAgents.push(compiled.agent);
+    declared.set(agent.name, { memory: compiled.memory, gather: compiled.gather });
+  }
+
+  // Cross-agent checks: MAP sources in the child, MAP / SET targets in the parent.
+  for (const r of routes) {
+    const to = String(r.route['to']);
+    const child = declared.get(to);
+    const parent = declared.get(r.from)!;
+    if (!r.returnsTo) continue;
+    for (const m of r.mapNodes) {
+      if (child && !child.memory.has(m.child) && !child.gather.has(m.child)) {
+        r.file.out.error(
+          r.file.pos(m.node),
+          DiagnosticCode.unknownHandoffReturnField,
+          `MAP source '${m.child}' is not declared by the child '${to}'`,
+          `Write child_field: parent_variable, with a field the child declares in GATHER or MEMORY${child.gather.size + child.memory.size > 0 ? ` (${[...child.gather, ...child.memory].join(', ')})` : ''}.`,
+        );
+      }
+      if (!parent.memory.has(m.parent)) {
+        r.file.out.warn(r.file.pos(m.node), DiagnosticCode.mapTargetNotDeclared, `MAP target '${m.parent}' is not declared in the MEMORY of '${r.from}'`, `Declare '${m.parent}' in ${r.from}'s MEMORY, or the return applies no effects (memory_error).`);
+      }
+    }
+    for (const s of r.setNodes) {
+      if (!parent.memory.has(s.target)) {
+        r.file.out.warn(r.file.pos(s.node), DiagnosticCode.setTargetNotDeclared, `SET target '${s.target}' is not declared in the MEMORY of '${r.from}'`, `Declare '${s.target}' in ${r.from}'s MEMORY, or the return applies no effects (memory_error).`);
+      }
+    }
+  }
+
+  const candidate: Record<string, unknown> = {
+    project: scalarOf('project'),
+    ...(scalarOf('lead') !== undefined ? { lead: scalarOf('lead') } : {}),
+    agents: compiledAgents,
+    workflows,
+    ...(projectExecution?.value ? { execution: readExecution(header.file, projectExecution.value) } : {}),
+    ...(meshes?.value ? { meshes: meshes.value.toJSON() } : {}),
+  };
+  const parsed = ProjectDefinitionSchema.safeParse(candidate);
+  // Schema issues that repeat an error already reported (an unknown TO...) are not reported twice.
+  if (!parsed.success && !hasErrors(out.diagnostics)) {
+    for (const issue of parsed.error.issues) {
+      const at = locate(header.file, header.node, issue.path as (string | number)[]);
+      out.error(at, DiagnosticCode.schemaViolation, `${issue.path.join('.') || '(project)'}: ${issue.message}`, 'See docs/definitions.md for the shape of this field.');
+    }
+  }
+  const diagnostics = out.diagnostics;
+  return { project: parsed.success && !hasErrors(diagnostics) ? parsed.data : null, diagnostics };
+}
+
+/** Best-effort position of a zod issue path in the header (falls back to the header). */
+function locate(file: FileCtx, node: YAMLMap, path: (string | number)[]): Pos {
+  let current: Node = node;
+  for (const part of path) {
+    if (isMap(current)) {
+      const e: Entry | undefined = entries(current).find((x) => x.key === String(part));
+      if (!e?.value) break;
+      current = e.value;
+    } else if (isSeq(current) && typeof part === 'number') {
+      const next = current.items[part] as Node | undefined;
+      if (!next) break;
+      current = next;
+    } else break;
+  }
+  return file.pos(current);
+}
+
+function collectAgent(ctx: FileCtx, node: YAMLMap, into: RawAgent[]): void {
+  const es = entries(node);
+  const nameEntry = es.find((e) => e.key === 'supervisor' && e.value && isScalar(e.value) && typeof e.value.value === 'string') ??
+    es.find((e) => e.key === 'agent' || e.key === 'name');
+  const supervisor = es.some((e) => e.key === 'supervisor' && ((e.value && isScalar(e.value) && (e.value.value === true || typeof e.value.value === 'string'))));
+  const name = nameEntry?.value && isScalar(nameEntry.value) ? String(nameEntry.value.value) : '';
+  if (name === '') {
+    ctx.out.error(ctx.pos(node), DiagnosticCode.invalidValue, 'an agent needs a name', 'Write `AGENT: Name`, `SUPERVISOR: Name` or `name: Name`.');
+    return;
+  }
+  into.push({ at: ctx.pos(nameEntry?.value ?? node), file: ctx, node, name, supervisor });
+}
+
+function str(node: Node | null): string | undefined {
+  if (node && isScalar(node) && node.value !== null && typeof node.value !== 'object') return String(node.value);
+  return undefined;
+}
+
+/** A condition: a valid expression, or quoted natural language (judged by the agent's model). */
+function readCondition(ctx: FileCtx, node: Node | null, what: string): CompiledCondition | undefined {
+  if (node === null || !isScalar(node)) {
+    ctx.out.error(ctx.pos(node), DiagnosticCode.invalidCondition, `${what} must be a condition string`, 'Write e.g. `annual_income IS NOT SET`.');
+    return undefined;
+  }
+  const source = String(node.value ?? '');
+  const parsed = parseCondition(source);
+  if (parsed.ok) return { kind: 'expression', source };
+  const quoted = (node as Scalar).type === 'QUOTE_DOUBLE' || (node as Scalar).type === 'QUOTE_SINGLE';
+  if (quoted) return { kind: 'intent', text: source };
+  ctx.out.error(
+    ctx.pos(node),
+    DiagnosticCode.invalidCondition,
+    `${what} '${source}' is not a condition: ${parsed.message}`,
+    'Use IS SET, IS NOT SET, =, !=, <, >, <=, >=, AND, OR; quote natural language ("the customer asks ...") to let the model judge it.',
+  );
+  return undefined;
+}
+
+function readMemory(ctx: FileCtx, node: Node | null): { items: Record<string, unknown>[]; names: Set<string> } {
+  const items: Record<string, unknown>[] = [];
+  const names = new Set<string>();
+  const visit = (list: Node | null, scope: string) => {
+    if (list === null) return;
+    if (!isSeq(list)) {
+      ctx.out.error(ctx.pos(list), DiagnosticCode.invalidValue, 'MEMORY lists variables', 'Write `MEMORY:\\n  session:\\n    - name: my_var\\n      TYPE: string`.');
+      return;
+    }
+    for (const item of list.items as Node[]) {
+      let variable: Record<string, unknown> | null = null;
+      if (isScalar(item)) variable = { name: String(item.value) };
+      else if (isMap(item)) {
+        const es = entries(item);
+        const nameE = es.find((e) => e.key === 'name');
+        if (nameE) {
+          variable = { name: str(nameE.value) };
+          for (const e of es) {
+            if (e.key === 'type') variable['type'] = str(e.value)?.toLowerCase();
+            else if (e.key === 'description') variable['description'] = str(e.value);
+            else if (e.key === 'readonly' || e.key === 'read_only') variable['readonly'] = isScalar(e.value) && e.value?.value === true;
+            else if (e.key === 'writable') variable['readonly'] = !(isScalar(e.value) && e.value?.value === true);
+            else if (e.key !== 'name') ctx.out.warn(ctx.pos(e.keyNode), DiagnosticCode.unknownKey, `unknown memory key '${e.raw}' is ignored`, 'Memory keys: NAME, TYPE, DESCRIPTION, READONLY.');
+          }
+        } else if (es.length === 1 && es[0]) {
+          // `- annual_income: { TYPE: number }`
+          variable = { name: es[0].raw };
+          const inner = es[0].value;
+          if (inner && isMap(inner)) {
+            for (const e of entries(inner)) {
+              if (e.key === 'type') variable['type'] = str(e.value)?.toLowerCase();
+              else if (e.key === 'description') variable['description'] = str(e.value);
+              else if (e.key === 'readonly') variable['readonly'] = isScalar(e.value) && e.value?.value === true;
+            }
+          }
+        }
+      }
+      if (variable === null || typeof variable['name'] !== 'string') {
+        ctx.out.error(ctx.pos(item), DiagnosticCode.invalidValue, 'a memory variable needs a name', 'Write `- name: my_var`.');
+        continue;
+      }
+      variable['scope'] = scope;
+      items.push(variable);
+      names.add(variable['name']);
+    }
+  };
+  if (node && isMap(node)) {
+    for (const e of entries(node)) {
+      if (e.key === 'session') visit(e.value, 'session');
+      else ctx.out.warn(ctx.pos(e.keyNode), DiagnosticCode.unknownKey, `unknown memory scope '${e.raw}' is ignored`, 'Baton has one memory scope: session.');
+    }
+  } else visit(node, 'session');
+  return { items, names };
+}
+
+function readGather(ctx: FileCtx, node: Node | null): { items: Record<string, unknown>[]; names: Set<string> } {
+  const items: Record<string, unknown>[] = [];
+  const names = new Set<string>();
+  if (node && isMap(node)) {
+    for (const e of entries(node)) {
+      const field: Record<string, unknown> = { name: e.raw };
+      if (e.value && isMap(e.value)) {
+        for (const f of entries(e.value)) {
+          if (f.key === 'prompt') field['prompt'] = str(f.value);
+          else if (f.key === 'type') field['type'] = str(f.value)?.toLowerCase();
+          else if (f.key === 'required') field['required'] = isScalar(f.value) && f.value?.value === true;
+          else ctx.out.warn(ctx.pos(f.keyNode), DiagnosticCode.unknownKey, `unknown gather key '${f.raw}' is ignored`, 'Gather keys: PROMPT, TYPE, REQUIRED.');
+        }
+      }
+      items.push(field);
+      names.add(e.raw);
+    }
+  } else if (node !== null) {
+    ctx.out.error(ctx.pos(node), DiagnosticCode.invalidValue, 'GATHER maps field names to their settings', 'Write `GATHER:\\n  my_field:\\n    TYPE: string`.');
+  }
+  return { items, names };
+}
+
+function readHandlers(ctx: FileCtx, node: YAMLMap, into: Map<string, RawHandler>): void {
+  for (const e of entries(node)) {
+    const handler: RawHandler = { at: ctx.pos(e.keyNode), resumeIntent: false, map: {}, set: {} };
+    if (e.value && isMap(e.value)) {
+      for (const h of entries(e.value)) {
+        if (h.key === 'resume_intent') handler.resumeIntent = isScalar(h.value) && h.value?.value === true;
+        else if (h.key === 'respond') handler.respond = str(h.value);
+        else if (h.key === 'resume_with') handler.resumeWith = str(h.value);
+        else if (h.key === 'map' && h.value && isMap(h.value)) handler.map = h.value.toJSON() as Record<string, string>;
+        else if (h.key === 'set' && h.value && isMap(h.value)) handler.set = h.value.toJSON() as Record<string, unknown>;
+        else ctx.out.warn(ctx.pos(h.keyNode), DiagnosticCode.unknownKey, `unknown handler key '${h.raw}' is ignored`, 'Handler keys: RESUME_INTENT, RESUME_WITH, RESPOND, MAP, SET.');
+      }
+    }
+    if (handler.respond !== undefined && handler.resumeIntent) {
+      ctx.out.error(handler.at, DiagnosticCode.onReturnActionAndHandler, `return handler '${e.raw}' combines RESPOND with RESUME_INTENT`, 'Pick one: RESPOND answers the customer, RESUME_INTENT replays a message.');
+    }
+    into.set(e.raw, handler);
+  }
+}
+
+function readExecution(ctx: FileCtx, node: Node): Record<string, unknown> | undefined {
+  if (!isMap(node)) return undefined;
+  const pipeline = entries(node).find((e) => e.key === 'pipeline')?.value;
+  if (!pipeline || !isMap(pipeline)) return {};
+  const pr = entries(pipeline).find((e) => e.key === 'parent_return')?.value;
+  if (!pr || !isMap(pr)) return { pipeline: {} };
+  const settings: Record<string, unknown> = {};
+  for (const e of entries(pr)) {
+    if (e.key === 'min_confidence') settings['min_confidence'] = isScalar(e.value) ? e.value?.value : undefined;
+    else if (e.key === 'ignore_ambiguous') settings['ignore_ambiguous'] = isScalar(e.value) ? e.value?.value === true : undefined;
+    else ctx.out.warn(ctx.pos(e.keyNode), DiagnosticCode.unknownKey, `unknown parentReturn key '${e.raw}' is ignored`, 'parentReturn keys: minConfidence, ignoreAmbiguous.');
+  }
+  return { pipeline: { parent_return: settings } };
+}
+
+function compileAgent(
+  agent: RawAgent,
+  names: ReadonlyMap<string, RawAgent>,
+  projectHandlers: ReadonlyMap<string, RawHandler>,
+  routes: PendingRoute[],
+): { agent: Record<string, unknown>; memory: Set<string>; gather: Set<string> } {
+  const ctx = agent.file;
+  const out: Record<string, unknown> = { name: agent.name };
+  if (agent.supervisor) out['supervisor'] = true;
+  let memory = new Set<string>();
+  let gather = new Set<string>();
+  const handlers = new Map(projectHandlers);
+  const es = entries(agent.node);
+  const handlersEntry = es.find((e) => e.key === 'return_handlers');
+  if (handlersEntry?.value && isMap(handlersEntry.value)) readHandlers(ctx, handlersEntry.value, handlers);
+  for (const e of es) {
+    if (!AGENT_KEYS.has(e.key)) {
+      ctx.out.warn(ctx.pos(e.keyNode), DiagnosticCode.unknownKey, `unknown agent key '${e.raw}' is ignored`, `Agent keys: ${[...AGENT_KEYS].join(', ')}.`);
+      continue;
+    }
+    switch (e.key) {
+      case 'role':
+      case 'goal':
+        out[e.key] = str(e.value);
+        break;
+      case 'memory': {
+        const m = readMemory(ctx, e.value);
+        out['memory'] = m.items;
+        memory = m.names;
+        break;
+      }
+      case 'gather': {
+        const g = readGather(ctx, e.value);
+        out['gather'] = g.items;
+        gather = g.names;
+        break;
+      }
+      case 'complete': {
+        const list = e.value && isSeq(e.value) ? (e.value.items as Node[]) : e.value ? [e.value] : [];
+        out['complete'] = list.flatMap((item) => {
+          if (!isMap(item)) return [];
+          const c = entries(item);
+          const when = readCondition(ctx, c.find((x) => x.key === 'when')?.value ?? null, 'COMPLETE WHEN');
+          const respond = str(c.find((x) => x.key === 'respond')?.value ?? null);
+          return when ? [{ when, ...(respond !== undefined ? { respond } : {}) }] : [];
+        });
+        break;
+      }
+      case 'enabled_when': {
+        const when = readCondition(ctx, e.value, 'ENABLED_WHEN');
+        if (when) out['enabled_when'] = when;
+        break;
+      }
+      case 'execution': {
+        if (e.value) out['execution'] = readExecution(ctx, e.value);
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  const handoffEntry = es.find((e) => e.key === 'handoff' || e.key === 'handoffs');
+  if (handoffEntry?.value) {
+    if (!isSeq(handoffEntry.value)) {
+      ctx.out.error(ctx.pos(handoffEntry.value), DiagnosticCode.invalidValue, 'HANDOFF lists routes', 'Write `HANDOFF:\\n  - TO: Agent`.');
+    } else {
+      const compiled: Record<string, unknown>[] = [];
+      for (const item of handoffEntry.value.items as Node[]) {
+        const route = compileRoute(ctx, agent.name, item, names, handlers, routes);
+        if (route) compiled.push(route);
+      }
+      out['handoffs'] = compiled;
+    }
+  }
+  return { agent: out, memory, gather };
+}
+
+const TRUTHY_LOOKALIKES = /^(true|yes|on|1)$/i;
+
+function compileRoute(
+  ctx: FileCtx,
+  from: string,
+  item: Node,
+  names: ReadonlyMap<string, RawAgent>,
+  handlers: ReadonlyMap<string, RawHandler>,
+  routes: PendingRoute[],
+): Record<string, unknown> | null {
+  if (!isMap(item)) {
+    ctx.out.error(ctx.pos(item), DiagnosticCode.invalidValue, 'a HANDOFF route is a map', 'Write `- TO: Agent`.');
+    return null;
+  }
+  const es = entries(item);
+  const route: Record<string, unknown> = {};
+  const toE = es.find((e) => e.key === 'to');
+  const to = str(toE?.value ?? null);
+  if (to === undefined || toE?.value == null) {
+    ctx.out.error(ctx.pos(item), DiagnosticCode.unknownHandoffTarget, 'a HANDOFF route has no TO', 'Add `TO: <agent name>`.');
+    return null;
+  }
+  route['to'] = to;
+  if (!names.has(to)) {
+    const known = [...names.keys()].join(', ');
+    ctx.out.error(ctx.pos(toE.value), DiagnosticCode.unknownHandoffTarget, `TO target '${to}' is not an agent of the project`, `Every TO target must exist. Agents: ${known}.`);
+  } else if (to === from) {
+    ctx.out.warn(ctx.pos(toE.value), DiagnosticCode.selfHandoff, `'${from}' hands off to itself`, 'The runtime refuses a route to the already-active agent with the code recursion.');
+  }
+  let returns = false;
+  let returnSeen: Node | null = null;
+  const mapNodes: PendingRoute['mapNodes'] = [];
+  const setNodes: PendingRoute['setNodes'] = [];
+  let onReturnNode: Entry | undefined;
+  let history: HistoryPolicy | undefined;
+  for (const e of es) {
+    if (!ROUTE_KEYS.has(e.key)) {
+      ctx.out.warn(ctx.pos(e.keyNode), DiagnosticCode.unknownKey, `unknown HANDOFF key '${e.raw}' is ignored`, `Route keys: ${[...ROUTE_KEYS].map((k) => k.toUpperCase()).join(', ')}.`);
+      continue;
+    }
+    switch (e.key) {
+      case 'when': {
+        const when = readCondition(ctx, e.value, 'WHEN');
+        if (when) route['when'] = when;
+        break;
+      }
+      case 'summary':
+        route['summary'] = str(e.value);
+        break;
+      case 'pass':
+        route['pass'] = e.value && isSeq(e.value) ? (e.value.toJSON() as unknown[]).map(String) : [];
+        break;
+      case 'history':
+        history = readHistory(ctx, e.value) ?? history;
+        break;
+      case 'return':
+      case 'expect_return': {
+        returnSeen = e.value;
+        const value = e.value;
+        const lowercaseTrue = value !== null && isScalar(value) && value.type === 'PLAIN' && ctx.raw(value) === 'true';
+        const jsonTrue = value !== null && isScalar(value) && value.value === true && ctx.raw(value) === 'true';
+        returns = lowercaseTrue || jsonTrue;
+        if (!returns && value !== null && isScalar(value) && TRUTHY_LOOKALIKES.test(String(value.value))) {
+          ctx.out.warn(ctx.pos(value), DiagnosticCode.returnNotLowercaseTrue, `${e.raw}: ${ctx.raw(value)} reads as false: the handoff is permanent`, 'Write RETURN: true (lowercase, unquoted).');
+        }
+        break;
+      }
+      case 'context':
+        history = readContext(ctx, e.value, route) ?? history;
+        break;
+      case 'on_return':
+        onReturnNode = e;
+        break;
+      case 'on_failure': {
+        const failure = readOnFailure(ctx, e.value);
+        if (failure) route['on_failure'] = failure;
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  if (history) route['history'] = history;
+  route['return'] = returns;
+  let onReturnAt: Pos | null = null;
+  if (onReturnNode) {
+    onReturnAt = ctx.pos(onReturnNode.keyNode);
+    if (!returns) {
+      ctx.out.warn(
+        onReturnAt,
+        DiagnosticCode.onReturnWithoutReturn,
+        `ON_RETURN on a route to '${to}' that does not return: it never runs`,
+        returnSeen !== null ? 'Write RETURN: true (lowercase) to make the handoff returnable, or remove ON_RETURN.' : 'Add RETURN: true, or remove ON_RETURN.',
+      );
+    }
+    const onReturn = readOnReturn(ctx, onReturnNode.value, handlers, mapNodes, setNodes);
+    if (onReturn && returns) route['on_return'] = onReturn;
+  }
+  routes.push({ file: ctx, from, toNode: toE.value, route, mapNodes, setNodes, onReturnAt, returnsTo: returns });
+  return route;
+}
+
+function readHistory(ctx: FileCtx, node: Node | null): HistoryPolicy | undefined {
+  if (node === null) return undefined;
+  if (isScalar(node)) {
+    const mode = String(node.value).toLowerCase();
+    if (mode === 'full' || mode === 'auto' || mode === 'none' || mode === 'summary_only') return { mode };
+    if (mode === 'last_n') {
+      ctx.out.warn(ctx.pos(node), DiagnosticCode.inlineLastNHistory, 'a last_n history without a count falls back to full', 'Write HISTORY as an indented block: `mode: last_n` and `count: 4`.');
+      return { mode: 'full' };
+    }
+    ctx.out.error(ctx.pos(node), DiagnosticCode.invalidValue, `unknown HISTORY '${String(node.value)}'`, 'Use full, auto, none, summary_only or a last_n block.');
+    return undefined;
+  }
+  if (isMap(node)) {
+    if (node.flow === true) {
+      ctx.out.warn(ctx.pos(node), DiagnosticCode.inlineLastNHistory, 'a one-line history map is ignored and falls back to full', 'Write the history as an indented block:\n  history:\n    mode: last_n\n    count: 4');
+      return { mode: 'full' };
+    }
+    const es = entries(node);
+    const mode = str(es.find((e) => e.key === 'mode')?.value ?? null)?.toLowerCase();
+    const count = es.find((e) => e.key === 'count')?.value;
+    if (mode === 'last_n') {
+      const n = count && isScalar(count) ? Number(count.value) : NaN;
+      if (!Number.isInteger(n) || n < 1) {
+        ctx.out.warn(ctx.pos(node), DiagnosticCode.inlineLastNHistory, 'a last_n history without a positive count falls back to full', 'Add `count: <n>` under `mode: last_n`.');
+        return { mode: 'full' };
+      }
+      return { mode: 'last_n', count: n };
+    }
+    return readHistory(ctx, es.find((e) => e.key === 'mode')?.value ?? null);
+  }
+  ctx.out.error(ctx.pos(node), DiagnosticCode.invalidValue, 'HISTORY is a mode or a last_n block', 'Use full, auto, none, summary_only or a last_n block.');
+  return undefined;
+}
+
+/** CONTEXT groups pass, summary and history; its keys must be lowercase. */
+function readContext(ctx: FileCtx, node: Node | null, route: Record<string, unknown>): HistoryPolicy | undefined {
+  if (node === null || !isMap(node)) {
+    ctx.out.error(ctx.pos(node), DiagnosticCode.invalidValue, 'CONTEXT is a map of pass, summary and history', 'Write `CONTEXT:\\n  summary: "..."`.');
+    return undefined;
+  }
+  let history: HistoryPolicy | undefined;
+  for (const e of entries(node)) {
+    if (e.raw !== e.raw.toLowerCase()) {
+      ctx.out.warn(ctx.pos(e.keyNode), DiagnosticCode.contextKeyNotLowercase, `CONTEXT key '${e.raw}' is uppercase and is ignored`, `Keys inside CONTEXT must be lowercase: write '${e.raw.toLowerCase()}'.`);
+      continue;
+    }
+    if (e.raw === 'pass') route['pass'] = e.value && isSeq(e.value) ? (e.value.toJSON() as unknown[]).map(String) : [];
+    else if (e.raw === 'summary') route['summary'] = str(e.value);
+    else if (e.raw === 'history') history = readHistory(ctx, e.value);
+    else ctx.out.warn(ctx.pos(e.keyNode), DiagnosticCode.unknownKey, `unknown CONTEXT key '${e.raw}' is ignored`, 'CONTEXT keys: pass, summary, history.');
+  }
+  return history;
+}
+
+function readOnFailure(ctx: FileCtx, node: Node | null): OnFailure | undefined {
+  const text = str(node)?.trim();
+  if (text === undefined) {
+    ctx.out.error(ctx.pos(node), DiagnosticCode.invalidValue, 'ON_FAILURE is continue, ESCALATE or RESPOND "message"', 'Write e.g. ON_FAILURE: RESPOND "Please try again later."');
+    return undefined;
+  }
+  if (/^continue$/i.test(text)) return { action: 'continue' };
+  if (/^escalate$/i.test(text)) return { action: 'escalate' };
+  const respond = /^respond\s+(["'])([\s\S]*)\1$/i.exec(text);
+  if (respond) return { action: 'respond', message: respond[2]! };
+  ctx.out.error(ctx.pos(node), DiagnosticCode.invalidValue, `unknown ON_FAILURE '${text}'`, 'Use continue, ESCALATE or RESPOND "message".');
+  return undefined;
+}
+
+function readOnReturn(
+  ctx: FileCtx,
+  node: Node | null,
+  handlers: ReadonlyMap<string, RawHandler>,
+  mapNodes: PendingRoute['mapNodes'],
+  setNodes: PendingRoute['setNodes'],
+): Record<string, unknown> | null {
+  if (node === null || !isMap(node)) {
+    ctx.out.error(ctx.pos(node), DiagnosticCode.invalidValue, 'ON_RETURN is a map', 'Write `ON_RETURN:\\n  action: continue`.');
+    return null;
+  }
+  const es = entries(node);
+  const result: Record<string, unknown> = { action: 'continue', map: {}, set: {} };
+  const actionE = es.find((e) => e.key === 'action');
+  const handlerE = es.find((e) => e.key === 'handler');
+  if (actionE && handlerE) {
+    ctx.out.error(ctx.pos(handlerE.keyNode), DiagnosticCode.onReturnActionAndHandler, 'ON_RETURN names both an action and a handler', 'Use the handler alone (its RESUME_INTENT / RESPOND decide), or the action alone.');
+  }
+  if (handlerE) {
+    const name = str(handlerE.value) ?? '';
+    const handler = handlers.get(name);
+    if (!handler) {
+      ctx.out.error(ctx.pos(handlerE.value), DiagnosticCode.unknownReturnHandler, `return handler '${name}' is not defined`, `Define it under RETURN_HANDLERS${handlers.size > 0 ? ` (defined: ${[...handlers.keys()].join(', ')})` : ''}.`);
+    } else {
+      result['handler'] = name;
+      result['action'] = handler.resumeIntent ? 'resume_intent' : 'continue';
+      if (handler.resumeWith) result['resume_with'] = handler.resumeWith;
+      if (handler.respond !== undefined) result['respond'] = handler.respond;
+      result['map'] = { ...handler.map };
+      result['set'] = { ...handler.set };
+      for (const [child, parent] of Object.entries(handler.map)) mapNodes.push({ child, parent: String(parent), node: handlerE.value ?? node });
+      for (const target of Object.keys(handler.set)) setNodes.push({ target, node: handlerE.value ?? node });
+    }
+  }
+  for (const e of es) {
+    switch (e.key) {
+      case 'action': {
+        const action = str(e.value)?.toLowerCase() ?? '';
+        if (action === 'continue' || action === 'resume_intent') result['action'] = action;
+        else {
+          ctx.out.warn(ctx.pos(e.value), DiagnosticCode.unsupportedOnReturnAction, `unsupported ON_RETURN action '${action}': the parent runs continue`, 'Use continue or resume_intent.');
+          result['action'] = 'continue';
+        }
+        break;
+      }
+      case 'resume_with':
+        result['resume_with'] = str(e.value);
+        break;
+      case 'map': {
+        if (!e.value || !isMap(e.value)) {
+          ctx.out.error(ctx.pos(e.value), DiagnosticCode.invalidValue, 'MAP is child_field: parent_variable pairs', 'Write `MAP:\\n  child_field: parent_variable`.');
+          break;
+        }
+        const map = result['map'] as Record<string, string>;
+        for (const m of entries(e.value)) {
+          const parent = str(m.value) ?? '';
+          map[m.raw] = parent;
+          mapNodes.push({ child: m.raw, parent, node: m.keyNode });
+        }
+        break;
+      }
+      case 'set': {
+        if (!e.value || !isMap(e.value)) {
+          ctx.out.error(ctx.pos(e.value), DiagnosticCode.invalidValue, 'SET is parent_variable: value pairs', 'Write `SET:\\n  my_var: "value"`.');
+          break;
+        }
+        const set = result['set'] as Record<string, unknown>;
+        for (const s of entries(e.value)) {
+          set[s.raw] = s.value && isScalar(s.value) ? s.value.value : null;
+          setNodes.push({ target: s.raw, node: s.keyNode });
+        }
+        break;
+      }
+      case 'handler':
+        break;
+      default:
+        ctx.out.warn(ctx.pos(e.keyNode), DiagnosticCode.unknownKey, `unknown ON_RETURN key '${e.raw}' is ignored`, 'ON_RETURN keys: action, resume_with, MAP, SET, handler.');
+    }
+  }
+  const resumeWith = result['resume_with'];
+  if (resumeWith !== undefined && !['original_handoff_utterance', 'latest_child_user_utterance', 'latest_session_user_utterance', 'forwarded_return_message'].includes(String(resumeWith))) {
+    ctx.out.error(ctx.pos(node), DiagnosticCode.invalidValue, `unknown RESUME_WITH '${String(resumeWith)}'`, 'Use original_handoff_utterance, latest_child_user_utterance, latest_session_user_utterance or forwarded_return_message.');
+    delete result['resume_with'];
+  }
+  return result;
+}

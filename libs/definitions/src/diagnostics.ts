@@ -1,0 +1,72 @@
+/**
+ * Diagnostics of the definition compiler. Every diagnostic has a file, a 1-based line and column,
+ * a stable code, a severity and a hint. Codes are part of Baton's public surface: tests, docs and
+ * operators match on them, so a code is never renamed.
+ */
+
+export const Severity = { error: 'error', warning: 'warning' } as const;
+export type Severity = (typeof Severity)[keyof typeof Severity];
+
+export const DiagnosticCode = {
+  /** The file is not valid YAML / JSON. */
+  yamlSyntax: 'YAML_SYNTAX',
+  /** A value has the wrong shape (a list where a map belongs, an unknown enum value...). */
+  invalidValue: 'INVALID_VALUE',
+  /** A key Baton does not know; it is ignored. */
+  unknownKey: 'UNKNOWN_KEY',
+  /** No document names a project. */
+  missingProject: 'MISSING_PROJECT',
+  /** Two documents define the same agent. */
+  duplicateAgent: 'DUPLICATE_AGENT',
+  /** A HANDOFF `TO` names no agent of the project. */
+  unknownHandoffTarget: 'UNKNOWN_HANDOFF_TARGET',
+  /** A MAP source the child does not declare (GATHER or MEMORY). */
+  unknownHandoffReturnField: 'UNKNOWN_HANDOFF_RETURN_FIELD',
+  /** ON_RETURN on a route that does not return (it never runs). */
+  onReturnWithoutReturn: 'HANDOFF_ON_RETURN_WITHOUT_RETURN',
+  /** An ON_RETURN action other than continue / resume_intent; it runs continue. */
+  unsupportedOnReturnAction: 'UNSUPPORTED_HANDOFF_ON_RETURN_ACTION',
+  /** ON_RETURN names both an action and a handler, or a handler combines RESPOND with RESUME_INTENT. */
+  onReturnActionAndHandler: 'HANDOFF_ON_RETURN_ACTION_AND_HANDLER',
+  /** ON_RETURN names a handler RETURN_HANDLERS does not define. */
+  unknownReturnHandler: 'UNKNOWN_RETURN_HANDLER',
+  /** A SET target not declared in the parent's MEMORY. */
+  setTargetNotDeclared: 'W801',
+  /** A MAP target not declared in the parent's MEMORY. */
+  mapTargetNotDeclared: 'W802',
+  /** RETURN / EXPECT_RETURN written other than lowercase `true` (True, "true"...): reads as false. */
+  returnNotLowercaseTrue: 'HANDOFF_RETURN_NOT_LOWERCASE_TRUE',
+  /** An uppercase key inside CONTEXT: ignored. */
+  contextKeyNotLowercase: 'HANDOFF_CONTEXT_KEY_NOT_LOWERCASE',
+  /** A one-line `{ mode: last_n }` history: ignored, falls back to full. */
+  inlineLastNHistory: 'HANDOFF_HISTORY_INLINE_LAST_N',
+  /** A WHEN / COMPLETE / ENABLED_WHEN that is neither a valid condition nor quoted natural language. */
+  invalidCondition: 'INVALID_CONDITION',
+  /** A route from an agent to itself: the runtime refuses it with `recursion`. */
+  selfHandoff: 'HANDOFF_TO_SELF',
+  /** The compiled project failed the contract schema. */
+  schemaViolation: 'SCHEMA_VIOLATION',
+} as const;
+export type DiagnosticCode = (typeof DiagnosticCode)[keyof typeof DiagnosticCode];
+
+export interface Diagnostic {
+  file: string;
+  /** 1-based. */
+  line: number;
+  /** 1-based. */
+  column: number;
+  severity: Severity;
+  code: DiagnosticCode;
+  message: string;
+  hint: string;
+}
+
+/** `file:line:col severity code message — hint`, the `baton validate` line format. */
+export function formatDiagnostic(d: Diagnostic): string {
+  return `${d.file}:${d.line}:${d.column} ${d.severity} ${d.code} ${d.message} — ${d.hint}`;
+}
+
+/** True when any diagnostic is an error. */
+export function hasErrors(diagnostics: readonly Diagnostic[]): boolean {
+  return diagnostics.some((d) => d.severity === Severity.error);
+}

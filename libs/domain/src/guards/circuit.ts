@@ -1,0 +1,78 @@
+import type { GuardConfig, GuardStop } from './facts';
+
+/*
+ * A circuit per agent (per project): it opens after `circuitFailures` CONSECUTIVE failures of the
+ * agent (a handoff of the agent ending failed / escalated / past its deadline, a lease the agent
+ * let expire, a result of the agent the router rejected). While open, every dispatch to the agent
+ * (`run.routed` to it) stops that run with why `circuit_open`. After `circuitCooldownMs` (measured
+ * on event times, so every watchdog decides alike) ONE dispatch goes through as a probe
+ * (half-open): its success closes the circuit, its failure opens it again.
+ */
+
+export type CircuitState =
+  | { status: 'closed'; failures: number }
+  | { status: 'open'; failures: number; opened_at: string }
+  | { status: 'half_open'; failures: number; probe_run: string; probe_since: string };
+
+/** What happened to the agent. `run` is the run the outcome belongs to, when known. */
+export type CircuitInput =
+  | { kind: 'failure'; event_id: string; project: string; agent: string; run?: string; cause: string; at: string }
+  | { kind: 'success'; project: string; agent: string; run?: string }
+  | { kind: 'dispatch'; event_id: string; project: string; agent: string; run: string; at: string };
+
+export interface CircuitStep {
+  state: CircuitState;
+  stops: GuardStop[];
+}
+
+export function initialCircuit(): CircuitState {
+  return { status: 'closed', failures: 0 };
+}
+
+function openStop(input: { event_id: string; project: string; agent: string }, run: string, detail: string): GuardStop {
+  return {
+    kind: 'stop_run',
+    guard: 'circuit',
+    why: 'circuit_open',
+    project: input.project,
+    workflow_run_id: run,
+    detail,
+    tried: [input.agent],
+    trigger_event_id: input.event_id,
+    packet_seed: `circuit:${input.event_id}`,
+    agent: input.agent,
+  };
+}
+
+/** Fold one outcome or dispatch of an agent into its circuit and decide. Pure. */
+export function stepCircuit(current: CircuitState | undefined, input: CircuitInput, config: GuardConfig): CircuitStep {
+  const state = current ?? initialCircuit();
+  switch (input.kind) {
+    case 'success':
+      return { state: { status: 'closed', failures: 0 }, stops: [] };
+    case 'failure': {
+      const failures = state.failures + 1;
+      const reopens = state.status === 'half_open';
+      if (state.status === 'open') return { state: { ...state, failures }, stops: [] };
+      if (!reopens && failures < config.circuitFailures) return { state: { status: 'closed', failures }, stops: [] };
+      const detail = reopens
+        ? `circuit of ${input.agent} re-opened: the probe failed (${input.cause})`
+        : `circuit of ${input.agent} opened after ${failures} consecutive failures (last: ${input.cause})`;
+      return { state: { status: 'open', failures, opened_at: input.at }, stops: input.run !== undefined ? [openStop(input, input.run, detail)] : [] };
+    }
+    case 'dispatch': {
+      if (state.status === 'closed') return { state, stops: [] };
+      if (state.status === 'open') {
+        const cooled = Date.parse(input.at) - Date.parse(state.opened_at) >= config.circuitCooldownMs;
+        if (cooled) return { state: { status: 'half_open', failures: state.failures, probe_run: input.run, probe_since: input.at }, stops: [] };
+        return { state, stops: [openStop(input, input.run, `circuit of ${input.agent} is open since ${state.opened_at}; dispatch held`)] };
+      }
+      if (state.probe_run === input.run) return { state, stops: [] };
+      return { state, stops: [openStop(input, input.run, `circuit of ${input.agent} is half-open; a probe (run ${state.probe_run}) is in flight`)] };
+    }
+    default: {
+      const never: never = input;
+      return { state, stops: never };
+    }
+  }
+}

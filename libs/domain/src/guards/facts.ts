@@ -1,0 +1,144 @@
+import type { HandoffEventData, LoopGuard, StopWhy } from '@baton/contracts';
+
+/*
+ * What the loop guards read from the event streams, reduced to the facts they need. The watchdog
+ * maps each stored run / handoff event to at most one fact ({@link guardFactOf}); everything else
+ * is ignored, so a new event type elsewhere never breaks the guards.
+ */
+
+/** The guards' settings (the watchdog reads them from its environment). */
+export interface GuardConfig {
+  /** Most hops a run may take before it stops with why `budget` (an operator may raise it). */
+  maxHops: number;
+  /** Most direction changes on one edge (A→B→A…) within a run before it stops with why `thrash`. */
+  maxAlternations: number;
+  /** Consecutive failures of one agent that open its circuit. */
+  circuitFailures: number;
+  /** How long an open circuit stays open before one probe dispatch is let through, ms. */
+  circuitCooldownMs: number;
+}
+
+export const DefaultGuardConfig: GuardConfig = { maxHops: 50, maxAlternations: 4, circuitFailures: 3, circuitCooldownMs: 60_000 };
+
+/** One stored event as the guards see it (the envelope's fields they read). */
+export interface GuardEventInput {
+  id: string;
+  type: string;
+  project: string;
+  aggregate: { kind: string; id: string };
+  occurredAt: string;
+  payload: unknown;
+}
+
+export type GuardFact =
+  | { kind: 'run_started'; project: string; run: string }
+  | {
+      kind: 'routed';
+      event_id: string;
+      project: string;
+      run: string;
+      from: string | null;
+      to: string;
+      hop: number;
+      raised_cap?: number;
+      at: string;
+    }
+  | { kind: 'run_halted'; project: string; run: string }
+  | { kind: 'run_resumed'; project: string; run: string }
+  | { kind: 'run_ended'; project: string; run: string }
+  | { kind: 'result_recorded'; event_id: string; project: string; run: string; agent: string; at: string }
+  | { kind: 'result_rejected'; event_id: string; project: string; run: string; agent: string; at: string }
+  | { kind: 'handoff_created'; project: string; handoff: string; to_agent?: string; run?: string }
+  | { kind: 'handoff_claimed'; project: string; handoff: string; agent: string }
+  | { kind: 'handoff_succeeded'; event_id: string; project: string; handoff: string; agent?: string; at: string }
+  | { kind: 'handoff_failed'; event_id: string; project: string; handoff: string; agent?: string; cause: string; at: string };
+
+/** What a guard asks for: stop one run with a packet. `packet_seed` is unique per trip (guard + event id). */
+export interface GuardStop {
+  kind: 'stop_run';
+  guard: LoopGuard;
+  project: string;
+  workflow_run_id: string;
+  why: StopWhy;
+  detail: string;
+  tried: string[];
+  /** The event that tripped the guard. */
+  trigger_event_id: string;
+  /** `<guard>:<trigger event id>`: the watchdog derives the stop packet id from it. */
+  packet_seed: string;
+  /** The agent whose circuit is open (circuit only). */
+  agent?: string;
+}
+
+type RoutedPayload = { target: { agent: string }; from: { agent: string } | null; hop: number; raised_cap?: number; routed_at: string };
+
+/**
+ * Map one stored event to the fact the guards read, or null when no guard cares. Pure; the
+ * payload is trusted to match its type (the registry validated it).
+ */
+export function guardFactOf(event: GuardEventInput): GuardFact | null {
+  const project = event.project;
+  const id = event.aggregate.id;
+  if (event.aggregate.kind === 'run') {
+    switch (event.type) {
+      case 'run.started':
+        return { kind: 'run_started', project, run: id };
+      case 'run.routed': {
+        const p = event.payload as RoutedPayload;
+        const fact: GuardFact = { kind: 'routed', event_id: event.id, project, run: id, from: p.from?.agent ?? null, to: p.target.agent, hop: p.hop, at: p.routed_at };
+        if (p.raised_cap !== undefined) fact.raised_cap = p.raised_cap;
+        return fact;
+      }
+      case 'run.stopped':
+      case 'run.held':
+        return { kind: 'run_halted', project, run: id };
+      case 'run.resumed':
+        return { kind: 'run_resumed', project, run: id };
+      case 'run.completed':
+      case 'run.terminated':
+        return { kind: 'run_ended', project, run: id };
+      case 'run.result_recorded': {
+        const p = event.payload as { agent: string; recorded_at: string };
+        return { kind: 'result_recorded', event_id: event.id, project, run: id, agent: p.agent, at: p.recorded_at };
+      }
+      case 'run.result_rejected': {
+        const p = event.payload as { agent: string; rejected_at: string };
+        return { kind: 'result_rejected', event_id: event.id, project, run: id, agent: p.agent, at: p.rejected_at };
+      }
+      default:
+        return null;
+    }
+  }
+  if (event.aggregate.kind !== 'handoff') return null;
+  switch (event.type) {
+    case 'handoff.created': {
+      const p = event.payload as HandoffEventData<'handoff.created'>;
+      const fact: GuardFact = { kind: 'handoff_created', project, handoff: id };
+      if (p.to_agent !== undefined) fact.to_agent = p.to_agent;
+      if (p.workflow_run_id !== undefined) fact.run = p.workflow_run_id;
+      return fact;
+    }
+    case 'handoff.claimed':
+      return { kind: 'handoff_claimed', project, handoff: id, agent: (event.payload as HandoffEventData<'handoff.claimed'>).claimed_by };
+    case 'handoff.returned': {
+      const p = event.payload as HandoffEventData<'handoff.returned'>;
+      return { kind: 'handoff_succeeded', event_id: event.id, project, handoff: id, agent: p.worker, at: p.at };
+    }
+    case 'handoff.completed_by_result': {
+      const p = event.payload as HandoffEventData<'handoff.completed_by_result'>;
+      return { kind: 'handoff_succeeded', event_id: event.id, project, handoff: id, agent: p.agent, at: p.at };
+    }
+    case 'handoff.lease_expired': {
+      const p = event.payload as HandoffEventData<'handoff.lease_expired'>;
+      return { kind: 'handoff_failed', event_id: event.id, project, handoff: id, agent: p.expired_claimer, cause: 'lease_expired', at: p.at };
+    }
+    case 'handoff.failed':
+    case 'handoff.escalated':
+    case 'handoff.deadline_expired': {
+      const p = event.payload as { at: string };
+      return { kind: 'handoff_failed', event_id: event.id, project, handoff: id, cause: event.type.slice('handoff.'.length), at: p.at };
+    }
+    default:
+      return null;
+  }
+}

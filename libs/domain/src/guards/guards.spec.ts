@@ -1,0 +1,147 @@
+import type { GuardConfig, GuardFact, GuardStop } from './facts';
+import { guardFactOf } from './facts';
+import { stepRunGuard, type RunGuardFact, type RunGuardState } from './run-guard';
+import { stepCircuit, type CircuitInput, type CircuitState } from './circuit';
+
+const config: GuardConfig = { maxHops: 3, maxAlternations: 2, circuitFailures: 3, circuitCooldownMs: 60_000 };
+const T0 = Date.parse('2026-01-01T00:00:00.000Z');
+const at = (s: number) => new Date(T0 + s * 1000).toISOString();
+
+let seq = 0;
+const routed = (from: string | null, to: string, hop: number, extra: Partial<Extract<GuardFact, { kind: 'routed' }>> = {}): RunGuardFact => ({
+  kind: 'routed',
+  event_id: `ev-${++seq}`,
+  project: 'p',
+  run: 'r1',
+  from,
+  to,
+  hop,
+  at: at(hop),
+  ...extra,
+});
+
+/** given(run facts).when(fact).then(stops) over the pure run guard. */
+function givenRun(history: RunGuardFact[]) {
+  let state: RunGuardState | undefined;
+  for (const fact of history) state = stepRunGuard(state, fact, config).state;
+  return { when: (fact: RunGuardFact) => stepRunGuard(state, fact, config) };
+}
+
+function givenCircuit(history: CircuitInput[]) {
+  let state: CircuitState | undefined;
+  for (const input of history) state = stepCircuit(state, input, config).state;
+  return { when: (input: CircuitInput) => stepCircuit(state, input, config) };
+}
+
+const failure = (agent: string, s: number, run = 'r1'): CircuitInput => ({ kind: 'failure', event_id: `f-${++seq}`, project: 'p', agent, run, cause: 'failed', at: at(s) });
+const dispatch = (agent: string, s: number, run: string): CircuitInput => ({ kind: 'dispatch', event_id: `d-${++seq}`, project: 'p', agent, run, at: at(s) });
+
+describe('loop guard: hop budget per run', () => {
+  it('a run.routed past the hop budget asks for one stop with why budget', () => {
+    const step = givenRun([routed(null, 'a', 1), routed('a', 'b', 2), routed('b', 'c', 3)]).when(routed('c', 'd', 4));
+    expect(step.stops).toHaveLength(1);
+    expect(step.stops[0]).toMatchObject<Partial<GuardStop>>({ guard: 'hop_budget', why: 'budget', workflow_run_id: 'r1' });
+    expect(step.stops[0]?.packet_seed).toBe(`hop_budget:${step.stops[0]?.trigger_event_id}`);
+  });
+
+  it('within the budget nothing is asked', () => {
+    expect(givenRun([routed(null, 'a', 1), routed('a', 'b', 2)]).when(routed('b', 'c', 3)).stops).toEqual([]);
+  });
+
+  it('after a trip no second stop is asked until the run is resumed', () => {
+    const history = [routed(null, 'a', 1), routed('a', 'b', 2), routed('b', 'c', 3), routed('c', 'd', 4)];
+    expect(givenRun(history).when(routed('d', 'e', 5)).stops).toEqual([]);
+  });
+
+  it('only an operator raises the cap: a routed event carrying raised_cap lifts the budget', () => {
+    const history: RunGuardFact[] = [routed(null, 'a', 1), routed('a', 'b', 2), routed('b', 'c', 3), routed('c', 'd', 4)];
+    history.push({ kind: 'run_halted', project: 'p', run: 'r1' }, { kind: 'run_resumed', project: 'p', run: 'r1' }, routed('d', 'e', 5, { raised_cap: 10 }));
+    expect(givenRun(history).when(routed('e', 'f', 6)).stops).toEqual([]);
+  });
+});
+
+describe('loop guard: ping-pong per edge (why thrash)', () => {
+  const wide: GuardConfig = { ...config, maxHops: 100 };
+  it('A→B→A→B… with more than N alternations on one edge asks for a thrash stop', () => {
+    let state: RunGuardState | undefined;
+    const hops = [routed(null, 'a', 1), routed('a', 'b', 2), routed('b', 'a', 3), routed('a', 'b', 4)];
+    for (const fact of hops) {
+      const step = stepRunGuard(state, fact, wide);
+      expect(step.stops).toEqual([]);
+      state = step.state;
+    }
+    const step = stepRunGuard(state, routed('b', 'a', 5), wide);
+    expect(step.stops).toHaveLength(1);
+    expect(step.stops[0]).toMatchObject({ guard: 'ping_pong', why: 'thrash' });
+  });
+
+  it('the same edge taken in the same direction again is not an alternation', () => {
+    let state: RunGuardState | undefined;
+    for (const fact of [routed(null, 'a', 1), routed('a', 'b', 2), routed('b', 'c', 3), routed('c', 'a', 4), routed('a', 'b', 5), routed('b', 'c', 6)]) {
+      const step = stepRunGuard(state, fact, wide);
+      expect(step.stops).toEqual([]);
+      state = step.state;
+    }
+  });
+
+  it('a resume resets the edge counts', () => {
+    let state: RunGuardState | undefined;
+    for (const fact of [routed('a', 'b', 1), routed('b', 'a', 2), routed('a', 'b', 3), { kind: 'run_resumed', project: 'p', run: 'r1' } as RunGuardFact]) {
+      state = stepRunGuard(state, fact, wide).state;
+    }
+    expect(stepRunGuard(state, routed('b', 'a', 4), wide).stops).toEqual([]);
+  });
+});
+
+describe('loop guard: circuit per agent (why circuit_open)', () => {
+  it('opens after K consecutive failures of the agent and stops the run of the K-th failure', () => {
+    const step = givenCircuit([failure('x', 1), failure('x', 2)]).when(failure('x', 3, 'r9'));
+    expect(step.state.status).toBe('open');
+    expect(step.stops).toEqual([expect.objectContaining({ guard: 'circuit', why: 'circuit_open', workflow_run_id: 'r9', agent: 'x' })]);
+  });
+
+  it('a success in between resets the count: failures must be consecutive', () => {
+    const step = givenCircuit([failure('x', 1), failure('x', 2), { kind: 'success', project: 'p', agent: 'x' }]).when(failure('x', 3));
+    expect(step.state).toEqual({ status: 'closed', failures: 1 });
+    expect(step.stops).toEqual([]);
+  });
+
+  it('while open, a dispatch to the agent stops that run', () => {
+    const step = givenCircuit([failure('x', 1), failure('x', 2), failure('x', 3)]).when(dispatch('x', 10, 'r2'));
+    expect(step.stops).toEqual([expect.objectContaining({ why: 'circuit_open', workflow_run_id: 'r2' })]);
+  });
+
+  it('after the cool-down one dispatch goes through as a half-open probe; others are still held', () => {
+    const probe = givenCircuit([failure('x', 1), failure('x', 2), failure('x', 3)]).when(dispatch('x', 70, 'r2'));
+    expect(probe.stops).toEqual([]);
+    expect(probe.state).toMatchObject({ status: 'half_open', probe_run: 'r2' });
+    const other = givenCircuit([failure('x', 1), failure('x', 2), failure('x', 3), dispatch('x', 70, 'r2')]).when(dispatch('x', 71, 'r3'));
+    expect(other.stops).toEqual([expect.objectContaining({ workflow_run_id: 'r3' })]);
+  });
+
+  it('the probe succeeding closes the circuit; the probe failing opens it again', () => {
+    const history = [failure('x', 1), failure('x', 2), failure('x', 3), dispatch('x', 70, 'r2')];
+    expect(givenCircuit(history).when({ kind: 'success', project: 'p', agent: 'x' }).state).toEqual({ status: 'closed', failures: 0 });
+    const failed = givenCircuit(history).when(failure('x', 75, 'r2'));
+    expect(failed.state.status).toBe('open');
+    expect(failed.stops).toEqual([expect.objectContaining({ workflow_run_id: 'r2' })]);
+  });
+});
+
+describe('guard facts', () => {
+  it('a run.routed becomes a routed fact with its hop and edge', () => {
+    const fact = guardFactOf({
+      id: 'e1',
+      type: 'run.routed',
+      project: 'p',
+      aggregate: { kind: 'run', id: 'r1' },
+      occurredAt: at(0),
+      payload: { target: { agent: 'b', step: 's' }, from: { agent: 'a', step: 's0' }, hop: 7, routed_at: at(0) },
+    });
+    expect(fact).toEqual({ kind: 'routed', event_id: 'e1', project: 'p', run: 'r1', from: 'a', to: 'b', hop: 7, at: at(0) });
+  });
+
+  it('events no guard reads map to null', () => {
+    expect(guardFactOf({ id: 'e', type: 'definition.published', project: 'p', aggregate: { kind: 'definition', id: 'current' }, occurredAt: at(0), payload: {} })).toBeNull();
+  });
+});

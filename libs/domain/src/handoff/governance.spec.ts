@@ -1,0 +1,65 @@
+import type { HandoffEvent } from '@baton/contracts';
+import { given } from '../testing/given';
+import type { ExpireDeadline } from './commands';
+import { handoffDecider } from './decider';
+import { at, cmd, HID, meta, PROJECT } from './handoff.fixtures';
+import { toHandoffRecord } from './state';
+
+const DEADLINE = at(600);
+const expire = (now: string, actorKind: 'watchdog' | 'agent' = 'watchdog'): ExpireDeadline => ({
+  type: 'expire_deadline',
+  data: { handoff_id: HID, idempotency_key: `deadline:${HID}` },
+  metadata: meta(actorKind === 'watchdog' ? 'baton-watchdog' : 'bob', actorKind, now),
+});
+
+function createdWithDeadline(): HandoffEvent {
+  const result = handoffDecider.decide(cmd.create({ to_agent: 'bob', deadline_at: DEADLINE }), handoffDecider.initialState());
+  if (!result.ok) throw new Error(result.error.code);
+  return result.events[0] as HandoffEvent;
+}
+
+describe('handoff deadline (generic; the run side consumes handoff.deadline_expired)', () => {
+  it('past its deadline a pending handoff fails once with terminal_reason deadline', () => {
+    const when = given(handoffDecider, [createdWithDeadline()]).when(expire(at(601)));
+    when.thenMatch([{ type: 'handoff.deadline_expired', data: expect.objectContaining({ deadline_at: DEADLINE, expired_by: 'baton-watchdog' }) }]);
+    expect(toHandoffRecord(when.stateAfter())).toMatchObject({ status: 'failed', terminal_reason: 'deadline', deadline_at: DEADLINE });
+  });
+
+  it('a second expiry (another watchdog) finds the handoff failed: handoff_not_open, or nothing for the same key', () => {
+    const created = createdWithDeadline();
+    const first = given(handoffDecider, [created]).when(expire(at(601))).then;
+    const events = first([{ type: 'handoff.deadline_expired', data: expect.anything() } as never]);
+    given(handoffDecider, [created, ...events]).when(expire(at(602))).then([]);
+    given(handoffDecider, [created, ...events]).when({ ...expire(at(602)), data: { handoff_id: HID, idempotency_key: 'other' } }).thenFails('handoff_not_open');
+  });
+
+  it('before the deadline the expiry is refused (deadline_not_reached); agents may not expire', () => {
+    given(handoffDecider, [createdWithDeadline()]).when(expire(at(599))).thenFails('deadline_not_reached');
+    given(handoffDecider, [createdWithDeadline()]).when(expire(at(601), 'agent')).thenFails('internal_command');
+  });
+});
+
+describe('cross-project handoff: validates both rosters; never cross-registers', () => {
+  const cross = { source_project: 'src', source_visible: ['alice'], target_visible: ['bob'] };
+  const base = { project: PROJECT, target_project: PROJECT, to_agent: 'bob', cto_override: 'dec-1', cross_project: cross };
+
+  it('a delegator on the source roster and an addressee on the target roster: the handoff lives in the target project', () => {
+    given(handoffDecider).when(cmd.create(base)).thenMatch([
+      { type: 'handoff.created', data: expect.objectContaining({ project: PROJECT, source_project: 'src', cto_override: 'dec-1', to_agent: 'bob' }) },
+    ]);
+  });
+  it('without a cto_override decision it is refused', () => {
+    const { cto_override: _c, ...rest } = base;
+    given(handoffDecider).when(cmd.create(rest)).thenFails('cto_override_required');
+  });
+  it('a delegator not on the source roster is refused', () => {
+    given(handoffDecider).when(cmd.create({ ...base, cross_project: { ...cross, source_visible: ['zed'] } })).thenFails('delegator_not_in_source_roster');
+  });
+  it('an addressee not on the target roster is refused', () => {
+    given(handoffDecider).when(cmd.create({ ...base, to_agent: 'carol' })).thenFails('addressee_not_in_target_roster');
+  });
+  it('a target_project the ledger did not resolve is refused', () => {
+    const { cross_project: _x, ...rest } = base;
+    given(handoffDecider).when(cmd.create(rest)).thenFails('cross_project_unresolved');
+  });
+});

@@ -1,0 +1,43 @@
+import type { HandoffToolCall, MeshDefinition } from '@baton/contracts';
+
+/** Time and actor of a mesh command (read at the edge, never in the domain). */
+export interface MeshCommandMetadata {
+  now: string;
+  actor: string;
+}
+
+/**
+ * Start a mesh run. `mesh` is the mesh as the project's current definition holds it and `agents`
+ * the project's agent names (the build checks run again here, so a mesh that does not build never
+ * starts).
+ */
+export interface StartMesh {
+  type: 'start_mesh';
+  data: {
+    mesh_run_id: string;
+    project: string;
+    mesh: MeshDefinition;
+    agents: readonly string[];
+    input?: string;
+    started_by?: string;
+    variables?: Record<string, unknown>;
+  };
+  metadata: MeshCommandMetadata;
+}
+
+/** Record one agent turn: its text and the handoff tool calls it made, in call order. */
+export interface RecordMeshTurn {
+  type: 'record_turn';
+  data: {
+    result_id: string;
+    run_id: string;
+    agent: string;
+    text: string;
+    handoff_tool_calls: readonly HandoffToolCall[];
+    /** The handoff the agent worked on, when it says. */
+    handoff_id?: string;
+  };
+  metadata: MeshCommandMetadata;
+}
+
+export type MeshCommand = StartMesh | RecordMeshTurn;

@@ -1,0 +1,107 @@
+import type { MeshDefinition, MeshEvent, MeshOutput } from '@baton/contracts';
+import { assertNever } from '../decider';
+
+export type { MeshEvent } from '@baton/contracts';
+
+/** One recorded turn of the shared conversation. */
+export interface MeshTurn {
+  turn: number;
+  agent: string;
+  result_id: string;
+  text: string;
+}
+
+/** A mesh run that has started: what `decide` needs to route the next turn. */
+export interface MeshRunState {
+  status: 'running' | 'completed' | 'stopped';
+  mesh_run_id: string;
+  project: string;
+  /** The mesh as pinned by `mesh.started`. */
+  mesh: MeshDefinition;
+  input: string | null;
+  started_by: string | null;
+  variables: Record<string, unknown>;
+  /** The agent whose turn is expected next (the last one to speak once the mesh ended). */
+  speaker: string;
+  /** The handoff the expected speaker was offered. */
+  handoff_id: string;
+  /** Turns recorded so far. */
+  turns: number;
+  /** The conversation, oldest first. */
+  transcript: MeshTurn[];
+  /** Each handoff taken, as `from→to`, oldest first (the stop packet's `tried`). */
+  path: string[];
+  /** Handoff calls ignored so far (unknown or not granted). */
+  ignored: number;
+  /** Result ids applied (recorded or rejected), for idempotency. */
+  applied: string[];
+  /** The latest turn of an output agent. */
+  output: MeshOutput | null;
+  /** The stop packet, once stopped. */
+  packet_id: string | null;
+}
+
+export type MeshState = { status: 'none' } | MeshRunState;
+
+export function initialMeshState(): MeshState {
+  return { status: 'none' };
+}
+
+/** Is `agent` an output agent of `mesh` (no outputs listed = every participant)? */
+export function isOutputAgent(mesh: Pick<MeshDefinition, 'outputs'>, agent: string): boolean {
+  return mesh.outputs.length === 0 || mesh.outputs.includes(agent);
+}
+
+/**
+ * Fold one mesh event. Pure; events are applied as recorded (the decider already validated
+ * them), so a state rebuilt from the log after a restart equals the live one.
+ */
+export function evolveMesh(state: MeshState, event: MeshEvent): MeshState {
+  if (event.type === 'mesh.started') {
+    const d = event.data;
+    return {
+      status: 'running',
+      mesh_run_id: d.mesh_run_id,
+      project: d.project,
+      mesh: d.mesh,
+      input: d.input,
+      started_by: d.started_by,
+      variables: d.variables,
+      speaker: d.mesh.entry,
+      handoff_id: d.handoff_id,
+      turns: 0,
+      transcript: [],
+      path: [],
+      ignored: 0,
+      applied: [],
+      output: null,
+      packet_id: null,
+    };
+  }
+  if (state.status === 'none') return state;
+  switch (event.type) {
+    case 'mesh.turn_recorded': {
+      const d = event.data;
+      const turn: MeshTurn = { turn: d.turn, agent: d.agent, result_id: d.result_id, text: d.text };
+      return {
+        ...state,
+        turns: d.turn,
+        transcript: [...state.transcript, turn],
+        applied: [...state.applied, d.result_id],
+        output: isOutputAgent(state.mesh, d.agent) ? { agent: d.agent, turn: d.turn, result_id: d.result_id, text: d.text } : state.output,
+      };
+    }
+    case 'mesh.handoff_ignored':
+      return { ...state, ignored: state.ignored + 1 };
+    case 'mesh.handed_off':
+      return { ...state, speaker: event.data.to, handoff_id: event.data.handoff_id, path: [...state.path, `${event.data.from}→${event.data.to}`] };
+    case 'mesh.completed':
+      return { ...state, status: 'completed' };
+    case 'mesh.stopped':
+      return { ...state, status: 'stopped', packet_id: event.data.packet.packet_id };
+    case 'mesh.turn_rejected':
+      return { ...state, applied: [...state.applied, event.data.result_id] };
+    default:
+      return assertNever(event, 'mesh event');
+  }
+}

@@ -1,0 +1,121 @@
+import type { ProjectControlEvent, ProjectControlRecord, ProjectControlRole } from '@baton/contracts';
+import { accept, assertNever, type Decider, type DecisionResult, reject } from '../decider';
+
+/*
+ * The project-control aggregate (kind `project`, id `control`): the project kill switch. The ledger
+ * is its only writer. While `paused`, the ledger refuses claims (`project_paused`) and holds
+ * offers; `project.resumed` makes it re-offer every pending handoff of the project.
+ */
+
+/** How many recent idempotency keys the aggregate remembers. */
+export const PROJECT_RECENT_KEYS_LIMIT = 64;
+
+interface ProjectControlCore {
+  project: string;
+  version: number;
+  recent_keys: readonly string[];
+}
+
+export type ProjectControlState =
+  | { status: 'active'; project?: string; version: number; recent_keys: readonly string[]; last_pause_id?: string }
+  | (ProjectControlCore & { status: 'paused'; pause_id: string; paused_by: string; paused_at: string; reason: string });
+
+interface Meta {
+  now: string;
+  actor: string;
+  role: ProjectControlRole;
+}
+
+export type PauseProject = { type: 'pause'; data: { project: string; pause_id: string; reason: string; idempotency_key: string }; metadata: Meta };
+export type ResumeProject = { type: 'resume'; data: { project: string; reason?: string; idempotency_key: string }; metadata: Meta };
+export type ProjectControlCommand = PauseProject | ResumeProject;
+
+export const ProjectControlErrorCode = {
+  adminOnly: 'admin_only',
+  alreadyPaused: 'project_already_paused',
+  notPaused: 'project_not_paused',
+} as const;
+
+export function initialProjectControlState(): ProjectControlState {
+  return { status: 'active', version: 0, recent_keys: [] };
+}
+
+function remember(keys: readonly string[], key: string): readonly string[] {
+  if (keys.includes(key)) return keys;
+  const next = [...keys, key];
+  return next.length > PROJECT_RECENT_KEYS_LIMIT ? next.slice(next.length - PROJECT_RECENT_KEYS_LIMIT) : next;
+}
+
+/** Apply one project-control event. Pure; an event that cannot follow the state leaves it unchanged. */
+export function evolveProjectControl(state: ProjectControlState, event: ProjectControlEvent): ProjectControlState {
+  const recent_keys = remember(state.recent_keys, event.data.idempotency_key);
+  switch (event.type) {
+    case 'project.paused': {
+      const d = event.data;
+      return {
+        status: 'paused',
+        project: d.project,
+        version: state.version + 1,
+        recent_keys,
+        pause_id: d.pause_id,
+        paused_by: d.paused_by,
+        paused_at: d.at,
+        reason: d.reason,
+      };
+    }
+    case 'project.resumed':
+      return { status: 'active', project: event.data.project, version: state.version + 1, recent_keys, last_pause_id: event.data.pause_id };
+    default:
+      return assertNever(event, 'project control event');
+  }
+}
+
+/**
+ * Decide `pause` / `resume`. Only the `admin` role may (`admin_only`). Pausing a paused project is
+ * refused (`project_already_paused`), resuming an active one too (`project_not_paused`); a retried
+ * request (same idempotency key) yields no events.
+ */
+export function decideProjectControl(command: ProjectControlCommand, state: ProjectControlState): DecisionResult<ProjectControlEvent> {
+  if (state.recent_keys.includes(command.data.idempotency_key)) return accept();
+  const { metadata } = command;
+  if (metadata.role !== 'admin') {
+    return reject('forbidden', ProjectControlErrorCode.adminOnly, `only an admin may ${command.type} project ${command.data.project}`);
+  }
+  switch (command.type) {
+    case 'pause': {
+      if (state.status === 'paused') {
+        return reject('wrong_state', ProjectControlErrorCode.alreadyPaused, `project ${command.data.project} is already paused (${state.pause_id})`);
+      }
+      const d = command.data;
+      return accept({
+        type: 'project.paused',
+        data: { project: d.project, at: metadata.now, idempotency_key: d.idempotency_key, pause_id: d.pause_id, paused_by: metadata.actor, reason: d.reason },
+      });
+    }
+    case 'resume': {
+      if (state.status !== 'paused') return reject('wrong_state', ProjectControlErrorCode.notPaused, `project ${command.data.project} is not paused`);
+      const d = command.data;
+      const event: ProjectControlEvent = {
+        type: 'project.resumed',
+        data: { project: d.project, at: metadata.now, idempotency_key: d.idempotency_key, pause_id: state.pause_id, resumed_by: metadata.actor },
+      };
+      if (d.reason !== undefined) event.data.reason = d.reason;
+      return accept(event);
+    }
+    default:
+      return assertNever(command, 'project control command');
+  }
+}
+
+/** The project kill switch as a decider (aggregate kind `project`, id `control`). */
+export const projectControlDecider: Decider<ProjectControlCommand, ProjectControlEvent, ProjectControlState> = {
+  decide: decideProjectControl,
+  evolve: evolveProjectControl,
+  initialState: initialProjectControlState,
+};
+
+/** The record a reply shows for `project`. */
+export function toProjectControlRecord(project: string, state: ProjectControlState): ProjectControlRecord {
+  if (state.status === 'active') return { project, status: 'active', version: state.version };
+  return { project, status: 'paused', pause_id: state.pause_id, paused_by: state.paused_by, paused_at: state.paused_at, reason: state.reason, version: state.version };
+}

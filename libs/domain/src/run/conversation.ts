@@ -1,0 +1,418 @@
+import type {
+  AgentDefinition,
+  AgentResult,
+  ExecutionSettings,
+  HandoffOutcome,
+  HandoffRoute,
+  RouteCause,
+  RouteDecision,
+  RouteRule,
+  RouteTarget,
+  WorkflowDefinition,
+} from '@baton/contracts';
+import { conditionHolds } from '../routing/conditions';
+import { buildHandoffContext, computeReturnEffects, effectiveParentReturn, latestCustomerMessage, parentReturnVerdict, pickResumeMessage } from '../returns';
+import { deriveId, handoffIdFor } from './ids';
+import { evolveRun, type RunEvent, type StartedRunState, type WaitingParent } from './state';
+
+/**
+ * Conversation runs and returnable handoffs (seed 001), as pure steps that append run events.
+ *
+ * Model: the run is the session; its `variables` are the session memory. One agent is active at
+ * a time. A customer message (a run start's `input` or a SessionMessage) is first matched
+ * against the active agent's HANDOFF routes whose WHEN is an expression — before any model runs
+ * — and goes to the first route that fires, else to the active agent itself. A returnable route
+ * pushes a waiting parent (a call with a return address); a permanent one ends the caller's
+ * thread. After an agent's result the run either returns a child to its parent (COMPLETE, the
+ * built-in return action, a hand-back), follows the route the agent chose, or waits for the
+ * customer's next message.
+ */
+
+/** Stable codes on `run.handoff_completed` for refused and blocked routes. */
+export const HandoffRefusalCode = {
+  recursion: 'recursion',
+  targetWaitingForInput: 'target_waiting_for_input',
+  conditionCheck: 'handoff_condition_check',
+  targetDisabled: 'enabled_when',
+  unknownRoute: 'unknown_route',
+  notInnermostParent: 'not_innermost_parent',
+} as const;
+
+/** True when a project's agents use conversation features (routes, memory, gather, complete). */
+export function isConversational(agents: readonly AgentDefinition[]): boolean {
+  return agents.some((a) => (a.handoffs?.length ?? 0) + (a.complete?.length ?? 0) + (a.gather?.length ?? 0) + (a.memory?.length ?? 0) > 0);
+}
+
+/** The mutable context of one decision: the events so far and the state they fold to. */
+export interface ConversationCtx {
+  state: StartedRunState;
+  readonly events: RunEvent[];
+  readonly cause: RouteCause;
+  readonly now: string;
+  readonly agents: readonly AgentDefinition[];
+  readonly workflow: WorkflowDefinition;
+  readonly execution: ExecutionSettings | undefined;
+  /** How many `run.routed` this decision appended (ids stay unique per cause). */
+  routed: number;
+}
+
+export function conversationCtx(
+  state: StartedRunState,
+  cause: RouteCause,
+  now: string,
+  defs: { agents: readonly AgentDefinition[]; workflow: WorkflowDefinition; execution?: ExecutionSettings | undefined },
+): ConversationCtx {
+  return { state, events: [], cause, now, agents: defs.agents, workflow: defs.workflow, execution: defs.execution, routed: 0 };
+}
+
+function emit(c: ConversationCtx, event: RunEvent): void {
+  c.events.push(event);
+  c.state = evolveRun(c.state, event) as StartedRunState;
+}
+
+function agentDef(c: ConversationCtx, name: string): AgentDefinition | undefined {
+  return c.agents.find((a) => a.name === name);
+}
+
+/** The variables `agent` reads: a child's scope when it is the innermost child, else the session. */
+function scopeFor(state: StartedRunState, agent: string): Readonly<Record<string, unknown>> {
+  const top = state.waitingParents[state.waitingParents.length - 1];
+  return top !== undefined && top.child === agent ? top.childVariables : state.variables;
+}
+
+function elapsedMs(from: string, to: string): number {
+  const ms = Date.parse(to) - Date.parse(from);
+  return Number.isFinite(ms) && ms > 0 ? Math.round(ms) : 0;
+}
+
+function nextHandoffId(c: ConversationCtx): string {
+  const base = handoffIdFor(c.cause);
+  c.routed += 1;
+  return c.routed === 1 ? base : deriveId(base, String(c.routed));
+}
+
+function clip(text: string, max = 4_000): string {
+  return text.length <= max ? text : `${text.slice(0, max - 1)}…`;
+}
+
+/** Record a customer message on the run (a start's input or a SessionMessage). */
+export function receiveMessage(c: ConversationCtx, messageId: string, text: string): void {
+  emit(c, { type: 'run.message_received', data: { message_id: messageId, text: clip(text), agent: c.state.agent, received_at: c.now } });
+}
+
+function completed(
+  c: ConversationCtx,
+  data: { handoffId: string | null; from: string; to: string; route: number | null; outcome: HandoffOutcome; durationMs?: number; cause?: string; code?: string; onFailure?: 'continue' | 'escalate' | 'respond' },
+): void {
+  emit(c, {
+    type: 'run.handoff_completed',
+    data: {
+      handoffId: data.handoffId,
+      from: data.from,
+      to: data.to,
+      route: data.route,
+      outcome: data.outcome,
+      durationMs: data.durationMs ?? 0,
+      ...(data.cause !== undefined ? { cause: data.cause } : {}),
+      ...(data.code !== undefined ? { code: data.code } : {}),
+      ...(data.onFailure !== undefined ? { onFailure: data.onFailure } : {}),
+      at: c.now,
+    },
+  });
+}
+
+function routed(
+  c: ConversationCtx,
+  target: RouteTarget,
+  rule: RouteRule,
+  reason: string,
+  origin: 'agent' | 'engine_fallback',
+  handoffId: string,
+  conversation: NonNullable<Extract<RunEvent, { type: 'run.routed' }>['data']['conversation']>,
+  from: RouteTarget | null,
+): void {
+  const decision: RouteDecision = {
+    rule,
+    outcome: 'dispatch',
+    target,
+    dispatch: { status: 'advance', reason: clip(reason), origin },
+    callback_after: null,
+  };
+  emit(c, {
+    type: 'run.routed',
+    data: { decision, target, from, handoff_id: handoffId, hop: c.state.hops + 1, cause: c.cause, conversation, routed_at: c.now },
+  });
+}
+
+/** Send a message to `agent` itself (no route fired): its turn, with its own scope. */
+function dispatchTurn(c: ConversationCtx, agent: string, step: string, message: string | null, reason: string): void {
+  routed(
+    c,
+    { agent, step },
+    'message',
+    reason,
+    'engine_fallback',
+    nextHandoffId(c),
+    { message, variables: { ...scopeFor(c.state, agent) } },
+    { agent: c.state.agent, step: c.state.step },
+  );
+}
+
+/**
+ * Deliver a customer message to the active agent `active`: evaluate its expression routes in
+ * order (a false WHEN or a disabled target records a `blocked` handoff_completed, a refused
+ * target a `rejected` one) and fire the first that passes; when none fires, the message goes to
+ * `active` itself. `depth` is 1 for a replayed message (resume_intent), 0 otherwise.
+ */
+export function deliverMessage(c: ConversationCtx, active: RouteTarget, message: string | null, depth: number, phase: 'message' | 'replay' | 'start'): void {
+  const def = agentDef(c, active.agent);
+  const routes = def?.handoffs ?? [];
+  const scope = scopeFor(c.state, active.agent);
+  for (let i = 0; i < routes.length; i++) {
+    const route = routes[i]!;
+    if (route.when?.kind === 'intent') continue; // only the agent's model can judge it
+    if (route.when?.kind === 'expression' && !conditionHolds(route.when.source, scope)) {
+      completed(c, { handoffId: null, from: active.agent, to: route.to, route: i, outcome: 'blocked', cause: 'when_false', code: HandoffRefusalCode.conditionCheck });
+      continue;
+    }
+    if (tryFire(c, active, i, route, message, depth, 'when', phase === 'message' ? 'awaiting' : 'running')) return;
+  }
+  const reason =
+    phase === 'replay' ? `resume_intent: ${active.agent} handles the replayed message` : phase === 'start' ? `${active.agent} handles the first message` : `${active.agent} handles the customer message`;
+  dispatchTurn(c, active.agent, active.step, message, reason);
+}
+
+/**
+ * Fire route `index` of `active` if the runtime allows it. Refusals: the target is `active`
+ * itself (`target_waiting_for_input` while it waits for the customer, `recursion` otherwise);
+ * ENABLED_WHEN false on the target (`blocked`). A route to the innermost waiting parent is a
+ * hand-back (the child returns). Returns true when control moved.
+ */
+function tryFire(
+  c: ConversationCtx,
+  active: RouteTarget,
+  index: number,
+  route: HandoffRoute,
+  message: string | null,
+  depth: number,
+  trigger: 'when' | 'agent',
+  activeStatus: 'awaiting' | 'running',
+): boolean {
+  const target = route.to;
+  if (target === active.agent) {
+    const code = activeStatus === 'awaiting' ? HandoffRefusalCode.targetWaitingForInput : HandoffRefusalCode.recursion;
+    completed(c, { handoffId: null, from: active.agent, to: target, route: index, outcome: 'rejected', cause: code, code });
+    return false;
+  }
+  const frames = c.state.waitingParents;
+  const parentIndex = frames.findIndex((f) => f.agent === target);
+  if (parentIndex >= 0) {
+    if (parentIndex === frames.length - 1 && frames[parentIndex]!.child === active.agent) {
+      doReturn(c, 'hand_back', message, depth, null);
+      return true;
+    }
+    completed(c, { handoffId: null, from: active.agent, to: target, route: index, outcome: 'rejected', cause: 'waiting parent is not the innermost', code: HandoffRefusalCode.notInnermostParent });
+    return false;
+  }
+  const targetDef = agentDef(c, target);
+  if (targetDef?.enabled_when?.kind === 'expression' && !conditionHolds(targetDef.enabled_when.source, c.state.variables)) {
+    completed(c, { handoffId: null, from: active.agent, to: target, route: index, outcome: 'blocked', cause: 'target_disabled', code: HandoffRefusalCode.targetDisabled });
+    return false;
+  }
+  const handoffId = nextHandoffId(c);
+  const { context, variables } = buildHandoffContext(route, c.state.transcript, scopeFor(c.state, active.agent));
+  emit(c, {
+    type: 'run.handoff',
+    data: {
+      handoffId,
+      from: active.agent,
+      to: target,
+      step: active.step,
+      returnExpected: route.return,
+      reasonCode: route.return ? 'handoff_return_expected' : 'handoff_permanent',
+      route: index,
+      trigger,
+      message: message === null ? null : clip(message),
+      replayDepth: depth,
+      context,
+      passedVariables: variables,
+      onReturn: route.return ? (route.on_return ?? null) : null,
+      onFailure: route.on_failure,
+      at: c.now,
+    },
+  });
+  routed(
+    c,
+    { agent: target, step: active.step },
+    'handoff',
+    `${route.return ? 'returnable' : 'permanent'} handoff ${active.agent} → ${target}${route.summary ? `: ${route.summary}` : ''}`,
+    trigger === 'agent' ? 'agent' : 'engine_fallback',
+    handoffId,
+    { message, variables, handoff: context },
+    active,
+  );
+  return true;
+}
+
+/** The parent resumes without a replay: it becomes the active agent and waits for the customer. */
+function continueParent(c: ConversationCtx, frame: WaitingParent, reply: string | null, note: string): void {
+  emit(c, { type: 'run.awaiting_input', data: { agent: frame.agent, step: frame.step, reply: reply === null ? null : clip(reply), note, at: c.now } });
+}
+
+/**
+ * The innermost child returns to its waiting parent. MAP then SET are applied to the parent's
+ * scope when every target is writable by the parent (else `run.memory_error` and no effect at
+ * all); then ON_RETURN's action: `continue` (the parent waits for the customer), or
+ * `resume_intent` (the chosen message is replayed through the parent's routes — one level only).
+ * Without ON_RETURN, a return that forwards a message replays it; otherwise the parent continues.
+ */
+export function doReturn(c: ConversationCtx, path: 'complete' | 'return_action' | 'hand_back', forwarded: string | null, depth: number, completeRespond: string | null): void {
+  const frames = c.state.waitingParents;
+  const frame = frames[frames.length - 1]!;
+  const onReturn = frame.onReturn;
+  const parent = agentDef(c, frame.agent);
+  const effects = computeReturnEffects(onReturn, frame.childVariables, parent);
+  const applied = effects.notWritable.length === 0;
+  if (!applied) {
+    emit(c, {
+      type: 'run.memory_error',
+      data: {
+        handoffId: frame.handoffId,
+        parent: frame.agent,
+        child: frame.child,
+        targets: effects.notWritable,
+        message: clip(`${frame.agent} may not write ${effects.notWritable.join(', ')} (declare them in its MEMORY, not READONLY); the return applies none of its effects`),
+        at: c.now,
+      },
+    });
+  }
+  const respond = onReturn?.respond ?? completeRespond;
+  const action = onReturn !== null ? onReturn.action : forwarded !== null ? 'resume_intent' : 'continue';
+  const resumeWith = onReturn !== null ? onReturn.resume_with : 'forwarded_return_message';
+  const sources = {
+    originalUtterance: frame.originalUtterance,
+    latestChildUtterance: frame.latestChildUtterance,
+    latestSessionUtterance: latestCustomerMessage(c.state.transcript),
+    forwardedMessage: forwarded,
+  };
+  emit(c, {
+    type: 'run.handoff_return_handler',
+    data: {
+      handoffId: frame.handoffId,
+      parent: frame.agent,
+      child: frame.child,
+      path,
+      action,
+      handler: onReturn?.handler ?? null,
+      mappedFields: applied ? effects.mappedFields : [],
+      skippedFields: effects.skippedFields,
+      setFields: applied ? effects.setFields : [],
+      writes: applied ? effects.writes : {},
+      applied,
+      respond: respond ?? null,
+      forwardedMessage: forwarded === null ? null : clip(forwarded),
+      at: c.now,
+    },
+  });
+  if (!applied) return continueParent(c, frame, null, 'memory_error: the return applied no effects');
+  if (action === 'continue') return continueParent(c, frame, respond ?? null, `${frame.child} returned; ON_RETURN continue`);
+  const message = pickResumeMessage(resumeWith, sources);
+  const limited = frame.replayDepth >= 1 || depth >= 1;
+  const reasonCode = limited ? 'resume_intent_depth_limit' : message === null ? 'resume_intent_no_message' : 'resume_intent';
+  emit(c, {
+    type: 'run.resume_intent',
+    data: { parent: frame.agent, resumeWith, message: message === null ? null : clip(message), reasonCode, depth: Math.max(frame.replayDepth, depth) + (limited ? 0 : 1), at: c.now },
+  });
+  if (reasonCode !== 'resume_intent') return continueParent(c, frame, respond ?? null, `${frame.child} returned; ${reasonCode}`);
+  deliverMessage(c, { agent: frame.agent, step: frame.step }, message, 1, 'replay');
+}
+
+/**
+ * After an agent's result in a conversation run (the result is already recorded in `c`):
+ * a pending handoff to this agent is `success`; then the return paths of a child (built-in
+ * return action honoured by parentReturn, a hand-back to the waiting parent, a true COMPLETE
+ * condition), the route the agent chose, or waiting for the customer.
+ */
+export function afterResult(c: ConversationCtx, result: AgentResult, agentText: string | null): void {
+  const agent = result.agent;
+  const pending = c.state.pendingHandoff;
+  if (pending !== null && pending.to === agent) {
+    completed(c, { handoffId: pending.handoffId, from: pending.from, to: pending.to, route: pending.route, outcome: 'success', durationMs: elapsedMs(pending.at, c.now) });
+  }
+  const active: RouteTarget = { agent, step: c.state.step };
+  const frames = c.state.waitingParents;
+  const top = frames[frames.length - 1];
+  const isChild = top !== undefined && top.child === agent;
+  let note: string | undefined;
+
+  if (isChild && result.return_to_parent !== undefined) {
+    const verdict = parentReturnVerdict(result.return_to_parent, effectiveParentReturn(agentDef(c, top.agent), c.execution));
+    if (verdict.honoured) {
+      doReturn(c, 'return_action', result.return_to_parent.message ?? top.latestChildUtterance, 0, null);
+      return;
+    }
+    note = `return action ignored: ${verdict.reason}`;
+  }
+  if (result.handoff !== undefined) {
+    const to = result.handoff.to;
+    if (isChild && to === top.agent) {
+      doReturn(c, 'hand_back', result.handoff.message ?? top.latestChildUtterance, 0, null);
+      return;
+    }
+    const routes = agentDef(c, agent)?.handoffs ?? [];
+    const index = routes.findIndex((r) => r.to === to);
+    if (index < 0) {
+      completed(c, { handoffId: null, from: agent, to, route: null, outcome: 'rejected', cause: `'${agent}' has no HANDOFF route to '${to}'`, code: HandoffRefusalCode.unknownRoute });
+    } else {
+      const message = result.handoff.message ?? latestCustomerMessage(c.state.transcript);
+      if (tryFire(c, active, index, routes[index]!, message, 0, 'agent', 'running')) return;
+    }
+  }
+  if (isChild) {
+    const child = agentDef(c, agent);
+    const scope = c.state.waitingParents[c.state.waitingParents.length - 1]!.childVariables;
+    const done = (child?.complete ?? []).find((cond) => cond.when.kind === 'expression' && conditionHolds(cond.when.source, scope));
+    if (done !== undefined) {
+      doReturn(c, 'complete', null, 0, done.respond ?? null);
+      return;
+    }
+  }
+  emit(c, { type: 'run.awaiting_input', data: { agent, step: c.state.step, reply: agentText === null ? null : clip(agentText), ...(note !== undefined ? { note } : {}), at: c.now } });
+}
+
+/**
+ * The ledger refused to create the pending handoff: `handoff_completed` (error, cause
+ * `create_refused`, the ledger's code) and ON_FAILURE — `continue` (the caller waits for the
+ * customer again), `respond` (the same, with the message), `escalate` (returned as `escalate`
+ * for the caller to hold the run for a person). Returns null when the handoff is not pending.
+ */
+export function handoffFailed(c: ConversationCtx, handoffId: string, code: string, message: string): 'done' | 'escalate' | null {
+  const pending = c.state.pendingHandoff;
+  if (pending === null || pending.handoffId !== handoffId) return null;
+  const policy = pending.onFailure;
+  completed(c, {
+    handoffId,
+    from: pending.from,
+    to: pending.to,
+    route: pending.route,
+    outcome: 'error',
+    durationMs: elapsedMs(pending.at, c.now),
+    cause: clip(`create_refused: ${message}`, 200),
+    code,
+    onFailure: policy.action,
+  });
+  switch (policy.action) {
+    case 'continue':
+      emit(c, { type: 'run.awaiting_input', data: { agent: pending.from, step: pending.fromStep, reply: null, note: `handoff to ${pending.to} failed (${code}); ON_FAILURE continue`, at: c.now } });
+      return 'done';
+    case 'respond':
+      emit(c, { type: 'run.awaiting_input', data: { agent: pending.from, step: pending.fromStep, reply: clip(policy.message), note: `handoff to ${pending.to} failed (${code}); ON_FAILURE RESPOND`, at: c.now } });
+      return 'done';
+    case 'escalate':
+      return 'escalate';
+    default: {
+      const never: never = policy;
+      return never;
+    }
+  }
+}

@@ -1,0 +1,169 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { JetStreamManager, MsgHdrs, PubAck } from 'nats';
+import { DlqHeader, type ConsumedMessage, type MessageOutcome, type RunnerIdentity, type RunnerInstrumentation } from '@baton/eventstore';
+import { context as otelContext } from '@opentelemetry/api';
+import { contextFromHeaders } from './trace-context';
+
+/** Metric names Baton exposes at `GET /metrics` (every series also carries `service`). */
+export const MetricName = {
+  eventsHandled: 'baton_events_handled_total',
+  handlerDuration: 'baton_handler_duration_seconds',
+  consumerPending: 'baton_consumer_pending_messages',
+  consumerAckPending: 'baton_consumer_ack_pending_messages',
+  consumerRedelivered: 'baton_consumer_redelivered_messages',
+  consumerWaiting: 'baton_consumer_waiting_pulls',
+  deadLetters: 'baton_dead_letters_total',
+  openHandoffs: 'baton_open_handoffs',
+  inboxOpenItems: 'baton_inbox_open_items',
+  httpDuration: 'baton_http_request_duration_seconds',
+} as const;
+
+/** Outcome label values of `baton_events_handled_total` (the runner's outcome kinds). */
+export type HandledOutcome = MessageOutcome['kind'];
+
+export interface BatonMetricsOptions {
+  service: string;
+  /** Also collect prom-client's default process metrics (`baton_process_*`, `baton_nodejs_*`; default true). */
+  defaultMetrics?: boolean;
+}
+
+/**
+ * One service's Prometheus metrics: a prom-client registry of its own (never the global one, so
+ * several services in one test process do not mix their series) with `service` as a default label.
+ */
+export class BatonMetrics {
+  readonly registry = new Registry();
+  readonly eventsHandled: Counter<'consumer' | 'type' | 'outcome'>;
+  readonly handlerDuration: Histogram<'consumer' | 'type'>;
+  readonly consumerPending: Gauge<'stream' | 'consumer'>;
+  readonly consumerAckPending: Gauge<'stream' | 'consumer'>;
+  readonly consumerRedelivered: Gauge<'stream' | 'consumer'>;
+  readonly consumerWaiting: Gauge<'stream' | 'consumer'>;
+  readonly deadLetters: Counter<'source' | 'reason'>;
+  readonly httpDuration: Histogram<'method' | 'route' | 'status_code'>;
+
+  constructor(readonly options: BatonMetricsOptions) {
+    const registers = [this.registry];
+    this.registry.setDefaultLabels({ service: options.service });
+    this.eventsHandled = new Counter({
+      name: MetricName.eventsHandled,
+      help: 'Messages handled by JetStream consumers, by message type and outcome (acked, retry, dead_lettered, dead_letter_failed).',
+      labelNames: ['consumer', 'type', 'outcome'],
+      registers,
+    });
+    this.handlerDuration = new Histogram({
+      name: MetricName.handlerDuration,
+      help: 'Time a consumer handler took for one message (whatever its outcome), seconds.',
+      labelNames: ['consumer', 'type'],
+      buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      registers,
+    });
+    const consumerGauge = (name: string, help: string) => new Gauge({ name, help, labelNames: ['stream', 'consumer'], registers });
+    this.consumerPending = consumerGauge(MetricName.consumerPending, 'Messages not yet delivered to the consumer (num_pending: its lag), sampled from consumer info.');
+    this.consumerAckPending = consumerGauge(MetricName.consumerAckPending, 'Messages delivered and not yet acknowledged (num_ack_pending), sampled.');
+    this.consumerRedelivered = consumerGauge(MetricName.consumerRedelivered, 'Messages delivered more than once and not yet acknowledged (num_redelivered), sampled.');
+    this.consumerWaiting = consumerGauge(MetricName.consumerWaiting, 'Pull requests waiting on the consumer (num_waiting), sampled.');
+    this.deadLetters = new Counter({
+      name: MetricName.deadLetters,
+      help: 'Dead letters this service published to <prefix>.dlq.<source>, by source and reason (duplicates not counted).',
+      labelNames: ['source', 'reason'],
+      registers,
+    });
+    this.httpDuration = new Histogram({
+      name: MetricName.httpDuration,
+      help: 'HTTP request duration by method, matched route and status code, seconds.',
+      labelNames: ['method', 'route', 'status_code'],
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+      registers,
+    });
+    if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry, prefix: 'baton_' });
+  }
+
+  /** The exposition text and its content type (what `GET /metrics` answers). */
+  async expose(): Promise<{ contentType: string; body: string }> {
+    return { contentType: this.registry.contentType, body: await this.registry.metrics() };
+  }
+
+  /** Count a dead letter from its publish (called by the instrumented NATS handle for `<prefix>.dlq.>`). */
+  recordPublish(subject: string, headers: MsgHdrs | undefined, ack: PubAck, prefix: string): void {
+    if (ack.duplicate || !subject.startsWith(`${prefix}.dlq.`) || !headers) return;
+    const source = headers.get(DlqHeader.source) || subject.slice(prefix.length + 5);
+    const reason = headers.get(DlqHeader.reason) || 'unknown';
+    this.deadLetters.inc({ source, reason });
+  }
+}
+
+/**
+ * The type label of a consumed message: the event type for stored events (`Baton-Event-Type`),
+ * otherwise the inbox message kind from the subject (`<prefix>.in.<project>.<kind>...` → `in.<kind>`),
+ * otherwise `other`. Bounded cardinality: types come from the event catalogue and the subject map.
+ */
+export function messageTypeOf(msg: Pick<ConsumedMessage, 'headers' | 'subject'>): string {
+  const type = msg.headers['Baton-Event-Type']?.[0];
+  if (type) return type;
+  const tokens = msg.subject.split('.');
+  if (tokens[1] === 'in' && tokens[3]) return `in.${tokens[3]}`;
+  return 'other';
+}
+
+export interface ConsumerSamplerOptions {
+  jsm: JetStreamManager;
+  /** Sampling period, ms (default 5000). */
+  intervalMs?: number;
+}
+
+/**
+ * The runner instrumentation of one service: each consumed message runs inside the trace
+ * context its headers carry (a new trace when none), its handler is timed, its outcome counted;
+ * the consumers' info (lag, ack pending, redeliveries, waiting pulls) is sampled every few
+ * seconds while runners are running. `stop()` ends the sampling.
+ */
+export function runnerInstrumentation(metrics: BatonMetrics, options: ConsumerSamplerOptions): RunnerInstrumentation & { stop(): void; sampleNow(): Promise<void> } {
+  const running = new Map<string, RunnerIdentity>();
+  const keyOf = (r: RunnerIdentity) => `${r.stream}/${r.durable}`;
+  let timer: NodeJS.Timeout | null = null;
+  let sampling: Promise<void> | null = null;
+
+  const sampleNow = () =>
+    (sampling ??= (async () => {
+      for (const runner of [...running.values()]) {
+        const labels = { stream: runner.stream, consumer: runner.durable };
+        try {
+          const info = await options.jsm.consumers.info(runner.stream, runner.durable);
+          metrics.consumerPending.set(labels, info.num_pending);
+          metrics.consumerAckPending.set(labels, info.num_ack_pending);
+          metrics.consumerRedelivered.set(labels, info.num_redelivered);
+          metrics.consumerWaiting.set(labels, info.num_waiting);
+        } catch {
+          // Connection trouble or the consumer is gone: keep the last sample until the next one.
+        }
+      }
+    })().finally(() => (sampling = null)));
+
+  return {
+    onStart(runner) {
+      running.set(keyOf(runner), runner);
+      if (!timer) {
+        timer = setInterval(() => void sampleNow(), options.intervalMs ?? 5000);
+        timer.unref();
+      }
+      void sampleNow();
+    },
+    onStop(runner) {
+      running.delete(keyOf(runner));
+    },
+    around(msg, runner, run) {
+      const end = metrics.handlerDuration.startTimer({ consumer: runner.durable, type: messageTypeOf(msg) });
+      return otelContext.with(contextFromHeaders(msg.headers), run).finally(() => end());
+    },
+    onOutcome(outcome, runner) {
+      metrics.eventsHandled.inc({ consumer: runner.durable, type: messageTypeOf(outcome.msg), outcome: outcome.kind });
+    },
+    stop() {
+      if (timer) clearInterval(timer);
+      timer = null;
+      running.clear();
+    },
+    sampleNow,
+  };
+}

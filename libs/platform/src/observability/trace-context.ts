@@ -1,0 +1,216 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
+import { randomBytes } from 'node:crypto';
+import {
+  ROOT_CONTEXT,
+  TraceFlags,
+  context as otelContext,
+  isSpanContextValid,
+  propagation,
+  trace,
+  type Context,
+  type ContextManager,
+  type SpanContext,
+  type TextMapGetter,
+  type TextMapPropagator,
+  type TextMapSetter,
+} from '@opentelemetry/api';
+
+/**
+ * W3C Trace Context over NATS headers, with the OpenTelemetry API only (no SDK is installed).
+ *
+ * Baton carries one trace from an agent result to the inbox item it leads to: the SDK publishes
+ * the result with a `traceparent` header; every service runs each consumed message (and each
+ * core NATS request it serves) inside the context extracted from the message's headers, with a
+ * fresh span id; every publish and request made meanwhile carries the context on (see
+ * `instrumentNats`). Stored events keep the header, so a projection can read the trace id of the
+ * event it applies (deterministically: a replay reads the same header).
+ */
+
+/** The W3C header (lower case, as the spec writes it). */
+export const TRACEPARENT_HEADER = 'traceparent';
+export const TRACESTATE_HEADER = 'tracestate';
+
+const TRACEPARENT = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?$/;
+const ZERO_TRACE = '0'.repeat(32);
+const ZERO_SPAN = '0'.repeat(16);
+
+/** Parse a `traceparent` value; null when it is absent or not a valid W3C value (version ff, all-zero ids). */
+export function parseTraceparent(value: string | undefined | null): SpanContext | null {
+  if (!value) return null;
+  const match = TRACEPARENT.exec(value.trim());
+  if (!match) return null;
+  const [, version, traceId, spanId, flags, rest] = match as unknown as [string, string, string, string, string, string | undefined];
+  if (version === 'ff' || (version === '00' && rest !== undefined)) return null;
+  if (traceId === ZERO_TRACE || spanId === ZERO_SPAN) return null;
+  return { traceId, spanId, traceFlags: parseInt(flags, 16) & TraceFlags.SAMPLED, isRemote: true };
+}
+
+/** Format a span context as a version-00 `traceparent`. */
+export function formatTraceparent(span: Pick<SpanContext, 'traceId' | 'spanId' | 'traceFlags'>): string {
+  return `00-${span.traceId}-${span.spanId}-${(span.traceFlags & 0xff).toString(16).padStart(2, '0')}`;
+}
+
+/** A random 16-hex-digit span id (never all zeros). */
+export function newSpanId(): string {
+  let id = ZERO_SPAN;
+  while (id === ZERO_SPAN) id = randomBytes(8).toString('hex');
+  return id;
+}
+
+/** A random 32-hex-digit trace id (never all zeros). */
+export function newTraceId(): string {
+  let id = ZERO_TRACE;
+  while (id === ZERO_TRACE) id = randomBytes(16).toString('hex');
+  return id;
+}
+
+/** A `traceparent` for a new trace (sampled). */
+export function newTraceparent(): string {
+  return formatTraceparent({ traceId: newTraceId(), spanId: newSpanId(), traceFlags: TraceFlags.SAMPLED });
+}
+
+/** Header carriers Baton meets: a plain record of arrays (consumed messages) or of single values. */
+export type HeaderRecord = Record<string, string | string[] | undefined>;
+
+function headerValue(headers: HeaderRecord | undefined, name: string): string | undefined {
+  if (!headers) return undefined;
+  const wanted = name.toLowerCase();
+  for (const [key, value] of Object.entries(headers)) {
+    if (key.toLowerCase() !== wanted || value === undefined) continue;
+    return Array.isArray(value) ? value[0] : value;
+  }
+  return undefined;
+}
+
+/** The trace id a message's headers carry (from `traceparent`), or null. Pure: reads the headers only. */
+export function traceIdFromHeaders(headers: HeaderRecord | undefined): string | null {
+  return parseTraceparent(headerValue(headers, TRACEPARENT_HEADER))?.traceId ?? null;
+}
+
+const recordGetter: TextMapGetter<HeaderRecord> = {
+  keys: (carrier) => Object.keys(carrier),
+  get: (carrier, key) => headerValue(carrier, key),
+};
+
+const recordSetter: TextMapSetter<HeaderRecord> = {
+  set: (carrier, key, value) => {
+    carrier[key] = value;
+  },
+};
+
+/**
+ * The W3C Trace Context propagator (`traceparent` and `tracestate`), as
+ * `@opentelemetry/core`'s W3CTraceContextPropagator does it, for the API alone. Injects nothing
+ * when the context holds no valid span context.
+ */
+export class W3CTraceparentPropagator implements TextMapPropagator {
+  inject(ctx: Context, carrier: unknown, setter: TextMapSetter): void {
+    const span = trace.getSpanContext(ctx);
+    if (!span || !isSpanContextValid(span)) return;
+    setter.set(carrier, TRACEPARENT_HEADER, formatTraceparent(span));
+    const state = span.traceState?.serialize();
+    if (state) setter.set(carrier, TRACESTATE_HEADER, state);
+  }
+
+  extract(ctx: Context, carrier: unknown, getter: TextMapGetter): Context {
+    const raw = getter.get(carrier, TRACEPARENT_HEADER);
+    const span = parseTraceparent(Array.isArray(raw) ? raw[0] : raw);
+    return span ? trace.setSpanContext(ctx, span) : ctx;
+  }
+
+  fields(): string[] {
+    return [TRACEPARENT_HEADER, TRACESTATE_HEADER];
+  }
+}
+
+/**
+ * An OpenTelemetry context manager on AsyncLocalStorage (what `@opentelemetry/context-async-hooks`
+ * provides): the context set by `with` follows every await and callback started inside it.
+ */
+export class AsyncLocalContextManager implements ContextManager {
+  private storage = new AsyncLocalStorage<Context>();
+
+  active(): Context {
+    return this.storage.getStore() ?? ROOT_CONTEXT;
+  }
+
+  with<A extends unknown[], F extends (...args: A) => ReturnType<F>>(ctx: Context, fn: F, thisArg?: ThisParameterType<F>, ...args: A): ReturnType<F> {
+    return this.storage.run(ctx, () => fn.apply(thisArg, args));
+  }
+
+  bind<T>(ctx: Context, target: T): T {
+    if (typeof target !== 'function') return target;
+    const run = (...args: unknown[]) => this.with(ctx, () => (target as (...a: unknown[]) => unknown)(...args));
+    return run as T;
+  }
+
+  enable(): this {
+    return this;
+  }
+
+  disable(): this {
+    this.storage.disable();
+    this.storage = new AsyncLocalStorage<Context>();
+    return this;
+  }
+}
+
+/** The propagator Baton's helpers use, whatever is registered globally. */
+const w3c = new W3CTraceparentPropagator();
+
+let installed: boolean | null = null;
+
+/**
+ * Register the W3C propagator and the AsyncLocalStorage context manager as the OpenTelemetry
+ * globals, once per process. Idempotent. When an OpenTelemetry SDK registered its own first, it
+ * is kept (the API refuses a second registration) and Baton uses it. Returns whether context
+ * propagation is active.
+ */
+export function installTracing(): boolean {
+  if (installed !== null) return installed;
+  otelContext.setGlobalContextManager(new AsyncLocalContextManager());
+  propagation.setGlobalPropagator(new W3CTraceparentPropagator());
+  // Probe: is a working context manager in place (ours or an SDK's)?
+  const probe = trace.setSpanContext(ROOT_CONTEXT, { traceId: newTraceId(), spanId: newSpanId(), traceFlags: TraceFlags.SAMPLED });
+  installed = otelContext.with(probe, () => trace.getSpanContext(otelContext.active())?.traceId === trace.getSpanContext(probe)?.traceId);
+  return installed;
+}
+
+/**
+ * The context a consumed message (or served request) runs in: the `traceparent` its headers
+ * carry with a fresh span id for this hop (so what it publishes names this hop as the parent),
+ * or a new trace when it carries none (or an invalid one) and `startIfMissing` (default true).
+ */
+export function contextFromHeaders(headers: HeaderRecord | undefined, startIfMissing = true): Context {
+  const parent = trace.getSpanContext(w3c.extract(ROOT_CONTEXT, headers ?? {}, recordGetter));
+  if (parent && isSpanContextValid(parent)) {
+    return trace.setSpanContext(ROOT_CONTEXT, { traceId: parent.traceId, spanId: newSpanId(), traceFlags: parent.traceFlags, ...(parent.traceState ? { traceState: parent.traceState } : {}) });
+  }
+  if (!startIfMissing) return ROOT_CONTEXT;
+  return trace.setSpanContext(ROOT_CONTEXT, { traceId: newTraceId(), spanId: newSpanId(), traceFlags: TraceFlags.SAMPLED });
+}
+
+/** Run `fn` inside the trace context of a message's headers (see {@link contextFromHeaders}). */
+export function withTraceFromHeaders<T>(headers: HeaderRecord | undefined, fn: () => T): T {
+  return otelContext.with(contextFromHeaders(headers), fn);
+}
+
+/** The trace id of the active context, or undefined outside a trace. */
+export function currentTraceId(): string | undefined {
+  const span = trace.getSpanContext(otelContext.active());
+  return span && isSpanContextValid(span) ? span.traceId : undefined;
+}
+
+/**
+ * The propagation headers of the active context (`{ traceparent }`), or `{}` outside a trace.
+ * With `startIfMissing`, a new trace's `traceparent` when there is none: what the SDK adds to an
+ * agent result so every result starts (or continues) a trace.
+ */
+export function traceHeaders(options: { startIfMissing?: boolean } = {}): Record<string, string> {
+  const carrier: HeaderRecord = {};
+  w3c.inject(otelContext.active(), carrier, recordSetter);
+  const out: Record<string, string> = {};
+  for (const [key, value] of Object.entries(carrier)) if (typeof value === 'string') out[key] = value;
+  if (out[TRACEPARENT_HEADER] === undefined && options.startIfMissing) out[TRACEPARENT_HEADER] = newTraceparent();
+  return out;
+}

@@ -1,0 +1,73 @@
+import { connectNats } from '@baton/eventstore';
+import { batonStreamNames } from '@baton/eventstore';
+import { deleteStreams, driveLoad, freePort, Platform, publishDefinition, randomPrefix, removeServers, settleAndCheck, sleep, startNatsServer, summary, waitPort, type ServerProcess } from './harness';
+
+const redisUrl = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
+
+describe('fault: a three-node nats-server cluster with replicated streams (R3), one node killed under load', () => {
+  const nodes: ServerProcess[] = [];
+  let platform: Platform;
+  let urls: string[];
+  const prefix = randomPrefix('c');
+  const project = 'faults';
+
+  beforeAll(async () => {
+    const clientPorts = [await freePort(), await freePort(), await freePort()];
+    const clusterPorts = [await freePort(), await freePort(), await freePort()];
+    for (let i = 0; i < 3; i++) {
+      nodes.push(await startNatsServer({ name: `n${i + 1}`, port: clientPorts[i]!, cluster: { port: clusterPorts[i]!, routes: clusterPorts.filter((_, j) => j !== i) } }));
+    }
+    urls = nodes.map((n) => n.url);
+    // JetStream on a cluster is ready once a meta leader is elected: wait until an account info call answers.
+    const deadline = Date.now() + 30_000;
+    for (;;) {
+      const handle = await connectNats({ servers: urls, reconnect: false }).catch(() => null);
+      if (handle) {
+        await handle.close();
+        break;
+      }
+      if (Date.now() > deadline) throw new Error(`the cluster has no JetStream meta leader:\n${nodes.map((n) => n.output.join('').slice(-800)).join('\n')}`);
+      await sleep(500);
+    }
+    platform = await Platform.start(
+      { NATS_URL: urls.join(','), REDIS_URL: redisUrl, BATON_PREFIX: prefix, BATON_STREAM_REPLICAS: '3', LOG_LEVEL: 'error', WATCHDOG_TICK_MS: '500' },
+      process.env['FAULT_SERVICES'] ? process.env['FAULT_SERVICES'].split(',') : undefined,
+    );
+    const handle = await connectNats({ servers: urls, reconnect: false });
+    await publishDefinition(handle, prefix, project);
+    await handle.close();
+  }, 150_000);
+
+  afterAll(async () => {
+    await platform?.stop();
+    await deleteStreams(urls, prefix);
+    await removeServers(nodes);
+  }, 60_000);
+
+  it('streams are provisioned with 3 replicas; after kill -9 of one node nothing acknowledged is lost and the services continue', async () => {
+    const check = await connectNats({ servers: urls, reconnect: true });
+    const names = batonStreamNames(prefix);
+    for (const stream of [names.events, names.inbox, names.dlq]) expect((await check.jsm.streams.info(stream)).config.num_replicas).toBe(3);
+    // Kill the node that leads the events stream: the worst case (a leader election mid-write).
+    const leaderName = (await check.jsm.streams.info(names.events)).cluster?.leader;
+    await check.close();
+    const victim = nodes.find((n) => n.name.endsWith(` ${leaderName}`)) ?? nodes[0]!;
+
+    const loadDone = driveLoad({ natsUrl: urls, prefix, project, runs: 120, concurrency: 6 });
+    await sleep(3000);
+    await victim.stop('SIGKILL');
+    const load = await loadDone;
+    const { anomalies, settledMs, firstCheck } = await settleAndCheck(urls.filter((u) => u !== victim.url), prefix, project, load);
+    process.stdout.write(`${summary('three-node cluster, kill -9 one node', load, anomalies, { killed: victim.name, settledMs, firstCheck: firstCheck.handoffs.concat(firstCheck.resultOutcomes, firstCheck.incompleteRuns).slice(0, 5) })}\n`);
+    expect(load.unfinished).toEqual([]);
+    expect(anomalies.resultOutcomes).toEqual([]);
+    expect(anomalies.incompleteRuns).toEqual([]);
+    expect(anomalies.handoffs).toEqual([]);
+    expect(anomalies.duplicateEventIds).toEqual([]);
+    expect(anomalies.counts.results).toBe(2 * 120);
+    expect([...platform.services.values()].every((s) => s.child.exitCode === null)).toBe(true);
+    // The node comes back and catches up.
+    await victim.restart();
+    await waitPort(victim.port);
+  });
+});

@@ -1,0 +1,51 @@
+import { deleteStreams, driveLoad, settleAndCheck, Platform, publishDefinition, randomPrefix, removeServers, sleep, startNatsServer, summary, type ServerProcess } from './harness';
+import { connectNats } from '@baton/eventstore';
+
+const redisUrl = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
+
+describe('fault: kill -9 each service in turn under a steady load of agent results', () => {
+  let nats: ServerProcess;
+  let platform: Platform;
+  const prefix = randomPrefix('k');
+  const project = 'faults';
+
+  beforeAll(async () => {
+    nats = await startNatsServer();
+    platform = await Platform.start({ NATS_URL: nats.url, REDIS_URL: redisUrl, BATON_PREFIX: prefix, LOG_LEVEL: 'error', WATCHDOG_TICK_MS: '500' }, process.env['FAULT_SERVICES'] ? process.env['FAULT_SERVICES'].split(',') : undefined);
+    const handle = await connectNats({ servers: nats.url, reconnect: false });
+    await publishDefinition(handle, prefix, project);
+    await handle.close();
+  }, 120_000);
+
+  afterAll(async () => {
+    await platform?.stop();
+    await deleteStreams(nats.url, prefix);
+    await removeServers([nats]);
+  }, 60_000);
+
+  it('afterwards every published result has exactly one routing outcome, and no handoff transition is duplicated or missing (folded from the streams)', async () => {
+    const loadDone = driveLoad({ natsUrl: nats.url, prefix, project, runs: 240, concurrency: 6 });
+    let stopped = false;
+    void loadDone.finally(() => (stopped = true));
+    const killed: string[] = [];
+    // One kill -9 per service, spread over the load: router, ledger, watchdog, notifier.
+    for (const name of ['router', 'ledger', 'watchdog', 'notifier'].filter((n) => platform.services.has(n))) {
+      await sleep(2500);
+      if (stopped) break;
+      await platform.killAndRestart(name);
+      killed.push(name);
+    }
+    const load = await loadDone;
+    expect(killed).toEqual(['router', 'ledger', 'watchdog', 'notifier'].filter((n) => platform.services.has(n)));
+    const { anomalies, settledMs, firstCheck } = await settleAndCheck(nats.url, prefix, project, load);
+    process.stdout.write(`${summary('kill -9 router, ledger, watchdog, notifier', load, anomalies, { killed, settledMs, firstCheck: firstCheck.handoffs.concat(firstCheck.resultOutcomes, firstCheck.incompleteRuns) })}\n`);
+    expect(load.unfinished).toEqual([]);
+    expect(anomalies.resultOutcomes).toEqual([]);
+    expect(anomalies.incompleteRuns).toEqual([]);
+    expect(anomalies.handoffs).toEqual([]);
+    expect(anomalies.duplicateEventIds).toEqual([]);
+    expect(anomalies.counts.results).toBe(2 * 240);
+    expect(anomalies.counts.handoffs).toBe(2 * 240);
+    expect([...platform.services.values()].every((s) => s.child.exitCode === null)).toBe(true);
+  });
+});
