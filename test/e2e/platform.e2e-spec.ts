@@ -20,6 +20,7 @@ describe('Baton end to end: four services as processes', () => {
   let nats: NatsHandle;
   let redis: RedisHandle;
   let apiUrl: string;
+  let apiToken: string;
 
   beforeAll(async () => {
     nats = await connectNats({ servers: natsUrl, reconnect: false });
@@ -29,6 +30,10 @@ describe('Baton end to end: four services as processes', () => {
     }
     await Promise.all(services.map((service) => waitReady(service)));
     apiUrl = `http://127.0.0.1:${services.find((s) => s.name === 'notifier')!.port}`;
+    // The operator API needs a token: made by the CLI, as an operator would.
+    const made = await run(process.execPath, ['bin/baton.js', 'token', 'create', '--role', 'operator', '--project', 'e2e', '--name', 'olga', '--json'], env);
+    if (made.code !== 0) throw new Error(`baton token create failed: ${made.stderr}`);
+    apiToken = (JSON.parse(made.stdout) as { token: string }).token;
   }, 90_000);
 
   afterAll(async () => {
@@ -44,7 +49,7 @@ describe('Baton end to end: four services as processes', () => {
   }, 60_000);
 
   it('runs the demo scenarios: seed 000 worked examples, a seed 003 stop answered through the API, a seed 002 claim / return / accept cycle', async () => {
-    const report = await runDemo({ natsUrl, prefix, apiUrl, project: 'e2e', timeoutMs: 30_000 });
+    const report = await runDemo({ natsUrl, prefix, apiUrl, apiToken, project: 'e2e', timeoutMs: 30_000 });
     const failed = report.outcomes.filter((o) => !o.ok);
     expect(failed).toEqual([]);
     expect(report.outcomes.length).toBeGreaterThanOrEqual(15);

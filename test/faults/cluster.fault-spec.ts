@@ -30,7 +30,7 @@ describe('fault: a three-node nats-server cluster with replicated streams (R3), 
       await sleep(500);
     }
     platform = await Platform.start(
-      { NATS_URL: urls.join(','), REDIS_URL: redisUrl, BATON_PREFIX: prefix, BATON_STREAM_REPLICAS: '3', LOG_LEVEL: 'error', WATCHDOG_TICK_MS: '500' },
+      { NATS_URL: urls.join(','), REDIS_URL: redisUrl, BATON_PREFIX: prefix, BATON_STREAM_REPLICAS: '3', LOG_LEVEL: process.env['FAULT_LOG_LEVEL'] ?? 'error', WATCHDOG_TICK_MS: '500' },
       process.env['FAULT_SERVICES'] ? process.env['FAULT_SERVICES'].split(',') : undefined,
     );
     const handle = await connectNats({ servers: urls, reconnect: false });
@@ -53,12 +53,22 @@ describe('fault: a three-node nats-server cluster with replicated streams (R3), 
     await check.close();
     const victim = nodes.find((n) => n.name.endsWith(` ${leaderName}`)) ?? nodes[0]!;
 
-    const loadDone = driveLoad({ natsUrl: urls, prefix, project, runs: 120, concurrency: 6 });
+    const loadDone = driveLoad({ natsUrl: urls, prefix, project, runs: 120, concurrency: 6, stepTimeoutMs: 45_000 });
     await sleep(3000);
     await victim.stop('SIGKILL');
     const load = await loadDone;
     const { anomalies, settledMs, firstCheck } = await settleAndCheck(urls.filter((u) => u !== victim.url), prefix, project, load);
     process.stdout.write(`${summary('three-node cluster, kill -9 one node', load, anomalies, { killed: victim.name, settledMs, firstCheck: firstCheck.handoffs.concat(firstCheck.resultOutcomes, firstCheck.incompleteRuns).slice(0, 5) })}\n`);
+    if (process.env['FAULT_DEBUG']) {
+      await platform.dumpLogs(`/tmp/fault-logs/${prefix}`);
+      const debug = await connectNats({ servers: urls.filter((u) => u !== victim.url), reconnect: false });
+      for (const stream of [names.events, names.inbox]) {
+        for await (const consumer of debug.jsm.consumers.list(stream)) {
+          process.stderr.write(`[consumer] ${stream}/${consumer.name} pending=${consumer.num_pending} ack_pending=${consumer.num_ack_pending} redelivered=${consumer.num_redelivered} delivered=${consumer.delivered.stream_seq} leader=${consumer.cluster?.leader} replicas=${consumer.config.num_replicas ?? 0}\n`);
+        }
+      }
+      await debug.close();
+    }
     expect(load.unfinished).toEqual([]);
     expect(anomalies.resultOutcomes).toEqual([]);
     expect(anomalies.incompleteRuns).toEqual([]);

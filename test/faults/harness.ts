@@ -182,6 +182,13 @@ export class Platform {
     await waitReady(await this.startOne(app, key), 60_000);
   }
 
+  /** Write each service's last output lines to `<dir>/<key>.log` (for a failing test's post-mortem). */
+  async dumpLogs(dir: string): Promise<void> {
+    const { writeFile, mkdir } = await import('node:fs/promises');
+    await mkdir(dir, { recursive: true });
+    for (const [key, service] of this.services) await writeFile(join(dir, `${key}.log`), service.output.join(''));
+  }
+
   async stop(): Promise<void> {
     await Promise.all([...this.services.values()].map((s) => stopService(s, 'SIGKILL')));
   }
@@ -335,7 +342,9 @@ export async function driveLoad(opts: LoadOptions): Promise<LoadReport> {
     while (next < opts.runs) {
       const index = next++;
       await one(`run-${tag}-${index}`);
-      opts.onProgress?.(++done);
+      done++;
+      opts.onProgress?.(done);
+      if (process.env['FAULT_DEBUG'] && done % 10 === 0) process.stderr.write(`[load ${new Date().toISOString()}] ${done}/${opts.runs} runs, ${report.unfinished.length} unfinished, ${report.publishRetries} publish retries\n`);
     }
   };
   try {

@@ -11,7 +11,7 @@ describe('fault: kill -9 each service in turn under a steady load of agent resul
 
   beforeAll(async () => {
     nats = await startNatsServer();
-    platform = await Platform.start({ NATS_URL: nats.url, REDIS_URL: redisUrl, BATON_PREFIX: prefix, LOG_LEVEL: 'error', WATCHDOG_TICK_MS: '500' }, process.env['FAULT_SERVICES'] ? process.env['FAULT_SERVICES'].split(',') : undefined);
+    platform = await Platform.start({ NATS_URL: nats.url, REDIS_URL: redisUrl, BATON_PREFIX: prefix, LOG_LEVEL: process.env['FAULT_LOG_LEVEL'] ?? 'error', WATCHDOG_TICK_MS: '500' }, process.env['FAULT_SERVICES'] ? process.env['FAULT_SERVICES'].split(',') : undefined);
     const handle = await connectNats({ servers: nats.url, reconnect: false });
     await publishDefinition(handle, prefix, project);
     await handle.close();

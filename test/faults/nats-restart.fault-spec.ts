@@ -12,7 +12,7 @@ describe('fault: restart nats-server (file storage) under load', () => {
   beforeAll(async () => {
     nats = await startNatsServer();
     platform = await Platform.start(
-      { NATS_URL: nats.url, REDIS_URL: redisUrl, BATON_PREFIX: prefix, LOG_LEVEL: 'error', WATCHDOG_TICK_MS: '500' },
+      { NATS_URL: nats.url, REDIS_URL: redisUrl, BATON_PREFIX: prefix, LOG_LEVEL: process.env['FAULT_LOG_LEVEL'] ?? 'error', WATCHDOG_TICK_MS: '500' },
       process.env['FAULT_SERVICES'] ? process.env['FAULT_SERVICES'].split(',') : undefined,
     );
     const handle = await connectNats({ servers: nats.url, reconnect: false });

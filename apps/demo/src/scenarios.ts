@@ -11,6 +11,8 @@ export interface DemoOptions {
   prefix: string;
   /** The notifier's operator API, e.g. http://127.0.0.1:7100. */
   apiUrl: string;
+  /** An operator token for the API (`baton token create --role operator --project <project>`), sent as `Authorization: Bearer`. */
+  apiToken?: string;
   /** Project key (default `demo`). */
   project?: string;
   /** How long to wait for each expected outcome, ms (default 20 s). */
@@ -108,7 +110,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
         await offer.finish(step);
       }
     };
-    for (const name of ['architect', 'context', 'issue', 'support', 'builder']) {
+    for (const name of ['architect', 'context', 'issue', 'support', 'builder', 'Loan_Supervisor', 'Income_Capture_Agent', 'Offer_Agent']) {
       const agent = await createBatonClient({ nats, prefix: options.prefix, project, agent: name });
       agents.push(agent);
       subscriptions.push(await agent.handoffs({ onOffer: workflowAgent(name), ackWaitMs: 10_000 }));
@@ -206,13 +208,13 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
       }, { why: packet?.why, pending: packet?.pending, form: packet?.next_form?.kind, buttons: packet?.next_form?.actions.map((a) => a.id) });
       check(scenario, 'the user message does not say crash', false, /crash/i.test(packet?.user_msg ?? 'crash'));
       const item = await waitFor('the stop in the inbox', async () => {
-        const inbox = await http<{ items: Array<{ id: string }> }>(options.apiUrl, 'GET', `/v1/inbox?project=${project}&kind=stop`);
+        const inbox = await http<{ items: Array<{ id: string }> }>({ base: options.apiUrl, token: options.apiToken }, 'GET', `/v1/inbox?project=${project}&kind=stop`);
         return inbox.body.items.find((i) => i.id === `stop:${packet?.packet_id}`);
       });
       check(scenario, 'the stop is in the operator inbox', true, item !== undefined);
       if (packet) {
-        const stop = await http<{ stop: { pending_digest: string } }>(options.apiUrl, 'GET', `/v1/stops/${packet.packet_id}`);
-        const answer = await http<{ accepted?: boolean }>(options.apiUrl, 'POST', `/v1/stops/${packet.packet_id}/answer`, {
+        const stop = await http<{ stop: { pending_digest: string } }>({ base: options.apiUrl, token: options.apiToken }, 'GET', `/v1/stops/${packet.packet_id}`);
+        const answer = await http<{ accepted?: boolean }>({ base: options.apiUrl, token: options.apiToken }, 'POST', `/v1/stops/${packet.packet_id}/answer`, {
           action: 'approve',
           pending_digest: stop.body.stop.pending_digest,
           answered_by: 'olga',
@@ -267,9 +269,47 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
       check(scenario, 'accept → the parent is completed', 'completed', completed?.status);
     }
 
+    // --- seed 001: a returnable handoff (the loan gate) and a permanent one ------------------------
+    {
+      const scenario = 'returnable and permanent handoffs (seed 001 loan example)';
+      log(`\n${scenario}`);
+      const runId = `loan-${tag}`;
+      const payloads = (events: StoredEvent[] | undefined, type: string) => (events ?? []).filter((e) => e.type === type).map((e) => e.payload as Record<string, unknown>);
+      scripts.set(`${runId}/Income_Capture_Agent`, [{ body: 'What is your annual income?' }, { body: 'Noted.', variables: { annual_income: 52000 } }]);
+      scripts.set(`${runId}/Offer_Agent`, [{ body: 'With an annual income of 52000 you qualify for our standard loan.' }]);
+      // The customer's first message is the run's input: the supervisor's WHEN runs before any model.
+      await agents[0]!.startRun({ workflow_run_id: runId, project, workflow: 'loan_session', started_by: 'dana', input: 'I want a loan offer' });
+      const asked = await waitForRun(runId, has('run.awaiting_input'));
+      const first = payloads(asked, 'run.handoff')[0];
+      check(scenario, 'step 2: "I want a loan offer" hands off to Income_Capture_Agent (returnExpected: true, reasonCode: handoff_return_expected)', {
+        to: 'Income_Capture_Agent',
+        returnExpected: true,
+        reasonCode: 'handoff_return_expected',
+      }, { to: first?.['to'], returnExpected: first?.['returnExpected'], reasonCode: first?.['reasonCode'] });
+      check(scenario, 'the child asks for the income', 'What is your annual income?', payloads(asked, 'run.awaiting_input')[0]?.['reply']);
+      await nats.js.publish(
+        `${options.prefix}.in.${project}.message`,
+        new TextEncoder().encode(JSON.stringify({ workflow_run_id: runId, project, message_id: `${runId}-m1`, text: 'About 52000 a year' })),
+        { msgID: `${runId}-m1` },
+      );
+      const done = await waitForRun(runId, (events) => payloads(events, 'run.awaiting_input').some((p) => p['agent'] === 'Offer_Agent'));
+      check(scenario, 'step 3: handoff_return_handler with mappedFields ["annual_income"], then resume_intent', [['annual_income'], 'resume_intent'], [
+        payloads(done, 'run.handoff_return_handler')[0]?.['mappedFields'],
+        payloads(done, 'run.resume_intent')[0]?.['reasonCode'],
+      ]);
+      const second = payloads(done, 'run.handoff')[1];
+      check(scenario, 'step 4: a second handoff to Offer_Agent with returnExpected: false and reasonCode: handoff_permanent', {
+        to: 'Offer_Agent',
+        returnExpected: false,
+        reasonCode: 'handoff_permanent',
+      }, { to: second?.['to'], returnExpected: second?.['returnExpected'], reasonCode: second?.['reasonCode'] });
+      const outcomes = payloads(done, 'run.handoff_completed').map((p) => `${String(p['to'])}:${String(p['outcome'])}:${typeof p['durationMs']}`);
+      check(scenario, 'step 5: handoff_completed events carry outcome and durationMs', true, outcomes.includes('Income_Capture_Agent:success:number') && outcomes.includes('Offer_Agent:success:number'));
+    }
+
     // --- what the operator inbox holds -------------------------------------------------------------
     await sleep(500);
-    const inbox = await http<{ items: Array<Record<string, unknown>> }>(options.apiUrl, 'GET', `/v1/inbox?project=${project}&order=urgent&limit=100`);
+    const inbox = await http<{ items: Array<Record<string, unknown>> }>({ base: options.apiUrl, token: options.apiToken }, 'GET', `/v1/inbox?project=${project}&order=urgent&limit=100`);
     const mine = inbox.body.items.filter((item) => JSON.stringify(item).includes(tag));
     return { outcomes, inbox: mine, ok: outcomes.every((o) => o.ok) };
   } finally {
@@ -284,10 +324,10 @@ async function request<T>(nats: NatsHandle, subject: string, body: unknown): Pro
   return JSON.parse(new TextDecoder().decode(reply.data)) as T;
 }
 
-async function http<T>(base: string, method: string, path: string, body?: unknown): Promise<{ status: number; body: T }> {
-  const response = await fetch(`${base}${path}`, {
+async function http<T>(api: { base: string; token: string | undefined }, method: string, path: string, body?: unknown): Promise<{ status: number; body: T }> {
+  const response = await fetch(`${api.base}${path}`, {
     method,
-    headers: body === undefined ? {} : { 'content-type': 'application/json' },
+    headers: { ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...(api.token ? { authorization: `Bearer ${api.token}` } : {}) },
     body: body === undefined ? undefined : JSON.stringify(body),
   });
   const text = await response.text();

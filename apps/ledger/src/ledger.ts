@@ -5,13 +5,16 @@ import { LedgerModule } from './ledger.module';
 import { HANDOFF_EVENTS_PATTERN, REACTOR_DURABLE } from './reactor/handoff-reactor.controller';
 import { PROJECT_EVENTS_PATTERN, PROJECT_REACTOR_DURABLE } from './reactor/project-reactor.controller';
 
+/** Handoff events the reactor handles at once (one at a time per handoff). */
+export const REACTOR_CONCURRENCY = 32;
+
 /** The ledger's default HTTP port (health). */
 export const LEDGER_PORT = 7102;
 
 /**
  * Start the ledger service: request/reply on `<prefix>.cmd.ledger.>` (queue group `ledger`) and
  * the handoff reactor (durable `ledger_handoff_reactor` on `<prefix>.ev.*.handoff.*`, one message
- * at a time per instance). Throws `ConfigError` when a ledger variable is invalid.
+ * at a time per handoff, up to {@link REACTOR_CONCURRENCY} handoffs at once per instance). Throws `ConfigError` when a ledger variable is invalid.
  */
 export async function startLedger(env: Record<string, string | undefined> = process.env): Promise<RunningService> {
   const config = loadLedgerConfig(env);
@@ -26,7 +29,9 @@ export async function startLedger(env: Record<string, string | undefined> = proc
         stream: batonStreamNames(runtime.config.BATON_PREFIX).events,
         filterSubject: HANDOFF_EVENTS_PATTERN,
         patterns: [HANDOFF_EVENTS_PATTERN],
-        concurrency: 1,
+        // One handoff's events in order, different handoffs in parallel.
+        concurrency: REACTOR_CONCURRENCY,
+        orderingKey: 'subject',
         deliverFrom: 'all',
       },
       {

@@ -12,6 +12,7 @@ import { RecordResultUseCase } from './runs/use-cases/record-result';
 import { ResumeRunUseCase } from './runs/use-cases/resume-run';
 import { StopRunUseCase } from './runs/use-cases/stop-run';
 import { StartRunUseCase } from './runs/use-cases/start-run';
+import { SessionMessageUseCase } from './runs/use-cases/session-message';
 import { MeshesModule } from './meshes/meshes.module';
 
 /**
@@ -30,6 +31,7 @@ import { MeshesModule } from './meshes/meshes.module';
     RecordResultUseCase,
     ResumeRunUseCase,
     StopRunUseCase,
+    SessionMessageUseCase,
     DispatchReactor,
     {
       provide: LEDGER,

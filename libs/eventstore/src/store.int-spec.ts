@@ -219,4 +219,23 @@ describe('JetStreamEventStore (real NATS)', () => {
     await store.handleCommand(ref(), twoStep, { type: 'add', n: 5 }, { ...meta(), commandId: 'cmd-9' });
     expect((await store.read(ref())).events).toHaveLength(2);
   });
+
+  it('a refusal decided on a cached fold is checked against the stream: the newer events of another writer are read and the command decided again', async () => {
+    const cachedA = storeOn(a, { cacheSize: 10 });
+    const cachedB = storeOn(b, { cacheSize: 10 });
+    // Accepts only when the aggregate is at the version the command names (a state-dependent rule).
+    const atVersion = {
+      ...counterDecider,
+      decide: (command: CounterCommand & { at?: number }, state: { total: number; version: number }) =>
+        command.at !== undefined && command.at !== state.version
+          ? ({ ok: false, error: { code: 'wrong_version', kind: 'wrong_state', message: `at ${state.version}` } } as const)
+          : counterDecider.decide(command, state as never),
+    };
+    await cachedA.handleCommand(ref(), atVersion, { type: 'add', n: 1 }, meta());
+    await cachedB.handleCommand(ref(), atVersion, { type: 'add', n: 2, at: 1 } as CounterCommand, meta());
+    // A's cache still says version 1; the command needs version 2, which B wrote.
+    const result = await cachedA.handleCommand(ref(), atVersion, { type: 'add', n: 4, at: 2 } as CounterCommand, meta());
+    expect(result.ok).toBe(true);
+    expect(result.state).toEqual({ total: 7, version: 3, history: [1, 2, 4] });
+  });
 });

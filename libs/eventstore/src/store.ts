@@ -318,7 +318,10 @@ export class JetStreamEventStore implements EventStore {
     for (let attempt = 1; attempt <= maxAttempts; attempt++) {
       // First attempt: trust a cached fold without asking the server (the append's expected
       // sequence checks it); after a conflict, read what was appended since.
-      const { state, lastSeq, lastEventId } = await this.load(key, ref, decider, attempt === 1);
+      const trustedCache = attempt === 1 && this.cache?.get(key)?.decider === decider;
+      const loaded = await this.load(key, ref, decider, attempt === 1);
+      let { state, lastSeq } = loaded;
+      const { lastEventId } = loaded;
       if (lastEventId !== null && this.ownEventIndex(meta, lastEventId) !== null) {
         // This command's events are at the tail already: all of them, or only the first few if a
         // crash cut a multi-event append short. Decide again on the state before them and append
@@ -332,7 +335,15 @@ export class JetStreamEventStore implements EventStore {
           continue;
         }
       }
-      const decision = decider.decide(command, state);
+      let decision = decider.decide(command, state);
+      if ((!decision.ok || decision.events.length === 0) && attempt === 1 && trustedCache) {
+        // A refusal (or a no-op) decided on a cached fold is not checked by any append: another
+        // instance may have moved the aggregate on. Read what was appended since and decide again.
+        const fresh = await this.load(key, ref, decider, false);
+        ({ state, lastSeq } = fresh);
+        if (fresh.lastEventId !== null && this.ownEventIndex(meta, fresh.lastEventId) !== null) continue;
+        decision = decider.decide(command, state);
+      }
       if (!decision.ok) return { ok: false, error: decision.error, state, lastSeq };
       if (decision.events.length === 0) return { ok: true, events: [], state, lastSeq };
 

@@ -58,7 +58,10 @@ end
 /**
  * Apply a batch of events to one generation, atomically.
  * KEYS: active pointer, generation counter. ARGV: base, target ('active' or a generation number),
- * projection version, batch JSON `[[seqString, [wireOp...]], ...]` in increasing seq order.
+ * projection version, batch JSON `[[seqString, [wireOp...]], ...]` in increasing seq order, and
+ * optionally the expected last applied seq: when given and the generation's last applied seq is
+ * not exactly that, nothing is written and the reply is {'moved', generation, lastSeq}
+ * (compare-and-set: another applier, or a swapped-in rebuild, got there first).
  *
  * Pass 1 (no writes): resolve the generation, read the last applied seq, and walk the batch with
  * the same seq guard the write pass will use, checking that every op's key holds a compatible
@@ -87,6 +90,9 @@ local ns = base .. ':g' .. gen .. ':'
 local metaKey = ns .. '~meta'
 local lastRaw = redis.call('HGET', metaKey, 'seq') or '0'
 local last = tonumber(lastRaw)
+if ARGV[5] and ARGV[5] ~= '' and tonumber(ARGV[5]) ~= last then
+  return { 'moved', gen, lastRaw }
+end
 local batch = cjson.decode(ARGV[4])
 
 local collection = { hset = 'hash', hdel = 'hash', zadd = 'zset', zrem = 'zset', sadd = 'set', srem = 'set' }
@@ -303,6 +309,24 @@ for i = 1, n do
   out[#out + 1] = redis.call('HGETALL', p .. 'doc:' .. string.sub(members[i], idStart))
 end
 if #members > limit then out[1] = members[n] end
+return out
+`,
+);
+
+/**
+ * Read, in one atomic call, the active generation, its last applied seq and the string values of
+ * some of its keys (the folded states an apply is about to build on).
+ * KEYS: active pointer. ARGV: base, relative keys...
+ * Returns {generation or '', lastSeq, value1 or nil, ...}.
+ */
+export const loadScript = new LuaScript(
+  'load',
+  `
+local gen = redis.call('GET', KEYS[1])
+if not gen then return { '', '0' } end
+local ns = ARGV[1] .. ':g' .. gen .. ':'
+local out = { gen, redis.call('HGET', ns .. '~meta', 'seq') or '0' }
+for i = 2, #ARGV do out[#out + 1] = redis.call('GET', ns .. ARGV[i]) end
 return out
 `,
 );

@@ -5,7 +5,7 @@ import { createItemStore, type ItemStore } from './items';
 import { activeKey, assertName, assertPrefix, generationCounterKey, generationNamespace, projectionBase } from './keys';
 import { encodeOps, type IndexedItem, type ProjectionOp, type WireOp } from './ops';
 import { createReader, type ProjectionReader } from './reader';
-import { applyScript, swapScript } from './scripts';
+import { applyScript, loadScript, swapScript } from './scripts';
 import { dumpNamespace, type ProjectionSnapshot } from './snapshot';
 
 /**
@@ -43,6 +43,25 @@ export interface BatchApplyResult {
   skipped: number;
   lastSeq: number;
 }
+
+/** What {@link ProjectionStore.load} read, atomically: the active generation, its last applied seq, the values. */
+export interface LoadedStates {
+  generation: number | null;
+  lastSeq: number;
+  /** The string value of each requested key (null when absent), in request order. */
+  values: Array<string | null>;
+}
+
+/** The ops of one event, already computed (a sequence with no ops still counts as applied). */
+export interface PreparedEvent {
+  seq: number;
+  ops: readonly ProjectionOp[];
+}
+
+export type ConditionalApplyResult =
+  | { status: 'applied'; generation: number; lastSeq: number; applied: number }
+  /** The last applied seq was not the expected one: nothing (or only a prefix of chunks) was written. */
+  | { status: 'moved'; generation: number; lastSeq: number };
 
 export interface ProjectionStatus {
   projection: string;
@@ -114,6 +133,16 @@ export interface ProjectionStore {
     events: Iterable<SequencedEvent<E>> | AsyncIterable<SequencedEvent<E>>,
     target?: ApplyTarget,
   ): Promise<BatchApplyResult>;
+  /**
+   * Apply precomputed ops for events in increasing seq order to the active generation, only if its
+   * last applied seq is still `expectedLastSeq` (compare-and-set; `moved` otherwise, with the seq it
+   * found). Chunks of `batchEvents` events each carry the previous chunk's last seq as their
+   * expectation, so a competing applier can at most leave a committed prefix. Each chunk is atomic
+   * and all-or-nothing (an invalid op throws {@link ProjectionOpError} and writes nothing).
+   */
+  applyIfAt(def: Pick<ProjectionDefinition, 'name' | 'version'>, events: readonly PreparedEvent[], expectedLastSeq: number): Promise<ConditionalApplyResult>;
+  /** Read the active generation, its last applied seq and the string values of `keys`, in one atomic call. */
+  load(projection: string, keys: readonly string[]): Promise<LoadedStates>;
   /** Active generation, last applied seq and version of a projection. */
   status(def: Pick<ProjectionDefinition, 'name' | 'version'>): Promise<ProjectionStatus>;
   /** The active generation, or null before the first apply. */
@@ -253,6 +282,68 @@ class RedisProjectionStore implements ProjectionStore {
     }
     const [, generation, applied, skipped, lastSeq] = reply;
     return { generation: Number(generation), applied: Number(applied), skipped: Number(skipped), lastSeq: Number(lastSeq) };
+  }
+
+  async applyIfAt(def: Pick<ProjectionDefinition, 'name' | 'version'>, events: readonly PreparedEvent[], expectedLastSeq: number): Promise<ConditionalApplyResult> {
+    const base = this.base(def.name);
+    let expected = expectedLastSeq;
+    let generation = 0;
+    let applied = 0;
+    let chunk: [string, WireOp[]][] = [];
+    let bytes = 0;
+    let previousSeq = 0;
+    const flush = async (): Promise<ConditionalApplyResult | null> => {
+      if (chunk.length === 0) return null;
+      const payload = JSON.stringify(chunk);
+      const last = Number(chunk[chunk.length - 1]![0]);
+      chunk = [];
+      bytes = 0;
+      const reply = (await applyScript.run(this.redis, [activeKey(base), generationCounterKey(base)], [base, 'active', def.version, payload, String(expected)])) as ScriptReply;
+      if (reply[0] === 'invalid') {
+        const [, seq, opIndex, key, type, op] = reply;
+        throw new ProjectionOpError(
+          `projection ${def.name}: op #${opIndex} (${op}) of seq ${seq} targets "${key}" which holds a ${type}; nothing of the batch was written`,
+          { projection: def.name, seq: Number(seq), opIndex: Number(opIndex), key: String(key), reason: `wrong type ${type}` },
+        );
+      }
+      if (reply[0] === 'moved') return { status: 'moved', generation: Number(reply[1]), lastSeq: Number(reply[2]) };
+      generation = Number(reply[1]);
+      applied += Number(reply[2]);
+      expected = last;
+      return null;
+    };
+    for (const event of events) {
+      if (!Number.isSafeInteger(event.seq) || event.seq <= Math.max(previousSeq, expectedLastSeq)) {
+        throw new ProjectionError(`applyIfAt needs strictly increasing seqs above ${expectedLastSeq}: ${event.seq} after ${previousSeq}`);
+      }
+      previousSeq = event.seq;
+      const encoded = encodeOps(event.ops);
+      if ('error' in encoded) {
+        throw new ProjectionOpError(`projection ${def.name} produced an invalid op #${encoded.opIndex} for seq ${event.seq}: ${encoded.error}`, {
+          projection: def.name,
+          seq: event.seq,
+          opIndex: encoded.opIndex,
+          reason: encoded.error,
+        });
+      }
+      const size = JSON.stringify(encoded.wire).length;
+      if (chunk.length > 0 && (chunk.length >= this.batchEvents || bytes + size > this.batchBytes)) {
+        const moved = await flush();
+        if (moved) return moved;
+      }
+      chunk.push([String(event.seq), encoded.wire]);
+      bytes += size;
+    }
+    const moved = await flush();
+    if (moved) return moved;
+    return { status: 'applied', generation, lastSeq: expected, applied };
+  }
+
+  async load(projection: string, keys: readonly string[]): Promise<LoadedStates> {
+    const base = this.base(projection);
+    const reply = (await loadScript.run(this.redis, [activeKey(base)], [base, ...keys])) as Array<string | null>;
+    const generation = reply[0] ? Number(reply[0]) : null;
+    return { generation, lastSeq: Number(reply[1] ?? 0), values: keys.map((_, i) => reply[i + 2] ?? null) };
   }
 
   async activeGeneration(projection: string): Promise<number | null> {

@@ -84,7 +84,7 @@ export class HandoffReactor {
     const ref: AggregateRef = { project: envelope.project, kind: 'handoff', id: envelope.aggregate.id };
     const log = this.runtime.logger.child({ project: ref.project, handoff_id: ref.id, event_id: envelope.id });
 
-    const { state, superseded } = await this.stateAt(ref, delivered.seq);
+    const state = await this.stateAt(ref, delivered.seq, event);
     const projectLead = await this.transient('read the project definition', async () => (await this.projects.view(ref.project)).roster.project_lead);
     const reactions = reactToHandoffEvent(event, { state, deriveId: LedgerIds.derive, ...(projectLead !== undefined ? { projectLead } : {}) });
 
@@ -123,7 +123,9 @@ export class HandoffReactor {
     }
 
     // An offer for a handoff that has already moved on (a replay of old history) would only be refused.
-    if (!superseded) await this.offer(event, state, delivered.seq);
+    if (OFFER_EVENTS.has(event.type) && state.status === 'pending' && !(await this.superseded(ref, delivered.seq))) {
+      await this.offer(event, state, delivered.seq);
+    }
   }
 
   /** Publish the offer when the event left the handoff pending for an addressed agent. */
@@ -153,26 +155,37 @@ export class HandoffReactor {
   }
 
   /**
-   * The handoff right after the event at `seq`: the cached fold when it is exactly there, else
-   * fold the events after the cached point (or from the start) up to `seq`. `superseded` is true
-   * when the read saw later events of the same handoff.
+   * The handoff right after the event at `seq`: the cached fold when it is exactly there; for a
+   * `handoff.created` (always a handoff's first event) the event alone; else fold the events after
+   * the cached point (or from the start) up to `seq` — usually just this one event, one round trip.
    */
-  private async stateAt(ref: AggregateRef, seq: number): Promise<{ state: HandoffState; superseded: boolean }> {
+  private async stateAt(ref: AggregateRef, seq: number, event: HandoffEvent): Promise<HandoffState> {
     const key = `${ref.project}/${ref.id}`;
     const cached = this.folded.get(key);
-    if (cached && cached.lastSeq === seq) return { state: cached.state, superseded: false };
-    const base: Folded = cached && cached.lastSeq < seq ? cached : { state: handoffDecider.initialState(), lastSeq: 0 };
-    const read = await this.transient(`read handoff ${ref.id}`, () => this.runtime.store.read(ref, { afterSeq: base.lastSeq }));
-    let state = base.state;
-    let lastSeq = base.lastSeq;
-    for (const stored of read.events) {
-      if (stored.seq > seq) break;
-      state = handoffDecider.evolve(state, { type: stored.type, data: stored.payload } as HandoffEvent);
-      lastSeq = stored.seq;
+    if (cached && cached.lastSeq === seq) return cached.state;
+    let state: HandoffState;
+    if (event.type === 'handoff.created' && !(cached && cached.lastSeq < seq)) {
+      state = handoffDecider.evolve(handoffDecider.initialState(), event);
+    } else {
+      const base: Folded = cached && cached.lastSeq < seq ? cached : { state: handoffDecider.initialState(), lastSeq: 0 };
+      const read = await this.transient(`read handoff ${ref.id}`, () => this.runtime.store.read(ref, { afterSeq: base.lastSeq, untilSeq: seq }));
+      state = base.state;
+      let lastSeq = base.lastSeq;
+      for (const stored of read.events) {
+        if (stored.seq > seq) break;
+        state = handoffDecider.evolve(state, { type: stored.type, data: stored.payload } as HandoffEvent);
+        lastSeq = stored.seq;
+      }
+      if (lastSeq !== seq) throw new TransientError(`handoff ${ref.id}: event #${seq} is not readable yet (read up to #${lastSeq})`);
     }
-    if (lastSeq !== seq) throw new TransientError(`handoff ${ref.id}: event #${seq} is not readable yet (read up to #${lastSeq})`);
-    this.folded.set(key, { state, lastSeq });
-    return { state, superseded: read.lastSeq > seq };
+    this.folded.set(key, { state, lastSeq: seq });
+    return state;
+  }
+
+  /** True when the handoff has events after `seq` (the event is old history being replayed). */
+  private async superseded(ref: AggregateRef, seq: number): Promise<boolean> {
+    const read = await this.transient(`read handoff ${ref.id}`, () => this.runtime.store.read(ref, { afterSeq: seq }));
+    return read.lastSeq > seq;
   }
 
   private decode(delivered: DeliveredEvent): EventEnvelope {

@@ -113,3 +113,28 @@ export function workflowForStart(state: DefinitionState, name: string, version?:
     .reduce<WorkflowDefinition | undefined>((best, w) => (best === undefined || w.version > best.version ? w : best), undefined);
   return workflow === undefined ? undefined : { workflow, agents: current.agents, definition: current };
 }
+
+/**
+ * The workflow a run is pinned to. A run started with a definition digest keeps that exact
+ * published definition — its agents, routes and return handlers — even after later publishes
+ * (seed 001 routes never change mid-run); older runs fall back to {@link findPublishedWorkflow}.
+ */
+export function pinnedForRun(state: DefinitionState, run: { workflow: { name: string; version: number }; definitionDigest: string | null }): PinnedWorkflow | undefined {
+  if (run.definitionDigest !== null) {
+    for (let i = state.published.length - 1; i >= 0; i--) {
+      const entry = state.published[i]!;
+      if (entry.digest !== run.definitionDigest) continue;
+      const workflow = entry.definition.workflows.find((w) => w.name === run.workflow.name && w.version === run.workflow.version);
+      if (workflow !== undefined) return { workflow, agents: entry.definition.agents, definition: entry.definition };
+    }
+  }
+  return findPublishedWorkflow(state, run.workflow.name, run.workflow.version);
+}
+
+/** The digest of the published definition a pinned workflow came from. */
+export function digestOf(state: DefinitionState, pinned: PinnedWorkflow): string | undefined {
+  for (let i = state.published.length - 1; i >= 0; i--) {
+    if (state.published[i]!.definition === pinned.definition) return state.published[i]!.digest;
+  }
+  return undefined;
+}

@@ -1,11 +1,12 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { Subjects, type EventEnvelope, type HumanActionNotice } from '@baton/contracts';
 import { evolveRun, initialRunState, type RunEvent, type RunState } from '@baton/domain';
-import { PoisonError, TransientError } from '@baton/eventstore';
+import { LruCache, PoisonError, TransientError, type StoredEvent } from '@baton/eventstore';
 import { RUNTIME, type JsonLogger, type ServiceRuntime } from '@baton/platform';
 import { DefinitionCatalog } from '../definitions/definition-catalog';
-import { findPublishedWorkflow } from '../definitions/definition.decider';
-import { runRef } from '../runs/run-commands';
+import { pinnedForRun } from '../definitions/definition.decider';
+import { RunCommands, runRef } from '../runs/run-commands';
+import { ROUTER_ACTOR } from '../shared/ids';
 import { completeFromResultRequest, createHandoffRequest, type RunResultRecorded, type RunRouted } from './handoff-request';
 import { LEDGER, type LedgerReply, type RouterLedger } from './ledger';
 
@@ -40,10 +41,14 @@ const encoder = new TextEncoder();
  */
 @Injectable()
 export class DispatchReactor {
+  /** Per run, the fold up to the last event this instance handled (see {@link stateBefore}). */
+  private readonly folded = new LruCache<string, { state: RunState; lastSeq: number }>(10_000);
+
   constructor(
     @Inject(RUNTIME) private readonly runtime: ServiceRuntime,
     @Inject(LEDGER) private readonly ledger: RouterLedger,
     private readonly catalog: DefinitionCatalog,
+    private readonly runs: RunCommands,
   ) {}
 
   /** Handle one stored run event (`seq` = its stream sequence). */
@@ -70,9 +75,8 @@ export class DispatchReactor {
     const workflow = before.status === 'none' ? null : before.workflow;
     let agents: readonly { name: string; role?: string }[] = [];
     if (workflow !== null) {
-      const pinned =
-        findPublishedWorkflow(await this.catalog.load(envelope.project), workflow.name, workflow.version) ??
-        findPublishedWorkflow(await this.catalog.load(envelope.project, { fresh: true }), workflow.name, workflow.version);
+      const run = { workflow, definitionDigest: before.status === 'none' ? null : before.definitionDigest };
+      const pinned = pinnedForRun(await this.catalog.load(envelope.project), run) ?? pinnedForRun(await this.catalog.load(envelope.project, { fresh: true }), run);
       agents = pinned?.agents ?? [];
     }
     const body = createHandoffRequest({
@@ -85,7 +89,24 @@ export class DispatchReactor {
       variables: before.status === 'none' ? {} : before.variables,
     });
     const reply = await this.call('create', () => this.ledger.create(envelope.project, body));
+    if (!reply.ok && !CREATE_DONE.has(reply.error.code) && routed.decision.rule === 'handoff') {
+      // A HANDOFF route whose handoff the ledger refused to create: it failed before the child
+      // accepted it, so the route's ON_FAILURE runs (seed 001) instead of a dead letter.
+      await this.failHandoff(envelope, routed.handoff_id, reply.error.code, reply.error.message, log);
+      return;
+    }
     this.settle('create', reply, CREATE_DONE, log.child({ handoff_id: routed.handoff_id, to_agent: routed.target.agent }));
+  }
+
+  private async failHandoff(envelope: EventEnvelope<RunRouted>, handoffId: string, code: string, message: string, log: JsonLogger): Promise<void> {
+    const now = new Date().toISOString();
+    const outcome = await this.runs.runWithDefinitions(
+      runRef(envelope.project, envelope.aggregate.id),
+      (definitions) => ({ kind: 'handoff_failed', failure: { handoff_id: handoffId, code, message }, definitions, metadata: { now, actor: ROUTER_ACTOR } }),
+      { kind: 'handoff_failed', id: handoffId, actor: ROUTER_ACTOR, origin: 'engine_fallback', workflowRunId: envelope.aggregate.id, now },
+    );
+    if (!outcome.ok) throw new PoisonError(`handoff ${handoffId} failed (${code}) and ON_FAILURE could not run: ${outcome.error.code}: ${outcome.error.message}`, 'ledger_refused');
+    log.warn('handoff creation refused; ON_FAILURE applied', { handoff_id: handoffId, code, events: outcome.events.map((e) => e.type) });
   }
 
   private async completeHandoff(envelope: EventEnvelope<RunResultRecorded>, seq: number, log: JsonLogger): Promise<void> {
@@ -106,12 +127,33 @@ export class DispatchReactor {
     log.info('notice published', { notice_id: notice.notice_id, reason: notice.reason, recipient: notice.recipient.handle, subject });
   }
 
-  /** The run as it stood just before the event at `seq` (its own stream, folded). */
+  /**
+   * The run as it stood just before the event at `seq` (its own stream, folded). The fold after
+   * each handled event is cached per run, so the next event of the run only reads what lies between
+   * (usually just itself: one round trip) instead of the whole history; an event older than the
+   * cached point (a redelivery) folds from the start.
+   */
   private async stateBefore(envelope: EventEnvelope, seq: number): Promise<RunState> {
-    const { events } = await this.runtime.store.read(runRef(envelope.project, envelope.aggregate.id));
-    return events
-      .filter((event) => event.seq < seq)
-      .reduce((state, event) => evolveRun(state, { type: event.type, data: event.payload } as RunEvent), initialRunState());
+    const ref = runRef(envelope.project, envelope.aggregate.id);
+    const key = `${ref.project}/${ref.id}`;
+    const cached = this.folded.get(key);
+    const base = cached && cached.lastSeq < seq ? cached : { state: initialRunState(), lastSeq: 0 };
+    const { events } = await this.runtime.store.read(ref, { afterSeq: base.lastSeq, untilSeq: seq });
+    const toEvent = (event: StoredEvent) => ({ type: event.type, data: event.payload }) as RunEvent;
+    let state = base.state;
+    for (const event of events) {
+      if (event.seq >= seq) break;
+      state = evolveRun(state, toEvent(event));
+    }
+    const current = events.at(-1);
+    if (current?.seq === seq) {
+      try {
+        this.folded.set(key, { state: evolveRun(state, toEvent(current)), lastSeq: seq });
+      } catch {
+        this.folded.delete(key); // a history the fold refuses: never cache it
+      }
+    }
+    return state;
   }
 
   private async call(command: string, send: () => Promise<LedgerReply>): Promise<LedgerReply> {

@@ -52,7 +52,8 @@ export function createHandoffRequest(input: HandoffRequestInput): CreateHandoffB
     teammates: input.agents.map((agent) => ({ name: agent.name, role: agent.role ?? null })),
     calledBy,
   });
-  const variablesJson = JSON.stringify(input.variables);
+  const variables = routed.conversation !== undefined ? routed.conversation.variables : input.variables;
+  const variablesJson = JSON.stringify(variables);
   const reason = routed.decision.dispatch.reason;
   return {
     handoff_id: routed.handoff_id,
@@ -76,8 +77,17 @@ export function createHandoffRequest(input: HandoffRequestInput): CreateHandoffB
       callback: routed.decision.callback_after,
       cause: routed.cause,
       team_context: teamContext,
+      // Conversation runs (seed 001): the customer message and, for a HANDOFF route, exactly
+      // the SUMMARY, HISTORY slice and PASS variables the target receives (`variables` below is
+      // the target's scope, not the whole session).
+      ...(routed.conversation !== undefined
+        ? {
+            message: routed.conversation.message,
+            ...(routed.conversation.handoff !== undefined ? { handoff: routed.conversation.handoff } : {}),
+          }
+        : {}),
       ...(variablesJson.length <= MAX_CONTEXT_VARIABLES_CHARS
-        ? { variables: input.variables }
+        ? { variables }
         : { variables: null, variables_omitted: `${variablesJson.length} characters; read them from the run` }),
       ...(routed.approved_call !== undefined ? { approved_call: routed.approved_call } : {}),
       ...(routed.raised_cap !== undefined ? { raised_cap: routed.raised_cap } : {}),

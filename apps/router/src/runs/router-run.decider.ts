@@ -17,7 +17,7 @@ import {
   type StartRun,
   type StopRun,
 } from '@baton/domain';
-import { findPublishedWorkflow, type DefinitionState } from '../definitions/definition.decider';
+import { pinnedForRun, type DefinitionState } from '../definitions/definition.decider';
 
 /**
  * The run decider as the router drives it. `record_result` and `resume` need the workflow the run
@@ -30,7 +30,9 @@ export type RouterRunCommand =
   | { kind: 'reject'; command: RejectResult }
   | { kind: 'stop'; command: StopRun }
   | { kind: 'result'; result: AgentResult; definitions: DefinitionState; metadata: RunCommandMetadata }
-  | { kind: 'answer'; answer: RunAnswer; definitions: DefinitionState; metadata: RunCommandMetadata };
+  | { kind: 'answer'; answer: RunAnswer; definitions: DefinitionState; metadata: RunCommandMetadata }
+  | { kind: 'message'; message: { message_id: string; text: string }; definitions: DefinitionState; metadata: RunCommandMetadata }
+  | { kind: 'handoff_failed'; failure: { handoff_id: string; code: string; message: string }; definitions: DefinitionState; metadata: RunCommandMetadata };
 
 /** Refusals the router adds to the run decider's ({@link RunErrorCode}). */
 export const RouterRunErrorCode = {
@@ -50,22 +52,43 @@ function decide(command: RouterRunCommand, state: RunState): DecisionResult<RunE
       const { result, definitions, metadata } = command;
       if (state.status === 'none') return reject(DomainErrorKind.notFound, RunErrorCode.runNotFound, `run ${result.workflow_run_id} has not started`);
       if (state.processedIds.includes(result.result_id)) return accept();
-      const pinned = findPublishedWorkflow(definitions, state.workflow.name, state.workflow.version);
+      const pinned = pinnedForRun(definitions, state);
       if (pinned === undefined) return missingDefinition(state);
       if (!pinned.agents.some((agent) => agent.name === result.agent)) {
         return reject(DomainErrorKind.invalid, RouterRunErrorCode.unknownAgent, `'${result.agent}' is not an agent of project '${state.project}'`, {
           agent: result.agent,
         });
       }
-      return decideRun({ type: 'record_result', data: { result, workflow: pinned.workflow, agents: pinned.agents }, metadata }, state);
+      return decideRun(
+        { type: 'record_result', data: { result, workflow: pinned.workflow, agents: pinned.agents, execution: pinned.definition.execution }, metadata },
+        state,
+      );
     }
     case 'answer': {
       const { answer, definitions, metadata } = command;
       if (state.status === 'none') return reject(DomainErrorKind.notFound, RunErrorCode.runNotFound, 'the run has not started');
       if (state.processedIds.includes(answer.answer.answer_id)) return accept();
-      const pinned = findPublishedWorkflow(definitions, state.workflow.name, state.workflow.version);
+      const pinned = pinnedForRun(definitions, state);
       if (pinned === undefined) return missingDefinition(state);
       return decideRun({ type: 'resume', data: { answer, workflow: pinned.workflow, agents: pinned.agents }, metadata }, state);
+    }
+    case 'message': {
+      const { message, definitions, metadata } = command;
+      if (state.status === 'none') return reject(DomainErrorKind.notFound, RunErrorCode.runNotFound, 'the run has not started');
+      if (state.processedIds.includes(message.message_id)) return accept();
+      const pinned = pinnedForRun(definitions, state);
+      if (pinned === undefined) return missingDefinition(state);
+      return decideRun(
+        { type: 'session_message', data: { ...message, workflow: pinned.workflow, agents: pinned.agents, execution: pinned.definition.execution }, metadata },
+        state,
+      );
+    }
+    case 'handoff_failed': {
+      const { failure, definitions, metadata } = command;
+      if (state.status === 'none') return reject(DomainErrorKind.notFound, RunErrorCode.runNotFound, 'the run has not started');
+      const pinned = pinnedForRun(definitions, state);
+      if (pinned === undefined) return missingDefinition(state);
+      return decideRun({ type: 'handoff_failed', data: { ...failure, workflow: pinned.workflow, agents: pinned.agents }, metadata }, state);
     }
     default:
       return assertNever(command, 'router run command');

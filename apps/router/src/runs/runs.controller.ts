@@ -5,6 +5,7 @@ import { perRun } from '../shared/ordering';
 import { RouterPatterns } from '../shared/subjects';
 import { RecordResultUseCase } from './use-cases/record-result';
 import { ResumeRunUseCase } from './use-cases/resume-run';
+import { SessionMessageUseCase } from './use-cases/session-message';
 import { StartRunUseCase } from './use-cases/start-run';
 import { StopRunUseCase } from './use-cases/stop-run';
 
@@ -23,6 +24,7 @@ export class RunsController {
     private readonly recordResult: RecordResultUseCase,
     private readonly resumeRun: ResumeRunUseCase,
     private readonly stopRun: StopRunUseCase,
+    private readonly sessionMessage: SessionMessageUseCase,
   ) {}
 
   @EventPattern(RouterPatterns.runStart, perRun)
@@ -38,6 +40,11 @@ export class RunsController {
   @EventPattern(RouterPatterns.operatorAnswer, perRun)
   onAnswer(@Ctx() ctx: JetStreamContext): Promise<void> {
     return this.resumeRun.execute(ctx.subject, ctx.data);
+  }
+
+  @EventPattern(RouterPatterns.sessionMessage, perRun)
+  onMessage(@Ctx() ctx: JetStreamContext): Promise<void> {
+    return this.sessionMessage.execute(ctx.subject, ctx.data);
   }
 
   @EventPattern(RouterPatterns.stopRequest, perRun)

@@ -1,9 +1,19 @@
 import { deriveId } from '@baton/domain';
 
 /** What caused a command: a run start, an agent result or an operator answer, or the recorded refusal of one. */
-export type CauseKind = 'start' | 'result' | 'result_refused' | 'answer' | 'answer_refused' | 'stop';
+export type CauseKind = 'start' | 'result' | 'result_refused' | 'answer' | 'answer_refused' | 'stop' | 'message' | 'message_refused' | 'handoff_failed';
 
-const letter: Record<CauseKind, string> = { start: 's', result: 'r', result_refused: 'j', answer: 'a', answer_refused: 'k', stop: 'x' };
+const letter: Record<CauseKind, string> = {
+  start: 's',
+  result: 'r',
+  result_refused: 'j',
+  answer: 'a',
+  answer_refused: 'k',
+  stop: 'x',
+  message: 'm',
+  message_refused: 'n',
+  handoff_failed: 'f',
+};
 
 /**
  * Deterministic event ids for the events a command produces: `ev<index>-<kind letter>-<cause id>`

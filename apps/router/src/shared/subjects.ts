@@ -11,6 +11,8 @@ export const RouterPatterns = {
   agentResult: '{prefix}.in.*.result.*',
   operatorAnswer: '{prefix}.in.*.answer',
   stopRequest: '{prefix}.in.*.stop',
+  /** Customer turns of conversation runs (SessionMessage; seed 001). */
+  sessionMessage: '{prefix}.in.*.message',
   runEvents: '{prefix}.ev.*.run.*',
 } as const;
 

@@ -38,9 +38,17 @@ export const HandoffRefusalCode = {
   notInnermostParent: 'not_innermost_parent',
 } as const;
 
-/** True when a project's agents use conversation features (routes, memory, gather, complete). */
-export function isConversational(agents: readonly AgentDefinition[]): boolean {
-  return agents.some((a) => (a.handoffs?.length ?? 0) + (a.complete?.length ?? 0) + (a.gather?.length ?? 0) + (a.memory?.length ?? 0) > 0);
+/** True when an agent uses conversation features (HANDOFF routes, MEMORY, GATHER, COMPLETE). */
+export function isConversationalAgent(agent: AgentDefinition | undefined): boolean {
+  return agent !== undefined && (agent.handoffs?.length ?? 0) + (agent.complete?.length ?? 0) + (agent.gather?.length ?? 0) + (agent.memory?.length ?? 0) > 0;
+}
+
+/**
+ * A run is a conversation (seed 001) when an agent of one of its workflow's steps uses
+ * conversation features; other runs of the same project keep the seed 000 routing cascade.
+ */
+export function isConversational(workflow: WorkflowDefinition, agents: readonly AgentDefinition[]): boolean {
+  return workflow.steps.some((step) => isConversationalAgent(agents.find((a) => a.name === step.agent)));
 }
 
 /** The mutable context of one decision: the events so far and the state they fold to. */
@@ -361,7 +369,10 @@ export function afterResult(c: ConversationCtx, result: AgentResult, agentText: 
     }
     const routes = agentDef(c, agent)?.handoffs ?? [];
     const index = routes.findIndex((r) => r.to === to);
-    if (index < 0) {
+    if (to === agent) {
+      // A route to the already-active agent is a cycle, whether or not a route names it.
+      completed(c, { handoffId: null, from: agent, to, route: index < 0 ? null : index, outcome: 'rejected', cause: HandoffRefusalCode.recursion, code: HandoffRefusalCode.recursion });
+    } else if (index < 0) {
       completed(c, { handoffId: null, from: agent, to, route: null, outcome: 'rejected', cause: `'${agent}' has no HANDOFF route to '${to}'`, code: HandoffRefusalCode.unknownRoute });
     } else {
       const message = result.handoff.message ?? latestCustomerMessage(c.state.transcript);

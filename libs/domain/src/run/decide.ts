@@ -130,7 +130,7 @@ function startRun(command: StartRun, state: RunState): DecisionResult<RunEvent> 
       started_at: metadata.now,
     },
   };
-  if (data.agents !== undefined && isConversational(data.agents)) {
+  if (data.agents !== undefined && isConversational(data.workflow, data.agents)) {
     // A conversation (seed 001): the input is the customer's first message; the entry agent's
     // WHEN routes are evaluated on it before any model runs.
     const c = conversationCtx(evolveRun(state, started) as StartedRunState, cause, metadata.now, { agents: data.agents, workflow: data.workflow });
@@ -225,7 +225,7 @@ function recordResult(command: RecordResult, state: RunState): DecisionResult<Ru
     return accept(recorded, ...stopEvents(ctx, facts, 'agent'));
   }
 
-  if (isConversational(agents) && !(signal.kind === 'config' && signal.config.dispatch?.status === 'terminate')) {
+  if (isConversational(workflow, agents) && !(signal.kind === 'config' && signal.config.dispatch?.status === 'terminate')) {
     const c = conversationCtx(evolveRun(state, recorded) as StartedRunState, cause, now, { agents, workflow, execution: command.data.execution });
     afterResult(c, result, agentTextOf(result));
     return accept(recorded, ...c.events);

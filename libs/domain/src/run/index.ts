@@ -1,6 +1,6 @@
 export { runDecider, decideRun, decisionSignalOf, RunErrorCode } from './decide';
 export { evolveRun, initialRunState, openStopId, isFinished, activeScope, parentScope, MAX_TRANSCRIPT } from './state';
-export type { RunEvent, RunEventOf, RunState, StartedRunState, RunCore, RunHold, WaitingParent, PendingHandoff } from './state';
+export type { RunEvent, RunEventOf, RunState, StartedRunState, RunCore, RunHold, WaitingParent, PendingHandoff as PendingRunHandoff } from './state';
 export type {
   RunCommand,
   RunCommandMetadata,
@@ -13,4 +13,4 @@ export type {
   HandoffFailedCommand,
 } from './commands';
 export { deriveId, handoffIdFor, noticeIdFor, stopIdFor } from './ids';
-export { isConversational, HandoffRefusalCode } from './conversation';
+export { isConversational, isConversationalAgent, HandoffRefusalCode } from './conversation';

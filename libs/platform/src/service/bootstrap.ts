@@ -73,12 +73,12 @@ export async function runService(opts: RunServiceOptions): Promise<RunningServic
     service: opts.service,
     config,
     redis: opts.redis ?? true,
-    wrapNats: process.env['SRE_OFF'] ? undefined : (handle) => instrumentNats(handle, { onJetStreamPublish: (subject, headers, ack) => metrics.recordPublish(subject, headers, ack, config.BATON_PREFIX) }),
+    wrapNats: (handle) => instrumentNats(handle, { onJetStreamPublish: (subject, headers, ack) => metrics.recordPublish(subject, headers, ack, config.BATON_PREFIX) }),
   });
   const logger: JsonLogger = runtime.logger;
   // Every consumer runner on this connection: trace context per message, latency, outcomes, lag.
   const runners = runnerInstrumentation(metrics, { jsm: runtime.nats.jsm });
-  if (!process.env['SRE_OFF']) instrumentRunners(runtime.nats.js, runners);
+  instrumentRunners(runtime.nats.js, runners);
 
   @Module({
     imports: [

@@ -22,3 +22,4 @@ export { noticesProjection, NOTICES_STORE, type NoticeItem } from './notices';
 export { foldScenario, scenarioSteps, ScenarioProject, type ScenarioEvent, type ScenarioStep } from './scenario';
 export { createBatonViews, type BatonViews, type InboxQuery, type StopQuery, type StopRecord } from './views';
 export { jetStreamReplaySource, type JetStreamReplayOptions } from './replay';
+export { RangeFold, ProjectionGapError, type EventRange, type RangeHooks, type RangeApplyResult } from './range';

@@ -2,6 +2,7 @@ import type { JsonValue } from '../canonical-json';
 import { ProjectionError } from '../errors';
 import type { ApplyResult, ProjectionStatus, ProjectionStore, RebuildOptions, RebuildResult, ReplaySource, SequencedEvent } from '../store';
 import { applyLive, FoldSession, type AnyFoldingProjection } from './fold';
+import { RangeFold, type EventRange, type RangeApplyResult, type RangeHooks } from './range';
 import { handoffsProjection } from './handoffs';
 import { inboxProjection } from './inbox';
 import { noticesProjection } from './notices';
@@ -56,6 +57,15 @@ export interface BatonProjector {
   ensureCurrent(source: ReplaySource, options?: RebuildOptions): Promise<EnsureCurrentResult[]>;
   /** Rebuild one projection from `source` (see `ProjectionStore.rebuild`), then forget its cached states. */
   rebuild(name: string, source: ReplaySource, options?: RebuildOptions): Promise<RebuildResult>;
+  /**
+   * Apply a contiguous range of the stream to every projection at once (see {@link RangeFold}):
+   * a few script calls per projection for the whole range instead of one per event, each commit
+   * a compare-and-set on the projection's last applied seq, so several appliers (notifier
+   * instances) may run at once without ever skipping an event. Throws `ProjectionGapError` when
+   * a projection has not applied everything before `range.fromSeq`. Calls are serialised with
+   * `apply` and `rebuild`.
+   */
+  applyRange(range: EventRange, hooks?: RangeHooks): Promise<Record<string, RangeApplyResult>>;
 }
 
 /** Build a {@link BatonProjector} over a projection store. */
@@ -63,10 +73,12 @@ export function createBatonProjector(options: BatonProjectorOptions): BatonProje
   const { store } = options;
   const projections = options.projections ?? batonProjections();
   const sessions = new Map<string, FoldSession>();
+  const ranges = new Map<string, RangeFold>();
   for (const projection of projections) {
     const reader = store.reader(projection.name);
     const loader = (key: string) => reader.getJson<JsonValue>(key);
     sessions.set(projection.name, new FoldSession(projection, 'live', loader, options.cacheSize ?? 10_000));
+    ranges.set(projection.name, new RangeFold(store, projection, options.cacheSize ?? 10_000));
   }
   let queue: Promise<unknown> = Promise.resolve();
   const serial = <T>(task: () => Promise<T>): Promise<T> => {
@@ -83,12 +95,14 @@ export function createBatonProjector(options: BatonProjectorOptions): BatonProje
     const session = new FoldSession(projection, 'rebuild', null);
     const result = await store.rebuild(session.definition, source, rebuildOptions);
     sessions.get(projection.name)?.clear();
+    ranges.get(projection.name)?.invalidate();
     return result;
   };
   return {
     projections,
     apply(event, hooks) {
       return serial(async () => {
+        for (const range of ranges.values()) range.invalidate();
         const results: Record<string, ApplyResult> = {};
         for (const projection of projections) {
           if (hooks?.beforeApply) await hooks.beforeApply(projection.name, event);
@@ -114,6 +128,24 @@ export function createBatonProjector(options: BatonProjectorOptions): BatonProje
     },
     rebuild(name, source, rebuildOptions) {
       return serial(() => rebuildOne(find(name), source, rebuildOptions));
+    },
+    applyRange(range, hooks) {
+      if (!Number.isSafeInteger(range.fromSeq) || range.fromSeq < 1 || range.toSeq < range.fromSeq) {
+        return Promise.reject(new ProjectionError(`invalid range #${range.fromSeq}..#${range.toSeq}`));
+      }
+      let previous = range.fromSeq - 1;
+      for (const event of range.events) {
+        if (event.seq <= previous || event.seq > range.toSeq) {
+          return Promise.reject(new ProjectionError(`range #${range.fromSeq}..#${range.toSeq}: event #${event.seq} is out of order or outside it`));
+        }
+        previous = event.seq;
+      }
+      return serial(async () => {
+        for (const session of sessions.values()) session.clear();
+        // Projections write disjoint keyspaces: commit them concurrently (one round trip each, pipelined).
+        const results = await Promise.all(projections.map((projection) => (ranges.get(projection.name) as RangeFold).apply(range, hooks)));
+        return Object.fromEntries(results.map((result) => [result.projection, result]));
+      });
     },
   };
 }

@@ -2,7 +2,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { StartRunRequestSchema } from '@baton/contracts';
 import { DefinitionCatalog } from '../../definitions/definition-catalog';
-import { workflowForStart } from '../../definitions/definition.decider';
+import { digestOf, workflowForStart } from '../../definitions/definition.decider';
 import { nowIso, ROUTER_ACTOR } from '../../shared/ids';
 import { decodeOrPoison, poison } from '../../shared/inbound';
 import { subjectTokens } from '../../shared/subjects';
@@ -65,6 +65,11 @@ export class StartRunUseCase {
               trigger_author: request.trigger_author ?? null,
             },
             variables,
+            // Conversation runs (seed 001): the input is the first customer message, routed by
+            // the entry agent's WHEN routes; the run is pinned to this exact definition.
+            agents: pinned.agents,
+            ...(request.input !== undefined ? { input: request.input } : {}),
+            ...(digestOf(definitions, pinned) !== undefined ? { definition_digest: digestOf(definitions, pinned) } : {}),
           },
           metadata: { now, actor },
         },

@@ -1,0 +1,125 @@
+import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { HumanActionNoticeSchema, Subjects } from '@baton/contracts';
+import { batonStreamNames } from '@baton/eventstore';
+import { verifyWebhookSignature } from '@baton/sdk';
+import { startFixture, startRun, stopRun, type NotifierFixture } from '../web/console-fixture.int-support';
+import { WebhookDelivery } from './webhook-delivery';
+import { targetId } from './webhook-sender';
+
+interface Received {
+  hook: string;
+  at: number;
+  headers: IncomingHttpHeaders;
+  body: string;
+  status: number;
+}
+
+const secrets = { flaky: 'flaky-secret-0123456789', steady: 'steady-secret-0123456789', beta: 'beta-secret-0123456789', down: 'down-secret-0123456789' };
+const decoder = new TextDecoder();
+
+describe('human action notices to webhooks: signed, retried with backoff, deduplicated by notice id (loopback HTTP)', () => {
+  let fx: NotifierFixture;
+  let server: Server;
+  let url: string;
+  const received: Received[] = [];
+  const natsNotices: string[] = [];
+  let flakyFailures = 2;
+
+  beforeAll(async () => {
+    server = createServer((req, res) => {
+      let body = '';
+      req.on('data', (chunk: Buffer) => (body += chunk.toString('utf8')));
+      req.on('end', () => {
+        const hook = (req.url ?? '').slice(1);
+        let status = 200;
+        if (hook === 'flaky' && flakyFailures > 0) {
+          flakyFailures -= 1;
+          status = 500;
+        }
+        if (hook === 'down') status = 503;
+        received.push({ hook, at: Date.now(), headers: req.headers, body, status });
+        res.writeHead(status).end();
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    fx = await startFixture({
+      NOTIFIER_WEBHOOKS: JSON.stringify([
+        { url: `${url}/flaky`, secret: secrets.flaky, projects: ['alpha'] },
+        { url: `${url}/steady`, secret: secrets.steady },
+        { url: `${url}/beta`, secret: secrets.beta, projects: ['beta'] },
+        { url: `${url}/down`, secret: secrets.down, projects: ['gamma'] },
+      ]),
+      NOTIFIER_WEBHOOK_BACKOFF_MS: '100',
+      NOTIFIER_WEBHOOK_MAX_ATTEMPTS: '4',
+    });
+    fx.nats.connection.subscribe(Subjects.notice(fx.prefix, 'alpha'), { callback: (_err, msg) => natsNotices.push((JSON.parse(decoder.decode(msg.data)) as { notice_id: string }).notice_id) });
+    await fx.nats.connection.flush();
+    await startRun(fx.events, 'alpha', 'wr-hook');
+    await stopRun(fx.events, 'alpha', 'wr-hook', { packet_id: 'stop-hook', why: 'policy', tried: ['search'], pending: { name: 'refund', args: { amount: 40 } } });
+    for (let i = 0; i < 200 && (received.filter((r) => r.hook === 'flaky' && r.status === 200).length === 0 || received.filter((r) => r.hook === 'steady').length === 0); i++) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  }, 30_000);
+
+  afterAll(async () => {
+    await fx?.close();
+    await new Promise((resolve) => server.close(resolve));
+  });
+
+  it('a failing webhook is retried with exponential backoff until it answers 2xx; each webhook gets the notice once it succeeded', async () => {
+    const flaky = received.filter((r) => r.hook === 'flaky');
+    expect(flaky.map((r) => r.status)).toEqual([500, 500, 200]);
+    expect(flaky.map((r) => r.headers['baton-delivery-attempt'])).toEqual(['1', '2', '3']);
+    const gaps = [flaky[1]!.at - flaky[0]!.at, flaky[2]!.at - flaky[1]!.at];
+    expect(gaps[0]).toBeGreaterThanOrEqual(90);
+    expect(gaps[1]).toBeGreaterThanOrEqual(190);
+    // The steady webhook answered 2xx at once: it is not called again while the flaky one is retried.
+    expect(received.filter((r) => r.hook === 'steady').map((r) => r.status)).toEqual([200]);
+    // A webhook limited to another project gets nothing.
+    expect(received.filter((r) => r.hook === 'beta')).toEqual([]);
+  });
+
+  it('deliveries are signed with HMAC-SHA256 over timestamp and body: the SDK helper verifies them and refuses a tampered body, a wrong secret or an old timestamp', async () => {
+    const delivery = received.find((r) => r.hook === 'flaky' && r.status === 200)!;
+    const notice = HumanActionNoticeSchema.parse(JSON.parse(delivery.body));
+    expect(notice).toMatchObject({ project: 'alpha', workflow_run_id: 'wr-hook', reason: 'stop', stop_id: 'stop-hook' });
+    expect(delivery.headers['baton-notice-id']).toBe(notice.notice_id);
+    expect(delivery.headers['baton-signature']).toMatch(/^v1=[0-9a-f]{64}$/);
+    expect(verifyWebhookSignature(delivery.body, delivery.headers, secrets.flaky, { toleranceSec: 300 })).toEqual({ ok: true, timestamp: Number(delivery.headers['baton-timestamp']) });
+    expect(verifyWebhookSignature(delivery.body.replace('wr-hook', 'wr-evil'), delivery.headers, secrets.flaky)).toEqual({ ok: false, reason: 'signature_mismatch' });
+    expect(verifyWebhookSignature(delivery.body, delivery.headers, secrets.steady)).toEqual({ ok: false, reason: 'signature_mismatch' });
+    const later = Number(delivery.headers['baton-timestamp']) + 3600;
+    expect(verifyWebhookSignature(delivery.body, delivery.headers, secrets.flaky, { toleranceSec: 300, nowSec: later })).toEqual({ ok: false, reason: 'timestamp_out_of_tolerance' });
+    const steady = received.find((r) => r.hook === 'steady')!;
+    expect(verifyWebhookSignature(steady.body, steady.headers, secrets.steady).ok).toBe(true);
+  });
+
+  it('deduplicated by notice id: delivering the same notice again calls no webhook that already answered 2xx; the notice is still published on the NATS subject once', async () => {
+    const notice = HumanActionNoticeSchema.parse(JSON.parse(received.find((r) => r.hook === 'steady')!.body));
+    const sender = fx.service.app.get(WebhookDelivery).webhookSender!;
+    const before = received.length;
+    const report = await sender.deliver(notice, 9);
+    expect(report).toEqual({ delivered: [], skipped: expect.arrayContaining([targetId({ url: `${url}/flaky` }), targetId({ url: `${url}/steady` })]), failed: [] });
+    expect(received.length).toBe(before);
+    expect(natsNotices).toEqual([notice.notice_id]);
+  });
+
+  it('a webhook that keeps failing is dead-lettered after NOTIFIER_WEBHOOK_MAX_ATTEMPTS deliveries', async () => {
+    await startRun(fx.events, 'gamma', 'wr-down');
+    await stopRun(fx.events, 'gamma', 'wr-down', { packet_id: 'stop-down', why: 'budget', tried: [] });
+    const dlq = batonStreamNames(fx.prefix).dlq;
+    let dead: { reason: string | undefined; source: string | undefined } | null = null;
+    for (let i = 0; i < 100 && !dead; i++) {
+      const info = await fx.nats.jsm.streams.info(dlq);
+      if (info.state.messages > 0) {
+        const msg = await fx.nats.jsm.streams.getMessage(dlq, { last_by_subj: Subjects.deadLetter(fx.prefix, 'notifier_webhooks') }).catch(() => null);
+        if (msg) dead = { reason: msg.header?.get('Baton-Dlq-Reason'), source: msg.header?.get('Baton-Dlq-Source') };
+      }
+      if (!dead) await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    expect(dead).toEqual({ reason: 'max_deliveries', source: 'notifier_webhooks' });
+    expect(received.filter((r) => r.hook === 'down').map((r) => r.status)).toEqual([503, 503, 503, 503]);
+  });
+});

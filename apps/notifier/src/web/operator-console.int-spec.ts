@@ -1,0 +1,302 @@
+import { Subjects } from '@baton/contracts';
+import { batonStreamNames } from '@baton/eventstore';
+import { answerStop, handbackCycle, holdRun, startFixture, startRun, stopRun, type NotifierFixture } from './console-fixture.int-support';
+
+/** A script-injection payload naming the field it is put in. */
+const xss = (field: string) => `<script>alert(1)</script><img src=x onerror=alert('${field}')>`;
+const escaped = (field: string) => `&lt;img src&#61;x onerror&#61;alert(&#39;${field}&#39;)&gt;`;
+const decoder = new TextDecoder();
+
+let fx: NotifierFixture;
+let alphaOperator: string;
+let alphaViewer: string;
+let admin: string;
+
+interface Reply {
+  status: number;
+  headers: Headers;
+  text: string;
+  json: () => Record<string, unknown> & { error?: { code: string }; items?: Array<Record<string, unknown>> };
+}
+
+async function call(path: string, init: RequestInit & { token?: string; cookie?: string } = {}): Promise<Reply> {
+  const headers = new Headers(init.headers);
+  if (init.token) headers.set('authorization', `Bearer ${init.token}`);
+  if (init.cookie) headers.set('cookie', init.cookie);
+  const response = await fetch(`${fx.base}${path}`, { ...init, headers, redirect: 'manual' });
+  const text = await response.text();
+  return { status: response.status, headers: response.headers, text, json: () => JSON.parse(text) };
+}
+
+const form = (fields: Record<string, string>) => ({ method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams(fields).toString() });
+
+/** Sign in through the login page as a browser would; returns the session cookie and the page's CSRF token. */
+async function signIn(token: string): Promise<{ cookie: string; csrf: string }> {
+  const page = await call('/login');
+  const loginCsrf = /name="_csrf" value="([^"]+)"/.exec(page.text)![1]!;
+  const loginCookie = page.headers.get('set-cookie')!.split(';')[0]!;
+  const done = await call('/login', { ...form({ _csrf: loginCsrf, token, next: '/inbox' }), cookie: loginCookie });
+  expect(done.status).toBe(303);
+  const cookie = done.headers.getSetCookie().find((c) => c.startsWith('baton_session='))!.split(';')[0]!;
+  const inbox = await call('/inbox', { cookie });
+  return { cookie, csrf: /name="_csrf" value="([^"]+)"/.exec(inbox.text)![1]! };
+}
+
+async function answersOn(project: string): Promise<Array<Record<string, unknown>>> {
+  await fx.nats.connection.flush();
+  const subject = Subjects.operatorAnswer(fx.prefix, project);
+  const stream = batonStreamNames(fx.prefix).inbox;
+  const info = await fx.nats.jsm.streams.info(stream, { subjects_filter: subject });
+  const out: Array<Record<string, unknown>> = [];
+  if ((info.state.subjects?.[subject] ?? 0) === 0) return out;
+  for (let seq = info.state.first_seq; seq <= info.state.last_seq; seq++) {
+    const msg = await fx.nats.jsm.streams.getMessage(stream, { seq }).catch(() => null);
+    if (msg && msg.subject === subject) out.push(JSON.parse(decoder.decode(msg.data)) as Record<string, unknown>);
+  }
+  return out;
+}
+
+describe('operator console: tokens, roles, project scoping, web inbox (real NATS, Redis and HTTP)', () => {
+  beforeAll(async () => {
+    fx = await startFixture();
+    alphaOperator = await fx.token('olga', 'operator', ['alpha']);
+    alphaViewer = await fx.token('vera', 'viewer', ['alpha']);
+    admin = await fx.token('ada', 'admin', '*');
+    // alpha: a policy stop with a frozen call, an unknown-intent stop, a budget stop, a hold, a handback — every agent-written field an injection payload.
+    await startRun(fx.events, 'alpha', 'wr-pol');
+    await stopRun(fx.events, 'alpha', 'wr-pol', {
+      packet_id: 'stop-pol',
+      why: 'policy',
+      detail: xss('detail'),
+      tried: [{ name: xss('tried'), trace_id: xss('trace') }],
+      pending: { name: xss('pending-name'), args: { amount: 40, note: xss('pending-arg') } },
+    });
+    await startRun(fx.events, 'alpha', 'wr-int');
+    await stopRun(fx.events, 'alpha', 'wr-int', { packet_id: 'stop-int', why: 'unknown_intent', tried: [] });
+    await startRun(fx.events, 'alpha', 'wr-cap');
+    await stopRun(fx.events, 'alpha', 'wr-cap', { packet_id: 'stop-cap', why: 'budget', tried: ['search'], cap: { name: 'tool_calls', limit: 8, used: 8 } });
+    await startRun(fx.events, 'alpha', 'wr-done');
+    await stopRun(fx.events, 'alpha', 'wr-done', { packet_id: 'stop-done', why: 'policy', tried: [], pending: { name: 'refund', args: { amount: 5 } } });
+    await answerStop(fx.events, 'alpha', 'wr-done', 'stop-done');
+    await startRun(fx.events, 'alpha', 'wr-hold');
+    await holdRun(fx.events, 'alpha', 'wr-hold', xss('hold-reason'));
+    await handbackCycle(fx.events, 'alpha', 'ho-1', xss('summary'), xss('report'));
+    // beta: another project's stop.
+    await startRun(fx.events, 'beta', 'wr-beta');
+    await stopRun(fx.events, 'beta', 'wr-beta', { packet_id: 'stop-beta', why: 'policy', tried: [], pending: { name: 'refund', args: { amount: 9000 } } });
+    await fx.caughtUp();
+  });
+
+  afterAll(async () => {
+    await fx?.close();
+  });
+
+  it('auth is on: the API answers 401 without a token, with a malformed or unknown one, and after revocation', async () => {
+    expect((await call('/v1/inbox')).status).toBe(401);
+    expect((await call('/v1/inbox')).json().error?.code).toBe('unauthenticated');
+    expect((await call('/v1/inbox', { token: 'not-a-token' })).status).toBe(401);
+    expect((await call('/v1/inbox', { token: `bt_${'0'.repeat(16)}_${'A'.repeat(43)}` })).status).toBe(401);
+    const tampered = alphaOperator.slice(0, -1) + (alphaOperator.endsWith('A') ? 'B' : 'A');
+    expect((await call('/v1/inbox', { token: tampered })).status).toBe(401);
+    const doomed = await fx.token('temp', 'operator', ['alpha']);
+    expect((await call('/v1/inbox', { token: doomed })).status).toBe(200);
+    const [, id] = /^bt_([0-9a-f]{16})_/.exec(doomed)!;
+    await fx.tokens.revoke(id!, new Date().toISOString());
+    expect((await call('/v1/inbox', { token: doomed })).status).toBe(401);
+    // Stored hashed: the record holds neither the token nor its secret.
+    const raw = await fx.redis.client.get(`${fx.prefix}:auth:token:${id}`);
+    expect(raw).not.toContain(doomed.split('_')[2]);
+    expect(JSON.parse(raw!)).toMatchObject({ hash: expect.stringMatching(/^[0-9a-f]{64}$/), salt: expect.stringMatching(/^[0-9a-f]{32}$/) });
+  });
+
+  it('project scoping: an operator of project alpha can neither see nor answer project beta items', async () => {
+    const inbox = await call('/v1/inbox?status=any&limit=500', { token: alphaOperator });
+    const projects = new Set(inbox.json().items!.map((i) => i['project']));
+    expect([...projects]).toEqual(['alpha']);
+    expect((await call('/v1/inbox?status=any&limit=500', { token: admin })).json().items!.map((i) => i['id'])).toContain('stop:stop-beta');
+    expect((await call('/v1/inbox?project=beta', { token: alphaOperator })).json().error?.code).toBe('project_forbidden');
+    expect((await call('/v1/stops?project=alpha,beta', { token: alphaOperator })).status).toBe(403);
+    expect((await call('/v1/stops', { token: alphaOperator })).json().items!.map((r) => (r['stop'] as { project: string }).project)).not.toContain('beta');
+    for (const path of ['/v1/stops/stop-beta', '/v1/runs/wr-beta']) {
+      const reply = await call(path, { token: alphaOperator });
+      expect({ path, status: reply.status, code: reply.json().error?.code }).toEqual({ path, status: 404, code: 'not_found' });
+    }
+    const answer = await call('/v1/stops/stop-beta/answer', { method: 'POST', token: alphaOperator, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ action: 'deny' }) });
+    expect(answer.status).toBe(404);
+    expect(await answersOn('beta')).toEqual([]);
+    // Its own project's packet it reads.
+    expect((await call('/v1/stops/stop-pol', { token: alphaOperator })).status).toBe(200);
+  });
+
+  it('a viewer reads but cannot answer: 403 role_forbidden and nothing is published', async () => {
+    expect((await call('/v1/stops/stop-int', { token: alphaViewer })).status).toBe(200);
+    const refused = await call('/v1/stops/stop-int/answer', { method: 'POST', token: alphaViewer, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ action: 'intent', intent: 'billing' }) });
+    expect({ status: refused.status, code: refused.json().error?.code }).toEqual({ status: 403, code: 'role_forbidden' });
+    expect((await answersOn('alpha')).filter((a) => JSON.stringify(a).includes('stop-int'))).toEqual([]);
+  });
+
+  it("the answer's answered_by and actor_role come from the authenticated token, never from the body", async () => {
+    const reply = await call('/v1/stops/stop-int/answer', {
+      method: 'POST',
+      token: alphaOperator,
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ answer_id: 'ans-api-int', action: 'intent', intent: 'billing', answered_by: 'mallory' }),
+    });
+    expect(reply.status).toBe(202);
+    const published = (await answersOn('alpha')).find((a) => JSON.stringify(a).includes('ans-api-int'));
+    expect(published).toMatchObject({ actor_role: 'operator', answer: { kind: 'stop_answer', answer: { answer_id: 'ans-api-int', answered_by: 'olga', intent: 'billing' } } });
+    expect(JSON.stringify(published)).not.toContain('mallory');
+  });
+
+  it('web pages need a session: /inbox redirects to /login; sign-in needs its CSRF pair and a valid token; the cookie is HttpOnly and SameSite=Strict', async () => {
+    const anonymous = await call('/inbox');
+    expect(anonymous.status).toBe(303);
+    expect(anonymous.headers.get('location')).toBe('/login?next=%2Finbox');
+    // A bearer token does not open pages; the JSON API it does.
+    expect((await call('/inbox', { token: alphaOperator })).status).toBe(303);
+    const page = await call('/login');
+    const csrf = /name="_csrf" value="([^"]+)"/.exec(page.text)![1]!;
+    const loginCookie = page.headers.get('set-cookie')!;
+    expect(loginCookie).toMatch(/HttpOnly/);
+    expect(loginCookie).toMatch(/SameSite=Strict/);
+    // Without the double-submit cookie (a cross-site login attempt) → refused.
+    expect((await call('/login', form({ _csrf: csrf, token: alphaOperator }))).status).toBe(403);
+    const cookie = loginCookie.split(';')[0]!;
+    const bad = await call('/login', { ...form({ _csrf: csrf, token: 'bt_nope' }), cookie });
+    expect(bad.status).toBe(401);
+    expect(bad.text).toContain('That token is not valid');
+    const ok = await call('/login', { ...form({ _csrf: csrf, token: alphaOperator, next: '//evil.example/x' }), cookie });
+    expect(ok.status).toBe(303);
+    expect(ok.headers.get('location')).toBe('/inbox');
+    const session = ok.headers.getSetCookie().find((c) => c.startsWith('baton_session='))!;
+    expect(session).toMatch(/HttpOnly/);
+    expect(session).toMatch(/SameSite=Strict/);
+    const inbox = await call('/inbox', { cookie: session.split(';')[0]! });
+    expect(inbox.status).toBe(200);
+    expect(inbox.text).toContain('olga · operator · projects alpha');
+  });
+
+  it('agent-produced text is escaped in every page: script-injection payloads in every field appear as text, never as markup', async () => {
+    const { cookie } = await signIn(admin);
+    const pages = {
+      inbox: await call('/inbox?status=any', { cookie }),
+      run: await call('/runs/wr-pol', { cookie }),
+      hold: await call('/runs/wr-hold', { cookie }),
+      handoff: await call('/handoffs/ho-1', { cookie }),
+      handback: await call(`/handoffs/${encodeURIComponent('hb-ho-1')}`, { cookie }),
+      fragment: await call(`/inbox/items/${encodeURIComponent('stop:stop-pol')}`, { cookie }),
+    };
+    for (const [name, reply] of Object.entries(pages)) {
+      expect({ name, status: reply.status }).toEqual({ name, status: 200 });
+      expect({ name, raw: /<script>alert|<img src=x|onerror=/.test(reply.text) }).toEqual({ name, raw: false });
+    }
+    expect(pages.inbox.headers.get('content-security-policy')).toContain("script-src 'self'");
+    for (const field of ['detail', 'tried', 'trace', 'pending-name', 'pending-arg', 'hold-reason', 'report']) {
+      expect({ field, shown: pages.inbox.text.includes(escaped(field)) }).toEqual({ field, shown: true });
+    }
+    for (const field of ['tried', 'pending-name']) expect({ field, shown: pages.run.text.includes(escaped(field)) }).toEqual({ field, shown: true });
+    expect(pages.handoff.text).toContain(escaped('summary'));
+    expect(pages.fragment.text).toContain(escaped('detail'));
+  });
+
+  it('each item renders its next form as a real form: approve / deny; type the intent; raise the cap; accept / rework a handback with a note', async () => {
+    const { cookie } = await signIn(alphaOperator);
+    const card = async (id: string) => (await call(`/inbox/items/${encodeURIComponent(id)}`, { cookie })).text;
+    const buttons = (html: string) => [...html.matchAll(/<button class="btn[^"]*" type="submit" name="(action|decision)" value="([a-z_]+)"/g)].map((m) => m[2]);
+    const policy = await card('stop:stop-pol');
+    expect(buttons(policy)).toEqual(['approve', 'deny']);
+    expect(policy).toMatch(/name="pending_digest" value="[a-z0-9]+:[0-9a-f]+"/);
+    expect(policy).toContain('name="_csrf"');
+    expect(policy).toContain('href="/runs/wr-pol#timeline"');
+    const intent = await card('stop:stop-cap');
+    expect(buttons(intent)).toEqual(['raise_cap', 'deny']);
+    expect(intent).toMatch(/type="number" step="any" name="cap"/);
+    expect(buttons(await card('stop:stop-int'))).toEqual(['intent', 'deny']);
+    expect(await card('stop:stop-int')).toMatch(/<input name="intent"/);
+    const handback = await card('handback:hb-ho-1');
+    expect(buttons(handback)).toEqual(['accept', 'rework']);
+    expect(handback).toContain('<textarea name="note"');
+    expect(buttons(await card('hold:wr-hold:' + String((await call('/v1/inbox?kind=hold', { token: alphaOperator })).json().items![0]!['id']).split(':')[2]))).toEqual(['continue', 'reroute', 'terminate']);
+    // A viewer sees the item but no form.
+    const viewer = await signIn(alphaViewer);
+    const readOnly = (await call(`/inbox/items/${encodeURIComponent('stop:stop-pol')}`, { cookie: viewer.cookie })).text;
+    expect(buttons(readOnly)).toEqual([]);
+    expect(readOnly).toContain('Read only');
+  });
+
+  it('every form post needs the session CSRF token: without it, with another one, or from another origin it is refused 403 and nothing is published', async () => {
+    const { cookie, csrf } = await signIn(alphaOperator);
+    const other = await signIn(alphaOperator);
+    const before = (await answersOn('alpha')).length;
+    const fields = { answer_id: 'web-csrf-1', action: 'deny', note: 'x' };
+    expect((await call('/inbox/stops/stop-cap/answer', { ...form(fields), cookie })).status).toBe(403);
+    expect((await call('/inbox/stops/stop-cap/answer', { ...form({ ...fields, _csrf: other.csrf }), cookie })).status).toBe(403);
+    const crossSite = await call('/inbox/stops/stop-cap/answer', { ...form({ ...fields, _csrf: csrf }), cookie, headers: { 'content-type': 'application/x-www-form-urlencoded', origin: 'https://evil.example' } });
+    expect(crossSite.status).toBe(403);
+    expect(crossSite.text).toContain('csrf_failed');
+    expect((await call('/inbox/stops/stop-cap/answer', { ...form({ ...fields, _csrf: csrf }) })).status).toBe(401);
+    expect((await answersOn('alpha')).length).toBe(before);
+  });
+
+  it('a stale or mismatched answer is refused fail-closed and shown: the pending call is not the one the form rendered, or the packet was already answered', async () => {
+    const { cookie, csrf } = await signIn(alphaOperator);
+    const before = (await answersOn('alpha')).length;
+    const stale = await call('/inbox/stops/stop-pol/answer', { ...form({ _csrf: csrf, answer_id: 'web-stale-1', action: 'approve', pending_digest: 'sha256:not-the-call-you-saw' }), cookie });
+    expect(stale.status).toBe(409);
+    expect(stale.text).toContain('stale_answer');
+    expect(stale.text).toContain('role="alert"');
+    const answered = await call('/inbox/stops/stop-done/answer', { ...form({ _csrf: csrf, answer_id: 'web-late-1', action: 'deny' }), cookie });
+    expect(answered.status).toBe(409);
+    expect(answered.text).toContain('stop_already_answered');
+    expect((await answersOn('alpha')).length).toBe(before);
+  });
+
+  it('submitting the form resumes the run through the platform: the answer is published with the rendered digest and the token as who answered', async () => {
+    const { cookie, csrf } = await signIn(alphaOperator);
+    const card = (await call(`/inbox/items/${encodeURIComponent('stop:stop-pol')}`, { cookie })).text;
+    const digest = /name="pending_digest" value="([^"]+)"/.exec(card)![1]!;
+    const answerId = /name="answer_id" value="([^"]+)"/.exec(card)![1]!;
+    const sent = await call('/inbox/stops/stop-pol/answer', { ...form({ _csrf: csrf, answer_id: answerId, action: 'approve', pending_digest: digest, note: 'ok', return: '/inbox?status=open' }), cookie });
+    expect(sent.status).toBe(303);
+    expect(sent.headers.get('location')).toBe(`/inbox?status=open&sent=${encodeURIComponent('stop:stop-pol')}`);
+    const published = (await answersOn('alpha')).find((a) => JSON.stringify(a).includes(answerId));
+    expect(published).toMatchObject({ workflow_run_id: 'wr-pol', actor_role: 'operator', answer: { answer: { action: 'approve', pending_digest: digest, answered_by: 'olga', note: 'ok' } } });
+  });
+
+  it('GET /v1/events/stream pushes inbox changes of the caller projects only, after the projections applied them', async () => {
+    const controller = new AbortController();
+    const response = await fetch(`${fx.base}/v1/events/stream`, { headers: { authorization: `Bearer ${alphaOperator}` }, signal: controller.signal });
+    expect(response.headers.get('content-type')).toMatch(/text\/event-stream/);
+    const reader = response.body!.getReader();
+    let buffer = '';
+    const frames: string[] = [];
+    const pump = (async () => {
+      for (;;) {
+        const { value, done } = await reader.read().catch(() => ({ value: undefined, done: true }));
+        if (done) return;
+        buffer += decoder.decode(value);
+        let index;
+        while ((index = buffer.indexOf('\n\n')) >= 0) {
+          frames.push(buffer.slice(0, index));
+          buffer = buffer.slice(index + 2);
+        }
+      }
+    })();
+    const until = async (predicate: () => boolean) => {
+      for (let i = 0; i < 100 && !predicate(); i++) await new Promise((resolve) => setTimeout(resolve, 50));
+    };
+    await until(() => frames.some((f) => f.includes('event: ready')));
+    await startRun(fx.events, 'beta', 'wr-beta-2');
+    await stopRun(fx.events, 'beta', 'wr-beta-2', { packet_id: 'stop-beta-2', why: 'budget', tried: [] });
+    await startRun(fx.events, 'alpha', 'wr-live');
+    await stopRun(fx.events, 'alpha', 'wr-live', { packet_id: 'stop-live', why: 'budget', tried: [] });
+    await until(() => frames.some((f) => f.includes('wr-live')));
+    controller.abort();
+    await pump;
+    const inbox = frames.filter((f) => f.includes('event: inbox')).map((f) => JSON.parse(f.split('\n').find((l) => l.startsWith('data: '))!.slice(6)) as { project: string; event_type: string; aggregate: { id: string } });
+    expect(inbox).toContainEqual(expect.objectContaining({ project: 'alpha', event_type: 'run.stopped', aggregate: { kind: 'run', id: 'wr-live' } }));
+    expect(inbox.filter((c) => c.project !== 'alpha')).toEqual([]);
+    // When the frame arrives, the item is already readable.
+    expect((await call(`/v1/inbox?kind=stop`, { token: alphaOperator })).json().items!.map((i) => i['id'])).toContain('stop:stop-live');
+  });
+});

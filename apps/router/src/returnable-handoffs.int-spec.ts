@@ -1,0 +1,241 @@
+import { randomBytes } from 'node:crypto';
+import { createEventRegistry, Subjects, type AgentResult, type ProjectDefinition } from '@baton/contracts';
+import { compileProject, LOAN_EXAMPLE_YAML } from '@baton/definitions';
+import { batonStreamNames, connectNats, JetStreamEventStore, type NatsHandle, type StoredEvent } from '@baton/eventstore';
+import type { RunningService } from '@baton/platform';
+import type { Msg, Subscription } from 'nats';
+import { startRouter } from './router.app';
+import { RouterSubjects } from './shared/subjects';
+
+/*
+ * Seed 001 through the running router over the real NATS: the loan example compiled from Baton's
+ * YAML, published, and played as a conversation (run start with the first customer message,
+ * agent results, customer messages on `<prefix>.in.<project>.message`). A tiny ledger responder
+ * (a real NATS participant) records the handoffs the router asks for, and refuses creation for a
+ * project whose handoffs must fail (ON_FAILURE).
+ */
+
+const NATS_URL = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+function loanDefinition(project: string, edit: (yaml: string) => string = (y) => y): ProjectDefinition {
+  const compiled = compileProject([{ path: 'loans.yaml', text: edit(LOAN_EXAMPLE_YAML).replace('project: loans', `project: ${project}`) }]);
+  if (compiled.project === null) throw new Error(JSON.stringify(compiled.diagnostics));
+  return compiled.project;
+}
+
+interface Created {
+  project: string;
+  body: Record<string, unknown>;
+}
+
+describe('returnable and permanent handoffs through the router (seed 001, real NATS)', () => {
+  const prefix = `rh${randomBytes(5).toString('hex')}`;
+  let router: RunningService;
+  let nats: NatsHandle;
+  let store: JetStreamEventStore;
+  const subs: Subscription[] = [];
+  const created: Created[] = [];
+  let counter = 0;
+
+  /** Answer ledger commands like the ledger; `refuseCreate` makes every create of the project fail. */
+  const serveLedger = (project: string, refuseCreate = false) => {
+    subs.push(
+      nats.connection.subscribe(`${prefix}.cmd.ledger.${project}.*`, {
+        callback: (_err, msg: Msg) => {
+          const command = msg.subject.split('.').pop()!;
+          const body = JSON.parse(decoder.decode(msg.data)) as Record<string, unknown>;
+          let reply: unknown;
+          if (command === 'create' && refuseCreate && body['to_agent'] === 'Income_Capture_Agent') {
+            reply = { ok: false, error: { code: 'agent_unavailable', kind: 'invalid', message: 'Income_Capture_Agent is not deployed' } };
+          } else if (command === 'create' || command === 'complete_from_result') {
+            if (command === 'create') created.push({ project, body });
+            reply = { ok: true, handoff: record(project, body), events: 1 };
+          } else {
+            reply = { ok: false, error: { code: 'unknown_command', kind: 'rejected', message: command } };
+          }
+          msg.respond(encoder.encode(JSON.stringify(reply)));
+        },
+      }),
+    );
+  };
+
+  const record = (project: string, body: Record<string, unknown>) => ({
+    id: String(body['handoff_id']),
+    project,
+    kind: 'task',
+    priority: 'medium',
+    status: 'pending',
+    from_agent: typeof body['from_agent'] === 'string' ? body['from_agent'] : 'baton-router',
+    ...(typeof body['to_agent'] === 'string' ? { to_agent: body['to_agent'] } : {}),
+    summary: 'test',
+    context: {},
+    acceptance: {},
+    retry: { max_retries: 3, retry_count: 0 },
+    escalation: {},
+    created_at: '2025-01-01T00:00:00.000Z',
+    updated_at: '2025-01-01T00:00:00.000Z',
+    version: 1,
+  });
+
+  const waitFor = async <T>(probe: () => Promise<T | undefined> | T | undefined, what: string, timeoutMs = 8000): Promise<T> => {
+    const until = Date.now() + timeoutMs;
+    for (;;) {
+      const value = await probe();
+      if (value !== undefined) return value;
+      if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
+      await sleep(40);
+    }
+  };
+
+  const publish = async (project: string, definition: ProjectDefinition) => {
+    const msg = await nats.connection.request(RouterSubjects.publishDefinition(prefix, project), encoder.encode(JSON.stringify(definition)), { timeout: 5000 });
+    return JSON.parse(decoder.decode(msg.data)) as { ok: boolean; version?: number; changed?: boolean };
+  };
+
+  const events = async (project: string, runId: string): Promise<StoredEvent[]> => (await store.read({ project, kind: 'run', id: runId })).events;
+  const payloads = async <T = Record<string, unknown>>(project: string, runId: string, type: string) =>
+    (await events(project, runId)).filter((e) => e.type === type).map((e) => e.payload as T);
+  const waitEvents = <T = Record<string, unknown>>(project: string, runId: string, type: string, count = 1) =>
+    waitFor(async () => {
+      const found = await payloads<T>(project, runId, type);
+      return found.length >= count ? found : undefined;
+    }, `${count} × ${type} on ${runId}`);
+
+  const start = async (project: string, input: string, variables: Record<string, unknown> = {}) => {
+    const id = `wr-${++counter}`;
+    await nats.js.publish(
+      Subjects.runStart(prefix, project),
+      encoder.encode(JSON.stringify({ workflow_run_id: id, project, workflow: 'loan_session', started_by: 'sam', input, variables })),
+    );
+    return id;
+  };
+  const say = (project: string, runId: string, text: string) =>
+    nats.js.publish(Subjects.sessionMessage(prefix, project), encoder.encode(JSON.stringify({ workflow_run_id: runId, project, message_id: `msg-${++counter}`, text })));
+  const reply = (project: string, runId: string, agent: string, extra: Partial<AgentResult> = {}) => {
+    const id = `res-${++counter}`;
+    const result: AgentResult = { result_id: id, run_id: `ar-${id}`, project, workflow_run_id: runId, agent, produced_at: new Date().toISOString(), ...extra };
+    return nats.js.publish(Subjects.agentResult(prefix, project, agent), encoder.encode(JSON.stringify(result)));
+  };
+  const createdFor = (project: string, runId: string, to: string) =>
+    waitFor(() => created.find((c) => c.project === project && c.body['workflow_run_id'] === runId && c.body['to_agent'] === to), `a ledger create to ${to} on ${runId}`);
+
+  beforeAll(async () => {
+    nats = await connectNats({ servers: NATS_URL, reconnect: false });
+    router = await startRouter({ ...process.env, NATS_URL, BATON_PREFIX: prefix, HTTP_PORT: '0', LOG_LEVEL: 'error' });
+    store = new JetStreamEventStore({ js: nats.js, jsm: nats.jsm, prefix, registry: createEventRegistry() });
+    serveLedger('loans');
+    serveLedger('loansv');
+    serveLedger('loansfail', true);
+    await nats.connection.flush();
+    expect(await publish('loans', loanDefinition('loans'))).toMatchObject({ ok: true });
+    expect(await publish('loansv', loanDefinition('loansv'))).toMatchObject({ ok: true });
+    expect(await publish('loansfail', loanDefinition('loansfail'))).toMatchObject({ ok: true });
+  }, 20_000);
+
+  afterAll(async () => {
+    for (const sub of subs) sub.unsubscribe();
+    await router?.stop();
+    const names = batonStreamNames(prefix);
+    for (const name of [names.events, names.inbox, names.dlq]) await nats.jsm.streams.delete(name).catch(() => undefined);
+    await nats.close();
+  }, 20_000);
+
+  it('verification 2–5: a new session is gated to Income_Capture_Agent, the income returns by MAP, resume_intent replays the request and Offer_Agent takes over for good', async () => {
+    const run = await start('loans', 'I want a loan offer');
+    // 2. The WHEN is checked before any model runs: the supervisor never gets a handoff.
+    const [handoff] = await waitEvents('loans', run, 'run.handoff');
+    expect(handoff).toMatchObject({ from: 'Loan_Supervisor', to: 'Income_Capture_Agent', returnExpected: true, reasonCode: 'handoff_return_expected' });
+    const gate = await createdFor('loans', run, 'Income_Capture_Agent');
+    // HISTORY summary_only, no PASS: the child receives the SUMMARY and nothing else.
+    expect(gate.body['context']).toMatchObject({
+      message: 'I want a loan offer',
+      variables: {},
+      handoff: { summary: "Collect the applicant's annual income, then return.", history_mode: 'summary_only', history: [], passed: [] },
+    });
+    expect(created.some((c) => c.body['workflow_run_id'] === run && c.body['to_agent'] === 'Loan_Supervisor')).toBe(false);
+
+    await reply('loans', run, 'Income_Capture_Agent', { body: 'What is your annual income?' });
+    await waitEvents('loans', run, 'run.awaiting_input');
+    await say('loans', run, 'About 52000 a year');
+    await waitEvents('loans', run, 'run.routed', 2);
+    // 3. The child completes: handoff_return_handler with mappedFields, then resume_intent.
+    await reply('loans', run, 'Income_Capture_Agent', { variables: { annual_income: 52000 } });
+    const [handler] = await waitEvents('loans', run, 'run.handoff_return_handler');
+    expect(handler).toMatchObject({ mappedFields: ['annual_income'], path: 'complete' });
+    const [resume] = await waitEvents('loans', run, 'run.resume_intent');
+    expect(resume).toMatchObject({ reasonCode: 'resume_intent', message: 'I want a loan offer' });
+    // 4. The second handoff is permanent, to Offer_Agent, with PASS [annual_income].
+    const handoffs = await waitEvents('loans', run, 'run.handoff', 2);
+    expect(handoffs[1]).toMatchObject({ to: 'Offer_Agent', returnExpected: false, reasonCode: 'handoff_permanent' });
+    const offer = await createdFor('loans', run, 'Offer_Agent');
+    expect(offer.body['context']).toMatchObject({ message: 'I want a loan offer', variables: { annual_income: 52000 }, handoff: { passed: ['annual_income'] } });
+    // 5. handoff_completed: outcome and durationMs.
+    const completed = await payloads('loans', run, 'run.handoff_completed');
+    expect(completed).toContainEqual(expect.objectContaining({ to: 'Income_Capture_Agent', outcome: 'success', durationMs: expect.any(Number) }));
+    expect(completed).toContainEqual(expect.objectContaining({ to: 'Income_Capture_Agent', outcome: 'blocked', code: 'handoff_condition_check' }));
+    // The order of the trace is the seed's.
+    const order = (await events('loans', run)).map((e) => e.type).filter((t) => ['run.handoff', 'run.handoff_return_handler', 'run.resume_intent'].includes(t));
+    expect(order).toEqual(['run.handoff', 'run.handoff_return_handler', 'run.resume_intent', 'run.handoff']);
+  }, 30_000);
+
+  it('a returning customer with the value set goes straight to Offer_Agent; a message while the agent works is refused and recorded', async () => {
+    const run = await start('loans', 'Show me offers', { annual_income: 80000 });
+    const [handoff] = await waitEvents('loans', run, 'run.handoff');
+    expect(handoff).toMatchObject({ to: 'Offer_Agent', returnExpected: false, reasonCode: 'handoff_permanent' });
+    await say('loans', run, 'hello?');
+    const [rejected] = await waitEvents('loans', run, 'run.result_rejected');
+    expect(rejected).toMatchObject({ agent: 'customer', code: 'run_not_awaiting_input' });
+  }, 20_000);
+
+  it('the child hands off to the waiting parent: the parent resumes (hand_back, the forwarded message recorded) and its ON_RETURN runs', async () => {
+    const run = await start('loans', 'I want a loan offer');
+    await waitEvents('loans', run, 'run.handoff');
+    await reply('loans', run, 'Income_Capture_Agent', { body: 'What is your annual income?' });
+    await waitEvents('loans', run, 'run.awaiting_input');
+    await say('loans', run, 'What are your opening hours?');
+    await waitEvents('loans', run, 'run.routed', 2);
+    await reply('loans', run, 'Income_Capture_Agent', { handoff: { to: 'Loan_Supervisor' } });
+    const [handler] = await waitEvents('loans', run, 'run.handoff_return_handler');
+    expect(handler).toMatchObject({ path: 'hand_back', parent: 'Loan_Supervisor', forwardedMessage: 'What are your opening hours?', mappedFields: [] });
+    const [resume] = await waitEvents('loans', run, 'run.resume_intent');
+    expect(resume).toMatchObject({ resumeWith: 'original_handoff_utterance' });
+  }, 20_000);
+
+  it('a refused route: the child routing to itself (already active) is rejected with recursion', async () => {
+    const run = await start('loans', 'I want a loan offer');
+    await waitEvents('loans', run, 'run.handoff');
+    await reply('loans', run, 'Income_Capture_Agent', { handoff: { to: 'Income_Capture_Agent' } });
+    const completed = await waitEvents('loans', run, 'run.handoff_completed', 2);
+    expect(completed).toContainEqual(expect.objectContaining({ outcome: 'rejected', code: 'recursion' }));
+    // The child keeps the conversation and waits for the customer.
+    await waitEvents('loans', run, 'run.awaiting_input');
+  }, 20_000);
+
+  it('ON_FAILURE RESPOND runs when the ledger refuses to create the child handoff (handoff_completed error with cause and code)', async () => {
+    const run = await start('loansfail', 'I want a loan offer');
+    const [failed] = await waitEvents('loansfail', run, 'run.handoff_completed');
+    expect(failed).toMatchObject({ outcome: 'error', code: 'agent_unavailable', onFailure: 'respond', cause: expect.stringMatching(/^create_refused/) });
+    const [waiting] = await waitEvents('loansfail', run, 'run.awaiting_input');
+    expect(waiting).toMatchObject({ agent: 'Loan_Supervisor', reply: 'I cannot collect your income details right now. Please try again later.' });
+  }, 20_000);
+
+  it('publishing makes a new version; a run keeps the routes of the definition it started with', async () => {
+    const run = await start('loansv', 'I want a loan offer');
+    await waitEvents('loansv', run, 'run.handoff');
+    // v2 drops the MAP: a run started now would get no income back.
+    const v2 = loanDefinition('loansv', (y) => y.replace('      MAP:\n        annual_income: annual_income\n', ''));
+    expect(await publish('loansv', v2)).toMatchObject({ ok: true, changed: true });
+    await reply('loansv', run, 'Income_Capture_Agent', { variables: { annual_income: 41000 } });
+    const [handler] = await waitEvents('loansv', run, 'run.handoff_return_handler');
+    expect(handler).toMatchObject({ mappedFields: ['annual_income'] });
+
+    const later = await start('loansv', 'I want a loan offer');
+    await waitEvents('loansv', later, 'run.handoff');
+    await reply('loansv', later, 'Income_Capture_Agent', { variables: { annual_income: 41000 } });
+    const [v2handler] = await waitEvents('loansv', later, 'run.handoff_return_handler');
+    expect(v2handler).toMatchObject({ mappedFields: [] });
+  }, 30_000);
+});

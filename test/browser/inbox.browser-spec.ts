@@ -1,0 +1,225 @@
+import { randomBytes } from 'node:crypto';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { chromium, type BrowserContext, type Page } from 'playwright-core';
+import type { FinishResult, HandoffOffer } from '@baton/sdk';
+import { createBatonClient, type BatonAgent, type OfferSubscription } from '@baton/sdk';
+import { batonStreamNames, connectNats, type NatsHandle } from '@baton/eventstore';
+import { createRedis, type RedisHandle } from '@baton/projections';
+import { demoDefinition } from '../../apps/demo/src/definition';
+import { freePort, root, run, startService, stopService, waitReady, type ServiceProcess } from '../e2e/platform';
+
+const CHROMIUM = process.env['CHROMIUM_PATH'] ?? '/usr/bin/chromium';
+const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+const natsUrl = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
+const redisUrl = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
+const PROJECT = 'web';
+const SHOTS = join(root, 'var', 'screenshots');
+/** Every agent-written field of the second stop carries this; it must show as text and never run. */
+const XSS = `<img src=x onerror="window.__xss=1;alert(1)"><script>window.__xss=2</script>`;
+
+interface Shot {
+  name: string;
+  width: number;
+  height: number;
+  bytes: number;
+  text: string;
+}
+
+/** Take a full-page PNG, save it under var/screenshots, and read back its size and the page text at that moment. */
+async function screenshot(page: Page, name: string): Promise<Shot> {
+  const png = await page.screenshot({ fullPage: true, type: 'png' });
+  await writeFile(join(SHOTS, `${name}.png`), png);
+  expect(png.subarray(0, 8).toString('hex')).toBe('89504e470d0a1a0a');
+  expect(png.subarray(12, 16).toString('ascii')).toBe('IHDR');
+  return { name, width: png.readUInt32BE(16), height: png.readUInt32BE(20), bytes: png.length, text: await page.innerText('body') };
+}
+
+function expectSane(shot: Shot): void {
+  expect({ name: shot.name, sane: shot.width >= 800 && shot.width <= 2000 && shot.height >= 300 && shot.height <= 20000 && shot.bytes > 8_000 }).toEqual({ name: shot.name, sane: true });
+}
+
+/**
+ * The operator's web inbox end to end: the four services as processes with a random prefix, a run
+ * stopped by an agent through the SDK, an operator token made with the CLI, and headless Chromium
+ * signing in, approving through the form, watching the item leave live, and opening the timeline.
+ */
+describe('the web inbox in headless Chromium (four services as processes)', () => {
+  const prefix = `web${randomBytes(4).toString('hex')}`;
+  const env = { NATS_URL: natsUrl, REDIS_URL: redisUrl, BATON_PREFIX: prefix, LOG_LEVEL: 'warn', WATCHDOG_TICK_MS: '500' };
+  const services: ServiceProcess[] = [];
+  const scripts = new Map<string, FinishResult[]>();
+  let nats: NatsHandle;
+  let redis: RedisHandle;
+  let agent: BatonAgent;
+  let offers: OfferSubscription;
+  let base: string;
+  let token: string;
+  let userDataDir: string;
+  let context: BrowserContext;
+  let refundPacket: string;
+  let xssPacket: string;
+  const dialogs: string[] = [];
+
+  const api = async <T>(path: string): Promise<T> => (await (await fetch(`${base}${path}`, { headers: { authorization: `Bearer ${token}` } })).json()) as T;
+  const waitFor = async <T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 20_000): Promise<T> => {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const value = await probe();
+      if (value !== undefined) return value;
+      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+      await new Promise((resolve) => setTimeout(resolve, 150));
+    }
+  };
+  const stopOf = (runId: string) =>
+    waitFor(`the stop of ${runId} in the inbox`, async () => {
+      const page = await api<{ items: Array<{ workflow_run_id?: string; packet_id?: string }> }>(`/v1/inbox?project=${PROJECT}&kind=stop&limit=100`);
+      return page.items.find((i) => i.workflow_run_id === runId)?.packet_id;
+    });
+
+  beforeAll(async () => {
+    await mkdir(SHOTS, { recursive: true });
+    nats = await connectNats({ servers: natsUrl, reconnect: false });
+    redis = createRedis(redisUrl);
+    for (const name of ['ledger', 'router', 'watchdog', 'notifier']) services.push(startService(name, await freePort(), env));
+    await Promise.all(services.map((service) => waitReady(service)));
+    base = `http://127.0.0.1:${services.find((s) => s.name === 'notifier')!.port}`;
+    const made = await run(process.execPath, ['bin/baton.js', 'token', 'create', '--role', 'operator', '--project', PROJECT, '--name', 'olga', '--json'], env);
+    if (made.code !== 0) throw new Error(`baton token create failed: ${made.stderr}`);
+    token = (JSON.parse(made.stdout) as { token: string }).token;
+
+    // The project definition, then a support agent (the SDK) that finishes each offer with its script.
+    const reply = await nats.connection.request(`${prefix}.cmd.router.${PROJECT}.publish_definition`, new TextEncoder().encode(JSON.stringify(demoDefinition(PROJECT))), { timeout: 10_000 });
+    expect(JSON.parse(new TextDecoder().decode(reply.data))).toMatchObject({ ok: true });
+    agent = await createBatonClient({ nats, prefix, project: PROJECT, agent: 'support' });
+    offers = await agent.handoffs({
+      ackWaitMs: 10_000,
+      onOffer: async (offer: HandoffOffer) => {
+        const step = scripts.get(String(offer.offered['workflow_run_id'] ?? ''))?.shift();
+        if (!step) return;
+        await offer.claim();
+        await offer.finish(step);
+      },
+    });
+    const refundRun = `refund-${prefix}`;
+    scripts.set(refundRun, [
+      { body: 'Refund needs approval.', stop: { why: 'policy', detail: 'refund over the cap' }, pending_tool_call: { name: 'refund', args: { amount: 40, order: 99 }, call_id: 'call-1' }, tried: [{ name: 'lookup_order', trace_id: 'tr-1' }] },
+      { decision: { dispatch: { status: 'advance' } }, body: 'Refund issued.' },
+    ]);
+    const xssRun = `xss-${prefix}`;
+    scripts.set(xssRun, [{ body: XSS, stop: { why: 'policy', detail: XSS }, pending_tool_call: { name: XSS, args: { note: XSS } }, tried: [{ name: XSS, trace_id: XSS }] }]);
+    for (const runId of [refundRun, xssRun]) await agent.startRun({ workflow_run_id: runId, project: PROJECT, workflow: 'support', started_by: 'dana' });
+    refundPacket = await stopOf(refundRun);
+    xssPacket = await stopOf(xssRun);
+
+    userDataDir = await mkdtemp(join(tmpdir(), 'baton-chromium-'));
+    context = await chromium.launchPersistentContext(userDataDir, { executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS, viewport: { width: 1280, height: 900 } });
+    context.on('dialog', (dialog) => {
+      dialogs.push(dialog.message());
+      void dialog.dismiss();
+    });
+  }, 80_000);
+
+  afterAll(async () => {
+    await context?.close().catch(() => undefined);
+    if (userDataDir) await rm(userDataDir, { recursive: true, force: true });
+    await offers?.stop().catch(() => undefined);
+    await agent?.close().catch(() => undefined);
+    await Promise.all(services.map((service) => stopService(service)));
+    const names = batonStreamNames(prefix);
+    for (const stream of [names.events, names.inbox, names.dlq]) await nats?.jsm.streams.delete(stream).catch(() => undefined);
+    await nats?.close();
+    const keys = await redis.client.keys(`${prefix}:*`);
+    if (keys.length > 0) await redis.client.del(...keys);
+    await redis?.close();
+  }, 60_000);
+
+  const card = (page: Page, packet: string) => page.locator(`article[data-item-id="stop:${packet}"]`);
+
+  it('an operator signs in with a token and sees the stop: the user message, the why, what was tried (linked to the timeline), the frozen call and its form', async () => {
+    const page = await context.newPage();
+    await page.goto(`${base}/inbox`);
+    expect(new URL(page.url()).pathname).toBe('/login');
+    await page.fill('input[name="token"]', token);
+    await Promise.all([page.waitForURL(`${base}/inbox`), page.click('button[type="submit"]')]);
+    const item = card(page, refundPacket);
+    await item.waitFor();
+    await page.locator('#live-status[data-state="live"]').waitFor();
+    const shot = await screenshot(page, '1-inbox');
+    expectSane(shot);
+    expect(shot.text).toContain('olga · operator · projects web');
+    const text = await item.innerText();
+    expect(text).toContain('This needs a person to approve it');
+    expect(text).toContain('policy — refund over the cap');
+    expect(text).toContain('lookup_order');
+    expect(text).toMatch(/"amount": 40/);
+    expect(await item.locator('a', { hasText: 'lookup_order' }).getAttribute('href')).toBe(`/runs/refund-${prefix}#timeline`);
+    expect(await item.locator('button[name="action"]').evaluateAll((buttons) => buttons.map((b) => (b as HTMLButtonElement).value))).toEqual(['approve', 'deny']);
+    expect(shot.text).toContain(text.split('\n')[0]!);
+    await page.close();
+  });
+
+  it('approving through the form resumes the run; the item leaves an open inbox live (server-sent events), without a reload', async () => {
+    const watcher = await context.newPage();
+    await watcher.goto(`${base}/inbox`);
+    await card(watcher, refundPacket).waitFor();
+    await watcher.locator('#live-status[data-state="live"]').waitFor();
+    await watcher.evaluate(() => {
+      (window as unknown as { __sameDocument: boolean }).__sameDocument = true;
+    });
+    const page = await context.newPage();
+    await page.goto(`${base}/inbox`);
+    await Promise.all([page.waitForURL(/\/inbox\?sent=/), card(page, refundPacket).locator('button[value="approve"]').click()]);
+    expect(await page.locator('[data-testid="sent"]').innerText()).toContain(`stop:${refundPacket}`);
+    // The watcher never navigated: the item is removed by the live script.
+    await card(watcher, refundPacket).waitFor({ state: 'detached', timeout: 20_000 });
+    expect(await watcher.evaluate(() => (window as unknown as { __sameDocument?: boolean }).__sameDocument)).toBe(true);
+    expect(Number(await watcher.locator('body').getAttribute('data-inbox-updates'))).toBeGreaterThan(0);
+    const shot = await screenshot(watcher, '2-inbox-after-approve');
+    expectSane(shot);
+    expect(shot.text).not.toContain('refund over the cap');
+    const completed = await waitFor('the run to complete', async () => {
+      const view = await api<{ run: { status: string } }>(`/v1/runs/refund-${prefix}`);
+      return view.run.status === 'completed' ? view : undefined;
+    });
+    expect(completed.run.status).toBe('completed');
+    await page.close();
+    await watcher.close();
+  });
+
+  it('the run timeline page shows every event, who or what decided it, and its origin', async () => {
+    const page = await context.newPage();
+    await page.goto(`${base}/runs/refund-${prefix}`);
+    const rows = await page.locator('#timeline tbody tr').evaluateAll((trs) => trs.map((tr) => Array.from(tr.querySelectorAll('td')).map((td) => td.textContent ?? '')));
+    const types = rows.map((r) => r[2]);
+    expect(types).toEqual(expect.arrayContaining(['run.started', 'run.routed', 'run.stopped', 'run.resumed', 'run.completed']));
+    const resumed = rows.find((r) => r[2] === 'run.resumed')!;
+    expect(resumed[3]).toBe('olga');
+    expect(resumed[4]).toBeTruthy();
+    expect(rows.every((r) => r[3] !== '' && r[4] !== '')).toBe(true);
+    const shot = await screenshot(page, '3-run-timeline');
+    expectSane(shot);
+    expect(shot.text).toContain(`Run refund-${prefix}`);
+    expect(shot.text).toContain('approve by olga');
+    await page.close();
+  });
+
+  it('agent-produced script-injection payloads in every field are shown as text and never run', async () => {
+    const page = await context.newPage();
+    await page.goto(`${base}/inbox`);
+    const item = card(page, xssPacket);
+    await item.waitFor();
+    const text = await item.innerText();
+    expect(text.split(XSS).length - 1).toBeGreaterThanOrEqual(3);
+    expect(await item.locator('script, img, svg, iframe').count()).toBe(0);
+    await page.goto(`${base}/runs/xss-${prefix}`);
+    expect(await page.innerText('body')).toContain(XSS);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(await page.evaluate(() => (window as unknown as { __xss?: number }).__xss)).toBeUndefined();
+    expect(dialogs).toEqual([]);
+    const shot = await screenshot(page, '4-xss-as-text');
+    expectSane(shot);
+    await page.close();
+  });
+});
