@@ -1,4 +1,4 @@
-import { connect, type JetStreamClient, type JetStreamManager, type NatsConnection } from 'nats';
+import { connect, headers as natsHeaders, type JetStreamClient, type JetStreamManager, type MsgHdrs, type NatsConnection } from 'nats';
 
 /** How to reach NATS. Everything else about the client stays inside this library. */
 export interface NatsConnectOptions {
@@ -76,4 +76,11 @@ export async function connectNats(opts: NatsConnectOptions = {}): Promise<NatsHa
       await connection.close();
     },
   };
+}
+
+/** NATS message headers from a plain record (so callers need not import the client). */
+export function headersFrom(record: Record<string, string>): MsgHdrs {
+  const result = natsHeaders();
+  for (const [name, value] of Object.entries(record)) result.set(name, value);
+  return result;
 }

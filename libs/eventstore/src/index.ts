@@ -3,7 +3,7 @@
  * types, so moving to the modular `@nats-io/*` client touches this library (and the Nest
  * transport in libs/platform) only.
  */
-export { connectNats, DEFAULT_NATS_URL } from './connection';
+export { connectNats, DEFAULT_NATS_URL, headersFrom } from './connection';
 export type { NatsConnectOptions, NatsHandle } from './connection';
 export {
   EventStoreError,
@@ -40,7 +40,7 @@ export type { ProvisionAction, ProvisionReport } from './provision';
 export { deadLetter, DlqHeader, DeadLetterReason, dlqSourceToken, headersToRecord } from './dead-letter';
 export type { DeadLetterInput, DeadLetterAck } from './dead-letter';
 export { runConsumer, classifyError } from './runner';
-export type { ConsumedMessage, ConsumerRunner, ErrorClass, MessageOutcome, RunConsumerOptions } from './runner';
+export type { BatchVerdict, ConsumedMessage, ConsumerRunner, ErrorClass, MessageOutcome, RunConsumerOptions } from './runner';
 export { LruCache } from './lru';
 export * from './dlq-admin';
 export { instrumentRunners, type RunnerIdentity, type RunnerInstrumentation } from './runner';

@@ -6,8 +6,8 @@ import {
   type HandoffActorKind,
   type StartRunRequest,
 } from '@baton/contracts';
-import { batonStreamNames, connectNats, mapPublishError, provision, runConsumer, type NatsHandle } from '@baton/eventstore';
-import { LedgerClient } from '@baton/platform';
+import { batonStreamNames, connectNats, headersFrom, mapPublishError, provision, runConsumer, type NatsHandle } from '@baton/eventstore';
+import { LedgerClient, traceHeaders } from '@baton/platform';
 import { InvalidInputError } from './errors';
 import { createOfferHandler, type HandoffOffer } from './offers';
 import { AgentSubjects, offerDurableName } from './subjects';
@@ -220,7 +220,10 @@ class NatsBatonAgent implements BatonAgent {
 
   private async publish(subject: string, body: unknown, msgID: string): Promise<PublishReceipt> {
     try {
-      const ack = await this.nats.js.publish(subject, textEncoder.encode(JSON.stringify(body)), { msgID });
+      // Carry the caller's trace (or start one), so the run can be followed from this result to
+      // the operator's inbox item across every service.
+      const headers = headersFrom(traceHeaders({ startIfMissing: true }));
+      const ack = await this.nats.js.publish(subject, textEncoder.encode(JSON.stringify(body)), { msgID, headers });
       return { seq: ack.seq, duplicate: ack.duplicate, stream: ack.stream };
     } catch (error) {
       throw mapPublishError(error, subject, undefined);
