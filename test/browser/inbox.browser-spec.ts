@@ -7,7 +7,6 @@ import type { FinishResult, HandoffOffer } from '@baton/sdk';
 import { createBatonClient, type BatonAgent, type OfferSubscription } from '@baton/sdk';
 import { batonStreamNames, connectNats, type NatsHandle } from '@baton/eventstore';
 import { createRedis, type RedisHandle } from '@baton/projections';
-import { demoDefinition } from '../../apps/demo/src/definition';
 import { freePort, root, run, startService, stopService, waitReady, type ServiceProcess } from '../e2e/platform';
 
 const CHROMIUM = process.env['CHROMIUM_PATH'] ?? '/usr/bin/chromium';
@@ -17,6 +16,14 @@ const redisUrl = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
 const PROJECT = 'web';
 const SHOTS = join(root, 'var', 'screenshots');
 /** Every agent-written field of the second stop carries this; it must show as text and never run. */
+/** A one-step project: the support agent answers, or stops for a person. */
+const definition = {
+  project: PROJECT,
+  lead: 'lena',
+  agents: [{ name: 'support', role: 'customer support' }],
+  workflows: [{ name: 'support', version: 1, entry: 'answer', steps: [{ id: 'answer', agent: 'support', terminal: true }] }],
+};
+type Win = { __xss?: number; __sameDocument?: boolean };
 const XSS = `<img src=x onerror="window.__xss=1;alert(1)"><script>window.__xss=2</script>`;
 
 interface Shot {
@@ -90,7 +97,7 @@ describe('the web inbox in headless Chromium (four services as processes)', () =
     token = (JSON.parse(made.stdout) as { token: string }).token;
 
     // The project definition, then a support agent (the SDK) that finishes each offer with its script.
-    const reply = await nats.connection.request(`${prefix}.cmd.router.${PROJECT}.publish_definition`, new TextEncoder().encode(JSON.stringify(demoDefinition(PROJECT))), { timeout: 10_000 });
+    const reply = await nats.connection.request(`${prefix}.cmd.router.${PROJECT}.publish_definition`, new TextEncoder().encode(JSON.stringify(definition)), { timeout: 10_000 });
     expect(JSON.parse(new TextDecoder().decode(reply.data))).toMatchObject({ ok: true });
     agent = await createBatonClient({ nats, prefix, project: PROJECT, agent: 'support' });
     offers = await agent.handoffs({
@@ -115,6 +122,7 @@ describe('the web inbox in headless Chromium (four services as processes)', () =
 
     userDataDir = await mkdtemp(join(tmpdir(), 'baton-chromium-'));
     context = await chromium.launchPersistentContext(userDataDir, { executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS, viewport: { width: 1280, height: 900 } });
+    context.setDefaultTimeout(15_000);
     context.on('dialog', (dialog) => {
       dialogs.push(dialog.message());
       void dialog.dismiss();
@@ -142,7 +150,9 @@ describe('the web inbox in headless Chromium (four services as processes)', () =
     await page.goto(`${base}/inbox`);
     expect(new URL(page.url()).pathname).toBe('/login');
     await page.fill('input[name="token"]', token);
-    await Promise.all([page.waitForURL(`${base}/inbox`), page.click('button[type="submit"]')]);
+    await page.click('button[type="submit"]');
+    await page.waitForLoadState();
+    if (new URL(page.url()).pathname !== '/inbox') throw new Error(`sign-in failed at ${page.url()}: ${await page.innerText('body')}`);
     const item = card(page, refundPacket);
     await item.waitFor();
     await page.locator('#live-status[data-state="live"]').waitFor();
@@ -155,7 +165,7 @@ describe('the web inbox in headless Chromium (four services as processes)', () =
     expect(text).toContain('lookup_order');
     expect(text).toMatch(/"amount": 40/);
     expect(await item.locator('a', { hasText: 'lookup_order' }).getAttribute('href')).toBe(`/runs/refund-${prefix}#timeline`);
-    expect(await item.locator('button[name="action"]').evaluateAll((buttons) => buttons.map((b) => (b as HTMLButtonElement).value))).toEqual(['approve', 'deny']);
+    expect(await item.locator('button[name="action"]').evaluateAll((buttons) => buttons.map((b) => (b as unknown as { value: string }).value))).toEqual(['approve', 'deny']);
     expect(shot.text).toContain(text.split('\n')[0]!);
     await page.close();
   });
@@ -166,7 +176,7 @@ describe('the web inbox in headless Chromium (four services as processes)', () =
     await card(watcher, refundPacket).waitFor();
     await watcher.locator('#live-status[data-state="live"]').waitFor();
     await watcher.evaluate(() => {
-      (window as unknown as { __sameDocument: boolean }).__sameDocument = true;
+      (globalThis as unknown as Win).__sameDocument = true;
     });
     const page = await context.newPage();
     await page.goto(`${base}/inbox`);
@@ -174,7 +184,7 @@ describe('the web inbox in headless Chromium (four services as processes)', () =
     expect(await page.locator('[data-testid="sent"]').innerText()).toContain(`stop:${refundPacket}`);
     // The watcher never navigated: the item is removed by the live script.
     await card(watcher, refundPacket).waitFor({ state: 'detached', timeout: 20_000 });
-    expect(await watcher.evaluate(() => (window as unknown as { __sameDocument?: boolean }).__sameDocument)).toBe(true);
+    expect(await watcher.evaluate(() => (globalThis as unknown as Win).__sameDocument)).toBe(true);
     expect(Number(await watcher.locator('body').getAttribute('data-inbox-updates'))).toBeGreaterThan(0);
     const shot = await screenshot(watcher, '2-inbox-after-approve');
     expectSane(shot);
@@ -191,7 +201,7 @@ describe('the web inbox in headless Chromium (four services as processes)', () =
   it('the run timeline page shows every event, who or what decided it, and its origin', async () => {
     const page = await context.newPage();
     await page.goto(`${base}/runs/refund-${prefix}`);
-    const rows = await page.locator('#timeline tbody tr').evaluateAll((trs) => trs.map((tr) => Array.from(tr.querySelectorAll('td')).map((td) => td.textContent ?? '')));
+    const rows = await page.locator('#timeline tbody tr').evaluateAll((trs) => trs.map((tr) => Array.from((tr as unknown as { querySelectorAll(s: string): ArrayLike<{ textContent: string | null }> }).querySelectorAll('td')).map((td) => td.textContent ?? '')));
     const types = rows.map((r) => r[2]);
     expect(types).toEqual(expect.arrayContaining(['run.started', 'run.routed', 'run.stopped', 'run.resumed', 'run.completed']));
     const resumed = rows.find((r) => r[2] === 'run.resumed')!;
@@ -216,7 +226,7 @@ describe('the web inbox in headless Chromium (four services as processes)', () =
     await page.goto(`${base}/runs/xss-${prefix}`);
     expect(await page.innerText('body')).toContain(XSS);
     await new Promise((resolve) => setTimeout(resolve, 300));
-    expect(await page.evaluate(() => (window as unknown as { __xss?: number }).__xss)).toBeUndefined();
+    expect(await page.evaluate(() => (globalThis as unknown as Win).__xss)).toBeUndefined();
     expect(dialogs).toEqual([]);
     const shot = await screenshot(page, '4-xss-as-text');
     expectSane(shot);

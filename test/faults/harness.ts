@@ -5,7 +5,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { connect as tcpConnect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createEventRegistry, type ProjectDefinition } from '@baton/contracts';
+import { createEventRegistry, type AggregateKind, type ProjectDefinition } from '@baton/contracts';
 import { batonStreamNames, connectNats, JetStreamEventStore, type NatsHandle, type StoredEvent } from '@baton/eventstore';
 import { freePort, root, stopService, waitReady, type ServiceProcess } from '../e2e/platform';
 
@@ -380,7 +380,7 @@ export async function foldAndCheck(natsUrl: string | string[], prefix: string, p
   const nats = await connectNats({ servers: natsUrl, name: 'fault-check', reconnect: true });
   const store = new JetStreamEventStore({ js: nats.js, jsm: nats.jsm, prefix, registry: createEventRegistry() });
   const anomalies: Anomalies = { resultOutcomes: [], incompleteRuns: [], handoffs: [], duplicateEventIds: [], counts: { runs: 0, results: 0, handoffs: 0, runEvents: 0, handoffEvents: 0 } };
-  const readAll = async (kind: string, id: string): Promise<StoredEvent[]> => {
+  const readAll = async (kind: AggregateKind, id: string): Promise<StoredEvent[]> => {
     for (let attempt = 0; ; attempt++) {
       try {
         return (await store.read({ project, kind, id })).events;
@@ -453,7 +453,8 @@ export async function deleteStreams(natsUrl: string | string[], prefix: string):
 
 /** A line for the suite's log: what a fault test did and found (collected into docs/reliability.md by hand). */
 export function summary(test: string, load: LoadReport, anomalies: Anomalies, extra: Record<string, unknown> = {}): string {
-  return `[fault] ${test}: ${JSON.stringify({ runs: load.runs.length, results: load.results.size, unfinished: load.unfinished.length, publishRetries: load.publishRetries, ...anomalies.counts, anomalies: anomalies.resultOutcomes.length + anomalies.incompleteRuns.length + anomalies.handoffs.length + anomalies.duplicateEventIds.length, ...extra })}`;
+  const { handoffs, runEvents, handoffEvents } = anomalies.counts;
+  return `[fault] ${test}: ${JSON.stringify({ runs: load.runs.length, results: load.results.size, unfinished: load.unfinished.length, publishRetries: load.publishRetries, handoffs, runEvents, handoffEvents, anomalies: anomalies.resultOutcomes.length + anomalies.incompleteRuns.length + anomalies.handoffs.length + anomalies.duplicateEventIds.length, ...extra })}`;
 }
 
 const anomalyCount = (a: Anomalies) => a.resultOutcomes.length + a.incompleteRuns.length + a.handoffs.length + a.duplicateEventIds.length;

@@ -26,6 +26,18 @@ function loanDefinition(project: string, edit: (yaml: string) => string = (y) =>
   return compiled.project;
 }
 
+const MEMORY_LINE = '      DESCRIPTION: "Annual income in whole currency units, collected by the income agent."\n';
+const GATE_ON_RETURN = '      action: resume_intent\n      MAP:\n        annual_income: annual_income\n';
+/** The example with more supervisor MEMORY: income_note (writable) and locked (READONLY). */
+const withMemory = (y: string) => y.replace(MEMORY_LINE, `${MEMORY_LINE}    - income_note\n      TYPE: string\n    - locked\n      READONLY: true\n`);
+/** ON_RETURN continue with a SET of `target`. */
+const continueWithSet = (target: string) => (y: string) =>
+  withMemory(y).replace(GATE_ON_RETURN, `      action: continue\n      MAP:\n        annual_income: annual_income\n      SET:\n        ${target}: "Income collected by the income agent."\n`);
+/** Offer_Agent gets a route to itself. */
+const offerSelfRoute = (y: string) => `${y}\nHANDOFF:\n  - TO: Offer_Agent\n    WHEN: annual_income IS SET\n`;
+/** Income_Capture_Agent is switched off unless income_capture_enabled = true. */
+const incomeDisabled = (y: string) => y.replace('AGENT: Income_Capture_Agent\n', 'AGENT: Income_Capture_Agent\nENABLED_WHEN: income_capture_enabled = true\n');
+
 interface Created {
   project: string;
   body: Record<string, unknown>;
@@ -129,7 +141,11 @@ describe('returnable and permanent handoffs through the router (seed 001, real N
     serveLedger('loans');
     serveLedger('loansv');
     serveLedger('loansfail', true);
+    for (const p of ['loanscont', 'loansro', 'loansoff']) serveLedger(p);
     await nats.connection.flush();
+    expect(await publish('loanscont', loanDefinition('loanscont', (y) => offerSelfRoute(continueWithSet('income_note')(y))))).toMatchObject({ ok: true });
+    expect(await publish('loansro', loanDefinition('loansro', continueWithSet('locked')))).toMatchObject({ ok: true });
+    expect(await publish('loansoff', loanDefinition('loansoff', incomeDisabled))).toMatchObject({ ok: true });
     expect(await publish('loans', loanDefinition('loans'))).toMatchObject({ ok: true });
     expect(await publish('loansv', loanDefinition('loansv'))).toMatchObject({ ok: true });
     expect(await publish('loansfail', loanDefinition('loansfail'))).toMatchObject({ ok: true });
@@ -238,4 +254,64 @@ describe('returnable and permanent handoffs through the router (seed 001, real N
     const [v2handler] = await waitEvents('loansv', later, 'run.handoff_return_handler');
     expect(v2handler).toMatchObject({ mappedFields: [] });
   }, 30_000);
+
+  it('action: continue with SET: the parent does not route after the return; a later message routes; a route to the agent waiting for input is refused (target_waiting_for_input)', async () => {
+    const run = await start('loanscont', 'I want a loan offer');
+    await waitEvents('loanscont', run, 'run.handoff');
+    await reply('loanscont', run, 'Income_Capture_Agent', { variables: { annual_income: 60000 } });
+    const [handler] = await waitEvents('loanscont', run, 'run.handoff_return_handler');
+    expect(handler).toMatchObject({ action: 'continue', mappedFields: ['annual_income'], setFields: ['income_note'], applied: true });
+    const [waiting] = await waitEvents('loanscont', run, 'run.awaiting_input');
+    expect(waiting).toMatchObject({ agent: 'Loan_Supervisor', reply: 'Thanks. I have your income.' });
+    expect(await payloads('loanscont', run, 'run.resume_intent')).toEqual([]);
+
+    await say('loanscont', run, 'So what can I get?');
+    const handoffs = await waitEvents('loanscont', run, 'run.handoff', 2);
+    expect(handoffs[1]).toMatchObject({ to: 'Offer_Agent', reasonCode: 'handoff_permanent', passedVariables: { annual_income: 60000 } });
+    await reply('loanscont', run, 'Offer_Agent', { body: 'Here are your offers.' });
+    await waitEvents('loanscont', run, 'run.awaiting_input', 2);
+    await say('loanscont', run, 'Thanks');
+    const completed = await waitFor(async () => {
+      const all = await payloads('loanscont', run, 'run.handoff_completed');
+      return all.find((c) => c['code'] === 'target_waiting_for_input');
+    }, 'a target_waiting_for_input refusal');
+    expect(completed).toMatchObject({ outcome: 'rejected', from: 'Offer_Agent', to: 'Offer_Agent' });
+  }, 30_000);
+
+  it('the return applies no effects when a SET target is not writable by the parent: memory_error', async () => {
+    const run = await start('loansro', 'I want a loan offer');
+    await waitEvents('loansro', run, 'run.handoff');
+    await reply('loansro', run, 'Income_Capture_Agent', { variables: { annual_income: 60000 } });
+    const [error] = await waitEvents('loansro', run, 'run.memory_error');
+    expect(error).toMatchObject({ parent: 'Loan_Supervisor', targets: ['locked'] });
+    const [handler] = await waitEvents('loansro', run, 'run.handoff_return_handler');
+    expect(handler).toMatchObject({ applied: false, mappedFields: [] });
+    // annual_income was not copied: the gate still holds on the next message.
+    await waitEvents('loansro', run, 'run.awaiting_input');
+    await say('loansro', run, 'Offers please');
+    const handoffs = await waitEvents('loansro', run, 'run.handoff', 2);
+    expect(handoffs[1]).toMatchObject({ to: 'Income_Capture_Agent' });
+  }, 30_000);
+
+  it('ENABLED_WHEN switches the target off: handoff_completed blocked, the supervisor gets the message', async () => {
+    const run = await start('loansoff', 'I want a loan offer');
+    const [blocked] = await waitEvents('loansoff', run, 'run.handoff_completed');
+    expect(blocked).toMatchObject({ outcome: 'blocked', to: 'Income_Capture_Agent', cause: 'target_disabled' });
+    const [routed] = await waitEvents<{ target: { agent: string }; decision: { rule: string } }>('loansoff', run, 'run.routed');
+    expect(routed).toMatchObject({ target: { agent: 'Loan_Supervisor' }, decision: { rule: 'message' } });
+  }, 20_000);
+
+  it('expecting a replay to chain: a replay runs one level only (resume_intent_depth_limit)', async () => {
+    const run = await start('loans', 'I want a loan offer');
+    await waitEvents('loans', run, 'run.handoff');
+    // The child hands back with a message; the replay re-fires the gate (a replay, depth 1).
+    await reply('loans', run, 'Income_Capture_Agent', { handoff: { to: 'Loan_Supervisor', message: 'What rates do you have?' } });
+    const handoffs = await waitEvents('loans', run, 'run.handoff', 2);
+    expect(handoffs[1]).toMatchObject({ to: 'Income_Capture_Agent', replayDepth: 1 });
+    await reply('loans', run, 'Income_Capture_Agent', { variables: { annual_income: 45000 } });
+    const resumes = await waitEvents('loans', run, 'run.resume_intent', 2);
+    expect(resumes[1]).toMatchObject({ reasonCode: 'resume_intent_depth_limit' });
+    const waiting = await waitEvents('loans', run, 'run.awaiting_input');
+    expect(waiting[waiting.length - 1]).toMatchObject({ agent: 'Loan_Supervisor' });
+  }, 20_000);
 });

@@ -6,7 +6,7 @@ import { OperatorAnswerSchema, StopPacketSchema } from './stop-packet';
 import * as handoff from './handoff';
 import { HumanActionNoticeSchema } from './notice';
 import { ProjectDefinitionSchema } from './definition';
-import { PublishDefinitionReplySchema, RunAnswerRequestSchema, StartRunRequestSchema, StopRunRequestSchema } from './run-requests';
+import { PublishDefinitionReplySchema, RunAnswerRequestSchema, SessionMessageSchema, StartRunRequestSchema, StopRunRequestSchema } from './run-requests';
 
 /**
  * The wire contracts a producer in another language needs, by file name. `baton schemas` writes
@@ -24,6 +24,7 @@ export function wireSchemas(): Record<string, z.ZodType> {
     'publish-definition-reply': PublishDefinitionReplySchema,
     'start-run-request': StartRunRequestSchema,
     'stop-run-request': StopRunRequestSchema,
+    'session-message': SessionMessageSchema,
     'run-answer-request': RunAnswerRequestSchema,
     'handoff-record': handoff.HandoffRecordSchema,
   };

@@ -33,7 +33,17 @@ export interface RunConsumerOptions {
   stream: string;
   /** An existing durable pull consumer with explicit ack (see `provision`). */
   durable: string;
-  handler: (msg: ConsumedMessage) => Promise<void>;
+  /** Handles one message; resolving acks it. Give either `handler` or `handleBatch`. */
+  handler?: (msg: ConsumedMessage) => Promise<void>;
+  /**
+   * Handles the messages that have arrived, in delivery order, up to `batch` at a time and one
+   * batch at a time (messages keep arriving, up to `concurrency`, while a batch runs). Resolving
+   * acks every message except those the returned map gives a verdict: `failed` is handled as if a
+   * per-message handler had thrown that error (retry with backoff, dead letter); `later` naks the
+   * message with that delay and never dead-letters it for this (it waits for something else). A
+   * throw fails every message of the batch with that error.
+   */
+  handleBatch?: (msgs: ConsumedMessage[]) => Promise<ReadonlyMap<ConsumedMessage, BatchVerdict> | void>;
   /** Subject prefix for dead letters (`<prefix>.dlq.<source>`). */
   prefix: string;
   /** Dead-letter source token (default: the durable name). */
@@ -64,6 +74,9 @@ export interface RunConsumerOptions {
 }
 
 export type ErrorClass = { kind: 'retry'; delayMs?: number } | { kind: 'poison'; reason: string };
+
+/** What a batch handler says about one message it did not simply process (see `handleBatch`). */
+export type BatchVerdict = { kind: 'failed'; error: unknown } | { kind: 'later'; delayMs: number };
 
 export interface ConsumerRunner {
   /** Stop pulling, let in-flight handlers finish (and ack / nak / dead-letter), then resolve. */
@@ -168,8 +181,10 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
     opts.onOutcome?.(outcome);
     instrumentation?.onOutcome?.(outcome, identity);
   };
+  if ((opts.handler === undefined) === (opts.handleBatch === undefined)) throw new Error('runConsumer needs exactly one of handler and handleBatch');
+  const handler = opts.handler ?? (() => Promise.resolve());
   const callHandler = (msg: ConsumedMessage) =>
-    instrumentation?.around ? instrumentation.around(msg, identity, () => opts.handler(msg)) : opts.handler(msg);
+    instrumentation?.around ? instrumentation.around(msg, identity, () => handler(msg)) : handler(msg);
 
   let stopping = false;
   const running = new Set<Promise<void>>();
@@ -216,6 +231,25 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
     }
   };
 
+  /** A handler failed on `msg`: nak with backoff, or dead-letter (poison, or out of deliveries). */
+  const failed = async (msg: ConsumedMessage, error: unknown) => {
+    const verdict = classify(error);
+    if (verdict.kind === 'poison') return giveUp(msg, verdict.reason, error);
+    if (msg.deliveryCount >= maxDeliver) return giveUp(msg, DeadLetterReason.maxDeliveries, error);
+    const delayMs = verdict.delayMs ?? delayFor(msg.deliveryCount);
+    msg.raw.nak(delayMs);
+    report({ kind: 'retry', msg, delayMs, error });
+  };
+
+  const acked = async (msg: ConsumedMessage) => {
+    try {
+      await msg.raw.ackAck();
+    } catch {
+      // The ack may still have landed; if not, the message is redelivered and handlers are idempotent.
+    }
+    report({ kind: 'acked', msg });
+  };
+
   const handle = async (msg: ConsumedMessage, ackWaitMs: number) => {
     const raw = msg.raw;
     const beat = setInterval(() => raw.working(), Math.max(100, Math.floor(ackWaitMs / 3)));
@@ -223,22 +257,66 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
       await callHandler(msg);
     } catch (error) {
       clearInterval(beat);
-      const verdict = classify(error);
-      if (verdict.kind === 'poison') return giveUp(msg, verdict.reason, error);
-      if (msg.deliveryCount >= maxDeliver) return giveUp(msg, DeadLetterReason.maxDeliveries, error);
-      const delayMs = verdict.delayMs ?? delayFor(msg.deliveryCount);
-      raw.nak(delayMs);
-      report({ kind: 'retry', msg, delayMs, error });
-      return;
+      return failed(msg, error);
     } finally {
       clearInterval(beat);
     }
+    await acked(msg);
+  };
+
+  // Batch mode: arrived messages wait in `queued`; one batch at a time is handed over.
+  const queued: Array<{ msg: ConsumedMessage; done: () => void }> = [];
+  let batchRunning = false;
+  let batchBeat: NodeJS.Timeout | null = null;
+  const inBatch = new Set<ConsumedMessage>();
+  const runBatch = async (items: Array<{ msg: ConsumedMessage; done: () => void }>) => {
+    const msgs = items.map((item) => item.msg);
     try {
-      await raw.ackAck();
-    } catch {
-      // The ack may still have landed; if not, the message is redelivered and handlers are idempotent.
+      let verdicts: ReadonlyMap<ConsumedMessage, BatchVerdict> | void;
+      try {
+        verdicts = await (opts.handleBatch as NonNullable<RunConsumerOptions['handleBatch']>)(msgs);
+      } catch (error) {
+        await Promise.all(msgs.map((msg) => failed(msg, error)));
+        return;
+      }
+      await Promise.all(
+        msgs.map((msg) => {
+          const verdict = verdicts ? verdicts.get(msg) : undefined;
+          if (verdict === undefined) return acked(msg);
+          if (verdict.kind === 'failed') return failed(msg, verdict.error);
+          msg.raw.nak(verdict.delayMs);
+          report({ kind: 'retry', msg, delayMs: verdict.delayMs, error: new Error('waiting for an earlier message') });
+          return undefined;
+        }),
+      );
+    } finally {
+      for (const item of items) {
+        inBatch.delete(item.msg);
+        item.done();
+      }
     }
-    report({ kind: 'acked', msg });
+  };
+  const pump = () => {
+    if (batchRunning || queued.length === 0) return;
+    batchRunning = true;
+    const items = queued.splice(0, batch);
+    for (const item of items) inBatch.add(item.msg);
+    void runBatch(items).finally(() => {
+      batchRunning = false;
+      pump();
+    });
+  };
+  const enqueue = (msg: ConsumedMessage, ackWaitMs: number): Promise<void> => {
+    // One timer keeps every waiting or running message of the batch mode alive past its ack wait.
+    batchBeat ??= setInterval(() => {
+      for (const item of queued) item.msg.raw.working();
+      for (const waiting of inBatch) waiting.raw.working();
+    }, Math.max(100, Math.floor(ackWaitMs / 3)));
+    return new Promise<void>((resolve) => {
+      queued.push({ msg, done: resolve });
+      // Let the rest of the pull arrive first, so a batch takes what is there.
+      setImmediate(pump);
+    });
   };
 
   /** Per ordering key, the last message's task: the next message of that key runs after it. */
@@ -257,7 +335,9 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
     const key = keyOf(msg);
     let task: Promise<void>;
     const previous = key === undefined ? undefined : tails.get(key);
-    if (previous === undefined) {
+    if (opts.handleBatch) {
+      task = enqueue(msg, ackWaitMs);
+    } else if (previous === undefined) {
       task = handle(msg, ackWaitMs);
     } else {
       // Waiting behind an earlier message of the same key: keep the ack wait from running out.
@@ -315,6 +395,7 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
       }
     }
     await Promise.allSettled([...running]);
+    if (batchBeat) clearInterval(batchBeat);
   };
 
   instrumentation?.onStart?.(identity);

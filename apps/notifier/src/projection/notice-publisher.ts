@@ -25,6 +25,25 @@ export class NoticePublisher {
     @Inject(PROJECTION_STORE) private readonly store: ProjectionStore,
   ) {}
 
+  /**
+   * Publish the notices among `events`: events the `notices` projection has not applied yet and is
+   * about to commit (the range applier passes exactly those). Same at-least-once rule as
+   * {@link publishIfNew}, without a status read per event. Throws if NATS refuses.
+   */
+  async publishUnapplied(events: readonly SequencedEvent[]): Promise<number> {
+    let published = 0;
+    for (const event of events) {
+      if (event.type !== 'run.notice_emitted') continue;
+      const notice = HumanActionNoticeSchema.parse((event.payload as { notice: unknown }).notice);
+      const subject = Subjects.notice(this.runtime.config.BATON_PREFIX, notice.project);
+      this.runtime.nats.connection.publish(subject, encoder.encode(JSON.stringify(notice)));
+      this.runtime.logger.info('notice published', { notice_id: notice.notice_id, workflow_run_id: notice.workflow_run_id, event_id: event.id, subject });
+      published++;
+    }
+    if (published > 0) await this.runtime.nats.connection.flush();
+    return published;
+  }
+
   /** Publish the notice of `event` unless the `notices` projection already applied it. Throws if NATS refuses. */
   async publishIfNew(event: SequencedEvent): Promise<boolean> {
     if (event.type !== 'run.notice_emitted') return false;

@@ -75,7 +75,7 @@ function stopForm(packet: StopPacket, form: NextForm | null, ctx: PageContext, r
   const actions = form?.actions ?? [{ id: 'acknowledge' as const, label: 'Acknowledge', style: 'primary' as const }];
   return html`<form class="answer" method="post" action="/inbox/stops/${seg(packet.packet_id)}/answer" data-testid="stop-form">
   ${csrfField(ctx)}${hidden('answer_id', `web-${randomUUID()}`)}${hidden('pending_digest', digest)}${hidden('return', returnTo)}
-  ${form ? html`<div><strong>${form.title}</strong><div class="muted">${form.prompt}</div></div>` : null}
+  ${form ? html`<div class="muted">${form.prompt}</div>` : null}
   ${fields.map((field) => {
     switch (field.kind) {
       case 'display':

@@ -9,7 +9,7 @@ export interface PageContext {
 
 /**
  * Security headers of every page: a Content-Security-Policy that allows scripts, styles and
- * connections from this origin only (no inline script can run), no framing, no referrer, no caching.
+ * connections from this origin only (no inline script can run), no framing, no referrer to other sites, no caching.
  */
 export const PAGE_HEADERS: Readonly<Record<string, string>> = {
   'Content-Type': 'text/html; charset=utf-8',
@@ -17,7 +17,7 @@ export const PAGE_HEADERS: Readonly<Record<string, string>> = {
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
   'X-Content-Type-Options': 'nosniff',
   'X-Frame-Options': 'DENY',
-  'Referrer-Policy': 'no-referrer',
+  'Referrer-Policy': 'same-origin',
   'Cache-Control': 'no-store',
 };
 

@@ -208,9 +208,9 @@ describe('operator console: tokens, roles, project scoping, web inbox (real NATS
     expect(policy).toMatch(/name="pending_digest" value="[a-z0-9]+:[0-9a-f]+"/);
     expect(policy).toContain('name="_csrf"');
     expect(policy).toContain('href="/runs/wr-pol#timeline"');
-    const intent = await card('stop:stop-cap');
-    expect(buttons(intent)).toEqual(['raise_cap', 'deny']);
-    expect(intent).toMatch(/type="number" step="any" name="cap"/);
+    const cap = await card('stop:stop-cap');
+    expect(buttons(cap)).toEqual(['raise_cap', 'deny']);
+    expect(cap).toMatch(/type="number" step="any" name="cap"/);
     expect(buttons(await card('stop:stop-int'))).toEqual(['intent', 'deny']);
     expect(await card('stop:stop-int')).toMatch(/<input name="intent"/);
     const handback = await card('handback:hb-ho-1');

@@ -7,6 +7,7 @@ import type {
   ResumeWith,
   TranscriptEntry,
 } from '@baton/contracts';
+import { assertNever } from '../decider';
 import { isSetValue } from '../routing/conditions';
 
 /**
@@ -55,6 +56,8 @@ export function buildHandoffContext(
         history = transcript.slice(Math.max(0, transcript.length - 5));
       }
       break;
+    default:
+      return assertNever(policy, 'history policy');
   }
   const variables: Record<string, unknown> = {};
   for (const name of route.pass ?? []) {
@@ -131,6 +134,8 @@ export function pickResumeMessage(resumeWith: ResumeWith, sources: ResumeSources
       return sources.latestSessionUtterance;
     case 'forwarded_return_message':
       return sources.forwardedMessage;
+    default:
+      return assertNever(resumeWith, 'resume_with');
   }
 }
 

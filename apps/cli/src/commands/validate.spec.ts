@@ -1,0 +1,45 @@
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { LOAN_EXAMPLE_YAML } from '@baton/definitions';
+import { createCliContext } from '../context';
+import { bufferedIo } from '../output';
+import { validateCommand } from './validate';
+
+const run = async (argv: string[]) => {
+  const io = bufferedIo();
+  const code = await validateCommand.run(argv, createCliContext({ io, env: {} }));
+  return { code, out: io.out() };
+};
+
+describe('baton validate', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'baton-validate-'));
+  const good = join(dir, 'good');
+  const bad = join(dir, 'bad.yaml');
+  beforeAll(() => {
+    mkdirSync(good);
+    writeFileSync(join(good, 'loans.yaml'), LOAN_EXAMPLE_YAML);
+    writeFileSync(bad, 'project: loans\n---\nSUPERVISOR: S\nHANDOFF:\n  - TO: Nobody\n    RETURN: True\n');
+  });
+
+  it('a directory with seed 001\'s loan example is valid: exit 0', async () => {
+    const { code, out } = await run([good]);
+    expect(code).toBe(0);
+    expect(out).toMatch(/^valid: 0 error\(s\), 0 warning\(s\) — project 'loans', 3 agent\(s\)/m);
+  });
+
+  it('prints file:line:col severity code message — hint and exits 1 on errors', async () => {
+    const { code, out } = await run([bad]);
+    expect(code).toBe(1);
+    expect(out).toContain(`${bad}:5:9 error UNKNOWN_HANDOFF_TARGET TO target 'Nobody' is not an agent of the project — Every TO target must exist.`);
+    expect(out).toContain(`${bad}:6:13 warning HANDOFF_RETURN_NOT_LOWERCASE_TRUE`);
+  });
+
+  it('--json prints the diagnostics and the compiled project', async () => {
+    const { code, out } = await run([good, '--json']);
+    expect(code).toBe(0);
+    const parsed = JSON.parse(out) as { ok: boolean; diagnostics: unknown[]; project: { agents: unknown[] } };
+    expect(parsed).toMatchObject({ ok: true, diagnostics: [] });
+    expect(parsed.project.agents).toHaveLength(3);
+  });
+});

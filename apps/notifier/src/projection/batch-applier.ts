@@ -1,0 +1,231 @@
+import type { EventRegistry } from '@baton/contracts';
+import { PoisonError, type BatchVerdict, type ConsumedMessage, type NatsHandle } from '@baton/eventstore';
+import { jetStreamReplaySource, ProjectionGapError, type BatonProjector, type EventRange, type SequencedEvent } from '@baton/projections';
+import { traceIdFromHeaders, type JsonLogger } from '@baton/platform';
+
+const decoder = new TextDecoder();
+
+/** Delay before a message that waits behind a failing earlier event is offered again, ms. */
+export const WAIT_BEHIND_MS = 1000;
+
+/** JetStream's error code for a message that is not in the stream. */
+const NO_MESSAGE_FOUND = 10037;
+
+/** Gaps up to this many sequences are read message by message (in parallel); longer ones with an ordered consumer. */
+const SMALL_GAP = 32;
+
+export interface BatchApplierOptions {
+  projector: BatonProjector;
+  registry: EventRegistry;
+  nats: NatsHandle;
+  /** The events stream. */
+  stream: string;
+  prefix: string;
+  /** Deliveries after which a message whose event the projections cannot apply is skipped and dead-lettered. */
+  maxDeliver: number;
+  /** Publish the human action notices among `events` (not yet applied by `notices`). */
+  publishNotices: (events: readonly SequencedEvent[]) => Promise<void>;
+  /** Called for each event of this applier's own messages once every projection has applied it. */
+  onApplied: (event: SequencedEvent) => void;
+  logger: JsonLogger;
+}
+
+type Decoded = { msg: ConsumedMessage; event: SequencedEvent | null; error: unknown };
+
+/**
+ * Applies what the notifier's durable consumer delivers to the projections in contiguous ranges of
+ * the events stream (`BatonProjector.applyRange`): one atomic compare-and-set commit per projection
+ * for a whole batch instead of one script call per event and projection.
+ *
+ * Why ranges: the projections' seq guard skips anything at or below their last applied seq, so an
+ * event committed after a later one would be lost. A range always starts right after what every
+ * projection has applied: sequences of the range this applier was not delivered (held by another
+ * notifier instance, or waiting for redelivery) are read from the stream itself, so several
+ * instances may share the consumer, each with many messages in flight, and none ever leaves a
+ * hole. Whichever commits first wins; the other finds the projection moved and re-folds.
+ *
+ * Failures: an undecodable message is dead-lettered (poison) and its sequence is applied as a
+ * no-op. When a range fails, events are applied one by one to find the first that fails: the ones
+ * before it are acknowledged; its own message is retried with the runner's backoff and, once out
+ * of deliveries, skipped (its sequence committed as a no-op) and dead-lettered — only once the
+ * skip is committed, so a Redis outage never dead-letters anything; messages behind it wait
+ * ({@link WAIT_BEHIND_MS}) without using up their deliveries.
+ */
+export class ProjectionBatchApplier {
+  constructor(private readonly opts: BatchApplierOptions) {}
+
+  async handle(msgs: ConsumedMessage[]): Promise<Map<ConsumedMessage, BatchVerdict>> {
+    const verdicts = new Map<ConsumedMessage, BatchVerdict>();
+    const own = new Map<number, Decoded>();
+    for (const msg of msgs) {
+      const decoded = this.decode(msg);
+      if (decoded.event === null) verdicts.set(msg, { kind: 'failed', error: decoded.error });
+      const earlier = own.get(msg.seq);
+      // The same sequence twice in one batch (a redelivery overtook the first copy): keep one, ack both.
+      if (!earlier || earlier.event === null) own.set(msg.seq, decoded);
+    }
+    if (own.size === 0) return verdicts;
+    const seqs = [...own.keys()].sort((a, b) => a - b);
+    const toSeq = seqs.at(-1) as number;
+    let fromSeq = seqs[0] as number;
+    const contiguous = toSeq - fromSeq + 1 === seqs.length;
+    if (!contiguous) fromSeq = Math.min(fromSeq, (await this.lowestApplied()) + 1);
+
+    let range: EventRange | null = null;
+    try {
+      range = await this.rangeOf(fromSeq, toSeq, own);
+      await this.apply(range);
+    } catch (error) {
+      if (!(error instanceof ProjectionGapError)) return this.isolate(range, own, verdicts, error);
+      // Some projection is behind the first message of the batch: start from where it stands.
+      try {
+        range = await this.rangeOf(Math.min(fromSeq, (await this.lowestApplied()) + 1), toSeq, own);
+        await this.apply(range);
+      } catch (retryError) {
+        return this.isolate(range, own, verdicts, retryError);
+      }
+    }
+    this.applied(own.values());
+    return verdicts;
+  }
+
+  private async apply(range: EventRange): Promise<void> {
+    await this.opts.projector.applyRange(range, {
+      beforeCommit: async (projection, events) => {
+        if (projection === 'notices') await this.opts.publishNotices(events);
+      },
+    });
+  }
+
+  /**
+   * A range failed: apply its events one at a time to find the first that fails, then settle
+   * every own message by where it stands relative to that event (see the class comment).
+   */
+  private async isolate(range: EventRange | null, own: Map<number, Decoded>, verdicts: Map<ConsumedMessage, BatchVerdict>, error: unknown): Promise<Map<ConsumedMessage, BatchVerdict>> {
+    const waitAll = (from: number) => {
+      for (const [seq, decoded] of own) if (seq >= from && !verdicts.has(decoded.msg)) verdicts.set(decoded.msg, { kind: 'later', delayMs: WAIT_BEHIND_MS });
+    };
+    if (range === null || error instanceof ProjectionGapError) {
+      // The range could not even be assembled (stream or Redis unreachable): everything waits;
+      // nothing uses up a delivery for it, and no later range can skip these events anyway.
+      this.opts.logger.warn('projection batch could not be applied; retrying', { error: String(error) });
+      waitAll(0);
+      return verdicts;
+    }
+    let next = range.fromSeq;
+    const bySeq = new Map(range.events.map((event) => [event.seq, event]));
+    const steps: Array<{ seq: number; event: SequencedEvent | null }> = [];
+    for (let seq = range.fromSeq; seq <= range.toSeq; seq++) steps.push({ seq, event: bySeq.get(seq) ?? null });
+    for (const step of steps) {
+      try {
+        await this.apply({ fromSeq: next, toSeq: step.seq, events: step.event ? [step.event] : [] });
+        next = step.seq + 1;
+        continue;
+      } catch (stepError) {
+        const failing = own.get(step.seq);
+        this.opts.logger.warn('projection event failed', { seq: step.seq, own: failing !== undefined, deliveries: failing?.msg.deliveryCount, error: String(stepError) });
+        if (!failing) {
+          waitAll(step.seq);
+          break;
+        }
+        if (failing.msg.deliveryCount < this.opts.maxDeliver) {
+          if (!verdicts.has(failing.msg)) verdicts.set(failing.msg, { kind: 'failed', error: stepError });
+          waitAll(step.seq + 1);
+          break;
+        }
+        // Out of deliveries: skip it (a no-op at its sequence), then dead-letter it and go on.
+        try {
+          await this.apply({ fromSeq: step.seq, toSeq: step.seq, events: [] });
+        } catch {
+          if (!verdicts.has(failing.msg)) verdicts.set(failing.msg, { kind: 'later', delayMs: WAIT_BEHIND_MS });
+          waitAll(step.seq + 1);
+          break;
+        }
+        verdicts.set(failing.msg, { kind: 'failed', error: stepError });
+        next = step.seq + 1;
+      }
+    }
+    this.applied([...own.values()].filter((decoded) => !verdicts.has(decoded.msg)));
+    return verdicts;
+  }
+
+  /** The range `fromSeq..toSeq`: own decodable events plus the stream's events for sequences not delivered here. */
+  private async rangeOf(fromSeq: number, toSeq: number, own: Map<number, Decoded>): Promise<EventRange> {
+    const events = new Map<number, SequencedEvent>();
+    const missing: number[] = [];
+    for (let seq = fromSeq; seq <= toSeq; seq++) {
+      const decoded = own.get(seq);
+      if (decoded) {
+        if (decoded.event) events.set(seq, decoded.event);
+      } else {
+        missing.push(seq);
+      }
+    }
+    if (missing.length > 0) for (const event of await this.readStream(missing)) events.set(event.seq, event);
+    return { fromSeq, toSeq, events: [...events.values()].sort((a, b) => a.seq - b.seq) };
+  }
+
+  /** Read (and decode) the stream's events at `seqs` (sorted); undecodable or absent ones are left out. */
+  private async readStream(seqs: number[]): Promise<SequencedEvent[]> {
+    const { nats, stream } = this.opts;
+    if (seqs.length <= SMALL_GAP) {
+      const found = await Promise.all(
+        seqs.map(async (seq) => {
+          try {
+            const msg = await nats.jsm.streams.getMessage(stream, { seq });
+            const headers: Record<string, string[]> = {};
+            return this.decodeBytes(msg.seq, msg.data, headers).event;
+          } catch (error) {
+            if ((error as { api_error?: { err_code?: number } }).api_error?.err_code === NO_MESSAGE_FOUND) return null;
+            throw error;
+          }
+        }),
+      );
+      return found.filter((event): event is SequencedEvent => event !== null);
+    }
+    const wanted = new Set(seqs);
+    const last = seqs.at(-1) as number;
+    const source = jetStreamReplaySource({ nats, prefix: this.opts.prefix, registry: this.opts.registry, stream });
+    const events: SequencedEvent[] = [];
+    for await (const event of source(seqs[0] as number)) {
+      if (event.seq > last) break;
+      if (wanted.has(event.seq)) events.push(event);
+      if (event.seq === last) break;
+    }
+    return events;
+  }
+
+  /** The lowest last applied seq over every projection. */
+  private async lowestApplied(): Promise<number> {
+    const statuses = await this.opts.projector.status();
+    return Math.min(...statuses.map((status) => status.lastSeq));
+  }
+
+  private applied(decoded: Iterable<Decoded>): void {
+    for (const { event } of decoded) {
+      if (event === null) continue;
+      try {
+        this.opts.onApplied(event);
+      } catch {
+        // listeners must not affect the applier
+      }
+    }
+  }
+
+  private decode(msg: ConsumedMessage): Decoded {
+    return { ...this.decodeBytes(msg.seq, msg.data, msg.headers), msg };
+  }
+
+  private decodeBytes(seq: number, data: Uint8Array, headers: Record<string, string[]>): { event: SequencedEvent | null; error: unknown } {
+    let raw: unknown;
+    try {
+      raw = JSON.parse(decoder.decode(data));
+    } catch (error) {
+      return { event: null, error: new PoisonError(`stored event #${seq} is not JSON`, 'malformed_json', { cause: error }) };
+    }
+    const decoded = this.opts.registry.decode(raw);
+    if (!decoded.ok) return { event: null, error: new PoisonError(`stored event #${seq} does not decode: ${decoded.rejection.message}`, decoded.rejection.code) };
+    const traceId = traceIdFromHeaders(headers);
+    return { event: { ...decoded.value, seq, ...(traceId ? { traceId } : {}) }, error: null };
+  }
+}

@@ -1,0 +1,29 @@
+import type { RunEvent } from '@baton/domain';
+import { summarizeRunEvent } from './runs';
+
+/** `baton run <id>` prints these summaries: seed 001's trace must read like the seed. */
+describe('run timeline summaries of returnable handoffs (seed 001)', () => {
+  const at = '2025-01-01T00:00:00.000Z';
+  it('handoff, handoff_return_handler, resume_intent and handoff_completed show the seed fields', () => {
+    const context = { summary: 's', history_mode: 'summary_only' as const, history: [], passed: [] };
+    const events: RunEvent[] = [
+      {
+        type: 'run.handoff',
+        data: { handoffId: 'ho-1', from: 'Loan_Supervisor', to: 'Income_Capture_Agent', step: 'converse', returnExpected: true, reasonCode: 'handoff_return_expected', route: 0, trigger: 'when', message: 'I want a loan offer', replayDepth: 0, context, passedVariables: {}, onReturn: null, onFailure: { action: 'continue' }, at },
+      },
+      {
+        type: 'run.handoff_return_handler',
+        data: { handoffId: 'ho-1', parent: 'Loan_Supervisor', child: 'Income_Capture_Agent', path: 'complete', action: 'resume_intent', handler: null, mappedFields: ['annual_income'], skippedFields: [], setFields: [], writes: { annual_income: 1 }, applied: true, respond: null, forwardedMessage: null, at },
+      },
+      { type: 'run.resume_intent', data: { parent: 'Loan_Supervisor', resumeWith: 'original_handoff_utterance', message: 'I want a loan offer', reasonCode: 'resume_intent', depth: 1, at } },
+      { type: 'run.handoff_completed', data: { handoffId: null, from: 'A', to: 'B', route: 0, outcome: 'rejected', durationMs: 0, cause: 'recursion', code: 'recursion', at } },
+      { type: 'run.memory_error', data: { handoffId: 'ho-1', parent: 'A', child: 'B', targets: ['x'], message: 'm', at } },
+    ];
+    const lines = events.map(summarizeRunEvent);
+    expect(lines[0]).toContain('returnExpected: true reasonCode: handoff_return_expected');
+    expect(lines[1]).toContain('mappedFields: [annual_income]');
+    expect(lines[2]).toContain('resume_intent Loan_Supervisor reasonCode: resume_intent');
+    expect(lines[3]).toContain('outcome: rejected durationMs: 0 cause: recursion code: recursion');
+    expect(lines[4]).toContain('memory_error: A may not write [x]');
+  });
+});
