@@ -131,7 +131,8 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
       ]);
       scripts.set(`${runId}/context`, [{ body: `Here is the context.\n${sentinel({ dispatch: { status: 'advance' } })}` }]);
       await start('feature', runId);
-      const events = await waitForRun(runId, has('run.completed'));
+      // The completion and its notice are appended one after the other: wait for both.
+      const events = await waitForRun(runId, (e) => has('run.completed')(e) && has('run.notice_emitted')(e));
       check(scenario, 'routes follow the workflow edges: analyze → context → plan', ['entry→architect', 'workflow_edge→context', 'workflow_edge→architect'], routes(events ?? []));
       check(scenario, 'the terminal step completes the workflow with one human action notice', [true, 1], [has('run.completed')(events ?? []), (events ?? []).filter((e) => e.type === 'run.notice_emitted').length]);
     }
@@ -158,7 +159,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
       const heldRun = `support-${tag}-held`;
       scripts.set(`${heldRun}/support`, [{ body: 'I answered the customer but made no routing decision.' }]);
       await start('support', heldRun);
-      const held = await waitForRun(heldRun, has('run.held'));
+      const held = await waitForRun(heldRun, (e) => has('run.held')(e) && has('run.notice_emitted')(e));
       const hold = payloadOf<{ reason: string; decision: { dispatch: { origin: string; status: string } } }>(held, 'run.held');
       check(scenario, 'no return address: hold for a human with the seed reason, origin engine_fallback', {
         status: 'hold',

@@ -350,6 +350,12 @@ export class JetStreamEventStore implements EventStore {
       const envelopes = decision.events.map((event, index) => this.envelope(ref, event, index, meta));
       try {
         const result = await this.append(ref, envelopes, { expectedVersion: lastSeq });
+        if (result.duplicates > 0 && trustedCache) {
+          // Decided on a cached fold that was behind: the events are an older command's, stored
+          // already. Read the stream and decide again (the decider's own idempotency answers).
+          this.cache?.delete(key);
+          continue;
+        }
         if (result.duplicates > 0) {
           // The command had already been applied (a retry with the same ids): the stream, not
           // this fold, is the truth. Return the events as stored and the state they produce.
