@@ -15,11 +15,17 @@ export interface ApiReply {
 export async function callApi(ctx: CliContext, method: 'GET' | 'POST', path: string, body?: unknown): Promise<ApiReply> {
   const base = ctx.config().BATON_API_URL.replace(/\/+$/, '');
   const url = `${base}${path}`;
+  const token = ctx.config().BATON_TOKEN;
   let response: Response;
   try {
     response = await ctx.fetch(url, {
       method,
-      headers: { accept: 'application/json', 'x-baton-operator': ctx.operator(), ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+      headers: {
+        accept: 'application/json',
+        'x-baton-operator': ctx.operator(),
+        ...(token !== undefined ? { authorization: `Bearer ${token}` } : {}),
+        ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+      },
       ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
       signal: AbortSignal.timeout(15_000),
     });

@@ -15,6 +15,8 @@ export const CliConfigSchema = BaseConfigSchema.pick({ NATS_URL: true, REDIS_URL
     .default('http://127.0.0.1:7100'),
   /** Who the operator is, for answers and decisions (default: $USER). */
   BATON_OPERATOR: z.string().min(1).max(200).optional(),
+  /** Operator API token (`baton token create`); sent as `Authorization: Bearer`. */
+  BATON_TOKEN: z.string().min(1).max(500).optional(),
   /** Key prefix of the projections in Redis (default `<BATON_PREFIX>:proj`, as the notifier uses). */
   BATON_PROJECTION_PREFIX: z.string().min(1).optional(),
 });

@@ -1,4 +1,22 @@
+import { spawnSync } from 'node:child_process';
+import { join } from 'node:path';
 import { runDemo } from './scenarios';
+
+/**
+ * The operator API needs a token. Use BATON_TOKEN when set; otherwise make an operator token for
+ * the demo project with `baton token create`, as an operator would.
+ */
+function demoToken(project: string): string {
+  const given = process.env['BATON_TOKEN'];
+  if (given) return given;
+  const cli = join(__dirname, '..', '..', '..', '..', 'bin', 'baton.js');
+  const made = spawnSync(process.execPath, [cli, 'token', 'create', '--role', 'operator', '--project', project, '--name', 'demo-operator', '--json'], {
+    encoding: 'utf8',
+    env: { ...process.env, BATON_CLI_NO_BUILD: process.env['BATON_CLI_NO_BUILD'] ?? '0' },
+  });
+  if (made.status !== 0) throw new Error(`could not create an operator token (baton token create): ${made.stderr}`);
+  return (JSON.parse(made.stdout) as { token: string }).token;
+}
 
 /**
  * `npm run demo`: run seed 000 §6's worked examples, a seed 003 stop and a seed 002 claim /
@@ -17,7 +35,8 @@ async function main(): Promise<number> {
     console.error(`The operator API at ${apiUrl} does not answer. Start the platform first: npm start`);
     return 1;
   }
-  const report = await runDemo({ natsUrl, prefix, apiUrl, project, log: (line) => console.log(line) });
+  const apiToken = demoToken(project);
+  const report = await runDemo({ natsUrl, prefix, apiUrl, apiToken, project, log: (line) => console.log(line) });
   console.log('\nThe operator inbox now holds (open items from this demo run, most urgent first):');
   for (const item of report.inbox) {
     console.log(`  - [${String(item['kind'])}] ${String(item['why'] ?? '')} ${String(item['agent'] ?? '')} priority=${String(item['priority'] ?? '')} ${String(item['title'] ?? item['summary'] ?? item['id'])}`);

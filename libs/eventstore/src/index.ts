@@ -44,3 +44,5 @@ export type { BatchVerdict, ConsumedMessage, ConsumerRunner, ErrorClass, Message
 export { LruCache } from './lru';
 export * from './dlq-admin';
 export { instrumentRunners, type RunnerIdentity, type RunnerInstrumentation } from './runner';
+export { readStreamRange } from './stream-reader';
+export type { StoredMessage, ReadRangeOptions } from './stream-reader';

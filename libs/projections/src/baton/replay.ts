@@ -1,6 +1,5 @@
 import type { EventEnvelope, EventRegistry, Rejection } from '@baton/contracts';
-import { batonStreamNames, type NatsHandle } from '@baton/eventstore';
-import { DeliverPolicy } from 'nats';
+import { batonStreamNames, readStreamRange, type NatsHandle } from '@baton/eventstore';
 import type { ReplaySource, SequencedEvent } from '../store';
 
 export interface JetStreamReplayOptions {
@@ -22,7 +21,7 @@ const decoder = new TextDecoder();
 
 /**
  * A {@link ReplaySource} over Baton's events stream: each call reads from `fromSeq` up to the
- * stream's last sequence as of the call (one ordered, ephemeral consumer; nothing to clean up),
+ * stream's last sequence as of the call (one ephemeral pull consumer that the read deletes),
  * decoding and upcasting every message through the registry, then completes. Empty when the
  * stream holds nothing at or after `fromSeq`.
  */
@@ -33,26 +32,15 @@ export function jetStreamReplaySource(options: JetStreamReplayOptions): ReplaySo
     (async function* (): AsyncGenerator<SequencedEvent> {
       const info = await options.nats.jsm.streams.info(stream);
       const endSeq = info.state.last_seq;
-      const start = Math.max(1, fromSeq, info.state.first_seq);
-      if (info.state.messages === 0 || start > endSeq) return;
-      const consumer = await options.nats.js.consumers.get(stream, { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: start });
-      let last = start - 1;
-      while (last < endSeq) {
-        const messages = await consumer.fetch({ max_messages: Math.min(batch, endSeq - last), expires: 2000 });
-        let got = 0;
-        for await (const msg of messages) {
-          got++;
-          last = msg.seq;
-          const event = decode(options.registry, msg.data);
-          if ('rejection' in event) options.onUndecodable?.(msg.seq, msg.subject, event.rejection);
-          else {
-            const traceId = traceIdOf(msg.headers?.get('traceparent'));
-            yield { ...event.value, seq: msg.seq, ...(traceId ? { traceId } : {}) };
-          }
-          if (last >= endSeq) break;
+      const first = Math.max(1, fromSeq, info.state.first_seq);
+      if (info.state.messages === 0 || first > endSeq) return;
+      for await (const msg of readStreamRange({ js: options.nats.js, jsm: options.nats.jsm, stream, fromSeq: first, toSeq: endSeq, batch })) {
+        const event = decode(options.registry, msg.data);
+        if ('rejection' in event) options.onUndecodable?.(msg.seq, msg.subject, event.rejection);
+        else {
+          const traceId = traceIdOf(msg.headers?.get('traceparent'));
+          yield { ...event.value, seq: msg.seq, ...(traceId ? { traceId } : {}) };
         }
-        // A pull that brings nothing within its expiry: the messages left up to endSeq were deleted.
-        if (got === 0) break;
       }
     })();
 }
