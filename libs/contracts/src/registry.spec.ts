@@ -82,6 +82,13 @@ describe('untrusted JSON is size-capped and cannot pollute prototypes', () => {
     expect(({} as Record<string, unknown>)['polluted']).toBeUndefined();
   });
 
+  it('refuses documents nested deeper than the cap by name, without deep recursion', () => {
+    const deep = '['.repeat(10_000) + ']'.repeat(10_000);
+    const result = parseUntrustedJson(deep, 1_000_000);
+    expect(!result.ok && result.rejection).toMatchObject({ code: 'schema_violation', message: expect.stringContaining('nests 10000 levels') });
+    expect(parseUntrustedJson('{"a":"[[[[[[[[[["}', 1000).ok).toBe(true);
+  });
+
   it('counts UTF-8 bytes, not UTF-16 units', () => {
     expect(parseUntrustedJson(JSON.stringify('é'.repeat(30)), 61).ok).toBe(false);
     expect(parseUntrustedJson(JSON.stringify('é'.repeat(30)), 62).ok).toBe(true);

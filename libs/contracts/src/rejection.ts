@@ -88,6 +88,13 @@ export function parseUntrustedJson(text: string, maxBytes: number): Decoded<unkn
       rejection: { code: 'payload_too_large', message: `payload is ${size} bytes; the cap is ${maxBytes}`, issues: [] },
     };
   }
+  const depth = nestingDepth(text);
+  if (depth > MAX_JSON_DEPTH) {
+    return {
+      ok: false,
+      rejection: { code: 'schema_violation', message: `the document nests ${depth} levels deep; the cap is ${MAX_JSON_DEPTH}`, issues: [] },
+    };
+  }
   let forbiddenKey: string | null = null;
   let value: unknown;
   try {
@@ -108,4 +115,26 @@ export function parseUntrustedJson(text: string, maxBytes: number): Decoded<unkn
     };
   }
   return { ok: true, value };
+}
+
+/** Deepest nesting of arrays and objects an untrusted document may have. */
+export const MAX_JSON_DEPTH = 64;
+
+/** The deepest `{` / `[` nesting in JSON text, ignoring brackets inside strings. Linear, no recursion. */
+function nestingDepth(text: string): number {
+  let depth = 0;
+  let deepest = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 0x5c) i++; // backslash: skip the escaped character
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) inString = true;
+    else if (c === 0x7b || c === 0x5b) {
+      depth++;
+      if (depth > deepest) deepest = depth;
+    } else if (c === 0x7d || c === 0x5d) depth--;
+  }
+  return deepest;
 }
