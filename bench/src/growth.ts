@@ -79,6 +79,8 @@ export async function measureGrowth(opts: GrowthOptions): Promise<GrowthResult> 
   /** Start a run and feed it `results` results in a burst; resolves once the last is routed. */
   const grow = async (runId: string, results: number): Promise<number[]> => {
     await startRun(nats, prefix, project, runId);
+    // Results for a run that has not started yet are dead-lettered (not_found): wait for its entry route.
+    await waitRouted(runId, runId);
     const inFlight = new Set<Promise<void>>();
     for (let n = 1; n <= results; n++) {
       const p = publishResult(nats, prefix, advanceResult(project, runId, agentFor(n), n)).finally(() => inFlight.delete(p));

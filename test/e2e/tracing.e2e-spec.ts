@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { headers as natsHeaders } from 'nats';
 import { batonStreamNames, connectNats, headersToRecord, type NatsHandle } from '@baton/eventstore';
 import { createProjectionStore, createRedis, type RedisHandle } from '@baton/projections';
-import { newTraceparent, parseTraceparent, registerProjectionGauges, traceIdFromHeaders, type RunningService } from '@baton/platform';
+import { newTraceparent, parseTraceparent, traceIdFromHeaders, type RunningService } from '@baton/platform';
 // eslint-disable-next-line @nx/enforce-module-boundaries -- the three services run in this process (no build needed)
 import { startRouter } from '../../apps/router/src/router.app';
 // eslint-disable-next-line @nx/enforce-module-boundaries -- the three services run in this process (no build needed)
@@ -140,9 +140,8 @@ describe('trace context from agent result to inbox item (router + ledger + notif
     }, 'the hold item');
     expect(item['trace_id']).toBe(traceId);
 
-    // The notifier's metrics: inbox size and open handoffs from its projections (what the lead wires).
+    // The notifier's metrics: inbox size and open handoffs from its projections.
     const notifier = services.find((s) => s.runtime.service === 'notifier')!;
-    registerProjectionGauges(notifier.metrics, store, { handoffsEveryMs: 0 });
     const text = await (await fetch(`${await notifier.app.getUrl()}/metrics`)).text();
     expect(text).toMatch(/baton_inbox_open_items\{[^}]*kind="hold"[^}]*\} [1-9]/);
     expect(text).toMatch(/baton_open_handoffs\{[^}]*status="pending"[^}]*\} \d+/);

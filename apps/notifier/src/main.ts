@@ -1,4 +1,5 @@
-import { ConfigError, runService, type RunningService } from '@baton/platform';
+import { ConfigError, registerProjectionGauges, runService, type RunningService } from '@baton/platform';
+import { PROJECTION_STORE } from './projection/tokens';
 import { ApiExceptionFilter } from './api/http';
 import { NotifierModule } from './notifier.module';
 
@@ -22,7 +23,9 @@ export async function startNotifier(env?: Record<string, string | undefined>): P
     }
     throw error;
   }
-  return runService({ service: 'notifier', defaultPort: NOTIFIER_PORT, imports: [notifier], redis: true, httpExceptionFilter: new ApiExceptionFilter(), ...(env ? { env } : {}) });
+  return runService({ service: 'notifier', defaultPort: NOTIFIER_PORT, imports: [notifier], redis: true, httpExceptionFilter: new ApiExceptionFilter(),
+    // Inbox size and open handoffs by status, read from the projections this service keeps.
+    metrics: (metrics, app) => registerProjectionGauges(metrics, app.get(PROJECTION_STORE)), ...(env ? { env } : {}) });
 }
 
 if (require.main === module) {

@@ -35,6 +35,9 @@ export const BaseConfigSchema = z.object({
   BATON_INSTANCE: z.string().min(1).max(64).optional(),
   /** NATS credentials file (production); secrets come only from the environment. */
   NATS_CREDS: z.string().optional(),
+  /** NATS user and password of this service (infra/nats/permissions gives each service its own). */
+  NATS_USER: z.string().min(1).max(128).optional(),
+  NATS_PASSWORD: z.string().min(1).max(512).optional(),
 });
 export type BaseConfig = z.infer<typeof BaseConfigSchema>;
 

@@ -43,7 +43,12 @@ export async function createRuntime<C extends BaseConfig>(opts: CreateRuntimeOpt
   const { config, service } = opts;
   const instance = config.BATON_INSTANCE ?? `${service}-${process.pid}`;
   const logger = new JsonLogger(service, config.LOG_LEVEL, { instance });
-  const connected = await connectNats({ servers: config.NATS_URL.split(','), name: `baton-${instance}` });
+  const connected = await connectNats({
+    servers: config.NATS_URL.split(','),
+    name: `baton-${instance}`,
+    ...(config.NATS_USER !== undefined ? { user: config.NATS_USER } : {}),
+    ...(config.NATS_PASSWORD !== undefined ? { pass: config.NATS_PASSWORD } : {}),
+  });
   const nats = opts.wrapNats ? opts.wrapNats(connected) : connected;
   await provision(nats.jsm, { streams: batonTopology(config.BATON_PREFIX, { replicas: config.BATON_STREAM_REPLICAS }).streams });
   const registry = createEventRegistry();

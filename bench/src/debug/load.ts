@@ -1,0 +1,28 @@
+import { connectNats } from '@baton/eventstore';
+import { createRedis } from '@baton/projections';
+import { publishDefinition } from '../baton';
+import { measureHops } from '../hops';
+import { cleanupDeployment, startPlatform, stopService } from '../platform';
+
+async function main() {
+  const nats = await connectNats({ servers: 'nats://127.0.0.1:4222', reconnect: false });
+  const redis = createRedis('redis://127.0.0.1:6379');
+  const prefix = `dbg${Date.now().toString(36)}`;
+  const services = await startPlatform({ BATON_PREFIX: prefix, LOG_LEVEL: process.env['LL'] ?? 'warn' });
+  try {
+    await publishDefinition(nats, prefix, 'bench');
+    const result = await measureHops({ nats, redis: redis.client, prefix, project: 'bench', runs: Number(process.env['RUNS'] ?? 64), warmupSeconds: 2, throughputSeconds: 5, latencySeconds: 3, log: console.log });
+    console.log(JSON.stringify(result));
+  } finally {
+    for (const s of services) await stopService(s);
+    for (const s of services) {
+      const lines = s.output.join('').split('\n').filter((l) => l.includes('"level":"warn"') || l.includes('"level":"error"'));
+      console.log(`--- ${s.name}: ${lines.length} warn/error lines`);
+      for (const l of lines.slice(0, 8)) console.log(l.slice(0, 400));
+    }
+    await cleanupDeployment(nats, redis.client, prefix);
+    await redis.close();
+    await nats.close();
+  }
+}
+void main();
