@@ -46,7 +46,9 @@ export function startService(name: ServiceName, port: number, env: Record<string
   const root = repoRoot();
   const main = join(root, 'dist', 'apps', name, 'src', 'main.js');
   if (!existsSync(main)) throw new Error(`${main} is missing: build the services first (npx nx run-many -t build)`);
-  const child = spawn(process.execPath, [main], {
+  // BENCH_NODE_ARGS: extra Node flags for the services (e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`).
+  const nodeArgs = (process.env['BENCH_NODE_ARGS'] ?? '').split(' ').filter((arg) => arg.length > 0);
+  const child = spawn(process.execPath, [...nodeArgs, main], {
     cwd: root,
     env: { ...process.env, ...env, HTTP_PORT: String(port), HTTP_HOST: '127.0.0.1', BATON_INSTANCE: instance },
     stdio: ['ignore', 'pipe', 'pipe'],
