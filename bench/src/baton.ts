@@ -7,25 +7,26 @@ import { sleep } from './stats';
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
-/** The bench project: two agents that hand the run to each other forever (every result dispatches). */
+/** The agents of the bench workflow, in the order the workflow cycles through them. */
+export const BENCH_AGENTS = ['ping', 'pong', 'pang'] as const;
+
+/**
+ * The bench project: three agents that hand the run on in a cycle forever (ping → pong → pang →
+ * ping ...), so every result dispatches. Three, not two: each edge is always taken in the same
+ * direction, so the watchdog's ping-pong guard (thrash) never trips; the hop budget is raised
+ * through WATCHDOG_MAX_HOPS for the bench.
+ */
 export function benchDefinition(project: string): ProjectDefinition {
   return {
     project,
     lead: 'lead',
-    agents: [
-      { name: 'ping', role: 'ping' },
-      { name: 'pong', role: 'pong' },
-      { name: 'lead', role: 'lead' },
-    ],
+    agents: [...BENCH_AGENTS.map((name) => ({ name, role: name })), { name: 'lead', role: 'lead' }],
     workflows: [
       {
         name: 'loop',
         version: 1,
         entry: 'ping',
-        steps: [
-          { id: 'ping', agent: 'ping', next: 'pong' },
-          { id: 'pong', agent: 'pong', next: 'ping' },
-        ],
+        steps: BENCH_AGENTS.map((agent, i) => ({ id: agent, agent, next: BENCH_AGENTS[(i + 1) % BENCH_AGENTS.length] })),
       },
     ],
   } as ProjectDefinition;

@@ -1,6 +1,6 @@
 import { Subjects } from '@baton/contracts';
 import type { NatsHandle } from '@baton/eventstore';
-import { advanceResult, publishResult, startRun } from './baton';
+import { advanceResult, BENCH_AGENTS, publishResult, startRun } from './baton';
 import { median, nowMs, round, summarize, type LatencySummary } from './stats';
 
 export interface GrowthOptions {
@@ -74,7 +74,7 @@ export async function measureGrowth(opts: GrowthOptions): Promise<GrowthResult> 
         resolve(r);
       });
     });
-  const agentFor = (n: number) => (n % 2 === 1 ? 'ping' : 'pong');
+  const agentFor = (n: number) => BENCH_AGENTS[(n - 1) % BENCH_AGENTS.length] as string;
 
   /** Start a run and feed it `results` results in a burst; resolves once the last is routed. */
   const grow = async (runId: string, results: number): Promise<number[]> => {

@@ -1,6 +1,7 @@
 import type Redis from 'ioredis';
 import { batonStreamNames, type NatsHandle } from '@baton/eventstore';
 import { advanceResult, onOffers, publishResult, startRun, VisibilityWatcher, type Offer } from './baton';
+import { machineCpu } from './platform';
 import { nowMs, round, sleep, summarize, type LatencySummary } from './stats';
 
 export interface HopsOptions {
@@ -15,6 +16,8 @@ export interface HopsOptions {
   latencySeconds: number;
   /** Offered load for the latency phase, hops/s (default: half the sustained rate). */
   latencyRate?: number;
+  /** CPU seconds used so far per accounted process (see `cpuSnapshot`). */
+  cpu?: () => Record<string, number | null>;
   log: (line: string) => void;
 }
 
@@ -36,6 +39,10 @@ export interface HopsResult {
   not_offered: number;
   /** Hops still not visible 30 s after their result was published. */
   lost: number;
+  /** CPU milliseconds each process spent per hop during the throughput window. */
+  cpu_ms_per_hop: Record<string, number>;
+  /** How busy the whole machine was during the throughput window (1 = every CPU busy). */
+  machine_busy: number;
 }
 
 interface RunSlot {
@@ -104,16 +111,27 @@ export async function measureHops(opts: HopsOptions): Promise<HopsResult> {
     await sleep(opts.warmupSeconds * 1000);
     const windowStart = nowMs();
     const before = await streamState();
+    const cpuBefore = opts.cpu?.() ?? {};
+    const machineBefore = machineCpu();
     const countFrom = completions.length;
     await sleep(opts.throughputSeconds * 1000);
     const windowEnd = nowMs();
+    const cpuAfter = opts.cpu?.() ?? {};
+    const machineAfter = machineCpu();
     const after = await streamState();
     const inWindow = completions.slice(countFrom).filter((c) => c.at >= windowStart && c.at <= windowEnd && c.latency !== null);
     const hopsPerS = inWindow.length / ((windowEnd - windowStart) / 1000);
     const storedPerHop = inWindow.length > 0 ? (after.messages - before.messages) / inWindow.length : Number.NaN;
     const eventBytes = after.events > before.events ? (after.eventBytes - before.eventBytes) / (after.events - before.events) : Number.NaN;
     const saturated = summarize(inWindow.map((c) => c.latency as number));
-    opts.log(`  closed loop: ${round(hopsPerS, 1)} hops/s, p50 ${saturated.p50_ms} ms, p99 ${saturated.p99_ms} ms`);
+    const cpuPerHop: Record<string, number> = {};
+    for (const [name, end] of Object.entries(cpuAfter)) {
+      const start = cpuBefore[name];
+      if (end !== null && start !== null && start !== undefined && inWindow.length > 0) cpuPerHop[name] = round(((end - start) * 1000) / inWindow.length, 2);
+    }
+    const machineBusy = machineBefore && machineAfter ? round((machineAfter.busy - machineBefore.busy) / Math.max(1e-9, machineAfter.total - machineBefore.total), 3) : Number.NaN;
+    opts.log(`  closed loop: ${round(hopsPerS, 1)} hops/s, p50 ${saturated.p50_ms} ms, p99 ${saturated.p99_ms} ms; machine busy ${round(machineBusy * 100, 0)}%`);
+    opts.log(`  CPU ms per hop: ${Object.entries(cpuPerHop).map(([k, v]) => `${k} ${v}`).join(', ')}`);
 
     // Drain: no new results; wait for every run to become idle.
     mode = 'open';
@@ -158,6 +176,8 @@ export async function measureHops(opts: HopsOptions): Promise<HopsResult> {
       latency,
       not_offered: notOffered,
       lost: offered - openDone.length + stuck + publishErrors,
+      cpu_ms_per_hop: cpuPerHop,
+      machine_busy: machineBusy,
     };
   } finally {
     stopOffers();

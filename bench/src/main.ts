@@ -6,7 +6,7 @@ import { publishDefinition } from './baton';
 import { measureGrowth, type GrowthResult } from './growth';
 import { measureHops, type HopsResult } from './hops';
 import { createOpenHandoffs, type OpenHandoffsResult } from './open-handoffs';
-import { cleanupDeployment, rssMb, startPlatform, stopService, waitQuiet, type ServiceProcess } from './platform';
+import { accountedProcesses, cleanupDeployment, cpuSnapshot, rssMb, startPlatform, stopService, waitQuiet, type ServiceProcess } from './platform';
 import { measureRaw, type RawCeilings } from './raw';
 import { measureReplay, type ReplayResult } from './replay';
 import { round } from './stats';
@@ -72,7 +72,8 @@ async function main(): Promise<void> {
   const redis = redisHandle.client;
   const prefix = `bench${randomBytes(4).toString('hex')}`;
   const project = 'bench';
-  const env = { NATS_URL: natsUrl, REDIS_URL: redisUrl, BATON_PREFIX: prefix, LOG_LEVEL: 'warn' };
+  // Runs here are deliberately long (10 000 events): lift the watchdog's hop budget for them.
+  const env = { NATS_URL: natsUrl, REDIS_URL: redisUrl, BATON_PREFIX: prefix, LOG_LEVEL: 'warn', WATCHDOG_MAX_HOPS: '100000' };
   let services: ServiceProcess[] = [];
   const started = Date.now();
   try {
@@ -105,6 +106,7 @@ async function main(): Promise<void> {
       warmupSeconds: settings.warmupSeconds,
       throughputSeconds: settings.throughputSeconds,
       latencySeconds: settings.latencySeconds,
+      cpu: () => cpuSnapshot(accountedProcesses(services)),
       log,
     });
     const rssAfterHops = rssOf(services);

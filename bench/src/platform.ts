@@ -1,6 +1,6 @@
 import { ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
 import { batonStreamNames, type NatsHandle } from '@baton/eventstore';
@@ -147,4 +147,63 @@ export async function cleanupDeployment(nats: NatsHandle, redis: { keys(pattern:
   for (const stream of [names.events, names.inbox, names.dlq]) await nats.jsm.streams.delete(stream).catch(() => undefined);
   const keys = await redis.keys(`${prefix}:*`);
   for (let i = 0; i < keys.length; i += 1000) await redis.unlink(...keys.slice(i, i + 1000));
+}
+
+/** CPU seconds (user + system) a process has used so far, from /proc/<pid>/stat; null when unknown. */
+export function cpuSeconds(pid: number | undefined): number | null {
+  if (pid === undefined) return null;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // Fields after the command name (which may hold spaces) start after the last ')'.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const ticks = Number(fields[11]) + Number(fields[12]); // utime, stime (fields 14 and 15)
+    return ticks / 100; // USER_HZ is 100 on Linux
+  } catch {
+    return null;
+  }
+}
+
+/** The pid of the first process whose command name is `name` (e.g. nats-server), or undefined. */
+export function pidOf(name: string): number | undefined {
+  try {
+    for (const entry of readdirSync('/proc')) {
+      if (!/^\d+$/.test(entry)) continue;
+      try {
+        if (readFileSync(`/proc/${entry}/comm`, 'utf8').trim() === name) return Number(entry);
+      } catch {
+        // the process went away
+      }
+    }
+  } catch {
+    // no /proc
+  }
+  return undefined;
+}
+
+/** Processes whose CPU the bench accounts: the services, the brokers when local, the bench itself. */
+export function accountedProcesses(services: readonly ServiceProcess[]): Record<string, number | undefined> {
+  return {
+    ...Object.fromEntries(services.map((s) => [s.instance === `${s.name}-1` ? s.name : s.instance, s.child.pid])),
+    'nats-server': pidOf('nats-server'),
+    'redis-server': pidOf('redis-server'),
+    bench: process.pid,
+  };
+}
+
+/** Snapshot of CPU seconds per accounted process. */
+export function cpuSnapshot(pids: Record<string, number | undefined>): Record<string, number | null> {
+  return Object.fromEntries(Object.entries(pids).map(([name, pid]) => [name, cpuSeconds(pid)]));
+}
+
+/** Busy and total CPU time of the whole machine so far (from /proc/stat), in seconds. */
+export function machineCpu(): { busy: number; total: number } | null {
+  try {
+    const line = readFileSync('/proc/stat', 'utf8').split('\n')[0] ?? '';
+    const values = line.trim().split(/\s+/).slice(1).map(Number);
+    const idle = (values[3] ?? 0) + (values[4] ?? 0);
+    const total = values.reduce((sum, v) => sum + v, 0);
+    return { busy: (total - idle) / 100, total: total / 100 };
+  } catch {
+    return null;
+  }
 }

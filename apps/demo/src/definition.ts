@@ -1,4 +1,4 @@
-import type { ProjectDefinition } from '@baton/contracts';
+import type { MeshDefinition, ProjectDefinition } from '@baton/contracts';
 import { compileProject, LOAN_EXAMPLE_YAML } from '@baton/definitions';
 
 /**
@@ -11,6 +11,17 @@ export function loanExample(): Pick<ProjectDefinition, 'agents' | 'workflows'> {
   if (compiled.project === null) throw new Error(`the loan example does not compile: ${JSON.stringify(compiled.diagnostics)}`);
   return { agents: compiled.project.agents, workflows: compiled.project.workflows };
 }
+
+/**
+ * Seed 004's handoff mesh of the demo: triage (the front desk, entry and output agent) and
+ * billing hand a customer's conversation back and forth; the cap is low (4) so the demo's
+ * ping-pong reaches it quickly.
+ */
+export const DEMO_MESH: { name: string; agents: readonly string[]; definition: MeshDefinition } = {
+  name: 'helpdesk',
+  agents: ['triage', 'billing'],
+  definition: { name: 'helpdesk', entry: 'triage', handoffs: { triage: ['billing'], billing: ['triage'] }, outputs: ['triage'], max_iterations: 4 },
+};
 
 /** The demo project: seed 000's team (architect, context, issue), a support agent that can stop for a person, and two workers for the ledger cycle. */
 export function demoDefinition(project: string): ProjectDefinition {
@@ -26,6 +37,8 @@ export function demoDefinition(project: string): ProjectDefinition {
       { name: 'builder', role: 'builder' },
       { name: 'lead-agent', role: 'lead' },
       ...loans.agents,
+      { name: 'triage', role: 'Front desk (handoff mesh)' },
+      { name: 'billing', role: 'Billing specialist (handoff mesh)' },
     ],
     workflows: [
       {
@@ -55,6 +68,7 @@ export function demoDefinition(project: string): ProjectDefinition {
       },
       ...loans.workflows,
     ],
+    meshes: [DEMO_MESH.definition],
   } as ProjectDefinition;
   return definition;
 }

@@ -4,6 +4,7 @@ import { connectNats, JetStreamEventStore, type NatsHandle, type StoredEvent } f
 import { LedgerClient } from '@baton/platform';
 import { AgentSubjects, createBatonClient, type BatonAgent, type FinishResult, type HandoffOffer, type OfferSubscription } from '@baton/sdk';
 import { demoDefinition } from './definition';
+import { runMeshScenario } from './mesh-scenario';
 
 /** Where the platform is. */
 export interface DemoOptions {
@@ -307,6 +308,9 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
       const outcomes = payloads(done, 'run.handoff_completed').map((p) => `${String(p['to'])}:${String(p['outcome'])}:${typeof p['durationMs']}`);
       check(scenario, 'step 5: handoff_completed events carry outcome and durationMs', true, outcomes.includes('Income_Capture_Agent:success:number') && outcomes.includes('Offer_Agent:success:number'));
     }
+
+    // --- seed 004: handoff meshes (apps/demo/src/mesh-scenario.ts) ---------------------------------
+    await runMeshScenario({ nats, store, prefix: options.prefix, project, tag, timeoutMs, api: { base: options.apiUrl, token: options.apiToken }, log, check });
 
     // --- what the operator inbox holds -------------------------------------------------------------
     await sleep(500);

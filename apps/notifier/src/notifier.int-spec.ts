@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { createEventRegistry, Subjects, type HandoffEvent } from '@baton/contracts';
-import { handoffDecider, reactToHandoffEvent, runDecider } from '@baton/domain';
+import { createEventRegistry, handoffToolName, MeshDefinitionSchema, Subjects, type HandoffEvent, type MeshEvent } from '@baton/contracts';
+import { handoffDecider, meshDecider, meshStopId, reactToHandoffEvent, runDecider, type MeshCommand } from '@baton/domain';
 import { batonStreamNames, batonTopology, connectNats, JetStreamEventStore, provision, type NatsHandle } from '@baton/eventstore';
 import type { RunningService } from '@baton/platform';
 import {
@@ -281,5 +281,48 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
       expect(diffSnapshots(before[i]!, after[i]!)).toEqual([]);
       expect(after[i]!.lastSeq).toBe(before[i]!.lastSeq);
     }
+  });
+
+  it('a handoff mesh stop: its one notice is published, and answering its packet publishes a mesh answer on mesh_answer (not a run answer)', async () => {
+    const now = new Date().toISOString();
+    const mesh = MeshDefinitionSchema.parse({ name: 'support', entry: 'triage', handoffs: { triage: ['billing'], billing: ['triage'] }, max_iterations: 2 });
+    const turn = (resultId: string, agent: string, target: string): MeshCommand => ({
+      type: 'record_turn',
+      data: { result_id: resultId, run_id: `ar-${resultId}`, agent, text: `${agent} hands to ${target}`, handoff_tool_calls: [{ tool: handoffToolName(target) }] },
+      metadata: { now, actor: agent },
+    });
+    const commands: MeshCommand[] = [
+      { type: 'start_mesh', data: { mesh_run_id: 'mesh-n1', project: 'demo', mesh, agents: ['triage', 'billing'], started_by: 'sam' }, metadata: { now, actor: 'sam' } },
+      turn('mn-1', 'triage', 'billing'),
+      turn('mn-2', 'billing', 'triage'),
+    ];
+    const ref = { project: 'demo', kind: 'mesh', id: 'mesh-n1' } as const;
+    for (const command of commands) {
+      const result = await events.handleCommand<MeshCommand, MeshEvent, ReturnType<typeof meshDecider.initialState>>(ref, meshDecider, command, {
+        commandId: `cmd-${++commandCount}`, occurredAt: now, actor: command.metadata.actor, origin: 'agent', causationId: null, correlationId: 'mesh-n1',
+      });
+      if (!result.ok) throw new Error(result.error.code);
+    }
+    await caughtUp();
+    await nats.connection.flush();
+    const packetId = meshStopId('mn-2');
+    expect(noticesSeen.filter((id) => id.startsWith('nt-m-'))).toEqual(['nt-m-mn-2']);
+    expect((await get(`/v1/stops/${packetId}`)).body).toMatchObject({ mesh_run_id: 'mesh-n1', stop: { why: 'thrash', next_form: { kind: 'raise_cap' } } });
+
+    const runAnswerCount = async () =>
+      Object.values((await nats.jsm.streams.info(streams.inbox, { subjects_filter: Subjects.operatorAnswer(prefix, 'demo') })).state.subjects ?? {}).reduce((a, b) => a + b, 0);
+    const runAnswersBefore = await runAnswerCount();
+    const subject = Subjects.meshAnswer(prefix, 'demo');
+    expect((await post(`/v1/stops/${packetId}/answer`, { action: 'raise_cap', cap: 2 })).body.error?.code).toBe('cap_not_raised');
+    const accepted = await post(`/v1/stops/${packetId}/answer`, { answer_id: 'ans-mesh-1', action: 'raise_cap', cap: 6 });
+    expect(accepted).toEqual({ status: 202, body: { accepted: true, answer_id: 'ans-mesh-1', workflow_run_id: 'mesh-n1', mesh_run_id: 'mesh-n1', subject, duplicate: false } });
+    const stored = await nats.jsm.streams.getMessage(streams.inbox, { last_by_subj: subject });
+    expect(JSON.parse(decoder.decode(stored.data))).toMatchObject({
+      mesh_run_id: 'mesh-n1',
+      project: 'demo',
+      actor_role: 'operator',
+      answer: { packet_id: packetId, answer_id: 'ans-mesh-1', action: 'raise_cap', cap: 6, answered_by: 'olga' },
+    });
+    expect(await runAnswerCount()).toBe(runAnswersBefore); // nothing went to the runs' answer subject
   });
 });

@@ -5,6 +5,8 @@ import { DefinitionsController } from './definitions/definitions.controller';
 import { PublishDefinitionUseCase } from './definitions/publish-definition';
 import { DispatchController } from './dispatch/dispatch.controller';
 import { DispatchReactor } from './dispatch/dispatch-reactor';
+import { HandoffDeadlineController } from './dispatch/handoff-deadline.controller';
+import { HandoffDeadlineReactor } from './dispatch/handoff-deadline-reactor';
 import { createRouterLedger, LEDGER } from './dispatch/ledger';
 import { RunCommands } from './runs/run-commands';
 import { RunsController } from './runs/runs.controller';
@@ -18,11 +20,12 @@ import { MeshesModule } from './meshes/meshes.module';
 /**
  * The router: the only writer of the run and definition aggregates. Definitions (request/reply),
  * run starts, agent results and operator answers (the inbox), and the dispatch reactor (run
- * events → ledger handoffs and human action notices).
+ * events → ledger handoffs and human action notices), and the handoff-deadline reactor (a
+ * returnable child's `handoff.deadline_expired` → the run's `handoff_failed` timeout).
  */
 @Module({
   imports: [MeshesModule],
-  controllers: [DefinitionsController, RunsController, DispatchController],
+  controllers: [DefinitionsController, RunsController, DispatchController, HandoffDeadlineController],
   providers: [
     DefinitionCatalog,
     PublishDefinitionUseCase,
@@ -33,6 +36,7 @@ import { MeshesModule } from './meshes/meshes.module';
     StopRunUseCase,
     SessionMessageUseCase,
     DispatchReactor,
+    HandoffDeadlineReactor,
     {
       provide: LEDGER,
       inject: [RUNTIME],

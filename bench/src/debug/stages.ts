@@ -2,7 +2,7 @@ import { connectNats, batonStreamNames, type NatsHandle } from '@baton/eventstor
 import { createRedis } from '@baton/projections';
 import { publishDefinition } from '../baton';
 import { measureHops } from '../hops';
-import { cleanupDeployment, startPlatform, stopService } from '../platform';
+import { accountedProcesses, cleanupDeployment, cpuSnapshot, startPlatform, stopService } from '../platform';
 import { percentile } from '../stats';
 
 const dec = new TextDecoder();
@@ -24,10 +24,10 @@ async function main() {
   const nats = await connectNats({ servers: 'nats://127.0.0.1:4222', reconnect: false });
   const redis = createRedis('redis://127.0.0.1:6379');
   const prefix = `dbg${Date.now().toString(36)}`;
-  const services = await startPlatform({ BATON_PREFIX: prefix, LOG_LEVEL: 'warn' });
+  const services = await startPlatform({ BATON_PREFIX: prefix, LOG_LEVEL: 'warn', WATCHDOG_MAX_HOPS: '100000' });
   try {
     await publishDefinition(nats, prefix, 'bench');
-    const result = await measureHops({ nats, redis: redis.client, prefix, project: 'bench', runs: Number(process.env['RUNS'] ?? 64), warmupSeconds: 2, throughputSeconds: 5, latencySeconds: 2, log: console.log });
+    const result = await measureHops({ nats, redis: redis.client, prefix, project: 'bench', runs: Number(process.env['RUNS'] ?? 64), warmupSeconds: 2, throughputSeconds: 5, latencySeconds: 2, log: console.log, cpu: () => cpuSnapshot(accountedProcesses(services)) });
     console.log(result.hops_per_s, 'hops/s');
     const names = batonStreamNames(prefix);
     const inbox = await readAll(nats, names.inbox);

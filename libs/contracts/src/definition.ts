@@ -110,6 +110,22 @@ export const OnFailureSchema = z.discriminatedUnion('action', [
 ]);
 export type OnFailure = z.infer<typeof OnFailureSchema>;
 
+/** The longest deadline a returnable handoff may have (30 days). */
+export const MAX_RETURN_DEADLINE_MS = 30 * 24 * 60 * 60 * 1000;
+/**
+ * A returnable handoff's deadline when neither its route (`deadline_ms`) nor the project
+ * (`execution.return_deadline_ms`) sets one: 24 hours. Delegation always comes back or escalates.
+ */
+export const DEFAULT_RETURN_DEADLINE_MS = 24 * 60 * 60 * 1000;
+
+/**
+ * The deadline (ms) of a returnable route: the route's own, else the project's
+ * `execution.return_deadline_ms`, else {@link DEFAULT_RETURN_DEADLINE_MS}. Pure.
+ */
+export function returnDeadlineMs(route: Pick<HandoffRoute, 'deadline_ms'>, execution: ExecutionSettings | undefined): number {
+  return route.deadline_ms ?? execution?.return_deadline_ms ?? DEFAULT_RETURN_DEADLINE_MS;
+}
+
 /** One HANDOFF route of an agent, compiled. */
 export const HandoffRouteSchema = z.strictObject({
   to: AgentNameSchema,
@@ -120,6 +136,12 @@ export const HandoffRouteSchema = z.strictObject({
   return: z.boolean().default(false),
   on_return: OnReturnSchema.optional(),
   on_failure: OnFailureSchema.default({ action: 'continue' }),
+  /**
+   * DEADLINE of a returnable route (ms): past it, a child that has not produced its first result
+   * times out (`handoff_completed` outcome `timeout`) and ON_FAILURE runs. Overrides the project's
+   * `execution.return_deadline_ms`; ignored on a permanent route.
+   */
+  deadline_ms: z.number().int().min(1).max(MAX_RETURN_DEADLINE_MS).optional(),
 });
 export type HandoffRoute = z.infer<typeof HandoffRouteSchema>;
 
@@ -132,6 +154,11 @@ export type ParentReturnSettings = z.infer<typeof ParentReturnSettingsSchema>;
 
 export const ExecutionSettingsSchema = z.strictObject({
   pipeline: z.strictObject({ parent_return: ParentReturnSettingsSchema.optional() }).optional(),
+  /**
+   * Project-level deadline (ms) of every returnable HANDOFF route without its own DEADLINE;
+   * {@link DEFAULT_RETURN_DEADLINE_MS} when absent. Read from the project's EXECUTION only.
+   */
+  return_deadline_ms: z.number().int().min(1).max(MAX_RETURN_DEADLINE_MS).optional(),
 });
 export type ExecutionSettings = z.infer<typeof ExecutionSettingsSchema>;
 

@@ -2,8 +2,8 @@ import { z } from 'zod';
 import { HandoffToolCallSchema } from './agent-result';
 import { AgentNameSchema, IdSchema, IsoTimeSchema, Limits, ProjectIdSchema, ShortTextSchema } from './common';
 import { DomainEventOf } from './envelope';
-import { PersonHandleSchema } from './notice';
-import { StopPacketSchema } from './stop-packet';
+import { HumanActionNoticeSchema, NoticeRecipientSchema, PersonHandleSchema } from './notice';
+import { OperatorAnswerSchema, ResumeEffectSchema, StopPacketSchema } from './stop-packet';
 
 /**
  * Handoff meshes (seed 004): a group of agents sharing one conversation, where the agent that
@@ -170,10 +170,28 @@ export const MeshStartRequestSchema = z.strictObject({
 });
 export type MeshStartRequest = z.infer<typeof MeshStartRequestSchema>;
 
+/** Who may answer a mesh's stop packet (the publisher sets it after authenticating the person). */
+export const MeshAnswerActorRoleSchema = z.enum(['operator', 'admin', 'viewer', 'agent']);
+
+/**
+ * An operator's answer to a mesh's stop packet (JetStream publish on
+ * `<prefix>.in.<project>.mesh_answer`, `Nats-Msg-Id` = `answer.answer_id`). The router applies it
+ * to the mesh aggregate: `raise_cap` lets the mesh continue with the higher cap (the agent the
+ * refused handoff named speaks next); `deny` / `acknowledge` end the mesh (`mesh.terminated`).
+ * `answer_id` is the idempotency key: the same answer applied twice changes nothing.
+ */
+export const MeshAnswerRequestSchema = z.strictObject({
+  mesh_run_id: IdSchema,
+  project: ProjectIdSchema,
+  actor_role: MeshAnswerActorRoleSchema,
+  answer: OperatorAnswerSchema,
+});
+export type MeshAnswerRequest = z.infer<typeof MeshAnswerRequestSchema>;
+
 // ---------------------------------------------------------------------------------------------
 // Events of the mesh aggregate (id = mesh_run_id; written only by the router)
 
-export const MeshStatusSchema = z.enum(['running', 'completed', 'stopped']);
+export const MeshStatusSchema = z.enum(['running', 'completed', 'stopped', 'terminated']);
 export type MeshStatus = z.infer<typeof MeshStatusSchema>;
 
 /** Why a handoff call was ignored: it named no agent of the mesh, or an agent this speaker may not reach. */
@@ -199,6 +217,11 @@ export const MeshStartedSchema = z.strictObject({
   variables: z.record(z.string().max(200), z.unknown()),
   /** The handoff the entry agent's first turn is offered with. */
   handoff_id: IdSchema,
+  /**
+   * The one person a stop of this mesh notifies (seed 000 §5): `started_by`, else the project's
+   * lead when it is a person. Absent on meshes started before notices existed.
+   */
+  notify: NoticeRecipientSchema.optional(),
   started_at: IsoTimeSchema,
 });
 
@@ -270,6 +293,33 @@ export const MeshTurnRejectedSchema = z.strictObject({
   rejected_at: IsoTimeSchema,
 });
 
+/**
+ * An operator answered the mesh's open stop packet (decided with `decideResume`). `effect` is what
+ * the answer does: `raise_cap` (the mesh continues, `max_iterations` becomes the new cap) or
+ * `stop` (the mesh ends; `mesh.terminated` follows).
+ */
+export const MeshStopAnsweredSchema = z.strictObject({
+  answer_id: IdSchema,
+  answered_by: z.string().min(1).max(200),
+  packet_id: IdSchema,
+  answer: OperatorAnswerSchema,
+  effect: ResumeEffectSchema,
+  /** The mesh's iteration cap from now on (the raised cap, or unchanged). */
+  max_iterations: z.number().int().min(1),
+  answered_at: IsoTimeSchema,
+});
+/** The mesh ended without an output because an operator denied / acknowledged its stop. */
+export const MeshTerminatedSchema = z.strictObject({
+  reason: z.string().min(1).max(4_000),
+  origin: z.literal('operator'),
+  answer_id: IdSchema,
+  terminated_at: IsoTimeSchema,
+});
+/** The one human action notice of a mesh stop (engine-owned, seed 000 §5); same shape as a run's. */
+export const MeshNoticeEmittedSchema = z.strictObject({
+  notice: HumanActionNoticeSchema,
+});
+
 export const MeshEventSchemas = {
   'mesh.started': MeshStartedSchema,
   'mesh.turn_recorded': MeshTurnRecordedSchema,
@@ -278,6 +328,9 @@ export const MeshEventSchemas = {
   'mesh.completed': MeshCompletedSchema,
   'mesh.stopped': MeshStoppedSchema,
   'mesh.turn_rejected': MeshTurnRejectedSchema,
+  'mesh.notice_emitted': MeshNoticeEmittedSchema,
+  'mesh.stop_answered': MeshStopAnsweredSchema,
+  'mesh.terminated': MeshTerminatedSchema,
 } as const;
 export type MeshEvent = DomainEventOf<typeof MeshEventSchemas>;
 export type MeshEventType = keyof typeof MeshEventSchemas;

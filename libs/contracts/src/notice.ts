@@ -27,9 +27,11 @@ export const NoticeRecipientSource = {
   startedBy: 'started_by',
   issueAuthor: 'issue_author',
   triggerAuthor: 'trigger_author',
+  /** A handoff mesh started without `started_by` notifies the project's lead (when a person). */
+  projectLead: 'project_lead',
 } as const;
 export type NoticeRecipientSource = (typeof NoticeRecipientSource)[keyof typeof NoticeRecipientSource];
-export const NoticeRecipientSourceSchema = z.enum(['started_by', 'issue_author', 'trigger_author']);
+export const NoticeRecipientSourceSchema = z.enum(['started_by', 'issue_author', 'trigger_author', 'project_lead']);
 
 /** A person's handle, without the leading `@` (e.g. `alice`, `dependabot[bot]`). */
 export const PersonHandleSchema = z

@@ -37,6 +37,9 @@ export const Subjects = {
   /** Mesh turns: an AgentResult whose workflow_run_id is the mesh run id (JetStream into the inbox). */
   meshResult: (prefix: string, project: string, agent: string) => `${prefix}.in.${project}.mesh_result.${agent}`,
   meshResults: (prefix: string) => `${prefix}.in.*.mesh_result.*`,
+  /** Operator answers to a mesh's stop packet (MeshAnswerRequest; JetStream into the inbox). */
+  meshAnswer: (prefix: string, project: string) => `${prefix}.in.${project}.mesh_answer`,
+  meshAnswers: (prefix: string) => `${prefix}.in.*.mesh_answer`,
   /** Dead letters. */
   deadLetter: (prefix: string, source: string) => `${prefix}.dlq.${source}`,
   deadLetters: (prefix: string) => `${prefix}.dlq.>`,

@@ -182,4 +182,28 @@ describe('definition compiler (seed 001)', () => {
     expect(result.project!.execution).toEqual({ pipeline: { parent_return: { min_confidence: 0.5 } } });
     expect(result.project!.agents[0]!.execution).toEqual({ pipeline: { parent_return: { min_confidence: 0.8, ignore_ambiguous: true } } });
   });
+
+  it.each([
+    ['DEADLINE: 30m', 1_800_000],
+    ['DEADLINE: 1.5s', 1500],
+    ['DEADLINE: 2h', 7_200_000],
+    ['DEADLINE_MS: 1500', 1500],
+  ])('a returnable route may declare a deadline (%s → %i ms)', (line, ms) => {
+    const result = compile(supervisor(`    RETURN: true\n    ${line}`));
+    expect(result.diagnostics.filter((d) => d.severity === 'error')).toEqual([]);
+    expect(result.project!.agents[0]!.handoffs![0]).toMatchObject({ return: true, deadline_ms: ms });
+  });
+
+  it.each(['DEADLINE: soon', 'DEADLINE: 0s', 'DEADLINE: 90d', 'DEADLINE_MS: 30m'])('%s is not a deadline: INVALID_VALUE with a hint', (line) => {
+    const result = compile(supervisor(`    RETURN: true\n    ${line}`));
+    expect(codes(result.diagnostics)).toContain('error:INVALID_VALUE');
+    expect(result.diagnostics.find((d) => d.code === 'INVALID_VALUE')!.hint).toMatch(/30m|milliseconds/);
+  });
+
+  it('a project-level return deadline compiles into execution.return_deadline_ms (with or without parentReturn)', () => {
+    expect(compile('project: loans\nexecution:\n  returnDeadline: 45m\n---\nSUPERVISOR: S\n').project!.execution).toEqual({ return_deadline_ms: 2_700_000 });
+    const both = compile('project: loans\nexecution:\n  return_deadline_ms: 60000\n  pipeline:\n    parentReturn:\n      minConfidence: 0.5\n---\nSUPERVISOR: S\n');
+    expect(both.diagnostics).toEqual([]);
+    expect(both.project!.execution).toEqual({ pipeline: { parent_return: { min_confidence: 0.5 } }, return_deadline_ms: 60_000 });
+  });
 });

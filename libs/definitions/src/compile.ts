@@ -1,4 +1,5 @@
 import {
+  MAX_RETURN_DEADLINE_MS,
   ProjectDefinitionSchema,
   type CompiledCondition,
   type HistoryPolicy,
@@ -106,7 +107,7 @@ const AGENT_KEYS = new Set([
   'name', 'agent', 'supervisor', 'role', 'goal', 'memory', 'gather', 'complete', 'handoff', 'handoffs', 'return_handlers', 'enabled_when', 'execution',
 ]);
 const ROUTE_KEYS = new Set([
-  'to', 'when', 'summary', 'history', 'pass', 'return', 'expect_return', 'on_return', 'on_failure', 'context',
+  'to', 'when', 'summary', 'history', 'pass', 'return', 'expect_return', 'on_return', 'on_failure', 'context', 'deadline', 'deadline_ms',
 ]);
 
 interface RawHandler {
@@ -431,19 +432,44 @@ function readHandlers(ctx: FileCtx, node: YAMLMap, into: Map<string, RawHandler>
   }
 }
 
+const DURATION_UNITS_MS: Readonly<Record<string, number>> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+
+/**
+ * A DEADLINE: a duration such as `30m`, `1.5s`, `500ms`, `2h`, `1d`, or a whole number of
+ * milliseconds (always milliseconds for a `*_ms` key). Reports INVALID_VALUE and returns
+ * undefined for anything else, or a value outside 1 ms … 30 days.
+ */
+function readDuration(ctx: FileCtx, node: Node | null, key: string, msOnly: boolean): number | undefined {
+  const value = node !== null && isScalar(node) ? node.value : undefined;
+  let ms: number | undefined;
+  if (typeof value === 'number') ms = value;
+  else if (typeof value === 'string') {
+    const match = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$/i.exec(value);
+    if (match && (!msOnly || match[2] === undefined)) ms = Number(match[1]) * DURATION_UNITS_MS[(match[2] ?? 'ms').toLowerCase()]!;
+  }
+  if (ms === undefined || !Number.isFinite(ms) || ms < 1 || ms > MAX_RETURN_DEADLINE_MS) {
+    ctx.out.error(ctx.pos(node), DiagnosticCode.invalidValue, `${key} is a duration between 1ms and 30d`, msOnly ? `Write ${key}: 1800000 (milliseconds).` : `Write e.g. ${key}: 30m (ms, s, m, h or d).`);
+    return undefined;
+  }
+  return Math.round(ms);
+}
+
 function readExecution(ctx: FileCtx, node: Node): Record<string, unknown> | undefined {
   if (!isMap(node)) return undefined;
+  const deadlineE = entries(node).find((e) => e.key === 'return_deadline' || e.key === 'return_deadline_ms');
+  const deadline = deadlineE ? readDuration(ctx, deadlineE.value, deadlineE.raw, deadlineE.key === 'return_deadline_ms') : undefined;
+  const withDeadline = (settings: Record<string, unknown>) => (deadline !== undefined ? { ...settings, return_deadline_ms: deadline } : settings);
   const pipeline = entries(node).find((e) => e.key === 'pipeline')?.value;
-  if (!pipeline || !isMap(pipeline)) return {};
+  if (!pipeline || !isMap(pipeline)) return withDeadline({});
   const pr = entries(pipeline).find((e) => e.key === 'parent_return')?.value;
-  if (!pr || !isMap(pr)) return { pipeline: {} };
+  if (!pr || !isMap(pr)) return withDeadline({ pipeline: {} });
   const settings: Record<string, unknown> = {};
   for (const e of entries(pr)) {
     if (e.key === 'min_confidence') settings['min_confidence'] = isScalar(e.value) ? e.value?.value : undefined;
     else if (e.key === 'ignore_ambiguous') settings['ignore_ambiguous'] = isScalar(e.value) ? e.value?.value === true : undefined;
     else ctx.out.warn(ctx.pos(e.keyNode), DiagnosticCode.unknownKey, `unknown parentReturn key '${e.raw}' is ignored`, 'parentReturn keys: minConfidence, ignoreAmbiguous.');
   }
-  return { pipeline: { parent_return: settings } };
+  return withDeadline({ pipeline: { parent_return: settings } });
 }
 
 function compileAgent(
@@ -599,6 +625,12 @@ function compileRoute(
       case 'on_failure': {
         const failure = readOnFailure(ctx, e.value);
         if (failure) route['on_failure'] = failure;
+        break;
+      }
+      case 'deadline':
+      case 'deadline_ms': {
+        const ms = readDuration(ctx, e.value, e.raw, e.key === 'deadline_ms');
+        if (ms !== undefined) route['deadline_ms'] = ms;
         break;
       }
       default:

@@ -46,6 +46,10 @@ export async function connectNats(opts: NatsConnectOptions = {}): Promise<NatsHa
     timeout,
     reconnect: opts.reconnect ?? true,
     maxReconnectAttempts: -1,
+    // Without this the client captures a stack trace (an Error and a timeout NatsError) for every
+    // request and acked publish: about a tenth of a service's CPU under load. Errors keep their
+    // message and code; only the caller's async stack is missing from them.
+    noAsyncTraces: true,
     user: opts.user,
     pass: opts.pass,
     token: opts.token,

@@ -321,12 +321,31 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
 
   /** Per ordering key, the last message's task: the next message of that key runs after it. */
   const tails = new Map<string, Promise<void>>();
+  // One handler at a time: every message waits for the one before it (stream order), so the pull
+  // may bring a whole batch at once instead of one message per round trip.
+  const sequential = concurrency === 1 && !opts.handleBatch;
   const keyOf = (msg: ConsumedMessage): string | undefined => {
-    if (!opts.orderingKey || concurrency === 1) return undefined;
+    if (sequential) return '';
+    if (!opts.orderingKey) return undefined;
     try {
       return opts.orderingKey(msg);
     } catch {
       return undefined;
+    }
+  };
+  // Messages delivered and not yet settled: with ordering (keys), more may wait than run.
+  const window = opts.handleBatch || (!sequential && !opts.orderingKey) ? concurrency : Math.max(concurrency, batch);
+  // Handlers running at once never exceed `concurrency`, however many messages wait.
+  let runningHandlers = 0;
+  const handlerSlots: Array<() => void> = [];
+  const withSlot = async (run: () => Promise<void>): Promise<void> => {
+    if (runningHandlers >= concurrency) await new Promise<void>((resolve) => handlerSlots.push(resolve));
+    runningHandlers++;
+    try {
+      await run();
+    } finally {
+      runningHandlers--;
+      handlerSlots.shift()?.();
     }
   };
 
@@ -337,16 +356,20 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
     const previous = key === undefined ? undefined : tails.get(key);
     if (opts.handleBatch) {
       task = enqueue(msg, ackWaitMs);
-    } else if (previous === undefined) {
-      task = handle(msg, ackWaitMs);
+    } else if (previous === undefined && runningHandlers < concurrency) {
+      task = withSlot(() => handle(msg, ackWaitMs));
     } else {
-      // Waiting behind an earlier message of the same key: keep the ack wait from running out.
+      // Waiting (behind an earlier message of the same key, or for a free handler): keep the ack
+      // wait from running out.
       const waiting = setInterval(() => raw.working(), Math.max(100, Math.floor(ackWaitMs / 3)));
-      const run = () => {
-        clearInterval(waiting);
-        return handle(msg, ackWaitMs);
-      };
-      task = previous.then(run, run);
+      const run = () =>
+        withSlot(async () => {
+          clearInterval(waiting);
+          // Stopping: a message that has not started goes back to the stream for a peer, at once.
+          if (stopping) return void raw.nak();
+          return handle(msg, ackWaitMs);
+        });
+      task = previous === undefined ? run() : previous.then(run, run);
     }
     if (key !== undefined) {
       const tail = task.catch(() => undefined);
@@ -372,12 +395,12 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
           const info = await consumer.info(true);
           ackWaitMs = Math.max(1, Math.floor((info.config.ack_wait ?? 30_000_000_000) / 1_000_000));
         }
-        while (running.size >= concurrency && !stopping) {
+        while (running.size >= window && !stopping) {
           await new Promise<void>((resolve) => (slotFreed = resolve));
           slotFreed = null;
         }
         if (stopping) break;
-        const free = Math.min(batch, concurrency - running.size);
+        const free = Math.min(batch, window - running.size);
         const messages = await consumer.fetch({ max_messages: free, expires });
         for await (const raw of messages) {
           if (stopping) {

@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { HttpStatus, Inject, Injectable } from '@nestjs/common';
-import { HoldAnswerSchema, OperatorAnswerSchema, Subjects, type HandoffRecord } from '@baton/contracts';
+import { HoldAnswerSchema, MeshAnswerRequestSchema, OperatorAnswerSchema, Subjects, type HandoffRecord, type MeshAnswerRequest } from '@baton/contracts';
 import { decideResume } from '@baton/domain';
-import type { BatonViews } from '@baton/projections';
+import { InboxItemId, type BatonViews } from '@baton/projections';
 import { JetStreamClient, RUNTIME, type ServiceRuntime } from '@baton/platform';
 import type { z } from 'zod';
 import { RunAnswerRequestSchema, type RunAnswerRequest } from '@baton/contracts';
@@ -40,7 +40,10 @@ export class OperatorActions {
   }
 
   /**
-   * Answer an open stop packet. Idempotent by `answer_id`: a retry of an answer already recorded on
+   * Answer an open stop packet. A run's packet is published as a run answer on
+   * `<prefix>.in.<project>.answer`; a handoff mesh's packet (the stop item names its mesh) as a
+   * {@link MeshAnswerRequest} on `<prefix>.in.<project>.mesh_answer`, which the router applies to
+   * the mesh (raise_cap continues it, deny / acknowledge end it). Idempotent by `answer_id`: a retry of an answer already recorded on
    * the packet answers 202 with `duplicate: true`; a retry before the router applied it is
    * deduplicated by the stream. Refusals (decided with the domain's `decideResume`): 404
    * `not_found`, 409 `stop_already_answered` / `stale_answer`, 400 `answer_not_allowed`,
@@ -52,9 +55,12 @@ export class OperatorActions {
     const packet = record.stop;
     assertVisible(caller, packet.project, 'stop packet', packetId);
     assertCanAnswer(caller);
+    const meshRunId = record.mesh_run_id ?? (await this.views.inboxItem(InboxItemId.stop(packetId)))?.['mesh_run_id'];
+    const mesh = typeof meshRunId === 'string' ? meshRunId : null;
     if (packet.status !== 'open') {
       if (body.answer_id !== undefined && packet.answer?.answer_id === body.answer_id) {
-        return { accepted: true, answer_id: body.answer_id, workflow_run_id: packet.workflow_run_id, subject: Subjects.operatorAnswer(this.prefix, packet.project), duplicate: true };
+        const subject = mesh !== null ? Subjects.meshAnswer(this.prefix, packet.project) : Subjects.operatorAnswer(this.prefix, packet.project);
+        return { accepted: true, answer_id: body.answer_id, workflow_run_id: packet.workflow_run_id, ...(mesh !== null ? { mesh_run_id: mesh } : {}), subject, duplicate: true };
       }
       throw new ApiError(HttpStatus.CONFLICT, 'stop_already_answered', `stop packet ${packetId} was already answered`, [], {
         answer_id: packet.answer?.answer_id ?? null,
@@ -66,6 +72,7 @@ export class OperatorActions {
     const answer = parseOr400(OperatorAnswerSchema, { ...fields, packet_id: packetId, answer_id: answerId ?? `ans-${randomUUID()}`, answered_by: caller.name, answered_at: now });
     const decided = decideResume(packet, answer, { now, actorRole: caller.role });
     if (!decided.ok) throw new ApiError(statusForKind(decided.error.kind), decided.error.code, decided.error.message, [], decided.error.details);
+    if (mesh !== null) return this.publishMeshAnswer({ mesh_run_id: mesh, project: packet.project, actor_role: caller.role, answer });
     return this.publish({ workflow_run_id: packet.workflow_run_id, project: packet.project, actor_role: caller.role, answer: { kind: 'stop_answer', answer } });
   }
 
@@ -107,6 +114,15 @@ export class OperatorActions {
 
   private get prefix(): string {
     return this.runtime.config.BATON_PREFIX;
+  }
+
+  private async publishMeshAnswer(request: MeshAnswerRequest): Promise<AnswerAccepted> {
+    const body = MeshAnswerRequestSchema.parse(request);
+    const subject = Subjects.meshAnswer(this.prefix, body.project);
+    const answerId = body.answer.answer_id;
+    const ack = await this.js.publish(subject, body, { msgId: answerId });
+    this.runtime.logger.info('operator mesh answer published', { mesh_run_id: body.mesh_run_id, answer_id: answerId, action: body.answer.action, duplicate: ack.duplicate });
+    return { accepted: true, answer_id: answerId, workflow_run_id: body.mesh_run_id, mesh_run_id: body.mesh_run_id, subject, duplicate: ack.duplicate };
   }
 
   private async publish(request: RunAnswerRequest): Promise<AnswerAccepted> {

@@ -138,6 +138,7 @@ export const StopRecordSchema = z.object({
   stop: StopPacketSchema,
   effect: ResumeEffectSchema.nullable(),
   answered_at: z.string().nullable(),
+  mesh_run_id: z.string().nullable().optional().describe('set when the packet belongs to a handoff mesh: its answer goes to the mesh'),
 });
 export const StopsPageSchema = z.object({ items: z.array(StopRecordSchema), next_cursor: z.string().nullable() });
 
@@ -179,6 +180,7 @@ export const AnswerAcceptedSchema = z.object({
   accepted: z.literal(true),
   answer_id: z.string(),
   workflow_run_id: z.string(),
+  mesh_run_id: z.string().optional().describe('set when the answered packet belongs to a handoff mesh (published on mesh_answer)'),
   subject: z.string(),
   duplicate: z.boolean().describe('true when the same answer_id was already published'),
 });

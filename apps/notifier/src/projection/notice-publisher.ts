@@ -6,9 +6,12 @@ import { PROJECTION_STORE } from './tokens';
 
 const encoder = new TextEncoder();
 
+/** The events that carry a human action notice: a run's, and a handoff mesh's stop notice (seed 004). */
+const NOTICE_EVENTS = new Set(['run.notice_emitted', 'mesh.notice_emitted']);
+
 /**
  * Publishes human action notices on `<prefix>.notice.<project>` (core NATS) as their
- * `run.notice_emitted` events are applied.
+ * `run.notice_emitted` / `mesh.notice_emitted` events are applied.
  *
  * Delivery is AT LEAST ONCE, deduplicated by `notice_id`: a notice is published only while its
  * event's stream sequence is above the `notices` projection's last applied sequence, and the
@@ -33,7 +36,7 @@ export class NoticePublisher {
   async publishUnapplied(events: readonly SequencedEvent[]): Promise<number> {
     let published = 0;
     for (const event of events) {
-      if (event.type !== 'run.notice_emitted') continue;
+      if (!NOTICE_EVENTS.has(event.type)) continue;
       const notice = HumanActionNoticeSchema.parse((event.payload as { notice: unknown }).notice);
       const subject = Subjects.notice(this.runtime.config.BATON_PREFIX, notice.project);
       this.runtime.nats.connection.publish(subject, encoder.encode(JSON.stringify(notice)));
@@ -46,7 +49,7 @@ export class NoticePublisher {
 
   /** Publish the notice of `event` unless the `notices` projection already applied it. Throws if NATS refuses. */
   async publishIfNew(event: SequencedEvent): Promise<boolean> {
-    if (event.type !== 'run.notice_emitted') return false;
+    if (!NOTICE_EVENTS.has(event.type)) return false;
     const status = await this.store.status(this.definition);
     if (event.seq <= status.lastSeq) return false;
     const notice = HumanActionNoticeSchema.parse((event.payload as { notice: unknown }).notice);

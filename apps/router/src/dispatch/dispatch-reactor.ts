@@ -1,13 +1,13 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { Subjects, type EventEnvelope, type HumanActionNotice } from '@baton/contracts';
+import { Subjects, type AgentDefinition, type EventEnvelope, type ExecutionSettings, type HumanActionNotice } from '@baton/contracts';
 import { evolveRun, initialRunState, type RunEvent, type RunState } from '@baton/domain';
-import { LruCache, PoisonError, TransientError, type StoredEvent } from '@baton/eventstore';
+import { LruCache, PoisonError, TransientError } from '@baton/eventstore';
 import { RUNTIME, type JsonLogger, type ServiceRuntime } from '@baton/platform';
 import { DefinitionCatalog } from '../definitions/definition-catalog';
 import { pinnedForRun } from '../definitions/definition.decider';
 import { RunCommands, runRef } from '../runs/run-commands';
 import { ROUTER_ACTOR } from '../shared/ids';
-import { completeFromResultRequest, createHandoffRequest, type RunResultRecorded, type RunRouted } from './handoff-request';
+import { completeFromResultRequest, createHandoffRequest, returnableDeadlineAt, type RunResultRecorded, type RunRouted } from './handoff-request';
 import { LEDGER, type LedgerReply, type RouterLedger } from './ledger';
 
 /** Delay before a ledger call that could not reach the ledger is retried (the message is naked). */
@@ -73,11 +73,13 @@ export class DispatchReactor {
     const routed = envelope.payload;
     const before = await this.stateBefore(envelope, seq);
     const workflow = before.status === 'none' ? null : before.workflow;
-    let agents: readonly { name: string; role?: string }[] = [];
+    let agents: readonly AgentDefinition[] = [];
+    let execution: ExecutionSettings | undefined;
     if (workflow !== null) {
       const run = { workflow, definitionDigest: before.status === 'none' ? null : before.definitionDigest };
       const pinned = pinnedForRun(await this.catalog.load(envelope.project), run) ?? pinnedForRun(await this.catalog.load(envelope.project, { fresh: true }), run);
       agents = pinned?.agents ?? [];
+      execution = pinned?.definition.execution;
     }
     const body = createHandoffRequest({
       project: envelope.project,
@@ -87,6 +89,9 @@ export class DispatchReactor {
       workflow,
       agents,
       variables: before.status === 'none' ? {} : before.variables,
+      // A returnable child handoff carries a deadline: past it the watchdog expires it and the
+      // handoff-deadline reactor times the child out (ON_FAILURE). Delegation is never lost.
+      deadlineAt: returnableDeadlineAt(routed, before.status === 'none' ? null : before.pendingHandoff, agents, execution),
     });
     const reply = await this.call('create', () => this.ledger.create(envelope.project, body));
     if (!reply.ok && !CREATE_DONE.has(reply.error.code) && routed.decision.rule === 'handoff') {
@@ -138,20 +143,13 @@ export class DispatchReactor {
     const key = `${ref.project}/${ref.id}`;
     const cached = this.folded.get(key);
     const base = cached && cached.lastSeq < seq ? cached : { state: initialRunState(), lastSeq: 0 };
-    const { events } = await this.runtime.store.read(ref, { afterSeq: base.lastSeq, untilSeq: seq });
-    const toEvent = (event: StoredEvent) => ({ type: event.type, data: event.payload }) as RunEvent;
+    const { events } = await this.runtime.store.read(ref, { afterSeq: base.lastSeq, untilSeq: seq - 1 });
     let state = base.state;
-    for (const event of events) {
-      if (event.seq >= seq) break;
-      state = evolveRun(state, toEvent(event));
-    }
-    const current = events.at(-1);
-    if (current?.seq === seq) {
-      try {
-        this.folded.set(key, { state: evolveRun(state, toEvent(current)), lastSeq: seq });
-      } catch {
-        this.folded.delete(key); // a history the fold refuses: never cache it
-      }
+    for (const event of events) state = evolveRun(state, { type: event.type, data: event.payload } as RunEvent);
+    try {
+      this.folded.set(key, { state: evolveRun(state, { type: envelope.type, data: envelope.payload } as RunEvent), lastSeq: seq });
+    } catch {
+      this.folded.delete(key); // a history the fold refuses: never cache it
     }
     return state;
   }

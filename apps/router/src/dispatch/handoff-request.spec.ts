@@ -1,6 +1,6 @@
 import { CompleteFromResultCommandSchema, CreateHandoffCommandSchema } from '@baton/contracts';
 import { calledBySentence } from '@baton/domain';
-import { completeFromResultRequest, createHandoffRequest, MAX_CONTEXT_VARIABLES_CHARS, type RunRouted } from './handoff-request';
+import { completeFromResultRequest, createHandoffRequest, MAX_CONTEXT_VARIABLES_CHARS, returnableDeadlineAt, type RunRouted } from './handoff-request';
 
 const NOW = '2025-01-01T00:00:00.000Z';
 const agents = [
@@ -63,5 +63,31 @@ describe('the ledger create for run.routed', () => {
     );
     expect(body).toMatchObject({ handoff_id: 'ho-r-r1', result_id: 'r7', agent: 'context', idempotency_key: 'r7', workflow_run_id: 'wr-1' });
     expect(CompleteFromResultCommandSchema.safeParse(body).success).toBe(true);
+  });
+});
+
+describe('the deadline of a returnable child handoff (issue 5)', () => {
+  const handoffRouted: RunRouted = { ...routed('entry', { agent: 'issue', step: 'triage' }), decision: { ...routed('entry', null).decision, rule: 'handoff' } };
+  const pending = { handoffId: 'ho-r-r1', from: 'issue', route: 0, returnExpected: true };
+  const withRoute = (route: object) => [{ name: 'issue', handoffs: [{ to: 'context', history: { mode: 'full' as const }, return: true, on_failure: { action: 'continue' as const }, ...route }] }, { name: 'context' }];
+
+  it('deadline_at = the route event time + the route DEADLINE, else the project return_deadline_ms, else 24 h', () => {
+    expect(returnableDeadlineAt(handoffRouted, pending, withRoute({ deadline_ms: 1500 }), { return_deadline_ms: 60_000 })).toBe('2025-01-01T00:00:01.500Z');
+    expect(returnableDeadlineAt(handoffRouted, pending, withRoute({}), { return_deadline_ms: 60_000 })).toBe('2025-01-01T00:01:00.000Z');
+    expect(returnableDeadlineAt(handoffRouted, pending, withRoute({}), undefined)).toBe('2025-01-02T00:00:00.000Z');
+  });
+
+  it('only a returnable HANDOFF route gets a deadline: a permanent handoff, a workflow step or another pending handoff get none', () => {
+    expect(returnableDeadlineAt(handoffRouted, { ...pending, returnExpected: false }, withRoute({ deadline_ms: 1500 }), undefined)).toBeNull();
+    expect(returnableDeadlineAt(routed('workflow_edge', null), pending, withRoute({ deadline_ms: 1500 }), undefined)).toBeNull();
+    expect(returnableDeadlineAt(handoffRouted, { ...pending, handoffId: 'other' }, withRoute({ deadline_ms: 1500 }), undefined)).toBeNull();
+    expect(returnableDeadlineAt(handoffRouted, null, withRoute({ deadline_ms: 1500 }), undefined)).toBeNull();
+  });
+
+  it('the ledger create carries deadline_at only when given', () => {
+    const body = createHandoffRequest({ ...input(handoffRouted), deadlineAt: '2025-01-01T00:00:01.500Z' });
+    expect(body.deadline_at).toBe('2025-01-01T00:00:01.500Z');
+    expect(CreateHandoffCommandSchema.safeParse(body).success).toBe(true);
+    expect(createHandoffRequest(input(handoffRouted))).not.toHaveProperty('deadline_at');
   });
 });

@@ -3,10 +3,11 @@ import type {
   CompleteFromResultCommandSchema,
   CreateHandoffCommandSchema,
   DecisionSignal,
+  ExecutionSettings,
   RunEventSchemas,
   WorkflowRef,
 } from '@baton/contracts';
-import { Limits } from '@baton/contracts';
+import { Limits, returnDeadlineMs } from '@baton/contracts';
 import { assertNever, renderTeamContext } from '@baton/domain';
 import type { z } from 'zod';
 import { ROUTER_ACTOR } from '../shared/ids';
@@ -31,6 +32,8 @@ export interface HandoffRequestInput {
   agents: readonly AgentDefinition[];
   /** The run's session variables when it was routed. */
   variables: Readonly<Record<string, unknown>>;
+  /** A returnable child handoff's deadline (see {@link returnableDeadlineAt}); absent otherwise. */
+  deadlineAt?: string | null;
 }
 
 /**
@@ -93,8 +96,30 @@ export function createHandoffRequest(input: HandoffRequestInput): CreateHandoffB
       ...(routed.raised_cap !== undefined ? { raised_cap: routed.raised_cap } : {}),
     },
     workflow_run_id: input.workflowRunId,
+    ...(input.deadlineAt != null ? { deadline_at: input.deadlineAt } : {}),
     idempotency_key: input.eventId,
   };
+}
+
+/**
+ * The deadline of the ledger handoff a `run.routed` creates, when it is a returnable child
+ * handoff (issue 5): the run's pending handoff (`run.handoff` just before, folded into `pending`)
+ * is this handoff and expects a return. Deadline = the route's event time (`routed_at`) + the
+ * route's DEADLINE, else the project's `execution.return_deadline_ms`, else 24 h
+ * ({@link returnDeadlineMs}). Null for every other route (a workflow step, a permanent handoff,
+ * a customer turn). Pure and deterministic, so a redelivered event asks for the same deadline.
+ */
+export function returnableDeadlineAt(
+  routed: RunRouted,
+  pending: { handoffId: string; from: string; route: number; returnExpected: boolean } | null,
+  agents: readonly AgentDefinition[],
+  execution: ExecutionSettings | undefined,
+): string | null {
+  if (routed.decision.rule !== 'handoff' || pending === null || pending.handoffId !== routed.handoff_id || !pending.returnExpected) return null;
+  const route = agents.find((agent) => agent.name === pending.from)?.handoffs?.[pending.route];
+  const start = Date.parse(routed.routed_at);
+  if (!Number.isFinite(start)) return null;
+  return new Date(start + returnDeadlineMs(route ?? {}, execution)).toISOString();
 }
 
 /**

@@ -9,9 +9,9 @@ export function meshRef(project: string, meshRunId: string): AggregateRef {
   return { project, kind: 'mesh', id: meshRunId };
 }
 
-/** Who caused a mesh command: its start (mesh_run_id) or a turn (result_id). */
+/** Who caused a mesh command: its start (mesh_run_id), a turn (result_id) or an operator's answer (answer_id). */
 export interface MeshCause {
-  kind: 'start' | 'turn';
+  kind: 'start' | 'turn' | 'answer';
   id: string;
   actor: string;
   origin: Origin;
@@ -20,11 +20,12 @@ export interface MeshCause {
 }
 
 /**
- * Deterministic event ids per cause (`mev<index>-<s|t>-<cause id>`): a redelivered start or turn
+ * Deterministic event ids per cause (`mev<index>-<s|t|a>-<cause id>`): a redelivered start or turn
  * re-publishes the same `Nats-Msg-Id`s, and JetStream stores each event once.
  */
 export function meshEventIds(kind: MeshCause['kind'], causeId: string): (index: number) => string {
-  return (index) => deriveId(`mev${index}-${kind === 'start' ? 's' : 't'}`, causeId);
+  const letter = kind === 'start' ? 's' : kind === 'turn' ? 't' : 'a';
+  return (index) => deriveId(`mev${index}-${letter}`, causeId);
 }
 
 /**

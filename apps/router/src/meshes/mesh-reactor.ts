@@ -61,6 +61,15 @@ export class MeshReactor {
       case 'mesh.turn_rejected':
         log.warn('mesh turn rejected', { agent: event.data.agent, code: event.data.code, reason: event.data.message });
         return;
+      case 'mesh.notice_emitted':
+        log.info('mesh notice emitted', { notice_id: event.data.notice.notice_id, recipient: event.data.notice.recipient.handle });
+        return;
+      case 'mesh.stop_answered':
+        log.info('mesh stop answered', { packet_id: event.data.packet_id, effect: event.data.effect.kind, max_iterations: event.data.max_iterations });
+        return;
+      case 'mesh.terminated':
+        log.info('mesh terminated', { reason: event.data.reason });
+        return;
       default:
         return;
     }

@@ -1,13 +1,14 @@
 import { Controller, UseFilters } from '@nestjs/common';
 import { Ctx, EventPattern, Payload } from '@nestjs/microservices';
 import { JetStreamContext, JetStreamExceptionFilter } from '@baton/platform';
+import { AnswerMeshStopUseCase } from './answer-mesh-stop';
 import { MeshPatterns } from './mesh-subjects';
 import { MeshReactor } from './mesh-reactor';
 import { RecordMeshTurnUseCase } from './record-mesh-turn';
 import { StartMeshUseCase } from './start-mesh';
 
 /**
- * Handoff meshes in the router: mesh starts and mesh turns (durable pull consumers on
+ * Handoff meshes in the router: mesh starts, mesh turns and operators' answers to mesh stops (durable pull consumers on
  * `<PREFIX>_INBOX`) and the mesh reactor (a durable consumer of the mesh events on
  * `<PREFIX>_EVENTS`). Handlers decode the original bytes themselves; resolving acks, a PoisonError
  * dead-letters, anything else is retried with a delay.
@@ -19,6 +20,7 @@ export class MeshesController {
     private readonly startMesh: StartMeshUseCase,
     private readonly recordTurn: RecordMeshTurnUseCase,
     private readonly reactor: MeshReactor,
+    private readonly answerStop: AnswerMeshStopUseCase,
   ) {}
 
   @EventPattern(MeshPatterns.meshStart)
@@ -29,6 +31,11 @@ export class MeshesController {
   @EventPattern(MeshPatterns.meshResult)
   onTurn(@Ctx() ctx: JetStreamContext): Promise<void> {
     return this.recordTurn.execute(ctx.subject, ctx.data);
+  }
+
+  @EventPattern(MeshPatterns.meshAnswer)
+  onAnswer(@Ctx() ctx: JetStreamContext): Promise<void> {
+    return this.answerStop.execute(ctx.subject, ctx.data);
   }
 
   @EventPattern(MeshPatterns.meshEvents)

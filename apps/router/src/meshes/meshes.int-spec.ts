@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { createEventRegistry, handoffToolName, Subjects, type HandoffToolCall, type StopPacket } from '@baton/contracts';
-import { meshEntryHandoffId, meshHandoffId } from '@baton/domain';
+import { meshEntryHandoffId, meshHandoffId, meshResumeHandoffId, meshStopId } from '@baton/domain';
 import { batonStreamNames, connectNats, DlqHeader, JetStreamEventStore, type NatsHandle, type StoredEvent } from '@baton/eventstore';
 import type { RunningService } from '@baton/platform';
 import { publishMeshResult, startMesh } from '@baton/sdk';
@@ -158,10 +158,60 @@ describe('handoff meshes through the router and the ledger (real NATS)', () => {
     const [stopped] = await waitMesh(id, 'mesh.stopped');
     const packet = stopped!['packet'] as StopPacket;
     expect(packet).toMatchObject({ stop: 'handoff', why: 'thrash', workflow_run_id: id, agent: 'billing', goal_done: false, status: 'open' });
-    expect(packet.next_form?.kind).toBe('acknowledge');
+    expect(packet.next_form?.kind).toBe('raise_cap');
+    expect(packet.cap).toEqual({ name: 'max_iterations', limit: 4, used: 4 });
+    const [notice] = await waitMesh(id, 'mesh.notice_emitted');
+    expect(notice).toMatchObject({ notice: { reason: 'stop', recipient: { handle: 'sam', source: 'started_by' }, stop_id: packet.packet_id } });
     const [ignored] = await waitMesh(id, 'mesh.handoff_ignored');
     expect(ignored).toMatchObject({ agent: 'billing', tool: 'handoff_to_tech', reason: 'not_granted' });
     expect((await meshEvents(id)).some((e) => e.type === 'mesh.completed')).toBe(false);
+  }, 30_000);
+
+  /** Ping-pong triage ⇄ billing until the cap (4) stops the mesh; returns the stop packet's id. */
+  const pingPongToCap = async (id: string): Promise<string> => {
+    await say(id, `${id}-p1`, 'triage', 'billing?', ['billing']);
+    await say(id, `${id}-p2`, 'billing', 'triage!', ['triage']);
+    await say(id, `${id}-p3`, 'triage', 'billing?', ['billing']);
+    await say(id, `${id}-p4`, 'billing', 'triage!', ['triage']);
+    await waitMesh(id, 'mesh.stopped');
+    return meshStopId(`${id}-p4`);
+  };
+  const answerMesh = (id: string, answer: Record<string, unknown>, actorRole = 'operator') =>
+    nats.js.publish(
+      Subjects.meshAnswer(prefix, PROJECT),
+      encoder.encode(JSON.stringify({ mesh_run_id: id, project: PROJECT, actor_role: actorRole, answer: { answered_by: 'olga', answered_at: new Date().toISOString(), ...answer } })),
+      { msgID: String(answer['answer_id']) },
+    );
+
+  it('answering a mesh stop: a viewer is refused (recorded), raise_cap continues the mesh with the agent the last turn handed off to, and it completes', async () => {
+    const id = await begin();
+    const packetId = await pingPongToCap(id);
+    await answerMesh(id, { packet_id: packetId, answer_id: `${id}-a0`, action: 'raise_cap', cap: 6 }, 'viewer');
+    const [refused] = await waitMesh(id, 'mesh.turn_rejected');
+    expect(refused).toMatchObject({ result_id: `${id}-a0`, agent: 'operator', code: 'answer_forbidden' });
+
+    await answerMesh(id, { packet_id: packetId, answer_id: `${id}-a1`, action: 'raise_cap', cap: 6 });
+    const [answered] = await waitMesh(id, 'mesh.stop_answered');
+    expect(answered).toMatchObject({ packet_id: packetId, effect: { kind: 'raise_cap', cap: 6 }, max_iterations: 6 });
+    const resumed = meshResumeHandoffId(`${id}-a1`);
+    expect(await waitHandoff(resumed)).toMatchObject({ from_agent: 'billing', to_agent: 'triage' });
+    await say(id, `${id}-r5`, 'triage', 'Sorted after all.', [], resumed);
+    const [completed] = await waitMesh(id, 'mesh.completed');
+    expect(completed).toMatchObject({ turns: 5, output: { agent: 'triage', text: 'Sorted after all.' } });
+  }, 30_000);
+
+  it('answering a mesh stop: deny ends the mesh (mesh.terminated); a second answer is refused as already answered', async () => {
+    const id = await begin();
+    const packetId = await pingPongToCap(id);
+    await answerMesh(id, { packet_id: packetId, answer_id: `${id}-a1`, action: 'deny', note: 'they keep looping' });
+    const [terminated] = await waitMesh(id, 'mesh.terminated');
+    expect(terminated).toMatchObject({ origin: 'operator', answer_id: `${id}-a1` });
+    await answerMesh(id, { packet_id: packetId, answer_id: `${id}-a2`, action: 'raise_cap', cap: 9 });
+    const [refused] = await waitMesh(id, 'mesh.turn_rejected');
+    expect(refused).toMatchObject({ result_id: `${id}-a2`, code: 'stop_already_answered' });
+    const types = (await meshEvents(id)).map((e) => e.type);
+    expect(types.filter((t) => t === 'mesh.terminated')).toHaveLength(1);
+    expect(types).not.toContain('mesh.completed');
   }, 30_000);
 
   it('a mesh survives a restart of every service mid-run and continues from the log', async () => {

@@ -2,6 +2,7 @@ import { Module } from '@nestjs/common';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { DefinitionCatalog } from '../definitions/definition-catalog';
 import { createRouterLedger, LEDGER } from '../dispatch/ledger';
+import { AnswerMeshStopUseCase } from './answer-mesh-stop';
 import { MeshCommands } from './mesh-commands';
 import { MeshReactor } from './mesh-reactor';
 import { MeshesController } from './meshes.controller';
@@ -19,6 +20,7 @@ import { StartMeshUseCase } from './start-mesh';
     MeshCommands,
     StartMeshUseCase,
     RecordMeshTurnUseCase,
+    AnswerMeshStopUseCase,
     MeshReactor,
     {
       provide: LEDGER,

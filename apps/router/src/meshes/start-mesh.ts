@@ -1,5 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { MeshStartRequestSchema, RejectionCode } from '@baton/contracts';
+import { MeshStartRequestSchema, RejectionCode, resolveLead } from '@baton/contracts';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { DefinitionCatalog } from '../definitions/definition-catalog';
 import { nowIso, ROUTER_ACTOR } from '../shared/ids';
@@ -13,8 +13,10 @@ import { meshSubjectTokens } from './mesh-subjects';
  * Decodes a MeshStartRequest (size cap, JSON, schema, the subject's project), finds the mesh in
  * the project's current definition (re-read, so a definition published just before is seen) and
  * runs `start_mesh`: `mesh.started` pins the mesh and names the entry agent's handoff (the mesh
- * reactor asks the ledger for it). Idempotent by `mesh_run_id`. Bad input, an unknown mesh or a
- * mesh that does not build is dead-lettered with its reason; store failures are retried.
+ * reactor asks the ledger for it). The person a stop notifies is `started_by`, else the project's
+ * `lead` when it is a person (not an agent); with neither the start is refused
+ * (`no_notice_recipient`). Idempotent by `mesh_run_id`. Bad input, an unknown mesh, a mesh that
+ * does not build or has nobody to notify is dead-lettered with its reason; store failures are retried.
  */
 @Injectable()
 export class StartMeshUseCase {
@@ -42,6 +44,7 @@ export class StartMeshUseCase {
     }
     const now = nowIso();
     const actor = request.started_by ?? ROUTER_ACTOR;
+    const lead = resolveLead(current);
     const outcome = await this.meshes.run(
       meshRef(request.project, request.mesh_run_id),
       {
@@ -53,6 +56,7 @@ export class StartMeshUseCase {
           agents: current.agents.map((agent) => agent.name),
           ...(request.input !== undefined ? { input: request.input } : {}),
           ...(request.started_by !== undefined ? { started_by: request.started_by } : {}),
+          ...(lead?.kind === 'person' ? { lead: lead.handle } : {}),
           ...(request.variables !== undefined ? { variables: request.variables } : {}),
         },
         metadata: { now, actor },

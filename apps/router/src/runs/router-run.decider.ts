@@ -9,6 +9,7 @@ import {
   reject,
   RunErrorCode,
   type Decider,
+  type HandoffFailureReason,
   type DecisionResult,
   type RejectResult,
   type RunCommandMetadata,
@@ -32,7 +33,7 @@ export type RouterRunCommand =
   | { kind: 'result'; result: AgentResult; definitions: DefinitionState; metadata: RunCommandMetadata }
   | { kind: 'answer'; answer: RunAnswer; definitions: DefinitionState; metadata: RunCommandMetadata }
   | { kind: 'message'; message: { message_id: string; text: string }; definitions: DefinitionState; metadata: RunCommandMetadata }
-  | { kind: 'handoff_failed'; failure: { handoff_id: string; code: string; message: string }; definitions: DefinitionState; metadata: RunCommandMetadata };
+  | { kind: 'handoff_failed'; failure: { handoff_id: string; code: string; message: string; reason?: HandoffFailureReason }; definitions: DefinitionState; metadata: RunCommandMetadata };
 
 /** Refusals the router adds to the run decider's ({@link RunErrorCode}). */
 export const RouterRunErrorCode = {

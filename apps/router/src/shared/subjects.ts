@@ -14,6 +14,8 @@ export const RouterPatterns = {
   /** Customer turns of conversation runs (SessionMessage; seed 001). */
   sessionMessage: '{prefix}.in.*.message',
   runEvents: '{prefix}.ev.*.run.*',
+  /** Handoff events (the ledger's aggregate, read-only here): deadlines of returnable children. */
+  handoffEvents: '{prefix}.ev.*.handoff.*',
 } as const;
 
 export const RouterSubjects = {

@@ -1,4 +1,5 @@
-import type { HandoffToolCall, MeshDefinition } from '@baton/contracts';
+import type { HandoffToolCall, MeshDefinition, OperatorAnswer } from '@baton/contracts';
+import type { ResumeActorRole } from '../stop';
 
 /** Time and actor of a mesh command (read at the edge, never in the domain). */
 export interface MeshCommandMetadata {
@@ -20,6 +21,11 @@ export interface StartMesh {
     agents: readonly string[];
     input?: string;
     started_by?: string;
+    /**
+     * The project's lead when it is a person (not an agent): who a stop notifies when the mesh has
+     * no `started_by`. A mesh with neither is refused (`no_notice_recipient`).
+     */
+    lead?: string;
     variables?: Record<string, unknown>;
   };
   metadata: MeshCommandMetadata;
@@ -40,4 +46,14 @@ export interface RecordMeshTurn {
   metadata: MeshCommandMetadata;
 }
 
-export type MeshCommand = StartMesh | RecordMeshTurn;
+/**
+ * An operator's answer to the mesh's stop packet. `actorRole` is set by the edge after it
+ * authenticated the person (only `operator` / `admin` may resume a stop).
+ */
+export interface AnswerMeshStop {
+  type: 'answer_stop';
+  data: { answer: OperatorAnswer };
+  metadata: MeshCommandMetadata & { actorRole: ResumeActorRole };
+}
+
+export type MeshCommand = StartMesh | RecordMeshTurn | AnswerMeshStop;

@@ -1,9 +1,11 @@
-import { validateMesh, type MeshEvent } from '@baton/contracts';
+import { validateMesh, type MeshEvent, type NoticeRecipient, type StopCap, type StopPacket } from '@baton/contracts';
 import { accept, assertNever, Decider, DecisionResult, reject } from '../decider';
 import { deriveId } from '../run/ids';
-import { buildStop } from '../stop';
+import { buildHumanActionNotice } from '../notices';
+import { buildStop, decideResume, raiseCapForm } from '../stop';
+import { deepFreeze } from '../stop/freeze';
 import { resolveHandoffCall } from './build';
-import type { MeshCommand, RecordMeshTurn, StartMesh } from './commands';
+import type { AnswerMeshStop, MeshCommand, RecordMeshTurn, StartMesh } from './commands';
 import { evolveMesh, initialMeshState, isOutputAgent, type MeshRunState, type MeshState } from './state';
 
 /** Stable codes of the mesh decider's refusals (and of recorded `mesh.turn_rejected` events). */
@@ -14,6 +16,8 @@ export const MeshErrorCode = {
   meshNotRunning: 'mesh_not_running',
   unexpectedAgent: 'unexpected_agent',
   staleHandoff: 'stale_handoff',
+  noNoticeRecipient: 'no_notice_recipient',
+  meshNotStopped: 'mesh_not_stopped',
 } as const;
 export type MeshErrorCode = (typeof MeshErrorCode)[keyof typeof MeshErrorCode];
 
@@ -23,6 +27,22 @@ export const meshEntryHandoffId = (meshRunId: string): string => deriveId('mh-s'
 export const meshHandoffId = (resultId: string): string => deriveId('mh-r', resultId);
 /** The stop packet a turn opens when the iteration cap refuses its handoff (`stop-m-<result_id>`). */
 export const meshStopId = (resultId: string): string => deriveId('stop-m', resultId);
+/** The one human action notice of the stop a turn opened (`nt-m-<result_id>`). */
+export const meshNoticeId = (resultId: string): string => deriveId('nt-m', resultId);
+/** The handoff a `raise_cap` answer offers the next speaker with (`mh-a-<answer_id>`). */
+export const meshResumeHandoffId = (answerId: string): string => deriveId('mh-a', answerId);
+/** The agent name refused operator answers are recorded under (`mesh.turn_rejected`). */
+export const MESH_ANSWER_AGENT = 'operator';
+
+/**
+ * Who a mesh's stops notify (seed 000 §5): the person who started it, else the project's lead
+ * when the lead is a person; null when neither is known (such a mesh is refused).
+ */
+export function meshNoticeRecipient(startedBy: string | undefined, lead: string | undefined): NoticeRecipient | null {
+  if (startedBy !== undefined) return { handle: startedBy, source: 'started_by' };
+  if (lead !== undefined) return { handle: lead, source: 'project_lead' };
+  return null;
+}
 
 /**
  * Decide a mesh command. The router is the aggregate's only writer. Never throws for a business
@@ -45,6 +65,8 @@ export function decideMesh(command: MeshCommand, state: MeshState): DecisionResu
       return startMesh(command, state);
     case 'record_turn':
       return recordTurn(command, state);
+    case 'answer_stop':
+      return answerStop(command, state);
     default:
       return assertNever(command, 'mesh command');
   }
@@ -61,6 +83,10 @@ function startMesh(command: StartMesh, state: MeshState): DecisionResult<MeshEve
   if (diagnostics.length > 0) {
     return reject('invalid', MeshErrorCode.meshInvalid, diagnostics.map((x) => `${x.code}: ${x.message}`).join('; '), { diagnostics });
   }
+  const notify = meshNoticeRecipient(d.started_by, d.lead);
+  if (notify === null) {
+    return reject('invalid', MeshErrorCode.noNoticeRecipient, 'a mesh needs started_by or a project lead who is a person: its stop notifies one of them');
+  }
   return accept({
     type: 'mesh.started',
     data: {
@@ -71,6 +97,7 @@ function startMesh(command: StartMesh, state: MeshState): DecisionResult<MeshEve
       started_by: d.started_by ?? null,
       variables: d.variables ?? {},
       handoff_id: meshEntryHandoffId(d.mesh_run_id),
+      notify,
       started_at: command.metadata.now,
     },
   });
@@ -136,7 +163,10 @@ function recordTurn(command: RecordMeshTurn, state: MeshState): DecisionResult<M
     return accept(...events);
   }
   if (turn >= state.mesh.max_iterations) {
-    events.push(stopped(state, command, turn, chosen));
+    const stop = stopped(state, command, turn, chosen);
+    events.push(stop);
+    const notice = stopNotice(state, command, stop);
+    if (notice !== null) events.push(notice);
     return accept(...events);
   }
   events.push({
@@ -170,10 +200,14 @@ function stopped(state: MeshRunState, command: RecordMeshTurn, turn: number, cho
     step: state.mesh.name,
     detail: `mesh '${state.mesh.name}' reached its cap of ${state.mesh.max_iterations} turns; ${d.agent} asked to hand off to ${chosen.target} again`,
   });
+  // The cap is the operator's to raise: the packet carries the cap and the raise_cap form
+  // (Raise cap continues the mesh; Stop ends it) instead of buildStop's acknowledge-only form.
+  const cap: StopCap = { name: 'max_iterations', limit: state.mesh.max_iterations, used: turn };
+  const capped: StopPacket = deepFreeze({ ...packet, cap, next_form: { ...raiseCapForm(cap, packet.detail), title: `Mesh '${state.mesh.name}' reached its cap of ${cap.limit} turns — raise the cap or stop` } });
   return {
     type: 'mesh.stopped',
     data: {
-      packet,
+      packet: capped,
       result_id: d.result_id,
       turns: turn,
       max_iterations: state.mesh.max_iterations,
@@ -181,6 +215,96 @@ function stopped(state: MeshRunState, command: RecordMeshTurn, turn: number, cho
       stopped_at: command.metadata.now,
     },
   };
+}
+
+/**
+ * The one human action notice of a mesh stop (reason `stop`, the packet's id), to the person the
+ * mesh recorded at its start. Null only for a mesh started before notices existed with no
+ * `started_by` (nobody to mention).
+ */
+function stopNotice(state: MeshRunState, command: RecordMeshTurn, stop: MeshEvent): MeshEvent | null {
+  if (stop.type !== 'mesh.stopped') return null;
+  const recipient = state.notify ?? (state.started_by !== null ? { handle: state.started_by, source: 'started_by' as const } : null);
+  if (recipient === null) return null;
+  const packet = stop.data.packet;
+  return {
+    type: 'mesh.notice_emitted',
+    data: {
+      notice: buildHumanActionNotice({
+        noticeId: meshNoticeId(command.data.result_id),
+        project: state.project,
+        workflowRunId: state.mesh_run_id,
+        reason: 'stop',
+        recipient,
+        headline: `mesh '${state.mesh.name}' stopped (${packet.why}): ${packet.detail ?? 'the iteration cap was reached'}`,
+        agentText: command.data.text,
+        step: state.mesh.name,
+        agent: command.data.agent,
+        stopId: packet.packet_id,
+        now: command.metadata.now,
+      }),
+    },
+  };
+}
+
+/**
+ * Apply an operator's answer to the mesh's stop packet. The stale / already-answered / role /
+ * form checks are `decideResume`'s, exactly as for runs. Idempotent per `answer_id`. A refused
+ * answer is recorded as `mesh.turn_rejected` (`result_id` = answer id, agent `operator`).
+ *
+ * - `raise_cap` (a whole number above the old cap, at most 1,000) → `mesh.stop_answered` with the
+ *   new cap, then `mesh.handed_off` to the agent the refused handoff named (a new handoff
+ *   `mh-a-<answer_id>`): the mesh carries on where the cap stopped it.
+ * - `deny` / `acknowledge` (effect `stop`) → `mesh.stop_answered`, then `mesh.terminated`.
+ */
+function answerStop(command: AnswerMeshStop, state: MeshState): DecisionResult<MeshEvent> {
+  const answer = command.data.answer;
+  const now = command.metadata.now;
+  if (state.status === 'none') return reject('not_found', MeshErrorCode.meshNotFound, 'no such mesh run');
+  if (state.applied.includes(answer.answer_id)) return accept();
+  const refuse = (code: string, message: string): DecisionResult<MeshEvent> =>
+    accept({
+      type: 'mesh.turn_rejected',
+      data: { result_id: answer.answer_id, agent: MESH_ANSWER_AGENT, code, message: `answer ${answer.answer_id} by ${answer.answered_by}: ${message}`.slice(0, 500), rejected_at: now },
+    });
+  if (state.stop === null) return refuse(MeshErrorCode.meshNotStopped, `mesh run ${state.mesh_run_id} is ${state.status}; it has no stop packet`);
+  const decided = decideResume(state.stop, answer, { now, actorRole: command.metadata.actorRole });
+  if (!decided.ok) return refuse(decided.error.code, decided.error.message);
+  const effect = decided.effect;
+  const answered = (maxIterations: number): MeshEvent => ({
+    type: 'mesh.stop_answered',
+    data: { answer_id: answer.answer_id, answered_by: answer.answered_by, packet_id: state.stop!.packet_id, answer, effect, max_iterations: maxIterations, answered_at: now },
+  });
+  switch (effect.kind) {
+    case 'raise_cap': {
+      const refused = state.refused;
+      if (!Number.isInteger(effect.cap) || effect.cap > 1_000) return refuse('answer_incomplete', "a mesh's cap is a whole number of turns, at most 1000");
+      if (state.status !== 'stopped' || refused === null) return refuse(MeshErrorCode.meshNotStopped, `mesh run ${state.mesh_run_id} is ${state.status}`);
+      return accept(answered(effect.cap), {
+        type: 'mesh.handed_off',
+        data: {
+          result_id: refused.result_id,
+          from: refused.from,
+          to: refused.to,
+          tool: refused.tool,
+          handoff_id: meshResumeHandoffId(answer.answer_id),
+          turn: state.turns + 1,
+          handed_off_at: now,
+        },
+      });
+    }
+    case 'stop':
+      return accept(answered(state.mesh.max_iterations), {
+        type: 'mesh.terminated',
+        data: { reason: effect.reason, origin: 'operator', answer_id: answer.answer_id, terminated_at: now },
+      });
+    case 'continue':
+    case 'reroute':
+    case 'run_pending_call':
+      return refuse('answer_not_allowed', `a mesh stop is answered with raise_cap, deny or acknowledge, not ${answer.action}`);
+    default:
+      return assertNever(effect, 'resume effect');
+  }
 }
 
 /** The mesh aggregate as a decider (id = mesh_run_id; kind `mesh`). */

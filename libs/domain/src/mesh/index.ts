@@ -1,7 +1,7 @@
 // Handoff meshes (seed 004): the mesh run aggregate (decide / evolve) and the mesh build checks.
 export { buildMesh, resolveHandoffCall, toolTables } from './build';
 export type { CompiledMesh, HandoffCallResolution, MeshBuild } from './build';
-export type { MeshCommand, MeshCommandMetadata, RecordMeshTurn, StartMesh } from './commands';
-export { decideMesh, meshDecider, meshEntryHandoffId, MeshErrorCode, meshHandoffId, meshStopId } from './decide';
+export type { AnswerMeshStop, MeshCommand, MeshCommandMetadata, RecordMeshTurn, StartMesh } from './commands';
+export { decideMesh, MESH_ANSWER_AGENT, meshDecider, meshEntryHandoffId, MeshErrorCode, meshHandoffId, meshNoticeId, meshNoticeRecipient, meshResumeHandoffId, meshStopId } from './decide';
 export { evolveMesh, initialMeshState, isOutputAgent } from './state';
 export type { MeshEvent, MeshRunState, MeshState, MeshTurn } from './state';

@@ -169,7 +169,7 @@ describe('mesh runs (seed 004 routing rules)', () => {
       [turn('p1', 'triage', [call('billing')]), turn('p2', 'billing', [call('triage')]), turn('p3', 'triage', [call('billing')])],
       play([start(support({ max_iterations: 4 }))]),
     );
-    const [, stopped] = given(meshDecider, events).when(turn('p4', 'billing', [call('triage')])).thenMatch([{ type: 'mesh.turn_recorded' }, { type: 'mesh.stopped' }]);
+    const [, stopped] = given(meshDecider, events).when(turn('p4', 'billing', [call('triage')])).thenMatch([{ type: 'mesh.turn_recorded' }, { type: 'mesh.stopped' }, { type: 'mesh.notice_emitted' }]);
     if (stopped?.type !== 'mesh.stopped') throw new Error('expected mesh.stopped');
     expect(stopped.data).toMatchObject({ turns: 4, max_iterations: 4, refused: { from: 'billing', to: 'triage' } });
     expect(stopped.data.packet).toMatchObject({ stop: 'handoff', why: 'thrash', workflow_run_id: 'm1', agent: 'billing', goal_done: false, status: 'open' });

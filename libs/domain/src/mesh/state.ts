@@ -1,4 +1,5 @@
-import type { MeshDefinition, MeshEvent, MeshOutput } from '@baton/contracts';
+import type { MeshDefinition, MeshEvent, MeshOutput, NoticeRecipient, StopPacket } from '@baton/contracts';
+import { markAnswered } from '../stop/resume';
 import { assertNever } from '../decider';
 
 export type { MeshEvent } from '@baton/contracts';
@@ -13,7 +14,7 @@ export interface MeshTurn {
 
 /** A mesh run that has started: what `decide` needs to route the next turn. */
 export interface MeshRunState {
-  status: 'running' | 'completed' | 'stopped';
+  status: 'running' | 'completed' | 'stopped' | 'terminated';
   mesh_run_id: string;
   project: string;
   /** The mesh as pinned by `mesh.started`. */
@@ -39,6 +40,14 @@ export interface MeshRunState {
   output: MeshOutput | null;
   /** The stop packet, once stopped. */
   packet_id: string | null;
+  /** Who a stop notifies (null on meshes started before notices existed). */
+  notify: NoticeRecipient | null;
+  /** The latest stop packet (open while stopped; answered once an operator answered it). */
+  stop: StopPacket | null;
+  /** The handoff the iteration cap refused, and the turn that asked for it (while stopped). */
+  refused: { result_id: string; from: string; to: string; tool: string } | null;
+  /** Human action notices emitted so far. */
+  notices: number;
 }
 
 export type MeshState = { status: 'none' } | MeshRunState;
@@ -76,6 +85,10 @@ export function evolveMesh(state: MeshState, event: MeshEvent): MeshState {
       applied: [],
       output: null,
       packet_id: null,
+      notify: d.notify ?? null,
+      stop: null,
+      refused: null,
+      notices: 0,
     };
   }
   if (state.status === 'none') return state;
@@ -98,7 +111,30 @@ export function evolveMesh(state: MeshState, event: MeshEvent): MeshState {
     case 'mesh.completed':
       return { ...state, status: 'completed' };
     case 'mesh.stopped':
-      return { ...state, status: 'stopped', packet_id: event.data.packet.packet_id };
+      return {
+        ...state,
+        status: 'stopped',
+        packet_id: event.data.packet.packet_id,
+        stop: event.data.packet,
+        refused: { result_id: event.data.result_id, ...event.data.refused },
+      };
+    case 'mesh.notice_emitted':
+      return { ...state, notices: state.notices + 1 };
+    case 'mesh.stop_answered': {
+      const d = event.data;
+      const stop = state.stop !== null && state.stop.packet_id === d.packet_id ? markAnswered(state.stop, d.answer) : state.stop;
+      const raised = d.effect.kind === 'raise_cap';
+      return {
+        ...state,
+        status: raised ? 'running' : state.status,
+        mesh: { ...state.mesh, max_iterations: d.max_iterations },
+        stop,
+        refused: raised ? null : state.refused,
+        applied: [...state.applied, d.answer_id],
+      };
+    }
+    case 'mesh.terminated':
+      return { ...state, status: 'terminated' };
     case 'mesh.turn_rejected':
       return { ...state, applied: [...state.applied, event.data.result_id] };
     default:

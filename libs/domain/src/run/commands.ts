@@ -123,14 +123,32 @@ export interface SessionMessageCommand {
   metadata: RunCommandMetadata;
 }
 
+/** Why a routed handoff failed before its target produced a result. */
+export const HandoffFailureReason = {
+  /** The ledger refused to create it (outcome `error`). */
+  createRefused: 'create_refused',
+  /** Its deadline passed with no result from the target (outcome `timeout`, issue 5). */
+  timeout: 'timeout',
+} as const;
+export type HandoffFailureReason = (typeof HandoffFailureReason)[keyof typeof HandoffFailureReason];
+
 /**
- * The ledger refused to create a handoff the run routed (seed 001 ON_FAILURE): when it is the
- * run's pending handoff (its target never accepted it), record `handoff_completed` (error) and
- * apply the route's ON_FAILURE. Otherwise nothing happens (idempotent).
+ * A handoff the run routed failed before its target produced a result (seed 001 ON_FAILURE):
+ * the ledger refused to create it (`reason` `create_refused`, the default: outcome `error`) or
+ * its deadline passed (`timeout`: outcome `timeout`). When it is the run's pending handoff,
+ * record `handoff_completed` and apply the route's ON_FAILURE. Otherwise — the child already
+ * ran or returned, or the failure was applied before — nothing happens (idempotent).
  */
 export interface HandoffFailedCommand {
   type: 'handoff_failed';
-  data: { handoff_id: string; code: string; message: string; workflow: WorkflowDefinition; agents: readonly AgentDefinition[] };
+  data: {
+    handoff_id: string;
+    code: string;
+    message: string;
+    reason?: HandoffFailureReason;
+    workflow: WorkflowDefinition;
+    agents: readonly AgentDefinition[];
+  };
   metadata: RunCommandMetadata;
 }
 

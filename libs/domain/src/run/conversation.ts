@@ -12,6 +12,7 @@ import type {
 } from '@baton/contracts';
 import { conditionHolds } from '../routing/conditions';
 import { buildHandoffContext, computeReturnEffects, effectiveParentReturn, latestCustomerMessage, parentReturnVerdict, pickResumeMessage } from '../returns';
+import { HandoffFailureReason } from './commands';
 import { deriveId, handoffIdFor } from './ids';
 import { evolveRun, type RunEvent, type StartedRunState, type WaitingParent } from './state';
 
@@ -392,32 +393,42 @@ export function afterResult(c: ConversationCtx, result: AgentResult, agentText: 
 }
 
 /**
- * The ledger refused to create the pending handoff: `handoff_completed` (error, cause
- * `create_refused`, the ledger's code) and ON_FAILURE — `continue` (the caller waits for the
- * customer again), `respond` (the same, with the message), `escalate` (returned as `escalate`
- * for the caller to hold the run for a person). Returns null when the handoff is not pending.
+ * The pending handoff failed before its target produced a result: `handoff_completed` — outcome
+ * `error` (cause `create_refused: …`, the ledger's code) when the ledger refused to create it,
+ * outcome `timeout` (cause `deadline_expired: …`) when its deadline passed — and ON_FAILURE:
+ * `continue` (the caller waits for the customer again), `respond` (the same, with the message),
+ * `escalate` (returned as `escalate` for the caller to hold the run for a person). Returns null
+ * when the handoff is not pending (the child already ran, or the failure was applied before).
  */
-export function handoffFailed(c: ConversationCtx, handoffId: string, code: string, message: string): 'done' | 'escalate' | null {
+export function handoffFailed(
+  c: ConversationCtx,
+  handoffId: string,
+  code: string,
+  message: string,
+  reason: HandoffFailureReason = HandoffFailureReason.createRefused,
+): 'done' | 'escalate' | null {
   const pending = c.state.pendingHandoff;
   if (pending === null || pending.handoffId !== handoffId) return null;
   const policy = pending.onFailure;
+  const timedOut = reason === HandoffFailureReason.timeout;
   completed(c, {
     handoffId,
     from: pending.from,
     to: pending.to,
     route: pending.route,
-    outcome: 'error',
+    outcome: timedOut ? 'timeout' : 'error',
     durationMs: elapsedMs(pending.at, c.now),
-    cause: clip(`create_refused: ${message}`, 200),
+    cause: clip(`${timedOut ? 'deadline_expired' : 'create_refused'}: ${message}`, 200),
     code,
     onFailure: policy.action,
   });
+  const what = timedOut ? `timed out (${code})` : `failed (${code})`;
   switch (policy.action) {
     case 'continue':
-      emit(c, { type: 'run.awaiting_input', data: { agent: pending.from, step: pending.fromStep, reply: null, note: `handoff to ${pending.to} failed (${code}); ON_FAILURE continue`, at: c.now } });
+      emit(c, { type: 'run.awaiting_input', data: { agent: pending.from, step: pending.fromStep, reply: null, note: `handoff to ${pending.to} ${what}; ON_FAILURE continue`, at: c.now } });
       return 'done';
     case 'respond':
-      emit(c, { type: 'run.awaiting_input', data: { agent: pending.from, step: pending.fromStep, reply: clip(policy.message), note: `handoff to ${pending.to} failed (${code}); ON_FAILURE RESPOND`, at: c.now } });
+      emit(c, { type: 'run.awaiting_input', data: { agent: pending.from, step: pending.fromStep, reply: clip(policy.message), note: `handoff to ${pending.to} ${what}; ON_FAILURE RESPOND`, at: c.now } });
       return 'done';
     case 'escalate':
       return 'escalate';

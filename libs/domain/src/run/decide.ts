@@ -393,12 +393,15 @@ function failHandoff(command: HandoffFailedCommand, state: RunState): DecisionRe
   if (state.status === 'none') return notFound();
   const cause: RouteCause = { kind: 'handoff_failed', id: data.handoff_id };
   const c = conversationCtx(state, cause, metadata.now, data);
-  const outcome = handoffFailed(c, data.handoff_id, data.code, data.message);
+  const outcome = handoffFailed(c, data.handoff_id, data.code, data.message, data.reason);
   if (outcome === null) return accept();
   if (outcome === 'done') return accept(...c.events);
   // ON_FAILURE ESCALATE: hold the run for a person, with the caller as where `continue` goes.
   const pending = state.pendingHandoff!;
-  const reason = `handoff ${pending.from} → ${pending.to} failed before ${pending.to} accepted it (${data.code}); ON_FAILURE ESCALATE`;
+  const reason =
+    data.reason === 'timeout'
+      ? `handoff ${pending.from} → ${pending.to} timed out: no result from ${pending.to} by its deadline (${data.code}); ON_FAILURE ESCALATE`
+      : `handoff ${pending.from} → ${pending.to} failed before ${pending.to} accepted it (${data.code}); ON_FAILURE ESCALATE`;
   const decision: RouteDecision = {
     rule: 'handoff',
     outcome: 'hold',

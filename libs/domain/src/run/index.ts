@@ -12,5 +12,6 @@ export type {
   SessionMessageCommand,
   HandoffFailedCommand,
 } from './commands';
+export { HandoffFailureReason } from './commands';
 export { deriveId, handoffIdFor, noticeIdFor, stopIdFor } from './ids';
 export { isConversational, isConversationalAgent, HandoffRefusalCode } from './conversation';

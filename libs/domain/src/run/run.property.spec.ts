@@ -177,7 +177,8 @@ describe('workflow run aggregate properties', () => {
           expectInvariants(state, history);
         });
       }),
-      { numRuns: 300 },
+      // A fixed seed keeps the coverage check below deterministic in CI; change it to explore anew.
+      { numRuns: 400, seed: 20261129 },
     );
     // The generator really explores the aggregate: every status was reached.
     expect([...reached].sort()).toEqual(['completed', 'held', 'running', 'stopped', 'terminated']);

@@ -362,10 +362,15 @@ export function inboxProjection(): FoldingProjection<JsonValue> {
     name: 'inbox',
     // 2: items carry trace_id.
     version: 2,
-    handles: (type) => type.startsWith('run.') || type.startsWith('handoff.') || type === 'mesh.stopped',
-    stateKeyOf: (event) => (event.type === 'mesh.stopped' ? null : event.type.startsWith('run.') ? `m:run:${event.aggregate.id}` : `m:ho:${event.aggregate.id}`),
+    handles: (type) => type.startsWith('run.') || type.startsWith('handoff.') || type === 'mesh.stopped' || type === 'mesh.stop_answered',
+    stateKeyOf: (event) => (event.type.startsWith('mesh.') ? null : event.type.startsWith('run.') ? `m:run:${event.aggregate.id}` : `m:ho:${event.aggregate.id}`),
     step(prior, event) {
       if (event.type === 'mesh.stopped') return { ops: meshStopped(event) };
+      if (event.type === 'mesh.stop_answered') {
+        // An operator answered the mesh's stop packet: its item closes like a run's answered stop.
+        const d = event.payload as { packet_id: string; answered_by: string; answer: { action: string } };
+        return { ops: [close(InboxItemId.stop(d.packet_id), `answered:${d.answer.action}`, event, d.answered_by)] };
+      }
       const result = event.type.startsWith('run.')
         ? runStep(prior as RunMemo | null, event)
         : handoffStep(prior as HandoffMemo | null, event);

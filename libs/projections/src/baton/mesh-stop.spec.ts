@@ -2,26 +2,37 @@ import { handoffToolName, MeshDefinitionSchema, type MeshEvent } from '@baton/co
 import { fold, meshDecider, type MeshCommand } from '@baton/domain';
 import type { SequencedEvent } from '../store';
 import { inboxProjection } from './inbox';
+import { noticesProjection } from './notices';
 import { stopsProjection } from './stops';
 
 const NOW = '2025-01-01T00:00:00.000Z';
 
 /** A real `mesh.stopped` (decided by the mesh decider at its cap), as a stored event. */
 function meshStoppedEvent(): SequencedEvent {
+  return meshEvent('mesh.stopped');
+}
+
+/** A mesh event decided by the real decider: a ping-pong to the cap of 2, then (optionally) a deny. */
+function meshEvent(type: MeshEvent['type']): SequencedEvent {
   const mesh = MeshDefinitionSchema.parse({ name: 'support', entry: 'triage', handoffs: { triage: ['billing'], billing: ['triage'] }, max_iterations: 2 });
   const commands: MeshCommand[] = [
-    { type: 'start_mesh', data: { mesh_run_id: 'm1', project: 'demo', mesh, agents: ['triage', 'billing'] }, metadata: { now: NOW, actor: 'sam' } },
+    { type: 'start_mesh', data: { mesh_run_id: 'm1', project: 'demo', mesh, agents: ['triage', 'billing'], started_by: 'sam' }, metadata: { now: NOW, actor: 'sam' } },
     { type: 'record_turn', data: { result_id: 'r1', run_id: 'ar1', agent: 'triage', text: 'x', handoff_tool_calls: [{ tool: handoffToolName('billing') }] }, metadata: { now: NOW, actor: 'triage' } },
     { type: 'record_turn', data: { result_id: 'r2', run_id: 'ar2', agent: 'billing', text: 'y', handoff_tool_calls: [{ tool: handoffToolName('triage') }] }, metadata: { now: NOW, actor: 'billing' } },
   ];
+  commands.push({
+    type: 'answer_stop',
+    data: { answer: { packet_id: 'stop-m-r2', answer_id: 'a1', action: 'deny', answered_by: 'olga', answered_at: NOW } },
+    metadata: { now: NOW, actor: 'olga', actorRole: 'operator' },
+  });
   const events: MeshEvent[] = [];
   for (const command of commands) {
     const result = meshDecider.decide(command, fold(meshDecider, events));
     if (!result.ok) throw new Error(result.error.code);
     events.push(...result.events);
   }
-  const stopped = events.find((e) => e.type === 'mesh.stopped');
-  if (!stopped) throw new Error('no mesh.stopped');
+  const stopped = events.find((e) => e.type === type);
+  if (!stopped) throw new Error(`no ${type}`);
   return {
     id: 'ev-stop',
     type: stopped.type,
@@ -55,5 +66,25 @@ describe('a stopped handoff mesh reaches the operator (seed 004: the cap ends a 
     expect(projection.handles(event.type)).toBe(true);
     const { ops } = projection.step(null, event);
     expect(ops[0]).toMatchObject({ op: 'item.upsert', item: { id: 'stop-m-r2', why: 'thrash', workflow_run_id: 'm1', packet: { why: 'thrash', goal_done: false } } });
+  });
+
+  it('an answered mesh stop closes its inbox item and marks the stops item answered (mesh.stop_answered); stop items name their mesh', () => {
+    const answered = meshEvent('mesh.stop_answered');
+    expect(inboxProjection().step(null, answered).ops).toEqual([
+      expect.objectContaining({ op: 'item.patch', id: 'stop:stop-m-r2', set: expect.objectContaining({ status: 'closed', resolution: 'answered:deny', closed_by: 'olga' }) }),
+    ]);
+    expect(stopsProjection().step(null, answered).ops).toEqual([
+      expect.objectContaining({ op: 'item.patch', id: 'stop-m-r2', set: expect.objectContaining({ status: 'answered', effect: expect.objectContaining({ kind: 'stop' }) }) }),
+    ]);
+    expect(stopsProjection().step(null, meshStoppedEvent()).ops[0]).toMatchObject({ item: { mesh_run_id: 'm1' } });
+  });
+
+  it("a mesh stop's human action notice is stored in the notices projection like a run's (the notifier's publish guard)", () => {
+    const projection = noticesProjection();
+    const event = meshEvent('mesh.notice_emitted');
+    expect(projection.handles(event.type)).toBe(true);
+    expect(projection.step(null, event).ops).toEqual([
+      expect.objectContaining({ op: 'item.upsert', item: expect.objectContaining({ id: 'nt-m-r2', kind: 'stop', recipient: 'sam', workflow_run_id: 'm1' }) }),
+    ]);
   });
 });

@@ -1,8 +1,7 @@
 import type { HumanActionNotice } from '@baton/contracts';
-import type { RunEvent } from '@baton/domain';
 import type { JsonValue } from '../canonical-json';
 import { Op, type IndexedItem } from '../ops';
-import { domainEvent, isoMs, eventMs } from './common';
+import { isoMs, eventMs } from './common';
 import { toJson, type FoldingProjection } from './fold';
 
 export const NOTICES_STORE = 'notices';
@@ -13,7 +12,8 @@ export interface NoticeItem extends IndexedItem {
 }
 
 /**
- * The `notices` projection: every human action notice the runs emitted, indexed by project,
+ * The `notices` projection: every human action notice the runs (`run.notice_emitted`) and the
+ * handoff meshes (`mesh.notice_emitted`) emitted, indexed by project,
  * reason (`kind`) and agent. Its last applied sequence is also the notifier's publish guard: a
  * notice is published on its subject only while its event is above that sequence, so replays,
  * redeliveries and rebuilds never publish a notice again (see apps/notifier).
@@ -22,12 +22,12 @@ export function noticesProjection(): FoldingProjection<JsonValue> {
   return {
     name: 'notices',
     version: 1,
-    handles: (type) => type === 'run.notice_emitted',
+    handles: (type) => type === 'run.notice_emitted' || type === 'mesh.notice_emitted',
     stateKeyOf: () => null,
     step(_prior, event) {
-      const e = domainEvent<RunEvent>(event);
-      if (e.type !== 'run.notice_emitted') return { ops: [] };
-      const notice = e.data.notice;
+      if (event.type !== 'run.notice_emitted' && event.type !== 'mesh.notice_emitted') return { ops: [] };
+      // A handoff mesh's stop notice (seed 004) has the same shape as a run's.
+      const notice = (event.payload as { notice: HumanActionNotice }).notice;
       const item: NoticeItem = {
         id: notice.notice_id,
         project: notice.project,

@@ -25,6 +25,8 @@ export interface StopItem extends IndexedItem {
   answer?: OperatorAnswer;
   effect?: ResumeEffect;
   answered_at?: string;
+  /** Set when the packet belongs to a handoff mesh (seed 004): its answer goes to the mesh, not a run. */
+  mesh_run_id?: string;
 }
 
 /** Keys of the `stops` projection (relative to its generation). */
@@ -47,13 +49,16 @@ export function stopPacketOf(item: StopItem): StopPacket {
  * The `stops` projection: every stop packet (`run.stopped`), indexed by why, agent, project,
  * status and priority, ordered by time, plus a per-run index; `run.resumed` from a stop marks the
  * packet answered with the answer and its effect; `mesh.stopped` (a handoff mesh's thrash stop)
- * is stored the same way. Needs no folded state.
+ * is stored the same way, with `mesh_run_id` set, and `mesh.stop_answered` marks it answered.
+ * Needs no folded state.
  */
 export function stopsProjection(): FoldingProjection<JsonValue> {
   return {
     name: 'stops',
+    // Still 1: mesh stop items opened before `mesh_run_id` existed lack it until a rebuild (the
+    // notifier then finds the mesh on the inbox item, which always had it).
     version: 1,
-    handles: (type) => type === 'run.stopped' || type === 'run.resumed' || type === 'mesh.stopped',
+    handles: (type) => type === 'run.stopped' || type === 'run.resumed' || type === 'mesh.stopped' || type === 'mesh.stop_answered',
     stateKeyOf: () => null,
     step(_prior, event) {
       const domain = domainEvent<RunEvent>(event);
@@ -76,8 +81,15 @@ export function stopsProjection(): FoldingProjection<JsonValue> {
           run_id: packet.run_id,
           step: packet.step,
           packet,
+          ...(event.type === 'mesh.stopped' ? { mesh_run_id: packet.workflow_run_id } : {}),
         };
         return { ops: [Op.itemUpsert(STOPS_STORE, toJson(item) as IndexedItem), Op.zadd(StopKeys.byRun(packet.workflow_run_id), at, packet.packet_id)] };
+      }
+      if (event.type === 'mesh.stop_answered') {
+        const d = (event.payload as { packet_id: string; answer: OperatorAnswer; effect: ResumeEffect; answered_at: string });
+        return {
+          ops: [Op.itemPatch(STOPS_STORE, d.packet_id, { status: 'answered', answer: toJson(d.answer), effect: toJson(d.effect), answered_at: d.answered_at })],
+        };
       }
       if (domain.type === 'run.resumed' && domain.data.from.kind === 'stop') {
         const from = domain.data.from;

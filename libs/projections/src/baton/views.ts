@@ -29,6 +29,8 @@ export interface StopRecord {
   stop: StopPacket;
   effect: StopItem['effect'] | null;
   answered_at: string | null;
+  /** The handoff mesh the packet belongs to (its answer goes to the mesh); null for a run's packet. */
+  mesh_run_id: string | null;
 }
 
 /** Read side of Baton's projections, shared by the notifier's HTTP API and the CLI. */
@@ -45,7 +47,12 @@ export interface BatonViews {
   run(id: string): Promise<{ run: RunView; timeline: TimelineEntry[] } | null>;
 }
 
-const toRecord = (item: StopItem): StopRecord => ({ stop: stopPacketOf(item), effect: item.effect ?? null, answered_at: item.answered_at ?? null });
+const toRecord = (item: StopItem): StopRecord => ({
+  stop: stopPacketOf(item),
+  effect: item.effect ?? null,
+  answered_at: item.answered_at ?? null,
+  mesh_run_id: item.mesh_run_id ?? null,
+});
 
 function matches(item: StopItem, filters: ItemFilters | undefined): boolean {
   for (const [field, wanted] of Object.entries(filters ?? {})) {

@@ -1,0 +1,136 @@
+import { handoffToolName, MeshDefinitionSchema, StopPacketSchema, type HandoffToolCall, type MeshEvent, type OperatorAnswer } from '@baton/contracts';
+import { fold } from '../decider';
+import { given } from '../testing/given';
+import type { MeshCommand } from './commands';
+import { meshDecider, meshNoticeId, meshResumeHandoffId, meshStopId } from './decide';
+import type { MeshRunState } from './state';
+
+const NOW = '2025-01-01T00:00:00.000Z';
+const LATER = '2025-01-01T01:00:00.000Z';
+const AGENTS = ['triage', 'billing'];
+const mesh = MeshDefinitionSchema.parse({ name: 'support', entry: 'triage', handoffs: { triage: ['billing'], billing: ['triage'] }, outputs: ['triage'], max_iterations: 2 });
+
+const start = (people: { started_by?: string; lead?: string } = { started_by: 'sam' }): MeshCommand => ({
+  type: 'start_mesh',
+  data: { mesh_run_id: 'm1', project: 'demo', mesh, agents: AGENTS, input: 'charged twice', ...people },
+  metadata: { now: NOW, actor: 'sam' },
+});
+const call = (target: string): HandoffToolCall => ({ tool: handoffToolName(target) });
+const turn = (result_id: string, agent: string, calls: HandoffToolCall[] = [], text = `${agent} speaks`): MeshCommand => ({
+  type: 'record_turn',
+  data: { result_id, run_id: `ar-${result_id}`, agent, text, handoff_tool_calls: calls },
+  metadata: { now: NOW, actor: agent },
+});
+const answer = (fields: Partial<OperatorAnswer> & Pick<OperatorAnswer, 'action'>, role: 'operator' | 'viewer' = 'operator'): MeshCommand => ({
+  type: 'answer_stop',
+  data: { answer: { packet_id: meshStopId('p2'), answer_id: 'a1', answered_by: 'olga', answered_at: LATER, ...fields } },
+  metadata: { now: LATER, actor: fields.answered_by ?? 'olga', actorRole: role },
+});
+
+function play(commands: MeshCommand[], history: MeshEvent[] = []): MeshEvent[] {
+  const events = [...history];
+  for (const command of commands) {
+    const result = meshDecider.decide(command, fold(meshDecider, events));
+    if (!result.ok) throw new Error(`${result.error.code}: ${result.error.message}`);
+    events.push(...result.events);
+  }
+  return events;
+}
+
+/** triage → billing → (billing asks for triage again at the cap of 2) → stopped. */
+const stoppedHistory = (people?: { started_by?: string; lead?: string }) => play([start(people), turn('p1', 'triage', [call('billing')]), turn('p2', 'billing', [call('triage')])]);
+
+describe('a mesh stop notifies exactly one person (seed 000 §5: engine-owned notification)', () => {
+  it('the turn that hits the cap emits exactly one human action notice, to started_by, naming the stop packet', () => {
+    const events = stoppedHistory();
+    const notices = events.filter((e) => e.type === 'mesh.notice_emitted');
+    expect(notices).toHaveLength(1);
+    expect(notices[0]).toMatchObject({
+      type: 'mesh.notice_emitted',
+      data: { notice: { notice_id: meshNoticeId('p2'), reason: 'stop', recipient: { handle: 'sam', source: 'started_by' }, stop_id: meshStopId('p2'), workflow_run_id: 'm1', agent: 'billing' } },
+    });
+    // No other outcome of the mesh notifies anyone: the start and the handoffs emit no notice.
+    expect(events.map((e) => e.type).indexOf('mesh.notice_emitted')).toBe(events.map((e) => e.type).indexOf('mesh.stopped') + 1);
+  });
+
+  it('without started_by the notice goes to the project lead; with neither the mesh never starts', () => {
+    const events = stoppedHistory({ lead: 'lena' });
+    expect(events.find((e) => e.type === 'mesh.notice_emitted')).toMatchObject({ data: { notice: { recipient: { handle: 'lena', source: 'project_lead' } } } });
+    given(meshDecider).when(start({})).thenFails('no_notice_recipient');
+  });
+
+  it("agent text in the notice is inert: an agent's @mention is not a live mention", () => {
+    const events = play([start(), turn('p1', 'triage', [call('billing')]), turn('p2', 'billing', [call('triage')], 'ping @everyone now')]);
+    const notice = events.find((e) => e.type === 'mesh.notice_emitted');
+    if (notice?.type !== 'mesh.notice_emitted') throw new Error('expected a notice');
+    expect(notice.data.notice.agent_excerpt).not.toContain('@everyone');
+  });
+
+  it('the stop packet offers the raise_cap form with the mesh cap (Raise cap or Stop)', () => {
+    const stopped = stoppedHistory().find((e) => e.type === 'mesh.stopped');
+    if (stopped?.type !== 'mesh.stopped') throw new Error('expected mesh.stopped');
+    expect(stopped.data.packet.next_form?.kind).toBe('raise_cap');
+    expect(stopped.data.packet.cap).toEqual({ name: 'max_iterations', limit: 2, used: 2 });
+    expect(StopPacketSchema.safeParse(stopped.data.packet).success).toBe(true);
+  });
+});
+
+describe('answering a mesh stop packet (decideResume rules, as for runs)', () => {
+  const history = stoppedHistory();
+
+  it('raise_cap continues the mesh with the higher cap: the agent the refused handoff named speaks next', () => {
+    const events = given(meshDecider, history)
+      .when(answer({ action: 'raise_cap', cap: 5 }))
+      .thenMatch([
+        { type: 'mesh.stop_answered', data: expect.objectContaining({ answer_id: 'a1', packet_id: meshStopId('p2'), effect: { kind: 'raise_cap', cap: 5 }, max_iterations: 5 }) },
+        { type: 'mesh.handed_off', data: expect.objectContaining({ from: 'billing', to: 'triage', turn: 3, handoff_id: meshResumeHandoffId('a1') }) },
+      ]);
+    const state = fold(meshDecider, [...history, ...events]) as MeshRunState;
+    expect(state).toMatchObject({ status: 'running', speaker: 'triage', handoff_id: meshResumeHandoffId('a1') });
+    expect(state.mesh.max_iterations).toBe(5);
+    expect(state.stop?.status).toBe('answered');
+    // The mesh carries on: triage's turn is recorded and a turn without a handoff completes it.
+    given(meshDecider, [...history, ...events]).when(turn('p3', 'triage', [], 'Refund sent.')).thenMatch([{ type: 'mesh.turn_recorded' }, { type: 'mesh.completed', data: expect.objectContaining({ turns: 3 }) }]);
+  });
+
+  it('deny ends the mesh (mesh.terminated); a late turn is rejected', () => {
+    const events = given(meshDecider, history)
+      .when(answer({ action: 'deny', note: 'stop looping' }))
+      .thenMatch([{ type: 'mesh.stop_answered', data: expect.objectContaining({ effect: expect.objectContaining({ kind: 'stop' }) }) }, { type: 'mesh.terminated', data: expect.objectContaining({ origin: 'operator', answer_id: 'a1' }) }]);
+    const after = [...history, ...events];
+    expect((fold(meshDecider, after) as MeshRunState).status).toBe('terminated');
+    given(meshDecider, after).when(turn('p3', 'triage')).thenMatch([{ type: 'mesh.turn_rejected', data: expect.objectContaining({ code: 'mesh_not_running' }) }]);
+  });
+
+  it('acknowledge on a packet with the acknowledge form (meshes stopped before raise_cap) ends the mesh', () => {
+    const legacy = history.map((e): MeshEvent => (e.type === 'mesh.stopped' ? { ...e, data: { ...e.data, packet: { ...e.data.packet, next_form: null } } } : e));
+    given(meshDecider, legacy).when(answer({ action: 'acknowledge' })).thenMatch([{ type: 'mesh.stop_answered' }, { type: 'mesh.terminated' }]);
+  });
+
+  it('idempotent per answer id: the same answer again decides nothing', () => {
+    const after = play([answer({ action: 'raise_cap', cap: 5 })], history);
+    given(meshDecider, after).when(answer({ action: 'raise_cap', cap: 5 })).then([]);
+  });
+
+  it('an already answered packet refuses a second answer (stop_already_answered), recorded as mesh.turn_rejected', () => {
+    const after = play([answer({ action: 'deny' })], history);
+    given(meshDecider, after)
+      .when(answer({ action: 'raise_cap', cap: 9, answer_id: 'a2' }))
+      .thenMatch([{ type: 'mesh.turn_rejected', data: expect.objectContaining({ result_id: 'a2', agent: 'operator', code: 'stop_already_answered' }) }]);
+  });
+
+  it('only an operator raises a cap: a viewer is refused (answer_forbidden)', () => {
+    given(meshDecider, history).when(answer({ action: 'raise_cap', cap: 5 }, 'viewer')).thenMatch([{ type: 'mesh.turn_rejected', data: expect.objectContaining({ code: 'answer_forbidden' }) }]);
+  });
+
+  it('a cap that does not exceed the current one is refused (cap_not_raised); an answer for another packet is refused', () => {
+    given(meshDecider, history).when(answer({ action: 'raise_cap', cap: 2 })).thenMatch([{ type: 'mesh.turn_rejected', data: expect.objectContaining({ code: 'cap_not_raised' }) }]);
+    given(meshDecider, history).when(answer({ action: 'deny', packet_id: 'stop-other' })).thenMatch([{ type: 'mesh.turn_rejected', data: expect.objectContaining({ code: 'answer_packet_mismatch' }) }]);
+  });
+
+  it('an answer to a mesh that is not stopped is refused (mesh_not_stopped); an unknown mesh is not_found', () => {
+    const running = play([start()]);
+    given(meshDecider, running).when(answer({ action: 'deny' })).thenMatch([{ type: 'mesh.turn_rejected', data: expect.objectContaining({ code: 'mesh_not_stopped' }) }]);
+    given(meshDecider).when(answer({ action: 'deny' })).thenFails('mesh_not_found');
+  });
+});
