@@ -159,6 +159,9 @@ export function validateMeshes(meshes: readonly MeshDefinition[], agents: readon
  * Start a mesh run (JetStream publish on `<prefix>.in.<project>.mesh_start`, `Nats-Msg-Id` =
  * `mesh_run_id`). `mesh_run_id` is the caller's id and the mesh aggregate's id, so the same start
  * twice starts one mesh. `input` is the user's message the entry agent answers first.
+ * `started_by` is the person a stop of the mesh notifies (seed 000 §5); without it the project's
+ * `lead` is notified when the lead is a person, and a mesh with neither is refused
+ * (`no_notice_recipient`).
  */
 export const MeshStartRequestSchema = z.strictObject({
   mesh_run_id: IdSchema,

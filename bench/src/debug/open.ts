@@ -1,0 +1,26 @@
+import { connectNats } from '@baton/eventstore';
+import { createRedis } from '@baton/projections';
+import { publishDefinition } from '../baton';
+import { createOpenHandoffs } from '../open-handoffs';
+import { cleanupDeployment, rssMb, startPlatform, stopService, waitQuiet } from '../platform';
+
+async function main() {
+  const nats = await connectNats({ servers: 'nats://127.0.0.1:4222', reconnect: false });
+  const redis = createRedis('redis://127.0.0.1:6379');
+  const prefix = `dbg${Date.now().toString(36)}`;
+  const services = await startPlatform({ BATON_PREFIX: prefix, LOG_LEVEL: 'warn' });
+  try {
+    await publishDefinition(nats, prefix, 'bench');
+    const n = Number(process.env['N'] ?? 20000);
+    const timer = setInterval(() => console.log(JSON.stringify(Object.fromEntries(services.map((s) => [s.name, rssMb(s.child.pid)])))), 5000);
+    const r = await createOpenHandoffs(nats, prefix, 'bench', n, () => waitQuiet(nats, prefix, 600_000));
+    clearInterval(timer);
+    console.log(r, Object.fromEntries(services.map((s) => [s.name, rssMb(s.child.pid)])));
+  } finally {
+    for (const s of services) await stopService(s);
+    await cleanupDeployment(nats, redis.client, prefix);
+    await redis.close();
+    await nats.close();
+  }
+}
+void main();
