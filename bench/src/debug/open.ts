@@ -12,7 +12,13 @@ async function main() {
   try {
     await publishDefinition(nats, prefix, 'bench');
     const n = Number(process.env['N'] ?? 20000);
-    const timer = setInterval(() => console.log(JSON.stringify(Object.fromEntries(services.map((s) => [s.name, rssMb(s.child.pid)])))), 5000);
+    const timer = setInterval(() => {
+      void (async () => {
+        const pend: Record<string, number> = {};
+        for (const stream of [`${prefix.toUpperCase()}_EVENTS`, `${prefix.toUpperCase()}_INBOX`]) for await (const c of nats.jsm.consumers.list(stream)) if (c.config.durable_name) pend[c.config.durable_name] = c.num_pending + c.num_ack_pending;
+        console.log(JSON.stringify(Object.fromEntries(services.map((s) => [s.name, rssMb(s.child.pid)]))), JSON.stringify(pend));
+      })();
+    }, 5000);
     const r = await createOpenHandoffs(nats, prefix, 'bench', n, () => waitQuiet(nats, prefix, 600_000));
     clearInterval(timer);
     console.log(r, Object.fromEntries(services.map((s) => [s.name, rssMb(s.child.pid)])));
