@@ -1,12 +1,12 @@
 import { randomBytes } from 'node:crypto';
-import { cpus } from 'node:os';
+import { cpus, loadavg } from 'node:os';
 import { connectNats, type NatsHandle } from '@baton/eventstore';
 import { createRedis } from '@baton/projections';
 import { publishDefinition } from './baton';
 import { measureGrowth, type GrowthResult } from './growth';
 import { measureHops, type HopsResult } from './hops';
 import { createOpenHandoffs, type OpenHandoffsResult } from './open-handoffs';
-import { accountedProcesses, cleanupDeployment, cpuSnapshot, rssMb, startPlatform, stopService, waitQuiet, type ServiceProcess } from './platform';
+import { accountedProcesses, cleanupDeployment, cpuSnapshot, rssMb, SERVICE_NODE_FLAGS, startPlatform, stopService, waitQuiet, type ServiceProcess } from './platform';
 import { measureRaw, type RawCeilings } from './raw';
 import { measureReplay, type ReplayResult } from './replay';
 import { round } from './stats';
@@ -77,7 +77,8 @@ async function main(): Promise<void> {
   let services: ServiceProcess[] = [];
   const started = Date.now();
   try {
-    log(`baton bench — prefix ${prefix}, ${cpus().length} CPUs, node ${process.version}, nats-server ${nats.connection.info?.version ?? '?'}`);
+    log(`baton bench — prefix ${prefix}, ${cpus().length} CPUs (load ${round(loadavg()[0] ?? 0, 1)}), node ${process.version}, nats-server ${nats.connection.info?.version ?? '?'}`);
+    log(`services run with node ${process.env['BENCH_NODE_ARGS'] ?? SERVICE_NODE_FLAGS}`);
     log('raw ceilings (no Baton code): JetStream and Redis');
     const raw: RawCeilings = await measureRaw({
       nats,
@@ -125,8 +126,9 @@ async function main(): Promise<void> {
     });
 
     log('projection rebuild (replay of the events stream)');
-    const replay: ReplayResult = await measureReplay(nats, redis, prefix);
+    const replay: ReplayResult = await measureReplay(nats, redis, prefix, () => cpuSnapshot(accountedProcesses(services)));
     log(`  ${replay.events} events, ${replay.projections} projections in ${replay.seconds} s: ${replay.events_per_s} events/s`);
+    log(`  CPU µs per event: ${Object.entries(replay.cpu_us_per_event).map(([k, v]) => `${k} ${v}`).join(', ')}`);
 
     log(`${settings.openHandoffs} open handoffs`);
     const open: OpenHandoffsResult = await createOpenHandoffs(nats, prefix, project, settings.openHandoffs, () => quiesce(240_000));
@@ -148,7 +150,8 @@ async function main(): Promise<void> {
       rss_mb_per_service: rssValues.length === 4 && rssValues.every((v) => meets(v, TARGETS.rss_mb_per_service)),
     };
     const report = {
-      machine: { cpus: cpus().length, node: process.version, nats_server: nats.connection.info?.version ?? null },
+      machine: { cpus: cpus().length, node: process.version, nats_server: nats.connection.info?.version ?? null, load_average_1m: round(loadavg()[0] ?? 0, 2) },
+      service_node_flags: process.env['BENCH_NODE_ARGS'] ?? SERVICE_NODE_FLAGS,
       settings,
       raw,
       baton: { hops, replay, growth, open_handoffs: open },

@@ -6,6 +6,14 @@ import { dirname, join } from 'node:path';
 import { batonStreamNames, type NatsHandle } from '@baton/eventstore';
 import { sleep } from './stats';
 
+/**
+ * Node flags Baton's services are deployed with (infra/scale/README.md): a 4 MB young generation
+ * (instead of up to 16 MB per semi-space) and a 96 MB old generation, so a service's resident
+ * memory tracks what it keeps instead of how lazily V8 collects. Same as NODE_OPTIONS in
+ * infra/scale/service.env.
+ */
+export const SERVICE_NODE_FLAGS = '--max-semi-space-size=4 --max-old-space-size=96';
+
 /** The four Baton services, in start order. */
 export const SERVICES = ['ledger', 'router', 'watchdog', 'notifier'] as const;
 export type ServiceName = (typeof SERVICES)[number];
@@ -46,8 +54,9 @@ export function startService(name: ServiceName, port: number, env: Record<string
   const root = repoRoot();
   const main = join(root, 'dist', 'apps', name, 'src', 'main.js');
   if (!existsSync(main)) throw new Error(`${main} is missing: build the services first (npx nx run-many -t build)`);
-  // BENCH_NODE_ARGS: extra Node flags for the services (e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`).
-  const nodeArgs = (process.env['BENCH_NODE_ARGS'] ?? '').split(' ').filter((arg) => arg.length > 0);
+  // The services run with the heap settings infra/scale recommends (SERVICE_NODE_FLAGS);
+  // BENCH_NODE_ARGS replaces them (e.g. '' for Node's defaults, or `--cpu-prof --cpu-prof-dir=/tmp/prof`).
+  const nodeArgs = (process.env['BENCH_NODE_ARGS'] ?? SERVICE_NODE_FLAGS).split(' ').filter((arg) => arg.length > 0);
   const child = spawn(process.execPath, [...nodeArgs, main], {
     cwd: root,
     env: { ...process.env, ...env, HTTP_PORT: String(port), HTTP_HOST: '127.0.0.1', BATON_INSTANCE: instance },

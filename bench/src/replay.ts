@@ -11,24 +11,33 @@ export interface ReplayResult {
   seconds: number;
   /** Stream events per second, every projection rebuilt (what `baton replay` does). */
   events_per_s: number;
+  /** CPU microseconds per stream event spent by each accounted process during the rebuild. */
+  cpu_us_per_event: Record<string, number>;
 }
 
 /**
- * Rebuild every Baton projection from the events stream the way `baton replay` does (shadow
- * generation, atomic swap, while the notifier keeps applying live events) and time it.
+ * Rebuild every Baton projection from the events stream (each into a shadow generation swapped in
+ * atomically, while the notifier keeps applying live events; all five at once, `rebuildAll`) and
+ * time it.
  */
-export async function measureReplay(nats: NatsHandle, redis: Redis, prefix: string): Promise<ReplayResult> {
+export async function measureReplay(nats: NatsHandle, redis: Redis, prefix: string, cpu?: () => Record<string, number | null>): Promise<ReplayResult> {
   const store = createProjectionStore({ redis, prefix: `${prefix}:proj` });
   const projector = createBatonProjector({ store });
   const source = jetStreamReplaySource({ nats, prefix, registry: createEventRegistry() });
   const events = (await nats.jsm.streams.info(batonStreamNames(prefix).events)).state.messages;
   const names = batonProjections().map((p) => p.name);
+  const cpuBefore = cpu?.() ?? {};
   const started = nowMs();
-  const results = [];
-  for (const name of names) results.push(await projector.rebuild(name, source));
+  const results = await projector.rebuildAll(source);
   const seconds = (nowMs() - started) / 1000;
-  for (const result of results) {
+  const cpuAfter = cpu?.() ?? {};
+  const cpuPerEvent: Record<string, number> = {};
+  for (const [name, end] of Object.entries(cpuAfter)) {
+    const start = cpuBefore[name];
+    if (end !== null && start !== null && start !== undefined && events > 0) cpuPerEvent[name] = round(((end - start) * 1e6) / events, 1);
+  }
+  for (const result of Object.values(results)) {
     if (result.status === 'swapped') await result.cleanup;
   }
-  return { events, projections: names.length, seconds: round(seconds, 2), events_per_s: Math.round(events / seconds) };
+  return { events, projections: names.length, seconds: round(seconds, 2), events_per_s: Math.round(events / seconds), cpu_us_per_event: cpuPerEvent };
 }

@@ -1,3 +1,6 @@
+// Diagnosis tool (not part of `npm run bench`): create N open handoffs and print each service's
+// resident memory and each consumer's backlog every 5 s.
+//   N=100000 node dist/bench/src/debug/open.js
 import { connectNats } from '@baton/eventstore';
 import { createRedis } from '@baton/projections';
 import { publishDefinition } from '../baton';

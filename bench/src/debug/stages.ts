@@ -1,3 +1,6 @@
+// Diagnosis tool (not part of `npm run bench`): where a hop's time goes, from the stored messages'
+// server timestamps (result stored → recorded → routed → handoff created → offer stored).
+//   RUNS=64 node dist/bench/src/debug/stages.js
 import { connectNats, batonStreamNames, type NatsHandle } from '@baton/eventstore';
 import { createRedis } from '@baton/projections';
 import { publishDefinition } from '../baton';

@@ -155,17 +155,23 @@ function errorMessage(error: unknown): string {
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /**
- * Run a durable pull consumer: pull batches (never more than the free handler slots), call
- * `handler` for each message and ack only after it resolves (double ack: the server confirms).
+ * Run a durable pull consumer: pull batches, call `handler` for each message and ack only after
+ * it resolves (double ack: the server confirms; the next message does not wait for the
+ * confirmation, `stop` does). Order: with one handler at a time (the default) messages are handled
+ * in delivery order, a pull bringing up to `batch` of them; with `concurrency` above 1, messages
+ * sharing an `orderingKey` run one at a time in delivery order and the rest in parallel (without
+ * a key, up to `concurrency` at once in any order). With `handleBatch` instead of `handler`, the
+ * messages that have arrived are handed over together, one batch at a time.
  * On failure, by classification:
  * - retry: nak with a delay from `backoffMs` by delivery count, so a failing message is never
  *   hot-looped; once deliveries reach `maxDeliver`, dead-letter (`max_deliveries`) and term;
  * - poison (PoisonError, zod failure, bad JSON): dead-letter with the reason and term at once.
  * If the dead letter cannot be published the message is naked with a delay instead of termed,
  * so nothing is dropped. While a handler runs longer than ackWait/3 the runner sends
- * in-progress (`working`) heartbeats. `stop()` stops pulling, waits for in-flight handlers,
- * then resolves (within `pullExpiresMs` plus the slowest handler); messages the last pull still
- * brings are naked without delay so a peer takes them.
+ * in-progress (`working`) heartbeats, and for messages waiting behind their key. `stop()` stops
+ * pulling, waits for running handlers, then resolves (within `pullExpiresMs` plus the slowest
+ * handler); messages that have not started, and those the last pull still brings, are naked
+ * without delay so a peer takes them.
  */
 export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
   const concurrency = Math.max(1, opts.concurrency ?? 1);
@@ -249,6 +255,13 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
     }
     report({ kind: 'acked', msg });
   };
+  // Acks waiting for the server's confirmation. The next message (of the same key) does not wait
+  // for them: its handler may start as soon as this one's effect is done; `stop` waits for them.
+  const acking = new Set<Promise<void>>();
+  const ackInBackground = (msg: ConsumedMessage) => {
+    const pending = acked(msg).finally(() => acking.delete(pending));
+    acking.add(pending);
+  };
 
   const handle = async (msg: ConsumedMessage, ackWaitMs: number) => {
     const raw = msg.raw;
@@ -261,7 +274,7 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
     } finally {
       clearInterval(beat);
     }
-    await acked(msg);
+    ackInBackground(msg);
   };
 
   // Batch mode: arrived messages wait in `queued`; one batch at a time is handed over.
@@ -282,7 +295,7 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
       await Promise.all(
         msgs.map((msg) => {
           const verdict = verdicts ? verdicts.get(msg) : undefined;
-          if (verdict === undefined) return acked(msg);
+          if (verdict === undefined) return ackInBackground(msg);
           if (verdict.kind === 'failed') return failed(msg, verdict.error);
           msg.raw.nak(verdict.delayMs);
           report({ kind: 'retry', msg, delayMs: verdict.delayMs, error: new Error('waiting for an earlier message') });
@@ -297,6 +310,14 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
     }
   };
   const pump = () => {
+    if (stopping) {
+      // Stopping: what has not started goes back to the stream for a peer, at once.
+      for (const item of queued.splice(0)) {
+        item.msg.raw.nak();
+        item.done();
+      }
+      return;
+    }
     if (batchRunning || queued.length === 0) return;
     batchRunning = true;
     const items = queued.splice(0, batch);
@@ -418,6 +439,7 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
       }
     }
     await Promise.allSettled([...running]);
+    await Promise.allSettled([...acking]);
     if (batchBeat) clearInterval(batchBeat);
   };
 

@@ -50,7 +50,7 @@ const encoder = new TextEncoder();
  */
 @Injectable()
 export class HandoffReactor {
-  private readonly folded = new LruCache<string, Folded>(5_000);
+  private readonly folded = new LruCache<string, Folded>(2_000);
 
   constructor(
     @Inject(RUNTIME) private readonly runtime: ServiceRuntime,

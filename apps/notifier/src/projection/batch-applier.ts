@@ -1,5 +1,5 @@
 import type { EventRegistry } from '@baton/contracts';
-import { PoisonError, type BatchVerdict, type ConsumedMessage, type NatsHandle } from '@baton/eventstore';
+import { PoisonError, headersToRecord, type BatchVerdict, type ConsumedMessage, type NatsHandle } from '@baton/eventstore';
 import { jetStreamReplaySource, ProjectionGapError, type BatonProjector, type EventRange, type SequencedEvent } from '@baton/projections';
 import { traceIdFromHeaders, type JsonLogger } from '@baton/platform';
 
@@ -7,6 +7,9 @@ const decoder = new TextDecoder();
 
 /** Delay before a message that waits behind a failing earlier event is offered again, ms. */
 export const WAIT_BEHIND_MS = 1000;
+
+/** Most sequences applied as one range (longer spans are applied piecewise). */
+const MAX_RANGE = 2048;
 
 /** JetStream's error code for a message that is not in the stream. */
 const NO_MESSAGE_FOUND = 10037;
@@ -71,22 +74,34 @@ export class ProjectionBatchApplier {
     const contiguous = toSeq - fromSeq + 1 === seqs.length;
     if (!contiguous) fromSeq = Math.min(fromSeq, (await this.lowestApplied()) + 1);
 
-    let range: EventRange | null = null;
+    const failed: { range: EventRange | null } = { range: null };
     try {
-      range = await this.rangeOf(fromSeq, toSeq, own);
-      await this.apply(range);
+      await this.applySpan(fromSeq, toSeq, own, failed);
     } catch (error) {
-      if (!(error instanceof ProjectionGapError)) return this.isolate(range, own, verdicts, error);
+      if (!(error instanceof ProjectionGapError)) return this.isolate(failed.range, own, verdicts, error);
       // Some projection is behind the first message of the batch: start from where it stands.
       try {
-        range = await this.rangeOf(Math.min(fromSeq, (await this.lowestApplied()) + 1), toSeq, own);
-        await this.apply(range);
+        await this.applySpan(Math.min(fromSeq, (await this.lowestApplied()) + 1), toSeq, own, failed);
       } catch (retryError) {
-        return this.isolate(range, own, verdicts, retryError);
+        return this.isolate(failed.range, own, verdicts, retryError);
       }
     }
     this.applied(own.values());
     return verdicts;
+  }
+
+  /**
+   * Apply `fromSeq..toSeq` in ranges of at most {@link MAX_RANGE} sequences (a long gap — a new
+   * instance far behind, projections lost with a Redis flush — is caught up piecewise, never read
+   * into memory whole). `failed.range` is the range being applied when an error was thrown.
+   */
+  private async applySpan(fromSeq: number, toSeq: number, own: Map<number, Decoded>, failed: { range: EventRange | null }): Promise<void> {
+    for (let start = fromSeq; start <= toSeq; start += MAX_RANGE) {
+      failed.range = null;
+      const range = await this.rangeOf(start, Math.min(toSeq, start + MAX_RANGE - 1), own);
+      failed.range = range;
+      await this.apply(range);
+    }
   }
 
   private async apply(range: EventRange): Promise<void> {
@@ -173,8 +188,8 @@ export class ProjectionBatchApplier {
         seqs.map(async (seq) => {
           try {
             const msg = await nats.jsm.streams.getMessage(stream, { seq });
-            const headers: Record<string, string[]> = {};
-            return this.decodeBytes(msg.seq, msg.data, headers).event;
+            // The trace id comes from the stored headers, as in the live path and the replay.
+            return this.decodeBytes(msg.seq, msg.data, headersToRecord(msg.header)).event;
           } catch (error) {
             if ((error as { api_error?: { err_code?: number } }).api_error?.err_code === NO_MESSAGE_FOUND) return null;
             throw error;

@@ -1,0 +1,98 @@
+import { diffSnapshots } from '../snapshot';
+import type { SequencedEvent } from '../store';
+import { redisFixture, type RedisFixture } from '../test-support';
+import { createBatonProjector, type BatonProjector } from './projector';
+import { ProjectionGapError } from './range';
+import { foldScenario } from './scenario';
+
+const PROJECTIONS = ['inbox', 'stops', 'handoffs', 'runs', 'notices'];
+
+const log: SequencedEvent[] = foldScenario().map((e, index) => ({
+  seq: index + 1,
+  id: `ev-${index + 1}`,
+  type: e.event.type,
+  version: 1,
+  aggregate: { kind: e.aggregate, id: e.id },
+  project: 'demo',
+  occurredAt: e.occurredAt,
+  actor: e.actor,
+  origin: e.origin,
+  causationId: null,
+  correlationId: e.id,
+  payload: e.event.data,
+}));
+
+/** What a notifier instance does with the messages it was delivered: a range from where the projections stand. */
+async function applyDelivered(fx: RedisFixture, projector: BatonProjector, lastDelivered: number): Promise<void> {
+  const lowest = Math.min(...(await projector.status()).map((status) => status.lastSeq));
+  if (lowest >= lastDelivered) return;
+  await projector.applyRange({ fromSeq: lowest + 1, toSeq: lastDelivered, events: log.filter((e) => e.seq > lowest && e.seq <= lastDelivered) });
+}
+
+describe('range apply: several appliers at once (real Redis)', () => {
+  let fx: RedisFixture;
+  let reference: RedisFixture;
+
+  beforeEach(async () => {
+    fx = await redisFixture();
+    reference = await redisFixture();
+    const one = createBatonProjector({ store: reference.store });
+    for (const event of log) await one.apply(event);
+  });
+  afterEach(async () => {
+    await fx.cleanup();
+    await reference.cleanup();
+  });
+
+  const expectSameAsReference = async () => {
+    for (const name of PROJECTIONS) {
+      const [got, want] = await Promise.all([fx.store.snapshot(name), reference.store.snapshot(name)]);
+      expect({ name, lastSeq: got.lastSeq, differences: diffSnapshots(got, want) }).toEqual({ name, lastSeq: log.length, differences: [] });
+    }
+  };
+
+  it('two appliers sharing the deliveries (interleaved, concurrent, overtaking each other) never skip an event: the projections equal applying every event one by one', async () => {
+    const a = createBatonProjector({ store: fx.store });
+    const b = createBatonProjector({ store: fx.store });
+    // Deliveries split in small alternating chunks; the later chunk often commits first.
+    const work: Promise<void>[] = [];
+    for (let end = 3, turn = 0; end <= log.length + 2; end += 3, turn++) {
+      const upTo = Math.min(end, log.length);
+      work.push(applyDelivered(fx, turn % 2 === 0 ? a : b, upTo));
+      if (turn % 3 === 2) await Promise.all(work.splice(0));
+    }
+    await Promise.all(work);
+    await expectSameAsReference();
+  });
+
+  it('an applier whose cached folds went stale (another applier committed since) re-folds from what is stored', async () => {
+    const a = createBatonProjector({ store: fx.store });
+    const b = createBatonProjector({ store: fx.store });
+    const third = Math.floor(log.length / 3);
+    await applyDelivered(fx, b, third);
+    await applyDelivered(fx, a, 2 * third); // b's caches are now behind
+    await applyDelivered(fx, b, log.length);
+    await expectSameAsReference();
+  });
+
+  it('rebuildAll rebuilds every projection at once (shadow generations, swapped in) into the same state as applying the events one by one', async () => {
+    const projector = createBatonProjector({ store: fx.store });
+    await applyDelivered(fx, projector, 5); // a live projection part of the way
+    const source = (fromSeq: number) =>
+      (async function* () {
+        for (const event of log) if (event.seq >= fromSeq) yield event;
+      })();
+    const results = await projector.rebuildAll(source);
+    expect(Object.values(results).map((r) => r.status)).toEqual(PROJECTIONS.map(() => 'swapped'));
+    await expectSameAsReference();
+  });
+
+  it('a range that would leave a hole after the last applied seq is refused and writes nothing', async () => {
+    const projector = createBatonProjector({ store: fx.store });
+    await projector.applyRange({ fromSeq: 1, toSeq: 4, events: log.slice(0, 4) });
+    const before = await fx.store.snapshot('handoffs');
+    await expect(projector.applyRange({ fromSeq: 7, toSeq: 9, events: log.slice(6, 9) })).rejects.toBeInstanceOf(ProjectionGapError);
+    expect(diffSnapshots(before, await fx.store.snapshot('handoffs'))).toEqual([]);
+    expect((await fx.store.snapshot('handoffs')).lastSeq).toBe(4);
+  });
+});
