@@ -121,7 +121,10 @@ export class DispatchReactor {
     const body = completeFromResultRequest(envelope.payload, handoffId, envelope.aggregate.id);
     const reply = await this.call('complete_from_result', () => this.ledger.completeFromResult(envelope.project, body));
     if (!reply.ok && reply.error.code === 'not_found') {
-      throw new TransientError(`handoff ${handoffId} does not exist yet`, { delayMs: LEDGER_RETRY_DELAY_MS });
+      // Its `run.routed` may be held by an instance that died, and is redelivered only after the
+      // ack wait (30 s): back off by delivery count (1, 5, 15, 30 s) rather than a fixed second, so
+      // the completion outlasts that redelivery instead of reaching the dead-letter cap first.
+      throw new TransientError(`handoff ${handoffId} does not exist yet`);
     }
     this.settle('complete_from_result', reply, COMPLETE_DONE, log.child({ handoff_id: handoffId, result_id: envelope.payload.result_id }));
   }
