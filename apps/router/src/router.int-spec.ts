@@ -8,6 +8,7 @@ import {
   type NatsHandle,
   type StoredEvent,
 } from '@baton/eventstore';
+import { pendingDigest } from '@baton/domain';
 import { durableNameFor, type RunningService } from '@baton/platform';
 import type { Msg, Subscription } from 'nats';
 import { startRouter } from './router.app';
@@ -490,6 +491,106 @@ describe('router service (real NATS)', () => {
     it('an answer without a valid actor_role is dead-lettered', async () => {
       await publishAnswer({ ...holdAnswer('wr-x', 'ans-norole', 'operator'), actor_role: 'root' });
       await waitDeadLetter((l) => l.reason === 'schema_violation' && l.data.includes('ans-norole'), 'answer with a bad role');
+    });
+  });
+
+  describe('stop packets answered by operators (seed 003, issue 5 approval gates and budget stops)', () => {
+    const refund = { name: 'refund', args: { amount: 40, order: 99 }, call_id: 'call-1' };
+    const stopAnswer = (run: string, packetId: string, answerId: string, role: string, fields: Record<string, unknown>) => ({
+      workflow_run_id: run,
+      project: 'demo',
+      actor_role: role,
+      answer: { kind: 'stop_answer', answer: { packet_id: packetId, answer_id: answerId, answered_by: 'olga', answered_at: NOW, ...fields } },
+    });
+    const publishAnswer = (body: unknown) => publishRaw(`${prefix}.in.demo.answer`, JSON.stringify(body));
+    type StoppedPayload = { packet: { packet_id: string; why: string; pending: unknown; pending_digest: string | null; cap?: unknown; next_form: { kind: string } | null } };
+    type Refusal = { result_id: string; code: string; agent: string };
+
+    /** Start a `feature` run and have its first agent (issue) stop with `stop` / `extra`. */
+    const stoppedRun = async (extra: Partial<AgentResult>) => {
+      const run = await startRun('feature');
+      await waitEvents(run, 'run.routed');
+      await publishResult(result(run, 'issue', `${run}-i1`, extra));
+      const [stopped] = await waitEvents<StoppedPayload>(run, 'run.stopped');
+      return { run, packet: stopped!.packet };
+    };
+
+    it('approval gate: the frozen call waits for a person; approve runs exactly that call once, and every other answer is refused and recorded', async () => {
+      const { run, packet } = await stoppedRun({ body: 'Refund needs approval.', stop: { why: 'policy', detail: 'refund over the cap' }, pending_tool_call: refund });
+      expect(packet).toMatchObject({ why: 'policy', pending: refund, pending_digest: pendingDigest(refund), next_form: { kind: 'approve_deny' } });
+
+      // While stopped, the agent cannot carry on by itself, a viewer cannot approve, and an
+      // approve that does not prove which call it saw is stale (fail closed).
+      await publishResult(result(run, 'issue', `${run}-i2`, { body: ADVANCE }));
+      await publishAnswer(stopAnswer(run, packet.packet_id, `${run}-viewer`, 'viewer', { action: 'approve', pending_digest: packet.pending_digest }));
+      await publishAnswer(stopAnswer(run, packet.packet_id, `${run}-nodigest`, 'operator', { action: 'approve' }));
+      await publishAnswer(stopAnswer(run, packet.packet_id, `${run}-otherdigest`, 'operator', { action: 'approve', pending_digest: pendingDigest({ ...refund, args: { amount: 4000, order: 99 } }) }));
+      const refused = await waitEvents<Refusal>(run, 'run.result_rejected', 4);
+      // Results and answers arrive on different consumers, so the refusals are compared as a set.
+      expect(refused.map((r) => [r.result_id, r.code]).sort()).toEqual([
+        [`${run}-i2`, 'run_not_running'],
+        [`${run}-viewer`, 'answer_forbidden'],
+        [`${run}-nodigest`, 'stale_answer'],
+        [`${run}-otherdigest`, 'stale_answer'],
+      ].sort());
+      expect(await payloads(run, 'run.routed')).toHaveLength(1); // nothing ran
+
+      await publishAnswer(stopAnswer(run, packet.packet_id, `${run}-ok`, 'operator', { action: 'approve', pending_digest: packet.pending_digest }));
+      const routed = (await waitEvents<RoutedPayload & { approved_call?: unknown }>(run, 'run.routed', 2))[1]!;
+      expect(routed).toMatchObject({ target: { agent: 'issue', step: 'triage' }, approved_call: refund, decision: { rule: 'resume', dispatch: { origin: 'human' } } });
+      const create = await waitFor(() => requestsFor('create', routed.handoff_id)[0], 'the ledger create carrying the approved call');
+      expect(create.body).toMatchObject({ to_agent: 'issue', context: { approved_call: refund } });
+
+      // The same answer redelivered changes nothing; a second approval is refused (nothing is stopped).
+      await publishAnswer(stopAnswer(run, packet.packet_id, `${run}-ok`, 'operator', { action: 'approve', pending_digest: packet.pending_digest }));
+      await publishAnswer(stopAnswer(run, packet.packet_id, `${run}-again`, 'operator', { action: 'approve', pending_digest: packet.pending_digest }));
+      const all = await waitEvents<Refusal>(run, 'run.result_rejected', 5);
+      expect(all[4]).toMatchObject({ result_id: `${run}-again`, code: 'run_not_stopped', agent: 'operator' });
+      await drained(batonStreamNames(prefix).inbox, RouterPatterns.operatorAnswer);
+      const approvals = (await payloads<{ approved_call?: unknown }>(run, 'run.routed')).filter((r) => r.approved_call !== undefined);
+      expect(approvals).toEqual([expect.objectContaining({ approved_call: refund })]);
+      expect(await payloads(run, 'run.resumed')).toHaveLength(1);
+      expect(requestsFor('create', routed.handoff_id)).toHaveLength(1);
+    });
+
+    it('deny stops the run: the frozen call never runs and a later approve is refused', async () => {
+      const { run, packet } = await stoppedRun({ body: 'Refund needs approval.', stop: { why: 'policy' }, pending_tool_call: refund });
+      await publishAnswer(stopAnswer(run, packet.packet_id, `${run}-deny`, 'operator', { action: 'deny', note: 'not for this customer' }));
+      const [terminated] = await waitEvents<{ reason: string }>(run, 'run.terminated');
+      expect(terminated!.reason).toContain('denied by olga');
+      await publishAnswer(stopAnswer(run, packet.packet_id, `${run}-late`, 'operator', { action: 'approve', pending_digest: packet.pending_digest }));
+      const [late] = await waitEvents<Refusal>(run, 'run.result_rejected');
+      expect(late).toMatchObject({ result_id: `${run}-late`, code: 'run_not_stopped' });
+      const routes = await payloads<{ approved_call?: unknown }>(run, 'run.routed');
+      expect(routes).toHaveLength(1);
+      expect(routes.some((r) => r.approved_call !== undefined)).toBe(false);
+    });
+
+    it('budget stop: only an operator lifts it, only above the cap the agent hit, and the agent carries on with the raised cap', async () => {
+      const cap = { name: 'tool_calls', limit: 20, used: 20 };
+      const { run, packet } = await stoppedRun({ body: 'Out of budget.', stop: { why: 'budget', cap }, budget_used: { tool_calls: 20 } });
+      expect(packet).toMatchObject({ why: 'budget', cap, pending: null, next_form: { kind: 'raise_cap' } });
+
+      await publishResult(result(run, 'issue', `${run}-i2`, { body: ADVANCE })); // the agent cannot lift it
+      await publishAnswer(stopAnswer(run, packet.packet_id, `${run}-agent`, 'agent', { action: 'raise_cap', cap: 40 }));
+      await publishAnswer(stopAnswer(run, packet.packet_id, `${run}-viewer`, 'viewer', { action: 'raise_cap', cap: 40 }));
+      await publishAnswer(stopAnswer(run, packet.packet_id, `${run}-low`, 'operator', { action: 'raise_cap', cap: 20 }));
+      await publishAnswer(stopAnswer(run, packet.packet_id, `${run}-approve`, 'operator', { action: 'approve', pending_digest: 'x' }));
+      const refused = await waitEvents<Refusal>(run, 'run.result_rejected', 5);
+      expect(refused.map((r) => [r.result_id, r.code]).sort()).toEqual([
+        [`${run}-i2`, 'run_not_running'],
+        [`${run}-agent`, 'answer_forbidden'],
+        [`${run}-viewer`, 'answer_forbidden'],
+        [`${run}-low`, 'cap_not_raised'],
+        [`${run}-approve`, 'answer_not_allowed'],
+      ].sort());
+      expect(await payloads(run, 'run.routed')).toHaveLength(1);
+
+      await publishAnswer(stopAnswer(run, packet.packet_id, `${run}-raise`, 'admin', { action: 'raise_cap', cap: 40 }));
+      const routed = (await waitEvents<RoutedPayload & { raised_cap?: number }>(run, 'run.routed', 2))[1]!;
+      expect(routed).toMatchObject({ target: { agent: 'issue' }, raised_cap: 40 });
+      const create = await waitFor(() => requestsFor('create', routed.handoff_id)[0], 'the ledger create carrying the raised cap');
+      expect(create.body).toMatchObject({ context: { raised_cap: 40 } });
     });
   });
 

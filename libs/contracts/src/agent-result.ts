@@ -43,11 +43,31 @@ export const HandoffToolCallSchema = z.strictObject({
 });
 export type HandoffToolCall = z.infer<typeof HandoffToolCallSchema>;
 
-/** Why an agent run stopped for a person, when the agent itself reports a stop condition. */
-export const AgentStopSignalSchema = z.strictObject({
-  why: z.enum(['unknown_intent', 'policy', 'budget', 'parse_fail', 'thrash', 'circuit_open', 'banned_click', 'guard_failed']),
-  detail: ShortTextSchema.optional(),
+/** The budget a `budget` stop hit, so the raise_cap form can show it and refuse a lower cap. */
+export const StopCapSchema = z.strictObject({
+  /** What is capped: `tool_calls`, `steps`, `tokens`, `cost_usd`... */
+  name: z.string().min(1).max(80),
+  limit: z.number().finite().nonnegative(),
+  used: z.number().finite().nonnegative().optional(),
 });
+export type StopCap = z.infer<typeof StopCapSchema>;
+
+/**
+ * Why an agent run stopped for a person, when the agent itself reports a stop condition. A
+ * `budget` stop may name the cap it hit (`cap`), so the operator's raise_cap form shows it and a
+ * cap that does not exceed it is refused; `cap` belongs to budget stops only.
+ */
+export const AgentStopSignalSchema = z
+  .strictObject({
+    why: z.enum(['unknown_intent', 'policy', 'budget', 'parse_fail', 'thrash', 'circuit_open', 'banned_click', 'guard_failed']),
+    detail: ShortTextSchema.optional(),
+    cap: StopCapSchema.optional(),
+  })
+  .superRefine((stop, ctx) => {
+    if (stop.cap !== undefined && stop.why !== 'budget') {
+      ctx.addIssue({ code: 'custom', path: ['cap'], message: `only a budget stop names a cap, not a ${stop.why} stop` });
+    }
+  });
 
 /**
  * The result an agent microservice publishes when a run ends. The routing decision comes from

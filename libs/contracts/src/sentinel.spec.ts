@@ -321,13 +321,16 @@ describe('linear time on hostile bodies of Limits.maxBodyChars', () => {
     ['many fences', '```\n~~~\n'.repeat(size / 8)],
   ];
 
-  it.each(cases)('%s: parse, strip and append finish quickly', (_name, body) => {
-    const started = performance.now();
+  // A hang guard on CPU time (a quadratic walk over these inputs costs tens of seconds), not a
+  // speed claim: speed is measured by `npm run bench`.
+  it.each(cases)('%s: parse, strip and append finish without a quadratic blow-up', (_name, body) => {
+    const started = process.cpuUsage();
     const parsed = parseSentinel(body);
     const appended = appendSentinelOnce(body, advance);
     expect(['config', 'absent', 'invalid']).toContain(parsed.kind);
     expect(parseSentinel(appended)).toEqual({ kind: 'config', config: advance });
-    expect(performance.now() - started).toBeLessThan(1500);
+    const used = process.cpuUsage(started);
+    expect((used.user + used.system) / 1_000).toBeLessThan(3_000);
   });
 
   it('nested markers are all found and all removed in one pass', () => {

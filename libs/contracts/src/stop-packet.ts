@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { PendingToolCallSchema } from './agent-result';
+import { PendingToolCallSchema, StopCapSchema } from './agent-result';
 import { AgentNameSchema, IdSchema, IsoTimeSchema, Limits, ProjectIdSchema, ShortTextSchema } from './common';
 
 // The stop packet (seed 003, "Handoff Is a First-Class Stop"): a run that cannot or must not go on
@@ -159,14 +159,6 @@ export const OperatorAnswerSchema = z
   });
 export type OperatorAnswer = z.infer<typeof OperatorAnswerSchema>;
 
-/** The budget a `budget` stop hit, so the raise_cap form can show it and refuse a lower cap. */
-export const StopCapSchema = z.strictObject({
-  /** What is capped: `tool_calls`, `steps`, `tokens`, `cost_usd`... */
-  name: z.string().min(1).max(80),
-  limit: z.number().finite().nonnegative(),
-  used: z.number().finite().nonnegative().optional(),
-});
-export type StopCap = z.infer<typeof StopCapSchema>;
 
 export const StopPacketStatusSchema = z.enum(['open', 'answered']);
 export type StopPacketStatus = z.infer<typeof StopPacketStatusSchema>;

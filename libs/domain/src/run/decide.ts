@@ -220,6 +220,7 @@ function recordResult(command: RecordResult, state: RunState): DecisionResult<Ru
       tried: result.tried ?? [],
       pending: result.pending_tool_call ?? null,
       ...(result.stop.detail !== undefined ? { detail: result.stop.detail } : {}),
+      ...(result.stop.cap !== undefined ? { cap: { ...result.stop.cap } } : {}),
       ...(result.stop.why === 'unknown_intent' ? { intents: knownIntents(workflow, agents) } : {}),
     };
     return accept(recorded, ...stopEvents(ctx, facts, 'agent'));

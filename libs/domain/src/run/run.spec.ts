@@ -252,6 +252,26 @@ describe('workflow run: stops with a packet (seed 003)', () => {
     expect(play([answer('deny')], stopped).state.status).toBe('terminated');
   });
 
+  it('a budget stop reported by the agent keeps the cap it hit: only an operator lifts it, and only above that cap', () => {
+    const cap = { name: 'tool_calls', limit: 20, used: 20 };
+    const { last, events } = play([decided('r1', 'issue', advance, { stop: { why: 'budget', cap }, budget_used: { tool_calls: 20 } })], started());
+    const packet = ofType(last, 'run.stopped')[0]!.data.packet;
+    expect(packet).toMatchObject({ why: 'budget', cap, next_form: { kind: 'raise_cap' } });
+    const raise = (answerId: string, value: number, metadata = operatorMeta): RunCommand => ({
+      type: 'resume',
+      data: {
+        answer: { kind: 'stop_answer', answer: { packet_id: packet.packet_id, answer_id: answerId, action: 'raise_cap', cap: value, answered_by: 'olga', answered_at: NOW } },
+        workflow,
+        agents,
+      },
+      metadata,
+    });
+    given(runDecider, events).when(raise('a-agent', 40, { ...operatorMeta, actorRole: 'agent' })).thenFails('answer_forbidden');
+    given(runDecider, events).when(raise('a-low', 20)).thenFails('cap_not_raised');
+    const lifted = play([raise('a-ok', 40)], events);
+    expect(ofType(lifted.last, 'run.routed')[0]!.data).toMatchObject({ target: { agent: 'issue' }, raised_cap: 40 });
+  });
+
   it('a target that names nothing is the router\'s unknown kind: an unknown_intent stop, resumed by a human-typed intent', () => {
     const { last, events } = play([decided('r1', 'issue', { task: 'poem' })], started());
     const packet = ofType(last, 'run.stopped')[0]!.data.packet;
