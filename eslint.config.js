@@ -43,9 +43,13 @@ module.exports = [
             },
             { sourceTag: 'type:infra', onlyDependOnLibsWithTags: ['type:contracts', 'type:domain', 'type:definitions', 'type:infra'] },
             { sourceTag: 'type:sdk', onlyDependOnLibsWithTags: ['type:contracts', 'type:domain', 'type:definitions', 'type:infra'] },
-            { sourceTag: 'type:testing', onlyDependOnLibsWithTags: ['type:contracts', 'type:domain', 'type:infra', 'type:sdk'] },
+            // Test helpers and the demo scenarios (libs/testing): only the test suites, the bench and the demo use them.
+            { sourceTag: 'type:testing', onlyDependOnLibsWithTags: ['type:contracts', 'type:domain', 'type:definitions', 'type:infra', 'type:sdk'] },
+            // Production apps (the four services, the CLI) never depend on the test helpers.
+            { sourceTag: 'type:app', onlyDependOnLibsWithTags: ['type:contracts', 'type:domain', 'type:definitions', 'type:infra', 'type:sdk'] },
             {
-              sourceTag: 'type:app',
+              // The demo and the bench drive a running platform from outside, as the tests do.
+              sourceTag: 'type:tool',
               onlyDependOnLibsWithTags: ['type:contracts', 'type:domain', 'type:definitions', 'type:infra', 'type:sdk', 'type:testing'],
             },
             { sourceTag: 'type:e2e', onlyDependOnLibsWithTags: ['*'] },

@@ -2,11 +2,12 @@ import { randomBytes } from 'node:crypto';
 import { cpus, loadavg } from 'node:os';
 import { connectNats, type NatsHandle } from '@baton/eventstore';
 import { createRedis } from '@baton/projections';
+import { cleanupDeployment, startPlatform, stopService, waitQuiet, type ServiceProcess } from '@baton/testing';
 import { publishDefinition } from './baton';
 import { measureGrowth, type GrowthResult } from './growth';
 import { measureHops, type HopsResult } from './hops';
 import { createOpenHandoffs, type OpenHandoffsResult } from './open-handoffs';
-import { accountedProcesses, cleanupDeployment, cpuSnapshot, rssMb, SERVICE_NODE_FLAGS, startPlatform, stopService, waitQuiet, type ServiceProcess } from './platform';
+import { accountedProcesses, benchNodeArgs, cpuSnapshot, rssMb, SERVICE_NODE_FLAGS } from './platform';
 import { measureRaw, type RawCeilings } from './raw';
 import { measureReplay, type ReplayResult } from './replay';
 import { round } from './stats';
@@ -93,7 +94,7 @@ async function main(): Promise<void> {
     log(`  publish ${raw.js_publish_per_s}/s, rtt p50 ${raw.js_publish_rtt.p50_ms} ms p99 ${raw.js_publish_rtt.p99_ms} ms, replay ${raw.js_ordered_replay_per_s}/s, redis ${raw.redis_pipelined_writes_per_s}/s`);
 
     log('starting the four services (one process each, from dist)');
-    services = await startPlatform(env);
+    services = await startPlatform(env, { nodeArgs: benchNodeArgs() });
     await publishDefinition(nats, prefix, project);
     const quiesce = (timeoutMs = 180_000) => waitQuiet(nats, prefix, timeoutMs);
 

@@ -1,10 +1,5 @@
-import { ChildProcess, spawn } from 'node:child_process';
-import { once } from 'node:events';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
-import { dirname, join } from 'node:path';
-import { batonStreamNames, type NatsHandle } from '@baton/eventstore';
-import { sleep } from './stats';
+import { readdirSync, readFileSync } from 'node:fs';
+import type { ServiceProcess } from '@baton/testing';
 
 /**
  * Node flags Baton's services are deployed with (infra/scale/README.md): a 4 MB young generation
@@ -14,104 +9,12 @@ import { sleep } from './stats';
  */
 export const SERVICE_NODE_FLAGS = '--max-semi-space-size=4 --max-old-space-size=96';
 
-/** The four Baton services, in start order. */
-export const SERVICES = ['ledger', 'router', 'watchdog', 'notifier'] as const;
-export type ServiceName = (typeof SERVICES)[number];
-
-/** The repository root (the folder holding package.json), from source or from dist. */
-export function repoRoot(): string {
-  let dir = __dirname;
-  while (!existsSync(join(dir, 'package.json')) || existsSync(join(dir, 'project.json'))) {
-    const parent = dirname(dir);
-    if (parent === dir) throw new Error('cannot find the repository root');
-    dir = parent;
-  }
-  return dir;
-}
-
-/** A free loopback port, chosen by the kernel. */
-export async function freePort(): Promise<number> {
-  const server = createServer();
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const address = server.address();
-  const port = typeof address === 'object' && address ? address.port : 0;
-  server.close();
-  await once(server, 'close');
-  return port;
-}
-
-export interface ServiceProcess {
-  name: ServiceName;
-  instance: string;
-  port: number;
-  child: ChildProcess;
-  output: string[];
-}
-
-/** Start one built service as its own process (`node dist/apps/<name>/src/main.js`). */
-export function startService(name: ServiceName, port: number, env: Record<string, string>, instance = `${name}-1`): ServiceProcess {
-  const root = repoRoot();
-  const main = join(root, 'dist', 'apps', name, 'src', 'main.js');
-  if (!existsSync(main)) throw new Error(`${main} is missing: build the services first (npx nx run-many -t build)`);
-  // The services run with the heap settings infra/scale recommends (SERVICE_NODE_FLAGS);
-  // BENCH_NODE_ARGS replaces them (e.g. '' for Node's defaults, or `--cpu-prof --cpu-prof-dir=/tmp/prof`).
-  const nodeArgs = (process.env['BENCH_NODE_ARGS'] ?? SERVICE_NODE_FLAGS).split(' ').filter((arg) => arg.length > 0);
-  const child = spawn(process.execPath, [...nodeArgs, main], {
-    cwd: root,
-    env: { ...process.env, ...env, HTTP_PORT: String(port), HTTP_HOST: '127.0.0.1', BATON_INSTANCE: instance },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const output: string[] = [];
-  const keep = (chunk: Buffer) => {
-    output.push(chunk.toString());
-    if (output.length > 400) output.splice(0, output.length - 400);
-  };
-  child.stdout?.on('data', keep);
-  child.stderr?.on('data', keep);
-  return { name, instance, port, child, output };
-}
-
-/** Resolve when `/health/ready` answers 200, or fail with the service's last output. */
-export async function waitReady(service: ServiceProcess, timeoutMs = 60_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (service.child.exitCode !== null) break;
-    try {
-      const response = await fetch(`http://127.0.0.1:${service.port}/health/ready`);
-      if (response.ok) return;
-    } catch {
-      // not listening yet
-    }
-    await sleep(200);
-  }
-  throw new Error(`${service.instance} did not become ready:\n${service.output.join('').slice(-3000)}`);
-}
-
-/** SIGTERM (graceful shutdown), SIGKILL after 15 s; resolves with the exit code. */
-export async function stopService(service: ServiceProcess, signal: NodeJS.Signals = 'SIGTERM'): Promise<number | null> {
-  if (service.child.exitCode !== null || service.child.signalCode !== null) return service.child.exitCode;
-  const exited = once(service.child, 'exit');
-  service.child.kill(signal);
-  const timer = setTimeout(() => service.child.kill('SIGKILL'), 15_000);
-  await exited;
-  clearTimeout(timer);
-  return service.child.exitCode;
-}
-
-/** Start `instances` processes of each service and wait until all are ready. */
-export async function startPlatform(env: Record<string, string>, instances = 1): Promise<ServiceProcess[]> {
-  const services: ServiceProcess[] = [];
-  for (const name of SERVICES) {
-    for (let i = 1; i <= instances; i++) services.push(startService(name, await freePort(), env, `${name}-${i}`));
-  }
-  try {
-    await Promise.all(services.map((service) => waitReady(service)));
-  } catch (error) {
-    await Promise.all(services.map((service) => stopService(service, 'SIGKILL')));
-    throw error;
-  }
-  return services;
+/**
+ * The node flags the bench starts each service with: SERVICE_NODE_FLAGS, or BENCH_NODE_ARGS when set
+ * (e.g. '' for Node's defaults, or `--cpu-prof --cpu-prof-dir=/tmp/prof`).
+ */
+export function benchNodeArgs(): string[] {
+  return (process.env['BENCH_NODE_ARGS'] ?? SERVICE_NODE_FLAGS).split(' ').filter((arg) => arg.length > 0);
 }
 
 /** Resident memory of a process in MB (VmRSS from /proc/<pid>/status), or null when unknown. */
@@ -124,38 +27,6 @@ export function rssMb(pid: number | undefined): number | null {
   } catch {
     return null;
   }
-}
-
-/**
- * Wait until every durable consumer on the deployment's events and inbox streams has delivered
- * and had acknowledged everything (num_pending and num_ack_pending both 0). Returns false on timeout.
- */
-export async function waitQuiet(nats: NatsHandle, prefix: string, timeoutMs: number, durables?: readonly string[]): Promise<boolean> {
-  const names = batonStreamNames(prefix);
-  const deadline = Date.now() + timeoutMs;
-  let quietRounds = 0;
-  while (Date.now() < deadline) {
-    let busy = false;
-    for (const stream of [names.events, names.inbox]) {
-      for await (const info of nats.jsm.consumers.list(stream)) {
-        if (!info.config.durable_name) continue;
-        if (durables && !durables.includes(info.config.durable_name)) continue;
-        if (info.num_pending > 0 || info.num_ack_pending > 0) busy = true;
-      }
-    }
-    quietRounds = busy ? 0 : quietRounds + 1;
-    if (quietRounds >= 2) return true;
-    await sleep(100);
-  }
-  return false;
-}
-
-/** Delete a deployment's streams and Redis keys (what a test prefix leaves behind). */
-export async function cleanupDeployment(nats: NatsHandle, redis: { keys(pattern: string): Promise<string[]>; unlink(...keys: string[]): Promise<number> }, prefix: string): Promise<void> {
-  const names = batonStreamNames(prefix);
-  for (const stream of [names.events, names.inbox, names.dlq]) await nats.jsm.streams.delete(stream).catch(() => undefined);
-  const keys = await redis.keys(`${prefix}:*`);
-  for (let i = 0; i < keys.length; i += 1000) await redis.unlink(...keys.slice(i, i + 1000));
 }
 
 /** CPU seconds (user + system) a process has used so far, from /proc/<pid>/stat; null when unknown. */

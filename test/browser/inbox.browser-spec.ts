@@ -8,14 +8,14 @@ import type { FinishResult, HandoffOffer } from '@baton/sdk';
 import { createBatonClient, type BatonAgent, type OfferSubscription } from '@baton/sdk';
 import { batonStreamNames, connectNats, type NatsHandle } from '@baton/eventstore';
 import { createRedis, type RedisHandle } from '@baton/projections';
-import { freePort, root, run, startService, stopService, waitReady, type ServiceProcess } from '../e2e/platform';
+import { freePort, repoRoot, run, startService, stopService, waitReady, type ServiceProcess } from '@baton/testing';
 
 const CHROMIUM = process.env['CHROMIUM_PATH'] ?? '/usr/bin/chromium';
 const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
 const natsUrl = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
 const redisUrl = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
 const PROJECT = 'web';
-const SHOTS = join(root, 'var', 'screenshots');
+const SHOTS = join(repoRoot(), 'var', 'screenshots');
 /** Every agent-written field of the second stop carries this; it must show as text and never run. */
 /** A one-step project: the support agent answers, or stops for a person. */
 const definition = {
@@ -90,7 +90,7 @@ describe('the web inbox in headless Chromium (four services as processes)', () =
     await mkdir(SHOTS, { recursive: true });
     nats = await connectNats({ servers: natsUrl, reconnect: false });
     redis = createRedis(redisUrl);
-    for (const name of ['ledger', 'router', 'watchdog', 'notifier']) services.push(startService(name, await freePort(), env));
+    for (const name of ['ledger', 'router', 'watchdog', 'notifier']) services.push(startService(name, await freePort(), env, { instance: `${name}-e2e` }));
     await Promise.all(services.map((service) => waitReady(service)));
     base = `http://127.0.0.1:${services.find((s) => s.name === 'notifier')!.port}`;
     const made = await run(process.execPath, ['bin/baton.js', 'token', 'create', '--role', 'operator', '--project', PROJECT, '--name', 'olga', '--json'], env);

@@ -1,10 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { batonProjections, createProjectionStore, createRedis, type RedisHandle } from '@baton/projections';
 import { batonStreamNames, connectNats, type NatsHandle } from '@baton/eventstore';
-// The demo's scenarios are the end-to-end script; the e2e test runs the very same code.
-// eslint-disable-next-line @nx/enforce-module-boundaries
-import { runDemo } from '../../apps/demo/src/scenarios';
-import { freePort, run, startService, stopService, waitReady, type ServiceProcess } from './platform';
+// The demo's scenarios (libs/testing/src/demo) are the end-to-end script; `npm run demo` runs the very same code.
+import { freePort, run, runDemo, startService, stopService, waitReady, type ServiceProcess } from '@baton/testing';
 
 const natsUrl = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
 const redisUrl = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
@@ -26,7 +24,7 @@ describe('Baton end to end: four services as processes', () => {
     nats = await connectNats({ servers: natsUrl, reconnect: false });
     redis = createRedis(redisUrl);
     for (const name of ['ledger', 'router', 'watchdog', 'notifier']) {
-      services.push(startService(name, await freePort(), env));
+      services.push(startService(name, await freePort(), env, { instance: `${name}-e2e` }));
     }
     await Promise.all(services.map((service) => waitReady(service)));
     apiUrl = `http://127.0.0.1:${services.find((s) => s.name === 'notifier')!.port}`;

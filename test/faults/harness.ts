@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createEventRegistry, type AggregateKind, type ProjectDefinition } from '@baton/contracts';
 import { batonStreamNames, connectNats, JetStreamEventStore, type NatsHandle, type StoredEvent } from '@baton/eventstore';
-import { freePort, root, stopService, waitReady, type ServiceProcess } from '../e2e/platform';
+import { freePort, repoRoot, startService as startBuiltService, stopService, waitReady, type ServiceProcess } from '@baton/testing';
 
 export { freePort, stopService, waitReady, type ServiceProcess };
 
@@ -15,23 +15,11 @@ export { freePort, stopService, waitReady, type ServiceProcess };
  * Where the built services are: the repo root (`dist/apps/<name>/src/main.js`), or
  * `BATON_FAULT_ROOT` to run the suite against another build of Baton.
  */
-export const distRoot = process.env['BATON_FAULT_ROOT'] ?? root;
+export const distRoot = process.env['BATON_FAULT_ROOT'] ?? repoRoot();
 
-/** Start one built service as its own process, as test/e2e/platform.ts does, from {@link distRoot}. */
+/** Start one built service as its own process from {@link distRoot}; BATON_INSTANCE from `env`, else `<name>-fault`. */
 export function startService(name: string, port: number, env: Record<string, string>): ServiceProcess {
-  const child = spawn(process.execPath, [join(distRoot, 'dist', 'apps', name, 'src', 'main.js')], {
-    cwd: distRoot,
-    env: { ...process.env, BATON_INSTANCE: `${name}-fault`, ...env, HTTP_PORT: String(port), HTTP_HOST: '127.0.0.1' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const output: string[] = [];
-  const keep = (chunk: Buffer) => {
-    output.push(chunk.toString());
-    if (output.length > 400) output.splice(0, output.length - 400);
-  };
-  child.stdout?.on('data', keep);
-  child.stderr?.on('data', keep);
-  return { name, port, child, output };
+  return startBuiltService(name, port, env, { root: distRoot, instance: env['BATON_INSTANCE'] ?? `${name}-fault` });
 }
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));

@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import { createEventRegistry, type AggregateKind } from '@baton/contracts';
 import { connectNats, DlqAdmin, JetStreamEventStore, type NatsHandle, type StoredEvent } from '@baton/eventstore';
 import { batonProjections, createProjectionStore, createRedis, type RedisHandle } from '@baton/projections';
-import { run } from '../e2e/platform';
+import { run } from '@baton/testing';
 import {
   deleteStreams,
   distRoot,

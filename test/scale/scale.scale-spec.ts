@@ -12,21 +12,8 @@ import {
   type RedisHandle,
   type SequencedEvent,
 } from '@baton/projections';
-import {
-  agentResult,
-  cleanupDeployment,
-  freePort,
-  onOffers,
-  publishDefinition,
-  publishResult,
-  startPlatform,
-  startRun,
-  startService,
-  stopService,
-  waitQuiet,
-  waitReady,
-  type ServiceProcess,
-} from './support';
+import { cleanupDeployment, freePort, startPlatform, startService, stopService, waitQuiet, waitReady, type ServiceProcess } from '@baton/testing';
+import { agentResult, onOffers, publishDefinition, publishResult, startRun } from './support';
 
 const natsUrl = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
 const redisUrl = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
@@ -57,7 +44,7 @@ describe('scale-out: two processes of every service share one deployment', () =>
   beforeAll(async () => {
     nats = await connectNats({ servers: natsUrl, reconnect: false });
     redis = createRedis(redisUrl);
-    services = await startPlatform(env, 2);
+    services = await startPlatform(env, { instances: 2 });
     await publishDefinition(nats, prefix, project);
   }, 120_000);
 
@@ -124,9 +111,9 @@ describe('scale-out: two processes of every service share one deployment', () =>
           const old = services.find((s) => s.instance === `${name}-2`) as ServiceProcess;
           workedBeforeStop.set(old.instance, await handled(old, consumers[name]));
           expect(await stopService(old)).toBe(0);
-          const fresh = startService(name, await freePort(), env, `${name}-3`);
+          const fresh = startService(name, await freePort(), env, { instance: `${name}-3` });
           services = [...services.filter((s) => s !== old), fresh];
-          await waitReady(fresh);
+          await waitReady(fresh, 60_000);
         }
       }
       await sleep(100);
@@ -135,7 +122,7 @@ describe('scale-out: two processes of every service share one deployment', () =>
     runSub.unsubscribe();
     expect(replaced).toBe(true);
     expect(terminated.size).toBe(RUNS);
-    expect(await waitQuiet(nats, prefix, 120_000)).toBe(true);
+    expect(await waitQuiet(nats, prefix, 120_000, { rounds: 3 })).toBe(true);
 
     // Fold the whole events stream.
     const source = jetStreamReplaySource({ nats, prefix, registry: createEventRegistry() });

@@ -1,6 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
-import { runDemo } from './scenarios';
+import { runDemo } from '@baton/testing';
 
 /**
  * The operator API needs a token. Use BATON_TOKEN when set; otherwise make an operator token for

@@ -3,15 +3,16 @@
 //   N=100000 node dist/bench/src/debug/open.js
 import { connectNats } from '@baton/eventstore';
 import { createRedis } from '@baton/projections';
+import { cleanupDeployment, startPlatform, stopService, waitQuiet } from '@baton/testing';
 import { publishDefinition } from '../baton';
 import { createOpenHandoffs } from '../open-handoffs';
-import { cleanupDeployment, rssMb, startPlatform, stopService, waitQuiet } from '../platform';
+import { benchNodeArgs, rssMb } from '../platform';
 
 async function main() {
   const nats = await connectNats({ servers: 'nats://127.0.0.1:4222', reconnect: false });
   const redis = createRedis('redis://127.0.0.1:6379');
   const prefix = `dbg${Date.now().toString(36)}`;
-  const services = await startPlatform({ BATON_PREFIX: prefix, LOG_LEVEL: 'warn' });
+  const services = await startPlatform({ BATON_PREFIX: prefix, LOG_LEVEL: 'warn' }, { nodeArgs: benchNodeArgs() });
   try {
     await publishDefinition(nats, prefix, 'bench');
     const n = Number(process.env['N'] ?? 20000);

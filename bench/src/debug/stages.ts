@@ -3,9 +3,10 @@
 //   RUNS=64 node dist/bench/src/debug/stages.js
 import { connectNats, batonStreamNames, type NatsHandle } from '@baton/eventstore';
 import { createRedis } from '@baton/projections';
+import { cleanupDeployment, startPlatform, stopService } from '@baton/testing';
 import { publishDefinition } from '../baton';
 import { measureHops } from '../hops';
-import { accountedProcesses, cleanupDeployment, cpuSnapshot, startPlatform, stopService } from '../platform';
+import { accountedProcesses, benchNodeArgs, cpuSnapshot } from '../platform';
 import { percentile } from '../stats';
 
 const dec = new TextDecoder();
@@ -27,7 +28,7 @@ async function main() {
   const nats = await connectNats({ servers: 'nats://127.0.0.1:4222', reconnect: false });
   const redis = createRedis('redis://127.0.0.1:6379');
   const prefix = `dbg${Date.now().toString(36)}`;
-  const services = await startPlatform({ BATON_PREFIX: prefix, LOG_LEVEL: 'warn', WATCHDOG_MAX_HOPS: '100000' });
+  const services = await startPlatform({ BATON_PREFIX: prefix, LOG_LEVEL: 'warn', WATCHDOG_MAX_HOPS: '100000' }, { nodeArgs: benchNodeArgs() });
   try {
     await publishDefinition(nats, prefix, 'bench');
     const result = await measureHops({ nats, redis: redis.client, prefix, project: 'bench', runs: Number(process.env['RUNS'] ?? 64), warmupSeconds: 2, throughputSeconds: 5, latencySeconds: 2, log: console.log, cpu: () => cpuSnapshot(accountedProcesses(services)) });

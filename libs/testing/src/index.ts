@@ -1,1 +1,3 @@
-export {};
+export * from './processes';
+export * from './deployment';
+export * from './demo/scenarios';

@@ -1,9 +1,32 @@
 import { ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { existsSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 
-export const root = join(__dirname, '..', '..');
+/**
+ * Baton's services as child processes, for the end-to-end, fault, browser and scale suites, the
+ * bench and the demo: find the repository, pick free ports, start a built service
+ * (`node dist/apps/<name>/src/main.js`), keep its output, wait for `/health/ready`, stop or kill it.
+ */
+
+/** The four Baton services, in start order. */
+export const SERVICES = ['ledger', 'router', 'watchdog', 'notifier'] as const;
+export type ServiceName = (typeof SERVICES)[number];
+
+/**
+ * The repository root (the nearest folder above `from` holding a package.json and no project.json),
+ * from source (libs/testing/src) or from the build (dist/libs/testing/src).
+ */
+export function repoRoot(from: string = __dirname): string {
+  let dir = from;
+  while (!existsSync(join(dir, 'package.json')) || existsSync(join(dir, 'project.json'))) {
+    const parent = dirname(dir);
+    if (parent === dir) throw new Error(`cannot find the repository root above ${from}`);
+    dir = parent;
+  }
+  return dir;
+}
 
 /** A free loopback port, chosen by the kernel. */
 export async function freePort(): Promise<number> {
@@ -18,17 +41,37 @@ export async function freePort(): Promise<number> {
 }
 
 export interface ServiceProcess {
+  /** The app under `dist/apps` (ledger, router, watchdog, notifier). */
   name: string;
+  /** BATON_INSTANCE of the process: it names the instance in logs and connection names. */
+  instance: string;
   port: number;
   child: ChildProcess;
+  /** The last 400 chunks of the process's stdout and stderr. */
   output: string[];
 }
 
-/** Start one built service as its own process (`node dist/apps/<name>/src/main.js`). */
-export function startService(name: string, port: number, env: Record<string, string>): ServiceProcess {
-  const child = spawn(process.execPath, [join(root, 'dist', 'apps', name, 'src', 'main.js')], {
+export interface StartServiceOptions {
+  /** BATON_INSTANCE (default `<name>-1`). */
+  instance?: string;
+  /** The folder whose `dist/apps/<name>/src/main.js` is started, and the working directory (default {@link repoRoot}). */
+  root?: string;
+  /** Node flags placed before the script, e.g. heap sizes or `--cpu-prof` (default none). */
+  nodeArgs?: readonly string[];
+}
+
+/**
+ * Start one built service as its own process (`node dist/apps/<name>/src/main.js`) on `port`
+ * (HTTP_PORT, bound to 127.0.0.1) with `env` over this process's environment.
+ */
+export function startService(name: string, port: number, env: Record<string, string>, options: StartServiceOptions = {}): ServiceProcess {
+  const root = options.root ?? repoRoot();
+  const instance = options.instance ?? `${name}-1`;
+  const main = join(root, 'dist', 'apps', name, 'src', 'main.js');
+  if (!existsSync(main)) throw new Error(`${main} is missing: build the services first (npx nx run-many -t build)`);
+  const child = spawn(process.execPath, [...(options.nodeArgs ?? []), main], {
     cwd: root,
-    env: { ...process.env, ...env, HTTP_PORT: String(port), HTTP_HOST: '127.0.0.1', BATON_INSTANCE: `${name}-e2e` },
+    env: { ...process.env, ...env, HTTP_PORT: String(port), HTTP_HOST: '127.0.0.1', BATON_INSTANCE: instance },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const output: string[] = [];
@@ -38,14 +81,14 @@ export function startService(name: string, port: number, env: Record<string, str
   };
   child.stdout?.on('data', keep);
   child.stderr?.on('data', keep);
-  return { name, port, child, output };
+  return { name, instance, port, child, output };
 }
 
-/** Resolve when `/health/ready` answers 200, or fail with the service's last output. */
+/** Resolve when `/health/ready` answers 200, or fail with the service's last output (also when it exits first). */
 export async function waitReady(service: ServiceProcess, timeoutMs = 30_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
-    if (service.child.exitCode !== null) break;
+    if (service.child.exitCode !== null || service.child.signalCode !== null) break;
     try {
       const response = await fetch(`http://127.0.0.1:${service.port}/health/ready`);
       if (response.ok) return;
@@ -54,12 +97,15 @@ export async function waitReady(service: ServiceProcess, timeoutMs = 30_000): Pr
     }
     await new Promise((resolve) => setTimeout(resolve, 200));
   }
-  throw new Error(`${service.name} did not become ready:\n${service.output.join('').slice(-3000)}`);
+  throw new Error(`${service.instance} did not become ready:\n${service.output.join('').slice(-3000)}`);
 }
 
-/** SIGTERM (graceful shutdown) or SIGKILL, then wait for the exit. */
+/**
+ * Send `signal` (SIGTERM: graceful shutdown; SIGKILL: a crash), SIGKILL after 15 s, and resolve
+ * with the exit code (null when a signal ended it). A process that has already ended resolves at once.
+ */
 export async function stopService(service: ServiceProcess, signal: NodeJS.Signals = 'SIGTERM'): Promise<number | null> {
-  if (service.child.exitCode !== null) return service.child.exitCode;
+  if (service.child.exitCode !== null || service.child.signalCode !== null) return service.child.exitCode;
   const exited = once(service.child, 'exit');
   service.child.kill(signal);
   const timer = setTimeout(() => service.child.kill('SIGKILL'), 15_000);
@@ -68,9 +114,39 @@ export async function stopService(service: ServiceProcess, signal: NodeJS.Signal
   return service.child.exitCode;
 }
 
-/** Run a command to completion, collecting its output. */
-export async function run(command: string, args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = spawn(command, args, { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+export interface StartPlatformOptions {
+  /** Processes of each service (instance ids `<name>-1`, `<name>-2`...; default 1). */
+  instances?: number;
+  /** Node flags for every service process (see {@link StartServiceOptions.nodeArgs}). */
+  nodeArgs?: readonly string[];
+  /** How long each process may take to become ready (default 60 s). */
+  readyTimeoutMs?: number;
+}
+
+/**
+ * Start the four services ({@link SERVICES}), `instances` processes of each on free ports, and wait
+ * until all are ready. When one is not, all are killed and the error is thrown.
+ */
+export async function startPlatform(env: Record<string, string>, options: StartPlatformOptions = {}): Promise<ServiceProcess[]> {
+  const instances = options.instances ?? 1;
+  const services: ServiceProcess[] = [];
+  try {
+    for (const name of SERVICES) {
+      for (let i = 1; i <= instances; i++) {
+        services.push(startService(name, await freePort(), env, { instance: `${name}-${i}`, ...(options.nodeArgs ? { nodeArgs: options.nodeArgs } : {}) }));
+      }
+    }
+    await Promise.all(services.map((service) => waitReady(service, options.readyTimeoutMs ?? 60_000)));
+  } catch (error) {
+    await Promise.all(services.map((service) => stopService(service, 'SIGKILL')));
+    throw error;
+  }
+  return services;
+}
+
+/** Run a command to completion in the repository root (or `cwd`), collecting its output. */
+export async function run(command: string, args: string[], env: Record<string, string>, cwd: string = repoRoot()): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const child = spawn(command, args, { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));

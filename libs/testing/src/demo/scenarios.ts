@@ -309,7 +309,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
       check(scenario, 'step 5: handoff_completed events carry outcome and durationMs', true, outcomes.includes('Income_Capture_Agent:success:number') && outcomes.includes('Offer_Agent:success:number'));
     }
 
-    // --- seed 004: handoff meshes (apps/demo/src/mesh-scenario.ts) ---------------------------------
+    // --- seed 004: handoff meshes (libs/testing/src/demo/mesh-scenario.ts) ---------------------------------
     await runMeshScenario({ nats, store, prefix: options.prefix, project, tag, timeoutMs, api: { base: options.apiUrl, token: options.apiToken }, log, check });
 
     // --- what the operator inbox holds -------------------------------------------------------------

@@ -1,0 +1,52 @@
+import { batonStreamNames, type NatsHandle } from '@baton/eventstore';
+
+/**
+ * A deployment's streams and keys as a test, the bench or the demo sees them from outside: wait until
+ * its consumers are idle, and remove what a throwaway prefix leaves behind.
+ */
+
+export interface WaitQuietOptions {
+  /** Only these durable consumers (default every durable consumer). */
+  durables?: readonly string[];
+  /** Consecutive idle polls, 100 ms apart, that count as quiet (default 2). */
+  rounds?: number;
+}
+
+/**
+ * Wait until every durable consumer on the deployment's events and inbox streams has delivered
+ * and had acknowledged everything (num_pending and num_ack_pending both 0). Returns false on timeout.
+ */
+export async function waitQuiet(nats: NatsHandle, prefix: string, timeoutMs: number, options: WaitQuietOptions = {}): Promise<boolean> {
+  const names = batonStreamNames(prefix);
+  const rounds = options.rounds ?? 2;
+  const deadline = Date.now() + timeoutMs;
+  let quietRounds = 0;
+  while (Date.now() < deadline) {
+    let busy = false;
+    for (const stream of [names.events, names.inbox]) {
+      for await (const info of nats.jsm.consumers.list(stream)) {
+        if (!info.config.durable_name) continue;
+        if (options.durables && !options.durables.includes(info.config.durable_name)) continue;
+        if (info.num_pending > 0 || info.num_ack_pending > 0) busy = true;
+      }
+    }
+    quietRounds = busy ? 0 : quietRounds + 1;
+    if (quietRounds >= rounds) return true;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  return false;
+}
+
+/** The part of a Redis client {@link cleanupDeployment} uses (an ioredis client has it). */
+export interface KeyRemover {
+  keys(pattern: string): Promise<string[]>;
+  unlink(...keys: string[]): Promise<number>;
+}
+
+/** Delete a deployment's streams (events, inbox, dead letters) and Redis keys (`<prefix>:*`). */
+export async function cleanupDeployment(nats: NatsHandle, redis: KeyRemover, prefix: string): Promise<void> {
+  const names = batonStreamNames(prefix);
+  for (const stream of [names.events, names.inbox, names.dlq]) await nats.jsm.streams.delete(stream).catch(() => undefined);
+  const keys = await redis.keys(`${prefix}:*`);
+  for (let i = 0; i < keys.length; i += 1000) await redis.unlink(...keys.slice(i, i + 1000));
+}
