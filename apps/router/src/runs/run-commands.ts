@@ -1,11 +1,12 @@
 import { Inject, Injectable } from '@nestjs/common';
-import type { Origin } from '@baton/contracts';
-import type { DomainError, RunState } from '@baton/domain';
-import type { AggregateRef, HandleCommandResult } from '@baton/eventstore';
+import { RejectionCode, type Origin } from '@baton/contracts';
+import { RunErrorCode, type DomainError, type RunState } from '@baton/domain';
+import type { AggregateRef, HandleCommandResult, StoredEvent } from '@baton/eventstore';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { DefinitionCatalog } from '../definitions/definition-catalog';
 import type { DefinitionState } from '../definitions/definition.decider';
 import { eventIdsFor, ROUTER_ACTOR, type CauseKind } from '../shared/ids';
+import { poison } from '../shared/inbound';
 import { RouterRunErrorCode, routerRunDecider, type RouterRunCommand } from './router-run.decider';
 
 /** The run aggregate of a workflow run: `<prefix>.ev.<project>.run.<workflow_run_id>`. */
@@ -30,6 +31,19 @@ export interface RunRefusal {
   agent: string;
   code: string;
   message: string;
+}
+
+/** What {@link RunCommands.applyInbound} did with an inbound message. */
+export type InboundOutcome = { applied: true; events: readonly StoredEvent[] } | { applied: false; code: string; message: string };
+
+/** How a refusal of an inbound message is recorded on its run. */
+export interface InboundRefusal {
+  /** The cause kind the `run.result_rejected` event's id derives from. */
+  kind: CauseKind;
+  /** The `agent` it is recorded under (the agent, `operator` or `customer`). */
+  agent: string;
+  /** The recorded message, from the run's refusal message. */
+  describe?: (message: string) => string;
 }
 
 /**
@@ -83,5 +97,30 @@ export class RunCommands {
       cause,
     );
     return recorded.ok ? null : recorded.error;
+  }
+
+  /**
+   * Apply the command an inbound message (agent result, operator answer, customer message) asks
+   * for, over the run's pinned workflow, and settle its refusal the same way for every entry
+   * point: a run that does not exist (`not_found`) or a definition that cannot be found
+   * (`unknown_workflow`) is poison (dead-lettered with the bytes); any other refusal is recorded
+   * on the run as `run.result_rejected` (idempotent on the message id) and the message is
+   * acknowledged. Store failures are thrown as they are, so the transport redelivers.
+   */
+  async applyInbound(
+    ref: AggregateRef,
+    build: (definitions: DefinitionState) => RouterRunCommand,
+    cause: RunCause,
+    refusal: InboundRefusal,
+  ): Promise<InboundOutcome> {
+    const outcome = await this.runWithDefinitions(ref, build, cause);
+    if (outcome.ok) return { applied: true, events: outcome.events };
+    const { error } = outcome;
+    if (error.code === RunErrorCode.runNotFound) throw poison({ code: RejectionCode.notFound, message: error.message });
+    if (error.code === RouterRunErrorCode.definitionMissing) throw poison({ code: RejectionCode.unknownWorkflow, message: error.message });
+    const message = refusal.describe ? refusal.describe(error.message) : error.message;
+    const unrecordable = await this.recordRefusal(ref, { result_id: cause.id, agent: refusal.agent, code: error.code, message }, { ...cause, kind: refusal.kind });
+    if (unrecordable !== null) throw poison({ code: unrecordable.code, message: unrecordable.message });
+    return { applied: false, code: error.code, message: error.message };
   }
 }

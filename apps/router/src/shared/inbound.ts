@@ -1,6 +1,7 @@
-import { Limits, parseUntrustedJson, rejectionFromZod, type Rejection } from '@baton/contracts';
+import { Limits, parseUntrustedJson, RejectionCode, rejectionFromZod, type Rejection } from '@baton/contracts';
 import { PoisonError } from '@baton/eventstore';
 import type { z } from 'zod';
+import { subjectTokens } from './subjects';
 
 const decoder = new TextDecoder();
 
@@ -36,4 +37,18 @@ export function decodeOrPoison<S extends z.ZodType>(bytes: Uint8Array, schema: S
  */
 export function poison(rejection: { code: string; message: string }): PoisonError {
   return new PoisonError(`${rejection.code}: ${rejection.message}`, rejection.code);
+}
+
+/**
+ * Decode a message of one project's inbox (`<prefix>.in.<project>.…`) with {@link decodeOrPoison}
+ * and check that the body names the project of the subject it came on; a mismatch is poison
+ * (`schema_violation`), so a publisher cannot write into another project's runs.
+ */
+export function decodeForSubject<S extends z.ZodType<{ project: string }>>(subject: string, bytes: Uint8Array, schema: S): z.infer<S> {
+  const value = decodeOrPoison(bytes, schema);
+  const project = subjectTokens(subject)?.project;
+  if (project !== value.project) {
+    throw poison({ code: RejectionCode.schemaViolation, message: `the subject names project '${project ?? '?'}', the body '${value.project}'` });
+  }
+  return value;
 }

@@ -1,12 +1,10 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { AgentResultSchema, RejectionCode } from '@baton/contracts';
-import { RunErrorCode } from '@baton/domain';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { nowIso } from '../../shared/ids';
 import { decodeOrPoison, poison } from '../../shared/inbound';
 import { subjectTokens } from '../../shared/subjects';
 import { RunCommands, runRef } from '../run-commands';
-import { RouterRunErrorCode } from '../router-run.decider';
 
 /**
  * Use case: record an agent result from `<prefix>.in.<project>.result.<agent>` and route the run.
@@ -47,28 +45,14 @@ export class RecordResultUseCase {
       result_id: result.result_id,
       agent: result.agent,
     });
-    const ref = runRef(result.project, result.workflow_run_id);
     const now = nowIso();
-    const cause = { id: result.result_id, actor: result.agent, origin: 'agent' as const, workflowRunId: result.workflow_run_id, now };
-    const outcome = await this.runs.runWithDefinitions(
-      ref,
+    const outcome = await this.runs.applyInbound(
+      runRef(result.project, result.workflow_run_id),
       (definitions) => ({ kind: 'result', result, definitions, metadata: { now, actor: result.agent } }),
-      { ...cause, kind: 'result' },
+      { kind: 'result', id: result.result_id, actor: result.agent, origin: 'agent', workflowRunId: result.workflow_run_id, now },
+      { kind: 'result_refused', agent: result.agent },
     );
-    if (outcome.ok) {
-      log.info(outcome.events.length > 0 ? 'result recorded' : 'result already recorded', { events: outcome.events.map((e) => e.type) });
-      return;
-    }
-    const { error } = outcome;
-    if (error.code === RunErrorCode.runNotFound) throw poison({ code: RejectionCode.notFound, message: error.message });
-    if (error.code === RouterRunErrorCode.definitionMissing) throw poison({ code: RejectionCode.unknownWorkflow, message: error.message });
-
-    const unrecordable = await this.runs.recordRefusal(
-      ref,
-      { result_id: result.result_id, agent: result.agent, code: error.code, message: error.message },
-      { ...cause, kind: 'result_refused' },
-    );
-    if (unrecordable !== null) throw poison({ code: unrecordable.code, message: unrecordable.message });
-    log.warn('result rejected', { code: error.code, reason: error.message });
+    if (outcome.applied) log.info(outcome.events.length > 0 ? 'result recorded' : 'result already recorded', { events: outcome.events.map((e) => e.type) });
+    else log.warn('result rejected', { code: outcome.code, reason: outcome.message });
   }
 }

@@ -1,13 +1,9 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { RejectionCode } from '@baton/contracts';
-import { RunErrorCode } from '@baton/domain';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { RunAnswerRequestSchema } from '@baton/contracts';
 import { nowIso } from '../../shared/ids';
-import { decodeOrPoison, poison } from '../../shared/inbound';
-import { subjectTokens } from '../../shared/subjects';
+import { decodeForSubject } from '../../shared/inbound';
 import { RunCommands, runRef } from '../run-commands';
-import { RouterRunErrorCode } from '../router-run.decider';
 
 /** The `agent` a refused operator answer is recorded under in `run.result_rejected`. */
 export const ANSWER_REFUSAL_AGENT = 'operator';
@@ -31,37 +27,19 @@ export class ResumeRunUseCase {
   ) {}
 
   async execute(subject: string, bytes: Uint8Array): Promise<void> {
-    const request = decodeOrPoison(bytes, RunAnswerRequestSchema);
-    const tokens = subjectTokens(subject);
-    if (tokens?.project !== request.project) {
-      throw poison({ code: RejectionCode.schemaViolation, message: `the subject names project '${tokens?.project ?? '?'}', the body '${request.project}'` });
-    }
+    const request = decodeForSubject(subject, bytes, RunAnswerRequestSchema);
     const answer = request.answer;
     const answerId = answer.answer.answer_id;
     const answeredBy = answer.answer.answered_by;
     const log = this.runtime.logger.child({ project: request.project, workflow_run_id: request.workflow_run_id, answer_id: answerId });
-    const ref = runRef(request.project, request.workflow_run_id);
     const now = nowIso();
-    const cause = { id: answerId, actor: answeredBy, origin: 'operator' as const, workflowRunId: request.workflow_run_id, now };
-    const outcome = await this.runs.runWithDefinitions(
-      ref,
+    const outcome = await this.runs.applyInbound(
+      runRef(request.project, request.workflow_run_id),
       (definitions) => ({ kind: 'answer', answer, definitions, metadata: { now, actor: answeredBy, actorRole: request.actor_role } }),
-      { ...cause, kind: 'answer' },
+      { kind: 'answer', id: answerId, actor: answeredBy, origin: 'operator', workflowRunId: request.workflow_run_id, now },
+      { kind: 'answer_refused', agent: ANSWER_REFUSAL_AGENT, describe: (message) => `answer ${answerId} by ${answeredBy}: ${message}` },
     );
-    if (outcome.ok) {
-      log.info(outcome.events.length > 0 ? 'run resumed' : 'answer already applied', { events: outcome.events.map((e) => e.type) });
-      return;
-    }
-    const { error } = outcome;
-    if (error.code === RunErrorCode.runNotFound) throw poison({ code: RejectionCode.notFound, message: error.message });
-    if (error.code === RouterRunErrorCode.definitionMissing) throw poison({ code: RejectionCode.unknownWorkflow, message: error.message });
-
-    const unrecordable = await this.runs.recordRefusal(
-      ref,
-      { result_id: answerId, agent: ANSWER_REFUSAL_AGENT, code: error.code, message: `answer ${answerId} by ${answeredBy}: ${error.message}` },
-      { ...cause, kind: 'answer_refused' },
-    );
-    if (unrecordable !== null) throw poison({ code: unrecordable.code, message: unrecordable.message });
-    log.warn('answer rejected', { code: error.code, reason: error.message });
+    if (outcome.applied) log.info(outcome.events.length > 0 ? 'run resumed' : 'answer already applied', { events: outcome.events.map((e) => e.type) });
+    else log.warn('answer rejected', { code: outcome.code, reason: outcome.message });
   }
 }

@@ -1,12 +1,9 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { RejectionCode, SessionMessageSchema } from '@baton/contracts';
-import { RunErrorCode } from '@baton/domain';
+import { SessionMessageSchema } from '@baton/contracts';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { nowIso } from '../../shared/ids';
-import { decodeOrPoison, poison } from '../../shared/inbound';
-import { subjectTokens } from '../../shared/subjects';
+import { decodeForSubject } from '../../shared/inbound';
 import { RunCommands, runRef } from '../run-commands';
-import { RouterRunErrorCode } from '../router-run.decider';
 
 /** The `agent` a refused customer message is recorded under in `run.result_rejected`. */
 export const MESSAGE_REFUSAL_AGENT = 'customer';
@@ -30,34 +27,17 @@ export class SessionMessageUseCase {
   ) {}
 
   async execute(subject: string, bytes: Uint8Array): Promise<void> {
-    const message = decodeOrPoison(bytes, SessionMessageSchema);
-    const tokens = subjectTokens(subject);
-    if (tokens?.project !== message.project) {
-      throw poison({ code: RejectionCode.schemaViolation, message: `the subject names project '${tokens?.project ?? '?'}', the body '${message.project}'` });
-    }
+    const message = decodeForSubject(subject, bytes, SessionMessageSchema);
     const log = this.runtime.logger.child({ project: message.project, workflow_run_id: message.workflow_run_id, message_id: message.message_id });
-    const ref = runRef(message.project, message.workflow_run_id);
     const now = nowIso();
     const actor = message.sent_by ?? MESSAGE_REFUSAL_AGENT;
-    const cause = { id: message.message_id, actor, origin: 'human' as const, workflowRunId: message.workflow_run_id, now };
-    const outcome = await this.runs.runWithDefinitions(
-      ref,
+    const outcome = await this.runs.applyInbound(
+      runRef(message.project, message.workflow_run_id),
       (definitions) => ({ kind: 'message', message: { message_id: message.message_id, text: message.text }, definitions, metadata: { now, actor } }),
-      { ...cause, kind: 'message' },
+      { kind: 'message', id: message.message_id, actor, origin: 'human', workflowRunId: message.workflow_run_id, now },
+      { kind: 'message_refused', agent: MESSAGE_REFUSAL_AGENT, describe: (reason) => `customer message ${message.message_id}: ${reason}` },
     );
-    if (outcome.ok) {
-      log.info(outcome.events.length > 0 ? 'customer message applied' : 'customer message already applied', { events: outcome.events.map((e) => e.type) });
-      return;
-    }
-    const { error } = outcome;
-    if (error.code === RunErrorCode.runNotFound) throw poison({ code: RejectionCode.notFound, message: error.message });
-    if (error.code === RouterRunErrorCode.definitionMissing) throw poison({ code: RejectionCode.unknownWorkflow, message: error.message });
-    const unrecordable = await this.runs.recordRefusal(
-      ref,
-      { result_id: message.message_id, agent: MESSAGE_REFUSAL_AGENT, code: error.code, message: `customer message ${message.message_id}: ${error.message}` },
-      { ...cause, kind: 'message_refused' },
-    );
-    if (unrecordable !== null) throw poison({ code: unrecordable.code, message: unrecordable.message });
-    log.warn('customer message rejected', { code: error.code, reason: error.message });
+    if (outcome.applied) log.info(outcome.events.length > 0 ? 'customer message applied' : 'customer message already applied', { events: outcome.events.map((e) => e.type) });
+    else log.warn('customer message rejected', { code: outcome.code, reason: outcome.message });
   }
 }
