@@ -7,6 +7,7 @@ import { createBatonClient, decisions, type BatonAgent, type OfferSubscription }
 import { startRouter } from '../../apps/router/src/router.app';
 // eslint-disable-next-line @nx/enforce-module-boundaries -- the two services run in this process (no build needed)
 import { startLedger } from '../../apps/ledger/src/ledger';
+import { sleep, twoStepDefinition, waitFor } from './support';
 
 /*
  * The project kill switch through whole runs (router + ledger in this process, real NATS, agents
@@ -19,38 +20,7 @@ import { startLedger } from '../../apps/ledger/src/ledger';
 const NATS_URL = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 const PROJECT = 'ops';
-
-const definition = {
-  project: PROJECT,
-  lead: 'lena',
-  agents: [
-    { name: 'issue', role: 'Triage' },
-    { name: 'architect', role: 'Architect' },
-  ],
-  workflows: [
-    {
-      name: 'feature',
-      version: 1,
-      entry: 'triage',
-      steps: [
-        { id: 'triage', agent: 'issue', next: 'analyze' },
-        { id: 'analyze', agent: 'architect', terminal: true },
-      ],
-    },
-  ],
-};
-
-async function waitFor<T>(probe: () => Promise<T | undefined>, what: string, timeoutMs = 20_000): Promise<T> {
-  const until = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await sleep(100);
-  }
-}
 
 describe('kill switch through whole runs (router + ledger, SDK agents, real NATS)', () => {
   const prefix = `ks${randomBytes(5).toString('hex')}`;
@@ -75,7 +45,7 @@ describe('kill switch through whole runs (router + ledger, SDK agents, real NATS
     nats = await connectNats({ servers: NATS_URL, reconnect: false });
     store = new JetStreamEventStore({ js: nats.js, jsm: nats.jsm, prefix, registry: createEventRegistry() });
     services.push(await startLedger(env), await startRouter(env));
-    const reply = await nats.connection.request(`${prefix}.cmd.router.${PROJECT}.publish_definition`, encoder.encode(JSON.stringify(definition)), { timeout: 10_000 });
+    const reply = await nats.connection.request(`${prefix}.cmd.router.${PROJECT}.publish_definition`, encoder.encode(JSON.stringify(twoStepDefinition(PROJECT))), { timeout: 10_000 });
     expect(JSON.parse(decoder.decode(reply.data))).toMatchObject({ ok: true });
     // Two agents doing real work through the SDK: claim, then finish with an advance.
     for (const name of ['issue', 'architect']) {
@@ -145,7 +115,7 @@ describe('kill switch through whole runs (router + ledger, SDK agents, real NATS
       project: { status: 'active' },
     });
     for (const run of runs) {
-      await waitFor(async () => ((await runEvents(run)).some((e) => e.type === 'run.completed') ? true : undefined), `${run} to complete after the resume`);
+      await waitFor(async () => ((await runEvents(run)).some((e) => e.type === 'run.completed') ? true : undefined), `${run} to complete after the resume`, 30_000);
     }
 
     // Folded from the streams: each run advanced once per step and completed once; every held

@@ -9,6 +9,7 @@ import { startRouter } from '../../apps/router/src/router.app';
 import { startLedger } from '../../apps/ledger/src/ledger';
 // eslint-disable-next-line @nx/enforce-module-boundaries -- the three services run in this process (no build needed)
 import { startNotifier } from '../../apps/notifier/src/main';
+import { twoStepDefinition, waitFor } from './support';
 
 /*
  * One run followed across the services by its trace (router, ledger and notifier in this
@@ -20,37 +21,6 @@ const NATS_URL = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
 const REDIS_URL = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
-
-const definition = {
-  project: 'demo',
-  lead: 'lena',
-  agents: [
-    { name: 'issue', role: 'Triage' },
-    { name: 'architect', role: 'Architect' },
-  ],
-  workflows: [
-    {
-      name: 'feature',
-      version: 1,
-      entry: 'triage',
-      steps: [
-        { id: 'triage', agent: 'issue', next: 'analyze' },
-        { id: 'analyze', agent: 'architect', terminal: true },
-      ],
-    },
-  ],
-};
-
-async function waitFor<T>(probe: () => Promise<T | undefined>, what: string, timeoutMs = 15_000): Promise<T> {
-  const until = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe().catch(() => undefined);
-    if (value !== undefined) return value;
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await sleep(100);
-  }
-}
 
 describe('trace context from agent result to inbox item (router + ledger + notifier, real NATS and Redis)', () => {
   const prefix = `tr${randomBytes(5).toString('hex')}`;
@@ -94,7 +64,7 @@ describe('trace context from agent result to inbox item (router + ledger + notif
   }
 
   it('one trace id links the agent result, the run events, the handoff events and the inbox item', async () => {
-    const reply = await nats.connection.request(`${prefix}.cmd.router.demo.publish_definition`, encoder.encode(JSON.stringify(definition)), { timeout: 10_000 });
+    const reply = await nats.connection.request(`${prefix}.cmd.router.demo.publish_definition`, encoder.encode(JSON.stringify(twoStepDefinition('demo'))), { timeout: 10_000 });
     expect(JSON.parse(decoder.decode(reply.data))).toMatchObject({ ok: true });
     const run = 'wr-trace-1';
     await nats.js.publish(`${prefix}.in.demo.start`, encoder.encode(JSON.stringify({ workflow_run_id: run, project: 'demo', workflow: 'feature', started_by: 'sam', input: 'x' })), { msgID: run });
