@@ -7,7 +7,10 @@ export const LedgerConfigSchema = z.object({
   LEDGER_LEASE_MS: z.coerce.number().int().min(1_000).max(24 * 60 * 60 * 1000).default(60_000),
   /** How long a project's definition (roster, lead, roles) is reused before it is re-checked, ms. */
   LEDGER_DEFINITION_TTL_MS: z.coerce.number().int().min(0).max(10 * 60 * 1000).default(5_000),
-  /** Rate cap: claims per minute per agent (0 = no cap). Enforced per ledger instance. */
+  /**
+   * Rate cap: claims per minute per agent (0 = no cap). One count per agent and project for all
+   * ledger instances of the prefix, kept in the `<PREFIX>_CLAIM_RATES` KV bucket (see ClaimRateStore).
+   */
   LEDGER_CLAIMS_PER_MINUTE: z.coerce.number().int().min(0).max(1_000_000).default(0),
   /** Per-agent overrides of the rate cap: `agent=claims,agent2=claims` (0 = no cap for that agent). */
   LEDGER_AGENT_CLAIM_CAPS: z

@@ -4,21 +4,29 @@ import { LedgerCommands } from './commands/ledger-commands';
 import { LEDGER_CONFIG, type LedgerConfig } from './config';
 import { ProjectDirectory } from './projects/project-directory';
 import { ProjectControlService } from './governance/project-control.service';
-import { ClaimRateLimiter } from './governance/rate-limiter';
+import { CLAIM_WINDOW, ClaimRateStore } from './governance/claim-rate-store';
+import { ClaimWindow, DEFAULT_CLAIM_WINDOW_MS } from './governance/rate-limiter';
 import { ProjectReactorController } from './reactor/project-reactor.controller';
 import { HandoffReactor } from './reactor/handoff-reactor';
 import { HandoffReactorController } from './reactor/handoff-reactor.controller';
 
+/** Settings that are not configuration: tests use them to run quickly. */
+export interface LedgerOptions {
+  /** Length of the claim rate window, ms (default one minute: the caps are claims per minute). */
+  claimWindowMs?: number;
+}
+
 /** The ledger: command request/reply, the handoff reactor and offers. Needs `RuntimeModule`. */
 @Module({})
 export class LedgerModule {
-  static register(config: LedgerConfig): DynamicModule {
+  static register(config: LedgerConfig, options: LedgerOptions = {}): DynamicModule {
     return {
       module: LedgerModule,
       controllers: [HandoffReactorController, ProjectReactorController],
       providers: [
         { provide: LEDGER_CONFIG, useValue: config },
-        { provide: ClaimRateLimiter, useValue: new ClaimRateLimiter(config.LEDGER_CLAIMS_PER_MINUTE, config.LEDGER_AGENT_CLAIM_CAPS) },
+        { provide: CLAIM_WINDOW, useValue: new ClaimWindow(options.claimWindowMs ?? DEFAULT_CLAIM_WINDOW_MS) },
+        ClaimRateStore,
         ProjectDirectory,
         ProjectControlService,
         LedgerCommands,

@@ -1,7 +1,7 @@
 import { batonStreamNames } from '@baton/eventstore';
 import { runService, type RunningService } from '@baton/platform';
 import { loadLedgerConfig } from './config';
-import { LedgerModule } from './ledger.module';
+import { LedgerModule, type LedgerOptions } from './ledger.module';
 import { HANDOFF_EVENTS_PATTERN, REACTOR_DURABLE } from './reactor/handoff-reactor.controller';
 import { PROJECT_EVENTS_PATTERN, PROJECT_REACTOR_DURABLE } from './reactor/project-reactor.controller';
 
@@ -16,13 +16,13 @@ export const LEDGER_PORT = 7102;
  * the handoff reactor (durable `ledger_handoff_reactor` on `<prefix>.ev.*.handoff.*`, one message
  * at a time per handoff, up to {@link REACTOR_CONCURRENCY} handoffs at once per instance). Throws `ConfigError` when a ledger variable is invalid.
  */
-export async function startLedger(env: Record<string, string | undefined> = process.env): Promise<RunningService> {
+export async function startLedger(env: Record<string, string | undefined> = process.env, options: LedgerOptions = {}): Promise<RunningService> {
   const config = loadLedgerConfig(env);
   return runService({
     service: 'ledger',
     defaultPort: LEDGER_PORT,
     env,
-    imports: [LedgerModule.register(config)],
+    imports: [LedgerModule.register(config, options)],
     consumers: (runtime) => [
       {
         durable: REACTOR_DURABLE,

@@ -42,7 +42,7 @@ import { LEDGER_CONFIG, type LedgerConfig } from '../config';
 import { LedgerIds } from '../ids';
 import { ProjectDirectory, type ProjectView } from '../projects/project-directory';
 import { ProjectControlService } from '../governance/project-control.service';
-import { ClaimRateLimiter } from '../governance/rate-limiter';
+import { ClaimRateStore, type ClaimAdmission, type ClaimTicket } from '../governance/claim-rate-store';
 
 /** Dead-letter source of rejected ledger requests (`<prefix>.dlq.ledger`). */
 export const LEDGER_DLQ_SOURCE = 'ledger';
@@ -130,7 +130,7 @@ export class LedgerCommands {
     @Inject(LEDGER_CONFIG) private readonly config: LedgerConfig,
     @Inject(ProjectDirectory) private readonly projects: ProjectDirectory,
     @Inject(ProjectControlService) private readonly control: ProjectControlService,
-    @Inject(ClaimRateLimiter) private readonly rates: ClaimRateLimiter,
+    @Inject(ClaimRateStore) private readonly rates: ClaimRateStore,
   ) {}
 
   async handle(request: LedgerRequest): Promise<LedgerReply | ProjectControlReply> {
@@ -162,7 +162,10 @@ export class LedgerCommands {
     const { handoffId, idempotencyKey, command } = prepared.value;
     const home = prepared.value.project ?? project;
 
-    // Governance on claims: the kill switch, then the agent's rate cap.
+    // Governance on claims: the kill switch, then the agent's rate cap. The claim takes its place
+    // under the cap (shared by every ledger instance) before it is decided, and gives it back below
+    // when it is not granted after all (see ClaimRateStore).
+    let ticket: ClaimTicket | null = null;
     if (command.type === 'claim') {
       try {
         if (await this.control.isPaused(project)) {
@@ -172,8 +175,15 @@ export class LedgerCommands {
       } catch (error) {
         return this.unavailable(error);
       }
-      const refusal = this.rates.check(project, metadata.actor, Date.now());
-      if (refusal) {
+      let admission: ClaimAdmission;
+      try {
+        admission = await this.rates.take(project, metadata.actor);
+      } catch (error) {
+        log.error('cannot count the claim against the rate cap', error instanceof Error ? error : { error: String(error) });
+        return this.unavailable(error);
+      }
+      if (!admission.granted) {
+        const refusal = admission.refusal;
         log.info('claim refused: rate cap', { handoff_id: handoffId, actor: metadata.actor, limit: refusal.limit });
         return {
           ok: false,
@@ -185,6 +195,7 @@ export class LedgerCommands {
           },
         };
       }
+      ticket = admission.ticket;
     }
 
     const commandId = LedgerIds.commandId(home, handoffId, name, idempotencyKey);
@@ -200,9 +211,13 @@ export class LedgerCommands {
       });
       if (!result.ok) {
         log.info('command refused', { handoff_id: handoffId, code: result.error.code, actor: metadata.actor });
+        if (ticket) await this.rates.refund(ticket);
         return { ok: false, error: result.error };
       }
-      if (command.type === 'claim' && result.events.length > 0) this.rates.record(project, metadata.actor, Date.now());
+      // Granted by THIS request only if it stored the claim: a retry of a claim granted before is
+      // answered with no events, or with the events stored then (their time is the first
+      // request's), and must not count twice.
+      if (ticket && !result.events.some((e) => e.occurredAt === metadata.now)) await this.rates.refund(ticket);
       const handoff = toHandoffRecord(result.state);
       if (!handoff) return { ok: false, error: { code: 'not_found', kind: 'not_found', message: `handoff ${handoffId} does not exist` } };
       if (result.events.length > 0) {
@@ -211,6 +226,8 @@ export class LedgerCommands {
       return { ok: true, handoff, events: result.events.length };
     } catch (error) {
       log.error('command failed', error instanceof Error ? error : { error: String(error) });
+      // A conflict appended nothing; any other failure (a timeout) may have stored the claim, so it keeps its place.
+      if (ticket && error instanceof ConcurrencyConflict) await this.rates.refund(ticket);
       return this.unavailable(error);
     }
   }

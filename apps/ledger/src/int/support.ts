@@ -5,7 +5,9 @@ import { randomBytes } from 'node:crypto';
 import { createEventRegistry, type HandoffActorKind, type ProjectDefinition } from '@baton/contracts';
 import { DlqHeader, JetStreamEventStore, batonStreamNames, connectNats, type NatsHandle } from '@baton/eventstore';
 import type { LedgerCallOptions, RunningService } from '@baton/platform';
+import { claimRateBucket } from '../governance/claim-rate-store';
 import { startLedger } from '../ledger';
+import type { LedgerOptions } from '../ledger.module';
 
 export const NATS_URL = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
 
@@ -18,14 +20,19 @@ export async function connectTest(name = 'ledger-int'): Promise<NatsHandle> {
 }
 
 /** Boot one ledger instance in-process on `prefix` (HTTP on a free port, quiet logs). */
-export function bootLedger(prefix: string, instance: string, env: Record<string, string> = {}): Promise<RunningService> {
-  return startLedger({ ...process.env, BATON_PREFIX: prefix, BATON_INSTANCE: instance, HTTP_PORT: '0', LOG_LEVEL: 'error', ...env });
+export function bootLedger(prefix: string, instance: string, env: Record<string, string> = {}, options: LedgerOptions = {}): Promise<RunningService> {
+  return startLedger({ ...process.env, BATON_PREFIX: prefix, BATON_INSTANCE: instance, HTTP_PORT: '0', LOG_LEVEL: 'error', ...env }, options);
 }
 
-/** Delete the three streams of `prefix` (their consumers go with them). */
+/** The stream behind the claim-rate KV bucket of `prefix` (it exists only when a ledger ran with a cap). */
+export function claimRateStream(prefix: string): string {
+  return `KV_${claimRateBucket(prefix)}`;
+}
+
+/** Delete the three streams of `prefix` (their consumers go with them) and its claim-rate bucket. */
 export async function deleteStreams(handle: NatsHandle, prefix: string): Promise<void> {
   const names = batonStreamNames(prefix);
-  for (const name of [names.events, names.inbox, names.dlq]) await handle.jsm.streams.delete(name).catch(() => undefined);
+  for (const name of [names.events, names.inbox, names.dlq, claimRateStream(prefix)]) await handle.jsm.streams.delete(name).catch(() => undefined);
 }
 
 /** Publish a project definition as the router would (aggregate `definition` / `current`). */
