@@ -1,8 +1,9 @@
-import { createBatonViews, InvalidCursorError, type InboxItem, type ItemFilters } from '@baton/projections';
+import { createBatonViews, type InboxItem } from '@baton/projections';
 import type { Command } from '../command';
-import { int, parseCommandArgs, str } from '../command';
+import { parseCommandArgs, str } from '../command';
 import { ExitCode, UsageError } from '../errors';
-import { isoOf, printJson, renderTable } from '../output';
+import { isoOf } from '../output';
+import { filtersOf, listOf, PAGE_OPTIONS, pageRequest, printPage, readPage } from './paging';
 
 const FILTERS = ['project', 'kind', 'why', 'agent', 'priority'] as const;
 
@@ -34,10 +35,8 @@ Options:
         agent: { type: 'string', multiple: true },
         priority: { type: 'string', multiple: true },
         status: { type: 'string', multiple: true },
-        limit: { type: 'string' },
-        cursor: { type: 'string' },
         order: { type: 'string' },
-        json: { type: 'boolean' },
+        ...PAGE_OPTIONS,
       },
       { min: 0, max: 0 },
     );
@@ -51,22 +50,10 @@ Options:
     const order = str(args, 'order') ?? 'newest';
     if (order !== 'newest' && order !== 'urgent') throw new UsageError(`--order must be newest or urgent, got "${order}"`);
     const views = createBatonViews(await ctx.projections());
-    let page;
-    try {
-      page = await views.inbox({ filters, order, limit: int(args, 'limit', { min: 1, max: 500 }) ?? 50, cursor: str(args, 'cursor') ?? null });
-    } catch (error) {
-      if (error instanceof InvalidCursorError) throw new UsageError(`--cursor: ${error.message}`);
-      throw error;
-    }
-    if (args.values['json'] === true) {
-      printJson(ctx.io, page.items);
-      if (page.nextCursor) ctx.io.stderr.write(`next cursor: ${page.nextCursor}\n`);
-      return ExitCode.ok;
-    }
-    ctx.io.stdout.write(
-      renderTable<InboxItem>(
-        page.items,
-        [
+    const page = await readPage(() => views.inbox({ filters, order, ...pageRequest(args) }));
+    return printPage<InboxItem>(ctx.io, args, page, {
+      command: 'inbox',
+      columns: [
           { header: 'id', value: (i) => i.id, max: 48 },
           { header: 'kind', value: (i) => i.kind },
           { header: 'project', value: (i) => i.project },
@@ -76,28 +63,8 @@ Options:
           { header: 'status', value: (i) => i.status },
           { header: 'opened', value: (i) => isoOf(i.at) },
           { header: 'title', value: (i) => i.title, max: 70 },
-        ],
-        'the inbox is empty',
-      ),
-    );
-    if (page.nextCursor) ctx.io.stdout.write(`\nmore: baton inbox --cursor ${page.nextCursor}\n`);
-    return ExitCode.ok;
+      ],
+      empty: 'the inbox is empty',
+    });
   },
 };
-
-/** The values of a repeatable string option. */
-export function listOf(value: unknown): string[] {
-  const raw = Array.isArray(value) ? value : [value];
-  return raw.flatMap((v) => (typeof v === 'string' ? v.split(',').map((s) => s.trim()) : [])).filter((v) => v.length > 0);
-}
-
-/** Item filters from repeatable options (one value → that value, several → any of them). */
-export function filtersOf(values: Record<string, unknown>, fields: readonly (keyof ItemFilters)[]): ItemFilters {
-  const filters: ItemFilters = {};
-  for (const field of fields) {
-    const list = listOf(values[field]);
-    if (list.length === 1) filters[field] = list[0]!;
-    else if (list.length > 1) filters[field] = list;
-  }
-  return filters;
-}

@@ -1,9 +1,8 @@
-import { createBatonViews, InvalidCursorError, type StopRecord } from '@baton/projections';
+import { createBatonViews, type StopRecord } from '@baton/projections';
 import type { Command } from '../command';
-import { int, parseCommandArgs, str } from '../command';
-import { ExitCode, UsageError } from '../errors';
-import { printJson, renderTable } from '../output';
-import { filtersOf } from './inbox';
+import { parseCommandArgs, str } from '../command';
+import { ExitCode } from '../errors';
+import { filtersOf, PAGE_OPTIONS, pageRequest, printPage, readPage } from './paging';
 
 export const stopsCommand: Command = {
   name: 'stops',
@@ -32,9 +31,7 @@ Options:
         agent: { type: 'string', multiple: true },
         status: { type: 'string', multiple: true },
         project: { type: 'string', multiple: true },
-        limit: { type: 'string' },
-        cursor: { type: 'string' },
-        json: { type: 'boolean' },
+        ...PAGE_OPTIONS,
       },
       { min: 0, max: 0 },
     );
@@ -44,27 +41,16 @@ Options:
     }
     const views = createBatonViews(await ctx.projections());
     const run = str(args, 'run');
-    let page;
-    try {
-      page = await views.stops({
+    const page = await readPage(() =>
+      views.stops({
         filters: filtersOf(args.values, ['why', 'agent', 'status', 'project']),
         ...(run !== undefined ? { run } : {}),
-        limit: int(args, 'limit', { min: 1, max: 500 }) ?? 50,
-        cursor: str(args, 'cursor') ?? null,
-      });
-    } catch (error) {
-      if (error instanceof InvalidCursorError) throw new UsageError(`--cursor: ${error.message}`);
-      throw error;
-    }
-    if (args.values['json'] === true) {
-      printJson(ctx.io, page.items);
-      if (page.nextCursor) ctx.io.stderr.write(`next cursor: ${page.nextCursor}\n`);
-      return ExitCode.ok;
-    }
-    ctx.io.stdout.write(
-      renderTable<StopRecord>(
-        page.items,
-        [
+        ...pageRequest(args),
+      }),
+    );
+    return printPage<StopRecord>(ctx.io, args, page, {
+      command: 'stops',
+      columns: [
           { header: 'packet', value: (r) => r.stop.packet_id, max: 40 },
           { header: 'why', value: (r) => r.stop.why },
           { header: 'run', value: (r) => r.stop.workflow_run_id, max: 36 },
@@ -73,11 +59,8 @@ Options:
           { header: 'form', value: (r) => r.stop.next_form?.kind ?? '-' },
           { header: 'created', value: (r) => r.stop.created_at },
           { header: 'tried', value: (r) => r.stop.tried.join(', '), max: 40 },
-        ],
-        'no stop packets',
-      ),
-    );
-    if (page.nextCursor) ctx.io.stdout.write(`\nmore: baton stops --cursor ${page.nextCursor}\n`);
-    return ExitCode.ok;
+      ],
+      empty: 'no stop packets',
+    });
   },
 };

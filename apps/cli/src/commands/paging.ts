@@ -1,0 +1,67 @@
+import { InvalidCursorError, type ItemFilters } from '@baton/projections';
+import { int, str, type ParsedArgs } from '../command';
+import { ExitCode, UsageError } from '../errors';
+import { printJson, renderTable, type CliIo, type Column } from '../output';
+
+// What the listing commands (`baton inbox`, `baton stops`) share: repeatable filter options, the
+// paging options and how a page is printed.
+
+/** The paging options every listing command takes, for `parseCommandArgs`. */
+export const PAGE_OPTIONS = {
+  limit: { type: 'string' },
+  cursor: { type: 'string' },
+  json: { type: 'boolean' },
+} as const;
+
+/** One page of a projection listing. */
+export interface Page<T> {
+  items: T[];
+  nextCursor: string | null;
+}
+
+/** The values of a repeatable string option (`--why a --why b` or `--why a,b`). */
+export function listOf(value: unknown): string[] {
+  const raw = Array.isArray(value) ? value : [value];
+  return raw.flatMap((v) => (typeof v === 'string' ? v.split(',').map((s) => s.trim()) : [])).filter((v) => v.length > 0);
+}
+
+/** Item filters from repeatable options (one value → that value, several → any of them). */
+export function filtersOf(values: Record<string, unknown>, fields: readonly (keyof ItemFilters)[]): ItemFilters {
+  const filters: ItemFilters = {};
+  for (const field of fields) {
+    const list = listOf(values[field]);
+    if (list.length === 1) filters[field] = list[0]!;
+    else if (list.length > 1) filters[field] = list;
+  }
+  return filters;
+}
+
+/** `--limit` (1–500, default 50) and `--cursor` as a read takes them. */
+export function pageRequest(args: ParsedArgs): { limit: number; cursor: string | null } {
+  return { limit: int(args, 'limit', { min: 1, max: 500 }) ?? 50, cursor: str(args, 'cursor') ?? null };
+}
+
+/** Read one page; a cursor the projections do not recognise is the user's mistake (exit 2), not a crash. */
+export async function readPage<T>(read: () => Promise<Page<T>>): Promise<Page<T>> {
+  try {
+    return await read();
+  } catch (error) {
+    if (error instanceof InvalidCursorError) throw new UsageError(`--cursor: ${error.message}`);
+    throw error;
+  }
+}
+
+/**
+ * Print a page: with `--json` the items as a JSON array (the next cursor on stderr, so stdout
+ * stays one JSON value), else a table and the command that reads the next page.
+ */
+export function printPage<T>(io: CliIo, args: ParsedArgs, page: Page<T>, table: { command: string; columns: Column<T>[]; empty: string }): ExitCode {
+  if (args.values['json'] === true) {
+    printJson(io, page.items);
+    if (page.nextCursor) io.stderr.write(`next cursor: ${page.nextCursor}\n`);
+    return ExitCode.ok;
+  }
+  io.stdout.write(renderTable<T>(page.items, table.columns, table.empty));
+  if (page.nextCursor) io.stdout.write(`\nmore: baton ${table.command} --cursor ${page.nextCursor}\n`);
+  return ExitCode.ok;
+}
