@@ -146,6 +146,18 @@ describe('the baton command against real NATS and Redis', () => {
     expect(table.out).toContain('handback:hb-1');
   });
 
+  it('inbox and stops page alike: a bad cursor is a usage error, stops --json is a JSON array, a table with nothing to show says so', async () => {
+    const bad = await baton('inbox', '--cursor', 'not-a-cursor');
+    expect(bad.code).toBe(2);
+    expect(bad.err).toContain('--cursor');
+    expect((await baton('stops', '--cursor', 'not-a-cursor')).code).toBe(2);
+    const stops = await baton('stops', '--json', '--why', 'policy,budget');
+    expect(stops.code).toBe(0);
+    expect(JSON.parse(stops.out)).toEqual([]);
+    expect((await baton('stops')).out).toContain('no stop packets');
+    expect((await baton('inbox', '--limit', '0')).code).toBe(2);
+  });
+
   it('handoff <id> reads the timeline straight from the stream, and still works when the projections are gone', async () => {
     const live = await baton('handoff', 'h-1', '--json');
     expect(live.code).toBe(0);
