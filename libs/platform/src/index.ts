@@ -6,3 +6,4 @@ export * from './service/bootstrap';
 export * from './transport';
 export * from './clients';
 export * from './observability';
+export * from './auth';

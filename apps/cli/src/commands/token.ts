@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { API_TOKEN_ROLES, ApiTokenKeys, mintApiToken, type ApiTokenRecord, type ApiTokenRole } from '@baton/platform';
 import type { Command, ParsedArgs } from '../command';
 import { flag, parseCommandArgs, required } from '../command';
 import type { CliContext } from '../context';
@@ -7,31 +7,13 @@ import { printJson, renderTable } from '../output';
 
 /**
  * Operator tokens for the notifier's API and web inbox, written straight to Redis (whoever can
- * write the deployment's Redis is an admin already). The format MUST stay in step with
- * apps/notifier/src/auth/token-store.ts, which verifies them: token `bt_<16 hex id>_<43 base64url
- * secret>`; record `<prefix>:auth:token:<id>` = JSON { token_id, name, role, projects ('*' or a
- * list), salt (32 hex), hash = sha256(salt ":" secret) hex, created_at, created_by?, revoked_at };
- * set `<prefix>:auth:tokens` of ids. The secret itself is printed once and never stored.
+ * write the deployment's Redis is an admin already), in the format the notifier verifies
+ * (libs/platform/src/auth/api-token.ts: token, salted hash, record and keys). The secret itself
+ * is printed once and never stored.
  */
 
-const ROLES = ['viewer', 'operator', 'admin'] as const;
-type Role = (typeof ROLES)[number];
 const NAME = /^[A-Za-z0-9_\-.:@]{1,128}$/;
 const PROJECT = /^[a-z0-9][a-z0-9_-]{0,63}$/;
-
-interface TokenRecord {
-  token_id: string;
-  name: string;
-  role: Role;
-  projects: '*' | string[];
-  salt: string;
-  hash: string;
-  created_at: string;
-  created_by?: string;
-  revoked_at: string | null;
-}
-
-const keys = (prefix: string) => ({ token: (id: string) => `${prefix}:auth:token:${id}`, tokens: `${prefix}:auth:tokens` });
 
 function list(args: ParsedArgs, name: string): string[] {
   const value = args.values[name];
@@ -41,7 +23,7 @@ function list(args: ParsedArgs, name: string): string[] {
 
 async function create(args: ParsedArgs, ctx: CliContext): Promise<ExitCode> {
   const role = required(args, 'role');
-  if (!ROLES.includes(role as Role)) throw new UsageError(`--role must be viewer, operator or admin, got "${role}"`);
+  if (!API_TOKEN_ROLES.includes(role as ApiTokenRole)) throw new UsageError(`--role must be viewer, operator or admin, got "${role}"`);
   const name = (args.values['name'] as string | undefined) ?? ctx.operator();
   if (!NAME.test(name)) throw new UsageError(`--name may hold letters, digits and _ - . : @ only (1-128), got "${name}"`);
   const projects = list(args, 'project');
@@ -49,23 +31,20 @@ async function create(args: ParsedArgs, ctx: CliContext): Promise<ExitCode> {
   for (const project of projects) if (!PROJECT.test(project)) throw new UsageError(`--project "${project}" is not a project key (lowercase letters, digits, _ and -)`);
   if (!all && projects.length === 0) throw new UsageError('a viewer or operator token needs --project <p> (repeatable) or --all-projects');
   const prefix = ctx.config().BATON_PREFIX;
-  const tokenId = randomBytes(8).toString('hex');
-  const secret = randomBytes(32).toString('base64url');
-  const salt = randomBytes(16).toString('hex');
-  const record: TokenRecord = {
+  const { tokenId, token, salt, hash } = mintApiToken();
+  const record: ApiTokenRecord = {
     token_id: tokenId,
     name,
-    role: role as Role,
+    role: role as ApiTokenRole,
     projects: all ? '*' : [...new Set(projects)],
     salt,
-    hash: createHash('sha256').update(`${salt}:${secret}`).digest('hex'),
+    hash,
     created_at: new Date().toISOString(),
     created_by: ctx.env['USER'] ?? 'baton-cli',
     revoked_at: null,
   };
   const redis = (await ctx.redis()).client;
-  await redis.multi().set(keys(prefix).token(tokenId), JSON.stringify(record), 'NX').sadd(keys(prefix).tokens, tokenId).exec();
-  const token = `bt_${tokenId}_${secret}`;
+  await redis.multi().set(ApiTokenKeys.token(prefix, tokenId), JSON.stringify(record), 'NX').sadd(ApiTokenKeys.tokens(prefix), tokenId).exec();
   if (flag(args, 'json')) {
     printJson(ctx.io, { token, token_id: tokenId, name, role, projects: record.projects, created_at: record.created_at });
   } else {
@@ -75,9 +54,9 @@ async function create(args: ParsedArgs, ctx: CliContext): Promise<ExitCode> {
   return ExitCode.ok;
 }
 
-async function read(ctx: CliContext, prefix: string, id: string): Promise<TokenRecord | null> {
-  const raw = await (await ctx.redis()).client.get(keys(prefix).token(id));
-  return raw === null ? null : (JSON.parse(raw) as TokenRecord);
+async function read(ctx: CliContext, prefix: string, id: string): Promise<ApiTokenRecord | null> {
+  const raw = await (await ctx.redis()).client.get(ApiTokenKeys.token(prefix, id));
+  return raw === null ? null : (JSON.parse(raw) as ApiTokenRecord);
 }
 
 export const tokenCommand: Command = {
@@ -118,9 +97,9 @@ Options (create):
         return create(args, ctx);
       case 'list': {
         const redis = (await ctx.redis()).client;
-        const ids = await redis.smembers(keys(prefix).tokens);
+        const ids = await redis.smembers(ApiTokenKeys.tokens(prefix));
         const records = (await Promise.all(ids.map((id) => read(ctx, prefix, id))))
-          .filter((r): r is TokenRecord => r !== null)
+          .filter((r): r is ApiTokenRecord => r !== null)
           .map(({ salt: _salt, hash: _hash, ...info }) => info)
           .sort((a, b) => a.created_at.localeCompare(b.created_at));
         if (flag(args, 'json')) printJson(ctx.io, records);
@@ -146,7 +125,7 @@ Options (create):
         if (id === undefined) throw new UsageError('missing <token_id>');
         const record = await read(ctx, prefix, id);
         if (!record) throw new CliError(`no token ${id}`);
-        if (record.revoked_at === null) await (await ctx.redis()).client.set(keys(prefix).token(id), JSON.stringify({ ...record, revoked_at: new Date().toISOString() }));
+        if (record.revoked_at === null) await (await ctx.redis()).client.set(ApiTokenKeys.token(prefix, id), JSON.stringify({ ...record, revoked_at: new Date().toISOString() }));
         ctx.io.stdout.write(`revoked ${id}\n`);
         return ExitCode.ok;
       }

@@ -1,34 +1,39 @@
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { z } from 'zod';
 import { ActorNameSchema, IsoTimeSchema, ProjectIdSchema } from '@baton/contracts';
+import {
+  API_TOKEN_HASH_PATTERN,
+  API_TOKEN_ID_PATTERN,
+  API_TOKEN_SALT_PATTERN,
+  ApiTokenKeys,
+  mintApiToken,
+  parseApiToken,
+  tokenSecretMatches,
+  type ApiTokenRecord,
+} from '@baton/platform';
 import { ALL_PROJECTS, RoleSchema, type Principal, type ProjectScope, type Role } from './roles';
 
 /**
- * Operator API tokens, stored hashed in Redis under the deployment's prefix.
- *
- * A token reads `bt_<id>_<secret>`: `id` is 16 hex characters (the lookup key, not secret),
- * `secret` 32 random bytes in base64url. Redis keeps, per token, `<prefix>:auth:token:<id>` =
- * JSON {@link TokenRecord} holding a random salt and `sha256(salt ":" secret)`, never the secret.
- * A salted SHA-256 suffices because the secret is 256 random bits (nothing to brute-force, unlike
- * a password); scrypt would only add latency to every request. `<prefix>:auth:tokens` is the set of
- * token ids. `baton token create` (apps/cli/src/commands/token.ts) writes the same format — keep
- * the two in step; the browser suite authenticates with a CLI-made token against this store.
+ * Operator API tokens, stored hashed in Redis under the deployment's prefix. The format (the
+ * token string, the salted hash, the record and its keys) is libs/platform/src/auth/api-token.ts,
+ * shared with `baton token create` (apps/cli/src/commands/token.ts), which writes tokens straight
+ * to Redis; the browser suite authenticates with a CLI-made token against this store. Salted
+ * SHA-256 rather than scrypt: the secret is 256 random bits, and scrypt would only add latency to
+ * every request.
  */
 
-export const TOKEN_PATTERN = /^bt_([0-9a-f]{16})_([A-Za-z0-9_-]{43})$/;
-
+/** A stored record as the notifier accepts it: the shared record shape, validated. */
 export const TokenRecordSchema = z.strictObject({
-  token_id: z.string().regex(/^[0-9a-f]{16}$/),
+  token_id: z.string().regex(API_TOKEN_ID_PATTERN),
   name: ActorNameSchema,
   role: RoleSchema,
   projects: z.union([z.literal(ALL_PROJECTS), z.array(ProjectIdSchema).min(1).max(100)]),
-  salt: z.string().regex(/^[0-9a-f]{32}$/),
-  hash: z.string().regex(/^[0-9a-f]{64}$/),
+  salt: z.string().regex(API_TOKEN_SALT_PATTERN),
+  hash: z.string().regex(API_TOKEN_HASH_PATTERN),
   created_at: IsoTimeSchema,
   created_by: z.string().min(1).max(200).optional(),
   revoked_at: IsoTimeSchema.nullable(),
-});
+}) satisfies z.ZodType<ApiTokenRecord>;
 export type TokenRecord = z.infer<typeof TokenRecordSchema>;
 
 /** A token as listed: everything but the salt and hash. */
@@ -36,16 +41,10 @@ export type TokenInfo = Omit<TokenRecord, 'salt' | 'hash'>;
 
 /** The Redis keys of the auth data of a deployment. */
 export const AuthKeys = {
-  token: (prefix: string, tokenId: string) => `${prefix}:auth:token:${tokenId}`,
-  tokens: (prefix: string) => `${prefix}:auth:tokens`,
+  ...ApiTokenKeys,
   /** Keyed by sha256 of the session id, so a Redis dump holds no live session cookie. */
   session: (prefix: string, sessionHash: string) => `${prefix}:auth:session:${sessionHash}`,
 } as const;
-
-/** `sha256(salt ":" secret)` in hex. */
-export function hashTokenSecret(salt: string, secret: string): string {
-  return createHash('sha256').update(`${salt}:${secret}`).digest('hex');
-}
 
 export interface CreateTokenInput {
   name: string;
@@ -73,24 +72,22 @@ export class TokenStore {
    * @throws TokenInputError on a bad name, role or project list.
    */
   async create(input: CreateTokenInput): Promise<{ token: string; info: TokenInfo }> {
-    const tokenId = randomBytes(8).toString('hex');
-    const secret = randomBytes(32).toString('base64url');
-    const salt = randomBytes(16).toString('hex');
+    const minted = mintApiToken();
     const projects = input.role === 'admin' ? ALL_PROJECTS : input.projects;
     const parsed = TokenRecordSchema.safeParse({
-      token_id: tokenId,
+      token_id: minted.tokenId,
       name: input.name,
       role: input.role,
       projects: projects === ALL_PROJECTS ? ALL_PROJECTS : [...new Set(projects)],
-      salt,
-      hash: hashTokenSecret(salt, secret),
+      salt: minted.salt,
+      hash: minted.hash,
       created_at: input.now,
       ...(input.createdBy !== undefined ? { created_by: input.createdBy } : {}),
       revoked_at: null,
     });
     if (!parsed.success) throw new TokenInputError(parsed.error.issues.map((i) => `${i.path.join('.') || 'token'}: ${i.message}`).join('; '));
-    await this.redis.multi().set(AuthKeys.token(this.prefix, tokenId), JSON.stringify(parsed.data), 'NX').sadd(AuthKeys.tokens(this.prefix), tokenId).exec();
-    return { token: `bt_${tokenId}_${secret}`, info: infoOf(parsed.data) };
+    await this.redis.multi().set(AuthKeys.token(this.prefix, minted.tokenId), JSON.stringify(parsed.data), 'NX').sadd(AuthKeys.tokens(this.prefix), minted.tokenId).exec();
+    return { token: minted.token, info: infoOf(parsed.data) };
   }
 
   /**
@@ -99,14 +96,11 @@ export class TokenStore {
    * revocation takes effect at once.
    */
   async verify(presented: string): Promise<Principal | null> {
-    const match = TOKEN_PATTERN.exec(presented.trim());
-    if (!match) return null;
-    const [, tokenId, secret] = match as unknown as [string, string, string];
-    const record = await this.get(tokenId);
+    const parts = parseApiToken(presented);
+    if (!parts) return null;
+    const record = await this.get(parts.tokenId);
     if (!record || record.revoked_at !== null) return null;
-    const expected = Buffer.from(record.hash, 'hex');
-    const actual = Buffer.from(hashTokenSecret(record.salt, secret), 'hex');
-    if (expected.length !== actual.length || !timingSafeEqual(expected, actual)) return null;
+    if (!tokenSecretMatches(record.salt, parts.secret, record.hash)) return null;
     return principalOf(record, 'token');
   }
 

@@ -1,0 +1,91 @@
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+
+/**
+ * The operator API token format, in one place for the two sides that must agree on it: the CLI
+ * (`baton token create`, apps/cli/src/commands/token.ts) writes tokens straight to Redis, and the
+ * notifier (apps/notifier/src/auth/token-store.ts) creates and verifies them.
+ *
+ * A token reads `bt_<id>_<secret>`: `id` is 16 hex characters (8 random bytes; the lookup key, not
+ * secret), `secret` 32 random bytes in base64url (43 characters, which may include `_` and `-`).
+ * Redis keeps, per token, `<prefix>:auth:token:<id>` = JSON {@link ApiTokenRecord} holding a
+ * random salt (16 bytes, hex) and `sha256(salt ":" secret)` in hex, never the secret;
+ * `<prefix>:auth:tokens` is the set of token ids. A salted SHA-256 suffices because the secret is
+ * 256 random bits (nothing to brute-force, unlike a password).
+ */
+
+export const API_TOKEN_PREFIX = 'bt';
+/** A whole token: groups 1 and 2 are the id and the secret. */
+export const API_TOKEN_PATTERN = /^bt_([0-9a-f]{16})_([A-Za-z0-9_-]{43})$/;
+export const API_TOKEN_ID_PATTERN = /^[0-9a-f]{16}$/;
+export const API_TOKEN_SALT_PATTERN = /^[0-9a-f]{32}$/;
+export const API_TOKEN_HASH_PATTERN = /^[0-9a-f]{64}$/;
+
+/** Roles a token may carry (what each may do is the notifier's business: apps/notifier/src/auth/roles.ts). */
+export const API_TOKEN_ROLES = ['viewer', 'operator', 'admin'] as const;
+export type ApiTokenRole = (typeof API_TOKEN_ROLES)[number];
+
+/** What Redis keeps per token at `<prefix>:auth:token:<id>`. */
+export interface ApiTokenRecord {
+  token_id: string;
+  name: string;
+  role: ApiTokenRole;
+  /** `*` for every project, else the project keys. */
+  projects: '*' | string[];
+  salt: string;
+  hash: string;
+  created_at: string;
+  created_by?: string;
+  revoked_at: string | null;
+}
+
+/** The Redis keys of a deployment's tokens. */
+export const ApiTokenKeys = {
+  token: (prefix: string, tokenId: string) => `${prefix}:auth:token:${tokenId}`,
+  tokens: (prefix: string) => `${prefix}:auth:tokens`,
+} as const;
+
+export interface ApiTokenParts {
+  tokenId: string;
+  secret: string;
+}
+
+/** `bt_<id>_<secret>`. */
+export function formatApiToken(parts: ApiTokenParts): string {
+  return `${API_TOKEN_PREFIX}_${parts.tokenId}_${parts.secret}`;
+}
+
+/** The id and secret of a presented token (surrounding white space ignored), or null when it is not a token. */
+export function parseApiToken(presented: string): ApiTokenParts | null {
+  const match = API_TOKEN_PATTERN.exec(presented.trim());
+  if (!match) return null;
+  const [, tokenId, secret] = match as unknown as [string, string, string];
+  return { tokenId, secret };
+}
+
+/** `sha256(salt ":" secret)` in hex. */
+export function hashTokenSecret(salt: string, secret: string): string {
+  return createHash('sha256').update(`${salt}:${secret}`).digest('hex');
+}
+
+/** True when `secret` hashes with `salt` to the stored `hash` (compared in constant time). */
+export function tokenSecretMatches(salt: string, secret: string, hash: string): boolean {
+  const expected = Buffer.from(hash, 'hex');
+  const actual = Buffer.from(hashTokenSecret(salt, secret), 'hex');
+  return expected.length === actual.length && timingSafeEqual(expected, actual);
+}
+
+export interface NewApiToken extends ApiTokenParts {
+  /** The token to hand out once: `bt_<id>_<secret>`. */
+  token: string;
+  salt: string;
+  /** What to store: {@link hashTokenSecret}(salt, secret). */
+  hash: string;
+}
+
+/** A new token: random id, secret and salt, the token string, and the hash to store instead of the secret. */
+export function mintApiToken(): NewApiToken {
+  const tokenId = randomBytes(8).toString('hex');
+  const secret = randomBytes(32).toString('base64url');
+  const salt = randomBytes(16).toString('hex');
+  return { tokenId, secret, token: formatApiToken({ tokenId, secret }), salt, hash: hashTokenSecret(salt, secret) };
+}
