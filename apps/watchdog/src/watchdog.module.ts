@@ -1,8 +1,6 @@
 import { DynamicModule, Inject, Injectable, Module, OnApplicationBootstrap, OnModuleDestroy } from '@nestjs/common';
 import { batonStreamNames } from '@baton/eventstore';
-import { JetStreamClient, RUNTIME, type ServiceRuntime } from '@baton/platform';
-// TODO(lead): import LedgerClient from '@baton/platform' once libs/platform/src/index.ts exports './clients'.
-import { LedgerClient } from '@baton/platform';
+import { JetStreamClient, LedgerClient, RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { WATCHDOG_CONFIG, type WatchdogConfig } from './config';
 import { DeadlineTracker } from './deadlines/deadline-tracker';
 import { expireDeadlineLedger, HandoffDeadlineTracker } from './deadlines/handoff-deadlines';
@@ -29,6 +27,31 @@ const WATCHDOG_OPTIONS = Symbol('WATCHDOG_OPTIONS');
 
 /** The second requeue loop: it walks the handoff-deadline table and sends `expire_deadline`. */
 export const DEADLINE_LOOP = Symbol('DEADLINE_LOOP');
+
+/** What every follower of the events stream (deadlines, guards, handoff deadlines) is built with. */
+function eventsFollower(runtime: ServiceRuntime, component: string) {
+  return {
+    js: runtime.nats.js,
+    stream: batonStreamNames(runtime.config.BATON_PREFIX).events,
+    prefix: runtime.config.BATON_PREFIX,
+    registry: runtime.registry,
+    logger: runtime.logger.child({ component }),
+  };
+}
+
+/** The watchdog's ledger client: one attempt per call, since its loops retry after WATCHDOG_RETRY_MS. */
+function watchdogLedger(runtime: ServiceRuntime, config: WatchdogConfig): LedgerClient {
+  return new LedgerClient(runtime.nats, runtime.config.BATON_PREFIX, {
+    as: { actor: WATCHDOG_ACTOR, actor_kind: 'watchdog' },
+    timeoutMs: config.WATCHDOG_REQUEST_TIMEOUT_MS,
+    attempts: 1,
+  });
+}
+
+/** The pacing both requeue loops share. */
+function loopPacing(config: WatchdogConfig) {
+  return { tickMs: config.WATCHDOG_TICK_MS, retryMs: config.WATCHDOG_RETRY_MS, maxInflight: config.WATCHDOG_MAX_INFLIGHT, batch: config.WATCHDOG_BATCH };
+}
 
 /**
  * Starts the deadline tracker when the application boots and the requeue loop once the table has
@@ -90,25 +113,13 @@ export class WatchdogModule {
         {
           provide: REQUEUE_LEDGER,
           inject: [RUNTIME],
-          useFactory: (runtime: ServiceRuntime): RequeueLedger =>
-            // One attempt per tick: the loop itself retries after WATCHDOG_RETRY_MS.
-            new LedgerClient(runtime.nats, runtime.config.BATON_PREFIX, {
-              as: { actor: WATCHDOG_ACTOR, actor_kind: 'watchdog' },
-              timeoutMs: config.WATCHDOG_REQUEST_TIMEOUT_MS,
-              attempts: 1,
-            }),
+          // One attempt per tick: the loop itself retries after WATCHDOG_RETRY_MS.
+          useFactory: (runtime: ServiceRuntime): RequeueLedger => watchdogLedger(runtime, config),
         },
         {
           provide: DeadlineTracker,
           inject: [RUNTIME],
-          useFactory: (runtime: ServiceRuntime) =>
-            new DeadlineTracker({
-              js: runtime.nats.js,
-              stream: batonStreamNames(runtime.config.BATON_PREFIX).events,
-              prefix: runtime.config.BATON_PREFIX,
-              registry: runtime.registry,
-              logger: runtime.logger.child({ component: 'deadlines' }),
-            }),
+          useFactory: (runtime: ServiceRuntime) => new DeadlineTracker(eventsFollower(runtime, 'deadlines')),
         },
         {
           provide: RequeueLoop,
@@ -118,10 +129,7 @@ export class WatchdogModule {
               table: tracker.table,
               ledger,
               logger: runtime.logger.child({ component: 'requeue' }),
-              tickMs: config.WATCHDOG_TICK_MS,
-              retryMs: config.WATCHDOG_RETRY_MS,
-              maxInflight: config.WATCHDOG_MAX_INFLIGHT,
-              batch: config.WATCHDOG_BATCH,
+              ...loopPacing(config),
               ...(options.onRequeueOutcome ? { onOutcome: options.onRequeueOutcome } : {}),
             }),
         },
@@ -145,10 +153,7 @@ export class WatchdogModule {
           useFactory: (runtime: ServiceRuntime) => {
             const client = new JetStreamClient(runtime.nats);
             return new GuardRunner({
-              js: runtime.nats.js,
-              stream: batonStreamNames(runtime.config.BATON_PREFIX).events,
-              prefix: runtime.config.BATON_PREFIX,
-              registry: runtime.registry,
+              ...eventsFollower(runtime, 'guards'),
               book: new GuardBook({
                 maxHops: config.WATCHDOG_MAX_HOPS,
                 maxAlternations: config.WATCHDOG_MAX_ALTERNATIONS,
@@ -156,7 +161,6 @@ export class WatchdogModule {
                 circuitCooldownMs: config.WATCHDOG_CIRCUIT_COOLDOWN_MS,
               }),
               publish: (subject, body, msgId) => client.publish(subject, body, { msgId }),
-              logger: runtime.logger.child({ component: 'guards' }),
               actor: WATCHDOG_ACTOR,
             });
           },
@@ -164,32 +168,18 @@ export class WatchdogModule {
         {
           provide: HandoffDeadlineTracker,
           inject: [RUNTIME],
-          useFactory: (runtime: ServiceRuntime) =>
-            new HandoffDeadlineTracker({
-              js: runtime.nats.js,
-              stream: batonStreamNames(runtime.config.BATON_PREFIX).events,
-              prefix: runtime.config.BATON_PREFIX,
-              registry: runtime.registry,
-              logger: runtime.logger.child({ component: 'handoff-deadlines' }),
-            }),
+          useFactory: (runtime: ServiceRuntime) => new HandoffDeadlineTracker(eventsFollower(runtime, 'handoff-deadlines')),
         },
         {
           provide: DEADLINE_LOOP,
           inject: [RUNTIME, HandoffDeadlineTracker],
           useFactory: (runtime: ServiceRuntime, deadlines: HandoffDeadlineTracker) => {
-            const client = new LedgerClient(runtime.nats, runtime.config.BATON_PREFIX, {
-              as: { actor: WATCHDOG_ACTOR, actor_kind: 'watchdog' },
-              timeoutMs: config.WATCHDOG_REQUEST_TIMEOUT_MS,
-              attempts: 1,
-            });
+            const client = watchdogLedger(runtime, config);
             return new RequeueLoop({
               table: deadlines.table,
               ledger: expireDeadlineLedger((project, command, body) => client.send(project, command, body)),
               logger: runtime.logger.child({ component: 'deadline-expiry' }),
-              tickMs: config.WATCHDOG_TICK_MS,
-              retryMs: config.WATCHDOG_RETRY_MS,
-              maxInflight: config.WATCHDOG_MAX_INFLIGHT,
-              batch: config.WATCHDOG_BATCH,
+              ...loopPacing(config),
               ...(options.onDeadlineOutcome ? { onOutcome: options.onDeadlineOutcome } : {}),
             });
           },
