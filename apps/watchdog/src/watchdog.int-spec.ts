@@ -1,6 +1,5 @@
 import { headers as natsHeaders } from 'nats';
 import { batonStreamNames, DlqHeader } from '@baton/eventstore';
-// TODO(lead): import from '@baton/platform' once libs/platform/src/index.ts exports './clients'.
 import { LedgerClient } from '@baton/platform';
 import { StopRunRequestSchema, stopPacketId, stopRequestSubject } from './escalation/stop-request';
 import { PROJECT, sleep, startHarness, waitFor, type Harness } from './int/support';
