@@ -5,15 +5,24 @@ import { RUNTIME, type ServiceConfig, type ServiceRuntime } from '@baton/platfor
 import { NOTIFIER_CONFIG, webhookBackoff, type NotifierConfig } from '../notifier.config';
 import { WebhookSender } from './webhook-sender';
 
-/** The notifier's durable consumer that delivers notices to webhooks. */
+/** The notifier's durable consumer that delivers run notices to webhooks. */
 export const WEBHOOK_DURABLE = 'notifier_webhooks';
+/** The one that delivers mesh notices (a second consumer: nats-server 2.9 takes one filter per consumer). */
+export const MESH_WEBHOOK_DURABLE = 'notifier_webhooks_mesh';
+
+/** The aggregate kinds whose notices reach webhooks, each with its consumer and notice event. */
+const NOTICE_SOURCES = [
+  { kind: 'run', durable: WEBHOOK_DURABLE, type: 'run.notice_emitted' },
+  { kind: 'mesh', durable: MESH_WEBHOOK_DURABLE, type: 'mesh.notice_emitted' },
+] as const;
 
 const decoder = new TextDecoder();
 
 /**
  * Delivers human action notices to the webhooks of NOTIFIER_WEBHOOKS (they are still published on
- * `<prefix>.notice.<project>` by the projection applier). A durable consumer on the run events
- * (`<prefix>.ev.*.run.*`, created to start at new events) reads each `run.notice_emitted`; the
+ * `<prefix>.notice.<project>` by the projection applier). Durable consumers on the run events
+ * (`<prefix>.ev.*.run.*`) and on the mesh events (`<prefix>.ev.*.mesh.*`), created to start at
+ * new events, read each `run.notice_emitted` and `mesh.notice_emitted`; the
  * {@link WebhookSender} posts it, signed, to each matching webhook. When a webhook fails the
  * message is naked with exponential backoff (NOTIFIER_WEBHOOK_BACKOFF_MS doubling up to
  * NOTIFIER_WEBHOOK_BACKOFF_MAX_MS) and redelivered; webhooks that already answered 2xx are
@@ -24,7 +33,7 @@ const decoder = new TextDecoder();
  */
 @Injectable()
 export class WebhookDelivery implements OnApplicationBootstrap, BeforeApplicationShutdown {
-  private runner: ConsumerRunner | null = null;
+  private runners: ConsumerRunner[] = [];
   private sender: WebhookSender | null = null;
 
   constructor(
@@ -46,39 +55,39 @@ export class WebhookDelivery implements OnApplicationBootstrap, BeforeApplicatio
     this.sender = new WebhookSender({ targets, redis: redis.client, prefix, timeoutMs: this.config.NOTIFIER_WEBHOOK_TIMEOUT_MS });
     const stream = batonStreamNames(prefix).events;
     await provision(nats.jsm, {
-      consumers: [
-        {
-          stream,
-          durable: WEBHOOK_DURABLE,
-          filterSubject: Subjects.aggregateKind(prefix, 'run'),
-          deliverFrom: 'new',
-          ackWaitMs: Math.max(30_000, this.config.NOTIFIER_WEBHOOK_TIMEOUT_MS * 3),
-          maxAckPending: 256,
-          description: 'notifier: human action notices to webhooks',
+      consumers: NOTICE_SOURCES.map(({ kind, durable }) => ({
+        stream,
+        durable,
+        filterSubject: Subjects.aggregateKind(prefix, kind),
+        deliverFrom: 'new' as const,
+        ackWaitMs: Math.max(30_000, this.config.NOTIFIER_WEBHOOK_TIMEOUT_MS * 3),
+        maxAckPending: 256,
+        description: `notifier: human action notices of ${kind} aggregates to webhooks`,
+      })),
+    });
+    this.runners = NOTICE_SOURCES.map(({ durable, type }) =>
+      runConsumer({
+        js: nats.js,
+        stream,
+        durable,
+        prefix,
+        maxDeliver: this.config.NOTIFIER_WEBHOOK_MAX_ATTEMPTS,
+        backoffMs: webhookBackoff(this.config),
+        concurrency: 8,
+        batch: 8,
+        pullExpiresMs: 1000,
+        handler: (msg) => this.handle(msg, type),
+        onOutcome: (outcome) => {
+          if (outcome.kind === 'retry') logger.warn('webhook delivery will be retried', { durable, seq: outcome.msg.seq, attempt: outcome.msg.deliveryCount, delay_ms: outcome.delayMs, error: String(outcome.error) });
+          if (outcome.kind === 'dead_lettered') logger.error('webhook delivery gave up (dead-lettered)', { durable, seq: outcome.msg.seq, reason: outcome.reason });
         },
-      ],
-    });
-    this.runner = runConsumer({
-      js: nats.js,
-      stream,
-      durable: WEBHOOK_DURABLE,
-      prefix,
-      maxDeliver: this.config.NOTIFIER_WEBHOOK_MAX_ATTEMPTS,
-      backoffMs: webhookBackoff(this.config),
-      concurrency: 8,
-      batch: 8,
-      pullExpiresMs: 1000,
-      handler: (msg) => this.handle(msg),
-      onOutcome: (outcome) => {
-        if (outcome.kind === 'retry') logger.warn('webhook delivery will be retried', { seq: outcome.msg.seq, attempt: outcome.msg.deliveryCount, delay_ms: outcome.delayMs, error: String(outcome.error) });
-        if (outcome.kind === 'dead_lettered') logger.error('webhook delivery gave up (dead-lettered)', { seq: outcome.msg.seq, reason: outcome.reason });
-      },
-      onError: (error) => logger.error('webhook consumer pull failed', { error: String(error) }),
-    });
-    logger.info('webhook delivery started', { webhooks: targets.length, durable: WEBHOOK_DURABLE });
+        onError: (error) => logger.error('webhook consumer pull failed', { durable, error: String(error) }),
+      }),
+    );
+    logger.info('webhook delivery started', { webhooks: targets.length, durables: NOTICE_SOURCES.map((source) => source.durable) });
   }
 
-  private async handle(msg: ConsumedMessage): Promise<void> {
+  private async handle(msg: ConsumedMessage, noticeType: (typeof NOTICE_SOURCES)[number]['type']): Promise<void> {
     let raw: unknown;
     try {
       raw = JSON.parse(decoder.decode(msg.data));
@@ -86,7 +95,7 @@ export class WebhookDelivery implements OnApplicationBootstrap, BeforeApplicatio
       return; // the projection applier dead-letters undecodable events; nothing to deliver here
     }
     const decoded = this.runtime.registry.decode(raw);
-    if (!decoded.ok || decoded.value.type !== 'run.notice_emitted') return;
+    if (!decoded.ok || decoded.value.type !== noticeType) return;
     const notice = HumanActionNoticeSchema.parse((decoded.value.payload as { notice: unknown }).notice);
     const report = await (this.sender as WebhookSender).deliver(notice, msg.deliveryCount);
     const log = { notice_id: notice.notice_id, workflow_run_id: notice.workflow_run_id, event_id: decoded.value.id, attempt: msg.deliveryCount };
@@ -97,7 +106,8 @@ export class WebhookDelivery implements OnApplicationBootstrap, BeforeApplicatio
   }
 
   async beforeApplicationShutdown(): Promise<void> {
-    await this.runner?.stop();
-    this.runner = null;
+    const runners = this.runners;
+    this.runners = [];
+    await Promise.all(runners.map((runner) => runner.stop()));
   }
 }

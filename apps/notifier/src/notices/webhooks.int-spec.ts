@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { HumanActionNoticeSchema, Subjects } from '@baton/contracts';
 import { batonStreamNames } from '@baton/eventstore';
 import { verifyWebhookSignature } from '@baton/sdk';
-import { startFixture, startRun, stopRun, type NotifierFixture } from '../web/console-fixture.int-support';
+import { startFixture, startRun, stopRun, thrashMesh, type NotifierFixture } from '../web/console-fixture.int-support';
 import { WebhookDelivery } from './webhook-delivery';
 import { targetId } from './webhook-sender';
 
@@ -107,6 +107,22 @@ describe('human action notices to webhooks: signed, retried with backoff, dedupl
     expect(report).toEqual({ delivered: [], skipped: expect.arrayContaining([targetId({ url: `${url}/flaky` }), targetId({ url: `${url}/steady` })]), failed: [] });
     expect(received.length).toBe(before);
     expect(natsNotices).toEqual([notice.notice_id]);
+  });
+
+  it("a mesh's notice (a mesh stopped at its cap) reaches the webhooks like a run's, signed, once", async () => {
+    const packetId = await thrashMesh(fx.events, 'beta', 'mesh-hook');
+    let delivered: Received[] = [];
+    for (let i = 0; i < 100 && delivered.length === 0; i++) {
+      delivered = received.filter((r) => r.hook === 'beta' && r.body.includes('mesh-hook'));
+      if (delivered.length === 0) await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    expect(delivered.map((r) => r.status)).toEqual([200]);
+    const notice = HumanActionNoticeSchema.parse(JSON.parse(delivered[0]!.body));
+    expect(notice).toMatchObject({ project: 'beta', workflow_run_id: 'mesh-hook', reason: 'stop', stop_id: packetId, recipient: { handle: 'sam' } });
+    expect(verifyWebhookSignature(delivered[0]!.body, delivered[0]!.headers, secrets.beta).ok).toBe(true);
+    // The steady webhook (every project) got it too; the alpha-only one did not.
+    expect(received.filter((r) => r.hook === 'steady' && r.body.includes('mesh-hook'))).toHaveLength(1);
+    expect(received.filter((r) => r.hook === 'flaky' && r.body.includes('mesh-hook'))).toHaveLength(0);
   });
 
   it('a webhook that keeps failing is dead-lettered after NOTIFIER_WEBHOOK_MAX_ATTEMPTS deliveries', async () => {

@@ -2,8 +2,8 @@
 // against the real NATS and Redis, and helpers that write run and handoff histories through the
 // event store with the real deciders.
 import { randomBytes } from 'node:crypto';
-import { createEventRegistry, ProjectDefinitionSchema, type AgentDefinition, type HandoffEvent, type WorkflowDefinition } from '@baton/contracts';
-import { handoffDecider, reactToHandoffEvent, runDecider, type HandoffCommand, type RunCommand } from '@baton/domain';
+import { createEventRegistry, handoffToolName, MeshDefinitionSchema, ProjectDefinitionSchema, type AgentDefinition, type HandoffEvent, type WorkflowDefinition } from '@baton/contracts';
+import { handoffDecider, meshDecider, reactToHandoffEvent, runDecider, type HandoffCommand, type MeshCommand, type RunCommand } from '@baton/domain';
 import { batonStreamNames, batonTopology, connectNats, JetStreamEventStore, provision, type NatsHandle } from '@baton/eventstore';
 import type { RunningService } from '@baton/platform';
 import { createProjectionStore, createRedis, type RedisHandle } from '@baton/projections';
@@ -189,3 +189,29 @@ export async function handbackCycle(events: JetStreamEventStore, project: string
     }
   }
 }
+
+/**
+ * A mesh of two agents (triage ⇄ billing, at most 2 handoffs) that hands off until its cap: the
+ * mesh stops (`thrash`) with a stop packet and one human action notice for `sam`, written with
+ * the real mesh decider. Returns the stop packet id.
+ */
+export async function thrashMesh(events: JetStreamEventStore, project: string, id: string, at = 1): Promise<string> {
+  const now = minute(at);
+  const mesh = MeshDefinitionSchema.parse({ name: 'support', entry: 'triage', handoffs: { triage: ['billing'], billing: ['triage'] }, max_iterations: 2 });
+  const turns: MeshCommand[] = [
+    { type: 'start_mesh', data: { mesh_run_id: id, project, mesh, agents: ['triage', 'billing'], started_by: 'sam' }, metadata: { now, actor: 'sam' } },
+    { type: 'record_turn', data: { result_id: `${id}-r1`, run_id: `${id}-ar1`, agent: 'triage', text: 'over to billing', handoff_tool_calls: [{ tool: handoffToolName('billing') }] }, metadata: { now, actor: 'triage' } },
+    { type: 'record_turn', data: { result_id: `${id}-r2`, run_id: `${id}-ar2`, agent: 'billing', text: 'back to triage', handoff_tool_calls: [{ tool: handoffToolName('triage') }] }, metadata: { now, actor: 'billing' } },
+  ];
+  let packetId: string | null = null;
+  for (const command of turns) {
+    const meta = { commandId: `cmd-${++commands}-${randomBytes(3).toString('hex')}`, occurredAt: now, actor: command.metadata.actor, origin: 'agent' as const, causationId: null, correlationId: id };
+    const result = await events.handleCommand({ project, kind: 'mesh', id }, meshDecider, command, meta);
+    if (!result.ok) throw new Error(`${command.type} refused: ${result.error.code}`);
+    const stopped = result.events.find((e) => e.type === 'mesh.stopped');
+    if (stopped) packetId = (stopped.payload as { packet: { packet_id: string } }).packet.packet_id;
+  }
+  if (packetId === null) throw new Error(`mesh ${id} did not stop`);
+  return packetId;
+}
+
