@@ -93,6 +93,24 @@ describe('baton commands that publish (real NATS) and call the operator API (loc
     expect((await baton('start', 'ship', '--project', 'demo')).code).toBe(2);
   });
 
+  it('message publishes a customer message to <prefix>.in.<project>.message; the same --id again stores nothing new; a bad text is refused', async () => {
+    const first = await baton('message', 'wr-7', '--project', 'demo', '--text', 'I earn 4,000 a month', '--id', 'm-7', '--from', 'cora', '--json');
+    expect(first.code).toBe(0);
+    expect(JSON.parse(first.out)).toMatchObject({ workflow_run_id: 'wr-7', message_id: 'm-7', duplicate: false });
+    const stored = await nats.jsm.streams.getMessage(batonStreamNames(prefix).inbox, { last_by_subj: `${prefix}.in.demo.message` });
+    expect(JSON.parse(decoder.decode(stored.data))).toEqual({ workflow_run_id: 'wr-7', project: 'demo', message_id: 'm-7', text: 'I earn 4,000 a month', sent_by: 'cora' });
+    expect(stored.header.get('Nats-Msg-Id')).toBe('m-7');
+    const again = await baton('message', 'wr-7', '--project', 'demo', '--text', 'I earn 4,000 a month', '--id', 'm-7', '--from', 'cora', '--json');
+    expect(JSON.parse(again.out)).toMatchObject({ message_id: 'm-7', duplicate: true });
+    const generated = await baton('message', 'wr-7', '--project', 'demo', '--text', 'and a car', '--json');
+    expect(JSON.parse(generated.out).message_id).toMatch(/^msg-[0-9a-f-]{36}$/);
+    const tooLong = await baton('message', 'wr-7', '--project', 'demo', '--text', 'x'.repeat(50_000));
+    expect(tooLong.code).toBe(1);
+    expect(tooLong.err).toMatch(/text/);
+    expect((await baton('message', 'wr-7', '--project', 'demo', '--text', '')).code).toBe(2);
+    expect((await baton('message', 'wr-7', '--project', 'demo')).code).toBe(2);
+  });
+
   it('publish-definition validates the file, sends it to the router subject and prints the reply', async () => {
     const received: unknown[] = [];
     const sub = nats.connection.subscribe(`${prefix}.cmd.router.demo.publish_definition`, {

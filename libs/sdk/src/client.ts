@@ -1,9 +1,11 @@
 import {
   AgentResultSchema,
+  SessionMessageSchema,
   StartRunRequestSchema,
   rejectionFromZod,
   type AgentResult,
   type HandoffActorKind,
+  type SessionMessage,
   type StartRunRequest,
 } from '@baton/contracts';
 import { batonStreamNames, connectNats, headersFrom, mapPublishError, provision, runConsumer, type NatsHandle } from '@baton/eventstore';
@@ -43,6 +45,9 @@ export type AgentResultInput = Omit<AgentResult, 'project' | 'agent' | 'produced
 
 /** A run start as the SDK takes it: `project` defaults to the client's. */
 export type StartRunInput = Omit<StartRunRequest, 'project'> & Partial<Pick<StartRunRequest, 'project'>>;
+
+/** A customer message as the SDK takes it: `project` defaults to the client's. */
+export type SessionMessageInput = Omit<SessionMessage, 'project'> & Partial<Pick<SessionMessage, 'project'>>;
 
 export interface HandoffsOptions {
   /**
@@ -103,6 +108,14 @@ export interface BatonAgent {
    * @throws InvalidInputError when the request breaks `StartRunRequestSchema`.
    */
   startRun(request: StartRunInput): Promise<PublishReceipt>;
+  /**
+   * Validate and publish a customer's message to a conversation run (seed 001 sessions) on
+   * `<prefix>.in.<project>.message` with `Nats-Msg-Id = message_id`; the router records it once
+   * and evaluates the active agent's routes before any model runs. For the chat front end that
+   * carries the customer's side of a conversation.
+   * @throws InvalidInputError when the message breaks `SessionMessageSchema`.
+   */
+  sendMessage(message: SessionMessageInput): Promise<PublishReceipt>;
   /**
    * Receive the handoffs offered to this agent: a durable pull consumer named for the project and
    * agent on `<prefix>.in.<project>.offer.<agent>`, shared by every replica of the agent, so each
@@ -165,6 +178,13 @@ class NatsBatonAgent implements BatonAgent {
     if (!parsed.success) throw new InvalidInputError('run start', rejectionFromZod(parsed.error));
     const request = parsed.data;
     return this.publish(AgentSubjects.runStart(this.prefix, request.project), request, request.workflow_run_id);
+  }
+
+  async sendMessage(input: SessionMessageInput): Promise<PublishReceipt> {
+    const parsed = SessionMessageSchema.safeParse({ ...input, project: input.project ?? this.project });
+    if (!parsed.success) throw new InvalidInputError('customer message', rejectionFromZod(parsed.error));
+    const message = parsed.data;
+    return this.publish(AgentSubjects.message(this.prefix, message.project), message, message.message_id);
   }
 
   async handoffs(options: HandoffsOptions): Promise<OfferSubscription> {

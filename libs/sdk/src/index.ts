@@ -11,6 +11,7 @@ export type {
   HandoffsOptions,
   OfferSubscription,
   PublishReceipt,
+  SessionMessageInput,
   StartRunInput,
 } from './client';
 export type { ClaimOptions, FinishResult, HandoffOffer, ReturnReport } from './offers';

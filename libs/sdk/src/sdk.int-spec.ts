@@ -128,6 +128,17 @@ describe('the agent SDK against a real NATS server', () => {
     expect(JSON.parse(decoder.decode(stored.data))).toEqual({ workflow_run_id: 'wr-9', project: PROJECT, workflow: 'ship', started_by: 'sam' });
   });
 
+  it('sendMessage publishes a validated customer message to <prefix>.in.<project>.message, deduplicated by message_id', async () => {
+    const agent = await client();
+    await expect(agent.sendMessage({ workflow_run_id: 'wr-9', message_id: 'm-1', text: '' })).rejects.toThrow(/text/);
+    const a = await agent.sendMessage({ workflow_run_id: 'wr-9', message_id: 'm-1', text: 'I earn 4,000 a month', sent_by: 'cora' });
+    const b = await agent.sendMessage({ workflow_run_id: 'wr-9', message_id: 'm-1', text: 'I earn 4,000 a month', sent_by: 'cora' });
+    expect(b).toEqual({ ...a, duplicate: true });
+    const stored = await nats.jsm.streams.getMessage(batonStreamNames(prefix).inbox, { seq: a.seq });
+    expect(stored.subject).toBe(AgentSubjects.message(prefix, PROJECT));
+    expect(JSON.parse(decoder.decode(stored.data))).toEqual({ workflow_run_id: 'wr-9', project: PROJECT, message_id: 'm-1', text: 'I earn 4,000 a month', sent_by: 'cora' });
+  });
+
   it('an offer published to the offer subject reaches handoffs(); claim() calls the ledger as this agent and finish() publishes the result with handoff_id', async () => {
     const ledger = fakeLedger(nats, prefix, { claim: (body) => ({ ok: true, handoff: claimedBy(pendingHandoff(String(body['handoff_id'])), AGENT, 'claim-1'), events: 1 }) });
     const agent = await client();

@@ -6,6 +6,7 @@ import { decideCommand } from './decide';
 import { dlqCommand } from './dlq';
 import { handoffCommand } from './handoff';
 import { inboxCommand } from './inbox';
+import { messageCommand } from './message';
 import { publishDefinitionCommand } from './publish-definition';
 import { replayCommand } from './replay';
 import { resultCommand } from './result';
@@ -29,6 +30,7 @@ export const commands: readonly Command[] = [
   pauseCommand,
   resumeCommand,
   startCommand,
+  messageCommand,
   resultCommand,
   publishDefinitionCommand,
   validateCommand,
