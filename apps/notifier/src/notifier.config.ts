@@ -47,6 +47,12 @@ export const NotifierConfigSchema = z.object({
   NOTIFIER_SESSION_TTL_SEC: z.coerce.number().int().min(60).max(30 * 24 * 3600).default(8 * 3600),
   /** Mark the session cookie `Secure` (set it when the inbox is served over HTTPS; default false). */
   NOTIFIER_COOKIE_SECURE: bool.default(false),
+  /**
+   * How often the notifier checks that Redis still holds every projection (a flushed or replaced
+   * Redis loses them) and rebuilds the lost ones from the events stream (default 5000 ms; 0 = only
+   * at start).
+   */
+  NOTIFIER_PROJECTION_CHECK_MS: z.coerce.number().int().min(0).max(600_000).default(5000),
 });
 export type NotifierConfig = z.infer<typeof NotifierConfigSchema>;
 

@@ -4,11 +4,9 @@ import { handoffDecider, meshDecider, meshStopId, reactToHandoffEvent, runDecide
 import { batonStreamNames, batonTopology, connectNats, JetStreamEventStore, provision, type NatsHandle } from '@baton/eventstore';
 import type { RunningService } from '@baton/platform';
 import {
-  createBatonProjector,
   createProjectionStore,
   createRedis,
   diffSnapshots,
-  jetStreamReplaySource,
   scenarioSteps,
   type RedisHandle,
   type ScenarioStep,
@@ -104,7 +102,7 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
     const split = steps.findIndex((s) => s.aggregate === 'run' && s.id === 'wr-d');
     // History written before the notifier exists: it rebuilds its projections from the stream at start.
     await append(steps.slice(0, split));
-    service = await startNotifier({ ...process.env, BATON_PREFIX: prefix, HTTP_PORT: '0', LOG_LEVEL: 'error', BATON_MAX_DELIVER: '3' });
+    service = await startNotifier({ ...process.env, BATON_PREFIX: prefix, HTTP_PORT: '0', LOG_LEVEL: 'error', BATON_MAX_DELIVER: '3', NOTIFIER_PROJECTION_CHECK_MS: '200' });
     base = (await service.app.getUrl()).replace('[::1]', '127.0.0.1');
     token = (await new TokenStore(redis.client, prefix).create({ name: 'olga', role: 'operator', projects: ['demo'], now: new Date().toISOString() })).token;
     // Live events: applied by the durable consumer.
@@ -267,20 +265,29 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
     expect(await page.text()).toContain('/openapi.json');
   });
 
-  it('deleting the projection keys and rebuilding them from the stream gives the same snapshot as before', async () => {
+  it('projections lost from Redis (every key of this deployment deleted) are noticed by the notifier and rebuilt from the stream: the same snapshot as before', async () => {
     const store = createProjectionStore({ redis: redis.client, prefix: projectionPrefix(prefix) });
     const before = await Promise.all(PROJECTIONS.map((name) => store.snapshot(name)));
     expect(Object.keys(before[0]!.keys).length).toBeGreaterThan(0);
-    for (const name of PROJECTIONS) await store.destroy(name);
-    expect((await store.snapshot('inbox')).keys).toEqual({});
-    const projector = createBatonProjector({ store });
-    const rebuilt = await projector.ensureCurrent(jetStreamReplaySource({ nats, prefix, registry: createEventRegistry() }));
-    expect(rebuilt.map((r) => [r.projection, r.reason, r.result.status])).toEqual(PROJECTIONS.map((name) => [name, 'no_active_generation', 'swapped']));
-    const after = await Promise.all(PROJECTIONS.map((name) => store.snapshot(name)));
+    // What a FLUSHALL does to this deployment, without touching the other tests' keys: every
+    // projection key of this prefix gone at once (one UNLINK is atomic).
+    const keys: string[] = [];
+    for await (const batch of redis.client.scanStream({ match: `${projectionPrefix(prefix)}:*`, count: 1000 })) keys.push(...(batch as string[]));
+    expect(keys.length).toBeGreaterThan(10);
+    await redis.client.unlink(...keys);
+    let after: Awaited<ReturnType<typeof store.snapshot>>[] = [];
+    for (let i = 0; i < 100; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      after = await Promise.all(PROJECTIONS.map((name) => store.snapshot(name).catch(() => null))).then((list) => (list.every((x) => x !== null) ? (list as typeof after) : []));
+      if (after.length === PROJECTIONS.length && after.every((snap, j) => snap.lastSeq === before[j]!.lastSeq && diffSnapshots(before[j]!, snap).length === 0)) break;
+    }
+    expect(after).toHaveLength(PROJECTIONS.length);
     for (let i = 0; i < PROJECTIONS.length; i++) {
       expect(diffSnapshots(before[i]!, after[i]!)).toEqual([]);
       expect(after[i]!.lastSeq).toBe(before[i]!.lastSeq);
     }
+    // A rebuild is not a new notice: nothing was published again.
+    expect(noticesSeen).toEqual(['nt-r-res-d1']);
   });
 
   it('a handoff mesh stop: its one notice is published, and answering its packet publishes a mesh answer on mesh_answer (not a run answer)', async () => {

@@ -1,8 +1,9 @@
 import { BeforeApplicationShutdown, Inject, Injectable, OnApplicationBootstrap } from '@nestjs/common';
 import { Subjects } from '@baton/contracts';
 import { batonStreamNames, provision, runConsumer, type ConsumerRunner } from '@baton/eventstore';
-import { jetStreamReplaySource, type BatonProjector } from '@baton/projections';
+import { jetStreamReplaySource, type BatonProjector, type ReplaySource } from '@baton/projections';
 import { RUNTIME, type ServiceConfig, type ServiceRuntime } from '@baton/platform';
+import { NOTIFIER_CONFIG, type NotifierConfig } from '../notifier.config';
 import { AppliedEvents } from './applied-events';
 import { ProjectionBatchApplier } from './batch-applier';
 import { NoticePublisher } from './notice-publisher';
@@ -30,14 +31,25 @@ export const PROJECTION_BATCH = 256;
  * that does not decode is dead-lettered and its sequence applied as a no-op (the rebuild skips it
  * the same way). A failing apply is retried with the runner's backoff; an event the projections
  * still cannot apply after BATON_MAX_DELIVER deliveries is skipped and dead-lettered.
+ *
+ * Self-healing: every NOTIFIER_PROJECTION_CHECK_MS the same check as at start runs again, so a
+ * projection Redis lost (FLUSHALL, a replaced or failed-over Redis without its data) is noticed —
+ * it has no active generation any more — and rebuilt from the stream into a shadow generation and
+ * swapped in, as `baton replay` would. The rebuild hands over to the live applier like any other
+ * (the swap waits until the shadow has applied what the live side has), and several notifier
+ * instances doing it at once are safe (one swap wins, the others drop their shadow).
  */
 @Injectable()
 export class ProjectionApplier implements OnApplicationBootstrap, BeforeApplicationShutdown {
   private runner: ConsumerRunner | null = null;
   private started: Promise<void> | null = null;
+  private checkTimer: NodeJS.Timeout | null = null;
+  private checking: Promise<void> | null = null;
+  private stopping = false;
 
   constructor(
     @Inject(RUNTIME) private readonly runtime: ServiceRuntime<ServiceConfig>,
+    @Inject(NOTIFIER_CONFIG) private readonly config: NotifierConfig,
     @Inject(BATON_PROJECTOR) private readonly projector: BatonProjector,
     private readonly notices: NoticePublisher,
     private readonly applied: AppliedEvents,
@@ -57,9 +69,7 @@ export class ProjectionApplier implements OnApplicationBootstrap, BeforeApplicat
       registry,
       onUndecodable: (seq, subject, rejection) => logger.warn('rebuild skipped an undecodable event', { seq, subject, code: rejection.code, reason: rejection.message }),
     });
-    for (const rebuilt of await this.projector.ensureCurrent(source)) {
-      logger.info('projection rebuilt at start', { projection: rebuilt.projection, reason: rebuilt.reason, status: rebuilt.result.status, ...(rebuilt.result.status === 'swapped' ? { last_seq: rebuilt.result.lastSeq } : {}) });
-    }
+    await this.ensureCurrent(source, 'at start');
     const stream = batonStreamNames(prefix).events;
     const batches = new ProjectionBatchApplier({
       projector: this.projector,
@@ -97,9 +107,38 @@ export class ProjectionApplier implements OnApplicationBootstrap, BeforeApplicat
       onError: (error) => logger.error('projection consumer pull failed', { error: String(error) }),
     });
     logger.info('projection consumer started', { stream, durable: PROJECTION_DURABLE });
+    const every = this.config.NOTIFIER_PROJECTION_CHECK_MS;
+    if (every > 0 && !this.stopping) {
+      this.checkTimer = setInterval(() => {
+        if (this.checking || this.stopping) return; // a rebuild still running is not started twice
+        this.checking = this.ensureCurrent(source, 'after start').finally(() => (this.checking = null));
+      }, every);
+      this.checkTimer.unref();
+    }
+  }
+
+  /** Rebuild every projection Redis does not hold (or holds from another definition version). */
+  private async ensureCurrent(source: ReplaySource, when: 'at start' | 'after start'): Promise<void> {
+    const { logger } = this.runtime;
+    try {
+      for (const rebuilt of await this.projector.ensureCurrent(source)) {
+        const fields = { projection: rebuilt.projection, reason: rebuilt.reason, status: rebuilt.result.status, ...(rebuilt.result.status === 'swapped' ? { last_seq: rebuilt.result.lastSeq } : {}) };
+        if (when === 'at start') logger.info('projection rebuilt at start', fields);
+        else logger.warn('projection lost from Redis: rebuilt from the events stream', fields);
+      }
+    } catch (error) {
+      // At start the notifier must not serve half-built projections: fail the start. Later, the
+      // next check tries again.
+      if (when === 'at start') throw error;
+      logger.error('projection check failed; retrying at the next check', error instanceof Error ? error : { error: String(error) });
+    }
   }
 
   async beforeApplicationShutdown(): Promise<void> {
+    this.stopping = true;
+    if (this.checkTimer) clearInterval(this.checkTimer);
+    this.checkTimer = null;
+    await this.checking?.catch(() => undefined);
     await this.started?.catch(() => undefined);
     await this.runner?.stop();
     this.runner = null;
