@@ -1,10 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import { createBatonClient, InvalidInputError } from '@baton/sdk';
 import type { Command } from '../command';
 import { parseCommandArgs, required, str } from '../command';
 import { ExitCode } from '../errors';
-import { printJson, renderFields } from '../output';
-import { issueLines } from './read-json';
+import { publishAndReport } from './publishing';
 
 export const messageCommand: Command = {
   name: 'message',
@@ -44,18 +42,12 @@ Options:
     const text = required(args, 'text');
     const messageId = str(args, 'id') ?? `msg-${randomUUID()}`;
     const from = str(args, 'from');
-    const client = await createBatonClient({ nats: await ctx.nats(), prefix: ctx.config().BATON_PREFIX, project, agent: 'baton-cli' });
-    try {
-      const receipt = await client.sendMessage({ workflow_run_id: runId, message_id: messageId, text, ...(from !== undefined ? { sent_by: from } : {}) });
-      if (args.values['json'] === true) printJson(ctx.io, { workflow_run_id: runId, message_id: messageId, ...receipt });
-      else ctx.io.stdout.write(renderFields({ workflow_run_id: runId, message_id: messageId, stream: receipt.stream, seq: receipt.seq, duplicate: receipt.duplicate }));
-      return ExitCode.ok;
-    } catch (error) {
-      if (!(error instanceof InvalidInputError)) throw error;
-      ctx.io.stderr.write(`baton: ${error.message}\n${issueLines(error.rejection.issues)}`);
-      return ExitCode.failure;
-    } finally {
-      await client.close();
-    }
+    return publishAndReport(
+      ctx,
+      args,
+      { project, agent: 'baton-cli' },
+      (client) => client.sendMessage({ workflow_run_id: runId, message_id: messageId, text, ...(from !== undefined ? { sent_by: from } : {}) }),
+      { workflow_run_id: runId, message_id: messageId },
+    );
   },
 };

@@ -1,9 +1,8 @@
-import { createBatonClient, InvalidInputError } from '@baton/sdk';
 import type { Command } from '../command';
 import { parseCommandArgs } from '../command';
 import { CliError, ExitCode } from '../errors';
-import { printJson, renderFields } from '../output';
-import { issueLines, readJsonFile } from './read-json';
+import { publishAndReport } from './publishing';
+import { readJsonFile } from './read-json';
 
 export const resultCommand: Command = {
   name: 'result',
@@ -28,18 +27,6 @@ Options:
     if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new CliError(`${file}: an agent result is a JSON object`);
     const { project, agent } = body as { project?: unknown; agent?: unknown };
     if (typeof project !== 'string' || typeof agent !== 'string') throw new CliError(`${file}: the result must name its project and agent`);
-    const client = await createBatonClient({ nats: await ctx.nats(), prefix: ctx.config().BATON_PREFIX, project, agent });
-    try {
-      const receipt = await client.publishResult(body as Parameters<typeof client.publishResult>[0]);
-      if (args.values['json'] === true) printJson(ctx.io, receipt);
-      else ctx.io.stdout.write(renderFields({ stream: receipt.stream, seq: receipt.seq, duplicate: receipt.duplicate }));
-      return ExitCode.ok;
-    } catch (error) {
-      if (!(error instanceof InvalidInputError)) throw error;
-      ctx.io.stderr.write(`baton: ${file}: ${error.message}\n${issueLines(error.rejection.issues)}`);
-      return ExitCode.failure;
-    } finally {
-      await client.close();
-    }
+    return publishAndReport(ctx, args, { project, agent, what: file }, (client) => client.publishResult(body as Parameters<typeof client.publishResult>[0]));
   },
 };

@@ -1,9 +1,8 @@
-import { createBatonClient, InvalidInputError } from '@baton/sdk';
 import type { Command } from '../command';
 import { int, parseCommandArgs, required, str } from '../command';
 import { ExitCode } from '../errors';
-import { printJson, renderFields } from '../output';
-import { issueLines, readJsonFile } from './read-json';
+import { publishAndReport } from './publishing';
+import { readJsonFile } from './read-json';
 
 export const startCommand: Command = {
   name: 'start',
@@ -50,26 +49,21 @@ Options:
     const variables = variablesFile === undefined ? undefined : ((await readJsonFile(variablesFile)) as Record<string, unknown>);
     const issueAuthor = str(args, 'issue-author');
     const input = str(args, 'input');
-    const client = await createBatonClient({ nats: await ctx.nats(), prefix: ctx.config().BATON_PREFIX, project, agent: 'baton-cli' });
-    try {
-      const receipt = await client.startRun({
-        workflow_run_id: runId,
-        workflow,
-        started_by: str(args, 'started-by') ?? ctx.operator(),
-        ...(issueAuthor !== undefined ? { issue_author: issueAuthor } : {}),
-        ...(version !== undefined ? { workflow_version: version } : {}),
-        ...(input !== undefined ? { input } : {}),
-        ...(variables !== undefined ? { variables } : {}),
-      });
-      if (args.values['json'] === true) printJson(ctx.io, { workflow_run_id: runId, ...receipt });
-      else ctx.io.stdout.write(renderFields({ workflow_run_id: runId, stream: receipt.stream, seq: receipt.seq, duplicate: receipt.duplicate }));
-      return ExitCode.ok;
-    } catch (error) {
-      if (!(error instanceof InvalidInputError)) throw error;
-      ctx.io.stderr.write(`baton: ${error.message}\n${issueLines(error.rejection.issues)}`);
-      return ExitCode.failure;
-    } finally {
-      await client.close();
-    }
+    return publishAndReport(
+      ctx,
+      args,
+      { project, agent: 'baton-cli' },
+      (client) =>
+        client.startRun({
+          workflow_run_id: runId,
+          workflow,
+          started_by: str(args, 'started-by') ?? ctx.operator(),
+          ...(issueAuthor !== undefined ? { issue_author: issueAuthor } : {}),
+          ...(version !== undefined ? { workflow_version: version } : {}),
+          ...(input !== undefined ? { input } : {}),
+          ...(variables !== undefined ? { variables } : {}),
+        }),
+      { workflow_run_id: runId },
+    );
   },
 };

@@ -1,0 +1,34 @@
+import { createBatonClient, InvalidInputError, type BatonAgent, type PublishReceipt } from '@baton/sdk';
+import type { ParsedArgs } from '../command';
+import type { CliContext } from '../context';
+import { ExitCode } from '../errors';
+import { printJson, renderFields } from '../output';
+import { issueLines } from './read-json';
+
+/**
+ * What the publishing commands (`baton start`, `baton message`, `baton result`) share: publish
+ * through an SDK client of `project` / `agent` (validated there, deduplicated by the message's id),
+ * print the receipt with `fields` (as JSON with `--json`), and turn the SDK's validation refusal
+ * into its issues on stderr and exit 1. Nothing is sent when the input is refused.
+ */
+export async function publishAndReport(
+  ctx: CliContext,
+  args: ParsedArgs,
+  client: { project: string; agent: string; what?: string },
+  publish: (agent: BatonAgent) => Promise<PublishReceipt>,
+  fields: Record<string, string> = {},
+): Promise<ExitCode> {
+  const agent = await createBatonClient({ nats: await ctx.nats(), prefix: ctx.config().BATON_PREFIX, project: client.project, agent: client.agent });
+  try {
+    const receipt = await publish(agent);
+    if (args.values['json'] === true) printJson(ctx.io, { ...fields, ...receipt });
+    else ctx.io.stdout.write(renderFields({ ...fields, stream: receipt.stream, seq: receipt.seq, duplicate: receipt.duplicate }));
+    return ExitCode.ok;
+  } catch (error) {
+    if (!(error instanceof InvalidInputError)) throw error;
+    ctx.io.stderr.write(`baton: ${client.what !== undefined ? `${client.what}: ` : ''}${error.message}\n${issueLines(error.rejection.issues)}`);
+    return ExitCode.failure;
+  } finally {
+    await agent.close();
+  }
+}
