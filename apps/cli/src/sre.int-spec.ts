@@ -13,7 +13,9 @@ import {
   type RedisHandle,
 } from '@baton/projections';
 import { main } from './main';
+import { createCliContext } from './context';
 import { bufferedIo } from './output';
+import { replayCommand } from './commands/replay';
 import type { StreamHealth } from './commands/streams';
 
 /*
@@ -170,5 +172,44 @@ describe('SRE commands (real NATS and Redis)', () => {
     expect(previous.time.getTime()).toBeGreaterThanOrEqual(stored.time.getTime() - 1);
     expect((await baton('replay', '--from-time', 'yesterday-ish')).code).toBe(2);
     expect((await baton('replay', '--from-seq', '3', '--from-time', stored.time.toISOString())).code).toBe(2);
+  });
+
+  it('replay whose shadow Redis loses mid-rebuild stops with a clear error and swaps nothing; running it again rebuilds the projections', async () => {
+    const before = await snapshots();
+    const ctx = createCliContext({ io: bufferedIo(), env: { NATS_URL, REDIS_URL, BATON_PREFIX: prefix }, nats, redis });
+    const real = await ctx.projections();
+    let lost = false;
+    // Redis loses every key of this test (one UNLINK, as a FLUSHALL would) once the rebuild has
+    // created its shadow and read its first event.
+    const lossy: ProjectionStore = Object.assign(Object.create(real) as ProjectionStore, {
+      rebuild: ((def, source, options) =>
+        real.rebuild(
+          def,
+          (from) =>
+            (async function* () {
+              for await (const event of source(from)) {
+                if (!lost) {
+                  lost = true;
+                  const keys: string[] = [];
+                  for await (const batch of redis.client.scanStream({ match: `${prefix}:*`, count: 500 })) keys.push(...(batch as string[]));
+                  await redis.client.unlink(...keys);
+                }
+                yield event;
+              }
+            })(),
+          options,
+        )) as ProjectionStore['rebuild'],
+    });
+    ctx.projections = async () => lossy;
+    try {
+      const failed = replayCommand.run(['--projection', 'inbox'], ctx);
+      await expect(failed).rejects.toThrow(/rebuilding inbox stopped: Redis lost its data .* nothing was swapped in\. Run baton replay again/);
+    } finally {
+      await ctx.close();
+    }
+    expect(lost).toBe(true);
+    expect(await redis.client.get(`${prefix}:proj:inbox:active`)).toBeNull();
+    expect((await baton('replay')).code).toBe(0);
+    expect(await snapshots()).toEqual(before);
   });
 });

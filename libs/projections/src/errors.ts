@@ -52,3 +52,22 @@ export class RebuildBehindError extends ProjectionError {
     this.name = 'RebuildBehindError';
   }
 }
+
+/**
+ * A rebuild's shadow generation is no longer the one it created: Redis lost its data mid-rebuild
+ * (FLUSHALL, a failover to a replica without it), so the shadow's early part is gone, and the
+ * generation number may since have been handed to another rebuild. The apply or swap that found
+ * out wrote nothing; the rebuild stopped without swapping and left that generation alone (it
+ * may be another rebuild's now). Running the rebuild again is safe.
+ */
+export class ShadowLostError extends ProjectionError {
+  constructor(
+    readonly projection: string,
+    readonly generation: number,
+  ) {
+    super(
+      `the shadow generation ${generation} of ${projection} was lost mid-rebuild (Redis lost its data, or the generation now belongs to another rebuild); nothing was swapped in, run the rebuild again`,
+    );
+    this.name = 'ShadowLostError';
+  }
+}

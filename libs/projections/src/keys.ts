@@ -6,7 +6,8 @@ import { ProjectionError } from './errors';
  * - `<prefix>:<projection>:active`        the active generation number (a string integer)
  * - `<prefix>:<projection>:gens`          the generation counter (INCR allocates a new generation)
  * - `<prefix>:<projection>:g<gen>:<key>`  every key the projection writes, `<key>` as the ops name it
- * - `<prefix>:<projection>:g<gen>:~meta`  hash: `seq` (last applied stream sequence), `version`
+ * - `<prefix>:<projection>:g<gen>:~meta`  hash: `seq` (last applied stream sequence), `version`, and for
+ *                                          a rebuild's shadow `owner` (the token of the rebuild that created it)
  * - `<prefix>:<projection>:g<gen>:~items:<store>:...` the indexed item stores
  * - `<prefix>:<projection>:g<gen>:~tmp:<n>` scratch keys of the query script (deleted in-script)
  *

@@ -1,7 +1,9 @@
 import type { EventEnvelope } from '@baton/contracts';
-import { RebuildBehindError } from './errors';
+import { RebuildBehindError, ShadowLostError } from './errors';
+import { activeKey, generationCounterKey, projectionBase } from './keys';
+import { applyScript, swapScript } from './scripts';
 import { diffSnapshots } from './snapshot';
-import type { ReplaySource, SequencedEvent } from './store';
+import type { RebuildResult, ReplaySource, SequencedEvent } from './store';
 import { redisFixture, taskLog, taskProjection, type RedisFixture, type TaskPayload } from './test-support';
 
 type TaskEvent = SequencedEvent<EventEnvelope<TaskPayload>>;
@@ -20,6 +22,37 @@ function logSource(log: TaskEvent[], beforeRead?: (call: number) => Promise<void
         yield log[i];
       }
     })();
+}
+
+/** A replay source over `log` that runs `hook` on its first read, just before yielding `atSeq`. */
+function pausingSource(log: TaskEvent[], atSeq: number, hook: () => Promise<void>): ReplaySource<EventEnvelope<TaskPayload>> {
+  let calls = 0;
+  return (fromSeq) =>
+    (async function* () {
+      const call = ++calls;
+      for (const event of log.slice()) {
+        if (event.seq < fromSeq) continue;
+        if (call === 1 && event.seq === atSeq) await hook();
+        yield event;
+      }
+    })();
+}
+
+/**
+ * Redis loses this test's data, as a FLUSHALL would (the shared Redis is never flushed): every
+ * key of the fixture's prefix goes in one UNLINK, which is atomic. Run only while nothing else of
+ * the test writes, so the SCAN before it sees every key.
+ */
+async function loseData(fx: RedisFixture): Promise<void> {
+  const keys: string[] = [];
+  for await (const batch of fx.handle.client.scanStream({ match: `${fx.prefix}:*`, count: 500 })) keys.push(...(batch as string[]));
+  if (keys.length > 0) await fx.handle.client.unlink(...keys);
+}
+
+function deferred(): { promise: Promise<void>; resolve: () => void } {
+  let resolve!: () => void;
+  const promise = new Promise<void>((r) => (resolve = r));
+  return { promise, resolve };
 }
 
 async function keyCount(fx: RedisFixture, pattern: string): Promise<number> {
@@ -138,6 +171,177 @@ describe('rebuilds into a shadow generation (real Redis)', () => {
     await expect(fx.store.rebuild(def, truncated, { maxCatchUpRounds: 2 })).rejects.toThrow(RebuildBehindError);
     expect(await fx.store.activeGeneration('tasks')).toBe(1);
     expect(await keyCount(fx, `${fx.prefix}:tasks:g2:*`)).toBe(0);
+  });
+
+  it('a rebuild whose shadow Redis loses mid-way stops with ShadowLostError, writes nothing more and swaps nothing; a rebuild after it gets the same number and is complete', async () => {
+    const log = taskLog(300);
+    await fx.store.applyBatch(def, log);
+    const live = await fx.store.snapshot('tasks');
+    // Chunks of 50: 1..100 are in the shadow, 101..150 are about to be written when the data goes.
+    const first = fx.store.rebuild(def, pausingSource(log, 151, () => loseData(fx)));
+    const error = await first.catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ShadowLostError);
+    expect(error).toMatchObject({ projection: 'tasks', generation: 2 });
+    // Nothing was written after the loss: no shadow re-created, no active pointer, no counter.
+    expect(await keyCount(fx, `${fx.prefix}:*`)).toBe(0);
+
+    const second = await fx.store.rebuild(def, logSource(log));
+    expect(second).toMatchObject({ status: 'swapped', generation: 2, previous: 1, lastSeq: 300 });
+    expect(diffSnapshots(live, await fx.store.snapshot('tasks'))).toEqual([]);
+  });
+
+  it('two rebuilds given the same shadow number after Redis lost its data: the first, resuming after the second wrote part of its shadow, is refused and writes nothing; the second completes', async () => {
+    const log = taskLog(300);
+    await fx.store.applyBatch(def, log);
+    const live = await fx.store.snapshot('tasks');
+    const secondPaused = deferred();
+    const firstDone = deferred();
+    let second: Promise<RebuildResult> | null = null;
+    const first = fx.store.rebuild(
+      def,
+      pausingSource(log, 151, async () => {
+        await loseData(fx);
+        // Another rebuilder (a second notifier, `baton replay`) notices the loss and starts over;
+        // it pauses once 1..50 are in its shadow.
+        second = fx.store.rebuild(
+          def,
+          pausingSource(log, 101, async () => {
+            secondPaused.resolve();
+            await firstDone.promise;
+          }),
+        );
+        await secondPaused.promise;
+      }),
+    );
+    const error = await first.catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ShadowLostError);
+    expect(error).toMatchObject({ generation: 2 });
+    // The same number went to the second rebuild; the first wrote nothing into it and swapped nothing.
+    const base = `${fx.prefix}:tasks`;
+    expect(await fx.handle.client.hget(`${base}:g2:~meta`, 'seq')).toBe('50');
+    expect(await fx.store.activeGeneration('tasks')).toBe(1);
+    expect((await fx.store.status(def)).lastSeq).toBe(0);
+    firstDone.resolve();
+
+    const result = await (second as unknown as Promise<RebuildResult>);
+    expect(result).toMatchObject({ status: 'swapped', generation: 2, previous: 1, lastSeq: 300 });
+    expect(diffSnapshots(live, await fx.store.snapshot('tasks'))).toEqual([]);
+  });
+
+  it('a rebuild whose shadow is lost between its last apply and its swap does not swap, even though the active pointer holds the number it expects again', async () => {
+    const full = taskLog(200);
+    const log = full.slice(0, 150);
+    await fx.store.applyBatch(def, log);
+    const secondPaused = deferred();
+    const firstDone = deferred();
+    let second: Promise<RebuildResult> | null = null;
+    let calls = 0;
+    // Call 1: the live applier commits 151..175 meanwhile, so the first swap is `behind`. Call 2 (the
+    // catch-up, which finds nothing new in `log`): Redis loses its data and a second rebuild, over
+    // the whole stream, recreates generation 1 as the (empty) active one and takes number 2 again.
+    const source: ReplaySource<EventEnvelope<TaskPayload>> = (fromSeq) =>
+      (async function* () {
+        const call = ++calls;
+        if (call === 1) for (const event of full.slice(150, 175)) await fx.store.apply(def, event);
+        if (call === 2) {
+          await loseData(fx);
+          second = fx.store.rebuild(
+            def,
+            pausingSource(full.slice(0, 175), 101, async () => {
+              secondPaused.resolve();
+              await firstDone.promise;
+            }),
+          );
+          await secondPaused.promise;
+        }
+        yield* log.filter((event) => event.seq >= fromSeq);
+      })();
+    // Without the owner check the swap would find the pointer at 1 as expected and swap in the
+    // second rebuild's half-built shadow.
+    await expect(fx.store.rebuild(def, source)).rejects.toThrow(ShadowLostError);
+    expect(await fx.store.activeGeneration('tasks')).toBe(1);
+    expect(await fx.handle.client.hget(`${fx.prefix}:tasks:g2:~meta`, 'seq')).toBe('50');
+    firstDone.resolve();
+
+    expect(await (second as unknown as Promise<RebuildResult>)).toMatchObject({ status: 'swapped', generation: 2, previous: 1, lastSeq: 175 });
+    const reference = taskProjection('reference');
+    await fx.store.applyBatch(reference, full.slice(0, 175));
+    expect(diffSnapshots(await fx.store.snapshot('reference'), await fx.store.snapshot('tasks'))).toEqual([]);
+  });
+
+  it('a rebuild that fails for another reason after its number went to another rebuild deletes nothing of that rebuild\'s shadow', async () => {
+    const log = taskLog(200);
+    await fx.store.applyBatch(def, log);
+    const live = await fx.store.snapshot('tasks');
+    const secondPaused = deferred();
+    const firstDone = deferred();
+    let second: Promise<RebuildResult> | null = null;
+    const failing = pausingSource(log, 101, async () => {
+      await loseData(fx);
+      second = fx.store.rebuild(
+        def,
+        pausingSource(log, 101, async () => {
+          secondPaused.resolve();
+          await firstDone.promise;
+        }),
+      );
+      await secondPaused.promise;
+      throw new Error('the stream went away');
+    });
+    // The failed rebuild deletes its shadow only while it is still its own: here it is not.
+    await expect(fx.store.rebuild(def, failing)).rejects.toThrow('the stream went away');
+    expect(await fx.handle.client.hget(`${fx.prefix}:tasks:g2:~meta`, 'seq')).toBe('50');
+    expect(await keyCount(fx, `${fx.prefix}:tasks:g2:*`)).toBeGreaterThan(1);
+    firstDone.resolve();
+    expect(await (second as unknown as Promise<RebuildResult>)).toMatchObject({ status: 'swapped', generation: 2, lastSeq: 200 });
+    expect(diffSnapshots(live, await fx.store.snapshot('tasks'))).toEqual([]);
+  });
+
+  it('apply into a shadow with an owner token is refused, writing nothing, unless the meta holds that token; creation needs a meta that does not exist yet', async () => {
+    const log = taskLog(20);
+    await fx.store.applyBatch(def, log.slice(0, 5));
+    const ns = `${fx.prefix}:tasks:g2:`;
+    const gen = await fx.store.allocateGeneration('tasks');
+    expect(gen).toBe(2);
+    // Missing meta (never created, or lost with Redis's data): refused.
+    await expect(fx.store.applyBatch(def, log.slice(0, 5), { generation: 2, owner: 'a' })).rejects.toThrow(ShadowLostError);
+    expect(await keyCount(fx, `${ns}*`)).toBe(0);
+    // Created by owner a (retrying the creation is fine), written by a.
+    await fx.store.applyBatch(def, [], { generation: 2, owner: 'a', create: true });
+    await fx.store.applyBatch(def, log.slice(0, 5), { generation: 2, owner: 'a', create: true });
+    expect(await fx.handle.client.hgetall(`${ns}~meta`)).toEqual({ seq: '5', version: '1', owner: 'a' });
+    const before = await fx.store.snapshot('tasks', 2);
+    // Another owner can neither create it again nor write into it; nothing of its batch is written.
+    await expect(fx.store.applyBatch(def, [], { generation: 2, owner: 'b', create: true })).rejects.toThrow(ShadowLostError);
+    await expect(fx.store.apply(def, log[5], { generation: 2, owner: 'b' })).rejects.toMatchObject({ name: 'ShadowLostError', projection: 'tasks', generation: 2 });
+    await expect(fx.store.applyBatch(def, log.slice(5), { generation: 2, owner: 'b' })).rejects.toThrow(ShadowLostError);
+    expect(await fx.store.snapshot('tasks', 2)).toEqual(before);
+    expect(await fx.handle.client.hgetall(`${ns}~meta`)).toEqual({ seq: '5', version: '1', owner: 'a' });
+    // An existing generation without an owner (a scratch one, the active one) cannot be claimed.
+    await expect(fx.store.applyBatch(def, [], { generation: 1, owner: 'b', create: true })).rejects.toThrow(ShadowLostError);
+    expect(await fx.handle.client.hget(`${fx.prefix}:tasks:g1:~meta`, 'owner')).toBeNull();
+    // The script's own reply, and callers without a token, which write as before.
+    const base = projectionBase(fx.prefix, 'tasks');
+    const keys = [activeKey(base), generationCounterKey(base)];
+    expect(await applyScript.run(fx.handle.client, keys, [base, '2', 1, '[]', '', 'b', ''])).toEqual(['lost', '2']);
+    expect(await applyScript.run(fx.handle.client, keys, [base, '3', 1, '[]', '', 'b', ''])).toEqual(['lost', '3']);
+    expect(await fx.store.applyBatch(def, log.slice(5), { generation: 2 })).toMatchObject({ generation: 2, applied: 15, lastSeq: 20 });
+    expect(await fx.store.applyBatch(def, log.slice(5, 10), { generation: 2, owner: 'a' })).toMatchObject({ applied: 0, skipped: 5, lastSeq: 20 });
+  });
+
+  it('a swap with an owner token is refused unless the shadow meta holds that token', async () => {
+    const log = taskLog(10);
+    await fx.store.applyBatch(def, log);
+    const shadow = await fx.store.allocateGeneration('tasks');
+    await fx.store.applyBatch(def, [], { generation: shadow, owner: 'a', create: true });
+    await fx.store.applyBatch(def, log, { generation: shadow, owner: 'a' });
+    expect(await fx.store.swap('tasks', 1, shadow, 'b')).toEqual({ status: 'shadow_lost' });
+    expect(await fx.store.swap('tasks', 1, shadow + 1, 'a')).toEqual({ status: 'shadow_lost' });
+    const base = projectionBase(fx.prefix, 'tasks');
+    expect(await swapScript.run(fx.handle.client, [activeKey(base)], [base, '1', String(shadow), 'b'])).toEqual(['lost']);
+    expect(await fx.store.activeGeneration('tasks')).toBe(1);
+    expect(await fx.store.swap('tasks', 1, shadow, 'a')).toEqual({ status: 'swapped', previous: 1 });
+    expect(await fx.store.activeGeneration('tasks')).toBe(shadow);
   });
 
   it('the active generation cannot be dropped', async () => {

@@ -61,7 +61,12 @@ end
  * projection version, batch JSON `[[seqString, [wireOp...]], ...]` in increasing seq order, and
  * optionally the expected last applied seq: when given and the generation's last applied seq is
  * not exactly that, nothing is written and the reply is {'moved', generation, lastSeq}
- * (compare-and-set: another applier, or a swapped-in rebuild, got there first).
+ * (compare-and-set: another applier, or a swapped-in rebuild, got there first), then optionally
+ * a rebuild's owner token and a create flag ('1'). With a token, nothing is written and the reply
+ * is {'lost', generation} unless the generation's ~meta `owner` is that token; with the create
+ * flag the ~meta may also not exist yet, and the token is then written into it. A shadow is thus
+ * only ever written by the rebuild that created it: once Redis loses the data (the ~meta goes
+ * with it) or the number is handed to another rebuild, the first rebuild's applies are refused.
  *
  * Pass 1 (no writes): resolve the generation, read the last applied seq, and walk the batch with
  * the same seq guard the write pass will use, checking that every op's key holds a compatible
@@ -88,6 +93,15 @@ else
 end
 local ns = base .. ':g' .. gen .. ':'
 local metaKey = ns .. '~meta'
+local owner = ARGV[6]
+if owner and owner ~= '' then
+  local held = redis.call('HGET', metaKey, 'owner')
+  if held ~= owner and not (ARGV[7] == '1' and redis.call('EXISTS', metaKey) == 0) then
+    return { 'lost', gen }
+  end
+else
+  owner = nil
+end
 local lastRaw = redis.call('HGET', metaKey, 'seq') or '0'
 local last = tonumber(lastRaw)
 if ARGV[5] and ARGV[5] ~= '' and tonumber(ARGV[5]) ~= last then
@@ -184,6 +198,7 @@ for _, ev in ipairs(batch) do
   end
 end
 if lastApplied then redis.call('HSET', metaKey, 'seq', lastApplied) end
+if owner and ARGV[7] == '1' then redis.call('HSET', metaKey, 'owner', owner) end
 redis.call('HSETNX', metaKey, 'version', ARGV[3])
 return { 'ok', gen, applied, skipped, lastApplied or lastRaw }
 `,
@@ -191,15 +206,20 @@ return { 'ok', gen, applied, skipped, lastApplied or lastRaw }
 
 /**
  * Compare-and-set the active generation.
- * KEYS: active pointer. ARGV: base, expected current generation ('' when none), new generation.
- * Returns {'conflict', current} when the pointer moved (another rebuild won), {'behind', shadowSeq,
- * activeSeq} when the new generation has applied less of the stream than the active one, else
- * {'swapped', previous}.
+ * KEYS: active pointer. ARGV: base, expected current generation ('' when none), new generation,
+ * optionally the rebuild's owner token of the new generation.
+ * Returns {'lost'} when a token is given and the new generation's ~meta does not hold it (Redis lost
+ * the shadow, or it is another rebuild's now), {'conflict', current} when the pointer moved
+ * (another rebuild won), {'behind', shadowSeq, activeSeq} when the new generation has applied less
+ * of the stream than the active one, else {'swapped', previous}.
  */
 export const swapScript = new LuaScript(
   'swap',
   `
 local base = ARGV[1]
+if ARGV[4] and ARGV[4] ~= '' and redis.call('HGET', base .. ':g' .. ARGV[3] .. ':~meta', 'owner') ~= ARGV[4] then
+  return { 'lost' }
+end
 local current = redis.call('GET', KEYS[1]) or ''
 if current ~= ARGV[2] then return { 'conflict', current } end
 local shadowSeq = redis.call('HGET', base .. ':g' .. ARGV[3] .. ':~meta', 'seq') or '0'
@@ -208,6 +228,33 @@ if current ~= '' then activeSeq = redis.call('HGET', base .. ':g' .. current .. 
 if tonumber(shadowSeq) < tonumber(activeSeq) then return { 'behind', shadowSeq, activeSeq } end
 redis.call('SET', KEYS[1], ARGV[3])
 return { 'swapped', current }
+`,
+);
+
+/**
+ * Delete keys of a rebuild's shadow generation, only while the shadow is still that rebuild's and
+ * not active (a generation number may be handed out again once Redis lost its data).
+ * KEYS: active pointer. ARGV: base, generation, owner token, '1' to delete the ~meta too (last),
+ * keys to delete (keys outside the generation's namespace, and its ~meta, are ignored).
+ * Returns {'lost'} (nothing deleted) when the shadow is active or not that owner's, else
+ * {'ok', deleted}.
+ */
+export const dropShadowScript = new LuaScript(
+  'drop-shadow',
+  `
+local gen = ARGV[2]
+local ns = ARGV[1] .. ':g' .. gen .. ':'
+local metaKey = ns .. '~meta'
+if redis.call('GET', KEYS[1]) == gen or redis.call('HGET', metaKey, 'owner') ~= ARGV[3] then return { 'lost' } end
+local batch = {}
+for i = 5, #ARGV do
+  local key = ARGV[i]
+  if key ~= metaKey and string.sub(key, 1, #ns) == ns then batch[#batch + 1] = key end
+end
+local deleted = 0
+if #batch > 0 then deleted = redis.call('UNLINK', unpack(batch)) end
+if ARGV[4] == '1' then deleted = deleted + redis.call('UNLINK', metaKey) end
+return { 'ok', deleted }
 `,
 );
 

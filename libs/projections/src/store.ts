@@ -1,11 +1,12 @@
+import { randomUUID } from 'node:crypto';
 import type Redis from 'ioredis';
 import type { EventEnvelope } from '@baton/contracts';
-import { ProjectionError, ProjectionOpError, RebuildBehindError } from './errors';
+import { ProjectionError, ProjectionOpError, RebuildBehindError, ShadowLostError } from './errors';
 import { createItemStore, type ItemStore } from './items';
 import { activeKey, assertName, assertPrefix, generationCounterKey, generationNamespace, projectionBase } from './keys';
 import { encodeOps, type IndexedItem, type ProjectionOp, type WireOp } from './ops';
 import { createReader, type ProjectionReader } from './reader';
-import { applyScript, loadScript, swapScript } from './scripts';
+import { applyScript, dropShadowScript, loadScript, swapScript } from './scripts';
 import { dumpNamespace, type ProjectionSnapshot } from './snapshot';
 
 /**
@@ -28,8 +29,14 @@ export interface ProjectionDefinition<E extends EventEnvelope = EventEnvelope> {
   apply(event: SequencedEvent<E>): readonly ProjectionOp[];
 }
 
-/** Where an apply writes: the active generation (resolved inside the script) or a given one. */
-export type ApplyTarget = 'active' | { generation: number };
+/**
+ * Where an apply writes: the active generation (resolved inside the script) or a given one.
+ * A rebuild's shadow also names its `owner` token: the script then refuses the whole batch with
+ * {@link ShadowLostError} unless the generation's meta holds that token. `create` (with an owner)
+ * writes the token into the meta, which must not exist yet (or hold the same token: a retry).
+ * Without an owner a generation target is written as is (scratch generations, tests).
+ */
+export type ApplyTarget = 'active' | { generation: number; owner?: string; create?: boolean };
 
 export interface ApplyResult {
   status: 'applied' | 'skipped';
@@ -76,7 +83,9 @@ export interface ProjectionStatus {
 export type SwapResult =
   | { status: 'swapped'; previous: number | null }
   | { status: 'conflict'; current: number | null }
-  | { status: 'behind'; shadowSeq: number; activeSeq: number };
+  | { status: 'behind'; shadowSeq: number; activeSeq: number }
+  /** An owner token was given and the new generation's meta does not hold it: nothing changed. */
+  | { status: 'shadow_lost' };
 
 /**
  * Reads a stream from `fromSeq` (inclusive) up to its end as of the call, in sequence order, then
@@ -154,9 +163,10 @@ export interface ProjectionStore {
   /**
    * Make `next` the active generation if the active one is still `expected` (compare-and-set) and
    * `next` has applied at least as far as the active one. Of two concurrent swaps from the same
-   * `expected`, exactly one returns `swapped`. Does not delete anything.
+   * `expected`, exactly one returns `swapped`. With `owner`, also only if `next` is still the shadow
+   * that owner created (`shadow_lost` otherwise). Does not delete anything.
    */
-  swap(projection: string, expected: number | null, next: number): Promise<SwapResult>;
+  swap(projection: string, expected: number | null, next: number, owner?: string): Promise<SwapResult>;
   /**
    * Rebuild a projection from `source` into a fresh shadow generation while the live applier keeps
    * writing the active one, then swap it in. Hand-over: the swap only succeeds once the shadow has
@@ -165,6 +175,12 @@ export interface ProjectionStore {
    * therefore in the shadow, and after the swap the live applier's seq guard skips what the rebuild
    * already applied. A rebuild that loses the compare-and-set to a concurrent one drops its shadow
    * and returns `lost`. The old generation is deleted in the background (SCAN + UNLINK).
+   *
+   * The shadow is owned: the rebuild creates it with a random token and every apply into it and
+   * the swap check that token atomically. If Redis loses its data mid-rebuild (the generation
+   * counter restarts, so another rebuild may be handed the same number), the next apply or the
+   * swap is refused and the rebuild throws {@link ShadowLostError} having written nothing more
+   * and swapped nothing; it then leaves that generation alone, as it may be another rebuild's.
    */
   rebuild<E extends EventEnvelope>(def: ProjectionDefinition<E>, source: ReplaySource<E>, options?: RebuildOptions): Promise<RebuildResult>;
   /** Delete every key of one generation (SCAN + UNLINK in batches). Refuses the active generation. */
@@ -239,6 +255,10 @@ class RedisProjectionStore implements ProjectionStore {
       bytes += size;
     }
     await flush();
+    // Creating a shadow creates it even without events to apply.
+    if (total.generation === 0 && typeof target === 'object' && target.create) {
+      total.generation = (await this.runChunk(def, [], target)).generation;
+    }
     if (total.generation === 0) {
       const status = await this.status(def);
       total.generation = typeof target === 'object' ? target.generation : (status.activeGeneration ?? 0);
@@ -270,9 +290,17 @@ class RedisProjectionStore implements ProjectionStore {
     target: ApplyTarget,
   ): Promise<BatchApplyResult> {
     const base = this.base(def.name);
-    const targetArg = target === 'active' ? 'active' : String(positiveInt(target.generation, 'generation'));
     const payload = JSON.stringify(chunk.map(([seq, ops]) => [String(seq), ops]));
-    const reply = (await applyScript.run(this.redis, [activeKey(base), generationCounterKey(base)], [base, targetArg, def.version, payload])) as ScriptReply;
+    const args: (string | number)[] = [base, 'active', def.version, payload];
+    if (target !== 'active') {
+      args[1] = String(positiveInt(target.generation, 'generation'));
+      if (target.owner !== undefined || target.create) {
+        if (!target.owner) throw new ProjectionError('an owner token must be a non-empty string, and creating a shadow needs one');
+        args.push('', target.owner, target.create ? '1' : '');
+      }
+    }
+    const reply = (await applyScript.run(this.redis, [activeKey(base), generationCounterKey(base)], args)) as ScriptReply;
+    if (reply[0] === 'lost') throw new ShadowLostError(def.name, Number(reply[1]));
     if (reply[0] === 'invalid') {
       const [, seq, opIndex, key, type, op] = reply;
       throw new ProjectionOpError(
@@ -374,11 +402,18 @@ class RedisProjectionStore implements ProjectionStore {
     return this.redis.incr(generationCounterKey(this.base(projection)));
   }
 
-  async swap(projection: string, expected: number | null, next: number): Promise<SwapResult> {
+  async swap(projection: string, expected: number | null, next: number, owner?: string): Promise<SwapResult> {
     const base = this.base(projection);
-    const reply = (await swapScript.run(this.redis, [activeKey(base)], [base, expected === null ? '' : String(expected), String(positiveInt(next, 'generation'))])) as string[];
+    const args = [base, expected === null ? '' : String(expected), String(positiveInt(next, 'generation'))];
+    if (owner !== undefined) {
+      if (!owner) throw new ProjectionError('an owner token must not be empty');
+      args.push(owner);
+    }
+    const reply = (await swapScript.run(this.redis, [activeKey(base)], args)) as string[];
     const genOrNull = (raw: string | undefined) => (raw ? Number(raw) : null);
     switch (reply[0]) {
+      case 'lost':
+        return { status: 'shadow_lost' };
       case 'swapped':
         return { status: 'swapped', previous: genOrNull(reply[1]) };
       case 'conflict':
@@ -396,13 +431,17 @@ class RedisProjectionStore implements ProjectionStore {
     // and make the compare-and-set fail for no reason.
     const previous = await this.ensureActive(def);
     const generation = await this.allocateGeneration(def.name);
+    // The counter restarts when Redis loses its data, so the number alone does not identify this
+    // rebuild's shadow: the token does, and every apply into it and the swap check it atomically.
+    const owner = randomUUID();
     let lastSeq = 0;
     try {
-      await this.runChunk(def, [], { generation });
+      await this.runChunk(def, [], { generation, owner, create: true });
       for (let round = 0; ; round++) {
-        const result = await this.applyBatch(def, source(lastSeq + 1), { generation });
+        const result = await this.applyBatch(def, source(lastSeq + 1), { generation, owner });
         lastSeq = Math.max(lastSeq, result.lastSeq);
-        const swap = await this.swap(def.name, previous, generation);
+        const swap = await this.swap(def.name, previous, generation, owner);
+        if (swap.status === 'shadow_lost') throw new ShadowLostError(def.name, generation);
         if (swap.status === 'swapped') {
           const cleanup =
             options.dropPrevious === false || swap.previous === null
@@ -411,18 +450,41 @@ class RedisProjectionStore implements ProjectionStore {
           return { status: 'swapped', generation, previous: swap.previous, lastSeq, cleanup };
         }
         if (swap.status === 'conflict') {
-          await this.dropGeneration(def.name, generation);
+          await this.dropShadow(def.name, generation, owner);
           return { status: 'lost', generation, winner: swap.current };
         }
         lastSeq = swap.shadowSeq;
         if (round >= maxRounds) throw new RebuildBehindError(def.name, swap.shadowSeq, swap.activeSeq);
       }
     } catch (error) {
-      if ((await this.activeGeneration(def.name)) !== generation) {
-        await this.dropGeneration(def.name, generation).catch(() => undefined);
-      }
+      // A lost shadow is not ours to delete any more. Otherwise delete it while it still is ours
+      // (a Redis error may come from a failover, after which the number may be another rebuild's).
+      if (!(error instanceof ShadowLostError)) await this.dropShadow(def.name, generation, owner).catch(() => undefined);
       throw error;
     }
+  }
+
+  /**
+   * Delete a rebuild's shadow generation (SCAN + UNLINK in batches, the meta last), each batch only
+   * while the shadow is still `owner`'s and not active; stops, deleting nothing more, once it is not.
+   */
+  private async dropShadow(projection: string, generation: number, owner: string): Promise<CleanupResult> {
+    const base = this.base(projection);
+    const ns = generationNamespace(base, positiveInt(generation, 'generation'));
+    const drop = async (keys: string[], last: boolean): Promise<number | null> => {
+      const reply = (await dropShadowScript.run(this.redis, [activeKey(base)], [base, String(generation), owner, last ? '1' : '', ...keys])) as ScriptReply;
+      return reply[0] === 'ok' ? Number(reply[1]) : null;
+    };
+    let deletedKeys = 0;
+    for await (const batch of this.redis.scanStream({ match: `${ns}*`, count: 500 })) {
+      const keys = batch as string[];
+      if (keys.length === 0) continue;
+      const deleted = await drop(keys, false);
+      if (deleted === null) return { generation, deletedKeys };
+      deletedKeys += deleted;
+    }
+    deletedKeys += (await drop([], true)) ?? 0;
+    return { generation, deletedKeys };
   }
 
   async dropGeneration(projection: string, generation: number): Promise<CleanupResult> {

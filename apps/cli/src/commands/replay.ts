@@ -1,4 +1,4 @@
-import { createBatonProjector } from '@baton/projections';
+import { createBatonProjector, ShadowLostError } from '@baton/projections';
 import type { Command } from '../command';
 import { flag, int, parseCommandArgs, str } from '../command';
 import { CliError, ExitCode, UsageError } from '../errors';
@@ -22,6 +22,21 @@ export type ReplayOutcome =
     }
   | { projection: string; status: 'lost'; generation: number; winner: number | null }
   | ({ status: 'dry_run' } & ShadowComparison);
+
+/**
+ * The error `baton replay` exits with when rebuilding `projection` threw. When Redis lost its data
+ * mid-rebuild (`ShadowLostError`) nothing was swapped in and running the replay again is the fix.
+ */
+export function rebuildFailure(projection: string, error: unknown): CliError {
+  if (error instanceof ShadowLostError) {
+    return new CliError(
+      `rebuilding ${projection} stopped: Redis lost its data during the rebuild (a flush or a failover), so its shadow generation ${error.generation} ` +
+        `is gone or now another rebuild's; nothing was swapped in. Run baton replay again (then baton verify).`,
+      { cause: error },
+    );
+  }
+  return new CliError(`rebuilding ${projection} failed: ${(error as Error).message}`, { cause: error });
+}
 
 export const replayCommand: Command = {
   name: 'replay',
@@ -115,7 +130,7 @@ Options:
       try {
         result = await projector.rebuild(projection.name, feed);
       } catch (error) {
-        throw new CliError(`rebuilding ${projection.name} failed: ${(error as Error).message}`, { cause: error });
+        throw rebuildFailure(projection.name, error);
       } finally {
         if (events === 0) seedProgress?.finish();
         progress.finish();

@@ -58,6 +58,8 @@ export interface BatonProjector {
   /**
    * Rebuild (from `source`, into a shadow generation swapped in atomically) every projection that
    * has no active generation or whose stored version is not the code's. Returns what it rebuilt.
+   * Throws on the first failed rebuild, e.g. `ShadowLostError` when Redis lost its data mid-rebuild;
+   * calling it again rebuilds what is still missing.
    */
   ensureCurrent(source: ReplaySource, options?: RebuildOptions): Promise<EnsureCurrentResult[]>;
   /** Rebuild one projection from `source` (see `ProjectionStore.rebuild`), then forget its cached states. */
@@ -75,7 +77,8 @@ export interface BatonProjector {
    * Rebuild every projection (each as {@link rebuild} does: shadow generation, catch-up, atomic
    * swap), all at once: while Redis runs one projection's script the others fold, so the whole
    * rebuild takes little more than the slowest projection instead of the sum. Each reads `source`
-   * on its own. Serialised with `apply`, `applyRange` and `rebuild`.
+   * on its own. Serialised with `apply`, `applyRange` and `rebuild`. If any fails, throws the first
+   * error once all have settled.
    */
   rebuildAll(source: ReplaySource, options?: RebuildOptions): Promise<Record<string, RebuildResult>>;
 }
@@ -143,8 +146,12 @@ export function createBatonProjector(options: BatonProjectorOptions): BatonProje
     },
     rebuildAll(source, rebuildOptions) {
       return serial(async () => {
-        const results = await Promise.all(projections.map(async (projection) => [projection.name, await rebuildOne(projection, source, rebuildOptions)] as const));
-        return Object.fromEntries(results);
+        // Wait for every rebuild to settle before failing (e.g. ShadowLostError when Redis lost its
+        // data: usually all of them at once), so nothing outlives the serialised section.
+        const settled = await Promise.allSettled(projections.map(async (projection) => [projection.name, await rebuildOne(projection, source, rebuildOptions)] as const));
+        const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+        if (failed) throw failed.reason;
+        return Object.fromEntries(settled.map((s) => (s as PromiseFulfilledResult<readonly [string, RebuildResult]>).value));
       });
     },
     applyRange(range, hooks) {
