@@ -37,6 +37,11 @@ const continueWithSet = (target: string) => (y: string) =>
 const offerSelfRoute = (y: string) => `${y}\nHANDOFF:\n  - TO: Offer_Agent\n    WHEN: annual_income IS SET\n`;
 /** Income_Capture_Agent is switched off unless income_capture_enabled = true. */
 const incomeDisabled = (y: string) => y.replace('AGENT: Income_Capture_Agent\n', 'AGENT: Income_Capture_Agent\nENABLED_WHEN: income_capture_enabled = true\n');
+/** Offer_Agent requires authentication: the supervisor's session variable customer_verified must be true. */
+const offerNeedsAuth = (y: string) =>
+  y
+    .replace(MEMORY_LINE, `${MEMORY_LINE}    - customer_verified\n      TYPE: boolean\n`)
+    .replace('AGENT: Offer_Agent\n', 'AGENT: Offer_Agent\nAUTH:\n  REQUIRED: true\n  VARIABLE: customer_verified\n');
 
 interface Created {
   project: string;
@@ -141,11 +146,12 @@ describe('returnable and permanent handoffs through the router (seed 001, real N
     serveLedger('loans');
     serveLedger('loansv');
     serveLedger('loansfail', true);
-    for (const p of ['loanscont', 'loansro', 'loansoff']) serveLedger(p);
+    for (const p of ['loanscont', 'loansro', 'loansoff', 'loansauth']) serveLedger(p);
     await nats.connection.flush();
     expect(await publish('loanscont', loanDefinition('loanscont', (y) => offerSelfRoute(continueWithSet('income_note')(y))))).toMatchObject({ ok: true });
     expect(await publish('loansro', loanDefinition('loansro', continueWithSet('locked')))).toMatchObject({ ok: true });
     expect(await publish('loansoff', loanDefinition('loansoff', incomeDisabled))).toMatchObject({ ok: true });
+    expect(await publish('loansauth', loanDefinition('loansauth', offerNeedsAuth))).toMatchObject({ ok: true });
     expect(await publish('loans', loanDefinition('loans'))).toMatchObject({ ok: true });
     expect(await publish('loansv', loanDefinition('loansv'))).toMatchObject({ ok: true });
     expect(await publish('loansfail', loanDefinition('loansfail'))).toMatchObject({ ok: true });
@@ -299,6 +305,28 @@ describe('returnable and permanent handoffs through the router (seed 001, real N
     expect(blocked).toMatchObject({ outcome: 'blocked', to: 'Income_Capture_Agent', cause: 'target_disabled' });
     const [routed] = await waitEvents<{ target: { agent: string }; decision: { rule: string } }>('loansoff', run, 'run.routed');
     expect(routed).toMatchObject({ target: { agent: 'Loan_Supervisor' }, decision: { rule: 'message' } });
+  }, 20_000);
+
+  it('AUTH requires authentication: handoff_completed blocked (authentication_required) while customer_verified is not true, the supervisor gets the message; once it is true the same route goes through', async () => {
+    const run = await start('loansauth', 'Show me offers', { annual_income: 80000 });
+    const completed = await waitEvents('loansauth', run, 'run.handoff_completed', 2);
+    expect(completed).toEqual([
+      expect.objectContaining({ outcome: 'blocked', to: 'Income_Capture_Agent', cause: 'when_false' }),
+      expect.objectContaining({ outcome: 'blocked', from: 'Loan_Supervisor', to: 'Offer_Agent', cause: 'authentication_required', code: 'auth_profile', handoffId: null }),
+    ]);
+    const [routed] = await waitEvents<{ target: { agent: string }; decision: { rule: string } }>('loansauth', run, 'run.routed');
+    expect(routed).toMatchObject({ target: { agent: 'Loan_Supervisor' }, decision: { rule: 'message' } });
+    expect(await payloads('loansauth', run, 'run.handoff')).toEqual([]);
+
+    // The supervisor verifies the customer: its result sets the session variable.
+    await reply('loansauth', run, 'Loan_Supervisor', { body: 'Thanks, you are verified.', variables: { customer_verified: true } });
+    await waitEvents('loansauth', run, 'run.awaiting_input');
+    await say('loansauth', run, 'Show me offers');
+    const [handoff] = await waitEvents('loansauth', run, 'run.handoff');
+    expect(handoff).toMatchObject({ from: 'Loan_Supervisor', to: 'Offer_Agent', returnExpected: false, reasonCode: 'handoff_permanent' });
+    const offer = await createdFor('loansauth', run, 'Offer_Agent');
+    expect(offer.body['context']).toMatchObject({ message: 'Show me offers', variables: { annual_income: 80000 } });
+    expect((await payloads('loansauth', run, 'run.handoff_completed')).filter((c) => c['cause'] === 'authentication_required')).toHaveLength(1);
   }, 20_000);
 
   it('expecting a replay to chain: a replay runs one level only (resume_intent_depth_limit)', async () => {

@@ -62,6 +62,21 @@ describe('project definitions', () => {
     expect(resolveLead(ProjectDefinitionSchema.parse(project))).toBeNull();
   });
 
+  it('an agent may carry an auth profile (JSON definitions too): required defaults to true, variable to authenticated; anything else is refused', () => {
+    const withAuth = (auth: unknown) => ProjectDefinitionSchema.safeParse({ ...project, agents: [{ name: 'architect', auth }, { name: 'context' }] });
+    const agentAuth = (auth: unknown) => {
+      const parsed = withAuth(auth);
+      return parsed.success ? parsed.data.agents[0]!.auth : undefined;
+    };
+    expect(agentAuth({})).toEqual({ required: true, variable: 'authenticated' });
+    expect(agentAuth({ required: true, variable: 'customer_verified' })).toEqual({ required: true, variable: 'customer_verified' });
+    expect(agentAuth({ required: false })).toEqual({ required: false, variable: 'authenticated' });
+    expect(ProjectDefinitionSchema.parse(project).agents[0]!.auth).toBeUndefined();
+    for (const bad of ['required', { required: 'true' }, { variable: 'customer verified' }, { required: true, varaible: 'x' }]) {
+      expect(withAuth(bad).success).toBe(false);
+    }
+  });
+
   it('findWorkflow returns the named version, or the highest when none is named', () => {
     const parsed = ProjectDefinitionSchema.parse({ ...project, workflows: [workflow, { ...workflow, version: 3 }, { ...workflow, version: 2 }] });
     expect(findWorkflow(parsed, 'feature')?.version).toBe(3);

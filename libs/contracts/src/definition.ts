@@ -162,6 +162,23 @@ export const ExecutionSettingsSchema = z.strictObject({
 });
 export type ExecutionSettings = z.infer<typeof ExecutionSettingsSchema>;
 
+/** The session variable an AUTH profile reads when it names none. */
+export const DEFAULT_AUTH_VARIABLE = 'authenticated';
+
+/**
+ * AUTH: the agent's authentication profile. When `required`, a HANDOFF route *to* this agent is
+ * blocked (`handoff_completed` outcome `blocked`, cause `authentication_required`, code
+ * `auth_profile`) unless the session variable `variable` is the boolean `true` — strictly: the
+ * string "true", 1 or any other value is not authenticated. Read on the session variables, like
+ * ENABLED_WHEN, and checked after it. `required` defaults to true (declaring a profile asks for
+ * authentication; `false` switches it off); `variable` defaults to {@link DEFAULT_AUTH_VARIABLE}.
+ */
+export const AuthProfileSchema = z.strictObject({
+  required: z.boolean().default(true),
+  variable: VariableNameSchema.default(DEFAULT_AUTH_VARIABLE),
+});
+export type AuthProfile = z.infer<typeof AuthProfileSchema>;
+
 /** An agent of the project. `role` is the free-text role shown to teammates (seed 000 §7). */
 export const AgentDefinitionSchema = z.strictObject({
   name: AgentNameSchema,
@@ -176,6 +193,8 @@ export const AgentDefinitionSchema = z.strictObject({
   handoffs: z.array(HandoffRouteSchema).max(Limits.maxListItems).optional(),
   /** ENABLED_WHEN: a route to this agent is blocked while the condition is false. */
   enabled_when: CompiledConditionSchema.optional(),
+  /** AUTH: a route to this agent is blocked while the customer is not authenticated (see {@link AuthProfileSchema}). */
+  auth: AuthProfileSchema.optional(),
   execution: ExecutionSettingsSchema.optional(),
 });
 export type AgentDefinition = z.infer<typeof AgentDefinitionSchema>;

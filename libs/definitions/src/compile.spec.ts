@@ -200,6 +200,77 @@ describe('definition compiler (seed 001)', () => {
     expect(result.diagnostics.find((d) => d.code === 'INVALID_VALUE')!.hint).toMatch(/30m|milliseconds/);
   });
 
+  /** Loan_Supervisor (MEMORY: customer_verified) routes to Offer_Agent, whose document ends with `authLines`. */
+  const withAuth = (authLines: string) =>
+    `${HEADER}SUPERVISOR: Loan_Supervisor\nMEMORY:\n  session:\n    - customer_verified\n      TYPE: boolean\nHANDOFF:\n  - TO: Offer_Agent\n---\nAGENT: Offer_Agent\n${authLines}\n`;
+  const offerAuth = (text: string) => compile(text).project?.agents.find((a) => a.name === 'Offer_Agent')?.auth;
+
+  it.each([
+    ['AUTH:\n  REQUIRED: true\n  VARIABLE: customer_verified', { required: true, variable: 'customer_verified' }],
+    ['auth:\n  required: true\n  variable: customer_verified', { required: true, variable: 'customer_verified' }],
+    ['AUTH: { REQUIRED: true, VARIABLE: customer_verified }', { required: true, variable: 'customer_verified' }],
+    ['AUTH:\n  VARIABLE: customer_verified', { required: true, variable: 'customer_verified' }],
+    ['AUTH:\n  REQUIRED: false\n  VARIABLE: customer_verified', { required: false, variable: 'customer_verified' }],
+  ])('an AUTH block compiles into the agent\'s auth profile (%s)', (lines, auth) => {
+    const text = withAuth(lines);
+    expect(compile(text).diagnostics).toEqual([]);
+    expect(offerAuth(text)).toEqual(auth);
+  });
+
+  it('AUTH: required is the shorthand for REQUIRED true with the session variable authenticated', () => {
+    const text = withAuth('AUTH: required').replace('customer_verified', 'authenticated');
+    expect(compile(text).diagnostics).toEqual([]);
+    expect(offerAuth(text)).toEqual({ required: true, variable: 'authenticated' });
+    expect(compile(withAuth('')).project!.agents.find((a) => a.name === 'Offer_Agent')!.auth).toBeUndefined();
+  });
+
+  it.each([
+    ['AUTH: true', 12, 7],
+    ['AUTH: optional', 12, 7],
+    ['AUTH:', 12, 1],
+    ['AUTH:\n  - customer_verified', 13, 3],
+    ['AUTH:\n  REQUIRED: "true"\n  VARIABLE: customer_verified', 13, 13],
+    ['AUTH:\n  REQUIRED: sometimes', 13, 13],
+    ['AUTH:\n  REQUIRED: true\n  VARIABLE: customer verified', 14, 13],
+    ['AUTH:\n  REQUIRED: true\n  VARIABLE: 2fa_done', 14, 13],
+    ['AUTH:\n  REQUIRED: true\n  VARIABLE: 42', 14, 13],
+  ])('a malformed AUTH block is INVALID_AUTH_PROFILE with file, line, column and a hint, and the project does not compile (%s)', (lines, line, column) => {
+    const result = compile(withAuth(lines));
+    expect(result.project).toBeNull();
+    expect(result.diagnostics).toEqual([expect.objectContaining({ file: 'loans.yaml', line, column, severity: 'error', code: 'INVALID_AUTH_PROFILE' })]);
+    expect(formatDiagnostic(result.diagnostics[0]!)).toMatch(new RegExp(`^loans\\.yaml:${line}:${column} error INVALID_AUTH_PROFILE .* — Write \`AUTH: required\``));
+  });
+
+  it('an AUTH VARIABLE no agent declares in its MEMORY warns AUTH_VARIABLE_NOT_DECLARED (a typo keeps every route blocked); declared by any agent it does not', () => {
+    const typo = compile(withAuth('AUTH:\n  REQUIRED: true\n  VARIABLE: customer_verifed'));
+    expect(typo.diagnostics).toEqual([expect.objectContaining({ line: 14, column: 13, severity: 'warning', code: 'AUTH_VARIABLE_NOT_DECLARED' })]);
+    expect(typo.diagnostics[0]!.message).toContain("'customer_verifed' of 'Offer_Agent'");
+    expect(typo.project!.agents.find((a) => a.name === 'Offer_Agent')!.auth).toEqual({ required: true, variable: 'customer_verifed' });
+    const shorthand = compile(withAuth('AUTH: required'));
+    expect(shorthand.diagnostics).toEqual([expect.objectContaining({ line: 12, column: 1, code: 'AUTH_VARIABLE_NOT_DECLARED' })]);
+    // REQUIRED false reads no variable: nothing to declare.
+    expect(compile(withAuth('AUTH:\n  REQUIRED: false')).diagnostics).toEqual([]);
+  });
+
+  it('an unknown key inside AUTH is ignored with UNKNOWN_KEY', () => {
+    const result = compile(withAuth('AUTH:\n  REQUIRED: true\n  VARIABLE: customer_verified\n  MFA: true'));
+    expect(codes(result.diagnostics)).toEqual(['warning:UNKNOWN_KEY']);
+    expect(offerAuth(withAuth('AUTH:\n  REQUIRED: true\n  VARIABLE: customer_verified\n  MFA: true'))).toEqual({ required: true, variable: 'customer_verified' });
+  });
+
+  it('accepts AUTH in JSON definitions', () => {
+    const json = JSON.stringify({
+      project: 'loans',
+      agents: [
+        { name: 'A', memory: [{ name: 'customer_verified', type: 'boolean' }], handoff: [{ to: 'B' }] },
+        { name: 'B', auth: { required: true, variable: 'customer_verified' } },
+      ],
+    });
+    const result = compileProject([{ path: 'p.json', text: json }]);
+    expect(result.diagnostics).toEqual([]);
+    expect(result.project!.agents[1]!.auth).toEqual({ required: true, variable: 'customer_verified' });
+  });
+
   it('a project-level return deadline compiles into execution.return_deadline_ms (with or without parentReturn)', () => {
     expect(compile('project: loans\nexecution:\n  returnDeadline: 45m\n---\nSUPERVISOR: S\n').project!.execution).toEqual({ return_deadline_ms: 2_700_000 });
     const both = compile('project: loans\nexecution:\n  return_deadline_ms: 60000\n  pipeline:\n    parentReturn:\n      minConfidence: 0.5\n---\nSUPERVISOR: S\n');

@@ -1,6 +1,9 @@
 import {
+  DEFAULT_AUTH_VARIABLE,
   MAX_RETURN_DEADLINE_MS,
   ProjectDefinitionSchema,
+  VariableNameSchema,
+  type AuthProfile,
   type CompiledCondition,
   type HistoryPolicy,
   type OnFailure,
@@ -104,7 +107,7 @@ export function normalizeSeedMemoryItems(text: string): string {
 }
 
 const AGENT_KEYS = new Set([
-  'name', 'agent', 'supervisor', 'role', 'goal', 'memory', 'gather', 'complete', 'handoff', 'handoffs', 'return_handlers', 'enabled_when', 'execution',
+  'name', 'agent', 'supervisor', 'role', 'goal', 'memory', 'gather', 'complete', 'handoff', 'handoffs', 'return_handlers', 'enabled_when', 'auth', 'execution',
 ]);
 const ROUTE_KEYS = new Set([
   'to', 'when', 'summary', 'history', 'pass', 'return', 'expect_return', 'on_return', 'on_failure', 'context', 'deadline', 'deadline_ms',
@@ -227,10 +230,25 @@ export function compileProject(files: readonly SourceFile[]): CompileResult {
   const compiledAgents: Record<string, unknown>[] = [];
   const routes: PendingRoute[] = [];
   const declared = new Map<string, { memory: Set<string>; gather: Set<string> }>();
+  const authProfiles: { agent: RawAgent; profile: AuthProfile; at: Pos }[] = [];
   for (const agent of names.values()) {
     const compiled = compileAgent(agent, names, projectHandlers, routes);
     compiledAgents.push(compiled.agent);
     declared.set(agent.name, { memory: compiled.memory, gather: compiled.gather });
+    if (compiled.auth) authProfiles.push({ agent, ...compiled.auth });
+  }
+
+  // AUTH VARIABLE: a session variable some agent of the project declares in its MEMORY (a typo
+  // would keep every route to the agent blocked).
+  const sessionMemory = new Set([...declared.values()].flatMap((d) => [...d.memory]));
+  for (const { agent, profile, at } of authProfiles) {
+    if (!profile.required || sessionMemory.has(profile.variable)) continue;
+    agent.file.out.warn(
+      at,
+      DiagnosticCode.authVariableNotDeclared,
+      `AUTH variable '${profile.variable}' of '${agent.name}' is not declared in any agent's MEMORY`,
+      `Declare '${profile.variable}' (TYPE: boolean) in the MEMORY of the agent that sets it, or name the variable that says the customer is authenticated; routes to ${agent.name} are blocked (authentication_required) until it is true.`,
+    );
   }
 
   // Cross-agent checks: MAP sources in the child, MAP / SET targets in the parent.
@@ -477,8 +495,9 @@ function compileAgent(
   names: ReadonlyMap<string, RawAgent>,
   projectHandlers: ReadonlyMap<string, RawHandler>,
   routes: PendingRoute[],
-): { agent: Record<string, unknown>; memory: Set<string>; gather: Set<string> } {
+): { agent: Record<string, unknown>; memory: Set<string>; gather: Set<string>; auth?: { profile: AuthProfile; at: Pos } } {
   const ctx = agent.file;
+  let auth: { profile: AuthProfile; at: Pos } | undefined;
   const out: Record<string, unknown> = { name: agent.name };
   if (agent.supervisor) out['supervisor'] = true;
   let memory = new Set<string>();
@@ -525,6 +544,11 @@ function compileAgent(
         if (when) out['enabled_when'] = when;
         break;
       }
+      case 'auth': {
+        auth = readAuth(ctx, e);
+        if (auth) out['auth'] = auth.profile;
+        break;
+      }
       case 'execution': {
         if (e.value) out['execution'] = readExecution(ctx, e.value);
         break;
@@ -546,7 +570,58 @@ function compileAgent(
       out['handoffs'] = compiled;
     }
   }
-  return { agent: out, memory, gather };
+  return { agent: out, memory, gather, ...(auth ? { auth } : {}) };
+}
+
+const AUTH_HINT = 'Write `AUTH: required`, or a block: `AUTH:` then `REQUIRED: true` and `VARIABLE: customer_verified` (the session variable that is true once the customer is authenticated).';
+
+/**
+ * AUTH: the agent's authentication profile. `AUTH: required` (the session variable
+ * `authenticated`), or a map of REQUIRED (a boolean; default true) and VARIABLE (a variable name;
+ * default `authenticated`). Anything else is INVALID_AUTH_PROFILE (an error: a profile Baton
+ * cannot read must not compile into an agent that is open to everyone). `at` is where the
+ * variable is named (the AUTH key when it is the default).
+ */
+function readAuth(ctx: FileCtx, e: Entry): { profile: AuthProfile; at: Pos } | undefined {
+  /** A value written empty (`KEY:`) is reported at its key. */
+  const written = (value: Node | null): Node | null => (value !== null && isScalar(value) && value.value === null ? null : value);
+  const node = written(e.value);
+  const invalid = (at: Node, message: string): undefined => {
+    ctx.out.error(ctx.pos(at), DiagnosticCode.invalidAuthProfile, message, AUTH_HINT);
+    return undefined;
+  };
+  if (node !== null && isScalar(node) && typeof node.value === 'string' && node.value.trim().toLowerCase() === 'required') {
+    return { profile: { required: true, variable: DEFAULT_AUTH_VARIABLE }, at: ctx.pos(e.keyNode) };
+  }
+  if (node === null || !isMap(node)) {
+    const what = node === null ? 'empty' : isScalar(node) ? `'${ctx.raw(node).trim()}'` : 'a list';
+    return invalid(node ?? e.keyNode, `${e.raw} is ${what}: it is \`required\` or a block of REQUIRED and VARIABLE`);
+  }
+  const profile: AuthProfile = { required: true, variable: DEFAULT_AUTH_VARIABLE };
+  let at = ctx.pos(e.keyNode);
+  let ok = true;
+  for (const a of entries(node)) {
+    const value = written(a.value);
+    if (a.key === 'required') {
+      if (value !== null && isScalar(value) && typeof value.value === 'boolean') profile.required = value.value;
+      else {
+        invalid(value ?? a.keyNode, `AUTH ${a.raw} is ${value !== null ? `'${ctx.raw(value)}'` : 'empty'}, not true or false`);
+        ok = false;
+      }
+    } else if (a.key === 'variable') {
+      const name = value !== null && isScalar(value) && typeof value.value === 'string' ? value.value : undefined;
+      if (value !== null && name !== undefined && VariableNameSchema.safeParse(name).success) {
+        profile.variable = name;
+        at = ctx.pos(value);
+      } else {
+        invalid(value ?? a.keyNode, `AUTH ${a.raw} ${value !== null ? `'${ctx.raw(value)}'` : '(empty)'} is not a variable name (letters, digits and _, not starting with a digit)`);
+        ok = false;
+      }
+    } else {
+      ctx.out.warn(ctx.pos(a.keyNode), DiagnosticCode.unknownKey, `unknown AUTH key '${a.raw}' is ignored`, 'AUTH keys: REQUIRED, VARIABLE.');
+    }
+  }
+  return ok ? { profile, at } : undefined;
 }
 
 const TRUTHY_LOOKALIKES = /^(true|yes|on|1)$/i;

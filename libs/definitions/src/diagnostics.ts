@@ -42,6 +42,10 @@ export const DiagnosticCode = {
   inlineLastNHistory: 'HANDOFF_HISTORY_INLINE_LAST_N',
   /** A WHEN / COMPLETE / ENABLED_WHEN that is neither a valid condition nor quoted natural language. */
   invalidCondition: 'INVALID_CONDITION',
+  /** An AUTH block that is not `required` or a map of REQUIRED (a boolean) and VARIABLE (a variable name). */
+  invalidAuthProfile: 'INVALID_AUTH_PROFILE',
+  /** An AUTH VARIABLE no agent of the project declares in its MEMORY: routes to the agent stay blocked until it is set. */
+  authVariableNotDeclared: 'AUTH_VARIABLE_NOT_DECLARED',
   /** A route from an agent to itself: the runtime refuses it with `recursion`. */
   selfHandoff: 'HANDOFF_TO_SELF',
   /** The compiled project failed the contract schema. */

@@ -35,9 +35,22 @@ export const HandoffRefusalCode = {
   targetWaitingForInput: 'target_waiting_for_input',
   conditionCheck: 'handoff_condition_check',
   targetDisabled: 'enabled_when',
+  authRequired: 'auth_profile',
   unknownRoute: 'unknown_route',
   notInnermostParent: 'not_innermost_parent',
 } as const;
+
+/**
+ * True when the session variables satisfy the AUTH profile of `agent`: it has none, its profile is
+ * not required, or the profile's variable is exactly the boolean `true`. Strict on purpose: the
+ * string "true", 1 or "yes" is not authenticated (a route is taken only on a value someone set to
+ * true, never on one that merely looks like it).
+ */
+export function isAuthenticatedFor(agent: AgentDefinition | undefined, variables: Readonly<Record<string, unknown>>): boolean {
+  const auth = agent?.auth;
+  if (auth === undefined || !auth.required) return true;
+  return Object.hasOwn(variables, auth.variable) && variables[auth.variable] === true;
+}
 
 /** True when an agent uses conversation features (HANDOFF routes, MEMORY, GATHER, COMPLETE). */
 export function isConversationalAgent(agent: AgentDefinition | undefined): boolean {
@@ -169,8 +182,8 @@ function dispatchTurn(c: ConversationCtx, agent: string, step: string, message: 
 
 /**
  * Deliver a customer message to the active agent `active`: evaluate its expression routes in
- * order (a false WHEN or a disabled target records a `blocked` handoff_completed, a refused
- * target a `rejected` one) and fire the first that passes; when none fires, the message goes to
+ * order (a false WHEN, a disabled target or a target that requires authentication records a
+ * `blocked` handoff_completed, a refused target a `rejected` one) and fire the first that passes; when none fires, the message goes to
  * `active` itself. `depth` is 1 for a replayed message (resume_intent), 0 otherwise.
  */
 export function deliverMessage(c: ConversationCtx, active: RouteTarget, message: string | null, depth: number, phase: 'message' | 'replay' | 'start'): void {
@@ -194,8 +207,11 @@ export function deliverMessage(c: ConversationCtx, active: RouteTarget, message:
 /**
  * Fire route `index` of `active` if the runtime allows it. Refusals: the target is `active`
  * itself (`target_waiting_for_input` while it waits for the customer, `recursion` otherwise);
- * ENABLED_WHEN false on the target (`blocked`). A route to the innermost waiting parent is a
- * hand-back (the child returns). Returns true when control moved.
+ * ENABLED_WHEN false on the target (`blocked`, `target_disabled`); then the target's AUTH profile
+ * not satisfied by the session variables (`blocked`, `authentication_required`). ENABLED_WHEN
+ * comes first: a target switched off is off for every customer, so authenticating would not open
+ * it. A route to the innermost waiting parent is a hand-back (the child returns), checked before
+ * both: a return is not a new handoff. Returns true when control moved.
  */
 function tryFire(
   c: ConversationCtx,
@@ -226,6 +242,10 @@ function tryFire(
   const targetDef = agentDef(c, target);
   if (targetDef?.enabled_when?.kind === 'expression' && !conditionHolds(targetDef.enabled_when.source, c.state.variables)) {
     completed(c, { handoffId: null, from: active.agent, to: target, route: index, outcome: 'blocked', cause: 'target_disabled', code: HandoffRefusalCode.targetDisabled });
+    return false;
+  }
+  if (!isAuthenticatedFor(targetDef, c.state.variables)) {
+    completed(c, { handoffId: null, from: active.agent, to: target, route: index, outcome: 'blocked', cause: 'authentication_required', code: HandoffRefusalCode.authRequired });
     return false;
   }
   const handoffId = nextHandoffId(c);

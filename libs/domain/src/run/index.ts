@@ -14,4 +14,4 @@ export type {
 } from './commands';
 export { HandoffFailureReason } from './commands';
 export { deriveId, handoffIdFor, noticeIdFor, stopIdFor } from './ids';
-export { isConversational, isConversationalAgent, HandoffRefusalCode } from './conversation';
+export { isConversational, isConversationalAgent, isAuthenticatedFor, HandoffRefusalCode } from './conversation';
