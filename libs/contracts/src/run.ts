@@ -428,9 +428,9 @@ export const RunHandoffCompletedSchema = z.strictObject({
   route: z.number().int().min(0).nullable(),
   outcome: HandoffOutcomeSchema,
   durationMs: z.number().int().min(0),
-  /** On a failure: what happened (`recursion`, `when_false`, `target_disabled`, `create_refused`...). */
+  /** On a failure: what happened (`recursion`, `when_false`, `target_disabled`, `authentication_required`, `create_refused`...). */
   cause: z.string().max(200).optional(),
-  /** On a failure: the stable code (`recursion`, `target_waiting_for_input`, `handoff_condition_check`, the ledger's code...). */
+  /** On a failure: the stable code (`recursion`, `target_waiting_for_input`, `handoff_condition_check`, `auth_profile`, the ledger's code...). */
   code: z.string().max(200).optional(),
   /** Time a queued sibling request ran inside the attempt (not in durationMs). */
   siblingIntentMs: z.number().int().min(0).optional(),
