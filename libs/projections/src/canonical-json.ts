@@ -25,3 +25,52 @@ function sortDeep(value: unknown): unknown {
   }
   return value;
 }
+
+/** Why a value is not JSON: where (a path like `a.b[2]`) and what. */
+export interface NotJson {
+  path: string;
+  problem: string;
+}
+
+/**
+ * {@link canonicalJson} for a value that must be JSON already, checked in the same walk: `null`,
+ * booleans, strings, finite numbers, arrays and plain objects only (`undefined` object members are
+ * dropped, as `JSON.stringify` does). Returns the text, or where and why the value is not JSON.
+ * One walk instead of a schema validation plus a serialisation: projections write a JSON state on
+ * almost every event.
+ */
+export function canonicalJsonChecked(value: unknown): { ok: true; text: string } | { ok: false; notJson: NotJson } {
+  const problem = checkJson(value, '');
+  return problem ? { ok: false, notJson: problem } : { ok: true, text: JSON.stringify(sortDeep(value)) };
+}
+
+function checkJson(value: unknown, path: string): NotJson | null {
+  switch (typeof value) {
+    case 'string':
+    case 'boolean':
+      return null;
+    case 'number':
+      return Number.isFinite(value) ? null : { path, problem: `the number ${value} is not finite` };
+    case 'object': {
+      if (value === null) return null;
+      if (Array.isArray(value)) {
+        for (let i = 0; i < value.length; i++) {
+          const inner = checkJson(value[i], `${path}[${i}]`);
+          if (inner) return inner;
+        }
+        return null;
+      }
+      const proto = Object.getPrototypeOf(value) as unknown;
+      if (proto !== Object.prototype && proto !== null) return { path, problem: 'not a plain object' };
+      for (const key of Object.keys(value)) {
+        const member = (value as Record<string, unknown>)[key];
+        if (member === undefined) continue;
+        const inner = checkJson(member, path === '' ? key : `${path}.${key}`);
+        if (inner) return inner;
+      }
+      return null;
+    }
+    default:
+      return { path, problem: `a ${typeof value} is not JSON` };
+  }
+}

@@ -2,7 +2,8 @@ import { canonicalJson } from './canonical-json';
 import { InvalidCursorError } from './errors';
 import { decodeCursor, encodeCursor } from './items';
 import { assertName, assertPrefix } from './keys';
-import { encodeOps, Op } from './ops';
+import fc from 'fast-check';
+import { encodeOps, Op, ProjectionOpSchema } from './ops';
 
 describe('projection ops', () => {
   it('encodes every op to the compact wire shape, scalars as strings', () => {
@@ -33,6 +34,37 @@ describe('projection ops', () => {
     expect(encodeOps([Op.itemPatch('inbox', 'x', {}, ['status'])])).toMatchObject({ error: expect.stringMatching(/required/) });
     expect(encodeOps([{ op: 'expire', key: 'k', seconds: 10 }])).toMatchObject({ opIndex: 0 });
     expect(encodeOps([Op.sadd('s')])).toMatchObject({ opIndex: 0 });
+  });
+
+  it('json.set is checked and serialised in one walk: non-JSON values and reserved keys are refused with where and why', () => {
+    expect(encodeOps([Op.jsonSet('j', { a: [1, { b: Number.NaN }] })])).toEqual({ opIndex: 0, error: 'value.a[1].b: the number NaN is not finite' });
+    expect(encodeOps([Op.del('x'), { op: 'json.set', key: 'j', value: { at: new Date(0) } }])).toEqual({ opIndex: 1, error: 'value.at: not a plain object' });
+    expect(encodeOps([{ op: 'json.set', key: 'j', value: { f: () => 1 } }])).toMatchObject({ error: 'value.f: a function is not JSON' });
+    expect(encodeOps([{ op: 'json.set', key: 'j', value: undefined }])).toMatchObject({ error: 'value: a undefined is not JSON' });
+    expect(encodeOps([{ op: 'json.set', key: 'j', value: [1, undefined] }])).toMatchObject({ error: 'value[1]: a undefined is not JSON' });
+    expect(encodeOps([{ op: 'json.set', key: '~meta', value: 1 }])).toMatchObject({ opIndex: 0, error: expect.stringMatching(/reserved/) });
+    expect(encodeOps([{ op: 'json.set', key: 'j', value: { a: 1, gone: undefined } }])).toEqual({ wire: [{ o: 'set', k: 'j', v: '{"a":1}' }] });
+  });
+
+  it('the json.set walk accepts exactly the JSON values the op schema accepts, and writes their canonical text', () => {
+    fc.assert(
+      fc.property(fc.jsonValue(), (value) => {
+        const encoded = encodeOps([{ op: 'json.set', key: 'k', value }]);
+        const bySchema = ProjectionOpSchema.safeParse({ op: 'json.set', key: 'k', value });
+        expect('wire' in encoded).toBe(bySchema.success);
+        if ('wire' in encoded) expect(encoded.wire[0]).toEqual({ o: 'set', k: 'k', v: canonicalJson(value) });
+      }),
+      { numRuns: 500 },
+    );
+    const notJson = fc.oneof(fc.constant(Number.NaN), fc.constant(Number.POSITIVE_INFINITY), fc.constant(new Date(0)), fc.constant(() => 1), fc.constant(BigInt(1)), fc.constant(new Map()));
+    fc.assert(
+      fc.property(fc.jsonValue(), notJson, (value, bad) => {
+        const poisoned = { wrap: [value, { bad }] };
+        expect(encodeOps([{ op: 'json.set', key: 'k', value: poisoned }])).toMatchObject({ opIndex: 0, error: expect.stringMatching(/^value\.wrap\[1\]\.bad: /) });
+        expect(ProjectionOpSchema.safeParse({ op: 'json.set', key: 'k', value: poisoned }).success).toBe(false);
+      }),
+      { numRuns: 200 },
+    );
   });
 
   it('canonical JSON sorts object keys at every level and drops undefined members', () => {

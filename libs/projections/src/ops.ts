@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { canonicalJson, type JsonValue } from './canonical-json';
+import { canonicalJson, canonicalJsonChecked, type JsonValue } from './canonical-json';
 import { MAX_KEY_LENGTH } from './keys';
 
 /** The fields of an indexed item that get an index of their own (one sorted set per value). */
@@ -150,13 +150,28 @@ export type WireOp =
 export function encodeOps(ops: readonly unknown[]): { wire: WireOp[] } | { error: string; opIndex: number } {
   const wire: WireOp[] = [];
   for (let index = 0; index < ops.length; index++) {
-    const parsed = ProjectionOpSchema.safeParse(ops[index]);
+    const op = ops[index];
+    if (isJsonSet(op)) {
+      // The common op (a fold state on nearly every event): the key by its schema, the value
+      // checked and serialised in one walk instead of a deep schema validation, then a second walk.
+      const key = KeySchema.safeParse(op.key);
+      if (!key.success) return { error: key.error.issues.map((i) => `key: ${i.message}`).join('; '), opIndex: index };
+      const value = canonicalJsonChecked(op.value);
+      if (!value.ok) return { error: `value${value.notJson.path === '' || value.notJson.path.startsWith('[') ? '' : '.'}${value.notJson.path}: ${value.notJson.problem}`, opIndex: index };
+      wire.push({ o: 'set', k: key.data, v: value.text });
+      continue;
+    }
+    const parsed = ProjectionOpSchema.safeParse(op);
     if (!parsed.success) {
       return { error: parsed.error.issues.map((i) => `${i.path.join('.') || '(op)'}: ${i.message}`).join('; '), opIndex: index };
     }
     wire.push(toWire(parsed.data));
   }
   return { wire };
+}
+
+function isJsonSet(op: unknown): op is { op: 'json.set'; key: unknown; value: unknown } {
+  return typeof op === 'object' && op !== null && (op as { op?: unknown }).op === 'json.set' && 'value' in op;
 }
 
 function toWire(op: ParsedOp): WireOp {

@@ -3,6 +3,7 @@ import { ProjectionError } from '../errors';
 import type { ApplyResult, ProjectionStatus, ProjectionStore, RebuildOptions, RebuildResult, ReplaySource, SequencedEvent } from '../store';
 import { applyLive, FoldSession, type AnyFoldingProjection } from './fold';
 import { RangeFold, type EventRange, type RangeApplyResult, type RangeHooks } from './range';
+import { sharedReplaySource } from '../shared-source';
 import { handoffsProjection } from './handoffs';
 import { inboxProjection } from './inbox';
 import { noticesProjection } from './notices';
@@ -113,6 +114,17 @@ export function createBatonProjector(options: BatonProjectorOptions): BatonProje
     ranges.get(projection.name)?.invalidate();
     return result;
   };
+  /**
+   * Rebuild `list` concurrently from `source`, waiting for every rebuild to settle before failing
+   * (e.g. ShadowLostError when Redis lost its data: usually all of them at once), so nothing
+   * outlives the serialised section it runs in.
+   */
+  const settleAll = async (list: readonly AnyFoldingProjection[], source: ReplaySource, rebuildOptions?: RebuildOptions): Promise<Record<string, RebuildResult>> => {
+    const settled = await Promise.allSettled(list.map(async (projection) => [projection.name, await rebuildOne(projection, source, rebuildOptions)] as const));
+    const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+    if (failed) throw failed.reason;
+    return Object.fromEntries(settled.map((s) => (s as PromiseFulfilledResult<readonly [string, RebuildResult]>).value));
+  };
   return {
     projections,
     apply(event, hooks) {
@@ -130,29 +142,25 @@ export function createBatonProjector(options: BatonProjectorOptions): BatonProje
       return Promise.all(projections.map((p) => store.status(p)));
     },
     async ensureCurrent(source, rebuildOptions) {
-      const done: EnsureCurrentResult[] = [];
+      const stale: Array<{ projection: AnyFoldingProjection; reason: RebuildReason }> = [];
       for (const projection of projections) {
         const status = await store.status(projection);
         const reason: RebuildReason | null =
           status.activeGeneration === null ? 'no_active_generation' : status.storedVersion !== projection.version ? 'version_changed' : null;
-        if (reason === null) continue;
-        const result = await serial(() => rebuildOne(projection, source, rebuildOptions));
-        done.push({ projection: projection.name, reason, result });
+        if (reason !== null) stale.push({ projection, reason });
       }
-      return done;
+      if (stale.length === 0) return [];
+      // Rebuild the stale ones together over one shared read of the stream.
+      const results = await serial(() => settleAll(stale.map(({ projection }) => projection), sharedReplaySource(source), rebuildOptions));
+      return stale.map(({ projection, reason }) => ({ projection: projection.name, reason, result: results[projection.name] as RebuildResult }));
     },
     rebuild(name, source, rebuildOptions) {
       return serial(() => rebuildOne(find(name), source, rebuildOptions));
     },
     rebuildAll(source, rebuildOptions) {
-      return serial(async () => {
-        // Wait for every rebuild to settle before failing (e.g. ShadowLostError when Redis lost its
-        // data: usually all of them at once), so nothing outlives the serialised section.
-        const settled = await Promise.allSettled(projections.map(async (projection) => [projection.name, await rebuildOne(projection, source, rebuildOptions)] as const));
-        const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
-        if (failed) throw failed.reason;
-        return Object.fromEntries(settled.map((s) => (s as PromiseFulfilledResult<readonly [string, RebuildResult]>).value));
-      });
+      // Every projection at once over one shared read of the stream (read, decoded and validated
+      // once instead of once per projection).
+      return serial(() => settleAll(projections, sharedReplaySource(source), rebuildOptions));
     },
     applyRange(range, hooks) {
       if (!Number.isSafeInteger(range.fromSeq) || range.fromSeq < 1 || range.toSeq < range.fromSeq) {
