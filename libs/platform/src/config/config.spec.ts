@@ -7,6 +7,13 @@ describe('configuration is validated at start with a clear message', () => {
     expect(config.NATS_URL).toBe('nats://127.0.0.1:4222');
     expect(config.REDIS_URL).toBe('redis://127.0.0.1:6379');
     expect(config.BATON_PREFIX).toBe('baton');
+    expect(config.BATON_FOLD_CACHE_SIZE).toBe(10_000);
+  });
+
+  it('the fold cache size is a whole number from 0 (no cache) up', () => {
+    expect(loadConfig(BaseConfigSchema, { BATON_FOLD_CACHE_SIZE: '0' }).BATON_FOLD_CACHE_SIZE).toBe(0);
+    expect(loadConfig(BaseConfigSchema, { BATON_FOLD_CACHE_SIZE: '2500' }).BATON_FOLD_CACHE_SIZE).toBe(2500);
+    for (const bad of ['-1', '1.5', 'lots']) expect(() => loadConfig(BaseConfigSchema, { BATON_FOLD_CACHE_SIZE: bad })).toThrow(/BATON_FOLD_CACHE_SIZE/);
   });
 
   it('names every bad variable in the error', () => {

@@ -30,6 +30,12 @@ export const BaseConfigSchema = z.object({
   BATON_STREAM_REPLICAS: z.coerce.number().int().min(1).max(5).default(1),
   /** Deliveries before a failing message is dead-lettered. */
   BATON_MAX_DELIVER: z.coerce.number().int().min(1).max(100).default(5),
+  /**
+   * Aggregates whose folded state the event store keeps in memory (least recently used first out;
+   * 0 = none). A larger cache spares reads when deciding on many aggregates; each entry costs
+   * memory (a few KB for a handoff, more for a long run).
+   */
+  BATON_FOLD_CACHE_SIZE: z.coerce.number().int().min(0).max(1_000_000).default(10_000),
   LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error']).default('info'),
   /** An id for this process, in logs and consumer names. */
   BATON_INSTANCE: z.string().min(1).max(64).optional(),

@@ -29,7 +29,7 @@ export interface CreateRuntimeOptions<C extends BaseConfig> {
   config: C;
   /** Connect to Redis as well (notifier; readiness of every service checks it too). */
   redis?: boolean;
-  /** Folded-state cache entries for the event store (default 10 000). */
+  /** Folded-state cache entries for the event store (default: `BATON_FOLD_CACHE_SIZE`). */
   cacheSize?: number;
   /** Wrap the connection before anything uses it (trace propagation, publish metrics: see `instrumentNats`). */
   wrapNats?: (handle: NatsHandle) => NatsHandle;
@@ -57,7 +57,7 @@ export async function createRuntime<C extends BaseConfig>(opts: CreateRuntimeOpt
     jsm: nats.jsm,
     prefix: config.BATON_PREFIX,
     registry,
-    cacheSize: opts.cacheSize ?? 10_000,
+    cacheSize: opts.cacheSize ?? config.BATON_FOLD_CACHE_SIZE,
   });
   const redis = opts.redis === false ? null : createRedis(config.REDIS_URL);
   return { service, instance, config, nats, registry, store, redis, logger };
