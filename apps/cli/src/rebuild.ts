@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { DeliverPolicy } from 'nats';
 import { batonStreamNames } from '@baton/eventstore';
 import {
@@ -96,14 +97,19 @@ export async function foldAndCompare(
   const live = await store.snapshot(projection.name);
   const session = new FoldSession(projection, 'rebuild', null);
   const generation = await store.allocateGeneration(projection.name);
+  // The scratch generation is owned like a rebuild's shadow: if Redis loses its data meanwhile
+  // and the number is handed out again, this fold stops (ShadowLostError) instead of mixing its
+  // events into another's generation, and its clean-up leaves that generation alone.
+  const owner = randomUUID();
   try {
+    await store.applyBatch(session.definition, [], { generation, owner, create: true });
     let events = 0;
     let feed = counted(source, () => {
       events++;
       options.progress?.tick();
     });
     if (options.boundToLive) feed = upTo(feed, live.lastSeq);
-    const applied = await store.applyBatch(session.definition, feed(1), { generation });
+    const applied = await store.applyBatch(session.definition, feed(1), { generation, owner });
     const rebuilt = await store.snapshot(projection.name, generation);
     return {
       projection: projection.name,
@@ -117,7 +123,7 @@ export async function foldAndCompare(
     };
   } finally {
     options.progress?.finish();
-    await store.dropGeneration(projection.name, generation).catch(() => undefined);
+    await store.dropGeneration(projection.name, generation, owner).catch(() => undefined);
   }
 }
 

@@ -348,4 +348,17 @@ describe('rebuilds into a shadow generation (real Redis)', () => {
     await fx.store.applyBatch(def, taskLog(5));
     await expect(fx.store.dropGeneration('tasks', 1)).rejects.toThrow(/active/);
   });
+
+  it('dropping a generation as its owner deletes it; as anyone else (its number reused after a loss) deletes nothing', async () => {
+    const log = taskLog(40);
+    await fx.store.applyBatch(def, log);
+    await fx.store.applyBatch(def, [], { generation: 7, owner: 'scratch-a', create: true });
+    await fx.store.applyBatch(def, log, { generation: 7, owner: 'scratch-a' });
+    const before = await keyCount(fx, `${fx.prefix}:tasks:g7:*`);
+    expect(before).toBeGreaterThan(1);
+    expect(await fx.store.dropGeneration('tasks', 7, 'scratch-b')).toEqual({ generation: 7, deletedKeys: 0 });
+    expect(await keyCount(fx, `${fx.prefix}:tasks:g7:*`)).toBe(before);
+    expect((await fx.store.dropGeneration('tasks', 7, 'scratch-a')).deletedKeys).toBe(before);
+    expect(await keyCount(fx, `${fx.prefix}:tasks:g7:*`)).toBe(0);
+  });
 });

@@ -183,8 +183,12 @@ export interface ProjectionStore {
    * and swapped nothing; it then leaves that generation alone, as it may be another rebuild's.
    */
   rebuild<E extends EventEnvelope>(def: ProjectionDefinition<E>, source: ReplaySource<E>, options?: RebuildOptions): Promise<RebuildResult>;
-  /** Delete every key of one generation (SCAN + UNLINK in batches). Refuses the active generation. */
-  dropGeneration(projection: string, generation: number): Promise<CleanupResult>;
+  /**
+   * Delete every key of one generation (SCAN + UNLINK in batches). Refuses the active generation.
+   * With `owner` (the token the generation was created with), only while it is still that owner's:
+   * a generation number reused after Redis lost its data is left alone.
+   */
+  dropGeneration(projection: string, generation: number, owner?: string): Promise<CleanupResult>;
   /** Key/value reads of the active generation, each resolving the generation atomically. */
   reader(projection: string): ProjectionReader;
   /** Queries over one indexed item store of the projection's active generation. */
@@ -487,7 +491,11 @@ class RedisProjectionStore implements ProjectionStore {
     return { generation, deletedKeys };
   }
 
-  async dropGeneration(projection: string, generation: number): Promise<CleanupResult> {
+  async dropGeneration(projection: string, generation: number, owner?: string): Promise<CleanupResult> {
+    if (owner !== undefined) {
+      if (!owner) throw new ProjectionError('an owner token must not be empty');
+      return this.dropShadow(projection, generation, owner);
+    }
     const base = this.base(projection);
     if ((await this.activeGeneration(projection)) === generation) {
       throw new ProjectionError(`generation ${generation} of ${projection} is active and cannot be dropped`);
