@@ -203,10 +203,42 @@ describe('returnable and permanent handoffs through the router (seed 001, real N
     expect(order).toEqual(['run.handoff', 'run.handoff_return_handler', 'run.resume_intent', 'run.handoff']);
   }, 30_000);
 
-  it('a returning customer with the value set goes straight to Offer_Agent; a message while the agent works is refused and recorded', async () => {
+  it('a returning customer with the value set goes straight to Offer_Agent; messages while the agent works are queued and delivered in order each time it waits', async () => {
     const run = await start('loans', 'Show me offers', { annual_income: 80000 });
     const [handoff] = await waitEvents('loans', run, 'run.handoff');
     expect(handoff).toMatchObject({ to: 'Offer_Agent', returnExpected: false, reasonCode: 'handoff_permanent' });
+    await say('loans', run, 'hello?');
+    await waitEvents('loans', run, 'run.message_queued');
+    await say('loans', run, 'are you there?');
+    const queued = await waitEvents('loans', run, 'run.message_queued', 2);
+    expect(queued.map((q) => ({ text: q['text'], agent: q['agent'], position: q['position'] }))).toEqual([
+      { text: 'hello?', agent: 'Offer_Agent', position: 1 },
+      { text: 'are you there?', agent: 'Offer_Agent', position: 2 },
+    ]);
+    expect(await payloads('loans', run, 'run.result_rejected')).toEqual([]);
+    expect(await payloads('loans', run, 'run.message_received')).toHaveLength(1); // only the start's input so far
+    // Offer_Agent answers: the run waits, and the oldest queued message is delivered in the same decision.
+    await reply('loans', run, 'Offer_Agent', { body: 'Here are your offers.' });
+    const received = await waitEvents('loans', run, 'run.message_received', 2);
+    expect(received[1]).toMatchObject({ message_id: queued[0]!['message_id'], text: 'hello?', agent: 'Offer_Agent', queued_at: queued[0]!['queued_at'] });
+    const completed = (await payloads('loans', run, 'run.handoff_completed')).find((c) => c['outcome'] === 'success');
+    expect(completed).toMatchObject({ to: 'Offer_Agent', outcome: 'success', durationMs: expect.any(Number), siblingIntentMs: expect.any(Number) });
+    // The delivered message goes to Offer_Agent as a new turn (a ledger create), before any other input.
+    await waitFor(() => created.filter((c) => c.body['workflow_run_id'] === run && c.body['to_agent'] === 'Offer_Agent').length >= 2 || undefined, 'the turn for the delivered message');
+    const types = (await events('loans', run)).map((e) => e.type);
+    expect(types.slice(types.lastIndexOf('run.awaiting_input'))).toEqual(['run.awaiting_input', 'run.message_received', 'run.routed']);
+    // The next time it waits, the second one follows.
+    await reply('loans', run, 'Offer_Agent', { body: 'Yes, I am here.' });
+    const all = await waitEvents('loans', run, 'run.message_received', 3);
+    expect(all[2]).toMatchObject({ text: 'are you there?' });
+    expect((await events('loans', run)).filter((e) => e.type === 'run.routed')).toHaveLength(3);
+  }, 20_000);
+
+  it('a message to a finished run is still refused and recorded (run_not_awaiting_input)', async () => {
+    const run = await start('loans', 'Show me offers', { annual_income: 80000 });
+    await waitEvents('loans', run, 'run.handoff');
+    await reply('loans', run, 'Offer_Agent', { decision: { dispatch: { status: 'terminate', reason: 'done' } } });
+    await waitEvents('loans', run, 'run.terminated');
     await say('loans', run, 'hello?');
     const [rejected] = await waitEvents('loans', run, 'run.result_rejected');
     expect(rejected).toMatchObject({ agent: 'customer', code: 'run_not_awaiting_input' });

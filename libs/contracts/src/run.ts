@@ -345,9 +345,28 @@ export type ConversationTurn = z.infer<typeof ConversationTurnSchema>;
 export const RunMessageReceivedSchema = z.strictObject({
   message_id: IdSchema,
   text: ShortTextSchema,
-  /** The active agent when the message arrived. */
+  /** The active agent when the message arrived (for a queued message: when it was delivered). */
   agent: AgentNameSchema,
+  /** Set when the message waited in the run's queue (`run.message_queued`): when it was queued. */
+  queued_at: IsoTimeSchema.optional(),
   received_at: IsoTimeSchema,
+});
+
+/**
+ * A customer message that arrived while the active agent of a running conversation was working
+ * (not waiting for the customer): kept, in arrival order, and delivered as a `run.message_received`
+ * the next time the run waits for the customer. Idempotent on `message_id`.
+ */
+export const RunMessageQueuedSchema = z.strictObject({
+  message_id: IdSchema,
+  text: ShortTextSchema,
+  /** Who sent it (the SessionMessage's `sent_by`), when given. */
+  sent_by: PersonHandleSchema.optional(),
+  /** The agent that was working when the message arrived. */
+  agent: AgentNameSchema,
+  /** How many messages wait after this one was added (1 … MAX_QUEUED_MESSAGES). */
+  position: z.number().int().min(1),
+  queued_at: IsoTimeSchema,
 });
 
 /** The active agent answered and waits for the customer's next message. */
@@ -432,7 +451,13 @@ export const RunHandoffCompletedSchema = z.strictObject({
   cause: z.string().max(200).optional(),
   /** On a failure: the stable code (`recursion`, `target_waiting_for_input`, `handoff_condition_check`, `auth_profile`, the ledger's code...). */
   code: z.string().max(200).optional(),
-  /** Time a queued sibling request ran inside the attempt (not in durationMs). */
+  /**
+   * Set when customer messages were queued (`run.message_queued`) during the attempt (an attempt
+   * is a handoff with an id: outcome success, error or timeout): the sum, over those messages, of
+   * the ms each spent in the queue between the handoff (or its queueing, if later) and this
+   * completion. Nothing runs beside the attempt — the messages wait — and durationMs (handoff →
+   * result / failure, wall time) does not change; with several messages the sum can exceed it.
+   */
   siblingIntentMs: z.number().int().min(0).optional(),
   /** The ON_FAILURE policy applied (error outcomes only). */
   onFailure: z.enum(['continue', 'escalate', 'respond']).optional(),
@@ -461,6 +486,7 @@ export const RunEventSchemas = {
   'run.result_rejected': RunResultRejectedSchema,
   'run.notice_emitted': RunNoticeEmittedSchema,
   'run.message_received': RunMessageReceivedSchema,
+  'run.message_queued': RunMessageQueuedSchema,
   'run.awaiting_input': RunAwaitingInputSchema,
   'run.handoff': RunHandoffSchema,
   'run.handoff_return_handler': RunHandoffReturnHandlerSchema,

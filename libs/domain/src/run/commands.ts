@@ -107,15 +107,19 @@ export interface RejectResult {
 }
 
 /**
- * A customer turn of a conversation run (seed 001). Idempotent on `message_id`. Accepted only
- * while the run awaits the customer; the active agent's WHEN routes are evaluated before any
- * model runs, then the message goes to the route's target or to the active agent.
+ * A customer turn of a conversation run (seed 001). Idempotent on `message_id`. While the run awaits
+ * the customer the active agent's WHEN routes are evaluated before any model runs, then the
+ * message goes to the route's target or to the active agent; while an agent of the running
+ * conversation works it is queued (`run.message_queued`, at most MAX_QUEUED_MESSAGES) and
+ * delivered the next time the run waits for the customer.
  */
 export interface SessionMessageCommand {
   type: 'session_message';
   data: {
     message_id: string;
     text: string;
+    /** Who sent it (the SessionMessage's `sent_by`), kept on a queued message. */
+    sent_by?: string;
     workflow: WorkflowDefinition;
     agents: readonly AgentDefinition[];
     execution?: ExecutionSettings;

@@ -69,7 +69,8 @@ export function isConversational(workflow: WorkflowDefinition, agents: readonly 
 export interface ConversationCtx {
   state: StartedRunState;
   readonly events: RunEvent[];
-  readonly cause: RouteCause;
+  /** What caused the routes being decided: the command's cause, or a queued message while it is delivered. */
+  cause: RouteCause;
   readonly now: string;
   readonly agents: readonly AgentDefinition[];
   readonly workflow: WorkflowDefinition;
@@ -90,6 +91,59 @@ export function conversationCtx(
 function emit(c: ConversationCtx, event: RunEvent): void {
   c.events.push(event);
   c.state = evolveRun(c.state, event) as StartedRunState;
+  // The one place every path that waits for the customer goes through (an agent's reply, a
+  // return that continues, a depth-limited replay, ON_FAILURE continue / RESPOND).
+  if (event.type === 'run.awaiting_input') deliverQueued(c);
+}
+
+/**
+ * The run waits for the customer: the oldest queued message (if any) is delivered now, exactly as
+ * if it had arrived now — `run.message_received` (with its `queued_at`), then the active agent's
+ * routes before any model runs — in the same decision. The routes it causes take the message's
+ * cause (their handoff ids derive from its id, as if it had been sent now). When that delivery
+ * leaves the run waiting again at once, the next queued message follows, and so on.
+ */
+function deliverQueued(c: ConversationCtx): void {
+  const next = c.state.queuedMessages[0];
+  if (next === undefined || !c.state.awaitingInput || c.state.status !== 'running') return;
+  const outer = { cause: c.cause, routed: c.routed };
+  c.cause = { kind: 'message', id: next.messageId };
+  c.routed = 0;
+  emit(c, { type: 'run.message_received', data: { message_id: next.messageId, text: next.text, agent: c.state.agent, queued_at: next.queuedAt, received_at: c.now } });
+  deliverMessage(c, { agent: c.state.agent, step: c.state.step }, next.text, 0, 'message');
+  c.cause = outer.cause;
+  c.routed = outer.routed;
+}
+
+/**
+ * A customer message while an agent of the running conversation works: it waits in the run's
+ * queue (delivered the next time the run waits for the customer).
+ */
+export function queueMessage(c: ConversationCtx, messageId: string, text: string, sentBy: string | undefined): void {
+  emit(c, {
+    type: 'run.message_queued',
+    data: {
+      message_id: messageId,
+      text: clip(text),
+      ...(sentBy !== undefined ? { sent_by: sentBy } : {}),
+      agent: c.state.agent,
+      position: c.state.queuedMessages.length + 1,
+      queued_at: c.now,
+    },
+  });
+}
+
+/**
+ * `siblingIntentMs` of a handoff attempt that started at `from`: the ms each message still queued
+ * now spent in the queue since `from` (or since it was queued, if later), summed; undefined when
+ * no message waited. Every message queued during the attempt is still queued at its completion
+ * (the run cannot wait for the customer while a handoff is pending).
+ */
+function siblingIntentMs(c: ConversationCtx, from: string): number | undefined {
+  const queued = c.state.queuedMessages;
+  if (queued.length === 0) return undefined;
+  const start = Date.parse(from);
+  return queued.reduce((sum, m) => sum + elapsedMs(Date.parse(m.queuedAt) > start ? m.queuedAt : from, c.now), 0);
 }
 
 function agentDef(c: ConversationCtx, name: string): AgentDefinition | undefined {
@@ -124,7 +178,18 @@ export function receiveMessage(c: ConversationCtx, messageId: string, text: stri
 
 function completed(
   c: ConversationCtx,
-  data: { handoffId: string | null; from: string; to: string; route: number | null; outcome: HandoffOutcome; durationMs?: number; cause?: string; code?: string; onFailure?: 'continue' | 'escalate' | 'respond' },
+  data: {
+    handoffId: string | null;
+    from: string;
+    to: string;
+    route: number | null;
+    outcome: HandoffOutcome;
+    durationMs?: number;
+    siblingIntentMs?: number | undefined;
+    cause?: string;
+    code?: string;
+    onFailure?: 'continue' | 'escalate' | 'respond';
+  },
 ): void {
   emit(c, {
     type: 'run.handoff_completed',
@@ -137,6 +202,7 @@ function completed(
       durationMs: data.durationMs ?? 0,
       ...(data.cause !== undefined ? { cause: data.cause } : {}),
       ...(data.code !== undefined ? { code: data.code } : {}),
+      ...(data.siblingIntentMs !== undefined ? { siblingIntentMs: data.siblingIntentMs } : {}),
       ...(data.onFailure !== undefined ? { onFailure: data.onFailure } : {}),
       at: c.now,
     },
@@ -366,7 +432,7 @@ export function afterResult(c: ConversationCtx, result: AgentResult, agentText: 
   const agent = result.agent;
   const pending = c.state.pendingHandoff;
   if (pending !== null && pending.to === agent) {
-    completed(c, { handoffId: pending.handoffId, from: pending.from, to: pending.to, route: pending.route, outcome: 'success', durationMs: elapsedMs(pending.at, c.now) });
+    completed(c, { handoffId: pending.handoffId, from: pending.from, to: pending.to, route: pending.route, outcome: 'success', durationMs: elapsedMs(pending.at, c.now), siblingIntentMs: siblingIntentMs(c, pending.at) });
   }
   const active: RouteTarget = { agent, step: c.state.step };
   const frames = c.state.waitingParents;
@@ -438,6 +504,7 @@ export function handoffFailed(
     route: pending.route,
     outcome: timedOut ? 'timeout' : 'error',
     durationMs: elapsedMs(pending.at, c.now),
+    siblingIntentMs: siblingIntentMs(c, pending.at),
     cause: clip(`${timedOut ? 'deadline_expired' : 'create_refused'}: ${message}`, 200),
     code,
     onFailure: policy.action,

@@ -16,10 +16,10 @@ import { buildHumanActionNotice, selectNoticeRecipient } from '../notices';
 import { entryRoute, resolveNamedTarget, resolveRoute } from '../routing';
 import { buildStop, decideResume, StopFacts } from '../stop';
 import { HandoffFailedCommand, RecordResult, RejectResult, ResumeRun, RunCommand, SessionMessageCommand, StartRun, StopRun } from './commands';
-import { afterResult, conversationCtx, deliverMessage, handoffFailed, isConversational, receiveMessage } from './conversation';
+import { afterResult, conversationCtx, deliverMessage, handoffFailed, isConversational, queueMessage, receiveMessage } from './conversation';
 import { deriveId } from './ids';
 import { handoffIdFor, noticeIdFor, stopIdFor } from './ids';
-import { evolveRun, initialRunState, RunEvent, RunState, StartedRunState } from './state';
+import { evolveRun, initialRunState, MAX_QUEUED_MESSAGES, RunEvent, RunState, StartedRunState } from './state';
 
 /** Stable codes of the refusals the run decider returns. */
 export const RunErrorCode = {
@@ -39,8 +39,10 @@ export const RunErrorCode = {
   resumeTargetUnknown: 'resume_target_unknown',
   /** The run waits for the customer's message, not for an agent result (seed 001). */
   awaitingInput: 'awaiting_input',
-  /** A customer message arrived while the active agent is still working (or the run is not a conversation). */
+  /** A customer message for a run that is not running (held, stopped, finished) or is not a conversation. */
   notAwaitingInput: 'run_not_awaiting_input',
+  /** A customer message while an agent works, with MAX_QUEUED_MESSAGES already queued. */
+  messageQueueFull: 'message_queue_full',
 } as const;
 export type RunErrorCode = (typeof RunErrorCode)[keyof typeof RunErrorCode];
 
@@ -371,19 +373,36 @@ function sessionMessage(command: SessionMessageCommand, state: RunState): Decisi
   const { data, metadata } = command;
   if (state.status === 'none') return notFound();
   if (state.processedIds.includes(data.message_id)) return accept();
-  if (state.status !== 'running' || !state.awaitingInput) {
-    return reject(
-      DomainErrorKind.wrongState,
-      RunErrorCode.notAwaitingInput,
-      state.status !== 'running'
-        ? `run ${state.workflowRunId} is ${state.status}; it takes no customer messages`
-        : `run ${state.workflowRunId} is waiting for '${state.agent}' to answer; send the message after its reply`,
-      { status: state.status, agent: state.agent },
-    );
+  if (state.status !== 'running') {
+    // Held, stopped, completed or terminated: nobody would answer it (a held or stopped run waits for a person).
+    return reject(DomainErrorKind.wrongState, RunErrorCode.notAwaitingInput, `run ${state.workflowRunId} is ${state.status}; it takes no customer messages`, {
+      status: state.status,
+      agent: state.agent,
+    });
   }
   const mismatch = checkWorkflow(state, data.workflow);
   if (mismatch !== null) return mismatch;
   const c = conversationCtx(state, { kind: 'message', id: data.message_id }, metadata.now, data);
+  if (!state.awaitingInput) {
+    // An agent works on the previous turn: a conversation keeps the message for the next time it
+    // waits for the customer (decided there, in order); a workflow run takes no customer messages.
+    if (!isConversational(data.workflow, data.agents)) {
+      return reject(DomainErrorKind.wrongState, RunErrorCode.notAwaitingInput, `run ${state.workflowRunId} is not a conversation; it takes no customer messages`, {
+        status: state.status,
+        agent: state.agent,
+      });
+    }
+    if (state.queuedMessages.length >= MAX_QUEUED_MESSAGES) {
+      return reject(
+        DomainErrorKind.wrongState,
+        RunErrorCode.messageQueueFull,
+        `run ${state.workflowRunId} already holds ${state.queuedMessages.length} customer messages while '${state.agent}' works; send the message after its reply`,
+        { status: state.status, agent: state.agent, queued: state.queuedMessages.length },
+      );
+    }
+    queueMessage(c, data.message_id, data.text, data.sent_by);
+    return accept(...c.events);
+  }
   receiveMessage(c, data.message_id, data.text);
   deliverMessage(c, { agent: state.agent, step: state.step }, data.text, 0, 'message');
   return accept(...c.events);

@@ -52,6 +52,20 @@ export interface PendingHandoff {
   at: string;
 }
 
+/**
+ * A customer message that arrived while an agent of the running conversation worked; delivered
+ * (as `run.message_received`) the next time the run waits for the customer, oldest first.
+ */
+export interface QueuedMessage {
+  messageId: string;
+  text: string;
+  sentBy: string | null;
+  queuedAt: string;
+}
+
+/** The most customer messages a run queues while an agent works; one more is refused (`message_queue_full`). */
+export const MAX_QUEUED_MESSAGES = 20;
+
 /** The most transcript entries a run keeps (HISTORY reads from them). */
 export const MAX_TRANSCRIPT = 50;
 
@@ -84,6 +98,8 @@ export interface RunCore {
   transcript: readonly TranscriptEntry[];
   /** The handoff whose target has not yet run (seed 001 `handoff_completed`). */
   pendingHandoff: PendingHandoff | null;
+  /** Customer messages that arrived while an agent worked, oldest first (at most MAX_QUEUED_MESSAGES). */
+  queuedMessages: readonly QueuedMessage[];
   /** Session variables: the start's, with every result's `variables` merged over them. */
   variables: Readonly<Record<string, unknown>>;
   /** How many times the run has dispatched an agent (`run.routed` events). */
@@ -149,6 +165,7 @@ export function evolveRun(state: RunState, event: RunEvent): RunState {
       awaitingInput: false,
       transcript: [],
       pendingHandoff: null,
+      queuedMessages: [],
       variables: { ...data.variables },
       hops: 0,
       handoffId: null,
@@ -184,9 +201,22 @@ export function evolveRun(state: RunState, event: RunEvent): RunState {
         ...state,
         processedIds: addId(state.processedIds, event.data.message_id),
         transcript: appendTranscript(state.transcript, { role: 'customer', agent: null, text: event.data.text }),
+        // A delivered queued message leaves the queue.
+        queuedMessages: state.queuedMessages.some((m) => m.messageId === event.data.message_id)
+          ? state.queuedMessages.filter((m) => m.messageId !== event.data.message_id)
+          : state.queuedMessages,
         waitingParents: top === undefined ? state.waitingParents : replaceTop(state.waitingParents, { ...top, latestChildUtterance: event.data.text }),
       };
     }
+    case 'run.message_queued':
+      return {
+        ...state,
+        processedIds: addId(state.processedIds, event.data.message_id),
+        queuedMessages: [
+          ...state.queuedMessages,
+          { messageId: event.data.message_id, text: event.data.text, sentBy: event.data.sent_by ?? null, queuedAt: event.data.queued_at },
+        ],
+      };
     case 'run.awaiting_input':
       return {
         ...core,
@@ -306,6 +336,7 @@ function coreOf(state: StartedRunState): RunCore {
     awaitingInput: state.awaitingInput,
     transcript: state.transcript,
     pendingHandoff: state.pendingHandoff,
+    queuedMessages: state.queuedMessages,
     variables: state.variables,
     hops: state.hops,
     handoffId: state.handoffId,

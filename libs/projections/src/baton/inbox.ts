@@ -191,6 +191,7 @@ function runStep(prior: RunMemo | null, event: SequencedEvent): { state?: RunMem
     case 'run.result_rejected':
     case 'run.notice_emitted':
     case 'run.message_received':
+    case 'run.message_queued':
     case 'run.awaiting_input':
     case 'run.handoff':
     case 'run.handoff_return_handler':

@@ -26,4 +26,17 @@ describe('run timeline summaries of returnable handoffs (seed 001)', () => {
     expect(lines[3]).toContain('outcome: rejected durationMs: 0 cause: recursion code: recursion');
     expect(lines[4]).toContain('memory_error: A may not write [x]');
   });
+
+  it('a queued customer message shows in the timeline when it is queued and when it is delivered, and siblingIntentMs on the attempt', () => {
+    const lines = (
+      [
+        { type: 'run.message_queued', data: { message_id: 'm1', text: 'hello?', sent_by: 'sam', agent: 'Offer_Agent', position: 1, queued_at: at } },
+        { type: 'run.handoff_completed', data: { handoffId: 'ho-1', from: 'A', to: 'Offer_Agent', route: 0, outcome: 'success', durationMs: 900, siblingIntentMs: 400, at } },
+        { type: 'run.message_received', data: { message_id: 'm1', text: 'hello?', agent: 'Offer_Agent', queued_at: at, received_at: at } },
+      ] satisfies RunEvent[]
+    ).map(summarizeRunEvent);
+    expect(lines[0]).toBe('customer message m1 queued while Offer_Agent works (1 waiting) from @sam: "hello?"');
+    expect(lines[1]).toContain('outcome: success durationMs: 900 siblingIntentMs: 400');
+    expect(lines[2]).toBe(`customer message m1 to Offer_Agent (queued at ${at}): "hello?"`);
+  });
 });

@@ -72,7 +72,9 @@ export function summarizeRunEvent(event: RunEvent): string {
       return `notice ${event.data.notice.notice_id} (${event.data.notice.reason}) to @${event.data.notice.recipient.handle}`;
     // Conversations and returnable handoffs (seed 001): the seed's trace vocabulary.
     case 'run.message_received':
-      return `customer message ${event.data.message_id} to ${event.data.agent}: "${excerpt(event.data.text)}"`;
+      return `customer message ${event.data.message_id} to ${event.data.agent}${event.data.queued_at !== undefined ? ` (queued at ${event.data.queued_at})` : ''}: "${excerpt(event.data.text)}"`;
+    case 'run.message_queued':
+      return `customer message ${event.data.message_id} queued while ${event.data.agent} works (${event.data.position} waiting)${event.data.sent_by !== undefined ? ` from @${event.data.sent_by}` : ''}: "${excerpt(event.data.text)}"`;
     case 'run.awaiting_input':
       return `${event.data.agent} waits for the customer${event.data.reply ? `; replied "${excerpt(event.data.reply)}"` : ''}${event.data.note ? ` (${event.data.note})` : ''}`;
     case 'run.handoff':

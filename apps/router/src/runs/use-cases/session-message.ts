@@ -14,10 +14,11 @@ export const MESSAGE_REFUSAL_AGENT = 'customer';
  * project), then runs `session_message` on the run over its pinned definition: the message is
  * recorded (`run.message_received`) and the active agent's WHEN routes are evaluated before any
  * model runs — a route fires (`run.handoff` + `run.routed`), a child hands back, or the message
- * goes to the active agent (`run.routed`, rule `message`). Bad input and unknown runs are
- * dead-lettered; a refused message (the agent is still working, the run is finished) is recorded
- * as `run.result_rejected` (`result_id` = message id, agent `customer`). Idempotent per
- * `message_id`.
+ * goes to the active agent (`run.routed`, rule `message`). While an agent works the message is
+ * queued (`run.message_queued`) and delivered the next time the run waits for the customer. Bad
+ * input and unknown runs are dead-lettered; a refused message (the run is held, stopped or
+ * finished, is not a conversation, or its queue is full: `message_queue_full`) is recorded as
+ * `run.result_rejected` (`result_id` = message id, agent `customer`). Idempotent per `message_id`.
  */
 @Injectable()
 export class SessionMessageUseCase {
@@ -33,7 +34,7 @@ export class SessionMessageUseCase {
     const actor = message.sent_by ?? MESSAGE_REFUSAL_AGENT;
     const outcome = await this.runs.applyInbound(
       runRef(message.project, message.workflow_run_id),
-      (definitions) => ({ kind: 'message', message: { message_id: message.message_id, text: message.text }, definitions, metadata: { now, actor } }),
+      (definitions) => ({ kind: 'message', message: { message_id: message.message_id, text: message.text, ...(message.sent_by !== undefined ? { sent_by: message.sent_by } : {}) }, definitions, metadata: { now, actor } }),
       { kind: 'message', id: message.message_id, actor, origin: 'human', workflowRunId: message.workflow_run_id, now },
       { kind: 'message_refused', agent: MESSAGE_REFUSAL_AGENT, describe: (reason) => `customer message ${message.message_id}: ${reason}` },
     );
