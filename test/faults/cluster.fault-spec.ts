@@ -1,7 +1,5 @@
 import { batonStreamNames, connectNats } from '@baton/eventstore';
-import { deleteStreams, driveLoad, foldAndCheck, freePort, Platform, publishDefinition, randomPrefix, removeServers, settleAndCheck, sleep, startNatsServer, summary, type ServerProcess } from './harness';
-
-const redisUrl = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
+import { driveLoad, foldAndCheck, freePort, type Platform, randomPrefix, settleAndCheck, sleep, startLoadPlatform, startNatsServer, stopLoadPlatform, summary, type ServerProcess } from './harness';
 
 describe('fault: a three-node nats-server cluster with replicated streams (R3), one node killed under load', () => {
   const nodes: ServerProcess[] = [];
@@ -28,20 +26,10 @@ describe('fault: a three-node nats-server cluster with replicated streams (R3), 
       if (Date.now() > deadline) throw new Error(`the cluster has no JetStream meta leader:\n${nodes.map((n) => n.output.join('').slice(-800)).join('\n')}`);
       await sleep(500);
     }
-    platform = await Platform.start(
-      { NATS_URL: urls.join(','), REDIS_URL: redisUrl, BATON_PREFIX: prefix, BATON_STREAM_REPLICAS: '3', LOG_LEVEL: process.env['FAULT_LOG_LEVEL'] ?? 'error', WATCHDOG_TICK_MS: '500' },
-      process.env['FAULT_SERVICES'] ? process.env['FAULT_SERVICES'].split(',') : undefined,
-    );
-    const handle = await connectNats({ servers: urls, reconnect: false });
-    await publishDefinition(handle, prefix, project);
-    await handle.close();
+    platform = await startLoadPlatform(urls, prefix, project, { BATON_STREAM_REPLICAS: '3' });
   }, 150_000);
 
-  afterAll(async () => {
-    await platform?.stop();
-    await deleteStreams(urls, prefix);
-    await removeServers(nodes);
-  }, 60_000);
+  afterAll(() => stopLoadPlatform(platform, urls, prefix, nodes), 60_000);
 
   it('streams are provisioned with 3 replicas; after kill -9 of one node the services continue, and once it is back nothing acknowledged is lost or doubled', async () => {
     const check = await connectNats({ servers: urls, reconnect: true });

@@ -182,6 +182,40 @@ export class Platform {
   }
 }
 
+/**
+ * The load tests' platform: the four services (or FAULT_SERVICES) against `natsUrl` with the
+ * fault suite's settings (FAULT_LOG_LEVEL, a 500 ms watchdog tick, `extraEnv` on top), and the
+ * fault project's definition published.
+ */
+export async function startLoadPlatform(natsUrl: string | string[], prefix: string, project: string, extraEnv: Record<string, string> = {}): Promise<Platform> {
+  const servers = Array.isArray(natsUrl) ? natsUrl : [natsUrl];
+  const platform = await Platform.start(
+    {
+      NATS_URL: servers.join(','),
+      REDIS_URL: process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379',
+      BATON_PREFIX: prefix,
+      LOG_LEVEL: process.env['FAULT_LOG_LEVEL'] ?? 'error',
+      WATCHDOG_TICK_MS: '500',
+      ...extraEnv,
+    },
+    process.env['FAULT_SERVICES'] ? process.env['FAULT_SERVICES'].split(',') : undefined,
+  );
+  const handle = await connectNats({ servers, reconnect: false });
+  try {
+    await publishDefinition(handle, prefix, project);
+  } finally {
+    await handle.close();
+  }
+  return platform;
+}
+
+/** Undo {@link startLoadPlatform} and the servers a test started: services, streams, servers. */
+export async function stopLoadPlatform(platform: Platform | undefined, natsUrl: string | string[], prefix: string, servers: ServerProcess[]): Promise<void> {
+  await platform?.stop();
+  await deleteStreams(natsUrl, prefix);
+  await removeServers(servers);
+}
+
 /** A random subject prefix for one test. */
 export const randomPrefix = (tag: string) => `f${tag}${randomBytes(4).toString('hex')}`;
 

@@ -1,7 +1,4 @@
-import { deleteStreams, driveLoad, settleAndCheck, Platform, publishDefinition, randomPrefix, removeServers, sleep, startNatsServer, summary, type ServerProcess } from './harness';
-import { connectNats } from '@baton/eventstore';
-
-const redisUrl = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
+import { driveLoad, settleAndCheck, type Platform, randomPrefix, sleep, startLoadPlatform, startNatsServer, stopLoadPlatform, summary, type ServerProcess } from './harness';
 
 describe('fault: kill -9 each service in turn under a steady load of agent results', () => {
   let nats: ServerProcess;
@@ -11,17 +8,10 @@ describe('fault: kill -9 each service in turn under a steady load of agent resul
 
   beforeAll(async () => {
     nats = await startNatsServer();
-    platform = await Platform.start({ NATS_URL: nats.url, REDIS_URL: redisUrl, BATON_PREFIX: prefix, LOG_LEVEL: process.env['FAULT_LOG_LEVEL'] ?? 'error', WATCHDOG_TICK_MS: '500' }, process.env['FAULT_SERVICES'] ? process.env['FAULT_SERVICES'].split(',') : undefined);
-    const handle = await connectNats({ servers: nats.url, reconnect: false });
-    await publishDefinition(handle, prefix, project);
-    await handle.close();
+    platform = await startLoadPlatform(nats.url, prefix, project);
   }, 120_000);
 
-  afterAll(async () => {
-    await platform?.stop();
-    await deleteStreams(nats.url, prefix);
-    await removeServers([nats]);
-  }, 60_000);
+  afterAll(() => stopLoadPlatform(platform, nats.url, prefix, [nats]), 60_000);
 
   it('afterwards every published result has exactly one routing outcome, and no handoff transition is duplicated or missing (folded from the streams)', async () => {
     // Enough load to outlast four kills and restarts (Baton got faster; the load must not end first).

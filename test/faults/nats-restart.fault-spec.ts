@@ -1,7 +1,4 @@
-import { connectNats } from '@baton/eventstore';
-import { deleteStreams, driveLoad, Platform, publishDefinition, randomPrefix, removeServers, settleAndCheck, sleep, startNatsServer, summary, type ServerProcess } from './harness';
-
-const redisUrl = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
+import { driveLoad, type Platform, randomPrefix, settleAndCheck, sleep, startLoadPlatform, startNatsServer, stopLoadPlatform, summary, type ServerProcess } from './harness';
 
 describe('fault: restart nats-server (file storage) under load', () => {
   let nats: ServerProcess;
@@ -11,20 +8,10 @@ describe('fault: restart nats-server (file storage) under load', () => {
 
   beforeAll(async () => {
     nats = await startNatsServer();
-    platform = await Platform.start(
-      { NATS_URL: nats.url, REDIS_URL: redisUrl, BATON_PREFIX: prefix, LOG_LEVEL: process.env['FAULT_LOG_LEVEL'] ?? 'error', WATCHDOG_TICK_MS: '500' },
-      process.env['FAULT_SERVICES'] ? process.env['FAULT_SERVICES'].split(',') : undefined,
-    );
-    const handle = await connectNats({ servers: nats.url, reconnect: false });
-    await publishDefinition(handle, prefix, project);
-    await handle.close();
+    platform = await startLoadPlatform(nats.url, prefix, project);
   }, 120_000);
 
-  afterAll(async () => {
-    await platform?.stop();
-    await deleteStreams(nats.url, prefix);
-    await removeServers([nats]);
-  }, 60_000);
+  afterAll(() => stopLoadPlatform(platform, nats.url, prefix, [nats]), 60_000);
 
   it('the services reconnect and finish; nothing acknowledged is lost (a graceful restart, then kill -9 of the server)', async () => {
     const loadDone = driveLoad({ natsUrl: nats.url, prefix, project, runs: 150, concurrency: 6 });
