@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { createEventRegistry, Subjects, type AgentResult, type ProjectDefinition } from '@baton/contracts';
 import { compileProject, LOAN_EXAMPLE_YAML } from '@baton/definitions';
-import { batonStreamNames, connectNats, JetStreamEventStore, type NatsHandle, type StoredEvent } from '@baton/eventstore';
+import { connectNats, JetStreamEventStore, type NatsHandle, type StoredEvent } from '@baton/eventstore';
 import type { RunningService } from '@baton/platform';
 // The real ledger and watchdog in-process (test-only cross-app imports, like meshes.int-spec.ts).
 // eslint-disable-next-line @nx/enforce-module-boundaries
@@ -10,6 +10,7 @@ import { startLedger } from '../../ledger/src/ledger';
 import { startWatchdog } from '../../watchdog/src/bootstrap';
 import { startRouter } from './router.app';
 import { RouterSubjects } from './shared/subjects';
+import { deleteStreams, sleep, waitFor } from './int/support';
 
 /*
  * Issue 5 through the real services over the real NATS: "A returnable handoff has a deadline: past
@@ -22,7 +23,6 @@ import { RouterSubjects } from './shared/subjects';
  */
 
 const NATS_URL = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 const DEFAULT_RESPOND = 'ON_FAILURE: RESPOND "I cannot collect your income details right now. Please try again later."';
@@ -46,15 +46,6 @@ describe('a returnable handoff has a deadline (issue 5; router + ledger + watchd
   let watchdog: RunningService | undefined;
   let counter = 0;
 
-  const waitFor = async <T>(probe: () => Promise<T | undefined>, what: string, timeoutMs = 10_000): Promise<T> => {
-    const until = Date.now() + timeoutMs;
-    for (;;) {
-      const value = await probe();
-      if (value !== undefined) return value;
-      if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-      await sleep(50);
-    }
-  };
   const events = async (project: string, kind: 'run' | 'handoff', id: string): Promise<StoredEvent[]> => (await store.read({ project, kind, id })).events;
   const payloads = async (project: string, runId: string, type: string) =>
     (await events(project, 'run', runId)).filter((e) => e.type === type).map((e) => e.payload as Record<string, unknown>);
@@ -98,8 +89,7 @@ describe('a returnable handoff has a deadline (issue 5; router + ledger + watchd
     await watchdog?.stop();
     await router?.stop();
     await ledger?.stop();
-    const names = batonStreamNames(prefix);
-    for (const name of [names.events, names.inbox, names.dlq]) await nats.jsm.streams.delete(name).catch(() => undefined);
+    await deleteStreams(nats, prefix);
     await nats.close();
   }, 30_000);
 

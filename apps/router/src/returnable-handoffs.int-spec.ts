@@ -1,11 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import { createEventRegistry, Subjects, type AgentResult, type ProjectDefinition } from '@baton/contracts';
 import { compileProject, LOAN_EXAMPLE_YAML } from '@baton/definitions';
-import { batonStreamNames, connectNats, JetStreamEventStore, type NatsHandle, type StoredEvent } from '@baton/eventstore';
+import { connectNats, JetStreamEventStore, type NatsHandle, type StoredEvent } from '@baton/eventstore';
 import type { RunningService } from '@baton/platform';
 import type { Msg, Subscription } from 'nats';
 import { startRouter } from './router.app';
 import { RouterSubjects } from './shared/subjects';
+import { deleteStreams, waitFor } from './int/support';
 
 /*
  * Seed 001 through the running router over the real NATS: the loan example compiled from Baton's
@@ -16,7 +17,6 @@ import { RouterSubjects } from './shared/subjects';
  */
 
 const NATS_URL = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
@@ -97,16 +97,6 @@ describe('returnable and permanent handoffs through the router (seed 001, real N
     version: 1,
   });
 
-  const waitFor = async <T>(probe: () => Promise<T | undefined> | T | undefined, what: string, timeoutMs = 8000): Promise<T> => {
-    const until = Date.now() + timeoutMs;
-    for (;;) {
-      const value = await probe();
-      if (value !== undefined) return value;
-      if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-      await sleep(40);
-    }
-  };
-
   const publish = async (project: string, definition: ProjectDefinition) => {
     const msg = await nats.connection.request(RouterSubjects.publishDefinition(prefix, project), encoder.encode(JSON.stringify(definition)), { timeout: 5000 });
     return JSON.parse(decoder.decode(msg.data)) as { ok: boolean; version?: number; changed?: boolean };
@@ -160,8 +150,7 @@ describe('returnable and permanent handoffs through the router (seed 001, real N
   afterAll(async () => {
     for (const sub of subs) sub.unsubscribe();
     await router?.stop();
-    const names = batonStreamNames(prefix);
-    for (const name of [names.events, names.inbox, names.dlq]) await nats.jsm.streams.delete(name).catch(() => undefined);
+    await deleteStreams(nats, prefix);
     await nats.close();
   }, 20_000);
 

@@ -13,6 +13,7 @@ import { durableNameFor, type RunningService } from '@baton/platform';
 import type { Msg, Subscription } from 'nats';
 import { startRouter } from './router.app';
 import { RouterPatterns, RouterSubjects } from './shared/subjects';
+import { deleteStreams, sleep, waitFor } from './int/support';
 
 /*
  * The router end to end over the real NATS: definitions by request/reply, run starts, agent
@@ -23,7 +24,6 @@ import { RouterPatterns, RouterSubjects } from './shared/subjects';
 
 const NATS_URL = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
 const NOW = '2025-01-01T00:00:00.000Z';
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
@@ -136,16 +136,6 @@ describe('router service (real NATS)', () => {
   const requestsFor = (command: string, handoffId: string) =>
     ledgerRequests.filter((r) => r.command === command && r.body['handoff_id'] === handoffId);
 
-  const waitFor = async <T>(probe: () => Promise<T | undefined> | T | undefined, what: string, timeoutMs = 8000): Promise<T> => {
-    const until = Date.now() + timeoutMs;
-    for (;;) {
-      const value = await probe();
-      if (value !== undefined && value !== false) return value;
-      if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-      await sleep(40);
-    }
-  };
-
   const publishDefinition = async (body: unknown, project = 'demo') => {
     const msg = await nats.connection.request(RouterSubjects.publishDefinition(prefix, project), encoder.encode(JSON.stringify(body)), { timeout: 5000 });
     return JSON.parse(decoder.decode(msg.data)) as { ok: boolean; version?: number; changed?: boolean; error?: { code: string; message: string } };
@@ -233,8 +223,7 @@ describe('router service (real NATS)', () => {
   afterAll(async () => {
     for (const sub of ledgerSubs) sub.unsubscribe();
     await router?.stop();
-    const names = batonStreamNames(prefix);
-    for (const name of [names.events, names.inbox, names.dlq]) await nats.jsm.streams.delete(name).catch(() => undefined);
+    await deleteStreams(nats, prefix);
     await nats.close();
   }, 20_000);
 

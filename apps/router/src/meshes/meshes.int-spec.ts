@@ -9,6 +9,7 @@ import { publishMeshResult, startMesh } from '@baton/sdk';
 import { startLedger } from '../../../ledger/src/ledger';
 import { startRouter } from '../router.app';
 import { RouterSubjects } from '../shared/subjects';
+import { deleteStreams, waitFor } from '../int/support';
 
 /*
  * Handoff meshes through the real services over the real NATS: the router (mesh aggregate,
@@ -17,7 +18,6 @@ import { RouterSubjects } from '../shared/subjects';
 
 const NATS_URL = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
 const PROJECT = 'meshdemo';
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
@@ -43,15 +43,6 @@ describe('handoff meshes through the router and the ledger (real NATS)', () => {
   let store: JetStreamEventStore;
   let counter = 0;
 
-  const waitFor = async <T>(probe: () => Promise<T | undefined>, what: string, timeoutMs = 10_000): Promise<T> => {
-    const until = Date.now() + timeoutMs;
-    for (;;) {
-      const value = await probe();
-      if (value !== undefined) return value;
-      if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-      await sleep(50);
-    }
-  };
   const meshEvents = async (id: string): Promise<StoredEvent[]> => (await store.read({ project: PROJECT, kind: 'mesh', id })).events;
   const waitMesh = (id: string, type: string, count = 1) =>
     waitFor(async () => {
@@ -111,8 +102,7 @@ describe('handoff meshes through the router and the ledger (real NATS)', () => {
   afterAll(async () => {
     await router?.stop();
     await ledger?.stop();
-    const names = batonStreamNames(prefix);
-    for (const name of [names.events, names.inbox, names.dlq]) await nats.jsm.streams.delete(name).catch(() => undefined);
+    await deleteStreams(nats, prefix);
     await nats.close();
   }, 30_000);
 
