@@ -1,4 +1,4 @@
-import type { HandoffEvent, HandoffPriority, StopPacket, StopWhy } from '@baton/contracts';
+import type { HandoffEvent, HandoffPriority, StopPacket } from '@baton/contracts';
 import { assertNever, type RunEvent } from '@baton/domain';
 import type { JsonValue } from '../canonical-json';
 import { Op, type IndexedItem, type ProjectionOp } from '../ops';
@@ -139,35 +139,7 @@ function runStep(prior: RunMemo | null, event: SequencedEvent): { state?: RunMem
       const packet = e.data.packet;
       const id = InboxItemId.stop(packet.packet_id);
       const ops: ProjectionOp[] = memo.hold_item ? [close(memo.hold_item, 'superseded_by_stop', event)] : [];
-      const priority = stopPriority(packet.why as StopWhy);
-      ops.push(
-        Op.itemUpsert(
-          INBOX_STORE,
-          item(
-            {
-              id,
-              project: packet.project,
-              kind: InboxKind.stop,
-              why: packet.why,
-              agent: packet.agent,
-              priority,
-              urgency: UrgencyByPriority[priority],
-              at: eventMs(event),
-              title: packet.next_form?.title ?? `Run stopped (${packet.why}) at ${packet.step}`,
-              workflow_run_id: packet.workflow_run_id,
-              packet_id: packet.packet_id,
-              run_id: packet.run_id,
-              step: packet.step,
-              user_msg: packet.user_msg,
-              ...(packet.detail !== undefined ? { detail: packet.detail } : {}),
-              form_kind: packet.next_form?.kind ?? null,
-              actions: packet.next_form ? packet.next_form.actions.map((a) => a.id) : ['acknowledge'],
-              has_pending: packet.pending !== null,
-            },
-            event,
-          ),
-        ),
-      );
+      ops.push(stopItemUpsert(packet, event, 'Run'));
       return { state: { hold_item: null, stop_item: id }, ops };
     }
     case 'run.resumed': {
@@ -318,37 +290,39 @@ function handoffStep(prior: HandoffMemo | null, event: SequencedEvent): { state?
 
 /** A handoff mesh stopped by its iteration cap (seed 004): an open stop item, like a stopped run's. */
 function meshStopped(event: SequencedEvent): ProjectionOp[] {
-  const packet = (event.payload as { packet: StopPacket }).packet;
+  return [stopItemUpsert((event.payload as { packet: StopPacket }).packet, event, 'Mesh')];
+}
+
+/** The open inbox item of a stop packet (a stopped run's or a stopped mesh's). */
+function stopItemUpsert(packet: StopPacket, event: SequencedEvent, of: 'Run' | 'Mesh'): ProjectionOp {
   const priority = stopPriority(packet.why);
-  return [
-    Op.itemUpsert(
-      INBOX_STORE,
-      item(
-        {
-          id: InboxItemId.stop(packet.packet_id),
-          project: packet.project,
-          kind: InboxKind.stop,
-          why: packet.why,
-          agent: packet.agent,
-          priority,
-          urgency: UrgencyByPriority[priority],
-          at: eventMs(event),
-          title: packet.next_form?.title ?? `Mesh stopped (${packet.why}) at ${packet.step}`,
-          workflow_run_id: packet.workflow_run_id,
-          mesh_run_id: packet.workflow_run_id,
-          packet_id: packet.packet_id,
-          run_id: packet.run_id,
-          step: packet.step,
-          user_msg: packet.user_msg,
-          ...(packet.detail !== undefined ? { detail: packet.detail } : {}),
-          form_kind: packet.next_form?.kind ?? null,
-          actions: packet.next_form ? packet.next_form.actions.map((a) => a.id) : ['acknowledge'],
-          has_pending: packet.pending !== null,
-        },
-        event,
-      ),
+  return Op.itemUpsert(
+    INBOX_STORE,
+    item(
+      {
+        id: InboxItemId.stop(packet.packet_id),
+        project: packet.project,
+        kind: InboxKind.stop,
+        why: packet.why,
+        agent: packet.agent,
+        priority,
+        urgency: UrgencyByPriority[priority],
+        at: eventMs(event),
+        title: packet.next_form?.title ?? `${of} stopped (${packet.why}) at ${packet.step}`,
+        workflow_run_id: packet.workflow_run_id,
+        ...(of === 'Mesh' ? { mesh_run_id: packet.workflow_run_id } : {}),
+        packet_id: packet.packet_id,
+        run_id: packet.run_id,
+        step: packet.step,
+        user_msg: packet.user_msg,
+        ...(packet.detail !== undefined ? { detail: packet.detail } : {}),
+        form_kind: packet.next_form?.kind ?? null,
+        actions: packet.next_form ? packet.next_form.actions.map((a) => a.id) : ['acknowledge'],
+        has_pending: packet.pending !== null,
+      },
+      event,
     ),
-  ];
+  );
 }
 
 /**
