@@ -8,7 +8,7 @@ import type { FinishResult, HandoffOffer } from '@baton/sdk';
 import { createBatonClient, type BatonAgent, type OfferSubscription } from '@baton/sdk';
 import { batonStreamNames, connectNats, type NatsHandle } from '@baton/eventstore';
 import { createRedis, type RedisHandle } from '@baton/projections';
-import { freePort, repoRoot, run, startService, stopService, waitReady, type ServiceProcess } from '@baton/testing';
+import { freePort, repoRoot, run, startService, stopService, waitFor, waitReady, type ServiceProcess } from '@baton/testing';
 
 const CHROMIUM = process.env['CHROMIUM_PATH'] ?? '/usr/bin/chromium';
 const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
@@ -71,17 +71,10 @@ describe('the web inbox in headless Chromium (four services as processes)', () =
   const dialogs: string[] = [];
 
   const api = async <T>(path: string): Promise<T> => (await (await fetch(`${base}${path}`, { headers: { authorization: `Bearer ${token}` } })).json()) as T;
-  const waitFor = async <T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 20_000): Promise<T> => {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const value = await probe();
-      if (value !== undefined) return value;
-      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-      await new Promise((resolve) => setTimeout(resolve, 150));
-    }
-  };
+  /** Poll for a value for up to 20 s (`what` names it in the timeout error). */
+  const waitUntil = <T>(what: string, probe: () => Promise<T | undefined>) => waitFor(probe, what, 20_000, 150);
   const stopOf = (runId: string) =>
-    waitFor(`the stop of ${runId} in the inbox`, async () => {
+    waitUntil(`the stop of ${runId} in the inbox`, async () => {
       const page = await api<{ items: Array<{ workflow_run_id?: string; packet_id?: string }> }>(`/v1/inbox?project=${PROJECT}&kind=stop&limit=100`);
       return page.items.find((i) => i.workflow_run_id === runId)?.packet_id;
     });
@@ -190,7 +183,7 @@ describe('the web inbox in headless Chromium (four services as processes)', () =
     const shot = await screenshot(watcher, '2-inbox-after-approve');
     expectSane(shot);
     expect(shot.text).not.toContain('refund over the cap');
-    const completed = await waitFor('the run to complete', async () => {
+    const completed = await waitUntil('the run to complete', async () => {
       const view = await api<{ run: { status: string } }>(`/v1/runs/refund-${prefix}`);
       return view.run.status === 'completed' ? view : undefined;
     });

@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import { createEventRegistry, type AggregateKind } from '@baton/contracts';
 import { connectNats, DlqAdmin, JetStreamEventStore, type NatsHandle, type StoredEvent } from '@baton/eventstore';
 import { batonProjections, createProjectionStore, createRedis, type RedisHandle } from '@baton/projections';
-import { run } from '@baton/testing';
+import { run, waitFor } from '@baton/testing';
 import {
   deleteStreams,
   distRoot,
@@ -45,15 +45,6 @@ describe('faults on one platform: duplicates, concurrent claimers, a Redis flush
     const reply = await client.connection.request(`${prefix}.cmd.ledger.${project}.${command}`, encoder.encode(JSON.stringify({ ...body, actor, actor_kind: 'agent' })), { timeout: 10_000 });
     return JSON.parse(decoder.decode(reply.data)) as { ok: boolean; error?: { code: string; kind: string } };
   };
-  const waitFor = async <T>(probe: () => Promise<T | undefined>, timeoutMs = 30_000): Promise<T> => {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const value = await probe();
-      if (value !== undefined) return value;
-      if (Date.now() > deadline) throw new Error('timed out');
-      await sleep(100);
-    }
-  };
 
   beforeAll(async () => {
     nats = await startNatsServer();
@@ -94,23 +85,23 @@ describe('faults on one platform: duplicates, concurrent claimers, a Redis flush
       produced_at: new Date().toISOString(),
     });
     const routedCount = async () => (await readEvents('run', runId)).filter((e) => e.type === 'run.routed').length;
-    await waitFor(async () => ((await routedCount()) >= 1 ? true : undefined));
+    await waitFor(async () => ((await routedCount()) >= 1 ? true : undefined), 'the first routing', 30_000);
     const a = result('worker-a', 1);
     for (let i = 0; i < 5; i++) await publish(`${prefix}.in.${project}.result.worker-a`, a, a.result_id);
     for (let i = 0; i < 5; i++) await publish(`${prefix}.in.${project}.result.worker-a`, a, `${a.result_id}-copy-${i}`);
-    await waitFor(async () => ((await routedCount()) >= 2 ? true : undefined));
+    await waitFor(async () => ((await routedCount()) >= 2 ? true : undefined), 'the second routing', 30_000);
     const b = result('worker-b', 2);
     for (let i = 0; i < 5; i++) await publish(`${prefix}.in.${project}.result.worker-b`, b, b.result_id);
     for (let i = 0; i < 5; i++) await publish(`${prefix}.in.${project}.result.worker-b`, b, `${b.result_id}-copy-${i}`);
     // A copy of worker-a's result after the run moved on, and one after it completed.
     await publish(`${prefix}.in.${project}.result.worker-a`, a, `${a.result_id}-late`);
-    await waitFor(async () => ((await readEvents('run', runId)).some((e) => e.type === 'run.completed') ? true : undefined));
+    await waitFor(async () => ((await readEvents('run', runId)).some((e) => e.type === 'run.completed') ? true : undefined), 'the run to complete', 30_000);
     await sleep(1500); // let every copy reach the router
     const load = { runs: [runId], results: new Map([[a.result_id, runId], [b.result_id, runId]]), unfinished: [], publishRetries: 0 };
     const anomalies = await waitFor(async () => {
       const found = await foldAndCheck(nats.url, prefix, project, load);
       return found.handoffs.length === 0 ? found : undefined;
-    }, 20_000).catch(() => foldAndCheck(nats.url, prefix, project, load));
+    }, 'the handoffs to settle', 20_000).catch(() => foldAndCheck(nats.url, prefix, project, load));
     const events = await readEvents('run', runId);
     process.stdout.write(`${summary('duplicates: 5 starts, 11 + 10 copies of two results', load, anomalies, { messages: 26 })}\n`);
     expect(events.filter((e) => e.type === 'run.started')).toHaveLength(1);
@@ -207,7 +198,7 @@ describe('faults on one platform: duplicates, concurrent claimers, a Redis flush
     // The notifier keeps applying new events on the rebuilt projection.
     const more = await driveLoad({ natsUrl: nats.url, prefix, project, runs: 3, concurrency: 3 });
     expect(more.unfinished).toEqual([]);
-    await waitFor(async () => ((await snapshot()) !== after ? true : undefined), 15_000);
+    await waitFor(async () => ((await snapshot()) !== after ? true : undefined), 'new events in the rebuilt projections', 15_000);
   });
 
   it('payload size caps at every entry point: oversized input is refused at the router (dead letter payload_too_large), the ledger and the notifier HTTP API', async () => {
@@ -216,7 +207,7 @@ describe('faults on one platform: duplicates, concurrent claimers, a Redis flush
     const runId = `big-${prefix}`;
     await publish(`${prefix}.in.${project}.result.worker-a`, { result_id: `r-${runId}`, run_id: 'ar', project, workflow_run_id: runId, agent: 'worker-a', body: big, produced_at: new Date().toISOString() }, `big-${runId}`);
     const dlq = new DlqAdmin({ js: client.js, jsm: client.jsm, prefix });
-    const letter = await waitFor(async () => (await dlq.list({ reason: 'payload_too_large' })).find((l) => l.subject.endsWith('.result.worker-a')));
+    const letter = await waitFor(async () => (await dlq.list({ reason: 'payload_too_large' })).find((l) => l.subject.endsWith('.result.worker-a')), 'the oversized result in the dead letters', 30_000);
     expect(letter.data.length).toBeGreaterThan(300 * 1024);
     // Ledger: a command over the cap.
     const refused = await ledger('create', { handoff_id: `big-${prefix}`, project, from_agent: 'lead-agent', to_role: 'claimer', summary: 'x', context: { big }, idempotency_key: `big-${prefix}` }, 'lead-agent');
