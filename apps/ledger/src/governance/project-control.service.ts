@@ -26,20 +26,36 @@ export function controlRef(project: string): AggregateRef {
  * (`<prefix>.cmd.ledger.<project>.pause|resume`, admin only: `actor_role: 'admin'`), decided by
  * `projectControlDecider` and appended to the project's control aggregate (the ledger is its only
  * writer; event ids from the idempotency key, so a retried request appends nothing). `isPaused`
- * reads the aggregate fresh (no cache) so a pause applies to the very next claim on every ledger
- * instance.
+ * reads what the aggregate holds after its kept fold on every call, so a pause applies to the very
+ * next claim on every ledger instance.
  */
 @Injectable()
 export class ProjectControlService {
+  /** The folded control state per project and the sequence it is folded to. */
+  private readonly folds = new Map<string, { state: ProjectControlState; lastSeq: number }>();
+
   constructor(@Inject(RUNTIME) private readonly runtime: ServiceRuntime) {}
 
-  /** The control state of `project` (read from the stream each time). */
+  /**
+   * The control state of `project`, current as of this call: the fold kept from the last call plus
+   * whatever the stream holds after it (usually nothing: one round trip to learn the aggregate's
+   * last sequence), so a claim never refolds the project's whole pause history.
+   */
   async state(project: string): Promise<ProjectControlState> {
-    const { events } = await this.runtime.store.read(controlRef(project));
-    return events.reduce(
-      (state, stored) => projectControlDecider.evolve(state, { type: stored.type, data: stored.payload } as ProjectControlEvent),
-      projectControlDecider.initialState(),
+    const ref = controlRef(project);
+    let fold = this.folds.get(project) ?? { state: projectControlDecider.initialState(), lastSeq: 0 };
+    let read = await this.runtime.store.read(ref, { afterSeq: fold.lastSeq });
+    if (read.lastSeq < fold.lastSeq) {
+      // The stream holds less than was folded (it was recreated): fold again from the start.
+      fold = { state: projectControlDecider.initialState(), lastSeq: 0 };
+      read = await this.runtime.store.read(ref);
+    }
+    const state = read.events.reduce(
+      (current, stored) => projectControlDecider.evolve(current, { type: stored.type, data: stored.payload } as ProjectControlEvent),
+      fold.state,
     );
+    this.folds.set(project, { state, lastSeq: Math.max(read.lastSeq, fold.lastSeq) });
+    return state;
   }
 
   async isPaused(project: string): Promise<boolean> {
