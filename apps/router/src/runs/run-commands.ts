@@ -90,7 +90,7 @@ export class RunCommands {
    * Record a refused result or answer on its run (`run.result_rejected`, idempotent on
    * `result_id`). Returns the store's refusal when even that is impossible (the run vanished).
    */
-  async recordRefusal(ref: AggregateRef, refusal: RunRefusal, cause: RunCause): Promise<DomainError | null> {
+  private async recordRefusal(ref: AggregateRef, refusal: RunRefusal, cause: RunCause): Promise<DomainError | null> {
     const recorded = await this.run(
       ref,
       { kind: 'reject', command: { type: 'reject_result', data: refusal, metadata: { now: cause.now, actor: ROUTER_ACTOR } } },
