@@ -16,3 +16,4 @@ export * from './catalogue';
 export * from './json-schema';
 export * from './mesh';
 export * from './governance';
+export * from './principal';

@@ -1,0 +1,143 @@
+import { z } from 'zod';
+import { AgentNameSchema, ProjectIdSchema } from './common';
+
+/*
+ * Who is speaking on the bus. Baton never takes a sender's identity from a message body: every
+ * principal connects with its own NATS credentials, and the subjects it may publish name it, so
+ * the server's permissions pin who can say what. This file is the one place that maps a
+ * principal to the subject tokens that name it and to its reply-inbox prefix.
+ *
+ * Principals:
+ * - an **agent** of one project (`agent.<agent>` in its ledger subjects; results on
+ *   `<prefix>.in.<project>.result.<agent>`);
+ * - a **service** (`svc.router`, `svc.watchdog`, `svc.ledger`, `svc.notifier`);
+ * - an **operator principal** (`op.notifier`: the notifier relaying an operator it authenticated
+ *   with an API token; `op.admin`: the admin connection of the `baton` CLI). Only these two may
+ *   name a person (the body's `actor`) and a role (`actor_role`), and only `op.admin` is admin by
+ *   its connection alone.
+ */
+
+/** The services, each with its own credentials. */
+export const ServiceNames = ['router', 'ledger', 'watchdog', 'notifier'] as const;
+export type ServiceName = (typeof ServiceNames)[number];
+export const ServiceNameSchema = z.enum(ServiceNames);
+
+/** Principals that may speak for a person: the notifier (for a token holder) and the admin CLI. */
+export const OperatorRelayNames = ['notifier', 'admin'] as const;
+export type OperatorRelayName = (typeof OperatorRelayNames)[number];
+export const OperatorRelayNameSchema = z.enum(OperatorRelayNames);
+
+/** The kind token of a principal in a subject. */
+export const PrincipalKind = { agent: 'agent', service: 'svc', operator: 'op' } as const;
+export type PrincipalKind = (typeof PrincipalKind)[keyof typeof PrincipalKind];
+
+export type Principal =
+  | { kind: 'agent'; project: string; agent: string }
+  | { kind: 'svc'; service: ServiceName }
+  | { kind: 'op'; relay: OperatorRelayName };
+
+export const Principals = {
+  agent: (project: string, agent: string): Principal => ({ kind: 'agent', project, agent }),
+  service: (service: ServiceName): Principal => ({ kind: 'svc', service }),
+  operator: (relay: OperatorRelayName): Principal => ({ kind: 'op', relay }),
+} as const;
+
+/** The two subject tokens that name a principal: `agent.<name>`, `svc.<service>`, `op.<relay>`. */
+export function principalTokens(principal: Principal): [PrincipalKind, string] {
+  switch (principal.kind) {
+    case 'agent':
+      return ['agent', principal.agent];
+    case 'svc':
+      return ['svc', principal.service];
+    case 'op':
+      return ['op', principal.relay];
+    default: {
+      const never: never = principal;
+      throw new Error(`unknown principal ${JSON.stringify(never)}`);
+    }
+  }
+}
+
+/** A readable name for logs and errors: `agent acme/support`, `service router`, `operator relay notifier`. */
+export function describePrincipal(principal: Principal): string {
+  switch (principal.kind) {
+    case 'agent':
+      return `agent ${principal.project}/${principal.agent}`;
+    case 'svc':
+      return `service ${principal.service}`;
+    case 'op':
+      return `operator relay ${principal.relay}`;
+    default: {
+      const never: never = principal;
+      throw new Error(`unknown principal ${JSON.stringify(never)}`);
+    }
+  }
+}
+
+/**
+ * The reply-inbox prefix a principal's connection uses (the client's `inboxPrefix`). The server
+ * lets each principal subscribe to its own prefix only, so nobody reads another's replies, publish
+ * acknowledgements or pulled messages. `_INBOX.>` is granted to no one but the admin.
+ */
+export function inboxPrefixOf(prefix: string, principal: Principal): string {
+  switch (principal.kind) {
+    case 'agent':
+      return `_INBOX_${prefix}.agent.${principal.project}.${principal.agent}`;
+    case 'svc':
+      return `_INBOX_${prefix}.svc.${principal.service}`;
+    case 'op':
+      return `_INBOX_${prefix}.op.${principal.relay}`;
+    default: {
+      const never: never = principal;
+      throw new Error(`unknown principal ${JSON.stringify(never)}`);
+    }
+  }
+}
+
+/**
+ * Parse the two principal tokens of a subject. `project` is the subject's project: an agent
+ * principal always belongs to it. Returns null for tokens that name no principal.
+ */
+export function principalFromTokens(project: string, kind: string, name: string): Principal | null {
+  switch (kind) {
+    case 'agent':
+      return AgentNameSchema.safeParse(name).success ? { kind: 'agent', project, agent: name } : null;
+    case 'svc': {
+      const parsed = ServiceNameSchema.safeParse(name);
+      return parsed.success ? { kind: 'svc', service: parsed.data } : null;
+    }
+    case 'op': {
+      const parsed = OperatorRelayNameSchema.safeParse(name);
+      return parsed.success ? { kind: 'op', relay: parsed.data } : null;
+    }
+    default:
+      return null;
+  }
+}
+
+/** A ledger command subject, parsed: `<prefix>.cmd.ledger.<project>.<kind>.<name>.<command>`. */
+export interface LedgerCommandAddress {
+  project: string;
+  principal: Principal;
+  command: string;
+}
+
+/** `<prefix>.cmd.ledger.<project>.<kind>.<name>.<command>`: the principal is part of the subject. */
+export function ledgerCommandSubject(prefix: string, project: string, principal: Principal, command: string): string {
+  const [kind, name] = principalTokens(principal);
+  return `${prefix}.cmd.ledger.${project}.${kind}.${name}.${command}`;
+}
+
+/**
+ * Parse a ledger command subject. Null when the subject has another shape, the project is not a
+ * project key, or the principal tokens name no principal (the caller answers `unknown_command`).
+ */
+export function parseLedgerCommandSubject(prefix: string, subject: string): LedgerCommandAddress | null {
+  const tokens = subject.split('.');
+  if (tokens.length !== 7 || tokens[0] !== prefix || tokens[1] !== 'cmd' || tokens[2] !== 'ledger') return null;
+  const [, , , project, kind, name, command] = tokens as [string, string, string, string, string, string, string];
+  if (!ProjectIdSchema.safeParse(project).success) return null;
+  const principal = principalFromTokens(project, kind, name);
+  if (principal === null || command.length === 0) return null;
+  return { project, principal, command };
+}
