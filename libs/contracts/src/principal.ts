@@ -141,3 +141,13 @@ export function parseLedgerCommandSubject(prefix: string, subject: string): Ledg
   if (principal === null || command.length === 0) return null;
   return { project, principal, command };
 }
+
+/**
+ * The durable consumer that holds one agent's offers (`offers-<project>-<agent>`, with anything
+ * other than letters, digits, `_` and `-` replaced by `_`). Every replica of the agent pulls the
+ * same durable; only the ledger creates it, with its filter pinned to that agent's offer subject,
+ * and the agent's credentials allow pulling and acknowledging this durable alone.
+ */
+export function offerDurableName(project: string, agent: string): string {
+  return `offers-${project}-${agent}`.replace(/[^A-Za-z0-9_-]/g, '_');
+}
