@@ -1,4 +1,5 @@
-import { connect, headers as natsHeaders, type JetStreamClient, type JetStreamManager, type MsgHdrs, type NatsConnection } from 'nats';
+import { readFileSync } from 'node:fs';
+import { connect, credsAuthenticator, headers as natsHeaders, type JetStreamClient, type JetStreamManager, type MsgHdrs, type NatsConnection } from 'nats';
 
 /** How to reach NATS. Everything else about the client stays inside this library. */
 export interface NatsConnectOptions {
@@ -13,6 +14,22 @@ export interface NatsConnectOptions {
   user?: string;
   pass?: string;
   token?: string;
+  /**
+   * A `.creds` file (user JWT + nkey seed, see `baton creds`): the server decides who this
+   * connection is and what it may publish and subscribe. Read once at connect.
+   */
+  credsFile?: string;
+  /**
+   * Prefix of this connection's reply inboxes (request replies, publish acks, pulled messages).
+   * Every principal has its own (`inboxPrefixOf` in @baton/contracts) and may subscribe only
+   * there; the default `_INBOX` is granted to no one but the admin.
+   */
+  inboxPrefix?: string;
+  /**
+   * Ask the server for the account's JetStream info at connect (default true), failing fast when
+   * JetStream is off. Agents pass false: their credentials do not allow `$JS.API.INFO`.
+   */
+  checkJetStream?: boolean;
 }
 
 /**
@@ -40,6 +57,16 @@ export const DEFAULT_NATS_URL = 'nats://127.0.0.1:4222';
 export async function connectNats(opts: NatsConnectOptions = {}): Promise<NatsHandle> {
   const servers = opts.servers ?? process.env['NATS_URL'] ?? DEFAULT_NATS_URL;
   const timeout = opts.timeoutMs ?? 5000;
+  let authenticator: ReturnType<typeof credsAuthenticator> | undefined;
+  if (opts.credsFile !== undefined) {
+    let creds: Uint8Array;
+    try {
+      creds = readFileSync(opts.credsFile);
+    } catch (err) {
+      throw new Error(`cannot read the NATS credentials file ${opts.credsFile}: ${(err as Error).message}`, { cause: err });
+    }
+    authenticator = credsAuthenticator(creds);
+  }
   const connection = await connect({
     servers,
     name: opts.name,
@@ -53,10 +80,12 @@ export async function connectNats(opts: NatsConnectOptions = {}): Promise<NatsHa
     user: opts.user,
     pass: opts.pass,
     token: opts.token,
+    ...(authenticator ? { authenticator } : {}),
+    ...(opts.inboxPrefix !== undefined ? { inboxPrefix: opts.inboxPrefix } : {}),
   });
   let jsm: JetStreamManager;
   try {
-    jsm = await connection.jetstreamManager({ timeout });
+    jsm = await connection.jetstreamManager({ timeout, checkAPI: opts.checkJetStream ?? true });
   } catch (err) {
     await connection.close();
     throw new Error(`JetStream is not available on ${String(servers)}: ${(err as Error).message}`, { cause: err });

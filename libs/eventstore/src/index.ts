@@ -46,3 +46,8 @@ export * from './dlq-admin';
 export { instrumentRunners, type RunnerIdentity, type RunnerInstrumentation } from './runner';
 export { readStreamRange } from './stream-reader';
 export type { StoredMessage, ReadRangeOptions } from './stream-reader';
+export { createNkeyPair, nkeyPairFromSeed, decodeJwtClaims, jwtOfCreds } from './auth/jwt';
+export type { NkeyPair, UserPermissions, SubjectPermission } from './auth/jwt';
+export { permissionsFor, redriveMarkerSubjects } from './auth/permissions';
+export { openDeployment, issueCreds, ensureServiceCreds, credsPath, credsName, serverConfig, writeServerConfig, describeCreds, DeploymentError } from './auth/deployment';
+export type { AuthDeployment, IssuedCreds, ServerConfigOptions } from './auth/deployment';

@@ -1,0 +1,86 @@
+import { inboxPrefixOf, Principals, type Principal } from '@baton/contracts';
+import { connectNats, type NatsHandle } from '../connection';
+import { ensureServiceCreds, issueCreds } from './deployment';
+import { decodeJwtClaims, jwtOfCreds } from './jwt';
+import { permissionViolations, startAuthNatsServer, type AuthNatsServer } from '../int/auth-server';
+import { readFileSync } from 'node:fs';
+
+const PREFIX = 'baton';
+
+describe('NATS decentralized auth: the server, not the message, decides who is speaking', () => {
+  let server: AuthNatsServer;
+  const open: NatsHandle[] = [];
+
+  beforeAll(async () => {
+    server = await startAuthNatsServer(PREFIX);
+    ensureServiceCreds(server.deployment);
+  });
+  afterAll(async () => {
+    for (const handle of open) await handle.close().catch(() => undefined);
+    await server.stop();
+  });
+
+  async function connectAs(principal: Principal): Promise<NatsHandle> {
+    const issued = issueCreds(server.deployment, principal);
+    const handle = await connectNats({
+      servers: server.url,
+      credsFile: issued.file,
+      inboxPrefix: inboxPrefixOf(PREFIX, principal),
+      reconnect: false,
+      checkJetStream: principal.kind !== 'agent',
+    });
+    open.push(handle);
+    return handle;
+  }
+
+  const violations = (handle: NatsHandle, act: () => void) => permissionViolations(handle, act);
+
+  it('refuses a connection without credentials', async () => {
+    await expect(connectNats({ servers: server.url, reconnect: false })).rejects.toThrow(/Authorization|AUTHORIZATION/i);
+  });
+
+  it('issues user JWTs signed by the account with the principal in their name', () => {
+    const issued = issueCreds(server.deployment, Principals.agent('acme', 'support'));
+    const claims = decodeJwtClaims(jwtOfCreds(readFileSync(issued.file, 'utf8')));
+    expect(claims['iss']).toBe(server.deployment.account.publicKey);
+    expect(claims['name']).toBe('agent:acme:support');
+    expect((claims['nats'] as { pub: { allow: string[] } }).pub.allow).toContain('baton.in.acme.result.support');
+  });
+
+  it('lets an agent publish its own result subject but not another agent\'s, an event or an operator answer', async () => {
+    const agent = await connectAs(Principals.agent('acme', 'support'));
+    const denied = await violations(agent, () => {
+      agent.connection.publish('baton.in.acme.result.billing', new Uint8Array());
+      agent.connection.publish('baton.ev.acme.run.r1', new Uint8Array());
+      agent.connection.publish('baton.in.acme.answer', new Uint8Array());
+      agent.connection.publish('baton.in.other.result.support', new Uint8Array());
+      agent.connection.publish('baton.dlq.router', new Uint8Array());
+    });
+    expect(denied.sort()).toEqual(
+      ['publish baton.dlq.router', 'publish baton.ev.acme.run.r1', 'publish baton.in.acme.answer', 'publish baton.in.acme.result.billing', 'publish baton.in.other.result.support'],
+    );
+    const allowed = await violations(agent, () => agent.connection.publish('baton.in.acme.result.support', new Uint8Array()));
+    expect(allowed).toEqual([]);
+  });
+
+  it('refuses an agent a subscription to _INBOX.> or to another agent\'s wake-ups', async () => {
+    const agent = await connectAs(Principals.agent('acme', 'support'));
+    const denied = await violations(agent, () => {
+      agent.connection.subscribe('_INBOX.>');
+      agent.connection.subscribe('baton.agent.other.support.>');
+    });
+    expect(denied.sort()).toEqual(['subscription _INBOX.>', 'subscription baton.agent.other.support.>']);
+  });
+
+  it('gives each service its own inbox prefix and request replies through it', async () => {
+    const ledger = await connectAs(Principals.service('ledger'));
+    const router = await connectAs(Principals.service('router'));
+    const sub = ledger.connection.subscribe('baton.cmd.ledger.>', {
+      callback: (_err, msg) => msg.respond(new TextEncoder().encode('ok')),
+    });
+    await ledger.connection.flush();
+    const reply = await router.connection.request('baton.cmd.ledger.acme.svc.router.create', new Uint8Array(), { timeout: 2000 });
+    expect(new TextDecoder().decode(reply.data)).toBe('ok');
+    sub.unsubscribe();
+  });
+});

@@ -1,0 +1,198 @@
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describePrincipal, ServiceNames, type Principal } from '@baton/contracts';
+import { accountJwt, createNkeyPair, credsFile, nkeyPairFromSeed, operatorJwt, userJwt, type NkeyPair } from './jwt';
+import { permissionsFor } from './permissions';
+
+/*
+ * A deployment's NATS identities, kept in one folder:
+ *
+ *   deployment.json          the prefix and the public keys (no secrets)
+ *   operator.seed            the operator key (signs the account JWTs)         0600
+ *   account.seed             the BATON account key (signs every user JWT)      0600
+ *   system.seed              the system account key                            0600
+ *   nats-server.conf         a server configuration trusting the operator (memory resolver)
+ *   creds/<service>.creds    router, ledger, watchdog, notifier, admin          0600
+ *   creds/agents/<project>/<agent>.creds                                         0600
+ *
+ * Whoever holds `account.seed` can issue credentials; the server only needs the operator and
+ * account JWTs, which are public. Issuing a new agent's credentials changes nothing on the server.
+ */
+
+export class DeploymentError extends Error {
+  override name = 'DeploymentError';
+}
+
+export interface AuthDeployment {
+  readonly dir: string;
+  readonly prefix: string;
+  readonly operator: NkeyPair;
+  readonly account: NkeyPair;
+  readonly system: NkeyPair;
+}
+
+interface DeploymentFile {
+  version: 1;
+  prefix: string;
+  operator: string;
+  account: string;
+  system: string;
+}
+
+function writeSecret(file: string, content: string): void {
+  writeFileSync(file, content, { mode: 0o600 });
+  chmodSync(file, 0o600);
+}
+
+/**
+ * Open the deployment folder, creating the operator, account and system keys the first time.
+ * Idempotent: a second call returns the same keys. Refuses a folder made for another prefix
+ * (its credentials name the other prefix's subjects).
+ */
+export function openDeployment(dir: string, prefix: string): AuthDeployment {
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const meta = join(dir, 'deployment.json');
+  if (existsSync(meta)) {
+    const saved = JSON.parse(readFileSync(meta, 'utf8')) as DeploymentFile;
+    if (saved.prefix !== prefix) {
+      throw new DeploymentError(`${dir} holds credentials for prefix "${saved.prefix}", not "${prefix}"; use another folder or the same BATON_PREFIX`);
+    }
+    const read = (name: string) => readFileSync(join(dir, name), 'utf8').trim();
+    return {
+      dir,
+      prefix,
+      operator: nkeyPairFromSeed(read('operator.seed'), 'operator'),
+      account: nkeyPairFromSeed(read('account.seed'), 'account'),
+      system: nkeyPairFromSeed(read('system.seed'), 'account'),
+    };
+  }
+  const deployment: AuthDeployment = { dir, prefix, operator: createNkeyPair('operator'), account: createNkeyPair('account'), system: createNkeyPair('account') };
+  writeSecret(join(dir, 'operator.seed'), `${deployment.operator.seed}\n`);
+  writeSecret(join(dir, 'account.seed'), `${deployment.account.seed}\n`);
+  writeSecret(join(dir, 'system.seed'), `${deployment.system.seed}\n`);
+  const file: DeploymentFile = { version: 1, prefix, operator: deployment.operator.publicKey, account: deployment.account.publicKey, system: deployment.system.publicKey };
+  writeFileSync(meta, `${JSON.stringify(file, null, 2)}\n`);
+  return deployment;
+}
+
+/** Where a principal's credentials file lives inside the deployment folder. */
+export function credsPath(deployment: AuthDeployment, principal: Principal): string {
+  switch (principal.kind) {
+    case 'agent':
+      return join(deployment.dir, 'creds', 'agents', principal.project, `${principal.agent}.creds`);
+    case 'svc':
+      return join(deployment.dir, 'creds', `${principal.service}.creds`);
+    case 'op':
+      return join(deployment.dir, 'creds', `${principal.relay === 'admin' ? 'admin' : 'notifier'}.creds`);
+    default: {
+      const never: never = principal;
+      throw new DeploymentError(`unknown principal ${JSON.stringify(never)}`);
+    }
+  }
+}
+
+/** The user name a principal's JWT carries (shown by the server's monitoring). */
+export function credsName(principal: Principal): string {
+  switch (principal.kind) {
+    case 'agent':
+      return `agent:${principal.project}:${principal.agent}`;
+    case 'svc':
+      return `service:${principal.service}`;
+    case 'op':
+      return principal.relay === 'admin' ? 'admin' : 'service:notifier';
+    default: {
+      const never: never = principal;
+      throw new DeploymentError(`unknown principal ${JSON.stringify(never)}`);
+    }
+  }
+}
+
+export interface IssuedCreds {
+  principal: Principal;
+  file: string;
+  /** The `.creds` text (JWT + seed): a secret. */
+  creds: string;
+  userPublicKey: string;
+}
+
+/**
+ * Make credentials for one principal: a new user key and a user JWT signed by the account, with the
+ * principal's permissions (`permissionsFor`). Writes `creds/…` (0600) and returns it. Issuing again
+ * makes a new key; earlier files keep working until the account revokes them.
+ */
+export function issueCreds(deployment: AuthDeployment, principal: Principal, now: Date = new Date()): IssuedCreds {
+  const user = createNkeyPair('user');
+  const jwt = userJwt(deployment.account, user, credsName(principal), permissionsFor(deployment.prefix, principal), Math.floor(now.getTime() / 1000));
+  const creds = credsFile(jwt, user);
+  const file = credsPath(deployment, principal);
+  mkdirSync(join(file, '..'), { recursive: true, mode: 0o700 });
+  writeSecret(file, creds);
+  return { principal, file, creds, userPublicKey: user.publicKey };
+}
+
+/** Credentials for the four services and the admin (written once; kept when they exist). */
+export function ensureServiceCreds(deployment: AuthDeployment): Record<string, string> {
+  const files: Record<string, string> = {};
+  const principals: Principal[] = [...ServiceNames.map((service): Principal => ({ kind: 'svc', service })), { kind: 'op', relay: 'admin' }];
+  for (const principal of principals) {
+    const file = credsPath(deployment, principal);
+    if (!existsSync(file)) issueCreds(deployment, principal);
+    files[principal.kind === 'svc' ? principal.service : 'admin'] = file;
+  }
+  return files;
+}
+
+export interface ServerConfigOptions {
+  /** `host:port` the client listener binds (default 127.0.0.1:4222). Keep it on loopback unless TLS is configured. */
+  listen?: string;
+  /** JetStream store folder. */
+  storeDir: string;
+  /** Monitoring `host:port` (off when absent). */
+  http?: string;
+  /** Largest message (default 1MB: Baton caps payloads at 256 KiB and dead letters carry headers). */
+  maxPayload?: string;
+}
+
+/**
+ * A nats-server (2.9+) configuration that trusts this deployment's operator: the BATON account
+ * (JetStream on) and the system account are preloaded into a memory resolver, so no user is
+ * listed and every connection must present a user JWT signed by the account.
+ */
+export function serverConfig(deployment: AuthDeployment, opts: ServerConfigOptions, now: Date = new Date()): string {
+  const iat = Math.floor(now.getTime() / 1000);
+  const operator = operatorJwt(deployment.operator, 'baton', deployment.system.publicKey, iat);
+  const account = accountJwt(deployment.operator, deployment.account, 'BATON', { jetstream: true }, iat);
+  const system = accountJwt(deployment.operator, deployment.system, 'SYS', { jetstream: false }, iat);
+  return [
+    `# nats-server configuration for Baton (prefix "${deployment.prefix}"), written by \`baton nats-config\`.`,
+    '# Decentralized auth: the operator below signs the BATON and SYS accounts (memory resolver);',
+    '# every client presents a user JWT signed by the BATON account key (`baton creds`).',
+    '# No user is listed here and nothing connects without credentials.',
+    `listen: ${JSON.stringify(opts.listen ?? '127.0.0.1:4222')}`,
+    ...(opts.http ? [`http: ${JSON.stringify(opts.http)}`] : []),
+    `max_payload: ${opts.maxPayload ?? '1MB'}`,
+    'jetstream {',
+    `  store_dir: ${JSON.stringify(opts.storeDir)}`,
+    '}',
+    `operator: ${operator}`,
+    `system_account: ${deployment.system.publicKey}`,
+    'resolver: MEMORY',
+    'resolver_preload: {',
+    `  ${deployment.account.publicKey}: ${account}`,
+    `  ${deployment.system.publicKey}: ${system}`,
+    '}',
+    '',
+  ].join('\n');
+}
+
+/** Write `nats-server.conf` into the deployment folder and return its path. */
+export function writeServerConfig(deployment: AuthDeployment, opts: ServerConfigOptions): string {
+  const file = join(deployment.dir, 'nats-server.conf');
+  writeFileSync(file, serverConfig(deployment, opts));
+  return file;
+}
+
+/** A readable line for a principal's credentials (never the secret). */
+export function describeCreds(issued: IssuedCreds): string {
+  return `${describePrincipal(issued.principal)}: ${issued.file} (user ${issued.userPublicKey})`;
+}

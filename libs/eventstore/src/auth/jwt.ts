@@ -1,0 +1,163 @@
+import { createHash } from 'node:crypto';
+import { nkeys } from 'nats';
+
+/*
+ * NATS decentralized authentication, the parts Baton needs: operator, account and user keys
+ * (ed25519 nkeys) and the JWTs that bind them. The server is configured with the operator JWT and
+ * the account JWTs (memory resolver); every principal connects with a user JWT signed by the
+ * account key plus its own nkey seed (a `.creds` file). A new agent's credentials are made
+ * offline by whoever holds the account seed: the server needs no change and no reload.
+ *
+ * Claims follow the NATS JWT v2 layout (`nats.type`, `nats.version: 2`); nats-server 2.9 and
+ * newer verify them.
+ */
+
+/** A key pair as Baton stores it: the seed (secret) and the public key. */
+export interface NkeyPair {
+  /** `O…`, `A…` or `U…`: the public key, the identity the server sees. */
+  readonly publicKey: string;
+  /** `SO…`, `SA…`, `SU…`: the secret seed. Never logged. */
+  readonly seed: string;
+}
+
+export type NkeyRole = 'operator' | 'account' | 'user';
+
+/** Make a new key pair for a role. */
+export function createNkeyPair(role: NkeyRole): NkeyPair {
+  const kp = role === 'operator' ? nkeys.createOperator() : role === 'account' ? nkeys.createAccount() : nkeys.createUser();
+  return { publicKey: kp.getPublicKey(), seed: new TextDecoder().decode(kp.getSeed()) };
+}
+
+/** Rebuild a key pair from its seed (checks the seed's role prefix). */
+export function nkeyPairFromSeed(seed: string, role: NkeyRole): NkeyPair {
+  const kp = nkeys.fromSeed(new TextEncoder().encode(seed));
+  const publicKey = kp.getPublicKey();
+  const expected = role === 'operator' ? 'O' : role === 'account' ? 'A' : 'U';
+  if (!publicKey.startsWith(expected)) throw new Error(`the seed is not an ${role} seed (its public key starts with ${publicKey[0] ?? '?'})`);
+  return { publicKey, seed };
+}
+
+/** Subject permissions of a user (NATS JWT `pub` / `sub`). */
+export interface SubjectPermission {
+  allow?: string[];
+  deny?: string[];
+}
+
+/** What a user may do: publish, subscribe, answer requests. */
+export interface UserPermissions {
+  pub: SubjectPermission;
+  sub: SubjectPermission;
+  /** Allow publishing one reply to the reply subject of each request received (services that answer requests). */
+  allowResponses?: boolean;
+}
+
+function base64url(data: string | Uint8Array): string {
+  return Buffer.from(typeof data === 'string' ? Buffer.from(data, 'utf8') : data).toString('base64url');
+}
+
+const HEADER = base64url(JSON.stringify({ typ: 'JWT', alg: 'ed25519-nkey' }));
+
+/** Base32 (RFC 4648, no padding) of a SHA-256 digest: the claims' `jti`. */
+function claimId(claims: Record<string, unknown>): string {
+  const digest = createHash('sha256').update(JSON.stringify(claims)).digest();
+  const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567';
+  let bits = 0;
+  let value = 0;
+  let out = '';
+  for (const byte of digest) {
+    value = (value << 8) | byte;
+    bits += 8;
+    while (bits >= 5) {
+      out += alphabet[(value >>> (bits - 5)) & 31];
+      bits -= 5;
+    }
+  }
+  if (bits > 0) out += alphabet[(value << (5 - bits)) & 31];
+  return out;
+}
+
+/** Encode and sign a JWT with the issuer's seed. `issuedAt` is seconds since the epoch. */
+function signJwt(issuer: NkeyPair, subject: string, name: string, nats: Record<string, unknown>, issuedAt: number): string {
+  const body: Record<string, unknown> = { iat: issuedAt, iss: issuer.publicKey, name, sub: subject, nats };
+  const claims = { jti: claimId(body), ...body };
+  const payload = base64url(JSON.stringify(claims));
+  const kp = nkeys.fromSeed(new TextEncoder().encode(issuer.seed));
+  const signature = base64url(kp.sign(new TextEncoder().encode(`${HEADER}.${payload}`)));
+  return `${HEADER}.${payload}.${signature}`;
+}
+
+/** The operator's self-signed JWT. */
+export function operatorJwt(operator: NkeyPair, name: string, systemAccount: string, issuedAt: number): string {
+  return signJwt(operator, operator.publicKey, name, { system_account: systemAccount, type: 'operator', version: 2 }, issuedAt);
+}
+
+/** An account JWT signed by the operator. `jetstream` turns JetStream on for the account (no limits). */
+export function accountJwt(operator: NkeyPair, account: NkeyPair, name: string, opts: { jetstream: boolean }, issuedAt: number): string {
+  const unlimited = -1;
+  const limits: Record<string, unknown> = {
+    subs: unlimited,
+    data: unlimited,
+    payload: unlimited,
+    imports: unlimited,
+    exports: unlimited,
+    wildcards: true,
+    conn: unlimited,
+    leaf: unlimited,
+    ...(opts.jetstream ? { mem_storage: unlimited, disk_storage: unlimited, streams: unlimited, consumer: unlimited } : {}),
+  };
+  return signJwt(operator, account.publicKey, name, { limits, default_permissions: { pub: {}, sub: {} }, type: 'account', version: 2 }, issuedAt);
+}
+
+/** A user JWT signed by the account, with its subject permissions. */
+export function userJwt(account: NkeyPair, user: NkeyPair, name: string, permissions: UserPermissions, issuedAt: number): string {
+  const clean = (p: SubjectPermission): SubjectPermission => ({
+    ...(p.allow && p.allow.length > 0 ? { allow: [...p.allow] } : {}),
+    ...(p.deny && p.deny.length > 0 ? { deny: [...p.deny] } : {}),
+  });
+  const nats: Record<string, unknown> = {
+    pub: clean(permissions.pub),
+    sub: clean(permissions.sub),
+    // One reply per request received, within two minutes (nanoseconds), like `allow_responses: true`.
+    ...(permissions.allowResponses ? { resp: { max: 1, ttl: 120_000_000_000 } } : {}),
+    subs: -1,
+    data: -1,
+    payload: -1,
+    type: 'user',
+    version: 2,
+  };
+  return signJwt(account, user.publicKey, name, nats, issuedAt);
+}
+
+/** Decode a JWT's claims without verifying it (for `baton creds show`, tests and checks). */
+export function decodeJwtClaims(jwt: string): Record<string, unknown> {
+  const payload = jwt.split('.')[1];
+  if (payload === undefined) throw new Error('not a JWT');
+  return JSON.parse(Buffer.from(payload, 'base64url').toString('utf8')) as Record<string, unknown>;
+}
+
+/** A `.creds` file: the user JWT and its seed, in the layout NATS clients read. */
+export function credsFile(jwt: string, user: NkeyPair): string {
+  return [
+    '-----BEGIN NATS USER JWT-----',
+    jwt,
+    '------END NATS USER JWT------',
+    '',
+    '************************* IMPORTANT *************************',
+    'NKEY Seed printed below can be used to sign and prove identity.',
+    'NKEYs are sensitive and should be treated as secrets.',
+    '',
+    '-----BEGIN USER NKEY SEED-----',
+    user.seed,
+    '------END USER NKEY SEED------',
+    '',
+    '*************************************************************',
+    '',
+  ].join('\n');
+}
+
+/** The user JWT inside a `.creds` file. */
+export function jwtOfCreds(creds: string): string {
+  const match = /-----BEGIN NATS USER JWT-----\s*([^\s-][^\s]*)\s*------END NATS USER JWT------/.exec(creds);
+  if (!match?.[1]) throw new Error('the file holds no NATS user JWT');
+  return match[1];
+}

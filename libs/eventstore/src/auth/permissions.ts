@@ -1,0 +1,170 @@
+import { inboxPrefixOf, offerDurableName, principalTokens, type Principal } from '@baton/contracts';
+import { streamStem } from '../topology';
+import type { UserPermissions } from './jwt';
+
+/*
+ * What each principal may publish and subscribe, enforced by nats-server. This is the tenant wall
+ * of a Baton deployment: one NATS account, and inside it every principal is pinned to the subjects
+ * that name it (the soft wall: a project prefix inside one account, made hard by permissions that
+ * name the project and the agent). Nobody but the admin subscribes `_INBOX.>`; replies, publish
+ * acknowledgements and pulled messages reach each principal on its own inbox prefix.
+ *
+ * Subjects (see libs/contracts/src/subjects.ts and principal.ts), for prefix P:
+ *   P.ev.<project>.<kind>.<id>                  events: only the aggregate's writer service
+ *   P.in.<project>.result.<agent>               agent results: only that agent
+ *   P.in.<project>.{start,message,mesh_start}   an agent of that project
+ *   P.in.<project>.mesh_result.<agent>          mesh turns: only that agent
+ *   P.in.<project>.{answer,mesh_answer}         operator answers: the notifier and the admin
+ *   P.in.<project>.stop                         stop requests: the watchdog
+ *   P.in.<project>.offer.<agent>                offers: the ledger
+ *   P.cmd.ledger.<project>.<kind>.<name>.<cmd>  ledger commands: the principal the subject names
+ *   P.cmd.router.<project>.publish_definition   the admin
+ *   P.notice.<project>                          human action notices: the notifier
+ *   P.agent.<project>.<agent>.>                 offer wake-ups: the ledger publishes, the agent listens
+ *   P.dlq.<source>                              dead letters: the services; P.dlq._redriven (markers): the admin
+ */
+
+/** Stream names the permissions refer to. */
+function streams(prefix: string) {
+  const stem = streamStem(prefix);
+  return { events: `${stem}_EVENTS`, inbox: `${stem}_INBOX`, dlq: `${stem}_DLQ`, claimRatesKv: `KV_${stem}_CLAIM_RATES`, claimRatesBucket: `${stem}_CLAIM_RATES` };
+}
+
+/** The subject redrive markers are written on (only the admin may publish it). */
+export function redriveMarkerSubjects(prefix: string): string[] {
+  return [`${prefix}.dlq._redriven`, `${prefix}.dlq._redriven.>`];
+}
+
+/** JetStream API a service needs on Baton's streams: provision them, read, own durables, ack. */
+function serviceJetStream(prefix: string, opts: { claimRates?: boolean } = {}): string[] {
+  const s = streams(prefix);
+  const names = [s.events, s.inbox, s.dlq, ...(opts.claimRates ? [s.claimRatesKv] : [])];
+  const api: string[] = ['$JS.API.INFO', '$JS.API.STREAM.NAMES', '$JS.API.STREAM.LIST', '$JS.API.CONSUMER.NAMES.*', '$JS.API.CONSUMER.LIST.*'];
+  for (const name of names) {
+    api.push(
+      `$JS.API.STREAM.INFO.${name}`,
+      `$JS.API.STREAM.CREATE.${name}`,
+      `$JS.API.STREAM.UPDATE.${name}`,
+      `$JS.API.STREAM.MSG.GET.${name}`,
+      `$JS.API.DIRECT.GET.${name}`,
+      `$JS.API.DIRECT.GET.${name}.>`,
+      `$JS.API.CONSUMER.*.${name}`,
+      `$JS.API.CONSUMER.*.${name}.>`,
+      `$JS.API.CONSUMER.*.*.${name}`,
+      `$JS.API.CONSUMER.*.*.${name}.>`,
+      `$JS.ACK.${name}.>`,
+    );
+  }
+  // Flow control replies of the ordered (push) consumers used for reads.
+  api.push('$JS.FC.>');
+  if (opts.claimRates) api.push(`$KV.${s.claimRatesBucket}.>`);
+  return api;
+}
+
+/**
+ * The permissions of one principal for a deployment prefix. Pure: the same principal and prefix
+ * always give the same lists, so `baton nats-config` output can be checked by tests and reviews.
+ */
+export function permissionsFor(prefix: string, principal: Principal): UserPermissions {
+  const inbox = `${inboxPrefixOf(prefix, principal)}.>`;
+  const markers = redriveMarkerSubjects(prefix);
+  switch (principal.kind) {
+    case 'agent': {
+      const { project, agent } = principal;
+      const [kind, name] = principalTokens(principal);
+      const s = streams(prefix);
+      const durable = offerDurableName(project, agent);
+      return {
+        pub: {
+          allow: [
+            `${prefix}.in.${project}.result.${agent}`,
+            `${prefix}.in.${project}.mesh_result.${agent}`,
+            `${prefix}.in.${project}.start`,
+            `${prefix}.in.${project}.message`,
+            `${prefix}.in.${project}.mesh_start`,
+            `${prefix}.cmd.ledger.${project}.${kind}.${name}.*`,
+            // Its own offers durable only: pull, read its info, acknowledge. It cannot create,
+            // delete or list consumers (a consumer's filter is in the request body, so creating one
+            // would let it read another project's inbox).
+            `$JS.API.CONSUMER.MSG.NEXT.${s.inbox}.${durable}`,
+            `$JS.API.CONSUMER.INFO.${s.inbox}.${durable}`,
+            `$JS.ACK.${s.inbox}.${durable}.>`,
+          ],
+        },
+        sub: { allow: [inbox, `${prefix}.agent.${project}.${agent}.>`] },
+      };
+    }
+    case 'svc': {
+      const common = { sub: { allow: [inbox] }, deny: markers };
+      switch (principal.service) {
+        case 'router':
+          return {
+            pub: {
+              allow: [
+                `${prefix}.ev.*.run.*`,
+                `${prefix}.ev.*.definition.*`,
+                `${prefix}.ev.*.mesh.*`,
+                `${prefix}.cmd.ledger.*.svc.router.*`,
+                `${prefix}.dlq.>`,
+                ...serviceJetStream(prefix),
+              ],
+              deny: common.deny,
+            },
+            sub: { allow: [inbox, `${prefix}.cmd.router.>`] },
+            allowResponses: true,
+          };
+        case 'ledger':
+          return {
+            pub: {
+              allow: [
+                `${prefix}.ev.*.handoff.*`,
+                `${prefix}.ev.*.project.*`,
+                `${prefix}.in.*.offer.*`,
+                `${prefix}.agent.>`,
+                `${prefix}.dlq.>`,
+                ...serviceJetStream(prefix, { claimRates: true }),
+              ],
+              deny: common.deny,
+            },
+            sub: { allow: [inbox, `${prefix}.cmd.ledger.>`] },
+            allowResponses: true,
+          };
+        case 'watchdog':
+          return {
+            pub: { allow: [`${prefix}.in.*.stop`, `${prefix}.cmd.ledger.*.svc.watchdog.*`, `${prefix}.dlq.>`, ...serviceJetStream(prefix)], deny: common.deny },
+            sub: common.sub,
+          };
+        case 'notifier':
+          return {
+            pub: {
+              allow: [
+                `${prefix}.in.*.answer`,
+                `${prefix}.in.*.mesh_answer`,
+                `${prefix}.notice.>`,
+                `${prefix}.cmd.ledger.*.op.notifier.*`,
+                `${prefix}.dlq.>`,
+                ...serviceJetStream(prefix),
+              ],
+              deny: common.deny,
+            },
+            sub: common.sub,
+          };
+        default: {
+          const never: never = principal.service;
+          throw new Error(`unknown service ${String(never)}`);
+        }
+      }
+    }
+    case 'op':
+      if (principal.relay === 'admin') {
+        // The baton CLI and SREs: everything in the account (replay, verify, streams, redrive, pause).
+        return { pub: { allow: ['>'] }, sub: { allow: ['>'] }, allowResponses: true };
+      }
+      // op.notifier is the notifier service's own principal for ledger commands; it has no separate connection.
+      return permissionsFor(prefix, { kind: 'svc', service: 'notifier' });
+    default: {
+      const never: never = principal;
+      throw new Error(`unknown principal ${JSON.stringify(never)}`);
+    }
+  }
+}
