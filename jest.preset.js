@@ -30,6 +30,7 @@ function preset(projectRoot, overrides = {}) {
       libs.map((lib) => [`^@baton/${lib}$`, path.join(root, 'libs', lib, 'src', 'index.ts')]),
     ),
     testTimeout: 20000,
+    setupFiles: [path.join(root, 'jest.setup-env.js')],
     ...overrides,
   };
 }

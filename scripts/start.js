@@ -9,7 +9,6 @@ const fs = require('node:fs');
 const path = require('node:path');
 
 const root = path.resolve(__dirname, '..');
-const natsUrl = new URL(process.env.NATS_URL || 'nats://127.0.0.1:4222');
 const redisUrl = new URL(process.env.REDIS_URL || 'redis://127.0.0.1:6379');
 const services = [
   { name: 'ledger', port: 7102 },
@@ -46,23 +45,68 @@ async function waitFor(host, port, what) {
 
 const children = [];
 
+/**
+ * NATS for the platform. With NATS_URL set, that server is used: the services present the
+ * credentials in BATON_NATS_DIR (default var/nats-auth; `baton nats-config` makes them), or none
+ * when BATON_NATS_AUTH=none says the server runs without authentication (development only).
+ * Without NATS_URL, start's own nats-server runs with authentication: `baton nats-config` makes
+ * the operator, account and per-service credentials under var/nats-auth (kept between runs) and the
+ * server trusts only them. The CLI and `npm run demo` find it through var/nats-auth/local.json.
+ */
+const natsDir = path.resolve(root, process.env.BATON_NATS_DIR || path.join('var', 'nats-auth'));
+const serviceEnv = {};
+
+function batonCli(args) {
+  const result = spawnSync(process.execPath, [path.join(root, 'dist', 'apps', 'cli', 'src', 'main.js'), ...args], { cwd: root, encoding: 'utf8', env: { ...process.env, BATON_NATS_DIR: natsDir } });
+  if (result.status !== 0) throw new Error(`baton ${args[0]} failed: ${result.stderr || result.stdout}`);
+  return result.stdout;
+}
+
+async function freeLocalPort(preferred) {
+  if (!(await reachable('127.0.0.1', preferred))) return preferred;
+  return new Promise((resolve) => {
+    const server = net.createServer();
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address();
+      server.close(() => resolve(port));
+    });
+  });
+}
+
 async function ensureNats() {
-  const host = natsUrl.hostname, port = natsUrl.port || '4222';
-  if (await reachable(host, port)) return;
+  if (process.env.NATS_URL) {
+    const url = new URL(process.env.NATS_URL.split(',')[0]);
+    if (!(await reachable(url.hostname, url.port || '4222'))) {
+      console.error(`NATS is not reachable at ${process.env.NATS_URL}. Unset NATS_URL and npm start runs its own nats-server.`);
+      process.exit(1);
+    }
+    if (process.env.BATON_NATS_AUTH === 'none') {
+      console.warn('[start] BATON_NATS_AUTH=none: the services connect WITHOUT credentials (development server only)');
+      return;
+    }
+    const summary = JSON.parse(batonCli(['nats-config', '--dir', natsDir, '--json']));
+    for (const service of services) serviceEnv[service.name] = { NATS_CREDS: summary.creds[service.name] };
+    console.log(`[start] using NATS at ${process.env.NATS_URL} with the credentials in ${natsDir} (the server must trust that operator: ${summary.server_config})`);
+    return;
+  }
   const bin = onPath('nats-server');
-  if (!bin || !['127.0.0.1', 'localhost'].includes(host)) {
-    console.error(`NATS is not reachable at ${natsUrl.href}.`);
-    console.error('Install nats-server (https://docs.nats.io, Debian: apt-get install nats-server) and run:');
-    console.error(`  nats-server -a 127.0.0.1 -p ${port} -js -sd ./var/nats`);
-    console.error('or set NATS_URL to a NATS server with JetStream enabled.');
+  if (!bin) {
+    console.error('nats-server is not on the PATH. Install it (https://docs.nats.io, Debian: apt-get install nats-server),');
+    console.error('or set NATS_URL to a NATS server with JetStream (and NATS_CREDS / BATON_NATS_DIR for its credentials).');
     process.exit(1);
   }
-  const dir = path.join(root, 'var', 'nats');
-  fs.mkdirSync(dir, { recursive: true });
-  console.log(`[start] starting nats-server with JetStream on ${host}:${port} (data in var/nats)`);
-  const child = spawn(bin, ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', dir], { stdio: 'ignore' });
+  const port = await freeLocalPort(4222);
+  const store = path.join(root, 'var', 'nats');
+  fs.mkdirSync(store, { recursive: true });
+  const summary = JSON.parse(batonCli(['nats-config', '--dir', natsDir, '--listen', `127.0.0.1:${port}`, '--store-dir', store, '--json']));
+  console.log(`[start] starting nats-server with JetStream and authentication on 127.0.0.1:${port} (config ${summary.server_config}, data in var/nats)`);
+  const child = spawn(bin, ['-c', summary.server_config], { stdio: 'ignore' });
   children.push(child);
-  await waitFor(host, port, 'nats-server');
+  await waitFor('127.0.0.1', port, 'nats-server');
+  const url = `nats://127.0.0.1:${port}`;
+  for (const service of services) serviceEnv[service.name] = { NATS_URL: url, NATS_CREDS: summary.creds[service.name] };
+  fs.writeFileSync(path.join(natsDir, 'local.json'), `${JSON.stringify({ url, creds: summary.creds }, null, 2)}\n`);
+  console.log(`[start] the baton CLI and npm run demo connect as admin through ${path.join(natsDir, 'local.json')}; agents get credentials with: npx baton creds agent --project <p> --agent <name>`);
 }
 
 async function ensureRedis() {
@@ -103,6 +147,7 @@ function runService({ name, port }) {
       // a NODE_OPTIONS of your own replaces them.
       NODE_OPTIONS: SERVICE_NODE_OPTIONS,
       ...process.env,
+      ...serviceEnv[name],
       ...(process.env[`${name.toUpperCase()}_HTTP_PORT`] ? { HTTP_PORT: process.env[`${name.toUpperCase()}_HTTP_PORT`] } : {}),
     },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -130,6 +175,11 @@ function runService({ name, port }) {
   children.push(child);
 }
 
+process.on('exit', () => {
+  const local = path.join(natsDir, 'local.json');
+  if (fs.existsSync(local)) fs.rmSync(local);
+});
+
 let stopping = false;
 function shutdown(code = 0) {
   if (stopping) return;
@@ -139,9 +189,9 @@ function shutdown(code = 0) {
 }
 
 (async () => {
+  build();
   await ensureNats();
   await ensureRedis();
-  build();
   for (const service of services) runService(service);
   console.log('[start] Baton is starting: operator API and inbox on http://127.0.0.1:7100 (Ctrl-C stops)');
   process.on('SIGINT', () => shutdown(0));

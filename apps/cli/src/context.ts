@@ -1,5 +1,7 @@
 import { z } from 'zod';
-import { createEventRegistry, type EventRegistry } from '@baton/contracts';
+import { existsSync, readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { createEventRegistry, inboxPrefixOf, type EventRegistry } from '@baton/contracts';
 import { JetStreamEventStore, connectNats, type NatsHandle } from '@baton/eventstore';
 import { createProjectionStore, createRedis, type ProjectionStore, type RedisHandle } from '@baton/projections';
 import { BaseConfigSchema, ConfigError, loadConfig } from '@baton/platform';
@@ -7,7 +9,7 @@ import { CliError, UsageError } from './errors';
 import type { CliIo } from './output';
 
 /** The environment the CLI reads: NATS_URL, REDIS_URL, BATON_PREFIX (as every service) and BATON_API_URL. */
-export const CliConfigSchema = BaseConfigSchema.pick({ NATS_URL: true, REDIS_URL: true, BATON_PREFIX: true }).extend({
+export const CliConfigSchema = BaseConfigSchema.pick({ NATS_URL: true, REDIS_URL: true, BATON_PREFIX: true, NATS_CREDS: true }).extend({
   /** The notifier's operator API (answers and handback decisions go through it). */
   BATON_API_URL: z
     .string()
@@ -53,6 +55,23 @@ export interface CliContextOptions {
   redis?: RedisHandle;
 }
 
+/**
+ * The platform `npm start` runs writes `<BATON_NATS_DIR or ./var/nats-auth>/local.json` with its
+ * NATS URL and the admin's credentials file, so the CLI and the demo find it with no settings.
+ * Used only when NATS_URL is not set.
+ */
+export function localDeployment(env: Record<string, string | undefined>): { url: string; admin: string } | null {
+  const file = resolve(env['BATON_NATS_DIR'] ?? 'var/nats-auth', 'local.json');
+  if (!existsSync(file)) return null;
+  try {
+    const parsed = JSON.parse(readFileSync(file, 'utf8')) as { url?: unknown; creds?: { admin?: unknown } };
+    if (typeof parsed.url !== 'string' || typeof parsed.creds?.admin !== 'string') return null;
+    return { url: parsed.url, admin: parsed.creds.admin };
+  } catch {
+    return null;
+  }
+}
+
 /** The default projection key prefix for a subject prefix (the notifier's). */
 export function projectionPrefixFor(prefix: string): string {
   return `${prefix}:proj`;
@@ -82,13 +101,22 @@ export function createCliContext(options: CliContextOptions): CliContext {
     },
     nats() {
       nats ??= (async () => {
-        const url = ctx.config().NATS_URL;
+        const local = localDeployment(env);
+        const url = env['NATS_URL'] === undefined && local ? local.url : ctx.config().NATS_URL;
+        const credsFile = ctx.config().NATS_CREDS ?? (env['NATS_URL'] === undefined ? local?.admin : undefined);
         try {
-          const handle = await connectNats({ servers: url.split(','), name: 'baton-cli', reconnect: false, timeoutMs: 5000 });
+          const handle = await connectNats({
+            servers: url.split(','),
+            name: 'baton-cli',
+            reconnect: false,
+            timeoutMs: 5000,
+            ...(credsFile !== undefined ? { credsFile } : {}),
+            inboxPrefix: inboxPrefixOf(ctx.config().BATON_PREFIX, { kind: 'op', relay: 'admin' }),
+          });
           owned.push(() => handle.drain());
           return handle;
         } catch (error) {
-          throw new CliError(`cannot reach NATS at ${url}: ${(error as Error).message} (set NATS_URL)`, { cause: error });
+          throw new CliError(`cannot reach NATS at ${url}: ${(error as Error).message} (set NATS_URL, and NATS_CREDS to the admin credentials: baton nats-config)`, { cause: error });
         }
       })();
       return nats;

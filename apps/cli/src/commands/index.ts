@@ -18,6 +18,7 @@ import { tokenCommand } from './token';
 import { streamsCommand } from './streams';
 import { verifyCommand } from './verify';
 import { validateCommand } from './validate';
+import { credsCommand, natsConfigCommand } from './nats-auth';
 
 /** Every command, in the order `baton help` lists them. */
 export const commands: readonly Command[] = [
@@ -40,4 +41,6 @@ export const commands: readonly Command[] = [
   dlqCommand,
   schemasCommand,
   tokenCommand,
+  natsConfigCommand,
+  credsCommand,
 ];

@@ -39,13 +39,29 @@ export const BaseConfigSchema = z.object({
   LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error']).default('info'),
   /** An id for this process, in logs and consumer names. */
   BATON_INSTANCE: z.string().min(1).max(64).optional(),
-  /** NATS credentials file (production); secrets come only from the environment. */
-  NATS_CREDS: z.string().optional(),
+  /**
+   * How this process proves who it is to NATS: `creds` (default) — a credentials file made by
+   * `baton creds` / `baton nats-config` (NATS_CREDS), so the server decides what it may publish and
+   * read; `none` — no authentication, for a development server only (every service logs a warning).
+   */
+  BATON_NATS_AUTH: z.enum(['creds', 'none']).default('creds'),
+  /** This principal's NATS credentials file (user JWT + nkey seed); secrets come only from files the environment names. */
+  NATS_CREDS: z.string().min(1).optional(),
   /** NATS user and password of this service (infra/nats/permissions gives each service its own). */
   NATS_USER: z.string().min(1).max(128).optional(),
   NATS_PASSWORD: z.string().min(1).max(512).optional(),
 });
 export type BaseConfig = z.infer<typeof BaseConfigSchema>;
+
+/**
+ * The NATS authentication a service starts with, or a {@link ConfigError} that says how to get
+ * credentials. A service refuses to start without them unless `BATON_NATS_AUTH=none` says so.
+ */
+export function checkNatsAuth(config: Pick<BaseConfig, 'BATON_NATS_AUTH' | 'NATS_CREDS' | 'NATS_USER'>, principal: string): void {
+  if (config.BATON_NATS_AUTH === 'none' || config.NATS_CREDS !== undefined || config.NATS_USER !== undefined) return;
+  const problem = `required: the path of this ${principal}'s credentials file (\`baton nats-config\` writes one per service; \`npm start\` sets it), or BATON_NATS_AUTH=none for a development server without authentication`;
+  throw new ConfigError(`invalid configuration:\n  NATS_CREDS: ${problem}`, [{ variable: 'NATS_CREDS', problem }]);
+}
 
 /**
  * Validate `env` against a zod object schema. Unknown variables are ignored; a missing or malformed

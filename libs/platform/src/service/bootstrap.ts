@@ -2,7 +2,7 @@ import 'reflect-metadata';
 import { DynamicModule, ExceptionFilter, INestApplication, Module, Type } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { z } from 'zod';
-import { BaseConfigSchema, ConfigError, loadConfig } from '../config/config';
+import { BaseConfigSchema, checkNatsAuth, ConfigError, loadConfig } from '../config/config';
 import { HealthModule } from '../health/health';
 import { JsonLogger } from '../logging/logger';
 import { instrumentRunners } from '@baton/eventstore';
@@ -60,6 +60,7 @@ export async function runService(opts: RunServiceOptions): Promise<RunningServic
   const env = { HTTP_PORT: String(opts.defaultPort), ...(opts.env ?? process.env) };
   try {
     config = loadConfig(ServiceConfigSchema, env);
+    checkNatsAuth(config, `${opts.service} service`);
   } catch (error) {
     if (error instanceof ConfigError) {
       process.stderr.write(`baton ${opts.service}: ${error.message}\n`);

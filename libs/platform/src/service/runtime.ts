@@ -1,5 +1,5 @@
 import { Global, Module, DynamicModule } from '@nestjs/common';
-import { createEventRegistry, EventRegistry } from '@baton/contracts';
+import { createEventRegistry, EventRegistry, inboxPrefixOf, ServiceNameSchema } from '@baton/contracts';
 import { batonTopology, connectNats, JetStreamEventStore, NatsHandle, provision } from '@baton/eventstore';
 import { createRedis, RedisHandle } from '@baton/projections';
 import { BaseConfig } from '../config/config';
@@ -43,9 +43,17 @@ export async function createRuntime<C extends BaseConfig>(opts: CreateRuntimeOpt
   const { config, service } = opts;
   const instance = config.BATON_INSTANCE ?? `${service}-${process.pid}`;
   const logger = new JsonLogger(service, config.LOG_LEVEL, { instance });
+  if (config.BATON_NATS_AUTH === 'none' && config.NATS_CREDS === undefined && config.NATS_USER === undefined) {
+    logger.warn('NATS authentication is off (BATON_NATS_AUTH=none): any client that reaches the server can speak as any service, agent or operator. Use this only with a development server; see `baton nats-config`.');
+  }
+  // Each service replies, receives publish acks and pulls messages on its own inbox prefix, which
+  // its credentials alone may subscribe to.
+  const principal = ServiceNameSchema.safeParse(service);
   const connected = await connectNats({
     servers: config.NATS_URL.split(','),
     name: `baton-${instance}`,
+    ...(config.NATS_CREDS !== undefined ? { credsFile: config.NATS_CREDS } : {}),
+    ...(principal.success ? { inboxPrefix: inboxPrefixOf(config.BATON_PREFIX, { kind: 'svc', service: principal.data }) } : {}),
     ...(config.NATS_USER !== undefined ? { user: config.NATS_USER } : {}),
     ...(config.NATS_PASSWORD !== undefined ? { pass: config.NATS_PASSWORD } : {}),
   });
