@@ -17,5 +17,7 @@ COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
 COPY --from=build /app/package.json ./package.json
 COPY --from=build /app/bin ./bin
+# The NATS credentials volume (docker-compose.yml): a new named volume takes this folder's owner.
+RUN mkdir -p /auth && chown node:node /auth
 USER node
 CMD ["node", "dist/apps/notifier/src/main.js"]

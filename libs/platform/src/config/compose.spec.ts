@@ -2,6 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse } from 'yaml';
 import { ServiceConfigSchema } from '../service/bootstrap';
+import { checkNatsAuth } from './config';
 
 /**
  * No Docker engine runs on the development machines, so `docker compose up` cannot be tried here.
@@ -10,16 +11,31 @@ import { ServiceConfigSchema } from '../service/bootstrap';
  */
 const root = join(__dirname, '..', '..', '..', '..');
 const compose = parse(readFileSync(join(root, 'docker-compose.yml'), 'utf8'), { merge: true }) as {
-  services: Record<string, { command?: string[]; environment?: Record<string, string>; image?: string; build?: unknown; depends_on?: unknown }>;
+  services: Record<
+    string,
+    { command?: string[]; entrypoint?: string[]; environment?: Record<string, string>; image?: string; build?: unknown; depends_on?: unknown; ports?: string[]; volumes?: string[] }
+  >;
 };
 const services = ['router', 'ledger', 'watchdog', 'notifier'];
 const knownVariables = new Set(Object.keys(ServiceConfigSchema.shape));
 
 describe('docker-compose.yml runs the whole platform', () => {
-  it('holds NATS with JetStream, Redis with AOF and the four services', () => {
-    expect(Object.keys(compose.services).sort()).toEqual(['ledger', 'nats', 'notifier', 'redis', 'router', 'watchdog']);
-    expect(compose.services['nats']!.command).toEqual(expect.arrayContaining(['-js']));
+  it('holds NATS with JetStream and authentication, Redis with AOF and the four services', () => {
+    expect(Object.keys(compose.services).sort()).toEqual(['ledger', 'nats', 'nats-auth', 'notifier', 'redis', 'router', 'watchdog']);
+    // nats-server runs the configuration `baton nats-config` writes into the shared volume.
+    const auth = compose.services['nats-auth']!;
+    expect(auth.entrypoint).toEqual(['node', 'dist/apps/cli/src/main.js']);
+    expect(auth.command?.slice(0, 3)).toEqual(['nats-config', '--dir', '/auth']);
+    expect(compose.services['nats']!.command).toEqual(['-c', '/auth/nats-server.conf']);
+    expect(compose.services['nats']!.depends_on).toEqual({ 'nats-auth': { condition: 'service_completed_successfully' } });
     expect(compose.services['redis']!.command).toEqual(expect.arrayContaining(['--appendonly', 'yes']));
+  });
+
+  it('publishes nothing unauthenticated: Redis not at all, NATS and the operator API on the host loopback only', () => {
+    expect(compose.services['redis']!.ports).toBeUndefined();
+    const published = Object.values(compose.services).flatMap((service) => service.ports ?? []);
+    expect(published.length).toBeGreaterThan(0);
+    for (const port of published) expect(port).toMatch(/^127\.0\.0\.1:/);
   });
 
   it.each(services)('%s starts from its built entry point, built from the one Dockerfile', (name) => {
@@ -36,5 +52,10 @@ describe('docker-compose.yml runs the whole platform', () => {
     expect(ServiceConfigSchema.safeParse(env).success).toBe(true);
     expect(env['HTTP_HOST']).toBe('0.0.0.0');
     expect(env['NATS_URL']).toBe('nats://nats:4222');
+    // Its own credentials from the nats-auth volume; no development mode.
+    expect(env['BATON_NATS_AUTH']).toBe('creds');
+    expect(env['NATS_CREDS']).toBe(`/auth/creds/${name}.creds`);
+    expect(compose.services[name]!.volumes).toContain('nats-auth:/auth:ro');
+    expect(() => checkNatsAuth(ServiceConfigSchema.parse(env), name)).not.toThrow();
   });
 });

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { BaseConfigSchema, ConfigError, loadConfig } from './config';
+import { BaseConfigSchema, checkNatsAuth, ConfigError, loadConfig } from './config';
 
 describe('configuration is validated at start with a clear message', () => {
   it('applies the documented defaults', () => {
@@ -37,5 +37,24 @@ describe('configuration is validated at start with a clear message', () => {
 
   it('treats empty variables as unset', () => {
     expect(loadConfig(BaseConfigSchema, { LOG_LEVEL: '' }).LOG_LEVEL).toBe('info');
+  });
+});
+
+describe('NATS authentication at start', () => {
+  it('refuses to start a service without credentials unless BATON_NATS_AUTH=none says so', () => {
+    const config = loadConfig(BaseConfigSchema, {});
+    expect(config.BATON_NATS_AUTH).toBe('creds');
+    expect(() => checkNatsAuth(config, 'router service')).toThrow(/NATS_CREDS: required/);
+    try {
+      checkNatsAuth(config, 'router service');
+    } catch (error) {
+      expect((error as ConfigError).problems.map((p) => p.variable)).toEqual(['NATS_CREDS']);
+    }
+  });
+
+  it('starts with a credentials file, or with authentication explicitly off', () => {
+    expect(() => checkNatsAuth(loadConfig(BaseConfigSchema, { NATS_CREDS: '/run/secrets/router.creds' }), 'router')).not.toThrow();
+    expect(() => checkNatsAuth(loadConfig(BaseConfigSchema, { BATON_NATS_AUTH: 'none' }), 'router')).not.toThrow();
+    expect(() => loadConfig(BaseConfigSchema, { BATON_NATS_AUTH: 'off' })).toThrow(/BATON_NATS_AUTH/);
   });
 });
