@@ -1,9 +1,7 @@
-import { inboxPrefixOf, Principals, type Principal } from '@baton/contracts';
-import { connectNats, type NatsHandle } from '../connection';
-import { ensureServiceCreds, issueCreds } from './deployment';
-import { decodeJwtClaims, jwtOfCreds } from './jwt';
-import { permissionViolations, startAuthNatsServer, type AuthNatsServer } from '../int/auth-server';
 import { readFileSync } from 'node:fs';
+import { inboxPrefixOf, Principals, type Principal } from '@baton/contracts';
+import { connectNats, decodeJwtClaims, issueCreds, jwtOfCreds, type NatsHandle } from '@baton/eventstore';
+import { permissionViolations, startAuthNatsServer, type AuthNatsServer } from '@baton/testing';
 
 const PREFIX = 'baton';
 
@@ -13,7 +11,6 @@ describe('NATS decentralized auth: the server, not the message, decides who is s
 
   beforeAll(async () => {
     server = await startAuthNatsServer(PREFIX);
-    ensureServiceCreds(server.deployment);
   });
   afterAll(async () => {
     for (const handle of open) await handle.close().catch(() => undefined);

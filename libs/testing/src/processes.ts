@@ -121,6 +121,8 @@ export interface StartPlatformOptions {
   nodeArgs?: readonly string[];
   /** How long each process may take to become ready (default 60 s). */
   readyTimeoutMs?: number;
+  /** Variables for one service over `env`, e.g. its own NATS_CREDS (see {@link startAuthNatsServer}). */
+  envFor?: (name: ServiceName) => Record<string, string>;
 }
 
 /**
@@ -133,7 +135,7 @@ export async function startPlatform(env: Record<string, string>, options: StartP
   try {
     for (const name of SERVICES) {
       for (let i = 1; i <= instances; i++) {
-        services.push(startService(name, await freePort(), env, { instance: `${name}-${i}`, ...(options.nodeArgs ? { nodeArgs: options.nodeArgs } : {}) }));
+        services.push(startService(name, await freePort(), { ...env, ...(options.envFor?.(name) ?? {}) }, { instance: `${name}-${i}`, ...(options.nodeArgs ? { nodeArgs: options.nodeArgs } : {}) }));
       }
     }
     await Promise.all(services.map((service) => waitReady(service, options.readyTimeoutMs ?? 60_000)));
