@@ -33,11 +33,12 @@ export type {
   ReadResult,
   StoredEvent,
 } from './store';
-export { Retention, Storage, DeliverFrom, batonTopology, batonStreamNames, streamStem } from './topology';
+export { Retention, Storage, DeliverFrom, DLQ_DEFAULTS, batonTopology, batonStreamNames, streamStem } from './topology';
 export type { StreamSpec, ConsumerSpec, TopologySpec, BatonStreamNames, BatonTopologyOptions } from './topology';
 export { provision, streamConfig, consumerConfig } from './provision';
 export type { ProvisionAction, ProvisionReport } from './provision';
-export { deadLetter, DlqHeader, DeadLetterReason, dlqSourceToken, headersToRecord } from './dead-letter';
+export { deadLetter, deadLetterMsgId, DlqHeader, DeadLetterReason, dlqSourceToken, headersToRecord, isCoreRequestStream } from './dead-letter';
+export { durableNameFor, subjectMatches } from './subject-patterns';
 export type { DeadLetterInput, DeadLetterAck } from './dead-letter';
 export { runConsumer, classifyError } from './runner';
 export type { BatchVerdict, ConsumedMessage, ConsumerRunner, ErrorClass, MessageOutcome, RunConsumerOptions } from './runner';
@@ -49,5 +50,5 @@ export type { StoredMessage, ReadRangeOptions } from './stream-reader';
 export { createNkeyPair, nkeyPairFromSeed, decodeJwtClaims, jwtOfCreds } from './auth/jwt';
 export type { NkeyPair, UserPermissions, SubjectPermission } from './auth/jwt';
 export { permissionsFor, redriveMarkerSubjects } from './auth/permissions';
-export { openDeployment, issueCreds, ensureServiceCreds, credsPath, credsName, serverConfig, writeServerConfig, describeCreds, DeploymentError } from './auth/deployment';
+export { openDeployment, issueCreds, ensureServiceCreds, credsPath, credsName, authConfig, serverConfig, writeServerConfig, describeCreds, DeploymentError } from './auth/deployment';
 export type { AuthDeployment, IssuedCreds, ServerConfigOptions } from './auth/deployment';

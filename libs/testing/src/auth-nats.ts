@@ -78,7 +78,7 @@ export async function startAuthNatsServer(prefix: string): Promise<AuthNatsServe
  */
 export async function permissionViolations(handle: { connection: import('nats').NatsConnection }, act: () => void | Promise<void>): Promise<string[]> {
   const seen: string[] = [];
-  const statuses = handle.connection.status();
+  const statuses = handle.connection.status() as AsyncIterable<import('nats').Status> & { stop(): void };
   const collecting = (async () => {
     for await (const status of statuses) {
       const context = (status as { permissionContext?: { operation: string; subject: string } }).permissionContext;

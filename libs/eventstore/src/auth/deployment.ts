@@ -154,26 +154,20 @@ export interface ServerConfigOptions {
 }
 
 /**
- * A nats-server (2.9+) configuration that trusts this deployment's operator: the BATON account
- * (JetStream on) and the system account are preloaded into a memory resolver, so no user is
- * listed and every connection must present a user JWT signed by the account.
+ * The trust block of a server configuration: the operator JWT, the system account and a memory
+ * resolver preloaded with the BATON and SYS account JWTs. No user is listed: every connection must
+ * present a user JWT signed by the account. Include it from any server configuration (a cluster
+ * node's, see infra/nats/node.conf.template).
  */
-export function serverConfig(deployment: AuthDeployment, opts: ServerConfigOptions, now: Date = new Date()): string {
+export function authConfig(deployment: AuthDeployment, now: Date = new Date()): string {
   const iat = Math.floor(now.getTime() / 1000);
   const operator = operatorJwt(deployment.operator, 'baton', deployment.system.publicKey, iat);
   const account = accountJwt(deployment.operator, deployment.account, 'BATON', { jetstream: true }, iat);
   const system = accountJwt(deployment.operator, deployment.system, 'SYS', { jetstream: false }, iat);
   return [
-    `# nats-server configuration for Baton (prefix "${deployment.prefix}"), written by \`baton nats-config\`.`,
-    '# Decentralized auth: the operator below signs the BATON and SYS accounts (memory resolver);',
-    '# every client presents a user JWT signed by the BATON account key (`baton creds`).',
-    '# No user is listed here and nothing connects without credentials.',
-    `listen: ${JSON.stringify(opts.listen ?? '127.0.0.1:4222')}`,
-    ...(opts.http ? [`http: ${JSON.stringify(opts.http)}`] : []),
-    `max_payload: ${opts.maxPayload ?? '1MB'}`,
-    'jetstream {',
-    `  store_dir: ${JSON.stringify(opts.storeDir)}`,
-    '}',
+    `# Baton's NATS trust (prefix "${deployment.prefix}"), written by \`baton nats-config\`. Public keys and JWTs only.`,
+    '# Decentralized auth: the operator signs the BATON and SYS accounts (memory resolver); every',
+    '# client presents a user JWT signed by the BATON account key (`baton creds`).',
     `operator: ${operator}`,
     `system_account: ${deployment.system.publicKey}`,
     'resolver: MEMORY',
@@ -185,10 +179,29 @@ export function serverConfig(deployment: AuthDeployment, opts: ServerConfigOptio
   ].join('\n');
 }
 
-/** Write `nats-server.conf` into the deployment folder and return its path. */
+/**
+ * A whole nats-server (2.9+) configuration for one node: listener, JetStream and the trust block
+ * ({@link authConfig}). Nothing connects without credentials.
+ */
+export function serverConfig(deployment: AuthDeployment, opts: ServerConfigOptions, now: Date = new Date()): string {
+  return [
+    `# nats-server configuration for Baton (prefix "${deployment.prefix}"), written by \`baton nats-config\`.`,
+    `listen: ${JSON.stringify(opts.listen ?? '127.0.0.1:4222')}`,
+    ...(opts.http ? [`http: ${JSON.stringify(opts.http)}`] : []),
+    `max_payload: ${opts.maxPayload ?? '1MB'}`,
+    'jetstream {',
+    `  store_dir: ${JSON.stringify(opts.storeDir)}`,
+    '}',
+    authConfig(deployment, now),
+  ].join('\n');
+}
+
+/** Write `nats-server.conf` (a whole node) and `auth.conf` (the trust block alone) into the deployment folder; returns the first. */
 export function writeServerConfig(deployment: AuthDeployment, opts: ServerConfigOptions): string {
+  const now = new Date();
+  writeFileSync(join(deployment.dir, 'auth.conf'), authConfig(deployment, now));
   const file = join(deployment.dir, 'nats-server.conf');
-  writeFileSync(file, serverConfig(deployment, opts));
+  writeFileSync(file, serverConfig(deployment, opts, now));
   return file;
 }
 

@@ -36,6 +36,13 @@ export const BaseConfigSchema = z.object({
    * memory (a few KB for a handoff, more for a long run).
    */
   BATON_FOLD_CACHE_SIZE: z.coerce.number().int().min(0).max(1_000_000).default(10_000),
+  /**
+   * How long dead letters are kept in `<PREFIX>_DLQ`, in ms (default 30 days; 0 = forever). Every
+   * service provisions the stream at start, so give every service the same value.
+   */
+  BATON_DLQ_MAX_AGE_MS: z.coerce.number().int().min(0).default(30 * 24 * 60 * 60 * 1000),
+  /** Most bytes of dead letters kept (default 1 GiB; 0 = no limit). Past either limit the oldest go first. */
+  BATON_DLQ_MAX_BYTES: z.coerce.number().int().min(0).default(1024 * 1024 * 1024),
   LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error']).default('info'),
   /** An id for this process, in logs and consumer names. */
   BATON_INSTANCE: z.string().min(1).max(64).optional(),
@@ -47,7 +54,7 @@ export const BaseConfigSchema = z.object({
   BATON_NATS_AUTH: z.enum(['creds', 'none']).default('creds'),
   /** This principal's NATS credentials file (user JWT + nkey seed); secrets come only from files the environment names. */
   NATS_CREDS: z.string().min(1).optional(),
-  /** NATS user and password of this service (infra/nats/permissions gives each service its own). */
+  /** A NATS user and password instead of a credentials file (servers configured with users; Baton's own configuration uses NATS_CREDS). */
   NATS_USER: z.string().min(1).max(128).optional(),
   NATS_PASSWORD: z.string().min(1).max(512).optional(),
 });
