@@ -69,6 +69,7 @@ export function streamConfig(spec: StreamSpec): Partial<StreamConfig> {
     duplicate_window: nanos(spec.duplicateWindowMs),
     discard: DiscardPolicy.Old,
     max_age: nanos(spec.maxAgeMs ?? 0),
+    max_bytes: spec.maxBytes !== undefined && spec.maxBytes > 0 ? spec.maxBytes : -1,
     deny_delete: spec.denyDelete ?? false,
     deny_purge: spec.denyPurge ?? false,
   };
@@ -143,8 +144,20 @@ async function provisionStream(jsm: JetStreamManager, spec: StreamSpec): Promise
   }
 }
 
+/**
+ * A durable the consumer runner re-created after it was lost (`by_start_sequence`, starting after
+ * the ack floor it knew: see `runConsumer`) stands for the spec it was made from, whatever the
+ * spec's `deliverFrom`: where a consumer starts matters only when it is first created.
+ */
+function recreatedAfterLoss(want: Partial<ConsumerConfig>, have: ConsumerConfig): Partial<ConsumerConfig> {
+  if (have.deliver_policy !== DeliverPolicy.StartSequence || want.deliver_policy === DeliverPolicy.StartSequence) return want;
+  const kept: Partial<ConsumerConfig> = { ...want, deliver_policy: have.deliver_policy };
+  if (have.opt_start_seq !== undefined) kept.opt_start_seq = have.opt_start_seq;
+  return kept;
+}
+
 async function provisionConsumer(jsm: JetStreamManager, spec: ConsumerSpec): Promise<ProvisionAction> {
-  const want = consumerConfig(spec);
+  const wanted = consumerConfig(spec);
   for (let attempt = 0; ; attempt++) {
     const info = await jsm.consumers.info(spec.stream, spec.durable).catch((err: unknown) => {
       if (jsErrCode(err) === JsErrCode.consumerNotFound) return null;
@@ -152,7 +165,7 @@ async function provisionConsumer(jsm: JetStreamManager, spec: ConsumerSpec): Pro
     });
     if (info === null) {
       try {
-        await jsm.consumers.add(spec.stream, want);
+        await jsm.consumers.add(spec.stream, wanted);
         return 'created';
       } catch (err) {
         // Lost a creation race with another instance: re-read and compare.
@@ -160,6 +173,7 @@ async function provisionConsumer(jsm: JetStreamManager, spec: ConsumerSpec): Pro
         throw new ProvisionError(`cannot create consumer ${spec.stream}/${spec.durable}: ${(err as Error).message}`, { cause: err });
       }
     }
+    const want = recreatedAfterLoss(wanted, info.config);
     const diffs = differences(want, info.config);
     if (diffs.length === 0) return 'unchanged';
     const immutable = diffs.filter((key) => IMMUTABLE_CONSUMER_FIELDS.includes(key));

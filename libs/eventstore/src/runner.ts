@@ -1,6 +1,6 @@
-import type { Consumer, JetStreamClient, JsMsg } from 'nats';
+import { DeliverPolicy, type Consumer, type ConsumerConfig, type JetStreamClient, type JsMsg } from 'nats';
 import { DeadLetterReason, deadLetter, headersToRecord } from './dead-letter';
-import { PoisonError, TransientError } from './errors';
+import { JsErrCode, PoisonError, TransientError, jsErrCode } from './errors';
 
 /** A message handed to a runner handler: what it needs, without the client types. */
 export interface ConsumedMessage {
@@ -69,8 +69,39 @@ export interface RunConsumerOptions {
   /** Classify a handler error; default: TransientError → retry, PoisonError/ZodError/SyntaxError → poison, anything else → retry. */
   classify?: (error: unknown) => ErrorClass;
   onOutcome?: (outcome: MessageOutcome) => void;
-  /** Called when pulling fails (connection trouble, consumer missing); the runner waits 1 s and pulls again. Default: console.error. */
+  /**
+   * Called when pulling fails (connection trouble, consumer missing); the runner waits (1 s, then
+   * doubling up to 30 s while it keeps failing) and pulls again. Default: console.error. Never
+   * throws out of the runner: an exception from it is swallowed.
+   */
   onError?: (error: unknown) => void;
+  /**
+   * Re-create the durable when it disappears at runtime (deleted through the JetStream API, lost
+   * with a server's state) with the configuration the server had for it, starting after the ack
+   * floor last read from the server (`deliver_policy: by_start_sequence`), so what was acknowledged
+   * is not delivered (or dead-lettered) again and what came after is not skipped. Default true.
+   */
+  recreateLostConsumer?: boolean;
+  /** Told each time the durable was found missing and re-created (or could not be). Default: console.warn. */
+  onConsumerLost?: (event: ConsumerLostEvent) => void;
+  /**
+   * How long after an ack (or term) the runner reads the consumer's ack floor from the server, in
+   * ms (default 1000; at most one read per interval). The floor is where a lost durable restarts.
+   */
+  ackFloorSampleMs?: number;
+}
+
+/** A durable found missing at runtime. */
+export interface ConsumerLostEvent {
+  stream: string;
+  durable: string;
+  /** The stream sequence the re-created durable starts at (absent when it could not be re-created). */
+  startSeq?: number;
+  /** The ack floor it starts after. */
+  ackFloor: number;
+  /** `recreated`: made again by this runner; `exists`: another instance made it first; `failed`: see `error` (retried with backoff). */
+  outcome: 'recreated' | 'exists' | 'failed';
+  error?: unknown;
 }
 
 export type ErrorClass = { kind: 'retry'; delayMs?: number } | { kind: 'poison'; reason: string };
@@ -152,7 +183,8 @@ function errorMessage(error: unknown): string {
   return String(error);
 }
 
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+/** Pull retry delays while failures go on: 1 s, doubling, at most 30 s. */
+const retryDelay = (failures: number) => Math.min(30_000, 1000 * 2 ** Math.max(0, Math.min(failures - 1, 5)));
 
 /**
  * Run a durable pull consumer: pull batches, call `handler` for each message and ack only after
@@ -172,6 +204,14 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
  * pulling, waits for running handlers, then resolves (within `pullExpiresMs` plus the slowest
  * handler); messages that have not started, and those the last pull still brings, are naked
  * without delay so a peer takes them.
+ * A durable deleted or lost under a running runner is noticed on the next pull (consumer not
+ * found), reported through `onConsumerLost` and re-created with its configuration as the server
+ * last reported it, `by_start_sequence` from the consumer's ack floor + 1 (read from the server
+ * at most `ackFloorSampleMs` after each ack, so it counts every instance's acks): nothing acked
+ * before the loss is delivered again, except what was acked in the last sample interval (the
+ * handlers are idempotent, and a dead letter of the same message is stored once), and nothing
+ * after the floor is skipped. Failing pulls and re-creations back off up to 30 s; the runner never
+ * throws out of its loop.
  */
 export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
   const concurrency = Math.max(1, opts.concurrency ?? 1);
@@ -212,6 +252,33 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
     raw,
   });
 
+  // The consumer's ack floor (stream sequence) as last read from the server, and what the runner
+  // needs to re-create the durable if it is lost.
+  const recreateLost = opts.recreateLostConsumer ?? true;
+  const floorSampleMs = Math.max(50, opts.ackFloorSampleMs ?? 1000);
+  let current: Consumer | null = null;
+  let declared: ConsumerConfig | null = null;
+  let ackFloor = 0;
+  let floorTimer: NodeJS.Timeout | null = null;
+  const readFloor = async () => {
+    const consumer = current;
+    if (!consumer) return;
+    try {
+      const info = await consumer.info();
+      ackFloor = Math.max(ackFloor, info.ack_floor.stream_seq);
+    } catch {
+      // The pull loop notices a lost consumer; the last floor read stays.
+    }
+  };
+  const sampleFloor = () => {
+    if (!recreateLost || floorTimer !== null || stopping) return;
+    floorTimer = setTimeout(() => {
+      floorTimer = null;
+      void readFloor();
+    }, floorSampleMs);
+    floorTimer.unref?.();
+  };
+
   const giveUp = async (msg: ConsumedMessage, reason: string, error: unknown) => {
     try {
       await deadLetter(opts.js, {
@@ -229,6 +296,7 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
       });
       // No reason string: `+TERM <reason>` is only understood from server 2.10.4 on.
       msg.raw.term();
+      sampleFloor();
       report({ kind: 'dead_lettered', msg, reason, error });
     } catch (dlqError) {
       const delayMs = delayFor(msg.deliveryCount);
@@ -253,6 +321,7 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
     } catch {
       // The ack may still have landed; if not, the message is redelivered and handlers are idempotent.
     }
+    sampleFloor();
     report({ kind: 'acked', msg });
   };
   // Acks waiting for the server's confirmation. The next message (of the same key) does not wait
@@ -406,14 +475,65 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
     running.add(tracked);
   };
 
+  const lost = (event: ConsumerLostEvent) => {
+    try {
+      (opts.onConsumerLost ?? ((e: ConsumerLostEvent) => console.warn(`[runConsumer ${e.stream}/${e.durable}] consumer lost: ${e.outcome}`, e.startSeq ?? '', e.error ?? '')))(event);
+    } catch {
+      // An observer's failure must not stop the runner.
+    }
+  };
+  const pullFailed = (error: unknown) => {
+    try {
+      (opts.onError ?? ((e: unknown) => console.error(`[runConsumer ${opts.stream}/${opts.durable}] pull failed:`, e)))(error);
+    } catch {
+      // An observer's failure must not stop the runner.
+    }
+  };
+
+  /** The durable is gone: make it again as the server had it, after the last ack floor read. */
+  const recreate = async (config: ConsumerConfig): Promise<void> => {
+    const jsm = await opts.js.jetstreamManager();
+    const state = (await jsm.streams.info(opts.stream)).state;
+    // A stream whose last sequence is below the floor was replaced: read the new one from its start.
+    const startSeq = ackFloor <= state.last_seq ? ackFloor + 1 : state.first_seq;
+    const { opt_start_time: _time, ...kept } = config;
+    const wanted: Partial<ConsumerConfig> = { ...kept, deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: Math.max(1, startSeq) };
+    try {
+      await jsm.consumers.add(opts.stream, wanted);
+      lost({ stream: opts.stream, durable: opts.durable, startSeq: wanted.opt_start_seq, ackFloor, outcome: 'recreated' });
+    } catch (error) {
+      const exists = await jsm.consumers.info(opts.stream, opts.durable).then(
+        () => true,
+        () => false,
+      );
+      if (!exists) throw error;
+      lost({ stream: opts.stream, durable: opts.durable, ackFloor, outcome: 'exists' });
+    }
+  };
+
   const loop = async () => {
     let consumer: Consumer | null = null;
     let ackWaitMs = 30_000;
+    let failures = 0;
     while (!stopping) {
       try {
         if (!consumer) {
-          consumer = await opts.js.consumers.get(opts.stream, opts.durable);
+          try {
+            consumer = await opts.js.consumers.get(opts.stream, opts.durable);
+          } catch (error) {
+            if (!(recreateLost && declared !== null && jsErrCode(error) === JsErrCode.consumerNotFound)) throw error;
+            try {
+              await recreate(declared);
+            } catch (recreateError) {
+              lost({ stream: opts.stream, durable: opts.durable, ackFloor, outcome: 'failed', error: recreateError });
+              throw recreateError;
+            }
+            consumer = await opts.js.consumers.get(opts.stream, opts.durable);
+          }
           const info = await consumer.info(true);
+          declared ??= info.config;
+          ackFloor = Math.max(ackFloor, info.ack_floor.stream_seq);
+          current = consumer;
           ackWaitMs = Math.max(1, Math.floor((info.config.ack_wait ?? 30_000_000_000) / 1_000_000));
         }
         while (running.size >= window && !stopping) {
@@ -430,21 +550,34 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
           }
           dispatch(raw, ackWaitMs);
         }
+        failures = 0;
       } catch (error) {
         if (stopping) break;
-        (opts.onError ?? ((e: unknown) => console.error(`[runConsumer ${opts.stream}/${opts.durable}] pull failed:`, e)))(error);
+        pullFailed(error);
         consumer = null;
-        await Promise.race([sleep(1000), new Promise<void>((resolve) => (wakeStop = resolve))]);
+        current = null;
+        failures++;
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, retryDelay(failures));
+          wakeStop = () => {
+            clearTimeout(timer);
+            resolve();
+          };
+        });
         wakeStop = null;
       }
     }
+    if (floorTimer) clearTimeout(floorTimer);
+    floorTimer = null;
     await Promise.allSettled([...running]);
     await Promise.allSettled([...acking]);
     if (batchBeat) clearInterval(batchBeat);
   };
 
   instrumentation?.onStart?.(identity);
-  const done = loop().finally(() => instrumentation?.onStop?.(identity));
+  const done = loop()
+    .catch((error: unknown) => pullFailed(error))
+    .finally(() => instrumentation?.onStop?.(identity));
   return {
     done,
     inFlight: () => running.size,

@@ -178,4 +178,37 @@ describe('JetStreamServer in a Nest microservice (real NATS)', () => {
     const info = await nats.jsm.consumers.info(batonStreamNames(prefix).inbox, durable());
     expect(info.num_ack_pending).toBe(0);
   });
+
+  it('a durable deleted under the running service: the service stays up, the durable is re-created after its ack floor, later messages are handled and earlier ones are not redelivered or dead-lettered again', async () => {
+    const crashes: unknown[] = [];
+    const onCrash = (error: unknown) => crashes.push(error);
+    process.on('unhandledRejection', onCrash);
+    process.on('uncaughtException', onCrash);
+    try {
+      await startApp(); // no 'error' listener of its own: the transport's default one logs
+      const inbox = batonStreamNames(prefix).inbox;
+      await client.emit(`${prefix}.in.p1.result.coder`, { id: 'before-1', step: 1 });
+      await client.publish(`${prefix}.in.p1.result.coder`, new TextEncoder().encode('{"id":"before-bad","step":"one"}'));
+      await waitFor(() => outcomes.length === 2);
+      const lastSeq = (await nats.jsm.streams.info(inbox)).state.last_seq;
+      const floorAt = Date.now() + 5000;
+      while ((await nats.jsm.consumers.info(inbox, durable())).ack_floor.stream_seq < lastSeq && Date.now() < floorAt) await sleep(20);
+      await sleep(1500); // the runner reads the ack floor within a second of its last ack
+
+      await nats.jsm.consumers.delete(inbox, durable());
+      await client.emit(`${prefix}.in.p1.result.coder`, { id: 'after-1', step: 1 });
+      await waitFor(() => probe.seen.some((s) => (s.data as { id: string }).id === 'after-1'), 15_000);
+      await sleep(1000);
+
+      expect(probe.seen.map((s) => (s.data as { id: string }).id)).toEqual(['before-1', 'before-bad', 'after-1']);
+      expect(outcomes.map((o) => o.kind)).toEqual(['acked', 'dead_lettered', 'acked']);
+      expect((await nats.jsm.streams.info(batonStreamNames(prefix).dlq)).state.messages).toBe(1);
+      const info = await nats.jsm.consumers.info(inbox, durable());
+      expect(info.config).toMatchObject({ deliver_policy: 'by_start_sequence', opt_start_seq: lastSeq + 1 });
+      expect(crashes).toEqual([]);
+    } finally {
+      process.off('unhandledRejection', onCrash);
+      process.off('uncaughtException', onCrash);
+    }
+  });
 });

@@ -95,6 +95,17 @@ export type JetStreamServerEvents = {
 
 export const JETSTREAM_TRANSPORT = Symbol('JETSTREAM_TRANSPORT');
 
+/** What `'error'` listeners receive when a consumer's pull failed (the runner retries with backoff). */
+export class JetStreamPullError extends Error {
+  override name = 'JetStreamPullError';
+  constructor(
+    readonly durable: string,
+    cause: unknown,
+  ) {
+    super(`${durable}: pull failed: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
+  }
+}
+
 /** The error body a `@MessagePattern` reply carries when the handler failed. */
 export interface RequestErrorReply {
   error: Rejection | { code: 'internal_error' | 'no_handler'; message: string; issues: [] };
@@ -157,6 +168,8 @@ export class JetStreamServer extends Server<JetStreamServerEvents> implements Cu
 
   constructor(private readonly options: JetStreamServerOptions) {
     super();
+    // An 'error' with no listener would throw out of the emitter and end the process.
+    this.emitter.on('error', (error: unknown) => this.logger.error(error instanceof JetStreamPullError ? error.message : `JetStream transport error: ${String(error)}`));
   }
 
   /** Connect, provision and bind consumers and subscriptions, then call `callback` (with the error on failure). */
@@ -259,9 +272,12 @@ export class JetStreamServer extends Server<JetStreamServerEvents> implements Cu
         }
         this.options.onOutcome?.(outcome);
       },
-      onError: (error) => {
-        this.logger.error(`${binding.spec.durable}: pull failed: ${String(error)}`);
-        this.emitter.emit('error', error);
+      // Logged by the default 'error' listener (and handed to any other listener).
+      onError: (error) => this.emitStatus('error', new JetStreamPullError(binding.spec.durable, error)),
+      onConsumerLost: (event) => {
+        if (event.outcome === 'failed') this.logger.error(`${binding.spec.durable}: consumer lost and not re-created yet (retrying): ${String(event.error)}`);
+        else if (event.outcome === 'recreated') this.logger.warn?.(`${binding.spec.durable}: consumer lost; re-created from stream sequence ${event.startSeq} (after ack floor ${event.ackFloor})`);
+        else this.logger.warn?.(`${binding.spec.durable}: consumer lost; another instance re-created it`);
       },
       handler: (msg) => this.dispatchEvent(binding, msg),
     });
@@ -338,8 +354,8 @@ export class JetStreamServer extends Server<JetStreamServerEvents> implements Cu
   private async watchStatus(handle: NatsHandle): Promise<void> {
     try {
       for await (const status of handle.connection.status()) {
-        if (status.type === 'disconnect' || status.type === 'reconnect') this.emitter.emit(status.type, String(status.data));
-        if (status.type === 'error') this.emitter.emit('error', status.data);
+        if (status.type === 'disconnect' || status.type === 'reconnect') this.emitStatus(status.type, String(status.data));
+        if (status.type === 'error') this.emitStatus('error', status.data);
       }
     } catch {
       // The status iterator ends with the connection.
@@ -359,10 +375,24 @@ export class JetStreamServer extends Server<JetStreamServerEvents> implements Cu
       this.subscriptions = [];
       await Promise.allSettled([...this.inFlightRequests]);
       if (this.handle && this.ownsConnection) await this.handle.drain();
+      // Later events (a shared connection outlives the server) are logged by emitStatus.
       this.emitter.removeAllListeners();
       this.handle = null;
     })();
     return this.closing;
+  }
+
+  /**
+   * Emit a status event. An `'error'` nobody listens for is only logged: an EventEmitter throws an
+   * unheard `'error'`, and a pull failure (a consumer deleted under the service) must never take
+   * the process down. The listener registered in the constructor logs it too.
+   */
+  private emitStatus(event: keyof JetStreamServerEvents, value: unknown): void {
+    if (event === 'error' && this.emitter.listenerCount('error') === 0) {
+      this.logger.error(`JetStream transport error: ${String(value)}`);
+      return;
+    }
+    this.emitter.emit(event, value);
   }
 
   /** Register a status listener. */

@@ -1,0 +1,120 @@
+import type { NatsHandle } from './connection';
+import { PoisonError } from './errors';
+import { provision } from './provision';
+import { runConsumer, type ConsumerLostEvent, type ConsumerRunner } from './runner';
+import { batonStreamNames } from './topology';
+import { connectTest, deleteTopology, provisionTopology, randomPrefix, sleep } from './int/support';
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+describe('a durable lost under a running consumer (real NATS)', () => {
+  let nats: NatsHandle;
+  let prefix: string;
+  let inbox: string;
+  let runner: ConsumerRunner | null;
+
+  beforeEach(async () => {
+    prefix = randomPrefix();
+    nats = await connectTest('consumer-loss-int');
+    await provisionTopology(nats, prefix);
+    inbox = batonStreamNames(prefix).inbox;
+    runner = null;
+  });
+
+  afterEach(async () => {
+    await runner?.stop();
+    await deleteTopology(nats, prefix);
+    await nats.close();
+  });
+
+  const spec = () => ({ stream: inbox, durable: 'lossy', filterSubject: `${prefix}.in.>`, ackWaitMs: 30_000 });
+  const publish = (body: string) => nats.js.publish(`${prefix}.in.p.result.a`, encoder.encode(body));
+  const waitFor = async (what: string, check: () => boolean | Promise<boolean>, timeoutMs = 15_000) => {
+    const until = Date.now() + timeoutMs;
+    while (!(await check())) {
+      if (Date.now() > until) throw new Error(`not in time: ${what}`);
+      await sleep(25);
+    }
+  };
+  const dlqCount = async () => (await nats.jsm.streams.info(batonStreamNames(prefix).dlq)).state.messages;
+
+  it('is re-created after its ack floor: the runner stays up, new messages are handled, acked and dead-lettered ones are not delivered again', async () => {
+    await provision(nats.jsm, { consumers: [spec()] });
+    const handled: string[] = [];
+    const lost: ConsumerLostEvent[] = [];
+    const errors: unknown[] = [];
+    runner = runConsumer({
+      js: nats.js,
+      stream: inbox,
+      durable: 'lossy',
+      prefix,
+      pullExpiresMs: 1000,
+      ackFloorSampleMs: 200,
+      handler: async (msg) => {
+        const body = decoder.decode(msg.data);
+        if (body.startsWith('bad')) throw new PoisonError(`${body} is poison`, 'schema_violation');
+        handled.push(body);
+      },
+      onConsumerLost: (event) => lost.push(event),
+      onError: (error) => errors.push(error),
+    });
+
+    for (const body of ['one', 'two', 'bad-1', 'three']) await publish(body);
+    await waitFor('the first four settled', async () => handled.length === 3 && (await dlqCount()) === 1);
+    const lastSeq = (await nats.jsm.streams.info(inbox)).state.last_seq;
+    await waitFor('the ack floor at the last message', async () => (await nats.jsm.consumers.info(inbox, 'lossy')).ack_floor.stream_seq === lastSeq);
+    await sleep(600); // the runner reads the floor at most 200 ms after its last ack
+
+    await nats.jsm.consumers.delete(inbox, 'lossy');
+    for (const body of ['four', 'bad-2', 'five']) await publish(body);
+
+    await waitFor('the messages published after the delete', () => handled.includes('five'));
+    await sleep(1500); // anything redelivered would arrive by now
+    expect(handled).toEqual(['one', 'two', 'three', 'four', 'five']);
+    expect(await dlqCount()).toBe(2);
+    expect(lost).toEqual([expect.objectContaining({ outcome: 'recreated', ackFloor: lastSeq, startSeq: lastSeq + 1 })]);
+    expect(errors.length).toBeGreaterThan(0); // the failed pull was reported, not thrown
+
+    const info = await nats.jsm.consumers.info(inbox, 'lossy');
+    expect(info.config).toMatchObject({ deliver_policy: 'by_start_sequence', opt_start_seq: lastSeq + 1, filter_subject: `${prefix}.in.>`, ack_policy: 'explicit' });
+    expect(info.num_pending + info.num_ack_pending).toBe(0);
+    // A restart provisions the same spec against the re-created durable without complaint.
+    expect(await provision(nats.jsm, { consumers: [spec()] })).toEqual({ streams: {}, consumers: { [`${inbox}/lossy`]: 'unchanged' } });
+  });
+
+  it('a durable that disappears again is re-created again, and a stop while it is missing ends the runner', async () => {
+    await provision(nats.jsm, { consumers: [spec()] });
+    const handled: string[] = [];
+    const lost: ConsumerLostEvent[] = [];
+    runner = runConsumer({
+      js: nats.js,
+      stream: inbox,
+      durable: 'lossy',
+      prefix,
+      pullExpiresMs: 1000,
+      ackFloorSampleMs: 100,
+      handler: async (msg) => void handled.push(decoder.decode(msg.data)),
+      onConsumerLost: (event) => lost.push(event),
+      onError: () => undefined,
+    });
+    await publish('a');
+    await waitFor('a', () => handled.length === 1);
+    await sleep(400);
+    await nats.jsm.consumers.delete(inbox, 'lossy');
+    await publish('b');
+    await waitFor('b', () => handled.length === 2);
+    await sleep(400);
+    await nats.jsm.consumers.delete(inbox, 'lossy');
+    await publish('c');
+    await waitFor('c', () => handled.length === 3);
+    expect(handled).toEqual(['a', 'b', 'c']);
+    expect(lost.map((e) => [e.outcome, e.startSeq])).toEqual([
+      ['recreated', 2],
+      ['recreated', 3],
+    ]);
+    await nats.jsm.consumers.delete(inbox, 'lossy');
+    await runner.stop();
+    runner = null;
+  });
+});
