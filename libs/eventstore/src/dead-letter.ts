@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { headers as natsHeaders, type JetStreamClient, type MsgHdrs } from 'nats';
 import { Subjects, isSubjectToken } from '@baton/contracts';
 import { mapPublishError } from './errors';
@@ -41,7 +42,12 @@ export interface DeadLetterInput {
   headers?: Record<string, string[]>;
   data: Uint8Array;
   deliveries: number;
+  /**
+   * The stream the original was read from, or `core` for a core NATS request (no stream stores
+   * it; `core-…` is read the same way).
+   */
   stream: string;
+  /** Its stream sequence (ignored for a core request). */
   seq: number;
   consumer?: string;
   /** ISO time of the decision (defaults to now). */
@@ -60,10 +66,33 @@ function headerValue(value: string, max = 1000): string {
   return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
 }
 
-/** Subject token for a dead-letter source: anything outside [A-Za-z0-9_-] becomes `_`. */
+/**
+ * Subject token for a dead-letter source: anything outside [A-Za-z0-9_-] becomes `_`. Tokens that
+ * start with `_` are Baton's own (`<prefix>.dlq._redriven` holds redrive markers, which only the
+ * admin may publish) and `redriven` was the marker token before them: a source that would land on
+ * one of them is written as `unknown`.
+ */
 export function dlqSourceToken(source: string): string {
   const token = source.replace(/[^A-Za-z0-9_-]/g, '_');
+  if (token.startsWith('_') || token === 'redriven') return 'unknown';
   return isSubjectToken(token) ? token : 'unknown';
+}
+
+/** True when a dead letter's `stream` names a core NATS request rather than a stream. */
+export function isCoreRequestStream(stream: string): boolean {
+  return stream === 'core' || stream.startsWith('core-');
+}
+
+/**
+ * The `Nats-Msg-Id` a dead letter is published with, so the DLQ stores a message dead-lettered
+ * twice (a crash between the dead letter and the term, a consumer re-created after it was lost,
+ * two instances) once within its duplicate window: `dlq:<stream>:<seq>` for a stream message,
+ * `dlq:core:<sha-256 of subject and bytes>` for a core request (it has no sequence).
+ */
+export function deadLetterMsgId(input: { stream: string; seq: number; subject: string; data: Uint8Array }): string {
+  if (!isCoreRequestStream(input.stream)) return `dlq:${input.stream}:${input.seq}`;
+  const digest = createHash('sha256').update(input.subject).update('\n').update(input.data).digest('hex');
+  return `dlq:core:${digest.slice(0, 40)}`;
 }
 
 /** Copy a message's headers into a plain record (for the runner, the transport and DLQ redrive). */
@@ -77,9 +106,10 @@ export function headersToRecord(hdrs: MsgHdrs | undefined): Record<string, strin
 /**
  * Publish a dead letter to `<prefix>.dlq.<source>`: the original bytes as data, the reason,
  * original subject, stream, sequence, delivery count and original headers as `Baton-Dlq-*`
- * headers. Idempotent: `Nats-Msg-Id` is `dlq:<stream>:<seq>`, so dead-lettering the same message
- * twice (e.g. after a crash between the publish and the term) stores it once. Resolves once the
- * DLQ stream acknowledged it; throws (and the caller must not term the original) otherwise.
+ * headers. Idempotent: `Nats-Msg-Id` is {@link deadLetterMsgId} (source stream and sequence, or a
+ * digest of a core request's subject and bytes), so dead-lettering the same message twice stores it
+ * once within the DLQ's duplicate window. Resolves once the DLQ stream acknowledged it; throws
+ * (and the caller must not term the original) otherwise.
  */
 export async function deadLetter(js: JetStreamClient, input: DeadLetterInput): Promise<DeadLetterAck> {
   const subject = Subjects.deadLetter(input.prefix, dlqSourceToken(input.source));
@@ -88,14 +118,14 @@ export async function deadLetter(js: JetStreamClient, input: DeadLetterInput): P
   if (input.detail) hdrs.set(DlqHeader.detail, headerValue(input.detail));
   hdrs.set(DlqHeader.source, headerValue(input.source, 200));
   hdrs.set(DlqHeader.subject, input.subject);
-  hdrs.set(DlqHeader.stream, input.stream);
+  hdrs.set(DlqHeader.stream, isCoreRequestStream(input.stream) ? 'core' : input.stream);
   hdrs.set(DlqHeader.seq, String(input.seq));
   hdrs.set(DlqHeader.deliveries, String(input.deliveries));
   if (input.consumer) hdrs.set(DlqHeader.consumer, input.consumer);
   hdrs.set(DlqHeader.headers, JSON.stringify(input.headers ?? {}));
   hdrs.set(DlqHeader.at, input.at ?? new Date().toISOString());
   try {
-    const ack = await js.publish(subject, input.data, { msgID: `dlq:${input.stream}:${input.seq}`, headers: hdrs });
+    const ack = await js.publish(subject, input.data, { msgID: deadLetterMsgId(input), headers: hdrs });
     return { subject, seq: ack.seq, duplicate: ack.duplicate };
   } catch (err) {
     throw mapPublishError(err, subject, undefined);

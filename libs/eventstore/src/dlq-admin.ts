@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import {
   AckPolicy,
   DeliverPolicy,
@@ -7,23 +8,42 @@ import {
   type JetStreamClient,
   type JetStreamManager,
   type JsMsg,
+  type MsgHdrs,
+  type StoredMsg,
 } from 'nats';
-import { DlqHeader } from './dead-letter';
-import { EventStoreError, StreamNotFound, mapPublishError } from './errors';
+import { DlqHeader, headersToRecord } from './dead-letter';
+import { EventStoreError, JsErrCode, StreamNotFound, jsErrCode } from './errors';
+import { RedriveSkip, checkRedriveTarget } from './redrive-rules';
 import { batonStreamNames } from './topology';
+
+export { RedriveSkip, checkRedriveTarget, redriveTable, ROUTER_INBOX_CONSUMERS } from './redrive-rules';
+export type { InboxConsumerDeclaration, RedriveTableRow, RedriveTargetVerdict } from './redrive-rules';
 
 /**
  * Administration of the dead-letter stream `<PREFIX>_DLQ`: list, show and redrive.
  *
- * Redrive record: when a dead letter is redriven, a marker message is appended to the DLQ stream
- * itself on `<prefix>.dlq.redriven` (empty body, header `Baton-Dlq-Redriven-Seq: <seq>`,
- * `Nats-Msg-Id` `redriven:<stream>:<seq>`). No other store (no Redis) is involved: whoever can read
- * the DLQ knows what was redriven. Markers are never listed as dead letters.
+ * A dead letter is only a claim: anyone who may publish on `<prefix>.dlq.<source>` can write one
+ * with any `Baton-Dlq-*` headers. So a redrive republishes a letter only when
+ * 1. its subject is one the recorded source consumes on the inbox ({@link checkRedriveTarget}:
+ *    never an event, an operator answer or a core request), and
+ * 2. the original it names (`Baton-Dlq-Stream` = `<PREFIX>_INBOX`, `Baton-Dlq-Seq`) is still in
+ *    the inbox with the same subject and the same bytes; it is republished with the headers the
+ *    stream stored, not the ones the letter claims. An original that aged out is skipped
+ *    (`original_gone`) unless the caller allows it (`allowMissingOriginal`: the letter's bytes and
+ *    headers are taken on trust).
+ *
+ * Redrive record: after a republish a marker is appended to the DLQ stream itself on
+ * `<prefix>.dlq._redriven` (a subject only the admin principal may publish; no service's
+ * dead-letter source can map to it, see `dlqSourceToken`). Its JSON body names the letter's DLQ
+ * sequence and a SHA-256 digest of the letter (DLQ subject, headers, bytes); a letter counts as
+ * redriven only when a marker on that subject names its sequence and matches its digest. Markers on
+ * any other subject (including `<prefix>.dlq.redriven`, the unverifiable markers of earlier
+ * versions) are ignored. No other store (no Redis) is involved.
  */
 
 /** Headers of the redrive marker and of a redriven message. */
 export const DlqRedriveHeader = {
-  /** On a marker: the DLQ sequence that was redriven. */
+  /** On a marker (informational; the body is what counts): the DLQ sequence that was redriven. */
   redrivenSeq: 'Baton-Dlq-Redriven-Seq',
   /** On a marker: when. */
   redrivenAt: 'Baton-Dlq-Redriven-At',
@@ -33,8 +53,29 @@ export const DlqRedriveHeader = {
   originalMsgId: 'Baton-Original-Msg-Id',
 } as const;
 
-/** Source token of the redrive markers (`<prefix>.dlq.redriven`). */
-export const REDRIVE_MARKER_SOURCE = 'redriven';
+/** Source token of the redrive markers (`<prefix>.dlq._redriven`). Only the admin principal may publish it. */
+export const REDRIVE_MARKER_SOURCE = '_redriven';
+/** Token of the markers written before they were verified; read as nothing. */
+const LEGACY_MARKER_SOURCE = 'redriven';
+
+/** The subject redrive markers are written on. */
+export function redriveMarkerSubject(prefix: string): string {
+  return `${prefix}.dlq.${REDRIVE_MARKER_SOURCE}`;
+}
+
+/** The body of a redrive marker. */
+export interface RedriveMarker {
+  /** DLQ stream the letter is in. */
+  dlq_stream: string;
+  /** The letter's DLQ sequence. */
+  dlq_seq: number;
+  /** {@link letterDigest} of the letter when it was redriven. */
+  letter_digest: string;
+  /** Where it was republished, and at which sequence. */
+  target_subject: string;
+  target_seq: number;
+  at: string;
+}
 
 /** One dead letter as stored in `<PREFIX>_DLQ`. */
 export interface DeadLetterRecord {
@@ -48,18 +89,20 @@ export interface DeadLetterRecord {
   source: string;
   /** Where the original was published (the redrive target). */
   subject: string;
-  /** Stream and sequence of the original. */
+  /** Stream and sequence of the original (`core` for a core NATS request). */
   originalStream?: string;
   originalSeq?: number;
   deliveries?: number;
   consumer?: string;
   /** When it was dead-lettered (ISO). */
   at?: string;
-  /** The original headers, to restore on redrive (empty when they did not decode). */
+  /** The original headers as the letter records them (empty when they did not decode). */
   headers: Record<string, string[]>;
   /** The original bytes. */
   data: Uint8Array;
-  /** True when a redrive marker names this sequence. */
+  /** SHA-256 of the letter as stored (DLQ subject, headers, bytes): what a redrive marker names. */
+  digest: string;
+  /** True when a verified redrive marker names this letter. */
   redriven: boolean;
 }
 
@@ -79,21 +122,42 @@ export interface DlqAdminOptions {
   prefix: string;
 }
 
+export interface RedriveOptions {
+  /** List what would be republished; change nothing. */
+  dryRun?: boolean;
+  /**
+   * Redrive letters whose original aged out of the inbox stream (or was deleted), taking their
+   * bytes and headers on trust. Without it they are skipped (`original_gone`).
+   */
+  allowMissingOriginal?: boolean;
+}
+
 /** What one redrive did to one dead letter. */
 export interface RedriveItem {
   seq: number;
+  source: string;
   subject: string;
-  /** `republished`: sent now; `duplicate`: the target stream had it already (same redrive msg id); `skipped`: marked redriven before; `planned`: dry run. */
-  status: 'republished' | 'duplicate' | 'skipped' | 'planned';
-  /** Sequence in the target stream (absent on skipped / planned). */
+  /**
+   * `redriven`: republished now; `duplicate`: the target stream had it already (same redrive msg
+   * id, a redrive cut short before its marker); `skipped`: see `reason`; `planned`: dry run.
+   */
+  status: 'redriven' | 'duplicate' | 'skipped' | 'planned';
+  /** Why it was skipped. */
+  reason?: RedriveSkip;
+  /** More about the reason, or a warning (a marker that could not be written, an unverified original). */
+  detail?: string;
+  /** Whether the original was found in the inbox and matched (`matched`) or had aged out (`gone`, only with `allowMissingOriginal`). */
+  original?: 'matched' | 'gone';
+  /** Sequence in the target stream (redriven / duplicate). */
   targetSeq?: number;
 }
 
 export interface RedriveReport {
   items: RedriveItem[];
-  republished: number;
-  skipped: number;
+  redriven: number;
   duplicates: number;
+  skipped: number;
+  planned: number;
 }
 
 /** The `Nats-Msg-Id` a redrive of DLQ sequence `seq` publishes with: stable, so a repeat is a duplicate. */
@@ -127,6 +191,33 @@ function optionalInt(value: string | undefined): number | undefined {
 }
 
 /**
+ * SHA-256 (hex) of a dead letter as the DLQ stores it: its subject, every header (names in order,
+ * values as stored) and its bytes. A redrive marker must name it.
+ */
+export function letterDigest(dlqSubject: string, headers: Record<string, string[]>, data: Uint8Array): string {
+  const names = Object.keys(headers).sort();
+  const hash = createHash('sha256').update(dlqSubject).update('\n');
+  for (const name of names) hash.update(JSON.stringify([name, headers[name]])).update('\n');
+  return hash.update(data).digest('hex');
+}
+
+function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+  return a.length === b.length && Buffer.from(a.buffer, a.byteOffset, a.length).equals(Buffer.from(b.buffer, b.byteOffset, b.length));
+}
+
+/** A marker body, or null when it is not one. */
+function parseMarker(data: Uint8Array): RedriveMarker | null {
+  try {
+    const body = JSON.parse(new TextDecoder().decode(data)) as Partial<RedriveMarker> | null;
+    if (!body || typeof body !== 'object') return null;
+    if (typeof body.dlq_seq !== 'number' || !Number.isInteger(body.dlq_seq) || typeof body.letter_digest !== 'string' || typeof body.dlq_stream !== 'string') return null;
+    return body as RedriveMarker;
+  } catch {
+    return null;
+  }
+}
+
+/**
  * Read, inspect and redrive Baton's dead letters. Every method reads the DLQ stream afresh (an
  * ephemeral, unacknowledged, in-memory consumer that is deleted afterwards); nothing is cached.
  */
@@ -136,22 +227,26 @@ export class DlqAdmin {
   private readonly prefix: string;
   /** The DLQ stream's name, `<PREFIX>_DLQ`. */
   readonly stream: string;
+  /** The inbox stream, the only one a redrive publishes into. */
+  private readonly inbox: string;
 
   constructor(opts: DlqAdminOptions) {
     this.js = opts.js;
     this.jsm = opts.jsm;
     this.prefix = opts.prefix;
-    this.stream = batonStreamNames(opts.prefix).dlq;
+    const names = batonStreamNames(opts.prefix);
+    this.stream = names.dlq;
+    this.inbox = names.inbox;
   }
 
   /**
-   * Every dead letter matching `filter`, oldest first, with `redriven` set from the markers.
-   * Throws StreamNotFound when the DLQ stream does not exist.
+   * Every dead letter matching `filter`, oldest first, with `redriven` set from the verified
+   * markers. Throws StreamNotFound when the DLQ stream does not exist.
    */
   async list(filter: DlqFilter = {}): Promise<DeadLetterRecord[]> {
-    const { letters, redriven } = await this.scan();
+    const { letters, markers } = await this.scan();
     return letters
-      .map((letter) => ({ ...letter, redriven: redriven.has(letter.seq) }))
+      .map((letter) => ({ ...letter, redriven: markers.some((m) => m.dlq_seq === letter.seq && m.letter_digest === letter.digest && m.dlq_stream === this.stream) }))
       .filter((letter) => matches(letter, filter));
   }
 
@@ -162,69 +257,103 @@ export class DlqAdmin {
   }
 
   /**
-   * Republish each matching dead letter that is not marked redriven to its original subject, with
-   * its original headers (minus `Nats-Msg-Id` / `Nats-Expected-*`, which were directives of the
-   * first publish) plus `Baton-Redriven-From`, and `Nats-Msg-Id` = {@link redriveMsgId}; then
-   * append the redrive marker. Idempotent: a second run skips marked letters, and if a run died
-   * between the republish and the marker, the repeat is recognised as a duplicate by the target
-   * stream inside its duplicate window (and by the consumer's own idempotency after it). Letters
-   * whose original subject is not covered by a stream fail the redrive with the publish error;
-   * letters before it stay redriven. `dryRun` lists what would be republished and changes nothing.
+   * Republish each matching dead letter that may be redriven (see the class comment) and is not
+   * marked redriven, to its original subject with the headers the inbox stored (minus
+   * `Nats-Msg-Id` / `Nats-Expected-*`, directives of the first publish) plus `Baton-Redriven-From`,
+   * and `Nats-Msg-Id` = {@link redriveMsgId}; then append the marker. Every letter gets an item:
+   * redriven, duplicate, planned (dry run) or skipped with its reason; one that cannot be
+   * republished never stops the others. Idempotent: a second run skips marked letters, and if a
+   * run died between the republish and the marker, the repeat is recognised as a duplicate by the
+   * inbox inside its duplicate window (and by the consumer's own idempotency after it).
    */
-  async redrive(filter: DlqFilter = {}, opts: { dryRun?: boolean } = {}): Promise<RedriveReport> {
+  async redrive(filter: DlqFilter = {}, opts: RedriveOptions = {}): Promise<RedriveReport> {
     const letters = await this.list(filter);
-    const report: RedriveReport = { items: [], republished: 0, skipped: 0, duplicates: 0 };
+    const report: RedriveReport = { items: [], redriven: 0, duplicates: 0, skipped: 0, planned: 0 };
     for (const letter of letters) {
-      if (letter.redriven) {
-        report.items.push({ seq: letter.seq, subject: letter.subject, status: 'skipped' });
-        report.skipped++;
-        continue;
-      }
-      if (opts.dryRun) {
-        report.items.push({ seq: letter.seq, subject: letter.subject, status: 'planned' });
-        continue;
-      }
-      const hdrs = natsHeaders();
-      let originalMsgId: string | undefined;
-      for (const [key, values] of Object.entries(letter.headers)) {
-        if (/^nats-msg-id$/i.test(key)) originalMsgId = values[0];
-        if (DROPPED_HEADERS.test(key)) continue;
-        for (const value of values) hdrs.append(key, value);
-      }
-      hdrs.set(DlqRedriveHeader.redrivenFrom, `${this.stream}:${letter.seq}`);
-      if (originalMsgId !== undefined) hdrs.set(DlqRedriveHeader.originalMsgId, originalMsgId);
-      let ack;
-      try {
-        ack = await this.js.publish(letter.subject, letter.data, { msgID: redriveMsgId(this.stream, letter.seq), headers: hdrs });
-      } catch (err) {
-        throw mapPublishError(err, letter.subject, undefined);
-      }
-      await this.mark(letter.seq);
-      report.items.push({ seq: letter.seq, subject: letter.subject, status: ack.duplicate ? 'duplicate' : 'republished', targetSeq: ack.seq });
-      if (ack.duplicate) report.duplicates++;
-      else report.republished++;
+      const item = await this.redriveOne(letter, opts);
+      report.items.push(item);
+      if (item.status === 'redriven') report.redriven++;
+      else if (item.status === 'duplicate') report.duplicates++;
+      else if (item.status === 'planned') report.planned++;
+      else report.skipped++;
     }
     return report;
   }
 
-  private async mark(seq: number): Promise<void> {
-    const subject = `${this.prefix}.dlq.${REDRIVE_MARKER_SOURCE}`;
-    const hdrs = natsHeaders();
-    hdrs.set(DlqRedriveHeader.redrivenSeq, String(seq));
-    hdrs.set(DlqRedriveHeader.redrivenAt, new Date().toISOString());
-    try {
-      await this.js.publish(subject, new Uint8Array(0), { msgID: `redriven:${this.stream}:${seq}`, headers: hdrs });
-    } catch (err) {
-      throw mapPublishError(err, subject, undefined);
+  private async redriveOne(letter: DeadLetterRecord, opts: RedriveOptions): Promise<RedriveItem> {
+    const base = { seq: letter.seq, source: letter.source, subject: letter.subject };
+    const skip = (reason: RedriveSkip, detail: string): RedriveItem => ({ ...base, status: 'skipped', reason, detail });
+    if (letter.redriven) return skip(RedriveSkip.alreadyRedriven, 'a redrive marker names this letter');
+    const target = checkRedriveTarget(this.prefix, letter);
+    if (!target.ok) return skip(target.reason, target.detail);
+
+    if (letter.originalStream !== this.inbox || letter.originalSeq === undefined || letter.originalSeq < 1) {
+      return skip(RedriveSkip.noOriginal, `the letter names ${letter.originalStream ?? 'no stream'}:${letter.originalSeq ?? '?'}, not a sequence of ${this.inbox}`);
     }
+    let original: StoredMsg | null;
+    try {
+      original = await this.jsm.streams.getMessage(this.inbox, { seq: letter.originalSeq });
+    } catch (err) {
+      if (jsErrCode(err) !== JsErrCode.noMessageFound) {
+        return skip(RedriveSkip.originalUnreadable, `cannot read ${this.inbox}:${letter.originalSeq}: ${String((err as Error).message ?? err)}`);
+      }
+      original = null;
+    }
+    if (original !== null && (original.subject !== letter.subject || !sameBytes(original.data, letter.data))) {
+      return skip(RedriveSkip.originalMismatch, `${this.inbox}:${letter.originalSeq} holds ${original.subject === letter.subject ? 'other bytes' : `a message on ${original.subject}`}, not what the letter claims`);
+    }
+    if (original === null && !opts.allowMissingOriginal) {
+      return skip(RedriveSkip.originalGone, `${this.inbox}:${letter.originalSeq} is no longer in the stream (aged out or deleted); --allow-missing-original redrives the letter's bytes unverified`);
+    }
+    const checked: Pick<RedriveItem, 'original' | 'detail'> =
+      original === null ? { original: 'gone', detail: `original ${this.inbox}:${letter.originalSeq} aged out: republished unverified` } : { original: 'matched' };
+    if (opts.dryRun) return { ...base, status: 'planned', ...checked };
+
+    const hdrs = natsHeaders();
+    let originalMsgId: string | undefined;
+    const source = original === null ? letter.headers : headersToRecord(original.header as MsgHdrs | undefined);
+    for (const [key, values] of Object.entries(source)) {
+      if (/^nats-msg-id$/i.test(key)) originalMsgId = values[0];
+      if (DROPPED_HEADERS.test(key)) continue;
+      for (const value of values) hdrs.append(key, value);
+    }
+    hdrs.set(DlqRedriveHeader.redrivenFrom, `${this.stream}:${letter.seq}`);
+    if (originalMsgId !== undefined) hdrs.set(DlqRedriveHeader.originalMsgId, originalMsgId);
+    let ack;
+    try {
+      ack = await this.js.publish(letter.subject, letter.data, { msgID: redriveMsgId(this.stream, letter.seq), headers: hdrs });
+    } catch (err) {
+      return skip(RedriveSkip.republishFailed, `publish to ${letter.subject} failed: ${String((err as Error).message ?? err)}`);
+    }
+    const item: RedriveItem = { ...base, status: ack.duplicate ? 'duplicate' : 'redriven', targetSeq: ack.seq, ...checked };
+    try {
+      await this.mark(letter, ack.seq);
+    } catch (err) {
+      const warning = `republished, but the redrive marker was not written (${String((err as Error).message ?? err)}): the next redrive republishes it again`;
+      item.detail = item.detail ? `${item.detail}; ${warning}` : warning;
+    }
+    return item;
   }
 
-  /** Read the whole DLQ stream: dead letters and the set of sequences marked redriven. */
-  private async scan(): Promise<{ letters: DeadLetterRecord[]; redriven: Set<number> }> {
+  private async mark(letter: DeadLetterRecord, targetSeq: number): Promise<void> {
+    const at = new Date().toISOString();
+    const marker: RedriveMarker = { dlq_stream: this.stream, dlq_seq: letter.seq, letter_digest: letter.digest, target_subject: letter.subject, target_seq: targetSeq, at };
+    const hdrs = natsHeaders();
+    hdrs.set(DlqRedriveHeader.redrivenSeq, String(letter.seq));
+    hdrs.set(DlqRedriveHeader.redrivenAt, at);
+    await this.js.publish(redriveMarkerSubject(this.prefix), new TextEncoder().encode(JSON.stringify(marker)), {
+      msgID: `redrive-marker:${this.stream}:${letter.seq}`,
+      headers: hdrs,
+    });
+  }
+
+  /** Read the whole DLQ stream: dead letters and the redrive markers on the marker subject. */
+  private async scan(): Promise<{ letters: DeadLetterRecord[]; markers: RedriveMarker[] }> {
     const name = `dlq_${nuid.next()}`;
     const letters: DeadLetterRecord[] = [];
-    const redriven = new Set<number>();
-    const marker = `${this.prefix}.dlq.${REDRIVE_MARKER_SOURCE}`;
+    const markers: RedriveMarker[] = [];
+    const markerSubject = redriveMarkerSubject(this.prefix);
+    const legacyMarkerSubject = `${this.prefix}.dlq.${LEGACY_MARKER_SOURCE}`;
     let created = false;
     try {
       const info = await this.jsm.consumers
@@ -251,9 +380,11 @@ export class DlqAdmin {
         for await (const msg of batch) {
           got++;
           remaining--;
-          if (msg.subject === marker) {
-            const seq = optionalInt(msg.headers?.get(DlqRedriveHeader.redrivenSeq));
-            if (seq !== undefined) redriven.add(seq);
+          if (msg.subject === markerSubject) {
+            const marker = parseMarker(msg.data);
+            if (marker) markers.push(marker);
+          } else if (msg.subject === legacyMarkerSubject && msg.data.length === 0 && msg.headers?.get(DlqRedriveHeader.redrivenSeq)) {
+            // A marker of an earlier version: anyone could have written it, so it proves nothing.
           } else {
             letters.push(decodeLetter(msg));
           }
@@ -263,7 +394,7 @@ export class DlqAdmin {
     } finally {
       if (created) await this.jsm.consumers.delete(this.stream, name).catch(() => undefined);
     }
-    return { letters, redriven };
+    return { letters, markers };
   }
 }
 
@@ -281,6 +412,7 @@ function decodeLetter(msg: JsMsg): DeadLetterRecord {
     subject: hdr(DlqHeader.subject) ?? '',
     headers: parseHeaderRecord(hdr(DlqHeader.headers)),
     data: msg.data,
+    digest: letterDigest(msg.subject, headersToRecord(msg.headers), msg.data),
     redriven: false,
   };
   const optional: Partial<DeadLetterRecord> = {

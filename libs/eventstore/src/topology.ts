@@ -20,6 +20,8 @@ export interface StreamSpec {
   duplicateWindowMs: number;
   /** Drop messages older than this, in ms (0 = keep forever). */
   maxAgeMs?: number;
+  /** Most bytes the stream holds (0 or absent = no limit); past it the oldest messages are dropped. */
+  maxBytes?: number;
   /** Refuse message deletion / purge (history is immutable). */
   denyDelete?: boolean;
   denyPurge?: boolean;
@@ -81,12 +83,23 @@ export interface BatonTopologyOptions {
   storage?: Storage;
   /** How long raw inbox input (agent results, operator answers) is kept, in ms (default 30 days). */
   inboxMaxAgeMs?: number;
-  /** How long dead letters are kept, in ms (default 0 = until redriven and purged by an SRE). */
+  /** How long dead letters are kept, in ms (default {@link DLQ_DEFAULTS}.maxAgeMs, 30 days; 0 = forever). */
   dlqMaxAgeMs?: number;
+  /** Most bytes of dead letters kept (default {@link DLQ_DEFAULTS}.maxBytes, 1 GiB; 0 = no limit). The oldest go first. */
+  dlqMaxBytes?: number;
+  /**
+   * Window in which a message dead-lettered again (same source stream and sequence, or the same
+   * core request) is stored once, in ms (default 1 hour; never longer than `dlqMaxAgeMs`).
+   */
+  dlqDuplicateWindowMs?: number;
 }
 
 const TWO_MINUTES = 2 * 60 * 1000;
-const DAY = 24 * 60 * 60 * 1000;
+const HOUR = 60 * 60 * 1000;
+const DAY = 24 * HOUR;
+
+/** Limits of the dead-letter stream when the options name none. */
+export const DLQ_DEFAULTS = { maxAgeMs: 30 * DAY, maxBytes: 1024 * 1024 * 1024, duplicateWindowMs: HOUR } as const;
 
 /**
  * Baton's streams for a subject prefix:
@@ -94,13 +107,17 @@ const DAY = 24 * 60 * 60 * 1000;
  *   retention, nothing expires, message delete and purge are denied, 2-minute duplicate window.
  * - `<PREFIX>_INBOX` binds `<prefix>.in.>`: agent results and operator answers, kept (limits
  *   retention, several services may read the same input) for `inboxMaxAgeMs`.
- * - `<PREFIX>_DLQ` binds `<prefix>.dlq.>`: dead letters with their original bytes.
+ * - `<PREFIX>_DLQ` binds `<prefix>.dlq.>`: dead letters with their original bytes, kept for
+ *   `dlqMaxAgeMs` (30 days) and at most `dlqMaxBytes` (1 GiB), the oldest dropped first (discard
+ *   old); a message dead-lettered twice within `dlqDuplicateWindowMs` (1 hour) is stored once.
  * Consumers are declared by the services that own them.
  */
 export function batonTopology(prefix: string, opts: BatonTopologyOptions = {}): TopologySpec {
   const names = batonStreamNames(prefix);
   const replicas = opts.replicas ?? 1;
   const storage = opts.storage ?? Storage.file;
+  const dlqMaxAgeMs = opts.dlqMaxAgeMs ?? DLQ_DEFAULTS.maxAgeMs;
+  const dlqWindow = opts.dlqDuplicateWindowMs ?? DLQ_DEFAULTS.duplicateWindowMs;
   return {
     streams: [
       {
@@ -131,8 +148,10 @@ export function batonTopology(prefix: string, opts: BatonTopologyOptions = {}): 
         retention: Retention.limits,
         storage,
         replicas,
-        duplicateWindowMs: TWO_MINUTES,
-        maxAgeMs: opts.dlqMaxAgeMs ?? 0,
+        // The server refuses a duplicate window longer than the age limit.
+        duplicateWindowMs: dlqMaxAgeMs > 0 ? Math.min(dlqWindow, dlqMaxAgeMs) : dlqWindow,
+        maxAgeMs: dlqMaxAgeMs,
+        maxBytes: opts.dlqMaxBytes ?? DLQ_DEFAULTS.maxBytes,
       },
     ],
     consumers: [],

@@ -1,11 +1,14 @@
 import { randomBytes } from 'node:crypto';
-import { batonStreamNames, batonTopology, connectNats, deadLetter, provision, redriveMsgId, type NatsHandle } from '@baton/eventstore';
+import { headers as natsHeaders } from 'nats';
+import { batonStreamNames, batonTopology, connectNats, deadLetter, durableNameFor, provision, redriveMsgId, type NatsHandle } from '@baton/eventstore';
 import { main } from '../main';
 import { bufferedIo } from '../output';
 
 const NATS_URL = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
+/** The router's agent-result durable: the source its dead letters carry. */
+const RESULTS_SOURCE = durableNameFor('router', '{prefix}.in.*.result.*');
 
 describe('baton dlq (real NATS): list, show and an idempotent redrive', () => {
   let nats: NatsHandle;
@@ -23,15 +26,24 @@ describe('baton dlq (real NATS): list, show and an idempotent redrive', () => {
   }
   const inboxSubject = () => `${prefix}.in.p1.result.alpha`;
   const inboxCount = async () => (await nats.jsm.streams.info(batonStreamNames(prefix).inbox)).state.messages;
+  const traceHeaders = () => {
+    const hdrs = natsHeaders();
+    hdrs.append('X-Trace', 'abc');
+    hdrs.append('X-Trace', 'def');
+    return hdrs;
+  };
 
   beforeEach(async () => {
     prefix = `t${randomBytes(5).toString('hex')}`;
     nats = await connectNats({ servers: NATS_URL, name: 'cli-dlq-int', reconnect: false });
     await provision(nats.jsm, batonTopology(prefix, { storage: 'memory' }));
-    // Two dead letters as the transport writes them: a malformed result (text) and a binary blob.
+    // Two dead letters as the services write them: a malformed result the router's consumer read
+    // from the inbox (its original is in the inbox at seq 1), and a refused ledger request (core
+    // NATS, no stream; binary bytes).
+    const original = await nats.js.publish(inboxSubject(), encoder.encode('{"result_id": "broken", '), { msgID: 'orig-1', headers: traceHeaders() });
     await deadLetter(nats.js, {
       prefix,
-      source: 'router-results',
+      source: RESULTS_SOURCE,
       reason: 'malformed_json',
       detail: 'not valid JSON',
       subject: inboxSubject(),
@@ -39,18 +51,18 @@ describe('baton dlq (real NATS): list, show and an idempotent redrive', () => {
       data: encoder.encode('{"result_id": "broken", '),
       deliveries: 1,
       stream: batonStreamNames(prefix).inbox,
-      seq: 11,
+      seq: original.seq,
       at: '2025-01-01T00:00:00.000Z',
     });
     await deadLetter(nats.js, {
       prefix,
-      source: 'ledger-commands',
+      source: 'ledger',
       reason: 'schema_violation',
-      subject: `${prefix}.in.p1.answer`,
+      subject: `${prefix}.cmd.ledger.p1.claim`,
       data: new Uint8Array([0xff, 0xfe, 0x00, 0x01]),
-      deliveries: 5,
-      stream: batonStreamNames(prefix).inbox,
-      seq: 12,
+      deliveries: 1,
+      stream: 'core',
+      seq: 0,
     });
   });
 
@@ -63,15 +75,15 @@ describe('baton dlq (real NATS): list, show and an idempotent redrive', () => {
   it('dlq list shows each dead letter with its reason and original subject, filtered by --source and --reason', async () => {
     const all = await json<Array<Record<string, unknown>>>('dlq', 'list', '--json');
     expect(all.map((l) => [l['seq'], l['reason'], l['source'], l['subject'], l['redriven']])).toEqual([
-      [1, 'malformed_json', 'router-results', inboxSubject(), false],
-      [2, 'schema_violation', 'ledger-commands', `${prefix}.in.p1.answer`, false],
+      [1, 'malformed_json', RESULTS_SOURCE, inboxSubject(), false],
+      [2, 'schema_violation', 'ledger', `${prefix}.cmd.ledger.p1.claim`, false],
     ]);
-    expect((await json<unknown[]>('dlq', 'list', '--source', 'ledger-commands', '--json')).length).toBe(1);
+    expect((await json<unknown[]>('dlq', 'list', '--source', 'ledger', '--json')).length).toBe(1);
     expect((await json<unknown[]>('dlq', 'list', '--reason', 'malformed_json', '--json')).length).toBe(1);
     expect((await json<unknown[]>('dlq', 'list', '--reason', 'nope', '--json')).length).toBe(0);
     const table = await baton('dlq', 'list');
     expect(table.out).toContain('malformed_json');
-    expect(table.out).toContain('router-results');
+    expect(table.out).toContain('ledger');
   });
 
   it('dlq show gives the reason, original subject, original headers and the original bytes (text, or base64 when not UTF-8)', async () => {
@@ -81,29 +93,38 @@ describe('baton dlq (real NATS): list, show and an idempotent redrive', () => {
       reason: 'malformed_json',
       detail: 'not valid JSON',
       subject: inboxSubject(),
-      original_seq: 11,
+      original_seq: 1,
       deliveries: 1,
       at: '2025-01-01T00:00:00.000Z',
       headers: { 'Nats-Msg-Id': ['orig-1'], 'X-Trace': ['abc', 'def'] },
       data_text: '{"result_id": "broken", ',
+      digest: expect.stringMatching(/^[0-9a-f]{64}$/),
     });
     const binary = await json<Record<string, unknown>>('dlq', 'show', '2', '--json');
-    expect(binary).toMatchObject({ data_text: null, data_base64: Buffer.from([0xff, 0xfe, 0x00, 0x01]).toString('base64'), bytes: 4 });
+    expect(binary).toMatchObject({ data_text: null, data_base64: Buffer.from([0xff, 0xfe, 0x00, 0x01]).toString('base64'), bytes: 4, original_stream: 'core' });
     const human = await baton('dlq', 'show', '2');
     expect(human.out).toContain('--- data (base64) ---\n//4AAQ==');
     const missing = await baton('dlq', 'show', '99');
     expect(missing.code).toBe(1);
   });
 
-  it('a redrive is idempotent: it republishes each original once, with its headers, and a second run republishes nothing', async () => {
-    const dry = await json<{ items: { status: string }[] }>('dlq', 'redrive', '--dry-run', '--json');
-    expect(dry.items.map((i) => i.status)).toEqual(['planned', 'planned']);
-    expect(await inboxCount()).toBe(0);
+  type Report = { items: Array<{ seq: number; status: string; reason?: string; detail?: string }>; redriven: number; skipped: number; duplicates: number; planned: number };
 
-    const first = await json<{ republished: number; skipped: number }>('dlq', 'redrive', '--until', '1', '--json');
-    expect(first).toMatchObject({ republished: 1, skipped: 0 });
+  it('a plain redrive reports every letter, skips the ledger request (core_request) and goes on; it republishes the result once, with its headers', async () => {
+    const dry = await json<Report>('dlq', 'redrive', '--dry-run', '--json');
+    expect(dry.items.map((i) => [i.seq, i.status, i.reason ?? null])).toEqual([
+      [1, 'planned', null],
+      [2, 'skipped', 'core_request'],
+    ]);
     expect(await inboxCount()).toBe(1);
-    const republished = await nats.jsm.streams.getMessage(batonStreamNames(prefix).inbox, { seq: 1 });
+
+    const text = await baton('dlq', 'redrive');
+    expect(text.code).toBe(0);
+    expect(text.out).toContain(`1\tredriven\t${inboxSubject()}\t(seq 2)`);
+    expect(text.out).toContain(`2\tskipped core_request\t${prefix}.cmd.ledger.p1.claim`);
+    expect(text.out).toContain('1 redriven, 0 duplicates, 1 skipped');
+    expect(await inboxCount()).toBe(2);
+    const republished = await nats.jsm.streams.getMessage(batonStreamNames(prefix).inbox, { seq: 2 });
     expect(republished.subject).toBe(inboxSubject());
     expect(decoder.decode(republished.data)).toBe('{"result_id": "broken", ');
     expect(republished.header.values('X-Trace')).toEqual(['abc', 'def']);
@@ -111,23 +132,30 @@ describe('baton dlq (real NATS): list, show and an idempotent redrive', () => {
     expect(republished.header.get('Baton-Original-Msg-Id')).toBe('orig-1');
     expect(republished.header.get('Baton-Redriven-From')).toBe(`${batonStreamNames(prefix).dlq}:1`);
 
-    const second = await json<{ republished: number; skipped: number }>('dlq', 'redrive', '--json');
-    expect(second).toMatchObject({ republished: 1, skipped: 1 });
-    const third = await json<{ republished: number; skipped: number }>('dlq', 'redrive', '--json');
-    expect(third).toMatchObject({ republished: 0, skipped: 2 });
+    const again = await json<Report>('dlq', 'redrive', '--json');
+    expect(again).toMatchObject({ redriven: 0, skipped: 2 });
+    expect(again.items.map((i) => i.reason)).toEqual(['already_redriven', 'core_request']);
     expect(await inboxCount()).toBe(2);
     const listed = await json<Array<{ redriven: boolean }>>('dlq', 'list', '--json');
-    expect(listed.map((l) => l.redriven)).toEqual([true, true]);
+    expect(listed.map((l) => l.redriven)).toEqual([true, false]);
   });
 
   it('a redrive cut short before its marker is recognised as a duplicate on the next run (Nats-Msg-Id redrive:<stream>:<seq>)', async () => {
     // The republish of seq 1 reached the inbox, but the process died before writing the marker.
     await nats.js.publish(inboxSubject(), encoder.encode('{"result_id": "broken", '), { msgID: redriveMsgId(batonStreamNames(prefix).dlq, 1) });
-    const report = await json<{ items: { seq: number; status: string }[]; duplicates: number }>('dlq', 'redrive', '--until', '1', '--json');
+    const report = await json<Report>('dlq', 'redrive', '--until', '1', '--json');
     expect(report.items).toEqual([expect.objectContaining({ seq: 1, status: 'duplicate' })]);
-    expect(await inboxCount()).toBe(1);
-    const again = await json<{ items: { status: string }[] }>('dlq', 'redrive', '--until', '1', '--json');
-    expect(again.items.map((i) => i.status)).toEqual(['skipped']);
+    expect(await inboxCount()).toBe(2);
+    const again = await json<Report>('dlq', 'redrive', '--until', '1', '--json');
+    expect(again.items.map((i) => [i.status, i.reason])).toEqual([['skipped', 'already_redriven']]);
+  });
+
+  it('an original that aged out is skipped (original_gone) unless --allow-missing-original is given', async () => {
+    await nats.jsm.streams.deleteMessage(batonStreamNames(prefix).inbox, 1);
+    const skipped = await json<Report>('dlq', 'redrive', '--until', '1', '--json');
+    expect(skipped.items.map((i) => [i.status, i.reason])).toEqual([['skipped', 'original_gone']]);
+    const allowed = await json<Report>('dlq', 'redrive', '--until', '1', '--allow-missing-original', '--json');
+    expect(allowed.items).toEqual([expect.objectContaining({ seq: 1, status: 'redriven', original: 'gone' })]);
   });
 
   it('dlq with no subcommand prints its usage and exits 2; an unknown subcommand is a usage error', async () => {

@@ -32,6 +32,7 @@ function letterJson(letter: DeadLetterRecord): Record<string, unknown> {
     consumer: letter.consumer ?? null,
     at: letter.at ?? null,
     redriven: letter.redriven,
+    digest: letter.digest,
     headers: letter.headers,
     bytes: letter.data.length,
     data_text: text,
@@ -55,7 +56,7 @@ async function guarded<T>(ctx: CliContext, work: () => Promise<T>): Promise<T> {
 
 const HELP = `Usage: baton dlq list [--source s] [--reason r] [--json]
        baton dlq show <seq> [--json]
-       baton dlq redrive [--until <seq>] [--source s] [--reason r] [--dry-run] [--json]
+       baton dlq redrive [--until <seq>] [--source s] [--reason r] [--dry-run] [--allow-missing-original] [--json]
 
 Inspect and redrive the dead letters in <PREFIX>_DLQ: messages a consumer gave up on, each kept
 with its reason, original subject, original headers and original bytes.
@@ -63,16 +64,29 @@ with its reason, original subject, original headers and original bytes.
   list      one line per dead letter (seq, reason, source, original subject, size, redriven)
   show      one dead letter in full: reason, detail, original subject and headers, the bytes as
             text (or base64 when they are not UTF-8)
-  redrive   republish each dead letter not yet redriven to its original subject with its original
-            headers; the publish carries Nats-Msg-Id redrive:<stream>:<seq>, and a marker on
-            <prefix>.dlq.redriven records the seq, so running it again republishes nothing
+  redrive   republish the dead letters that may be redriven, each to its original subject, and
+            report every letter: redriven, duplicate, or skipped with its reason. A letter is
+            republished only when
+              - its subject is an inbox subject its recorded source consumes (never an event
+                <prefix>.ev.>, an operator answer <prefix>.in.*.answer / mesh_answer, or a core
+                request <prefix>.cmd.>: skipped as event_subject, operator_answer, core_request,
+                unknown_source, subject_not_consumed), and
+              - the original it names is still in <PREFIX>_INBOX at that sequence with the same
+                subject and bytes (else original_mismatch, or original_gone when it aged out);
+                it is republished with the headers the inbox stored.
+            The publish carries Nats-Msg-Id redrive:<stream>:<seq>; a marker on
+            <prefix>.dlq._redriven (admin only) names the letter's seq and digest, so running it
+            again republishes nothing (already_redriven). Markers anywhere else are ignored.
+            A letter that cannot be republished is reported and the rest go on.
 
 Options:
-  --source <s>    only dead letters from this consumer (e.g. router-results)
-  --reason <r>    only dead letters with this reason (e.g. malformed_json, schema_violation)
-  --until <seq>   redrive only dead letters up to this DLQ sequence
-  --dry-run       list what redrive would republish; change nothing
-  --json          machine-readable output
+  --source <s>               only dead letters from this consumer (a durable name)
+  --reason <r>               only dead letters with this reason (e.g. malformed_json, schema_violation)
+  --until <seq>              redrive only dead letters up to this DLQ sequence
+  --dry-run                  report what redrive would do; change nothing
+  --allow-missing-original   also redrive letters whose original aged out of the inbox, trusting
+                             the letter's bytes and headers (look at them with show first)
+  --json                     machine-readable output ({items, redriven, duplicates, skipped, planned})
 `;
 
 function filterOf(args: ParsedArgs) {
@@ -153,24 +167,33 @@ export const dlqCommand: Command = {
       case 'redrive': {
         const args = parseCommandArgs(
           rest,
-          { until: { type: 'string' }, source: { type: 'string' }, reason: { type: 'string' }, 'dry-run': { type: 'boolean' }, json: { type: 'boolean' } },
+          {
+            until: { type: 'string' },
+            source: { type: 'string' },
+            reason: { type: 'string' },
+            'dry-run': { type: 'boolean' },
+            'allow-missing-original': { type: 'boolean' },
+            json: { type: 'boolean' },
+          },
           { min: 0, max: 0 },
         );
         if (args.help) return help(ctx);
         const dlq = await admin(ctx);
-        const report = await guarded(ctx, () => dlq.redrive(filterOf(args), { dryRun: flag(args, 'dry-run') }));
+        const dryRun = flag(args, 'dry-run');
+        const report = await guarded(ctx, () => dlq.redrive(filterOf(args), { dryRun, allowMissingOriginal: flag(args, 'allow-missing-original') }));
         if (flag(args, 'json')) {
           printJson(ctx.io, report);
           return ExitCode.ok;
         }
         for (const item of report.items) {
-          ctx.io.stdout.write(`${item.seq}\t${item.status}\t${item.subject}${item.targetSeq !== undefined ? `\t(seq ${item.targetSeq})` : ''}\n`);
+          const what = item.status === 'skipped' ? `skipped ${item.reason ?? ''}` : item.status;
+          const where = item.targetSeq !== undefined ? `\t(seq ${item.targetSeq})` : '';
+          ctx.io.stdout.write(`${item.seq}\t${what}\t${item.subject || '-'}${where}${item.detail ? `\t${item.detail}` : ''}\n`);
         }
-        const planned = report.items.filter((i) => i.status === 'planned').length;
         ctx.io.stdout.write(
-          flag(args, 'dry-run')
-            ? `dry run: ${planned} would be republished, ${report.skipped} already redriven\n`
-            : `${report.republished} republished, ${report.duplicates} duplicates, ${report.skipped} already redriven\n`,
+          dryRun
+            ? `dry run: ${report.planned} would be redriven, ${report.skipped} skipped\n`
+            : `${report.redriven} redriven, ${report.duplicates} duplicates, ${report.skipped} skipped\n`,
         );
         return ExitCode.ok;
       }

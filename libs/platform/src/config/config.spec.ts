@@ -16,6 +16,14 @@ describe('configuration is validated at start with a clear message', () => {
     for (const bad of ['-1', '1.5', 'lots']) expect(() => loadConfig(BaseConfigSchema, { BATON_FOLD_CACHE_SIZE: bad })).toThrow(/BATON_FOLD_CACHE_SIZE/);
   });
 
+  it('the dead-letter stream keeps 30 days and 1 GiB unless told otherwise (0 = no limit)', () => {
+    const config = loadConfig(BaseConfigSchema, {});
+    expect([config.BATON_DLQ_MAX_AGE_MS, config.BATON_DLQ_MAX_BYTES]).toEqual([30 * 24 * 3600 * 1000, 1024 ** 3]);
+    const set = loadConfig(BaseConfigSchema, { BATON_DLQ_MAX_AGE_MS: '0', BATON_DLQ_MAX_BYTES: '1048576' });
+    expect([set.BATON_DLQ_MAX_AGE_MS, set.BATON_DLQ_MAX_BYTES]).toEqual([0, 1048576]);
+    expect(() => loadConfig(BaseConfigSchema, { BATON_DLQ_MAX_BYTES: '-1' })).toThrow(/BATON_DLQ_MAX_BYTES/);
+  });
+
   it('names every bad variable in the error', () => {
     let error: unknown;
     try {

@@ -58,7 +58,12 @@ export async function createRuntime<C extends BaseConfig>(opts: CreateRuntimeOpt
     ...(config.NATS_PASSWORD !== undefined ? { pass: config.NATS_PASSWORD } : {}),
   });
   const nats = opts.wrapNats ? opts.wrapNats(connected) : connected;
-  await provision(nats.jsm, { streams: batonTopology(config.BATON_PREFIX, { replicas: config.BATON_STREAM_REPLICAS }).streams });
+  const topology = batonTopology(config.BATON_PREFIX, {
+    replicas: config.BATON_STREAM_REPLICAS,
+    dlqMaxAgeMs: config.BATON_DLQ_MAX_AGE_MS,
+    dlqMaxBytes: config.BATON_DLQ_MAX_BYTES,
+  });
+  await provision(nats.jsm, { streams: topology.streams });
   const registry = createEventRegistry();
   const store = new JetStreamEventStore({
     js: nats.js,

@@ -1,0 +1,188 @@
+import { headers as natsHeaders } from 'nats';
+import type { NatsHandle } from './connection';
+import { DlqHeader, deadLetter } from './dead-letter';
+import { DlqAdmin, letterDigest, redriveMarkerSubject, type RedriveItem } from './dlq-admin';
+import { durableNameFor } from './subject-patterns';
+import { batonStreamNames } from './topology';
+import { connectTest, deleteTopology, provisionTopology, randomPrefix } from './int/support';
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+/** The router's durable for agent results, as the transport names it: the source of its dead letters. */
+const RESULTS_SOURCE = durableNameFor('router', '{prefix}.in.*.result.*');
+
+describe('DlqAdmin redrive (real NATS): only trusted letters, once, reported one by one', () => {
+  let nats: NatsHandle;
+  let prefix: string;
+  let names: ReturnType<typeof batonStreamNames>;
+  let admin: DlqAdmin;
+
+  beforeEach(async () => {
+    prefix = randomPrefix();
+    nats = await connectTest('dlq-admin-int');
+    await provisionTopology(nats, prefix);
+    names = batonStreamNames(prefix);
+    admin = new DlqAdmin({ js: nats.js, jsm: nats.jsm, prefix });
+  });
+
+  afterEach(async () => {
+    await deleteTopology(nats, prefix);
+    await nats.close();
+  });
+
+  const count = async (stream: string) => (await nats.jsm.streams.info(stream)).state.messages;
+
+  /** A result published to the inbox, then dead-lettered the way the router's consumer does it. */
+  async function realLetter(body: string, agent = 'a') {
+    const subject = `${prefix}.in.p.result.${agent}`;
+    const hdrs = natsHeaders();
+    hdrs.set('X-Trace', 'trace-1');
+    const ack = await nats.js.publish(subject, encoder.encode(body), { msgID: `orig-${body}`, headers: hdrs });
+    const letter = await deadLetter(nats.js, {
+      prefix,
+      source: RESULTS_SOURCE,
+      reason: 'schema_violation',
+      subject,
+      headers: { 'Nats-Msg-Id': [`orig-${body}`], 'X-Trace': ['trace-1'] },
+      data: encoder.encode(body),
+      deliveries: 1,
+      stream: names.inbox,
+      seq: ack.seq,
+    });
+    return { subject, inboxSeq: ack.seq, dlqSeq: letter.seq };
+  }
+
+  /** A letter written by hand: any headers anyone who may publish on `<prefix>.dlq.<token>` can write. */
+  async function forged(token: string, claims: Record<string, string>, body = '{"forged":true}') {
+    const hdrs = natsHeaders();
+    for (const [key, value] of Object.entries(claims)) hdrs.set(key, value);
+    const ack = await nats.js.publish(`${prefix}.dlq.${token}`, encoder.encode(body), { headers: hdrs });
+    return ack.seq;
+  }
+
+  const byStatus = (items: RedriveItem[]) => items.map((i) => [i.seq, i.status, i.reason ?? null]);
+
+  it('forged letters are skipped with their reason; a ledger request is skipped and the redrive goes on to the real letter', async () => {
+    const held = await realLetter('{"result_id":"held"}');
+    const answer = await forged('router', {
+      [DlqHeader.source]: 'router',
+      [DlqHeader.reason]: 'schema_violation',
+      [DlqHeader.subject]: `${prefix}.in.p.answer`,
+      [DlqHeader.stream]: names.inbox,
+      [DlqHeader.seq]: String(held.inboxSeq),
+    }, '{"workflow_run_id":"r1","action":"terminate"}');
+    const meshAnswer = await forged(RESULTS_SOURCE, { [DlqHeader.source]: RESULTS_SOURCE, [DlqHeader.subject]: `${prefix}.in.p.mesh_answer`, [DlqHeader.stream]: names.inbox, [DlqHeader.seq]: '1' });
+    const event = await forged('router', {
+      [DlqHeader.source]: 'router',
+      [DlqHeader.subject]: `${prefix}.ev.p.run.forged-run`,
+      [DlqHeader.stream]: names.events,
+      [DlqHeader.seq]: '1',
+    }, '{"type":"run.started"}');
+    // The real source, a subject it does not consume.
+    const stop = await forged(RESULTS_SOURCE, { [DlqHeader.source]: RESULTS_SOURCE, [DlqHeader.subject]: `${prefix}.in.p.stop`, [DlqHeader.stream]: names.inbox, [DlqHeader.seq]: String(held.inboxSeq) });
+    // The real source and subject, naming a real original whose bytes differ.
+    const mismatch = await forged(RESULTS_SOURCE, { [DlqHeader.source]: RESULTS_SOURCE, [DlqHeader.subject]: held.subject, [DlqHeader.stream]: names.inbox, [DlqHeader.seq]: String(held.inboxSeq) }, '{"result_id":"other"}');
+    // A source header that is not the letter's subject token.
+    const mislabelled = await forged('router', { [DlqHeader.source]: RESULTS_SOURCE, [DlqHeader.subject]: held.subject, [DlqHeader.stream]: names.inbox, [DlqHeader.seq]: String(held.inboxSeq) }, '{"result_id":"held"}');
+    // A refused ledger request (core NATS: no stream stores it), as the ledger records one.
+    const ledger = await deadLetter(nats.js, { prefix, source: 'ledger', reason: 'invalid', subject: `${prefix}.cmd.ledger.p.claim`, data: encoder.encode('{"handoff_id":"h"}'), deliveries: 1, stream: 'core-abc', seq: 0 });
+    const real = await realLetter('{"result_id":"late"}', 'b');
+    const inboxBefore = await count(names.inbox);
+
+    const report = await admin.redrive();
+    expect(byStatus(report.items)).toEqual([
+      [held.dlqSeq, 'redriven', null],
+      [answer, 'skipped', 'operator_answer'],
+      [meshAnswer, 'skipped', 'operator_answer'],
+      [event, 'skipped', 'event_subject'],
+      [stop, 'skipped', 'subject_not_consumed'],
+      [mismatch, 'skipped', 'original_mismatch'],
+      [mislabelled, 'skipped', 'source_mismatch'],
+      [ledger.seq, 'skipped', 'core_request'],
+      [real.dlqSeq, 'redriven', null],
+    ]);
+    expect(report).toMatchObject({ redriven: 2, skipped: 7, duplicates: 0 });
+    for (const item of report.items.filter((i) => i.status === 'skipped')) expect(item.detail).toEqual(expect.any(String));
+    // Only the two real letters reached the inbox; nothing reached the events stream.
+    expect(await count(names.inbox)).toBe(inboxBefore + 2);
+    expect(await count(names.events)).toBe(0);
+    const subjects = [];
+    for (let seq = inboxBefore + 1; seq <= inboxBefore + 2; seq++) subjects.push((await nats.jsm.streams.getMessage(names.inbox, { seq })).subject);
+    expect(subjects).toEqual([held.subject, real.subject]);
+  });
+
+  it('a real letter is redriven once, with the headers the inbox stored; the next redrive skips it as already redriven', async () => {
+    const real = await realLetter('{"result_id":"r-1"}');
+    const dry = await admin.redrive({}, { dryRun: true });
+    expect(dry.items).toEqual([expect.objectContaining({ seq: real.dlqSeq, status: 'planned', original: 'matched' })]);
+    expect(await count(names.inbox)).toBe(1);
+
+    const first = await admin.redrive();
+    expect(first.items).toEqual([expect.objectContaining({ seq: real.dlqSeq, status: 'redriven', original: 'matched', targetSeq: 2 })]);
+    const copy = await nats.jsm.streams.getMessage(names.inbox, { seq: 2 });
+    expect([copy.subject, decoder.decode(copy.data)]).toEqual([real.subject, '{"result_id":"r-1"}']);
+    expect(copy.header.get('X-Trace')).toBe('trace-1');
+    expect(copy.header.get('Baton-Original-Msg-Id')).toBe('orig-{"result_id":"r-1"}');
+    expect(copy.header.get('Baton-Redriven-From')).toBe(`${names.dlq}:${real.dlqSeq}`);
+
+    const second = await admin.redrive();
+    expect(byStatus(second.items)).toEqual([[real.dlqSeq, 'skipped', 'already_redriven']]);
+    expect(await count(names.inbox)).toBe(2);
+    expect((await admin.list()).map((l) => [l.seq, l.redriven])).toEqual([[real.dlqSeq, true]]);
+    // The marker is on the admin-only subject and names the letter's sequence and digest.
+    const marker = await nats.jsm.streams.getMessage(names.dlq, { last_by_subj: redriveMarkerSubject(prefix) });
+    const letter = (await admin.show(real.dlqSeq))!;
+    expect(JSON.parse(decoder.decode(marker.data))).toMatchObject({ dlq_seq: real.dlqSeq, letter_digest: letter.digest, target_seq: 2 });
+  });
+
+  it('fake markers do not hide a real letter: an old-style marker, a forged marker on a letter subject, a marker with the wrong digest', async () => {
+    const real = await realLetter('{"result_id":"r-2"}');
+    const legacy = natsHeaders();
+    legacy.set('Baton-Dlq-Redriven-Seq', String(real.dlqSeq));
+    await nats.js.publish(`${prefix}.dlq.redriven`, new Uint8Array(0), { headers: legacy });
+    await nats.js.publish(`${prefix}.dlq.router`, new Uint8Array(0), { headers: legacy });
+    const wrong = { dlq_stream: names.dlq, dlq_seq: real.dlqSeq, letter_digest: letterDigest('x', {}, new Uint8Array(0)), target_subject: real.subject, target_seq: 1, at: new Date().toISOString() };
+    await nats.js.publish(redriveMarkerSubject(prefix), encoder.encode(JSON.stringify(wrong)));
+
+    const listed = await admin.list();
+    expect(listed.find((l) => l.seq === real.dlqSeq)?.redriven).toBe(false);
+    const report = await admin.redrive();
+    expect(report.items.find((i) => i.seq === real.dlqSeq)).toMatchObject({ status: 'redriven' });
+    expect((await admin.list()).find((l) => l.seq === real.dlqSeq)?.redriven).toBe(true);
+  });
+
+  it('an original that aged out is skipped unless the caller allows it, then redriven unverified', async () => {
+    const real = await realLetter('{"result_id":"r-3"}');
+    await nats.jsm.streams.deleteMessage(names.inbox, real.inboxSeq);
+    const report = await admin.redrive();
+    expect(byStatus(report.items)).toEqual([[real.dlqSeq, 'skipped', 'original_gone']]);
+    const allowed = await admin.redrive({}, { allowMissingOriginal: true });
+    expect(allowed.items).toEqual([expect.objectContaining({ seq: real.dlqSeq, status: 'redriven', original: 'gone' })]);
+    const copy = await nats.jsm.streams.getMessage(names.inbox, { last_by_subj: real.subject });
+    expect(decoder.decode(copy.data)).toBe('{"result_id":"r-3"}');
+    expect(copy.header.get('X-Trace')).toBe('trace-1');
+  });
+
+  it('a message dead-lettered twice is stored once: same stream and sequence, or the same core request', async () => {
+    const input = { prefix, source: RESULTS_SOURCE, reason: 'poison', subject: `${prefix}.in.p.result.a`, data: encoder.encode('x'), deliveries: 1, stream: names.inbox, seq: 7 };
+    const first = await deadLetter(nats.js, input);
+    const again = await deadLetter(nats.js, { ...input, deliveries: 5, reason: 'max_deliveries' });
+    expect([first.duplicate, again.duplicate, again.seq]).toEqual([false, true, first.seq]);
+
+    const request = { prefix, source: 'ledger', reason: 'invalid', subject: `${prefix}.cmd.ledger.p.claim`, data: encoder.encode('{"a":1}'), deliveries: 1, seq: 0 };
+    const r1 = await deadLetter(nats.js, { ...request, stream: 'core-one' });
+    const r2 = await deadLetter(nats.js, { ...request, stream: 'core-two' });
+    const r3 = await deadLetter(nats.js, { ...request, stream: 'core' });
+    const other = await deadLetter(nats.js, { ...request, stream: 'core', data: encoder.encode('{"a":2}') });
+    expect([r1.duplicate, r2.duplicate, r3.duplicate, other.duplicate]).toEqual([false, true, true, false]);
+    expect(await count(names.dlq)).toBe(3);
+    const stored = await nats.jsm.streams.getMessage(names.dlq, { seq: r1.seq });
+    expect(stored.header.get(DlqHeader.stream)).toBe('core');
+  });
+
+  it('the dead-letter stream is bounded: 30 days, 1 GiB, oldest dropped first, duplicates recognised for an hour', async () => {
+    const info = await nats.jsm.streams.info(names.dlq);
+    expect(info.config).toMatchObject({ max_age: 30 * 24 * 3600 * 1e9, max_bytes: 1024 ** 3, discard: 'old', duplicate_window: 3600 * 1e9 });
+  });
+});

@@ -1,0 +1,132 @@
+import { isSubjectToken, offerDurableName } from '@baton/contracts';
+import { dlqSourceToken, isCoreRequestStream } from './dead-letter';
+import { durableNameFor, subjectMatches } from './subject-patterns';
+
+/**
+ * Where `baton dlq redrive` may republish a dead letter: only to an inbox subject that the
+ * consumer which dead-lettered it (its recorded source) consumes. The table is derived from the
+ * consumers Baton declares on `<PREFIX>_INBOX`:
+ *
+ * - the router's inbox consumers, one durable per `@EventPattern`, named by the transport with
+ *   `durableNameFor('router', pattern)` (`apps/router/src/shared/subjects.ts`,
+ *   `apps/router/src/meshes/mesh-subjects.ts`; `apps/router/src/shared/redrive-table.spec.ts`
+ *   fails when they drift apart);
+ * - each agent's offers durable, `offerDurableName(project, agent)` on
+ *   `<prefix>.in.<project>.offer.<agent>` (the SDK).
+ *
+ * Never a redrive target, whoever the letter says dead-lettered it: events (`<prefix>.ev.>`: an
+ * aggregate has one writer, a republished event would be a forged one), operator answers
+ * (`<prefix>.in.*.answer`, `<prefix>.in.*.mesh_answer`: an answer is a person's act), and core
+ * NATS requests (`<prefix>.cmd.>`, or a letter whose stream is `core`: no stream stores them, the
+ * caller got its refusal and sends again). Every other consumer (the event reactors, projections,
+ * webhooks) reads the events stream, so its letters are skipped too.
+ */
+
+/** A service's inbox consumer whose dead letters may be redriven to the subjects it consumes. */
+export interface InboxConsumerDeclaration {
+  service: string;
+  /** The pattern as written in the service's decorator (`{prefix}` placeholder). */
+  pattern: string;
+}
+
+/** The router's inbox consumers (the patterns of its `@EventPattern`s on `<prefix>.in.>`, answers excepted). */
+export const ROUTER_INBOX_CONSUMERS: readonly InboxConsumerDeclaration[] = [
+  { service: 'router', pattern: '{prefix}.in.*.start' },
+  { service: 'router', pattern: '{prefix}.in.*.result.*' },
+  { service: 'router', pattern: '{prefix}.in.*.message' },
+  { service: 'router', pattern: '{prefix}.in.*.stop' },
+  { service: 'router', pattern: '{prefix}.in.*.mesh_start' },
+  { service: 'router', pattern: '{prefix}.in.*.mesh_result.*' },
+];
+
+/** Why a dead letter was not redriven. */
+export const RedriveSkip = {
+  /** A redrive marker (written by redrive, verified) names this letter. */
+  alreadyRedriven: 'already_redriven',
+  /** The letter names no original subject. */
+  noSubject: 'no_subject',
+  /** The letter's source header and its DLQ subject token disagree. */
+  sourceMismatch: 'source_mismatch',
+  /** A core NATS request (`<prefix>.cmd.>`, stream `core`): no stream stores it. */
+  coreRequest: 'core_request',
+  /** An event subject (`<prefix>.ev.>`): only the aggregate's writer appends events. */
+  eventSubject: 'event_subject',
+  /** An operator answer (`<prefix>.in.*.answer`, `<prefix>.in.*.mesh_answer`). */
+  operatorAnswer: 'operator_answer',
+  /** Not an inbox subject of this prefix. */
+  notInbox: 'not_inbox',
+  /** The recorded source consumes no inbox subject redrive may publish to (or is unknown). */
+  unknownSource: 'unknown_source',
+  /** The recorded source does not consume the letter's subject. */
+  subjectNotConsumed: 'subject_not_consumed',
+  /** The letter names no original stream sequence, or another stream than `<PREFIX>_INBOX`. */
+  noOriginal: 'no_original',
+  /** The original at that sequence has another subject or other bytes than the letter. */
+  originalMismatch: 'original_mismatch',
+  /** The original aged out of (or was deleted from) the inbox stream; `--allow-missing-original` redrives it anyway. */
+  originalGone: 'original_gone',
+  /** The inbox stream could not be read to check the original (the error is in `detail`). */
+  originalUnreadable: 'original_unreadable',
+  /** The republish failed (the error is in `detail`); the next redrive tries again. */
+  republishFailed: 'republish_failed',
+} as const;
+export type RedriveSkip = (typeof RedriveSkip)[keyof typeof RedriveSkip];
+
+export type RedriveTargetVerdict = { ok: true } | { ok: false; reason: RedriveSkip; detail: string };
+
+/** Patterns redrive never publishes to, with the reason given. */
+const NEVER: ReadonlyArray<{ pattern: string; reason: RedriveSkip }> = [
+  { pattern: '{prefix}.ev.>', reason: RedriveSkip.eventSubject },
+  { pattern: '{prefix}.in.*.answer', reason: RedriveSkip.operatorAnswer },
+  { pattern: '{prefix}.in.*.mesh_answer', reason: RedriveSkip.operatorAnswer },
+  { pattern: '{prefix}.cmd.>', reason: RedriveSkip.coreRequest },
+];
+
+const resolve = (pattern: string, prefix: string) => pattern.split('{prefix}').join(prefix);
+
+/** One row of the redrive table: a source and the subject patterns it may be redriven to. */
+export interface RedriveTableRow {
+  source: string;
+  subjects: string[];
+}
+
+/** The static part of the table for a prefix (the per-agent offer durables follow a rule: see {@link checkRedriveTarget}). */
+export function redriveTable(prefix: string): RedriveTableRow[] {
+  return ROUTER_INBOX_CONSUMERS.map((c) => ({ source: durableNameFor(c.service, c.pattern), subjects: [resolve(c.pattern, prefix)] }));
+}
+
+/**
+ * May a dead letter recorded with `source` (its `Baton-Dlq-Source`) and original `subject` be
+ * republished to that subject? Checks only the subject and the source; the original itself is
+ * checked against the inbox stream by `DlqAdmin.redrive`.
+ */
+export function checkRedriveTarget(prefix: string, letter: { source: string; subject: string; dlqSubject: string; originalStream?: string }): RedriveTargetVerdict {
+  const { source, subject } = letter;
+  if (subject === '') return { ok: false, reason: RedriveSkip.noSubject, detail: 'the letter names no original subject (Baton-Dlq-Subject)' };
+  const token = letter.dlqSubject.slice(`${prefix}.dlq.`.length);
+  if (dlqSourceToken(source) !== token) {
+    return { ok: false, reason: RedriveSkip.sourceMismatch, detail: `Baton-Dlq-Source "${source}" is not the source of ${letter.dlqSubject}` };
+  }
+  if (letter.originalStream !== undefined && isCoreRequestStream(letter.originalStream)) {
+    return { ok: false, reason: RedriveSkip.coreRequest, detail: `a core NATS request to ${subject}: no stream stores it; the caller was answered and may send it again` };
+  }
+  for (const never of NEVER) {
+    if (subjectMatches(resolve(never.pattern, prefix), subject)) {
+      return { ok: false, reason: never.reason, detail: `${subject} is never republished (${resolve(never.pattern, prefix)})` };
+    }
+  }
+  if (!subjectMatches(`${prefix}.in.>`, subject)) return { ok: false, reason: RedriveSkip.notInbox, detail: `${subject} is not an inbox subject of prefix ${prefix}` };
+
+  const row = redriveTable(prefix).find((r) => r.source === source);
+  if (row) {
+    if (row.subjects.some((pattern) => subjectMatches(pattern, subject))) return { ok: true };
+    return { ok: false, reason: RedriveSkip.subjectNotConsumed, detail: `${source} consumes ${row.subjects.join(', ')}, not ${subject}` };
+  }
+  const tokens = subject.split('.');
+  if (source.startsWith('offers-')) {
+    const [, , project = '', kind, agent = ''] = tokens;
+    if (tokens.length === 5 && kind === 'offer' && isSubjectToken(project) && isSubjectToken(agent) && offerDurableName(project, agent) === source) return { ok: true };
+    return { ok: false, reason: RedriveSkip.subjectNotConsumed, detail: `${source} consumes the offers of its own agent, not ${subject}` };
+  }
+  return { ok: false, reason: RedriveSkip.unknownSource, detail: `${source} consumes no inbox subject a redrive may publish to` };
+}
