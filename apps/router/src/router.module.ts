@@ -20,7 +20,7 @@ import { MeshesModule } from './meshes/meshes.module';
 /**
  * The router: the only writer of the run and definition aggregates. Definitions (request/reply),
  * run starts, agent results and operator answers (the inbox), and the dispatch reactor (run
- * events → ledger handoffs and human action notices), and the handoff-deadline reactor (a
+ * events → ledger handoffs; human action notices are the notifier's), and the handoff-deadline reactor (a
  * returnable child's `handoff.deadline_expired` → the run's `handoff_failed` timeout).
  */
 @Module({

@@ -1,5 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { Subjects, type AgentDefinition, type EventEnvelope, type ExecutionSettings, type HumanActionNotice } from '@baton/contracts';
+import type { AgentDefinition, EventEnvelope, ExecutionSettings } from '@baton/contracts';
 import { evolveRun, initialRunState, type RunEvent, type RunState } from '@baton/domain';
 import { LruCache, PoisonError, TransientError } from '@baton/eventstore';
 import { RUNTIME, type JsonLogger, type ServiceRuntime } from '@baton/platform';
@@ -17,8 +17,6 @@ export const LEDGER_RETRY_DELAY_MS = 1000;
 const CREATE_DONE = new Set(['already_exists']);
 const COMPLETE_DONE = new Set(['handoff_not_open']);
 
-const encoder = new TextEncoder();
-
 /**
  * The router's dispatch reactor: a durable consumer of the run events (`<prefix>.ev.*.run.*`)
  * that carries each committed routing decision out to the world. Because it starts from the
@@ -31,9 +29,10 @@ const encoder = new TextEncoder();
  *   with (the run's handoff just before this event; idempotency key = the result id;
  *   `handoff_not_open` — already completed or otherwise closed — counts as done, `not_found` is
  *   retried: the create may still be on its way).
- * - `run.notice_emitted` → the notice on `<prefix>.notice.<project>` as a core NATS publish
- *   (fire-and-forget: no stream binds `<prefix>.notice.>`; the notice is durable in the run
- *   stream and the notifier's projection, and consumers dedupe by `notice_id`).
+ *
+ * It publishes no human action notice: `run.notice_emitted` is the notifier's to publish on
+ * `<prefix>.notice.<project>` (it owns what a person sees; one publisher, so one message per
+ * notice — docs/notices.md).
  *
  * Ledger unreachable (timeout, no responders, `unavailable`) or failing (`internal`) →
  * TransientError (nak with delay, retried, dead-lettered after the delivery cap). Any other ledger
@@ -62,8 +61,6 @@ export class DispatchReactor {
         return this.createHandoff(envelope as EventEnvelope<RunRouted>, seq, log);
       case 'run.result_recorded':
         return this.completeHandoff(envelope as EventEnvelope<RunResultRecorded>, seq, log);
-      case 'run.notice_emitted':
-        return this.publishNotice((envelope.payload as { notice: HumanActionNotice }).notice, log);
       default:
         return;
     }
@@ -127,12 +124,6 @@ export class DispatchReactor {
       throw new TransientError(`handoff ${handoffId} does not exist yet`);
     }
     this.settle('complete_from_result', reply, COMPLETE_DONE, log.child({ handoff_id: handoffId, result_id: envelope.payload.result_id }));
-  }
-
-  private publishNotice(notice: HumanActionNotice, log: JsonLogger): void {
-    const subject = Subjects.notice(this.runtime.config.BATON_PREFIX, notice.project);
-    this.runtime.nats.connection.publish(subject, encoder.encode(JSON.stringify(notice)));
-    log.info('notice published', { notice_id: notice.notice_id, reason: notice.reason, recipient: notice.recipient.handle, subject });
   }
 
   /**
