@@ -41,7 +41,7 @@ export { deadLetter, deadLetterMsgId, DlqHeader, DeadLetterReason, dlqSourceToke
 export { durableNameFor, subjectMatches } from './subject-patterns';
 export type { DeadLetterInput, DeadLetterAck } from './dead-letter';
 export { runConsumer, classifyError } from './runner';
-export type { BatchVerdict, ConsumedMessage, ConsumerRunner, ErrorClass, MessageOutcome, RunConsumerOptions } from './runner';
+export type { BatchVerdict, ConsumedMessage, ConsumerLostEvent, ConsumerRunner, ErrorClass, MessageOutcome, RunConsumerOptions } from './runner';
 export { LruCache } from './lru';
 export * from './dlq-admin';
 export { instrumentRunners, type RunnerIdentity, type RunnerInstrumentation } from './runner';

@@ -82,6 +82,13 @@ export class WebhookDelivery implements OnApplicationBootstrap, BeforeApplicatio
           if (outcome.kind === 'dead_lettered') logger.error('webhook delivery gave up (dead-lettered)', { durable, seq: outcome.msg.seq, reason: outcome.reason });
         },
         onError: (error) => logger.error('webhook consumer pull failed', { durable, error: String(error) }),
+        onConsumerLost: (event) =>
+          (event.outcome === 'failed' ? logger.error : logger.warn).call(logger, `webhook consumer lost: ${event.outcome}`, {
+            durable,
+            ack_floor: event.ackFloor,
+            ...(event.startSeq !== undefined ? { start_seq: event.startSeq } : {}),
+            ...(event.error !== undefined ? { error: String(event.error) } : {}),
+          }),
       }),
     );
     logger.info('webhook delivery started', { webhooks: targets.length, durables: NOTICE_SOURCES.map((source) => source.durable) });

@@ -105,6 +105,14 @@ export class ProjectionApplier implements OnApplicationBootstrap, BeforeApplicat
         if (outcome.kind !== 'acked') logger.warn(`projection event ${outcome.kind}`, { seq: outcome.msg.seq, subject: outcome.msg.subject, error: String('error' in outcome ? outcome.error : '') });
       },
       onError: (error) => logger.error('projection consumer pull failed', { error: String(error) }),
+      // Deleted or lost at runtime: re-created after its ack floor (the runner does it; logged here).
+      onConsumerLost: (event) =>
+        (event.outcome === 'failed' ? logger.error : logger.warn).call(logger, `projection consumer lost: ${event.outcome}`, {
+          durable: event.durable,
+          ack_floor: event.ackFloor,
+          ...(event.startSeq !== undefined ? { start_seq: event.startSeq } : {}),
+          ...(event.error !== undefined ? { error: String(event.error) } : {}),
+        }),
     });
     logger.info('projection consumer started', { stream, durable: PROJECTION_DURABLE });
     const every = this.config.NOTIFIER_PROJECTION_CHECK_MS;

@@ -3,11 +3,15 @@ import { type ConsumerMessages, type JetStreamClient, type JsMsg } from 'nats';
 /*
  * The watchdog's only direct use of the `nats` client: an ORDERED (ephemeral, in-memory, no-ack)
  * consumer that replays a stream from a sequence and then keeps delivering new messages. The
- * client recreates the consumer from the last sequence it saw if a message goes missing or the
- * connection drops, so the caller sees every message once, in stream order.
+ * client recreates the consumer from the last sequence it saw if a message goes missing, the
+ * connection drops or the consumer is deleted or lost (noticed by missed idle heartbeats, within
+ * about 2 × {@link FOLLOW_PULL_EXPIRES_MS}), so the caller sees every message once, in stream order.
  * (@baton/eventstore has durable consumers and point reads only; this could move there as
  * `followStream` if another service needs it.)
  */
+
+/** How long each pull of a follower waits; idle heartbeats come every half of it. */
+export const FOLLOW_PULL_EXPIRES_MS = 5000;
 
 /** One message as the follower hands it over. */
 export interface FollowedMessage {
@@ -71,6 +75,10 @@ export async function followStream(opts: FollowStreamOptions): Promise<StreamFol
 
   const messages: ConsumerMessages = await consumer.consume({
     max_messages: opts.batch ?? 1000,
+    // Short pulls mean idle heartbeats every 2.5 s: a consumer deleted or lost under the follower
+    // is noticed in seconds (two missed heartbeats) and re-created by the client from the last
+    // sequence seen, instead of after the 30 s default pull.
+    expires: FOLLOW_PULL_EXPIRES_MS,
     callback: (msg: JsMsg) => {
       lastSeq = msg.seq;
       const message = wrap(msg);
