@@ -46,8 +46,8 @@ export async function startRun(nats: NatsHandle, prefix: string, project: string
   await nats.js.publish(Subjects.runStart(prefix, project), encoder.encode(JSON.stringify(body)), { msgID: `start:${runId}` });
 }
 
-/** An agent result that advances the run (the workflow edge dispatches the other agent). */
-export function advanceResult(project: string, runId: string, agent: string, n: number, handoffId?: string): Record<string, unknown> {
+/** An agent result that advances the run (the workflow edge dispatches the other agent), under the claim `claim` when given. */
+export function advanceResult(project: string, runId: string, agent: string, n: number, claim?: { handoffId: string; claimId: string }): Record<string, unknown> {
   return {
     result_id: `${runId}-r${n}`,
     run_id: `ar-${runId}-${n}`,
@@ -56,7 +56,7 @@ export function advanceResult(project: string, runId: string, agent: string, n: 
     agent,
     body: 'Step done.',
     decision: { dispatch: { status: 'advance' } },
-    ...(handoffId ? { handoff_id: handoffId } : {}),
+    ...(claim ? { handoff_id: claim.handoffId, claim_id: claim.claimId } : {}),
     produced_at: new Date().toISOString(),
   };
 }

@@ -1,5 +1,6 @@
 import { Subjects } from '@baton/contracts';
 import type { NatsHandle } from '@baton/eventstore';
+import { AgentClaims } from '@baton/testing';
 import { advanceResult, BENCH_AGENTS, publishResult, startRun } from './baton';
 import { median, nowMs, round, summarize, type LatencySummary } from './stats';
 
@@ -25,7 +26,11 @@ export interface GrowthResult {
   decision_short: LatencySummary;
   /** The same at `long_prior_events`. */
   decision_long: LatencySummary;
-  /** How fast the router decided while the long run grew (decisions/s, first and last 500). */
+  /**
+   * How fast the long run grew (decisions/s, first and last 500). Each result waits for the
+   * handoff its decision dispatched and claims it (the claim rule), so this is the rate of whole
+   * sequential hops (decide, ledger create, claim), not of a burst of decisions.
+   */
   fill_decisions_per_s: { first: number; last: number };
 }
 
@@ -40,10 +45,12 @@ const decoder = new TextDecoder();
 
 /**
  * Time routing decisions on a run with few prior events and on one with many. The long run is
- * grown through the router itself: a burst of results (agents alternate, so each one dispatches)
- * decided one after another. Every timing is "result published → `run.routed` for that result
- * stored", seen by a core subscription on the run's subject, taken one decision at a time after the
- * platform has gone quiet.
+ * grown through the router itself: results one after another (agents alternate, so each one
+ * dispatches), each published under the claim its agent took on the handoff the previous one
+ * dispatched (a result is accepted only under the current claim, docs/runs.md). Every timing is
+ * "result published → `run.routed` for that result stored" (the claim is taken before the clock
+ * starts), seen by a core subscription on the run's subject, taken one decision at a time after
+ * the platform has gone quiet.
  */
 export async function measureGrowth(opts: GrowthOptions): Promise<GrowthResult> {
   const { nats, prefix, project } = opts;
@@ -75,29 +82,34 @@ export async function measureGrowth(opts: GrowthOptions): Promise<GrowthResult> 
       });
     });
   const agentFor = (n: number) => BENCH_AGENTS[(n - 1) % BENCH_AGENTS.length] as string;
+  const agents = new AgentClaims(nats, prefix, project);
+  type GrowingRun = { id: string; next: number; handoffId: string };
 
-  /** Start a run and feed it `results` results in a burst; resolves once the last is routed. */
-  const grow = async (runId: string, results: number): Promise<number[]> => {
+  /** Publish result `n` of `run` under its agent's claim on the run's current handoff; resolves its `run.routed`. */
+  const hop = async (run: GrowingRun, n: number, timed?: (t0: number) => void): Promise<Routed> => {
+    const claimId = await agents.claim(agentFor(n), run.handoffId);
+    const t0 = nowMs();
+    timed?.(t0);
+    await publishResult(nats, prefix, advanceResult(project, run.id, agentFor(n), n, { handoffId: run.handoffId, claimId }));
+    const r = await waitRouted(run.id, `${run.id}-r${n}`);
+    run.handoffId = r.handoffId;
+    return r;
+  };
+
+  /** Start a run and feed it `results` results, one hop after another; resolves once the last is routed. */
+  const grow = async (runId: string, results: number): Promise<{ run: GrowingRun; times: number[] }> => {
     await startRun(nats, prefix, project, runId);
     // Results for a run that has not started yet are dead-lettered (not_found): wait for its entry route.
-    await waitRouted(runId, runId);
-    const inFlight = new Set<Promise<void>>();
-    for (let n = 1; n <= results; n++) {
-      const p = publishResult(nats, prefix, advanceResult(project, runId, agentFor(n), n)).finally(() => inFlight.delete(p));
-      inFlight.add(p);
-      if (inFlight.size >= 200) await Promise.race(inFlight);
-    }
-    await Promise.all(inFlight);
-    if (results > 0) await waitRouted(runId, `${runId}-r${results}`, 600_000);
-    return (routed.get(runId) ?? []).map((r) => r.at);
+    const entry = await waitRouted(runId, runId);
+    const run: GrowingRun = { id: runId, next: results + 1, handoffId: entry.handoffId };
+    for (let n = 1; n <= results; n++) await hop(run, n);
+    return { run, times: (routed.get(runId) ?? []).map((r) => r.at) };
   };
 
   /** Time one decision: result published → its `run.routed` stored. */
-  const timeOne = async (run: { id: string; next: number }): Promise<number> => {
-    const n = run.next++;
-    const t0 = nowMs();
-    await publishResult(nats, prefix, advanceResult(project, run.id, agentFor(n), n));
-    const r = await waitRouted(run.id, `${run.id}-r${n}`);
+  const timeOne = async (run: GrowingRun): Promise<number> => {
+    let t0 = 0;
+    const r = await hop(run, run.next++, (at) => (t0 = at));
     return r.at - t0;
   };
 
@@ -105,12 +117,10 @@ export async function measureGrowth(opts: GrowthOptions): Promise<GrowthResult> 
     // Events per run: run.started + run.routed, then result_recorded + routed per result.
     const shortResults = Math.max(0, Math.round((opts.shortEvents - 2) / 2));
     const longResults = Math.max(0, Math.round((opts.longEvents - 2) / 2));
-    const shortRuns = Array.from({ length: opts.samples }, (_, i) => ({ id: `grow-${tag}-s${i}`, next: shortResults + 1 }));
-    opts.log(`  ${shortRuns.length} runs with ${2 + 2 * shortResults} events, one run with ${2 + 2 * longResults} events`);
-    await Promise.all(shortRuns.map((run) => grow(run.id, shortResults)));
-    const longRun = { id: `grow-${tag}-long`, next: longResults + 1 };
+    opts.log(`  ${opts.samples} runs with ${2 + 2 * shortResults} events, one run with ${2 + 2 * longResults} events`);
+    const shortRuns = (await Promise.all(Array.from({ length: opts.samples }, (_, i) => grow(`grow-${tag}-s${i}`, shortResults)))).map((g) => g.run);
     const fillStart = nowMs();
-    const fill = await grow(longRun.id, longResults);
+    const { run: longRun, times: fill } = await grow(`grow-${tag}-long`, longResults);
     opts.log(`  long run filled in ${round((nowMs() - fillStart) / 1000, 1)} s`);
     const rate = (times: number[]) => (times.length < 2 ? Number.NaN : ((times.length - 1) * 1000) / ((times.at(-1) as number) - (times[0] as number)));
     const fillRates = { first: round(rate(fill.slice(1, 501)), 1), last: round(rate(fill.slice(-500)), 1) };
@@ -120,7 +130,7 @@ export async function measureGrowth(opts: GrowthOptions): Promise<GrowthResult> 
     const shortLatencies: number[] = [];
     const longLatencies: number[] = [];
     for (let i = 0; i < opts.samples; i++) {
-      shortLatencies.push(await timeOne(shortRuns[i] as { id: string; next: number }));
+      shortLatencies.push(await timeOne(shortRuns[i] as GrowingRun));
       longLatencies.push(await timeOne(longRun));
     }
     opts.log(`  decision at ${opts.shortEvents} events: median ${round(median(shortLatencies), 3)} ms; at ${2 + 2 * longResults}: median ${round(median(longLatencies), 3)} ms`);
@@ -133,5 +143,6 @@ export async function measureGrowth(opts: GrowthOptions): Promise<GrowthResult> 
     };
   } finally {
     sub.unsubscribe();
+    await agents.close();
   }
 }

@@ -1,5 +1,6 @@
 import type Redis from 'ioredis';
 import { batonStreamNames, type NatsHandle } from '@baton/eventstore';
+import { AgentClaims } from '@baton/testing';
 import { advanceResult, onOffers, publishResult, startRun, VisibilityWatcher, type Offer } from './baton';
 import { machineCpu } from './platform';
 import { nowMs, round, sleep, summarize, type LatencySummary } from './stats';
@@ -49,6 +50,8 @@ interface RunSlot {
   id: string;
   agent: string;
   handoffId: string | null;
+  /** The claim the slot's agent holds on `handoffId` (results are accepted only under it). */
+  claim: { handoffId: string; claimId: string } | null;
   n: number;
   publishedAt: number | null;
 }
@@ -56,7 +59,9 @@ interface RunSlot {
 /**
  * Drive the platform with simulated agents: every run's result dispatches the other agent, whose
  * offer (published by the ledger once `handoff.created` is stored) carries the event's stream
- * sequence; the hop is complete when the notifier's projections have applied that sequence.
+ * sequence; the hop is complete when the notifier's projections have applied that sequence. The
+ * agent claims each offered handoff (a ledger request, as a real agent does) while the hop becomes
+ * visible, and publishes its next result under that claim; a hop is timed from that publish.
  * Phase 1 (closed loop): every run publishes its next result as soon as its hop is visible —
  * the sustained rate. Phase 2 (open loop): results are published at a fixed rate (half the
  * sustained rate unless given) on idle runs — the latency distribution at that load.
@@ -70,10 +75,11 @@ export async function measureHops(opts: HopsOptions): Promise<HopsResult> {
   let completions: Array<{ at: number; latency: number | null; phase: 'closed' | 'open' }> = [];
   let publishErrors = 0;
 
+  const agents = new AgentClaims(nats, prefix, project);
   const publishNext = (slot: RunSlot) => {
     slot.n++;
     slot.publishedAt = nowMs();
-    publishResult(nats, prefix, advanceResult(project, slot.id, slot.agent, slot.n, slot.handoffId ?? undefined)).catch(() => {
+    publishResult(nats, prefix, advanceResult(project, slot.id, slot.agent, slot.n, slot.claim ?? undefined)).catch(() => {
       publishErrors++;
     });
   };
@@ -84,12 +90,19 @@ export async function measureHops(opts: HopsOptions): Promise<HopsResult> {
     slot.handoffId = offer.handoffId;
     slot.agent = offer.agent;
     const phase = mode;
-    void watcher.visible(offer.seq).then((at) => {
-      completions.push({ at, latency: slot.publishedAt === null ? null : at - slot.publishedAt, phase });
-      slot.publishedAt = null;
-      if (mode === 'closed') publishNext(slot);
-      else ready.push(slot);
-    });
+    const claimed = agents.claim(offer.agent, offer.handoffId);
+    void Promise.all([watcher.visible(offer.seq), claimed]).then(
+      ([at, claimId]) => {
+        completions.push({ at, latency: slot.publishedAt === null ? null : at - slot.publishedAt, phase });
+        slot.publishedAt = null;
+        slot.claim = { handoffId: offer.handoffId, claimId };
+        if (mode === 'closed') publishNext(slot);
+        else ready.push(slot);
+      },
+      () => {
+        publishErrors++; // the claim failed: the run stops here and counts as lost
+      },
+    );
   });
 
   const names = batonStreamNames(prefix);
@@ -102,7 +115,7 @@ export async function measureHops(opts: HopsOptions): Promise<HopsResult> {
     const tag = Date.now().toString(36);
     opts.log(`  starting ${opts.runs} runs`);
     for (let i = 0; i < opts.runs; i++) {
-      const slot: RunSlot = { id: `hop-${tag}-${i}`, agent: 'ping', handoffId: null, n: 0, publishedAt: null };
+      const slot: RunSlot = { id: `hop-${tag}-${i}`, agent: 'ping', handoffId: null, claim: null, n: 0, publishedAt: null };
       slots.set(slot.id, slot);
       await startRun(nats, prefix, project, slot.id);
     }
@@ -182,5 +195,6 @@ export async function measureHops(opts: HopsOptions): Promise<HopsResult> {
   } finally {
     stopOffers();
     await watcher.stop();
+    await agents.close();
   }
 }

@@ -3,6 +3,8 @@ import { headers as natsHeaders } from 'nats';
 import { batonStreamNames, connectNats, headersToRecord, type NatsHandle } from '@baton/eventstore';
 import { createProjectionStore, createRedis, type RedisHandle } from '@baton/projections';
 import { newTraceparent, parseTraceparent, traceIdFromHeaders, type RunningService } from '@baton/platform';
+import { handoffIdFor } from '@baton/domain';
+import { AgentClaims } from '@baton/testing';
 // eslint-disable-next-line @nx/enforce-module-boundaries -- the three services run in this process (no build needed)
 import { startRouter } from '../../apps/router/src/router.app';
 // eslint-disable-next-line @nx/enforce-module-boundaries -- the three services run in this process (no build needed)
@@ -77,7 +79,12 @@ describe('trace context from agent result to inbox item (router + ledger + notif
     const traceId = parseTraceparent(traceparent)!.traceId;
     const hdrs = natsHeaders();
     hdrs.set('traceparent', traceparent);
-    const result = { result_id: 'res-trace-1', run_id: 'ar-1', project: 'demo', workflow_run_id: run, agent: 'issue', produced_at: new Date().toISOString(), body: 'no sentinel: the run holds' };
+    // The agent claimed the entry handoff first: a result is accepted only under its claim (docs/runs.md).
+    const entry = handoffIdFor({ kind: 'start', id: run });
+    const agents = new AgentClaims(nats, prefix, 'demo');
+    const claimId = await agents.claim('issue', entry);
+    await agents.close();
+    const result = { result_id: 'res-trace-1', run_id: 'ar-1', project: 'demo', workflow_run_id: run, agent: 'issue', produced_at: new Date().toISOString(), body: 'no sentinel: the run holds', handoff_id: entry, claim_id: claimId };
     await nats.js.publish(`${prefix}.in.demo.result.issue`, encoder.encode(JSON.stringify(result)), { msgID: result.result_id, headers: hdrs });
 
     const runEvents = await waitFor(async () => {

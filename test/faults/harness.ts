@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createEventRegistry, type AggregateKind, type ProjectDefinition } from '@baton/contracts';
 import { batonStreamNames, connectNats, JetStreamEventStore, type NatsHandle, type StoredEvent } from '@baton/eventstore';
-import { freePort, repoRoot, startService as startBuiltService, stopService, waitReady, type ServiceProcess } from '@baton/testing';
+import { AgentClaims, freePort, repoRoot, startService as startBuiltService, stopService, waitReady, type ServiceProcess } from '@baton/testing';
 
 export { freePort, stopService, waitReady, type ServiceProcess };
 
@@ -287,8 +287,9 @@ export interface LoadOptions {
 
 /**
  * Drive `runs` workflow runs of `pair` through the real platform, `concurrency` at a time: publish
- * the start, wait until the router routed it to worker-a, publish worker-a's result, wait for the
- * route to worker-b, publish its result, wait for the run to complete. Publishes are retried (with
+ * the start, wait until the router routed it to worker-a, claim the handoff as worker-a (through
+ * the ledger, retried while it is away) and publish its result under that claim, wait for the
+ * route to worker-b, the same for worker-b, wait for the run to complete. Publishes are retried (with
  * the same Nats-Msg-Id) until acknowledged; waits poll the run's last event (`last_by_subj`).
  * Only acknowledged publishes count as published.
  */
@@ -314,15 +315,25 @@ export async function driveLoad(opts: LoadOptions): Promise<LoadReport> {
       }
     }
   };
-  const lastEvent = async (runId: string): Promise<{ seq: number; type: string } | null> => {
+  type LastEvent = { seq: number; type: string; handoffId?: string };
+  const lastEvent = async (runId: string): Promise<LastEvent | null> => {
     try {
       const msg = await nats.jsm.streams.getMessage(events, { last_by_subj: `${opts.prefix}.ev.${opts.project}.run.${runId}` });
-      return { seq: msg.seq, type: msg.header.get('Baton-Event-Type') };
+      const type = msg.header.get('Baton-Event-Type');
+      if (type !== 'run.routed') return { seq: msg.seq, type };
+      const routed = JSON.parse(new TextDecoder().decode(msg.data)) as { payload: { handoff_id: string } };
+      return { seq: msg.seq, type, handoffId: routed.payload.handoff_id };
     } catch {
       return null;
     }
   };
-  const waitUntil = async (runId: string, ok: (last: { seq: number; type: string }) => boolean): Promise<{ seq: number; type: string } | null> => {
+  // A result is accepted only under its agent's claim on the run's current handoff (docs/runs.md).
+  const agents = new AgentClaims(nats, opts.prefix, opts.project, 300_000);
+  const claimed = async (routed: LastEvent, body: ReturnType<typeof result>) => {
+    const handoffId = routed.handoffId as string;
+    return { ...body, handoff_id: handoffId, claim_id: await agents.claim(body.agent, handoffId, stepTimeout) };
+  };
+  const waitUntil = async (runId: string, ok: (last: LastEvent) => boolean): Promise<LastEvent | null> => {
     const deadline = Date.now() + stepTimeout;
     while (Date.now() < deadline) {
       const last = await lastEvent(runId);
@@ -347,12 +358,12 @@ export async function driveLoad(opts: LoadOptions): Promise<LoadReport> {
     await publish(`${opts.prefix}.in.${opts.project}.start`, { workflow_run_id: runId, project: opts.project, workflow: 'pair', started_by: 'fault-suite' }, runId);
     const first = await waitUntil(runId, (last) => last.type === 'run.routed');
     if (!first) return report.unfinished.push(runId);
-    const a = result(runId, 'worker-a', 1);
+    const a = await claimed(first, result(runId, 'worker-a', 1));
     await publish(`${opts.prefix}.in.${opts.project}.result.worker-a`, a, a.result_id);
     report.results.set(a.result_id, runId);
     const second = await waitUntil(runId, (last) => last.type === 'run.routed' && last.seq > first.seq);
     if (!second) return report.unfinished.push(runId);
-    const b = result(runId, 'worker-b', 2);
+    const b = await claimed(second, result(runId, 'worker-b', 2));
     await publish(`${opts.prefix}.in.${opts.project}.result.worker-b`, b, b.result_id);
     report.results.set(b.result_id, runId);
     const end = await waitUntil(runId, (last) => last.seq > second.seq && (last.type === 'run.completed' || last.type === 'run.notice_emitted'));
@@ -372,6 +383,7 @@ export async function driveLoad(opts: LoadOptions): Promise<LoadReport> {
   try {
     await Promise.all(Array.from({ length: opts.concurrency }, () => worker()));
   } finally {
+    await agents.close();
     await nats.close();
   }
   return report;

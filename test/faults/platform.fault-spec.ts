@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import { createEventRegistry, type AggregateKind } from '@baton/contracts';
 import { connectNats, DlqAdmin, JetStreamEventStore, type NatsHandle, type StoredEvent } from '@baton/eventstore';
 import { batonProjections, createProjectionStore, createRedis, type RedisHandle } from '@baton/projections';
-import { run, waitFor } from '@baton/testing';
+import { AgentClaims, run, waitFor } from '@baton/testing';
 import {
   deleteStreams,
   distRoot,
@@ -84,13 +84,21 @@ describe('faults on one platform: duplicates, concurrent claimers, a Redis flush
       decision: { dispatch: { status: 'advance' } },
       produced_at: new Date().toISOString(),
     });
-    const routedCount = async () => (await readEvents('run', runId)).filter((e) => e.type === 'run.routed').length;
+    const routed = async () => (await readEvents('run', runId)).filter((e) => e.type === 'run.routed').map((e) => (e.payload as { handoff_id: string }).handoff_id);
+    const routedCount = async () => (await routed()).length;
+    // Each agent claims its handoff first: results are accepted only under the current claim (docs/runs.md).
+    const agents = new AgentClaims(client, prefix, project);
+    const claimedResult = async (agent: string, n: number) => {
+      const handoffId = (await routed())[n - 1] as string;
+      return { ...result(agent, n), handoff_id: handoffId, claim_id: await agents.claim(agent, handoffId) };
+    };
     await waitFor(async () => ((await routedCount()) >= 1 ? true : undefined), 'the first routing', 30_000);
-    const a = result('worker-a', 1);
+    const a = await claimedResult('worker-a', 1);
     for (let i = 0; i < 5; i++) await publish(`${prefix}.in.${project}.result.worker-a`, a, a.result_id);
     for (let i = 0; i < 5; i++) await publish(`${prefix}.in.${project}.result.worker-a`, a, `${a.result_id}-copy-${i}`);
     await waitFor(async () => ((await routedCount()) >= 2 ? true : undefined), 'the second routing', 30_000);
-    const b = result('worker-b', 2);
+    const b = await claimedResult('worker-b', 2);
+    await agents.close();
     for (let i = 0; i < 5; i++) await publish(`${prefix}.in.${project}.result.worker-b`, b, b.result_id);
     for (let i = 0; i < 5; i++) await publish(`${prefix}.in.${project}.result.worker-b`, b, `${b.result_id}-copy-${i}`);
     // A copy of worker-a's result after the run moved on, and one after it completed.

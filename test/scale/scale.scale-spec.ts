@@ -12,7 +12,7 @@ import {
   type RedisHandle,
   type SequencedEvent,
 } from '@baton/projections';
-import { cleanupDeployment, freePort, startPlatform, startService, stopService, waitQuiet, waitReady, type ServiceProcess } from '@baton/testing';
+import { AgentClaims, cleanupDeployment, freePort, startPlatform, startService, stopService, waitQuiet, waitReady, type ServiceProcess } from '@baton/testing';
 import { agentResult, onOffers, publishDefinition, publishResult, startRun } from './support';
 
 const natsUrl = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
@@ -70,15 +70,23 @@ describe('scale-out: two processes of every service share one deployment', () =>
         if (envelope.type === 'run.terminated') terminated.add(envelope.aggregate.id);
       },
     });
-    // The agents: each offer of a run is answered with the next result (the last one terminates).
+    // The agents: each offer of a run is claimed and answered with the next result under that
+    // claim (the last one terminates).
+    const agents = new AgentClaims(nats, prefix, project);
+    const claimFailures: string[] = [];
     const stopOffers = onOffers(nats, prefix, project, (offer) => {
       if (seenHandoffs.has(offer.handoffId)) return; // a duplicate offer publish
       seenHandoffs.add(offer.handoffId);
       const n = (resultsOf.get(offer.runId) ?? 0) + 1;
       resultsOf.set(offer.runId, n);
-      const result = agentResult(project, offer.runId, offer.agent, n, offer.handoffId, n === RESULTS_PER_RUN);
-      published.set(String(result['result_id']), offer.runId);
-      void publishResult(nats, prefix, result);
+      void agents.claim(offer.agent, offer.handoffId, 60_000).then(
+        (claimId) => {
+          const result = agentResult(project, offer.runId, offer.agent, n, { handoffId: offer.handoffId, claimId }, n === RESULTS_PER_RUN);
+          published.set(String(result['result_id']), offer.runId);
+          return publishResult(nats, prefix, result);
+        },
+        (error: unknown) => claimFailures.push(String(error)),
+      );
     });
 
     // How many messages of `consumer` an instance acknowledged (from its /metrics; -1 when not served).
@@ -120,6 +128,8 @@ describe('scale-out: two processes of every service share one deployment', () =>
     }
     stopOffers();
     runSub.unsubscribe();
+    await agents.close();
+    expect(claimFailures).toEqual([]);
     expect(replaced).toBe(true);
     expect(terminated.size).toBe(RUNS);
     expect(await waitQuiet(nats, prefix, 120_000, { rounds: 3 })).toBe(true);

@@ -26,8 +26,11 @@ export async function startRun(nats: NatsHandle, prefix: string, project: string
   await nats.js.publish(Subjects.runStart(prefix, project), encoder.encode(JSON.stringify(body)), { msgID: `start:${runId}` });
 }
 
-/** An agent result for a run's current handoff: advance (the workflow edge dispatches the next agent), or terminate. */
-export function agentResult(project: string, runId: string, agent: string, n: number, handoffId: string, terminate: boolean): Record<string, unknown> {
+/**
+ * An agent result for a run's current handoff, under the claim its agent holds on it (the claim
+ * rule, docs/runs.md): advance (the workflow edge dispatches the next agent), or terminate.
+ */
+export function agentResult(project: string, runId: string, agent: string, n: number, claim: { handoffId: string; claimId: string }, terminate: boolean): Record<string, unknown> {
   return {
     result_id: `${runId}-r${n}`,
     run_id: `ar-${runId}-${n}`,
@@ -36,7 +39,8 @@ export function agentResult(project: string, runId: string, agent: string, n: nu
     agent,
     body: 'Step done.',
     decision: terminate ? { dispatch: { status: 'terminate', reason: 'scale test done' } } : { dispatch: { status: 'advance' } },
-    handoff_id: handoffId,
+    handoff_id: claim.handoffId,
+    claim_id: claim.claimId,
     produced_at: new Date().toISOString(),
   };
 }

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { createEventRegistry, handoffToolName, MeshDefinitionSchema, Subjects, type HandoffEvent, type MeshEvent } from '@baton/contracts';
-import { handoffDecider, meshDecider, meshStopId, reactToHandoffEvent, runDecider, type MeshCommand } from '@baton/domain';
+import { handoffDecider, meshDecider, meshEntryHandoffId, meshHandoffId, meshStopId, reactToHandoffEvent, runDecider, type MeshCommand } from '@baton/domain';
 import { batonStreamNames, batonTopology, connectNats, JetStreamEventStore, provision, type NatsHandle } from '@baton/eventstore';
 import type { RunningService } from '@baton/platform';
 import {
@@ -293,15 +293,25 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
   it('a handoff mesh stop: its one notice is published, and answering its packet publishes a mesh answer on mesh_answer (not a run answer)', async () => {
     const now = new Date().toISOString();
     const mesh = MeshDefinitionSchema.parse({ name: 'support', entry: 'triage', handoffs: { triage: ['billing'], billing: ['triage'] }, max_iterations: 2 });
-    const turn = (resultId: string, agent: string, target: string): MeshCommand => ({
+    // Each turn under its agent's claim on the turn's handoff (the claim rule), as the router read it.
+    const turn = (resultId: string, agent: string, target: string, handoffId: string): MeshCommand => ({
       type: 'record_turn',
-      data: { result_id: resultId, run_id: `ar-${resultId}`, agent, text: `${agent} hands to ${target}`, handoff_tool_calls: [{ tool: handoffToolName(target) }] },
+      data: {
+        result_id: resultId,
+        run_id: `ar-${resultId}`,
+        agent,
+        text: `${agent} hands to ${target}`,
+        handoff_tool_calls: [{ tool: handoffToolName(target) }],
+        handoff_id: handoffId,
+        claim_id: `c-${handoffId}`,
+        handoff: { handoff_id: handoffId, status: 'claimed', claim: { claim_id: `c-${handoffId}`, claimed_by: agent } },
+      },
       metadata: { now, actor: agent },
     });
     const commands: MeshCommand[] = [
       { type: 'start_mesh', data: { mesh_run_id: 'mesh-n1', project: 'demo', mesh, agents: ['triage', 'billing'], started_by: 'sam' }, metadata: { now, actor: 'sam' } },
-      turn('mn-1', 'triage', 'billing'),
-      turn('mn-2', 'billing', 'triage'),
+      turn('mn-1', 'triage', 'billing', meshEntryHandoffId('mesh-n1')),
+      turn('mn-2', 'billing', 'triage', meshHandoffId('mn-1')),
     ];
     const ref = { project: 'demo', kind: 'mesh', id: 'mesh-n1' } as const;
     for (const command of commands) {

@@ -10,7 +10,7 @@ import { startLedger } from '../../ledger/src/ledger';
 import { startWatchdog } from '../../watchdog/src/bootstrap';
 import { startRouter } from './router.app';
 import { RouterSubjects } from './shared/subjects';
-import { deleteStreams, sleep, waitFor } from './int/support';
+import { claimHandoff, currentHandoff, deleteStreams, sleep, waitFor } from './int/support';
 
 /*
  * Issue 5 through the real services over the real NATS: "A returnable handoff has a deadline: past
@@ -60,9 +60,12 @@ describe('a returnable handoff has a deadline (issue 5; router + ledger + watchd
     expect(handoff).toMatchObject({ to: 'Income_Capture_Agent', returnExpected: true });
     return { run: id, handoffId: String(handoff['handoffId']) };
   };
-  const reply = (project: string, runId: string, agent: string, extra: Partial<AgentResult> = {}) => {
+  /** An agent's result as its SDK sends it: the run's current handoff (created by the ledger) claimed first (claim rule, docs/runs.md). */
+  const reply = async (project: string, runId: string, agent: string, extra: Partial<AgentResult> = {}) => {
     const id = `res-${++counter}`;
-    const result: AgentResult = { result_id: id, run_id: `ar-${id}`, project, workflow_run_id: runId, agent, produced_at: new Date().toISOString(), ...extra };
+    const current = await currentHandoff(store, project, runId);
+    const claim = current === null ? {} : { handoff_id: current.handoffId, claim_id: (await claimHandoff(store, project, current.handoffId, agent, { create: false })) ?? 'claim-not-held' };
+    const result: AgentResult = { result_id: id, run_id: `ar-${id}`, project, workflow_run_id: runId, agent, produced_at: new Date().toISOString(), ...claim, ...extra };
     return nats.js.publish(Subjects.agentResult(prefix, project, agent), encoder.encode(JSON.stringify(result)));
   };
   /** The ledger's handoff.created of the child: it carries deadline_at = the route's time + 1.5 s. */

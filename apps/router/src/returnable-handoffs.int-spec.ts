@@ -6,7 +6,7 @@ import type { RunningService } from '@baton/platform';
 import type { Msg, Subscription } from 'nats';
 import { startRouter } from './router.app';
 import { RouterSubjects } from './shared/subjects';
-import { deleteStreams, waitFor } from './int/support';
+import { claimHandoff, currentHandoff, deleteStreams, waitFor } from './int/support';
 
 /*
  * Seed 001 through the running router over the real NATS: the loan example compiled from Baton's
@@ -60,7 +60,7 @@ describe('returnable and permanent handoffs through the router (seed 001, real N
   /** Answer ledger commands like the ledger; `refuseCreate` makes every create of the project fail. */
   const serveLedger = (project: string, refuseCreate = false) => {
     subs.push(
-      nats.connection.subscribe(`${prefix}.cmd.ledger.${project}.*`, {
+      nats.connection.subscribe(`${prefix}.cmd.ledger.${project}.>`, {
         callback: (_err, msg: Msg) => {
           const command = msg.subject.split('.').pop()!;
           const body = JSON.parse(decoder.decode(msg.data)) as Record<string, unknown>;
@@ -121,9 +121,12 @@ describe('returnable and permanent handoffs through the router (seed 001, real N
   };
   const say = (project: string, runId: string, text: string) =>
     nats.js.publish(Subjects.sessionMessage(prefix, project), encoder.encode(JSON.stringify({ workflow_run_id: runId, project, message_id: `msg-${++counter}`, text })));
-  const reply = (project: string, runId: string, agent: string, extra: Partial<AgentResult> = {}) => {
+  /** An agent's result as its SDK sends it: the run's current handoff claimed first (claim rule, docs/runs.md). */
+  const reply = async (project: string, runId: string, agent: string, extra: Partial<AgentResult> = {}) => {
     const id = `res-${++counter}`;
-    const result: AgentResult = { result_id: id, run_id: `ar-${id}`, project, workflow_run_id: runId, agent, produced_at: new Date().toISOString(), ...extra };
+    const current = await currentHandoff(store, project, runId);
+    const claim = current === null ? {} : { handoff_id: current.handoffId, claim_id: (await claimHandoff(store, project, current.handoffId, agent, { addressee: current.agent })) ?? 'claim-not-held' };
+    const result: AgentResult = { result_id: id, run_id: `ar-${id}`, project, workflow_run_id: runId, agent, produced_at: new Date().toISOString(), ...claim, ...extra };
     return nats.js.publish(Subjects.agentResult(prefix, project, agent), encoder.encode(JSON.stringify(result)));
   };
   const createdFor = (project: string, runId: string, to: string) =>

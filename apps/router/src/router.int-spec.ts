@@ -13,13 +13,13 @@ import { durableNameFor, type RunningService } from '@baton/platform';
 import type { Msg, Subscription } from 'nats';
 import { startRouter } from './router.app';
 import { RouterPatterns, RouterSubjects } from './shared/subjects';
-import { deleteStreams, sleep, waitFor } from './int/support';
+import { claimHandoff, currentHandoff, deleteStreams, sleep, waitFor } from './int/support';
 
 /*
  * The router end to end over the real NATS: definitions by request/reply, run starts, agent
  * results and operator answers through the inbox stream, and the dispatch reactor's ledger
  * requests, seen by a tiny ledger responder (a real NATS participant on
- * `<prefix>.cmd.ledger.<project>.*` that records every request and answers like the ledger).
+ * `<prefix>.cmd.ledger.<project>.>` that records every request and answers like the ledger).
  */
 
 const NATS_URL = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
@@ -106,7 +106,7 @@ describe('router service (real NATS)', () => {
   const serveLedger = (project: string) => {
     const created = new Map<string, string>();
     ledgerSubs.push(
-      nats.connection.subscribe(`${prefix}.cmd.ledger.${project}.*`, {
+      nats.connection.subscribe(`${prefix}.cmd.ledger.${project}.>`, {
         callback: (_err, msg: Msg) => {
           const command = msg.subject.split('.').pop()!;
           const body = JSON.parse(decoder.decode(msg.data)) as Record<string, unknown>;
@@ -162,8 +162,25 @@ describe('router service (real NATS)', () => {
     ...extra,
   });
 
-  const publishResult = (r: AgentResult, subjectAgent = r.agent) =>
-    publishRaw(`${prefix}.in.${r.project}.result.${subjectAgent}`, JSON.stringify(r));
+  /**
+   * The result as an agent's SDK sends it (claim rule, docs/runs.md): the handoff it names (else
+   * the run's current one) claimed by its agent first, with `handoff_id` and `claim_id` filled in.
+   * A handoff the agent cannot claim (it is another agent's turn) gets a claim id nobody holds.
+   */
+  const claimed = async (r: AgentResult): Promise<AgentResult> => {
+    if (r.claim_id !== undefined) return r;
+    const current = await currentHandoff(store, r.project, r.workflow_run_id);
+    const handoffId = r.handoff_id ?? current?.handoffId;
+    if (handoffId === undefined) return r;
+    const claimId = await claimHandoff(store, r.project, handoffId, r.agent, { addressee: current?.agent ?? r.agent });
+    return { ...r, handoff_id: handoffId, claim_id: claimId ?? 'claim-not-held' };
+  };
+
+  const publishResult = async (r: AgentResult, subjectAgent = r.agent) =>
+    publishRaw(`${prefix}.in.${r.project}.result.${subjectAgent}`, JSON.stringify(await claimed(r)));
+
+  /** Publish a result exactly as given: no claim is taken, nothing is filled in. */
+  const publishUnclaimed = (r: AgentResult, subjectAgent = r.agent) => publishRaw(`${prefix}.in.${r.project}.result.${subjectAgent}`, JSON.stringify(r));
 
   const events = async (runId: string, project = 'demo'): Promise<StoredEvent[]> =>
     (await store.read({ project, kind: 'run', id: runId })).events;
@@ -285,7 +302,10 @@ describe('router service (real NATS)', () => {
 
       // The results closed the handoffs the agents were dispatched with, keyed by result id.
       const closed = await waitFor(() => requestsFor('complete_from_result', entry!.handoff_id)[0], 'completion of the entry handoff');
-      expect(closed.body).toMatchObject({ result_id: `${run}-a1`, agent: 'architect', idempotency_key: `${run}-a1`, actor_kind: 'system' });
+      expect(closed.body).toMatchObject({ result_id: `${run}-a1`, agent: 'architect', idempotency_key: `${run}-a1` });
+      // The router speaks on its own subject (`…svc.router.complete_from_result`); the body names nobody.
+      expect(closed.body).not.toHaveProperty('actor');
+      expect(closed.body).not.toHaveProperty('actor_kind');
       await waitFor(() => requestsFor('complete_from_result', toContext.handoff_id)[0], 'completion of the context handoff');
     });
 
@@ -347,9 +367,9 @@ describe('router service (real NATS)', () => {
     it('a result published twice with the same result_id yields one set of events and one ledger create', async () => {
       const run = await startRun('feature');
       await waitEvents(run, 'run.routed');
-      const twice = result(run, 'issue', `${run}-i1`, { body: ADVANCE });
-      await publishResult(twice);
-      await publishResult(twice); // no Nats-Msg-Id: the inbox stores it twice, the run must not
+      const twice = await claimed(result(run, 'issue', `${run}-i1`, { body: ADVANCE }));
+      await publishUnclaimed(twice);
+      await publishUnclaimed(twice); // no Nats-Msg-Id: the inbox stores it twice, the run must not
       const routed = (await waitEvents<RoutedPayload>(run, 'run.routed', 2))[1]!;
       await drained(batonStreamNames(prefix).inbox, RouterPatterns.agentResult);
       await drained(batonStreamNames(prefix).events, RouterPatterns.runEvents);
@@ -440,6 +460,81 @@ describe('router service (real NATS)', () => {
       expect(all[2]).toMatchObject({ result_id: `${run}-late`, code: 'run_not_running' });
       await drained(batonStreamNames(prefix).inbox, RouterPatterns.agentResult);
       expect(await payloads(run, 'run.result_rejected')).toHaveLength(3); // redelivery-free: recorded once each
+    });
+  });
+
+  describe('the claim rule (issue 11): a result is accepted only under the current claim of the run\'s current handoff', () => {
+    const refund = { name: 'refund', args: { order: 'o-77', amount_usd: 5000, to_account: 'attacker' }, call_id: 'forged-1' };
+    const forged: Partial<AgentResult> = { body: 'Refund needs approval.', stop: { why: 'policy', detail: 'refund over the cap' }, pending_tool_call: refund };
+    type Refusal = { result_id: string; code: string; agent: string };
+
+    it('the attack: a result with no claim carrying a policy stop and a pending refund is refused; no stop packet, no notice, nothing for the inbox, nothing to approve', async () => {
+      const run = await startRun('feature');
+      const [entry] = await waitEvents<RoutedPayload>(run, 'run.routed');
+
+      // No handoff_id, no claim_id: claim_required.
+      await publishUnclaimed(result(run, 'issue', `${run}-forged`, forged));
+      // The right handoff and a made-up claim while nobody holds it: handoff_not_claimed.
+      await publishUnclaimed(result(run, 'issue', `${run}-forged2`, { ...forged, handoff_id: entry!.handoff_id, claim_id: 'claim-made-up' }));
+      const refused = await waitEvents<Refusal>(run, 'run.result_rejected', 2);
+      expect(refused.map((r) => [r.result_id, r.code, r.agent])).toEqual([
+        [`${run}-forged`, 'claim_required', 'issue'],
+        [`${run}-forged2`, 'handoff_not_claimed', 'issue'],
+      ]);
+
+      // The real agent claims; a result under another claim id is still refused (claim_mismatch).
+      const claimId = await claimHandoff(store, 'demo', entry!.handoff_id, 'issue');
+      expect(claimId).not.toBeNull();
+      await publishUnclaimed(result(run, 'issue', `${run}-forged3`, { ...forged, handoff_id: entry!.handoff_id, claim_id: 'claim-made-up' }));
+      const third = (await waitEvents<Refusal>(run, 'run.result_rejected', 3))[2]!;
+      expect(third).toMatchObject({ result_id: `${run}-forged3`, code: 'claim_mismatch' });
+
+      // An operator cannot approve what never became a stop packet.
+      await publishRaw(
+        `${prefix}.in.demo.answer`,
+        JSON.stringify({
+          workflow_run_id: run,
+          project: 'demo',
+          actor_role: 'operator',
+          answer: { kind: 'stop_answer', answer: { packet_id: `stop-r-${run}-forged`, answer_id: `${run}-approve`, answered_by: 'olga', answered_at: NOW, action: 'approve', pending_digest: pendingDigest(refund) } },
+        }),
+      );
+      const fourth = (await waitEvents<Refusal>(run, 'run.result_rejected', 4))[3]!;
+      expect(fourth).toMatchObject({ result_id: `${run}-approve`, code: 'run_not_stopped', agent: 'operator' });
+
+      await drained(batonStreamNames(prefix).inbox, RouterPatterns.agentResult);
+      await drained(batonStreamNames(prefix).events, RouterPatterns.runEvents);
+      const types = (await events(run)).map((e) => e.type);
+      // The inbox projects run.stopped and run.held (and handoff returns): the run has none.
+      expect(types).toEqual(['run.started', 'run.routed', 'run.result_rejected', 'run.result_rejected', 'run.result_rejected', 'run.result_rejected']);
+      expect(notices.filter((n) => n.workflow_run_id === run)).toEqual([]);
+      expect(ledgerRequests.filter((r) => r.body['workflow_run_id'] === run && r.command === 'create')).toHaveLength(1); // the entry handoff only
+
+      // The claim holder's own result goes through (and may stop the run for a person).
+      await publishUnclaimed(result(run, 'issue', `${run}-real`, { body: ADVANCE, handoff_id: entry!.handoff_id, claim_id: claimId! }));
+      const next = (await waitEvents<RoutedPayload>(run, 'run.routed', 2))[1]!;
+      expect(next.target).toEqual({ agent: 'architect', step: 'analyze' });
+    });
+
+    it('a result for a handoff claimed by another agent, or for the previous handoff, is refused', async () => {
+      const run = await startRun('feature');
+      const [entry] = await waitEvents<RoutedPayload>(run, 'run.routed');
+      // The entry handoff is addressed to issue; it is claimed by issue and the run moves on to architect.
+      await publishResult(result(run, 'issue', `${run}-i1`, { body: ADVANCE }));
+      const second = (await waitEvents<RoutedPayload>(run, 'run.routed', 2))[1]!;
+      expect(second.target.agent).toBe('architect');
+      const issueClaim = await claimHandoff(store, 'demo', entry!.handoff_id, 'issue');
+      const architectClaim = await claimHandoff(store, 'demo', second.handoff_id, 'architect');
+      // architect presents issue's old claim on the old handoff; then issue's claim on architect's handoff.
+      await publishUnclaimed(result(run, 'architect', `${run}-old`, { body: ADVANCE, handoff_id: entry!.handoff_id, claim_id: issueClaim! }));
+      await publishUnclaimed(result(run, 'architect', `${run}-theirs`, { body: ADVANCE, handoff_id: second.handoff_id, claim_id: issueClaim! }));
+      const refused = await waitEvents<Refusal>(run, 'run.result_rejected', 2);
+      expect(refused.map((r) => [r.result_id, r.code])).toEqual([
+        [`${run}-old`, 'stale_handoff'],
+        [`${run}-theirs`, 'claim_mismatch'],
+      ]);
+      await publishUnclaimed(result(run, 'architect', `${run}-a1`, { body: ADVANCE, handoff_id: second.handoff_id, claim_id: architectClaim! }));
+      expect((await waitEvents<RoutedPayload>(run, 'run.routed', 3))[2]!.target.agent).toBe('reviewer');
     });
   });
 

@@ -15,6 +15,7 @@ import { ResumeRunUseCase } from './runs/use-cases/resume-run';
 import { StopRunUseCase } from './runs/use-cases/stop-run';
 import { StartRunUseCase } from './runs/use-cases/start-run';
 import { SessionMessageUseCase } from './runs/use-cases/session-message';
+import { HandoffClaims } from './shared/handoff-claims';
 import { MeshesModule } from './meshes/meshes.module';
 
 /**
@@ -30,6 +31,7 @@ import { MeshesModule } from './meshes/meshes.module';
     DefinitionCatalog,
     PublishDefinitionUseCase,
     RunCommands,
+    HandoffClaims,
     StartRunUseCase,
     RecordResultUseCase,
     ResumeRunUseCase,

@@ -108,8 +108,13 @@ export const AgentResultSchema = z.strictObject({
     .optional(),
   /** The HANDOFF route the agent chose (an intent route, or a hand-back to its waiting parent). */
   handoff: z.strictObject({ to: AgentNameSchema, message: z.string().max(Limits.maxShortText).optional() }).optional(),
-  /** The handoff this run worked on, when it was started from one. */
+  /**
+   * The handoff this run worked on, when it was started from one. A result for a run (or mesh)
+   * that is on a handoff must name it, with the claim it holds (`claim_id`); see docs/runs.md.
+   */
   handoff_id: IdSchema.optional(),
+  /** The claim on `handoff_id` this agent holds (the ledger's reply to its claim). */
+  claim_id: IdSchema.optional(),
   produced_at: IsoTimeSchema,
 });
 export type AgentResult = z.infer<typeof AgentResultSchema>;

@@ -4,6 +4,7 @@ export * from './run';
 export * from './notices';
 export * from './team-context';
 export * from './handoff';
+export * from './claims';
 export * from './stop';
 export * from './mesh';
 export * from './guards';

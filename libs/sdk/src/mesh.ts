@@ -168,8 +168,13 @@ export interface MeshTurnInput {
   text: string;
   /** The handoff tools the agent called, in call order; the last valid one routes. Empty = end the mesh. */
   handoff_tool_calls?: HandoffToolCall[];
-  /** The handoff the turn was offered with (the mesh refuses a turn for a stale handoff). */
+  /**
+   * The handoff the turn was offered with, and the claim this agent holds on it (the claim rule,
+   * docs/runs.md: a turn that names no handoff or no current claim is refused, `mesh.turn_rejected`).
+   * A turn taken through `handoffs()` gets both from `offer.handoffId` and `offer.claimId`.
+   */
   handoff_id?: string;
+  claim_id?: string;
   /** Default: now. */
   produced_at?: string;
 }
@@ -193,6 +198,7 @@ export function meshTurnResult(input: MeshTurnInput): AgentResult {
     body: input.text,
     handoff_tool_calls: input.handoff_tool_calls ?? [],
     ...(input.handoff_id !== undefined ? { handoff_id: input.handoff_id } : {}),
+    ...(input.claim_id !== undefined ? { claim_id: input.claim_id } : {}),
     produced_at: input.produced_at ?? new Date().toISOString(),
   };
   const parsed = AgentResultSchema.safeParse(candidate);

@@ -19,7 +19,7 @@ const OfferMessageSchema = z.looseObject({
 export type ReturnReport = z.input<typeof CompletionReportSchema>;
 
 /** An agent result for {@link HandoffOffer.finish}: ids default from the handoff and the claim. */
-export type FinishResult = Omit<AgentResultInput, 'handoff_id' | 'result_id' | 'run_id' | 'workflow_run_id'> &
+export type FinishResult = Omit<AgentResultInput, 'handoff_id' | 'claim_id' | 'result_id' | 'run_id' | 'workflow_run_id'> &
   Partial<Pick<AgentResultInput, 'result_id' | 'run_id' | 'workflow_run_id'>>;
 
 export interface ClaimOptions {
@@ -70,10 +70,14 @@ export interface HandoffOffer {
   /** Record that the work failed. @throws LedgerCommandError, NotClaimedError */
   fail(reason: string): Promise<HandoffRecord>;
   /**
-   * Publish this agent's result for the handoff (`handoff_id` set; `workflow_run_id` from the
-   * handoff; `result_id` defaults to one derived from the claim, so finishing twice publishes
-   * once). The router records it on the run and closes the handoff (`complete_from_result`).
-   * @throws InvalidInputError when the result breaks the contract or no workflow run is known.
+   * Publish this agent's result for the handoff under its claim (`handoff_id` and `claim_id` set;
+   * `workflow_run_id` from the handoff; `result_id` defaults to one derived from the claim, so
+   * finishing twice publishes once). The router accepts a result only under the current claim of
+   * the run's current handoff (docs/runs.md): a claim lost meanwhile (lease expired, requeued) is
+   * refused there (`handoff_not_claimed`, `claim_mismatch`). The router records it on the run and
+   * closes the handoff (`complete_from_result`).
+   * @throws NotClaimedError (nothing sent) when the offer was not claimed; InvalidInputError when the
+   *   result breaks the contract or no workflow run is known.
    */
   finish(result: FinishResult): Promise<PublishReceipt>;
 }
@@ -207,6 +211,7 @@ class Offer implements HandoffOffer {
   }
 
   async finish(result: FinishResult): Promise<PublishReceipt> {
+    const claimId = this.requireClaim('finish');
     const workflowRunId = result.workflow_run_id ?? this.handoff?.workflow_run_id;
     if (workflowRunId === undefined) {
       throw new InvalidInputError('agent result', {
@@ -215,14 +220,14 @@ class Offer implements HandoffOffer {
         issues: [{ path: 'workflow_run_id', message: 'required' }],
       });
     }
-    const token = this.claimId ?? `${this.handoffId}-${this.msg.seq}`;
     this.stopHeartbeat();
     return this.deps.publishResult({
       ...result,
       handoff_id: this.handoffId,
+      claim_id: claimId,
       workflow_run_id: workflowRunId,
-      run_id: result.run_id ?? token,
-      result_id: result.result_id ?? `res-${token}`.slice(0, Limits.maxIdLength),
+      run_id: result.run_id ?? claimId,
+      result_id: result.result_id ?? `res-${claimId}`.slice(0, Limits.maxIdLength),
     });
   }
 

@@ -139,7 +139,7 @@ describe('the agent SDK against a real NATS server', () => {
     expect(JSON.parse(decoder.decode(stored.data))).toEqual({ workflow_run_id: 'wr-9', project: PROJECT, message_id: 'm-1', text: 'I earn 4,000 a month', sent_by: 'cora' });
   });
 
-  it('an offer published to the offer subject reaches handoffs(); claim() calls the ledger as this agent and finish() publishes the result with handoff_id', async () => {
+  it('an offer published to the offer subject reaches handoffs(); claim() calls the ledger as this agent and finish() publishes the result with handoff_id and claim_id', async () => {
     const ledger = fakeLedger(nats, prefix, { claim: (body) => ({ ok: true, handoff: claimedBy(pendingHandoff(String(body['handoff_id'])), AGENT, 'claim-1'), events: 1 }) });
     const agent = await client();
     const seen: { offer: HandoffOffer; claimed: HandoffRecord }[] = [];
@@ -172,6 +172,7 @@ describe('the agent SDK against a real NATS server', () => {
     const stored = await nats.jsm.streams.getMessage(batonStreamNames(prefix).inbox, { last_by_subj: resultSubject });
     expect(JSON.parse(decoder.decode(stored.data))).toMatchObject({
       handoff_id: 'h-1',
+      claim_id: 'claim-1', // the claim rule (docs/runs.md): the router accepts it only under this claim
       workflow_run_id: 'wr-1',
       result_id: 'res-claim-1',
       run_id: 'claim-1',
@@ -221,20 +222,23 @@ describe('the agent SDK against a real NATS server', () => {
   it('claim-bound helpers refuse to run before claim(), and auto-heartbeat keeps the lease while the work runs', async () => {
     const ledger = fakeLedger(nats, prefix, { claim: (body) => ({ ok: true, handoff: claimedBy(pendingHandoff(String(body['handoff_id'])), AGENT, 'claim-hb'), events: 1 }) });
     const agent = await client();
-    const outcome = new Promise<{ early: unknown }>((resolve) => {
+    const outcome = new Promise<{ early: unknown; earlyFinish: unknown }>((resolve) => {
       void agent.handoffs({
         onOffer: async (offer) => {
           const early = await offer.heartbeat().catch((e: unknown) => e);
+          // finish() sends the claim with the result (claim rule): without one nothing is sent.
+          const earlyFinish = await offer.finish({ body: 'too early', workflow_run_id: 'wr-1' }).catch((e: unknown) => e);
           await offer.claim({ autoHeartbeat: { everyMs: 100 } });
           await new Promise((r) => setTimeout(r, 450));
-          resolve({ early });
+          resolve({ early, earlyFinish });
         },
       });
     });
     await nats.js.publish(AgentSubjects.offer(prefix, PROJECT, AGENT), encoder.encode(JSON.stringify(pendingHandoff('h-hb'))));
-    const { early } = await outcome;
+    const { early, earlyFinish } = await outcome;
     await new Promise((r) => setTimeout(r, 250));
     expect(early).toMatchObject({ name: 'NotClaimedError' });
+    expect(earlyFinish).toMatchObject({ name: 'NotClaimedError' });
     const beats = ledger.requests.filter((r) => r.command === 'heartbeat');
     expect(beats.length).toBeGreaterThanOrEqual(2);
     expect(beats.every((b) => b.body['claim_id'] === 'claim-hb' && b.body['actor'] === AGENT)).toBe(true);

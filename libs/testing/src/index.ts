@@ -4,3 +4,4 @@ export * from './demo/scenarios';
 export * from './wait';
 export * from './auth-nats';
 export { demoDefinition } from './demo/definition';
+export * from './claims';

@@ -3,7 +3,7 @@
 // event store with the real deciders.
 import { randomBytes } from 'node:crypto';
 import { createEventRegistry, handoffToolName, MeshDefinitionSchema, ProjectDefinitionSchema, type AgentDefinition, type HandoffEvent, type WorkflowDefinition } from '@baton/contracts';
-import { handoffDecider, meshDecider, reactToHandoffEvent, runDecider, type HandoffCommand, type MeshCommand, type RunCommand } from '@baton/domain';
+import { handoffDecider, handoffIdFor, meshDecider, meshEntryHandoffId, meshHandoffId, reactToHandoffEvent, runDecider, type HandoffCommand, type MeshCommand, type RunCommand } from '@baton/domain';
 import { batonStreamNames, batonTopology, connectNats, JetStreamEventStore, provision, type NatsHandle } from '@baton/eventstore';
 import type { RunningService } from '@baton/platform';
 import { createProjectionStore, createRedis, type RedisHandle } from '@baton/projections';
@@ -112,14 +112,27 @@ export function stopRun(
   return runCommand(events, project, id, { type: 'stop', data, metadata: { now: minute(at), actor: 'router' } });
 }
 
-/** Hold a started run (a result with `dispatch: hold`). */
+/** Hold a started run (a result with `dispatch: hold`, under the entry agent's claim on the entry handoff). */
 export function holdRun(events: JetStreamEventStore, project: string, id: string, reason: string, at = 1): Promise<void> {
+  const handoffId = handoffIdFor({ kind: 'start', id });
+  const claim = { claim_id: `c-${handoffId}`, claimed_by: 'support' };
   return runCommand(events, project, id, {
     type: 'record_result',
     data: {
-      result: { result_id: `res-${id}`, run_id: `ar-${id}`, project, workflow_run_id: id, agent: 'support', produced_at: minute(at), decision: { dispatch: { status: 'hold', reason } } },
+      result: {
+        result_id: `res-${id}`,
+        run_id: `ar-${id}`,
+        project,
+        workflow_run_id: id,
+        agent: 'support',
+        produced_at: minute(at),
+        decision: { dispatch: { status: 'hold', reason } },
+        handoff_id: handoffId,
+        claim_id: claim.claim_id,
+      },
       workflow: fixtureWorkflow,
       agents: fixtureAgents,
+      handoff: { handoff_id: handoffId, status: 'claimed', claim },
     },
     metadata: { now: minute(at), actor: 'router' },
   });
@@ -190,6 +203,13 @@ export async function handbackCycle(events: JetStreamEventStore, project: string
   }
 }
 
+/** A turn's claim on its handoff (the claim rule): `agent` holds it, as the router would have read it. */
+const claimOf = (handoffId: string, agent: string) => ({
+  handoff_id: handoffId,
+  claim_id: `c-${handoffId}`,
+  handoff: { handoff_id: handoffId, status: 'claimed' as const, claim: { claim_id: `c-${handoffId}`, claimed_by: agent } },
+});
+
 /**
  * A mesh of two agents (triage ⇄ billing, at most 2 handoffs) that hands off until its cap: the
  * mesh stops (`thrash`) with a stop packet and one human action notice for `sam`, written with
@@ -200,8 +220,8 @@ export async function thrashMesh(events: JetStreamEventStore, project: string, i
   const mesh = MeshDefinitionSchema.parse({ name: 'support', entry: 'triage', handoffs: { triage: ['billing'], billing: ['triage'] }, max_iterations: 2 });
   const turns: MeshCommand[] = [
     { type: 'start_mesh', data: { mesh_run_id: id, project, mesh, agents: ['triage', 'billing'], started_by: 'sam' }, metadata: { now, actor: 'sam' } },
-    { type: 'record_turn', data: { result_id: `${id}-r1`, run_id: `${id}-ar1`, agent: 'triage', text: 'over to billing', handoff_tool_calls: [{ tool: handoffToolName('billing') }] }, metadata: { now, actor: 'triage' } },
-    { type: 'record_turn', data: { result_id: `${id}-r2`, run_id: `${id}-ar2`, agent: 'billing', text: 'back to triage', handoff_tool_calls: [{ tool: handoffToolName('triage') }] }, metadata: { now, actor: 'billing' } },
+    { type: 'record_turn', data: { result_id: `${id}-r1`, run_id: `${id}-ar1`, agent: 'triage', text: 'over to billing', handoff_tool_calls: [{ tool: handoffToolName('billing') }], ...claimOf(meshEntryHandoffId(id), 'triage') }, metadata: { now, actor: 'triage' } },
+    { type: 'record_turn', data: { result_id: `${id}-r2`, run_id: `${id}-ar2`, agent: 'billing', text: 'back to triage', handoff_tool_calls: [{ tool: handoffToolName('triage') }], ...claimOf(meshHandoffId(`${id}-r1`), 'billing') }, metadata: { now, actor: 'billing' } },
   ];
   let packetId: string | null = null;
   for (const command of turns) {

@@ -1,6 +1,7 @@
-// Shared pieces of the router's integration tests (real NATS): polling for an effect and removing
-// a test's streams.
-import { batonStreamNames, type NatsHandle } from '@baton/eventstore';
+// Shared pieces of the router's integration tests (real NATS): polling for an effect, removing
+// a test's streams, and claiming a handoff the way the ledger and an agent's SDK would.
+import { deriveId, evolveRun, handoffDecider, initialRunState, type RunEvent, type RunState } from '@baton/domain';
+import { batonStreamNames, type EventStore, type NatsHandle } from '@baton/eventstore';
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
@@ -22,4 +23,55 @@ export async function waitFor<T>(probe: () => Promise<T | undefined> | T | undef
 export async function deleteStreams(nats: NatsHandle, prefix: string): Promise<void> {
   const names = batonStreamNames(prefix);
   for (const name of [names.events, names.inbox, names.dlq]) await nats.jsm.streams.delete(name).catch(() => undefined);
+}
+
+/** The handoff a run is on now (its last `run.routed`), or null when it has none (or does not exist). */
+export async function currentHandoff(store: EventStore, project: string, workflowRunId: string): Promise<{ handoffId: string; agent: string } | null> {
+  const { events } = await store.read({ project, kind: 'run', id: workflowRunId });
+  const state = events.reduce<RunState>((s, e) => evolveRun(s, { type: e.type, data: e.payload } as RunEvent), initialRunState());
+  return state.status === 'none' || state.handoffId === null ? null : { handoffId: state.handoffId, agent: state.agent };
+}
+
+/**
+ * Stand in for the ledger and an agent's SDK on one handoff, for the claim rule (docs/runs.md):
+ * create the handoff addressed to `addressee` (unless it exists; `create: false` when a real
+ * ledger creates it) and claim it as `agent`, in the events stream, with the real handoff decider.
+ * Returns the claim id, or null when the handoff would not be claimed by `agent` (another
+ * addressee, already claimed by someone else...). Idempotent per (handoff, agent). The router
+ * tests' ledger responder records requests only, so without this no handoff would exist for the
+ * router to read.
+ */
+export async function claimHandoff(
+  store: EventStore,
+  project: string,
+  handoffId: string,
+  agent: string,
+  options: { addressee?: string; create?: boolean } = {},
+): Promise<string | null> {
+  const addressee = options.addressee ?? agent;
+  const ref = { project, kind: 'handoff' as const, id: handoffId };
+  const now = new Date().toISOString();
+  const meta = (id: string) => ({ commandId: deriveId('test', id), occurredAt: now, actor: agent, origin: 'agent' as const, causationId: null, correlationId: handoffId });
+  const createKey = `test-create-${handoffId}`;
+  if (options.create !== false) {
+    await store.handleCommand(
+      ref,
+      handoffDecider,
+      {
+        type: 'create',
+        data: { handoff_id: handoffId, project, kind: 'task', priority: 'medium', from_agent: 'baton-router', to_agent: addressee, summary: 'test handoff', context: {}, acceptance: {}, max_retries: 3, idempotency_key: createKey },
+        metadata: { now, actor: 'baton-router', actorKind: 'system' },
+      },
+      meta(createKey),
+    );
+  }
+  const claimKey = deriveId('test-claim', `${handoffId}-${agent}`);
+  const claimed = await store.handleCommand(
+    ref,
+    handoffDecider,
+    { type: 'claim', data: { handoff_id: handoffId, idempotency_key: claimKey, claim_id: deriveId('claim', `${handoffId}-${agent}`), lease_ms: 600_000, claimer_roles: [] }, metadata: { now, actor: agent, actorKind: 'agent' } },
+    meta(claimKey),
+  );
+  const state = claimed.state;
+  return state.status === 'claimed' && state.claim.claimed_by === agent ? state.claim.claim_id : null;
 }

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { createEventRegistry, handoffToolName, Subjects, type HandoffToolCall, type StopPacket } from '@baton/contracts';
-import { meshEntryHandoffId, meshHandoffId, meshResumeHandoffId, meshStopId } from '@baton/domain';
+import { evolveMesh, initialMeshState, meshEntryHandoffId, meshHandoffId, meshResumeHandoffId, meshStopId, type MeshEvent, type MeshState } from '@baton/domain';
 import { batonStreamNames, connectNats, DlqHeader, JetStreamEventStore, type NatsHandle, type StoredEvent } from '@baton/eventstore';
 import type { RunningService } from '@baton/platform';
 import { publishMeshResult, startMesh } from '@baton/sdk';
@@ -9,7 +9,7 @@ import { publishMeshResult, startMesh } from '@baton/sdk';
 import { startLedger } from '../../../ledger/src/ledger';
 import { startRouter } from '../router.app';
 import { RouterSubjects } from '../shared/subjects';
-import { deleteStreams, waitFor } from '../int/support';
+import { claimHandoff, deleteStreams, waitFor } from '../int/support';
 
 /*
  * Handoff meshes through the real services over the real NATS: the router (mesh aggregate,
@@ -65,8 +65,24 @@ describe('handoff meshes through the router and the ledger (real NATS)', () => {
     await waitHandoff(meshEntryHandoffId(id));
     return id;
   };
-  const say = (meshRunId: string, resultId: string, agent: string, text: string, targets: string[], handoffId?: string) =>
-    publishMeshResult(
+  const meshState = async (id: string): Promise<MeshState> => (await meshEvents(id)).reduce((s, e) => evolveMesh(s, { type: e.type, data: e.payload } as MeshEvent), initialMeshState());
+  /**
+   * An agent's turn as its SDK takes it (claim rule, docs/runs.md): once it is `agent`'s turn, the
+   * turn's handoff (`handoffId`, else the mesh's current one) is claimed from the ledger's stream
+   * and the turn names it and the claim. A mesh that does not exist gets the turn unclaimed.
+   */
+  const say = async (meshRunId: string, resultId: string, agent: string, text: string, targets: string[], handoffId?: string) => {
+    let claim: { handoff_id: string; claim_id: string } | null = null;
+    if ((await meshState(meshRunId)).status !== 'none') {
+      const current = handoffId ?? (await waitFor(async () => {
+        const state = await meshState(meshRunId);
+        return state.status !== 'none' && state.speaker === agent ? state.handoff_id : undefined;
+      }, `${agent}'s turn in ${meshRunId}`));
+      await waitHandoff(current); // created by the ledger's reaction to the mesh event
+      const claimId = await claimHandoff(store, PROJECT, current, agent, { create: false });
+      claim = { handoff_id: current, claim_id: claimId ?? 'claim-not-held' };
+    }
+    return publishMeshResult(
       { js: nats.js, prefix },
       {
         project: PROJECT,
@@ -75,9 +91,10 @@ describe('handoff meshes through the router and the ledger (real NATS)', () => {
         result_id: resultId,
         text,
         handoff_tool_calls: targets.map((t, i): HandoffToolCall => ({ tool: handoffToolName(t), call_id: `${resultId}-c${i}` })),
-        ...(handoffId ? { handoff_id: handoffId } : {}),
+        ...(claim ?? {}),
       },
     );
+  };
 
   const deadLetters = async () => {
     const stream = batonStreamNames(prefix).dlq;
@@ -137,6 +154,23 @@ describe('handoff meshes through the router and the ledger (real NATS)', () => {
       'mesh.turn_recorded',
       'mesh.completed',
     ]);
+  }, 30_000);
+
+  it('the claim rule: a turn without the speaker\'s current claim is recorded as mesh.turn_rejected and routes nothing; the claimed turn then routes', async () => {
+    const id = await begin();
+    const entry = meshEntryHandoffId(id);
+    const unclaimed = (resultId: string, extra: { handoff_id?: string; claim_id?: string }) =>
+      publishMeshResult({ js: nats.js, prefix }, { project: PROJECT, mesh_run_id: id, agent: 'triage', result_id: resultId, text: 'over to billing', handoff_tool_calls: [{ tool: handoffToolName('billing') }], ...extra });
+    await unclaimed(`${id}-x1`, {});
+    await unclaimed(`${id}-x2`, { handoff_id: entry, claim_id: 'claim-made-up' });
+    const refused = await waitMesh(id, 'mesh.turn_rejected', 2);
+    expect(refused.map((r) => [r['result_id'], r['code']])).toEqual([
+      [`${id}-x1`, 'claim_required'],
+      [`${id}-x2`, 'handoff_not_claimed'],
+    ]);
+    expect((await meshEvents(id)).map((e) => e.type)).toEqual(['mesh.started', 'mesh.turn_rejected', 'mesh.turn_rejected']);
+    await say(id, `${id}-r1`, 'triage', 'Let me get billing.', ['billing']);
+    await waitMesh(id, 'mesh.handed_off');
   }, 30_000);
 
   it('a ping-pong until the cap ends as mesh.stopped with why thrash (a stop packet, not an error), and a not-granted call is recorded as ignored', async () => {

@@ -2,6 +2,7 @@ import { Module } from '@nestjs/common';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { DefinitionCatalog } from '../definitions/definition-catalog';
 import { createRouterLedger, LEDGER } from '../dispatch/ledger';
+import { HandoffClaims } from '../shared/handoff-claims';
 import { AnswerMeshStopUseCase } from './answer-mesh-stop';
 import { MeshCommands } from './mesh-commands';
 import { MeshReactor } from './mesh-reactor';
@@ -18,6 +19,7 @@ import { StartMeshUseCase } from './start-mesh';
   providers: [
     DefinitionCatalog,
     MeshCommands,
+    HandoffClaims,
     StartMeshUseCase,
     RecordMeshTurnUseCase,
     AnswerMeshStopUseCase,

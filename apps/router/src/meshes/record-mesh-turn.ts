@@ -2,6 +2,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import { AgentResultSchema, RejectionCode } from '@baton/contracts';
 import { MeshErrorCode } from '@baton/domain';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
+import { HandoffClaims } from '../shared/handoff-claims';
 import { nowIso } from '../shared/ids';
 import { decodeOrPoison, poison } from '../shared/inbound';
 import { MeshCommands, meshRef } from './mesh-commands';
@@ -14,8 +15,11 @@ import { meshSubjectTokens } from './mesh-subjects';
  * `handoff_tool_calls` are the turn's calls; the subject's project and agent must match the
  * body's. Runs `record_turn` (idempotent per `result_id`): the decider routes on the last valid
  * handoff call, records ignored calls, completes the mesh on a turn without one and stops it
- * (why `thrash`) at the iteration cap. A turn the mesh refuses (wrong speaker, stale handoff,
- * mesh ended) is recorded on the mesh as `mesh.turn_rejected`. Bad input and turns for an unknown
+ * (why `thrash`) at the iteration cap. Every turn is offered as a handoff, so the claim rule applies
+ * (docs/runs.md): the turn must name the current turn's `handoff_id` and the `claim_id` the speaker
+ * holds on it now, read from the ledger's stream just before deciding. A turn the mesh refuses
+ * (wrong speaker, outside the current claim, mesh ended) is recorded on the mesh as
+ * `mesh.turn_rejected`. Bad input and turns for an unknown
  * mesh are dead-lettered; store failures are retried.
  */
 @Injectable()
@@ -23,6 +27,7 @@ export class RecordMeshTurnUseCase {
   constructor(
     @Inject(RUNTIME) private readonly runtime: ServiceRuntime,
     private readonly meshes: MeshCommands,
+    private readonly claims: HandoffClaims,
   ) {}
 
   async execute(subject: string, bytes: Uint8Array): Promise<void> {
@@ -35,6 +40,7 @@ export class RecordMeshTurnUseCase {
       });
     }
     const log = this.runtime.logger.child({ project: result.project, mesh_run_id: result.workflow_run_id, result_id: result.result_id, agent: result.agent });
+    const handoff = result.handoff_id !== undefined ? await this.claims.view(result.project, result.handoff_id) : null;
     const now = nowIso();
     const outcome = await this.meshes.run(
       meshRef(result.project, result.workflow_run_id),
@@ -47,6 +53,8 @@ export class RecordMeshTurnUseCase {
           text: result.body ?? result.deliverable ?? '',
           handoff_tool_calls: result.handoff_tool_calls ?? [],
           ...(result.handoff_id !== undefined ? { handoff_id: result.handoff_id } : {}),
+          ...(result.claim_id !== undefined ? { claim_id: result.claim_id } : {}),
+          handoff,
         },
         metadata: { now, actor: result.agent },
       },

@@ -1,5 +1,5 @@
 import { ProjectDefinitionSchema, type AgentResult, type DefinitionEvent, type WorkflowDefinition } from '@baton/contracts';
-import { fold, type RunEvent, type RunState } from '@baton/domain';
+import { fold, type HandoffClaimView, type RunEvent, type RunState } from '@baton/domain';
 import { definitionDecider } from '../definitions/definition.decider';
 import { routerRunDecider, type RouterRunCommand } from './router-run.decider';
 
@@ -29,6 +29,10 @@ function started(): RunState {
   return decided.events.reduce((s: RunState, e: RunEvent) => routerRunDecider.evolve(s, e), routerRunDecider.initialState());
 }
 
+/** The entry handoff of the started run, and the claim `agent` holds on it. */
+const ENTRY = 'ho-s-wr-1';
+const claimOf = (agent: string): HandoffClaimView => ({ handoff_id: ENTRY, status: 'claimed', claim: { claim_id: `claim-${agent}`, claimed_by: agent } });
+
 const result = (agent: string, id = 'r1'): AgentResult => ({
   result_id: id,
   run_id: `ar-${id}`,
@@ -36,19 +40,31 @@ const result = (agent: string, id = 'r1'): AgentResult => ({
   workflow_run_id: 'wr-1',
   agent,
   body: '<!-- AGENT_RUN_CONFIG {"dispatch": {"status": "advance"}} -->',
+  handoff_id: ENTRY,
+  claim_id: `claim-${agent}`,
   produced_at: NOW,
 });
-const recordCmd = (agent: string, defs = definitions, id = 'r1'): RouterRunCommand => ({
+const recordCmd = (agent: string, defs = definitions, id = 'r1', handoff: HandoffClaimView | null = claimOf(agent)): RouterRunCommand => ({
   kind: 'result',
   result: result(agent, id),
   definitions: defs,
   metadata: { now: NOW, actor: agent },
+  handoff,
 });
 
 describe('the router run decider (record_result with the pinned workflow looked up on the folded run)', () => {
   it('routes a result over the workflow version the run started on', () => {
     const decided = routerRunDecider.decide(recordCmd('issue'), started());
     expect(decided.ok && decided.events.map((e) => e.type)).toEqual(['run.result_recorded', 'run.routed']);
+  });
+
+  it('the handoff the router read reaches the claim rule: unread, pending or another agent\'s claim is refused', () => {
+    expect(routerRunDecider.decide(recordCmd('issue', definitions, 'r1', null), started())).toMatchObject({ ok: false, error: { code: 'handoff_not_claimed' } });
+    const pending: HandoffClaimView = { handoff_id: ENTRY, status: 'pending', claim: null };
+    expect(routerRunDecider.decide(recordCmd('issue', definitions, 'r1', pending), started())).toMatchObject({ ok: false, error: { code: 'handoff_not_claimed' } });
+    expect(routerRunDecider.decide(recordCmd('issue', definitions, 'r1', claimOf('context')), started())).toMatchObject({ ok: false, error: { code: 'claim_mismatch' } });
+    const { handoff: _unread, ...noView } = recordCmd('issue') as Extract<RouterRunCommand, { kind: 'result' }>;
+    expect(routerRunDecider.decide(noView, started())).toMatchObject({ ok: false, error: { code: 'handoff_not_claimed' } });
   });
 
   it('a result from an agent the project does not list is refused with unknown_agent', () => {

@@ -9,6 +9,7 @@ import {
   reject,
   RunErrorCode,
   type Decider,
+  type HandoffClaimView,
   type HandoffFailureReason,
   type DecisionResult,
   type RejectResult,
@@ -30,7 +31,7 @@ export type RouterRunCommand =
   | { kind: 'start'; command: StartRun }
   | { kind: 'reject'; command: RejectResult }
   | { kind: 'stop'; command: StopRun }
-  | { kind: 'result'; result: AgentResult; definitions: DefinitionState; metadata: RunCommandMetadata }
+  | { kind: 'result'; result: AgentResult; definitions: DefinitionState; metadata: RunCommandMetadata; handoff?: HandoffClaimView | null }
   | { kind: 'answer'; answer: RunAnswer; definitions: DefinitionState; metadata: RunCommandMetadata }
   | { kind: 'message'; message: { message_id: string; text: string; sent_by?: string }; definitions: DefinitionState; metadata: RunCommandMetadata }
   | { kind: 'handoff_failed'; failure: { handoff_id: string; code: string; message: string; reason?: HandoffFailureReason }; definitions: DefinitionState; metadata: RunCommandMetadata };
@@ -61,7 +62,11 @@ function decide(command: RouterRunCommand, state: RunState): DecisionResult<RunE
         });
       }
       return decideRun(
-        { type: 'record_result', data: { result, workflow: pinned.workflow, agents: pinned.agents, execution: pinned.definition.execution }, metadata },
+        {
+          type: 'record_result',
+          data: { result, workflow: pinned.workflow, agents: pinned.agents, execution: pinned.definition.execution, handoff: command.handoff ?? null },
+          metadata,
+        },
         state,
       );
     }

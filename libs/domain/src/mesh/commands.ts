@@ -1,4 +1,5 @@
 import type { HandoffToolCall, MeshDefinition, OperatorAnswer } from '@baton/contracts';
+import type { HandoffClaimView } from '../claims';
 import type { ResumeActorRole } from '../stop';
 
 /** Time and actor of a mesh command (read at the edge, never in the domain). */
@@ -40,8 +41,12 @@ export interface RecordMeshTurn {
     agent: string;
     text: string;
     handoff_tool_calls: readonly HandoffToolCall[];
-    /** The handoff the agent worked on, when it says. */
+    /** The handoff the agent worked on (required: every mesh turn is offered as a handoff). */
     handoff_id?: string;
+    /** The claim on that handoff the agent holds. */
+    claim_id?: string;
+    /** What the router read of that handoff just before deciding (null or absent: nothing read). */
+    handoff?: HandoffClaimView | null;
   };
   metadata: MeshCommandMetadata;
 }

@@ -1,4 +1,5 @@
 import { validateMesh, type MeshEvent, type NoticeRecipient, type StopCap, type StopPacket } from '@baton/contracts';
+import { checkResultClaim, ResultClaimCode } from '../claims';
 import { accept, assertNever, Decider, DecisionResult, reject } from '../decider';
 import { deriveId } from '../run/ids';
 import { buildHumanActionNotice } from '../notices';
@@ -15,7 +16,13 @@ export const MeshErrorCode = {
   meshAlreadyStarted: 'mesh_already_started',
   meshNotRunning: 'mesh_not_running',
   unexpectedAgent: 'unexpected_agent',
-  staleHandoff: 'stale_handoff',
+  staleHandoff: ResultClaimCode.staleHandoff,
+  /** A turn that names no handoff_id or no claim_id (every turn is offered as a claimed handoff). */
+  claimRequired: ResultClaimCode.claimRequired,
+  /** The turn's handoff is not claimed now. */
+  handoffNotClaimed: ResultClaimCode.handoffNotClaimed,
+  /** The handoff's current claim is another one, or another agent's. */
+  claimMismatch: ResultClaimCode.claimMismatch,
   noNoticeRecipient: 'no_notice_recipient',
   meshNotStopped: 'mesh_not_stopped',
 } as const;
@@ -52,7 +59,9 @@ export function meshNoticeRecipient(startedBy: string | undefined, lead: string 
  *   diagnostics otherwise); `mesh.started` pins the definition and names the entry handoff.
  *   Starting the same mesh run again decides nothing.
  * - `record_turn` (idempotent per `result_id`): a turn from an agent other than the expected
- *   speaker, for a stale handoff, or after the mesh ended is recorded as `mesh.turn_rejected`.
+ *   speaker, one that breaks the claim rule (`checkResultClaim`: it must name the current turn's
+ *   handoff and the claim the speaker holds on it), or after the mesh ended is recorded as
+ *   `mesh.turn_rejected`.
  *   Otherwise `mesh.turn_recorded`, then one `mesh.handoff_ignored` per call that names an
  *   unknown tool or a target this agent was not granted, then exactly one of: `mesh.handed_off`
  *   to the target of the LAST valid handoff call; `mesh.stopped` (why `thrash`, a stop packet)
@@ -112,9 +121,8 @@ function recordTurn(command: RecordMeshTurn, state: MeshState): DecisionResult<M
     accept({ type: 'mesh.turn_rejected', data: { result_id: d.result_id, agent: d.agent, code, message, rejected_at: now } });
   if (state.status !== 'running') return refuse(MeshErrorCode.meshNotRunning, `mesh run ${state.mesh_run_id} is ${state.status}`);
   if (d.agent !== state.speaker) return refuse(MeshErrorCode.unexpectedAgent, `it is ${state.speaker}'s turn, not ${d.agent}'s`);
-  if (d.handoff_id !== undefined && d.handoff_id !== state.handoff_id) {
-    return refuse(MeshErrorCode.staleHandoff, `the current turn is handoff ${state.handoff_id}, not ${d.handoff_id}`);
-  }
+  const claim = checkResultClaim(state.handoff_id, d, d.handoff);
+  if (claim !== null) return refuse(claim.code, claim.message);
 
   const turn = state.turns + 1;
   const events: MeshEvent[] = [

@@ -2,7 +2,9 @@ import { handoffToolName, MeshDefinitionSchema, StopPacketSchema, type HandoffTo
 import { fold } from '../decider';
 import { given } from '../testing/given';
 import type { MeshCommand } from './commands';
-import { meshDecider, meshNoticeId, meshResumeHandoffId, meshStopId } from './decide';
+import { meshNoticeId, meshResumeHandoffId, meshStopId } from './decide';
+// Turns are sent under the current turn's claim unless a test says otherwise (withCurrentMeshClaim).
+import { claimedMeshDecider as meshDecider } from './test-helpers';
 import type { MeshRunState } from './state';
 
 const NOW = '2025-01-01T00:00:00.000Z';

@@ -3,7 +3,9 @@ import { fold } from '../decider';
 import { given } from '../testing/given';
 import { buildMesh } from './build';
 import type { MeshCommand } from './commands';
-import { meshDecider, meshEntryHandoffId, meshHandoffId } from './decide';
+import { meshEntryHandoffId, meshHandoffId } from './decide';
+// Turns are sent under the current turn's claim unless a test says otherwise (withCurrentMeshClaim).
+import { claimedMeshDecider as meshDecider } from './test-helpers';
 import type { MeshRunState } from './state';
 
 const NOW = '2025-01-01T00:00:00.000Z';

@@ -1,6 +1,7 @@
 import { ProjectDefinitionSchema, type AgentResult, type ProjectDefinition } from '@baton/contracts';
 import type { RunCommand } from '../run/commands';
-import { decideRun } from '../run/decide';
+// Results are sent under the run's current claim unless a test says otherwise (withCurrentClaim).
+import { decideClaimed as decideRun } from '../run/test-helpers';
 import { evolveRun, initialRunState, type RunEvent, type RunState } from '../run/state';
 import { expectValidEvents } from '../run/test-helpers';
 import { buildHandoffContext, effectiveParentReturn, parentReturnVerdict } from './returns';

@@ -10,6 +10,7 @@ import type {
   StopWhy,
   WorkflowDefinition,
 } from '@baton/contracts';
+import type { HandoffClaimView } from '../claims';
 import type { ResumeActorRole } from '../stop';
 
 /** Time and the acting identity arrive with every command; the domain reads no clock. */
@@ -61,6 +62,13 @@ export interface RecordResult {
     agents: readonly AgentDefinition[];
     /** The project's EXECUTION settings (parentReturn). */
     execution?: ExecutionSettings;
+    /**
+     * What the caller read of the handoff the result names (`result.handoff_id`), just before
+     * deciding; null or absent when it read nothing. While the run is on a handoff the result is
+     * refused unless it names that handoff and the claim this view shows as current, held by the
+     * result's agent (see `checkResultClaim`).
+     */
+    handoff?: HandoffClaimView | null;
   };
   metadata: RunCommandMetadata;
 }

@@ -11,6 +11,7 @@ import {
   stripSentinels,
   WorkflowDefinition,
 } from '@baton/contracts';
+import { checkResultClaim, ResultClaimCode } from '../claims';
 import { accept, assertNever, Decider, DecisionResult, DomainErrorKind, reject } from '../decider';
 import { buildHumanActionNotice, selectNoticeRecipient } from '../notices';
 import { entryRoute, resolveNamedTarget, resolveRoute } from '../routing';
@@ -29,7 +30,13 @@ export const RunErrorCode = {
   wrongRun: 'wrong_run',
   runNotRunning: 'run_not_running',
   unexpectedAgent: 'unexpected_agent',
-  staleHandoff: 'stale_handoff',
+  staleHandoff: ResultClaimCode.staleHandoff,
+  /** The run is on a handoff and the result names no handoff_id or claim_id. */
+  claimRequired: ResultClaimCode.claimRequired,
+  /** The result's handoff is not claimed now (not yet created, requeued, closed). */
+  handoffNotClaimed: ResultClaimCode.handoffNotClaimed,
+  /** The handoff's current claim is another one, or held by another agent. */
+  claimMismatch: ResultClaimCode.claimMismatch,
   workflowMismatch: 'workflow_mismatch',
   runNotHeld: 'run_not_held',
   runNotStopped: 'run_not_stopped',
@@ -191,8 +198,10 @@ function recordResult(command: RecordResult, state: RunState): DecisionResult<Ru
       got: result.agent,
     });
   }
-  if (result.handoff_id !== undefined && state.handoffId !== null && result.handoff_id !== state.handoffId) {
-    return reject(DomainErrorKind.wrongState, RunErrorCode.staleHandoff, `result ${result.result_id} answers handoff ${result.handoff_id}; the run is on ${state.handoffId}`);
+  const refusal = checkResultClaim(state.handoffId, result, command.data.handoff);
+  if (refusal !== null) {
+    const kind = refusal.code === ResultClaimCode.staleHandoff || refusal.code === ResultClaimCode.handoffNotClaimed ? DomainErrorKind.wrongState : DomainErrorKind.forbidden;
+    return reject(kind, refusal.code, refusal.message, { handoff_id: state.handoffId });
   }
   const mismatch = checkWorkflow(state, workflow);
   if (mismatch !== null) return mismatch;

@@ -2,7 +2,8 @@ import { ProjectDefinitionSchema, type AgentResult, type ProjectDefinition } fro
 import { given } from '../testing/given';
 import type { RunCommand } from './commands';
 import { isAuthenticatedFor } from './conversation';
-import { decideRun, runDecider } from './decide';
+// Results are sent under the run's current claim unless a test says otherwise (withCurrentClaim).
+import { claimedRunDecider as runDecider, decideClaimed as decideRun } from './test-helpers';
 import { evolveRun, initialRunState, type RunEvent, type RunState } from './state';
 import { expectValidEvents } from './test-helpers';
 

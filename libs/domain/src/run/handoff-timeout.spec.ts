@@ -1,7 +1,8 @@
 import { ProjectDefinitionSchema, type OnFailure, type ProjectDefinition } from '@baton/contracts';
 import { given } from '../testing/given';
 import type { HandoffFailedCommand, RunCommand } from './commands';
-import { decideRun, runDecider } from './decide';
+// Results are sent under the run's current claim unless a test says otherwise (withCurrentClaim).
+import { claimedRunDecider as runDecider, decideClaimed as decideRun } from './test-helpers';
 import { evolveRun, initialRunState, type RunEvent, type RunState } from './state';
 import { expectValidEvents } from './test-helpers';
 

@@ -1,6 +1,7 @@
 import { ProjectDefinitionSchema, type AgentResult, type ProjectDefinition } from '@baton/contracts';
 import type { RunCommand } from './commands';
-import { decideRun } from './decide';
+// Results are sent under the run's current claim unless a test says otherwise (withCurrentClaim).
+import { decideClaimed as decideRun } from './test-helpers';
 import { handoffIdFor } from './ids';
 import { evolveRun, initialRunState, MAX_QUEUED_MESSAGES, type RunEvent, type RunState } from './state';
 import { agents as workflowAgents, expectValidEvents, workflow as plainWorkflow } from './test-helpers';

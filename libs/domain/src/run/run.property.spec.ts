@@ -4,7 +4,8 @@ import { DomainErrorKind, fold } from '../decider';
 import { stepById } from '../routing';
 import { allowedActions, pendingDigest } from '../stop';
 import { RunCommand } from './commands';
-import { runDecider } from './decide';
+// Results are sent under the run's current claim unless a test says otherwise (withCurrentClaim).
+import { claimedRunDecider as runDecider } from './test-helpers';
 import { RunEvent, RunState } from './state';
 import { agents, expectValidEvents, holdAnswer, meta, NOW, operatorMeta, resultCmd, RUN, startCmd, workflow } from './test-helpers';
 

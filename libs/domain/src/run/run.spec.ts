@@ -2,7 +2,8 @@ import { pendingDigest } from '../stop';
 import { fold } from '../decider';
 import { given } from '../testing/given';
 import { RunCommand, StopRun } from './commands';
-import { runDecider } from './decide';
+// Results are sent under the run's current claim unless a test says otherwise (withCurrentClaim).
+import { claimedRunDecider as runDecider } from './test-helpers';
 import { RunEvent, RunEventOf, RunState } from './state';
 import { hasLiveMention } from '../notices';
 import { agents, decided, expectValidEvents, holdAnswer, NOW, operatorMeta, resultCmd, RUN, startCmd, workflow, meta } from './test-helpers';

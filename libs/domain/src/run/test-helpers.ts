@@ -1,7 +1,9 @@
 import { AgentResult, AgentRunConfig, RunEventSchemas } from '@baton/contracts';
+import type { Decider, DecisionResult } from '../decider';
 import { agents, workflow } from '../routing/test-fixtures';
-import { RecordResult, ResumeRun, RunCommandMetadata, StartRun } from './commands';
-import { RunEvent } from './state';
+import { RecordResult, ResumeRun, RunCommand, RunCommandMetadata, StartRun } from './commands';
+import { decideRun, runDecider } from './decide';
+import { RunEvent, RunState } from './state';
 
 /** Test helpers for the run aggregate (not exported from the library). */
 export { agents, workflow };
@@ -50,3 +52,30 @@ export function expectValidEvents(events: readonly RunEvent[]): void {
     if (!parsed.success) throw new Error(`${event.type} payload is invalid: ${parsed.error.message}`);
   }
 }
+
+/** The claim id tests give the agent that holds handoff `handoffId`. */
+export const claimIdFor = (handoffId: string): string => `claim-${handoffId}`;
+
+/**
+ * A result command as the router sends it when the agent claimed the run's current handoff: the
+ * parts the test left out (`handoff_id`, `claim_id`, the router's read of the handoff) are filled
+ * from `state`, with the handoff claimed by the result's agent. For tests about routing, not about
+ * claims: a test of the claim rule sets those parts itself (and uses `runDecider`).
+ */
+export function withCurrentClaim(command: RunCommand, state: RunState): RunCommand {
+  if (command.type !== 'record_result' || state.status === 'none' || state.handoffId === null) return command;
+  const handoffId = state.handoffId;
+  const result = command.data.result;
+  const handoff_id = result.handoff_id ?? handoffId;
+  const claim_id = result.claim_id ?? claimIdFor(handoff_id);
+  const handoff = command.data.handoff !== undefined ? command.data.handoff : { handoff_id: handoffId, status: 'claimed' as const, claim: { claim_id: claimIdFor(handoffId), claimed_by: result.agent } };
+  return { ...command, data: { ...command.data, result: { ...result, handoff_id, claim_id }, handoff } };
+}
+
+/** `decideRun` for a result sent under the current claim (see {@link withCurrentClaim}). */
+export function decideClaimed(command: RunCommand, state: RunState): DecisionResult<RunEvent> {
+  return decideRun(withCurrentClaim(command, state), state);
+}
+
+/** The run decider with every result sent under the current claim (see {@link withCurrentClaim}). */
+export const claimedRunDecider: Decider<RunCommand, RunEvent, RunState> = { ...runDecider, decide: decideClaimed };

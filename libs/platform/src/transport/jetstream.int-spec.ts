@@ -201,7 +201,8 @@ describe('JetStreamServer in a Nest microservice (real NATS)', () => {
       await sleep(1000);
 
       expect(probe.seen.map((s) => (s.data as { id: string }).id)).toEqual(['before-1', 'before-bad', 'after-1']);
-      expect(outcomes.map((o) => o.kind)).toEqual(['acked', 'dead_lettered', 'acked']);
+      // (An ack is reported once the server confirmed it, so its order against the next dead letter varies.)
+      expect(outcomes.map((o) => o.kind).sort()).toEqual(['acked', 'acked', 'dead_lettered']);
       expect((await nats.jsm.streams.info(batonStreamNames(prefix).dlq)).state.messages).toBe(1);
       const info = await nats.jsm.consumers.info(inbox, durable());
       expect(info.config).toMatchObject({ deliver_policy: 'by_start_sequence', opt_start_seq: lastSeq + 1 });

@@ -6,7 +6,7 @@ import {
   type Origin,
   type WorkflowDefinition,
 } from '@baton/contracts';
-import { handoffDecider, reactToHandoffEvent, runDecider, type HandoffCommand, type HandoffState, type RunCommand, type RunEvent, type RunState } from '@baton/domain';
+import { handoffDecider, handoffIdFor, reactToHandoffEvent, runDecider, type HandoffCommand, type HandoffState, type RunCommand, type RunEvent, type RunState } from '@baton/domain';
 
 /**
  * An example history of one project for tests, demos and the bench: runs that stop (policy with a
@@ -58,9 +58,21 @@ function start(id: string, minute: number): ScenarioStep {
   };
 }
 
+/**
+ * The entry agent's result on a run, sent under its claim on the run's entry handoff (the claim
+ * rule: the command carries the handoff as the router read it, claimed by `issue`).
+ */
 function result(wrid: string, resultId: string, minute: number, extra: Partial<AgentResult>): ScenarioStep {
-  const res: AgentResult = { result_id: resultId, run_id: `ar-${resultId}`, project: PROJECT, workflow_run_id: wrid, agent: 'issue', produced_at: at(minute), ...extra };
-  return { aggregate: 'run', id: wrid, actor: 'router', origin: 'agent', command: { type: 'record_result', data: { result: res, workflow, agents }, metadata: { now: at(minute), actor: 'router' } } };
+  const handoffId = handoffIdFor({ kind: 'start', id: wrid });
+  const claim = { claim_id: `c-${handoffId}`, claimed_by: 'issue' };
+  const res: AgentResult = { result_id: resultId, run_id: `ar-${resultId}`, project: PROJECT, workflow_run_id: wrid, agent: 'issue', produced_at: at(minute), handoff_id: handoffId, claim_id: claim.claim_id, ...extra };
+  return {
+    aggregate: 'run',
+    id: wrid,
+    actor: 'router',
+    origin: 'agent',
+    command: { type: 'record_result', data: { result: res, workflow, agents, handoff: { handoff_id: handoffId, status: 'claimed', claim } }, metadata: { now: at(minute), actor: 'router' } },
+  };
 }
 
 function ho(id: string, minute: number, actor: string, actorKind: 'agent' | 'operator' | 'watchdog', command: Omit<HandoffCommand, 'metadata'>): ScenarioStep {

@@ -72,6 +72,8 @@ export async function runMeshScenario(ctx: MeshScenarioContext): Promise<void> {
     const script = meshRunId !== undefined ? scripts.get(`${meshRunId}/${name}`) : undefined;
     const step = script?.shift();
     if (meshRunId === undefined || !step) return; // not a mesh turn of this session
+    // A turn is accepted only under the speaker's current claim on the turn's handoff (docs/runs.md).
+    await offer.claim();
     // What an OpenAI-style model's tool calls look like, converted by the SDK.
     const toolCalls = step.handoffTo ? [{ id: `call-${++turnCounter}`, type: 'function', function: { name: `handoff_to_${step.handoffTo}`, arguments: '{}' } }] : [];
     await publishMeshResult(
@@ -84,6 +86,7 @@ export async function runMeshScenario(ctx: MeshScenarioContext): Promise<void> {
         text: step.text,
         handoff_tool_calls: handoffCallsFromOpenAi(toolCalls),
         handoff_id: offer.handoffId,
+        claim_id: offer.claimId ?? undefined,
       },
     );
   };

@@ -3,6 +3,7 @@ import { AgentResultSchema, RejectionCode } from '@baton/contracts';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { nowIso } from '../../shared/ids';
 import { decodeOrPoison, poison } from '../../shared/inbound';
+import { HandoffClaims } from '../../shared/handoff-claims';
 import { subjectTokens } from '../../shared/subjects';
 import { RunCommands, runRef } from '../run-commands';
 
@@ -14,9 +15,14 @@ import { RunCommands, runRef } from '../run-commands';
  *   original bytes are dead-lettered with the rejection code as reason and never retried.
  * - A result for a run that does not exist is dead-lettered (`not_found`): there is no run to
  *   record it on.
- * - A result the run refuses (unknown agent, a finished run, the wrong agent, a stale handoff) is
- *   recorded on the run as `run.result_rejected` with the decider's code, and acknowledged: a
- *   business refusal is never retried.
+ * - A result the run refuses (unknown agent, a finished run, the wrong agent, a stale handoff, a
+ *   result outside the current claim) is recorded on the run as `run.result_rejected` with the
+ *   decider's code, and acknowledged: a business refusal is never retried, and never becomes a
+ *   stop packet or an inbox item.
+ * - The claim rule (issue 11, docs/runs.md): while the run is on a handoff, the result must name
+ *   that `handoff_id` and the `claim_id` this agent holds on it now. The handoff the result names
+ *   is read from the ledger's stream (read-only, {@link HandoffClaims}) just before deciding;
+ *   `claim_required`, `stale_handoff`, `handoff_not_claimed` and `claim_mismatch` are refusals.
  * - An unparseable sentinel is not a refusal: the routing domain applies the no-action default
  *   and keeps the parse diagnostic in the reason.
  * - Otherwise `record_result` appends `run.result_recorded` and the routing outcome. Idempotent
@@ -27,6 +33,7 @@ export class RecordResultUseCase {
   constructor(
     @Inject(RUNTIME) private readonly runtime: ServiceRuntime,
     private readonly runs: RunCommands,
+    private readonly claims: HandoffClaims,
   ) {}
 
   async execute(subject: string, bytes: Uint8Array): Promise<void> {
@@ -45,10 +52,12 @@ export class RecordResultUseCase {
       result_id: result.result_id,
       agent: result.agent,
     });
+    // The handoff the result names, as the ledger has it now (the decider checks it is the run's).
+    const handoff = result.handoff_id !== undefined ? await this.claims.view(result.project, result.handoff_id) : null;
     const now = nowIso();
     const outcome = await this.runs.applyInbound(
       runRef(result.project, result.workflow_run_id),
-      (definitions) => ({ kind: 'result', result, definitions, metadata: { now, actor: result.agent } }),
+      (definitions) => ({ kind: 'result', result, definitions, metadata: { now, actor: result.agent }, handoff }),
       { kind: 'result', id: result.result_id, actor: result.agent, origin: 'agent', workflowRunId: result.workflow_run_id, now },
       { kind: 'result_refused', agent: result.agent },
     );

@@ -1,0 +1,2 @@
+export { checkResultClaim, handoffClaimView, ResultClaimCode } from './result-claim';
+export type { ClaimedResult, HandoffClaimView, ResultClaimRefusal } from './result-claim';

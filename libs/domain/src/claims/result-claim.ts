@@ -1,0 +1,97 @@
+import type { HandoffState } from '../handoff/state';
+
+/**
+ * What the router read of the handoff a result names, just before it decides: the handoff's id,
+ * its status (`absent` when it has no events yet) and its current claim. The router folds the
+ * handoff aggregate (the ledger's, read-only) into this view; the deciders never look anything up.
+ */
+export interface HandoffClaimView {
+  handoff_id: string;
+  status: HandoffState['status'];
+  /** The current claim: set while the handoff is `claimed` (and on a `returned` one). */
+  claim: { claim_id: string; claimed_by: string } | null;
+}
+
+/** The view of a folded handoff (see {@link HandoffClaimView}); `handoffId` names it when it is absent. */
+export function handoffClaimView(handoffId: string, state: HandoffState): HandoffClaimView {
+  if (state.status === 'absent') return { handoff_id: handoffId, status: 'absent', claim: null };
+  return {
+    handoff_id: state.id,
+    status: state.status,
+    claim: state.claim !== undefined ? { claim_id: state.claim.claim_id, claimed_by: state.claim.claimed_by } : null,
+  };
+}
+
+/** Stable codes of a result refused by the claim rule (run and mesh deciders alike). */
+export const ResultClaimCode = {
+  /** The run (or mesh) is on a handoff and the result names no `handoff_id` or no `claim_id`. */
+  claimRequired: 'claim_required',
+  /** The result names a handoff other than the one the run (or mesh) is on. */
+  staleHandoff: 'stale_handoff',
+  /** The handoff the result names is not claimed (not created yet, pending again after a requeue, closed). */
+  handoffNotClaimed: 'handoff_not_claimed',
+  /** The handoff is claimed, but not with this `claim_id`, or not by the agent that sent the result. */
+  claimMismatch: 'claim_mismatch',
+} as const;
+export type ResultClaimCode = (typeof ResultClaimCode)[keyof typeof ResultClaimCode];
+
+/** What the claim rule needs of a result. */
+export interface ClaimedResult {
+  result_id: string;
+  agent: string;
+  handoff_id?: string | undefined;
+  claim_id?: string | undefined;
+}
+
+/** Why the claim rule refused a result. */
+export interface ResultClaimRefusal {
+  code: ResultClaimCode;
+  message: string;
+}
+
+/**
+ * The claim rule: a result is accepted only for the run's current handoff and its current claim.
+ *
+ * - `current` is the handoff the run (or mesh) is on: the last `run.routed` / `mesh.handed_off`.
+ *   When it is null (no handoff dispatched yet), the result is accepted on the agent alone: the
+ *   subject `<prefix>.in.<project>.result.<agent>` pins who sent it (the server lets only that
+ *   agent publish there) and the decider already checks it is the agent the run waits for; a result
+ *   that names a handoff or a claim anyway is refused (`stale_handoff`), since there is none to answer.
+ * - Otherwise the result must name that handoff (`handoff_id`, else `claim_required`; another one is
+ *   `stale_handoff`) and a claim (`claim_id`, else `claim_required`); the handoff must be claimed
+ *   now (`handoff_not_claimed`: absent, pending again after a requeue, released, completed...) and
+ *   its current claim must be that `claim_id`, held by the result's agent (`claim_mismatch`).
+ *
+ * `handoff` is what the router read of the handoff the result names (undefined or null when it
+ * read nothing): a rule that cannot see the claim refuses. Returns null when the result may be
+ * recorded.
+ */
+export function checkResultClaim(current: string | null, result: ClaimedResult, handoff: HandoffClaimView | null | undefined): ResultClaimRefusal | null {
+  if (current === null) {
+    if (result.handoff_id === undefined && result.claim_id === undefined) return null;
+    return {
+      code: ResultClaimCode.staleHandoff,
+      message: `result ${result.result_id} answers handoff ${result.handoff_id ?? '(none)'} with claim ${result.claim_id ?? '(none)'}; no handoff was dispatched`,
+    };
+  }
+  if (result.handoff_id === undefined) {
+    return { code: ResultClaimCode.claimRequired, message: `result ${result.result_id} names no handoff_id; the run is on handoff ${current}: claim it and send handoff_id and claim_id` };
+  }
+  if (result.handoff_id !== current) {
+    return { code: ResultClaimCode.staleHandoff, message: `result ${result.result_id} answers handoff ${result.handoff_id}; the run is on ${current}` };
+  }
+  if (result.claim_id === undefined) {
+    return { code: ResultClaimCode.claimRequired, message: `result ${result.result_id} names no claim_id: a result for handoff ${current} is accepted only under its current claim` };
+  }
+  if (handoff === null || handoff === undefined || handoff.handoff_id !== current || handoff.status !== 'claimed' || handoff.claim === null) {
+    const status = handoff !== null && handoff !== undefined && handoff.handoff_id === current ? handoff.status : 'unknown';
+    return { code: ResultClaimCode.handoffNotClaimed, message: `handoff ${current} is ${status}, not claimed: result ${result.result_id} holds no current claim` };
+  }
+  if (handoff.claim.claim_id !== result.claim_id || handoff.claim.claimed_by !== result.agent) {
+    return {
+      code: ResultClaimCode.claimMismatch,
+      message: `result ${result.result_id} names claim ${result.claim_id} of '${result.agent}'; handoff ${current} is claimed by '${handoff.claim.claimed_by}' (another claim)`,
+    };
+  }
+  return null;
+}
