@@ -83,6 +83,30 @@ describe('a durable lost under a running consumer (real NATS)', () => {
     expect(await provision(nats.jsm, { consumers: [spec()] })).toEqual({ streams: {}, consumers: { [`${inbox}/lossy`]: 'unchanged' } });
   });
 
+  it('a "new" durable that never acknowledged anything is re-created after what it had skipped, not from the start of the stream', async () => {
+    for (const body of ['old-1', 'old-2', 'old-3']) await publish(body);
+    await provision(nats.jsm, { consumers: [{ ...spec(), deliverFrom: 'new' as const }] });
+    const handled: string[] = [];
+    const lost: ConsumerLostEvent[] = [];
+    runner = runConsumer({
+      js: nats.js,
+      stream: inbox,
+      durable: 'lossy',
+      prefix,
+      pullExpiresMs: 1000,
+      handler: async (msg) => void handled.push(decoder.decode(msg.data)),
+      onConsumerLost: (event) => lost.push(event),
+      onError: () => undefined,
+    });
+    await sleep(300);
+    await nats.jsm.consumers.delete(inbox, 'lossy');
+    await publish('fresh');
+    await waitFor('the message published after the delete', () => handled.length > 0);
+    await sleep(1000);
+    expect(handled).toEqual(['fresh']);
+    expect(lost).toEqual([expect.objectContaining({ outcome: 'recreated', startSeq: 4 })]);
+  });
+
   it('a durable that disappears again is re-created again, and a stop while it is missing ends the runner', async () => {
     await provision(nats.jsm, { consumers: [spec()] });
     const handled: string[] = [];

@@ -1,4 +1,4 @@
-import { DeliverPolicy, type Consumer, type ConsumerConfig, type JetStreamClient, type JsMsg } from 'nats';
+import { DeliverPolicy, type Consumer, type ConsumerConfig, type ConsumerInfo, type JetStreamClient, type JsMsg } from 'nats';
 import { DeadLetterReason, deadLetter, headersToRecord } from './dead-letter';
 import { JsErrCode, PoisonError, TransientError, jsErrCode } from './errors';
 
@@ -183,6 +183,18 @@ function errorMessage(error: unknown): string {
   return String(error);
 }
 
+/**
+ * The stream sequence up to which the consumer has settled everything it will ever deliver, from
+ * its info (counting every instance that shares it): its ack floor, or — when nothing is awaiting
+ * an ack (a naked message still is) — the last sequence it delivered. The server reports an ack
+ * floor of 0 until something was acknowledged, and moves it only one by one while acks are
+ * outstanding, so a new (`deliver_policy: new`) or idle consumer is read by its delivered sequence.
+ */
+function settledThrough(info: ConsumerInfo): number {
+  const floor = info.ack_floor?.stream_seq ?? 0;
+  return info.num_ack_pending === 0 ? Math.max(floor, info.delivered?.stream_seq ?? 0) : floor;
+}
+
 /** Pull retry delays while failures go on: 1 s, doubling, at most 30 s. */
 const retryDelay = (failures: number) => Math.min(30_000, 1000 * 2 ** Math.max(0, Math.min(failures - 1, 5)));
 
@@ -207,7 +219,8 @@ const retryDelay = (failures: number) => Math.min(30_000, 1000 * 2 ** Math.max(0
  * A durable deleted or lost under a running runner is noticed on the next pull (consumer not
  * found), reported through `onConsumerLost` and re-created with its configuration as the server
  * last reported it, `by_start_sequence` from the consumer's ack floor + 1 (read from the server
- * at most `ackFloorSampleMs` after each ack, so it counts every instance's acks): nothing acked
+ * at start and at most `ackFloorSampleMs` after each ack, so it counts every instance's acks; see
+ * `settledThrough`): nothing acked
  * before the loss is delivered again, except what was acked in the last sample interval (the
  * handlers are idempotent, and a dead letter of the same message is stored once), and nothing
  * after the floor is skipped. Failing pulls and re-creations back off up to 30 s; the runner never
@@ -264,8 +277,7 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
     const consumer = current;
     if (!consumer) return;
     try {
-      const info = await consumer.info();
-      ackFloor = Math.max(ackFloor, info.ack_floor.stream_seq);
+      ackFloor = Math.max(ackFloor, settledThrough(await consumer.info()));
     } catch {
       // The pull loop notices a lost consumer; the last floor read stays.
     }
@@ -532,7 +544,7 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
           }
           const info = await consumer.info(true);
           declared ??= info.config;
-          ackFloor = Math.max(ackFloor, info.ack_floor.stream_seq);
+          ackFloor = Math.max(ackFloor, settledThrough(info));
           current = consumer;
           ackWaitMs = Math.max(1, Math.floor((info.config.ack_wait ?? 30_000_000_000) / 1_000_000));
         }
