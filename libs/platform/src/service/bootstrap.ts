@@ -57,7 +57,9 @@ export interface RunningService {
  */
 export async function runService(opts: RunServiceOptions): Promise<RunningService> {
   let config: ServiceConfig;
-  const env = { HTTP_PORT: String(opts.defaultPort), ...(opts.env ?? process.env) };
+  // An in-process service given its own variables still inherits this process's NATS auth mode
+  // (an explicit BATON_NATS_AUTH=none in a test run, say) unless the variables set it.
+  const env = { HTTP_PORT: String(opts.defaultPort), BATON_NATS_AUTH: process.env['BATON_NATS_AUTH'], ...(opts.env ?? process.env) };
   try {
     config = loadConfig(ServiceConfigSchema, env);
     checkNatsAuth(config, `${opts.service} service`);
