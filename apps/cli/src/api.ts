@@ -1,5 +1,5 @@
 import type { CliContext } from './context';
-import { CliError } from './errors';
+import { CliError, UsageError } from './errors';
 
 /** A reply of the operator API: its status and parsed JSON body (null when empty or not JSON). */
 export interface ApiReply {
@@ -52,4 +52,26 @@ export function apiErrorText(reply: ApiReply): string {
     if (typeof body.message === 'string') return `${String(body.code ?? reply.status)}: ${body.message}`;
   }
   return `HTTP ${reply.status}${typeof reply.body === 'string' ? `: ${reply.body.slice(0, 200)}` : ''}`;
+}
+
+/**
+ * The path of a run, handoff or stop packet: the project route when the project is known
+ * (`/v1/projects/<p>/<kind>s/<id>`), else the id-only route (which the API answers only when the
+ * id is unambiguous among the token's projects).
+ */
+export function recordPath(kind: 'runs' | 'handoffs' | 'stops', id: string, project: string | undefined, suffix = ''): string {
+  const base = project !== undefined ? `/v1/projects/${encodeURIComponent(project)}/${kind}` : `/v1/${kind}`;
+  return `${base}/${encodeURIComponent(id)}${suffix}`;
+}
+
+/**
+ * A 409 `ambiguous_id` reply (the id exists in several of the token's projects) as the usage
+ * error that names them and asks for --project; any other reply is left to the caller.
+ */
+export function throwIfAmbiguous(reply: ApiReply, what: string, id: string): void {
+  if (reply.status !== 409) return;
+  const error = (reply.body as { error?: { code?: unknown; details?: { projects?: unknown } } } | null)?.error;
+  if (error?.code !== 'ambiguous_id') return;
+  const projects = Array.isArray(error.details?.projects) ? error.details.projects.map(String) : [];
+  throw new UsageError(`${what} ${id} exists in projects ${projects.join(', ')}: pass --project <p> (one of ${projects.join(', ')})`, false);
 }

@@ -137,13 +137,13 @@ describe('the baton command against real NATS and Redis', () => {
     expect(code).toBe(0);
     const items = JSON.parse(out) as { id: string; kind: string; status: string }[];
     expect(Array.isArray(items)).toBe(true);
-    expect(items).toEqual([expect.objectContaining({ id: 'handback:hb-1', kind: 'handback', status: 'open', project: PROJECT })]);
+    expect(items).toEqual([expect.objectContaining({ id: 'handback:demo:hb-1', kind: 'handback', status: 'open', project: PROJECT })]);
     expect(JSON.parse((await baton('inbox', '--json', '--kind', 'stop')).out)).toEqual([]);
 
     const table = await baton('inbox');
     expect(table.code).toBe(0);
     expect(table.out).toMatch(/^ID\s+KIND\s+PROJECT/);
-    expect(table.out).toContain('handback:hb-1');
+    expect(table.out).toContain('handback:demo:hb-1');
   });
 
   it('inbox and stops page alike: a bad cursor is a usage error, stops --json is a JSON array, a table with nothing to show says so', async () => {
@@ -193,15 +193,15 @@ describe('the baton command against real NATS and Redis', () => {
     expect(clean.out).toMatch(/handoffs: ok/);
 
     const generation = await store.activeGeneration('handoffs');
-    await redis.client.set(`${prefix}:proj:handoffs:g${generation}:h:h-2`, '{"id":"h-2","status":"tampered"}');
+    await redis.client.set(`${prefix}:proj:handoffs:g${generation}:h:demo:h-2`, '{"id":"h-2","status":"tampered"}');
     const dirty = await baton('verify');
     expect(dirty.code).toBe(1);
     expect(dirty.out).toMatch(/handoffs: 1 keys differ/);
-    expect(dirty.out).toContain('h:h-2');
+    expect(dirty.out).toContain('h:demo:h-2');
     expect(dirty.out).toContain('tampered');
     const json = await baton('verify', '--projection', 'handoffs', '--json');
     expect(json.code).toBe(1);
-    expect(JSON.parse(json.out)).toMatchObject({ ok: false, projections: [{ projection: 'handoffs', differences: [{ key: 'h:h-2' }] }] });
+    expect(JSON.parse(json.out)).toMatchObject({ ok: false, projections: [{ projection: 'handoffs', differences: [{ key: 'h:demo:h-2' }] }] });
 
     // A dry-run replay reports the same difference and changes nothing; the scratch generation is dropped.
     const dry = await baton('replay', '--dry-run', '--projection', 'handoffs');

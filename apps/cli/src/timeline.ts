@@ -1,4 +1,4 @@
-import { isSubjectToken, type AggregateKind, type HandoffEvent } from '@baton/contracts';
+import { isSubjectToken, ProjectIdSchema, type AggregateKind, type HandoffEvent } from '@baton/contracts';
 import type { RunEvent } from '@baton/domain';
 import { batonStreamNames, type StoredEvent } from '@baton/eventstore';
 import { summarizeHandoffEvent, summarizeRunEvent, type TimelineEntry } from '@baton/projections';
@@ -13,30 +13,65 @@ export interface AggregateHistory {
 }
 
 /**
- * Read every event of one aggregate from `<PREFIX>_EVENTS`, whatever the projections hold. The
- * project is found from the stream's subjects (`<prefix>.ev.*.<kind>.<id>`) unless given.
- * Resolves null when the aggregate has no events.
+ * The projects whose events stream holds an aggregate of this kind and id (from the subjects
+ * `<prefix>.ev.<project>.<kind>.<id>`), sorted: an id is unique only within its project.
  */
-export async function readHistory(ctx: CliContext, kind: AggregateKind, id: string, project?: string): Promise<AggregateHistory | null> {
+export async function streamProjects(ctx: CliContext, kind: AggregateKind, id: string): Promise<string[]> {
   if (!isSubjectToken(id)) throw new UsageError(`"${id}" is not a valid ${kind} id`);
   const prefix = ctx.config().BATON_PREFIX;
   const nats = await ctx.nats();
+  const info = await nats.jsm.streams.info(batonStreamNames(prefix).events, { subjects_filter: `${prefix}.ev.*.${kind}.${id}` });
+  return [...new Set(Object.keys(info.state.subjects ?? {}).map((s) => s.slice(`${prefix}.ev.`.length).split('.')[0]!))].sort();
+}
+
+/**
+ * Read every event of one aggregate from `<PREFIX>_EVENTS`, whatever the projections hold. The
+ * project is found from the stream's subjects (`<prefix>.ev.*.<kind>.<id>`) unless given; an id
+ * several projects hold is a usage error naming them. Resolves null when the aggregate has no events.
+ */
+export async function readHistory(ctx: CliContext, kind: AggregateKind, id: string, project?: string): Promise<AggregateHistory | null> {
+  if (!isSubjectToken(id)) throw new UsageError(`"${id}" is not a valid ${kind} id`);
   let resolved = project;
   if (resolved === undefined) {
-    const info = await nats.jsm.streams.info(batonStreamNames(prefix).events, { subjects_filter: `${prefix}.ev.*.${kind}.${id}` });
-    const subjects = Object.keys(info.state.subjects ?? {});
-    if (subjects.length === 0) return null;
-    if (subjects.length > 1) {
-      const projects = subjects.map((s) => s.split('.')[s.split('.').length - 3]).join(', ');
-      throw new UsageError(`${kind} ${id} exists in several projects (${projects}); pass --project`);
-    }
-    const tokens = subjects[0]!.split('.');
-    resolved = tokens[tokens.length - 3]!;
+    const projects = await streamProjects(ctx, kind, id);
+    if (projects.length === 0) return null;
+    if (projects.length > 1) throw ambiguousId(kind, id, projects);
+    resolved = projects[0]!;
   }
   const store = await ctx.eventStore();
   const { events } = await store.read({ project: resolved, kind, id });
   if (events.length === 0) return null;
   return { project: resolved, events, timeline: events.map((event) => timelineEntry(kind, event)) };
+}
+
+/** A `--project` value, checked (a usage error when it is not a project key). */
+export function projectArg(value: string): string {
+  if (!ProjectIdSchema.safeParse(value).success) throw new UsageError(`--project "${value}" is not a project key (lowercase letters, digits, _ and -)`);
+  return value;
+}
+
+/** The usage error of an id several projects hold: it names them and asks for --project. */
+export function ambiguousId(kind: string, id: string, projects: readonly string[]): UsageError {
+  return new UsageError(`${kind} ${id} exists in projects ${projects.join(', ')}: pass --project <p> (one of ${projects.join(', ')})`, false);
+}
+
+/**
+ * The project of a run or handoff id for `baton run` / `baton handoff`: `--project` when given,
+ * else the one project the projections' id lookup and the events stream know for the id. Several
+ * → a usage error naming them; none → null (not found). Either source may be unreachable; the
+ * other then decides (both unreachable: the stream's error).
+ */
+export async function projectOf(ctx: CliContext, kind: 'run' | 'handoff', id: string, given: string | undefined, projected: () => Promise<string[]>): Promise<string | null> {
+  if (!isSubjectToken(id)) throw new UsageError(`"${id}" is not a valid ${kind} id`);
+  if (given !== undefined) return projectArg(given);
+  const fromProjection = await projected().catch(() => null);
+  const fromStream = await streamProjects(ctx, kind, id).catch((error: unknown) => {
+    if (fromProjection === null) throw error;
+    return [];
+  });
+  const projects = [...new Set([...(fromProjection ?? []), ...fromStream])].sort();
+  if (projects.length > 1) throw ambiguousId(kind, id, projects);
+  return projects[0] ?? null;
 }
 
 /** A timeline line for a stored event, worded as the projections word it. */

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { createEventRegistry, handoffToolName, ledgerCommandSubject, MeshDefinitionSchema, Principals, Subjects, type HandoffEvent, type MeshEvent } from '@baton/contracts';
+import { createEventRegistry, handoffToolName, MeshDefinitionSchema, Subjects, type HandoffEvent, type MeshEvent } from '@baton/contracts';
 import { handoffDecider, meshDecider, meshEntryHandoffId, meshHandoffId, meshStopId, reactToHandoffEvent, runDecider, type MeshCommand } from '@baton/domain';
 import { batonStreamNames, batonTopology, connectNats, JetStreamEventStore, provision, type NatsHandle } from '@baton/eventstore';
 import type { RunningService } from '@baton/platform';
@@ -132,15 +132,15 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
     const open = await get('/v1/inbox');
     expect(open.status).toBe(200);
     const ids = open.body.items!.map((i) => i['id']);
-    expect(ids).toEqual(expect.arrayContaining(['stop:stop-r-res-a1', 'stop:stop-r-res-d1', 'handback:hb-h-1', 'escalation:h-3']));
-    expect(ids).not.toContain('stop:stop-r-res-c1');
+    expect(ids).toEqual(expect.arrayContaining(['stop:demo:stop-r-res-a1', 'stop:demo:stop-r-res-d1', 'handback:demo:hb-h-1', 'escalation:demo:h-3']));
+    expect(ids).not.toContain('stop:demo:stop-r-res-c1');
     expect(open.body.items!.every((i) => i['status'] === 'open')).toBe(true);
 
-    expect((await get('/v1/inbox?why=policy')).body.items!.map((i) => i['id'])).toEqual(['stop:stop-r-res-a1']);
+    expect((await get('/v1/inbox?why=policy')).body.items!.map((i) => i['id'])).toEqual(['stop:demo:stop-r-res-a1']);
     expect((await get('/v1/inbox?kind=stop,hold')).body.items!.map((i) => i['kind']).sort()).toEqual(['hold', 'stop', 'stop']);
-    expect((await get('/v1/inbox?kind=handback&agent=alice')).body.items!.map((i) => i['id'])).toEqual(['handback:hb-h-1']);
-    expect((await get('/v1/inbox?status=closed')).body.items!.map((i) => i['id']).sort()).toEqual(['handback:hb-h-2', 'stop:stop-r-res-c1']);
-    expect((await get('/v1/inbox?priority=urgent&status=any')).body.items!.map((i) => i['id'])).toEqual(['handback:hb-h-2']);
+    expect((await get('/v1/inbox?kind=handback&agent=alice')).body.items!.map((i) => i['id'])).toEqual(['handback:demo:hb-h-1']);
+    expect((await get('/v1/inbox?status=closed')).body.items!.map((i) => i['id']).sort()).toEqual(['handback:demo:hb-h-2', 'stop:demo:stop-r-res-c1']);
+    expect((await get('/v1/inbox?priority=urgent&status=any')).body.items!.map((i) => i['id'])).toEqual(['handback:demo:hb-h-2']);
     const urgent = (await get('/v1/inbox?order=urgent')).body.items!.map((i) => Number(i['urgency']));
     expect(urgent).toEqual([...urgent].sort((a, b) => b - a));
 
@@ -190,14 +190,14 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
     const run = await get('/v1/runs/wr-a');
     expect(run.body['run']).toMatchObject({ status: 'stopped', open_stop_id: 'stop-r-res-a1', step: 'triage', agent: 'issue', hops: 1, callback: null, workflow: { name: 'feature', version: 1 } });
     expect((run.body['timeline'] as Array<{ type: string; seq: number }>).map((t) => t.type)).toEqual(['run.started', 'run.routed', 'run.result_recorded', 'run.stopped', 'run.notice_emitted']);
-    expect(run.body['handoffs']).toEqual(expect.arrayContaining(['h-1', 'h-2', 'h-3']));
+    expect(run.body['handoffs']).toEqual(expect.arrayContaining([{ project: 'demo', id: 'h-1' }, { project: 'demo', id: 'h-2' }, { project: 'demo', id: 'h-3' }]));
   });
 
   it('answering a stop packet publishes exactly one message to the answer subject; a retry with the same answer_id is deduplicated', async () => {
     const subject = Subjects.operatorAnswer(prefix, 'demo');
     const body = { answer_id: 'ans-http-1', action: 'deny', note: 'not without a receipt', answered_by: 'olga' };
     const first = await post('/v1/stops/stop-r-res-a1/answer', body);
-    expect(first).toEqual({ status: 202, body: { accepted: true, answer_id: 'ans-http-1', workflow_run_id: 'wr-a', subject, duplicate: false } });
+    expect(first).toEqual({ status: 202, body: { accepted: true, answer_id: 'ans-http-1', project: 'demo', workflow_run_id: 'wr-a', subject, duplicate: false } });
     expect((await post('/v1/stops/stop-r-res-a1/answer', body)).body['duplicate']).toBe(true);
     await nats.connection.flush();
     const info = await nats.jsm.streams.info(streams.inbox, { subjects_filter: subject });
@@ -231,8 +231,7 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
 
   it('POST /v1/handoffs/:id/decision sends decide_handback to the ledger as the operator and maps its refusal to 409 with the code', async () => {
     const requests: Array<Record<string, unknown>> = [];
-    // The notifier speaks as op.notifier and names the token's operator and role in the body.
-    const ledger = nats.connection.subscribe(ledgerCommandSubject(prefix, 'demo', Principals.operator('notifier'), 'decide_handback'), {
+    const ledger = nats.connection.subscribe(Subjects.ledgerCommand(prefix, 'demo', 'decide_handback'), {
       callback: (_err, msg) => {
         const body = JSON.parse(decoder.decode(msg.data)) as Record<string, unknown>;
         requests.push(body);
@@ -243,7 +242,7 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
     await nats.connection.flush();
     const refused = await post('/v1/handoffs/hb-h-1/decision', { decision: 'rework', note: 'add tests', actor: 'olga', idempotency_key: 'k-1' });
     expect(refused).toMatchObject({ status: 409, body: { error: { code: 'handoff_not_pending' } } });
-    expect(requests[0]).toEqual({ handoff_id: 'hb-h-1', decision: 'rework', note: 'add tests', idempotency_key: 'k-1', actor: 'olga', actor_role: 'operator' });
+    expect(requests[0]).toEqual({ handoff_id: 'hb-h-1', decision: 'rework', note: 'add tests', idempotency_key: 'k-1', actor: 'olga', actor_kind: 'operator' });
     expect((await post('/v1/handoffs/hb-h-1/decision', { decision: 'accept', actor: 'bob' })).status).toBe(403);
     expect((await post('/v1/handoffs/hb-h-1/decision', { decision: 'rework', actor: 'olga' })).body.error?.code).toBe('schema_violation');
     expect((await post('/v1/handoffs/nope/decision', { decision: 'accept', actor: 'olga' })).status).toBe(404);
@@ -256,7 +255,25 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
     expect(doc.body['openapi']).toBe('3.1.0');
     const paths = doc.body['paths'] as Record<string, Record<string, unknown>>;
     expect(Object.keys(paths).sort()).toEqual(
-      ['/docs', '/openapi.json', '/v1/events/stream', '/v1/handoffs/{id}', '/v1/handoffs/{id}/decision', '/v1/inbox', '/v1/runs/{id}', '/v1/runs/{id}/answer', '/v1/stops', '/v1/stops/{id}', '/v1/stops/{id}/answer'].sort(),
+      [
+        '/docs',
+        '/openapi.json',
+        '/v1/events/stream',
+        '/v1/handoffs/{id}',
+        '/v1/handoffs/{id}/decision',
+        '/v1/inbox',
+        '/v1/runs/{id}',
+        '/v1/runs/{id}/answer',
+        '/v1/stops',
+        '/v1/stops/{id}',
+        '/v1/stops/{id}/answer',
+        '/v1/projects/{project}/runs/{id}',
+        '/v1/projects/{project}/runs/{id}/answer',
+        '/v1/projects/{project}/handoffs/{id}',
+        '/v1/projects/{project}/handoffs/{id}/decision',
+        '/v1/projects/{project}/stops/{id}',
+        '/v1/projects/{project}/stops/{id}/answer',
+      ].sort(),
     );
     expect(Object.keys(paths['/v1/stops/{id}/answer']!)).toEqual(['post']);
     const inboxParams = (paths['/v1/inbox']!['get'] as { parameters: Array<{ name: string }> }).parameters.map((p) => p.name);
@@ -333,7 +350,7 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
     const subject = Subjects.meshAnswer(prefix, 'demo');
     expect((await post(`/v1/stops/${packetId}/answer`, { action: 'raise_cap', cap: 2 })).body.error?.code).toBe('cap_not_raised');
     const accepted = await post(`/v1/stops/${packetId}/answer`, { answer_id: 'ans-mesh-1', action: 'raise_cap', cap: 6 });
-    expect(accepted).toEqual({ status: 202, body: { accepted: true, answer_id: 'ans-mesh-1', workflow_run_id: 'mesh-n1', mesh_run_id: 'mesh-n1', subject, duplicate: false } });
+    expect(accepted).toEqual({ status: 202, body: { accepted: true, answer_id: 'ans-mesh-1', project: 'demo', workflow_run_id: 'mesh-n1', mesh_run_id: 'mesh-n1', subject, duplicate: false } });
     const stored = await nats.jsm.streams.getMessage(streams.inbox, { last_by_subj: subject });
     expect(JSON.parse(decoder.decode(stored.data))).toMatchObject({
       mesh_run_id: 'mesh-n1',

@@ -17,4 +17,3 @@ export * from './json-schema';
 export * from './mesh';
 export * from './governance';
 export * from './principal';
-export * from './ledger-access';

@@ -39,7 +39,8 @@ const KeySchema = z
   .refine((k) => !k.startsWith('~'), 'keys starting with "~" are reserved for the engine');
 const IndexValueSchema = z.string().min(1).max(200);
 const StoreSchema = z.string().regex(/^[a-z][a-z0-9_-]{0,63}$/, 'store names are lowercase letters, digits, _ and -');
-const ItemIdSchema = z.string().min(1).max(200);
+// 256: an inbox item id holds its kind, a project key (64) and an id (128), e.g. `escalation:<project>:<id>`.
+const ItemIdSchema = z.string().min(1).max(256);
 const FieldValueSchema = z.union([z.string(), z.number().finite()]);
 const MemberListSchema = z.array(z.string()).min(1).max(1000);
 const JsonSchema: z.ZodType<JsonValue> = z.json();

@@ -16,6 +16,8 @@ export interface ProjectionReader {
   hget(key: string, field: string): Promise<string | null>;
   /** Members of a sorted set by rank, ascending (or descending with `reverse`). */
   zrange(key: string, start: number, stop: number, reverse?: boolean): Promise<string[]>;
+  /** Members of a sorted set (all scores equal) between two lex bounds (`[a` inclusive, `(a` exclusive, `-` / `+`). */
+  zrangeByLex(key: string, min: string, max: string): Promise<string[]>;
   zscore(key: string, member: string): Promise<number | null>;
   zcard(key: string): Promise<number>;
   smembers(key: string): Promise<string[]>;
@@ -45,6 +47,7 @@ export function createReader(redis: Redis, base: string): ProjectionReader {
     },
     hget: async (key, field) => stringOrNull(await read('HGET', key, field)),
     zrange: async (key, start, stop, reverse = false) => ((await read(reverse ? 'ZREVRANGE' : 'ZRANGE', key, start, stop)) as string[] | null) ?? [],
+    zrangeByLex: async (key, min, max) => ((await read('ZRANGEBYLEX', key, min, max)) as string[] | null) ?? [],
     async zscore(key, member) {
       const raw = stringOrNull(await read('ZSCORE', key, member));
       return raw === null ? null : Number(raw);

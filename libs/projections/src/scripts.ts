@@ -268,7 +268,7 @@ export const readScript = new LuaScript(
   'read',
   `
 local allowed = { GET = true, HGET = true, HGETALL = true, HMGET = true, ZRANGE = true, ZRANGEBYSCORE = true,
-  ZREVRANGEBYSCORE = true, ZREVRANGE = true, ZSCORE = true, ZCARD = true, SMEMBERS = true, SISMEMBER = true,
+  ZREVRANGEBYSCORE = true, ZRANGEBYLEX = true, ZREVRANGE = true, ZSCORE = true, ZCARD = true, SMEMBERS = true, SISMEMBER = true,
   SCARD = true, EXISTS = true, HLEN = true, TYPE = true }
 if not allowed[ARGV[2]] then return redis.error_reply('read command not allowed: ' .. ARGV[2]) end
 local gen = redis.call('GET', KEYS[1])

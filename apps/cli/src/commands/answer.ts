@@ -1,28 +1,32 @@
 import { randomUUID } from 'node:crypto';
 import { OperatorAnswerActionSchema } from '@baton/contracts';
-import { apiErrorText, callApi } from '../api';
+import { apiErrorText, callApi, recordPath, throwIfAmbiguous } from '../api';
 import type { Command } from '../command';
 import { parseCommandArgs, required, str } from '../command';
 import { ExitCode, UsageError } from '../errors';
 import { printJson } from '../output';
+import { projectArg } from '../timeline';
 
 export const answerCommand: Command = {
   name: 'answer',
   summary: "answer a stop packet's form (approve, deny, type the intent, raise a cap, acknowledge)",
-  help: `Usage: baton answer <stop-id> --action approve|deny|intent|raise_cap|acknowledge [options]
+  help: `Usage: baton answer <stop-id> --action approve|deny|intent|raise_cap|acknowledge [--project p] [options]
 
-Answer a stopped run through the operator API (POST /v1/stops/<id>/answer at BATON_API_URL,
-default http://127.0.0.1:7100). The answer must be one of the buttons of the packet's form.
-Approving a frozen call echoes the digest of the call shown by GET /v1/stops/<id>, so a
-packet that changed meanwhile is refused as stale.
+Answer a stopped run through the operator API (POST /v1/projects/<p>/stops/<id>/answer at
+BATON_API_URL, default http://127.0.0.1:7100). The answer must be one of the buttons of the
+packet's form. Approving a frozen call echoes the digest of the call shown by
+GET /v1/projects/<p>/stops/<id>, so a packet that changed meanwhile is refused as stale.
+Stop packet ids are unique only within a project: without --project the id must be held by one
+of the token's projects only (otherwise a usage error names them).
 
 Options:
+  --project <p>      the packet's project (required when several projects hold <stop-id>)
   --action <a>       approve, deny, intent, raise_cap or acknowledge (required)
   --intent <kind>    the request kind (with --action intent)
   --cap <n>          the new, higher cap (with --action raise_cap)
   --note <text>      a note for the record
   --answer-id <id>   idempotency key (default: a new one; re-use it to retry safely)
-  --json             print the API's reply as JSON
+  --json             print the API's reply as JSON (with the packet's project)
 `,
   async run(argv, ctx) {
     const args = parseCommandArgs(
@@ -33,6 +37,7 @@ Options:
         cap: { type: 'string' },
         note: { type: 'string' },
         'answer-id': { type: 'string' },
+        project: { type: 'string' },
         json: { type: 'boolean' },
       },
       { min: 1, max: 1 },
@@ -52,10 +57,13 @@ Options:
     const cap = capText === undefined ? undefined : Number(capText);
     if (action.data === 'raise_cap' && (cap === undefined || !Number.isFinite(cap) || cap <= 0)) throw new UsageError('--action raise_cap needs --cap <positive number>');
     const note = str(args, 'note');
+    const given = str(args, 'project');
+    const project = given !== undefined ? projectArg(given) : undefined;
 
     let pendingDigest: string | undefined;
     if (action.data === 'approve') {
-      const current = await callApi(ctx, 'GET', `/v1/stops/${encodeURIComponent(stopId)}`);
+      const current = await callApi(ctx, 'GET', recordPath('stops', stopId, project));
+      throwIfAmbiguous(current, 'stop packet', stopId);
       if (!current.ok) {
         ctx.io.stderr.write(`baton: cannot read stop ${stopId}: ${apiErrorText(current)}\n`);
         return ExitCode.failure;
@@ -64,7 +72,7 @@ Options:
       const digest = body?.stop?.pending_digest ?? body?.pending_digest;
       if (typeof digest === 'string') pendingDigest = digest;
     }
-    const reply = await callApi(ctx, 'POST', `/v1/stops/${encodeURIComponent(stopId)}/answer`, {
+    const reply = await callApi(ctx, 'POST', recordPath('stops', stopId, project, '/answer'), {
       answer_id: str(args, 'answer-id') ?? `cli-${randomUUID()}`,
       action: action.data,
       ...(intent !== undefined ? { intent } : {}),
@@ -73,12 +81,15 @@ Options:
       ...(pendingDigest !== undefined ? { pending_digest: pendingDigest } : {}),
       answered_by: ctx.operator(),
     });
-    if (args.values['json'] === true) printJson(ctx.io, reply.body);
+    throwIfAmbiguous(reply, 'stop packet', stopId);
+    const answeredIn = (reply.body as { project?: unknown } | null)?.project;
+    const inProject = typeof answeredIn === 'string' ? answeredIn : project;
+    if (args.values['json'] === true) printJson(ctx.io, reply.ok && inProject !== undefined ? { project: inProject, ...(reply.body as object) } : reply.body);
     if (!reply.ok) {
       ctx.io.stderr.write(`baton: the answer was refused: ${apiErrorText(reply)}\n`);
       return ExitCode.failure;
     }
-    if (args.values['json'] !== true) ctx.io.stdout.write(`answered ${stopId}: ${action.data}\n`);
+    if (args.values['json'] !== true) ctx.io.stdout.write(`answered ${stopId}${inProject !== undefined ? ` (project ${inProject})` : ''}: ${action.data}\n`);
     return ExitCode.ok;
   },
 };

@@ -1,26 +1,30 @@
 import { randomUUID } from 'node:crypto';
-import { apiErrorText, callApi } from '../api';
+import { apiErrorText, callApi, recordPath, throwIfAmbiguous } from '../api';
 import type { Command } from '../command';
 import { parseCommandArgs, str } from '../command';
 import { ExitCode, UsageError } from '../errors';
 import { printJson } from '../output';
+import { projectArg } from '../timeline';
 
 export const decideCommand: Command = {
   name: 'decide',
   summary: 'accept a completion handback, or send it back for rework',
-  help: `Usage: baton decide <handoff-id> accept|rework [--note text] [--json]
+  help: `Usage: baton decide <handoff-id> accept|rework [--project p] [--note text] [--json]
 
-Decide a completion handback through the operator API (POST /v1/handoffs/<id>/decision at
-BATON_API_URL). accept completes the parent handoff; rework sends it back to pending with the note
-(a rework needs a note saying what to change).
+Decide a completion handback through the operator API (POST /v1/projects/<p>/handoffs/<id>/decision
+at BATON_API_URL). accept completes the parent handoff; rework sends it back to pending with the
+note (a rework needs a note saying what to change). Handoff ids are unique only within a project:
+without --project the id must be held by one of the token's projects only (otherwise a usage error
+names them).
 
 Options:
+  --project <p>       the handback's project (required when several projects hold <handoff-id>)
   --note <text>       the note (required for rework)
   --key <k>           idempotency key (default: a new one; re-use it to retry safely)
-  --json              print the API's reply as JSON
+  --json              print the API's reply as JSON (with the handback's project)
 `,
   async run(argv, ctx) {
-    const args = parseCommandArgs(argv, { note: { type: 'string' }, key: { type: 'string' }, json: { type: 'boolean' } }, { min: 2, max: 2 });
+    const args = parseCommandArgs(argv, { note: { type: 'string' }, key: { type: 'string' }, project: { type: 'string' }, json: { type: 'boolean' } }, { min: 2, max: 2 });
     if (args.help) {
       ctx.io.stdout.write(this.help);
       return ExitCode.ok;
@@ -29,18 +33,23 @@ Options:
     if (decision !== 'accept' && decision !== 'rework') throw new UsageError(`the decision is accept or rework, got "${decision}"`);
     const note = str(args, 'note');
     if (decision === 'rework' && (note === undefined || note.trim() === '')) throw new UsageError('a rework needs --note saying what to change');
-    const reply = await callApi(ctx, 'POST', `/v1/handoffs/${encodeURIComponent(handoffId)}/decision`, {
+    const given = str(args, 'project');
+    const project = given !== undefined ? projectArg(given) : undefined;
+    const reply = await callApi(ctx, 'POST', recordPath('handoffs', handoffId, project, '/decision'), {
       decision,
       ...(note !== undefined ? { note } : {}),
       idempotency_key: str(args, 'key') ?? `cli-${randomUUID()}`,
       actor: ctx.operator(),
     });
-    if (args.values['json'] === true) printJson(ctx.io, reply.body);
+    throwIfAmbiguous(reply, 'handoff', handoffId);
+    const decidedIn = (reply.body as { handoff?: { project?: unknown } } | null)?.handoff?.project;
+    const inProject = typeof decidedIn === 'string' ? decidedIn : project;
+    if (args.values['json'] === true) printJson(ctx.io, reply.ok && inProject !== undefined ? { project: inProject, ...(reply.body as object) } : reply.body);
     if (!reply.ok) {
       ctx.io.stderr.write(`baton: the decision was refused: ${apiErrorText(reply)}\n`);
       return ExitCode.failure;
     }
-    if (args.values['json'] !== true) ctx.io.stdout.write(`${decision === 'accept' ? 'accepted' : 'sent back for rework'}: ${handoffId}\n`);
+    if (args.values['json'] !== true) ctx.io.stdout.write(`${decision === 'accept' ? 'accepted' : 'sent back for rework'}: ${handoffId}${inProject !== undefined ? ` (project ${inProject})` : ''}\n`);
     return ExitCode.ok;
   },
 };

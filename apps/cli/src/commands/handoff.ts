@@ -5,10 +5,12 @@ import type { Command } from '../command';
 import { int, parseCommandArgs, str } from '../command';
 import { CliError, ExitCode } from '../errors';
 import { printJson, renderFields, renderTable } from '../output';
-import { historyAt, readHistory } from '../timeline';
+import { historyAt, projectOf, readHistory } from '../timeline';
 
 /** What `baton handoff <id> --json` prints. */
 export interface HandoffReport {
+  /** The handoff's project (a handoff id is unique only within its project). */
+  project: string;
   handoff: HandoffRecord;
   /** Where the view came from: the Redis projection, or a fold of the events (projection missing). */
   view_source: 'projection' | 'events';
@@ -26,11 +28,13 @@ export const handoffCommand: Command = {
 
 Show a handoff as the projections hold it, and its timeline read straight from the events stream,
 so it works even when the projections are gone (the view is then folded from the events).
+A handoff id is unique only within its project: when several projects hold <id>, --project is
+required (the usage error names them).
 
 Options:
-  --project <p>   the project (default: found from the stream)
+  --project <p>   the project (default: the one project holding <id>)
   --at <seq>      the handoff as of a point in the log: fold only its events with stream seq <= <seq>
-  --json          print { handoff, view_source, timeline, timeline_source[, at_seq] }
+  --json          print { project, handoff, view_source, timeline, timeline_source[, at_seq] }
 `,
   async run(argv, ctx) {
     const args = parseCommandArgs(argv, { project: { type: 'string' }, at: { type: 'string' }, json: { type: 'boolean' } }, { min: 1, max: 1 });
@@ -41,31 +45,32 @@ Options:
     const id = args.positionals[0]!;
     const atSeq = int(args, 'at', { min: 1, max: Number.MAX_SAFE_INTEGER });
     let report: HandoffReport | null = null;
+    const views = atSeq === undefined ? createBatonViews(await ctx.projections()) : null;
+    const project = await projectOf(ctx, 'handoff', id, str(args, 'project'), async () => (views ? views.projectsOf('handoff', id) : []));
+    if (project === null) throw new CliError(`handoff ${id} not found`);
     if (atSeq !== undefined) {
-      const full = await readHistory(ctx, 'handoff', id, str(args, 'project'));
-      if (!full) throw new CliError(`handoff ${id} not found`);
+      const full = await readHistory(ctx, 'handoff', id, project);
+      if (!full) throw new CliError(`handoff ${id} not found in project ${project}`);
       const history = historyAt(full, atSeq, `handoff ${id}`);
       const folded = toHandoffRecord(history.events.reduce((s, e) => evolveHandoff(s, { type: e.type, data: e.payload } as HandoffEvent), initialHandoffState()));
       if (!folded) throw new CliError(`handoff ${id} has no record at seq ${atSeq}`);
-      report = { handoff: folded, view_source: 'events', at_seq: atSeq, timeline: history.timeline, timeline_source: 'stream' };
+      report = { project, handoff: folded, view_source: 'events', at_seq: atSeq, timeline: history.timeline, timeline_source: 'stream' };
     }
     if (report === null) {
-      const projected = await createBatonViews(await ctx.projections())
-        .handoff(id)
-        .catch(() => null);
-      const history = await readHistory(ctx, 'handoff', id, str(args, 'project')).catch((error: unknown) => {
+      const projected = views ? await views.handoff(project, id).catch(() => null) : null;
+      const history = await readHistory(ctx, 'handoff', id, project).catch((error: unknown) => {
         if (projected === null) throw error;
         ctx.io.stderr.write(`baton: warning: cannot read the events stream (${(error as Error).message}); showing the projected timeline\n`);
         return undefined;
       });
       if (projected) {
         report = history
-          ? { handoff: projected.handoff, view_source: 'projection', timeline: history.timeline, timeline_source: 'stream' }
-          : { handoff: projected.handoff, view_source: 'projection', timeline: projected.timeline, timeline_source: 'projection' };
+          ? { project, handoff: projected.handoff, view_source: 'projection', timeline: history.timeline, timeline_source: 'stream' }
+          : { project, handoff: projected.handoff, view_source: 'projection', timeline: projected.timeline, timeline_source: 'projection' };
       } else {
         const folded = history ? toHandoffRecord(history.events.reduce((s, e) => evolveHandoff(s, { type: e.type, data: e.payload } as HandoffEvent), initialHandoffState())) : null;
-        if (!history || !folded) throw new CliError(`handoff ${id} not found`);
-        report = { handoff: folded, view_source: 'events', timeline: history.timeline, timeline_source: 'stream' };
+        if (!history || !folded) throw new CliError(`handoff ${id} not found in project ${project}`);
+        report = { project, handoff: folded, view_source: 'events', timeline: history.timeline, timeline_source: 'stream' };
       }
     }
     if (args.values['json'] === true) {

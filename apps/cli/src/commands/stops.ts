@@ -14,7 +14,7 @@ Repeat a filter to match any of its values.
 
 Options:
   --why <why>       unknown_intent, policy, budget, parse_fail, thrash, circuit_open, banned_click, guard_failed
-  --run <id>        only the packets of this workflow run
+  --run <id>        only the packets of the runs of this id (in every project, or those of --project)
   --agent <a>       the agent that stopped
   --status <s>      open or answered (default: both)
   --project <p>     the project
@@ -52,6 +52,7 @@ Options:
       command: 'stops',
       columns: [
           { header: 'packet', value: (r) => r.stop.packet_id, max: 40 },
+          { header: 'project', value: (r) => r.stop.project },
           { header: 'why', value: (r) => r.stop.why },
           { header: 'run', value: (r) => r.stop.workflow_run_id, max: 36 },
           { header: 'agent', value: (r) => r.stop.agent },

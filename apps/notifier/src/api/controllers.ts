@@ -6,12 +6,14 @@ import type { Principal } from '../auth/roles';
 import { assertVisible, scopedProjects } from '../auth/scope';
 import { ApiExceptionFilter, notFound, parseOr400 } from './http';
 import { buildOpenApiDocument, docsPage } from './openapi';
-import { OperatorActions } from './operator-actions';
+import { OperatorActions, type RecordTarget } from './operator-actions';
+import { resolveProject } from './resolve';
 import {
   HandbackDecisionBodySchema,
   HoldAnswerBodySchema,
   IdParamSchema,
   InboxQuerySchema,
+  ProjectParamSchema,
   StopAnswerBodySchema,
   StopsQuerySchema,
 } from './schemas';
@@ -21,7 +23,44 @@ import {
  * the reply. Every `/v1` route needs an authenticated caller ({@link ApiAuthGuard}) and shows or
  * acts on the caller's projects only: listings are narrowed to them, and an item of another
  * project answers 404 as if it did not exist.
+ *
+ * Runs, handoffs and stop packets are addressed by project and id (`/v1/projects/:project/...`):
+ * an id is unique only within its project. The id-only routes (`/v1/runs/:id`...) remain as a
+ * convenience and answer only when the id is unambiguous among the caller's projects: 404 when
+ * none holds it, 409 `ambiguous_id` (listing the projects) when several do.
  */
+
+/** The record of a route: its id, and the project when the route names it. */
+function target(id: string, project?: string): RecordTarget {
+  return { id: parseOr400(IdParamSchema, id), ...(project !== undefined ? { project: parseOr400(ProjectParamSchema, project) } : {}) };
+}
+
+/** Reads of runs, handoffs and stop packets, shared by the project routes and the id-only ones. */
+class RecordReads {
+  constructor(private readonly views: BatonViews) {}
+
+  async stop(t: RecordTarget, caller: Principal) {
+    const record = await this.views.stop(await resolveProject(this.views, caller, 'stop', t.id, t.project), t.id);
+    if (!record) throw notFound('stop packet', t.id);
+    assertVisible(caller, record.stop.project, 'stop packet', t.id);
+    return record;
+  }
+
+  async handoff(t: RecordTarget, caller: Principal) {
+    const view = await this.views.handoff(await resolveProject(this.views, caller, 'handoff', t.id, t.project), t.id);
+    if (!view) throw notFound('handoff', t.id);
+    assertVisible(caller, view.handoff.project, 'handoff', t.id);
+    return view;
+  }
+
+  async run(t: RecordTarget, caller: Principal) {
+    const project = await resolveProject(this.views, caller, 'run', t.id, t.project);
+    const view = await this.views.run(project, t.id);
+    if (!view) throw notFound('run', t.id);
+    assertVisible(caller, view.run.project, 'run', t.id);
+    return { ...view, handoffs: await this.views.runHandoffs(project, t.id) };
+  }
+}
 
 @UseFilters(ApiExceptionFilter)
 @UseGuards(ApiAuthGuard)
@@ -81,20 +120,17 @@ export class StopsController {
     return { items, next_cursor: exhausted ? null : page.nextCursor };
   }
 
-  /** `GET /v1/stops/:id`: one stop packet with its answer and effect. */
+  /** `GET /v1/stops/:id`: one stop packet with its answer and effect (the id must be unambiguous; else 409 `ambiguous_id`). */
   @Get(':id')
-  async get(@Param('id') id: string, @Caller() caller: Principal) {
-    const record = await this.views.stop(parseOr400(IdParamSchema, id));
-    if (!record) throw notFound('stop packet', id);
-    assertVisible(caller, record.stop.project, 'stop packet', id);
-    return record;
+  get(@Param('id') id: string, @Caller() caller: Principal) {
+    return new RecordReads(this.views).stop(target(id), caller);
   }
 
-  /** `POST /v1/stops/:id/answer`: answer the packet's form → 202 once published to the router. */
+  /** `POST /v1/stops/:id/answer`: answer the packet's form → 202 once published to the router (id-only: 409 `ambiguous_id` when several projects hold it). */
   @Post(':id/answer')
   @HttpCode(202)
   answer(@Param('id') id: string, @Body() body: unknown, @Caller() caller: Principal) {
-    return this.actions.answerStop(parseOr400(IdParamSchema, id), parseOr400(StopAnswerBodySchema, body), caller);
+    return this.actions.answerStop(target(id), parseOr400(StopAnswerBodySchema, body), caller);
   }
 }
 
@@ -107,20 +143,17 @@ export class HandoffsController {
     private readonly actions: OperatorActions,
   ) {}
 
-  /** `GET /v1/handoffs/:id`: the handoff record and its event timeline. */
+  /** `GET /v1/handoffs/:id`: the handoff record and its event timeline (id-only: 409 `ambiguous_id` when several projects hold it). */
   @Get(':id')
-  async get(@Param('id') id: string, @Caller() caller: Principal) {
-    const view = await this.views.handoff(parseOr400(IdParamSchema, id));
-    if (!view) throw notFound('handoff', id);
-    assertVisible(caller, view.handoff.project, 'handoff', id);
-    return view;
+  get(@Param('id') id: string, @Caller() caller: Principal) {
+    return new RecordReads(this.views).handoff(target(id), caller);
   }
 
   /** `POST /v1/handoffs/:id/decision`: accept or rework a completion handback (through the ledger). */
   @Post(':id/decision')
   @HttpCode(200)
   decide(@Param('id') id: string, @Body() body: unknown, @Caller() caller: Principal) {
-    return this.actions.decideHandback(parseOr400(IdParamSchema, id), parseOr400(HandbackDecisionBodySchema, body), caller);
+    return this.actions.decideHandback(target(id), parseOr400(HandbackDecisionBodySchema, body), caller);
   }
 }
 
@@ -133,21 +166,74 @@ export class RunsController {
     private readonly actions: OperatorActions,
   ) {}
 
-  /** `GET /v1/runs/:id`: the run view, its event timeline and the handoffs it created. */
+  /** `GET /v1/runs/:id`: the run view, its event timeline and the handoffs it created (id-only: 409 `ambiguous_id` when several projects hold it). */
   @Get(':id')
-  async get(@Param('id') id: string, @Caller() caller: Principal) {
-    const runId = parseOr400(IdParamSchema, id);
-    const view = await this.views.run(runId);
-    if (!view) throw notFound('run', id);
-    assertVisible(caller, view.run.project, 'run', id);
-    return { ...view, handoffs: await this.views.runHandoffs(runId) };
+  get(@Param('id') id: string, @Caller() caller: Principal) {
+    return new RecordReads(this.views).run(target(id), caller);
   }
 
   /** `POST /v1/runs/:id/answer`: answer a held run → 202 once published to the router. */
   @Post(':id/answer')
   @HttpCode(202)
   answer(@Param('id') id: string, @Body() body: unknown, @Caller() caller: Principal) {
-    return this.actions.answerHold(parseOr400(IdParamSchema, id), parseOr400(HoldAnswerBodySchema, body), caller);
+    return this.actions.answerHold(target(id), parseOr400(HoldAnswerBodySchema, body), caller);
+  }
+}
+
+/**
+ * The project routes: runs, handoffs and stop packets addressed by project and id. A project the
+ * token may not see answers 404 `not_found`, exactly as a record that does not exist.
+ */
+@UseFilters(ApiExceptionFilter)
+@UseGuards(ApiAuthGuard)
+@Controller('v1/projects/:project')
+export class ProjectRecordsController {
+  private readonly reads: RecordReads;
+
+  constructor(
+    @Inject(BATON_VIEWS) views: BatonViews,
+    private readonly actions: OperatorActions,
+  ) {
+    this.reads = new RecordReads(views);
+  }
+
+  /** `GET /v1/projects/:project/runs/:id`: the run view, its event timeline and the handoffs it created. */
+  @Get('runs/:id')
+  run(@Param('project') project: string, @Param('id') id: string, @Caller() caller: Principal) {
+    return this.reads.run(target(id, project), caller);
+  }
+
+  /** `POST /v1/projects/:project/runs/:id/answer`: answer a held run → 202 once published to the router. */
+  @Post('runs/:id/answer')
+  @HttpCode(202)
+  answerHold(@Param('project') project: string, @Param('id') id: string, @Body() body: unknown, @Caller() caller: Principal) {
+    return this.actions.answerHold(target(id, project), parseOr400(HoldAnswerBodySchema, body), caller);
+  }
+
+  /** `GET /v1/projects/:project/handoffs/:id`: the handoff record and its event timeline. */
+  @Get('handoffs/:id')
+  handoff(@Param('project') project: string, @Param('id') id: string, @Caller() caller: Principal) {
+    return this.reads.handoff(target(id, project), caller);
+  }
+
+  /** `POST /v1/projects/:project/handoffs/:id/decision`: accept or rework a completion handback. */
+  @Post('handoffs/:id/decision')
+  @HttpCode(200)
+  decide(@Param('project') project: string, @Param('id') id: string, @Body() body: unknown, @Caller() caller: Principal) {
+    return this.actions.decideHandback(target(id, project), parseOr400(HandbackDecisionBodySchema, body), caller);
+  }
+
+  /** `GET /v1/projects/:project/stops/:id`: one stop packet with its answer and effect. */
+  @Get('stops/:id')
+  stop(@Param('project') project: string, @Param('id') id: string, @Caller() caller: Principal) {
+    return this.reads.stop(target(id, project), caller);
+  }
+
+  /** `POST /v1/projects/:project/stops/:id/answer`: answer the packet's form → 202 once published to the router. */
+  @Post('stops/:id/answer')
+  @HttpCode(202)
+  answerStop(@Param('project') project: string, @Param('id') id: string, @Body() body: unknown, @Caller() caller: Principal) {
+    return this.actions.answerStop(target(id, project), parseOr400(StopAnswerBodySchema, body), caller);
   }
 }
 

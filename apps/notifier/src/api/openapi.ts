@@ -35,6 +35,13 @@ function queryParameters(schema: z.ZodObject): object[] {
 }
 
 const idParam = (description: string) => ({ name: 'id', in: 'path', required: true, description, schema: { type: 'string', pattern: '^[A-Za-z0-9_\\-:@]+$', maxLength: 128 } });
+const projectParam = {
+  name: 'project',
+  in: 'path',
+  required: true,
+  description: 'the project key (ids are unique only within a project); a project the token may not see answers 404',
+  schema: { type: 'string', pattern: '^[a-z0-9][a-z0-9_-]*$', maxLength: 64 },
+};
 const body = (schema: z.ZodType) => ({ required: true, content: { 'application/json': { schema: schemaOf(schema, 'input') } } });
 
 /**
@@ -45,13 +52,80 @@ const body = (schema: z.ZodType) => ({ required: true, content: { 'application/j
 export function buildOpenApiDocument(): object {
   const bad = error('invalid input: `schema_violation` (query, path or body), `malformed_json`, `payload_too_large`');
   const missing = error('`not_found`');
+  const ambiguous = error(
+    '`ambiguous_id`: the id exists in several projects the token may see (`error.details.projects` lists them); use the project route `/v1/projects/{project}/...`',
+  );
+  /** An id-only route: a convenience answering only when the id is unambiguous among the token's projects. */
+  const idOnly = (operation: { operationId: string; summary: string; description?: string; responses: Record<string, unknown> } & Record<string, unknown>, projectRoute: string) => ({
+    ...operation,
+    description: `${operation.description ? `${operation.description} ` : ''}Addresses the record by id alone: answered only when exactly one project the token may see holds the id (404 when none does, 409 \`ambiguous_id\` listing the projects when several do). Prefer \`${projectRoute}\`.`,
+    responses: { ...operation.responses, '409': operation.responses['409'] ? error(`${String((operation.responses['409'] as { description: string }).description)}; \`ambiguous_id\` (several projects hold the id)`) : ambiguous },
+  });
+  /** The same operation on the project route: project and id name the record. */
+  const scoped = (operation: { operationId: string; parameters: object[] } & Record<string, unknown>) => ({
+    ...operation,
+    operationId: `${operation.operationId}InProject`,
+    parameters: [projectParam, ...operation.parameters],
+  });
+  const getStop = {
+    operationId: 'getStop',
+    summary: 'One stop packet with its answer and the effect of the answer',
+    parameters: [idParam('the packet id')],
+    responses: { '200': json(StopRecordSchema, 'the packet'), '400': bad, '404': missing },
+  };
+  const answerStop = {
+    operationId: 'answerStop',
+    summary: "Answer a stop packet's form (one of its buttons)",
+    description: 'Published to the router on `<prefix>.in.<project>.answer` (Nats-Msg-Id = `answer:<project>:<answer_id>`). Send the same `answer_id` to retry safely.',
+    parameters: [idParam('the packet id')],
+    requestBody: body(StopAnswerBodySchema),
+    responses: {
+      '202': json(AnswerAcceptedSchema, 'published to the router'),
+      '400': error('`schema_violation`, `answer_not_allowed`, `answer_incomplete`, `intent_not_offered`, `cap_not_raised`'),
+      '404': missing,
+      '409': error('`stop_already_answered` (the packet is not open: fail closed), `stale_answer`'),
+    },
+  };
+  const getRun = {
+    operationId: 'getRun',
+    summary: 'A workflow run: status, workflow, current step and agent, callback, hops, open stop; its timeline and handoffs',
+    parameters: [idParam('the workflow run id')],
+    responses: { '200': json(RunResponseSchema, 'the run'), '400': bad, '404': missing },
+  };
+  const answerHold = {
+    operationId: 'answerHold',
+    summary: 'Answer a held run: continue, reroute (with a target) or terminate',
+    parameters: [idParam('the workflow run id')],
+    requestBody: body(HoldAnswerBodySchema),
+    responses: { '202': json(AnswerAcceptedSchema, 'published to the router'), '400': bad, '404': missing, '409': error('`run_not_held`') },
+  };
+  const getHandoff = {
+    operationId: 'getHandoff',
+    summary: 'A handoff record and its event timeline',
+    parameters: [idParam('the handoff id')],
+    responses: { '200': json(HandoffViewSchema, 'the handoff'), '400': bad, '404': missing },
+  };
+  const decideHandback = {
+    operationId: 'decideHandback',
+    summary: 'Accept or rework a completion handback (a rework carries a note)',
+    parameters: [idParam('the completion handback id')],
+    requestBody: body(HandbackDecisionBodySchema),
+    responses: {
+      '200': json(DecisionResponseSchema, 'the decided handback'),
+      '400': bad,
+      '403': error('the ledger refused the actor (e.g. the worker deciding its own work)'),
+      '404': missing,
+      '409': error('the ledger refused the state (e.g. already decided)'),
+      '503': error('no ledger answered'),
+    },
+  };
   return {
     openapi: '3.1.0',
     info: {
       title: 'Baton operator API',
       version: '1.0.0',
       description:
-        'The notifier service: the operator inbox, stop packets, handoff and run views (Redis projections of the event streams), and the operator actions (answer a stop packet or a hold, accept or rework a completion handback). Every `/v1` route needs `Authorization: Bearer <token>` (made with `baton token create`; roles viewer / operator / admin, scoped to projects): a caller sees and answers only its projects (another project\'s item answers 404), a viewer cannot answer (403 `role_forbidden`), and `answered_by` / `actor_role` / the decision\'s actor come from the token, never from the body. 401 `unauthenticated` without a valid token.',
+        'The notifier service: the operator inbox, stop packets, handoff and run views (Redis projections of the event streams), and the operator actions (answer a stop packet or a hold, accept or rework a completion handback). Every `/v1` route needs `Authorization: Bearer <token>` (made with `baton token create`; roles viewer / operator / admin, scoped to projects): a caller sees and answers only its projects (another project\'s item answers 404), a viewer cannot answer (403 `role_forbidden`), and `answered_by` / `actor_role` / the decision\'s actor come from the token, never from the body. 401 `unauthenticated` without a valid token. Ids are unique only within a project: runs, handoffs and stop packets are addressed by project and id (`/v1/projects/{project}/runs/{id}`...); the id-only routes remain as a convenience and answer 409 `ambiguous_id` (with `error.details.projects`) when several of the token\'s projects hold the id.',
     },
     components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'an operator token from `baton token create`' } } },
     security: [{ bearer: [] }],
@@ -73,70 +147,18 @@ export function buildOpenApiDocument(): object {
           responses: { '200': json(StopsPageSchema, 'one page of stop packets'), '400': bad },
         },
       },
-      '/v1/stops/{id}': {
-        get: {
-          operationId: 'getStop',
-          summary: 'One stop packet with its answer and the effect of the answer',
-          parameters: [idParam('the packet id')],
-          responses: { '200': json(StopRecordSchema, 'the packet'), '400': bad, '404': missing },
-        },
-      },
-      '/v1/stops/{id}/answer': {
-        post: {
-          operationId: 'answerStop',
-          summary: "Answer a stop packet's form (one of its buttons)",
-          description: 'Published to the router on `<prefix>.in.<project>.answer` (Nats-Msg-Id = answer_id). Send the same `answer_id` to retry safely.',
-          parameters: [idParam('the packet id')],
-          requestBody: body(StopAnswerBodySchema),
-          responses: {
-            '202': json(AnswerAcceptedSchema, 'published to the router'),
-            '400': error('`schema_violation`, `answer_not_allowed`, `answer_incomplete`, `intent_not_offered`, `cap_not_raised`'),
-            '404': missing,
-            '409': error('`stop_already_answered` (the packet is not open: fail closed), `stale_answer`'),
-          },
-        },
-      },
-      '/v1/runs/{id}': {
-        get: {
-          operationId: 'getRun',
-          summary: 'A workflow run: status, workflow, current step and agent, callback, hops, open stop; its timeline and handoffs',
-          parameters: [idParam('the workflow run id')],
-          responses: { '200': json(RunResponseSchema, 'the run'), '400': bad, '404': missing },
-        },
-      },
-      '/v1/runs/{id}/answer': {
-        post: {
-          operationId: 'answerHold',
-          summary: 'Answer a held run: continue, reroute (with a target) or terminate',
-          parameters: [idParam('the workflow run id')],
-          requestBody: body(HoldAnswerBodySchema),
-          responses: { '202': json(AnswerAcceptedSchema, 'published to the router'), '400': bad, '404': missing, '409': error('`run_not_held`') },
-        },
-      },
-      '/v1/handoffs/{id}': {
-        get: {
-          operationId: 'getHandoff',
-          summary: 'A handoff record and its event timeline',
-          parameters: [idParam('the handoff id')],
-          responses: { '200': json(HandoffViewSchema, 'the handoff'), '400': bad, '404': missing },
-        },
-      },
-      '/v1/handoffs/{id}/decision': {
-        post: {
-          operationId: 'decideHandback',
-          summary: 'Accept or rework a completion handback (a rework carries a note)',
-          parameters: [idParam('the completion handback id')],
-          requestBody: body(HandbackDecisionBodySchema),
-          responses: {
-            '200': json(DecisionResponseSchema, 'the decided handback'),
-            '400': bad,
-            '403': error('the ledger refused the actor (e.g. the worker deciding its own work)'),
-            '404': missing,
-            '409': error('the ledger refused the state (e.g. already decided)'),
-            '503': error('no ledger answered'),
-          },
-        },
-      },
+      '/v1/projects/{project}/stops/{id}': { get: scoped(getStop) },
+      '/v1/projects/{project}/stops/{id}/answer': { post: scoped(answerStop) },
+      '/v1/projects/{project}/runs/{id}': { get: scoped(getRun) },
+      '/v1/projects/{project}/runs/{id}/answer': { post: scoped(answerHold) },
+      '/v1/projects/{project}/handoffs/{id}': { get: scoped(getHandoff) },
+      '/v1/projects/{project}/handoffs/{id}/decision': { post: scoped(decideHandback) },
+      '/v1/stops/{id}': { get: idOnly(getStop, '/v1/projects/{project}/stops/{id}') },
+      '/v1/stops/{id}/answer': { post: idOnly(answerStop, '/v1/projects/{project}/stops/{id}/answer') },
+      '/v1/runs/{id}': { get: idOnly(getRun, '/v1/projects/{project}/runs/{id}') },
+      '/v1/runs/{id}/answer': { post: idOnly(answerHold, '/v1/projects/{project}/runs/{id}/answer') },
+      '/v1/handoffs/{id}': { get: idOnly(getHandoff, '/v1/projects/{project}/handoffs/{id}') },
+      '/v1/handoffs/{id}/decision': { post: idOnly(decideHandback, '/v1/projects/{project}/handoffs/{id}/decision') },
       '/v1/events/stream': {
         get: {
           operationId: 'eventStream',
@@ -160,9 +182,10 @@ export function docsPage(): string {
 <p>The OpenAPI 3.1 document: <a href="/openapi.json">/openapi.json</a>. Load it in any OpenAPI viewer.</p>
 <ul>
 <li><code>GET /v1/inbox</code> — the operator inbox</li>
-<li><code>GET /v1/stops</code>, <code>GET /v1/stops/{id}</code>, <code>POST /v1/stops/{id}/answer</code></li>
-<li><code>GET /v1/runs/{id}</code>, <code>POST /v1/runs/{id}/answer</code></li>
-<li><code>GET /v1/handoffs/{id}</code>, <code>POST /v1/handoffs/{id}/decision</code></li>
+<li><code>GET /v1/stops</code>, <code>GET /v1/projects/{project}/stops/{id}</code>, <code>POST /v1/projects/{project}/stops/{id}/answer</code></li>
+<li><code>GET /v1/projects/{project}/runs/{id}</code>, <code>POST /v1/projects/{project}/runs/{id}/answer</code></li>
+<li><code>GET /v1/projects/{project}/handoffs/{id}</code>, <code>POST /v1/projects/{project}/handoffs/{id}/decision</code></li>
+<li>the same by id alone (<code>/v1/stops/{id}</code>, <code>/v1/runs/{id}</code>, <code>/v1/handoffs/{id}</code>...) when the id is unambiguous among the token's projects; otherwise 409 <code>ambiguous_id</code></li>
 <li><code>GET /v1/events/stream</code> — server-sent inbox changes</li>
 </ul>
 <p>Every <code>/v1</code> route needs <code>Authorization: Bearer &lt;token&gt;</code> (<code>baton token create</code>). The web inbox is at <a href="/inbox">/inbox</a>.</p>

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { HttpStatus, Inject, Injectable } from '@nestjs/common';
-import { HoldAnswerSchema, MeshAnswerRequestSchema, OperatorAnswerSchema, Subjects, type HandoffRecord, type MeshAnswerRequest } from '@baton/contracts';
+import { HoldAnswerSchema, MeshAnswerRequestSchema, MsgIds, OperatorAnswerSchema, Subjects, type HandoffRecord, type MeshAnswerRequest } from '@baton/contracts';
 import { decideResume } from '@baton/domain';
 import { InboxItemId, type BatonViews } from '@baton/projections';
 import { JetStreamClient, RUNTIME, type ServiceRuntime } from '@baton/platform';
@@ -11,16 +11,30 @@ import { BATON_VIEWS, LEDGER_CLIENT } from '../projection/tokens';
 import type { Principal } from '../auth/roles';
 import { assertCanAnswer, assertVisible } from '../auth/scope';
 import { ApiError, notFound, parseOr400, statusForKind } from './http';
+import { resolveProject } from './resolve';
 import type { AnswerAcceptedSchema, HandbackDecisionBodySchema, HoldAnswerBodySchema, StopAnswerBodySchema } from './schemas';
 
 type AnswerAccepted = z.infer<typeof AnswerAcceptedSchema>;
 
 /**
+ * The record an action is for: its id, and its project when the route names it
+ * (`/v1/projects/:project/...`); without one the id must be unambiguous among the caller's
+ * projects (see {@link resolveProject}: 404, or 409 `ambiguous_id`).
+ */
+export interface RecordTarget {
+  project?: string;
+  id: string;
+}
+
+/**
  * The operator's actions: answering a stop packet's form or a hold (published to the router on
- * `<prefix>.in.<project>.answer`, JetStream, `Nats-Msg-Id` = answer id) and deciding a completion
+ * `<prefix>.in.<project>.answer`, JetStream, `Nats-Msg-Id` = `answer:<project>:<answer id>`) and deciding a completion
  * handback (a ledger command). Each action is checked against the projections first and refused
  * fail-closed (a packet that is not open → 409 `stop_already_answered`); the router and the
  * ledger decide again authoritatively and record any refusal.
+ *
+ * Every action names its record by project and id ({@link RecordTarget}); an id-only request is
+ * resolved among the caller's projects and refused 409 `ambiguous_id` when several hold the id.
  *
  * Who answers comes from the authenticated token, never from the body: `answered_by` / the
  * decision's actor is the token's name and `actor_role` its role. An item of a project the token
@@ -49,18 +63,20 @@ export class OperatorActions {
    * `not_found`, 409 `stop_already_answered` / `stale_answer`, 400 `answer_not_allowed`,
    * `answer_incomplete`, `intent_not_offered`, `cap_not_raised`, `schema_violation`.
    */
-  async answerStop(packetId: string, body: z.infer<typeof StopAnswerBodySchema>, caller: Principal): Promise<AnswerAccepted> {
-    const record = await this.views.stop(packetId);
+  async answerStop(target: RecordTarget, body: z.infer<typeof StopAnswerBodySchema>, caller: Principal): Promise<AnswerAccepted> {
+    const packetId = target.id;
+    const project = await resolveProject(this.views, caller, 'stop', packetId, target.project);
+    const record = await this.views.stop(project, packetId);
     if (!record) throw notFound('stop packet', packetId);
     const packet = record.stop;
     assertVisible(caller, packet.project, 'stop packet', packetId);
     assertCanAnswer(caller);
-    const meshRunId = record.mesh_run_id ?? (await this.views.inboxItem(InboxItemId.stop(packetId)))?.['mesh_run_id'];
+    const meshRunId = record.mesh_run_id ?? (await this.views.inboxItem(InboxItemId.stop(project, packetId)))?.['mesh_run_id'];
     const mesh = typeof meshRunId === 'string' ? meshRunId : null;
     if (packet.status !== 'open') {
       if (body.answer_id !== undefined && packet.answer?.answer_id === body.answer_id) {
         const subject = mesh !== null ? Subjects.meshAnswer(this.prefix, packet.project) : Subjects.operatorAnswer(this.prefix, packet.project);
-        return { accepted: true, answer_id: body.answer_id, workflow_run_id: packet.workflow_run_id, ...(mesh !== null ? { mesh_run_id: mesh } : {}), subject, duplicate: true };
+        return { accepted: true, answer_id: body.answer_id, project: packet.project, workflow_run_id: packet.workflow_run_id, ...(mesh !== null ? { mesh_run_id: mesh } : {}), subject, duplicate: true };
       }
       throw new ApiError(HttpStatus.CONFLICT, 'stop_already_answered', `stop packet ${packetId} was already answered`, [], {
         answer_id: packet.answer?.answer_id ?? null,
@@ -77,8 +93,9 @@ export class OperatorActions {
   }
 
   /** Answer a held run (continue / reroute / terminate). 404 unknown run, 409 `run_not_held`, 400 bad answer. */
-  async answerHold(workflowRunId: string, body: z.infer<typeof HoldAnswerBodySchema>, caller: Principal): Promise<AnswerAccepted> {
-    const view = await this.views.run(workflowRunId);
+  async answerHold(target: RecordTarget, body: z.infer<typeof HoldAnswerBodySchema>, caller: Principal): Promise<AnswerAccepted> {
+    const workflowRunId = target.id;
+    const view = await this.views.run(await resolveProject(this.views, caller, 'run', workflowRunId, target.project), workflowRunId);
     if (!view) throw notFound('run', workflowRunId);
     assertVisible(caller, view.run.project, 'run', workflowRunId);
     assertCanAnswer(caller);
@@ -96,8 +113,9 @@ export class OperatorActions {
    * wrong state (e.g. already decided), 403 forbidden (the worker deciding its own work), 400 for
    * invalid input, 503 when no ledger answers.
    */
-  async decideHandback(handoffId: string, body: z.infer<typeof HandbackDecisionBodySchema>, caller: Principal): Promise<{ handoff: HandoffRecord; events: number }> {
-    const view = await this.views.handoff(handoffId);
+  async decideHandback(target: RecordTarget, body: z.infer<typeof HandbackDecisionBodySchema>, caller: Principal): Promise<{ handoff: HandoffRecord; events: number }> {
+    const handoffId = target.id;
+    const view = await this.views.handoff(await resolveProject(this.views, caller, 'handoff', handoffId, target.project), handoffId);
     if (!view) throw notFound('handoff', handoffId);
     assertVisible(caller, view.handoff.project, 'handoff', handoffId);
     assertCanAnswer(caller);
@@ -106,9 +124,7 @@ export class OperatorActions {
       body.decision === 'accept'
         ? { handoff_id: handoffId, decision: 'accept' as const, ...(body.note !== undefined ? { note: body.note } : {}), idempotency_key: key }
         : { handoff_id: handoffId, decision: 'rework' as const, note: body.note ?? '', idempotency_key: key };
-    // Sent on `<prefix>.cmd.ledger.<project>.op.notifier.decide_handback`: the ledger records the
-    // token's name as an operator, with the token's role.
-    const reply = await this.ledger.decideHandback(view.handoff.project, command, { operator: { name: caller.name, role: caller.role } });
+    const reply = await this.ledger.decideHandback(view.handoff.project, command, { as: { actor: caller.name, actor_kind: 'operator' } });
     if (reply.ok) return { handoff: reply.handoff, events: reply.events };
     const status = reply.error.kind === 'rejected' ? HttpStatus.BAD_REQUEST : statusForKind(reply.error.kind);
     throw new ApiError(status, reply.error.code, reply.error.message, [], reply.error.details);
@@ -122,17 +138,17 @@ export class OperatorActions {
     const body = MeshAnswerRequestSchema.parse(request);
     const subject = Subjects.meshAnswer(this.prefix, body.project);
     const answerId = body.answer.answer_id;
-    const ack = await this.js.publish(subject, body, { msgId: answerId });
+    const ack = await this.js.publish(subject, body, { msgId: MsgIds.meshAnswer(body.project, answerId) });
     this.runtime.logger.info('operator mesh answer published', { mesh_run_id: body.mesh_run_id, answer_id: answerId, action: body.answer.action, duplicate: ack.duplicate });
-    return { accepted: true, answer_id: answerId, workflow_run_id: body.mesh_run_id, mesh_run_id: body.mesh_run_id, subject, duplicate: ack.duplicate };
+    return { accepted: true, answer_id: answerId, project: body.project, workflow_run_id: body.mesh_run_id, mesh_run_id: body.mesh_run_id, subject, duplicate: ack.duplicate };
   }
 
   private async publish(request: RunAnswerRequest): Promise<AnswerAccepted> {
     const body = RunAnswerRequestSchema.parse(request);
     const subject = Subjects.operatorAnswer(this.prefix, body.project);
     const answerId = body.answer.answer.answer_id;
-    const ack = await this.js.publish(subject, body, { msgId: answerId });
+    const ack = await this.js.publish(subject, body, { msgId: MsgIds.answer(body.project, answerId) });
     this.runtime.logger.info('operator answer published', { workflow_run_id: body.workflow_run_id, answer_id: answerId, kind: body.answer.kind, duplicate: ack.duplicate });
-    return { accepted: true, answer_id: answerId, workflow_run_id: body.workflow_run_id, subject, duplicate: ack.duplicate };
+    return { accepted: true, answer_id: answerId, project: body.project, workflow_run_id: body.workflow_run_id, subject, duplicate: ack.duplicate };
   }
 }

@@ -52,7 +52,7 @@ export const StopsQuerySchema = z.strictObject({
   why: list(StopWhySchema).optional(),
   agent: list(AgentNameSchema).optional(),
   status: list(StopPacketStatusSchema).optional(),
-  run: IdSchema.optional(),
+  run: IdSchema.optional().describe('only the packets of the runs of this workflow_run_id (in each project the token may see, or the `project` filter names)'),
   since: IsoTimeSchema.optional(),
   until: IsoTimeSchema.optional(),
   limit,
@@ -60,6 +60,8 @@ export const StopsQuerySchema = z.strictObject({
 });
 
 export const IdParamSchema = IdSchema;
+/** The `:project` of a project route. */
+export const ProjectParamSchema = ProjectIdSchema;
 
 /** `POST /v1/stops/:id/answer`: the packet form's answer. `answer_id` (optional) makes a retried POST idempotent. */
 export const StopAnswerBodySchema = z.strictObject({
@@ -112,7 +114,9 @@ export const ErrorBodySchema = z.object({
 
 export const InboxItemSchema = z
   .object({
-    id: z.string().describe('stop:<packet_id> | hold:<workflow_run_id>:<seq> | handback:<handoff_id> | escalation:<handoff_id>'),
+    id: z
+      .string()
+      .describe('stop:<project>:<packet_id> | hold:<seq>:<project>:<workflow_run_id> | handback:<project>:<handoff_id> | escalation:<project>:<handoff_id> (ids may hold ":"; the project never does)'),
     project: z.string(),
     kind: InboxKindSchema,
     why: z.string().optional().describe('stop: the StopWhy; hold: hold | human_gate; escalation: lease_expired | rework'),
@@ -174,11 +178,18 @@ export const RunViewSchema = z.object({
   updated_at: z.string(),
   last_seq: z.number().int(),
 });
-export const RunResponseSchema = z.object({ run: RunViewSchema, timeline: z.array(TimelineEntrySchema), handoffs: z.array(z.string()) });
+/** A record named by its project and id (ids are unique only within a project). */
+export const ProjectRefSchema = z.object({ project: z.string(), id: z.string() });
+export const RunResponseSchema = z.object({
+  run: RunViewSchema,
+  timeline: z.array(TimelineEntrySchema),
+  handoffs: z.array(ProjectRefSchema).describe('the handoffs the run created, oldest first (a cross-project handoff lives in its target project)'),
+});
 
 export const AnswerAcceptedSchema = z.object({
   accepted: z.literal(true),
   answer_id: z.string(),
+  project: z.string(),
   workflow_run_id: z.string(),
   mesh_run_id: z.string().optional().describe('set when the answered packet belongs to a handoff mesh (published on mesh_answer)'),
   subject: z.string(),

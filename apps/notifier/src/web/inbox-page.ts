@@ -61,8 +61,11 @@ function badges(item: InboxItem): SafeHtml {
 </div>`;
 }
 
-const runLink = (workflowRunId: string | undefined, text: string): SafeHtml =>
-  workflowRunId ? html`<a href="/runs/${seg(workflowRunId)}#timeline">${text}</a>` : html`${text}`;
+/** The web page of a run or handoff of one project (`/projects/<project>/runs/<id>`...). */
+export const recordHref = (kind: 'runs' | 'handoffs', project: string, id: string): string => `/projects/${seg(project)}/${kind}/${seg(id)}`;
+
+const runLink = (project: string, workflowRunId: string | undefined, text: string): SafeHtml =>
+  workflowRunId ? html`<a href="${recordHref('runs', project, workflowRunId)}#timeline">${text}</a>` : html`${text}`;
 
 function hidden(name: string, value: string | null | undefined): SafeHtml {
   return value === null || value === undefined ? html`` : html`<input type="hidden" name="${name}" value="${value}">`;
@@ -73,7 +76,7 @@ function stopForm(packet: StopPacket, form: NextForm | null, ctx: PageContext, r
   const digest = form?.pending_digest ?? packet.pending_digest;
   const fields = form?.fields ?? [];
   const actions = form?.actions ?? [{ id: 'acknowledge' as const, label: 'Acknowledge', style: 'primary' as const }];
-  return html`<form class="answer" method="post" action="/inbox/stops/${seg(packet.packet_id)}/answer" data-testid="stop-form">
+  return html`<form class="answer" method="post" action="/inbox/projects/${seg(packet.project)}/stops/${seg(packet.packet_id)}/answer" data-testid="stop-form">
   ${csrfField(ctx)}${hidden('answer_id', `web-${randomUUID()}`)}${hidden('pending_digest', digest)}${hidden('return', returnTo)}
   ${form ? html`<div class="muted">${form.prompt}</div>` : null}
   ${fields.map((field) => {
@@ -106,9 +109,9 @@ function stopCard(details: Extract<ItemDetails, { kind: 'stop' }>, ctx: PageCont
   <dt>Why</dt><dd>${packet?.why ?? item.why ?? ''}${packet?.detail ? html` — ${packet.detail}` : null}</dd>
   <dt>What was tried</dt><dd data-testid="tried">${
     packet && packet.tried.length > 0
-      ? packet.tried.map((name, i) => html`${i > 0 ? ', ' : ''}${runLink(packet.workflow_run_id, name)}`)
+      ? packet.tried.map((name, i) => html`${i > 0 ? ', ' : ''}${runLink(packet.project, packet.workflow_run_id, name)}`)
       : html`<span class="muted">nothing</span>`
-  }${packet && packet.trace_ids.length > 0 ? html` <span class="muted">(traces: ${packet.trace_ids.join(', ')})</span>` : null} · ${runLink(item.workflow_run_id, 'run timeline')}</dd>
+  }${packet && packet.trace_ids.length > 0 ? html` <span class="muted">(traces: ${packet.trace_ids.join(', ')})</span>` : null} · ${runLink(item.project, item.workflow_run_id, 'run timeline')}</dd>
   <dt>Frozen pending call</dt><dd data-testid="pending">${packet?.pending ? html`<pre>${prettyJson(packet.pending)}</pre>` : html`<span class="muted">none</span>`}</dd>
   ${packet?.cap ? html`<dt>Cap</dt><dd>${packet.cap.name}: limit ${packet.cap.limit}${packet.cap.used !== undefined ? html`, used ${packet.cap.used}` : null}</dd>` : null}
   ${packet?.answer ? html`<dt>Answer</dt><dd>${packet.answer.action} by ${packet.answer.answered_by} at ${packet.answer.answered_at}${packet.answer.note ? html` — ${packet.answer.note}` : null}</dd>` : null}
@@ -128,11 +131,11 @@ function holdCard(item: InboxItem, ctx: PageContext, returnTo: string): SafeHtml
   <dt>Hold</dt><dd>${str(item['hold_kind']) ?? 'hold'} at step ${str(item['step']) ?? '?'}</dd>
   <dt>Reason</dt><dd data-testid="user-msg">${str(item['reason']) ?? ''}</dd>
   <dt>Continue goes to</dt><dd>${target ? `${target.agent ?? '?'} (${target.step ?? '?'})` : html`<span class="muted">no pending target</span>`}</dd>
-  <dt>Run</dt><dd>${runLink(item.workflow_run_id, item.workflow_run_id ?? '')}</dd>
+  <dt>Run</dt><dd>${runLink(item.project, item.workflow_run_id, item.workflow_run_id ?? '')}</dd>
 </dl>
 ${
   open && item.workflow_run_id && ctx.principal && canAnswer(ctx.principal)
-    ? html`<form class="answer" method="post" action="/inbox/runs/${seg(item.workflow_run_id)}/answer" data-testid="hold-form">
+    ? html`<form class="answer" method="post" action="/inbox/projects/${seg(item.project)}/runs/${seg(item.workflow_run_id)}/answer" data-testid="hold-form">
   ${csrfField(ctx)}${hidden('answer_id', `web-${randomUUID()}`)}${hidden('return', returnTo)}
   <label class="field">Reroute to (step, agent or role; only for Reroute)<input name="target" maxlength="128"></label>
   <label class="field">Note (optional)<textarea name="note" maxlength="2000"></textarea></label>
@@ -146,8 +149,8 @@ function handoffFacts(item: InboxItem, handoff: HandoffRecord | null): SafeHtml 
   return html`<dl class="facts">
   <dt>Summary</dt><dd data-testid="user-msg">${handoff?.summary ?? item.title}</dd>
   <dt>From → to</dt><dd>${handoff?.from_agent ?? ''} → ${handoff?.to_agent ?? handoff?.to_role ?? str(item['to_agent']) ?? ''}</dd>
-  <dt>Handoff</dt><dd>${item.handoff_id ? html`<a href="/handoffs/${seg(item.handoff_id)}">${item.handoff_id}</a>` : ''} ${handoff ? html`<span class="muted">(${handoff.status})</span>` : null}</dd>
-  ${item.workflow_run_id ? html`<dt>Run</dt><dd>${runLink(item.workflow_run_id, item.workflow_run_id)}</dd>` : null}
+  <dt>Handoff</dt><dd>${item.handoff_id ? html`<a href="${recordHref('handoffs', item.project, item.handoff_id)}">${item.handoff_id}</a>` : ''} ${handoff ? html`<span class="muted">(${handoff.status})</span>` : null}</dd>
+  ${item.workflow_run_id ? html`<dt>Run</dt><dd>${runLink(handoff?.source_project ?? item.project, item.workflow_run_id, item.workflow_run_id)}</dd>` : null}
 </dl>`;
 }
 
@@ -157,7 +160,7 @@ function handbackCard(details: Extract<ItemDetails, { kind: 'handback' }>, ctx: 
   return html`${handoffFacts(item, handoff)}
 ${
   open && item.handoff_id && ctx.principal && canAnswer(ctx.principal)
-    ? html`<form class="answer" method="post" action="/inbox/handoffs/${seg(item.handoff_id)}/decision" data-testid="handback-form">
+    ? html`<form class="answer" method="post" action="/inbox/projects/${seg(item.project)}/handoffs/${seg(item.handoff_id)}/decision" data-testid="handback-form">
   ${csrfField(ctx)}${hidden('idempotency_key', `web-${randomUUID()}`)}${hidden('return', returnTo)}
   <label class="field">Note (required for Rework)<textarea name="note" maxlength="2000"></textarea></label>
   <div class="actions"><button class="btn primary" type="submit" name="decision" value="accept">Accept</button><button class="btn" type="submit" name="decision" value="rework">Rework</button></div>

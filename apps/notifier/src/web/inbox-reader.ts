@@ -29,12 +29,12 @@ export class InboxReader {
   private async details(item: InboxItem): Promise<ItemDetails> {
     switch (item.kind) {
       case 'stop':
-        return { kind: 'stop', item, record: item.packet_id ? await this.views.stop(item.packet_id) : null };
+        return { kind: 'stop', item, record: item.packet_id ? await this.views.stop(item.project, item.packet_id) : null };
       case 'hold':
         return { kind: 'hold', item };
       case 'handback':
       case 'escalation': {
-        const view = item.handoff_id ? await this.views.handoff(item.handoff_id) : null;
+        const view = item.handoff_id ? await this.views.handoff(item.project, item.handoff_id) : null;
         return { kind: item.kind, item, handoff: view?.handoff ?? null };
       }
       default:

@@ -113,7 +113,7 @@ describe('operator console: tokens, roles, project scoping, web inbox (real NATS
     const inbox = await call('/v1/inbox?status=any&limit=500', { token: alphaOperator });
     const projects = new Set(inbox.json().items!.map((i) => i['project']));
     expect([...projects]).toEqual(['alpha']);
-    expect((await call('/v1/inbox?status=any&limit=500', { token: admin })).json().items!.map((i) => i['id'])).toContain('stop:stop-beta');
+    expect((await call('/v1/inbox?status=any&limit=500', { token: admin })).json().items!.map((i) => i['id'])).toContain('stop:beta:stop-beta');
     expect((await call('/v1/inbox?project=beta', { token: alphaOperator })).json().error?.code).toBe('project_forbidden');
     expect((await call('/v1/stops?project=alpha,beta', { token: alphaOperator })).status).toBe(403);
     expect((await call('/v1/stops', { token: alphaOperator })).json().items!.map((r) => (r['stop'] as { project: string }).project)).not.toContain('beta');
@@ -180,11 +180,11 @@ describe('operator console: tokens, roles, project scoping, web inbox (real NATS
     const { cookie } = await signIn(admin);
     const pages = {
       inbox: await call('/inbox?status=any', { cookie }),
-      run: await call('/runs/wr-pol', { cookie }),
-      hold: await call('/runs/wr-hold', { cookie }),
-      handoff: await call('/handoffs/ho-1', { cookie }),
-      handback: await call(`/handoffs/${encodeURIComponent('hb-ho-1')}`, { cookie }),
-      fragment: await call(`/inbox/items/${encodeURIComponent('stop:stop-pol')}`, { cookie }),
+      run: await call('/projects/alpha/runs/wr-pol', { cookie }),
+      hold: await call('/projects/alpha/runs/wr-hold', { cookie }),
+      handoff: await call('/projects/alpha/handoffs/ho-1', { cookie }),
+      handback: await call(`/projects/alpha/handoffs/${encodeURIComponent('hb-ho-1')}`, { cookie }),
+      fragment: await call(`/inbox/items/${encodeURIComponent('stop:alpha:stop-pol')}`, { cookie }),
     };
     for (const [name, reply] of Object.entries(pages)) {
       expect({ name, status: reply.status }).toEqual({ name, status: 200 });
@@ -203,23 +203,25 @@ describe('operator console: tokens, roles, project scoping, web inbox (real NATS
     const { cookie } = await signIn(alphaOperator);
     const card = async (id: string) => (await call(`/inbox/items/${encodeURIComponent(id)}`, { cookie })).text;
     const buttons = (html: string) => [...html.matchAll(/<button class="btn[^"]*" type="submit" name="(action|decision)" value="([a-z_]+)"/g)].map((m) => m[2]);
-    const policy = await card('stop:stop-pol');
+    const policy = await card('stop:alpha:stop-pol');
     expect(buttons(policy)).toEqual(['approve', 'deny']);
     expect(policy).toMatch(/name="pending_digest" value="[a-z0-9]+:[0-9a-f]+"/);
     expect(policy).toContain('name="_csrf"');
-    expect(policy).toContain('href="/runs/wr-pol#timeline"');
-    const cap = await card('stop:stop-cap');
+    expect(policy).toContain('href="/projects/alpha/runs/wr-pol#timeline"');
+    const cap = await card('stop:alpha:stop-cap');
     expect(buttons(cap)).toEqual(['raise_cap', 'deny']);
     expect(cap).toMatch(/type="number" step="any" name="cap"/);
-    expect(buttons(await card('stop:stop-int'))).toEqual(['intent', 'deny']);
-    expect(await card('stop:stop-int')).toMatch(/<input name="intent"/);
-    const handback = await card('handback:hb-ho-1');
+    expect(buttons(await card('stop:alpha:stop-int'))).toEqual(['intent', 'deny']);
+    expect(await card('stop:alpha:stop-int')).toMatch(/<input name="intent"/);
+    const handback = await card('handback:alpha:hb-ho-1');
     expect(buttons(handback)).toEqual(['accept', 'rework']);
     expect(handback).toContain('<textarea name="note"');
-    expect(buttons(await card('hold:wr-hold:' + String((await call('/v1/inbox?kind=hold', { token: alphaOperator })).json().items![0]!['id']).split(':')[2]))).toEqual(['continue', 'reroute', 'terminate']);
+    const holdId = String((await call('/v1/inbox?kind=hold', { token: alphaOperator })).json().items![0]!['id']);
+    expect(holdId).toMatch(/^hold:\d+:alpha:wr-hold$/);
+    expect(buttons(await card(holdId))).toEqual(['continue', 'reroute', 'terminate']);
     // A viewer sees the item but no form.
     const viewer = await signIn(alphaViewer);
-    const readOnly = (await call(`/inbox/items/${encodeURIComponent('stop:stop-pol')}`, { cookie: viewer.cookie })).text;
+    const readOnly = (await call(`/inbox/items/${encodeURIComponent('stop:alpha:stop-pol')}`, { cookie: viewer.cookie })).text;
     expect(buttons(readOnly)).toEqual([]);
     expect(readOnly).toContain('Read only');
   });
@@ -253,12 +255,12 @@ describe('operator console: tokens, roles, project scoping, web inbox (real NATS
 
   it('submitting the form resumes the run through the platform: the answer is published with the rendered digest and the token as who answered', async () => {
     const { cookie, csrf } = await signIn(alphaOperator);
-    const card = (await call(`/inbox/items/${encodeURIComponent('stop:stop-pol')}`, { cookie })).text;
+    const card = (await call(`/inbox/items/${encodeURIComponent('stop:alpha:stop-pol')}`, { cookie })).text;
     const digest = /name="pending_digest" value="([^"]+)"/.exec(card)![1]!;
     const answerId = /name="answer_id" value="([^"]+)"/.exec(card)![1]!;
     const sent = await call('/inbox/stops/stop-pol/answer', { ...form({ _csrf: csrf, answer_id: answerId, action: 'approve', pending_digest: digest, note: 'ok', return: '/inbox?status=open' }), cookie });
     expect(sent.status).toBe(303);
-    expect(sent.headers.get('location')).toBe(`/inbox?status=open&sent=${encodeURIComponent('stop:stop-pol')}`);
+    expect(sent.headers.get('location')).toBe(`/inbox?status=open&sent=${encodeURIComponent('stop:alpha:stop-pol')}`);
     const published = (await answersOn('alpha')).find((a) => JSON.stringify(a).includes(answerId));
     expect(published).toMatchObject({ workflow_run_id: 'wr-pol', actor_role: 'operator', answer: { answer: { action: 'approve', pending_digest: digest, answered_by: 'olga', note: 'ok' } } });
   });
@@ -297,6 +299,6 @@ describe('operator console: tokens, roles, project scoping, web inbox (real NATS
     expect(inbox).toContainEqual(expect.objectContaining({ project: 'alpha', event_type: 'run.stopped', aggregate: { kind: 'run', id: 'wr-live' } }));
     expect(inbox.filter((c) => c.project !== 'alpha')).toEqual([]);
     // When the frame arrives, the item is already readable.
-    expect((await call(`/v1/inbox?kind=stop`, { token: alphaOperator })).json().items!.map((i) => i['id'])).toContain('stop:stop-live');
+    expect((await call(`/v1/inbox?kind=stop`, { token: alphaOperator })).json().items!.map((i) => i['id'])).toContain('stop:alpha:stop-live');
   });
 });

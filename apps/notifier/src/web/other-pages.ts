@@ -1,6 +1,7 @@
 import type { HandoffRecord } from '@baton/contracts';
-import type { RunView, StopRecord, TimelineEntry } from '@baton/projections';
-import { html, prettyJson, seg, type SafeHtml } from './html';
+import type { ProjectRef, RunView, StopRecord, TimelineEntry } from '@baton/projections';
+import { html, prettyJson, type SafeHtml } from './html';
+import { recordHref } from './inbox-page';
 import { page, type PageContext } from './layout';
 
 function timelineTable(entries: readonly TimelineEntry[]): SafeHtml {
@@ -17,7 +18,7 @@ ${entries.map(
  * A run's timeline page: the run's state, its stop packets with their answers, the handoffs it
  * created, then every event in stream order with who or what decided it and its origin.
  */
-export function runPage(input: { ctx: PageContext; run: RunView; timeline: TimelineEntry[]; stops: StopRecord[]; handoffs: string[] }): string {
+export function runPage(input: { ctx: PageContext; run: RunView; timeline: TimelineEntry[]; stops: StopRecord[]; handoffs: ProjectRef[] }): string {
   const { run, timeline, stops, handoffs } = input;
   const body = html`<h1>Run <span data-testid="run-id">${run.workflow_run_id}</span></h1>
 <p><a href="/inbox">← Inbox</a></p>
@@ -42,7 +43,11 @@ ${stops.map(
 )}</tbody></table>`
 }
 <h2>Handoffs</h2>
-${handoffs.length === 0 ? html`<p class="muted">none</p>` : html`<ul>${handoffs.map((id) => html`<li><a href="/handoffs/${seg(id)}">${id}</a></li>`)}</ul>`}
+${
+  handoffs.length === 0
+    ? html`<p class="muted">none</p>`
+    : html`<ul>${handoffs.map((h) => html`<li><a href="${recordHref('handoffs', h.project, h.id)}">${h.id}</a>${h.project !== run.project ? html` <span class="muted">(project ${h.project})</span>` : null}</li>`)}</ul>`
+}
 <h2>Timeline</h2>
 ${timelineTable(timeline)}`;
   return page(`Run ${run.workflow_run_id}`, input.ctx, body);
@@ -52,7 +57,7 @@ ${timelineTable(timeline)}`;
 export function handoffPage(input: { ctx: PageContext; handoff: HandoffRecord; timeline: TimelineEntry[] }): string {
   const { handoff, timeline } = input;
   const body = html`<h1>Handoff ${handoff.id}</h1>
-<p><a href="/inbox">← Inbox</a>${handoff.workflow_run_id ? html` · <a href="/runs/${seg(handoff.workflow_run_id)}">run ${handoff.workflow_run_id}</a>` : null}</p>
+<p><a href="/inbox">← Inbox</a>${handoff.workflow_run_id ? html` · <a href="${recordHref('runs', handoff.source_project ?? handoff.project, handoff.workflow_run_id)}">run ${handoff.workflow_run_id}</a>` : null}</p>
 <dl class="facts">
   <dt>Project</dt><dd>${handoff.project}</dd>
   <dt>Kind / status</dt><dd>${handoff.kind} / ${handoff.status}</dd>

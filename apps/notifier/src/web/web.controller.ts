@@ -1,10 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import { Controller, Get, HttpException, Inject, Param, Post, Req, Res } from '@nestjs/common';
 import { z } from 'zod';
-import { HoldAnswerActionSchema, IdSchema, OperatorAnswerActionSchema } from '@baton/contracts';
+import { HoldAnswerActionSchema, IdSchema, OperatorAnswerActionSchema, ProjectIdSchema } from '@baton/contracts';
 import type { ItemFilters } from '@baton/projections';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
-import { OperatorActions } from '../api/operator-actions';
+import { OperatorActions, type RecordTarget } from '../api/operator-actions';
+import { resolveProject } from '../api/resolve';
 import { InboxQuerySchema } from '../api/schemas';
 import { AuthService } from '../auth/auth.service';
 import { LOGIN_CSRF_COOKIE, parseCookies, serializeCookie, SESSION_COOKIE } from '../auth/cookies';
@@ -13,7 +14,7 @@ import { canSeeProject } from '../auth/roles';
 import { scopedProjects } from '../auth/scope';
 import { safeEqual, type Session } from '../auth/session-store';
 import { INBOX_SCRIPT, STYLESHEET } from './assets';
-import { inboxPage, itemCard, type InboxFilterValues } from './inbox-page';
+import { inboxPage, itemCard, recordHref, type InboxFilterValues } from './inbox-page';
 import { InboxReader, itemMatches } from './inbox-reader';
 import { PAGE_HEADERS, type PageContext } from './layout';
 import { errorPage, handoffPage, loginPage, runPage } from './other-pages';
@@ -177,9 +178,22 @@ export class WebController {
     });
   }
 
-  /** `POST /inbox/stops/:id/answer`: the stop packet's form → the answer is published to the router. */
+  /**
+   * `POST /inbox/projects/:project/stops/:id/answer` (what the forms post to) and the id-only
+   * `POST /inbox/stops/:id/answer` (refused 409 `ambiguous_id` when several of the session's
+   * projects hold the id): the stop packet's form → the answer is published to the router.
+   */
+  @Post('inbox/projects/:project/stops/:id/answer')
+  answerProjectStop(@Param('project') project: string, @Param('id') id: string, @Req() req: HttpRequest, @Res() res: HttpResponse) {
+    return this.answerStopOf(req, res, id, project);
+  }
+
   @Post('inbox/stops/:id/answer')
-  async answerStop(@Param('id') id: string, @Req() req: HttpRequest, @Res() res: HttpResponse) {
+  answerStop(@Param('id') id: string, @Req() req: HttpRequest, @Res() res: HttpResponse) {
+    return this.answerStopOf(req, res, id, undefined);
+  }
+
+  private async answerStopOf(req: HttpRequest, res: HttpResponse, id: string, project: string | undefined) {
     await this.withForm(req, res, async (session) => {
       const form = this.parse(StopFormSchema, req.body);
       let cap: number | undefined;
@@ -187,8 +201,9 @@ export class WebController {
         cap = Number(form.cap);
         if (!Number.isFinite(cap)) throw new WebRefusal(400, 'schema_violation', 'the cap must be a number');
       }
-      await this.actions.answerStop(
-        IdSchema.parse(id),
+      const ref = this.target(id, project);
+      const accepted = await this.actions.answerStop(
+        ref,
         {
           answer_id: form.answer_id,
           action: form.action,
@@ -199,58 +214,105 @@ export class WebController {
         },
         session.principal,
       );
-      res.redirect(303, this.sent(form.return, `stop:${id}`));
+      res.redirect(303, this.sent(form.return, `stop:${accepted.project}:${ref.id}`));
     });
   }
 
-  /** `POST /inbox/runs/:id/answer`: a hold's form (continue / reroute / terminate). */
+  /** `POST /inbox/projects/:project/runs/:id/answer` (and the id-only `POST /inbox/runs/:id/answer`): a hold's form (continue / reroute / terminate). */
+  @Post('inbox/projects/:project/runs/:id/answer')
+  answerProjectHold(@Param('project') project: string, @Param('id') id: string, @Req() req: HttpRequest, @Res() res: HttpResponse) {
+    return this.answerHoldOf(req, res, id, project);
+  }
+
   @Post('inbox/runs/:id/answer')
-  async answerHold(@Param('id') id: string, @Req() req: HttpRequest, @Res() res: HttpResponse) {
+  answerHold(@Param('id') id: string, @Req() req: HttpRequest, @Res() res: HttpResponse) {
+    return this.answerHoldOf(req, res, id, undefined);
+  }
+
+  private async answerHoldOf(req: HttpRequest, res: HttpResponse, id: string, project: string | undefined) {
     await this.withForm(req, res, async (session) => {
       const form = this.parse(HoldFormSchema, req.body);
-      await this.actions.answerHold(
-        IdSchema.parse(id),
+      const ref = this.target(id, project);
+      const accepted = await this.actions.answerHold(
+        ref,
         { answer_id: form.answer_id, action: form.action, ...(form.target !== undefined && form.action === 'reroute' ? { target: form.target.trim() } : {}), ...(form.note !== undefined ? { note: form.note } : {}) },
         session.principal,
       );
-      res.redirect(303, this.sent(form.return, `run ${id}`));
+      res.redirect(303, this.sent(form.return, `run ${accepted.project}:${ref.id}`));
     });
   }
 
-  /** `POST /inbox/handoffs/:id/decision`: accept or rework a completion handback (with a note). */
+  /** `POST /inbox/projects/:project/handoffs/:id/decision` (and the id-only `POST /inbox/handoffs/:id/decision`): accept or rework a completion handback (with a note). */
+  @Post('inbox/projects/:project/handoffs/:id/decision')
+  decideProject(@Param('project') project: string, @Param('id') id: string, @Req() req: HttpRequest, @Res() res: HttpResponse) {
+    return this.decideOf(req, res, id, project);
+  }
+
   @Post('inbox/handoffs/:id/decision')
-  async decide(@Param('id') id: string, @Req() req: HttpRequest, @Res() res: HttpResponse) {
+  decide(@Param('id') id: string, @Req() req: HttpRequest, @Res() res: HttpResponse) {
+    return this.decideOf(req, res, id, undefined);
+  }
+
+  private async decideOf(req: HttpRequest, res: HttpResponse, id: string, project: string | undefined) {
     await this.withForm(req, res, async (session) => {
       const form = this.parse(HandbackFormSchema, req.body);
       if (form.decision === 'rework' && form.note === undefined) throw new WebRefusal(400, 'schema_violation', 'a rework says what to change: write a note');
-      await this.actions.decideHandback(
-        IdSchema.parse(id),
+      const ref = this.target(id, project);
+      const decided = await this.actions.decideHandback(
+        ref,
         { decision: form.decision, idempotency_key: form.idempotency_key, ...(form.note !== undefined ? { note: form.note } : {}) },
         session.principal,
       );
-      res.redirect(303, this.sent(form.return, `handback:${id}`));
+      res.redirect(303, this.sent(form.return, `handback:${decided.handoff.project}:${ref.id}`));
     });
   }
 
-  /** `GET /runs/:id`: the run's timeline page. */
-  @Get('runs/:id')
-  async run(@Param('id') id: string, @Req() req: HttpRequest, @Res() res: HttpResponse) {
+  /** `GET /projects/:project/runs/:id`: the run's timeline page. */
+  @Get('projects/:project/runs/:id')
+  async run(@Param('project') project: string, @Param('id') id: string, @Req() req: HttpRequest, @Res() res: HttpResponse) {
     await this.withPage(req, res, async (ctx) => {
-      const runId = this.parse(IdSchema, id);
-      const view = await this.reader.views.run(runId);
-      if (!view || !canSeeProject(ctx.principal!, view.run.project)) throw new WebRefusal(404, 'not_found', `run ${id} does not exist`);
-      const [stops, handoffs] = await Promise.all([this.reader.views.stops({ run: runId, limit: 100 }), this.reader.views.runHandoffs(runId)]);
+      const ref = this.target(id, project);
+      const view = canSeeProject(ctx.principal!, ref.project!) ? await this.reader.views.run(ref.project!, ref.id) : null;
+      if (!view) throw new WebRefusal(404, 'not_found', `run ${id} does not exist in project ${project}`);
+      const [stops, handoffs] = await Promise.all([
+        this.reader.views.stops({ run: ref.id, filters: { project: ref.project! }, limit: 100 }),
+        this.reader.views.runHandoffs(ref.project!, ref.id),
+      ]);
       this.send(res, 200, runPage({ ctx, run: view.run, timeline: view.timeline, stops: stops.items, handoffs }));
     });
   }
 
-  /** `GET /handoffs/:id`: a handoff and its timeline. */
-  @Get('handoffs/:id')
-  async handoff(@Param('id') id: string, @Req() req: HttpRequest, @Res() res: HttpResponse) {
+  /** `GET /projects/:project/handoffs/:id`: a handoff and its timeline. */
+  @Get('projects/:project/handoffs/:id')
+  async handoff(@Param('project') project: string, @Param('id') id: string, @Req() req: HttpRequest, @Res() res: HttpResponse) {
     await this.withPage(req, res, async (ctx) => {
-      const view = await this.reader.views.handoff(this.parse(IdSchema, id));
-      if (!view || !canSeeProject(ctx.principal!, view.handoff.project)) throw new WebRefusal(404, 'not_found', `handoff ${id} does not exist`);
+      const ref = this.target(id, project);
+      const view = canSeeProject(ctx.principal!, ref.project!) ? await this.reader.views.handoff(ref.project!, ref.id) : null;
+      if (!view) throw new WebRefusal(404, 'not_found', `handoff ${id} does not exist in project ${project}`);
       this.send(res, 200, handoffPage({ ctx, handoff: view.handoff, timeline: view.timeline }));
+    });
+  }
+
+  /**
+   * `GET /runs/:id` and `GET /handoffs/:id` (id only): redirect to the project page when exactly
+   * one of the session's projects holds the id; 404 when none does; 409 `ambiguous_id` naming the
+   * projects when several do (never one of them silently).
+   */
+  @Get('runs/:id')
+  runById(@Param('id') id: string, @Req() req: HttpRequest, @Res() res: HttpResponse) {
+    return this.redirectById(req, res, 'run', id);
+  }
+
+  @Get('handoffs/:id')
+  handoffById(@Param('id') id: string, @Req() req: HttpRequest, @Res() res: HttpResponse) {
+    return this.redirectById(req, res, 'handoff', id);
+  }
+
+  private async redirectById(req: HttpRequest, res: HttpResponse, kind: 'run' | 'handoff', id: string): Promise<void> {
+    await this.withPage(req, res, async (ctx) => {
+      const ref = this.target(id, undefined);
+      const project = await resolveProject(this.reader.views, ctx.principal!, kind, ref.id, undefined);
+      res.redirect(303, recordHref(kind === 'run' ? 'runs' : 'handoffs', project, ref.id));
     });
   }
 
@@ -264,6 +326,11 @@ export class WebController {
   private sent(returnTo: string | undefined, what: string): string {
     const base = safeReturn(returnTo);
     return `${base}${base.includes('?') ? '&' : '?'}sent=${encodeURIComponent(what)}`;
+  }
+
+  /** The record a route names: its id, and its project when the path has one (400 when malformed). */
+  private target(id: string, project: string | undefined): RecordTarget {
+    return { id: this.parse(IdSchema, id), ...(project !== undefined ? { project: this.parse(ProjectIdSchema, project) } : {}) };
   }
 
   private parse<S extends z.ZodType>(schema: S, input: unknown): z.infer<S> {

@@ -10,13 +10,12 @@ export type {
   LedgerDecideHandbackInput,
   LedgerFailInput,
   LedgerHeartbeatInput,
-  LedgerOpenOffersInput,
-  LedgerOperator,
   LedgerReleaseInput,
   LedgerRequeueExpiredInput,
   LedgerReturnInput,
 } from './ledger-client';
 export {
+  LedgerActorSchema,
   LedgerCommandNames,
   LedgerErrorCode,
   LedgerErrorKind,
@@ -29,4 +28,4 @@ export {
   handoffOffersFor,
   isLedgerCommandName,
 } from './ledger-protocol';
-export type { LedgerError, LedgerReply } from './ledger-protocol';
+export type { LedgerActor, LedgerError, LedgerReply } from './ledger-protocol';

@@ -115,10 +115,10 @@ describe('Baton projections (real Redis)', () => {
 
   it('inbox items appear and close per kind: stop on answer, hold on resume, handback on decision, escalation when its consult ends', async () => {
     const cases: Array<{ id: string; opens: number; closes: number; resolution: string }> = [
-      { id: 'stop:stop-r-res-c1', opens: indexOf('run.stopped', 'wr-c'), closes: indexOf('run.resumed', 'wr-c'), resolution: 'answered:deny' },
-      { id: `hold:wr-b:${log[indexOf('run.held', 'wr-b')]!.seq}`, opens: indexOf('run.held', 'wr-b'), closes: indexOf('run.resumed', 'wr-b'), resolution: 'answered:terminate' },
-      { id: 'handback:hb-h-2', opens: indexOf('handoff.created', 'hb-h-2'), closes: indexOf('handoff.handback_decided', 'hb-h-2'), resolution: 'decided:accept' },
-      { id: 'escalation:h-3', opens: indexOf('handoff.escalated', 'h-3'), closes: indexOf('handoff.abandoned', 'esc-h-3'), resolution: 'consult_abandoned' },
+      { id: 'stop:demo:stop-r-res-c1', opens: indexOf('run.stopped', 'wr-c'), closes: indexOf('run.resumed', 'wr-c'), resolution: 'answered:deny' },
+      { id: `hold:${log[indexOf('run.held', 'wr-b')]!.seq}:demo:wr-b`, opens: indexOf('run.held', 'wr-b'), closes: indexOf('run.resumed', 'wr-b'), resolution: 'answered:terminate' },
+      { id: 'handback:demo:hb-h-2', opens: indexOf('handoff.created', 'hb-h-2'), closes: indexOf('handoff.handback_decided', 'hb-h-2'), resolution: 'decided:accept' },
+      { id: 'escalation:demo:h-3', opens: indexOf('handoff.escalated', 'h-3'), closes: indexOf('handoff.abandoned', 'esc-h-3'), resolution: 'consult_abandoned' },
     ];
     const checkpoints = new Set(cases.flatMap((c) => [c.opens - 1, c.opens, c.closes - 1, c.closes]));
     for (let i = 0; i < log.length; i++) {
@@ -138,23 +138,23 @@ describe('Baton projections (real Redis)', () => {
       }
     }
     const stillOpen = (await views.inbox({ filters: { status: 'open' }, limit: 500 })).items.map((i) => i.id).sort();
-    expect(stillOpen).toEqual(['handback:hb-h-1', 'stop:stop-r-res-a1', 'stop:stop-r-res-d1']);
+    expect(stillOpen).toEqual(['handback:demo:hb-h-1', 'stop:demo:stop-r-res-a1', 'stop:demo:stop-r-res-d1']);
   });
 
   it('inbox filters by project, kind, why, agent and priority; urgent order puts policy stops before medium ones; cursor paging returns each item once', async () => {
     await applyAll(projector, log.slice(0, indexOf('run.resumed', 'wr-b')));
     const policy = await views.inbox({ filters: { why: 'policy' } });
-    expect(policy.items.map((i) => i.id)).toEqual(['stop:stop-r-res-a1']);
+    expect(policy.items.map((i) => i.id)).toEqual(['stop:demo:stop-r-res-a1']);
     expect(policy.items[0]).toMatchObject({ kind: 'stop', priority: 'high', urgency: 3, agent: 'issue', has_pending: true, form_kind: 'approve_deny' });
     const stops = await views.inbox({ filters: { kind: 'stop', status: 'open' } });
-    expect(stops.items.map((i) => i.id).sort()).toEqual(['stop:stop-r-res-a1', 'stop:stop-r-res-d1']);
+    expect(stops.items.map((i) => i.id).sort()).toEqual(['stop:demo:stop-r-res-a1', 'stop:demo:stop-r-res-d1']);
     expect((await views.inbox({ filters: { project: 'other' } })).items).toEqual([]);
     const forAlice = await views.inbox({ filters: { agent: 'alice', kind: 'handback' } });
-    expect(forAlice.items.map((i) => i.id).sort()).toEqual(['handback:hb-h-1', 'handback:hb-h-2']);
+    expect(forAlice.items.map((i) => i.id).sort()).toEqual(['handback:demo:hb-h-1', 'handback:demo:hb-h-2']);
     const urgent = await views.inbox({ filters: { status: 'open' }, order: 'urgent', limit: 500 });
     const urgencies = urgent.items.map((i) => i.urgency);
     expect(urgencies).toEqual([...urgencies].sort((a, b) => b - a));
-    expect(urgent.items.findIndex((i) => i.id === 'stop:stop-r-res-a1')).toBeLessThan(urgent.items.findIndex((i) => i.id === 'stop:stop-r-res-d1'));
+    expect(urgent.items.findIndex((i) => i.id === 'stop:demo:stop-r-res-a1')).toBeLessThan(urgent.items.findIndex((i) => i.id === 'stop:demo:stop-r-res-d1'));
 
     const all = (await views.inbox({ limit: 500 })).items.map((i) => i.id);
     const paged: string[] = [];
@@ -174,22 +174,23 @@ describe('Baton projections (real Redis)', () => {
     for (const id of ['h-1', 'hb-h-1', 'h-2', 'hb-h-2', 'h-3', 'esc-h-3']) {
       const own = log.filter((e) => e.aggregate.kind === 'handoff' && e.aggregate.id === id);
       const expected = toHandoffRecord(fold(handoffDecider, own.map((e) => ({ type: e.type, data: e.payload }) as HandoffEvent)));
-      const view = await views.handoff(id);
+      const view = await views.handoff('demo', id);
       expect(view?.handoff).toEqual(expected);
       expect(view?.timeline.map((t) => t.seq)).toEqual(own.map((e) => e.seq));
       expect(view?.timeline.map((t) => t.type)).toEqual(own.map((e) => e.type));
     }
-    expect(await views.handoff('nope')).toBeNull();
-    expect(await views.runHandoffs('wr-a')).toEqual(expect.arrayContaining(['h-1', 'h-2', 'h-3']));
+    expect(await views.handoff('demo', 'nope')).toBeNull();
+    expect((await views.runHandoffs('demo', 'wr-a')).map((ref) => `${ref.project}/${ref.id}`)).toEqual(expect.arrayContaining(['demo/h-1', 'demo/h-2', 'demo/h-3']));
+    expect(await views.runHandoffs('other', 'wr-a')).toEqual([]);
   });
 
   it('run views show status, current step and agent, hops and the open stop; stop packets are queryable by why, run, status and agent', async () => {
     await applyAll(projector, log);
-    const a = await views.run('wr-a');
+    const a = await views.run('demo', 'wr-a');
     expect(a?.run).toMatchObject({ status: 'stopped', open_stop_id: 'stop-r-res-a1', agent: 'issue', step: 'triage', hops: 1, workflow: { name: 'feature', version: 1 } });
     expect(a?.timeline.map((t) => t.type)).toEqual(['run.started', 'run.routed', 'run.result_recorded', 'run.stopped', 'run.notice_emitted']);
-    expect((await views.run('wr-c'))?.run).toMatchObject({ status: 'terminated', open_stop_id: null });
-    expect((await views.run('wr-b'))?.run).toMatchObject({ status: 'terminated', hold: null });
+    expect((await views.run('demo', 'wr-c'))?.run).toMatchObject({ status: 'terminated', open_stop_id: null });
+    expect((await views.run('demo', 'wr-b'))?.run).toMatchObject({ status: 'terminated', hold: null });
 
     const answered = await views.stops({ filters: { status: 'answered' } });
     expect(answered.items.map((r) => r.stop.packet_id)).toEqual(['stop-r-res-c1']);
@@ -199,7 +200,7 @@ describe('Baton projections (real Redis)', () => {
     expect((await views.stops({ run: 'wr-a', filters: { status: 'answered' } })).items).toEqual([]);
     const byTime = (await views.stops({ filters: { agent: 'issue' } })).items.map((r) => r.stop.created_at);
     expect(byTime).toEqual([...byTime].sort().reverse());
-    expect((await views.stop('stop-r-res-a1'))?.stop.pending).toEqual({ name: 'refund', args: { amount: 40, order: 99 } });
+    expect((await views.stop('demo', 'stop-r-res-a1'))?.stop.pending).toEqual({ name: 'refund', args: { amount: 40, order: 99 } });
   });
 });
 

@@ -4,18 +4,29 @@ import type { JsonValue } from '../canonical-json';
 import { Op, type ProjectionOp } from '../ops';
 import type { SequencedEvent } from '../store';
 import { domainEvent, timelineOp } from './common';
+import { ID_LOOKUP_KEY, idLookupMember, projectRef } from './refs';
 import { toJson, type FoldingProjection } from './fold';
 
-/** Keys of the `handoffs` projection (relative to its generation). */
+/**
+ * Keys of the `handoffs` projection (relative to its generation). A handoff is named by its
+ * project and id (`<project>:<id>`, see {@link projectRef}): the same handoff id in two projects
+ * is two handoffs, each with its own record, claim and timeline. The ref is always the last part.
+ */
 export const HandoffKeys = {
   /** The HandoffRecord (JSON). */
-  view: (id: string) => `h:${id}`,
+  view: (project: string, id: string) => `h:${projectRef(project, id)}`,
   /** The folded HandoffState the next event evolves (JSON; `recent_keys` left empty). */
-  state: (id: string) => `h:${id}:state`,
+  state: (project: string, id: string) => `hs:${projectRef(project, id)}`,
   /** Sorted set of TimelineEntry JSON scored by stream seq. */
-  timeline: (id: string) => `h:${id}:timeline`,
-  /** Sorted set of the handoff ids of a workflow run, scored by the seq that created them. */
-  byRun: (workflowRunId: string) => `run:${workflowRunId}:handoffs`,
+  timeline: (project: string, id: string) => `ht:${projectRef(project, id)}`,
+  /**
+   * Sorted set of the handoffs a workflow run (of `project`) created, scored by the seq that
+   * created them; members are handoff refs `<project>:<id>` (a cross-project handoff lives in its
+   * target project, the run in the source project).
+   */
+  byRun: (project: string, workflowRunId: string) => `hr:${projectRef(project, workflowRunId)}`,
+  /** The id lookup (members `<id> <project>`): which projects hold a handoff of a given id. */
+  ids: ID_LOOKUP_KEY,
 } as const;
 
 /** One sentence per handoff event for the timeline. */
@@ -73,20 +84,25 @@ export function summarizeHandoffEvent(event: HandoffEvent): string {
 export function handoffsProjection(): FoldingProjection<JsonValue> {
   return {
     name: 'handoffs',
-    version: 1,
+    // 2: keys hold the project as well as the id (`h:<project>:<id>`...), plus the id lookup.
+    version: 2,
     handles: (type) => type.startsWith('handoff.'),
-    stateKeyOf: (event) => HandoffKeys.state(event.aggregate.id),
+    stateKeyOf: (event) => HandoffKeys.state(event.project, event.aggregate.id),
     step(prior, event: SequencedEvent) {
+      const { project } = event;
       const id = event.aggregate.id;
       const domain = domainEvent<HandoffEvent>(event);
       const before = (prior as HandoffState | null) ?? initialHandoffState();
       const after = evolveHandoff(before, domain);
-      const ops: ProjectionOp[] = [timelineOp(HandoffKeys.timeline(id), event, summarizeHandoffEvent(domain))];
+      const ops: ProjectionOp[] = [timelineOp(HandoffKeys.timeline(project, id), event, summarizeHandoffEvent(domain))];
       if (after === before) return { ops };
       const record: HandoffRecord | null = toHandoffRecord(after);
-      if (record) ops.push(Op.jsonSet(HandoffKeys.view(id), toJson(record)));
+      if (record) ops.push(Op.jsonSet(HandoffKeys.view(project, id), toJson(record)));
+      if (record && before.status === 'absent') ops.push(Op.zadd(HandoffKeys.ids, 0, idLookupMember(project, id)));
       if (domain.type === 'handoff.created' && domain.data.workflow_run_id !== undefined) {
-        ops.push(Op.zadd(HandoffKeys.byRun(domain.data.workflow_run_id), event.seq, id));
+        // The run lives in the delegator's project (`source_project` on a cross-project handoff).
+        const runProject = domain.data.source_project ?? project;
+        ops.push(Op.zadd(HandoffKeys.byRun(runProject, domain.data.workflow_run_id), event.seq, projectRef(project, id)));
       }
       // The projection never decides, so it needs no idempotency keys: keep the stored state small.
       const state = after.status === 'absent' ? after : { ...after, recent_keys: [] };

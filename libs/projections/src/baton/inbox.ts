@@ -6,6 +6,7 @@ import type { SequencedEvent } from '../store';
 import { domainEvent, eventMs, InboxKind, InboxStatus, UrgencyByPriority } from './common';
 import { toJson, type FoldingProjection } from './fold';
 import { stopPriority } from './stops';
+import { projectRef } from './refs';
 
 export const INBOX_STORE = 'inbox';
 
@@ -57,12 +58,16 @@ interface HandoffMemo {
   escalation_closed?: boolean;
 }
 
-/** Item ids: one namespace per kind so ids never collide. */
+/**
+ * Item ids: one namespace per kind, then the project ref of the item's aggregate
+ * (`<project>:<id>`, see {@link projectRef}) last, so ids never collide across kinds or projects.
+ */
 export const InboxItemId = {
-  stop: (packetId: string) => `stop:${packetId}`,
-  hold: (workflowRunId: string, seq: number) => `hold:${workflowRunId}:${seq}`,
-  handback: (handoffId: string) => `handback:${handoffId}`,
-  escalation: (handoffId: string) => `escalation:${handoffId}`,
+  stop: (project: string, packetId: string) => `stop:${projectRef(project, packetId)}`,
+  /** A hold opened by the run event at stream seq `seq` (a run may be held several times). */
+  hold: (project: string, workflowRunId: string, seq: number) => `hold:${seq}:${projectRef(project, workflowRunId)}`,
+  handback: (project: string, handoffId: string) => `handback:${projectRef(project, handoffId)}`,
+  escalation: (project: string, handoffId: string) => `escalation:${projectRef(project, handoffId)}`,
 } as const;
 
 const TERMINAL_HANDOFF_EVENTS = new Set([
@@ -105,9 +110,10 @@ function runStep(prior: RunMemo | null, event: SequencedEvent): { state?: RunMem
   const memo: RunMemo = prior ?? { hold_item: null, stop_item: null };
   const e = domainEvent<RunEvent>(event);
   const wrid = event.aggregate.id;
+  const project = event.project;
   switch (e.type) {
     case 'run.held': {
-      const id = InboxItemId.hold(wrid, event.seq);
+      const id = InboxItemId.hold(project, wrid, event.seq);
       const ops: ProjectionOp[] = memo.hold_item ? [close(memo.hold_item, 'superseded', event)] : [];
       ops.push(
         Op.itemUpsert(
@@ -115,7 +121,7 @@ function runStep(prior: RunMemo | null, event: SequencedEvent): { state?: RunMem
           item(
             {
               id,
-              project: event.project,
+              project,
               kind: InboxKind.hold,
               why: e.data.hold_kind,
               agent: e.data.agent,
@@ -137,7 +143,7 @@ function runStep(prior: RunMemo | null, event: SequencedEvent): { state?: RunMem
     }
     case 'run.stopped': {
       const packet = e.data.packet;
-      const id = InboxItemId.stop(packet.packet_id);
+      const id = InboxItemId.stop(packet.project, packet.packet_id);
       const ops: ProjectionOp[] = memo.hold_item ? [close(memo.hold_item, 'superseded_by_stop', event)] : [];
       ops.push(stopItemUpsert(packet, event, 'Run'));
       return { state: { hold_item: null, stop_item: id }, ops };
@@ -145,7 +151,7 @@ function runStep(prior: RunMemo | null, event: SequencedEvent): { state?: RunMem
     case 'run.resumed': {
       const from = e.data.from;
       if (from.kind === 'stop') {
-        const id = InboxItemId.stop(from.packet_id);
+        const id = InboxItemId.stop(project, from.packet_id);
         return { state: { ...memo, stop_item: memo.stop_item === id ? null : memo.stop_item }, ops: [close(id, `answered:${from.answer.action}`, event, e.data.answered_by)] };
       }
       if (!memo.hold_item) return { ops: [] };
@@ -179,6 +185,7 @@ function runStep(prior: RunMemo | null, event: SequencedEvent): { state?: RunMem
 function handoffStep(prior: HandoffMemo | null, event: SequencedEvent): { state?: HandoffMemo; ops: ProjectionOp[] } {
   const e = domainEvent<HandoffEvent>(event);
   const hid = event.aggregate.id;
+  const project = event.project;
   if (e.type === 'handoff.created') {
     if (prior) return { ops: [] };
     const d = e.data;
@@ -199,7 +206,7 @@ function handoffStep(prior: HandoffMemo | null, event: SequencedEvent): { state?
           INBOX_STORE,
           item(
             {
-              id: InboxItemId.handback(hid),
+              id: InboxItemId.handback(project, hid),
               project: d.project,
               kind: InboxKind.handback,
               ...(d.to_agent !== undefined ? { agent: d.to_agent } : {}),
@@ -231,14 +238,14 @@ function handoffStep(prior: HandoffMemo | null, event: SequencedEvent): { state?
   const ops: ProjectionOp[] = [];
   if (memo.handback_open) {
     if (e.type === 'handoff.claimed') {
-      ops.push(Op.itemPatch(INBOX_STORE, InboxItemId.handback(hid), { handoff_status: 'claimed', claimed_by: e.data.claimed_by }));
+      ops.push(Op.itemPatch(INBOX_STORE, InboxItemId.handback(project, hid), { handoff_status: 'claimed', claimed_by: e.data.claimed_by }));
     } else if (e.type === 'handoff.lease_expired') {
-      ops.push(Op.itemPatch(INBOX_STORE, InboxItemId.handback(hid), { handoff_status: 'pending' }, ['claimed_by']));
+      ops.push(Op.itemPatch(INBOX_STORE, InboxItemId.handback(project, hid), { handoff_status: 'pending' }, ['claimed_by']));
     } else if (TERMINAL_HANDOFF_EVENTS.has(e.type)) {
       const resolution = e.type === 'handoff.handback_decided' ? `decided:${e.data.decision}` : e.type.slice('handoff.'.length);
       const by = e.type === 'handoff.handback_decided' ? e.data.decided_by : undefined;
       const handoffStatus = HandoffStatusAfter[e.type] ?? e.type.slice('handoff.'.length);
-      ops.push(close(InboxItemId.handback(hid), resolution, event, by, { handoff_status: handoffStatus }));
+      ops.push(close(InboxItemId.handback(project, hid), resolution, event, by, { handoff_status: handoffStatus }));
       memo.handback_open = false;
     }
   }
@@ -252,8 +259,8 @@ function handoffStep(prior: HandoffMemo | null, event: SequencedEvent): { state?
         INBOX_STORE,
         item(
           {
-            id: InboxItemId.escalation(hid),
-            project: event.project,
+            id: InboxItemId.escalation(project, hid),
+            project,
             kind: InboxKind.escalation,
             why: d.cause,
             ...(target !== undefined ? { agent: target } : {}),
@@ -277,12 +284,13 @@ function handoffStep(prior: HandoffMemo | null, event: SequencedEvent): { state?
     memo.escalation_open = true;
     memo.escalation_via_consult = viaConsult;
   } else if (e.type === 'handoff.archived' && memo.escalation_open && !memo.escalation_via_consult) {
-    ops.push(close(InboxItemId.escalation(hid), 'archived', event, e.data.archived_by));
+    ops.push(close(InboxItemId.escalation(project, hid), 'archived', event, e.data.archived_by));
     memo.escalation_open = false;
   }
-  // A consult created by an escalation closes the escalation when it ends.
+  // A consult created by an escalation closes the escalation when it ends (the consult is created
+  // in the escalated handoff's project).
   if (memo.escalation_of && !memo.escalation_closed && TERMINAL_HANDOFF_EVENTS.has(e.type)) {
-    ops.push(close(InboxItemId.escalation(memo.escalation_of), `consult_${e.type.slice('handoff.'.length)}`, event));
+    ops.push(close(InboxItemId.escalation(project, memo.escalation_of), `consult_${e.type.slice('handoff.'.length)}`, event));
     memo.escalation_closed = true;
   }
   return { state: memo, ops };
@@ -300,7 +308,7 @@ function stopItemUpsert(packet: StopPacket, event: SequencedEvent, of: 'Run' | '
     INBOX_STORE,
     item(
       {
-        id: InboxItemId.stop(packet.packet_id),
+        id: InboxItemId.stop(packet.project, packet.packet_id),
         project: packet.project,
         kind: InboxKind.stop,
         why: packet.why,
@@ -335,16 +343,17 @@ function stopItemUpsert(packet: StopPacket, event: SequencedEvent, of: 'Run' | '
 export function inboxProjection(): FoldingProjection<JsonValue> {
   return {
     name: 'inbox',
-    // 2: items carry trace_id.
-    version: 2,
+    // 2: items carry trace_id. 3: item ids and memo keys hold the project (`stop:<project>:<id>`...).
+    version: 3,
     handles: (type) => type.startsWith('run.') || type.startsWith('handoff.') || type === 'mesh.stopped' || type === 'mesh.stop_answered',
-    stateKeyOf: (event) => (event.type.startsWith('mesh.') ? null : event.type.startsWith('run.') ? `m:run:${event.aggregate.id}` : `m:ho:${event.aggregate.id}`),
+    stateKeyOf: (event) =>
+      event.type.startsWith('mesh.') ? null : `${event.type.startsWith('run.') ? 'm:run:' : 'm:ho:'}${projectRef(event.project, event.aggregate.id)}`,
     step(prior, event) {
       if (event.type === 'mesh.stopped') return { ops: meshStopped(event) };
       if (event.type === 'mesh.stop_answered') {
         // An operator answered the mesh's stop packet: its item closes like a run's answered stop.
         const d = event.payload as { packet_id: string; answered_by: string; answer: { action: string } };
-        return { ops: [close(InboxItemId.stop(d.packet_id), `answered:${d.answer.action}`, event, d.answered_by)] };
+        return { ops: [close(InboxItemId.stop(event.project, d.packet_id), `answered:${d.answer.action}`, event, d.answered_by)] };
       }
       const result = event.type.startsWith('run.')
         ? runStep(prior as RunMemo | null, event)

@@ -19,7 +19,8 @@ export {
   type RebuildReason,
 } from './projector';
 export { noticesProjection, NOTICES_STORE, type NoticeItem } from './notices';
-export { foldScenario, scenarioSteps, ScenarioProject, type ScenarioEvent, type ScenarioStep } from './scenario';
-export { createBatonViews, type BatonViews, type InboxQuery, type StopQuery, type StopRecord } from './views';
+export { foldScenario, scenarioSteps, ScenarioProject, type ScenarioEvent, type ScenarioOptions, type ScenarioStep } from './scenario';
+export { createBatonViews, type BatonViews, type InboxQuery, type ScopedKind, type StopQuery, type StopRecord } from './views';
+export { projectRef, parseProjectRef, idLookupMember, idLookupRange, type ProjectRef } from './refs';
 export { jetStreamReplaySource, type JetStreamReplayOptions } from './replay';
 export { RangeFold, ProjectionGapError, type EventRange, type RangeHooks, type RangeApplyResult } from './range';

@@ -4,9 +4,10 @@ import type { JsonValue } from '../canonical-json';
 import { Op } from '../ops';
 import type { SequencedEvent } from '../store';
 import { domainEvent, timelineOp } from './common';
+import { ID_LOOKUP_KEY, idLookupMember, projectRef } from './refs';
 import { toJson, type FoldingProjection } from './fold';
 
-/** The view of one workflow run, as the API (`GET /v1/runs/:id`) and the CLI show it. */
+/** The view of one workflow run, as the API (`GET /v1/projects/:project/runs/:id`) and the CLI show it. */
 export interface RunView {
   workflow_run_id: string;
   project: string;
@@ -36,11 +37,17 @@ export interface RunView {
   last_seq: number;
 }
 
-/** Keys of the `runs` projection (relative to its generation). */
+/**
+ * Keys of the `runs` projection (relative to its generation). A run is named by its project and
+ * id (`<project>:<id>`, see {@link projectRef}): the same workflow_run_id in two projects is two
+ * runs. The ref is always the last part of a key.
+ */
 export const RunKeys = {
-  view: (id: string) => `r:${id}`,
-  state: (id: string) => `r:${id}:state`,
-  timeline: (id: string) => `r:${id}:timeline`,
+  view: (project: string, id: string) => `r:${projectRef(project, id)}`,
+  state: (project: string, id: string) => `rs:${projectRef(project, id)}`,
+  timeline: (project: string, id: string) => `rt:${projectRef(project, id)}`,
+  /** The id lookup (members `<id> <project>`): which projects hold a run of a given id. */
+  ids: ID_LOOKUP_KEY,
 } as const;
 
 /** One sentence per run event for the timeline. */
@@ -132,23 +139,30 @@ export function toRunView(state: RunState, event: SequencedEvent): RunView | nul
 export function runsProjection(): FoldingProjection<JsonValue> {
   return {
     name: 'runs',
-    version: 1,
+    // 2: keys hold the project as well as the id (`r:<project>:<id>`...), plus the id lookup.
+    version: 2,
     handles: (type) => type.startsWith('run.'),
-    stateKeyOf: (event) => RunKeys.state(event.aggregate.id),
+    stateKeyOf: (event) => RunKeys.state(event.project, event.aggregate.id),
     step(prior, event) {
+      const { project } = event;
       const id = event.aggregate.id;
       const domain = domainEvent<RunEvent>(event);
-      const timeline = timelineOp(RunKeys.timeline(id), event, summarizeRunEvent(domain));
+      const timeline = timelineOp(RunKeys.timeline(project, id), event, summarizeRunEvent(domain));
+      const before = (prior as RunState | null) ?? initialRunState();
       let after: RunState;
       try {
-        after = evolveRun((prior as RunState | null) ?? initialRunState(), domain);
+        after = evolveRun(before, domain);
       } catch {
         return { ops: [timeline] };
       }
       const view = toRunView(after, event);
       // processedIds only serve the router's idempotency: the projection never decides.
       const state = after.status === 'none' ? after : { ...after, processedIds: [] };
-      return { state: toJson(state), ops: view ? [timeline, Op.jsonSet(RunKeys.view(id), toJson(view))] : [timeline] };
+      if (!view) return { state: toJson(state), ops: [timeline] };
+      const ops = [timeline, Op.jsonSet(RunKeys.view(project, id), toJson(view))];
+      // The run's first view: the id lookup learns this project holds it.
+      if (before.status === 'none') ops.push(Op.zadd(RunKeys.ids, 0, idLookupMember(project, id)));
+      return { state: toJson(state), ops };
     },
   };
 }

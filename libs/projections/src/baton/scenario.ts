@@ -41,6 +41,12 @@ const workflow: WorkflowDefinition = ScenarioProject.workflows[0] as WorkflowDef
 const agents: readonly AgentDefinition[] = ScenarioProject.agents;
 const PROJECT = 'demo';
 
+/** Options of {@link scenarioSteps}. */
+export interface ScenarioOptions {
+  /** The project the history belongs to (default `demo`): two projects may hold the same ids. */
+  project?: string;
+}
+
 /** One command of the scenario, for one aggregate. */
 export type ScenarioStep =
   | { aggregate: 'run'; id: string; command: RunCommand; actor: string; origin: Origin }
@@ -48,13 +54,13 @@ export type ScenarioStep =
 
 const at = (minute: number) => new Date(Date.UTC(2026, 0, 1, 9, minute)).toISOString();
 
-function start(id: string, minute: number): ScenarioStep {
+function start(id: string, minute: number, project: string): ScenarioStep {
   return {
     aggregate: 'run',
     id,
     actor: 'router',
     origin: 'agent',
-    command: { type: 'start_run', data: { workflow_run_id: id, project: PROJECT, workflow, people: { started_by: 'sam', issue_author: null, trigger_author: null } }, metadata: { now: at(minute), actor: 'router' } },
+    command: { type: 'start_run', data: { workflow_run_id: id, project, workflow, people: { started_by: 'sam', issue_author: null, trigger_author: null } }, metadata: { now: at(minute), actor: 'router' } },
   };
 }
 
@@ -62,10 +68,10 @@ function start(id: string, minute: number): ScenarioStep {
  * The entry agent's result on a run, sent under its claim on the run's entry handoff (the claim
  * rule: the command carries the handoff as the router read it, claimed by `issue`).
  */
-function result(wrid: string, resultId: string, minute: number, extra: Partial<AgentResult>): ScenarioStep {
+function result(wrid: string, resultId: string, minute: number, extra: Partial<AgentResult>, project: string): ScenarioStep {
   const handoffId = handoffIdFor({ kind: 'start', id: wrid });
   const claim = { claim_id: `c-${handoffId}`, claimed_by: 'issue' };
-  const res: AgentResult = { result_id: resultId, run_id: `ar-${resultId}`, project: PROJECT, workflow_run_id: wrid, agent: 'issue', produced_at: at(minute), handoff_id: handoffId, claim_id: claim.claim_id, ...extra };
+  const res: AgentResult = { result_id: resultId, run_id: `ar-${resultId}`, project, workflow_run_id: wrid, agent: 'issue', produced_at: at(minute), handoff_id: handoffId, claim_id: claim.claim_id, ...extra };
   return {
     aggregate: 'run',
     id: wrid,
@@ -82,12 +88,12 @@ function ho(id: string, minute: number, actor: string, actorKind: 'agent' | 'ope
 const report = { summary: 'parser written', files_changed: ['src/parser.ts'], verification: 'npm test: 42 passed', next_steps: '', outcome: 'completed' as const, evidence: { tests_run: ['parser.spec.ts'] } };
 const roster = { visible_actors: ['alice', 'bob', 'carol', 'lena'], project_lead: 'lena' };
 
-function createHandoff(id: string, minute: number, priority: 'low' | 'medium' | 'high' | 'urgent', maxRetries = 3): ScenarioStep {
+function createHandoff(id: string, minute: number, priority: 'low' | 'medium' | 'high' | 'urgent', maxRetries: number, project: string): ScenarioStep {
   return ho(id, minute, 'alice', 'agent', {
     type: 'create',
     data: {
       handoff_id: id,
-      project: PROJECT,
+      project,
       kind: 'task',
       priority,
       from_agent: 'alice',
@@ -107,15 +113,19 @@ const claim = (id: string, minute: number): ScenarioStep =>
 const ret = (id: string, minute: number): ScenarioStep =>
   ho(id, minute, 'bob', 'agent', { type: 'return', data: { handoff_id: id, claim_id: `c-${id}`, report, handback_id: `hb-${id}`, roster, idempotency_key: `return:${id}` } });
 
-/** The scenario's commands in order. The ledger's reactions (handbacks, consults) are added by {@link foldScenario}. */
-export function scenarioSteps(): ScenarioStep[] {
+/**
+ * The scenario's commands in order (in project `demo` unless `options.project` says otherwise).
+ * The ledger's reactions (handbacks, consults) are added by {@link foldScenario}.
+ */
+export function scenarioSteps(options: ScenarioOptions = {}): ScenarioStep[] {
+  const project = options.project ?? PROJECT;
   return [
-    start('wr-a', 0),
-    result('wr-a', 'res-a1', 1, { stop: { why: 'policy', detail: 'refund over the cap' }, tried: [{ name: 'router', trace_id: 'tr-1' }, { name: 'search', trace_id: 'tr-2' }], pending_tool_call: { name: 'refund', args: { amount: 40, order: 99 } } }),
-    start('wr-b', 2),
-    result('wr-b', 'res-b1', 3, { decision: { dispatch: { status: 'hold', reason: 'needs a product decision' } } }),
-    start('wr-c', 4),
-    result('wr-c', 'res-c1', 5, { stop: { why: 'budget' }, tried: [{ name: 'search' }, { name: 'search' }] }),
+    start('wr-a', 0, project),
+    result('wr-a', 'res-a1', 1, { stop: { why: 'policy', detail: 'refund over the cap' }, tried: [{ name: 'router', trace_id: 'tr-1' }, { name: 'search', trace_id: 'tr-2' }], pending_tool_call: { name: 'refund', args: { amount: 40, order: 99 } } }, project),
+    start('wr-b', 2, project),
+    result('wr-b', 'res-b1', 3, { decision: { dispatch: { status: 'hold', reason: 'needs a product decision' } } }, project),
+    start('wr-c', 4, project),
+    result('wr-c', 'res-c1', 5, { stop: { why: 'budget' }, tried: [{ name: 'search' }, { name: 'search' }] }, project),
     {
       aggregate: 'run',
       id: 'wr-c',
@@ -127,16 +137,16 @@ export function scenarioSteps(): ScenarioStep[] {
         metadata: { now: at(6), actor: 'olga', actorRole: 'operator' },
       },
     },
-    start('wr-d', 7),
-    result('wr-d', 'res-d1', 8, { stop: { why: 'unknown_intent' }, tried: [] }),
-    createHandoff('h-1', 10, 'high'),
+    start('wr-d', 7, project),
+    result('wr-d', 'res-d1', 8, { stop: { why: 'unknown_intent' }, tried: [] }, project),
+    createHandoff('h-1', 10, 'high', 3, project),
     claim('h-1', 11),
     ret('h-1', 12),
-    createHandoff('h-2', 13, 'urgent'),
+    createHandoff('h-2', 13, 'urgent', 3, project),
     claim('h-2', 14),
     ret('h-2', 15),
     ho('hb-h-2', 16, 'alice', 'agent', { type: 'decide_handback', data: { handoff_id: 'hb-h-2', decision: 'accept', idempotency_key: 'decide:hb-h-2' } }),
-    createHandoff('h-3', 17, 'low', 0),
+    createHandoff('h-3', 17, 'low', 0, project),
     claim('h-3', 18),
     ho('h-3', 20, 'baton-watchdog', 'watchdog', {
       type: 'requeue_expired',

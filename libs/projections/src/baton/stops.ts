@@ -4,6 +4,7 @@ import type { JsonValue } from '../canonical-json';
 import { Op, type IndexedItem } from '../ops';
 import { domainEvent, eventMs, isoMs, UrgencyByPriority } from './common';
 import { toJson, type FoldingProjection } from './fold';
+import { ID_LOOKUP_KEY, idLookupMember, projectRef } from './refs';
 
 /** Item store names. */
 export const STOPS_STORE = 'stops';
@@ -29,10 +30,20 @@ export interface StopItem extends IndexedItem {
   mesh_run_id?: string;
 }
 
-/** Keys of the `stops` projection (relative to its generation). */
+/**
+ * Keys of the `stops` projection (relative to its generation). Stop packet ids are derived from
+ * cause ids (result ids, answer ids...), which repeat across projects, so a packet is named by its
+ * project and id: its item id is the ref `<project>:<packet_id>` (see {@link projectRef}).
+ */
 export const StopKeys = {
-  /** Sorted set of a workflow run's packet ids, scored by packet time (ms). */
-  byRun: (workflowRunId: string) => `run:${workflowRunId}:stops`,
+  /** The item id of a packet in the `stops` item store. */
+  item: (project: string, packetId: string) => projectRef(project, packetId),
+  /** Sorted set of a workflow run's packet item ids (refs), scored by packet time (ms). */
+  byRun: (project: string, workflowRunId: string) => `sr:${projectRef(project, workflowRunId)}`,
+  /** The id lookup of packets (members `<packet_id> <project>`). */
+  ids: ID_LOOKUP_KEY,
+  /** The id lookup of the runs that have packets (members `<workflow_run_id> <project>`). */
+  runIds: 'run-ids',
 } as const;
 
 /** Stops that need a person soonest: policy and budget stops are high, the rest medium. */
@@ -55,9 +66,8 @@ export function stopPacketOf(item: StopItem): StopPacket {
 export function stopsProjection(): FoldingProjection<JsonValue> {
   return {
     name: 'stops',
-    // Still 1: mesh stop items opened before `mesh_run_id` existed lack it until a rebuild (the
-    // notifier then finds the mesh on the inbox item, which always had it).
-    version: 1,
+    // 2: item ids and keys hold the project as well as the packet id, plus the id lookups.
+    version: 2,
     handles: (type) => type === 'run.stopped' || type === 'run.resumed' || type === 'mesh.stopped' || type === 'mesh.stop_answered',
     stateKeyOf: () => null,
     step(_prior, event) {
@@ -68,7 +78,7 @@ export function stopsProjection(): FoldingProjection<JsonValue> {
         const priority = stopPriority(packet.why);
         const at = isoMs(packet.created_at) || eventMs(event);
         const item: StopItem = {
-          id: packet.packet_id,
+          id: StopKeys.item(packet.project, packet.packet_id),
           project: packet.project,
           kind: 'stop',
           why: packet.why,
@@ -83,19 +93,26 @@ export function stopsProjection(): FoldingProjection<JsonValue> {
           packet,
           ...(event.type === 'mesh.stopped' ? { mesh_run_id: packet.workflow_run_id } : {}),
         };
-        return { ops: [Op.itemUpsert(STOPS_STORE, toJson(item) as IndexedItem), Op.zadd(StopKeys.byRun(packet.workflow_run_id), at, packet.packet_id)] };
+        return {
+          ops: [
+            Op.itemUpsert(STOPS_STORE, toJson(item) as IndexedItem),
+            Op.zadd(StopKeys.byRun(packet.project, packet.workflow_run_id), at, item.id),
+            Op.zadd(StopKeys.ids, 0, idLookupMember(packet.project, packet.packet_id)),
+            Op.zadd(StopKeys.runIds, 0, idLookupMember(packet.project, packet.workflow_run_id)),
+          ],
+        };
       }
       if (event.type === 'mesh.stop_answered') {
         const d = (event.payload as { packet_id: string; answer: OperatorAnswer; effect: ResumeEffect; answered_at: string });
         return {
-          ops: [Op.itemPatch(STOPS_STORE, d.packet_id, { status: 'answered', answer: toJson(d.answer), effect: toJson(d.effect), answered_at: d.answered_at })],
+          ops: [Op.itemPatch(STOPS_STORE, StopKeys.item(event.project, d.packet_id), { status: 'answered', answer: toJson(d.answer), effect: toJson(d.effect), answered_at: d.answered_at })],
         };
       }
       if (domain.type === 'run.resumed' && domain.data.from.kind === 'stop') {
         const from = domain.data.from;
         return {
           ops: [
-            Op.itemPatch(STOPS_STORE, from.packet_id, {
+            Op.itemPatch(STOPS_STORE, StopKeys.item(event.project, from.packet_id), {
               status: 'answered',
               answer: toJson(from.answer),
               effect: toJson(from.effect),

@@ -6,6 +6,7 @@ import type { ProjectionStore } from '../store';
 import type { TimelineEntry } from './common';
 import { HandoffKeys } from './handoffs';
 import { INBOX_STORE, type InboxItem } from './inbox';
+import { idLookupRange, parseProjectRef, projectsOfLookup, type ProjectRef } from './refs';
 import { RunKeys, type RunView } from './runs';
 import { STOPS_STORE, StopKeys, stopPacketOf, type StopItem } from './stops';
 
@@ -18,7 +19,10 @@ export interface InboxQuery {
 
 export interface StopQuery {
   filters?: ItemFilters;
-  /** Only the packets of this workflow run. */
+  /**
+   * Only the packets of the workflow runs of this id, in every project the `project` filter
+   * allows (each project's run of that id: a workflow_run_id may repeat across projects).
+   */
   run?: string;
   limit?: number;
   cursor?: string | null;
@@ -33,18 +37,28 @@ export interface StopRecord {
   mesh_run_id: string | null;
 }
 
-/** Read side of Baton's projections, shared by the notifier's HTTP API and the CLI. */
+/** The kinds of record an id names, each unique only within its project. */
+export type ScopedKind = 'run' | 'handoff' | 'stop';
+
+/**
+ * Read side of Baton's projections, shared by the notifier's HTTP API and the CLI. Runs, handoffs
+ * and stop packets are read by project AND id (an id may exist in several projects);
+ * {@link BatonViews.projectsOf} says which projects hold an id, for the id-only conveniences.
+ */
 export interface BatonViews {
   /** One page of the operator inbox (newest or most urgent first, keyset cursor). */
   inbox(query?: InboxQuery): Promise<ItemPage<InboxItem>>;
+  /** One inbox item by its item id (`stop:<project>:<packet_id>`...). */
   inboxItem(id: string): Promise<InboxItem | null>;
-  /** One page of stop packets, newest first. With `run`, only that run's packets. */
+  /** One page of stop packets, newest first. With `run`, only the packets of the runs of that id. */
   stops(query?: StopQuery): Promise<ItemPage<StopRecord>>;
-  stop(packetId: string): Promise<StopRecord | null>;
-  handoff(id: string): Promise<{ handoff: HandoffRecord; timeline: TimelineEntry[] } | null>;
-  /** The handoff ids a workflow run created, oldest first. */
-  runHandoffs(workflowRunId: string): Promise<string[]>;
-  run(id: string): Promise<{ run: RunView; timeline: TimelineEntry[] } | null>;
+  stop(project: string, packetId: string): Promise<StopRecord | null>;
+  handoff(project: string, id: string): Promise<{ handoff: HandoffRecord; timeline: TimelineEntry[] } | null>;
+  /** The handoffs a workflow run of `project` created, oldest first (a cross-project one names its own project). */
+  runHandoffs(project: string, workflowRunId: string): Promise<ProjectRef[]>;
+  run(project: string, id: string): Promise<{ run: RunView; timeline: TimelineEntry[] } | null>;
+  /** The projects holding a run, handoff or stop packet of this id, sorted (empty when none does). */
+  projectsOf(kind: ScopedKind, id: string): Promise<string[]>;
 }
 
 const toRecord = (item: StopItem): StopRecord => ({
@@ -88,6 +102,11 @@ export function createBatonViews(store: ProjectionStore): BatonViews {
   const stopsReader = store.reader('stops');
   const timeline = async (reader: typeof handoffs, key: string) =>
     (await reader.zrange(key, 0, -1)).map((raw) => JSON.parse(raw) as TimelineEntry);
+  const lookup = async (reader: typeof handoffs, key: string, id: string) => {
+    const { min, max } = idLookupRange(id);
+    return projectsOfLookup(await reader.zrangeByLex(key, min, max));
+  };
+  const readers: Record<ScopedKind, typeof handoffs> = { run: runs, handoff: handoffs, stop: stopsReader };
 
   return {
     inbox: (query = {}) => inboxItems.query(query),
@@ -100,7 +119,12 @@ export function createBatonViews(store: ProjectionStore): BatonViews {
       // A run has a handful of packets: read them all, filter and page in memory (newest first).
       const limit = query.limit ?? 50;
       const after = query.cursor ? decodeRunCursor(query.cursor) : null;
-      const ids = await stopsReader.zrange(StopKeys.byRun(query.run), 0, -1);
+      const run = query.run;
+      const wanted = query.filters?.project;
+      const projects = (await lookup(stopsReader, StopKeys.runIds, run)).filter(
+        (project) => wanted === undefined || (typeof wanted === 'string' ? wanted === project : wanted.includes(project)),
+      );
+      const ids = (await Promise.all(projects.map((project) => stopsReader.zrange(StopKeys.byRun(project, run), 0, -1)))).flat();
       const items = (await Promise.all(ids.map((id) => stopItems.get(id))))
         .filter((item): item is StopItem => item !== null && matches(item, query.filters))
         .sort((a, b) => b.at - a.at || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
@@ -108,20 +132,24 @@ export function createBatonViews(store: ProjectionStore): BatonViews {
       const page = items.slice(0, limit);
       return { items: page.map(toRecord), nextCursor: items.length > limit ? runCursor(page[page.length - 1] as StopItem) : null };
     },
-    async stop(packetId) {
-      const item = await stopItems.get(packetId);
+    async stop(project, packetId) {
+      const item = await stopItems.get(StopKeys.item(project, packetId));
       return item ? toRecord(item) : null;
     },
-    async handoff(id) {
-      const record = await handoffs.getJson<HandoffRecord>(HandoffKeys.view(id));
+    async handoff(project, id) {
+      const record = await handoffs.getJson<HandoffRecord>(HandoffKeys.view(project, id));
       if (!record) return null;
-      return { handoff: record, timeline: await timeline(handoffs, HandoffKeys.timeline(id)) };
+      return { handoff: record, timeline: await timeline(handoffs, HandoffKeys.timeline(project, id)) };
     },
-    runHandoffs: (workflowRunId) => handoffs.zrange(HandoffKeys.byRun(workflowRunId), 0, -1),
-    async run(id) {
-      const view = await runs.getJson<RunView>(RunKeys.view(id));
+    async runHandoffs(project, workflowRunId) {
+      const refs = await handoffs.zrange(HandoffKeys.byRun(project, workflowRunId), 0, -1);
+      return refs.map(parseProjectRef).filter((ref): ref is ProjectRef => ref !== null);
+    },
+    async run(project, id) {
+      const view = await runs.getJson<RunView>(RunKeys.view(project, id));
       if (!view) return null;
-      return { run: view, timeline: await timeline(runs, RunKeys.timeline(id)) };
+      return { run: view, timeline: await timeline(runs, RunKeys.timeline(project, id)) };
     },
+    projectsOf: (kind, id) => lookup(readers[kind], kind === 'run' ? RunKeys.ids : kind === 'handoff' ? HandoffKeys.ids : StopKeys.ids, id),
   };
 }

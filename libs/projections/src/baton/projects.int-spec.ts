@@ -1,0 +1,183 @@
+import type { HandoffCommand } from '@baton/domain';
+import { diffSnapshots } from '../snapshot';
+import type { ReplaySource, SequencedEvent } from '../store';
+import { redisFixture, type RedisFixture } from '../test-support';
+import { createBatonProjector, type BatonProjector } from './projector';
+import { foldScenario, scenarioSteps, type ScenarioEvent, type ScenarioStep } from './scenario';
+import { createBatonViews, type BatonViews } from './views';
+
+/**
+ * Issue 11 / 14: views keyed by project. The same handoff id, workflow_run_id and stop packet id
+ * in two projects are two records, each with its own view, claim, timeline and inbox item.
+ */
+
+const PROJECTIONS = ['inbox', 'stops', 'handoffs', 'runs', 'notices'];
+const at = (minute: number) => new Date(Date.UTC(2026, 0, 2, 9, minute)).toISOString();
+
+/**
+ * Project beta: its own run wr-a (stopped on budget by a result of the same id as alpha's, so the
+ * same stop packet id), a run wr-beta, handoff h-1 claimed by carol, and an id of its own holding
+ * ':' and '@'. The run steps are the scenario's (so they follow the router's rules), changed.
+ */
+function betaSteps(): ScenarioStep[] {
+  const project = 'beta';
+  const [startA, resultA, startB] = scenarioSteps({ project }) as [ScenarioStep, ScenarioStep, ScenarioStep];
+  if (startA.command.type !== 'start_run' || resultA.command.type !== 'record_result' || startB.command.type !== 'start_run') throw new Error('unexpected scenario');
+  const people = { started_by: 'pat', issue_author: null, trigger_author: null };
+  const { pending_tool_call: _frozen, ...result } = resultA.command.data.result;
+  const ho = (id: string, minute: number, actor: string, command: Omit<HandoffCommand, 'metadata'>): ScenarioStep => ({
+    aggregate: 'handoff',
+    id,
+    actor,
+    origin: 'agent',
+    command: { ...command, metadata: { now: at(minute), actor, actorKind: 'agent' } } as HandoffCommand,
+  });
+  const create = (id: string, minute: number, workflowRunId: string): ScenarioStep =>
+    ho(id, minute, 'dave', {
+      type: 'create',
+      data: { handoff_id: id, project, kind: 'task', priority: 'low', from_agent: 'dave', to_agent: 'carol', summary: `beta item ${id}`, context: {}, acceptance: {}, max_retries: 3, workflow_run_id: workflowRunId, idempotency_key: `create:${id}` },
+    });
+  return [
+    { ...startA, command: { ...startA.command, data: { ...startA.command.data, people } } } as ScenarioStep,
+    { ...resultA, command: { ...resultA.command, data: { ...resultA.command.data, result: { ...result, stop: { why: 'budget' }, tried: [{ name: 'lookup' }] } } } } as ScenarioStep,
+    { ...startB, id: 'wr-beta', command: { ...startB.command, data: { ...startB.command.data, workflow_run_id: 'wr-beta', people } } } as ScenarioStep,
+    create('h-1', 3, 'wr-a'),
+    ho('h-1', 4, 'carol', { type: 'claim', data: { handoff_id: 'h-1', claim_id: 'c-beta-h-1', lease_ms: 120_000, claimer_roles: [], idempotency_key: 'claim:beta:h-1' } }),
+    create('h-3:x@y', 5, 'wr-beta'),
+  ];
+}
+
+function envelopes(project: string, events: ScenarioEvent[]): Omit<SequencedEvent, 'seq'>[] {
+  return events.map((e, index) => ({
+    id: `ev-${project}-${index + 1}`,
+    type: e.event.type,
+    version: 1,
+    aggregate: { kind: e.aggregate, id: e.id },
+    project,
+    occurredAt: e.occurredAt,
+    actor: e.actor,
+    origin: e.origin,
+    causationId: null,
+    correlationId: e.id,
+    payload: e.event.data,
+  }));
+}
+
+/** Both projects' histories, interleaved one event each, as one stream. */
+function interleaved(): SequencedEvent[] {
+  const alpha = envelopes('alpha', foldScenario(scenarioSteps({ project: 'alpha' })));
+  const beta = envelopes('beta', foldScenario(betaSteps()));
+  const out: Omit<SequencedEvent, 'seq'>[] = [];
+  for (let i = 0; i < Math.max(alpha.length, beta.length); i++) {
+    if (alpha[i]) out.push(alpha[i]!);
+    if (beta[i]) out.push(beta[i]!);
+  }
+  return out.map((event, index) => ({ ...event, seq: index + 1 }) as SequencedEvent);
+}
+
+const source = (log: SequencedEvent[]): ReplaySource => (fromSeq) =>
+  (async function* () {
+    for (const event of log) if (event.seq >= fromSeq) yield event;
+  })();
+
+describe('projections keyed by project as well as id (real Redis)', () => {
+  let fx: RedisFixture;
+  let projector: BatonProjector;
+  let views: BatonViews;
+  const log = interleaved();
+  const eventsOf = (project: string, kind: string, id: string) => log.filter((e) => e.project === project && e.aggregate.kind === kind && e.aggregate.id === id);
+
+  async function applyAll(p: BatonProjector): Promise<string[]> {
+    const outcomes: string[] = [];
+    for (const event of log) outcomes.push(...Object.values(await p.apply(event)).map((r) => r.status));
+    return outcomes;
+  }
+
+  beforeEach(async () => {
+    fx = await redisFixture();
+    projector = createBatonProjector({ store: fx.store });
+    views = createBatonViews(fx.store);
+  });
+  afterEach(async () => {
+    await fx.cleanup();
+  });
+
+  it('the same handoff id in two projects: each project has its own record, claim and timeline', async () => {
+    await applyAll(projector);
+    const alpha = await views.handoff('alpha', 'h-1');
+    const beta = await views.handoff('beta', 'h-1');
+    expect(alpha?.handoff).toMatchObject({ id: 'h-1', project: 'alpha', to_agent: 'bob', status: 'returned' });
+    expect(beta?.handoff).toMatchObject({ id: 'h-1', project: 'beta', to_agent: 'carol', status: 'claimed', claimed_by: 'carol', claim_id: 'c-beta-h-1' });
+    expect(alpha?.timeline.map((t) => t.seq)).toEqual(eventsOf('alpha', 'handoff', 'h-1').map((e) => e.seq));
+    expect(beta?.timeline.map((t) => t.seq)).toEqual(eventsOf('beta', 'handoff', 'h-1').map((e) => e.seq));
+    expect(beta?.timeline.map((t) => t.type)).toEqual(['handoff.created', 'handoff.claimed']);
+    expect(await views.handoff('gamma', 'h-1')).toBeNull();
+    expect(await views.handoff('beta', 'h-3:x@y')).toMatchObject({ handoff: { id: 'h-3:x@y', project: 'beta' } });
+  });
+
+  it('the same workflow_run_id in two projects: two runs, each with its own view, timeline, handoffs and stop packets', async () => {
+    await applyAll(projector);
+    const alpha = await views.run('alpha', 'wr-a');
+    const beta = await views.run('beta', 'wr-a');
+    expect(alpha?.run).toMatchObject({ project: 'alpha', status: 'stopped', open_stop_id: 'stop-r-res-a1', people: { started_by: 'sam' } });
+    expect(beta?.run).toMatchObject({ project: 'beta', status: 'stopped', open_stop_id: 'stop-r-res-a1', people: { started_by: 'pat' } });
+    expect(alpha?.timeline.map((t) => t.seq)).toEqual(eventsOf('alpha', 'run', 'wr-a').map((e) => e.seq));
+    expect(beta?.timeline.map((t) => t.seq)).toEqual(eventsOf('beta', 'run', 'wr-a').map((e) => e.seq));
+
+    const refs = async (project: string, run: string) => (await views.runHandoffs(project, run)).map((r) => `${r.project}/${r.id}`);
+    expect(await refs('alpha', 'wr-a')).toEqual(expect.arrayContaining(['alpha/h-1', 'alpha/h-2', 'alpha/h-3']));
+    expect(await refs('alpha', 'wr-a')).not.toContain('beta/h-1');
+    expect(await refs('beta', 'wr-a')).toEqual(['beta/h-1']);
+    expect(await refs('beta', 'wr-beta')).toEqual(['beta/h-3:x@y']);
+
+    // The same stop packet id (derived from the same result id) in both projects: two packets.
+    expect((await views.stop('alpha', 'stop-r-res-a1'))?.stop).toMatchObject({ project: 'alpha', why: 'policy' });
+    expect((await views.stop('beta', 'stop-r-res-a1'))?.stop).toMatchObject({ project: 'beta', why: 'budget' });
+    const ofRun = (await views.stops({ run: 'wr-a' })).items.map((r) => `${r.stop.project}/${r.stop.why}`).sort();
+    expect(ofRun).toEqual(['alpha/policy', 'beta/budget']);
+    expect((await views.stops({ run: 'wr-a', filters: { project: 'beta' } })).items.map((r) => r.stop.why)).toEqual(['budget']);
+    expect((await views.stops({ run: 'wr-a', filters: { project: ['gamma'] } })).items).toEqual([]);
+  });
+
+  it('inbox items of both projects live side by side: ids hold the project', async () => {
+    await applyAll(projector);
+    expect(await views.inboxItem('stop:alpha:stop-r-res-a1')).toMatchObject({ project: 'alpha', why: 'policy', status: 'open', packet_id: 'stop-r-res-a1', workflow_run_id: 'wr-a' });
+    expect(await views.inboxItem('stop:beta:stop-r-res-a1')).toMatchObject({ project: 'beta', why: 'budget', status: 'open', packet_id: 'stop-r-res-a1', workflow_run_id: 'wr-a' });
+    const betaOpen = (await views.inbox({ filters: { project: 'beta', status: 'open' }, limit: 500 })).items.map((i) => i.id);
+    expect(betaOpen).toEqual(['stop:beta:stop-r-res-a1']);
+    const alphaOpen = (await views.inbox({ filters: { project: 'alpha', status: 'open' }, limit: 500 })).items.map((i) => i.id).sort();
+    expect(alphaOpen).toEqual(['handback:alpha:hb-h-1', 'hold:' + String(eventsOf('alpha', 'run', 'wr-b').find((e) => e.type === 'run.held')!.seq) + ':alpha:wr-b', 'stop:alpha:stop-r-res-a1', 'stop:alpha:stop-r-res-d1', 'escalation:alpha:h-3'].sort());
+  });
+
+  it('the id lookup names every project holding an id, and only exact ids', async () => {
+    await applyAll(projector);
+    expect(await views.projectsOf('handoff', 'h-1')).toEqual(['alpha', 'beta']);
+    expect(await views.projectsOf('handoff', 'h-2')).toEqual(['alpha']);
+    expect(await views.projectsOf('handoff', 'h-3')).toEqual(['alpha']);
+    expect(await views.projectsOf('handoff', 'h-3:x@y')).toEqual(['beta']);
+    expect(await views.projectsOf('handoff', 'h')).toEqual([]);
+    expect(await views.projectsOf('run', 'wr-a')).toEqual(['alpha', 'beta']);
+    expect(await views.projectsOf('run', 'wr-beta')).toEqual(['beta']);
+    expect(await views.projectsOf('run', 'wr-b')).toEqual(['alpha']);
+    expect(await views.projectsOf('stop', 'stop-r-res-a1')).toEqual(['alpha', 'beta']);
+    expect(await views.projectsOf('stop', 'stop-r-res-c1')).toEqual(['alpha']);
+    expect(await views.projectsOf('run', 'nope')).toEqual([]);
+  });
+
+  it('applying every event twice changes nothing, and a rebuild from the stream equals the live projections', async () => {
+    expect(new Set(await applyAll(projector))).toEqual(new Set(['applied']));
+    const first = await Promise.all(PROJECTIONS.map((p) => fx.store.snapshot(p)));
+    // A fresh projector (no cached states, as after a restart) sees every event again.
+    expect(new Set(await applyAll(createBatonProjector({ store: fx.store })))).toEqual(new Set(['skipped']));
+    const second = await Promise.all(PROJECTIONS.map((p) => fx.store.snapshot(p)));
+    for (let i = 0; i < PROJECTIONS.length; i++) expect(diffSnapshots(first[i]!, second[i]!)).toEqual([]);
+    // The keys of both projects' records hold the project.
+    const handoffKeys = Object.keys(second[PROJECTIONS.indexOf('handoffs')]!.keys);
+    expect(handoffKeys).toEqual(expect.arrayContaining(['h:alpha:h-1', 'h:beta:h-1', 'ht:alpha:h-1', 'ht:beta:h-1', 'hs:beta:h-3:x@y', 'hr:alpha:wr-a', 'hr:beta:wr-a', 'ids']));
+    expect(handoffKeys.filter((k) => k !== 'ids').every((k) => /^(h|hs|ht|hr):(alpha|beta):/.test(k))).toBe(true);
+
+    await projector.rebuildAll(source(log));
+    const rebuilt = await Promise.all(PROJECTIONS.map((p) => fx.store.snapshot(p)));
+    for (let i = 0; i < PROJECTIONS.length; i++) expect(diffSnapshots(first[i]!, rebuilt[i]!)).toEqual([]);
+  });
+});
