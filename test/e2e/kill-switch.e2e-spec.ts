@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { createEventRegistry, ProjectControlReplySchema, Subjects } from '@baton/contracts';
+import { createEventRegistry, ledgerCommandSubject, Principals, ProjectControlReplySchema } from '@baton/contracts';
 import { batonStreamNames, connectNats, JetStreamEventStore, type NatsHandle } from '@baton/eventstore';
 import { LedgerClient, type RunningService } from '@baton/platform';
 import { createBatonClient, decisions, type BatonAgent, type OfferSubscription } from '@baton/sdk';
@@ -34,8 +34,10 @@ describe('kill switch through whole runs (router + ledger, SDK agents, real NATS
   let nats: NatsHandle;
   let store: JetStreamEventStore;
 
+  /** pause / resume as the admin CLI does (`op.admin`: admin by its connection; the body names the person). */
   const control = async (name: 'pause' | 'resume', body: Record<string, unknown>) => {
-    const reply = await nats.connection.request(Subjects.ledgerCommand(prefix, PROJECT, name), encoder.encode(JSON.stringify(body)), { timeout: 5000 });
+    const subject = ledgerCommandSubject(prefix, PROJECT, Principals.operator('admin'), name);
+    const reply = await nats.connection.request(subject, encoder.encode(JSON.stringify(body)), { timeout: 5000 });
     return ProjectControlReplySchema.parse(JSON.parse(decoder.decode(reply.data)));
   };
   const runEvents = async (run: string) => (await store.read({ project: PROJECT, kind: 'run', id: run })).events;
@@ -83,7 +85,7 @@ describe('kill switch through whole runs (router + ledger, SDK agents, real NATS
     await agents[0]!.startRun({ workflow_run_id: before, workflow: 'feature', started_by: 'sam', input: 'x' });
     await waitFor(async () => ((await runEvents(before)).some((e) => e.type === 'run.completed') ? true : undefined), 'the first run to complete');
 
-    expect(await control('pause', { actor: 'olga', actor_role: 'admin', reason: 'incident 7: a bad model release', idempotency_key: 'pause-1' })).toMatchObject({
+    expect(await control('pause', { actor: 'olga', reason: 'incident 7: a bad model release', idempotency_key: 'pause-1' })).toMatchObject({
       ok: true,
       project: { status: 'paused' },
     });
@@ -105,12 +107,12 @@ describe('kill switch through whole runs (router + ledger, SDK agents, real NATS
     }, 'the paused runs to be routed and their handoffs created');
     await sleep(1_000); // time for an offer that should not come
     expect(offered.filter((o) => held.some((id) => o.endsWith(`:${id}`)))).toEqual([]);
-    const ledger = new LedgerClient(nats, prefix, { as: { actor: 'issue', actor_kind: 'agent' } });
+    const ledger = new LedgerClient(nats, prefix, { as: Principals.agent(PROJECT, 'issue') });
     const refused = await ledger.claim(PROJECT, { handoff_id: held[0]!, idempotency_key: 'claim-while-paused' });
     expect(refused).toMatchObject({ ok: false, error: { code: 'project_paused' } });
     for (const run of runs) expect((await runEvents(run)).map((e) => e.type)).not.toContain('run.result_recorded');
 
-    expect(await control('resume', { actor: 'olga', actor_role: 'admin', reason: 'fixed', idempotency_key: 'resume-1' })).toMatchObject({
+    expect(await control('resume', { actor: 'olga', reason: 'fixed', idempotency_key: 'resume-1' })).toMatchObject({
       ok: true,
       project: { status: 'active' },
     });

@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import { createEventRegistry, type AggregateKind } from '@baton/contracts';
+import { createEventRegistry, ledgerCommandSubject, Principals, type AggregateKind } from '@baton/contracts';
 import { connectNats, DlqAdmin, JetStreamEventStore, type NatsHandle, type StoredEvent } from '@baton/eventstore';
 import { batonProjections, createProjectionStore, createRedis, type RedisHandle } from '@baton/projections';
 import { AgentClaims, run, waitFor } from '@baton/testing';
@@ -42,7 +42,9 @@ describe('faults on one platform: duplicates, concurrent claimers, a Redis flush
   const readEvents = async (kind: AggregateKind, id: string): Promise<StoredEvent[]> => (await store.read({ project, kind, id })).events;
   const publish = (subject: string, body: unknown, msgID: string) => client.js.publish(subject, encoder.encode(JSON.stringify(body)), { msgID });
   const ledger = async (command: string, body: Record<string, unknown>, actor: string): Promise<{ ok: boolean; error?: { code: string; kind: string } }> => {
-    const reply = await client.connection.request(`${prefix}.cmd.ledger.${project}.${command}`, encoder.encode(JSON.stringify({ ...body, actor, actor_kind: 'agent' })), { timeout: 10_000 });
+    // The subject names the agent (`…agent.<actor>.<command>`); the body never does.
+    const subject = ledgerCommandSubject(prefix, project, Principals.agent(project, actor), command);
+    const reply = await client.connection.request(subject, encoder.encode(JSON.stringify(body)), { timeout: 10_000 });
     return JSON.parse(decoder.decode(reply.data)) as { ok: boolean; error?: { code: string; kind: string } };
   };
 

@@ -1,10 +1,12 @@
-import { createEventRegistry, ProjectControlReplySchema, Subjects, type CompletionReport, type HandoffRecord, type ProjectDefinition } from '@baton/contracts';
+import { createEventRegistry, ledgerCommandSubject, Principals, ProjectControlReplySchema, type CompletionReport, type Principal, type HandoffRecord, type ProjectDefinition } from '@baton/contracts';
 import { JetStreamEventStore, type NatsHandle } from '@baton/eventstore';
 import { LedgerClient, type LedgerReply, type RunningService } from '@baton/platform';
-import { as, bootLedger, connectTest, deleteStreams, eventually, offers, publishDefinition, randomPrefix } from './int/support';
+import { agentsOf, bootLedger, callers, connectTest, deleteStreams, eventually, offers, publishDefinition, randomPrefix } from './int/support';
 
 const P = 'gov';
 const SRC = 'govsrc';
+const as = agentsOf(P);
+const asInSrc = agentsOf(SRC);
 const report: CompletionReport = {
   summary: 'done',
   files_changed: [],
@@ -29,8 +31,9 @@ describe('ledger governance (real NATS): kill switch, rate cap, cross-project, d
   let store: JetStreamEventStore;
   let n = 0;
 
-  const control = async (project: string, name: 'pause' | 'resume', body: Record<string, unknown>) => {
-    const msg = await nats.connection.request(Subjects.ledgerCommand(prefix, project, name), new TextEncoder().encode(JSON.stringify(body)), { timeout: 5000 });
+  /** pause / resume as the notifier relaying an operator token (body: actor, actor_role) unless another principal is given. */
+  const control = async (project: string, name: 'pause' | 'resume', body: Record<string, unknown>, principal: Principal = Principals.operator('notifier')) => {
+    const msg = await nats.connection.request(ledgerCommandSubject(prefix, project, principal, name), new TextEncoder().encode(JSON.stringify(body)), { timeout: 5000 });
     return ProjectControlReplySchema.parse(JSON.parse(new TextDecoder().decode(msg.data)));
   };
   const create = (to: string, extra: Record<string, unknown> = {}) => {
@@ -59,7 +62,7 @@ describe('ledger governance (real NATS): kill switch, rate cap, cross-project, d
     const before = handoffOf(await create('bob'));
     const claimedBefore = handoffOf(await client.claim(P, { handoff_id: before.id, idempotency_key: 'cl-before' }, as('bob')));
 
-    expect(await control(P, 'pause', { actor: 'ops', actor_role: 'operator', reason: 'x', idempotency_key: 'p0' })).toMatchObject({ ok: false, error: { code: 'admin_only' } });
+    expect(await control(P, 'pause', { actor: 'ops', actor_role: 'operator', reason: 'x', idempotency_key: 'p0' })).toMatchObject({ ok: false, error: { code: 'principal_not_allowed', kind: 'forbidden' } });
     const paused = await control(P, 'pause', { actor: 'ops', actor_role: 'admin', reason: 'incident 42', idempotency_key: 'p1' });
     expect(paused).toMatchObject({ ok: true, project: { status: 'paused' } });
 
@@ -98,16 +101,16 @@ describe('ledger governance (real NATS): kill switch, rate cap, cross-project, d
   it('cross-project: validates both rosters, lives in the target project, never registers an agent in the other project', async () => {
     const defBefore = (await store.read({ project: P, kind: 'definition', id: 'current' })).lastSeq;
     const body = { handoff_id: 'x-1', project: SRC, from_agent: 'sam', to_agent: 'bob', summary: 'help', target_project: P, idempotency_key: 'x-1' };
-    expect(await client.create(SRC, body, as('sam'))).toMatchObject({ ok: false, error: { code: 'cto_override_required' } });
-    expect(await client.create(SRC, { ...body, to_agent: 'nobody', cto_override: 'dec-1', idempotency_key: 'x-2' }, as('sam'))).toMatchObject({
+    expect(await client.create(SRC, body, asInSrc('sam'))).toMatchObject({ ok: false, error: { code: 'cto_override_required' } });
+    expect(await client.create(SRC, { ...body, to_agent: 'nobody', cto_override: 'dec-1', idempotency_key: 'x-2' }, asInSrc('sam'))).toMatchObject({
       ok: false,
       error: { code: 'addressee_not_in_target_roster' },
     });
-    expect(await client.create(SRC, { ...body, from_agent: 'alice', cto_override: 'dec-1', idempotency_key: 'x-3' }, as('alice'))).toMatchObject({
+    expect(await client.create(SRC, { ...body, from_agent: 'alice', cto_override: 'dec-1', idempotency_key: 'x-3' }, asInSrc('alice'))).toMatchObject({
       ok: false,
       error: { code: 'delegator_not_in_source_roster' },
     });
-    const created = handoffOf(await client.create(SRC, { ...body, cto_override: 'dec-1', idempotency_key: 'x-4' }, as('sam')));
+    const created = handoffOf(await client.create(SRC, { ...body, cto_override: 'dec-1', idempotency_key: 'x-4' }, asInSrc('sam')));
     expect(created).toMatchObject({ project: P, source_project: SRC, cto_override: 'dec-1' });
     expect((await store.read({ project: P, kind: 'handoff', id: 'x-1' })).events).toHaveLength(1);
     expect((await store.read({ project: SRC, kind: 'handoff', id: 'x-1' })).events).toHaveLength(0);
@@ -116,7 +119,7 @@ describe('ledger governance (real NATS): kill switch, rate cap, cross-project, d
 
   it('deadline: expire_deadline past deadline_at fails the handoff once (terminal_reason deadline)', async () => {
     const h = handoffOf(await create('bob', { deadline_at: new Date(Date.now() - 1000).toISOString() }));
-    const wd = { as: { actor: 'baton-watchdog', actor_kind: 'watchdog' as const } };
+    const wd = callers.watchdog;
     const first = await client.send(P, 'expire_deadline', { handoff_id: h.id, idempotency_key: `deadline:${h.id}` }, wd);
     expect(handoffOf(first)).toMatchObject({ status: 'failed', terminal_reason: 'deadline' });
     const again = await client.send(P, 'expire_deadline', { handoff_id: h.id, idempotency_key: 'another-watchdog' }, wd);

@@ -3,9 +3,10 @@ import { JetStreamEventStore, type NatsHandle } from '@baton/eventstore';
 import { LedgerClient, type LedgerReply, type RunningService } from '@baton/platform';
 import { createEventRegistry } from '@baton/contracts';
 import { LedgerCommandListener } from './commands/command-listener';
-import { as, bootLedger, connectTest, deadLetters, deleteStreams, DlqHeader, eventually, offers, publishDefinition, randomPrefix } from './int/support';
+import { agentsOf, bootLedger, callers, connectTest, deadLetters, deleteStreams, DlqHeader, eventually, offers, publishDefinition, randomPrefix } from './int/support';
 
 const P = 'shop';
+const as = agentsOf(P);
 const LEASE_MS = 30_000;
 
 const report: CompletionReport = {
@@ -166,7 +167,7 @@ describe('ledger service (real NATS, two instances on one prefix)', () => {
 
   it('a command in the wrong state is refused with a typed error and changes nothing', async () => {
     handoffOf(await client.create(P, { handoff_id: 'h-state', from_agent: 'alice', summary: 's', idempotency_key: 'create-state' }, as('alice')));
-    expect(errorOf(await client.archive(P, { handoff_id: 'h-state', idempotency_key: 'archive-1' }, as('olga', 'operator')))).toMatchObject({
+    expect(errorOf(await client.archive(P, { handoff_id: 'h-state', idempotency_key: 'archive-1' }, callers.operator('olga')))).toMatchObject({
       code: 'handoff_not_terminal',
       kind: 'wrong_state',
       details: { handoff_id: 'h-state', status: 'pending' },
@@ -182,8 +183,8 @@ describe('ledger service (real NATS, two instances on one prefix)', () => {
   it('complete_from_result: a router-dispatched handoff closes without a handback, evidence floor applied; agents may not issue it', async () => {
     handoffOf(await client.create(P, { handoff_id: 'h-routed', from_agent: 'alice', to_agent: 'bob', summary: 's', idempotency_key: 'create-routed' }, as('alice')));
     const body = { handoff_id: 'h-routed', result_id: 'r-1', agent: 'bob', evidence: {}, idempotency_key: 'result:r-1' };
-    expect(errorOf(await client.completeFromResult(P, body, as('bob')))).toMatchObject({ code: 'internal_command', kind: 'forbidden' });
-    const done = handoffOf(await client.completeFromResult(P, body, as('baton-router', 'system')));
+    expect(errorOf(await client.completeFromResult(P, body, as('bob')))).toMatchObject({ code: 'principal_not_allowed', kind: 'forbidden' });
+    const done = handoffOf(await client.completeFromResult(P, body, callers.router));
     expect(done).toMatchObject({
       status: 'completed',
       result_id: 'r-1',
@@ -196,10 +197,10 @@ describe('ledger service (real NATS, two instances on one prefix)', () => {
   it('lease expiry → watchdog requeue: pending again with retry_count + 1 and offered to the addressee again', async () => {
     handoffOf(await client.create(P, { handoff_id: 'h-lease', from_agent: 'alice', to_agent: 'bob', summary: 's', idempotency_key: 'create-lease' }, as('alice')));
     const claimed = handoffOf(await client.claim(P, { handoff_id: 'h-lease', lease_ms: 1000, idempotency_key: 'claim-lease' }, as('bob')));
-    const early = await client.requeueExpired(P, { handoff_id: 'h-lease', claim_id: claimed.claim_id!, idempotency_key: 'rq-early' }, as('wd', 'watchdog'));
+    const early = await client.requeueExpired(P, { handoff_id: 'h-lease', claim_id: claimed.claim_id!, idempotency_key: 'rq-early' }, callers.watchdog);
     expect(errorOf(early).code).toBe('lease_not_expired');
     await new Promise((resolve) => setTimeout(resolve, 1100));
-    const requeued = handoffOf(await client.requeueExpired(P, { handoff_id: 'h-lease', claim_id: claimed.claim_id!, idempotency_key: 'rq-1' }, as('wd', 'watchdog')));
+    const requeued = handoffOf(await client.requeueExpired(P, { handoff_id: 'h-lease', claim_id: claimed.claim_id!, idempotency_key: 'rq-1' }, callers.watchdog));
     expect(requeued).toMatchObject({ status: 'pending', retry: { retry_count: 1 } });
     const offered = (m: { json(): unknown }) => m.json() as HandoffRecord;
     const list = await eventually(() => offers(nats, prefix, P, 'bob'), (all) => all.some((m) => offered(m).id === 'h-lease' && offered(m).retry.retry_count === 1));

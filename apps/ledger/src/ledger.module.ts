@@ -9,6 +9,7 @@ import { ClaimWindow, DEFAULT_CLAIM_WINDOW_MS } from './governance/rate-limiter'
 import { ProjectReactorController } from './reactor/project-reactor.controller';
 import { HandoffReactor } from './reactor/handoff-reactor';
 import { HandoffReactorController } from './reactor/handoff-reactor.controller';
+import { OfferConsumers } from './offers/offer-consumers';
 
 /** Settings that are not configuration: tests use them to run quickly. */
 export interface LedgerOptions {
@@ -29,6 +30,7 @@ export class LedgerModule {
         ClaimRateStore,
         ProjectDirectory,
         ProjectControlService,
+        OfferConsumers,
         LedgerCommands,
         LedgerCommandListener,
         HandoffReactor,

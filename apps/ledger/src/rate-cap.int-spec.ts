@@ -1,10 +1,10 @@
-import { Subjects, type HandoffRecord, type ProjectDefinition } from '@baton/contracts';
+import { ledgerCommandSubject, Principals, type HandoffRecord, type ProjectDefinition } from '@baton/contracts';
 import type { NatsHandle } from '@baton/eventstore';
 import { LedgerClient, type LedgerReply, type RunningService } from '@baton/platform';
 import { LedgerCommands } from './commands/ledger-commands';
 import { claimRateBucket } from './governance/claim-rate-store';
 import { ClaimWindow } from './governance/rate-limiter';
-import { as, bootLedger, claimRateStream, connectTest, deleteStreams, publishDefinition, randomPrefix } from './int/support';
+import { callers, bootLedger, claimRateStream, connectTest, deleteStreams, publishDefinition, randomPrefix } from './int/support';
 
 // The per-agent claim cap is one count for every ledger instance of a prefix (a JetStream KV
 // bucket). Two instances share a prefix here; claims are sent to a chosen instance by calling its
@@ -22,8 +22,9 @@ function handoffOf(reply: LedgerReply): HandoffRecord {
 
 /** Send a claim to one chosen ledger instance (its command handler, exactly as its NATS listener would). */
 async function claimVia(ledger: RunningService, prefix: string, project: string, handoffId: string, key: string, actor: string): Promise<LedgerReply> {
-  const data = encoder.encode(JSON.stringify({ handoff_id: handoffId, idempotency_key: key, actor, actor_kind: 'agent' }));
-  return (await ledger.app.get(LedgerCommands).handle({ subject: Subjects.ledgerCommand(prefix, project, 'claim'), headers: {}, data })) as LedgerReply;
+  const data = encoder.encode(JSON.stringify({ handoff_id: handoffId, idempotency_key: key }));
+  const subject = ledgerCommandSubject(prefix, project, Principals.agent(project, actor), 'claim');
+  return (await ledger.app.get(LedgerCommands).handle({ subject, headers: {}, data })) as LedgerReply;
 }
 
 function expectRateLimited(reply: LedgerReply, limit: number, windowMs: number): void {
@@ -42,7 +43,7 @@ async function createMany(client: LedgerClient, project: string, to: string, tag
   const ids: string[] = [];
   for (let i = 0; i < count; i++) {
     const id = `${tag}-${i}`;
-    handoffOf(await client.create(project, { handoff_id: id, from_agent: 'alice', to_agent: to, summary: 'work', idempotency_key: `c-${id}` }, as('alice')));
+    handoffOf(await client.create(project, { handoff_id: id, from_agent: 'alice', to_agent: to, summary: 'work', idempotency_key: `c-${id}` }, callers.agent(project, 'alice')));
     ids.push(id);
   }
   return ids;
@@ -103,7 +104,7 @@ describe('claim rate cap across ledger instances (real NATS, one KV bucket per p
       ids.map((id, i) => {
         if (i % 3 === 0) return claimVia(a, prefix, P, id, `k-${id}`, 'cora');
         if (i % 3 === 1) return claimVia(b, prefix, P, id, `k-${id}`, 'cora');
-        return client.claim(P, { handoff_id: id, idempotency_key: `k-${id}` }, as('cora'));
+        return client.claim(P, { handoff_id: id, idempotency_key: `k-${id}` }, callers.agent(P, 'cora'));
       }),
     );
     expect(replies.filter((r) => r.ok)).toHaveLength(4);

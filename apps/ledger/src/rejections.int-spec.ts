@@ -1,9 +1,10 @@
-import { Limits } from '@baton/contracts';
+import { Limits, ledgerCommandSubject, Principals } from '@baton/contracts';
 import type { NatsHandle } from '@baton/eventstore';
 import { LedgerClient, LedgerReplySchema, type LedgerReply, type RunningService } from '@baton/platform';
-import { DlqHeader, as, bootLedger, connectTest, deadLetters, deleteStreams, eventually, randomPrefix } from './int/support';
+import { DlqHeader, agentsOf, bootLedger, connectTest, deadLetters, deleteStreams, eventually, randomPrefix } from './int/support';
 
 const P = 'shop';
+const as = agentsOf(P);
 const encoder = new TextEncoder();
 
 describe('ledger rejections (real NATS): bad input gets a typed rejection reply, is recorded as a dead letter, and the ledger keeps serving', () => {
@@ -33,7 +34,8 @@ describe('ledger rejections (real NATS): bad input gets a typed rejection reply,
     return LedgerReplySchema.parse(JSON.parse(new TextDecoder().decode(msg.data)));
   }
 
-  const subject = (command: string, project = P) => `${prefix}.cmd.ledger.${project}.${command}`;
+  /** A command subject of agent alice (the subject names the caller). */
+  const subject = (command: string, project = P) => ledgerCommandSubject(prefix, project, Principals.agent(project, 'alice'), command);
 
   /** The dead letter recorded for `bytes` (waits for it), with its reason. */
   async function deadLetterOf(bytes: Uint8Array) {
@@ -44,13 +46,13 @@ describe('ledger rejections (real NATS): bad input gets a typed rejection reply,
     return list.find((m) => Buffer.from(m.data).equals(Buffer.from(bytes)))!;
   }
 
-  async function expectRejected(command: string, body: string | Uint8Array, code: string, project = P) {
+  async function expectRejected(command: string, body: string | Uint8Array, code: string, project = P, on = subject(command, project)) {
     const bytes = typeof body === 'string' ? encoder.encode(body) : body;
-    const reply = await raw(subject(command, project), bytes);
+    const reply = await raw(on, bytes);
     expect(reply).toMatchObject({ ok: false, error: { code, kind: 'rejected' } });
     const letter = await deadLetterOf(bytes);
     expect(letter.header(DlqHeader.reason)).toBe(code);
-    expect(letter.header(DlqHeader.subject)).toBe(subject(command, project));
+    expect(letter.header(DlqHeader.subject)).toBe(on);
     expect(letter.header(DlqHeader.source)).toBe('ledger');
     return reply;
   }
@@ -64,8 +66,6 @@ describe('ledger rejections (real NATS): bad input gets a typed rejection reply,
   it('schema violation → schema_violation reply naming the field + dead letter', async () => {
     const reply = await expectRejected('claim', JSON.stringify({ ...actor, handoff_id: 'h1' }), 'schema_violation');
     expect(!reply.ok && reply.error.details).toMatchObject({ issues: [expect.objectContaining({ path: 'idempotency_key' })] });
-    // The caller's identity is part of the schema: a missing actor kind is refused too.
-    await expectRejected('claim', JSON.stringify({ actor: 'alice', handoff_id: 'h1', idempotency_key: 'k' }), 'schema_violation');
     // A prototype-polluting key is refused before any schema runs.
     await expectRejected('claim', `{"actor":"alice","actor_kind":"agent","handoff_id":"h1","idempotency_key":"k2","__proto__":{"x":1}}`, 'schema_violation');
   });
@@ -75,8 +75,11 @@ describe('ledger rejections (real NATS): bad input gets a typed rejection reply,
     await expectRejected('create', big, 'payload_too_large');
   });
 
-  it('an unknown command or a body for another project is rejected and recorded', async () => {
+  it('an unknown command, a subject that names no caller, or a body for another project is rejected and recorded', async () => {
     await expectRejected('explode', JSON.stringify({ ...actor, handoff_id: 'h1', idempotency_key: 'k' }), 'unknown_command');
+    // The old subject without a principal, and principal tokens that name nobody.
+    await expectRejected('claim', JSON.stringify({ ...actor, handoff_id: 'h1', idempotency_key: 'k-old' }), 'unknown_command', P, `${prefix}.cmd.ledger.${P}.claim`);
+    await expectRejected('claim', JSON.stringify({ handoff_id: 'h1', idempotency_key: 'k-svc' }), 'unknown_command', P, `${prefix}.cmd.ledger.${P}.svc.nobody.claim`);
     const other = JSON.stringify({ ...actor, handoff_id: 'h1', project: 'elsewhere', from_agent: 'alice', summary: 's', idempotency_key: 'k' });
     await expectRejected('create', other, 'project_mismatch');
   });

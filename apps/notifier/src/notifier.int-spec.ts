@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { createEventRegistry, handoffToolName, MeshDefinitionSchema, Subjects, type HandoffEvent, type MeshEvent } from '@baton/contracts';
+import { createEventRegistry, handoffToolName, ledgerCommandSubject, MeshDefinitionSchema, Principals, Subjects, type HandoffEvent, type MeshEvent } from '@baton/contracts';
 import { handoffDecider, meshDecider, meshEntryHandoffId, meshHandoffId, meshStopId, reactToHandoffEvent, runDecider, type MeshCommand } from '@baton/domain';
 import { batonStreamNames, batonTopology, connectNats, JetStreamEventStore, provision, type NatsHandle } from '@baton/eventstore';
 import type { RunningService } from '@baton/platform';
@@ -231,7 +231,8 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
 
   it('POST /v1/handoffs/:id/decision sends decide_handback to the ledger as the operator and maps its refusal to 409 with the code', async () => {
     const requests: Array<Record<string, unknown>> = [];
-    const ledger = nats.connection.subscribe(Subjects.ledgerCommand(prefix, 'demo', 'decide_handback'), {
+    // The notifier speaks as op.notifier and names the token's operator and role in the body.
+    const ledger = nats.connection.subscribe(ledgerCommandSubject(prefix, 'demo', Principals.operator('notifier'), 'decide_handback'), {
       callback: (_err, msg) => {
         const body = JSON.parse(decoder.decode(msg.data)) as Record<string, unknown>;
         requests.push(body);
@@ -242,7 +243,7 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
     await nats.connection.flush();
     const refused = await post('/v1/handoffs/hb-h-1/decision', { decision: 'rework', note: 'add tests', actor: 'olga', idempotency_key: 'k-1' });
     expect(refused).toMatchObject({ status: 409, body: { error: { code: 'handoff_not_pending' } } });
-    expect(requests[0]).toEqual({ handoff_id: 'hb-h-1', decision: 'rework', note: 'add tests', idempotency_key: 'k-1', actor: 'olga', actor_kind: 'operator' });
+    expect(requests[0]).toEqual({ handoff_id: 'hb-h-1', decision: 'rework', note: 'add tests', idempotency_key: 'k-1', actor: 'olga', actor_role: 'operator' });
     expect((await post('/v1/handoffs/hb-h-1/decision', { decision: 'accept', actor: 'bob' })).status).toBe(403);
     expect((await post('/v1/handoffs/hb-h-1/decision', { decision: 'rework', actor: 'olga' })).body.error?.code).toBe('schema_violation');
     expect((await post('/v1/handoffs/nope/decision', { decision: 'accept', actor: 'olga' })).status).toBe(404);

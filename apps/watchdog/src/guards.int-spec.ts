@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { StopRunRequestSchema, Subjects, type EventEnvelope, type StopRunRequest } from '@baton/contracts';
+import { Principals, StopRunRequestSchema, Subjects, type EventEnvelope, type StopRunRequest } from '@baton/contracts';
 import { batonStreamNames } from '@baton/eventstore';
 import { LedgerClient } from '@baton/platform';
 import { PROJECT, sleep, startHarness, waitFor, type Harness } from './int/support';
@@ -86,10 +86,11 @@ describe('watchdog loop guards (real NATS): each leaves the loop as a stop reque
 
   it('circuit per agent: K consecutive failures of an agent open its circuit (why circuit_open); a dispatch to it is stopped', async () => {
     await h.startWatchdog('wd-a', { WATCHDOG_CIRCUIT_FAILURES: '2', WATCHDOG_CIRCUIT_COOLDOWN_MS: '600000' });
-    const ops = new LedgerClient(h.nats, h.prefix, { as: { actor: 'ops', actor_kind: 'operator' }, attempts: 1 });
+    const ops = new LedgerClient(h.nats, h.prefix, { as: Principals.operator('notifier'), operator: { name: 'ops', role: 'operator' }, attempts: 1 });
+    const alice = new LedgerClient(h.nats, h.prefix, { as: Principals.agent(PROJECT, 'alice'), attempts: 1 });
     for (const i of [1, 2]) {
       const id = `cf-${i}`;
-      await ops.create(PROJECT, { handoff_id: id, from_agent: 'alice', to_agent: 'flaky', summary: 'x', workflow_run_id: `run-c${i}`, idempotency_key: `c-${id}` });
+      await alice.create(PROJECT, { handoff_id: id, from_agent: 'alice', to_agent: 'flaky', summary: 'x', workflow_run_id: `run-c${i}`, idempotency_key: `c-${id}` });
       const failed = await ops.fail(PROJECT, { handoff_id: id, reason: 'crashed', idempotency_key: `f-${id}` });
       expect(failed.ok).toBe(true);
     }
@@ -103,7 +104,7 @@ describe('watchdog loop guards (real NATS): each leaves the loop as a stop reque
   it('deadline: past deadline_at the handoff is expired exactly once even with two watchdogs (handoff.deadline_expired)', async () => {
     await h.startWatchdog('wd-a');
     await h.startWatchdog('wd-b');
-    const ops = new LedgerClient(h.nats, h.prefix, { as: { actor: 'alice', actor_kind: 'agent' }, attempts: 1 });
+    const ops = new LedgerClient(h.nats, h.prefix, { as: Principals.agent(PROJECT, 'alice'), attempts: 1 });
     await ops.create(PROJECT, { handoff_id: 'dl-1', from_agent: 'alice', to_agent: 'bob', summary: 'x', deadline_at: new Date(Date.now() + 500).toISOString(), idempotency_key: 'c-dl-1' });
     await waitFor('the deadline to expire', async () => (await h.state('dl-1')).status === 'failed');
     await sleep(800);

@@ -1,13 +1,14 @@
 import { headers as natsHeaders } from 'nats';
 import { batonStreamNames, DlqHeader } from '@baton/eventstore';
+import { Principals } from '@baton/contracts';
 import { LedgerClient } from '@baton/platform';
 import { StopRunRequestSchema, stopPacketId, stopRequestSubject } from './escalation/stop-request';
 import { PROJECT, sleep, startHarness, waitFor, type Harness } from './int/support';
 
 const LEASE_MS = 1_000; // the shortest lease the wire schema allows
 
-const alice = { actor: 'alice', actor_kind: 'agent' } as const;
-const bob = { actor: 'bob', actor_kind: 'agent' } as const;
+const alice = Principals.agent(PROJECT, 'alice');
+const bob = Principals.agent(PROJECT, 'bob');
 
 let h: Harness;
 let client: LedgerClient;

@@ -1,4 +1,5 @@
 import { DynamicModule, Inject, Injectable, Module, OnApplicationBootstrap, OnModuleDestroy } from '@nestjs/common';
+import { Principals, ServiceActors } from '@baton/contracts';
 import { batonStreamNames } from '@baton/eventstore';
 import { JetStreamClient, LedgerClient, RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { WATCHDOG_CONFIG, type WatchdogConfig } from './config';
@@ -12,8 +13,8 @@ import { RequeueLoop, type RequeueOutcome } from './requeue/requeue-loop';
 import { REQUEUE_LEDGER, type RequeueLedger } from './requeue/requeue-port';
 import { StatusController } from './status/status.controller';
 
-/** The actor the watchdog's ledger commands and stop requests are issued as. */
-export const WATCHDOG_ACTOR = 'baton-watchdog';
+/** The actor the watchdog's ledger commands (derived by the ledger from `svc.watchdog`) and stop requests are issued as. */
+export const WATCHDOG_ACTOR = ServiceActors.watchdog.actor;
 
 export interface WatchdogModuleOptions {
   config: WatchdogConfig;
@@ -39,10 +40,14 @@ function eventsFollower(runtime: ServiceRuntime, component: string) {
   };
 }
 
-/** The watchdog's ledger client: one attempt per call, since its loops retry after WATCHDOG_RETRY_MS. */
+/**
+ * The watchdog's ledger client (`<prefix>.cmd.ledger.<project>.svc.watchdog.*`: `requeue_expired`
+ * and `expire_deadline` are the watchdog's alone): one attempt per call, since its loops retry
+ * after WATCHDOG_RETRY_MS.
+ */
 function watchdogLedger(runtime: ServiceRuntime, config: WatchdogConfig): LedgerClient {
   return new LedgerClient(runtime.nats, runtime.config.BATON_PREFIX, {
-    as: { actor: WATCHDOG_ACTOR, actor_kind: 'watchdog' },
+    as: Principals.service('watchdog'),
     timeoutMs: config.WATCHDOG_REQUEST_TIMEOUT_MS,
     attempts: 1,
   });

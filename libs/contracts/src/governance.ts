@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { IdSchema, IsoTimeSchema, Limits, ProjectIdSchema, ShortTextSchema } from './common';
 import { DomainEventOf } from './envelope';
+import { OperatorRoleSchema } from './principal';
 
 /*
  * Governance (seed 002 "designed" parts, seed 003 stop reasons): the project kill switch, per-agent
@@ -8,14 +9,19 @@ import { DomainEventOf } from './envelope';
  *
  * The kill switch is the project-control aggregate (kind `project`, id `control`, one per project;
  * written by the ledger only). `pause` / `resume` are request/reply commands on
- * `<prefix>.cmd.ledger.<project>.pause|resume`. While a project is paused the ledger refuses claims
+ * `<prefix>.cmd.ledger.<project>.op.admin.pause|resume` (the admin CLI) or
+ * `<prefix>.cmd.ledger.<project>.op.notifier.pause|resume` (the notifier, for a token whose role is
+ * admin); see `LedgerCommandAccess`. While a project is paused the ledger refuses claims
  * (`project_paused`) and holds offers; `project.resumed` re-offers every pending handoff.
  */
 
 /** The one instance id of a project's control aggregate. */
 export const ProjectControlId = 'control';
 
-/** Who may pause or resume a project: the role the caller authenticated as. Only `admin` may. */
+/**
+ * Who may pause or resume a project: the role the ledger derived for the caller from the subject
+ * (`resolveLedgerCaller`: `op.admin` is admin, `op.notifier` relays its token's role). Only `admin` may.
+ */
 export const ProjectControlRoleSchema = z.enum(['admin', 'operator', 'viewer', 'agent']);
 export type ProjectControlRole = z.infer<typeof ProjectControlRoleSchema>;
 
@@ -25,19 +31,27 @@ const ControlActorSchema = z
   .max(Limits.maxIdLength)
   .regex(/^[A-Za-z0-9_\-.:@]+$/, 'actor names may hold letters, digits and _ - . : @ only');
 
-/** Body of `<prefix>.cmd.ledger.<project>.pause`: stop dispatch in the project (admin only). */
+/**
+ * `actor` / `actor_role` in a pause or resume body name the operator an operator relay speaks for
+ * (`op.notifier`: both required; `op.admin`: optional, role `admin` only). They are checked against
+ * the subject's principal before this body is parsed; see `resolveLedgerCaller`.
+ */
+const ControlClaims = {
+  actor: ControlActorSchema.optional(),
+  actor_role: OperatorRoleSchema.optional(),
+};
+
+/** Body of `<prefix>.cmd.ledger.<project>.op.<relay>.pause`: stop dispatch in the project (admin only). */
 export const PauseProjectRequestSchema = z.strictObject({
-  actor: ControlActorSchema,
-  actor_role: ProjectControlRoleSchema,
+  ...ControlClaims,
   reason: ShortTextSchema.trim().min(1, 'a pause says why'),
   idempotency_key: z.string().min(1).max(200),
 });
 export type PauseProjectRequest = z.infer<typeof PauseProjectRequestSchema>;
 
-/** Body of `<prefix>.cmd.ledger.<project>.resume`: dispatch again; pending handoffs are re-offered. */
+/** Body of `<prefix>.cmd.ledger.<project>.op.<relay>.resume`: dispatch again; pending handoffs are re-offered. */
 export const ResumeProjectRequestSchema = z.strictObject({
-  actor: ControlActorSchema,
-  actor_role: ProjectControlRoleSchema,
+  ...ControlClaims,
   reason: ShortTextSchema.optional(),
   idempotency_key: z.string().min(1).max(200),
 });

@@ -225,10 +225,11 @@ export const HandoffRecordSchema = z
 export type HandoffRecord = z.infer<typeof HandoffRecordSchema>;
 
 // ---------------------------------------------------------------------------------------------
-// Wire commands: what a caller sends to the ledger (request/reply, `baton.cmd.ledger.<project>.<cmd>`).
+// Wire commands: what a caller sends to the ledger (request/reply,
+// `baton.cmd.ledger.<project>.<kind>.<name>.<cmd>`, see `ledgerCommandSubject`).
 // Every command carries an idempotency key; a retried command with the same key changes nothing.
-// Who the caller is (actor, actor kind) and the time are attached by the platform, never read from
-// these bodies. Lookups (roster, project lead, generated ids) are added by the ledger before the
+// Who the caller is (actor, actor kind) is derived by the ledger from the subject's principal
+// (`resolveLedgerCaller`) and the time is the ledger's, never read from these bodies. Lookups (roster, project lead, generated ids) are added by the ledger before the
 // domain decides; see `@baton/domain` handoff commands.
 // ---------------------------------------------------------------------------------------------
 

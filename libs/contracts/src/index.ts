@@ -17,3 +17,4 @@ export * from './json-schema';
 export * from './mesh';
 export * from './governance';
 export * from './principal';
+export * from './ledger-access';

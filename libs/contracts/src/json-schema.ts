@@ -5,6 +5,7 @@ import { AgentRunConfigSchema } from './sentinel-schema';
 import { OperatorAnswerSchema, StopPacketSchema } from './stop-packet';
 import * as handoff from './handoff';
 import { HumanActionNoticeSchema } from './notice';
+import { OpenOffersCommandSchema, OpenOffersReplySchema } from './ledger-access';
 import { ProjectDefinitionSchema } from './definition';
 import { PublishDefinitionReplySchema, RunAnswerRequestSchema, SessionMessageSchema, StartRunRequestSchema, StopRunRequestSchema } from './run-requests';
 
@@ -27,6 +28,8 @@ export function wireSchemas(): Record<string, z.ZodType> {
     'session-message': SessionMessageSchema,
     'run-answer-request': RunAnswerRequestSchema,
     'handoff-record': handoff.HandoffRecordSchema,
+    'ledger-open-offers': OpenOffersCommandSchema,
+    'ledger-open-offers-reply': OpenOffersReplySchema,
   };
   const extra = handoff as unknown as Record<string, unknown>;
   for (const [name, value] of Object.entries(extra)) {

@@ -27,6 +27,13 @@ export const OperatorRelayNames = ['notifier', 'admin'] as const;
 export type OperatorRelayName = (typeof OperatorRelayNames)[number];
 export const OperatorRelayNameSchema = z.enum(OperatorRelayNames);
 
+/**
+ * The roles of an operator an operator relay speaks for (the notifier's API tokens): viewer reads,
+ * operator answers, admin does both for every project. `op.admin` is always admin.
+ */
+export const OperatorRoleSchema = z.enum(['viewer', 'operator', 'admin']);
+export type OperatorRole = z.infer<typeof OperatorRoleSchema>;
+
 /** The kind token of a principal in a subject. */
 export const PrincipalKind = { agent: 'agent', service: 'svc', operator: 'op' } as const;
 export type PrincipalKind = (typeof PrincipalKind)[keyof typeof PrincipalKind];

@@ -24,8 +24,11 @@ export const Subjects = {
   /** Operator answers to stop packets and handbacks. */
   operatorAnswer: (prefix: string, project: string) => `${prefix}.in.${project}.answer`,
   operatorAnswers: (prefix: string) => `${prefix}.in.*.answer`,
-  /** Ledger request/reply commands. */
-  ledgerCommand: (prefix: string, project: string, command: string) => `${prefix}.cmd.ledger.${project}.${command}`,
+  /**
+   * Every ledger request/reply command (the ledger's subscription). One command is
+   * `<prefix>.cmd.ledger.<project>.<kind>.<name>.<command>`: build it with `ledgerCommandSubject`
+   * (principal.ts), which names the caller so the server's permissions pin who may send it.
+   */
   ledgerCommands: (prefix: string) => `${prefix}.cmd.ledger.>`,
   /** Human action notices. */
   notice: (prefix: string, project: string) => `${prefix}.notice.${project}`,

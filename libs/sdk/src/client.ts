@@ -1,18 +1,18 @@
 import {
   AgentResultSchema,
+  Principals,
   SessionMessageSchema,
   StartRunRequestSchema,
   rejectionFromZod,
   type AgentResult,
-  type HandoffActorKind,
   type SessionMessage,
   type StartRunRequest,
 } from '@baton/contracts';
-import { batonStreamNames, connectNats, headersFrom, mapPublishError, provision, runConsumer, type NatsHandle } from '@baton/eventstore';
+import { connectNats, headersFrom, mapPublishError, runConsumer, type NatsHandle } from '@baton/eventstore';
 import { LedgerClient, traceHeaders } from '@baton/platform';
-import { InvalidInputError } from './errors';
+import { InvalidInputError, LedgerCommandError } from './errors';
 import { createOfferHandler, type HandoffOffer } from './offers';
-import { AgentSubjects, offerDurableName } from './subjects';
+import { AgentSubjects } from './subjects';
 
 /** How to reach Baton, and who this client speaks for. */
 export interface BatonClientOptions {
@@ -60,7 +60,11 @@ export interface HandoffsOptions {
   onOffer: (offer: HandoffOffer) => Promise<void> | void;
   /** Offers handled at once by this process (default 1). */
   concurrency?: number;
-  /** How long the server waits for this process before giving an offer to another replica (ms, default 60 000; the SDK sends progress while the handler runs). */
+  /**
+   * How long the server waits for this process before giving an offer to another replica (ms,
+   * default 60 000, between 1 000 and 3 600 000; the SDK sends progress while the handler runs).
+   * Sent to the ledger, which sets it on the agent's offers durable.
+   */
   ackWaitMs?: number;
   /** Deliveries before an offer whose handler keeps failing is dead-lettered (default 5). */
   maxDeliver?: number;
@@ -88,8 +92,10 @@ export interface BatonAgent {
   readonly project: string;
   readonly agent: string;
   /**
-   * The ledger commands (request/reply, idempotent by key), issued as this agent (`actor_kind:
-   * agent`), for agents that manage handoffs themselves: delegating work (`create`), archiving.
+   * The ledger commands (request/reply, idempotent by key), issued as this agent: every subject is
+   * `<prefix>.cmd.ledger.<project>.agent.<agent>.<command>` and the ledger records this agent as
+   * the actor (kind `agent`), whatever a body says. For agents that manage handoffs themselves:
+   * delegating work (`create`), archiving.
    */
   readonly ledger: LedgerClient;
   /**
@@ -118,9 +124,12 @@ export interface BatonAgent {
   sendMessage(message: SessionMessageInput): Promise<PublishReceipt>;
   /**
    * Receive the handoffs offered to this agent: a durable pull consumer named for the project and
-   * agent on `<prefix>.in.<project>.offer.<agent>`, shared by every replica of the agent, so each
-   * offer goes to one replica at a time. Provisions the consumer idempotently, then calls
-   * `onOffer` for each offer (see {@link HandoffsOptions}).
+   * agent (`offers-<project>-<agent>`) on `<prefix>.in.<project>.offer.<agent>`, shared by every
+   * replica of the agent, so each offer goes to one replica at a time. The ledger provisions the
+   * durable (the `open_offers` command, idempotent; its filter is pinned to this agent's offers);
+   * the SDK then only pulls and acknowledges, and calls `onOffer` for each offer (see
+   * {@link HandoffsOptions}).
+   * @throws LedgerCommandError when the ledger refuses or cannot open the durable.
    */
   handoffs(options: HandoffsOptions): Promise<OfferSubscription>;
   /** Stop every offer subscription, then drain the connection if the client opened it. */
@@ -154,8 +163,7 @@ class NatsBatonAgent implements BatonAgent {
     this.prefix = options.prefix ?? process.env['BATON_PREFIX'] ?? 'baton';
     this.project = options.project;
     this.agent = options.agent;
-    const as: { actor: string; actor_kind: HandoffActorKind } = { actor: options.agent, actor_kind: 'agent' };
-    this.ledger = new LedgerClient(nats, this.prefix, { as, timeoutMs: options.requestTimeoutMs ?? 5000 });
+    this.ledger = new LedgerClient(nats, this.prefix, { as: Principals.agent(options.project, options.agent), timeoutMs: options.requestTimeoutMs ?? 5000 });
   }
 
   async publishResult(input: AgentResultInput): Promise<PublishReceipt> {
@@ -188,20 +196,11 @@ class NatsBatonAgent implements BatonAgent {
   }
 
   async handoffs(options: HandoffsOptions): Promise<OfferSubscription> {
-    const stream = batonStreamNames(this.prefix).inbox;
-    const durable = offerDurableName(this.project, this.agent);
-    await provision(this.nats.jsm, {
-      consumers: [
-        {
-          stream,
-          durable,
-          description: `Handoffs offered to ${this.project}/${this.agent} (shared by its replicas)`,
-          filterSubject: AgentSubjects.offer(this.prefix, this.project, this.agent),
-          deliverFrom: 'all',
-          ackWaitMs: options.ackWaitMs ?? 60_000,
-        },
-      ],
-    });
+    // The ledger provisions the durable (agents may not create consumers), then this process only
+    // pulls from it and acknowledges.
+    const opened = await this.ledger.openOffers(this.project, options.ackWaitMs !== undefined ? { ack_wait_ms: options.ackWaitMs } : {});
+    if (!opened.ok) throw new LedgerCommandError('open_offers', '', opened.error);
+    const { stream, durable } = opened;
     const handler = createOfferHandler({
       project: this.project,
       agent: this.agent,

@@ -33,7 +33,8 @@ export interface LedgerErrorBody {
 
 /**
  * The ledger refused a command (`code` is stable, e.g. `handoff_not_pending`, `not_the_claimer`,
- * `stale_claim`). Refusals are decisions, not faults: retrying the same command gets the same answer.
+ * `stale_claim`, `principal_not_allowed`). Refusals are decisions, not faults: retrying the same
+ * command gets the same answer. `handoffId` is empty for `open_offers` (no handoff).
  */
 export class LedgerCommandError extends BatonSdkError {
   readonly code: string;
@@ -44,7 +45,7 @@ export class LedgerCommandError extends BatonSdkError {
     readonly handoffId: string,
     error: LedgerErrorBody,
   ) {
-    super(`ledger refused ${command} on handoff ${handoffId}: ${error.code}: ${error.message}`);
+    super(`ledger refused ${command}${handoffId !== '' ? ` on handoff ${handoffId}` : ''}: ${error.code}: ${error.message}`);
     this.name = 'LedgerCommandError';
     this.code = error.code;
     this.kind = error.kind;

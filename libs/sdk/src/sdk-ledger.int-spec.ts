@@ -1,6 +1,6 @@
 import 'reflect-metadata';
 import { randomBytes } from 'node:crypto';
-import { createEventRegistry, type HandoffRecord } from '@baton/contracts';
+import { createEventRegistry, Principals, type HandoffRecord } from '@baton/contracts';
 import { JetStreamEventStore, batonStreamNames, connectNats, type NatsHandle } from '@baton/eventstore';
 import { LedgerClient, type RunningService } from '@baton/platform';
 // Test only: boots the real ledger service in-process, so the SDK is proven against the real protocol.
@@ -55,7 +55,7 @@ describe('the agent SDK against the real ledger service (in-process, real NATS)'
   });
 
   it('a handoff created for an agent is offered to it; claim() takes the lease in the ledger and return() hands the work back', async () => {
-    const delegator = new LedgerClient(nats, prefix, { as: { actor: 'alice', actor_kind: 'agent' } });
+    const delegator = new LedgerClient(nats, prefix, { as: Principals.agent(P, 'alice') });
     const outcome = new Promise<{ offer: HandoffOffer; claimed: HandoffRecord; returned: HandoffRecord }>((resolve, reject) => {
       void agent.handoffs({
         onOffer: async (offer) => {
@@ -80,7 +80,7 @@ describe('the agent SDK against the real ledger service (in-process, real NATS)'
     expect(await delegator.get(P, 'h-sdk')).toMatchObject({ status: 'returned', claimed_by: 'bob' });
 
     // A second claim of the same offer by another replica is refused by the ledger: tryClaim says null.
-    const late = await new LedgerClient(nats, prefix, { as: { actor: 'bob', actor_kind: 'agent' } }).claim(P, { handoff_id: 'h-sdk', idempotency_key: 'late-claim' });
+    const late = await new LedgerClient(nats, prefix, { as: Principals.agent(P, 'bob') }).claim(P, { handoff_id: 'h-sdk', idempotency_key: 'late-claim' });
     expect(late).toMatchObject({ ok: false, error: { kind: 'wrong_state' } });
   });
 });

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { HandoffRecord } from '@baton/contracts';
 import { batonStreamNames, batonTopology, connectNats, provision, type NatsHandle } from '@baton/eventstore';
-import { AgentSubjects, createBatonClient, decisions, InvalidInputError, type BatonAgent, type HandoffOffer } from './index';
+import { AgentSubjects, createBatonClient, decisions, InvalidInputError, offerDurableName, type BatonAgent, type HandoffOffer } from './index';
 
 const NATS_URL = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
 const PROJECT = 'demo';
@@ -45,25 +45,39 @@ function claimedBy(record: HandoffRecord, agent: string, claimId: string): Hando
 }
 
 /**
- * A stand-in ledger on the real NATS server: it answers the ledger's request/reply subjects with
- * the protocol's replies and records every request, so the test sees exactly what the SDK sent.
+ * A stand-in ledger on the real NATS server: it answers the ledger's request/reply subjects of
+ * this agent (`<prefix>.cmd.ledger.<project>.agent.<agent>.*`) with the protocol's replies and
+ * records every handoff request, so the test sees exactly what the SDK sent. `open_offers` is
+ * served as the ledger serves it: it provisions the agent's offers durable (recorded apart).
  */
-function fakeLedger(nats: NatsHandle, prefix: string, behaviour: { claim: (body: Record<string, unknown>) => unknown }) {
-  const requests: { command: string; body: Record<string, unknown> }[] = [];
-  const sub = nats.connection.subscribe(`${prefix}.cmd.ledger.${PROJECT}.*`, {
+function fakeLedger(nats: NatsHandle, prefix: string, behaviour: { claim: (body: Record<string, unknown>) => unknown; openOffers?: () => unknown }) {
+  const requests: { command: string; subject: string; body: Record<string, unknown> }[] = [];
+  const opened: Record<string, unknown>[] = [];
+  const sub = nats.connection.subscribe(`${prefix}.cmd.ledger.${PROJECT}.agent.${AGENT}.*`, {
     callback: (_err, msg) => {
       const command = msg.subject.split('.').pop()!;
       const body = JSON.parse(decoder.decode(msg.data)) as Record<string, unknown>;
-      requests.push({ command, body });
+      const answer = (reply: unknown) => msg.respond(encoder.encode(JSON.stringify(reply)));
+      if (command === 'open_offers') {
+        opened.push(body);
+        if (behaviour.openOffers) return void answer(behaviour.openOffers());
+        const stream = batonStreamNames(prefix).inbox;
+        const durable = offerDurableName(PROJECT, AGENT);
+        const filterSubject = AgentSubjects.offer(prefix, PROJECT, AGENT);
+        const ackWaitMs = typeof body['ack_wait_ms'] === 'number' ? body['ack_wait_ms'] : 60_000;
+        void provision(nats.jsm, { consumers: [{ stream, durable, filterSubject, deliverFrom: 'all', ackWaitMs }] }).then(() => answer({ ok: true, stream, durable }));
+        return;
+      }
+      requests.push({ command, subject: msg.subject, body });
       const handoffId = String(body['handoff_id']);
       let reply: unknown;
       if (command === 'claim') reply = behaviour.claim(body);
       else if (command === 'heartbeat') reply = { ok: true, handoff: claimedBy(pendingHandoff(handoffId), AGENT, String(body['claim_id'])), events: 1 };
       else reply = { ok: false, error: { code: 'unknown_command', kind: 'rejected', message: command } };
-      msg.respond(encoder.encode(JSON.stringify(reply)));
+      answer(reply);
     },
   });
-  return { requests, stop: () => sub.unsubscribe() };
+  return { requests, opened, stop: () => sub.unsubscribe() };
 }
 
 describe('the agent SDK against a real NATS server', () => {
@@ -166,8 +180,10 @@ describe('the agent SDK against a real NATS server', () => {
     expect(seen[0]!.offer.claimId).toBe('claim-1');
     expect(seen[0]!.claimed.status).toBe('claimed');
     expect(ledger.requests).toEqual([
-      { command: 'claim', body: expect.objectContaining({ handoff_id: 'h-1', actor: AGENT, actor_kind: 'agent', idempotency_key: expect.stringMatching(/^claim:h-1:\d+$/) }) },
+      { command: 'claim', subject: AgentSubjects.ledger(prefix, PROJECT, AGENT, 'claim'), body: { handoff_id: 'h-1', idempotency_key: expect.stringMatching(/^claim:h-1:\d+$/) } },
     ]);
+    // The subject names the agent; the body never does.
+    expect(`${prefix}.cmd.ledger.${PROJECT}.agent.${AGENT}.claim`).toBe(AgentSubjects.ledger(prefix, PROJECT, AGENT, 'claim'));
     const resultSubject = AgentSubjects.result(prefix, PROJECT, AGENT);
     const stored = await nats.jsm.streams.getMessage(batonStreamNames(prefix).inbox, { last_by_subj: resultSubject });
     expect(JSON.parse(decoder.decode(stored.data))).toMatchObject({
@@ -217,6 +233,23 @@ describe('the agent SDK against a real NATS server', () => {
     const consumers = await nats.jsm.consumers.list(batonStreamNames(prefix).inbox).next();
     expect(consumers.map((c) => c.name)).toEqual([`offers-${PROJECT}-${AGENT}`]);
     expect(consumers[0]!.num_pending + consumers[0]!.num_ack_pending).toBe(0);
+    // Each replica asked the ledger to open the durable (the SDK creates no consumer itself).
+    expect(ledger.opened).toEqual([{}, {}]);
+  });
+
+  it('handoffs() asks the ledger to open the offers durable (open_offers, with the ack wait) and only pulls from it; a refusal throws LedgerCommandError', async () => {
+    const ledger = fakeLedger(nats, prefix, { claim: () => ({ ok: false, error: { code: 'x', kind: 'rejected', message: 'x' } }) });
+    const agent = await client();
+    const subscription = await agent.handoffs({ onOffer: () => undefined, ackWaitMs: 15_000 });
+    expect(ledger.opened).toEqual([{ ack_wait_ms: 15_000 }]);
+    const info = await nats.jsm.consumers.info(batonStreamNames(prefix).inbox, offerDurableName(PROJECT, AGENT));
+    expect(info.config).toMatchObject({ filter_subject: AgentSubjects.offer(prefix, PROJECT, AGENT), ack_wait: 15_000 * 1_000_000 });
+    await subscription.stop();
+    ledger.stop();
+
+    const refusing = fakeLedger(nats, prefix, { claim: () => null, openOffers: () => ({ ok: false, error: { code: 'principal_not_allowed', kind: 'forbidden', message: 'no' } }) });
+    await expect(agent.handoffs({ onOffer: () => undefined })).rejects.toMatchObject({ name: 'LedgerCommandError', command: 'open_offers', code: 'principal_not_allowed' });
+    refusing.stop();
   });
 
   it('claim-bound helpers refuse to run before claim(), and auto-heartbeat keeps the lease while the work runs', async () => {
@@ -241,7 +274,7 @@ describe('the agent SDK against a real NATS server', () => {
     expect(earlyFinish).toMatchObject({ name: 'NotClaimedError' });
     const beats = ledger.requests.filter((r) => r.command === 'heartbeat');
     expect(beats.length).toBeGreaterThanOrEqual(2);
-    expect(beats.every((b) => b.body['claim_id'] === 'claim-hb' && b.body['actor'] === AGENT)).toBe(true);
+    expect(beats.every((b) => b.body['claim_id'] === 'claim-hb' && b.subject === AgentSubjects.ledger(prefix, PROJECT, AGENT, 'heartbeat') && !('actor' in b.body))).toBe(true);
     // Heartbeats stop once the handler has returned.
     const after = ledger.requests.length;
     await new Promise((r) => setTimeout(r, 350));

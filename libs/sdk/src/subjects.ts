@@ -1,4 +1,4 @@
-import { Subjects } from '@baton/contracts';
+import { Principals, Subjects, ledgerCommandSubject, offerDurableName } from '@baton/contracts';
 
 /**
  * The subjects an agent microservice uses, for the SDK and for producers in other languages
@@ -18,16 +18,20 @@ export const AgentSubjects = {
   offer: (prefix: string, project: string, agent: string): string => `${prefix}.in.${project}.offer.${agent}`,
   /** Operator answers (JetStream). */
   answer: (prefix: string, project: string): string => Subjects.operatorAnswer(prefix, project),
-  /** Ledger request/reply commands (core NATS). */
-  ledger: (prefix: string, project: string, command: string): string => Subjects.ledgerCommand(prefix, project, command),
+  /**
+   * Ledger request/reply commands of one agent (core NATS):
+   * `<prefix>.cmd.ledger.<project>.agent.<agent>.<command>`. The subject names the agent, so the
+   * body never does; the agent's NATS credentials allow only its own.
+   */
+  ledger: (prefix: string, project: string, agent: string, command: string): string =>
+    ledgerCommandSubject(prefix, project, Principals.agent(project, agent), command),
   /** Router request/reply commands, e.g. `publish_definition` (core NATS). */
   router: (prefix: string, project: string, command: string): string => `${prefix}.cmd.router.${project}.${command}`,
 } as const;
 
 /**
- * The durable consumer name the SDK uses for an agent's offers. Every replica of the same agent
- * binds the same durable, so JetStream hands each offer to one of them.
+ * The durable consumer holding an agent's offers (`offers-<project>-<agent>`; from the contracts).
+ * Every replica of the same agent binds the same durable, so JetStream hands each offer to one of
+ * them. The ledger creates it (`open_offers`); the agent only pulls and acknowledges.
  */
-export function offerDurableName(project: string, agent: string): string {
-  return `offers-${project}-${agent}`.replace(/[^A-Za-z0-9_-]/g, '_');
-}
+export { offerDurableName };

@@ -1,4 +1,4 @@
-import { ProjectControlReplySchema, ProjectIdSchema, Subjects } from '@baton/contracts';
+import { Principals, ProjectControlReplySchema, ProjectIdSchema, ledgerCommandSubject } from '@baton/contracts';
 import type { CliContext } from '../context';
 import { parseCommandArgs, str, type ParsedArgs } from '../command';
 import { CliError, ExitCode, UsageError } from '../errors';
@@ -9,7 +9,8 @@ const decoder = new TextDecoder();
 
 /**
  * Send `pause` / `resume` for `<project>` to the ledger (request/reply on
- * `<prefix>.cmd.ledger.<project>.pause|resume`) as the operator, with the admin role. The
+ * `<prefix>.cmd.ledger.<project>.op.admin.pause|resume`): the admin connection is admin by its
+ * principal, and the body names the operator (`BATON_OPERATOR` or `$USER`) for the record. The
  * idempotency key defaults to one per invocation; pass `--key` to make a retry a no-op.
  */
 export async function runProjectControl(name: 'pause' | 'resume', help: string, argv: string[], ctx: CliContext): Promise<ExitCode> {
@@ -24,12 +25,11 @@ export async function runProjectControl(name: 'pause' | 'resume', help: string, 
   if (name === 'pause' && !reason) throw new UsageError('--reason is required: a pause says why');
   const body = {
     actor: ctx.operator(),
-    actor_role: 'admin',
     idempotency_key: str(args, 'key') ?? `${name}-${Date.now()}`,
     ...(reason ? { reason } : {}),
   };
   const nats = await ctx.nats();
-  const subject = Subjects.ledgerCommand(ctx.config().BATON_PREFIX, project, name);
+  const subject = ledgerCommandSubject(ctx.config().BATON_PREFIX, project, Principals.operator('admin'), name);
   let raw: Uint8Array;
   try {
     raw = (await nats.connection.request(subject, encoder.encode(JSON.stringify(body)), { timeout: 10_000 })).data;

@@ -2,7 +2,7 @@ import { Inject, Injectable, type OnApplicationBootstrap, type OnModuleDestroy }
 import type { Msg, Subscription } from 'nats';
 import { Subjects } from '@baton/contracts';
 import { headersToRecord } from '@baton/eventstore';
-import type { ProjectControlReply } from '@baton/contracts';
+import type { OpenOffersReply, ProjectControlReply } from '@baton/contracts';
 import { RUNTIME, type LedgerReply, type ServiceRuntime } from '@baton/platform';
 import { LedgerCommands } from './ledger-commands';
 
@@ -12,8 +12,9 @@ export const LEDGER_QUEUE = 'ledger';
 const encoder = new TextEncoder();
 
 /**
- * Serves `<prefix>.cmd.ledger.>` (core NATS request/reply, queue group `ledger`) and hands each
- * request, with its ORIGINAL bytes, to {@link LedgerCommands}.
+ * Serves `<prefix>.cmd.ledger.>` (core NATS request/reply, queue group `ledger`: every
+ * `<prefix>.cmd.ledger.<project>.<kind>.<name>.<command>`) and hands each request, with its
+ * ORIGINAL bytes and subject (which names the caller), to {@link LedgerCommands}.
  *
  * Why not `@MessagePattern`: the JetStream transport JSON-parses a request before the handler runs
  * and keeps no bytes, so a malformed or oversized body could neither be dead-lettered with its
@@ -62,7 +63,7 @@ export class LedgerCommandListener implements OnApplicationBootstrap, OnModuleDe
   }
 
   private async answer(msg: Msg): Promise<void> {
-    let reply: LedgerReply | ProjectControlReply;
+    let reply: LedgerReply | ProjectControlReply | OpenOffersReply;
     try {
       reply = await this.commands.handle({ subject: msg.subject, headers: headersToRecord(msg.headers), data: msg.data });
     } catch (error) {

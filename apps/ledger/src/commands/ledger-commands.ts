@@ -10,39 +10,46 @@ import {
   DecideHandbackCommandSchema,
   ExpireDeadlineCommandSchema,
   GovernanceErrorCode,
-  isProjectControlCommandName,
+  LedgerAccessErrorCode,
+  OpenOffersCommandSchema,
+  ProjectControlCommandSchemas,
+  type OpenOffersReply,
   type ProjectControlReply,
   FailHandoffCommandSchema,
   HeartbeatHandoffCommandSchema,
   IdSchema,
   Limits,
-  ProjectIdSchema,
   ReleaseHandoffCommandSchema,
   RequeueExpiredCommandSchema,
   ReturnHandoffCommandSchema,
+  describeAccess,
+  describePrincipal,
+  isLedgerCommand,
+  mayIssue,
+  parseLedgerCommandSubject,
   parseUntrustedJson,
   rejectionFromZod,
+  resolveLedgerCaller,
+  splitIdentityClaims,
   type HandoffActorKind,
   type HandoffCommandMetadata,
   type HandoffCommandName,
+  type LedgerCaller,
+  type LedgerCommandName,
   type Origin,
+  type Principal,
+  type ProjectControlCommandName,
   type Rejection,
 } from '@baton/contracts';
 import { handoffDecider, toHandoffRecord, type HandoffCommand } from '@baton/domain';
 import { ConcurrencyConflict, deadLetter } from '@baton/eventstore';
-import {
-  LedgerActorSchema,
-  LedgerErrorCode,
-  RUNTIME,
-  isLedgerCommandName,
-  type LedgerReply,
-  type ServiceRuntime,
-} from '@baton/platform';
+import { LedgerErrorCode, RUNTIME, type LedgerError, type LedgerErrorKind, type LedgerReply, type ServiceRuntime } from '@baton/platform';
 import { LEDGER_CONFIG, type LedgerConfig } from '../config';
 import { LedgerIds } from '../ids';
 import { ProjectDirectory, type ProjectView } from '../projects/project-directory';
 import { ProjectControlService } from '../governance/project-control.service';
 import { ClaimRateStore, type ClaimAdmission, type ClaimTicket } from '../governance/claim-rate-store';
+import { OfferConsumers } from '../offers/offer-consumers';
 
 /** Dead-letter source of rejected ledger requests (`<prefix>.dlq.ledger`). */
 export const LEDGER_DLQ_SOURCE = 'ledger';
@@ -68,12 +75,23 @@ interface Prepared {
 
 /**
  * Why a request was refused before deciding: a `RejectionCode` (malformed_json, schema_violation,
- * payload_too_large) or a ledger code (`unknown_command`, `project_mismatch`).
+ * payload_too_large) or a ledger code (`unknown_command`, `project_mismatch`), answered with kind
+ * `rejected`; or an access refusal (`identity_mismatch`, `principal_not_allowed`), kind `forbidden`.
  */
 interface LedgerRejection {
   code: string;
   message: string;
   issues: Rejection['issues'];
+  /** Default `rejected`. */
+  kind?: LedgerErrorKind;
+}
+
+/** A decoded request: where it came from, who sent it, what it asks. */
+interface DecodedRequest {
+  project: string;
+  principal: Principal;
+  name: LedgerCommandName;
+  body: Record<string, unknown>;
 }
 
 /** A decoded value, or the rejection (a wider code set than `Decoded` from the contracts). */
@@ -112,7 +130,13 @@ function refused(code: string, message: string, path?: string): Refused {
 }
 
 /**
- * The ledger's one use case: answer a command request. Decodes the body (size cap, safe JSON,
+ * The ledger's one use case: answer a command request on
+ * `<prefix>.cmd.ledger.<project>.<kind>.<name>.<command>`. The caller is the principal the subject
+ * names (the NATS server lets each principal publish only its own subjects): `resolveLedgerCaller`
+ * derives the actor, actor kind and role from it, and a body that claims anything else is refused
+ * with `identity_mismatch`; `LedgerCommandAccess` then says whether that principal may send the
+ * command at all (`principal_not_allowed`). Both are answered with `kind: 'forbidden'` and recorded
+ * as dead letters, before anything is decided. Then it decodes the body (size cap, safe JSON,
  * the wire schema of the command named by the subject's last token), fills what the ledger owns
  * (claim id, default lease, handback id, escalation id, the project's roster, lead and the
  * claimer's roles), decides and appends through `store.handleCommand` on the handoff aggregate,
@@ -131,27 +155,44 @@ export class LedgerCommands {
     @Inject(ProjectDirectory) private readonly projects: ProjectDirectory,
     @Inject(ProjectControlService) private readonly control: ProjectControlService,
     @Inject(ClaimRateStore) private readonly rates: ClaimRateStore,
+    @Inject(OfferConsumers) private readonly offers: OfferConsumers,
   ) {}
 
-  async handle(request: LedgerRequest): Promise<LedgerReply | ProjectControlReply> {
-    // The kill switch: `<prefix>.cmd.ledger.<project>.pause|resume` (admin only).
-    const tokens = request.subject.split('.');
-    const controlName = tokens[4];
-    if (tokens.length === 5 && controlName !== undefined && isProjectControlCommandName(controlName) && ProjectIdSchema.safeParse(tokens[3]).success) {
-      try {
-        return await this.control.handle(tokens[3] as string, controlName, request.data);
-      } catch (error) {
-        return this.unavailable(error);
-      }
-    }
+  async handle(request: LedgerRequest): Promise<LedgerReply | ProjectControlReply | OpenOffersReply> {
     const decoded = this.decode(request);
     if (!decoded.ok) return this.reject(request, decoded.rejection);
-    const { project, name, actor, body } = decoded.value;
-    const log = this.runtime.logger.child({ project, subject: request.subject, command: name });
+    const { project, principal, name } = decoded.value;
 
+    // Who is asking comes from the subject; the body may only repeat it (identity_mismatch), and
+    // the command table says whether that principal may ask this at all (principal_not_allowed).
+    const { claims, command: body } = splitIdentityClaims(decoded.value.body);
+    const who = resolveLedgerCaller(principal, claims);
+    if (!who.ok) {
+      return this.reject(request, {
+        code: who.code,
+        kind: who.code === 'schema_violation' ? 'rejected' : 'forbidden',
+        message: who.message,
+        issues: [{ path: who.path, message: who.message }],
+      });
+    }
+    const caller = who.caller;
+    if (!mayIssue(name, caller)) {
+      const role = caller.role !== undefined && principal.kind === 'op' && principal.relay === 'notifier' ? ` with role ${caller.role}` : '';
+      return this.reject(request, {
+        code: LedgerAccessErrorCode.principalNotAllowed,
+        kind: 'forbidden',
+        message: `${describePrincipal(principal)}${role} may not send ${name}; it is for ${describeAccess(name)}`,
+        issues: [],
+      });
+    }
+
+    if (name === 'pause' || name === 'resume') return this.projectControl(request, project, name, body, caller);
+    if (name === 'open_offers') return this.openOffers(request, project, body, caller);
+
+    const log = this.runtime.logger.child({ project, subject: request.subject, command: name, actor: caller.actor });
     let prepared: Checked<Prepared>;
     let view: ProjectView | null = null;
-    const metadata: HandoffCommandMetadata = { now: new Date().toISOString(), actor: actor.actor, actorKind: actor.actor_kind };
+    const metadata: HandoffCommandMetadata = { now: new Date().toISOString(), actor: caller.actor, actorKind: caller.kind };
     try {
       prepared = await this.prepare(name, project, body, metadata, async () => (view ??= await this.projects.view(project)));
     } catch (error) {
@@ -232,17 +273,51 @@ export class LedgerCommands {
     }
   }
 
-  /** Subject, size, UTF-8, JSON and the caller's identity. */
-  private decode(request: LedgerRequest): Checked<{ project: string; name: HandoffCommandName; actor: z.output<typeof LedgerActorSchema>; body: Record<string, unknown> }> {
-    const tokens = request.subject.split('.');
-    const prefix = this.runtime.config.BATON_PREFIX;
-    if (tokens.length !== 5 || tokens[0] !== prefix || tokens[1] !== 'cmd' || tokens[2] !== 'ledger') {
-      return refused(LedgerErrorCode.unknownCommand, `${request.subject} is not <prefix>.cmd.ledger.<project>.<command>`);
+  /** `pause` / `resume`: parse the body and decide on the project-control aggregate. */
+  private async projectControl(
+    request: LedgerRequest,
+    project: string,
+    name: ProjectControlCommandName,
+    body: Record<string, unknown>,
+    caller: LedgerCaller,
+  ): Promise<ProjectControlReply> {
+    const parsed = parseWith(ProjectControlCommandSchemas[name], body);
+    if (!parsed.ok) return this.reject(request, parsed.rejection);
+    // The command table let only admins through; the domain checks the role again.
+    const role = caller.role ?? 'viewer';
+    try {
+      return await this.control.handle(project, name, parsed.value, { actor: caller.actor, role });
+    } catch (error) {
+      this.runtime.logger.error(`project ${name} failed`, error instanceof Error ? error : { error: String(error) });
+      return this.unavailable(error);
     }
-    const project = tokens[3] as string;
-    const name = tokens[4] as string;
-    if (!isLedgerCommandName(name)) return refused(LedgerErrorCode.unknownCommand, `the ledger has no command "${name}"`);
-    if (!ProjectIdSchema.safeParse(project).success) return refused('schema_violation', `"${project}" is not a project key`, 'project');
+  }
+
+  /** `open_offers`: provision the calling agent's offers durable, its filter pinned from the subject. */
+  private async openOffers(request: LedgerRequest, project: string, body: Record<string, unknown>, caller: LedgerCaller): Promise<OpenOffersReply> {
+    const parsed = parseWith(OpenOffersCommandSchema, body);
+    if (!parsed.ok) return this.reject(request, parsed.rejection);
+    // The command table admits agents only; the principal (not the body) names the agent.
+    if (caller.principal.kind !== 'agent') return this.reject(request, { code: LedgerAccessErrorCode.principalNotAllowed, kind: 'forbidden', message: 'open_offers is for agents', issues: [] });
+    const agent = caller.principal.agent;
+    try {
+      const opened = await this.offers.open(project, agent, parsed.value.ack_wait_ms);
+      this.runtime.logger.info('offers durable opened', { project, agent, durable: opened.durable });
+      return { ok: true, stream: opened.stream, durable: opened.durable };
+    } catch (error) {
+      this.runtime.logger.error('cannot open the offers durable', error instanceof Error ? error : { error: String(error) });
+      return this.unavailable(error);
+    }
+  }
+
+  /** Subject (project, principal, command), size, UTF-8 and JSON. Who the caller is comes next, from the principal. */
+  private decode(request: LedgerRequest): Checked<DecodedRequest> {
+    const address = parseLedgerCommandSubject(this.runtime.config.BATON_PREFIX, request.subject);
+    if (address === null) {
+      return refused(LedgerErrorCode.unknownCommand, `${request.subject} is not <prefix>.cmd.ledger.<project>.<agent|svc|op>.<name>.<command>`);
+    }
+    const { project, principal, command: name } = address;
+    if (!isLedgerCommand(name)) return refused(LedgerErrorCode.unknownCommand, `the ledger has no command "${name}"`);
     if (request.data.length > Limits.maxMessageBytes) {
       return refused('payload_too_large', `payload is ${request.data.length} bytes; the cap is ${Limits.maxMessageBytes}`);
     }
@@ -257,10 +332,7 @@ export class LedgerCommands {
     if (typeof json.value !== 'object' || json.value === null || Array.isArray(json.value)) {
       return refused('schema_violation', 'the body must be a JSON object', '(root)');
     }
-    const { actor, actor_kind, ...body } = json.value as Record<string, unknown>;
-    const who = parseWith(LedgerActorSchema, { actor, actor_kind });
-    if (!who.ok) return who;
-    return { ok: true, value: { project, name, actor: who.value, body } };
+    return { ok: true, value: { project, principal, name, body: json.value as Record<string, unknown> } };
   }
 
   /** Parse the wire command and add what the ledger owns. */
@@ -402,9 +474,9 @@ export class LedgerCommands {
   }
 
   /** Answer a rejection and record it as a dead letter with the original bytes. */
-  private async reject(request: LedgerRequest, rejection: LedgerRejection): Promise<LedgerReply> {
+  private async reject(request: LedgerRequest, rejection: LedgerRejection): Promise<{ ok: false; error: LedgerError }> {
     const log = this.runtime.logger.child({ subject: request.subject });
-    log.warn('request rejected', { code: rejection.code, reason: rejection.message });
+    log.warn(rejection.kind === 'forbidden' ? 'request refused: access' : 'request rejected', { code: rejection.code, reason: rejection.message });
     try {
       await deadLetter(this.runtime.nats.js, {
         prefix: this.runtime.config.BATON_PREFIX,
@@ -427,14 +499,14 @@ export class LedgerCommands {
       ok: false,
       error: {
         code: rejection.code,
-        kind: 'rejected',
+        kind: rejection.kind ?? 'rejected',
         message: rejection.message,
         ...(rejection.issues.length > 0 ? { details: { issues: rejection.issues } } : {}),
       },
     };
   }
 
-  private unavailable(error: unknown): LedgerReply {
+  private unavailable(error: unknown): { ok: false; error: LedgerError } {
     if (error instanceof ConcurrencyConflict) {
       return { ok: false, error: { code: LedgerErrorCode.conflict, kind: 'unavailable', message: 'too much contention on this handoff; retry with the same idempotency key' } };
     }

@@ -1,20 +1,17 @@
 import { createHash } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
 import {
-  Limits,
-  ProjectControlCommandSchemas,
   ProjectControlId,
-  parseUntrustedJson,
-  rejectionFromZod,
+  type PauseProjectRequest,
   type ProjectControlCommandName,
   type ProjectControlEvent,
   type ProjectControlReply,
+  type ProjectControlRole,
+  type ResumeProjectRequest,
 } from '@baton/contracts';
 import { projectControlDecider, toProjectControlRecord, type ProjectControlCommand, type ProjectControlState } from '@baton/domain';
 import type { AggregateRef } from '@baton/eventstore';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
-
-const utf8 = new TextDecoder('utf-8', { fatal: true });
 
 /** The control aggregate of `project`. */
 export function controlRef(project: string): AggregateRef {
@@ -23,7 +20,8 @@ export function controlRef(project: string): AggregateRef {
 
 /**
  * The project kill switch, as the ledger serves it: `pause` / `resume` request/reply commands
- * (`<prefix>.cmd.ledger.<project>.pause|resume`, admin only: `actor_role: 'admin'`), decided by
+ * (`<prefix>.cmd.ledger.<project>.op.admin|op.notifier.pause|resume`, admin only: the admin CLI,
+ * or the notifier relaying an admin token; see `LedgerCommandAccess`), decided by
  * `projectControlDecider` and appended to the project's control aggregate (the ledger is its only
  * writer; event ids from the idempotency key, so a retried request appends nothing). `isPaused`
  * reads what the aggregate holds after its kept fold on every call, so a pause applies to the very
@@ -62,24 +60,19 @@ export class ProjectControlService {
     return (await this.state(project)).status === 'paused';
   }
 
-  /** Answer one `pause` / `resume` request (body bytes as received). */
-  async handle(project: string, name: ProjectControlCommandName, data: Uint8Array): Promise<ProjectControlReply> {
-    let text: string;
-    try {
-      text = utf8.decode(data);
-    } catch {
-      return { ok: false, error: { code: 'malformed_json', kind: 'rejected', message: 'the body is not UTF-8 text' } };
-    }
-    const json = parseUntrustedJson(text, Limits.maxMessageBytes);
-    if (!json.ok) return { ok: false, error: { code: json.rejection.code, kind: 'rejected', message: json.rejection.message } };
-    const parsed = ProjectControlCommandSchemas[name].safeParse(json.value);
-    if (!parsed.success) {
-      const rejection = rejectionFromZod(parsed.error);
-      return { ok: false, error: { code: rejection.code, kind: 'rejected', message: rejection.message, details: { issues: rejection.issues } } };
-    }
-    const body = parsed.data;
+  /**
+   * Decide one `pause` / `resume` whose body was parsed and whose caller was derived from the
+   * subject by the command handler (`op.admin`, or `op.notifier` with the token's role). The domain
+   * checks the role again (`admin_only`).
+   */
+  async handle(
+    project: string,
+    name: ProjectControlCommandName,
+    body: PauseProjectRequest | ResumeProjectRequest,
+    caller: { actor: string; role: ProjectControlRole },
+  ): Promise<ProjectControlReply> {
     const now = new Date().toISOString();
-    const metadata = { now, actor: body.actor, role: body.actor_role };
+    const metadata = { now, actor: caller.actor, role: caller.role };
     const command: ProjectControlCommand =
       name === 'pause'
         ? {
@@ -96,13 +89,13 @@ export class ProjectControlService {
     const result = await this.runtime.store.handleCommand(controlRef(project), projectControlDecider, command, {
       commandId,
       occurredAt: now,
-      actor: body.actor,
+      actor: caller.actor,
       origin: 'operator',
       causationId: null,
       correlationId: commandId,
     });
     if (!result.ok) return { ok: false, error: result.error.details ? { ...result.error } : { code: result.error.code, kind: result.error.kind, message: result.error.message } };
-    this.runtime.logger.info(`project ${name} ${result.events.length > 0 ? 'applied' : 'already applied'}`, { project, actor: body.actor });
+    this.runtime.logger.info(`project ${name} ${result.events.length > 0 ? 'applied' : 'already applied'}`, { project, actor: caller.actor });
     return { ok: true, project: toProjectControlRecord(project, result.state), events: result.events.length };
   }
 }

@@ -2,7 +2,7 @@
 // subject prefix per suite, ledger instances booted in-process, and cleanup of every stream.
 import 'reflect-metadata';
 import { randomBytes } from 'node:crypto';
-import { createEventRegistry, type HandoffActorKind, type ProjectDefinition } from '@baton/contracts';
+import { Principals, createEventRegistry, type OperatorRole, type ProjectDefinition } from '@baton/contracts';
 import { DlqHeader, JetStreamEventStore, batonStreamNames, connectNats, type NatsHandle } from '@baton/eventstore';
 import type { LedgerCallOptions, RunningService } from '@baton/platform';
 import { claimRateBucket } from '../governance/claim-rate-store';
@@ -112,7 +112,20 @@ export async function eventually<T>(probe: () => Promise<T>, done: (value: T) =>
   return last;
 }
 
-/** Call options that act as `actor`. */
-export function as(actor: string, actor_kind: HandoffActorKind = 'agent'): LedgerCallOptions {
-  return { as: { actor, actor_kind } };
+/**
+ * Call options that speak as one principal (the subject names it; the ledger derives the actor):
+ * an agent of a project, an operator relayed by the notifier (name and token role), the admin CLI,
+ * the router or the watchdog.
+ */
+export const callers = {
+  agent: (project: string, agent: string): LedgerCallOptions => ({ as: Principals.agent(project, agent) }),
+  operator: (name: string, role: OperatorRole = 'operator'): LedgerCallOptions => ({ as: Principals.operator('notifier'), operator: { name, role } }),
+  admin: (name?: string): LedgerCallOptions => ({ as: Principals.operator('admin'), ...(name !== undefined ? { operator: { name } } : {}) }),
+  router: { as: Principals.service('router') } as LedgerCallOptions,
+  watchdog: { as: Principals.service('watchdog') } as LedgerCallOptions,
+};
+
+/** Call options of the agents of `project`: `as('bob')`. */
+export function agentsOf(project: string): (agent: string) => LedgerCallOptions {
+  return (agent) => callers.agent(project, agent);
 }

@@ -124,7 +124,9 @@ export class OperatorActions {
       body.decision === 'accept'
         ? { handoff_id: handoffId, decision: 'accept' as const, ...(body.note !== undefined ? { note: body.note } : {}), idempotency_key: key }
         : { handoff_id: handoffId, decision: 'rework' as const, note: body.note ?? '', idempotency_key: key };
-    const reply = await this.ledger.decideHandback(view.handoff.project, command, { as: { actor: caller.name, actor_kind: 'operator' } });
+    // Sent on `<prefix>.cmd.ledger.<project>.op.notifier.decide_handback`: the ledger records the
+    // token's name as an operator, with the token's role.
+    const reply = await this.ledger.decideHandback(view.handoff.project, command, { operator: { name: caller.name, role: caller.role } });
     if (reply.ok) return { handoff: reply.handoff, events: reply.events };
     const status = reply.error.kind === 'rejected' ? HttpStatus.BAD_REQUEST : statusForKind(reply.error.kind);
     throw new ApiError(status, reply.error.code, reply.error.message, [], reply.error.details);

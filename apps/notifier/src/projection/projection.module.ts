@@ -1,4 +1,5 @@
 import { Module } from '@nestjs/common';
+import { Principals } from '@baton/contracts';
 import { createBatonProjector, createBatonViews, createProjectionStore, type ProjectionStore } from '@baton/projections';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { LedgerClient } from '@baton/platform';
@@ -23,7 +24,8 @@ import { BATON_PROJECTOR, BATON_VIEWS, LEDGER_CLIENT, PROJECTION_STORE, projecti
     {
       provide: LEDGER_CLIENT,
       inject: [RUNTIME],
-      useFactory: (runtime: ServiceRuntime) => new LedgerClient(runtime.nats, runtime.config.BATON_PREFIX, { attempts: 2 }),
+      // `op.notifier`: each call names the operator its token authenticated (name and role).
+      useFactory: (runtime: ServiceRuntime) => new LedgerClient(runtime.nats, runtime.config.BATON_PREFIX, { as: Principals.operator('notifier'), attempts: 2 }),
     },
     NoticePublisher,
     AppliedEvents,

@@ -1,6 +1,6 @@
+import { Principals } from '@baton/contracts';
 import type { NatsHandle } from '@baton/eventstore';
 import { LedgerClient, type LedgerReply } from '@baton/platform';
-import { ROUTER_ACTOR } from '../shared/ids';
 
 export type { LedgerReply };
 
@@ -11,10 +11,11 @@ export const LEDGER = Symbol('ROUTER_LEDGER');
 export type RouterLedger = Pick<LedgerClient, 'create' | 'completeFromResult'>;
 
 /**
- * The router's ledger client: core NATS request/reply, as the system actor `baton-router`
- * (`complete_from_result` is refused for any other actor kind). Short timeouts and two attempts
- * per call: the dispatch reactor has its own, longer, redelivery backoff on top.
+ * The router's ledger client: core NATS request/reply on `<prefix>.cmd.ledger.<project>.svc.router.*`
+ * (the ledger records the router as `baton-router`, kind `system`; `complete_from_result` is the
+ * router's alone). Short timeouts and two attempts per call: the dispatch reactor has its own,
+ * longer, redelivery backoff on top.
  */
 export function createRouterLedger(nats: NatsHandle, prefix: string): RouterLedger {
-  return new LedgerClient(nats, prefix, { as: { actor: ROUTER_ACTOR, actor_kind: 'system' }, timeoutMs: 3000, attempts: 2, backoffMs: 100 });
+  return new LedgerClient(nats, prefix, { as: Principals.service('router'), timeoutMs: 3000, attempts: 2, backoffMs: 100 });
 }

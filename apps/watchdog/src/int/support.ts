@@ -3,7 +3,17 @@
 // through the real event store) and cleanup. Not a test file.
 import { createHash, randomBytes } from 'node:crypto';
 import type { Subscription } from 'nats';
-import { createEventRegistry, HandoffCommandSchemas, Subjects, type HandoffCommandName, type HandoffEvent } from '@baton/contracts';
+import {
+  createEventRegistry,
+  HandoffCommandSchemas,
+  mayIssue,
+  parseLedgerCommandSubject,
+  resolveLedgerCaller,
+  splitIdentityClaims,
+  Subjects,
+  type HandoffCommandName,
+  type HandoffEvent,
+} from '@baton/contracts';
 import { evolveHandoff, handoffDecider, initialHandoffState, toHandoffRecord, type HandoffCommand, type HandoffState } from '@baton/domain';
 import { batonStreamNames, batonTopology, connectNats, JetStreamEventStore, provision, type NatsHandle, type StoredEvent } from '@baton/eventstore';
 import type { RunningService } from '@baton/platform';
@@ -37,7 +47,8 @@ type Reply = { ok: true; handoff: unknown; events: number } | { ok: false; error
 
 /**
  * A minimal ledger for the commands these tests use (create, claim, heartbeat, release,
- * requeue_expired): parses the wire body with the contracts' schemas, fills what the ledger
+ * requeue_expired): takes the caller from the subject's principal as the ledger does
+ * (`resolveLedgerCaller`, `mayIssue`), parses the wire body with the contracts' schemas, fills what the ledger
  * resolves (claim id from the key, default lease, escalation id; no project lead), decides with
  * `handoffDecider` and appends through `JetStreamEventStore.handleCommand` (optimistic concurrency,
  * event ids from the idempotency key). Answers in the ledger's reply shape.
@@ -71,14 +82,18 @@ export class MiniLedger {
   }
 
   private async answer(subject: string, data: Uint8Array): Promise<Reply> {
-    const tokens = subject.split('.');
-    const project = tokens[3] as string;
-    const name = tokens[4] as HandoffCommandName;
-    const { actor, actor_kind, ...body } = JSON.parse(decoder.decode(data)) as Record<string, unknown>;
+    const address = parseLedgerCommandSubject(this.prefix, subject);
+    if (address === null || !(address.command in HandoffCommandSchemas)) return { ok: false, error: { code: 'unknown_command', kind: 'rejected', message: subject } };
+    const { project } = address;
+    const name = address.command as HandoffCommandName;
+    const { claims, command: body } = splitIdentityClaims(JSON.parse(decoder.decode(data)) as Record<string, unknown>);
+    const who = resolveLedgerCaller(address.principal, claims);
+    if (!who.ok) return { ok: false, error: { code: who.code, kind: 'forbidden', message: who.message } };
+    if (!mayIssue(name, who.caller)) return { ok: false, error: { code: 'principal_not_allowed', kind: 'forbidden', message: `${name} is not for this principal` } };
     const schema = HandoffCommandSchemas[name];
     const parsed = schema.safeParse(body);
     if (!parsed.success) return { ok: false, error: { code: 'schema_violation', kind: 'rejected', message: parsed.error.message } };
-    const metadata = { now: new Date().toISOString(), actor: String(actor), actorKind: actor_kind as HandoffCommand['metadata']['actorKind'] };
+    const metadata: HandoffCommand['metadata'] = { now: new Date().toISOString(), actor: who.caller.actor, actorKind: who.caller.kind };
     const wire = parsed.data as Record<string, unknown> & { handoff_id: string; idempotency_key: string };
     let command: HandoffCommand;
     switch (name) {

@@ -10,12 +10,13 @@ export type {
   LedgerDecideHandbackInput,
   LedgerFailInput,
   LedgerHeartbeatInput,
+  LedgerOpenOffersInput,
+  LedgerOperator,
   LedgerReleaseInput,
   LedgerRequeueExpiredInput,
   LedgerReturnInput,
 } from './ledger-client';
 export {
-  LedgerActorSchema,
   LedgerCommandNames,
   LedgerErrorCode,
   LedgerErrorKind,
@@ -28,4 +29,4 @@ export {
   handoffOffersFor,
   isLedgerCommandName,
 } from './ledger-protocol';
-export type { LedgerActor, LedgerError, LedgerReply } from './ledger-protocol';
+export type { LedgerError, LedgerReply } from './ledger-protocol';

@@ -1,7 +1,10 @@
 import type { z } from 'zod';
 import {
-  Subjects,
+  ProjectControlReplySchema,
+  OpenOffersReplySchema,
   createEventRegistry,
+  describePrincipal,
+  ledgerCommandSubject,
   type AbandonHandoffCommandSchema,
   type ArchiveHandoffCommandSchema,
   type ClaimHandoffCommandSchema,
@@ -13,20 +16,21 @@ import {
   type HandoffEvent,
   type HandoffRecord,
   type HeartbeatHandoffCommandSchema,
+  type LedgerCommandName,
+  type OpenOffersCommandSchema,
+  type OpenOffersReply,
+  type OperatorRole,
+  type PauseProjectRequestSchema,
+  type Principal,
+  type ProjectControlReply,
   type ReleaseHandoffCommandSchema,
   type RequeueExpiredCommandSchema,
+  type ResumeProjectRequestSchema,
   type ReturnHandoffCommandSchema,
 } from '@baton/contracts';
 import { handoffDecider, toHandoffRecord, type HandoffState } from '@baton/domain';
 import { JetStreamEventStore, type NatsHandle } from '@baton/eventstore';
-import {
-  LedgerErrorCode,
-  LedgerReplySchema,
-  RetryableLedgerCodes,
-  type LedgerActor,
-  type LedgerError,
-  type LedgerReply,
-} from './ledger-protocol';
+import { LedgerErrorCode, LedgerReplySchema, RetryableLedgerCodes, type LedgerError, type LedgerReply } from './ledger-protocol';
 
 /** The body of a `create`: `project` may be left out (the client fills it from the call). */
 export type LedgerCreateInput = Omit<z.input<typeof CreateHandoffCommandSchema>, 'project'> & { project?: string };
@@ -40,10 +44,28 @@ export type LedgerFailInput = z.input<typeof FailHandoffCommandSchema>;
 export type LedgerArchiveInput = z.input<typeof ArchiveHandoffCommandSchema>;
 export type LedgerRequeueExpiredInput = z.input<typeof RequeueExpiredCommandSchema>;
 export type LedgerCompleteFromResultInput = z.input<typeof CompleteFromResultCommandSchema>;
+export type LedgerOpenOffersInput = z.input<typeof OpenOffersCommandSchema>;
+/** The body of `pause` / `resume`: who speaks comes from the principal and the call's operator. */
+export type LedgerPauseInput = Omit<z.input<typeof PauseProjectRequestSchema>, 'actor' | 'actor_role'>;
+export type LedgerResumeInput = Omit<z.input<typeof ResumeProjectRequestSchema>, 'actor' | 'actor_role'>;
+
+/** The person an operator relay (`op.notifier`, `op.admin`) speaks for. */
+export interface LedgerOperator {
+  /** Sent as the body's `actor` (required for `op.notifier`; `op.admin` defaults to `admin`). */
+  name: string;
+  /** Sent as the body's `actor_role` (required for `op.notifier`: the token's role). */
+  role?: OperatorRole;
+}
 
 export interface LedgerClientOptions {
-  /** Who issues the commands, unless a call says otherwise. */
-  as?: LedgerActor;
+  /**
+   * Who issues the commands, unless a call says otherwise: the principal named in every command
+   * subject (`<prefix>.cmd.ledger.<project>.<kind>.<name>.<command>`). The NATS server lets a
+   * connection publish only the subjects of its own principal.
+   */
+  as?: Principal;
+  /** For an operator relay: the person it speaks for, unless a call says otherwise. */
+  operator?: LedgerOperator;
   /** How long one attempt waits for the ledger's reply, ms (default 5000). */
   timeoutMs?: number;
   /** Attempts per command, the first included (default 3). */
@@ -54,7 +76,9 @@ export interface LedgerClientOptions {
 
 export interface LedgerCallOptions {
   /** Who issues this command (overrides the client's `as`). */
-  as?: LedgerActor;
+  as?: Principal;
+  /** For an operator relay: the person this command is for (overrides the client's `operator`). */
+  operator?: LedgerOperator;
   timeoutMs?: number;
 }
 
@@ -68,16 +92,21 @@ function natsErrorCode(err: unknown): string | undefined {
   return typeof code === 'string' ? code : undefined;
 }
 
-function failure(code: string, kind: LedgerError['kind'], message: string, details?: Record<string, unknown>): LedgerReply {
+function failure(code: string, kind: LedgerError['kind'], message: string, details?: Record<string, unknown>): { ok: false; error: LedgerError } {
   return { ok: false, error: details ? { code, kind, message, details } : { code, kind, message } };
 }
 
 /**
  * The typed way to drive the handoff ledger (every service, the SDK and the CLI use it). Each
- * method sends one command as a core NATS request to `<prefix>.cmd.ledger.<project>.<command>` and
- * resolves with the ledger's reply: `{ ok: true, handoff, events }` or `{ ok: false, error }`
- * (domain refusals such as `handoff_not_pending`, and rejected input, alike). It never throws for
- * those; it throws only when no actor is known for the call.
+ * method sends one command as a core NATS request to
+ * `<prefix>.cmd.ledger.<project>.<kind>.<name>.<command>`, the subject naming the client's
+ * principal (`as`), and resolves with the ledger's reply: `{ ok: true, handoff, events }` or
+ * `{ ok: false, error }` (domain refusals such as `handoff_not_pending`, access refusals such as
+ * `principal_not_allowed`, and rejected input, alike). The body never names the caller, except that
+ * an operator relay adds the person it speaks for (`actor`, `actor_role`). It never throws for
+ * refusals; it throws only when no principal is known for the call, or an `op.notifier` call names
+ * no operator. An agent principal speaks only in its own project: a command for another project is
+ * answered `principal_not_allowed` without being sent.
  *
  * Retries: when an attempt times out, finds no ledger subscribed, or the ledger answers a
  * retryable error (`conflict`, `unavailable`), the SAME body (hence the same idempotency key) is
@@ -152,22 +181,54 @@ export class LedgerClient {
     return this.send(project, 'requeue_expired', command, call);
   }
 
-  /** Router (actor kind `system`): close a pending / claimed handoff with the agent result its run recorded. */
+  /** Router (`svc.router`) only: close a pending / claimed handoff with the agent result its run recorded. */
   completeFromResult(project: string, command: LedgerCompleteFromResultInput, call?: LedgerCallOptions): Promise<LedgerReply> {
     return this.send(project, 'complete_from_result', command, call);
   }
 
   /**
-   * Send any ledger command by name (the typed methods call this). Retries as described on the
+   * Agents only: have the ledger provision this agent's offers durable (`offers-<project>-<agent>`
+   * on the inbox stream, filtered to its own offers). Idempotent; the reply names the stream and
+   * the durable to pull from.
+   */
+  openOffers(project: string, command: LedgerOpenOffersInput = {}, call?: LedgerCallOptions): Promise<OpenOffersReply> {
+    return this.request(project, 'open_offers', command, call, (subject, raw) => this.decodeWith(OpenOffersReplySchema, subject, raw) as OpenOffersReply);
+  }
+
+  /** The kill switch (admins only: `op.admin`, or `op.notifier` for an admin token). */
+  pause(project: string, command: LedgerPauseInput, call?: LedgerCallOptions): Promise<ProjectControlReply> {
+    return this.request(project, 'pause', command, call, (subject, raw) => this.decodeWith(ProjectControlReplySchema, subject, raw) as ProjectControlReply);
+  }
+
+  /** Lift the kill switch; pending handoffs are offered again (admins only). */
+  resume(project: string, command: LedgerResumeInput, call?: LedgerCallOptions): Promise<ProjectControlReply> {
+    return this.request(project, 'resume', command, call, (subject, raw) => this.decodeWith(ProjectControlReplySchema, subject, raw) as ProjectControlReply);
+  }
+
+  /**
+   * Send any handoff command by name (the typed methods call this). Retries as described on the
    * class; the body is sent unchanged on every attempt.
    */
-  async send(project: string, command: HandoffCommandName, body: object, call: LedgerCallOptions = {}): Promise<LedgerReply> {
+  send(project: string, command: HandoffCommandName, body: object, call: LedgerCallOptions = {}): Promise<LedgerReply> {
+    return this.request(project, command, body, call, (subject, raw) => this.decodeWith(LedgerReplySchema, subject, raw) as LedgerReply);
+  }
+
+  private async request<R extends { ok: true } | Refusal>(
+    project: string,
+    command: LedgerCommandName,
+    body: object,
+    call: LedgerCallOptions = {},
+    decode: (subject: string, raw: Uint8Array) => R,
+  ): Promise<R> {
     const as = call.as ?? this.options.as;
-    if (!as) throw new Error(`LedgerClient.${command}: no actor; pass { as: { actor, actor_kind } } to the client or the call`);
-    const subject = Subjects.ledgerCommand(this.prefix, project, command);
-    const data = encoder.encode(JSON.stringify({ ...body, actor: as.actor, actor_kind: as.actor_kind }));
+    if (!as) throw new Error(`LedgerClient.${command}: no principal; pass { as: Principals.… } to the client or the call`);
+    if (as.kind === 'agent' && as.project !== project) {
+      return failure(LedgerErrorCode.principalNotAllowed, 'forbidden', `${describePrincipal(as)} speaks only in project ${as.project}, not ${project}`) as R;
+    }
+    const subject = ledgerCommandSubject(this.prefix, project, as, command);
+    const data = encoder.encode(JSON.stringify({ ...body, ...this.speaksFor(as, call, command) }));
     const timeout = call.timeoutMs ?? this.timeoutMs;
-    let last: LedgerReply = failure(LedgerErrorCode.timeout, 'unavailable', `no reply from the ledger on ${subject}`);
+    let last: R | Refusal = failure(LedgerErrorCode.timeout, 'unavailable', `no reply from the ledger on ${subject}`);
     for (let attempt = 1; attempt <= this.attempts; attempt++) {
       if (attempt > 1) await sleep(this.backoffMs * (attempt - 1));
       let raw: Uint8Array;
@@ -184,16 +245,28 @@ export class LedgerClient {
           last = failure(LedgerErrorCode.timeout, 'unavailable', `no reply from the ledger on ${subject} within ${timeout} ms`);
           continue;
         }
-        return failure(LedgerErrorCode.unavailable, 'unavailable', `request to ${subject} failed: ${(err as Error).message}`);
+        return failure(LedgerErrorCode.unavailable, 'unavailable', `request to ${subject} failed: ${(err as Error).message}`) as R;
       }
-      const reply = this.decodeReply(subject, raw);
+      const reply = decode(subject, raw);
       if (!reply.ok && RetryableLedgerCodes.includes(reply.error.code)) {
         last = reply;
         continue;
       }
       return reply;
     }
-    return last;
+    // Every failure shape is a refusal any of the replies admits.
+    return last as R;
+  }
+
+  /** What an operator relay adds to the body: the person it speaks for. Nothing for agents and services. */
+  private speaksFor(as: Principal, call: LedgerCallOptions, command: LedgerCommandName): Record<string, string> {
+    if (as.kind !== 'op') return {};
+    const operator = call.operator ?? this.options.operator;
+    if (!operator) {
+      if (as.relay === 'notifier') throw new Error(`LedgerClient.${command}: op.notifier names the operator it relays; pass { operator: { name, role } }`);
+      return {};
+    }
+    return { actor: operator.name, ...(operator.role !== undefined ? { actor_role: operator.role } : {}) };
   }
 
   /**
@@ -210,15 +283,21 @@ export class LedgerClient {
     return toHandoffRecord(state);
   }
 
-  private decodeReply(subject: string, raw: Uint8Array): LedgerReply {
+  private decodeWith(schema: z.ZodType, subject: string, raw: Uint8Array): unknown {
     let json: unknown;
     try {
       json = JSON.parse(decoder.decode(raw));
     } catch {
       return failure(LedgerErrorCode.badReply, 'internal', `the reply on ${subject} is not JSON`);
     }
-    const parsed = LedgerReplySchema.safeParse(json);
-    if (!parsed.success) return failure(LedgerErrorCode.badReply, 'internal', `the reply on ${subject} is not a ledger reply: ${parsed.error.message}`);
-    return parsed.data;
+    const parsed = schema.safeParse(json);
+    if (parsed.success) return parsed.data;
+    // Refusals come in the ledger's reply shape whatever the command.
+    const refusal = LedgerReplySchema.safeParse(json);
+    if (refusal.success && !refusal.data.ok) return refusal.data;
+    return failure(LedgerErrorCode.badReply, 'internal', `the reply on ${subject} is not a ledger reply: ${parsed.error.message}`);
   }
 }
+
+/** A refusal as every ledger reply shape admits it (pause / resume replies type `kind` as a plain string). */
+type Refusal = { ok: false; error: { code: string; kind: string; message: string; details?: Record<string, unknown> } };

@@ -1,11 +1,9 @@
 import { z } from 'zod';
 import {
-  ActorNameSchema,
-  HandoffActorKindSchema,
   HandoffCommandSchemas,
   HandoffRecordSchema,
+  LedgerAccessErrorCode,
   isSubjectToken,
-  type HandoffActorKind,
   type HandoffCommandName,
   type HandoffRecord,
 } from '@baton/contracts';
@@ -13,27 +11,21 @@ import {
 /*
  * The ledger's request/reply protocol, shared by the ledger service and {@link LedgerClient}.
  *
- * Request: core NATS request on `<prefix>.cmd.ledger.<project>.<command>` (see `Subjects.ledgerCommand`),
- * JSON body = the wire command (`HandoffCommandSchemas[command]`) plus `actor` and `actor_kind`.
+ * Request: core NATS request on `<prefix>.cmd.ledger.<project>.<kind>.<name>.<command>` (see
+ * `ledgerCommandSubject`): the subject names the caller (`agent.<agent>`, `svc.<service>`,
+ * `op.notifier`, `op.admin`) and the NATS server lets each principal publish only its own. JSON
+ * body = the wire command (`LedgerCommandSchemas[command]`); operator relays add the person they
+ * speak for (`actor`, and `actor_role` for the notifier). The ledger derives the actor from the
+ * subject (`resolveLedgerCaller`) and checks `LedgerCommandAccess` before deciding.
  * Reply: {@link LedgerReply}, always JSON, for domain refusals and rejected input alike.
  */
 
-/** Every command the ledger serves, in subject-token form. */
+/** Every handoff command the ledger serves, in subject-token form (besides pause, resume, open_offers). */
 export const LedgerCommandNames = Object.keys(HandoffCommandSchemas) as HandoffCommandName[];
 
-/** True when `token` names a ledger command. */
+/** True when `token` names a handoff command. */
 export function isLedgerCommandName(token: string): token is HandoffCommandName {
   return Object.prototype.hasOwnProperty.call(HandoffCommandSchemas, token);
-}
-
-/** Who issues a command. Attached by the calling service (the SDK, the operator API, the watchdog...). */
-export const LedgerActorSchema = z.strictObject({
-  actor: ActorNameSchema,
-  actor_kind: HandoffActorKindSchema,
-});
-export interface LedgerActor {
-  actor: string;
-  actor_kind: HandoffActorKind;
 }
 
 /** The broad kind of a ledger error: the decider's kinds, plus the ledger's own. */
@@ -43,7 +35,7 @@ export const LedgerErrorKind = {
   invalid: 'invalid',
   forbidden: 'forbidden',
   notFound: 'not_found',
-  /** The request itself was refused before deciding (malformed JSON, schema, size, unknown command). Recorded as a dead letter. */
+  /** The request itself was refused before deciding (malformed JSON, schema, size, unknown command). Recorded as a dead letter. Access refusals (`identity_mismatch`, `principal_not_allowed`) are `forbidden` and recorded too. */
   rejected: 'rejected',
   /** The ledger could not decide or store right now (store down, contention): retry with the same idempotency key. */
   unavailable: 'unavailable',
@@ -58,6 +50,10 @@ export const LedgerErrorKindSchema = z.enum(['wrong_state', 'invalid', 'forbidde
  */
 export const LedgerErrorCode = {
   unknownCommand: 'unknown_command',
+  /** The body claims another identity than the subject's principal (kind `forbidden`, dead-lettered). */
+  identityMismatch: LedgerAccessErrorCode.identityMismatch,
+  /** The subject's principal may not issue the command (kind `forbidden`, dead-lettered). */
+  principalNotAllowed: LedgerAccessErrorCode.principalNotAllowed,
   projectMismatch: 'project_mismatch',
   /** Contention outlasted the store's retries. Retryable. */
   conflict: 'conflict',

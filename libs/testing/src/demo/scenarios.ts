@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { createEventRegistry, type AgentRunConfig, type EventEnvelope, type HandoffRecord, type PublishDefinitionReply } from '@baton/contracts';
+import { Principals, createEventRegistry, type AgentRunConfig, type EventEnvelope, type HandoffRecord, type PublishDefinitionReply } from '@baton/contracts';
 import { connectNats, JetStreamEventStore, type NatsHandle, type StoredEvent } from '@baton/eventstore';
 import { LedgerClient } from '@baton/platform';
 import { AgentSubjects, createBatonClient, type BatonAgent, type FinishResult, type HandoffOffer, type OfferSubscription } from '@baton/sdk';
@@ -242,7 +242,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
     {
       const scenario = 'claim / return / accept (seed 002)';
       log(`\n${scenario}`);
-      const ledger = new LedgerClient(nats, options.prefix, { as: { actor: 'lead-agent', actor_kind: 'agent' } });
+      const ledger = new LedgerClient(nats, options.prefix, { as: Principals.agent(project, 'lead-agent') });
       const handoffId = `ho-demo-${tag}`;
       scripts.set(`/builder`, [{ kind: 'return', summary: 'Built the feature; 12 tests pass.' }]);
       const created = await ledger.create(project, { handoff_id: handoffId, project, from_agent: 'lead-agent', to_agent: 'builder', summary: 'Build the export button', idempotency_key: `create-${handoffId}` });

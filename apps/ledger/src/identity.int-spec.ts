@@ -1,0 +1,297 @@
+import { AckPolicy } from 'nats';
+import {
+  createEventRegistry,
+  ledgerCommandSubject,
+  offerDurableName,
+  Principals,
+  type CompletionReport,
+  type HandoffRecord,
+  type LedgerCommandName,
+  type Principal,
+} from '@baton/contracts';
+import { batonStreamNames, JetStreamEventStore, type NatsHandle } from '@baton/eventstore';
+import { LedgerClient, type LedgerReply, type RunningService } from '@baton/platform';
+import { agentsOf, bootLedger, callers, connectTest, deadLetters, deleteStreams, DlqHeader, eventually, publishDefinition, randomPrefix, type StoredMessage } from './int/support';
+
+/*
+ * Issue 11: the ledger takes identity from the subject, never from the body. Every command subject
+ * names its caller (`<prefix>.cmd.ledger.<project>.<kind>.<name>.<command>`; the NATS server lets a
+ * principal publish only its own); a body may repeat that identity but never claim another
+ * (`identity_mismatch`), and the command table says who may send what (`principal_not_allowed`).
+ * Both refusals are answered with kind `forbidden` and recorded as dead letters; the ledger keeps
+ * serving.
+ */
+
+const P = 'idp';
+const as = agentsOf(P);
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+const report: CompletionReport = {
+  summary: 'did it',
+  files_changed: [],
+  verification: 'npm test',
+  next_steps: '',
+  outcome: 'completed',
+  evidence: { tests_run: ['x.spec.ts: 1 passed'] },
+};
+
+/** A well-formed body for every ledger command (so the only thing wrong with a forged one is who it claims to be). */
+function validBody(command: LedgerCommandName, key: string): Record<string, unknown> {
+  const h = { handoff_id: 'h-forged', idempotency_key: key };
+  switch (command) {
+    case 'create':
+      return { ...h, project: P, from_agent: 'mallory', to_agent: 'bob', summary: 'work' };
+    case 'claim':
+      return h;
+    case 'heartbeat':
+      return { ...h, claim_id: 'c-1' };
+    case 'return':
+      return { ...h, claim_id: 'c-1', report };
+    case 'decide_handback':
+      return { ...h, decision: 'accept' };
+    case 'release':
+    case 'abandon':
+    case 'fail':
+      return { ...h, reason: 'because' };
+    case 'archive':
+      return h;
+    case 'requeue_expired':
+      return { ...h, claim_id: 'c-1' };
+    case 'complete_from_result':
+      return { ...h, result_id: 'r-1', agent: 'mallory' };
+    case 'expire_deadline':
+      return h;
+    case 'pause':
+      return { reason: 'forged', idempotency_key: key };
+    case 'resume':
+      return { idempotency_key: key };
+    case 'open_offers':
+      return { ack_wait_ms: 10_000 + key.length };
+    default: {
+      const never: never = command;
+      throw new Error(`no body for ${String(never)}`);
+    }
+  }
+}
+
+const COMMANDS: LedgerCommandName[] = [
+  'create',
+  'claim',
+  'heartbeat',
+  'return',
+  'decide_handback',
+  'release',
+  'abandon',
+  'fail',
+  'archive',
+  'requeue_expired',
+  'complete_from_result',
+  'expire_deadline',
+  'pause',
+  'resume',
+  'open_offers',
+];
+
+/** What a forged body claims, on the subject of agent `mallory`. */
+const FORGERIES: Array<[string, Record<string, unknown>]> = [
+  ['another actor', { actor: 'alice' }],
+  ['actor_kind operator', { actor_kind: 'operator' }],
+  ['actor_kind system', { actor: 'mallory', actor_kind: 'system' }],
+  ['actor_role admin', { actor_role: 'admin' }],
+];
+
+type Reply = { ok: boolean; error?: { code: string; kind: string; message: string }; handoff?: HandoffRecord; stream?: string; durable?: string };
+
+describe('ledger identity (real NATS): the subject names the caller; the body never speaks for it', () => {
+  const prefix = randomPrefix();
+  let nats: NatsHandle;
+  let ledger: RunningService;
+  let client: LedgerClient;
+  let store: JetStreamEventStore;
+
+  async function send(principal: Principal, command: string, body: Record<string, unknown>, project = P): Promise<{ reply: Reply; subject: string; bytes: Uint8Array }> {
+    const subject = ledgerCommandSubject(prefix, project, principal, command);
+    const bytes = encoder.encode(JSON.stringify(body));
+    const msg = await nats.connection.request(subject, bytes, { timeout: 5000 });
+    return { reply: JSON.parse(decoder.decode(msg.data)) as Reply, subject, bytes };
+  }
+
+  /** The dead letter holding exactly `bytes`. */
+  function letterOf(letters: StoredMessage[], bytes: Uint8Array): StoredMessage | undefined {
+    return letters.find((m) => Buffer.from(m.data).equals(Buffer.from(bytes)));
+  }
+
+  async function lettersFor(all: Array<{ bytes: Uint8Array }>): Promise<StoredMessage[]> {
+    return eventually(
+      () => deadLetters(nats, prefix, 'ledger'),
+      (letters) => all.every(({ bytes }) => letterOf(letters, bytes) !== undefined),
+    );
+  }
+
+  beforeAll(async () => {
+    nats = await connectTest();
+    ledger = await bootLedger(prefix, 'ledger-identity', { LEDGER_DEFINITION_TTL_MS: '0' });
+    await publishDefinition(nats, prefix, {
+      project: P,
+      lead: 'lena',
+      agents: [{ name: 'alice' }, { name: 'bob' }, { name: 'lena' }, { name: 'mallory' }],
+      workflows: [],
+    } as never);
+    client = new LedgerClient(nats, prefix, { timeoutMs: 5000, attempts: 1 });
+    store = new JetStreamEventStore({ js: nats.js, jsm: nats.jsm, prefix, registry: createEventRegistry() });
+  });
+
+  afterAll(async () => {
+    await ledger?.stop();
+    if (nats) {
+      await deleteStreams(nats, prefix);
+      await nats.close();
+    }
+  });
+
+  it('every command: a body on an agent subject that names another actor, claims kind operator or system, or a role is refused with identity_mismatch (forbidden) and recorded as a dead letter', async () => {
+    const sent: Array<{ command: string; forgery: string; reply: Reply; subject: string; bytes: Uint8Array }> = [];
+    for (const command of COMMANDS) {
+      for (const [forgery, claims] of FORGERIES) {
+        const body = { ...validBody(command, `${command}-${forgery.replace(/\W+/g, '-')}`), ...claims };
+        sent.push({ command, forgery, ...(await send(Principals.agent(P, 'mallory'), command, body)) });
+      }
+    }
+    for (const { command, forgery, reply } of sent) {
+      expect({ command, forgery, reply }).toMatchObject({ command, forgery, reply: { ok: false, error: { code: 'identity_mismatch', kind: 'forbidden' } } });
+    }
+    const letters = await lettersFor(sent);
+    for (const { command, forgery, subject, bytes } of sent) {
+      const letter = letterOf(letters, bytes);
+      expect({ command, forgery, reason: letter?.header(DlqHeader.reason), subject: letter?.header(DlqHeader.subject) }).toEqual({ command, forgery, reason: 'identity_mismatch', subject });
+    }
+    // Nothing was decided: no handoff, no pause.
+    expect((await store.read({ project: P, kind: 'handoff', id: 'h-forged' })).events).toHaveLength(0);
+    expect((await store.read({ project: P, kind: 'project', id: 'control' })).events).toHaveLength(0);
+  });
+
+  it('a service subject may not speak for anyone else either: the router naming an agent, the watchdog claiming to be an operator', async () => {
+    const router = await send(Principals.service('router'), 'create', { ...validBody('create', 'svc-forge-1'), actor: 'alice', actor_kind: 'agent' });
+    const watchdog = await send(Principals.service('watchdog'), 'requeue_expired', { ...validBody('requeue_expired', 'svc-forge-2'), actor_kind: 'operator' });
+    for (const { reply } of [router, watchdog]) expect(reply).toMatchObject({ ok: false, error: { code: 'identity_mismatch', kind: 'forbidden' } });
+    await lettersFor([router, watchdog]);
+  });
+
+  it('an agent may not send complete_from_result, requeue_expired, expire_deadline, pause or resume (principal_not_allowed, recorded), even with an honest body', async () => {
+    const sent = [];
+    for (const command of ['complete_from_result', 'requeue_expired', 'expire_deadline', 'pause', 'resume'] as const) {
+      sent.push({ command, ...(await send(Principals.agent(P, 'mallory'), command, validBody(command, `agent-${command}`))) });
+    }
+    for (const { command, reply } of sent) {
+      expect({ command, reply }).toMatchObject({ command, reply: { ok: false, error: { code: 'principal_not_allowed', kind: 'forbidden' } } });
+    }
+    const letters = await lettersFor(sent);
+    for (const { bytes } of sent) expect(letterOf(letters, bytes)?.header(DlqHeader.reason)).toBe('principal_not_allowed');
+    // Nor may a service send what belongs to another: the watchdog closing a result, the router requeueing.
+    expect((await send(Principals.service('watchdog'), 'complete_from_result', validBody('complete_from_result', 'wd-cfr'))).reply).toMatchObject({ error: { code: 'principal_not_allowed' } });
+    expect((await send(Principals.service('router'), 'requeue_expired', validBody('requeue_expired', 'rt-rq'))).reply).toMatchObject({ error: { code: 'principal_not_allowed' } });
+    // An agent asks open_offers; a service may not.
+    expect((await send(Principals.service('router'), 'open_offers', {})).reply).toMatchObject({ error: { code: 'principal_not_allowed' } });
+  });
+
+  it('kill switch: op.notifier relaying an operator or viewer cannot pause; relaying an admin can; op.admin can; the notifier must name the operator and role', async () => {
+    const notifier = Principals.operator('notifier');
+    const asOperator = await send(notifier, 'pause', { actor: 'olga', actor_role: 'operator', reason: 'x', idempotency_key: 'p-op' });
+    expect(asOperator.reply).toMatchObject({ ok: false, error: { code: 'principal_not_allowed', kind: 'forbidden' } });
+    expect((await send(notifier, 'pause', { actor: 'vic', actor_role: 'viewer', reason: 'x', idempotency_key: 'p-viewer' })).reply).toMatchObject({ error: { code: 'principal_not_allowed' } });
+    const anonymous = await send(notifier, 'pause', { actor_role: 'admin', reason: 'x', idempotency_key: 'p-anon' });
+    expect(anonymous.reply).toMatchObject({ ok: false, error: { code: 'schema_violation', kind: 'rejected' } });
+    expect((await send(notifier, 'pause', { actor: 'olga', reason: 'x', idempotency_key: 'p-norole' })).reply).toMatchObject({ error: { code: 'schema_violation' } });
+    expect((await send(notifier, 'pause', { actor: 'olga', actor_role: 'admin', actor_kind: 'system', reason: 'x', idempotency_key: 'p-kind' })).reply).toMatchObject({
+      error: { code: 'identity_mismatch' },
+    });
+    await lettersFor([asOperator, anonymous]);
+
+    const paused = await client.pause(P, { reason: 'incident 11', idempotency_key: 'p-admin' }, callers.operator('ada', 'admin'));
+    expect(paused).toMatchObject({ ok: true, project: { status: 'paused', paused_by: 'ada' } });
+    const resumed = await client.resume(P, { idempotency_key: 'r-admin' }, callers.admin('sre-sam'));
+    expect(resumed).toMatchObject({ ok: true, project: { status: 'active' } });
+    // op.admin is admin by its connection: it may name nobody (then `admin`), never another role.
+    expect(await client.pause(P, { reason: 'drill', idempotency_key: 'p-cli' }, callers.admin())).toMatchObject({ ok: true, project: { paused_by: 'admin' } });
+    expect((await send(Principals.operator('admin'), 'resume', { actor_role: 'operator', idempotency_key: 'r-role' })).reply).toMatchObject({ error: { code: 'identity_mismatch' } });
+    expect(await client.resume(P, { idempotency_key: 'r-cli' }, callers.admin())).toMatchObject({ ok: true, project: { status: 'active' } });
+    const events = (await store.read({ project: P, kind: 'project', id: 'control' })).events;
+    expect(events.map((e) => [e.type, e.actor])).toEqual([
+      ['project.paused', 'ada'],
+      ['project.resumed', 'sre-sam'],
+      ['project.paused', 'admin'],
+      ['project.resumed', 'admin'],
+    ]);
+  });
+
+  it('a claim as agent bob is recorded as bob (kind agent) with no actor in the body, or with bob repeating his own name', async () => {
+    expect(await client.create(P, { handoff_id: 'h-claim', from_agent: 'alice', summary: 'anyone', idempotency_key: 'c-claim' }, as('alice'))).toMatchObject({ ok: true });
+    const { reply } = await send(Principals.agent(P, 'bob'), 'claim', { handoff_id: 'h-claim', idempotency_key: 'k-claim' });
+    expect(reply).toMatchObject({ ok: true, handoff: { status: 'claimed', claimed_by: 'bob' } });
+    const again = await send(Principals.agent(P, 'bob'), 'heartbeat', { handoff_id: 'h-claim', claim_id: reply.handoff!.claim_id, idempotency_key: 'k-hb', actor: 'bob', actor_kind: 'agent' });
+    expect(again.reply).toMatchObject({ ok: true });
+    const events = (await store.read({ project: P, kind: 'handoff', id: 'h-claim' })).events;
+    expect(events.map((e) => [e.type, e.actor, e.origin])).toEqual([
+      ['handoff.created', 'alice', 'agent'],
+      ['handoff.claimed', 'bob', 'agent'],
+      ['handoff.heartbeat', 'bob', 'agent'],
+    ]);
+  });
+
+  it('a worker cannot decide its own handback: as itself it is refused by the domain (self_accept_forbidden); claiming to be an operator is identity_mismatch; a third agent and a viewer may not; an operator may', async () => {
+    expect(await client.create(P, { handoff_id: 'h-work', from_agent: 'alice', to_agent: 'bob', summary: 'work', idempotency_key: 'c-work' }, as('alice'))).toMatchObject({ ok: true });
+    const claimed = await client.claim(P, { handoff_id: 'h-work', idempotency_key: 'k-work' }, as('bob'));
+    if (!claimed.ok) throw new Error(claimed.error.code);
+    const returned = await client.return(P, { handoff_id: 'h-work', claim_id: claimed.handoff.claim_id!, report, idempotency_key: 'r-work' }, as('bob'));
+    if (!returned.ok) throw new Error(returned.error.code);
+    const handback = returned.handoff.handback_id!;
+    await eventually(() => client.get(P, handback));
+
+    const own = await client.decideHandback(P, { handoff_id: handback, decision: 'accept', idempotency_key: 'd-own' }, as('bob'));
+    expect(own).toMatchObject({ ok: false, error: { code: 'self_accept_forbidden', kind: 'forbidden' } });
+    const forged = await send(Principals.agent(P, 'bob'), 'decide_handback', { handoff_id: handback, decision: 'accept', idempotency_key: 'd-forged', actor: 'olga', actor_kind: 'operator' });
+    expect(forged.reply).toMatchObject({ ok: false, error: { code: 'identity_mismatch' } });
+    // A third agent is not the addressee (the handback goes to the delegator).
+    expect(await client.decideHandback(P, { handoff_id: handback, decision: 'accept', idempotency_key: 'd-mallory' }, as('mallory'))).toMatchObject({
+      ok: false,
+      error: { code: 'not_the_addressee' },
+    });
+    // A viewer token relayed by the notifier may not act at all.
+    expect(await client.decideHandback(P, { handoff_id: handback, decision: 'accept', idempotency_key: 'd-viewer' }, callers.operator('vic', 'viewer'))).toMatchObject({
+      ok: false,
+      error: { code: 'principal_not_allowed' },
+    });
+    const reworked = await client.decideHandback(P, { handoff_id: handback, decision: 'rework', note: 'tests please', idempotency_key: 'd-olga' }, callers.operator('olga'));
+    expect(reworked).toMatchObject({ ok: true, handoff: { status: 'completed' } });
+    const decided = (await store.read({ project: P, kind: 'handoff', id: handback })).events.find((e) => e.type === 'handoff.handback_decided');
+    expect(decided?.payload).toMatchObject({ decided_by: 'olga', decided_by_kind: 'operator' });
+    expect((await client.get(P, 'h-work'))?.status).toBe('pending');
+  });
+
+  it('open_offers provisions offers-<project>-<agent> on the inbox stream, filtered to the SUBJECT agent`s offers, idempotently; a foreign filter is replaced', async () => {
+    const inbox = batonStreamNames(prefix).inbox;
+    const durable = offerDurableName(P, 'bob');
+    // A durable of that name made by someone else, reading alice's offers.
+    await nats.jsm.consumers.add(inbox, { durable_name: durable, filter_subject: `${prefix}.in.${P}.offer.alice`, ack_policy: AckPolicy.Explicit });
+    const first = await client.openOffers(P, { ack_wait_ms: 20_000 }, as('bob'));
+    expect(first).toEqual({ ok: true, stream: inbox, durable });
+    const info = await nats.jsm.consumers.info(inbox, durable);
+    expect(info.config).toMatchObject({ filter_subject: `${prefix}.in.${P}.offer.bob`, ack_wait: 20_000 * 1_000_000, durable_name: durable });
+    // Again (another replica): the same durable, nothing new.
+    expect(await client.openOffers(P, { ack_wait_ms: 20_000 }, as('bob'))).toEqual(first);
+    expect((await nats.jsm.consumers.info(inbox, durable)).created).toBe(info.created);
+    // The body cannot widen the filter or name another agent; the ack wait is bounded.
+    expect((await send(Principals.agent(P, 'bob'), 'open_offers', { filter_subject: `${prefix}.in.>` })).reply).toMatchObject({ error: { code: 'schema_violation' } });
+    expect((await send(Principals.agent(P, 'bob'), 'open_offers', { actor: 'alice' })).reply).toMatchObject({ error: { code: 'identity_mismatch' } });
+    expect(await client.openOffers(P, { ack_wait_ms: 10 }, as('bob'))).toMatchObject({ ok: false, error: { code: 'schema_violation' } });
+    // The client will not send an agent's command to another project.
+    expect(await client.openOffers('elsewhere', {}, as('bob'))).toMatchObject({ ok: false, error: { code: 'principal_not_allowed' } });
+  });
+
+  it('after all of that the ledger is still serving: a normal create and claim succeed', async () => {
+    expect(await client.create(P, { handoff_id: 'h-after', from_agent: 'alice', summary: 'still here', idempotency_key: 'c-after' }, as('alice'))).toMatchObject({ ok: true });
+    const reply: LedgerReply = await client.claim(P, { handoff_id: 'h-after', idempotency_key: 'k-after' }, as('lena'));
+    expect(reply).toMatchObject({ ok: true, handoff: { status: 'claimed', claimed_by: 'lena' } });
+  });
+});

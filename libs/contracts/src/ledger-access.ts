@@ -1,0 +1,255 @@
+import { z } from 'zod';
+import { ProjectControlCommandSchemas, type ProjectControlCommandName } from './governance';
+import { ActorNameSchema, HandoffCommandSchemas, type HandoffActorKind, type HandoffCommandName } from './handoff';
+import { OperatorRoleSchema, type OperatorRole, type Principal, type ServiceName } from './principal';
+
+/*
+ * Who may say what to the ledger. Every ledger command arrives on
+ * `<prefix>.cmd.ledger.<project>.<kind>.<name>.<command>` (`ledgerCommandSubject`), and the NATS
+ * server lets each principal publish only the subjects that name it. The ledger therefore takes
+ * the caller's identity from the SUBJECT (`resolveLedgerCaller`) and checks the command against
+ * {@link LedgerCommandAccess} before anything is decided. A body may still carry `actor`,
+ * `actor_kind` and `actor_role`, but only as a claim that must agree with the subject's principal;
+ * only the two operator relays (`op.notifier`, `op.admin`) name a person in the body.
+ *
+ * Refusals (answered with `kind: 'forbidden'` and recorded as a dead letter):
+ * - `identity_mismatch`: the body claims another actor, another actor kind or a role the subject's
+ *   principal does not have;
+ * - `principal_not_allowed`: the principal may not issue this command at all.
+ */
+
+/** The codes of the ledger's access refusals (kind `forbidden`). */
+export const LedgerAccessErrorCode = {
+  /** The body's `actor` / `actor_kind` / `actor_role` disagrees with the principal the subject names. */
+  identityMismatch: 'identity_mismatch',
+  /** The subject's principal may not issue this command (see {@link LedgerCommandAccess}). */
+  principalNotAllowed: 'principal_not_allowed',
+} as const;
+export type LedgerAccessErrorCode = (typeof LedgerAccessErrorCode)[keyof typeof LedgerAccessErrorCode];
+
+// ---------------------------------------------------------------------------------------------
+// open_offers: the ledger provisions an agent's offers durable (agents create no consumers).
+// ---------------------------------------------------------------------------------------------
+
+/** Bounds of the offers durable's ack wait an agent may ask for (ms). */
+export const OfferAckWaitBounds = { minMs: 1_000, maxMs: 60 * 60 * 1000, defaultMs: 60_000 } as const;
+
+/**
+ * Body of `open_offers` (agents only; no handoff id): provision this agent's offers durable on the
+ * inbox stream, filtered to `<prefix>.in.<project>.offer.<agent>` of the SUBJECT's principal.
+ * Idempotent: every replica of the agent sends it at start and binds the same durable.
+ */
+export const OpenOffersCommandSchema = z.strictObject({
+  /** How long the server waits for an ack before redelivering an offer to another replica (default 60 s). */
+  ack_wait_ms: z.number().int().min(OfferAckWaitBounds.minMs).max(OfferAckWaitBounds.maxMs).optional(),
+});
+export type OpenOffersCommand = z.infer<typeof OpenOffersCommandSchema>;
+
+/** The reply to `open_offers`: the stream and durable the agent pulls its offers from. */
+export const OpenOffersReplySchema = z.discriminatedUnion('ok', [
+  z.strictObject({ ok: z.literal(true), stream: z.string().min(1), durable: z.string().min(1) }),
+  z.strictObject({
+    ok: z.literal(false),
+    error: z.object({ code: z.string().min(1), kind: z.string().min(1), message: z.string(), details: z.record(z.string(), z.unknown()).optional() }),
+  }),
+]);
+export type OpenOffersReply = z.infer<typeof OpenOffersReplySchema>;
+
+// ---------------------------------------------------------------------------------------------
+// The command table.
+// ---------------------------------------------------------------------------------------------
+
+/** The body schema of each ledger command, by the last token of its subject. */
+export const LedgerCommandSchemas = {
+  ...HandoffCommandSchemas,
+  ...ProjectControlCommandSchemas,
+  open_offers: OpenOffersCommandSchema,
+} as const;
+export type LedgerCommandName = HandoffCommandName | ProjectControlCommandName | 'open_offers';
+
+/** True when `token` names a ledger command. */
+export function isLedgerCommand(token: string): token is LedgerCommandName {
+  return Object.prototype.hasOwnProperty.call(LedgerCommandSchemas, token);
+}
+
+/** Who may issue one ledger command. */
+export interface LedgerCommandRule {
+  /** Agents (of the subject's project: an agent principal always belongs to it). */
+  agent: boolean;
+  /** Services, by name. */
+  services: readonly ServiceName[];
+  /** The notifier relaying an operator whose token has one of these roles (empty: never). */
+  notifierRoles: readonly OperatorRole[];
+  /** The admin CLI (`op.admin`, admin by its connection). */
+  admin: boolean;
+}
+
+const PEOPLE_AND_AGENTS: LedgerCommandRule = { agent: true, services: [], notifierRoles: ['operator', 'admin'], admin: true };
+
+/**
+ * Who may issue what, checked by the ledger before deciding (`principal_not_allowed` otherwise).
+ * The handoff lifecycle commands are open to agents and to people (through the notifier with an
+ * answering role, or the admin CLI); the handoff decider then checks the claimer, the addressee,
+ * the delegator and the reviewed worker against the subject-derived actor. The internal commands
+ * belong to the one service that sends them.
+ */
+export const LedgerCommandAccess: Readonly<Record<LedgerCommandName, LedgerCommandRule>> = {
+  // Agents delegate within their own project (the subject pins it); the router dispatches runs.
+  create: { agent: true, services: ['router'], notifierRoles: [], admin: false },
+  claim: PEOPLE_AND_AGENTS,
+  heartbeat: PEOPLE_AND_AGENTS,
+  return: PEOPLE_AND_AGENTS,
+  decide_handback: PEOPLE_AND_AGENTS,
+  release: PEOPLE_AND_AGENTS,
+  abandon: PEOPLE_AND_AGENTS,
+  fail: PEOPLE_AND_AGENTS,
+  archive: PEOPLE_AND_AGENTS,
+  // The watchdog owns time: lease expiry and handoff deadlines.
+  requeue_expired: { agent: false, services: ['watchdog'], notifierRoles: [], admin: false },
+  expire_deadline: { agent: false, services: ['watchdog'], notifierRoles: [], admin: false },
+  // The router closes a dispatched handoff with the result its run recorded.
+  complete_from_result: { agent: false, services: ['router'], notifierRoles: [], admin: false },
+  // The kill switch: admins only.
+  pause: { agent: false, services: [], notifierRoles: ['admin'], admin: true },
+  resume: { agent: false, services: [], notifierRoles: ['admin'], admin: true },
+  // An agent opens its own offers durable.
+  open_offers: { agent: true, services: [], notifierRoles: [], admin: false },
+};
+
+// ---------------------------------------------------------------------------------------------
+// The caller, from the subject.
+// ---------------------------------------------------------------------------------------------
+
+/** The actor name and kind each service acts as on the ledger. */
+export const ServiceActors: Readonly<Record<ServiceName, { actor: string; kind: HandoffActorKind }>> = {
+  router: { actor: 'baton-router', kind: 'system' },
+  watchdog: { actor: 'baton-watchdog', kind: 'watchdog' },
+  ledger: { actor: 'baton-ledger', kind: 'system' },
+  notifier: { actor: 'baton-notifier', kind: 'system' },
+};
+
+/** The actor `op.admin` acts as when its body names nobody. */
+export const ADMIN_ACTOR = 'admin';
+
+/** Who issued a ledger command, as the ledger records it. `role` is set for operator relays only. */
+export interface LedgerCaller {
+  principal: Principal;
+  actor: string;
+  kind: HandoffActorKind;
+  role?: OperatorRole;
+}
+
+/** What a body may claim about its sender. `undefined` = not claimed. */
+export interface IdentityClaims {
+  actor?: unknown;
+  actor_kind?: unknown;
+  actor_role?: unknown;
+}
+
+export type CallerResolution =
+  | { ok: true; caller: LedgerCaller }
+  | { ok: false; code: LedgerAccessErrorCode | 'schema_violation'; message: string; path: string };
+
+/** Split a body into its identity claims and the command itself. */
+export function splitIdentityClaims(body: Record<string, unknown>): { claims: IdentityClaims; command: Record<string, unknown> } {
+  const { actor, actor_kind, actor_role, ...command } = body;
+  return { claims: { actor, actor_kind, actor_role }, command };
+}
+
+function mismatch(path: string, message: string): CallerResolution {
+  return { ok: false, code: LedgerAccessErrorCode.identityMismatch, message, path };
+}
+
+function invalid(path: string, message: string): CallerResolution {
+  return { ok: false, code: 'schema_violation', message, path };
+}
+
+/** A principal that names its actor itself (an agent or a service): the body may only repeat it. */
+function fixedIdentity(principal: Principal, actor: string, kind: HandoffActorKind, claims: IdentityClaims, who: string): CallerResolution {
+  if (claims.actor !== undefined && claims.actor !== actor) {
+    return mismatch('actor', `${who} is ${actor}; the body may not name ${JSON.stringify(claims.actor)}`);
+  }
+  if (claims.actor_kind !== undefined && claims.actor_kind !== kind) {
+    return mismatch('actor_kind', `${who} acts as ${kind}; the body may not claim ${JSON.stringify(claims.actor_kind)}`);
+  }
+  if (claims.actor_role !== undefined) return mismatch('actor_role', `${who} holds no operator role; the body may not claim one`);
+  return { ok: true, caller: { principal, actor, kind } };
+}
+
+/**
+ * The caller of a ledger command, from the subject's principal alone; the body's claims are only
+ * checked against it:
+ * - `agent.<a>` → actor `a`, kind `agent`;
+ * - `svc.<s>` → the service's actor (`ServiceActors`: `baton-router` kind `system`,
+ *   `baton-watchdog` kind `watchdog`...);
+ * - `op.notifier` → actor = the body's `actor` (required), kind `operator`, role = the body's
+ *   `actor_role` (required: viewer | operator | admin; the notifier relays the token's name and role);
+ * - `op.admin` → actor = the body's `actor` or `admin`, kind `operator`, role `admin`.
+ * An agent or service whose body names another actor, another kind or any role, and an operator
+ * relay whose body claims a kind other than `operator` (or, for `op.admin`, a role other than
+ * `admin`), is refused with `identity_mismatch`; a missing or malformed name or role the relay
+ * must give is a `schema_violation`.
+ */
+export function resolveLedgerCaller(principal: Principal, claims: IdentityClaims): CallerResolution {
+  switch (principal.kind) {
+    case 'agent':
+      return fixedIdentity(principal, principal.agent, 'agent', claims, `agent ${principal.agent}`);
+    case 'svc': {
+      const service = ServiceActors[principal.service];
+      return fixedIdentity(principal, service.actor, service.kind, claims, `service ${principal.service}`);
+    }
+    case 'op': {
+      if (claims.actor_kind !== undefined && claims.actor_kind !== 'operator') {
+        return mismatch('actor_kind', `operator relay ${principal.relay} speaks for an operator; the body may not claim ${JSON.stringify(claims.actor_kind)}`);
+      }
+      if (principal.relay === 'admin') {
+        if (claims.actor_role !== undefined && claims.actor_role !== 'admin') {
+          return mismatch('actor_role', `the admin connection is admin; the body may not claim ${JSON.stringify(claims.actor_role)}`);
+        }
+        if (claims.actor === undefined) return { ok: true, caller: { principal, actor: ADMIN_ACTOR, kind: 'operator', role: 'admin' } };
+        const actor = ActorNameSchema.safeParse(claims.actor);
+        if (!actor.success) return invalid('actor', 'actor must be an actor name (letters, digits and _ - . : @)');
+        return { ok: true, caller: { principal, actor: actor.data, kind: 'operator', role: 'admin' } };
+      }
+      const actor = ActorNameSchema.safeParse(claims.actor);
+      if (!actor.success) return invalid('actor', 'the notifier names the operator it relays: actor is required (an actor name)');
+      const role = OperatorRoleSchema.safeParse(claims.actor_role);
+      if (!role.success) return invalid('actor_role', "the notifier names the operator's role: actor_role is required (viewer | operator | admin)");
+      return { ok: true, caller: { principal, actor: actor.data, kind: 'operator', role: role.data } };
+    }
+    default: {
+      const never: never = principal;
+      throw new Error(`unknown principal ${JSON.stringify(never)}`);
+    }
+  }
+}
+
+/** True when `caller` may issue `command` (see {@link LedgerCommandAccess}). */
+export function mayIssue(command: LedgerCommandName, caller: Pick<LedgerCaller, 'principal' | 'role'>): boolean {
+  const rule = LedgerCommandAccess[command];
+  const { principal } = caller;
+  switch (principal.kind) {
+    case 'agent':
+      return rule.agent;
+    case 'svc':
+      return rule.services.includes(principal.service);
+    case 'op':
+      if (principal.relay === 'admin') return rule.admin;
+      return caller.role !== undefined && rule.notifierRoles.includes(caller.role);
+    default: {
+      const never: never = principal;
+      throw new Error(`unknown principal ${JSON.stringify(never)}`);
+    }
+  }
+}
+
+/** A readable list of who may issue `command` (docs and refusal messages). */
+export function describeAccess(command: LedgerCommandName): string {
+  const rule = LedgerCommandAccess[command];
+  const who: string[] = [];
+  if (rule.agent) who.push("the project's agents");
+  for (const service of rule.services) who.push(`svc.${service}`);
+  if (rule.notifierRoles.length > 0) who.push(`op.notifier (role ${rule.notifierRoles.join(' | ')})`);
+  if (rule.admin) who.push('op.admin');
+  return who.join(', ');
+}
