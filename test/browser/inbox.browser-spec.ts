@@ -137,7 +137,7 @@ describe('the web inbox in headless Chromium (four services as processes)', () =
     await redis?.close();
   }, 60_000);
 
-  const card = (page: Page, packet: string) => page.locator(`article[data-item-id="stop:${packet}"]`);
+  const card = (page: Page, packet: string) => page.locator(`article[data-item-id="stop:${PROJECT}:${packet}"]`);
 
   it('an operator signs in with a token and sees the stop: the user message, the why, what was tried (linked to the timeline), the frozen call and its form', async () => {
     const page = await context.newPage();
@@ -158,7 +158,7 @@ describe('the web inbox in headless Chromium (four services as processes)', () =
     expect(text).toContain('policy — refund over the cap');
     expect(text).toContain('lookup_order');
     expect(text).toMatch(/"amount": 40/);
-    expect(await item.locator('a', { hasText: 'lookup_order' }).getAttribute('href')).toBe(`/runs/refund-${prefix}#timeline`);
+    expect(await item.locator('a', { hasText: 'lookup_order' }).getAttribute('href')).toBe(`/projects/${PROJECT}/runs/refund-${prefix}#timeline`);
     expect(await item.locator('button[name="action"]').evaluateAll((buttons) => buttons.map((b) => (b as unknown as { value: string }).value))).toEqual(['approve', 'deny']);
     expect(shot.text).toContain(text.split('\n')[0]!);
     await page.close();
@@ -175,7 +175,7 @@ describe('the web inbox in headless Chromium (four services as processes)', () =
     const page = await context.newPage();
     await page.goto(`${base}/inbox`);
     await Promise.all([page.waitForURL(/\/inbox\?sent=/), card(page, refundPacket).locator('button[value="approve"]').click()]);
-    expect(await page.locator('[data-testid="sent"]').innerText()).toContain(`stop:${refundPacket}`);
+    expect(await page.locator('[data-testid="sent"]').innerText()).toContain(`stop:${PROJECT}:${refundPacket}`);
     // The watcher never navigated: the item is removed by the live script.
     await card(watcher, refundPacket).waitFor({ state: 'detached', timeout: 20_000 });
     expect(await watcher.evaluate(() => (globalThis as unknown as Win).__sameDocument)).toBe(true);
@@ -184,7 +184,7 @@ describe('the web inbox in headless Chromium (four services as processes)', () =
     expectSane(shot);
     expect(shot.text).not.toContain('refund over the cap');
     const completed = await waitUntil('the run to complete', async () => {
-      const view = await api<{ run: { status: string } }>(`/v1/runs/refund-${prefix}`);
+      const view = await api<{ run: { status: string } }>(`/v1/projects/${PROJECT}/runs/refund-${prefix}`);
       return view.run.status === 'completed' ? view : undefined;
     });
     expect(completed.run.status).toBe('completed');
@@ -194,7 +194,7 @@ describe('the web inbox in headless Chromium (four services as processes)', () =
 
   it('the run timeline page shows every event, who or what decided it, and its origin', async () => {
     const page = await context.newPage();
-    await page.goto(`${base}/runs/refund-${prefix}`);
+    await page.goto(`${base}/projects/${PROJECT}/runs/refund-${prefix}`);
     const rows = await page.locator('#timeline tbody tr').evaluateAll((trs) => trs.map((tr) => Array.from((tr as unknown as { querySelectorAll(s: string): ArrayLike<{ textContent: string | null }> }).querySelectorAll('td')).map((td) => td.textContent ?? '')));
     const types = rows.map((r) => r[2]);
     expect(types).toEqual(expect.arrayContaining(['run.started', 'run.routed', 'run.stopped', 'run.resumed', 'run.completed']));
@@ -217,7 +217,7 @@ describe('the web inbox in headless Chromium (four services as processes)', () =
     const text = await item.innerText();
     expect(text.split(XSS).length - 1).toBeGreaterThanOrEqual(3);
     expect(await item.locator('script, img, svg, iframe').count()).toBe(0);
-    await page.goto(`${base}/runs/xss-${prefix}`);
+    await page.goto(`${base}/projects/${PROJECT}/runs/xss-${prefix}`);
     expect(await page.innerText('body')).toContain(XSS);
     await new Promise((resolve) => setTimeout(resolve, 300));
     expect(await page.evaluate(() => (globalThis as unknown as Win).__xss)).toBeUndefined();

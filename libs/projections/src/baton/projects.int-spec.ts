@@ -2,7 +2,7 @@ import type { HandoffCommand } from '@baton/domain';
 import { diffSnapshots } from '../snapshot';
 import type { ReplaySource, SequencedEvent } from '../store';
 import { redisFixture, type RedisFixture } from '../test-support';
-import { createBatonProjector, type BatonProjector } from './projector';
+import { batonProjections, createBatonProjector, type BatonProjector } from './projector';
 import { foldScenario, scenarioSteps, type ScenarioEvent, type ScenarioStep } from './scenario';
 import { createBatonViews, type BatonViews } from './views';
 
@@ -179,5 +179,15 @@ describe('projections keyed by project as well as id (real Redis)', () => {
     await projector.rebuildAll(source(log));
     const rebuilt = await Promise.all(PROJECTIONS.map((p) => fx.store.snapshot(p)));
     for (let i = 0; i < PROJECTIONS.length; i++) expect(diffSnapshots(first[i]!, rebuilt[i]!)).toEqual([]);
+  });
+
+  it('a Redis built by the id-only layout (the previous versions) is rebuilt at start: runs, handoffs, stops and inbox changed version', async () => {
+    const previous: Record<string, number> = { inbox: 2, stops: 1, handoffs: 1, runs: 1, notices: 1 };
+    const old = createBatonProjector({ store: fx.store, projections: batonProjections().map((p) => ({ ...p, version: previous[p.name]! })) });
+    await applyAll(old);
+    const rebuilt = await projector.ensureCurrent(source(log));
+    expect(rebuilt.map((r) => `${r.projection}:${r.reason}`).sort()).toEqual(['handoffs:version_changed', 'inbox:version_changed', 'runs:version_changed', 'stops:version_changed']);
+    expect(await projector.ensureCurrent(source(log))).toEqual([]);
+    expect(await views.handoff('beta', 'h-1')).toMatchObject({ handoff: { project: 'beta', claimed_by: 'carol' } });
   });
 });

@@ -149,7 +149,7 @@ export async function runMeshScenario(ctx: MeshScenarioContext): Promise<void> {
       const notices = (stoppedEvents ?? []).filter((e) => e.type === 'mesh.notice_emitted').map((e) => (e.payload as { notice: { recipient: { handle: string }; reason: string } }).notice);
       ctx.check(scenario, 'exactly one human action notice, to the person who started the mesh', [{ to: 'dana', reason: 'stop' }], notices.map((n) => ({ to: n.recipient.handle, reason: n.reason })));
 
-      const itemId = `stop:${packet?.packet_id ?? '?'}`;
+      const itemId = `stop:${ctx.project}:${packet?.packet_id ?? '?'}`;
       const inboxItem = await waitFor('the mesh stop in the inbox', async () => {
         const page = await http<{ items: Array<Record<string, unknown>> }>(ctx.api, 'GET', `/v1/inbox?project=${ctx.project}&kind=stop&limit=100`);
         return page.body.items?.find((item) => item['id'] === itemId);
@@ -161,7 +161,7 @@ export async function runMeshScenario(ctx: MeshScenarioContext): Promise<void> {
         mesh_run_id: inboxItem?.['mesh_run_id'],
       });
 
-      const answered = await http<Record<string, unknown>>(ctx.api, 'POST', `/v1/stops/${packet?.packet_id ?? '?'}/answer`, { answer_id: `ans-${meshRunId}`, action: 'raise_cap', cap: 6 });
+      const answered = await http<Record<string, unknown>>(ctx.api, 'POST', `/v1/projects/${ctx.project}/stops/${packet?.packet_id ?? '?'}/answer`, { answer_id: `ans-${meshRunId}`, action: 'raise_cap', cap: 6 });
       ctx.check(scenario, 'the operator raises the cap through the API (published as a mesh answer)', { status: 202, mesh_run_id: meshRunId }, { status: answered.status, mesh_run_id: answered.body['mesh_run_id'] });
       const resumed = await waitForMesh(meshRunId, 'mesh.completed');
       const completed = payloadOf(resumed, 'mesh.completed');
@@ -171,7 +171,7 @@ export async function runMeshScenario(ctx: MeshScenarioContext): Promise<void> {
         turns: completed?.['turns'],
       });
       const closed = await waitFor('the mesh stop item to close', async () => {
-        const item = await http<Record<string, unknown>>(ctx.api, 'GET', `/v1/stops/${packet?.packet_id ?? '?'}`);
+        const item = await http<Record<string, unknown>>(ctx.api, 'GET', `/v1/projects/${ctx.project}/stops/${packet?.packet_id ?? '?'}`);
         return item.body['answered_at'] ? item.body : undefined;
       });
       ctx.check(scenario, 'the answered stop leaves the open inbox', 'answered', (closed?.['stop'] as { status?: string } | undefined)?.status);

@@ -211,12 +211,12 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
       check(scenario, 'the user message does not say crash', false, /crash/i.test(packet?.user_msg ?? 'crash'));
       const item = await waitFor('the stop in the inbox', async () => {
         const inbox = await http<{ items: Array<{ id: string }> }>({ base: options.apiUrl, token: options.apiToken }, 'GET', `/v1/inbox?project=${project}&kind=stop`);
-        return inbox.body.items.find((i) => i.id === `stop:${packet?.packet_id}`);
+        return inbox.body.items.find((i) => i.id === `stop:${project}:${packet?.packet_id}`);
       });
       check(scenario, 'the stop is in the operator inbox', true, item !== undefined);
       if (packet) {
-        const stop = await http<{ stop: { pending_digest: string } }>({ base: options.apiUrl, token: options.apiToken }, 'GET', `/v1/stops/${packet.packet_id}`);
-        const answer = await http<{ accepted?: boolean }>({ base: options.apiUrl, token: options.apiToken }, 'POST', `/v1/stops/${packet.packet_id}/answer`, {
+        const stop = await http<{ stop: { pending_digest: string } }>({ base: options.apiUrl, token: options.apiToken }, 'GET', `/v1/projects/${project}/stops/${packet.packet_id}`);
+        const answer = await http<{ accepted?: boolean }>({ base: options.apiUrl, token: options.apiToken }, 'POST', `/v1/projects/${project}/stops/${packet.packet_id}/answer`, {
           action: 'approve',
           pending_digest: stop.body.stop.pending_digest,
           answered_by: 'olga',
