@@ -1,6 +1,6 @@
 import { Gauge } from 'prom-client';
 import { HandoffStatus } from '@baton/contracts';
-import { INBOX_STORE, InboxKind, InboxStatus, type ProjectionStore } from '@baton/projections';
+import { HandoffKeys, INBOX_STORE, InboxKind, InboxStatus, type ProjectionStore } from '@baton/projections';
 import { MetricName, type BatonMetrics } from './metrics';
 
 /** Handoff statuses that count as open (not yet completed, released, abandoned, failed or archived). */
@@ -65,8 +65,8 @@ export async function countOpenHandoffs(store: ProjectionStore): Promise<Record<
   const counts = Object.fromEntries(OPEN_HANDOFF_STATUSES.map((s) => [s, 0])) as Record<(typeof OPEN_HANDOFF_STATUSES)[number], number>;
   const snapshot = await store.snapshot('handoffs');
   for (const [key, value] of Object.entries(snapshot.keys)) {
-    // Views are `h:<id>`; `h:<id>:state` and `h:<id>:timeline` are not.
-    if (!key.startsWith('h:') || key.indexOf(':', 2) !== -1 || value.type !== 'string') continue;
+    // Only the handoff records (`h:<project>:<id>`), not their states, timelines or indexes.
+    if (!HandoffKeys.isView(key) || value.type !== 'string') continue;
     let status: unknown;
     try {
       status = (JSON.parse(value.value) as { status?: unknown }).status;

@@ -27,6 +27,8 @@ export const HandoffKeys = {
   byRun: (project: string, workflowRunId: string) => `hr:${projectRef(project, workflowRunId)}`,
   /** The id lookup (members `<id> <project>`): which projects hold a handoff of a given id. */
   ids: ID_LOOKUP_KEY,
+  /** True for the key of a HandoffRecord (`h:<project>:<id>`), whatever the id holds. */
+  isView: (key: string): boolean => key.startsWith('h:'),
 } as const;
 
 /** One sentence per handoff event for the timeline. */
