@@ -1,5 +1,5 @@
 import type Redis from 'ioredis';
-import { Subjects, type ProjectDefinition, type PublishDefinitionReply } from '@baton/contracts';
+import { MsgIds, Subjects, type ProjectDefinition, type PublishDefinitionReply } from '@baton/contracts';
 import type { NatsHandle } from '@baton/eventstore';
 import { batonProjections } from '@baton/projections';
 import { sleep } from './stats';
@@ -43,7 +43,7 @@ export async function publishDefinition(nats: NatsHandle, prefix: string, projec
 /** Start a run of the loop workflow (JetStream publish into the inbox, deduplicated by run id). */
 export async function startRun(nats: NatsHandle, prefix: string, project: string, runId: string): Promise<void> {
   const body = { workflow_run_id: runId, project, workflow: 'loop', started_by: 'bench' };
-  await nats.js.publish(Subjects.runStart(prefix, project), encoder.encode(JSON.stringify(body)), { msgID: `start:${runId}` });
+  await nats.js.publish(Subjects.runStart(prefix, project), encoder.encode(JSON.stringify(body)), { msgID: MsgIds.start(project, runId) });
 }
 
 /** An agent result that advances the run (the workflow edge dispatches the other agent), under the claim `claim` when given. */
@@ -61,10 +61,10 @@ export function advanceResult(project: string, runId: string, agent: string, n: 
   };
 }
 
-/** Publish an agent result (acked by JetStream; `Nats-Msg-Id` = result id). */
+/** Publish an agent result (acked by JetStream; `Nats-Msg-Id` = `result:<project>:<result id>`). */
 export async function publishResult(nats: NatsHandle, prefix: string, result: Record<string, unknown>): Promise<void> {
   const subject = Subjects.agentResult(prefix, String(result['project']), String(result['agent']));
-  await nats.js.publish(subject, encoder.encode(JSON.stringify(result)), { msgID: String(result['result_id']) });
+  await nats.js.publish(subject, encoder.encode(JSON.stringify(result)), { msgID: MsgIds.result(String(result['project']), String(result['result_id'])) });
 }
 
 /** An offer as the ledger publishes it: which run, which agent, which handoff, at which event seq. */

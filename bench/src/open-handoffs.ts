@@ -1,4 +1,4 @@
-import { CreateHandoffCommandSchema, Subjects, createEventRegistry, type EventEnvelope } from '@baton/contracts';
+import { CreateHandoffCommandSchema, MsgIds, Subjects, createEventRegistry, type EventEnvelope } from '@baton/contracts';
 import { handoffDecider } from '@baton/domain';
 import type { NatsHandle } from '@baton/eventstore';
 import { headers as natsHeaders } from 'nats';
@@ -18,7 +18,7 @@ const encoder = new TextEncoder();
 /**
  * Create `count` open (pending) handoffs by appending their `handoff.created` events directly to
  * the event store (the same events the ledger's decider produces, one new subject each, with
- * `Nats-Expected-Last-Subject-Sequence: 0` and the event id as `Nats-Msg-Id`), then wait for the
+ * `Nats-Expected-Last-Subject-Sequence: 0` and `Nats-Msg-Id` = `MsgIds.event`, as the store does), then wait for the
  * services to digest them (the ledger reactor folds each one, the notifier projects it, the
  * watchdog tracks it).
  */
@@ -70,7 +70,7 @@ export async function createOpenHandoffs(
     hdrs.set('Baton-Event-Version', String(version));
     const ack = nats.js
       .publish(Subjects.aggregate(prefix, project, 'handoff', id), encoder.encode(JSON.stringify(envelope)), {
-        msgID: envelope.id,
+        msgID: MsgIds.event(project, 'handoff', id, envelope.id),
         headers: hdrs,
         expect: { lastSubjectSequence: 0 },
       })

@@ -3,6 +3,7 @@ import { headers as natsHeaders } from 'nats';
 import { batonStreamNames, connectNats, headersToRecord, type NatsHandle } from '@baton/eventstore';
 import { createProjectionStore, createRedis, type RedisHandle } from '@baton/projections';
 import { newTraceparent, parseTraceparent, traceIdFromHeaders, type RunningService } from '@baton/platform';
+import { MsgIds } from '@baton/contracts';
 import { handoffIdFor } from '@baton/domain';
 import { AgentClaims } from '@baton/testing';
 // eslint-disable-next-line @nx/enforce-module-boundaries -- the three services run in this process (no build needed)
@@ -69,7 +70,7 @@ describe('trace context from agent result to inbox item (router + ledger + notif
     const reply = await nats.connection.request(`${prefix}.cmd.router.demo.publish_definition`, encoder.encode(JSON.stringify(twoStepDefinition('demo'))), { timeout: 10_000 });
     expect(JSON.parse(decoder.decode(reply.data))).toMatchObject({ ok: true });
     const run = 'wr-trace-1';
-    await nats.js.publish(`${prefix}.in.demo.start`, encoder.encode(JSON.stringify({ workflow_run_id: run, project: 'demo', workflow: 'feature', started_by: 'sam', input: 'x' })), { msgID: run });
+    await nats.js.publish(`${prefix}.in.demo.start`, encoder.encode(JSON.stringify({ workflow_run_id: run, project: 'demo', workflow: 'feature', started_by: 'sam', input: 'x' })), { msgID: MsgIds.start('demo', run) });
     const routed = await waitFor(async () => (await storedEvents('run', run)).find((e) => e.type === 'run.routed'), 'the run to be routed');
     const startTrace = routed.traceId;
     expect(startTrace).toMatch(/^[0-9a-f]{32}$/); // a start without a traceparent starts a trace of its own
@@ -85,7 +86,7 @@ describe('trace context from agent result to inbox item (router + ledger + notif
     const claimId = await agents.claim('issue', entry);
     await agents.close();
     const result = { result_id: 'res-trace-1', run_id: 'ar-1', project: 'demo', workflow_run_id: run, agent: 'issue', produced_at: new Date().toISOString(), body: 'no sentinel: the run holds', handoff_id: entry, claim_id: claimId };
-    await nats.js.publish(`${prefix}.in.demo.result.issue`, encoder.encode(JSON.stringify(result)), { msgID: result.result_id, headers: hdrs });
+    await nats.js.publish(`${prefix}.in.demo.result.issue`, encoder.encode(JSON.stringify(result)), { msgID: MsgIds.result('demo', result.result_id), headers: hdrs });
 
     const runEvents = await waitFor(async () => {
       const events = await storedEvents('run', run);

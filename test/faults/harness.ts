@@ -5,7 +5,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { connect as tcpConnect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createEventRegistry, type AggregateKind, type ProjectDefinition } from '@baton/contracts';
+import { createEventRegistry, MsgIds, type AggregateKind, type ProjectDefinition } from '@baton/contracts';
 import { batonStreamNames, connectNats, JetStreamEventStore, type NatsHandle, type StoredEvent } from '@baton/eventstore';
 import { AgentClaims, freePort, repoRoot, startService as startBuiltService, stopService, waitReady, type ServiceProcess } from '@baton/testing';
 
@@ -355,16 +355,16 @@ export async function driveLoad(opts: LoadOptions): Promise<LoadReport> {
 
   const one = async (runId: string) => {
     report.runs.push(runId);
-    await publish(`${opts.prefix}.in.${opts.project}.start`, { workflow_run_id: runId, project: opts.project, workflow: 'pair', started_by: 'fault-suite' }, runId);
+    await publish(`${opts.prefix}.in.${opts.project}.start`, { workflow_run_id: runId, project: opts.project, workflow: 'pair', started_by: 'fault-suite' }, MsgIds.start(opts.project, runId));
     const first = await waitUntil(runId, (last) => last.type === 'run.routed');
     if (!first) return report.unfinished.push(runId);
     const a = await claimed(first, result(runId, 'worker-a', 1));
-    await publish(`${opts.prefix}.in.${opts.project}.result.worker-a`, a, a.result_id);
+    await publish(`${opts.prefix}.in.${opts.project}.result.worker-a`, a, MsgIds.result(opts.project, a.result_id));
     report.results.set(a.result_id, runId);
     const second = await waitUntil(runId, (last) => last.type === 'run.routed' && last.seq > first.seq);
     if (!second) return report.unfinished.push(runId);
     const b = await claimed(second, result(runId, 'worker-b', 2));
-    await publish(`${opts.prefix}.in.${opts.project}.result.worker-b`, b, b.result_id);
+    await publish(`${opts.prefix}.in.${opts.project}.result.worker-b`, b, MsgIds.result(opts.project, b.result_id));
     report.results.set(b.result_id, runId);
     const end = await waitUntil(runId, (last) => last.seq > second.seq && (last.type === 'run.completed' || last.type === 'run.notice_emitted'));
     if (!end) return report.unfinished.push(runId);

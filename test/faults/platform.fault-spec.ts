@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import { createEventRegistry, ledgerCommandSubject, Principals, type AggregateKind } from '@baton/contracts';
+import { createEventRegistry, ledgerCommandSubject, MsgIds, Principals, type AggregateKind } from '@baton/contracts';
 import { connectNats, DlqAdmin, JetStreamEventStore, type NatsHandle, type StoredEvent } from '@baton/eventstore';
 import { batonProjections, createProjectionStore, createRedis, type RedisHandle } from '@baton/projections';
 import { AgentClaims, run, waitFor } from '@baton/testing';
@@ -76,7 +76,7 @@ describe('faults on one platform: duplicates, concurrent claimers, a Redis flush
   it('duplicated messages have no double effects: each result published 5 times with the same msg id and 5 times with new ones is recorded once', async () => {
     const runId = `dup-${prefix}`;
     const start = { workflow_run_id: runId, project, workflow: 'pair', started_by: 'fault-suite' };
-    for (let i = 0; i < 5; i++) await publish(`${prefix}.in.${project}.start`, start, i < 3 ? runId : `${runId}-again-${i}`);
+    for (let i = 0; i < 5; i++) await publish(`${prefix}.in.${project}.start`, start, i < 3 ? MsgIds.start(project, runId) : `${runId}-again-${i}`);
     const result = (agent: string, n: number) => ({
       result_id: `res-${runId}-${n}`,
       run_id: `ar-${runId}-${n}`,
@@ -96,12 +96,12 @@ describe('faults on one platform: duplicates, concurrent claimers, a Redis flush
     };
     await waitFor(async () => ((await routedCount()) >= 1 ? true : undefined), 'the first routing', 30_000);
     const a = await claimedResult('worker-a', 1);
-    for (let i = 0; i < 5; i++) await publish(`${prefix}.in.${project}.result.worker-a`, a, a.result_id);
+    for (let i = 0; i < 5; i++) await publish(`${prefix}.in.${project}.result.worker-a`, a, MsgIds.result(project, a.result_id));
     for (let i = 0; i < 5; i++) await publish(`${prefix}.in.${project}.result.worker-a`, a, `${a.result_id}-copy-${i}`);
     await waitFor(async () => ((await routedCount()) >= 2 ? true : undefined), 'the second routing', 30_000);
     const b = await claimedResult('worker-b', 2);
     await agents.close();
-    for (let i = 0; i < 5; i++) await publish(`${prefix}.in.${project}.result.worker-b`, b, b.result_id);
+    for (let i = 0; i < 5; i++) await publish(`${prefix}.in.${project}.result.worker-b`, b, MsgIds.result(project, b.result_id));
     for (let i = 0; i < 5; i++) await publish(`${prefix}.in.${project}.result.worker-b`, b, `${b.result_id}-copy-${i}`);
     // A copy of worker-a's result after the run moved on, and one after it completed.
     await publish(`${prefix}.in.${project}.result.worker-a`, a, `${a.result_id}-late`);

@@ -1,4 +1,4 @@
-import { Subjects, type ProjectDefinition, type PublishDefinitionReply } from '@baton/contracts';
+import { MsgIds, Subjects, type ProjectDefinition, type PublishDefinitionReply } from '@baton/contracts';
 import type { NatsHandle } from '@baton/eventstore';
 
 const encoder = new TextEncoder();
@@ -23,7 +23,7 @@ export async function publishDefinition(nats: NatsHandle, prefix: string, projec
 /** Start a run of `loop` (JetStream publish into the inbox). */
 export async function startRun(nats: NatsHandle, prefix: string, project: string, runId: string): Promise<void> {
   const body = { workflow_run_id: runId, project, workflow: 'loop', started_by: 'scale-test' };
-  await nats.js.publish(Subjects.runStart(prefix, project), encoder.encode(JSON.stringify(body)), { msgID: `start:${runId}` });
+  await nats.js.publish(Subjects.runStart(prefix, project), encoder.encode(JSON.stringify(body)), { msgID: MsgIds.start(project, runId) });
 }
 
 /**
@@ -45,9 +45,9 @@ export function agentResult(project: string, runId: string, agent: string, n: nu
   };
 }
 
-/** Publish an agent result (acked; `Nats-Msg-Id` = result id). */
+/** Publish an agent result (acked; `Nats-Msg-Id` = `result:<project>:<result id>`). */
 export async function publishResult(nats: NatsHandle, prefix: string, result: Record<string, unknown>): Promise<void> {
-  await nats.js.publish(Subjects.agentResult(prefix, String(result['project']), String(result['agent'])), encoder.encode(JSON.stringify(result)), { msgID: String(result['result_id']) });
+  await nats.js.publish(Subjects.agentResult(prefix, String(result['project']), String(result['agent'])), encoder.encode(JSON.stringify(result)), { msgID: MsgIds.result(String(result['project']), String(result['result_id'])) });
 }
 
 /** Each offer the ledger publishes for the project: run, addressed agent, handoff. Returns a stop function. */

@@ -17,11 +17,16 @@ export const LedgerIds = {
   handbackId: (handoffId: string, idempotencyKey: string) => `hb-${digest('handback', handoffId, idempotencyKey)}`,
   /** The consult handoff an escalation on expiry of `claimId` would create. */
   escalationId: (handoffId: string, claimId: string) => `esc-${digest('escalation', handoffId, claimId)}`,
-  /** The command id for the events of one request (event ids are `<commandId>:<index>`). */
+  /**
+   * The command id for the events of one request (event ids are `<commandId>:<index>`): a digest
+   * of the project, the aggregate (kind `handoff` and its id), the command and its idempotency key,
+   * so two projects' handoffs with the same id never share an event id.
+   */
   commandId: (project: string, handoffId: string, command: string, idempotencyKey: string) =>
-    `cmd-${digest('command', project, handoffId, command, idempotencyKey)}`,
-  /** The command id for reaction `index` of the event `eventId`. */
-  reactionId: (eventId: string, index: number) => `rx-${digest('reaction', eventId, String(index))}`,
+    `cmd-${digest('command', project, 'handoff', handoffId, command, idempotencyKey)}`,
+  /** The command id for reaction `index` of the event `eventId`, applied to `target` (project, kind and id in the digest). */
+  reactionId: (target: { project: string; kind: string; id: string }, eventId: string, index: number) =>
+    `rx-${digest('reaction', target.project, target.kind, target.id, eventId, String(index))}`,
   /** `deriveId` for the domain policies: a valid Id from its parts. */
   derive: (...parts: string[]) => `d-${digest('policy', ...parts)}`,
 } as const;

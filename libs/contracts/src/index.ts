@@ -18,3 +18,4 @@ export * from './mesh';
 export * from './governance';
 export * from './principal';
 export * from './ledger-access';
+export * from './msg-ids';

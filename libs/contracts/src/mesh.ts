@@ -157,7 +157,7 @@ export function validateMeshes(meshes: readonly MeshDefinition[], agents: readon
 
 /**
  * Start a mesh run (JetStream publish on `<prefix>.in.<project>.mesh_start`, `Nats-Msg-Id` =
- * `mesh_run_id`). `mesh_run_id` is the caller's id and the mesh aggregate's id, so the same start
+ * `mesh_start:<project>:<mesh_run_id>`). `mesh_run_id` is the caller's id and the mesh aggregate's id, so the same start
  * twice starts one mesh. `input` is the user's message the entry agent answers first.
  * `started_by` is the person a stop of the mesh notifies (seed 000 §5); without it the project's
  * `lead` is notified when the lead is a person, and a mesh with neither is refused
@@ -178,7 +178,7 @@ export const MeshAnswerActorRoleSchema = z.enum(['operator', 'admin', 'viewer', 
 
 /**
  * An operator's answer to a mesh's stop packet (JetStream publish on
- * `<prefix>.in.<project>.mesh_answer`, `Nats-Msg-Id` = `answer.answer_id`). The router applies it
+ * `<prefix>.in.<project>.mesh_answer`, `Nats-Msg-Id` = `mesh_answer:<project>:<answer_id>`). The router applies it
  * to the mesh aggregate: `raise_cap` lets the mesh continue with the higher cap (the agent the
  * refused handoff named speaks next); `deny` / `acknowledge` end the mesh (`mesh.terminated`).
  * `answer_id` is the idempotency key: the same answer applied twice changes nothing.

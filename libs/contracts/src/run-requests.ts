@@ -99,7 +99,7 @@ export type PublishDefinitionReply = z.infer<typeof PublishDefinitionReplySchema
 /**
  * Ask the router to stop a run from outside the run (written by the watchdog: a handoff of the run
  * hit its retry cap and the project has no lead, `handoff.escalated` with `stop_why`). Published
- * with JetStream into the inbox on `<prefix>.in.<project>.stop` with `Nats-Msg-Id` = `packet_id`.
+ * with JetStream into the inbox on `<prefix>.in.<project>.stop` with `Nats-Msg-Id` = `stop:<project>:<packet_id>`.
  * `packet_id` is deterministic (derived from the causing event) and becomes the stop packet's id,
  * so the run decider's `stop` (idempotent on `packet_id`) stops the run once however often the
  * request is delivered. The router fills the run's own facts (agent, step) from its state.
@@ -126,7 +126,7 @@ export type StopRunRequest = z.infer<typeof StopRunRequestSchema>;
 
 /**
  * A customer turn of a conversation run (seed 001), published with JetStream into the inbox on
- * `<prefix>.in.<project>.message` (Nats-Msg-Id = `message_id`). The router records it on the run
+ * `<prefix>.in.<project>.message` (Nats-Msg-Id = `message:<project>:<message_id>`). The router records it on the run
  * and evaluates the active agent's WHEN routes before any model runs; `message_id` is the
  * idempotency key. Accepted only while the run awaits the customer (after an agent's reply).
  */

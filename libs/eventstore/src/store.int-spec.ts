@@ -3,6 +3,7 @@ import { EventRegistry, type EventEnvelope } from '@baton/contracts';
 import type { NatsHandle } from './connection';
 import { ConcurrencyConflict, EventValidationError } from './errors';
 import { JetStreamEventStore, type AggregateRef } from './store';
+import { batonStreamNames } from './topology';
 import {
   connectTest,
   counterDecider,
@@ -84,6 +85,22 @@ describe('JetStreamEventStore (real NATS)', () => {
     expect(retry.seqs).toEqual(first.seqs);
     const read = await store.read(ref());
     expect(read.events).toHaveLength(1);
+  });
+
+  it('the same event id on aggregates of two projects is two events: the Nats-Msg-Id names project, kind and aggregate', async () => {
+    const store = storeOn(a);
+    const other: AggregateRef = { project: 'other', kind: 'handoff', id: 'agg-1' };
+    const first = await store.append(ref(), [envelope('same-id', 1, 1, 1)], { expectedVersion: 0 });
+    const second = await store.append(other, [{ ...envelope('same-id', 2, 2, 1), project: 'other' }], { expectedVersion: 0 });
+    expect(second.duplicates).toBe(0);
+    expect(second.seqs[0]).not.toBe(first.seqs[0]);
+    expect((await store.read(other)).events.map((e) => [e.id, e.payload])).toEqual([['same-id', { n: 2, total: 2, version: 1 }]]);
+    expect((await store.read(ref())).events.map((e) => [e.id, e.payload])).toEqual([['same-id', { n: 1, total: 1, version: 1 }]]);
+    const stored = await a.jsm.streams.getMessage(batonStreamNames(prefix).events, { seq: second.seqs[0] as number });
+    expect(stored.header.get('Nats-Msg-Id')).toBe('ev:other:handoff:agg-1:same-id');
+    // A retry on the same aggregate is still one event.
+    const retry = await store.append(other, [{ ...envelope('same-id', 2, 2, 1), project: 'other' }], { expectedVersion: 0 });
+    expect(retry).toMatchObject({ duplicates: 1, seqs: second.seqs });
   });
 
   it('rejects an event that breaks its schema and writes nothing', async () => {

@@ -11,6 +11,7 @@ import {
 } from 'nats';
 import {
   EventEnvelopeSchema,
+  MsgIds,
   Subjects,
   isSubjectToken,
   rejectionFromZod,
@@ -114,7 +115,9 @@ export type HandleCommandResult<State> =
 
 /**
  * Baton's event store. One subject per aggregate instance; optimistic concurrency through the
- * expected last subject sequence; idempotent appends through the event id as `Nats-Msg-Id`.
+ * expected last subject sequence; idempotent appends through the event id, scoped by its
+ * aggregate, as `Nats-Msg-Id` (`MsgIds.event`: `ev:<project>:<kind>:<aggregate id>:<event id>`),
+ * so the same event id on two aggregates (two projects that chose the same run id) is two events.
  */
 export interface EventStore {
   /** The subject an aggregate's events live on. */
@@ -123,7 +126,8 @@ export interface EventStore {
    * Append events to an aggregate if its last stored sequence is still `expectedVersion`.
    * Each event is validated against the registry first (nothing is written if one is invalid).
    * Events are published one by one, each expecting the previous one's sequence; an event whose
-   * id was already stored (within the duplicate window) counts as appended at its original
+   * id was already stored on this aggregate (within the duplicate window; `Nats-Msg-Id` is
+   * `MsgIds.event(project, kind, aggregate id, event id)`) counts as appended at its original
    * sequence. Throws {@link ConcurrencyConflict}, {@link EventValidationError},
    * {@link StreamNotFound}, {@link PublishTimeout} (retry with the same ids is safe).
    */
@@ -220,7 +224,7 @@ export class JetStreamEventStore implements EventStore {
       hdrs.set('Baton-Event-Version', String(version));
       try {
         const ack = await this.js.publish(subject, bytes, {
-          msgID: id,
+          msgID: MsgIds.event(ref.project, ref.kind, ref.id, id),
           expect: { lastSubjectSequence: expected, streamName: this.stream },
           headers: hdrs,
         });

@@ -1,5 +1,6 @@
 import {
   AgentResultSchema,
+  MsgIds,
   Principals,
   SessionMessageSchema,
   StartRunRequestSchema,
@@ -8,10 +9,11 @@ import {
   type SessionMessage,
   type StartRunRequest,
 } from '@baton/contracts';
-import { connectNats, headersFrom, mapPublishError, runConsumer, type NatsHandle } from '@baton/eventstore';
+import { connectNats, headersFrom, runConsumer, type NatsHandle } from '@baton/eventstore';
 import { LedgerClient, traceHeaders } from '@baton/platform';
 import { InvalidInputError, LedgerCommandError } from './errors';
 import { createOfferHandler, type HandoffOffer } from './offers';
+import { DEFAULT_SENT_IDS, publishOnce, SentMessageIds } from './sent-ids';
 import { AgentSubjects } from './subjects';
 
 /** How to reach Baton, and who this client speaks for. */
@@ -28,13 +30,22 @@ export interface BatonClientOptions {
   agent: string;
   /** How long one ledger request waits for its reply, ms (default 5000; the client retries timeouts twice with the same idempotency key). */
   requestTimeoutMs?: number;
+  /**
+   * How many message ids the client remembers having published (default 10 000; at least what it
+   * publishes in 2 minutes). A `duplicate: true` answer for an id it remembers is its own retry; for
+   * any other id it is another publisher's message and the publish throws `DuplicateMessageError`.
+   */
+  sentIdsCapacity?: number;
 }
 
 /** What JetStream answered to a publish. */
 export interface PublishReceipt {
   /** The stream sequence the message is stored at (the original one for a duplicate). */
   seq: number;
-  /** True when a message with the same id was already stored: nothing new was written. */
+  /**
+   * True when this client's own earlier publish of the message was already stored (a retry):
+   * nothing new was written. Another publisher's message under the same id is a `DuplicateMessageError`.
+   */
   duplicate: boolean;
   stream: string;
 }
@@ -101,25 +112,31 @@ export interface BatonAgent {
   /**
    * Validate `result` against `AgentResultSchema` (after filling `project`, `agent` and
    * `produced_at` from the client), then publish it to `<prefix>.in.<project>.result.<agent>`
-   * with `Nats-Msg-Id = result_id` and wait for the stream's ack. Publishing the same result
-   * again within the stream's duplicate window (2 minutes) stores nothing new and returns the
-   * original sequence with `duplicate: true`, so retrying after a timeout is safe.
+   * with `Nats-Msg-Id = result:<project>:<result_id>` (`MsgIds.result`) and wait for the stream's
+   * ack. Publishing the same result again from this client within the stream's duplicate window
+   * (2 minutes) stores nothing new and returns the original sequence with `duplicate: true`, so
+   * retrying after a timeout is safe. A duplicate of an id this client never published is another
+   * publisher's message: nothing was stored, and the call throws `DuplicateMessageError`.
    * @throws InvalidInputError (nothing sent) when the result breaks the contract or names another project/agent;
-   *   `PublishTimeout` (retry with the same result) or `StreamNotFound` (Baton not provisioned).
+   *   `DuplicateMessageError` (see above); `PublishTimeout` (retry with the same result) or
+   *   `StreamNotFound` (Baton not provisioned).
    */
   publishResult(result: AgentResultInput): Promise<PublishReceipt>;
   /**
    * Validate and publish a run start to `<prefix>.in.<project>.start` with
-   * `Nats-Msg-Id = workflow_run_id`; the router starts the run (once, however often this is sent).
-   * @throws InvalidInputError when the request breaks `StartRunRequestSchema`.
+   * `Nats-Msg-Id = start:<project>:<workflow_run_id>`; the router starts the run (once, however
+   * often this client sends it).
+   * @throws InvalidInputError when the request breaks `StartRunRequestSchema`; `DuplicateMessageError`
+   *   when the stream holds a start of this run that this client did not send.
    */
   startRun(request: StartRunInput): Promise<PublishReceipt>;
   /**
    * Validate and publish a customer's message to a conversation run (seed 001 sessions) on
-   * `<prefix>.in.<project>.message` with `Nats-Msg-Id = message_id`; the router records it once
-   * and evaluates the active agent's routes before any model runs. For the chat front end that
-   * carries the customer's side of a conversation.
-   * @throws InvalidInputError when the message breaks `SessionMessageSchema`.
+   * `<prefix>.in.<project>.message` with `Nats-Msg-Id = message:<project>:<message_id>`; the router
+   * records it once and evaluates the active agent's routes before any model runs. For the chat
+   * front end that carries the customer's side of a conversation.
+   * @throws InvalidInputError when the message breaks `SessionMessageSchema`; `DuplicateMessageError`
+   *   when the stream holds a message with this id that this client did not send.
    */
   sendMessage(message: SessionMessageInput): Promise<PublishReceipt>;
   /**
@@ -154,6 +171,8 @@ class NatsBatonAgent implements BatonAgent {
   readonly agent: string;
   readonly ledger: LedgerClient;
   private readonly subscriptions = new Set<OfferSubscription>();
+  /** The message ids this client published (see {@link SentMessageIds}). */
+  private readonly sent: SentMessageIds;
 
   constructor(
     private readonly nats: NatsHandle,
@@ -163,6 +182,7 @@ class NatsBatonAgent implements BatonAgent {
     this.prefix = options.prefix ?? process.env['BATON_PREFIX'] ?? 'baton';
     this.project = options.project;
     this.agent = options.agent;
+    this.sent = new SentMessageIds(options.sentIdsCapacity ?? DEFAULT_SENT_IDS);
     this.ledger = new LedgerClient(nats, this.prefix, { as: Principals.agent(options.project, options.agent), timeoutMs: options.requestTimeoutMs ?? 5000 });
   }
 
@@ -178,21 +198,21 @@ class NatsBatonAgent implements BatonAgent {
         issues: [],
       });
     }
-    return this.publish(AgentSubjects.result(this.prefix, this.project, this.agent), result, result.result_id);
+    return this.publish(AgentSubjects.result(this.prefix, this.project, this.agent), result, MsgIds.result(result.project, result.result_id));
   }
 
   async startRun(input: StartRunInput): Promise<PublishReceipt> {
     const parsed = StartRunRequestSchema.safeParse({ ...input, project: input.project ?? this.project });
     if (!parsed.success) throw new InvalidInputError('run start', rejectionFromZod(parsed.error));
     const request = parsed.data;
-    return this.publish(AgentSubjects.runStart(this.prefix, request.project), request, request.workflow_run_id);
+    return this.publish(AgentSubjects.runStart(this.prefix, request.project), request, MsgIds.start(request.project, request.workflow_run_id));
   }
 
   async sendMessage(input: SessionMessageInput): Promise<PublishReceipt> {
     const parsed = SessionMessageSchema.safeParse({ ...input, project: input.project ?? this.project });
     if (!parsed.success) throw new InvalidInputError('customer message', rejectionFromZod(parsed.error));
     const message = parsed.data;
-    return this.publish(AgentSubjects.message(this.prefix, message.project), message, message.message_id);
+    return this.publish(AgentSubjects.message(this.prefix, message.project), message, MsgIds.message(message.project, message.message_id));
   }
 
   async handoffs(options: HandoffsOptions): Promise<OfferSubscription> {
@@ -237,15 +257,10 @@ class NatsBatonAgent implements BatonAgent {
     if (this.ownsConnection) await this.nats.drain();
   }
 
-  private async publish(subject: string, body: unknown, msgID: string): Promise<PublishReceipt> {
-    try {
-      // Carry the caller's trace (or start one), so the run can be followed from this result to
-      // the operator's inbox item across every service.
-      const headers = headersFrom(traceHeaders({ startIfMissing: true }));
-      const ack = await this.nats.js.publish(subject, textEncoder.encode(JSON.stringify(body)), { msgID, headers });
-      return { seq: ack.seq, duplicate: ack.duplicate, stream: ack.stream };
-    } catch (error) {
-      throw mapPublishError(error, subject, undefined);
-    }
+  private async publish(subject: string, body: unknown, msgId: string): Promise<PublishReceipt> {
+    // Carry the caller's trace (or start one), so the run can be followed from this result to
+    // the operator's inbox item across every service.
+    const headers = headersFrom(traceHeaders({ startIfMissing: true }));
+    return publishOnce(this.nats.js, this.sent, subject, textEncoder.encode(JSON.stringify(body)), msgId, headers);
   }
 }

@@ -63,3 +63,22 @@ export class NotClaimedError extends BatonSdkError {
     this.name = 'NotClaimedError';
   }
 }
+
+/**
+ * JetStream already held a message with this `Nats-Msg-Id` that this client never published, so it
+ * dropped the new one as a duplicate: nothing was stored. Another publisher used the same id (a
+ * `result_id`, `workflow_run_id`, `message_id` or `mesh_run_id` of the same project and kind)
+ * within the stream's duplicate window (2 minutes). `seq` is the stored message's. A retry of this
+ * client's own publish is not this error: it resolves with `duplicate: true`.
+ */
+export class DuplicateMessageError extends BatonSdkError {
+  constructor(
+    readonly msgId: string,
+    readonly subject: string,
+    readonly stream: string,
+    readonly seq: number,
+  ) {
+    super(`the stream ${stream} already holds message ${msgId} (seq ${seq}), which this client did not publish: nothing was stored; publish under another id`);
+    this.name = 'DuplicateMessageError';
+  }
+}

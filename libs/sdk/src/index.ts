@@ -19,7 +19,8 @@ export { LedgerClient } from '@baton/platform';
 export type { LedgerReply } from '@baton/platform';
 export { decisions } from './decisions';
 export { AgentSubjects, offerDurableName } from './subjects';
-export { BatonSdkError, InvalidInputError, LedgerCommandError, NotClaimedError } from './errors';
+export { BatonSdkError, DuplicateMessageError, InvalidInputError, LedgerCommandError, NotClaimedError } from './errors';
+export { DEFAULT_SENT_IDS, SentMessageIds } from './sent-ids';
 export type { LedgerErrorBody } from './errors';
 /** The AGENT_RUN_CONFIG sentinel, for legacy agents that write their decision into a comment body. */
 export { renderSentinel, appendSentinelOnce, parseSentinel, SentinelError } from '@baton/contracts';

@@ -4,6 +4,7 @@ import {
   MeshDefinitionSchema,
   meshParticipants,
   MeshStartRequestSchema,
+  MsgIds,
   rejectionFromZod,
   Subjects,
   validateMesh,
@@ -14,10 +15,10 @@ import {
   type MeshDiagnostic,
   type MeshStartRequest,
 } from '@baton/contracts';
-import { mapPublishError } from '@baton/eventstore';
 import type { JetStreamClient } from 'nats';
 import type { PublishReceipt } from './client';
 import { BatonSdkError, InvalidInputError } from './errors';
+import { publishOnce, SentMessageIds } from './sent-ids';
 
 /**
  * Handoff meshes for agent authors (seed 004): the `handoff_to_<target>` tools to give an agent's
@@ -179,11 +180,18 @@ export interface MeshTurnInput {
   produced_at?: string;
 }
 
-/** What the mesh publishers need: a JetStream client and the deployment's prefix. */
+/**
+ * What the mesh publishers need: a JetStream client and the deployment's prefix; optionally the
+ * memory of the message ids this publisher sent (default: one memory for the whole process).
+ */
 export interface MeshPublisher {
   js: Pick<JetStreamClient, 'publish'>;
   prefix: string;
+  sent?: SentMessageIds;
 }
+
+/** The message ids the mesh publishers of this process sent, when a publisher brings no memory of its own. */
+const processSent = new SentMessageIds();
 
 const encoder = new TextEncoder();
 
@@ -208,32 +216,29 @@ export function meshTurnResult(input: MeshTurnInput): AgentResult {
 
 /**
  * Report an agent's mesh turn: publish it (an AgentResult, see {@link meshTurnResult}) to
- * `<prefix>.in.<project>.mesh_result.<agent>` with `Nats-Msg-Id = result_id`, and wait for the
- * stream's ack. Safe to retry with the same input: the stream stores it once within its duplicate
- * window, and the mesh applies a result id once.
- * @throws InvalidInputError (nothing sent), or the mapped publish error (PublishTimeout: retry).
+ * `<prefix>.in.<project>.mesh_result.<agent>` with `Nats-Msg-Id = mesh_result:<project>:<result_id>`,
+ * and wait for the stream's ack. Safe to retry with the same input: the stream stores it once
+ * within its duplicate window (`duplicate: true`), and the mesh applies a result id once.
+ * @throws InvalidInputError (nothing sent); DuplicateMessageError when the stream holds a turn with
+ *   this id that this process did not publish (nothing stored); the mapped publish error (PublishTimeout: retry).
  */
 export async function publishMeshResult(publisher: MeshPublisher, input: MeshTurnInput): Promise<PublishReceipt> {
   const result = meshTurnResult(input);
-  return publish(publisher, Subjects.meshResult(publisher.prefix, result.project, result.agent), result, result.result_id);
+  return publish(publisher, Subjects.meshResult(publisher.prefix, result.project, result.agent), result, MsgIds.meshResult(result.project, result.result_id));
 }
 
 /**
  * Start a mesh run: publish a MeshStartRequest to `<prefix>.in.<project>.mesh_start` with
- * `Nats-Msg-Id = mesh_run_id` (the router starts it once, however often it is sent).
- * @throws InvalidInputError (nothing sent), or the mapped publish error.
+ * `Nats-Msg-Id = mesh_start:<project>:<mesh_run_id>` (the router starts it once, however often it is sent).
+ * @throws InvalidInputError (nothing sent); DuplicateMessageError (a start of this mesh run this
+ *   process did not publish); the mapped publish error.
  */
 export async function startMesh(publisher: MeshPublisher, request: MeshStartRequest): Promise<PublishReceipt> {
   const parsed = MeshStartRequestSchema.safeParse(request);
   if (!parsed.success) throw new InvalidInputError('mesh start', rejectionFromZod(parsed.error));
-  return publish(publisher, Subjects.meshStart(publisher.prefix, parsed.data.project), parsed.data, parsed.data.mesh_run_id);
+  return publish(publisher, Subjects.meshStart(publisher.prefix, parsed.data.project), parsed.data, MsgIds.meshStart(parsed.data.project, parsed.data.mesh_run_id));
 }
 
-async function publish(publisher: MeshPublisher, subject: string, body: unknown, msgID: string): Promise<PublishReceipt> {
-  try {
-    const ack = await publisher.js.publish(subject, encoder.encode(JSON.stringify(body)), { msgID });
-    return { seq: ack.seq, duplicate: ack.duplicate, stream: ack.stream };
-  } catch (error) {
-    throw mapPublishError(error, subject, undefined);
-  }
+function publish(publisher: MeshPublisher, subject: string, body: unknown, msgId: string): Promise<PublishReceipt> {
+  return publishOnce(publisher.js, publisher.sent ?? processSent, subject, encoder.encode(JSON.stringify(body)), msgId);
 }

@@ -8,11 +8,11 @@ import { Principals, Subjects, ledgerCommandSubject, offerDurableName } from '@b
  * `<prefix>.cmd.router.<project>.<command>`).
  */
 export const AgentSubjects = {
-  /** Publish an AgentResult here (JetStream, `Nats-Msg-Id` = result_id). */
+  /** Publish an AgentResult here (JetStream, `Nats-Msg-Id` = `result:<project>:<result_id>`). */
   result: (prefix: string, project: string, agent: string): string => Subjects.agentResult(prefix, project, agent),
-  /** Publish a run start here (JetStream, `Nats-Msg-Id` = workflow_run_id). */
+  /** Publish a run start here (JetStream, `Nats-Msg-Id` = `start:<project>:<workflow_run_id>`). */
   runStart: (prefix: string, project: string): string => `${prefix}.in.${project}.start`,
-  /** Publish a customer message to a conversation run here (JetStream, `Nats-Msg-Id` = message_id). */
+  /** Publish a customer message to a conversation run here (JetStream, `Nats-Msg-Id` = `message:<project>:<message_id>`). */
   message: (prefix: string, project: string): string => Subjects.sessionMessage(prefix, project),
   /** Handoffs offered to one agent (JetStream; the SDK reads them with a durable consumer). */
   offer: (prefix: string, project: string, agent: string): string => `${prefix}.in.${project}.offer.${agent}`,

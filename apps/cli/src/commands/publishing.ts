@@ -1,4 +1,4 @@
-import { createBatonClient, InvalidInputError, type BatonAgent, type PublishReceipt } from '@baton/sdk';
+import { createBatonClient, DuplicateMessageError, InvalidInputError, type BatonAgent, type PublishReceipt } from '@baton/sdk';
 import type { ParsedArgs } from '../command';
 import type { CliContext } from '../context';
 import { ExitCode } from '../errors';
@@ -7,9 +7,13 @@ import { issueLines } from './read-json';
 
 /**
  * What the publishing commands (`baton start`, `baton message`, `baton result`) share: publish
- * through an SDK client of `project` / `agent` (validated there, deduplicated by the message's id),
- * print the receipt with `fields` (as JSON with `--json`), and turn the SDK's validation refusal
- * into its issues on stderr and exit 1. Nothing is sent when the input is refused.
+ * through an SDK client of `project` / `agent` (validated there, deduplicated by the message's id,
+ * `<kind>:<project>:<id>`), print the receipt with `fields` (as JSON with `--json`), and turn the
+ * SDK's validation refusal into its issues on stderr and exit 1. Nothing is sent when the input is
+ * refused. Each command is a fresh client, so the SDK cannot tell a person's re-run of the same
+ * command from another publisher's message under the same id (`DuplicateMessageError`): the
+ * receipt says `duplicate: true` (exit 0, as a retry does) and stderr says which message the stream
+ * already held, so a collision is not mistaken for a new message.
  */
 export async function publishAndReport(
   ctx: CliContext,
@@ -20,7 +24,13 @@ export async function publishAndReport(
 ): Promise<ExitCode> {
   const agent = await createBatonClient({ nats: await ctx.nats(), prefix: ctx.config().BATON_PREFIX, project: client.project, agent: client.agent });
   try {
-    const receipt = await publish(agent);
+    const receipt = await publish(agent).catch((error: unknown) => {
+      if (!(error instanceof DuplicateMessageError)) throw error;
+      ctx.io.stderr.write(
+        `baton: the stream already held ${error.msgId} (seq ${error.seq}): nothing new was stored. If this command did not send it before, another publisher used the same id.\n`,
+      );
+      return { seq: error.seq, duplicate: true, stream: error.stream } satisfies PublishReceipt;
+    });
     if (args.values['json'] === true) printJson(ctx.io, { ...fields, ...receipt });
     else ctx.io.stdout.write(renderFields({ ...fields, stream: receipt.stream, seq: receipt.seq, duplicate: receipt.duplicate }));
     return ExitCode.ok;

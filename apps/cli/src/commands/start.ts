@@ -10,7 +10,8 @@ export const startCommand: Command = {
   help: `Usage: baton start <workflow> --run <id> --project <p> [--started-by <who>] [options]
 
 Publish a run start (StartRunRequest, docs/schemas) to <prefix>.in.<project>.start with
-Nats-Msg-Id = the run id: starting the same run twice starts it once.
+Nats-Msg-Id = start:<project>:<run id>: starting the same run twice starts it once (the second
+prints duplicate: true, with a note on stderr).
 
 Options:
   --run <id>               the workflow run id (required)

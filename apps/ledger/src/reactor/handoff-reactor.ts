@@ -1,6 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { headers as natsHeaders } from 'nats';
-import type { EventEnvelope, HandoffEvent } from '@baton/contracts';
+import { MsgIds, type EventEnvelope, type HandoffEvent } from '@baton/contracts';
 import { LEDGER_ACTOR, handoffDecider, reactToHandoffEvent, toHandoffRecord, type HandoffState } from '@baton/domain';
 import { LruCache, PoisonError, TransientError, batonStreamNames, deadLetter, type AggregateRef } from '@baton/eventstore';
 import { OfferHeader, RUNTIME, handoffOfferSubject, type ServiceRuntime } from '@baton/platform';
@@ -43,7 +43,7 @@ const encoder = new TextEncoder();
  *    `ledger-reactor`, reason `policy_refused`, the event's bytes) and NOT retried;
  * 2. when the event left the handoff pending for an addressed agent (created, requeued after
  *    lease expiry, reworked) publishes an OFFER (the HandoffRecord JSON) to
- *    `<prefix>.in.<project>.offer.<agent>` with `Nats-Msg-Id` `offer:<handoff id>:<event seq>`,
+ *    `<prefix>.in.<project>.offer.<agent>` with `Nats-Msg-Id` `offer:<project>:<handoff id>:<event seq>`,
  *    unless the handoff already has later events (a replay of old history offers nothing).
  * Store or publish failures throw {@link TransientError} (the consumer naks with backoff); an
  * event that cannot be decoded throws {@link PoisonError} (dead-lettered by the consumer).
@@ -60,7 +60,7 @@ export class HandoffReactor {
 
   /**
    * On `project.resumed`: offer every pending handoff of the project again (offers are derived
-   * data). `Nats-Msg-Id` is `offer:<handoff id>:resume:<pause id>`, so a redelivered resume event
+   * data). `Nats-Msg-Id` is `offer:<project>:<handoff id>:resume:<pause id>`, so a redelivered resume event
    * offers each handoff once. An offer held while paused (or refused by a claim while paused) is
    * how nothing is lost: the handoff stayed pending in the stream.
    */
@@ -71,7 +71,7 @@ export class HandoffReactor {
     );
     let offered = 0;
     for (const { state, lastSeq } of pending) {
-      if (await this.publishOffer(state, lastSeq, 'project.resumed', `offer:${state.id}:resume:${pauseId}`)) offered++;
+      if (await this.publishOffer(state, lastSeq, 'project.resumed', MsgIds.offer(project, state.id, `resume:${pauseId}`))) offered++;
     }
     this.runtime.logger.info('project resumed; pending handoffs re-offered', { project, pause_id: pauseId, offered });
     return offered;
@@ -92,7 +92,7 @@ export class HandoffReactor {
       const target: AggregateRef = { project: ref.project, kind: 'handoff', id: reaction.aggregateId };
       const result = await this.transient(`apply ${reaction.command.type} to ${reaction.aggregateId}`, () =>
         this.runtime.store.handleCommand(target, handoffDecider, reaction.command, {
-          commandId: LedgerIds.reactionId(envelope.id, index),
+          commandId: LedgerIds.reactionId(target, envelope.id, index),
           occurredAt: reaction.command.metadata.now,
           actor: LEDGER_ACTOR,
           origin: 'engine_fallback',
@@ -136,7 +136,7 @@ export class HandoffReactor {
       this.runtime.logger.info('offer held: project paused', { project: state.project, handoff_id: state.id });
       return;
     }
-    await this.publishOffer(state, seq, event.type, `offer:${state.id}:${seq}`);
+    await this.publishOffer(state, seq, event.type, MsgIds.offer(state.project, state.id, String(seq)));
   }
 
   private async publishOffer(state: HandoffState, seq: number, cause: string, msgId: string): Promise<boolean> {

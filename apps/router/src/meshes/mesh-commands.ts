@@ -20,12 +20,13 @@ export interface MeshCause {
 }
 
 /**
- * Deterministic event ids per cause (`mev<index>-<s|t|a>-<cause id>`): a redelivered start or turn
- * re-publishes the same `Nats-Msg-Id`s, and JetStream stores each event once.
+ * Deterministic event ids per cause, scoped by the mesh run
+ * (`mev<index>-<s|t|a>-<project>:mesh:<mesh run id>:<cause id>`): a redelivered start or turn
+ * re-publishes the same ids (and `Nats-Msg-Id`s), and JetStream stores each event once.
  */
-export function meshEventIds(kind: MeshCause['kind'], causeId: string): (index: number) => string {
+export function meshEventIds(ref: AggregateRef, kind: MeshCause['kind'], causeId: string): (index: number) => string {
   const letter = kind === 'start' ? 's' : kind === 'turn' ? 't' : 'a';
-  return (index) => deriveId(`mev${index}-${letter}`, causeId);
+  return (index) => deriveId(`mev${index}-${letter}`, `${ref.project}:${ref.kind}:${ref.id}:${causeId}`);
 }
 
 /**
@@ -44,7 +45,7 @@ export class MeshCommands {
       origin: cause.origin,
       causationId: cause.id,
       correlationId: cause.meshRunId,
-      eventId: meshEventIds(cause.kind, cause.id),
+      eventId: meshEventIds(ref, cause.kind, cause.id),
     });
   }
 }

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { createEventRegistry, handoffToolName, Subjects, type HandoffToolCall, type StopPacket } from '@baton/contracts';
+import { createEventRegistry, handoffToolName, MsgIds, Subjects, type HandoffToolCall, type StopPacket } from '@baton/contracts';
 import { evolveMesh, initialMeshState, meshEntryHandoffId, meshHandoffId, meshResumeHandoffId, meshStopId, type MeshEvent, type MeshState } from '@baton/domain';
 import { batonStreamNames, connectNats, DlqHeader, JetStreamEventStore, type NatsHandle, type StoredEvent } from '@baton/eventstore';
 import type { RunningService } from '@baton/platform';
@@ -204,7 +204,7 @@ describe('handoff meshes through the router and the ledger (real NATS)', () => {
     nats.js.publish(
       Subjects.meshAnswer(prefix, PROJECT),
       encoder.encode(JSON.stringify({ mesh_run_id: id, project: PROJECT, actor_role: actorRole, answer: { answered_by: 'olga', answered_at: new Date().toISOString(), ...answer } })),
-      { msgID: String(answer['answer_id']) },
+      { msgID: MsgIds.meshAnswer(PROJECT, String(answer['answer_id'])) },
     );
 
   it('answering a mesh stop: a viewer is refused (recorded), raise_cap continues the mesh with the agent the last turn handed off to, and it completes', async () => {

@@ -67,7 +67,7 @@ export class RunCommands {
       origin: cause.origin,
       causationId: cause.id,
       correlationId: cause.workflowRunId,
-      eventId: eventIdsFor(cause.kind, cause.id),
+      eventId: eventIdsFor(ref, cause.kind, cause.id),
     });
   }
 

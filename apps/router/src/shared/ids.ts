@@ -15,13 +15,22 @@ const letter: Record<CauseKind, string> = {
   handoff_failed: 'f',
 };
 
+/** The aggregate an event id belongs to (an `AggregateRef`): event ids are scoped by it. */
+export interface EventScope {
+  project: string;
+  kind: string;
+  id: string;
+}
+
 /**
- * Deterministic event ids for the events a command produces: `ev<index>-<kind letter>-<cause id>`
- * (clipped with a digest past the id length cap). A redelivered input therefore re-publishes the
- * very same `Nats-Msg-Id`s, and JetStream stores each event once.
+ * Deterministic event ids for the events a command produces, scoped by the aggregate they are
+ * appended to: `ev<index>-<cause letter>-<project>:<aggregate kind>:<aggregate id>:<cause id>`
+ * (clipped with a digest of the whole past the id length cap). A redelivered input therefore
+ * re-publishes the very same ids (and `Nats-Msg-Id`s, `MsgIds.event`), and JetStream stores each
+ * event once; the same cause id in another project or on another run is another event.
  */
-export function eventIdsFor(kind: CauseKind, causeId: string): (index: number) => string {
-  return (index) => deriveId(`ev${index}-${letter[kind]}`, causeId);
+export function eventIdsFor(scope: EventScope, kind: CauseKind, causeId: string): (index: number) => string {
+  return (index) => deriveId(`ev${index}-${letter[kind]}`, `${scope.project}:${scope.kind}:${scope.id}:${causeId}`);
 }
 
 /** The router's name as an actor (from_agent of the first handoff of a run, published_by default). */

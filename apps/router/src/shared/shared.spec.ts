@@ -24,8 +24,14 @@ describe('router edge helpers', () => {
 
   it('derives the same event ids for the same cause, within the id length cap', () => {
     const long = 'r'.repeat(Limits.maxIdLength);
-    expect(eventIdsFor('result', 'r1')(0)).toBe(eventIdsFor('result', 'r1')(0));
-    expect(eventIdsFor('result', 'r1')(0)).not.toBe(eventIdsFor('result_refused', 'r1')(0));
-    expect(eventIdsFor('result', long)(1).length).toBeLessThanOrEqual(Limits.maxIdLength);
+    const run = { project: 'demo', kind: 'run', id: 'wr-1' };
+    expect(eventIdsFor(run, 'result', 'r1')(0)).toBe(eventIdsFor(run, 'result', 'r1')(0));
+    expect(eventIdsFor(run, 'result', 'r1')(0)).toBe('ev0-r-demo:run:wr-1:r1');
+    expect(eventIdsFor(run, 'result', 'r1')(0)).not.toBe(eventIdsFor(run, 'result_refused', 'r1')(0));
+    expect(eventIdsFor(run, 'result', long)(1).length).toBeLessThanOrEqual(Limits.maxIdLength);
+    // The same cause id in another project, or on another run, is another event.
+    expect(eventIdsFor({ ...run, project: 'other' }, 'result', 'r1')(0)).not.toBe(eventIdsFor(run, 'result', 'r1')(0));
+    expect(eventIdsFor({ ...run, id: 'wr-2' }, 'result', 'r1')(0)).not.toBe(eventIdsFor(run, 'result', 'r1')(0));
+    expect(eventIdsFor({ ...run, project: 'other' }, 'result', long)(0)).not.toBe(eventIdsFor(run, 'result', long)(0));
   });
 });

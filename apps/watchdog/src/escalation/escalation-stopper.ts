@@ -1,4 +1,4 @@
-import type { EventEnvelope, HandoffEvent, HandoffEventData } from '@baton/contracts';
+import { MsgIds, type EventEnvelope, type HandoffEvent, type HandoffEventData } from '@baton/contracts';
 import { evolveHandoff, initialHandoffState, type HandoffState } from '@baton/domain';
 import type { EventStore } from '@baton/eventstore';
 import type { JsonLogger } from '@baton/platform';
@@ -26,7 +26,7 @@ export type EscalationResult =
 /**
  * Turns `handoff.escalated` events whose outcome is `{ stop_why, detail }` (retry cap hit, no lead
  * anywhere) into a stop request for the handoff's workflow run, published on
- * `<prefix>.in.<project>.stop`. The request's `packet_id` (and `Nats-Msg-Id`) is derived from the
+ * `<prefix>.in.<project>.stop`. The request's `packet_id` (and `Nats-Msg-Id`, `stop:<project>:<packet id>`) is derived from the
  * event id, so redeliveries and concurrent watchdogs ask for the same stop and the run stops once.
  * A handoff without a workflow run has nothing to stop: that is logged (warn) and left, the handoff
  * itself is already `failed` with the reason. Escalations to a lead (`escalate_to`) are the ledger's
@@ -64,7 +64,7 @@ export class EscalationStopper {
       requested_by: this.actor,
       cause: { kind: 'handoff_escalated', handoff_id: handoffId, event_id: envelope.id },
     });
-    const ack = await this.opts.publish(stopRequestSubject(this.opts.prefix, envelope.project), request, request.packet_id);
+    const ack = await this.opts.publish(stopRequestSubject(this.opts.prefix, envelope.project), request, MsgIds.stop(envelope.project, request.packet_id));
     log.child({ workflow_run_id: runId }).info('stop requested for the run of an escalated handoff', {
       packet_id: request.packet_id,
       why: request.why,

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { StopRunRequestSchema, Subjects, type EventRegistry, type StopRunRequest } from '@baton/contracts';
+import { MsgIds, StopRunRequestSchema, Subjects, type EventRegistry, type StopRunRequest } from '@baton/contracts';
 import type { GuardStop } from '@baton/domain';
 import type { JsonLogger } from '@baton/platform';
 import type { JetStreamClient } from 'nats';
@@ -127,7 +127,7 @@ export class GuardRunner {
       const retryMs = this.opts.retryMs ?? 500;
       for (let attempt = 1; attempt <= 5 && !this.stopped; attempt++) {
         try {
-          const ack = await this.opts.publish(Subjects.stopRequest(this.opts.prefix, stop.project), request, request.packet_id);
+          const ack = await this.opts.publish(Subjects.stopRequest(this.opts.prefix, stop.project), request, MsgIds.stop(stop.project, request.packet_id));
           this.requested++;
           log.info('loop guard tripped; stop requested', { guard: stop.guard, why: stop.why, detail: stop.detail, duplicate: ack.duplicate });
           return;

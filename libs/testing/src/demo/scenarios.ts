@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { Principals, createEventRegistry, type AgentRunConfig, type EventEnvelope, type HandoffRecord, type PublishDefinitionReply } from '@baton/contracts';
+import { MsgIds } from '@baton/contracts';
 import { connectNats, JetStreamEventStore, type NatsHandle, type StoredEvent } from '@baton/eventstore';
 import { LedgerClient } from '@baton/platform';
 import { AgentSubjects, createBatonClient, type BatonAgent, type FinishResult, type HandoffOffer, type OfferSubscription } from '@baton/sdk';
@@ -292,7 +293,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
       await nats.js.publish(
         `${options.prefix}.in.${project}.message`,
         new TextEncoder().encode(JSON.stringify({ workflow_run_id: runId, project, message_id: `${runId}-m1`, text: 'About 52000 a year' })),
-        { msgID: `${runId}-m1` },
+        { msgID: MsgIds.message(project, `${runId}-m1`) },
       );
       const done = await waitForRun(runId, (events) => payloads(events, 'run.awaiting_input').some((p) => p['agent'] === 'Offer_Agent'));
       check(scenario, 'step 3: handoff_return_handler with mappedFields ["annual_income"], then resume_intent', [['annual_income'], 'resume_intent'], [

@@ -1,0 +1,49 @@
+/**
+ * The kinds of message Baton publishes into its shared streams with a `Nats-Msg-Id`. The kind is
+ * the id's first part, so a run start and a result that happen to carry the same id never collide.
+ */
+export const MsgKind = {
+  start: 'start',
+  result: 'result',
+  message: 'message',
+  answer: 'answer',
+  stop: 'stop',
+  meshStart: 'mesh_start',
+  meshResult: 'mesh_result',
+  meshAnswer: 'mesh_answer',
+  offer: 'offer',
+  event: 'ev',
+} as const;
+export type MsgKind = (typeof MsgKind)[keyof typeof MsgKind];
+
+/**
+ * The `Nats-Msg-Id` of every message Baton publishes into a stream that all projects share
+ * (`<PREFIX>_INBOX`, `<PREFIX>_EVENTS`): `<kind>:<project>:<id>` (events:
+ * `ev:<project>:<aggregate kind>:<aggregate id>:<event id>`). JetStream drops a message whose id it
+ * saw within the stream's duplicate window (2 minutes), so an id scoped only by what the caller
+ * chose (a `workflow_run_id`, a `result_id`) would let a second project's start or result be
+ * silently dropped as the first one's duplicate. Project keys hold no `:`, so the parts never run
+ * together. A retry of the same message keeps its id and is still stored once.
+ */
+export const MsgIds = {
+  /** A run start (`<prefix>.in.<project>.start`). */
+  start: (project: string, workflowRunId: string) => `${MsgKind.start}:${project}:${workflowRunId}`,
+  /** An agent result (`<prefix>.in.<project>.result.<agent>`). */
+  result: (project: string, resultId: string) => `${MsgKind.result}:${project}:${resultId}`,
+  /** A customer's message to a conversation run (`<prefix>.in.<project>.message`). */
+  message: (project: string, messageId: string) => `${MsgKind.message}:${project}:${messageId}`,
+  /** An operator's answer to a run (`<prefix>.in.<project>.answer`). */
+  answer: (project: string, answerId: string) => `${MsgKind.answer}:${project}:${answerId}`,
+  /** A stop request from outside the run (`<prefix>.in.<project>.stop`; the watchdog). */
+  stop: (project: string, packetId: string) => `${MsgKind.stop}:${project}:${packetId}`,
+  /** A mesh start (`<prefix>.in.<project>.mesh_start`). */
+  meshStart: (project: string, meshRunId: string) => `${MsgKind.meshStart}:${project}:${meshRunId}`,
+  /** A mesh turn (`<prefix>.in.<project>.mesh_result.<agent>`). */
+  meshResult: (project: string, resultId: string) => `${MsgKind.meshResult}:${project}:${resultId}`,
+  /** An operator's answer to a mesh stop (`<prefix>.in.<project>.mesh_answer`). */
+  meshAnswer: (project: string, answerId: string) => `${MsgKind.meshAnswer}:${project}:${answerId}`,
+  /** An offer of a handoff (`<prefix>.in.<project>.offer.<agent>`), per the event that caused it. */
+  offer: (project: string, handoffId: string, cause: string) => `${MsgKind.offer}:${project}:${handoffId}:${cause}`,
+  /** An event appended to an aggregate (`<prefix>.ev.<project>.<kind>.<id>`). */
+  event: (project: string, kind: string, aggregateId: string, eventId: string) => `${MsgKind.event}:${project}:${kind}:${aggregateId}:${eventId}`,
+} as const;

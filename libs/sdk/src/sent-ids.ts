@@ -1,0 +1,94 @@
+import type { JetStreamClient, MsgHdrs } from 'nats';
+import { mapPublishError } from '@baton/eventstore';
+import { DuplicateMessageError } from './errors';
+
+/** How many message ids a client remembers by default (its publishes over the 2-minute duplicate window should fit). */
+export const DEFAULT_SENT_IDS = 10_000;
+
+/**
+ * The `Nats-Msg-Id`s this client has published, most recently used last, at most `capacity` (a
+ * bounded LRU: the oldest is forgotten first). JetStream answers `duplicate: true` when a message
+ * with the same id was stored within the stream's duplicate window, and drops the new one; that is
+ * only harmless when the stored message is this client's own earlier attempt (a retry after a
+ * timeout). An id this client never sent before is another publisher's message: the new message
+ * was lost, and the SDK says so ({@link DuplicateMessageError}).
+ */
+export class SentMessageIds {
+  private readonly entries = new Map<string, { attempts: number; foreign: boolean }>();
+
+  constructor(readonly capacity = DEFAULT_SENT_IDS) {
+    if (!Number.isInteger(capacity) || capacity < 1) throw new RangeError('the sent-id memory needs a capacity of at least 1');
+  }
+
+  /** How many ids are remembered. */
+  get size(): number {
+    return this.entries.size;
+  }
+
+  /** True when this client has tried to publish `id` and still remembers it. */
+  has(id: string): boolean {
+    return this.entries.has(id);
+  }
+
+  /** Record an attempt to publish `id` (it becomes the most recently used). */
+  attempt(id: string): void {
+    const entry = this.entries.get(id) ?? { attempts: 0, foreign: false };
+    this.entries.delete(id);
+    this.entries.set(id, { ...entry, attempts: entry.attempts + 1 });
+    while (this.entries.size > this.capacity) {
+      const oldest = this.entries.keys().next().value as string;
+      this.entries.delete(oldest);
+    }
+  }
+
+  /**
+   * Whether a `duplicate: true` answer to an attempt on `id` is this client's own message: it had
+   * attempted `id` before (or attempts it concurrently), and the id was not found to be another
+   * publisher's.
+   */
+  isOwnDuplicate(id: string): boolean {
+    const entry = this.entries.get(id);
+    return entry !== undefined && !entry.foreign && entry.attempts > 1;
+  }
+
+  /** The stream holds another publisher's message under `id`: every later duplicate of it is an error too. */
+  markForeign(id: string): void {
+    const entry = this.entries.get(id);
+    if (entry !== undefined) this.entries.set(id, { ...entry, foreign: true });
+  }
+}
+
+/** What JetStream answered to a publish the SDK accepted. */
+export interface PublishAck {
+  seq: number;
+  duplicate: boolean;
+  stream: string;
+}
+
+/**
+ * Publish `data` to `subject` with `Nats-Msg-Id` `msgId` and wait for the stream's ack. A duplicate
+ * of this client's own earlier attempt resolves with `duplicate: true` (a retry is safe); a
+ * duplicate of an id it never sent throws {@link DuplicateMessageError} (nothing new was stored).
+ * Publish failures are mapped (`PublishTimeout`: retry with the same id; `StreamNotFound`).
+ */
+export async function publishOnce(
+  js: Pick<JetStreamClient, 'publish'>,
+  sent: SentMessageIds,
+  subject: string,
+  data: Uint8Array,
+  msgId: string,
+  headers?: MsgHdrs,
+): Promise<PublishAck> {
+  sent.attempt(msgId);
+  let ack: { seq: number; duplicate: boolean; stream: string };
+  try {
+    ack = await js.publish(subject, data, { msgID: msgId, ...(headers !== undefined ? { headers } : {}) });
+  } catch (error) {
+    throw mapPublishError(error, subject, undefined);
+  }
+  if (ack.duplicate && !sent.isOwnDuplicate(msgId)) {
+    sent.markForeign(msgId);
+    throw new DuplicateMessageError(msgId, subject, ack.stream, ack.seq);
+  }
+  return { seq: ack.seq, duplicate: ack.duplicate, stream: ack.stream };
+}
