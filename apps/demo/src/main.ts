@@ -1,6 +1,38 @@
 import { spawnSync } from 'node:child_process';
-import { join } from 'node:path';
+import { existsSync, readFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { Principals } from '@baton/contracts';
+import { credsPath, issueCreds, openDeployment } from '@baton/eventstore';
 import { runDemo } from '@baton/testing';
+
+/**
+ * Where the platform's NATS is and who the demo is on it. With NATS_URL unset, the platform
+ * `npm start` runs (with authentication) is found through `<BATON_NATS_DIR>/local.json`: the demo
+ * connects as the admin, and each demo agent gets credentials of its own from the deployment folder
+ * (`baton creds agent`), so it talks to Baton exactly as an agent microservice would.
+ */
+function natsAccess(prefix: string): { natsUrl: string; natsCreds?: string; agentCreds?: (agent: string) => string } {
+  const dir = resolve(process.env['BATON_NATS_DIR'] ?? join('var', 'nats-auth'));
+  const local = join(dir, 'local.json');
+  if (process.env['NATS_URL'] === undefined && existsSync(local)) {
+    const { url, creds } = JSON.parse(readFileSync(local, 'utf8')) as { url: string; creds: { admin: string } };
+    const deployment = openDeployment(dir, prefix);
+    const issued = new Map<string, string>();
+    const project = process.env['BATON_DEMO_PROJECT'] ?? 'demo';
+    const agentCreds = (agent: string) => {
+      let file = issued.get(agent);
+      if (file === undefined) {
+        const principal = Principals.agent(project, agent);
+        file = existsSync(credsPath(deployment, principal)) ? credsPath(deployment, principal) : issueCreds(deployment, principal).file;
+        issued.set(agent, file);
+      }
+      return file;
+    };
+    return { natsUrl: url, natsCreds: creds.admin, agentCreds };
+  }
+  const natsCreds = process.env['NATS_CREDS'];
+  return { natsUrl: process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222', ...(natsCreds ? { natsCreds } : {}) };
+}
 
 /**
  * The operator API needs a token. Use BATON_TOKEN when set; otherwise make an operator token for
@@ -24,11 +56,12 @@ function demoToken(project: string): string {
  * the operator inbox holds, and exit non-zero if any outcome differs from the rules.
  */
 async function main(): Promise<number> {
-  const natsUrl = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
   const prefix = process.env['BATON_PREFIX'] ?? 'baton';
+  const access = natsAccess(prefix);
+  const natsUrl = access.natsUrl;
   const apiUrl = process.env['BATON_API_URL'] ?? 'http://127.0.0.1:7100';
   const project = process.env['BATON_DEMO_PROJECT'] ?? 'demo';
-  console.log(`Baton demo against ${natsUrl} (prefix ${prefix}), operator API ${apiUrl}`);
+  console.log(`Baton demo against ${natsUrl} (prefix ${prefix}${access.natsCreds ? ', authenticated; each agent with its own credentials' : ''}), operator API ${apiUrl}`);
   try {
     await fetch(`${apiUrl}/health/ready`);
   } catch {
@@ -36,7 +69,7 @@ async function main(): Promise<number> {
     return 1;
   }
   const apiToken = demoToken(project);
-  const report = await runDemo({ natsUrl, prefix, apiUrl, apiToken, project, log: (line) => console.log(line) });
+  const report = await runDemo({ ...access, prefix, apiUrl, apiToken, project, log: (line) => console.log(line) });
   console.log('\nThe operator inbox now holds (open items from this demo run, most urgent first):');
   for (const item of report.inbox) {
     console.log(`  - [${String(item['kind'])}] ${String(item['why'] ?? '')} ${String(item['agent'] ?? '')} priority=${String(item['priority'] ?? '')} ${String(item['title'] ?? item['summary'] ?? item['id'])}`);

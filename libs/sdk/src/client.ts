@@ -1,5 +1,6 @@
 import {
   AgentResultSchema,
+  inboxPrefixOf,
   MsgIds,
   Principals,
   SessionMessageSchema,
@@ -20,6 +21,12 @@ import { AgentSubjects } from './subjects';
 export interface BatonClientOptions {
   /** NATS server URL(s) (default `NATS_URL` or nats://127.0.0.1:4222). Ignored when `nats` is given. */
   natsUrl?: string | string[];
+  /**
+   * This agent's NATS credentials file (`baton creds agent --project <p> --agent <name>`; default
+   * `NATS_CREDS`). The server decides from it who this client is: it may publish only this agent's
+   * results and ledger commands and read only its own offers and replies. Ignored when `nats` is given.
+   */
+  natsCreds?: string;
   /** An open connection to share (the caller keeps ownership: `close()` leaves it open). */
   nats?: NatsHandle;
   /** Subject prefix of the Baton deployment (default `BATON_PREFIX` or `baton`). */
@@ -161,7 +168,19 @@ const textEncoder = new TextEncoder();
  */
 export async function createBatonClient(options: BatonClientOptions): Promise<BatonAgent> {
   const owns = options.nats === undefined;
-  const nats = options.nats ?? (await connectNats({ servers: options.natsUrl, name: `baton-sdk-${options.agent}` }));
+  const credsFile = options.natsCreds ?? process.env['NATS_CREDS'];
+  const prefix = options.prefix ?? process.env['BATON_PREFIX'] ?? 'baton';
+  const nats =
+    options.nats ??
+    (await connectNats({
+      servers: options.natsUrl,
+      name: `baton-sdk-${options.project}-${options.agent}`,
+      ...(credsFile !== undefined && credsFile !== '' ? { credsFile } : {}),
+      // Replies, publish acks and pulled offers arrive on this agent's own inbox prefix (the only
+      // one its credentials may subscribe to); an agent may not ask for account-wide JetStream info.
+      inboxPrefix: inboxPrefixOf(prefix, { kind: 'agent', project: options.project, agent: options.agent }),
+      checkJetStream: false,
+    }));
   return new NatsBatonAgent(nats, owns, options);
 }
 

@@ -17,6 +17,8 @@ export interface MeshScenarioContext {
   log: (line: string) => void;
   /** Record one checked outcome (expected vs actual), like the other scenarios. */
   check: (scenario: string, what: string, expected: unknown, actual: unknown) => void;
+  /** An SDK client for one mesh agent (its own credentials on a server with authentication); default: one on `nats`. */
+  agentClient?: (agent: string) => Promise<BatonAgent>;
 }
 
 /** One scripted turn of a simulated mesh agent: what it says and whom it hands off to (none = end). */
@@ -93,7 +95,7 @@ export async function runMeshScenario(ctx: MeshScenarioContext): Promise<void> {
 
   try {
     for (const name of DEMO_MESH.agents) {
-      const client = await createBatonClient({ nats: ctx.nats, prefix: ctx.prefix, project: ctx.project, agent: name });
+      const client = ctx.agentClient ? await ctx.agentClient(name) : await createBatonClient({ nats: ctx.nats, prefix: ctx.prefix, project: ctx.project, agent: name });
       clients.push(client);
       subscriptions.push(await client.handoffs({ onOffer: meshAgent(name), ackWaitMs: 10_000 }));
     }

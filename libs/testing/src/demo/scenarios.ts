@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { Principals, createEventRegistry, type AgentRunConfig, type EventEnvelope, type HandoffRecord, type PublishDefinitionReply } from '@baton/contracts';
+import { Principals, createEventRegistry, inboxPrefixOf, type AgentRunConfig, type EventEnvelope, type HandoffRecord, type PublishDefinitionReply } from '@baton/contracts';
 import { MsgIds } from '@baton/contracts';
 import { connectNats, JetStreamEventStore, type NatsHandle, type StoredEvent } from '@baton/eventstore';
 import { LedgerClient } from '@baton/platform';
@@ -20,6 +20,20 @@ export interface DemoOptions {
   /** How long to wait for each expected outcome, ms (default 20 s). */
   timeoutMs?: number;
   log?: (line: string) => void;
+  /** The admin's NATS credentials file, for a server with authentication (`npm start` runs one). */
+  natsCreds?: string;
+  /**
+   * Each demo agent's own credentials file (`baton creds agent`). When given, every agent connects
+   * as itself, as an agent microservice would; otherwise the agents share the demo's connection.
+   */
+  agentCreds?: (agent: string) => string;
+}
+
+/** Open an SDK client for one demo agent: its own authenticated connection, or the shared one. */
+export function demoAgentClient(options: Pick<DemoOptions, 'natsUrl' | 'prefix' | 'agentCreds'>, nats: NatsHandle, project: string, agent: string): Promise<BatonAgent> {
+  return options.agentCreds
+    ? createBatonClient({ natsUrl: options.natsUrl.split(','), natsCreds: options.agentCreds(agent), prefix: options.prefix, project, agent })
+    : createBatonClient({ nats, prefix: options.prefix, project, agent });
 }
 
 /** One checked outcome: what the rules say must happen, and what the platform did. */
@@ -55,7 +69,12 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
   const log = options.log ?? (() => undefined);
   const tag = `${Date.now().toString(36)}${randomUUID().slice(0, 4)}`;
   const outcomes: Outcome[] = [];
-  const nats = await connectNats({ servers: options.natsUrl, name: 'baton-demo', reconnect: false });
+  const nats = await connectNats({
+    servers: options.natsUrl.split(','),
+    name: 'baton-demo',
+    reconnect: false,
+    ...(options.natsCreds !== undefined ? { credsFile: options.natsCreds, inboxPrefix: inboxPrefixOf(options.prefix, { kind: 'op', relay: 'admin' }) } : {}),
+  });
   const store = new JetStreamEventStore({ js: nats.js, jsm: nats.jsm, prefix: options.prefix, registry: createEventRegistry() });
   const scripts = new Map<string, Script>();
   const agents: BatonAgent[] = [];
@@ -113,11 +132,11 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
       }
     };
     for (const name of ['architect', 'context', 'issue', 'support', 'builder', 'Loan_Supervisor', 'Income_Capture_Agent', 'Offer_Agent']) {
-      const agent = await createBatonClient({ nats, prefix: options.prefix, project, agent: name });
+      const agent = await demoAgentClient(options, nats, project, name);
       agents.push(agent);
       subscriptions.push(await agent.handoffs({ onOffer: workflowAgent(name), ackWaitMs: 10_000 }));
     }
-    const lead = await createBatonClient({ nats, prefix: options.prefix, project, agent: 'lead-agent' });
+    const lead = await demoAgentClient(options, nats, project, 'lead-agent');
     agents.push(lead);
     const start = (workflow: string, runId: string) =>
       agents[0]!.startRun({ workflow_run_id: runId, project, workflow, started_by: 'dana', issue_author: 'issue-bot' });
@@ -311,7 +330,18 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
     }
 
     // --- seed 004: handoff meshes (libs/testing/src/demo/mesh-scenario.ts) ---------------------------------
-    await runMeshScenario({ nats, store, prefix: options.prefix, project, tag, timeoutMs, api: { base: options.apiUrl, token: options.apiToken }, log, check });
+    await runMeshScenario({
+      nats,
+      store,
+      prefix: options.prefix,
+      project,
+      tag,
+      timeoutMs,
+      api: { base: options.apiUrl, token: options.apiToken },
+      log,
+      check,
+      agentClient: (agent) => demoAgentClient(options, nats, project, agent),
+    });
 
     // --- what the operator inbox holds -------------------------------------------------------------
     await sleep(500);
