@@ -110,7 +110,8 @@ export function permissionsFor(prefix: string, principal: Principal): UserPermis
               ],
               deny: common.deny,
             },
-            sub: { allow: [inbox, `${prefix}.cmd.router.>`] },
+            // It serves router commands and watches definition events as they are stored.
+            sub: { allow: [inbox, `${prefix}.cmd.router.>`, `${prefix}.ev.*.definition.*`] },
             allowResponses: true,
           };
         case 'ledger':
