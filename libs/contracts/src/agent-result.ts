@@ -67,7 +67,8 @@ export const AgentStopSignalSchema = z
     if (stop.cap !== undefined && stop.why !== 'budget') {
       ctx.addIssue({ code: 'custom', path: ['cap'], message: `only a budget stop names a cap, not a ${stop.why} stop` });
     }
-  });
+  })
+  .meta({ anyOf: [{ properties: { why: { const: 'budget' } } }, { not: { required: ['cap'] } }] });
 
 /**
  * The result an agent microservice publishes when a run ends. The routing decision comes from

@@ -46,7 +46,8 @@ export const StartRunRequestSchema = z
         message: 'a run needs started_by, issue_author or trigger_author: every stop for a human notifies one of them',
       });
     }
-  });
+  })
+  .meta({ anyOf: [{ required: ['started_by'] }, { required: ['issue_author'] }, { required: ['trigger_author'] }] });
 export type StartRunRequest = z.infer<typeof StartRunRequestSchema>;
 
 /**

@@ -172,7 +172,8 @@ export const HoldAnswerSchema = z
     if (answer.action === 'reroute' && answer.target === undefined) {
       ctx.addIssue({ code: 'custom', path: ['target'], message: 'a reroute answer names a step, agent or role' });
     }
-  });
+  })
+  .meta({ if: { properties: { action: { const: 'reroute' } }, required: ['action'] }, then: { required: ['target'] } });
 export type HoldAnswer = z.infer<typeof HoldAnswerSchema>;
 
 /** The answer carried by a `resume` command: to a hold, or to the open stop packet. */

@@ -39,5 +39,10 @@ export const AgentRunConfigSchema = z
     if (config.task !== undefined && config.function_call !== undefined) {
       ctx.addIssue({ code: 'custom', message: 'task and function_call are mutually exclusive' });
     }
+  })
+  // The same invariants for validators in other languages (docs/schemas/agent-run-config.json).
+  .meta({
+    anyOf: [{ required: ['task'] }, { required: ['dispatch'] }, { required: ['function_call'] }],
+    not: { required: ['task', 'function_call'] },
   });
 export type AgentRunConfig = z.infer<typeof AgentRunConfigSchema>;

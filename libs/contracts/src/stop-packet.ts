@@ -156,6 +156,13 @@ export const OperatorAnswerSchema = z
     if (answer.action === 'rework' && (answer.note === undefined || answer.note.trim() === '')) {
       ctx.addIssue({ code: 'custom', path: ['note'], message: 'a rework answer carries a note' });
     }
+  })
+  .meta({
+    allOf: [
+      { if: { properties: { action: { const: 'intent' } }, required: ['action'] }, then: { required: ['intent'] } },
+      { if: { properties: { action: { const: 'raise_cap' } }, required: ['action'] }, then: { required: ['cap'] } },
+      { if: { properties: { action: { const: 'rework' } }, required: ['action'] }, then: { required: ['note'], properties: { note: { pattern: '\\S' } } } },
+    ],
   });
 export type OperatorAnswer = z.infer<typeof OperatorAnswerSchema>;
 
@@ -203,6 +210,24 @@ export const StopPacketSchema = z
     if (packet.answer !== undefined && packet.answer.packet_id !== packet.packet_id) {
       ctx.addIssue({ code: 'custom', path: ['answer', 'packet_id'], message: 'the answer belongs to another packet' });
     }
+  })
+  // What JSON Schema can say of the same invariants (the answer's packet_id matching is a check
+  // across fields no schema expresses; docs/schemas/README.md lists such checks).
+  .meta({
+    allOf: [
+      {
+        anyOf: [
+          { properties: { pending: { type: 'null' }, pending_digest: { type: 'null' } } },
+          { properties: { pending: { type: 'object' }, pending_digest: { type: 'string' } } },
+        ],
+      },
+      {
+        anyOf: [
+          { properties: { status: { const: 'answered' } }, required: ['answer'] },
+          { properties: { status: { const: 'open' } }, not: { required: ['answer'] } },
+        ],
+      },
+    ],
   });
 export type StopPacket = z.infer<typeof StopPacketSchema>;
 
