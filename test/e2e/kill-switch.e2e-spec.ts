@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { createEventRegistry, ledgerCommandSubject, Principals, ProjectControlReplySchema } from '@baton/contracts';
-import { batonStreamNames, connectNats, JetStreamEventStore, type NatsHandle } from '@baton/eventstore';
-import { LedgerClient, type RunningService } from '@baton/platform';
+import { batonStreamNames, connectNats, JetStreamEventStore, LedgerClient, type NatsHandle } from '@baton/eventstore';
+import type { RunningService } from '@baton/platform';
 import { createBatonClient, decisions, type BatonAgent, type OfferSubscription } from '@baton/sdk';
 // eslint-disable-next-line @nx/enforce-module-boundaries -- the two services run in this process (no build needed)
 import { startRouter } from '../../apps/router/src/router.app';

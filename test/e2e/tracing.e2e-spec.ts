@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { headers as natsHeaders } from 'nats';
-import { batonStreamNames, connectNats, headersToRecord, type NatsHandle } from '@baton/eventstore';
+import { batonStreamNames, connectNats, headersToRecord, newTraceparent, parseTraceparent, traceIdFromHeaders, type NatsHandle } from '@baton/eventstore';
 import { createProjectionStore, createRedis, type RedisHandle } from '@baton/projections';
-import { newTraceparent, parseTraceparent, traceIdFromHeaders, type RunningService } from '@baton/platform';
+import type { RunningService } from '@baton/platform';
 import { MsgIds } from '@baton/contracts';
 import { handoffIdFor } from '@baton/domain';
 import { AgentClaims } from '@baton/testing';

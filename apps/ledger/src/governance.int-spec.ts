@@ -1,6 +1,6 @@
-import { createEventRegistry, ledgerCommandSubject, Principals, ProjectControlReplySchema, type CompletionReport, type Principal, type HandoffRecord, type ProjectDefinition } from '@baton/contracts';
-import { JetStreamEventStore, type NatsHandle } from '@baton/eventstore';
-import { LedgerClient, type LedgerReply, type RunningService } from '@baton/platform';
+import { createEventRegistry, ledgerCommandSubject, Principals, ProjectControlReplySchema, type CompletionReport, type Principal, type HandoffRecord, type LedgerReply, type ProjectDefinition } from '@baton/contracts';
+import { JetStreamEventStore, LedgerClient, type NatsHandle } from '@baton/eventstore';
+import type { RunningService } from '@baton/platform';
 import { agentsOf, bootLedger, callers, connectTest, deleteStreams, eventually, offers, publishDefinition, randomPrefix } from './int/support';
 
 const P = 'gov';

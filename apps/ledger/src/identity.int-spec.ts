@@ -7,10 +7,11 @@ import {
   type CompletionReport,
   type HandoffRecord,
   type LedgerCommandName,
+  type LedgerReply,
   type Principal,
 } from '@baton/contracts';
-import { batonStreamNames, JetStreamEventStore, type NatsHandle } from '@baton/eventstore';
-import { LedgerClient, type LedgerReply, type RunningService } from '@baton/platform';
+import { batonStreamNames, JetStreamEventStore, LedgerClient, type NatsHandle } from '@baton/eventstore';
+import type { RunningService } from '@baton/platform';
 import { agentsOf, bootLedger, callers, connectTest, deadLetters, deleteStreams, DlqHeader, eventually, publishDefinition, randomPrefix, type StoredMessage } from './int/support';
 
 /*

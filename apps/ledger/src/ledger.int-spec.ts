@@ -1,6 +1,6 @@
-import type { CompletionReport, HandoffRecord } from '@baton/contracts';
-import { JetStreamEventStore, type NatsHandle } from '@baton/eventstore';
-import { LedgerClient, type LedgerReply, type RunningService } from '@baton/platform';
+import type { CompletionReport, HandoffRecord, LedgerReply } from '@baton/contracts';
+import { JetStreamEventStore, LedgerClient, type NatsHandle } from '@baton/eventstore';
+import type { RunningService } from '@baton/platform';
 import { createEventRegistry } from '@baton/contracts';
 import { LedgerCommandListener } from './commands/command-listener';
 import { agentsOf, bootLedger, callers, connectTest, deadLetters, deleteStreams, DlqHeader, eventually, offers, publishDefinition, randomPrefix } from './int/support';

@@ -1,6 +1,6 @@
-import { ledgerCommandSubject, Principals, type HandoffRecord, type ProjectDefinition } from '@baton/contracts';
-import type { NatsHandle } from '@baton/eventstore';
-import { LedgerClient, type LedgerReply, type RunningService } from '@baton/platform';
+import { ledgerCommandSubject, Principals, type HandoffRecord, type LedgerReply, type ProjectDefinition } from '@baton/contracts';
+import { LedgerClient, type NatsHandle } from '@baton/eventstore';
+import type { RunningService } from '@baton/platform';
 import { LedgerCommands } from './commands/ledger-commands';
 import { claimRateBucket } from './governance/claim-rate-store';
 import { ClaimWindow } from './governance/rate-limiter';

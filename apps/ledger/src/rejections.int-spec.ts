@@ -1,6 +1,6 @@
-import { Limits, ledgerCommandSubject, Principals } from '@baton/contracts';
-import type { NatsHandle } from '@baton/eventstore';
-import { LedgerClient, LedgerReplySchema, type LedgerReply, type RunningService } from '@baton/platform';
+import { LedgerReplySchema, Limits, ledgerCommandSubject, Principals, type LedgerReply } from '@baton/contracts';
+import { LedgerClient, type NatsHandle } from '@baton/eventstore';
+import type { RunningService } from '@baton/platform';
 import { DlqHeader, agentsOf, bootLedger, connectTest, deadLetters, deleteStreams, eventually, randomPrefix } from './int/support';
 
 const P = 'shop';

@@ -1,7 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { Principals, StopRunRequestSchema, Subjects, type EventEnvelope, type StopRunRequest } from '@baton/contracts';
-import { batonStreamNames } from '@baton/eventstore';
-import { LedgerClient } from '@baton/platform';
+import { LedgerClient, batonStreamNames } from '@baton/eventstore';
 import { PROJECT, sleep, startHarness, waitFor, type Harness } from './int/support';
 
 let h: Harness;

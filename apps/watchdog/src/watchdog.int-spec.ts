@@ -1,7 +1,6 @@
 import { headers as natsHeaders } from 'nats';
-import { batonStreamNames, DlqHeader } from '@baton/eventstore';
+import { batonStreamNames, DlqHeader, LedgerClient } from '@baton/eventstore';
 import { Principals } from '@baton/contracts';
-import { LedgerClient } from '@baton/platform';
 import { StopRunRequestSchema, stopPacketId, stopRequestSubject } from './escalation/stop-request';
 import { PROJECT, sleep, startHarness, waitFor, type Harness } from './int/support';
 

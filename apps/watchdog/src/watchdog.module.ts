@@ -1,7 +1,7 @@
 import { DynamicModule, Inject, Injectable, Module, OnApplicationBootstrap, OnModuleDestroy } from '@nestjs/common';
 import { Principals, ServiceActors } from '@baton/contracts';
-import { batonStreamNames } from '@baton/eventstore';
-import { JetStreamClient, LedgerClient, RUNTIME, type ServiceRuntime } from '@baton/platform';
+import { LedgerClient, batonStreamNames } from '@baton/eventstore';
+import { JetStreamClient, RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { WATCHDOG_CONFIG, type WatchdogConfig } from './config';
 import { DeadlineTracker } from './deadlines/deadline-tracker';
 import { expireDeadlineLedger, HandoffDeadlineTracker } from './deadlines/handoff-deadlines';

@@ -19,3 +19,4 @@ export * from './governance';
 export * from './principal';
 export * from './ledger-access';
 export * from './msg-ids';
+export * from './ledger-protocol';

@@ -1,15 +1,11 @@
 import { z } from 'zod';
-import {
-  HandoffCommandSchemas,
-  HandoffRecordSchema,
-  LedgerAccessErrorCode,
-  isSubjectToken,
-  type HandoffCommandName,
-  type HandoffRecord,
-} from '@baton/contracts';
+import { HandoffCommandSchemas, HandoffRecordSchema, type HandoffCommandName, type HandoffRecord } from './handoff';
+import { LedgerAccessErrorCode } from './ledger-access';
+import { isSubjectToken } from './subjects';
 
 /*
- * The ledger's request/reply protocol, shared by the ledger service and {@link LedgerClient}.
+ * The ledger's request/reply protocol, shared by the ledger service and the `LedgerClient`
+ * (`@baton/eventstore`): what goes on the wire and what comes back, nothing that does I/O.
  *
  * Request: core NATS request on `<prefix>.cmd.ledger.<project>.<kind>.<name>.<command>` (see
  * `ledgerCommandSubject`): the subject names the caller (`agent.<agent>`, `svc.<service>`,
@@ -94,7 +90,7 @@ export const RetryableLedgerCodes: readonly string[] = [LedgerErrorCode.conflict
 /**
  * The JetStream subject a handoff offer is published on: `<prefix>.in.<project>.offer.<agent>`
  * (stream `<PREFIX>_INBOX`). The message body is the {@link HandoffRecord} JSON, its `Nats-Msg-Id`
- * is `offer:<handoff id>:<event seq>`. Agents whose name is not a subject token get no offer.
+ * is `offer:<project>:<handoff id>:<event seq>` (`MsgIds.offer`). Agents whose name is not a subject token get no offer.
  */
 export function handoffOfferSubject(prefix: string, project: string, agent: string): string | null {
   if (!isSubjectToken(project) || !isSubjectToken(agent)) return null;

@@ -1,7 +1,10 @@
 /**
- * Baton's event store and JetStream plumbing. The `nats` client stays behind these functions and
- * types, so moving to the modular `@nats-io/*` client touches this library (and the Nest
- * transport in libs/platform) only.
+ * The message edge: Baton's event store and JetStream plumbing, the ledger client, W3C trace
+ * context over NATS headers, and the small typed helpers every other library and app uses instead
+ * of the client. The `nats` client stays behind these functions and types (ESLint refuses a `nats`
+ * import anywhere else but the Nest transport in libs/platform/src/transport), so moving to the
+ * modular `@nats-io/*` client touches this library and the transport only. It loads no NestJS,
+ * no prom-client and no OpenTelemetry SDK (only `@opentelemetry/api`): the agent SDK is built on it.
  */
 export { connectNats, DEFAULT_NATS_URL, headersFrom } from './connection';
 export type { NatsConnectOptions, NatsHandle } from './connection';
@@ -52,3 +55,41 @@ export type { NkeyPair, UserPermissions, SubjectPermission } from './auth/jwt';
 export { permissionsFor, redriveMarkerSubjects } from './auth/permissions';
 export { openDeployment, issueCreds, ensureServiceCreds, credsPath, credsName, authConfig, serverConfig, writeServerConfig, describeCreds, DeploymentError } from './auth/deployment';
 export type { AuthDeployment, IssuedCreds, ServerConfigOptions } from './auth/deployment';
+export { LedgerClient } from './ledger-client';
+export type {
+  LedgerCallOptions,
+  LedgerClientOptions,
+  LedgerAbandonInput,
+  LedgerArchiveInput,
+  LedgerClaimInput,
+  LedgerCompleteFromResultInput,
+  LedgerCreateInput,
+  LedgerDecideHandbackInput,
+  LedgerFailInput,
+  LedgerHeartbeatInput,
+  LedgerOpenOffersInput,
+  LedgerOperator,
+  LedgerReleaseInput,
+  LedgerRequeueExpiredInput,
+  LedgerReturnInput,
+} from './ledger-client';
+export {
+  TRACEPARENT_HEADER,
+  TRACESTATE_HEADER,
+  W3CTraceparentPropagator,
+  AsyncLocalContextManager,
+  installTracing,
+  parseTraceparent,
+  formatTraceparent,
+  newTraceparent,
+  newTraceId,
+  newSpanId,
+  traceIdFromHeaders,
+  contextFromHeaders,
+  withTraceFromHeaders,
+  currentTraceId,
+  traceHeaders,
+} from './trace-context';
+export type { HeaderRecord } from './trace-context';
+export { instrumentNats } from './instrument-nats';
+export type { InstrumentNatsOptions, JetStreamPublished } from './instrument-nats';

@@ -1,12 +1,23 @@
 import { context as otelContext } from '@opentelemetry/api';
-import { headers as natsHeaders, type JetStreamClient, type Msg, type MsgHdrs, type NatsConnection, type PubAck } from 'nats';
-import type { NatsHandle } from '@baton/eventstore';
-import { headersToRecord } from '@baton/eventstore';
+import { headers as natsHeaders, type JetStreamClient, type Msg, type MsgHdrs, type NatsConnection } from 'nats';
+import type { NatsHandle } from './connection';
+import { headersToRecord } from './dead-letter';
 import { TRACEPARENT_HEADER, contextFromHeaders, traceHeaders } from './trace-context';
+
+/** A JetStream publish the stream acknowledged, as {@link InstrumentNatsOptions.onJetStreamPublish} sees it. */
+export interface JetStreamPublished {
+  subject: string;
+  /** A header of the published message (its first value; undefined when absent or empty). */
+  header(name: string): string | undefined;
+  /** The stream that stored it, at which sequence; `duplicate` when it held the message id already. */
+  stream: string;
+  seq: number;
+  duplicate: boolean;
+}
 
 export interface InstrumentNatsOptions {
   /** Called after every JetStream publish the stream acknowledged (metrics: dead letters). */
-  onJetStreamPublish?: (subject: string, headers: MsgHdrs | undefined, ack: PubAck) => void;
+  onJetStreamPublish?: (published: JetStreamPublished) => void;
 }
 
 type Fn = (...args: unknown[]) => unknown;
@@ -52,7 +63,10 @@ export function instrumentNats(handle: NatsHandle, options: InstrumentNatsOption
     publish: (async (subject: string, payload?: Uint8Array, opts?: Parameters<JetStreamClient['publish']>[2]) => {
       const hdrs = withTrace(opts?.headers);
       const ack = await jsPublish(subject, payload, hdrs ? { ...opts, headers: hdrs } : opts);
-      options.onJetStreamPublish?.(subject, hdrs, ack);
+      if (options.onJetStreamPublish) {
+        const header = (name: string) => (hdrs?.has(name) ? hdrs.get(name) || undefined : undefined);
+        options.onJetStreamPublish({ subject, header, stream: ack.stream, seq: ack.seq, duplicate: ack.duplicate });
+      }
       return ack;
     }) as Fn,
   });

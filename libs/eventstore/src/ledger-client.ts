@@ -2,6 +2,9 @@ import type { z } from 'zod';
 import {
   ProjectControlReplySchema,
   OpenOffersReplySchema,
+  LedgerErrorCode,
+  LedgerReplySchema,
+  RetryableLedgerCodes,
   createEventRegistry,
   describePrincipal,
   ledgerCommandSubject,
@@ -17,6 +20,8 @@ import {
   type HandoffRecord,
   type HeartbeatHandoffCommandSchema,
   type LedgerCommandName,
+  type LedgerError,
+  type LedgerReply,
   type OpenOffersCommandSchema,
   type OpenOffersReply,
   type OperatorRole,
@@ -29,8 +34,8 @@ import {
   type ReturnHandoffCommandSchema,
 } from '@baton/contracts';
 import { handoffDecider, toHandoffRecord, type HandoffState } from '@baton/domain';
-import { JetStreamEventStore, type NatsHandle } from '@baton/eventstore';
-import { LedgerErrorCode, LedgerReplySchema, RetryableLedgerCodes, type LedgerError, type LedgerReply } from './ledger-protocol';
+import type { NatsHandle } from './connection';
+import { JetStreamEventStore } from './store';
 
 /** The body of a `create`: `project` may be left out (the client fills it from the call). */
 export type LedgerCreateInput = Omit<z.input<typeof CreateHandoffCommandSchema>, 'project'> & { project?: string };
@@ -97,7 +102,11 @@ function failure(code: string, kind: LedgerError['kind'], message: string, detai
 }
 
 /**
- * The typed way to drive the handoff ledger (every service, the SDK and the CLI use it). Each
+ * The typed way to drive the handoff ledger (every service, the SDK and the CLI use it): the one
+ * policy for calling it (timeouts, retries with the same idempotency key, reply decoding). It
+ * lives in the message-edge library, next to the connection it uses, so an agent microservice gets
+ * it without the services' NestJS platform; the wire protocol it speaks is in `@baton/contracts`
+ * (`ledger-protocol.ts`). Each
  * method sends one command as a core NATS request to
  * `<prefix>.cmd.ledger.<project>.<kind>.<name>.<command>`, the subject naming the client's
  * principal (`as`), and resolves with the ledger's reply: `{ ok: true, handoff, events }` or

@@ -10,8 +10,7 @@ import {
   type SessionMessage,
   type StartRunRequest,
 } from '@baton/contracts';
-import { connectNats, headersFrom, runConsumer, type NatsHandle } from '@baton/eventstore';
-import { LedgerClient, traceHeaders } from '@baton/platform';
+import { LedgerClient, connectNats, headersFrom, runConsumer, traceHeaders, type NatsHandle } from '@baton/eventstore';
 import { InvalidInputError, LedgerCommandError } from './errors';
 import { createOfferHandler, type HandoffOffer } from './offers';
 import { DEFAULT_SENT_IDS, publishOnce, SentMessageIds } from './sent-ids';

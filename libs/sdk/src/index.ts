@@ -15,8 +15,8 @@ export type {
   StartRunInput,
 } from './client';
 export type { ClaimOptions, FinishResult, HandoffOffer, ReturnReport } from './offers';
-export { LedgerClient } from '@baton/platform';
-export type { LedgerReply } from '@baton/platform';
+export { LedgerClient } from '@baton/eventstore';
+export type { LedgerReply } from '@baton/contracts';
 export { decisions } from './decisions';
 export { AgentSubjects, offerDurableName } from './subjects';
 export { BatonSdkError, DuplicateMessageError, InvalidInputError, LedgerCommandError, NotClaimedError } from './errors';

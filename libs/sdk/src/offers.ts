@@ -1,9 +1,8 @@
 import { z } from 'zod';
-import { IdSchema, Limits, parseUntrustedJson, type CompletionReportSchema, type HandoffRecord } from '@baton/contracts';
-import { PoisonError, TransientError, type ConsumedMessage } from '@baton/eventstore';
+import { IdSchema, Limits, parseUntrustedJson, type CompletionReportSchema, type HandoffRecord, type LedgerReply } from '@baton/contracts';
+import { PoisonError, TransientError, type ConsumedMessage, type LedgerClient } from '@baton/eventstore';
 import type { AgentResultInput, PublishReceipt } from './client';
 import { InvalidInputError, LedgerCommandError, NotClaimedError } from './errors';
-import type { LedgerClient, LedgerReply } from '@baton/platform';
 
 /**
  * What an offer message carries: the ledger publishes the HandoffRecord as it was when offered

@@ -1,8 +1,8 @@
 import 'reflect-metadata';
 import { randomBytes } from 'node:crypto';
 import { createEventRegistry, Principals, type HandoffRecord } from '@baton/contracts';
-import { JetStreamEventStore, batonStreamNames, connectNats, type NatsHandle } from '@baton/eventstore';
-import { LedgerClient, type RunningService } from '@baton/platform';
+import { JetStreamEventStore, LedgerClient, batonStreamNames, connectNats, type NatsHandle } from '@baton/eventstore';
+import type { RunningService } from '@baton/platform';
 // Test only: boots the real ledger service in-process, so the SDK is proven against the real protocol.
 // eslint-disable-next-line @nx/enforce-module-boundaries
 import { startLedger } from '../../../apps/ledger/src/ledger';

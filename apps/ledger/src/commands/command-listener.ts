@@ -2,8 +2,8 @@ import { Inject, Injectable, type OnApplicationBootstrap, type OnModuleDestroy }
 import type { Msg, Subscription } from 'nats';
 import { Subjects } from '@baton/contracts';
 import { headersToRecord } from '@baton/eventstore';
-import type { OpenOffersReply, ProjectControlReply } from '@baton/contracts';
-import { RUNTIME, type LedgerReply, type ServiceRuntime } from '@baton/platform';
+import type { LedgerReply, OpenOffersReply, ProjectControlReply } from '@baton/contracts';
+import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { LedgerCommands } from './ledger-commands';
 
 /** Queue group every ledger instance joins: each request is served by exactly one instance. */

@@ -11,6 +11,7 @@ import {
   ExpireDeadlineCommandSchema,
   GovernanceErrorCode,
   LedgerAccessErrorCode,
+  LedgerErrorCode,
   OpenOffersCommandSchema,
   ProjectControlCommandSchemas,
   type OpenOffersReply,
@@ -36,6 +37,9 @@ import {
   type HandoffCommandName,
   type LedgerCaller,
   type LedgerCommandName,
+  type LedgerError,
+  type LedgerErrorKind,
+  type LedgerReply,
   type Origin,
   type Principal,
   type ProjectControlCommandName,
@@ -43,7 +47,7 @@ import {
 } from '@baton/contracts';
 import { handoffDecider, toHandoffRecord, type HandoffCommand } from '@baton/domain';
 import { ConcurrencyConflict, deadLetter } from '@baton/eventstore';
-import { LedgerErrorCode, RUNTIME, type LedgerError, type LedgerErrorKind, type LedgerReply, type ServiceRuntime } from '@baton/platform';
+import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { LEDGER_CONFIG, type LedgerConfig } from '../config';
 import { LedgerIds } from '../ids';
 import { ProjectDirectory, type ProjectView } from '../projects/project-directory';

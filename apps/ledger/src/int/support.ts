@@ -3,8 +3,8 @@
 import 'reflect-metadata';
 import { randomBytes } from 'node:crypto';
 import { Principals, createEventRegistry, type OperatorRole, type ProjectDefinition } from '@baton/contracts';
-import { DlqHeader, JetStreamEventStore, batonStreamNames, connectNats, type NatsHandle } from '@baton/eventstore';
-import type { LedgerCallOptions, RunningService } from '@baton/platform';
+import { DlqHeader, JetStreamEventStore, batonStreamNames, connectNats, type LedgerCallOptions, type NatsHandle } from '@baton/eventstore';
+import type { RunningService } from '@baton/platform';
 import { claimRateBucket } from '../governance/claim-rate-store';
 import { startLedger } from '../ledger';
 import type { LedgerOptions } from '../ledger.module';

@@ -6,7 +6,7 @@ import { InboxItemId, type BatonViews } from '@baton/projections';
 import { JetStreamClient, RUNTIME, type ServiceRuntime } from '@baton/platform';
 import type { z } from 'zod';
 import { RunAnswerRequestSchema, type RunAnswerRequest } from '@baton/contracts';
-import type { LedgerClient } from '@baton/platform';
+import type { LedgerClient } from '@baton/eventstore';
 import { BATON_VIEWS, LEDGER_CLIENT } from '../projection/tokens';
 import type { Principal } from '../auth/roles';
 import { assertCanAnswer, assertVisible } from '../auth/scope';

@@ -1,6 +1,5 @@
-import { Principals } from '@baton/contracts';
-import type { NatsHandle } from '@baton/eventstore';
-import { LedgerClient, type LedgerReply } from '@baton/platform';
+import { Principals, type LedgerReply } from '@baton/contracts';
+import { LedgerClient, type NatsHandle } from '@baton/eventstore';
 
 export type { LedgerReply };
 

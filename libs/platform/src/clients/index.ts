@@ -1,4 +1,7 @@
-export { LedgerClient } from './ledger-client';
+// The ledger's wire protocol lives in @baton/contracts (ledger-protocol.ts) and the LedgerClient in
+// the message-edge library @baton/eventstore, so the SDK gets both without this platform. They are
+// re-exported here for the services; new code imports them from their own libraries.
+export { LedgerClient } from '@baton/eventstore';
 export type {
   LedgerCallOptions,
   LedgerClientOptions,
@@ -15,7 +18,7 @@ export type {
   LedgerReleaseInput,
   LedgerRequeueExpiredInput,
   LedgerReturnInput,
-} from './ledger-client';
+} from '@baton/eventstore';
 export {
   LedgerCommandNames,
   LedgerErrorCode,
@@ -28,5 +31,5 @@ export {
   handoffOfferSubject,
   handoffOffersFor,
   isLedgerCommandName,
-} from './ledger-protocol';
-export type { LedgerError, LedgerReply } from './ledger-protocol';
+} from '@baton/contracts';
+export type { LedgerError, LedgerReply } from '@baton/contracts';

@@ -1,5 +1,5 @@
 import { LoggerService } from '@nestjs/common';
-import { currentTraceId } from '../observability/trace-context';
+import { currentTraceId } from '@baton/eventstore';
 
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
 const rank: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40 };

@@ -1,3 +1,5 @@
+// W3C trace context and the traced NATS handle live in the message-edge library (@baton/eventstore),
+// which the SDK uses without this platform; re-exported here for the services.
 export {
   TRACEPARENT_HEADER,
   TRACESTATE_HEADER,
@@ -14,10 +16,9 @@ export {
   withTraceFromHeaders,
   currentTraceId,
   traceHeaders,
-} from './trace-context';
-export type { HeaderRecord } from './trace-context';
-export { instrumentNats } from './instrument-nats';
-export type { InstrumentNatsOptions } from './instrument-nats';
+  instrumentNats,
+} from '@baton/eventstore';
+export type { HeaderRecord, InstrumentNatsOptions, JetStreamPublished } from '@baton/eventstore';
 export { BatonMetrics, MetricName, messageTypeOf, runnerInstrumentation } from './metrics';
 export type { BatonMetricsOptions, ConsumerSamplerOptions, HandledOutcome } from './metrics';
 export { registerProjectionGauges, countOpenHandoffs, OPEN_HANDOFF_STATUSES } from './projection-gauges';

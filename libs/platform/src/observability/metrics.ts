@@ -1,8 +1,15 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { JetStreamManager, MsgHdrs, PubAck } from 'nats';
-import { DlqHeader, type ConsumedMessage, type MessageOutcome, type RunnerIdentity, type RunnerInstrumentation } from '@baton/eventstore';
+import {
+  DlqHeader,
+  contextFromHeaders,
+  type ConsumedMessage,
+  type JetStreamPublished,
+  type MessageOutcome,
+  type NatsHandle,
+  type RunnerIdentity,
+  type RunnerInstrumentation,
+} from '@baton/eventstore';
 import { context as otelContext } from '@opentelemetry/api';
-import { contextFromHeaders } from './trace-context';
 
 /** Metric names Baton exposes at `GET /metrics` (every series also carries `service`). */
 export const MetricName = {
@@ -85,10 +92,10 @@ export class BatonMetrics {
   }
 
   /** Count a dead letter from its publish (called by the instrumented NATS handle for `<prefix>.dlq.>`). */
-  recordPublish(subject: string, headers: MsgHdrs | undefined, ack: PubAck, prefix: string): void {
-    if (ack.duplicate || !subject.startsWith(`${prefix}.dlq.`) || !headers) return;
-    const source = headers.get(DlqHeader.source) || subject.slice(prefix.length + 5);
-    const reason = headers.get(DlqHeader.reason) || 'unknown';
+  recordPublish(published: JetStreamPublished, prefix: string): void {
+    if (published.duplicate || !published.subject.startsWith(`${prefix}.dlq.`)) return;
+    const source = published.header(DlqHeader.source) ?? published.subject.slice(prefix.length + 5);
+    const reason = published.header(DlqHeader.reason) ?? 'unknown';
     this.deadLetters.inc({ source, reason });
   }
 }
@@ -107,7 +114,7 @@ export function messageTypeOf(msg: Pick<ConsumedMessage, 'headers' | 'subject'>)
 }
 
 export interface ConsumerSamplerOptions {
-  jsm: JetStreamManager;
+  jsm: NatsHandle['jsm'];
   /** Sampling period, ms (default 5000). */
   intervalMs?: number;
 }

@@ -2,12 +2,11 @@ import 'reflect-metadata';
 import { randomBytes } from 'node:crypto';
 import { Controller, Inject, Module } from '@nestjs/common';
 import { Ctx, EventPattern, Payload } from '@nestjs/microservices';
-import { PoisonError, batonStreamNames, connectNats, type NatsHandle } from '@baton/eventstore';
+import { PoisonError, batonStreamNames, connectNats, currentTraceId, newTraceparent, parseTraceparent, traceIdFromHeaders, type NatsHandle } from '@baton/eventstore';
 import { headers as natsHeaders } from 'nats';
 import { runService, type RunningService } from '../service/bootstrap';
 import { RUNTIME, type ServiceRuntime } from '../service/runtime';
 import type { JetStreamContext } from '../transport/jetstream.context';
-import { currentTraceId, newTraceparent, parseTraceparent, traceIdFromHeaders } from './trace-context';
 
 /*
  * One service in-process (runService) against the real NATS: what GET /metrics exposes after it

@@ -5,13 +5,11 @@ import { z } from 'zod';
 import { BaseConfigSchema, checkNatsAuth, ConfigError, loadConfig } from '../config/config';
 import { HealthModule } from '../health/health';
 import { JsonLogger } from '../logging/logger';
-import { instrumentRunners } from '@baton/eventstore';
+import { installTracing, instrumentNats, instrumentRunners } from '@baton/eventstore';
 import { JetStreamConsumerBinding, JetStreamServer } from '../transport/jetstream.server';
 import { httpMetricsMiddleware } from '../observability/http-metrics';
-import { instrumentNats } from '../observability/instrument-nats';
 import { BatonMetrics, runnerInstrumentation } from '../observability/metrics';
 import { MetricsModule } from '../observability/metrics.module';
-import { installTracing } from '../observability/trace-context';
 import { HybridExceptionFilter } from '../transport/hybrid-exception.filter';
 import { createRuntime, RuntimeModule, ServiceRuntime } from './runtime';
 
@@ -76,7 +74,7 @@ export async function runService(opts: RunServiceOptions): Promise<RunningServic
     service: opts.service,
     config,
     redis: opts.redis ?? true,
-    wrapNats: (handle) => instrumentNats(handle, { onJetStreamPublish: (subject, headers, ack) => metrics.recordPublish(subject, headers, ack, config.BATON_PREFIX) }),
+    wrapNats: (handle) => instrumentNats(handle, { onJetStreamPublish: (published) => metrics.recordPublish(published, config.BATON_PREFIX) }),
   });
   const logger: JsonLogger = runtime.logger;
   // Every consumer runner on this connection: trace context per message, latency, outcomes, lag.

@@ -1,6 +1,6 @@
 import { BaseRpcContext } from '@nestjs/microservices';
 import type { ConsumedMessage } from '@baton/eventstore';
-import { traceIdFromHeaders } from '../observability/trace-context';
+import { traceIdFromHeaders } from '@baton/eventstore';
 
 /**
  * The per-message context a `@EventPattern` handler bound by {@link JetStreamServer} receives

@@ -6,6 +6,8 @@ import {
   PoisonError,
   StreamNotFound,
   connectNats,
+  contextFromHeaders,
+  currentTraceId,
   headersToRecord,
   provision,
   runConsumer,
@@ -20,7 +22,6 @@ import {
 import { headers as natsHeaders, type Msg, type Subscription } from 'nats';
 import type { z } from 'zod';
 import { context as otelContext } from '@opentelemetry/api';
-import { contextFromHeaders, currentTraceId } from '../observability/trace-context';
 import { JetStreamContext, NatsRequestContext } from './jetstream.context';
 import { durableNameFor, resolvePattern, subjectMatches } from './subject';
 

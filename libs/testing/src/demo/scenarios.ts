@@ -1,8 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Principals, createEventRegistry, inboxPrefixOf, type AgentRunConfig, type EventEnvelope, type HandoffRecord, type PublishDefinitionReply } from '@baton/contracts';
 import { MsgIds } from '@baton/contracts';
-import { connectNats, JetStreamEventStore, type NatsHandle, type StoredEvent } from '@baton/eventstore';
-import { LedgerClient } from '@baton/platform';
+import { connectNats, JetStreamEventStore, LedgerClient, type NatsHandle, type StoredEvent } from '@baton/eventstore';
 import { AgentSubjects, createBatonClient, type BatonAgent, type FinishResult, type HandoffOffer, type OfferSubscription } from '@baton/sdk';
 import { demoDefinition } from './definition';
 import { runMeshScenario } from './mesh-scenario';
