@@ -1,7 +1,8 @@
 #!/usr/bin/env node
-// `npm start`: make sure NATS (JetStream) and Redis are reachable, starting local servers with
-// their data under ./var when they are not and the binaries are on the PATH, then run the four
-// Baton services as separate processes until Ctrl-C.
+// `npm start`: run a nats-server of its own with authentication (credentials under var/nats-auth)
+// unless NATS_URL names one, make sure Redis is reachable (starting a local redis-server with its
+// data under ./var when it is not), then run the four Baton services as separate processes until
+// Ctrl-C. On a terminal their JSON log lines are shown readably (LOG_FORMAT=json keeps the JSON).
 'use strict';
 const { spawn, spawnSync } = require('node:child_process');
 const net = require('node:net');
@@ -137,6 +138,28 @@ function build() {
 
 const SERVICE_NODE_OPTIONS = '--max-semi-space-size=4 --max-old-space-size=96';
 
+/**
+ * The services log one JSON object per line. On a terminal (and unless LOG_FORMAT=json) each line
+ * is shown as `time level message key=value…`; piped or redirected, the JSON is kept as it is.
+ */
+const LEVEL_COLOURS = { debug: '\u001b[90m', info: '\u001b[36m', warn: '\u001b[33m', error: '\u001b[31m' };
+function readable(line, out) {
+  if (!out.isTTY || process.env.LOG_FORMAT === 'json' || !line.startsWith('{')) return line;
+  let entry;
+  try {
+    entry = JSON.parse(line);
+  } catch {
+    return line;
+  }
+  const { time, level, msg, service: _service, instance: _instance, ...rest } = entry;
+  const clock = typeof time === 'string' ? time.slice(11, 23) : '';
+  const colour = LEVEL_COLOURS[level] || '';
+  const fields = Object.entries(rest)
+    .map(([key, value]) => `${key}=${typeof value === 'string' ? (/\s/.test(value) ? JSON.stringify(value) : value) : JSON.stringify(value)}`)
+    .join(' ');
+  return `${clock} ${colour}${String(level || '').toUpperCase().padEnd(5)}\u001b[0m ${msg ?? ''}${fields ? `  \u001b[90m${fields}\u001b[0m` : ''}`;
+}
+
 function runService({ name, port }) {
   const entry = path.join(root, 'dist', 'apps', name, 'src', 'main.js');
   const child = spawn(process.execPath, ['--enable-source-maps', entry], {
@@ -159,7 +182,7 @@ function runService({ name, port }) {
       buffer += chunk;
       let index;
       while ((index = buffer.indexOf('\n')) >= 0) {
-        out.write(`${prefix} ${buffer.slice(0, index)}\n`);
+        out.write(`${prefix} ${readable(buffer.slice(0, index), out)}\n`);
         buffer = buffer.slice(index + 1);
       }
     });
