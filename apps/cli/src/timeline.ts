@@ -91,6 +91,9 @@ export function timelineEntry(kind: AggregateKind, event: StoredEvent): Timeline
     actor: event.actor,
     origin: event.origin,
     summary,
+    ...(kind === 'run' && event.type === 'run.result_recorded' && typeof (event.payload as { posted_body?: unknown }).posted_body === 'string'
+      ? { said: (event.payload as { posted_body: string }).posted_body }
+      : {}),
   };
 }
 

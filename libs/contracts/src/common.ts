@@ -8,6 +8,8 @@ export const Limits = {
   maxSentinelBytes: 8 * 1024,
   /** Largest agent-authored body text, in characters. */
   maxBodyChars: 128 * 1024,
+  /** What a run keeps of an agent's posted body per turn (`run.result_recorded.posted_body`). */
+  maxPostedBodyChars: 16 * 1024,
   /** Longest identifier (ids, agent names, projects). */
   maxIdLength: 128,
   /** Longest short free text (summaries, reasons, user messages). */

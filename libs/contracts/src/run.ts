@@ -220,6 +220,14 @@ export const RunResultRecordedSchema = z.strictObject({
   variables: VariablesSchema.optional(),
   /** The agent's evidence, carried to the ledger when the result closes its handoff. */
   evidence: EvidenceSchema.optional(),
+  /**
+   * What the agent said this turn, as posted: its body with every sentinel it wrote removed and
+   * exactly one canonical `AGENT_RUN_CONFIG` sentinel appended for the decision taken (none when it
+   * took none), capped at `Limits.maxPostedBodyChars` (the decision line is always kept).
+   */
+  posted_body: z.string().max(Limits.maxPostedBodyChars + 4096).optional(),
+  /** True when the posted body was cut to the cap. */
+  posted_body_truncated: z.boolean().optional(),
   recorded_at: IsoTimeSchema,
 });
 

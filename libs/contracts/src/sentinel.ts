@@ -499,3 +499,29 @@ function closesFence(line: string, fence: Fence): boolean {
   while (line[k + length] === fence.char) length++;
   return length >= fence.length && isBlank(line.slice(k + length));
 }
+
+/** What a run keeps of an agent's turn: the posted text and whether it was cut to the cap. */
+export interface PostedBody {
+  text: string;
+  truncated: boolean;
+}
+
+/**
+ * The body as Baton posts it (seed 000: the sentinel is engine-rendered and appended exactly
+ * once): every sentinel the agent wrote removed, the text cut to `maxChars` (the cut is marked),
+ * and exactly one canonical sentinel for `decision` appended on its own line — none when the agent
+ * took no decision. Null when there is neither text nor decision. Pure and idempotent over its
+ * own output for the same decision.
+ */
+export function postedBodyOf(body: string | undefined, decision: AgentRunConfig | null, maxChars: number = Limits.maxPostedBodyChars): PostedBody | null {
+  const stripped = body === undefined ? '' : stripSentinels(body).trimEnd();
+  const truncated = stripped.length > maxChars;
+  const kept = truncated ? `${stripped.slice(0, maxChars)}\n… (cut at ${maxChars} characters)` : stripped;
+  if (decision === null) return kept.length > 0 ? { text: kept, truncated } : null;
+  try {
+    return { text: appendSentinelOnce(kept, decision), truncated };
+  } catch {
+    // A decision too large to render (never one that passed validation): keep the words alone.
+    return kept.length > 0 ? { text: kept, truncated } : null;
+  }
+}

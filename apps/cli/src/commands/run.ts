@@ -116,5 +116,23 @@ function print(ctx: CliContext, json: boolean, report: RunReport): ExitCode {
   );
   ctx.io.stdout.write(`\nTimeline (${report.timeline_source}${report.at_seq !== undefined ? `, to seq ${report.at_seq}` : ''}):\n`);
   ctx.io.stdout.write(timelineTable(report.timeline));
+  const said = report.timeline.filter((entry) => entry.said !== undefined);
+  if (said.length > 0) {
+    // What each agent said on its turn, as posted (its words and one canonical sentinel).
+    ctx.io.stdout.write('\nWhat the agents said:\n');
+    for (const entry of said) {
+      ctx.io.stdout.write(`  seq ${entry.seq} ${entry.actor}:\n${printable(entry.said ?? '').split('\n').map((line) => `    ${line}`).join('\n')}\n`);
+    }
+  }
   return ExitCode.ok;
+}
+
+/** Control characters an agent's text may hold, made visible instead of reaching the terminal. */
+function printable(text: string): string {
+  let out = '';
+  for (const ch of text) {
+    const code = ch.charCodeAt(0);
+    out += (code < 0x20 && ch !== '\n' && ch !== '\t') || code === 0x7f || (code >= 0x80 && code < 0xa0) ? `\\u${code.toString(16).padStart(4, '0')}` : ch;
+  }
+  return out;
 }

@@ -9,7 +9,10 @@ function timelineTable(entries: readonly TimelineEntry[]): SafeHtml {
 <thead><tr><th>#</th><th>When</th><th>Event</th><th>Decided by</th><th>Origin</th><th>What happened</th></tr></thead>
 <tbody>
 ${entries.map(
-  (e) => html`<tr data-event-type="${e.type}"><td>${e.seq}</td><td>${e.occurred_at}</td><td>${e.type}</td><td>${e.actor}</td><td>${e.origin}</td><td>${e.summary}</td></tr>`,
+  (e) =>
+    html`<tr data-event-type="${e.type}"><td>${e.seq}</td><td>${e.occurred_at}</td><td>${e.type}</td><td>${e.actor}</td><td>${e.origin}</td><td>${e.summary}${
+      e.said !== undefined ? html`<pre class="said" data-testid="said">${e.said}</pre>` : null
+    }</td></tr>`,
 )}
 </tbody></table>`;
 }

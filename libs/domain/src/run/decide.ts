@@ -1,9 +1,11 @@
 import {
   AgentDefinition,
   AgentResult,
+  AgentRunConfig,
   DecisionSignal,
   NoticeReason,
   parseSentinel,
+  postedBodyOf,
   ResolvedDispatch,
   RouteCause,
   RouteDecision,
@@ -218,6 +220,7 @@ function recordResult(command: RecordResult, state: RunState): DecisionResult<Ru
       signal,
       ...(result.variables !== undefined ? { variables: { ...result.variables } } : {}),
       ...(result.evidence !== undefined ? { evidence: structuredCopy(result.evidence) } : {}),
+      ...postedFields(result.body, signal.kind === 'config' ? signal.config : null),
       recorded_at: now,
     },
   };
@@ -592,6 +595,13 @@ function runFacts(state: StartedRunState, runId: string, now: string, packetId: 
 /** The names an operator may type to reroute an unknown-intent stop: step ids, then agent names. */
 function knownIntents(workflow: WorkflowDefinition, agents: readonly AgentDefinition[]): string[] {
   return [...new Set([...workflow.steps.map((s) => s.id), ...agents.map((a) => a.name)])];
+}
+
+/** `posted_body` / `posted_body_truncated` of a recorded result: what the agent said, posted with one canonical sentinel. */
+function postedFields(body: string | undefined, decision: AgentRunConfig | null): { posted_body?: string; posted_body_truncated?: boolean } {
+  const posted = postedBodyOf(body, decision);
+  if (posted === null) return {};
+  return posted.truncated ? { posted_body: posted.text, posted_body_truncated: true } : { posted_body: posted.text };
 }
 
 function agentTextOf(result: AgentResult): string | null {

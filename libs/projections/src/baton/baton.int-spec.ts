@@ -189,6 +189,12 @@ describe('Baton projections (real Redis)', () => {
     const a = await views.run('demo', 'wr-a');
     expect(a?.run).toMatchObject({ status: 'stopped', open_stop_id: 'stop-r-res-a1', agent: 'issue', step: 'triage', hops: 1, workflow: { name: 'feature', version: 1 } });
     expect(a?.timeline.map((t) => t.type)).toEqual(['run.started', 'run.routed', 'run.result_recorded', 'run.stopped', 'run.notice_emitted']);
+    // What the agent said on its turn is on the result's line, as the run recorded it (one canonical sentinel).
+    const recordedEvent = log.find((e) => e.aggregate.id === 'wr-a' && e.type === 'run.result_recorded');
+    const posted = (recordedEvent?.payload as { posted_body?: string } | undefined)?.posted_body;
+    expect(posted).toEqual(expect.any(String));
+    expect(a?.timeline.find((t) => t.type === 'run.result_recorded')?.said).toBe(posted);
+    expect(a?.timeline.filter((t) => t.said !== undefined)).toHaveLength(1);
     expect((await views.run('demo', 'wr-c'))?.run).toMatchObject({ status: 'terminated', open_stop_id: null });
     expect((await views.run('demo', 'wr-b'))?.run).toMatchObject({ status: 'terminated', hold: null });
 

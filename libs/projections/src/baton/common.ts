@@ -23,6 +23,8 @@ export interface TimelineEntry {
   origin: string;
   /** One engine-written sentence saying what happened. */
   summary: string;
+  /** On an agent's result: what it said, as posted (its words and exactly one canonical sentinel for its decision). */
+  said?: string;
 }
 
 /** The domain-facing `{ type, data }` of a decoded envelope. */
@@ -41,7 +43,7 @@ export function isoMs(iso: string): number {
 }
 
 /** The op adding a timeline entry (a sorted set scored by stream seq; the entry is its JSON). */
-export function timelineOp(key: string, event: SequencedEvent, summary: string): ProjectionOp {
+export function timelineOp(key: string, event: SequencedEvent, summary: string, said?: string): ProjectionOp {
   const entry: TimelineEntry = {
     seq: event.seq,
     event_id: event.id,
@@ -50,6 +52,7 @@ export function timelineOp(key: string, event: SequencedEvent, summary: string):
     actor: event.actor,
     origin: event.origin,
     summary: clip(summary, 500),
+    ...(said !== undefined ? { said } : {}),
   };
   return Op.zadd(key, event.seq, JSON.stringify(entry));
 }

@@ -50,6 +50,11 @@ export const RunKeys = {
   ids: ID_LOOKUP_KEY,
 } as const;
 
+/** What the agent said on a result's turn (its posted body, one canonical sentinel), for the timeline. */
+export function saidOf(event: RunEvent): string | undefined {
+  return event.type === 'run.result_recorded' ? event.data.posted_body : undefined;
+}
+
 /** One sentence per run event for the timeline. */
 export function summarizeRunEvent(event: RunEvent): string {
   switch (event.type) {
@@ -140,14 +145,15 @@ export function runsProjection(): FoldingProjection<JsonValue> {
   return {
     name: 'runs',
     // 2: keys hold the project as well as the id (`r:<project>:<id>`...), plus the id lookup.
-    version: 2,
+    // 3: a result's timeline entry carries what the agent said (`said`, the posted body).
+    version: 3,
     handles: (type) => type.startsWith('run.'),
     stateKeyOf: (event) => RunKeys.state(event.project, event.aggregate.id),
     step(prior, event) {
       const { project } = event;
       const id = event.aggregate.id;
       const domain = domainEvent<RunEvent>(event);
-      const timeline = timelineOp(RunKeys.timeline(project, id), event, summarizeRunEvent(domain));
+      const timeline = timelineOp(RunKeys.timeline(project, id), event, summarizeRunEvent(domain), saidOf(domain));
       const before = (prior as RunState | null) ?? initialRunState();
       let after: RunState;
       try {

@@ -121,7 +121,7 @@ export function scenarioSteps(options: ScenarioOptions = {}): ScenarioStep[] {
   const project = options.project ?? PROJECT;
   return [
     start('wr-a', 0, project),
-    result('wr-a', 'res-a1', 1, { stop: { why: 'policy', detail: 'refund over the cap' }, tried: [{ name: 'router', trace_id: 'tr-1' }, { name: 'search', trace_id: 'tr-2' }], pending_tool_call: { name: 'refund', args: { amount: 40, order: 99 } } }, project),
+    result('wr-a', 'res-a1', 1, { body: 'The refund is over my cap; a person has to approve it.', stop: { why: 'policy', detail: 'refund over the cap' }, tried: [{ name: 'router', trace_id: 'tr-1' }, { name: 'search', trace_id: 'tr-2' }], pending_tool_call: { name: 'refund', args: { amount: 40, order: 99 } } }, project),
     start('wr-b', 2, project),
     result('wr-b', 'res-b1', 3, { decision: { dispatch: { status: 'hold', reason: 'needs a product decision' } } }, project),
     start('wr-c', 4, project),
