@@ -290,6 +290,22 @@ describe('ledger identity (real NATS): the subject names the caller; the body ne
     expect(await client.openOffers('elsewhere', {}, as('bob'))).toMatchObject({ ok: false, error: { code: 'principal_not_allowed' } });
   });
 
+  it('seed 002 hole (a): a worker\'s return with no evidence and "actor_kind":"operator" in its body is refused; floor applicability is keyed on the connection, so the honest return is floored', async () => {
+    expect(await client.create(P, { handoff_id: 'h-floor', from_agent: 'alice', to_agent: 'bob', summary: 'ship it', idempotency_key: 'c-floor' }, as('alice'))).toMatchObject({ ok: true });
+    const claimed = await client.claim(P, { handoff_id: 'h-floor', idempotency_key: 'k-floor' }, as('bob'));
+    if (!claimed.ok) throw new Error(claimed.error.code);
+    const bare = { summary: 'done', files_changed: [], verification: '', next_steps: '', outcome: 'completed', evidence: {} };
+    // Exactly what the outside suite sent: the worker claims to be an operator to escape the floor.
+    const forged = await send(Principals.agent(P, 'bob'), 'return', { handoff_id: 'h-floor', claim_id: claimed.handoff.claim_id, idempotency_key: 'r-floor-forged', report: bare, actor_kind: 'operator' });
+    expect(forged.reply).toMatchObject({ ok: false, error: { code: 'identity_mismatch', kind: 'forbidden' } });
+    expect((await client.get(P, 'h-floor'))?.status).toBe('claimed');
+    // The same return without the claim: the worker is an agent, so the evidence floor applies.
+    const honest = await send(Principals.agent(P, 'bob'), 'return', { handoff_id: 'h-floor', claim_id: claimed.handoff.claim_id, idempotency_key: 'r-floor', report: bare });
+    expect(honest.reply).toMatchObject({ ok: true, handoff: { status: 'returned' } });
+    const returned = (await store.read({ project: P, kind: 'handoff', id: 'h-floor' })).events.find((e) => e.type === 'handoff.returned');
+    expect(returned?.payload).toMatchObject({ evidence_floor: { applied: true, original_outcome: 'completed' } });
+  });
+
   it('after all of that the ledger is still serving: a normal create and claim succeed', async () => {
     expect(await client.create(P, { handoff_id: 'h-after', from_agent: 'alice', summary: 'still here', idempotency_key: 'c-after' }, as('alice'))).toMatchObject({ ok: true });
     const reply: LedgerReply = await client.claim(P, { handoff_id: 'h-after', idempotency_key: 'k-after' }, as('lena'));
