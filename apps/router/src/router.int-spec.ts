@@ -262,6 +262,15 @@ describe('router service (real NATS)', () => {
       expect(JSON.parse(letter.data)).toEqual(bad);
     });
 
+    it('a mesh that does not build is refused with the check\'s own code in the error (MESH_SELF_HANDOFF, MESH_TOOL_NAME_COLLISION), not only in its message', async () => {
+      const base = definition('demo');
+      const agents = [...base.agents, { name: 'triage' }, { name: 'Billing' }, { name: 'billing' }];
+      const self = await publishDefinition({ ...base, agents, meshes: [{ name: 'm', entry: 'triage', handoffs: { triage: ['triage'] } }] });
+      expect(self).toMatchObject({ ok: false, error: { code: 'MESH_SELF_HANDOFF', kind: 'rejection', issues: [expect.objectContaining({ code: 'MESH_SELF_HANDOFF' })] } });
+      const collision = await publishDefinition({ ...base, agents, meshes: [{ name: 'm', entry: 'triage', handoffs: { triage: ['Billing', 'billing'] } }] });
+      expect(collision).toMatchObject({ ok: false, error: { code: 'MESH_TOOL_NAME_COLLISION' } });
+    });
+
     it('a definition whose project differs from the subject is refused', async () => {
       const reply = await publishDefinition(definition('other'), 'demo');
       expect(reply).toMatchObject({ ok: false, error: { code: 'schema_violation' } });

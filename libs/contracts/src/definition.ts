@@ -273,7 +273,7 @@ export const ProjectDefinitionSchema = z
   })
   .superRefine((project, ctx) => {
     for (const issue of validateMeshes(project.meshes ?? [], project.agents.map((agent) => agent.name))) {
-      ctx.addIssue({ code: 'custom', path: ['meshes', ...issue.path], message: `${issue.code}: ${issue.message}` });
+      ctx.addIssue({ code: 'custom', path: ['meshes', ...issue.path], message: `${issue.code}: ${issue.message}`, params: { code: issue.code } });
     }
     const agents = new Set<string>();
     project.agents.forEach((agent, index) => {

@@ -40,16 +40,17 @@ export const RejectionSchema = z.object({
   code: RejectionCodeSchema,
   message: z.string(),
   /** Dotted paths of the offending fields, when the rejection came from a schema. */
-  issues: z.array(z.object({ path: z.string(), message: z.string() })).default([]),
+  issues: z.array(z.object({ path: z.string(), message: z.string(), code: z.string().optional() })).default([]),
 });
 export type Rejection = z.infer<typeof RejectionSchema>;
 
 /** Turn a zod error into a rejection that names each offending field. */
 export function rejectionFromZod(error: z.ZodError, code: RejectionCode = RejectionCode.schemaViolation): Rejection {
-  const issues = error.issues.slice(0, 20).map((issue) => ({
-    path: issue.path.map(String).join('.') || '(root)',
-    message: issue.message,
-  }));
+  const issues = error.issues.slice(0, 20).map((issue) => {
+    // A check with a stable code of its own (e.g. MESH_SELF_HANDOFF) names it in `params.code`.
+    const own = issue.code === 'custom' ? (issue.params as { code?: unknown } | undefined)?.code : undefined;
+    return { path: issue.path.map(String).join('.') || '(root)', message: issue.message, ...(typeof own === 'string' ? { code: own } : {}) };
+  });
   const first = issues[0];
   return {
     code,

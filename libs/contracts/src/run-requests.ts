@@ -76,7 +76,8 @@ export const RouterReplyErrorSchema = z.strictObject({
   code: z.union([RejectionCodeSchema, z.string().min(1).max(80)]),
   kind: z.enum(['rejection', 'wrong_state', 'invalid', 'forbidden', 'not_found']),
   message: z.string(),
-  issues: z.array(z.object({ path: z.string(), message: z.string() })).default([]),
+  /** Each offending field; `code` when the check has a stable code of its own (MESH_SELF_HANDOFF…). */
+  issues: z.array(z.object({ path: z.string(), message: z.string(), code: z.string().optional() })).default([]),
 });
 export type RouterReplyError = z.infer<typeof RouterReplyErrorSchema>;
 

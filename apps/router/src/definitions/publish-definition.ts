@@ -40,7 +40,7 @@ export class PublishDefinitionUseCase {
     const decoded = decodeInbound(text, ProjectDefinitionSchema);
     if (!decoded.ok) return refuse(fromRejection(decoded.rejection));
     const definition = decoded.value;
-    const tokens = subjectTokens(subject);
+    const tokens = subjectTokens(this.runtime.config.BATON_PREFIX, subject);
     if (tokens === null || tokens.project !== definition.project) {
       return refuse({
         code: 'schema_violation',
@@ -86,6 +86,8 @@ export class PublishDefinitionUseCase {
   }
 }
 
+/** The reply for a refused definition: a check with a stable code of its own (MESH_SELF_HANDOFF…) gives the error its code. */
 function fromRejection(rejection: Rejection): RouterReplyError {
-  return { code: rejection.code, kind: 'rejection', message: rejection.message, issues: rejection.issues };
+  const own = rejection.issues[0]?.code;
+  return { code: own ?? rejection.code, kind: 'rejection', message: rejection.message, issues: rejection.issues };
 }

@@ -90,7 +90,10 @@ function startMesh(command: StartMesh, state: MeshState): DecisionResult<MeshEve
   }
   const diagnostics = validateMesh(d.mesh, d.agents);
   if (diagnostics.length > 0) {
-    return reject('invalid', MeshErrorCode.meshInvalid, diagnostics.map((x) => `${x.code}: ${x.message}`).join('; '), { diagnostics });
+    // The error's code is the first check that failed (MESH_SELF_HANDOFF, MESH_TOOL_NAME_COLLISION…):
+    // a client reads it without parsing the message; every diagnostic is in the details.
+    const first = diagnostics[0]!;
+    return reject('invalid', first.code, diagnostics.map((x) => `${x.code}: ${x.message}`).join('; '), { diagnostics, category: MeshErrorCode.meshInvalid });
   }
   const notify = meshNoticeRecipient(d.started_by, d.lead);
   if (notify === null) {

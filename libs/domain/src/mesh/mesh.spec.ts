@@ -88,8 +88,8 @@ describe('mesh builder validation (seed 004: validation is done when the mesh is
     expect(JSON.stringify(bad.error?.issues)).toContain('MESH_SELF_HANDOFF');
   });
 
-  it('a start with a mesh that does not build is refused (mesh_invalid), never started', () => {
-    given(meshDecider).when(start(support({ handoffs: { triage: ['triage'] } }))).thenFails('mesh_invalid');
+  it('a start with a mesh that does not build is refused with the check\'s own code (MESH_SELF_HANDOFF), never started', () => {
+    given(meshDecider).when(start(support({ handoffs: { triage: ['triage'] } }))).thenFails('MESH_SELF_HANDOFF');
   });
 });
 
