@@ -174,6 +174,45 @@ describe('SRE commands (real NATS and Redis)', () => {
     expect((await baton('replay', '--from-seq', '3', '--from-time', stored.time.toISOString())).code).toBe(2);
   });
 
+  it('replay exits 0 when another rebuild (the notifier\'s) swapped in the same projection first: the projection is rebuilt', async () => {
+    const before = await snapshots();
+    const io = bufferedIo();
+    const ctx = createCliContext({ io, env: { NATS_URL, REDIS_URL, BATON_PREFIX: prefix }, nats, redis });
+    const real = await ctx.projections();
+    let raced = false;
+    // Once this replay has made its shadow and read its first event, a second rebuild of the same
+    // projection runs to the end and swaps first, as the notifier's self-healing check would.
+    const racing: ProjectionStore = Object.assign(Object.create(real) as ProjectionStore, {
+      rebuild: ((def, source, options) =>
+        real.rebuild(
+          def,
+          (from) =>
+            (async function* () {
+              for await (const event of source(from)) {
+                if (!raced) {
+                  raced = true;
+                  const other = await real.rebuild(def, source);
+                  expect(other.status).toBe('swapped');
+                }
+                yield event;
+              }
+            })(),
+          options,
+        )) as ProjectionStore['rebuild'],
+    });
+    ctx.projections = async () => racing;
+    try {
+      const code = await replayCommand.run(['--projection', 'runs', '--json'], ctx);
+      expect(code).toBe(0);
+    } finally {
+      await ctx.close();
+    }
+    expect(raced).toBe(true);
+    const [outcome] = JSON.parse(io.out()) as Array<{ status: string }>;
+    expect(outcome?.status).toBe('lost');
+    expect(await snapshots()).toEqual(before);
+  });
+
   it('replay whose shadow Redis loses mid-rebuild stops with a clear error and swaps nothing; running it again rebuilds the projections', async () => {
     const before = await snapshots();
     const ctx = createCliContext({ io: bufferedIo(), env: { NATS_URL, REDIS_URL, BATON_PREFIX: prefix }, nats, redis });
