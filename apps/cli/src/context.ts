@@ -8,8 +8,8 @@ import { BaseConfigSchema, ConfigError, loadConfig } from '@baton/platform';
 import { CliError, UsageError } from './errors';
 import type { CliIo } from './output';
 
-/** The environment the CLI reads: NATS_URL, REDIS_URL, BATON_PREFIX (as every service) and BATON_API_URL. */
-export const CliConfigSchema = BaseConfigSchema.pick({ NATS_URL: true, REDIS_URL: true, BATON_PREFIX: true, NATS_CREDS: true }).extend({
+/** The environment the CLI reads: NATS_URL, REDIS_URL, REDIS_COMMAND_TIMEOUT_MS, BATON_PREFIX (as every service) and BATON_API_URL. */
+export const CliConfigSchema = BaseConfigSchema.pick({ NATS_URL: true, REDIS_URL: true, REDIS_COMMAND_TIMEOUT_MS: true, BATON_PREFIX: true, NATS_CREDS: true }).extend({
   /** The notifier's operator API (answers and handback decisions go through it). */
   BATON_API_URL: z
     .string()
@@ -124,7 +124,7 @@ export function createCliContext(options: CliContextOptions): CliContext {
     redis() {
       redis ??= (async () => {
         const url = ctx.config().REDIS_URL;
-        const handle = createRedis(url, { maxRetriesPerRequest: 1, retryStrategy: () => null });
+        const handle = createRedis(url, { maxRetriesPerRequest: 1, retryStrategy: () => null, commandTimeout: ctx.config().REDIS_COMMAND_TIMEOUT_MS });
         owned.push(() => handle.close());
         try {
           await handle.ping(3000);

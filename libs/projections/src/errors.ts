@@ -6,11 +6,38 @@ export class ProjectionError extends Error {
   }
 }
 
-/** Redis did not answer a readiness check in time, or refused the connection. */
+/** What ioredis and Redis say when Redis did not answer, or cannot serve commands right now. */
+const UNAVAILABLE_MESSAGE = /^(Command timed out|Connection is closed|Stream isn't writeable|Reached the max retries per request limit|connect ETIMEDOUT|(LOADING|BUSY|MASTERDOWN|TRYAGAIN|CLUSTERDOWN)\b)/;
+const UNAVAILABLE_CODE = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN']);
+
+/**
+ * Redis did not answer in time (a readiness check, or any command past the client's command
+ * timeout: `REDIS_COMMAND_TIMEOUT_MS`), refused the connection, or cannot serve commands now
+ * (loading, busy). Callers answer "unavailable, try again" (the operator API: 503
+ * `projections_unavailable`) instead of hanging.
+ */
 export class RedisUnavailableError extends ProjectionError {
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);
     this.name = 'RedisUnavailableError';
+  }
+
+  /**
+   * `error` as a RedisUnavailableError when it (or an error in its `cause` chain) says Redis is
+   * unavailable — a command timeout, a closed or refused connection, the retry limit of a
+   * disconnected client, LOADING / BUSY replies — else null (a bug, a bad reply: not Redis being away).
+   */
+  static of(error: unknown): RedisUnavailableError | null {
+    let current: unknown = error;
+    for (let depth = 0; depth < 6 && current instanceof Error; depth++) {
+      if (current instanceof RedisUnavailableError) return current;
+      const code = (current as { code?: unknown }).code;
+      if (current.name === 'MaxRetriesPerRequestError' || UNAVAILABLE_MESSAGE.test(current.message) || (typeof code === 'string' && UNAVAILABLE_CODE.has(code))) {
+        return new RedisUnavailableError(`redis is unavailable: ${current.message}`, { cause: error });
+      }
+      current = current.cause;
+    }
+    return null;
   }
 }
 

@@ -2,6 +2,12 @@ import Redis, { type RedisOptions } from 'ioredis';
 import { RedisUnavailableError } from './errors';
 
 export const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379';
+/**
+ * How long any one command may wait for its reply (`REDIS_COMMAND_TIMEOUT_MS`) before it fails with
+ * "Command timed out" ({@link RedisUnavailableError.of} recognises it): a stalled Redis makes
+ * callers fail fast instead of hanging. Commands queued while disconnected count too.
+ */
+export const DEFAULT_REDIS_COMMAND_TIMEOUT_MS = 1000;
 
 /** A Redis client with a readiness check and an orderly close. */
 export interface RedisHandle {
@@ -18,12 +24,14 @@ export interface RedisHandle {
 
 /**
  * Create an ioredis 6 client for `url` (default `REDIS_URL` or redis://127.0.0.1:6379) that connects
- * lazily, on its first command or `ping()`. Commands issued while disconnected are queued and retried
- * up to `maxRetriesPerRequest` (default 3) reconnections, then fail; the client keeps reconnecting
- * with ioredis's backoff. `opts` override any of these defaults.
+ * lazily, on its first command or `ping()`. Every command fails after `commandTimeout` ms without a
+ * reply (default {@link DEFAULT_REDIS_COMMAND_TIMEOUT_MS}; a stalled server makes callers fail fast,
+ * and once it answers again the client carries on by itself). Commands issued while disconnected
+ * are queued and retried up to `maxRetriesPerRequest` (default 3) reconnections, then fail; the
+ * client keeps reconnecting with ioredis's backoff. `opts` override any of these defaults.
  */
 export function createRedis(url: string = process.env['REDIS_URL'] ?? DEFAULT_REDIS_URL, opts: RedisOptions = {}): RedisHandle {
-  const client = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 3, connectTimeout: 5000, ...opts });
+  const client = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 3, connectTimeout: 5000, commandTimeout: DEFAULT_REDIS_COMMAND_TIMEOUT_MS, ...opts });
   // Connection errors surface through the commands that fail; an unhandled 'error' event would crash.
   client.on('error', () => undefined);
   let closed = false;

@@ -1,6 +1,6 @@
 import { ArgumentsHost, Catch, ExceptionFilter, HttpException, HttpStatus, Logger } from '@nestjs/common';
 import { rejectionFromZod } from '@baton/contracts';
-import { InvalidCursorError } from '@baton/projections';
+import { InvalidCursorError, RedisUnavailableError } from '@baton/projections';
 import type { z } from 'zod';
 
 /** The body of every error the operator API answers: a stable code, a message, the offending fields. */
@@ -45,11 +45,26 @@ export function statusForKind(kind: string): number {
   }
 }
 
+/** Seconds a client should wait before retrying when Redis did not answer (the `Retry-After` of a 503 `projections_unavailable`). */
+export const PROJECTIONS_RETRY_AFTER_SEC = 1;
+
+/**
+ * The refusal for a request that needed Redis (projections, tokens, sessions) while Redis did not
+ * answer within `REDIS_COMMAND_TIMEOUT_MS` or refused the connection: 503
+ * `projections_unavailable`, or null when `error` is something else.
+ */
+export function projectionsUnavailable(error: unknown): ApiError | null {
+  const unavailable = RedisUnavailableError.of(error);
+  if (!unavailable) return null;
+  return new ApiError(HttpStatus.SERVICE_UNAVAILABLE, 'projections_unavailable', 'the projections store (Redis) did not answer in time; try again shortly', [], { retry_after_sec: PROJECTIONS_RETRY_AFTER_SEC });
+}
+
 /**
  * Writes every HTTP error as `{ error: { code, message, issues } }`: ApiErrors as they are; a bad
- * cursor as 400 `schema_violation`; Express's own errors (malformed JSON body → `malformed_json`,
- * body over the limit → `payload_too_large`) and unknown routes typed too; anything else as 500
- * `internal_error` (logged, never leaked).
+ * cursor as 400 `schema_violation`; Redis not answering (a command timeout, a refused connection)
+ * as 503 `projections_unavailable` with `Retry-After`; Express's own errors (malformed JSON body →
+ * `malformed_json`, body over the limit → `payload_too_large`) and unknown routes typed too;
+ * anything else as 500 `internal_error` (logged, never leaked).
  */
 @Catch()
 export class ApiExceptionFilter implements ExceptionFilter {
@@ -57,13 +72,20 @@ export class ApiExceptionFilter implements ExceptionFilter {
 
   catch(exception: unknown, host: ArgumentsHost): void {
     if (host.getType() !== 'http') throw exception;
-    const response = host.switchToHttp().getResponse<{ status(code: number): { json(body: unknown): void } }>();
+    const response = host.switchToHttp().getResponse<{ status(code: number): { json(body: unknown): void }; setHeader(name: string, value: string): void; headersSent?: boolean }>();
     const [status, body] = this.toBody(exception);
+    if (response.headersSent) return;
+    if (status === HttpStatus.SERVICE_UNAVAILABLE && (body as ApiErrorBody).error?.code === 'projections_unavailable') response.setHeader('Retry-After', String(PROJECTIONS_RETRY_AFTER_SEC));
     response.status(status).json(body);
   }
 
   private toBody(exception: unknown): [number, ApiErrorBody | object] {
     if (exception instanceof ApiError) return [exception.getStatus(), exception.getResponse() as ApiErrorBody];
+    const unavailable = projectionsUnavailable(exception);
+    if (unavailable) {
+      this.logger.warn(`redis unavailable: ${(exception as Error).message}`);
+      return [unavailable.getStatus(), unavailable.getResponse() as ApiErrorBody];
+    }
     if (exception instanceof InvalidCursorError) {
       return [HttpStatus.BAD_REQUEST, { error: { code: 'schema_violation', message: `cursor: ${exception.message}`, issues: [{ path: 'cursor', message: exception.message }] } }];
     }

@@ -4,6 +4,7 @@ import { z } from 'zod';
 import { HoldAnswerActionSchema, IdSchema, OperatorAnswerActionSchema, ProjectIdSchema } from '@baton/contracts';
 import type { ItemFilters } from '@baton/projections';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
+import { projectionsUnavailable } from '../api/http';
 import { OperatorActions, type RecordTarget } from '../api/operator-actions';
 import { resolveProject } from '../api/resolve';
 import { InboxQuerySchema } from '../api/schemas';
@@ -417,6 +418,10 @@ export class WebController {
       return { status: error.getStatus(), code: 'refused', message: error.message };
     }
     if (error instanceof z.ZodError) return { status: 400, code: 'schema_violation', message: error.issues.map((i) => i.message).join('; ') };
+    if (projectionsUnavailable(error)) {
+      this.runtime.logger.warn('web request: redis unavailable', { error: (error as Error).message });
+      return { status: 503, code: 'projections_unavailable', message: 'The inbox store (Redis) did not answer in time; try again in a moment.' };
+    }
     this.runtime.logger.error('web request failed', { error: error instanceof Error ? (error.stack ?? error.message) : String(error) });
     return { status: 500, code: 'internal_error', message: 'The request failed; see the notifier log.' };
   }

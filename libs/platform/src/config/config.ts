@@ -21,6 +21,13 @@ const url = (schemes: string[]) =>
 export const BaseConfigSchema = z.object({
   NATS_URL: url(['nats', 'tls', 'ws', 'wss']).default('nats://127.0.0.1:4222'),
   REDIS_URL: url(['redis', 'rediss']).default('redis://127.0.0.1:6379'),
+  /**
+   * How long one Redis command may wait for its reply before it fails (default 1000 ms): a stalled
+   * Redis makes the operator API answer 503 `projections_unavailable` at once instead of hanging,
+   * and the client carries on by itself when Redis answers again. Projection batches (one Lua
+   * script each) must fit in it too: raise it if the notifier logs timed-out applies on a slow Redis.
+   */
+  REDIS_COMMAND_TIMEOUT_MS: z.coerce.number().int().min(50).max(60_000).default(1000),
   /** Prefix of every subject, stream and Redis key; lets several Baton deployments share servers. */
   BATON_PREFIX: z
     .string()

@@ -72,7 +72,7 @@ export async function createRuntime<C extends BaseConfig>(opts: CreateRuntimeOpt
     registry,
     cacheSize: opts.cacheSize ?? config.BATON_FOLD_CACHE_SIZE,
   });
-  const redis = opts.redis === false ? null : createRedis(config.REDIS_URL);
+  const redis = opts.redis === false ? null : createRedis(config.REDIS_URL, { commandTimeout: config.REDIS_COMMAND_TIMEOUT_MS });
   return { service, instance, config, nats, registry, store, redis, logger };
 }
 
