@@ -29,6 +29,8 @@ export type {
   DeciderLike,
   DomainEventLike,
   EventStore,
+  EventStoreStats,
+  FoldLike,
   HandleCommandOptions,
   HandleCommandResult,
   JetStreamEventStoreOptions,
@@ -48,8 +50,21 @@ export type { BatchVerdict, ConsumedMessage, ConsumerLostEvent, ConsumerRunner, 
 export { LruCache } from './lru';
 export * from './dlq-admin';
 export { instrumentRunners, type RunnerIdentity, type RunnerInstrumentation } from './runner';
-export { readStreamRange } from './stream-reader';
-export type { StoredMessage, ReadRangeOptions } from './stream-reader';
+export { streamReader, followStream, readStreamRange, FOLLOW_PULL_EXPIRES_MS } from './stream-reader';
+export type {
+  StoredMessage,
+  StreamReader,
+  StreamReaderOptions,
+  StreamClients,
+  StreamBounds,
+  RangeOptions,
+  ReadRangeOptions,
+  FollowOptions,
+  FollowedMessage,
+  StreamFollower,
+} from './stream-reader';
+export { shareReads, type SeqSource } from './shared-reads';
+export { decodeEvent, type DecodedEvent } from './decode';
 export { createNkeyPair, nkeyPairFromSeed, decodeJwtClaims, jwtOfCreds } from './auth/jwt';
 export type { NkeyPair, UserPermissions, SubjectPermission } from './auth/jwt';
 export { permissionsFor, redriveMarkerSubjects } from './auth/permissions';

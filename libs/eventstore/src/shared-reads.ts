@@ -1,7 +1,7 @@
-import type { EventEnvelope } from '@baton/contracts';
-import type { ReplaySource, SequencedEvent } from './store';
+/** Something read from a sequence on: `(fromSeq) => items in stream order`. */
+export type SeqSource<T> = (fromSeq: number) => AsyncIterable<T>;
 
-/** Events a reader may run ahead of the slowest reader of the same read before it waits. */
+/** Items a reader may run ahead of the slowest reader of the same read before it waits. */
 const DEFAULT_WINDOW = 2_048;
 
 /**
@@ -10,20 +10,20 @@ const DEFAULT_WINDOW = 2_048;
  * that would take the buffer past `window` events ahead of the slowest waits. A read can be joined
  * only while it still holds its first event (nothing has been dropped yet).
  */
-class SharedRead<E extends EventEnvelope> {
-  private readonly buffer: SequencedEvent<E>[] = [];
+class SharedRead<T> {
+  private readonly buffer: T[] = [];
   /** Index (since the start of the read) of `buffer[0]`. */
   private dropped = 0;
   private readonly positions = new Map<number, number>();
   private nextReader = 0;
-  private iterator: AsyncIterator<SequencedEvent<E>> | null = null;
+  private iterator: AsyncIterator<T> | null = null;
   private pulling: Promise<void> | null = null;
   private ended = false;
   private failure: { error: unknown } | null = null;
   private waiters: Array<() => void> = [];
 
   constructor(
-    private readonly open: () => AsyncIterable<SequencedEvent<E>>,
+    private readonly open: () => AsyncIterable<T>,
     private readonly window: number,
   ) {}
 
@@ -38,7 +38,7 @@ class SharedRead<E extends EventEnvelope> {
     return this.positions.size;
   }
 
-  async *reader(): AsyncGenerator<SequencedEvent<E>> {
+  async *reader(): AsyncGenerator<T> {
     const id = this.nextReader++;
     this.positions.set(id, 0);
     try {
@@ -57,7 +57,7 @@ class SharedRead<E extends EventEnvelope> {
   }
 
   /** The event at `position` of the read, pulling (or waiting for the slowest reader) as needed; undefined at the end. */
-  private async eventAt(position: number): Promise<SequencedEvent<E> | undefined> {
+  private async eventAt(position: number): Promise<T | undefined> {
     for (;;) {
       if (this.failure) throw this.failure.error;
       const index = position - this.dropped;
@@ -123,25 +123,25 @@ class SharedRead<E extends EventEnvelope> {
 }
 
 /**
- * A {@link ReplaySource} that lets concurrent rebuilds share one read of the stream: calls with the
- * same `fromSeq` made while a read from there is still at its first event join that read, so the
- * stream is read, decoded and validated once for all of them instead of once each (a rebuild of
- * every projection reads the whole stream at the same moment). Readers keep their own pace within
- * `window` events of the slowest; a reader that stops (returns or throws) leaves the read without
- * holding the others. A call that finds no joinable read from its `fromSeq` starts a new one, so
- * a catch-up round of one rebuild never waits for the others. Every reader sees exactly the events
- * the underlying source yields for that `fromSeq`, in order.
+ * Lets concurrent readers share one read of a stream: calls with the same `fromSeq` made while a
+ * read from there is still at its first item join that read, so the stream is read (and decoded,
+ * and validated) once for all of them instead of once each — a rebuild of every projection reads
+ * the whole stream at the same moment. Readers keep their own pace within `window` items of the
+ * slowest; a reader that stops (returns or throws) leaves the read without holding the others. A
+ * call that finds no joinable read from its `fromSeq` starts a new one, so a catch-up round of one
+ * rebuild never waits for the others. Every reader sees exactly the items `source` yields for that
+ * `fromSeq`, in order.
  */
-export function sharedReplaySource<E extends EventEnvelope = EventEnvelope>(source: ReplaySource<E>, options: { window?: number } = {}): ReplaySource<E> {
+export function shareReads<T>(source: SeqSource<T>, options: { window?: number } = {}): SeqSource<T> {
   const window = Math.max(1, options.window ?? DEFAULT_WINDOW);
-  const open = new Map<number, SharedRead<E>>();
+  const open = new Map<number, SharedRead<T>>();
   return (fromSeq: number) =>
     (async function* () {
       // Join (or start) the read when iteration begins, so a reader never joins a read whose
-      // first events were already dropped.
+      // first items were already dropped.
       let shared = open.get(fromSeq);
       if (!shared || !shared.joinable) {
-        shared = new SharedRead<E>(() => source(fromSeq), window);
+        shared = new SharedRead<T>(() => source(fromSeq), window);
         open.set(fromSeq, shared);
       }
       const read = shared;

@@ -1,14 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import {
-  AckPolicy,
-  DeliverPolicy,
-  headers as natsHeaders,
-  nanos,
-  nuid,
-  type JetStreamClient,
-  type JetStreamManager,
-  type JsMsg,
-} from 'nats';
+import { headers as natsHeaders, type JetStreamClient, type JetStreamManager } from 'nats';
 import {
   EventEnvelopeSchema,
   MsgIds,
@@ -21,17 +12,10 @@ import {
   type Origin,
 } from '@baton/contracts';
 import type { DecisionResult, DomainError } from '@baton/domain';
-import {
-  ConcurrencyConflict,
-  EventDecodeError,
-  EventStoreError,
-  EventValidationError,
-  JsErrCode,
-  StreamNotFound,
-  jsErrCode,
-  mapPublishError,
-} from './errors';
+import { decodeEvent } from './decode';
+import { ConcurrencyConflict, EventDecodeError, EventStoreError, EventValidationError, mapPublishError } from './errors';
 import { LruCache } from './lru';
+import { streamReader, type StoredMessage, type StreamReader } from './stream-reader';
 import { batonStreamNames } from './topology';
 
 /** Identifies one aggregate instance, hence one subject: `<prefix>.ev.<project>.<kind>.<id>`. */
@@ -84,11 +68,29 @@ export interface DomainEventLike {
   data: unknown;
 }
 
-/** The three pure functions `handleCommand` needs (structurally a `Decider` from `@baton/domain`). */
-export interface DeciderLike<Command, Event extends DomainEventLike, State> {
+/**
+ * How an aggregate's state is folded from its events: the `initialState` and `evolve` of its
+ * decider. The fold cache is shared by everything that folds with the same two functions (a
+ * decider, a reactor, `stateAt`), so a reactor reads what the writer in its process just folded.
+ */
+export interface FoldLike<Event extends DomainEventLike, State> {
   initialState(): State;
   evolve(state: State, event: Event): State;
+}
+
+/** The three pure functions `handleCommand` needs (structurally a `Decider` from `@baton/domain`). */
+export interface DeciderLike<Command, Event extends DomainEventLike, State> extends FoldLike<Event, State> {
   decide(command: Command, state: State): DecisionResult<Event>;
+}
+
+/** Counters of what the store read (see {@link JetStreamEventStore.stats}). */
+export interface EventStoreStats {
+  /** Round trips to the server to read the stream: point reads, reader consumers and their pulls. */
+  readRoundTrips: number;
+  /** `stateAt` calls answered from the fold cache with no read. */
+  stateHits: number;
+  /** `stateAt` calls that read: the events after the cached fold, or the aggregate from its start. */
+  stateReads: number;
 }
 
 /** Envelope fields the writer supplies for the events a command produces. */
@@ -135,6 +137,24 @@ export interface EventStore {
   /** Read an aggregate's events (decoded and upcast) and its last sequence. Empty aggregate → `{ events: [], lastSeq: 0 }`. */
   read(ref: AggregateRef, opts?: ReadOptions): Promise<ReadResult>;
   /**
+   * The aggregate's state as of stream sequence `seq` (inclusive): the fold of its events stored
+   * at or before `seq`, with `fold`. `seq` must already be stored (e.g. the sequence of a
+   * delivered event, or one before it). Served from the fold cache (shared with `handleCommand`
+   * and every other caller folding with the same `evolve`): a cached fold at or before `seq` is
+   * brought up to `seq` by reading only the events after it; a cached fold past `seq` answers from
+   * the events it keeps behind it (`cacheHistory`); otherwise the aggregate is read from its start
+   * up to `seq`. A sequence at or below 0 is the initial state.
+   */
+  stateAt<Event extends DomainEventLike, State>(ref: AggregateRef, fold: FoldLike<Event, State>, seq: number): Promise<State>;
+  /**
+   * The aggregate's state just before and just after stream sequence `seq` (`stateAt(seq - 1)`
+   * and `stateAt(seq)`, served and read together): what a reactor handling the aggregate's event
+   * at `seq` is given.
+   */
+  eventStates<Event extends DomainEventLike, State>(ref: AggregateRef, fold: FoldLike<Event, State>, seq: number): Promise<{ before: State; after: State }>;
+  /** True when the aggregate has events after stream sequence `seq` (the fold cache, else one point read). */
+  hasEventsAfter(ref: AggregateRef, seq: number): Promise<boolean>;
+  /**
    * Read and fold the aggregate, decide, append with the expected sequence; on a concurrency
    * conflict re-read, re-decide and retry (up to `maxAttempts`, tiny jittered backoff). Never
    * overwrites. A domain refusal is returned as `{ ok: false, error }`, not thrown.
@@ -158,6 +178,11 @@ export interface JetStreamEventStoreOptions {
   stream?: string;
   /** Entries in the folded-state cache (default 0: no cache). */
   cacheSize?: number;
+  /**
+   * Events each cache entry keeps behind its fold, so it can answer `stateAt` for a sequence
+   * before its last event (a reactor a few events behind the writer) without reading (default 16).
+   */
+  cacheHistory?: number;
   /** Events per pull when reading (default 500). */
   readBatch?: number;
   /**
@@ -167,42 +192,92 @@ export interface JetStreamEventStoreOptions {
   smallReadEvents?: number;
 }
 
-interface CachedState {
-  decider: object;
+/** One of the aggregate's events as the cache keeps it. */
+interface CachedEvent {
+  seq: number;
+  id: string;
+  event: DomainEventLike;
+}
+
+/**
+ * What the fold cache holds for one aggregate: the fold through `throughSeq`, and the last few
+ * events with the fold before them, so it can answer "as of" any sequence from `base.seq` on.
+ * Entries are never changed in place (a new one replaces it), so concurrent commands and reads
+ * each see a consistent entry.
+ */
+interface FoldEntry {
+  /** The fold that built it: `evolve` and `initialState` of the decider (or reactor) that folded it. */
+  evolve: (state: unknown, event: DomainEventLike) => unknown;
+  initialState: () => unknown;
+  /** The fold through the event at `base.seq` (0: before the first event), with that event's id. */
+  base: { seq: number; state: unknown; eventId: string | null };
+  /** The aggregate's events after `base.seq`, oldest first (at most `cacheHistory`). */
+  tail: readonly CachedEvent[];
+  /** The fold of every event (`base` + `tail`). */
   state: unknown;
-  lastSeq: number;
-  /** Id of the aggregate's last event (to recognise a command that was partly appended). */
-  lastEventId: string | null;
+  /** Every event of the aggregate stored at or before this sequence is in the fold (at least the last event's sequence). */
+  throughSeq: number;
+}
+
+/** Sequence of the aggregate's last folded event (0: none): the next append's expectation. */
+function lastSeqOf(entry: FoldEntry): number {
+  return entry.tail.at(-1)?.seq ?? entry.base.seq;
+}
+
+function lastEventIdOf(entry: FoldEntry): string | null {
+  return entry.tail.at(-1)?.id ?? entry.base.eventId;
+}
+
+/** What {@link entryStateAt} answers for a sequence before what the entry keeps. */
+const NOT_KEPT = Symbol('not kept');
+
+/** The entry's fold as of `seq` (inclusive; at most its `throughSeq`), or {@link NOT_KEPT} when `seq` is before what it keeps. */
+function entryStateAt(entry: FoldEntry, seq: number): unknown {
+  if (seq >= lastSeqOf(entry)) return entry.state;
+  if (seq < entry.base.seq) return NOT_KEPT;
+  let state = entry.base.state;
+  for (const cached of entry.tail) {
+    if (cached.seq > seq) break;
+    state = entry.evolve(state, cached.event);
+  }
+  return state;
 }
 
 /** Most events one command may produce for the partial-append check (deciders emit a handful). */
 const MAX_EVENTS_PER_COMMAND = 32;
 
 const textEncoder = new TextEncoder();
-const textDecoder = new TextDecoder();
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /** {@link EventStore} on NATS JetStream. */
 export class JetStreamEventStore implements EventStore {
   private readonly js: JetStreamClient;
-  private readonly jsm: JetStreamManager;
   private readonly prefix: string;
   private readonly registry: EventRegistry;
   private readonly stream: string;
+  private readonly reader: StreamReader;
   private readonly readBatch: number;
   private readonly smallReadEvents: number;
-  private readonly cache: LruCache<string, CachedState> | null;
+  private readonly cache: LruCache<string, FoldEntry> | null;
+  private readonly history: number;
+  private readonly counters: EventStoreStats = { readRoundTrips: 0, stateHits: 0, stateReads: 0 };
 
   constructor(opts: JetStreamEventStoreOptions) {
     this.js = opts.js;
-    this.jsm = opts.jsm;
     this.prefix = opts.prefix;
     this.registry = opts.registry;
     this.stream = opts.stream ?? batonStreamNames(opts.prefix).events;
+    this.reader = streamReader({ js: opts.js, jsm: opts.jsm }, this.stream, { onRoundTrip: () => void this.counters.readRoundTrips++ });
     this.readBatch = opts.readBatch ?? 500;
     this.smallReadEvents = Math.max(0, opts.smallReadEvents ?? 8);
     this.cache = opts.cacheSize && opts.cacheSize > 0 ? new LruCache(opts.cacheSize) : null;
+    this.history = Math.max(0, opts.cacheHistory ?? 16);
+  }
+
+  /** What this store has read so far (counters only grow). */
+  stats(): EventStoreStats {
+    return { ...this.counters };
   }
 
   subjectOf(ref: AggregateRef): string {
@@ -252,61 +327,74 @@ export class JetStreamEventStore implements EventStore {
     const events: StoredEvent[] = [];
     let lastSeq = afterSeq;
     for (let fetched = 0; fetched < this.smallReadEvents && lastSeq < target; fetched++) {
-      const msg = await this.nextBySubject(subject, lastSeq + 1);
+      const msg = await this.reader.nextOnSubject(subject, lastSeq + 1);
       if (msg === null || msg.seq > target) return { events, lastSeq: untilSeq !== undefined ? lastSeq : target };
-      events.push(this.decodeStored(msg.subject, msg.seq, msg.data));
+      events.push(this.decodeStored(msg));
       lastSeq = msg.seq;
     }
     if (lastSeq >= target) return { events, lastSeq };
-    const rest = await this.readWithConsumer(subject, lastSeq, target);
-    return { events: [...events, ...rest.events], lastSeq: untilSeq !== undefined ? rest.lastSeq : Math.max(rest.lastSeq, target) };
+    // The rest through the stream reader's range (one ephemeral consumer filtered on the subject).
+    for await (const msg of this.reader.range({ fromSeq: lastSeq + 1, toSeq: target, filterSubject: subject, batch: this.readBatch })) {
+      events.push(this.decodeStored(msg));
+      lastSeq = msg.seq;
+    }
+    return { events, lastSeq: untilSeq !== undefined ? lastSeq : Math.max(lastSeq, target) };
   }
 
-  /** Read `subject` after `afterSeq` up to `target` through an ephemeral ordered, ack-less consumer. */
-  private async readWithConsumer(subject: string, afterSeq: number, target: number): Promise<ReadResult> {
-    const name = `rd_${nuid.next()}`;
-    let created = false;
-    try {
-      const info = await this.jsm.consumers
-        .add(this.stream, {
-          name,
-          filter_subject: subject,
-          deliver_policy: DeliverPolicy.StartSequence,
-          opt_start_seq: afterSeq + 1,
-          ack_policy: AckPolicy.None,
-          max_deliver: 1,
-          mem_storage: true,
-          num_replicas: 1,
-          inactive_threshold: nanos(30_000),
-        })
-        .catch((err: unknown) => {
-          if (jsErrCode(err) === JsErrCode.streamNotFound) throw new StreamNotFound(this.stream, { cause: err });
-          throw new EventStoreError(`cannot open a reader on ${subject}: ${(err as Error).message}`, { cause: err });
-        });
-      created = true;
-      const consumer = await this.js.consumers.get(this.stream, name);
-      const events: StoredEvent[] = [];
-      let remaining = info.num_pending;
-      let lastSeq = afterSeq;
-      while (remaining > 0 && lastSeq < target) {
-        const batch = await consumer.fetch({ max_messages: Math.min(remaining, this.readBatch), expires: 5000 });
-        let got = 0;
-        for await (const msg of batch) {
-          got++;
-          remaining--;
-          if (msg.seq > target) {
-            remaining = 0;
-            continue;
-          }
-          events.push(this.decodeMessage(msg));
-          lastSeq = msg.seq;
-        }
-        if (got === 0) throw new EventStoreError(`reading ${subject} stalled with ${remaining} events still pending`);
+  async stateAt<Event extends DomainEventLike, State>(ref: AggregateRef, fold: FoldLike<Event, State>, seq: number): Promise<State> {
+    return (await this.statesAt(ref, fold, [seq]))[0] as State;
+  }
+
+  async eventStates<Event extends DomainEventLike, State>(ref: AggregateRef, fold: FoldLike<Event, State>, seq: number): Promise<{ before: State; after: State }> {
+    const [before, after] = (await this.statesAt(ref, fold, [seq - 1, seq])) as [State, State];
+    return { before, after };
+  }
+
+  /**
+   * The aggregate's states as of each of `seqs` (see {@link stateAt}), reading the stream at most
+   * once, through the highest of them.
+   */
+  private async statesAt<Event extends DomainEventLike, State>(ref: AggregateRef, fold: FoldLike<Event, State>, seqs: readonly number[]): Promise<State[]> {
+    const top = Math.max(...seqs);
+    if (top <= 0) return seqs.map(() => fold.initialState());
+    const key = this.subjectOf(ref);
+    const cached = this.cache?.get(key);
+    const entry = cached && this.sameFold(cached, fold) ? cached : null;
+    const fromEntry = (from: FoldEntry): State[] | null => {
+      const states = seqs.map((seq) => (seq <= 0 ? fold.initialState() : entryStateAt(from, seq)));
+      return states.includes(NOT_KEPT) ? null : (states as State[]);
+    };
+    if (entry && top <= entry.throughSeq) {
+      const states = fromEntry(entry);
+      if (states) {
+        this.counters.stateHits++;
+        return states;
       }
-      return { events, lastSeq };
-    } finally {
-      if (created) this.jsm.consumers.delete(this.stream, name).catch(() => undefined);
     }
+    this.counters.stateReads++;
+    if (entry && top > entry.throughSeq) {
+      // The cached fold is at or before `top`: read only what lies between.
+      const read = await this.read(ref, { afterSeq: entry.throughSeq, untilSeq: top });
+      const next = this.extend(entry, read.events.map(cachedEvent), top);
+      this.cache?.set(key, next);
+      const states = fromEntry(next);
+      if (states) return states;
+    }
+    // Nothing cached at or before `top` (or another fold's entry, or a sequence further back than
+    // the entry keeps): fold from the start up to `top`.
+    const read = await this.read(ref, { untilSeq: top });
+    // Keep the fold unless the cache holds one of this aggregate that is further on (more useful to writers).
+    if (!cached) this.cache?.set(key, this.extend(this.emptyEntry(fold), read.events.map(cachedEvent), top));
+    return seqs.map((seq) =>
+      read.events.reduce((state, e) => (e.seq <= seq ? fold.evolve(state, { type: e.type, data: e.payload } as Event) : state), fold.initialState()),
+    );
+  }
+
+  async hasEventsAfter(ref: AggregateRef, seq: number): Promise<boolean> {
+    const key = this.subjectOf(ref);
+    const cached = this.cache?.get(key);
+    if (cached && lastSeqOf(cached) > seq) return true;
+    return (await this.lastSubjectSeq(key)) > seq;
   }
 
   async handleCommand<Command, Event extends DomainEventLike, State>(
@@ -322,8 +410,9 @@ export class JetStreamEventStore implements EventStore {
     for (let attempt = 1; attempt <= maxAttempts; attempt++) {
       // First attempt: trust a cached fold without asking the server (the append's expected
       // sequence checks it); after a conflict, read what was appended since.
-      const trustedCache = attempt === 1 && this.cache?.get(key)?.decider === decider;
-      const loaded = await this.load(key, ref, decider, attempt === 1);
+      const cachedEntry = this.cache?.get(key);
+      const trustedCache = attempt === 1 && cachedEntry !== undefined && this.sameFold(cachedEntry, decider);
+      let loaded = await this.load(key, ref, decider, attempt === 1);
       let { state, lastSeq } = loaded;
       const { lastEventId } = loaded;
       if (lastEventId !== null && this.ownEventIndex(meta, lastEventId) !== null) {
@@ -344,6 +433,7 @@ export class JetStreamEventStore implements EventStore {
         // A refusal (or a no-op) decided on a cached fold is not checked by any append: another
         // instance may have moved the aggregate on. Read what was appended since and decide again.
         const fresh = await this.load(key, ref, decider, false);
+        loaded = fresh;
         ({ state, lastSeq } = fresh);
         if (fresh.lastEventId !== null && this.ownEventIndex(meta, fresh.lastEventId) !== null) continue;
         decision = decider.decide(command, state);
@@ -365,15 +455,16 @@ export class JetStreamEventStore implements EventStore {
           // this fold, is the truth. Return the events as stored and the state they produce.
           this.cache?.delete(key);
           const full = await this.read(ref);
-          const state = full.events.reduce((s, e) => decider.evolve(s, { type: e.type, data: e.payload } as Event), decider.initialState());
-          this.cache?.set(key, { decider, state, lastSeq: full.lastSeq, lastEventId: full.events.at(-1)?.id ?? null });
+          const entry = this.extend(this.emptyEntry(decider), full.events.map(cachedEvent), full.lastSeq);
+          this.cache?.set(key, entry);
           const seqs = new Set(result.seqs);
-          return { ok: true, events: full.events.filter((e) => seqs.has(e.seq)), state, lastSeq: full.lastSeq };
+          return { ok: true, events: full.events.filter((e) => seqs.has(e.seq)), state: entry.state as State, lastSeq: full.lastSeq };
         }
         const stored = envelopes.map((env, index) => ({ ...env, seq: result.seqs[index] as number }));
-        const next = decision.events.reduce((s, e) => decider.evolve(s, e), state);
-        this.cache?.set(key, { decider, state: next, lastSeq: result.lastSeq, lastEventId: envelopes.at(-1)?.id ?? null });
-        return { ok: true, events: stored, state: next, lastSeq: result.lastSeq };
+        // The append expected the fold's last sequence, so these events follow it directly.
+        const next = this.extend(loaded.entry, decision.events.map((event, index) => ({ seq: result.seqs[index] as number, id: envelopes[index]!.id, event })), result.lastSeq);
+        this.cache?.set(key, next);
+        return { ok: true, events: stored, state: next.state as State, lastSeq: result.lastSeq };
       } catch (err) {
         if (!(err instanceof ConcurrencyConflict)) throw err;
         lastConflict = err;
@@ -415,40 +506,72 @@ export class JetStreamEventStore implements EventStore {
       lastSeq = result.lastSeq;
     }
     const all = [...full.events.slice(0, start), ...events];
-    const state = all.reduce((s, e) => decider.evolve(s, toEvent(e)), decider.initialState());
-    this.cache?.set(key, { decider, state, lastSeq, lastEventId: all.at(-1)?.id ?? null });
-    return { ok: true, events, state, lastSeq };
+    const entry = this.extend(this.emptyEntry(decider), all.map(cachedEvent), lastSeq);
+    this.cache?.set(key, entry);
+    return { ok: true, events, state: entry.state as State, lastSeq };
   }
 
   /**
-   * Fold the aggregate, starting from the cached state when there is one. With `trustCache`, a
+   * Fold the aggregate, starting from the cached fold when there is one. With `trustCache`, a
    * cached fold is returned without a round trip: the caller's append carries its sequence as the
-   * expectation, so a stale cache costs a conflict and a re-read, never a wrong write.
+   * expectation, so a stale cache costs a conflict and a re-read, never a wrong write. `entry` is
+   * the fold as a cache entry (what the cache holds now, when there is a cache).
    */
   private async load<Command, Event extends DomainEventLike, State>(
     key: string,
     ref: AggregateRef,
     decider: DeciderLike<Command, Event, State>,
     trustCache = false,
-  ): Promise<{ state: State; lastSeq: number; lastEventId: string | null }> {
+  ): Promise<{ state: State; lastSeq: number; lastEventId: string | null; entry: FoldEntry }> {
     const cached = this.cache?.get(key);
-    // A cache entry is only reused by the decider that folded it.
-    const base = cached && cached.decider === decider ? cached : null;
-    if (base && trustCache) return { state: base.state as State, lastSeq: base.lastSeq, lastEventId: base.lastEventId };
-    const read = await this.read(ref, { afterSeq: base?.lastSeq ?? 0 });
-    if (base && read.lastSeq < base.lastSeq) {
+    // A cache entry is only reused by a decider with the same fold (evolve and initial state).
+    const base = cached && this.sameFold(cached, decider) ? cached : null;
+    if (base && trustCache) return { state: base.state as State, lastSeq: lastSeqOf(base), lastEventId: lastEventIdOf(base), entry: base };
+    const read = await this.read(ref, { afterSeq: base ? lastSeqOf(base) : 0 });
+    if (base && read.lastSeq < lastSeqOf(base)) {
       // The stream went backwards (recreated): forget the cache and rebuild from scratch.
       this.cache?.delete(key);
       return this.load(key, ref, decider);
     }
-    const state = read.events.reduce(
-      (s, e) => decider.evolve(s, { type: e.type, data: e.payload } as Event),
-      base ? (base.state as State) : decider.initialState(),
-    );
-    const lastSeq = Math.max(read.lastSeq, base?.lastSeq ?? 0);
-    const lastEventId = read.events.at(-1)?.id ?? base?.lastEventId ?? null;
-    this.cache?.set(key, { decider, state, lastSeq, lastEventId });
-    return { state, lastSeq, lastEventId };
+    const entry = this.extend(base ?? this.emptyEntry(decider), read.events.map(cachedEvent), Math.max(read.lastSeq, base?.throughSeq ?? 0));
+    this.cache?.set(key, entry);
+    return { state: entry.state as State, lastSeq: lastSeqOf(entry), lastEventId: lastEventIdOf(entry), entry };
+  }
+
+  /** True when `entry` was folded with `fold`'s functions. */
+  private sameFold(entry: FoldEntry, fold: FoldLike<never, unknown>): boolean {
+    return entry.evolve === (fold.evolve as unknown) && entry.initialState === fold.initialState;
+  }
+
+  /** A cache entry holding nothing yet: the fold's initial state, before any event. */
+  private emptyEntry<Event extends DomainEventLike, State>(fold: FoldLike<Event, State>): FoldEntry {
+    const state = fold.initialState();
+    return {
+      evolve: fold.evolve as FoldEntry['evolve'],
+      initialState: fold.initialState,
+      base: { seq: 0, state, eventId: null },
+      tail: [],
+      state,
+      throughSeq: 0,
+    };
+  }
+
+  /**
+   * A new entry: `entry` with `events` (the aggregate's next events, in order, all after its
+   * `throughSeq`) folded on, known complete through `throughSeq`; the oldest events beyond
+   * `cacheHistory` are folded into the base.
+   */
+  private extend(entry: FoldEntry, events: readonly CachedEvent[], throughSeq: number): FoldEntry {
+    if (events.length === 0) return throughSeq > entry.throughSeq ? { ...entry, throughSeq } : entry;
+    let state = entry.state;
+    for (const cached of events) state = entry.evolve(state, cached.event);
+    let base = entry.base;
+    const tail = [...entry.tail, ...events];
+    while (tail.length > this.history) {
+      const oldest = tail.shift() as CachedEvent;
+      base = { seq: oldest.seq, state: entry.evolve(base.state, oldest.event), eventId: oldest.id };
+    }
+    return { ...entry, base, tail, state, throughSeq: Math.max(throughSeq, (events.at(-1) as CachedEvent).seq) };
   }
 
   /** The deterministic id of a command's `index`-th event, or null when the command has none. */
@@ -510,47 +633,19 @@ export class JetStreamEventStore implements EventStore {
     return { id: env.id, type: env.type, version: env.version, bytes };
   }
 
-  private decodeMessage(msg: JsMsg): StoredEvent {
-    return this.decodeStored(msg.subject, msg.seq, msg.data);
-  }
-
-  private decodeStored(subject: string, seq: number, data: Uint8Array): StoredEvent {
-    let raw: unknown;
-    try {
-      raw = JSON.parse(textDecoder.decode(data));
-    } catch (err) {
-      throw new EventDecodeError(subject, seq, { code: 'malformed_json', message: 'stored event is not JSON', issues: [] }, { cause: err });
-    }
-    const decoded = this.registry.decode(raw);
-    if (!decoded.ok) throw new EventDecodeError(subject, seq, decoded.rejection);
-    return { ...decoded.value, seq };
-  }
-
-  /** The first message on `subject` at or after `fromSeq` (`STREAM.MSG.GET` with `next_by_subj`), or null. */
-  private async nextBySubject(subject: string, fromSeq: number): Promise<{ subject: string; seq: number; data: Uint8Array } | null> {
-    try {
-      // `next_by_subj` is understood by the server from 2.9; the client's type only lists it for direct gets.
-      const query = { seq: fromSeq, next_by_subj: subject } as unknown as { seq: number };
-      const msg = await this.jsm.streams.getMessage(this.stream, query);
-      return { subject: msg.subject, seq: msg.seq, data: msg.data };
-    } catch (err) {
-      const code = jsErrCode(err);
-      if (code === JsErrCode.noMessageFound) return null;
-      if (code === JsErrCode.streamNotFound) throw new StreamNotFound(this.stream, { cause: err });
-      throw new EventStoreError(`cannot read ${subject} from #${fromSeq}: ${(err as Error).message}`, { cause: err });
-    }
+  private decodeStored(msg: StoredMessage): StoredEvent {
+    const decoded = decodeEvent(this.registry, msg.data);
+    if (!decoded.ok) throw new EventDecodeError(msg.subject, msg.seq, decoded.rejection, { cause: decoded.cause });
+    return { ...decoded.envelope, seq: msg.seq };
   }
 
   /** The stream sequence of the last message on `subject`, or 0 when there is none. */
   private async lastSubjectSeq(subject: string): Promise<number> {
-    try {
-      const msg = await this.jsm.streams.getMessage(this.stream, { last_by_subj: subject });
-      return msg.seq;
-    } catch (err) {
-      const code = jsErrCode(err);
-      if (code === JsErrCode.noMessageFound) return 0;
-      if (code === JsErrCode.streamNotFound) throw new StreamNotFound(this.stream, { cause: err });
-      throw new EventStoreError(`cannot read the last sequence of ${subject}: ${(err as Error).message}`, { cause: err });
-    }
+    return (await this.reader.lastOnSubject(subject))?.seq ?? 0;
   }
+}
+
+/** A stored event as the fold cache keeps it. */
+function cachedEvent(event: StoredEvent): CachedEvent {
+  return { seq: event.seq, id: event.id, event: { type: event.type, data: event.payload } };
 }

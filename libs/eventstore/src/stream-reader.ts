@@ -1,18 +1,42 @@
-import { AckPolicy, DeliverPolicy, nanos, nuid, type JetStreamClient, type JetStreamManager, type MsgHdrs } from 'nats';
-import { EventStoreError } from './errors';
+import { AckPolicy, DeliverPolicy, nanos, nuid, type ConsumerMessages, type JetStreamClient, type JetStreamManager, type JsMsg, type MsgHdrs } from 'nats';
+import { EventStoreError, JsErrCode, StreamNotFound, jsErrCode } from './errors';
+import { headersToRecord } from './dead-letter';
 
-/** A stored message as a range reader yields it. */
+/*
+ * Baton's one way to read a stream. Every reader of stored messages goes through here: the event
+ * store's aggregate reads, projection replays and rebuilds, the watchdog's followers, the ledger's
+ * scan of pending handoffs, the CLI, the notifier's gap reads. Three shapes:
+ *
+ * - a RANGE `fromSeq..toSeq` (optionally filtered): one ephemeral, ack-less, in-memory pull
+ *   consumer, read until the messages it reported pending at creation are delivered, so a range
+ *   is complete or fails loudly, never silently short;
+ * - a FOLLOW: an ordered consumer that replays from a sequence and keeps delivering; the client
+ *   re-creates it from the last sequence seen when it is deleted, lost or skips, so every message
+ *   arrives once and in order;
+ * - POINT reads: one message by sequence, the next or last one on a subject (`STREAM.MSG.GET`).
+ *
+ * Shared replays (several rebuilds over one read) are `shareReads` (shared-reads.ts) over a range.
+ */
+
+/** A stored message as a reader yields it. */
 export interface StoredMessage {
   subject: string;
+  /** Stream sequence. */
   seq: number;
   data: Uint8Array;
-  headers: MsgHdrs | undefined;
+  /** First value of a header, if present. */
+  header(name: string): string | undefined;
+  /** Every header as `{ name: [values] }`. */
+  headers(): Record<string, string[]>;
 }
 
-export interface ReadRangeOptions {
+/** The client views a reader needs (a `NatsHandle` has both). */
+export interface StreamClients {
   js: JetStreamClient;
   jsm: JetStreamManager;
-  stream: string;
+}
+
+export interface RangeOptions {
   /** First stream sequence to read (inclusive). */
   fromSeq: number;
   /** Last stream sequence to read (inclusive); default: the stream's last sequence when the read starts. */
@@ -22,51 +46,255 @@ export interface ReadRangeOptions {
   batch?: number;
 }
 
-/**
- * Read a stream from `fromSeq` to `toSeq` in order, through one ephemeral pull consumer that
- * acknowledges nothing and is deleted afterwards (it also expires on its own after 30 s idle).
- * The consumer reports how many messages are pending, so the read ends exactly when they are
- * delivered; a pull that brings nothing is retried, and a read that keeps stalling fails loudly
- * instead of returning a truncated history.
- */
-export async function* readStreamRange(options: ReadRangeOptions): AsyncGenerator<StoredMessage> {
-  const { js, jsm, stream } = options;
-  const toSeq = options.toSeq ?? (await jsm.streams.info(stream)).state.last_seq;
-  if (toSeq < options.fromSeq) return;
-  const name = `rr_${nuid.next()}`;
-  const info = await jsm.consumers.add(stream, {
-    name,
-    ...(options.filterSubject ? { filter_subject: options.filterSubject } : {}),
-    deliver_policy: DeliverPolicy.StartSequence,
-    opt_start_seq: Math.max(1, options.fromSeq),
-    ack_policy: AckPolicy.None,
-    max_deliver: 1,
-    mem_storage: true,
-    num_replicas: 1,
-    inactive_threshold: nanos(30_000),
-  });
-  try {
-    const consumer = await js.consumers.get(stream, name);
-    let remaining = info.num_pending;
-    let last = options.fromSeq - 1;
-    let stalls = 0;
-    while (remaining > 0 && last < toSeq) {
-      const batch = await consumer.fetch({ max_messages: Math.min(remaining, options.batch ?? 500), expires: 5000 });
-      let got = 0;
-      for await (const msg of batch) {
-        got++;
-        remaining--;
-        if (msg.seq > toSeq) {
-          remaining = 0;
-          continue;
-        }
-        last = msg.seq;
-        yield { subject: msg.subject, seq: msg.seq, data: msg.data, headers: msg.headers };
-      }
-      if (got > 0) stalls = 0;
-      else if (++stalls >= 6) throw new EventStoreError(`reading ${stream} stalled at seq ${last} with ${remaining} messages pending`);
+/** How long each pull of a follower waits; idle heartbeats come every half of it. */
+export const FOLLOW_PULL_EXPIRES_MS = 5000;
+
+/** One message as a follower hands it over. */
+export interface FollowedMessage {
+  subject: string;
+  /** Stream sequence. */
+  seq: number;
+  data: Uint8Array;
+  /** First value of a header, if present. */
+  header(name: string): string | undefined;
+}
+
+export interface FollowOptions {
+  /** One subject filter (wildcards allowed; a single filter works on NATS 2.9). */
+  filterSubject: string;
+  /** First stream sequence to deliver (default 1: the whole history). */
+  startSeq?: number;
+  /** Called for every message, in order, synchronously. An exception is passed to `onError`; the follower goes on. */
+  onMessage(message: FollowedMessage): void;
+  onError?(error: unknown, message: FollowedMessage): void;
+  /** Messages per pull (default 1000). */
+  batch?: number;
+}
+
+export interface StreamFollower {
+  /** Resolves once every message stored when the follower started has been handed to `onMessage`. */
+  readonly caughtUp: Promise<void>;
+  isCaughtUp(): boolean;
+  /** Stream sequence of the last message handed over (0 before the first). */
+  lastSeq(): number;
+  /** Stop delivering and remove the consumer. Safe to call twice. */
+  stop(): Promise<void>;
+}
+
+export interface StreamBounds {
+  firstSeq: number;
+  lastSeq: number;
+  messages: number;
+}
+
+export interface StreamReaderOptions {
+  /** Told of every server round trip the reader makes (a point read, a consumer created, a pull): read counters, tests. */
+  onRoundTrip?: (kind: 'get' | 'consumer' | 'pull' | 'info') => void;
+}
+
+/** Reads one stream: ranges, follows and point reads (see the module comment). */
+export interface StreamReader {
+  readonly stream: string;
+  /**
+   * The messages `fromSeq..toSeq` (filtered) in order, through one ephemeral pull consumer that
+   * acknowledges nothing and is deleted afterwards (it also expires on its own after 30 s idle).
+   * The consumer reports how many messages are pending, so the read ends exactly when they are
+   * delivered; a pull that brings nothing is retried, and a read that keeps stalling fails loudly
+   * ({@link EventStoreError}) instead of returning a truncated history. {@link StreamNotFound}
+   * when the stream does not exist.
+   */
+  range(options: RangeOptions): AsyncGenerator<StoredMessage>;
+  /**
+   * Follow the stream (filtered) from `startSeq` with an ordered consumer: replay history, then
+   * keep delivering new messages until {@link StreamFollower.stop}. Pulls wait
+   * {@link FOLLOW_PULL_EXPIRES_MS}, so idle heartbeats come every half of it: a consumer deleted or
+   * lost under the follower is noticed within two missed heartbeats and re-created by the client
+   * from the last sequence seen (nothing missed, nothing repeated). Rejects if the stream does not exist.
+   */
+  follow(options: FollowOptions): Promise<StreamFollower>;
+  /** The message stored at `seq`, or null when there is none (never stored, or removed). */
+  message(seq: number): Promise<StoredMessage | null>;
+  /** The first message on `subject` at or after `fromSeq` (`next_by_subj`), or null. */
+  nextOnSubject(subject: string, fromSeq: number): Promise<StoredMessage | null>;
+  /** The last message on `subject`, or null when it has none. */
+  lastOnSubject(subject: string): Promise<StoredMessage | null>;
+  /** The first sequence stored at or after `at`, or the stream's last sequence + 1 when nothing was stored since. */
+  firstSeqAtOrAfter(at: Date): Promise<number>;
+  /** First and last sequence and message count, now. */
+  bounds(): Promise<StreamBounds>;
+}
+
+function storedMessage(subject: string, seq: number, data: Uint8Array, hdrs: MsgHdrs | undefined): StoredMessage {
+  return { subject, seq, data, header: (name) => hdrs?.get(name) || undefined, headers: () => headersToRecord(hdrs) };
+}
+
+function fromJsMsg(msg: JsMsg): StoredMessage {
+  return storedMessage(msg.subject, msg.seq, msg.data, msg.headers);
+}
+
+/** The reader of `stream` (see {@link StreamReader}). */
+export function streamReader(clients: StreamClients, stream: string, options: StreamReaderOptions = {}): StreamReader {
+  const { js, jsm } = clients;
+  const tick = options.onRoundTrip ?? (() => undefined);
+  const failure = (what: string, err: unknown): Error => {
+    if (err instanceof EventStoreError) return err;
+    if (jsErrCode(err) === JsErrCode.streamNotFound) return new StreamNotFound(stream, { cause: err });
+    return new EventStoreError(`${what}: ${(err as Error).message}`, { cause: err });
+  };
+  const getMessage = async (query: { seq: number } | { last_by_subj: string }, what: string): Promise<StoredMessage | null> => {
+    tick('get');
+    try {
+      const msg = await jsm.streams.getMessage(stream, query);
+      return storedMessage(msg.subject, msg.seq, msg.data, msg.header);
+    } catch (err) {
+      if (jsErrCode(err) === JsErrCode.noMessageFound) return null;
+      throw failure(what, err);
     }
-  } finally {
-    await jsm.consumers.delete(stream, name).catch(() => undefined);
+  };
+  const bounds = async (): Promise<StreamBounds> => {
+    tick('info');
+    try {
+      const { state } = await jsm.streams.info(stream);
+      return { firstSeq: state.first_seq, lastSeq: state.last_seq, messages: state.messages };
+    } catch (err) {
+      throw failure(`cannot read the state of ${stream}`, err);
+    }
+  };
+
+  async function* range(opts: RangeOptions): AsyncGenerator<StoredMessage> {
+    const toSeq = opts.toSeq ?? (await bounds()).lastSeq;
+    if (toSeq < opts.fromSeq) return;
+    const name = `rr_${nuid.next()}`;
+    tick('consumer');
+    const info = await jsm.consumers
+      .add(stream, {
+        name,
+        ...(opts.filterSubject ? { filter_subject: opts.filterSubject } : {}),
+        deliver_policy: DeliverPolicy.StartSequence,
+        opt_start_seq: Math.max(1, opts.fromSeq),
+        ack_policy: AckPolicy.None,
+        max_deliver: 1,
+        mem_storage: true,
+        num_replicas: 1,
+        inactive_threshold: nanos(30_000),
+      })
+      .catch((err: unknown) => {
+        throw failure(`cannot open a reader on ${opts.filterSubject ?? stream}`, err);
+      });
+    try {
+      const consumer = await js.consumers.get(stream, name);
+      let remaining = info.num_pending;
+      let last = opts.fromSeq - 1;
+      let stalls = 0;
+      while (remaining > 0 && last < toSeq) {
+        tick('pull');
+        const batch = await consumer.fetch({ max_messages: Math.min(remaining, opts.batch ?? 500), expires: 5000 });
+        let got = 0;
+        for await (const msg of batch) {
+          got++;
+          remaining--;
+          if (msg.seq > toSeq) {
+            remaining = 0;
+            continue;
+          }
+          last = msg.seq;
+          yield fromJsMsg(msg);
+        }
+        if (got > 0) stalls = 0;
+        else if (++stalls >= 6) throw new EventStoreError(`reading ${opts.filterSubject ?? stream} stalled at seq ${last} with ${remaining} messages pending`);
+      }
+    } finally {
+      await jsm.consumers.delete(stream, name).catch(() => undefined);
+    }
   }
+
+  return {
+    stream,
+    range,
+    follow: (opts) => followStream({ ...opts, js, stream }),
+    message: (seq) => getMessage({ seq }, `cannot read ${stream}#${seq}`),
+    // `next_by_subj` is understood by the server from 2.9; the client's type only lists it for direct gets.
+    nextOnSubject: (subject, fromSeq) => getMessage({ seq: fromSeq, next_by_subj: subject } as unknown as { seq: number }, `cannot read ${subject} from #${fromSeq}`),
+    lastOnSubject: (subject) => getMessage({ last_by_subj: subject }, `cannot read the last message of ${subject}`),
+    bounds,
+    async firstSeqAtOrAfter(at: Date): Promise<number> {
+      const state = await bounds();
+      if (state.messages === 0) return state.lastSeq + 1;
+      tick('consumer');
+      const consumer = await js.consumers.get(stream, { deliver_policy: DeliverPolicy.StartTime, opt_start_time: at.toISOString() });
+      try {
+        const msg = await consumer.next({ expires: 2000 });
+        return msg ? msg.seq : state.lastSeq + 1;
+      } finally {
+        await consumer.delete().catch(() => undefined);
+      }
+    },
+  };
+}
+
+/**
+ * Follow `stream` with an ordered consumer (see {@link StreamReader.follow}); needs only the
+ * JetStream client.
+ */
+export async function followStream(opts: FollowOptions & { js: JetStreamClient; stream: string }): Promise<StreamFollower> {
+  const { js, stream } = opts;
+  // The client starts at `opt_start_seq` (1 when absent) with deliver policy `by_start_sequence`;
+  // do not pass `deliver_policy: all` with it, the server refuses that pair.
+  const consumer = await js.consumers.get(stream, {
+    filterSubjects: opts.filterSubject,
+    ...(opts.startSeq !== undefined && opts.startSeq > 1 ? { opt_start_seq: opts.startSeq } : {}),
+  });
+  let lastSeq = 0;
+  let caughtUp = false;
+  let markCaughtUp: () => void = () => undefined;
+  const caughtUpPromise = new Promise<void>((resolve) => {
+    markCaughtUp = () => {
+      if (caughtUp) return;
+      caughtUp = true;
+      resolve();
+    };
+  });
+  const messages: ConsumerMessages = await consumer.consume({
+    max_messages: opts.batch ?? 1000,
+    // Short pulls mean idle heartbeats every 2.5 s: a consumer deleted or lost under the follower
+    // is noticed in seconds (two missed heartbeats) and re-created by the client from the last
+    // sequence seen, instead of after the 30 s default pull.
+    expires: FOLLOW_PULL_EXPIRES_MS,
+    callback: (msg: JsMsg) => {
+      lastSeq = msg.seq;
+      const message: FollowedMessage = { subject: msg.subject, seq: msg.seq, data: msg.data, header: (name) => msg.headers?.get(name) || undefined };
+      try {
+        opts.onMessage(message);
+      } catch (error) {
+        opts.onError?.(error, message);
+      }
+      // `pending` counts the messages matching the filter still to come after this one.
+      if (msg.info.pending === 0) markCaughtUp();
+    },
+  });
+  // The consumer's state when it was created: nothing to replay means caught up already.
+  const info = await consumer.info(true);
+  if (info.num_pending === 0) markCaughtUp();
+  let stopping: Promise<void> | null = null;
+  return {
+    caughtUp: caughtUpPromise,
+    isCaughtUp: () => caughtUp,
+    lastSeq: () => lastSeq,
+    stop: () =>
+      (stopping ??= (async () => {
+        await messages.close().catch(() => undefined);
+        await consumer.delete().catch(() => false);
+      })()),
+  };
+}
+
+/** Options of {@link readStreamRange}: a {@link RangeOptions} on one stream. */
+export interface ReadRangeOptions extends RangeOptions, StreamClients {
+  stream: string;
+}
+
+/** `streamReader({ js, jsm }, stream).range(options)`: see {@link StreamReader.range}. */
+export function readStreamRange(options: ReadRangeOptions): AsyncGenerator<StoredMessage> {
+  const { js, jsm, stream, ...range } = options;
+  return streamReader({ js, jsm }, stream).range(range);
 }

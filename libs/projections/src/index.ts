@@ -28,6 +28,5 @@ export type { ItemFilters, ItemFilterValue, ItemPage, ItemQuery, ItemStore } fro
 export type { ProjectionReader } from './reader';
 export { diffSnapshots, type ProjectionSnapshot, type SnapshotDifference, type SnapshotValue } from './snapshot';
 export { canonicalJson, type JsonValue } from './canonical-json';
-export { sharedReplaySource } from './shared-source';
 export { InvalidCursorError, ProjectionError, ProjectionOpError, RebuildBehindError, RedisUnavailableError, ShadowLostError } from './errors';
 export * from './baton';

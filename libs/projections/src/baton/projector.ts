@@ -1,9 +1,9 @@
+import { shareReads } from '@baton/eventstore';
 import type { JsonValue } from '../canonical-json';
 import { ProjectionError } from '../errors';
 import type { ApplyResult, ProjectionStatus, ProjectionStore, RebuildOptions, RebuildResult, ReplaySource, SequencedEvent } from '../store';
 import { applyLive, FoldSession, type AnyFoldingProjection } from './fold';
 import { RangeFold, type EventRange, type RangeApplyResult, type RangeHooks } from './range';
-import { sharedReplaySource } from '../shared-source';
 import { handoffsProjection } from './handoffs';
 import { inboxProjection } from './inbox';
 import { noticesProjection } from './notices';
@@ -151,7 +151,7 @@ export function createBatonProjector(options: BatonProjectorOptions): BatonProje
       }
       if (stale.length === 0) return [];
       // Rebuild the stale ones together over one shared read of the stream.
-      const results = await serial(() => settleAll(stale.map(({ projection }) => projection), sharedReplaySource(source), rebuildOptions));
+      const results = await serial(() => settleAll(stale.map(({ projection }) => projection), shareReads(source), rebuildOptions));
       return stale.map(({ projection, reason }) => ({ projection: projection.name, reason, result: results[projection.name] as RebuildResult }));
     },
     rebuild(name, source, rebuildOptions) {
@@ -160,7 +160,7 @@ export function createBatonProjector(options: BatonProjectorOptions): BatonProje
     rebuildAll(source, rebuildOptions) {
       // Every projection at once over one shared read of the stream (read, decoded and validated
       // once instead of once per projection).
-      return serial(() => settleAll(projections, sharedReplaySource(source), rebuildOptions));
+      return serial(() => settleAll(projections, shareReads(source), rebuildOptions));
     },
     applyRange(range, hooks) {
       if (!Number.isSafeInteger(range.fromSeq) || range.fromSeq < 1 || range.toSeq < range.fromSeq) {

@@ -1,0 +1,127 @@
+import type { NatsHandle } from './connection';
+import { JetStreamEventStore, type AggregateRef, type StoredEvent } from './store';
+import { connectTest, counterDecider, counterRegistry, deleteTopology, meta, provisionTopology, randomPrefix, type CounterEvent, type CounterState } from './int/support';
+
+/*
+ * `stateAt(ref, fold, seq)`: the aggregate's state as of a stream sequence, served by the store's
+ * one fold cache. Reactors ask it for the state before and after each event they handle, so it
+ * must be exact for every sequence and must not read the stream again for what the store folded.
+ */
+describe('JetStreamEventStore.stateAt (real NATS)', () => {
+  let nats: NatsHandle;
+  let prefix: string;
+
+  beforeEach(async () => {
+    prefix = randomPrefix();
+    nats = await connectTest('state-at');
+    await provisionTopology(nats, prefix);
+  });
+
+  afterEach(async () => {
+    await deleteTopology(nats, prefix);
+    await nats.close();
+  });
+
+  const storeOn = (opts: { cacheSize?: number; cacheHistory?: number } = {}) =>
+    new JetStreamEventStore({ js: nats.js, jsm: nats.jsm, prefix, registry: counterRegistry(), ...opts });
+  const ref = (id = 'agg-1'): AggregateRef => ({ project: 'proj', kind: 'handoff', id });
+  const foldOf = (events: readonly StoredEvent[]): CounterState =>
+    events.reduce((state, e) => counterDecider.evolve(state, { type: e.type, data: e.payload } as CounterEvent), counterDecider.initialState());
+
+  /** `count` events on agg-1, each followed by an event of another aggregate, so agg-1's sequences are not contiguous. */
+  async function writeInterleaved(writer: JetStreamEventStore, count: number): Promise<StoredEvent[]> {
+    for (let i = 1; i <= count; i++) {
+      await writer.handleCommand(ref(), counterDecider, { type: 'add', n: i }, meta());
+      await writer.handleCommand(ref(`other-${i % 3}`), counterDecider, { type: 'add', n: 100 + i }, meta());
+    }
+    return (await writer.read(ref())).events;
+  }
+
+  it('stateAt equals a fresh fold of the first N events, for every N and every sequence in between, in any order, cache or none', async () => {
+    const events = await writeInterleaved(storeOn(), 24);
+    const lastSeq = (events.at(-1) as StoredEvent).seq;
+    // Expected: the fold of the events at or before each sequence of the stream.
+    const expected = (seq: number) => foldOf(events.filter((e) => e.seq <= seq));
+    const seqs = Array.from({ length: lastSeq + 2 }, (_, i) => i); // 0 .. lastSeq + 1 (stored: another aggregate's)
+    const shuffled = [...seqs].sort((x, y) => ((x * 7919) % 31) - ((y * 7919) % 31) || x - y);
+    for (const store of [storeOn({ cacheSize: 100 }), storeOn({ cacheSize: 100, cacheHistory: 3 }), storeOn({ cacheSize: 0 })]) {
+      for (const order of [seqs, [...seqs].reverse(), shuffled]) {
+        for (const seq of order) expect({ seq, state: await store.stateAt(ref(), counterDecider, seq) }).toEqual({ seq, state: expected(seq) });
+      }
+    }
+  });
+
+  it("cache hits do no stream read: the writer's fold answers for its last events, and an older sequence reads from the start", async () => {
+    const writer = storeOn({ cacheSize: 100, cacheHistory: 8 });
+    const events = await writeInterleaved(writer, 12);
+    const before = writer.stats();
+    // The last 8 events (and the state before the oldest of them) come from the cache alone.
+    for (const event of events.slice(-8)) {
+      expect(await writer.stateAt(ref(), counterDecider, event.seq)).toEqual(foldOf(events.filter((e) => e.seq <= event.seq)));
+      expect(await writer.stateAt(ref(), counterDecider, event.seq - 1)).toEqual(foldOf(events.filter((e) => e.seq < event.seq)));
+    }
+    const hits = writer.stats();
+    expect(hits.readRoundTrips).toBe(before.readRoundTrips);
+    expect(hits.stateHits - before.stateHits).toBe(16);
+    expect(hits.stateReads).toBe(before.stateReads);
+    // Further back than the cache keeps: read from the start, once, and still exact.
+    const old = events[1] as StoredEvent;
+    expect(await writer.stateAt(ref(), counterDecider, old.seq)).toEqual(foldOf(events.slice(0, 2)));
+    expect(writer.stats().stateReads).toBe(hits.stateReads + 1);
+    expect(writer.stats().readRoundTrips).toBeGreaterThan(hits.readRoundTrips);
+    // ...without displacing the writer's fold: the next command decides on it without a read.
+    const reads = writer.stats().readRoundTrips;
+    const next = await writer.handleCommand(ref(), counterDecider, { type: 'add', n: 1000 }, meta());
+    expect(next.ok && next.state.total).toBe(foldOf(events).total + 1000);
+    expect(writer.stats().readRoundTrips).toBe(reads);
+  });
+
+  it('walking the events in order reads each event once (one point read per event), never the whole stream again', async () => {
+    const events = await writeInterleaved(storeOn(), 20);
+    for (const ask of ['eventStates', 'stateAt'] as const) {
+      const reader = storeOn({ cacheSize: 100 });
+      let previous = reader.stats().readRoundTrips;
+      for (const [index, event] of events.entries()) {
+        if (ask === 'eventStates') {
+          // What a reactor is given for the event at `seq`: the state before it and after it.
+          expect(await reader.eventStates(ref(), counterDecider, event.seq)).toEqual({ before: foldOf(events.slice(0, index)), after: foldOf(events.slice(0, index + 1)) });
+        } else {
+          expect(await reader.stateAt(ref(), counterDecider, event.seq)).toEqual(foldOf(events.slice(0, index + 1)));
+        }
+        const now = reader.stats().readRoundTrips;
+        expect(now - previous).toBe(1);
+        previous = now;
+      }
+      // Asked again, everything the cache keeps (the last 16 events) is answered without a read.
+      for (const event of events.slice(-16)) await reader.eventStates(ref(), counterDecider, event.seq);
+      expect(reader.stats().readRoundTrips).toBe(previous);
+    }
+  });
+
+  it('a fold cached at or before the sequence is brought up to it by reading only the events another writer appended since', async () => {
+    const reader = storeOn({ cacheSize: 100 });
+    const first = await writeInterleaved(storeOn(), 5);
+    expect(await reader.stateAt(ref(), counterDecider, (first.at(-1) as StoredEvent).seq)).toEqual(foldOf(first));
+    const all = [...first];
+    const other = storeOn();
+    for (let n = 1; n <= 3; n++) {
+      const appended = await other.handleCommand(ref(), counterDecider, { type: 'add', n: 50 + n }, meta());
+      if (appended.ok) all.push(...(appended.events as StoredEvent[]));
+    }
+    const reads = reader.stats().readRoundTrips;
+    expect(await reader.stateAt(ref(), counterDecider, (all.at(-1) as StoredEvent).seq)).toEqual(foldOf(all));
+    // Three new events, read one by one (`next_by_subj`): three round trips, not a reread of eight.
+    expect(reader.stats().readRoundTrips - reads).toBe(3);
+  });
+
+  it('hasEventsAfter: true when the aggregate has a later event, from the cache when it knows one', async () => {
+    const writer = storeOn({ cacheSize: 100 });
+    const events = await writeInterleaved(writer, 3);
+    const reads = writer.stats().readRoundTrips;
+    expect(await writer.hasEventsAfter(ref(), (events[0] as StoredEvent).seq)).toBe(true);
+    expect(writer.stats().readRoundTrips).toBe(reads);
+    expect(await writer.hasEventsAfter(ref(), (events.at(-1) as StoredEvent).seq)).toBe(false);
+    expect(await storeOn().hasEventsAfter(ref(), (events[1] as StoredEvent).seq)).toBe(true);
+    expect(await storeOn().hasEventsAfter(ref('never'), 0)).toBe(false);
+  });
+});
