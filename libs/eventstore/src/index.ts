@@ -38,7 +38,7 @@ export type {
   ReadResult,
   StoredEvent,
 } from './store';
-export { Retention, Storage, DeliverFrom, DLQ_DEFAULTS, batonTopology, batonStreamNames, streamStem } from './topology';
+export { Retention, Storage, DeliverFrom, DLQ_DEFAULTS, batonTopology, batonStreamNames, inboxSubjects, streamStem } from './topology';
 export type { StreamSpec, ConsumerSpec, TopologySpec, BatonStreamNames, BatonTopologyOptions } from './topology';
 export { provision, streamConfig, consumerConfig } from './provision';
 export type { ProvisionAction, ProvisionReport } from './provision';
@@ -108,3 +108,17 @@ export {
 export type { HeaderRecord } from './trace-context';
 export { instrumentNats } from './instrument-nats';
 export type { InstrumentNatsOptions, JetStreamPublished } from './instrument-nats';
+export { newUniqueId, subscribeCore, watchEvents, openKvBucket, isKvRevisionConflict, orderedConsumerOptions } from './edge';
+export type {
+  NatsJetStream,
+  NatsJetStreamManager,
+  NatsHeaders,
+  CoreMessage,
+  CoreSubscription,
+  CoreSubscribeOptions,
+  WatchedEvent,
+  KvBucket,
+  KvBucketOptions,
+  KvEntry,
+  OrderedStart,
+} from './edge';

@@ -1,7 +1,8 @@
 import type { NatsHandle } from './connection';
 import { ProvisionError } from './errors';
 import { provision } from './provision';
-import { batonStreamNames, batonTopology, type TopologySpec } from './topology';
+import { StorageType } from 'nats';
+import { batonStreamNames, batonTopology, inboxSubjects, type TopologySpec } from './topology';
 import { connectTest, deleteTopology, randomPrefix } from './int/support';
 
 describe('provision (real NATS)', () => {
@@ -48,6 +49,18 @@ describe('provision (real NATS)', () => {
     expect(events.config.subjects).toEqual([`${prefix}.ev.>`]);
     expect(events.config.duplicate_window).toBe(2 * 60 * 1_000_000_000);
     expect(events.config.deny_delete).toBe(true);
+  });
+
+  it('the inbox stores only subjects a consumer reads: a publish on <prefix>.in.<p>.bogus is refused (no stream), and an inbox provisioned as <prefix>.in.> is narrowed in place', async () => {
+    const names = batonStreamNames(prefix);
+    // An inbox as older versions provisioned it.
+    await a.jsm.streams.add({ name: names.inbox, subjects: [`${prefix}.in.>`], storage: StorageType.Memory });
+    const report = await provision(a.jsm, topology());
+    expect(report.streams[names.inbox]).toBe('updated');
+    expect((await a.jsm.streams.info(names.inbox)).config.subjects).toEqual(inboxSubjects(prefix));
+    await expect(a.js.publish(`${prefix}.in.demo.bogus`, new TextEncoder().encode('{}'), { timeout: 2000 })).rejects.toThrow();
+    expect((await a.js.publish(`${prefix}.in.demo.result.coder`, new TextEncoder().encode('{}'))).stream).toBe(names.inbox);
+    expect((await a.jsm.streams.info(names.inbox)).state.messages).toBe(1);
   });
 
   it('a changed editable field is updated in place', async () => {

@@ -21,7 +21,18 @@ describe('topology', () => {
       deny_delete: true,
       deny_purge: true,
     });
-    expect(inbox!.subjects).toEqual(['baton.in.>']);
+    // Only inputs some consumer reads; `baton.in.<p>.bogus` has no stream.
+    expect(inbox!.subjects).toEqual([
+      'baton.in.*.start',
+      'baton.in.*.result.*',
+      'baton.in.*.message',
+      'baton.in.*.answer',
+      'baton.in.*.stop',
+      'baton.in.*.offer.*',
+      'baton.in.*.mesh_start',
+      'baton.in.*.mesh_result.*',
+      'baton.in.*.mesh_answer',
+    ]);
     expect(dlq!.subjects).toEqual(['baton.dlq.>']);
   });
 

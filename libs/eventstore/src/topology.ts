@@ -71,6 +71,27 @@ export function streamStem(prefix: string): string {
   return stem;
 }
 
+/**
+ * The subjects `<PREFIX>_INBOX` stores: exactly the inputs some consumer reads (run starts, agent
+ * results, customer messages, operator answers, stop requests, offers, mesh starts / turns /
+ * answers). A message on any other `<prefix>.in.…` subject (`<prefix>.in.<p>.bogus`) is refused by
+ * the server — a JetStream publish gets "no stream" — instead of being kept unread for 30 days.
+ */
+export function inboxSubjects(prefix: string): string[] {
+  const any = '*';
+  return [
+    Subjects.runStart(prefix, any),
+    Subjects.agentResults(prefix),
+    Subjects.sessionMessages(prefix),
+    Subjects.operatorAnswers(prefix),
+    Subjects.stopRequest(prefix, any),
+    Subjects.offer(prefix, any, any),
+    Subjects.meshStarts(prefix),
+    Subjects.meshResults(prefix),
+    Subjects.meshAnswers(prefix),
+  ];
+}
+
 /** `<PREFIX>_EVENTS`, `<PREFIX>_INBOX` and `<PREFIX>_DLQ` for a subject prefix. */
 export function batonStreamNames(prefix: string): BatonStreamNames {
   const stem = streamStem(prefix);
@@ -105,7 +126,8 @@ export const DLQ_DEFAULTS = { maxAgeMs: 30 * DAY, maxBytes: 1024 * 1024 * 1024, 
  * Baton's streams for a subject prefix:
  * - `<PREFIX>_EVENTS` binds `<prefix>.ev.>`: the event store, one subject per aggregate; limits
  *   retention, nothing expires, message delete and purge are denied, 2-minute duplicate window.
- * - `<PREFIX>_INBOX` binds `<prefix>.in.>`: agent results and operator answers, kept (limits
+ * - `<PREFIX>_INBOX` binds the inbox subjects some consumer reads ({@link inboxSubjects}): agent
+ *   results, starts, messages, operator answers, stop requests, offers, mesh inputs, kept (limits
  *   retention, several services may read the same input) for `inboxMaxAgeMs`.
  * - `<PREFIX>_DLQ` binds `<prefix>.dlq.>`: dead letters with their original bytes, kept for
  *   `dlqMaxAgeMs` (30 days) and at most `dlqMaxBytes` (1 GiB), the oldest dropped first (discard
@@ -133,7 +155,7 @@ export function batonTopology(prefix: string, opts: BatonTopologyOptions = {}): 
       },
       {
         name: names.inbox,
-        subjects: [`${prefix}.in.>`],
+        subjects: inboxSubjects(prefix),
         description: 'Baton inbox: agent results and operator answers',
         retention: Retention.limits,
         storage,
