@@ -1,4 +1,4 @@
-import { isSubjectToken, ProjectIdSchema, type AggregateKind, type HandoffEvent } from '@baton/contracts';
+import { isSubjectToken, ProjectIdSchema, SubjectTable, type AggregateKind, type HandoffEvent } from '@baton/contracts';
 import type { RunEvent } from '@baton/domain';
 import { batonStreamNames, type StoredEvent } from '@baton/eventstore';
 import { summarizeHandoffEvent, summarizeRunEvent, type TimelineEntry } from '@baton/projections';
@@ -20,8 +20,12 @@ export async function streamProjects(ctx: CliContext, kind: AggregateKind, id: s
   if (!isSubjectToken(id)) throw new UsageError(`"${id}" is not a valid ${kind} id`);
   const prefix = ctx.config().BATON_PREFIX;
   const nats = await ctx.nats();
-  const info = await nats.jsm.streams.info(batonStreamNames(prefix).events, { subjects_filter: `${prefix}.ev.*.${kind}.${id}` });
-  return [...new Set(Object.keys(info.state.subjects ?? {}).map((s) => s.slice(`${prefix}.ev.`.length).split('.')[0]!))].sort();
+  const info = await nats.jsm.streams.info(batonStreamNames(prefix).events, { subjects_filter: SubjectTable.event.format(prefix, { kind, id }) });
+  const projects = Object.keys(info.state.subjects ?? {}).flatMap((subject) => {
+    const event = SubjectTable.event.parse(prefix, subject);
+    return event !== null && event.kind === kind && event.id === id ? [event.project] : [];
+  });
+  return [...new Set(projects)].sort();
 }
 
 /**

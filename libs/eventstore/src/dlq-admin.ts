@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { SubjectTable } from '@baton/contracts';
 import {
   AckPolicy,
   DeliverPolicy,
@@ -247,7 +248,7 @@ export class DlqAdmin {
     const { letters, markers } = await this.scan();
     return letters
       .map((letter) => ({ ...letter, redriven: markers.some((m) => m.dlq_seq === letter.seq && m.letter_digest === letter.digest && m.dlq_stream === this.stream) }))
-      .filter((letter) => matches(letter, filter));
+      .filter((letter) => matches(this.prefix, letter, filter));
   }
 
   /** The dead letter at DLQ sequence `seq`, or null when there is none (or it is a redrive marker). */
@@ -386,7 +387,7 @@ export class DlqAdmin {
           } else if (msg.subject === legacyMarkerSubject && msg.data.length === 0 && msg.headers?.get(DlqRedriveHeader.redrivenSeq)) {
             // A marker of an earlier version: anyone could have written it, so it proves nothing.
           } else {
-            letters.push(decodeLetter(msg));
+            letters.push(decodeLetter(this.prefix, msg));
           }
         }
         if (got === 0) throw new EventStoreError(`reading ${this.stream} stalled with ${remaining} messages still pending`);
@@ -398,12 +399,17 @@ export class DlqAdmin {
   }
 }
 
-function decodeLetter(msg: JsMsg): DeadLetterRecord {
+/** The source token of a dead letter's subject (`<prefix>.dlq.<source>`), or '' for another subject. */
+function sourceTokenOf(prefix: string, dlqSubject: string): string {
+  return SubjectTable.deadLetter.parse(prefix, dlqSubject)?.source ?? '';
+}
+
+function decodeLetter(prefix: string, msg: JsMsg): DeadLetterRecord {
   const hdr = (name: string): string | undefined => {
     const value = msg.headers?.get(name);
     return value === undefined || value === '' ? undefined : value;
   };
-  const token = msg.subject.split('.').pop() ?? '';
+  const token = sourceTokenOf(prefix, msg.subject);
   const record: DeadLetterRecord = {
     seq: msg.seq,
     dlqSubject: msg.subject,
@@ -427,8 +433,8 @@ function decodeLetter(msg: JsMsg): DeadLetterRecord {
   return record;
 }
 
-function matches(letter: DeadLetterRecord, filter: DlqFilter): boolean {
-  if (filter.source !== undefined && letter.source !== filter.source && letter.dlqSubject.split('.').pop() !== filter.source) return false;
+function matches(prefix: string, letter: DeadLetterRecord, filter: DlqFilter): boolean {
+  if (filter.source !== undefined && letter.source !== filter.source && sourceTokenOf(prefix, letter.dlqSubject) !== filter.source) return false;
   if (filter.reason !== undefined && letter.reason !== filter.reason) return false;
   if (filter.untilSeq !== undefined && letter.seq > filter.untilSeq) return false;
   return true;

@@ -1,4 +1,4 @@
-import { isSubjectToken, offerDurableName } from '@baton/contracts';
+import { SubjectTable, offerDurableName } from '@baton/contracts';
 import { dlqSourceToken, isCoreRequestStream } from './dead-letter';
 import { durableNameFor, subjectMatches } from './subject-patterns';
 
@@ -103,8 +103,8 @@ export function redriveTable(prefix: string): RedriveTableRow[] {
 export function checkRedriveTarget(prefix: string, letter: { source: string; subject: string; dlqSubject: string; originalStream?: string }): RedriveTargetVerdict {
   const { source, subject } = letter;
   if (subject === '') return { ok: false, reason: RedriveSkip.noSubject, detail: 'the letter names no original subject (Baton-Dlq-Subject)' };
-  const token = letter.dlqSubject.slice(`${prefix}.dlq.`.length);
-  if (dlqSourceToken(source) !== token) {
+  const token = SubjectTable.deadLetter.parse(prefix, letter.dlqSubject)?.source;
+  if (token === undefined || dlqSourceToken(source) !== token) {
     return { ok: false, reason: RedriveSkip.sourceMismatch, detail: `Baton-Dlq-Source "${source}" is not the source of ${letter.dlqSubject}` };
   }
   if (letter.originalStream !== undefined && isCoreRequestStream(letter.originalStream)) {
@@ -122,10 +122,9 @@ export function checkRedriveTarget(prefix: string, letter: { source: string; sub
     if (row.subjects.some((pattern) => subjectMatches(pattern, subject))) return { ok: true };
     return { ok: false, reason: RedriveSkip.subjectNotConsumed, detail: `${source} consumes ${row.subjects.join(', ')}, not ${subject}` };
   }
-  const tokens = subject.split('.');
   if (source.startsWith('offers-')) {
-    const [, , project = '', kind, agent = ''] = tokens;
-    if (tokens.length === 5 && kind === 'offer' && isSubjectToken(project) && isSubjectToken(agent) && offerDurableName(project, agent) === source) return { ok: true };
+    const offer = SubjectTable.offer.parse(prefix, subject);
+    if (offer !== null && offerDurableName(offer.project, offer.agent) === source) return { ok: true };
     return { ok: false, reason: RedriveSkip.subjectNotConsumed, detail: `${source} consumes the offers of its own agent, not ${subject}` };
   }
   return { ok: false, reason: RedriveSkip.unknownSource, detail: `${source} consumes no inbox subject a redrive may publish to` };

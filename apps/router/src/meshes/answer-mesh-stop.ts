@@ -30,7 +30,7 @@ export class AnswerMeshStopUseCase {
 
   async execute(subject: string, bytes: Uint8Array): Promise<void> {
     const request = decodeOrPoison(bytes, MeshAnswerRequestSchema);
-    const tokens = meshSubjectTokens(subject);
+    const tokens = meshSubjectTokens(this.runtime.config.BATON_PREFIX, subject);
     if (tokens?.project !== request.project) {
       throw poison({ code: RejectionCode.schemaViolation, message: `the subject names project '${tokens?.project ?? '?'}', the body '${request.project}'` });
     }

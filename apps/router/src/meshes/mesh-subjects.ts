@@ -1,4 +1,4 @@
-import { isSubjectToken } from '@baton/contracts';
+import { parseSubject } from '@baton/contracts';
 
 /** The router's mesh patterns as written in its decorators (`{prefix}` is substituted by the transport). */
 export const MeshPatterns = {
@@ -8,13 +8,16 @@ export const MeshPatterns = {
   meshAnswer: '{prefix}.in.*.mesh_answer',
 } as const;
 
-/** The project (and, for turns, agent) of `<prefix>.in.<project>.mesh_start|mesh_answer|mesh_result.<agent>`; null for any other shape. */
-export function meshSubjectTokens(subject: string): { project: string; agent: string | null } | null {
-  const tokens = subject.split('.');
-  if (tokens[1] !== 'in' || tokens.length < 4) return null;
-  const project = tokens[2] ?? '';
-  if (!isSubjectToken(project)) return null;
-  if ((tokens[3] === 'mesh_start' || tokens[3] === 'mesh_answer') && tokens.length === 4) return { project, agent: null };
-  if (tokens[3] === 'mesh_result' && tokens.length === 5 && isSubjectToken(tokens[4] ?? '')) return { project, agent: tokens[4]! };
-  return null;
+/** The project (and, for turns, agent) of `<prefix>.in.<project>.mesh_start|mesh_answer|mesh_result.<agent>` (the subject table); null for any other subject. */
+export function meshSubjectTokens(prefix: string, subject: string): { project: string; agent: string | null } | null {
+  const parsed = parseSubject(prefix, subject);
+  switch (parsed?.name) {
+    case 'meshResult':
+      return { project: parsed.project, agent: parsed.agent };
+    case 'meshStart':
+    case 'meshAnswer':
+      return { project: parsed.project, agent: null };
+    default:
+      return null;
+  }
 }

@@ -32,7 +32,7 @@ export class RecordMeshTurnUseCase {
 
   async execute(subject: string, bytes: Uint8Array): Promise<void> {
     const result = decodeOrPoison(bytes, AgentResultSchema);
-    const tokens = meshSubjectTokens(subject);
+    const tokens = meshSubjectTokens(this.runtime.config.BATON_PREFIX, subject);
     if (tokens === null || tokens.project !== result.project || tokens.agent !== result.agent) {
       throw poison({
         code: RejectionCode.schemaViolation,

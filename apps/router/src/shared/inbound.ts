@@ -44,9 +44,9 @@ export function poison(rejection: { code: string; message: string }): PoisonErro
  * and check that the body names the project of the subject it came on; a mismatch is poison
  * (`schema_violation`), so a publisher cannot write into another project's runs.
  */
-export function decodeForSubject<S extends z.ZodType<{ project: string }>>(subject: string, bytes: Uint8Array, schema: S): z.infer<S> {
+export function decodeForSubject<S extends z.ZodType<{ project: string }>>(prefix: string, subject: string, bytes: Uint8Array, schema: S): z.infer<S> {
   const value = decodeOrPoison(bytes, schema);
-  const project = subjectTokens(subject)?.project;
+  const project = subjectTokens(prefix, subject)?.project;
   if (project !== value.project) {
     throw poison({ code: RejectionCode.schemaViolation, message: `the subject names project '${project ?? '?'}', the body '${value.project}'` });
   }

@@ -5,10 +5,16 @@ import { subjectTokens } from './subjects';
 
 describe('router edge helpers', () => {
   it('reads the project and agent tokens of inbox and command subjects', () => {
-    expect(subjectTokens('baton.in.demo.result.issue')).toEqual({ project: 'demo', agent: 'issue' });
-    expect(subjectTokens('baton.in.demo.start')).toEqual({ project: 'demo', agent: null });
-    expect(subjectTokens('baton.cmd.router.demo.publish_definition')).toEqual({ project: 'demo', agent: null });
-    expect(subjectTokens('baton.ev.demo.run.x')).toBeNull();
+    expect(subjectTokens('baton', 'baton.in.demo.result.issue')).toEqual({ project: 'demo', agent: 'issue' });
+    expect(subjectTokens('baton', 'baton.in.demo.start')).toEqual({ project: 'demo', agent: null });
+    expect(subjectTokens('baton', 'baton.in.demo.answer')).toEqual({ project: 'demo', agent: null });
+    expect(subjectTokens('baton', 'baton.cmd.router.demo.publish_definition')).toEqual({ project: 'demo', agent: null });
+    expect(subjectTokens('baton', 'baton.ev.demo.run.x')).toBeNull();
+    // Another prefix, an inbox kind nobody reads, a wildcard, an extra token: not the router's.
+    expect(subjectTokens('other', 'baton.in.demo.start')).toBeNull();
+    expect(subjectTokens('baton', 'baton.in.demo.bogus')).toBeNull();
+    expect(subjectTokens('baton', 'baton.in.*.start')).toBeNull();
+    expect(subjectTokens('baton', 'baton.in.demo.result.issue.x')).toBeNull();
   });
 
   it('checks the size cap before anything else: an oversized payload is payload_too_large, not a schema violation', () => {

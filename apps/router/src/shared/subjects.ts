@@ -1,9 +1,8 @@
-import { isSubjectToken } from '@baton/contracts';
+import { parseSubject, Subjects } from '@baton/contracts';
 
 /**
  * The router's patterns as written in its decorators (`{prefix}` is substituted by the transport).
- * `Subjects` in `@baton/contracts` has no builder for run starts or router commands yet; the two
- * builders below are the only subject strings the router makes itself (see the report to the lead).
+ * They stay literal strings: the durable consumers are named after them (`durableNameFor`).
  */
 export const RouterPatterns = {
   publishDefinition: '{prefix}.cmd.router.*.publish_definition',
@@ -20,26 +19,29 @@ export const RouterPatterns = {
 
 export const RouterSubjects = {
   /** Where a run start is published (JetStream, the inbox stream). */
-  runStart: (prefix: string, project: string) => `${prefix}.in.${project}.start`,
+  runStart: (prefix: string, project: string) => Subjects.runStart(prefix, project),
   /** The router's request/reply subject for publishing a project definition (core NATS). */
-  publishDefinition: (prefix: string, project: string) => `${prefix}.cmd.router.${project}.publish_definition`,
+  publishDefinition: (prefix: string, project: string) => Subjects.routerCommand(prefix, project, 'publish_definition'),
 } as const;
 
 /**
- * The project (and, for results, agent) tokens of an inbox or command subject:
- * `<prefix>.in.<project>.<kind>[.<agent>]` or `<prefix>.cmd.router.<project>.<command>`. The
- * prefix is one token (the configuration forbids dots in it). Returns null for any other shape.
+ * The project (and, for results, agent) tokens of a subject the router consumes as an inbox
+ * message or a command: `<prefix>.in.<project>.start|message|answer|stop|result.<agent>` or
+ * `<prefix>.cmd.router.<project>.<command>`, read with the subject table (`parseSubject`). Null
+ * for any other subject, another prefix, or a project that is not a project key.
  */
-export function subjectTokens(subject: string): { project: string; agent: string | null } | null {
-  const tokens = subject.split('.');
-  if (tokens[1] === 'in' && tokens.length >= 4) {
-    const project = tokens[2] ?? '';
-    const agent = tokens[3] === 'result' && tokens.length === 5 ? (tokens[4] ?? null) : null;
-    return isSubjectToken(project) ? { project, agent } : null;
+export function subjectTokens(prefix: string, subject: string): { project: string; agent: string | null } | null {
+  const parsed = parseSubject(prefix, subject);
+  switch (parsed?.name) {
+    case 'agentResult':
+      return { project: parsed.project, agent: parsed.agent };
+    case 'runStart':
+    case 'sessionMessage':
+    case 'operatorAnswer':
+    case 'stopRequest':
+    case 'routerCommand':
+      return { project: parsed.project, agent: null };
+    default:
+      return null;
   }
-  if (tokens[1] === 'cmd' && tokens[2] === 'router' && tokens.length === 5) {
-    const project = tokens[3] ?? '';
-    return isSubjectToken(project) ? { project, agent: null } : null;
-  }
-  return null;
 }

@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { SubjectTable, parseSubject } from '@baton/contracts';
 import {
   DlqHeader,
   contextFromHeaders,
@@ -93,8 +94,9 @@ export class BatonMetrics {
 
   /** Count a dead letter from its publish (called by the instrumented NATS handle for `<prefix>.dlq.>`). */
   recordPublish(published: JetStreamPublished, prefix: string): void {
-    if (published.duplicate || !published.subject.startsWith(`${prefix}.dlq.`)) return;
-    const source = published.header(DlqHeader.source) ?? published.subject.slice(prefix.length + 5);
+    const letter = SubjectTable.deadLetter.parse(prefix, published.subject);
+    if (published.duplicate || letter === null) return;
+    const source = published.header(DlqHeader.source) ?? letter.source;
     const reason = published.header(DlqHeader.reason) ?? 'unknown';
     this.deadLetters.inc({ source, reason });
   }
@@ -102,19 +104,25 @@ export class BatonMetrics {
 
 /**
  * The type label of a consumed message: the event type for stored events (`Baton-Event-Type`),
- * otherwise the inbox message kind from the subject (`<prefix>.in.<project>.<kind>...` → `in.<kind>`),
- * otherwise `other`. Bounded cardinality: types come from the event catalogue and the subject map.
+ * otherwise the inbox message kind of a subject the table knows (`<prefix>.in.<project>.<kind>...`
+ * → `in.<kind>`), otherwise `other`. Bounded cardinality: types come from the event catalogue and
+ * the subject table.
  */
-export function messageTypeOf(msg: Pick<ConsumedMessage, 'headers' | 'subject'>): string {
+export function messageTypeOf(msg: Pick<ConsumedMessage, 'headers' | 'subject'>, prefix: string): string {
   const type = msg.headers['Baton-Event-Type']?.[0];
   if (type) return type;
-  const tokens = msg.subject.split('.');
-  if (tokens[1] === 'in' && tokens[3]) return `in.${tokens[3]}`;
+  const parsed = parseSubject(prefix, msg.subject);
+  if (parsed !== null && parsed.name !== 'unknown') {
+    const kind = SubjectTable[parsed.name].inboxKind;
+    if (kind !== undefined) return `in.${kind}`;
+  }
   return 'other';
 }
 
 export interface ConsumerSamplerOptions {
   jsm: NatsHandle['jsm'];
+  /** The deployment's subject prefix (`BATON_PREFIX`), to read message kinds from subjects. */
+  prefix: string;
   /** Sampling period, ms (default 5000). */
   intervalMs?: number;
 }
@@ -160,11 +168,11 @@ export function runnerInstrumentation(metrics: BatonMetrics, options: ConsumerSa
       running.delete(keyOf(runner));
     },
     around(msg, runner, run) {
-      const end = metrics.handlerDuration.startTimer({ consumer: runner.durable, type: messageTypeOf(msg) });
+      const end = metrics.handlerDuration.startTimer({ consumer: runner.durable, type: messageTypeOf(msg, options.prefix) });
       return otelContext.with(contextFromHeaders(msg.headers), run).finally(() => end());
     },
     onOutcome(outcome, runner) {
-      metrics.eventsHandled.inc({ consumer: runner.durable, type: messageTypeOf(outcome.msg), outcome: outcome.kind });
+      metrics.eventsHandled.inc({ consumer: runner.durable, type: messageTypeOf(outcome.msg, options.prefix), outcome: outcome.kind });
     },
     stop() {
       if (timer) clearInterval(timer);

@@ -78,7 +78,7 @@ export async function runService(opts: RunServiceOptions): Promise<RunningServic
   });
   const logger: JsonLogger = runtime.logger;
   // Every consumer runner on this connection: trace context per message, latency, outcomes, lag.
-  const runners = runnerInstrumentation(metrics, { jsm: runtime.nats.jsm });
+  const runners = runnerInstrumentation(metrics, { jsm: runtime.nats.jsm, prefix: config.BATON_PREFIX });
   instrumentRunners(runtime.nats.js, runners);
 
   @Module({

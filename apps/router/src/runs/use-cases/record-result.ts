@@ -38,7 +38,7 @@ export class RecordResultUseCase {
 
   async execute(subject: string, bytes: Uint8Array): Promise<void> {
     const result = decodeOrPoison(bytes, AgentResultSchema);
-    const tokens = subjectTokens(subject);
+    const tokens = subjectTokens(this.runtime.config.BATON_PREFIX, subject);
     if (tokens?.project !== result.project || tokens.agent !== result.agent) {
       throw poison({
         code: RejectionCode.schemaViolation,

@@ -27,7 +27,7 @@ export class ResumeRunUseCase {
   ) {}
 
   async execute(subject: string, bytes: Uint8Array): Promise<void> {
-    const request = decodeForSubject(subject, bytes, RunAnswerRequestSchema);
+    const request = decodeForSubject(this.runtime.config.BATON_PREFIX, subject, bytes, RunAnswerRequestSchema);
     const answer = request.answer;
     const answerId = answer.answer.answer_id;
     const answeredBy = answer.answer.answered_by;

@@ -28,7 +28,7 @@ export class SessionMessageUseCase {
   ) {}
 
   async execute(subject: string, bytes: Uint8Array): Promise<void> {
-    const message = decodeForSubject(subject, bytes, SessionMessageSchema);
+    const message = decodeForSubject(this.runtime.config.BATON_PREFIX, subject, bytes, SessionMessageSchema);
     const log = this.runtime.logger.child({ project: message.project, workflow_run_id: message.workflow_run_id, message_id: message.message_id });
     const now = nowIso();
     const actor = message.sent_by ?? MESSAGE_REFUSAL_AGENT;

@@ -29,7 +29,7 @@ export class StartRunUseCase {
 
   async execute(subject: string, bytes: Uint8Array): Promise<void> {
     const request = decodeOrPoison(bytes, StartRunRequestSchema);
-    const tokens = subjectTokens(subject);
+    const tokens = subjectTokens(this.runtime.config.BATON_PREFIX, subject);
     if (tokens?.project !== request.project) {
       throw poison({ code: 'schema_violation', message: `the subject names project '${tokens?.project ?? '?'}', the body '${request.project}'` });
     }

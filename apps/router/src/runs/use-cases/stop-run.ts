@@ -25,7 +25,7 @@ export class StopRunUseCase {
 
   async execute(subject: string, bytes: Uint8Array): Promise<void> {
     const request = decodeOrPoison(bytes, StopRunRequestSchema);
-    const tokens = subjectTokens(subject);
+    const tokens = subjectTokens(this.runtime.config.BATON_PREFIX, subject);
     if (tokens?.project !== request.project) {
       throw poison({ code: RejectionCode.schemaViolation, message: `the subject names project '${tokens?.project ?? '?'}', the body '${request.project}'` });
     }
