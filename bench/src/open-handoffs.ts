@@ -1,7 +1,6 @@
 import { CreateHandoffCommandSchema, MsgIds, Subjects, createEventRegistry, type EventEnvelope } from '@baton/contracts';
 import { handoffDecider } from '@baton/domain';
-import type { NatsHandle } from '@baton/eventstore';
-import { headers as natsHeaders } from 'nats';
+import { headersFrom, type NatsHandle } from '@baton/eventstore';
 import { nowMs, round } from './stats';
 
 export interface OpenHandoffsResult {
@@ -65,9 +64,7 @@ export async function createOpenHandoffs(
       correlationId: id,
       payload: event.data,
     };
-    const hdrs = natsHeaders();
-    hdrs.set('Baton-Event-Type', envelope.type);
-    hdrs.set('Baton-Event-Version', String(version));
+    const hdrs = headersFrom({ 'Baton-Event-Type': envelope.type, 'Baton-Event-Version': String(version) });
     const ack = nats.js
       .publish(Subjects.aggregate(prefix, project, 'handoff', id), encoder.encode(JSON.stringify(envelope)), {
         msgID: MsgIds.event(project, 'handoff', id, envelope.id),

@@ -15,7 +15,7 @@ import {
   type MeshDiagnostic,
   type MeshStartRequest,
 } from '@baton/contracts';
-import type { JetStreamClient } from 'nats';
+import type { NatsJetStream } from '@baton/eventstore';
 import type { PublishReceipt } from './client';
 import { BatonSdkError, InvalidInputError } from './errors';
 import { publishOnce, SentMessageIds } from './sent-ids';
@@ -185,7 +185,7 @@ export interface MeshTurnInput {
  * memory of the message ids this publisher sent (default: one memory for the whole process).
  */
 export interface MeshPublisher {
-  js: Pick<JetStreamClient, 'publish'>;
+  js: Pick<NatsJetStream, 'publish'>;
   prefix: string;
   sent?: SentMessageIds;
 }

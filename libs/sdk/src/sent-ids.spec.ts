@@ -1,6 +1,8 @@
-import type { JetStreamClient, PubAck } from 'nats';
+import type { NatsJetStream } from '@baton/eventstore';
 import { DuplicateMessageError } from './errors';
 import { publishOnce, SentMessageIds } from './sent-ids';
+
+type PubAck = Awaited<ReturnType<NatsJetStream['publish']>>;
 
 /** A JetStream stand-in that stores each msg id once (a duplicate window that never ends). */
 function fakeStream() {
@@ -14,7 +16,7 @@ function fakeStream() {
       stored.set(id, ++seq);
       return { stream: 'S', seq, duplicate: false, domain: '' };
     },
-  } as unknown as Pick<JetStreamClient, 'publish'>;
+  } as unknown as Pick<NatsJetStream, 'publish'>;
   return { js, stored };
 }
 
@@ -50,7 +52,7 @@ describe('the SDK duplicate rule (issue 11): a duplicate the SDK did not expect 
         await js.publish(subject, data, opts); // stored, but the ack is lost
         throw Object.assign(new Error('TIMEOUT'), { code: 'TIMEOUT' });
       },
-    } as unknown as Pick<JetStreamClient, 'publish'>;
+    } as unknown as Pick<NatsJetStream, 'publish'>;
     await expect(publishOnce(flaky, sent, 's', bytes, 'result:alpha:r-9')).rejects.toBeDefined();
     expect(stored.has('result:alpha:r-9')).toBe(true);
     await expect(publishOnce(js, sent, 's', bytes, 'result:alpha:r-9')).resolves.toMatchObject({ duplicate: true });

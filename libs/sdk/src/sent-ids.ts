@@ -1,5 +1,4 @@
-import type { JetStreamClient, MsgHdrs } from 'nats';
-import { mapPublishError } from '@baton/eventstore';
+import { mapPublishError, type NatsHeaders, type NatsJetStream } from '@baton/eventstore';
 import { DuplicateMessageError } from './errors';
 
 /** How many message ids a client remembers by default (its publishes over the 2-minute duplicate window should fit). */
@@ -72,12 +71,12 @@ export interface PublishAck {
  * Publish failures are mapped (`PublishTimeout`: retry with the same id; `StreamNotFound`).
  */
 export async function publishOnce(
-  js: Pick<JetStreamClient, 'publish'>,
+  js: Pick<NatsJetStream, 'publish'>,
   sent: SentMessageIds,
   subject: string,
   data: Uint8Array,
   msgId: string,
-  headers?: MsgHdrs,
+  headers?: NatsHeaders,
 ): Promise<PublishAck> {
   sent.attempt(msgId);
   let ack: { seq: number; duplicate: boolean; stream: string };

@@ -8,7 +8,7 @@ import { connect as netConnect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ServiceNameSchema } from '@baton/contracts';
-import { credsPath, ensureServiceCreds, openDeployment, writeServerConfig, type AuthDeployment } from '@baton/eventstore';
+import { credsPath, ensureServiceCreds, openDeployment, writeServerConfig, type AuthDeployment, type NatsHandle } from '@baton/eventstore';
 import { freePort } from './processes';
 
 export interface AuthNatsServer {
@@ -76,9 +76,9 @@ export async function startAuthNatsServer(prefix: string): Promise<AuthNatsServe
  * as `publish <subject>` / `subscription <subject>`. The server answers a violation with an
  * asynchronous `-ERR`; a flush round trip plus a short settle lets every one arrive.
  */
-export async function permissionViolations(handle: { connection: import('nats').NatsConnection }, act: () => void | Promise<void>): Promise<string[]> {
+export async function permissionViolations(handle: Pick<NatsHandle, 'connection'>, act: () => void | Promise<void>): Promise<string[]> {
   const seen: string[] = [];
-  const statuses = handle.connection.status() as AsyncIterable<import('nats').Status> & { stop(): void };
+  const statuses = handle.connection.status() as ReturnType<NatsHandle['connection']['status']> & { stop(): void };
   const collecting = (async () => {
     for await (const status of statuses) {
       const context = (status as { permissionContext?: { operation: string; subject: string } }).permissionContext;

@@ -1,7 +1,6 @@
 import { Inject, Injectable, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
-import type { Msg, Subscription } from 'nats';
 import { Subjects } from '@baton/contracts';
-import { headersToRecord } from '@baton/eventstore';
+import { subscribeCore, type CoreMessage, type CoreSubscription } from '@baton/eventstore';
 import type { LedgerReply, OpenOffersReply, ProjectControlReply } from '@baton/contracts';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { LedgerCommands } from './ledger-commands';
@@ -24,7 +23,7 @@ const encoder = new TextEncoder();
  */
 @Injectable()
 export class LedgerCommandListener implements OnApplicationBootstrap, OnModuleDestroy {
-  private subscription: Subscription | null = null;
+  private subscription: CoreSubscription | null = null;
   private readonly inFlight = new Set<Promise<void>>();
   private served = 0;
 
@@ -35,17 +34,15 @@ export class LedgerCommandListener implements OnApplicationBootstrap, OnModuleDe
 
   async onApplicationBootstrap(): Promise<void> {
     const subject = Subjects.ledgerCommands(this.runtime.config.BATON_PREFIX);
-    this.subscription = this.runtime.nats.connection.subscribe(subject, {
-      queue: LEDGER_QUEUE,
-      callback: (err, msg) => {
-        if (err) {
-          this.runtime.logger.error(`ledger subscription failed: ${err.message}`, { subject });
-          return;
-        }
+    this.subscription = subscribeCore(
+      this.runtime.nats,
+      subject,
+      (msg) => {
         const task = this.answer(msg).finally(() => this.inFlight.delete(task));
         this.inFlight.add(task);
       },
-    });
+      { queue: LEDGER_QUEUE, onError: (err) => this.runtime.logger.error(`ledger subscription failed: ${err.message}`, { subject }) },
+    );
     // The server knows the subscription before the service reports ready.
     await this.runtime.nats.connection.flush();
   }
@@ -62,10 +59,10 @@ export class LedgerCommandListener implements OnApplicationBootstrap, OnModuleDe
     return this.served;
   }
 
-  private async answer(msg: Msg): Promise<void> {
+  private async answer(msg: CoreMessage): Promise<void> {
     let reply: LedgerReply | ProjectControlReply | OpenOffersReply;
     try {
-      reply = await this.commands.handle({ subject: msg.subject, headers: headersToRecord(msg.headers), data: msg.data });
+      reply = await this.commands.handle({ subject: msg.subject, headers: msg.headers, data: msg.data });
     } catch (error) {
       this.runtime.logger.error('ledger request failed', error instanceof Error ? error : { error: String(error) });
       reply = { ok: false, error: { code: 'internal_error', kind: 'internal', message: 'the ledger failed; see its log' } };

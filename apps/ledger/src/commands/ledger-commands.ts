@@ -1,5 +1,4 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { nuid } from 'nats';
 import type { z } from 'zod';
 import {
   AbandonHandoffCommandSchema,
@@ -46,7 +45,7 @@ import {
   type Rejection,
 } from '@baton/contracts';
 import { handoffDecider, toHandoffRecord, type HandoffCommand } from '@baton/domain';
-import { ConcurrencyConflict, deadLetter } from '@baton/eventstore';
+import { ConcurrencyConflict, deadLetter, newUniqueId } from '@baton/eventstore';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { LEDGER_CONFIG, type LedgerConfig } from '../config';
 import { LedgerIds } from '../ids';
@@ -492,7 +491,7 @@ export class LedgerCommands {
         data: request.data,
         deliveries: 1,
         // Core NATS request: no stream and no sequence. A unique id keeps each rejection apart.
-        stream: `core-${nuid.next()}`,
+        stream: `core-${newUniqueId()}`,
         seq: 0,
         consumer: this.runtime.instance,
       });

@@ -1,6 +1,5 @@
 import { Inject, Injectable, type OnModuleInit } from '@nestjs/common';
-import type { KV, KvOptions } from 'nats';
-import { streamStem } from '@baton/eventstore';
+import { isKvRevisionConflict, openKvBucket, streamStem, type KvBucket } from '@baton/eventstore';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { LEDGER_CONFIG, type LedgerConfig } from '../config';
 import { ClaimCaps, ClaimWindow, type ClaimWindowState, type RateRefusal } from './rate-limiter';
@@ -35,14 +34,7 @@ export type ClaimAdmission = { granted: true; ticket: ClaimTicket | null } | { g
 const MAX_ATTEMPTS = 8;
 /** Timeout of each KV request: a stuck KV answers the claim before the caller's own request times out. */
 const KV_TIMEOUT_MS = 2_000;
-/** `wrong last sequence`: the key changed since it was read (another ledger instance wrote it). */
-const WRONG_LAST_SEQUENCE = 10071;
-
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
-
-function isRevisionConflict(error: unknown): boolean {
-  return (error as { api_error?: { err_code?: number } } | null)?.api_error?.err_code === WRONG_LAST_SEQUENCE;
-}
 
 /**
  * The per-agent claim cap, shared by every ledger instance of a Baton prefix through one JetStream
@@ -83,7 +75,7 @@ function isRevisionConflict(error: unknown): boolean {
 @Injectable()
 export class ClaimRateStore implements OnModuleInit {
   private readonly caps: ClaimCaps;
-  private bucket: Promise<KV> | null = null;
+  private bucket: Promise<KvBucket> | null = null;
   /** The tail of each key's queue of updates in this instance. */
   private readonly lanes = new Map<string, Promise<unknown>>();
 
@@ -146,7 +138,7 @@ export class ClaimRateStore implements OnModuleInit {
       const kv = await this.open();
       for (let attempt = 1; ; attempt++) {
         const entry = await kv.get(key);
-        const state = entry && entry.operation === 'PUT' ? this.window.decode(entry.value) : null;
+        const state = entry !== null && entry.value !== null ? this.window.decode(entry.value) : null;
         const { write, result } = step(state, Date.now());
         if (write === null) return result;
         try {
@@ -155,7 +147,7 @@ export class ClaimRateStore implements OnModuleInit {
           else await kv.create(key, bytes);
           return result;
         } catch (error) {
-          if (!isRevisionConflict(error)) throw error;
+          if (!isKvRevisionConflict(error)) throw error; // `wrong last sequence`: another ledger instance wrote the key
           if (attempt >= MAX_ATTEMPTS) throw new Error(`the claim counter ${key} kept changing under ${MAX_ATTEMPTS} attempts`, { cause: error });
           await sleep(1 + Math.floor(Math.random() * 4 * attempt));
         }
@@ -167,7 +159,7 @@ export class ClaimRateStore implements OnModuleInit {
     }
   }
 
-  private open(): Promise<KV> {
+  private open(): Promise<KvBucket> {
     this.bucket ??= this.create().catch((error: unknown) => {
       this.bucket = null;
       throw error;
@@ -175,19 +167,18 @@ export class ClaimRateStore implements OnModuleInit {
     return this.bucket;
   }
 
-  private async create(): Promise<KV> {
+  private async create(): Promise<KvBucket> {
     const name = claimRateBucket(this.runtime.config.BATON_PREFIX);
-    const js = this.runtime.nats.connection.jetstream({ timeout: KV_TIMEOUT_MS });
-    const options: Partial<KvOptions> = {
-      description: 'Baton: claims per agent in the current rate window',
-      history: 1,
-      ttl: this.window.retentionMs,
-      replicas: this.runtime.config.BATON_STREAM_REPLICAS,
-      allow_direct: false,
-    };
     for (let attempt = 1; ; attempt++) {
       try {
-        return await js.views.kv(name, options);
+        return await openKvBucket(this.runtime.nats, name, {
+          description: 'Baton: claims per agent in the current rate window',
+          history: 1,
+          ttlMs: this.window.retentionMs,
+          replicas: this.runtime.config.BATON_STREAM_REPLICAS,
+          allowDirect: false,
+          timeoutMs: KV_TIMEOUT_MS,
+        });
       } catch (error) {
         // Two instances creating it at once: the loser finds it on the next attempt.
         if (attempt >= 3) throw error;

@@ -1,8 +1,7 @@
 import { Inject, Injectable, OnModuleDestroy, OnModuleInit } from '@nestjs/common';
-import { Subjects, type DefinitionEvent } from '@baton/contracts';
-import { LruCache, type AggregateRef } from '@baton/eventstore';
+import type { DefinitionEvent } from '@baton/contracts';
+import { LruCache, watchEvents, type AggregateRef, type CoreSubscription } from '@baton/eventstore';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
-import type { Subscription } from 'nats';
 import { evolveDefinition, initialDefinitionState, type DefinitionState } from './definition.decider';
 
 /** The definition aggregate of a project: one per project, id `current`. */
@@ -21,8 +20,8 @@ interface Entry {
 /**
  * The router's cache of project definitions (every published version, so a run keeps the
  * workflow version it started with). Invalidation: a `definition.published` seen on
- * `<prefix>.ev.*.definition.*` (a core NATS subscription: JetStream publishes reach plain
- * subscribers too, so every router instance hears every publish) marks the project stale, and a
+ * `<prefix>.ev.*.definition.*` (`watchEvents`, a core NATS subscription: JetStream publishes reach
+ * plain subscribers too, so every router instance hears every publish) marks the project stale, and a
  * stale project or a caller that asks for `fresh` re-reads only what was appended since the cached
  * sequence. A miss (or a restart) always rebuilds from the stream.
  */
@@ -30,19 +29,12 @@ interface Entry {
 export class DefinitionCatalog implements OnModuleInit, OnModuleDestroy {
   private readonly entries = new LruCache<string, Entry>(1_000);
   private readonly generations = new Map<string, number>();
-  private subscription: Subscription | null = null;
+  private subscription: CoreSubscription | null = null;
 
   constructor(@Inject(RUNTIME) private readonly runtime: ServiceRuntime) {}
 
   onModuleInit(): void {
-    const subject = Subjects.aggregateKind(this.runtime.config.BATON_PREFIX, 'definition');
-    this.subscription = this.runtime.nats.connection.subscribe(subject, {
-      callback: (err, msg) => {
-        if (err) return;
-        const project = msg.subject.split('.')[2];
-        if (project) this.invalidate(project);
-      },
-    });
+    this.subscription = watchEvents(this.runtime.nats, this.runtime.config.BATON_PREFIX, 'definition', (event) => this.invalidate(event.project));
   }
 
   onModuleDestroy(): void {

@@ -1,12 +1,12 @@
-import { Subjects, type EventRegistry, type HandoffEvent } from '@baton/contracts';
+import { SubjectTable, Subjects, type EventRegistry, type HandoffEvent } from '@baton/contracts';
+import type { NatsJetStream } from '@baton/eventstore';
 import type { JsonLogger } from '@baton/platform';
-import type { JetStreamClient } from 'nats';
 import { followStream, type FollowedMessage, type StreamFollower } from '../stream/stream-follower';
 import { DeadlineTable } from './deadline-table';
 import { applyHandoffEvent, deadlineEffectOf } from './fold';
 
 export interface DeadlineTrackerOptions {
-  js: JetStreamClient;
+  js: NatsJetStream;
   /** The events stream (`<PREFIX>_EVENTS`). */
   stream: string;
   prefix: string;
@@ -43,11 +43,9 @@ export class DeadlineTracker {
   readonly table: DeadlineTable;
   private follower: StreamFollower | null = null;
   private skipped = 0;
-  private readonly subjectStem: string;
 
   constructor(private readonly opts: DeadlineTrackerOptions) {
     this.table = opts.table ?? new DeadlineTable();
-    this.subjectStem = `${opts.prefix}.ev.`;
   }
 
   /** Start following the stream (idempotent). Resolves once the consumer exists, before the replay ends. */
@@ -175,11 +173,9 @@ export class DeadlineTracker {
     this.opts.logger.warn('handoff event skipped by the deadline table', { subject: message.subject, seq: message.seq, code, reason });
   }
 
-  /** `<prefix>.ev.<project>.handoff.<id>` → project and id (the prefix holds no dots). */
+  /** `<prefix>.ev.<project>.handoff.<id>` → project and id (the subject table); null for any other subject. */
   private aggregateOf(subject: string): { project: string; id: string } | null {
-    if (!subject.startsWith(this.subjectStem)) return null;
-    const [project, kind, id, ...rest] = subject.slice(this.subjectStem.length).split('.');
-    if (!project || kind !== 'handoff' || !id || rest.length > 0) return null;
-    return { project, id };
+    const event = SubjectTable.event.parse(this.opts.prefix, subject);
+    return event !== null && event.kind === 'handoff' ? { project: event.project, id: event.id } : null;
   }
 }

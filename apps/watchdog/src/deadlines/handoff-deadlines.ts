@@ -1,6 +1,6 @@
-import { Subjects, type EventRegistry, type HandoffEventData } from '@baton/contracts';
+import { SubjectTable, Subjects, type EventRegistry, type HandoffEventData } from '@baton/contracts';
+import type { NatsJetStream } from '@baton/eventstore';
 import type { JsonLogger } from '@baton/platform';
-import type { JetStreamClient } from 'nats';
 import type { RequeueLedger, RequeueReply } from '../requeue/requeue-port';
 import { followStream, type FollowedMessage, type StreamFollower } from '../stream/stream-follower';
 import { DeadlineTable } from './deadline-table';
@@ -34,7 +34,7 @@ export class HandoffDeadlineTracker {
   private readonly deadlines = new Map<string, { project: string; at: number }>();
   private follower: StreamFollower | null = null;
 
-  constructor(private readonly opts: { js: JetStreamClient; stream: string; prefix: string; registry: EventRegistry; logger: JsonLogger }) {}
+  constructor(private readonly opts: { js: NatsJetStream; stream: string; prefix: string; registry: EventRegistry; logger: JsonLogger }) {}
 
   async start(): Promise<void> {
     if (this.follower) return;
@@ -57,8 +57,9 @@ export class HandoffDeadlineTracker {
 
   private apply(message: FollowedMessage): void {
     const type = message.header('Baton-Event-Type') ?? '';
-    const [, , project, , id] = message.subject.split('.');
-    if (!project || !id) return;
+    const aggregate = SubjectTable.event.parse(this.opts.prefix, message.subject);
+    if (aggregate === null || aggregate.kind !== 'handoff') return;
+    const { project, id } = aggregate;
     const key = `${project}/${id}`;
     if (type === 'handoff.created') {
       const decoded = this.opts.registry.decode(JSON.parse(decoder.decode(message.data)));

@@ -1,14 +1,14 @@
 import { createHash } from 'node:crypto';
-import { MsgIds, StopRunRequestSchema, Subjects, type EventRegistry, type StopRunRequest } from '@baton/contracts';
+import { MsgIds, StopRunRequestSchema, SubjectTable, Subjects, type EventRegistry, type StopRunRequest } from '@baton/contracts';
 import type { GuardStop } from '@baton/domain';
+import type { NatsJetStream } from '@baton/eventstore';
 import type { JsonLogger } from '@baton/platform';
-import type { JetStreamClient } from 'nats';
 import type { InboxPublisher } from '../escalation/escalation-stopper';
 import { followStream, type FollowedMessage, type StreamFollower } from '../stream/stream-follower';
 import { GuardBook, type GuardBookStatus } from './guard-book';
 
 export interface GuardRunnerOptions {
-  js: JetStreamClient;
+  js: NatsJetStream;
   /** The events stream (`<PREFIX>_EVENTS`). */
   stream: string;
   prefix: string;
@@ -110,7 +110,7 @@ export class GuardRunner {
   }
 
   private onMessage(message: FollowedMessage): void {
-    const kind = message.subject.split('.')[3];
+    const kind = SubjectTable.event.parse(this.opts.prefix, message.subject)?.kind;
     if (kind !== 'run' && kind !== 'handoff') return;
     const decoded = this.opts.registry.decode(JSON.parse(decoder.decode(message.data)));
     if (!decoded.ok) throw new Error(`event does not decode: ${decoded.rejection.message}`);

@@ -2,20 +2,19 @@
 // streams for it, a minimal ledger (a real NATS participant deciding with the real handoff decider
 // through the real event store) and cleanup. Not a test file.
 import { createHash, randomBytes } from 'node:crypto';
-import type { Subscription } from 'nats';
 import {
   createEventRegistry,
   HandoffCommandSchemas,
   mayIssue,
-  parseLedgerCommandSubject,
   resolveLedgerCaller,
   splitIdentityClaims,
+  SubjectTable,
   Subjects,
   type HandoffCommandName,
   type HandoffEvent,
 } from '@baton/contracts';
 import { evolveHandoff, handoffDecider, initialHandoffState, toHandoffRecord, type HandoffCommand, type HandoffState } from '@baton/domain';
-import { batonStreamNames, batonTopology, connectNats, JetStreamEventStore, provision, type NatsHandle, type StoredEvent } from '@baton/eventstore';
+import { batonStreamNames, batonTopology, connectNats, JetStreamEventStore, provision, subscribeCore, type CoreSubscription, type NatsHandle, type StoredEvent } from '@baton/eventstore';
 import type { RunningService } from '@baton/platform';
 import { startWatchdog } from '../bootstrap';
 import type { RequeueOutcome } from '../requeue/requeue-loop';
@@ -54,7 +53,7 @@ type Reply = { ok: true; handoff: unknown; events: number } | { ok: false; error
  * event ids from the idempotency key). Answers in the ledger's reply shape.
  */
 export class MiniLedger {
-  private subscription: Subscription | null = null;
+  private subscription: CoreSubscription | null = null;
   private readonly inFlight = new Set<Promise<void>>();
 
   constructor(
@@ -64,16 +63,18 @@ export class MiniLedger {
   ) {}
 
   start(): void {
-    this.subscription = this.nats.connection.subscribe(Subjects.ledgerCommands(this.prefix), {
-      queue: 'ledger',
-      callback: (_err, msg) => {
+    this.subscription = subscribeCore(
+      this.nats,
+      Subjects.ledgerCommands(this.prefix),
+      (msg) => {
         const task = this.answer(msg.subject, msg.data).then((reply) => {
           msg.respond(encoder.encode(JSON.stringify(reply)));
         });
         this.inFlight.add(task);
         void task.finally(() => this.inFlight.delete(task));
       },
-    });
+      { queue: 'ledger' },
+    );
   }
 
   async stop(): Promise<void> {
@@ -82,7 +83,7 @@ export class MiniLedger {
   }
 
   private async answer(subject: string, data: Uint8Array): Promise<Reply> {
-    const address = parseLedgerCommandSubject(this.prefix, subject);
+    const address = SubjectTable.ledgerCommand.parse(this.prefix, subject);
     if (address === null || !(address.command in HandoffCommandSchemas)) return { ok: false, error: { code: 'unknown_command', kind: 'rejected', message: subject } };
     const { project } = address;
     const name = address.command as HandoffCommandName;

@@ -1,0 +1,228 @@
+import {
+  DeliverPolicy,
+  nuid,
+  type JetStreamClient,
+  type JetStreamManager,
+  type KV,
+  type KvOptions,
+  type Msg,
+  type MsgHdrs,
+  type OrderedConsumerOptions,
+} from 'nats';
+import { SubjectTable, type AggregateKind } from '@baton/contracts';
+import type { NatsHandle } from './connection';
+import { headersToRecord } from './dead-letter';
+
+/*
+ * The small typed helpers the services, the CLI, the SDK and the tests use instead of the `nats`
+ * client: names for the client's types, unique ids, core NATS subscriptions, a definition-event
+ * watcher, JetStream KV buckets with compare-and-set, and ordered-consumer start options. ESLint
+ * refuses `nats` (and `@nats-io/*`) everywhere but this library and the Nest transport
+ * (libs/platform/src/transport), so replacing the client touches those two only.
+ */
+
+/** The JetStream client of a {@link NatsHandle}: publish, pull consumers, ordered consumers, KV views. */
+export type NatsJetStream = JetStreamClient;
+/** The JetStream manager of a {@link NatsHandle}: streams and consumers. */
+export type NatsJetStreamManager = JetStreamManager;
+/** Message headers as the client holds them (build them with `headersFrom`, read them with `headersToRecord`). */
+export type NatsHeaders = MsgHdrs;
+
+/** A unique, URL-safe id (the client's NUID: 22 characters, no coordination needed). */
+export function newUniqueId(): string {
+  return nuid.next();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Core NATS subscriptions
+// ---------------------------------------------------------------------------------------------
+
+/** A message received on a core NATS subscription. */
+export interface CoreMessage {
+  readonly subject: string;
+  readonly data: Uint8Array;
+  /** The reply subject of a request; undefined for a plain publish. */
+  readonly reply: string | undefined;
+  /** Its headers as a record (names as sent, every value), read on first use. */
+  readonly headers: Record<string, string[]>;
+  /** Answer a request (publish to its reply subject). False when it was no request. */
+  respond(data: Uint8Array): boolean;
+}
+
+/** A running core NATS subscription. */
+export interface CoreSubscription {
+  readonly subject: string;
+  /** Stop receiving after the messages already received are handed over; resolves when done. */
+  drain(): Promise<void>;
+  /** Stop receiving at once. */
+  unsubscribe(): void;
+  isClosed(): boolean;
+}
+
+export interface CoreSubscribeOptions {
+  /** A queue group: each message goes to one subscriber of the group. */
+  queue?: string;
+  /** Called when the subscription fails (a permissions violation, the connection closing). */
+  onError?: (error: Error) => void;
+}
+
+function coreMessage(msg: Msg): CoreMessage {
+  let headers: Record<string, string[]> | undefined;
+  return {
+    subject: msg.subject,
+    data: msg.data,
+    reply: msg.reply || undefined,
+    get headers() {
+      headers ??= headersToRecord(msg.headers);
+      return headers;
+    },
+    respond: (data) => msg.respond(data),
+  };
+}
+
+/**
+ * Subscribe to `subject` (a pattern may hold wildcards) with core NATS and call `onMessage` for
+ * every message, synchronously in the order received. On an instrumented handle
+ * (`instrumentNats`) each call runs in the trace context of the message's `traceparent`.
+ */
+export function subscribeCore(
+  handle: Pick<NatsHandle, 'connection'>,
+  subject: string,
+  onMessage: (message: CoreMessage) => void,
+  options: CoreSubscribeOptions = {},
+): CoreSubscription {
+  const subscription = handle.connection.subscribe(subject, {
+    ...(options.queue !== undefined ? { queue: options.queue } : {}),
+    callback: (err, msg) => {
+      if (err) {
+        options.onError?.(err);
+        return;
+      }
+      onMessage(coreMessage(msg));
+    },
+  });
+  return {
+    subject,
+    drain: () => subscription.drain(),
+    unsubscribe: () => subscription.unsubscribe(),
+    isClosed: () => subscription.isClosed(),
+  };
+}
+
+/** One event seen by {@link watchEvents}: the aggregate whose subject it was published on. */
+export interface WatchedEvent {
+  project: string;
+  kind: AggregateKind;
+  id: string;
+}
+
+/**
+ * Hear every event appended to aggregates of one kind (`<prefix>.ev.*.<kind>.*`) as it is stored:
+ * a core NATS subscription (JetStream publishes reach plain subscribers too, so every instance of
+ * a service hears every append). Subjects are read with the subject table; anything else on the
+ * subject space is ignored. No replay and no guarantee of delivery: for cache invalidation, where a
+ * missed message costs a stale read the caller repairs, never for state.
+ */
+export function watchEvents(handle: Pick<NatsHandle, 'connection'>, prefix: string, kind: AggregateKind, onEvent: (event: WatchedEvent) => void): CoreSubscription {
+  return subscribeCore(handle, SubjectTable.event.format(prefix, { kind }), (message) => {
+    const event = SubjectTable.event.parse(prefix, message.subject);
+    if (event !== null && event.kind === kind) onEvent(event);
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// JetStream key-value buckets
+// ---------------------------------------------------------------------------------------------
+
+/** A key's latest entry: its value (null when the key was deleted or purged) and its revision. */
+export interface KvEntry {
+  value: Uint8Array | null;
+  revision: number;
+}
+
+/** A JetStream KV bucket, reduced to what compare-and-set needs. */
+export interface KvBucket {
+  readonly name: string;
+  /** The key's latest entry, or null when it was never written (or expired). */
+  get(key: string): Promise<KvEntry | null>;
+  /** Write a key that does not exist; throws an error {@link isKvRevisionConflict} recognises when it does. Resolves with the revision. */
+  create(key: string, value: Uint8Array): Promise<number>;
+  /** Write a key whose latest revision is still `revision`; throws a conflict otherwise. Resolves with the new revision. */
+  update(key: string, value: Uint8Array, revision: number): Promise<number>;
+}
+
+export interface KvBucketOptions {
+  description?: string;
+  /** Values kept per key (default 1). */
+  history?: number;
+  /** How long a value lives, ms (0 = forever). */
+  ttlMs?: number;
+  replicas?: number;
+  /**
+   * Serve reads from any replica (direct get). False reads from the stream leader, so a read is
+   * never staler than the revision a write is checked against.
+   */
+  allowDirect?: boolean;
+  /** Timeout of each request to the bucket, ms (default the connection's). */
+  timeoutMs?: number;
+}
+
+/** `wrong last sequence`: the key changed since it was read (another writer wrote it). */
+const WRONG_LAST_SEQUENCE = 10071;
+
+/** True when a KV write failed because the key's revision was not the expected one (compare-and-set lost). */
+export function isKvRevisionConflict(error: unknown): boolean {
+  return (error as { api_error?: { err_code?: number } } | null)?.api_error?.err_code === WRONG_LAST_SEQUENCE;
+}
+
+/**
+ * Open the KV bucket `name`, creating it with `options` when it does not exist (creating it from
+ * several processes at once is fine: the same configuration is accepted twice). Only features of
+ * nats-server 2.9 are used.
+ */
+export async function openKvBucket(handle: Pick<NatsHandle, 'connection'>, name: string, options: KvBucketOptions = {}): Promise<KvBucket> {
+  const js = options.timeoutMs !== undefined ? handle.connection.jetstream({ timeout: options.timeoutMs }) : handle.connection.jetstream();
+  const config: Partial<KvOptions> = {
+    ...(options.description !== undefined ? { description: options.description } : {}),
+    history: options.history ?? 1,
+    ...(options.ttlMs !== undefined ? { ttl: options.ttlMs } : {}),
+    ...(options.replicas !== undefined ? { replicas: options.replicas } : {}),
+    ...(options.allowDirect !== undefined ? { allow_direct: options.allowDirect } : {}),
+  };
+  const kv: KV = await js.views.kv(name, config);
+  return {
+    name,
+    async get(key) {
+      const entry = await kv.get(key);
+      if (!entry) return null;
+      return { value: entry.operation === 'PUT' ? entry.value : null, revision: entry.revision };
+    },
+    create: (key, value) => kv.create(key, value),
+    update: (key, value, revision) => kv.update(key, value, revision),
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Ordered consumers
+// ---------------------------------------------------------------------------------------------
+
+/** Where an ordered (ephemeral, in-order, no-ack) read of a stream starts. */
+export type OrderedStart = { from: 'all' } | { from: 'new' } | { from: 'seq'; seq: number } | { from: 'time'; time: Date };
+
+/**
+ * The options of an ordered consumer (`js.consumers.get(stream, options)`) that starts at `start`,
+ * optionally filtered to one subject pattern.
+ */
+export function orderedConsumerOptions(start: OrderedStart, filterSubject?: string): Partial<OrderedConsumerOptions> {
+  const filter = filterSubject !== undefined ? { filterSubjects: [filterSubject] } : {};
+  switch (start.from) {
+    case 'all':
+      return { ...filter, deliver_policy: DeliverPolicy.All };
+    case 'new':
+      return { ...filter, deliver_policy: DeliverPolicy.New };
+    case 'seq':
+      return { ...filter, deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: start.seq };
+    case 'time':
+      return { ...filter, deliver_policy: DeliverPolicy.StartTime, opt_start_time: start.time.toISOString() };
+  }
+}
