@@ -176,6 +176,9 @@ describe('the web inbox in headless Chromium (four services as processes)', () =
     await page.goto(`${base}/inbox`);
     await Promise.all([page.waitForURL(/\/inbox\?sent=/), card(page, refundPacket).locator('button[value="approve"]').click()]);
     expect(await page.locator('[data-testid="sent"]').innerText()).toContain(`stop:${PROJECT}:${refundPacket}`);
+    // The form waited for the router's decision: the banner says the answer was applied, not just sent.
+    expect(await page.locator('[data-testid="sent"]').getAttribute('data-outcome')).toBe('applied');
+    expect(await page.locator('[data-testid="sent"]').innerText()).toContain('applied');
     // The watcher never navigated: the item is removed by the live script.
     await card(watcher, refundPacket).waitFor({ state: 'detached', timeout: 20_000 });
     expect(await watcher.evaluate(() => (globalThis as unknown as Win).__sameDocument)).toBe(true);

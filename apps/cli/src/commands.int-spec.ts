@@ -40,7 +40,9 @@ describe('baton commands that publish (real NATS) and call the operator API (loc
         const status = nextStatus;
         res.writeHead(status, { 'content-type': 'application/json' });
         if (req.method === 'GET') res.end(JSON.stringify({ stop: { packet_id: 'stop-1', pending_digest: 'sha256:abc' }, effect: null, answered_at: null }));
-        else res.end(JSON.stringify(status < 300 ? { accepted: true } : { error: { code: 'stop_already_answered', message: 'the packet is answered', issues: [] } }));
+        else if (status === 202) res.end(JSON.stringify({ accepted: true, outcome: 'pending', workflow_run_id: 'wr-1', status_url: '/v1/projects/demo/runs/wr-1/answers/a-1' }));
+        else if (status === 200) res.end(JSON.stringify({ accepted: true, outcome: 'applied', workflow_run_id: 'wr-1', run: { status: 'running' } }));
+        else res.end(JSON.stringify({ error: { code: 'run_not_stopped', message: 'run wr-1 is running; it has no open stop packet', issues: [], details: { outcome: 'refused' } } }));
       });
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -139,9 +141,10 @@ describe('baton commands that publish (real NATS) and call the operator API (loc
     expect((await baton('publish-definition', file.replace('def', 'missing'))).code).toBe(1);
   });
 
-  it('answer and decide call the operator API with the bodies it accepts; a refusal exits 1 with its code', async () => {
+  it('answer and decide call the operator API with the bodies it accepts; applied exits 0 saying so, pending 0 with a note, a refusal 1 with its code', async () => {
     const approve = await baton('answer', 'stop-1', '--action', 'approve', '--note', 'ok');
     expect(approve.code).toBe(0);
+    expect(approve.out).toBe('applied stop-1: approve; run wr-1 is now running\n');
     expect(requests.map((r) => `${r.method} ${r.url}`)).toEqual(['GET /v1/stops/stop-1', 'POST /v1/stops/stop-1/answer']);
     expect(requests[1]!.body).toEqual({ answer_id: expect.stringMatching(/^cli-/), action: 'approve', note: 'ok', pending_digest: 'sha256:abc', answered_by: 'olga' });
 
@@ -159,9 +162,15 @@ describe('baton commands that publish (real NATS) and call the operator API (loc
     });
     expect((await baton('decide', 'hb-1', 'rework')).code).toBe(2);
 
+    nextStatus = 202;
+    const pending = await baton('answer', 'stop-1', '--action', 'deny');
+    expect(pending.code).toBe(0);
+    expect(pending.out).toBe('sent stop-1: deny; not applied yet: the router has not decided it (GET /v1/projects/demo/runs/wr-1/answers/a-1 for the outcome)\n');
+
     nextStatus = 409;
     const refused = await baton('answer', 'stop-1', '--action', 'deny');
     expect(refused.code).toBe(1);
-    expect(refused.err).toContain('stop_already_answered');
+    expect(refused.out).toBe('');
+    expect(refused.err).toContain('the answer was refused: run_not_stopped: run wr-1 is running');
   });
 });

@@ -111,8 +111,14 @@ describe('the baton command addresses runs and handoffs by project and id (real 
           return;
         }
         const project = url.split('/')[3];
-        res.writeHead(url.endsWith('/decision') ? 200 : 202, { 'content-type': 'application/json' });
-        res.end(JSON.stringify(url.endsWith('/decision') ? { handoff: { id: 'hb-1', project }, events: 1 } : { accepted: true, answer_id: 'a', project, workflow_run_id: 'wr-a', subject: 's', duplicate: false }));
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(
+          JSON.stringify(
+            url.endsWith('/decision')
+              ? { outcome: 'applied', handoff: { id: 'hb-1', project }, events: 1 }
+              : { accepted: true, outcome: 'applied', answer_id: 'a', project, workflow_run_id: 'wr-a', subject: 's', duplicate: false, status_url: `/v1/projects/${project}/runs/wr-a/answers/a`, run: { status: 'running' } },
+          ),
+        );
       });
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -190,7 +196,7 @@ describe('the baton command addresses runs and handoffs by project and id (real 
     requests.length = 0;
     const approve = await baton('answer', 'stop-r-res-a1', '--action', 'approve', '--project', 'alpha');
     expect(approve.code).toBe(0);
-    expect(approve.out).toContain('answered stop-r-res-a1 (project alpha): approve');
+    expect(approve.out).toContain('applied stop-r-res-a1 (project alpha): approve; run wr-a is now running');
     expect(requests.map((r) => `${r.method} ${r.url}`)).toEqual(['GET /v1/projects/alpha/stops/stop-r-res-a1', 'POST /v1/projects/alpha/stops/stop-r-res-a1/answer']);
 
     const undecided = await baton('decide', 'hb-h-1', 'accept');

@@ -53,6 +53,12 @@ export const NotifierConfigSchema = z.object({
    * at start).
    */
   NOTIFIER_PROJECTION_CHECK_MS: z.coerce.number().int().min(0).max(600_000).default(5000),
+  /**
+   * How long an operator's answer (stop packet, hold, mesh stop) waits for the router's decision
+   * to appear in the run's (or mesh's) event stream before the API answers 202 with a status link
+   * instead of the outcome (default 5000 ms; 0 = never wait: always 202).
+   */
+  NOTIFIER_ANSWER_WAIT_MS: z.coerce.number().int().min(0).max(60_000).default(5000),
 });
 export type NotifierConfig = z.infer<typeof NotifierConfigSchema>;
 

@@ -102,7 +102,8 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
     const split = steps.findIndex((s) => s.aggregate === 'run' && s.id === 'wr-d');
     // History written before the notifier exists: it rebuilds its projections from the stream at start.
     await append(steps.slice(0, split));
-    service = await startNotifier({ ...process.env, BATON_PREFIX: prefix, HTTP_PORT: '0', LOG_LEVEL: 'error', BATON_MAX_DELIVER: '3', NOTIFIER_PROJECTION_CHECK_MS: '200' });
+    // No router runs here: an answer is never decided, so it waits only briefly before its 202.
+    service = await startNotifier({ ...process.env, BATON_PREFIX: prefix, HTTP_PORT: '0', LOG_LEVEL: 'error', BATON_MAX_DELIVER: '3', NOTIFIER_PROJECTION_CHECK_MS: '200', NOTIFIER_ANSWER_WAIT_MS: '200' });
     base = (await service.app.getUrl()).replace('[::1]', '127.0.0.1');
     token = (await new TokenStore(redis.client, prefix).create({ name: 'olga', role: 'operator', projects: ['demo'], now: new Date().toISOString() })).token;
     // Live events: applied by the durable consumer.
@@ -197,7 +198,10 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
     const subject = Subjects.operatorAnswer(prefix, 'demo');
     const body = { answer_id: 'ans-http-1', action: 'deny', note: 'not without a receipt', answered_by: 'olga' };
     const first = await post('/v1/stops/stop-r-res-a1/answer', body);
-    expect(first).toEqual({ status: 202, body: { accepted: true, answer_id: 'ans-http-1', project: 'demo', workflow_run_id: 'wr-a', subject, duplicate: false } });
+    const statusUrl = '/v1/projects/demo/runs/wr-a/answers/ans-http-1';
+    // No router decides it here: 202 `pending` with the status link (which says pending too).
+    expect(first).toEqual({ status: 202, body: { accepted: true, outcome: 'pending', answer_id: 'ans-http-1', project: 'demo', workflow_run_id: 'wr-a', subject, duplicate: false, status_url: statusUrl } });
+    expect((await get(statusUrl)).body).toMatchObject({ outcome: 'pending', answer_id: 'ans-http-1', workflow_run_id: 'wr-a' });
     expect((await post('/v1/stops/stop-r-res-a1/answer', body)).body['duplicate']).toBe(true);
     await nats.connection.flush();
     const info = await nats.jsm.streams.info(streams.inbox, { subjects_filter: subject });
@@ -224,7 +228,7 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
 
   it('answering a hold publishes a hold answer; a run that is not held answers 409 run_not_held', async () => {
     const held = await post('/v1/runs/wr-b/answer', { answer_id: 'ans-hold-1', action: 'continue', answered_by: 'olga' });
-    expect(held).toMatchObject({ status: 202, body: { accepted: true, answer_id: 'ans-hold-1' } });
+    expect(held).toMatchObject({ status: 202, body: { accepted: true, outcome: 'pending', answer_id: 'ans-hold-1' } });
     expect((await post('/v1/runs/wr-a/answer', { action: 'continue', answered_by: 'olga' })).body.error?.code).toBe('run_not_held');
     expect((await post('/v1/runs/wr-b/answer', { action: 'reroute', answered_by: 'olga' })).body.error?.code).toBe('schema_violation');
   });
@@ -242,7 +246,7 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
     });
     await nats.connection.flush();
     const refused = await post('/v1/handoffs/hb-h-1/decision', { decision: 'rework', note: 'add tests', actor: 'olga', idempotency_key: 'k-1' });
-    expect(refused).toMatchObject({ status: 409, body: { error: { code: 'handoff_not_pending' } } });
+    expect(refused).toMatchObject({ status: 409, body: { error: { code: 'handoff_not_pending', details: { outcome: 'refused', handoff_id: 'hb-h-1', project: 'demo' } } } });
     expect(requests[0]).toEqual({ handoff_id: 'hb-h-1', decision: 'rework', note: 'add tests', idempotency_key: 'k-1', actor: 'olga', actor_role: 'operator' });
     expect((await post('/v1/handoffs/hb-h-1/decision', { decision: 'accept', actor: 'bob' })).status).toBe(403);
     expect((await post('/v1/handoffs/hb-h-1/decision', { decision: 'rework', actor: 'olga' })).body.error?.code).toBe('schema_violation');
@@ -270,6 +274,8 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
         '/v1/stops/{id}/answer',
         '/v1/projects/{project}/runs/{id}',
         '/v1/projects/{project}/runs/{id}/answer',
+        '/v1/projects/{project}/runs/{id}/answers/{answer_id}',
+        '/v1/projects/{project}/meshes/{id}/answers/{answer_id}',
         '/v1/projects/{project}/handoffs/{id}',
         '/v1/projects/{project}/handoffs/{id}/decision',
         '/v1/projects/{project}/stops/{id}',
@@ -351,7 +357,10 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
     const subject = Subjects.meshAnswer(prefix, 'demo');
     expect((await post(`/v1/stops/${packetId}/answer`, { action: 'raise_cap', cap: 2 })).body.error?.code).toBe('cap_not_raised');
     const accepted = await post(`/v1/stops/${packetId}/answer`, { answer_id: 'ans-mesh-1', action: 'raise_cap', cap: 6 });
-    expect(accepted).toEqual({ status: 202, body: { accepted: true, answer_id: 'ans-mesh-1', project: 'demo', workflow_run_id: 'mesh-n1', mesh_run_id: 'mesh-n1', subject, duplicate: false } });
+    expect(accepted).toEqual({
+      status: 202,
+      body: { accepted: true, outcome: 'pending', answer_id: 'ans-mesh-1', project: 'demo', workflow_run_id: 'mesh-n1', mesh_run_id: 'mesh-n1', subject, duplicate: false, status_url: '/v1/projects/demo/meshes/mesh-n1/answers/ans-mesh-1' },
+    });
     const stored = await nats.jsm.streams.getMessage(streams.inbox, { last_by_subj: subject });
     expect(JSON.parse(decoder.decode(stored.data))).toMatchObject({
       mesh_run_id: 'mesh-n1',

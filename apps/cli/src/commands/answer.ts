@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { OperatorAnswerActionSchema } from '@baton/contracts';
-import { apiErrorText, callApi, recordPath, throwIfAmbiguous } from '../api';
+import { answerOutcomeText, apiErrorText, callApi, recordPath, throwIfAmbiguous } from '../api';
 import type { Command } from '../command';
 import { parseCommandArgs, required, str } from '../command';
 import { ExitCode, UsageError } from '../errors';
@@ -14,7 +14,10 @@ export const answerCommand: Command = {
 
 Answer a stopped run through the operator API (POST /v1/projects/<p>/stops/<id>/answer at
 BATON_API_URL, default http://127.0.0.1:7100). The answer must be one of the buttons of the
-packet's form. Approving a frozen call echoes the digest of the call shown by
+packet's form. The API waits (a few seconds, NOTIFIER_ANSWER_WAIT_MS) for the router's decision
+and says what happened: applied (exit 0, with the run's new status), refused (exit 1, with the
+refusal's code: e.g. run_not_stopped when another operator's answer was applied first), or not
+decided yet (exit 0 with a note and the status link to read the outcome later). Approving a frozen call echoes the digest of the call shown by
 GET /v1/projects/<p>/stops/<id>, so a packet that changed meanwhile is refused as stale.
 Stop packet ids are unique only within a project: without --project the id must be held by one
 of the token's projects only (otherwise a usage error names them).
@@ -89,7 +92,7 @@ Options:
       ctx.io.stderr.write(`baton: the answer was refused: ${apiErrorText(reply)}\n`);
       return ExitCode.failure;
     }
-    if (args.values['json'] !== true) ctx.io.stdout.write(`answered ${stopId}${inProject !== undefined ? ` (project ${inProject})` : ''}: ${action.data}\n`);
+    if (args.values['json'] !== true) ctx.io.stdout.write(`${answerOutcomeText(reply, `${stopId}${inProject !== undefined ? ` (project ${inProject})` : ''}: ${action.data}`)}\n`);
     return ExitCode.ok;
   },
 };

@@ -13,7 +13,9 @@ export const decideCommand: Command = {
 
 Decide a completion handback through the operator API (POST /v1/projects/<p>/handoffs/<id>/decision
 at BATON_API_URL). accept completes the parent handoff; rework sends it back to pending with the
-note (a rework needs a note saying what to change). Handoff ids are unique only within a project:
+note (a rework needs a note saying what to change). The ledger decides at once: exit 0 when the
+decision was applied, exit 1 with the refusal's code when it was refused (e.g. another operator
+decided the handback first). Handoff ids are unique only within a project:
 without --project the id must be held by one of the token's projects only (otherwise a usage error
 names them).
 

@@ -1,12 +1,13 @@
-import { Body, Controller, Get, Header, HttpCode, Inject, Param, Post, Query, UseFilters, UseGuards } from '@nestjs/common';
+import { Body, Controller, Get, Header, HttpCode, Inject, Param, Post, Query, Res, UseFilters, UseGuards } from '@nestjs/common';
 import { isoMs, type BatonViews, type ItemFilters } from '@baton/projections';
 import { BATON_VIEWS } from '../projection/tokens';
 import { ApiAuthGuard, Caller } from '../auth/auth.guard';
+import type { HttpResponse } from '../auth/http-types';
 import type { Principal } from '../auth/roles';
 import { assertVisible, scopedProjects } from '../auth/scope';
 import { ApiExceptionFilter, notFound, parseOr400 } from './http';
 import { buildOpenApiDocument, docsPage } from './openapi';
-import { OperatorActions, type RecordTarget } from './operator-actions';
+import { OperatorActions, type AnswerReply, type RecordTarget } from './operator-actions';
 import { resolveProject } from './resolve';
 import {
   HandbackDecisionBodySchema,
@@ -33,6 +34,17 @@ import {
 /** The record of a route: its id, and the project when the route names it. */
 function target(id: string, project?: string): RecordTarget {
   return { id: parseOr400(IdParamSchema, id), ...(project !== undefined ? { project: parseOr400(ProjectParamSchema, project) } : {}) };
+}
+
+/**
+ * Write an answer's reply with its status: 200 when the router applied it (the outcome and the
+ * new state), 202 when it was not decided in time (`status_url`). Refusals are thrown (409).
+ */
+async function reply(res: HttpResponse, answered: Promise<AnswerReply>): Promise<void> {
+  const { status, body } = await answered;
+  res.setHeader('Content-Type', 'application/json; charset=utf-8');
+  if (status === 202) res.setHeader('Location', body.status_url);
+  res.status(status).send(JSON.stringify(body));
 }
 
 /** Reads of runs, handoffs and stop packets, shared by the project routes and the id-only ones. */
@@ -126,11 +138,13 @@ export class StopsController {
     return new RecordReads(this.views).stop(target(id), caller);
   }
 
-  /** `POST /v1/stops/:id/answer`: answer the packet's form → 202 once published to the router (id-only: 409 `ambiguous_id` when several projects hold it). */
+  /**
+   * `POST /v1/stops/:id/answer`: answer the packet's form → 200 applied / 409 refused (the router's
+   * code) / 202 pending with `status_url` (id-only: 409 `ambiguous_id` when several projects hold it).
+   */
   @Post(':id/answer')
-  @HttpCode(202)
-  answer(@Param('id') id: string, @Body() body: unknown, @Caller() caller: Principal) {
-    return this.actions.answerStop(target(id), parseOr400(StopAnswerBodySchema, body), caller);
+  answer(@Param('id') id: string, @Body() body: unknown, @Caller() caller: Principal, @Res() res: HttpResponse) {
+    return reply(res, this.actions.answerStop(target(id), parseOr400(StopAnswerBodySchema, body), caller));
   }
 }
 
@@ -172,11 +186,10 @@ export class RunsController {
     return new RecordReads(this.views).run(target(id), caller);
   }
 
-  /** `POST /v1/runs/:id/answer`: answer a held run → 202 once published to the router. */
+  /** `POST /v1/runs/:id/answer`: answer a held run → 200 applied / 409 refused / 202 pending. */
   @Post(':id/answer')
-  @HttpCode(202)
-  answer(@Param('id') id: string, @Body() body: unknown, @Caller() caller: Principal) {
-    return this.actions.answerHold(target(id), parseOr400(HoldAnswerBodySchema, body), caller);
+  answer(@Param('id') id: string, @Body() body: unknown, @Caller() caller: Principal, @Res() res: HttpResponse) {
+    return reply(res, this.actions.answerHold(target(id), parseOr400(HoldAnswerBodySchema, body), caller));
   }
 }
 
@@ -203,11 +216,24 @@ export class ProjectRecordsController {
     return this.reads.run(target(id, project), caller);
   }
 
-  /** `POST /v1/projects/:project/runs/:id/answer`: answer a held run → 202 once published to the router. */
+  /** `POST /v1/projects/:project/runs/:id/answer`: answer a held run → 200 applied / 409 refused / 202 pending. */
   @Post('runs/:id/answer')
-  @HttpCode(202)
-  answerHold(@Param('project') project: string, @Param('id') id: string, @Body() body: unknown, @Caller() caller: Principal) {
-    return this.actions.answerHold(target(id, project), parseOr400(HoldAnswerBodySchema, body), caller);
+  answerHold(@Param('project') project: string, @Param('id') id: string, @Body() body: unknown, @Caller() caller: Principal, @Res() res: HttpResponse) {
+    return reply(res, this.actions.answerHold(target(id, project), parseOr400(HoldAnswerBodySchema, body), caller));
+  }
+
+  /** `GET /v1/projects/:project/runs/:id/answers/:answer_id`: what became of an answer to the run (applied, refused with its code, pending). */
+  @Get('runs/:id/answers/:answer_id')
+  runAnswer(@Param('project') project: string, @Param('id') id: string, @Param('answer_id') answerId: string, @Caller() caller: Principal) {
+    const t = target(id, project);
+    return this.actions.answerStatus({ project: t.project!, kind: 'run', id: t.id }, parseOr400(IdParamSchema, answerId), caller);
+  }
+
+  /** `GET /v1/projects/:project/meshes/:id/answers/:answer_id`: what became of an answer to a mesh's stop packet. */
+  @Get('meshes/:id/answers/:answer_id')
+  meshAnswer(@Param('project') project: string, @Param('id') id: string, @Param('answer_id') answerId: string, @Caller() caller: Principal) {
+    const t = target(id, project);
+    return this.actions.answerStatus({ project: t.project!, kind: 'mesh', id: t.id }, parseOr400(IdParamSchema, answerId), caller);
   }
 
   /** `GET /v1/projects/:project/handoffs/:id`: the handoff record and its event timeline. */
@@ -229,11 +255,10 @@ export class ProjectRecordsController {
     return this.reads.stop(target(id, project), caller);
   }
 
-  /** `POST /v1/projects/:project/stops/:id/answer`: answer the packet's form → 202 once published to the router. */
+  /** `POST /v1/projects/:project/stops/:id/answer`: answer the packet's form → 200 applied / 409 refused / 202 pending. */
   @Post('stops/:id/answer')
-  @HttpCode(202)
-  answerStop(@Param('project') project: string, @Param('id') id: string, @Body() body: unknown, @Caller() caller: Principal) {
-    return this.actions.answerStop(target(id, project), parseOr400(StopAnswerBodySchema, body), caller);
+  answerStop(@Param('project') project: string, @Param('id') id: string, @Body() body: unknown, @Caller() caller: Principal, @Res() res: HttpResponse) {
+    return reply(res, this.actions.answerStop(target(id, project), parseOr400(StopAnswerBodySchema, body), caller));
   }
 }
 

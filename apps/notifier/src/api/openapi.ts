@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import {
   AnswerAcceptedSchema,
+  AnswerStatusSchema,
   DecisionResponseSchema,
   ErrorBodySchema,
   HandbackDecisionBodySchema,
@@ -76,14 +77,19 @@ export function buildOpenApiDocument(): object {
   const answerStop = {
     operationId: 'answerStop',
     summary: "Answer a stop packet's form (one of its buttons)",
-    description: 'Published to the router on `<prefix>.in.<project>.answer` (Nats-Msg-Id = `answer:<project>:<answer_id>`). Send the same `answer_id` to retry safely.',
+    description:
+      'Published to the router on `<prefix>.in.<project>.answer` (a mesh\'s packet on `…mesh_answer`; Nats-Msg-Id = `answer:<project>:<answer_id>`), then the API waits (at most `NOTIFIER_ANSWER_WAIT_MS`, default 5 s) for the router\'s decision in the run\'s (mesh\'s) event stream and answers with the outcome: 200 `applied` with the new state; 409 with the code the router recorded when it refused the answer (e.g. `run_not_stopped` when another operator\'s answer was applied first); 202 `pending` with `status_url` (and `Location`) when it was not decided in time. Send the same `answer_id` to retry safely.',
     parameters: [idParam('the packet id')],
     requestBody: body(StopAnswerBodySchema),
     responses: {
-      '202': json(AnswerAcceptedSchema, 'published to the router'),
+      '200': json(AnswerAcceptedSchema, '`applied`: the router applied the answer; `run` (or `mesh`) is the state after it'),
+      '202': json(AnswerAcceptedSchema, '`pending`: published, not decided within the wait; GET `status_url` for the outcome'),
       '400': error('`schema_violation`, `answer_not_allowed`, `answer_incomplete`, `intent_not_offered`, `cap_not_raised`'),
       '404': missing,
-      '409': error('`stop_already_answered` (the packet is not open: fail closed), `stale_answer`'),
+      '409': error(
+        '`stop_already_answered` (the packet is not open: fail closed), `stale_answer`; or the router refused the answer: the code it recorded (`run_not_stopped`, `stop_already_answered`, `stale_answer`…), `error.details.outcome` = `refused`, `error.details.event` the refusal event',
+      ),
+      '503': error('`projections_unavailable`: Redis did not answer in time (retry after `Retry-After`)'),
     },
   };
   const getRun = {
@@ -96,9 +102,24 @@ export function buildOpenApiDocument(): object {
     operationId: 'answerHold',
     summary: 'Answer a held run: continue, reroute (with a target) or terminate',
     parameters: [idParam('the workflow run id')],
+    description: 'Published to the router, then answered with the outcome exactly as a stop packet\'s answer: 200 `applied`, 409 refused with the router\'s code, 202 `pending` with `status_url`.',
     requestBody: body(HoldAnswerBodySchema),
-    responses: { '202': json(AnswerAcceptedSchema, 'published to the router'), '400': bad, '404': missing, '409': error('`run_not_held`') },
+    responses: {
+      '200': json(AnswerAcceptedSchema, '`applied`: the run after the answer in `run`'),
+      '202': json(AnswerAcceptedSchema, '`pending`: GET `status_url` for the outcome'),
+      '400': bad,
+      '404': missing,
+      '409': error('`run_not_held`; or the router refused the answer (its code, `error.details.outcome` = `refused`)'),
+    },
   };
+  const answerStatus = (kind: 'run' | 'mesh') => ({
+    operationId: kind === 'run' ? 'getRunAnswer' : 'getMeshAnswer',
+    summary: `What became of an operator answer to a ${kind === 'run' ? 'workflow run (stop packet or hold)' : "handoff mesh's stop packet"}: applied, refused (with the router's code) or pending`,
+    description:
+      'Read from the aggregate\'s own events: `applied` when the router appended `run.resumed` / `mesh.stop_answered` for the answer id, `refused` when it recorded `run.result_rejected` / `mesh.turn_rejected` for it, else `pending` (not decided yet, or no answer with that id was published). The `status_url` of a 202 answer.',
+    parameters: [projectParam, idParam(kind === 'run' ? 'the workflow run id' : 'the mesh run id'), { name: 'answer_id', in: 'path', required: true, description: 'the answer id', schema: { type: 'string', maxLength: 128 } }],
+    responses: { '200': json(AnswerStatusSchema, 'the outcome'), '400': bad, '404': missing },
+  });
   const getHandoff = {
     operationId: 'getHandoff',
     summary: 'A handoff record and its event timeline',
@@ -108,6 +129,7 @@ export function buildOpenApiDocument(): object {
   const decideHandback = {
     operationId: 'decideHandback',
     summary: 'Accept or rework a completion handback (a rework carries a note)',
+    description: 'The ledger decides at once (request/reply): 200 `applied` with the decided handback, or its refusal with the ledger\'s code and `error.details.outcome` = `refused` (409 when another decision came first).',
     parameters: [idParam('the completion handback id')],
     requestBody: body(HandbackDecisionBodySchema),
     responses: {
@@ -151,6 +173,8 @@ export function buildOpenApiDocument(): object {
       '/v1/projects/{project}/stops/{id}/answer': { post: scoped(answerStop) },
       '/v1/projects/{project}/runs/{id}': { get: scoped(getRun) },
       '/v1/projects/{project}/runs/{id}/answer': { post: scoped(answerHold) },
+      '/v1/projects/{project}/runs/{id}/answers/{answer_id}': { get: answerStatus('run') },
+      '/v1/projects/{project}/meshes/{id}/answers/{answer_id}': { get: answerStatus('mesh') },
       '/v1/projects/{project}/handoffs/{id}': { get: scoped(getHandoff) },
       '/v1/projects/{project}/handoffs/{id}/decision': { post: scoped(decideHandback) },
       '/v1/stops/{id}': { get: idOnly(getStop, '/v1/projects/{project}/stops/{id}') },
@@ -184,6 +208,7 @@ export function docsPage(): string {
 <li><code>GET /v1/inbox</code> — the operator inbox</li>
 <li><code>GET /v1/stops</code>, <code>GET /v1/projects/{project}/stops/{id}</code>, <code>POST /v1/projects/{project}/stops/{id}/answer</code></li>
 <li><code>GET /v1/projects/{project}/runs/{id}</code>, <code>POST /v1/projects/{project}/runs/{id}/answer</code></li>
+<li><code>GET /v1/projects/{project}/runs/{id}/answers/{answer_id}</code>, <code>GET /v1/projects/{project}/meshes/{id}/answers/{answer_id}</code> — what became of an answer (applied, refused, pending)</li>
 <li><code>GET /v1/projects/{project}/handoffs/{id}</code>, <code>POST /v1/projects/{project}/handoffs/{id}/decision</code></li>
 <li>the same by id alone (<code>/v1/stops/{id}</code>, <code>/v1/runs/{id}</code>, <code>/v1/handoffs/{id}</code>...) when the id is unambiguous among the token's projects; otherwise 409 <code>ambiguous_id</code></li>
 <li><code>GET /v1/events/stream</code> — server-sent inbox changes</li>

@@ -10,11 +10,26 @@ import type { LedgerClient } from '@baton/eventstore';
 import { BATON_VIEWS, LEDGER_CLIENT } from '../projection/tokens';
 import type { Principal } from '../auth/roles';
 import { assertCanAnswer, assertVisible } from '../auth/scope';
+import { AnswerOutcomes, answerStatusPath, type AnswerAggregate } from './answer-outcomes';
 import { ApiError, notFound, parseOr400, statusForKind } from './http';
 import { resolveProject } from './resolve';
 import type { AnswerAcceptedSchema, HandbackDecisionBodySchema, HoldAnswerBodySchema, StopAnswerBodySchema } from './schemas';
 
 type AnswerAccepted = z.infer<typeof AnswerAcceptedSchema>;
+
+/** What the API answers for an operator answer: 200 with the outcome (applied), or 202 (pending). A refusal is thrown (409). */
+export interface AnswerReply {
+  status: 200 | 202;
+  body: AnswerAccepted;
+}
+
+/** What was published: the answer's id, its aggregate and subject, and whether the stream had it already. */
+interface Published {
+  answerId: string;
+  aggregate: AnswerAggregate;
+  subject: string;
+  duplicate: boolean;
+}
 
 /**
  * The record an action is for: its id, and its project when the route names it
@@ -33,6 +48,14 @@ export interface RecordTarget {
  * fail-closed (a packet that is not open → 409 `stop_already_answered`); the router and the
  * ledger decide again authoritatively and record any refusal.
  *
+ * An answer then waits, at most `NOTIFIER_ANSWER_WAIT_MS`, for the router's decision to appear in
+ * the run's (or mesh's) event stream ({@link AnswerOutcomes}) and answers with what happened:
+ * applied → 200 with the run's (mesh's) new state; refused (two operators answered at once, and
+ * this one lost; the packet changed) → 409 with the code the router recorded; not seen in time →
+ * 202 with `status_url`, where `GET` reads the outcome later. A handback decision is the ledger's
+ * request/reply, which answers with the outcome already: 200 with the handback, or the ledger's
+ * refusal with its code (409 for a state conflict such as an already decided handback).
+ *
  * Every action names its record by project and id ({@link RecordTarget}); an id-only request is
  * resolved among the caller's projects and refused 409 `ambiguous_id` when several hold the id.
  *
@@ -49,6 +72,7 @@ export class OperatorActions {
     @Inject(RUNTIME) private readonly runtime: ServiceRuntime,
     @Inject(BATON_VIEWS) private readonly views: BatonViews,
     @Inject(LEDGER_CLIENT) private readonly ledger: LedgerClient,
+    private readonly outcomes: AnswerOutcomes,
   ) {
     this.js = new JetStreamClient(runtime.nats);
   }
@@ -58,12 +82,14 @@ export class OperatorActions {
    * `<prefix>.in.<project>.answer`; a handoff mesh's packet (the stop item names its mesh) as a
    * {@link MeshAnswerRequest} on `<prefix>.in.<project>.mesh_answer`, which the router applies to
    * the mesh (raise_cap continues it, deny / acknowledge end it). Idempotent by `answer_id`: a retry of an answer already recorded on
-   * the packet answers 202 with `duplicate: true`; a retry before the router applied it is
+   * the packet answers its outcome again with `duplicate: true`; a retry before the router applied it is
    * deduplicated by the stream. Refusals (decided with the domain's `decideResume`): 404
    * `not_found`, 409 `stop_already_answered` / `stale_answer`, 400 `answer_not_allowed`,
-   * `answer_incomplete`, `intent_not_offered`, `cap_not_raised`, `schema_violation`.
+   * `answer_incomplete`, `intent_not_offered`, `cap_not_raised`, `schema_violation`; then the
+   * router's own refusal, read back from the stream (409 with its code, e.g. `run_not_stopped`
+   * when another operator's answer was applied first).
    */
-  async answerStop(target: RecordTarget, body: z.infer<typeof StopAnswerBodySchema>, caller: Principal): Promise<AnswerAccepted> {
+  async answerStop(target: RecordTarget, body: z.infer<typeof StopAnswerBodySchema>, caller: Principal): Promise<AnswerReply> {
     const packetId = target.id;
     const project = await resolveProject(this.views, caller, 'stop', packetId, target.project);
     const record = await this.views.stop(project, packetId);
@@ -76,7 +102,8 @@ export class OperatorActions {
     if (packet.status !== 'open') {
       if (body.answer_id !== undefined && packet.answer?.answer_id === body.answer_id) {
         const subject = mesh !== null ? Subjects.meshAnswer(this.prefix, packet.project) : Subjects.operatorAnswer(this.prefix, packet.project);
-        return { accepted: true, answer_id: body.answer_id, project: packet.project, workflow_run_id: packet.workflow_run_id, ...(mesh !== null ? { mesh_run_id: mesh } : {}), subject, duplicate: true };
+        const aggregate: AnswerAggregate = mesh !== null ? { project: packet.project, kind: 'mesh', id: mesh } : { project: packet.project, kind: 'run', id: packet.workflow_run_id };
+        return this.settle({ answerId: body.answer_id, aggregate, subject, duplicate: true });
       }
       throw new ApiError(HttpStatus.CONFLICT, 'stop_already_answered', `stop packet ${packetId} was already answered`, [], {
         answer_id: packet.answer?.answer_id ?? null,
@@ -88,12 +115,15 @@ export class OperatorActions {
     const answer = parseOr400(OperatorAnswerSchema, { ...fields, packet_id: packetId, answer_id: answerId ?? `ans-${randomUUID()}`, answered_by: caller.name, answered_at: now });
     const decided = decideResume(packet, answer, { now, actorRole: caller.role });
     if (!decided.ok) throw new ApiError(statusForKind(decided.error.kind), decided.error.code, decided.error.message, [], decided.error.details);
-    if (mesh !== null) return this.publishMeshAnswer({ mesh_run_id: mesh, project: packet.project, actor_role: caller.role, answer });
-    return this.publish({ workflow_run_id: packet.workflow_run_id, project: packet.project, actor_role: caller.role, answer: { kind: 'stop_answer', answer } });
+    if (mesh !== null) return this.settle(await this.publishMeshAnswer({ mesh_run_id: mesh, project: packet.project, actor_role: caller.role, answer }));
+    return this.settle(await this.publish({ workflow_run_id: packet.workflow_run_id, project: packet.project, actor_role: caller.role, answer: { kind: 'stop_answer', answer } }));
   }
 
-  /** Answer a held run (continue / reroute / terminate). 404 unknown run, 409 `run_not_held`, 400 bad answer. */
-  async answerHold(target: RecordTarget, body: z.infer<typeof HoldAnswerBodySchema>, caller: Principal): Promise<AnswerAccepted> {
+  /**
+   * Answer a held run (continue / reroute / terminate). 404 unknown run, 409 `run_not_held`, 400
+   * bad answer; then the router's outcome as for a stop packet (200 applied, 409 refused, 202 pending).
+   */
+  async answerHold(target: RecordTarget, body: z.infer<typeof HoldAnswerBodySchema>, caller: Principal): Promise<AnswerReply> {
     const workflowRunId = target.id;
     const view = await this.views.run(await resolveProject(this.views, caller, 'run', workflowRunId, target.project), workflowRunId);
     if (!view) throw notFound('run', workflowRunId);
@@ -104,16 +134,52 @@ export class OperatorActions {
     }
     const { answer_id: answerId, answered_by: _ignored, ...fields } = body;
     const answer = parseOr400(HoldAnswerSchema, { ...fields, answer_id: answerId ?? `ans-${randomUUID()}`, answered_by: caller.name, answered_at: new Date().toISOString() });
-    return this.publish({ workflow_run_id: workflowRunId, project: view.run.project, actor_role: caller.role, answer: { kind: 'hold_answer', answer } });
+    return this.settle(await this.publish({ workflow_run_id: workflowRunId, project: view.run.project, actor_role: caller.role, answer: { kind: 'hold_answer', answer } }));
+  }
+
+  /**
+   * `GET …/answers/:answer_id`: what became of an answer (`applied`, `refused` with its code, or
+   * `pending`), read from the run's or mesh's events. 404 when the aggregate does not exist in a
+   * project the caller may see.
+   */
+  async answerStatus(aggregate: AnswerAggregate, answerId: string, caller: Principal): Promise<Record<string, unknown>> {
+    const what = aggregate.kind === 'run' ? 'run' : 'mesh run';
+    assertVisible(caller, aggregate.project, what, aggregate.id);
+    const outcome = await this.outcomes.check(aggregate, answerId);
+    if (outcome === null) throw notFound(what, aggregate.id);
+    return { answer_id: answerId, project: aggregate.project, ...this.ids(aggregate), status_url: answerStatusPath(aggregate, answerId), ...outcome };
+  }
+
+  /** Wait for the router's decision on a published answer and shape the reply (or throw the refusal). */
+  private async settle(published: Published): Promise<AnswerReply> {
+    const { answerId, aggregate } = published;
+    const outcome = await this.outcomes.wait(aggregate, answerId);
+    const statusUrl = answerStatusPath(aggregate, answerId);
+    const base: AnswerAccepted = { accepted: true, answer_id: answerId, project: aggregate.project, ...this.ids(aggregate), subject: published.subject, duplicate: published.duplicate, status_url: statusUrl, outcome: 'pending' };
+    switch (outcome.outcome) {
+      case 'applied':
+        return { status: 200, body: { ...base, ...outcome } };
+      case 'refused':
+        this.runtime.logger.info('operator answer refused by the router', { ...aggregate, answer_id: answerId, code: outcome.code });
+        throw new ApiError(HttpStatus.CONFLICT, outcome.code, outcome.message, [], { outcome: 'refused', answer_id: answerId, project: aggregate.project, ...this.ids(aggregate), event: outcome.event, status_url: statusUrl });
+      case 'pending':
+        return { status: 202, body: base };
+    }
+  }
+
+  private ids(aggregate: AnswerAggregate): { workflow_run_id: string; mesh_run_id?: string } {
+    return aggregate.kind === 'run' ? { workflow_run_id: aggregate.id } : { workflow_run_id: aggregate.id, mesh_run_id: aggregate.id };
   }
 
   /**
    * Accept or rework a completion handback through the ledger (idempotent by `idempotency_key`,
-   * generated when absent). 404 unknown handoff; the ledger's refusals keep their code: 409 for a
-   * wrong state (e.g. already decided), 403 forbidden (the worker deciding its own work), 400 for
-   * invalid input, 503 when no ledger answers.
+   * generated when absent). The ledger's request/reply decides synchronously, so the reply is the
+   * outcome: 200 `applied` with the decided handback; the ledger's refusals keep their code, with
+   * `details.outcome: 'refused'`: 409 for a wrong state (e.g. already decided: two operators
+   * deciding at once get one 200 and one 409), 403 forbidden (the worker deciding its own work),
+   * 400 for invalid input; 503 when no ledger answers. 404 unknown handoff.
    */
-  async decideHandback(target: RecordTarget, body: z.infer<typeof HandbackDecisionBodySchema>, caller: Principal): Promise<{ handoff: HandoffRecord; events: number }> {
+  async decideHandback(target: RecordTarget, body: z.infer<typeof HandbackDecisionBodySchema>, caller: Principal): Promise<{ outcome: 'applied'; handoff: HandoffRecord; events: number }> {
     const handoffId = target.id;
     const view = await this.views.handoff(await resolveProject(this.views, caller, 'handoff', handoffId, target.project), handoffId);
     if (!view) throw notFound('handoff', handoffId);
@@ -127,30 +193,33 @@ export class OperatorActions {
     // Sent on `<prefix>.cmd.ledger.<project>.op.notifier.decide_handback`: the ledger records the
     // token's name as an operator, with the token's role.
     const reply = await this.ledger.decideHandback(view.handoff.project, command, { operator: { name: caller.name, role: caller.role } });
-    if (reply.ok) return { handoff: reply.handoff, events: reply.events };
+    if (reply.ok) return { outcome: 'applied', handoff: reply.handoff, events: reply.events };
     const status = reply.error.kind === 'rejected' ? HttpStatus.BAD_REQUEST : statusForKind(reply.error.kind);
-    throw new ApiError(status, reply.error.code, reply.error.message, [], reply.error.details);
+    // A refusal of the decision itself (a state conflict: already decided by someone else; the
+    // worker deciding its own work) says so, like a refused answer; unavailability does not.
+    const refused = reply.error.kind === 'wrong_state' || reply.error.kind === 'forbidden' || reply.error.kind === 'invalid';
+    throw new ApiError(status, reply.error.code, reply.error.message, [], { ...(reply.error.details ?? {}), ...(refused ? { outcome: 'refused', handoff_id: handoffId, project: view.handoff.project } : {}) });
   }
 
   private get prefix(): string {
     return this.runtime.config.BATON_PREFIX;
   }
 
-  private async publishMeshAnswer(request: MeshAnswerRequest): Promise<AnswerAccepted> {
+  private async publishMeshAnswer(request: MeshAnswerRequest): Promise<Published> {
     const body = MeshAnswerRequestSchema.parse(request);
     const subject = Subjects.meshAnswer(this.prefix, body.project);
     const answerId = body.answer.answer_id;
     const ack = await this.js.publish(subject, body, { msgId: MsgIds.meshAnswer(body.project, answerId) });
     this.runtime.logger.info('operator mesh answer published', { mesh_run_id: body.mesh_run_id, answer_id: answerId, action: body.answer.action, duplicate: ack.duplicate });
-    return { accepted: true, answer_id: answerId, project: body.project, workflow_run_id: body.mesh_run_id, mesh_run_id: body.mesh_run_id, subject, duplicate: ack.duplicate };
+    return { answerId, aggregate: { project: body.project, kind: 'mesh', id: body.mesh_run_id }, subject, duplicate: ack.duplicate };
   }
 
-  private async publish(request: RunAnswerRequest): Promise<AnswerAccepted> {
+  private async publish(request: RunAnswerRequest): Promise<Published> {
     const body = RunAnswerRequestSchema.parse(request);
     const subject = Subjects.operatorAnswer(this.prefix, body.project);
     const answerId = body.answer.answer.answer_id;
     const ack = await this.js.publish(subject, body, { msgId: MsgIds.answer(body.project, answerId) });
     this.runtime.logger.info('operator answer published', { workflow_run_id: body.workflow_run_id, answer_id: answerId, kind: body.answer.kind, duplicate: ack.duplicate });
-    return { accepted: true, answer_id: answerId, project: body.project, workflow_run_id: body.workflow_run_id, subject, duplicate: ack.duplicate };
+    return { answerId, aggregate: { project: body.project, kind: 'run', id: body.workflow_run_id }, subject, duplicate: ack.duplicate };
   }
 }

@@ -172,8 +172,8 @@ describe('records addressed by project and id: project routes, id-only routes, t
     expect(await answersOn('beta')).toEqual([]);
 
     const accepted = await post('/v1/projects/beta/stops/stop-same/answer', both, { answer_id: 'ans-beta', action: 'deny' });
-    expect(accepted.status).toBe(202);
-    expect(accepted.json()).toMatchObject({ accepted: true, project: 'beta', workflow_run_id: 'wr-same', subject: Subjects.operatorAnswer(fx.prefix, 'beta') });
+    expect(accepted.status).toBe(202); // no router here: published, pending
+    expect(accepted.json()).toMatchObject({ accepted: true, outcome: 'pending', project: 'beta', workflow_run_id: 'wr-same', subject: Subjects.operatorAnswer(fx.prefix, 'beta'), status_url: '/v1/projects/beta/runs/wr-same/answers/ans-beta' });
     expect(await answersOn('beta')).toEqual([expect.objectContaining({ project: 'beta', workflow_run_id: 'wr-same', answer: expect.objectContaining({ answer: expect.objectContaining({ packet_id: 'stop-same', answer_id: 'ans-beta' }) }) })]);
     expect(await answersOn('alpha')).toEqual([]);
 

@@ -186,14 +186,52 @@ export const RunResponseSchema = z.object({
   handoffs: z.array(ProjectRefSchema).describe('the handoffs the run created, oldest first (a cross-project handoff lives in its target project)'),
 });
 
+/** The event the router appended for an answer: `run.resumed` / `mesh.stop_answered` (applied) or `run.result_rejected` / `mesh.turn_rejected` (refused). */
+export const DecidingEventSchema = z.object({ type: z.string(), seq: z.number().int(), at: z.string() });
+
+/** A mesh as it stands after an operator's answer. */
+export const MeshSummarySchema = z.object({
+  mesh_run_id: z.string(),
+  project: z.string(),
+  status: z.string(),
+  speaker: z.string(),
+  turns: z.number().int(),
+  max_iterations: z.number().int(),
+  packet_id: z.string().nullable(),
+  stop_status: z.string().nullable(),
+});
+
+export const AnswerOutcomeSchema = z.enum(['applied', 'pending']).describe('applied (200): the router applied the answer; pending (202): not decided within NOTIFIER_ANSWER_WAIT_MS — read `status_url`');
+
+/** The reply to an answer: 200 `applied` with the run's (or mesh's) new state, or 202 `pending` with the status link. A refusal is a 409 error. */
 export const AnswerAcceptedSchema = z.object({
-  accepted: z.literal(true),
+  accepted: z.literal(true).describe('the answer was published to the router'),
+  outcome: AnswerOutcomeSchema,
   answer_id: z.string(),
   project: z.string(),
   workflow_run_id: z.string(),
   mesh_run_id: z.string().optional().describe('set when the answered packet belongs to a handoff mesh (published on mesh_answer)'),
   subject: z.string(),
   duplicate: z.boolean().describe('true when the same answer_id was already published'),
+  status_url: z.string().describe('GET it for the outcome: /v1/projects/<project>/runs/<id>/answers/<answer_id> (meshes/<id> for a mesh)'),
+  event: DecidingEventSchema.optional().describe('applied: the run.resumed / mesh.stop_answered event'),
+  run: RunViewSchema.nullable().optional().describe('applied, on a run: the run as it stands after the answer (folded from its events)'),
+  mesh: MeshSummarySchema.nullable().optional().describe('applied, on a mesh: the mesh after the answer'),
 });
 
-export const DecisionResponseSchema = z.object({ handoff: HandoffRecordSchema, events: z.number().int() });
+/** `GET /v1/projects/:project/{runs|meshes}/:id/answers/:answer_id`: what became of an answer. */
+export const AnswerStatusSchema = z.object({
+  answer_id: z.string(),
+  project: z.string(),
+  workflow_run_id: z.string(),
+  mesh_run_id: z.string().optional(),
+  status_url: z.string(),
+  outcome: z.enum(['applied', 'refused', 'pending']).describe('pending: the router has not decided it (yet), or no answer with this id was published'),
+  event: DecidingEventSchema.optional(),
+  code: z.string().optional().describe('refused: the code the router recorded (run_not_stopped, stop_already_answered, stale_answer, run_not_held...)'),
+  message: z.string().optional(),
+  run: RunViewSchema.nullable().optional(),
+  mesh: MeshSummarySchema.nullable().optional(),
+});
+
+export const DecisionResponseSchema = z.object({ outcome: z.literal('applied'), handoff: HandoffRecordSchema, events: z.number().int() });

@@ -40,14 +40,18 @@ export interface NotifierFixture {
 let commands = 0;
 const minute = (m: number) => new Date(Date.UTC(2026, 1, 1, 10, m)).toISOString();
 
-/** Start a notifier on a fresh random prefix (extra env on top of process.env). */
+/**
+ * Start a notifier on a fresh random prefix (extra env on top of process.env). No router runs in
+ * the fixture, so an operator answer is never decided: it waits only 200 ms (NOTIFIER_ANSWER_WAIT_MS,
+ * unless `env` sets it) before its 202 `pending`.
+ */
 export async function startFixture(env: Record<string, string> = {}): Promise<NotifierFixture> {
   const prefix = `tw${randomBytes(5).toString('hex')}`;
   const nats = await connectNats({ servers: process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222', reconnect: false });
   const redis = createRedis();
   await provision(nats.jsm, { streams: batonTopology(prefix).streams });
   const events = new JetStreamEventStore({ js: nats.js, jsm: nats.jsm, prefix, registry: createEventRegistry() });
-  const service = await startNotifier({ ...process.env, BATON_PREFIX: prefix, HTTP_PORT: '0', LOG_LEVEL: 'error', ...env });
+  const service = await startNotifier({ ...process.env, BATON_PREFIX: prefix, HTTP_PORT: '0', LOG_LEVEL: 'error', NOTIFIER_ANSWER_WAIT_MS: '200', ...env });
   const base = (await service.app.getUrl()).replace('[::1]', '127.0.0.1').replace('localhost', '127.0.0.1');
   const tokens = new TokenStore(redis.client, prefix);
   const store = createProjectionStore({ redis: redis.client, prefix: projectionPrefix(prefix) });

@@ -204,13 +204,21 @@ export function inboxPage(input: {
   items: ItemDetails[];
   nextCursor: string | null;
   sent?: string;
+  /** What became of the answer `sent` names: applied by the router, or published and not decided yet. */
+  outcome?: 'applied' | 'pending';
   error?: { code: string; message: string };
 }): string {
   const { ctx, filters, query, items } = input;
   const returnTo = `/inbox${query}`;
   const body = html`<h1>Inbox <span class="muted">(<span id="item-count">${items.length}</span>)</span> <span id="live-status" class="live" data-state="connecting">connecting</span></h1>
 ${filtersForm(filters, ctx)}
-${input.sent ? html`<div class="banner ok" data-testid="sent">Answer to ${input.sent} sent. The item leaves the inbox when the run takes it.</div>` : null}
+${
+  input.sent
+    ? input.outcome === 'applied'
+      ? html`<div class="banner ok" data-testid="sent" data-outcome="applied">Answer to ${input.sent} applied.</div>`
+      : html`<div class="banner ok" data-testid="sent" data-outcome="pending">Answer to ${input.sent} sent; not applied yet. The item leaves the inbox when the run takes it.</div>`
+    : null
+}
 ${input.error ? html`<div class="banner error" role="alert" data-testid="refused">Refused (${input.error.code}): ${input.error.message}</div>` : null}
 <section id="items" data-query="${query}">
 ${items.map((details) => itemCard(details, ctx, returnTo))}

@@ -142,7 +142,7 @@ describe('operator console: tokens, roles, project scoping, web inbox (real NATS
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ answer_id: 'ans-api-int', action: 'intent', intent: 'billing', answered_by: 'mallory' }),
     });
-    expect(reply.status).toBe(202);
+    expect(reply.status).toBe(202); // no router here: published, not decided (pending)
     const published = (await answersOn('alpha')).find((a) => JSON.stringify(a).includes('ans-api-int'));
     expect(published).toMatchObject({ actor_role: 'operator', answer: { kind: 'stop_answer', answer: { answer_id: 'ans-api-int', answered_by: 'olga', intent: 'billing' } } });
     expect(JSON.stringify(published)).not.toContain('mallory');
@@ -260,7 +260,10 @@ describe('operator console: tokens, roles, project scoping, web inbox (real NATS
     const answerId = /name="answer_id" value="([^"]+)"/.exec(card)![1]!;
     const sent = await call('/inbox/stops/stop-pol/answer', { ...form({ _csrf: csrf, answer_id: answerId, action: 'approve', pending_digest: digest, note: 'ok', return: '/inbox?status=open' }), cookie });
     expect(sent.status).toBe(303);
-    expect(sent.headers.get('location')).toBe(`/inbox?status=open&sent=${encodeURIComponent('stop:alpha:stop-pol')}`);
+    expect(sent.headers.get('location')).toBe(`/inbox?status=open&sent=${encodeURIComponent('stop:alpha:stop-pol')}&outcome=pending`);
+    // No router decides it here, so the page says it was sent, not applied.
+    const landed = await call(sent.headers.get('location')!, { cookie });
+    expect(landed.text).toMatch(/data-outcome="pending"[^>]*>Answer to stop:alpha:stop-pol sent; not applied yet/);
     const published = (await answersOn('alpha')).find((a) => JSON.stringify(a).includes(answerId));
     expect(published).toMatchObject({ workflow_run_id: 'wr-pol', actor_role: 'operator', answer: { answer: { action: 'approve', pending_digest: digest, answered_by: 'olga', note: 'ok' } } });
   });

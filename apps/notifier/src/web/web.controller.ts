@@ -149,7 +149,8 @@ export class WebController {
       const page = await this.reader.page(filters, PAGE_SIZE, cursor);
       const raw = (req.query ?? {}) as Record<string, unknown>;
       const sent = typeof raw['sent'] === 'string' ? raw['sent'].slice(0, 200) : undefined;
-      this.send(res, 200, inboxPage({ ctx, filters: values, query, items: page.items, nextCursor: page.nextCursor, ...(sent ? { sent } : {}) }));
+      const outcome = raw['outcome'] === 'applied' ? 'applied' : 'pending';
+      this.send(res, 200, inboxPage({ ctx, filters: values, query, items: page.items, nextCursor: page.nextCursor, ...(sent ? { sent, outcome } : {}) }));
     });
   }
 
@@ -203,7 +204,7 @@ export class WebController {
         if (!Number.isFinite(cap)) throw new WebRefusal(400, 'schema_violation', 'the cap must be a number');
       }
       const ref = this.target(id, project);
-      const accepted = await this.actions.answerStop(
+      const answered = await this.actions.answerStop(
         ref,
         {
           answer_id: form.answer_id,
@@ -215,7 +216,7 @@ export class WebController {
         },
         session.principal,
       );
-      res.redirect(303, this.sent(form.return, `stop:${accepted.project}:${ref.id}`));
+      res.redirect(303, this.sent(form.return, `stop:${answered.body.project}:${ref.id}`, answered.body.outcome));
     });
   }
 
@@ -234,12 +235,12 @@ export class WebController {
     await this.withForm(req, res, async (session) => {
       const form = this.parse(HoldFormSchema, req.body);
       const ref = this.target(id, project);
-      const accepted = await this.actions.answerHold(
+      const answered = await this.actions.answerHold(
         ref,
         { answer_id: form.answer_id, action: form.action, ...(form.target !== undefined && form.action === 'reroute' ? { target: form.target.trim() } : {}), ...(form.note !== undefined ? { note: form.note } : {}) },
         session.principal,
       );
-      res.redirect(303, this.sent(form.return, `run ${accepted.project}:${ref.id}`));
+      res.redirect(303, this.sent(form.return, `run ${answered.body.project}:${ref.id}`, answered.body.outcome));
     });
   }
 
@@ -264,7 +265,7 @@ export class WebController {
         { decision: form.decision, idempotency_key: form.idempotency_key, ...(form.note !== undefined ? { note: form.note } : {}) },
         session.principal,
       );
-      res.redirect(303, this.sent(form.return, `handback:${decided.handoff.project}:${ref.id}`));
+      res.redirect(303, this.sent(form.return, `handback:${decided.handoff.project}:${ref.id}`, decided.outcome));
     });
   }
 
@@ -324,9 +325,14 @@ export class WebController {
     res.status(status).send(body);
   }
 
-  private sent(returnTo: string | undefined, what: string): string {
+  /**
+   * Back to the inbox after an answer, saying what happened: `outcome=applied` (the router applied
+   * it) or `outcome=pending` (published, not decided within NOTIFIER_ANSWER_WAIT_MS). A refused
+   * answer never gets here: it is shown as a refusal page with its code (409).
+   */
+  private sent(returnTo: string | undefined, what: string, outcome: 'applied' | 'pending'): string {
     const base = safeReturn(returnTo);
-    return `${base}${base.includes('?') ? '&' : '?'}sent=${encodeURIComponent(what)}`;
+    return `${base}${base.includes('?') ? '&' : '?'}sent=${encodeURIComponent(what)}&outcome=${outcome}`;
   }
 
   /** The record a route names: its id, and its project when the path has one (400 when malformed). */

@@ -164,7 +164,13 @@ export async function runMeshScenario(ctx: MeshScenarioContext): Promise<void> {
       });
 
       const answered = await http<Record<string, unknown>>(ctx.api, 'POST', `/v1/projects/${ctx.project}/stops/${packet?.packet_id ?? '?'}/answer`, { answer_id: `ans-${meshRunId}`, action: 'raise_cap', cap: 6 });
-      ctx.check(scenario, 'the operator raises the cap through the API (published as a mesh answer)', { status: 202, mesh_run_id: meshRunId }, { status: answered.status, mesh_run_id: answered.body['mesh_run_id'] });
+      // The API waits for the router's decision: 200 `applied` (or 202 `pending` on a slow machine).
+      ctx.check(
+        scenario,
+        'the operator raises the cap through the API (a mesh answer the router applies)',
+        { answered: true, mesh_run_id: meshRunId },
+        { answered: (answered.status === 200 && answered.body['outcome'] === 'applied') || answered.status === 202, mesh_run_id: answered.body['mesh_run_id'] },
+      );
       const resumed = await waitForMesh(meshRunId, 'mesh.completed');
       const completed = payloadOf(resumed, 'mesh.completed');
       ctx.check(scenario, 'raise_cap continues the mesh with triage (the agent the refused handoff named), which ends it', { max_iterations: 6, agent: 'triage', turns: 5 }, {
