@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { HandoffCommandSchemas, HandoffRecordSchema, type HandoffCommandName, type HandoffRecord } from './handoff';
 import { LedgerAccessErrorCode } from './ledger-access';
-import { isSubjectToken } from './subjects';
+import { Subjects, isSubjectToken } from './subjects';
 
 /*
  * The ledger's request/reply protocol, shared by the ledger service and the `LedgerClient`
@@ -94,12 +94,12 @@ export const RetryableLedgerCodes: readonly string[] = [LedgerErrorCode.conflict
  */
 export function handoffOfferSubject(prefix: string, project: string, agent: string): string | null {
   if (!isSubjectToken(project) || !isSubjectToken(agent)) return null;
-  return `${prefix}.in.${project}.offer.${agent}`;
+  return Subjects.offer(prefix, project, agent);
 }
 
 /** Every offer for one agent across projects (`*` for any agent). */
 export function handoffOffersFor(prefix: string, agent = '*', project = '*'): string {
-  return `${prefix}.in.${project}.offer.${agent}`;
+  return Subjects.offer(prefix, project, agent);
 }
 
 /** Headers an offer carries besides its body. */

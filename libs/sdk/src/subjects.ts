@@ -1,21 +1,19 @@
-import { Principals, Subjects, ledgerCommandSubject, offerDurableName } from '@baton/contracts';
+import { Principals, SubjectTable, Subjects, ledgerCommandSubject, offerDurableName } from '@baton/contracts';
 
 /**
  * The subjects an agent microservice uses, for the SDK and for producers in other languages
- * (see the README's table). Results and answers come from `Subjects` in @baton/contracts; the
- * run-start, offer and router-command subjects follow the fixed topology
- * (`<prefix>.in.<project>.start`, `<prefix>.in.<project>.offer.<agent>`,
- * `<prefix>.cmd.router.<project>.<command>`).
+ * (see the README's table). All of them are entries of the subject table of @baton/contracts
+ * (`SubjectTable`, `parseSubject`), which builds and parses every Baton subject.
  */
 export const AgentSubjects = {
   /** Publish an AgentResult here (JetStream, `Nats-Msg-Id` = `result:<project>:<result_id>`). */
   result: (prefix: string, project: string, agent: string): string => Subjects.agentResult(prefix, project, agent),
   /** Publish a run start here (JetStream, `Nats-Msg-Id` = `start:<project>:<workflow_run_id>`). */
-  runStart: (prefix: string, project: string): string => `${prefix}.in.${project}.start`,
+  runStart: (prefix: string, project: string): string => Subjects.runStart(prefix, project),
   /** Publish a customer message to a conversation run here (JetStream, `Nats-Msg-Id` = `message:<project>:<message_id>`). */
   message: (prefix: string, project: string): string => Subjects.sessionMessage(prefix, project),
   /** Handoffs offered to one agent (JetStream; the SDK reads them with a durable consumer). */
-  offer: (prefix: string, project: string, agent: string): string => `${prefix}.in.${project}.offer.${agent}`,
+  offer: (prefix: string, project: string, agent: string): string => Subjects.offer(prefix, project, agent),
   /** Operator answers (JetStream). */
   answer: (prefix: string, project: string): string => Subjects.operatorAnswer(prefix, project),
   /**
@@ -26,7 +24,7 @@ export const AgentSubjects = {
   ledger: (prefix: string, project: string, agent: string, command: string): string =>
     ledgerCommandSubject(prefix, project, Principals.agent(project, agent), command),
   /** Router request/reply commands, e.g. `publish_definition` (core NATS). */
-  router: (prefix: string, project: string, command: string): string => `${prefix}.cmd.router.${project}.${command}`,
+  router: (prefix: string, project: string, command: string): string => SubjectTable.routerCommand.format(prefix, { project, command }),
 } as const;
 
 /**
