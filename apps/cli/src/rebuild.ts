@@ -1,6 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { DeliverPolicy } from 'nats';
-import { batonStreamNames } from '@baton/eventstore';
+import { batonStreamNames, streamReader } from '@baton/eventstore';
 import {
   FoldSession,
   batonProjections,
@@ -140,24 +139,15 @@ export function differenceLines(differences: readonly SnapshotDifference[], max 
 }
 
 /**
- * The first stream sequence of `<PREFIX>_EVENTS` stored at or after `iso` (an ordered consumer
- * with a start time reads one message), or the stream's last sequence + 1 when nothing was stored
- * since. Throws a usage error for a time that does not parse.
+ * The first stream sequence of `<PREFIX>_EVENTS` stored at or after `iso` (the stream reader's
+ * `firstSeqAtOrAfter`), or the stream's last sequence + 1 when nothing was stored since. Throws a
+ * usage error for a time that does not parse.
  */
 export async function firstSeqAtOrAfter(ctx: CliContext, iso: string): Promise<number> {
   const ms = Date.parse(iso);
   if (Number.isNaN(ms)) throw new UsageError(`--from-time must be an ISO-8601 time, got "${iso}"`);
   const nats = await ctx.nats();
-  const stream = batonStreamNames(ctx.config().BATON_PREFIX).events;
-  const info = await nats.jsm.streams.info(stream);
-  if (info.state.messages === 0) return info.state.last_seq + 1;
-  const consumer = await nats.js.consumers.get(stream, { deliver_policy: DeliverPolicy.StartTime, opt_start_time: new Date(ms).toISOString() });
-  try {
-    const msg = await consumer.next({ expires: 2000 });
-    return msg ? msg.seq : info.state.last_seq + 1;
-  } finally {
-    await consumer.delete().catch(() => undefined);
-  }
+  return streamReader(nats, batonStreamNames(ctx.config().BATON_PREFIX).events).firstSeqAtOrAfter(new Date(ms));
 }
 
 /**

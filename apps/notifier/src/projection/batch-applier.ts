@@ -1,18 +1,13 @@
 import type { EventRegistry } from '@baton/contracts';
-import { PoisonError, headersToRecord, type BatchVerdict, type ConsumedMessage, type NatsHandle } from '@baton/eventstore';
+import { PoisonError, decodeEvent, streamReader, type BatchVerdict, type ConsumedMessage, type NatsHandle, type StreamReader } from '@baton/eventstore';
 import { jetStreamReplaySource, ProjectionGapError, type BatonProjector, type EventRange, type SequencedEvent } from '@baton/projections';
 import { traceIdFromHeaders, type JsonLogger } from '@baton/platform';
-
-const decoder = new TextDecoder();
 
 /** Delay before a message that waits behind a failing earlier event is offered again, ms. */
 export const WAIT_BEHIND_MS = 1000;
 
 /** Most sequences applied as one range (longer spans are applied piecewise). */
 const MAX_RANGE = 2048;
-
-/** JetStream's error code for a message that is not in the stream. */
-const NO_MESSAGE_FOUND = 10037;
 
 /** Gaps up to this many sequences are read message by message (in parallel); longer ones with an ordered consumer. */
 const SMALL_GAP = 32;
@@ -55,7 +50,11 @@ type Decoded = { msg: ConsumedMessage; event: SequencedEvent | null; error: unkn
  * ({@link WAIT_BEHIND_MS}) without using up their deliveries.
  */
 export class ProjectionBatchApplier {
-  constructor(private readonly opts: BatchApplierOptions) {}
+  private readonly reader: StreamReader;
+
+  constructor(private readonly opts: BatchApplierOptions) {
+    this.reader = streamReader(opts.nats, opts.stream);
+  }
 
   async handle(msgs: ConsumedMessage[]): Promise<Map<ConsumedMessage, BatchVerdict>> {
     const verdicts = new Map<ConsumedMessage, BatchVerdict>();
@@ -182,25 +181,19 @@ export class ProjectionBatchApplier {
 
   /** Read (and decode) the stream's events at `seqs` (sorted); undecodable or absent ones are left out. */
   private async readStream(seqs: number[]): Promise<SequencedEvent[]> {
-    const { nats, stream } = this.opts;
     if (seqs.length <= SMALL_GAP) {
       const found = await Promise.all(
         seqs.map(async (seq) => {
-          try {
-            const msg = await nats.jsm.streams.getMessage(stream, { seq });
-            // The trace id comes from the stored headers, as in the live path and the replay.
-            return this.decodeBytes(msg.seq, msg.data, headersToRecord(msg.header)).event;
-          } catch (error) {
-            if ((error as { api_error?: { err_code?: number } }).api_error?.err_code === NO_MESSAGE_FOUND) return null;
-            throw error;
-          }
+          const msg = await this.reader.message(seq);
+          // The trace id comes from the stored headers, as in the live path and the replay.
+          return msg === null ? null : this.decodeBytes(msg.seq, msg.data, msg.headers()).event;
         }),
       );
       return found.filter((event): event is SequencedEvent => event !== null);
     }
     const wanted = new Set(seqs);
     const last = seqs.at(-1) as number;
-    const source = jetStreamReplaySource({ nats, prefix: this.opts.prefix, registry: this.opts.registry, stream });
+    const source = jetStreamReplaySource({ nats: this.opts.nats, prefix: this.opts.prefix, registry: this.opts.registry, stream: this.opts.stream });
     const events: SequencedEvent[] = [];
     for await (const event of source(seqs[0] as number)) {
       if (event.seq > last) break;
@@ -232,15 +225,12 @@ export class ProjectionBatchApplier {
   }
 
   private decodeBytes(seq: number, data: Uint8Array, headers: Record<string, string[]>): { event: SequencedEvent | null; error: unknown } {
-    let raw: unknown;
-    try {
-      raw = JSON.parse(decoder.decode(data));
-    } catch (error) {
-      return { event: null, error: new PoisonError(`stored event #${seq} is not JSON`, 'malformed_json', { cause: error }) };
+    const decoded = decodeEvent(this.opts.registry, data);
+    if (!decoded.ok) {
+      const message = decoded.rejection.code === 'malformed_json' ? `stored event #${seq} is not JSON` : `stored event #${seq} does not decode: ${decoded.rejection.message}`;
+      return { event: null, error: new PoisonError(message, decoded.rejection.code, { cause: decoded.cause }) };
     }
-    const decoded = this.opts.registry.decode(raw);
-    if (!decoded.ok) return { event: null, error: new PoisonError(`stored event #${seq} does not decode: ${decoded.rejection.message}`, decoded.rejection.code) };
     const traceId = traceIdFromHeaders(headers);
-    return { event: { ...decoded.value, seq, ...(traceId ? { traceId } : {}) }, error: null };
+    return { event: { ...decoded.envelope, seq, ...(traceId ? { traceId } : {}) }, error: null };
   }
 }
