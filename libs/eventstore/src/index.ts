@@ -65,6 +65,20 @@ export type {
 } from './stream-reader';
 export { shareReads, type SeqSource } from './shared-reads';
 export { decodeEvent, type DecodedEvent } from './decode';
+export { reactor, reactorEdge, parseEventSubject } from './reactor';
+export type {
+  Reactor,
+  ReactorDefinition,
+  ReactorHandler,
+  ReactorHandlers,
+  ReactorEvent,
+  ReactorStates,
+  ReactorContext,
+  ReactorDeadLetter,
+  ReactorEdge,
+  ReactorEdgeOptions,
+  DeliveredMessage,
+} from './reactor';
 export { createNkeyPair, nkeyPairFromSeed, decodeJwtClaims, jwtOfCreds } from './auth/jwt';
 export type { NkeyPair, UserPermissions, SubjectPermission } from './auth/jwt';
 export { permissionsFor, redriveMarkerSubjects } from './auth/permissions';

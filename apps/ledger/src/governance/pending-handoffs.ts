@@ -1,43 +1,27 @@
-import type { HandoffEvent } from '@baton/contracts';
+import { Subjects, type EventRegistry, type HandoffEvent } from '@baton/contracts';
 import { evolveHandoff, initialHandoffState, type HandoffState } from '@baton/domain';
-import type { EventRegistry } from '@baton/contracts';
-import type { JetStreamClient } from 'nats';
-
-const decoder = new TextDecoder();
+import { decodeEvent, type StreamReader } from '@baton/eventstore';
 
 /**
- * Fold every handoff of `project` from the events stream (an ordered, in-memory consumer on
- * `<prefix>.ev.<project>.handoff.*`, read once to the end) and return the handoffs in `pending`
- * status with the stream sequence of their last event. Used on `project.resumed` to re-offer.
+ * Fold every handoff of `project` from the events stream (one range read of
+ * `<prefix>.ev.<project>.handoff.*`, complete up to the stream's last sequence when it starts)
+ * and return the handoffs in `pending` status with the stream sequence of their last event. Used
+ * on `project.resumed` to re-offer. Events that do not decode are skipped (the reactor
+ * dead-letters them).
  */
 export async function pendingHandoffs(
-  js: JetStreamClient,
-  stream: string,
+  reader: StreamReader,
   prefix: string,
   project: string,
   registry: EventRegistry,
 ): Promise<{ state: Extract<HandoffState, { status: 'pending' }>; lastSeq: number }[]> {
-  const consumer = await js.consumers.get(stream, { filterSubjects: `${prefix}.ev.${project}.handoff.*` });
   const folded = new Map<string, { state: HandoffState; lastSeq: number }>();
-  try {
-    let pending = (await consumer.info(true)).num_pending;
-    while (pending > 0) {
-      const batch = await consumer.fetch({ max_messages: 1000, expires: 2000 });
-      let got = 0;
-      for await (const msg of batch) {
-        got++;
-        const id = msg.subject.split('.')[4] as string;
-        const decoded = registry.decode(JSON.parse(decoder.decode(msg.data)));
-        if (decoded.ok) {
-          const current = folded.get(id)?.state ?? initialHandoffState();
-          folded.set(id, { state: evolveHandoff(current, { type: decoded.value.type, data: decoded.value.payload } as HandoffEvent), lastSeq: msg.seq });
-        }
-        pending = msg.info.pending;
-      }
-      if (got === 0) break;
-    }
-  } finally {
-    await consumer.delete().catch(() => false);
+  for await (const msg of reader.range({ fromSeq: 1, filterSubject: Subjects.aggregate(prefix, project, 'handoff', '*'), batch: 1000 })) {
+    const id = msg.subject.split('.')[4] as string;
+    const decoded = decodeEvent(registry, msg.data);
+    if (!decoded.ok) continue;
+    const current = folded.get(id)?.state ?? initialHandoffState();
+    folded.set(id, { state: evolveHandoff(current, { type: decoded.envelope.type, data: decoded.envelope.payload } as HandoffEvent), lastSeq: msg.seq });
   }
   const out: { state: Extract<HandoffState, { status: 'pending' }>; lastSeq: number }[] = [];
   for (const entry of folded.values()) {

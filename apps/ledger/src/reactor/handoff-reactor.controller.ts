@@ -9,13 +9,13 @@ export const HANDOFF_EVENTS_PATTERN = '{prefix}.ev.*.handoff.*';
 /** Durable name of the reactor's consumer, shared by every ledger instance. */
 export const REACTOR_DURABLE = 'ledger_handoff_reactor';
 
-/** Thin: hands each stored handoff event to the {@link HandoffReactor}; ack once it resolves. */
+/** Thin: hands each stored handoff event to the {@link HandoffReactor}'s table; ack once it resolves. */
 @Controller()
 export class HandoffReactorController {
   constructor(@Inject(HandoffReactor) private readonly reactor: HandoffReactor) {}
 
   @EventPattern(HANDOFF_EVENTS_PATTERN)
-  async onHandoffEvent(@Ctx() ctx: JetStreamContext): Promise<void> {
-    await this.reactor.react({ subject: ctx.subject, seq: ctx.seq, stream: ctx.stream, data: ctx.data, headers: ctx.headers });
+  onHandoffEvent(@Ctx() ctx: JetStreamContext): Promise<void> {
+    return ctx.react(this.reactor.table);
   }
 }

@@ -1,14 +1,18 @@
 import { Inject, Injectable } from '@nestjs/common';
-import type { AgentDefinition, EventEnvelope, ExecutionSettings } from '@baton/contracts';
-import { evolveRun, initialRunState, type RunEvent, type RunState } from '@baton/domain';
-import { LruCache, PoisonError, TransientError } from '@baton/eventstore';
+import type { AgentDefinition, ExecutionSettings } from '@baton/contracts';
+import type { RunEvent, RunState } from '@baton/domain';
+import { PoisonError, TransientError, reactor, type Reactor, type ReactorEvent } from '@baton/eventstore';
 import { RUNTIME, type JsonLogger, type ServiceRuntime } from '@baton/platform';
 import { DefinitionCatalog } from '../definitions/definition-catalog';
 import { pinnedForRun } from '../definitions/definition.decider';
 import { RunCommands, runRef } from '../runs/run-commands';
+import { routerRunDecider } from '../runs/router-run.decider';
 import { ROUTER_ACTOR } from '../shared/ids';
-import { completeFromResultRequest, createHandoffRequest, returnableDeadlineAt, type RunResultRecorded, type RunRouted } from './handoff-request';
+import { completeFromResultRequest, createHandoffRequest, returnableDeadlineAt } from './handoff-request';
 import { LEDGER, type LedgerReply, type RouterLedger } from './ledger';
+
+type RunRoutedEvent = ReactorEvent<Extract<RunEvent, { type: 'run.routed' }>>;
+type RunResultRecordedEvent = ReactorEvent<Extract<RunEvent, { type: 'run.result_recorded' }>>;
 
 /** Delay before a ledger call that could not reach the ledger is retried (the message is naked). */
 export const LEDGER_RETRY_DELAY_MS = 1000;
@@ -40,8 +44,16 @@ const COMPLETE_DONE = new Set(['handoff_not_open']);
  */
 @Injectable()
 export class DispatchReactor {
-  /** Per run, the fold up to the last event this instance handled (see {@link stateBefore}). */
-  private readonly folded = new LruCache<string, { state: RunState; lastSeq: number }>(10_000);
+  /** The reactor table: run events → ledger calls, with the run as it stood before each event. */
+  readonly table: Reactor<RunEvent, RunState> = reactor({
+    name: 'dispatch reactor',
+    aggregate: 'run',
+    decider: routerRunDecider,
+    on: {
+      'run.routed': (event, state) => this.createHandoff(event, state.before),
+      'run.result_recorded': (event, state) => this.completeHandoff(event, state.before),
+    },
+  });
 
   constructor(
     @Inject(RUNTIME) private readonly runtime: ServiceRuntime,
@@ -50,25 +62,13 @@ export class DispatchReactor {
     private readonly runs: RunCommands,
   ) {}
 
-  /** Handle one stored run event (`seq` = its stream sequence). */
-  async handle(raw: unknown, seq: number): Promise<void> {
-    const decoded = this.runtime.registry.decode(raw);
-    if (!decoded.ok) throw new PoisonError(`run event cannot be decoded: ${decoded.rejection.message}`, decoded.rejection.code);
-    const envelope = decoded.value;
-    const log = this.runtime.logger.child({ project: envelope.project, workflow_run_id: envelope.aggregate.id, event_id: envelope.id });
-    switch (envelope.type) {
-      case 'run.routed':
-        return this.createHandoff(envelope as EventEnvelope<RunRouted>, seq, log);
-      case 'run.result_recorded':
-        return this.completeHandoff(envelope as EventEnvelope<RunResultRecorded>, seq, log);
-      default:
-        return;
-    }
+  private logFor(event: RunRoutedEvent | RunResultRecordedEvent): JsonLogger {
+    return this.runtime.logger.child({ project: event.project, workflow_run_id: event.aggregate.id, event_id: event.id });
   }
 
-  private async createHandoff(envelope: EventEnvelope<RunRouted>, seq: number, log: JsonLogger): Promise<void> {
+  private async createHandoff(envelope: RunRoutedEvent, before: RunState): Promise<void> {
+    const log = this.logFor(envelope);
     const routed = envelope.payload;
-    const before = await this.stateBefore(envelope, seq);
     const workflow = before.status === 'none' ? null : before.workflow;
     let agents: readonly AgentDefinition[] = [];
     let execution: ExecutionSettings | undefined;
@@ -100,7 +100,7 @@ export class DispatchReactor {
     this.settle('create', reply, CREATE_DONE, log.child({ handoff_id: routed.handoff_id, to_agent: routed.target.agent }));
   }
 
-  private async failHandoff(envelope: EventEnvelope<RunRouted>, handoffId: string, code: string, message: string, log: JsonLogger): Promise<void> {
+  private async failHandoff(envelope: RunRoutedEvent, handoffId: string, code: string, message: string, log: JsonLogger): Promise<void> {
     const now = new Date().toISOString();
     const outcome = await this.runs.runWithDefinitions(
       runRef(envelope.project, envelope.aggregate.id),
@@ -111,8 +111,8 @@ export class DispatchReactor {
     log.warn('handoff creation refused; ON_FAILURE applied', { handoff_id: handoffId, code, events: outcome.events.map((e) => e.type) });
   }
 
-  private async completeHandoff(envelope: EventEnvelope<RunResultRecorded>, seq: number, log: JsonLogger): Promise<void> {
-    const before = await this.stateBefore(envelope, seq);
+  private async completeHandoff(envelope: RunResultRecordedEvent, before: RunState): Promise<void> {
+    const log = this.logFor(envelope);
     const handoffId = before.status === 'none' ? null : before.handoffId;
     if (handoffId === null) return;
     const body = completeFromResultRequest(envelope.payload, handoffId, envelope.aggregate.id);
@@ -124,28 +124,6 @@ export class DispatchReactor {
       throw new TransientError(`handoff ${handoffId} does not exist yet`);
     }
     this.settle('complete_from_result', reply, COMPLETE_DONE, log.child({ handoff_id: handoffId, result_id: envelope.payload.result_id }));
-  }
-
-  /**
-   * The run as it stood just before the event at `seq` (its own stream, folded). The fold after
-   * each handled event is cached per run, so the next event of the run only reads what lies between
-   * (usually just itself: one round trip) instead of the whole history; an event older than the
-   * cached point (a redelivery) folds from the start.
-   */
-  private async stateBefore(envelope: EventEnvelope, seq: number): Promise<RunState> {
-    const ref = runRef(envelope.project, envelope.aggregate.id);
-    const key = `${ref.project}/${ref.id}`;
-    const cached = this.folded.get(key);
-    const base = cached && cached.lastSeq < seq ? cached : { state: initialRunState(), lastSeq: 0 };
-    const { events } = await this.runtime.store.read(ref, { afterSeq: base.lastSeq, untilSeq: seq - 1 });
-    let state = base.state;
-    for (const event of events) state = evolveRun(state, { type: event.type, data: event.payload } as RunEvent);
-    try {
-      this.folded.set(key, { state: evolveRun(state, { type: envelope.type, data: envelope.payload } as RunEvent), lastSeq: seq });
-    } catch {
-      this.folded.delete(key); // a history the fold refuses: never cache it
-    }
-    return state;
   }
 
   private async call(command: string, send: () => Promise<LedgerReply>): Promise<LedgerReply> {

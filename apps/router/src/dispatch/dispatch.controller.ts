@@ -1,11 +1,14 @@
 import { Controller, UseFilters } from '@nestjs/common';
-import { Ctx, EventPattern, Payload } from '@nestjs/microservices';
+import { Ctx, EventPattern } from '@nestjs/microservices';
 import { JetStreamContext, JetStreamExceptionFilter } from '@baton/platform';
 import { perRunStream } from '../shared/ordering';
 import { RouterPatterns } from '../shared/subjects';
 import { DispatchReactor } from './dispatch-reactor';
 
-/** The dispatch reactor's entry point: a durable pull consumer of `<PREFIX>_EVENTS` run events. */
+/**
+ * The dispatch reactor's entry point: a durable pull consumer of `<PREFIX>_EVENTS` run events
+ * (per run stream in order, streams in parallel), handed to the reactor table by the transport.
+ */
 @Controller()
 // The global filter runService installs does not reach hybrid-app controllers (see the report); without
 // this, Nest's default RPC filter would turn PoisonError / TransientError into a generic retry.
@@ -14,7 +17,7 @@ export class DispatchController {
   constructor(private readonly reactor: DispatchReactor) {}
 
   @EventPattern(RouterPatterns.runEvents, perRunStream)
-  onRunEvent(@Payload() envelope: unknown, @Ctx() ctx: JetStreamContext): Promise<void> {
-    return this.reactor.handle(envelope, ctx.seq);
+  onRunEvent(@Ctx() ctx: JetStreamContext): Promise<void> {
+    return ctx.react(this.reactor.table);
   }
 }

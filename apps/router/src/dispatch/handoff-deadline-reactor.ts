@@ -1,14 +1,12 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { HandoffEventSchemas, type EventEnvelope } from '@baton/contracts';
-import { HandoffFailureReason, RunErrorCode } from '@baton/domain';
-import { PoisonError } from '@baton/eventstore';
+import type { HandoffEvent } from '@baton/contracts';
+import { HandoffFailureReason, RunErrorCode, handoffDecider, type HandoffState } from '@baton/domain';
+import { PoisonError, reactor, type Reactor, type ReactorEvent } from '@baton/eventstore';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
-import type { z } from 'zod';
 import { RunCommands, runRef } from '../runs/run-commands';
 import { ROUTER_ACTOR } from '../shared/ids';
 
-type HandoffDeadlineExpired = z.infer<(typeof HandoffEventSchemas)['handoff.deadline_expired']>;
-type HandoffCreated = z.infer<(typeof HandoffEventSchemas)['handoff.created']>;
+type HandoffDeadlineExpiredEvent = ReactorEvent<Extract<HandoffEvent, { type: 'handoff.deadline_expired' }>>;
 
 /** The code on `run.handoff_completed` (outcome `timeout`) when a child's deadline passed. */
 export const HANDOFF_DEADLINE_CODE = 'deadline';
@@ -19,7 +17,8 @@ export const HANDOFF_DEADLINE_CODE = 'deadline';
  *
  * `handoff.deadline_expired` (the watchdog expired a handoff still pending or claimed past its
  * `deadline_at`) of a handoff that belongs to a workflow run (`workflow_run_id` on its
- * `handoff.created`) becomes the run command `handoff_failed` with reason `timeout`: when it is the
+ * `handoff.created`, kept in the handoff's folded state, read from the store's fold cache)
+ * becomes the run command `handoff_failed` with reason `timeout`: when it is the
  * run's pending child handoff, the run records `run.handoff_completed` (outcome `timeout`,
  * durationMs, cause, code `deadline`) and the waiting parent resumes per its ON_FAILURE
  * (continue / RESPOND / ESCALATE). The command's time is the expiry's event time, so every
@@ -34,25 +33,25 @@ export const HANDOFF_DEADLINE_CODE = 'deadline';
  */
 @Injectable()
 export class HandoffDeadlineReactor {
+  /** The reactor table: `handoff.deadline_expired`, with the handoff as it stood before it. */
+  readonly table: Reactor<HandoffEvent, HandoffState> = reactor({
+    name: 'handoff-deadline reactor',
+    aggregate: 'handoff',
+    decider: handoffDecider,
+    on: { 'handoff.deadline_expired': (event, state) => this.timeOut(event, state.before) },
+  });
+
   constructor(
     @Inject(RUNTIME) private readonly runtime: ServiceRuntime,
     private readonly runs: RunCommands,
   ) {}
 
-  /** Handle one stored handoff event. */
-  async handle(raw: unknown): Promise<void> {
-    const decoded = this.runtime.registry.decode(raw);
-    if (!decoded.ok) throw new PoisonError(`handoff event cannot be decoded: ${decoded.rejection.message}`, decoded.rejection.code);
-    const envelope = decoded.value;
-    if (envelope.type !== 'handoff.deadline_expired') return;
-    await this.timeOut(envelope as EventEnvelope<HandoffDeadlineExpired>);
-  }
-
-  private async timeOut(envelope: EventEnvelope<HandoffDeadlineExpired>): Promise<void> {
+  private async timeOut(envelope: HandoffDeadlineExpiredEvent, handoff: HandoffState): Promise<void> {
     const expired = envelope.payload;
     const handoffId = expired.handoff_id;
     const log = this.runtime.logger.child({ project: envelope.project, handoff_id: handoffId, event_id: envelope.id });
-    const created = await this.createdEvent(envelope.project, handoffId);
+    // What the handoff's `handoff.created` said (never changed by a later event).
+    const created = handoff.status === 'absent' ? null : handoff;
     const workflowRunId = created?.workflow_run_id;
     if (workflowRunId === undefined) {
       log.debug('deadline of a handoff outside any run: ignored');
@@ -82,12 +81,5 @@ export class HandoffDeadlineReactor {
       return;
     }
     log.warn('returnable handoff timed out; ON_FAILURE applied', { workflow_run_id: workflowRunId, events: outcome.events.map((e) => e.type) });
-  }
-
-  /** The handoff's `handoff.created` (its first event), or null when its stream holds none. */
-  private async createdEvent(project: string, handoffId: string): Promise<HandoffCreated | null> {
-    const { events } = await this.runtime.store.read({ project, kind: 'handoff', id: handoffId });
-    const created = events.find((event) => event.type === 'handoff.created');
-    return created === undefined ? null : (created.payload as HandoffCreated);
   }
 }

@@ -1,11 +1,12 @@
 import { Inject, Injectable } from '@nestjs/common';
-import type { EventEnvelope, MeshEvent } from '@baton/contracts';
-import { evolveMesh, initialMeshState, type MeshRunState, type MeshState } from '@baton/domain';
-import { PoisonError, TransientError } from '@baton/eventstore';
+import type { MeshEvent } from '@baton/contracts';
+import { meshDecider, type MeshState } from '@baton/domain';
+import { PoisonError, TransientError, reactor, type Reactor, type ReactorEvent } from '@baton/eventstore';
 import { RUNTIME, type JsonLogger, type ServiceRuntime } from '@baton/platform';
 import { LEDGER, type LedgerReply, type RouterLedger } from '../dispatch/ledger';
-import { meshRef } from './mesh-commands';
-import { meshHandoffRequest, type MeshHandedOff, type MeshStarted, type MeshTurnRecorded } from './mesh-handoff-request';
+import { meshHandoffRequest, type MeshHandedOff } from './mesh-handoff-request';
+
+type MeshEventOf<T extends MeshEvent['type']> = ReactorEvent<Extract<MeshEvent, { type: T }>>;
 
 /** Delay before a ledger call that could not reach the ledger is retried. */
 export const MESH_LEDGER_RETRY_DELAY_MS = 1000;
@@ -30,54 +31,42 @@ export const MESH_LEDGER_RETRY_DELAY_MS = 1000;
  */
 @Injectable()
 export class MeshReactor {
+  /** The reactor table: mesh events → ledger calls and logs, with the mesh as it stood after each event. */
+  readonly table: Reactor<MeshEvent, MeshState> = reactor({
+    name: 'mesh reactor',
+    aggregate: 'mesh',
+    decider: meshDecider,
+    on: {
+      'mesh.started': (event, state) => this.offerTurn(event, state.after),
+      'mesh.handed_off': (event, state) => this.offerTurn(event, state.after),
+      'mesh.turn_recorded': (event) => this.closeTurn(event),
+      'mesh.completed': (event) =>
+        this.logFor(event).info('mesh completed', { agent: event.payload.agent, turns: event.payload.turns, output_agent: event.payload.output?.agent ?? null }),
+      'mesh.stopped': (event) =>
+        this.logFor(event).warn('mesh stopped', { why: event.payload.packet.why, packet_id: event.payload.packet.packet_id, turns: event.payload.turns }),
+      'mesh.handoff_ignored': (event) =>
+        this.logFor(event).warn('mesh handoff call ignored', { agent: event.payload.agent, tool: event.payload.tool, reason: event.payload.reason }),
+      'mesh.turn_rejected': (event) => this.logFor(event).warn('mesh turn rejected', { agent: event.payload.agent, code: event.payload.code, reason: event.payload.message }),
+      'mesh.notice_emitted': (event) =>
+        this.logFor(event).info('mesh notice emitted', { notice_id: event.payload.notice.notice_id, recipient: event.payload.notice.recipient.handle }),
+      'mesh.stop_answered': (event) =>
+        this.logFor(event).info('mesh stop answered', { packet_id: event.payload.packet_id, effect: event.payload.effect.kind, max_iterations: event.payload.max_iterations }),
+      'mesh.terminated': (event) => this.logFor(event).info('mesh terminated', { reason: event.payload.reason }),
+    },
+  });
+
   constructor(
     @Inject(RUNTIME) private readonly runtime: ServiceRuntime,
     @Inject(LEDGER) private readonly ledger: RouterLedger,
   ) {}
 
-  /** Handle one stored mesh event (`seq` = its stream sequence). */
-  async handle(raw: unknown, seq: number): Promise<void> {
-    const decoded = this.runtime.registry.decode(raw);
-    if (!decoded.ok) throw new PoisonError(`mesh event cannot be decoded: ${decoded.rejection.message}`, decoded.rejection.code);
-    const envelope = decoded.value;
-    const log = this.runtime.logger.child({ project: envelope.project, mesh_run_id: envelope.aggregate.id, event_id: envelope.id, type: envelope.type });
-    const event = { type: envelope.type, data: envelope.payload } as MeshEvent;
-    switch (event.type) {
-      case 'mesh.started':
-        return this.offerTurn(envelope as EventEnvelope<MeshStarted>, seq, log);
-      case 'mesh.handed_off':
-        return this.offerTurn(envelope as EventEnvelope<MeshHandedOff>, seq, log);
-      case 'mesh.turn_recorded':
-        return this.closeTurn(envelope as EventEnvelope<MeshTurnRecorded>, log);
-      case 'mesh.completed':
-        log.info('mesh completed', { agent: event.data.agent, turns: event.data.turns, output_agent: event.data.output?.agent ?? null });
-        return;
-      case 'mesh.stopped':
-        log.warn('mesh stopped', { why: event.data.packet.why, packet_id: event.data.packet.packet_id, turns: event.data.turns });
-        return;
-      case 'mesh.handoff_ignored':
-        log.warn('mesh handoff call ignored', { agent: event.data.agent, tool: event.data.tool, reason: event.data.reason });
-        return;
-      case 'mesh.turn_rejected':
-        log.warn('mesh turn rejected', { agent: event.data.agent, code: event.data.code, reason: event.data.message });
-        return;
-      case 'mesh.notice_emitted':
-        log.info('mesh notice emitted', { notice_id: event.data.notice.notice_id, recipient: event.data.notice.recipient.handle });
-        return;
-      case 'mesh.stop_answered':
-        log.info('mesh stop answered', { packet_id: event.data.packet_id, effect: event.data.effect.kind, max_iterations: event.data.max_iterations });
-        return;
-      case 'mesh.terminated':
-        log.info('mesh terminated', { reason: event.data.reason });
-        return;
-      default:
-        return;
-    }
+  private logFor(event: MeshEventOf<MeshEvent['type']>): JsonLogger {
+    return this.runtime.logger.child({ project: event.project, mesh_run_id: event.aggregate.id, event_id: event.id, type: event.type });
   }
 
-  private async offerTurn(envelope: EventEnvelope<MeshStarted | MeshHandedOff>, seq: number, log: JsonLogger): Promise<void> {
-    const state = await this.stateThrough(envelope, seq);
-    if (state.status === 'none') throw new PoisonError(`mesh ${envelope.aggregate.id} has no mesh.started before seq ${seq}`, 'not_found');
+  private async offerTurn(envelope: MeshEventOf<'mesh.started' | 'mesh.handed_off'>, state: MeshState): Promise<void> {
+    const log = this.logFor(envelope);
+    if (state.status === 'none') throw new PoisonError(`mesh ${envelope.aggregate.id} has no mesh.started before seq ${envelope.seq}`, 'not_found');
     const payload = envelope.payload;
     const handedOff = envelope.type === 'mesh.handed_off' ? (payload as MeshHandedOff) : null;
     const body = meshHandoffRequest({
@@ -94,7 +83,8 @@ export class MeshReactor {
     this.settle('create', reply, 'already_exists', log.child({ handoff_id: payload.handoff_id, to_agent: body.to_agent }));
   }
 
-  private async closeTurn(envelope: EventEnvelope<MeshTurnRecorded>, log: JsonLogger): Promise<void> {
+  private async closeTurn(envelope: MeshEventOf<'mesh.turn_recorded'>): Promise<void> {
+    const log = this.logFor(envelope);
     const turn = envelope.payload;
     if (turn.handoff_id === null) return;
     const reply = await this.call('complete_from_result', () =>
@@ -112,14 +102,6 @@ export class MeshReactor {
       throw new TransientError(`handoff ${turn.handoff_id} does not exist yet`, { delayMs: MESH_LEDGER_RETRY_DELAY_MS });
     }
     this.settle('complete_from_result', reply, 'handoff_not_open', log.child({ handoff_id: turn.handoff_id, result_id: turn.result_id }));
-  }
-
-  /** The mesh as it stood right after the event at `seq` (its own stream, folded). */
-  private async stateThrough(envelope: EventEnvelope, seq: number): Promise<MeshState | MeshRunState> {
-    const { events } = await this.runtime.store.read(meshRef(envelope.project, envelope.aggregate.id));
-    return events
-      .filter((event) => event.seq <= seq)
-      .reduce((state, event) => evolveMesh(state, { type: event.type, data: event.payload } as MeshEvent), initialMeshState());
   }
 
   private async call(command: string, send: () => Promise<LedgerReply>): Promise<LedgerReply> {

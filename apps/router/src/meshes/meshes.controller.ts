@@ -1,5 +1,5 @@
 import { Controller, UseFilters } from '@nestjs/common';
-import { Ctx, EventPattern, Payload } from '@nestjs/microservices';
+import { Ctx, EventPattern } from '@nestjs/microservices';
 import { JetStreamContext, JetStreamExceptionFilter } from '@baton/platform';
 import { AnswerMeshStopUseCase } from './answer-mesh-stop';
 import { MeshPatterns } from './mesh-subjects';
@@ -10,8 +10,9 @@ import { StartMeshUseCase } from './start-mesh';
 /**
  * Handoff meshes in the router: mesh starts, mesh turns and operators' answers to mesh stops (durable pull consumers on
  * `<PREFIX>_INBOX`) and the mesh reactor (a durable consumer of the mesh events on
- * `<PREFIX>_EVENTS`). Handlers decode the original bytes themselves; resolving acks, a PoisonError
- * dead-letters, anything else is retried with a delay.
+ * `<PREFIX>_EVENTS`, handed to its reactor table by the transport). Inbox handlers decode the
+ * original bytes themselves; resolving acks, a PoisonError dead-letters, anything else is retried
+ * with a delay.
  */
 @Controller()
 @UseFilters(new JetStreamExceptionFilter())
@@ -39,7 +40,7 @@ export class MeshesController {
   }
 
   @EventPattern(MeshPatterns.meshEvents)
-  onMeshEvent(@Payload() envelope: unknown, @Ctx() ctx: JetStreamContext): Promise<void> {
-    return this.reactor.handle(envelope, ctx.seq);
+  onMeshEvent(@Ctx() ctx: JetStreamContext): Promise<void> {
+    return ctx.react(this.reactor.table);
   }
 }

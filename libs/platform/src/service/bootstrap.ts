@@ -105,6 +105,8 @@ export async function runService(opts: RunServiceOptions): Promise<RunningServic
     connection: runtime.nats,
     consumer: { maxDeliver: config.BATON_MAX_DELIVER },
     consumers: opts.consumers?.(runtime) ?? [],
+    // Reactor tables (`ctx.react`) fold through the runtime's event store: one fold cache per service.
+    events: { registry: runtime.registry, store: runtime.store },
   });
   app.connectMicroservice({ strategy: server }, { inheritAppConfig: true });
   await app.startAllMicroservices();

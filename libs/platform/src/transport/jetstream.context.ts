@@ -1,5 +1,5 @@
 import { BaseRpcContext } from '@nestjs/microservices';
-import type { ConsumedMessage } from '@baton/eventstore';
+import type { ConsumedMessage, DomainEventLike, Reactor, ReactorEdge } from '@baton/eventstore';
 import { traceIdFromHeaders } from '@baton/eventstore';
 
 /**
@@ -7,8 +7,29 @@ import { traceIdFromHeaders } from '@baton/eventstore';
  * (`@Ctx() ctx: JetStreamContext`): subject, headers and delivery metadata.
  */
 export class JetStreamContext extends BaseRpcContext<[ConsumedMessage]> {
+  /** @param reactors the transport's reactor edge and the body it parsed (null when the transport has no `events`). */
+  constructor(
+    args: [ConsumedMessage],
+    private readonly reactors: { edge: ReactorEdge; body: unknown } | null = null,
+  ) {
+    super(args);
+  }
+
   private get message(): ConsumedMessage {
     return this.args[0];
+  }
+
+  /**
+   * Hand this stored event to a reactor table: the transport's edge checks that it is an event of
+   * `<prefix>.ev.<project>.<kind>.<id>` whose envelope names that aggregate (else PoisonError
+   * `identity_mismatch`), decodes it (else PoisonError with the registry's code), reads the
+   * aggregate's state before and after it from the event store's fold cache and calls the table's
+   * handler for its type (none: nothing to do). Resolving acknowledges; a TransientError retries;
+   * a PoisonError dead-letters.
+   */
+  react<E extends DomainEventLike, S>(table: Reactor<E, S>): Promise<void> {
+    if (!this.reactors) return Promise.reject(new Error(`${table.name}: the JetStream transport was started without \`events\` (registry and store), which reactors need`));
+    return this.reactors.edge.deliver(table, this.message, { body: this.reactors.body });
   }
   get subject(): string {
     return this.message.subject;

@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import { Server, type CustomTransportStrategy, type MessageHandler } from '@nestjs/microservices';
 import { isObservable, lastValueFrom } from 'rxjs';
-import { rejectionFromZod, type Rejection } from '@baton/contracts';
+import { rejectionFromZod, type EventRegistry, type Rejection } from '@baton/contracts';
 import {
   PoisonError,
   StreamNotFound,
@@ -10,6 +10,7 @@ import {
   currentTraceId,
   headersToRecord,
   provision,
+  reactorEdge,
   runConsumer,
   type ConsumedMessage,
   type ConsumerRunner,
@@ -18,6 +19,8 @@ import {
   type MessageOutcome,
   type NatsConnectOptions,
   type NatsHandle,
+  type ReactorEdge,
+  type ReactorEdgeOptions,
 } from '@baton/eventstore';
 import { headers as natsHeaders, type Msg, type Subscription } from 'nats';
 import type { z } from 'zod';
@@ -85,6 +88,11 @@ export interface JetStreamServerOptions {
   queue?: string;
   /** Observe what happened to each event message (metrics, logs, tests). */
   onOutcome?: (outcome: MessageOutcome) => void;
+  /**
+   * What reactor tables need (`ctx.react(table)` in an `@EventPattern` handler): the event
+   * registry and the event store whose fold cache serves the state around each event.
+   */
+  events?: { registry: EventRegistry; store: ReactorEdgeOptions['store'] };
 }
 
 /** Status events: `on('disconnect' | 'reconnect' | 'error', callback)`. */
@@ -151,7 +159,9 @@ async function settle(result: unknown): Promise<unknown> {
  *   unclassified error) naks it with a backoff delay; a `PoisonError`, `ZodError` or bad JSON
  *   dead-letters it with the reason and terms it. Handlers receive the parsed JSON body and a
  *   {@link JetStreamContext}. Install {@link JetStreamExceptionFilter} so Nest hands the original
- *   errors through.
+ *   errors through. A handler of stored events hands them to a reactor table with
+ *   `ctx.react(table)` (needs `options.events`): decoding, the subject/envelope identity check and
+ *   the state around the event happen there, once; the table's handlers get typed events.
  * - `@MessagePattern(subject)` handlers answer core NATS requests (queue group = service name):
  *   JSON in, the handler's return value as JSON out; failures answer `{ error: { code, message } }`.
  * - `close()` stops pulling, lets in-flight handlers finish and ack, drains request
@@ -160,6 +170,8 @@ async function settle(result: unknown): Promise<unknown> {
 export class JetStreamServer extends Server<JetStreamServerEvents> implements CustomTransportStrategy {
   override readonly transportId = JETSTREAM_TRANSPORT;
   private handle: NatsHandle | null = null;
+  /** Calls reactor tables for `ctx.react` (when `options.events` is given). */
+  private edge: ReactorEdge | null = null;
   private ownsConnection = false;
   private runners: ConsumerRunner[] = [];
   private subscriptions: Subscription[] = [];
@@ -191,6 +203,9 @@ export class JetStreamServer extends Server<JetStreamServerEvents> implements Cu
       this.ownsConnection = true;
     }
     void this.watchStatus(this.handle);
+    if (this.options.events) {
+      this.edge = reactorEdge({ prefix: this.options.prefix, registry: this.options.events.registry, store: this.options.events.store, js: this.handle.js });
+    }
     const bindings = await this.resolveBindings(this.handle);
     if (this.options.provision ?? true) {
       await provision(this.handle.jsm, { consumers: bindings.map((b) => b.spec) });
@@ -288,7 +303,7 @@ export class JetStreamServer extends Server<JetStreamServerEvents> implements Cu
     const route = binding.routes.find(([pattern]) => subjectMatches(pattern, msg.subject));
     if (!route) throw new PoisonError(`no @EventPattern of ${binding.spec.durable} matches ${msg.subject}`, 'no_handler');
     const data = parseBody(msg.data);
-    const ctx = new JetStreamContext([msg]);
+    const ctx = new JetStreamContext([msg], this.edge ? { edge: this.edge, body: data } : null);
     // Nest chains several handlers of one pattern through `next`; all must succeed before the ack.
     for (let handler: MessageHandler | undefined = route[1]; handler; handler = handler.next as MessageHandler | undefined) {
       await settle(handler(data, ctx));
