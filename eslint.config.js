@@ -19,24 +19,6 @@ const ioModules = [
 const NATS_CLIENT_MESSAGE = 'Only libs/eventstore (the message edge) and libs/platform/src/transport import the NATS client: use @baton/eventstore (NatsHandle, NatsJetStream, NatsHeaders, headersFrom, subscribeCore, watchEvents, openKvBucket, newUniqueId, orderedConsumerOptions...).';
 const NATS_EDGE = ['libs/eventstore/src/**', 'libs/platform/src/transport/**'];
 const TEST_FILES = ['**/*.spec.ts', '**/*.int-spec.ts', '**/*.e2e-spec.ts', 'test/**'];
-/**
- * TEMPORARY. Files another engineer is refactoring (reactors and stream readers onto the edge's
- * stream reader) that still import `nats`. They are exempt from the NATS-client rule until that
- * refactor lands; it empties this list (and then deletes it). Add nothing here.
- */
-const REACTOR_REFACTOR_PENDING = [
-  'apps/router/src/dispatch/dispatch-reactor.ts',
-  'apps/router/src/meshes/mesh-reactor.ts',
-  'apps/ledger/src/reactor/**',
-  'apps/ledger/src/governance/pending-handoffs.ts',
-  'apps/watchdog/src/stream/**',
-  'libs/projections/src/shared-source.ts',
-  'libs/projections/src/store.ts',
-  'libs/projections/src/baton/replay.ts',
-  'libs/projections/src/baton/range.ts',
-  'apps/cli/src/rebuild.ts',
-  'apps/notifier/src/projection/**',
-];
 const natsImportRestriction = {
   paths: [{ name: 'nats', message: NATS_CLIENT_MESSAGE }],
   patterns: [{ group: ['@nats-io/*'], message: NATS_CLIENT_MESSAGE }],
@@ -97,7 +79,7 @@ module.exports = [
   {
     // The NATS client stays behind the message edge (see NATS_EDGE above).
     files: ['**/*.ts'],
-    ignores: [...NATS_EDGE, ...TEST_FILES, ...REACTOR_REFACTOR_PENDING],
+    ignores: [...NATS_EDGE, ...TEST_FILES],
     rules: {
       'no-restricted-imports': ['error', natsImportRestriction],
       'no-restricted-syntax': ['error', ...natsSyntaxRestriction],
