@@ -65,7 +65,7 @@ export type {
 } from './stream-reader';
 export { shareReads, type SeqSource } from './shared-reads';
 export { decodeEvent, type DecodedEvent } from './decode';
-export { reactor, reactorEdge, parseEventSubject } from './reactor';
+export { reactor, reactorEdge } from './reactor';
 export type {
   Reactor,
   ReactorDefinition,

@@ -1,4 +1,4 @@
-import type { AggregateKind, EventRegistry } from '@baton/contracts';
+import { SubjectTable, type AggregateKind, type EventRegistry } from '@baton/contracts';
 import type { JetStreamClient } from 'nats';
 import { deadLetter } from './dead-letter';
 import { decodeEvent, type DecodedEvent } from './decode';
@@ -15,9 +15,10 @@ import type { AggregateRef, DomainEventLike, EventStore, FoldLike, StoredEvent }
  * by the event store's one fold cache (`eventStates`: what the writer in this process just folded,
  * or the events after the cached fold, read once). Everything else happens once, in the edge that
  * calls the table ({@link reactorEdge}, run by the Nest transport's `ctx.react(table)`): the
- * subject is parsed (`<prefix>.ev.<project>.<kind>.<id>`), the bytes decoded through the registry,
- * the envelope checked against the subject (an event whose project, kind or id disagrees with the
- * subject it was stored on is refused), and what can never be handled is a PoisonError, which the
+ * subject is parsed with the subject table (`SubjectTable.event`:
+ * `<prefix>.ev.<project>.<kind>.<id>`), the bytes decoded through the registry, the envelope
+ * checked against the subject (an event whose project, kind or id disagrees with the subject it
+ * was stored on is refused), and what can never be handled is a PoisonError, which the
  * consumer runner dead-letters; resolving acknowledges. A handler never sees bytes or a client
  * message.
  */
@@ -134,15 +135,6 @@ export interface ReactorEdge {
   deliver<E extends DomainEventLike, S>(table: Reactor<E, S>, message: DeliveredMessage, parsed?: { body: unknown }): Promise<void>;
 }
 
-/** The tokens of an event subject `<prefix>.ev.<project>.<kind>.<id>`, or null. */
-export function parseEventSubject(prefix: string, subject: string): { project: string; kind: string; id: string } | null {
-  const tokens = subject.split('.');
-  if (tokens.length !== 5 || tokens[0] !== prefix || tokens[1] !== 'ev') return null;
-  const [, , project, kind, id] = tokens as [string, string, string, string, string];
-  if (!project || !kind || !id || [project, kind, id].some((token) => token === '*' || token === '>')) return null;
-  return { project, kind, id };
-}
-
 /**
  * The edge that calls reactor tables: subject parsing, decoding, the identity check, the state
  * around the event from the store's fold cache, the handler's dead letters. Acknowledgement,
@@ -154,7 +146,7 @@ export function reactorEdge(options: ReactorEdgeOptions): ReactorEdge {
   return {
     async deliver(table, message, parsed) {
       const where = `${table.name}: ${message.subject}#${message.seq}`;
-      const address = parseEventSubject(prefix, message.subject);
+      const address = SubjectTable.event.parse(prefix, message.subject);
       if (address === null) throw new PoisonError(`${where}: not an event subject (<prefix>.ev.<project>.<kind>.<id>)`, 'identity_mismatch');
       const decoded = parsed ? fromBody(registry, parsed.body) : decodeEvent(registry, message.data);
       if (!decoded.ok) throw new PoisonError(`${where}: event cannot be decoded: ${decoded.rejection.message}`, decoded.rejection.code);
