@@ -1,20 +1,9 @@
 import { createHash } from 'node:crypto';
 import { SubjectTable } from '@baton/contracts';
-import {
-  AckPolicy,
-  DeliverPolicy,
-  headers as natsHeaders,
-  nanos,
-  nuid,
-  type JetStreamClient,
-  type JetStreamManager,
-  type JsMsg,
-  type MsgHdrs,
-  type StoredMsg,
-} from 'nats';
-import { DlqHeader, headersToRecord } from './dead-letter';
-import { EventStoreError, JsErrCode, StreamNotFound, jsErrCode } from './errors';
+import { headers as natsHeaders, type JetStreamClient, type JetStreamManager } from 'nats';
+import { DlqHeader } from './dead-letter';
 import { RedriveSkip, checkRedriveTarget } from './redrive-rules';
+import { streamReader, type StoredMessage, type StreamReader } from './stream-reader';
 import { batonStreamNames } from './topology';
 
 export { RedriveSkip, checkRedriveTarget, redriveTable, ROUTER_INBOX_CONSUMERS } from './redrive-rules';
@@ -219,25 +208,28 @@ function parseMarker(data: Uint8Array): RedriveMarker | null {
 }
 
 /**
- * Read, inspect and redrive Baton's dead letters. Every method reads the DLQ stream afresh (an
- * ephemeral, unacknowledged, in-memory consumer that is deleted afterwards); nothing is cached.
+ * Read, inspect and redrive Baton's dead letters. Every method reads the DLQ stream afresh (a range
+ * read of the stream reader: an ephemeral, unacknowledged consumer deleted afterwards); nothing is
+ * cached.
  */
 export class DlqAdmin {
   private readonly js: JetStreamClient;
-  private readonly jsm: JetStreamManager;
   private readonly prefix: string;
   /** The DLQ stream's name, `<PREFIX>_DLQ`. */
   readonly stream: string;
   /** The inbox stream, the only one a redrive publishes into. */
   private readonly inbox: string;
+  private readonly dlqReader: StreamReader;
+  private readonly inboxReader: StreamReader;
 
   constructor(opts: DlqAdminOptions) {
     this.js = opts.js;
-    this.jsm = opts.jsm;
     this.prefix = opts.prefix;
     const names = batonStreamNames(opts.prefix);
     this.stream = names.dlq;
     this.inbox = names.inbox;
+    this.dlqReader = streamReader({ js: opts.js, jsm: opts.jsm }, this.stream);
+    this.inboxReader = streamReader({ js: opts.js, jsm: opts.jsm }, this.inbox);
   }
 
   /**
@@ -291,14 +283,11 @@ export class DlqAdmin {
     if (letter.originalStream !== this.inbox || letter.originalSeq === undefined || letter.originalSeq < 1) {
       return skip(RedriveSkip.noOriginal, `the letter names ${letter.originalStream ?? 'no stream'}:${letter.originalSeq ?? '?'}, not a sequence of ${this.inbox}`);
     }
-    let original: StoredMsg | null;
+    let original: StoredMessage | null;
     try {
-      original = await this.jsm.streams.getMessage(this.inbox, { seq: letter.originalSeq });
+      original = await this.inboxReader.message(letter.originalSeq);
     } catch (err) {
-      if (jsErrCode(err) !== JsErrCode.noMessageFound) {
-        return skip(RedriveSkip.originalUnreadable, `cannot read ${this.inbox}:${letter.originalSeq}: ${String((err as Error).message ?? err)}`);
-      }
-      original = null;
+      return skip(RedriveSkip.originalUnreadable, `cannot read ${this.inbox}:${letter.originalSeq}: ${String((err as Error).message ?? err)}`);
     }
     if (original !== null && (original.subject !== letter.subject || !sameBytes(original.data, letter.data))) {
       return skip(RedriveSkip.originalMismatch, `${this.inbox}:${letter.originalSeq} holds ${original.subject === letter.subject ? 'other bytes' : `a message on ${original.subject}`}, not what the letter claims`);
@@ -312,7 +301,7 @@ export class DlqAdmin {
 
     const hdrs = natsHeaders();
     let originalMsgId: string | undefined;
-    const source = original === null ? letter.headers : headersToRecord(original.header as MsgHdrs | undefined);
+    const source = original === null ? letter.headers : original.headers();
     for (const [key, values] of Object.entries(source)) {
       if (/^nats-msg-id$/i.test(key)) originalMsgId = values[0];
       if (DROPPED_HEADERS.test(key)) continue;
@@ -348,52 +337,21 @@ export class DlqAdmin {
     });
   }
 
-  /** Read the whole DLQ stream: dead letters and the redrive markers on the marker subject. */
+  /** Read the whole DLQ stream (one range read): dead letters and the redrive markers on the marker subject. */
   private async scan(): Promise<{ letters: DeadLetterRecord[]; markers: RedriveMarker[] }> {
-    const name = `dlq_${nuid.next()}`;
     const letters: DeadLetterRecord[] = [];
     const markers: RedriveMarker[] = [];
     const markerSubject = redriveMarkerSubject(this.prefix);
     const legacyMarkerSubject = `${this.prefix}.dlq.${LEGACY_MARKER_SOURCE}`;
-    let created = false;
-    try {
-      const info = await this.jsm.consumers
-        .add(this.stream, {
-          name,
-          deliver_policy: DeliverPolicy.All,
-          ack_policy: AckPolicy.None,
-          max_deliver: 1,
-          mem_storage: true,
-          num_replicas: 1,
-          inactive_threshold: nanos(30_000),
-        })
-        .catch((err: unknown) => {
-          const text = String((err as Error).message ?? err);
-          if (/stream not found/i.test(text)) throw new StreamNotFound(this.stream, { cause: err });
-          throw new EventStoreError(`cannot open a reader on ${this.stream}: ${text}`, { cause: err });
-        });
-      created = true;
-      const consumer = await this.js.consumers.get(this.stream, name);
-      let remaining = info.num_pending;
-      while (remaining > 0) {
-        const batch = await consumer.fetch({ max_messages: Math.min(remaining, 256), expires: 5000 });
-        let got = 0;
-        for await (const msg of batch) {
-          got++;
-          remaining--;
-          if (msg.subject === markerSubject) {
-            const marker = parseMarker(msg.data);
-            if (marker) markers.push(marker);
-          } else if (msg.subject === legacyMarkerSubject && msg.data.length === 0 && msg.headers?.get(DlqRedriveHeader.redrivenSeq)) {
-            // A marker of an earlier version: anyone could have written it, so it proves nothing.
-          } else {
-            letters.push(decodeLetter(this.prefix, msg));
-          }
-        }
-        if (got === 0) throw new EventStoreError(`reading ${this.stream} stalled with ${remaining} messages still pending`);
+    for await (const msg of this.dlqReader.range({ fromSeq: 1, batch: 256 })) {
+      if (msg.subject === markerSubject) {
+        const marker = parseMarker(msg.data);
+        if (marker) markers.push(marker);
+      } else if (msg.subject === legacyMarkerSubject && msg.data.length === 0 && msg.header(DlqRedriveHeader.redrivenSeq)) {
+        // A marker of an earlier version: anyone could have written it, so it proves nothing.
+      } else {
+        letters.push(decodeLetter(this.prefix, msg));
       }
-    } finally {
-      if (created) await this.jsm.consumers.delete(this.stream, name).catch(() => undefined);
     }
     return { letters, markers };
   }
@@ -404,11 +362,8 @@ function sourceTokenOf(prefix: string, dlqSubject: string): string {
   return SubjectTable.deadLetter.parse(prefix, dlqSubject)?.source ?? '';
 }
 
-function decodeLetter(prefix: string, msg: JsMsg): DeadLetterRecord {
-  const hdr = (name: string): string | undefined => {
-    const value = msg.headers?.get(name);
-    return value === undefined || value === '' ? undefined : value;
-  };
+function decodeLetter(prefix: string, msg: StoredMessage): DeadLetterRecord {
+  const hdr = (name: string): string | undefined => msg.header(name);
   const token = sourceTokenOf(prefix, msg.subject);
   const record: DeadLetterRecord = {
     seq: msg.seq,
@@ -418,7 +373,7 @@ function decodeLetter(prefix: string, msg: JsMsg): DeadLetterRecord {
     subject: hdr(DlqHeader.subject) ?? '',
     headers: parseHeaderRecord(hdr(DlqHeader.headers)),
     data: msg.data,
-    digest: letterDigest(msg.subject, headersToRecord(msg.headers), msg.data),
+    digest: letterDigest(msg.subject, msg.headers(), msg.data),
     redriven: false,
   };
   const optional: Partial<DeadLetterRecord> = {
