@@ -1,0 +1,89 @@
+import type { NatsHandle } from './connection';
+import { StreamNotFound } from './errors';
+import { connectTest, deleteTopology, provisionTopology, randomPrefix, sleep } from './int/support';
+import { shareReads } from './shared-reads';
+import { streamReader, type StoredMessage } from './stream-reader';
+import { batonStreamNames } from './topology';
+
+/*
+ * The one stream reader: ranges complete to what the consumer reported pending, point reads,
+ * the first sequence at a time, and shared reads over a range. (Its follower's consumer-loss
+ * recovery is proven by apps/watchdog/src/stream/stream-follower.int-spec.ts.)
+ */
+describe('stream reader (real NATS)', () => {
+  let nats: NatsHandle;
+  let prefix: string;
+  let stream: string;
+  const encoder = new TextEncoder();
+
+  beforeEach(async () => {
+    prefix = randomPrefix();
+    nats = await connectTest('stream-reader');
+    await provisionTopology(nats, prefix);
+    stream = batonStreamNames(prefix).events;
+  });
+
+  afterEach(async () => {
+    await deleteTopology(nats, prefix);
+    await nats.close();
+  });
+
+  const seqsOf = async (messages: AsyncIterable<StoredMessage>) => {
+    const seqs: number[] = [];
+    for await (const msg of messages) seqs.push(msg.seq);
+    return seqs;
+  };
+
+  it('a range yields every message from fromSeq to toSeq in order, filtered, across many pulls, and leaves no consumer behind', async () => {
+    for (let i = 1; i <= 1200; i++) await nats.js.publish(`${prefix}.ev.p.handoff.${i % 2 === 0 ? 'even' : 'odd'}`, encoder.encode(String(i)));
+    const reader = streamReader(nats, stream);
+    expect(await seqsOf(reader.range({ fromSeq: 1, batch: 100 }))).toEqual(Array.from({ length: 1200 }, (_, i) => i + 1));
+    expect(await seqsOf(reader.range({ fromSeq: 11, toSeq: 30, filterSubject: `${prefix}.ev.p.handoff.even` }))).toEqual([12, 14, 16, 18, 20, 22, 24, 26, 28, 30]);
+    expect(await seqsOf(reader.range({ fromSeq: 1300 }))).toEqual([]);
+    const consumers: string[] = [];
+    for await (const consumer of nats.jsm.consumers.list(stream)) consumers.push(consumer.name);
+    expect(consumers).toEqual([]);
+  });
+
+  it('point reads: a message by sequence, the next and the last on a subject; null when there is none', async () => {
+    await nats.js.publish(`${prefix}.ev.p.run.a`, encoder.encode('a1'));
+    await nats.js.publish(`${prefix}.ev.p.run.b`, encoder.encode('b1'));
+    await nats.js.publish(`${prefix}.ev.p.run.a`, encoder.encode('a2'));
+    const reader = streamReader(nats, stream);
+    expect(new TextDecoder().decode((await reader.message(2))!.data)).toBe('b1');
+    expect(await reader.message(9)).toBeNull();
+    expect((await reader.nextOnSubject(`${prefix}.ev.p.run.a`, 2))!.seq).toBe(3);
+    expect(await reader.nextOnSubject(`${prefix}.ev.p.run.b`, 3)).toBeNull();
+    expect((await reader.lastOnSubject(`${prefix}.ev.p.run.a`))!.seq).toBe(3);
+    expect(await reader.lastOnSubject(`${prefix}.ev.p.run.none`)).toBeNull();
+    expect(await reader.bounds()).toEqual({ firstSeq: 1, lastSeq: 3, messages: 3 });
+  });
+
+  it('the first sequence at or after a time; the last + 1 when nothing was stored since', async () => {
+    await nats.js.publish(`${prefix}.ev.p.run.a`, encoder.encode('1'));
+    await sleep(50);
+    const between = new Date();
+    await sleep(50);
+    await nats.js.publish(`${prefix}.ev.p.run.a`, encoder.encode('2'));
+    const reader = streamReader(nats, stream);
+    expect(await reader.firstSeqAtOrAfter(new Date(0))).toBe(1);
+    expect(await reader.firstSeqAtOrAfter(between)).toBe(2);
+    expect(await reader.firstSeqAtOrAfter(new Date(Date.now() + 60_000))).toBe(3);
+  });
+
+  it('reading a stream that does not exist is StreamNotFound', async () => {
+    const reader = streamReader(nats, `${stream}_MISSING`);
+    await expect(seqsOf(reader.range({ fromSeq: 1 }))).rejects.toBeInstanceOf(StreamNotFound);
+    await expect(reader.message(1)).rejects.toBeInstanceOf(StreamNotFound);
+  });
+
+  it('shared reads over a range: readers joining at once share one consumer and each gets every message', async () => {
+    for (let i = 1; i <= 300; i++) await nats.js.publish(`${prefix}.ev.p.run.a`, encoder.encode(String(i)));
+    let opened = 0;
+    const reader = streamReader(nats, stream, { onRoundTrip: (kind) => void (kind === 'consumer' && opened++) });
+    const shared = shareReads((fromSeq) => reader.range({ fromSeq, batch: 50 }), { window: 64 });
+    const results = await Promise.all([1, 2, 3].map(() => seqsOf(shared(1))));
+    for (const seqs of results) expect(seqs).toEqual(Array.from({ length: 300 }, (_, i) => i + 1));
+    expect(opened).toBe(1);
+  });
+});
