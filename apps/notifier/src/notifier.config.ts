@@ -59,6 +59,35 @@ export const NotifierConfigSchema = z.object({
    * instead of the outcome (default 5000 ms; 0 = never wait: always 202).
    */
   NOTIFIER_ANSWER_WAIT_MS: z.coerce.number().int().min(0).max(60_000).default(5000),
+  /**
+   * Most time a client may take to send a request's headers (default 10 s); a connection that
+   * sends no complete request within it is closed too (slow-loris, idle sockets). Node's
+   * `server.headersTimeout`.
+   */
+  NOTIFIER_HTTP_HEADERS_TIMEOUT_MS: z.coerce.number().int().min(100).max(300_000).default(10_000),
+  /** Most time a client may take to send a whole request, headers and body (default 30 s). Node's `server.requestTimeout`; at least the headers timeout. */
+  NOTIFIER_HTTP_REQUEST_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(30_000),
+  /** How long an idle keep-alive connection stays open after a response (default 5 s). Node's `server.keepAliveTimeout`. */
+  NOTIFIER_HTTP_KEEPALIVE_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(5000),
+  /**
+   * Most open connections (default 1000, live streams included); past it new connections are
+   * closed at once. Keep it under the process's file limit (`ulimit -n`) with room for NATS,
+   * Redis and logs. Node's `server.maxConnections`.
+   */
+  NOTIFIER_HTTP_MAX_CONNECTIONS: z.coerce.number().int().min(1).max(1_000_000).default(1000),
+  /** Most live event streams (`GET /v1/events/stream`) one token (or its browser sessions) may hold open (default 10); more answer 429 `too_many_streams`. */
+  NOTIFIER_STREAMS_PER_TOKEN: z.coerce.number().int().min(1).max(10_000).default(10),
+  /** Most live event streams open in all (default 500); more answer 429 `too_many_streams`. */
+  NOTIFIER_STREAMS_MAX: z.coerce.number().int().min(1).max(100_000).default(500),
+  /** How often open live streams re-check their token (revoked, expired) or session (signed out), closing those no longer valid (default 5000 ms). */
+  NOTIFIER_STREAM_AUTH_CHECK_MS: z.coerce.number().int().min(50).max(600_000).default(5000),
+  /**
+   * Failed authentications (a bearer token or a sign-in that does not verify) one client address
+   * may make per minute (default 20; 0 = no limit); past it every authentication from that address
+   * answers 429 `too_many_auth_failures` with `Retry-After` until the minute ends. Counted per
+   * notifier instance.
+   */
+  NOTIFIER_AUTH_FAILURES_PER_MINUTE: z.coerce.number().int().min(0).max(100_000).default(20),
 });
 export type NotifierConfig = z.infer<typeof NotifierConfigSchema>;
 

@@ -1,6 +1,7 @@
-import { DynamicModule, Global, Module } from '@nestjs/common';
+import { DynamicModule, Global, Module, RequestMethod, type MiddlewareConsumer, type NestModule } from '@nestjs/common';
 import { ApiModule } from './api/api.module';
 import { AuthModule } from './auth/auth.module';
+import { HttpServerLimits, SecurityHeaders } from './http/server-limits';
 import { NoticesModule } from './notices/notices.module';
 import { loadNotifierConfig, NOTIFIER_CONFIG, type NotifierConfig } from './notifier.config';
 import { ProjectionModule } from './projection/projection.module';
@@ -20,7 +21,12 @@ class NotifierConfigModule {
  * signed webhooks), the operator API (token-authenticated) and the web inbox.
  */
 @Module({})
-export class NotifierModule {
+export class NotifierModule implements NestModule {
+  /** `X-Content-Type-Options: nosniff` and no `X-Powered-By` on every response. */
+  configure(consumer: MiddlewareConsumer): void {
+    consumer.apply(SecurityHeaders).forRoutes({ path: '{*path}', method: RequestMethod.ALL });
+  }
+
   /**
    * The module with its settings read from `env` (NOTIFIER_WEBHOOKS, NOTIFIER_SESSION_TTL_SEC, …).
    * @throws ConfigError naming each bad variable.
@@ -29,6 +35,8 @@ export class NotifierModule {
     return {
       module: NotifierModule,
       imports: [NotifierConfigModule.forRoot(loadNotifierConfig(env)), ProjectionModule, AuthModule, ApiModule, WebModule, NoticesModule],
+      // The HTTP server's limits (timeouts, connections), set before it listens.
+      providers: [HttpServerLimits],
     };
   }
 }

@@ -1,4 +1,4 @@
-import { API_TOKEN_ROLES, ApiTokenKeys, mintApiToken, type ApiTokenRecord, type ApiTokenRole } from '@baton/platform';
+import { API_TOKEN_ROLES, ApiTokenKeys, apiTokenExpired, mintApiToken, parseTokenLifetime, type ApiTokenRecord, type ApiTokenRole } from '@baton/platform';
 import type { Command, ParsedArgs } from '../command';
 import { flag, parseCommandArgs, required } from '../command';
 import type { CliContext } from '../context';
@@ -30,6 +30,8 @@ async function create(args: ParsedArgs, ctx: CliContext): Promise<ExitCode> {
   const all = flag(args, 'all-projects') || role === 'admin';
   for (const project of projects) if (!PROJECT.test(project)) throw new UsageError(`--project "${project}" is not a project key (lowercase letters, digits, _ and -)`);
   if (!all && projects.length === 0) throw new UsageError('a viewer or operator token needs --project <p> (repeatable) or --all-projects');
+  const now = Date.now();
+  const expiresAt = expiryOf(args, now);
   const prefix = ctx.config().BATON_PREFIX;
   const { tokenId, token, salt, hash } = mintApiToken();
   const record: ApiTokenRecord = {
@@ -39,19 +41,41 @@ async function create(args: ParsedArgs, ctx: CliContext): Promise<ExitCode> {
     projects: all ? '*' : [...new Set(projects)],
     salt,
     hash,
-    created_at: new Date().toISOString(),
+    created_at: new Date(now).toISOString(),
     created_by: ctx.env['USER'] ?? 'baton-cli',
     revoked_at: null,
+    ...(expiresAt !== null ? { expires_at: expiresAt } : {}),
   };
   const redis = (await ctx.redis()).client;
   await redis.multi().set(ApiTokenKeys.token(prefix, tokenId), JSON.stringify(record), 'NX').sadd(ApiTokenKeys.tokens(prefix), tokenId).exec();
   if (flag(args, 'json')) {
-    printJson(ctx.io, { token, token_id: tokenId, name, role, projects: record.projects, created_at: record.created_at });
+    printJson(ctx.io, { token, token_id: tokenId, name, role, projects: record.projects, created_at: record.created_at, expires_at: expiresAt });
   } else {
     ctx.io.stdout.write(`${token}\n`);
-    ctx.io.stderr.write(`token ${tokenId} for ${name} (${role}, ${all ? 'all projects' : `projects ${record.projects.toString()}`}); it is shown only now — keep it secret\n`);
+    ctx.io.stderr.write(
+      `token ${tokenId} for ${name} (${role}, ${all ? 'all projects' : `projects ${record.projects.toString()}`}${expiresAt !== null ? `, expires ${expiresAt}` : ''}); it is shown only now — keep it secret\n`,
+    );
   }
   return ExitCode.ok;
+}
+
+/** The expiry `--expires-in <n><s|m|h|d|w>` or `--expires-at <ISO time>` asks for (ISO), or null (never). */
+function expiryOf(args: ParsedArgs, now: number): string | null {
+  const within = args.values['expires-in'];
+  const at = args.values['expires-at'];
+  if (typeof within === 'string' && typeof at === 'string') throw new UsageError('give --expires-in or --expires-at, not both');
+  if (typeof within === 'string') {
+    const ms = parseTokenLifetime(within);
+    if (ms === null) throw new UsageError(`--expires-in takes a number and a unit s, m, h, d or w (e.g. 30d, 12h), got "${within}"`);
+    return new Date(now + ms).toISOString();
+  }
+  if (typeof at === 'string') {
+    const ms = Date.parse(at);
+    if (!Number.isFinite(ms) || !/^\d{4}-\d{2}-\d{2}/.test(at)) throw new UsageError(`--expires-at takes an ISO time (e.g. 2027-01-31T18:00:00Z), got "${at}"`);
+    if (ms <= now) throw new UsageError(`--expires-at ${at} is not in the future`);
+    return new Date(ms).toISOString();
+  }
+  return null;
 }
 
 async function read(ctx: CliContext, prefix: string, id: string): Promise<ApiTokenRecord | null> {
@@ -62,7 +86,7 @@ async function read(ctx: CliContext, prefix: string, id: string): Promise<ApiTok
 export const tokenCommand: Command = {
   name: 'token',
   summary: 'create, list or revoke operator API tokens (roles viewer / operator / admin, per project)',
-  help: `Usage: baton token create --role viewer|operator|admin (--project p ... | --all-projects) [--name who] [--json]
+  help: `Usage: baton token create --role viewer|operator|admin (--project p ... | --all-projects) [--name who] [--expires-in 30d | --expires-at ISO] [--json]
        baton token list [--json]
        baton token revoke <token_id>
 
@@ -71,20 +95,32 @@ Tokens authenticate the notifier's operator API (Authorization: Bearer <token>) 
 itself is printed once, on stdout, and cannot be shown again.
 
 Roles: viewer reads; operator reads and answers; admin does both for every project. A viewer or
-operator sees and answers only the projects it was created for.
+operator sees and answers only the projects it was created for. A token made with an expiry
+stops authenticating then (the API answers 401; its browser sessions and live streams end);
+\`token list\` shows the expiry and marks expired tokens.
 
 Options (create):
   --role <role>      viewer, operator or admin (required)
   --project <p>      a project the token may use (repeat, or comma-separate)
   --all-projects     every project (admins always have it)
   --name <who>       the operator's name, recorded as answered_by (default: BATON_OPERATOR or $USER)
-  --json             print { token, token_id, name, role, projects, created_at }
+  --expires-in <d>   the token expires after this long: a number and s, m, h, d or w (30d, 12h, 90m)
+  --expires-at <t>   the token expires at this ISO time (2027-01-31T18:00:00Z)
+  --json             print { token, token_id, name, role, projects, created_at, expires_at }
 `,
   async run(argv, ctx) {
     const [sub, ...rest] = argv;
     const args = parseCommandArgs(
       rest,
-      { role: { type: 'string' }, project: { type: 'string', multiple: true }, 'all-projects': { type: 'boolean' }, name: { type: 'string' }, json: { type: 'boolean' } },
+      {
+        role: { type: 'string' },
+        project: { type: 'string', multiple: true },
+        'all-projects': { type: 'boolean' },
+        name: { type: 'string' },
+        'expires-in': { type: 'string' },
+        'expires-at': { type: 'string' },
+        json: { type: 'boolean' },
+      },
       { min: 0, max: 1 },
     );
     if (args.help || sub === undefined || sub === '--help' || sub === '-h') {
@@ -102,7 +138,8 @@ Options (create):
           .filter((r): r is ApiTokenRecord => r !== null)
           .map(({ salt: _salt, hash: _hash, ...info }) => info)
           .sort((a, b) => a.created_at.localeCompare(b.created_at));
-        if (flag(args, 'json')) printJson(ctx.io, records);
+        const now = Date.now();
+        if (flag(args, 'json')) printJson(ctx.io, records.map((r) => ({ ...r, expires_at: r.expires_at ?? null, expired: apiTokenExpired(r, now) })));
         else
           ctx.io.stdout.write(
             renderTable(
@@ -113,6 +150,7 @@ Options (create):
                 { header: 'role', value: (r) => r.role },
                 { header: 'projects', value: (r) => (r.projects === '*' ? '*' : r.projects.join(',')) },
                 { header: 'created', value: (r) => r.created_at },
+                { header: 'expires', value: (r) => (r.expires_at ? `${r.expires_at}${apiTokenExpired(r, now) ? ' (expired)' : ''}` : 'never') },
                 { header: 'revoked', value: (r) => r.revoked_at ?? '-' },
               ],
               'no tokens',

@@ -147,7 +147,7 @@ export function buildOpenApiDocument(): object {
       title: 'Baton operator API',
       version: '1.0.0',
       description:
-        'The notifier service: the operator inbox, stop packets, handoff and run views (Redis projections of the event streams), and the operator actions (answer a stop packet or a hold, accept or rework a completion handback). Every `/v1` route needs `Authorization: Bearer <token>` (made with `baton token create`; roles viewer / operator / admin, scoped to projects): a caller sees and answers only its projects (another project\'s item answers 404), a viewer cannot answer (403 `role_forbidden`), and `answered_by` / `actor_role` / the decision\'s actor come from the token, never from the body. 401 `unauthenticated` without a valid token. Ids are unique only within a project: runs, handoffs and stop packets are addressed by project and id (`/v1/projects/{project}/runs/{id}`...); the id-only routes remain as a convenience and answer 409 `ambiguous_id` (with `error.details.projects`) when several of the token\'s projects hold the id.',
+        'The notifier service: the operator inbox, stop packets, handoff and run views (Redis projections of the event streams), and the operator actions (answer a stop packet or a hold, accept or rework a completion handback). Every `/v1` route needs `Authorization: Bearer <token>` (made with `baton token create`; roles viewer / operator / admin, scoped to projects): a caller sees and answers only its projects (another project\'s item answers 404), a viewer cannot answer (403 `role_forbidden`), and `answered_by` / `actor_role` / the decision\'s actor come from the token, never from the body. 401 `unauthenticated` without a valid token (tokens may expire); 429 `too_many_auth_failures` with `Retry-After` to a client address after `NOTIFIER_AUTH_FAILURES_PER_MINUTE` failed tokens or sign-ins (whatever it sends until the minute ends); 503 `projections_unavailable` with `Retry-After` within about `REDIS_COMMAND_TIMEOUT_MS` when Redis does not answer. Responses send `X-Content-Type-Options: nosniff`. Ids are unique only within a project: runs, handoffs and stop packets are addressed by project and id (`/v1/projects/{project}/runs/{id}`...); the id-only routes remain as a convenience and answer 409 `ambiguous_id` (with `error.details.projects`) when several of the token\'s projects hold the id.',
     },
     components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'an operator token from `baton token create`' } } },
     security: [{ bearer: [] }],
@@ -187,8 +187,13 @@ export function buildOpenApiDocument(): object {
         get: {
           operationId: 'eventStream',
           summary: 'Server-sent events: `event: inbox` with { seq, project, event_type, aggregate } after each inbox change of the caller\'s projects',
-          description: 'The first frame is `event: ready`. The web inbox listens here (with its session cookie; GET requests accept it) and reloads the items that changed.',
-          responses: { '200': { description: 'text/event-stream', content: { 'text/event-stream': { schema: { type: 'string' } } } }, '401': error('`unauthenticated`') },
+          description:
+            'The first frame is `event: ready`. The web inbox listens here (with its session cookie; GET requests accept it) and reloads the items that changed. At most `NOTIFIER_STREAMS_PER_TOKEN` streams per token and `NOTIFIER_STREAMS_MAX` in all; a stream whose token is revoked or expires (or whose session signs out) receives `event: closed` with `{reason}` and ends.',
+          responses: {
+            '200': { description: 'text/event-stream', content: { 'text/event-stream': { schema: { type: 'string' } } } },
+            '401': error('`unauthenticated`'),
+            '429': error('`too_many_streams` (`error.details.scope`: `token` or `total`; `Retry-After`), or `too_many_auth_failures`'),
+          },
         },
       },
       '/openapi.json': { get: { operationId: 'openapi', summary: 'This document', security: [], responses: { '200': { description: 'the OpenAPI document' } } } },

@@ -1,5 +1,7 @@
-import { CanActivate, createParamDecorator, ExecutionContext, HttpStatus, Injectable } from '@nestjs/common';
+import { CanActivate, createParamDecorator, ExecutionContext, HttpStatus, Inject, Injectable } from '@nestjs/common';
+import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { ApiError } from '../api/http';
+import { AuthFailureLimiter, clientAddress } from './auth-failures';
 import { AuthService } from './auth.service';
 import type { HttpRequest } from './http-types';
 import type { Principal } from './roles';
@@ -9,21 +11,38 @@ import type { Principal } from './roles';
  * <token>`, or — for GET requests only (reads and the event stream the inbox page opens) — the
  * browser session cookie. A POST never authenticates by cookie alone, so the JSON API needs no
  * CSRF token; browser forms post to the web routes, which check one. 401 `unauthenticated`
- * otherwise (with `WWW-Authenticate: Bearer`).
+ * otherwise (with `WWW-Authenticate: Bearer`). A bearer token that does not verify is logged with
+ * the client address and counted against it ({@link AuthFailureLimiter}): an address over the
+ * limit is answered 429 `too_many_auth_failures` with `Retry-After`, whatever it sends.
  */
 @Injectable()
 export class ApiAuthGuard implements CanActivate {
-  constructor(private readonly auth: AuthService) {}
+  constructor(
+    private readonly auth: AuthService,
+    private readonly failures: AuthFailureLimiter,
+    @Inject(RUNTIME) private readonly runtime: ServiceRuntime,
+  ) {}
 
   async canActivate(context: ExecutionContext): Promise<boolean> {
     const req = context.switchToHttp().getRequest<HttpRequest>();
-    const found = await this.auth.authenticate(req, { allowSession: req.method === 'GET' || req.method === 'HEAD' });
-    if (!found) {
-      context.switchToHttp().getResponse<{ setHeader(name: string, value: string): void }>().setHeader('WWW-Authenticate', 'Bearer realm="baton"');
+    const res = context.switchToHttp().getResponse<{ setHeader(name: string, value: string): void }>();
+    const address = clientAddress(req);
+    const allowance = this.failures.check(address);
+    if (allowance.blocked) {
+      res.setHeader('Retry-After', String(allowance.retryAfterSec));
+      throw this.failures.refusal(allowance.retryAfterSec);
+    }
+    const attempt = await this.auth.attempt(req, { allowSession: req.method === 'GET' || req.method === 'HEAD' });
+    if (!attempt.ok) {
+      if (attempt.presented) {
+        const count = this.failures.fail(address);
+        this.runtime.logger.warn('api authentication failed', { address, reason: attempt.reason, path: req.path, failures_this_minute: count });
+      }
+      res.setHeader('WWW-Authenticate', 'Bearer realm="baton"');
       throw new ApiError(HttpStatus.UNAUTHORIZED, 'unauthenticated', 'send Authorization: Bearer <token> (create one with `baton token create`)');
     }
-    req.principal = found.principal;
-    if (found.session) req.session = found.session;
+    req.principal = attempt.auth.principal;
+    if (attempt.auth.session) req.session = attempt.auth.session;
     return true;
   }
 }

@@ -1,7 +1,8 @@
 import { Module } from '@nestjs/common';
+import { AuthFailureLimiter } from './auth-failures';
 import { ApiAuthGuard } from './auth.guard';
 import { AuthService } from './auth.service';
 
-/** Operator tokens, browser sessions and the API guard. */
-@Module({ providers: [AuthService, ApiAuthGuard], exports: [AuthService, ApiAuthGuard] })
+/** Operator tokens, browser sessions, the API guard and the limit on failed authentications. */
+@Module({ providers: [AuthService, ApiAuthGuard, AuthFailureLimiter], exports: [AuthService, ApiAuthGuard, AuthFailureLimiter] })
 export class AuthModule {}

@@ -5,10 +5,18 @@ import { parseCookies, SESSION_COOKIE } from './cookies';
 import type { HttpRequest } from './http-types';
 import type { Principal } from './roles';
 import { SessionStore, type Session } from './session-store';
-import { TokenStore } from './token-store';
+import { TokenStore, type TokenRefusal } from './token-store';
 
 /** How a request authenticated. */
 export type Authentication = { principal: Principal; session: Session | null };
+
+/**
+ * The outcome of authenticating a request: who, or why not. `presented` is true when the request
+ * sent credentials that failed (a bearer token; a failed one counts towards the address's limit),
+ * false when it sent none that count (no Authorization header; an expired or unknown session
+ * cookie).
+ */
+export type AuthAttempt = { ok: true; auth: Authentication } | { ok: false; presented: boolean; reason: TokenRefusal | 'missing' | 'session' };
 
 /**
  * Authenticates requests: `Authorization: Bearer <token>` (the JSON API, the CLI, scripts) or the
@@ -48,12 +56,19 @@ export class AuthService {
 
   /** Bearer token first, then the session cookie. Null when neither authenticates. */
   async authenticate(req: HttpRequest, options: { allowSession: boolean }): Promise<Authentication | null> {
-    if (this.bearerOf(req) !== null) {
-      const principal = await this.byToken(req);
-      return principal ? { principal, session: null } : null;
+    const attempt = await this.attempt(req, options);
+    return attempt.ok ? attempt.auth : null;
+  }
+
+  /** {@link authenticate}, saying why a request does not authenticate. */
+  async attempt(req: HttpRequest, options: { allowSession: boolean }): Promise<AuthAttempt> {
+    const bearer = this.bearerOf(req);
+    if (bearer !== null) {
+      const checked = await this.tokens.check(bearer);
+      return checked.ok ? { ok: true, auth: { principal: checked.principal, session: null } } : { ok: false, presented: true, reason: checked.reason };
     }
-    if (!options.allowSession) return null;
+    if (!options.allowSession) return { ok: false, presented: false, reason: 'missing' };
     const session = await this.bySession(req);
-    return session ? { principal: session.principal, session } : null;
+    return session ? { ok: true, auth: { principal: session.principal, session } } : { ok: false, presented: false, reason: parseCookies(req.headers.cookie)[SESSION_COOKIE] ? 'session' : 'missing' };
   }
 }

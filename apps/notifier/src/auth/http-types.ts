@@ -14,6 +14,9 @@ export interface HttpRequest {
   principal?: Principal;
   /** Set when a browser session authenticated the request. */
   session?: Session;
+  /** The client address (Express: the socket's peer unless `trust proxy` is set). */
+  ip?: string;
+  socket?: { remoteAddress?: string };
   on(event: 'close', listener: () => void): unknown;
 }
 

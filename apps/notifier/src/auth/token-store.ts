@@ -6,6 +6,7 @@ import {
   API_TOKEN_ID_PATTERN,
   API_TOKEN_SALT_PATTERN,
   ApiTokenKeys,
+  apiTokenExpired,
   mintApiToken,
   parseApiToken,
   tokenSecretMatches,
@@ -33,6 +34,8 @@ export const TokenRecordSchema = z.strictObject({
   created_at: IsoTimeSchema,
   created_by: z.string().min(1).max(200).optional(),
   revoked_at: IsoTimeSchema.nullable(),
+  /** When the token stops authenticating (absent or null: never). */
+  expires_at: IsoTimeSchema.nullable().optional(),
 }) satisfies z.ZodType<ApiTokenRecord>;
 export type TokenRecord = z.infer<typeof TokenRecordSchema>;
 
@@ -52,7 +55,19 @@ export interface CreateTokenInput {
   projects: ProjectScope;
   createdBy?: string;
   now: string;
+  /** When the token stops authenticating (ISO time, after `now`); absent = never. */
+  expiresAt?: string;
 }
+
+/**
+ * Why a presented token does not authenticate (for the log; the caller only ever hears 401):
+ * not a token at all, no such record, a record outside the token set (written by something other
+ * than `baton token create`), revoked, expired, or a wrong secret.
+ */
+export type TokenRefusal = 'malformed' | 'unknown' | 'not_in_token_set' | 'revoked' | 'expired' | 'secret_mismatch';
+
+/** What {@link TokenStore.check} found: the principal, or why not. */
+export type TokenCheck = { ok: true; principal: Principal } | { ok: false; reason: TokenRefusal; tokenId?: string };
 
 /** Thrown by {@link TokenStore.create} when the input breaks the rules (e.g. a viewer with no project). */
 export class TokenInputError extends Error {
@@ -74,6 +89,7 @@ export class TokenStore {
   async create(input: CreateTokenInput): Promise<{ token: string; info: TokenInfo }> {
     const minted = mintApiToken();
     const projects = input.role === 'admin' ? ALL_PROJECTS : input.projects;
+    if (input.expiresAt !== undefined && !(Date.parse(input.expiresAt) > Date.parse(input.now))) throw new TokenInputError('expires_at: must be after the creation time');
     const parsed = TokenRecordSchema.safeParse({
       token_id: minted.tokenId,
       name: input.name,
@@ -84,6 +100,7 @@ export class TokenStore {
       created_at: input.now,
       ...(input.createdBy !== undefined ? { created_by: input.createdBy } : {}),
       revoked_at: null,
+      ...(input.expiresAt !== undefined ? { expires_at: new Date(Date.parse(input.expiresAt)).toISOString() } : {}),
     });
     if (!parsed.success) throw new TokenInputError(parsed.error.issues.map((i) => `${i.path.join('.') || 'token'}: ${i.message}`).join('; '));
     await this.redis.multi().set(AuthKeys.token(this.prefix, minted.tokenId), JSON.stringify(parsed.data), 'NX').sadd(AuthKeys.tokens(this.prefix), minted.tokenId).exec();
@@ -91,23 +108,44 @@ export class TokenStore {
   }
 
   /**
-   * The principal a presented token authenticates, or null when it is malformed, unknown, revoked
-   * or its secret does not match (compared in constant time). Reads Redis on every call, so a
-   * revocation takes effect at once.
+   * The principal a presented token authenticates, or null when it is malformed, unknown, not in
+   * the token set, revoked, expired or its secret does not match (compared in constant time).
+   * Reads Redis on every call, so a revocation takes effect at once.
    */
   async verify(presented: string): Promise<Principal | null> {
-    const parts = parseApiToken(presented);
-    if (!parts) return null;
-    const record = await this.get(parts.tokenId);
-    if (!record || record.revoked_at !== null) return null;
-    if (!tokenSecretMatches(record.salt, parts.secret, record.hash)) return null;
-    return principalOf(record, 'token');
+    const checked = await this.check(presented);
+    return checked.ok ? checked.principal : null;
   }
 
-  /** The principal of a token id that is still valid (sessions re-check their token on every request). */
-  async principalOf(tokenId: string, via: Principal['via']): Promise<Principal | null> {
-    const record = await this.get(tokenId);
-    return record && record.revoked_at === null ? principalOf(record, via) : null;
+  /** {@link verify}, saying why a token does not authenticate (for the log). */
+  async check(presented: string, nowMs = Date.now()): Promise<TokenCheck> {
+    const parts = parseApiToken(presented);
+    if (!parts) return { ok: false, reason: 'malformed' };
+    const found = await this.valid(parts.tokenId, nowMs);
+    if (!found.ok) return found;
+    if (!tokenSecretMatches(found.record.salt, parts.secret, found.record.hash)) return { ok: false, reason: 'secret_mismatch', tokenId: parts.tokenId };
+    return { ok: true, principal: principalOf(found.record, 'token') };
+  }
+
+  /**
+   * The principal of a token id that is still valid: in the token set, not revoked, not expired
+   * (sessions and live streams re-check their token with it).
+   */
+  async principalOf(tokenId: string, via: Principal['via'], nowMs = Date.now()): Promise<Principal | null> {
+    const found = await this.valid(tokenId, nowMs);
+    return found.ok ? principalOf(found.record, via) : null;
+  }
+
+  /** The record of a token id that may authenticate, or why it may not (the secret is not checked here). */
+  private async valid(tokenId: string, nowMs: number): Promise<{ ok: true; record: TokenRecord } | { ok: false; reason: TokenRefusal; tokenId: string }> {
+    const [record, member] = await Promise.all([this.get(tokenId), this.redis.sismember(AuthKeys.tokens(this.prefix), tokenId)]);
+    if (!record) return { ok: false, reason: 'unknown', tokenId };
+    // Only `create` (and `baton token create`) add a token to the set, in the same transaction as
+    // its record: a record that is not in it was written some other way, and is not trusted.
+    if (member !== 1) return { ok: false, reason: 'not_in_token_set', tokenId };
+    if (record.revoked_at !== null) return { ok: false, reason: 'revoked', tokenId };
+    if (apiTokenExpired(record, nowMs)) return { ok: false, reason: 'expired', tokenId };
+    return { ok: true, record };
   }
 
   /** The stored record, or null. A record that does not parse counts as absent (fail closed). */

@@ -1,8 +1,10 @@
-import { BeforeApplicationShutdown, Controller, Get, Inject, Injectable, Req, Res, UseFilters, UseGuards } from '@nestjs/common';
+import { BeforeApplicationShutdown, Controller, Get, HttpStatus, Inject, Injectable, OnModuleInit, Req, Res, UseFilters, UseGuards } from '@nestjs/common';
 import type { SequencedEvent } from '@baton/projections';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
-import { ApiExceptionFilter } from '../api/http';
+import { ApiError, ApiExceptionFilter } from '../api/http';
 import { ApiAuthGuard } from '../auth/auth.guard';
+import { AuthService } from '../auth/auth.service';
+import { NOTIFIER_CONFIG, type NotifierConfig } from '../notifier.config';
 import type { HttpRequest, HttpResponse } from '../auth/http-types';
 import { canSeeProject, type Principal } from '../auth/roles';
 import { AppliedEvents } from '../projection/applied-events';
@@ -24,23 +26,107 @@ export interface InboxChange {
 }
 
 const HEARTBEAT_MS = 15_000;
+/** How long a client refused for too many streams should wait before trying again. */
+const STREAM_RETRY_AFTER_SEC = 10;
 
-/** The open event streams, closed when the service stops (so HTTP shutdown is not held open). */
+/** One open live stream: who holds it and how to end it. */
+interface OpenStream {
+  principal: Principal;
+  /** The browser session that opened it, when one did (signing out ends the stream too). */
+  sessionId: string | null;
+  /** End the stream; `reason` is sent first as `event: closed` when the stream is still writable. */
+  close(reason?: string): void;
+}
+
+/**
+ * The open live streams: capped per token (`NOTIFIER_STREAMS_PER_TOKEN`, a token's browser
+ * sessions included) and in total (`NOTIFIER_STREAMS_MAX`); re-checked every
+ * `NOTIFIER_STREAM_AUTH_CHECK_MS` against the token store, so a stream whose token was revoked or
+ * expired (or whose session signed out) is closed; all closed when the service stops (so HTTP
+ * shutdown is not held open).
+ */
 @Injectable()
-export class EventStreams implements BeforeApplicationShutdown {
-  private readonly open = new Set<() => void>();
+export class EventStreams implements OnModuleInit, BeforeApplicationShutdown {
+  private readonly open = new Set<OpenStream>();
+  private timer: NodeJS.Timeout | null = null;
+  private checking = false;
 
-  add(close: () => void): () => void {
-    this.open.add(close);
-    return () => this.open.delete(close);
+  constructor(
+    @Inject(RUNTIME) private readonly runtime: ServiceRuntime,
+    @Inject(NOTIFIER_CONFIG) private readonly config: NotifierConfig,
+    private readonly auth: AuthService,
+  ) {}
+
+  onModuleInit(): void {
+    this.timer = setInterval(() => void this.recheck(), this.config.NOTIFIER_STREAM_AUTH_CHECK_MS);
+    this.timer.unref();
+  }
+
+  /**
+   * Why `principal` may not open another stream now (429 `too_many_streams`, with the limit hit),
+   * or null when it may.
+   */
+  refusal(principal: Principal): ApiError | null {
+    const total = this.config.NOTIFIER_STREAMS_MAX;
+    const perToken = this.config.NOTIFIER_STREAMS_PER_TOKEN;
+    if (this.open.size >= total) {
+      return new ApiError(HttpStatus.TOO_MANY_REQUESTS, 'too_many_streams', `the notifier serves at most ${total} live streams; try again later`, [], { scope: 'total', limit: total, retry_after_sec: STREAM_RETRY_AFTER_SEC });
+    }
+    const mine = this.countOf(principal.tokenId);
+    if (mine >= perToken) {
+      return new ApiError(HttpStatus.TOO_MANY_REQUESTS, 'too_many_streams', `this token holds ${mine} live streams already (at most ${perToken}); close one first`, [], { scope: 'token', limit: perToken, retry_after_sec: STREAM_RETRY_AFTER_SEC });
+    }
+    return null;
+  }
+
+  add(stream: OpenStream): () => void {
+    this.open.add(stream);
+    return () => this.open.delete(stream);
   }
 
   count(): number {
     return this.open.size;
   }
 
+  countOf(tokenId: string): number {
+    let n = 0;
+    for (const stream of this.open) if (stream.principal.tokenId === tokenId) n++;
+    return n;
+  }
+
+  /**
+   * Close the streams whose token is no longer valid (revoked, expired, its record gone) or whose
+   * browser session ended. A token store that cannot be read (Redis away) closes nothing: a
+   * revocation is a Redis write, so none can have happened that this check would miss for long.
+   */
+  async recheck(): Promise<number> {
+    if (this.checking || this.open.size === 0) return 0;
+    this.checking = true;
+    let closed = 0;
+    try {
+      const byToken = new Map<string, OpenStream[]>();
+      for (const stream of this.open) byToken.set(stream.principal.tokenId, [...(byToken.get(stream.principal.tokenId) ?? []), stream]);
+      for (const [tokenId, streams] of byToken) {
+        const valid = (await this.auth.tokens.principalOf(tokenId, 'token')) !== null;
+        for (const stream of streams) {
+          const ended = !valid || (stream.sessionId !== null && (await this.auth.sessions.read(stream.sessionId)) === null);
+          if (!ended) continue;
+          stream.close(valid ? 'session_ended' : 'token_invalid');
+          closed++;
+        }
+        if (!valid) this.runtime.logger.info('live streams closed: their token is revoked or expired', { token_id: tokenId, streams: streams.length });
+      }
+    } catch (error) {
+      this.runtime.logger.warn('live streams: cannot re-check their tokens now', { error: (error as Error).message });
+    } finally {
+      this.checking = false;
+    }
+    return closed;
+  }
+
   beforeApplicationShutdown(): void {
-    for (const close of [...this.open]) close();
+    if (this.timer) clearInterval(this.timer);
+    for (const stream of [...this.open]) stream.close();
     this.open.clear();
   }
 }
@@ -50,7 +136,9 @@ export class EventStreams implements BeforeApplicationShutdown {
  * event that touches the inbox, every stream whose caller may see the event's project receives
  * `event: inbox` with an {@link InboxChange} (`id:` = the stream sequence). The first frame is
  * `event: ready`; a comment line every 15 s keeps proxies from closing an idle stream.
- * Authenticated by bearer token or the browser session (it is a GET, see ApiAuthGuard).
+ * Authenticated by bearer token or the browser session (it is a GET, see ApiAuthGuard). Capped
+ * per token and in total (429 `too_many_streams` with `Retry-After`); a stream whose token is
+ * revoked or expires (or whose session signs out) receives `event: closed` and ends.
  */
 @UseFilters(ApiExceptionFilter)
 @UseGuards(ApiAuthGuard)
@@ -65,6 +153,12 @@ export class EventStreamController {
   @Get('stream')
   stream(@Req() req: HttpRequest, @Res() res: HttpResponse): void {
     const principal = req.principal as Principal;
+    const refused = this.streams.refusal(principal);
+    if (refused) {
+      res.setHeader('Retry-After', String(STREAM_RETRY_AFTER_SEC));
+      this.runtime.logger.warn('live stream refused', { token_id: principal.tokenId, reason: (refused.getResponse() as { error: { details: { scope: string } } }).error.details.scope, streams: this.streams.count() });
+      throw refused;
+    }
     res.status(200);
     res.setHeader('Content-Type', 'text/event-stream; charset=utf-8');
     res.setHeader('Cache-Control', 'no-store');
@@ -80,16 +174,18 @@ export class EventStreamController {
     const heartbeat = setInterval(() => res.write(': ping\n\n'), HEARTBEAT_MS);
     heartbeat.unref();
     let closed = false;
-    const close = () => {
+    const close = (reason?: string) => {
       if (closed) return;
       closed = true;
       clearInterval(heartbeat);
       unsubscribe();
       forget();
-      if (!res.writableEnded) res.end();
+      if (res.writableEnded) return;
+      if (reason !== undefined) res.write(`event: closed\ndata: ${JSON.stringify({ reason })}\n\n`);
+      res.end();
     };
-    const forget = this.streams.add(close);
-    req.on('close', close);
+    const forget = this.streams.add({ principal, sessionId: req.session?.id ?? null, close });
+    req.on('close', () => close());
     this.runtime.logger.debug('event stream opened', { token_id: principal.tokenId, streams: this.streams.count() });
   }
 }

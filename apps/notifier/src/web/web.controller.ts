@@ -8,6 +8,7 @@ import { projectionsUnavailable } from '../api/http';
 import { OperatorActions, type RecordTarget } from '../api/operator-actions';
 import { resolveProject } from '../api/resolve';
 import { InboxQuerySchema } from '../api/schemas';
+import { AuthFailureLimiter, clientAddress } from '../auth/auth-failures';
 import { AuthService } from '../auth/auth.service';
 import { LOGIN_CSRF_COOKIE, parseCookies, serializeCookie, SESSION_COOKIE } from '../auth/cookies';
 import type { HttpRequest, HttpResponse } from '../auth/http-types';
@@ -73,6 +74,7 @@ export class WebController {
     private readonly auth: AuthService,
     private readonly reader: InboxReader,
     private readonly actions: OperatorActions,
+    private readonly failures: AuthFailureLimiter,
   ) {}
 
   @Get()
@@ -116,11 +118,22 @@ export class WebController {
       this.send(res, status, loginPage({ csrf: fresh, next, error }));
     };
     if (!this.sameOrigin(req) || !cookie || !field || !safeEqual(cookie, field)) return again(403, 'The sign-in form expired; try again.');
-    const principal = typeof body['token'] === 'string' ? await this.auth.tokens.verify(body['token']) : null;
-    if (!principal) {
-      this.runtime.logger.warn('web sign-in refused', { reason: 'invalid_token' });
-      return again(401, 'That token is not valid (unknown, revoked or mistyped).');
+    // Failed sign-ins count against the client address (as failed API tokens do); past the limit
+    // every sign-in from it is refused 429 until the minute ends.
+    const address = clientAddress(req);
+    const allowance = this.failures.check(address);
+    if (allowance.blocked) {
+      res.setHeader('Retry-After', String(allowance.retryAfterSec));
+      this.runtime.logger.warn('web sign-in refused', { reason: 'too_many_auth_failures', address });
+      return again(429, `Too many failed sign-ins from your address; try again in ${allowance.retryAfterSec} s.`);
     }
+    const checked = typeof body['token'] === 'string' ? await this.auth.tokens.check(body['token']) : ({ ok: false, reason: 'malformed' } as const);
+    if (!checked.ok) {
+      const count = this.failures.fail(address);
+      this.runtime.logger.warn('web sign-in refused', { reason: checked.reason, address, failures_this_minute: count });
+      return again(401, 'That token is not valid (unknown, revoked, expired or mistyped).');
+    }
+    const principal = checked.principal;
     const session = await this.auth.sessions.create(principal, new Date().toISOString());
     const secure = this.auth.config.NOTIFIER_COOKIE_SECURE;
     res.setHeader('Set-Cookie', [

@@ -4,10 +4,12 @@ import {
   API_TOKEN_PATTERN,
   API_TOKEN_SALT_PATTERN,
   ApiTokenKeys,
+  apiTokenExpired,
   formatApiToken,
   hashTokenSecret,
   mintApiToken,
   parseApiToken,
+  parseTokenLifetime,
   tokenSecretMatches,
 } from './api-token';
 
@@ -73,5 +75,20 @@ describe('operator API token format', () => {
   it('keeps a record per token and the set of ids under the deployment prefix', () => {
     expect(ApiTokenKeys.token('baton', ID)).toBe(`baton:auth:token:${ID}`);
     expect(ApiTokenKeys.tokens('baton')).toBe('baton:auth:tokens');
+  });
+
+  it('a token expires at its expires_at (absent or null: never); a lifetime reads <n><s|m|h|d|w>', () => {
+    const now = Date.parse('2027-01-01T00:00:00Z');
+    expect(apiTokenExpired({}, now)).toBe(false);
+    expect(apiTokenExpired({ expires_at: null }, now)).toBe(false);
+    expect(apiTokenExpired({ expires_at: '2027-01-01T00:00:01Z' }, now)).toBe(false);
+    expect(apiTokenExpired({ expires_at: '2027-01-01T00:00:00Z' }, now)).toBe(true);
+    expect(apiTokenExpired({ expires_at: 'not a time' }, now)).toBe(true);
+    expect(parseTokenLifetime('30d')).toBe(30 * 86_400_000);
+    expect(parseTokenLifetime('12h')).toBe(12 * 3_600_000);
+    expect(parseTokenLifetime('90m')).toBe(90 * 60_000);
+    expect(parseTokenLifetime('45s')).toBe(45_000);
+    expect(parseTokenLifetime('2w')).toBe(14 * 86_400_000);
+    for (const bad of ['0d', '30', 'd', '1.5d', '-1d', '30 days', '']) expect(parseTokenLifetime(bad)).toBeNull();
   });
 });

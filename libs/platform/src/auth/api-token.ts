@@ -8,8 +8,10 @@ import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
  * A token reads `bt_<id>_<secret>`: `id` is 16 hex characters (8 random bytes; the lookup key, not
  * secret), `secret` 32 random bytes in base64url (43 characters, which may include `_` and `-`).
  * Redis keeps, per token, `<prefix>:auth:token:<id>` = JSON {@link ApiTokenRecord} holding a
- * random salt (16 bytes, hex) and `sha256(salt ":" secret)` in hex, never the secret;
- * `<prefix>:auth:tokens` is the set of token ids. A salted SHA-256 suffices because the secret is
+ * random salt (16 bytes, hex) and `sha256(salt ":" secret)` in hex, never the secret, and an
+ * optional expiry; `<prefix>:auth:tokens` is the set of token ids. A token authenticates only
+ * while its record is in that set, not revoked and not expired (a record written outside the set
+ * is refused). A salted SHA-256 suffices because the secret is
  * 256 random bits (nothing to brute-force, unlike a password).
  */
 
@@ -36,6 +38,27 @@ export interface ApiTokenRecord {
   created_at: string;
   created_by?: string;
   revoked_at: string | null;
+  /** When the token stops authenticating (`baton token create --expires-in / --expires-at`); absent or null = never. */
+  expires_at?: string | null;
+}
+
+/** True when a token record has an expiry at or before `nowMs`. */
+export function apiTokenExpired(record: Pick<ApiTokenRecord, 'expires_at'>, nowMs: number): boolean {
+  if (record.expires_at === undefined || record.expires_at === null) return false;
+  const at = Date.parse(record.expires_at);
+  return !Number.isFinite(at) || at <= nowMs;
+}
+
+/**
+ * A token lifetime as `baton token create --expires-in` takes it: a positive whole number and a
+ * unit, `s`, `m`, `h`, `d` or `w` (`90m`, `12h`, `30d`). Milliseconds, or null when malformed.
+ */
+export function parseTokenLifetime(text: string): number | null {
+  const match = /^(\d{1,6})([smhdw])$/.exec(text.trim());
+  if (!match) return null;
+  const amount = Number(match[1]);
+  const unit = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 }[match[2] as 's' | 'm' | 'h' | 'd' | 'w'];
+  return amount > 0 ? amount * unit : null;
 }
 
 /** The Redis keys of a deployment's tokens. */

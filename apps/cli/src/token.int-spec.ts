@@ -1,0 +1,89 @@
+import { randomBytes } from 'node:crypto';
+import { createRedis, type RedisHandle } from '@baton/projections';
+import { ApiTokenKeys, apiTokenExpired, type ApiTokenRecord } from '@baton/platform';
+import { main } from './main';
+import { bufferedIo } from './output';
+
+/*
+ * Issue 14: `baton token create --expires-in / --expires-at` gives a token an expiry, written in
+ * the record the notifier verifies (`expires_at`); `baton token list` shows it and marks expired
+ * tokens. Real Redis, a random prefix.
+ */
+
+const REDIS_URL = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
+const prefix = `tk${randomBytes(5).toString('hex')}`;
+let redis: RedisHandle;
+
+async function baton(...argv: string[]) {
+  const io = bufferedIo();
+  const code = await main(argv, { io, env: { REDIS_URL, BATON_PREFIX: prefix, BATON_OPERATOR: 'ada', USER: 'ada' } });
+  return { code, out: io.out(), err: io.err() };
+}
+
+async function record(tokenId: string): Promise<ApiTokenRecord> {
+  return JSON.parse((await redis.client.get(ApiTokenKeys.token(prefix, tokenId)))!) as ApiTokenRecord;
+}
+
+describe('baton token: expiry at creation, shown in the list (real Redis)', () => {
+  beforeAll(async () => {
+    redis = createRedis(REDIS_URL);
+    await redis.ping();
+  });
+
+  afterAll(async () => {
+    for await (const batch of redis.client.scanStream({ match: `${prefix}:*`, count: 500 })) {
+      const keys = batch as string[];
+      if (keys.length > 0) await redis.client.unlink(...keys);
+    }
+    await redis.close();
+  });
+
+  it('create --expires-in 30d / --expires-at write expires_at; list shows it, and marks an expired token', async () => {
+    const before = Date.now();
+    const month = await baton('token', 'create', '--role', 'operator', '--project', 'alpha', '--name', 'olga', '--expires-in', '30d', '--json');
+    expect(month.code).toBe(0);
+    const made = JSON.parse(month.out) as { token: string; token_id: string; expires_at: string };
+    const expires = Date.parse(made.expires_at);
+    expect(expires).toBeGreaterThanOrEqual(before + 30 * 86_400_000);
+    expect(expires).toBeLessThanOrEqual(Date.now() + 30 * 86_400_000);
+    expect((await record(made.token_id)).expires_at).toBe(made.expires_at);
+
+    const at = await baton('token', 'create', '--role', 'viewer', '--project', 'alpha', '--name', 'vera', '--expires-at', '2099-01-31T18:00:00Z', '--json');
+    expect(JSON.parse(at.out)).toMatchObject({ expires_at: '2099-01-31T18:00:00.000Z' });
+    const forever = await baton('token', 'create', '--role', 'viewer', '--project', 'alpha', '--name', 'nell', '--json');
+    expect(JSON.parse(forever.out)).toMatchObject({ expires_at: null });
+    const brief = JSON.parse((await baton('token', 'create', '--role', 'viewer', '--project', 'alpha', '--name', 'bria', '--expires-in', '1s', '--json')).out) as { token_id: string };
+    await new Promise((resolve) => setTimeout(resolve, 1100));
+    expect(apiTokenExpired(await record(brief.token_id), Date.now())).toBe(true);
+
+    const listed = JSON.parse((await baton('token', 'list', '--json')).out) as Array<{ name: string; expires_at: string | null; expired: boolean }>;
+    expect(listed.map(({ name, expires_at, expired }) => ({ name, expires_at, expired }))).toEqual([
+      { name: 'olga', expires_at: made.expires_at, expired: false },
+      { name: 'vera', expires_at: '2099-01-31T18:00:00.000Z', expired: false },
+      { name: 'nell', expires_at: null, expired: false },
+      { name: 'bria', expires_at: expect.any(String), expired: true },
+    ]);
+    const table = (await baton('token', 'list')).out;
+    expect(table).toMatch(/EXPIRES/);
+    expect(table).toContain(made.expires_at);
+    expect(table).toMatch(/nell .*never/);
+    expect(table).toMatch(/bria .*\(expired\)/);
+  });
+
+  it('a malformed, past or doubled expiry is a usage error (exit 2) and makes no token', async () => {
+    const count = async () => (await redis.client.smembers(ApiTokenKeys.tokens(prefix))).length;
+    const before = await count();
+    for (const args of [
+      ['--expires-in', '30'],
+      ['--expires-in', '1.5d'],
+      ['--expires-in', '0d'],
+      ['--expires-at', 'tomorrow'],
+      ['--expires-at', '2001-01-01T00:00:00Z'],
+      ['--expires-in', '1d', '--expires-at', '2099-01-01T00:00:00Z'],
+    ]) {
+      const made = await baton('token', 'create', '--role', 'viewer', '--project', 'alpha', ...args);
+      expect({ args, code: made.code }).toEqual({ args, code: 2 });
+    }
+    expect(await count()).toBe(before);
+  });
+});

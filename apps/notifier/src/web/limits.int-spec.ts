@@ -1,0 +1,270 @@
+import { request as httpRequest, type IncomingHttpHeaders, type IncomingMessage } from 'node:http';
+import { connect, type Socket } from 'node:net';
+import { AuthKeys } from '../auth/token-store';
+import { startFixture, type NotifierFixture } from './console-fixture.int-support';
+
+/*
+ * Issue 14, "An API that fails fast and holds under load": the notifier's HTTP server closes
+ * slow-loris and idle sockets after the headers timeout and refuses connections past its cap; live
+ * streams are capped per token and in total (429 `too_many_streams`) and end when their token is
+ * revoked or expires; tokens may expire, a token record outside the token set is refused, failed
+ * authentications are rate-limited per client address (429 with Retry-After) and logged with it;
+ * responses carry `nosniff` and no `X-Powered-By`. A notifier on real NATS and Redis, with small
+ * limits so each one is reached quickly.
+ */
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+let fx: NotifierFixture;
+let port: number;
+
+const LIMITS = {
+  NOTIFIER_HTTP_HEADERS_TIMEOUT_MS: '1000',
+  NOTIFIER_HTTP_REQUEST_TIMEOUT_MS: '2000',
+  NOTIFIER_HTTP_KEEPALIVE_TIMEOUT_MS: '1000',
+  NOTIFIER_HTTP_MAX_CONNECTIONS: '40',
+  NOTIFIER_STREAMS_PER_TOKEN: '3',
+  NOTIFIER_STREAMS_MAX: '5',
+  NOTIFIER_STREAM_AUTH_CHECK_MS: '100',
+  NOTIFIER_AUTH_FAILURES_PER_MINUTE: '3',
+};
+
+interface Reply {
+  status: number;
+  headers: IncomingHttpHeaders;
+  text: string;
+}
+
+/** One HTTP request from a chosen loopback address (each test's failures count against its own address). */
+function call(path: string, options: { method?: string; headers?: Record<string, string>; body?: string; from?: string } = {}): Promise<Reply> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(
+      { host: '127.0.0.1', port, path, method: options.method ?? 'GET', headers: { connection: 'close', ...(options.headers ?? {}) }, localAddress: options.from ?? '127.0.0.1' },
+      (res: IncomingMessage) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => (text += chunk));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, text }));
+      },
+    );
+    req.on('error', reject);
+    req.setTimeout(10_000, () => req.destroy(new Error(`${path} timed out`)));
+    req.end(options.body);
+  });
+}
+
+const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
+
+/** A live stream opened with `token`: resolves once `event: ready` arrived (or with the refusal). */
+interface LiveStream {
+  status: number;
+  text: () => string;
+  ended: Promise<number>;
+  close(): void;
+}
+
+function openStream(token: string, from = '127.0.0.1'): Promise<LiveStream> {
+  return new Promise((resolve, reject) => {
+    const started = Date.now();
+    const req = httpRequest({ host: '127.0.0.1', port, path: '/v1/events/stream', headers: bearer(token), localAddress: from }, (res) => {
+      let text = '';
+      let resolveEnded: (ms: number) => void = () => undefined;
+      const ended = new Promise<number>((r) => (resolveEnded = r));
+      res.setEncoding('utf8');
+      res.on('end', () => resolveEnded(Date.now() - started));
+      res.on('close', () => resolveEnded(Date.now() - started));
+      const stream: LiveStream = { status: res.statusCode ?? 0, text: () => text, ended, close: () => req.destroy() };
+      res.on('data', (chunk: string) => {
+        text += chunk;
+        if (text.includes('event: ready')) resolve(stream);
+      });
+      if (res.statusCode !== 200) res.on('end', () => resolve(stream));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+/** A raw socket to the notifier, with the time it closed (if it did). */
+function rawSocket(): Promise<{ socket: Socket; opened: number; closed: Promise<number>; received: () => string }> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1');
+    let received = '';
+    socket.setEncoding('utf8');
+    socket.on('data', (chunk: string) => (received += chunk));
+    socket.on('error', () => undefined);
+    socket.once('connect', () => {
+      const opened = Date.now();
+      const closed = new Promise<number>((r) => socket.once('close', () => r(Date.now() - opened)));
+      resolve({ socket, opened, closed, received: () => received });
+    });
+    socket.once('error', reject);
+  });
+}
+
+describe('an API that holds under load: connection and stream caps, token expiry and revocation, auth failure limits (real NATS, Redis and HTTP)', () => {
+  beforeAll(async () => {
+    fx = await startFixture(LIMITS);
+    port = Number(new URL(fx.base).port);
+  });
+
+  afterAll(async () => {
+    await fx?.close();
+  });
+
+  it('a socket that sends its headers byte by byte is closed after the headers timeout (408), and so is one that sends nothing', async () => {
+    const slow = await rawSocket();
+    const request = 'GET /v1/inbox HTTP/1.1\r\nHost: x\r\nX-Slow: ' + 'a'.repeat(200);
+    let i = 0;
+    const drip = setInterval(() => {
+      if (!slow.socket.destroyed) slow.socket.write(request[i++ % request.length]!);
+    }, 50);
+    const idle = await rawSocket();
+    try {
+      const [slowMs, idleMs] = await Promise.all([slow.closed, idle.closed]);
+      expect(slowMs).toBeGreaterThanOrEqual(900);
+      expect(slowMs).toBeLessThan(3000);
+      expect(slow.received()).toMatch(/^HTTP\/1\.1 408/);
+      expect(idleMs).toBeGreaterThanOrEqual(900);
+      expect(idleMs).toBeLessThan(3500);
+    } finally {
+      clearInterval(drip);
+    }
+    // A normal request is not affected.
+    expect((await call('/health/live')).status).toBe(200);
+  });
+
+  it('past NOTIFIER_HTTP_MAX_CONNECTIONS a new connection is closed at once; once sockets close, requests are served again', async () => {
+    const server = fx.service.app.getHttpServer() as { getConnections(cb: (error: Error | null, count: number) => void): void };
+    const current = await new Promise<number>((resolve, reject) => server.getConnections((error, count) => (error ? reject(error) : resolve(count))));
+    const held = await Promise.all(Array.from({ length: 40 - current }, () => rawSocket()));
+    const extra = await rawSocket();
+    expect(await Promise.race([extra.closed, sleep(800).then(() => -1)])).toBeGreaterThanOrEqual(0);
+    expect(held.every((h) => !h.socket.destroyed)).toBe(true);
+    for (const h of held) h.socket.destroy();
+    await sleep(100);
+    expect((await call('/health/live')).status).toBe(200);
+  });
+
+  it('the N+1th live stream on one token gets 429 too_many_streams; past the total cap any token does', async () => {
+    const vera = await fx.token('vera', 'viewer', ['alpha']);
+    const vic = await fx.token('vic', 'viewer', ['alpha']);
+    const mine = [await openStream(vera), await openStream(vera), await openStream(vera)];
+    expect(mine.map((s) => s.status)).toEqual([200, 200, 200]);
+    const fourth = await openStream(vera);
+    expect(fourth.status).toBe(429);
+    expect(JSON.parse(fourth.text())).toMatchObject({ error: { code: 'too_many_streams', details: { scope: 'token', limit: 3 } } });
+    // Two more by another token reach the total of 5; a sixth is refused whoever asks.
+    const others = [await openStream(vic), await openStream(vic)];
+    expect(others.map((s) => s.status)).toEqual([200, 200]);
+    const sixth = await openStream(await fx.token('val', 'viewer', ['alpha']));
+    expect(sixth.status).toBe(429);
+    expect(JSON.parse(sixth.text())).toMatchObject({ error: { code: 'too_many_streams', details: { scope: 'total', limit: 5 } } });
+    // Closing one frees its place.
+    mine[0]!.close();
+    await mine[0]!.ended;
+    await sleep(100);
+    const again = await openStream(vera);
+    expect(again.status).toBe(200);
+    for (const s of [...mine, again, ...others]) s.close();
+    await sleep(100);
+  });
+
+  it("revoking a token ends its open live stream (event: closed); an expiring token's stream ends when it expires", async () => {
+    const revoked = await fx.token('rita', 'viewer', ['alpha']);
+    const stream = await openStream(revoked);
+    expect(stream.status).toBe(200);
+    const tokenId = /^bt_([0-9a-f]{16})_/.exec(revoked)![1]!;
+    const revokedAt = Date.now();
+    await fx.tokens.revoke(tokenId, new Date().toISOString());
+    await stream.ended;
+    expect(Date.now() - revokedAt).toBeLessThan(2000);
+    expect(stream.text()).toContain('event: closed\ndata: {"reason":"token_invalid"}');
+    expect((await call('/v1/inbox', { headers: bearer(revoked) })).status).toBe(401);
+
+    const now = Date.now();
+    const brief = (await fx.tokens.create({ name: 'ezra', role: 'viewer', projects: ['alpha'], now: new Date(now).toISOString(), expiresAt: new Date(now + 1500).toISOString() })).token;
+    expect((await call('/v1/inbox', { headers: bearer(brief) })).status).toBe(200);
+    const expiring = await openStream(brief);
+    expect(expiring.status).toBe(200);
+    await expiring.ended;
+    expect(Date.now() - now).toBeGreaterThanOrEqual(1400);
+    expect(expiring.text()).toContain('"reason":"token_invalid"');
+    expect((await call('/v1/inbox', { headers: bearer(brief) })).status).toBe(401);
+  });
+
+  it('tokens: an expired token is refused and listed with its expiry; a token record that is not in the token set is refused', async () => {
+    const now = Date.now();
+    const created = await fx.tokens.create({ name: 'olive', role: 'operator', projects: ['alpha'], now: new Date(now).toISOString(), expiresAt: new Date(now + 30 * 86_400_000).toISOString() });
+    expect(created.info.expires_at).toBe(new Date(now + 30 * 86_400_000).toISOString());
+    expect((await fx.tokens.list()).find((t) => t.token_id === created.info.token_id)).toMatchObject({ expires_at: created.info.expires_at });
+    expect((await call('/v1/inbox', { headers: bearer(created.token) })).status).toBe(200);
+    await expect(fx.tokens.create({ name: 'late', role: 'viewer', projects: ['alpha'], now: new Date(now).toISOString(), expiresAt: new Date(now - 1000).toISOString() })).rejects.toThrow(/expires_at/);
+
+    // A valid-looking record written straight to Redis, outside the token set: refused.
+    const planted = await fx.tokens.create({ name: 'mallory', role: 'admin', projects: '*', now: new Date().toISOString() });
+    expect((await call('/v1/inbox', { headers: bearer(planted.token) })).status).toBe(200);
+    await fx.redis.client.srem(AuthKeys.tokens(fx.prefix), planted.info.token_id);
+    expect((await call('/v1/inbox', { headers: bearer(planted.token) })).status).toBe(401);
+    expect(await fx.tokens.check(planted.token)).toEqual({ ok: false, reason: 'not_in_token_set', tokenId: planted.info.token_id });
+  });
+
+  it('failed API authentications are limited per client address: 429 too_many_auth_failures with Retry-After (even for a valid token), logged with the address; other addresses are unaffected', async () => {
+    const good = await fx.token('gina', 'viewer', ['alpha']);
+    const warn = jest.spyOn(fx.service.runtime.logger, 'warn');
+    try {
+      const bad = 'bt_0123456789abcdef_' + 'A'.repeat(43);
+      for (let i = 0; i < 2; i++) expect((await call('/v1/inbox', { headers: bearer(bad), from: '127.0.0.2' })).status).toBe(401);
+      // No credentials at all is not a failed guess: it does not count.
+      expect((await call('/v1/inbox', { from: '127.0.0.2' })).status).toBe(401);
+      expect((await call('/v1/inbox', { headers: bearer(bad), from: '127.0.0.2' })).status).toBe(401);
+      const limited = await call('/v1/inbox', { headers: bearer(bad), from: '127.0.0.2' });
+      expect(limited.status).toBe(429);
+      expect(JSON.parse(limited.text)).toMatchObject({ error: { code: 'too_many_auth_failures' } });
+      expect(Number(limited.headers['retry-after'])).toBeGreaterThan(0);
+      expect(Number(limited.headers['retry-after'])).toBeLessThanOrEqual(60);
+      expect((await call('/v1/inbox', { headers: bearer(good), from: '127.0.0.2' })).status).toBe(429);
+      expect((await call('/v1/inbox', { headers: bearer(good), from: '127.0.0.3' })).status).toBe(200);
+      const logged = warn.mock.calls.filter(([message]) => message === 'api authentication failed');
+      expect(logged).toHaveLength(3);
+      expect(logged[0]![1]).toMatchObject({ address: '127.0.0.2', reason: 'unknown' });
+    } finally {
+      warn.mockRestore();
+    }
+  });
+
+  it('failed sign-ins are limited per client address too, and logged with it', async () => {
+    const warn = jest.spyOn(fx.service.runtime.logger, 'warn');
+    try {
+      const signIn = async (token: string) => {
+        const page = await call('/login', { from: '127.0.0.4' });
+        const csrf = /name="_csrf" value="([^"]+)"/.exec(page.text)![1]!;
+        const cookie = String(page.headers['set-cookie']![0]).split(';')[0]!;
+        return call('/login', { method: 'POST', from: '127.0.0.4', headers: { cookie, 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams({ _csrf: csrf, token, next: '/inbox' }).toString() });
+      };
+      for (let i = 0; i < 3; i++) expect((await signIn('not-a-token')).status).toBe(401);
+      const limited = await signIn(await fx.token('gail', 'viewer', ['alpha']));
+      expect(limited.status).toBe(429);
+      expect(Number(limited.headers['retry-after'])).toBeGreaterThan(0);
+      expect(warn.mock.calls.filter(([message]) => message === 'web sign-in refused').map(([, fields]) => fields)).toEqual(
+        expect.arrayContaining([expect.objectContaining({ reason: 'malformed', address: '127.0.0.4' }), expect.objectContaining({ reason: 'too_many_auth_failures', address: '127.0.0.4' })]),
+      );
+    } finally {
+      warn.mockRestore();
+    }
+  });
+
+  it('responses send X-Content-Type-Options: nosniff and no X-Powered-By (JSON, errors, pages, health)', async () => {
+    const token = await fx.token('hal', 'viewer', ['alpha']);
+    for (const [path, headers] of [
+      ['/v1/inbox', bearer(token)],
+      ['/v1/inbox', {}],
+      ['/v1/nothing-here', bearer(token)],
+      ['/openapi.json', {}],
+      ['/login', {}],
+      ['/health/ready', {}],
+    ] as const) {
+      const reply = await call(path, { headers: { ...headers }, from: '127.0.0.5' });
+      expect({ path, nosniff: reply.headers['x-content-type-options'], poweredBy: reply.headers['x-powered-by'] }).toEqual({ path, nosniff: 'nosniff', poweredBy: undefined });
+    }
+  });
+});
