@@ -211,17 +211,20 @@ export type OrderedStart = { from: 'all' } | { from: 'new' } | { from: 'seq'; se
 
 /**
  * The options of an ordered consumer (`js.consumers.get(stream, options)`) that starts at `start`,
- * optionally filtered to one subject pattern.
+ * optionally filtered to one subject pattern. As nats-server 2.9 and the client want them: one
+ * filter subject as a string (2.9 knows no `filter_subjects`), no `deliver_policy` for a read from
+ * the start (the client starts an ordered consumer at sequence 1 itself and refuses `all` with a
+ * start sequence).
  */
 export function orderedConsumerOptions(start: OrderedStart, filterSubject?: string): Partial<OrderedConsumerOptions> {
-  const filter = filterSubject !== undefined ? { filterSubjects: [filterSubject] } : {};
+  const filter = filterSubject !== undefined ? { filterSubjects: filterSubject } : {};
   switch (start.from) {
     case 'all':
-      return { ...filter, deliver_policy: DeliverPolicy.All };
+      return { ...filter };
     case 'new':
       return { ...filter, deliver_policy: DeliverPolicy.New };
     case 'seq':
-      return { ...filter, deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: start.seq };
+      return { ...filter, deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: Math.max(1, start.seq) };
     case 'time':
       return { ...filter, deliver_policy: DeliverPolicy.StartTime, opt_start_time: start.time.toISOString() };
   }

@@ -1,0 +1,144 @@
+import { Subjects } from '@baton/contracts';
+import type { NatsHandle } from './connection';
+import { headersFrom } from './connection';
+import { isKvRevisionConflict, newUniqueId, openKvBucket, orderedConsumerOptions, subscribeCore, watchEvents, type CoreMessage, type WatchedEvent } from './edge';
+import { connectTest, randomPrefix } from './int/support';
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+async function eventually(check: () => boolean, timeoutMs = 3000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error('timed out');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+describe('the message edge helpers (real NATS)', () => {
+  let nats: NatsHandle;
+  let prefix: string;
+
+  beforeAll(async () => {
+    nats = await connectTest('edge-int');
+  });
+
+  afterAll(async () => {
+    await nats.close();
+  });
+
+  beforeEach(() => {
+    prefix = randomPrefix();
+  });
+
+  it('newUniqueId gives distinct 22-character ids', () => {
+    const ids = new Set(Array.from({ length: 1000 }, () => newUniqueId()));
+    expect(ids.size).toBe(1000);
+    for (const id of ids) expect(id).toMatch(/^[A-Za-z0-9]{22}$/);
+  });
+
+  it('subscribeCore serves requests in a queue group, with headers, and drains', async () => {
+    const seen: CoreMessage[] = [];
+    const subject = `${prefix}.cmd.echo`;
+    const subscription = subscribeCore(
+      nats,
+      subject,
+      (msg) => {
+        seen.push(msg);
+        msg.respond(encoder.encode(`echo ${decoder.decode(msg.data)}`));
+      },
+      { queue: 'q' },
+    );
+    await nats.connection.flush();
+    const reply = await nats.connection.request(subject, encoder.encode('hi'), { timeout: 2000, headers: headersFrom({ 'Baton-Probe': 'yes' }) });
+    expect(decoder.decode(reply.data)).toBe('echo hi');
+    expect(seen).toHaveLength(1);
+    expect(seen[0]!.subject).toBe(subject);
+    expect(seen[0]!.reply).toBeDefined();
+    expect(seen[0]!.headers['Baton-Probe']).toEqual(['yes']);
+    // A plain publish has no reply subject: respond says so.
+    nats.connection.publish(subject, encoder.encode('plain'));
+    await eventually(() => seen.length === 2);
+    expect(seen[1]!.reply).toBeUndefined();
+    expect(seen[1]!.respond(encoder.encode('nobody'))).toBe(false);
+    expect(subscription.isClosed()).toBe(false);
+    await subscription.drain();
+    expect(subscription.isClosed()).toBe(true);
+  });
+
+  it('watchEvents hears appends to one aggregate kind and nothing else', async () => {
+    const heard: WatchedEvent[] = [];
+    const subscription = watchEvents(nats, prefix, 'definition', (event) => heard.push(event));
+    await nats.connection.flush();
+    nats.connection.publish(Subjects.aggregate(prefix, 'acme', 'definition', 'current'), encoder.encode('{}'));
+    nats.connection.publish(Subjects.aggregate(prefix, 'acme', 'run', 'wr-1'), encoder.encode('{}'));
+    nats.connection.publish(Subjects.aggregate(prefix, 'Not-A-Project', 'definition', 'current'), encoder.encode('{}'));
+    nats.connection.publish(Subjects.aggregate(`${prefix}x`, 'acme', 'definition', 'current'), encoder.encode('{}'));
+    nats.connection.publish(Subjects.aggregate(prefix, 'beta', 'definition', 'current'), encoder.encode('{}'));
+    await eventually(() => heard.length >= 2);
+    await nats.connection.flush();
+    expect(heard).toEqual([
+      { project: 'acme', kind: 'definition', id: 'current' },
+      { project: 'beta', kind: 'definition', id: 'current' },
+    ]);
+    subscription.unsubscribe();
+  });
+
+  it('openKvBucket: create, compare-and-set update, conflicts recognised, deletes read as null values', async () => {
+    const name = `${prefix.toUpperCase()}_EDGE_KV`;
+    try {
+      const kv = await openKvBucket(nats, name, { description: 'edge test', history: 1, ttlMs: 60_000, allowDirect: false, timeoutMs: 2000 });
+      expect(await kv.get('a')).toBeNull();
+      const first = await kv.create('a', encoder.encode('1'));
+      const entry = await kv.get('a');
+      expect(entry).toEqual({ value: encoder.encode('1'), revision: first });
+      const conflict = await kv.create('a', encoder.encode('again')).then(
+        () => null,
+        (error: unknown) => error,
+      );
+      expect(isKvRevisionConflict(conflict)).toBe(true);
+      const second = await kv.update('a', encoder.encode('2'), first);
+      expect(second).toBeGreaterThan(first);
+      const stale = await kv.update('a', encoder.encode('3'), first).then(
+        () => null,
+        (error: unknown) => error,
+      );
+      expect(isKvRevisionConflict(stale)).toBe(true);
+      expect(isKvRevisionConflict(new Error('something else'))).toBe(false);
+      // Opening it again (another instance) finds the same bucket and its data.
+      const again = await openKvBucket(nats, name, { history: 1, ttlMs: 60_000, allowDirect: false });
+      expect(decoder.decode((await again.get('a'))!.value!)).toBe('2');
+      // A deleted key reads as a null value with its revision (update it, do not create it).
+      await nats.connection.jetstream().views.kv(name).then((raw) => raw.delete('a'));
+      const deleted = await kv.get('a');
+      expect(deleted?.value).toBeNull();
+      expect(deleted?.revision).toBeGreaterThan(second);
+    } finally {
+      await nats.jsm.streams.delete(`KV_${name}`).catch(() => undefined);
+    }
+  });
+
+  it('orderedConsumerOptions start an ordered read where asked', async () => {
+    const stream = `${prefix.toUpperCase()}_EDGE`;
+    await nats.jsm.streams.add({ name: stream, subjects: [`${prefix}.edge.>`] });
+    try {
+      for (let i = 1; i <= 5; i++) await nats.js.publish(`${prefix}.edge.${i % 2 === 0 ? 'even' : 'odd'}`, encoder.encode(String(i)));
+      // One message at a time (`next`) until the stream has no more for this consumer.
+      const read = async (options: ReturnType<typeof orderedConsumerOptions>) => {
+        const consumer = await nats.js.consumers.get(stream, options);
+        const out: string[] = [];
+        for (let msg = await consumer.next({ expires: 1000 }); msg !== null; msg = msg.info.pending > 0 ? await consumer.next({ expires: 1000 }) : null) {
+          out.push(decoder.decode(msg.data));
+        }
+        return out;
+      };
+      expect(await read(orderedConsumerOptions({ from: 'all' }))).toEqual(['1', '2', '3', '4', '5']);
+      expect(await read(orderedConsumerOptions({ from: 'seq', seq: 4 }))).toEqual(['4', '5']);
+      expect(await read(orderedConsumerOptions({ from: 'all' }, `${prefix}.edge.even`))).toEqual(['2', '4']);
+      expect(await read(orderedConsumerOptions({ from: 'time', time: new Date(Date.now() + 60_000) }))).toEqual([]);
+      expect(orderedConsumerOptions({ from: 'new' })).toMatchObject({ deliver_policy: 'new' });
+    } finally {
+      await nats.jsm.streams.delete(stream).catch(() => undefined);
+    }
+  });
+});
