@@ -32,6 +32,7 @@ describe('throughput paths (real NATS)', () => {
   });
 
   const durable = (name: string) => provision(nats.jsm, { consumers: [{ stream: inbox, durable: name, filterSubject: `${prefix}.in.>` }] });
+  // Inbox subjects some consumer reads (the stream stores nothing else): results keyed by agent, and starts.
   const publish = (subject: string, body: string) => nats.js.publish(`${prefix}.in.${subject}`, new TextEncoder().encode(body));
   const start = (opts: Omit<Parameters<typeof runConsumer>[0], 'js' | 'stream' | 'prefix'>) => {
     const runner = runConsumer({ js: nats.js, stream: inbox, prefix, pullExpiresMs: 1000, ...opts });
@@ -48,7 +49,7 @@ describe('throughput paths (real NATS)', () => {
 
   it('with an ordering key, messages of one key are handled one at a time in stream order while different keys run in parallel', async () => {
     await durable('ordered');
-    for (let i = 0; i < 6; i++) for (const key of ['a', 'b', 'c']) await publish(`k.${key}`, `${key}${i}`);
+    for (let i = 0; i < 6; i++) for (const key of ['a', 'b', 'c']) await publish(`k.result.${key}`, `${key}${i}`);
     const seen: Record<string, string[]> = { a: [], b: [], c: [] };
     const busy = new Set<string>();
     let overlapSameKey = false;
@@ -78,7 +79,7 @@ describe('throughput paths (real NATS)', () => {
 
   it('one handler at a time (the default) handles every message in stream order, never two at once, though a pull brings many', async () => {
     await durable('sequential');
-    for (let i = 0; i < 25; i++) await publish('s', String(i));
+    for (let i = 0; i < 25; i++) await publish('s.start', String(i));
     const order: number[] = [];
     let running = 0;
     let overlap = false;
@@ -99,7 +100,7 @@ describe('throughput paths (real NATS)', () => {
 
   it('a batch handler: unmarked messages are acked, a failed one is dead-lettered with its reason, a "later" one is redelivered without using up its deliveries', async () => {
     await durable('batches');
-    for (const body of ['ok-1', 'poison', 'wait', 'ok-2']) await publish('b', body);
+    for (const body of ['ok-1', 'poison', 'wait', 'ok-2']) await publish('b.start', body);
     const acked: string[] = [];
     let waits = 0;
     start({
