@@ -129,4 +129,14 @@ module.exports = [
     files: ['**/*.spec.ts', '**/*.int-spec.ts', 'test/**/*.ts'],
     rules: { '@typescript-eslint/no-non-null-assertion': 'off' },
   },
+  {
+    // Type-aware rules: a promise is awaited, returned, handled or explicitly `void`ed, and never
+    // handed to something that does not await it (an event listener, a Nest lifecycle hook...).
+    files: ['**/*.ts'],
+    languageOptions: { parserOptions: { projectService: true, tsconfigRootDir: __dirname } },
+    rules: {
+      '@typescript-eslint/no-floating-promises': 'error',
+      '@typescript-eslint/no-misused-promises': 'error',
+    },
+  },
 ];
