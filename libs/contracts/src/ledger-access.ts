@@ -42,6 +42,12 @@ export const OfferAckWaitBounds = { minMs: 1_000, maxMs: 60 * 60 * 1000, default
 export const OpenOffersCommandSchema = z.strictObject({
   /** How long the server waits for an ack before redelivering an offer to another replica (default 60 s). */
   ack_wait_ms: z.number().int().min(OfferAckWaitBounds.minMs).max(OfferAckWaitBounds.maxMs).optional(),
+  /**
+   * When the durable has to be made now (the first open, or after it was lost), start after this
+   * inbox sequence — the reader's ack floor — instead of at the beginning. An existing durable is
+   * unaffected; an agent can only move where its OWN offers durable starts.
+   */
+  start_after_seq: z.number().int().min(0).optional(),
 });
 export type OpenOffersCommand = z.infer<typeof OpenOffersCommandSchema>;
 

@@ -165,7 +165,10 @@ async function provisionConsumer(jsm: JetStreamManager, spec: ConsumerSpec): Pro
     });
     if (info === null) {
       try {
-        await jsm.consumers.add(spec.stream, wanted);
+        await jsm.consumers.add(
+          spec.stream,
+          spec.startAfterSeq !== undefined && spec.startAfterSeq > 0 ? { ...wanted, deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: spec.startAfterSeq + 1 } : wanted,
+        );
         return 'created';
       } catch (err) {
         // Lost a creation race with another instance: re-read and compare.

@@ -26,7 +26,9 @@ export type MessageOutcome =
   | { kind: 'acked'; msg: ConsumedMessage }
   | { kind: 'retry'; msg: ConsumedMessage; delayMs: number; error: unknown }
   | { kind: 'dead_lettered'; msg: ConsumedMessage; reason: string; error: unknown }
-  | { kind: 'dead_letter_failed'; msg: ConsumedMessage; delayMs: number; error: unknown };
+  | { kind: 'dead_letter_failed'; msg: ConsumedMessage; delayMs: number; error: unknown }
+  /** Given up on without a dead letter (`deadLetters: false`): terminated, never redelivered. */
+  | { kind: 'terminated'; msg: ConsumedMessage; reason: string; error: unknown };
 
 export interface RunConsumerOptions {
   js: JetStreamClient;
@@ -84,6 +86,19 @@ export interface RunConsumerOptions {
   recreateLostConsumer?: boolean;
   /** Told each time the durable was found missing and re-created (or could not be). Default: console.warn. */
   onConsumerLost?: (event: ConsumerLostEvent) => void;
+  /**
+   * How a lost durable is made again, when this process may not create consumers itself (an agent:
+   * the ledger makes its offers durable, `open_offers`). Called with the stream sequence the
+   * durable must start after (its ack floor); the runner then pulls it again. Default: re-create
+   * it through the JetStream API with the configuration the server last reported.
+   */
+  recreateConsumer?: (afterSeq: number) => Promise<void>;
+  /**
+   * Dead-letter messages given up on (default true). A principal that may not publish dead letters
+   * (an agent) passes false: such a message is terminated and reported (`terminated`), never
+   * redelivered forever.
+   */
+  deadLetters?: boolean;
   /**
    * How long after an ack (or term) the runner reads the consumer's ack floor from the server, in
    * ms (default 1000; at most one read per interval). The floor is where a lost durable restarts.
@@ -292,6 +307,12 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
   };
 
   const giveUp = async (msg: ConsumedMessage, reason: string, error: unknown) => {
+    if (opts.deadLetters === false) {
+      msg.raw.term();
+      sampleFloor();
+      report({ kind: 'terminated', msg, reason, error });
+      return;
+    }
     try {
       await deadLetter(opts.js, {
         prefix: opts.prefix,
@@ -504,6 +525,11 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
 
   /** The durable is gone: make it again as the server had it, after the last ack floor read. */
   const recreate = async (config: ConsumerConfig): Promise<void> => {
+    if (opts.recreateConsumer) {
+      await opts.recreateConsumer(ackFloor);
+      lost({ stream: opts.stream, durable: opts.durable, startSeq: ackFloor + 1, ackFloor, outcome: 'recreated' });
+      return;
+    }
     const jsm = await opts.js.jetstreamManager();
     const state = (await jsm.streams.info(opts.stream)).state;
     // A stream whose last sequence is below the floor was replaced: read the new one from its start.

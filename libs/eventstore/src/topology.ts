@@ -41,6 +41,12 @@ export interface ConsumerSpec {
   filterSubject?: string;
   /** Where a new consumer starts: the whole stream (`all`) or only new messages. Immutable. */
   deliverFrom?: DeliverFrom;
+  /**
+   * Where a consumer that has to be made now starts instead: after this stream sequence
+   * (`by_start_sequence`). For a durable re-made after it was lost, from the ack floor its reader
+   * knew; an existing durable is unaffected (where a consumer starts matters only at creation).
+   */
+  startAfterSeq?: number;
   /** How long the server waits for an ack before redelivering, in ms (default 30 s). */
   ackWaitMs?: number;
   /**

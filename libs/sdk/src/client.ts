@@ -236,7 +236,8 @@ class NatsBatonAgent implements BatonAgent {
   async handoffs(options: HandoffsOptions): Promise<OfferSubscription> {
     // The ledger provisions the durable (agents may not create consumers), then this process only
     // pulls from it and acknowledges.
-    const opened = await this.ledger.openOffers(this.project, options.ackWaitMs !== undefined ? { ack_wait_ms: options.ackWaitMs } : {});
+    const ackWait = options.ackWaitMs !== undefined ? { ack_wait_ms: options.ackWaitMs } : {};
+    const opened = await this.ledger.openOffers(this.project, ackWait);
     if (!opened.ok) throw new LedgerCommandError('open_offers', '', opened.error);
     const { stream, durable } = opened;
     const handler = createOfferHandler({
@@ -258,6 +259,14 @@ class NatsBatonAgent implements BatonAgent {
       ...(options.backoffMs ? { backoffMs: options.backoffMs } : {}),
       pullExpiresMs: 1000,
       ...(options.onError ? { onError: options.onError } : {}),
+      // An agent may neither create consumers nor publish dead letters: a lost durable is opened
+      // again by the ledger from the reader's ack floor, and an offer given up on is terminated
+      // (its handoff stays with the ledger: the lease, the watchdog and the delegator decide).
+      deadLetters: false,
+      recreateConsumer: async (afterSeq) => {
+        const again = await this.ledger.openOffers(this.project, { ...ackWait, start_after_seq: afterSeq });
+        if (!again.ok) throw new LedgerCommandError('open_offers', '', again.error);
+      },
     });
     const subscription: OfferSubscription = {
       done: runner.done,

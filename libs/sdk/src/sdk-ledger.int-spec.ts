@@ -83,4 +83,41 @@ describe('the agent SDK against the real ledger service (in-process, real NATS)'
     const late = await new LedgerClient(nats, prefix, { as: Principals.agent(P, 'bob') }).claim(P, { handoff_id: 'h-sdk', idempotency_key: 'late-claim' });
     expect(late).toMatchObject({ ok: false, error: { kind: 'wrong_state' } });
   });
+  it('an offers durable deleted under a running agent is opened again by the ledger after what the agent acknowledged; an offer it cannot read is terminated, not redelivered and not dead-lettered', async () => {
+    const seen: string[] = [];
+    const carol = await createBatonClient({ nats, prefix, project: P, agent: 'alice' });
+    const inbox = batonStreamNames(prefix).inbox;
+    const offer = (id: string) => nats.js.publish(`${prefix}.in.${P}.offer.alice`, new TextEncoder().encode(JSON.stringify({ id })));
+    const until = async (check: () => boolean | Promise<boolean>, what: string) => {
+      for (let i = 0; i < 200; i++) {
+        if (await check()) return;
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      throw new Error(`timed out: ${what}`);
+    };
+    const subscription = await carol.handoffs({ onOffer: (o) => void seen.push(o.handoffId), backoffMs: [50] });
+    try {
+      await offer('h-before-1');
+      await offer('h-before-2');
+      // (alice also receives test 1's completion handback: only this test's offers are counted.)
+      await until(() => seen.filter((id) => id.startsWith('h-before')).length === 2, 'the first two offers');
+      // Let the runner read its ack floor, then lose the durable (an SRE, a script, a server).
+      await until(async () => (await nats.jsm.consumers.info(inbox, 'offers-shop-alice')).ack_floor.stream_seq > 0, 'an ack floor');
+      await new Promise((r) => setTimeout(r, 1200));
+      await nats.jsm.consumers.delete(inbox, 'offers-shop-alice');
+      await offer('h-after');
+      await until(() => seen.includes('h-after'), 'the offer published after the loss');
+      expect(seen.filter((id) => id.startsWith('h-before'))).toEqual(['h-before-1', 'h-before-2']);
+      const info = await nats.jsm.consumers.info(inbox, 'offers-shop-alice');
+      expect(info.config.filter_subject).toBe(`${prefix}.in.${P}.offer.alice`);
+      // Bytes that are no offer: given up on at once, terminated (an agent may not dead-letter).
+      await nats.js.publish(`${prefix}.in.${P}.offer.alice`, new TextEncoder().encode('not json'));
+      await until(async () => (await nats.jsm.consumers.info(inbox, 'offers-shop-alice')).num_ack_pending === 0 && (await nats.jsm.consumers.info(inbox, 'offers-shop-alice')).num_pending === 0, 'the bad offer settled');
+      const dlq = await nats.jsm.streams.info(batonStreamNames(prefix).dlq).catch(() => null);
+      expect(dlq?.state.messages ?? 0).toBe(0);
+    } finally {
+      await subscription.stop();
+      await carol.close();
+    }
+  }, 30_000);
 });

@@ -45,7 +45,7 @@ import {
   type Rejection,
 } from '@baton/contracts';
 import { handoffDecider, toHandoffRecord, type HandoffCommand } from '@baton/domain';
-import { ConcurrencyConflict, deadLetter, newUniqueId } from '@baton/eventstore';
+import { ConcurrencyConflict, DlqSources, deadLetter, newUniqueId } from '@baton/eventstore';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { LEDGER_CONFIG, type LedgerConfig } from '../config';
 import { LedgerIds } from '../ids';
@@ -55,7 +55,7 @@ import { ClaimRateStore, type ClaimAdmission, type ClaimTicket } from '../govern
 import { OfferConsumers } from '../offers/offer-consumers';
 
 /** Dead-letter source of rejected ledger requests (`<prefix>.dlq.ledger`). */
-export const LEDGER_DLQ_SOURCE = 'ledger';
+export const LEDGER_DLQ_SOURCE = DlqSources.ledger;
 
 /** Header a caller may set to tie the events of a command to a wider flow (an Id). */
 export const CorrelationHeader = 'Baton-Correlation-Id';
@@ -304,7 +304,7 @@ export class LedgerCommands {
     if (caller.principal.kind !== 'agent') return this.reject(request, { code: LedgerAccessErrorCode.principalNotAllowed, kind: 'forbidden', message: 'open_offers is for agents', issues: [] });
     const agent = caller.principal.agent;
     try {
-      const opened = await this.offers.open(project, agent, parsed.value.ack_wait_ms);
+      const opened = await this.offers.open(project, agent, parsed.value.ack_wait_ms, parsed.value.start_after_seq);
       this.runtime.logger.info('offers durable opened', { project, agent, durable: opened.durable });
       return { ok: true, stream: opened.stream, durable: opened.durable };
     } catch (error) {

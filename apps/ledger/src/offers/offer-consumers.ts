@@ -17,7 +17,8 @@ export interface OfferConsumer {
  *
  * The durable is `offers-<project>-<agent>` on the inbox stream, its filter pinned to
  * `<prefix>.in.<project>.offer.<agent>` of the principal the command SUBJECT names (never the
- * body), deliver-all, explicit ack, the asked ack wait (bounded by the contract). Idempotent: every
+ * body), deliver-all (or after `start_after_seq` when the agent re-opens a durable it lost), explicit
+ * ack, the asked ack wait (bounded by the contract). Idempotent: every
  * replica of the agent opens the same durable; an existing one is left as it is, or updated when
  * the ack wait changed. A durable of that name with another filter was not made by the ledger and
  * would read someone else's offers: it is deleted and made again with the pinned filter.
@@ -26,7 +27,7 @@ export interface OfferConsumer {
 export class OfferConsumers {
   constructor(@Inject(RUNTIME) private readonly runtime: ServiceRuntime) {}
 
-  async open(project: string, agent: string, ackWaitMs: number = OfferAckWaitBounds.defaultMs): Promise<OfferConsumer> {
+  async open(project: string, agent: string, ackWaitMs: number = OfferAckWaitBounds.defaultMs, startAfterSeq?: number): Promise<OfferConsumer> {
     const prefix = this.runtime.config.BATON_PREFIX;
     const { jsm } = this.runtime.nats;
     const stream = batonStreamNames(prefix).inbox;
@@ -46,6 +47,8 @@ export class OfferConsumers {
           description: `Handoffs offered to ${project}/${agent} (shared by its replicas; provisioned by the ledger)`,
           filterSubject,
           deliverFrom: 'all',
+          // Made again after it was lost: from where the agent's reader had acknowledged.
+          ...(startAfterSeq !== undefined ? { startAfterSeq } : {}),
           ackWaitMs,
         },
       ],
