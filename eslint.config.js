@@ -30,6 +30,43 @@ const natsSyntaxRestriction = [
   { selector: "CallExpression[callee.name='require'][arguments.0.value=/^(nats|@nats-io.+)$/]", message: NATS_CLIENT_MESSAGE },
 ];
 
+// The one poll-until-ready helper (libs/wait, type:util) is for tests only: every project's test
+// files may import it whatever their layer (the `allow` below), nothing else may (libs/testing
+// re-exports it to test/, bench/ and the demo). The typescript-eslint twin of no-restricted-imports
+// carries this so that it does not replace the NATS and SDK restrictions on the same files.
+const WAIT_USERS = [...TEST_FILES, '**/int/**'];
+const WAIT_MESSAGE = '@baton/wait (waitFor) is for test files (*.spec.ts, *.int-spec.ts, **/int/**, test/**); libs/testing re-exports it.';
+
+const depConstraints = [
+  { sourceTag: 'type:contracts', onlyDependOnLibsWithTags: ['type:contracts'], bannedExternalImports: ioModules },
+  {
+    sourceTag: 'type:domain',
+    onlyDependOnLibsWithTags: ['type:contracts', 'type:domain'],
+    bannedExternalImports: ioModules,
+  },
+  {
+    // The definition compiler: pure like the domain, but it may parse YAML.
+    sourceTag: 'type:definitions',
+    onlyDependOnLibsWithTags: ['type:contracts', 'type:domain'],
+    bannedExternalImports: ioModules,
+  },
+  { sourceTag: 'type:infra', onlyDependOnLibsWithTags: ['type:contracts', 'type:domain', 'type:definitions', 'type:infra'] },
+  { sourceTag: 'type:sdk', onlyDependOnLibsWithTags: ['type:contracts', 'type:domain', 'type:definitions', 'type:infra'] },
+  // Test helpers and the demo scenarios (libs/testing): only the test suites, the bench and the demo use them.
+  { sourceTag: 'type:testing', onlyDependOnLibsWithTags: ['type:contracts', 'type:domain', 'type:definitions', 'type:infra', 'type:sdk', 'type:util'] },
+  // Production apps (the four services, the CLI) never depend on the test helpers.
+  { sourceTag: 'type:app', onlyDependOnLibsWithTags: ['type:contracts', 'type:domain', 'type:definitions', 'type:infra', 'type:sdk'] },
+  {
+    // The demo and the bench drive a running platform from outside, as the tests do.
+    sourceTag: 'type:tool',
+    onlyDependOnLibsWithTags: ['type:contracts', 'type:domain', 'type:definitions', 'type:infra', 'type:sdk', 'type:testing'],
+  },
+  { sourceTag: 'type:e2e', onlyDependOnLibsWithTags: ['*'] },
+  // libs/wait depends on nothing, not even a Node module.
+  { sourceTag: 'type:util', onlyDependOnLibsWithTags: [], bannedExternalImports: ['*'] },
+];
+const moduleBoundaries = (allow) => ['error', { enforceBuildableLibDependency: false, allow, depConstraints }];
+
 module.exports = [
   { ignores: ['dist/**', 'node_modules/**', 'coverage/**', '.nx/**', '**/*.js', 'var/**'] },
   js.configs.recommended,
@@ -41,40 +78,19 @@ module.exports = [
       '@typescript-eslint/no-explicit-any': 'error',
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
       '@typescript-eslint/consistent-type-imports': 'off',
-      '@nx/enforce-module-boundaries': [
-        'error',
-        {
-          enforceBuildableLibDependency: false,
-          allow: [],
-          depConstraints: [
-            { sourceTag: 'type:contracts', onlyDependOnLibsWithTags: ['type:contracts'], bannedExternalImports: ioModules },
-            {
-              sourceTag: 'type:domain',
-              onlyDependOnLibsWithTags: ['type:contracts', 'type:domain'],
-              bannedExternalImports: ioModules,
-            },
-            {
-              // The definition compiler: pure like the domain, but it may parse YAML.
-              sourceTag: 'type:definitions',
-              onlyDependOnLibsWithTags: ['type:contracts', 'type:domain'],
-              bannedExternalImports: ioModules,
-            },
-            { sourceTag: 'type:infra', onlyDependOnLibsWithTags: ['type:contracts', 'type:domain', 'type:definitions', 'type:infra'] },
-            { sourceTag: 'type:sdk', onlyDependOnLibsWithTags: ['type:contracts', 'type:domain', 'type:definitions', 'type:infra'] },
-            // Test helpers and the demo scenarios (libs/testing): only the test suites, the bench and the demo use them.
-            { sourceTag: 'type:testing', onlyDependOnLibsWithTags: ['type:contracts', 'type:domain', 'type:definitions', 'type:infra', 'type:sdk'] },
-            // Production apps (the four services, the CLI) never depend on the test helpers.
-            { sourceTag: 'type:app', onlyDependOnLibsWithTags: ['type:contracts', 'type:domain', 'type:definitions', 'type:infra', 'type:sdk'] },
-            {
-              // The demo and the bench drive a running platform from outside, as the tests do.
-              sourceTag: 'type:tool',
-              onlyDependOnLibsWithTags: ['type:contracts', 'type:domain', 'type:definitions', 'type:infra', 'type:sdk', 'type:testing'],
-            },
-            { sourceTag: 'type:e2e', onlyDependOnLibsWithTags: ['*'] },
-          ],
-        },
-      ],
+      '@nx/enforce-module-boundaries': moduleBoundaries([]),
     },
+  },
+  {
+    // Test files of any layer may import @baton/wait (see WAIT_USERS above).
+    files: WAIT_USERS,
+    rules: { '@nx/enforce-module-boundaries': moduleBoundaries(['@baton/wait']) },
+  },
+  {
+    // ...and nothing else may.
+    files: ['**/*.ts'],
+    ignores: [...WAIT_USERS, 'libs/testing/src/**'],
+    rules: { '@typescript-eslint/no-restricted-imports': ['error', { paths: [{ name: '@baton/wait', message: WAIT_MESSAGE }] }] },
   },
   {
     // The NATS client stays behind the message edge (see NATS_EDGE above).

@@ -3,7 +3,7 @@
 const path = require('node:path');
 const root = __dirname;
 
-const libs = ['contracts', 'domain', 'definitions', 'eventstore', 'projections', 'platform', 'sdk', 'testing'];
+const libs = ['contracts', 'domain', 'definitions', 'eventstore', 'projections', 'platform', 'sdk', 'testing', 'wait'];
 
 /** @param {string} projectRoot path relative to the workspace root */
 function preset(projectRoot, overrides = {}) {

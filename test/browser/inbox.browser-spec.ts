@@ -72,7 +72,7 @@ describe('the web inbox in headless Chromium (four services as processes)', () =
 
   const api = async <T>(path: string): Promise<T> => (await (await fetch(`${base}${path}`, { headers: { authorization: `Bearer ${token}` } })).json()) as T;
   /** Poll for a value for up to 20 s (`what` names it in the timeout error). */
-  const waitUntil = <T>(what: string, probe: () => Promise<T | undefined>) => waitFor(probe, what, 20_000, 150);
+  const waitUntil = <T>(what: string, probe: () => Promise<T | undefined>) => waitFor(probe, what, { timeoutMs: 20_000, everyMs: 150 });
   const stopOf = (runId: string) =>
     waitUntil(`the stop of ${runId} in the inbox`, async () => {
       const page = await api<{ items: Array<{ workflow_run_id?: string; packet_id?: string }> }>(`/v1/inbox?project=${PROJECT}&kind=stop&limit=100`);

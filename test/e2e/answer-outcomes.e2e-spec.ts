@@ -3,6 +3,7 @@ import { createEventRegistry } from '@baton/contracts';
 import { batonStreamNames, connectNats, JetStreamEventStore, type NatsHandle, type StoredEvent } from '@baton/eventstore';
 import { createRedis, type RedisHandle } from '@baton/projections';
 import type { RunningService } from '@baton/platform';
+import { waitFor } from '@baton/wait';
 // eslint-disable-next-line @nx/enforce-module-boundaries -- the services run in this process (no build needed)
 import { startRouter } from '../../apps/router/src/router.app';
 // eslint-disable-next-line @nx/enforce-module-boundaries -- the services run in this process (no build needed)
@@ -15,7 +16,7 @@ import { main as baton } from '../../apps/cli/src/main';
 import { bufferedIo } from '../../apps/cli/src/output';
 // eslint-disable-next-line @nx/enforce-module-boundaries -- the router tests' stand-in for the ledger and an agent's claim
 import { claimHandoff, currentHandoff } from '../../apps/router/src/int/support';
-import { twoStepDefinition, waitFor } from './support';
+import { twoStepDefinition } from './support';
 
 /*
  * Issue 14, "Answers and decisions say what happened": an operator's answer waits (bounded) for
@@ -60,21 +61,21 @@ describe('operator answers say what happened (router + notifier in process, real
   /** Start a run of `feature`, claim its first handoff as the issue agent and publish `result` for it; resolve with the run's events once `until` is there. */
   async function runUntil(run: string, result: Record<string, unknown>, until: string): Promise<StoredEvent[]> {
     await nats.js.publish(`${prefix}.in.${PROJECT}.start`, encoder.encode(JSON.stringify({ workflow_run_id: run, project: PROJECT, workflow: 'feature', started_by: 'sam', input: 'x' })), { msgID: `start:${PROJECT}:${run}` });
-    const handoff = await waitFor(async () => (await currentHandoff(store, PROJECT, run)) ?? undefined, `${run} routed`);
+    const handoff = await waitFor(async () => (await currentHandoff(store, PROJECT, run)) ?? undefined, `${run} routed`, { timeoutMs: 15_000 });
     const claimId = await claimHandoff(store, PROJECT, handoff.handoffId, 'issue');
     const full = { result_id: `res-${run}`, run_id: `ar-${run}`, project: PROJECT, workflow_run_id: run, agent: 'issue', produced_at: new Date().toISOString(), handoff_id: handoff.handoffId, claim_id: claimId, ...result };
     await nats.js.publish(`${prefix}.in.${PROJECT}.result.issue`, encoder.encode(JSON.stringify(full)), { msgID: `result:${PROJECT}:${full.result_id}` });
     return waitFor(async () => {
       const events = await runEvents(run);
       return events.some((e) => e.type === until) ? events : undefined;
-    }, `${run}: ${until}`);
+    }, `${run}: ${until}`, { timeoutMs: 15_000 });
   }
 
   /** A run stopped on a budget cap (form raise_cap: raise_cap / deny), its packet in the operator's projections. */
   async function stoppedRun(run: string): Promise<string> {
     const events = await runUntil(run, { body: 'out of steps', stop: { why: 'budget', cap: { name: 'steps', limit: 10, used: 10 } } }, 'run.stopped');
     const packetId = (events.find((e) => e.type === 'run.stopped')!.payload as { packet: { packet_id: string } }).packet.packet_id;
-    await waitFor(async () => ((await get(`/v1/projects/${PROJECT}/stops/${packetId}`, olga)).status === 200 ? true : undefined), `${packetId} projected`);
+    await waitFor(async () => ((await get(`/v1/projects/${PROJECT}/stops/${packetId}`, olga)).status === 200 ? true : undefined), `${packetId} projected`, { timeoutMs: 15_000 });
     return packetId;
   }
 
@@ -138,7 +139,7 @@ describe('operator answers say what happened (router + notifier in process, real
     const status = await waitFor(async () => {
       const reply = await get(`/v1/projects/${PROJECT}/runs/wr-refused/answers/ans-ref-2`, olga);
       return reply.body['outcome'] === 'refused' ? reply : undefined;
-    }, 'the refusal');
+    }, 'the refusal', { timeoutMs: 15_000 });
     expect(status.body).toMatchObject({ outcome: 'refused', code: 'run_not_stopped', answer_id: 'ans-ref-2', workflow_run_id: 'wr-refused' });
     expect((await get(`/v1/projects/${PROJECT}/runs/wr-refused/answers/never-sent`, olga)).body).toMatchObject({ outcome: 'pending' });
     expect((await get(`/v1/projects/${PROJECT}/runs/nope/answers/ans-ref-2`, olga)).status).toBe(404);
@@ -146,7 +147,7 @@ describe('operator answers say what happened (router + notifier in process, real
 
   it("a held run answered (terminate): 200 applied with the run's new state", async () => {
     await runUntil('wr-hold', { body: 'no sentinel: the run holds' }, 'run.held');
-    await waitFor(async () => ((await get(`/v1/projects/${PROJECT}/runs/wr-hold`, olga)).body['run'] as { status?: string } | undefined)?.status === 'held' || undefined, 'the hold projected');
+    await waitFor(async () => ((await get(`/v1/projects/${PROJECT}/runs/wr-hold`, olga)).body['run'] as { status?: string } | undefined)?.status === 'held' || undefined, 'the hold projected', { timeoutMs: 15_000 });
     const reply = await post(`/v1/projects/${PROJECT}/runs/wr-hold/answer`, olga, { answer_id: 'ans-hold-e2e', action: 'terminate', note: 'stop here' });
     expect(reply).toMatchObject({ status: 200, body: { outcome: 'applied', run: { status: 'terminated' }, status_url: `/v1/projects/${PROJECT}/runs/wr-hold/answers/ans-hold-e2e` } });
   });

@@ -3,11 +3,12 @@ import { createEventRegistry, ledgerCommandSubject, Principals, ProjectControlRe
 import { batonStreamNames, connectNats, JetStreamEventStore, LedgerClient, type NatsHandle } from '@baton/eventstore';
 import type { RunningService } from '@baton/platform';
 import { createBatonClient, decisions, type BatonAgent, type OfferSubscription } from '@baton/sdk';
+import { waitFor } from '@baton/wait';
 // eslint-disable-next-line @nx/enforce-module-boundaries -- the two services run in this process (no build needed)
 import { startRouter } from '../../apps/router/src/router.app';
 // eslint-disable-next-line @nx/enforce-module-boundaries -- the two services run in this process (no build needed)
 import { startLedger } from '../../apps/ledger/src/ledger';
-import { sleep, twoStepDefinition, waitFor } from './support';
+import { sleep, twoStepDefinition } from './support';
 
 /*
  * The project kill switch through whole runs (router + ledger in this process, real NATS, agents
@@ -83,7 +84,7 @@ describe('kill switch through whole runs (router + ledger, SDK agents, real NATS
     // A run before the pause goes straight through.
     const before = `wr-ks-before`;
     await agents[0]!.startRun({ workflow_run_id: before, workflow: 'feature', started_by: 'sam', input: 'x' });
-    await waitFor(async () => ((await runEvents(before)).some((e) => e.type === 'run.completed') ? true : undefined), 'the first run to complete');
+    await waitFor(async () => ((await runEvents(before)).some((e) => e.type === 'run.completed') ? true : undefined), 'the first run to complete', { timeoutMs: 15_000 });
 
     expect(await control('pause', { actor: 'olga', reason: 'incident 7: a bad model release', idempotency_key: 'pause-1' })).toMatchObject({
       ok: true,
@@ -104,7 +105,7 @@ describe('kill switch through whole runs (router + ledger, SDK agents, real NATS
         ids.push(id);
       }
       return ids;
-    }, 'the paused runs to be routed and their handoffs created');
+    }, 'the paused runs to be routed and their handoffs created', { timeoutMs: 15_000 });
     await sleep(1_000); // time for an offer that should not come
     expect(offered.filter((o) => held.some((id) => o.endsWith(`:${id}`)))).toEqual([]);
     const ledger = new LedgerClient(nats, prefix, { as: Principals.agent(PROJECT, 'issue') });
@@ -117,7 +118,7 @@ describe('kill switch through whole runs (router + ledger, SDK agents, real NATS
       project: { status: 'active' },
     });
     for (const run of runs) {
-      await waitFor(async () => ((await runEvents(run)).some((e) => e.type === 'run.completed') ? true : undefined), `${run} to complete after the resume`, 30_000);
+      await waitFor(async () => ((await runEvents(run)).some((e) => e.type === 'run.completed') ? true : undefined), `${run} to complete after the resume`, { timeoutMs: 30_000 });
     }
 
     // Folded from the streams: each run advanced once per step and completed once; every held

@@ -3,13 +3,14 @@ import { createEventRegistry } from '@baton/contracts';
 import { batonStreamNames, connectNats, JetStreamEventStore, type NatsHandle } from '@baton/eventstore';
 import { createRedis, type RedisHandle } from '@baton/projections';
 import type { RunningService } from '@baton/platform';
+import { waitFor } from '@baton/wait';
 // eslint-disable-next-line @nx/enforce-module-boundaries -- the services run in this process (no build needed)
 import { startRouter } from '../../apps/router/src/router.app';
 // eslint-disable-next-line @nx/enforce-module-boundaries -- the services run in this process (no build needed)
 import { startNotifier } from '../../apps/notifier/src/main';
 // eslint-disable-next-line @nx/enforce-module-boundaries -- the router tests' stand-in for the ledger and an agent's claim
 import { claimHandoff, currentHandoff } from '../../apps/router/src/int/support';
-import { sleep, twoStepDefinition, waitFor } from './support';
+import { sleep, twoStepDefinition } from './support';
 
 /*
  * Human action notices have one publisher, the notifier (it owns what a person sees): a hold
@@ -57,16 +58,16 @@ describe('human action notices: exactly one publisher (router + notifier in proc
     expect(JSON.parse(decoder.decode(reply.data))).toMatchObject({ ok: true });
     const run = 'wr-notice-1';
     await nats.js.publish(`${prefix}.in.demo.start`, encoder.encode(JSON.stringify({ workflow_run_id: run, project: 'demo', workflow: 'feature', started_by: 'sam', input: 'x' })), { msgID: run });
-    const handoff = await waitFor(async () => (await currentHandoff(store, 'demo', run)) ?? undefined, 'the run to be routed');
+    const handoff = await waitFor(async () => (await currentHandoff(store, 'demo', run)) ?? undefined, 'the run to be routed', { timeoutMs: 15_000 });
     const claimId = await claimHandoff(store, 'demo', handoff.handoffId, 'issue');
     expect(claimId).not.toBeNull();
 
     // A result with no decision: the run holds for a person.
     const result = { result_id: 'res-notice-1', run_id: 'ar-1', project: 'demo', workflow_run_id: run, agent: 'issue', produced_at: new Date().toISOString(), body: 'no sentinel: the run holds', handoff_id: handoff.handoffId, claim_id: claimId };
     await nats.js.publish(`${prefix}.in.demo.result.issue`, encoder.encode(JSON.stringify(result)), { msgID: result.result_id });
-    await waitFor(async () => ((await store.read({ project: 'demo', kind: 'run', id: run })).events.some((e) => e.type === 'run.held') ? true : undefined), 'the hold');
+    await waitFor(async () => ((await store.read({ project: 'demo', kind: 'run', id: run })).events.some((e) => e.type === 'run.held') ? true : undefined), 'the hold', { timeoutMs: 15_000 });
 
-    await waitFor(async () => (seen.length > 0 ? true : undefined), 'the notice');
+    await waitFor(async () => (seen.length > 0 ? true : undefined), 'the notice', { timeoutMs: 15_000 });
     await sleep(3000); // a second publisher would have published by now
     const held = (await store.read({ project: 'demo', kind: 'run', id: run })).events.filter((e) => e.type === 'run.notice_emitted');
     expect(held).toHaveLength(1);

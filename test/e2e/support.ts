@@ -1,7 +1,7 @@
 /*
- * What the in-process end-to-end tests share: a two-step project definition and a polling wait.
+ * What the in-process end-to-end tests share: a two-step project definition and a sleep (they
+ * poll with `waitFor` from @baton/wait, which takes a throwing probe as "not yet").
  */
-import { waitFor as waitForValue } from '@baton/testing';
 
 /** A project with a lead and a two-step workflow `feature`: triage (issue) → analyze (architect, terminal). */
 export function twoStepDefinition(project: string) {
@@ -27,11 +27,3 @@ export function twoStepDefinition(project: string) {
 }
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
-
-/**
- * {@link waitForValue} for these tests: a probe that throws (a stream or consumer not there yet)
- * counts as "not yet".
- */
-export function waitFor<T>(probe: () => Promise<T | undefined>, what: string, timeoutMs = 15_000): Promise<T> {
-  return waitForValue(() => probe().catch(() => undefined), what, timeoutMs);
-}

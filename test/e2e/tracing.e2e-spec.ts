@@ -6,13 +6,14 @@ import type { RunningService } from '@baton/platform';
 import { MsgIds } from '@baton/contracts';
 import { handoffIdFor } from '@baton/domain';
 import { AgentClaims } from '@baton/testing';
+import { waitFor } from '@baton/wait';
 // eslint-disable-next-line @nx/enforce-module-boundaries -- the three services run in this process (no build needed)
 import { startRouter } from '../../apps/router/src/router.app';
 // eslint-disable-next-line @nx/enforce-module-boundaries -- the three services run in this process (no build needed)
 import { startLedger } from '../../apps/ledger/src/ledger';
 // eslint-disable-next-line @nx/enforce-module-boundaries -- the three services run in this process (no build needed)
 import { startNotifier } from '../../apps/notifier/src/main';
-import { twoStepDefinition, waitFor } from './support';
+import { twoStepDefinition } from './support';
 
 /*
  * One run followed across the services by its trace (router, ledger and notifier in this
@@ -71,7 +72,7 @@ describe('trace context from agent result to inbox item (router + ledger + notif
     expect(JSON.parse(decoder.decode(reply.data))).toMatchObject({ ok: true });
     const run = 'wr-trace-1';
     await nats.js.publish(`${prefix}.in.demo.start`, encoder.encode(JSON.stringify({ workflow_run_id: run, project: 'demo', workflow: 'feature', started_by: 'sam', input: 'x' })), { msgID: MsgIds.start('demo', run) });
-    const routed = await waitFor(async () => (await storedEvents('run', run)).find((e) => e.type === 'run.routed'), 'the run to be routed');
+    const routed = await waitFor(async () => (await storedEvents('run', run)).find((e) => e.type === 'run.routed'), 'the run to be routed', { timeoutMs: 15_000 });
     const startTrace = routed.traceId;
     expect(startTrace).toMatch(/^[0-9a-f]{32}$/); // a start without a traceparent starts a trace of its own
 
@@ -91,7 +92,7 @@ describe('trace context from agent result to inbox item (router + ledger + notif
     const runEvents = await waitFor(async () => {
       const events = await storedEvents('run', run);
       return events.some((e) => e.type === 'run.held') ? events : undefined;
-    }, 'the run to hold');
+    }, 'the run to hold', { timeoutMs: 15_000 });
     const fromResult = runEvents.filter((e) => e.traceId === traceId).map((e) => e.type);
     expect(fromResult).toEqual(expect.arrayContaining(['run.result_recorded', 'run.held']));
     expect(runEvents.find((e) => e.type === 'run.started')?.traceId).toBe(startTrace);
@@ -105,7 +106,7 @@ describe('trace context from agent result to inbox item (router + ledger + notif
         if ((await storedEvents('handoff', id)).some((e) => e.traceId === traceId)) return id;
       }
       return undefined;
-    }, 'a handoff event in the trace');
+    }, 'a handoff event in the trace', { timeoutMs: 15_000 });
     const handoffEvents = await storedEvents('handoff', handoffId);
     expect(handoffEvents.find((e) => e.type === 'handoff.created')?.traceId).toBe(startTrace);
     expect(handoffEvents.filter((e) => e.traceId === traceId).map((e) => e.type)).toContain('handoff.completed_by_result');
@@ -115,7 +116,7 @@ describe('trace context from agent result to inbox item (router + ledger + notif
     const item = await waitFor(async () => {
       const page = await store.items('inbox', 'inbox').query({ filters: { kind: 'hold' } });
       return page.items.find((i) => i['workflow_run_id'] === run);
-    }, 'the hold item');
+    }, 'the hold item', { timeoutMs: 15_000 });
     expect(item['trace_id']).toBe(traceId);
 
     // The notifier's metrics: inbox size and open handoffs from its projections.

@@ -94,24 +94,24 @@ describe('faults on one platform: duplicates, concurrent claimers, a Redis flush
       const handoffId = (await routed())[n - 1] as string;
       return { ...result(agent, n), handoff_id: handoffId, claim_id: await agents.claim(agent, handoffId) };
     };
-    await waitFor(async () => ((await routedCount()) >= 1 ? true : undefined), 'the first routing', 30_000);
+    await waitFor(async () => ((await routedCount()) >= 1 ? true : undefined), 'the first routing', { timeoutMs: 30_000 });
     const a = await claimedResult('worker-a', 1);
     for (let i = 0; i < 5; i++) await publish(`${prefix}.in.${project}.result.worker-a`, a, MsgIds.result(project, a.result_id));
     for (let i = 0; i < 5; i++) await publish(`${prefix}.in.${project}.result.worker-a`, a, `${a.result_id}-copy-${i}`);
-    await waitFor(async () => ((await routedCount()) >= 2 ? true : undefined), 'the second routing', 30_000);
+    await waitFor(async () => ((await routedCount()) >= 2 ? true : undefined), 'the second routing', { timeoutMs: 30_000 });
     const b = await claimedResult('worker-b', 2);
     await agents.close();
     for (let i = 0; i < 5; i++) await publish(`${prefix}.in.${project}.result.worker-b`, b, MsgIds.result(project, b.result_id));
     for (let i = 0; i < 5; i++) await publish(`${prefix}.in.${project}.result.worker-b`, b, `${b.result_id}-copy-${i}`);
     // A copy of worker-a's result after the run moved on, and one after it completed.
     await publish(`${prefix}.in.${project}.result.worker-a`, a, `${a.result_id}-late`);
-    await waitFor(async () => ((await readEvents('run', runId)).some((e) => e.type === 'run.completed') ? true : undefined), 'the run to complete', 30_000);
+    await waitFor(async () => ((await readEvents('run', runId)).some((e) => e.type === 'run.completed') ? true : undefined), 'the run to complete', { timeoutMs: 30_000 });
     await sleep(1500); // let every copy reach the router
     const load = { runs: [runId], results: new Map([[a.result_id, runId], [b.result_id, runId]]), unfinished: [], publishRetries: 0 };
     const anomalies = await waitFor(async () => {
       const found = await foldAndCheck(nats.url, prefix, project, load);
       return found.handoffs.length === 0 ? found : undefined;
-    }, 'the handoffs to settle', 20_000).catch(() => foldAndCheck(nats.url, prefix, project, load));
+    }, 'the handoffs to settle', { timeoutMs: 20_000 }).catch(() => foldAndCheck(nats.url, prefix, project, load));
     const events = await readEvents('run', runId);
     process.stdout.write(`${summary('duplicates: 5 starts, 11 + 10 copies of two results', load, anomalies, { messages: 26 })}\n`);
     expect(events.filter((e) => e.type === 'run.started')).toHaveLength(1);
@@ -208,7 +208,7 @@ describe('faults on one platform: duplicates, concurrent claimers, a Redis flush
     // The notifier keeps applying new events on the rebuilt projection.
     const more = await driveLoad({ natsUrl: nats.url, prefix, project, runs: 3, concurrency: 3 });
     expect(more.unfinished).toEqual([]);
-    await waitFor(async () => ((await snapshot()) !== after ? true : undefined), 'new events in the rebuilt projections', 15_000);
+    await waitFor(async () => ((await snapshot()) !== after ? true : undefined), 'new events in the rebuilt projections', { timeoutMs: 15_000 });
   });
 
   it('payload size caps at every entry point: oversized input is refused at the router (dead letter payload_too_large), the ledger and the notifier HTTP API', async () => {
@@ -217,7 +217,7 @@ describe('faults on one platform: duplicates, concurrent claimers, a Redis flush
     const runId = `big-${prefix}`;
     await publish(`${prefix}.in.${project}.result.worker-a`, { result_id: `r-${runId}`, run_id: 'ar', project, workflow_run_id: runId, agent: 'worker-a', body: big, produced_at: new Date().toISOString() }, `big-${runId}`);
     const dlq = new DlqAdmin({ js: client.js, jsm: client.jsm, prefix });
-    const letter = await waitFor(async () => (await dlq.list({ reason: 'payload_too_large' })).find((l) => l.subject.endsWith('.result.worker-a')), 'the oversized result in the dead letters', 30_000);
+    const letter = await waitFor(async () => (await dlq.list({ reason: 'payload_too_large' })).find((l) => l.subject.endsWith('.result.worker-a')), 'the oversized result in the dead letters', { timeoutMs: 30_000 });
     expect(letter.data.length).toBeGreaterThan(300 * 1024);
     // Ledger: a command over the cap.
     const refused = await ledger('create', { handoff_id: `big-${prefix}`, project, from_agent: 'lead-agent', to_role: 'claimer', summary: 'x', context: { big }, idempotency_key: `big-${prefix}` }, 'lead-agent');

@@ -201,7 +201,7 @@ describe('security: an agent of project A attacks a platform running the generat
     // The agent may start runs in its own project.
     const started = await agent.js.publish(`${prefix}.in.${A}.start`, encoder.encode(JSON.stringify({ workflow_run_id: runId, project: A, workflow: 'support', started_by: 'dana' })), { msgID: MsgIds.start(A, runId) });
     expect(started.duplicate).toBe(false);
-    await waitFor(async () => ((await runEvents(store, runId)).some((e) => e.type === 'run.routed') ? true : undefined), 'the run routed to support', 30_000);
+    await waitFor(async () => ((await runEvents(store, runId)).some((e) => e.type === 'run.routed') ? true : undefined), 'the run routed to support', { timeoutMs: 30_000 });
     // The attack: a result on the agent's own subject, with no claim, carrying a policy stop and a forged pending refund.
     const forged = {
       result_id: `res-forged-${runId}`,
@@ -215,7 +215,7 @@ describe('security: an agent of project A attacks a platform running the generat
       produced_at: new Date().toISOString(),
     };
     await agent.js.publish(`${prefix}.in.${A}.result.support`, encoder.encode(JSON.stringify(forged)), { msgID: MsgIds.result(A, forged.result_id), headers: headersFrom({}) });
-    const rejected = await waitFor(async () => (await runEvents(store, runId)).find((e: StoredEvent) => e.type === 'run.result_rejected'), 'the forged result refused', 30_000);
+    const rejected = await waitFor(async () => (await runEvents(store, runId)).find((e: StoredEvent) => e.type === 'run.result_rejected'), 'the forged result refused', { timeoutMs: 30_000 });
     tally.tried += 1;
     expect((rejected.payload as { code: string }).code).toBe('claim_required');
     tally.refusedByService += 1;
@@ -234,7 +234,7 @@ describe('security: an agent of project A attacks a platform running the generat
           await offer.finish({ result_id: `res-real-${runId}`, run_id: 'ar-real', body: 'Answered the customer.\n<!-- AGENT_RUN_CONFIG {"dispatch":{"status":"advance"}} -->' });
         },
       });
-      await waitFor(async () => ((await runEvents(store, runId)).some((e) => e.type === 'run.completed') ? true : undefined), 'the run completed by its claim holder', 30_000);
+      await waitFor(async () => ((await runEvents(store, runId)).some((e) => e.type === 'run.completed') ? true : undefined), 'the run completed by its claim holder', { timeoutMs: 30_000 });
       await subscription.stop();
     } finally {
       await client?.close();
@@ -250,7 +250,7 @@ describe('security: an agent of project A attacks a platform running the generat
     for (const name of routerStarts) await admin.jsm.consumers.delete(streams.inbox, name);
     const runId = `wr-sec-lost-${randomBytes(3).toString('hex')}`;
     await agent.js.publish(`${prefix}.in.${A}.start`, encoder.encode(JSON.stringify({ workflow_run_id: runId, project: A, workflow: 'support', started_by: 'dana' })), { msgID: MsgIds.start(A, runId) });
-    await waitFor(async () => ((await runEvents(store, runId)).some((e) => e.type === 'run.routed') ? true : undefined), 'a start routed after the consumer loss', 60_000);
+    await waitFor(async () => ((await runEvents(store, runId)).some((e) => e.type === 'run.routed') ? true : undefined), 'a start routed after the consumer loss', { timeoutMs: 60_000 });
     tally.tried += 1;
     tally.refusedByService += 1;
   }, 90_000);

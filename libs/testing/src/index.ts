@@ -1,7 +1,8 @@
 export * from './processes';
 export * from './deployment';
 export * from './demo/scenarios';
-export * from './wait';
+// The tests' one poll-until-ready helper (libs/wait), for test/, bench/ and the demo.
+export * from '@baton/wait';
 export * from './auth-nats';
 export { demoDefinition } from './demo/definition';
 export * from './claims';
