@@ -222,13 +222,13 @@ describe('ledger service (real NATS, two instances on one prefix)', () => {
     handoffOf(await client.abandon(P, { handoff_id: 'h-withdrawn', reason: 'no longer needed', idempotency_key: 'abandon-w' }, as('alice')));
     handoffOf(await client.decideHandback(P, { handoff_id: handbackId, decision: 'accept', idempotency_key: 'accept-w' }, as('alice')));
 
-    const [letter] = await eventually(() => deadLetters(nats, prefix, 'ledger-reactor'), (all) => all.length > 0);
+    const [letter] = await eventually(() => deadLetters(nats, prefix, 'ledger-handoff-reactor'), (all) => all.length > 0);
     expect(letter!.header(DlqHeader.reason)).toBe('policy_refused');
     expect(letter!.header(DlqHeader.detail)).toContain('handoff_not_returned');
     expect((await client.get(P, 'h-withdrawn'))!.status).toBe('abandoned');
     // The reactor moved on: a later return still gets its handback.
     const next = await createAndReturn('h-after-refusal');
     await eventually(() => client.get(P, next.handback_id!));
-    expect(await deadLetters(nats, prefix, 'ledger-reactor')).toHaveLength(1);
+    expect(await deadLetters(nats, prefix, 'ledger-handoff-reactor')).toHaveLength(1);
   });
 });

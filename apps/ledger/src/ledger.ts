@@ -1,4 +1,4 @@
-import { batonStreamNames } from '@baton/eventstore';
+import { DlqSources, batonStreamNames } from '@baton/eventstore';
 import { runService, type RunningService } from '@baton/platform';
 import { loadLedgerConfig } from './config';
 import { LedgerModule, type LedgerOptions } from './ledger.module';
@@ -13,7 +13,7 @@ export const LEDGER_PORT = 7102;
 
 /**
  * Start the ledger service: request/reply on `<prefix>.cmd.ledger.>` (queue group `ledger`) and
- * the handoff reactor (durable `ledger_handoff_reactor` on `<prefix>.ev.*.handoff.*`, one message
+ * the handoff reactor (durable `ledger_handoff_reactor` on `<prefix>.ev.*.handoff.*`, dead letters under `ledger-handoff-reactor`, one message
  * at a time per handoff, up to {@link REACTOR_CONCURRENCY} handoffs at once per instance). Throws `ConfigError` when a ledger variable is invalid.
  */
 export async function startLedger(env: Record<string, string | undefined> = process.env, options: LedgerOptions = {}): Promise<RunningService> {
@@ -26,6 +26,7 @@ export async function startLedger(env: Record<string, string | undefined> = proc
     consumers: (runtime) => [
       {
         durable: REACTOR_DURABLE,
+        dlqSource: DlqSources.ledgerHandoffReactor,
         stream: batonStreamNames(runtime.config.BATON_PREFIX).events,
         filterSubject: HANDOFF_EVENTS_PATTERN,
         patterns: [HANDOFF_EVENTS_PATTERN],
@@ -36,6 +37,7 @@ export async function startLedger(env: Record<string, string | undefined> = proc
       },
       {
         durable: PROJECT_REACTOR_DURABLE,
+        dlqSource: DlqSources.ledgerProjectReactor,
         stream: batonStreamNames(runtime.config.BATON_PREFIX).events,
         filterSubject: PROJECT_EVENTS_PATTERN,
         patterns: [PROJECT_EVENTS_PATTERN],

@@ -2,6 +2,7 @@ import { headers as natsHeaders } from 'nats';
 import type { NatsHandle } from './connection';
 import { DlqHeader, deadLetter } from './dead-letter';
 import { DlqAdmin, letterDigest, redriveMarkerSubject, type RedriveItem } from './dlq-admin';
+import { DlqSources } from './dlq-sources';
 import { durableNameFor } from './subject-patterns';
 import { batonStreamNames } from './topology';
 import { connectTest, deleteTopology, provisionTopology, randomPrefix } from './int/support';
@@ -9,8 +10,10 @@ import { connectTest, deleteTopology, provisionTopology, randomPrefix } from './
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
-/** The router's durable for agent results, as the transport names it: the source of its dead letters. */
-const RESULTS_SOURCE = durableNameFor('router', '{prefix}.in.*.result.*');
+/** The readable source of the router's consumer of agent results: what its dead letters name. */
+const RESULTS_SOURCE = DlqSources.routerResults;
+/** Its durable, as the transport names it: what its letters named before readable sources. */
+const RESULTS_DURABLE = durableNameFor('router', '{prefix}.in.*.result.*');
 
 describe('DlqAdmin redrive (real NATS): only trusted letters, once, reported one by one', () => {
   let nats: NatsHandle;
@@ -34,14 +37,14 @@ describe('DlqAdmin redrive (real NATS): only trusted letters, once, reported one
   const count = async (stream: string) => (await nats.jsm.streams.info(stream)).state.messages;
 
   /** A result published to the inbox, then dead-lettered the way the router's consumer does it. */
-  async function realLetter(body: string, agent = 'a') {
+  async function realLetter(body: string, agent = 'a', source: string = RESULTS_SOURCE) {
     const subject = `${prefix}.in.p.result.${agent}`;
     const hdrs = natsHeaders();
     hdrs.set('X-Trace', 'trace-1');
     const ack = await nats.js.publish(subject, encoder.encode(body), { msgID: `orig-${body}`, headers: hdrs });
     const letter = await deadLetter(nats.js, {
       prefix,
-      source: RESULTS_SOURCE,
+      source,
       reason: 'schema_violation',
       subject,
       headers: { 'Nats-Msg-Id': [`orig-${body}`], 'X-Trace': ['trace-1'] },
@@ -110,6 +113,26 @@ describe('DlqAdmin redrive (real NATS): only trusted letters, once, reported one
     const subjects = [];
     for (let seq = inboxBefore + 1; seq <= inboxBefore + 2; seq++) subjects.push((await nats.jsm.streams.getMessage(names.inbox, { seq })).subject);
     expect(subjects).toEqual([held.subject, real.subject]);
+  });
+
+  it('readable sources: a letter names its consumer readably (router-results); letters stored under the durable name are still listed, filtered and redriven as that consumer', async () => {
+    const current = await realLetter('{"result_id":"now"}');
+    const old = await realLetter('{"result_id":"before"}', 'b', RESULTS_DURABLE);
+    const other = await deadLetter(nats.js, { prefix, source: DlqSources.routerStarts, reason: 'schema_violation', subject: `${prefix}.in.p.start`, data: encoder.encode('{}'), deliveries: 1, stream: names.inbox, seq: 999 });
+    const all = await admin.list();
+    expect(all.map((l) => [l.seq, l.dlqSubject, l.source, l.sourceName])).toEqual([
+      [current.dlqSeq, `${prefix}.dlq.router-results`, 'router-results', 'router-results'],
+      [old.dlqSeq, `${prefix}.dlq.${RESULTS_DURABLE}`, RESULTS_DURABLE, 'router-results'],
+      [other.seq, `${prefix}.dlq.router-starts`, 'router-starts', 'router-starts'],
+    ]);
+    // --source router-results finds the letters of that consumer under either name; the durable name does too.
+    expect((await admin.list({ source: 'router-results' })).map((l) => l.seq)).toEqual([current.dlqSeq, old.dlqSeq]);
+    expect((await admin.list({ source: RESULTS_DURABLE })).map((l) => l.seq)).toEqual([current.dlqSeq, old.dlqSeq]);
+    const report = await admin.redrive({ source: 'router-results' });
+    expect(byStatus(report.items)).toEqual([
+      [current.dlqSeq, 'redriven', null],
+      [old.dlqSeq, 'redriven', null],
+    ]);
   });
 
   it('a real letter is redriven once, with the headers the inbox stored; the next redrive skips it as already redriven', async () => {

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { SubjectTable } from '@baton/contracts';
 import { headers as natsHeaders, type JetStreamClient, type JetStreamManager } from 'nats';
 import { DlqHeader } from './dead-letter';
+import { readableDlqSource, sameDlqSource } from './dlq-sources';
 import { RedriveSkip, checkRedriveTarget } from './redrive-rules';
 import { streamReader, type StoredMessage, type StreamReader } from './stream-reader';
 import { batonStreamNames } from './topology';
@@ -75,8 +76,14 @@ export interface DeadLetterRecord {
   dlqSubject: string;
   reason: string;
   detail?: string;
-  /** Which consumer gave up. */
+  /** Which consumer gave up, as the letter records it (`Baton-Dlq-Source`). */
   source: string;
+  /**
+   * Its readable name: the same as `source`, or — for a letter written before readable source
+   * names — the readable name of the durable (or older source) it records (`router-results` for
+   * `router__prefix__in_any_result_any_4f0c0a3d`).
+   */
+  sourceName: string;
   /** Where the original was published (the redrive target). */
   subject: string;
   /** Stream and sequence of the original (`core` for a core NATS request). */
@@ -97,7 +104,10 @@ export interface DeadLetterRecord {
 }
 
 export interface DlqFilter {
-  /** Only dead letters of this source (the `Baton-Dlq-Source` header or the subject token). */
+  /**
+   * Only dead letters of this source (the `Baton-Dlq-Source` header or the subject token); a
+   * readable name also matches the letters its consumer wrote under its durable name before.
+   */
   source?: string;
   /** Only dead letters with this reason code. */
   reason?: string;
@@ -370,6 +380,7 @@ function decodeLetter(prefix: string, msg: StoredMessage): DeadLetterRecord {
     dlqSubject: msg.subject,
     reason: hdr(DlqHeader.reason) ?? 'unknown',
     source: hdr(DlqHeader.source) ?? token,
+    sourceName: readableDlqSource(hdr(DlqHeader.source) ?? token),
     subject: hdr(DlqHeader.subject) ?? '',
     headers: parseHeaderRecord(hdr(DlqHeader.headers)),
     data: msg.data,
@@ -389,7 +400,7 @@ function decodeLetter(prefix: string, msg: StoredMessage): DeadLetterRecord {
 }
 
 function matches(prefix: string, letter: DeadLetterRecord, filter: DlqFilter): boolean {
-  if (filter.source !== undefined && letter.source !== filter.source && sourceTokenOf(prefix, letter.dlqSubject) !== filter.source) return false;
+  if (filter.source !== undefined && !sameDlqSource(letter.source, filter.source) && !sameDlqSource(sourceTokenOf(prefix, letter.dlqSubject), filter.source)) return false;
   if (filter.reason !== undefined && letter.reason !== filter.reason) return false;
   if (filter.untilSeq !== undefined && letter.seq > filter.untilSeq) return false;
   return true;

@@ -44,6 +44,7 @@ export { provision, streamConfig, consumerConfig } from './provision';
 export type { ProvisionAction, ProvisionReport } from './provision';
 export { deadLetter, deadLetterMsgId, DlqHeader, DeadLetterReason, dlqSourceToken, headersToRecord, isCoreRequestStream } from './dead-letter';
 export { durableNameFor, subjectMatches } from './subject-patterns';
+export { DlqSources, LEGACY_DLQ_SOURCES, ROUTER_DLQ_SOURCES, readableDlqSource, sameDlqSource, type DlqSource } from './dlq-sources';
 export type { DeadLetterInput, DeadLetterAck } from './dead-letter';
 export { runConsumer, classifyError } from './runner';
 export type { BatchVerdict, ConsumedMessage, ConsumerLostEvent, ConsumerRunner, ErrorClass, MessageOutcome, RunConsumerOptions } from './runner';

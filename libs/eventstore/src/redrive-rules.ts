@@ -1,5 +1,6 @@
 import { SubjectTable, offerDurableName } from '@baton/contracts';
 import { dlqSourceToken, isCoreRequestStream } from './dead-letter';
+import { DlqSources, type DlqSource } from './dlq-sources';
 import { durableNameFor, subjectMatches } from './subject-patterns';
 
 /**
@@ -7,8 +8,10 @@ import { durableNameFor, subjectMatches } from './subject-patterns';
  * consumer which dead-lettered it (its recorded source) consumes. The table is derived from the
  * consumers Baton declares on `<PREFIX>_INBOX`:
  *
- * - the router's inbox consumers, one durable per `@EventPattern`, named by the transport with
- *   `durableNameFor('router', pattern)` (`apps/router/src/shared/subjects.ts`,
+ * - the router's inbox consumers, one durable per `@EventPattern` (named by the transport with
+ *   `durableNameFor('router', pattern)`), each dead-lettering under its readable source
+ *   (`router-results`...; `DlqSources`); letters stored before the readable names carry the
+ *   durable name, which is recognised too (`apps/router/src/shared/subjects.ts`,
  *   `apps/router/src/meshes/mesh-subjects.ts`; `apps/router/src/shared/redrive-table.spec.ts`
  *   fails when they drift apart);
  * - each agent's offers durable, `offerDurableName(project, agent)` on
@@ -27,16 +30,18 @@ export interface InboxConsumerDeclaration {
   service: string;
   /** The pattern as written in the service's decorator (`{prefix}` placeholder). */
   pattern: string;
+  /** The readable dead-letter source the consumer writes its letters under. */
+  source: DlqSource;
 }
 
 /** The router's inbox consumers (the patterns of its `@EventPattern`s on `<prefix>.in.>`, answers excepted). */
 export const ROUTER_INBOX_CONSUMERS: readonly InboxConsumerDeclaration[] = [
-  { service: 'router', pattern: '{prefix}.in.*.start' },
-  { service: 'router', pattern: '{prefix}.in.*.result.*' },
-  { service: 'router', pattern: '{prefix}.in.*.message' },
-  { service: 'router', pattern: '{prefix}.in.*.stop' },
-  { service: 'router', pattern: '{prefix}.in.*.mesh_start' },
-  { service: 'router', pattern: '{prefix}.in.*.mesh_result.*' },
+  { service: 'router', pattern: '{prefix}.in.*.start', source: DlqSources.routerStarts },
+  { service: 'router', pattern: '{prefix}.in.*.result.*', source: DlqSources.routerResults },
+  { service: 'router', pattern: '{prefix}.in.*.message', source: DlqSources.routerMessages },
+  { service: 'router', pattern: '{prefix}.in.*.stop', source: DlqSources.routerStops },
+  { service: 'router', pattern: '{prefix}.in.*.mesh_start', source: DlqSources.routerMeshStarts },
+  { service: 'router', pattern: '{prefix}.in.*.mesh_result.*', source: DlqSources.routerMeshTurns },
 ];
 
 /** Why a dead letter was not redriven. */
@@ -90,9 +95,16 @@ export interface RedriveTableRow {
   subjects: string[];
 }
 
-/** The static part of the table for a prefix (the per-agent offer durables follow a rule: see {@link checkRedriveTarget}). */
+/**
+ * The static part of the table for a prefix (the per-agent offer durables follow a rule: see
+ * {@link checkRedriveTarget}): each router inbox consumer under its readable source, then under its
+ * durable name (the source of the letters it wrote before readable names).
+ */
 export function redriveTable(prefix: string): RedriveTableRow[] {
-  return ROUTER_INBOX_CONSUMERS.map((c) => ({ source: durableNameFor(c.service, c.pattern), subjects: [resolve(c.pattern, prefix)] }));
+  return [
+    ...ROUTER_INBOX_CONSUMERS.map((c) => ({ source: c.source as string, subjects: [resolve(c.pattern, prefix)] })),
+    ...ROUTER_INBOX_CONSUMERS.map((c) => ({ source: durableNameFor(c.service, c.pattern), subjects: [resolve(c.pattern, prefix)] })),
+  ];
 }
 
 /**

@@ -7,8 +7,10 @@ import { bufferedIo } from '../output';
 const NATS_URL = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
-/** The router's agent-result durable: the source its dead letters carry. */
-const RESULTS_SOURCE = durableNameFor('router', '{prefix}.in.*.result.*');
+/** The readable source of the router's agent-result consumer: what its dead letters carry. */
+const RESULTS_SOURCE = 'router-results';
+/** Its durable name: the source of the letters it wrote before readable names. */
+const RESULTS_DURABLE = durableNameFor('router', '{prefix}.in.*.result.*');
 
 describe('baton dlq (real NATS): list, show and an idempotent redrive', () => {
   let nats: NatsHandle;
@@ -78,12 +80,35 @@ describe('baton dlq (real NATS): list, show and an idempotent redrive', () => {
       [1, 'malformed_json', RESULTS_SOURCE, inboxSubject(), false],
       [2, 'schema_violation', 'ledger', `${prefix}.cmd.ledger.p1.claim`, false],
     ]);
+    expect(all.map((l) => l['dlq_subject'])).toEqual([`${prefix}.dlq.router-results`, `${prefix}.dlq.ledger`]);
     expect((await json<unknown[]>('dlq', 'list', '--source', 'ledger', '--json')).length).toBe(1);
     expect((await json<unknown[]>('dlq', 'list', '--reason', 'malformed_json', '--json')).length).toBe(1);
     expect((await json<unknown[]>('dlq', 'list', '--reason', 'nope', '--json')).length).toBe(0);
     const table = await baton('dlq', 'list');
     expect(table.out).toContain('malformed_json');
     expect(table.out).toContain('ledger');
+  });
+
+  it('sources are the readable names the help lists; a letter stored under the old durable name is shown and filtered by its readable name, and redriven', async () => {
+    const help = await baton('dlq', '--help');
+    for (const name of ['router-results', 'router-starts', 'router-answers', 'ledger-handoff-reactor', 'notifier-projections']) expect(help.out).toContain(name);
+    const original = await nats.js.publish(inboxSubject(), encoder.encode('{"result_id": "old", '), { msgID: 'orig-old' });
+    await deadLetter(nats.js, { prefix, source: RESULTS_DURABLE, reason: 'malformed_json', subject: inboxSubject(), data: encoder.encode('{"result_id": "old", '), deliveries: 1, stream: batonStreamNames(prefix).inbox, seq: original.seq });
+    const listed = await json<Array<Record<string, unknown>>>('dlq', 'list', '--source', 'router-results', '--json');
+    expect(listed.map((l) => [l['seq'], l['source'], l['source_name']])).toEqual([
+      [1, RESULTS_SOURCE, 'router-results'],
+      [3, RESULTS_DURABLE, 'router-results'],
+    ]);
+    const table = await baton('dlq', 'list');
+    expect(table.out).not.toContain(RESULTS_DURABLE);
+    expect(table.out.match(/router-results/g)).toHaveLength(2);
+    const shown = await baton('dlq', 'show', '3');
+    expect(shown.out).toContain(`router-results (recorded as ${RESULTS_DURABLE})`);
+    const report = await json<{ items: Array<{ seq: number; status: string }> }>('dlq', 'redrive', '--source', 'router-results', '--json');
+    expect(report.items.map((i) => [i.seq, i.status])).toEqual([
+      [1, 'redriven'],
+      [3, 'redriven'],
+    ]);
   });
 
   it('dlq show gives the reason, original subject, original headers and the original bytes (text, or base64 when not UTF-8)', async () => {

@@ -24,6 +24,7 @@ function letterJson(letter: DeadLetterRecord): Record<string, unknown> {
     reason: letter.reason,
     detail: letter.detail ?? null,
     source: letter.source,
+    source_name: letter.sourceName,
     subject: letter.subject,
     dlq_subject: letter.dlqSubject,
     original_stream: letter.originalStream ?? null,
@@ -59,7 +60,18 @@ const HELP = `Usage: baton dlq list [--source s] [--reason r] [--json]
        baton dlq redrive [--until <seq>] [--source s] [--reason r] [--dry-run] [--allow-missing-original] [--json]
 
 Inspect and redrive the dead letters in <PREFIX>_DLQ: messages a consumer gave up on, each kept
-with its reason, original subject, original headers and original bytes.
+with its reason, original subject, original headers and original bytes, on <prefix>.dlq.<source>.
+
+Sources name the consumer that gave up:
+  router-starts, router-results, router-messages, router-stops, router-answers,
+  router-mesh-starts, router-mesh-turns, router-mesh-answers    the router's inbox consumers
+  router-dispatch, router-handoff-deadlines, router-mesh-reactor   the router's event reactors
+  router-definitions, ledger        refused publish_definition / ledger requests (core NATS)
+  ledger-handoff-reactor, ledger-project-reactor, watchdog-escalations,
+  notifier-projections, notifier-webhooks, notifier-mesh-webhooks
+Letters written before these names carry the consumer's durable name (e.g.
+router__prefix__in_any_result_any_4f0c0a3d for router-results): list shows the readable name,
+and --source with either name finds both.
 
   list      one line per dead letter (seq, reason, source, original subject, size, redriven)
   show      one dead letter in full: reason, detail, original subject and headers, the bytes as
@@ -80,7 +92,8 @@ with its reason, original subject, original headers and original bytes.
             A letter that cannot be republished is reported and the rest go on.
 
 Options:
-  --source <s>               only dead letters from this consumer (a durable name)
+  --source <s>               only dead letters from this consumer (e.g. router-results; its old
+                             durable name works too)
   --reason <r>               only dead letters with this reason (e.g. malformed_json, schema_violation)
   --until <seq>              redrive only dead letters up to this DLQ sequence
   --dry-run                  report what redrive would do; change nothing
@@ -120,7 +133,7 @@ export const dlqCommand: Command = {
             [
               { header: 'seq', value: (l) => l.seq },
               { header: 'reason', value: (l) => l.reason, max: 28 },
-              { header: 'source', value: (l) => l.source, max: 24 },
+              { header: 'source', value: (l) => l.sourceName, max: 28 },
               { header: 'subject', value: (l) => l.subject, max: 50 },
               { header: 'bytes', value: (l) => l.data.length },
               { header: 'at', value: (l) => l.at },
@@ -149,7 +162,7 @@ export const dlqCommand: Command = {
             seq: letter.seq,
             reason: letter.reason,
             detail: letter.detail,
-            source: letter.source,
+            source: letter.sourceName === letter.source ? letter.source : `${letter.sourceName} (recorded as ${letter.source})`,
             subject: letter.subject,
             'original stream': letter.originalStream,
             'original seq': letter.originalSeq,

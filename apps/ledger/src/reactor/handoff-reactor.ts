@@ -2,6 +2,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import { HandoffEventSchemas, MsgIds, type HandoffEvent, type ProjectControlEvent } from '@baton/contracts';
 import { LEDGER_ACTOR, handoffDecider, projectControlDecider, reactToHandoffEvent, toHandoffRecord, type HandoffState, type ProjectControlState } from '@baton/domain';
 import {
+  DlqSources,
   PoisonError,
   TransientError,
   batonStreamNames,
@@ -20,8 +21,13 @@ import { pendingHandoffs } from '../governance/pending-handoffs';
 import { LedgerIds } from '../ids';
 import { ProjectDirectory } from '../projects/project-directory';
 
-/** Dead-letter source for policy commands the target handoff refused (`<prefix>.dlq.ledger-reactor`). */
-export const REACTOR_DLQ_SOURCE = 'ledger-reactor';
+/**
+ * Dead-letter source of the handoff reactor: its consumer's letters (events that do not decode,
+ * deliveries exhausted) and the policy commands the target handoff refused
+ * (`<prefix>.dlq.ledger-handoff-reactor`; letters written before readable names say `ledger-reactor`
+ * or `ledger_handoff_reactor`).
+ */
+export const REACTOR_DLQ_SOURCE = DlqSources.ledgerHandoffReactor;
 
 /** The events after which a handoff is pending again for its addressee: each triggers an offer. */
 const OFFER_EVENTS: ReadonlySet<HandoffEvent['type']> = new Set(['handoff.created', 'handoff.lease_expired', 'handoff.reworked']);
@@ -36,7 +42,7 @@ const encoder = new TextEncoder();
  *    resulting command (handback creation, parent completion / rework, escalation consult) is
  *    applied to its handoff with ids derived from the event, so a redelivery changes nothing.
  *    A command the target refuses is logged and recorded as a dead letter (source
- *    `ledger-reactor`, reason `policy_refused`, the event's bytes) and NOT retried;
+ *    `ledger-handoff-reactor`, reason `policy_refused`, the event's bytes) and NOT retried;
  * 2. when the event left the handoff pending for an addressed agent (created, requeued after
  *    lease expiry, reworked) publishes an OFFER (the HandoffRecord JSON) to
  *    `<prefix>.in.<project>.offer.<agent>` with `Nats-Msg-Id` `offer:<project>:<handoff id>:<event seq>`,

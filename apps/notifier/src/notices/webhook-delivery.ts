@@ -1,6 +1,6 @@
 import { BeforeApplicationShutdown, Inject, Injectable, OnApplicationBootstrap } from '@nestjs/common';
 import { HumanActionNoticeSchema, Subjects } from '@baton/contracts';
-import { batonStreamNames, provision, runConsumer, TransientError, type ConsumedMessage, type ConsumerRunner } from '@baton/eventstore';
+import { batonStreamNames, DlqSources, provision, runConsumer, TransientError, type ConsumedMessage, type ConsumerRunner } from '@baton/eventstore';
 import { RUNTIME, type ServiceConfig, type ServiceRuntime } from '@baton/platform';
 import { NOTIFIER_CONFIG, webhookBackoff, type NotifierConfig } from '../notifier.config';
 import { WebhookSender } from './webhook-sender';
@@ -12,8 +12,8 @@ export const MESH_WEBHOOK_DURABLE = 'notifier_webhooks_mesh';
 
 /** The aggregate kinds whose notices reach webhooks, each with its consumer and notice event. */
 const NOTICE_SOURCES = [
-  { kind: 'run', durable: WEBHOOK_DURABLE, type: 'run.notice_emitted' },
-  { kind: 'mesh', durable: MESH_WEBHOOK_DURABLE, type: 'mesh.notice_emitted' },
+  { kind: 'run', durable: WEBHOOK_DURABLE, source: DlqSources.notifierWebhooks, type: 'run.notice_emitted' },
+  { kind: 'mesh', durable: MESH_WEBHOOK_DURABLE, source: DlqSources.notifierMeshWebhooks, type: 'mesh.notice_emitted' },
 ] as const;
 
 const decoder = new TextDecoder();
@@ -27,7 +27,7 @@ const decoder = new TextDecoder();
  * message is naked with exponential backoff (NOTIFIER_WEBHOOK_BACKOFF_MS doubling up to
  * NOTIFIER_WEBHOOK_BACKOFF_MAX_MS) and redelivered; webhooks that already answered 2xx are
  * skipped (deduplicated by notice id). After NOTIFIER_WEBHOOK_MAX_ATTEMPTS deliveries the message
- * is dead-lettered (`<prefix>.dlq.notifier_webhooks`, reason `max_deliveries`). The consumer
+ * is dead-lettered (`<prefix>.dlq.notifier-webhooks`, or `notifier-mesh-webhooks`, reason `max_deliveries`). The consumer
  * survives restarts, so a notice whose delivery was cut short by a crash is delivered after it.
  * With no webhooks configured nothing is created.
  */
@@ -65,12 +65,13 @@ export class WebhookDelivery implements OnApplicationBootstrap, BeforeApplicatio
         description: `notifier: human action notices of ${kind} aggregates to webhooks`,
       })),
     });
-    this.runners = NOTICE_SOURCES.map(({ durable, type }) =>
+    this.runners = NOTICE_SOURCES.map(({ durable, source, type }) =>
       runConsumer({
         js: nats.js,
         stream,
         durable,
         prefix,
+        source,
         maxDeliver: this.config.NOTIFIER_WEBHOOK_MAX_ATTEMPTS,
         backoffMs: webhookBackoff(this.config),
         concurrency: 8,

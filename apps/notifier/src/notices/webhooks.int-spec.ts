@@ -133,12 +133,12 @@ describe('human action notices to webhooks: signed, retried with backoff, dedupl
     for (let i = 0; i < 100 && !dead; i++) {
       const info = await fx.nats.jsm.streams.info(dlq);
       if (info.state.messages > 0) {
-        const msg = await fx.nats.jsm.streams.getMessage(dlq, { last_by_subj: Subjects.deadLetter(fx.prefix, 'notifier_webhooks') }).catch(() => null);
+        const msg = await fx.nats.jsm.streams.getMessage(dlq, { last_by_subj: Subjects.deadLetter(fx.prefix, 'notifier-webhooks') }).catch(() => null);
         if (msg) dead = { reason: msg.header?.get('Baton-Dlq-Reason'), source: msg.header?.get('Baton-Dlq-Source') };
       }
       if (!dead) await new Promise((resolve) => setTimeout(resolve, 100));
     }
-    expect(dead).toEqual({ reason: 'max_deliveries', source: 'notifier_webhooks' });
+    expect(dead).toEqual({ reason: 'max_deliveries', source: 'notifier-webhooks' });
     expect(received.filter((r) => r.hook === 'down').map((r) => r.status)).toEqual([503, 503, 503, 503]);
   });
 });

@@ -1,6 +1,6 @@
 import { BeforeApplicationShutdown, Inject, Injectable, OnApplicationBootstrap } from '@nestjs/common';
 import { Subjects } from '@baton/contracts';
-import { batonStreamNames, provision, runConsumer, type ConsumerRunner } from '@baton/eventstore';
+import { DlqSources, batonStreamNames, provision, runConsumer, type ConsumerRunner } from '@baton/eventstore';
 import { jetStreamReplaySource, type BatonProjector, type ReplaySource } from '@baton/projections';
 import { RUNTIME, type ServiceConfig, type ServiceRuntime } from '@baton/platform';
 import { NOTIFIER_CONFIG, type NotifierConfig } from '../notifier.config';
@@ -95,7 +95,7 @@ export class ProjectionApplier implements OnApplicationBootstrap, BeforeApplicat
       stream,
       durable: PROJECTION_DURABLE,
       prefix,
-      source: PROJECTION_DURABLE,
+      source: DlqSources.notifierProjections,
       maxDeliver: config.BATON_MAX_DELIVER,
       concurrency: PROJECTION_IN_FLIGHT,
       batch: PROJECTION_BATCH,

@@ -1,5 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { ProjectDefinitionSchema, type Rejection } from '@baton/contracts';
+import { DlqSources } from '@baton/eventstore';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import type { PublishDefinitionReply, RouterReplyError } from '@baton/contracts';
 import { deadLetterRequest } from '../shared/dead-letter';
@@ -14,7 +15,7 @@ const encoder = new TextEncoder();
 const ACTOR_PATTERN = /^[A-Za-z0-9_\-.:@]{1,200}$/;
 
 /** Where refused definition requests are dead-lettered (`<prefix>.dlq.router-definitions`). */
-export const DEFINITIONS_DLQ_SOURCE = 'router-definitions';
+export const DEFINITIONS_DLQ_SOURCE = DlqSources.routerDefinitions;
 
 /**
  * Use case: publish a project definition (`<prefix>.cmd.router.<project>.publish_definition`).

@@ -1,7 +1,7 @@
 import { Controller, UseFilters } from '@nestjs/common';
 import { Ctx, EventPattern } from '@nestjs/microservices';
 import { JetStreamContext, JetStreamExceptionFilter } from '@baton/platform';
-import { perRunStream } from '../shared/ordering';
+import { perRunStream, routerConsumer } from '../shared/ordering';
 import { RouterPatterns } from '../shared/subjects';
 import { DispatchReactor } from './dispatch-reactor';
 
@@ -16,7 +16,7 @@ import { DispatchReactor } from './dispatch-reactor';
 export class DispatchController {
   constructor(private readonly reactor: DispatchReactor) {}
 
-  @EventPattern(RouterPatterns.runEvents, perRunStream)
+  @EventPattern(RouterPatterns.runEvents, routerConsumer(RouterPatterns.runEvents, perRunStream))
   onRunEvent(@Ctx() ctx: JetStreamContext): Promise<void> {
     return ctx.react(this.reactor.table);
   }

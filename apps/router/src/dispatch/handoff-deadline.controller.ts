@@ -1,7 +1,7 @@
 import { Controller, UseFilters } from '@nestjs/common';
 import { Ctx, EventPattern } from '@nestjs/microservices';
 import { JetStreamContext, JetStreamExceptionFilter } from '@baton/platform';
-import { perRunStream } from '../shared/ordering';
+import { perRunStream, routerConsumer } from '../shared/ordering';
 import { RouterPatterns } from '../shared/subjects';
 import { HandoffDeadlineReactor } from './handoff-deadline-reactor';
 
@@ -16,7 +16,7 @@ import { HandoffDeadlineReactor } from './handoff-deadline-reactor';
 export class HandoffDeadlineController {
   constructor(private readonly reactor: HandoffDeadlineReactor) {}
 
-  @EventPattern(RouterPatterns.handoffEvents, perRunStream)
+  @EventPattern(RouterPatterns.handoffEvents, routerConsumer(RouterPatterns.handoffEvents, perRunStream))
   onHandoffEvent(@Ctx() ctx: JetStreamContext): Promise<void> {
     return ctx.react(this.reactor.table);
   }

@@ -2,6 +2,7 @@ import { Controller, UseFilters } from '@nestjs/common';
 import { Ctx, EventPattern } from '@nestjs/microservices';
 import { JetStreamContext, JetStreamExceptionFilter } from '@baton/platform';
 import { AnswerMeshStopUseCase } from './answer-mesh-stop';
+import { routerConsumer } from '../shared/ordering';
 import { MeshPatterns } from './mesh-subjects';
 import { MeshReactor } from './mesh-reactor';
 import { RecordMeshTurnUseCase } from './record-mesh-turn';
@@ -24,22 +25,22 @@ export class MeshesController {
     private readonly answerStop: AnswerMeshStopUseCase,
   ) {}
 
-  @EventPattern(MeshPatterns.meshStart)
+  @EventPattern(MeshPatterns.meshStart, routerConsumer(MeshPatterns.meshStart))
   onStart(@Ctx() ctx: JetStreamContext): Promise<void> {
     return this.startMesh.execute(ctx.subject, ctx.data);
   }
 
-  @EventPattern(MeshPatterns.meshResult)
+  @EventPattern(MeshPatterns.meshResult, routerConsumer(MeshPatterns.meshResult))
   onTurn(@Ctx() ctx: JetStreamContext): Promise<void> {
     return this.recordTurn.execute(ctx.subject, ctx.data);
   }
 
-  @EventPattern(MeshPatterns.meshAnswer)
+  @EventPattern(MeshPatterns.meshAnswer, routerConsumer(MeshPatterns.meshAnswer))
   onAnswer(@Ctx() ctx: JetStreamContext): Promise<void> {
     return this.answerStop.execute(ctx.subject, ctx.data);
   }
 
-  @EventPattern(MeshPatterns.meshEvents)
+  @EventPattern(MeshPatterns.meshEvents, routerConsumer(MeshPatterns.meshEvents))
   onMeshEvent(@Ctx() ctx: JetStreamContext): Promise<void> {
     return ctx.react(this.reactor.table);
   }

@@ -1,7 +1,7 @@
 import { Controller, UseFilters } from '@nestjs/common';
 import { Ctx, EventPattern } from '@nestjs/microservices';
 import { JetStreamContext, JetStreamExceptionFilter } from '@baton/platform';
-import { perRun } from '../shared/ordering';
+import { perRun, routerConsumer } from '../shared/ordering';
 import { RouterPatterns } from '../shared/subjects';
 import { RecordResultUseCase } from './use-cases/record-result';
 import { ResumeRunUseCase } from './use-cases/resume-run';
@@ -27,27 +27,27 @@ export class RunsController {
     private readonly sessionMessage: SessionMessageUseCase,
   ) {}
 
-  @EventPattern(RouterPatterns.runStart, perRun)
+  @EventPattern(RouterPatterns.runStart, routerConsumer(RouterPatterns.runStart, perRun))
   onStart(@Ctx() ctx: JetStreamContext): Promise<void> {
     return this.startRun.execute(ctx.subject, ctx.data);
   }
 
-  @EventPattern(RouterPatterns.agentResult, perRun)
+  @EventPattern(RouterPatterns.agentResult, routerConsumer(RouterPatterns.agentResult, perRun))
   onResult(@Ctx() ctx: JetStreamContext): Promise<void> {
     return this.recordResult.execute(ctx.subject, ctx.data);
   }
 
-  @EventPattern(RouterPatterns.operatorAnswer, perRun)
+  @EventPattern(RouterPatterns.operatorAnswer, routerConsumer(RouterPatterns.operatorAnswer, perRun))
   onAnswer(@Ctx() ctx: JetStreamContext): Promise<void> {
     return this.resumeRun.execute(ctx.subject, ctx.data);
   }
 
-  @EventPattern(RouterPatterns.sessionMessage, perRun)
+  @EventPattern(RouterPatterns.sessionMessage, routerConsumer(RouterPatterns.sessionMessage, perRun))
   onMessage(@Ctx() ctx: JetStreamContext): Promise<void> {
     return this.sessionMessage.execute(ctx.subject, ctx.data);
   }
 
-  @EventPattern(RouterPatterns.stopRequest, perRun)
+  @EventPattern(RouterPatterns.stopRequest, routerConsumer(RouterPatterns.stopRequest, perRun))
   onStop(@Ctx() ctx: JetStreamContext): Promise<void> {
     return this.stopRun.execute(ctx.subject, ctx.data);
   }

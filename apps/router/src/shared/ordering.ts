@@ -1,4 +1,5 @@
 import { Limits } from '@baton/contracts';
+import { ROUTER_DLQ_SOURCES } from '@baton/eventstore';
 
 const decoder = new TextDecoder();
 
@@ -29,3 +30,15 @@ export const perRun = { concurrency: ROUTER_CONCURRENCY, orderingKey: workflowRu
 
 /** `@EventPattern` extras of the router's run-event consumer: per-stream order, streams in parallel. */
 export const perRunStream = { concurrency: ROUTER_CONCURRENCY, orderingKey: 'subject' } as const;
+
+/**
+ * The `@EventPattern` extras of the router's consumer of `pattern` (as written in the decorator):
+ * `extras` plus the readable dead-letter source of that consumer (`router-results`...; the durable
+ * keeps its derived name). Throws for a pattern the table does not name, so a new consumer cannot
+ * dead-letter under its durable name by accident.
+ */
+export function routerConsumer<E extends object>(pattern: string, extras?: E): E & { dlqSource: string } {
+  const dlqSource = ROUTER_DLQ_SOURCES[pattern];
+  if (dlqSource === undefined) throw new Error(`no dead-letter source is declared for the router's pattern ${pattern} (ROUTER_DLQ_SOURCES)`);
+  return { ...(extras ?? ({} as E)), dlqSource };
+}

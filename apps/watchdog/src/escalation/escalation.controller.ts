@@ -1,7 +1,7 @@
 import { Controller, Inject } from '@nestjs/common';
 import { Ctx, EventPattern, Payload } from '@nestjs/microservices';
 import type { EventEnvelope, HandoffEventData } from '@baton/contracts';
-import { PoisonError, TransientError } from '@baton/eventstore';
+import { DlqSources, PoisonError, TransientError } from '@baton/eventstore';
 import { JetStreamContext, RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { EscalationStopper } from './escalation-stopper';
 
@@ -22,7 +22,7 @@ export class EscalationController {
     @Inject(EscalationStopper) private readonly stopper: EscalationStopper,
   ) {}
 
-  @EventPattern('{prefix}.ev.*.handoff.*', { durable: ESCALATION_DURABLE, pullExpiresMs: 1000 })
+  @EventPattern('{prefix}.ev.*.handoff.*', { durable: ESCALATION_DURABLE, dlqSource: DlqSources.watchdogEscalations, pullExpiresMs: 1000 })
   async onHandoffEvent(@Payload() data: unknown, @Ctx() ctx: JetStreamContext): Promise<void> {
     if (ctx.header('Baton-Event-Type') !== 'handoff.escalated') return;
     const decoded = this.runtime.registry.decode(data);

@@ -56,6 +56,12 @@ export interface JetStreamConsumerSettings {
 export interface JetStreamPatternExtras extends JetStreamConsumerSettings {
   /** Durable name (default derived from the service name and pattern). */
   durable?: string;
+  /**
+   * The readable name the consumer's dead letters carry (`Baton-Dlq-Source`, `<prefix>.dlq.<source>`),
+   * e.g. `router-results` (default: the durable name). Independent of the durable, which keeps
+   * its name: renaming a durable would create a new consumer that reads its stream again.
+   */
+  dlqSource?: string;
   /** Stream name (default: the stream whose subjects hold the pattern). */
   stream?: string;
 }
@@ -63,6 +69,8 @@ export interface JetStreamPatternExtras extends JetStreamConsumerSettings {
 /** One durable consumer feeding several patterns (dispatched by subject, first match wins). */
 export interface JetStreamConsumerBinding extends JetStreamConsumerSettings {
   durable: string;
+  /** The readable name its dead letters carry (default: the durable name; see {@link JetStreamPatternExtras.dlqSource}). */
+  dlqSource?: string;
   stream: string;
   /** Consumer filter subject (`{prefix}` allowed); default: none (the whole stream). */
   filterSubject?: string;
@@ -122,6 +130,8 @@ export interface RequestErrorReply {
 
 interface ResolvedBinding {
   spec: ConsumerSpec;
+  /** Dead-letter source of the consumer. */
+  dlqSource: string;
   settings: JetStreamConsumerSettings;
   /** [subject pattern, handler] in registration order. */
   routes: Array<[string, MessageHandler]>;
@@ -233,7 +243,7 @@ export class JetStreamServer extends Server<JetStreamServerEvents> implements Cu
       }
       const settings = { ...defaults, ...binding };
       const filterSubject = binding.filterSubject === undefined ? undefined : resolvePattern(binding.filterSubject, prefix);
-      bindings.push({ spec: this.consumerSpec(binding.stream, binding.durable, filterSubject, settings), settings, routes });
+      bindings.push({ spec: this.consumerSpec(binding.stream, binding.durable, filterSubject, settings), dlqSource: binding.dlqSource ?? binding.durable, settings, routes });
     }
 
     for (const [pattern, handler] of events) {
@@ -243,7 +253,7 @@ export class JetStreamServer extends Server<JetStreamServerEvents> implements Cu
       const stream = extras.stream ?? (await this.findStream(handle, subject));
       const durable = extras.durable ?? durableNameFor(name, pattern);
       const settings = { ...defaults, ...extras };
-      bindings.push({ spec: this.consumerSpec(stream, durable, subject, settings), settings, routes: [[subject, handler]] });
+      bindings.push({ spec: this.consumerSpec(stream, durable, subject, settings), dlqSource: extras.dlqSource ?? durable, settings, routes: [[subject, handler]] });
     }
     return bindings;
   }
@@ -275,7 +285,7 @@ export class JetStreamServer extends Server<JetStreamServerEvents> implements Cu
       stream: binding.spec.stream,
       durable: binding.spec.durable,
       prefix: this.options.prefix,
-      source: binding.spec.durable,
+      source: binding.dlqSource,
       maxDeliver: settings.maxDeliver,
       backoffMs: settings.backoffMs,
       concurrency: settings.concurrency,
