@@ -2,7 +2,7 @@ import type Redis from 'ioredis';
 import { batonStreamNames, type NatsHandle } from '@baton/eventstore';
 import { AgentClaims } from '@baton/testing';
 import { advanceResult, onOffers, publishResult, startRun, VisibilityWatcher, type Offer } from './baton';
-import { machineCpu } from './platform';
+import { cpuFigures, formatCpu, machineCpu, type CpuReading } from './platform';
 import { nowMs, round, sleep, summarize, type LatencySummary } from './stats';
 
 export interface HopsOptions {
@@ -17,8 +17,8 @@ export interface HopsOptions {
   latencySeconds: number;
   /** Offered load for the latency phase, hops/s (default: half the sustained rate). */
   latencyRate?: number;
-  /** CPU seconds used so far per accounted process (see `cpuSnapshot`). */
-  cpu?: () => Record<string, number | null>;
+  /** CPU seconds used so far per accounted process (see `readCpu`). */
+  cpu?: () => Record<string, CpuReading>;
   log: (line: string) => void;
 }
 
@@ -40,8 +40,10 @@ export interface HopsResult {
   not_offered: number;
   /** Hops still not visible 30 s after their result was published. */
   lost: number;
-  /** CPU milliseconds each process spent per hop during the throughput window. */
-  cpu_ms_per_hop: Record<string, number>;
+  /** CPU milliseconds each process spent per hop during the throughput window; null when not measured. */
+  cpu_ms_per_hop: Record<string, number | null>;
+  /** Why a `cpu_ms_per_hop` figure is null, per process. */
+  cpu_not_measured: Record<string, string>;
   /** How busy the whole machine was during the throughput window (1 = every CPU busy). */
   machine_busy: number;
 }
@@ -137,14 +139,10 @@ export async function measureHops(opts: HopsOptions): Promise<HopsResult> {
     const storedPerHop = inWindow.length > 0 ? (after.messages - before.messages) / inWindow.length : Number.NaN;
     const eventBytes = after.events > before.events ? (after.eventBytes - before.eventBytes) / (after.events - before.events) : Number.NaN;
     const saturated = summarize(inWindow.map((c) => c.latency as number));
-    const cpuPerHop: Record<string, number> = {};
-    for (const [name, end] of Object.entries(cpuAfter)) {
-      const start = cpuBefore[name];
-      if (end !== null && start !== null && start !== undefined && inWindow.length > 0) cpuPerHop[name] = round(((end - start) * 1000) / inWindow.length, 2);
-    }
+    const cpuPerHop = cpuFigures(cpuBefore, cpuAfter, inWindow.length, 1000);
     const machineBusy = machineBefore && machineAfter ? round((machineAfter.busy - machineBefore.busy) / Math.max(1e-9, machineAfter.total - machineBefore.total), 3) : Number.NaN;
     opts.log(`  closed loop: ${round(hopsPerS, 1)} hops/s, p50 ${saturated.p50_ms} ms, p99 ${saturated.p99_ms} ms; machine busy ${round(machineBusy * 100, 0)}%`);
-    opts.log(`  CPU ms per hop: ${Object.entries(cpuPerHop).map(([k, v]) => `${k} ${v}`).join(', ')}`);
+    opts.log(`  CPU ms per hop: ${formatCpu(cpuPerHop)}`);
 
     // Drain: no new results; wait for every run to become idle.
     mode = 'open';
@@ -189,7 +187,8 @@ export async function measureHops(opts: HopsOptions): Promise<HopsResult> {
       latency,
       not_offered: notOffered,
       lost: offered - openDone.length + stuck + publishErrors,
-      cpu_ms_per_hop: cpuPerHop,
+      cpu_ms_per_hop: cpuPerHop.values,
+      cpu_not_measured: cpuPerHop.not_measured,
       machine_busy: machineBusy,
     };
   } finally {

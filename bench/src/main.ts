@@ -7,7 +7,7 @@ import { publishDefinition } from './baton';
 import { measureGrowth, type GrowthResult } from './growth';
 import { measureHops, type HopsResult } from './hops';
 import { createOpenHandoffs, type OpenHandoffsResult } from './open-handoffs';
-import { accountedProcesses, benchNodeArgs, cpuSnapshot, rssMb, SERVICE_NODE_FLAGS } from './platform';
+import { accountedTargets, benchNodeArgs, brokerProcesses, formatCpu, readCpu, rssMb, SERVICE_NODE_FLAGS } from './platform';
 import { measureRaw, type RawCeilings } from './raw';
 import { measureReplay, type ReplayResult } from './replay';
 import { round } from './stats';
@@ -79,9 +79,13 @@ async function main(): Promise<void> {
   const env = { NATS_URL: natsUrl, REDIS_URL: redisUrl, BATON_PREFIX: prefix, LOG_LEVEL: 'warn', WATCHDOG_MAX_HOPS: '100000', BATON_NATS_AUTH: 'none' };
   let services: ServiceProcess[] = [];
   const started = Date.now();
+  // nats-server and redis-server are the processes listening where NATS_URL and REDIS_URL point.
+  const servers = brokerProcesses({ nats: natsUrl, redis: redisUrl });
+  const cpuOf = (list: readonly ServiceProcess[]) => readCpu(accountedTargets(list, { nats: natsUrl, redis: redisUrl }));
   try {
     log(`baton bench — prefix ${prefix}, ${cpus().length} CPUs (load ${round(loadavg()[0] ?? 0, 1)}), node ${process.version}, nats-server ${nats.connection.info?.version ?? '?'}`);
     log(`services run with node ${process.env['BENCH_NODE_ARGS'] ?? SERVICE_NODE_FLAGS}`);
+    log(`accounted servers: ${Object.entries(servers).map(([name, s]) => (s.pid === null ? `${name} not measured: ${s.reason}` : `${name} pid ${s.pid}`)).join('; ')}`);
     log('raw ceilings (no Baton code): JetStream and Redis');
     const raw: RawCeilings = await measureRaw({
       nats,
@@ -110,7 +114,7 @@ async function main(): Promise<void> {
       warmupSeconds: settings.warmupSeconds,
       throughputSeconds: settings.throughputSeconds,
       latencySeconds: settings.latencySeconds,
-      cpu: () => cpuSnapshot(accountedProcesses(services)),
+      cpu: () => cpuOf(services),
       log,
     });
     const rssAfterHops = rssOf(services);
@@ -129,9 +133,9 @@ async function main(): Promise<void> {
     });
 
     log('projection rebuild (replay of the events stream)');
-    const replay: ReplayResult = await measureReplay(nats, redis, prefix, () => cpuSnapshot(accountedProcesses(services)));
+    const replay: ReplayResult = await measureReplay(nats, redis, prefix, () => cpuOf(services));
     log(`  ${replay.events} events, ${replay.projections} projections in ${replay.seconds} s: ${replay.events_per_s} events/s`);
-    log(`  CPU µs per event: ${Object.entries(replay.cpu_us_per_event).map(([k, v]) => `${k} ${v}`).join(', ')}`);
+    log(`  CPU µs per event: ${formatCpu({ values: replay.cpu_us_per_event, not_measured: replay.cpu_not_measured })}`);
 
     log(`${settings.openHandoffs} open handoffs`);
     const open: OpenHandoffsResult = await createOpenHandoffs(nats, prefix, project, settings.openHandoffs, () => quiesce(240_000));
@@ -157,6 +161,7 @@ async function main(): Promise<void> {
       service_node_flags: process.env['BENCH_NODE_ARGS'] ?? SERVICE_NODE_FLAGS,
       settings,
       raw,
+      servers,
       baton: { hops, replay, growth, open_handoffs: open },
       ratios,
       rss_mb: rss,

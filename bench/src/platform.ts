@@ -1,5 +1,7 @@
-import { readdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import type { ServiceProcess } from '@baton/testing';
+import { findListeningProcess, type ProcessLookup } from './listener';
+import { round } from './stats';
 
 /**
  * Node flags Baton's services are deployed with (infra/scale/README.md): a 4 MB young generation
@@ -29,50 +31,135 @@ export function rssMb(pid: number | undefined): number | null {
   }
 }
 
-/** CPU seconds (user + system) a process has used so far, from /proc/<pid>/stat; null when unknown. */
-export function cpuSeconds(pid: number | undefined): number | null {
-  if (pid === undefined) return null;
+/** Fields of /proc/<pid>/stat after the command name (which may hold spaces), or null when unreadable. */
+function statFields(pid: number): string[] | null {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    // Fields after the command name (which may hold spaces) start after the last ')'.
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    const ticks = Number(fields[11]) + Number(fields[12]); // utime, stime (fields 14 and 15)
-    return ticks / 100; // USER_HZ is 100 on Linux
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   } catch {
     return null;
   }
 }
 
-/** The pid of the first process whose command name is `name` (e.g. nats-server), or undefined. */
-export function pidOf(name: string): number | undefined {
-  try {
-    for (const entry of readdirSync('/proc')) {
-      if (!/^\d+$/.test(entry)) continue;
-      try {
-        if (readFileSync(`/proc/${entry}/comm`, 'utf8').trim() === name) return Number(entry);
-      } catch {
-        // the process went away
-      }
-    }
-  } catch {
-    // no /proc
-  }
-  return undefined;
+/** CPU seconds (user + system) a process has used so far, from /proc/<pid>/stat; null when unknown. */
+export function cpuSeconds(pid: number | undefined): number | null {
+  if (pid === undefined) return null;
+  const fields = statFields(pid);
+  if (fields === null) return null;
+  const ticks = Number(fields[11]) + Number(fields[12]); // utime, stime (fields 14 and 15)
+  return ticks / 100; // USER_HZ is 100 on Linux
 }
 
-/** Processes whose CPU the bench accounts: the services, the brokers when local, the bench itself. */
-export function accountedProcesses(services: readonly ServiceProcess[]): Record<string, number | undefined> {
+/** The URLs of the servers the bench talks to (NATS_URL, REDIS_URL, with the bench's defaults). */
+export interface BrokerUrls {
+  nats: string;
+  redis: string;
+}
+
+export function brokerUrls(env: NodeJS.ProcessEnv = process.env): BrokerUrls {
+  return { nats: env['NATS_URL'] ?? 'nats://127.0.0.1:4222', redis: env['REDIS_URL'] ?? 'redis://127.0.0.1:6379' };
+}
+
+const lookups = new Map<string, ProcessLookup>();
+
+/**
+ * The local process serving `url`: the one listening on its address and port (not the first
+ * process with the server's name), looked up once per URL; `{ pid: null, reason }` when it cannot
+ * be named (a remote host, a host name, a socket of another user, several listeners).
+ */
+export function serverProcess(url: string, defaultPort: number): ProcessLookup {
+  const key = `${url}|${defaultPort}`;
+  let found = lookups.get(key);
+  if (found === undefined) {
+    found = findListeningProcess(url, defaultPort);
+    lookups.set(key, found);
+  }
+  return found;
+}
+
+/** nats-server and redis-server as the bench reaches them (by port, see {@link serverProcess}). */
+export function brokerProcesses(urls: BrokerUrls = brokerUrls()): Record<'nats-server' | 'redis-server', ProcessLookup> {
+  return { 'nats-server': serverProcess(urls.nats, 4222), 'redis-server': serverProcess(urls.redis, 6379) };
+}
+
+/**
+ * Processes whose CPU the bench accounts: the services, nats-server and redis-server (found by the
+ * port the bench connects to), the bench itself; each with its pid or why it has none.
+ */
+export function accountedTargets(services: readonly ServiceProcess[], urls: BrokerUrls = brokerUrls()): Record<string, ProcessLookup> {
+  const serviceEntry = (s: ServiceProcess): ProcessLookup =>
+    s.child.pid === undefined ? { pid: null, reason: `${s.instance} has no pid (it did not start)` } : { pid: s.child.pid, via: 'proc' };
   return {
-    ...Object.fromEntries(services.map((s) => [s.instance === `${s.name}-1` ? s.name : s.instance, s.child.pid])),
-    'nats-server': pidOf('nats-server'),
-    'redis-server': pidOf('redis-server'),
-    bench: process.pid,
+    ...Object.fromEntries(services.map((s) => [s.instance === `${s.name}-1` ? s.name : s.instance, serviceEntry(s)])),
+    ...brokerProcesses(urls),
+    bench: { pid: process.pid, via: 'proc' },
   };
+}
+
+/** {@link accountedTargets} as bare pids (undefined when unknown; the reason is dropped). */
+export function accountedProcesses(services: readonly ServiceProcess[], urls: BrokerUrls = brokerUrls()): Record<string, number | undefined> {
+  return Object.fromEntries(Object.entries(accountedTargets(services, urls)).map(([name, found]) => [name, found.pid ?? undefined]));
 }
 
 /** Snapshot of CPU seconds per accounted process. */
 export function cpuSnapshot(pids: Record<string, number | undefined>): Record<string, number | null> {
   return Object.fromEntries(Object.entries(pids).map(([name, pid]) => [name, cpuSeconds(pid)]));
+}
+
+/** One process's CPU seconds so far (with its start time, so a reused pid is told apart), or why they could not be read. */
+export type CpuReading = { pid: number; started: number; seconds: number } | { pid: number | null; seconds: null; reason: string };
+
+/** CPU seconds of each target now, each with its pid (or why it has none). */
+export function readCpu(targets: Record<string, ProcessLookup>): Record<string, CpuReading> {
+  return Object.fromEntries(
+    Object.entries(targets).map(([name, found]): [string, CpuReading] => {
+      if (found.pid === null) return [name, { pid: null, seconds: null, reason: found.reason }];
+      const fields = statFields(found.pid);
+      if (fields === null) return [name, { pid: found.pid, seconds: null, reason: `cannot read /proc/${found.pid}/stat (the process exited?)` }];
+      // utime, stime, starttime: fields 14, 15 and 22 of /proc/<pid>/stat, in USER_HZ (100 on Linux).
+      return [name, { pid: found.pid, started: Number(fields[19]), seconds: (Number(fields[11]) + Number(fields[12])) / 100 }];
+    }),
+  );
+}
+
+/** CPU per unit of work per process; null where it could not be measured, with the reason in `not_measured`. */
+export interface CpuFigures {
+  values: Record<string, number | null>;
+  not_measured: Record<string, string>;
+}
+
+/** CPU seconds spent between two readings of one process, or why there is no such figure. */
+function cpuSpent(start: CpuReading | undefined, end: CpuReading | undefined): number | string {
+  if (start === undefined || end === undefined) return 'not read at both ends of the window';
+  if (start.seconds === null) return start.reason;
+  if (end.seconds === null) return end.reason;
+  if (start.pid !== end.pid) return `a different process at the end of the window (pid ${start.pid}, then ${end.pid})`;
+  if (start.started !== end.started) return `pid ${start.pid} is another process at the end of the window (it exited and the pid was reused)`;
+  if (end.seconds < start.seconds) return `CPU time went backwards for pid ${start.pid}`;
+  return end.seconds - start.seconds;
+}
+
+/**
+ * CPU each process spent per unit of work between two {@link readCpu} snapshots, scaled (1000:
+ * ms per unit, 1e6: µs per unit). A figure that could not be measured is null, with its reason in
+ * `not_measured`: never a negative or borrowed number.
+ */
+export function cpuFigures(before: Record<string, CpuReading>, after: Record<string, CpuReading>, units: number, scale: number, digits = 2): CpuFigures {
+  const values: Record<string, number | null> = {};
+  const notMeasured: Record<string, string> = {};
+  for (const name of new Set([...Object.keys(before), ...Object.keys(after)])) {
+    const spent = units > 0 ? cpuSpent(before[name], after[name]) : 'no work done in the window to divide by';
+    values[name] = typeof spent === 'number' ? round((spent * scale) / units, digits) : null;
+    if (typeof spent === 'string') notMeasured[name] = spent;
+  }
+  return { values, not_measured: notMeasured };
+}
+
+/** "ledger 3.2, nats-server not measured: <reason>" for the readable output. */
+export function formatCpu(figures: { values: Record<string, number | null>; not_measured?: Record<string, string> }): string {
+  return Object.entries(figures.values)
+    .map(([name, value]) => (value === null ? `${name} not measured: ${figures.not_measured?.[name] ?? 'unknown'}` : `${name} ${value}`))
+    .join(', ');
 }
 
 /** Busy and total CPU time of the whole machine so far (from /proc/stat), in seconds. */

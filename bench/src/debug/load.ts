@@ -6,7 +6,7 @@ import { createRedis } from '@baton/projections';
 import { cleanupDeployment, startPlatform, stopService } from '@baton/testing';
 import { publishDefinition } from '../baton';
 import { measureHops } from '../hops';
-import { accountedProcesses, benchNodeArgs, cpuSnapshot } from '../platform';
+import { accountedTargets, benchNodeArgs, readCpu } from '../platform';
 
 async function main() {
   const nats = await connectNats({ servers: 'nats://127.0.0.1:4222', reconnect: false });
@@ -15,7 +15,7 @@ async function main() {
   const services = await startPlatform({ BATON_PREFIX: prefix, LOG_LEVEL: process.env['LL'] ?? 'warn', WATCHDOG_MAX_HOPS: '100000' }, { nodeArgs: benchNodeArgs() });
   try {
     await publishDefinition(nats, prefix, 'bench');
-    const result = await measureHops({ nats, redis: redis.client, prefix, project: 'bench', runs: Number(process.env['RUNS'] ?? 64), warmupSeconds: 2, throughputSeconds: Number(process.env['SECS'] ?? 5), latencySeconds: 3, log: console.log, cpu: () => cpuSnapshot(accountedProcesses(services)) });
+    const result = await measureHops({ nats, redis: redis.client, prefix, project: 'bench', runs: Number(process.env['RUNS'] ?? 64), warmupSeconds: 2, throughputSeconds: Number(process.env['SECS'] ?? 5), latencySeconds: 3, log: console.log, cpu: () => readCpu(accountedTargets(services)) });
     console.log(JSON.stringify(result));
   } finally {
     for (const s of services) await stopService(s);

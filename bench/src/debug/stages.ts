@@ -6,7 +6,7 @@ import { createRedis } from '@baton/projections';
 import { cleanupDeployment, startPlatform, stopService } from '@baton/testing';
 import { publishDefinition } from '../baton';
 import { measureHops } from '../hops';
-import { accountedProcesses, benchNodeArgs, cpuSnapshot } from '../platform';
+import { accountedTargets, benchNodeArgs, readCpu } from '../platform';
 import { percentile } from '../stats';
 
 const dec = new TextDecoder();
@@ -31,7 +31,7 @@ async function main() {
   const services = await startPlatform({ BATON_PREFIX: prefix, LOG_LEVEL: 'warn', WATCHDOG_MAX_HOPS: '100000' }, { nodeArgs: benchNodeArgs() });
   try {
     await publishDefinition(nats, prefix, 'bench');
-    const result = await measureHops({ nats, redis: redis.client, prefix, project: 'bench', runs: Number(process.env['RUNS'] ?? 64), warmupSeconds: 2, throughputSeconds: 5, latencySeconds: 2, log: console.log, cpu: () => cpuSnapshot(accountedProcesses(services)) });
+    const result = await measureHops({ nats, redis: redis.client, prefix, project: 'bench', runs: Number(process.env['RUNS'] ?? 64), warmupSeconds: 2, throughputSeconds: 5, latencySeconds: 2, log: console.log, cpu: () => readCpu(accountedTargets(services)) });
     console.log(result.hops_per_s, 'hops/s');
     const names = batonStreamNames(prefix);
     const inbox = await readAll(nats, names.inbox);

@@ -1,0 +1,3 @@
+const { preset } = require('../jest.preset');
+
+module.exports = preset('bench', { displayName: 'bench' });
