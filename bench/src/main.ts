@@ -10,6 +10,7 @@ import { createOpenHandoffs, type OpenHandoffsResult } from './open-handoffs';
 import { accountedTargets, benchNodeArgs, brokerProcesses, formatCpu, readCpu, rssMb, SERVICE_NODE_FLAGS } from './platform';
 import { measureRaw, type RawCeilings } from './raw';
 import { measureReplay, type ReplayResult } from './replay';
+import { measureStore, storeSettings, type StoreResult } from './store';
 import { round } from './stats';
 
 /** Settings; `--quick` shrinks every phase (for trying changes), flags override single values. */
@@ -79,6 +80,9 @@ async function main(): Promise<void> {
   const env = { NATS_URL: natsUrl, REDIS_URL: redisUrl, BATON_PREFIX: prefix, LOG_LEVEL: 'warn', WATCHDOG_MAX_HOPS: '100000', BATON_NATS_AUTH: 'none' };
   let services: ServiceProcess[] = [];
   const started = Date.now();
+  // `--only store` (or `--only=store`): the store phase alone, no services (see bench/src/store.ts).
+  const onlyAt = argv.findIndex((a) => a === '--only' || a.startsWith('--only='));
+  const only = onlyAt < 0 ? undefined : argv[onlyAt]?.startsWith('--only=') ? argv[onlyAt]?.slice('--only='.length) : argv[onlyAt + 1];
   // nats-server and redis-server are the processes listening where NATS_URL and REDIS_URL point.
   const servers = brokerProcesses({ nats: natsUrl, redis: redisUrl });
   const cpuOf = (list: readonly ServiceProcess[]) => readCpu(accountedTargets(list, { nats: natsUrl, redis: redisUrl }));
@@ -86,6 +90,15 @@ async function main(): Promise<void> {
     log(`baton bench — prefix ${prefix}, ${cpus().length} CPUs (load ${round(loadavg()[0] ?? 0, 1)}), node ${process.version}, nats-server ${nats.connection.info?.version ?? '?'}`);
     log(`services run with node ${process.env['BENCH_NODE_ARGS'] ?? SERVICE_NODE_FLAGS}`);
     log(`accounted servers: ${Object.entries(servers).map(([name, s]) => (s.pid === null ? `${name} not measured: ${s.reason}` : `${name} pid ${s.pid}`)).join('; ')}`);
+    if (only !== undefined && only !== 'store') throw new Error(`--only ${only}: the phases that run alone are: store`);
+    const storeCpu = () => readCpu({ 'nats-server': servers['nats-server'], bench: { pid: process.pid, via: 'proc' } });
+    if (only === 'store') {
+      log('event store (JetStreamEventStore on its own stream)');
+      const store: StoreResult = await measureStore({ nats, settings: storeSettings(argv), cpu: storeCpu, log });
+      if (json) process.stdout.write(`${JSON.stringify({ machine: { cpus: cpus().length, node: process.version, nats_server: nats.connection.info?.version ?? null }, servers, store })}\n`);
+      else log(storeLines(store).join('\n'));
+      return;
+    }
     log('raw ceilings (no Baton code): JetStream and Redis');
     const raw: RawCeilings = await measureRaw({
       nats,
@@ -98,6 +111,9 @@ async function main(): Promise<void> {
       redisBatch: 1_000,
     });
     log(`  publish ${raw.js_publish_per_s}/s, rtt p50 ${raw.js_publish_rtt.p50_ms} ms p99 ${raw.js_publish_rtt.p99_ms} ms, replay ${raw.js_ordered_replay_per_s}/s, redis ${raw.redis_pipelined_writes_per_s}/s`);
+
+    log('event store (JetStreamEventStore on its own stream)');
+    const store: StoreResult = await measureStore({ nats, settings: storeSettings(argv), cpu: storeCpu, log });
 
     log('starting the four services (one process each, from dist)');
     services = await startPlatform(env, { nodeArgs: benchNodeArgs() });
@@ -161,6 +177,7 @@ async function main(): Promise<void> {
       service_node_flags: process.env['BENCH_NODE_ARGS'] ?? SERVICE_NODE_FLAGS,
       settings,
       raw,
+      store,
       servers,
       baton: { hops, replay, growth, open_handoffs: open },
       ratios,
@@ -178,6 +195,7 @@ async function main(): Promise<void> {
       log(`  raw acked publish round trip     p50 ${raw.js_publish_rtt.p50_ms} ms, p99 ${raw.js_publish_rtt.p99_ms} ms`);
       log(`  raw ordered-consumer replay      ${raw.js_ordered_replay_per_s} msg/s`);
       log(`  raw Redis pipelined writes       ${raw.redis_pipelined_writes_per_s} cmd/s`);
+      for (const line of storeLines(store)) log(line);
       log(`  Baton hops (closed loop, ${hops.runs} runs) ${hops.hops_per_s} hops/s (${hops.stored_messages_per_hop} stored messages per hop, ${hops.event_bytes_avg} B per event)`);
       log(`  Baton publish→visible at ${hops.offered_rate}/s  p50 ${hops.latency.p50_ms} ms, p95 ${hops.latency.p95_ms} ms, p99 ${hops.latency.p99_ms} ms (lost ${hops.lost}, not offered ${hops.not_offered})`);
       log(`  Baton projection rebuild         ${replay.events_per_s} events/s (${replay.events} events, ${replay.projections} projections)`);
@@ -197,6 +215,17 @@ async function main(): Promise<void> {
     await redisHandle.close();
     await nats.close();
   }
+}
+
+/** The store phase's figures, readable. */
+function storeLines(store: StoreResult): string[] {
+  const cpu = (part: { cpu_us: Record<string, number | null>; cpu_not_measured: Record<string, string> }) => formatCpu({ values: part.cpu_us, not_measured: part.cpu_not_measured });
+  return [
+    `  store: appends to one aggregate     ${store.sequential.appends_per_s} appends/s (p50 ${store.sequential.latency.p50_ms} ms, p99 ${store.sequential.latency.p99_ms} ms; CPU µs per append: ${cpu(store.sequential)})`,
+    `  store: appends to ${store.concurrent.aggregates} aggregates   ${store.concurrent.appends_per_s} appends/s (p50 ${store.concurrent.latency.p50_ms} ms, p99 ${store.concurrent.latency.p99_ms} ms, ${store.concurrent.conflicts} conflicts; CPU µs per append: ${cpu(store.concurrent)})`,
+    `  store: reading a ${store.read.events}-event aggregate ${store.read.events_per_s} events/s (p50 ${store.read.read_ms.p50_ms} ms per read; CPU µs per event: ${cpu(store.read)})`,
+    `  store: ${store.stored_bytes_per_event} B stored per event; load average ${store.load_average_1m.start} → ${store.load_average_1m.end}`,
+  ];
 }
 
 main().catch((error: unknown) => {
