@@ -3,6 +3,7 @@ import { createEventRegistry, Subjects, type AgentResult, type ProjectDefinition
 import { compileProject, LOAN_EXAMPLE_YAML } from '@baton/definitions';
 import { connectNats, JetStreamEventStore, type NatsHandle, type StoredEvent } from '@baton/eventstore';
 import type { RunningService } from '@baton/platform';
+import { waitFor } from '@baton/wait';
 // The real ledger and watchdog in-process (test-only cross-app imports, like meshes.int-spec.ts).
 // eslint-disable-next-line @nx/enforce-module-boundaries
 import { startLedger } from '../../ledger/src/ledger';
@@ -10,7 +11,7 @@ import { startLedger } from '../../ledger/src/ledger';
 import { startWatchdog } from '../../watchdog/src/bootstrap';
 import { startRouter } from './router.app';
 import { RouterSubjects } from './shared/subjects';
-import { claimHandoff, currentHandoff, deleteStreams, sleep, waitFor } from './int/support';
+import { claimHandoff, currentHandoff, deleteStreams, sleep } from './int/support';
 
 /*
  * Issue 5 through the real services over the real NATS: "A returnable handoff has a deadline: past

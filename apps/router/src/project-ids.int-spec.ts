@@ -3,9 +3,10 @@ import { createEventRegistry, type AgentResult } from '@baton/contracts';
 import { connectNats, JetStreamEventStore, type NatsHandle, type StoredEvent } from '@baton/eventstore';
 import type { RunningService } from '@baton/platform';
 import { createBatonClient, type BatonAgent } from '@baton/sdk';
+import { waitFor } from '@baton/wait';
 import type { Msg, Subscription } from 'nats';
 import { startRouter } from './router.app';
-import { claimHandoff, currentHandoff, deleteStreams, waitFor } from './int/support';
+import { claimHandoff, currentHandoff, deleteStreams } from './int/support';
 import { RouterSubjects } from './shared/subjects';
 
 /*

@@ -3,10 +3,11 @@ import { createEventRegistry, Subjects, type AgentResult, type ProjectDefinition
 import { compileProject, LOAN_EXAMPLE_YAML } from '@baton/definitions';
 import { connectNats, JetStreamEventStore, type NatsHandle, type StoredEvent } from '@baton/eventstore';
 import type { RunningService } from '@baton/platform';
+import { waitFor } from '@baton/wait';
 import type { Msg, Subscription } from 'nats';
 import { startRouter } from './router.app';
 import { RouterSubjects } from './shared/subjects';
-import { claimHandoff, currentHandoff, deleteStreams, waitFor } from './int/support';
+import { claimHandoff, currentHandoff, deleteStreams } from './int/support';
 
 /*
  * Seed 001 through the running router over the real NATS: the loan example compiled from Baton's

@@ -10,10 +10,11 @@ import {
 } from '@baton/eventstore';
 import { pendingDigest } from '@baton/domain';
 import { durableNameFor, type RunningService } from '@baton/platform';
+import { waitFor } from '@baton/wait';
 import type { Msg, Subscription } from 'nats';
 import { startRouter } from './router.app';
 import { RouterPatterns, RouterSubjects } from './shared/subjects';
-import { claimHandoff, currentHandoff, deleteStreams, sleep, waitFor } from './int/support';
+import { claimHandoff, currentHandoff, deleteStreams, sleep } from './int/support';
 
 /*
  * The router end to end over the real NATS: definitions by request/reply, run starts, agent

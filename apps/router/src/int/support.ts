@@ -1,23 +1,9 @@
-// Shared pieces of the router's integration tests (real NATS): polling for an effect, removing
-// a test's streams, and claiming a handoff the way the ledger and an agent's SDK would.
+// Shared pieces of the router's integration tests (real NATS): removing a test's streams, and
+// claiming a handoff the way the ledger and an agent's SDK would (they poll with @baton/wait).
 import { deriveId, evolveRun, handoffDecider, initialRunState, type RunEvent, type RunState } from '@baton/domain';
 import { batonStreamNames, type EventStore, type NatsHandle } from '@baton/eventstore';
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
-
-/**
- * Poll `probe` every `everyMs` until it gives a value (undefined or false mean "not yet"); reject
- * with `timed out waiting for <what>` after `timeoutMs`.
- */
-export async function waitFor<T>(probe: () => Promise<T | undefined> | T | undefined, what: string, timeoutMs = 10_000, everyMs = 40): Promise<T> {
-  const until = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined && value !== false) return value;
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await sleep(everyMs);
-  }
-}
 
 /** Delete the events, inbox and dead-letter streams of `prefix` (their consumers go with them). */
 export async function deleteStreams(nats: NatsHandle, prefix: string): Promise<void> {

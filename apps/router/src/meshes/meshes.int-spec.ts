@@ -4,12 +4,13 @@ import { evolveMesh, initialMeshState, meshEntryHandoffId, meshHandoffId, meshRe
 import { batonStreamNames, connectNats, DlqHeader, JetStreamEventStore, type NatsHandle, type StoredEvent } from '@baton/eventstore';
 import type { RunningService } from '@baton/platform';
 import { publishMeshResult, startMesh } from '@baton/sdk';
+import { waitFor } from '@baton/wait';
 // The real ledger in-process (a test-only cross-app import, like libs/sdk/src/sdk-ledger.int-spec.ts).
 // eslint-disable-next-line @nx/enforce-module-boundaries
 import { startLedger } from '../../../ledger/src/ledger';
 import { startRouter } from '../router.app';
 import { RouterSubjects } from '../shared/subjects';
-import { claimHandoff, deleteStreams, waitFor } from '../int/support';
+import { claimHandoff, deleteStreams } from '../int/support';
 
 /*
  * Handoff meshes through the real services over the real NATS: the router (mesh aggregate,
