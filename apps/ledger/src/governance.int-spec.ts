@@ -1,7 +1,8 @@
 import { createEventRegistry, ledgerCommandSubject, Principals, ProjectControlReplySchema, type CompletionReport, type Principal, type HandoffRecord, type LedgerReply, type ProjectDefinition } from '@baton/contracts';
 import { JetStreamEventStore, LedgerClient, type NatsHandle } from '@baton/eventstore';
 import type { RunningService } from '@baton/platform';
-import { agentsOf, bootLedger, callers, connectTest, deleteStreams, eventually, offers, publishDefinition, randomPrefix } from './int/support';
+import { waitFor } from '@baton/wait';
+import { agentsOf, bootLedger, callers, connectTest, deleteStreams, offers, publishDefinition, randomPrefix } from './int/support';
 
 const P = 'gov';
 const SRC = 'govsrc';
@@ -76,9 +77,13 @@ describe('ledger governance (real NATS): kill switch, rate cap, cross-project, d
     expect((await offers(nats, prefix, P, 'bob')).filter((o) => o.header('Baton-Handoff-Id') === during.id || (o.json() as { id: string }).id === during.id)).toHaveLength(0);
 
     expect(await control(P, 'resume', { actor: 'ops', actor_role: 'admin', idempotency_key: 'r1' })).toMatchObject({ ok: true, project: { status: 'active' } });
-    const reoffered = await eventually(
-      async () => (await offers(nats, prefix, P, 'bob')).filter((o) => (o.json() as { id: string }).id === during.id),
-      (list) => list.length === 1,
+    const reoffered = await waitFor(
+      async () => {
+        const list = (await offers(nats, prefix, P, 'bob')).filter((o) => (o.json() as { id: string }).id === during.id);
+        return list.length === 1 ? list : undefined;
+      },
+      `${during.id} offered to bob again`,
+      { timeoutMs: 8000 },
     );
     expect(reoffered).toHaveLength(1);
     expect(handoffOf(await client.claim(P, { handoff_id: during.id, idempotency_key: 'cl-after' }, as('bob'))).status).toBe('claimed');

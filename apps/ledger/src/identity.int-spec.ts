@@ -12,7 +12,8 @@ import {
 } from '@baton/contracts';
 import { batonStreamNames, JetStreamEventStore, LedgerClient, type NatsHandle } from '@baton/eventstore';
 import type { RunningService } from '@baton/platform';
-import { agentsOf, bootLedger, callers, connectTest, deadLetters, deleteStreams, DlqHeader, eventually, publishDefinition, randomPrefix, type StoredMessage } from './int/support';
+import { waitFor } from '@baton/wait';
+import { agentsOf, bootLedger, callers, connectTest, deadLetters, deleteStreams, DlqHeader, publishDefinition, randomPrefix, type StoredMessage } from './int/support';
 
 /*
  * Issue 11: the ledger takes identity from the subject, never from the body. Every command subject
@@ -124,9 +125,13 @@ describe('ledger identity (real NATS): the subject names the caller; the body ne
   }
 
   async function lettersFor(all: Array<{ bytes: Uint8Array }>): Promise<StoredMessage[]> {
-    return eventually(
-      () => deadLetters(nats, prefix, 'ledger'),
-      (letters) => all.every(({ bytes }) => letterOf(letters, bytes) !== undefined),
+    return waitFor(
+      async () => {
+        const letters = await deadLetters(nats, prefix, 'ledger');
+        return all.every(({ bytes }) => letterOf(letters, bytes) !== undefined) ? letters : undefined;
+      },
+      `${all.length} dead letters`,
+      { timeoutMs: 8000 },
     );
   }
 
@@ -247,7 +252,7 @@ describe('ledger identity (real NATS): the subject names the caller; the body ne
     const returned = await client.return(P, { handoff_id: 'h-work', claim_id: claimed.handoff.claim_id!, report, idempotency_key: 'r-work' }, as('bob'));
     if (!returned.ok) throw new Error(returned.error.code);
     const handback = returned.handoff.handback_id!;
-    await eventually(() => client.get(P, handback));
+    await waitFor(() => client.get(P, handback), `the handback ${handback}`, { timeoutMs: 8000 });
 
     const own = await client.decideHandback(P, { handoff_id: handback, decision: 'accept', idempotency_key: 'd-own' }, as('bob'));
     expect(own).toMatchObject({ ok: false, error: { code: 'self_accept_forbidden', kind: 'forbidden' } });

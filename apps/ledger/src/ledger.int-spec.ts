@@ -2,8 +2,9 @@ import type { CompletionReport, HandoffRecord, LedgerReply } from '@baton/contra
 import { JetStreamEventStore, LedgerClient, type NatsHandle } from '@baton/eventstore';
 import type { RunningService } from '@baton/platform';
 import { createEventRegistry } from '@baton/contracts';
+import { waitFor } from '@baton/wait';
 import { LedgerCommandListener } from './commands/command-listener';
-import { agentsOf, bootLedger, callers, connectTest, deadLetters, deleteStreams, DlqHeader, eventually, offers, publishDefinition, randomPrefix } from './int/support';
+import { agentsOf, bootLedger, callers, connectTest, deadLetters, deleteStreams, DlqHeader, offers, publishDefinition, randomPrefix } from './int/support';
 
 const P = 'shop';
 const as = agentsOf(P);
@@ -75,7 +76,14 @@ describe('ledger service (real NATS, two instances on one prefix)', () => {
     expect(created).toMatchObject({ id: 'h-cycle', status: 'pending', kind: 'task', from_agent: 'alice', to_agent: 'bob' });
 
     // The handoff is offered to its addressee (HandoffRecord JSON, msg id offer:<id>:<seq>).
-    const [offer] = await eventually(() => offers(nats, prefix, P, 'bob'), (list) => list.some((m) => (m.json() as HandoffRecord).id === 'h-cycle'));
+    const [offer] = await waitFor(
+      async () => {
+        const list = await offers(nats, prefix, P, 'bob');
+        return list.some((m) => (m.json() as HandoffRecord).id === 'h-cycle') ? list : undefined;
+      },
+      'h-cycle offered to bob',
+      { timeoutMs: 8000 },
+    );
     expect(offer!.json()).toMatchObject({ id: 'h-cycle', status: 'pending', to_agent: 'bob' });
 
     const before = Date.now();
@@ -95,34 +103,48 @@ describe('ledger service (real NATS, two instances on one prefix)', () => {
     const handbackId = returned.handback_id!;
 
     // The reactor creates the completion handback for the delegator and offers it to her.
-    const handback = await eventually(() => client.get(P, handbackId));
+    const handback = await waitFor(() => client.get(P, handbackId), `the handback ${handbackId}`, { timeoutMs: 8000 });
     expect(handback).toMatchObject({ kind: 'completion_handback', status: 'pending', to_agent: 'alice', reply_to_handoff_id: 'h-cycle', reviewed_worker: 'bob' });
-    await eventually(() => offers(nats, prefix, P, 'alice'), (list) => list.some((m) => (m.json() as HandoffRecord).id === handbackId));
+    await waitFor(async () => (await offers(nats, prefix, P, 'alice')).some((m) => (m.json() as HandoffRecord).id === handbackId), `${handbackId} offered to alice`, { timeoutMs: 8000 });
 
     // The parent stays returned until the handback is decided.
     expect((await client.get(P, 'h-cycle'))!.status).toBe('returned');
     const accepted = handoffOf(await client.decideHandback(P, { handoff_id: handbackId, decision: 'accept', idempotency_key: 'accept-cycle' }, as('alice')));
     expect(accepted.status).toBe('completed');
 
-    const parent = await eventually(() => client.get(P, 'h-cycle'), (h) => h?.status === 'completed');
+    const parent = await waitFor(
+      async () => {
+        const h = await client.get(P, 'h-cycle');
+        return h?.status === 'completed' ? h : undefined;
+      },
+      'h-cycle completed',
+      { timeoutMs: 8000 },
+    );
     expect(parent).toMatchObject({ status: 'completed', completion_report: { outcome: 'completed' } });
   });
 
   it('decision=rework → parent pending with retry_count + 1, offered to the worker again and claimable', async () => {
     const returned = await createAndReturn('h-rework');
     const handbackId = returned.handback_id!;
-    await eventually(() => client.get(P, handbackId));
+    await waitFor(() => client.get(P, handbackId), `the handback ${handbackId}`, { timeoutMs: 8000 });
     const reworked = handoffOf(
       await client.decideHandback(P, { handoff_id: handbackId, decision: 'rework', note: 'add tests for the error paths', idempotency_key: 'rework-1' }, as('alice')),
     );
     expect(reworked.status).toBe('completed');
 
-    const parent = await eventually(() => client.get(P, 'h-rework'), (h) => h?.status === 'pending');
+    const parent = await waitFor(
+      async () => {
+        const h = await client.get(P, 'h-rework');
+        return h?.status === 'pending' ? h : undefined;
+      },
+      'h-rework pending again',
+      { timeoutMs: 8000 },
+    );
     expect(parent).toMatchObject({ status: 'pending', retry: { max_retries: 3, retry_count: 1 } });
     expect(parent).not.toHaveProperty('claim_id');
     // Pending again for bob: offered to him again (the record as of the rework).
     const offered = (m: { json(): unknown }) => m.json() as HandoffRecord;
-    await eventually(() => offers(nats, prefix, P, 'bob'), (list) => list.some((m) => offered(m).id === 'h-rework' && offered(m).retry.retry_count === 1));
+    await waitFor(async () => (await offers(nats, prefix, P, 'bob')).some((m) => offered(m).id === 'h-rework' && offered(m).retry.retry_count === 1), 'h-rework offered to bob again', { timeoutMs: 8000 });
     handoffOf(await client.claim(P, { handoff_id: 'h-rework', idempotency_key: 'claim-h-rework-2' }, as('bob')));
   });
 
@@ -203,7 +225,14 @@ describe('ledger service (real NATS, two instances on one prefix)', () => {
     const requeued = handoffOf(await client.requeueExpired(P, { handoff_id: 'h-lease', claim_id: claimed.claim_id!, idempotency_key: 'rq-1' }, callers.watchdog));
     expect(requeued).toMatchObject({ status: 'pending', retry: { retry_count: 1 } });
     const offered = (m: { json(): unknown }) => m.json() as HandoffRecord;
-    const list = await eventually(() => offers(nats, prefix, P, 'bob'), (all) => all.some((m) => offered(m).id === 'h-lease' && offered(m).retry.retry_count === 1));
+    const list = await waitFor(
+      async () => {
+        const all = await offers(nats, prefix, P, 'bob');
+        return all.some((m) => offered(m).id === 'h-lease' && offered(m).retry.retry_count === 1) ? all : undefined;
+      },
+      'h-lease offered to bob again',
+      { timeoutMs: 8000 },
+    );
     expect(list.filter((m) => offered(m).id === 'h-lease').at(-1)!.header('Baton-Event-Type')).toBe('handoff.lease_expired');
   });
 
@@ -216,19 +245,26 @@ describe('ledger service (real NATS, two instances on one prefix)', () => {
   it('a refused policy command is logged and recorded as a dead letter, not retried, and the reactor keeps going', async () => {
     const returned = await createAndReturn('h-withdrawn');
     const handbackId = returned.handback_id!;
-    await eventually(() => client.get(P, handbackId));
+    await waitFor(() => client.get(P, handbackId), `the handback ${handbackId}`, { timeoutMs: 8000 });
     // The delegator withdraws the parent while its handback is still open; accepting it afterwards
     // makes the policy's complete_from_handback hit an abandoned parent.
     handoffOf(await client.abandon(P, { handoff_id: 'h-withdrawn', reason: 'no longer needed', idempotency_key: 'abandon-w' }, as('alice')));
     handoffOf(await client.decideHandback(P, { handoff_id: handbackId, decision: 'accept', idempotency_key: 'accept-w' }, as('alice')));
 
-    const [letter] = await eventually(() => deadLetters(nats, prefix, 'ledger-handoff-reactor'), (all) => all.length > 0);
+    const [letter] = await waitFor(
+      async () => {
+        const all = await deadLetters(nats, prefix, 'ledger-handoff-reactor');
+        return all.length > 0 ? all : undefined;
+      },
+      'a ledger-handoff-reactor dead letter',
+      { timeoutMs: 8000 },
+    );
     expect(letter!.header(DlqHeader.reason)).toBe('policy_refused');
     expect(letter!.header(DlqHeader.detail)).toContain('handoff_not_returned');
     expect((await client.get(P, 'h-withdrawn'))!.status).toBe('abandoned');
     // The reactor moved on: a later return still gets its handback.
     const next = await createAndReturn('h-after-refusal');
-    await eventually(() => client.get(P, next.handback_id!));
+    await waitFor(() => client.get(P, next.handback_id!), 'the next handback', { timeoutMs: 8000 });
     expect(await deadLetters(nats, prefix, 'ledger-handoff-reactor')).toHaveLength(1);
   });
 });

@@ -1,7 +1,8 @@
 import { LedgerReplySchema, Limits, ledgerCommandSubject, Principals, type LedgerReply } from '@baton/contracts';
 import { LedgerClient, type NatsHandle } from '@baton/eventstore';
 import type { RunningService } from '@baton/platform';
-import { DlqHeader, agentsOf, bootLedger, connectTest, deadLetters, deleteStreams, eventually, randomPrefix } from './int/support';
+import { waitFor } from '@baton/wait';
+import { DlqHeader, agentsOf, bootLedger, connectTest, deadLetters, deleteStreams, randomPrefix } from './int/support';
 
 const P = 'shop';
 const as = agentsOf(P);
@@ -39,11 +40,7 @@ describe('ledger rejections (real NATS): bad input gets a typed rejection reply,
 
   /** The dead letter recorded for `bytes` (waits for it), with its reason. */
   async function deadLetterOf(bytes: Uint8Array) {
-    const list = await eventually(
-      () => deadLetters(nats, prefix, 'ledger'),
-      (all) => all.some((m) => Buffer.from(m.data).equals(Buffer.from(bytes))),
-    );
-    return list.find((m) => Buffer.from(m.data).equals(Buffer.from(bytes)))!;
+    return waitFor(async () => (await deadLetters(nats, prefix, 'ledger')).find((m) => Buffer.from(m.data).equals(Buffer.from(bytes))), 'the dead letter of these bytes', { timeoutMs: 8000 });
   }
 
   async function expectRejected(command: string, body: string | Uint8Array, code: string, project = P, on = subject(command, project)) {

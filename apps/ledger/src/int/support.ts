@@ -100,18 +100,6 @@ export function offers(handle: NatsHandle, prefix: string, project: string, agen
 
 export { DlqHeader };
 
-/** Poll `probe` until it returns a value that `done` accepts (default: truthy), or fail after `timeoutMs`. */
-export async function eventually<T>(probe: () => Promise<T>, done: (value: T) => boolean = Boolean, timeoutMs = 8000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: T = await probe();
-  while (!done(last)) {
-    if (Date.now() > deadline) throw new Error(`eventually: condition not met within ${timeoutMs} ms; last value: ${JSON.stringify(last)}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-    last = await probe();
-  }
-  return last;
-}
-
 /**
  * Call options that speak as one principal (the subject names it; the ledger derives the actor):
  * an agent of a project, an operator relayed by the notifier (name and token role), the admin CLI,
