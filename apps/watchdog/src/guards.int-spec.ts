@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { Principals, StopRunRequestSchema, Subjects, type EventEnvelope, type StopRunRequest } from '@baton/contracts';
 import { LedgerClient, batonStreamNames } from '@baton/eventstore';
-import { PROJECT, sleep, startHarness, waitFor, type Harness } from './int/support';
+import { waitFor } from '@baton/wait';
+import { PROJECT, sleep, startHarness, type Harness } from './int/support';
 
 let h: Harness;
 let seq = 0;
@@ -64,10 +65,10 @@ describe('watchdog loop guards (real NATS): each leaves the loop as a stop reque
     await h.startWatchdog('wd-a', { WATCHDOG_MAX_HOPS: '3' });
     await h.startWatchdog('wd-b', { WATCHDOG_MAX_HOPS: '3' });
     await route('run-hops', ['a', 'b', 'c', 'd', 'e']);
-    const stops = await waitFor('a stop request', async () => {
+    const stops = await waitFor(async () => {
       const list = await stopRequests();
       return list.length > 0 ? list : undefined;
-    });
+    }, 'a stop request', { timeoutMs: 8000 });
     await sleep(300);
     expect(await stopRequests()).toHaveLength(1);
     expect(stops[0]).toMatchObject({ workflow_run_id: 'run-hops', why: 'budget', cause: { kind: 'loop_guard', guard: 'hop_budget' } });
@@ -76,10 +77,10 @@ describe('watchdog loop guards (real NATS): each leaves the loop as a stop reque
   it('ping-pong per edge: A→B→A→B… past WATCHDOG_MAX_ALTERNATIONS stops the run with why thrash', async () => {
     await h.startWatchdog('wd-a', { WATCHDOG_MAX_ALTERNATIONS: '2' });
     await route('run-pp', ['a', 'b', 'a', 'b', 'a']);
-    const stops = await waitFor('a thrash stop', async () => {
+    const stops = await waitFor(async () => {
       const list = await stopRequests();
       return list.length > 0 ? list : undefined;
-    });
+    }, 'a thrash stop', { timeoutMs: 8000 });
     expect(stops[0]).toMatchObject({ workflow_run_id: 'run-pp', why: 'thrash', cause: { kind: 'loop_guard', guard: 'ping_pong' } });
   });
 
@@ -93,10 +94,10 @@ describe('watchdog loop guards (real NATS): each leaves the loop as a stop reque
       const failed = await ops.fail(PROJECT, { handoff_id: id, reason: 'crashed', idempotency_key: `f-${id}` });
       expect(failed.ok).toBe(true);
     }
-    const opened = await waitFor('the circuit-open stop', async () => (await stopRequests()).find((s) => s.why === 'circuit_open'));
+    const opened = await waitFor(async () => (await stopRequests()).find((s) => s.why === 'circuit_open'), 'the circuit-open stop', { timeoutMs: 8000 });
     expect(opened).toMatchObject({ workflow_run_id: 'run-c2', cause: { kind: 'loop_guard', guard: 'circuit', agent: 'flaky' } });
     await route('run-other', ['alice', 'flaky']);
-    const held = await waitFor('the held dispatch', async () => (await stopRequests()).find((s) => s.workflow_run_id === 'run-other'));
+    const held = await waitFor(async () => (await stopRequests()).find((s) => s.workflow_run_id === 'run-other'), 'the held dispatch', { timeoutMs: 8000 });
     expect(held.why).toBe('circuit_open');
   });
 
@@ -105,7 +106,7 @@ describe('watchdog loop guards (real NATS): each leaves the loop as a stop reque
     await h.startWatchdog('wd-b');
     const ops = new LedgerClient(h.nats, h.prefix, { as: Principals.agent(PROJECT, 'alice'), attempts: 1 });
     await ops.create(PROJECT, { handoff_id: 'dl-1', from_agent: 'alice', to_agent: 'bob', summary: 'x', deadline_at: new Date(Date.now() + 500).toISOString(), idempotency_key: 'c-dl-1' });
-    await waitFor('the deadline to expire', async () => (await h.state('dl-1')).status === 'failed');
+    await waitFor(async () => (await h.state('dl-1')).status === 'failed', 'the deadline to expire', { timeoutMs: 8000 });
     await sleep(800);
     const events = await h.events('dl-1');
     expect(events.filter((e) => e.type === 'handoff.deadline_expired')).toHaveLength(1);

@@ -1,8 +1,9 @@
 import { headers as natsHeaders } from 'nats';
 import { batonStreamNames, DlqHeader, LedgerClient } from '@baton/eventstore';
 import { Principals } from '@baton/contracts';
+import { waitFor } from '@baton/wait';
 import { StopRunRequestSchema, stopPacketId, stopRequestSubject } from './escalation/stop-request';
-import { PROJECT, sleep, startHarness, waitFor, type Harness } from './int/support';
+import { PROJECT, sleep, startHarness, type Harness } from './int/support';
 
 const LEASE_MS = 1_000; // the shortest lease the wire schema allows
 
@@ -49,10 +50,10 @@ async function countOf(handoffId: string, type: string): Promise<number> {
 }
 
 async function pendingAgain(handoffId: string) {
-  return waitFor(`${handoffId} to be pending again`, async () => {
+  return waitFor(async () => {
     const state = await h.state(handoffId);
     return state.status === 'pending' ? state : undefined;
-  });
+  }, `${handoffId} to be pending again`, { timeoutMs: 8000 });
 }
 
 describe('watchdog: lease expiry → requeue', () => {
@@ -121,10 +122,10 @@ describe('watchdog: lease expiry → requeue', () => {
 
     const second = await h.startWatchdog('wd-second');
     const url = await second.service.app.getUrl();
-    const status = await waitFor('the deadline table to catch up', async () => {
+    const status = await waitFor(async () => {
       const body = (await (await fetch(`${url}/watchdog/status`)).json()) as { caught_up: boolean; last_seq: number };
       return body.caught_up ? body : undefined;
-    });
+    }, 'the deadline table to catch up', { timeoutMs: 8000 });
     expect(status.last_seq).toBeGreaterThan(0);
 
     await pendingAgain(id);
@@ -145,13 +146,13 @@ describe('watchdog: retry cap with no lead anywhere → stop the run', () => {
 
     const inbox = batonStreamNames(h.prefix).inbox;
     const subject = stopRequestSubject(h.prefix, PROJECT);
-    const message = await waitFor('a stop request', async () => {
+    const message = await waitFor(async () => {
       try {
         return await h.nats.jsm.streams.getMessage(inbox, { last_by_subj: subject });
       } catch {
         return undefined;
       }
-    });
+    }, 'a stop request', { timeoutMs: 8000 });
     const request = StopRunRequestSchema.parse(message.json());
     const escalated = (await h.events(withRun.id)).find((e) => e.type === 'handoff.escalated')!;
     expect(escalated.payload).toMatchObject({ outcome: { stop_why: 'guard_failed' } });
@@ -165,7 +166,7 @@ describe('watchdog: retry cap with no lead anywhere → stop the run', () => {
     });
 
     // The run-less handoff escalated too, but nothing was asked for it; the run's request is stored once.
-    await waitFor('the second escalation', async () => (await countOf(withoutRun.id, 'handoff.escalated')) === 1);
+    await waitFor(async () => (await countOf(withoutRun.id, 'handoff.escalated')) === 1, 'the second escalation', { timeoutMs: 8000 });
     await sleep(500);
     const info = await h.nats.jsm.streams.info(inbox, { subjects_filter: subject });
     expect(info.state.subjects?.[subject]).toBe(1);
@@ -183,11 +184,11 @@ describe('watchdog: retry cap with no lead anywhere → stop the run', () => {
     await h.nats.js.publish(`${h.prefix}.ev.${PROJECT}.handoff.h-invalid`, new TextEncoder().encode(JSON.stringify({ type: 'handoff.escalated', payload: {} })), { headers: invalid });
 
     const dlq = batonStreamNames(h.prefix).dlq;
-    const letters = await waitFor('two dead letters', async () => {
+    const letters = await waitFor(async () => {
       const info = await h.nats.jsm.streams.info(dlq);
       if (info.state.messages < 2) return undefined;
       return [await h.nats.jsm.streams.getMessage(dlq, { seq: info.state.first_seq }), await h.nats.jsm.streams.getMessage(dlq, { seq: info.state.first_seq + 1 })];
-    });
+    }, 'two dead letters', { timeoutMs: 8000 });
     expect(letters.map((m) => m.header.get(DlqHeader.reason))).toEqual(['malformed_json', 'schema_violation']);
     expect(letters[0]!.data).toEqual(bad);
 

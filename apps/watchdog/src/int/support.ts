@@ -27,17 +27,6 @@ export function randomPrefix(): string {
   return `wd${randomBytes(5).toString('hex')}`;
 }
 
-/** Poll `check` until it returns a value other than undefined / false, or fail after `timeoutMs`. */
-export async function waitFor<T>(what: string, check: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 8000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined && value !== false) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(50);
-  }
-}
-
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 const digest = (text: string) => createHash('sha256').update(text).digest('hex').slice(0, 16);
