@@ -1,3 +1,4 @@
+import { waitFor } from '@baton/wait';
 import type { NatsHandle } from './connection';
 import { PoisonError } from './errors';
 import { provision } from './provision';
@@ -30,13 +31,6 @@ describe('a durable lost under a running consumer (real NATS)', () => {
 
   const spec = () => ({ stream: inbox, durable: 'lossy', filterSubject: `${prefix}.in.>`, ackWaitMs: 30_000 });
   const publish = (body: string) => nats.js.publish(`${prefix}.in.p.result.a`, encoder.encode(body));
-  const waitFor = async (what: string, check: () => boolean | Promise<boolean>, timeoutMs = 15_000) => {
-    const until = Date.now() + timeoutMs;
-    while (!(await check())) {
-      if (Date.now() > until) throw new Error(`not in time: ${what}`);
-      await sleep(25);
-    }
-  };
   const dlqCount = async () => (await nats.jsm.streams.info(batonStreamNames(prefix).dlq)).state.messages;
 
   it('is re-created after its ack floor: the runner stays up, new messages are handled, acked and dead-lettered ones are not delivered again', async () => {
@@ -61,15 +55,15 @@ describe('a durable lost under a running consumer (real NATS)', () => {
     });
 
     for (const body of ['one', 'two', 'bad-1', 'three']) await publish(body);
-    await waitFor('the first four settled', async () => handled.length === 3 && (await dlqCount()) === 1);
+    await waitFor(async () => handled.length === 3 && (await dlqCount()) === 1, 'the first four settled', { timeoutMs: 15_000 });
     const lastSeq = (await nats.jsm.streams.info(inbox)).state.last_seq;
-    await waitFor('the ack floor at the last message', async () => (await nats.jsm.consumers.info(inbox, 'lossy')).ack_floor.stream_seq === lastSeq);
+    await waitFor(async () => (await nats.jsm.consumers.info(inbox, 'lossy')).ack_floor.stream_seq === lastSeq, 'the ack floor at the last message', { timeoutMs: 15_000 });
     await sleep(600); // the runner reads the floor at most 200 ms after its last ack
 
     await nats.jsm.consumers.delete(inbox, 'lossy');
     for (const body of ['four', 'bad-2', 'five']) await publish(body);
 
-    await waitFor('the messages published after the delete', () => handled.includes('five'));
+    await waitFor(() => handled.includes('five'), 'the messages published after the delete', { timeoutMs: 15_000 });
     await sleep(1500); // anything redelivered would arrive by now
     expect(handled).toEqual(['one', 'two', 'three', 'four', 'five']);
     expect(await dlqCount()).toBe(2);
@@ -101,7 +95,7 @@ describe('a durable lost under a running consumer (real NATS)', () => {
     await sleep(300);
     await nats.jsm.consumers.delete(inbox, 'lossy');
     await publish('fresh');
-    await waitFor('the message published after the delete', () => handled.length > 0);
+    await waitFor(() => handled.length > 0, 'the message published after the delete', { timeoutMs: 15_000 });
     await sleep(1000);
     expect(handled).toEqual(['fresh']);
     expect(lost).toEqual([expect.objectContaining({ outcome: 'recreated', startSeq: 4 })]);
@@ -123,15 +117,15 @@ describe('a durable lost under a running consumer (real NATS)', () => {
       onError: () => undefined,
     });
     await publish('a');
-    await waitFor('a', () => handled.length === 1);
+    await waitFor(() => handled.length === 1, 'a', { timeoutMs: 15_000 });
     await sleep(400);
     await nats.jsm.consumers.delete(inbox, 'lossy');
     await publish('b');
-    await waitFor('b', () => handled.length === 2);
+    await waitFor(() => handled.length === 2, 'b', { timeoutMs: 15_000 });
     await sleep(400);
     await nats.jsm.consumers.delete(inbox, 'lossy');
     await publish('c');
-    await waitFor('c', () => handled.length === 3);
+    await waitFor(() => handled.length === 3, 'c', { timeoutMs: 15_000 });
     expect(handled).toEqual(['a', 'b', 'c']);
     expect(lost.map((e) => [e.outcome, e.startSeq])).toEqual([
       ['recreated', 2],

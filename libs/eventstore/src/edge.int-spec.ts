@@ -1,4 +1,5 @@
 import { Subjects } from '@baton/contracts';
+import { waitFor } from '@baton/wait';
 import type { NatsHandle } from './connection';
 import { headersFrom } from './connection';
 import { isKvRevisionConflict, newUniqueId, openKvBucket, orderedConsumerOptions, subscribeCore, watchEvents, type CoreMessage, type WatchedEvent } from './edge';
@@ -6,14 +7,6 @@ import { connectTest, randomPrefix } from './int/support';
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
-
-async function eventually(check: () => boolean, timeoutMs = 3000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error('timed out');
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
 
 describe('the message edge helpers (real NATS)', () => {
   let nats: NatsHandle;
@@ -58,7 +51,7 @@ describe('the message edge helpers (real NATS)', () => {
     expect(seen[0]!.headers['Baton-Probe']).toEqual(['yes']);
     // A plain publish has no reply subject: respond says so.
     nats.connection.publish(subject, encoder.encode('plain'));
-    await eventually(() => seen.length === 2);
+    await waitFor(() => seen.length === 2, 'the second message', { timeoutMs: 3000 });
     expect(seen[1]!.reply).toBeUndefined();
     expect(seen[1]!.respond(encoder.encode('nobody'))).toBe(false);
     expect(subscription.isClosed()).toBe(false);
@@ -75,7 +68,7 @@ describe('the message edge helpers (real NATS)', () => {
     nats.connection.publish(Subjects.aggregate(prefix, 'Not-A-Project', 'definition', 'current'), encoder.encode('{}'));
     nats.connection.publish(Subjects.aggregate(`${prefix}x`, 'acme', 'definition', 'current'), encoder.encode('{}'));
     nats.connection.publish(Subjects.aggregate(prefix, 'beta', 'definition', 'current'), encoder.encode('{}'));
-    await eventually(() => heard.length >= 2);
+    await waitFor(() => heard.length >= 2, 'two definition events', { timeoutMs: 3000 });
     await nats.connection.flush();
     expect(heard).toEqual([
       { project: 'acme', kind: 'definition', id: 'current' },

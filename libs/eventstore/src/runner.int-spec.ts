@@ -1,3 +1,4 @@
+import { waitFor } from '@baton/wait';
 import type { NatsHandle } from './connection';
 import { DlqHeader } from './dead-letter';
 import { PoisonError, TransientError } from './errors';
@@ -39,14 +40,6 @@ describe('runConsumer (real NATS)', () => {
     return runner;
   };
 
-  const waitFor = async (check: () => boolean | Promise<boolean>, timeoutMs = 5000) => {
-    const until = Date.now() + timeoutMs;
-    while (!(await check())) {
-      if (Date.now() > until) throw new Error('condition not met in time');
-      await sleep(20);
-    }
-  };
-
   const consumerState = async (name: string) => {
     const info = await nats.jsm.consumers.info(inbox, name);
     return { pending: info.num_pending, ackPending: info.num_ack_pending, redelivered: info.num_redelivered };
@@ -75,10 +68,10 @@ describe('runConsumer (real NATS)', () => {
       },
     });
     await publish('p.result.a', '{"hello":1}');
-    await waitFor(() => seen.length === 1);
+    await waitFor(() => seen.length === 1, 'the message handled', { timeoutMs: 5000 });
     expect(await consumerState('ok')).toMatchObject({ ackPending: 1 });
     release();
-    await waitFor(async () => (await consumerState('ok')).ackPending === 0);
+    await waitFor(async () => (await consumerState('ok')).ackPending === 0, 'no ack pending', { timeoutMs: 5000 });
     expect(seen[0]!.subject).toBe(`${prefix}.in.p.result.a`);
     expect(seen[0]!.deliveryCount).toBe(1);
   });
@@ -98,11 +91,11 @@ describe('runConsumer (real NATS)', () => {
       },
     });
     await publish('p.result.a', '{}');
-    await waitFor(() => deliveries.length >= 1);
+    await waitFor(() => deliveries.length >= 1, 'a delivery', { timeoutMs: 5000 });
     await sleep(300);
     // Within the first 300 ms after a failure there is no second delivery.
     expect(deliveries).toHaveLength(1);
-    await waitFor(() => outcomes.some((o) => o.kind === 'acked'), 5000);
+    await waitFor(() => outcomes.some((o) => o.kind === 'acked'), 'an acked outcome', { timeoutMs: 5000 });
     expect(deliveries).toHaveLength(3);
     expect(deliveries[1]! - deliveries[0]!).toBeGreaterThanOrEqual(350);
     expect(deliveries[2]! - deliveries[1]!).toBeGreaterThanOrEqual(350);
@@ -122,7 +115,7 @@ describe('runConsumer (real NATS)', () => {
       },
     });
     const ack = await publish('p.result.a', '{not json', 'orig-1');
-    await waitFor(() => outcomes.length === 1);
+    await waitFor(() => outcomes.length === 1, 'one outcome', { timeoutMs: 5000 });
     expect(outcomes[0]).toMatchObject({ kind: 'dead_lettered', reason: 'malformed_json' });
     const [letter] = await deadLetters();
     expect(letter!.subject).toBe(`${prefix}.dlq.poison`);
@@ -142,7 +135,7 @@ describe('runConsumer (real NATS)', () => {
     const outcomes: MessageOutcome[] = [];
     start({ durable: 'poison2', onOutcome: (o) => outcomes.push(o), handler: async () => Promise.reject(new PoisonError('no such agent', 'unknown_agent')) });
     await publish('p.result.ghost', '{}');
-    await waitFor(() => outcomes.length === 1);
+    await waitFor(() => outcomes.length === 1, 'one outcome', { timeoutMs: 5000 });
     const [letter] = await deadLetters();
     expect(letter!.header.get(DlqHeader.reason)).toBe('unknown_agent');
     expect(letter!.header.get(DlqHeader.detail)).toContain('no such agent');
@@ -163,7 +156,7 @@ describe('runConsumer (real NATS)', () => {
       },
     });
     await publish('p.result.a', '{"x":1}');
-    await waitFor(() => outcomes.some((o) => o.kind === 'dead_lettered'));
+    await waitFor(() => outcomes.some((o) => o.kind === 'dead_lettered'), 'a dead-lettered outcome', { timeoutMs: 5000 });
     await sleep(400);
     expect(deliveries).toBe(3);
     const [letter] = await deadLetters();
@@ -187,7 +180,7 @@ describe('runConsumer (real NATS)', () => {
       },
     });
     await publish('p.result.a', '{}');
-    await waitFor(() => outcomes.length === 1, 6000);
+    await waitFor(() => outcomes.length === 1, 'one outcome', { timeoutMs: 6000 });
     expect(outcomes[0]!.kind).toBe('acked');
     expect(deliveries).toBe(1);
     expect(await consumerState('slow')).toMatchObject({ redelivered: 0, ackPending: 0 });
@@ -208,7 +201,7 @@ describe('runConsumer (real NATS)', () => {
     });
     await publish('p.result.a', '1');
     await publish('p.result.b', '2');
-    await waitFor(() => started === 2);
+    await waitFor(() => started === 2, 'both handlers started', { timeoutMs: 5000 });
     await runner.stop();
     expect(finished).toBe(2);
     expect(await consumerState('graceful')).toMatchObject({ pending: 0, ackPending: 0 });

@@ -1,3 +1,4 @@
+import { waitFor } from '@baton/wait';
 import type { NatsHandle } from './connection';
 import { DlqHeader } from './dead-letter';
 import { PoisonError } from './errors';
@@ -39,13 +40,6 @@ describe('throughput paths (real NATS)', () => {
     runners.push(runner);
     return runner;
   };
-  const waitFor = async (check: () => boolean | Promise<boolean>, timeoutMs = 8000) => {
-    const until = Date.now() + timeoutMs;
-    while (!(await check())) {
-      if (Date.now() > until) throw new Error('condition not met in time');
-      await sleep(20);
-    }
-  };
 
   it('with an ordering key, messages of one key are handled one at a time in stream order while different keys run in parallel', async () => {
     await durable('ordered');
@@ -71,7 +65,7 @@ describe('throughput paths (real NATS)', () => {
         busy.delete(key);
       },
     });
-    await waitFor(() => Object.values(seen).every((list) => list.length === 6));
+    await waitFor(() => Object.values(seen).every((list) => list.length === 6), 'six messages of every key', { timeoutMs: 8000 });
     expect(overlapSameKey).toBe(false);
     expect(maxParallel).toBeGreaterThan(1);
     for (const key of ['a', 'b', 'c']) expect(seen[key]).toEqual([0, 1, 2, 3, 4, 5].map((i) => `${key}${i}`));
@@ -93,7 +87,7 @@ describe('throughput paths (real NATS)', () => {
         running--;
       },
     });
-    await waitFor(() => order.length === 25);
+    await waitFor(() => order.length === 25, 'all 25 messages', { timeoutMs: 8000 });
     expect(overlap).toBe(false);
     expect(order).toEqual(Array.from({ length: 25 }, (_, i) => i));
   });
@@ -124,11 +118,11 @@ describe('throughput paths (real NATS)', () => {
         if (outcome.kind === 'acked') acked.push(new TextDecoder().decode(outcome.msg.data));
       },
     });
-    await waitFor(() => acked.length === 3);
+    await waitFor(() => acked.length === 3, 'three acked', { timeoutMs: 8000 });
     expect(acked.sort()).toEqual(['ok-1', 'ok-2', 'wait']);
     expect(waits).toBe(3); // three deliveries over maxDeliver 2, and no dead letter for it
     const dlq = batonStreamNames(prefix).dlq;
-    await waitFor(async () => (await nats.jsm.streams.info(dlq)).state.messages === 1);
+    await waitFor(async () => (await nats.jsm.streams.info(dlq)).state.messages === 1, 'one dead letter', { timeoutMs: 8000 });
     const letter = await nats.jsm.streams.getMessage(dlq, { seq: (await nats.jsm.streams.info(dlq)).state.first_seq });
     expect([new TextDecoder().decode(letter.data), letter.header?.get(DlqHeader.reason)]).toEqual(['poison', 'schema_violation']);
   });

@@ -14,6 +14,7 @@ import {
   type MessageOutcome,
   type NatsHandle,
 } from '@baton/eventstore';
+import { waitFor } from '@baton/wait';
 import { JetStreamClient, RequestError } from './jetstream.client';
 import { JetStreamContext, NatsRequestContext } from './jetstream.context';
 import { JetStreamExceptionFilter } from './jetstream.exception-filter';
@@ -90,14 +91,6 @@ describe('JetStreamServer in a Nest microservice (real NATS)', () => {
     return instance;
   };
 
-  const waitFor = async (check: () => boolean, timeoutMs = 5000) => {
-    const until = Date.now() + timeoutMs;
-    while (!check()) {
-      if (Date.now() > until) throw new Error('condition not met in time');
-      await sleep(20);
-    }
-  };
-
   const durable = () => durableNameFor('svc', '{prefix}.in.*.result.*');
 
   beforeEach(async () => {
@@ -120,7 +113,7 @@ describe('JetStreamServer in a Nest microservice (real NATS)', () => {
   it('delivers a stream message to its @EventPattern handler with its context, and acks it', async () => {
     await startApp();
     const ack = await client.emit(`${prefix}.in.p1.result.coder`, { id: 'r-1', step: 1 }, { headers: { 'Trace-Id': 'abc' } });
-    await waitFor(() => outcomes.length === 1);
+    await waitFor(() => outcomes.length === 1, 'one outcome', { timeoutMs: 5000 });
     expect(outcomes[0]!.kind).toBe('acked');
     expect(probe.seen).toEqual([
       { data: { id: 'r-1', step: 1 }, subject: `${prefix}.in.p1.result.coder`, seq: ack.seq, deliveryCount: 1, header: 'abc' },
@@ -139,7 +132,7 @@ describe('JetStreamServer in a Nest microservice (real NATS)', () => {
   it('a thrown TransientError naks with a delay and the message is handled on a later delivery', async () => {
     await startApp();
     await client.emit(`${prefix}.in.p1.result.coder`, { id: 'r-t', step: 99 });
-    await waitFor(() => outcomes.some((o) => o.kind === 'acked'));
+    await waitFor(() => outcomes.some((o) => o.kind === 'acked'), 'an acked outcome', { timeoutMs: 5000 });
     expect(outcomes.map((o) => o.kind)).toEqual(['retry', 'acked']);
     expect(outcomes[0]).toMatchObject({ delayMs: 300 });
     expect(probe.seen.map((s) => s.deliveryCount)).toEqual([1, 2]);
@@ -149,7 +142,7 @@ describe('JetStreamServer in a Nest microservice (real NATS)', () => {
     await startApp();
     const bytes = new TextEncoder().encode('{"id":"r-bad","step":"one"}');
     await client.publish(`${prefix}.in.p1.result.coder`, bytes);
-    await waitFor(() => outcomes.length === 1);
+    await waitFor(() => outcomes.length === 1, 'one outcome', { timeoutMs: 5000 });
     expect(outcomes[0]).toMatchObject({ kind: 'dead_lettered', reason: 'schema_violation' });
     const letter = await nats.jsm.streams.getMessage(batonStreamNames(prefix).dlq, { last_by_subj: `${prefix}.dlq.${durable()}` });
     expect(letter.header.get(DlqHeader.reason)).toBe('schema_violation');
@@ -170,7 +163,7 @@ describe('JetStreamServer in a Nest microservice (real NATS)', () => {
   it('shutdown stops pulling, finishes the in-flight handler and acks it before closing', async () => {
     const instance = await startApp();
     await client.emit(`${prefix}.in.p1.result.coder`, { id: 'r-slow', step: 42 });
-    await waitFor(() => probe.seen.length === 1);
+    await waitFor(() => probe.seen.length === 1, 'the handler to be called', { timeoutMs: 5000 });
     await instance.close();
     app = null;
     expect(probe.slowFinished).toBe(1);
@@ -189,7 +182,7 @@ describe('JetStreamServer in a Nest microservice (real NATS)', () => {
       const inbox = batonStreamNames(prefix).inbox;
       await client.emit(`${prefix}.in.p1.result.coder`, { id: 'before-1', step: 1 });
       await client.publish(`${prefix}.in.p1.result.coder`, new TextEncoder().encode('{"id":"before-bad","step":"one"}'));
-      await waitFor(() => outcomes.length === 2);
+      await waitFor(() => outcomes.length === 2, 'two outcomes', { timeoutMs: 5000 });
       const lastSeq = (await nats.jsm.streams.info(inbox)).state.last_seq;
       const floorAt = Date.now() + 5000;
       while ((await nats.jsm.consumers.info(inbox, durable())).ack_floor.stream_seq < lastSeq && Date.now() < floorAt) await sleep(20);
@@ -197,7 +190,7 @@ describe('JetStreamServer in a Nest microservice (real NATS)', () => {
 
       await nats.jsm.consumers.delete(inbox, durable());
       await client.emit(`${prefix}.in.p1.result.coder`, { id: 'after-1', step: 1 });
-      await waitFor(() => probe.seen.some((s) => (s.data as { id: string }).id === 'after-1'), 15_000);
+      await waitFor(() => probe.seen.some((s) => (s.data as { id: string }).id === 'after-1'), 'after-1 handled', { timeoutMs: 15_000 });
       await sleep(1000);
 
       expect(probe.seen.map((s) => (s.data as { id: string }).id)).toEqual(['before-1', 'before-bad', 'after-1']);

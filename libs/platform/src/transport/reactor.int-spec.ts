@@ -18,6 +18,7 @@ import {
   type MessageOutcome,
   type NatsHandle,
 } from '@baton/eventstore';
+import { waitFor } from '@baton/wait';
 import { JetStreamContext } from './jetstream.context';
 import { JetStreamExceptionFilter } from './jetstream.exception-filter';
 import { JetStreamServer } from './jetstream.server';
@@ -121,14 +122,6 @@ describe('reactor tables through the JetStream transport (real NATS)', () => {
     app = instance;
   };
 
-  const waitFor = async (check: () => boolean, timeoutMs = 8000) => {
-    const until = Date.now() + timeoutMs;
-    while (!check()) {
-      if (Date.now() > until) throw new Error('condition not met in time');
-      await sleep(20);
-    }
-  };
-
   beforeEach(async () => {
     probe.reactions = [];
     probe.failOnce.clear();
@@ -155,7 +148,7 @@ describe('reactor tables through the JetStream transport (real NATS)', () => {
     const seqs = (await store.read(ref())).events.map((e) => e.seq);
     const reads = store.stats().readRoundTrips;
     await startApp();
-    await waitFor(() => outcomes.length === 5);
+    await waitFor(() => outcomes.length === 5, 'five outcomes', { timeoutMs: 8000 });
     expect(outcomes.map((o) => o.kind)).toEqual(['acked', 'acked', 'acked', 'acked', 'acked']);
     expect(probe.reactions).toEqual([
       { type: 'counter.added', n: 1, before: { total: 0, adds: 0 }, after: { total: 1, adds: 1 }, seq: seqs[0], ref: ref() },
@@ -178,7 +171,7 @@ describe('reactor tables through the JetStream transport (real NATS)', () => {
     await nats.js.publish(`${prefix}.ev.proj.handoff.agg-4`, encoder.encode(JSON.stringify(envelope('odd-1', 'agg-4', {}, 'counter.unknown'))));
     // An honest event after them is still handled.
     await store.handleCommand(ref('agg-5'), counter, { n: 3 }, meta);
-    await waitFor(() => outcomes.length === 5);
+    await waitFor(() => outcomes.length === 5, 'five outcomes', { timeoutMs: 8000 });
     expect(outcomes.map((o) => (o.kind === 'dead_lettered' ? o.reason : o.kind))).toEqual(['identity_mismatch', 'identity_mismatch', 'malformed_json', 'unknown_event_type', 'acked']);
     expect(probe.reactions.map((r) => [r.ref.id, r.n])).toEqual([['agg-5', 3]]);
     const dlq = batonStreamNames(prefix).dlq;
@@ -194,7 +187,7 @@ describe('reactor tables through the JetStream transport (real NATS)', () => {
     await store.handleCommand(ref(), counter, { n: 1 }, meta);
     await store.handleCommand(ref(), counter, { n: 2 }, meta);
     await startApp();
-    await waitFor(() => probe.reactions.length === 2);
+    await waitFor(() => probe.reactions.length === 2, 'two reactions', { timeoutMs: 8000 });
     await sleep(300);
     // (The retried event comes back after its delay, so the second one may be handled first.)
     expect(outcomes.map((o) => o.kind).sort()).toEqual(['acked', 'acked', 'retry']);
