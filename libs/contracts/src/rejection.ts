@@ -5,6 +5,8 @@ import { z } from 'zod';
  * the rejection (an event or a dead letter with the original bytes) and keeps serving.
  */
 export const RejectionCode = {
+  /** The bytes are not UTF-8 (checked before JSON: a body is never decoded with its bad bytes replaced). */
+  invalidUtf8: 'invalid_utf8',
   malformedJson: 'malformed_json',
   schemaViolation: 'schema_violation',
   sentinelInvalid: 'sentinel_invalid',
@@ -21,6 +23,7 @@ export const RejectionCode = {
 } as const;
 export type RejectionCode = (typeof RejectionCode)[keyof typeof RejectionCode];
 export const RejectionCodeSchema = z.enum([
+  'invalid_utf8',
   'malformed_json',
   'schema_violation',
   'sentinel_invalid',
@@ -75,6 +78,67 @@ export function utf8Length(text: string): number {
     } else bytes += 3;
   }
   return bytes;
+}
+
+/** Strict UTF-8: a byte sequence that is not UTF-8 throws instead of becoming U+FFFD. */
+const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
+
+/**
+ * Decode untrusted bytes as UTF-8 text, strictly: bytes that are not UTF-8 (a stray 0xFF, a cut
+ * multi-byte sequence, an encoded surrogate, an overlong form) are refused with `invalid_utf8`
+ * rather than replaced by U+FFFD, so nothing downstream reads text the sender never wrote.
+ */
+export function decodeUtf8(bytes: Uint8Array): Decoded<string> {
+  try {
+    return { ok: true, value: strictUtf8.decode(bytes) };
+  } catch {
+    return { ok: false, rejection: { code: RejectionCode.invalidUtf8, message: `the ${bytes.length} bytes are not UTF-8 text${firstBadByte(bytes)}`, issues: [] } };
+  }
+}
+
+/** ` (the first bad byte is at offset N)` for the message. */
+function firstBadByte(bytes: Uint8Array): string {
+  const at = firstInvalidUtf8Offset(bytes);
+  return at < 0 ? '' : ` (the first bad byte is at offset ${at})`;
+}
+
+/**
+ * The offset of the first byte that breaks UTF-8 (RFC 3629: no overlong forms, no surrogates,
+ * nothing above U+10FFFF; a sequence cut short at the end counts at its first byte), or -1.
+ */
+export function firstInvalidUtf8Offset(bytes: Uint8Array): number {
+  const cont = (i: number, lo = 0x80, hi = 0xbf) => i < bytes.length && bytes[i]! >= lo && bytes[i]! <= hi;
+  let i = 0;
+  while (i < bytes.length) {
+    const b = bytes[i]!;
+    if (b < 0x80) {
+      i += 1;
+      continue;
+    }
+    let n = 0;
+    if (b >= 0xc2 && b <= 0xdf) n = cont(i + 1) ? 2 : 0;
+    else if (b === 0xe0) n = cont(i + 1, 0xa0) && cont(i + 2) ? 3 : 0;
+    else if ((b >= 0xe1 && b <= 0xec) || b === 0xee || b === 0xef) n = cont(i + 1) && cont(i + 2) ? 3 : 0;
+    else if (b === 0xed) n = cont(i + 1, 0x80, 0x9f) && cont(i + 2) ? 3 : 0;
+    else if (b === 0xf0) n = cont(i + 1, 0x90) && cont(i + 2) && cont(i + 3) ? 4 : 0;
+    else if (b >= 0xf1 && b <= 0xf3) n = cont(i + 1) && cont(i + 2) && cont(i + 3) ? 4 : 0;
+    else if (b === 0xf4) n = cont(i + 1, 0x80, 0x8f) && cont(i + 2) && cont(i + 3) ? 4 : 0;
+    if (n === 0) return i;
+    i += n;
+  }
+  return -1;
+}
+
+/**
+ * Parse untrusted bytes as JSON: the size cap on the bytes (`payload_too_large`), strict UTF-8
+ * (`invalid_utf8`), then {@link parseUntrustedJson}.
+ */
+export function parseUntrustedJsonBytes(bytes: Uint8Array, maxBytes: number): Decoded<unknown> {
+  if (bytes.length > maxBytes) {
+    return { ok: false, rejection: { code: 'payload_too_large', message: `payload is ${bytes.length} bytes; the cap is ${maxBytes}`, issues: [] } };
+  }
+  const text = decodeUtf8(bytes);
+  return text.ok ? parseUntrustedJson(text.value, maxBytes) : text;
 }
 
 /**

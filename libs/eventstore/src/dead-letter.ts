@@ -21,6 +21,8 @@ export const DlqHeader = {
 /** Why a message was dead-lettered. Handlers may use their own codes (e.g. a rejection code). */
 export const DeadLetterReason = {
   poison: 'poison',
+  /** The bytes are not UTF-8 (never decoded with replacement characters). */
+  invalidUtf8: 'invalid_utf8',
   malformedJson: 'malformed_json',
   schemaViolation: 'schema_violation',
   maxDeliveries: 'max_deliveries',

@@ -3,6 +3,7 @@ export * from './logging/logger';
 export * from './health/health';
 export * from './service/runtime';
 export * from './service/bootstrap';
+export * from './service/utf8-body';
 export * from './transport';
 export * from './clients';
 export * from './observability';

@@ -27,6 +27,7 @@ import {
   isLedgerCommand,
   mayIssue,
   parseLedgerCommandSubject,
+  decodeUtf8,
   parseUntrustedJson,
   rejectionFromZod,
   resolveLedgerCaller,
@@ -77,9 +78,10 @@ interface Prepared {
 }
 
 /**
- * Why a request was refused before deciding: a `RejectionCode` (malformed_json, schema_violation,
- * payload_too_large) or a ledger code (`unknown_command`, `project_mismatch`), answered with kind
- * `rejected`; or an access refusal (`identity_mismatch`, `principal_not_allowed`), kind `forbidden`.
+ * Why a request was refused before deciding: a `RejectionCode` (invalid_utf8, malformed_json,
+ * schema_violation, payload_too_large) or a ledger code (`unknown_command`, `project_mismatch`),
+ * answered with kind `rejected`; or an access refusal (`identity_mismatch`,
+ * `principal_not_allowed`), kind `forbidden`.
  */
 interface LedgerRejection {
   code: string;
@@ -100,8 +102,6 @@ interface DecodedRequest {
 /** A decoded value, or the rejection (a wider code set than `Decoded` from the contracts). */
 type Checked<T> = { ok: true; value: T } | { ok: false; rejection: LedgerRejection };
 type Refused = { ok: false; rejection: LedgerRejection };
-
-const utf8 = new TextDecoder('utf-8', { fatal: true });
 
 /** Event origin for an actor kind (`system` is Baton acting on its own). */
 export function originOf(kind: HandoffActorKind): Origin {
@@ -324,13 +324,9 @@ export class LedgerCommands {
     if (request.data.length > Limits.maxMessageBytes) {
       return refused('payload_too_large', `payload is ${request.data.length} bytes; the cap is ${Limits.maxMessageBytes}`);
     }
-    let text: string;
-    try {
-      text = utf8.decode(request.data);
-    } catch {
-      return refused('malformed_json', 'the body is not UTF-8 text');
-    }
-    const json = parseUntrustedJson(text, Limits.maxMessageBytes);
+    const text = decodeUtf8(request.data);
+    if (!text.ok) return text;
+    const json = parseUntrustedJson(text.value, Limits.maxMessageBytes);
     if (!json.ok) return json;
     if (typeof json.value !== 'object' || json.value === null || Array.isArray(json.value)) {
       return refused('schema_violation', 'the body must be a JSON object', '(root)');

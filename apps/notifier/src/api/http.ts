@@ -62,8 +62,9 @@ export function projectionsUnavailable(error: unknown): ApiError | null {
 /**
  * Writes every HTTP error as `{ error: { code, message, issues } }`: ApiErrors as they are; a bad
  * cursor as 400 `schema_violation`; Redis not answering (a command timeout, a refused connection)
- * as 503 `projections_unavailable` with `Retry-After`; Express's own errors (malformed JSON body →
- * `malformed_json`, body over the limit → `payload_too_large`) and unknown routes typed too;
+ * as 503 `projections_unavailable` with `Retry-After`; Express's own errors (a body that is not
+ * UTF-8 → `invalid_utf8`, a charset Express cannot read → 415 `unsupported_charset`, malformed
+ * JSON body → `malformed_json`, body over the limit → `payload_too_large`) and unknown routes typed too;
  * anything else as 500 `internal_error` (logged, never leaked).
  */
 @Catch()
@@ -100,6 +101,8 @@ export class ApiExceptionFilter implements ExceptionFilter {
       return [status, { error: { code, message, issues: [] } }];
     }
     const typeField = typeof exception === 'object' && exception !== null ? (exception as { type?: unknown; status?: unknown }) : {};
+    if (typeField.type === 'charset.unsupported') return [HttpStatus.UNSUPPORTED_MEDIA_TYPE, { error: { code: 'unsupported_charset', message: (exception as Error).message, issues: [] } }];
+    if (typeField.type === 'entity.invalid_utf8') return [HttpStatus.BAD_REQUEST, { error: { code: 'invalid_utf8', message: (exception as Error).message, issues: [] } }];
     if (typeField.type === 'entity.parse.failed') return [HttpStatus.BAD_REQUEST, { error: { code: 'malformed_json', message: 'the body is not valid JSON', issues: [] } }];
     if (typeField.type === 'entity.too.large') return [HttpStatus.PAYLOAD_TOO_LARGE, { error: { code: 'payload_too_large', message: 'the body is too large', issues: [] } }];
     this.logger.error(exception instanceof Error ? (exception.stack ?? exception.message) : String(exception));

@@ -1,6 +1,6 @@
 import { BeforeApplicationShutdown, Inject, Injectable, OnApplicationBootstrap } from '@nestjs/common';
 import { HumanActionNoticeSchema, Subjects } from '@baton/contracts';
-import { batonStreamNames, DlqSources, provision, runConsumer, TransientError, type ConsumedMessage, type ConsumerRunner } from '@baton/eventstore';
+import { batonStreamNames, decodeEvent, DlqSources, provision, runConsumer, TransientError, type ConsumedMessage, type ConsumerRunner } from '@baton/eventstore';
 import { RUNTIME, type ServiceConfig, type ServiceRuntime } from '@baton/platform';
 import { NOTIFIER_CONFIG, webhookBackoff, type NotifierConfig } from '../notifier.config';
 import { WebhookSender } from './webhook-sender';
@@ -15,8 +15,6 @@ const NOTICE_SOURCES = [
   { kind: 'run', durable: WEBHOOK_DURABLE, source: DlqSources.notifierWebhooks, type: 'run.notice_emitted' },
   { kind: 'mesh', durable: MESH_WEBHOOK_DURABLE, source: DlqSources.notifierMeshWebhooks, type: 'mesh.notice_emitted' },
 ] as const;
-
-const decoder = new TextDecoder();
 
 /**
  * Delivers human action notices to the webhooks of NOTIFIER_WEBHOOKS (they are still published on
@@ -96,17 +94,13 @@ export class WebhookDelivery implements OnApplicationBootstrap, BeforeApplicatio
   }
 
   private async handle(msg: ConsumedMessage, noticeType: (typeof NOTICE_SOURCES)[number]['type']): Promise<void> {
-    let raw: unknown;
-    try {
-      raw = JSON.parse(decoder.decode(msg.data));
-    } catch {
-      return; // the projection applier dead-letters undecodable events; nothing to deliver here
-    }
-    const decoded = this.runtime.registry.decode(raw);
-    if (!decoded.ok || decoded.value.type !== noticeType) return;
-    const notice = HumanActionNoticeSchema.parse((decoded.value.payload as { notice: unknown }).notice);
+    // Strict: an event whose bytes are not UTF-8 or JSON is never delivered with replaced text
+    // (the projection applier dead-letters undecodable events; nothing to deliver here).
+    const decoded = decodeEvent(this.runtime.registry, msg.data);
+    if (!decoded.ok || decoded.envelope.type !== noticeType) return;
+    const notice = HumanActionNoticeSchema.parse((decoded.envelope.payload as { notice: unknown }).notice);
     const report = await (this.sender as WebhookSender).deliver(notice, msg.deliveryCount);
-    const log = { notice_id: notice.notice_id, workflow_run_id: notice.workflow_run_id, event_id: decoded.value.id, attempt: msg.deliveryCount };
+    const log = { notice_id: notice.notice_id, workflow_run_id: notice.workflow_run_id, event_id: decoded.envelope.id, attempt: msg.deliveryCount };
     if (report.delivered.length > 0) this.runtime.logger.info('notice delivered to webhooks', { ...log, webhooks: report.delivered, skipped: report.skipped });
     if (report.failed.length > 0) {
       throw new TransientError(`webhook delivery failed for ${report.failed.map((f) => `${f.target} (${f.error})`).join(', ')}`);

@@ -3,7 +3,7 @@ import { Ctx, MessagePattern, Payload } from '@nestjs/microservices';
 import { NatsRequestContext, JetStreamExceptionFilter } from '@baton/platform';
 import type { PublishDefinitionReply } from '@baton/contracts';
 import { RouterPatterns } from '../shared/subjects';
-import { PublishDefinitionUseCase } from './publish-definition';
+import { DEFINITIONS_DLQ_SOURCE, PublishDefinitionUseCase } from './publish-definition';
 
 /** Request/reply entry point for project definitions (core NATS, queue group `router`). */
 @Controller()
@@ -14,7 +14,8 @@ export class DefinitionsController {
   constructor(private readonly publishDefinition: PublishDefinitionUseCase) {}
 
   /** `<prefix>.cmd.router.<project>.publish_definition`: body = a ProjectDefinition as JSON. */
-  @MessagePattern(RouterPatterns.publishDefinition)
+  // Bytes that do not decode (not UTF-8, not JSON) never reach the handler: the transport dead-letters them here.
+  @MessagePattern(RouterPatterns.publishDefinition, { dlqSource: DEFINITIONS_DLQ_SOURCE })
   publish(@Payload() body: unknown, @Ctx() ctx: NatsRequestContext): Promise<PublishDefinitionReply> {
     return this.publishDefinition.execute(ctx.subject, body, ctx.headers);
   }

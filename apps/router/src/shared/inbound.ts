@@ -1,20 +1,23 @@
-import { Limits, parseUntrustedJson, RejectionCode, rejectionFromZod, type Rejection } from '@baton/contracts';
+import { decodeUtf8, Limits, parseUntrustedJson, RejectionCode, rejectionFromZod, type Rejection } from '@baton/contracts';
 import { PoisonError } from '@baton/eventstore';
 import type { z } from 'zod';
 import { subjectTokens } from './subjects';
-
-const decoder = new TextDecoder();
 
 /** A decoded input, or the typed rejection it earned. */
 export type Inbound<T> = { ok: true; value: T } | { ok: false; rejection: Rejection };
 
 /**
- * Decode untrusted bytes from an entry point: size cap (`Limits.maxMessageBytes`), JSON with
- * prototype-polluting keys refused, then the zod schema. Never throws.
+ * Decode untrusted bytes from an entry point: size cap (`Limits.maxMessageBytes`), strict UTF-8
+ * (bytes that are not UTF-8 are `invalid_utf8`, never decoded with replacement characters), JSON
+ * with prototype-polluting keys refused, then the zod schema. Never throws.
  */
 export function decodeInbound<S extends z.ZodType>(bytes: Uint8Array | string, schema: S): Inbound<z.infer<S>> {
-  const text = typeof bytes === 'string' ? bytes : decoder.decode(bytes);
-  const json = parseUntrustedJson(text, Limits.maxMessageBytes);
+  if (typeof bytes !== 'string' && bytes.length > Limits.maxMessageBytes) {
+    return { ok: false, rejection: { code: RejectionCode.payloadTooLarge, message: `payload is ${bytes.length} bytes; the cap is ${Limits.maxMessageBytes}`, issues: [] } };
+  }
+  const text = typeof bytes === 'string' ? { ok: true as const, value: bytes } : decodeUtf8(bytes);
+  if (!text.ok) return text;
+  const json = parseUntrustedJson(text.value, Limits.maxMessageBytes);
   if (!json.ok) return json;
   const parsed = schema.safeParse(json.value);
   return parsed.success ? { ok: true, value: parsed.data } : { ok: false, rejection: rejectionFromZod(parsed.error) };

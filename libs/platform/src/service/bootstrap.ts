@@ -12,6 +12,7 @@ import { BatonMetrics, runnerInstrumentation } from '../observability/metrics';
 import { MetricsModule } from '../observability/metrics.module';
 import { HybridExceptionFilter } from '../transport/hybrid-exception.filter';
 import { createRuntime, RuntimeModule, ServiceRuntime } from './runtime';
+import { requireUtf8Body } from './utf8-body';
 
 export const ServiceConfigSchema = BaseConfigSchema.extend({
   HTTP_PORT: z.coerce.number().int().min(0).max(65535),
@@ -95,6 +96,11 @@ export async function runService(opts: RunServiceOptions): Promise<RunningServic
   class AppModule {}
 
   const app = await NestFactory.create(AppModule, { logger, bodyParser: true, abortOnError: false });
+  // JSON and form bodies must be UTF-8: bytes that are not are refused (invalid_utf8), never decoded
+  // with replacement characters. Registered before Nest's defaults, which then stay out.
+  const parsers = app as unknown as { useBodyParser(type: 'json' | 'urlencoded', options: Record<string, unknown>): unknown };
+  parsers.useBodyParser('json', { verify: requireUtf8Body });
+  parsers.useBodyParser('urlencoded', { extended: true, verify: requireUtf8Body });
   app.use(httpMetricsMiddleware(metrics));
   opts.metrics?.(metrics, app, runtime);
   // Before anything initialises, so the JetStream handlers inherit it (see HybridExceptionFilter).

@@ -1,9 +1,10 @@
 import { EventEmitter } from 'node:events';
 import { Server, type CustomTransportStrategy, type MessageHandler } from '@nestjs/microservices';
 import { isObservable, lastValueFrom } from 'rxjs';
-import { rejectionFromZod, type EventRegistry, type Rejection } from '@baton/contracts';
+import { decodeUtf8, rejectionFromZod, type EventRegistry, type Rejection } from '@baton/contracts';
 import {
   PoisonError,
+  deadLetter,
   StreamNotFound,
   connectNats,
   contextFromHeaders,
@@ -137,7 +138,6 @@ interface ResolvedBinding {
   routes: Array<[string, MessageHandler]>;
 }
 
-const decoder = new TextDecoder();
 const encoder = new TextEncoder();
 
 function isZodError(error: unknown): error is z.ZodError {
@@ -145,11 +145,17 @@ function isZodError(error: unknown): error is z.ZodError {
   return typeof error === 'object' && error !== null && (error as { name?: unknown }).name === 'ZodError' && Array.isArray((error as { issues?: unknown }).issues);
 }
 
-/** Parse a JSON body; bad JSON is poison (it will never parse on a redelivery). */
+/**
+ * Parse a JSON body. Bytes that are not UTF-8 are poison `invalid_utf8` (never decoded with
+ * replacement characters, which would hand the handler text the sender never wrote), bad JSON is
+ * poison `malformed_json`: neither changes on a redelivery.
+ */
 function parseBody(data: Uint8Array): unknown {
   if (data.length === 0) return undefined;
+  const text = decodeUtf8(data);
+  if (!text.ok) throw new PoisonError(`body ${text.rejection.message}`, text.rejection.code);
   try {
-    return JSON.parse(decoder.decode(data));
+    return JSON.parse(text.value);
   } catch (err) {
     throw new PoisonError(`body is not JSON: ${(err as Error).message}`, 'malformed_json', { cause: err });
   }
@@ -345,19 +351,50 @@ export class JetStreamServer extends Server<JetStreamServerEvents> implements Cu
   private async answer(handler: MessageHandler, msg: Msg): Promise<void> {
     let reply: unknown;
     let failed = false;
+    let data: unknown;
+    let decoded = false;
     try {
-      const data = parseBody(msg.data);
+      data = parseBody(msg.data);
+      decoded = true;
       const ctx = new NatsRequestContext([msg.subject, headersToRecord(msg.headers)]);
       reply = await settle(handler(data, ctx));
     } catch (error) {
       failed = true;
       reply = this.errorReply(error);
+      if (!decoded) await this.deadLetterUndecodable(handler, msg, error);
     }
     if (!msg.reply) return;
     try {
       msg.respond(encoder.encode(JSON.stringify(reply ?? null)), failed ? { headers: this.errorHeaders() } : undefined);
     } catch (err) {
       this.logger.error(`cannot answer ${msg.subject}: ${String(err)}`);
+    }
+  }
+
+  /**
+   * A request whose bytes do not decode (not UTF-8, not JSON) never reaches its handler, so the
+   * handler cannot record it: when the `@MessagePattern` names a dead-letter source
+   * (`{ dlqSource }` extras), the transport dead-letters it there (stream `core`), with the
+   * reason. Never throws (the caller still gets its typed error reply).
+   */
+  private async deadLetterUndecodable(handler: MessageHandler, msg: Msg, error: unknown): Promise<void> {
+    const source = (handler.extras as JetStreamPatternExtras | undefined)?.dlqSource;
+    if (source === undefined || !this.handle || !(error instanceof PoisonError)) return;
+    try {
+      await deadLetter(this.handle.js, {
+        prefix: this.options.prefix,
+        source,
+        reason: error.reason,
+        detail: error.message,
+        subject: msg.subject,
+        headers: headersToRecord(msg.headers),
+        data: msg.data,
+        deliveries: 1,
+        stream: 'core',
+        seq: 0,
+      });
+    } catch (err) {
+      this.logger.error(`cannot dead-letter an undecodable request on ${msg.subject}: ${String(err)}`);
     }
   }
 
@@ -370,7 +407,7 @@ export class JetStreamServer extends Server<JetStreamServerEvents> implements Cu
   private errorReply(error: unknown): RequestErrorReply {
     if (isZodError(error)) return { error: rejectionFromZod(error) };
     if (error instanceof PoisonError) {
-      const code = error.reason === 'malformed_json' ? 'malformed_json' : 'schema_violation';
+      const code = error.reason === 'malformed_json' || error.reason === 'invalid_utf8' ? error.reason : 'schema_violation';
       return { error: { code, message: error.message, issues: [] } };
     }
     this.logger.error(`request handler failed: ${error instanceof Error ? error.stack ?? error.message : JSON.stringify(error)}`);
