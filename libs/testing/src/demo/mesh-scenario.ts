@@ -1,6 +1,7 @@
 import type { StopPacket } from '@baton/contracts';
 import type { JetStreamEventStore, NatsHandle, StoredEvent } from '@baton/eventstore';
 import { createBatonClient, handoffCallsFromOpenAi, publishMeshResult, startMesh, type BatonAgent, type HandoffOffer, type OfferSubscription } from '@baton/sdk';
+import { waitFor } from '@baton/wait';
 import { DEMO_MESH } from './definition';
 
 /** What the mesh scenario needs from the demo run (the same doors the other scenarios use). */
@@ -27,8 +28,6 @@ interface MeshTurnScript {
   handoffTo?: string;
 }
 
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
-
 /**
  * Seed 004 against the running platform: a triage/billing handoff mesh driven through the SDK
  * (`startMesh`, offers taken by each agent's SDK client, turns with `publishMeshResult` and the
@@ -50,18 +49,14 @@ export async function runMeshScenario(ctx: MeshScenarioContext): Promise<void> {
   let turnCounter = 0;
 
   const meshEvents = async (meshRunId: string): Promise<StoredEvent[]> => (await ctx.store.read({ project: ctx.project, kind: 'mesh', id: meshRunId })).events;
-  const waitFor = async <T>(what: string, probe: () => Promise<T | undefined>): Promise<T | undefined> => {
-    const deadline = Date.now() + ctx.timeoutMs;
-    while (Date.now() < deadline) {
-      const value = await probe();
-      if (value !== undefined) return value;
-      await sleep(150);
-    }
-    ctx.log(`  (timed out waiting for ${what})`);
-    return undefined;
-  };
+  /** Poll `probe` (@baton/wait); on a timeout log it and give undefined: the checks that follow record the failure. */
+  const waitOrLog = <T>(what: string, probe: () => Promise<T | undefined>): Promise<T | undefined> =>
+    waitFor(probe, what, { timeoutMs: ctx.timeoutMs, everyMs: 150 }).catch((error: Error) => {
+      ctx.log(`  (${error.message})`);
+      return undefined;
+    });
   const waitForMesh = (meshRunId: string, type: string) =>
-    waitFor(`${type} on mesh ${meshRunId}`, async () => {
+    waitOrLog(`${type} on mesh ${meshRunId}`, async () => {
       const events = await meshEvents(meshRunId);
       return events.some((e) => e.type === type) ? events : undefined;
     });
@@ -152,7 +147,7 @@ export async function runMeshScenario(ctx: MeshScenarioContext): Promise<void> {
       ctx.check(scenario, 'exactly one human action notice, to the person who started the mesh', [{ to: 'dana', reason: 'stop' }], notices.map((n) => ({ to: n.recipient.handle, reason: n.reason })));
 
       const itemId = `stop:${ctx.project}:${packet?.packet_id ?? '?'}`;
-      const inboxItem = await waitFor('the mesh stop in the inbox', async () => {
+      const inboxItem = await waitOrLog('the mesh stop in the inbox', async () => {
         const page = await http<{ items: Array<Record<string, unknown>> }>(ctx.api, 'GET', `/v1/inbox?project=${ctx.project}&kind=stop&limit=100`);
         return page.body.items?.find((item) => item['id'] === itemId);
       });
@@ -178,7 +173,7 @@ export async function runMeshScenario(ctx: MeshScenarioContext): Promise<void> {
         agent: completed?.['agent'],
         turns: completed?.['turns'],
       });
-      const closed = await waitFor('the mesh stop item to close', async () => {
+      const closed = await waitOrLog('the mesh stop item to close', async () => {
         const item = await http<Record<string, unknown>>(ctx.api, 'GET', `/v1/projects/${ctx.project}/stops/${packet?.packet_id ?? '?'}`);
         return item.body['answered_at'] ? item.body : undefined;
       });

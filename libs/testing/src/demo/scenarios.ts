@@ -3,6 +3,7 @@ import { Principals, createEventRegistry, inboxPrefixOf, type AgentRunConfig, ty
 import { MsgIds } from '@baton/contracts';
 import { connectNats, JetStreamEventStore, LedgerClient, type NatsHandle, type StoredEvent } from '@baton/eventstore';
 import { AgentSubjects, createBatonClient, type BatonAgent, type FinishResult, type HandoffOffer, type OfferSubscription } from '@baton/sdk';
+import { waitFor } from '@baton/wait';
 import { demoDefinition } from './definition';
 import { runMeshScenario } from './mesh-scenario';
 
@@ -86,18 +87,14 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
   };
 
   const runEvents = async (runId: string): Promise<StoredEvent[]> => (await store.read({ project, kind: 'run', id: runId })).events;
-  const waitFor = async <T>(what: string, probe: () => Promise<T | undefined>): Promise<T | undefined> => {
-    const deadline = Date.now() + timeoutMs;
-    while (Date.now() < deadline) {
-      const value = await probe();
-      if (value !== undefined) return value;
-      await sleep(150);
-    }
-    log(`  (timed out waiting for ${what})`);
-    return undefined;
-  };
+  /** Poll `probe` (@baton/wait); on a timeout log it and give undefined: the checks that follow record the failure. */
+  const waitOrLog = <T>(what: string, probe: () => Promise<T | undefined>): Promise<T | undefined> =>
+    waitFor(probe, what, { timeoutMs, everyMs: 150 }).catch((error: Error) => {
+      log(`  (${error.message})`);
+      return undefined;
+    });
   const waitForRun = (runId: string, done: (events: StoredEvent[]) => boolean) =>
-    waitFor(`run ${runId}`, async () => {
+    waitOrLog(`run ${runId}`, async () => {
       const events = await runEvents(runId);
       return done(events) ? events : undefined;
     });
@@ -228,7 +225,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
         buttons: ['approve', 'deny'],
       }, { why: packet?.why, pending: packet?.pending, form: packet?.next_form?.kind, buttons: packet?.next_form?.actions.map((a) => a.id) });
       check(scenario, 'the user message does not say crash', false, /crash/i.test(packet?.user_msg ?? 'crash'));
-      const item = await waitFor('the stop in the inbox', async () => {
+      const item = await waitOrLog('the stop in the inbox', async () => {
         const inbox = await http<{ items: Array<{ id: string }> }>({ base: options.apiUrl, token: options.apiToken }, 'GET', `/v1/inbox?project=${project}&kind=stop`);
         return inbox.body.items.find((i) => i.id === `stop:${project}:${packet?.packet_id}`);
       });
@@ -267,12 +264,12 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
       scripts.set(`/builder`, [{ kind: 'return', summary: 'Built the feature; 12 tests pass.' }]);
       const created = await ledger.create(project, { handoff_id: handoffId, project, from_agent: 'lead-agent', to_agent: 'builder', summary: 'Build the export button', idempotency_key: `create-${handoffId}` });
       check(scenario, 'the ledger creates the handoff as pending', 'pending', created.ok ? created.handoff.status : created.error.code);
-      const returned = await waitFor('the parent to be returned', async () => {
+      const returned = await waitOrLog('the parent to be returned', async () => {
         const h = await ledger.get(project, handoffId);
         return h && h.status === 'returned' ? h : undefined;
       });
       check(scenario, 'the builder claims and returns: the parent is returned', 'returned', returned?.status);
-      const handback = await waitFor('the completion handback', async () => {
+      const handback = await waitOrLog('the completion handback', async () => {
         const events = (await store.read({ project, kind: 'handoff', id: handoffId })).events as Array<EventEnvelope<{ handback_id?: string }>>;
         const id = events.find((e) => e.type === 'handoff.returned')?.payload.handback_id;
         if (!id) return undefined;
@@ -284,7 +281,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
         const decided = await ledger.decideHandback(project, { handoff_id: handback.id, decision: 'accept', idempotency_key: `accept-${handback.id}` });
         check(scenario, 'the delegator accepts the handback', true, decided.ok);
       }
-      const completed = await waitFor('the parent to complete', async () => {
+      const completed = await waitOrLog('the parent to complete', async () => {
         const h: HandoffRecord | null = await ledger.get(project, handoffId);
         return h && h.status === 'completed' ? h : undefined;
       });
