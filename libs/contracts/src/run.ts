@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { EvidenceSchema } from './agent-result';
 import { AgentNameSchema, IdSchema, IsoTimeSchema, Limits, ProjectIdSchema, ShortTextSchema } from './common';
-import { OnFailureSchema, OnReturnSchema, ResumeWithSchema, StepIdSchema, WorkflowRefSchema } from './definition';
+import { OnFailureSchema, OnReturnSchema, ResumeWithSchema, StepIdSchema, VariableNameSchema, WorkflowRefSchema } from './definition';
 import { HumanActionNoticeSchema, PersonHandleSchema } from './notice';
 import { AgentRunConfigSchema, DispatchStatusSchema } from './sentinel-schema';
 import { OperatorAnswerSchema, ResumeEffectSchema, StopPacketSchema } from './stop-packet';
@@ -196,6 +196,9 @@ export type RunPeople = z.infer<typeof RunPeopleSchema>;
 
 export const VariablesSchema = z.record(z.string().max(200), z.unknown());
 
+/** The most declared variable names `run.started` records. */
+export const MAX_DECLARED_VARIABLES = 5000;
+
 export const RunStartedSchema = z.strictObject({
   /** The digest of the published definition the run is pinned to (its routes never change mid-run). */
   definition_digest: z.string().min(1).max(128).optional(),
@@ -206,6 +209,14 @@ export const RunStartedSchema = z.strictObject({
   entry: RouteTargetSchema,
   people: RunPeopleSchema,
   variables: VariablesSchema,
+  /**
+   * The session variables the run's definition declares: every MEMORY variable and GATHER field
+   * of its agents, sorted (at most {@link MAX_DECLARED_VARIABLES}). Any other variable the run
+   * holds is implicit: the start's `input`, start variables and values results or returns set
+   * that no agent declares. Absent on runs started before it was recorded (then nothing is known
+   * to be declared).
+   */
+  declared_variables: z.array(VariableNameSchema).max(MAX_DECLARED_VARIABLES).optional(),
   started_at: IsoTimeSchema,
 });
 

@@ -1,6 +1,4 @@
-import type { RunEvent } from '@baton/domain';
-import { evolveRun, initialRunState } from '@baton/domain';
-import { createBatonViews, toRunView, type ProjectRef, type RunView, type TimelineEntry } from '@baton/projections';
+import { createBatonViews, runViewOf, type ProjectRef, type RunView, type TimelineEntry } from '@baton/projections';
 import type { Command } from '../command';
 import type { CliContext } from '../context';
 import { int, parseCommandArgs, str } from '../command';
@@ -54,8 +52,7 @@ Options:
       const full = await readHistory(ctx, 'run', id, project);
       if (!full) throw new CliError(`run ${id} not found in project ${project}`);
       const history = historyAt(full, atSeq, `run ${id}`);
-      const state = history.events.reduce((s, e) => evolveRun(s, { type: e.type, data: e.payload } as RunEvent), initialRunState());
-      const view = toRunView(state, history.events[history.events.length - 1]!);
+      const view = runViewOf(history.events);
       if (!view) throw new CliError(`run ${id} has no view at seq ${atSeq}`);
       return print(ctx, args.values['json'] === true, { project, run: view, view_source: 'events', at_seq: atSeq, handoffs: [], timeline: history.timeline, timeline_source: 'stream' });
     }
@@ -72,9 +69,7 @@ Options:
         ? { project, run: projected.run, view_source: 'projection', handoffs, timeline: history.timeline, timeline_source: 'stream' }
         : { project, run: projected.run, view_source: 'projection', handoffs, timeline: projected.timeline, timeline_source: 'projection' };
     } else {
-      const last = history?.events[history.events.length - 1];
-      const state = history ? history.events.reduce((s, e) => evolveRun(s, { type: e.type, data: e.payload } as RunEvent), initialRunState()) : null;
-      const view = state && last ? toRunView(state, last) : null;
+      const view = history ? runViewOf(history.events) : null;
       if (!history || !view) throw new CliError(`run ${id} not found in project ${project}`);
       report = { project, run: view, view_source: 'events', handoffs, timeline: history.timeline, timeline_source: 'stream' };
     }
@@ -105,6 +100,11 @@ function print(ctx: CliContext, json: boolean, report: RunReport): ExitCode {
       terminated: r.terminated_reason ?? undefined,
       started: r.started_at,
       updated: r.updated_at,
+      'awaiting input': r.awaiting_input ? 'yes (the active agent waits for the customer)' : undefined,
+      'queued messages': r.queued_messages > 0 ? r.queued_messages : undefined,
+      'pending handoff': r.pending_handoff
+        ? `${r.pending_handoff.handoff_id}: ${r.pending_handoff.from} → ${r.pending_handoff.to} (${r.pending_handoff.return_expected ? 'returnable' : 'permanent'}, route ${r.pending_handoff.route}, ON_FAILURE ${r.pending_handoff.on_failure.action})`
+        : undefined,
       handoffs: report.handoffs.length > 0 ? report.handoffs.map((h) => (h.project === report.project ? h.id : `${h.id} (project ${h.project})`)).join(', ') : undefined,
       view:
         report.at_seq !== undefined
@@ -114,6 +114,26 @@ function print(ctx: CliContext, json: boolean, report: RunReport): ExitCode {
             : 'projection',
     }),
   );
+  if (r.waiting_parents.length > 0) {
+    // Returnable handoffs (seed 001): who waits for whom, innermost last.
+    ctx.io.stdout.write('\nWaiting parents (innermost last):\n');
+    for (const p of r.waiting_parents) {
+      const onReturn = p.on_return ? `ON_RETURN ${p.on_return.action}${p.on_return.handler ? ` (${p.on_return.handler})` : ''}` : 'ON_RETURN default';
+      ctx.io.stdout.write(`  ${p.agent} at ${p.step} waits for ${p.child} (handoff ${p.handoff_id}, since ${p.since}; ${onReturn})\n`);
+      const scope = Object.keys(p.child_variables);
+      if (scope.length > 0) ctx.io.stdout.write(`    the child's scope: ${printable(scope.map((k) => `${k}=${JSON.stringify(p.child_variables[k])}`).join(', '))}\n`);
+    }
+  }
+  writeVariables(ctx, r);
+  if (r.routes.length > 0) {
+    ctx.io.stdout.write('\nRoutes (rule: reason):\n');
+    for (const route of r.routes) {
+      const to = route.to ? `${route.to.agent} at ${route.to.step}` : '-';
+      const from = route.from ? `${route.from.agent}` : 'start';
+      const kind = route.handoff ? ` [${route.handoff.return_expected ? 'returnable' : 'permanent'} handoff, route ${route.handoff.route}]` : '';
+      ctx.io.stdout.write(`  seq ${route.seq} ${route.outcome} ${from} → ${to} by ${route.rule} (${route.origin})${kind}: ${printable(route.reason ?? '(no reason given)')}\n`);
+    }
+  }
   ctx.io.stdout.write(`\nTimeline (${report.timeline_source}${report.at_seq !== undefined ? `, to seq ${report.at_seq}` : ''}):\n`);
   ctx.io.stdout.write(timelineTable(report.timeline));
   const said = report.timeline.filter((entry) => entry.said !== undefined);
@@ -125,6 +145,18 @@ function print(ctx: CliContext, json: boolean, report: RunReport): ExitCode {
     }
   }
   return ExitCode.ok;
+}
+
+/** The session variables, declared ones apart from implicit ones (all together when nothing is known declared). */
+function writeVariables(ctx: CliContext, r: RunView): void {
+  const line = (vars: Record<string, unknown>) => printable(Object.entries(vars).map(([k, v]) => `${k}=${JSON.stringify(v)}`).join(', '));
+  if (r.declared_variables === null || r.implicit_variables === null) {
+    if (Object.keys(r.variables).length > 0) ctx.io.stdout.write(`\nVariables (declarations not recorded for this run): ${line(r.variables)}\n`);
+    return;
+  }
+  ctx.io.stdout.write('\nVariables:\n');
+  ctx.io.stdout.write(`  declared: ${Object.keys(r.declared_variables).length > 0 ? line(r.declared_variables) : '(none set)'}${r.unset_declared_variables && r.unset_declared_variables.length > 0 ? `; not set: ${r.unset_declared_variables.join(', ')}` : ''}\n`);
+  ctx.io.stdout.write(`  implicit (no agent declares them): ${Object.keys(r.implicit_variables).length > 0 ? line(r.implicit_variables) : '(none)'}\n`);
 }
 
 /** Control characters an agent's text may hold, made visible instead of reaching the terminal. */

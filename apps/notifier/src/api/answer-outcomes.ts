@@ -1,7 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { evolveMesh, evolveRun, initialMeshState, initialRunState, MESH_ANSWER_AGENT, type MeshEvent, type MeshState, type RunEvent, type RunState } from '@baton/domain';
+import { evolveMesh, initialMeshState, MESH_ANSWER_AGENT, type MeshEvent, type MeshState } from '@baton/domain';
 import type { AggregateRef, StoredEvent } from '@baton/eventstore';
-import { toRunView, type RunView } from '@baton/projections';
+import { runViewOf as foldRunView, type RunView } from '@baton/projections';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { NOTIFIER_CONFIG, type NotifierConfig } from '../notifier.config';
 
@@ -67,9 +67,7 @@ export function decidingEvent(kind: AnswerAggregate['kind'], events: readonly St
 
 function runViewOf(events: readonly StoredEvent[]): RunView | null {
   try {
-    const state = events.reduce<RunState>((s, e) => evolveRun(s, { type: e.type, data: e.payload } as RunEvent), initialRunState());
-    const last = events[events.length - 1];
-    return last ? toRunView(state, last) : null;
+    return foldRunView(events);
   } catch {
     return null;
   }

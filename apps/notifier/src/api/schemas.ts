@@ -158,6 +158,38 @@ export const TimelineEntrySchema = z.object({
 
 export const HandoffViewSchema = z.object({ handoff: HandoffRecordSchema, timeline: z.array(TimelineEntrySchema) });
 
+const RouteTargetViewSchema = z.object({ agent: z.string(), step: z.string() });
+
+/** One routing decision of a run: where control went, by which rule, for what reason. */
+export const RunRouteSchema = z.object({
+  seq: z.number().int(),
+  at: z.string(),
+  event: z.enum(['run.routed', 'run.held', 'run.completed', 'run.terminated']),
+  outcome: z.string().describe('dispatch, hold, complete, terminate'),
+  rule: z.string().describe('the cascade rule that decided it: function_call, task, explicit_dispatch, callback, workflow_edge, no_action_default, terminal, entry, resume, handoff, handoff_return, message'),
+  reason: z.string().nullable().describe("the agent's reason, or the engine's (no-action default…, returnable handoff A → B…); null when the agent gave none"),
+  origin: z.string().describe('agent, engine_fallback or human'),
+  from: RouteTargetViewSchema.nullable(),
+  to: RouteTargetViewSchema.nullable().describe("the dispatched target, or a hold's pending target"),
+  hop: z.number().int().nullable(),
+  handoff_id: z.string().nullable(),
+  cause: z.object({ kind: z.string(), id: z.string() }).nullable(),
+  handoff: z.object({ return_expected: z.boolean(), route: z.number().int() }).optional().describe('a HANDOFF route (seed 001): returnable or permanent, its index in the caller’s HANDOFF list'),
+});
+
+/** A parent waiting for its returnable handoff's child to return (seed 001). */
+export const RunWaitingParentSchema = z.object({
+  agent: z.string().describe('the waiting parent: the return address'),
+  step: z.string(),
+  handoff_id: z.string(),
+  child: z.string().describe('the agent it waits for'),
+  since: z.string(),
+  on_return: z.record(z.string(), z.unknown()).nullable().describe('ON_RETURN (action, resume_with, map, set, respond, handler), null for the default'),
+  child_variables: z.record(z.string(), z.unknown()).describe("the child's own scope: PASS variables plus what it set"),
+  original_utterance: z.string().nullable(),
+  replay_depth: z.number().int(),
+});
+
 export const RunViewSchema = z.object({
   workflow_run_id: z.string(),
   project: z.string(),
@@ -172,7 +204,18 @@ export const RunViewSchema = z.object({
   hold: z.object({ kind: z.string(), reason: z.string(), pending_target: z.object({ agent: z.string(), step: z.string() }).nullable() }).nullable(),
   terminated_reason: z.string().nullable(),
   people: z.record(z.string(), z.string().nullable()),
-  variables: z.record(z.string(), z.unknown()),
+  variables: z.record(z.string(), z.unknown()).describe('every session variable (declared and implicit together)'),
+  declared_variables: z.record(z.string(), z.unknown()).nullable().describe("the variables the run's definition declares (an agent's MEMORY or GATHER); null for runs started before declarations were recorded"),
+  implicit_variables: z.record(z.string(), z.unknown()).nullable().describe("the others: the start's input, start variables, values no agent declares"),
+  unset_declared_variables: z.array(z.string()).nullable().describe('declared but not set yet'),
+  waiting_parents: z.array(RunWaitingParentSchema).describe('parents waiting for a returnable child, innermost last'),
+  pending_handoff: z
+    .object({ handoff_id: z.string(), from: z.string(), to: z.string(), route: z.number().int(), return_expected: z.boolean(), on_failure: z.record(z.string(), z.unknown()), since: z.string() })
+    .nullable()
+    .describe('a HANDOFF whose target has not run yet'),
+  awaiting_input: z.boolean().describe('the active agent waits for the customer'),
+  queued_messages: z.number().int(),
+  routes: z.array(RunRouteSchema).describe('the routing decisions, oldest first (the latest 100)'),
   notices: z.number().int(),
   started_at: z.string(),
   updated_at: z.string(),

@@ -17,9 +17,60 @@ ${entries.map(
 </tbody></table>`;
 }
 
+/** Variables as a two-column table (values as JSON), or "none". */
+function variablesTable(vars: Record<string, unknown>, testId: string): SafeHtml {
+  const names = Object.keys(vars);
+  if (names.length === 0) return html`<p class="muted" data-testid="${testId}">none</p>`;
+  return html`<table class="timeline" data-testid="${testId}"><thead><tr><th>Variable</th><th>Value</th></tr></thead><tbody>
+${names.map((name) => html`<tr><td>${name}</td><td><code>${JSON.stringify(vars[name])}</code></td></tr>`)}</tbody></table>`;
+}
+
+/** A run's returnable-handoff stack, its routes (rule and reason) and its variables, declared apart from implicit. */
+function runDetails(run: RunView): SafeHtml {
+  return html`${
+    run.waiting_parents.length > 0 || run.pending_handoff
+      ? html`<h2>Waiting parents</h2>
+${
+  run.waiting_parents.length === 0
+    ? html`<p class="muted">none</p>`
+    : html`<table class="timeline" data-testid="waiting-parents"><thead><tr><th>Parent (return address)</th><th>Step</th><th>Waits for</th><th>Handoff</th><th>Since</th><th>On return</th><th>The child's scope</th></tr></thead><tbody>
+${run.waiting_parents.map(
+  (p) =>
+    html`<tr data-testid="waiting-parent"><td>${p.agent}</td><td>${p.step}</td><td>${p.child}</td><td>${p.handoff_id}</td><td>${p.since}</td><td>${p.on_return ? html`${p.on_return.action}${p.on_return.handler ? html` (${p.on_return.handler})` : null}` : 'default'}</td><td><code>${JSON.stringify(p.child_variables)}</code></td></tr>`,
+)}</tbody></table>`
+}
+${run.pending_handoff ? html`<p data-testid="pending-handoff">Handoff ${run.pending_handoff.handoff_id} from ${run.pending_handoff.from} to ${run.pending_handoff.to} (${run.pending_handoff.return_expected ? 'returnable' : 'permanent'}) has not run yet.</p>` : null}`
+      : null
+  }
+<h2>Routes</h2>
+${
+  run.routes.length === 0
+    ? html`<p class="muted">none</p>`
+    : html`<table class="timeline" data-testid="routes"><thead><tr><th>#</th><th>Outcome</th><th>From</th><th>To</th><th>Rule</th><th>Reason</th><th>Decided by</th></tr></thead><tbody>
+${run.routes.map(
+  (r) =>
+    html`<tr data-testid="route" data-rule="${r.rule}"><td>${r.seq}</td><td>${r.outcome}</td><td>${r.from ? r.from.agent : 'start'}</td><td>${r.to ? html`${r.to.agent} <span class="muted">(${r.to.step})</span>` : '-'}</td><td>${r.rule}${
+      r.handoff ? html` <span class="muted">(${r.handoff.return_expected ? 'returnable' : 'permanent'}, route ${r.handoff.route})</span>` : null
+    }</td><td>${r.reason ?? html`<span class="muted">no reason given</span>`}</td><td>${r.origin}</td></tr>`,
+)}</tbody></table>`
+}
+<h2>Variables</h2>
+${
+  run.declared_variables === null || run.implicit_variables === null
+    ? html`<p class="muted">This run started before declarations were recorded: all its variables together.</p>${variablesTable(run.variables, 'variables')}`
+    : html`<h3>Declared</h3>
+<p class="muted">Declared in an agent's MEMORY or GATHER.${run.unset_declared_variables && run.unset_declared_variables.length > 0 ? html` Not set yet: ${run.unset_declared_variables.join(', ')}.` : null}</p>
+${variablesTable(run.declared_variables, 'declared-variables')}
+<h3>Implicit</h3>
+<p class="muted">Set without a declaration: the start's input, start variables, values no agent declares.</p>
+${variablesTable(run.implicit_variables, 'implicit-variables')}`
+}`;
+}
+
 /**
  * A run's timeline page: the run's state, its stop packets with their answers, the handoffs it
- * created, then every event in stream order with who or what decided it and its origin.
+ * created, the waiting parents, its routes (rule and reason) and variables (declared apart from
+ * implicit), then every event in stream order with who or what decided it and its origin.
  */
 export function runPage(input: { ctx: PageContext; run: RunView; timeline: TimelineEntry[]; stops: StopRecord[]; handoffs: ProjectRef[] }): string {
   const { run, timeline, stops, handoffs } = input;
@@ -32,6 +83,7 @@ export function runPage(input: { ctx: PageContext; run: RunView; timeline: Timel
   <dt>Step / agent</dt><dd>${run.step} / ${run.agent}</dd>
   <dt>Hops</dt><dd>${run.hops}</dd>
   ${run.hold ? html`<dt>Hold</dt><dd>${run.hold.kind}: ${run.hold.reason}</dd>` : null}
+  ${run.awaiting_input ? html`<dt>Waiting for</dt><dd>the customer's next message${run.queued_messages > 0 ? html` (${run.queued_messages} queued)` : null}</dd>` : null}
   <dt>Started</dt><dd>${run.started_at}</dd>
 </dl>
 <h2>Stop packets</h2>
@@ -51,6 +103,7 @@ ${
     ? html`<p class="muted">none</p>`
     : html`<ul>${handoffs.map((h) => html`<li><a href="${recordHref('handoffs', h.project, h.id)}">${h.id}</a>${h.project !== run.project ? html` <span class="muted">(project ${h.project})</span>` : null}</li>`)}</ul>`
 }
+${runDetails(run)}
 <h2>Timeline</h2>
 ${timelineTable(timeline)}`;
   return page(`Run ${run.workflow_run_id}`, input.ctx, body);

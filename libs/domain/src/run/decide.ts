@@ -3,6 +3,7 @@ import {
   AgentResult,
   AgentRunConfig,
   DecisionSignal,
+  MAX_DECLARED_VARIABLES,
   NoticeReason,
   parseSentinel,
   postedBodyOf,
@@ -112,6 +113,19 @@ export const runDecider: Decider<RunCommand, RunEvent, RunState> = {
   initialState: initialRunState,
 };
 
+/**
+ * The session variables a definition declares: every MEMORY variable and GATHER field of its
+ * agents, sorted, at most MAX_DECLARED_VARIABLES. Any other variable a run holds is implicit.
+ */
+export function declaredVariables(agents: readonly AgentDefinition[]): string[] {
+  const names = new Set<string>();
+  for (const agent of agents) {
+    for (const variable of agent.memory ?? []) names.add(variable.name);
+    for (const field of agent.gather ?? []) names.add(field.name);
+  }
+  return [...names].sort().slice(0, MAX_DECLARED_VARIABLES);
+}
+
 function startRun(command: StartRun, state: RunState): DecisionResult<RunEvent> {
   const { data, metadata } = command;
   if (state.status !== 'none') {
@@ -128,6 +142,7 @@ function startRun(command: StartRun, state: RunState): DecisionResult<RunEvent> 
   }
   const entry = entryRoute(data.workflow);
   const cause: RouteCause = { kind: 'start', id: data.workflow_run_id };
+  const declared = data.agents !== undefined ? declaredVariables(data.agents) : undefined;
   const started: RunEvent = {
     type: 'run.started',
     data: {
@@ -138,6 +153,7 @@ function startRun(command: StartRun, state: RunState): DecisionResult<RunEvent> 
       entry: entry.target,
       people: { ...data.people },
       variables: { ...(data.variables ?? {}) },
+      ...(declared !== undefined ? { declared_variables: declared } : {}),
       started_at: metadata.now,
     },
   };
@@ -149,20 +165,8 @@ function startRun(command: StartRun, state: RunState): DecisionResult<RunEvent> 
     deliverMessage(c, entry.target, data.input ?? null, 0, 'start');
     return accept(started, ...c.events);
   }
-  return accept(
-    {
-      type: 'run.started',
-      data: {
-        ...(data.definition_digest !== undefined ? { definition_digest: data.definition_digest } : {}),
-        workflow_run_id: data.workflow_run_id,
-        project: data.project,
-        workflow: { name: data.workflow.name, version: data.workflow.version },
-        entry: entry.target,
-        people: { ...data.people },
-        variables: { ...(data.variables ?? {}) },
-        started_at: metadata.now,
-      },
-    },
+  return accept<RunEvent>(
+    started,
     {
       type: 'run.routed',
       data: {

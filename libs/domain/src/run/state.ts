@@ -102,6 +102,11 @@ export interface RunCore {
   queuedMessages: readonly QueuedMessage[];
   /** Session variables: the start's, with every result's `variables` merged over them. */
   variables: Readonly<Record<string, unknown>>;
+  /**
+   * The variables the run's definition declares (MEMORY and GATHER of its agents), sorted; every
+   * other variable is implicit. Null for runs started before the router recorded them.
+   */
+  declaredVariables: readonly string[] | null;
   /** How many times the run has dispatched an agent (`run.routed` events). */
   hops: number;
   /** The handoff the current agent works on (the last `run.routed`'s `handoff_id`). */
@@ -167,6 +172,7 @@ export function evolveRun(state: RunState, event: RunEvent): RunState {
       pendingHandoff: null,
       queuedMessages: [],
       variables: { ...data.variables },
+      declaredVariables: data.declared_variables ?? null,
       hops: 0,
       handoffId: null,
       people: { ...data.people },
@@ -338,6 +344,7 @@ function coreOf(state: StartedRunState): RunCore {
     pendingHandoff: state.pendingHandoff,
     queuedMessages: state.queuedMessages,
     variables: state.variables,
+    declaredVariables: state.declaredVariables,
     hops: state.hops,
     handoffId: state.handoffId,
     people: state.people,

@@ -8,7 +8,7 @@ export { FoldSession, applyLive, type AnyFoldingProjection, type FoldingProjecti
 export { inboxProjection, InboxItemId, INBOX_STORE, type InboxItem } from './inbox';
 export { stopsProjection, stopPacketOf, stopPriority, STOPS_STORE, StopKeys, type StopItem } from './stops';
 export { handoffsProjection, HandoffKeys, summarizeHandoffEvent } from './handoffs';
-export { runsProjection, RunKeys, summarizeRunEvent, toRunView, type RunView } from './runs';
+export { appendRoute, MAX_VIEW_ROUTES, routeOf, runsProjection, RunKeys, runViewOf, summarizeRunEvent, toRunView, type RunRoute, type RunView, type RunWaitingParent } from './runs';
 export {
   batonProjections,
   type ApplyHooks,

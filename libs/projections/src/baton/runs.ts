@@ -1,4 +1,4 @@
-import type { HoldKind, RouteTarget, RunPeople, RunStatus, WorkflowRef } from '@baton/contracts';
+import type { DispatchOrigin, HoldKind, OnFailure, OnReturn, RouteCause, RouteOutcome, RouteRule, RouteTarget, RunPeople, RunStatus, WorkflowRef } from '@baton/contracts';
 import { evolveRun, initialRunState, type RunEvent, type RunState } from '@baton/domain';
 import type { JsonValue } from '../canonical-json';
 import { Op } from '../ops';
@@ -6,6 +6,60 @@ import type { SequencedEvent } from '../store';
 import { domainEvent, timelineOp } from './common';
 import { ID_LOOKUP_KEY, idLookupMember, projectRef } from './refs';
 import { toJson, type FoldingProjection } from './fold';
+
+/**
+ * One routing decision of a run: where control went (or why it stopped going), by which rule of
+ * the cascade and for what reason — the agent's own reason, or the one the engine wrote.
+ */
+export interface RunRoute {
+  /** Stream sequence and time of the event that recorded it. */
+  seq: number;
+  at: string;
+  /** `run.routed` (dispatch), `run.held`, `run.completed` or `run.terminated` (when the agent decided it). */
+  event: 'run.routed' | 'run.held' | 'run.completed' | 'run.terminated';
+  outcome: RouteOutcome;
+  /** The rule that decided it (`function_call`, `task`, `workflow_edge`, `handoff`, `message`, `no_action_default`…). */
+  rule: RouteRule;
+  /** Why: the agent's reason, or the engine's (`no-action default: …`, `returnable handoff A → B: …`); null when the agent gave none. */
+  reason: string | null;
+  /** Who decided: the agent, the engine (a fallback) or a person (an answer). */
+  origin: DispatchOrigin;
+  /** The agent and step control left (null for the entry step). */
+  from: RouteTarget | null;
+  /** Where it went: the dispatched target, or the hold's pending target (null when none). */
+  to: RouteTarget | null;
+  /** The hop number of a dispatch. */
+  hop: number | null;
+  handoff_id: string | null;
+  /** What led to it (a start, a result, an answer, a stop, a customer message, a failed handoff). */
+  cause: RouteCause | null;
+  /** A HANDOFF route (seed 001): returnable (a call with a return address) or permanent, and its index in the caller's HANDOFF list. */
+  handoff?: { return_expected: boolean; route: number };
+}
+
+/** The most routes a run view lists (the latest; `hops` counts every dispatch). */
+export const MAX_VIEW_ROUTES = 100;
+
+/** A parent waiting for its returnable handoff's child to return (seed 001), as the view shows it. */
+export interface RunWaitingParent {
+  /** The waiting parent: the return address. */
+  agent: string;
+  step: string;
+  /** The returnable handoff it made. */
+  handoff_id: string;
+  /** The agent it waits for (a permanent handoff by the child replaces it). */
+  child: string;
+  /** Since when it waits. */
+  since: string;
+  /** What happens on return (ON_RETURN), null for the default. */
+  on_return: OnReturn | null;
+  /** The child's own scope: the PASS variables plus what the child set (MAP copies them back). */
+  child_variables: Record<string, unknown>;
+  /** The customer message that caused the handoff (original_handoff_utterance). */
+  original_utterance: string | null;
+  /** 0 for a real customer message, 1 for a replayed one. */
+  replay_depth: number;
+}
 
 /** The view of one workflow run, as the API (`GET /v1/projects/:project/runs/:id`) and the CLI show it. */
 export interface RunView {
@@ -28,7 +82,32 @@ export interface RunView {
   hold: { kind: HoldKind; reason: string; pending_target: RouteTarget | null } | null;
   terminated_reason: string | null;
   people: RunPeople;
+  /** Every session variable the run holds (declared and implicit together). */
   variables: Record<string, unknown>;
+  /**
+   * The session variables the run's definition declares (a MEMORY variable or GATHER field of one
+   * of its agents), with their values; null when the run started before the router recorded
+   * declarations.
+   */
+  declared_variables: Record<string, unknown> | null;
+  /**
+   * The other session variables: set without a declaration — the start's `input`, start
+   * variables, and values results or returns wrote that no agent declares. Null with
+   * `declared_variables`.
+   */
+  implicit_variables: Record<string, unknown> | null;
+  /** The names declared but not set yet (with `declared_variables`). */
+  unset_declared_variables: string[] | null;
+  /** Parents waiting for a returnable child, innermost last (seed 001); empty when none waits. */
+  waiting_parents: RunWaitingParent[];
+  /** A handoff whose target has not run yet (seed 001), or null. */
+  pending_handoff: { handoff_id: string; from: string; to: string; route: number; return_expected: boolean; on_failure: OnFailure; since: string } | null;
+  /** True while the active agent waits for the customer's next message (a conversation). */
+  awaiting_input: boolean;
+  /** Customer messages queued while an agent works. */
+  queued_messages: number;
+  /** The routing decisions, oldest first (the latest {@link MAX_VIEW_ROUTES}), each with its rule and reason. */
+  routes: RunRoute[];
   notices: number;
   started_at: string;
   /** Time of the last event applied to the run. */
@@ -111,9 +190,80 @@ function excerpt(text: string): string {
   return flat.length <= 80 ? flat : `${flat.slice(0, 79)}…`;
 }
 
-/** The view of a folded run state (null before `run.started`). */
-export function toRunView(state: RunState, event: SequencedEvent): RunView | null {
+/**
+ * The routing decision `event` records, or null: `run.routed`, `run.held` and `run.completed`
+ * carry the router's decision; `run.terminated` carries one when an agent (or the engine) ended
+ * the run. `before` / `after` are the run's states around the event (`after` tells a HANDOFF
+ * route's returnable flag, set by the `run.handoff` just before).
+ */
+export function routeOf(domain: RunEvent, event: SequencedEvent, before: RunState, after: RunState): RunRoute | null {
+  const base = { seq: event.seq, at: event.occurredAt };
+  const decided = (decision: { rule: RouteRule; outcome: RouteOutcome; dispatch: { reason: string | null; origin: DispatchOrigin } }) => ({
+    outcome: decision.outcome,
+    rule: decision.rule,
+    reason: decision.dispatch.reason,
+    origin: decision.dispatch.origin,
+  });
+  const current = (state: RunState): RouteTarget | null => (state.status === 'none' ? null : { agent: state.agent, step: state.step });
+  switch (domain.type) {
+    case 'run.routed': {
+      const d = domain.data;
+      const pending = after.status !== 'none' ? after.pendingHandoff : null;
+      const handoff = d.decision.rule === 'handoff' && pending !== null && pending.handoffId === d.handoff_id ? { return_expected: pending.returnExpected, route: pending.route } : undefined;
+      return {
+        ...base,
+        event: domain.type,
+        ...decided(d.decision),
+        from: d.from,
+        to: { ...d.target },
+        hop: d.hop,
+        handoff_id: d.handoff_id,
+        cause: { ...d.cause },
+        ...(handoff ? { handoff } : {}),
+      };
+    }
+    case 'run.held': {
+      const d = domain.data;
+      return { ...base, event: domain.type, ...decided(d.decision), from: { agent: d.agent, step: d.step }, to: d.pending_target, hop: null, handoff_id: null, cause: { ...d.cause } };
+    }
+    case 'run.completed': {
+      const d = domain.data;
+      return { ...base, event: domain.type, ...decided(d.decision), from: { agent: d.agent, step: d.step }, to: null, hop: null, handoff_id: null, cause: null };
+    }
+    case 'run.terminated': {
+      const d = domain.data;
+      if (d.decision === undefined) return null;
+      return { ...base, event: domain.type, ...decided(d.decision), from: current(before), to: null, hop: null, handoff_id: null, cause: null };
+    }
+    default:
+      return null;
+  }
+}
+
+/** `routes` with `route` appended, keeping the latest {@link MAX_VIEW_ROUTES}. */
+export function appendRoute(routes: readonly RunRoute[], route: RunRoute | null): RunRoute[] {
+  if (route === null) return [...routes];
+  const next = [...routes, route];
+  return next.length <= MAX_VIEW_ROUTES ? next : next.slice(next.length - MAX_VIEW_ROUTES);
+}
+
+/** Split the session variables into declared and implicit ones (null, null when nothing is known declared). */
+function splitVariables(variables: Readonly<Record<string, unknown>>, declared: readonly string[] | null) {
+  if (declared === null) return { declared: null, implicit: null, unset: null };
+  const names = new Set(declared);
+  const d: Record<string, unknown> = {};
+  const i: Record<string, unknown> = {};
+  for (const [name, value] of Object.entries(variables)) (names.has(name) ? d : i)[name] = value;
+  return { declared: d, implicit: i, unset: declared.filter((name) => !Object.prototype.hasOwnProperty.call(variables, name)) };
+}
+
+/**
+ * The view of a folded run state (null before `run.started`). `routes` are the run's routing
+ * decisions so far ({@link routeOf}; the state keeps no history of them).
+ */
+export function toRunView(state: RunState, event: SequencedEvent, routes: readonly RunRoute[] = []): RunView | null {
   if (state.status === 'none') return null;
+  const split = splitVariables(state.variables, state.declaredVariables);
   return {
     workflow_run_id: state.workflowRunId,
     project: state.project,
@@ -129,12 +279,63 @@ export function toRunView(state: RunState, event: SequencedEvent): RunView | nul
     terminated_reason: state.status === 'terminated' ? state.terminatedReason : null,
     people: { ...state.people },
     variables: { ...state.variables },
+    declared_variables: split.declared,
+    implicit_variables: split.implicit,
+    unset_declared_variables: split.unset,
+    waiting_parents: state.waitingParents.map((frame) => ({
+      agent: frame.agent,
+      step: frame.step,
+      handoff_id: frame.handoffId,
+      child: frame.child,
+      since: frame.at,
+      on_return: frame.onReturn,
+      child_variables: { ...frame.childVariables },
+      original_utterance: frame.originalUtterance,
+      replay_depth: frame.replayDepth,
+    })),
+    pending_handoff:
+      state.pendingHandoff === null
+        ? null
+        : {
+            handoff_id: state.pendingHandoff.handoffId,
+            from: state.pendingHandoff.from,
+            to: state.pendingHandoff.to,
+            route: state.pendingHandoff.route,
+            return_expected: state.pendingHandoff.returnExpected,
+            on_failure: state.pendingHandoff.onFailure,
+            since: state.pendingHandoff.at,
+          },
+    awaiting_input: state.awaitingInput,
+    queued_messages: state.queuedMessages.length,
+    routes: [...routes],
     notices: state.notices,
     started_at: state.startedAt,
     updated_at: event.occurredAt,
     last_seq: event.seq,
   };
 }
+
+/**
+ * The view of a run folded from its events (in stream order) the way the `runs` projection folds
+ * it, routes included: for readers that have the events and not the projection (`baton run --at`,
+ * the notifier's answer outcomes). Null before `run.started`; throws on a corrupt history (as
+ * `evolveRun` does).
+ */
+export function runViewOf(events: readonly SequencedEvent[]): RunView | null {
+  let state: RunState = initialRunState();
+  let routes: RunRoute[] = [];
+  for (const event of events) {
+    const domain = domainEvent<RunEvent>(event);
+    const after = evolveRun(state, domain);
+    routes = appendRoute(routes, routeOf(domain, event, state, after));
+    state = after;
+  }
+  const last = events[events.length - 1];
+  return last ? toRunView(state, last, routes) : null;
+}
+
+/** Where the `runs` projection keeps a run's routes in its folded state (next to the domain's run state). */
+const ROUTES_KEY = 'view_routes';
 
 /**
  * The `runs` projection: per workflow run, a {@link RunView} folded with the domain's `evolveRun`
@@ -146,7 +347,9 @@ export function runsProjection(): FoldingProjection<JsonValue> {
     name: 'runs',
     // 2: keys hold the project as well as the id (`r:<project>:<id>`...), plus the id lookup.
     // 3: a result's timeline entry carries what the agent said (`said`, the posted body).
-    version: 3,
+    // 4: the view shows routes (rule, reason), waiting parents, the pending handoff, and declared
+    //    vs implicit variables; the folded state keeps the routes.
+    version: 4,
     handles: (type) => type.startsWith('run.'),
     stateKeyOf: (event) => RunKeys.state(event.project, event.aggregate.id),
     step(prior, event) {
@@ -161,9 +364,11 @@ export function runsProjection(): FoldingProjection<JsonValue> {
       } catch {
         return { ops: [timeline] };
       }
-      const view = toRunView(after, event);
+      const priorRoutes = ((prior as Record<string, unknown> | null)?.[ROUTES_KEY] ?? []) as RunRoute[];
+      const routes = appendRoute(priorRoutes, routeOf(domain, event, before, after));
+      const view = toRunView(after, event, routes);
       // processedIds only serve the router's idempotency: the projection never decides.
-      const state = after.status === 'none' ? after : { ...after, processedIds: [] };
+      const state = after.status === 'none' ? after : { ...after, processedIds: [], [ROUTES_KEY]: routes };
       if (!view) return { state: toJson(state), ops: [timeline] };
       const ops = [timeline, Op.jsonSet(RunKeys.view(project, id), toJson(view))];
       // The run's first view: the id lookup learns this project holds it.

@@ -1,0 +1,183 @@
+import { ProjectDefinitionSchema, type ProjectDefinition } from '@baton/contracts';
+import { decideRun, evolveRun, initialRunState, type RunCommand, type RunState } from '@baton/domain';
+import type { JsonValue } from '../canonical-json';
+import type { SequencedEvent } from '../store';
+import { runsProjection, runViewOf, RunKeys, MAX_VIEW_ROUTES, appendRoute, type RunRoute, type RunView } from './runs';
+
+/*
+ * The run view (issue 14): the waiting parent of a returnable handoff, each route's rule and
+ * reason, and the run's variables with the declared ones apart from the implicit ones — the same
+ * from the `runs` projection (folded event by event, its state kept between events) and from a
+ * fold of the events (`runViewOf`: `baton run --at`, the notifier's answer outcomes).
+ */
+
+const T0 = Date.parse('2025-01-01T00:00:00.000Z');
+const at = (s: number) => new Date(T0 + s * 1000).toISOString();
+
+function loanProject(): ProjectDefinition {
+  return ProjectDefinitionSchema.parse({
+    project: 'loans',
+    agents: [
+      {
+        name: 'Loan_Supervisor',
+        supervisor: true,
+        memory: [{ name: 'annual_income', type: 'number' }, { name: 'income_note', type: 'string' }],
+        handoffs: [
+          {
+            to: 'Income_Capture_Agent',
+            when: { kind: 'expression', source: 'annual_income IS NOT SET' },
+            summary: "Collect the applicant's annual income, then return.",
+            return: true,
+            on_return: { action: 'continue', map: { annual_income: 'annual_income' } },
+          },
+        ],
+      },
+      { name: 'Income_Capture_Agent', gather: [{ name: 'annual_income', type: 'number', required: true }] },
+    ],
+    workflows: [{ name: 'loan_session', version: 1, entry: 'converse', steps: [{ id: 'converse', agent: 'Loan_Supervisor', terminal: true }] }],
+  });
+}
+
+/** Decide `commands` in turn on one run and give its events as the stream would hold them. */
+function play(commands: RunCommand[]): SequencedEvent[] {
+  let state: RunState = initialRunState();
+  const out: SequencedEvent[] = [];
+  for (const command of commands) {
+    const decided = decideRun(command, state);
+    if (!decided.ok) throw new Error(`${decided.error.code}: ${decided.error.message}`);
+    for (const event of decided.events) {
+      state = evolveRun(state, event);
+      const seq = out.length + 1;
+      out.push({
+        id: `e${seq}`,
+        type: event.type,
+        version: 1,
+        aggregate: { kind: 'run', id: 'wr-1' },
+        project: 'loans',
+        occurredAt: command.metadata.now,
+        actor: 'router',
+        origin: 'engine_fallback',
+        causationId: null,
+        correlationId: 'wr-1',
+        payload: event.data,
+        seq,
+      });
+    }
+  }
+  return out;
+}
+
+/** Fold `events` through the `runs` projection as the engine does (the folded state handed from one event to the next) and return the last view it wrote. */
+function projected(events: readonly SequencedEvent[]): RunView {
+  const projection = runsProjection();
+  let state: JsonValue | null = null;
+  let view: RunView | null = null;
+  for (const event of events) {
+    const step = projection.step(state, event);
+    if (step.state !== undefined) state = JSON.parse(JSON.stringify(step.state)) as JsonValue;
+    for (const op of step.ops) if (op.op === 'json.set' && op.key === RunKeys.view('loans', 'wr-1')) view = op.value as unknown as RunView;
+  }
+  if (view === null) throw new Error('no view written');
+  return view;
+}
+
+const project = loanProject();
+const start: RunCommand = {
+  type: 'start_run',
+  data: {
+    workflow_run_id: 'wr-1',
+    project: 'loans',
+    workflow: project.workflows[0]!,
+    agents: project.agents,
+    people: { started_by: 'sam', issue_author: null, trigger_author: null },
+    // As the router starts it: the start's input is also the variable `input`.
+    variables: { channel: 'web', input: 'I want a loan offer' },
+    input: 'I want a loan offer',
+  },
+  metadata: { now: at(0), actor: 'sam' },
+};
+
+describe('the run view: waiting parents, routes with rule and reason, declared and implicit variables', () => {
+  it('a returnable handoff shows its waiting parent (the return address), and the route that made it with its rule and reason', () => {
+    const events = play([start]);
+    const view = runViewOf(events)!;
+    expect(view.waiting_parents).toEqual([
+      {
+        agent: 'Loan_Supervisor',
+        step: 'converse',
+        handoff_id: expect.any(String),
+        child: 'Income_Capture_Agent',
+        since: at(0),
+        on_return: expect.objectContaining({ action: 'continue', map: { annual_income: 'annual_income' } }),
+        child_variables: {},
+        original_utterance: 'I want a loan offer',
+        replay_depth: 0,
+      },
+    ]);
+    expect(view.agent).toBe('Income_Capture_Agent');
+    expect(view.pending_handoff).toMatchObject({ from: 'Loan_Supervisor', to: 'Income_Capture_Agent', return_expected: true, route: 0 });
+    expect(view.routes).toEqual([
+      {
+        seq: expect.any(Number),
+        at: at(0),
+        event: 'run.routed',
+        outcome: 'dispatch',
+        rule: 'handoff',
+        reason: "returnable handoff Loan_Supervisor → Income_Capture_Agent: Collect the applicant's annual income, then return.",
+        origin: 'engine_fallback',
+        from: { agent: 'Loan_Supervisor', step: 'converse' },
+        to: { agent: 'Income_Capture_Agent', step: 'converse' },
+        hop: 1,
+        handoff_id: view.waiting_parents[0]!.handoff_id,
+        cause: { kind: 'start', id: 'wr-1' },
+        handoff: { return_expected: true, route: 0 },
+      },
+    ]);
+  });
+
+  it('variables: the declared ones (MEMORY, GATHER) apart from the implicit ones (the input, start variables no agent declares); declared but unset are named', () => {
+    const view = runViewOf(play([start]))!;
+    expect(view.variables).toEqual({ channel: 'web', input: 'I want a loan offer' });
+    expect(view.declared_variables).toEqual({});
+    expect(view.implicit_variables).toEqual({ channel: 'web', input: 'I want a loan offer' });
+    expect(view.unset_declared_variables).toEqual(['annual_income', 'income_note']);
+
+    const withIncome = runViewOf(play([{ ...start, data: { ...start.data, variables: { ...start.data.variables, annual_income: 52000 } } } as RunCommand]))!;
+    expect(withIncome.declared_variables).toEqual({ annual_income: 52000 });
+    expect(withIncome.implicit_variables).toEqual({ channel: 'web', input: 'I want a loan offer' });
+    expect(withIncome.unset_declared_variables).toEqual(['income_note']);
+    // With its income known the gate's WHEN is false: no handoff, nobody waits, the supervisor has the message.
+    expect(withIncome.waiting_parents).toEqual([]);
+    expect(withIncome.routes.map((r) => [r.rule, r.to?.agent, r.reason])).toEqual([['message', 'Loan_Supervisor', 'Loan_Supervisor handles the first message']]);
+  });
+
+  it('a run whose start recorded no declarations (older runs) shows its variables together: declared and implicit are null', () => {
+    const events = play([start]).map((e) => (e.type === 'run.started' ? { ...e, payload: { ...(e.payload as object), declared_variables: undefined } } : e));
+    const view = runViewOf(JSON.parse(JSON.stringify(events)) as SequencedEvent[])!;
+    expect(view.variables).toEqual({ channel: 'web', input: 'I want a loan offer' });
+    expect([view.declared_variables, view.implicit_variables, view.unset_declared_variables]).toEqual([null, null, null]);
+  });
+
+  it('the runs projection writes the same view as a fold of the events, keeping the routes in its folded state between events', () => {
+    const events = play([start]);
+    expect(projected(events)).toEqual(runViewOf(events));
+    const step = runsProjection().step(null, events[0]!);
+    expect((step.state as Record<string, unknown>)['view_routes']).toEqual([]);
+  });
+
+  it('a seed 000 workflow run lists its entry route; the view keeps the latest routes only', () => {
+    const plain = ProjectDefinitionSchema.parse({
+      project: 'loans',
+      agents: [{ name: 'builder' }],
+      workflows: [{ name: 'build', version: 1, entry: 'make', steps: [{ id: 'make', agent: 'builder', terminal: true }] }],
+    });
+    const view = runViewOf(play([{ ...start, data: { ...start.data, workflow: plain.workflows[0]!, agents: plain.agents, input: undefined } } as RunCommand]))!;
+    expect(view.routes.map((r: RunRoute) => [r.event, r.outcome, r.rule, r.from, r.to])).toEqual([['run.routed', 'dispatch', 'entry', null, { agent: 'builder', step: 'make' }]]);
+    expect(view.declared_variables).toEqual({});
+    expect(view.implicit_variables).toEqual({ channel: 'web', input: 'I want a loan offer' });
+    const many = Array.from({ length: MAX_VIEW_ROUTES + 5 }, (_, i) => ({ ...view.routes[0]!, seq: i + 1 }));
+    const kept = many.reduce<RunRoute[]>((routes, route) => appendRoute(routes, route), []);
+    expect(kept).toHaveLength(MAX_VIEW_ROUTES);
+    expect(kept[0]!.seq).toBe(6);
+  });
+});
