@@ -1,5 +1,5 @@
 import { isSubjectToken, ProjectIdSchema, SubjectTable, type AggregateKind, type HandoffEvent } from '@baton/contracts';
-import type { RunEvent } from '@baton/domain';
+import { summarizeMeshEvent, type MeshEvent, type RunEvent } from '@baton/domain';
 import { batonStreamNames, type StoredEvent } from '@baton/eventstore';
 import { summarizeHandoffEvent, summarizeRunEvent, type TimelineEntry } from '@baton/projections';
 import type { CliContext } from './context';
@@ -83,7 +83,14 @@ export function timelineEntry(kind: AggregateKind, event: StoredEvent): Timeline
   const domain = { type: event.type, data: event.payload };
   let summary: string;
   try {
-    summary = kind === 'handoff' ? summarizeHandoffEvent(domain as HandoffEvent) : kind === 'run' ? summarizeRunEvent(domain as RunEvent) : event.type;
+    summary =
+      kind === 'handoff'
+        ? summarizeHandoffEvent(domain as HandoffEvent)
+        : kind === 'run'
+          ? summarizeRunEvent(domain as RunEvent)
+          : kind === 'mesh'
+            ? summarizeMeshEvent(domain as MeshEvent)
+            : event.type;
   } catch {
     summary = event.type;
   }
@@ -98,6 +105,7 @@ export function timelineEntry(kind: AggregateKind, event: StoredEvent): Timeline
     ...(kind === 'run' && event.type === 'run.result_recorded' && typeof (event.payload as { posted_body?: unknown }).posted_body === 'string'
       ? { said: (event.payload as { posted_body: string }).posted_body }
       : {}),
+    ...(kind === 'mesh' && event.type === 'mesh.turn_recorded' && typeof (event.payload as { text?: unknown }).text === 'string' ? { said: (event.payload as { text: string }).text } : {}),
   };
 }
 

@@ -3,6 +3,7 @@ import { headers as natsHeaders, type JetStreamClient, type JetStreamManager } f
 import {
   EventEnvelopeSchema,
   MsgIds,
+  SubjectTable,
   Subjects,
   isSubjectToken,
   rejectionFromZod,
@@ -13,7 +14,7 @@ import {
 } from '@baton/contracts';
 import type { DecisionResult, DomainError } from '@baton/domain';
 import { decodeEvent } from './decode';
-import { ConcurrencyConflict, EventDecodeError, EventStoreError, EventValidationError, mapPublishError } from './errors';
+import { ConcurrencyConflict, EventDecodeError, EventStoreError, EventValidationError, JsErrCode, StreamNotFound, jsErrCode, mapPublishError } from './errors';
 import { LruCache } from './lru';
 import { streamReader, type StoredMessage, type StreamReader } from './stream-reader';
 import { batonStreamNames } from './topology';
@@ -155,6 +156,13 @@ export interface EventStore {
   /** True when the aggregate has events after stream sequence `seq` (the fold cache, else one point read). */
   hasEventsAfter(ref: AggregateRef, seq: number): Promise<boolean>;
   /**
+   * The projects whose events stream holds an aggregate of `kind` with this `id` (any event on
+   * `<prefix>.ev.<project>.<kind>.<id>`), sorted: an id is unique only within its project. One
+   * stream-info request filtered on `<prefix>.ev.*.<kind>.<id>`; an id that is not a subject token
+   * is held by none.
+   */
+  projectsOf(kind: AggregateKind, id: string): Promise<string[]>;
+  /**
    * Read and fold the aggregate, decide, append with the expected sequence; on a concurrency
    * conflict re-read, re-decide and retry (up to `maxAttempts`, tiny jittered backoff). Never
    * overwrites. A domain refusal is returned as `{ ok: false, error }`, not thrown.
@@ -253,6 +261,7 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
 /** {@link EventStore} on NATS JetStream. */
 export class JetStreamEventStore implements EventStore {
   private readonly js: JetStreamClient;
+  private readonly jsm: JetStreamManager;
   private readonly prefix: string;
   private readonly registry: EventRegistry;
   private readonly stream: string;
@@ -265,6 +274,7 @@ export class JetStreamEventStore implements EventStore {
 
   constructor(opts: JetStreamEventStoreOptions) {
     this.js = opts.js;
+    this.jsm = opts.jsm;
     this.prefix = opts.prefix;
     this.registry = opts.registry;
     this.stream = opts.stream ?? batonStreamNames(opts.prefix).events;
@@ -395,6 +405,24 @@ export class JetStreamEventStore implements EventStore {
     const cached = this.cache?.get(key);
     if (cached && lastSeqOf(cached) > seq) return true;
     return (await this.lastSubjectSeq(key)) > seq;
+  }
+
+  async projectsOf(kind: AggregateKind, id: string): Promise<string[]> {
+    if (!isSubjectToken(id)) return [];
+    const filter = SubjectTable.event.format(this.prefix, { kind, id });
+    this.counters.readRoundTrips++;
+    let subjects: Record<string, number>;
+    try {
+      subjects = (await this.jsm.streams.info(this.stream, { subjects_filter: filter })).state.subjects ?? {};
+    } catch (err) {
+      if (jsErrCode(err) === JsErrCode.streamNotFound) throw new StreamNotFound(this.stream, { cause: err });
+      throw new EventStoreError(`cannot list the subjects ${filter} of ${this.stream}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+    }
+    const projects = Object.keys(subjects).flatMap((subject) => {
+      const event = SubjectTable.event.parse(this.prefix, subject);
+      return event !== null && event.kind === kind && event.id === id ? [event.project] : [];
+    });
+    return [...new Set(projects)].sort();
   }
 
   async handleCommand<Command, Event extends DomainEventLike, State>(

@@ -6,6 +6,7 @@ import { decideCommand } from './decide';
 import { dlqCommand } from './dlq';
 import { handoffCommand } from './handoff';
 import { inboxCommand } from './inbox';
+import { meshCommand } from './mesh';
 import { messageCommand } from './message';
 import { publishDefinitionCommand } from './publish-definition';
 import { replayCommand } from './replay';
@@ -26,6 +27,7 @@ export const commands: readonly Command[] = [
   stopsCommand,
   handoffCommand,
   runCommand,
+  meshCommand,
   answerCommand,
   decideCommand,
   pauseCommand,

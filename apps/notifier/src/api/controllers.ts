@@ -6,6 +6,7 @@ import type { HttpResponse } from '../auth/http-types';
 import type { Principal } from '../auth/roles';
 import { assertVisible, scopedProjects } from '../auth/scope';
 import { ApiExceptionFilter, notFound, parseOr400 } from './http';
+import { MeshReader } from './mesh-reader';
 import { buildOpenApiDocument, docsPage } from './openapi';
 import { OperatorActions, type AnswerReply, type RecordTarget } from './operator-actions';
 import { resolveProject } from './resolve';
@@ -171,6 +172,24 @@ export class HandoffsController {
   }
 }
 
+/**
+ * Handoff mesh runs by id alone (a convenience): answered when exactly one project the caller may
+ * see holds the mesh id, 409 `ambiguous_id` when several do, 404 when none does.
+ */
+@UseFilters(ApiExceptionFilter)
+@UseGuards(ApiAuthGuard)
+@Controller('v1/meshes')
+export class MeshesController {
+  constructor(private readonly meshes: MeshReader) {}
+
+  /** `GET /v1/meshes/:id`: the mesh run view (turns, handoffs taken, ignored calls and why, cap, outcome) and its timeline. */
+  @Get(':id')
+  get(@Param('id') id: string, @Caller() caller: Principal) {
+    const t = target(id);
+    return this.meshes.get(caller, t.id, undefined);
+  }
+}
+
 @UseFilters(ApiExceptionFilter)
 @UseGuards(ApiAuthGuard)
 @Controller('v1/runs')
@@ -206,8 +225,19 @@ export class ProjectRecordsController {
   constructor(
     @Inject(BATON_VIEWS) views: BatonViews,
     private readonly actions: OperatorActions,
+    private readonly meshes: MeshReader,
   ) {
     this.reads = new RecordReads(views);
+  }
+
+  /**
+   * `GET /v1/projects/:project/meshes/:id`: a handoff mesh run read from the events stream — its
+   * turns, the handoffs taken, the calls ignored and why, the cap, the outcome — and its timeline.
+   */
+  @Get('meshes/:id')
+  mesh(@Param('project') project: string, @Param('id') id: string, @Caller() caller: Principal) {
+    const t = target(id, project);
+    return this.meshes.get(caller, t.id, t.project);
   }
 
   /** `GET /v1/projects/:project/runs/:id`: the run view, its event timeline and the handoffs it created. */

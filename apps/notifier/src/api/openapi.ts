@@ -9,6 +9,7 @@ import {
   HoldAnswerBodySchema,
   InboxPageSchema,
   InboxQuerySchema,
+  MeshResponseSchema,
   RunResponseSchema,
   StopAnswerBodySchema,
   StopRecordSchema,
@@ -112,6 +113,14 @@ export function buildOpenApiDocument(): object {
       '409': error('`run_not_held`; or the router refused the answer (its code, `error.details.outcome` = `refused`)'),
     },
   };
+  const getMesh = {
+    operationId: 'getMesh',
+    summary: 'A handoff mesh run: its turns, the handoffs taken, the calls ignored and why, the cap, the outcome; its timeline',
+    description:
+      'Read from the mesh aggregate\'s events in the events stream (no projection holds meshes), so it is as current as the stream. The inbox\'s mesh stop items link to its page.',
+    parameters: [idParam('the mesh run id')],
+    responses: { '200': json(MeshResponseSchema, 'the mesh run'), '400': bad, '404': missing },
+  };
   const answerStatus = (kind: 'run' | 'mesh') => ({
     operationId: kind === 'run' ? 'getRunAnswer' : 'getMeshAnswer',
     summary: `What became of an operator answer to a ${kind === 'run' ? 'workflow run (stop packet or hold)' : "handoff mesh's stop packet"}: applied, refused (with the router's code) or pending`,
@@ -147,7 +156,7 @@ export function buildOpenApiDocument(): object {
       title: 'Baton operator API',
       version: '1.0.0',
       description:
-        'The notifier service: the operator inbox, stop packets, handoff and run views (Redis projections of the event streams), and the operator actions (answer a stop packet or a hold, accept or rework a completion handback). Every `/v1` route needs `Authorization: Bearer <token>` (made with `baton token create`; roles viewer / operator / admin, scoped to projects): a caller sees and answers only its projects (another project\'s item answers 404), a viewer cannot answer (403 `role_forbidden`), and `answered_by` / `actor_role` / the decision\'s actor come from the token, never from the body. 401 `unauthenticated` without a valid token (tokens may expire); 429 `too_many_auth_failures` with `Retry-After` to a client address after `NOTIFIER_AUTH_FAILURES_PER_MINUTE` failed tokens or sign-ins (whatever it sends until the minute ends); 503 `projections_unavailable` with `Retry-After` within about `REDIS_COMMAND_TIMEOUT_MS` when Redis does not answer. Responses send `X-Content-Type-Options: nosniff`. Ids are unique only within a project: runs, handoffs and stop packets are addressed by project and id (`/v1/projects/{project}/runs/{id}`...); the id-only routes remain as a convenience and answer 409 `ambiguous_id` (with `error.details.projects`) when several of the token\'s projects hold the id.',
+        'The notifier service: the operator inbox, stop packets, handoff and run views (Redis projections of the event streams), mesh run views (read from the events stream), and the operator actions (answer a stop packet or a hold, accept or rework a completion handback). Every `/v1` route needs `Authorization: Bearer <token>` (made with `baton token create`; roles viewer / operator / admin, scoped to projects): a caller sees and answers only its projects (another project\'s item answers 404), a viewer cannot answer (403 `role_forbidden`), and `answered_by` / `actor_role` / the decision\'s actor come from the token, never from the body. 401 `unauthenticated` without a valid token (tokens may expire); 429 `too_many_auth_failures` with `Retry-After` to a client address after `NOTIFIER_AUTH_FAILURES_PER_MINUTE` failed tokens or sign-ins (whatever it sends until the minute ends); 503 `projections_unavailable` with `Retry-After` within about `REDIS_COMMAND_TIMEOUT_MS` when Redis does not answer. Responses send `X-Content-Type-Options: nosniff`. Ids are unique only within a project: runs, handoffs and stop packets are addressed by project and id (`/v1/projects/{project}/runs/{id}`...); the id-only routes remain as a convenience and answer 409 `ambiguous_id` (with `error.details.projects`) when several of the token\'s projects hold the id.',
     },
     components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'an operator token from `baton token create`' } } },
     security: [{ bearer: [] }],
@@ -174,6 +183,7 @@ export function buildOpenApiDocument(): object {
       '/v1/projects/{project}/runs/{id}': { get: scoped(getRun) },
       '/v1/projects/{project}/runs/{id}/answer': { post: scoped(answerHold) },
       '/v1/projects/{project}/runs/{id}/answers/{answer_id}': { get: answerStatus('run') },
+      '/v1/projects/{project}/meshes/{id}': { get: scoped(getMesh) },
       '/v1/projects/{project}/meshes/{id}/answers/{answer_id}': { get: answerStatus('mesh') },
       '/v1/projects/{project}/handoffs/{id}': { get: scoped(getHandoff) },
       '/v1/projects/{project}/handoffs/{id}/decision': { post: scoped(decideHandback) },
@@ -182,6 +192,7 @@ export function buildOpenApiDocument(): object {
       '/v1/runs/{id}': { get: idOnly(getRun, '/v1/projects/{project}/runs/{id}') },
       '/v1/runs/{id}/answer': { post: idOnly(answerHold, '/v1/projects/{project}/runs/{id}/answer') },
       '/v1/handoffs/{id}': { get: idOnly(getHandoff, '/v1/projects/{project}/handoffs/{id}') },
+      '/v1/meshes/{id}': { get: idOnly(getMesh, '/v1/projects/{project}/meshes/{id}') },
       '/v1/handoffs/{id}/decision': { post: idOnly(decideHandback, '/v1/projects/{project}/handoffs/{id}/decision') },
       '/v1/events/stream': {
         get: {
@@ -215,7 +226,8 @@ export function docsPage(): string {
 <li><code>GET /v1/projects/{project}/runs/{id}</code>, <code>POST /v1/projects/{project}/runs/{id}/answer</code></li>
 <li><code>GET /v1/projects/{project}/runs/{id}/answers/{answer_id}</code>, <code>GET /v1/projects/{project}/meshes/{id}/answers/{answer_id}</code> — what became of an answer (applied, refused, pending)</li>
 <li><code>GET /v1/projects/{project}/handoffs/{id}</code>, <code>POST /v1/projects/{project}/handoffs/{id}/decision</code></li>
-<li>the same by id alone (<code>/v1/stops/{id}</code>, <code>/v1/runs/{id}</code>, <code>/v1/handoffs/{id}</code>...) when the id is unambiguous among the token's projects; otherwise 409 <code>ambiguous_id</code></li>
+<li><code>GET /v1/projects/{project}/meshes/{id}</code> — a handoff mesh run: turns, handoffs taken, ignored calls and why, cap, outcome</li>
+<li>the same by id alone (<code>/v1/stops/{id}</code>, <code>/v1/runs/{id}</code>, <code>/v1/handoffs/{id}</code>, <code>/v1/meshes/{id}</code>...) when the id is unambiguous among the token's projects; otherwise 409 <code>ambiguous_id</code></li>
 <li><code>GET /v1/events/stream</code> — server-sent inbox changes</li>
 </ul>
 <p>Every <code>/v1</code> route needs <code>Authorization: Bearer &lt;token&gt;</code> (<code>baton token create</code>). The web inbox is at <a href="/inbox">/inbox</a>.</p>

@@ -23,19 +23,40 @@ export function projectRoute(kind: ScopedKind, project: string, id: string): str
  *   named or counted.
  */
 export async function resolveProject(views: BatonViews, caller: Principal, kind: ScopedKind, id: string, project: string | undefined): Promise<string> {
+  return resolveProjectAmong({ kind, what: WHAT[kind], route: (p) => projectRoute(kind, p, id), projectsOf: () => views.projectsOf(kind, id) }, caller, id, project);
+}
+
+/** The project route of a mesh run (`/v1/projects/<project>/meshes/<id>`). */
+export function meshRoute(project: string, id: string): string {
+  return `/v1/projects/${project}/meshes/${encodeURIComponent(id)}`;
+}
+
+/**
+ * {@link resolveProject} for any record kind, with the lookup of the projects that hold the id
+ * given (the projections' id lookup for runs, handoffs and stops; the events stream's subjects for
+ * meshes, which no projection holds). The same rule: a project the caller may not see is 404 like
+ * a missing record; an id-only lookup answers the one visible project, 404 for none, 409
+ * `ambiguous_id` (naming the visible projects, `details.projects`) for several.
+ */
+export async function resolveProjectAmong(
+  lookup: { kind: string; what: string; route: (project: string) => string; projectsOf: () => Promise<readonly string[]> },
+  caller: Principal,
+  id: string,
+  project: string | undefined,
+): Promise<string> {
   if (project !== undefined) {
-    if (!canSeeProject(caller, project)) throw notFound(WHAT[kind], id);
+    if (!canSeeProject(caller, project)) throw notFound(lookup.what, id);
     return project;
   }
-  const projects = (await views.projectsOf(kind, id)).filter((p) => canSeeProject(caller, p));
-  if (projects.length === 0) throw notFound(WHAT[kind], id);
+  const projects = (await lookup.projectsOf()).filter((p) => canSeeProject(caller, p));
+  if (projects.length === 0) throw notFound(lookup.what, id);
   if (projects.length > 1) {
     throw new ApiError(
       HttpStatus.CONFLICT,
       'ambiguous_id',
-      `${WHAT[kind]} ${id} exists in projects ${projects.join(', ')}: name the project (${projects.map((p) => projectRoute(kind, p, id)).join(', ')})`,
+      `${lookup.what} ${id} exists in projects ${projects.join(', ')}: name the project (${projects.map((p) => lookup.route(p)).join(', ')})`,
       [],
-      { kind, id, projects },
+      { kind: lookup.kind, id, projects },
     );
   }
   return projects[0] as string;

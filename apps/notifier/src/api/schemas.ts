@@ -154,6 +154,7 @@ export const TimelineEntrySchema = z.object({
   actor: z.string(),
   origin: z.string(),
   summary: z.string(),
+  said: z.string().optional().describe("on an agent's result (a mesh turn): what it said"),
 });
 
 export const HandoffViewSchema = z.object({ handoff: HandoffRecordSchema, timeline: z.array(TimelineEntrySchema) });
@@ -227,6 +228,57 @@ export const RunResponseSchema = z.object({
   run: RunViewSchema,
   timeline: z.array(TimelineEntrySchema),
   handoffs: z.array(ProjectRefSchema).describe('the handoffs the run created, oldest first (a cross-project handoff lives in its target project)'),
+});
+
+/** A handoff mesh run as `GET /v1/projects/:project/meshes/:id` shows it (folded from its events). */
+export const MeshViewSchema = z.object({
+  mesh_run_id: z.string(),
+  project: z.string(),
+  mesh: z.object({ name: z.string(), entry: z.string(), outputs: z.array(z.string()), handoffs: z.record(z.string(), z.array(z.string())).describe('agent → the agents it may hand off to') }),
+  status: z.enum(['running', 'completed', 'stopped', 'terminated']),
+  speaker: z.string().describe('the agent whose turn comes next (the last to speak once the mesh ended)'),
+  handoff_id: z.string(),
+  input: z.string().nullable(),
+  started_by: z.string().nullable(),
+  notify: z.object({ handle: z.string(), source: z.string() }).nullable(),
+  started_at: z.string(),
+  turns: z.array(z.object({ turn: z.number().int(), agent: z.string(), result_id: z.string(), text: z.string().describe('what the agent said'), calls: z.array(z.string()).describe('the handoff tools it called, in call order'), handoff_id: z.string().nullable(), at: z.string() })),
+  handoffs: z
+    .array(z.object({ turn: z.number().int(), from: z.string(), to: z.string(), tool: z.string(), handoff_id: z.string(), cause: z.string().describe('the result id that asked for it, or the answer id that let it through after a cap raise'), after_cap_raise: z.boolean(), at: z.string() }))
+    .describe('the handoffs taken, oldest first'),
+  ignored: z
+    .array(z.object({ turn: z.number().int().nullable(), agent: z.string(), tool: z.string(), target: z.string().nullable(), reason: z.enum(['unknown_tool', 'not_granted']), detail: z.string(), at: z.string() }))
+    .describe('handoff calls ignored, and why: `unknown_tool` (names no agent of the mesh) or `not_granted` (an agent this speaker may not reach, itself included)'),
+  rejected: z.array(z.object({ result_id: z.string(), agent: z.string(), code: z.string(), message: z.string(), at: z.string() })).describe('turns (and operator answers) the mesh refused, with the code'),
+  cap: z.object({
+    max_iterations: z.number().int().describe('the cap in force'),
+    initial: z.number().int(),
+    used: z.number().int().describe('turns recorded'),
+    raised: z.array(z.object({ from: z.number().int(), to: z.number().int(), by: z.string(), answer_id: z.string(), at: z.string() })),
+  }),
+  stop: z
+    .object({
+      packet_id: z.string(),
+      why: z.string(),
+      detail: z.string().nullable(),
+      status: z.string(),
+      refused: z.object({ from: z.string(), to: z.string(), tool: z.string() }).nullable().describe('the handoff the cap refused'),
+      stopped_at: z.string(),
+      answer: z.object({ action: z.string(), by: z.string(), at: z.string(), effect: z.string() }).nullable(),
+    })
+    .nullable()
+    .describe('the latest stop (the cap refusing a handoff), open or answered'),
+  outcome: z
+    .object({ status: z.enum(['running', 'completed', 'stopped', 'terminated']), by: z.string().optional(), turns: z.number().int().optional(), output: z.object({ agent: z.string(), turn: z.number().int(), result_id: z.string(), text: z.string() }).nullable().optional(), packet_id: z.string().optional(), reason: z.string().optional(), answer_id: z.string().optional(), at: z.string().optional() })
+    .describe('completed (by, turns, output), stopped (packet_id), terminated (reason, answer_id) or running'),
+  notices: z.number().int(),
+  updated_at: z.string(),
+  last_seq: z.number().int(),
+});
+export const MeshResponseSchema = z.object({
+  project: z.string(),
+  mesh: MeshViewSchema,
+  timeline: z.array(TimelineEntrySchema).describe('every event of the mesh in stream order (a turn carries `said`: its text)'),
 });
 
 /** The event the router appended for an answer: `run.resumed` / `mesh.stop_answered` (applied) or `run.result_rejected` / `mesh.turn_rejected` (refused). */

@@ -61,11 +61,15 @@ function badges(item: InboxItem): SafeHtml {
 </div>`;
 }
 
-/** The web page of a run or handoff of one project (`/projects/<project>/runs/<id>`...). */
-export const recordHref = (kind: 'runs' | 'handoffs', project: string, id: string): string => `/projects/${seg(project)}/${kind}/${seg(id)}`;
+/** The web page of a run, handoff or mesh run of one project (`/projects/<project>/runs/<id>`...). */
+export const recordHref = (kind: 'runs' | 'handoffs' | 'meshes', project: string, id: string): string => `/projects/${seg(project)}/${kind}/${seg(id)}`;
 
 const runLink = (project: string, workflowRunId: string | undefined, text: string): SafeHtml =>
   workflowRunId ? html`<a href="${recordHref('runs', project, workflowRunId)}#timeline">${text}</a>` : html`${text}`;
+
+/** A link to a mesh run's page (a mesh's stop items). */
+const meshLink = (project: string, meshRunId: string, text: string, testId?: string): SafeHtml =>
+  html`<a href="${recordHref('meshes', project, meshRunId)}"${testId ? html` data-testid="${testId}"` : null}>${text}</a>`;
 
 function hidden(name: string, value: string | null | undefined): SafeHtml {
   return value === null || value === undefined ? html`` : html`<input type="hidden" name="${name}" value="${value}">`;
@@ -104,14 +108,17 @@ function stopCard(details: Extract<ItemDetails, { kind: 'stop' }>, ctx: PageCont
   const { item, record } = details;
   const packet = record?.stop;
   const open = item.status === 'open' && packet?.status === 'open';
+  // A handoff mesh's stop: its tried entries and its record link go to the mesh run's page.
+  const meshRunId = record?.mesh_run_id ?? (typeof item['mesh_run_id'] === 'string' ? item['mesh_run_id'] : undefined);
+  const triedLink = (name: string) => (meshRunId !== undefined ? meshLink(item.project, meshRunId, name) : runLink(packet!.project, packet!.workflow_run_id, name));
   return html`<dl class="facts">
   <dt>User message</dt><dd data-testid="user-msg">${packet?.user_msg ?? String(item['user_msg'] ?? '')}</dd>
   <dt>Why</dt><dd>${packet?.why ?? item.why ?? ''}${packet?.detail ? html` — ${packet.detail}` : null}</dd>
   <dt>What was tried</dt><dd data-testid="tried">${
-    packet && packet.tried.length > 0
-      ? packet.tried.map((name, i) => html`${i > 0 ? ', ' : ''}${runLink(packet.project, packet.workflow_run_id, name)}`)
-      : html`<span class="muted">nothing</span>`
-  }${packet && packet.trace_ids.length > 0 ? html` <span class="muted">(traces: ${packet.trace_ids.join(', ')})</span>` : null} · ${runLink(item.project, item.workflow_run_id, 'run timeline')}</dd>
+    packet && packet.tried.length > 0 ? packet.tried.map((name, i) => html`${i > 0 ? ', ' : ''}${triedLink(name)}`) : html`<span class="muted">nothing</span>`
+  }${packet && packet.trace_ids.length > 0 ? html` <span class="muted">(traces: ${packet.trace_ids.join(', ')})</span>` : null} · ${
+    meshRunId !== undefined ? meshLink(item.project, meshRunId, 'mesh run', 'mesh-link') : runLink(item.project, item.workflow_run_id, 'run timeline')
+  }</dd>
   <dt>Frozen pending call</dt><dd data-testid="pending">${packet?.pending ? html`<pre>${prettyJson(packet.pending)}</pre>` : html`<span class="muted">none</span>`}</dd>
   ${packet?.cap ? html`<dt>Cap</dt><dd>${packet.cap.name}: limit ${packet.cap.limit}${packet.cap.used !== undefined ? html`, used ${packet.cap.used}` : null}</dd>` : null}
   ${packet?.answer ? html`<dt>Answer</dt><dd>${packet.answer.action} by ${packet.answer.answered_by} at ${packet.answer.answered_at}${packet.answer.note ? html` — ${packet.answer.note}` : null}</dd>` : null}

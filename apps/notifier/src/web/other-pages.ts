@@ -1,4 +1,5 @@
 import type { HandoffRecord } from '@baton/contracts';
+import type { MeshView } from '@baton/domain';
 import type { ProjectRef, RunView, StopRecord, TimelineEntry } from '@baton/projections';
 import { html, prettyJson, type SafeHtml } from './html';
 import { recordHref } from './inbox-page';
@@ -107,6 +108,85 @@ ${runDetails(run)}
 <h2>Timeline</h2>
 ${timelineTable(timeline)}`;
   return page(`Run ${run.workflow_run_id}`, input.ctx, body);
+}
+
+/** One line saying how a mesh run ended (or that it runs). */
+function meshOutcome(mesh: MeshView): SafeHtml {
+  const o = mesh.outcome;
+  switch (o.status) {
+    case 'completed':
+      return html`completed by ${o.by} after ${o.turns} turns${o.output ? html`; output from ${o.output.agent} (turn ${o.output.turn}):<pre class="said" data-testid="mesh-output">${o.output.text}</pre>` : html` <span class="muted">(no output agent spoke)</span>`}`;
+    case 'stopped':
+      return html`stopped at its cap: packet <a href="#stop">${o.packet_id}</a> waits for an operator`;
+    case 'terminated':
+      return html`terminated by an operator: ${o.reason}`;
+    default:
+      return html`running: ${mesh.speaker} speaks next`;
+  }
+}
+
+/**
+ * A handoff mesh run's page (issue 14), read from the events stream: the outcome, the cap, every
+ * turn with what its agent said and the handoff calls it made, the handoffs taken, the calls
+ * ignored and why, refused turns, the stop, and the timeline.
+ */
+export function meshPage(input: { ctx: PageContext; mesh: MeshView; timeline: TimelineEntry[] }): string {
+  const { mesh, timeline } = input;
+  const cap = mesh.cap;
+  const body = html`<h1>Mesh run <span data-testid="mesh-id">${mesh.mesh_run_id}</span></h1>
+<p><a href="/inbox">← Inbox</a></p>
+<dl class="facts">
+  <dt>Project</dt><dd>${mesh.project}</dd>
+  <dt>Mesh</dt><dd>${mesh.mesh.name} <span class="muted">(entry ${mesh.mesh.entry}; outputs ${mesh.mesh.outputs.length > 0 ? mesh.mesh.outputs.join(', ') : 'every agent'})</span></dd>
+  <dt>Status</dt><dd data-testid="mesh-status">${mesh.status}</dd>
+  <dt>Outcome</dt><dd data-testid="mesh-outcome">${meshOutcome(mesh)}</dd>
+  <dt>Cap</dt><dd data-testid="mesh-cap">${cap.used} of ${cap.max_iterations} turns used${
+    cap.raised.length > 0 ? html` <span class="muted">(raised ${cap.raised.map((r, i) => html`${i > 0 ? ', ' : ''}${r.from} → ${r.to} by ${r.by}`)})</span>` : null
+  }</dd>
+  <dt>Started</dt><dd>${mesh.started_at}${mesh.started_by ? html` by ${mesh.started_by}` : null}</dd>
+  ${mesh.input !== null ? html`<dt>Input</dt><dd>${mesh.input}</dd>` : null}
+</dl>
+<h2>Turns</h2>
+${
+  mesh.turns.length === 0
+    ? html`<p class="muted">none yet</p>`
+    : html`<table class="timeline" data-testid="mesh-turns"><thead><tr><th>Turn</th><th>Agent</th><th>What it said</th><th>Handoff calls</th><th>When</th></tr></thead><tbody>
+${mesh.turns.map((t) => html`<tr data-testid="mesh-turn"><td>${t.turn}</td><td>${t.agent}</td><td><pre class="said">${t.text}</pre></td><td>${t.calls.length > 0 ? t.calls.join(', ') : html`<span class="muted">none (ends the mesh)</span>`}</td><td>${t.at}</td></tr>`)}</tbody></table>`
+}
+<h2>Handoffs taken</h2>
+${
+  mesh.handoffs.length === 0
+    ? html`<p class="muted">none</p>`
+    : html`<table class="timeline" data-testid="mesh-handoffs"><thead><tr><th>Turn</th><th>From</th><th>To</th><th>Tool</th><th>Handoff</th></tr></thead><tbody>
+${mesh.handoffs.map((h) => html`<tr data-testid="mesh-handoff"><td>${h.turn}</td><td>${h.from}</td><td>${h.to}</td><td>${h.tool}${h.after_cap_raise ? html` <span class="muted">(after the cap was raised)</span>` : null}</td><td>${h.handoff_id}</td></tr>`)}</tbody></table>`
+}
+<h2>Calls ignored</h2>
+${
+  mesh.ignored.length === 0
+    ? html`<p class="muted" data-testid="mesh-ignored">none</p>`
+    : html`<table class="timeline" data-testid="mesh-ignored"><thead><tr><th>Turn</th><th>Agent</th><th>Tool</th><th>Why</th><th>Detail</th></tr></thead><tbody>
+${mesh.ignored.map((i) => html`<tr data-testid="mesh-ignored-call" data-reason="${i.reason}"><td>${i.turn ?? ''}</td><td>${i.agent}</td><td>${i.tool}</td><td>${i.reason}</td><td>${i.detail}</td></tr>`)}</tbody></table>`
+}
+${
+  mesh.rejected.length === 0
+    ? null
+    : html`<h2>Refused</h2><table class="timeline" data-testid="mesh-rejected"><thead><tr><th>Result</th><th>Agent</th><th>Code</th><th>Message</th></tr></thead><tbody>
+${mesh.rejected.map((r) => html`<tr><td>${r.result_id}</td><td>${r.agent}</td><td>${r.code}</td><td>${r.message}</td></tr>`)}</tbody></table>`
+}
+${
+  mesh.stop === null
+    ? null
+    : html`<h2 id="stop">Stop</h2>
+<dl class="facts" data-testid="mesh-stop">
+  <dt>Packet</dt><dd>${mesh.stop.packet_id} (${mesh.stop.why}) — ${mesh.stop.status}</dd>
+  ${mesh.stop.refused ? html`<dt>Refused handoff</dt><dd>${mesh.stop.refused.from} → ${mesh.stop.refused.to} (${mesh.stop.refused.tool})</dd>` : null}
+  ${mesh.stop.detail ? html`<dt>Detail</dt><dd>${mesh.stop.detail}</dd>` : null}
+  ${mesh.stop.answer ? html`<dt>Answer</dt><dd>${mesh.stop.answer.action} by ${mesh.stop.answer.by} at ${mesh.stop.answer.at} → ${mesh.stop.answer.effect}</dd>` : null}
+</dl>`
+}
+<h2>Timeline</h2>
+${timelineTable(timeline)}`;
+  return page(`Mesh run ${mesh.mesh_run_id}`, input.ctx, body);
 }
 
 /** A handoff's page: the record and its event timeline. */

@@ -5,6 +5,7 @@ import { HoldAnswerActionSchema, IdSchema, OperatorAnswerActionSchema, ProjectId
 import type { ItemFilters } from '@baton/projections';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { projectionsUnavailable } from '../api/http';
+import { MeshReader } from '../api/mesh-reader';
 import { OperatorActions, type RecordTarget } from '../api/operator-actions';
 import { resolveProject } from '../api/resolve';
 import { InboxQuerySchema } from '../api/schemas';
@@ -19,7 +20,7 @@ import { INBOX_SCRIPT, STYLESHEET } from './assets';
 import { inboxPage, itemCard, recordHref, type InboxFilterValues } from './inbox-page';
 import { InboxReader, itemMatches } from './inbox-reader';
 import { PAGE_HEADERS, type PageContext } from './layout';
-import { errorPage, handoffPage, loginPage, runPage } from './other-pages';
+import { errorPage, handoffPage, loginPage, meshPage, runPage } from './other-pages';
 
 const PAGE_SIZE = 50;
 const FILTER_KEYS = ['project', 'why', 'agent', 'priority', 'status', 'kind'] as const;
@@ -75,6 +76,7 @@ export class WebController {
     private readonly reader: InboxReader,
     private readonly actions: OperatorActions,
     private readonly failures: AuthFailureLimiter,
+    private readonly meshes: MeshReader,
   ) {}
 
   @Get()
@@ -305,6 +307,30 @@ export class WebController {
       const view = canSeeProject(ctx.principal!, ref.project!) ? await this.reader.views.handoff(ref.project!, ref.id) : null;
       if (!view) throw new WebRefusal(404, 'not_found', `handoff ${id} does not exist in project ${project}`);
       this.send(res, 200, handoffPage({ ctx, handoff: view.handoff, timeline: view.timeline }));
+    });
+  }
+
+  /**
+   * `GET /projects/:project/meshes/:id`: a handoff mesh run (turns, handoffs taken, ignored calls
+   * and why, cap, outcome), read from the events stream; the inbox's mesh stop items link here.
+   */
+  @Get('projects/:project/meshes/:id')
+  async mesh(@Param('project') project: string, @Param('id') id: string, @Req() req: HttpRequest, @Res() res: HttpResponse) {
+    await this.withPage(req, res, async (ctx) => {
+      const ref = this.target(id, project);
+      const read = canSeeProject(ctx.principal!, ref.project!) ? await this.meshes.read(ref.project!, ref.id) : null;
+      if (!read) throw new WebRefusal(404, 'not_found', `mesh run ${id} does not exist in project ${project}`);
+      this.send(res, 200, meshPage({ ctx, mesh: read.mesh, timeline: read.timeline }));
+    });
+  }
+
+  /** `GET /meshes/:id` (id only): redirect to the project page, as runs and handoffs do. */
+  @Get('meshes/:id')
+  async meshById(@Param('id') id: string, @Req() req: HttpRequest, @Res() res: HttpResponse) {
+    await this.withPage(req, res, async (ctx) => {
+      const ref = this.target(id, undefined);
+      const project = await this.meshes.project(ctx.principal!, ref.id, undefined);
+      res.redirect(303, recordHref('meshes', project, ref.id));
     });
   }
 

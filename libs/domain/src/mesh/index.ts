@@ -5,3 +5,5 @@ export type { AnswerMeshStop, MeshCommand, MeshCommandMetadata, RecordMeshTurn, 
 export { decideMesh, MESH_ANSWER_AGENT, meshDecider, meshEntryHandoffId, MeshErrorCode, meshHandoffId, meshNoticeId, meshNoticeRecipient, meshResumeHandoffId, meshStopId } from './decide';
 export { evolveMesh, initialMeshState, isOutputAgent } from './state';
 export type { MeshEvent, MeshRunState, MeshState, MeshTurn } from './state';
+export { meshViewOf, summarizeMeshEvent } from './view';
+export type { MeshView, MeshViewCapRaise, MeshViewEvent, MeshViewHandoff, MeshViewIgnored, MeshViewOutcome, MeshViewRejected, MeshViewStop, MeshViewTurn } from './view';
