@@ -74,3 +74,43 @@ function checkJson(value: unknown, path: string): NotJson | null {
       return { path, problem: `a ${typeof value} is not JSON` };
   }
 }
+
+/**
+ * Whether `value` is already exactly what a JSON round trip (`JSON.parse(JSON.stringify(value))`)
+ * would give back, so that the round trip can be skipped: strings, booleans, `null`, finite numbers
+ * other than -0, dense arrays of such values and plain objects (prototype `Object.prototype`, no
+ * own `toJSON`) whose members are all such values — no `undefined` member, no function, symbol or
+ * bigint anywhere. Anything else answers false (the caller then does the round trip). A walk that
+ * allocates nothing: much cheaper than serialising and parsing a fold state on every event.
+ */
+export function isExactJson(value: unknown): boolean {
+  switch (typeof value) {
+    case 'string':
+    case 'boolean':
+      return true;
+    case 'number':
+      return Number.isFinite(value) && !Object.is(value, -0);
+    case 'object': {
+      if (value === null) return true;
+      if (Array.isArray(value)) {
+        for (let i = 0; i < value.length; i++) {
+          if (!(i in value) || !isExactJson(value[i])) return false;
+        }
+        return Object.getPrototypeOf(value) === Array.prototype;
+      }
+      if (Object.getPrototypeOf(value) !== Object.prototype) return false;
+      for (const key in value) {
+        if (!Object.prototype.hasOwnProperty.call(value, key)) return false;
+        if (key === 'toJSON' || !isExactJson((value as Record<string, unknown>)[key])) return false;
+      }
+      return true;
+    }
+    default:
+      return false;
+  }
+}
+
+/** `JSON.parse(JSON.stringify(value))`, skipped when `value` already is exactly that ({@link isExactJson}). */
+export function toJsonValue(value: unknown): JsonValue {
+  return isExactJson(value) ? (value as JsonValue) : (JSON.parse(JSON.stringify(value)) as JsonValue);
+}

@@ -98,3 +98,15 @@ export class ShadowLostError extends ProjectionError {
     this.name = 'ShadowLostError';
   }
 }
+
+/**
+ * A rebuild was asked to stop (Ctrl-C on `baton replay`, a shutting-down notifier). It stopped
+ * between two events, swapped nothing in and deleted its shadow generations: the live projections
+ * are as they were. Running it again starts over.
+ */
+export class RebuildAbortedError extends ProjectionError {
+  constructor(readonly projections: readonly string[]) {
+    super(`the rebuild of ${projections.join(', ')} was interrupted; nothing was swapped in and its shadow generations were deleted`);
+    this.name = 'RebuildAbortedError';
+  }
+}

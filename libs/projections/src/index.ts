@@ -26,7 +26,8 @@ export {
 export { Op, ItemOrder, INDEXED_FIELDS, IndexedItemSchema, ProjectionOpSchema, type IndexedField, type IndexedItem, type ProjectionOp } from './ops';
 export type { ItemFilters, ItemFilterValue, ItemPage, ItemQuery, ItemStore } from './items';
 export type { ProjectionReader } from './reader';
-export { diffSnapshots, type ProjectionSnapshot, type SnapshotDifference, type SnapshotValue } from './snapshot';
+export { diffSnapshots, type NamespaceComparison, type ProjectionSnapshot, type SnapshotDifference, type SnapshotValue } from './snapshot';
 export { canonicalJson, type JsonValue } from './canonical-json';
-export { InvalidCursorError, ProjectionError, ProjectionOpError, RebuildBehindError, RedisUnavailableError, ShadowLostError } from './errors';
+export { InvalidCursorError, ProjectionError, ProjectionOpError, RebuildAbortedError, RebuildBehindError, RedisUnavailableError, ShadowLostError } from './errors';
+export { REBUILD_LEASE_MS, type FoldTarget, type RebuildInfo, type RebuildManyOptions, type RebuildProgress, type ScratchBuild, type ScratchOptions } from './rebuilder';
 export * from './baton';

@@ -5,6 +5,7 @@ import { ProjectionError } from './errors';
  *
  * - `<prefix>:<projection>:active`        the active generation number (a string integer)
  * - `<prefix>:<projection>:gens`          the generation counter (INCR allocates a new generation)
+ * - `<prefix>:<projection>:rebuilds`      hash: the rebuilds running (generation → JSON progress and lease)
  * - `<prefix>:<projection>:g<gen>:<key>`  every key the projection writes, `<key>` as the ops name it
  * - `<prefix>:<projection>:g<gen>:~meta`  hash: `seq` (last applied stream sequence), `version`, and for
  *                                          a rebuild's shadow `owner` (the token of the rebuild that created it)
@@ -42,6 +43,15 @@ export function activeKey(base: string): string {
 
 export function generationCounterKey(base: string): string {
   return `${base}:gens`;
+}
+
+/**
+ * The hash of the rebuilds running on a projection: generation → JSON progress (who, since when,
+ * how far, until when its lease holds). Outside every generation, so reads of the projection never
+ * see it; the API reports it, and a rebuild whose lease ran out (its process died) is cleaned up.
+ */
+export function rebuildsKey(base: string): string {
+  return `${base}:rebuilds`;
 }
 
 export function generationNamespace(base: string, gen: number): string {

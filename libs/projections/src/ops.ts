@@ -226,3 +226,121 @@ export function decodeItemFields<T>(flat: readonly string[]): T {
 function assertNever(x: never): never {
   throw new Error(`unexpected value ${JSON.stringify(x)}`);
 }
+
+/**
+ * Validate one op the way {@link encodeOps} does, without building its wire form (a rebuild folds
+ * ops in memory and writes only final values). The common ops are accepted by a hand-written check
+ * that accepts only what {@link ProjectionOpSchema} accepts (plain JSON data within the schema's
+ * limits; anything unusual is left to the schema); whatever it does not accept goes through the
+ * schema, which gives the verdict and the message. Returns null when the op is valid.
+ */
+export function opError(op: unknown): string | null {
+  if (fastValid(op)) return null;
+  if (isJsonSet(op)) {
+    const key = KeySchema.safeParse(op.key);
+    if (!key.success) return key.error.issues.map((i) => `key: ${i.message}`).join('; ');
+    const value = canonicalJsonChecked(op.value);
+    return value.ok ? null : `value${value.notJson.path === '' || value.notJson.path.startsWith('[') ? '' : '.'}${value.notJson.path}: ${value.notJson.problem}`;
+  }
+  const parsed = ProjectionOpSchema.safeParse(op);
+  return parsed.success ? null : parsed.error.issues.map((i) => `${i.path.join('.') || '(op)'}: ${i.message}`).join('; ');
+}
+
+const STORE_PATTERN = /^[a-z][a-z0-9_-]{0,63}$/;
+const OPTIONAL_INDEXED = ['why', 'agent', 'priority'] as const;
+
+function validKey(key: unknown): boolean {
+  return typeof key === 'string' && key.length >= 1 && key.length <= MAX_KEY_LENGTH && key.charCodeAt(0) !== 126; /* ~ */
+}
+
+function indexValue(value: unknown): boolean {
+  return typeof value === 'string' && value.length >= 1 && value.length <= 200;
+}
+
+function itemId(value: unknown): boolean {
+  return typeof value === 'string' && value.length >= 1 && value.length <= 256;
+}
+
+function plainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value) && Object.getPrototypeOf(value) === Object.prototype;
+}
+
+/** JSON data zod's `z.json()` accepts for sure: strings, finite numbers, booleans, null, arrays and plain objects of them. */
+function plainJson(value: unknown, depth = 0): boolean {
+  if (depth > 64) return false;
+  switch (typeof value) {
+    case 'string':
+    case 'boolean':
+      return true;
+    case 'number':
+      return Number.isFinite(value);
+    case 'object':
+      if (value === null) return true;
+      if (Array.isArray(value)) {
+        for (let i = 0; i < value.length; i++) if (!(i in value) || !plainJson(value[i], depth + 1)) return false;
+        return true;
+      }
+      if (Object.getPrototypeOf(value) !== Object.prototype) return false;
+      for (const key of Object.keys(value)) if (!plainJson((value as Record<string, unknown>)[key], depth + 1)) return false;
+      return true;
+    default:
+      return false;
+  }
+}
+
+/** The members of an item (or an item patch) other than the core fields: JSON or undefined. */
+function extrasValid(item: Record<string, unknown>, core: ReadonlySet<string>): boolean {
+  for (const key of Object.keys(item)) {
+    if (core.has(key)) continue;
+    const value = item[key];
+    if (value !== undefined && !plainJson(value)) return false;
+  }
+  return true;
+}
+
+const CORE_FIELDS: ReadonlySet<string> = new Set(['id', 'project', 'kind', 'why', 'agent', 'priority', 'status', 'urgency', 'at']);
+
+function coreValid(item: Record<string, unknown>, partial: boolean): boolean {
+  const present = (name: string) => item[name] !== undefined || (!partial && name in item);
+  for (const name of ['project', 'kind', 'status'] as const) {
+    if (partial ? present(name) && !indexValue(item[name]) : !indexValue(item[name])) return false;
+  }
+  for (const name of OPTIONAL_INDEXED) if (item[name] !== undefined && !indexValue(item[name])) return false;
+  const urgency = item['urgency'];
+  if (partial ? urgency !== undefined && !(typeof urgency === 'number' && Number.isFinite(urgency)) : !(typeof urgency === 'number' && Number.isFinite(urgency))) return false;
+  const at = item['at'];
+  const atOk = typeof at === 'number' && Number.isSafeInteger(at) && at >= 0;
+  if (partial ? at !== undefined && !atOk : !atOk) return false;
+  return true;
+}
+
+function fastValid(op: unknown): boolean {
+  if (!plainObject(op)) return false;
+  switch (op['op']) {
+    case 'json.set':
+      return validKey(op['key']) && plainJson(op['value']);
+    case 'zadd':
+      return validKey(op['key']) && typeof op['score'] === 'number' && Number.isFinite(op['score']) && typeof op['member'] === 'string';
+    case 'del':
+      return validKey(op['key']);
+    case 'set':
+      return validKey(op['key']) && typeof op['value'] === 'string';
+    case 'item.upsert': {
+      const item = op['item'];
+      return typeof op['store'] === 'string' && STORE_PATTERN.test(op['store']) && plainObject(item) && itemId(item['id']) && coreValid(item, false) && extrasValid(item, CORE_FIELDS);
+    }
+    case 'item.patch': {
+      const set = op['set'];
+      const unset = op['unset'];
+      if (!(typeof op['store'] === 'string' && STORE_PATTERN.test(op['store']) && itemId(op['id']) && plainObject(set))) return false;
+      if ('id' in set) return false;
+      if (!coreValid(set, true) || !extrasValid(set, CORE_FIELDS)) return false;
+      if (unset === undefined) return true;
+      return Array.isArray(unset) && unset.length <= 100 && unset.every((f) => typeof f === 'string' && f.length > 0 && !REQUIRED_ITEM_FIELDS.includes(f));
+    }
+    case 'item.remove':
+      return typeof op['store'] === 'string' && STORE_PATTERN.test(op['store']) && itemId(op['id']);
+    default:
+      return false;
+  }
+}

@@ -377,3 +377,49 @@ for i = 2, #ARGV do out[#out + 1] = redis.call('GET', ns .. ARGV[i]) end
 return out
 `,
 );
+
+/**
+ * Write a rebuild's folded chunk into its shadow generation: plain commands, no per-event work.
+ * ARGV: namespace (`<base>:g<gen>:`), owner token, last applied seq to record ('' = leave it),
+ * definition version ('' = leave it), progress hash key, field and value ('' = none), then the
+ * commands as one JSON array of `[code, relative key, arg...]` — codes D (DEL), S (SET), H (HSET),
+ * HD (HDEL), Z (ZADD), ZR (ZREM), SA (SADD), SR (SREM); one JSON argument costs the client far less
+ * than thousands of separate ones. Keys are always inside the namespace. Nothing is written, and
+ * the reply is {'lost'}, unless the generation's ~meta holds the owner token: once Redis lost the
+ * shadow (a flush, a failover) or the number went to another rebuild, a chunk is refused whole,
+ * exactly as the apply script refuses an event. The seq and the progress are written last, so a
+ * seq in the meta means everything up to it is in the shadow. Returns {'ok', commands run}.
+ */
+export const bulkScript = new LuaScript(
+  'bulk',
+  `
+local ns = ARGV[1]
+local meta = ns .. '~meta'
+if redis.call('HGET', meta, 'owner') ~= ARGV[2] then return { 'lost' } end
+local names = { D = 'DEL', S = 'SET', H = 'HSET', HD = 'HDEL', Z = 'ZADD', ZR = 'ZREM', SA = 'SADD', SR = 'SREM' }
+local commands = cjson.decode(ARGV[8])
+for _, c in ipairs(commands) do
+  local name = names[c[1]]
+  if not name then return redis.error_reply('bulk: unknown command code ' .. tostring(c[1])) end
+  if #c == 2 then redis.call(name, ns .. c[2]) else redis.call(name, ns .. c[2], unpack(c, 3)) end
+end
+if ARGV[3] ~= '' then redis.call('HSET', meta, 'seq', ARGV[3]) end
+if ARGV[4] ~= '' then redis.call('HSETNX', meta, 'version', ARGV[4]) end
+if ARGV[5] ~= '' then redis.call('HSET', ARGV[5], ARGV[6], ARGV[7]) end
+return { 'ok', #commands }
+`,
+);
+
+/**
+ * Refresh a running rebuild's progress entry (its lease), only while its shadow is still its own.
+ * KEYS: none. ARGV: namespace, owner token, progress hash key, field, value.
+ * Returns 1, or 0 when the shadow is not that owner's any more (nothing written).
+ */
+export const touchRebuildScript = new LuaScript(
+  'touch-rebuild',
+  `
+if redis.call('HGET', ARGV[1] .. '~meta', 'owner') ~= ARGV[2] then return 0 end
+redis.call('HSET', ARGV[3], ARGV[4], ARGV[5])
+return 1
+`,
+);

@@ -1,13 +1,13 @@
-import { randomUUID } from 'node:crypto';
 import type Redis from 'ioredis';
 import type { EventEnvelope } from '@baton/contracts';
-import { ProjectionError, ProjectionOpError, RebuildBehindError, ShadowLostError } from './errors';
+import { ProjectionError, ProjectionOpError, ShadowLostError } from './errors';
 import { createItemStore, type ItemStore } from './items';
-import { activeKey, assertName, assertPrefix, generationCounterKey, generationNamespace, projectionBase } from './keys';
+import { activeKey, assertName, assertPrefix, generationCounterKey, generationNamespace, projectionBase, rebuildsKey } from './keys';
 import { encodeOps, type IndexedItem, type ProjectionOp, type WireOp } from './ops';
 import { createReader, type ProjectionReader } from './reader';
 import { applyScript, dropShadowScript, loadScript, swapScript } from './scripts';
-import { dumpNamespace, type ProjectionSnapshot } from './snapshot';
+import { parseRebuildInfos, runRebuild, type FoldTarget, type RebuildBackend, type RebuildInfo, type RebuildManyOptions, type ScratchBuild, type ScratchOptions } from './rebuilder';
+import { compareNamespaces, dumpNamespace, type NamespaceComparison, type ProjectionSnapshot } from './snapshot';
 
 /**
  * An event as projections see it: the envelope plus its stream sequence, and the W3C trace id of
@@ -103,12 +103,8 @@ export type RebuildResult =
   | { status: 'swapped'; generation: number; previous: number | null; lastSeq: number; cleanup: Promise<CleanupResult> }
   | { status: 'lost'; generation: number; winner: number | null };
 
-export interface RebuildOptions {
-  /** Catch-up rounds after the first replay before giving up with {@link RebuildBehindError} (default 10). */
-  maxCatchUpRounds?: number;
-  /** Delete the old generation in the background after the swap (default true). */
-  dropPrevious?: boolean;
-}
+/** Options of a rebuild: catch-up rounds, chunk size and caches, an abort signal, progress (see {@link RebuildManyOptions}). */
+export type RebuildOptions = RebuildManyOptions;
 
 export interface ProjectionStoreOptions {
   redis: Redis;
@@ -118,6 +114,8 @@ export interface ProjectionStoreOptions {
   batchEvents?: number;
   /** Most encoded bytes per apply script call (default 512 KiB). */
   batchBytes?: number;
+  /** Events a rebuild folds in memory before writing them, unless a rebuild says otherwise (default 2 048). */
+  rebuildChunkEvents?: number;
 }
 
 /** The projection engine: atomic idempotent apply, generations and rebuilds, reads and snapshots. */
@@ -169,20 +167,57 @@ export interface ProjectionStore {
   swap(projection: string, expected: number | null, next: number, owner?: string): Promise<SwapResult>;
   /**
    * Rebuild a projection from `source` into a fresh shadow generation while the live applier keeps
-   * writing the active one, then swap it in. Hand-over: the swap only succeeds once the shadow has
-   * applied at least the active generation's last seq; when it is behind, the rebuild replays again
-   * from its own last seq + 1 and retries. Every event the live applier committed before the swap is
-   * therefore in the shadow, and after the swap the live applier's seq guard skips what the rebuild
-   * already applied. A rebuild that loses the compare-and-set to a concurrent one drops its shadow
-   * and returns `lost`. The old generation is deleted in the background (SCAN + UNLINK).
-   *
-   * The shadow is owned: the rebuild creates it with a random token and every apply into it and
-   * the swap check that token atomically. If Redis loses its data mid-rebuild (the generation
-   * counter restarts, so another rebuild may be handed the same number), the next apply or the
-   * swap is refused and the rebuild throws {@link ShadowLostError} having written nothing more
-   * and swapped nothing; it then leaves that generation alone, as it may be another rebuild's.
+   * writing the active one, then swap it in: {@link rebuildMany} with this one projection.
    */
   rebuild<E extends EventEnvelope>(def: ProjectionDefinition<E>, source: ReplaySource<E>, options?: RebuildOptions): Promise<RebuildResult>;
+  /**
+   * Rebuild several projections from ONE read of `source`, each into a fresh shadow generation
+   * while the live applier keeps writing the active ones, then swap each in atomically.
+   *
+   * The events are folded in memory, chunk by chunk (`chunkEvents`, default 2 048): each chunk's
+   * final values — per key the last string, the members added and removed, per indexed item its
+   * document and index entries — are written with pipelined owner-checked bulk commands (no
+   * per-event script), then the chunk is forgotten; fold states and items are kept in bounded
+   * caches and read back from the shadow when evicted. Memory is bounded by the chunk and the
+   * caches, whatever the stream's length.
+   *
+   * Hand-over: the swap (compare-and-set on the active pointer) only succeeds once the shadow has
+   * applied at least the active generation's last seq; when it is behind, the rebuild reads on
+   * from its own last seq + 1 and tries again (up to `maxCatchUpRounds`, then
+   * `RebuildBehindError`). Every event the live applier committed before the swap is
+   * therefore in the shadow, and after it the live applier's seq guard and compare-and-set pick up
+   * exactly after what the rebuild applied. A rebuild that loses the compare-and-set to a
+   * concurrent one drops its shadow and returns `lost`. The old generation is deleted in the
+   * background (SCAN + UNLINK).
+   *
+   * The shadow is owned: created with a random token that every bulk write and the swap check
+   * atomically. If Redis loses its data mid-rebuild (a flush, a failover; the generation counter
+   * restarts, so another rebuild may be handed the same number), the next write or the swap is
+   * refused and that projection's rebuild fails with {@link ShadowLostError} having written nothing
+   * more and swapped nothing. `signal` stops the rebuild between two events: shadows are dropped,
+   * nothing is swapped, `RebuildAbortedError`. While it runs, its progress is in the
+   * projection's rebuilds hash ({@link rebuilds}); shadows whose rebuild died (lease run out) are
+   * deleted before a new rebuild starts. Each projection settles on its own; if any failed, the
+   * first error is thrown once all have settled.
+   */
+  rebuildMany(targets: readonly FoldTarget[], source: ReplaySource, options?: RebuildOptions): Promise<Record<string, RebuildResult>>;
+  /**
+   * Fold `source` (up to `untilSeq`) into fresh owned generations that are never made active, the
+   * same way {@link rebuildMany} does, for a comparison with the live projections (`baton verify`,
+   * dry runs). Drop each build when done.
+   */
+  buildScratch(targets: readonly FoldTarget[], source: ReplaySource, options?: ScratchOptions): Promise<ScratchBuild[]>;
+  /**
+   * Compare two generations of a projection key by key, holding neither in memory (SCAN in
+   * batches); `a` is usually the active one (null: none, so every key of `b` differs), `b` a
+   * scratch build. At most `maxDifferences` (default
+   * 1 000) differences are returned; `differing` counts them all.
+   */
+  compare(projection: string, a: number | null, b: number, options?: { maxDifferences?: number }): Promise<NamespaceComparison>;
+  /** The rebuilds running on a projection (and dead ones not cleaned up yet: `stale`), with their progress. */
+  rebuilds(projection: string): Promise<RebuildInfo[]>;
+  /** Delete the shadows of rebuilds whose lease ran out (their process died); returns how many. */
+  collectAbandoned(projection: string): Promise<number>;
   /**
    * Delete every key of one generation (SCAN + UNLINK in batches). Refuses the active generation.
    * With `owner` (the token the generation was created with), only while it is still that owner's:
@@ -205,10 +240,16 @@ export interface ProjectionStore {
 /** Build a {@link ProjectionStore} on an ioredis client. The client's lifetime stays the caller's. */
 export function createProjectionStore(options: ProjectionStoreOptions): ProjectionStore {
   assertPrefix(options.prefix);
-  return new RedisProjectionStore(options.redis, options.prefix, options.batchEvents ?? 200, options.batchBytes ?? 512 * 1024);
+  return new RedisProjectionStore(options.redis, options.prefix, options.batchEvents ?? 200, options.batchBytes ?? 512 * 1024, options.rebuildChunkEvents ?? 2_048);
 }
 
 type ScriptReply = [string, ...(string | number)[]];
+
+/**
+ * Buckets one SCAN call looks at. A SCAN with MATCH walks the whole keyspace, not one
+ * projection's: large steps keep a walk over millions of keys to a few hundred round trips.
+ */
+const SCAN_COUNT = 10_000;
 
 class RedisProjectionStore implements ProjectionStore {
   constructor(
@@ -216,6 +257,7 @@ class RedisProjectionStore implements ProjectionStore {
     readonly prefix: string,
     private readonly batchEvents: number,
     private readonly batchBytes: number,
+    private readonly rebuildChunkEvents: number,
   ) {}
 
   private base(projection: string): string {
@@ -430,42 +472,62 @@ class RedisProjectionStore implements ProjectionStore {
   }
 
   async rebuild<E extends EventEnvelope>(def: ProjectionDefinition<E>, source: ReplaySource<E>, options: RebuildOptions = {}): Promise<RebuildResult> {
-    const maxRounds = options.maxCatchUpRounds ?? 10;
-    // With an active generation always present, a live applier cannot create one mid-rebuild
-    // and make the compare-and-set fail for no reason.
-    const previous = await this.ensureActive(def);
-    const generation = await this.allocateGeneration(def.name);
-    // The counter restarts when Redis loses its data, so the number alone does not identify this
-    // rebuild's shadow: the token does, and every apply into it and the swap check it atomically.
-    const owner = randomUUID();
-    let lastSeq = 0;
-    try {
-      await this.runChunk(def, [], { generation, owner, create: true });
-      for (let round = 0; ; round++) {
-        const result = await this.applyBatch(def, source(lastSeq + 1), { generation, owner });
-        lastSeq = Math.max(lastSeq, result.lastSeq);
-        const swap = await this.swap(def.name, previous, generation, owner);
-        if (swap.status === 'shadow_lost') throw new ShadowLostError(def.name, generation);
-        if (swap.status === 'swapped') {
-          const cleanup =
-            options.dropPrevious === false || swap.previous === null
-              ? Promise.resolve({ generation: swap.previous ?? 0, deletedKeys: 0 })
-              : this.dropGeneration(def.name, swap.previous).catch((error: Error) => ({ generation: previous, deletedKeys: 0, error }));
-          return { status: 'swapped', generation, previous: swap.previous, lastSeq, cleanup };
-        }
-        if (swap.status === 'conflict') {
-          await this.dropShadow(def.name, generation, owner);
-          return { status: 'lost', generation, winner: swap.current };
-        }
-        lastSeq = swap.shadowSeq;
-        if (round >= maxRounds) throw new RebuildBehindError(def.name, swap.shadowSeq, swap.activeSeq);
-      }
-    } catch (error) {
-      // A lost shadow is not ours to delete any more. Otherwise delete it while it still is ours
-      // (a Redis error may come from a failover, after which the number may be another rebuild's).
-      if (!(error instanceof ShadowLostError)) await this.dropShadow(def.name, generation, owner).catch(() => undefined);
-      throw error;
+    const target: FoldTarget = {
+      name: def.name,
+      version: def.version,
+      handles: (type) => def.handles(type),
+      stateKeyOf: () => null,
+      step: (_prior, event) => ({ ops: def.apply(event as SequencedEvent<E>) }),
+    };
+    const results = await this.rebuildMany([target], source as ReplaySource, options);
+    return results[def.name] as RebuildResult;
+  }
+
+  async rebuildMany(targets: readonly FoldTarget[], source: ReplaySource, options: RebuildOptions = {}): Promise<Record<string, RebuildResult>> {
+    for (const target of targets) await this.collectAbandoned(target.name).catch(() => 0);
+    return (await runRebuild(this.backend(), targets, source, { chunkEvents: this.rebuildChunkEvents, ...options }, false)).results;
+  }
+
+  async buildScratch(targets: readonly FoldTarget[], source: ReplaySource, options: ScratchOptions = {}): Promise<ScratchBuild[]> {
+    for (const target of targets) await this.collectAbandoned(target.name).catch(() => 0);
+    return (await runRebuild(this.backend(), targets, source, { chunkEvents: this.rebuildChunkEvents, ...options }, true)).scratch;
+  }
+
+  compare(projection: string, a: number | null, b: number, options: { maxDifferences?: number } = {}): Promise<NamespaceComparison> {
+    const base = this.base(projection);
+    // No active generation: compare with generation 0, which is never handed out (empty).
+    const left = generationNamespace(base, a === null ? 0 : positiveInt(a, 'generation'));
+    return compareNamespaces(this.redis, left, generationNamespace(base, positiveInt(b, 'generation')), options);
+  }
+
+  async rebuilds(projection: string): Promise<RebuildInfo[]> {
+    const hash = await this.redis.hgetall(rebuildsKey(this.base(projection)));
+    return parseRebuildInfos(projection, hash).map(({ owner: _owner, ...info }) => info);
+  }
+
+  async collectAbandoned(projection: string): Promise<number> {
+    const key = rebuildsKey(this.base(projection));
+    let dropped = 0;
+    for (const info of parseRebuildInfos(projection, await this.redis.hgetall(key))) {
+      if (!info.stale) continue;
+      await this.dropShadow(projection, info.generation, info.owner);
+      await this.redis.hdel(key, String(info.generation));
+      dropped++;
     }
+    return dropped;
+  }
+
+  private backend(): RebuildBackend {
+    return {
+      redis: this.redis,
+      base: (projection) => this.base(projection),
+      ensureActive: (def) => this.ensureActive(def),
+      allocateGeneration: (projection) => this.allocateGeneration(projection),
+      createShadow: async (def, generation, owner) => void (await this.runChunk(def, [], { generation, owner, create: true })),
+      swap: (projection, expected, next, owner) => this.swap(projection, expected, next, owner),
+      dropShadow: (projection, generation, owner) => this.dropShadow(projection, generation, owner),
+      dropGeneration: (projection, generation) => this.dropGeneration(projection, generation),
+    };
   }
 
   /**
@@ -480,12 +542,14 @@ class RedisProjectionStore implements ProjectionStore {
       return reply[0] === 'ok' ? Number(reply[1]) : null;
     };
     let deletedKeys = 0;
-    for await (const batch of this.redis.scanStream({ match: `${ns}*`, count: 500 })) {
+    for await (const batch of this.redis.scanStream({ match: `${ns}*`, count: SCAN_COUNT })) {
       const keys = batch as string[];
-      if (keys.length === 0) continue;
-      const deleted = await drop(keys, false);
-      if (deleted === null) return { generation, deletedKeys };
-      deletedKeys += deleted;
+      // At most 1 000 keys per script call (Lua's unpack has a limit).
+      for (let i = 0; i < keys.length; i += 1_000) {
+        const deleted = await drop(keys.slice(i, i + 1_000), false);
+        if (deleted === null) return { generation, deletedKeys };
+        deletedKeys += deleted;
+      }
     }
     deletedKeys += (await drop([], true)) ?? 0;
     return { generation, deletedKeys };
@@ -506,9 +570,9 @@ class RedisProjectionStore implements ProjectionStore {
 
   private async unlinkMatching(pattern: string): Promise<number> {
     let deleted = 0;
-    for await (const batch of this.redis.scanStream({ match: pattern, count: 500 })) {
+    for await (const batch of this.redis.scanStream({ match: pattern, count: SCAN_COUNT })) {
       const keys = batch as string[];
-      if (keys.length > 0) deleted += await this.redis.unlink(...keys);
+      for (let i = 0; i < keys.length; i += 1_000) deleted += await this.redis.unlink(...keys.slice(i, i + 1_000));
     }
     return deleted;
   }
@@ -539,7 +603,7 @@ class RedisProjectionStore implements ProjectionStore {
   async destroy(projection: string): Promise<number> {
     const base = this.base(projection);
     const generations = await this.unlinkMatching(`${base}:g*`);
-    return generations + (await this.redis.unlink(activeKey(base), generationCounterKey(base)));
+    return generations + (await this.redis.unlink(activeKey(base), generationCounterKey(base), rebuildsKey(base)));
   }
 }
 

@@ -18,7 +18,7 @@ export async function redisFixture(): Promise<RedisFixture> {
   const handle = createRedis(process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379');
   await handle.ping();
   const prefix = `test:proj-${randomBytes(6).toString('hex')}`;
-  const store = createProjectionStore({ redis: handle.client, prefix, batchEvents: 50 });
+  const store = createProjectionStore({ redis: handle.client, prefix, batchEvents: 50, rebuildChunkEvents: 50 });
   return {
     handle,
     prefix,

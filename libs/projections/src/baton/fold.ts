@@ -1,6 +1,6 @@
 import type { EventEnvelope } from '@baton/contracts';
 import { LruCache } from '@baton/eventstore';
-import type { JsonValue } from '../canonical-json';
+import { toJsonValue, type JsonValue } from '../canonical-json';
 import { ProjectionError } from '../errors';
 import { Op, type ProjectionOp } from '../ops';
 import type { ApplyResult, ProjectionDefinition, ProjectionStore, SequencedEvent } from '../store';
@@ -113,9 +113,14 @@ export class FoldSession {
   }
 }
 
-/** A JSON copy without `undefined` members (what Redis will hold and a reload will return). */
+/**
+ * What Redis will hold and a reload will return: a JSON copy without `undefined` members. A value
+ * that already is exactly that (`isExactJson`: plain data, no `undefined` member, no -0) is
+ * returned as it is, without the copy — folds and projections are pure and never mutate what they
+ * were given or returned, so sharing it is safe and saves a serialise-and-parse per event.
+ */
 export function toJson<T>(value: T): JsonValue {
-  return JSON.parse(JSON.stringify(value)) as JsonValue;
+  return toJsonValue(value);
 }
 
 /**

@@ -1,6 +1,6 @@
-import { shareReads } from '@baton/eventstore';
 import type { JsonValue } from '../canonical-json';
 import { ProjectionError } from '../errors';
+import type { FoldTarget, RebuildInfo } from '../rebuilder';
 import type { ApplyResult, ProjectionStatus, ProjectionStore, RebuildOptions, RebuildResult, ReplaySource, SequencedEvent } from '../store';
 import { applyLive, FoldSession, type AnyFoldingProjection } from './fold';
 import { RangeFold, type EventRange, type RangeApplyResult, type RangeHooks } from './range';
@@ -56,6 +56,8 @@ export interface BatonProjector {
   apply(event: SequencedEvent, hooks?: ApplyHooks): Promise<Record<string, ApplyResult>>;
   /** The engine's status of every projection. */
   status(): Promise<ProjectionStatus[]>;
+  /** The rebuilds running on any of the projections (by this process or another), with their progress. */
+  rebuilds(): Promise<RebuildInfo[]>;
   /**
    * Rebuild (from `source`, into a shadow generation swapped in atomically) every projection that
    * has no active generation or whose stored version is not the code's. Returns what it rebuilt.
@@ -76,12 +78,13 @@ export interface BatonProjector {
   applyRange(range: EventRange, hooks?: RangeHooks): Promise<Record<string, RangeApplyResult>>;
   /**
    * Rebuild every projection (each as {@link rebuild} does: shadow generation, catch-up, atomic
-   * swap), all at once: while Redis runs one projection's script the others fold, so the whole
-   * rebuild takes little more than the slowest projection instead of the sum. Each reads `source`
-   * on its own. Serialised with `apply`, `applyRange` and `rebuild`. If any fails, throws the first
-   * error once all have settled.
+   * swap), all at once over ONE read of `source` (`ProjectionStore.rebuildMany`: folded in memory
+   * chunk by chunk, written with bulk commands). Serialised with `apply`, `applyRange` and
+   * `rebuild`. If any fails, throws the first error once all have settled.
    */
   rebuildAll(source: ReplaySource, options?: RebuildOptions): Promise<Record<string, RebuildResult>>;
+  /** {@link rebuildAll} for the projections named (one read of `source` for all of them). */
+  rebuildSome(names: readonly string[], source: ReplaySource, options?: RebuildOptions): Promise<Record<string, RebuildResult>>;
 }
 
 /** Build a {@link BatonProjector} over a projection store. */
@@ -107,23 +110,23 @@ export function createBatonProjector(options: BatonProjectorOptions): BatonProje
     if (!projection) throw new ProjectionError(`unknown projection ${name}; known: ${projections.map((p) => p.name).join(', ')}`);
     return projection;
   };
-  const rebuildOne = async (projection: AnyFoldingProjection, source: ReplaySource, rebuildOptions?: RebuildOptions) => {
-    const session = new FoldSession(projection, 'rebuild', null);
-    const result = await store.rebuild(session.definition, source, rebuildOptions);
-    sessions.get(projection.name)?.clear();
-    ranges.get(projection.name)?.invalidate();
-    return result;
+  const forget = (names: Iterable<string>) => {
+    for (const name of names) {
+      sessions.get(name)?.clear();
+      ranges.get(name)?.invalidate();
+    }
   };
   /**
-   * Rebuild `list` concurrently from `source`, waiting for every rebuild to settle before failing
-   * (e.g. ShadowLostError when Redis lost its data: usually all of them at once), so nothing
-   * outlives the serialised section it runs in.
+   * Rebuild `list` together over one read of `source` (each projection settles on its own; the
+   * first failure, e.g. ShadowLostError when Redis lost its data, is thrown once all have
+   * settled), then forget the states cached for them.
    */
-  const settleAll = async (list: readonly AnyFoldingProjection[], source: ReplaySource, rebuildOptions?: RebuildOptions): Promise<Record<string, RebuildResult>> => {
-    const settled = await Promise.allSettled(list.map(async (projection) => [projection.name, await rebuildOne(projection, source, rebuildOptions)] as const));
-    const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
-    if (failed) throw failed.reason;
-    return Object.fromEntries(settled.map((s) => (s as PromiseFulfilledResult<readonly [string, RebuildResult]>).value));
+  const rebuildList = async (list: readonly AnyFoldingProjection[], source: ReplaySource, rebuildOptions?: RebuildOptions): Promise<Record<string, RebuildResult>> => {
+    try {
+      return await store.rebuildMany(list as unknown as FoldTarget[], source, rebuildOptions);
+    } finally {
+      forget(list.map((p) => p.name));
+    }
   };
   return {
     projections,
@@ -141,6 +144,9 @@ export function createBatonProjector(options: BatonProjectorOptions): BatonProje
     status() {
       return Promise.all(projections.map((p) => store.status(p)));
     },
+    async rebuilds() {
+      return (await Promise.all(projections.map((p) => store.rebuilds(p.name)))).flat();
+    },
     async ensureCurrent(source, rebuildOptions) {
       const stale: Array<{ projection: AnyFoldingProjection; reason: RebuildReason }> = [];
       for (const projection of projections) {
@@ -150,17 +156,21 @@ export function createBatonProjector(options: BatonProjectorOptions): BatonProje
         if (reason !== null) stale.push({ projection, reason });
       }
       if (stale.length === 0) return [];
-      // Rebuild the stale ones together over one shared read of the stream.
-      const results = await serial(() => settleAll(stale.map(({ projection }) => projection), shareReads(source), rebuildOptions));
+      // Rebuild the stale ones together over one read of the stream.
+      const results = await serial(() => rebuildList(stale.map(({ projection }) => projection), source, rebuildOptions));
       return stale.map(({ projection, reason }) => ({ projection: projection.name, reason, result: results[projection.name] as RebuildResult }));
     },
-    rebuild(name, source, rebuildOptions) {
-      return serial(() => rebuildOne(find(name), source, rebuildOptions));
+    async rebuild(name, source, rebuildOptions) {
+      const projection = find(name);
+      return (await serial(() => rebuildList([projection], source, rebuildOptions)))[name] as RebuildResult;
     },
     rebuildAll(source, rebuildOptions) {
-      // Every projection at once over one shared read of the stream (read, decoded and validated
-      // once instead of once per projection).
-      return serial(() => settleAll(projections, shareReads(source), rebuildOptions));
+      // Every projection at once over one read of the stream (read, decoded and validated once).
+      return serial(() => rebuildList(projections, source, rebuildOptions));
+    },
+    rebuildSome(names, source, rebuildOptions) {
+      const list = names.map(find);
+      return serial(() => rebuildList(list, source, rebuildOptions));
     },
     applyRange(range, hooks) {
       if (!Number.isSafeInteger(range.fromSeq) || range.fromSeq < 1 || range.toSeq < range.fromSeq) {

@@ -1,0 +1,79 @@
+import fc from 'fast-check';
+import { isExactJson, toJsonValue } from './canonical-json';
+import { hexdesc } from './image';
+import { encodeOps, opError } from './ops';
+
+/*
+ * The rebuild's shortcuts must agree with what they replace: `toJsonValue` with a JSON round trip,
+ * `opError` with the op schema (encodeOps), `hexdesc` with the apply script's sort keys.
+ */
+
+const anything = fc.anything({ withBoxedValues: true, withMap: true, withSet: true, withSparseArray: true, withDate: true, withNullPrototype: true, withObjectString: true, withTypedArray: false });
+
+describe('rebuild fast paths agree with what they replace', () => {
+  it('toJsonValue(v) equals JSON.parse(JSON.stringify(v)), and returns v itself only when that is exact', () => {
+    fc.assert(
+      fc.property(anything, (value) => {
+        let expected: unknown;
+        try {
+          const text = JSON.stringify(value);
+          if (text === undefined) return; // not JSON at the top (undefined, a function): not a state
+          expected = JSON.parse(text);
+        } catch {
+          return; // a bigint, a cycle: JSON.stringify throws, and so does the round trip
+        }
+        const got = toJsonValue(value);
+        expect(got).toStrictEqual(expected);
+        if (got === value) expect(JSON.stringify(value)).toBe(JSON.stringify(expected));
+      }),
+      { numRuns: 3000 },
+    );
+    expect(isExactJson({ a: [1, 'x', null, { b: true }] })).toBe(true);
+    for (const inexact of [{ a: undefined }, [1, , 2], -0, { d: new Date(0) }, { toJSON: () => 1 }, [undefined], Number.NaN, Object.create(null)]) expect(isExactJson(inexact)).toBe(false);
+  });
+
+  it('opError accepts exactly the ops encodeOps accepts, whatever they hold', () => {
+    const key = fc.oneof(fc.constantFrom('k', '~meta', '', 'x'.repeat(513)), fc.string({ maxLength: 6 }));
+    const index = fc.oneof(fc.string({ maxLength: 4 }), fc.constant('x'.repeat(201)), fc.integer(), fc.constant(undefined));
+    const json = fc.oneof(fc.jsonValue({ maxDepth: 3 }), anything);
+    const item = fc.record(
+      { id: fc.oneof(fc.string({ maxLength: 4 }), fc.constant('y'.repeat(257)), fc.integer()), project: index, kind: index, status: index, why: index, agent: index, priority: index, urgency: fc.oneof(fc.double(), fc.integer(), fc.constant('1')), at: fc.oneof(fc.integer({ min: -5, max: 2e12 }), fc.double(), fc.constant(Number.MAX_SAFE_INTEGER + 2)), extra: json },
+      { requiredKeys: [] },
+    );
+    const op = fc.oneof(
+      fc.record({ op: fc.constant('json.set'), key, value: json }),
+      fc.record({ op: fc.constant('zadd'), key, score: fc.oneof(fc.double(), fc.integer()), member: fc.oneof(fc.string(), fc.integer()) }),
+      fc.record({ op: fc.constant('del'), key }),
+      fc.record({ op: fc.constant('set'), key, value: fc.oneof(fc.string(), fc.integer()) }),
+      fc.record({ op: fc.constant('item.upsert'), store: fc.constantFrom('inbox', 'Bad', '', 'a'.repeat(70)), item }),
+      fc.record(
+        { op: fc.constant('item.patch'), store: fc.constantFrom('inbox', 'Bad'), id: fc.oneof(fc.string({ maxLength: 3 }), fc.integer()), set: item, unset: fc.option(fc.array(fc.constantFrom('why', 'at', '', 'x'), { maxLength: 3 }), { nil: undefined }) },
+        { requiredKeys: ['op', 'store', 'id', 'set'] },
+      ),
+      fc.record({ op: fc.constant('item.remove'), store: fc.constantFrom('inbox', 'Bad'), id: fc.oneof(fc.string({ maxLength: 3 }), fc.integer()) }),
+      fc.record({ op: fc.constantFrom('hset', 'zrem', 'bogus'), key, fields: fc.dictionary(fc.string({ maxLength: 2 }), fc.oneof(fc.string(), fc.integer())), members: fc.array(fc.string(), { maxLength: 2 }) }),
+      anything,
+    );
+    fc.assert(
+      fc.property(op, (candidate) => {
+        const encoded = encodeOps([candidate]);
+        expect(opError(candidate) === null).toBe(!('error' in encoded));
+      }),
+      { numRuns: 5000 },
+    );
+  });
+
+  it('hexdesc gives the apply script\'s sort keys: byte order is descending numeric order', () => {
+    expect(hexdesc(0)).toBe(hexdesc(-0));
+    expect(hexdesc(0)).toBe('7fffffffffffffff');
+    fc.assert(
+      fc.property(fc.double({ noNaN: true }), fc.double({ noNaN: true }), (a, b) => {
+        const [ka, kb] = [hexdesc(a), hexdesc(b)];
+        expect(ka).toMatch(/^[0-9a-f]{16}$/);
+        if (a > b) expect(ka < kb).toBe(true);
+        if (a === b) expect(ka).toBe(kb);
+      }),
+      { numRuns: 2000 },
+    );
+  });
+});

@@ -1,0 +1,489 @@
+import { randomUUID } from 'node:crypto';
+import type Redis from 'ioredis';
+import { toJsonValue, type JsonValue } from './canonical-json';
+import { ProjectionError, RebuildAbortedError, RebuildBehindError, ShadowLostError } from './errors';
+import { GenerationImage, itemDocOf, type BulkCommand, type ItemDoc } from './image';
+import { generationNamespace, rebuildsKey } from './keys';
+import type { ProjectionOp } from './ops';
+import { bulkScript, touchRebuildScript } from './scripts';
+import type { CleanupResult, RebuildResult, ReplaySource, SequencedEvent, SwapResult } from './store';
+
+/**
+ * What a rebuild folds: a projection whose ops for an event may depend on one folded JSON state,
+ * kept under `stateKeyOf(event)` in its own keyspace (Baton's `FoldingProjection`; a plain
+ * `ProjectionDefinition` is one with no state). `step` must be pure.
+ */
+export interface FoldTarget {
+  readonly name: string;
+  readonly version: number;
+  handles(eventType: string): boolean;
+  stateKeyOf(event: SequencedEvent): string | null;
+  step(prior: JsonValue | null, event: SequencedEvent): { state?: JsonValue | null; ops: readonly ProjectionOp[] };
+}
+
+/** How far a rebuild is, reported after every chunk written (and at the start of each round). */
+export interface RebuildProgress {
+  projections: readonly string[];
+  /** `replay`: the first pass over the stream; `catch_up`: the passes after a swap found the live projection ahead. */
+  phase: 'replay' | 'catch_up';
+  round: number;
+  /** Last stream sequence written into every shadow (0 before the first chunk). */
+  seq: number;
+  /** Events folded so far, over every round. */
+  events: number;
+  /** The stream's last sequence when the rebuild started, when the caller knew it. */
+  targetSeq: number | null;
+  /** Events the stream held when the rebuild started, when the caller knew it. */
+  totalEvents: number | null;
+  startedAt: number;
+  elapsedMs: number;
+}
+
+export interface RebuildManyOptions {
+  /** Catch-up rounds after the first pass before giving up with {@link RebuildBehindError} (default 10). */
+  maxCatchUpRounds?: number;
+  /** Delete the old generation in the background after the swap (default true). */
+  dropPrevious?: boolean;
+  /** Events folded in memory before they are written (default 2 048): bounds memory with the caches. */
+  chunkEvents?: number;
+  /** Fold states kept in memory per projection (default 4 096); the rest are read back from the shadow. */
+  stateCacheSize?: number;
+  /** Indexed items kept in memory per projection (default 4 096). */
+  itemCacheSize?: number;
+  /** Abort the rebuild: it stops between two events, drops its shadows and throws {@link RebuildAbortedError}. */
+  signal?: AbortSignal;
+  onProgress?: (progress: RebuildProgress) => void;
+  /** Who runs it (shown by the API: `baton replay`, `notifier-1`...). */
+  by?: string;
+  /** For progress only: the stream's last sequence and message count now. */
+  targetSeq?: number;
+  totalEvents?: number;
+}
+
+export interface ScratchOptions extends RebuildManyOptions {
+  /**
+   * Fold no event after this sequence — one for all, or one per projection name (a comparison
+   * with live projections, each folded up to what it has applied).
+   */
+  untilSeq?: number | Readonly<Record<string, number>>;
+}
+
+/** A generation folded from the stream and never made active (verify, dry runs). Drop it when done. */
+export interface ScratchBuild {
+  projection: string;
+  generation: number;
+  lastSeq: number;
+  /** Events folded (events the projection does not handle count too). */
+  events: number;
+  /** Delete it (only while it is still this build's). */
+  drop(): Promise<CleanupResult>;
+}
+
+/** A running rebuild as the progress hash records it (see `ProjectionStore.rebuilds`). */
+export interface RebuildInfo {
+  projection: string;
+  generation: number;
+  kind: 'rebuild' | 'scratch';
+  by: string;
+  startedAt: string;
+  updatedAt: string;
+  /** Epoch ms until which the rebuild counts as alive; refreshed every few seconds while it runs. */
+  leaseUntil: number;
+  phase: RebuildProgress['phase'];
+  seq: number;
+  events: number;
+  targetSeq: number | null;
+  totalEvents: number | null;
+  /** Events per second since it started. */
+  rate: number;
+  /** The lease ran out: the process that ran it died; the next rebuild deletes its shadow. */
+  stale: boolean;
+}
+
+/** What the rebuild needs of the store (implemented by the Redis projection store). */
+export interface RebuildBackend {
+  readonly redis: Redis;
+  base(projection: string): string;
+  ensureActive(def: { name: string; version: number }): Promise<number>;
+  allocateGeneration(projection: string): Promise<number>;
+  /** Create a shadow's meta with its owner token (fails with ShadowLostError if it exists with another). */
+  createShadow(def: { name: string; version: number }, generation: number, owner: string): Promise<void>;
+  swap(projection: string, expected: number | null, next: number, owner: string): Promise<SwapResult>;
+  dropShadow(projection: string, generation: number, owner: string): Promise<CleanupResult>;
+  dropGeneration(projection: string, generation: number): Promise<CleanupResult>;
+}
+
+/** How long a rebuild's lease holds without news, and how often it is refreshed. */
+export const REBUILD_LEASE_MS = 60_000;
+const HEARTBEAT_MS = 10_000;
+/** Most commands and bytes in one bulk script call (each call is atomic; calls of a chunk are pipelined). */
+const MAX_CALL_COMMANDS = 4_000;
+const MAX_CALL_BYTES = 1 << 20;
+/** Commands wait this long for a reply on the rebuild's own connection (a chunk is a few MB). */
+const REBUILD_COMMAND_TIMEOUT_MS = 30_000;
+
+interface Shadow {
+  target: FoldTarget;
+  image: GenerationImage;
+  generation: number;
+  owner: string;
+  ns: string;
+  registry: string;
+  previous: number | null;
+  state: 'building' | 'done' | 'failed';
+  result?: RebuildResult;
+  error?: unknown;
+  /** The chunk being written: resolves when written (rejects when refused). */
+  flushing: Promise<void>;
+  /** Resolves once every command of the chunk being written was sent (later reads queue behind them). */
+  sent: Promise<void>;
+  info: RebuildInfo;
+}
+
+/**
+ * Rebuild `targets` from one read of `source` (see `ProjectionStore.rebuildMany`), or, with
+ * `scratch`, build them into generations that are never swapped in.
+ */
+export async function runRebuild(
+  backend: RebuildBackend,
+  targets: readonly FoldTarget[],
+  source: ReplaySource,
+  options: ScratchOptions,
+  scratch: boolean,
+): Promise<{ results: Record<string, RebuildResult>; scratch: ScratchBuild[] }> {
+  if (new Set(targets.map((t) => t.name)).size !== targets.length) throw new ProjectionError('rebuild: each projection may be named once');
+  const chunkEvents = Math.max(1, options.chunkEvents ?? 2_048);
+  const maxRounds = options.maxCatchUpRounds ?? 10;
+  const startedAt = Date.now();
+  const signal = options.signal;
+  const checkAborted = () => {
+    if (signal?.aborted) throw new RebuildAbortedError(targets.map((t) => t.name));
+  };
+  checkAborted();
+  // The rebuild's own connection: its multi-megabyte chunks never queue in front of the caller's
+  // commands (the notifier's API keeps answering), and wait longer for their replies.
+  const redis = backend.redis.duplicate({ commandTimeout: Math.max(REBUILD_COMMAND_TIMEOUT_MS, backend.redis.options.commandTimeout ?? 0), lazyConnect: true });
+  redis.on('error', () => undefined);
+  const shadows: Shadow[] = [];
+  let heartbeat: NodeJS.Timeout | null = null;
+  let events = 0;
+  let lastSeq = 0;
+  let round = 0;
+  const progress = (): RebuildProgress => ({
+    projections: targets.map((t) => t.name),
+    phase: round === 0 ? 'replay' : 'catch_up',
+    round,
+    seq: lastSeq,
+    events,
+    targetSeq: options.targetSeq ?? null,
+    totalEvents: options.totalEvents ?? null,
+    startedAt,
+    elapsedMs: Date.now() - startedAt,
+  });
+  const infoValue = (shadow: Shadow): string => {
+    const now = Date.now();
+    const elapsed = Math.max(1, now - startedAt);
+    Object.assign(shadow.info, {
+      updatedAt: new Date(now).toISOString(),
+      leaseUntil: now + REBUILD_LEASE_MS,
+      phase: round === 0 ? 'replay' : 'catch_up',
+      seq: lastSeq,
+      events,
+      rate: Math.round((events * 1000) / elapsed),
+    } satisfies Partial<RebuildInfo>);
+    const { stale: _stale, projection: _projection, ...stored } = shadow.info;
+    return JSON.stringify({ ...stored, owner: shadow.owner });
+  };
+  const fail = (shadow: Shadow, error: unknown) => {
+    if (shadow.state !== 'building') return;
+    shadow.state = 'failed';
+    shadow.error = error;
+  };
+  const building = () => shadows.filter((s) => s.state === 'building');
+  const until = options.untilSeq;
+  const boundOf = (name: string): number => (typeof until === 'number' ? until : (until?.[name] ?? Number.POSITIVE_INFINITY));
+  const maxBound = Math.max(...targets.map((t) => boundOf(t.name)));
+
+  try {
+    for (const target of targets) {
+      const previous = scratch ? null : await backend.ensureActive(target);
+      const generation = await backend.allocateGeneration(target.name);
+      // The counter restarts when Redis loses its data, so the number alone does not identify this
+      // rebuild's shadow: the token does, and every write into it and the swap check it atomically.
+      const owner = randomUUID();
+      const base = backend.base(target.name);
+      const shadow: Shadow = {
+        target,
+        image: new GenerationImage(target.name, { ...(options.stateCacheSize !== undefined ? { stateCacheSize: options.stateCacheSize } : {}), ...(options.itemCacheSize !== undefined ? { itemCacheSize: options.itemCacheSize } : {}) }),
+        generation,
+        owner,
+        ns: generationNamespace(base, generation),
+        registry: rebuildsKey(base),
+        previous,
+        state: 'building',
+        flushing: Promise.resolve(),
+        sent: Promise.resolve(),
+        info: {
+          projection: target.name,
+          generation,
+          kind: scratch ? 'scratch' : 'rebuild',
+          by: options.by ?? 'unknown',
+          startedAt: new Date(startedAt).toISOString(),
+          updatedAt: new Date(startedAt).toISOString(),
+          leaseUntil: startedAt + REBUILD_LEASE_MS,
+          phase: 'replay',
+          seq: 0,
+          events: 0,
+          targetSeq: options.targetSeq ?? null,
+          totalEvents: options.totalEvents ?? null,
+          rate: 0,
+          stale: false,
+        },
+      };
+      shadows.push(shadow);
+      await backend.createShadow(target, generation, owner);
+      await touchRebuildScript.run(redis, [], [shadow.ns, owner, shadow.registry, String(generation), infoValue(shadow)]);
+    }
+    // The lease says the rebuild is alive while a chunk takes long (or a scratch build is compared).
+    heartbeat = setInterval(() => {
+      for (const shadow of shadows) {
+        if (shadow.state === 'failed') continue;
+        void touchRebuildScript.run(redis, [], [shadow.ns, shadow.owner, shadow.registry, String(shadow.generation), infoValue(shadow)]).catch(() => undefined);
+      }
+    }, HEARTBEAT_MS);
+    heartbeat.unref();
+    // The bulk script must be cached: its calls are pipelined and may not fall back to EVAL out of order.
+    await redis.script('LOAD', bulkScript.source);
+
+    for (round = 0; ; round++) {
+      options.onProgress?.(progress());
+      await pass(source(lastSeq + 1));
+      if (scratch) break;
+      for (const shadow of building()) {
+        let swap: SwapResult;
+        try {
+          swap = await backend.swap(shadow.target.name, shadow.previous, shadow.generation, shadow.owner);
+        } catch (error) {
+          fail(shadow, error);
+          continue;
+        }
+        if (swap.status === 'shadow_lost') fail(shadow, new ShadowLostError(shadow.target.name, shadow.generation));
+        else if (swap.status === 'swapped') {
+          shadow.state = 'done';
+          const previous = swap.previous;
+          const cleanup: Promise<CleanupResult> =
+            options.dropPrevious === false || previous === null
+              ? Promise.resolve({ generation: previous ?? 0, deletedKeys: 0 })
+              : backend.dropGeneration(shadow.target.name, previous).catch((error: Error) => ({ generation: previous, deletedKeys: 0, error }));
+          shadow.result = { status: 'swapped', generation: shadow.generation, previous, lastSeq, cleanup };
+        } else if (swap.status === 'conflict') {
+          shadow.state = 'done';
+          shadow.result = { status: 'lost', generation: shadow.generation, winner: swap.current };
+          await backend.dropShadow(shadow.target.name, shadow.generation, shadow.owner).catch(() => undefined);
+        } else if (round >= maxRounds) {
+          fail(shadow, new RebuildBehindError(shadow.target.name, swap.shadowSeq, swap.activeSeq));
+        }
+        // 'behind': the live applier has committed past the shadow; the next round reads on from lastSeq.
+      }
+      if (building().length === 0) break;
+    }
+  } catch (error) {
+    for (const shadow of shadows) fail(shadow, error);
+  } finally {
+    if (heartbeat) clearInterval(heartbeat);
+  }
+
+  // Shadows that failed are deleted while they are still this rebuild's (a lost one is not ours
+  // any more); their progress entries go, and so do those of finished rebuilds.
+  await Promise.all(
+    shadows.map(async (shadow) => {
+      await shadow.flushing.catch(() => undefined);
+      if (shadow.state === 'failed' && !(shadow.error instanceof ShadowLostError)) {
+        await backend.dropShadow(shadow.target.name, shadow.generation, shadow.owner).catch(() => undefined);
+      }
+      if (!scratch || shadow.state === 'failed') await redis.hdel(shadow.registry, String(shadow.generation)).catch(() => undefined);
+    }),
+  );
+  const failed = shadows.find((s) => s.state === 'failed');
+  const results: Record<string, RebuildResult> = {};
+  for (const shadow of shadows) if (shadow.result) results[shadow.target.name] = shadow.result;
+  if (failed) {
+    redis.disconnect();
+    // Every other rebuild settled first (swapped, or dropped); scratch generations that were built
+    // are dropped too when another failed.
+    if (scratch) await Promise.all(shadows.filter((s) => s.state !== 'failed').map((s) => backend.dropShadow(s.target.name, s.generation, s.owner).catch(() => undefined)));
+    throw failed.error;
+  }
+  const builds: ScratchBuild[] = scratch
+    ? shadows.map((shadow) => {
+        // A scratch build's lease is kept alive until it is dropped (a comparison may take a while).
+        const keepAlive = setInterval(() => {
+          void touchRebuildScript.run(backend.redis, [], [shadow.ns, shadow.owner, shadow.registry, String(shadow.generation), infoValue(shadow)]).catch(() => undefined);
+        }, HEARTBEAT_MS);
+        keepAlive.unref();
+        let dropped: Promise<CleanupResult> | null = null;
+        return {
+          projection: shadow.target.name,
+          generation: shadow.generation,
+          lastSeq: Math.min(lastSeq, boundOf(shadow.target.name)),
+          events,
+          drop: () =>
+            (dropped ??= (async () => {
+              clearInterval(keepAlive);
+              const result = await backend.dropShadow(shadow.target.name, shadow.generation, shadow.owner);
+              await backend.redis.hdel(shadow.registry, String(shadow.generation)).catch(() => undefined);
+              return result;
+            })()),
+        };
+      })
+    : [];
+  await redis.quit().catch(() => redis.disconnect());
+  return { results, scratch: builds };
+
+  /** Read `iterable` to its end, folding and writing it chunk by chunk into every building shadow. */
+  async function pass(iterable: AsyncIterable<SequencedEvent>): Promise<void> {
+    let chunk: SequencedEvent[] = [];
+    for await (const event of iterable) {
+      checkAborted();
+      if (event.seq > maxBound) break;
+      if (chunk.length >= chunkEvents) {
+        await fold(chunk);
+        chunk = [];
+        if (building().length === 0) return;
+      }
+      chunk.push(event);
+    }
+    if (chunk.length > 0) await fold(chunk);
+    await Promise.all(building().map((s) => s.flushing.catch((error: unknown) => fail(s, error))));
+    options.onProgress?.(progress());
+  }
+
+  /** Fold one chunk into every building shadow, then start writing it (the next chunk is read meanwhile). */
+  async function fold(chunk: readonly SequencedEvent[]): Promise<void> {
+    const seq = (chunk[chunk.length - 1] as SequencedEvent).seq;
+    const live = building();
+    // Load the fold states the chunk needs and memory no longer holds: from the shadow, after the
+    // previous chunk's writes (same connection, so the read queues behind them).
+    await Promise.all(
+      live.map(async (shadow) => {
+        const keys = new Set<string>();
+        for (const event of chunk) {
+          if (!shadow.target.handles(event.type)) continue;
+          const key = shadow.target.stateKeyOf(event);
+          if (key !== null) keys.add(key);
+        }
+        // After the previous chunk was handed to Redis (and drained from the image).
+        await shadow.sent;
+        const missing = shadow.image.missing(keys);
+        if (missing.length === 0) return;
+        const values = await redis.mget(...missing.map((key) => shadow.ns + key));
+        missing.forEach((key, i) => shadow.image.pin(key, values[i] ?? null));
+      }),
+    );
+    for (const shadow of live) {
+      try {
+        foldInto(shadow, chunk);
+      } catch (error) {
+        fail(shadow, error);
+        shadow.image.clear();
+        continue;
+      }
+      shadow.image.unpin();
+    }
+    events += chunk.length;
+    checkAborted();
+    // One chunk written at a time per shadow: the previous one must be in before the next goes.
+    for (const shadow of live) {
+      if (shadow.state !== 'building') continue;
+      try {
+        await shadow.flushing;
+      } catch (error) {
+        fail(shadow, error);
+        continue;
+      }
+      let markSent!: () => void;
+      shadow.sent = new Promise<void>((resolve) => (markSent = resolve));
+      shadow.flushing = write(shadow, seq, markSent);
+      // An unobserved rejection is observed at the next chunk (or the end of the pass).
+      shadow.flushing.catch(() => undefined);
+    }
+    lastSeq = seq;
+    options.onProgress?.(progress());
+  }
+
+  function foldInto(shadow: Shadow, chunk: readonly SequencedEvent[]): void {
+    const { target, image } = shadow;
+    const bound = boundOf(target.name);
+    for (const event of chunk) {
+      if (event.seq > bound || !target.handles(event.type)) continue;
+      const key = target.stateKeyOf(event);
+      const prior = key === null ? null : image.state(key);
+      const step = target.step(prior, event);
+      image.apply(step.ops, { projection: target.name, seq: event.seq });
+      if (key !== null && step.state !== undefined) image.setState(key, step.state === null ? null : toJsonValue(step.state));
+    }
+  }
+
+  /** Write what the image holds for the chunk ending at `seq`, in pipelined owner-checked calls. */
+  async function write(shadow: Shadow, seq: number, markSent: () => void): Promise<void> {
+    try {
+      const toLoad = shadow.image.itemsToLoad();
+      const loaded = new Map<string, ItemDoc | null>();
+      if (toLoad.length > 0) {
+        const pipeline = redis.pipeline();
+        for (const key of toLoad) pipeline.hgetall(shadow.ns + key);
+        const replies = (await pipeline.exec()) ?? [];
+        toLoad.forEach((key, i) => {
+          const [error, value] = replies[i] ?? [new ProjectionError('no reply'), null];
+          if (error) throw error;
+          loaded.set(key, itemDocOf(value as Record<string, string>));
+        });
+      }
+      const calls = encodeCalls(shadow.image.drain(loaded));
+      const header = (last: boolean) =>
+        last ? [shadow.ns, shadow.owner, String(Math.min(seq, boundOf(shadow.target.name))), String(shadow.target.version), shadow.registry, String(shadow.generation), infoValue(shadow)] : [shadow.ns, shadow.owner, '', '', '', '', ''];
+      const replies = calls.map((payload, i) => redis.evalsha(bulkScript.sha, 0, ...header(i === calls.length - 1), payload) as Promise<[string, number?]>);
+      markSent();
+      for (const reply of await Promise.all(replies)) {
+        if (reply[0] === 'lost') throw new ShadowLostError(shadow.target.name, shadow.generation);
+      }
+    } finally {
+      markSent();
+    }
+  }
+}
+
+/** The commands as bulk script payloads (JSON arrays), split into calls of bounded size (at least one call). */
+function encodeCalls(commands: readonly BulkCommand[]): string[] {
+  const calls: string[] = [];
+  let current: Array<string[]> = [];
+  let bytes = 0;
+  for (const [code, key, args] of commands) {
+    let size = key.length + 16;
+    for (const arg of args) size += arg.length + 3;
+    if (current.length > 0 && (current.length >= MAX_CALL_COMMANDS || bytes + size > MAX_CALL_BYTES)) {
+      calls.push(JSON.stringify(current));
+      current = [];
+      bytes = 0;
+    }
+    current.push([code, key, ...args]);
+    bytes += size;
+  }
+  calls.push(JSON.stringify(current));
+  return calls;
+}
+
+/** Parse the progress hash of one projection (`generation → JSON`). */
+export function parseRebuildInfos(projection: string, hash: Record<string, string>, now = Date.now()): Array<RebuildInfo & { owner: string }> {
+  const out: Array<RebuildInfo & { owner: string }> = [];
+  for (const [field, raw] of Object.entries(hash)) {
+    try {
+      const value = JSON.parse(raw) as Omit<RebuildInfo, 'projection' | 'stale'> & { owner: string };
+      if (typeof value.owner !== 'string' || !Number.isSafeInteger(Number(field))) continue;
+      out.push({ ...value, projection, generation: Number(field), stale: !(value.leaseUntil > now) });
+    } catch {
+      // not ours to interpret
+    }
+  }
+  return out.sort((a, b) => a.generation - b.generation);
+}
