@@ -183,7 +183,9 @@ describe('the baton command against real NATS and Redis', () => {
     const { code, out, err } = await baton('replay');
     expect(code).toBe(0);
     expect(out).toMatch(/handoffs: rebuilt generation \d+ from 4 events/);
-    expect(err).toMatch(/replay inbox: 4\/4 events applied/);
+    // Progress and the summary go to stderr: events done / total, the rate, the time left.
+    expect(err).toMatch(/replay: 4\/4 events {2}100 % {2}[\d ]+\/s/);
+    expect(err).toMatch(/replay: 4 events in \d+ s \([\d ]+\/s\); inbox, stops, handoffs, runs, notices rebuilt/);
     expect(await snapshots()).toEqual(before);
   });
 

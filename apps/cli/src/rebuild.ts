@@ -1,18 +1,18 @@
-import { randomUUID } from 'node:crypto';
 import { batonStreamNames, streamReader } from '@baton/eventstore';
 import {
-  FoldSession,
   batonProjections,
-  diffSnapshots,
   jetStreamReplaySource,
+  RebuildAbortedError,
   type AnyFoldingProjection,
+  type FoldTarget,
   type ProjectionStore,
+  type RebuildProgress,
   type ReplaySource,
   type SnapshotDifference,
 } from '@baton/projections';
 import type { CliContext } from './context';
-import { CliError, UsageError } from './errors';
-import { Progress } from './output';
+import { CliError, UsageError, type ExitCode } from './errors';
+import type { ProgressLine } from './progress';
 
 /** The projections a command works on: all of Baton's, or the one `--projection` names. */
 export function selectProjections(name: string | undefined): AnyFoldingProjection[] {
@@ -23,14 +23,19 @@ export function selectProjections(name: string | undefined): AnyFoldingProjectio
   return found;
 }
 
-/** The events stream as a replay source, and how many messages it holds now. */
-export async function eventSource(ctx: CliContext): Promise<{ source: ReplaySource; total: number }> {
+/** The projections as the engine's rebuild folds them. */
+export function foldTargets(projections: readonly AnyFoldingProjection[]): FoldTarget[] {
+  return projections as unknown as FoldTarget[];
+}
+
+/** The events stream as a replay source, with how many messages it holds now and its last sequence. */
+export async function eventSource(ctx: CliContext): Promise<{ source: ReplaySource; total: number; lastSeq: number }> {
   const nats = await ctx.nats();
   const prefix = ctx.config().BATON_PREFIX;
   const stream = batonStreamNames(prefix).events;
-  let total: number;
+  let state: { messages: number; last_seq: number };
   try {
-    total = (await nats.jsm.streams.info(stream)).state.messages;
+    state = (await nats.jsm.streams.info(stream)).state;
   } catch (error) {
     throw new CliError(`cannot read stream ${stream}: ${(error as Error).message} (is BATON_PREFIX=${prefix} right?)`, { cause: error });
   }
@@ -38,12 +43,14 @@ export async function eventSource(ctx: CliContext): Promise<{ source: ReplaySour
     nats,
     prefix,
     registry: ctx.registry(),
+    // Pulls of 1 000: fewer round trips on a long stream.
+    batch: 1_000,
     onUndecodable: (seq, subject, rejection) => ctx.io.stderr.write(`baton: skipped undecodable event #${seq} on ${subject}: ${rejection.message}\n`),
   });
-  return { source, total };
+  return { source, total: state.messages, lastSeq: state.last_seq };
 }
 
-/** Wrap a source so every event it yields is counted (progress). */
+/** Wrap a source so every event it yields is counted. */
 export function counted(source: ReplaySource, onEvent: () => void): ReplaySource {
   return (fromSeq) =>
     (async function* () {
@@ -52,102 +59,6 @@ export function counted(source: ReplaySource, onEvent: () => void): ReplaySource
         yield event;
       }
     })();
-}
-
-/** Wrap a source so it stops after `maxSeq` (compare with a live projection that has applied up to it). */
-export function upTo(source: ReplaySource, maxSeq: number): ReplaySource {
-  return (fromSeq) =>
-    (async function* () {
-      for await (const event of source(fromSeq)) {
-        if (event.seq > maxSeq) return;
-        yield event;
-      }
-    })();
-}
-
-/** What folding the stream into a scratch generation found, compared with the live projection. */
-export interface ShadowComparison {
-  projection: string;
-  /** Last sequence the live projection applied (0 when it has no active generation). */
-  live_seq: number;
-  live_generation: number | null;
-  /** Last sequence folded into the scratch generation. */
-  rebuilt_seq: number;
-  /** Events the fold applied (events the projection does not handle count too). */
-  events: number;
-  /** Keys in the live projection and in the scratch one. */
-  live_keys: number;
-  rebuilt_keys: number;
-  differences: SnapshotDifference[];
-}
-
-/**
- * Fold `source` into a fresh scratch generation of `projection` (never made active), snapshot it,
- * compare it with the live generation's snapshot, and drop the scratch generation whatever
- * happens. With `boundToLive`, only events up to the live projection's last applied sequence are
- * folded, so a live applier that is merely behind the stream is not reported as a difference.
- */
-export async function foldAndCompare(
-  store: ProjectionStore,
-  projection: AnyFoldingProjection,
-  source: ReplaySource,
-  options: { boundToLive: boolean; progress?: Progress },
-): Promise<ShadowComparison> {
-  const live = await store.snapshot(projection.name);
-  const session = new FoldSession(projection, 'rebuild', null);
-  const generation = await store.allocateGeneration(projection.name);
-  // The scratch generation is owned like a rebuild's shadow: if Redis loses its data meanwhile
-  // and the number is handed out again, this fold stops (ShadowLostError) instead of mixing its
-  // events into another's generation, and its clean-up leaves that generation alone.
-  const owner = randomUUID();
-  try {
-    await store.applyBatch(session.definition, [], { generation, owner, create: true });
-    let events = 0;
-    let feed = counted(source, () => {
-      events++;
-      options.progress?.tick();
-    });
-    if (options.boundToLive) feed = upTo(feed, live.lastSeq);
-    const applied = await store.applyBatch(session.definition, feed(1), { generation, owner });
-    const rebuilt = await store.snapshot(projection.name, generation);
-    return {
-      projection: projection.name,
-      live_seq: live.lastSeq,
-      live_generation: live.generation,
-      rebuilt_seq: Math.max(applied.lastSeq, rebuilt.lastSeq),
-      events,
-      live_keys: Object.keys(live.keys).length,
-      rebuilt_keys: Object.keys(rebuilt.keys).length,
-      differences: diffSnapshots(live, rebuilt),
-    };
-  } finally {
-    options.progress?.finish();
-    await store.dropGeneration(projection.name, generation, owner).catch(() => undefined);
-  }
-}
-
-/** One line per difference: the key and both sides (clipped). */
-export function differenceLines(differences: readonly SnapshotDifference[], max = 50): string {
-  const show = (value: unknown) => {
-    if (value === undefined) return '(absent)';
-    const text = JSON.stringify(value);
-    return text.length > 160 ? `${text.slice(0, 159)}…` : text;
-  };
-  const lines = differences.slice(0, max).map((d) => `  ${d.key}\n    live:    ${show(d.a)}\n    rebuilt: ${show(d.b)}\n`);
-  if (differences.length > max) lines.push(`  … and ${differences.length - max} more\n`);
-  return lines.join('');
-}
-
-/**
- * The first stream sequence of `<PREFIX>_EVENTS` stored at or after `iso` (the stream reader's
- * `firstSeqAtOrAfter`), or the stream's last sequence + 1 when nothing was stored since. Throws a
- * usage error for a time that does not parse.
- */
-export async function firstSeqAtOrAfter(ctx: CliContext, iso: string): Promise<number> {
-  const ms = Date.parse(iso);
-  if (Number.isNaN(ms)) throw new UsageError(`--from-time must be an ISO-8601 time, got "${iso}"`);
-  const nats = await ctx.nats();
-  return streamReader(nats, batonStreamNames(ctx.config().BATON_PREFIX).events).firstSeqAtOrAfter(new Date(ms));
 }
 
 /**
@@ -165,4 +76,144 @@ export function splitAt(source: ReplaySource, fromSeq: number, onSeed: () => voi
         yield event;
       }
     })();
+}
+
+/** Feed a rebuild's progress into a progress line. */
+export function showProgress(line: ProgressLine, note?: (progress: RebuildProgress) => string | undefined): (progress: RebuildProgress) => void {
+  return (progress) => {
+    const extra = note?.(progress) ?? (progress.phase === 'catch_up' ? `catching up with the live projections, round ${progress.round}` : undefined);
+    line.update({ done: progress.events, ...(progress.totalEvents !== null ? { total: progress.totalEvents } : {}), ...(extra !== undefined ? { note: extra } : {}) });
+  };
+}
+
+/** What folding the stream into a scratch generation found, compared with the live projection. */
+export interface ShadowComparison {
+  projection: string;
+  /** Last sequence the live projection applied (0 when it has no active generation). */
+  live_seq: number;
+  live_generation: number | null;
+  /** Last sequence folded into the scratch generation. */
+  rebuilt_seq: number;
+  /** Events the fold read (events the projection does not handle count too). */
+  events: number;
+  /** Keys in the live projection and in the scratch one. */
+  live_keys: number;
+  rebuilt_keys: number;
+  /** How many keys differ; `differences` lists the first 1 000 of them. */
+  differing: number;
+  differences: SnapshotDifference[];
+}
+
+export interface CompareOptions {
+  /** `live`: fold each projection up to what it has applied (verify); `end`: the whole stream (dry run). */
+  bound: 'live' | 'end';
+  progress: ProgressLine;
+  signal: AbortSignal;
+  total: number;
+  by: string;
+}
+
+/**
+ * Fold `source` into one scratch generation per projection (never made active; one read of the
+ * stream for all, folded in memory chunk by chunk as a rebuild is), compare each with the live
+ * generation key by key (holding neither in memory), and drop the scratch generations whatever
+ * happens. With `bound: 'live'` each projection is folded only up to the sequence it has applied,
+ * so a live applier that is merely behind is not a difference; if the live projections moved on
+ * while a comparison found differences (events applied meanwhile), it is done again, up to three
+ * times, so only differences that stay are reported.
+ */
+export async function compareWithStream(store: ProjectionStore, projections: readonly AnyFoldingProjection[], source: ReplaySource, options: CompareOptions): Promise<ShadowComparison[]> {
+  let comparisons: ShadowComparison[] = [];
+  for (let attempt = 1; attempt <= 3; attempt++) {
+    const live = new Map(await Promise.all(projections.map(async (p) => [p.name, await store.status(p)] as const)));
+    const builds = await store.buildScratch(foldTargets(projections), source, {
+      ...(options.bound === 'live' ? { untilSeq: Object.fromEntries([...live].map(([name, status]) => [name, status.lastSeq])) } : {}),
+      signal: options.signal,
+      onProgress: showProgress(options.progress),
+      by: options.by,
+      totalEvents: options.total,
+    });
+    try {
+      options.progress.update({ done: builds[0]?.events ?? 0, note: 'comparing with the live projections' });
+      comparisons = [];
+      for (const build of builds) {
+        if (options.signal.aborted) throw new RebuildAbortedError(projections.map((p) => p.name));
+        const status = live.get(build.projection);
+        const compared = await store.compare(build.projection, status?.activeGeneration ?? null, build.generation);
+        comparisons.push({
+          projection: build.projection,
+          live_seq: status?.lastSeq ?? 0,
+          live_generation: status?.activeGeneration ?? null,
+          rebuilt_seq: build.lastSeq,
+          events: build.events,
+          live_keys: compared.keysA,
+          rebuilt_keys: compared.keysB,
+          differing: compared.differing,
+          differences: compared.differences,
+        });
+      }
+    } finally {
+      await Promise.all(builds.map((build) => build.drop().catch(() => undefined)));
+    }
+    if (options.bound !== 'live' || comparisons.every((c) => c.differing === 0)) break;
+    // Differences, and the live projections applied more events meanwhile: they may be events the
+    // fold stopped short of; compare again against where the projections stand now.
+    const moved = await Promise.all(comparisons.map(async (c) => c.differing > 0 && (await store.status({ name: c.projection, version: 0 })).lastSeq !== c.live_seq));
+    if (!moved.some(Boolean)) break;
+    options.progress.update({ done: 0, note: `the live projections moved on; comparing again (attempt ${attempt + 1})` });
+  }
+  return comparisons;
+}
+
+/** One line per difference: the key and both sides (clipped). */
+export function differenceLines(differences: readonly SnapshotDifference[], max = 50, total = differences.length): string {
+  const show = (value: unknown) => {
+    if (value === undefined) return '(absent)';
+    const text = JSON.stringify(value);
+    return text.length > 160 ? `${text.slice(0, 159)}…` : text;
+  };
+  const lines = differences.slice(0, max).map((d) => `  ${d.key}\n    live:    ${show(d.a)}\n    rebuilt: ${show(d.b)}\n`);
+  if (total > max) lines.push(`  … and ${total - max} more\n`);
+  return lines.join('');
+}
+
+/**
+ * The first stream sequence of `<PREFIX>_EVENTS` stored at or after `iso` (the stream reader's
+ * `firstSeqAtOrAfter`), or the stream's last sequence + 1 when nothing was stored since. Throws a
+ * usage error for a time that does not parse.
+ */
+export async function firstSeqAtOrAfter(ctx: CliContext, iso: string): Promise<number> {
+  const ms = Date.parse(iso);
+  if (Number.isNaN(ms)) throw new UsageError(`--from-time must be an ISO-8601 time, got "${iso}"`);
+  const nats = await ctx.nats();
+  return streamReader(nats, batonStreamNames(ctx.config().BATON_PREFIX).events).firstSeqAtOrAfter(new Date(ms));
+}
+
+/** The exit code of a command stopped by Ctrl-C (128 + SIGINT), as shells report it. */
+export const INTERRUPTED = 130 as unknown as ExitCode;
+
+/**
+ * Ctrl-C (SIGINT) or SIGTERM while a rebuild or a comparison runs: the first one aborts it (it
+ * stops between two events, swaps nothing in and deletes what it built, so the live projections
+ * are untouched); a second one exits at once. `dispose` restores the default handling.
+ */
+export function interruptible(ctx: CliContext, what: string): { signal: AbortSignal; dispose: () => void } {
+  const controller = new AbortController();
+  const onSignal = (name: NodeJS.Signals) => {
+    if (controller.signal.aborted) {
+      ctx.io.stderr.write(`\nbaton: ${name} again: exiting now (a shadow generation may stay behind; the next rebuild deletes it)\n`);
+      process.exit(INTERRUPTED as unknown as number);
+    }
+    ctx.io.stderr.write(`\nbaton: ${name}: stopping the ${what}; the live projections are not touched (${name} again to exit at once)\n`);
+    controller.abort();
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  return {
+    signal: controller.signal,
+    dispose: () => {
+      process.off('SIGINT', onSignal);
+      process.off('SIGTERM', onSignal);
+    },
+  };
 }

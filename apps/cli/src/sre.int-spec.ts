@@ -156,7 +156,7 @@ describe('SRE commands (real NATS and Redis)', () => {
     for (const outcome of outcomes) {
       expect(outcome).toMatchObject({ status: 'swapped', from_seq: fromSeq, seeded: fromSeq - 1, events: appended.length - (fromSeq - 1), last_seq: appended.at(-1)!.seq });
     }
-    expect(err).toContain(`replay inbox from seq ${fromSeq}`);
+    expect(err).toContain(`replay from seq ${fromSeq}: `);
     expect(await snapshots()).toEqual(full);
   });
 
@@ -183,22 +183,22 @@ describe('SRE commands (real NATS and Redis)', () => {
     // Once this replay has made its shadow and read its first event, a second rebuild of the same
     // projection runs to the end and swaps first, as the notifier's self-healing check would.
     const racing: ProjectionStore = Object.assign(Object.create(real) as ProjectionStore, {
-      rebuild: ((def, source, options) =>
-        real.rebuild(
-          def,
+      rebuildMany: ((targets, source, options) =>
+        real.rebuildMany(
+          targets,
           (from) =>
             (async function* () {
               for await (const event of source(from)) {
                 if (!raced) {
                   raced = true;
-                  const other = await real.rebuild(def, source);
-                  expect(other.status).toBe('swapped');
+                  const other = await real.rebuildMany(targets, source);
+                  expect(other['runs']?.status).toBe('swapped');
                 }
                 yield event;
               }
             })(),
           options,
-        )) as ProjectionStore['rebuild'],
+        )) as ProjectionStore['rebuildMany'],
     });
     ctx.projections = async () => racing;
     try {
@@ -221,9 +221,9 @@ describe('SRE commands (real NATS and Redis)', () => {
     // Redis loses every key of this test (one UNLINK, as a FLUSHALL would) once the rebuild has
     // created its shadow and read its first event.
     const lossy: ProjectionStore = Object.assign(Object.create(real) as ProjectionStore, {
-      rebuild: ((def, source, options) =>
-        real.rebuild(
-          def,
+      rebuildMany: ((targets, source, options) =>
+        real.rebuildMany(
+          targets,
           (from) =>
             (async function* () {
               for await (const event of source(from)) {
@@ -237,7 +237,7 @@ describe('SRE commands (real NATS and Redis)', () => {
               }
             })(),
           options,
-        )) as ProjectionStore['rebuild'],
+        )) as ProjectionStore['rebuildMany'],
     });
     ctx.projections = async () => lossy;
     try {

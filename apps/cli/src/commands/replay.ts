@@ -1,9 +1,22 @@
-import { createBatonProjector, ShadowLostError } from '@baton/projections';
+import { createBatonProjector, RebuildAbortedError, ShadowLostError, type RebuildResult } from '@baton/projections';
 import type { Command } from '../command';
 import { flag, int, parseCommandArgs, str } from '../command';
 import { CliError, ExitCode, UsageError } from '../errors';
-import { printJson, Progress } from '../output';
-import { counted, differenceLines, eventSource, firstSeqAtOrAfter, foldAndCompare, selectProjections, splitAt, type ShadowComparison } from '../rebuild';
+import { printJson } from '../output';
+import { formatCount, ProgressLine } from '../progress';
+import {
+  compareWithStream,
+  counted,
+  differenceLines,
+  eventSource,
+  firstSeqAtOrAfter,
+  interruptible,
+  INTERRUPTED,
+  selectProjections,
+  showProgress,
+  splitAt,
+  type ShadowComparison,
+} from '../rebuild';
 
 /** One projection's outcome in `baton replay --json`. */
 export type ReplayOutcome =
@@ -19,6 +32,9 @@ export type ReplayOutcome =
       from_seq?: number;
       seeded?: number;
       dropped_keys: number;
+      /** How long the rebuild (of every projection at once, over one read of the stream) took, and its rate. */
+      seconds: number;
+      events_per_s: number;
     }
   | { projection: string; status: 'lost'; generation: number; winner: number | null }
   | ({ status: 'dry_run' } & ShadowComparison);
@@ -45,8 +61,13 @@ export const replayCommand: Command = {
 
 Rebuild Baton's Redis projections (inbox, stops, handoffs, runs, notices) by replaying
 <PREFIX>_EVENTS into a fresh shadow generation and swapping it in atomically (compare-and-set),
-while the notifier keeps applying live events; the old generation is deleted after the swap.
-Progress goes to stderr (a bar on a terminal, plain lines otherwise).
+while the notifier keeps applying live events and operators keep reading the old generation; the
+old generation is deleted after the swap. Every projection is rebuilt from one read of the stream,
+folded in memory in chunks and written with bulk commands (memory stays bounded on any stream).
+Progress goes to stderr: on a terminal one line with events done / total, the rate and the time
+left; otherwise a plain line every 10 % or 10 s; then a summary. Ctrl-C stops the rebuild between
+two events, swaps nothing in and deletes its shadows: the live projections are untouched (exit 130);
+the notifier's API shows a running rebuild (GET /v1/projections).
 
 Replaying from a point (--from-seq N, or --from-time T = the first sequence stored at or after T):
 a projection is a fold, so a replay that starts at N is only meaningful on top of the state as of
@@ -81,90 +102,112 @@ Options:
     if (fromSeq !== undefined && fromTime !== undefined) throw new UsageError('give --from-seq or --from-time, not both');
     if (fromTime !== undefined) fromSeq = await firstSeqAtOrAfter(ctx, fromTime);
     const json = flag(args, 'json');
+    const dryRun = flag(args, 'dry-run');
     const store = await ctx.projections();
-    const { source, total } = await eventSource(ctx);
+    const { source, total, lastSeq } = await eventSource(ctx);
+    const names = projections.map((p) => p.name);
+    const interrupt = interruptible(ctx, dryRun ? 'dry run' : 'rebuild');
     const outcomes: ReplayOutcome[] = [];
-    for (const projection of projections) {
-      let progress = new Progress(ctx.io, `${flag(args, 'dry-run') ? 'dry-run' : 'replay'} ${projection.name}`, total);
-      if (flag(args, 'dry-run')) {
-        const comparison = await foldAndCompare(store, projection, source, { boundToLive: false, progress });
-        outcomes.push({ status: 'dry_run', ...comparison });
-        if (!json) {
-          ctx.io.stdout.write(
-            `${projection.name}: dry run folded ${comparison.events} events to seq ${comparison.rebuilt_seq} (${comparison.rebuilt_keys} keys); ` +
-              `live has ${comparison.live_keys} keys at seq ${comparison.live_seq}; ${comparison.differences.length} keys differ\n`,
-          );
-          ctx.io.stdout.write(differenceLines(comparison.differences, 20));
+    try {
+      if (dryRun) {
+        const line = new ProgressLine(ctx.io, 'dry-run', total);
+        let comparisons: ShadowComparison[];
+        try {
+          comparisons = await compareWithStream(store, projections, source, { bound: 'end', progress: line, signal: interrupt.signal, total, by: 'baton replay --dry-run' });
+        } catch (error) {
+          line.abandon();
+          throw error;
         }
-        continue;
+        line.finish(`${comparisons.reduce((n, c) => n + c.differing, 0)} keys differ from the live projections; nothing was changed`);
+        for (const comparison of comparisons) {
+          outcomes.push({ status: 'dry_run', ...comparison });
+          if (json) continue;
+          ctx.io.stdout.write(
+            `${comparison.projection}: dry run folded ${comparison.events} events to seq ${comparison.rebuilt_seq} (${comparison.rebuilt_keys} keys); ` +
+              `live has ${comparison.live_keys} keys at seq ${comparison.live_seq}; ${comparison.differing} keys differ\n`,
+          );
+          ctx.io.stdout.write(differenceLines(comparison.differences, 20, comparison.differing));
+        }
+        if (json) printJson(ctx.io, outcomes);
+        return ExitCode.ok;
       }
+
+      // Every selected projection at once, over one read of the stream.
       let events = 0;
       let seeded = 0;
-      const projector = createBatonProjector({ store, projections: [projection] });
-      let feed = counted(source, () => {
-        events++;
-        progress.tick();
-      });
-      let seedProgress: Progress | null = null;
-      if (fromSeq !== undefined) {
-        const start = fromSeq;
-        const seed = new Progress(ctx.io, `seed ${projection.name} to seq ${start - 1}`, Math.min(total, start - 1));
-        seedProgress = seed;
-        const replay = new Progress(ctx.io, `replay ${projection.name} from seq ${start}`, Math.max(0, total - (start - 1)));
-        feed = splitAt(
-          source,
-          start,
-          () => {
-            seeded++;
-            seed.tick();
-          },
-          () => {
-            if (events === 0) seed.finish();
-            events++;
-            replay.tick();
-          },
-        );
-        progress = replay;
-      }
-      let result;
+      const start = fromSeq;
+      const line = new ProgressLine(ctx.io, start !== undefined ? `replay from seq ${start}` : 'replay', total);
+      const feed =
+        start !== undefined
+          ? splitAt(
+              source,
+              start,
+              () => seeded++,
+              () => events++,
+            )
+          : counted(source, () => events++);
+      const projector = createBatonProjector({ store, projections });
+      const began = Date.now();
+      let results: Record<string, RebuildResult>;
       try {
-        result = await projector.rebuild(projection.name, feed);
+        results = await projector.rebuildAll(feed, {
+          signal: interrupt.signal,
+          by: 'baton replay',
+          targetSeq: lastSeq,
+          totalEvents: total,
+          onProgress: showProgress(line, (p) =>
+            start !== undefined && events === 0 ? `seeding the shadows with the ${formatCount(start - 1)} events before seq ${start}` : p.phase === 'catch_up' ? `catching up with the live projections, round ${p.round}` : undefined,
+          ),
+        });
       } catch (error) {
-        throw rebuildFailure(projection.name, error);
-      } finally {
-        if (events === 0) seedProgress?.finish();
-        progress.finish();
+        line.abandon();
+        throw error;
       }
-      if (result.status === 'lost') {
-        outcomes.push({ projection: projection.name, status: 'lost', generation: result.generation, winner: result.winner });
-        // Another rebuild (the notifier's own, or a second SRE) swapped in first: the projection IS
-        // rebuilt from the same stream, which is what this command was asked for.
-        if (!json) ctx.io.stdout.write(`${projection.name}: another rebuild swapped in first (generation ${result.winner ?? '?'}); the projection is rebuilt, this run's shadow was discarded\n`);
-        continue;
+      const seconds = (Date.now() - began) / 1000;
+      line.finish(`${names.join(', ')} rebuilt`);
+      for (const projection of projections) {
+        const result = results[projection.name] as RebuildResult;
+        if (result.status === 'lost') {
+          outcomes.push({ projection: projection.name, status: 'lost', generation: result.generation, winner: result.winner });
+          // Another rebuild (the notifier's own, or a second SRE) swapped in first: the projection IS
+          // rebuilt from the same stream, which is what this command was asked for.
+          if (!json) ctx.io.stdout.write(`${projection.name}: another rebuild swapped in first (generation ${result.winner ?? '?'}); the projection is rebuilt, this run's shadow was discarded\n`);
+          continue;
+        }
+        const cleanup = await result.cleanup;
+        outcomes.push({
+          projection: projection.name,
+          status: 'swapped',
+          generation: result.generation,
+          previous: result.previous,
+          last_seq: result.lastSeq,
+          events,
+          ...(start !== undefined ? { from_seq: start, seeded } : {}),
+          dropped_keys: cleanup.deletedKeys,
+          seconds: Math.round(seconds * 100) / 100,
+          events_per_s: seconds > 0 ? Math.round((events + seeded) / seconds) : 0,
+        });
+        if (!json) {
+          const from = start !== undefined ? ` (seeded with ${seeded} events to seq ${start - 1}, replayed from seq ${start})` : '';
+          ctx.io.stdout.write(
+            `${projection.name}: rebuilt generation ${result.generation} from ${events} events${from} (to seq ${result.lastSeq}); ` +
+              `swapped out generation ${result.previous ?? '-'} (${cleanup.deletedKeys} keys deleted)\n`,
+          );
+        }
+        if (cleanup.error) ctx.io.stderr.write(`baton: warning: deleting generation ${cleanup.generation} of ${projection.name} failed: ${cleanup.error.message}\n`);
       }
-      const cleanup = await result.cleanup;
-      outcomes.push({
-        projection: projection.name,
-        status: 'swapped',
-        generation: result.generation,
-        previous: result.previous,
-        last_seq: result.lastSeq,
-        events,
-        ...(fromSeq !== undefined ? { from_seq: fromSeq, seeded } : {}),
-        dropped_keys: cleanup.deletedKeys,
-      });
-      if (!json) {
-        const from = fromSeq !== undefined ? ` (seeded with ${seeded} events to seq ${fromSeq - 1}, replayed from seq ${fromSeq})` : '';
-        ctx.io.stdout.write(
-          `${projection.name}: rebuilt generation ${result.generation} from ${events} events${from} (to seq ${result.lastSeq}); ` +
-            `swapped out generation ${result.previous ?? '-'} (${cleanup.deletedKeys} keys deleted)\n`,
-        );
+      if (json) printJson(ctx.io, outcomes);
+      // A projection another rebuild swapped in first ('lost') is rebuilt all the same: exit 0. Only a
+      // rebuild that could not finish (Redis lost the shadow, the stream unreadable) exits 1, by throwing.
+      return ExitCode.ok;
+    } catch (error) {
+      if (error instanceof RebuildAbortedError) {
+        ctx.io.stderr.write(`baton replay: interrupted; nothing was swapped in and the shadow generations were deleted: the live projections are as they were\n`);
+        return INTERRUPTED;
       }
-      if (cleanup.error) ctx.io.stderr.write(`baton: warning: deleting generation ${cleanup.generation} of ${projection.name} failed: ${cleanup.error.message}\n`);
+      throw rebuildFailure(error instanceof ShadowLostError ? error.projection : names.join(', '), error);
+    } finally {
+      interrupt.dispose();
     }
-    if (json) printJson(ctx.io, outcomes);
-    // A projection another rebuild swapped in first ('lost') is rebuilt all the same: exit 0. Only a
-    // rebuild that could not finish (Redis lost the shadow, the stream unreadable) exits 1, by throwing.
-    return ExitCode.ok;
   },
 };

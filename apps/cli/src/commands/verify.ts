@@ -1,8 +1,10 @@
+import { RebuildAbortedError } from '@baton/projections';
 import type { Command } from '../command';
 import { flag, parseCommandArgs, str } from '../command';
 import { ExitCode } from '../errors';
-import { printJson, Progress } from '../output';
-import { differenceLines, eventSource, foldAndCompare, selectProjections, type ShadowComparison } from '../rebuild';
+import { printJson } from '../output';
+import { ProgressLine } from '../progress';
+import { compareWithStream, differenceLines, eventSource, interruptible, INTERRUPTED, selectProjections, type ShadowComparison } from '../rebuild';
 
 /** What `baton verify --json` prints. */
 export interface VerifyReport {
@@ -15,14 +17,18 @@ export const verifyCommand: Command = {
   summary: 'check that the live projections equal a fold of the streams (exit 1 on any difference)',
   help: `Usage: baton verify [--projection name] [--json]
 
-Fold <PREFIX>_EVENTS, up to the sequence each live projection has applied, into a scratch
-generation; compare its canonical snapshot with the live one key by key; print every difference;
-drop the scratch generation. Nothing live changes. Exit 0 when every projection matches, 1 when
-any key differs (repair with \`baton replay\`).
+Fold <PREFIX>_EVENTS, each projection up to the sequence it has applied, into scratch generations
+(one read of the stream for all of them, folded in memory in chunks as a rebuild is); compare each
+with the live one key by key (neither is held in memory); print every difference (the first 50 per
+projection; --json lists up to 1 000 and counts all); drop the scratch generations. Nothing live
+changes. When the live projections applied more events during a comparison that found
+differences, it compares again (up to three times), so only lasting differences are reported.
+Progress goes to stderr (events done / total, rate, time left); Ctrl-C stops it (exit 130). Exit 0
+when every projection matches, 1 when any key differs (repair with \`baton replay\`).
 
 Options:
-  --projection <name>   only this projection (inbox, stops, handoffs, runs)
-  --json                print { ok, projections: [{ projection, live_seq, differences, ... }] }
+  --projection <name>   only this projection (inbox, stops, handoffs, runs, notices)
+  --json                print { ok, projections: [{ projection, live_seq, differing, differences, ... }] }
 `,
   async run(argv, ctx) {
     const args = parseCommandArgs(argv, { projection: { type: 'string' }, json: { type: 'boolean' } }, { min: 0, max: 0 });
@@ -34,21 +40,36 @@ Options:
     const json = flag(args, 'json');
     const store = await ctx.projections();
     const { source, total } = await eventSource(ctx);
-    const report: VerifyReport = { ok: true, projections: [] };
-    for (const projection of projections) {
-      const comparison = await foldAndCompare(store, projection, source, { boundToLive: true, progress: new Progress(ctx.io, `verify ${projection.name}`, total) });
-      report.projections.push(comparison);
-      if (comparison.differences.length > 0) report.ok = false;
-      if (json) continue;
-      if (comparison.differences.length === 0) {
-        ctx.io.stdout.write(`${projection.name}: ok (${comparison.live_keys} keys, seq ${comparison.live_seq})\n`);
-      } else {
-        ctx.io.stdout.write(`${projection.name}: ${comparison.differences.length} keys differ from a fold of the stream (to seq ${comparison.live_seq}):\n`);
-        ctx.io.stdout.write(differenceLines(comparison.differences));
+    const interrupt = interruptible(ctx, 'verification');
+    const line = new ProgressLine(ctx.io, 'verify', total);
+    let comparisons: ShadowComparison[];
+    try {
+      comparisons = await compareWithStream(store, projections, source, { bound: 'live', progress: line, signal: interrupt.signal, total, by: 'baton verify' });
+    } catch (error) {
+      line.abandon();
+      if (error instanceof RebuildAbortedError) {
+        ctx.io.stderr.write('baton verify: interrupted; the scratch generations were deleted, nothing live was touched\n');
+        return INTERRUPTED;
       }
+      throw error;
+    } finally {
+      interrupt.dispose();
     }
-    if (json) printJson(ctx.io, report);
-    else if (!report.ok) ctx.io.stdout.write('projections differ; run `baton replay` to rebuild them\n');
+    const report: VerifyReport = { ok: comparisons.every((c) => c.differing === 0), projections: comparisons };
+    line.finish(report.ok ? 'every projection matches the stream' : `${comparisons.reduce((n, c) => n + c.differing, 0)} keys differ`);
+    if (json) {
+      printJson(ctx.io, report);
+    } else {
+      for (const comparison of comparisons) {
+        if (comparison.differing === 0) {
+          ctx.io.stdout.write(`${comparison.projection}: ok (${comparison.live_keys} keys, seq ${comparison.live_seq})\n`);
+        } else {
+          ctx.io.stdout.write(`${comparison.projection}: ${comparison.differing} keys differ from a fold of the stream (to seq ${comparison.live_seq}):\n`);
+          ctx.io.stdout.write(differenceLines(comparison.differences, 50, comparison.differing));
+        }
+      }
+      if (!report.ok) ctx.io.stdout.write('projections differ; run `baton replay` to rebuild them\n');
+    }
     return report.ok ? ExitCode.ok : ExitCode.failure;
   },
 };
