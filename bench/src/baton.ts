@@ -47,7 +47,13 @@ export async function startRun(nats: NatsHandle, prefix: string, project: string
 }
 
 /** An agent result that advances the run (the workflow edge dispatches the other agent), under the claim `claim` when given. */
-export function advanceResult(project: string, runId: string, agent: string, n: number, claim?: { handoffId: string; claimId: string }): Record<string, unknown> {
+export function advanceResult(
+  project: string,
+  runId: string,
+  agent: string,
+  n: number,
+  claim?: { handoffId: string; claimId: string },
+): Record<string, unknown> {
   return {
     result_id: `${runId}-r${n}`,
     run_id: `ar-${runId}-${n}`,

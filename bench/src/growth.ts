@@ -61,9 +61,18 @@ export async function measureGrowth(opts: GrowthOptions): Promise<GrowthResult> 
     callback: (err, msg) => {
       if (err) return;
       const at = nowMs();
-      const envelope = JSON.parse(decoder.decode(msg.data)) as { type: string; aggregate: { id: string }; payload: { target?: { agent: string }; handoff_id?: string; cause?: { id: string } } };
+      const envelope = JSON.parse(decoder.decode(msg.data)) as {
+        type: string;
+        aggregate: { id: string };
+        payload: { target?: { agent: string }; handoff_id?: string; cause?: { id: string } };
+      };
       if (envelope.type !== 'run.routed' || !envelope.aggregate.id.startsWith(`grow-${tag}-`)) return;
-      const r: Routed = { at, agent: envelope.payload.target?.agent ?? '', handoffId: envelope.payload.handoff_id ?? '', causeId: envelope.payload.cause?.id ?? '' };
+      const r: Routed = {
+        at,
+        agent: envelope.payload.target?.agent ?? '',
+        handoffId: envelope.payload.handoff_id ?? '',
+        causeId: envelope.payload.cause?.id ?? '',
+      };
       const list = routed.get(envelope.aggregate.id) ?? [];
       list.push(r);
       routed.set(envelope.aggregate.id, list);
@@ -133,7 +142,9 @@ export async function measureGrowth(opts: GrowthOptions): Promise<GrowthResult> 
       shortLatencies.push(await timeOne(shortRuns[i] as GrowingRun));
       longLatencies.push(await timeOne(longRun));
     }
-    opts.log(`  decision at ${opts.shortEvents} events: median ${round(median(shortLatencies), 3)} ms; at ${2 + 2 * longResults}: median ${round(median(longLatencies), 3)} ms`);
+    opts.log(
+      `  decision at ${opts.shortEvents} events: median ${round(median(shortLatencies), 3)} ms; at ${2 + 2 * longResults}: median ${round(median(longLatencies), 3)} ms`,
+    );
     return {
       short_prior_events: 2 + 2 * shortResults,
       long_prior_events: 2 + 2 * longResults,

@@ -140,8 +140,13 @@ export async function measureHops(opts: HopsOptions): Promise<HopsResult> {
     const eventBytes = after.events > before.events ? (after.eventBytes - before.eventBytes) / (after.events - before.events) : Number.NaN;
     const saturated = summarize(inWindow.map((c) => c.latency as number));
     const cpuPerHop = cpuFigures(cpuBefore, cpuAfter, inWindow.length, 1000);
-    const machineBusy = machineBefore && machineAfter ? round((machineAfter.busy - machineBefore.busy) / Math.max(1e-9, machineAfter.total - machineBefore.total), 3) : Number.NaN;
-    opts.log(`  closed loop: ${round(hopsPerS, 1)} hops/s, p50 ${saturated.p50_ms} ms, p99 ${saturated.p99_ms} ms; machine busy ${round(machineBusy * 100, 0)}%`);
+    const machineBusy =
+      machineBefore && machineAfter
+        ? round((machineAfter.busy - machineBefore.busy) / Math.max(1e-9, machineAfter.total - machineBefore.total), 3)
+        : Number.NaN;
+    opts.log(
+      `  closed loop: ${round(hopsPerS, 1)} hops/s, p50 ${saturated.p50_ms} ms, p99 ${saturated.p99_ms} ms; machine busy ${round(machineBusy * 100, 0)}%`,
+    );
     opts.log(`  CPU ms per hop: ${formatCpu(cpuPerHop)}`);
 
     // Drain: no new results; wait for every run to become idle.

@@ -170,7 +170,12 @@ describe('findListeningProcess over a fixture /proc', () => {
 
   beforeEach(() => {
     // 2957: nats-server on 4222; 5001: a second nats-server on 50010; 2217 + its fork 4410: redis on 127.0.0.1 and ::1.
-    root = fakeProc({ 2957: { ppid: 1, sockets: [21001, 21055] }, 5001: { ppid: 1, sockets: [21002] }, 2217: { ppid: 1, sockets: [4631, 4632] }, 4410: { ppid: 2217, sockets: [4631, 4632] } });
+    root = fakeProc({
+      2957: { ppid: 1, sockets: [21001, 21055] },
+      5001: { ppid: 1, sockets: [21002] },
+      2217: { ppid: 1, sockets: [4631, 4632] },
+      4410: { ppid: 2217, sockets: [4631, 4632] },
+    });
   });
   afterEach(() => rmSync(root, { recursive: true, force: true }));
 
@@ -182,7 +187,10 @@ describe('findListeningProcess over a fixture /proc', () => {
   });
 
   it('says why instead of guessing', () => {
-    expect(findListeningProcess('nats://127.0.0.1:4999', 4222, { procRoot: root, ss: noSs })).toEqual({ pid: null, reason: 'no process listens on 127.0.0.1:4999' });
+    expect(findListeningProcess('nats://127.0.0.1:4999', 4222, { procRoot: root, ss: noSs })).toEqual({
+      pid: null,
+      reason: 'no process listens on 127.0.0.1:4999',
+    });
     expect(findListeningProcess('nats://nats:4222', 4222, { procRoot: root, ss: noSs }).reason).toMatch(/is a name/);
     expect(findListeningProcess('nats://192.0.2.10:4222', 4222, { procRoot: root, ss: noSs }).reason).toMatch(/not on this machine/);
     // 0.0.0.0:2024 is listed, but no process of this /proc holds its inode, and there is no ss.

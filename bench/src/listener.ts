@@ -32,7 +32,10 @@ const TCP_LISTEN = '0A';
 
 /** Expand an IPv6 address to eight 4-digit lowercase groups ("::1" → "0000:…:0001"); null if it is not one. */
 export function expandIPv6(address: string): string | null {
-  let text = address.replace(/^\[|\]$/g, '').replace(/%.*$/, '').toLowerCase();
+  let text = address
+    .replace(/^\[|\]$/g, '')
+    .replace(/%.*$/, '')
+    .toLowerCase();
   if (isIP(text) !== 6) return null;
   // An embedded IPv4 tail (::ffff:127.0.0.1) becomes two groups.
   const v4 = /(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(text);
@@ -58,7 +61,10 @@ export function normalizeAddress(address: string): string | null {
   const expanded = expandIPv6(bare);
   if (expanded === null) return null;
   if (expanded.startsWith('0000:0000:0000:0000:0000:ffff:')) {
-    const [hi = 0, lo = 0] = expanded.split(':').slice(6).map((g) => parseInt(g, 16));
+    const [hi = 0, lo = 0] = expanded
+      .split(':')
+      .slice(6)
+      .map((g) => parseInt(g, 16));
     return `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`;
   }
   return expanded;
@@ -263,7 +269,8 @@ export function findListeningProcess(url: string, defaultPort: number, sources: 
   const { host, port } = target;
   const where = `${host}:${port}`;
   const addresses = literalAddresses(host);
-  if (addresses === null) return { pid: null, reason: `${url}: host ${host} is a name; give the bench an IP address (or localhost) so it can find the server's process` };
+  if (addresses === null)
+    return { pid: null, reason: `${url}: host ${host} is a name; give the bench an IP address (or localhost) so it can find the server's process` };
   if (!addresses.some(isLocalAddress)) return { pid: null, reason: `${where} is not on this machine: its CPU cannot be read here` };
 
   const ppidOf = ppidFrom(procRoot);

@@ -37,7 +37,16 @@ function settingsFrom(argv: readonly string[]): BenchSettings {
   const quick = argv.includes('--quick');
   const base: BenchSettings = quick
     ? { runs: 64, warmupSeconds: 2, throughputSeconds: 5, latencySeconds: 5, longEvents: 2_000, decisionSamples: 15, openHandoffs: 10_000, rawMessages: 20_000 }
-    : { runs: 128, warmupSeconds: 3, throughputSeconds: 15, latencySeconds: 15, longEvents: 10_000, decisionSamples: 30, openHandoffs: 100_000, rawMessages: 50_000 };
+    : {
+        runs: 128,
+        warmupSeconds: 3,
+        throughputSeconds: 15,
+        latencySeconds: 15,
+        longEvents: 10_000,
+        decisionSamples: 30,
+        openHandoffs: 100_000,
+        rawMessages: 50_000,
+      };
   const flag = (name: string) => {
     const hit = argv.find((a) => a.startsWith(`--${name}=`));
     return hit === undefined ? undefined : Number(hit.slice(name.length + 3));
@@ -87,15 +96,24 @@ async function main(): Promise<void> {
   const servers = brokerProcesses({ nats: natsUrl, redis: redisUrl });
   const cpuOf = (list: readonly ServiceProcess[]) => readCpu(accountedTargets(list, { nats: natsUrl, redis: redisUrl }));
   try {
-    log(`baton bench — prefix ${prefix}, ${cpus().length} CPUs (load ${round(loadavg()[0] ?? 0, 1)}), node ${process.version}, nats-server ${nats.connection.info?.version ?? '?'}`);
+    log(
+      `baton bench — prefix ${prefix}, ${cpus().length} CPUs (load ${round(loadavg()[0] ?? 0, 1)}), node ${process.version}, nats-server ${nats.connection.info?.version ?? '?'}`,
+    );
     log(`services run with node ${process.env['BENCH_NODE_ARGS'] ?? SERVICE_NODE_FLAGS}`);
-    log(`accounted servers: ${Object.entries(servers).map(([name, s]) => (s.pid === null ? `${name} not measured: ${s.reason}` : `${name} pid ${s.pid}`)).join('; ')}`);
+    log(
+      `accounted servers: ${Object.entries(servers)
+        .map(([name, s]) => (s.pid === null ? `${name} not measured: ${s.reason}` : `${name} pid ${s.pid}`))
+        .join('; ')}`,
+    );
     if (only !== undefined && only !== 'store') throw new Error(`--only ${only}: the phases that run alone are: store`);
     const storeCpu = () => readCpu({ 'nats-server': servers['nats-server'], bench: { pid: process.pid, via: 'proc' } });
     if (only === 'store') {
       log('event store (JetStreamEventStore on its own stream)');
       const store: StoreResult = await measureStore({ nats, settings: storeSettings(argv), cpu: storeCpu, log });
-      if (json) process.stdout.write(`${JSON.stringify({ machine: { cpus: cpus().length, node: process.version, nats_server: nats.connection.info?.version ?? null }, servers, store })}\n`);
+      if (json)
+        process.stdout.write(
+          `${JSON.stringify({ machine: { cpus: cpus().length, node: process.version, nats_server: nats.connection.info?.version ?? null }, servers, store })}\n`,
+        );
       else log(storeLines(store).join('\n'));
       return;
     }
@@ -110,7 +128,9 @@ async function main(): Promise<void> {
       redisWrites: 200_000,
       redisBatch: 1_000,
     });
-    log(`  publish ${raw.js_publish_per_s}/s, rtt p50 ${raw.js_publish_rtt.p50_ms} ms p99 ${raw.js_publish_rtt.p99_ms} ms, replay ${raw.js_ordered_replay_per_s}/s, redis ${raw.redis_pipelined_writes_per_s}/s`);
+    log(
+      `  publish ${raw.js_publish_per_s}/s, rtt p50 ${raw.js_publish_rtt.p50_ms} ms p99 ${raw.js_publish_rtt.p99_ms} ms, replay ${raw.js_ordered_replay_per_s}/s, redis ${raw.redis_pipelined_writes_per_s}/s`,
+    );
 
     log('event store (JetStreamEventStore on its own stream)');
     const store: StoreResult = await measureStore({ nats, settings: storeSettings(argv), cpu: storeCpu, log });
@@ -196,11 +216,21 @@ async function main(): Promise<void> {
       log(`  raw ordered-consumer replay      ${raw.js_ordered_replay_per_s} msg/s`);
       log(`  raw Redis pipelined writes       ${raw.redis_pipelined_writes_per_s} cmd/s`);
       for (const line of storeLines(store)) log(line);
-      log(`  Baton hops (closed loop, ${hops.runs} runs) ${hops.hops_per_s} hops/s (${hops.stored_messages_per_hop} stored messages per hop, ${hops.event_bytes_avg} B per event)`);
-      log(`  Baton publish→visible at ${hops.offered_rate}/s  p50 ${hops.latency.p50_ms} ms, p95 ${hops.latency.p95_ms} ms, p99 ${hops.latency.p99_ms} ms (lost ${hops.lost}, not offered ${hops.not_offered})`);
+      log(
+        `  Baton hops (closed loop, ${hops.runs} runs) ${hops.hops_per_s} hops/s (${hops.stored_messages_per_hop} stored messages per hop, ${hops.event_bytes_avg} B per event)`,
+      );
+      log(
+        `  Baton publish→visible at ${hops.offered_rate}/s  p50 ${hops.latency.p50_ms} ms, p95 ${hops.latency.p95_ms} ms, p99 ${hops.latency.p99_ms} ms (lost ${hops.lost}, not offered ${hops.not_offered})`,
+      );
       log(`  Baton projection rebuild         ${replay.events_per_s} events/s (${replay.events} events, ${replay.projections} projections)`);
-      log(`  decision at ${growth.short_prior_events} / ${growth.long_prior_events} prior events  p50 ${growth.decision_short.p50_ms} / ${growth.decision_long.p50_ms} ms`);
-      log(`  resident memory, ${open.handoffs} open handoffs  ${Object.entries(rss).map(([k, v]) => `${k} ${v} MB`).join(', ')}`);
+      log(
+        `  decision at ${growth.short_prior_events} / ${growth.long_prior_events} prior events  p50 ${growth.decision_short.p50_ms} / ${growth.decision_long.p50_ms} ms`,
+      );
+      log(
+        `  resident memory, ${open.handoffs} open handoffs  ${Object.entries(rss)
+          .map(([k, v]) => `${k} ${v} MB`)
+          .join(', ')}`,
+      );
       log('\nratios (target)');
       log(`  hops_vs_raw_publish          ${ratios.hops_vs_raw_publish} (>= 0.33) ${reached.hops_vs_raw_publish ? 'reached' : 'NOT reached'}`);
       log(`  p99_latency_vs_raw_rtt_p50   ${ratios.p99_latency_vs_raw_rtt_p50} (<= 30) ${reached.p99_latency_vs_raw_rtt_p50 ? 'reached' : 'NOT reached'}`);
@@ -219,7 +249,8 @@ async function main(): Promise<void> {
 
 /** The store phase's figures, readable. */
 function storeLines(store: StoreResult): string[] {
-  const cpu = (part: { cpu_us: Record<string, number | null>; cpu_not_measured: Record<string, string> }) => formatCpu({ values: part.cpu_us, not_measured: part.cpu_not_measured });
+  const cpu = (part: { cpu_us: Record<string, number | null>; cpu_not_measured: Record<string, string> }) =>
+    formatCpu({ values: part.cpu_us, not_measured: part.cpu_not_measured });
   return [
     `  store: appends to one aggregate     ${store.sequential.appends_per_s} appends/s (p50 ${store.sequential.latency.p50_ms} ms, p99 ${store.sequential.latency.p99_ms} ms; CPU µs per append: ${cpu(store.sequential)})`,
     `  store: appends to ${store.concurrent.aggregates} aggregates   ${store.concurrent.appends_per_s} appends/s (p50 ${store.concurrent.latency.p50_ms} ms, p99 ${store.concurrent.latency.p99_ms} ms, ${store.concurrent.conflicts} conflicts; CPU µs per append: ${cpu(store.concurrent)})`,

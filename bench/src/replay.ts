@@ -38,5 +38,12 @@ export async function measureReplay(nats: NatsHandle, redis: Redis, prefix: stri
   for (const result of Object.values(results)) {
     if (result.status === 'swapped') await result.cleanup;
   }
-  return { events, projections: names.length, seconds: round(seconds, 2), events_per_s: Math.round(events / seconds), cpu_us_per_event: cpuPerEvent.values, cpu_not_measured: cpuPerEvent.not_measured };
+  return {
+    events,
+    projections: names.length,
+    seconds: round(seconds, 2),
+    events_per_s: Math.round(events / seconds),
+    cpu_us_per_event: cpuPerEvent.values,
+    cpu_not_measured: cpuPerEvent.not_measured,
+  };
 }

@@ -21,7 +21,12 @@ describe('the store phase (real NATS)', () => {
   it('appends in sequence and concurrently, reads the aggregate back, and deletes its stream', async () => {
     const before = await streams();
     const settings = { ...storeSettings(['--quick']), sequentialAppends: 30, aggregates: 4, appendsPerAggregate: 10, readEvents: 40, reads: 2 };
-    const result = await measureStore({ nats, settings, cpu: () => readCpu({ bench: { pid: process.pid, via: 'proc' }, gone: { pid: null, reason: 'not here' } }), log: () => undefined });
+    const result = await measureStore({
+      nats,
+      settings,
+      cpu: () => readCpu({ bench: { pid: process.pid, via: 'proc' }, gone: { pid: null, reason: 'not here' } }),
+      log: () => undefined,
+    });
 
     expect(result.sequential).toMatchObject({ appends: 30 });
     expect(result.sequential.appends_per_s).toBeGreaterThan(0);
@@ -37,5 +42,4 @@ describe('the store phase (real NATS)', () => {
     expect(typeof result.read.cpu_us['bench']).toBe('number');
     expect(await streams()).toEqual(before);
   });
-
 });

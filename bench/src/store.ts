@@ -148,7 +148,11 @@ export async function measureStore(opts: StoreOptions): Promise<StoreResult> {
     await chain(ref('warm'), 100, []);
 
     const sequentialLatencies: number[] = [];
-    const sequential = await timed(opts.cpu, () => sequentialLatencies.length, () => chain(ref('seq'), settings.sequentialAppends, sequentialLatencies));
+    const sequential = await timed(
+      opts.cpu,
+      () => sequentialLatencies.length,
+      () => chain(ref('seq'), settings.sequentialAppends, sequentialLatencies),
+    );
     if (sequential.result > 0) throw new Error('the sequential appends met a concurrency conflict: nothing else writes that aggregate');
     const sequentialRate = sequentialLatencies.length / sequential.seconds;
     opts.log(`  sequential: ${Math.round(sequentialRate)} appends/s (p50 ${round(summarize(sequentialLatencies).p50_ms, 3)} ms)`);

@@ -11,7 +11,16 @@ import { createRedis, type RedisHandle } from '@baton/projections';
 import { freePort, repoRoot, run, startService, stopService, waitFor, waitReady, type ServiceProcess } from '@baton/testing';
 
 const CHROMIUM = process.env['CHROMIUM_PATH'] ?? '/usr/bin/chromium';
-const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+const CHROMIUM_ARGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
 const natsUrl = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
 const redisUrl = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
 const PROJECT = 'web';
@@ -45,7 +54,10 @@ async function screenshot(page: Page, name: string): Promise<Shot> {
 }
 
 function expectSane(shot: Shot): void {
-  expect({ name: shot.name, sane: shot.width >= 800 && shot.width <= 2000 && shot.height >= 300 && shot.height <= 20000 && shot.bytes > 8_000 }).toEqual({ name: shot.name, sane: true });
+  expect({ name: shot.name, sane: shot.width >= 800 && shot.width <= 2000 && shot.height >= 300 && shot.height <= 20000 && shot.bytes > 8_000 }).toEqual({
+    name: shot.name,
+    sane: true,
+  });
 }
 
 /**
@@ -91,7 +103,9 @@ describe('the web inbox in headless Chromium (four services as processes)', () =
     token = (JSON.parse(made.stdout) as { token: string }).token;
 
     // The project definition, then a support agent (the SDK) that finishes each offer with its script.
-    const reply = await nats.connection.request(`${prefix}.cmd.router.${PROJECT}.publish_definition`, new TextEncoder().encode(JSON.stringify(definition)), { timeout: 10_000 });
+    const reply = await nats.connection.request(`${prefix}.cmd.router.${PROJECT}.publish_definition`, new TextEncoder().encode(JSON.stringify(definition)), {
+      timeout: 10_000,
+    });
     expect(JSON.parse(new TextDecoder().decode(reply.data))).toMatchObject({ ok: true });
     agent = await createBatonClient({ nats, prefix, project: PROJECT, agent: 'support' });
     offers = await agent.handoffs({
@@ -105,17 +119,29 @@ describe('the web inbox in headless Chromium (four services as processes)', () =
     });
     const refundRun = `refund-${prefix}`;
     scripts.set(refundRun, [
-      { body: 'Refund needs approval.', stop: { why: 'policy', detail: 'refund over the cap' }, pending_tool_call: { name: 'refund', args: { amount: 40, order: 99 }, call_id: 'call-1' }, tried: [{ name: 'lookup_order', trace_id: 'tr-1' }] },
+      {
+        body: 'Refund needs approval.',
+        stop: { why: 'policy', detail: 'refund over the cap' },
+        pending_tool_call: { name: 'refund', args: { amount: 40, order: 99 }, call_id: 'call-1' },
+        tried: [{ name: 'lookup_order', trace_id: 'tr-1' }],
+      },
       { decision: { dispatch: { status: 'advance' } }, body: 'Refund issued.' },
     ]);
     const xssRun = `xss-${prefix}`;
-    scripts.set(xssRun, [{ body: XSS, stop: { why: 'policy', detail: XSS }, pending_tool_call: { name: XSS, args: { note: XSS } }, tried: [{ name: XSS, trace_id: XSS }] }]);
+    scripts.set(xssRun, [
+      { body: XSS, stop: { why: 'policy', detail: XSS }, pending_tool_call: { name: XSS, args: { note: XSS } }, tried: [{ name: XSS, trace_id: XSS }] },
+    ]);
     for (const runId of [refundRun, xssRun]) await agent.startRun({ workflow_run_id: runId, project: PROJECT, workflow: 'support', started_by: 'dana' });
     refundPacket = await stopOf(refundRun);
     xssPacket = await stopOf(xssRun);
 
     userDataDir = await mkdtemp(join(tmpdir(), 'baton-chromium-'));
-    context = await chromium.launchPersistentContext(userDataDir, { executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS, viewport: { width: 1280, height: 900 } });
+    context = await chromium.launchPersistentContext(userDataDir, {
+      executablePath: CHROMIUM,
+      headless: true,
+      args: CHROMIUM_ARGS,
+      viewport: { width: 1280, height: 900 },
+    });
     context.setDefaultTimeout(15_000);
     context.on('dialog', (dialog) => {
       dialogs.push(dialog.message());
@@ -159,7 +185,10 @@ describe('the web inbox in headless Chromium (four services as processes)', () =
     expect(text).toContain('lookup_order');
     expect(text).toMatch(/"amount": 40/);
     expect(await item.locator('a', { hasText: 'lookup_order' }).getAttribute('href')).toBe(`/projects/${PROJECT}/runs/refund-${prefix}#timeline`);
-    expect(await item.locator('button[name="action"]').evaluateAll((buttons) => buttons.map((b) => (b as unknown as { value: string }).value))).toEqual(['approve', 'deny']);
+    expect(await item.locator('button[name="action"]').evaluateAll((buttons) => buttons.map((b) => (b as unknown as { value: string }).value))).toEqual([
+      'approve',
+      'deny',
+    ]);
     expect(shot.text).toContain(text.split('\n')[0]!);
     await page.close();
   });
@@ -198,7 +227,15 @@ describe('the web inbox in headless Chromium (four services as processes)', () =
   it('the run timeline page shows every event, who or what decided it, and its origin', async () => {
     const page = await context.newPage();
     await page.goto(`${base}/projects/${PROJECT}/runs/refund-${prefix}`);
-    const rows = await page.locator('#timeline tbody tr').evaluateAll((trs) => trs.map((tr) => Array.from((tr as unknown as { querySelectorAll(s: string): ArrayLike<{ textContent: string | null }> }).querySelectorAll('td')).map((td) => td.textContent ?? '')));
+    const rows = await page
+      .locator('#timeline tbody tr')
+      .evaluateAll((trs) =>
+        trs.map((tr) =>
+          Array.from((tr as unknown as { querySelectorAll(s: string): ArrayLike<{ textContent: string | null }> }).querySelectorAll('td')).map(
+            (td) => td.textContent ?? '',
+          ),
+        ),
+      );
     const types = rows.map((r) => r[2]);
     expect(types).toEqual(expect.arrayContaining(['run.started', 'run.routed', 'run.stopped', 'run.resumed', 'run.completed']));
     const resumed = rows.find((r) => r[2] === 'run.resumed')!;

@@ -4,13 +4,30 @@ import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
-import { createBatonClient, handoffCallsFromOpenAi, publishMeshResult, startMesh, type BatonAgent, type HandoffOffer, type OfferSubscription } from '@baton/sdk';
+import {
+  createBatonClient,
+  handoffCallsFromOpenAi,
+  publishMeshResult,
+  startMesh,
+  type BatonAgent,
+  type HandoffOffer,
+  type OfferSubscription,
+} from '@baton/sdk';
 import { batonStreamNames, connectNats, type NatsHandle } from '@baton/eventstore';
 import { createRedis, type RedisHandle } from '@baton/projections';
 import { freePort, repoRoot, run, startService, stopService, waitFor, waitReady, type ServiceProcess } from '@baton/testing';
 
 const CHROMIUM = process.env['CHROMIUM_PATH'] ?? '/usr/bin/chromium';
-const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+const CHROMIUM_ARGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
 const natsUrl = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
 const redisUrl = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
 const PROJECT = 'webmesh';
@@ -85,7 +102,16 @@ describe('the mesh run page in headless Chromium (four services as processes)', 
     const calls = turn.calls.map((tool) => ({ id: `call-${++turns}`, type: 'function', function: { name: tool, arguments: '{}' } }));
     await publishMeshResult(
       { js: nats.js, prefix },
-      { project: PROJECT, mesh_run_id: meshRunId, agent: name, result_id: `${meshRunId}-t${turns}-${name}`, text: turn.text, handoff_tool_calls: handoffCallsFromOpenAi(calls), handoff_id: offer.handoffId, claim_id: offer.claimId ?? undefined },
+      {
+        project: PROJECT,
+        mesh_run_id: meshRunId,
+        agent: name,
+        result_id: `${meshRunId}-t${turns}-${name}`,
+        text: turn.text,
+        handoff_tool_calls: handoffCallsFromOpenAi(calls),
+        handoff_id: offer.handoffId,
+        claim_id: offer.claimId ?? undefined,
+      },
     );
   };
 
@@ -93,14 +119,17 @@ describe('the mesh run page in headless Chromium (four services as processes)', 
     await mkdir(SHOTS, { recursive: true });
     nats = await connectNats({ servers: natsUrl, reconnect: false });
     redis = createRedis(redisUrl);
-    for (const name of ['ledger', 'router', 'watchdog', 'notifier']) services.push(startService(name, await freePort(), env, { instance: `${name}-mesh-browser` }));
+    for (const name of ['ledger', 'router', 'watchdog', 'notifier'])
+      services.push(startService(name, await freePort(), env, { instance: `${name}-mesh-browser` }));
     await Promise.all(services.map((service) => waitReady(service)));
     base = `http://127.0.0.1:${services.find((s) => s.name === 'notifier')!.port}`;
     const made = await run(process.execPath, ['bin/baton.js', 'token', 'create', '--role', 'operator', '--project', PROJECT, '--name', 'olga', '--json'], env);
     if (made.code !== 0) throw new Error(`baton token create failed: ${made.stderr}`);
     token = (JSON.parse(made.stdout) as { token: string }).token;
 
-    const reply = await nats.connection.request(`${prefix}.cmd.router.${PROJECT}.publish_definition`, new TextEncoder().encode(JSON.stringify(definition)), { timeout: 10_000 });
+    const reply = await nats.connection.request(`${prefix}.cmd.router.${PROJECT}.publish_definition`, new TextEncoder().encode(JSON.stringify(definition)), {
+      timeout: 10_000,
+    });
     expect(JSON.parse(new TextDecoder().decode(reply.data))).toMatchObject({ ok: true });
     for (const name of ['triage', 'billing']) {
       const client = await createBatonClient({ nats, prefix, project: PROJECT, agent: name });
@@ -114,7 +143,12 @@ describe('the mesh run page in headless Chromium (four services as processes)', 
     });
 
     userDataDir = await mkdtemp(join(tmpdir(), 'baton-chromium-'));
-    context = await chromium.launchPersistentContext(userDataDir, { executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS, viewport: { width: 1280, height: 900 } });
+    context = await chromium.launchPersistentContext(userDataDir, {
+      executablePath: CHROMIUM,
+      headless: true,
+      args: CHROMIUM_ARGS,
+      viewport: { width: 1280, height: 900 },
+    });
     context.setDefaultTimeout(15_000);
   }, 80_000);
 
@@ -133,9 +167,12 @@ describe('the mesh run page in headless Chromium (four services as processes)', 
   }, 60_000);
 
   const card = (page: Page) => page.locator(`article[data-item-id="stop:${PROJECT}:${packet}"]`);
-  const rows = (page: Page, testId: string) => page.locator(`[data-testid="${testId}"]`).evaluateAll((trs) => trs.map((tr) => Array.from((tr as HTMLElement).querySelectorAll('td')).map((td) => (td.textContent ?? '').trim())));
+  const rows = (page: Page, testId: string) =>
+    page
+      .locator(`[data-testid="${testId}"]`)
+      .evaluateAll((trs) => trs.map((tr) => Array.from((tr as HTMLElement).querySelectorAll('td')).map((td) => (td.textContent ?? '').trim())));
 
-  it("the mesh stop item links to the mesh page: its turns, the handoffs taken, the call ignored and why, the cap and the outcome", async () => {
+  it('the mesh stop item links to the mesh page: its turns, the handoffs taken, the call ignored and why, the cap and the outcome', async () => {
     const page = await context.newPage();
     await page.goto(`${base}/inbox`);
     await page.fill('input[name="token"]', token);

@@ -46,10 +46,23 @@ describe('operator answers say what happened (router + notifier in process, real
   let base: string;
   let olga: string;
   let omar: string;
-  const env = { ...process.env, NATS_URL, REDIS_URL, BATON_PREFIX: prefix, HTTP_PORT: '0', LOG_LEVEL: 'error', BATON_NATS_AUTH: 'none', NOTIFIER_ANSWER_WAIT_MS: '8000' };
+  const env = {
+    ...process.env,
+    NATS_URL,
+    REDIS_URL,
+    BATON_PREFIX: prefix,
+    HTTP_PORT: '0',
+    LOG_LEVEL: 'error',
+    BATON_NATS_AUTH: 'none',
+    NOTIFIER_ANSWER_WAIT_MS: '8000',
+  };
 
   const post = async (path: string, token: string, body: unknown): Promise<Reply> => {
-    const response = await fetch(`${base}${path}`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const response = await fetch(`${base}${path}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
     return { status: response.status, body: (await response.json()) as Reply['body'] };
   };
   const get = async (path: string, token: string): Promise<Reply> => {
@@ -60,22 +73,42 @@ describe('operator answers say what happened (router + notifier in process, real
 
   /** Start a run of `feature`, claim its first handoff as the issue agent and publish `result` for it; resolve with the run's events once `until` is there. */
   async function runUntil(run: string, result: Record<string, unknown>, until: string): Promise<StoredEvent[]> {
-    await nats.js.publish(`${prefix}.in.${PROJECT}.start`, encoder.encode(JSON.stringify({ workflow_run_id: run, project: PROJECT, workflow: 'feature', started_by: 'sam', input: 'x' })), { msgID: `start:${PROJECT}:${run}` });
+    await nats.js.publish(
+      `${prefix}.in.${PROJECT}.start`,
+      encoder.encode(JSON.stringify({ workflow_run_id: run, project: PROJECT, workflow: 'feature', started_by: 'sam', input: 'x' })),
+      { msgID: `start:${PROJECT}:${run}` },
+    );
     const handoff = await waitFor(async () => (await currentHandoff(store, PROJECT, run)) ?? undefined, `${run} routed`, { timeoutMs: 15_000 });
     const claimId = await claimHandoff(store, PROJECT, handoff.handoffId, 'issue');
-    const full = { result_id: `res-${run}`, run_id: `ar-${run}`, project: PROJECT, workflow_run_id: run, agent: 'issue', produced_at: new Date().toISOString(), handoff_id: handoff.handoffId, claim_id: claimId, ...result };
+    const full = {
+      result_id: `res-${run}`,
+      run_id: `ar-${run}`,
+      project: PROJECT,
+      workflow_run_id: run,
+      agent: 'issue',
+      produced_at: new Date().toISOString(),
+      handoff_id: handoff.handoffId,
+      claim_id: claimId,
+      ...result,
+    };
     await nats.js.publish(`${prefix}.in.${PROJECT}.result.issue`, encoder.encode(JSON.stringify(full)), { msgID: `result:${PROJECT}:${full.result_id}` });
-    return waitFor(async () => {
-      const events = await runEvents(run);
-      return events.some((e) => e.type === until) ? events : undefined;
-    }, `${run}: ${until}`, { timeoutMs: 15_000 });
+    return waitFor(
+      async () => {
+        const events = await runEvents(run);
+        return events.some((e) => e.type === until) ? events : undefined;
+      },
+      `${run}: ${until}`,
+      { timeoutMs: 15_000 },
+    );
   }
 
   /** A run stopped on a budget cap (form raise_cap: raise_cap / deny), its packet in the operator's projections. */
   async function stoppedRun(run: string): Promise<string> {
     const events = await runUntil(run, { body: 'out of steps', stop: { why: 'budget', cap: { name: 'steps', limit: 10, used: 10 } } }, 'run.stopped');
     const packetId = (events.find((e) => e.type === 'run.stopped')!.payload as { packet: { packet_id: string } }).packet.packet_id;
-    await waitFor(async () => ((await get(`/v1/projects/${PROJECT}/stops/${packetId}`, olga)).status === 200 ? true : undefined), `${packetId} projected`, { timeoutMs: 15_000 });
+    await waitFor(async () => ((await get(`/v1/projects/${PROJECT}/stops/${packetId}`, olga)).status === 200 ? true : undefined), `${packetId} projected`, {
+      timeoutMs: 15_000,
+    });
     return packetId;
   }
 
@@ -90,7 +123,11 @@ describe('operator answers say what happened (router + notifier in process, real
     const tokens = new TokenStore(redis.client, prefix);
     olga = (await tokens.create({ name: 'olga', role: 'operator', projects: [PROJECT], now: new Date().toISOString() })).token;
     omar = (await tokens.create({ name: 'omar', role: 'operator', projects: [PROJECT], now: new Date().toISOString() })).token;
-    const reply = await nats.connection.request(`${prefix}.cmd.router.${PROJECT}.publish_definition`, encoder.encode(JSON.stringify(twoStepDefinition(PROJECT))), { timeout: 10_000 });
+    const reply = await nats.connection.request(
+      `${prefix}.cmd.router.${PROJECT}.publish_definition`,
+      encoder.encode(JSON.stringify(twoStepDefinition(PROJECT))),
+      { timeout: 10_000 },
+    );
     expect(JSON.parse(new TextDecoder().decode(reply.data))).toMatchObject({ ok: true });
   }, 60_000);
 
@@ -108,11 +145,20 @@ describe('operator answers say what happened (router + notifier in process, real
   it('two operators answer one stop at the same moment: exactly one 200 (applied, with the run now terminated) and one 409 with the refusal code', async () => {
     const packetId = await stoppedRun('wr-race');
     const path = `/v1/projects/${PROJECT}/stops/${packetId}/answer`;
-    const [a, b] = await Promise.all([post(path, olga, { answer_id: 'ans-race-olga', action: 'deny', note: 'no' }), post(path, omar, { answer_id: 'ans-race-omar', action: 'deny', note: 'no either' })]);
+    const [a, b] = await Promise.all([
+      post(path, olga, { answer_id: 'ans-race-olga', action: 'deny', note: 'no' }),
+      post(path, omar, { answer_id: 'ans-race-omar', action: 'deny', note: 'no either' }),
+    ]);
     const replies = [a, b].sort((x, y) => x.status - y.status);
     expect(replies.map((r) => r.status)).toEqual([200, 409]);
     const [won, lost] = replies as [Reply, Reply];
-    expect(won.body).toMatchObject({ outcome: 'applied', project: PROJECT, workflow_run_id: 'wr-race', event: { type: 'run.resumed' }, run: { status: 'terminated', workflow_run_id: 'wr-race' } });
+    expect(won.body).toMatchObject({
+      outcome: 'applied',
+      project: PROJECT,
+      workflow_run_id: 'wr-race',
+      event: { type: 'run.resumed' },
+      run: { status: 'terminated', workflow_run_id: 'wr-race' },
+    });
     // The loser is told why: the code the router recorded (the run no longer has an open stop),
     // or, when the projections already showed the packet answered, the API's own fail-closed check.
     expect(['run_not_stopped', 'stop_already_answered']).toContain(lost.body.error?.code);
@@ -134,12 +180,24 @@ describe('operator answers say what happened (router + notifier in process, real
     expect(first).toMatchObject({ status: 200, body: { outcome: 'applied' } });
     // …then a second one published straight to the router (as a second notifier would, racing the
     // projections): the router refuses it, and the answer status reads the refusal.
-    const request = { workflow_run_id: 'wr-refused', project: PROJECT, actor_role: 'operator', answer: { kind: 'stop_answer', answer: { packet_id: packetId, answer_id: 'ans-ref-2', action: 'deny', answered_by: 'omar', answered_at: new Date().toISOString() } } };
+    const request = {
+      workflow_run_id: 'wr-refused',
+      project: PROJECT,
+      actor_role: 'operator',
+      answer: {
+        kind: 'stop_answer',
+        answer: { packet_id: packetId, answer_id: 'ans-ref-2', action: 'deny', answered_by: 'omar', answered_at: new Date().toISOString() },
+      },
+    };
     await nats.js.publish(`${prefix}.in.${PROJECT}.answer`, encoder.encode(JSON.stringify(request)), { msgID: `answer:${PROJECT}:ans-ref-2` });
-    const status = await waitFor(async () => {
-      const reply = await get(`/v1/projects/${PROJECT}/runs/wr-refused/answers/ans-ref-2`, olga);
-      return reply.body['outcome'] === 'refused' ? reply : undefined;
-    }, 'the refusal', { timeoutMs: 15_000 });
+    const status = await waitFor(
+      async () => {
+        const reply = await get(`/v1/projects/${PROJECT}/runs/wr-refused/answers/ans-ref-2`, olga);
+        return reply.body['outcome'] === 'refused' ? reply : undefined;
+      },
+      'the refusal',
+      { timeoutMs: 15_000 },
+    );
     expect(status.body).toMatchObject({ outcome: 'refused', code: 'run_not_stopped', answer_id: 'ans-ref-2', workflow_run_id: 'wr-refused' });
     expect((await get(`/v1/projects/${PROJECT}/runs/wr-refused/answers/never-sent`, olga)).body).toMatchObject({ outcome: 'pending' });
     expect((await get(`/v1/projects/${PROJECT}/runs/nope/answers/ans-ref-2`, olga)).status).toBe(404);
@@ -147,16 +205,26 @@ describe('operator answers say what happened (router + notifier in process, real
 
   it("a held run answered (terminate): 200 applied with the run's new state", async () => {
     await runUntil('wr-hold', { body: 'no sentinel: the run holds' }, 'run.held');
-    await waitFor(async () => ((await get(`/v1/projects/${PROJECT}/runs/wr-hold`, olga)).body['run'] as { status?: string } | undefined)?.status === 'held' || undefined, 'the hold projected', { timeoutMs: 15_000 });
+    await waitFor(
+      async () => ((await get(`/v1/projects/${PROJECT}/runs/wr-hold`, olga)).body['run'] as { status?: string } | undefined)?.status === 'held' || undefined,
+      'the hold projected',
+      { timeoutMs: 15_000 },
+    );
     const reply = await post(`/v1/projects/${PROJECT}/runs/wr-hold/answer`, olga, { answer_id: 'ans-hold-e2e', action: 'terminate', note: 'stop here' });
-    expect(reply).toMatchObject({ status: 200, body: { outcome: 'applied', run: { status: 'terminated' }, status_url: `/v1/projects/${PROJECT}/runs/wr-hold/answers/ans-hold-e2e` } });
+    expect(reply).toMatchObject({
+      status: 200,
+      body: { outcome: 'applied', run: { status: 'terminated' }, status_url: `/v1/projects/${PROJECT}/runs/wr-hold/answers/ans-hold-e2e` },
+    });
   });
 
   it('baton answer: exit 0 when applied (saying so), exit 1 with the refusal code when another answer won', async () => {
     const packetId = await stoppedRun('wr-cli');
     const run = async (token: string, answerId: string) => {
       const io = bufferedIo();
-      const code = await baton(['answer', packetId, '--project', PROJECT, '--action', 'deny', '--answer-id', answerId], { io, env: { NATS_URL, REDIS_URL, BATON_PREFIX: prefix, BATON_API_URL: base, BATON_TOKEN: token, BATON_OPERATOR: 'x' } });
+      const code = await baton(['answer', packetId, '--project', PROJECT, '--action', 'deny', '--answer-id', answerId], {
+        io,
+        env: { NATS_URL, REDIS_URL, BATON_PREFIX: prefix, BATON_API_URL: base, BATON_TOKEN: token, BATON_OPERATOR: 'x' },
+      });
       return { code, out: io.out(), err: io.err() };
     };
     const [a, b] = await Promise.all([run(olga, 'ans-cli-1'), run(omar, 'ans-cli-2')]);

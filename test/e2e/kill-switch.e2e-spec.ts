@@ -48,7 +48,11 @@ describe('kill switch through whole runs (router + ledger, SDK agents, real NATS
     nats = await connectNats({ servers: NATS_URL, reconnect: false });
     store = new JetStreamEventStore({ js: nats.js, jsm: nats.jsm, prefix, registry: createEventRegistry() });
     services.push(await startLedger(env), await startRouter(env));
-    const reply = await nats.connection.request(`${prefix}.cmd.router.${PROJECT}.publish_definition`, encoder.encode(JSON.stringify(twoStepDefinition(PROJECT))), { timeout: 10_000 });
+    const reply = await nats.connection.request(
+      `${prefix}.cmd.router.${PROJECT}.publish_definition`,
+      encoder.encode(JSON.stringify(twoStepDefinition(PROJECT))),
+      { timeout: 10_000 },
+    );
     expect(JSON.parse(decoder.decode(reply.data))).toMatchObject({ ok: true });
     // Two agents doing real work through the SDK: claim, then finish with an advance.
     for (const name of ['issue', 'architect']) {
@@ -84,7 +88,9 @@ describe('kill switch through whole runs (router + ledger, SDK agents, real NATS
     // A run before the pause goes straight through.
     const before = `wr-ks-before`;
     await agents[0]!.startRun({ workflow_run_id: before, workflow: 'feature', started_by: 'sam', input: 'x' });
-    await waitFor(async () => ((await runEvents(before)).some((e) => e.type === 'run.completed') ? true : undefined), 'the first run to complete', { timeoutMs: 15_000 });
+    await waitFor(async () => ((await runEvents(before)).some((e) => e.type === 'run.completed') ? true : undefined), 'the first run to complete', {
+      timeoutMs: 15_000,
+    });
 
     expect(await control('pause', { actor: 'olga', reason: 'incident 7: a bad model release', idempotency_key: 'pause-1' })).toMatchObject({
       ok: true,
@@ -94,18 +100,22 @@ describe('kill switch through whole runs (router + ledger, SDK agents, real NATS
     for (const run of runs) await agents[0]!.startRun({ workflow_run_id: run, workflow: 'feature', started_by: 'sam', input: 'x' });
 
     // Each run is started and routed, and the ledger holds its handoff as pending.
-    const held = await waitFor(async () => {
-      const ids: string[] = [];
-      for (const run of runs) {
-        const routed = (await runEvents(run)).find((e) => e.type === 'run.routed');
-        if (!routed) return undefined;
-        const id = (routed.payload as { handoff_id: string }).handoff_id;
-        const events = await handoffEvents(id);
-        if (!events.some((e) => e.type === 'handoff.created')) return undefined;
-        ids.push(id);
-      }
-      return ids;
-    }, 'the paused runs to be routed and their handoffs created', { timeoutMs: 15_000 });
+    const held = await waitFor(
+      async () => {
+        const ids: string[] = [];
+        for (const run of runs) {
+          const routed = (await runEvents(run)).find((e) => e.type === 'run.routed');
+          if (!routed) return undefined;
+          const id = (routed.payload as { handoff_id: string }).handoff_id;
+          const events = await handoffEvents(id);
+          if (!events.some((e) => e.type === 'handoff.created')) return undefined;
+          ids.push(id);
+        }
+        return ids;
+      },
+      'the paused runs to be routed and their handoffs created',
+      { timeoutMs: 15_000 },
+    );
     await sleep(1_000); // time for an offer that should not come
     expect(offered.filter((o) => held.some((id) => o.endsWith(`:${id}`)))).toEqual([]);
     const ledger = new LedgerClient(nats, prefix, { as: Principals.agent(PROJECT, 'issue') });
@@ -118,7 +128,9 @@ describe('kill switch through whole runs (router + ledger, SDK agents, real NATS
       project: { status: 'active' },
     });
     for (const run of runs) {
-      await waitFor(async () => ((await runEvents(run)).some((e) => e.type === 'run.completed') ? true : undefined), `${run} to complete after the resume`, { timeoutMs: 30_000 });
+      await waitFor(async () => ((await runEvents(run)).some((e) => e.type === 'run.completed') ? true : undefined), `${run} to complete after the resume`, {
+        timeoutMs: 30_000,
+      });
     }
 
     // Folded from the streams: each run advanced once per step and completed once; every held

@@ -50,27 +50,51 @@ describe('human action notices: exactly one publisher (router + notifier in proc
 
   it('one hold is one message on <prefix>.notice.<project>', async () => {
     const seen: Array<{ notice_id: string; workflow_run_id: string }> = [];
-    nats.connection.subscribe(`${prefix}.notice.>`, { callback: (_err, msg) => seen.push(JSON.parse(decoder.decode(msg.data)) as { notice_id: string; workflow_run_id: string }) });
+    nats.connection.subscribe(`${prefix}.notice.>`, {
+      callback: (_err, msg) => seen.push(JSON.parse(decoder.decode(msg.data)) as { notice_id: string; workflow_run_id: string }),
+    });
     await nats.connection.flush();
     const store = new JetStreamEventStore({ js: nats.js, jsm: nats.jsm, prefix, registry: createEventRegistry() });
 
-    const reply = await nats.connection.request(`${prefix}.cmd.router.demo.publish_definition`, encoder.encode(JSON.stringify(twoStepDefinition('demo'))), { timeout: 10_000 });
+    const reply = await nats.connection.request(`${prefix}.cmd.router.demo.publish_definition`, encoder.encode(JSON.stringify(twoStepDefinition('demo'))), {
+      timeout: 10_000,
+    });
     expect(JSON.parse(decoder.decode(reply.data))).toMatchObject({ ok: true });
     const run = 'wr-notice-1';
-    await nats.js.publish(`${prefix}.in.demo.start`, encoder.encode(JSON.stringify({ workflow_run_id: run, project: 'demo', workflow: 'feature', started_by: 'sam', input: 'x' })), { msgID: run });
+    await nats.js.publish(
+      `${prefix}.in.demo.start`,
+      encoder.encode(JSON.stringify({ workflow_run_id: run, project: 'demo', workflow: 'feature', started_by: 'sam', input: 'x' })),
+      { msgID: run },
+    );
     const handoff = await waitFor(async () => (await currentHandoff(store, 'demo', run)) ?? undefined, 'the run to be routed', { timeoutMs: 15_000 });
     const claimId = await claimHandoff(store, 'demo', handoff.handoffId, 'issue');
     expect(claimId).not.toBeNull();
 
     // A result with no decision: the run holds for a person.
-    const result = { result_id: 'res-notice-1', run_id: 'ar-1', project: 'demo', workflow_run_id: run, agent: 'issue', produced_at: new Date().toISOString(), body: 'no sentinel: the run holds', handoff_id: handoff.handoffId, claim_id: claimId };
+    const result = {
+      result_id: 'res-notice-1',
+      run_id: 'ar-1',
+      project: 'demo',
+      workflow_run_id: run,
+      agent: 'issue',
+      produced_at: new Date().toISOString(),
+      body: 'no sentinel: the run holds',
+      handoff_id: handoff.handoffId,
+      claim_id: claimId,
+    };
     await nats.js.publish(`${prefix}.in.demo.result.issue`, encoder.encode(JSON.stringify(result)), { msgID: result.result_id });
-    await waitFor(async () => ((await store.read({ project: 'demo', kind: 'run', id: run })).events.some((e) => e.type === 'run.held') ? true : undefined), 'the hold', { timeoutMs: 15_000 });
+    await waitFor(
+      async () => ((await store.read({ project: 'demo', kind: 'run', id: run })).events.some((e) => e.type === 'run.held') ? true : undefined),
+      'the hold',
+      { timeoutMs: 15_000 },
+    );
 
     await waitFor(async () => (seen.length > 0 ? true : undefined), 'the notice', { timeoutMs: 15_000 });
     await sleep(3000); // a second publisher would have published by now
     const held = (await store.read({ project: 'demo', kind: 'run', id: run })).events.filter((e) => e.type === 'run.notice_emitted');
     expect(held).toHaveLength(1);
-    expect(seen).toEqual([expect.objectContaining({ workflow_run_id: run, notice_id: (held[0]!.payload as { notice: { notice_id: string } }).notice.notice_id })]);
+    expect(seen).toEqual([
+      expect.objectContaining({ workflow_run_id: run, notice_id: (held[0]!.payload as { notice: { notice_id: string } }).notice.notice_id }),
+    ]);
   });
 });

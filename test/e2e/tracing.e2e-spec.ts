@@ -68,11 +68,19 @@ describe('trace context from agent result to inbox item (router + ledger + notif
   }
 
   it('one trace id links the agent result, the run events, the handoff events and the inbox item', async () => {
-    const reply = await nats.connection.request(`${prefix}.cmd.router.demo.publish_definition`, encoder.encode(JSON.stringify(twoStepDefinition('demo'))), { timeout: 10_000 });
+    const reply = await nats.connection.request(`${prefix}.cmd.router.demo.publish_definition`, encoder.encode(JSON.stringify(twoStepDefinition('demo'))), {
+      timeout: 10_000,
+    });
     expect(JSON.parse(decoder.decode(reply.data))).toMatchObject({ ok: true });
     const run = 'wr-trace-1';
-    await nats.js.publish(`${prefix}.in.demo.start`, encoder.encode(JSON.stringify({ workflow_run_id: run, project: 'demo', workflow: 'feature', started_by: 'sam', input: 'x' })), { msgID: MsgIds.start('demo', run) });
-    const routed = await waitFor(async () => (await storedEvents('run', run)).find((e) => e.type === 'run.routed'), 'the run to be routed', { timeoutMs: 15_000 });
+    await nats.js.publish(
+      `${prefix}.in.demo.start`,
+      encoder.encode(JSON.stringify({ workflow_run_id: run, project: 'demo', workflow: 'feature', started_by: 'sam', input: 'x' })),
+      { msgID: MsgIds.start('demo', run) },
+    );
+    const routed = await waitFor(async () => (await storedEvents('run', run)).find((e) => e.type === 'run.routed'), 'the run to be routed', {
+      timeoutMs: 15_000,
+    });
     const startTrace = routed.traceId;
     expect(startTrace).toMatch(/^[0-9a-f]{32}$/); // a start without a traceparent starts a trace of its own
 
@@ -86,37 +94,62 @@ describe('trace context from agent result to inbox item (router + ledger + notif
     const agents = new AgentClaims(nats, prefix, 'demo');
     const claimId = await agents.claim('issue', entry);
     await agents.close();
-    const result = { result_id: 'res-trace-1', run_id: 'ar-1', project: 'demo', workflow_run_id: run, agent: 'issue', produced_at: new Date().toISOString(), body: 'no sentinel: the run holds', handoff_id: entry, claim_id: claimId };
-    await nats.js.publish(`${prefix}.in.demo.result.issue`, encoder.encode(JSON.stringify(result)), { msgID: MsgIds.result('demo', result.result_id), headers: hdrs });
+    const result = {
+      result_id: 'res-trace-1',
+      run_id: 'ar-1',
+      project: 'demo',
+      workflow_run_id: run,
+      agent: 'issue',
+      produced_at: new Date().toISOString(),
+      body: 'no sentinel: the run holds',
+      handoff_id: entry,
+      claim_id: claimId,
+    };
+    await nats.js.publish(`${prefix}.in.demo.result.issue`, encoder.encode(JSON.stringify(result)), {
+      msgID: MsgIds.result('demo', result.result_id),
+      headers: hdrs,
+    });
 
-    const runEvents = await waitFor(async () => {
-      const events = await storedEvents('run', run);
-      return events.some((e) => e.type === 'run.held') ? events : undefined;
-    }, 'the run to hold', { timeoutMs: 15_000 });
+    const runEvents = await waitFor(
+      async () => {
+        const events = await storedEvents('run', run);
+        return events.some((e) => e.type === 'run.held') ? events : undefined;
+      },
+      'the run to hold',
+      { timeoutMs: 15_000 },
+    );
     const fromResult = runEvents.filter((e) => e.traceId === traceId).map((e) => e.type);
     expect(fromResult).toEqual(expect.arrayContaining(['run.result_recorded', 'run.held']));
     expect(runEvents.find((e) => e.type === 'run.started')?.traceId).toBe(startTrace);
 
     // The dispatch reactor's ledger call carried the trace: the handoff's completion is in it.
-    const handoffId = await waitFor(async () => {
-      const stream = batonStreamNames(prefix).events;
-      const info = await nats.jsm.streams.info(stream, { subjects_filter: `${prefix}.ev.demo.handoff.*` });
-      for (const subject of Object.keys(info.state.subjects ?? {})) {
-        const id = subject.split('.').pop()!;
-        if ((await storedEvents('handoff', id)).some((e) => e.traceId === traceId)) return id;
-      }
-      return undefined;
-    }, 'a handoff event in the trace', { timeoutMs: 15_000 });
+    const handoffId = await waitFor(
+      async () => {
+        const stream = batonStreamNames(prefix).events;
+        const info = await nats.jsm.streams.info(stream, { subjects_filter: `${prefix}.ev.demo.handoff.*` });
+        for (const subject of Object.keys(info.state.subjects ?? {})) {
+          const id = subject.split('.').pop()!;
+          if ((await storedEvents('handoff', id)).some((e) => e.traceId === traceId)) return id;
+        }
+        return undefined;
+      },
+      'a handoff event in the trace',
+      { timeoutMs: 15_000 },
+    );
     const handoffEvents = await storedEvents('handoff', handoffId);
     expect(handoffEvents.find((e) => e.type === 'handoff.created')?.traceId).toBe(startTrace);
     expect(handoffEvents.filter((e) => e.traceId === traceId).map((e) => e.type)).toContain('handoff.completed_by_result');
 
     // The notifier recorded it on the inbox item the hold opened.
     const store = createProjectionStore({ redis: redis.client, prefix: `${prefix}:proj` });
-    const item = await waitFor(async () => {
-      const page = await store.items('inbox', 'inbox').query({ filters: { kind: 'hold' } });
-      return page.items.find((i) => i['workflow_run_id'] === run);
-    }, 'the hold item', { timeoutMs: 15_000 });
+    const item = await waitFor(
+      async () => {
+        const page = await store.items('inbox', 'inbox').query({ filters: { kind: 'hold' } });
+        return page.items.find((i) => i['workflow_run_id'] === run);
+      },
+      'the hold item',
+      { timeoutMs: 15_000 },
+    );
     expect(item['trace_id']).toBe(traceId);
 
     // The notifier's metrics: inbox size and open handoffs from its projections.

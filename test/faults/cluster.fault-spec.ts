@@ -1,5 +1,18 @@
 import { batonStreamNames, connectNats } from '@baton/eventstore';
-import { driveLoad, foldAndCheck, freePort, type Platform, randomPrefix, settleAndCheck, sleep, startLoadPlatform, startNatsServer, stopLoadPlatform, summary, type ServerProcess } from './harness';
+import {
+  driveLoad,
+  foldAndCheck,
+  freePort,
+  type Platform,
+  randomPrefix,
+  settleAndCheck,
+  sleep,
+  startLoadPlatform,
+  startNatsServer,
+  stopLoadPlatform,
+  summary,
+  type ServerProcess,
+} from './harness';
 
 describe('fault: a three-node nats-server cluster with replicated streams (R3), one node killed under load', () => {
   const nodes: ServerProcess[] = [];
@@ -12,7 +25,13 @@ describe('fault: a three-node nats-server cluster with replicated streams (R3), 
     const clientPorts = [await freePort(), await freePort(), await freePort()];
     const clusterPorts = [await freePort(), await freePort(), await freePort()];
     for (let i = 0; i < 3; i++) {
-      nodes.push(await startNatsServer({ name: `n${i + 1}`, port: clientPorts[i]!, cluster: { port: clusterPorts[i]!, routes: clusterPorts.filter((_, j) => j !== i) } }));
+      nodes.push(
+        await startNatsServer({
+          name: `n${i + 1}`,
+          port: clientPorts[i]!,
+          cluster: { port: clusterPorts[i]!, routes: clusterPorts.filter((_, j) => j !== i) },
+        }),
+      );
     }
     urls = nodes.map((n) => n.url);
     // JetStream on a cluster is ready once a meta leader is elected: wait until an account info call answers.

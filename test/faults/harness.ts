@@ -101,7 +101,9 @@ function spawnServer(name: string, command: string, args: string[], port: number
 }
 
 /** Our own nats-server with JetStream and file storage in a fresh temp dir, on a free loopback port. */
-export async function startNatsServer(opts: { name?: string; port?: number; dir?: string; cluster?: { port: number; routes: number[] } } = {}): Promise<ServerProcess> {
+export async function startNatsServer(
+  opts: { name?: string; port?: number; dir?: string; cluster?: { port: number; routes: number[] } } = {},
+): Promise<ServerProcess> {
   const port = opts.port ?? (await freePort());
   const dir = opts.dir ?? (await mkdtemp(join(tmpdir(), 'baton-fault-nats-')));
   const name = opts.name ?? `n${port}`;
@@ -355,7 +357,11 @@ export async function driveLoad(opts: LoadOptions): Promise<LoadReport> {
 
   const one = async (runId: string) => {
     report.runs.push(runId);
-    await publish(`${opts.prefix}.in.${opts.project}.start`, { workflow_run_id: runId, project: opts.project, workflow: 'pair', started_by: 'fault-suite' }, MsgIds.start(opts.project, runId));
+    await publish(
+      `${opts.prefix}.in.${opts.project}.start`,
+      { workflow_run_id: runId, project: opts.project, workflow: 'pair', started_by: 'fault-suite' },
+      MsgIds.start(opts.project, runId),
+    );
     const first = await waitUntil(runId, (last) => last.type === 'run.routed');
     if (!first) return report.unfinished.push(runId);
     const a = await claimed(first, result(runId, 'worker-a', 1));
@@ -377,7 +383,10 @@ export async function driveLoad(opts: LoadOptions): Promise<LoadReport> {
       await one(`run-${tag}-${index}`);
       done++;
       opts.onProgress?.(done);
-      if (process.env['FAULT_DEBUG'] && done % 10 === 0) process.stderr.write(`[load ${new Date().toISOString()}] ${done}/${opts.runs} runs, ${report.unfinished.length} unfinished, ${report.publishRetries} publish retries\n`);
+      if (process.env['FAULT_DEBUG'] && done % 10 === 0)
+        process.stderr.write(
+          `[load ${new Date().toISOString()}] ${done}/${opts.runs} runs, ${report.unfinished.length} unfinished, ${report.publishRetries} publish retries\n`,
+        );
     }
   };
   try {
@@ -413,7 +422,13 @@ export interface Anomalies {
 export async function foldAndCheck(natsUrl: string | string[], prefix: string, project: string, load: LoadReport): Promise<Anomalies> {
   const nats = await connectNats({ servers: natsUrl, name: 'fault-check', reconnect: true });
   const store = new JetStreamEventStore({ js: nats.js, jsm: nats.jsm, prefix, registry: createEventRegistry() });
-  const anomalies: Anomalies = { resultOutcomes: [], incompleteRuns: [], handoffs: [], duplicateEventIds: [], counts: { runs: 0, results: 0, handoffs: 0, runEvents: 0, handoffEvents: 0 } };
+  const anomalies: Anomalies = {
+    resultOutcomes: [],
+    incompleteRuns: [],
+    handoffs: [],
+    duplicateEventIds: [],
+    counts: { runs: 0, results: 0, handoffs: 0, runEvents: 0, handoffEvents: 0 },
+  };
   const readAll = async (kind: AggregateKind, id: string): Promise<StoredEvent[]> => {
     for (let attempt = 0; ; attempt++) {
       try {
@@ -498,7 +513,13 @@ const anomalyCount = (a: Anomalies) => a.resultOutcomes.length + a.incompleteRun
  * unacknowledged is redelivered only after the consumer's ack wait, 30 s). Returns the last
  * check and how long it took to converge.
  */
-export async function settleAndCheck(natsUrl: string | string[], prefix: string, project: string, load: LoadReport, settleMs = 45_000): Promise<{ anomalies: Anomalies; settledMs: number; firstCheck: Anomalies }> {
+export async function settleAndCheck(
+  natsUrl: string | string[],
+  prefix: string,
+  project: string,
+  load: LoadReport,
+  settleMs = 45_000,
+): Promise<{ anomalies: Anomalies; settledMs: number; firstCheck: Anomalies }> {
   const started = Date.now();
   const firstCheck = await foldAndCheck(natsUrl, prefix, project, load);
   let anomalies = firstCheck;

@@ -1,4 +1,15 @@
-import { driveLoad, settleAndCheck, type Platform, randomPrefix, sleep, startLoadPlatform, startNatsServer, stopLoadPlatform, summary, type ServerProcess } from './harness';
+import {
+  driveLoad,
+  settleAndCheck,
+  type Platform,
+  randomPrefix,
+  sleep,
+  startLoadPlatform,
+  startNatsServer,
+  stopLoadPlatform,
+  summary,
+  type ServerProcess,
+} from './harness';
 
 describe('fault: kill -9 each service in turn under a steady load of agent results', () => {
   let nats: ServerProcess;
@@ -29,7 +40,9 @@ describe('fault: kill -9 each service in turn under a steady load of agent resul
     const load = await loadDone;
     expect(killed).toEqual(['router', 'ledger', 'watchdog', 'notifier'].filter((n) => platform.services.has(n)));
     const { anomalies, settledMs, firstCheck } = await settleAndCheck(nats.url, prefix, project, load);
-    process.stdout.write(`${summary('kill -9 router, ledger, watchdog, notifier', load, anomalies, { killed, settledMs, firstCheck: firstCheck.handoffs.concat(firstCheck.resultOutcomes, firstCheck.incompleteRuns) })}\n`);
+    process.stdout.write(
+      `${summary('kill -9 router, ledger, watchdog, notifier', load, anomalies, { killed, settledMs, firstCheck: firstCheck.handoffs.concat(firstCheck.resultOutcomes, firstCheck.incompleteRuns) })}\n`,
+    );
     expect(load.unfinished).toEqual([]);
     expect(anomalies.resultOutcomes).toEqual([]);
     expect(anomalies.incompleteRuns).toEqual([]);

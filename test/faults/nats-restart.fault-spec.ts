@@ -1,4 +1,15 @@
-import { driveLoad, type Platform, randomPrefix, settleAndCheck, sleep, startLoadPlatform, startNatsServer, stopLoadPlatform, summary, type ServerProcess } from './harness';
+import {
+  driveLoad,
+  type Platform,
+  randomPrefix,
+  settleAndCheck,
+  sleep,
+  startLoadPlatform,
+  startNatsServer,
+  stopLoadPlatform,
+  summary,
+  type ServerProcess,
+} from './harness';
 
 describe('fault: restart nats-server (file storage) under load', () => {
   let nats: ServerProcess;
@@ -30,7 +41,9 @@ describe('fault: restart nats-server (file storage) under load', () => {
     restarts.push('SIGKILL');
     const load = await loadDone;
     const { anomalies, settledMs, firstCheck } = await settleAndCheck(nats.url, prefix, project, load);
-    process.stdout.write(`${summary('restart nats-server', load, anomalies, { restarts, settledMs, firstCheck: firstCheck.handoffs.concat(firstCheck.resultOutcomes, firstCheck.incompleteRuns).slice(0, 5) })}\n`);
+    process.stdout.write(
+      `${summary('restart nats-server', load, anomalies, { restarts, settledMs, firstCheck: firstCheck.handoffs.concat(firstCheck.resultOutcomes, firstCheck.incompleteRuns).slice(0, 5) })}\n`,
+    );
     expect(load.unfinished).toEqual([]);
     expect(anomalies.resultOutcomes).toEqual([]);
     expect(anomalies.incompleteRuns).toEqual([]);

@@ -86,7 +86,8 @@ describe('faults on one platform: duplicates, concurrent claimers, a Redis flush
       decision: { dispatch: { status: 'advance' } },
       produced_at: new Date().toISOString(),
     });
-    const routed = async () => (await readEvents('run', runId)).filter((e) => e.type === 'run.routed').map((e) => (e.payload as { handoff_id: string }).handoff_id);
+    const routed = async () =>
+      (await readEvents('run', runId)).filter((e) => e.type === 'run.routed').map((e) => (e.payload as { handoff_id: string }).handoff_id);
     const routedCount = async () => (await routed()).length;
     // Each agent claims its handoff first: results are accepted only under the current claim (docs/runs.md).
     const agents = new AgentClaims(client, prefix, project);
@@ -105,13 +106,27 @@ describe('faults on one platform: duplicates, concurrent claimers, a Redis flush
     for (let i = 0; i < 5; i++) await publish(`${prefix}.in.${project}.result.worker-b`, b, `${b.result_id}-copy-${i}`);
     // A copy of worker-a's result after the run moved on, and one after it completed.
     await publish(`${prefix}.in.${project}.result.worker-a`, a, `${a.result_id}-late`);
-    await waitFor(async () => ((await readEvents('run', runId)).some((e) => e.type === 'run.completed') ? true : undefined), 'the run to complete', { timeoutMs: 30_000 });
+    await waitFor(async () => ((await readEvents('run', runId)).some((e) => e.type === 'run.completed') ? true : undefined), 'the run to complete', {
+      timeoutMs: 30_000,
+    });
     await sleep(1500); // let every copy reach the router
-    const load = { runs: [runId], results: new Map([[a.result_id, runId], [b.result_id, runId]]), unfinished: [], publishRetries: 0 };
-    const anomalies = await waitFor(async () => {
-      const found = await foldAndCheck(nats.url, prefix, project, load);
-      return found.handoffs.length === 0 ? found : undefined;
-    }, 'the handoffs to settle', { timeoutMs: 20_000 }).catch(() => foldAndCheck(nats.url, prefix, project, load));
+    const load = {
+      runs: [runId],
+      results: new Map([
+        [a.result_id, runId],
+        [b.result_id, runId],
+      ]),
+      unfinished: [],
+      publishRetries: 0,
+    };
+    const anomalies = await waitFor(
+      async () => {
+        const found = await foldAndCheck(nats.url, prefix, project, load);
+        return found.handoffs.length === 0 ? found : undefined;
+      },
+      'the handoffs to settle',
+      { timeoutMs: 20_000 },
+    ).catch(() => foldAndCheck(nats.url, prefix, project, load));
     const events = await readEvents('run', runId);
     process.stdout.write(`${summary('duplicates: 5 starts, 11 + 10 copies of two results', load, anomalies, { messages: 26 })}\n`);
     expect(events.filter((e) => e.type === 'run.started')).toHaveLength(1);
@@ -124,7 +139,18 @@ describe('faults on one platform: duplicates, concurrent claimers, a Redis flush
 
   it('50 concurrent claimers of one handoff across two ledger instances: exactly one wins', async () => {
     const handoffId = `claim-${prefix}`;
-    const created = await ledger('create', { handoff_id: handoffId, project, from_agent: 'lead-agent', to_role: 'claimer', summary: 'one of you takes this', idempotency_key: `create-${handoffId}` }, 'lead-agent');
+    const created = await ledger(
+      'create',
+      {
+        handoff_id: handoffId,
+        project,
+        from_agent: 'lead-agent',
+        to_role: 'claimer',
+        summary: 'one of you takes this',
+        idempotency_key: `create-${handoffId}`,
+      },
+      'lead-agent',
+    );
     expect(created.ok).toBe(true);
     const before = platform.get('ledger').output.join('').length + platform.get('ledger-2').output.join('').length;
     expect(before).toBeGreaterThan(0);
@@ -133,8 +159,15 @@ describe('faults on one platform: duplicates, concurrent claimers, a Redis flush
     );
     const winners = replies.filter((r) => r.ok);
     const events = await readEvents('handoff', handoffId);
-    const served = (key: string) => platform.get(key).output.join('').split('\n').filter((line) => line.includes(handoffId) && line.includes('"command":"claim"')).length;
-    process.stdout.write(`[fault] 50 concurrent claimers: ${JSON.stringify({ winners: winners.length, refusals: [...new Set(replies.filter((r) => !r.ok).map((r) => r.error?.code))], ledger1: served('ledger'), ledger2: served('ledger-2') })}\n`);
+    const served = (key: string) =>
+      platform
+        .get(key)
+        .output.join('')
+        .split('\n')
+        .filter((line) => line.includes(handoffId) && line.includes('"command":"claim"')).length;
+    process.stdout.write(
+      `[fault] 50 concurrent claimers: ${JSON.stringify({ winners: winners.length, refusals: [...new Set(replies.filter((r) => !r.ok).map((r) => r.error?.code))], ledger1: served('ledger'), ledger2: served('ledger-2') })}\n`,
+    );
     expect(winners).toHaveLength(1);
     expect(events.filter((e) => e.type === 'handoff.claimed')).toHaveLength(1);
     expect(replies.filter((r) => !r.ok).every((r) => r.error !== undefined && r.error.kind !== 'internal')).toBe(true);
@@ -158,7 +191,8 @@ describe('faults on one platform: duplicates, concurrent claimers, a Redis flush
         const l = left[i] ?? {};
         const r = right[i] ?? {};
         for (const key of new Set([...Object.keys(l), ...Object.keys(r)])) {
-          if (JSON.stringify(l[key]) !== JSON.stringify(r[key])) out.push(`${name}/${key}: ${JSON.stringify(l[key] ?? null).slice(0, 160)} ≠ ${JSON.stringify(r[key] ?? null).slice(0, 160)}`);
+          if (JSON.stringify(l[key]) !== JSON.stringify(r[key]))
+            out.push(`${name}/${key}: ${JSON.stringify(l[key] ?? null).slice(0, 160)} ≠ ${JSON.stringify(r[key] ?? null).slice(0, 160)}`);
         }
       });
       return out;
@@ -215,16 +249,32 @@ describe('faults on one platform: duplicates, concurrent claimers, a Redis flush
     const big = 'x'.repeat(300 * 1024);
     // Router: an agent result over Limits.maxMessageBytes.
     const runId = `big-${prefix}`;
-    await publish(`${prefix}.in.${project}.result.worker-a`, { result_id: `r-${runId}`, run_id: 'ar', project, workflow_run_id: runId, agent: 'worker-a', body: big, produced_at: new Date().toISOString() }, `big-${runId}`);
+    await publish(
+      `${prefix}.in.${project}.result.worker-a`,
+      { result_id: `r-${runId}`, run_id: 'ar', project, workflow_run_id: runId, agent: 'worker-a', body: big, produced_at: new Date().toISOString() },
+      `big-${runId}`,
+    );
     const dlq = new DlqAdmin({ js: client.js, jsm: client.jsm, prefix });
-    const letter = await waitFor(async () => (await dlq.list({ reason: 'payload_too_large' })).find((l) => l.subject.endsWith('.result.worker-a')), 'the oversized result in the dead letters', { timeoutMs: 30_000 });
+    const letter = await waitFor(
+      async () => (await dlq.list({ reason: 'payload_too_large' })).find((l) => l.subject.endsWith('.result.worker-a')),
+      'the oversized result in the dead letters',
+      { timeoutMs: 30_000 },
+    );
     expect(letter.data.length).toBeGreaterThan(300 * 1024);
     // Ledger: a command over the cap.
-    const refused = await ledger('create', { handoff_id: `big-${prefix}`, project, from_agent: 'lead-agent', to_role: 'claimer', summary: 'x', context: { big }, idempotency_key: `big-${prefix}` }, 'lead-agent');
+    const refused = await ledger(
+      'create',
+      { handoff_id: `big-${prefix}`, project, from_agent: 'lead-agent', to_role: 'claimer', summary: 'x', context: { big }, idempotency_key: `big-${prefix}` },
+      'lead-agent',
+    );
     expect(refused).toMatchObject({ ok: false, error: { code: 'payload_too_large' } });
     // Notifier: an HTTP body over the cap.
     const notifier = platform.get('notifier');
-    const response = await fetch(`http://127.0.0.1:${notifier.port}/v1/runs/${runId}/answer`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ note: big }) });
+    const response = await fetch(`http://127.0.0.1:${notifier.port}/v1/runs/${runId}/answer`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ note: big }),
+    });
     expect(response.status).toBe(413);
     expect(((await response.json()) as { error: { code: string } }).error.code).toBe('payload_too_large');
     // Every service still serves.

@@ -202,9 +202,15 @@ describe('scale-out: two processes of every service share one deployment', () =>
     // The work was shared: at least two instances of each service handled messages of its consumer.
     for (const name of ['router', 'ledger', 'notifier'] as const) {
       const running = services.filter((service) => service.name === name && service.child.exitCode === null);
-      const counts = [...(await Promise.all(running.map((service) => handled(service, consumers[name])))), ...[...workedBeforeStop].filter(([instance]) => instance.startsWith(`${name}-`)).map(([, count]) => count)];
+      const counts = [
+        ...(await Promise.all(running.map((service) => handled(service, consumers[name])))),
+        ...[...workedBeforeStop].filter(([instance]) => instance.startsWith(`${name}-`)).map(([, count]) => count),
+      ];
       if (counts.some((count) => count < 0)) continue; // metrics not served: nothing to show
-      expect({ service: name, instancesThatWorked: Math.min(2, counts.filter((count) => count > 0).length) }).toEqual({ service: name, instancesThatWorked: 2 });
+      expect({ service: name, instancesThatWorked: Math.min(2, counts.filter((count) => count > 0).length) }).toEqual({
+        service: name,
+        instancesThatWorked: 2,
+      });
     }
   });
 });

@@ -15,7 +15,9 @@ export async function publishDefinition(nats: NatsHandle, prefix: string, projec
     agents: [...AGENTS.map((name) => ({ name, role: name })), { name: 'lead', role: 'lead' }],
     workflows: [{ name: 'loop', version: 1, entry: 'ping', steps: AGENTS.map((agent, i) => ({ id: agent, agent, next: AGENTS[(i + 1) % AGENTS.length] })) }],
   } as ProjectDefinition;
-  const reply = await nats.connection.request(Subjects.routerCommand(prefix, project, 'publish_definition'), encoder.encode(JSON.stringify(definition)), { timeout: 10_000 });
+  const reply = await nats.connection.request(Subjects.routerCommand(prefix, project, 'publish_definition'), encoder.encode(JSON.stringify(definition)), {
+    timeout: 10_000,
+  });
   const body = JSON.parse(decoder.decode(reply.data)) as PublishDefinitionReply;
   if (!body.ok) throw new Error(`the router refused the definition: ${body.error.code}`);
 }
@@ -30,7 +32,14 @@ export async function startRun(nats: NatsHandle, prefix: string, project: string
  * An agent result for a run's current handoff, under the claim its agent holds on it (the claim
  * rule, docs/runs.md): advance (the workflow edge dispatches the next agent), or terminate.
  */
-export function agentResult(project: string, runId: string, agent: string, n: number, claim: { handoffId: string; claimId: string }, terminate: boolean): Record<string, unknown> {
+export function agentResult(
+  project: string,
+  runId: string,
+  agent: string,
+  n: number,
+  claim: { handoffId: string; claimId: string },
+  terminate: boolean,
+): Record<string, unknown> {
   return {
     result_id: `${runId}-r${n}`,
     run_id: `ar-${runId}-${n}`,
@@ -47,11 +56,18 @@ export function agentResult(project: string, runId: string, agent: string, n: nu
 
 /** Publish an agent result (acked; `Nats-Msg-Id` = `result:<project>:<result id>`). */
 export async function publishResult(nats: NatsHandle, prefix: string, result: Record<string, unknown>): Promise<void> {
-  await nats.js.publish(Subjects.agentResult(prefix, String(result['project']), String(result['agent'])), encoder.encode(JSON.stringify(result)), { msgID: MsgIds.result(String(result['project']), String(result['result_id'])) });
+  await nats.js.publish(Subjects.agentResult(prefix, String(result['project']), String(result['agent'])), encoder.encode(JSON.stringify(result)), {
+    msgID: MsgIds.result(String(result['project']), String(result['result_id'])),
+  });
 }
 
 /** Each offer the ledger publishes for the project: run, addressed agent, handoff. Returns a stop function. */
-export function onOffers(nats: NatsHandle, prefix: string, project: string, handler: (offer: { runId: string; agent: string; handoffId: string }) => void): () => void {
+export function onOffers(
+  nats: NatsHandle,
+  prefix: string,
+  project: string,
+  handler: (offer: { runId: string; agent: string; handoffId: string }) => void,
+): () => void {
   const sub = nats.connection.subscribe(Subjects.offer(prefix, project, '*'), {
     callback: (err, msg) => {
       if (err) return;

@@ -1,7 +1,18 @@
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createEventRegistry, inboxPrefixOf, ledgerCommandSubject, MsgIds, offerDurableName, Principals, type Principal } from '@baton/contracts';
-import { batonStreamNames, connectNats, credsPath, decodeJwtClaims, headersFrom, issueCreds, JetStreamEventStore, jwtOfCreds, type NatsHandle, type StoredEvent } from '@baton/eventstore';
+import {
+  batonStreamNames,
+  connectNats,
+  credsPath,
+  decodeJwtClaims,
+  headersFrom,
+  issueCreds,
+  JetStreamEventStore,
+  jwtOfCreds,
+  type NatsHandle,
+  type StoredEvent,
+} from '@baton/eventstore';
 import { createBatonClient, type BatonAgent } from '@baton/sdk';
 import {
   cleanupDeployment,
@@ -65,13 +76,14 @@ describe('security: an agent of project A attacks a platform running the generat
 
   beforeAll(async () => {
     server = await startAuthNatsServer(prefix);
-    services = await startPlatform(
-      { NATS_URL: server.url, REDIS_URL, BATON_PREFIX: prefix, LOG_LEVEL: 'warn' },
-      { envFor: serviceCredsEnv(server) },
-    );
+    services = await startPlatform({ NATS_URL: server.url, REDIS_URL, BATON_PREFIX: prefix, LOG_LEVEL: 'warn' }, { envFor: serviceCredsEnv(server) });
     admin = await connectAs(Principals.operator('admin'));
     for (const project of [A, B]) {
-      const reply = await admin.connection.request(`${prefix}.cmd.router.${project}.publish_definition`, new TextEncoder().encode(JSON.stringify(demoDefinition(project))), { timeout: 10_000 });
+      const reply = await admin.connection.request(
+        `${prefix}.cmd.router.${project}.publish_definition`,
+        new TextEncoder().encode(JSON.stringify(demoDefinition(project))),
+        { timeout: 10_000 },
+      );
       expect(JSON.parse(new TextDecoder().decode(reply.data))).toMatchObject({ ok: true });
     }
     agent = await connectAs(Principals.agent(A, 'support'));
@@ -89,8 +101,13 @@ describe('security: an agent of project A attacks a platform running the generat
     await server?.stop();
   }, 60_000);
 
-  it('refuses every publish outside the agent\'s own subjects: events, answers, stops, offers, other agents and projects, dead letters, notices, router commands', async () => {
-    const pub = (what: string, subject: string) => ({ what, subject, op: 'publish' as const, run: () => agent.connection.publish(subject, new TextEncoder().encode('{}')) });
+  it("refuses every publish outside the agent's own subjects: events, answers, stops, offers, other agents and projects, dead letters, notices, router commands", async () => {
+    const pub = (what: string, subject: string) => ({
+      what,
+      subject,
+      op: 'publish' as const,
+      run: () => agent.connection.publish(subject, new TextEncoder().encode('{}')),
+    });
     await expectServerRefuses([
       pub('a forged run event', `${prefix}.ev.${A}.run.forged`),
       pub('a forged handoff event', `${prefix}.ev.${A}.handoff.forged`),
@@ -114,18 +131,18 @@ describe('security: an agent of project A attacks a platform running the generat
     ]);
   });
 
-  it('refuses subscriptions to other principals\' inboxes and to project subjects', async () => {
+  it("refuses subscriptions to other principals' inboxes and to project subjects", async () => {
     const sub = (what: string, subject: string) => ({ what, subject, op: 'subscription' as const, run: () => void agent.connection.subscribe(subject) });
     await expectServerRefuses([
       sub('every reply inbox', '_INBOX.>'),
-      sub('another project agent\'s inbox', `${inboxPrefixOf(prefix, Principals.agent(B, 'support'))}.>`),
-      sub('the router\'s inbox', `${inboxPrefixOf(prefix, Principals.service('router'))}.>`),
-      sub('the notifier\'s inbox', `${inboxPrefixOf(prefix, Principals.service('notifier'))}.>`),
+      sub("another project agent's inbox", `${inboxPrefixOf(prefix, Principals.agent(B, 'support'))}.>`),
+      sub("the router's inbox", `${inboxPrefixOf(prefix, Principals.service('router'))}.>`),
+      sub("the notifier's inbox", `${inboxPrefixOf(prefix, Principals.service('notifier'))}.>`),
       sub('the whole inbox', `${prefix}.in.>`),
-      sub('another project\'s results', `${prefix}.in.${B}.result.*`),
+      sub("another project's results", `${prefix}.in.${B}.result.*`),
       sub('the events', `${prefix}.ev.>`),
       sub('ledger commands', `${prefix}.cmd.ledger.>`),
-      sub('another agent\'s wake-ups', `${prefix}.agent.${B}.support.>`),
+      sub("another agent's wake-ups", `${prefix}.agent.${B}.support.>`),
       sub('notices', `${prefix}.notice.>`),
     ]);
   });
@@ -135,7 +152,10 @@ describe('security: an agent of project A attacks a platform running the generat
       what,
       subject,
       op: 'publish' as const,
-      run: () => agent.connection.publish(subject, new TextEncoder().encode(JSON.stringify(body)), { reply: `${inboxPrefixOf(prefix, Principals.agent(A, 'support'))}.x` }),
+      run: () =>
+        agent.connection.publish(subject, new TextEncoder().encode(JSON.stringify(body)), {
+          reply: `${inboxPrefixOf(prefix, Principals.agent(A, 'support'))}.x`,
+        }),
     });
     const otherOffers = offerDurableName(B, 'support');
     await expectServerRefuses([
@@ -143,11 +163,14 @@ describe('security: an agent of project A attacks a platform running the generat
         stream_name: streams.inbox,
         config: { durable_name: 'evil', filter_subject: `${prefix}.in.${B}.>`, ack_policy: 'explicit' },
       }),
-      api('create an ephemeral consumer', `$JS.API.CONSUMER.CREATE.${streams.inbox}`, { stream_name: streams.inbox, config: { filter_subject: `${prefix}.in.>` } }),
+      api('create an ephemeral consumer', `$JS.API.CONSUMER.CREATE.${streams.inbox}`, {
+        stream_name: streams.inbox,
+        config: { filter_subject: `${prefix}.in.>` },
+      }),
       api('create its own durable (only the ledger does)', `$JS.API.CONSUMER.DURABLE.CREATE.${streams.inbox}.${offerDurableName(A, 'support')}`),
-      api('delete another project\'s offers durable', `$JS.API.CONSUMER.DELETE.${streams.inbox}.${otherOffers}`),
-      api('fetch another project\'s offers', `$JS.API.CONSUMER.MSG.NEXT.${streams.inbox}.${otherOffers}`, { batch: 1 }),
-      api('read another durable\'s info', `$JS.API.CONSUMER.INFO.${streams.inbox}.${otherOffers}`),
+      api("delete another project's offers durable", `$JS.API.CONSUMER.DELETE.${streams.inbox}.${otherOffers}`),
+      api("fetch another project's offers", `$JS.API.CONSUMER.MSG.NEXT.${streams.inbox}.${otherOffers}`, { batch: 1 }),
+      api("read another durable's info", `$JS.API.CONSUMER.INFO.${streams.inbox}.${otherOffers}`),
       api('list consumers', `$JS.API.CONSUMER.NAMES.${streams.inbox}`),
       api('ack on another durable', `$JS.ACK.${streams.inbox}.${otherOffers}.1.1.1.1.1`),
       api('read an event directly', `$JS.API.DIRECT.GET.${streams.events}`, { seq: 1 }),
@@ -167,11 +190,15 @@ describe('security: an agent of project A attacks a platform running the generat
 
   /** A ledger command on the agent's OWN subject (the server lets it through); the ledger must refuse what the body claims. */
   async function ledgerAsAgent(command: string, body: Record<string, unknown>): Promise<{ ok: boolean; error?: { code: string; kind: string } }> {
-    const reply = await agent.connection.request(ledgerCommandSubject(prefix, A, Principals.agent(A, 'support'), command), encoder.encode(JSON.stringify(body)), { timeout: 10_000 });
+    const reply = await agent.connection.request(
+      ledgerCommandSubject(prefix, A, Principals.agent(A, 'support'), command),
+      encoder.encode(JSON.stringify(body)),
+      { timeout: 10_000 },
+    );
     return JSON.parse(decoder.decode(reply.data)) as { ok: boolean; error?: { code: string; kind: string } };
   }
 
-  it('refuses, at the ledger, a body that claims another actor, kind or role on the agent\'s own subject, and commands the agent may not send', async () => {
+  it("refuses, at the ledger, a body that claims another actor, kind or role on the agent's own subject, and commands the agent may not send", async () => {
     const forged: Array<[string, Record<string, unknown>, string]> = [
       ['claim', { handoff_id: 'h-x', idempotency_key: 'k1', actor: 'billing' }, 'identity_mismatch'],
       ['claim', { handoff_id: 'h-x', idempotency_key: 'k2', actor_kind: 'operator' }, 'identity_mismatch'],
@@ -199,9 +226,15 @@ describe('security: an agent of project A attacks a platform running the generat
     const store = new JetStreamEventStore({ js: admin.js, jsm: admin.jsm, prefix, registry: createEventRegistry() });
     const runId = `wr-sec-${randomBytes(3).toString('hex')}`;
     // The agent may start runs in its own project.
-    const started = await agent.js.publish(`${prefix}.in.${A}.start`, encoder.encode(JSON.stringify({ workflow_run_id: runId, project: A, workflow: 'support', started_by: 'dana' })), { msgID: MsgIds.start(A, runId) });
+    const started = await agent.js.publish(
+      `${prefix}.in.${A}.start`,
+      encoder.encode(JSON.stringify({ workflow_run_id: runId, project: A, workflow: 'support', started_by: 'dana' })),
+      { msgID: MsgIds.start(A, runId) },
+    );
     expect(started.duplicate).toBe(false);
-    await waitFor(async () => ((await runEvents(store, runId)).some((e) => e.type === 'run.routed') ? true : undefined), 'the run routed to support', { timeoutMs: 30_000 });
+    await waitFor(async () => ((await runEvents(store, runId)).some((e) => e.type === 'run.routed') ? true : undefined), 'the run routed to support', {
+      timeoutMs: 30_000,
+    });
     // The attack: a result on the agent's own subject, with no claim, carrying a policy stop and a forged pending refund.
     const forged = {
       result_id: `res-forged-${runId}`,
@@ -214,8 +247,15 @@ describe('security: an agent of project A attacks a platform running the generat
       pending_tool_call: { name: 'refund', args: { iban: 'ATTACKER' } },
       produced_at: new Date().toISOString(),
     };
-    await agent.js.publish(`${prefix}.in.${A}.result.support`, encoder.encode(JSON.stringify(forged)), { msgID: MsgIds.result(A, forged.result_id), headers: headersFrom({}) });
-    const rejected = await waitFor(async () => (await runEvents(store, runId)).find((e: StoredEvent) => e.type === 'run.result_rejected'), 'the forged result refused', { timeoutMs: 30_000 });
+    await agent.js.publish(`${prefix}.in.${A}.result.support`, encoder.encode(JSON.stringify(forged)), {
+      msgID: MsgIds.result(A, forged.result_id),
+      headers: headersFrom({}),
+    });
+    const rejected = await waitFor(
+      async () => (await runEvents(store, runId)).find((e: StoredEvent) => e.type === 'run.result_rejected'),
+      'the forged result refused',
+      { timeoutMs: 30_000 },
+    );
     tally.tried += 1;
     expect((rejected.payload as { code: string }).code).toBe('claim_required');
     tally.refusedByService += 1;
@@ -231,10 +271,18 @@ describe('security: an agent of project A attacks a platform running the generat
         onOffer: async (offer) => {
           if (offer.offered['workflow_run_id'] !== runId) return;
           await offer.claim();
-          await offer.finish({ result_id: `res-real-${runId}`, run_id: 'ar-real', body: 'Answered the customer.\n<!-- AGENT_RUN_CONFIG {"dispatch":{"status":"advance"}} -->' });
+          await offer.finish({
+            result_id: `res-real-${runId}`,
+            run_id: 'ar-real',
+            body: 'Answered the customer.\n<!-- AGENT_RUN_CONFIG {"dispatch":{"status":"advance"}} -->',
+          });
         },
       });
-      await waitFor(async () => ((await runEvents(store, runId)).some((e) => e.type === 'run.completed') ? true : undefined), 'the run completed by its claim holder', { timeoutMs: 30_000 });
+      await waitFor(
+        async () => ((await runEvents(store, runId)).some((e) => e.type === 'run.completed') ? true : undefined),
+        'the run completed by its claim holder',
+        { timeoutMs: 30_000 },
+      );
       await subscription.stop();
     } finally {
       await client?.close();
@@ -249,14 +297,25 @@ describe('security: an agent of project A attacks a platform running the generat
     expect(routerStarts.length).toBeGreaterThan(0);
     for (const name of routerStarts) await admin.jsm.consumers.delete(streams.inbox, name);
     const runId = `wr-sec-lost-${randomBytes(3).toString('hex')}`;
-    await agent.js.publish(`${prefix}.in.${A}.start`, encoder.encode(JSON.stringify({ workflow_run_id: runId, project: A, workflow: 'support', started_by: 'dana' })), { msgID: MsgIds.start(A, runId) });
-    await waitFor(async () => ((await runEvents(store, runId)).some((e) => e.type === 'run.routed') ? true : undefined), 'a start routed after the consumer loss', { timeoutMs: 60_000 });
+    await agent.js.publish(
+      `${prefix}.in.${A}.start`,
+      encoder.encode(JSON.stringify({ workflow_run_id: runId, project: A, workflow: 'support', started_by: 'dana' })),
+      { msgID: MsgIds.start(A, runId) },
+    );
+    await waitFor(
+      async () => ((await runEvents(store, runId)).some((e) => e.type === 'run.routed') ? true : undefined),
+      'a start routed after the consumer loss',
+      { timeoutMs: 60_000 },
+    );
     tally.tried += 1;
     tally.refusedByService += 1;
   }, 90_000);
 
   it('lets no service or legitimate client hit a permission it lacks (the server logged violations only for the attacker)', () => {
-    const lines = server.output.join('').split('\n').filter((line) => /Violation/.test(line));
+    const lines = server.output
+      .join('')
+      .split('\n')
+      .filter((line) => /Violation/.test(line));
     expect(lines.length).toBeGreaterThan(0);
     expect(lines.filter((line) => !line.includes(attackerKey))).toEqual([]);
   });

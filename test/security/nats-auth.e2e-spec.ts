@@ -44,7 +44,7 @@ describe('NATS decentralized auth: the server, not the message, decides who is s
     expect((claims['nats'] as { pub: { allow: string[] } }).pub.allow).toContain('baton.in.acme.result.support');
   });
 
-  it('lets an agent publish its own result subject but not another agent\'s, an event or an operator answer', async () => {
+  it("lets an agent publish its own result subject but not another agent's, an event or an operator answer", async () => {
     const agent = await connectAs(Principals.agent('acme', 'support'));
     const denied = await violations(agent, () => {
       agent.connection.publish('baton.in.acme.result.billing', new Uint8Array());
@@ -53,14 +53,18 @@ describe('NATS decentralized auth: the server, not the message, decides who is s
       agent.connection.publish('baton.in.other.result.support', new Uint8Array());
       agent.connection.publish('baton.dlq.router', new Uint8Array());
     });
-    expect(denied.sort()).toEqual(
-      ['publish baton.dlq.router', 'publish baton.ev.acme.run.r1', 'publish baton.in.acme.answer', 'publish baton.in.acme.result.billing', 'publish baton.in.other.result.support'],
-    );
+    expect(denied.sort()).toEqual([
+      'publish baton.dlq.router',
+      'publish baton.ev.acme.run.r1',
+      'publish baton.in.acme.answer',
+      'publish baton.in.acme.result.billing',
+      'publish baton.in.other.result.support',
+    ]);
     const allowed = await violations(agent, () => agent.connection.publish('baton.in.acme.result.support', new Uint8Array()));
     expect(allowed).toEqual([]);
   });
 
-  it('refuses an agent a subscription to _INBOX.> or to another agent\'s wake-ups', async () => {
+  it("refuses an agent a subscription to _INBOX.> or to another agent's wake-ups", async () => {
     const agent = await connectAs(Principals.agent('acme', 'support'));
     const denied = await violations(agent, () => {
       agent.connection.subscribe('_INBOX.>');

@@ -60,13 +60,21 @@ export function apiErrorText(reply: ApiReply): string {
  * within the API's wait). Refusals are errors (the caller prints their code and exits 1).
  */
 export function answerOutcomeText(reply: ApiReply, what: string): string {
-  const body = (reply.body ?? {}) as { outcome?: unknown; status_url?: unknown; workflow_run_id?: unknown; mesh_run_id?: unknown; run?: { status?: unknown } | null; mesh?: { status?: unknown } | null };
+  const body = (reply.body ?? {}) as {
+    outcome?: unknown;
+    status_url?: unknown;
+    workflow_run_id?: unknown;
+    mesh_run_id?: unknown;
+    run?: { status?: unknown } | null;
+    mesh?: { status?: unknown } | null;
+  };
   if (reply.status === 202 || body.outcome === 'pending') {
     const link = typeof body.status_url === 'string' ? ` (GET ${body.status_url} for the outcome)` : '';
     return `sent ${what}; not applied yet: the router has not decided it${link}`;
   }
   const status = body.mesh?.status ?? body.run?.status;
-  const of = typeof body.mesh_run_id === 'string' ? `mesh ${body.mesh_run_id}` : typeof body.workflow_run_id === 'string' ? `run ${body.workflow_run_id}` : null;
+  const of =
+    typeof body.mesh_run_id === 'string' ? `mesh ${body.mesh_run_id}` : typeof body.workflow_run_id === 'string' ? `run ${body.workflow_run_id}` : null;
   return `applied ${what}${of !== null && typeof status === 'string' ? `; ${of} is now ${status}` : ''}`;
 }
 

@@ -223,7 +223,11 @@ describe('the baton command against real NATS and Redis', () => {
       const { code } = await baton('schemas', '--out', dir);
       expect(code).toBe(0);
       const expected = generateJsonSchemas();
-      expect((await readdir(dir)).sort()).toEqual(Object.keys(expected).map((n) => `${n}.json`).sort());
+      expect((await readdir(dir)).sort()).toEqual(
+        Object.keys(expected)
+          .map((n) => `${n}.json`)
+          .sort(),
+      );
       for (const [name, schema] of Object.entries(expected)) {
         const text = await readFile(join(dir, `${name}.json`), 'utf8');
         expect(text).toBe(schemaFileText(schema));

@@ -40,9 +40,15 @@ describe('baton commands that publish (real NATS) and call the operator API (loc
         const status = nextStatus;
         res.writeHead(status, { 'content-type': 'application/json' });
         if (req.method === 'GET') res.end(JSON.stringify({ stop: { packet_id: 'stop-1', pending_digest: 'sha256:abc' }, effect: null, answered_at: null }));
-        else if (status === 202) res.end(JSON.stringify({ accepted: true, outcome: 'pending', workflow_run_id: 'wr-1', status_url: '/v1/projects/demo/runs/wr-1/answers/a-1' }));
+        else if (status === 202)
+          res.end(JSON.stringify({ accepted: true, outcome: 'pending', workflow_run_id: 'wr-1', status_url: '/v1/projects/demo/runs/wr-1/answers/a-1' }));
         else if (status === 200) res.end(JSON.stringify({ accepted: true, outcome: 'applied', workflow_run_id: 'wr-1', run: { status: 'running' } }));
-        else res.end(JSON.stringify({ error: { code: 'run_not_stopped', message: 'run wr-1 is running; it has no open stop packet', issues: [], details: { outcome: 'refused' } } }));
+        else
+          res.end(
+            JSON.stringify({
+              error: { code: 'run_not_stopped', message: 'run wr-1 is running; it has no open stop packet', issues: [], details: { outcome: 'refused' } },
+            }),
+          );
       });
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -93,7 +99,13 @@ describe('baton commands that publish (real NATS) and call the operator API (loc
     const { code } = await baton('start', 'ship', '--run', 'wr-7', '--project', 'demo', '--input', 'add a cart');
     expect(code).toBe(0);
     const stored = await nats.jsm.streams.getMessage(batonStreamNames(prefix).inbox, { last_by_subj: `${prefix}.in.demo.start` });
-    expect(JSON.parse(decoder.decode(stored.data))).toEqual({ workflow_run_id: 'wr-7', project: 'demo', workflow: 'ship', started_by: 'olga', input: 'add a cart' });
+    expect(JSON.parse(decoder.decode(stored.data))).toEqual({
+      workflow_run_id: 'wr-7',
+      project: 'demo',
+      workflow: 'ship',
+      started_by: 'olga',
+      input: 'add a cart',
+    });
     expect(stored.header.get('Nats-Msg-Id')).toBe('start:demo:wr-7');
     expect((await baton('start', 'ship', '--project', 'demo')).code).toBe(2);
   });
@@ -103,7 +115,13 @@ describe('baton commands that publish (real NATS) and call the operator API (loc
     expect(first.code).toBe(0);
     expect(JSON.parse(first.out)).toMatchObject({ workflow_run_id: 'wr-7', message_id: 'm-7', duplicate: false });
     const stored = await nats.jsm.streams.getMessage(batonStreamNames(prefix).inbox, { last_by_subj: `${prefix}.in.demo.message` });
-    expect(JSON.parse(decoder.decode(stored.data))).toEqual({ workflow_run_id: 'wr-7', project: 'demo', message_id: 'm-7', text: 'I earn 4,000 a month', sent_by: 'cora' });
+    expect(JSON.parse(decoder.decode(stored.data))).toEqual({
+      workflow_run_id: 'wr-7',
+      project: 'demo',
+      message_id: 'm-7',
+      text: 'I earn 4,000 a month',
+      sent_by: 'cora',
+    });
     expect(stored.header.get('Nats-Msg-Id')).toBe('message:demo:m-7');
     const again = await baton('message', 'wr-7', '--project', 'demo', '--text', 'I earn 4,000 a month', '--id', 'm-7', '--from', 'cora', '--json');
     expect(JSON.parse(again.out)).toMatchObject({ message_id: 'm-7', duplicate: true });
@@ -146,7 +164,13 @@ describe('baton commands that publish (real NATS) and call the operator API (loc
     expect(approve.code).toBe(0);
     expect(approve.out).toBe('applied stop-1: approve; run wr-1 is now running\n');
     expect(requests.map((r) => `${r.method} ${r.url}`)).toEqual(['GET /v1/stops/stop-1', 'POST /v1/stops/stop-1/answer']);
-    expect(requests[1]!.body).toEqual({ answer_id: expect.stringMatching(/^cli-/), action: 'approve', note: 'ok', pending_digest: 'sha256:abc', answered_by: 'olga' });
+    expect(requests[1]!.body).toEqual({
+      answer_id: expect.stringMatching(/^cli-/),
+      action: 'approve',
+      note: 'ok',
+      pending_digest: 'sha256:abc',
+      answered_by: 'olga',
+    });
 
     requests.length = 0;
     expect((await baton('answer', 'stop-1', '--action', 'raise_cap', '--cap', '40')).code).toBe(0);
@@ -165,7 +189,9 @@ describe('baton commands that publish (real NATS) and call the operator API (loc
     nextStatus = 202;
     const pending = await baton('answer', 'stop-1', '--action', 'deny');
     expect(pending.code).toBe(0);
-    expect(pending.out).toBe('sent stop-1: deny; not applied yet: the router has not decided it (GET /v1/projects/demo/runs/wr-1/answers/a-1 for the outcome)\n');
+    expect(pending.out).toBe(
+      'sent stop-1: deny; not applied yet: the router has not decided it (GET /v1/projects/demo/runs/wr-1/answers/a-1 for the outcome)\n',
+    );
 
     nextStatus = 409;
     const refused = await baton('answer', 'stop-1', '--action', 'deny');

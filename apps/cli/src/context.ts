@@ -9,7 +9,13 @@ import { CliError, UsageError } from './errors';
 import type { CliIo } from './output';
 
 /** The environment the CLI reads: NATS_URL, REDIS_URL, REDIS_COMMAND_TIMEOUT_MS, BATON_PREFIX (as every service) and BATON_API_URL. */
-export const CliConfigSchema = BaseConfigSchema.pick({ NATS_URL: true, REDIS_URL: true, REDIS_COMMAND_TIMEOUT_MS: true, BATON_PREFIX: true, NATS_CREDS: true }).extend({
+export const CliConfigSchema = BaseConfigSchema.pick({
+  NATS_URL: true,
+  REDIS_URL: true,
+  REDIS_COMMAND_TIMEOUT_MS: true,
+  BATON_PREFIX: true,
+  NATS_CREDS: true,
+}).extend({
   /** The notifier's operator API (answers and handback decisions go through it). */
   BATON_API_URL: z
     .string()
@@ -116,7 +122,10 @@ export function createCliContext(options: CliContextOptions): CliContext {
           owned.push(() => handle.drain());
           return handle;
         } catch (error) {
-          throw new CliError(`cannot reach NATS at ${url}: ${(error as Error).message} (set NATS_URL, and NATS_CREDS to the admin credentials: baton nats-config)`, { cause: error });
+          throw new CliError(
+            `cannot reach NATS at ${url}: ${(error as Error).message} (set NATS_URL, and NATS_CREDS to the admin credentials: baton nats-config)`,
+            { cause: error },
+          );
         }
       })();
       return nats;

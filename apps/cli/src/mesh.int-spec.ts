@@ -33,19 +33,65 @@ describe('baton mesh (real NATS)', () => {
   /** triage → billing (an unknown tool and a self-handoff ignored) → triage at the cap of `cap` turns. */
   async function mesh(project: string, id: string, cap: number): Promise<void> {
     const store = new JetStreamEventStore({ js: nats.js, jsm: nats.jsm, prefix, registry: createEventRegistry() });
-    const definition = MeshDefinitionSchema.parse({ name: 'support', entry: 'triage', handoffs: { triage: ['billing'], billing: ['triage'] }, outputs: ['triage'], max_iterations: cap });
+    const definition = MeshDefinitionSchema.parse({
+      name: 'support',
+      entry: 'triage',
+      handoffs: { triage: ['billing'], billing: ['triage'] },
+      outputs: ['triage'],
+      max_iterations: cap,
+    });
     const commands: MeshCommand[] = [
-      { type: 'start_mesh', data: { mesh_run_id: id, project, mesh: definition, agents: ['triage', 'billing'], input: 'charged twice', started_by: 'sam' }, metadata: { now: NOW, actor: 'sam' } },
+      {
+        type: 'start_mesh',
+        data: { mesh_run_id: id, project, mesh: definition, agents: ['triage', 'billing'], input: 'charged twice', started_by: 'sam' },
+        metadata: { now: NOW, actor: 'sam' },
+      },
       {
         type: 'record_turn',
-        data: { result_id: `${id}-r1`, run_id: `${id}-a1`, agent: 'triage', text: 'Over to billing.', handoff_tool_calls: [{ tool: 'handoff_to_legal' }, { tool: handoffToolName('triage') }, { tool: handoffToolName('billing') }], ...claimOf(meshEntryHandoffId(id), 'triage') },
+        data: {
+          result_id: `${id}-r1`,
+          run_id: `${id}-a1`,
+          agent: 'triage',
+          text: 'Over to billing.',
+          handoff_tool_calls: [{ tool: 'handoff_to_legal' }, { tool: handoffToolName('triage') }, { tool: handoffToolName('billing') }],
+          ...claimOf(meshEntryHandoffId(id), 'triage'),
+        },
         metadata: { now: NOW, actor: 'triage' },
       },
-      { type: 'record_turn', data: { result_id: `${id}-r2`, run_id: `${id}-a2`, agent: 'billing', text: 'Refunded.', handoff_tool_calls: [{ tool: handoffToolName('triage') }], ...claimOf(meshHandoffId(`${id}-r1`), 'billing') }, metadata: { now: NOW, actor: 'billing' } },
-      { type: 'record_turn', data: { result_id: `${id}-r3`, run_id: `${id}-a3`, agent: 'triage', text: 'All done.', handoff_tool_calls: [], ...claimOf(meshHandoffId(`${id}-r2`), 'triage') }, metadata: { now: NOW, actor: 'triage' } },
+      {
+        type: 'record_turn',
+        data: {
+          result_id: `${id}-r2`,
+          run_id: `${id}-a2`,
+          agent: 'billing',
+          text: 'Refunded.',
+          handoff_tool_calls: [{ tool: handoffToolName('triage') }],
+          ...claimOf(meshHandoffId(`${id}-r1`), 'billing'),
+        },
+        metadata: { now: NOW, actor: 'billing' },
+      },
+      {
+        type: 'record_turn',
+        data: {
+          result_id: `${id}-r3`,
+          run_id: `${id}-a3`,
+          agent: 'triage',
+          text: 'All done.',
+          handoff_tool_calls: [],
+          ...claimOf(meshHandoffId(`${id}-r2`), 'triage'),
+        },
+        metadata: { now: NOW, actor: 'triage' },
+      },
     ];
     for (const command of commands) {
-      const result = await store.handleCommand({ project, kind: 'mesh', id }, meshDecider, command, { commandId: `cmd-${randomBytes(4).toString('hex')}`, occurredAt: NOW, actor: command.metadata.actor, origin: 'agent', causationId: null, correlationId: id });
+      const result = await store.handleCommand({ project, kind: 'mesh', id }, meshDecider, command, {
+        commandId: `cmd-${randomBytes(4).toString('hex')}`,
+        occurredAt: NOW,
+        actor: command.metadata.actor,
+        origin: 'agent',
+        causationId: null,
+        correlationId: id,
+      });
       if (!result.ok) throw new Error(`${command.type}: ${result.error.code}`);
     }
   }
@@ -71,7 +117,9 @@ describe('baton mesh (real NATS)', () => {
     expect(shown.out).toMatch(/outcome: +completed by triage after 3 turns; output from triage \(turn 3\)/);
     expect(shown.out).toMatch(/cap: +3 of 5 turns used/);
     expect(shown.out).toContain('Output (triage, turn 3):\n  All done.');
-    expect(shown.out).toMatch(/Turns:\nTURN +AGENT +HANDOFF CALLS +SAID\n1 +triage +handoff_to_legal, handoff_to_triage, handoff_to_billing +Over to billing\./);
+    expect(shown.out).toMatch(
+      /Turns:\nTURN +AGENT +HANDOFF CALLS +SAID\n1 +triage +handoff_to_legal, handoff_to_triage, handoff_to_billing +Over to billing\./,
+    );
     expect(shown.out).toMatch(/Handoffs taken:\nTURN +FROM +TO +TOOL +HANDOFF\n2 +triage +billing +handoff_to_billing/);
     expect(shown.out).toMatch(/Calls ignored:\nTURN +AGENT +TOOL +WHY +DETAIL\n1 +triage +handoff_to_legal +unknown_tool/);
     expect(shown.out).toMatch(/1 +triage +handoff_to_triage +not_granted/);
@@ -82,7 +130,11 @@ describe('baton mesh (real NATS)', () => {
     const ambiguous = await baton('mesh', 'm-1');
     expect(ambiguous.code).toBe(2);
     expect(ambiguous.err).toContain('exists in projects outlet, shop');
-    const json = JSON.parse((await baton('mesh', 'm-1', '--project', 'outlet', '--json')).out) as { project: string; mesh: { project: string; ignored: Array<{ reason: string }> }; timeline: unknown[] };
+    const json = JSON.parse((await baton('mesh', 'm-1', '--project', 'outlet', '--json')).out) as {
+      project: string;
+      mesh: { project: string; ignored: Array<{ reason: string }> };
+      timeline: unknown[];
+    };
     expect(json.project).toBe('outlet');
     expect(json.mesh.project).toBe('outlet');
     expect(json.mesh.ignored.map((i) => i.reason)).toEqual(['unknown_tool', 'not_granted']);

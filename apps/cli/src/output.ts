@@ -47,7 +47,11 @@ export function renderTable<T>(rows: readonly T[], columns: readonly Column<T>[]
   const cells = rows.map((row) => columns.map((col) => clip(cellText(col.value(row)), col.max ?? 60)));
   const headers = columns.map((col) => col.header.toUpperCase());
   const widths = headers.map((h, i) => Math.max(h.length, ...cells.map((r) => r[i]!.length)));
-  const line = (values: string[]) => values.map((v, i) => (i === values.length - 1 ? v : v.padEnd(widths[i]!))).join('  ').trimEnd();
+  const line = (values: string[]) =>
+    values
+      .map((v, i) => (i === values.length - 1 ? v : v.padEnd(widths[i]!)))
+      .join('  ')
+      .trimEnd();
   return [line(headers), ...cells.map(line)].join('\n') + '\n';
 }
 

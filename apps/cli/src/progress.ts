@@ -122,7 +122,9 @@ export class ProgressLine {
     const seconds = (at - this.started) / 1000;
     const rate = seconds > 0 ? this.done / seconds : 0;
     if (this.io.stderrIsTTY && this.drawn) this.io.stderr.write('\r\x1b[2K');
-    this.io.stderr.write(`${this.label}: ${formatCount(this.done)} events in ${formatDuration(seconds)} (${formatCount(rate)}/s)${extra ? `; ${extra}` : ''}\n`);
+    this.io.stderr.write(
+      `${this.label}: ${formatCount(this.done)} events in ${formatDuration(seconds)} (${formatCount(rate)}/s)${extra ? `; ${extra}` : ''}\n`,
+    );
   }
 
   /** Stop redrawing without a summary (the command failed; its error says why). */

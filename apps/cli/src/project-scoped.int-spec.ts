@@ -40,12 +40,36 @@ function betaSteps(): ScenarioStep[] {
     command: { ...command, metadata: { now: at(minute), actor, actorKind: 'agent' } } as HandoffCommand,
   });
   return [
-    { ...startA, command: { ...startA.command, data: { ...startA.command.data, people: { started_by: 'pat', issue_author: null, trigger_author: null } } } } as ScenarioStep,
-    ho('dave', {
-      type: 'create',
-      data: { handoff_id: 'h-1', project, kind: 'task', priority: 'low', from_agent: 'dave', to_agent: 'carol', summary: 'beta h-1', context: {}, acceptance: {}, max_retries: 3, workflow_run_id: 'wr-a', idempotency_key: 'create:beta:h-1' },
-    }, 1),
-    ho('carol', { type: 'claim', data: { handoff_id: 'h-1', claim_id: 'c-carol', lease_ms: 600_000, claimer_roles: [], idempotency_key: 'claim:beta:h-1' } }, 2),
+    {
+      ...startA,
+      command: { ...startA.command, data: { ...startA.command.data, people: { started_by: 'pat', issue_author: null, trigger_author: null } } },
+    } as ScenarioStep,
+    ho(
+      'dave',
+      {
+        type: 'create',
+        data: {
+          handoff_id: 'h-1',
+          project,
+          kind: 'task',
+          priority: 'low',
+          from_agent: 'dave',
+          to_agent: 'carol',
+          summary: 'beta h-1',
+          context: {},
+          acceptance: {},
+          max_retries: 3,
+          workflow_run_id: 'wr-a',
+          idempotency_key: 'create:beta:h-1',
+        },
+      },
+      1,
+    ),
+    ho(
+      'carol',
+      { type: 'claim', data: { handoff_id: 'h-1', claim_id: 'c-carol', lease_ms: 600_000, claimer_roles: [], idempotency_key: 'claim:beta:h-1' } },
+      2,
+    ),
   ];
 }
 
@@ -116,7 +140,17 @@ describe('the baton command addresses runs and handoffs by project and id (real 
           JSON.stringify(
             url.endsWith('/decision')
               ? { outcome: 'applied', handoff: { id: 'hb-1', project }, events: 1 }
-              : { accepted: true, outcome: 'applied', answer_id: 'a', project, workflow_run_id: 'wr-a', subject: 's', duplicate: false, status_url: `/v1/projects/${project}/runs/wr-a/answers/a`, run: { status: 'running' } },
+              : {
+                  accepted: true,
+                  outcome: 'applied',
+                  answer_id: 'a',
+                  project,
+                  workflow_run_id: 'wr-a',
+                  subject: 's',
+                  duplicate: false,
+                  status_url: `/v1/projects/${project}/runs/wr-a/answers/a`,
+                  run: { status: 'running' },
+                },
           ),
         );
       });
@@ -157,7 +191,11 @@ describe('the baton command addresses runs and handoffs by project and id (real 
     const alpha = JSON.parse((await baton('handoff', 'h-1', '--project', 'alpha', '--json')).out);
     const beta = JSON.parse((await baton('handoff', 'h-1', '--project', 'beta', '--json')).out);
     expect(alpha).toMatchObject({ project: 'alpha', view_source: 'projection', handoff: { id: 'h-1', project: 'alpha', status: 'returned', to_agent: 'bob' } });
-    expect(beta).toMatchObject({ project: 'beta', view_source: 'projection', handoff: { id: 'h-1', project: 'beta', status: 'claimed', claimed_by: 'carol', claim_id: 'c-carol' } });
+    expect(beta).toMatchObject({
+      project: 'beta',
+      view_source: 'projection',
+      handoff: { id: 'h-1', project: 'beta', status: 'claimed', claimed_by: 'carol', claim_id: 'c-carol' },
+    });
     expect(beta.timeline.map((t: { type: string }) => t.type)).toEqual(['handoff.created', 'handoff.claimed']);
     expect(alpha.timeline.map((t: { type: string }) => t.type)).toEqual(['handoff.created', 'handoff.claimed', 'handoff.returned']);
     // An id one project holds needs no --project.
@@ -175,7 +213,12 @@ describe('the baton command addresses runs and handoffs by project and id (real 
     expect(alpha).toMatchObject({ project: 'alpha', run: { project: 'alpha', status: 'stopped', people: { started_by: 'sam' } } });
     expect(beta).toMatchObject({ project: 'beta', run: { project: 'beta', status: 'running', people: { started_by: 'pat' } } });
     expect(beta.handoffs).toEqual([{ project: 'beta', id: 'h-1' }]);
-    expect(alpha.handoffs).toEqual(expect.arrayContaining([{ project: 'alpha', id: 'h-1' }, { project: 'alpha', id: 'h-2' }]));
+    expect(alpha.handoffs).toEqual(
+      expect.arrayContaining([
+        { project: 'alpha', id: 'h-1' },
+        { project: 'alpha', id: 'h-2' },
+      ]),
+    );
     const betaSeqs = beta.timeline.map((t: { seq: number }) => t.seq);
     expect(alpha.timeline.filter((t: { seq: number }) => betaSeqs.includes(t.seq))).toEqual([]);
     const asOf = JSON.parse((await baton('run', 'wr-a', '--project', 'beta', '--at', String(betaSeqs[0]), '--json')).out);
@@ -197,7 +240,10 @@ describe('the baton command addresses runs and handoffs by project and id (real 
     const approve = await baton('answer', 'stop-r-res-a1', '--action', 'approve', '--project', 'alpha');
     expect(approve.code).toBe(0);
     expect(approve.out).toContain('applied stop-r-res-a1 (project alpha): approve; run wr-a is now running');
-    expect(requests.map((r) => `${r.method} ${r.url}`)).toEqual(['GET /v1/projects/alpha/stops/stop-r-res-a1', 'POST /v1/projects/alpha/stops/stop-r-res-a1/answer']);
+    expect(requests.map((r) => `${r.method} ${r.url}`)).toEqual([
+      'GET /v1/projects/alpha/stops/stop-r-res-a1',
+      'POST /v1/projects/alpha/stops/stop-r-res-a1/answer',
+    ]);
 
     const undecided = await baton('decide', 'hb-h-1', 'accept');
     expect(undecided.code).toBe(2);

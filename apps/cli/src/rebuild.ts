@@ -82,7 +82,11 @@ export function splitAt(source: ReplaySource, fromSeq: number, onSeed: () => voi
 export function showProgress(line: ProgressLine, note?: (progress: RebuildProgress) => string | undefined): (progress: RebuildProgress) => void {
   return (progress) => {
     const extra = note?.(progress) ?? (progress.phase === 'catch_up' ? `catching up with the live projections, round ${progress.round}` : undefined);
-    line.update({ done: progress.events, ...(progress.totalEvents !== null ? { total: progress.totalEvents } : {}), ...(extra !== undefined ? { note: extra } : {}) });
+    line.update({
+      done: progress.events,
+      ...(progress.totalEvents !== null ? { total: progress.totalEvents } : {}),
+      ...(extra !== undefined ? { note: extra } : {}),
+    });
   };
 }
 
@@ -122,7 +126,12 @@ export interface CompareOptions {
  * while a comparison found differences (events applied meanwhile), it is done again, up to three
  * times, so only differences that stay are reported.
  */
-export async function compareWithStream(store: ProjectionStore, projections: readonly AnyFoldingProjection[], source: ReplaySource, options: CompareOptions): Promise<ShadowComparison[]> {
+export async function compareWithStream(
+  store: ProjectionStore,
+  projections: readonly AnyFoldingProjection[],
+  source: ReplaySource,
+  options: CompareOptions,
+): Promise<ShadowComparison[]> {
   let comparisons: ShadowComparison[] = [];
   for (let attempt = 1; attempt <= 3; attempt++) {
     const live = new Map(await Promise.all(projections.map(async (p) => [p.name, await store.status(p)] as const)));
@@ -158,7 +167,9 @@ export async function compareWithStream(store: ProjectionStore, projections: rea
     if (options.bound !== 'live' || comparisons.every((c) => c.differing === 0)) break;
     // Differences, and the live projections applied more events meanwhile: they may be events the
     // fold stopped short of; compare again against where the projections stand now.
-    const moved = await Promise.all(comparisons.map(async (c) => c.differing > 0 && (await store.status({ name: c.projection, version: 0 })).lastSeq !== c.live_seq));
+    const moved = await Promise.all(
+      comparisons.map(async (c) => c.differing > 0 && (await store.status({ name: c.projection, version: 0 })).lastSeq !== c.live_seq),
+    );
     if (!moved.some(Boolean)) break;
     options.progress.update({ done: 0, note: `the live projections moved on; comparing again (attempt ${attempt + 1})` });
   }

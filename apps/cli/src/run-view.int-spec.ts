@@ -20,7 +20,9 @@ const loans = ProjectDefinitionSchema.parse({
     {
       name: 'Loan_Supervisor',
       memory: [{ name: 'annual_income', type: 'number' }],
-      handoffs: [{ to: 'Income_Capture_Agent', when: { kind: 'expression', source: 'annual_income IS NOT SET' }, summary: 'Collect the income.', return: true }],
+      handoffs: [
+        { to: 'Income_Capture_Agent', when: { kind: 'expression', source: 'annual_income IS NOT SET' }, summary: 'Collect the income.', return: true },
+      ],
     },
     { name: 'Income_Capture_Agent', gather: [{ name: 'annual_income', type: 'number' }] },
   ],
@@ -56,7 +58,14 @@ describe('baton run: waiting parents, routes with rule and reason, declared and 
       },
       metadata: { now, actor: 'sam' },
     };
-    const result = await store.handleCommand({ project: 'loans', kind: 'run', id: 'wr-loan' }, runDecider, command, { commandId: 'start-1', occurredAt: now, actor: 'router', origin: 'engine_fallback', causationId: null, correlationId: 'wr-loan' });
+    const result = await store.handleCommand({ project: 'loans', kind: 'run', id: 'wr-loan' }, runDecider, command, {
+      commandId: 'start-1',
+      occurredAt: now,
+      actor: 'router',
+      origin: 'engine_fallback',
+      causationId: null,
+      correlationId: 'wr-loan',
+    });
     if (!result.ok) throw new Error(result.error.code);
   });
 
@@ -70,14 +79,22 @@ describe('baton run: waiting parents, routes with rule and reason, declared and 
     const shown = await baton('run', 'wr-loan', '--project', 'loans');
     expect(shown.code).toBe(0);
     expect(shown.out).toContain('Waiting parents (innermost last):\n  Loan_Supervisor at converse waits for Income_Capture_Agent');
-    expect(shown.out).toMatch(/Routes \(rule: reason\):\n {2}seq \d+ dispatch Loan_Supervisor → Income_Capture_Agent at converse by handoff \(engine_fallback\) \[returnable handoff, route 0\]: returnable handoff Loan_Supervisor → Income_Capture_Agent: Collect the income\./);
-    expect(shown.out).toContain('Variables:\n  declared: (none set); not set: annual_income\n  implicit (no agent declares them): channel="web", input="I want a loan offer"\n');
+    expect(shown.out).toMatch(
+      /Routes \(rule: reason\):\n {2}seq \d+ dispatch Loan_Supervisor → Income_Capture_Agent at converse by handoff \(engine_fallback\) \[returnable handoff, route 0\]: returnable handoff Loan_Supervisor → Income_Capture_Agent: Collect the income\./,
+    );
+    expect(shown.out).toContain(
+      'Variables:\n  declared: (none set); not set: annual_income\n  implicit (no agent declares them): channel="web", input="I want a loan offer"\n',
+    );
     expect(shown.out).toMatch(/pending handoff: +\S+: Loan_Supervisor → Income_Capture_Agent \(returnable, route 0, ON_FAILURE continue\)/);
   });
 
   it('--json and --at carry the same view fields', async () => {
     const json = JSON.parse((await baton('run', 'wr-loan', '--project', 'loans', '--json')).out) as { run: Record<string, unknown> };
-    expect(json.run).toMatchObject({ declared_variables: {}, implicit_variables: { channel: 'web', input: 'I want a loan offer' }, waiting_parents: [expect.objectContaining({ agent: 'Loan_Supervisor' })] });
+    expect(json.run).toMatchObject({
+      declared_variables: {},
+      implicit_variables: { channel: 'web', input: 'I want a loan offer' },
+      waiting_parents: [expect.objectContaining({ agent: 'Loan_Supervisor' })],
+    });
     const first = JSON.parse((await baton('run', 'wr-loan', '--project', 'loans', '--at', '1', '--json')).out) as { run: Record<string, unknown> };
     // As of run.started only: nobody waits yet and nothing was routed.
     expect(first.run).toMatchObject({ waiting_parents: [], routes: [], declared_variables: {}, unset_declared_variables: ['annual_income'] });

@@ -118,7 +118,12 @@ describe('SRE commands (real NATS and Redis)', () => {
     const now = JSON.parse((await baton('run', 'wr-c', '--json')).out) as { run: { status: string }; timeline: { seq: number }[] };
     const then = await baton('run', 'wr-c', '--at', String(stopped.seq), '--json');
     expect(then.code).toBe(0);
-    const report = JSON.parse(then.out) as { run: { status: string; open_stop_id: string | null }; at_seq: number; view_source: string; timeline: { seq: number }[] };
+    const report = JSON.parse(then.out) as {
+      run: { status: string; open_stop_id: string | null };
+      at_seq: number;
+      view_source: string;
+      timeline: { seq: number }[];
+    };
     expect(report).toMatchObject({ at_seq: stopped.seq, view_source: 'events', run: { status: 'stopped' } });
     expect(report.run.open_stop_id).toBeTruthy();
     expect(now.run.status).not.toBe('stopped'); // the operator's answer resumed it later
@@ -154,7 +159,13 @@ describe('SRE commands (real NATS and Redis)', () => {
     expect(code).toBe(0);
     const outcomes = JSON.parse(out) as Array<{ projection: string; status: string; from_seq: number; seeded: number; events: number; last_seq: number }>;
     for (const outcome of outcomes) {
-      expect(outcome).toMatchObject({ status: 'swapped', from_seq: fromSeq, seeded: fromSeq - 1, events: appended.length - (fromSeq - 1), last_seq: appended.at(-1)!.seq });
+      expect(outcome).toMatchObject({
+        status: 'swapped',
+        from_seq: fromSeq,
+        seeded: fromSeq - 1,
+        events: appended.length - (fromSeq - 1),
+        last_seq: appended.at(-1)!.seq,
+      });
     }
     expect(err).toContain(`replay from seq ${fromSeq}: `);
     expect(await snapshots()).toEqual(full);
@@ -174,7 +185,7 @@ describe('SRE commands (real NATS and Redis)', () => {
     expect((await baton('replay', '--from-seq', '3', '--from-time', stored.time.toISOString())).code).toBe(2);
   });
 
-  it('replay exits 0 when another rebuild (the notifier\'s) swapped in the same projection first: the projection is rebuilt', async () => {
+  it("replay exits 0 when another rebuild (the notifier's) swapped in the same projection first: the projection is rebuilt", async () => {
     const before = await snapshots();
     const io = bufferedIo();
     const ctx = createCliContext({ io, env: { NATS_URL, REDIS_URL, BATON_PREFIX: prefix }, nats, redis });

@@ -65,7 +65,13 @@ export function ambiguousId(kind: string, id: string, projects: readonly string[
  * → a usage error naming them; none → null (not found). Either source may be unreachable; the
  * other then decides (both unreachable: the stream's error).
  */
-export async function projectOf(ctx: CliContext, kind: 'run' | 'handoff', id: string, given: string | undefined, projected: () => Promise<string[]>): Promise<string | null> {
+export async function projectOf(
+  ctx: CliContext,
+  kind: 'run' | 'handoff',
+  id: string,
+  given: string | undefined,
+  projected: () => Promise<string[]>,
+): Promise<string | null> {
   if (!isSubjectToken(id)) throw new UsageError(`"${id}" is not a valid ${kind} id`);
   if (given !== undefined) return projectArg(given);
   const fromProjection = await projected().catch(() => null);
@@ -105,7 +111,9 @@ export function timelineEntry(kind: AggregateKind, event: StoredEvent): Timeline
     ...(kind === 'run' && event.type === 'run.result_recorded' && typeof (event.payload as { posted_body?: unknown }).posted_body === 'string'
       ? { said: (event.payload as { posted_body: string }).posted_body }
       : {}),
-    ...(kind === 'mesh' && event.type === 'mesh.turn_recorded' && typeof (event.payload as { text?: unknown }).text === 'string' ? { said: (event.payload as { text: string }).text } : {}),
+    ...(kind === 'mesh' && event.type === 'mesh.turn_recorded' && typeof (event.payload as { text?: unknown }).text === 'string'
+      ? { said: (event.payload as { text: string }).text }
+      : {}),
   };
 }
 

@@ -52,7 +52,9 @@ describe('baton token: expiry at creation, shown in the list (real Redis)', () =
     expect(JSON.parse(at.out)).toMatchObject({ expires_at: '2099-01-31T18:00:00.000Z' });
     const forever = await baton('token', 'create', '--role', 'viewer', '--project', 'alpha', '--name', 'nell', '--json');
     expect(JSON.parse(forever.out)).toMatchObject({ expires_at: null });
-    const brief = JSON.parse((await baton('token', 'create', '--role', 'viewer', '--project', 'alpha', '--name', 'bria', '--expires-in', '1s', '--json')).out) as { token_id: string };
+    const brief = JSON.parse(
+      (await baton('token', 'create', '--role', 'viewer', '--project', 'alpha', '--name', 'bria', '--expires-in', '1s', '--json')).out,
+    ) as { token_id: string };
     await new Promise((resolve) => setTimeout(resolve, 1100));
     expect(apiTokenExpired(await record(brief.token_id), Date.now())).toBe(true);
 

@@ -61,7 +61,9 @@ async function main(): Promise<number> {
   const natsUrl = access.natsUrl;
   const apiUrl = process.env['BATON_API_URL'] ?? 'http://127.0.0.1:7100';
   const project = process.env['BATON_DEMO_PROJECT'] ?? 'demo';
-  console.log(`Baton demo against ${natsUrl} (prefix ${prefix}${access.natsCreds ? ', authenticated; each agent with its own credentials' : ''}), operator API ${apiUrl}`);
+  console.log(
+    `Baton demo against ${natsUrl} (prefix ${prefix}${access.natsCreds ? ', authenticated; each agent with its own credentials' : ''}), operator API ${apiUrl}`,
+  );
   try {
     await fetch(`${apiUrl}/health/ready`);
   } catch {
@@ -72,7 +74,9 @@ async function main(): Promise<number> {
   const report = await runDemo({ ...access, prefix, apiUrl, apiToken, project, log: (line) => console.log(line) });
   console.log('\nThe operator inbox now holds (open items from this demo run, most urgent first):');
   for (const item of report.inbox) {
-    console.log(`  - [${String(item['kind'])}] ${String(item['why'] ?? '')} ${String(item['agent'] ?? '')} priority=${String(item['priority'] ?? '')} ${String(item['title'] ?? item['summary'] ?? item['id'])}`);
+    console.log(
+      `  - [${String(item['kind'])}] ${String(item['why'] ?? '')} ${String(item['agent'] ?? '')} priority=${String(item['priority'] ?? '')} ${String(item['title'] ?? item['summary'] ?? item['id'])}`,
+    );
   }
   if (report.inbox.length === 0) console.log('  (nothing)');
   const failed = report.outcomes.filter((o) => !o.ok);
@@ -83,7 +87,7 @@ async function main(): Promise<number> {
 main().then(
   (code) => process.exit(code),
   (error: unknown) => {
-    console.error(`demo failed: ${error instanceof Error ? error.stack ?? error.message : String(error)}`);
+    console.error(`demo failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
     process.exit(1);
   },
 );

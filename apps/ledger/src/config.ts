@@ -4,9 +4,19 @@ import { loadConfig } from '@baton/platform';
 /** Settings only the ledger reads (the shared ones are in `ServiceConfigSchema`). */
 export const LedgerConfigSchema = z.object({
   /** Lease a claim or heartbeat gets when the command names none, ms. */
-  LEDGER_LEASE_MS: z.coerce.number().int().min(1_000).max(24 * 60 * 60 * 1000).default(60_000),
+  LEDGER_LEASE_MS: z.coerce
+    .number()
+    .int()
+    .min(1_000)
+    .max(24 * 60 * 60 * 1000)
+    .default(60_000),
   /** How long a project's definition (roster, lead, roles) is reused before it is re-checked, ms. */
-  LEDGER_DEFINITION_TTL_MS: z.coerce.number().int().min(0).max(10 * 60 * 1000).default(5_000),
+  LEDGER_DEFINITION_TTL_MS: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .max(10 * 60 * 1000)
+    .default(5_000),
   /**
    * Rate cap: claims per minute per agent (0 = no cap). One count per agent and project for all
    * ledger instances of the prefix, kept in the `<PREFIX>_CLAIM_RATES` KV bucket (see ClaimRateStore).
@@ -18,7 +28,10 @@ export const LedgerConfigSchema = z.object({
     .default('')
     .transform((raw, ctx) => {
       const caps: Record<string, number> = {};
-      for (const part of raw.split(',').map((p) => p.trim()).filter(Boolean)) {
+      for (const part of raw
+        .split(',')
+        .map((p) => p.trim())
+        .filter(Boolean)) {
         const [agent, value] = part.split('=');
         const n = Number(value);
         if (!agent || !Number.isInteger(n) || n < 0) {

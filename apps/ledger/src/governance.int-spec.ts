@@ -1,4 +1,14 @@
-import { createEventRegistry, ledgerCommandSubject, Principals, ProjectControlReplySchema, type CompletionReport, type Principal, type HandoffRecord, type LedgerReply, type ProjectDefinition } from '@baton/contracts';
+import {
+  createEventRegistry,
+  ledgerCommandSubject,
+  Principals,
+  ProjectControlReplySchema,
+  type CompletionReport,
+  type Principal,
+  type HandoffRecord,
+  type LedgerReply,
+  type ProjectDefinition,
+} from '@baton/contracts';
 import { JetStreamEventStore, LedgerClient, type NatsHandle } from '@baton/eventstore';
 import type { RunningService } from '@baton/platform';
 import { waitFor } from '@baton/wait';
@@ -34,7 +44,9 @@ describe('ledger governance (real NATS): kill switch, rate cap, cross-project, d
 
   /** pause / resume as the notifier relaying an operator token (body: actor, actor_role) unless another principal is given. */
   const control = async (project: string, name: 'pause' | 'resume', body: Record<string, unknown>, principal: Principal = Principals.operator('notifier')) => {
-    const msg = await nats.connection.request(ledgerCommandSubject(prefix, project, principal, name), new TextEncoder().encode(JSON.stringify(body)), { timeout: 5000 });
+    const msg = await nats.connection.request(ledgerCommandSubject(prefix, project, principal, name), new TextEncoder().encode(JSON.stringify(body)), {
+      timeout: 5000,
+    });
     return ProjectControlReplySchema.parse(JSON.parse(new TextDecoder().decode(msg.data)));
   };
   const create = (to: string, extra: Record<string, unknown> = {}) => {
@@ -63,7 +75,10 @@ describe('ledger governance (real NATS): kill switch, rate cap, cross-project, d
     const before = handoffOf(await create('bob'));
     const claimedBefore = handoffOf(await client.claim(P, { handoff_id: before.id, idempotency_key: 'cl-before' }, as('bob')));
 
-    expect(await control(P, 'pause', { actor: 'ops', actor_role: 'operator', reason: 'x', idempotency_key: 'p0' })).toMatchObject({ ok: false, error: { code: 'principal_not_allowed', kind: 'forbidden' } });
+    expect(await control(P, 'pause', { actor: 'ops', actor_role: 'operator', reason: 'x', idempotency_key: 'p0' })).toMatchObject({
+      ok: false,
+      error: { code: 'principal_not_allowed', kind: 'forbidden' },
+    });
     const paused = await control(P, 'pause', { actor: 'ops', actor_role: 'admin', reason: 'incident 42', idempotency_key: 'p1' });
     expect(paused).toMatchObject({ ok: true, project: { status: 'paused' } });
 
@@ -74,7 +89,9 @@ describe('ledger governance (real NATS): kill switch, rate cap, cross-project, d
     const returned = await client.return(P, { handoff_id: before.id, claim_id: claimedBefore.claim_id, report, idempotency_key: 'ret-before' }, as('bob'));
     expect(handoffOf(returned).status).toBe('returned');
     await new Promise((resolve) => setTimeout(resolve, 300));
-    expect((await offers(nats, prefix, P, 'bob')).filter((o) => o.header('Baton-Handoff-Id') === during.id || (o.json() as { id: string }).id === during.id)).toHaveLength(0);
+    expect(
+      (await offers(nats, prefix, P, 'bob')).filter((o) => o.header('Baton-Handoff-Id') === during.id || (o.json() as { id: string }).id === during.id),
+    ).toHaveLength(0);
 
     expect(await control(P, 'resume', { actor: 'ops', actor_role: 'admin', idempotency_key: 'r1' })).toMatchObject({ ok: true, project: { status: 'active' } });
     const reoffered = await waitFor(

@@ -13,7 +13,18 @@ import {
 import { batonStreamNames, JetStreamEventStore, LedgerClient, type NatsHandle } from '@baton/eventstore';
 import type { RunningService } from '@baton/platform';
 import { waitFor } from '@baton/wait';
-import { agentsOf, bootLedger, callers, connectTest, deadLetters, deleteStreams, DlqHeader, publishDefinition, randomPrefix, type StoredMessage } from './int/support';
+import {
+  agentsOf,
+  bootLedger,
+  callers,
+  connectTest,
+  deadLetters,
+  deleteStreams,
+  DlqHeader,
+  publishDefinition,
+  randomPrefix,
+  type StoredMessage,
+} from './int/support';
 
 /*
  * Issue 11: the ledger takes identity from the subject, never from the body. Every command subject
@@ -112,7 +123,12 @@ describe('ledger identity (real NATS): the subject names the caller; the body ne
   let client: LedgerClient;
   let store: JetStreamEventStore;
 
-  async function send(principal: Principal, command: string, body: Record<string, unknown>, project = P): Promise<{ reply: Reply; subject: string; bytes: Uint8Array }> {
+  async function send(
+    principal: Principal,
+    command: string,
+    body: Record<string, unknown>,
+    project = P,
+  ): Promise<{ reply: Reply; subject: string; bytes: Uint8Array }> {
     const subject = ledgerCommandSubject(prefix, project, principal, command);
     const bytes = encoder.encode(JSON.stringify(body));
     const msg = await nats.connection.request(subject, bytes, { timeout: 5000 });
@@ -170,7 +186,12 @@ describe('ledger identity (real NATS): the subject names the caller; the body ne
     const letters = await lettersFor(sent);
     for (const { command, forgery, subject, bytes } of sent) {
       const letter = letterOf(letters, bytes);
-      expect({ command, forgery, reason: letter?.header(DlqHeader.reason), subject: letter?.header(DlqHeader.subject) }).toEqual({ command, forgery, reason: 'identity_mismatch', subject });
+      expect({ command, forgery, reason: letter?.header(DlqHeader.reason), subject: letter?.header(DlqHeader.subject) }).toEqual({
+        command,
+        forgery,
+        reason: 'identity_mismatch',
+        subject,
+      });
     }
     // Nothing was decided: no handoff, no pause.
     expect((await store.read({ project: P, kind: 'handoff', id: 'h-forged' })).events).toHaveLength(0);
@@ -195,8 +216,12 @@ describe('ledger identity (real NATS): the subject names the caller; the body ne
     const letters = await lettersFor(sent);
     for (const { bytes } of sent) expect(letterOf(letters, bytes)?.header(DlqHeader.reason)).toBe('principal_not_allowed');
     // Nor may a service send what belongs to another: the watchdog closing a result, the router requeueing.
-    expect((await send(Principals.service('watchdog'), 'complete_from_result', validBody('complete_from_result', 'wd-cfr'))).reply).toMatchObject({ error: { code: 'principal_not_allowed' } });
-    expect((await send(Principals.service('router'), 'requeue_expired', validBody('requeue_expired', 'rt-rq'))).reply).toMatchObject({ error: { code: 'principal_not_allowed' } });
+    expect((await send(Principals.service('watchdog'), 'complete_from_result', validBody('complete_from_result', 'wd-cfr'))).reply).toMatchObject({
+      error: { code: 'principal_not_allowed' },
+    });
+    expect((await send(Principals.service('router'), 'requeue_expired', validBody('requeue_expired', 'rt-rq'))).reply).toMatchObject({
+      error: { code: 'principal_not_allowed' },
+    });
     // An agent asks open_offers; a service may not.
     expect((await send(Principals.service('router'), 'open_offers', {})).reply).toMatchObject({ error: { code: 'principal_not_allowed' } });
   });
@@ -205,11 +230,17 @@ describe('ledger identity (real NATS): the subject names the caller; the body ne
     const notifier = Principals.operator('notifier');
     const asOperator = await send(notifier, 'pause', { actor: 'olga', actor_role: 'operator', reason: 'x', idempotency_key: 'p-op' });
     expect(asOperator.reply).toMatchObject({ ok: false, error: { code: 'principal_not_allowed', kind: 'forbidden' } });
-    expect((await send(notifier, 'pause', { actor: 'vic', actor_role: 'viewer', reason: 'x', idempotency_key: 'p-viewer' })).reply).toMatchObject({ error: { code: 'principal_not_allowed' } });
+    expect((await send(notifier, 'pause', { actor: 'vic', actor_role: 'viewer', reason: 'x', idempotency_key: 'p-viewer' })).reply).toMatchObject({
+      error: { code: 'principal_not_allowed' },
+    });
     const anonymous = await send(notifier, 'pause', { actor_role: 'admin', reason: 'x', idempotency_key: 'p-anon' });
     expect(anonymous.reply).toMatchObject({ ok: false, error: { code: 'schema_violation', kind: 'rejected' } });
-    expect((await send(notifier, 'pause', { actor: 'olga', reason: 'x', idempotency_key: 'p-norole' })).reply).toMatchObject({ error: { code: 'schema_violation' } });
-    expect((await send(notifier, 'pause', { actor: 'olga', actor_role: 'admin', actor_kind: 'system', reason: 'x', idempotency_key: 'p-kind' })).reply).toMatchObject({
+    expect((await send(notifier, 'pause', { actor: 'olga', reason: 'x', idempotency_key: 'p-norole' })).reply).toMatchObject({
+      error: { code: 'schema_violation' },
+    });
+    expect(
+      (await send(notifier, 'pause', { actor: 'olga', actor_role: 'admin', actor_kind: 'system', reason: 'x', idempotency_key: 'p-kind' })).reply,
+    ).toMatchObject({
       error: { code: 'identity_mismatch' },
     });
     await lettersFor([asOperator, anonymous]);
@@ -220,7 +251,9 @@ describe('ledger identity (real NATS): the subject names the caller; the body ne
     expect(resumed).toMatchObject({ ok: true, project: { status: 'active' } });
     // op.admin is admin by its connection: it may name nobody (then `admin`), never another role.
     expect(await client.pause(P, { reason: 'drill', idempotency_key: 'p-cli' }, callers.admin())).toMatchObject({ ok: true, project: { paused_by: 'admin' } });
-    expect((await send(Principals.operator('admin'), 'resume', { actor_role: 'operator', idempotency_key: 'r-role' })).reply).toMatchObject({ error: { code: 'identity_mismatch' } });
+    expect((await send(Principals.operator('admin'), 'resume', { actor_role: 'operator', idempotency_key: 'r-role' })).reply).toMatchObject({
+      error: { code: 'identity_mismatch' },
+    });
     expect(await client.resume(P, { idempotency_key: 'r-cli' }, callers.admin())).toMatchObject({ ok: true, project: { status: 'active' } });
     const events = (await store.read({ project: P, kind: 'project', id: 'control' })).events;
     expect(events.map((e) => [e.type, e.actor])).toEqual([
@@ -232,10 +265,18 @@ describe('ledger identity (real NATS): the subject names the caller; the body ne
   });
 
   it('a claim as agent bob is recorded as bob (kind agent) with no actor in the body, or with bob repeating his own name', async () => {
-    expect(await client.create(P, { handoff_id: 'h-claim', from_agent: 'alice', summary: 'anyone', idempotency_key: 'c-claim' }, as('alice'))).toMatchObject({ ok: true });
+    expect(await client.create(P, { handoff_id: 'h-claim', from_agent: 'alice', summary: 'anyone', idempotency_key: 'c-claim' }, as('alice'))).toMatchObject({
+      ok: true,
+    });
     const { reply } = await send(Principals.agent(P, 'bob'), 'claim', { handoff_id: 'h-claim', idempotency_key: 'k-claim' });
     expect(reply).toMatchObject({ ok: true, handoff: { status: 'claimed', claimed_by: 'bob' } });
-    const again = await send(Principals.agent(P, 'bob'), 'heartbeat', { handoff_id: 'h-claim', claim_id: reply.handoff!.claim_id, idempotency_key: 'k-hb', actor: 'bob', actor_kind: 'agent' });
+    const again = await send(Principals.agent(P, 'bob'), 'heartbeat', {
+      handoff_id: 'h-claim',
+      claim_id: reply.handoff!.claim_id,
+      idempotency_key: 'k-hb',
+      actor: 'bob',
+      actor_kind: 'agent',
+    });
     expect(again.reply).toMatchObject({ ok: true });
     const events = (await store.read({ project: P, kind: 'handoff', id: 'h-claim' })).events;
     expect(events.map((e) => [e.type, e.actor, e.origin])).toEqual([
@@ -246,7 +287,9 @@ describe('ledger identity (real NATS): the subject names the caller; the body ne
   });
 
   it('a worker cannot decide its own handback: as itself it is refused by the domain (self_accept_forbidden); claiming to be an operator is identity_mismatch; a third agent and a viewer may not; an operator may', async () => {
-    expect(await client.create(P, { handoff_id: 'h-work', from_agent: 'alice', to_agent: 'bob', summary: 'work', idempotency_key: 'c-work' }, as('alice'))).toMatchObject({ ok: true });
+    expect(
+      await client.create(P, { handoff_id: 'h-work', from_agent: 'alice', to_agent: 'bob', summary: 'work', idempotency_key: 'c-work' }, as('alice')),
+    ).toMatchObject({ ok: true });
     const claimed = await client.claim(P, { handoff_id: 'h-work', idempotency_key: 'k-work' }, as('bob'));
     if (!claimed.ok) throw new Error(claimed.error.code);
     const returned = await client.return(P, { handoff_id: 'h-work', claim_id: claimed.handoff.claim_id!, report, idempotency_key: 'r-work' }, as('bob'));
@@ -256,7 +299,13 @@ describe('ledger identity (real NATS): the subject names the caller; the body ne
 
     const own = await client.decideHandback(P, { handoff_id: handback, decision: 'accept', idempotency_key: 'd-own' }, as('bob'));
     expect(own).toMatchObject({ ok: false, error: { code: 'self_accept_forbidden', kind: 'forbidden' } });
-    const forged = await send(Principals.agent(P, 'bob'), 'decide_handback', { handoff_id: handback, decision: 'accept', idempotency_key: 'd-forged', actor: 'olga', actor_kind: 'operator' });
+    const forged = await send(Principals.agent(P, 'bob'), 'decide_handback', {
+      handoff_id: handback,
+      decision: 'accept',
+      idempotency_key: 'd-forged',
+      actor: 'olga',
+      actor_kind: 'operator',
+    });
     expect(forged.reply).toMatchObject({ ok: false, error: { code: 'identity_mismatch' } });
     // A third agent is not the addressee (the handback goes to the delegator).
     expect(await client.decideHandback(P, { handoff_id: handback, decision: 'accept', idempotency_key: 'd-mallory' }, as('mallory'))).toMatchObject({
@@ -264,11 +313,17 @@ describe('ledger identity (real NATS): the subject names the caller; the body ne
       error: { code: 'not_the_addressee' },
     });
     // A viewer token relayed by the notifier may not act at all.
-    expect(await client.decideHandback(P, { handoff_id: handback, decision: 'accept', idempotency_key: 'd-viewer' }, callers.operator('vic', 'viewer'))).toMatchObject({
+    expect(
+      await client.decideHandback(P, { handoff_id: handback, decision: 'accept', idempotency_key: 'd-viewer' }, callers.operator('vic', 'viewer')),
+    ).toMatchObject({
       ok: false,
       error: { code: 'principal_not_allowed' },
     });
-    const reworked = await client.decideHandback(P, { handoff_id: handback, decision: 'rework', note: 'tests please', idempotency_key: 'd-olga' }, callers.operator('olga'));
+    const reworked = await client.decideHandback(
+      P,
+      { handoff_id: handback, decision: 'rework', note: 'tests please', idempotency_key: 'd-olga' },
+      callers.operator('olga'),
+    );
     expect(reworked).toMatchObject({ ok: true, handoff: { status: 'completed' } });
     const decided = (await store.read({ project: P, kind: 'handoff', id: handback })).events.find((e) => e.type === 'handoff.handback_decided');
     expect(decided?.payload).toMatchObject({ decided_by: 'olga', decided_by_kind: 'operator' });
@@ -288,7 +343,9 @@ describe('ledger identity (real NATS): the subject names the caller; the body ne
     expect(await client.openOffers(P, { ack_wait_ms: 20_000 }, as('bob'))).toEqual(first);
     expect((await nats.jsm.consumers.info(inbox, durable)).created).toBe(info.created);
     // The body cannot widen the filter or name another agent; the ack wait is bounded.
-    expect((await send(Principals.agent(P, 'bob'), 'open_offers', { filter_subject: `${prefix}.in.>` })).reply).toMatchObject({ error: { code: 'schema_violation' } });
+    expect((await send(Principals.agent(P, 'bob'), 'open_offers', { filter_subject: `${prefix}.in.>` })).reply).toMatchObject({
+      error: { code: 'schema_violation' },
+    });
     expect((await send(Principals.agent(P, 'bob'), 'open_offers', { actor: 'alice' })).reply).toMatchObject({ error: { code: 'identity_mismatch' } });
     expect(await client.openOffers(P, { ack_wait_ms: 10 }, as('bob'))).toMatchObject({ ok: false, error: { code: 'schema_violation' } });
     // The client will not send an agent's command to another project.
@@ -296,23 +353,38 @@ describe('ledger identity (real NATS): the subject names the caller; the body ne
   });
 
   it('seed 002 hole (a): a worker\'s return with no evidence and "actor_kind":"operator" in its body is refused; floor applicability is keyed on the connection, so the honest return is floored', async () => {
-    expect(await client.create(P, { handoff_id: 'h-floor', from_agent: 'alice', to_agent: 'bob', summary: 'ship it', idempotency_key: 'c-floor' }, as('alice'))).toMatchObject({ ok: true });
+    expect(
+      await client.create(P, { handoff_id: 'h-floor', from_agent: 'alice', to_agent: 'bob', summary: 'ship it', idempotency_key: 'c-floor' }, as('alice')),
+    ).toMatchObject({ ok: true });
     const claimed = await client.claim(P, { handoff_id: 'h-floor', idempotency_key: 'k-floor' }, as('bob'));
     if (!claimed.ok) throw new Error(claimed.error.code);
     const bare = { summary: 'done', files_changed: [], verification: '', next_steps: '', outcome: 'completed', evidence: {} };
     // Exactly what the outside suite sent: the worker claims to be an operator to escape the floor.
-    const forged = await send(Principals.agent(P, 'bob'), 'return', { handoff_id: 'h-floor', claim_id: claimed.handoff.claim_id, idempotency_key: 'r-floor-forged', report: bare, actor_kind: 'operator' });
+    const forged = await send(Principals.agent(P, 'bob'), 'return', {
+      handoff_id: 'h-floor',
+      claim_id: claimed.handoff.claim_id,
+      idempotency_key: 'r-floor-forged',
+      report: bare,
+      actor_kind: 'operator',
+    });
     expect(forged.reply).toMatchObject({ ok: false, error: { code: 'identity_mismatch', kind: 'forbidden' } });
     expect((await client.get(P, 'h-floor'))?.status).toBe('claimed');
     // The same return without the claim: the worker is an agent, so the evidence floor applies.
-    const honest = await send(Principals.agent(P, 'bob'), 'return', { handoff_id: 'h-floor', claim_id: claimed.handoff.claim_id, idempotency_key: 'r-floor', report: bare });
+    const honest = await send(Principals.agent(P, 'bob'), 'return', {
+      handoff_id: 'h-floor',
+      claim_id: claimed.handoff.claim_id,
+      idempotency_key: 'r-floor',
+      report: bare,
+    });
     expect(honest.reply).toMatchObject({ ok: true, handoff: { status: 'returned' } });
     const returned = (await store.read({ project: P, kind: 'handoff', id: 'h-floor' })).events.find((e) => e.type === 'handoff.returned');
     expect(returned?.payload).toMatchObject({ evidence_floor: { applied: true, original_outcome: 'completed' } });
   });
 
   it('after all of that the ledger is still serving: a normal create and claim succeed', async () => {
-    expect(await client.create(P, { handoff_id: 'h-after', from_agent: 'alice', summary: 'still here', idempotency_key: 'c-after' }, as('alice'))).toMatchObject({ ok: true });
+    expect(
+      await client.create(P, { handoff_id: 'h-after', from_agent: 'alice', summary: 'still here', idempotency_key: 'c-after' }, as('alice')),
+    ).toMatchObject({ ok: true });
     const reply: LedgerReply = await client.claim(P, { handoff_id: 'h-after', idempotency_key: 'k-after' }, as('lena'));
     expect(reply).toMatchObject({ ok: true, handoff: { status: 'claimed', claimed_by: 'lena' } });
   });

@@ -64,14 +64,24 @@ describe('ledger service (real NATS, two instances on one prefix)', () => {
   });
 
   async function createAndReturn(id: string, maxRetries = 3): Promise<HandoffRecord> {
-    handoffOf(await client.create(P, { handoff_id: id, from_agent: 'alice', to_agent: 'bob', summary: `work ${id}`, max_retries: maxRetries, idempotency_key: `create-${id}` }, as('alice')));
+    handoffOf(
+      await client.create(
+        P,
+        { handoff_id: id, from_agent: 'alice', to_agent: 'bob', summary: `work ${id}`, max_retries: maxRetries, idempotency_key: `create-${id}` },
+        as('alice'),
+      ),
+    );
     const claimed = handoffOf(await client.claim(P, { handoff_id: id, idempotency_key: `claim-${id}` }, as('bob')));
     return handoffOf(await client.return(P, { handoff_id: id, claim_id: claimed.claim_id!, report, idempotency_key: `return-${id}` }, as('bob')));
   }
 
   it('seed 002 cycle: create → claim → heartbeat → return → handback created for the delegator → accept → parent completed', async () => {
     const created = handoffOf(
-      await client.create(P, { handoff_id: 'h-cycle', from_agent: 'alice', to_agent: 'bob', summary: 'write the parser', idempotency_key: 'create-cycle' }, as('alice')),
+      await client.create(
+        P,
+        { handoff_id: 'h-cycle', from_agent: 'alice', to_agent: 'bob', summary: 'write the parser', idempotency_key: 'create-cycle' },
+        as('alice'),
+      ),
     );
     expect(created).toMatchObject({ id: 'h-cycle', status: 'pending', kind: 'task', from_agent: 'alice', to_agent: 'bob' });
 
@@ -95,17 +105,31 @@ describe('ledger service (real NATS, two instances on one prefix)', () => {
     expect(lease).toBeGreaterThan(LEASE_MS - 2000);
     expect(lease).toBeLessThan(LEASE_MS + 2000);
 
-    const beaten = handoffOf(await client.heartbeat(P, { handoff_id: 'h-cycle', claim_id: claimed.claim_id!, lease_ms: 120_000, idempotency_key: 'hb-1' }, as('bob')));
+    const beaten = handoffOf(
+      await client.heartbeat(P, { handoff_id: 'h-cycle', claim_id: claimed.claim_id!, lease_ms: 120_000, idempotency_key: 'hb-1' }, as('bob')),
+    );
     expect(Date.parse(beaten.lease_expires_at!)).toBeGreaterThan(Date.parse(claimed.lease_expires_at!));
 
-    const returned = handoffOf(await client.return(P, { handoff_id: 'h-cycle', claim_id: claimed.claim_id!, report, idempotency_key: 'return-cycle' }, as('bob')));
+    const returned = handoffOf(
+      await client.return(P, { handoff_id: 'h-cycle', claim_id: claimed.claim_id!, report, idempotency_key: 'return-cycle' }, as('bob')),
+    );
     expect(returned).toMatchObject({ status: 'returned', handback_recipient: { to_agent: 'alice', reason: 'delegator' } });
     const handbackId = returned.handback_id!;
 
     // The reactor creates the completion handback for the delegator and offers it to her.
     const handback = await waitFor(() => client.get(P, handbackId), `the handback ${handbackId}`, { timeoutMs: 8000 });
-    expect(handback).toMatchObject({ kind: 'completion_handback', status: 'pending', to_agent: 'alice', reply_to_handoff_id: 'h-cycle', reviewed_worker: 'bob' });
-    await waitFor(async () => (await offers(nats, prefix, P, 'alice')).some((m) => (m.json() as HandoffRecord).id === handbackId), `${handbackId} offered to alice`, { timeoutMs: 8000 });
+    expect(handback).toMatchObject({
+      kind: 'completion_handback',
+      status: 'pending',
+      to_agent: 'alice',
+      reply_to_handoff_id: 'h-cycle',
+      reviewed_worker: 'bob',
+    });
+    await waitFor(
+      async () => (await offers(nats, prefix, P, 'alice')).some((m) => (m.json() as HandoffRecord).id === handbackId),
+      `${handbackId} offered to alice`,
+      { timeoutMs: 8000 },
+    );
 
     // The parent stays returned until the handback is decided.
     expect((await client.get(P, 'h-cycle'))!.status).toBe('returned');
@@ -128,7 +152,11 @@ describe('ledger service (real NATS, two instances on one prefix)', () => {
     const handbackId = returned.handback_id!;
     await waitFor(() => client.get(P, handbackId), `the handback ${handbackId}`, { timeoutMs: 8000 });
     const reworked = handoffOf(
-      await client.decideHandback(P, { handoff_id: handbackId, decision: 'rework', note: 'add tests for the error paths', idempotency_key: 'rework-1' }, as('alice')),
+      await client.decideHandback(
+        P,
+        { handoff_id: handbackId, decision: 'rework', note: 'add tests for the error paths', idempotency_key: 'rework-1' },
+        as('alice'),
+      ),
     );
     expect(reworked.status).toBe('completed');
 
@@ -144,12 +172,18 @@ describe('ledger service (real NATS, two instances on one prefix)', () => {
     expect(parent).not.toHaveProperty('claim_id');
     // Pending again for bob: offered to him again (the record as of the rework).
     const offered = (m: { json(): unknown }) => m.json() as HandoffRecord;
-    await waitFor(async () => (await offers(nats, prefix, P, 'bob')).some((m) => offered(m).id === 'h-rework' && offered(m).retry.retry_count === 1), 'h-rework offered to bob again', { timeoutMs: 8000 });
+    await waitFor(
+      async () => (await offers(nats, prefix, P, 'bob')).some((m) => offered(m).id === 'h-rework' && offered(m).retry.retry_count === 1),
+      'h-rework offered to bob again',
+      { timeoutMs: 8000 },
+    );
     handoffOf(await client.claim(P, { handoff_id: 'h-rework', idempotency_key: 'claim-h-rework-2' }, as('bob')));
   });
 
   it('optimistic claim: of 50 concurrent claims across two ledger instances exactly one wins, the rest get handoff_not_pending', async () => {
-    handoffOf(await client.create(P, { handoff_id: 'h-race', from_agent: 'alice', summary: 'anyone may take it', idempotency_key: 'create-race' }, as('alice')));
+    handoffOf(
+      await client.create(P, { handoff_id: 'h-race', from_agent: 'alice', summary: 'anyone may take it', idempotency_key: 'create-race' }, as('alice')),
+    );
     const servedBefore = [ledgerA, ledgerB].map((l) => l.app.get(LedgerCommandListener).handledCount());
 
     const replies = await Promise.all(
@@ -198,12 +232,17 @@ describe('ledger service (real NATS, two instances on one prefix)', () => {
       code: 'handoff_not_claimed',
       kind: 'wrong_state',
     });
-    expect(errorOf(await client.claim(P, { handoff_id: 'h-missing', idempotency_key: 'k' }, as('bob')))).toMatchObject({ code: 'not_found', kind: 'not_found' });
+    expect(errorOf(await client.claim(P, { handoff_id: 'h-missing', idempotency_key: 'k' }, as('bob')))).toMatchObject({
+      code: 'not_found',
+      kind: 'not_found',
+    });
     expect(await eventCount('h-state')).toBe(1);
   });
 
   it('complete_from_result: a router-dispatched handoff closes without a handback, evidence floor applied; agents may not issue it', async () => {
-    handoffOf(await client.create(P, { handoff_id: 'h-routed', from_agent: 'alice', to_agent: 'bob', summary: 's', idempotency_key: 'create-routed' }, as('alice')));
+    handoffOf(
+      await client.create(P, { handoff_id: 'h-routed', from_agent: 'alice', to_agent: 'bob', summary: 's', idempotency_key: 'create-routed' }, as('alice')),
+    );
     const body = { handoff_id: 'h-routed', result_id: 'r-1', agent: 'bob', evidence: {}, idempotency_key: 'result:r-1' };
     expect(errorOf(await client.completeFromResult(P, body, as('bob')))).toMatchObject({ code: 'principal_not_allowed', kind: 'forbidden' });
     const done = handoffOf(await client.completeFromResult(P, body, callers.router));
@@ -217,12 +256,16 @@ describe('ledger service (real NATS, two instances on one prefix)', () => {
   });
 
   it('lease expiry → watchdog requeue: pending again with retry_count + 1 and offered to the addressee again', async () => {
-    handoffOf(await client.create(P, { handoff_id: 'h-lease', from_agent: 'alice', to_agent: 'bob', summary: 's', idempotency_key: 'create-lease' }, as('alice')));
+    handoffOf(
+      await client.create(P, { handoff_id: 'h-lease', from_agent: 'alice', to_agent: 'bob', summary: 's', idempotency_key: 'create-lease' }, as('alice')),
+    );
     const claimed = handoffOf(await client.claim(P, { handoff_id: 'h-lease', lease_ms: 1000, idempotency_key: 'claim-lease' }, as('bob')));
     const early = await client.requeueExpired(P, { handoff_id: 'h-lease', claim_id: claimed.claim_id!, idempotency_key: 'rq-early' }, callers.watchdog);
     expect(errorOf(early).code).toBe('lease_not_expired');
     await new Promise((resolve) => setTimeout(resolve, 1100));
-    const requeued = handoffOf(await client.requeueExpired(P, { handoff_id: 'h-lease', claim_id: claimed.claim_id!, idempotency_key: 'rq-1' }, callers.watchdog));
+    const requeued = handoffOf(
+      await client.requeueExpired(P, { handoff_id: 'h-lease', claim_id: claimed.claim_id!, idempotency_key: 'rq-1' }, callers.watchdog),
+    );
     expect(requeued).toMatchObject({ status: 'pending', retry: { retry_count: 1 } });
     const offered = (m: { json(): unknown }) => m.json() as HandoffRecord;
     const list = await waitFor(
@@ -233,7 +276,12 @@ describe('ledger service (real NATS, two instances on one prefix)', () => {
       'h-lease offered to bob again',
       { timeoutMs: 8000 },
     );
-    expect(list.filter((m) => offered(m).id === 'h-lease').at(-1)!.header('Baton-Event-Type')).toBe('handoff.lease_expired');
+    expect(
+      list
+        .filter((m) => offered(m).id === 'h-lease')
+        .at(-1)!
+        .header('Baton-Event-Type'),
+    ).toBe('handoff.lease_expired');
   });
 
   it('to_role addressing: the ledger resolves the claimer`s role from the project definition', async () => {

@@ -43,7 +43,13 @@ async function createMany(client: LedgerClient, project: string, to: string, tag
   const ids: string[] = [];
   for (let i = 0; i < count; i++) {
     const id = `${tag}-${i}`;
-    handoffOf(await client.create(project, { handoff_id: id, from_agent: 'alice', to_agent: to, summary: 'work', idempotency_key: `c-${id}` }, callers.agent(project, 'alice')));
+    handoffOf(
+      await client.create(
+        project,
+        { handoff_id: id, from_agent: 'alice', to_agent: to, summary: 'work', idempotency_key: `c-${id}` },
+        callers.agent(project, 'alice'),
+      ),
+    );
     ids.push(id);
   }
   return ids;
@@ -157,7 +163,10 @@ describe('claim rate cap: the window moves on (real NATS, a 1 s window)', () => 
   beforeAll(async () => {
     nats = await connectTest();
     const env = { LEDGER_CLAIMS_PER_MINUTE: '2', LEDGER_DEFINITION_TTL_MS: '0' };
-    [a, b] = await Promise.all([bootLedger(prefix, 'ledger-win-a', env, { claimWindowMs: windowMs }), bootLedger(prefix, 'ledger-win-b', env, { claimWindowMs: windowMs })]);
+    [a, b] = await Promise.all([
+      bootLedger(prefix, 'ledger-win-a', env, { claimWindowMs: windowMs }),
+      bootLedger(prefix, 'ledger-win-b', env, { claimWindowMs: windowMs }),
+    ]);
     await publishDefinition(nats, prefix, definition(P, ['alice', 'wes']));
     client = new LedgerClient(nats, prefix, { timeoutMs: 5000, attempts: 1 });
   });

@@ -40,7 +40,11 @@ describe('ledger rejections (real NATS): bad input gets a typed rejection reply,
 
   /** The dead letter recorded for `bytes` (waits for it), with its reason. */
   async function deadLetterOf(bytes: Uint8Array) {
-    return waitFor(async () => (await deadLetters(nats, prefix, 'ledger')).find((m) => Buffer.from(m.data).equals(Buffer.from(bytes))), 'the dead letter of these bytes', { timeoutMs: 8000 });
+    return waitFor(
+      async () => (await deadLetters(nats, prefix, 'ledger')).find((m) => Buffer.from(m.data).equals(Buffer.from(bytes))),
+      'the dead letter of these bytes',
+      { timeoutMs: 8000 },
+    );
   }
 
   async function expectRejected(command: string, body: string | Uint8Array, code: string, project = P, on = subject(command, project)) {
@@ -75,8 +79,20 @@ describe('ledger rejections (real NATS): bad input gets a typed rejection reply,
   it('an unknown command, a subject that names no caller, or a body for another project is rejected and recorded', async () => {
     await expectRejected('explode', JSON.stringify({ ...actor, handoff_id: 'h1', idempotency_key: 'k' }), 'unknown_command');
     // The old subject without a principal, and principal tokens that name nobody.
-    await expectRejected('claim', JSON.stringify({ ...actor, handoff_id: 'h1', idempotency_key: 'k-old' }), 'unknown_command', P, `${prefix}.cmd.ledger.${P}.claim`);
-    await expectRejected('claim', JSON.stringify({ handoff_id: 'h1', idempotency_key: 'k-svc' }), 'unknown_command', P, `${prefix}.cmd.ledger.${P}.svc.nobody.claim`);
+    await expectRejected(
+      'claim',
+      JSON.stringify({ ...actor, handoff_id: 'h1', idempotency_key: 'k-old' }),
+      'unknown_command',
+      P,
+      `${prefix}.cmd.ledger.${P}.claim`,
+    );
+    await expectRejected(
+      'claim',
+      JSON.stringify({ handoff_id: 'h1', idempotency_key: 'k-svc' }),
+      'unknown_command',
+      P,
+      `${prefix}.cmd.ledger.${P}.svc.nobody.claim`,
+    );
     const other = JSON.stringify({ ...actor, handoff_id: 'h1', project: 'elsewhere', from_agent: 'alice', summary: 's', idempotency_key: 'k' });
     await expectRejected('create', other, 'project_mismatch');
   });
@@ -85,7 +101,10 @@ describe('ledger rejections (real NATS): bad input gets a typed rejection reply,
     await raw(subject('create'), '\u0000not json');
     const created = await client.create(P, { handoff_id: 'h-after', from_agent: 'alice', summary: 'still here', idempotency_key: 'after' }, as('alice'));
     expect(created).toMatchObject({ ok: true, handoff: { id: 'h-after', status: 'pending' } });
-    expect(await client.claim(P, { handoff_id: 'h-after', idempotency_key: 'after-claim' }, as('bob'))).toMatchObject({ ok: true, handoff: { status: 'claimed' } });
+    expect(await client.claim(P, { handoff_id: 'h-after', idempotency_key: 'after-claim' }, as('bob'))).toMatchObject({
+      ok: true,
+      handoff: { status: 'claimed' },
+    });
     // Nothing invalid reached the event store.
     expect(await client.get(P, 'h1')).toBeNull();
   });

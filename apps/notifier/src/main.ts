@@ -23,9 +23,16 @@ export async function startNotifier(env?: Record<string, string | undefined>): P
     }
     throw error;
   }
-  return runService({ service: 'notifier', defaultPort: NOTIFIER_PORT, imports: [notifier], redis: true, httpExceptionFilter: new ApiExceptionFilter(),
+  return runService({
+    service: 'notifier',
+    defaultPort: NOTIFIER_PORT,
+    imports: [notifier],
+    redis: true,
+    httpExceptionFilter: new ApiExceptionFilter(),
     // Inbox size and open handoffs by status, read from the projections this service keeps.
-    metrics: (metrics, app) => registerProjectionGauges(metrics, app.get(PROJECTION_STORE)), ...(env ? { env } : {}) });
+    metrics: (metrics, app) => registerProjectionGauges(metrics, app.get(PROJECTION_STORE)),
+    ...(env ? { env } : {}),
+  });
 }
 
 if (require.main === module) {

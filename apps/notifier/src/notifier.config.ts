@@ -44,7 +44,12 @@ export const NotifierConfigSchema = z.object({
   /** How long one webhook call may take (default 5000 ms). */
   NOTIFIER_WEBHOOK_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(5000),
   /** How long a browser session lasts (default 8 hours). */
-  NOTIFIER_SESSION_TTL_SEC: z.coerce.number().int().min(60).max(30 * 24 * 3600).default(8 * 3600),
+  NOTIFIER_SESSION_TTL_SEC: z.coerce
+    .number()
+    .int()
+    .min(60)
+    .max(30 * 24 * 3600)
+    .default(8 * 3600),
   /** Mark the session cookie `Secure` (set it when the inbox is served over HTTPS; default false). */
   NOTIFIER_COOKIE_SECURE: bool.default(false),
   /**
@@ -97,6 +102,10 @@ export function loadNotifierConfig(env: Record<string, string | undefined>): Not
 }
 
 /** Retry delays for a webhook delivery: base, 2·base, 4·base, … capped, one per attempt. */
-export function webhookBackoff(config: Pick<NotifierConfig, 'NOTIFIER_WEBHOOK_MAX_ATTEMPTS' | 'NOTIFIER_WEBHOOK_BACKOFF_MS' | 'NOTIFIER_WEBHOOK_BACKOFF_MAX_MS'>): number[] {
-  return Array.from({ length: config.NOTIFIER_WEBHOOK_MAX_ATTEMPTS }, (_, i) => Math.min(config.NOTIFIER_WEBHOOK_BACKOFF_MS * 2 ** i, config.NOTIFIER_WEBHOOK_BACKOFF_MAX_MS));
+export function webhookBackoff(
+  config: Pick<NotifierConfig, 'NOTIFIER_WEBHOOK_MAX_ATTEMPTS' | 'NOTIFIER_WEBHOOK_BACKOFF_MS' | 'NOTIFIER_WEBHOOK_BACKOFF_MAX_MS'>,
+): number[] {
+  return Array.from({ length: config.NOTIFIER_WEBHOOK_MAX_ATTEMPTS }, (_, i) =>
+    Math.min(config.NOTIFIER_WEBHOOK_BACKOFF_MS * 2 ** i, config.NOTIFIER_WEBHOOK_BACKOFF_MAX_MS),
+  );
 }

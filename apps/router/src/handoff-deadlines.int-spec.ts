@@ -50,8 +50,7 @@ describe('a returnable handoff has a deadline (issue 5; router + ledger + watchd
   const events = async (project: string, kind: 'run' | 'handoff', id: string): Promise<StoredEvent[]> => (await store.read({ project, kind, id })).events;
   const payloads = async (project: string, runId: string, type: string) =>
     (await events(project, 'run', runId)).filter((e) => e.type === type).map((e) => e.payload as Record<string, unknown>);
-  const waitEvent = (project: string, runId: string, type: string) =>
-    waitFor(async () => (await payloads(project, runId, type))[0], `${type} on ${runId}`);
+  const waitEvent = (project: string, runId: string, type: string) => waitFor(async () => (await payloads(project, runId, type))[0], `${type} on ${runId}`);
 
   const start = async (project: string) => {
     const id = `wr-${++counter}`;
@@ -65,8 +64,20 @@ describe('a returnable handoff has a deadline (issue 5; router + ledger + watchd
   const reply = async (project: string, runId: string, agent: string, extra: Partial<AgentResult> = {}) => {
     const id = `res-${++counter}`;
     const current = await currentHandoff(store, project, runId);
-    const claim = current === null ? {} : { handoff_id: current.handoffId, claim_id: (await claimHandoff(store, project, current.handoffId, agent, { create: false })) ?? 'claim-not-held' };
-    const result: AgentResult = { result_id: id, run_id: `ar-${id}`, project, workflow_run_id: runId, agent, produced_at: new Date().toISOString(), ...claim, ...extra };
+    const claim =
+      current === null
+        ? {}
+        : { handoff_id: current.handoffId, claim_id: (await claimHandoff(store, project, current.handoffId, agent, { create: false })) ?? 'claim-not-held' };
+    const result: AgentResult = {
+      result_id: id,
+      run_id: `ar-${id}`,
+      project,
+      workflow_run_id: runId,
+      agent,
+      produced_at: new Date().toISOString(),
+      ...claim,
+      ...extra,
+    };
     return nats.js.publish(Subjects.agentResult(prefix, project, agent), encoder.encode(JSON.stringify(result)));
   };
   /** The ledger's handoff.created of the child: it carries deadline_at = the route's time + 1.5 s. */
@@ -84,7 +95,11 @@ describe('a returnable handoff has a deadline (issue 5; router + ledger + watchd
       ['dlcontinue', 'ON_FAILURE: continue'],
       ['dlescalate', 'ON_FAILURE: ESCALATE'],
     ] as const) {
-      const msg = await nats.connection.request(RouterSubjects.publishDefinition(prefix, project), encoder.encode(JSON.stringify(definition(project, onFailure))), { timeout: 5000 });
+      const msg = await nats.connection.request(
+        RouterSubjects.publishDefinition(prefix, project),
+        encoder.encode(JSON.stringify(definition(project, onFailure))),
+        { timeout: 5000 },
+      );
       expect(JSON.parse(decoder.decode(msg.data))).toMatchObject({ ok: true });
     }
   }, 30_000);
@@ -103,8 +118,18 @@ describe('a returnable handoff has a deadline (issue 5; router + ledger + watchd
     const routedAt = Date.parse(String((await waitEvent('dlrespond', run, 'run.routed'))['routed_at']));
     expect(Date.parse(String((created.payload as { deadline_at?: string }).deadline_at))).toBe(routedAt + 1500);
 
-    const completed = await waitFor(async () => (await payloads('dlrespond', run, 'run.handoff_completed')).find((p) => p['outcome'] === 'timeout'), 'the timeout');
-    expect(completed).toMatchObject({ handoffId, from: 'Loan_Supervisor', to: 'Income_Capture_Agent', code: 'deadline', onFailure: 'respond', cause: expect.stringMatching(/^deadline_expired: /) });
+    const completed = await waitFor(
+      async () => (await payloads('dlrespond', run, 'run.handoff_completed')).find((p) => p['outcome'] === 'timeout'),
+      'the timeout',
+    );
+    expect(completed).toMatchObject({
+      handoffId,
+      from: 'Loan_Supervisor',
+      to: 'Income_Capture_Agent',
+      code: 'deadline',
+      onFailure: 'respond',
+      cause: expect.stringMatching(/^deadline_expired: /),
+    });
     expect(completed['durationMs']).toBeGreaterThanOrEqual(1500);
     const resumed = await waitEvent('dlrespond', run, 'run.awaiting_input');
     expect(resumed).toMatchObject({ agent: 'Loan_Supervisor', reply: SORRY });
@@ -118,14 +143,20 @@ describe('a returnable handoff has a deadline (issue 5; router + ledger + watchd
 
   it('ON_FAILURE continue: past the deadline the parent gets control back and waits for the customer', async () => {
     const { run } = await start('dlcontinue');
-    const completed = await waitFor(async () => (await payloads('dlcontinue', run, 'run.handoff_completed')).find((p) => p['outcome'] === 'timeout'), 'the timeout');
+    const completed = await waitFor(
+      async () => (await payloads('dlcontinue', run, 'run.handoff_completed')).find((p) => p['outcome'] === 'timeout'),
+      'the timeout',
+    );
     expect(completed).toMatchObject({ onFailure: 'continue' });
     expect(await waitEvent('dlcontinue', run, 'run.awaiting_input')).toMatchObject({ agent: 'Loan_Supervisor', reply: null });
   }, 20_000);
 
   it('ON_FAILURE ESCALATE: past the deadline the run is held for a person with one notice — delegation escalates, never silently lost', async () => {
     const { run } = await start('dlescalate');
-    const completed = await waitFor(async () => (await payloads('dlescalate', run, 'run.handoff_completed')).find((p) => p['outcome'] === 'timeout'), 'the timeout');
+    const completed = await waitFor(
+      async () => (await payloads('dlescalate', run, 'run.handoff_completed')).find((p) => p['outcome'] === 'timeout'),
+      'the timeout',
+    );
     expect(completed).toMatchObject({ onFailure: 'escalate' });
     expect(await waitEvent('dlescalate', run, 'run.held')).toMatchObject({ pending_target: { agent: 'Loan_Supervisor' } });
     expect(await payloads('dlescalate', run, 'run.notice_emitted')).toHaveLength(1);

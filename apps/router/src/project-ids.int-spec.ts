@@ -24,7 +24,17 @@ const decoder = new TextDecoder();
 const definition = (project: string) => ({
   project,
   agents: [{ name: 'issue' }, { name: 'architect' }],
-  workflows: [{ name: 'feature', version: 1, entry: 'triage', steps: [{ id: 'triage', agent: 'issue', next: 'analyze' }, { id: 'analyze', agent: 'architect', terminal: true }] }],
+  workflows: [
+    {
+      name: 'feature',
+      version: 1,
+      entry: 'triage',
+      steps: [
+        { id: 'triage', agent: 'issue', next: 'analyze' },
+        { id: 'analyze', agent: 'architect', terminal: true },
+      ],
+    },
+  ],
 });
 
 describe('ids are scoped by project: two projects, the same run id and result id (real NATS)', () => {
@@ -55,14 +65,28 @@ describe('ids are scoped by project: two projects, the same run id and result id
             const body = JSON.parse(decoder.decode(msg.data)) as Record<string, unknown>;
             const now = new Date().toISOString();
             const handoff = {
-              id: String(body['handoff_id']), project, kind: 'task', priority: 'medium', status: 'pending', from_agent: 'baton-router',
-              summary: 'test', context: {}, acceptance: {}, retry: { max_retries: 3, retry_count: 0 }, escalation: {}, created_at: now, updated_at: now, version: 1,
+              id: String(body['handoff_id']),
+              project,
+              kind: 'task',
+              priority: 'medium',
+              status: 'pending',
+              from_agent: 'baton-router',
+              summary: 'test',
+              context: {},
+              acceptance: {},
+              retry: { max_retries: 3, retry_count: 0 },
+              escalation: {},
+              created_at: now,
+              updated_at: now,
+              version: 1,
             };
             msg.respond(encoder.encode(JSON.stringify({ ok: true, handoff, events: 1 })));
           },
         }),
       );
-      const reply = await nats.connection.request(RouterSubjects.publishDefinition(prefix, project), encoder.encode(JSON.stringify(definition(project))), { timeout: 5000 });
+      const reply = await nats.connection.request(RouterSubjects.publishDefinition(prefix, project), encoder.encode(JSON.stringify(definition(project))), {
+        timeout: 5000,
+      });
       expect(JSON.parse(decoder.decode(reply.data))).toMatchObject({ ok: true });
       agents.push(await createBatonClient({ nats, prefix, project, agent: 'issue' }));
     }
@@ -95,9 +119,16 @@ describe('ids are scoped by project: two projects, the same run id and result id
         return { handoff_id: current.handoffId, claim_id: (await claimHandoff(store, project, current.handoffId, 'issue')) as string };
       }),
     );
-    const decisions: Array<AgentResult['decision']> = [{ dispatch: { status: 'hold', reason: 'alpha needs a person' } }, { dispatch: { status: 'terminate', reason: 'beta is done' } }];
+    const decisions: Array<AgentResult['decision']> = [
+      { dispatch: { status: 'hold', reason: 'alpha needs a person' } },
+      { dispatch: { status: 'terminate', reason: 'beta is done' } },
+    ];
     const receipts = await within(() =>
-      Promise.all(agents.map((agent, i) => agent.publishResult({ result_id: resultId, run_id: `ar-${runId}`, workflow_run_id: runId, decision: decisions[i], ...claims[i] }))),
+      Promise.all(
+        agents.map((agent, i) =>
+          agent.publishResult({ result_id: resultId, run_id: `ar-${runId}`, workflow_run_id: runId, decision: decisions[i], ...claims[i] }),
+        ),
+      ),
     );
     expect(receipts.map((r) => r.duplicate)).toEqual([false, false]);
 

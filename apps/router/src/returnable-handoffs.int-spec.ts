@@ -33,7 +33,10 @@ const GATE_ON_RETURN = '      action: resume_intent\n      MAP:\n        annual_
 const withMemory = (y: string) => y.replace(MEMORY_LINE, `${MEMORY_LINE}    - income_note\n      TYPE: string\n    - locked\n      READONLY: true\n`);
 /** ON_RETURN continue with a SET of `target`. */
 const continueWithSet = (target: string) => (y: string) =>
-  withMemory(y).replace(GATE_ON_RETURN, `      action: continue\n      MAP:\n        annual_income: annual_income\n      SET:\n        ${target}: "Income collected by the income agent."\n`);
+  withMemory(y).replace(
+    GATE_ON_RETURN,
+    `      action: continue\n      MAP:\n        annual_income: annual_income\n      SET:\n        ${target}: "Income collected by the income agent."\n`,
+  );
 /** Offer_Agent gets a route to itself. */
 const offerSelfRoute = (y: string) => `${y}\nHANDOFF:\n  - TO: Offer_Agent\n    WHEN: annual_income IS SET\n`;
 /** Income_Capture_Agent is switched off unless income_capture_enabled = true. */
@@ -121,17 +124,38 @@ describe('returnable and permanent handoffs through the router (seed 001, real N
     return id;
   };
   const say = (project: string, runId: string, text: string) =>
-    nats.js.publish(Subjects.sessionMessage(prefix, project), encoder.encode(JSON.stringify({ workflow_run_id: runId, project, message_id: `msg-${++counter}`, text })));
+    nats.js.publish(
+      Subjects.sessionMessage(prefix, project),
+      encoder.encode(JSON.stringify({ workflow_run_id: runId, project, message_id: `msg-${++counter}`, text })),
+    );
   /** An agent's result as its SDK sends it: the run's current handoff claimed first (claim rule, docs/runs.md). */
   const reply = async (project: string, runId: string, agent: string, extra: Partial<AgentResult> = {}) => {
     const id = `res-${++counter}`;
     const current = await currentHandoff(store, project, runId);
-    const claim = current === null ? {} : { handoff_id: current.handoffId, claim_id: (await claimHandoff(store, project, current.handoffId, agent, { addressee: current.agent })) ?? 'claim-not-held' };
-    const result: AgentResult = { result_id: id, run_id: `ar-${id}`, project, workflow_run_id: runId, agent, produced_at: new Date().toISOString(), ...claim, ...extra };
+    const claim =
+      current === null
+        ? {}
+        : {
+            handoff_id: current.handoffId,
+            claim_id: (await claimHandoff(store, project, current.handoffId, agent, { addressee: current.agent })) ?? 'claim-not-held',
+          };
+    const result: AgentResult = {
+      result_id: id,
+      run_id: `ar-${id}`,
+      project,
+      workflow_run_id: runId,
+      agent,
+      produced_at: new Date().toISOString(),
+      ...claim,
+      ...extra,
+    };
     return nats.js.publish(Subjects.agentResult(prefix, project, agent), encoder.encode(JSON.stringify(result)));
   };
   const createdFor = (project: string, runId: string, to: string) =>
-    waitFor(() => created.find((c) => c.project === project && c.body['workflow_run_id'] === runId && c.body['to_agent'] === to), `a ledger create to ${to} on ${runId}`);
+    waitFor(
+      () => created.find((c) => c.project === project && c.body['workflow_run_id'] === runId && c.body['to_agent'] === to),
+      `a ledger create to ${to} on ${runId}`,
+    );
 
   beforeAll(async () => {
     nats = await connectNats({ servers: NATS_URL, reconnect: false });
@@ -142,7 +166,12 @@ describe('returnable and permanent handoffs through the router (seed 001, real N
     serveLedger('loansfail', true);
     for (const p of ['loanscont', 'loansro', 'loansoff', 'loansauth']) serveLedger(p);
     await nats.connection.flush();
-    expect(await publish('loanscont', loanDefinition('loanscont', (y) => offerSelfRoute(continueWithSet('income_note')(y))))).toMatchObject({ ok: true });
+    expect(
+      await publish(
+        'loanscont',
+        loanDefinition('loanscont', (y) => offerSelfRoute(continueWithSet('income_note')(y))),
+      ),
+    ).toMatchObject({ ok: true });
     expect(await publish('loansro', loanDefinition('loansro', continueWithSet('locked')))).toMatchObject({ ok: true });
     expect(await publish('loansoff', loanDefinition('loansoff', incomeDisabled))).toMatchObject({ ok: true });
     expect(await publish('loansauth', loanDefinition('loansauth', offerNeedsAuth))).toMatchObject({ ok: true });
@@ -186,7 +215,11 @@ describe('returnable and permanent handoffs through the router (seed 001, real N
     const handoffs = await waitEvents('loans', run, 'run.handoff', 2);
     expect(handoffs[1]).toMatchObject({ to: 'Offer_Agent', returnExpected: false, reasonCode: 'handoff_permanent' });
     const offer = await createdFor('loans', run, 'Offer_Agent');
-    expect(offer.body['context']).toMatchObject({ message: 'I want a loan offer', variables: { annual_income: 52000 }, handoff: { passed: ['annual_income'] } });
+    expect(offer.body['context']).toMatchObject({
+      message: 'I want a loan offer',
+      variables: { annual_income: 52000 },
+      handoff: { passed: ['annual_income'] },
+    });
     // 5. handoff_completed: outcome and durationMs.
     const completed = await payloads('loans', run, 'run.handoff_completed');
     expect(completed).toContainEqual(expect.objectContaining({ to: 'Income_Capture_Agent', outcome: 'success', durationMs: expect.any(Number) }));
@@ -217,7 +250,10 @@ describe('returnable and permanent handoffs through the router (seed 001, real N
     const completed = (await payloads('loans', run, 'run.handoff_completed')).find((c) => c['outcome'] === 'success');
     expect(completed).toMatchObject({ to: 'Offer_Agent', outcome: 'success', durationMs: expect.any(Number), siblingIntentMs: expect.any(Number) });
     // The delivered message goes to Offer_Agent as a new turn (a ledger create), before any other input.
-    await waitFor(() => created.filter((c) => c.body['workflow_run_id'] === run && c.body['to_agent'] === 'Offer_Agent').length >= 2 || undefined, 'the turn for the delivered message');
+    await waitFor(
+      () => created.filter((c) => c.body['workflow_run_id'] === run && c.body['to_agent'] === 'Offer_Agent').length >= 2 || undefined,
+      'the turn for the delivered message',
+    );
     const types = (await events('loans', run)).map((e) => e.type);
     expect(types.slice(types.lastIndexOf('run.awaiting_input'))).toEqual(['run.awaiting_input', 'run.message_received', 'run.routed']);
     // The next time it waits, the second one follows.
@@ -337,7 +373,14 @@ describe('returnable and permanent handoffs through the router (seed 001, real N
     const completed = await waitEvents('loansauth', run, 'run.handoff_completed', 2);
     expect(completed).toEqual([
       expect.objectContaining({ outcome: 'blocked', to: 'Income_Capture_Agent', cause: 'when_false' }),
-      expect.objectContaining({ outcome: 'blocked', from: 'Loan_Supervisor', to: 'Offer_Agent', cause: 'authentication_required', code: 'auth_profile', handoffId: null }),
+      expect.objectContaining({
+        outcome: 'blocked',
+        from: 'Loan_Supervisor',
+        to: 'Offer_Agent',
+        cause: 'authentication_required',
+        code: 'auth_profile',
+        handoffId: null,
+      }),
     ]);
     const [routed] = await waitEvents<{ target: { agent: string }; decision: { rule: string } }>('loansauth', run, 'run.routed');
     expect(routed).toMatchObject({ target: { agent: 'Loan_Supervisor' }, decision: { rule: 'message' } });

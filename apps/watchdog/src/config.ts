@@ -23,7 +23,12 @@ export const WatchdogConfigSchema = z.object({
   /** Loop guard: consecutive failures of one agent that open its circuit (why `circuit_open`). */
   WATCHDOG_CIRCUIT_FAILURES: z.coerce.number().int().min(1).max(10_000).default(3),
   /** Loop guard: how long an open circuit waits before one probe dispatch goes through, ms. */
-  WATCHDOG_CIRCUIT_COOLDOWN_MS: z.coerce.number().int().min(0).max(24 * 60 * 60 * 1000).default(60_000),
+  WATCHDOG_CIRCUIT_COOLDOWN_MS: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .max(24 * 60 * 60 * 1000)
+    .default(60_000),
 });
 export type WatchdogConfig = z.infer<typeof WatchdogConfigSchema>;
 

@@ -36,7 +36,13 @@ async function route(run: string, agents: string[], firstHop = 1): Promise<void>
   for (const [i, agent] of agents.entries()) {
     const from = i === 0 ? null : { agent: agents[i - 1] as string, step: 's' };
     const payload = {
-      decision: { rule: 'task', dispatch: { status: 'advance', reason: null, origin: 'agent' }, callback_after: null, outcome: 'dispatch', target: { agent, step: 's' } },
+      decision: {
+        rule: 'task',
+        dispatch: { status: 'advance', reason: null, origin: 'agent' },
+        callback_after: null,
+        outcome: 'dispatch',
+        target: { agent, step: 's' },
+      },
       target: { agent, step: 's' },
       from,
       handoff_id: `${run}-h${firstHop + i}`,
@@ -65,10 +71,14 @@ describe('watchdog loop guards (real NATS): each leaves the loop as a stop reque
     await h.startWatchdog('wd-a', { WATCHDOG_MAX_HOPS: '3' });
     await h.startWatchdog('wd-b', { WATCHDOG_MAX_HOPS: '3' });
     await route('run-hops', ['a', 'b', 'c', 'd', 'e']);
-    const stops = await waitFor(async () => {
-      const list = await stopRequests();
-      return list.length > 0 ? list : undefined;
-    }, 'a stop request', { timeoutMs: 8000 });
+    const stops = await waitFor(
+      async () => {
+        const list = await stopRequests();
+        return list.length > 0 ? list : undefined;
+      },
+      'a stop request',
+      { timeoutMs: 8000 },
+    );
     await sleep(300);
     expect(await stopRequests()).toHaveLength(1);
     expect(stops[0]).toMatchObject({ workflow_run_id: 'run-hops', why: 'budget', cause: { kind: 'loop_guard', guard: 'hop_budget' } });
@@ -77,10 +87,14 @@ describe('watchdog loop guards (real NATS): each leaves the loop as a stop reque
   it('ping-pong per edge: A→B→A→B… past WATCHDOG_MAX_ALTERNATIONS stops the run with why thrash', async () => {
     await h.startWatchdog('wd-a', { WATCHDOG_MAX_ALTERNATIONS: '2' });
     await route('run-pp', ['a', 'b', 'a', 'b', 'a']);
-    const stops = await waitFor(async () => {
-      const list = await stopRequests();
-      return list.length > 0 ? list : undefined;
-    }, 'a thrash stop', { timeoutMs: 8000 });
+    const stops = await waitFor(
+      async () => {
+        const list = await stopRequests();
+        return list.length > 0 ? list : undefined;
+      },
+      'a thrash stop',
+      { timeoutMs: 8000 },
+    );
     expect(stops[0]).toMatchObject({ workflow_run_id: 'run-pp', why: 'thrash', cause: { kind: 'loop_guard', guard: 'ping_pong' } });
   });
 
@@ -90,7 +104,14 @@ describe('watchdog loop guards (real NATS): each leaves the loop as a stop reque
     const alice = new LedgerClient(h.nats, h.prefix, { as: Principals.agent(PROJECT, 'alice'), attempts: 1 });
     for (const i of [1, 2]) {
       const id = `cf-${i}`;
-      await alice.create(PROJECT, { handoff_id: id, from_agent: 'alice', to_agent: 'flaky', summary: 'x', workflow_run_id: `run-c${i}`, idempotency_key: `c-${id}` });
+      await alice.create(PROJECT, {
+        handoff_id: id,
+        from_agent: 'alice',
+        to_agent: 'flaky',
+        summary: 'x',
+        workflow_run_id: `run-c${i}`,
+        idempotency_key: `c-${id}`,
+      });
       const failed = await ops.fail(PROJECT, { handoff_id: id, reason: 'crashed', idempotency_key: `f-${id}` });
       expect(failed.ok).toBe(true);
     }
@@ -105,7 +126,14 @@ describe('watchdog loop guards (real NATS): each leaves the loop as a stop reque
     await h.startWatchdog('wd-a');
     await h.startWatchdog('wd-b');
     const ops = new LedgerClient(h.nats, h.prefix, { as: Principals.agent(PROJECT, 'alice'), attempts: 1 });
-    await ops.create(PROJECT, { handoff_id: 'dl-1', from_agent: 'alice', to_agent: 'bob', summary: 'x', deadline_at: new Date(Date.now() + 500).toISOString(), idempotency_key: 'c-dl-1' });
+    await ops.create(PROJECT, {
+      handoff_id: 'dl-1',
+      from_agent: 'alice',
+      to_agent: 'bob',
+      summary: 'x',
+      deadline_at: new Date(Date.now() + 500).toISOString(),
+      idempotency_key: 'c-dl-1',
+    });
     await waitFor(async () => (await h.state('dl-1')).status === 'failed', 'the deadline to expire', { timeoutMs: 8000 });
     await sleep(800);
     const events = await h.events('dl-1');

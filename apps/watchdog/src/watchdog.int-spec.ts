@@ -50,10 +50,14 @@ async function countOf(handoffId: string, type: string): Promise<number> {
 }
 
 async function pendingAgain(handoffId: string) {
-  return waitFor(async () => {
-    const state = await h.state(handoffId);
-    return state.status === 'pending' ? state : undefined;
-  }, `${handoffId} to be pending again`, { timeoutMs: 8000 });
+  return waitFor(
+    async () => {
+      const state = await h.state(handoffId);
+      return state.status === 'pending' ? state : undefined;
+    },
+    `${handoffId} to be pending again`,
+    { timeoutMs: 8000 },
+  );
 }
 
 describe('watchdog: lease expiry → requeue', () => {
@@ -112,7 +116,12 @@ describe('watchdog: lease expiry → requeue', () => {
   it('restart: a new watchdog rebuilds the deadlines from the events stream and requeues a lease claimed while none ran', async () => {
     const first = await h.startWatchdog('wd-first');
     const released = await createAndClaim();
-    const releasedReply = await client.release(PROJECT, { handoff_id: released.id, claim_id: released.claimId, reason: 'no time', idempotency_key: `rel-${released.id}` });
+    const releasedReply = await client.release(PROJECT, {
+      handoff_id: released.id,
+      claim_id: released.claimId,
+      reason: 'no time',
+      idempotency_key: `rel-${released.id}`,
+    });
     expect(releasedReply.ok).toBe(true);
     await first.stop();
 
@@ -122,10 +131,14 @@ describe('watchdog: lease expiry → requeue', () => {
 
     const second = await h.startWatchdog('wd-second');
     const url = await second.service.app.getUrl();
-    const status = await waitFor(async () => {
-      const body = (await (await fetch(`${url}/watchdog/status`)).json()) as { caught_up: boolean; last_seq: number };
-      return body.caught_up ? body : undefined;
-    }, 'the deadline table to catch up', { timeoutMs: 8000 });
+    const status = await waitFor(
+      async () => {
+        const body = (await (await fetch(`${url}/watchdog/status`)).json()) as { caught_up: boolean; last_seq: number };
+        return body.caught_up ? body : undefined;
+      },
+      'the deadline table to catch up',
+      { timeoutMs: 8000 },
+    );
     expect(status.last_seq).toBeGreaterThan(0);
 
     await pendingAgain(id);
@@ -146,13 +159,17 @@ describe('watchdog: retry cap with no lead anywhere → stop the run', () => {
 
     const inbox = batonStreamNames(h.prefix).inbox;
     const subject = stopRequestSubject(h.prefix, PROJECT);
-    const message = await waitFor(async () => {
-      try {
-        return await h.nats.jsm.streams.getMessage(inbox, { last_by_subj: subject });
-      } catch {
-        return undefined;
-      }
-    }, 'a stop request', { timeoutMs: 8000 });
+    const message = await waitFor(
+      async () => {
+        try {
+          return await h.nats.jsm.streams.getMessage(inbox, { last_by_subj: subject });
+        } catch {
+          return undefined;
+        }
+      },
+      'a stop request',
+      { timeoutMs: 8000 },
+    );
     const request = StopRunRequestSchema.parse(message.json());
     const escalated = (await h.events(withRun.id)).find((e) => e.type === 'handoff.escalated')!;
     expect(escalated.payload).toMatchObject({ outcome: { stop_why: 'guard_failed' } });
@@ -181,14 +198,25 @@ describe('watchdog: retry cap with no lead anywhere → stop the run', () => {
     await h.nats.js.publish(`${h.prefix}.ev.${PROJECT}.handoff.h-bad`, bad, { headers: hdrs });
     const invalid = natsHeaders();
     invalid.set('Baton-Event-Type', 'handoff.escalated');
-    await h.nats.js.publish(`${h.prefix}.ev.${PROJECT}.handoff.h-invalid`, new TextEncoder().encode(JSON.stringify({ type: 'handoff.escalated', payload: {} })), { headers: invalid });
+    await h.nats.js.publish(
+      `${h.prefix}.ev.${PROJECT}.handoff.h-invalid`,
+      new TextEncoder().encode(JSON.stringify({ type: 'handoff.escalated', payload: {} })),
+      { headers: invalid },
+    );
 
     const dlq = batonStreamNames(h.prefix).dlq;
-    const letters = await waitFor(async () => {
-      const info = await h.nats.jsm.streams.info(dlq);
-      if (info.state.messages < 2) return undefined;
-      return [await h.nats.jsm.streams.getMessage(dlq, { seq: info.state.first_seq }), await h.nats.jsm.streams.getMessage(dlq, { seq: info.state.first_seq + 1 })];
-    }, 'two dead letters', { timeoutMs: 8000 });
+    const letters = await waitFor(
+      async () => {
+        const info = await h.nats.jsm.streams.info(dlq);
+        if (info.state.messages < 2) return undefined;
+        return [
+          await h.nats.jsm.streams.getMessage(dlq, { seq: info.state.first_seq }),
+          await h.nats.jsm.streams.getMessage(dlq, { seq: info.state.first_seq + 1 }),
+        ];
+      },
+      'two dead letters',
+      { timeoutMs: 8000 },
+    );
     expect(letters.map((m) => m.header.get(DlqHeader.reason))).toEqual(['malformed_json', 'schema_violation']);
     expect(letters[0]!.data).toEqual(bad);
 

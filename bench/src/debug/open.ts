@@ -19,7 +19,8 @@ async function main() {
     const timer = setInterval(() => {
       void (async () => {
         const pend: Record<string, number> = {};
-        for (const stream of [`${prefix.toUpperCase()}_EVENTS`, `${prefix.toUpperCase()}_INBOX`]) for await (const c of nats.jsm.consumers.list(stream)) if (c.config.durable_name) pend[c.config.durable_name] = c.num_pending + c.num_ack_pending;
+        for (const stream of [`${prefix.toUpperCase()}_EVENTS`, `${prefix.toUpperCase()}_INBOX`])
+          for await (const c of nats.jsm.consumers.list(stream)) if (c.config.durable_name) pend[c.config.durable_name] = c.num_pending + c.num_ack_pending;
         console.log(JSON.stringify(Object.fromEntries(services.map((s) => [s.name, rssMb(s.child.pid)]))), JSON.stringify(pend));
       })();
     }, 5000);

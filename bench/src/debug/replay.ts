@@ -22,7 +22,17 @@ async function main() {
       try {
         await publishDefinition(nats, prefix, 'bench');
         const seconds = Number(process.env['SECONDS'] ?? 20);
-        await measureHops({ nats, redis: redis.client, prefix, project: 'bench', runs: 32, warmupSeconds: 1, throughputSeconds: seconds, latencySeconds: 1, log: (l) => console.log(l) });
+        await measureHops({
+          nats,
+          redis: redis.client,
+          prefix,
+          project: 'bench',
+          runs: 32,
+          warmupSeconds: 1,
+          throughputSeconds: seconds,
+          latencySeconds: 1,
+          log: (l) => console.log(l),
+        });
         await waitQuiet(nats, prefix, 120_000);
       } finally {
         for (const s of services) await stopService(s);

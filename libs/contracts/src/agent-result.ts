@@ -19,12 +19,14 @@ export const PendingToolCallSchema = z.strictObject({
 export type PendingToolCall = z.infer<typeof PendingToolCallSchema>;
 
 /** What the agent tried: tool or step names, and trace ids that point at the full trace. */
-export const TriedSchema = z.array(
-  z.strictObject({
-    name: z.string().min(1).max(200),
-    trace_id: z.string().max(200).optional(),
-  }),
-).max(Limits.maxListItems);
+export const TriedSchema = z
+  .array(
+    z.strictObject({
+      name: z.string().min(1).max(200),
+      trace_id: z.string().max(200).optional(),
+    }),
+  )
+  .max(Limits.maxListItems);
 export type Tried = z.infer<typeof TriedSchema>;
 
 export const BudgetUsedSchema = z.strictObject({

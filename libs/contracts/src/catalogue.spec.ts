@@ -7,7 +7,13 @@ import { ProjectControlEventSchemas } from './governance';
 describe('the event catalogue', () => {
   it('registers every run, handoff, definition and mesh event type exactly once', () => {
     const registry = createEventRegistry();
-    const expected = [...Object.keys(RunEventSchemas), ...Object.keys(HandoffEventSchemas), 'definition.published', ...Object.keys(MeshEventSchemas), ...Object.keys(ProjectControlEventSchemas)].sort();
+    const expected = [
+      ...Object.keys(RunEventSchemas),
+      ...Object.keys(HandoffEventSchemas),
+      'definition.published',
+      ...Object.keys(MeshEventSchemas),
+      ...Object.keys(ProjectControlEventSchemas),
+    ].sort();
     expect(registry.types()).toEqual(expected);
   });
 

@@ -272,7 +272,10 @@ export const ProjectDefinitionSchema = z
     meshes: z.array(MeshDefinitionSchema).max(Limits.maxListItems).optional(),
   })
   .superRefine((project, ctx) => {
-    for (const issue of validateMeshes(project.meshes ?? [], project.agents.map((agent) => agent.name))) {
+    for (const issue of validateMeshes(
+      project.meshes ?? [],
+      project.agents.map((agent) => agent.name),
+    )) {
       ctx.addIssue({ code: 'custom', path: ['meshes', ...issue.path], message: `${issue.code}: ${issue.message}`, params: { code: issue.code } });
     }
     const agents = new Set<string>();
@@ -319,9 +322,7 @@ export type ProjectLead = { kind: 'agent'; name: string } | { kind: 'person'; ha
 /** Resolve `lead`: a listed agent name is the agent; any other value is a person's handle. */
 export function resolveLead(project: ProjectDefinition): ProjectLead | null {
   if (project.lead === undefined) return null;
-  return project.agents.some((agent) => agent.name === project.lead)
-    ? { kind: 'agent', name: project.lead }
-    : { kind: 'person', handle: project.lead };
+  return project.agents.some((agent) => agent.name === project.lead) ? { kind: 'agent', name: project.lead } : { kind: 'person', handle: project.lead };
 }
 
 /** Find one version of a workflow (the highest version when `version` is omitted). */

@@ -52,8 +52,19 @@ describe('handoff wire contracts', () => {
 
   it('the record refuses impossible states (a claimed handoff without a lease; retry_count over the cap)', () => {
     const base = {
-      id: 'h1', project: 'p', kind: 'task', priority: 'low', from_agent: 'alice', summary: 's', context: {}, acceptance: {},
-      retry: { max_retries: 1, retry_count: 0 }, escalation: {}, created_at: '2026-01-01T00:00:00Z', updated_at: '2026-01-01T00:00:00Z', version: 1,
+      id: 'h1',
+      project: 'p',
+      kind: 'task',
+      priority: 'low',
+      from_agent: 'alice',
+      summary: 's',
+      context: {},
+      acceptance: {},
+      retry: { max_retries: 1, retry_count: 0 },
+      escalation: {},
+      created_at: '2026-01-01T00:00:00Z',
+      updated_at: '2026-01-01T00:00:00Z',
+      version: 1,
     };
     expect(HandoffRecordSchema.safeParse({ ...base, status: 'pending' }).success).toBe(true);
     expect(HandoffRecordSchema.safeParse({ ...base, status: 'claimed', claimed_by: 'bob' }).success).toBe(false);

@@ -31,16 +31,7 @@ export const HandoffStatus = {
   archived: 'archived',
 } as const;
 export type HandoffStatus = (typeof HandoffStatus)[keyof typeof HandoffStatus];
-export const HandoffStatusSchema = z.enum([
-  'pending',
-  'claimed',
-  'returned',
-  'completed',
-  'released',
-  'abandoned',
-  'failed',
-  'archived',
-]);
+export const HandoffStatusSchema = z.enum(['pending', 'claimed', 'returned', 'completed', 'released', 'abandoned', 'failed', 'archived']);
 
 /** The statuses from which a handoff may be archived: nothing more will happen to it. */
 export const TerminalHandoffStatuses = ['completed', 'released', 'abandoned', 'failed'] as const;
@@ -79,7 +70,6 @@ export const ActorNameSchema = z
   .max(Limits.maxIdLength)
   .regex(/^[A-Za-z0-9_\-.:@]+$/, 'actor names may hold letters, digits and _ - . : @ only');
 export type ActorName = z.infer<typeof ActorNameSchema>;
-
 
 /** What a worker says about the work it returns. */
 export const CompletionOutcome = { completed: 'completed', partial: 'partial', blocked: 'blocked' } as const;
@@ -233,43 +223,46 @@ export type HandoffRecord = z.infer<typeof HandoffRecordSchema>;
 // domain decides; see `@baton/domain` handoff commands.
 // ---------------------------------------------------------------------------------------------
 
-const LeaseMsSchema = z.number().int().min(1_000).max(24 * 60 * 60 * 1000);
+const LeaseMsSchema = z
+  .number()
+  .int()
+  .min(1_000)
+  .max(24 * 60 * 60 * 1000);
 
 /** Create a handoff. `completion_handback` handoffs are created only by the ledger's own policy. */
-export const CreateHandoffCommandSchema = z
-  .strictObject({
-    handoff_id: IdSchema,
-    project: ProjectIdSchema,
-    kind: z.enum(['task', 'consult']).default('task'),
-    priority: HandoffPrioritySchema.default('medium'),
-    from_agent: ActorNameSchema,
-    to_role: ActorNameSchema.optional(),
-    to_agent: ActorNameSchema.optional(),
-    reply_to_handoff_id: IdSchema.optional(),
-    summary: ShortTextSchema.min(1),
-    context: JsonObjectSchema.default({}),
-    acceptance: JsonObjectSchema.default({}),
-    max_retries: z.number().int().min(0).max(20).default(3),
-    escalate_to: ActorNameSchema.optional(),
-    parent_goal_id: IdSchema.optional(),
-    workflow_run_id: IdSchema.optional(),
-    /**
-     * Optional deadline: past it, if the handoff is still pending or claimed, the watchdog issues
-     * `expire_deadline` and the handoff fails with terminal_reason `deadline`
-     * (`handoff.deadline_expired`). A returnable handoff's run resumes its parent per ON_FAILURE.
-     */
-    deadline_at: IsoTimeSchema.optional(),
-    /**
-     * Cross-project handoff (seed 002 `--target-project <p> --cto-override <decision-uuid>`): sent
-     * to the SOURCE project's subject (`project` = source); the delegator is checked against the
-     * source roster, the addressee (`to_agent`) against the target's; the handoff lives in the
-     * target project. No agent is ever registered in the other project.
-     */
-    target_project: ProjectIdSchema.optional(),
-    /** The decision id that allows a cross-project handoff; required with `target_project`. */
-    cto_override: IdSchema.optional(),
-    idempotency_key: IdempotencyKeySchema,
-  });
+export const CreateHandoffCommandSchema = z.strictObject({
+  handoff_id: IdSchema,
+  project: ProjectIdSchema,
+  kind: z.enum(['task', 'consult']).default('task'),
+  priority: HandoffPrioritySchema.default('medium'),
+  from_agent: ActorNameSchema,
+  to_role: ActorNameSchema.optional(),
+  to_agent: ActorNameSchema.optional(),
+  reply_to_handoff_id: IdSchema.optional(),
+  summary: ShortTextSchema.min(1),
+  context: JsonObjectSchema.default({}),
+  acceptance: JsonObjectSchema.default({}),
+  max_retries: z.number().int().min(0).max(20).default(3),
+  escalate_to: ActorNameSchema.optional(),
+  parent_goal_id: IdSchema.optional(),
+  workflow_run_id: IdSchema.optional(),
+  /**
+   * Optional deadline: past it, if the handoff is still pending or claimed, the watchdog issues
+   * `expire_deadline` and the handoff fails with terminal_reason `deadline`
+   * (`handoff.deadline_expired`). A returnable handoff's run resumes its parent per ON_FAILURE.
+   */
+  deadline_at: IsoTimeSchema.optional(),
+  /**
+   * Cross-project handoff (seed 002 `--target-project <p> --cto-override <decision-uuid>`): sent
+   * to the SOURCE project's subject (`project` = source); the delegator is checked against the
+   * source roster, the addressee (`to_agent`) against the target's; the handoff lives in the
+   * target project. No agent is ever registered in the other project.
+   */
+  target_project: ProjectIdSchema.optional(),
+  /** The decision id that allows a cross-project handoff; required with `target_project`. */
+  cto_override: IdSchema.optional(),
+  idempotency_key: IdempotencyKeySchema,
+});
 export type CreateHandoffCommand = z.infer<typeof CreateHandoffCommandSchema>;
 
 /** Claim a pending handoff. The lease defaults to the ledger's configured lease when omitted. */

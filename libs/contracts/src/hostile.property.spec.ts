@@ -44,8 +44,14 @@ const valid: Record<string, { schema: z.ZodType; sample: Record<string, unknown>
       produced_at: NOW,
     },
   },
-  StartRunRequest: { schema: StartRunRequestSchema, sample: { workflow_run_id: 'wr-1', project: 'demo', workflow: 'feature', started_by: 'dana', input: 'hello' } },
-  StopRunRequest: { schema: StopRunRequestSchema, sample: { packet_id: 'sp-1', workflow_run_id: 'wr-1', project: 'demo', why: 'budget', requested_by: 'baton-watchdog' } },
+  StartRunRequest: {
+    schema: StartRunRequestSchema,
+    sample: { workflow_run_id: 'wr-1', project: 'demo', workflow: 'feature', started_by: 'dana', input: 'hello' },
+  },
+  StopRunRequest: {
+    schema: StopRunRequestSchema,
+    sample: { packet_id: 'sp-1', workflow_run_id: 'wr-1', project: 'demo', why: 'budget', requested_by: 'baton-watchdog' },
+  },
   RunAnswerRequest: {
     schema: RunAnswerRequestSchema,
     sample: {
@@ -61,7 +67,17 @@ const valid: Record<string, { schema: z.ZodType; sample: Record<string, unknown>
     sample: {
       project: 'demo',
       agents: [{ name: 'architect', role: 'Architect' }, { name: 'context' }],
-      workflows: [{ name: 'feature', version: 1, entry: 'analyze', steps: [{ id: 'analyze', agent: 'architect', next: 'context' }, { id: 'context', agent: 'context', terminal: true }] }],
+      workflows: [
+        {
+          name: 'feature',
+          version: 1,
+          entry: 'analyze',
+          steps: [
+            { id: 'analyze', agent: 'architect', next: 'context' },
+            { id: 'context', agent: 'context', terminal: true },
+          ],
+        },
+      ],
     },
   },
   EventEnvelope: {
@@ -80,14 +96,25 @@ const valid: Record<string, { schema: z.ZodType; sample: Record<string, unknown>
       payload: {},
     },
   },
-  'ledger.create': { schema: HandoffCommandSchemas.create, sample: { handoff_id: 'h-1', project: 'demo', from_agent: 'lead', to_agent: 'builder', summary: 'do it', idempotency_key: 'k-1' } },
+  'ledger.create': {
+    schema: HandoffCommandSchemas.create,
+    sample: { handoff_id: 'h-1', project: 'demo', from_agent: 'lead', to_agent: 'builder', summary: 'do it', idempotency_key: 'k-1' },
+  },
   'ledger.claim': { schema: HandoffCommandSchemas.claim, sample: { handoff_id: 'h-1', lease_ms: 60_000, idempotency_key: 'k-1' } },
   'ledger.heartbeat': { schema: HandoffCommandSchemas.heartbeat, sample: { handoff_id: 'h-1', claim_id: 'c-1', idempotency_key: 'k-1' } },
   'ledger.return': {
     schema: HandoffCommandSchemas.return,
-    sample: { handoff_id: 'h-1', claim_id: 'c-1', report: { summary: 'done', outcome: 'completed', evidence: { tests_run: ['unit'] } }, idempotency_key: 'k-1' },
+    sample: {
+      handoff_id: 'h-1',
+      claim_id: 'c-1',
+      report: { summary: 'done', outcome: 'completed', evidence: { tests_run: ['unit'] } },
+      idempotency_key: 'k-1',
+    },
   },
-  'ledger.decide_handback': { schema: HandoffCommandSchemas.decide_handback, sample: { handoff_id: 'h-1', decision: 'rework', note: 'again', idempotency_key: 'k-1' } },
+  'ledger.decide_handback': {
+    schema: HandoffCommandSchemas.decide_handback,
+    sample: { handoff_id: 'h-1', decision: 'rework', note: 'again', idempotency_key: 'k-1' },
+  },
   'ledger.release': { schema: HandoffCommandSchemas.release, sample: { handoff_id: 'h-1', claim_id: 'c-1', reason: 'busy', idempotency_key: 'k-1' } },
   'ledger.abandon': { schema: HandoffCommandSchemas.abandon, sample: { handoff_id: 'h-1', reason: 'gone', idempotency_key: 'k-1' } },
   'ledger.fail': { schema: HandoffCommandSchemas.fail, sample: { handoff_id: 'h-1', reason: 'broke', idempotency_key: 'k-1' } },
@@ -174,8 +201,27 @@ function brokenJson(sample: Record<string, unknown>): fc.Arbitrary<string> {
   return fc.oneof(
     fc.integer({ min: 0, max: text.length - 1 }).map((cut) => text.slice(0, cut)),
     fc.integer({ min: 1, max: text.length - 1 }).map((cut) => text.slice(cut)),
-    fc.record({ at: fc.integer({ min: 0, max: text.length }), junk: fc.string({ unit: 'binary', maxLength: 6 }) }).map(({ at, junk }) => text.slice(0, at) + junk + text.slice(at)),
-    fc.constantFrom('', ' ', 'null', '[]', '0', '"str"', 'true', '{', '}', '{"a":1,}', "{'a':1}", 'NaN', 'Infinity', '\ufeff{}', `${text}${text}`, `${text}\u0000`),
+    fc
+      .record({ at: fc.integer({ min: 0, max: text.length }), junk: fc.string({ unit: 'binary', maxLength: 6 }) })
+      .map(({ at, junk }) => text.slice(0, at) + junk + text.slice(at)),
+    fc.constantFrom(
+      '',
+      ' ',
+      'null',
+      '[]',
+      '0',
+      '"str"',
+      'true',
+      '{',
+      '}',
+      '{"a":1,}',
+      "{'a':1}",
+      'NaN',
+      'Infinity',
+      '\ufeff{}',
+      `${text}${text}`,
+      `${text}\u0000`,
+    ),
   );
 }
 
@@ -231,7 +277,8 @@ function expectTyped(name: string, schema: z.ZodType, text: string): void {
     throw new Error(`${name}: decoding threw ${String(error)} for input ${JSON.stringify(text.slice(0, 200))}`);
   }
   const elapsed = cpuMs(started);
-  if (elapsed > cpuBudgetMs) throw new Error(`${name}: decoding used ${elapsed.toFixed(0)} ms of CPU (hang guard ${cpuBudgetMs} ms) for input of ${text.length} chars`);
+  if (elapsed > cpuBudgetMs)
+    throw new Error(`${name}: decoding used ${elapsed.toFixed(0)} ms of CPU (hang guard ${cpuBudgetMs} ms) for input of ${text.length} chars`);
   if (outcome.ok) {
     expect(schema.safeParse(outcome.value).success).toBe(true);
     // Whatever an entry point accepts it stores as JSON: the value must serialise again.
@@ -261,12 +308,21 @@ describe('hostile input: every wire schema through parseUntrustedJson + safePars
     expectTyped(name, schema, JSON.stringify(sample));
   });
 
-  it.each(entries)('%s: a field of the wrong type, with unicode edge cases or control characters, or missing, or an extra key → valid or a typed rejection', (name, { schema, sample }) => {
-    fc.assert(fc.property(mutated(sample), (text) => expectTyped(name, schema, text)), { numRuns: 150 });
-  });
+  it.each(entries)(
+    '%s: a field of the wrong type, with unicode edge cases or control characters, or missing, or an extra key → valid or a typed rejection',
+    (name, { schema, sample }) => {
+      fc.assert(
+        fc.property(mutated(sample), (text) => expectTyped(name, schema, text)),
+        { numRuns: 150 },
+      );
+    },
+  );
 
   it.each(entries)('%s: truncated and garbled JSON → malformed_json (or a typed rejection), never a throw', (name, { schema, sample }) => {
-    fc.assert(fc.property(brokenJson(sample), (text) => expectTyped(name, schema, text)), { numRuns: 80 });
+    fc.assert(
+      fc.property(brokenJson(sample), (text) => expectTyped(name, schema, text)),
+      { numRuns: 80 },
+    );
   });
 
   it.each(entries)('%s: __proto__ / constructor / prototype keys are refused and pollute nothing', (name, { schema, sample }) => {
@@ -283,25 +339,34 @@ describe('hostile input: every wire schema through parseUntrustedJson + safePars
 
   it.each(entries)('%s: arbitrary JSON values and arbitrary text → valid or a typed rejection', (name, { schema }) => {
     fc.assert(
-      fc.property(fc.oneof(fc.jsonValue({ maxDepth: 4 }).map((v) => JSON.stringify(v) ?? 'null'), fc.string({ unit: 'binary', maxLength: 200 })), (text) => expectTyped(name, schema, text)),
+      fc.property(
+        fc.oneof(
+          fc.jsonValue({ maxDepth: 4 }).map((v) => JSON.stringify(v) ?? 'null'),
+          fc.string({ unit: 'binary', maxLength: 200 }),
+        ),
+        (text) => expectTyped(name, schema, text),
+      ),
       { numRuns: 60 },
     );
   });
 
-  it.each(entries)('%s: 10,000-level nesting, huge strings and arrays, and the size cap ± 1 byte are refused with a type, in bounded time', (name, { schema, sample }) => {
-    const cases = pathological(sample);
-    for (const text of cases) expectTyped(name, schema, text);
-    // 10,000 levels of nesting never reach the schema: JSON decoding refuses them (the reviver that
-    // screens prototype keys runs out of stack and that is caught as malformed_json).
-    for (const text of cases.slice(0, 4).concat(cases.slice(4, 7))) expect(decode(schema, text).ok).toBe(false);
-    const cap = Limits.maxMessageBytes;
-    const over = cases.filter((text) => Buffer.byteLength(text, 'utf8') > cap);
-    expect(over.length).toBeGreaterThanOrEqual(2);
-    for (const text of over) {
-      const outcome = decode(schema, text);
-      expect(outcome.ok ? 'ok' : outcome.rejection.code).toBe('payload_too_large');
-    }
-  });
+  it.each(entries)(
+    '%s: 10,000-level nesting, huge strings and arrays, and the size cap ± 1 byte are refused with a type, in bounded time',
+    (name, { schema, sample }) => {
+      const cases = pathological(sample);
+      for (const text of cases) expectTyped(name, schema, text);
+      // 10,000 levels of nesting never reach the schema: JSON decoding refuses them (the reviver that
+      // screens prototype keys runs out of stack and that is caught as malformed_json).
+      for (const text of cases.slice(0, 4).concat(cases.slice(4, 7))) expect(decode(schema, text).ok).toBe(false);
+      const cap = Limits.maxMessageBytes;
+      const over = cases.filter((text) => Buffer.byteLength(text, 'utf8') > cap);
+      expect(over.length).toBeGreaterThanOrEqual(2);
+      for (const text of over) {
+        const outcome = decode(schema, text);
+        expect(outcome.ok ? 'ok' : outcome.rejection.code).toBe('payload_too_large');
+      }
+    },
+  );
 });
 
 describe('hostile input: the sentinel parser', () => {

@@ -12,8 +12,14 @@ const schemas = generateJsonSchemas();
 
 describe('committed JSON Schemas never drift from the zod contracts (regenerate: node bin/baton.js schemas)', () => {
   it('docs/schemas holds exactly one file per wire contract', () => {
-    const files = readdirSync(dir).filter((name) => name.endsWith('.json')).sort();
-    expect(files).toEqual(Object.keys(schemas).map((name) => `${name}.json`).sort());
+    const files = readdirSync(dir)
+      .filter((name) => name.endsWith('.json'))
+      .sort();
+    expect(files).toEqual(
+      Object.keys(schemas)
+        .map((name) => `${name}.json`)
+        .sort(),
+    );
   });
 
   it.each(Object.keys(schemas))('docs/schemas/%s.json equals generateJsonSchemas()', (name) => {

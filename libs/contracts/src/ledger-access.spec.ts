@@ -108,12 +108,19 @@ describe('the caller comes from the subject; the body may only repeat it', () =>
       ok: true,
       caller: { principal: notifier, actor: 'olga', kind: 'operator', role: 'operator' },
     });
-    expect(resolveLedgerCaller(notifier, { actor: 'olga', actor_role: 'admin', actor_kind: 'operator' })).toMatchObject({ ok: true, caller: { role: 'admin' } });
+    expect(resolveLedgerCaller(notifier, { actor: 'olga', actor_role: 'admin', actor_kind: 'operator' })).toMatchObject({
+      ok: true,
+      caller: { role: 'admin' },
+    });
     expect(resolveLedgerCaller(notifier, { actor_role: 'admin' })).toMatchObject({ ok: false, code: 'schema_violation', path: 'actor' });
     expect(resolveLedgerCaller(notifier, { actor: 'olga' })).toMatchObject({ ok: false, code: 'schema_violation', path: 'actor_role' });
     expect(resolveLedgerCaller(notifier, { actor: 'olga', actor_role: 'agent' })).toMatchObject({ ok: false, code: 'schema_violation', path: 'actor_role' });
     expect(resolveLedgerCaller(notifier, { actor: 'has space', actor_role: 'admin' })).toMatchObject({ ok: false, code: 'schema_violation', path: 'actor' });
-    expect(resolveLedgerCaller(notifier, { actor: 'olga', actor_role: 'admin', actor_kind: 'system' })).toMatchObject({ ok: false, code: 'identity_mismatch', path: 'actor_kind' });
+    expect(resolveLedgerCaller(notifier, { actor: 'olga', actor_role: 'admin', actor_kind: 'system' })).toMatchObject({
+      ok: false,
+      code: 'identity_mismatch',
+      path: 'actor_kind',
+    });
   });
 
   it('op.admin is admin by its connection: the body may name the person (default admin), never another role or kind', () => {

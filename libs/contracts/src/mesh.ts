@@ -91,7 +91,11 @@ export function validateMesh(mesh: MeshDefinition, agents: readonly string[]): M
   const out: MeshDiagnostic[] = [];
   const where = `mesh '${mesh.name}'`;
   if (!known.has(mesh.entry)) {
-    out.push({ code: MeshDiagnosticCode.unknownEntry, path: ['entry'], message: `${where}: entry agent '${mesh.entry}' is not listed in the project's agents` });
+    out.push({
+      code: MeshDiagnosticCode.unknownEntry,
+      path: ['entry'],
+      message: `${where}: entry agent '${mesh.entry}' is not listed in the project's agents`,
+    });
   }
   for (const [from, targets] of Object.entries(mesh.handoffs)) {
     if (!known.has(from)) {
@@ -102,7 +106,11 @@ export function validateMesh(mesh: MeshDefinition, agents: readonly string[]): M
     targets.forEach((target, index) => {
       const path = ['handoffs', from, index];
       if (!known.has(target)) {
-        out.push({ code: MeshDiagnosticCode.unknownTarget, path, message: `${where}: '${from}' hands off to '${target}', which is not listed in the project's agents` });
+        out.push({
+          code: MeshDiagnosticCode.unknownTarget,
+          path,
+          message: `${where}: '${from}' hands off to '${target}', which is not listed in the project's agents`,
+        });
       }
       if (target === from) {
         out.push({
@@ -132,7 +140,11 @@ export function validateMesh(mesh: MeshDefinition, agents: readonly string[]): M
   }
   mesh.outputs.forEach((output, index) => {
     if (!known.has(output)) {
-      out.push({ code: MeshDiagnosticCode.unknownOutput, path: ['outputs', index], message: `${where}: output agent '${output}' is not listed in the project's agents` });
+      out.push({
+        code: MeshDiagnosticCode.unknownOutput,
+        path: ['outputs', index],
+        message: `${where}: output agent '${output}' is not listed in the project's agents`,
+      });
     }
   });
   return out;

@@ -38,10 +38,7 @@ export type OperatorRole = z.infer<typeof OperatorRoleSchema>;
 export const PrincipalKind = { agent: 'agent', service: 'svc', operator: 'op' } as const;
 export type PrincipalKind = (typeof PrincipalKind)[keyof typeof PrincipalKind];
 
-export type Principal =
-  | { kind: 'agent'; project: string; agent: string }
-  | { kind: 'svc'; service: ServiceName }
-  | { kind: 'op'; relay: OperatorRelayName };
+export type Principal = { kind: 'agent'; project: string; agent: string } | { kind: 'svc'; service: ServiceName } | { kind: 'op'; relay: OperatorRelayName };
 
 export const Principals = {
   agent: (project: string, agent: string): Principal => ({ kind: 'agent', project, agent }),

@@ -59,9 +59,7 @@ describe('event envelopes are versioned and zod-validated; older versions are up
   });
 
   it('refuses to register a version without upcasters from every older version', () => {
-    expect(() =>
-      new EventRegistry().register({ type: 'run.x', aggregate: 'run', version: 2, schema: z.object({}) }),
-    ).toThrow(/no upcaster from v1/);
+    expect(() => new EventRegistry().register({ type: 'run.x', aggregate: 'run', version: 2, schema: z.object({}) })).toThrow(/no upcaster from v1/);
   });
 });
 

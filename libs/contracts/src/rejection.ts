@@ -92,7 +92,10 @@ export function decodeUtf8(bytes: Uint8Array): Decoded<string> {
   try {
     return { ok: true, value: strictUtf8.decode(bytes) };
   } catch {
-    return { ok: false, rejection: { code: RejectionCode.invalidUtf8, message: `the ${bytes.length} bytes are not UTF-8 text${firstBadByte(bytes)}`, issues: [] } };
+    return {
+      ok: false,
+      rejection: { code: RejectionCode.invalidUtf8, message: `the ${bytes.length} bytes are not UTF-8 text${firstBadByte(bytes)}`, issues: [] },
+    };
   }
 }
 
@@ -193,7 +196,8 @@ function nestingDepth(text: string): number {
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i);
     if (inString) {
-      if (c === 0x5c) i++; // backslash: skip the escaped character
+      if (c === 0x5c)
+        i++; // backslash: skip the escaped character
       else if (c === 0x22) inString = false;
     } else if (c === 0x22) inString = true;
     else if (c === 0x7b || c === 0x5b) {

@@ -236,7 +236,10 @@ export const RunResultRecordedSchema = z.strictObject({
    * exactly one canonical `AGENT_RUN_CONFIG` sentinel appended for the decision taken (none when it
    * took none), capped at `Limits.maxPostedBodyChars` (the decision line is always kept).
    */
-  posted_body: z.string().max(Limits.maxPostedBodyChars + 4096).optional(),
+  posted_body: z
+    .string()
+    .max(Limits.maxPostedBodyChars + 4096)
+    .optional(),
   /** True when the posted body was cut to the cap. */
   posted_body_truncated: z.boolean().optional(),
   recorded_at: IsoTimeSchema,

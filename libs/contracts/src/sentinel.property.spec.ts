@@ -1,14 +1,6 @@
 import fc from 'fast-check';
 import { Limits } from './common';
-import {
-  appendSentinelOnce,
-  hasSentinelMarker,
-  parseSentinel,
-  renderSentinel,
-  SentinelDiagnosticCodeSchema,
-  SentinelParse,
-  stripSentinels,
-} from './sentinel';
+import { appendSentinelOnce, hasSentinelMarker, parseSentinel, renderSentinel, SentinelDiagnosticCodeSchema, SentinelParse, stripSentinels } from './sentinel';
 import { AgentRunConfig, DispatchStatus } from './sentinel-schema';
 
 const agentName = fc.stringMatching(/^[A-Za-z0-9_-]{1,24}$/);
@@ -149,10 +141,14 @@ describe('sentinel properties', () => {
 
   it('a body without a marker keeps its text: appendOnce only trims the end and adds the sentinel line', () => {
     fc.assert(
-      fc.property(fc.string({ unit: 'binary', maxLength: 200 }).filter((t) => !t.includes('<!')), validConfig, (text, config) => {
-        const out = appendSentinelOnce(text, config);
-        expect(out.startsWith(text.trimEnd())).toBe(true);
-      }),
+      fc.property(
+        fc.string({ unit: 'binary', maxLength: 200 }).filter((t) => !t.includes('<!')),
+        validConfig,
+        (text, config) => {
+          const out = appendSentinelOnce(text, config);
+          expect(out.startsWith(text.trimEnd())).toBe(true);
+        },
+      ),
       { numRuns: 1000 },
     );
   });
@@ -168,7 +164,10 @@ describe('sentinel properties', () => {
     });
 
     it('for arbitrary and nested JSON payloads, including __proto__ / constructor / prototype keys', () => {
-      const key = fc.oneof(fc.string({ maxLength: 8 }), fc.constantFrom('__proto__', 'constructor', 'prototype', 'task', 'dispatch', 'function_call', 'status'));
+      const key = fc.oneof(
+        fc.string({ maxLength: 8 }),
+        fc.constantFrom('__proto__', 'constructor', 'prototype', 'task', 'dispatch', 'function_call', 'status'),
+      );
       const hostileJson = fc.letrec<{ value: string }>((tie) => ({
         value: fc.oneof(
           { depthSize: 'small', withCrossShrink: true },
@@ -178,9 +177,14 @@ describe('sentinel properties', () => {
         ),
       })).value;
       fc.assert(
-        fc.property(hostileJson, fc.constantFrom('<!-- AGENT_RUN_CONFIG ', '<!--AGENT_RUN_CONFIG'), fc.constantFrom(' -->', '-->', '', '\n-->'), (json, open, close) => {
-          expectOneOfThreeKinds(parseSentinel(`answer\n${open}${json}${close}`));
-        }),
+        fc.property(
+          hostileJson,
+          fc.constantFrom('<!-- AGENT_RUN_CONFIG ', '<!--AGENT_RUN_CONFIG'),
+          fc.constantFrom(' -->', '-->', '', '\n-->'),
+          (json, open, close) => {
+            expectOneOfThreeKinds(parseSentinel(`answer\n${open}${json}${close}`));
+          },
+        ),
         { numRuns: 3000 },
       );
     });

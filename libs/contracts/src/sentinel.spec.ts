@@ -26,7 +26,7 @@ function countMarkers(body: string): number {
   return body.split('AGENT_RUN_CONFIG').length - 1;
 }
 
-describe('the seed\'s literal sentinels', () => {
+describe("the seed's literal sentinels", () => {
   it('D1: the dispatch-only sentinel {"dispatch": {"status": "advance"}} passes validation', () => {
     expect(parseSentinel('answer\n\n<!-- AGENT_RUN_CONFIG {"dispatch": {"status": "advance"}} -->')).toEqual({
       kind: 'config',
@@ -163,10 +163,7 @@ describe('parseSentinel diagnostics say what was wrong', () => {
   });
 
   it('diagnostics are one line and bounded even when the payload is hostile', () => {
-    const diagnostic = expectInvalid(
-      parseSentinel(`<!-- AGENT_RUN_CONFIG {"dispatch": {"status": "${'\\n'.repeat(3000)}"}} -->`),
-      'unknown_status',
-    );
+    const diagnostic = expectInvalid(parseSentinel(`<!-- AGENT_RUN_CONFIG {"dispatch": {"status": "${'\\n'.repeat(3000)}"}} -->`), 'unknown_status');
     expect(diagnostic).not.toMatch(/[\n\r]/);
     expect(diagnostic.length).toBeLessThanOrEqual(400);
   });

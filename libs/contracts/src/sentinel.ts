@@ -151,10 +151,7 @@ export function parseSentinel(body: string): SentinelParse {
   const { found } = scanBody(body);
   if (found.length === 0) return { kind: 'absent' };
   if (found.length > 1) {
-    return invalid(
-      SentinelDiagnosticCode.multiple,
-      `found ${found.length} AGENT_RUN_CONFIG sentinels outside code blocks; exactly one is allowed`,
-    );
+    return invalid(SentinelDiagnosticCode.multiple, `found ${found.length} AGENT_RUN_CONFIG sentinels outside code blocks; exactly one is allowed`);
   }
   const payload = found[0]!.payload;
   if (payload === null) {
@@ -200,9 +197,7 @@ export function appendSentinelOnce(body: string, config: AgentRunConfig): string
   return out + rendered;
 }
 
-type Validated =
-  | { ok: true; config: AgentRunConfig }
-  | { ok: false; code: SentinelDiagnosticCode; diagnostic: string };
+type Validated = { ok: true; config: AgentRunConfig } | { ok: false; code: SentinelDiagnosticCode; diagnostic: string };
 
 function invalid(code: SentinelDiagnosticCode, diagnostic: string): SentinelParse {
   // Diagnostics travel into one-line reasons: no control characters, bounded length.

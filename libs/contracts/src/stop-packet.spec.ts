@@ -74,7 +74,7 @@ describe('stop packet contracts (seed 003)', () => {
     expect(StopPacketSchema.safeParse({ ...packet, tried: Array.from({ length: 501 }, () => 'search') }).success).toBe(false);
   });
 
-  it('the form is one form with buttons: a form\'s buttons are exactly those of its kind', () => {
+  it("the form is one form with buttons: a form's buttons are exactly those of its kind", () => {
     expect(NextFormSchema.safeParse(form).success).toBe(true);
     expect(NextFormSchema.safeParse({ ...form, actions: [form.actions[0]] }).success).toBe(false);
     expect(NextFormSchema.safeParse({ ...form, actions: [...form.actions, { id: 'raise_cap', label: 'Raise', style: 'default' }] }).success).toBe(false);

@@ -27,16 +27,7 @@ export const StopWhy = {
   guardFailed: 'guard_failed',
 } as const;
 export type StopWhy = (typeof StopWhy)[keyof typeof StopWhy];
-export const StopWhySchema = z.enum([
-  'unknown_intent',
-  'policy',
-  'budget',
-  'parse_fail',
-  'thrash',
-  'circuit_open',
-  'banned_click',
-  'guard_failed',
-]);
+export const StopWhySchema = z.enum(['unknown_intent', 'policy', 'budget', 'parse_fail', 'thrash', 'circuit_open', 'banned_click', 'guard_failed']);
 
 /** The kinds of operator form. Each kind has a fixed set of buttons ({@link NextFormActionsByKind}). */
 export const NextFormKind = {
@@ -165,7 +156,6 @@ export const OperatorAnswerSchema = z
     ],
   });
 export type OperatorAnswer = z.infer<typeof OperatorAnswerSchema>;
-
 
 export const StopPacketStatusSchema = z.enum(['open', 'answered']);
 export type StopPacketStatus = z.infer<typeof StopPacketStatusSchema>;

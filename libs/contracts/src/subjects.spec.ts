@@ -20,7 +20,10 @@ const agentArb = fc.stringMatching(/^[A-Za-z0-9_-]{1,128}$/);
 const tokenArb = fc.string({ minLength: 1, maxLength: 40, unit: 'grapheme' }).filter(isSubjectToken);
 const kindArb = fc.constantFrom(...AggregateKindSchema.options);
 const principalArb: fc.Arbitrary<(project: string) => Principal> = fc.oneof(
-  agentArb.map((agent) => (project: string): Principal => ({ kind: 'agent', project, agent })),
+  agentArb.map(
+    (agent) =>
+      (project: string): Principal => ({ kind: 'agent', project, agent }),
+  ),
   fc.constantFrom(...ServiceNames).map((service) => (): Principal => ({ kind: 'svc', service })),
   fc.constantFrom(...OperatorRelayNames).map((relay) => (): Principal => ({ kind: 'op', relay })),
 );
@@ -62,9 +65,17 @@ describe('the subject table', () => {
   it('has one entry per name, and every entry of a pattern starting with the prefix and its area', () => {
     for (const name of names) {
       expect(SubjectTable[name].name).toBe(name);
-      expect(SubjectTable[name].pattern.startsWith(`{prefix}.${SubjectTable[name].area}.`) || SubjectTable[name].pattern === `{prefix}.${SubjectTable[name].area}.{project}`).toBe(true);
+      expect(
+        SubjectTable[name].pattern.startsWith(`{prefix}.${SubjectTable[name].area}.`) ||
+          SubjectTable[name].pattern === `{prefix}.${SubjectTable[name].area}.{project}`,
+      ).toBe(true);
     }
-    expect(names.filter((n) => SubjectTable[n].area === 'in').map((n) => SubjectTable[n].inboxKind).sort()).toEqual([...InboxKinds].sort());
+    expect(
+      names
+        .filter((n) => SubjectTable[n].area === 'in')
+        .map((n) => SubjectTable[n].inboxKind)
+        .sort(),
+    ).toEqual([...InboxKinds].sort());
   });
 
   it('writes the subjects the README and docs/identity.md list', () => {
@@ -98,7 +109,8 @@ describe('the subject table', () => {
         for (const other of names) if (other !== name) expect(entry(other).parse(prefix, subject)).toBeNull();
         // The unchecked formatter agrees, and the entry's filter matches it.
         const formatted = entry(name).format(prefix, tokens as Record<string, string>);
-        if (name === 'ledgerCommand') expect(matches(formatted, subject)).toBe(true); // the principal is not a string token
+        if (name === 'ledgerCommand')
+          expect(matches(formatted, subject)).toBe(true); // the principal is not a string token
         else expect(formatted).toBe(subject);
         expect(matches(entry(name).format(prefix), subject)).toBe(true);
       }),
@@ -133,14 +145,19 @@ describe('the subject table', () => {
       expect(() => SubjectTable.runStart.build('baton', { project })).toThrow(SubjectTokenError);
       expect(() => SubjectTable.agentResult.build('baton', { project, agent: 'a' })).toThrow(SubjectTokenError);
     }
-    for (const agent of ['', 'a.b', '*', 'x>', 'ag ent', 'agent:1']) expect(() => SubjectTable.offer.build('baton', { project: 'p', agent })).toThrow(SubjectTokenError);
+    for (const agent of ['', 'a.b', '*', 'x>', 'ag ent', 'agent:1'])
+      expect(() => SubjectTable.offer.build('baton', { project: 'p', agent })).toThrow(SubjectTokenError);
     expect(() => SubjectTable.event.build('baton', { project: 'p', kind: 'nope' as never, id: 'x' })).toThrow(SubjectTokenError);
     expect(() => SubjectTable.event.build('baton', { project: 'p', kind: 'run', id: 'a.b' })).toThrow(SubjectTokenError);
     expect(() => SubjectTable.routerCommand.build('baton', { project: 'p', command: 'drop_tables' as never })).toThrow(SubjectTokenError);
     expect(() => SubjectTable.deadLetter.build('baton', { source: '>' })).toThrow(SubjectTokenError);
     expect(() => SubjectTable.notice.build('ba.ton', { project: 'p' })).toThrow(SubjectTokenError);
-    expect(() => SubjectTable.ledgerCommand.build('baton', { project: 'p', principal: { kind: 'agent', project: 'p', agent: 'a' }, command: '*' })).toThrow(SubjectTokenError);
-    expect(() => SubjectTable.ledgerCommand.build('baton', { project: 'p', principal: { kind: 'agent', project: 'p', agent: 'a.b' }, command: 'claim' })).toThrow(/principal/);
+    expect(() => SubjectTable.ledgerCommand.build('baton', { project: 'p', principal: { kind: 'agent', project: 'p', agent: 'a' }, command: '*' })).toThrow(
+      SubjectTokenError,
+    );
+    expect(() =>
+      SubjectTable.ledgerCommand.build('baton', { project: 'p', principal: { kind: 'agent', project: 'p', agent: 'a.b' }, command: 'claim' }),
+    ).toThrow(/principal/);
   });
 
   it('recognises subjects under the prefix that no entry describes as unknown, with their area', () => {

@@ -109,8 +109,7 @@ function templateEntry<N extends string, T extends Record<string, string>>(
     }
     return out as T;
   };
-  const fill = (prefix: string, value: (part: Slot) => string) =>
-    [prefix, ...parts.map((part) => (typeof part === 'string' ? part : value(part)))].join('.');
+  const fill = (prefix: string, value: (part: Slot) => string) => [prefix, ...parts.map((part) => (typeof part === 'string' ? part : value(part)))].join('.');
   return {
     name,
     area,
@@ -180,7 +179,12 @@ type PA = { project: string; agent: string };
 /** Every subject Baton uses. */
 export const SubjectTable = {
   /** An aggregate's events: `<prefix>.ev.<project>.<kind>.<id>` (stream `<PREFIX>_EVENTS`; one writer per kind). */
-  event: templateEntry<'event', { project: string; kind: AggregateKind; id: string }>('event', 'ev', ['ev', project, slot('kind', TokenRules.kind), slot('id', TokenRules.token)]),
+  event: templateEntry<'event', { project: string; kind: AggregateKind; id: string }>('event', 'ev', [
+    'ev',
+    project,
+    slot('kind', TokenRules.kind),
+    slot('id', TokenRules.token),
+  ]),
   /** Run starts (StartRunRequest). */
   runStart: templateEntry<'runStart', P>('runStart', 'in', ['in', project, 'start'], 'start'),
   /** Agent results published by agent microservices. */
@@ -206,7 +210,12 @@ export const SubjectTable = {
    */
   ledgerCommand: ledgerCommandEntry,
   /** The router's request/reply commands (publish_definition). */
-  routerCommand: templateEntry<'routerCommand', { project: string; command: RouterCommandName }>('routerCommand', 'cmd', ['cmd', 'router', project, slot('command', TokenRules.routerCommand)]),
+  routerCommand: templateEntry<'routerCommand', { project: string; command: RouterCommandName }>('routerCommand', 'cmd', [
+    'cmd',
+    'router',
+    project,
+    slot('command', TokenRules.routerCommand),
+  ]),
   /** Human action notices (core NATS; the notifier). */
   notice: templateEntry<'notice', P>('notice', 'notice', ['notice', project]),
   /** An agent's wake-up when a handoff is offered (core NATS; the source of truth is the offer stream). */

@@ -53,7 +53,9 @@ describe('definition compiler (seed 001)', () => {
     expect(result.diagnostics).toEqual([
       expect.objectContaining({ file: 'loans.yaml', line: 5, column: 9, severity: 'error', code: 'UNKNOWN_HANDOFF_TARGET' }),
     ]);
-    expect(formatDiagnostic(result.diagnostics[0]!)).toMatch(/^loans\.yaml:5:9 error UNKNOWN_HANDOFF_TARGET TO target 'Nobody' .* — Every TO target must exist/);
+    expect(formatDiagnostic(result.diagnostics[0]!)).toMatch(
+      /^loans\.yaml:5:9 error UNKNOWN_HANDOFF_TARGET TO target 'Nobody' .* — Every TO target must exist/,
+    );
   });
 
   it('a MAP source that the child does not declare gives UNKNOWN_HANDOFF_RETURN_FIELD', () => {
@@ -64,11 +66,17 @@ describe('definition compiler (seed 001)', () => {
 
   it('writing child: parent in the wrong order is caught: the parent name is not a child field', () => {
     const result = compile(
-      supervisor('    RETURN: true\n    ON_RETURN:\n      MAP:\n        annual_income: income_total', '').replace('    - annual_income\n      TYPE: number', '    - income_total\n      TYPE: number'),
+      supervisor('    RETURN: true\n    ON_RETURN:\n      MAP:\n        annual_income: income_total', '').replace(
+        '    - annual_income\n      TYPE: number',
+        '    - income_total\n      TYPE: number',
+      ),
     );
     expect(codes(result.diagnostics)).toEqual([]);
     const swapped = compile(
-      supervisor('    RETURN: true\n    ON_RETURN:\n      MAP:\n        income_total: annual_income', '').replace('    - annual_income\n      TYPE: number', '    - income_total\n      TYPE: number'),
+      supervisor('    RETURN: true\n    ON_RETURN:\n      MAP:\n        income_total: annual_income', '').replace(
+        '    - annual_income\n      TYPE: number',
+        '    - income_total\n      TYPE: number',
+      ),
     );
     expect(codes(swapped.diagnostics)).toEqual(['error:UNKNOWN_HANDOFF_RETURN_FIELD', 'warning:W802']);
   });
@@ -104,7 +112,10 @@ describe('definition compiler (seed 001)', () => {
 
   it('a handler combining RESPOND with RESUME_INTENT is an error (HANDOFF_ON_RETURN_ACTION_AND_HANDLER)', () => {
     const result = compile(
-      supervisor('    RETURN: true\n    ON_RETURN:\n      handler: income_done', 'RETURN_HANDLERS:\n  income_done:\n    RESUME_INTENT: true\n    RESPOND: "Got it."\n'),
+      supervisor(
+        '    RETURN: true\n    ON_RETURN:\n      handler: income_done',
+        'RETURN_HANDLERS:\n  income_done:\n    RESUME_INTENT: true\n    RESPOND: "Got it."\n',
+      ),
     );
     expect(codes(result.diagnostics)).toEqual(['error:HANDOFF_ON_RETURN_ACTION_AND_HANDLER']);
     expect(result.project).toBeNull();
@@ -112,7 +123,10 @@ describe('definition compiler (seed 001)', () => {
 
   it('a named return handler is merged into the route, with the route MAP', () => {
     const result = compile(
-      supervisor('    RETURN: true\n    ON_RETURN:\n      handler: income_done\n      MAP:\n        annual_income: annual_income', 'RETURN_HANDLERS:\n  income_done:\n    RESUME_INTENT: true\n'),
+      supervisor(
+        '    RETURN: true\n    ON_RETURN:\n      handler: income_done\n      MAP:\n        annual_income: annual_income',
+        'RETURN_HANDLERS:\n  income_done:\n    RESUME_INTENT: true\n',
+      ),
     );
     expect(result.diagnostics).toEqual([]);
     expect(result.project!.agents[0]!.handoffs![0]!.on_return).toEqual({
@@ -125,18 +139,23 @@ describe('definition compiler (seed 001)', () => {
   });
 
   it('a SET target not declared in the parent MEMORY gives W801', () => {
-    const result = compile(supervisor('    RETURN: true\n    ON_RETURN:\n      action: continue\n      SET:\n        income_note: "Income collected by the income agent."'));
+    const result = compile(
+      supervisor('    RETURN: true\n    ON_RETURN:\n      action: continue\n      SET:\n        income_note: "Income collected by the income agent."'),
+    );
     expect(codes(result.diagnostics)).toEqual(['warning:W801']);
     const declared = compile(
-      supervisor(
-        '    RETURN: true\n    ON_RETURN:\n      action: continue\n      SET:\n        income_note: "Income collected by the income agent."',
-      ).replace('      TYPE: number\n', '      TYPE: number\n    - income_note\n      TYPE: string\n'),
+      supervisor('    RETURN: true\n    ON_RETURN:\n      action: continue\n      SET:\n        income_note: "Income collected by the income agent."').replace(
+        '      TYPE: number\n',
+        '      TYPE: number\n    - income_note\n      TYPE: string\n',
+      ),
     );
     expect(declared.diagnostics).toEqual([]);
   });
 
   it('uppercase keys inside CONTEXT are ignored, with a warning; lowercase ones apply', () => {
-    const result = compile(supervisor('    RETURN: true\n    CONTEXT:\n      pass: []\n      SUMMARY: "ignored"\n      history:\n        mode: last_n\n        count: 4'));
+    const result = compile(
+      supervisor('    RETURN: true\n    CONTEXT:\n      pass: []\n      SUMMARY: "ignored"\n      history:\n        mode: last_n\n        count: 4'),
+    );
     expect(codes(result.diagnostics)).toEqual(['warning:HANDOFF_CONTEXT_KEY_NOT_LOWERCASE']);
     const route = result.project!.agents[0]!.handoffs![0]!;
     expect(route.summary).toBeUndefined();
@@ -159,7 +178,13 @@ describe('definition compiler (seed 001)', () => {
     const json = JSON.stringify({
       project: 'loans',
       agents: [
-        { name: 'A', handoff: [{ to: 'B', return: 'true' }, { to: 'B', return: true }] },
+        {
+          name: 'A',
+          handoff: [
+            { to: 'B', return: 'true' },
+            { to: 'B', return: true },
+          ],
+        },
         { name: 'B' },
       ],
     });
@@ -211,7 +236,7 @@ describe('definition compiler (seed 001)', () => {
     ['AUTH: { REQUIRED: true, VARIABLE: customer_verified }', { required: true, variable: 'customer_verified' }],
     ['AUTH:\n  VARIABLE: customer_verified', { required: true, variable: 'customer_verified' }],
     ['AUTH:\n  REQUIRED: false\n  VARIABLE: customer_verified', { required: false, variable: 'customer_verified' }],
-  ])('an AUTH block compiles into the agent\'s auth profile (%s)', (lines, auth) => {
+  ])("an AUTH block compiles into the agent's auth profile (%s)", (lines, auth) => {
     const text = withAuth(lines);
     expect(compile(text).diagnostics).toEqual([]);
     expect(offerAuth(text)).toEqual(auth);
@@ -238,7 +263,9 @@ describe('definition compiler (seed 001)', () => {
     const result = compile(withAuth(lines));
     expect(result.project).toBeNull();
     expect(result.diagnostics).toEqual([expect.objectContaining({ file: 'loans.yaml', line, column, severity: 'error', code: 'INVALID_AUTH_PROFILE' })]);
-    expect(formatDiagnostic(result.diagnostics[0]!)).toMatch(new RegExp(`^loans\\.yaml:${line}:${column} error INVALID_AUTH_PROFILE .* — Write \`AUTH: required\``));
+    expect(formatDiagnostic(result.diagnostics[0]!)).toMatch(
+      new RegExp(`^loans\\.yaml:${line}:${column} error INVALID_AUTH_PROFILE .* — Write \`AUTH: required\``),
+    );
   });
 
   it('an AUTH VARIABLE no agent declares in its MEMORY warns AUTH_VARIABLE_NOT_DECLARED (a typo keeps every route blocked); declared by any agent it does not', () => {
@@ -255,7 +282,10 @@ describe('definition compiler (seed 001)', () => {
   it('an unknown key inside AUTH is ignored with UNKNOWN_KEY', () => {
     const result = compile(withAuth('AUTH:\n  REQUIRED: true\n  VARIABLE: customer_verified\n  MFA: true'));
     expect(codes(result.diagnostics)).toEqual(['warning:UNKNOWN_KEY']);
-    expect(offerAuth(withAuth('AUTH:\n  REQUIRED: true\n  VARIABLE: customer_verified\n  MFA: true'))).toEqual({ required: true, variable: 'customer_verified' });
+    expect(offerAuth(withAuth('AUTH:\n  REQUIRED: true\n  VARIABLE: customer_verified\n  MFA: true'))).toEqual({
+      required: true,
+      variable: 'customer_verified',
+    });
   });
 
   it('accepts AUTH in JSON definitions', () => {
@@ -273,7 +303,9 @@ describe('definition compiler (seed 001)', () => {
 
   it('a project-level return deadline compiles into execution.return_deadline_ms (with or without parentReturn)', () => {
     expect(compile('project: loans\nexecution:\n  returnDeadline: 45m\n---\nSUPERVISOR: S\n').project!.execution).toEqual({ return_deadline_ms: 2_700_000 });
-    const both = compile('project: loans\nexecution:\n  return_deadline_ms: 60000\n  pipeline:\n    parentReturn:\n      minConfidence: 0.5\n---\nSUPERVISOR: S\n');
+    const both = compile(
+      'project: loans\nexecution:\n  return_deadline_ms: 60000\n  pipeline:\n    parentReturn:\n      minConfidence: 0.5\n---\nSUPERVISOR: S\n',
+    );
     expect(both.diagnostics).toEqual([]);
     expect(both.project!.execution).toEqual({ pipeline: { parent_return: { min_confidence: 0.5 } }, return_deadline_ms: 60_000 });
   });

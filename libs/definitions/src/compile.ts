@@ -107,10 +107,34 @@ export function normalizeSeedMemoryItems(text: string): string {
 }
 
 const AGENT_KEYS = new Set([
-  'name', 'agent', 'supervisor', 'role', 'goal', 'memory', 'gather', 'complete', 'handoff', 'handoffs', 'return_handlers', 'enabled_when', 'auth', 'execution',
+  'name',
+  'agent',
+  'supervisor',
+  'role',
+  'goal',
+  'memory',
+  'gather',
+  'complete',
+  'handoff',
+  'handoffs',
+  'return_handlers',
+  'enabled_when',
+  'auth',
+  'execution',
 ]);
 const ROUTE_KEYS = new Set([
-  'to', 'when', 'summary', 'history', 'pass', 'return', 'expect_return', 'on_return', 'on_failure', 'context', 'deadline', 'deadline_ms',
+  'to',
+  'when',
+  'summary',
+  'history',
+  'pass',
+  'return',
+  'expect_return',
+  'on_return',
+  'on_failure',
+  'context',
+  'deadline',
+  'deadline_ms',
 ]);
 
 interface RawHandler {
@@ -169,12 +193,22 @@ export function compileProject(files: readonly SourceFile[]): CompileResult {
       for (const err of doc.errors) {
         broken = true;
         const { line, col } = lines.linePos(err.pos[0]);
-        out.error({ file: file.path, line, column: col }, DiagnosticCode.yamlSyntax, err.message.split('\n')[0] ?? err.code, 'Fix the YAML syntax at this position (indentation, quotes, colons).');
+        out.error(
+          { file: file.path, line, column: col },
+          DiagnosticCode.yamlSyntax,
+          err.message.split('\n')[0] ?? err.code,
+          'Fix the YAML syntax at this position (indentation, quotes, colons).',
+        );
       }
       if (broken || doc.contents === null) continue;
       const root = doc.contents as Node;
       if (!isMap(root)) {
-        out.error(ctx.pos(root), DiagnosticCode.invalidValue, 'a definition document is a map', 'Start the document with `project:`, `AGENT:` or `SUPERVISOR:`.');
+        out.error(
+          ctx.pos(root),
+          DiagnosticCode.invalidValue,
+          'a definition document is a map',
+          'Start the document with `project:`, `AGENT:` or `SUPERVISOR:`.',
+        );
         continue;
       }
       const es = entries(root);
@@ -198,7 +232,12 @@ export function compileProject(files: readonly SourceFile[]): CompileResult {
         } else if (e.key === 'return_handlers' && e.value && isMap(e.value)) {
           readHandlers(ctx, e.value, projectHandlers);
         } else if (!['project', 'lead', 'execution', 'agents', 'workflows', 'return_handlers', 'meshes'].includes(e.key)) {
-          out.warn(ctx.pos(e.keyNode), DiagnosticCode.unknownKey, `unknown key '${e.raw}' is ignored`, 'Project keys: project, lead, execution, agents, workflows, return_handlers.');
+          out.warn(
+            ctx.pos(e.keyNode),
+            DiagnosticCode.unknownKey,
+            `unknown key '${e.raw}' is ignored`,
+            'Project keys: project, lead, execution, agents, workflows, return_handlers.',
+          );
         }
       }
     }
@@ -267,12 +306,22 @@ export function compileProject(files: readonly SourceFile[]): CompileResult {
         );
       }
       if (!parent.memory.has(m.parent)) {
-        r.file.out.warn(r.file.pos(m.node), DiagnosticCode.mapTargetNotDeclared, `MAP target '${m.parent}' is not declared in the MEMORY of '${r.from}'`, `Declare '${m.parent}' in ${r.from}'s MEMORY, or the return applies no effects (memory_error).`);
+        r.file.out.warn(
+          r.file.pos(m.node),
+          DiagnosticCode.mapTargetNotDeclared,
+          `MAP target '${m.parent}' is not declared in the MEMORY of '${r.from}'`,
+          `Declare '${m.parent}' in ${r.from}'s MEMORY, or the return applies no effects (memory_error).`,
+        );
       }
     }
     for (const s of r.setNodes) {
       if (!parent.memory.has(s.target)) {
-        r.file.out.warn(r.file.pos(s.node), DiagnosticCode.setTargetNotDeclared, `SET target '${s.target}' is not declared in the MEMORY of '${r.from}'`, `Declare '${s.target}' in ${r.from}'s MEMORY, or the return applies no effects (memory_error).`);
+        r.file.out.warn(
+          r.file.pos(s.node),
+          DiagnosticCode.setTargetNotDeclared,
+          `SET target '${s.target}' is not declared in the MEMORY of '${r.from}'`,
+          `Declare '${s.target}' in ${r.from}'s MEMORY, or the return applies no effects (memory_error).`,
+        );
       }
     }
   }
@@ -290,7 +339,12 @@ export function compileProject(files: readonly SourceFile[]): CompileResult {
   if (!parsed.success && !hasErrors(out.diagnostics)) {
     for (const issue of parsed.error.issues) {
       const at = locate(header.file, header.node, issue.path as (string | number)[]);
-      out.error(at, DiagnosticCode.schemaViolation, `${issue.path.join('.') || '(project)'}: ${issue.message}`, 'See docs/definitions.md for the shape of this field.');
+      out.error(
+        at,
+        DiagnosticCode.schemaViolation,
+        `${issue.path.join('.') || '(project)'}: ${issue.message}`,
+        'See docs/definitions.md for the shape of this field.',
+      );
     }
   }
   const diagnostics = out.diagnostics;
@@ -316,9 +370,10 @@ function locate(file: FileCtx, node: YAMLMap, path: (string | number)[]): Pos {
 
 function collectAgent(ctx: FileCtx, node: YAMLMap, into: RawAgent[]): void {
   const es = entries(node);
-  const nameEntry = es.find((e) => e.key === 'supervisor' && e.value && isScalar(e.value) && typeof e.value.value === 'string') ??
+  const nameEntry =
+    es.find((e) => e.key === 'supervisor' && e.value && isScalar(e.value) && typeof e.value.value === 'string') ??
     es.find((e) => e.key === 'agent' || e.key === 'name');
-  const supervisor = es.some((e) => e.key === 'supervisor' && ((e.value && isScalar(e.value) && (e.value.value === true || typeof e.value.value === 'string'))));
+  const supervisor = es.some((e) => e.key === 'supervisor' && e.value && isScalar(e.value) && (e.value.value === true || typeof e.value.value === 'string'));
   const name = nameEntry?.value && isScalar(nameEntry.value) ? String(nameEntry.value.value) : '';
   if (name === '') {
     ctx.out.error(ctx.pos(node), DiagnosticCode.invalidValue, 'an agent needs a name', 'Write `AGENT: Name`, `SUPERVISOR: Name` or `name: Name`.');
@@ -358,7 +413,12 @@ function readMemory(ctx: FileCtx, node: Node | null): { items: Record<string, un
   const visit = (list: Node | null, scope: string) => {
     if (list === null) return;
     if (!isSeq(list)) {
-      ctx.out.error(ctx.pos(list), DiagnosticCode.invalidValue, 'MEMORY lists variables', 'Write `MEMORY:\\n  session:\\n    - name: my_var\\n      TYPE: string`.');
+      ctx.out.error(
+        ctx.pos(list),
+        DiagnosticCode.invalidValue,
+        'MEMORY lists variables',
+        'Write `MEMORY:\\n  session:\\n    - name: my_var\\n      TYPE: string`.',
+      );
       return;
     }
     for (const item of list.items as Node[]) {
@@ -374,7 +434,13 @@ function readMemory(ctx: FileCtx, node: Node | null): { items: Record<string, un
             else if (e.key === 'description') variable['description'] = str(e.value);
             else if (e.key === 'readonly' || e.key === 'read_only') variable['readonly'] = isScalar(e.value) && e.value?.value === true;
             else if (e.key === 'writable') variable['readonly'] = !(isScalar(e.value) && e.value?.value === true);
-            else if (e.key !== 'name') ctx.out.warn(ctx.pos(e.keyNode), DiagnosticCode.unknownKey, `unknown memory key '${e.raw}' is ignored`, 'Memory keys: NAME, TYPE, DESCRIPTION, READONLY.');
+            else if (e.key !== 'name')
+              ctx.out.warn(
+                ctx.pos(e.keyNode),
+                DiagnosticCode.unknownKey,
+                `unknown memory key '${e.raw}' is ignored`,
+                'Memory keys: NAME, TYPE, DESCRIPTION, READONLY.',
+              );
           }
         } else if (es.length === 1 && es[0]) {
           // `- annual_income: { TYPE: number }`
@@ -440,11 +506,22 @@ function readHandlers(ctx: FileCtx, node: YAMLMap, into: Map<string, RawHandler>
         else if (h.key === 'resume_with') handler.resumeWith = str(h.value);
         else if (h.key === 'map' && h.value && isMap(h.value)) handler.map = h.value.toJSON() as Record<string, string>;
         else if (h.key === 'set' && h.value && isMap(h.value)) handler.set = h.value.toJSON() as Record<string, unknown>;
-        else ctx.out.warn(ctx.pos(h.keyNode), DiagnosticCode.unknownKey, `unknown handler key '${h.raw}' is ignored`, 'Handler keys: RESUME_INTENT, RESUME_WITH, RESPOND, MAP, SET.');
+        else
+          ctx.out.warn(
+            ctx.pos(h.keyNode),
+            DiagnosticCode.unknownKey,
+            `unknown handler key '${h.raw}' is ignored`,
+            'Handler keys: RESUME_INTENT, RESUME_WITH, RESPOND, MAP, SET.',
+          );
       }
     }
     if (handler.respond !== undefined && handler.resumeIntent) {
-      ctx.out.error(handler.at, DiagnosticCode.onReturnActionAndHandler, `return handler '${e.raw}' combines RESPOND with RESUME_INTENT`, 'Pick one: RESPOND answers the customer, RESUME_INTENT replays a message.');
+      ctx.out.error(
+        handler.at,
+        DiagnosticCode.onReturnActionAndHandler,
+        `return handler '${e.raw}' combines RESPOND with RESUME_INTENT`,
+        'Pick one: RESPOND answers the customer, RESUME_INTENT replays a message.',
+      );
     }
     into.set(e.raw, handler);
   }
@@ -466,7 +543,12 @@ function readDuration(ctx: FileCtx, node: Node | null, key: string, msOnly: bool
     if (match && (!msOnly || match[2] === undefined)) ms = Number(match[1]) * DURATION_UNITS_MS[(match[2] ?? 'ms').toLowerCase()]!;
   }
   if (ms === undefined || !Number.isFinite(ms) || ms < 1 || ms > MAX_RETURN_DEADLINE_MS) {
-    ctx.out.error(ctx.pos(node), DiagnosticCode.invalidValue, `${key} is a duration between 1ms and 30d`, msOnly ? `Write ${key}: 1800000 (milliseconds).` : `Write e.g. ${key}: 30m (ms, s, m, h or d).`);
+    ctx.out.error(
+      ctx.pos(node),
+      DiagnosticCode.invalidValue,
+      `${key} is a duration between 1ms and 30d`,
+      msOnly ? `Write ${key}: 1800000 (milliseconds).` : `Write e.g. ${key}: 30m (ms, s, m, h or d).`,
+    );
     return undefined;
   }
   return Math.round(ms);
@@ -485,7 +567,13 @@ function readExecution(ctx: FileCtx, node: Node): Record<string, unknown> | unde
   for (const e of entries(pr)) {
     if (e.key === 'min_confidence') settings['min_confidence'] = isScalar(e.value) ? e.value?.value : undefined;
     else if (e.key === 'ignore_ambiguous') settings['ignore_ambiguous'] = isScalar(e.value) ? e.value?.value === true : undefined;
-    else ctx.out.warn(ctx.pos(e.keyNode), DiagnosticCode.unknownKey, `unknown parentReturn key '${e.raw}' is ignored`, 'parentReturn keys: minConfidence, ignoreAmbiguous.');
+    else
+      ctx.out.warn(
+        ctx.pos(e.keyNode),
+        DiagnosticCode.unknownKey,
+        `unknown parentReturn key '${e.raw}' is ignored`,
+        'parentReturn keys: minConfidence, ignoreAmbiguous.',
+      );
   }
   return withDeadline({ pipeline: { parent_return: settings } });
 }
@@ -573,7 +661,8 @@ function compileAgent(
   return { agent: out, memory, gather, ...(auth ? { auth } : {}) };
 }
 
-const AUTH_HINT = 'Write `AUTH: required`, or a block: `AUTH:` then `REQUIRED: true` and `VARIABLE: customer_verified` (the session variable that is true once the customer is authenticated).';
+const AUTH_HINT =
+  'Write `AUTH: required`, or a block: `AUTH:` then `REQUIRED: true` and `VARIABLE: customer_verified` (the session variable that is true once the customer is authenticated).';
 
 /**
  * AUTH: the agent's authentication profile. `AUTH: required` (the session variable
@@ -614,7 +703,10 @@ function readAuth(ctx: FileCtx, e: Entry): { profile: AuthProfile; at: Pos } | u
         profile.variable = name;
         at = ctx.pos(value);
       } else {
-        invalid(value ?? a.keyNode, `AUTH ${a.raw} ${value !== null ? `'${ctx.raw(value)}'` : '(empty)'} is not a variable name (letters, digits and _, not starting with a digit)`);
+        invalid(
+          value ?? a.keyNode,
+          `AUTH ${a.raw} ${value !== null ? `'${ctx.raw(value)}'` : '(empty)'} is not a variable name (letters, digits and _, not starting with a digit)`,
+        );
         ok = false;
       }
     } else {
@@ -649,9 +741,19 @@ function compileRoute(
   route['to'] = to;
   if (!names.has(to)) {
     const known = [...names.keys()].join(', ');
-    ctx.out.error(ctx.pos(toE.value), DiagnosticCode.unknownHandoffTarget, `TO target '${to}' is not an agent of the project`, `Every TO target must exist. Agents: ${known}.`);
+    ctx.out.error(
+      ctx.pos(toE.value),
+      DiagnosticCode.unknownHandoffTarget,
+      `TO target '${to}' is not an agent of the project`,
+      `Every TO target must exist. Agents: ${known}.`,
+    );
   } else if (to === from) {
-    ctx.out.warn(ctx.pos(toE.value), DiagnosticCode.selfHandoff, `'${from}' hands off to itself`, 'The runtime refuses a route to the already-active agent with the code recursion.');
+    ctx.out.warn(
+      ctx.pos(toE.value),
+      DiagnosticCode.selfHandoff,
+      `'${from}' hands off to itself`,
+      'The runtime refuses a route to the already-active agent with the code recursion.',
+    );
   }
   let returns = false;
   let returnSeen: Node | null = null;
@@ -661,7 +763,12 @@ function compileRoute(
   let history: HistoryPolicy | undefined;
   for (const e of es) {
     if (!ROUTE_KEYS.has(e.key)) {
-      ctx.out.warn(ctx.pos(e.keyNode), DiagnosticCode.unknownKey, `unknown HANDOFF key '${e.raw}' is ignored`, `Route keys: ${[...ROUTE_KEYS].map((k) => k.toUpperCase()).join(', ')}.`);
+      ctx.out.warn(
+        ctx.pos(e.keyNode),
+        DiagnosticCode.unknownKey,
+        `unknown HANDOFF key '${e.raw}' is ignored`,
+        `Route keys: ${[...ROUTE_KEYS].map((k) => k.toUpperCase()).join(', ')}.`,
+      );
       continue;
     }
     switch (e.key) {
@@ -687,7 +794,12 @@ function compileRoute(
         const jsonTrue = value !== null && isScalar(value) && value.value === true && ctx.raw(value) === 'true';
         returns = lowercaseTrue || jsonTrue;
         if (!returns && value !== null && isScalar(value) && TRUTHY_LOOKALIKES.test(String(value.value))) {
-          ctx.out.warn(ctx.pos(value), DiagnosticCode.returnNotLowercaseTrue, `${e.raw}: ${ctx.raw(value)} reads as false: the handoff is permanent`, 'Write RETURN: true (lowercase, unquoted).');
+          ctx.out.warn(
+            ctx.pos(value),
+            DiagnosticCode.returnNotLowercaseTrue,
+            `${e.raw}: ${ctx.raw(value)} reads as false: the handoff is permanent`,
+            'Write RETURN: true (lowercase, unquoted).',
+          );
         }
         break;
       }
@@ -738,15 +850,30 @@ function readHistory(ctx: FileCtx, node: Node | null): HistoryPolicy | undefined
     const mode = String(node.value).toLowerCase();
     if (mode === 'full' || mode === 'auto' || mode === 'none' || mode === 'summary_only') return { mode };
     if (mode === 'last_n') {
-      ctx.out.warn(ctx.pos(node), DiagnosticCode.inlineLastNHistory, 'a last_n history without a count falls back to full', 'Write HISTORY as an indented block: `mode: last_n` and `count: 4`.');
+      ctx.out.warn(
+        ctx.pos(node),
+        DiagnosticCode.inlineLastNHistory,
+        'a last_n history without a count falls back to full',
+        'Write HISTORY as an indented block: `mode: last_n` and `count: 4`.',
+      );
       return { mode: 'full' };
     }
-    ctx.out.error(ctx.pos(node), DiagnosticCode.invalidValue, `unknown HISTORY '${String(node.value)}'`, 'Use full, auto, none, summary_only or a last_n block.');
+    ctx.out.error(
+      ctx.pos(node),
+      DiagnosticCode.invalidValue,
+      `unknown HISTORY '${String(node.value)}'`,
+      'Use full, auto, none, summary_only or a last_n block.',
+    );
     return undefined;
   }
   if (isMap(node)) {
     if (node.flow === true) {
-      ctx.out.warn(ctx.pos(node), DiagnosticCode.inlineLastNHistory, 'a one-line history map is ignored and falls back to full', 'Write the history as an indented block:\n  history:\n    mode: last_n\n    count: 4');
+      ctx.out.warn(
+        ctx.pos(node),
+        DiagnosticCode.inlineLastNHistory,
+        'a one-line history map is ignored and falls back to full',
+        'Write the history as an indented block:\n  history:\n    mode: last_n\n    count: 4',
+      );
       return { mode: 'full' };
     }
     const es = entries(node);
@@ -755,7 +882,12 @@ function readHistory(ctx: FileCtx, node: Node | null): HistoryPolicy | undefined
     if (mode === 'last_n') {
       const n = count && isScalar(count) ? Number(count.value) : NaN;
       if (!Number.isInteger(n) || n < 1) {
-        ctx.out.warn(ctx.pos(node), DiagnosticCode.inlineLastNHistory, 'a last_n history without a positive count falls back to full', 'Add `count: <n>` under `mode: last_n`.');
+        ctx.out.warn(
+          ctx.pos(node),
+          DiagnosticCode.inlineLastNHistory,
+          'a last_n history without a positive count falls back to full',
+          'Add `count: <n>` under `mode: last_n`.',
+        );
         return { mode: 'full' };
       }
       return { mode: 'last_n', count: n };
@@ -775,7 +907,12 @@ function readContext(ctx: FileCtx, node: Node | null, route: Record<string, unkn
   let history: HistoryPolicy | undefined;
   for (const e of entries(node)) {
     if (e.raw !== e.raw.toLowerCase()) {
-      ctx.out.warn(ctx.pos(e.keyNode), DiagnosticCode.contextKeyNotLowercase, `CONTEXT key '${e.raw}' is uppercase and is ignored`, `Keys inside CONTEXT must be lowercase: write '${e.raw.toLowerCase()}'.`);
+      ctx.out.warn(
+        ctx.pos(e.keyNode),
+        DiagnosticCode.contextKeyNotLowercase,
+        `CONTEXT key '${e.raw}' is uppercase and is ignored`,
+        `Keys inside CONTEXT must be lowercase: write '${e.raw.toLowerCase()}'.`,
+      );
       continue;
     }
     if (e.raw === 'pass') route['pass'] = e.value && isSeq(e.value) ? (e.value.toJSON() as unknown[]).map(String) : [];
@@ -789,7 +926,12 @@ function readContext(ctx: FileCtx, node: Node | null, route: Record<string, unkn
 function readOnFailure(ctx: FileCtx, node: Node | null): OnFailure | undefined {
   const text = str(node)?.trim();
   if (text === undefined) {
-    ctx.out.error(ctx.pos(node), DiagnosticCode.invalidValue, 'ON_FAILURE is continue, ESCALATE or RESPOND "message"', 'Write e.g. ON_FAILURE: RESPOND "Please try again later."');
+    ctx.out.error(
+      ctx.pos(node),
+      DiagnosticCode.invalidValue,
+      'ON_FAILURE is continue, ESCALATE or RESPOND "message"',
+      'Write e.g. ON_FAILURE: RESPOND "Please try again later."',
+    );
     return undefined;
   }
   if (/^continue$/i.test(text)) return { action: 'continue' };
@@ -816,13 +958,23 @@ function readOnReturn(
   const actionE = es.find((e) => e.key === 'action');
   const handlerE = es.find((e) => e.key === 'handler');
   if (actionE && handlerE) {
-    ctx.out.error(ctx.pos(handlerE.keyNode), DiagnosticCode.onReturnActionAndHandler, 'ON_RETURN names both an action and a handler', 'Use the handler alone (its RESUME_INTENT / RESPOND decide), or the action alone.');
+    ctx.out.error(
+      ctx.pos(handlerE.keyNode),
+      DiagnosticCode.onReturnActionAndHandler,
+      'ON_RETURN names both an action and a handler',
+      'Use the handler alone (its RESUME_INTENT / RESPOND decide), or the action alone.',
+    );
   }
   if (handlerE) {
     const name = str(handlerE.value) ?? '';
     const handler = handlers.get(name);
     if (!handler) {
-      ctx.out.error(ctx.pos(handlerE.value), DiagnosticCode.unknownReturnHandler, `return handler '${name}' is not defined`, `Define it under RETURN_HANDLERS${handlers.size > 0 ? ` (defined: ${[...handlers.keys()].join(', ')})` : ''}.`);
+      ctx.out.error(
+        ctx.pos(handlerE.value),
+        DiagnosticCode.unknownReturnHandler,
+        `return handler '${name}' is not defined`,
+        `Define it under RETURN_HANDLERS${handlers.size > 0 ? ` (defined: ${[...handlers.keys()].join(', ')})` : ''}.`,
+      );
     } else {
       result['handler'] = name;
       result['action'] = handler.resumeIntent ? 'resume_intent' : 'continue';
@@ -840,7 +992,12 @@ function readOnReturn(
         const action = str(e.value)?.toLowerCase() ?? '';
         if (action === 'continue' || action === 'resume_intent') result['action'] = action;
         else {
-          ctx.out.warn(ctx.pos(e.value), DiagnosticCode.unsupportedOnReturnAction, `unsupported ON_RETURN action '${action}': the parent runs continue`, 'Use continue or resume_intent.');
+          ctx.out.warn(
+            ctx.pos(e.value),
+            DiagnosticCode.unsupportedOnReturnAction,
+            `unsupported ON_RETURN action '${action}': the parent runs continue`,
+            'Use continue or resume_intent.',
+          );
           result['action'] = 'continue';
         }
         break;
@@ -850,7 +1007,12 @@ function readOnReturn(
         break;
       case 'map': {
         if (!e.value || !isMap(e.value)) {
-          ctx.out.error(ctx.pos(e.value), DiagnosticCode.invalidValue, 'MAP is child_field: parent_variable pairs', 'Write `MAP:\\n  child_field: parent_variable`.');
+          ctx.out.error(
+            ctx.pos(e.value),
+            DiagnosticCode.invalidValue,
+            'MAP is child_field: parent_variable pairs',
+            'Write `MAP:\\n  child_field: parent_variable`.',
+          );
           break;
         }
         const map = result['map'] as Record<string, string>;
@@ -876,12 +1038,25 @@ function readOnReturn(
       case 'handler':
         break;
       default:
-        ctx.out.warn(ctx.pos(e.keyNode), DiagnosticCode.unknownKey, `unknown ON_RETURN key '${e.raw}' is ignored`, 'ON_RETURN keys: action, resume_with, MAP, SET, handler.');
+        ctx.out.warn(
+          ctx.pos(e.keyNode),
+          DiagnosticCode.unknownKey,
+          `unknown ON_RETURN key '${e.raw}' is ignored`,
+          'ON_RETURN keys: action, resume_with, MAP, SET, handler.',
+        );
     }
   }
   const resumeWith = result['resume_with'];
-  if (resumeWith !== undefined && !['original_handoff_utterance', 'latest_child_user_utterance', 'latest_session_user_utterance', 'forwarded_return_message'].includes(String(resumeWith))) {
-    ctx.out.error(ctx.pos(node), DiagnosticCode.invalidValue, `unknown RESUME_WITH '${String(resumeWith)}'`, 'Use original_handoff_utterance, latest_child_user_utterance, latest_session_user_utterance or forwarded_return_message.');
+  if (
+    resumeWith !== undefined &&
+    !['original_handoff_utterance', 'latest_child_user_utterance', 'latest_session_user_utterance', 'forwarded_return_message'].includes(String(resumeWith))
+  ) {
+    ctx.out.error(
+      ctx.pos(node),
+      DiagnosticCode.invalidValue,
+      `unknown RESUME_WITH '${String(resumeWith)}'`,
+      'Use original_handoff_utterance, latest_child_user_utterance, latest_session_user_utterance or forwarded_return_message.',
+    );
     delete result['resume_with'];
   }
   return result;

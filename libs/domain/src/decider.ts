@@ -38,12 +38,7 @@ export function accept<Event>(...events: Event[]): DecisionResult<Event> {
   return { ok: true, events };
 }
 
-export function reject<Event = never>(
-  kind: DomainErrorKind,
-  code: string,
-  message: string,
-  details?: Record<string, unknown>,
-): DecisionResult<Event> {
+export function reject<Event = never>(kind: DomainErrorKind, code: string, message: string, details?: Record<string, unknown>): DecisionResult<Event> {
   return { ok: false, error: details ? { code, kind, message, details } : { code, kind, message } };
 }
 

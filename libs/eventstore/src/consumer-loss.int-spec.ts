@@ -57,7 +57,9 @@ describe('a durable lost under a running consumer (real NATS)', () => {
     for (const body of ['one', 'two', 'bad-1', 'three']) await publish(body);
     await waitFor(async () => handled.length === 3 && (await dlqCount()) === 1, 'the first four settled', { timeoutMs: 15_000 });
     const lastSeq = (await nats.jsm.streams.info(inbox)).state.last_seq;
-    await waitFor(async () => (await nats.jsm.consumers.info(inbox, 'lossy')).ack_floor.stream_seq === lastSeq, 'the ack floor at the last message', { timeoutMs: 15_000 });
+    await waitFor(async () => (await nats.jsm.consumers.info(inbox, 'lossy')).ack_floor.stream_seq === lastSeq, 'the ack floor at the last message', {
+      timeoutMs: 15_000,
+    });
     await sleep(600); // the runner reads the floor at most 200 ms after its last ack
 
     await nats.jsm.consumers.delete(inbox, 'lossy');
@@ -71,7 +73,12 @@ describe('a durable lost under a running consumer (real NATS)', () => {
     expect(errors.length).toBeGreaterThan(0); // the failed pull was reported, not thrown
 
     const info = await nats.jsm.consumers.info(inbox, 'lossy');
-    expect(info.config).toMatchObject({ deliver_policy: 'by_start_sequence', opt_start_seq: lastSeq + 1, filter_subject: `${prefix}.in.>`, ack_policy: 'explicit' });
+    expect(info.config).toMatchObject({
+      deliver_policy: 'by_start_sequence',
+      opt_start_seq: lastSeq + 1,
+      filter_subject: `${prefix}.in.>`,
+      ack_policy: 'explicit',
+    });
     expect(info.num_pending + info.num_ack_pending).toBe(0);
     // A restart provisions the same spec against the re-created durable without complaint.
     expect(await provision(nats.jsm, { consumers: [spec()] })).toEqual({ streams: {}, consumers: { [`${inbox}/lossy`]: 'unchanged' } });

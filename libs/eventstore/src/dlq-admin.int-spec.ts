@@ -68,28 +68,63 @@ describe('DlqAdmin redrive (real NATS): only trusted letters, once, reported one
 
   it('forged letters are skipped with their reason; a ledger request is skipped and the redrive goes on to the real letter', async () => {
     const held = await realLetter('{"result_id":"held"}');
-    const answer = await forged('router', {
-      [DlqHeader.source]: 'router',
-      [DlqHeader.reason]: 'schema_violation',
-      [DlqHeader.subject]: `${prefix}.in.p.answer`,
+    const answer = await forged(
+      'router',
+      {
+        [DlqHeader.source]: 'router',
+        [DlqHeader.reason]: 'schema_violation',
+        [DlqHeader.subject]: `${prefix}.in.p.answer`,
+        [DlqHeader.stream]: names.inbox,
+        [DlqHeader.seq]: String(held.inboxSeq),
+      },
+      '{"workflow_run_id":"r1","action":"terminate"}',
+    );
+    const meshAnswer = await forged(RESULTS_SOURCE, {
+      [DlqHeader.source]: RESULTS_SOURCE,
+      [DlqHeader.subject]: `${prefix}.in.p.mesh_answer`,
+      [DlqHeader.stream]: names.inbox,
+      [DlqHeader.seq]: '1',
+    });
+    const event = await forged(
+      'router',
+      {
+        [DlqHeader.source]: 'router',
+        [DlqHeader.subject]: `${prefix}.ev.p.run.forged-run`,
+        [DlqHeader.stream]: names.events,
+        [DlqHeader.seq]: '1',
+      },
+      '{"type":"run.started"}',
+    );
+    // The real source, a subject it does not consume.
+    const stop = await forged(RESULTS_SOURCE, {
+      [DlqHeader.source]: RESULTS_SOURCE,
+      [DlqHeader.subject]: `${prefix}.in.p.stop`,
       [DlqHeader.stream]: names.inbox,
       [DlqHeader.seq]: String(held.inboxSeq),
-    }, '{"workflow_run_id":"r1","action":"terminate"}');
-    const meshAnswer = await forged(RESULTS_SOURCE, { [DlqHeader.source]: RESULTS_SOURCE, [DlqHeader.subject]: `${prefix}.in.p.mesh_answer`, [DlqHeader.stream]: names.inbox, [DlqHeader.seq]: '1' });
-    const event = await forged('router', {
-      [DlqHeader.source]: 'router',
-      [DlqHeader.subject]: `${prefix}.ev.p.run.forged-run`,
-      [DlqHeader.stream]: names.events,
-      [DlqHeader.seq]: '1',
-    }, '{"type":"run.started"}');
-    // The real source, a subject it does not consume.
-    const stop = await forged(RESULTS_SOURCE, { [DlqHeader.source]: RESULTS_SOURCE, [DlqHeader.subject]: `${prefix}.in.p.stop`, [DlqHeader.stream]: names.inbox, [DlqHeader.seq]: String(held.inboxSeq) });
+    });
     // The real source and subject, naming a real original whose bytes differ.
-    const mismatch = await forged(RESULTS_SOURCE, { [DlqHeader.source]: RESULTS_SOURCE, [DlqHeader.subject]: held.subject, [DlqHeader.stream]: names.inbox, [DlqHeader.seq]: String(held.inboxSeq) }, '{"result_id":"other"}');
+    const mismatch = await forged(
+      RESULTS_SOURCE,
+      { [DlqHeader.source]: RESULTS_SOURCE, [DlqHeader.subject]: held.subject, [DlqHeader.stream]: names.inbox, [DlqHeader.seq]: String(held.inboxSeq) },
+      '{"result_id":"other"}',
+    );
     // A source header that is not the letter's subject token.
-    const mislabelled = await forged('router', { [DlqHeader.source]: RESULTS_SOURCE, [DlqHeader.subject]: held.subject, [DlqHeader.stream]: names.inbox, [DlqHeader.seq]: String(held.inboxSeq) }, '{"result_id":"held"}');
+    const mislabelled = await forged(
+      'router',
+      { [DlqHeader.source]: RESULTS_SOURCE, [DlqHeader.subject]: held.subject, [DlqHeader.stream]: names.inbox, [DlqHeader.seq]: String(held.inboxSeq) },
+      '{"result_id":"held"}',
+    );
     // A refused ledger request (core NATS: no stream stores it), as the ledger records one.
-    const ledger = await deadLetter(nats.js, { prefix, source: 'ledger', reason: 'invalid', subject: `${prefix}.cmd.ledger.p.claim`, data: encoder.encode('{"handoff_id":"h"}'), deliveries: 1, stream: 'core-abc', seq: 0 });
+    const ledger = await deadLetter(nats.js, {
+      prefix,
+      source: 'ledger',
+      reason: 'invalid',
+      subject: `${prefix}.cmd.ledger.p.claim`,
+      data: encoder.encode('{"handoff_id":"h"}'),
+      deliveries: 1,
+      stream: 'core-abc',
+      seq: 0,
+    });
     const real = await realLetter('{"result_id":"late"}', 'b');
     const inboxBefore = await count(names.inbox);
 
@@ -118,7 +153,16 @@ describe('DlqAdmin redrive (real NATS): only trusted letters, once, reported one
   it('readable sources: a letter names its consumer readably (router-results); letters stored under the durable name are still listed, filtered and redriven as that consumer', async () => {
     const current = await realLetter('{"result_id":"now"}');
     const old = await realLetter('{"result_id":"before"}', 'b', RESULTS_DURABLE);
-    const other = await deadLetter(nats.js, { prefix, source: DlqSources.routerStarts, reason: 'schema_violation', subject: `${prefix}.in.p.start`, data: encoder.encode('{}'), deliveries: 1, stream: names.inbox, seq: 999 });
+    const other = await deadLetter(nats.js, {
+      prefix,
+      source: DlqSources.routerStarts,
+      reason: 'schema_violation',
+      subject: `${prefix}.in.p.start`,
+      data: encoder.encode('{}'),
+      deliveries: 1,
+      stream: names.inbox,
+      seq: 999,
+    });
     const all = await admin.list();
     expect(all.map((l) => [l.seq, l.dlqSubject, l.source, l.sourceName])).toEqual([
       [current.dlqSeq, `${prefix}.dlq.router-results`, 'router-results', 'router-results'],
@@ -165,7 +209,14 @@ describe('DlqAdmin redrive (real NATS): only trusted letters, once, reported one
     legacy.set('Baton-Dlq-Redriven-Seq', String(real.dlqSeq));
     await nats.js.publish(`${prefix}.dlq.redriven`, new Uint8Array(0), { headers: legacy });
     await nats.js.publish(`${prefix}.dlq.router`, new Uint8Array(0), { headers: legacy });
-    const wrong = { dlq_stream: names.dlq, dlq_seq: real.dlqSeq, letter_digest: letterDigest('x', {}, new Uint8Array(0)), target_subject: real.subject, target_seq: 1, at: new Date().toISOString() };
+    const wrong = {
+      dlq_stream: names.dlq,
+      dlq_seq: real.dlqSeq,
+      letter_digest: letterDigest('x', {}, new Uint8Array(0)),
+      target_subject: real.subject,
+      target_seq: 1,
+      at: new Date().toISOString(),
+    };
     await nats.js.publish(redriveMarkerSubject(prefix), encoder.encode(JSON.stringify(wrong)));
 
     const listed = await admin.list();
@@ -188,12 +239,29 @@ describe('DlqAdmin redrive (real NATS): only trusted letters, once, reported one
   });
 
   it('a message dead-lettered twice is stored once: same stream and sequence, or the same core request', async () => {
-    const input = { prefix, source: RESULTS_SOURCE, reason: 'poison', subject: `${prefix}.in.p.result.a`, data: encoder.encode('x'), deliveries: 1, stream: names.inbox, seq: 7 };
+    const input = {
+      prefix,
+      source: RESULTS_SOURCE,
+      reason: 'poison',
+      subject: `${prefix}.in.p.result.a`,
+      data: encoder.encode('x'),
+      deliveries: 1,
+      stream: names.inbox,
+      seq: 7,
+    };
     const first = await deadLetter(nats.js, input);
     const again = await deadLetter(nats.js, { ...input, deliveries: 5, reason: 'max_deliveries' });
     expect([first.duplicate, again.duplicate, again.seq]).toEqual([false, true, first.seq]);
 
-    const request = { prefix, source: 'ledger', reason: 'invalid', subject: `${prefix}.cmd.ledger.p.claim`, data: encoder.encode('{"a":1}'), deliveries: 1, seq: 0 };
+    const request = {
+      prefix,
+      source: 'ledger',
+      reason: 'invalid',
+      subject: `${prefix}.cmd.ledger.p.claim`,
+      data: encoder.encode('{"a":1}'),
+      deliveries: 1,
+      seq: 0,
+    };
     const r1 = await deadLetter(nats.js, { ...request, stream: 'core-one' });
     const r2 = await deadLetter(nats.js, { ...request, stream: 'core-two' });
     const r3 = await deadLetter(nats.js, { ...request, stream: 'core' });

@@ -210,7 +210,8 @@ function parseMarker(data: Uint8Array): RedriveMarker | null {
   try {
     const body = JSON.parse(new TextDecoder().decode(data)) as Partial<RedriveMarker> | null;
     if (!body || typeof body !== 'object') return null;
-    if (typeof body.dlq_seq !== 'number' || !Number.isInteger(body.dlq_seq) || typeof body.letter_digest !== 'string' || typeof body.dlq_stream !== 'string') return null;
+    if (typeof body.dlq_seq !== 'number' || !Number.isInteger(body.dlq_seq) || typeof body.letter_digest !== 'string' || typeof body.dlq_stream !== 'string')
+      return null;
     return body as RedriveMarker;
   } catch {
     return null;
@@ -249,7 +250,10 @@ export class DlqAdmin {
   async list(filter: DlqFilter = {}): Promise<DeadLetterRecord[]> {
     const { letters, markers } = await this.scan();
     return letters
-      .map((letter) => ({ ...letter, redriven: markers.some((m) => m.dlq_seq === letter.seq && m.letter_digest === letter.digest && m.dlq_stream === this.stream) }))
+      .map((letter) => ({
+        ...letter,
+        redriven: markers.some((m) => m.dlq_seq === letter.seq && m.letter_digest === letter.digest && m.dlq_stream === this.stream),
+      }))
       .filter((letter) => matches(this.prefix, letter, filter));
   }
 
@@ -291,7 +295,10 @@ export class DlqAdmin {
     if (!target.ok) return skip(target.reason, target.detail);
 
     if (letter.originalStream !== this.inbox || letter.originalSeq === undefined || letter.originalSeq < 1) {
-      return skip(RedriveSkip.noOriginal, `the letter names ${letter.originalStream ?? 'no stream'}:${letter.originalSeq ?? '?'}, not a sequence of ${this.inbox}`);
+      return skip(
+        RedriveSkip.noOriginal,
+        `the letter names ${letter.originalStream ?? 'no stream'}:${letter.originalSeq ?? '?'}, not a sequence of ${this.inbox}`,
+      );
     }
     let original: StoredMessage | null;
     try {
@@ -300,13 +307,21 @@ export class DlqAdmin {
       return skip(RedriveSkip.originalUnreadable, `cannot read ${this.inbox}:${letter.originalSeq}: ${String((err as Error).message ?? err)}`);
     }
     if (original !== null && (original.subject !== letter.subject || !sameBytes(original.data, letter.data))) {
-      return skip(RedriveSkip.originalMismatch, `${this.inbox}:${letter.originalSeq} holds ${original.subject === letter.subject ? 'other bytes' : `a message on ${original.subject}`}, not what the letter claims`);
+      return skip(
+        RedriveSkip.originalMismatch,
+        `${this.inbox}:${letter.originalSeq} holds ${original.subject === letter.subject ? 'other bytes' : `a message on ${original.subject}`}, not what the letter claims`,
+      );
     }
     if (original === null && !opts.allowMissingOriginal) {
-      return skip(RedriveSkip.originalGone, `${this.inbox}:${letter.originalSeq} is no longer in the stream (aged out or deleted); --allow-missing-original redrives the letter's bytes unverified`);
+      return skip(
+        RedriveSkip.originalGone,
+        `${this.inbox}:${letter.originalSeq} is no longer in the stream (aged out or deleted); --allow-missing-original redrives the letter's bytes unverified`,
+      );
     }
     const checked: Pick<RedriveItem, 'original' | 'detail'> =
-      original === null ? { original: 'gone', detail: `original ${this.inbox}:${letter.originalSeq} aged out: republished unverified` } : { original: 'matched' };
+      original === null
+        ? { original: 'gone', detail: `original ${this.inbox}:${letter.originalSeq} aged out: republished unverified` }
+        : { original: 'matched' };
     if (opts.dryRun) return { ...base, status: 'planned', ...checked };
 
     const hdrs = natsHeaders();
@@ -337,7 +352,14 @@ export class DlqAdmin {
 
   private async mark(letter: DeadLetterRecord, targetSeq: number): Promise<void> {
     const at = new Date().toISOString();
-    const marker: RedriveMarker = { dlq_stream: this.stream, dlq_seq: letter.seq, letter_digest: letter.digest, target_subject: letter.subject, target_seq: targetSeq, at };
+    const marker: RedriveMarker = {
+      dlq_stream: this.stream,
+      dlq_seq: letter.seq,
+      letter_digest: letter.digest,
+      target_subject: letter.subject,
+      target_seq: targetSeq,
+      at,
+    };
     const hdrs = natsHeaders();
     hdrs.set(DlqRedriveHeader.redrivenSeq, String(letter.seq));
     hdrs.set(DlqRedriveHeader.redrivenAt, at);
@@ -400,9 +422,9 @@ function decodeLetter(prefix: string, msg: StoredMessage): DeadLetterRecord {
 }
 
 function matches(prefix: string, letter: DeadLetterRecord, filter: DlqFilter): boolean {
-  if (filter.source !== undefined && !sameDlqSource(letter.source, filter.source) && !sameDlqSource(sourceTokenOf(prefix, letter.dlqSubject), filter.source)) return false;
+  if (filter.source !== undefined && !sameDlqSource(letter.source, filter.source) && !sameDlqSource(sourceTokenOf(prefix, letter.dlqSubject), filter.source))
+    return false;
   if (filter.reason !== undefined && letter.reason !== filter.reason) return false;
   if (filter.untilSeq !== undefined && letter.seq > filter.untilSeq) return false;
   return true;
 }
-

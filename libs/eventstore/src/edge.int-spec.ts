@@ -2,7 +2,16 @@ import { Subjects } from '@baton/contracts';
 import { waitFor } from '@baton/wait';
 import type { NatsHandle } from './connection';
 import { headersFrom } from './connection';
-import { isKvRevisionConflict, newUniqueId, openKvBucket, orderedConsumerOptions, subscribeCore, watchEvents, type CoreMessage, type WatchedEvent } from './edge';
+import {
+  isKvRevisionConflict,
+  newUniqueId,
+  openKvBucket,
+  orderedConsumerOptions,
+  subscribeCore,
+  watchEvents,
+  type CoreMessage,
+  type WatchedEvent,
+} from './edge';
 import { connectTest, randomPrefix } from './int/support';
 
 const encoder = new TextEncoder();
@@ -102,7 +111,10 @@ describe('the message edge helpers (real NATS)', () => {
       const again = await openKvBucket(nats, name, { history: 1, ttlMs: 60_000, allowDirect: false });
       expect(decoder.decode((await again.get('a'))!.value!)).toBe('2');
       // A deleted key reads as a null value with its revision (update it, do not create it).
-      await nats.connection.jetstream().views.kv(name).then((raw) => raw.delete('a'));
+      await nats.connection
+        .jetstream()
+        .views.kv(name)
+        .then((raw) => raw.delete('a'));
       const deleted = await kv.get('a');
       expect(deleted?.value).toBeNull();
       expect(deleted?.revision).toBeGreaterThan(second);

@@ -123,7 +123,12 @@ export interface WatchedEvent {
  * subject space is ignored. No replay and no guarantee of delivery: for cache invalidation, where a
  * missed message costs a stale read the caller repairs, never for state.
  */
-export function watchEvents(handle: Pick<NatsHandle, 'connection'>, prefix: string, kind: AggregateKind, onEvent: (event: WatchedEvent) => void): CoreSubscription {
+export function watchEvents(
+  handle: Pick<NatsHandle, 'connection'>,
+  prefix: string,
+  kind: AggregateKind,
+  onEvent: (event: WatchedEvent) => void,
+): CoreSubscription {
   return subscribeCore(handle, SubjectTable.event.format(prefix, { kind }), (message) => {
     const event = SubjectTable.event.parse(prefix, message.subject);
     if (event !== null && event.kind === kind) onEvent(event);

@@ -83,7 +83,18 @@ export type {
 export { createNkeyPair, nkeyPairFromSeed, decodeJwtClaims, jwtOfCreds } from './auth/jwt';
 export type { NkeyPair, UserPermissions, SubjectPermission } from './auth/jwt';
 export { permissionsFor, redriveMarkerSubjects } from './auth/permissions';
-export { openDeployment, issueCreds, ensureServiceCreds, credsPath, credsName, authConfig, serverConfig, writeServerConfig, describeCreds, DeploymentError } from './auth/deployment';
+export {
+  openDeployment,
+  issueCreds,
+  ensureServiceCreds,
+  credsPath,
+  credsName,
+  authConfig,
+  serverConfig,
+  writeServerConfig,
+  describeCreds,
+  DeploymentError,
+} from './auth/deployment';
 export type { AuthDeployment, IssuedCreds, ServerConfigOptions } from './auth/deployment';
 export { LedgerClient } from './ledger-client';
 export type {

@@ -32,7 +32,12 @@ describe('JetStreamEventStore.projectsOf (real NATS)', () => {
       correlationId: 'c',
       payload: { n: 1, total: 1, version: 1 },
     });
-    for (const [project, id] of [['beta', 'h-1'], ['alpha', 'h-1'], ['alpha', 'h-1x'], ['gamma', 'h-2']] as const) {
+    for (const [project, id] of [
+      ['beta', 'h-1'],
+      ['alpha', 'h-1'],
+      ['alpha', 'h-1x'],
+      ['gamma', 'h-2'],
+    ] as const) {
       await store.append({ project, kind: 'handoff', id }, [envelope(project, id)], { expectedVersion: 0 });
     }
   });

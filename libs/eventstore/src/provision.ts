@@ -131,9 +131,7 @@ async function provisionStream(jsm: JetStreamManager, spec: StreamSpec): Promise
     if (diffs.length === 0) return 'unchanged';
     const immutable = diffs.filter((key) => IMMUTABLE_STREAM_FIELDS.includes(key));
     if (immutable.length > 0) {
-      throw new ProvisionError(
-        `stream ${spec.name} exists with a different ${immutable.join(', ')}; these cannot be changed in place (migrate the stream)`,
-      );
+      throw new ProvisionError(`stream ${spec.name} exists with a different ${immutable.join(', ')}; these cannot be changed in place (migrate the stream)`);
     }
     try {
       await jsm.streams.update(spec.name, want);
@@ -167,7 +165,9 @@ async function provisionConsumer(jsm: JetStreamManager, spec: ConsumerSpec): Pro
       try {
         await jsm.consumers.add(
           spec.stream,
-          spec.startAfterSeq !== undefined && spec.startAfterSeq > 0 ? { ...wanted, deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: spec.startAfterSeq + 1 } : wanted,
+          spec.startAfterSeq !== undefined && spec.startAfterSeq > 0
+            ? { ...wanted, deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: spec.startAfterSeq + 1 }
+            : wanted,
         );
         return 'created';
       } catch (err) {
@@ -181,18 +181,13 @@ async function provisionConsumer(jsm: JetStreamManager, spec: ConsumerSpec): Pro
     if (diffs.length === 0) return 'unchanged';
     const immutable = diffs.filter((key) => IMMUTABLE_CONSUMER_FIELDS.includes(key));
     if (immutable.length > 0) {
-      throw new ProvisionError(
-        `consumer ${spec.stream}/${spec.durable} exists with a different ${immutable.join(', ')}; delete it or pick a new durable name`,
-      );
+      throw new ProvisionError(`consumer ${spec.stream}/${spec.durable} exists with a different ${immutable.join(', ')}; delete it or pick a new durable name`);
     }
     try {
       await jsm.consumers.update(spec.stream, spec.durable, want);
       return 'updated';
     } catch (err) {
-      throw new ProvisionError(
-        `cannot update consumer ${spec.stream}/${spec.durable} (${diffs.join(', ')}): ${(err as Error).message}`,
-        { cause: err },
-      );
+      throw new ProvisionError(`cannot update consumer ${spec.stream}/${spec.durable} (${diffs.join(', ')}): ${(err as Error).message}`, { cause: err });
     }
   }
 }

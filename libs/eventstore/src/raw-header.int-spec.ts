@@ -23,14 +23,26 @@ describe('range reads: one header from the raw block (real NATS)', () => {
     await nats.close();
   });
 
-  it('header(name) equals the decoded headers\' first value, for present, absent, repeated, padded and empty headers, and messages without headers', async () => {
+  it("header(name) equals the decoded headers' first value, for present, absent, repeated, padded and empty headers, and messages without headers", async () => {
     const cases: Array<Array<[string, string]> | null> = [
       [['traceparent', '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01']],
-      [['Baton-Event-Type', 'run.started'], ['traceparent', '  00-aa-bb-01  ']],
-      [['traceparent', 'first'], ['traceparent', 'second']],
-      [['Traceparent', 'other case'], ['x-traceparent', 'prefixed']],
+      [
+        ['Baton-Event-Type', 'run.started'],
+        ['traceparent', '  00-aa-bb-01  '],
+      ],
+      [
+        ['traceparent', 'first'],
+        ['traceparent', 'second'],
+      ],
+      [
+        ['Traceparent', 'other case'],
+        ['x-traceparent', 'prefixed'],
+      ],
       [['traceparent', '']],
-      [['a', 'é ü – unicode'], ['traceparentx', 'longer name']],
+      [
+        ['a', 'é ü – unicode'],
+        ['traceparentx', 'longer name'],
+      ],
       null,
     ];
     const encoder = new TextEncoder();

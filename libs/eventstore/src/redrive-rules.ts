@@ -112,7 +112,10 @@ export function redriveTable(prefix: string): RedriveTableRow[] {
  * republished to that subject? Checks only the subject and the source; the original itself is
  * checked against the inbox stream by `DlqAdmin.redrive`.
  */
-export function checkRedriveTarget(prefix: string, letter: { source: string; subject: string; dlqSubject: string; originalStream?: string }): RedriveTargetVerdict {
+export function checkRedriveTarget(
+  prefix: string,
+  letter: { source: string; subject: string; dlqSubject: string; originalStream?: string },
+): RedriveTargetVerdict {
   const { source, subject } = letter;
   if (subject === '') return { ok: false, reason: RedriveSkip.noSubject, detail: 'the letter names no original subject (Baton-Dlq-Subject)' };
   const token = SubjectTable.deadLetter.parse(prefix, letter.dlqSubject)?.source;
@@ -120,14 +123,19 @@ export function checkRedriveTarget(prefix: string, letter: { source: string; sub
     return { ok: false, reason: RedriveSkip.sourceMismatch, detail: `Baton-Dlq-Source "${source}" is not the source of ${letter.dlqSubject}` };
   }
   if (letter.originalStream !== undefined && isCoreRequestStream(letter.originalStream)) {
-    return { ok: false, reason: RedriveSkip.coreRequest, detail: `a core NATS request to ${subject}: no stream stores it; the caller was answered and may send it again` };
+    return {
+      ok: false,
+      reason: RedriveSkip.coreRequest,
+      detail: `a core NATS request to ${subject}: no stream stores it; the caller was answered and may send it again`,
+    };
   }
   for (const never of NEVER) {
     if (subjectMatches(resolve(never.pattern, prefix), subject)) {
       return { ok: false, reason: never.reason, detail: `${subject} is never republished (${resolve(never.pattern, prefix)})` };
     }
   }
-  if (!subjectMatches(`${prefix}.in.>`, subject)) return { ok: false, reason: RedriveSkip.notInbox, detail: `${subject} is not an inbox subject of prefix ${prefix}` };
+  if (!subjectMatches(`${prefix}.in.>`, subject))
+    return { ok: false, reason: RedriveSkip.notInbox, detail: `${subject} is not an inbox subject of prefix ${prefix}` };
 
   const row = redriveTable(prefix).find((r) => r.source === source);
   if (row) {

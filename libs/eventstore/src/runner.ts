@@ -257,8 +257,7 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
   };
   if ((opts.handler === undefined) === (opts.handleBatch === undefined)) throw new Error('runConsumer needs exactly one of handler and handleBatch');
   const handler = opts.handler ?? (() => Promise.resolve());
-  const callHandler = (msg: ConsumedMessage) =>
-    instrumentation?.around ? instrumentation.around(msg, identity, () => handler(msg)) : handler(msg);
+  const callHandler = (msg: ConsumedMessage) => (instrumentation?.around ? instrumentation.around(msg, identity, () => handler(msg)) : handler(msg));
 
   let stopping = false;
   const running = new Set<Promise<void>>();
@@ -431,10 +430,13 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
   };
   const enqueue = (msg: ConsumedMessage, ackWaitMs: number): Promise<void> => {
     // One timer keeps every waiting or running message of the batch mode alive past its ack wait.
-    batchBeat ??= setInterval(() => {
-      for (const item of queued) item.msg.raw.working();
-      for (const waiting of inBatch) waiting.raw.working();
-    }, Math.max(100, Math.floor(ackWaitMs / 3)));
+    batchBeat ??= setInterval(
+      () => {
+        for (const item of queued) item.msg.raw.working();
+        for (const waiting of inBatch) waiting.raw.working();
+      },
+      Math.max(100, Math.floor(ackWaitMs / 3)),
+    );
     return new Promise<void>((resolve) => {
       queued.push({ msg, done: resolve });
       // Let the rest of the pull arrive first, so a batch takes what is there.
@@ -510,7 +512,10 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
 
   const lost = (event: ConsumerLostEvent) => {
     try {
-      (opts.onConsumerLost ?? ((e: ConsumerLostEvent) => console.warn(`[runConsumer ${e.stream}/${e.durable}] consumer lost: ${e.outcome}`, e.startSeq ?? '', e.error ?? '')))(event);
+      (
+        opts.onConsumerLost ??
+        ((e: ConsumerLostEvent) => console.warn(`[runConsumer ${e.stream}/${e.durable}] consumer lost: ${e.outcome}`, e.startSeq ?? '', e.error ?? ''))
+      )(event);
     } catch {
       // An observer's failure must not stop the runner.
     }

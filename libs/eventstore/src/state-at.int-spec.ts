@@ -1,6 +1,16 @@
 import type { NatsHandle } from './connection';
 import { JetStreamEventStore, type AggregateRef, type StoredEvent } from './store';
-import { connectTest, counterDecider, counterRegistry, deleteTopology, meta, provisionTopology, randomPrefix, type CounterEvent, type CounterState } from './int/support';
+import {
+  connectTest,
+  counterDecider,
+  counterRegistry,
+  deleteTopology,
+  meta,
+  provisionTopology,
+  randomPrefix,
+  type CounterEvent,
+  type CounterState,
+} from './int/support';
 
 /*
  * `stateAt(ref, fold, seq)`: the aggregate's state as of a stream sequence, served by the store's
@@ -84,7 +94,10 @@ describe('JetStreamEventStore.stateAt (real NATS)', () => {
       for (const [index, event] of events.entries()) {
         if (ask === 'eventStates') {
           // What a reactor is given for the event at `seq`: the state before it and after it.
-          expect(await reader.eventStates(ref(), counterDecider, event.seq)).toEqual({ before: foldOf(events.slice(0, index)), after: foldOf(events.slice(0, index + 1)) });
+          expect(await reader.eventStates(ref(), counterDecider, event.seq)).toEqual({
+            before: foldOf(events.slice(0, index)),
+            after: foldOf(events.slice(0, index + 1)),
+          });
         } else {
           expect(await reader.stateAt(ref(), counterDecider, event.seq)).toEqual(foldOf(events.slice(0, index + 1)));
         }

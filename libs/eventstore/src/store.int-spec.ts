@@ -4,16 +4,7 @@ import type { NatsHandle } from './connection';
 import { ConcurrencyConflict, EventValidationError } from './errors';
 import { JetStreamEventStore, type AggregateRef } from './store';
 import { batonStreamNames } from './topology';
-import {
-  connectTest,
-  counterDecider,
-  counterRegistry,
-  deleteTopology,
-  meta,
-  provisionTopology,
-  randomPrefix,
-  type CounterCommand,
-} from './int/support';
+import { connectTest, counterDecider, counterRegistry, deleteTopology, meta, provisionTopology, randomPrefix, type CounterCommand } from './int/support';
 
 describe('JetStreamEventStore (real NATS)', () => {
   let a: NatsHandle;
@@ -155,7 +146,10 @@ describe('JetStreamEventStore (real NATS)', () => {
 
   it('two writers racing on one aggregate: exactly one wins each version, the loser re-reads and re-decides, nothing is overwritten', async () => {
     let decisions = 0;
-    const counting = { ...counterDecider, decide: (c: CounterCommand, s: ReturnType<typeof counterDecider.initialState>) => (decisions++, counterDecider.decide(c, s)) };
+    const counting = {
+      ...counterDecider,
+      decide: (c: CounterCommand, s: ReturnType<typeof counterDecider.initialState>) => (decisions++, counterDecider.decide(c, s)),
+    };
     const writerA = storeOn(a, { cacheSize: 10 });
     const writerB = storeOn(b, { cacheSize: 10 });
     const run = async (store: JetStreamEventStore, amounts: number[]) => {

@@ -355,7 +355,11 @@ export class JetStreamEventStore implements EventStore {
     return (await this.statesAt(ref, fold, [seq]))[0] as State;
   }
 
-  async eventStates<Event extends DomainEventLike, State>(ref: AggregateRef, fold: FoldLike<Event, State>, seq: number): Promise<{ before: State; after: State }> {
+  async eventStates<Event extends DomainEventLike, State>(
+    ref: AggregateRef,
+    fold: FoldLike<Event, State>,
+    seq: number,
+  ): Promise<{ before: State; after: State }> {
     const [before, after] = (await this.statesAt(ref, fold, [seq - 1, seq])) as [State, State];
     return { before, after };
   }
@@ -490,7 +494,11 @@ export class JetStreamEventStore implements EventStore {
         }
         const stored = envelopes.map((env, index) => ({ ...env, seq: result.seqs[index] as number }));
         // The append expected the fold's last sequence, so these events follow it directly.
-        const next = this.extend(loaded.entry, decision.events.map((event, index) => ({ seq: result.seqs[index] as number, id: envelopes[index]!.id, event })), result.lastSeq);
+        const next = this.extend(
+          loaded.entry,
+          decision.events.map((event, index) => ({ seq: result.seqs[index] as number, id: envelopes[index]!.id, event })),
+          result.lastSeq,
+        );
         this.cache?.set(key, next);
         return { ok: true, events: stored, state: next.state as State, lastSeq: result.lastSeq };
       } catch (err) {

@@ -38,7 +38,9 @@ describe('stream reader (real NATS)', () => {
     for (let i = 1; i <= 1200; i++) await nats.js.publish(`${prefix}.ev.p.handoff.${i % 2 === 0 ? 'even' : 'odd'}`, encoder.encode(String(i)));
     const reader = streamReader(nats, stream);
     expect(await seqsOf(reader.range({ fromSeq: 1, batch: 100 }))).toEqual(Array.from({ length: 1200 }, (_, i) => i + 1));
-    expect(await seqsOf(reader.range({ fromSeq: 11, toSeq: 30, filterSubject: `${prefix}.ev.p.handoff.even` }))).toEqual([12, 14, 16, 18, 20, 22, 24, 26, 28, 30]);
+    expect(await seqsOf(reader.range({ fromSeq: 11, toSeq: 30, filterSubject: `${prefix}.ev.p.handoff.even` }))).toEqual([
+      12, 14, 16, 18, 20, 22, 24, 26, 28, 30,
+    ]);
     expect(await seqsOf(reader.range({ fromSeq: 1300 }))).toEqual([]);
     const consumers: string[] = [];
     for await (const consumer of nats.jsm.consumers.list(stream)) consumers.push(consumer.name);

@@ -249,7 +249,8 @@ export function streamReader(clients: StreamClients, stream: string, options: St
     follow: (opts) => followStream({ ...opts, js, stream }),
     message: (seq) => getMessage({ seq }, `cannot read ${stream}#${seq}`),
     // `next_by_subj` is understood by the server from 2.9; the client's type only lists it for direct gets.
-    nextOnSubject: (subject, fromSeq) => getMessage({ seq: fromSeq, next_by_subj: subject } as unknown as { seq: number }, `cannot read ${subject} from #${fromSeq}`),
+    nextOnSubject: (subject, fromSeq) =>
+      getMessage({ seq: fromSeq, next_by_subj: subject } as unknown as { seq: number }, `cannot read ${subject} from #${fromSeq}`),
     lastOnSubject: (subject) => getMessage({ last_by_subj: subject }, `cannot read the last message of ${subject}`),
     bounds,
     async firstSeqAtOrAfter(at: Date): Promise<number> {

@@ -31,6 +31,10 @@ function fnv32(text: string): string {
  * written in the decorator, `{prefix}` and all), and the redrive table uses the same names.
  */
 export function durableNameFor(service: string, pattern: string): string {
-  const clean = (text: string) => text.replace(/\*/g, 'any').replace(/>/g, 'all').replace(/[^A-Za-z0-9_-]/g, '_');
+  const clean = (text: string) =>
+    text
+      .replace(/\*/g, 'any')
+      .replace(/>/g, 'all')
+      .replace(/[^A-Za-z0-9_-]/g, '_');
   return `${clean(service)}_${clean(pattern).slice(0, 80)}_${fnv32(pattern)}`;
 }

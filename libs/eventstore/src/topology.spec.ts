@@ -38,7 +38,13 @@ describe('topology', () => {
 
   it('the dead-letter stream keeps 30 days and 1 GiB by default, discarding the oldest, and dedupes for an hour; the limits are options', () => {
     const dlq = batonTopology('baton').streams[2]!;
-    expect(streamConfig(dlq)).toMatchObject({ name: 'BATON_DLQ', max_age: 30 * 24 * 3600 * 1e9, max_bytes: 1024 ** 3, discard: 'old', duplicate_window: 3600 * 1e9 });
+    expect(streamConfig(dlq)).toMatchObject({
+      name: 'BATON_DLQ',
+      max_age: 30 * 24 * 3600 * 1e9,
+      max_bytes: 1024 ** 3,
+      discard: 'old',
+      duplicate_window: 3600 * 1e9,
+    });
     const small = batonTopology('baton', { dlqMaxAgeMs: 60_000, dlqMaxBytes: 0 }).streams[2]!;
     // No byte limit (0), and a duplicate window no longer than the age limit (the server requires it).
     expect(streamConfig(small)).toMatchObject({ max_age: 60_000 * 1e6, max_bytes: -1, duplicate_window: 60_000 * 1e6 });

@@ -184,7 +184,12 @@ export function installTracing(): boolean {
 export function contextFromHeaders(headers: HeaderRecord | undefined, startIfMissing = true): Context {
   const parent = trace.getSpanContext(w3c.extract(ROOT_CONTEXT, headers ?? {}, recordGetter));
   if (parent && isSpanContextValid(parent)) {
-    return trace.setSpanContext(ROOT_CONTEXT, { traceId: parent.traceId, spanId: newSpanId(), traceFlags: parent.traceFlags, ...(parent.traceState ? { traceState: parent.traceState } : {}) });
+    return trace.setSpanContext(ROOT_CONTEXT, {
+      traceId: parent.traceId,
+      spanId: newSpanId(),
+      traceFlags: parent.traceFlags,
+      ...(parent.traceState ? { traceState: parent.traceState } : {}),
+    });
   }
   if (!startIfMissing) return ROOT_CONTEXT;
   return trace.setSpanContext(ROOT_CONTEXT, { traceId: newTraceId(), spanId: newSpanId(), traceFlags: TraceFlags.SAMPLED });

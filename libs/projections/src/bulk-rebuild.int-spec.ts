@@ -91,23 +91,26 @@ describe('bulk rebuilds (real Redis)', () => {
     { chunkEvents: 7, cache: 2 },
     { chunkEvents: 50, cache: 5 },
     { chunkEvents: 10_000, cache: 10_000 },
-  ])('Baton projections: a bulk rebuild equals applying every event with the script (chunks of $chunkEvents, caches of $cache)', async ({ chunkEvents, cache }) => {
-    const log = batonLog(4);
-    const live = createBatonProjector({ store: reference.store });
-    for (const event of log) await live.apply(event);
-    const results = await fx.store.rebuildMany(createBatonProjector({ store: fx.store }).projections as unknown as FoldTarget[], logSource(log), {
-      chunkEvents,
-      stateCacheSize: cache,
-      itemCacheSize: cache,
-    });
-    for (const name of BATON) {
-      expect(results[name]).toMatchObject({ status: 'swapped', lastSeq: log.length });
-      const [got, want] = await Promise.all([fx.store.snapshot(name), reference.store.snapshot(name)]);
-      expect({ name, differences: diffSnapshots(want, got) }).toEqual({ name, differences: [] });
-      expect(Object.keys(got.keys).length).toBeGreaterThan(0);
-      expect(got).toMatchObject({ lastSeq: log.length, version: want.version });
-    }
-  });
+  ])(
+    'Baton projections: a bulk rebuild equals applying every event with the script (chunks of $chunkEvents, caches of $cache)',
+    async ({ chunkEvents, cache }) => {
+      const log = batonLog(4);
+      const live = createBatonProjector({ store: reference.store });
+      for (const event of log) await live.apply(event);
+      const results = await fx.store.rebuildMany(createBatonProjector({ store: fx.store }).projections as unknown as FoldTarget[], logSource(log), {
+        chunkEvents,
+        stateCacheSize: cache,
+        itemCacheSize: cache,
+      });
+      for (const name of BATON) {
+        expect(results[name]).toMatchObject({ status: 'swapped', lastSeq: log.length });
+        const [got, want] = await Promise.all([fx.store.snapshot(name), reference.store.snapshot(name)]);
+        expect({ name, differences: diffSnapshots(want, got) }).toEqual({ name, differences: [] });
+        expect(Object.keys(got.keys).length).toBeGreaterThan(0);
+        expect(got).toMatchObject({ lastSeq: log.length, version: want.version });
+      }
+    },
+  );
 
   it('every op the engine offers (hashes, strings, sorted sets, sets, items with their indexes): a bulk rebuild equals the script', async () => {
     const def = taskProjection();
@@ -126,20 +129,51 @@ describe('bulk rebuilds (real Redis)', () => {
     const word = fc.constantFrom('x', 'y', 'needs_input', 'low');
     const op: fc.Arbitrary<ProjectionOp> = fc.oneof(
       fc.tuple(fc.constantFrom(...keys.str), fc.string({ maxLength: 4 })).map(([k, v]) => Op.set(k, v)),
-      fc.tuple(fc.constantFrom(...keys.str), fc.dictionary(fc.constantFrom('b', 'a', 'c'), fc.oneof(fc.integer(), fc.constant(null), fc.string({ maxLength: 3 })))).map(([k, v]) => Op.jsonSet(k, v)),
+      fc
+        .tuple(
+          fc.constantFrom(...keys.str),
+          fc.dictionary(fc.constantFrom('b', 'a', 'c'), fc.oneof(fc.integer(), fc.constant(null), fc.string({ maxLength: 3 }))),
+        )
+        .map(([k, v]) => Op.jsonSet(k, v)),
       fc.constantFrom(...keys.str, ...keys.hash, ...keys.zset, ...keys.set).map((k) => Op.del(k)),
-      fc.tuple(fc.constantFrom(...keys.hash), fc.dictionary(member, fc.oneof(fc.string({ maxLength: 3 }), fc.integer({ min: -5, max: 5 })), { minKeys: 1 })).map(([k, f]) => Op.hset(k, f)),
+      fc
+        .tuple(fc.constantFrom(...keys.hash), fc.dictionary(member, fc.oneof(fc.string({ maxLength: 3 }), fc.integer({ min: -5, max: 5 })), { minKeys: 1 }))
+        .map(([k, f]) => Op.hset(k, f)),
       fc.tuple(fc.constantFrom(...keys.hash), member).map(([k, f]) => Op.hdel(k, f)),
-      fc.tuple(fc.constantFrom(...keys.zset), fc.oneof(fc.integer({ min: -3, max: 3 }), fc.constant(-0), fc.double({ min: -1e3, max: 1e3, noNaN: true })), member).map(([k, s, m]) => Op.zadd(k, s, m)),
+      fc
+        .tuple(
+          fc.constantFrom(...keys.zset),
+          fc.oneof(fc.integer({ min: -3, max: 3 }), fc.constant(-0), fc.double({ min: -1e3, max: 1e3, noNaN: true })),
+          member,
+        )
+        .map(([k, s, m]) => Op.zadd(k, s, m)),
       fc.tuple(fc.constantFrom(...keys.zset), member).map(([k, m]) => Op.zrem(k, m)),
       fc.tuple(fc.constantFrom(...keys.set), member).map(([k, m]) => Op.sadd(k, m)),
       fc.tuple(fc.constantFrom(...keys.set), member).map(([k, m]) => Op.srem(k, m)),
       fc
-        .record({ id: itemId, kind: word, status: word, why: fc.option(word, { nil: undefined }), urgency: fc.integer({ min: -2, max: 4 }), at: fc.integer({ min: 0, max: 2e12 }), extra: fc.option(fc.string({ maxLength: 3 }), { nil: undefined }) })
+        .record({
+          id: itemId,
+          kind: word,
+          status: word,
+          why: fc.option(word, { nil: undefined }),
+          urgency: fc.integer({ min: -2, max: 4 }),
+          at: fc.integer({ min: 0, max: 2e12 }),
+          extra: fc.option(fc.string({ maxLength: 3 }), { nil: undefined }),
+        })
         .map((item) => Op.itemUpsert('box', { ...item, project: 'p' })),
-      fc.tuple(itemId, fc.record({ status: fc.option(word, { nil: undefined }), urgency: fc.option(fc.integer({ min: 0, max: 3 }), { nil: undefined }), agent: fc.option(word, { nil: undefined }) }), fc.boolean()).map(([id, set, unset]) =>
-        Op.itemPatch('box', id, Object.fromEntries(Object.entries(set).filter(([, v]) => v !== undefined)), unset ? ['why', 'extra'] : undefined),
-      ),
+      fc
+        .tuple(
+          itemId,
+          fc.record({
+            status: fc.option(word, { nil: undefined }),
+            urgency: fc.option(fc.integer({ min: 0, max: 3 }), { nil: undefined }),
+            agent: fc.option(word, { nil: undefined }),
+          }),
+          fc.boolean(),
+        )
+        .map(([id, set, unset]) =>
+          Op.itemPatch('box', id, Object.fromEntries(Object.entries(set).filter(([, v]) => v !== undefined)), unset ? ['why', 'extra'] : undefined),
+        ),
       itemId.map((id) => Op.itemRemove('box', id)),
     );
     // Types must stay apart per key family (a key's type changes only through del or set, as in any projection).
@@ -151,32 +185,38 @@ describe('bulk rebuilds (real Redis)', () => {
     });
     let run = 0;
     await fc.assert(
-      fc.asyncProperty(fc.array(fc.array(op, { maxLength: 4 }), { minLength: 1, maxLength: 30 }), fc.integer({ min: 1, max: 8 }), async (batches, chunkEvents) => {
-        run++;
-        const log = batches.map((ops, i): SequencedEvent<EventEnvelope<{ ops: ProjectionOp[] }>> => ({
-          seq: i + 1,
-          id: `e${i + 1}`,
-          type: 'x.op',
-          version: 1,
-          aggregate: { kind: 'handoff', id: 'a' },
-          project: 'p',
-          occurredAt: new Date(0).toISOString(),
-          actor: 't',
-          origin: 'agent',
-          causationId: null,
-          correlationId: 'c',
-          payload: { ops },
-        }));
-        const name = `r${run}`;
-        const wanted = await reference.store.applyBatch(def(name), log).then(
-          () => true,
-          () => false,
-        );
-        if (!wanted) return; // a sequence the script refuses (a type clash across keys families cannot happen here; an empty hash patch can)
-        await fx.store.rebuild(def(name), logSource(log), { chunkEvents, stateCacheSize: 1, itemCacheSize: 1 });
-        const [want, got] = await Promise.all([reference.store.snapshot(name), fx.store.snapshot(name)]);
-        expect(diffSnapshots(want, got)).toEqual([]);
-      }),
+      fc.asyncProperty(
+        fc.array(fc.array(op, { maxLength: 4 }), { minLength: 1, maxLength: 30 }),
+        fc.integer({ min: 1, max: 8 }),
+        async (batches, chunkEvents) => {
+          run++;
+          const log = batches.map(
+            (ops, i): SequencedEvent<EventEnvelope<{ ops: ProjectionOp[] }>> => ({
+              seq: i + 1,
+              id: `e${i + 1}`,
+              type: 'x.op',
+              version: 1,
+              aggregate: { kind: 'handoff', id: 'a' },
+              project: 'p',
+              occurredAt: new Date(0).toISOString(),
+              actor: 't',
+              origin: 'agent',
+              causationId: null,
+              correlationId: 'c',
+              payload: { ops },
+            }),
+          );
+          const name = `r${run}`;
+          const wanted = await reference.store.applyBatch(def(name), log).then(
+            () => true,
+            () => false,
+          );
+          if (!wanted) return; // a sequence the script refuses (a type clash across keys families cannot happen here; an empty hash patch can)
+          await fx.store.rebuild(def(name), logSource(log), { chunkEvents, stateCacheSize: 1, itemCacheSize: 1 });
+          const [want, got] = await Promise.all([reference.store.snapshot(name), fx.store.snapshot(name)]);
+          expect(diffSnapshots(want, got)).toEqual([]);
+        },
+      ),
       { numRuns: Number(process.env['BULK_PROPERTY_RUNS'] ?? 60) },
     );
   }, 600_000);
@@ -234,7 +274,13 @@ describe('bulk rebuilds (real Redis)', () => {
     });
     const projections = live.projections as unknown as FoldTarget[];
     await expect(
-      fx.store.rebuildMany(projections, source, { chunkEvents: 10, signal: controller.signal, by: 'test', totalEvents: log.length, onProgress: (p) => seen.push(p) }),
+      fx.store.rebuildMany(projections, source, {
+        chunkEvents: 10,
+        signal: controller.signal,
+        by: 'test',
+        totalEvents: log.length,
+        onProgress: (p) => seen.push(p),
+      }),
     ).rejects.toBeInstanceOf(RebuildAbortedError);
     expect(listed).toHaveLength(1);
     expect(listed[0]).toMatchObject({ projection: 'inbox', kind: 'rebuild', by: 'test', phase: 'replay', totalEvents: log.length, stale: false });
@@ -256,7 +302,11 @@ describe('bulk rebuilds (real Redis)', () => {
     // (released at the end of the test, so that nothing outlives it).
     let release!: (error: Error) => void;
     const stuck = new Promise<never>((_, reject) => (release = reject));
-    const abandoned = fx.store.rebuildMany([live.projections.find((p) => p.name === 'runs') as unknown as FoldTarget], logSource(log, (event) => (event.seq === 30 ? stuck : undefined)), { chunkEvents: 8 });
+    const abandoned = fx.store.rebuildMany(
+      [live.projections.find((p) => p.name === 'runs') as unknown as FoldTarget],
+      logSource(log, (event) => (event.seq === 30 ? stuck : undefined)),
+      { chunkEvents: 8 },
+    );
     void abandoned.catch(() => undefined);
     for (let i = 0; i < 100 && (await keyCount(fx, `${fx.prefix}:runs:g2:*`)) < 2; i++) await new Promise((resolve) => setTimeout(resolve, 20));
     expect(await keyCount(fx, `${fx.prefix}:runs:g2:*`)).toBeGreaterThan(1);
@@ -266,7 +316,10 @@ describe('bulk rebuilds (real Redis)', () => {
     const entry = JSON.parse((await fx.handle.client.hget(key, '2')) as string) as { leaseUntil: number };
     await fx.handle.client.hset(key, '2', JSON.stringify({ ...entry, leaseUntil: Date.now() - 1 }));
     expect((await fx.store.rebuilds('runs'))[0]).toMatchObject({ generation: 2, stale: true });
-    const rerun = await fx.store.rebuildMany([live.projections.find((p) => p.name === 'runs') as AnyFoldingProjection as unknown as FoldTarget], logSource(log));
+    const rerun = await fx.store.rebuildMany(
+      [live.projections.find((p) => p.name === 'runs') as AnyFoldingProjection as unknown as FoldTarget],
+      logSource(log),
+    );
     expect(rerun['runs']).toMatchObject({ status: 'swapped', generation: 3, previous: 1 });
     expect(await keyCount(fx, `${fx.prefix}:runs:g2:*`)).toBe(0);
     expect(diffSnapshots(before, await fx.store.snapshot('runs'))).toEqual([]);

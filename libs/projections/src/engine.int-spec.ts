@@ -13,7 +13,8 @@ describe('projection engine (real Redis)', () => {
     await fx.cleanup();
   });
   const def = taskProjection();
-  const opened = (seq: number, id = 't1') => taskEvent(seq, 'task.opened', id, { title: `task ${id}`, agent: 'coder', why: 'needs_input', urgency: 3, at: 1_700_000_000_000 + seq });
+  const opened = (seq: number, id = 't1') =>
+    taskEvent(seq, 'task.opened', id, { title: `task ${id}`, agent: 'coder', why: 'needs_input', urgency: 3, at: 1_700_000_000_000 + seq });
 
   it('applying the same event twice gives the same Redis state (redelivery is skipped)', async () => {
     const first = await fx.store.apply(def, opened(1));
@@ -77,7 +78,13 @@ describe('projection engine (real Redis)', () => {
 
   it('the type check follows earlier ops of the same event: del then zadd on a former hash is allowed', async () => {
     await fx.store.apply(def, opened(1));
-    const custom = { ...def, apply: () => [{ op: 'del' as const, key: 'task:t1' }, { op: 'zadd' as const, key: 'task:t1', score: 2, member: 'm' }] };
+    const custom = {
+      ...def,
+      apply: () => [
+        { op: 'del' as const, key: 'task:t1' },
+        { op: 'zadd' as const, key: 'task:t1', score: 2, member: 'm' },
+      ],
+    };
     await fx.store.apply(custom, taskEvent(2, 'task.custom', 't1', {}));
     expect((await fx.store.snapshot('tasks')).keys['task:t1']).toEqual({ type: 'zset', value: [['m', 2]] });
   });

@@ -7,7 +7,8 @@ export class ProjectionError extends Error {
 }
 
 /** What ioredis and Redis say when Redis did not answer, or cannot serve commands right now. */
-const UNAVAILABLE_MESSAGE = /^(Command timed out|Connection is closed|Stream isn't writeable|Reached the max retries per request limit|connect ETIMEDOUT|(LOADING|BUSY|MASTERDOWN|TRYAGAIN|CLUSTERDOWN)\b)/;
+const UNAVAILABLE_MESSAGE =
+  /^(Command timed out|Connection is closed|Stream isn't writeable|Reached the max retries per request limit|connect ETIMEDOUT|(LOADING|BUSY|MASTERDOWN|TRYAGAIN|CLUSTERDOWN)\b)/;
 const UNAVAILABLE_CODE = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN']);
 
 /**
@@ -32,7 +33,11 @@ export class RedisUnavailableError extends ProjectionError {
     for (let depth = 0; depth < 6 && current instanceof Error; depth++) {
       if (current instanceof RedisUnavailableError) return current;
       const code = (current as { code?: unknown }).code;
-      if (current.name === 'MaxRetriesPerRequestError' || UNAVAILABLE_MESSAGE.test(current.message) || (typeof code === 'string' && UNAVAILABLE_CODE.has(code))) {
+      if (
+        current.name === 'MaxRetriesPerRequestError' ||
+        UNAVAILABLE_MESSAGE.test(current.message) ||
+        (typeof code === 'string' && UNAVAILABLE_CODE.has(code))
+      ) {
         return new RedisUnavailableError(`redis is unavailable: ${current.message}`, { cause: error });
       }
       current = current.cause;

@@ -8,7 +8,16 @@ import { encodeOps, opError } from './ops';
  * `opError` with the op schema (encodeOps), `hexdesc` with the apply script's sort keys.
  */
 
-const anything = fc.anything({ withBoxedValues: true, withMap: true, withSet: true, withSparseArray: true, withDate: true, withNullPrototype: true, withObjectString: true, withTypedArray: false });
+const anything = fc.anything({
+  withBoxedValues: true,
+  withMap: true,
+  withSet: true,
+  withSparseArray: true,
+  withDate: true,
+  withNullPrototype: true,
+  withObjectString: true,
+  withTypedArray: false,
+});
 
 describe('rebuild fast paths agree with what they replace', () => {
   it('toJsonValue(v) equals JSON.parse(JSON.stringify(v)), and returns v itself only when that is exact', () => {
@@ -29,7 +38,8 @@ describe('rebuild fast paths agree with what they replace', () => {
       { numRuns: 3000 },
     );
     expect(isExactJson({ a: [1, 'x', null, { b: true }] })).toBe(true);
-    for (const inexact of [{ a: undefined }, [1, , 2], -0, { d: new Date(0) }, { toJSON: () => 1 }, [undefined], Number.NaN, Object.create(null)]) expect(isExactJson(inexact)).toBe(false);
+    for (const inexact of [{ a: undefined }, [1, , 2], -0, { d: new Date(0) }, { toJSON: () => 1 }, [undefined], Number.NaN, Object.create(null)])
+      expect(isExactJson(inexact)).toBe(false);
   });
 
   it('opError accepts exactly the ops encodeOps accepts, whatever they hold', () => {
@@ -37,7 +47,18 @@ describe('rebuild fast paths agree with what they replace', () => {
     const index = fc.oneof(fc.string({ maxLength: 4 }), fc.constant('x'.repeat(201)), fc.integer(), fc.constant(undefined));
     const json = fc.oneof(fc.jsonValue({ maxDepth: 3 }), anything);
     const item = fc.record(
-      { id: fc.oneof(fc.string({ maxLength: 4 }), fc.constant('y'.repeat(257)), fc.integer()), project: index, kind: index, status: index, why: index, agent: index, priority: index, urgency: fc.oneof(fc.double(), fc.integer(), fc.constant('1')), at: fc.oneof(fc.integer({ min: -5, max: 2e12 }), fc.double(), fc.constant(Number.MAX_SAFE_INTEGER + 2)), extra: json },
+      {
+        id: fc.oneof(fc.string({ maxLength: 4 }), fc.constant('y'.repeat(257)), fc.integer()),
+        project: index,
+        kind: index,
+        status: index,
+        why: index,
+        agent: index,
+        priority: index,
+        urgency: fc.oneof(fc.double(), fc.integer(), fc.constant('1')),
+        at: fc.oneof(fc.integer({ min: -5, max: 2e12 }), fc.double(), fc.constant(Number.MAX_SAFE_INTEGER + 2)),
+        extra: json,
+      },
       { requiredKeys: [] },
     );
     const op = fc.oneof(
@@ -47,11 +68,22 @@ describe('rebuild fast paths agree with what they replace', () => {
       fc.record({ op: fc.constant('set'), key, value: fc.oneof(fc.string(), fc.integer()) }),
       fc.record({ op: fc.constant('item.upsert'), store: fc.constantFrom('inbox', 'Bad', '', 'a'.repeat(70)), item }),
       fc.record(
-        { op: fc.constant('item.patch'), store: fc.constantFrom('inbox', 'Bad'), id: fc.oneof(fc.string({ maxLength: 3 }), fc.integer()), set: item, unset: fc.option(fc.array(fc.constantFrom('why', 'at', '', 'x'), { maxLength: 3 }), { nil: undefined }) },
+        {
+          op: fc.constant('item.patch'),
+          store: fc.constantFrom('inbox', 'Bad'),
+          id: fc.oneof(fc.string({ maxLength: 3 }), fc.integer()),
+          set: item,
+          unset: fc.option(fc.array(fc.constantFrom('why', 'at', '', 'x'), { maxLength: 3 }), { nil: undefined }),
+        },
         { requiredKeys: ['op', 'store', 'id', 'set'] },
       ),
       fc.record({ op: fc.constant('item.remove'), store: fc.constantFrom('inbox', 'Bad'), id: fc.oneof(fc.string({ maxLength: 3 }), fc.integer()) }),
-      fc.record({ op: fc.constantFrom('hset', 'zrem', 'bogus'), key, fields: fc.dictionary(fc.string({ maxLength: 2 }), fc.oneof(fc.string(), fc.integer())), members: fc.array(fc.string(), { maxLength: 2 }) }),
+      fc.record({
+        op: fc.constantFrom('hset', 'zrem', 'bogus'),
+        key,
+        fields: fc.dictionary(fc.string({ maxLength: 2 }), fc.oneof(fc.string(), fc.integer())),
+        members: fc.array(fc.string(), { maxLength: 2 }),
+      }),
       anything,
     );
     fc.assert(
@@ -63,7 +95,7 @@ describe('rebuild fast paths agree with what they replace', () => {
     );
   });
 
-  it('hexdesc gives the apply script\'s sort keys: byte order is descending numeric order', () => {
+  it("hexdesc gives the apply script's sort keys: byte order is descending numeric order", () => {
     expect(hexdesc(0)).toBe(hexdesc(-0));
     expect(hexdesc(0)).toBe('7fffffffffffffff');
     fc.assert(

@@ -351,7 +351,13 @@ export class GenerationImage {
       for (const [k, m] of after) if (!had.has(`${k}\u0000${m}`)) note(indexAdd, k, m);
     }
     for (const [key, members] of indexRem) pushSplit(commands, 'ZR', key, members);
-    for (const [key, members] of indexAdd) pushSplit(commands, 'Z', key, members.flatMap((m) => ['0', m]));
+    for (const [key, members] of indexAdd)
+      pushSplit(
+        commands,
+        'Z',
+        key,
+        members.flatMap((m) => ['0', m]),
+      );
     this.overlay = new Map();
     this.items = new Map();
     this.bases = new Map();

@@ -28,6 +28,22 @@ export type { ItemFilters, ItemFilterValue, ItemPage, ItemQuery, ItemStore } fro
 export type { ProjectionReader } from './reader';
 export { diffSnapshots, type NamespaceComparison, type ProjectionSnapshot, type SnapshotDifference, type SnapshotValue } from './snapshot';
 export { canonicalJson, type JsonValue } from './canonical-json';
-export { InvalidCursorError, ProjectionError, ProjectionOpError, RebuildAbortedError, RebuildBehindError, RedisUnavailableError, ShadowLostError } from './errors';
-export { REBUILD_LEASE_MS, type FoldTarget, type RebuildInfo, type RebuildManyOptions, type RebuildProgress, type ScratchBuild, type ScratchOptions } from './rebuilder';
+export {
+  InvalidCursorError,
+  ProjectionError,
+  ProjectionOpError,
+  RebuildAbortedError,
+  RebuildBehindError,
+  RedisUnavailableError,
+  ShadowLostError,
+} from './errors';
+export {
+  REBUILD_LEASE_MS,
+  type FoldTarget,
+  type RebuildInfo,
+  type RebuildManyOptions,
+  type RebuildProgress,
+  type ScratchBuild,
+  type ScratchOptions,
+} from './rebuilder';
 export * from './baton';

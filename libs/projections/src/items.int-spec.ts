@@ -189,7 +189,11 @@ describe('indexed item store (real Redis)', () => {
     const events = all.map((item, i) => ({ ...taskEvent(i + 1, 'inbox.ops', 'x', {}), payload: { ops: [Op.itemUpsert('inbox', item)] } }));
     await fx.store.applyBatch(inbox, events);
     const before = await readAll('urgent', { status: 'open' });
-    await fx.store.rebuild(inbox, (from) => (async function* () { yield* events.filter((e) => e.seq >= from); })());
+    await fx.store.rebuild(inbox, (from) =>
+      (async function* () {
+        yield* events.filter((e) => e.seq >= from);
+      })(),
+    );
     expect(await fx.store.activeGeneration('inbox')).toBe(2);
     expect(await readAll('urgent', { status: 'open' })).toEqual(before);
   });

@@ -94,10 +94,7 @@ export function createItemStore<T extends IndexedItem>(redis: Redis, base: strin
       const after = query.cursor ? decodeCursor(order, query.cursor) : '';
       const filters = normaliseFilters(query.filters);
       if (filters === null) return { items: [], nextCursor: null };
-      const reply = (await queryScript.run(redis, [pointer], [base, store, order, 'query', after, limit, JSON.stringify(filters)])) as [
-        string,
-        ...string[][],
-      ];
+      const reply = (await queryScript.run(redis, [pointer], [base, store, order, 'query', after, limit, JSON.stringify(filters)])) as [string, ...string[][]];
       const [next, ...docs] = reply;
       return {
         items: docs.map((flat) => decodeItemFields<T>(flat)),

@@ -20,7 +20,12 @@ describe('projection ops', () => {
         { o: 'hset', k: 'h', a: ['a', '1', 'b', 'x'] },
         { o: 'zadd', k: 'z', s: '1.5', m: 'm' },
         { o: 'set', k: 'j', v: '{"a":[2,{"c":0,"d":1}],"b":1}' },
-        { o: 'iput', st: 'inbox', id: 'i1', a: ['at', '10', 'extra', '{"x":2,"y":1}', 'id', '"i1"', 'kind', '"stop"', 'project', '"p"', 'status', '"open"', 'urgency', '2'] },
+        {
+          o: 'iput',
+          st: 'inbox',
+          id: 'i1',
+          a: ['at', '10', 'extra', '{"x":2,"y":1}', 'id', '"i1"', 'kind', '"stop"', 'project', '"p"', 'status', '"open"', 'urgency', '2'],
+        },
         { o: 'ipatch', st: 'inbox', id: 'i1', a: ['status', '"done"'], u: ['why'] },
         { o: 'irem', st: 'inbox', id: 'i1' },
       ],
@@ -56,11 +61,21 @@ describe('projection ops', () => {
       }),
       { numRuns: 500 },
     );
-    const notJson = fc.oneof(fc.constant(Number.NaN), fc.constant(Number.POSITIVE_INFINITY), fc.constant(new Date(0)), fc.constant(() => 1), fc.constant(BigInt(1)), fc.constant(new Map()));
+    const notJson = fc.oneof(
+      fc.constant(Number.NaN),
+      fc.constant(Number.POSITIVE_INFINITY),
+      fc.constant(new Date(0)),
+      fc.constant(() => 1),
+      fc.constant(BigInt(1)),
+      fc.constant(new Map()),
+    );
     fc.assert(
       fc.property(fc.jsonValue(), notJson, (value, bad) => {
         const poisoned = { wrap: [value, { bad }] };
-        expect(encodeOps([{ op: 'json.set', key: 'k', value: poisoned }])).toMatchObject({ opIndex: 0, error: expect.stringMatching(/^value\.wrap\[1\]\.bad: /) });
+        expect(encodeOps([{ op: 'json.set', key: 'k', value: poisoned }])).toMatchObject({
+          opIndex: 0,
+          error: expect.stringMatching(/^value\.wrap\[1\]\.bad: /),
+        });
         expect(ProjectionOpSchema.safeParse({ op: 'json.set', key: 'k', value: poisoned }).success).toBe(false);
       }),
       { numRuns: 200 },

@@ -158,7 +158,11 @@ export function encodeOps(ops: readonly unknown[]): { wire: WireOp[] } | { error
       const key = KeySchema.safeParse(op.key);
       if (!key.success) return { error: key.error.issues.map((i) => `key: ${i.message}`).join('; '), opIndex: index };
       const value = canonicalJsonChecked(op.value);
-      if (!value.ok) return { error: `value${value.notJson.path === '' || value.notJson.path.startsWith('[') ? '' : '.'}${value.notJson.path}: ${value.notJson.problem}`, opIndex: index };
+      if (!value.ok)
+        return {
+          error: `value${value.notJson.path === '' || value.notJson.path.startsWith('[') ? '' : '.'}${value.notJson.path}: ${value.notJson.problem}`,
+          opIndex: index,
+        };
       wire.push({ o: 'set', k: key.data, v: value.text });
       continue;
     }
@@ -240,7 +244,9 @@ export function opError(op: unknown): string | null {
     const key = KeySchema.safeParse(op.key);
     if (!key.success) return key.error.issues.map((i) => `key: ${i.message}`).join('; ');
     const value = canonicalJsonChecked(op.value);
-    return value.ok ? null : `value${value.notJson.path === '' || value.notJson.path.startsWith('[') ? '' : '.'}${value.notJson.path}: ${value.notJson.problem}`;
+    return value.ok
+      ? null
+      : `value${value.notJson.path === '' || value.notJson.path.startsWith('[') ? '' : '.'}${value.notJson.path}: ${value.notJson.problem}`;
   }
   const parsed = ProjectionOpSchema.safeParse(op);
   return parsed.success ? null : parsed.error.issues.map((i) => `${i.path.join('.') || '(op)'}: ${i.message}`).join('; ');
@@ -307,7 +313,10 @@ function coreValid(item: Record<string, unknown>, partial: boolean): boolean {
   }
   for (const name of OPTIONAL_INDEXED) if (item[name] !== undefined && !indexValue(item[name])) return false;
   const urgency = item['urgency'];
-  if (partial ? urgency !== undefined && !(typeof urgency === 'number' && Number.isFinite(urgency)) : !(typeof urgency === 'number' && Number.isFinite(urgency))) return false;
+  if (
+    partial ? urgency !== undefined && !(typeof urgency === 'number' && Number.isFinite(urgency)) : !(typeof urgency === 'number' && Number.isFinite(urgency))
+  )
+    return false;
   const at = item['at'];
   const atOk = typeof at === 'number' && Number.isSafeInteger(at) && at >= 0;
   if (partial ? at !== undefined && !atOk : !atOk) return false;
@@ -327,7 +336,14 @@ function fastValid(op: unknown): boolean {
       return validKey(op['key']) && typeof op['value'] === 'string';
     case 'item.upsert': {
       const item = op['item'];
-      return typeof op['store'] === 'string' && STORE_PATTERN.test(op['store']) && plainObject(item) && itemId(item['id']) && coreValid(item, false) && extrasValid(item, CORE_FIELDS);
+      return (
+        typeof op['store'] === 'string' &&
+        STORE_PATTERN.test(op['store']) &&
+        plainObject(item) &&
+        itemId(item['id']) &&
+        coreValid(item, false) &&
+        extrasValid(item, CORE_FIELDS)
+      );
     }
     case 'item.patch': {
       const set = op['set'];

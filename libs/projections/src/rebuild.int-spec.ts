@@ -178,7 +178,10 @@ describe('rebuilds into a shadow generation (real Redis)', () => {
     await fx.store.applyBatch(def, log);
     const live = await fx.store.snapshot('tasks');
     // Chunks of 50: 1..100 are in the shadow, 101..150 are about to be written when the data goes.
-    const first = fx.store.rebuild(def, pausingSource(log, 151, () => loseData(fx)));
+    const first = fx.store.rebuild(
+      def,
+      pausingSource(log, 151, () => loseData(fx)),
+    );
     const error = await first.catch((e: unknown) => e);
     expect(error).toBeInstanceOf(ShadowLostError);
     expect(error).toMatchObject({ projection: 'tasks', generation: 2 });
@@ -269,7 +272,7 @@ describe('rebuilds into a shadow generation (real Redis)', () => {
     expect(diffSnapshots(await fx.store.snapshot('reference'), await fx.store.snapshot('tasks'))).toEqual([]);
   });
 
-  it('a rebuild that fails for another reason after its number went to another rebuild deletes nothing of that rebuild\'s shadow', async () => {
+  it("a rebuild that fails for another reason after its number went to another rebuild deletes nothing of that rebuild's shadow", async () => {
     const log = taskLog(200);
     await fx.store.applyBatch(def, log);
     const live = await fx.store.snapshot('tasks');
@@ -313,7 +316,11 @@ describe('rebuilds into a shadow generation (real Redis)', () => {
     const before = await fx.store.snapshot('tasks', 2);
     // Another owner can neither create it again nor write into it; nothing of its batch is written.
     await expect(fx.store.applyBatch(def, [], { generation: 2, owner: 'b', create: true })).rejects.toThrow(ShadowLostError);
-    await expect(fx.store.apply(def, log[5], { generation: 2, owner: 'b' })).rejects.toMatchObject({ name: 'ShadowLostError', projection: 'tasks', generation: 2 });
+    await expect(fx.store.apply(def, log[5], { generation: 2, owner: 'b' })).rejects.toMatchObject({
+      name: 'ShadowLostError',
+      projection: 'tasks',
+      generation: 2,
+    });
     await expect(fx.store.applyBatch(def, log.slice(5), { generation: 2, owner: 'b' })).rejects.toThrow(ShadowLostError);
     expect(await fx.store.snapshot('tasks', 2)).toEqual(before);
     expect(await fx.handle.client.hgetall(`${ns}~meta`)).toEqual({ seq: '5', version: '1', owner: 'a' });

@@ -214,7 +214,10 @@ export async function runRebuild(
       const base = backend.base(target.name);
       const shadow: Shadow = {
         target,
-        image: new GenerationImage(target.name, { ...(options.stateCacheSize !== undefined ? { stateCacheSize: options.stateCacheSize } : {}), ...(options.itemCacheSize !== undefined ? { itemCacheSize: options.itemCacheSize } : {}) }),
+        image: new GenerationImage(target.name, {
+          ...(options.stateCacheSize !== undefined ? { stateCacheSize: options.stateCacheSize } : {}),
+          ...(options.itemCacheSize !== undefined ? { itemCacheSize: options.itemCacheSize } : {}),
+        }),
         generation,
         owner,
         ns: generationNamespace(base, generation),
@@ -311,14 +314,19 @@ export async function runRebuild(
     redis.disconnect();
     // Every other rebuild settled first (swapped, or dropped); scratch generations that were built
     // are dropped too when another failed.
-    if (scratch) await Promise.all(shadows.filter((s) => s.state !== 'failed').map((s) => backend.dropShadow(s.target.name, s.generation, s.owner).catch(() => undefined)));
+    if (scratch)
+      await Promise.all(
+        shadows.filter((s) => s.state !== 'failed').map((s) => backend.dropShadow(s.target.name, s.generation, s.owner).catch(() => undefined)),
+      );
     throw failed.error;
   }
   const builds: ScratchBuild[] = scratch
     ? shadows.map((shadow) => {
         // A scratch build's lease is kept alive until it is dropped (a comparison may take a while).
         const keepAlive = setInterval(() => {
-          void touchRebuildScript.run(backend.redis, [], [shadow.ns, shadow.owner, shadow.registry, String(shadow.generation), infoValue(shadow)]).catch(() => undefined);
+          void touchRebuildScript
+            .run(backend.redis, [], [shadow.ns, shadow.owner, shadow.registry, String(shadow.generation), infoValue(shadow)])
+            .catch(() => undefined);
         }, HEARTBEAT_MS);
         keepAlive.unref();
         let dropped: Promise<CleanupResult> | null = null;
@@ -441,7 +449,17 @@ export async function runRebuild(
       }
       const calls = encodeCalls(shadow.image.drain(loaded));
       const header = (last: boolean) =>
-        last ? [shadow.ns, shadow.owner, String(Math.min(seq, boundOf(shadow.target.name))), String(shadow.target.version), shadow.registry, String(shadow.generation), infoValue(shadow)] : [shadow.ns, shadow.owner, '', '', '', '', ''];
+        last
+          ? [
+              shadow.ns,
+              shadow.owner,
+              String(Math.min(seq, boundOf(shadow.target.name))),
+              String(shadow.target.version),
+              shadow.registry,
+              String(shadow.generation),
+              infoValue(shadow),
+            ]
+          : [shadow.ns, shadow.owner, '', '', '', '', ''];
       const replies = calls.map((payload, i) => redis.evalsha(bulkScript.sha, 0, ...header(i === calls.length - 1), payload) as Promise<[string, number?]>);
       markSent();
       for (const reply of await Promise.all(replies)) {

@@ -31,7 +31,13 @@ export interface RedisHandle {
  * client keeps reconnecting with ioredis's backoff. `opts` override any of these defaults.
  */
 export function createRedis(url: string = process.env['REDIS_URL'] ?? DEFAULT_REDIS_URL, opts: RedisOptions = {}): RedisHandle {
-  const client = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 3, connectTimeout: 5000, commandTimeout: DEFAULT_REDIS_COMMAND_TIMEOUT_MS, ...opts });
+  const client = new Redis(url, {
+    lazyConnect: true,
+    maxRetriesPerRequest: 3,
+    connectTimeout: 5000,
+    commandTimeout: DEFAULT_REDIS_COMMAND_TIMEOUT_MS,
+    ...opts,
+  });
   // Connection errors surface through the commands that fail; an unhandled 'error' event would crash.
   client.on('error', () => undefined);
   let closed = false;

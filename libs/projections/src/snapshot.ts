@@ -139,7 +139,12 @@ export interface NamespaceComparison {
  * values are compared canonically, as {@link diffSnapshots} does. Memory is one batch plus the
  * differences kept (`maxDifferences`, default 1 000).
  */
-export async function compareNamespaces(redis: Redis, a: string, b: string, options: { maxDifferences?: number; /** SCAN COUNT (default 10 000). */ batch?: number } = {}): Promise<NamespaceComparison> {
+export async function compareNamespaces(
+  redis: Redis,
+  a: string,
+  b: string,
+  options: { maxDifferences?: number; /** SCAN COUNT (default 10 000). */ batch?: number } = {},
+): Promise<NamespaceComparison> {
   const max = options.maxDifferences ?? 1_000;
   const batchSize = options.batch ?? 10_000;
   const out: NamespaceComparison = { keysA: 0, keysB: 0, differing: 0, differences: [] };
@@ -157,7 +162,16 @@ export async function compareNamespaces(redis: Redis, a: string, b: string, opti
   // SCAN may (rarely, while Redis rehashes) return a key twice; remembering every key would cost
   // memory in proportion to the projection, so a repeated difference is only dropped at the end.
   for await (const keys of relativeKeys(a)) {
-    const [left, right] = await Promise.all([readValues(redis, keys.map((k) => a + k)), readValues(redis, keys.map((k) => b + k))]);
+    const [left, right] = await Promise.all([
+      readValues(
+        redis,
+        keys.map((k) => a + k),
+      ),
+      readValues(
+        redis,
+        keys.map((k) => b + k),
+      ),
+    ]);
     keys.forEach((key, i) => {
       const l = left[i];
       const r = right[i];
@@ -173,7 +187,10 @@ export async function compareNamespaces(redis: Redis, a: string, b: string, opti
       keys.map((k) => ['exists', a + k]),
     );
     const onlyB = keys.filter((_, i) => Number(exists[i]) === 0);
-    const values = await readValues(redis, onlyB.map((k) => b + k));
+    const values = await readValues(
+      redis,
+      onlyB.map((k) => b + k),
+    );
     onlyB.forEach((key, i) => {
       const r = values[i];
       if (r !== undefined) note({ key, b: r });

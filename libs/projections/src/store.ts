@@ -6,7 +6,16 @@ import { activeKey, assertName, assertPrefix, generationCounterKey, generationNa
 import { encodeOps, type IndexedItem, type ProjectionOp, type WireOp } from './ops';
 import { createReader, type ProjectionReader } from './reader';
 import { applyScript, dropShadowScript, loadScript, swapScript } from './scripts';
-import { parseRebuildInfos, runRebuild, type FoldTarget, type RebuildBackend, type RebuildInfo, type RebuildManyOptions, type ScratchBuild, type ScratchOptions } from './rebuilder';
+import {
+  parseRebuildInfos,
+  runRebuild,
+  type FoldTarget,
+  type RebuildBackend,
+  type RebuildInfo,
+  type RebuildManyOptions,
+  type ScratchBuild,
+  type ScratchOptions,
+} from './rebuilder';
 import { compareNamespaces, dumpNamespace, type NamespaceComparison, type ProjectionSnapshot } from './snapshot';
 
 /**
@@ -240,7 +249,13 @@ export interface ProjectionStore {
 /** Build a {@link ProjectionStore} on an ioredis client. The client's lifetime stays the caller's. */
 export function createProjectionStore(options: ProjectionStoreOptions): ProjectionStore {
   assertPrefix(options.prefix);
-  return new RedisProjectionStore(options.redis, options.prefix, options.batchEvents ?? 200, options.batchBytes ?? 512 * 1024, options.rebuildChunkEvents ?? 2_048);
+  return new RedisProjectionStore(
+    options.redis,
+    options.prefix,
+    options.batchEvents ?? 200,
+    options.batchBytes ?? 512 * 1024,
+    options.rebuildChunkEvents ?? 2_048,
+  );
 }
 
 type ScriptReply = [string, ...(string | number)[]];
@@ -330,11 +345,7 @@ class RedisProjectionStore implements ProjectionStore {
     return encoded.wire;
   }
 
-  private async runChunk(
-    def: Pick<ProjectionDefinition, 'name' | 'version'>,
-    chunk: [number, WireOp[]][],
-    target: ApplyTarget,
-  ): Promise<BatchApplyResult> {
+  private async runChunk(def: Pick<ProjectionDefinition, 'name' | 'version'>, chunk: [number, WireOp[]][], target: ApplyTarget): Promise<BatchApplyResult> {
     const base = this.base(def.name);
     const payload = JSON.stringify(chunk.map(([seq, ops]) => [String(seq), ops]));
     const args: (string | number)[] = [base, 'active', def.version, payload];
@@ -358,7 +369,11 @@ class RedisProjectionStore implements ProjectionStore {
     return { generation: Number(generation), applied: Number(applied), skipped: Number(skipped), lastSeq: Number(lastSeq) };
   }
 
-  async applyIfAt(def: Pick<ProjectionDefinition, 'name' | 'version'>, events: readonly PreparedEvent[], expectedLastSeq: number): Promise<ConditionalApplyResult> {
+  async applyIfAt(
+    def: Pick<ProjectionDefinition, 'name' | 'version'>,
+    events: readonly PreparedEvent[],
+    expectedLastSeq: number,
+  ): Promise<ConditionalApplyResult> {
     const base = this.base(def.name);
     let expected = expectedLastSeq;
     let generation = 0;
@@ -372,7 +387,11 @@ class RedisProjectionStore implements ProjectionStore {
       const last = Number(chunk[chunk.length - 1]![0]);
       chunk = [];
       bytes = 0;
-      const reply = (await applyScript.run(this.redis, [activeKey(base), generationCounterKey(base)], [base, 'active', def.version, payload, String(expected)])) as ScriptReply;
+      const reply = (await applyScript.run(
+        this.redis,
+        [activeKey(base), generationCounterKey(base)],
+        [base, 'active', def.version, payload, String(expected)],
+      )) as ScriptReply;
       if (reply[0] === 'invalid') {
         const [, seq, opIndex, key, type, op] = reply;
         throw new ProjectionOpError(

@@ -91,7 +91,11 @@ export function taskProjection(name = 'tasks', version = 1): ProjectionDefinitio
             }),
           ];
         case 'task.renamed':
-          return [Op.hset(`task:${id}`, { title: String(p['title']) }), Op.itemPatch('inbox', id, { title: String(p['title']) }), Op.set(`task:${id}:last`, event.id)];
+          return [
+            Op.hset(`task:${id}`, { title: String(p['title']) }),
+            Op.itemPatch('inbox', id, { title: String(p['title']) }),
+            Op.set(`task:${id}:last`, event.id),
+          ];
         case 'task.tagged':
           return [Op.sadd(`task:${id}:tags`, String(p['tag']))];
         case 'task.closed':
@@ -123,7 +127,15 @@ export function taskLog(count: number, tasks = 12, firstSeq = 1): SequencedEvent
     const project = ['alpha', 'beta'][((i * 7) % tasks) % 2];
     if (!opened.has(id)) {
       opened.add(id);
-      out.push(taskEvent(seq, 'task.opened', id, { title: `task ${id}`, agent: `agent-${seq % 3}`, why: seq % 2 ? 'needs_input' : undefined, urgency: seq % 5, at: 1_700_000_000_000 + seq }, project));
+      out.push(
+        taskEvent(
+          seq,
+          'task.opened',
+          id,
+          { title: `task ${id}`, agent: `agent-${seq % 3}`, why: seq % 2 ? 'needs_input' : undefined, urgency: seq % 5, at: 1_700_000_000_000 + seq },
+          project,
+        ),
+      );
       continue;
     }
     const kinds = ['task.renamed', 'task.tagged', 'task.closed', 'task.removed', 'other.ignored'];

@@ -78,7 +78,9 @@ describe('the SDK loads no service platform (an agent microservice stays small)'
   });
 
   it('imports nothing from @baton/platform in its sources (types included)', () => {
-    const offenders = sourceFiles(__dirname).filter((file) => /from\s+['"]@baton\/platform['"]|import\(\s*['"]@baton\/platform['"]\s*\)/.test(readFileSync(file, 'utf8')));
+    const offenders = sourceFiles(__dirname).filter((file) =>
+      /from\s+['"]@baton\/platform['"]|import\(\s*['"]@baton\/platform['"]\s*\)/.test(readFileSync(file, 'utf8')),
+    );
     expect(offenders.map((file) => relative(root, file))).toEqual([]);
   });
 });

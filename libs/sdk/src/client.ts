@@ -57,8 +57,7 @@ export interface PublishReceipt {
 }
 
 /** An agent result as the SDK takes it: `project`, `agent` and `produced_at` default to the client's. */
-export type AgentResultInput = Omit<AgentResult, 'project' | 'agent' | 'produced_at'> &
-  Partial<Pick<AgentResult, 'project' | 'agent' | 'produced_at'>>;
+export type AgentResultInput = Omit<AgentResult, 'project' | 'agent' | 'produced_at'> & Partial<Pick<AgentResult, 'project' | 'agent' | 'produced_at'>>;
 
 /** A run start as the SDK takes it: `project` defaults to the client's. */
 export type StartRunInput = Omit<StartRunRequest, 'project'> & Partial<Pick<StartRunRequest, 'project'>>;
@@ -205,7 +204,12 @@ class NatsBatonAgent implements BatonAgent {
   }
 
   async publishResult(input: AgentResultInput): Promise<PublishReceipt> {
-    const candidate = { ...input, project: input.project ?? this.project, agent: input.agent ?? this.agent, produced_at: input.produced_at ?? new Date().toISOString() };
+    const candidate = {
+      ...input,
+      project: input.project ?? this.project,
+      agent: input.agent ?? this.agent,
+      produced_at: input.produced_at ?? new Date().toISOString(),
+    };
     const parsed = AgentResultSchema.safeParse(candidate);
     if (!parsed.success) throw new InvalidInputError('agent result', rejectionFromZod(parsed.error));
     const result = parsed.data;

@@ -84,7 +84,11 @@ describe('SDK message ids and unexpected duplicates (real NATS)', () => {
     const a = await startMesh(publisher, { mesh_run_id: 'm-1', project: 'alpha', mesh: 'support', started_by: 'sam' });
     const b = await startMesh(publisher, { mesh_run_id: 'm-1', project: 'beta', mesh: 'support', started_by: 'sam' });
     const t = await publishMeshResult(publisher, turn);
-    expect([await msgIdAt(a.seq), await msgIdAt(b.seq), await msgIdAt(t.seq)]).toEqual(['mesh_start:alpha:m-1', 'mesh_start:beta:m-1', 'mesh_result:alpha:t-1']);
+    expect([await msgIdAt(a.seq), await msgIdAt(b.seq), await msgIdAt(t.seq)]).toEqual([
+      'mesh_start:alpha:m-1',
+      'mesh_start:beta:m-1',
+      'mesh_result:alpha:t-1',
+    ]);
     await expect(publishMeshResult(publisher, turn)).resolves.toMatchObject({ duplicate: true, seq: t.seq });
     await expect(publishMeshResult({ ...publisher, sent: new SentMessageIds() }, turn)).rejects.toBeInstanceOf(DuplicateMessageError);
   });

@@ -236,7 +236,12 @@ export async function publishMeshResult(publisher: MeshPublisher, input: MeshTur
 export async function startMesh(publisher: MeshPublisher, request: MeshStartRequest): Promise<PublishReceipt> {
   const parsed = MeshStartRequestSchema.safeParse(request);
   if (!parsed.success) throw new InvalidInputError('mesh start', rejectionFromZod(parsed.error));
-  return publish(publisher, Subjects.meshStart(publisher.prefix, parsed.data.project), parsed.data, MsgIds.meshStart(parsed.data.project, parsed.data.mesh_run_id));
+  return publish(
+    publisher,
+    Subjects.meshStart(publisher.prefix, parsed.data.project),
+    parsed.data,
+    MsgIds.meshStart(parsed.data.project, parsed.data.mesh_run_id),
+  );
 }
 
 function publish(publisher: MeshPublisher, subject: string, body: unknown, msgId: string): Promise<PublishReceipt> {

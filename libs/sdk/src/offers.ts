@@ -198,7 +198,12 @@ class Offer implements HandoffOffer {
   async release(reason: string): Promise<HandoffRecord> {
     const claimId = this.requireClaim('release');
     this.stopHeartbeat();
-    const reply = await this.deps.ledger.release(this.project, { handoff_id: this.handoffId, claim_id: claimId, reason, idempotency_key: `release:${claimId}` });
+    const reply = await this.deps.ledger.release(this.project, {
+      handoff_id: this.handoffId,
+      claim_id: claimId,
+      reason,
+      idempotency_key: `release:${claimId}`,
+    });
     return this.accept('release', reply);
   }
 
@@ -250,8 +255,7 @@ class Offer implements HandoffOffer {
   private startHeartbeat(handoff: HandoffRecord, options: ClaimOptions): void {
     if (options.autoHeartbeat === false || this.timer !== null) return;
     const leaseMs =
-      options.leaseMs ??
-      (handoff.lease_expires_at && handoff.claimed_at ? Date.parse(handoff.lease_expires_at) - Date.parse(handoff.claimed_at) : 60_000);
+      options.leaseMs ?? (handoff.lease_expires_at && handoff.claimed_at ? Date.parse(handoff.lease_expires_at) - Date.parse(handoff.claimed_at) : 60_000);
     const everyMs = typeof options.autoHeartbeat === 'object' ? options.autoHeartbeat.everyMs : Math.max(1000, Math.floor(leaseMs / 3));
     this.timer = setInterval(() => {
       this.heartbeat(options.leaseMs).catch((error: unknown) => {

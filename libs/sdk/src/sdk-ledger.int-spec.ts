@@ -69,7 +69,13 @@ describe('the agent SDK against the real ledger service (in-process, real NATS)'
         },
       });
     });
-    const created = await delegator.create(P, { handoff_id: 'h-sdk', from_agent: 'alice', to_agent: 'bob', summary: 'write the parser', idempotency_key: 'create-h-sdk' });
+    const created = await delegator.create(P, {
+      handoff_id: 'h-sdk',
+      from_agent: 'alice',
+      to_agent: 'bob',
+      summary: 'write the parser',
+      idempotency_key: 'create-h-sdk',
+    });
     expect(created).toMatchObject({ ok: true, handoff: { status: 'pending' } });
 
     const { offer, claimed, returned } = await outcome;
@@ -112,7 +118,12 @@ describe('the agent SDK against the real ledger service (in-process, real NATS)'
       expect(info.config.filter_subject).toBe(`${prefix}.in.${P}.offer.alice`);
       // Bytes that are no offer: given up on at once, terminated (an agent may not dead-letter).
       await nats.js.publish(`${prefix}.in.${P}.offer.alice`, new TextEncoder().encode('not json'));
-      await until(async () => (await nats.jsm.consumers.info(inbox, 'offers-shop-alice')).num_ack_pending === 0 && (await nats.jsm.consumers.info(inbox, 'offers-shop-alice')).num_pending === 0, 'the bad offer settled');
+      await until(
+        async () =>
+          (await nats.jsm.consumers.info(inbox, 'offers-shop-alice')).num_ack_pending === 0 &&
+          (await nats.jsm.consumers.info(inbox, 'offers-shop-alice')).num_pending === 0,
+        'the bad offer settled',
+      );
       const dlq = await nats.jsm.streams.info(batonStreamNames(prefix).dlq).catch(() => null);
       expect(dlq?.state.messages ?? 0).toBe(0);
     } finally {

@@ -65,7 +65,9 @@ function fakeLedger(nats: NatsHandle, prefix: string, behaviour: { claim: (body:
         const durable = offerDurableName(PROJECT, AGENT);
         const filterSubject = AgentSubjects.offer(prefix, PROJECT, AGENT);
         const ackWaitMs = typeof body['ack_wait_ms'] === 'number' ? body['ack_wait_ms'] : 60_000;
-        void provision(nats.jsm, { consumers: [{ stream, durable, filterSubject, deliverFrom: 'all', ackWaitMs }] }).then(() => answer({ ok: true, stream, durable }));
+        void provision(nats.jsm, { consumers: [{ stream, durable, filterSubject, deliverFrom: 'all', ackWaitMs }] }).then(() =>
+          answer({ ok: true, stream, durable }),
+        );
         return;
       }
       requests.push({ command, subject: msg.subject, body });
@@ -123,10 +125,17 @@ describe('the agent SDK against a real NATS server', () => {
 
   it('publishResult validates with AgentResultSchema before sending: an invalid result is refused and nothing is stored', async () => {
     const agent = await client();
-    const bad = { result_id: 'has a space', run_id: 'run-1', workflow_run_id: 'wr-1', decision: { task: 'a', function_call: { function: 'call_agent' as const, agent_name: 'b' } } };
+    const bad = {
+      result_id: 'has a space',
+      run_id: 'run-1',
+      workflow_run_id: 'wr-1',
+      decision: { task: 'a', function_call: { function: 'call_agent' as const, agent_name: 'b' } },
+    };
     await expect(agent.publishResult(bad)).rejects.toBeInstanceOf(InvalidInputError);
     await expect(agent.publishResult({ ...bad, result_id: 'ok-id' })).rejects.toThrow(/task and function_call are mutually exclusive/);
-    await expect(agent.publishResult({ result_id: 'r2', run_id: 'run', workflow_run_id: 'wr', agent: 'someone-else' })).rejects.toThrow(/publishes for demo\/coder/);
+    await expect(agent.publishResult({ result_id: 'r2', run_id: 'run', workflow_run_id: 'wr', agent: 'someone-else' })).rejects.toThrow(
+      /publishes for demo\/coder/,
+    );
     const info = await nats.jsm.streams.info(batonStreamNames(prefix).inbox);
     expect(info.state.messages).toBe(0);
   });
@@ -150,11 +159,19 @@ describe('the agent SDK against a real NATS server', () => {
     expect(b).toEqual({ ...a, duplicate: true });
     const stored = await nats.jsm.streams.getMessage(batonStreamNames(prefix).inbox, { seq: a.seq });
     expect(stored.subject).toBe(AgentSubjects.message(prefix, PROJECT));
-    expect(JSON.parse(decoder.decode(stored.data))).toEqual({ workflow_run_id: 'wr-9', project: PROJECT, message_id: 'm-1', text: 'I earn 4,000 a month', sent_by: 'cora' });
+    expect(JSON.parse(decoder.decode(stored.data))).toEqual({
+      workflow_run_id: 'wr-9',
+      project: PROJECT,
+      message_id: 'm-1',
+      text: 'I earn 4,000 a month',
+      sent_by: 'cora',
+    });
   });
 
   it('an offer published to the offer subject reaches handoffs(); claim() calls the ledger as this agent and finish() publishes the result with handoff_id and claim_id', async () => {
-    const ledger = fakeLedger(nats, prefix, { claim: (body) => ({ ok: true, handoff: claimedBy(pendingHandoff(String(body['handoff_id'])), AGENT, 'claim-1'), events: 1 }) });
+    const ledger = fakeLedger(nats, prefix, {
+      claim: (body) => ({ ok: true, handoff: claimedBy(pendingHandoff(String(body['handoff_id'])), AGENT, 'claim-1'), events: 1 }),
+    });
     const agent = await client();
     const seen: { offer: HandoffOffer; claimed: HandoffRecord }[] = [];
     const handled = new Promise<void>((resolve, reject) => {
@@ -180,7 +197,11 @@ describe('the agent SDK against a real NATS server', () => {
     expect(seen[0]!.offer.claimId).toBe('claim-1');
     expect(seen[0]!.claimed.status).toBe('claimed');
     expect(ledger.requests).toEqual([
-      { command: 'claim', subject: AgentSubjects.ledger(prefix, PROJECT, AGENT, 'claim'), body: { handoff_id: 'h-1', idempotency_key: expect.stringMatching(/^claim:h-1:\d+$/) } },
+      {
+        command: 'claim',
+        subject: AgentSubjects.ledger(prefix, PROJECT, AGENT, 'claim'),
+        body: { handoff_id: 'h-1', idempotency_key: expect.stringMatching(/^claim:h-1:\d+$/) },
+      },
     ]);
     // The subject names the agent; the body never does.
     expect(`${prefix}.cmd.ledger.${PROJECT}.agent.${AGENT}.claim`).toBe(AgentSubjects.ledger(prefix, PROJECT, AGENT, 'claim'));
@@ -247,13 +268,22 @@ describe('the agent SDK against a real NATS server', () => {
     await subscription.stop();
     ledger.stop();
 
-    const refusing = fakeLedger(nats, prefix, { claim: () => null, openOffers: () => ({ ok: false, error: { code: 'principal_not_allowed', kind: 'forbidden', message: 'no' } }) });
-    await expect(agent.handoffs({ onOffer: () => undefined })).rejects.toMatchObject({ name: 'LedgerCommandError', command: 'open_offers', code: 'principal_not_allowed' });
+    const refusing = fakeLedger(nats, prefix, {
+      claim: () => null,
+      openOffers: () => ({ ok: false, error: { code: 'principal_not_allowed', kind: 'forbidden', message: 'no' } }),
+    });
+    await expect(agent.handoffs({ onOffer: () => undefined })).rejects.toMatchObject({
+      name: 'LedgerCommandError',
+      command: 'open_offers',
+      code: 'principal_not_allowed',
+    });
     refusing.stop();
   });
 
   it('claim-bound helpers refuse to run before claim(), and auto-heartbeat keeps the lease while the work runs', async () => {
-    const ledger = fakeLedger(nats, prefix, { claim: (body) => ({ ok: true, handoff: claimedBy(pendingHandoff(String(body['handoff_id'])), AGENT, 'claim-hb'), events: 1 }) });
+    const ledger = fakeLedger(nats, prefix, {
+      claim: (body) => ({ ok: true, handoff: claimedBy(pendingHandoff(String(body['handoff_id'])), AGENT, 'claim-hb'), events: 1 }),
+    });
     const agent = await client();
     const outcome = new Promise<{ early: unknown; earlyFinish: unknown }>((resolve) => {
       void agent.handoffs({
@@ -274,7 +304,9 @@ describe('the agent SDK against a real NATS server', () => {
     expect(earlyFinish).toMatchObject({ name: 'NotClaimedError' });
     const beats = ledger.requests.filter((r) => r.command === 'heartbeat');
     expect(beats.length).toBeGreaterThanOrEqual(2);
-    expect(beats.every((b) => b.body['claim_id'] === 'claim-hb' && b.subject === AgentSubjects.ledger(prefix, PROJECT, AGENT, 'heartbeat') && !('actor' in b.body))).toBe(true);
+    expect(
+      beats.every((b) => b.body['claim_id'] === 'claim-hb' && b.subject === AgentSubjects.ledger(prefix, PROJECT, AGENT, 'heartbeat') && !('actor' in b.body)),
+    ).toBe(true);
     // Heartbeats stop once the handler has returned.
     const after = ledger.requests.length;
     await new Promise((r) => setTimeout(r, 350));

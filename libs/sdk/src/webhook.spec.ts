@@ -21,7 +21,10 @@ describe('verifyWebhookSignature: HMAC-SHA256 over timestamp and body', () => {
     const headers = { 'baton-signature': signWebhookPayload(body, secret, now), 'baton-timestamp': String(now) };
     expect(verifyWebhookSignature(`${body} `, headers, secret, { nowSec: now })).toEqual({ ok: false, reason: 'signature_mismatch' });
     expect(verifyWebhookSignature(body, headers, 'another-secret-123456', { nowSec: now })).toEqual({ ok: false, reason: 'signature_mismatch' });
-    expect(verifyWebhookSignature(body, { ...headers, 'baton-timestamp': String(now + 1) }, secret, { nowSec: now })).toEqual({ ok: false, reason: 'signature_mismatch' });
+    expect(verifyWebhookSignature(body, { ...headers, 'baton-timestamp': String(now + 1) }, secret, { nowSec: now })).toEqual({
+      ok: false,
+      reason: 'signature_mismatch',
+    });
   });
 
   it('refuses a replay outside the tolerance window (default 300 s, either side)', () => {
@@ -37,8 +40,17 @@ describe('verifyWebhookSignature: HMAC-SHA256 over timestamp and body', () => {
     expect(verifyWebhookSignature(body, { 'baton-signature': `${old}, ${good}`, 'baton-timestamp': String(now) }, secret, { nowSec: now }).ok).toBe(true);
     expect(verifyWebhookSignature(body, { 'baton-timestamp': String(now) }, secret, { nowSec: now })).toEqual({ ok: false, reason: 'missing_signature' });
     expect(verifyWebhookSignature(body, { 'baton-signature': good }, secret, { nowSec: now })).toEqual({ ok: false, reason: 'missing_timestamp' });
-    expect(verifyWebhookSignature(body, { 'baton-signature': good, 'baton-timestamp': 'yesterday' }, secret, { nowSec: now })).toEqual({ ok: false, reason: 'malformed_timestamp' });
-    expect(verifyWebhookSignature(body, { 'baton-signature': 'v1=zz', 'baton-timestamp': String(now) }, secret, { nowSec: now })).toEqual({ ok: false, reason: 'signature_mismatch' });
-    expect(verifyWebhookSignature(body, { 'baton-signature': good.replace('v1=', 'v0='), 'baton-timestamp': String(now) }, secret, { nowSec: now })).toEqual({ ok: false, reason: 'signature_mismatch' });
+    expect(verifyWebhookSignature(body, { 'baton-signature': good, 'baton-timestamp': 'yesterday' }, secret, { nowSec: now })).toEqual({
+      ok: false,
+      reason: 'malformed_timestamp',
+    });
+    expect(verifyWebhookSignature(body, { 'baton-signature': 'v1=zz', 'baton-timestamp': String(now) }, secret, { nowSec: now })).toEqual({
+      ok: false,
+      reason: 'signature_mismatch',
+    });
+    expect(verifyWebhookSignature(body, { 'baton-signature': good.replace('v1=', 'v0='), 'baton-timestamp': String(now) }, secret, { nowSec: now })).toEqual({
+      ok: false,
+      reason: 'signature_mismatch',
+    });
   });
 });

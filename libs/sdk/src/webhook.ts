@@ -37,7 +37,8 @@ export interface VerifyWebhookOptions {
   nowSec?: number;
 }
 
-const toBuffer = (body: string | Uint8Array) => (typeof body === 'string' ? Buffer.from(body, 'utf8') : Buffer.from(body.buffer, body.byteOffset, body.byteLength));
+const toBuffer = (body: string | Uint8Array) =>
+  typeof body === 'string' ? Buffer.from(body, 'utf8') : Buffer.from(body.buffer, body.byteOffset, body.byteLength);
 
 /** The HMAC-SHA256 (hex) of `"<timestamp>.<body>"` under `secret`. */
 function digest(body: string | Uint8Array, secret: string, timestampSec: number): string {
@@ -72,7 +73,12 @@ function header(headers: WebhookRequestHeaders, name: string): string | undefine
  * the raw request body (string or bytes) as received. Never throws: returns `{ ok: true,
  * timestamp }` or `{ ok: false, reason }`.
  */
-export function verifyWebhookSignature(body: string | Uint8Array, headers: WebhookRequestHeaders, secret: string, options: VerifyWebhookOptions = {}): WebhookVerification {
+export function verifyWebhookSignature(
+  body: string | Uint8Array,
+  headers: WebhookRequestHeaders,
+  secret: string,
+  options: VerifyWebhookOptions = {},
+): WebhookVerification {
   const signature = header(headers, WebhookHeaders.signature);
   if (!signature) return { ok: false, reason: WebhookRefusal.missingSignature };
   const rawTimestamp = header(headers, WebhookHeaders.timestamp);

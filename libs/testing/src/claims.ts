@@ -39,9 +39,14 @@ export class AgentClaims {
           idempotency_key: `claim-${handoffId}-${agent}`.slice(0, 200),
           ...(this.leaseMs !== undefined ? { lease_ms: this.leaseMs } : {}),
         });
-        if (reply.ok && reply.handoff.status === 'claimed' && reply.handoff.claimed_by === agent && reply.handoff.claim_id !== undefined) return reply.handoff.claim_id;
-        if (reply.ok) throw new Error(`${agent} cannot claim ${handoffId}: it is ${reply.handoff.status}${reply.handoff.claimed_by ? ` (claimed by ${reply.handoff.claimed_by})` : ''}`);
-        if (!RETRIED_KINDS.has(reply.error.kind) && reply.error.code !== 'not_found') throw new Error(`${agent} cannot claim ${handoffId}: ${reply.error.code}: ${reply.error.message}`);
+        if (reply.ok && reply.handoff.status === 'claimed' && reply.handoff.claimed_by === agent && reply.handoff.claim_id !== undefined)
+          return reply.handoff.claim_id;
+        if (reply.ok)
+          throw new Error(
+            `${agent} cannot claim ${handoffId}: it is ${reply.handoff.status}${reply.handoff.claimed_by ? ` (claimed by ${reply.handoff.claimed_by})` : ''}`,
+          );
+        if (!RETRIED_KINDS.has(reply.error.kind) && reply.error.code !== 'not_found')
+          throw new Error(`${agent} cannot claim ${handoffId}: ${reply.error.code}: ${reply.error.message}`);
         retry = `${reply.error.code}: ${reply.error.message}`;
       } catch (error) {
         if (error instanceof Error && error.message.startsWith(`${agent} cannot claim`)) throw error;

@@ -22,7 +22,10 @@ describe('service processes', () => {
 
   beforeAll(async () => {
     root = await mkdtemp(join(tmpdir(), 'baton-testing-'));
-    for (const [name, source] of [['fake', FAKE_SERVICE], ['broken', BROKEN_SERVICE]] as const) {
+    for (const [name, source] of [
+      ['fake', FAKE_SERVICE],
+      ['broken', BROKEN_SERVICE],
+    ] as const) {
       await mkdir(join(root, 'dist', 'apps', name, 'src'), { recursive: true });
       await writeFile(join(root, 'dist', 'apps', name, 'src', 'main.js'), source);
     }

@@ -135,7 +135,14 @@ export async function startPlatform(env: Record<string, string>, options: StartP
   try {
     for (const name of SERVICES) {
       for (let i = 1; i <= instances; i++) {
-        services.push(startService(name, await freePort(), { ...env, ...(options.envFor?.(name) ?? {}) }, { instance: `${name}-${i}`, ...(options.nodeArgs ? { nodeArgs: options.nodeArgs } : {}) }));
+        services.push(
+          startService(
+            name,
+            await freePort(),
+            { ...env, ...(options.envFor?.(name) ?? {}) },
+            { instance: `${name}-${i}`, ...(options.nodeArgs ? { nodeArgs: options.nodeArgs } : {}) },
+          ),
+        );
       }
     }
     await Promise.all(services.map((service) => waitReady(service, options.readyTimeoutMs ?? 60_000)));
@@ -147,7 +154,12 @@ export async function startPlatform(env: Record<string, string>, options: StartP
 }
 
 /** Run a command to completion in the repository root (or `cwd`), collecting its output. */
-export async function run(command: string, args: string[], env: Record<string, string>, cwd: string = repoRoot()): Promise<{ code: number | null; stdout: string; stderr: string }> {
+export async function run(
+  command: string,
+  args: string[],
+  env: Record<string, string>,
+  cwd: string = repoRoot(),
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const child = spawn(command, args, { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';

@@ -8,7 +8,9 @@ describe('waitFor', () => {
     expect(calls).toBe(4);
 
     calls = 0;
-    await expect(waitFor(async () => (++calls >= 3 ? `after ${calls}` : undefined), 'the third call', { timeoutMs: 1_000, everyMs: 1 })).resolves.toBe('after 3');
+    await expect(waitFor(async () => (++calls >= 3 ? `after ${calls}` : undefined), 'the third call', { timeoutMs: 1_000, everyMs: 1 })).resolves.toBe(
+      'after 3',
+    );
     expect(calls).toBe(3);
 
     await expect(waitFor(() => true, 'true', { timeoutMs: 0 })).resolves.toBe(true);
@@ -17,11 +19,29 @@ describe('waitFor', () => {
   it('probes at least once, then every everyMs until the time is up', async () => {
     let calls = 0;
     const started = Date.now();
-    await expect(waitFor(() => { calls++; return undefined; }, 'never', { timeoutMs: 0 })).rejects.toThrow('never');
+    await expect(
+      waitFor(
+        () => {
+          calls++;
+          return undefined;
+        },
+        'never',
+        { timeoutMs: 0 },
+      ),
+    ).rejects.toThrow('never');
     expect(calls).toBe(1);
 
     calls = 0;
-    await expect(waitFor(() => { calls++; return false; }, 'never', { timeoutMs: 200, everyMs: 50 })).rejects.toThrow('never');
+    await expect(
+      waitFor(
+        () => {
+          calls++;
+          return false;
+        },
+        'never',
+        { timeoutMs: 200, everyMs: 50 },
+      ),
+    ).rejects.toThrow('never');
     expect(calls).toBeGreaterThanOrEqual(2); // about 5 (0, 50, 100, 150, 200 ms), fewer on a busy machine
     expect(calls).toBeLessThanOrEqual(6);
     expect(Date.now() - started).toBeGreaterThanOrEqual(195);
@@ -48,7 +68,13 @@ describe('waitFor', () => {
 
   it('reports the last probe error when the time is up, and keeps it as the cause', async () => {
     const boom = new TypeError('boom');
-    const wait = waitFor(() => { throw boom; }, 'the dead letter', { timeoutMs: 20, everyMs: 5 });
+    const wait = waitFor(
+      () => {
+        throw boom;
+      },
+      'the dead letter',
+      { timeoutMs: 20, everyMs: 5 },
+    );
     await expect(wait).rejects.toThrow('timed out waiting for the dead letter (20 ms); last error: TypeError: boom');
     await expect(wait).rejects.toMatchObject({ cause: boom });
   });
@@ -72,7 +98,23 @@ describe('waitFor', () => {
   it('shows values it cannot serialise, and shortens long ones', async () => {
     const circular: Record<string, unknown> = {};
     circular['self'] = circular;
-    await expect(waitFor(() => { throw circular; }, 'x', { timeoutMs: 0 })).rejects.toThrow('last error: [object Object]');
-    await expect(waitFor(() => { throw 'x'.repeat(1_000); }, 'x', { timeoutMs: 0 })).rejects.toThrow(`last error: "${'x'.repeat(299)}…`);
+    await expect(
+      waitFor(
+        () => {
+          throw circular;
+        },
+        'x',
+        { timeoutMs: 0 },
+      ),
+    ).rejects.toThrow('last error: [object Object]');
+    await expect(
+      waitFor(
+        () => {
+          throw 'x'.repeat(1_000);
+        },
+        'x',
+        { timeoutMs: 0 },
+      ),
+    ).rejects.toThrow(`last error: "${'x'.repeat(299)}…`);
   });
 });

@@ -58,7 +58,8 @@ Options:
     if (action.data === 'intent' && intent === undefined) throw new UsageError('--action intent needs --intent <kind>');
     const capText = str(args, 'cap');
     const cap = capText === undefined ? undefined : Number(capText);
-    if (action.data === 'raise_cap' && (cap === undefined || !Number.isFinite(cap) || cap <= 0)) throw new UsageError('--action raise_cap needs --cap <positive number>');
+    if (action.data === 'raise_cap' && (cap === undefined || !Number.isFinite(cap) || cap <= 0))
+      throw new UsageError('--action raise_cap needs --cap <positive number>');
     const note = str(args, 'note');
     const given = str(args, 'project');
     const project = given !== undefined ? projectArg(given) : undefined;
@@ -92,7 +93,8 @@ Options:
       ctx.io.stderr.write(`baton: the answer was refused: ${apiErrorText(reply)}\n`);
       return ExitCode.failure;
     }
-    if (args.values['json'] !== true) ctx.io.stdout.write(`${answerOutcomeText(reply, `${stopId}${inProject !== undefined ? ` (project ${inProject})` : ''}: ${action.data}`)}\n`);
+    if (args.values['json'] !== true)
+      ctx.io.stdout.write(`${answerOutcomeText(reply, `${stopId}${inProject !== undefined ? ` (project ${inProject})` : ''}: ${action.data}`)}\n`);
     return ExitCode.ok;
   },
 };

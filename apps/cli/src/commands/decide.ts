@@ -26,7 +26,11 @@ Options:
   --json              print the API's reply as JSON (with the handback's project)
 `,
   async run(argv, ctx) {
-    const args = parseCommandArgs(argv, { note: { type: 'string' }, key: { type: 'string' }, project: { type: 'string' }, json: { type: 'boolean' } }, { min: 2, max: 2 });
+    const args = parseCommandArgs(
+      argv,
+      { note: { type: 'string' }, key: { type: 'string' }, project: { type: 'string' }, json: { type: 'boolean' } },
+      { min: 2, max: 2 },
+    );
     if (args.help) {
       ctx.io.stdout.write(this.help);
       return ExitCode.ok;
@@ -51,7 +55,10 @@ Options:
       ctx.io.stderr.write(`baton: the decision was refused: ${apiErrorText(reply)}\n`);
       return ExitCode.failure;
     }
-    if (args.values['json'] !== true) ctx.io.stdout.write(`${decision === 'accept' ? 'accepted' : 'sent back for rework'}: ${handoffId}${inProject !== undefined ? ` (project ${inProject})` : ''}\n`);
+    if (args.values['json'] !== true)
+      ctx.io.stdout.write(
+        `${decision === 'accept' ? 'accepted' : 'sent back for rework'}: ${handoffId}${inProject !== undefined ? ` (project ${inProject})` : ''}\n`,
+      );
     return ExitCode.ok;
   },
 };

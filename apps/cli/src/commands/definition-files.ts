@@ -21,7 +21,10 @@ export async function compileDefinitionPath(path: string): Promise<CompileResult
   try {
     const info = await stat(path);
     paths = info.isDirectory()
-      ? (await readdir(path)).filter((name) => DEFINITION_FILE.test(name)).sort().map((name) => join(path, name))
+      ? (await readdir(path))
+          .filter((name) => DEFINITION_FILE.test(name))
+          .sort()
+          .map((name) => join(path, name))
       : [path];
   } catch (error) {
     throw new CliError(`cannot read ${path}: ${(error as Error).message}`);

@@ -91,9 +91,19 @@ describe('baton dlq (real NATS): list, show and an idempotent redrive', () => {
 
   it('sources are the readable names the help lists; a letter stored under the old durable name is shown and filtered by its readable name, and redriven', async () => {
     const help = await baton('dlq', '--help');
-    for (const name of ['router-results', 'router-starts', 'router-answers', 'ledger-handoff-reactor', 'notifier-projections']) expect(help.out).toContain(name);
+    for (const name of ['router-results', 'router-starts', 'router-answers', 'ledger-handoff-reactor', 'notifier-projections'])
+      expect(help.out).toContain(name);
     const original = await nats.js.publish(inboxSubject(), encoder.encode('{"result_id": "old", '), { msgID: 'orig-old' });
-    await deadLetter(nats.js, { prefix, source: RESULTS_DURABLE, reason: 'malformed_json', subject: inboxSubject(), data: encoder.encode('{"result_id": "old", '), deliveries: 1, stream: batonStreamNames(prefix).inbox, seq: original.seq });
+    await deadLetter(nats.js, {
+      prefix,
+      source: RESULTS_DURABLE,
+      reason: 'malformed_json',
+      subject: inboxSubject(),
+      data: encoder.encode('{"result_id": "old", '),
+      deliveries: 1,
+      stream: batonStreamNames(prefix).inbox,
+      seq: original.seq,
+    });
     const listed = await json<Array<Record<string, unknown>>>('dlq', 'list', '--source', 'router-results', '--json');
     expect(listed.map((l) => [l['seq'], l['source'], l['source_name']])).toEqual([
       [1, RESULTS_SOURCE, 'router-results'],
@@ -133,7 +143,13 @@ describe('baton dlq (real NATS): list, show and an idempotent redrive', () => {
     expect(missing.code).toBe(1);
   });
 
-  type Report = { items: Array<{ seq: number; status: string; reason?: string; detail?: string }>; redriven: number; skipped: number; duplicates: number; planned: number };
+  type Report = {
+    items: Array<{ seq: number; status: string; reason?: string; detail?: string }>;
+    redriven: number;
+    skipped: number;
+    duplicates: number;
+    planned: number;
+  };
 
   it('a plain redrive reports every letter, skips the ledger request (core_request) and goes on; it republishes the result once, with its headers', async () => {
     const dry = await json<Report>('dlq', 'redrive', '--dry-run', '--json');

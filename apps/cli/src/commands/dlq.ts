@@ -50,7 +50,10 @@ async function guarded<T>(ctx: CliContext, work: () => Promise<T>): Promise<T> {
   try {
     return await work();
   } catch (error) {
-    if (error instanceof StreamNotFound) throw new CliError(`no dead-letter stream for prefix ${ctx.config().BATON_PREFIX} (nothing was ever dead-lettered, or the platform was never started)`, { cause: error });
+    if (error instanceof StreamNotFound)
+      throw new CliError(`no dead-letter stream for prefix ${ctx.config().BATON_PREFIX} (nothing was ever dead-lettered, or the platform was never started)`, {
+        cause: error,
+      });
     throw error;
   }
 }

@@ -23,7 +23,7 @@ export interface HandoffReport {
 
 export const handoffCommand: Command = {
   name: 'handoff',
-  summary: "show one handoff: its view and its event timeline",
+  summary: 'show one handoff: its view and its event timeline',
   help: `Usage: baton handoff <id> [--project p] [--at seq] [--json]
 
 Show a handoff as the projections hold it, and its timeline read straight from the events stream,
@@ -52,7 +52,9 @@ Options:
       const full = await readHistory(ctx, 'handoff', id, project);
       if (!full) throw new CliError(`handoff ${id} not found in project ${project}`);
       const history = historyAt(full, atSeq, `handoff ${id}`);
-      const folded = toHandoffRecord(history.events.reduce((s, e) => evolveHandoff(s, { type: e.type, data: e.payload } as HandoffEvent), initialHandoffState()));
+      const folded = toHandoffRecord(
+        history.events.reduce((s, e) => evolveHandoff(s, { type: e.type, data: e.payload } as HandoffEvent), initialHandoffState()),
+      );
       if (!folded) throw new CliError(`handoff ${id} has no record at seq ${atSeq}`);
       report = { project, handoff: folded, view_source: 'events', at_seq: atSeq, timeline: history.timeline, timeline_source: 'stream' };
     }
@@ -68,7 +70,9 @@ Options:
           ? { project, handoff: projected.handoff, view_source: 'projection', timeline: history.timeline, timeline_source: 'stream' }
           : { project, handoff: projected.handoff, view_source: 'projection', timeline: projected.timeline, timeline_source: 'projection' };
       } else {
-        const folded = history ? toHandoffRecord(history.events.reduce((s, e) => evolveHandoff(s, { type: e.type, data: e.payload } as HandoffEvent), initialHandoffState())) : null;
+        const folded = history
+          ? toHandoffRecord(history.events.reduce((s, e) => evolveHandoff(s, { type: e.type, data: e.payload } as HandoffEvent), initialHandoffState()))
+          : null;
         if (!history || !folded) throw new CliError(`handoff ${id} not found in project ${project}`);
         report = { project, handoff: folded, view_source: 'events', timeline: history.timeline, timeline_source: 'stream' };
       }
@@ -95,7 +99,12 @@ Options:
         outcome: h.completion_report?.outcome,
         reason: h.terminal_reason,
         updated: h.updated_at,
-        view: report.at_seq !== undefined ? `folded from the events up to seq ${report.at_seq}` : report.view_source === 'events' ? 'folded from the events (projection missing)' : 'projection',
+        view:
+          report.at_seq !== undefined
+            ? `folded from the events up to seq ${report.at_seq}`
+            : report.view_source === 'events'
+              ? 'folded from the events (projection missing)'
+              : 'projection',
       }),
     );
     ctx.io.stdout.write(`\nTimeline (${report.timeline_source}):\n`);

@@ -83,7 +83,8 @@ function print(ctx: CliContext, json: boolean, report: MeshReport): ExitCode {
       input: m.input !== null ? printable(m.input) : undefined,
     }),
   );
-  if (m.outcome.status === 'completed' && m.outcome.output) out.write(`\nOutput (${m.outcome.output.agent}, turn ${m.outcome.output.turn}):\n${indent(m.outcome.output.text)}\n`);
+  if (m.outcome.status === 'completed' && m.outcome.output)
+    out.write(`\nOutput (${m.outcome.output.agent}, turn ${m.outcome.output.turn}):\n${indent(m.outcome.output.text)}\n`);
   out.write('\nTurns:\n');
   out.write(
     renderTable(
@@ -127,11 +128,24 @@ function print(ctx: CliContext, json: boolean, report: MeshReport): ExitCode {
   );
   if (m.rejected.length > 0) {
     out.write('\nRefused:\n');
-    out.write(renderTable(m.rejected, [{ header: 'result', value: (r) => r.result_id }, { header: 'agent', value: (r) => r.agent }, { header: 'code', value: (r) => r.code }, { header: 'message', value: (r) => printable(r.message), max: 80 }], ''));
+    out.write(
+      renderTable(
+        m.rejected,
+        [
+          { header: 'result', value: (r) => r.result_id },
+          { header: 'agent', value: (r) => r.agent },
+          { header: 'code', value: (r) => r.code },
+          { header: 'message', value: (r) => printable(r.message), max: 80 },
+        ],
+        '',
+      ),
+    );
   }
   if (m.stop) {
     const s = m.stop;
-    out.write(`\nStop: packet ${s.packet_id} (${s.why}) ${s.status}${s.refused ? `; refused ${s.refused.from} → ${s.refused.to} (${s.refused.tool})` : ''}${s.answer ? `; answered ${s.answer.action} by ${s.answer.by} → ${s.answer.effect}` : ''}\n`);
+    out.write(
+      `\nStop: packet ${s.packet_id} (${s.why}) ${s.status}${s.refused ? `; refused ${s.refused.from} → ${s.refused.to} (${s.refused.tool})` : ''}${s.answer ? `; answered ${s.answer.action} by ${s.answer.by} → ${s.answer.effect}` : ''}\n`,
+    );
   }
   out.write('\nTimeline (stream):\n');
   out.write(timelineTable(report.timeline));

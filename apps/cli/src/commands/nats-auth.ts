@@ -1,6 +1,15 @@
 import { resolve } from 'node:path';
 import { AgentNameSchema, ProjectIdSchema, ServiceNameSchema, describePrincipal, type Principal } from '@baton/contracts';
-import { DeploymentError, credsName, ensureServiceCreds, issueCreds, openDeployment, permissionsFor, writeServerConfig, type AuthDeployment } from '@baton/eventstore';
+import {
+  DeploymentError,
+  credsName,
+  ensureServiceCreds,
+  issueCreds,
+  openDeployment,
+  permissionsFor,
+  writeServerConfig,
+  type AuthDeployment,
+} from '@baton/eventstore';
 import type { Command } from '../command';
 import { flag, parseCommandArgs, required, str } from '../command';
 import type { CliContext } from '../context';
@@ -142,7 +151,9 @@ Options:
     const issued = issueCreds(deployment, principal);
     if (flag(args, 'json')) {
       const permissions = permissionsFor(deployment.prefix, principal);
-      ctx.io.stdout.write(`${JSON.stringify({ principal, name: credsName(principal), file: issued.file, user: issued.userPublicKey, permissions }, null, 2)}\n`);
+      ctx.io.stdout.write(
+        `${JSON.stringify({ principal, name: credsName(principal), file: issued.file, user: issued.userPublicKey, permissions }, null, 2)}\n`,
+      );
       return ExitCode.ok;
     }
     ctx.io.stdout.write(`${describePrincipal(principal)}: ${issued.file}\n  user ${issued.userPublicKey}; give it to the process as NATS_CREDS\n`);

@@ -45,7 +45,9 @@ export async function runProjectControl(name: 'pause' | 'resume', help: string, 
   }
   if (args.values['json'] !== true) {
     const p = reply.data.project;
-    ctx.io.stdout.write(renderFields({ project: p.project, status: p.status, pause_id: p.pause_id ?? '', reason: p.reason ?? '', changed: reply.data.events > 0 }));
+    ctx.io.stdout.write(
+      renderFields({ project: p.project, status: p.status, pause_id: p.pause_id ?? '', reason: p.reason ?? '', changed: reply.data.events > 0 }),
+    );
   }
   return ExitCode.ok;
 }

@@ -89,7 +89,13 @@ Options:
   async run(argv, ctx) {
     const args = parseCommandArgs(
       argv,
-      { projection: { type: 'string' }, 'from-seq': { type: 'string' }, 'from-time': { type: 'string' }, 'dry-run': { type: 'boolean' }, json: { type: 'boolean' } },
+      {
+        projection: { type: 'string' },
+        'from-seq': { type: 'string' },
+        'from-time': { type: 'string' },
+        'dry-run': { type: 'boolean' },
+        json: { type: 'boolean' },
+      },
       { min: 0, max: 0 },
     );
     if (args.help) {
@@ -113,7 +119,13 @@ Options:
         const line = new ProgressLine(ctx.io, 'dry-run', total);
         let comparisons: ShadowComparison[];
         try {
-          comparisons = await compareWithStream(store, projections, source, { bound: 'end', progress: line, signal: interrupt.signal, total, by: 'baton replay --dry-run' });
+          comparisons = await compareWithStream(store, projections, source, {
+            bound: 'end',
+            progress: line,
+            signal: interrupt.signal,
+            total,
+            by: 'baton replay --dry-run',
+          });
         } catch (error) {
           line.abandon();
           throw error;
@@ -156,7 +168,11 @@ Options:
           targetSeq: lastSeq,
           totalEvents: total,
           onProgress: showProgress(line, (p) =>
-            start !== undefined && events === 0 ? `seeding the shadows with the ${formatCount(start - 1)} events before seq ${start}` : p.phase === 'catch_up' ? `catching up with the live projections, round ${p.round}` : undefined,
+            start !== undefined && events === 0
+              ? `seeding the shadows with the ${formatCount(start - 1)} events before seq ${start}`
+              : p.phase === 'catch_up'
+                ? `catching up with the live projections, round ${p.round}`
+                : undefined,
           ),
         });
       } catch (error) {
@@ -171,7 +187,10 @@ Options:
           outcomes.push({ projection: projection.name, status: 'lost', generation: result.generation, winner: result.winner });
           // Another rebuild (the notifier's own, or a second SRE) swapped in first: the projection IS
           // rebuilt from the same stream, which is what this command was asked for.
-          if (!json) ctx.io.stdout.write(`${projection.name}: another rebuild swapped in first (generation ${result.winner ?? '?'}); the projection is rebuilt, this run's shadow was discarded\n`);
+          if (!json)
+            ctx.io.stdout.write(
+              `${projection.name}: another rebuild swapped in first (generation ${result.winner ?? '?'}); the projection is rebuilt, this run's shadow was discarded\n`,
+            );
           continue;
         }
         const cleanup = await result.cleanup;
@@ -194,7 +213,8 @@ Options:
               `swapped out generation ${result.previous ?? '-'} (${cleanup.deletedKeys} keys deleted)\n`,
           );
         }
-        if (cleanup.error) ctx.io.stderr.write(`baton: warning: deleting generation ${cleanup.generation} of ${projection.name} failed: ${cleanup.error.message}\n`);
+        if (cleanup.error)
+          ctx.io.stderr.write(`baton: warning: deleting generation ${cleanup.generation} of ${projection.name} failed: ${cleanup.error.message}\n`);
       }
       if (json) printJson(ctx.io, outcomes);
       // A projection another rebuild swapped in first ('lost') is rebuilt all the same: exit 0. Only a
@@ -202,7 +222,9 @@ Options:
       return ExitCode.ok;
     } catch (error) {
       if (error instanceof RebuildAbortedError) {
-        ctx.io.stderr.write(`baton replay: interrupted; nothing was swapped in and the shadow generations were deleted: the live projections are as they were\n`);
+        ctx.io.stderr.write(
+          `baton replay: interrupted; nothing was swapped in and the shadow generations were deleted: the live projections are as they were\n`,
+        );
         return INTERRUPTED;
       }
       throw rebuildFailure(error instanceof ShadowLostError ? error.projection : names.join(', '), error);

@@ -54,7 +54,15 @@ Options:
       const history = historyAt(full, atSeq, `run ${id}`);
       const view = runViewOf(history.events);
       if (!view) throw new CliError(`run ${id} has no view at seq ${atSeq}`);
-      return print(ctx, args.values['json'] === true, { project, run: view, view_source: 'events', at_seq: atSeq, handoffs: [], timeline: history.timeline, timeline_source: 'stream' });
+      return print(ctx, args.values['json'] === true, {
+        project,
+        run: view,
+        view_source: 'events',
+        at_seq: atSeq,
+        handoffs: [],
+        timeline: history.timeline,
+        timeline_source: 'stream',
+      });
     }
     const projected = views ? await views.run(project, id).catch(() => null) : null;
     const handoffs = projected && views ? await views.runHandoffs(project, id).catch(() => []) : [];
@@ -105,7 +113,10 @@ function print(ctx: CliContext, json: boolean, report: RunReport): ExitCode {
       'pending handoff': r.pending_handoff
         ? `${r.pending_handoff.handoff_id}: ${r.pending_handoff.from} → ${r.pending_handoff.to} (${r.pending_handoff.return_expected ? 'returnable' : 'permanent'}, route ${r.pending_handoff.route}, ON_FAILURE ${r.pending_handoff.on_failure.action})`
         : undefined,
-      handoffs: report.handoffs.length > 0 ? report.handoffs.map((h) => (h.project === report.project ? h.id : `${h.id} (project ${h.project})`)).join(', ') : undefined,
+      handoffs:
+        report.handoffs.length > 0
+          ? report.handoffs.map((h) => (h.project === report.project ? h.id : `${h.id} (project ${h.project})`)).join(', ')
+          : undefined,
       view:
         report.at_seq !== undefined
           ? `folded from the events up to seq ${report.at_seq}`
@@ -121,7 +132,8 @@ function print(ctx: CliContext, json: boolean, report: RunReport): ExitCode {
       const onReturn = p.on_return ? `ON_RETURN ${p.on_return.action}${p.on_return.handler ? ` (${p.on_return.handler})` : ''}` : 'ON_RETURN default';
       ctx.io.stdout.write(`  ${p.agent} at ${p.step} waits for ${p.child} (handoff ${p.handoff_id}, since ${p.since}; ${onReturn})\n`);
       const scope = Object.keys(p.child_variables);
-      if (scope.length > 0) ctx.io.stdout.write(`    the child's scope: ${printable(scope.map((k) => `${k}=${JSON.stringify(p.child_variables[k])}`).join(', '))}\n`);
+      if (scope.length > 0)
+        ctx.io.stdout.write(`    the child's scope: ${printable(scope.map((k) => `${k}=${JSON.stringify(p.child_variables[k])}`).join(', '))}\n`);
     }
   }
   writeVariables(ctx, r);
@@ -131,7 +143,9 @@ function print(ctx: CliContext, json: boolean, report: RunReport): ExitCode {
       const to = route.to ? `${route.to.agent} at ${route.to.step}` : '-';
       const from = route.from ? `${route.from.agent}` : 'start';
       const kind = route.handoff ? ` [${route.handoff.return_expected ? 'returnable' : 'permanent'} handoff, route ${route.handoff.route}]` : '';
-      ctx.io.stdout.write(`  seq ${route.seq} ${route.outcome} ${from} → ${to} by ${route.rule} (${route.origin})${kind}: ${printable(route.reason ?? '(no reason given)')}\n`);
+      ctx.io.stdout.write(
+        `  seq ${route.seq} ${route.outcome} ${from} → ${to} by ${route.rule} (${route.origin})${kind}: ${printable(route.reason ?? '(no reason given)')}\n`,
+      );
     }
   }
   ctx.io.stdout.write(`\nTimeline (${report.timeline_source}${report.at_seq !== undefined ? `, to seq ${report.at_seq}` : ''}):\n`);
@@ -141,7 +155,12 @@ function print(ctx: CliContext, json: boolean, report: RunReport): ExitCode {
     // What each agent said on its turn, as posted (its words and one canonical sentinel).
     ctx.io.stdout.write('\nWhat the agents said:\n');
     for (const entry of said) {
-      ctx.io.stdout.write(`  seq ${entry.seq} ${entry.actor}:\n${printable(entry.said ?? '').split('\n').map((line) => `    ${line}`).join('\n')}\n`);
+      ctx.io.stdout.write(
+        `  seq ${entry.seq} ${entry.actor}:\n${printable(entry.said ?? '')
+          .split('\n')
+          .map((line) => `    ${line}`)
+          .join('\n')}\n`,
+      );
     }
   }
   return ExitCode.ok;
@@ -149,13 +168,20 @@ function print(ctx: CliContext, json: boolean, report: RunReport): ExitCode {
 
 /** The session variables, declared ones apart from implicit ones (all together when nothing is known declared). */
 function writeVariables(ctx: CliContext, r: RunView): void {
-  const line = (vars: Record<string, unknown>) => printable(Object.entries(vars).map(([k, v]) => `${k}=${JSON.stringify(v)}`).join(', '));
+  const line = (vars: Record<string, unknown>) =>
+    printable(
+      Object.entries(vars)
+        .map(([k, v]) => `${k}=${JSON.stringify(v)}`)
+        .join(', '),
+    );
   if (r.declared_variables === null || r.implicit_variables === null) {
     if (Object.keys(r.variables).length > 0) ctx.io.stdout.write(`\nVariables (declarations not recorded for this run): ${line(r.variables)}\n`);
     return;
   }
   ctx.io.stdout.write('\nVariables:\n');
-  ctx.io.stdout.write(`  declared: ${Object.keys(r.declared_variables).length > 0 ? line(r.declared_variables) : '(none set)'}${r.unset_declared_variables && r.unset_declared_variables.length > 0 ? `; not set: ${r.unset_declared_variables.join(', ')}` : ''}\n`);
+  ctx.io.stdout.write(
+    `  declared: ${Object.keys(r.declared_variables).length > 0 ? line(r.declared_variables) : '(none set)'}${r.unset_declared_variables && r.unset_declared_variables.length > 0 ? `; not set: ${r.unset_declared_variables.join(', ')}` : ''}\n`,
+  );
   ctx.io.stdout.write(`  implicit (no agent declares them): ${Object.keys(r.implicit_variables).length > 0 ? line(r.implicit_variables) : '(none)'}\n`);
 }
 

@@ -18,7 +18,10 @@ const PROJECT = /^[a-z0-9][a-z0-9_-]{0,63}$/;
 function list(args: ParsedArgs, name: string): string[] {
   const value = args.values[name];
   if (value === undefined) return [];
-  return (Array.isArray(value) ? value : [value]).flatMap((v) => String(v).split(',')).map((v) => v.trim()).filter(Boolean);
+  return (Array.isArray(value) ? value : [value])
+    .flatMap((v) => String(v).split(','))
+    .map((v) => v.trim())
+    .filter(Boolean);
 }
 
 async function create(args: ParsedArgs, ctx: CliContext): Promise<ExitCode> {
@@ -28,7 +31,8 @@ async function create(args: ParsedArgs, ctx: CliContext): Promise<ExitCode> {
   if (!NAME.test(name)) throw new UsageError(`--name may hold letters, digits and _ - . : @ only (1-128), got "${name}"`);
   const projects = list(args, 'project');
   const all = flag(args, 'all-projects') || role === 'admin';
-  for (const project of projects) if (!PROJECT.test(project)) throw new UsageError(`--project "${project}" is not a project key (lowercase letters, digits, _ and -)`);
+  for (const project of projects)
+    if (!PROJECT.test(project)) throw new UsageError(`--project "${project}" is not a project key (lowercase letters, digits, _ and -)`);
   if (!all && projects.length === 0) throw new UsageError('a viewer or operator token needs --project <p> (repeatable) or --all-projects');
   const now = Date.now();
   const expiresAt = expiryOf(args, now);
@@ -139,7 +143,11 @@ Options (create):
           .map(({ salt: _salt, hash: _hash, ...info }) => info)
           .sort((a, b) => a.created_at.localeCompare(b.created_at));
         const now = Date.now();
-        if (flag(args, 'json')) printJson(ctx.io, records.map((r) => ({ ...r, expires_at: r.expires_at ?? null, expired: apiTokenExpired(r, now) })));
+        if (flag(args, 'json'))
+          printJson(
+            ctx.io,
+            records.map((r) => ({ ...r, expires_at: r.expires_at ?? null, expired: apiTokenExpired(r, now) })),
+          );
         else
           ctx.io.stdout.write(
             renderTable(
@@ -163,7 +171,8 @@ Options (create):
         if (id === undefined) throw new UsageError('missing <token_id>');
         const record = await read(ctx, prefix, id);
         if (!record) throw new CliError(`no token ${id}`);
-        if (record.revoked_at === null) await (await ctx.redis()).client.set(ApiTokenKeys.token(prefix, id), JSON.stringify({ ...record, revoked_at: new Date().toISOString() }));
+        if (record.revoked_at === null)
+          await (await ctx.redis()).client.set(ApiTokenKeys.token(prefix, id), JSON.stringify({ ...record, revoked_at: new Date().toISOString() }));
         ctx.io.stdout.write(`revoked ${id}\n`);
         return ExitCode.ok;
       }

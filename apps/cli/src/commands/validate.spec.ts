@@ -22,7 +22,7 @@ describe('baton validate', () => {
     writeFileSync(bad, 'project: loans\n---\nSUPERVISOR: S\nHANDOFF:\n  - TO: Nobody\n    RETURN: True\n');
   });
 
-  it('a directory with seed 001\'s loan example is valid: exit 0', async () => {
+  it("a directory with seed 001's loan example is valid: exit 0", async () => {
     const { code, out } = await run([good]);
     expect(code).toBe(0);
     expect(out).toMatch(/^valid: 0 error\(s\), 0 warning\(s\) — project 'loans', 3 agent\(s\)/m);

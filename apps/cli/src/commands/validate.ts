@@ -35,7 +35,9 @@ Options:
       for (const d of result.diagnostics) ctx.io.stdout.write(`${formatDiagnostic(d)}\n`);
       const errors = result.diagnostics.filter((d) => d.severity === 'error').length;
       const warnings = result.diagnostics.length - errors;
-      ctx.io.stdout.write(`${failed ? 'invalid' : 'valid'}: ${errors} error(s), ${warnings} warning(s)${result.project ? ` — project '${result.project.project}', ${result.project.agents.length} agent(s)` : ''}\n`);
+      ctx.io.stdout.write(
+        `${failed ? 'invalid' : 'valid'}: ${errors} error(s), ${warnings} warning(s)${result.project ? ` — project '${result.project.project}', ${result.project.agents.length} agent(s)` : ''}\n`,
+      );
     }
     return failed ? ExitCode.failure : ExitCode.ok;
   },

@@ -214,7 +214,14 @@ export class LedgerCommands {
       try {
         if (await this.control.isPaused(project)) {
           log.info('claim refused: project paused', { handoff_id: handoffId, actor: metadata.actor });
-          return { ok: false, error: { code: GovernanceErrorCode.projectPaused, kind: 'unavailable', message: `project ${project} is paused; claims resume when an admin resumes it` } };
+          return {
+            ok: false,
+            error: {
+              code: GovernanceErrorCode.projectPaused,
+              kind: 'unavailable',
+              message: `project ${project} is paused; claims resume when an admin resumes it`,
+            },
+          };
         }
       } catch (error) {
         return this.unavailable(error);
@@ -301,7 +308,8 @@ export class LedgerCommands {
     const parsed = parseWith(OpenOffersCommandSchema, body);
     if (!parsed.ok) return this.reject(request, parsed.rejection);
     // The command table admits agents only; the principal (not the body) names the agent.
-    if (caller.principal.kind !== 'agent') return this.reject(request, { code: LedgerAccessErrorCode.principalNotAllowed, kind: 'forbidden', message: 'open_offers is for agents', issues: [] });
+    if (caller.principal.kind !== 'agent')
+      return this.reject(request, { code: LedgerAccessErrorCode.principalNotAllowed, kind: 'forbidden', message: 'open_offers is for agents', issues: [] });
     const agent = caller.principal.agent;
     try {
       const opened = await this.offers.open(project, agent, parsed.value.ack_wait_ms, parsed.value.start_after_seq);
@@ -507,7 +515,10 @@ export class LedgerCommands {
 
   private unavailable(error: unknown): { ok: false; error: LedgerError } {
     if (error instanceof ConcurrencyConflict) {
-      return { ok: false, error: { code: LedgerErrorCode.conflict, kind: 'unavailable', message: 'too much contention on this handoff; retry with the same idempotency key' } };
+      return {
+        ok: false,
+        error: { code: LedgerErrorCode.conflict, kind: 'unavailable', message: 'too much contention on this handoff; retry with the same idempotency key' },
+      };
     }
     const message = error instanceof Error ? error.message : String(error);
     return { ok: false, error: { code: LedgerErrorCode.unavailable, kind: 'unavailable', message: `the ledger cannot decide now: ${message}` } };

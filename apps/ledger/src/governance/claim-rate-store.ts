@@ -133,7 +133,10 @@ export class ClaimRateStore implements OnModuleInit {
     return run;
   }
 
-  private async compareAndSet<T>(key: string, step: (state: ClaimWindowState | null, now: number) => { write: ClaimWindowState | null; result: T }): Promise<T> {
+  private async compareAndSet<T>(
+    key: string,
+    step: (state: ClaimWindowState | null, now: number) => { write: ClaimWindowState | null; result: T },
+  ): Promise<T> {
     try {
       const kv = await this.open();
       for (let attempt = 1; ; attempt++) {

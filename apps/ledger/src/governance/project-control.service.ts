@@ -77,7 +77,12 @@ export class ProjectControlService {
       name === 'pause'
         ? {
             type: 'pause',
-            data: { project, pause_id: `pause-${digest(project, body.idempotency_key)}`, reason: 'reason' in body ? (body.reason ?? '') : '', idempotency_key: body.idempotency_key },
+            data: {
+              project,
+              pause_id: `pause-${digest(project, body.idempotency_key)}`,
+              reason: 'reason' in body ? (body.reason ?? '') : '',
+              idempotency_key: body.idempotency_key,
+            },
             metadata,
           }
         : {
@@ -94,7 +99,11 @@ export class ProjectControlService {
       causationId: null,
       correlationId: commandId,
     });
-    if (!result.ok) return { ok: false, error: result.error.details ? { ...result.error } : { code: result.error.code, kind: result.error.kind, message: result.error.message } };
+    if (!result.ok)
+      return {
+        ok: false,
+        error: result.error.details ? { ...result.error } : { code: result.error.code, kind: result.error.kind, message: result.error.message },
+      };
     this.runtime.logger.info(`project ${name} ${result.events.length > 0 ? 'applied' : 'already applied'}`, { project, actor: caller.actor });
     return { ok: true, project: toProjectControlRecord(project, result.state), events: result.events.length };
   }

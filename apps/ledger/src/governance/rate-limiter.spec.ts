@@ -100,27 +100,23 @@ describe('claim window arithmetic', () => {
 
   it('never more than the cap in any span of the window, and a claim is refused only while the cap is used within window + one slot', () => {
     fc.assert(
-      fc.property(
-        fc.integer({ min: 1, max: 6 }),
-        fc.array(fc.integer({ min: 0, max: 4 * W }), { minLength: 1, maxLength: 60 }),
-        (limit, offsets) => {
-          const times = offsets.map((o) => T + o).sort((a, b) => a - b);
-          let state: ClaimWindowState | null = null;
-          const granted: number[] = [];
-          for (const now of times) {
-            const taken = window.take(state, limit, now);
-            const recent = granted.filter((t) => t > now - W - B).length;
-            if (taken.granted) {
-              state = taken.state;
-              granted.push(now);
-            } else {
-              // Not over-conservative: refused only when the cap is used within W + one slot.
-              expect(recent).toBeGreaterThanOrEqual(limit);
-            }
+      fc.property(fc.integer({ min: 1, max: 6 }), fc.array(fc.integer({ min: 0, max: 4 * W }), { minLength: 1, maxLength: 60 }), (limit, offsets) => {
+        const times = offsets.map((o) => T + o).sort((a, b) => a - b);
+        let state: ClaimWindowState | null = null;
+        const granted: number[] = [];
+        for (const now of times) {
+          const taken = window.take(state, limit, now);
+          const recent = granted.filter((t) => t > now - W - B).length;
+          if (taken.granted) {
+            state = taken.state;
+            granted.push(now);
+          } else {
+            // Not over-conservative: refused only when the cap is used within W + one slot.
+            expect(recent).toBeGreaterThanOrEqual(limit);
           }
-          for (const t of granted) expect(granted.filter((g) => g > t - W && g <= t).length).toBeLessThanOrEqual(limit);
-        },
-      ),
+        }
+        for (const t of granted) expect(granted.filter((g) => g > t - W && g <= t).length).toBeLessThanOrEqual(limit);
+      }),
     );
   });
 
@@ -153,7 +149,12 @@ describe('claim window arithmetic', () => {
   });
 
   it('encodes to JSON and back; bytes it did not write read as an empty window', () => {
-    const state: ClaimWindowState = { slots: [[5, 1], [9, 3]] };
+    const state: ClaimWindowState = {
+      slots: [
+        [5, 1],
+        [9, 3],
+      ],
+    };
     expect(new TextDecoder().decode(window.encode(state))).toBe('{"v":1,"s":[[5,1],[9,3]]}');
     expect(window.decode(window.encode(state))).toEqual(state);
     for (const junk of ['', 'null', '{"v":2,"s":[]}', '{"v":1,"s":[[9,1],[5,1]]}', '{"v":1,"s":[[1,0]]}', '{"v":1,"s":[["a",1]]}', '[1]']) {

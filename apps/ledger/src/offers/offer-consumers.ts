@@ -36,7 +36,12 @@ export class OfferConsumers {
     // Not found (or not readable now: then `provision` below meets the same fault and throws).
     const existing = await jsm.consumers.info(stream, durable).catch(() => null);
     if (existing !== null && existing.config.filter_subject !== filterSubject) {
-      this.runtime.logger.warn('an offers durable had a foreign filter: replaced', { project, agent, durable, filter: existing.config.filter_subject ?? '(none)' });
+      this.runtime.logger.warn('an offers durable had a foreign filter: replaced', {
+        project,
+        agent,
+        durable,
+        filter: existing.config.filter_subject ?? '(none)',
+      });
       await jsm.consumers.delete(stream, durable);
     }
     await provision(jsm, {

@@ -1,6 +1,14 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { HandoffEventSchemas, MsgIds, type HandoffEvent, type ProjectControlEvent } from '@baton/contracts';
-import { LEDGER_ACTOR, handoffDecider, projectControlDecider, reactToHandoffEvent, toHandoffRecord, type HandoffState, type ProjectControlState } from '@baton/domain';
+import {
+  LEDGER_ACTOR,
+  handoffDecider,
+  projectControlDecider,
+  reactToHandoffEvent,
+  toHandoffRecord,
+  type HandoffState,
+  type ProjectControlState,
+} from '@baton/domain';
 import {
   DlqSources,
   PoisonError,
@@ -124,10 +132,16 @@ export class HandoffReactor {
         }),
       );
       if (result.ok) {
-        if (result.events.length > 0) log.info('policy applied', { target: reaction.aggregateId, command: reaction.command.type, events: result.events.map((e) => e.type) });
+        if (result.events.length > 0)
+          log.info('policy applied', { target: reaction.aggregateId, command: reaction.command.type, events: result.events.map((e) => e.type) });
         continue;
       }
-      log.warn('policy command refused', { target: reaction.aggregateId, command: reaction.command.type, code: result.error.code, reason: result.error.message });
+      log.warn('policy command refused', {
+        target: reaction.aggregateId,
+        command: reaction.command.type,
+        code: result.error.code,
+        reason: result.error.message,
+      });
       await this.transient('record the refused policy command', () =>
         ctx.deadLetter({
           source: REACTOR_DLQ_SOURCE,
@@ -163,7 +177,9 @@ export class HandoffReactor {
     if (!record || !subject) return false;
     const hdrs = headersFrom({ [OfferHeader.handoffId]: state.id, [OfferHeader.eventSeq]: String(seq), [OfferHeader.eventType]: cause });
     const agent = state.to_agent;
-    await this.transient(`offer ${state.id} to ${agent}`, () => this.runtime.nats.js.publish(subject, encoder.encode(JSON.stringify(record)), { msgID: msgId, headers: hdrs }));
+    await this.transient(`offer ${state.id} to ${agent}`, () =>
+      this.runtime.nats.js.publish(subject, encoder.encode(JSON.stringify(record)), { msgID: msgId, headers: hdrs }),
+    );
     this.runtime.logger.info('handoff offered', { project: state.project, handoff_id: state.id, to_agent: agent, seq });
     return true;
   }

@@ -159,7 +159,11 @@ export class AnswerOutcomes {
         delay = Math.min(delay * 2, 200);
       }
     } catch (error) {
-      this.runtime.logger.warn('cannot read the outcome of an answer; answering 202 pending', { ...aggregate, answer_id: answerId, error: (error as Error).message });
+      this.runtime.logger.warn('cannot read the outcome of an answer; answering 202 pending', {
+        ...aggregate,
+        answer_id: answerId,
+        error: (error as Error).message,
+      });
       return { outcome: 'pending' };
     }
   }

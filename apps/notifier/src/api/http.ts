@@ -56,7 +56,13 @@ export const PROJECTIONS_RETRY_AFTER_SEC = 1;
 export function projectionsUnavailable(error: unknown): ApiError | null {
   const unavailable = RedisUnavailableError.of(error);
   if (!unavailable) return null;
-  return new ApiError(HttpStatus.SERVICE_UNAVAILABLE, 'projections_unavailable', 'the projections store (Redis) did not answer in time; try again shortly', [], { retry_after_sec: PROJECTIONS_RETRY_AFTER_SEC });
+  return new ApiError(
+    HttpStatus.SERVICE_UNAVAILABLE,
+    'projections_unavailable',
+    'the projections store (Redis) did not answer in time; try again shortly',
+    [],
+    { retry_after_sec: PROJECTIONS_RETRY_AFTER_SEC },
+  );
 }
 
 /**
@@ -73,10 +79,13 @@ export class ApiExceptionFilter implements ExceptionFilter {
 
   catch(exception: unknown, host: ArgumentsHost): void {
     if (host.getType() !== 'http') throw exception;
-    const response = host.switchToHttp().getResponse<{ status(code: number): { json(body: unknown): void }; setHeader(name: string, value: string): void; headersSent?: boolean }>();
+    const response = host
+      .switchToHttp()
+      .getResponse<{ status(code: number): { json(body: unknown): void }; setHeader(name: string, value: string): void; headersSent?: boolean }>();
     const [status, body] = this.toBody(exception);
     if (response.headersSent) return;
-    if (status === HttpStatus.SERVICE_UNAVAILABLE && (body as ApiErrorBody).error?.code === 'projections_unavailable') response.setHeader('Retry-After', String(PROJECTIONS_RETRY_AFTER_SEC));
+    if (status === HttpStatus.SERVICE_UNAVAILABLE && (body as ApiErrorBody).error?.code === 'projections_unavailable')
+      response.setHeader('Retry-After', String(PROJECTIONS_RETRY_AFTER_SEC));
     response.status(status).json(body);
   }
 
@@ -88,7 +97,10 @@ export class ApiExceptionFilter implements ExceptionFilter {
       return [unavailable.getStatus(), unavailable.getResponse() as ApiErrorBody];
     }
     if (exception instanceof InvalidCursorError) {
-      return [HttpStatus.BAD_REQUEST, { error: { code: 'schema_violation', message: `cursor: ${exception.message}`, issues: [{ path: 'cursor', message: exception.message }] } }];
+      return [
+        HttpStatus.BAD_REQUEST,
+        { error: { code: 'schema_violation', message: `cursor: ${exception.message}`, issues: [{ path: 'cursor', message: exception.message }] } },
+      ];
     }
     if (exception instanceof HttpException) {
       const status = exception.getStatus();
@@ -97,14 +109,26 @@ export class ApiExceptionFilter implements ExceptionFilter {
       if (typeof raw === 'object' && raw !== null && 'checks' in raw) return [status, raw];
       const message = typeof raw === 'string' ? raw : String((raw as { message?: unknown }).message ?? exception.message);
       const code =
-        status === HttpStatus.PAYLOAD_TOO_LARGE ? 'payload_too_large' : status === HttpStatus.NOT_FOUND ? 'not_found' : status === HttpStatus.BAD_REQUEST && /JSON/i.test(message) ? 'malformed_json' : status === HttpStatus.BAD_REQUEST ? 'schema_violation' : 'http_error';
+        status === HttpStatus.PAYLOAD_TOO_LARGE
+          ? 'payload_too_large'
+          : status === HttpStatus.NOT_FOUND
+            ? 'not_found'
+            : status === HttpStatus.BAD_REQUEST && /JSON/i.test(message)
+              ? 'malformed_json'
+              : status === HttpStatus.BAD_REQUEST
+                ? 'schema_violation'
+                : 'http_error';
       return [status, { error: { code, message, issues: [] } }];
     }
     const typeField = typeof exception === 'object' && exception !== null ? (exception as { type?: unknown; status?: unknown }) : {};
-    if (typeField.type === 'charset.unsupported') return [HttpStatus.UNSUPPORTED_MEDIA_TYPE, { error: { code: 'unsupported_charset', message: (exception as Error).message, issues: [] } }];
-    if (typeField.type === 'entity.invalid_utf8') return [HttpStatus.BAD_REQUEST, { error: { code: 'invalid_utf8', message: (exception as Error).message, issues: [] } }];
-    if (typeField.type === 'entity.parse.failed') return [HttpStatus.BAD_REQUEST, { error: { code: 'malformed_json', message: 'the body is not valid JSON', issues: [] } }];
-    if (typeField.type === 'entity.too.large') return [HttpStatus.PAYLOAD_TOO_LARGE, { error: { code: 'payload_too_large', message: 'the body is too large', issues: [] } }];
+    if (typeField.type === 'charset.unsupported')
+      return [HttpStatus.UNSUPPORTED_MEDIA_TYPE, { error: { code: 'unsupported_charset', message: (exception as Error).message, issues: [] } }];
+    if (typeField.type === 'entity.invalid_utf8')
+      return [HttpStatus.BAD_REQUEST, { error: { code: 'invalid_utf8', message: (exception as Error).message, issues: [] } }];
+    if (typeField.type === 'entity.parse.failed')
+      return [HttpStatus.BAD_REQUEST, { error: { code: 'malformed_json', message: 'the body is not valid JSON', issues: [] } }];
+    if (typeField.type === 'entity.too.large')
+      return [HttpStatus.PAYLOAD_TOO_LARGE, { error: { code: 'payload_too_large', message: 'the body is too large', issues: [] } }];
     this.logger.error(exception instanceof Error ? (exception.stack ?? exception.message) : String(exception));
     return [HttpStatus.INTERNAL_SERVER_ERROR, { error: { code: 'internal_error', message: 'the request failed; see the notifier log', issues: [] } }];
   }

@@ -18,7 +18,11 @@ afterAll(async () => {
 });
 
 async function post(path: string, body: Uint8Array | string, contentType = 'application/json') {
-  const response = await fetch(`${fx.base}${path}`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': contentType }, body: typeof body === 'string' ? body : Buffer.from(body) });
+  const response = await fetch(`${fx.base}${path}`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}`, 'content-type': contentType },
+    body: typeof body === 'string' ? body : Buffer.from(body),
+  });
   return { status: response.status, json: (await response.json()) as { error?: { code: string; message: string } } };
 }
 
@@ -50,7 +54,12 @@ describe('operator API: a body that is not UTF-8 is refused invalid_utf8', () =>
 describe('web forms: a form body that is not UTF-8 is refused too', () => {
   it('the sign-in form with a byte that is not UTF-8 → 400 invalid_utf8, not a sign-in with a replaced token', async () => {
     const body = withByte('token=', [0xff, 0xfe], '&next=%2Finbox');
-    const response = await fetch(`${fx.base}/login`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: Buffer.from(body), redirect: 'manual' });
+    const response = await fetch(`${fx.base}/login`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: Buffer.from(body),
+      redirect: 'manual',
+    });
     expect(response.status).toBe(400);
     expect(await response.text()).toContain('invalid_utf8');
   });

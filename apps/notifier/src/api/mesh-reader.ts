@@ -47,7 +47,12 @@ export class MeshReader {
   /** The project a request means for mesh `id` (see `resolveProjectAmong`). */
   project(caller: Principal, id: string, project: string | undefined): Promise<string> {
     return resolveProjectAmong(
-      { kind: 'mesh', what: 'mesh run', route: (p) => meshRoute(p, id), projectsOf: () => this.runtime.store.projectsOf('mesh', id).catch((error: unknown) => this.none(error)) },
+      {
+        kind: 'mesh',
+        what: 'mesh run',
+        route: (p) => meshRoute(p, id),
+        projectsOf: () => this.runtime.store.projectsOf('mesh', id).catch((error: unknown) => this.none(error)),
+      },
       caller,
       id,
       project,

@@ -26,16 +26,55 @@ const claimOf = (handoffId: string, agent: string) => ({
 /** triage → billing (ignoring an unknown tool and a self-handoff on the way) → triage, who ends it with the output. */
 async function completedMesh(project: string, id: string): Promise<void> {
   const now = new Date(Date.UTC(2026, 1, 1, 9, 0)).toISOString();
-  const mesh = MeshDefinitionSchema.parse({ name: 'support', entry: 'triage', handoffs: { triage: ['billing'], billing: ['triage'] }, outputs: ['triage'], max_iterations: 5 });
+  const mesh = MeshDefinitionSchema.parse({
+    name: 'support',
+    entry: 'triage',
+    handoffs: { triage: ['billing'], billing: ['triage'] },
+    outputs: ['triage'],
+    max_iterations: 5,
+  });
   const commands: MeshCommand[] = [
-    { type: 'start_mesh', data: { mesh_run_id: id, project, mesh, agents: ['triage', 'billing'], input: 'I was charged twice', started_by: 'sam' }, metadata: { now, actor: 'sam' } },
+    {
+      type: 'start_mesh',
+      data: { mesh_run_id: id, project, mesh, agents: ['triage', 'billing'], input: 'I was charged twice', started_by: 'sam' },
+      metadata: { now, actor: 'sam' },
+    },
     {
       type: 'record_turn',
-      data: { result_id: `${id}-r1`, run_id: `${id}-a1`, agent: 'triage', text: 'Billing can help with that.', handoff_tool_calls: [{ tool: 'handoff_to_legal' }, { tool: handoffToolName('triage') }, { tool: handoffToolName('billing') }], ...claimOf(meshEntryHandoffId(id), 'triage') },
+      data: {
+        result_id: `${id}-r1`,
+        run_id: `${id}-a1`,
+        agent: 'triage',
+        text: 'Billing can help with that.',
+        handoff_tool_calls: [{ tool: 'handoff_to_legal' }, { tool: handoffToolName('triage') }, { tool: handoffToolName('billing') }],
+        ...claimOf(meshEntryHandoffId(id), 'triage'),
+      },
       metadata: { now, actor: 'triage' },
     },
-    { type: 'record_turn', data: { result_id: `${id}-r2`, run_id: `${id}-a2`, agent: 'billing', text: 'Refunded the second charge.', handoff_tool_calls: [{ tool: handoffToolName('triage') }], ...claimOf(meshHandoffId(`${id}-r1`), 'billing') }, metadata: { now, actor: 'billing' } },
-    { type: 'record_turn', data: { result_id: `${id}-r3`, run_id: `${id}-a3`, agent: 'triage', text: 'Your refund is on its way.', handoff_tool_calls: [], ...claimOf(meshHandoffId(`${id}-r2`), 'triage') }, metadata: { now, actor: 'triage' } },
+    {
+      type: 'record_turn',
+      data: {
+        result_id: `${id}-r2`,
+        run_id: `${id}-a2`,
+        agent: 'billing',
+        text: 'Refunded the second charge.',
+        handoff_tool_calls: [{ tool: handoffToolName('triage') }],
+        ...claimOf(meshHandoffId(`${id}-r1`), 'billing'),
+      },
+      metadata: { now, actor: 'billing' },
+    },
+    {
+      type: 'record_turn',
+      data: {
+        result_id: `${id}-r3`,
+        run_id: `${id}-a3`,
+        agent: 'triage',
+        text: 'Your refund is on its way.',
+        handoff_tool_calls: [],
+        ...claimOf(meshHandoffId(`${id}-r2`), 'triage'),
+      },
+      metadata: { now, actor: 'triage' },
+    },
   ];
   for (const command of commands) {
     const result = await fx.events.handleCommand({ project, kind: 'mesh', id }, meshDecider, command, {
@@ -72,7 +111,10 @@ async function signIn(bearer: string): Promise<string> {
     body: new URLSearchParams({ _csrf: csrf, token: bearer, next: '/inbox' }).toString(),
     redirect: 'manual',
   });
-  return done.headers.getSetCookie().find((c) => c.startsWith('baton_session='))!.split(';')[0]!;
+  return done.headers
+    .getSetCookie()
+    .find((c) => c.startsWith('baton_session='))!
+    .split(';')[0]!;
 }
 
 beforeAll(async () => {
@@ -111,7 +153,12 @@ describe('GET /v1/projects/:project/meshes/:id and /v1/meshes/:id (real NATS and
       [1, 'triage', 'handoff_to_triage', 'triage', 'not_granted'],
     ]);
     expect(mesh.cap).toEqual({ max_iterations: 5, initial: 5, used: 3, raised: [] });
-    expect(mesh.outcome).toMatchObject({ status: 'completed', by: 'triage', turns: 3, output: { agent: 'triage', turn: 3, text: 'Your refund is on its way.' } });
+    expect(mesh.outcome).toMatchObject({
+      status: 'completed',
+      by: 'triage',
+      turns: 3,
+      output: { agent: 'triage', turn: 3, text: 'Your refund is on its way.' },
+    });
     expect(body.timeline.map((e) => e.type)).toEqual([
       'mesh.started',
       'mesh.turn_recorded',

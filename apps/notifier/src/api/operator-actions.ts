@@ -1,6 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import { HttpStatus, Inject, Injectable } from '@nestjs/common';
-import { HoldAnswerSchema, MeshAnswerRequestSchema, MsgIds, OperatorAnswerSchema, Subjects, type HandoffRecord, type MeshAnswerRequest } from '@baton/contracts';
+import {
+  HoldAnswerSchema,
+  MeshAnswerRequestSchema,
+  MsgIds,
+  OperatorAnswerSchema,
+  Subjects,
+  type HandoffRecord,
+  type MeshAnswerRequest,
+} from '@baton/contracts';
 import { decideResume } from '@baton/domain';
 import { InboxItemId, type BatonViews } from '@baton/projections';
 import { JetStreamClient, RUNTIME, type ServiceRuntime } from '@baton/platform';
@@ -102,7 +110,8 @@ export class OperatorActions {
     if (packet.status !== 'open') {
       if (body.answer_id !== undefined && packet.answer?.answer_id === body.answer_id) {
         const subject = mesh !== null ? Subjects.meshAnswer(this.prefix, packet.project) : Subjects.operatorAnswer(this.prefix, packet.project);
-        const aggregate: AnswerAggregate = mesh !== null ? { project: packet.project, kind: 'mesh', id: mesh } : { project: packet.project, kind: 'run', id: packet.workflow_run_id };
+        const aggregate: AnswerAggregate =
+          mesh !== null ? { project: packet.project, kind: 'mesh', id: mesh } : { project: packet.project, kind: 'run', id: packet.workflow_run_id };
         return this.settle({ answerId: body.answer_id, aggregate, subject, duplicate: true });
       }
       throw new ApiError(HttpStatus.CONFLICT, 'stop_already_answered', `stop packet ${packetId} was already answered`, [], {
@@ -112,11 +121,24 @@ export class OperatorActions {
     }
     const now = new Date().toISOString();
     const { answer_id: answerId, answered_by: _ignored, ...fields } = body;
-    const answer = parseOr400(OperatorAnswerSchema, { ...fields, packet_id: packetId, answer_id: answerId ?? `ans-${randomUUID()}`, answered_by: caller.name, answered_at: now });
+    const answer = parseOr400(OperatorAnswerSchema, {
+      ...fields,
+      packet_id: packetId,
+      answer_id: answerId ?? `ans-${randomUUID()}`,
+      answered_by: caller.name,
+      answered_at: now,
+    });
     const decided = decideResume(packet, answer, { now, actorRole: caller.role });
     if (!decided.ok) throw new ApiError(statusForKind(decided.error.kind), decided.error.code, decided.error.message, [], decided.error.details);
     if (mesh !== null) return this.settle(await this.publishMeshAnswer({ mesh_run_id: mesh, project: packet.project, actor_role: caller.role, answer }));
-    return this.settle(await this.publish({ workflow_run_id: packet.workflow_run_id, project: packet.project, actor_role: caller.role, answer: { kind: 'stop_answer', answer } }));
+    return this.settle(
+      await this.publish({
+        workflow_run_id: packet.workflow_run_id,
+        project: packet.project,
+        actor_role: caller.role,
+        answer: { kind: 'stop_answer', answer },
+      }),
+    );
   }
 
   /**
@@ -130,11 +152,22 @@ export class OperatorActions {
     assertVisible(caller, view.run.project, 'run', workflowRunId);
     assertCanAnswer(caller);
     if (view.run.status !== 'held') {
-      throw new ApiError(HttpStatus.CONFLICT, 'run_not_held', `run ${workflowRunId} is ${view.run.status}, not held${view.run.open_stop_id ? `; answer its stop packet ${view.run.open_stop_id}` : ''}`);
+      throw new ApiError(
+        HttpStatus.CONFLICT,
+        'run_not_held',
+        `run ${workflowRunId} is ${view.run.status}, not held${view.run.open_stop_id ? `; answer its stop packet ${view.run.open_stop_id}` : ''}`,
+      );
     }
     const { answer_id: answerId, answered_by: _ignored, ...fields } = body;
-    const answer = parseOr400(HoldAnswerSchema, { ...fields, answer_id: answerId ?? `ans-${randomUUID()}`, answered_by: caller.name, answered_at: new Date().toISOString() });
-    return this.settle(await this.publish({ workflow_run_id: workflowRunId, project: view.run.project, actor_role: caller.role, answer: { kind: 'hold_answer', answer } }));
+    const answer = parseOr400(HoldAnswerSchema, {
+      ...fields,
+      answer_id: answerId ?? `ans-${randomUUID()}`,
+      answered_by: caller.name,
+      answered_at: new Date().toISOString(),
+    });
+    return this.settle(
+      await this.publish({ workflow_run_id: workflowRunId, project: view.run.project, actor_role: caller.role, answer: { kind: 'hold_answer', answer } }),
+    );
   }
 
   /**
@@ -155,13 +188,29 @@ export class OperatorActions {
     const { answerId, aggregate } = published;
     const outcome = await this.outcomes.wait(aggregate, answerId);
     const statusUrl = answerStatusPath(aggregate, answerId);
-    const base: AnswerAccepted = { accepted: true, answer_id: answerId, project: aggregate.project, ...this.ids(aggregate), subject: published.subject, duplicate: published.duplicate, status_url: statusUrl, outcome: 'pending' };
+    const base: AnswerAccepted = {
+      accepted: true,
+      answer_id: answerId,
+      project: aggregate.project,
+      ...this.ids(aggregate),
+      subject: published.subject,
+      duplicate: published.duplicate,
+      status_url: statusUrl,
+      outcome: 'pending',
+    };
     switch (outcome.outcome) {
       case 'applied':
         return { status: 200, body: { ...base, ...outcome } };
       case 'refused':
         this.runtime.logger.info('operator answer refused by the router', { ...aggregate, answer_id: answerId, code: outcome.code });
-        throw new ApiError(HttpStatus.CONFLICT, outcome.code, outcome.message, [], { outcome: 'refused', answer_id: answerId, project: aggregate.project, ...this.ids(aggregate), event: outcome.event, status_url: statusUrl });
+        throw new ApiError(HttpStatus.CONFLICT, outcome.code, outcome.message, [], {
+          outcome: 'refused',
+          answer_id: answerId,
+          project: aggregate.project,
+          ...this.ids(aggregate),
+          event: outcome.event,
+          status_url: statusUrl,
+        });
       case 'pending':
         return { status: 202, body: base };
     }
@@ -179,7 +228,11 @@ export class OperatorActions {
    * deciding at once get one 200 and one 409), 403 forbidden (the worker deciding its own work),
    * 400 for invalid input; 503 when no ledger answers. 404 unknown handoff.
    */
-  async decideHandback(target: RecordTarget, body: z.infer<typeof HandbackDecisionBodySchema>, caller: Principal): Promise<{ outcome: 'applied'; handoff: HandoffRecord; events: number }> {
+  async decideHandback(
+    target: RecordTarget,
+    body: z.infer<typeof HandbackDecisionBodySchema>,
+    caller: Principal,
+  ): Promise<{ outcome: 'applied'; handoff: HandoffRecord; events: number }> {
     const handoffId = target.id;
     const view = await this.views.handoff(await resolveProject(this.views, caller, 'handoff', handoffId, target.project), handoffId);
     if (!view) throw notFound('handoff', handoffId);
@@ -198,7 +251,10 @@ export class OperatorActions {
     // A refusal of the decision itself (a state conflict: already decided by someone else; the
     // worker deciding its own work) says so, like a refused answer; unavailability does not.
     const refused = reply.error.kind === 'wrong_state' || reply.error.kind === 'forbidden' || reply.error.kind === 'invalid';
-    throw new ApiError(status, reply.error.code, reply.error.message, [], { ...(reply.error.details ?? {}), ...(refused ? { outcome: 'refused', handoff_id: handoffId, project: view.handoff.project } : {}) });
+    throw new ApiError(status, reply.error.code, reply.error.message, [], {
+      ...(reply.error.details ?? {}),
+      ...(refused ? { outcome: 'refused', handoff_id: handoffId, project: view.handoff.project } : {}),
+    });
   }
 
   private get prefix(): string {
@@ -210,7 +266,12 @@ export class OperatorActions {
     const subject = Subjects.meshAnswer(this.prefix, body.project);
     const answerId = body.answer.answer_id;
     const ack = await this.js.publish(subject, body, { msgId: MsgIds.meshAnswer(body.project, answerId) });
-    this.runtime.logger.info('operator mesh answer published', { mesh_run_id: body.mesh_run_id, answer_id: answerId, action: body.answer.action, duplicate: ack.duplicate });
+    this.runtime.logger.info('operator mesh answer published', {
+      mesh_run_id: body.mesh_run_id,
+      answer_id: answerId,
+      action: body.answer.action,
+      duplicate: ack.duplicate,
+    });
     return { answerId, aggregate: { project: body.project, kind: 'mesh', id: body.mesh_run_id }, subject, duplicate: ack.duplicate };
   }
 
@@ -219,7 +280,12 @@ export class OperatorActions {
     const subject = Subjects.operatorAnswer(this.prefix, body.project);
     const answerId = body.answer.answer.answer_id;
     const ack = await this.js.publish(subject, body, { msgId: MsgIds.answer(body.project, answerId) });
-    this.runtime.logger.info('operator answer published', { workflow_run_id: body.workflow_run_id, answer_id: answerId, kind: body.answer.kind, duplicate: ack.duplicate });
+    this.runtime.logger.info('operator answer published', {
+      workflow_run_id: body.workflow_run_id,
+      answer_id: answerId,
+      kind: body.answer.kind,
+      duplicate: ack.duplicate,
+    });
     return { answerId, aggregate: { project: body.project, kind: 'run', id: body.workflow_run_id }, subject, duplicate: ack.duplicate };
   }
 }

@@ -33,8 +33,13 @@ async function call(path: string, init: RequestInit & { token?: string; cookie?:
   return { status: response.status, headers: response.headers, text, json: () => JSON.parse(text) };
 }
 
-const post = (path: string, token: string, body: unknown) => call(path, { method: 'POST', token, headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
-const form = (fields: Record<string, string>) => ({ method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams(fields).toString() });
+const post = (path: string, token: string, body: unknown) =>
+  call(path, { method: 'POST', token, headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+const form = (fields: Record<string, string>) => ({
+  method: 'POST',
+  headers: { 'content-type': 'application/x-www-form-urlencoded' },
+  body: new URLSearchParams(fields).toString(),
+});
 
 async function signIn(token: string): Promise<string> {
   const page = await call('/login');
@@ -42,7 +47,10 @@ async function signIn(token: string): Promise<string> {
   const loginCookie = page.headers.get('set-cookie')!.split(';')[0]!;
   const done = await call('/login', { ...form({ _csrf: loginCsrf, token, next: '/inbox' }), cookie: loginCookie });
   expect(done.status).toBe(303);
-  return done.headers.getSetCookie().find((c) => c.startsWith('baton_session='))!.split(';')[0]!;
+  return done.headers
+    .getSetCookie()
+    .find((c) => c.startsWith('baton_session='))!
+    .split(';')[0]!;
 }
 
 /** Every operator answer stored on a project's answer subject. */
@@ -66,20 +74,42 @@ async function createAndClaim(project: string, id: string): Promise<void> {
   const commands: HandoffCommand[] = [
     {
       type: 'create',
-      data: { handoff_id: id, project, kind: 'task', priority: 'low', from_agent: 'dave', to_agent: 'carol', summary: `${project} summary`, context: {}, acceptance: {}, max_retries: 3, workflow_run_id: 'wr-same', idempotency_key: `create:${id}` },
+      data: {
+        handoff_id: id,
+        project,
+        kind: 'task',
+        priority: 'low',
+        from_agent: 'dave',
+        to_agent: 'carol',
+        summary: `${project} summary`,
+        context: {},
+        acceptance: {},
+        max_retries: 3,
+        workflow_run_id: 'wr-same',
+        idempotency_key: `create:${id}`,
+      },
       metadata: { now, actor: 'dave', actorKind: 'agent' },
     } as HandoffCommand,
-    { type: 'claim', data: { handoff_id: id, claim_id: 'c-carol', lease_ms: 600_000, claimer_roles: [], idempotency_key: `claim:${id}` }, metadata: { now, actor: 'carol', actorKind: 'agent' } } as HandoffCommand,
+    {
+      type: 'claim',
+      data: { handoff_id: id, claim_id: 'c-carol', lease_ms: 600_000, claimer_roles: [], idempotency_key: `claim:${id}` },
+      metadata: { now, actor: 'carol', actorKind: 'agent' },
+    } as HandoffCommand,
   ];
   for (const command of commands) {
-    const result = await fx.events.handleCommand<HandoffCommand, HandoffEvent, ReturnType<typeof handoffDecider.initialState>>({ project, kind: 'handoff', id }, handoffDecider, command, {
-      commandId: `cmd-${randomBytes(4).toString('hex')}`,
-      occurredAt: now,
-      actor: command.metadata.actor,
-      origin: 'agent',
-      causationId: null,
-      correlationId: id,
-    });
+    const result = await fx.events.handleCommand<HandoffCommand, HandoffEvent, ReturnType<typeof handoffDecider.initialState>>(
+      { project, kind: 'handoff', id },
+      handoffDecider,
+      command,
+      {
+        commandId: `cmd-${randomBytes(4).toString('hex')}`,
+        occurredAt: now,
+        actor: command.metadata.actor,
+        origin: 'agent',
+        causationId: null,
+        correlationId: id,
+      },
+    );
     if (!result.ok) throw new Error(`${command.type} refused: ${result.error.code}`);
   }
 }
@@ -93,7 +123,13 @@ describe('records addressed by project and id: project routes, id-only routes, t
     await startRun(fx.events, 'alpha', 'wr-same');
     await stopRun(fx.events, 'alpha', 'wr-same', { packet_id: 'stop-same', why: 'policy', tried: [], pending: { name: 'refund', args: { amount: 5 } } });
     await startRun(fx.events, 'beta', 'wr-same', 1);
-    await stopRun(fx.events, 'beta', 'wr-same', { packet_id: 'stop-same', why: 'budget', tried: ['search'], cap: { name: 'tool_calls', limit: 8, used: 8 } }, 2);
+    await stopRun(
+      fx.events,
+      'beta',
+      'wr-same',
+      { packet_id: 'stop-same', why: 'budget', tried: ['search'], cap: { name: 'tool_calls', limit: 8, used: 8 } },
+      2,
+    );
     await handbackCycle(fx.events, 'alpha', 'ho-same', 'alpha summary', 'alpha report');
     await createAndClaim('beta', 'ho-same');
     // A handback of the same id open in both projects, and ids only one project holds.
@@ -112,7 +148,15 @@ describe('records addressed by project and id: project routes, id-only routes, t
     const alpha = (await call('/v1/projects/alpha/handoffs/ho-same', { token: both })).json();
     const beta = (await call('/v1/projects/beta/handoffs/ho-same', { token: both })).json();
     expect(alpha['handoff']).toMatchObject({ id: 'ho-same', project: 'alpha', status: 'returned', to_agent: 'bob', summary: 'alpha summary' });
-    expect(beta['handoff']).toMatchObject({ id: 'ho-same', project: 'beta', status: 'claimed', to_agent: 'carol', claimed_by: 'carol', claim_id: 'c-carol', summary: 'beta summary' });
+    expect(beta['handoff']).toMatchObject({
+      id: 'ho-same',
+      project: 'beta',
+      status: 'claimed',
+      to_agent: 'carol',
+      claimed_by: 'carol',
+      claim_id: 'c-carol',
+      summary: 'beta summary',
+    });
     const types = (view: Record<string, unknown>) => (view['timeline'] as Array<{ type: string }>).map((t) => t.type);
     expect(types(alpha)).toEqual(['handoff.created', 'handoff.claimed', 'handoff.returned']);
     expect(types(beta)).toEqual(['handoff.created', 'handoff.claimed']);
@@ -173,8 +217,21 @@ describe('records addressed by project and id: project routes, id-only routes, t
 
     const accepted = await post('/v1/projects/beta/stops/stop-same/answer', both, { answer_id: 'ans-beta', action: 'deny' });
     expect(accepted.status).toBe(202); // no router here: published, pending
-    expect(accepted.json()).toMatchObject({ accepted: true, outcome: 'pending', project: 'beta', workflow_run_id: 'wr-same', subject: Subjects.operatorAnswer(fx.prefix, 'beta'), status_url: '/v1/projects/beta/runs/wr-same/answers/ans-beta' });
-    expect(await answersOn('beta')).toEqual([expect.objectContaining({ project: 'beta', workflow_run_id: 'wr-same', answer: expect.objectContaining({ answer: expect.objectContaining({ packet_id: 'stop-same', answer_id: 'ans-beta' }) }) })]);
+    expect(accepted.json()).toMatchObject({
+      accepted: true,
+      outcome: 'pending',
+      project: 'beta',
+      workflow_run_id: 'wr-same',
+      subject: Subjects.operatorAnswer(fx.prefix, 'beta'),
+      status_url: '/v1/projects/beta/runs/wr-same/answers/ans-beta',
+    });
+    expect(await answersOn('beta')).toEqual([
+      expect.objectContaining({
+        project: 'beta',
+        workflow_run_id: 'wr-same',
+        answer: expect.objectContaining({ answer: expect.objectContaining({ packet_id: 'stop-same', answer_id: 'ans-beta' }) }),
+      }),
+    ]);
     expect(await answersOn('alpha')).toEqual([]);
 
     const hold = await post('/v1/runs/wr-alpha-only/answer', both, { answer_id: 'ans-hold', action: 'continue' });
@@ -187,7 +244,9 @@ describe('records addressed by project and id: project routes, id-only routes, t
     const sub = fx.nats.connection.subscribe(`${fx.prefix}.cmd.ledger.>`, {
       callback: (_err, msg) => {
         seen.push({ subject: msg.subject, body: JSON.parse(decoder.decode(msg.data)) as Record<string, unknown> });
-        msg.respond(new TextEncoder().encode(JSON.stringify({ ok: false, error: { code: 'handoff_not_pending', kind: 'wrong_state', message: 'decided already' } })));
+        msg.respond(
+          new TextEncoder().encode(JSON.stringify({ ok: false, error: { code: 'handoff_not_pending', kind: 'wrong_state', message: 'decided already' } })),
+        );
       },
     });
     await fx.nats.connection.flush();

@@ -64,7 +64,14 @@ describe('a stalled Redis: the API fails fast with 503 projections_unavailable a
     redisUrl = `redis://127.0.0.1:${port}`;
     redis = createRedis(redisUrl);
     nats = await connectNats({ servers: process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222', reconnect: false });
-    service = await startNotifier({ ...process.env, BATON_PREFIX: prefix, HTTP_PORT: '0', LOG_LEVEL: 'error', REDIS_URL: redisUrl, REDIS_COMMAND_TIMEOUT_MS: '500' });
+    service = await startNotifier({
+      ...process.env,
+      BATON_PREFIX: prefix,
+      HTTP_PORT: '0',
+      LOG_LEVEL: 'error',
+      REDIS_URL: redisUrl,
+      REDIS_COMMAND_TIMEOUT_MS: '500',
+    });
     base = (await service.app.getUrl()).replace('[::1]', '127.0.0.1').replace('localhost', '127.0.0.1');
     token = (await new TokenStore(redis.client, prefix).create({ name: 'olga', role: 'operator', projects: ['demo'], now: new Date().toISOString() })).token;
   }, 60_000);
@@ -87,13 +94,20 @@ describe('a stalled Redis: the API fails fast with 503 projections_unavailable a
   const inbox = async () => {
     const started = Date.now();
     const response = await fetch(`${base}/v1/inbox?project=demo`, { headers: { authorization: `Bearer ${token}` }, signal: AbortSignal.timeout(10_000) });
-    return { status: response.status, ms: Date.now() - started, retryAfter: response.headers.get('retry-after'), body: (await response.json()) as { error?: { code: string } } };
+    return {
+      status: response.status,
+      ms: Date.now() - started,
+      retryAfter: response.headers.get('retry-after'),
+      body: (await response.json()) as { error?: { code: string } },
+    };
   };
 
   it('RedisUnavailableError.of recognises a command timeout, a closed connection and a refused one, and nothing else', () => {
     expect(RedisUnavailableError.of(new Error('Command timed out'))).toBeInstanceOf(RedisUnavailableError);
     expect(RedisUnavailableError.of(new Error('Connection is closed.'))).toBeInstanceOf(RedisUnavailableError);
-    expect(RedisUnavailableError.of(Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:1'), { code: 'ECONNREFUSED' }))).toBeInstanceOf(RedisUnavailableError);
+    expect(RedisUnavailableError.of(Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:1'), { code: 'ECONNREFUSED' }))).toBeInstanceOf(
+      RedisUnavailableError,
+    );
     expect(RedisUnavailableError.of(new Error('wrapped', { cause: new Error('Command timed out') }))).toBeInstanceOf(RedisUnavailableError);
     expect(RedisUnavailableError.of(new Error('WRONGTYPE Operation against a key holding the wrong kind of value'))).toBeNull();
     expect(RedisUnavailableError.of('Command timed out')).toBeNull();
@@ -113,7 +127,11 @@ describe('a stalled Redis: the API fails fast with 503 projections_unavailable a
     expect(again.ms).toBeLessThan(2000);
     // A web page fails as fast too, as a page.
     const started = Date.now();
-    const page = await fetch(`${base}/inbox`, { headers: { cookie: 'baton_session=' + 'a'.repeat(43) }, redirect: 'manual', signal: AbortSignal.timeout(10_000) });
+    const page = await fetch(`${base}/inbox`, {
+      headers: { cookie: 'baton_session=' + 'a'.repeat(43) },
+      redirect: 'manual',
+      signal: AbortSignal.timeout(10_000),
+    });
     expect(Date.now() - started).toBeLessThan(2000);
     expect(page.status).toBe(503);
 

@@ -23,7 +23,12 @@ export function projectRoute(kind: ScopedKind, project: string, id: string): str
  *   named or counted.
  */
 export async function resolveProject(views: BatonViews, caller: Principal, kind: ScopedKind, id: string, project: string | undefined): Promise<string> {
-  return resolveProjectAmong({ kind, what: WHAT[kind], route: (p) => projectRoute(kind, p, id), projectsOf: () => views.projectsOf(kind, id) }, caller, id, project);
+  return resolveProjectAmong(
+    { kind, what: WHAT[kind], route: (p) => projectRoute(kind, p, id), projectsOf: () => views.projectsOf(kind, id) },
+    caller,
+    id,
+    project,
+  );
 }
 
 /** The project route of a mesh run (`/v1/projects/<project>/meshes/<id>`). */

@@ -71,7 +71,10 @@ async function signIn(bearer: string): Promise<string> {
     body: new URLSearchParams({ _csrf: csrf, token: bearer, next: '/inbox' }).toString(),
     redirect: 'manual',
   });
-  return done.headers.getSetCookie().find((c) => c.startsWith('baton_session='))!.split(';')[0]!;
+  return done.headers
+    .getSetCookie()
+    .find((c) => c.startsWith('baton_session='))!
+    .split(';')[0]!;
 }
 
 beforeAll(async () => {
@@ -91,7 +94,13 @@ describe('the run view through the API and the web page (real NATS and Redis)', 
     expect(response.status).toBe(200);
     const { run } = (await response.json()) as { run: Record<string, unknown> };
     expect(run['waiting_parents']).toEqual([
-      expect.objectContaining({ agent: 'Loan_Supervisor', step: 'converse', child: 'Income_Capture_Agent', on_return: expect.objectContaining({ action: 'continue' }), original_utterance: 'I want a loan offer' }),
+      expect.objectContaining({
+        agent: 'Loan_Supervisor',
+        step: 'converse',
+        child: 'Income_Capture_Agent',
+        on_return: expect.objectContaining({ action: 'continue' }),
+        original_utterance: 'I want a loan offer',
+      }),
     ]);
     expect(run['routes']).toEqual([
       expect.objectContaining({

@@ -37,7 +37,13 @@ export const InboxStatusSchema = z.enum(['open', 'answered', 'closed']);
 export const InboxQuerySchema = z.strictObject({
   project: list(ProjectIdSchema).optional(),
   kind: list(InboxKindSchema).optional(),
-  why: list(z.string().min(1).max(80).regex(/^[a-z_]+$/, 'a why is a lowercase enum value')).optional(),
+  why: list(
+    z
+      .string()
+      .min(1)
+      .max(80)
+      .regex(/^[a-z_]+$/, 'a why is a lowercase enum value'),
+  ).optional(),
   agent: list(ActorNameSchema).optional(),
   priority: list(HandoffPrioritySchema).optional(),
   status: z.union([list(InboxStatusSchema), z.literal('any')]).default(['open']),
@@ -116,7 +122,9 @@ export const InboxItemSchema = z
   .object({
     id: z
       .string()
-      .describe('stop:<project>:<packet_id> | hold:<seq>:<project>:<workflow_run_id> | handback:<project>:<handoff_id> | escalation:<project>:<handoff_id> (ids may hold ":"; the project never does)'),
+      .describe(
+        'stop:<project>:<packet_id> | hold:<seq>:<project>:<workflow_run_id> | handback:<project>:<handoff_id> | escalation:<project>:<handoff_id> (ids may hold ":"; the project never does)',
+      ),
     project: z.string(),
     kind: InboxKindSchema,
     why: z.string().optional().describe('stop: the StopWhy; hold: hold | human_gate; escalation: lease_expired | rework'),
@@ -167,7 +175,11 @@ export const RunRouteSchema = z.object({
   at: z.string(),
   event: z.enum(['run.routed', 'run.held', 'run.completed', 'run.terminated']),
   outcome: z.string().describe('dispatch, hold, complete, terminate'),
-  rule: z.string().describe('the cascade rule that decided it: function_call, task, explicit_dispatch, callback, workflow_edge, no_action_default, terminal, entry, resume, handoff, handoff_return, message'),
+  rule: z
+    .string()
+    .describe(
+      'the cascade rule that decided it: function_call, task, explicit_dispatch, callback, workflow_edge, no_action_default, terminal, entry, resume, handoff, handoff_return, message',
+    ),
   reason: z.string().nullable().describe("the agent's reason, or the engine's (no-action default…, returnable handoff A → B…); null when the agent gave none"),
   origin: z.string().describe('agent, engine_fallback or human'),
   from: RouteTargetViewSchema.nullable(),
@@ -175,7 +187,10 @@ export const RunRouteSchema = z.object({
   hop: z.number().int().nullable(),
   handoff_id: z.string().nullable(),
   cause: z.object({ kind: z.string(), id: z.string() }).nullable(),
-  handoff: z.object({ return_expected: z.boolean(), route: z.number().int() }).optional().describe('a HANDOFF route (seed 001): returnable or permanent, its index in the caller’s HANDOFF list'),
+  handoff: z
+    .object({ return_expected: z.boolean(), route: z.number().int() })
+    .optional()
+    .describe('a HANDOFF route (seed 001): returnable or permanent, its index in the caller’s HANDOFF list'),
 });
 
 /** A parent waiting for its returnable handoff's child to return (seed 001). */
@@ -206,12 +221,23 @@ export const RunViewSchema = z.object({
   terminated_reason: z.string().nullable(),
   people: z.record(z.string(), z.string().nullable()),
   variables: z.record(z.string(), z.unknown()).describe('every session variable (declared and implicit together)'),
-  declared_variables: z.record(z.string(), z.unknown()).nullable().describe("the variables the run's definition declares (an agent's MEMORY or GATHER); null for runs started before declarations were recorded"),
+  declared_variables: z
+    .record(z.string(), z.unknown())
+    .nullable()
+    .describe("the variables the run's definition declares (an agent's MEMORY or GATHER); null for runs started before declarations were recorded"),
   implicit_variables: z.record(z.string(), z.unknown()).nullable().describe("the others: the start's input, start variables, values no agent declares"),
   unset_declared_variables: z.array(z.string()).nullable().describe('declared but not set yet'),
   waiting_parents: z.array(RunWaitingParentSchema).describe('parents waiting for a returnable child, innermost last'),
   pending_handoff: z
-    .object({ handoff_id: z.string(), from: z.string(), to: z.string(), route: z.number().int(), return_expected: z.boolean(), on_failure: z.record(z.string(), z.unknown()), since: z.string() })
+    .object({
+      handoff_id: z.string(),
+      from: z.string(),
+      to: z.string(),
+      route: z.number().int(),
+      return_expected: z.boolean(),
+      on_failure: z.record(z.string(), z.unknown()),
+      since: z.string(),
+    })
     .nullable()
     .describe('a HANDOFF whose target has not run yet'),
   awaiting_input: z.boolean().describe('the active agent waits for the customer'),
@@ -234,7 +260,12 @@ export const RunResponseSchema = z.object({
 export const MeshViewSchema = z.object({
   mesh_run_id: z.string(),
   project: z.string(),
-  mesh: z.object({ name: z.string(), entry: z.string(), outputs: z.array(z.string()), handoffs: z.record(z.string(), z.array(z.string())).describe('agent → the agents it may hand off to') }),
+  mesh: z.object({
+    name: z.string(),
+    entry: z.string(),
+    outputs: z.array(z.string()),
+    handoffs: z.record(z.string(), z.array(z.string())).describe('agent → the agents it may hand off to'),
+  }),
   status: z.enum(['running', 'completed', 'stopped', 'terminated']),
   speaker: z.string().describe('the agent whose turn comes next (the last to speak once the mesh ended)'),
   handoff_id: z.string(),
@@ -242,14 +273,49 @@ export const MeshViewSchema = z.object({
   started_by: z.string().nullable(),
   notify: z.object({ handle: z.string(), source: z.string() }).nullable(),
   started_at: z.string(),
-  turns: z.array(z.object({ turn: z.number().int(), agent: z.string(), result_id: z.string(), text: z.string().describe('what the agent said'), calls: z.array(z.string()).describe('the handoff tools it called, in call order'), handoff_id: z.string().nullable(), at: z.string() })),
+  turns: z.array(
+    z.object({
+      turn: z.number().int(),
+      agent: z.string(),
+      result_id: z.string(),
+      text: z.string().describe('what the agent said'),
+      calls: z.array(z.string()).describe('the handoff tools it called, in call order'),
+      handoff_id: z.string().nullable(),
+      at: z.string(),
+    }),
+  ),
   handoffs: z
-    .array(z.object({ turn: z.number().int(), from: z.string(), to: z.string(), tool: z.string(), handoff_id: z.string(), cause: z.string().describe('the result id that asked for it, or the answer id that let it through after a cap raise'), after_cap_raise: z.boolean(), at: z.string() }))
+    .array(
+      z.object({
+        turn: z.number().int(),
+        from: z.string(),
+        to: z.string(),
+        tool: z.string(),
+        handoff_id: z.string(),
+        cause: z.string().describe('the result id that asked for it, or the answer id that let it through after a cap raise'),
+        after_cap_raise: z.boolean(),
+        at: z.string(),
+      }),
+    )
     .describe('the handoffs taken, oldest first'),
   ignored: z
-    .array(z.object({ turn: z.number().int().nullable(), agent: z.string(), tool: z.string(), target: z.string().nullable(), reason: z.enum(['unknown_tool', 'not_granted']), detail: z.string(), at: z.string() }))
-    .describe('handoff calls ignored, and why: `unknown_tool` (names no agent of the mesh) or `not_granted` (an agent this speaker may not reach, itself included)'),
-  rejected: z.array(z.object({ result_id: z.string(), agent: z.string(), code: z.string(), message: z.string(), at: z.string() })).describe('turns (and operator answers) the mesh refused, with the code'),
+    .array(
+      z.object({
+        turn: z.number().int().nullable(),
+        agent: z.string(),
+        tool: z.string(),
+        target: z.string().nullable(),
+        reason: z.enum(['unknown_tool', 'not_granted']),
+        detail: z.string(),
+        at: z.string(),
+      }),
+    )
+    .describe(
+      'handoff calls ignored, and why: `unknown_tool` (names no agent of the mesh) or `not_granted` (an agent this speaker may not reach, itself included)',
+    ),
+  rejected: z
+    .array(z.object({ result_id: z.string(), agent: z.string(), code: z.string(), message: z.string(), at: z.string() }))
+    .describe('turns (and operator answers) the mesh refused, with the code'),
   cap: z.object({
     max_iterations: z.number().int().describe('the cap in force'),
     initial: z.number().int(),
@@ -269,7 +335,16 @@ export const MeshViewSchema = z.object({
     .nullable()
     .describe('the latest stop (the cap refusing a handoff), open or answered'),
   outcome: z
-    .object({ status: z.enum(['running', 'completed', 'stopped', 'terminated']), by: z.string().optional(), turns: z.number().int().optional(), output: z.object({ agent: z.string(), turn: z.number().int(), result_id: z.string(), text: z.string() }).nullable().optional(), packet_id: z.string().optional(), reason: z.string().optional(), answer_id: z.string().optional(), at: z.string().optional() })
+    .object({
+      status: z.enum(['running', 'completed', 'stopped', 'terminated']),
+      by: z.string().optional(),
+      turns: z.number().int().optional(),
+      output: z.object({ agent: z.string(), turn: z.number().int(), result_id: z.string(), text: z.string() }).nullable().optional(),
+      packet_id: z.string().optional(),
+      reason: z.string().optional(),
+      answer_id: z.string().optional(),
+      at: z.string().optional(),
+    })
     .describe('completed (by, turns, output), stopped (packet_id), terminated (reason, answer_id) or running'),
   notices: z.number().int(),
   updated_at: z.string(),
@@ -296,7 +371,9 @@ export const MeshSummarySchema = z.object({
   stop_status: z.string().nullable(),
 });
 
-export const AnswerOutcomeSchema = z.enum(['applied', 'pending']).describe('applied (200): the router applied the answer; pending (202): not decided within NOTIFIER_ANSWER_WAIT_MS — read `status_url`');
+export const AnswerOutcomeSchema = z
+  .enum(['applied', 'pending'])
+  .describe('applied (200): the router applied the answer; pending (202): not decided within NOTIFIER_ANSWER_WAIT_MS — read `status_url`');
 
 /** The reply to an answer: 200 `applied` with the run's (or mesh's) new state, or 202 `pending` with the status link. A refusal is a 409 error. */
 export const AnswerAcceptedSchema = z.object({

@@ -66,6 +66,12 @@ export class AuthFailureLimiter {
 
   /** The 429 an address over the limit is answered with. */
   refusal(retryAfterSec: number): ApiError {
-    return new ApiError(HttpStatus.TOO_MANY_REQUESTS, 'too_many_auth_failures', `too many failed authentications from this address; retry in ${retryAfterSec} s`, [], { retry_after_sec: retryAfterSec });
+    return new ApiError(
+      HttpStatus.TOO_MANY_REQUESTS,
+      'too_many_auth_failures',
+      `too many failed authentications from this address; retry in ${retryAfterSec} s`,
+      [],
+      { retry_after_sec: retryAfterSec },
+    );
   }
 }

@@ -28,7 +28,10 @@ export class AuthService {
   readonly tokens: TokenStore;
   readonly sessions: SessionStore;
 
-  constructor(@Inject(RUNTIME) runtime: ServiceRuntime, @Inject(NOTIFIER_CONFIG) readonly config: NotifierConfig) {
+  constructor(
+    @Inject(RUNTIME) runtime: ServiceRuntime,
+    @Inject(NOTIFIER_CONFIG) readonly config: NotifierConfig,
+  ) {
     if (!runtime.redis) throw new Error('the notifier needs Redis (REDIS_URL) for its tokens and sessions');
     this.tokens = new TokenStore(runtime.redis.client, runtime.config.BATON_PREFIX);
     this.sessions = new SessionStore(runtime.redis.client, runtime.config.BATON_PREFIX, this.tokens, config.NOTIFIER_SESSION_TTL_SEC);
@@ -69,6 +72,8 @@ export class AuthService {
     }
     if (!options.allowSession) return { ok: false, presented: false, reason: 'missing' };
     const session = await this.bySession(req);
-    return session ? { ok: true, auth: { principal: session.principal, session } } : { ok: false, presented: false, reason: parseCookies(req.headers.cookie)[SESSION_COOKIE] ? 'session' : 'missing' };
+    return session
+      ? { ok: true, auth: { principal: session.principal, session } }
+      : { ok: false, presented: false, reason: parseCookies(req.headers.cookie)[SESSION_COOKIE] ? 'session' : 'missing' };
   }
 }

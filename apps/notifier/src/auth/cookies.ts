@@ -31,7 +31,13 @@ export interface CookieOptions {
 
 /** A `Set-Cookie` value that is always HttpOnly and SameSite=Strict. */
 export function serializeCookie(name: string, value: string, options: CookieOptions): string {
-  const parts = [`${name}=${encodeURIComponent(value)}`, `Path=${options.path ?? '/'}`, `Max-Age=${Math.max(0, Math.floor(options.maxAge))}`, 'HttpOnly', 'SameSite=Strict'];
+  const parts = [
+    `${name}=${encodeURIComponent(value)}`,
+    `Path=${options.path ?? '/'}`,
+    `Max-Age=${Math.max(0, Math.floor(options.maxAge))}`,
+    'HttpOnly',
+    'SameSite=Strict',
+  ];
   if (options.secure) parts.push('Secure');
   return parts.join('; ');
 }

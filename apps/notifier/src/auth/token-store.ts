@@ -89,7 +89,8 @@ export class TokenStore {
   async create(input: CreateTokenInput): Promise<{ token: string; info: TokenInfo }> {
     const minted = mintApiToken();
     const projects = input.role === 'admin' ? ALL_PROJECTS : input.projects;
-    if (input.expiresAt !== undefined && !(Date.parse(input.expiresAt) > Date.parse(input.now))) throw new TokenInputError('expires_at: must be after the creation time');
+    if (input.expiresAt !== undefined && !(Date.parse(input.expiresAt) > Date.parse(input.now)))
+      throw new TokenInputError('expires_at: must be after the creation time');
     const parsed = TokenRecordSchema.safeParse({
       token_id: minted.tokenId,
       name: input.name,
@@ -103,7 +104,11 @@ export class TokenStore {
       ...(input.expiresAt !== undefined ? { expires_at: new Date(Date.parse(input.expiresAt)).toISOString() } : {}),
     });
     if (!parsed.success) throw new TokenInputError(parsed.error.issues.map((i) => `${i.path.join('.') || 'token'}: ${i.message}`).join('; '));
-    await this.redis.multi().set(AuthKeys.token(this.prefix, minted.tokenId), JSON.stringify(parsed.data), 'NX').sadd(AuthKeys.tokens(this.prefix), minted.tokenId).exec();
+    await this.redis
+      .multi()
+      .set(AuthKeys.token(this.prefix, minted.tokenId), JSON.stringify(parsed.data), 'NX')
+      .sadd(AuthKeys.tokens(this.prefix), minted.tokenId)
+      .exec();
     return { token: minted.token, info: infoOf(parsed.data) };
   }
 

@@ -1,6 +1,15 @@
 import { BeforeApplicationShutdown, Inject, Injectable, OnApplicationBootstrap } from '@nestjs/common';
 import { HumanActionNoticeSchema, Subjects } from '@baton/contracts';
-import { batonStreamNames, decodeEvent, DlqSources, provision, runConsumer, TransientError, type ConsumedMessage, type ConsumerRunner } from '@baton/eventstore';
+import {
+  batonStreamNames,
+  decodeEvent,
+  DlqSources,
+  provision,
+  runConsumer,
+  TransientError,
+  type ConsumedMessage,
+  type ConsumerRunner,
+} from '@baton/eventstore';
 import { RUNTIME, type ServiceConfig, type ServiceRuntime } from '@baton/platform';
 import { NOTIFIER_CONFIG, webhookBackoff, type NotifierConfig } from '../notifier.config';
 import { WebhookSender } from './webhook-sender';
@@ -77,8 +86,16 @@ export class WebhookDelivery implements OnApplicationBootstrap, BeforeApplicatio
         pullExpiresMs: 1000,
         handler: (msg) => this.handle(msg, type),
         onOutcome: (outcome) => {
-          if (outcome.kind === 'retry') logger.warn('webhook delivery will be retried', { durable, seq: outcome.msg.seq, attempt: outcome.msg.deliveryCount, delay_ms: outcome.delayMs, error: String(outcome.error) });
-          if (outcome.kind === 'dead_lettered') logger.error('webhook delivery gave up (dead-lettered)', { durable, seq: outcome.msg.seq, reason: outcome.reason });
+          if (outcome.kind === 'retry')
+            logger.warn('webhook delivery will be retried', {
+              durable,
+              seq: outcome.msg.seq,
+              attempt: outcome.msg.deliveryCount,
+              delay_ms: outcome.delayMs,
+              error: String(outcome.error),
+            });
+          if (outcome.kind === 'dead_lettered')
+            logger.error('webhook delivery gave up (dead-lettered)', { durable, seq: outcome.msg.seq, reason: outcome.reason });
         },
         onError: (error) => logger.error('webhook consumer pull failed', { durable, error: String(error) }),
         onConsumerLost: (event) =>

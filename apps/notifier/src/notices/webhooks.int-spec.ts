@@ -54,11 +54,22 @@ describe('human action notices to webhooks: signed, retried with backoff, dedupl
       NOTIFIER_WEBHOOK_BACKOFF_MS: '100',
       NOTIFIER_WEBHOOK_MAX_ATTEMPTS: '4',
     });
-    fx.nats.connection.subscribe(Subjects.notice(fx.prefix, 'alpha'), { callback: (_err, msg) => natsNotices.push((JSON.parse(decoder.decode(msg.data)) as { notice_id: string }).notice_id) });
+    fx.nats.connection.subscribe(Subjects.notice(fx.prefix, 'alpha'), {
+      callback: (_err, msg) => natsNotices.push((JSON.parse(decoder.decode(msg.data)) as { notice_id: string }).notice_id),
+    });
     await fx.nats.connection.flush();
     await startRun(fx.events, 'alpha', 'wr-hook');
-    await stopRun(fx.events, 'alpha', 'wr-hook', { packet_id: 'stop-hook', why: 'policy', tried: ['search'], pending: { name: 'refund', args: { amount: 40 } } });
-    for (let i = 0; i < 200 && (received.filter((r) => r.hook === 'flaky' && r.status === 200).length === 0 || received.filter((r) => r.hook === 'steady').length === 0); i++) {
+    await stopRun(fx.events, 'alpha', 'wr-hook', {
+      packet_id: 'stop-hook',
+      why: 'policy',
+      tried: ['search'],
+      pending: { name: 'refund', args: { amount: 40 } },
+    });
+    for (
+      let i = 0;
+      i < 200 && (received.filter((r) => r.hook === 'flaky' && r.status === 200).length === 0 || received.filter((r) => r.hook === 'steady').length === 0);
+      i++
+    ) {
       await new Promise((resolve) => setTimeout(resolve, 50));
     }
     // The server sees a request before the sender records its delivery mark (after the 2xx
@@ -90,11 +101,20 @@ describe('human action notices to webhooks: signed, retried with backoff, dedupl
     expect(notice).toMatchObject({ project: 'alpha', workflow_run_id: 'wr-hook', reason: 'stop', stop_id: 'stop-hook' });
     expect(delivery.headers['baton-notice-id']).toBe(notice.notice_id);
     expect(delivery.headers['baton-signature']).toMatch(/^v1=[0-9a-f]{64}$/);
-    expect(verifyWebhookSignature(delivery.body, delivery.headers, secrets.flaky, { toleranceSec: 300 })).toEqual({ ok: true, timestamp: Number(delivery.headers['baton-timestamp']) });
-    expect(verifyWebhookSignature(delivery.body.replace('wr-hook', 'wr-evil'), delivery.headers, secrets.flaky)).toEqual({ ok: false, reason: 'signature_mismatch' });
+    expect(verifyWebhookSignature(delivery.body, delivery.headers, secrets.flaky, { toleranceSec: 300 })).toEqual({
+      ok: true,
+      timestamp: Number(delivery.headers['baton-timestamp']),
+    });
+    expect(verifyWebhookSignature(delivery.body.replace('wr-hook', 'wr-evil'), delivery.headers, secrets.flaky)).toEqual({
+      ok: false,
+      reason: 'signature_mismatch',
+    });
     expect(verifyWebhookSignature(delivery.body, delivery.headers, secrets.steady)).toEqual({ ok: false, reason: 'signature_mismatch' });
     const later = Number(delivery.headers['baton-timestamp']) + 3600;
-    expect(verifyWebhookSignature(delivery.body, delivery.headers, secrets.flaky, { toleranceSec: 300, nowSec: later })).toEqual({ ok: false, reason: 'timestamp_out_of_tolerance' });
+    expect(verifyWebhookSignature(delivery.body, delivery.headers, secrets.flaky, { toleranceSec: 300, nowSec: later })).toEqual({
+      ok: false,
+      reason: 'timestamp_out_of_tolerance',
+    });
     const steady = received.find((r) => r.hook === 'steady')!;
     expect(verifyWebhookSignature(steady.body, steady.headers, secrets.steady).ok).toBe(true);
   });
@@ -104,7 +124,11 @@ describe('human action notices to webhooks: signed, retried with backoff, dedupl
     const sender = fx.service.app.get(WebhookDelivery).webhookSender!;
     const before = received.length;
     const report = await sender.deliver(notice, 9);
-    expect(report).toEqual({ delivered: [], skipped: expect.arrayContaining([targetId({ url: `${url}/flaky` }), targetId({ url: `${url}/steady` })]), failed: [] });
+    expect(report).toEqual({
+      delivered: [],
+      skipped: expect.arrayContaining([targetId({ url: `${url}/flaky` }), targetId({ url: `${url}/steady` })]),
+      failed: [],
+    });
     expect(received.length).toBe(before);
     expect(natsNotices).toEqual([notice.notice_id]);
   });

@@ -115,7 +115,12 @@ export class ProjectionBatchApplier {
    * A range failed: apply its events one at a time to find the first that fails, then settle
    * every own message by where it stands relative to that event (see the class comment).
    */
-  private async isolate(range: EventRange | null, own: Map<number, Decoded>, verdicts: Map<ConsumedMessage, BatchVerdict>, error: unknown): Promise<Map<ConsumedMessage, BatchVerdict>> {
+  private async isolate(
+    range: EventRange | null,
+    own: Map<number, Decoded>,
+    verdicts: Map<ConsumedMessage, BatchVerdict>,
+    error: unknown,
+  ): Promise<Map<ConsumedMessage, BatchVerdict>> {
     const waitAll = (from: number) => {
       for (const [seq, decoded] of own) if (seq >= from && !verdicts.has(decoded.msg)) verdicts.set(decoded.msg, { kind: 'later', delayMs: WAIT_BEHIND_MS });
     };
@@ -137,7 +142,12 @@ export class ProjectionBatchApplier {
         continue;
       } catch (stepError) {
         const failing = own.get(step.seq);
-        this.opts.logger.warn('projection event failed', { seq: step.seq, own: failing !== undefined, deliveries: failing?.msg.deliveryCount, error: String(stepError) });
+        this.opts.logger.warn('projection event failed', {
+          seq: step.seq,
+          own: failing !== undefined,
+          deliveries: failing?.msg.deliveryCount,
+          error: String(stepError),
+        });
         if (!failing) {
           waitAll(step.seq);
           break;
@@ -227,7 +237,8 @@ export class ProjectionBatchApplier {
   private decodeBytes(seq: number, data: Uint8Array, headers: Record<string, string[]>): { event: SequencedEvent | null; error: unknown } {
     const decoded = decodeEvent(this.opts.registry, data);
     if (!decoded.ok) {
-      const message = decoded.rejection.code === 'malformed_json' ? `stored event #${seq} is not JSON` : `stored event #${seq} does not decode: ${decoded.rejection.message}`;
+      const message =
+        decoded.rejection.code === 'malformed_json' ? `stored event #${seq} is not JSON` : `stored event #${seq} does not decode: ${decoded.rejection.message}`;
       return { event: null, error: new PoisonError(message, decoded.rejection.code, { cause: decoded.cause }) };
     }
     const traceId = traceIdFromHeaders(headers);

@@ -2,8 +2,27 @@
 // against the real NATS and Redis, and helpers that write run and handoff histories through the
 // event store with the real deciders.
 import { randomBytes } from 'node:crypto';
-import { createEventRegistry, handoffToolName, MeshDefinitionSchema, ProjectDefinitionSchema, type AgentDefinition, type HandoffEvent, type WorkflowDefinition } from '@baton/contracts';
-import { handoffDecider, handoffIdFor, meshDecider, meshEntryHandoffId, meshHandoffId, reactToHandoffEvent, runDecider, type HandoffCommand, type MeshCommand, type RunCommand } from '@baton/domain';
+import {
+  createEventRegistry,
+  handoffToolName,
+  MeshDefinitionSchema,
+  ProjectDefinitionSchema,
+  type AgentDefinition,
+  type HandoffEvent,
+  type WorkflowDefinition,
+} from '@baton/contracts';
+import {
+  handoffDecider,
+  handoffIdFor,
+  meshDecider,
+  meshEntryHandoffId,
+  meshHandoffId,
+  reactToHandoffEvent,
+  runDecider,
+  type HandoffCommand,
+  type MeshCommand,
+  type RunCommand,
+} from '@baton/domain';
 import { batonStreamNames, batonTopology, connectNats, JetStreamEventStore, provision, type NatsHandle } from '@baton/eventstore';
 import type { RunningService } from '@baton/platform';
 import { createProjectionStore, createRedis, type RedisHandle } from '@baton/projections';
@@ -71,7 +90,9 @@ export async function startFixture(env: Record<string, string> = {}): Promise<No
       const deadline = Date.now() + timeoutMs;
       for (;;) {
         const last = (await nats.jsm.streams.info(streams.events)).state.last_seq;
-        const seqs = await Promise.all(['inbox', 'stops', 'handoffs', 'runs', 'notices'].map(async (name) => (await store.status({ name, version: 1 })).lastSeq));
+        const seqs = await Promise.all(
+          ['inbox', 'stops', 'handoffs', 'runs', 'notices'].map(async (name) => (await store.status({ name, version: 1 })).lastSeq),
+        );
         if (seqs.every((s) => s >= last)) return;
         if (Date.now() > deadline) throw new Error(`projections at ${seqs.join(',')}, stream at ${last}`);
         await new Promise((resolve) => setTimeout(resolve, 50));
@@ -90,8 +111,22 @@ export async function startFixture(env: Record<string, string> = {}): Promise<No
   };
 }
 
-async function runCommand(events: JetStreamEventStore, project: string, id: string, command: RunCommand, actor = 'router', origin: 'agent' | 'operator' = 'agent'): Promise<void> {
-  const meta = { commandId: `cmd-${++commands}-${randomBytes(3).toString('hex')}`, occurredAt: command.metadata.now, actor, origin, causationId: null, correlationId: id };
+async function runCommand(
+  events: JetStreamEventStore,
+  project: string,
+  id: string,
+  command: RunCommand,
+  actor = 'router',
+  origin: 'agent' | 'operator' = 'agent',
+): Promise<void> {
+  const meta = {
+    commandId: `cmd-${++commands}-${randomBytes(3).toString('hex')}`,
+    occurredAt: command.metadata.now,
+    actor,
+    origin,
+    causationId: null,
+    correlationId: id,
+  };
   const result = await events.handleCommand({ project, kind: 'run', id }, runDecider, command, meta);
   if (!result.ok) throw new Error(`${command.type} refused: ${result.error.code}`);
 }
@@ -106,13 +141,7 @@ export function startRun(events: JetStreamEventStore, project: string, id: strin
 }
 
 /** Stop a started run with a packet (`stop` command: any why, tried, pending call, detail, cap). */
-export function stopRun(
-  events: JetStreamEventStore,
-  project: string,
-  id: string,
-  data: Extract<RunCommand, { type: 'stop' }>['data'],
-  at = 1,
-): Promise<void> {
+export function stopRun(events: JetStreamEventStore, project: string, id: string, data: Extract<RunCommand, { type: 'stop' }>['data'], at = 1): Promise<void> {
   return runCommand(events, project, id, { type: 'stop', data, metadata: { now: minute(at), actor: 'router' } });
 }
 
@@ -151,7 +180,10 @@ export function answerStop(events: JetStreamEventStore, project: string, id: str
     {
       type: 'resume',
       data: {
-        answer: { kind: 'stop_answer', answer: { packet_id: packetId, answer_id: `ans-${packetId}`, action: 'deny', answered_by: 'olga', answered_at: minute(at) } },
+        answer: {
+          kind: 'stop_answer',
+          answer: { packet_id: packetId, answer_id: `ans-${packetId}`, action: 'deny', answered_by: 'olga', answered_at: minute(at) },
+        },
         workflow: fixtureWorkflow,
         agents: fixtureAgents,
       },
@@ -170,11 +202,30 @@ export async function handbackCycle(events: JetStreamEventStore, project: string
       id,
       command: {
         type: 'create',
-        data: { handoff_id: id, project, kind: 'task', priority: 'high', from_agent: 'alice', to_agent: 'bob', summary, context: {}, acceptance: {}, max_retries: 3, idempotency_key: `create:${id}` },
+        data: {
+          handoff_id: id,
+          project,
+          kind: 'task',
+          priority: 'high',
+          from_agent: 'alice',
+          to_agent: 'bob',
+          summary,
+          context: {},
+          acceptance: {},
+          max_retries: 3,
+          idempotency_key: `create:${id}`,
+        },
         metadata: { now, actor: 'alice', actorKind: 'agent' },
       } as HandoffCommand,
     },
-    { id, command: { type: 'claim', data: { handoff_id: id, claim_id: `c-${id}`, lease_ms: 60_000, claimer_roles: [], idempotency_key: `claim:${id}` }, metadata: { now, actor: 'bob', actorKind: 'agent' } } as HandoffCommand },
+    {
+      id,
+      command: {
+        type: 'claim',
+        data: { handoff_id: id, claim_id: `c-${id}`, lease_ms: 60_000, claimer_roles: [], idempotency_key: `claim:${id}` },
+        metadata: { now, actor: 'bob', actorKind: 'agent' },
+      } as HandoffCommand,
+    },
     {
       id,
       command: {
@@ -194,13 +245,24 @@ export async function handbackCycle(events: JetStreamEventStore, project: string
   while (steps.length > 0) {
     const step = steps.shift() as { id: string; command: HandoffCommand };
     const ref = { project, kind: 'handoff', id: step.id } as const;
-    const meta = { commandId: `cmd-${++commands}-${randomBytes(3).toString('hex')}`, occurredAt: now, actor: step.command.metadata.actor, origin: 'agent' as const, causationId: null, correlationId: step.id };
+    const meta = {
+      commandId: `cmd-${++commands}-${randomBytes(3).toString('hex')}`,
+      occurredAt: now,
+      actor: step.command.metadata.actor,
+      origin: 'agent' as const,
+      causationId: null,
+      correlationId: step.id,
+    };
     const result = await events.handleCommand(ref, handoffDecider, step.command, meta);
     if (!result.ok) throw new Error(`${step.command.type} refused: ${result.error.code}`);
     let state = handoffDecider.initialState();
     for (const e of (await events.read(ref)).events) state = handoffDecider.evolve(state, { type: e.type, data: e.payload } as HandoffEvent);
     for (const stored of result.events) {
-      for (const reaction of reactToHandoffEvent({ type: stored.type, data: stored.payload } as HandoffEvent, { state, deriveId: (...parts) => parts.join('-'), projectLead: 'lena' })) {
+      for (const reaction of reactToHandoffEvent({ type: stored.type, data: stored.payload } as HandoffEvent, {
+        state,
+        deriveId: (...parts) => parts.join('-'),
+        projectLead: 'lena',
+      })) {
         steps.push({ id: reaction.aggregateId, command: reaction.command });
       }
     }
@@ -224,12 +286,41 @@ export async function thrashMesh(events: JetStreamEventStore, project: string, i
   const mesh = MeshDefinitionSchema.parse({ name: 'support', entry: 'triage', handoffs: { triage: ['billing'], billing: ['triage'] }, max_iterations: 2 });
   const turns: MeshCommand[] = [
     { type: 'start_mesh', data: { mesh_run_id: id, project, mesh, agents: ['triage', 'billing'], started_by: 'sam' }, metadata: { now, actor: 'sam' } },
-    { type: 'record_turn', data: { result_id: `${id}-r1`, run_id: `${id}-ar1`, agent: 'triage', text: 'over to billing', handoff_tool_calls: [{ tool: handoffToolName('billing') }], ...claimOf(meshEntryHandoffId(id), 'triage') }, metadata: { now, actor: 'triage' } },
-    { type: 'record_turn', data: { result_id: `${id}-r2`, run_id: `${id}-ar2`, agent: 'billing', text: 'back to triage', handoff_tool_calls: [{ tool: handoffToolName('triage') }], ...claimOf(meshHandoffId(`${id}-r1`), 'billing') }, metadata: { now, actor: 'billing' } },
+    {
+      type: 'record_turn',
+      data: {
+        result_id: `${id}-r1`,
+        run_id: `${id}-ar1`,
+        agent: 'triage',
+        text: 'over to billing',
+        handoff_tool_calls: [{ tool: handoffToolName('billing') }],
+        ...claimOf(meshEntryHandoffId(id), 'triage'),
+      },
+      metadata: { now, actor: 'triage' },
+    },
+    {
+      type: 'record_turn',
+      data: {
+        result_id: `${id}-r2`,
+        run_id: `${id}-ar2`,
+        agent: 'billing',
+        text: 'back to triage',
+        handoff_tool_calls: [{ tool: handoffToolName('triage') }],
+        ...claimOf(meshHandoffId(`${id}-r1`), 'billing'),
+      },
+      metadata: { now, actor: 'billing' },
+    },
   ];
   let packetId: string | null = null;
   for (const command of turns) {
-    const meta = { commandId: `cmd-${++commands}-${randomBytes(3).toString('hex')}`, occurredAt: now, actor: command.metadata.actor, origin: 'agent' as const, causationId: null, correlationId: id };
+    const meta = {
+      commandId: `cmd-${++commands}-${randomBytes(3).toString('hex')}`,
+      occurredAt: now,
+      actor: command.metadata.actor,
+      origin: 'agent' as const,
+      causationId: null,
+      correlationId: id,
+    };
     const result = await events.handleCommand({ project, kind: 'mesh', id }, meshDecider, command, meta);
     if (!result.ok) throw new Error(`${command.type} refused: ${result.error.code}`);
     const stopped = result.events.find((e) => e.type === 'mesh.stopped');
@@ -238,4 +329,3 @@ export async function thrashMesh(events: JetStreamEventStore, project: string, i
   if (packetId === null) throw new Error(`mesh ${id} did not stop`);
   return packetId;
 }
-

@@ -70,11 +70,21 @@ export class EventStreams implements OnModuleInit, BeforeApplicationShutdown {
     const total = this.config.NOTIFIER_STREAMS_MAX;
     const perToken = this.config.NOTIFIER_STREAMS_PER_TOKEN;
     if (this.open.size >= total) {
-      return new ApiError(HttpStatus.TOO_MANY_REQUESTS, 'too_many_streams', `the notifier serves at most ${total} live streams; try again later`, [], { scope: 'total', limit: total, retry_after_sec: STREAM_RETRY_AFTER_SEC });
+      return new ApiError(HttpStatus.TOO_MANY_REQUESTS, 'too_many_streams', `the notifier serves at most ${total} live streams; try again later`, [], {
+        scope: 'total',
+        limit: total,
+        retry_after_sec: STREAM_RETRY_AFTER_SEC,
+      });
     }
     const mine = this.countOf(principal.tokenId);
     if (mine >= perToken) {
-      return new ApiError(HttpStatus.TOO_MANY_REQUESTS, 'too_many_streams', `this token holds ${mine} live streams already (at most ${perToken}); close one first`, [], { scope: 'token', limit: perToken, retry_after_sec: STREAM_RETRY_AFTER_SEC });
+      return new ApiError(
+        HttpStatus.TOO_MANY_REQUESTS,
+        'too_many_streams',
+        `this token holds ${mine} live streams already (at most ${perToken}); close one first`,
+        [],
+        { scope: 'token', limit: perToken, retry_after_sec: STREAM_RETRY_AFTER_SEC },
+      );
     }
     return null;
   }
@@ -156,7 +166,11 @@ export class EventStreamController {
     const refused = this.streams.refusal(principal);
     if (refused) {
       res.setHeader('Retry-After', String(STREAM_RETRY_AFTER_SEC));
-      this.runtime.logger.warn('live stream refused', { token_id: principal.tokenId, reason: (refused.getResponse() as { error: { details: { scope: string } } }).error.details.scope, streams: this.streams.count() });
+      this.runtime.logger.warn('live stream refused', {
+        token_id: principal.tokenId,
+        reason: (refused.getResponse() as { error: { details: { scope: string } } }).error.details.scope,
+        streams: this.streams.count(),
+      });
       throw refused;
     }
     res.status(200);
@@ -168,7 +182,12 @@ export class EventStreamController {
     res.write('retry: 2000\n\nevent: ready\ndata: {}\n\n');
     const unsubscribe = this.applied.subscribe((event) => {
       if (!touchesInbox(event) || !canSeeProject(principal, event.project)) return;
-      const change: InboxChange = { seq: event.seq, project: event.project, event_type: event.type, aggregate: { kind: event.aggregate.kind, id: event.aggregate.id } };
+      const change: InboxChange = {
+        seq: event.seq,
+        project: event.project,
+        event_type: event.type,
+        aggregate: { kind: event.aggregate.kind, id: event.aggregate.id },
+      };
       res.write(`id: ${event.seq}\nevent: inbox\ndata: ${JSON.stringify(change)}\n\n`);
     });
     const heartbeat = setInterval(() => res.write(': ping\n\n'), HEARTBEAT_MS);

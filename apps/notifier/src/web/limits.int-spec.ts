@@ -38,7 +38,14 @@ interface Reply {
 function call(path: string, options: { method?: string; headers?: Record<string, string>; body?: string; from?: string } = {}): Promise<Reply> {
   return new Promise((resolve, reject) => {
     const req = httpRequest(
-      { host: '127.0.0.1', port, path, method: options.method ?? 'GET', headers: { connection: 'close', ...(options.headers ?? {}) }, localAddress: options.from ?? '127.0.0.1' },
+      {
+        host: '127.0.0.1',
+        port,
+        path,
+        method: options.method ?? 'GET',
+        headers: { connection: 'close', ...(options.headers ?? {}) },
+        localAddress: options.from ?? '127.0.0.1',
+      },
       (res: IncomingMessage) => {
         let text = '';
         res.setEncoding('utf8');
@@ -182,7 +189,15 @@ describe('an API that holds under load: connection and stream caps, token expiry
     expect((await call('/v1/inbox', { headers: bearer(revoked) })).status).toBe(401);
 
     const now = Date.now();
-    const brief = (await fx.tokens.create({ name: 'ezra', role: 'viewer', projects: ['alpha'], now: new Date(now).toISOString(), expiresAt: new Date(now + 1500).toISOString() })).token;
+    const brief = (
+      await fx.tokens.create({
+        name: 'ezra',
+        role: 'viewer',
+        projects: ['alpha'],
+        now: new Date(now).toISOString(),
+        expiresAt: new Date(now + 1500).toISOString(),
+      })
+    ).token;
     expect((await call('/v1/inbox', { headers: bearer(brief) })).status).toBe(200);
     const expiring = await openStream(brief);
     expect(expiring.status).toBe(200);
@@ -194,11 +209,19 @@ describe('an API that holds under load: connection and stream caps, token expiry
 
   it('tokens: an expired token is refused and listed with its expiry; a token record that is not in the token set is refused', async () => {
     const now = Date.now();
-    const created = await fx.tokens.create({ name: 'olive', role: 'operator', projects: ['alpha'], now: new Date(now).toISOString(), expiresAt: new Date(now + 30 * 86_400_000).toISOString() });
+    const created = await fx.tokens.create({
+      name: 'olive',
+      role: 'operator',
+      projects: ['alpha'],
+      now: new Date(now).toISOString(),
+      expiresAt: new Date(now + 30 * 86_400_000).toISOString(),
+    });
     expect(created.info.expires_at).toBe(new Date(now + 30 * 86_400_000).toISOString());
     expect((await fx.tokens.list()).find((t) => t.token_id === created.info.token_id)).toMatchObject({ expires_at: created.info.expires_at });
     expect((await call('/v1/inbox', { headers: bearer(created.token) })).status).toBe(200);
-    await expect(fx.tokens.create({ name: 'late', role: 'viewer', projects: ['alpha'], now: new Date(now).toISOString(), expiresAt: new Date(now - 1000).toISOString() })).rejects.toThrow(/expires_at/);
+    await expect(
+      fx.tokens.create({ name: 'late', role: 'viewer', projects: ['alpha'], now: new Date(now).toISOString(), expiresAt: new Date(now - 1000).toISOString() }),
+    ).rejects.toThrow(/expires_at/);
 
     // A valid-looking record written straight to Redis, outside the token set: refused.
     const planted = await fx.tokens.create({ name: 'mallory', role: 'admin', projects: '*', now: new Date().toISOString() });
@@ -239,14 +262,22 @@ describe('an API that holds under load: connection and stream caps, token expiry
         const page = await call('/login', { from: '127.0.0.4' });
         const csrf = /name="_csrf" value="([^"]+)"/.exec(page.text)![1]!;
         const cookie = String(page.headers['set-cookie']![0]).split(';')[0]!;
-        return call('/login', { method: 'POST', from: '127.0.0.4', headers: { cookie, 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams({ _csrf: csrf, token, next: '/inbox' }).toString() });
+        return call('/login', {
+          method: 'POST',
+          from: '127.0.0.4',
+          headers: { cookie, 'content-type': 'application/x-www-form-urlencoded' },
+          body: new URLSearchParams({ _csrf: csrf, token, next: '/inbox' }).toString(),
+        });
       };
       for (let i = 0; i < 3; i++) expect((await signIn('not-a-token')).status).toBe(401);
       const limited = await signIn(await fx.token('gail', 'viewer', ['alpha']));
       expect(limited.status).toBe(429);
       expect(Number(limited.headers['retry-after'])).toBeGreaterThan(0);
       expect(warn.mock.calls.filter(([message]) => message === 'web sign-in refused').map(([, fields]) => fields)).toEqual(
-        expect.arrayContaining([expect.objectContaining({ reason: 'malformed', address: '127.0.0.4' }), expect.objectContaining({ reason: 'too_many_auth_failures', address: '127.0.0.4' })]),
+        expect.arrayContaining([
+          expect.objectContaining({ reason: 'malformed', address: '127.0.0.4' }),
+          expect.objectContaining({ reason: 'too_many_auth_failures', address: '127.0.0.4' }),
+        ]),
       );
     } finally {
       warn.mockRestore();
@@ -264,7 +295,11 @@ describe('an API that holds under load: connection and stream caps, token expiry
       ['/health/ready', {}],
     ] as const) {
       const reply = await call(path, { headers: { ...headers }, from: '127.0.0.5' });
-      expect({ path, nosniff: reply.headers['x-content-type-options'], poweredBy: reply.headers['x-powered-by'] }).toEqual({ path, nosniff: 'nosniff', poweredBy: undefined });
+      expect({ path, nosniff: reply.headers['x-content-type-options'], poweredBy: reply.headers['x-powered-by'] }).toEqual({
+        path,
+        nosniff: 'nosniff',
+        poweredBy: undefined,
+      });
     }
   });
 });

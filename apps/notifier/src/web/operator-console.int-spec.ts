@@ -28,7 +28,11 @@ async function call(path: string, init: RequestInit & { token?: string; cookie?:
   return { status: response.status, headers: response.headers, text, json: () => JSON.parse(text) };
 }
 
-const form = (fields: Record<string, string>) => ({ method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams(fields).toString() });
+const form = (fields: Record<string, string>) => ({
+  method: 'POST',
+  headers: { 'content-type': 'application/x-www-form-urlencoded' },
+  body: new URLSearchParams(fields).toString(),
+});
 
 /** Sign in through the login page as a browser would; returns the session cookie and the page's CSRF token. */
 async function signIn(token: string): Promise<{ cookie: string; csrf: string }> {
@@ -37,7 +41,10 @@ async function signIn(token: string): Promise<{ cookie: string; csrf: string }> 
   const loginCookie = page.headers.get('set-cookie')!.split(';')[0]!;
   const done = await call('/login', { ...form({ _csrf: loginCsrf, token, next: '/inbox' }), cookie: loginCookie });
   expect(done.status).toBe(303);
-  const cookie = done.headers.getSetCookie().find((c) => c.startsWith('baton_session='))!.split(';')[0]!;
+  const cookie = done.headers
+    .getSetCookie()
+    .find((c) => c.startsWith('baton_session='))!
+    .split(';')[0]!;
   const inbox = await call('/inbox', { cookie });
   return { cookie, csrf: /name="_csrf" value="([^"]+)"/.exec(inbox.text)![1]! };
 }
@@ -121,7 +128,12 @@ describe('operator console: tokens, roles, project scoping, web inbox (real NATS
       const reply = await call(path, { token: alphaOperator });
       expect({ path, status: reply.status, code: reply.json().error?.code }).toEqual({ path, status: 404, code: 'not_found' });
     }
-    const answer = await call('/v1/stops/stop-beta/answer', { method: 'POST', token: alphaOperator, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ action: 'deny' }) });
+    const answer = await call('/v1/stops/stop-beta/answer', {
+      method: 'POST',
+      token: alphaOperator,
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ action: 'deny' }),
+    });
     expect(answer.status).toBe(404);
     expect(await answersOn('beta')).toEqual([]);
     // Its own project's packet it reads.
@@ -130,7 +142,12 @@ describe('operator console: tokens, roles, project scoping, web inbox (real NATS
 
   it('a viewer reads but cannot answer: 403 role_forbidden and nothing is published', async () => {
     expect((await call('/v1/stops/stop-int', { token: alphaViewer })).status).toBe(200);
-    const refused = await call('/v1/stops/stop-int/answer', { method: 'POST', token: alphaViewer, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ action: 'intent', intent: 'billing' }) });
+    const refused = await call('/v1/stops/stop-int/answer', {
+      method: 'POST',
+      token: alphaViewer,
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ action: 'intent', intent: 'billing' }),
+    });
     expect({ status: refused.status, code: refused.json().error?.code }).toEqual({ status: 403, code: 'role_forbidden' });
     expect((await answersOn('alpha')).filter((a) => JSON.stringify(a).includes('stop-int'))).toEqual([]);
   });
@@ -144,7 +161,10 @@ describe('operator console: tokens, roles, project scoping, web inbox (real NATS
     });
     expect(reply.status).toBe(202); // no router here: published, not decided (pending)
     const published = (await answersOn('alpha')).find((a) => JSON.stringify(a).includes('ans-api-int'));
-    expect(published).toMatchObject({ actor_role: 'operator', answer: { kind: 'stop_answer', answer: { answer_id: 'ans-api-int', answered_by: 'olga', intent: 'billing' } } });
+    expect(published).toMatchObject({
+      actor_role: 'operator',
+      answer: { kind: 'stop_answer', answer: { answer_id: 'ans-api-int', answered_by: 'olga', intent: 'billing' } },
+    });
     expect(JSON.stringify(published)).not.toContain('mallory');
   });
 
@@ -233,7 +253,11 @@ describe('operator console: tokens, roles, project scoping, web inbox (real NATS
     const fields = { answer_id: 'web-csrf-1', action: 'deny', note: 'x' };
     expect((await call('/inbox/stops/stop-cap/answer', { ...form(fields), cookie })).status).toBe(403);
     expect((await call('/inbox/stops/stop-cap/answer', { ...form({ ...fields, _csrf: other.csrf }), cookie })).status).toBe(403);
-    const crossSite = await call('/inbox/stops/stop-cap/answer', { ...form({ ...fields, _csrf: csrf }), cookie, headers: { 'content-type': 'application/x-www-form-urlencoded', origin: 'https://evil.example' } });
+    const crossSite = await call('/inbox/stops/stop-cap/answer', {
+      ...form({ ...fields, _csrf: csrf }),
+      cookie,
+      headers: { 'content-type': 'application/x-www-form-urlencoded', origin: 'https://evil.example' },
+    });
     expect(crossSite.status).toBe(403);
     expect(crossSite.text).toContain('csrf_failed');
     expect((await call('/inbox/stops/stop-cap/answer', { ...form({ ...fields, _csrf: csrf }) })).status).toBe(401);
@@ -243,7 +267,10 @@ describe('operator console: tokens, roles, project scoping, web inbox (real NATS
   it('a stale or mismatched answer is refused fail-closed and shown: the pending call is not the one the form rendered, or the packet was already answered', async () => {
     const { cookie, csrf } = await signIn(alphaOperator);
     const before = (await answersOn('alpha')).length;
-    const stale = await call('/inbox/stops/stop-pol/answer', { ...form({ _csrf: csrf, answer_id: 'web-stale-1', action: 'approve', pending_digest: 'sha256:not-the-call-you-saw' }), cookie });
+    const stale = await call('/inbox/stops/stop-pol/answer', {
+      ...form({ _csrf: csrf, answer_id: 'web-stale-1', action: 'approve', pending_digest: 'sha256:not-the-call-you-saw' }),
+      cookie,
+    });
     expect(stale.status).toBe(409);
     expect(stale.text).toContain('stale_answer');
     expect(stale.text).toContain('role="alert"');
@@ -258,14 +285,21 @@ describe('operator console: tokens, roles, project scoping, web inbox (real NATS
     const card = (await call(`/inbox/items/${encodeURIComponent('stop:alpha:stop-pol')}`, { cookie })).text;
     const digest = /name="pending_digest" value="([^"]+)"/.exec(card)![1]!;
     const answerId = /name="answer_id" value="([^"]+)"/.exec(card)![1]!;
-    const sent = await call('/inbox/stops/stop-pol/answer', { ...form({ _csrf: csrf, answer_id: answerId, action: 'approve', pending_digest: digest, note: 'ok', return: '/inbox?status=open' }), cookie });
+    const sent = await call('/inbox/stops/stop-pol/answer', {
+      ...form({ _csrf: csrf, answer_id: answerId, action: 'approve', pending_digest: digest, note: 'ok', return: '/inbox?status=open' }),
+      cookie,
+    });
     expect(sent.status).toBe(303);
     expect(sent.headers.get('location')).toBe(`/inbox?status=open&sent=${encodeURIComponent('stop:alpha:stop-pol')}&outcome=pending`);
     // No router decides it here, so the page says it was sent, not applied.
     const landed = await call(sent.headers.get('location')!, { cookie });
     expect(landed.text).toMatch(/data-outcome="pending"[^>]*>Answer to stop:alpha:stop-pol sent; not applied yet/);
     const published = (await answersOn('alpha')).find((a) => JSON.stringify(a).includes(answerId));
-    expect(published).toMatchObject({ workflow_run_id: 'wr-pol', actor_role: 'operator', answer: { answer: { action: 'approve', pending_digest: digest, answered_by: 'olga', note: 'ok' } } });
+    expect(published).toMatchObject({
+      workflow_run_id: 'wr-pol',
+      actor_role: 'operator',
+      answer: { answer: { action: 'approve', pending_digest: digest, answered_by: 'olga', note: 'ok' } },
+    });
   });
 
   it('GET /v1/events/stream pushes inbox changes of the caller projects only, after the projections applied them', async () => {
@@ -298,7 +332,17 @@ describe('operator console: tokens, roles, project scoping, web inbox (real NATS
     await until(() => frames.some((f) => f.includes('wr-live')));
     controller.abort();
     await pump;
-    const inbox = frames.filter((f) => f.includes('event: inbox')).map((f) => JSON.parse(f.split('\n').find((l) => l.startsWith('data: '))!.slice(6)) as { project: string; event_type: string; aggregate: { id: string } });
+    const inbox = frames
+      .filter((f) => f.includes('event: inbox'))
+      .map(
+        (f) =>
+          JSON.parse(
+            f
+              .split('\n')
+              .find((l) => l.startsWith('data: '))!
+              .slice(6),
+          ) as { project: string; event_type: string; aggregate: { id: string } },
+      );
     expect(inbox).toContainEqual(expect.objectContaining({ project: 'alpha', event_type: 'run.stopped', aggregate: { kind: 'run', id: 'wr-live' } }));
     expect(inbox.filter((c) => c.project !== 'alpha')).toEqual([]);
     // When the frame arrives, the item is already readable.

@@ -37,7 +37,9 @@ class WebRefusal extends Error {
   }
 }
 
-const text = z.preprocess((v) => (Array.isArray(v) ? v[0] : v), z.string().max(4000).optional()).transform((v) => (v === undefined || v.trim() === '' ? undefined : v));
+const text = z
+  .preprocess((v) => (Array.isArray(v) ? v[0] : v), z.string().max(4000).optional())
+  .transform((v) => (v === undefined || v.trim() === '' ? undefined : v));
 const FormBase = z.object({ _csrf: z.string().min(1).max(200), return: text });
 const StopFormSchema = FormBase.extend({
   action: OperatorAnswerActionSchema,
@@ -252,7 +254,12 @@ export class WebController {
       const ref = this.target(id, project);
       const answered = await this.actions.answerHold(
         ref,
-        { answer_id: form.answer_id, action: form.action, ...(form.target !== undefined && form.action === 'reroute' ? { target: form.target.trim() } : {}), ...(form.note !== undefined ? { note: form.note } : {}) },
+        {
+          answer_id: form.answer_id,
+          action: form.action,
+          ...(form.target !== undefined && form.action === 'reroute' ? { target: form.target.trim() } : {}),
+          ...(form.note !== undefined ? { note: form.note } : {}),
+        },
         session.principal,
       );
       res.redirect(303, this.sent(form.return, `run ${answered.body.project}:${ref.id}`, answered.body.outcome));
@@ -430,7 +437,11 @@ export class WebController {
   private async withForm(req: HttpRequest, res: HttpResponse, body: (session: Session) => Promise<void>): Promise<void> {
     const session = await this.auth.bySession(req);
     if (!session) {
-      this.send(res, 401, errorPage({ principal: null, csrf: null }, { status: 401, code: 'unauthenticated', message: 'Your session ended; sign in again.', back: '/login' }));
+      this.send(
+        res,
+        401,
+        errorPage({ principal: null, csrf: null }, { status: 401, code: 'unauthenticated', message: 'Your session ended; sign in again.', back: '/login' }),
+      );
       return;
     }
     const ctx: PageContext = { principal: session.principal, csrf: session.csrf };
@@ -439,7 +450,16 @@ export class WebController {
     const token = typeof fields['_csrf'] === 'string' ? fields['_csrf'] : '';
     if (!this.sameOrigin(req) || !token || !safeEqual(token, session.csrf)) {
       this.runtime.logger.warn('web form refused', { reason: 'csrf', path: req.path, token_id: session.principal.tokenId });
-      this.send(res, 403, errorPage(ctx, { status: 403, code: 'csrf_failed', message: 'The form is missing its CSRF token or came from another site. Reload the page and try again.', back }));
+      this.send(
+        res,
+        403,
+        errorPage(ctx, {
+          status: 403,
+          code: 'csrf_failed',
+          message: 'The form is missing its CSRF token or came from another site. Reload the page and try again.',
+          back,
+        }),
+      );
       return;
     }
     await this.guarded(res, ctx, back, () => body(session));
@@ -459,7 +479,8 @@ export class WebController {
     if (error instanceof WebRefusal) return { status: error.status, code: error.code, message: error.message };
     if (error instanceof HttpException) {
       const body = error.getResponse() as { error?: { code?: string; message?: string } } | string;
-      if (typeof body === 'object' && body.error) return { status: error.getStatus(), code: body.error.code ?? 'refused', message: body.error.message ?? error.message };
+      if (typeof body === 'object' && body.error)
+        return { status: error.getStatus(), code: body.error.code ?? 'refused', message: body.error.message ?? error.message };
       return { status: error.getStatus(), code: 'refused', message: error.message };
     }
     if (error instanceof z.ZodError) return { status: 400, code: 'schema_violation', message: error.issues.map((i) => i.message).join('; ') };

@@ -66,10 +66,7 @@ export class DefinitionCatalog implements OnModuleInit, OnModuleDestroy {
       this.entries.delete(project);
       return this.load(project, { fresh: true });
     }
-    const state = read.events.reduce(
-      (s, e) => evolveDefinition(s, { type: e.type, data: e.payload } as DefinitionEvent),
-      base.state,
-    );
+    const state = read.events.reduce((s, e) => evolveDefinition(s, { type: e.type, data: e.payload } as DefinitionEvent), base.state);
     const stale = (this.generations.get(project) ?? 0) !== generation;
     this.entries.set(project, { state, lastSeq: Math.max(read.lastSeq, base.lastSeq), generation, stale });
     return state;

@@ -11,7 +11,10 @@ const flow = (version: number, next?: string) => ({
   name: 'flow',
   version,
   entry: 's1',
-  steps: [{ id: 's1', agent: 'a', ...(next ? { next } : {}) }, { id: 's2', agent: 'b' }],
+  steps: [
+    { id: 's1', agent: 'a', ...(next ? { next } : {}) },
+    { id: 's2', agent: 'b' },
+  ],
 });
 const publish = (definition: ProjectDefinition): PublishDefinition => ({
   type: 'publish',

@@ -119,7 +119,10 @@ export function workflowForStart(state: DefinitionState, name: string, version?:
  * published definition — its agents, routes and return handlers — even after later publishes
  * (seed 001 routes never change mid-run); older runs fall back to {@link findPublishedWorkflow}.
  */
-export function pinnedForRun(state: DefinitionState, run: { workflow: { name: string; version: number }; definitionDigest: string | null }): PinnedWorkflow | undefined {
+export function pinnedForRun(
+  state: DefinitionState,
+  run: { workflow: { name: string; version: number }; definitionDigest: string | null },
+): PinnedWorkflow | undefined {
   if (run.definitionDigest !== null) {
     for (let i = state.published.length - 1; i >= 0; i--) {
       const entry = state.published[i]!;

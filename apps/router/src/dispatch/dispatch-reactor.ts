@@ -74,7 +74,8 @@ export class DispatchReactor {
     let execution: ExecutionSettings | undefined;
     if (workflow !== null) {
       const run = { workflow, definitionDigest: before.status === 'none' ? null : before.definitionDigest };
-      const pinned = pinnedForRun(await this.catalog.load(envelope.project), run) ?? pinnedForRun(await this.catalog.load(envelope.project, { fresh: true }), run);
+      const pinned =
+        pinnedForRun(await this.catalog.load(envelope.project), run) ?? pinnedForRun(await this.catalog.load(envelope.project, { fresh: true }), run);
       agents = pinned?.agents ?? [];
       execution = pinned?.definition.execution;
     }
@@ -107,7 +108,11 @@ export class DispatchReactor {
       (definitions) => ({ kind: 'handoff_failed', failure: { handoff_id: handoffId, code, message }, definitions, metadata: { now, actor: ROUTER_ACTOR } }),
       { kind: 'handoff_failed', id: handoffId, actor: ROUTER_ACTOR, origin: 'engine_fallback', workflowRunId: envelope.aggregate.id, now },
     );
-    if (!outcome.ok) throw new PoisonError(`handoff ${handoffId} failed (${code}) and ON_FAILURE could not run: ${outcome.error.code}: ${outcome.error.message}`, 'ledger_refused');
+    if (!outcome.ok)
+      throw new PoisonError(
+        `handoff ${handoffId} failed (${code}) and ON_FAILURE could not run: ${outcome.error.code}: ${outcome.error.message}`,
+        'ledger_refused',
+      );
     log.warn('handoff creation refused; ON_FAILURE applied', { handoff_id: handoffId, code, events: outcome.events.map((e) => e.type) });
   }
 

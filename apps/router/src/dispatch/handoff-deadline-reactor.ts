@@ -74,7 +74,10 @@ export class HandoffDeadlineReactor {
         log.warn('deadline of a handoff whose run does not exist: ignored', { workflow_run_id: workflowRunId });
         return;
       }
-      throw new PoisonError(`handoff ${handoffId} timed out and ON_FAILURE could not run: ${outcome.error.code}: ${outcome.error.message}`, 'timeout_not_applied');
+      throw new PoisonError(
+        `handoff ${handoffId} timed out and ON_FAILURE could not run: ${outcome.error.code}: ${outcome.error.message}`,
+        'timeout_not_applied',
+      );
     }
     if (outcome.events.length === 0) {
       log.info('deadline of a handoff that is no longer pending (already ran, returned or timed out): no-op', { workflow_run_id: workflowRunId });

@@ -37,13 +37,20 @@ const input = (r: RunRouted, variables: Record<string, unknown> = { input: 'x' }
 describe('the ledger create for run.routed', () => {
   it('a function_call route names the caller in the injected team context (seed 000 §7)', () => {
     const body = createHandoffRequest(input(routed('function_call', { agent: 'issue', step: 'triage' })));
-    expect(body).toMatchObject({ handoff_id: 'ho-r-r1', kind: 'task', from_agent: 'issue', to_agent: 'context', idempotency_key: 'ev1-r-r1', workflow_run_id: 'wr-1' });
+    expect(body).toMatchObject({
+      handoff_id: 'ho-r-r1',
+      kind: 'task',
+      from_agent: 'issue',
+      to_agent: 'context',
+      idempotency_key: 'ev1-r-r1',
+      workflow_run_id: 'wr-1',
+    });
     expect(body.context?.['called_by']).toBe('issue');
     expect(String(body.context?.['team_context'])).toContain(calledBySentence('issue'));
     expect(CreateHandoffCommandSchema.safeParse(body).success).toBe(true); // the ledger's wire contract
   });
 
-  it('a workflow-edge route names no caller, and a run\'s first handoff comes from baton-router', () => {
+  it("a workflow-edge route names no caller, and a run's first handoff comes from baton-router", () => {
     const edge = createHandoffRequest(input(routed('workflow_edge', { agent: 'issue', step: 'triage' })));
     expect(String(edge.context?.['team_context'])).not.toContain('You were called by');
     expect(createHandoffRequest(input(routed('entry', null))).from_agent).toBe('baton-router');
@@ -69,7 +76,10 @@ describe('the ledger create for run.routed', () => {
 describe('the deadline of a returnable child handoff (issue 5)', () => {
   const handoffRouted: RunRouted = { ...routed('entry', { agent: 'issue', step: 'triage' }), decision: { ...routed('entry', null).decision, rule: 'handoff' } };
   const pending = { handoffId: 'ho-r-r1', from: 'issue', route: 0, returnExpected: true };
-  const withRoute = (route: object) => [{ name: 'issue', handoffs: [{ to: 'context', history: { mode: 'full' as const }, return: true, on_failure: { action: 'continue' as const }, ...route }] }, { name: 'context' }];
+  const withRoute = (route: object) => [
+    { name: 'issue', handoffs: [{ to: 'context', history: { mode: 'full' as const }, return: true, on_failure: { action: 'continue' as const }, ...route }] },
+    { name: 'context' },
+  ];
 
   it('deadline_at = the route event time + the route DEADLINE, else the project return_deadline_ms, else 24 h', () => {
     expect(returnableDeadlineAt(handoffRouted, pending, withRoute({ deadline_ms: 1500 }), { return_deadline_ms: 60_000 })).toBe('2025-01-01T00:00:01.500Z');

@@ -37,7 +37,14 @@ export async function claimHandoff(
   const addressee = options.addressee ?? agent;
   const ref = { project, kind: 'handoff' as const, id: handoffId };
   const now = new Date().toISOString();
-  const meta = (id: string) => ({ commandId: deriveId('test', id), occurredAt: now, actor: agent, origin: 'agent' as const, causationId: null, correlationId: handoffId });
+  const meta = (id: string) => ({
+    commandId: deriveId('test', id),
+    occurredAt: now,
+    actor: agent,
+    origin: 'agent' as const,
+    causationId: null,
+    correlationId: handoffId,
+  });
   const createKey = `test-create-${handoffId}`;
   if (options.create !== false) {
     await store.handleCommand(
@@ -45,7 +52,19 @@ export async function claimHandoff(
       handoffDecider,
       {
         type: 'create',
-        data: { handoff_id: handoffId, project, kind: 'task', priority: 'medium', from_agent: 'baton-router', to_agent: addressee, summary: 'test handoff', context: {}, acceptance: {}, max_retries: 3, idempotency_key: createKey },
+        data: {
+          handoff_id: handoffId,
+          project,
+          kind: 'task',
+          priority: 'medium',
+          from_agent: 'baton-router',
+          to_agent: addressee,
+          summary: 'test handoff',
+          context: {},
+          acceptance: {},
+          max_retries: 3,
+          idempotency_key: createKey,
+        },
         metadata: { now, actor: 'baton-router', actorKind: 'system' },
       },
       meta(createKey),
@@ -55,7 +74,11 @@ export async function claimHandoff(
   const claimed = await store.handleCommand(
     ref,
     handoffDecider,
-    { type: 'claim', data: { handoff_id: handoffId, idempotency_key: claimKey, claim_id: deriveId('claim', `${handoffId}-${agent}`), lease_ms: 600_000, claimer_roles: [] }, metadata: { now, actor: agent, actorKind: 'agent' } },
+    {
+      type: 'claim',
+      data: { handoff_id: handoffId, idempotency_key: claimKey, claim_id: deriveId('claim', `${handoffId}-${agent}`), lease_ms: 600_000, claimer_roles: [] },
+      metadata: { now, actor: agent, actorKind: 'agent' },
+    },
     meta(claimKey),
   );
   const state = claimed.state;

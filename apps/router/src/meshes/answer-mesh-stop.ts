@@ -35,7 +35,12 @@ export class AnswerMeshStopUseCase {
       throw poison({ code: RejectionCode.schemaViolation, message: `the subject names project '${tokens?.project ?? '?'}', the body '${request.project}'` });
     }
     const answer = request.answer;
-    const log = this.runtime.logger.child({ project: request.project, mesh_run_id: request.mesh_run_id, answer_id: answer.answer_id, packet_id: answer.packet_id });
+    const log = this.runtime.logger.child({
+      project: request.project,
+      mesh_run_id: request.mesh_run_id,
+      answer_id: answer.answer_id,
+      packet_id: answer.packet_id,
+    });
     const now = nowIso();
     const outcome = await this.meshes.run(
       meshRef(request.project, request.mesh_run_id),

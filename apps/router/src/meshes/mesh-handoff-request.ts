@@ -43,7 +43,9 @@ export function meshHandoffRequest(offer: MeshTurnOffer): CreateHandoffBody {
     kind: 'task',
     from_agent: offer.from ?? ROUTER_ACTOR,
     to_agent: offer.to,
-    summary: clip(`mesh '${state.mesh.name}' ${state.mesh_run_id}: turn ${offer.turn} for ${offer.to}${offer.from ? ` (handed off by ${offer.from} via ${offer.tool})` : ' (entry)'}`),
+    summary: clip(
+      `mesh '${state.mesh.name}' ${state.mesh_run_id}: turn ${offer.turn} for ${offer.to}${offer.from ? ` (handed off by ${offer.from} via ${offer.tool})` : ' (entry)'}`,
+    ),
     context: {
       mesh: {
         name: state.mesh.name,

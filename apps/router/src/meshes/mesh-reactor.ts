@@ -41,16 +41,25 @@ export class MeshReactor {
       'mesh.handed_off': (event, state) => this.offerTurn(event, state.after),
       'mesh.turn_recorded': (event) => this.closeTurn(event),
       'mesh.completed': (event) =>
-        this.logFor(event).info('mesh completed', { agent: event.payload.agent, turns: event.payload.turns, output_agent: event.payload.output?.agent ?? null }),
+        this.logFor(event).info('mesh completed', {
+          agent: event.payload.agent,
+          turns: event.payload.turns,
+          output_agent: event.payload.output?.agent ?? null,
+        }),
       'mesh.stopped': (event) =>
         this.logFor(event).warn('mesh stopped', { why: event.payload.packet.why, packet_id: event.payload.packet.packet_id, turns: event.payload.turns }),
       'mesh.handoff_ignored': (event) =>
         this.logFor(event).warn('mesh handoff call ignored', { agent: event.payload.agent, tool: event.payload.tool, reason: event.payload.reason }),
-      'mesh.turn_rejected': (event) => this.logFor(event).warn('mesh turn rejected', { agent: event.payload.agent, code: event.payload.code, reason: event.payload.message }),
+      'mesh.turn_rejected': (event) =>
+        this.logFor(event).warn('mesh turn rejected', { agent: event.payload.agent, code: event.payload.code, reason: event.payload.message }),
       'mesh.notice_emitted': (event) =>
         this.logFor(event).info('mesh notice emitted', { notice_id: event.payload.notice.notice_id, recipient: event.payload.notice.recipient.handle }),
       'mesh.stop_answered': (event) =>
-        this.logFor(event).info('mesh stop answered', { packet_id: event.payload.packet_id, effect: event.payload.effect.kind, max_iterations: event.payload.max_iterations }),
+        this.logFor(event).info('mesh stop answered', {
+          packet_id: event.payload.packet_id,
+          effect: event.payload.effect.kind,
+          max_iterations: event.payload.max_iterations,
+        }),
       'mesh.terminated': (event) => this.logFor(event).info('mesh terminated', { reason: event.payload.reason }),
     },
   });

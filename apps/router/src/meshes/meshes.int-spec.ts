@@ -1,6 +1,15 @@
 import { randomBytes } from 'node:crypto';
 import { createEventRegistry, handoffToolName, MsgIds, Subjects, type HandoffToolCall, type StopPacket } from '@baton/contracts';
-import { evolveMesh, initialMeshState, meshEntryHandoffId, meshHandoffId, meshResumeHandoffId, meshStopId, type MeshEvent, type MeshState } from '@baton/domain';
+import {
+  evolveMesh,
+  initialMeshState,
+  meshEntryHandoffId,
+  meshHandoffId,
+  meshResumeHandoffId,
+  meshStopId,
+  type MeshEvent,
+  type MeshState,
+} from '@baton/domain';
 import { batonStreamNames, connectNats, DlqHeader, JetStreamEventStore, type NatsHandle, type StoredEvent } from '@baton/eventstore';
 import type { RunningService } from '@baton/platform';
 import { publishMeshResult, startMesh } from '@baton/sdk';
@@ -31,7 +40,13 @@ const definition = {
   ],
   workflows: [],
   meshes: [
-    { name: 'support', entry: 'triage', handoffs: { triage: ['billing', 'tech'], billing: ['triage'], tech: ['triage'] }, outputs: ['triage'], max_iterations: 4 },
+    {
+      name: 'support',
+      entry: 'triage',
+      handoffs: { triage: ['billing', 'tech'], billing: ['triage'], tech: ['triage'] },
+      outputs: ['triage'],
+      max_iterations: 4,
+    },
   ],
 };
 
@@ -51,7 +66,11 @@ describe('handoff meshes through the router and the ledger (real NATS)', () => {
       return found.length >= count ? found.map((e) => e.payload as Record<string, unknown>) : undefined;
     }, `${count} × ${type} on ${id}`);
   const waitHandoff = (id: string, type = 'handoff.created') =>
-    waitFor(async () => (await store.read({ project: PROJECT, kind: 'handoff', id })).events.find((e) => e.type === type)?.payload as Record<string, unknown> | undefined, `${type} on ${id}`);
+    waitFor(
+      async () =>
+        (await store.read({ project: PROJECT, kind: 'handoff', id })).events.find((e) => e.type === type)?.payload as Record<string, unknown> | undefined,
+      `${type} on ${id}`,
+    );
   const offerFor = (agent: string, handoffId: string) =>
     waitFor(async () => {
       const msg = await nats.jsm.streams.getMessage(batonStreamNames(prefix).inbox, { last_by_subj: Subjects.offer(prefix, PROJECT, agent) }).catch(() => null);
@@ -66,7 +85,8 @@ describe('handoff meshes through the router and the ledger (real NATS)', () => {
     await waitHandoff(meshEntryHandoffId(id));
     return id;
   };
-  const meshState = async (id: string): Promise<MeshState> => (await meshEvents(id)).reduce((s, e) => evolveMesh(s, { type: e.type, data: e.payload } as MeshEvent), initialMeshState());
+  const meshState = async (id: string): Promise<MeshState> =>
+    (await meshEvents(id)).reduce((s, e) => evolveMesh(s, { type: e.type, data: e.payload } as MeshEvent), initialMeshState());
   /**
    * An agent's turn as its SDK takes it (claim rule, docs/runs.md): once it is `agent`'s turn, the
    * turn's handoff (`handoffId`, else the mesh's current one) is claimed from the ledger's stream
@@ -75,10 +95,12 @@ describe('handoff meshes through the router and the ledger (real NATS)', () => {
   const say = async (meshRunId: string, resultId: string, agent: string, text: string, targets: string[], handoffId?: string) => {
     let claim: { handoff_id: string; claim_id: string } | null = null;
     if ((await meshState(meshRunId)).status !== 'none') {
-      const current = handoffId ?? (await waitFor(async () => {
-        const state = await meshState(meshRunId);
-        return state.status !== 'none' && state.speaker === agent ? state.handoff_id : undefined;
-      }, `${agent}'s turn in ${meshRunId}`));
+      const current =
+        handoffId ??
+        (await waitFor(async () => {
+          const state = await meshState(meshRunId);
+          return state.status !== 'none' && state.speaker === agent ? state.handoff_id : undefined;
+        }, `${agent}'s turn in ${meshRunId}`));
       await waitHandoff(current); // created by the ledger's reaction to the mesh event
       const claimId = await claimHandoff(store, PROJECT, current, agent, { create: false });
       claim = { handoff_id: current, claim_id: claimId ?? 'claim-not-held' };
@@ -113,7 +135,9 @@ describe('handoff meshes through the router and the ledger (real NATS)', () => {
     ledger = await startLedger(env);
     router = await startRouter(env);
     store = new JetStreamEventStore({ js: nats.js, jsm: nats.jsm, prefix, registry: createEventRegistry() });
-    const reply = await nats.connection.request(RouterSubjects.publishDefinition(prefix, PROJECT), encoder.encode(JSON.stringify(definition)), { timeout: 5000 });
+    const reply = await nats.connection.request(RouterSubjects.publishDefinition(prefix, PROJECT), encoder.encode(JSON.stringify(definition)), {
+      timeout: 5000,
+    });
     expect(JSON.parse(decoder.decode(reply.data))).toMatchObject({ ok: true });
   }, 30_000);
 
@@ -124,7 +148,7 @@ describe('handoff meshes through the router and the ledger (real NATS)', () => {
     await nats.close();
   }, 30_000);
 
-  it('triage hands to billing, billing hands back to triage, triage ends: the mesh completes with triage\'s output', async () => {
+  it("triage hands to billing, billing hands back to triage, triage ends: the mesh completes with triage's output", async () => {
     const id = await begin();
     const entry = meshEntryHandoffId(id);
     expect(await waitHandoff(entry)).toMatchObject({ to_agent: 'triage', workflow_run_id: id });
@@ -157,11 +181,22 @@ describe('handoff meshes through the router and the ledger (real NATS)', () => {
     ]);
   }, 30_000);
 
-  it('the claim rule: a turn without the speaker\'s current claim is recorded as mesh.turn_rejected and routes nothing; the claimed turn then routes', async () => {
+  it("the claim rule: a turn without the speaker's current claim is recorded as mesh.turn_rejected and routes nothing; the claimed turn then routes", async () => {
     const id = await begin();
     const entry = meshEntryHandoffId(id);
     const unclaimed = (resultId: string, extra: { handoff_id?: string; claim_id?: string }) =>
-      publishMeshResult({ js: nats.js, prefix }, { project: PROJECT, mesh_run_id: id, agent: 'triage', result_id: resultId, text: 'over to billing', handoff_tool_calls: [{ tool: handoffToolName('billing') }], ...extra });
+      publishMeshResult(
+        { js: nats.js, prefix },
+        {
+          project: PROJECT,
+          mesh_run_id: id,
+          agent: 'triage',
+          result_id: resultId,
+          text: 'over to billing',
+          handoff_tool_calls: [{ tool: handoffToolName('billing') }],
+          ...extra,
+        },
+      );
     await unclaimed(`${id}-x1`, {});
     await unclaimed(`${id}-x2`, { handoff_id: entry, claim_id: 'claim-made-up' });
     const refused = await waitMesh(id, 'mesh.turn_rejected', 2);
@@ -204,7 +239,14 @@ describe('handoff meshes through the router and the ledger (real NATS)', () => {
   const answerMesh = (id: string, answer: Record<string, unknown>, actorRole = 'operator') =>
     nats.js.publish(
       Subjects.meshAnswer(prefix, PROJECT),
-      encoder.encode(JSON.stringify({ mesh_run_id: id, project: PROJECT, actor_role: actorRole, answer: { answered_by: 'olga', answered_at: new Date().toISOString(), ...answer } })),
+      encoder.encode(
+        JSON.stringify({
+          mesh_run_id: id,
+          project: PROJECT,
+          actor_role: actorRole,
+          answer: { answered_by: 'olga', answered_at: new Date().toISOString(), ...answer },
+        }),
+      ),
       { msgID: MsgIds.meshAnswer(PROJECT, String(answer['answer_id'])) },
     );
 

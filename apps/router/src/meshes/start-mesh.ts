@@ -39,7 +39,10 @@ export class StartMeshUseCase {
     if (current === undefined || mesh === undefined) {
       throw poison({
         code: 'unknown_mesh',
-        message: current === undefined ? `project '${request.project}' has no published definition` : `mesh '${request.mesh}' is not defined in project '${request.project}'`,
+        message:
+          current === undefined
+            ? `project '${request.project}' has no published definition`
+            : `mesh '${request.mesh}' is not defined in project '${request.project}'`,
       });
     }
     const now = nowIso();

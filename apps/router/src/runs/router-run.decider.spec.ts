@@ -7,7 +7,17 @@ const NOW = '2025-01-01T00:00:00.000Z';
 const definition = ProjectDefinitionSchema.parse({
   project: 'demo',
   agents: [{ name: 'issue' }, { name: 'context' }],
-  workflows: [{ name: 'flow', version: 1, entry: 'triage', steps: [{ id: 'triage', agent: 'issue', next: 'gather' }, { id: 'gather', agent: 'context' }] }],
+  workflows: [
+    {
+      name: 'flow',
+      version: 1,
+      entry: 'triage',
+      steps: [
+        { id: 'triage', agent: 'issue', next: 'gather' },
+        { id: 'gather', agent: 'context' },
+      ],
+    },
+  ],
 });
 const workflow: WorkflowDefinition = definition.workflows[0]!;
 const definitions = fold(definitionDecider, [
@@ -58,11 +68,20 @@ describe('the router run decider (record_result with the pinned workflow looked 
     expect(decided.ok && decided.events.map((e) => e.type)).toEqual(['run.result_recorded', 'run.routed']);
   });
 
-  it('the handoff the router read reaches the claim rule: unread, pending or another agent\'s claim is refused', () => {
-    expect(routerRunDecider.decide(recordCmd('issue', definitions, 'r1', null), started())).toMatchObject({ ok: false, error: { code: 'handoff_not_claimed' } });
+  it("the handoff the router read reaches the claim rule: unread, pending or another agent's claim is refused", () => {
+    expect(routerRunDecider.decide(recordCmd('issue', definitions, 'r1', null), started())).toMatchObject({
+      ok: false,
+      error: { code: 'handoff_not_claimed' },
+    });
     const pending: HandoffClaimView = { handoff_id: ENTRY, status: 'pending', claim: null };
-    expect(routerRunDecider.decide(recordCmd('issue', definitions, 'r1', pending), started())).toMatchObject({ ok: false, error: { code: 'handoff_not_claimed' } });
-    expect(routerRunDecider.decide(recordCmd('issue', definitions, 'r1', claimOf('context')), started())).toMatchObject({ ok: false, error: { code: 'claim_mismatch' } });
+    expect(routerRunDecider.decide(recordCmd('issue', definitions, 'r1', pending), started())).toMatchObject({
+      ok: false,
+      error: { code: 'handoff_not_claimed' },
+    });
+    expect(routerRunDecider.decide(recordCmd('issue', definitions, 'r1', claimOf('context')), started())).toMatchObject({
+      ok: false,
+      error: { code: 'claim_mismatch' },
+    });
     const { handoff: _unread, ...noView } = recordCmd('issue') as Extract<RouterRunCommand, { kind: 'result' }>;
     expect(routerRunDecider.decide(noView, started())).toMatchObject({ ok: false, error: { code: 'handoff_not_claimed' } });
   });
@@ -82,7 +101,14 @@ describe('the router run decider (record_result with the pinned workflow looked 
   it('a result id already applied yields no events, even when it was refused the first time', () => {
     const state = started();
     const refused = routerRunDecider.decide(
-      { kind: 'reject', command: { type: 'reject_result', data: { result_id: 'r9', agent: 'ghost', code: 'unknown_agent', message: 'no' }, metadata: { now: NOW, actor: 'baton-router' } } },
+      {
+        kind: 'reject',
+        command: {
+          type: 'reject_result',
+          data: { result_id: 'r9', agent: 'ghost', code: 'unknown_agent', message: 'no' },
+          metadata: { now: NOW, actor: 'baton-router' },
+        },
+      },
       state,
     );
     if (!refused.ok) throw new Error(refused.error.message);

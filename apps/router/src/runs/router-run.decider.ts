@@ -34,7 +34,12 @@ export type RouterRunCommand =
   | { kind: 'result'; result: AgentResult; definitions: DefinitionState; metadata: RunCommandMetadata; handoff?: HandoffClaimView | null }
   | { kind: 'answer'; answer: RunAnswer; definitions: DefinitionState; metadata: RunCommandMetadata }
   | { kind: 'message'; message: { message_id: string; text: string; sent_by?: string }; definitions: DefinitionState; metadata: RunCommandMetadata }
-  | { kind: 'handoff_failed'; failure: { handoff_id: string; code: string; message: string; reason?: HandoffFailureReason }; definitions: DefinitionState; metadata: RunCommandMetadata };
+  | {
+      kind: 'handoff_failed';
+      failure: { handoff_id: string; code: string; message: string; reason?: HandoffFailureReason };
+      definitions: DefinitionState;
+      metadata: RunCommandMetadata;
+    };
 
 /** Refusals the router adds to the run decider's ({@link RunErrorCode}). */
 export const RouterRunErrorCode = {

@@ -119,7 +119,11 @@ export class RunCommands {
     if (error.code === RunErrorCode.runNotFound) throw poison({ code: RejectionCode.notFound, message: error.message });
     if (error.code === RouterRunErrorCode.definitionMissing) throw poison({ code: RejectionCode.unknownWorkflow, message: error.message });
     const message = refusal.describe ? refusal.describe(error.message) : error.message;
-    const unrecordable = await this.recordRefusal(ref, { result_id: cause.id, agent: refusal.agent, code: error.code, message }, { ...cause, kind: refusal.kind });
+    const unrecordable = await this.recordRefusal(
+      ref,
+      { result_id: cause.id, agent: refusal.agent, code: error.code, message },
+      { ...cause, kind: refusal.kind },
+    );
     if (unrecordable !== null) throw poison({ code: unrecordable.code, message: unrecordable.message });
     return { applied: false, code: error.code, message: error.message };
   }

@@ -13,7 +13,10 @@ export type Inbound<T> = { ok: true; value: T } | { ok: false; rejection: Reject
  */
 export function decodeInbound<S extends z.ZodType>(bytes: Uint8Array | string, schema: S): Inbound<z.infer<S>> {
   if (typeof bytes !== 'string' && bytes.length > Limits.maxMessageBytes) {
-    return { ok: false, rejection: { code: RejectionCode.payloadTooLarge, message: `payload is ${bytes.length} bytes; the cap is ${Limits.maxMessageBytes}`, issues: [] } };
+    return {
+      ok: false,
+      rejection: { code: RejectionCode.payloadTooLarge, message: `payload is ${bytes.length} bytes; the cap is ${Limits.maxMessageBytes}`, issues: [] },
+    };
   }
   const text = typeof bytes === 'string' ? { ok: true as const, value: bytes } : decodeUtf8(bytes);
   if (!text.ok) return text;

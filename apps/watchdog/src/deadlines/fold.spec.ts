@@ -22,7 +22,11 @@ function command(op: (typeof ops)[number], state: HandoffState, now: number, lea
   const key = `k-${n}`;
   switch (op) {
     case 'claim':
-      return { type: 'claim', data: { handoff_id: HID, claim_id: `c-${n}`, lease_ms: leaseMs, claimer_roles: [], idempotency_key: key }, metadata: metadata('bob') };
+      return {
+        type: 'claim',
+        data: { handoff_id: HID, claim_id: `c-${n}`, lease_ms: leaseMs, claimer_roles: [], idempotency_key: key },
+        metadata: metadata('bob'),
+      };
     case 'heartbeat':
       return { type: 'heartbeat', data: { handoff_id: HID, claim_id: claimId, lease_ms: leaseMs, idempotency_key: key }, metadata: metadata('bob') };
     case 'return':
@@ -83,7 +87,19 @@ describe('deadline fold', () => {
         const created = handoffDecider.decide(
           {
             type: 'create',
-            data: { handoff_id: HID, project: 'proj', kind: 'task', priority: 'medium', from_agent: 'alice', to_agent: 'bob', summary: 's', context: {}, acceptance: {}, max_retries: maxRetries, idempotency_key: 'create' },
+            data: {
+              handoff_id: HID,
+              project: 'proj',
+              kind: 'task',
+              priority: 'medium',
+              from_agent: 'alice',
+              to_agent: 'bob',
+              summary: 's',
+              context: {},
+              acceptance: {},
+              max_retries: maxRetries,
+              idempotency_key: 'create',
+            },
             metadata: { now: iso(0), actor: 'alice', actorKind: 'agent' },
           },
           state,
@@ -96,7 +112,12 @@ describe('deadline fold', () => {
           if (decision.ok) apply(decision.events);
           const tracked = table.get(HID);
           if (state.status === 'claimed') {
-            expect(tracked).toEqual({ handoffId: HID, project: 'proj', claimId: state.claim.claim_id, leaseExpiresAt: Date.parse(state.claim.lease_expires_at) });
+            expect(tracked).toEqual({
+              handoffId: HID,
+              project: 'proj',
+              claimId: state.claim.claim_id,
+              leaseExpiresAt: Date.parse(state.claim.lease_expires_at),
+            });
           } else {
             expect(tracked).toBeUndefined();
           }

@@ -43,7 +43,8 @@ export class HandoffDeadlineTracker {
       stream: this.opts.stream,
       filterSubject: Subjects.aggregateKind(this.opts.prefix, 'handoff'),
       onMessage: (message) => this.apply(message),
-      onError: (error, message) => this.opts.logger.error('handoff event could not be applied to the deadlines', { subject: message.subject, seq: message.seq, err: String(error) }),
+      onError: (error, message) =>
+        this.opts.logger.error('handoff event could not be applied to the deadlines', { subject: message.subject, seq: message.seq, err: String(error) }),
     });
   }
 
@@ -90,6 +91,7 @@ export class HandoffDeadlineTracker {
  */
 export function expireDeadlineLedger(send: (project: string, command: 'expire_deadline', body: object) => Promise<RequeueReply>): RequeueLedger {
   return {
-    requeueExpired: (project, command) => send(project, 'expire_deadline', { handoff_id: command.handoff_id, idempotency_key: `deadline:${command.handoff_id}` }),
+    requeueExpired: (project, command) =>
+      send(project, 'expire_deadline', { handoff_id: command.handoff_id, idempotency_key: `deadline:${command.handoff_id}` }),
   };
 }

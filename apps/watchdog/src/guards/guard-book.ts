@@ -62,7 +62,15 @@ export class GuardBook {
       case 'result_recorded':
         return this.circuit({ kind: 'success', project: fact.project, agent: fact.agent, run: fact.run });
       case 'result_rejected':
-        return this.circuit({ kind: 'failure', event_id: fact.event_id, project: fact.project, agent: fact.agent, run: fact.run, cause: 'result_rejected', at: fact.at });
+        return this.circuit({
+          kind: 'failure',
+          event_id: fact.event_id,
+          project: fact.project,
+          agent: fact.agent,
+          run: fact.run,
+          cause: 'result_rejected',
+          at: fact.at,
+        });
       case 'handoff_created': {
         const info: HandoffInfo = {};
         if (fact.to_agent !== undefined) info.agent = fact.to_agent;

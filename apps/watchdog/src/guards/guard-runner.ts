@@ -106,7 +106,12 @@ export class GuardRunner {
   }
 
   status(): GuardRunnerStatus {
-    return { ...this.opts.book.status(), caught_up: this.follower?.isCaughtUp() ?? false, last_seq: this.follower?.lastSeq() ?? 0, stops_requested: this.requested };
+    return {
+      ...this.opts.book.status(),
+      caught_up: this.follower?.isCaughtUp() ?? false,
+      last_seq: this.follower?.lastSeq() ?? 0,
+      stops_requested: this.requested,
+    };
   }
 
   private onMessage(message: FollowedMessage): void {

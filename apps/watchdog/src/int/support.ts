@@ -14,7 +14,17 @@ import {
   type HandoffEvent,
 } from '@baton/contracts';
 import { evolveHandoff, handoffDecider, initialHandoffState, toHandoffRecord, type HandoffCommand, type HandoffState } from '@baton/domain';
-import { batonStreamNames, batonTopology, connectNats, JetStreamEventStore, provision, subscribeCore, type CoreSubscription, type NatsHandle, type StoredEvent } from '@baton/eventstore';
+import {
+  batonStreamNames,
+  batonTopology,
+  connectNats,
+  JetStreamEventStore,
+  provision,
+  subscribeCore,
+  type CoreSubscription,
+  type NatsHandle,
+  type StoredEvent,
+} from '@baton/eventstore';
 import type { RunningService } from '@baton/platform';
 import { startWatchdog } from '../bootstrap';
 import type { RequeueOutcome } from '../requeue/requeue-loop';
@@ -73,13 +83,15 @@ export class MiniLedger {
 
   private async answer(subject: string, data: Uint8Array): Promise<Reply> {
     const address = SubjectTable.ledgerCommand.parse(this.prefix, subject);
-    if (address === null || !(address.command in HandoffCommandSchemas)) return { ok: false, error: { code: 'unknown_command', kind: 'rejected', message: subject } };
+    if (address === null || !(address.command in HandoffCommandSchemas))
+      return { ok: false, error: { code: 'unknown_command', kind: 'rejected', message: subject } };
     const { project } = address;
     const name = address.command as HandoffCommandName;
     const { claims, command: body } = splitIdentityClaims(JSON.parse(decoder.decode(data)) as Record<string, unknown>);
     const who = resolveLedgerCaller(address.principal, claims);
     if (!who.ok) return { ok: false, error: { code: who.code, kind: 'forbidden', message: who.message } };
-    if (!mayIssue(name, who.caller)) return { ok: false, error: { code: 'principal_not_allowed', kind: 'forbidden', message: `${name} is not for this principal` } };
+    if (!mayIssue(name, who.caller))
+      return { ok: false, error: { code: 'principal_not_allowed', kind: 'forbidden', message: `${name} is not for this principal` } };
     const schema = HandoffCommandSchemas[name];
     const parsed = schema.safeParse(body);
     if (!parsed.success) return { ok: false, error: { code: 'schema_violation', kind: 'rejected', message: parsed.error.message } };
@@ -93,14 +105,25 @@ export class MiniLedger {
       case 'claim':
         command = {
           type: 'claim',
-          data: { handoff_id: wire.handoff_id, idempotency_key: wire.idempotency_key, claim_id: `c-${digest(wire.idempotency_key)}`, lease_ms: (wire['lease_ms'] as number | undefined) ?? 60_000, claimer_roles: [] },
+          data: {
+            handoff_id: wire.handoff_id,
+            idempotency_key: wire.idempotency_key,
+            claim_id: `c-${digest(wire.idempotency_key)}`,
+            lease_ms: (wire['lease_ms'] as number | undefined) ?? 60_000,
+            claimer_roles: [],
+          },
           metadata,
         };
         break;
       case 'heartbeat':
         command = {
           type: 'heartbeat',
-          data: { handoff_id: wire.handoff_id, claim_id: String(wire['claim_id']), idempotency_key: wire.idempotency_key, lease_ms: (wire['lease_ms'] as number | undefined) ?? 60_000 },
+          data: {
+            handoff_id: wire.handoff_id,
+            claim_id: String(wire['claim_id']),
+            idempotency_key: wire.idempotency_key,
+            lease_ms: (wire['lease_ms'] as number | undefined) ?? 60_000,
+          },
           metadata,
         };
         break;
@@ -116,7 +139,12 @@ export class MiniLedger {
       case 'requeue_expired':
         command = {
           type: 'requeue_expired',
-          data: { handoff_id: wire.handoff_id, claim_id: String(wire['claim_id']), idempotency_key: wire.idempotency_key, escalation_handoff_id: `esc-${digest(wire.idempotency_key)}` },
+          data: {
+            handoff_id: wire.handoff_id,
+            claim_id: String(wire['claim_id']),
+            idempotency_key: wire.idempotency_key,
+            escalation_handoff_id: `esc-${digest(wire.idempotency_key)}`,
+          },
           metadata,
         };
         break;

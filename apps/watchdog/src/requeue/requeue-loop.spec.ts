@@ -29,7 +29,17 @@ function setup(ledger: ScriptedLedger, maxInflight = 4) {
   const table = new DeadlineTable();
   let now = 0;
   const outcomes: RequeueOutcome[] = [];
-  const loop = new RequeueLoop({ table, ledger, logger, tickMs: 100, retryMs: 1_000, maxInflight, batch: 100, now: () => now, onOutcome: (o) => outcomes.push(o) });
+  const loop = new RequeueLoop({
+    table,
+    ledger,
+    logger,
+    tickMs: 100,
+    retryMs: 1_000,
+    maxInflight,
+    batch: 100,
+    now: () => now,
+    onOutcome: (o) => outcomes.push(o),
+  });
   return { table, loop, outcomes, at: (ms: number) => (now = ms) };
 }
 

@@ -75,17 +75,26 @@ export function checkResultClaim(current: string | null, result: ClaimedResult, 
     };
   }
   if (result.handoff_id === undefined) {
-    return { code: ResultClaimCode.claimRequired, message: `result ${result.result_id} names no handoff_id; the run is on handoff ${current}: claim it and send handoff_id and claim_id` };
+    return {
+      code: ResultClaimCode.claimRequired,
+      message: `result ${result.result_id} names no handoff_id; the run is on handoff ${current}: claim it and send handoff_id and claim_id`,
+    };
   }
   if (result.handoff_id !== current) {
     return { code: ResultClaimCode.staleHandoff, message: `result ${result.result_id} answers handoff ${result.handoff_id}; the run is on ${current}` };
   }
   if (result.claim_id === undefined) {
-    return { code: ResultClaimCode.claimRequired, message: `result ${result.result_id} names no claim_id: a result for handoff ${current} is accepted only under its current claim` };
+    return {
+      code: ResultClaimCode.claimRequired,
+      message: `result ${result.result_id} names no claim_id: a result for handoff ${current} is accepted only under its current claim`,
+    };
   }
   if (handoff === null || handoff === undefined || handoff.handoff_id !== current || handoff.status !== 'claimed' || handoff.claim === null) {
     const status = handoff !== null && handoff !== undefined && handoff.handoff_id === current ? handoff.status : 'unknown';
-    return { code: ResultClaimCode.handoffNotClaimed, message: `handoff ${current} is ${status}, not claimed: result ${result.result_id} holds no current claim` };
+    return {
+      code: ResultClaimCode.handoffNotClaimed,
+      message: `handoff ${current} is ${status}, not claimed: result ${result.result_id} holds no current claim`,
+    };
   }
   if (handoff.claim.claim_id !== result.claim_id || handoff.claim.claimed_by !== result.agent) {
     return {

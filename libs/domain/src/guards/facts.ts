@@ -85,7 +85,16 @@ export function guardFactOf(event: GuardEventInput): GuardFact | null {
         return { kind: 'run_started', project, run: id };
       case 'run.routed': {
         const p = event.payload as RoutedPayload;
-        const fact: GuardFact = { kind: 'routed', event_id: event.id, project, run: id, from: p.from?.agent ?? null, to: p.target.agent, hop: p.hop, at: p.routed_at };
+        const fact: GuardFact = {
+          kind: 'routed',
+          event_id: event.id,
+          project,
+          run: id,
+          from: p.from?.agent ?? null,
+          to: p.target.agent,
+          hop: p.hop,
+          at: p.routed_at,
+        };
         if (p.raised_cap !== undefined) fact.raised_cap = p.raised_cap;
         return fact;
       }

@@ -33,7 +33,15 @@ function givenCircuit(history: CircuitInput[]) {
   return { when: (input: CircuitInput) => stepCircuit(state, input, config) };
 }
 
-const failure = (agent: string, s: number, run = 'r1'): CircuitInput => ({ kind: 'failure', event_id: `f-${++seq}`, project: 'p', agent, run, cause: 'failed', at: at(s) });
+const failure = (agent: string, s: number, run = 'r1'): CircuitInput => ({
+  kind: 'failure',
+  event_id: `f-${++seq}`,
+  project: 'p',
+  agent,
+  run,
+  cause: 'failed',
+  at: at(s),
+});
 const dispatch = (agent: string, s: number, run: string): CircuitInput => ({ kind: 'dispatch', event_id: `d-${++seq}`, project: 'p', agent, run, at: at(s) });
 
 describe('loop guard: hop budget per run', () => {
@@ -142,6 +150,8 @@ describe('guard facts', () => {
   });
 
   it('events no guard reads map to null', () => {
-    expect(guardFactOf({ id: 'e', type: 'definition.published', project: 'p', aggregate: { kind: 'definition', id: 'current' }, occurredAt: at(0), payload: {} })).toBeNull();
+    expect(
+      guardFactOf({ id: 'e', type: 'definition.published', project: 'p', aggregate: { kind: 'definition', id: 'current' }, occurredAt: at(0), payload: {} }),
+    ).toBeNull();
   });
 });

@@ -71,10 +71,7 @@ export type FailHandoff = Command<'fail', FailHandoffCommand>;
 export type ArchiveHandoff = Command<'archive', ArchiveHandoffCommand>;
 
 /** Requeue an expired lease (watchdog). The ledger adds the lead and the id an escalation would use. */
-export type RequeueExpired = Command<
-  'requeue_expired',
-  RequeueExpiredCommand & { project_lead?: string; escalation_handoff_id: string }
->;
+export type RequeueExpired = Command<'requeue_expired', RequeueExpiredCommand & { project_lead?: string; escalation_handoff_id: string }>;
 
 /**
  * Router only (actor kind `system`): the workflow run recorded an agent result for the handoff that
@@ -84,10 +81,7 @@ export type RequeueExpired = Command<
 export type CompleteFromResult = Command<'complete_from_result', CompleteFromResultCommand>;
 
 /** Internal (policy → parent, actor kind `system` only): the parent's handback was accepted. */
-export type CompleteFromHandback = Command<
-  'complete_from_handback',
-  { handoff_id: string; handback_id: string; accepted_by: string; idempotency_key: string }
->;
+export type CompleteFromHandback = Command<'complete_from_handback', { handoff_id: string; handback_id: string; accepted_by: string; idempotency_key: string }>;
 
 /** Internal (policy → parent, actor kind `system` only): the parent's handback asked for rework. */
 export type ReworkFromHandback = Command<

@@ -8,11 +8,7 @@ import { toHandoffRecord } from './state';
 
 const realEvidence: Evidence = { tests_run: ['parser.spec.ts: 12 passed'], work_product_id: 'pr-7' };
 
-function completeFromResult(
-  overrides: Partial<CompleteFromResult['data']> = {},
-  actorKind: HandoffActorKind = 'system',
-  seconds = 20,
-): CompleteFromResult {
+function completeFromResult(overrides: Partial<CompleteFromResult['data']> = {}, actorKind: HandoffActorKind = 'system', seconds = 20): CompleteFromResult {
   return {
     type: 'complete_from_result',
     data: {
@@ -96,7 +92,9 @@ describe('handoff: complete_from_result (a router-dispatched handoff closes with
     const returned = history(cmd.create(), cmd.claim('bob', 'c1'), cmd.ret('bob', 'c1'));
     given(handoffDecider, returned).when(completeFromResult()).thenFails('handoff_not_open');
     const completed = history(cmd.create(), completeFromResult());
-    given(handoffDecider, completed).when(completeFromResult({ result_id: 'r-2', idempotency_key: 'result:r-2' })).thenFails('handoff_not_open');
+    given(handoffDecider, completed)
+      .when(completeFromResult({ result_id: 'r-2', idempotency_key: 'result:r-2' }))
+      .thenFails('handoff_not_open');
     const abandoned = history(cmd.create(), cmd.abandon('alice'));
     given(handoffDecider, abandoned).when(completeFromResult()).thenFails('handoff_not_open');
   });

@@ -196,7 +196,11 @@ function checkCrossProject(data: CreateHandoff['data']): Decision | null {
     return reject('invalid', HandoffErrorCode.crossProjectUnresolved, 'a cross-project create needs both rosters resolved by the ledger');
   }
   if (data.cto_override === undefined) {
-    return reject('forbidden', HandoffErrorCode.ctoOverrideRequired, `a handoff from ${cross.source_project} to ${data.target_project} needs a cto_override decision id`);
+    return reject(
+      'forbidden',
+      HandoffErrorCode.ctoOverrideRequired,
+      `a handoff from ${cross.source_project} to ${data.target_project} needs a cto_override decision id`,
+    );
   }
   if (!cross.source_visible.includes(data.from_agent)) {
     return reject('forbidden', HandoffErrorCode.delegatorNotInSourceRoster, `${data.from_agent} is not on the roster of project ${cross.source_project}`, {
@@ -204,9 +208,14 @@ function checkCrossProject(data: CreateHandoff['data']): Decision | null {
     });
   }
   if (data.to_agent === undefined || !cross.target_visible.includes(data.to_agent)) {
-    return reject('forbidden', HandoffErrorCode.addresseeNotInTargetRoster, `${data.to_agent ?? '(no to_agent)'} is not on the roster of project ${data.target_project}`, {
-      target_project: data.target_project,
-    });
+    return reject(
+      'forbidden',
+      HandoffErrorCode.addresseeNotInTargetRoster,
+      `${data.to_agent ?? '(no to_agent)'} is not on the roster of project ${data.target_project}`,
+      {
+        target_project: data.target_project,
+      },
+    );
   }
   return null;
 }

@@ -76,10 +76,7 @@ export function evidenceFloorApplies(actorKind: HandoffActorKind): boolean {
  * `completed` but which shows no tests_run, artifacts or work_product_id is recorded as `partial`
  * and the floor is noted. Pure; the report is copied, never mutated.
  */
-export function applyEvidenceFloor(
-  report: CompletionReport,
-  actorKind: HandoffActorKind,
-): { report: CompletionReport; evidence_floor?: EvidenceFloor } {
+export function applyEvidenceFloor(report: CompletionReport, actorKind: HandoffActorKind): { report: CompletionReport; evidence_floor?: EvidenceFloor } {
   if (!evidenceFloorApplies(actorKind) || report.outcome !== 'completed' || hasEvidence(report.evidence)) return { report };
   return {
     report: { ...report, outcome: 'partial' },

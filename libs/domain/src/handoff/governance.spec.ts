@@ -29,13 +29,21 @@ describe('handoff deadline (generic; the run side consumes handoff.deadline_expi
     const created = createdWithDeadline();
     const first = given(handoffDecider, [created]).when(expire(at(601))).then;
     const events = first([{ type: 'handoff.deadline_expired', data: expect.anything() } as never]);
-    given(handoffDecider, [created, ...events]).when(expire(at(602))).then([]);
-    given(handoffDecider, [created, ...events]).when({ ...expire(at(602)), data: { handoff_id: HID, idempotency_key: 'other' } }).thenFails('handoff_not_open');
+    given(handoffDecider, [created, ...events])
+      .when(expire(at(602)))
+      .then([]);
+    given(handoffDecider, [created, ...events])
+      .when({ ...expire(at(602)), data: { handoff_id: HID, idempotency_key: 'other' } })
+      .thenFails('handoff_not_open');
   });
 
   it('before the deadline the expiry is refused (deadline_not_reached); agents may not expire', () => {
-    given(handoffDecider, [createdWithDeadline()]).when(expire(at(599))).thenFails('deadline_not_reached');
-    given(handoffDecider, [createdWithDeadline()]).when(expire(at(601), 'agent')).thenFails('internal_command');
+    given(handoffDecider, [createdWithDeadline()])
+      .when(expire(at(599)))
+      .thenFails('deadline_not_reached');
+    given(handoffDecider, [createdWithDeadline()])
+      .when(expire(at(601), 'agent'))
+      .thenFails('internal_command');
   });
 });
 
@@ -44,19 +52,25 @@ describe('cross-project handoff: validates both rosters; never cross-registers',
   const base = { project: PROJECT, target_project: PROJECT, to_agent: 'bob', cto_override: 'dec-1', cross_project: cross };
 
   it('a delegator on the source roster and an addressee on the target roster: the handoff lives in the target project', () => {
-    given(handoffDecider).when(cmd.create(base)).thenMatch([
-      { type: 'handoff.created', data: expect.objectContaining({ project: PROJECT, source_project: 'src', cto_override: 'dec-1', to_agent: 'bob' }) },
-    ]);
+    given(handoffDecider)
+      .when(cmd.create(base))
+      .thenMatch([
+        { type: 'handoff.created', data: expect.objectContaining({ project: PROJECT, source_project: 'src', cto_override: 'dec-1', to_agent: 'bob' }) },
+      ]);
   });
   it('without a cto_override decision it is refused', () => {
     const { cto_override: _c, ...rest } = base;
     given(handoffDecider).when(cmd.create(rest)).thenFails('cto_override_required');
   });
   it('a delegator not on the source roster is refused', () => {
-    given(handoffDecider).when(cmd.create({ ...base, cross_project: { ...cross, source_visible: ['zed'] } })).thenFails('delegator_not_in_source_roster');
+    given(handoffDecider)
+      .when(cmd.create({ ...base, cross_project: { ...cross, source_visible: ['zed'] } }))
+      .thenFails('delegator_not_in_source_roster');
   });
   it('an addressee not on the target roster is refused', () => {
-    given(handoffDecider).when(cmd.create({ ...base, to_agent: 'carol' })).thenFails('addressee_not_in_target_roster');
+    given(handoffDecider)
+      .when(cmd.create({ ...base, to_agent: 'carol' }))
+      .thenFails('addressee_not_in_target_roster');
   });
   it('a target_project the ledger did not resolve is refused', () => {
     const { cross_project: _x, ...rest } = base;

@@ -4,15 +4,7 @@
  */
 import type { CompletionReport, HandoffActorKind, HandoffCommandMetadata, HandoffEvent } from '@baton/contracts';
 import { fold } from '../decider';
-import type {
-  ClaimHandoff,
-  CreateHandoff,
-  DecideHandback,
-  HandoffCommand,
-  ProjectRoster,
-  RequeueExpired,
-  ReturnHandoff,
-} from './commands';
+import type { ClaimHandoff, CreateHandoff, DecideHandback, HandoffCommand, ProjectRoster, RequeueExpired, ReturnHandoff } from './commands';
 import { handoffDecider } from './decider';
 import { reactToHandoffEvent } from './policies';
 import type { HandoffState } from './state';

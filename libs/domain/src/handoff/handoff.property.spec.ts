@@ -43,7 +43,13 @@ const stepArb = fc.record({
   maxRetries: fc.integer({ min: 0, max: 2 }),
   addressed: fc.constantFrom('none', 'agent', 'role'),
   outcome: fc.constantFrom('completed', 'partial', 'blocked'),
-  evidence: fc.constantFrom<CompletionReport['evidence']>({}, { tests_run: [{}] }, { artifacts: ['n/a'] }, { tests_run: ['unit: 3 passed'] }, { work_product_id: 'pr-7' }),
+  evidence: fc.constantFrom<CompletionReport['evidence']>(
+    {},
+    { tests_run: [{}] },
+    { artifacts: ['n/a'] },
+    { tests_run: ['unit: 3 passed'] },
+    { work_product_id: 'pr-7' },
+  ),
   decision: fc.constantFrom('accept', 'rework'),
   visibleDelegator: fc.boolean(),
   withLead: fc.boolean(),
@@ -120,7 +126,14 @@ function toCommand(step: Step, world: World): { id: string; command: HandoffComm
   const claimId = step.cooperative ? live : `c-stale-${step.target}`;
   switch (step.op) {
     case 'claim':
-      return { id, command: { type: 'claim', data: { handoff_id: id, claim_id: `c${world.seq}`, lease_ms: step.leaseMs, claimer_roles: step.cooperative ? ['dev'] : [], idempotency_key: key }, metadata } };
+      return {
+        id,
+        command: {
+          type: 'claim',
+          data: { handoff_id: id, claim_id: `c${world.seq}`, lease_ms: step.leaseMs, claimer_roles: step.cooperative ? ['dev'] : [], idempotency_key: key },
+          metadata,
+        },
+      };
     case 'heartbeat':
       return { id, command: { type: 'heartbeat', data: { handoff_id: id, claim_id: claimId, lease_ms: step.leaseMs, idempotency_key: key }, metadata } };
     case 'return': {
@@ -139,7 +152,10 @@ function toCommand(step: Step, world: World): { id: string; command: HandoffComm
         id,
         command: {
           type: 'decide_handback',
-          data: step.decision === 'accept' ? { handoff_id: id, decision: 'accept', idempotency_key: key } : { handoff_id: id, decision: 'rework', note: 'again', idempotency_key: key },
+          data:
+            step.decision === 'accept'
+              ? { handoff_id: id, decision: 'accept', idempotency_key: key }
+              : { handoff_id: id, decision: 'rework', note: 'again', idempotency_key: key },
           metadata,
         },
       };
@@ -156,7 +172,13 @@ function toCommand(step: Step, world: World): { id: string; command: HandoffComm
         id,
         command: {
           type: 'requeue_expired',
-          data: { handoff_id: id, claim_id: claimId, ...(step.withLead ? { project_lead: 'lena' } : {}), escalation_handoff_id: `esc${world.seq}`, idempotency_key: key },
+          data: {
+            handoff_id: id,
+            claim_id: claimId,
+            ...(step.withLead ? { project_lead: 'lena' } : {}),
+            escalation_handoff_id: `esc${world.seq}`,
+            idempotency_key: key,
+          },
           metadata: { actor: 'wd', actorKind: 'watchdog', now },
         },
       };

@@ -23,40 +23,56 @@ describe('handoff: optimistic claim guard (UPDATE ... WHERE status = pending)', 
   });
 
   it('the second claimer loses: a claim on a claimed handoff is refused with handoff_not_pending', () => {
-    const error = given(handoffDecider, claimedByBob()).when(cmd.claim('carol', 'c2', 1)).thenFails('handoff_not_pending');
+    const error = given(handoffDecider, claimedByBob())
+      .when(cmd.claim('carol', 'c2', 1))
+      .thenFails('handoff_not_pending');
     expect(error.kind).toBe('wrong_state');
   });
 
   it('to_agent addressing: a claimer that is not the addressee is refused', () => {
     const events = history(cmd.create({ to_agent: 'bob' }));
     given(handoffDecider, events).when(cmd.claim('carol', 'c1')).thenFails('not_the_addressee');
-    given(handoffDecider, events).when(cmd.claim('bob', 'c1')).thenMatch([{ type: 'handoff.claimed' }]);
+    given(handoffDecider, events)
+      .when(cmd.claim('bob', 'c1'))
+      .thenMatch([{ type: 'handoff.claimed' }]);
   });
 
   it('to_role addressing: the claimer must hold the role (resolved by the ledger, not claimed by the caller)', () => {
     const events = history(cmd.create({ to_role: 'reviewer' }));
-    given(handoffDecider, events).when(cmd.claim('carol', 'c1', 0, { claimer_roles: ['writer'] })).thenFails('not_the_addressee');
-    given(handoffDecider, events).when(cmd.claim('carol', 'c1', 0, { claimer_roles: ['reviewer'] })).thenMatch([{ type: 'handoff.claimed' }]);
+    given(handoffDecider, events)
+      .when(cmd.claim('carol', 'c1', 0, { claimer_roles: ['writer'] }))
+      .thenFails('not_the_addressee');
+    given(handoffDecider, events)
+      .when(cmd.claim('carol', 'c1', 0, { claimer_roles: ['reviewer'] }))
+      .thenMatch([{ type: 'handoff.claimed' }]);
   });
 });
 
 describe('handoff: heartbeat extends the lease of the current claim', () => {
   it('a heartbeat by the claimer extends the lease to now + lease', () => {
-    const state = given(handoffDecider, claimedByBob()).when(cmd.heartbeat('bob', 'c1', 30)).stateAfter();
+    const state = given(handoffDecider, claimedByBob())
+      .when(cmd.heartbeat('bob', 'c1', 30))
+      .stateAfter();
     expect(state.status === 'claimed' && state.claim.lease_expires_at).toBe(at(30 + LEASE_MS / 1000));
   });
 
   it('a stale claim id is refused: after requeue and a new claim, the old claimer cannot heartbeat', () => {
     const events = history(cmd.create(), cmd.claim('bob', 'c1'), cmd.requeue('c1', 61), cmd.claim('carol', 'c2', 62));
-    given(handoffDecider, events).when(cmd.heartbeat('bob', 'c1', 63)).thenFails('stale_claim');
+    given(handoffDecider, events)
+      .when(cmd.heartbeat('bob', 'c1', 63))
+      .thenFails('stale_claim');
   });
 
   it('a heartbeat from someone who is not the claimer is refused', () => {
-    given(handoffDecider, claimedByBob()).when(cmd.heartbeat('carol', 'c1', 30)).thenFails('not_the_claimer');
+    given(handoffDecider, claimedByBob())
+      .when(cmd.heartbeat('carol', 'c1', 30))
+      .thenFails('not_the_claimer');
   });
 
   it('a heartbeat after the lease ran out is refused: the claim is lost to the watchdog', () => {
-    given(handoffDecider, claimedByBob()).when(cmd.heartbeat('bob', 'c1', 60)).thenFails('lease_expired');
+    given(handoffDecider, claimedByBob())
+      .when(cmd.heartbeat('bob', 'c1', 60))
+      .thenFails('lease_expired');
   });
 });
 
@@ -72,9 +88,13 @@ describe('handoff: lease expiry → watchdog auto-requeue', () => {
 
   it('requeue happens exactly once: two watchdogs racing on the same expired claim, the second is refused', () => {
     const afterFirst = history(cmd.create(), cmd.claim('bob', 'c1'), cmd.requeue('c1', 60));
-    given(handoffDecider, afterFirst).when(cmd.requeue('c1', 61, { idempotency_key: 'watchdog-2' })).thenFails('handoff_not_claimed');
+    given(handoffDecider, afterFirst)
+      .when(cmd.requeue('c1', 61, { idempotency_key: 'watchdog-2' }))
+      .thenFails('handoff_not_claimed');
     const reclaimed = history(cmd.create(), cmd.claim('bob', 'c1'), cmd.requeue('c1', 60), cmd.claim('carol', 'c2', 62));
-    given(handoffDecider, reclaimed).when(cmd.requeue('c1', 200, { idempotency_key: 'watchdog-2' })).thenFails('stale_claim');
+    given(handoffDecider, reclaimed)
+      .when(cmd.requeue('c1', 200, { idempotency_key: 'watchdog-2' }))
+      .thenFails('stale_claim');
   });
 
   it('a requeue before the lease expires is refused with lease_not_expired', () => {
@@ -88,15 +108,19 @@ describe('handoff: lease expiry → watchdog auto-requeue', () => {
 });
 
 describe('handoff: retry cap → CONSULT escalation', () => {
-  const cappedAfterOneRetry = () =>
-    history(cmd.create({ max_retries: 1 }), cmd.claim('bob', 'c1'), cmd.requeue('c1', 60), cmd.claim('bob', 'c2', 61));
+  const cappedAfterOneRetry = () => history(cmd.create({ max_retries: 1 }), cmd.claim('bob', 'c1'), cmd.requeue('c1', 60), cmd.claim('bob', 'c2', 61));
 
   it('retry cap → escalate instead of requeue: a consult handoff to the project lead', () => {
     const result = given(handoffDecider, cappedAfterOneRetry()).when(cmd.requeue('c2', 200));
     const [event] = result.thenMatch([
       {
         type: 'handoff.escalated',
-        data: expect.objectContaining({ cause: 'lease_expired', attempted_retry: 2, max_retries: 1, outcome: { escalate_to: 'lena', consult_handoff_id: 'esc-c2' } }),
+        data: expect.objectContaining({
+          cause: 'lease_expired',
+          attempted_retry: 2,
+          max_retries: 1,
+          outcome: { escalate_to: 'lena', consult_handoff_id: 'esc-c2' },
+        }),
       },
     ]);
     const state = result.stateAfter();
@@ -124,7 +148,9 @@ describe('handoff: retry cap → CONSULT escalation', () => {
   it('with no lead anywhere the escalation requests a stop (guard_failed) and creates no consult', () => {
     const events = history(cmd.create({ max_retries: 0 }), cmd.claim('bob', 'c1'));
     const result = given(handoffDecider, events).when(cmd.requeue('c1', 60, { project_lead: undefined }));
-    const [event] = result.thenMatch([{ type: 'handoff.escalated', data: expect.objectContaining({ outcome: expect.objectContaining({ stop_why: 'guard_failed' }) }) }]);
+    const [event] = result.thenMatch([
+      { type: 'handoff.escalated', data: expect.objectContaining({ outcome: expect.objectContaining({ stop_why: 'guard_failed' }) }) },
+    ]);
     expect(reactToHandoffEvent(event!, { state: result.stateAfter(), deriveId })).toEqual([]);
   });
 });
@@ -145,7 +171,13 @@ describe('handoff: return → returned, completion handback to the delegator', (
         aggregateId: 'hb-c1',
         command: expect.objectContaining({
           type: 'create',
-          data: expect.objectContaining({ handoff_id: 'hb-c1', kind: 'completion_handback', reply_to_handoff_id: HID, to_agent: 'alice', reviewed_worker: 'bob' }),
+          data: expect.objectContaining({
+            handoff_id: 'hb-c1',
+            kind: 'completion_handback',
+            reply_to_handoff_id: HID,
+            to_agent: 'alice',
+            reviewed_worker: 'bob',
+          }),
           metadata: { actor: 'baton-ledger', actorKind: 'system', now: at(10) },
         }),
       },
@@ -162,7 +194,9 @@ describe('handoff: return → returned, completion handback to the delegator', (
   it('with neither a visible delegator nor a lead the handback goes to the operators', () => {
     given(handoffDecider, claimedByBob())
       .when(cmd.ret('bob', 'c1', 10, report(), 'agent', { roster: { visible_actors: [] } }))
-      .thenMatch([{ type: 'handoff.returned', data: expect.objectContaining({ handback_recipient: { to_role: 'operator', reason: 'no_eligible_reviewer' } }) }]);
+      .thenMatch([
+        { type: 'handoff.returned', data: expect.objectContaining({ handback_recipient: { to_role: 'operator', reason: 'no_eligible_reviewer' } }) },
+      ]);
   });
 
   it('an operator may return on the worker`s behalf without the claim id; the worker is still the claimer', () => {
@@ -180,7 +214,9 @@ describe('handoff: return → returned, completion handback to the delegator', (
 
   it('the parent stays returned until the handback is decided: the watchdog cannot requeue it', () => {
     given(handoffDecider, returnedByBob()).when(cmd.requeue('c1', 500)).thenFails('handoff_not_claimed');
-    given(handoffDecider, returnedByBob()).when(cmd.claim('carol', 'c2', 500)).thenFails('handoff_not_pending');
+    given(handoffDecider, returnedByBob())
+      .when(cmd.claim('carol', 'c2', 500))
+      .thenFails('handoff_not_pending');
   });
 });
 
@@ -248,11 +284,15 @@ describe('handoff: completion handback accept / rework', () => {
     });
     given(handoffDecider, events).when(complete('hb-old', 'system')).thenFails('stale_handback');
     given(handoffDecider, events).when(complete('hb-c1', 'agent')).thenFails('internal_command');
-    given(handoffDecider, events).when(complete('hb-c1', 'system')).thenMatch([{ type: 'handoff.completed' }]);
+    given(handoffDecider, events)
+      .when(complete('hb-c1', 'system'))
+      .thenMatch([{ type: 'handoff.completed' }]);
   });
 
   it('decide_handback on a task is refused with not_a_handback', () => {
-    given(handoffDecider, returnedByBob()).when(cmd.decide(HID, 'alice', 'accept')).thenFails('not_a_handback');
+    given(handoffDecider, returnedByBob())
+      .when(cmd.decide(HID, 'alice', 'accept'))
+      .thenFails('not_a_handback');
   });
 
   it('a completion handback is decided, never returned', () => {
@@ -292,7 +332,9 @@ describe('handoff: evidence floor (apply_completion_evidence_floor)', () => {
 
   it('partial and blocked outcomes are recorded as given, with no floor noted', () => {
     for (const outcome of ['partial', 'blocked'] as const) {
-      const [event] = given(handoffDecider, claimedByBob()).when(cmd.ret('bob', 'c1', 10, report({ outcome, evidence: {} }))).thenMatch([{}]);
+      const [event] = given(handoffDecider, claimedByBob())
+        .when(cmd.ret('bob', 'c1', 10, report({ outcome, evidence: {} })))
+        .thenMatch([{}]);
       expect(event!.type === 'handoff.returned' && event!.data.evidence_floor).toBeUndefined();
     }
   });
@@ -358,7 +400,11 @@ describe('handoff: the known holes (v0.2.006 W1) are closed', () => {
 
   it('hole (c): no auto-accept exists: after a return, running every policy to quiescence leaves the parent returned', () => {
     const ledger = new Ledger();
-    for (const command of [cmd.create({ to_agent: 'alice', from_agent: 'alice' }), cmd.claim('alice', 'c1'), cmd.ret('alice', 'c1', 10, report(), 'agent', { roster: { visible_actors: ['alice'] } })]) {
+    for (const command of [
+      cmd.create({ to_agent: 'alice', from_agent: 'alice' }),
+      cmd.claim('alice', 'c1'),
+      cmd.ret('alice', 'c1', 10, report(), 'agent', { roster: { visible_actors: ['alice'] } }),
+    ]) {
       ledger.send(HID, command);
     }
     expect(ledger.state(HID).status).toBe('returned');
@@ -384,8 +430,12 @@ describe('handoff: release, abandon, fail, archive', () => {
   });
 
   it('abandon: the delegator or an operator withdraws unfinished work; anyone else is refused', () => {
-    given(handoffDecider, claimedByBob()).when(cmd.abandon('alice')).thenMatch([{ type: 'handoff.abandoned' }]);
-    given(handoffDecider, returnedByBob()).when(cmd.abandon('olga', 'operator')).thenMatch([{ type: 'handoff.abandoned' }]);
+    given(handoffDecider, claimedByBob())
+      .when(cmd.abandon('alice'))
+      .thenMatch([{ type: 'handoff.abandoned' }]);
+    given(handoffDecider, returnedByBob())
+      .when(cmd.abandon('olga', 'operator'))
+      .thenMatch([{ type: 'handoff.abandoned' }]);
     given(handoffDecider, created()).when(cmd.abandon('bob')).thenFails('not_the_delegator');
   });
 
@@ -394,7 +444,9 @@ describe('handoff: release, abandon, fail, archive', () => {
       status: 'failed',
       terminal_reason: 'the build is broken',
     });
-    given(handoffDecider, created()).when(cmd.fail('wd', undefined, 'watchdog')).thenMatch([{ type: 'handoff.failed' }]);
+    given(handoffDecider, created())
+      .when(cmd.fail('wd', undefined, 'watchdog'))
+      .thenMatch([{ type: 'handoff.failed' }]);
     given(handoffDecider, created()).when(cmd.fail('bob', undefined)).thenFails('not_the_claimer');
     given(handoffDecider, claimedByBob()).when(cmd.fail('bob', 'c9')).thenFails('stale_claim');
   });
@@ -430,8 +482,12 @@ describe('handoff: release, abandon, fail, archive', () => {
     given(handoffDecider, events).when(cmd.claim('bob', 'c1')).thenFails('handoff_not_pending');
     given(handoffDecider, events).when(cmd.ret('bob', 'c1')).thenFails('handoff_not_claimed');
     given(handoffDecider, events).when(cmd.abandon('olga', 'operator')).thenFails('handoff_not_open');
-    given(handoffDecider, events).when(cmd.fail('olga', undefined, 'operator')).thenFails('handoff_not_open');
-    given(handoffDecider, events).when(cmd.heartbeat('bob', 'c1', 1)).thenFails('handoff_not_claimed');
+    given(handoffDecider, events)
+      .when(cmd.fail('olga', undefined, 'operator'))
+      .thenFails('handoff_not_open');
+    given(handoffDecider, events)
+      .when(cmd.heartbeat('bob', 'c1', 1))
+      .thenFails('handoff_not_claimed');
   });
 });
 
@@ -444,15 +500,21 @@ describe('handoff: typed errors and idempotency', () => {
   });
 
   it('create on an existing handoff with a new key is refused with already_exists', () => {
-    given(handoffDecider, created()).when(cmd.create({ idempotency_key: 'another' })).thenFails('already_exists');
+    given(handoffDecider, created())
+      .when(cmd.create({ idempotency_key: 'another' }))
+      .thenFails('already_exists');
   });
 
   it('an agent cannot create a handoff in another agent`s name', () => {
-    given(handoffDecider).when(cmd.create({}, meta('mallory'))).thenFails('not_the_delegator');
+    given(handoffDecider)
+      .when(cmd.create({}, meta('mallory')))
+      .thenFails('not_the_delegator');
   });
 
   it('a command for another handoff is refused with wrong_aggregate', () => {
-    given(handoffDecider, created()).when({ ...cmd.claim('bob', 'c1'), data: { ...cmd.claim('bob', 'c1').data, handoff_id: 'h-2' } }).thenFails('wrong_aggregate');
+    given(handoffDecider, created())
+      .when({ ...cmd.claim('bob', 'c1'), data: { ...cmd.claim('bob', 'c1').data, handoff_id: 'h-2' } })
+      .thenFails('wrong_aggregate');
   });
 
   it('a command whose idempotency key was already applied yields no new events', () => {

@@ -50,7 +50,11 @@ const PriorityRank: Record<HandoffPriority, number> = { low: 0, medium: 1, high:
  * `reply_to_handoff_id` = the parent, id = the event's `handback_id`) addressed to the recipient
  * the return chose, carrying the worker it reviews so that worker can never accept it.
  */
-export function handbackPolicy(event: { type: 'handoff.returned'; data: HandoffEventData<'handoff.returned'> }, parent: HandoffState, context: Pick<HandoffReactionContext, 'deriveId'>): HandoffReaction[] {
+export function handbackPolicy(
+  event: { type: 'handoff.returned'; data: HandoffEventData<'handoff.returned'> },
+  parent: HandoffState,
+  context: Pick<HandoffReactionContext, 'deriveId'>,
+): HandoffReaction[] {
   if (parent.status === 'absent') return [];
   const d = event.data;
   const recipient = d.handback_recipient;

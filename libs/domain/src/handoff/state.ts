@@ -105,17 +105,8 @@ function withoutClaim(state: ExistingHandoff): Omit<HandoffCore, 'claim'> {
 }
 
 /** The core of a state without the fields of one review round (cleared on rework). */
-function withoutRound(
-  state: ExistingHandoff,
-): Omit<HandoffCore, 'claim' | 'completion_report' | 'evidence_floor' | 'handback_id' | 'handback_recipient'> {
-  const {
-    claim: _claim,
-    completion_report: _report,
-    evidence_floor: _floor,
-    handback_id: _handback,
-    handback_recipient: _recipient,
-    ...rest
-  } = state;
+function withoutRound(state: ExistingHandoff): Omit<HandoffCore, 'claim' | 'completion_report' | 'evidence_floor' | 'handback_id' | 'handback_recipient'> {
+  const { claim: _claim, completion_report: _report, evidence_floor: _floor, handback_id: _handback, handback_recipient: _recipient, ...rest } = state;
   return rest;
 }
 

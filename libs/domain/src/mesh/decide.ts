@@ -214,7 +214,11 @@ function stopped(state: MeshRunState, command: RecordMeshTurn, turn: number, cho
   // The cap is the operator's to raise: the packet carries the cap and the raise_cap form
   // (Raise cap continues the mesh; Stop ends it) instead of buildStop's acknowledge-only form.
   const cap: StopCap = { name: 'max_iterations', limit: state.mesh.max_iterations, used: turn };
-  const capped: StopPacket = deepFreeze({ ...packet, cap, next_form: { ...raiseCapForm(cap, packet.detail), title: `Mesh '${state.mesh.name}' reached its cap of ${cap.limit} turns — raise the cap or stop` } });
+  const capped: StopPacket = deepFreeze({
+    ...packet,
+    cap,
+    next_form: { ...raiseCapForm(cap, packet.detail), title: `Mesh '${state.mesh.name}' reached its cap of ${cap.limit} turns — raise the cap or stop` },
+  });
   return {
     type: 'mesh.stopped',
     data: {
@@ -276,7 +280,13 @@ function answerStop(command: AnswerMeshStop, state: MeshState): DecisionResult<M
   const refuse = (code: string, message: string): DecisionResult<MeshEvent> =>
     accept({
       type: 'mesh.turn_rejected',
-      data: { result_id: answer.answer_id, agent: MESH_ANSWER_AGENT, code, message: `answer ${answer.answer_id} by ${answer.answered_by}: ${message}`.slice(0, 500), rejected_at: now },
+      data: {
+        result_id: answer.answer_id,
+        agent: MESH_ANSWER_AGENT,
+        code,
+        message: `answer ${answer.answer_id} by ${answer.answered_by}: ${message}`.slice(0, 500),
+        rejected_at: now,
+      },
     });
   if (state.stop === null) return refuse(MeshErrorCode.meshNotStopped, `mesh run ${state.mesh_run_id} is ${state.status}; it has no stop packet`);
   const decided = decideResume(state.stop, answer, { now, actorRole: command.metadata.actorRole });
@@ -284,7 +294,15 @@ function answerStop(command: AnswerMeshStop, state: MeshState): DecisionResult<M
   const effect = decided.effect;
   const answered = (maxIterations: number): MeshEvent => ({
     type: 'mesh.stop_answered',
-    data: { answer_id: answer.answer_id, answered_by: answer.answered_by, packet_id: state.stop!.packet_id, answer, effect, max_iterations: maxIterations, answered_at: now },
+    data: {
+      answer_id: answer.answer_id,
+      answered_by: answer.answered_by,
+      packet_id: state.stop!.packet_id,
+      answer,
+      effect,
+      max_iterations: maxIterations,
+      answered_at: now,
+    },
   });
   switch (effect.kind) {
     case 'raise_cap': {

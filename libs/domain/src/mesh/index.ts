@@ -2,8 +2,29 @@
 export { buildMesh, resolveHandoffCall, toolTables } from './build';
 export type { CompiledMesh, HandoffCallResolution, MeshBuild } from './build';
 export type { AnswerMeshStop, MeshCommand, MeshCommandMetadata, RecordMeshTurn, StartMesh } from './commands';
-export { decideMesh, MESH_ANSWER_AGENT, meshDecider, meshEntryHandoffId, MeshErrorCode, meshHandoffId, meshNoticeId, meshNoticeRecipient, meshResumeHandoffId, meshStopId } from './decide';
+export {
+  decideMesh,
+  MESH_ANSWER_AGENT,
+  meshDecider,
+  meshEntryHandoffId,
+  MeshErrorCode,
+  meshHandoffId,
+  meshNoticeId,
+  meshNoticeRecipient,
+  meshResumeHandoffId,
+  meshStopId,
+} from './decide';
 export { evolveMesh, initialMeshState, isOutputAgent } from './state';
 export type { MeshEvent, MeshRunState, MeshState, MeshTurn } from './state';
 export { meshViewOf, summarizeMeshEvent } from './view';
-export type { MeshView, MeshViewCapRaise, MeshViewEvent, MeshViewHandoff, MeshViewIgnored, MeshViewOutcome, MeshViewRejected, MeshViewStop, MeshViewTurn } from './view';
+export type {
+  MeshView,
+  MeshViewCapRaise,
+  MeshViewEvent,
+  MeshViewHandoff,
+  MeshViewIgnored,
+  MeshViewOutcome,
+  MeshViewRejected,
+  MeshViewStop,
+  MeshViewTurn,
+} from './view';

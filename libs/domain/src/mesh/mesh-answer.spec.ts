@@ -10,7 +10,13 @@ import type { MeshRunState } from './state';
 const NOW = '2025-01-01T00:00:00.000Z';
 const LATER = '2025-01-01T01:00:00.000Z';
 const AGENTS = ['triage', 'billing'];
-const mesh = MeshDefinitionSchema.parse({ name: 'support', entry: 'triage', handoffs: { triage: ['billing'], billing: ['triage'] }, outputs: ['triage'], max_iterations: 2 });
+const mesh = MeshDefinitionSchema.parse({
+  name: 'support',
+  entry: 'triage',
+  handoffs: { triage: ['billing'], billing: ['triage'] },
+  outputs: ['triage'],
+  max_iterations: 2,
+});
 
 const start = (people: { started_by?: string; lead?: string } = { started_by: 'sam' }): MeshCommand => ({
   type: 'start_mesh',
@@ -40,7 +46,8 @@ function play(commands: MeshCommand[], history: MeshEvent[] = []): MeshEvent[] {
 }
 
 /** triage → billing → (billing asks for triage again at the cap of 2) → stopped. */
-const stoppedHistory = (people?: { started_by?: string; lead?: string }) => play([start(people), turn('p1', 'triage', [call('billing')]), turn('p2', 'billing', [call('triage')])]);
+const stoppedHistory = (people?: { started_by?: string; lead?: string }) =>
+  play([start(people), turn('p1', 'triage', [call('billing')]), turn('p2', 'billing', [call('triage')])]);
 
 describe('a mesh stop notifies exactly one person (seed 000 §5: engine-owned notification)', () => {
   it('the turn that hits the cap emits exactly one human action notice, to started_by, naming the stop packet', () => {
@@ -49,7 +56,16 @@ describe('a mesh stop notifies exactly one person (seed 000 §5: engine-owned no
     expect(notices).toHaveLength(1);
     expect(notices[0]).toMatchObject({
       type: 'mesh.notice_emitted',
-      data: { notice: { notice_id: meshNoticeId('p2'), reason: 'stop', recipient: { handle: 'sam', source: 'started_by' }, stop_id: meshStopId('p2'), workflow_run_id: 'm1', agent: 'billing' } },
+      data: {
+        notice: {
+          notice_id: meshNoticeId('p2'),
+          reason: 'stop',
+          recipient: { handle: 'sam', source: 'started_by' },
+          stop_id: meshStopId('p2'),
+          workflow_run_id: 'm1',
+          agent: 'billing',
+        },
+      },
     });
     // No other outcome of the mesh notifies anyone: the start and the handoffs emit no notice.
     expect(events.map((e) => e.type).indexOf('mesh.notice_emitted')).toBe(events.map((e) => e.type).indexOf('mesh.stopped') + 1);
@@ -84,7 +100,10 @@ describe('answering a mesh stop packet (decideResume rules, as for runs)', () =>
     const events = given(meshDecider, history)
       .when(answer({ action: 'raise_cap', cap: 5 }))
       .thenMatch([
-        { type: 'mesh.stop_answered', data: expect.objectContaining({ answer_id: 'a1', packet_id: meshStopId('p2'), effect: { kind: 'raise_cap', cap: 5 }, max_iterations: 5 }) },
+        {
+          type: 'mesh.stop_answered',
+          data: expect.objectContaining({ answer_id: 'a1', packet_id: meshStopId('p2'), effect: { kind: 'raise_cap', cap: 5 }, max_iterations: 5 }),
+        },
         { type: 'mesh.handed_off', data: expect.objectContaining({ from: 'billing', to: 'triage', turn: 3, handoff_id: meshResumeHandoffId('a1') }) },
       ]);
     const state = fold(meshDecider, [...history, ...events]) as MeshRunState;
@@ -92,26 +111,39 @@ describe('answering a mesh stop packet (decideResume rules, as for runs)', () =>
     expect(state.mesh.max_iterations).toBe(5);
     expect(state.stop?.status).toBe('answered');
     // The mesh carries on: triage's turn is recorded and a turn without a handoff completes it.
-    given(meshDecider, [...history, ...events]).when(turn('p3', 'triage', [], 'Refund sent.')).thenMatch([{ type: 'mesh.turn_recorded' }, { type: 'mesh.completed', data: expect.objectContaining({ turns: 3 }) }]);
+    given(meshDecider, [...history, ...events])
+      .when(turn('p3', 'triage', [], 'Refund sent.'))
+      .thenMatch([{ type: 'mesh.turn_recorded' }, { type: 'mesh.completed', data: expect.objectContaining({ turns: 3 }) }]);
   });
 
   it('deny ends the mesh (mesh.terminated); a late turn is rejected', () => {
     const events = given(meshDecider, history)
       .when(answer({ action: 'deny', note: 'stop looping' }))
-      .thenMatch([{ type: 'mesh.stop_answered', data: expect.objectContaining({ effect: expect.objectContaining({ kind: 'stop' }) }) }, { type: 'mesh.terminated', data: expect.objectContaining({ origin: 'operator', answer_id: 'a1' }) }]);
+      .thenMatch([
+        { type: 'mesh.stop_answered', data: expect.objectContaining({ effect: expect.objectContaining({ kind: 'stop' }) }) },
+        { type: 'mesh.terminated', data: expect.objectContaining({ origin: 'operator', answer_id: 'a1' }) },
+      ]);
     const after = [...history, ...events];
     expect((fold(meshDecider, after) as MeshRunState).status).toBe('terminated');
-    given(meshDecider, after).when(turn('p3', 'triage')).thenMatch([{ type: 'mesh.turn_rejected', data: expect.objectContaining({ code: 'mesh_not_running' }) }]);
+    given(meshDecider, after)
+      .when(turn('p3', 'triage'))
+      .thenMatch([{ type: 'mesh.turn_rejected', data: expect.objectContaining({ code: 'mesh_not_running' }) }]);
   });
 
   it('acknowledge on a packet with the acknowledge form (meshes stopped before raise_cap) ends the mesh', () => {
-    const legacy = history.map((e): MeshEvent => (e.type === 'mesh.stopped' ? { ...e, data: { ...e.data, packet: { ...e.data.packet, next_form: null } } } : e));
-    given(meshDecider, legacy).when(answer({ action: 'acknowledge' })).thenMatch([{ type: 'mesh.stop_answered' }, { type: 'mesh.terminated' }]);
+    const legacy = history.map(
+      (e): MeshEvent => (e.type === 'mesh.stopped' ? { ...e, data: { ...e.data, packet: { ...e.data.packet, next_form: null } } } : e),
+    );
+    given(meshDecider, legacy)
+      .when(answer({ action: 'acknowledge' }))
+      .thenMatch([{ type: 'mesh.stop_answered' }, { type: 'mesh.terminated' }]);
   });
 
   it('idempotent per answer id: the same answer again decides nothing', () => {
     const after = play([answer({ action: 'raise_cap', cap: 5 })], history);
-    given(meshDecider, after).when(answer({ action: 'raise_cap', cap: 5 })).then([]);
+    given(meshDecider, after)
+      .when(answer({ action: 'raise_cap', cap: 5 }))
+      .then([]);
   });
 
   it('an already answered packet refuses a second answer (stop_already_answered), recorded as mesh.turn_rejected', () => {
@@ -122,17 +154,27 @@ describe('answering a mesh stop packet (decideResume rules, as for runs)', () =>
   });
 
   it('only an operator raises a cap: a viewer is refused (answer_forbidden)', () => {
-    given(meshDecider, history).when(answer({ action: 'raise_cap', cap: 5 }, 'viewer')).thenMatch([{ type: 'mesh.turn_rejected', data: expect.objectContaining({ code: 'answer_forbidden' }) }]);
+    given(meshDecider, history)
+      .when(answer({ action: 'raise_cap', cap: 5 }, 'viewer'))
+      .thenMatch([{ type: 'mesh.turn_rejected', data: expect.objectContaining({ code: 'answer_forbidden' }) }]);
   });
 
   it('a cap that does not exceed the current one is refused (cap_not_raised); an answer for another packet is refused', () => {
-    given(meshDecider, history).when(answer({ action: 'raise_cap', cap: 2 })).thenMatch([{ type: 'mesh.turn_rejected', data: expect.objectContaining({ code: 'cap_not_raised' }) }]);
-    given(meshDecider, history).when(answer({ action: 'deny', packet_id: 'stop-other' })).thenMatch([{ type: 'mesh.turn_rejected', data: expect.objectContaining({ code: 'answer_packet_mismatch' }) }]);
+    given(meshDecider, history)
+      .when(answer({ action: 'raise_cap', cap: 2 }))
+      .thenMatch([{ type: 'mesh.turn_rejected', data: expect.objectContaining({ code: 'cap_not_raised' }) }]);
+    given(meshDecider, history)
+      .when(answer({ action: 'deny', packet_id: 'stop-other' }))
+      .thenMatch([{ type: 'mesh.turn_rejected', data: expect.objectContaining({ code: 'answer_packet_mismatch' }) }]);
   });
 
   it('an answer to a mesh that is not stopped is refused (mesh_not_stopped); an unknown mesh is not_found', () => {
     const running = play([start()]);
-    given(meshDecider, running).when(answer({ action: 'deny' })).thenMatch([{ type: 'mesh.turn_rejected', data: expect.objectContaining({ code: 'mesh_not_stopped' }) }]);
-    given(meshDecider).when(answer({ action: 'deny' })).thenFails('mesh_not_found');
+    given(meshDecider, running)
+      .when(answer({ action: 'deny' }))
+      .thenMatch([{ type: 'mesh.turn_rejected', data: expect.objectContaining({ code: 'mesh_not_stopped' }) }]);
+    given(meshDecider)
+      .when(answer({ action: 'deny' }))
+      .thenFails('mesh_not_found');
   });
 });

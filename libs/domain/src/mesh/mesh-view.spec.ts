@@ -12,8 +12,18 @@ import { meshViewOf, summarizeMeshEvent, type MeshViewEvent } from './view';
 
 const NOW = '2025-01-01T00:00:00.000Z';
 const LATER = '2025-01-01T01:00:00.000Z';
-const mesh = MeshDefinitionSchema.parse({ name: 'support', entry: 'triage', handoffs: { triage: ['billing'], billing: ['triage'] }, outputs: ['triage'], max_iterations: 3 });
-const start: MeshCommand = { type: 'start_mesh', data: { mesh_run_id: 'm1', project: 'demo', mesh, agents: ['triage', 'billing'], input: 'charged twice', started_by: 'sam' }, metadata: { now: NOW, actor: 'sam' } };
+const mesh = MeshDefinitionSchema.parse({
+  name: 'support',
+  entry: 'triage',
+  handoffs: { triage: ['billing'], billing: ['triage'] },
+  outputs: ['triage'],
+  max_iterations: 3,
+});
+const start: MeshCommand = {
+  type: 'start_mesh',
+  data: { mesh_run_id: 'm1', project: 'demo', mesh, agents: ['triage', 'billing'], input: 'charged twice', started_by: 'sam' },
+  metadata: { now: NOW, actor: 'sam' },
+};
 const call = (target: string): HandoffToolCall => ({ tool: handoffToolName(target) });
 const turn = (result_id: string, agent: string, calls: HandoffToolCall[] = [], text = `${agent} speaks`, now = NOW): MeshCommand => ({
   type: 'record_turn',
@@ -44,7 +54,15 @@ describe('the mesh run view', () => {
         turn('t3', 'triage', [], 'All sorted: the refund is on its way.'),
       ]),
     )!;
-    expect(view).toMatchObject({ mesh_run_id: 'm1', project: 'demo', status: 'completed', speaker: 'triage', input: 'charged twice', started_by: 'sam', notices: 0 });
+    expect(view).toMatchObject({
+      mesh_run_id: 'm1',
+      project: 'demo',
+      status: 'completed',
+      speaker: 'triage',
+      input: 'charged twice',
+      started_by: 'sam',
+      notices: 0,
+    });
     expect(view.mesh).toEqual({ name: 'support', entry: 'triage', outputs: ['triage'], handoffs: { triage: ['billing'], billing: ['triage'] } });
     expect(view.turns.map((t) => [t.turn, t.agent, t.text, t.calls])).toEqual([
       [1, 'triage', 'over to billing', ['handoff_to_nobody', 'handoff_to_triage', 'handoff_to_billing']],
@@ -62,7 +80,13 @@ describe('the mesh run view', () => {
     for (const ignored of view.ignored) expect(ignored.detail).toEqual(expect.any(String));
     expect(view.cap).toEqual({ max_iterations: 3, initial: 3, used: 3, raised: [] });
     expect(view.stop).toBeNull();
-    expect(view.outcome).toEqual({ status: 'completed', by: 'triage', turns: 3, output: { agent: 'triage', turn: 3, result_id: 't3', text: 'All sorted: the refund is on its way.' }, at: NOW });
+    expect(view.outcome).toEqual({
+      status: 'completed',
+      by: 'triage',
+      turns: 3,
+      output: { agent: 'triage', turn: 3, result_id: 't3', text: 'All sorted: the refund is on its way.' },
+      at: NOW,
+    });
     // started; t1: recorded, 2 ignored, handed off; t2: recorded, handed off; t3: recorded, completed.
     expect(view.last_seq).toBe(9);
   });
@@ -71,7 +95,13 @@ describe('the mesh run view', () => {
     const stopped = stream([start, turn('t1', 'triage', [call('billing')]), turn('t2', 'billing', [call('triage')]), turn('t3', 'triage', [call('billing')])]);
     const atStop = meshViewOf(stopped)!;
     expect(atStop.status).toBe('stopped');
-    expect(atStop.stop).toMatchObject({ packet_id: meshStopId('t3'), why: 'thrash', status: 'open', refused: { from: 'triage', to: 'billing', tool: 'handoff_to_billing' }, answer: null });
+    expect(atStop.stop).toMatchObject({
+      packet_id: meshStopId('t3'),
+      why: 'thrash',
+      status: 'open',
+      refused: { from: 'triage', to: 'billing', tool: 'handoff_to_billing' },
+      answer: null,
+    });
     expect(atStop.outcome).toEqual({ status: 'stopped', packet_id: meshStopId('t3'), at: NOW });
     expect(atStop.cap).toMatchObject({ max_iterations: 3, used: 3, raised: [] });
     expect(atStop.notices).toBe(1);
@@ -81,12 +111,28 @@ describe('the mesh run view', () => {
       data: { answer: { packet_id: meshStopId('t3'), answer_id: 'a1', action: 'raise_cap', cap: 6, answered_by: 'olga', answered_at: LATER } },
       metadata: { now: LATER, actor: 'olga', actorRole: 'operator' },
     };
-    const raised = meshViewOf(stream([start, turn('t1', 'triage', [call('billing')]), turn('t2', 'billing', [call('triage')]), turn('t3', 'triage', [call('billing')]), raise, turn('t4', 'triage', [], 'wrong speaker', LATER)]))!;
+    const raised = meshViewOf(
+      stream([
+        start,
+        turn('t1', 'triage', [call('billing')]),
+        turn('t2', 'billing', [call('triage')]),
+        turn('t3', 'triage', [call('billing')]),
+        raise,
+        turn('t4', 'triage', [], 'wrong speaker', LATER),
+      ]),
+    )!;
     expect(raised.status).toBe('running');
     expect(raised.speaker).toBe('billing');
     expect(raised.cap).toEqual({ max_iterations: 6, initial: 3, used: 3, raised: [{ from: 3, to: 6, by: 'olga', answer_id: 'a1', at: LATER }] });
     expect(raised.stop).toMatchObject({ status: 'answered', answer: { action: 'raise_cap', by: 'olga', effect: 'raise_cap' } });
-    expect(raised.handoffs.at(-1)).toMatchObject({ turn: 4, from: 'triage', to: 'billing', handoff_id: meshResumeHandoffId('a1'), cause: 'a1', after_cap_raise: true });
+    expect(raised.handoffs.at(-1)).toMatchObject({
+      turn: 4,
+      from: 'triage',
+      to: 'billing',
+      handoff_id: meshResumeHandoffId('a1'),
+      cause: 'a1',
+      after_cap_raise: true,
+    });
     expect(raised.outcome).toEqual({ status: 'running' });
     expect(raised.rejected).toEqual([expect.objectContaining({ result_id: 't4', agent: 'triage', code: 'unexpected_agent' })]);
   });
@@ -97,7 +143,13 @@ describe('the mesh run view', () => {
       data: { answer: { packet_id: meshStopId('t3'), answer_id: 'a2', action: 'deny', answered_by: 'olga', answered_at: LATER, note: 'looping' } },
       metadata: { now: LATER, actor: 'olga', actorRole: 'operator' },
     };
-    const events = stream([start, turn('t1', 'triage', [call('billing')]), turn('t2', 'billing', [call('triage')]), turn('t3', 'triage', [call('billing')]), deny]);
+    const events = stream([
+      start,
+      turn('t1', 'triage', [call('billing')]),
+      turn('t2', 'billing', [call('triage')]),
+      turn('t3', 'triage', [call('billing')]),
+      deny,
+    ]);
     const view = meshViewOf(events)!;
     expect(view.status).toBe('terminated');
     expect(view.outcome).toMatchObject({ status: 'terminated', answer_id: 'a2', at: LATER });

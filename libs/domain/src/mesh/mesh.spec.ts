@@ -1,4 +1,12 @@
-import { handoffToolName, MeshDefinitionSchema, ProjectDefinitionSchema, StopPacketSchema, type HandoffToolCall, type MeshEvent, type MeshDefinitionInput } from '@baton/contracts';
+import {
+  handoffToolName,
+  MeshDefinitionSchema,
+  ProjectDefinitionSchema,
+  StopPacketSchema,
+  type HandoffToolCall,
+  type MeshEvent,
+  type MeshDefinitionInput,
+} from '@baton/contracts';
 import { fold } from '../decider';
 import { given } from '../testing/given';
 import { buildMesh } from './build';
@@ -53,7 +61,12 @@ describe('mesh builder validation (seed 004: validation is done when the mesh is
     const built = buildMesh(support({ entry: 'ghost', handoffs: { phantom: ['triage'], triage: ['nobody'] }, outputs: ['nemo'] }), AGENTS);
     expect(built.ok).toBe(false);
     if (!built.ok) {
-      expect(built.diagnostics.map((d) => d.code).sort()).toEqual(['MESH_UNKNOWN_AGENT', 'MESH_UNKNOWN_ENTRY', 'MESH_UNKNOWN_OUTPUT_AGENT', 'MESH_UNKNOWN_TARGET']);
+      expect(built.diagnostics.map((d) => d.code).sort()).toEqual([
+        'MESH_UNKNOWN_AGENT',
+        'MESH_UNKNOWN_ENTRY',
+        'MESH_UNKNOWN_OUTPUT_AGENT',
+        'MESH_UNKNOWN_TARGET',
+      ]);
     }
   });
 
@@ -88,8 +101,10 @@ describe('mesh builder validation (seed 004: validation is done when the mesh is
     expect(JSON.stringify(bad.error?.issues)).toContain('MESH_SELF_HANDOFF');
   });
 
-  it('a start with a mesh that does not build is refused with the check\'s own code (MESH_SELF_HANDOFF), never started', () => {
-    given(meshDecider).when(start(support({ handoffs: { triage: ['triage'] } }))).thenFails('MESH_SELF_HANDOFF');
+  it("a start with a mesh that does not build is refused with the check's own code (MESH_SELF_HANDOFF), never started", () => {
+    given(meshDecider)
+      .when(start(support({ handoffs: { triage: ['triage'] } })))
+      .thenFails('MESH_SELF_HANDOFF');
   });
 });
 
@@ -106,13 +121,18 @@ describe('mesh runs (seed 004 routing rules)', () => {
       .when(turn('r1', 'triage', [call('billing', 'c1')]))
       .thenMatch([
         { type: 'mesh.turn_recorded', data: expect.objectContaining({ agent: 'triage', turn: 1, handoff_id: meshEntryHandoffId('m1') }) },
-        { type: 'mesh.handed_off', data: expect.objectContaining({ from: 'triage', to: 'billing', tool: 'handoff_to_billing', call_id: 'c1', turn: 2, handoff_id: meshHandoffId('r1') }) },
+        {
+          type: 'mesh.handed_off',
+          data: expect.objectContaining({ from: 'triage', to: 'billing', tool: 'handoff_to_billing', call_id: 'c1', turn: 2, handoff_id: meshHandoffId('r1') }),
+        },
       ]);
   });
 
   it('hand-back (A→B→A): billing hands back to triage, and triage speaks next', () => {
     const history = play([turn('r1', 'triage', [call('billing')])], started);
-    const state = given(meshDecider, history).when(turn('r2', 'billing', [call('triage')])).stateAfter() as MeshRunState;
+    const state = given(meshDecider, history)
+      .when(turn('r2', 'billing', [call('triage')]))
+      .stateAfter() as MeshRunState;
     expect(state.speaker).toBe('triage');
     expect(state.path).toEqual(['triage→billing', 'billing→triage']);
   });
@@ -123,13 +143,24 @@ describe('mesh runs (seed 004 routing rules)', () => {
       .when(turn('r3', 'triage', [], 'Your refund is on its way.'))
       .thenMatch([
         { type: 'mesh.turn_recorded' },
-        { type: 'mesh.completed', data: { result_id: 'r3', agent: 'triage', turns: 3, output: { agent: 'triage', turn: 3, result_id: 'r3', text: 'Your refund is on its way.' }, completed_at: NOW } },
+        {
+          type: 'mesh.completed',
+          data: {
+            result_id: 'r3',
+            agent: 'triage',
+            turns: 3,
+            output: { agent: 'triage', turn: 3, result_id: 'r3', text: 'Your refund is on its way.' },
+            completed_at: NOW,
+          },
+        },
       ]);
   });
 
   it("the output is the final turn of an output agent: a non-output agent ending the mesh leaves the last output agent's turn", () => {
     const history = play([turn('r1', 'triage', [call('billing')], 'let me get billing')], started);
-    const [, completed] = given(meshDecider, history).when(turn('r2', 'billing', [], 'billing text')).thenMatch([{ type: 'mesh.turn_recorded' }, { type: 'mesh.completed' }]);
+    const [, completed] = given(meshDecider, history)
+      .when(turn('r2', 'billing', [], 'billing text'))
+      .thenMatch([{ type: 'mesh.turn_recorded' }, { type: 'mesh.completed' }]);
     expect(completed).toMatchObject({ data: { agent: 'billing', output: { agent: 'triage', text: 'let me get billing' } } });
   });
 
@@ -163,7 +194,11 @@ describe('mesh runs (seed 004 routing rules)', () => {
   it('a self-handoff call is ignored as not granted', () => {
     given(meshDecider, started)
       .when(turn('r1', 'triage', [call('triage')]))
-      .thenMatch([{ type: 'mesh.turn_recorded' }, { type: 'mesh.handoff_ignored', data: expect.objectContaining({ reason: 'not_granted', target: 'triage' }) }, { type: 'mesh.completed' }]);
+      .thenMatch([
+        { type: 'mesh.turn_recorded' },
+        { type: 'mesh.handoff_ignored', data: expect.objectContaining({ reason: 'not_granted', target: 'triage' }) },
+        { type: 'mesh.completed' },
+      ]);
   });
 
   it('the cap stops a ping-pong: the turn that reaches max_iterations and still hands off stops the mesh with a thrash stop packet, not an error', () => {
@@ -171,7 +206,9 @@ describe('mesh runs (seed 004 routing rules)', () => {
       [turn('p1', 'triage', [call('billing')]), turn('p2', 'billing', [call('triage')]), turn('p3', 'triage', [call('billing')])],
       play([start(support({ max_iterations: 4 }))]),
     );
-    const [, stopped] = given(meshDecider, events).when(turn('p4', 'billing', [call('triage')])).thenMatch([{ type: 'mesh.turn_recorded' }, { type: 'mesh.stopped' }, { type: 'mesh.notice_emitted' }]);
+    const [, stopped] = given(meshDecider, events)
+      .when(turn('p4', 'billing', [call('triage')]))
+      .thenMatch([{ type: 'mesh.turn_recorded' }, { type: 'mesh.stopped' }, { type: 'mesh.notice_emitted' }]);
     if (stopped?.type !== 'mesh.stopped') throw new Error('expected mesh.stopped');
     expect(stopped.data).toMatchObject({ turns: 4, max_iterations: 4, refused: { from: 'billing', to: 'triage' } });
     expect(stopped.data.packet).toMatchObject({ stop: 'handoff', why: 'thrash', workflow_run_id: 'm1', agent: 'billing', goal_done: false, status: 'open' });
@@ -179,22 +216,32 @@ describe('mesh runs (seed 004 routing rules)', () => {
     expect(StopPacketSchema.safeParse(stopped.data.packet).success).toBe(true);
     // A stopped mesh takes no more turns; a late turn is recorded as rejected.
     const after = play([turn('p4', 'billing', [call('triage')])], events);
-    given(meshDecider, after).when(turn('p5', 'triage', [])).thenMatch([{ type: 'mesh.turn_rejected', data: expect.objectContaining({ code: 'mesh_not_running' }) }]);
+    given(meshDecider, after)
+      .when(turn('p5', 'triage', []))
+      .thenMatch([{ type: 'mesh.turn_rejected', data: expect.objectContaining({ code: 'mesh_not_running' }) }]);
   });
 
   it('at the cap, a turn without a handoff call still completes the mesh', () => {
     const events = play([turn('p1', 'triage', [call('billing')])], play([start(support({ max_iterations: 2 }))]));
-    given(meshDecider, events).when(turn('p2', 'billing', [])).thenMatch([{ type: 'mesh.turn_recorded' }, { type: 'mesh.completed' }]);
+    given(meshDecider, events)
+      .when(turn('p2', 'billing', []))
+      .thenMatch([{ type: 'mesh.turn_recorded' }, { type: 'mesh.completed' }]);
   });
 
   it('idempotent per turn: a redelivered result id decides nothing', () => {
     const history = play([turn('r1', 'triage', [call('billing')])], started);
-    given(meshDecider, history).when(turn('r1', 'triage', [call('billing')])).then([]);
+    given(meshDecider, history)
+      .when(turn('r1', 'triage', [call('billing')]))
+      .then([]);
   });
 
   it('a turn from an agent whose turn it is not, or for a stale handoff, is recorded as rejected and routes nothing', () => {
-    given(meshDecider, started).when(turn('x1', 'billing', [call('triage')])).thenMatch([{ type: 'mesh.turn_rejected', data: expect.objectContaining({ code: 'unexpected_agent' }) }]);
-    given(meshDecider, started).when(turn('x2', 'triage', [], 'hi', 'ho-old')).thenMatch([{ type: 'mesh.turn_rejected', data: expect.objectContaining({ code: 'stale_handoff' }) }]);
+    given(meshDecider, started)
+      .when(turn('x1', 'billing', [call('triage')]))
+      .thenMatch([{ type: 'mesh.turn_rejected', data: expect.objectContaining({ code: 'unexpected_agent' }) }]);
+    given(meshDecider, started)
+      .when(turn('x2', 'triage', [], 'hi', 'ho-old'))
+      .thenMatch([{ type: 'mesh.turn_rejected', data: expect.objectContaining({ code: 'stale_handoff' }) }]);
   });
 
   it('a turn for a mesh that does not exist is refused (mesh_not_found)', () => {
@@ -216,8 +263,13 @@ describe('mesh runs (seed 004 routing rules)', () => {
     expect(restored).toEqual(live);
     given(meshDecider, JSON.parse(JSON.stringify(log)) as MeshEvent[])
       .when(turn('r3', 'triage', [call('tech')]))
-      .thenMatch([{ type: 'mesh.turn_recorded', data: expect.objectContaining({ turn: 3, handoff_id: meshHandoffId('r2') }) }, { type: 'mesh.handed_off', data: expect.objectContaining({ from: 'triage', to: 'tech', turn: 4 }) }]);
+      .thenMatch([
+        { type: 'mesh.turn_recorded', data: expect.objectContaining({ turn: 3, handoff_id: meshHandoffId('r2') }) },
+        { type: 'mesh.handed_off', data: expect.objectContaining({ from: 'triage', to: 'tech', turn: 4 }) },
+      ]);
     // The redelivered pre-restart turn is still a no-op.
-    given(meshDecider, log).when(turn('r2', 'billing', [call('triage')])).then([]);
+    given(meshDecider, log)
+      .when(turn('r2', 'billing', [call('triage')]))
+      .then([]);
   });
 });

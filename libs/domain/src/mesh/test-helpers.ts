@@ -18,7 +18,10 @@ export function withCurrentMeshClaim(command: MeshCommand, state: MeshState): Me
   const d = command.data;
   const handoff_id = d.handoff_id ?? state.handoff_id;
   const claim_id = d.claim_id ?? meshClaimIdFor(handoff_id);
-  const handoff = d.handoff !== undefined ? d.handoff : { handoff_id: state.handoff_id, status: 'claimed' as const, claim: { claim_id: meshClaimIdFor(state.handoff_id), claimed_by: d.agent } };
+  const handoff =
+    d.handoff !== undefined
+      ? d.handoff
+      : { handoff_id: state.handoff_id, status: 'claimed' as const, claim: { claim_id: meshClaimIdFor(state.handoff_id), claimed_by: d.agent } };
   return { ...command, data: { ...d, handoff_id, claim_id, handoff } };
 }
 

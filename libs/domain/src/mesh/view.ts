@@ -143,7 +143,12 @@ export function meshViewOf(events: readonly MeshViewEvent[]): MeshView | null {
       view = {
         mesh_run_id: d.mesh_run_id,
         project: d.project,
-        mesh: { name: d.mesh.name, entry: d.mesh.entry, outputs: [...d.mesh.outputs], handoffs: Object.fromEntries(Object.entries(d.mesh.handoffs).map(([from, to]) => [from, [...to]])) },
+        mesh: {
+          name: d.mesh.name,
+          entry: d.mesh.entry,
+          outputs: [...d.mesh.outputs],
+          handoffs: Object.fromEntries(Object.entries(d.mesh.handoffs).map(([from, to]) => [from, [...to]])),
+        },
         status: state.status,
         speaker: state.speaker,
         handoff_id: state.handoff_id,
@@ -169,17 +174,42 @@ export function meshViewOf(events: readonly MeshViewEvent[]): MeshView | null {
       case 'mesh.turn_recorded': {
         const d = event.data;
         turnOf.set(d.result_id, d.turn);
-        view.turns.push({ turn: d.turn, agent: d.agent, result_id: d.result_id, text: d.text, calls: d.handoff_tool_calls.map((c) => c.tool), handoff_id: d.handoff_id, at: d.recorded_at });
+        view.turns.push({
+          turn: d.turn,
+          agent: d.agent,
+          result_id: d.result_id,
+          text: d.text,
+          calls: d.handoff_tool_calls.map((c) => c.tool),
+          handoff_id: d.handoff_id,
+          at: d.recorded_at,
+        });
         break;
       }
       case 'mesh.handoff_ignored': {
         const d = event.data;
-        view.ignored.push({ turn: turnOf.get(d.result_id) ?? null, agent: d.agent, tool: d.tool, target: d.target, reason: d.reason, detail: d.detail, at: d.ignored_at });
+        view.ignored.push({
+          turn: turnOf.get(d.result_id) ?? null,
+          agent: d.agent,
+          tool: d.tool,
+          target: d.target,
+          reason: d.reason,
+          detail: d.detail,
+          at: d.ignored_at,
+        });
         break;
       }
       case 'mesh.handed_off': {
         const d = event.data;
-        view.handoffs.push({ turn: d.turn, from: d.from, to: d.to, tool: d.tool, handoff_id: d.handoff_id, cause: raisedBy ?? d.result_id, after_cap_raise: raisedBy !== null, at: d.handed_off_at });
+        view.handoffs.push({
+          turn: d.turn,
+          from: d.from,
+          to: d.to,
+          tool: d.tool,
+          handoff_id: d.handoff_id,
+          cause: raisedBy ?? d.result_id,
+          after_cap_raise: raisedBy !== null,
+          at: d.handed_off_at,
+        });
         raisedBy = null;
         break;
       }
@@ -190,7 +220,15 @@ export function meshViewOf(events: readonly MeshViewEvent[]): MeshView | null {
       }
       case 'mesh.stopped': {
         const d = event.data;
-        view.stop = { packet_id: d.packet.packet_id, why: d.packet.why, detail: d.packet.detail ?? null, status: d.packet.status, refused: { ...d.refused }, stopped_at: d.stopped_at, answer: null };
+        view.stop = {
+          packet_id: d.packet.packet_id,
+          why: d.packet.why,
+          detail: d.packet.detail ?? null,
+          status: d.packet.status,
+          refused: { ...d.refused },
+          stopped_at: d.stopped_at,
+          answer: null,
+        };
         view.outcome = { status: 'stopped', packet_id: d.packet.packet_id, at: d.stopped_at };
         break;
       }

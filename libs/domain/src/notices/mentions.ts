@@ -17,9 +17,7 @@ const MENTION_START = /[@\uff20](?=[\p{L}\p{N}_\-[@\uff20!])/gu;
  * zero-width space, which is not a mention character, so applying it twice changes nothing.
  */
 export function neutralizeMentions(text: string): string {
-  return text
-    .replace(MENTION_START, (at) => `${at}${ZERO_WIDTH_SPACE}`)
-    .replace(/<(?=!)/g, `<${ZERO_WIDTH_SPACE}`);
+  return text.replace(MENTION_START, (at) => `${at}${ZERO_WIDTH_SPACE}`).replace(/<(?=!)/g, `<${ZERO_WIDTH_SPACE}`);
 }
 
 /**

@@ -4,23 +4,34 @@ import { projectControlDecider, type ProjectControlCommand } from './project-con
 
 const now = '2026-01-01T00:00:00.000Z';
 const admin = { now, actor: 'ops', role: 'admin' as const };
-const pause = (key = 'k1', metadata = admin): ProjectControlCommand => ({ type: 'pause', data: { project: 'p', pause_id: 'pause-1', reason: 'incident', idempotency_key: key }, metadata });
+const pause = (key = 'k1', metadata = admin): ProjectControlCommand => ({
+  type: 'pause',
+  data: { project: 'p', pause_id: 'pause-1', reason: 'incident', idempotency_key: key },
+  metadata,
+});
 const resume = (key = 'k2', metadata = admin): ProjectControlCommand => ({ type: 'resume', data: { project: 'p', idempotency_key: key }, metadata });
-const paused: ProjectControlEvent = { type: 'project.paused', data: { project: 'p', at: now, idempotency_key: 'k1', pause_id: 'pause-1', paused_by: 'ops', reason: 'incident' } };
+const paused: ProjectControlEvent = {
+  type: 'project.paused',
+  data: { project: 'p', at: now, idempotency_key: 'k1', pause_id: 'pause-1', paused_by: 'ops', reason: 'incident' },
+};
 
 describe('project kill switch', () => {
   it('an admin pauses an active project: project.paused', () => {
     given(projectControlDecider).when(pause()).then([paused]);
   });
   it('pause and resume are admin only', () => {
-    given(projectControlDecider).when(pause('k1', { ...admin, role: 'operator' } as never)).thenFails('admin_only');
+    given(projectControlDecider)
+      .when(pause('k1', { ...admin, role: 'operator' } as never))
+      .thenFails('admin_only');
   });
   it('pausing a paused project is refused; the same request retried changes nothing', () => {
     given(projectControlDecider, [paused]).when(pause('k9')).thenFails('project_already_paused');
     given(projectControlDecider, [paused]).when(pause('k1')).then([]);
   });
   it('resume ends the pause it names: project.resumed with the pause id', () => {
-    given(projectControlDecider, [paused]).when(resume()).thenMatch([{ type: 'project.resumed', data: expect.objectContaining({ pause_id: 'pause-1' }) }]);
+    given(projectControlDecider, [paused])
+      .when(resume())
+      .thenMatch([{ type: 'project.resumed', data: expect.objectContaining({ pause_id: 'pause-1' }) }]);
     given(projectControlDecider).when(resume()).thenFails('project_not_paused');
   });
 });

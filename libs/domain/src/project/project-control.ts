@@ -117,5 +117,13 @@ export const projectControlDecider: Decider<ProjectControlCommand, ProjectContro
 /** The record a reply shows for `project`. */
 export function toProjectControlRecord(project: string, state: ProjectControlState): ProjectControlRecord {
   if (state.status === 'active') return { project, status: 'active', version: state.version };
-  return { project, status: 'paused', pause_id: state.pause_id, paused_by: state.paused_by, paused_at: state.paused_at, reason: state.reason, version: state.version };
+  return {
+    project,
+    status: 'paused',
+    pause_id: state.pause_id,
+    paused_by: state.paused_by,
+    paused_at: state.paused_at,
+    reason: state.reason,
+    version: state.version,
+  };
 }

@@ -24,7 +24,12 @@ const gate = {
   on_return: { action: 'resume_intent', map: { annual_income: 'annual_income' } },
   on_failure: { action: 'respond', message: 'I cannot collect your income details right now. Please try again later.' },
 };
-const offer = { to: 'Offer_Agent', when: { kind: 'expression', source: 'annual_income IS SET' }, pass: ['annual_income'], summary: 'The offer agent now owns the conversation.' };
+const offer = {
+  to: 'Offer_Agent',
+  when: { kind: 'expression', source: 'annual_income IS SET' },
+  pass: ['annual_income'],
+  summary: 'The offer agent now owns the conversation.',
+};
 
 function loanProject(over: { gate?: object; supervisor?: object; child?: object; offer?: object; execution?: object } = {}): ProjectDefinition {
   return ProjectDefinitionSchema.parse({
@@ -34,7 +39,11 @@ function loanProject(over: { gate?: object; supervisor?: object; child?: object;
       {
         name: 'Loan_Supervisor',
         supervisor: true,
-        memory: [{ name: 'annual_income', type: 'number' }, { name: 'income_note', type: 'string' }, { name: 'locked', readonly: true }],
+        memory: [
+          { name: 'annual_income', type: 'number' },
+          { name: 'income_note', type: 'string' },
+          { name: 'locked', readonly: true },
+        ],
         handoffs: [{ ...gate, ...(over.gate ?? {}) }, offer],
         ...(over.supervisor ?? {}),
       },
@@ -71,7 +80,15 @@ class Session {
   start(input: string, variables: Record<string, unknown> = {}): RunEvent[] {
     return this.run({
       type: 'start_run',
-      data: { workflow_run_id: 'wr-1', project: 'loans', workflow: this.defs.workflow, agents: this.defs.agents, people: { started_by: 'sam', issue_author: null, trigger_author: null }, variables, input },
+      data: {
+        workflow_run_id: 'wr-1',
+        project: 'loans',
+        workflow: this.defs.workflow,
+        agents: this.defs.agents,
+        people: { started_by: 'sam', issue_author: null, trigger_author: null },
+        variables,
+        input,
+      },
       metadata: { now: at(this.n++), actor: 'sam' },
     });
   }
@@ -85,7 +102,11 @@ class Session {
     return this.run({ type: 'record_result', data: { result, ...this.defs }, metadata: { now: at(this.n++), actor: agent } });
   }
   fail(handoffId: string, code = 'invalid'): RunEvent[] {
-    return this.run({ type: 'handoff_failed', data: { handoff_id: handoffId, code, message: 'refused', ...this.defs }, metadata: { now: at(this.n++), actor: 'router' } });
+    return this.run({
+      type: 'handoff_failed',
+      data: { handoff_id: handoffId, code, message: 'refused', ...this.defs },
+      metadata: { now: at(this.n++), actor: 'router' },
+    });
   }
   get active() {
     return this.state.status === 'none' ? null : { agent: this.state.agent, awaiting: this.state.awaitingInput, variables: this.state.variables };
@@ -114,10 +135,25 @@ describe('returnable handoffs (seed 001)', () => {
     s.say('About 52000 a year');
     const events = s.result('Income_Capture_Agent', { variables: { annual_income: 52000 } });
     // The gate's WHEN is false now (blocked), so the replay takes the permanent route.
-    expect(types(events)).toEqual(['run.result_recorded', 'run.handoff_return_handler', 'run.resume_intent', 'run.handoff_completed', 'run.handoff', 'run.routed']);
+    expect(types(events)).toEqual([
+      'run.result_recorded',
+      'run.handoff_return_handler',
+      'run.resume_intent',
+      'run.handoff_completed',
+      'run.handoff',
+      'run.routed',
+    ]);
     expect(ofType(events, 'run.handoff_completed')[0]!.data).toMatchObject({ to: 'Income_Capture_Agent', outcome: 'blocked' });
-    expect(ofType(events, 'run.handoff_return_handler')[0]!.data).toMatchObject({ path: 'complete', mappedFields: ['annual_income'], respond: 'Thanks. I have your income.' });
-    expect(ofType(events, 'run.resume_intent')[0]!.data).toMatchObject({ reasonCode: 'resume_intent', resumeWith: 'original_handoff_utterance', message: 'I want a loan offer' });
+    expect(ofType(events, 'run.handoff_return_handler')[0]!.data).toMatchObject({
+      path: 'complete',
+      mappedFields: ['annual_income'],
+      respond: 'Thanks. I have your income.',
+    });
+    expect(ofType(events, 'run.resume_intent')[0]!.data).toMatchObject({
+      reasonCode: 'resume_intent',
+      resumeWith: 'original_handoff_utterance',
+      message: 'I want a loan offer',
+    });
     expect(ofType(events, 'run.handoff')[0]!.data).toMatchObject({ to: 'Offer_Agent', returnExpected: false, reasonCode: 'handoff_permanent' });
     const routed = ofType(events, 'run.routed')[0]!.data;
     expect(routed.conversation).toMatchObject({ message: 'I want a loan offer', variables: { annual_income: 52000 }, handoff: { passed: ['annual_income'] } });
@@ -129,7 +165,12 @@ describe('returnable handoffs (seed 001)', () => {
     const s = new Session(loanProject());
     s.start('I want a loan offer');
     const events = s.result('Income_Capture_Agent', { body: 'What is your annual income?' });
-    expect(ofType(events, 'run.handoff_completed')[0]!.data).toMatchObject({ outcome: 'success', durationMs: 1000, from: 'Loan_Supervisor', to: 'Income_Capture_Agent' });
+    expect(ofType(events, 'run.handoff_completed')[0]!.data).toMatchObject({
+      outcome: 'success',
+      durationMs: 1000,
+      from: 'Loan_Supervisor',
+      to: 'Income_Capture_Agent',
+    });
   });
 
   it('a returning customer with the value set goes straight to Offer_Agent (permanent)', () => {
@@ -166,12 +207,24 @@ describe('returnable handoffs (seed 001)', () => {
 
   it('action: continue with SET: SET runs after MAP and the parent does not route again', () => {
     const s = new Session(
-      loanProject({ gate: { on_return: { action: 'continue', map: { annual_income: 'annual_income' }, set: { income_note: 'Income collected by the income agent.', annual_income: 5 } } } }),
+      loanProject({
+        gate: {
+          on_return: {
+            action: 'continue',
+            map: { annual_income: 'annual_income' },
+            set: { income_note: 'Income collected by the income agent.', annual_income: 5 },
+          },
+        },
+      }),
     );
     s.start('I want a loan offer');
     const events = s.result('Income_Capture_Agent', { variables: { annual_income: 1 } });
     expect(types(events)).toEqual(['run.result_recorded', 'run.handoff_completed', 'run.handoff_return_handler', 'run.awaiting_input']);
-    expect(s.active).toMatchObject({ agent: 'Loan_Supervisor', awaiting: true, variables: { annual_income: 5, income_note: 'Income collected by the income agent.' } });
+    expect(s.active).toMatchObject({
+      agent: 'Loan_Supervisor',
+      awaiting: true,
+      variables: { annual_income: 5, income_note: 'Income collected by the income agent.' },
+    });
   });
 
   it('the return applies no effects when a MAP or SET target is not writable by the parent (memory_error)', () => {
@@ -191,10 +244,20 @@ describe('returnable handoffs (seed 001)', () => {
     s.say('Actually, what are your opening hours?');
     const events = s.result('Income_Capture_Agent', { handoff: { to: 'Loan_Supervisor' } });
     expect(types(events)).toEqual(['run.result_recorded', 'run.handoff_return_handler', 'run.resume_intent', 'run.handoff', 'run.routed']);
-    expect(ofType(events, 'run.handoff_return_handler')[0]!.data).toMatchObject({ path: 'hand_back', forwardedMessage: 'Actually, what are your opening hours?' });
-    expect(ofType(events, 'run.resume_intent')[0]!.data).toMatchObject({ resumeWith: 'forwarded_return_message', message: 'Actually, what are your opening hours?' });
+    expect(ofType(events, 'run.handoff_return_handler')[0]!.data).toMatchObject({
+      path: 'hand_back',
+      forwardedMessage: 'Actually, what are your opening hours?',
+    });
+    expect(ofType(events, 'run.resume_intent')[0]!.data).toMatchObject({
+      resumeWith: 'forwarded_return_message',
+      message: 'Actually, what are your opening hours?',
+    });
     // The parent routes the replayed message: its gate is still open, so it fires again (a replay, depth 1).
-    expect(ofType(events, 'run.handoff')[0]!.data).toMatchObject({ to: 'Income_Capture_Agent', replayDepth: 1, message: 'Actually, what are your opening hours?' });
+    expect(ofType(events, 'run.handoff')[0]!.data).toMatchObject({
+      to: 'Income_Capture_Agent',
+      replayDepth: 1,
+      message: 'Actually, what are your opening hours?',
+    });
   });
 
   it('without ON_RETURN, a return that forwards no message continues without a replay', () => {
@@ -216,7 +279,9 @@ describe('returnable handoffs (seed 001)', () => {
   });
 
   it('resume_with latest_child_user_utterance replays what the customer last told the child', () => {
-    const s = new Session(loanProject({ gate: { on_return: { action: 'resume_intent', resume_with: 'latest_child_user_utterance', map: { annual_income: 'annual_income' } } } }));
+    const s = new Session(
+      loanProject({ gate: { on_return: { action: 'resume_intent', resume_with: 'latest_child_user_utterance', map: { annual_income: 'annual_income' } } } }),
+    );
     s.start('I want a loan offer');
     s.result('Income_Capture_Agent', { body: 'Income?' });
     s.say('52000, and show me offers');
@@ -227,7 +292,9 @@ describe('returnable handoffs (seed 001)', () => {
 
   it('the built-in return action forwards the customer message, subject to parentReturn (the supervisor overrides the project)', () => {
     const execution = { pipeline: { parent_return: { min_confidence: 0.2 } } };
-    const s = new Session(loanProject({ execution, supervisor: { execution: { pipeline: { parent_return: { min_confidence: 0.8, ignore_ambiguous: true } } } } }));
+    const s = new Session(
+      loanProject({ execution, supervisor: { execution: { pipeline: { parent_return: { min_confidence: 0.8, ignore_ambiguous: true } } } } }),
+    );
     s.start('I want a loan offer');
     const low = s.result('Income_Capture_Agent', { return_to_parent: { message: 'rates?', confidence: 0.5 } });
     expect(ofType(low, 'run.awaiting_input')[0]!.data.note).toMatch(/below_min_confidence/);
@@ -248,7 +315,9 @@ describe('returnable handoffs (seed 001)', () => {
       expect.objectContaining({ outcome: 'rejected', code: 'recursion' }),
     ]);
     const waiting = s.say('more');
-    expect(ofType(waiting, 'run.handoff_completed').map((e) => e.data)).toEqual([expect.objectContaining({ outcome: 'rejected', code: 'target_waiting_for_input' })]);
+    expect(ofType(waiting, 'run.handoff_completed').map((e) => e.data)).toEqual([
+      expect.objectContaining({ outcome: 'rejected', code: 'target_waiting_for_input' }),
+    ]);
     expect(ofType(waiting, 'run.routed')[0]!.data.target.agent).toBe('Offer_Agent');
   });
 
@@ -265,7 +334,10 @@ describe('returnable handoffs (seed 001)', () => {
     const handoffId = ofType(started, 'run.handoff')[0]!.data.handoffId;
     const events = s.fail(handoffId, 'invalid');
     expect(ofType(events, 'run.handoff_completed')[0]!.data).toMatchObject({ outcome: 'error', code: 'invalid', onFailure: 'respond' });
-    expect(ofType(events, 'run.awaiting_input')[0]!.data).toMatchObject({ agent: 'Loan_Supervisor', reply: 'I cannot collect your income details right now. Please try again later.' });
+    expect(ofType(events, 'run.awaiting_input')[0]!.data).toMatchObject({
+      agent: 'Loan_Supervisor',
+      reply: 'I cannot collect your income details right now. Please try again later.',
+    });
     expect(s.state.status !== 'none' && s.state.waitingParents).toEqual([]);
 
     const t = new Session(loanProject());

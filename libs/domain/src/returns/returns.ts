@@ -1,12 +1,4 @@
-import type {
-  AgentDefinition,
-  ExecutionSettings,
-  HandoffContext,
-  HandoffRoute,
-  OnReturn,
-  ResumeWith,
-  TranscriptEntry,
-} from '@baton/contracts';
+import type { AgentDefinition, ExecutionSettings, HandoffContext, HandoffRoute, OnReturn, ResumeWith, TranscriptEntry } from '@baton/contracts';
 import { assertNever } from '../decider';
 import { isSetValue } from '../routing/conditions';
 

@@ -178,7 +178,7 @@ export function parseCondition(source: string): ParseConditionResult {
         negated = true;
         pos++;
       }
-      if (!isKw(peek(), 'set')) fail("expected SET after IS / IS NOT");
+      if (!isKw(peek(), 'set')) fail('expected SET after IS / IS NOT');
       pos++;
       variables.add(first.v);
       return { kind: 'is_set', name: first.v, negated };

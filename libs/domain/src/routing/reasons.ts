@@ -9,8 +9,7 @@ export const NoActionReasons = {
   /** §5: no decision, a return address → advance back to the caller. */
   returnToCaller: (callback: string) => `no-action default: agent emitted no decision; returning to caller '${callback}'`,
   /** §5: a sentinel marker was present but unparseable → hold, diagnostic kept. */
-  unparseable: (diagnostic: string) =>
-    `no-action default: agent emitted no decision and the AGENT_RUN_CONFIG sentinel could not be parsed (${diagnostic})`,
+  unparseable: (diagnostic: string) => `no-action default: agent emitted no decision and the AGENT_RUN_CONFIG sentinel could not be parsed (${diagnostic})`,
   /** Baton: unparseable marker *and* a return address → advance to the caller, both facts kept. */
   unparseableReturnToCaller: (diagnostic: string, callback: string) =>
     `no-action default: agent emitted no decision and the AGENT_RUN_CONFIG sentinel could not be parsed (${diagnostic}); returning to caller '${callback}'`,

@@ -25,7 +25,10 @@ describe('seed 000 §6 worked examples', () => {
     const first = route({ agent: 'architect', step: 'analyze' }, fromBody('Analysis done.\n<!-- AGENT_RUN_CONFIG {"dispatch": {"status": "advance"}} -->'));
     expect(first).toMatchObject({ rule: 'workflow_edge', outcome: 'dispatch', target: { agent: 'context', step: 'context' }, callback_after: null });
 
-    const second = route({ agent: 'context', step: 'context', callback: null }, fromBody('Context.\n<!-- AGENT_RUN_CONFIG {"dispatch": {"status": "advance"}} -->'));
+    const second = route(
+      { agent: 'context', step: 'context', callback: null },
+      fromBody('Context.\n<!-- AGENT_RUN_CONFIG {"dispatch": {"status": "advance"}} -->'),
+    );
     expect(second).toEqual({
       rule: 'workflow_edge',
       outcome: 'dispatch',
@@ -42,7 +45,10 @@ describe('seed 000 §6 worked examples', () => {
     );
     expect(call).toMatchObject({ rule: 'function_call', outcome: 'dispatch', target: { agent: 'context' }, callback_after: 'issue' });
 
-    const back = route({ agent: 'context', step: 'triage', callback: call.callback_after }, fromBody('<!-- AGENT_RUN_CONFIG {"dispatch": {"status": "advance"}} -->'));
+    const back = route(
+      { agent: 'context', step: 'triage', callback: call.callback_after },
+      fromBody('<!-- AGENT_RUN_CONFIG {"dispatch": {"status": "advance"}} -->'),
+    );
     expect(back).toMatchObject({ rule: 'callback', outcome: 'dispatch', target: { agent: 'issue', step: 'triage' }, callback_after: null });
     // Without the callback the same advance would have followed the edge triage → analyze.
     expect(route({ agent: 'context', step: 'triage' }, advance)).toMatchObject({ rule: 'workflow_edge', target: { agent: 'architect', step: 'analyze' } });
@@ -57,7 +63,7 @@ describe('seed 000 §6 worked examples', () => {
     });
   });
 
-  it('a decision-less callee reached through a caller\'s function_call resolves advance and returns to the caller', () => {
+  it("a decision-less callee reached through a caller's function_call resolves advance and returns to the caller", () => {
     const decision = route({ agent: 'context', step: 'triage', callback: 'issue' }, fromBody('Here is my answer, and no sentinel at all.'));
     expect(decision).toEqual({
       rule: 'no_action_default',
@@ -70,7 +76,7 @@ describe('seed 000 §6 worked examples', () => {
 });
 
 describe('seed 000 §3 routing precedence', () => {
-  it('rule 1: the callee\'s explicit function_call routes to agent_name, over the workflow edge', () => {
+  it("rule 1: the callee's explicit function_call routes to agent_name, over the workflow edge", () => {
     const decision = route({ agent: 'architect', step: 'analyze' }, cfg({ function_call: { function: 'call_agent', agent_name: 'security' } }));
     expect(decision).toMatchObject({ rule: 'function_call', outcome: 'dispatch', target: { agent: 'security', step: 'analyze' } });
     expect(decision.dispatch).toEqual({ status: 'advance', reason: null, origin: 'agent' });
@@ -84,7 +90,7 @@ describe('seed 000 §3 routing precedence', () => {
     expect(decision).toMatchObject({ rule: 'function_call', outcome: 'dispatch', target: { agent: 'context' } });
   });
 
-  it('rule 1 outranks rule 3: the callee\'s own function_call wins over its registered callback', () => {
+  it("rule 1 outranks rule 3: the callee's own function_call wins over its registered callback", () => {
     const decision = route({ agent: 'context', step: 'triage', callback: 'issue' }, cfg({ function_call: { function: 'call_agent', agent_name: 'security' } }));
     expect(decision).toMatchObject({ rule: 'function_call', target: { agent: 'security' }, callback_after: 'context' });
   });
@@ -107,15 +113,18 @@ describe('seed 000 §3 routing precedence', () => {
     expect(route({ agent: 'context', step: 'context' }, cfg({ task: 'architect' }))).toMatchObject({ target: { agent: 'architect', step: 'plan' } });
   });
 
-  it('task is an explicit target of the callee\'s own: it outranks a dispatch hold in the same payload (Baton\'s documented choice)', () => {
-    expect(route({ agent: 'context', step: 'context' }, cfg({ task: 'reviewer', dispatch: { status: 'hold' } }))).toMatchObject({ rule: 'task', outcome: 'dispatch' });
+  it("task is an explicit target of the callee's own: it outranks a dispatch hold in the same payload (Baton's documented choice)", () => {
+    expect(route({ agent: 'context', step: 'context' }, cfg({ task: 'reviewer', dispatch: { status: 'hold' } }))).toMatchObject({
+      rule: 'task',
+      outcome: 'dispatch',
+    });
   });
 
   it('task naming no step, agent or role is unresolved', () => {
     expect(route({ agent: 'context', step: 'context' }, cfg({ task: 'poem' }))).toMatchObject({ rule: 'task', outcome: 'unresolved', requested: 'poem' });
   });
 
-  it('rule 2: an explicit dispatch hold is honoured (a deliberate human gate), with origin agent and the agent\'s reason', () => {
+  it("rule 2: an explicit dispatch hold is honoured (a deliberate human gate), with origin agent and the agent's reason", () => {
     const decision = route({ agent: 'architect', step: 'analyze' }, cfg({ dispatch: { status: 'hold', reason: 'need a product decision' } }));
     expect(decision).toEqual({
       rule: 'explicit_dispatch',
@@ -177,7 +186,7 @@ describe('seed 000 §3 routing precedence', () => {
     expect(route({ agent: 'context', step: 'context', callback: null }, advance)).toMatchObject({ rule: 'workflow_edge' });
   });
 
-  it('rule 3: the registered callback returns to the caller, over the workflow edge, keeping the agent\'s provenance', () => {
+  it("rule 3: the registered callback returns to the caller, over the workflow edge, keeping the agent's provenance", () => {
     expect(route({ agent: 'context', step: 'context', callback: 'issue' }, cfg({ dispatch: { status: 'advance', reason: 'done' } }))).toEqual({
       rule: 'callback',
       outcome: 'dispatch',
@@ -227,28 +236,39 @@ describe('seed 000 §3 routing precedence', () => {
 
 describe('seed 000 §4 the callback return address', () => {
   it('callback defaults to the emitting caller: architect calling context does not have to write the field', () => {
-    expect(route({ agent: 'architect', step: 'analyze' }, cfg({ function_call: { function: 'call_agent', agent_name: 'context' } })).callback_after).toBe('architect');
+    expect(route({ agent: 'architect', step: 'analyze' }, cfg({ function_call: { function: 'call_agent', agent_name: 'context' } })).callback_after).toBe(
+      'architect',
+    );
   });
 
   it('an explicit callback on the function_call is registered as written', () => {
-    const decision = route({ agent: 'architect', step: 'analyze' }, cfg({ function_call: { function: 'call_agent', agent_name: 'context', callback: 'reviewer' } }));
+    const decision = route(
+      { agent: 'architect', step: 'analyze' },
+      cfg({ function_call: { function: 'call_agent', agent_name: 'context', callback: 'reviewer' } }),
+    );
     expect(decision.callback_after).toBe('reviewer');
   });
 
   it('a callback naming no project agent is unresolved (the return address would dangle)', () => {
-    const decision = route({ agent: 'architect', step: 'analyze' }, cfg({ function_call: { function: 'call_agent', agent_name: 'context', callback: 'ghost' } }));
+    const decision = route(
+      { agent: 'architect', step: 'analyze' },
+      cfg({ function_call: { function: 'call_agent', agent_name: 'context', callback: 'ghost' } }),
+    );
     expect(decision).toMatchObject({ outcome: 'unresolved', requested: 'ghost' });
   });
 
-  it('a callback equal to the callee\'s own agent_name is a no-op (no self re-entry)', () => {
-    const decision = route({ agent: 'architect', step: 'analyze' }, cfg({ function_call: { function: 'call_agent', agent_name: 'context', callback: 'context' } }));
+  it("a callback equal to the callee's own agent_name is a no-op (no self re-entry)", () => {
+    const decision = route(
+      { agent: 'architect', step: 'analyze' },
+      cfg({ function_call: { function: 'call_agent', agent_name: 'context', callback: 'context' } }),
+    );
     expect(decision).toMatchObject({ rule: 'function_call', target: { agent: 'context' }, callback_after: null });
     // And a registered callback equal to the finishing agent never re-enters it.
     expect(route({ agent: 'context', step: 'context', callback: 'context' }, advance)).toMatchObject({ rule: 'workflow_edge', target: { agent: 'architect' } });
     expect(route({ agent: 'context', step: 'context', callback: 'context' }, absent)).toMatchObject({ rule: 'no_action_default', outcome: 'hold' });
   });
 
-  it('it is a fallback, not an override: the callee\'s own action (rules 1–2) always wins', () => {
+  it("it is a fallback, not an override: the callee's own action (rules 1–2) always wins", () => {
     expect(route({ agent: 'context', step: 'triage', callback: 'issue' }, cfg({ task: 'reviewer' }))).toMatchObject({ target: { agent: 'reviewer' } });
     expect(route({ agent: 'context', step: 'triage', callback: 'issue' }, cfg({ dispatch: { status: 'terminate' } }))).toMatchObject({ outcome: 'terminate' });
   });
@@ -286,7 +306,7 @@ describe('seed 000 §5 the no-action default → callback, else hold', () => {
     expect(route({ agent: 'architect', step: 'analyze' }, absent)).toMatchObject({ outcome: 'hold', pending_target: { agent: 'context', step: 'context' } });
   });
 
-  it("with a return address: advance with reason \"no-action default: agent emitted no decision; returning to caller '<callback>'\"", () => {
+  it('with a return address: advance with reason "no-action default: agent emitted no decision; returning to caller \'<callback>\'"', () => {
     expect(route({ agent: 'context', step: 'analyze', callback: 'architect' }, absent).dispatch).toEqual({
       status: 'advance',
       reason: "no-action default: agent emitted no decision; returning to caller 'architect'",
@@ -308,7 +328,8 @@ describe('seed 000 §5 the no-action default → callback, else hold', () => {
     expect(decision).toMatchObject({ outcome: 'dispatch', target: { agent: 'architect' } });
     expect(decision.dispatch).toEqual({
       status: 'advance',
-      reason: "no-action default: agent emitted no decision and the AGENT_RUN_CONFIG sentinel could not be parsed (bad JSON at 12); returning to caller 'architect'",
+      reason:
+        "no-action default: agent emitted no decision and the AGENT_RUN_CONFIG sentinel could not be parsed (bad JSON at 12); returning to caller 'architect'",
       origin: 'engine_fallback',
     });
   });

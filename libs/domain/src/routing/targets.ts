@@ -39,17 +39,11 @@ export type Resolved = { ok: true; target: RouteTarget } | { ok: false; problem:
  * order); an agent whose `role` equals the name (case-insensitive), at that agent's
  * first step when it has one; any other project agent, as a sub-call under the current step.
  */
-export function resolveNamedTarget(
-  name: string,
-  workflow: WorkflowDefinition,
-  agents: readonly AgentDefinition[],
-  currentStep: string,
-): Resolved {
+export function resolveNamedTarget(name: string, workflow: WorkflowDefinition, agents: readonly AgentDefinition[], currentStep: string): Resolved {
   const asStep = stepById(workflow, name);
   if (asStep !== undefined) return { ok: true, target: { agent: asStep.agent, step: asStep.id } };
   const lower = name.toLowerCase();
-  const agent =
-    agents.find((a) => a.name === name) ?? agents.find((a) => a.role !== undefined && a.role.trim().toLowerCase() === lower);
+  const agent = agents.find((a) => a.name === name) ?? agents.find((a) => a.role !== undefined && a.role.trim().toLowerCase() === lower);
   if (agent === undefined) {
     return { ok: false, problem: `'${name}' names no step, agent or role of workflow '${workflow.name}'` };
   }

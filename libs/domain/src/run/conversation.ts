@@ -109,7 +109,10 @@ function deliverQueued(c: ConversationCtx): void {
   const outer = { cause: c.cause, routed: c.routed };
   c.cause = { kind: 'message', id: next.messageId };
   c.routed = 0;
-  emit(c, { type: 'run.message_received', data: { message_id: next.messageId, text: next.text, agent: c.state.agent, queued_at: next.queuedAt, received_at: c.now } });
+  emit(c, {
+    type: 'run.message_received',
+    data: { message_id: next.messageId, text: next.text, agent: c.state.agent, queued_at: next.queuedAt, received_at: c.now },
+  });
   deliverMessage(c, { agent: c.state.agent, step: c.state.step }, next.text, 0, 'message');
   c.cause = outer.cause;
   c.routed = outer.routed;
@@ -260,13 +263,25 @@ export function deliverMessage(c: ConversationCtx, active: RouteTarget, message:
     const route = routes[i]!;
     if (route.when?.kind === 'intent') continue; // only the agent's model can judge it
     if (route.when?.kind === 'expression' && !conditionHolds(route.when.source, scope)) {
-      completed(c, { handoffId: null, from: active.agent, to: route.to, route: i, outcome: 'blocked', cause: 'when_false', code: HandoffRefusalCode.conditionCheck });
+      completed(c, {
+        handoffId: null,
+        from: active.agent,
+        to: route.to,
+        route: i,
+        outcome: 'blocked',
+        cause: 'when_false',
+        code: HandoffRefusalCode.conditionCheck,
+      });
       continue;
     }
     if (tryFire(c, active, i, route, message, depth, 'when', phase === 'message' ? 'awaiting' : 'running')) return;
   }
   const reason =
-    phase === 'replay' ? `resume_intent: ${active.agent} handles the replayed message` : phase === 'start' ? `${active.agent} handles the first message` : `${active.agent} handles the customer message`;
+    phase === 'replay'
+      ? `resume_intent: ${active.agent} handles the replayed message`
+      : phase === 'start'
+        ? `${active.agent} handles the first message`
+        : `${active.agent} handles the customer message`;
   dispatchTurn(c, active.agent, active.step, message, reason);
 }
 
@@ -302,16 +317,40 @@ function tryFire(
       doReturn(c, 'hand_back', message, depth, null);
       return true;
     }
-    completed(c, { handoffId: null, from: active.agent, to: target, route: index, outcome: 'rejected', cause: 'waiting parent is not the innermost', code: HandoffRefusalCode.notInnermostParent });
+    completed(c, {
+      handoffId: null,
+      from: active.agent,
+      to: target,
+      route: index,
+      outcome: 'rejected',
+      cause: 'waiting parent is not the innermost',
+      code: HandoffRefusalCode.notInnermostParent,
+    });
     return false;
   }
   const targetDef = agentDef(c, target);
   if (targetDef?.enabled_when?.kind === 'expression' && !conditionHolds(targetDef.enabled_when.source, c.state.variables)) {
-    completed(c, { handoffId: null, from: active.agent, to: target, route: index, outcome: 'blocked', cause: 'target_disabled', code: HandoffRefusalCode.targetDisabled });
+    completed(c, {
+      handoffId: null,
+      from: active.agent,
+      to: target,
+      route: index,
+      outcome: 'blocked',
+      cause: 'target_disabled',
+      code: HandoffRefusalCode.targetDisabled,
+    });
     return false;
   }
   if (!isAuthenticatedFor(targetDef, c.state.variables)) {
-    completed(c, { handoffId: null, from: active.agent, to: target, route: index, outcome: 'blocked', cause: 'authentication_required', code: HandoffRefusalCode.authRequired });
+    completed(c, {
+      handoffId: null,
+      from: active.agent,
+      to: target,
+      route: index,
+      outcome: 'blocked',
+      cause: 'authentication_required',
+      code: HandoffRefusalCode.authRequired,
+    });
     return false;
   }
   const handoffId = nextHandoffId(c);
@@ -361,7 +400,13 @@ function continueParent(c: ConversationCtx, frame: WaitingParent, reply: string 
  * `resume_intent` (the chosen message is replayed through the parent's routes — one level only).
  * Without ON_RETURN, a return that forwards a message replays it; otherwise the parent continues.
  */
-export function doReturn(c: ConversationCtx, path: 'complete' | 'return_action' | 'hand_back', forwarded: string | null, depth: number, completeRespond: string | null): void {
+export function doReturn(
+  c: ConversationCtx,
+  path: 'complete' | 'return_action' | 'hand_back',
+  forwarded: string | null,
+  depth: number,
+  completeRespond: string | null,
+): void {
   const frames = c.state.waitingParents;
   const frame = frames[frames.length - 1]!;
   const onReturn = frame.onReturn;
@@ -376,7 +421,9 @@ export function doReturn(c: ConversationCtx, path: 'complete' | 'return_action' 
         parent: frame.agent,
         child: frame.child,
         targets: effects.notWritable,
-        message: clip(`${frame.agent} may not write ${effects.notWritable.join(', ')} (declare them in its MEMORY, not READONLY); the return applies none of its effects`),
+        message: clip(
+          `${frame.agent} may not write ${effects.notWritable.join(', ')} (declare them in its MEMORY, not READONLY); the return applies none of its effects`,
+        ),
         at: c.now,
       },
     });
@@ -416,7 +463,14 @@ export function doReturn(c: ConversationCtx, path: 'complete' | 'return_action' 
   const reasonCode = limited ? 'resume_intent_depth_limit' : message === null ? 'resume_intent_no_message' : 'resume_intent';
   emit(c, {
     type: 'run.resume_intent',
-    data: { parent: frame.agent, resumeWith, message: message === null ? null : clip(message), reasonCode, depth: Math.max(frame.replayDepth, depth) + (limited ? 0 : 1), at: c.now },
+    data: {
+      parent: frame.agent,
+      resumeWith,
+      message: message === null ? null : clip(message),
+      reasonCode,
+      depth: Math.max(frame.replayDepth, depth) + (limited ? 0 : 1),
+      at: c.now,
+    },
   });
   if (reasonCode !== 'resume_intent') return continueParent(c, frame, respond ?? null, `${frame.child} returned; ${reasonCode}`);
   deliverMessage(c, { agent: frame.agent, step: frame.step }, message, 1, 'replay');
@@ -432,7 +486,15 @@ export function afterResult(c: ConversationCtx, result: AgentResult, agentText: 
   const agent = result.agent;
   const pending = c.state.pendingHandoff;
   if (pending !== null && pending.to === agent) {
-    completed(c, { handoffId: pending.handoffId, from: pending.from, to: pending.to, route: pending.route, outcome: 'success', durationMs: elapsedMs(pending.at, c.now), siblingIntentMs: siblingIntentMs(c, pending.at) });
+    completed(c, {
+      handoffId: pending.handoffId,
+      from: pending.from,
+      to: pending.to,
+      route: pending.route,
+      outcome: 'success',
+      durationMs: elapsedMs(pending.at, c.now),
+      siblingIntentMs: siblingIntentMs(c, pending.at),
+    });
   }
   const active: RouteTarget = { agent, step: c.state.step };
   const frames = c.state.waitingParents;
@@ -458,9 +520,25 @@ export function afterResult(c: ConversationCtx, result: AgentResult, agentText: 
     const index = routes.findIndex((r) => r.to === to);
     if (to === agent) {
       // A route to the already-active agent is a cycle, whether or not a route names it.
-      completed(c, { handoffId: null, from: agent, to, route: index < 0 ? null : index, outcome: 'rejected', cause: HandoffRefusalCode.recursion, code: HandoffRefusalCode.recursion });
+      completed(c, {
+        handoffId: null,
+        from: agent,
+        to,
+        route: index < 0 ? null : index,
+        outcome: 'rejected',
+        cause: HandoffRefusalCode.recursion,
+        code: HandoffRefusalCode.recursion,
+      });
     } else if (index < 0) {
-      completed(c, { handoffId: null, from: agent, to, route: null, outcome: 'rejected', cause: `'${agent}' has no HANDOFF route to '${to}'`, code: HandoffRefusalCode.unknownRoute });
+      completed(c, {
+        handoffId: null,
+        from: agent,
+        to,
+        route: null,
+        outcome: 'rejected',
+        cause: `'${agent}' has no HANDOFF route to '${to}'`,
+        code: HandoffRefusalCode.unknownRoute,
+      });
     } else {
       const message = result.handoff.message ?? latestCustomerMessage(c.state.transcript);
       if (tryFire(c, active, index, routes[index]!, message, 0, 'agent', 'running')) return;
@@ -475,7 +553,10 @@ export function afterResult(c: ConversationCtx, result: AgentResult, agentText: 
       return;
     }
   }
-  emit(c, { type: 'run.awaiting_input', data: { agent, step: c.state.step, reply: agentText === null ? null : clip(agentText), ...(note !== undefined ? { note } : {}), at: c.now } });
+  emit(c, {
+    type: 'run.awaiting_input',
+    data: { agent, step: c.state.step, reply: agentText === null ? null : clip(agentText), ...(note !== undefined ? { note } : {}), at: c.now },
+  });
 }
 
 /**
@@ -512,10 +593,22 @@ export function handoffFailed(
   const what = timedOut ? `timed out (${code})` : `failed (${code})`;
   switch (policy.action) {
     case 'continue':
-      emit(c, { type: 'run.awaiting_input', data: { agent: pending.from, step: pending.fromStep, reply: null, note: `handoff to ${pending.to} ${what}; ON_FAILURE continue`, at: c.now } });
+      emit(c, {
+        type: 'run.awaiting_input',
+        data: { agent: pending.from, step: pending.fromStep, reply: null, note: `handoff to ${pending.to} ${what}; ON_FAILURE continue`, at: c.now },
+      });
       return 'done';
     case 'respond':
-      emit(c, { type: 'run.awaiting_input', data: { agent: pending.from, step: pending.fromStep, reply: clip(policy.message), note: `handoff to ${pending.to} ${what}; ON_FAILURE RESPOND`, at: c.now } });
+      emit(c, {
+        type: 'run.awaiting_input',
+        data: {
+          agent: pending.from,
+          step: pending.fromStep,
+          reply: clip(policy.message),
+          note: `handoff to ${pending.to} ${what}; ON_FAILURE RESPOND`,
+          at: c.now,
+        },
+      });
       return 'done';
     case 'escalate':
       return 'escalate';

@@ -165,21 +165,18 @@ function startRun(command: StartRun, state: RunState): DecisionResult<RunEvent> 
     deliverMessage(c, entry.target, data.input ?? null, 0, 'start');
     return accept(started, ...c.events);
   }
-  return accept<RunEvent>(
-    started,
-    {
-      type: 'run.routed',
-      data: {
-        decision: entry,
-        target: entry.target,
-        from: null,
-        handoff_id: handoffIdFor(cause),
-        hop: 1,
-        cause,
-        routed_at: metadata.now,
-      },
+  return accept<RunEvent>(started, {
+    type: 'run.routed',
+    data: {
+      decision: entry,
+      target: entry.target,
+      from: null,
+      handoff_id: handoffIdFor(cause),
+      hop: 1,
+      cause,
+      routed_at: metadata.now,
     },
-  );
+  });
 }
 
 function recordResult(command: RecordResult, state: RunState): DecisionResult<RunEvent> {
@@ -188,7 +185,11 @@ function recordResult(command: RecordResult, state: RunState): DecisionResult<Ru
   if (state.status === 'none') return notFound();
   if (state.processedIds.includes(result.result_id)) return accept();
   if (result.workflow_run_id !== state.workflowRunId || result.project !== state.project) {
-    return reject(DomainErrorKind.invalid, RunErrorCode.wrongRun, `result ${result.result_id} belongs to run ${result.workflow_run_id}, not ${state.workflowRunId}`);
+    return reject(
+      DomainErrorKind.invalid,
+      RunErrorCode.wrongRun,
+      `result ${result.result_id} belongs to run ${result.workflow_run_id}, not ${state.workflowRunId}`,
+    );
   }
   if (state.status !== 'running') {
     return reject(DomainErrorKind.wrongState, RunErrorCode.runNotRunning, `run ${state.workflowRunId} is ${state.status}; it takes no agent results`, {
@@ -196,7 +197,11 @@ function recordResult(command: RecordResult, state: RunState): DecisionResult<Ru
     });
   }
   if (state.awaitingInput) {
-    return reject(DomainErrorKind.wrongState, RunErrorCode.awaitingInput, `run ${state.workflowRunId} waits for the customer's message, not for a result from '${result.agent}'`);
+    return reject(
+      DomainErrorKind.wrongState,
+      RunErrorCode.awaitingInput,
+      `run ${state.workflowRunId} waits for the customer's message, not for a result from '${result.agent}'`,
+    );
   }
   if (result.agent !== state.agent) {
     return reject(DomainErrorKind.invalid, RunErrorCode.unexpectedAgent, `run ${state.workflowRunId} waits for '${state.agent}', not '${result.agent}'`, {
@@ -206,7 +211,10 @@ function recordResult(command: RecordResult, state: RunState): DecisionResult<Ru
   }
   const refusal = checkResultClaim(state.handoffId, result, command.data.handoff);
   if (refusal !== null) {
-    const kind = refusal.code === ResultClaimCode.staleHandoff || refusal.code === ResultClaimCode.handoffNotClaimed ? DomainErrorKind.wrongState : DomainErrorKind.forbidden;
+    const kind =
+      refusal.code === ResultClaimCode.staleHandoff || refusal.code === ResultClaimCode.handoffNotClaimed
+        ? DomainErrorKind.wrongState
+        : DomainErrorKind.forbidden;
     return reject(kind, refusal.code, refusal.message, { handoff_id: state.handoffId });
   }
   const mismatch = checkWorkflow(state, workflow);
@@ -260,7 +268,11 @@ function resume(command: ResumeRun, state: RunState): DecisionResult<RunEvent> {
   const answerId = runAnswer.answer.answer_id;
   if (state.processedIds.includes(answerId)) return accept();
   if (actorRole !== 'operator' && actorRole !== 'admin') {
-    return reject(DomainErrorKind.forbidden, RunErrorCode.answerForbidden, `a ${actorRole ?? 'caller without a role'} may not resume a run; only an operator does`);
+    return reject(
+      DomainErrorKind.forbidden,
+      RunErrorCode.answerForbidden,
+      `a ${actorRole ?? 'caller without a role'} may not resume a run; only an operator does`,
+    );
   }
   const mismatch = checkWorkflow(state, workflow);
   if (mismatch !== null) return mismatch;
@@ -281,7 +293,11 @@ function resume(command: ResumeRun, state: RunState): DecisionResult<RunEvent> {
       case 'continue': {
         const target = state.hold.pendingTarget;
         if (target === null) {
-          return reject(DomainErrorKind.invalid, RunErrorCode.nothingToContinue, `the hold at step '${state.step}' has nowhere to continue to; reroute or terminate it`);
+          return reject(
+            DomainErrorKind.invalid,
+            RunErrorCode.nothingToContinue,
+            `the hold at step '${state.step}' has nowhere to continue to; reroute or terminate it`,
+          );
         }
         return accept(resumed, routedEvent(ctx, humanRoute(target, reason, null)));
       }
@@ -351,10 +367,16 @@ function stopRun(command: StopRun, state: RunState): DecisionResult<RunEvent> {
   if (state.status === 'none') return notFound();
   if (state.processedIds.includes(data.packet_id)) return accept();
   if (state.status === 'completed' || state.status === 'terminated') {
-    return reject(DomainErrorKind.wrongState, RunErrorCode.runNotRunning, `run ${state.workflowRunId} is ${state.status}; it cannot stop`, { status: state.status });
+    return reject(DomainErrorKind.wrongState, RunErrorCode.runNotRunning, `run ${state.workflowRunId} is ${state.status}; it cannot stop`, {
+      status: state.status,
+    });
   }
   if (state.status === 'stopped') {
-    return reject(DomainErrorKind.wrongState, RunErrorCode.runAlreadyStopped, `run ${state.workflowRunId} is already stopped on packet ${state.openStop.packet_id}`);
+    return reject(
+      DomainErrorKind.wrongState,
+      RunErrorCode.runAlreadyStopped,
+      `run ${state.workflowRunId} is already stopped on packet ${state.openStop.packet_id}`,
+    );
   }
   const facts: StopFacts = {
     ...runFacts(state, data.run_id ?? state.workflowRunId, metadata.now, data.packet_id),
@@ -403,10 +425,15 @@ function sessionMessage(command: SessionMessageCommand, state: RunState): Decisi
     // An agent works on the previous turn: a conversation keeps the message for the next time it
     // waits for the customer (decided there, in order); a workflow run takes no customer messages.
     if (!isConversational(data.workflow, data.agents)) {
-      return reject(DomainErrorKind.wrongState, RunErrorCode.notAwaitingInput, `run ${state.workflowRunId} is not a conversation; it takes no customer messages`, {
-        status: state.status,
-        agent: state.agent,
-      });
+      return reject(
+        DomainErrorKind.wrongState,
+        RunErrorCode.notAwaitingInput,
+        `run ${state.workflowRunId} is not a conversation; it takes no customer messages`,
+        {
+          status: state.status,
+          agent: state.agent,
+        },
+      );
     }
     if (state.queuedMessages.length >= MAX_QUEUED_MESSAGES) {
       return reject(
@@ -521,7 +548,11 @@ function outcomeEvents(ctx: OutcomeContext, decision: RouteDecision, defs: Defin
   }
 }
 
-function routedEvent(ctx: OutcomeContext, decision: RouteDecision & { outcome: 'dispatch' }, extra: { approved_call?: AgentResult['pending_tool_call']; raised_cap?: number } = {}): RunEvent {
+function routedEvent(
+  ctx: OutcomeContext,
+  decision: RouteDecision & { outcome: 'dispatch' },
+  extra: { approved_call?: AgentResult['pending_tool_call']; raised_cap?: number } = {},
+): RunEvent {
   return {
     type: 'run.routed',
     data: {

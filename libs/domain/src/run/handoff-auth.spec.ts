@@ -37,7 +37,10 @@ function project(over: { offer?: object; offerRoute?: object; extraRoutes?: obje
       {
         name: 'Loan_Supervisor',
         supervisor: true,
-        memory: [{ name: 'annual_income', type: 'number' }, { name: 'customer_verified', type: 'boolean' }],
+        memory: [
+          { name: 'annual_income', type: 'number' },
+          { name: 'customer_verified', type: 'boolean' },
+        ],
         handoffs: [{ ...gate, ...(over.gate ?? {}) }, { ...offer, ...(over.offerRoute ?? {}) }, ...(over.extraRoutes ?? [])],
         ...(over.supervisor ?? {}),
       },
@@ -88,13 +91,25 @@ function history(...commands: RunCommand[]): RunEvent[] {
 
 const blockedByAuth = (to: string, route: number) => ({
   type: 'run.handoff_completed' as const,
-  data: expect.objectContaining({ handoffId: null, from: 'Loan_Supervisor', to, route, outcome: 'blocked', cause: 'authentication_required', code: 'auth_profile', durationMs: 0 }),
+  data: expect.objectContaining({
+    handoffId: null,
+    from: 'Loan_Supervisor',
+    to,
+    route,
+    outcome: 'blocked',
+    cause: 'authentication_required',
+    code: 'auth_profile',
+    durationMs: 0,
+  }),
 });
 const blockedByWhen = (to: string, route: number) => ({
   type: 'run.handoff_completed' as const,
   data: expect.objectContaining({ to, route, outcome: 'blocked', cause: 'when_false', code: 'handoff_condition_check' }),
 });
-const routedTo = (agent: string, rule: 'message' | 'handoff') => ({ type: 'run.routed' as const, data: expect.objectContaining({ target: { agent, step: 'converse' }, decision: expect.objectContaining({ rule }) }) });
+const routedTo = (agent: string, rule: 'message' | 'handoff') => ({
+  type: 'run.routed' as const,
+  data: expect.objectContaining({ target: { agent, step: 'converse' }, decision: expect.objectContaining({ rule }) }),
+});
 const handoffTo = (to: string) => ({ type: 'run.handoff' as const, data: expect.objectContaining({ from: 'Loan_Supervisor', to }) });
 
 describe('AUTH: a route to an agent whose auth profile is required is blocked until the customer is authenticated', () => {
@@ -102,7 +117,13 @@ describe('AUTH: a route to an agent whose auth profile is required is blocked un
     const s = session(project());
     const events = given(runDecider, [])
       .when(s.start('Show me offers', { annual_income: 52000 }))
-      .thenMatch([{ type: 'run.started' }, { type: 'run.message_received' }, blockedByWhen('Income_Capture_Agent', 0), blockedByAuth('Offer_Agent', 1), routedTo('Loan_Supervisor', 'message')]);
+      .thenMatch([
+        { type: 'run.started' },
+        { type: 'run.message_received' },
+        blockedByWhen('Income_Capture_Agent', 0),
+        blockedByAuth('Offer_Agent', 1),
+        routedTo('Loan_Supervisor', 'message'),
+      ]);
     expectValidEvents(events);
   });
 
@@ -117,7 +138,13 @@ describe('AUTH: a route to an agent whose auth profile is required is blocked un
     const s = session(project());
     given(runDecider, [])
       .when(s.start('Show me offers', { annual_income: 52000, ...variables }))
-      .thenMatch([{ type: 'run.started' }, { type: 'run.message_received' }, blockedByWhen('Income_Capture_Agent', 0), blockedByAuth('Offer_Agent', 1), routedTo('Loan_Supervisor', 'message')]);
+      .thenMatch([
+        { type: 'run.started' },
+        { type: 'run.message_received' },
+        blockedByWhen('Income_Capture_Agent', 0),
+        blockedByAuth('Offer_Agent', 1),
+        routedTo('Loan_Supervisor', 'message'),
+      ]);
   });
 
   it('taken once authenticated: after the session variable becomes true, the same route goes through', () => {
@@ -127,7 +154,9 @@ describe('AUTH: a route to an agent whose auth profile is required is blocked un
       // The supervisor verifies the customer (its result writes the session variable) and waits.
       s.result('Loan_Supervisor', { body: 'Thanks, you are verified.', variables: { customer_verified: true } }),
     );
-    expect(before.filter((e) => e.type === 'run.handoff_completed').map((e) => e.data)).toContainEqual(expect.objectContaining({ cause: 'authentication_required' }));
+    expect(before.filter((e) => e.type === 'run.handoff_completed').map((e) => e.data)).toContainEqual(
+      expect.objectContaining({ cause: 'authentication_required' }),
+    );
     const events = given(runDecider, before)
       .when(s.say('Show me offers now'))
       .thenMatch([{ type: 'run.message_received' }, blockedByWhen('Income_Capture_Agent', 0), handoffTo('Offer_Agent'), routedTo('Offer_Agent', 'handoff')]);
@@ -141,7 +170,13 @@ describe('AUTH: a route to an agent whose auth profile is required is blocked un
     const s = session(project({ offer: { auth } }));
     given(runDecider, [])
       .when(s.start('Show me offers', { annual_income: 52000, ...variables }))
-      .thenMatch([{ type: 'run.started' }, { type: 'run.message_received' }, blockedByWhen('Income_Capture_Agent', 0), handoffTo('Offer_Agent'), routedTo('Offer_Agent', 'handoff')]);
+      .thenMatch([
+        { type: 'run.started' },
+        { type: 'run.message_received' },
+        blockedByWhen('Income_Capture_Agent', 0),
+        handoffTo('Offer_Agent'),
+        routedTo('Offer_Agent', 'handoff'),
+      ]);
   });
 
   it('a definition without AUTH, or with REQUIRED false, is unaffected', () => {
@@ -149,7 +184,13 @@ describe('AUTH: a route to an agent whose auth profile is required is blocked un
       const s = session(project({ offer: offerAgent }));
       given(runDecider, [])
         .when(s.start('Show me offers', { annual_income: 52000 }))
-        .thenMatch([{ type: 'run.started' }, { type: 'run.message_received' }, blockedByWhen('Income_Capture_Agent', 0), handoffTo('Offer_Agent'), routedTo('Offer_Agent', 'handoff')]);
+        .thenMatch([
+          { type: 'run.started' },
+          { type: 'run.message_received' },
+          blockedByWhen('Income_Capture_Agent', 0),
+          handoffTo('Offer_Agent'),
+          routedTo('Offer_Agent', 'handoff'),
+        ]);
     }
   });
 
@@ -157,7 +198,13 @@ describe('AUTH: a route to an agent whose auth profile is required is blocked un
     const s = session(project({ offerRoute: { when: { kind: 'expression', source: 'annual_income > 100000' } } }));
     given(runDecider, [])
       .when(s.start('Show me offers', { annual_income: 52000 }))
-      .thenMatch([{ type: 'run.started' }, { type: 'run.message_received' }, blockedByWhen('Income_Capture_Agent', 0), blockedByWhen('Offer_Agent', 1), routedTo('Loan_Supervisor', 'message')]);
+      .thenMatch([
+        { type: 'run.started' },
+        { type: 'run.message_received' },
+        blockedByWhen('Income_Capture_Agent', 0),
+        blockedByWhen('Offer_Agent', 1),
+        routedTo('Loan_Supervisor', 'message'),
+      ]);
   });
 
   it('ENABLED_WHEN comes before AUTH: a target switched off is target_disabled whether or not the customer is authenticated; once on, AUTH decides', () => {
@@ -169,18 +216,37 @@ describe('AUTH: a route to an agent whose auth profile is required is blocked un
     for (const verified of [{}, { customer_verified: true }]) {
       given(runDecider, [])
         .when(s.start('Show me offers', { annual_income: 52000, ...verified }))
-        .thenMatch([{ type: 'run.started' }, { type: 'run.message_received' }, blockedByWhen('Income_Capture_Agent', 0), disabled, routedTo('Loan_Supervisor', 'message')]);
+        .thenMatch([
+          { type: 'run.started' },
+          { type: 'run.message_received' },
+          blockedByWhen('Income_Capture_Agent', 0),
+          disabled,
+          routedTo('Loan_Supervisor', 'message'),
+        ]);
     }
     given(runDecider, [])
       .when(s.start('Show me offers', { annual_income: 52000, offers_open: true }))
-      .thenMatch([{ type: 'run.started' }, { type: 'run.message_received' }, blockedByWhen('Income_Capture_Agent', 0), blockedByAuth('Offer_Agent', 1), routedTo('Loan_Supervisor', 'message')]);
+      .thenMatch([
+        { type: 'run.started' },
+        { type: 'run.message_received' },
+        blockedByWhen('Income_Capture_Agent', 0),
+        blockedByAuth('Offer_Agent', 1),
+        routedTo('Loan_Supervisor', 'message'),
+      ]);
   });
 
   it('evaluation continues after a route blocked by AUTH, as after ENABLED_WHEN: the next route that passes fires', () => {
     const s = session(project({ extraRoutes: [{ to: 'Branch_Agent', when: { kind: 'expression', source: 'annual_income IS SET' } }] }));
     given(runDecider, [])
       .when(s.start('Show me offers', { annual_income: 52000 }))
-      .thenMatch([{ type: 'run.started' }, { type: 'run.message_received' }, blockedByWhen('Income_Capture_Agent', 0), blockedByAuth('Offer_Agent', 1), handoffTo('Branch_Agent'), routedTo('Branch_Agent', 'handoff')]);
+      .thenMatch([
+        { type: 'run.started' },
+        { type: 'run.message_received' },
+        blockedByWhen('Income_Capture_Agent', 0),
+        blockedByAuth('Offer_Agent', 1),
+        handoffTo('Branch_Agent'),
+        routedTo('Branch_Agent', 'handoff'),
+      ]);
   });
 
   it('a route the agent chooses is held to AUTH too: blocked, and the agent waits for the customer', () => {
@@ -188,7 +254,11 @@ describe('AUTH: a route to an agent whose auth profile is required is blocked un
     const before = history(s.start('Show me offers', { annual_income: 52000 }));
     given(runDecider, before)
       .when(s.result('Loan_Supervisor', { handoff: { to: 'Offer_Agent' }, body: 'Let me get the offers.' }))
-      .thenMatch([{ type: 'run.result_recorded' }, blockedByAuth('Offer_Agent', 1), { type: 'run.awaiting_input', data: expect.objectContaining({ agent: 'Loan_Supervisor' }) }]);
+      .thenMatch([
+        { type: 'run.result_recorded' },
+        blockedByAuth('Offer_Agent', 1),
+        { type: 'run.awaiting_input', data: expect.objectContaining({ agent: 'Loan_Supervisor' }) },
+      ]);
   });
 
   it("a resume_intent replay is held to AUTH like a message; the child's own scope does not authenticate the session, a MAP back to it does", () => {
@@ -209,7 +279,9 @@ describe('AUTH: a route to an agent whose auth profile is required is blocked un
     expectValidEvents(replayed);
 
     // The same child, with customer_verified mapped back to the session: the replay goes through.
-    const m = session(project({ gate: { on_return: { action: 'resume_intent', map: { annual_income: 'annual_income', customer_verified: 'customer_verified' } } } }));
+    const m = session(
+      project({ gate: { on_return: { action: 'resume_intent', map: { annual_income: 'annual_income', customer_verified: 'customer_verified' } } } }),
+    );
     given(runDecider, history(m.start('I want a loan offer')))
       .when(m.result('Income_Capture_Agent', { variables: { annual_income: 52000, customer_verified: true } }))
       .thenMatch([

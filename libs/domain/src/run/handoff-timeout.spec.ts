@@ -55,11 +55,26 @@ function delegated(defs: ProjectDefinition, childAnswers = false): { history: Ru
   const workflow = defs.workflows[0]!;
   apply({
     type: 'start_run',
-    data: { workflow_run_id: 'wr-1', project: 'loans', workflow, agents: defs.agents, people: { started_by: 'sam', issue_author: null, trigger_author: null }, input: 'I want a loan offer' },
+    data: {
+      workflow_run_id: 'wr-1',
+      project: 'loans',
+      workflow,
+      agents: defs.agents,
+      people: { started_by: 'sam', issue_author: null, trigger_author: null },
+      input: 'I want a loan offer',
+    },
     metadata: { now: at(0), actor: 'sam' },
   });
   if (childAnswers) {
-    const result = { result_id: 'r1', run_id: 'ar-r1', project: 'loans', workflow_run_id: 'wr-1', agent: 'Income_Capture_Agent', produced_at: at(5), body: 'What is your annual income?' };
+    const result = {
+      result_id: 'r1',
+      run_id: 'ar-r1',
+      project: 'loans',
+      workflow_run_id: 'wr-1',
+      agent: 'Income_Capture_Agent',
+      produced_at: at(5),
+      body: 'What is your annual income?',
+    };
     apply({ type: 'record_result', data: { result, workflow, agents: defs.agents }, metadata: { now: at(5), actor: 'Income_Capture_Agent' } });
   }
   const handoff = history.find((e): e is Extract<RunEvent, { type: 'run.handoff' }> => e.type === 'run.handoff');
@@ -69,7 +84,14 @@ function delegated(defs: ProjectDefinition, childAnswers = false): { history: Ru
 function timeout(defs: ProjectDefinition, handoffId: string, seconds = 1800): HandoffFailedCommand {
   return {
     type: 'handoff_failed',
-    data: { handoff_id: handoffId, code: 'deadline', message: 'no result from Income_Capture_Agent by the deadline', reason: 'timeout', workflow: defs.workflows[0]!, agents: defs.agents },
+    data: {
+      handoff_id: handoffId,
+      code: 'deadline',
+      message: 'no result from Income_Capture_Agent by the deadline',
+      reason: 'timeout',
+      workflow: defs.workflows[0]!,
+      agents: defs.agents,
+    },
     metadata: { now: at(seconds), actor: 'baton-router' },
   };
 }
@@ -97,7 +119,9 @@ describe('a returnable handoff has a deadline: past it, handoff_completed with o
     ]);
     expectValidEvents(events);
     const after = when.stateAfter();
-    expect(after.status !== 'none' && { agent: after.agent, awaiting: after.awaitingInput, parents: after.waitingParents, pending: after.pendingHandoff }).toEqual({
+    expect(
+      after.status !== 'none' && { agent: after.agent, awaiting: after.awaitingInput, parents: after.waitingParents, pending: after.pendingHandoff },
+    ).toEqual({
       agent: 'Loan_Supervisor',
       awaiting: true,
       parents: [],
@@ -140,15 +164,29 @@ describe('a returnable handoff has a deadline: past it, handoff_completed with o
   it('the timeout is applied once: a second deadline for the same handoff is a no-op', () => {
     const defs = project({ action: 'respond', message: SORRY });
     const { history, handoffId } = delegated(defs);
-    const first = given(runDecider, history).when(timeout(defs, handoffId)).thenMatch([{ type: 'run.handoff_completed' }, { type: 'run.awaiting_input' }]);
-    given(runDecider, [...history, ...first]).when(timeout(defs, handoffId, 1900)).then([]);
+    const first = given(runDecider, history)
+      .when(timeout(defs, handoffId))
+      .thenMatch([{ type: 'run.handoff_completed' }, { type: 'run.awaiting_input' }]);
+    given(runDecider, [...history, ...first])
+      .when(timeout(defs, handoffId, 1900))
+      .then([]);
   });
 
   it('a late result from the timed-out child is refused: the parent has control again', () => {
     const defs = project({ action: 'continue' });
     const { history, handoffId } = delegated(defs);
-    const timedOut = given(runDecider, history).when(timeout(defs, handoffId)).thenMatch([{ type: 'run.handoff_completed' }, { type: 'run.awaiting_input' }]);
-    const late = { result_id: 'r-late', run_id: 'ar-late', project: 'loans', workflow_run_id: 'wr-1', agent: 'Income_Capture_Agent', produced_at: at(1900), body: 'Your income?' };
+    const timedOut = given(runDecider, history)
+      .when(timeout(defs, handoffId))
+      .thenMatch([{ type: 'run.handoff_completed' }, { type: 'run.awaiting_input' }]);
+    const late = {
+      result_id: 'r-late',
+      run_id: 'ar-late',
+      project: 'loans',
+      workflow_run_id: 'wr-1',
+      agent: 'Income_Capture_Agent',
+      produced_at: at(1900),
+      body: 'Your income?',
+    };
     const refused = given(runDecider, [...history, ...timedOut]).when({
       type: 'record_result',
       data: { result: late, workflow: defs.workflows[0]!, agents: defs.agents },
@@ -164,6 +202,9 @@ describe('a returnable handoff has a deadline: past it, handoff_completed with o
     const { reason: _reason, ...data } = command.data;
     given(runDecider, history)
       .when({ ...command, data: { ...data, code: 'agent_unavailable' } })
-      .thenMatch([{ type: 'run.handoff_completed', data: expect.objectContaining({ outcome: 'error', cause: expect.stringMatching(/^create_refused/) }) }, { type: 'run.awaiting_input' }]);
+      .thenMatch([
+        { type: 'run.handoff_completed', data: expect.objectContaining({ outcome: 'error', cause: expect.stringMatching(/^create_refused/) }) },
+        { type: 'run.awaiting_input' },
+      ]);
   });
 });

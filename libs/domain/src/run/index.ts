@@ -1,6 +1,16 @@
 export { runDecider, decideRun, decisionSignalOf, declaredVariables, RunErrorCode } from './decide';
 export { evolveRun, initialRunState, openStopId, isFinished, activeScope, parentScope, MAX_TRANSCRIPT, MAX_QUEUED_MESSAGES } from './state';
-export type { RunEvent, RunEventOf, RunState, StartedRunState, RunCore, RunHold, WaitingParent, QueuedMessage, PendingHandoff as PendingRunHandoff } from './state';
+export type {
+  RunEvent,
+  RunEventOf,
+  RunState,
+  StartedRunState,
+  RunCore,
+  RunHold,
+  WaitingParent,
+  QueuedMessage,
+  PendingHandoff as PendingRunHandoff,
+} from './state';
 export type {
   RunCommand,
   RunCommandMetadata,

@@ -68,7 +68,14 @@ class Session {
   start(input: string, s = 0, variables: Record<string, unknown> = {}): RunEvent[] {
     return this.run({
       type: 'start_run',
-      data: { workflow_run_id: 'wr-1', project: 'loans', ...this.defs, people: { started_by: 'sam', issue_author: null, trigger_author: null }, variables, input },
+      data: {
+        workflow_run_id: 'wr-1',
+        project: 'loans',
+        ...this.defs,
+        people: { started_by: 'sam', issue_author: null, trigger_author: null },
+        variables,
+        input,
+      },
       metadata: { now: at(s), actor: 'sam' },
     });
   }
@@ -83,7 +90,11 @@ class Session {
     return this.run({ type: 'record_result', data: { result, ...this.defs }, metadata: { now: at(s), actor: agent } });
   }
   fail(handoffId: string, s: number, reason: 'create_refused' | 'timeout' = 'create_refused'): RunEvent[] {
-    return this.run({ type: 'handoff_failed', data: { handoff_id: handoffId, code: 'refused', message: 'refused', reason, ...this.defs }, metadata: { now: at(s), actor: 'router' } });
+    return this.run({
+      type: 'handoff_failed',
+      data: { handoff_id: handoffId, code: 'refused', message: 'refused', reason, ...this.defs },
+      metadata: { now: at(s), actor: 'router' },
+    });
   }
   holdContinue(answerId: string, s: number): RunEvent[] {
     return this.run({
@@ -106,7 +117,9 @@ describe('customer messages while an agent works are queued, not refused', () =>
     const s = new Session(loanProject());
     s.start('I want a loan offer', 0);
     const events = s.say('m1', 'hello?', 3);
-    expect(events).toEqual([{ type: 'run.message_queued', data: { message_id: 'm1', text: 'hello?', sent_by: 'sam', agent: 'Income_Capture_Agent', position: 1, queued_at: at(3) } }]);
+    expect(events).toEqual([
+      { type: 'run.message_queued', data: { message_id: 'm1', text: 'hello?', sent_by: 'sam', agent: 'Income_Capture_Agent', position: 1, queued_at: at(3) } },
+    ]);
     expect(s.say('m2', 'are you there?', 4)[0]).toMatchObject({ type: 'run.message_queued', data: { position: 2 } });
     expect(s.queue).toEqual(['m1', 'm2']);
     expect(s.state.status !== 'none' && s.state.awaitingInput).toBe(false);
@@ -119,10 +132,21 @@ describe('customer messages while an agent works are queued, not refused', () =>
     s.say('m2', 'second', 4);
     const events = s.result('r1', 'Income_Capture_Agent', 10, { body: 'What is your annual income?' });
     expect(types(events)).toEqual(['run.result_recorded', 'run.handoff_completed', 'run.awaiting_input', 'run.message_received', 'run.routed']);
-    expect(ofType(events, 'run.message_received')[0]!.data).toEqual({ message_id: 'm1', text: 'first', agent: 'Income_Capture_Agent', queued_at: at(3), received_at: at(10) });
+    expect(ofType(events, 'run.message_received')[0]!.data).toEqual({
+      message_id: 'm1',
+      text: 'first',
+      agent: 'Income_Capture_Agent',
+      queued_at: at(3),
+      received_at: at(10),
+    });
     const routed = ofType(events, 'run.routed')[0]!.data;
     // The routes it causes take the message's cause, as if it had been sent now.
-    expect(routed).toMatchObject({ target: { agent: 'Income_Capture_Agent' }, decision: { rule: 'message' }, cause: { kind: 'message', id: 'm1' }, conversation: { message: 'first' } });
+    expect(routed).toMatchObject({
+      target: { agent: 'Income_Capture_Agent' },
+      decision: { rule: 'message' },
+      cause: { kind: 'message', id: 'm1' },
+      conversation: { message: 'first' },
+    });
     expect(routed.handoff_id).toBe(handoffIdFor({ kind: 'message', id: 'm1' }));
     expect(s.queue).toEqual(['m2']);
 
@@ -154,7 +178,12 @@ describe('customer messages while an agent works are queued, not refused', () =>
     expect(ofType(events, 'run.message_received')[0]!.data).toMatchObject({ message_id: 'm1', agent: 'Loan_Supervisor' });
     // The gate is blocked (income set), the permanent route to Offer_Agent fires on the delivered message.
     expect(ofType(events, 'run.handoff_completed')[1]!.data).toMatchObject({ to: 'Income_Capture_Agent', outcome: 'blocked' });
-    expect(ofType(events, 'run.handoff')[0]!.data).toMatchObject({ from: 'Loan_Supervisor', to: 'Offer_Agent', message: 'what can you offer me?', handoffId: handoffIdFor({ kind: 'message', id: 'm1' }) });
+    expect(ofType(events, 'run.handoff')[0]!.data).toMatchObject({
+      from: 'Loan_Supervisor',
+      to: 'Offer_Agent',
+      message: 'what can you offer me?',
+      handoffId: handoffIdFor({ kind: 'message', id: 'm1' }),
+    });
   });
 
   it('given a queued message, when the handoff fails and ON_FAILURE continue gives the caller control, then the message is delivered to the caller', () => {
@@ -224,9 +253,24 @@ describe('customer messages while an agent works are queued, not refused', () =>
     const plain = new Session(loanProject());
     plain.state = evolveRun(initialRunState(), {
       type: 'run.started',
-      data: { workflow_run_id: 'wr-1', project: 'loans', workflow: { name: plainWorkflow.name, version: plainWorkflow.version }, entry: { agent: 'a', step: 's' }, people: { started_by: 'sam', issue_author: null, trigger_author: null }, variables: {}, started_at: at(0) },
+      data: {
+        workflow_run_id: 'wr-1',
+        project: 'loans',
+        workflow: { name: plainWorkflow.name, version: plainWorkflow.version },
+        entry: { agent: 'a', step: 's' },
+        people: { started_by: 'sam', issue_author: null, trigger_author: null },
+        variables: {},
+        started_at: at(0),
+      },
     });
-    const refused = decideRun({ type: 'session_message', data: { message_id: 'm1', text: 'hello?', workflow: plainWorkflow, agents: workflowAgents }, metadata: { now: at(1), actor: 'sam' } }, plain.state);
+    const refused = decideRun(
+      {
+        type: 'session_message',
+        data: { message_id: 'm1', text: 'hello?', workflow: plainWorkflow, agents: workflowAgents },
+        metadata: { now: at(1), actor: 'sam' },
+      },
+      plain.state,
+    );
     expect(refused).toMatchObject({ ok: false, error: { code: 'run_not_awaiting_input' } });
   });
 });

@@ -30,21 +30,26 @@ const atContext = () => play([decided('r1', 'issue', advance), decided('r2', 'ar
 
 describe('workflow run: start', () => {
   it('start_run records the run and routes its entry step, with a handoff id derived from the run id', () => {
-    const events = given(runDecider).when(startCmd()).then([
-      {
-        type: 'run.started',
-        data: {
-          workflow_run_id: RUN,
-          project: 'demo',
-          workflow: { name: 'feature', version: 1 },
-          entry: { agent: 'issue', step: 'triage' },
-          people: { started_by: 'sam', issue_author: 'ivy', trigger_author: 'tom' },
-          variables: {},
-          started_at: NOW,
+    const events = given(runDecider)
+      .when(startCmd())
+      .then([
+        {
+          type: 'run.started',
+          data: {
+            workflow_run_id: RUN,
+            project: 'demo',
+            workflow: { name: 'feature', version: 1 },
+            entry: { agent: 'issue', step: 'triage' },
+            people: { started_by: 'sam', issue_author: 'ivy', trigger_author: 'tom' },
+            variables: {},
+            started_at: NOW,
+          },
         },
-      },
-      expect.objectContaining({ type: 'run.routed', data: expect.objectContaining({ target: { agent: 'issue', step: 'triage' }, handoff_id: `ho-s-${RUN}`, hop: 1 }) }),
-    ]);
+        expect.objectContaining({
+          type: 'run.routed',
+          data: expect.objectContaining({ target: { agent: 'issue', step: 'triage' }, handoff_id: `ho-s-${RUN}`, hop: 1 }),
+        }),
+      ]);
     expectValidEvents(events);
   });
 
@@ -53,12 +58,14 @@ describe('workflow run: start', () => {
   });
 
   it('a run with nobody to notify is refused: every stop for a human must reach a person', () => {
-    given(runDecider).when(startCmd({ started_by: null, issue_author: null, trigger_author: null })).thenFails('no_notice_recipient');
+    given(runDecider)
+      .when(startCmd({ started_by: null, issue_author: null, trigger_author: null }))
+      .thenFails('no_notice_recipient');
   });
 });
 
 describe('workflow run: seed 000 §6 through the aggregate', () => {
-  it('architect → context → architect (workflow edge): each advance dispatches the next step\'s agent', () => {
+  it("architect → context → architect (workflow edge): each advance dispatches the next step's agent", () => {
     const { state, events } = play([decided('r1', 'issue', advance), decided('r2', 'architect', advance), decided('r3', 'context', advance)], started());
     expect(ofType(events, 'run.routed').map((e) => `${e.data.target.agent}@${e.data.target.step}`)).toEqual([
       'issue@triage',
@@ -92,7 +99,12 @@ describe('workflow run: seed 000 §6 through the aggregate', () => {
     );
     expect(last[1]).toMatchObject({
       type: 'run.routed',
-      data: { decision: { rule: 'no_action_default', dispatch: { origin: 'engine_fallback', reason: "no-action default: agent emitted no decision; returning to caller 'issue'" } } },
+      data: {
+        decision: {
+          rule: 'no_action_default',
+          dispatch: { origin: 'engine_fallback', reason: "no-action default: agent emitted no decision; returning to caller 'issue'" },
+        },
+      },
     });
     expect(state).toMatchObject({ agent: 'issue', status: 'running' });
   });
@@ -101,7 +113,9 @@ describe('workflow run: seed 000 §6 through the aggregate', () => {
 describe('workflow run: idempotency and refusals', () => {
   it('the same result_id twice yields no new events', () => {
     const history = play([decided('r1', 'issue', advance)], started()).events;
-    given(runDecider, history).when(decided('r1', 'issue', advance)).then([]);
+    given(runDecider, history)
+      .when(decided('r1', 'issue', advance))
+      .then([]);
   });
 
   it('run.routed carries a handoff id derived from the result id, so the ledger call is idempotent', () => {
@@ -111,33 +125,45 @@ describe('workflow run: idempotency and refusals', () => {
     expect(again.ok && ofType(again.events, 'run.routed')[0]!.data.handoff_id).toBe('ho-r-r1');
   });
 
-  it('a result from an agent that is not the run\'s current agent is refused (unexpected_agent)', () => {
-    given(runDecider, started()).when(decided('r1', 'architect', advance)).thenFails('unexpected_agent');
+  it("a result from an agent that is not the run's current agent is refused (unexpected_agent)", () => {
+    given(runDecider, started())
+      .when(decided('r1', 'architect', advance))
+      .thenFails('unexpected_agent');
   });
 
   it('a result for a finished run is refused (run_not_running)', () => {
     const done = play([decided('r1', 'issue', { dispatch: { status: 'terminate' } })], started()).events;
-    given(runDecider, done).when(decided('r2', 'issue', advance)).thenFails('run_not_running');
+    given(runDecider, done)
+      .when(decided('r2', 'issue', advance))
+      .thenFails('run_not_running');
   });
 
   it('a result for a held run is refused until a person answers (run_not_running)', () => {
     const held = play([decided('r1', 'issue', { dispatch: { status: 'hold' } })], started()).events;
-    given(runDecider, held).when(decided('r2', 'issue', advance)).thenFails('run_not_running');
+    given(runDecider, held)
+      .when(decided('r2', 'issue', advance))
+      .thenFails('run_not_running');
   });
 
   it('a result for another run, a stale handoff, or another workflow version is refused', () => {
-    given(runDecider, started()).when(resultCmd('r1', 'issue', { workflow_run_id: 'wr-2' })).thenFails('wrong_run');
-    given(runDecider, started()).when(resultCmd('r1', 'issue', { handoff_id: 'ho-old' })).thenFails('stale_handoff');
+    given(runDecider, started())
+      .when(resultCmd('r1', 'issue', { workflow_run_id: 'wr-2' }))
+      .thenFails('wrong_run');
+    given(runDecider, started())
+      .when(resultCmd('r1', 'issue', { handoff_id: 'ho-old' }))
+      .thenFails('stale_handoff');
     const v2 = { ...decided('r1', 'issue', advance) };
     v2.data = { ...v2.data, workflow: { ...workflow, version: 2 } };
     given(runDecider, started()).when(v2).thenFails('workflow_mismatch');
   });
 
   it('a result before the run started is refused (run_not_found)', () => {
-    given(runDecider).when(decided('r1', 'issue', advance)).thenFails('run_not_found');
+    given(runDecider)
+      .when(decided('r1', 'issue', advance))
+      .thenFails('run_not_found');
   });
 
-  it('a refused result can be recorded in the run\'s history once (reject_result is idempotent)', () => {
+  it("a refused result can be recorded in the run's history once (reject_result is idempotent)", () => {
     const reject: RunCommand = { type: 'reject_result', data: { result_id: 'r9', agent: 'architect', code: 'unexpected_agent', message: 'x' }, metadata: meta };
     const { events } = play([reject], started());
     expect(ofType(events, 'run.result_rejected')).toHaveLength(1);
@@ -152,7 +178,9 @@ describe('workflow run: seed 000 §5 engine-owned human notification', () => {
     expect(notices).toHaveLength(1);
     expect(notices[0]!.data.notice).toMatchObject({ reason: 'hold', recipient: { handle: 'sam', source: 'started_by' }, notice_id: 'nt-r-r1' });
     expect(hasLiveMention(notices[0]!.data.notice.headline)).toBe(false);
-    given(runDecider, events).when(decided('r1', 'issue', { dispatch: { status: 'hold' } })).then([]);
+    given(runDecider, events)
+      .when(decided('r1', 'issue', { dispatch: { status: 'hold' } }))
+      .then([]);
   });
 
   it('the notice falls back to the issue author, then the trigger author, when the run has no starter', () => {
@@ -224,12 +252,26 @@ describe('workflow run: stops with a packet (seed 003)', () => {
 
   it('an agent result with stop set produces a stop with a packet via buildStop, and one notice', () => {
     const { last, state } = play(
-      [decided('r1', 'issue', advance, { stop: { why: 'policy', detail: 'refund over cap' }, pending_tool_call: pending, tried: [{ name: 'lookup', trace_id: 't1' }] })],
+      [
+        decided('r1', 'issue', advance, {
+          stop: { why: 'policy', detail: 'refund over cap' },
+          pending_tool_call: pending,
+          tried: [{ name: 'lookup', trace_id: 't1' }],
+        }),
+      ],
       started(),
     );
     expect(last.map((e) => e.type)).toEqual(['run.result_recorded', 'run.stopped', 'run.notice_emitted']);
     const stopped = ofType(last, 'run.stopped')[0]!.data;
-    expect(stopped.packet).toMatchObject({ packet_id: 'stop-r-r1', why: 'policy', pending, tried: ['lookup'], trace_ids: ['t1'], status: 'open', goal_done: false });
+    expect(stopped.packet).toMatchObject({
+      packet_id: 'stop-r-r1',
+      why: 'policy',
+      pending,
+      tried: ['lookup'],
+      trace_ids: ['t1'],
+      status: 'open',
+      goal_done: false,
+    });
     expect(state.status).toBe('stopped');
     expect(ofType(last, 'run.notice_emitted')[0]!.data.notice).toMatchObject({ reason: 'stop', stop_id: 'stop-r-r1' });
   });
@@ -261,33 +303,45 @@ describe('workflow run: stops with a packet (seed 003)', () => {
     const raise = (answerId: string, value: number, metadata = operatorMeta): RunCommand => ({
       type: 'resume',
       data: {
-        answer: { kind: 'stop_answer', answer: { packet_id: packet.packet_id, answer_id: answerId, action: 'raise_cap', cap: value, answered_by: 'olga', answered_at: NOW } },
+        answer: {
+          kind: 'stop_answer',
+          answer: { packet_id: packet.packet_id, answer_id: answerId, action: 'raise_cap', cap: value, answered_by: 'olga', answered_at: NOW },
+        },
         workflow,
         agents,
       },
       metadata,
     });
-    given(runDecider, events).when(raise('a-agent', 40, { ...operatorMeta, actorRole: 'agent' })).thenFails('answer_forbidden');
+    given(runDecider, events)
+      .when(raise('a-agent', 40, { ...operatorMeta, actorRole: 'agent' }))
+      .thenFails('answer_forbidden');
     given(runDecider, events).when(raise('a-low', 20)).thenFails('cap_not_raised');
     const lifted = play([raise('a-ok', 40)], events);
     expect(ofType(lifted.last, 'run.routed')[0]!.data).toMatchObject({ target: { agent: 'issue' }, raised_cap: 40 });
   });
 
-  it('a target that names nothing is the router\'s unknown kind: an unknown_intent stop, resumed by a human-typed intent', () => {
+  it("a target that names nothing is the router's unknown kind: an unknown_intent stop, resumed by a human-typed intent", () => {
     const { last, events } = play([decided('r1', 'issue', { task: 'poem' })], started());
     const packet = ofType(last, 'run.stopped')[0]!.data.packet;
     expect(packet).toMatchObject({ why: 'unknown_intent', next_form: { kind: 'type_intent' } });
     const resume: RunCommand = {
       type: 'resume',
       data: {
-        answer: { kind: 'stop_answer', answer: { packet_id: packet.packet_id, answer_id: 'a1', action: 'intent', intent: 'reviewer', answered_by: 'olga', answered_at: NOW } },
+        answer: {
+          kind: 'stop_answer',
+          answer: { packet_id: packet.packet_id, answer_id: 'a1', action: 'intent', intent: 'reviewer', answered_by: 'olga', answered_at: NOW },
+        },
         workflow,
         agents,
       },
       metadata: operatorMeta,
     };
     const resumed = play([resume], events);
-    expect(ofType(resumed.last, 'run.routed')[0]!.data.decision).toMatchObject({ rule: 'resume', target: { agent: 'reviewer' }, dispatch: { origin: 'human' } });
+    expect(ofType(resumed.last, 'run.routed')[0]!.data.decision).toMatchObject({
+      rule: 'resume',
+      target: { agent: 'reviewer' },
+      dispatch: { origin: 'human' },
+    });
   });
 
   it('a stop requested from outside (watchdog thrash) stops the run once; the same packet id again yields nothing', () => {
@@ -295,6 +349,8 @@ describe('workflow run: stops with a packet (seed 003)', () => {
     const { events, state } = play([stop], started());
     expect(state).toMatchObject({ status: 'stopped', openStop: { packet_id: 'wd-1', why: 'thrash', agent: 'issue', step: 'triage' } });
     given(runDecider, events).when(stop).then([]);
-    given(runDecider, events).when({ ...stop, data: { ...stop.data, packet_id: 'wd-2' } }).thenFails('run_already_stopped');
+    given(runDecider, events)
+      .when({ ...stop, data: { ...stop.data, packet_id: 'wd-2' } })
+      .thenFails('run_already_stopped');
   });
 });

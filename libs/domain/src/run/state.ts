@@ -230,7 +230,8 @@ export function evolveRun(state: RunState, event: RunEvent): RunState {
         agent: event.data.agent,
         step: event.data.step,
         awaitingInput: true,
-        transcript: event.data.reply === null ? core.transcript : appendTranscript(core.transcript, { role: 'agent', agent: event.data.agent, text: event.data.reply }),
+        transcript:
+          event.data.reply === null ? core.transcript : appendTranscript(core.transcript, { role: 'agent', agent: event.data.agent, text: event.data.reply }),
       };
     case 'run.handoff': {
       const d = event.data;

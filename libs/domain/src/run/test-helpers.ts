@@ -68,7 +68,10 @@ export function withCurrentClaim(command: RunCommand, state: RunState): RunComma
   const result = command.data.result;
   const handoff_id = result.handoff_id ?? handoffId;
   const claim_id = result.claim_id ?? claimIdFor(handoff_id);
-  const handoff = command.data.handoff !== undefined ? command.data.handoff : { handoff_id: handoffId, status: 'claimed' as const, claim: { claim_id: claimIdFor(handoffId), claimed_by: result.agent } };
+  const handoff =
+    command.data.handoff !== undefined
+      ? command.data.handoff
+      : { handoff_id: handoffId, status: 'claimed' as const, claim: { claim_id: claimIdFor(handoffId), claimed_by: result.agent } };
   return { ...command, data: { ...command.data, result: { ...result, handoff_id, claim_id }, handoff } };
 }
 

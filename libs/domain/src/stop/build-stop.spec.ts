@@ -58,7 +58,7 @@ describe('buildStop — the stop packet (seed 003)', () => {
     expect(StopPacketSchema.safeParse(packet).success).toBe(true);
   });
 
-  it('pending is a deep frozen copy: mutating the caller\'s args afterwards does not change the packet, and the copy cannot be mutated', () => {
+  it("pending is a deep frozen copy: mutating the caller's args afterwards does not change the packet, and the copy cannot be mutated", () => {
     const args = { amount: 40, order: { id: 99, lines: [{ sku: 'a', qty: 1 }] } };
     const pending = { name: 'refund', args };
     const { packet } = buildStop(facts({ pending }));
@@ -94,7 +94,7 @@ describe('buildStop — the stop packet (seed 003)', () => {
     expect(packet.cap).toEqual({ name: 'tool_calls', limit: 8, used: 8 });
   });
 
-  it('tried is copied so later mutation of the caller\'s list does not rewrite the packet', () => {
+  it("tried is copied so later mutation of the caller's list does not rewrite the packet", () => {
     const tried: Array<string | { name: string; trace_id?: string }> = ['router', 'search', { name: 'search', trace_id: 'tr-9' }];
     const { packet } = buildStop(facts({ why: 'thrash', tried }));
     tried.push('refund');
@@ -109,7 +109,15 @@ describe('buildStop — the stop packet (seed 003)', () => {
 
   it('tried is a short list of names, not the trace: trace ids are links kept apart', () => {
     const { packet } = buildStop(
-      facts({ why: 'thrash', tried: [{ name: 'router', trace_id: 'tr-1' }, { name: 'search', trace_id: 'tr-2' }, { name: 'search', trace_id: 'tr-2' }], trace_ids: ['tr-3'] }),
+      facts({
+        why: 'thrash',
+        tried: [
+          { name: 'router', trace_id: 'tr-1' },
+          { name: 'search', trace_id: 'tr-2' },
+          { name: 'search', trace_id: 'tr-2' },
+        ],
+        trace_ids: ['tr-3'],
+      }),
     );
     expect(packet.tried).toEqual(['router', 'search', 'search']);
     expect(packet.trace_ids).toEqual(['tr-1', 'tr-2', 'tr-3']);
@@ -176,7 +184,7 @@ describe('buildStop — the stop packet (seed 003)', () => {
     expect(operatorForm?.actions.map((a) => a.id)).toEqual(['acknowledge']);
   });
 
-  it('the unknown-intent form offers the router\'s kinds as a select when it has them', () => {
+  it("the unknown-intent form offers the router's kinds as a select when it has them", () => {
     const { operatorForm } = buildStop(facts({ why: 'unknown_intent', intents: ['billing', 'shipping', 'billing'] }));
     const field = operatorForm!.fields.find((f) => f.id === 'intent')!;
     expect(field.kind).toBe('select');

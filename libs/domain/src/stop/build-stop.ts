@@ -62,7 +62,8 @@ export interface StopDocuments {
  * "crash" — the user is waiting on a person, not blocked on a stack trace.
  */
 export const StopUserMessages: Readonly<Record<StopWhy, string>> = {
-  unknown_intent: 'We could not tell what kind of request this is, so a person will take it from here. You are not blocked on the model; someone will follow up.',
+  unknown_intent:
+    'We could not tell what kind of request this is, so a person will take it from here. You are not blocked on the model; someone will follow up.',
   policy: 'This needs a person to approve it before it can go ahead, and a person will take it from here. You are not blocked on the model.',
   budget: 'This request needs more work than it may do on its own, so a person will take it from here. You are not blocked on the model.',
   parse_fail: 'A person will take this from here. You are not blocked on the model; someone will follow up.',

@@ -52,7 +52,10 @@ export function stopDestination(facts: Pick<StopFacts, 'agent' | 'destination'>)
 
 function refusalFor(name: string, request: StopDestinationRequest, stoppedAgent: string): DestinationRefusal | null {
   if (!AgentNameSchema.safeParse(name).success) return 'invalid_name';
-  const tokens = name.toLowerCase().split(/[^a-z0-9]+/).filter((t) => t.length > 0);
+  const tokens = name
+    .toLowerCase()
+    .split(/[^a-z0-9]+/)
+    .filter((t) => t.length > 0);
   const joined = tokens.join('');
   if (tokens.some((t) => execTokens.has(t))) return 'exec';
   if (joined.includes('computeruse')) return 'computer_use';

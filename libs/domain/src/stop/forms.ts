@@ -77,7 +77,11 @@ export function raiseCapForm(cap: StopCap | undefined, detail?: string): NextFor
     kind: 'raise_cap',
     title: clip(shown ? `Budget spent (${shown}) — raise the cap or stop` : 'Budget spent — raise the cap or stop', titleMax),
     prompt: 'Only an operator raises a cap. Set a higher cap and the run continues; Stop ends it.',
-    fields: [...(shown ? [{ id: 'current_cap', kind: 'display' as const, label: 'Current cap', required: false, value: shown }] : []), capField, ...detailField(detail)],
+    fields: [
+      ...(shown ? [{ id: 'current_cap', kind: 'display' as const, label: 'Current cap', required: false, value: shown }] : []),
+      capField,
+      ...detailField(detail),
+    ],
     actions: [
       { id: 'raise_cap', label: 'Raise cap', style: 'primary' },
       { id: 'deny', label: 'Stop', style: 'danger' },

@@ -84,8 +84,14 @@ describe('decideResume — resume from handoff is not always execute (seed 003)'
     const raise = answer(packet, { action: 'raise_cap', cap: 12, pending_digest: undefined });
     expect(decideResume(packet, raise, { ...operator, actorRole: 'operator' })).toEqual({ ok: true, effect: { kind: 'raise_cap', cap: 12 } });
     expect(decideResume(packet, raise, { ...operator, actorRole: 'admin' })).toEqual({ ok: true, effect: { kind: 'raise_cap', cap: 12 } });
-    expect(decideResume(packet, raise, { ...operator, actorRole: 'agent' })).toMatchObject({ ok: false, error: { code: 'answer_forbidden', kind: 'forbidden' } });
-    expect(decideResume(packet, raise, { ...operator, actorRole: 'viewer' })).toMatchObject({ ok: false, error: { code: 'answer_forbidden', kind: 'forbidden' } });
+    expect(decideResume(packet, raise, { ...operator, actorRole: 'agent' })).toMatchObject({
+      ok: false,
+      error: { code: 'answer_forbidden', kind: 'forbidden' },
+    });
+    expect(decideResume(packet, raise, { ...operator, actorRole: 'viewer' })).toMatchObject({
+      ok: false,
+      error: { code: 'answer_forbidden', kind: 'forbidden' },
+    });
   });
 
   it('do not raise caps from the packet without a person: the cap comes from the answer and must exceed the current one', () => {
@@ -146,14 +152,26 @@ describe('decideResume — resume from handoff is not always execute (seed 003)'
     expect(markAnswered(answered, answer(packet, { action: 'approve', answer_id: 'ans-2' })).answer?.action).toBe('deny');
   });
 
-  it('an action that does not fit the packet\'s form is refused', () => {
+  it("an action that does not fit the packet's form is refused", () => {
     const policy = stop();
-    expect(decideResume(policy, answer(policy, { action: 'raise_cap', cap: 100 }), operator)).toMatchObject({ ok: false, error: { code: 'answer_not_allowed' } });
-    expect(decideResume(policy, answer(policy, { action: 'intent', intent: 'billing' }), operator)).toMatchObject({ ok: false, error: { code: 'answer_not_allowed' } });
+    expect(decideResume(policy, answer(policy, { action: 'raise_cap', cap: 100 }), operator)).toMatchObject({
+      ok: false,
+      error: { code: 'answer_not_allowed' },
+    });
+    expect(decideResume(policy, answer(policy, { action: 'intent', intent: 'billing' }), operator)).toMatchObject({
+      ok: false,
+      error: { code: 'answer_not_allowed' },
+    });
     const ack = stop({ why: 'thrash', pending: null });
     expect(allowedActions(ack)).toEqual(['acknowledge']);
-    expect(decideResume(ack, answer(ack, { action: 'approve', pending_digest: undefined }), operator)).toMatchObject({ ok: false, error: { code: 'answer_not_allowed' } });
-    expect(decideResume(ack, answer(ack, { action: 'acknowledge', pending_digest: undefined }), operator)).toMatchObject({ ok: true, effect: { kind: 'stop' } });
+    expect(decideResume(ack, answer(ack, { action: 'approve', pending_digest: undefined }), operator)).toMatchObject({
+      ok: false,
+      error: { code: 'answer_not_allowed' },
+    });
+    expect(decideResume(ack, answer(ack, { action: 'acknowledge', pending_digest: undefined }), operator)).toMatchObject({
+      ok: true,
+      effect: { kind: 'stop' },
+    });
   });
 
   it('an answer for another packet is refused', () => {

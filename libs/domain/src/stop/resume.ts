@@ -1,10 +1,4 @@
-import {
-  NextFormActionsByKind,
-  OperatorAnswer,
-  OperatorAnswerAction,
-  ResumeEffect,
-  StopPacket,
-} from '@baton/contracts';
+import { NextFormActionsByKind, OperatorAnswer, OperatorAnswerAction, ResumeEffect, StopPacket } from '@baton/contracts';
 import { assertNever, DomainError, DomainErrorKind } from '../decider';
 import { deepFreeze } from './freeze';
 import { clip } from './forms';

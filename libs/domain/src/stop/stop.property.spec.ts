@@ -10,10 +10,21 @@ const agentName = fc.stringMatching(/^[A-Za-z0-9_-]{1,30}$/);
 /** Text a model or an agent might produce, leaning on the words that must never reach a user. */
 const hostileText = fc.oneof(
   fc.string({ maxLength: 60 }),
-  fc.constantFrom('crash', 'CRASHED', 'Error: boom', '    at refund (agent.js:10:3)', 'Traceback (most recent call last)', 'stack overflow', 'I think I should refund'),
+  fc.constantFrom(
+    'crash',
+    'CRASHED',
+    'Error: boom',
+    '    at refund (agent.js:10:3)',
+    'Traceback (most recent call last)',
+    'stack overflow',
+    'I think I should refund',
+  ),
 );
 const tried: fc.Arbitrary<TriedEntry[]> = fc.array(
-  fc.oneof(hostileText, fc.record({ name: fc.string({ minLength: 1, maxLength: 40 }), trace_id: fc.option(id, { nil: undefined }) }, { requiredKeys: ['name'] })),
+  fc.oneof(
+    hostileText,
+    fc.record({ name: fc.string({ minLength: 1, maxLength: 40 }), trace_id: fc.option(id, { nil: undefined }) }, { requiredKeys: ['name'] }),
+  ),
   { maxLength: 12 },
 );
 const pending = fc.option(
@@ -92,7 +103,7 @@ describe('stop packet properties (fast-check)', () => {
     );
   });
 
-  it('stale answer refused: any digest other than the frozen call\'s is refused for every pending packet', () => {
+  it("stale answer refused: any digest other than the frozen call's is refused for every pending packet", () => {
     fc.assert(
       fc.property(facts, fc.string({ minLength: 1, maxLength: 30 }), (f, guess) => {
         const { packet } = buildStop({ ...f, why: 'policy', pending: { name: 'refund', args: { amount: 40, order_id: 99 } } });

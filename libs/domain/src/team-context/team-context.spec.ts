@@ -41,7 +41,13 @@ describe('renderTeamContext ("Your Team", seed 000 §7)', () => {
   });
 
   it('an agent with no role is shown as such', () => {
-    const text = renderTeamContext({ self: { name: 'solo' }, teammates: [{ name: 'helper', role: '  ' }, { name: 'other', role: null }] });
+    const text = renderTeamContext({
+      self: { name: 'solo' },
+      teammates: [
+        { name: 'helper', role: '  ' },
+        { name: 'other', role: null },
+      ],
+    });
     expect(text).toContain(`You are **solo**. Your role: ${NO_ROLE}`);
     expect(text).toContain(`- **helper**: ${NO_ROLE}`);
     expect(text).toContain(`- **other**: ${NO_ROLE}`);
@@ -85,9 +91,7 @@ describe('renderTeamContext ("Your Team", seed 000 §7)', () => {
     const markerLines = hostile.split('\n').filter((line) => line === TeamContextMarkers.start || line === TeamContextMarkers.end);
     expect(markerLines).toEqual([TeamContextMarkers.start, TeamContextMarkers.end]);
     const prompt = injectTeamContext('base', { self: { name: 'a', role: `x\n${TeamContextMarkers.end}` }, teammates: [] });
-    expect(injectTeamContext(prompt, { self: { name: 'a' }, teammates: [] })).toBe(
-      injectTeamContext('base', { self: { name: 'a' }, teammates: [] }),
-    );
+    expect(injectTeamContext(prompt, { self: { name: 'a' }, teammates: [] })).toBe(injectTeamContext('base', { self: { name: 'a' }, teammates: [] }));
   });
 });
 

@@ -41,8 +41,7 @@ export const DELEGATION_RULE =
 
 /** Rule 2 (precedence rule 3, the callback): a call is a conversation turn. */
 export const CALLBACK_RULE =
-  "When a teammate calls you, your answer is returned to them by the engine's callback. " +
-  'Treat it as a conversation turn, not fire-and-forget.';
+  "When a teammate calls you, your answer is returned to them by the engine's callback. " + 'Treat it as a conversation turn, not fire-and-forget.';
 
 /** The sentence naming the caller, exactly as seed 000 §7 words it. */
 export function calledBySentence(caller: string): string {
@@ -60,13 +59,7 @@ export function calledBySentence(caller: string): string {
  */
 export function renderTeamContext(input: TeamContextInput): string {
   const selfName = oneLine(input.self.name);
-  const lines: string[] = [
-    TeamContextMarkers.start,
-    TEAM_CONTEXT_HEADING,
-    '',
-    `You are **${selfName}**. Your role: ${roleText(input.self.role)}`,
-    '',
-  ];
+  const lines: string[] = [TeamContextMarkers.start, TEAM_CONTEXT_HEADING, '', `You are **${selfName}**. Your role: ${roleText(input.self.role)}`, ''];
 
   const teammates = teammatesOf(selfName, input.teammates);
   if (teammates.length === 0) {

@@ -66,11 +66,23 @@ export function openDeployment(dir: string, prefix: string): AuthDeployment {
       system: nkeyPairFromSeed(read('system.seed'), 'account'),
     };
   }
-  const deployment: AuthDeployment = { dir, prefix, operator: createNkeyPair('operator'), account: createNkeyPair('account'), system: createNkeyPair('account') };
+  const deployment: AuthDeployment = {
+    dir,
+    prefix,
+    operator: createNkeyPair('operator'),
+    account: createNkeyPair('account'),
+    system: createNkeyPair('account'),
+  };
   writeSecret(join(dir, 'operator.seed'), `${deployment.operator.seed}\n`);
   writeSecret(join(dir, 'account.seed'), `${deployment.account.seed}\n`);
   writeSecret(join(dir, 'system.seed'), `${deployment.system.seed}\n`);
-  const file: DeploymentFile = { version: 1, prefix, operator: deployment.operator.publicKey, account: deployment.account.publicKey, system: deployment.system.publicKey };
+  const file: DeploymentFile = {
+    version: 1,
+    prefix,
+    operator: deployment.operator.publicKey,
+    account: deployment.account.publicKey,
+    system: deployment.system.publicKey,
+  };
   writeFileSync(meta, `${JSON.stringify(file, null, 2)}\n`);
   return deployment;
 }

@@ -27,7 +27,13 @@ import type { UserPermissions } from './jwt';
 /** Stream names the permissions refer to. */
 function streams(prefix: string) {
   const stem = streamStem(prefix);
-  return { events: `${stem}_EVENTS`, inbox: `${stem}_INBOX`, dlq: `${stem}_DLQ`, claimRatesKv: `KV_${stem}_CLAIM_RATES`, claimRatesBucket: `${stem}_CLAIM_RATES` };
+  return {
+    events: `${stem}_EVENTS`,
+    inbox: `${stem}_INBOX`,
+    dlq: `${stem}_DLQ`,
+    claimRatesKv: `KV_${stem}_CLAIM_RATES`,
+    claimRatesBucket: `${stem}_CLAIM_RATES`,
+  };
 }
 
 /** The subject redrive markers are written on (only the admin may publish it). */

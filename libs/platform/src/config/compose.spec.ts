@@ -13,7 +13,16 @@ const root = join(__dirname, '..', '..', '..', '..');
 const compose = parse(readFileSync(join(root, 'docker-compose.yml'), 'utf8'), { merge: true }) as {
   services: Record<
     string,
-    { command?: string[]; entrypoint?: string[]; environment?: Record<string, string>; image?: string; build?: unknown; depends_on?: unknown; ports?: string[]; volumes?: string[] }
+    {
+      command?: string[];
+      entrypoint?: string[];
+      environment?: Record<string, string>;
+      image?: string;
+      build?: unknown;
+      depends_on?: unknown;
+      ports?: string[];
+      volumes?: string[];
+    }
   >;
 };
 const services = ['router', 'ledger', 'watchdog', 'notifier'];

@@ -47,9 +47,17 @@ export const BaseConfigSchema = z.object({
    * How long dead letters are kept in `<PREFIX>_DLQ`, in ms (default 30 days; 0 = forever). Every
    * service provisions the stream at start, so give every service the same value.
    */
-  BATON_DLQ_MAX_AGE_MS: z.coerce.number().int().min(0).default(30 * 24 * 60 * 60 * 1000),
+  BATON_DLQ_MAX_AGE_MS: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .default(30 * 24 * 60 * 60 * 1000),
   /** Most bytes of dead letters kept (default 1 GiB; 0 = no limit). Past either limit the oldest go first. */
-  BATON_DLQ_MAX_BYTES: z.coerce.number().int().min(0).default(1024 * 1024 * 1024),
+  BATON_DLQ_MAX_BYTES: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .default(1024 * 1024 * 1024),
   LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error']).default('info'),
   /** An id for this process, in logs and consumer names. */
   BATON_INSTANCE: z.string().min(1).max(64).optional(),

@@ -67,9 +67,15 @@ export class BatonMetrics {
       registers,
     });
     const consumerGauge = (name: string, help: string) => new Gauge({ name, help, labelNames: ['stream', 'consumer'], registers });
-    this.consumerPending = consumerGauge(MetricName.consumerPending, 'Messages not yet delivered to the consumer (num_pending: its lag), sampled from consumer info.');
+    this.consumerPending = consumerGauge(
+      MetricName.consumerPending,
+      'Messages not yet delivered to the consumer (num_pending: its lag), sampled from consumer info.',
+    );
     this.consumerAckPending = consumerGauge(MetricName.consumerAckPending, 'Messages delivered and not yet acknowledged (num_ack_pending), sampled.');
-    this.consumerRedelivered = consumerGauge(MetricName.consumerRedelivered, 'Messages delivered more than once and not yet acknowledged (num_redelivered), sampled.');
+    this.consumerRedelivered = consumerGauge(
+      MetricName.consumerRedelivered,
+      'Messages delivered more than once and not yet acknowledged (num_redelivered), sampled.',
+    );
     this.consumerWaiting = consumerGauge(MetricName.consumerWaiting, 'Pull requests waiting on the consumer (num_waiting), sampled.');
     this.deadLetters = new Counter({
       name: MetricName.deadLetters,
@@ -133,7 +139,10 @@ export interface ConsumerSamplerOptions {
  * the consumers' info (lag, ack pending, redeliveries, waiting pulls) is sampled every few
  * seconds while runners are running. `stop()` ends the sampling.
  */
-export function runnerInstrumentation(metrics: BatonMetrics, options: ConsumerSamplerOptions): RunnerInstrumentation & { stop(): void; sampleNow(): Promise<void> } {
+export function runnerInstrumentation(
+  metrics: BatonMetrics,
+  options: ConsumerSamplerOptions,
+): RunnerInstrumentation & { stop(): void; sampleNow(): Promise<void> } {
   const running = new Map<string, RunnerIdentity>();
   const keyOf = (r: RunnerIdentity) => `${r.stream}/${r.durable}`;
   let timer: NodeJS.Timeout | null = null;

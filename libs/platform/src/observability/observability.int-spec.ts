@@ -2,7 +2,16 @@ import 'reflect-metadata';
 import { randomBytes } from 'node:crypto';
 import { Controller, Inject, Module } from '@nestjs/common';
 import { Ctx, EventPattern, Payload } from '@nestjs/microservices';
-import { PoisonError, batonStreamNames, connectNats, currentTraceId, newTraceparent, parseTraceparent, traceIdFromHeaders, type NatsHandle } from '@baton/eventstore';
+import {
+  PoisonError,
+  batonStreamNames,
+  connectNats,
+  currentTraceId,
+  newTraceparent,
+  parseTraceparent,
+  traceIdFromHeaders,
+  type NatsHandle,
+} from '@baton/eventstore';
 import { headers as natsHeaders } from 'nats';
 import { runService, type RunningService } from '../service/bootstrap';
 import { RUNTIME, type ServiceRuntime } from '../service/runtime';
@@ -122,7 +131,14 @@ describe('observability of a service (runService, real NATS)', () => {
     await publishResult('t1', {}, { traceparent });
     await publishResult('t2', {});
     for (let i = 0; i < 200; i++) {
-      const have = await Promise.all(['t1', 't2'].map((id) => offerHeaders(id).then(() => true, () => false)));
+      const have = await Promise.all(
+        ['t1', 't2'].map((id) =>
+          offerHeaders(id).then(
+            () => true,
+            () => false,
+          ),
+        ),
+      );
       if (have.every(Boolean)) break;
       await sleep(25);
     }

@@ -44,7 +44,9 @@ export async function createRuntime<C extends BaseConfig>(opts: CreateRuntimeOpt
   const instance = config.BATON_INSTANCE ?? `${service}-${process.pid}`;
   const logger = new JsonLogger(service, config.LOG_LEVEL, { instance });
   if (config.BATON_NATS_AUTH === 'none' && config.NATS_CREDS === undefined && config.NATS_USER === undefined) {
-    logger.warn('NATS authentication is off (BATON_NATS_AUTH=none): any client that reaches the server can speak as any service, agent or operator. Use this only with a development server; see `baton nats-config`.');
+    logger.warn(
+      'NATS authentication is off (BATON_NATS_AUTH=none): any client that reaches the server can speak as any service, agent or operator. Use this only with a development server; see `baton nats-config`.',
+    );
   }
   // Each service replies, receives publish acks and pulls messages on its own inbox prefix, which
   // its credentials alone may subscribe to.

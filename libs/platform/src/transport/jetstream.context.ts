@@ -28,7 +28,8 @@ export class JetStreamContext extends BaseRpcContext<[ConsumedMessage]> {
    * a PoisonError dead-letters.
    */
   react<E extends DomainEventLike, S>(table: Reactor<E, S>): Promise<void> {
-    if (!this.reactors) return Promise.reject(new Error(`${table.name}: the JetStream transport was started without \`events\` (registry and store), which reactors need`));
+    if (!this.reactors)
+      return Promise.reject(new Error(`${table.name}: the JetStream transport was started without \`events\` (registry and store), which reactors need`));
     return this.reactors.edge.deliver(table, this.message, { body: this.reactors.body });
   }
   get subject(): string {

@@ -4,16 +4,7 @@ import { Controller, Module, type INestMicroservice } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { Ctx, EventPattern, MessagePattern, Payload } from '@nestjs/microservices';
 import { z } from 'zod';
-import {
-  DlqHeader,
-  TransientError,
-  batonStreamNames,
-  batonTopology,
-  connectNats,
-  provision,
-  type MessageOutcome,
-  type NatsHandle,
-} from '@baton/eventstore';
+import { DlqHeader, TransientError, batonStreamNames, batonTopology, connectNats, provision, type MessageOutcome, type NatsHandle } from '@baton/eventstore';
 import { waitFor } from '@baton/wait';
 import { JetStreamClient, RequestError } from './jetstream.client';
 import { JetStreamContext, NatsRequestContext } from './jetstream.context';
@@ -115,9 +106,7 @@ describe('JetStreamServer in a Nest microservice (real NATS)', () => {
     const ack = await client.emit(`${prefix}.in.p1.result.coder`, { id: 'r-1', step: 1 }, { headers: { 'Trace-Id': 'abc' } });
     await waitFor(() => outcomes.length === 1, 'one outcome', { timeoutMs: 5000 });
     expect(outcomes[0]!.kind).toBe('acked');
-    expect(probe.seen).toEqual([
-      { data: { id: 'r-1', step: 1 }, subject: `${prefix}.in.p1.result.coder`, seq: ack.seq, deliveryCount: 1, header: 'abc' },
-    ]);
+    expect(probe.seen).toEqual([{ data: { id: 'r-1', step: 1 }, subject: `${prefix}.in.p1.result.coder`, seq: ack.seq, deliveryCount: 1, header: 'abc' }]);
     const info = await nats.jsm.consumers.info(batonStreamNames(prefix).inbox, durable());
     expect(info.num_ack_pending).toBe(0);
     expect(info.num_pending).toBe(0);

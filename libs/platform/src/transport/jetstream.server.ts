@@ -142,7 +142,9 @@ const encoder = new TextEncoder();
 
 function isZodError(error: unknown): error is z.ZodError {
   // Not `instanceof`: zod 4 errors built with `new ZodError()` are not Error instances.
-  return typeof error === 'object' && error !== null && (error as { name?: unknown }).name === 'ZodError' && Array.isArray((error as { issues?: unknown }).issues);
+  return (
+    typeof error === 'object' && error !== null && (error as { name?: unknown }).name === 'ZodError' && Array.isArray((error as { issues?: unknown }).issues)
+  );
 }
 
 /**
@@ -198,7 +200,9 @@ export class JetStreamServer extends Server<JetStreamServerEvents> implements Cu
   constructor(private readonly options: JetStreamServerOptions) {
     super();
     // An 'error' with no listener would throw out of the emitter and end the process.
-    this.emitter.on('error', (error: unknown) => this.logger.error(error instanceof JetStreamPullError ? error.message : `JetStream transport error: ${String(error)}`));
+    this.emitter.on('error', (error: unknown) =>
+      this.logger.error(error instanceof JetStreamPullError ? error.message : `JetStream transport error: ${String(error)}`),
+    );
   }
 
   /** Connect, provision and bind consumers and subscriptions, then call `callback` (with the error on failure). */
@@ -249,7 +253,12 @@ export class JetStreamServer extends Server<JetStreamServerEvents> implements Cu
       }
       const settings = { ...defaults, ...binding };
       const filterSubject = binding.filterSubject === undefined ? undefined : resolvePattern(binding.filterSubject, prefix);
-      bindings.push({ spec: this.consumerSpec(binding.stream, binding.durable, filterSubject, settings), dlqSource: binding.dlqSource ?? binding.durable, settings, routes });
+      bindings.push({
+        spec: this.consumerSpec(binding.stream, binding.durable, filterSubject, settings),
+        dlqSource: binding.dlqSource ?? binding.durable,
+        settings,
+        routes,
+      });
     }
 
     for (const [pattern, handler] of events) {
@@ -259,7 +268,12 @@ export class JetStreamServer extends Server<JetStreamServerEvents> implements Cu
       const stream = extras.stream ?? (await this.findStream(handle, subject));
       const durable = extras.durable ?? durableNameFor(name, pattern);
       const settings = { ...defaults, ...extras };
-      bindings.push({ spec: this.consumerSpec(stream, durable, subject, settings), dlqSource: extras.dlqSource ?? durable, settings, routes: [[subject, handler]] });
+      bindings.push({
+        spec: this.consumerSpec(stream, durable, subject, settings),
+        dlqSource: extras.dlqSource ?? durable,
+        settings,
+        routes: [[subject, handler]],
+      });
     }
     return bindings;
   }
@@ -308,7 +322,8 @@ export class JetStreamServer extends Server<JetStreamServerEvents> implements Cu
       onError: (error) => this.emitStatus('error', new JetStreamPullError(binding.spec.durable, error)),
       onConsumerLost: (event) => {
         if (event.outcome === 'failed') this.logger.error(`${binding.spec.durable}: consumer lost and not re-created yet (retrying): ${String(event.error)}`);
-        else if (event.outcome === 'recreated') this.logger.warn?.(`${binding.spec.durable}: consumer lost; re-created from stream sequence ${event.startSeq} (after ack floor ${event.ackFloor})`);
+        else if (event.outcome === 'recreated')
+          this.logger.warn?.(`${binding.spec.durable}: consumer lost; re-created from stream sequence ${event.startSeq} (after ack floor ${event.ackFloor})`);
         else this.logger.warn?.(`${binding.spec.durable}: consumer lost; another instance re-created it`);
       },
       handler: (msg) => this.dispatchEvent(binding, msg),
@@ -410,7 +425,7 @@ export class JetStreamServer extends Server<JetStreamServerEvents> implements Cu
       const code = error.reason === 'malformed_json' || error.reason === 'invalid_utf8' ? error.reason : 'schema_violation';
       return { error: { code, message: error.message, issues: [] } };
     }
-    this.logger.error(`request handler failed: ${error instanceof Error ? error.stack ?? error.message : JSON.stringify(error)}`);
+    this.logger.error(`request handler failed: ${error instanceof Error ? (error.stack ?? error.message) : JSON.stringify(error)}`);
     return { error: { code: 'internal_error', message: 'the handler failed; see the service log', issues: [] } };
   }
 
@@ -459,10 +474,10 @@ export class JetStreamServer extends Server<JetStreamServerEvents> implements Cu
   }
 
   /** Register a status listener. */
-  on<EventKey extends keyof JetStreamServerEvents = keyof JetStreamServerEvents, EventCallback extends JetStreamServerEvents[EventKey] = JetStreamServerEvents[EventKey]>(
-    event: EventKey,
-    callback: EventCallback,
-  ): void {
+  on<
+    EventKey extends keyof JetStreamServerEvents = keyof JetStreamServerEvents,
+    EventCallback extends JetStreamServerEvents[EventKey] = JetStreamServerEvents[EventKey],
+  >(event: EventKey, callback: EventCallback): void {
     this.emitter.on(event, callback);
   }
 

@@ -45,7 +45,8 @@ const registry = () =>
     .register({ type: 'counter.noted', aggregate: 'handoff', version: 1, schema: NotedSchema });
 const counter = {
   initialState: (): CounterState => ({ total: 0, adds: 0 }),
-  evolve: (state: CounterState, event: CounterEvent): CounterState => (event.type === 'counter.added' ? { total: event.data.total, adds: state.adds + 1 } : state),
+  evolve: (state: CounterState, event: CounterEvent): CounterState =>
+    event.type === 'counter.added' ? { total: event.data.total, adds: state.adds + 1 } : state,
   decide: (command: { n: number }, state: CounterState) => ({
     ok: true as const,
     events: [{ type: 'counter.added' as const, data: { n: command.n, total: state.total + command.n } }],
@@ -172,7 +173,13 @@ describe('reactor tables through the JetStream transport (real NATS)', () => {
     // An honest event after them is still handled.
     await store.handleCommand(ref('agg-5'), counter, { n: 3 }, meta);
     await waitFor(() => outcomes.length === 5, 'five outcomes', { timeoutMs: 8000 });
-    expect(outcomes.map((o) => (o.kind === 'dead_lettered' ? o.reason : o.kind))).toEqual(['identity_mismatch', 'identity_mismatch', 'malformed_json', 'unknown_event_type', 'acked']);
+    expect(outcomes.map((o) => (o.kind === 'dead_lettered' ? o.reason : o.kind))).toEqual([
+      'identity_mismatch',
+      'identity_mismatch',
+      'malformed_json',
+      'unknown_event_type',
+      'acked',
+    ]);
     expect(probe.reactions.map((r) => [r.ref.id, r.n])).toEqual([['agg-5', 3]]);
     const dlq = batonStreamNames(prefix).dlq;
     const letter = await nats.jsm.streams.getMessage(dlq, { seq: (await nats.jsm.streams.info(dlq)).state.first_seq });

@@ -27,10 +27,12 @@ function envelopes(events: ScenarioEvent[]): SequencedEvent[] {
   }));
 }
 
-const source = (log: SequencedEvent[]): ReplaySource => (fromSeq) =>
-  (async function* () {
-    for (const event of log) if (event.seq >= fromSeq) yield event;
-  })();
+const source =
+  (log: SequencedEvent[]): ReplaySource =>
+  (fromSeq) =>
+    (async function* () {
+      for (const event of log) if (event.seq >= fromSeq) yield event;
+    })();
 
 /** The scenario plus: the hold of wr-b answered, the escalation's consult withdrawn by an operator. */
 function extendedSteps(): ScenarioStep[] {
@@ -46,7 +48,11 @@ function extendedSteps(): ScenarioStep[] {
       origin: 'operator',
       command: {
         type: 'resume',
-        data: { answer: { kind: 'hold_answer', answer: { answer_id: 'ans-b1', action: 'terminate', answered_by: 'olga', answered_at: '2026-01-01T09:30:00.000Z' } }, workflow, agents: [] },
+        data: {
+          answer: { kind: 'hold_answer', answer: { answer_id: 'ans-b1', action: 'terminate', answered_by: 'olga', answered_at: '2026-01-01T09:30:00.000Z' } },
+          workflow,
+          agents: [],
+        },
         metadata: { now: '2026-01-01T09:30:00.000Z', actor: 'olga', actorRole: 'operator' },
       },
     },
@@ -55,7 +61,11 @@ function extendedSteps(): ScenarioStep[] {
       id: 'esc-h-3',
       actor: 'olga',
       origin: 'operator',
-      command: { type: 'abandon', data: { handoff_id: 'esc-h-3', reason: 'handled by phone', idempotency_key: 'abandon:esc' }, metadata: { now: '2026-01-01T09:31:00.000Z', actor: 'olga', actorKind: 'operator' } },
+      command: {
+        type: 'abandon',
+        data: { handoff_id: 'esc-h-3', reason: 'handled by phone', idempotency_key: 'abandon:esc' },
+        metadata: { now: '2026-01-01T09:31:00.000Z', actor: 'olga', actorKind: 'operator' },
+      },
     },
   ];
 }
@@ -116,9 +126,24 @@ describe('Baton projections (real Redis)', () => {
   it('inbox items appear and close per kind: stop on answer, hold on resume, handback on decision, escalation when its consult ends', async () => {
     const cases: Array<{ id: string; opens: number; closes: number; resolution: string }> = [
       { id: 'stop:demo:stop-r-res-c1', opens: indexOf('run.stopped', 'wr-c'), closes: indexOf('run.resumed', 'wr-c'), resolution: 'answered:deny' },
-      { id: `hold:${log[indexOf('run.held', 'wr-b')]!.seq}:demo:wr-b`, opens: indexOf('run.held', 'wr-b'), closes: indexOf('run.resumed', 'wr-b'), resolution: 'answered:terminate' },
-      { id: 'handback:demo:hb-h-2', opens: indexOf('handoff.created', 'hb-h-2'), closes: indexOf('handoff.handback_decided', 'hb-h-2'), resolution: 'decided:accept' },
-      { id: 'escalation:demo:h-3', opens: indexOf('handoff.escalated', 'h-3'), closes: indexOf('handoff.abandoned', 'esc-h-3'), resolution: 'consult_abandoned' },
+      {
+        id: `hold:${log[indexOf('run.held', 'wr-b')]!.seq}:demo:wr-b`,
+        opens: indexOf('run.held', 'wr-b'),
+        closes: indexOf('run.resumed', 'wr-b'),
+        resolution: 'answered:terminate',
+      },
+      {
+        id: 'handback:demo:hb-h-2',
+        opens: indexOf('handoff.created', 'hb-h-2'),
+        closes: indexOf('handoff.handback_decided', 'hb-h-2'),
+        resolution: 'decided:accept',
+      },
+      {
+        id: 'escalation:demo:h-3',
+        opens: indexOf('handoff.escalated', 'h-3'),
+        closes: indexOf('handoff.abandoned', 'esc-h-3'),
+        resolution: 'consult_abandoned',
+      },
     ];
     const checkpoints = new Set(cases.flatMap((c) => [c.opens - 1, c.opens, c.closes - 1, c.closes]));
     for (let i = 0; i < log.length; i++) {
@@ -173,21 +198,35 @@ describe('Baton projections (real Redis)', () => {
     await applyAll(projector, log);
     for (const id of ['h-1', 'hb-h-1', 'h-2', 'hb-h-2', 'h-3', 'esc-h-3']) {
       const own = log.filter((e) => e.aggregate.kind === 'handoff' && e.aggregate.id === id);
-      const expected = toHandoffRecord(fold(handoffDecider, own.map((e) => ({ type: e.type, data: e.payload }) as HandoffEvent)));
+      const expected = toHandoffRecord(
+        fold(
+          handoffDecider,
+          own.map((e) => ({ type: e.type, data: e.payload }) as HandoffEvent),
+        ),
+      );
       const view = await views.handoff('demo', id);
       expect(view?.handoff).toEqual(expected);
       expect(view?.timeline.map((t) => t.seq)).toEqual(own.map((e) => e.seq));
       expect(view?.timeline.map((t) => t.type)).toEqual(own.map((e) => e.type));
     }
     expect(await views.handoff('demo', 'nope')).toBeNull();
-    expect((await views.runHandoffs('demo', 'wr-a')).map((ref) => `${ref.project}/${ref.id}`)).toEqual(expect.arrayContaining(['demo/h-1', 'demo/h-2', 'demo/h-3']));
+    expect((await views.runHandoffs('demo', 'wr-a')).map((ref) => `${ref.project}/${ref.id}`)).toEqual(
+      expect.arrayContaining(['demo/h-1', 'demo/h-2', 'demo/h-3']),
+    );
     expect(await views.runHandoffs('other', 'wr-a')).toEqual([]);
   });
 
   it('run views show status, current step and agent, hops and the open stop; stop packets are queryable by why, run, status and agent', async () => {
     await applyAll(projector, log);
     const a = await views.run('demo', 'wr-a');
-    expect(a?.run).toMatchObject({ status: 'stopped', open_stop_id: 'stop-r-res-a1', agent: 'issue', step: 'triage', hops: 1, workflow: { name: 'feature', version: 1 } });
+    expect(a?.run).toMatchObject({
+      status: 'stopped',
+      open_stop_id: 'stop-r-res-a1',
+      agent: 'issue',
+      step: 'triage',
+      hops: 1,
+      workflow: { name: 'feature', version: 1 },
+    });
     expect(a?.timeline.map((t) => t.type)).toEqual(['run.started', 'run.routed', 'run.result_recorded', 'run.stopped', 'run.notice_emitted']);
     // What the agent said on its turn is on the result's line, as the run recorded it (one canonical sentinel).
     const recordedEvent = log.find((e) => e.aggregate.id === 'wr-a' && e.type === 'run.result_recorded');

@@ -152,7 +152,10 @@ function runStep(prior: RunMemo | null, event: SequencedEvent): { state?: RunMem
       const from = e.data.from;
       if (from.kind === 'stop') {
         const id = InboxItemId.stop(project, from.packet_id);
-        return { state: { ...memo, stop_item: memo.stop_item === id ? null : memo.stop_item }, ops: [close(id, `answered:${from.answer.action}`, event, e.data.answered_by)] };
+        return {
+          state: { ...memo, stop_item: memo.stop_item === id ? null : memo.stop_item },
+          ops: [close(id, `answered:${from.answer.action}`, event, e.data.answered_by)],
+        };
       }
       if (!memo.hold_item) return { ops: [] };
       return { state: { ...memo, hold_item: null }, ops: [close(memo.hold_item, `answered:${from.answer.action}`, event, e.data.answered_by)] };
@@ -161,7 +164,10 @@ function runStep(prior: RunMemo | null, event: SequencedEvent): { state?: RunMem
     case 'run.terminated': {
       const open = [memo.hold_item, memo.stop_item].filter((id): id is string => id !== null);
       if (open.length === 0) return { ops: [] };
-      return { state: { hold_item: null, stop_item: null }, ops: open.map((id) => close(id, e.type === 'run.completed' ? 'run_completed' : 'run_terminated', event)) };
+      return {
+        state: { hold_item: null, stop_item: null },
+        ops: open.map((id) => close(id, e.type === 'run.completed' ? 'run_completed' : 'run_terminated', event)),
+      };
     }
     case 'run.started':
     case 'run.result_recorded':
@@ -355,9 +361,7 @@ export function inboxProjection(): FoldingProjection<JsonValue> {
         const d = event.payload as { packet_id: string; answered_by: string; answer: { action: string } };
         return { ops: [close(InboxItemId.stop(event.project, d.packet_id), `answered:${d.answer.action}`, event, d.answered_by)] };
       }
-      const result = event.type.startsWith('run.')
-        ? runStep(prior as RunMemo | null, event)
-        : handoffStep(prior as HandoffMemo | null, event);
+      const result = event.type.startsWith('run.') ? runStep(prior as RunMemo | null, event) : handoffStep(prior as HandoffMemo | null, event);
       return result.state === undefined ? { ops: result.ops } : { state: toJson(result.state), ops: result.ops };
     },
   };

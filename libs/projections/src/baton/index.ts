@@ -8,7 +8,19 @@ export { FoldSession, applyLive, type AnyFoldingProjection, type FoldingProjecti
 export { inboxProjection, InboxItemId, INBOX_STORE, type InboxItem } from './inbox';
 export { stopsProjection, stopPacketOf, stopPriority, STOPS_STORE, StopKeys, type StopItem } from './stops';
 export { handoffsProjection, HandoffKeys, summarizeHandoffEvent } from './handoffs';
-export { appendRoute, MAX_VIEW_ROUTES, routeOf, runsProjection, RunKeys, runViewOf, summarizeRunEvent, toRunView, type RunRoute, type RunView, type RunWaitingParent } from './runs';
+export {
+  appendRoute,
+  MAX_VIEW_ROUTES,
+  routeOf,
+  runsProjection,
+  RunKeys,
+  runViewOf,
+  summarizeRunEvent,
+  toRunView,
+  type RunRoute,
+  type RunView,
+  type RunWaitingParent,
+} from './runs';
 export {
   batonProjections,
   type ApplyHooks,

@@ -23,9 +23,35 @@ function meshStoppedEvent(): SequencedEvent {
 function meshEvent(type: MeshEvent['type']): SequencedEvent {
   const mesh = MeshDefinitionSchema.parse({ name: 'support', entry: 'triage', handoffs: { triage: ['billing'], billing: ['triage'] }, max_iterations: 2 });
   const commands: MeshCommand[] = [
-    { type: 'start_mesh', data: { mesh_run_id: 'm1', project: 'demo', mesh, agents: ['triage', 'billing'], started_by: 'sam' }, metadata: { now: NOW, actor: 'sam' } },
-    { type: 'record_turn', data: { result_id: 'r1', run_id: 'ar1', agent: 'triage', text: 'x', handoff_tool_calls: [{ tool: handoffToolName('billing') }], ...claimOf(meshEntryHandoffId('m1'), 'triage') }, metadata: { now: NOW, actor: 'triage' } },
-    { type: 'record_turn', data: { result_id: 'r2', run_id: 'ar2', agent: 'billing', text: 'y', handoff_tool_calls: [{ tool: handoffToolName('triage') }], ...claimOf(meshHandoffId('r1'), 'billing') }, metadata: { now: NOW, actor: 'billing' } },
+    {
+      type: 'start_mesh',
+      data: { mesh_run_id: 'm1', project: 'demo', mesh, agents: ['triage', 'billing'], started_by: 'sam' },
+      metadata: { now: NOW, actor: 'sam' },
+    },
+    {
+      type: 'record_turn',
+      data: {
+        result_id: 'r1',
+        run_id: 'ar1',
+        agent: 'triage',
+        text: 'x',
+        handoff_tool_calls: [{ tool: handoffToolName('billing') }],
+        ...claimOf(meshEntryHandoffId('m1'), 'triage'),
+      },
+      metadata: { now: NOW, actor: 'triage' },
+    },
+    {
+      type: 'record_turn',
+      data: {
+        result_id: 'r2',
+        run_id: 'ar2',
+        agent: 'billing',
+        text: 'y',
+        handoff_tool_calls: [{ tool: handoffToolName('triage') }],
+        ...claimOf(meshHandoffId('r1'), 'billing'),
+      },
+      metadata: { now: NOW, actor: 'billing' },
+    },
   ];
   commands.push({
     type: 'answer_stop',
@@ -63,7 +89,10 @@ describe('a stopped handoff mesh reaches the operator (seed 004: the cap ends a 
     expect(projection.handles(event.type)).toBe(true);
     const { ops } = projection.step(null, event);
     expect(ops).toEqual([
-      expect.objectContaining({ op: 'item.upsert', item: expect.objectContaining({ id: 'stop:demo:stop-m-r2', kind: 'stop', why: 'thrash', status: 'open', agent: 'billing', mesh_run_id: 'm1' }) }),
+      expect.objectContaining({
+        op: 'item.upsert',
+        item: expect.objectContaining({ id: 'stop:demo:stop-m-r2', kind: 'stop', why: 'thrash', status: 'open', agent: 'billing', mesh_run_id: 'm1' }),
+      }),
     ]);
   });
 
@@ -72,16 +101,27 @@ describe('a stopped handoff mesh reaches the operator (seed 004: the cap ends a 
     const event = meshStoppedEvent();
     expect(projection.handles(event.type)).toBe(true);
     const { ops } = projection.step(null, event);
-    expect(ops[0]).toMatchObject({ op: 'item.upsert', item: { id: 'demo:stop-m-r2', why: 'thrash', workflow_run_id: 'm1', packet: { why: 'thrash', goal_done: false } } });
+    expect(ops[0]).toMatchObject({
+      op: 'item.upsert',
+      item: { id: 'demo:stop-m-r2', why: 'thrash', workflow_run_id: 'm1', packet: { why: 'thrash', goal_done: false } },
+    });
   });
 
   it('an answered mesh stop closes its inbox item and marks the stops item answered (mesh.stop_answered); stop items name their mesh', () => {
     const answered = meshEvent('mesh.stop_answered');
     expect(inboxProjection().step(null, answered).ops).toEqual([
-      expect.objectContaining({ op: 'item.patch', id: 'stop:demo:stop-m-r2', set: expect.objectContaining({ status: 'closed', resolution: 'answered:deny', closed_by: 'olga' }) }),
+      expect.objectContaining({
+        op: 'item.patch',
+        id: 'stop:demo:stop-m-r2',
+        set: expect.objectContaining({ status: 'closed', resolution: 'answered:deny', closed_by: 'olga' }),
+      }),
     ]);
     expect(stopsProjection().step(null, answered).ops).toEqual([
-      expect.objectContaining({ op: 'item.patch', id: 'demo:stop-m-r2', set: expect.objectContaining({ status: 'answered', effect: expect.objectContaining({ kind: 'stop' }) }) }),
+      expect.objectContaining({
+        op: 'item.patch',
+        id: 'demo:stop-m-r2',
+        set: expect.objectContaining({ status: 'answered', effect: expect.objectContaining({ kind: 'stop' }) }),
+      }),
     ]);
     expect(stopsProjection().step(null, meshStoppedEvent()).ops[0]).toMatchObject({ item: { mesh_run_id: 'm1' } });
   });

@@ -22,7 +22,8 @@ const at = (minute: number) => new Date(Date.UTC(2026, 0, 2, 9, minute)).toISOSt
 function betaSteps(): ScenarioStep[] {
   const project = 'beta';
   const [startA, resultA, startB] = scenarioSteps({ project }) as [ScenarioStep, ScenarioStep, ScenarioStep];
-  if (startA.command.type !== 'start_run' || resultA.command.type !== 'record_result' || startB.command.type !== 'start_run') throw new Error('unexpected scenario');
+  if (startA.command.type !== 'start_run' || resultA.command.type !== 'record_result' || startB.command.type !== 'start_run')
+    throw new Error('unexpected scenario');
   const people = { started_by: 'pat', issue_author: null, trigger_author: null };
   const { pending_tool_call: _frozen, ...result } = resultA.command.data.result;
   const ho = (id: string, minute: number, actor: string, command: Omit<HandoffCommand, 'metadata'>): ScenarioStep => ({
@@ -35,14 +36,33 @@ function betaSteps(): ScenarioStep[] {
   const create = (id: string, minute: number, workflowRunId: string): ScenarioStep =>
     ho(id, minute, 'dave', {
       type: 'create',
-      data: { handoff_id: id, project, kind: 'task', priority: 'low', from_agent: 'dave', to_agent: 'carol', summary: `beta item ${id}`, context: {}, acceptance: {}, max_retries: 3, workflow_run_id: workflowRunId, idempotency_key: `create:${id}` },
+      data: {
+        handoff_id: id,
+        project,
+        kind: 'task',
+        priority: 'low',
+        from_agent: 'dave',
+        to_agent: 'carol',
+        summary: `beta item ${id}`,
+        context: {},
+        acceptance: {},
+        max_retries: 3,
+        workflow_run_id: workflowRunId,
+        idempotency_key: `create:${id}`,
+      },
     });
   return [
     { ...startA, command: { ...startA.command, data: { ...startA.command.data, people } } } as ScenarioStep,
-    { ...resultA, command: { ...resultA.command, data: { ...resultA.command.data, result: { ...result, stop: { why: 'budget' }, tried: [{ name: 'lookup' }] } } } } as ScenarioStep,
+    {
+      ...resultA,
+      command: { ...resultA.command, data: { ...resultA.command.data, result: { ...result, stop: { why: 'budget' }, tried: [{ name: 'lookup' }] } } },
+    } as ScenarioStep,
     { ...startB, id: 'wr-beta', command: { ...startB.command, data: { ...startB.command.data, workflow_run_id: 'wr-beta', people } } } as ScenarioStep,
     create('h-1', 3, 'wr-a'),
-    ho('h-1', 4, 'carol', { type: 'claim', data: { handoff_id: 'h-1', claim_id: 'c-beta-h-1', lease_ms: 120_000, claimer_roles: [], idempotency_key: 'claim:beta:h-1' } }),
+    ho('h-1', 4, 'carol', {
+      type: 'claim',
+      data: { handoff_id: 'h-1', claim_id: 'c-beta-h-1', lease_ms: 120_000, claimer_roles: [], idempotency_key: 'claim:beta:h-1' },
+    }),
     create('h-3:x@y', 5, 'wr-beta'),
   ];
 }
@@ -75,17 +95,20 @@ function interleaved(): SequencedEvent[] {
   return out.map((event, index) => ({ ...event, seq: index + 1 }) as SequencedEvent);
 }
 
-const source = (log: SequencedEvent[]): ReplaySource => (fromSeq) =>
-  (async function* () {
-    for (const event of log) if (event.seq >= fromSeq) yield event;
-  })();
+const source =
+  (log: SequencedEvent[]): ReplaySource =>
+  (fromSeq) =>
+    (async function* () {
+      for (const event of log) if (event.seq >= fromSeq) yield event;
+    })();
 
 describe('projections keyed by project as well as id (real Redis)', () => {
   let fx: RedisFixture;
   let projector: BatonProjector;
   let views: BatonViews;
   const log = interleaved();
-  const eventsOf = (project: string, kind: string, id: string) => log.filter((e) => e.project === project && e.aggregate.kind === kind && e.aggregate.id === id);
+  const eventsOf = (project: string, kind: string, id: string) =>
+    log.filter((e) => e.project === project && e.aggregate.kind === kind && e.aggregate.id === id);
 
   async function applyAll(p: BatonProjector): Promise<string[]> {
     const outcomes: string[] = [];
@@ -141,12 +164,32 @@ describe('projections keyed by project as well as id (real Redis)', () => {
 
   it('inbox items of both projects live side by side: ids hold the project', async () => {
     await applyAll(projector);
-    expect(await views.inboxItem('stop:alpha:stop-r-res-a1')).toMatchObject({ project: 'alpha', why: 'policy', status: 'open', packet_id: 'stop-r-res-a1', workflow_run_id: 'wr-a' });
-    expect(await views.inboxItem('stop:beta:stop-r-res-a1')).toMatchObject({ project: 'beta', why: 'budget', status: 'open', packet_id: 'stop-r-res-a1', workflow_run_id: 'wr-a' });
+    expect(await views.inboxItem('stop:alpha:stop-r-res-a1')).toMatchObject({
+      project: 'alpha',
+      why: 'policy',
+      status: 'open',
+      packet_id: 'stop-r-res-a1',
+      workflow_run_id: 'wr-a',
+    });
+    expect(await views.inboxItem('stop:beta:stop-r-res-a1')).toMatchObject({
+      project: 'beta',
+      why: 'budget',
+      status: 'open',
+      packet_id: 'stop-r-res-a1',
+      workflow_run_id: 'wr-a',
+    });
     const betaOpen = (await views.inbox({ filters: { project: 'beta', status: 'open' }, limit: 500 })).items.map((i) => i.id);
     expect(betaOpen).toEqual(['stop:beta:stop-r-res-a1']);
     const alphaOpen = (await views.inbox({ filters: { project: 'alpha', status: 'open' }, limit: 500 })).items.map((i) => i.id).sort();
-    expect(alphaOpen).toEqual(['handback:alpha:hb-h-1', 'hold:' + String(eventsOf('alpha', 'run', 'wr-b').find((e) => e.type === 'run.held')!.seq) + ':alpha:wr-b', 'stop:alpha:stop-r-res-a1', 'stop:alpha:stop-r-res-d1', 'escalation:alpha:h-3'].sort());
+    expect(alphaOpen).toEqual(
+      [
+        'handback:alpha:hb-h-1',
+        'hold:' + String(eventsOf('alpha', 'run', 'wr-b').find((e) => e.type === 'run.held')!.seq) + ':alpha:wr-b',
+        'stop:alpha:stop-r-res-a1',
+        'stop:alpha:stop-r-res-d1',
+        'escalation:alpha:h-3',
+      ].sort(),
+    );
   });
 
   it('the id lookup names every project holding an id, and only exact ids', async () => {
@@ -173,7 +216,9 @@ describe('projections keyed by project as well as id (real Redis)', () => {
     for (let i = 0; i < PROJECTIONS.length; i++) expect(diffSnapshots(first[i]!, second[i]!)).toEqual([]);
     // The keys of both projects' records hold the project.
     const handoffKeys = Object.keys(second[PROJECTIONS.indexOf('handoffs')]!.keys);
-    expect(handoffKeys).toEqual(expect.arrayContaining(['h:alpha:h-1', 'h:beta:h-1', 'ht:alpha:h-1', 'ht:beta:h-1', 'hs:beta:h-3:x@y', 'hr:alpha:wr-a', 'hr:beta:wr-a', 'ids']));
+    expect(handoffKeys).toEqual(
+      expect.arrayContaining(['h:alpha:h-1', 'h:beta:h-1', 'ht:alpha:h-1', 'ht:beta:h-1', 'hs:beta:h-3:x@y', 'hr:alpha:wr-a', 'hr:beta:wr-a', 'ids']),
+    );
     expect(handoffKeys.filter((k) => k !== 'ids').every((k) => /^(h|hs|ht|hr):(alpha|beta):/.test(k))).toBe(true);
 
     await projector.rebuildAll(source(log));
@@ -186,7 +231,12 @@ describe('projections keyed by project as well as id (real Redis)', () => {
     const old = createBatonProjector({ store: fx.store, projections: batonProjections().map((p) => ({ ...p, version: previous[p.name]! })) });
     await applyAll(old);
     const rebuilt = await projector.ensureCurrent(source(log));
-    expect(rebuilt.map((r) => `${r.projection}:${r.reason}`).sort()).toEqual(['handoffs:version_changed', 'inbox:version_changed', 'runs:version_changed', 'stops:version_changed']);
+    expect(rebuilt.map((r) => `${r.projection}:${r.reason}`).sort()).toEqual([
+      'handoffs:version_changed',
+      'inbox:version_changed',
+      'runs:version_changed',
+      'stops:version_changed',
+    ]);
     expect(await projector.ensureCurrent(source(log))).toEqual([]);
     expect(await views.handoff('beta', 'h-1')).toMatchObject({ handoff: { project: 'beta', claimed_by: 'carol' } });
   });

@@ -88,7 +88,14 @@ export class RangeFold {
   async apply(range: EventRange, hooks?: RangeHooks): Promise<RangeApplyResult> {
     const fp = this.projection as FoldingProjection<JsonValue>;
     const def = { name: fp.name, version: fp.version };
-    const keys = [...new Set(range.events.filter((e) => fp.handles(e.type)).map((e) => fp.stateKeyOf(e)).filter((k): k is string => k !== null))];
+    const keys = [
+      ...new Set(
+        range.events
+          .filter((e) => fp.handles(e.type))
+          .map((e) => fp.stateKeyOf(e))
+          .filter((k): k is string => k !== null),
+      ),
+    ];
     let retries = 0;
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
       const cachedValid = this.validAt !== null;
@@ -147,7 +154,9 @@ export class RangeFold {
       retries++;
       this.invalidate();
     }
-    throw new ProjectionError(`projection ${fp.name}: other appliers kept moving it; gave up on #${range.fromSeq}..#${range.toSeq} after ${MAX_ATTEMPTS} attempts`);
+    throw new ProjectionError(
+      `projection ${fp.name}: other appliers kept moving it; gave up on #${range.fromSeq}..#${range.toSeq} after ${MAX_ATTEMPTS} attempts`,
+    );
   }
 }
 

@@ -31,7 +31,14 @@ describe('project refs: one encoding for every key that names a record', () => {
   });
 
   it('the id lookup range selects exactly the members of one id (not ids it prefixes)', () => {
-    const members = [idLookupMember('alpha', 'h-1'), idLookupMember('beta', 'h-1'), idLookupMember('gamma', 'h-10'), idLookupMember('delta', 'h-1:x'), idLookupMember('eps', 'h-1@y'), idLookupMember('zeta', 'h-')].sort();
+    const members = [
+      idLookupMember('alpha', 'h-1'),
+      idLookupMember('beta', 'h-1'),
+      idLookupMember('gamma', 'h-10'),
+      idLookupMember('delta', 'h-1:x'),
+      idLookupMember('eps', 'h-1@y'),
+      idLookupMember('zeta', 'h-'),
+    ].sort();
     const { min, max } = idLookupRange('h-1');
     const inRange = members.filter((m) => m >= min.slice(1) && m < max.slice(1));
     expect(projectsOfLookup(inRange)).toEqual(['alpha', 'beta']);

@@ -9,14 +9,58 @@ describe('run timeline summaries of returnable handoffs (seed 001)', () => {
     const events: RunEvent[] = [
       {
         type: 'run.handoff',
-        data: { handoffId: 'ho-1', from: 'Loan_Supervisor', to: 'Income_Capture_Agent', step: 'converse', returnExpected: true, reasonCode: 'handoff_return_expected', route: 0, trigger: 'when', message: 'I want a loan offer', replayDepth: 0, context, passedVariables: {}, onReturn: null, onFailure: { action: 'continue' }, at },
+        data: {
+          handoffId: 'ho-1',
+          from: 'Loan_Supervisor',
+          to: 'Income_Capture_Agent',
+          step: 'converse',
+          returnExpected: true,
+          reasonCode: 'handoff_return_expected',
+          route: 0,
+          trigger: 'when',
+          message: 'I want a loan offer',
+          replayDepth: 0,
+          context,
+          passedVariables: {},
+          onReturn: null,
+          onFailure: { action: 'continue' },
+          at,
+        },
       },
       {
         type: 'run.handoff_return_handler',
-        data: { handoffId: 'ho-1', parent: 'Loan_Supervisor', child: 'Income_Capture_Agent', path: 'complete', action: 'resume_intent', handler: null, mappedFields: ['annual_income'], skippedFields: [], setFields: [], writes: { annual_income: 1 }, applied: true, respond: null, forwardedMessage: null, at },
+        data: {
+          handoffId: 'ho-1',
+          parent: 'Loan_Supervisor',
+          child: 'Income_Capture_Agent',
+          path: 'complete',
+          action: 'resume_intent',
+          handler: null,
+          mappedFields: ['annual_income'],
+          skippedFields: [],
+          setFields: [],
+          writes: { annual_income: 1 },
+          applied: true,
+          respond: null,
+          forwardedMessage: null,
+          at,
+        },
       },
-      { type: 'run.resume_intent', data: { parent: 'Loan_Supervisor', resumeWith: 'original_handoff_utterance', message: 'I want a loan offer', reasonCode: 'resume_intent', depth: 1, at } },
-      { type: 'run.handoff_completed', data: { handoffId: null, from: 'A', to: 'B', route: 0, outcome: 'rejected', durationMs: 0, cause: 'recursion', code: 'recursion', at } },
+      {
+        type: 'run.resume_intent',
+        data: {
+          parent: 'Loan_Supervisor',
+          resumeWith: 'original_handoff_utterance',
+          message: 'I want a loan offer',
+          reasonCode: 'resume_intent',
+          depth: 1,
+          at,
+        },
+      },
+      {
+        type: 'run.handoff_completed',
+        data: { handoffId: null, from: 'A', to: 'B', route: 0, outcome: 'rejected', durationMs: 0, cause: 'recursion', code: 'recursion', at },
+      },
       { type: 'run.memory_error', data: { handoffId: 'ho-1', parent: 'A', child: 'B', targets: ['x'], message: 'm', at } },
     ];
     const lines = events.map(summarizeRunEvent);
@@ -31,7 +75,10 @@ describe('run timeline summaries of returnable handoffs (seed 001)', () => {
     const lines = (
       [
         { type: 'run.message_queued', data: { message_id: 'm1', text: 'hello?', sent_by: 'sam', agent: 'Offer_Agent', position: 1, queued_at: at } },
-        { type: 'run.handoff_completed', data: { handoffId: 'ho-1', from: 'A', to: 'Offer_Agent', route: 0, outcome: 'success', durationMs: 900, siblingIntentMs: 400, at } },
+        {
+          type: 'run.handoff_completed',
+          data: { handoffId: 'ho-1', from: 'A', to: 'Offer_Agent', route: 0, outcome: 'success', durationMs: 900, siblingIntentMs: 400, at },
+        },
         { type: 'run.message_received', data: { message_id: 'm1', text: 'hello?', agent: 'Offer_Agent', queued_at: at, received_at: at } },
       ] satisfies RunEvent[]
     ).map(summarizeRunEvent);

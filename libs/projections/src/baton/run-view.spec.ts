@@ -21,7 +21,10 @@ function loanProject(): ProjectDefinition {
       {
         name: 'Loan_Supervisor',
         supervisor: true,
-        memory: [{ name: 'annual_income', type: 'number' }, { name: 'income_note', type: 'string' }],
+        memory: [
+          { name: 'annual_income', type: 'number' },
+          { name: 'income_note', type: 'string' },
+        ],
         handoffs: [
           {
             to: 'Income_Capture_Agent',
@@ -148,7 +151,9 @@ describe('the run view: waiting parents, routes with rule and reason, declared a
     expect(withIncome.unset_declared_variables).toEqual(['income_note']);
     // With its income known the gate's WHEN is false: no handoff, nobody waits, the supervisor has the message.
     expect(withIncome.waiting_parents).toEqual([]);
-    expect(withIncome.routes.map((r) => [r.rule, r.to?.agent, r.reason])).toEqual([['message', 'Loan_Supervisor', 'Loan_Supervisor handles the first message']]);
+    expect(withIncome.routes.map((r) => [r.rule, r.to?.agent, r.reason])).toEqual([
+      ['message', 'Loan_Supervisor', 'Loan_Supervisor handles the first message'],
+    ]);
   });
 
   it('a run whose start recorded no declarations (older runs) shows its variables together: declared and implicit are null', () => {
@@ -172,7 +177,9 @@ describe('the run view: waiting parents, routes with rule and reason, declared a
       workflows: [{ name: 'build', version: 1, entry: 'make', steps: [{ id: 'make', agent: 'builder', terminal: true }] }],
     });
     const view = runViewOf(play([{ ...start, data: { ...start.data, workflow: plain.workflows[0]!, agents: plain.agents, input: undefined } } as RunCommand]))!;
-    expect(view.routes.map((r: RunRoute) => [r.event, r.outcome, r.rule, r.from, r.to])).toEqual([['run.routed', 'dispatch', 'entry', null, { agent: 'builder', step: 'make' }]]);
+    expect(view.routes.map((r: RunRoute) => [r.event, r.outcome, r.rule, r.from, r.to])).toEqual([
+      ['run.routed', 'dispatch', 'entry', null, { agent: 'builder', step: 'make' }],
+    ]);
     expect(view.declared_variables).toEqual({});
     expect(view.implicit_variables).toEqual({ channel: 'web', input: 'I want a loan offer' });
     const many = Array.from({ length: MAX_VIEW_ROUTES + 5 }, (_, i) => ({ ...view.routes[0]!, seq: i + 1 }));

@@ -1,4 +1,16 @@
-import type { DispatchOrigin, HoldKind, OnFailure, OnReturn, RouteCause, RouteOutcome, RouteRule, RouteTarget, RunPeople, RunStatus, WorkflowRef } from '@baton/contracts';
+import type {
+  DispatchOrigin,
+  HoldKind,
+  OnFailure,
+  OnReturn,
+  RouteCause,
+  RouteOutcome,
+  RouteRule,
+  RouteTarget,
+  RunPeople,
+  RunStatus,
+  WorkflowRef,
+} from '@baton/contracts';
 import { evolveRun, initialRunState, type RunEvent, type RunState } from '@baton/domain';
 import type { JsonValue } from '../canonical-json';
 import { Op } from '../ops';
@@ -209,7 +221,10 @@ export function routeOf(domain: RunEvent, event: SequencedEvent, before: RunStat
     case 'run.routed': {
       const d = domain.data;
       const pending = after.status !== 'none' ? after.pendingHandoff : null;
-      const handoff = d.decision.rule === 'handoff' && pending !== null && pending.handoffId === d.handoff_id ? { return_expected: pending.returnExpected, route: pending.route } : undefined;
+      const handoff =
+        d.decision.rule === 'handoff' && pending !== null && pending.handoffId === d.handoff_id
+          ? { return_expected: pending.returnExpected, route: pending.route }
+          : undefined;
       return {
         ...base,
         event: domain.type,
@@ -224,11 +239,29 @@ export function routeOf(domain: RunEvent, event: SequencedEvent, before: RunStat
     }
     case 'run.held': {
       const d = domain.data;
-      return { ...base, event: domain.type, ...decided(d.decision), from: { agent: d.agent, step: d.step }, to: d.pending_target, hop: null, handoff_id: null, cause: { ...d.cause } };
+      return {
+        ...base,
+        event: domain.type,
+        ...decided(d.decision),
+        from: { agent: d.agent, step: d.step },
+        to: d.pending_target,
+        hop: null,
+        handoff_id: null,
+        cause: { ...d.cause },
+      };
     }
     case 'run.completed': {
       const d = domain.data;
-      return { ...base, event: domain.type, ...decided(d.decision), from: { agent: d.agent, step: d.step }, to: null, hop: null, handoff_id: null, cause: null };
+      return {
+        ...base,
+        event: domain.type,
+        ...decided(d.decision),
+        from: { agent: d.agent, step: d.step },
+        to: null,
+        hop: null,
+        handoff_id: null,
+        cause: null,
+      };
     }
     case 'run.terminated': {
       const d = domain.data;

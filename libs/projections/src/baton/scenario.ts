@@ -1,12 +1,15 @@
+import { ProjectDefinitionSchema, type AgentDefinition, type AgentResult, type HandoffEvent, type Origin, type WorkflowDefinition } from '@baton/contracts';
 import {
-  ProjectDefinitionSchema,
-  type AgentDefinition,
-  type AgentResult,
-  type HandoffEvent,
-  type Origin,
-  type WorkflowDefinition,
-} from '@baton/contracts';
-import { handoffDecider, handoffIdFor, reactToHandoffEvent, runDecider, type HandoffCommand, type HandoffState, type RunCommand, type RunEvent, type RunState } from '@baton/domain';
+  handoffDecider,
+  handoffIdFor,
+  reactToHandoffEvent,
+  runDecider,
+  type HandoffCommand,
+  type HandoffState,
+  type RunCommand,
+  type RunEvent,
+  type RunState,
+} from '@baton/domain';
 
 /**
  * An example history of one project for tests, demos and the bench: runs that stop (policy with a
@@ -60,7 +63,11 @@ function start(id: string, minute: number, project: string): ScenarioStep {
     id,
     actor: 'router',
     origin: 'agent',
-    command: { type: 'start_run', data: { workflow_run_id: id, project, workflow, people: { started_by: 'sam', issue_author: null, trigger_author: null } }, metadata: { now: at(minute), actor: 'router' } },
+    command: {
+      type: 'start_run',
+      data: { workflow_run_id: id, project, workflow, people: { started_by: 'sam', issue_author: null, trigger_author: null } },
+      metadata: { now: at(minute), actor: 'router' },
+    },
   };
 }
 
@@ -71,21 +78,48 @@ function start(id: string, minute: number, project: string): ScenarioStep {
 function result(wrid: string, resultId: string, minute: number, extra: Partial<AgentResult>, project: string): ScenarioStep {
   const handoffId = handoffIdFor({ kind: 'start', id: wrid });
   const claim = { claim_id: `c-${handoffId}`, claimed_by: 'issue' };
-  const res: AgentResult = { result_id: resultId, run_id: `ar-${resultId}`, project, workflow_run_id: wrid, agent: 'issue', produced_at: at(minute), handoff_id: handoffId, claim_id: claim.claim_id, ...extra };
+  const res: AgentResult = {
+    result_id: resultId,
+    run_id: `ar-${resultId}`,
+    project,
+    workflow_run_id: wrid,
+    agent: 'issue',
+    produced_at: at(minute),
+    handoff_id: handoffId,
+    claim_id: claim.claim_id,
+    ...extra,
+  };
   return {
     aggregate: 'run',
     id: wrid,
     actor: 'router',
     origin: 'agent',
-    command: { type: 'record_result', data: { result: res, workflow, agents, handoff: { handoff_id: handoffId, status: 'claimed', claim } }, metadata: { now: at(minute), actor: 'router' } },
+    command: {
+      type: 'record_result',
+      data: { result: res, workflow, agents, handoff: { handoff_id: handoffId, status: 'claimed', claim } },
+      metadata: { now: at(minute), actor: 'router' },
+    },
   };
 }
 
 function ho(id: string, minute: number, actor: string, actorKind: 'agent' | 'operator' | 'watchdog', command: Omit<HandoffCommand, 'metadata'>): ScenarioStep {
-  return { aggregate: 'handoff', id, actor, origin: actorKind === 'watchdog' ? 'watchdog' : actorKind === 'operator' ? 'operator' : 'agent', command: { ...command, metadata: { now: at(minute), actor, actorKind } } as HandoffCommand };
+  return {
+    aggregate: 'handoff',
+    id,
+    actor,
+    origin: actorKind === 'watchdog' ? 'watchdog' : actorKind === 'operator' ? 'operator' : 'agent',
+    command: { ...command, metadata: { now: at(minute), actor, actorKind } } as HandoffCommand,
+  };
 }
 
-const report = { summary: 'parser written', files_changed: ['src/parser.ts'], verification: 'npm test: 42 passed', next_steps: '', outcome: 'completed' as const, evidence: { tests_run: ['parser.spec.ts'] } };
+const report = {
+  summary: 'parser written',
+  files_changed: ['src/parser.ts'],
+  verification: 'npm test: 42 passed',
+  next_steps: '',
+  outcome: 'completed' as const,
+  evidence: { tests_run: ['parser.spec.ts'] },
+};
 const roster = { visible_actors: ['alice', 'bob', 'carol', 'lena'], project_lead: 'lena' };
 
 function createHandoff(id: string, minute: number, priority: 'low' | 'medium' | 'high' | 'urgent', maxRetries: number, project: string): ScenarioStep {
@@ -109,9 +143,15 @@ function createHandoff(id: string, minute: number, priority: 'low' | 'medium' | 
 }
 
 const claim = (id: string, minute: number): ScenarioStep =>
-  ho(id, minute, 'bob', 'agent', { type: 'claim', data: { handoff_id: id, claim_id: `c-${id}`, lease_ms: 60_000, claimer_roles: [], idempotency_key: `claim:${id}` } });
+  ho(id, minute, 'bob', 'agent', {
+    type: 'claim',
+    data: { handoff_id: id, claim_id: `c-${id}`, lease_ms: 60_000, claimer_roles: [], idempotency_key: `claim:${id}` },
+  });
 const ret = (id: string, minute: number): ScenarioStep =>
-  ho(id, minute, 'bob', 'agent', { type: 'return', data: { handoff_id: id, claim_id: `c-${id}`, report, handback_id: `hb-${id}`, roster, idempotency_key: `return:${id}` } });
+  ho(id, minute, 'bob', 'agent', {
+    type: 'return',
+    data: { handoff_id: id, claim_id: `c-${id}`, report, handback_id: `hb-${id}`, roster, idempotency_key: `return:${id}` },
+  });
 
 /**
  * The scenario's commands in order (in project `demo` unless `options.project` says otherwise).
@@ -121,7 +161,21 @@ export function scenarioSteps(options: ScenarioOptions = {}): ScenarioStep[] {
   const project = options.project ?? PROJECT;
   return [
     start('wr-a', 0, project),
-    result('wr-a', 'res-a1', 1, { body: 'The refund is over my cap; a person has to approve it.', stop: { why: 'policy', detail: 'refund over the cap' }, tried: [{ name: 'router', trace_id: 'tr-1' }, { name: 'search', trace_id: 'tr-2' }], pending_tool_call: { name: 'refund', args: { amount: 40, order: 99 } } }, project),
+    result(
+      'wr-a',
+      'res-a1',
+      1,
+      {
+        body: 'The refund is over my cap; a person has to approve it.',
+        stop: { why: 'policy', detail: 'refund over the cap' },
+        tried: [
+          { name: 'router', trace_id: 'tr-1' },
+          { name: 'search', trace_id: 'tr-2' },
+        ],
+        pending_tool_call: { name: 'refund', args: { amount: 40, order: 99 } },
+      },
+      project,
+    ),
     start('wr-b', 2, project),
     result('wr-b', 'res-b1', 3, { decision: { dispatch: { status: 'hold', reason: 'needs a product decision' } } }, project),
     start('wr-c', 4, project),
@@ -133,7 +187,11 @@ export function scenarioSteps(options: ScenarioOptions = {}): ScenarioStep[] {
       origin: 'operator',
       command: {
         type: 'resume',
-        data: { answer: { kind: 'stop_answer', answer: { packet_id: 'stop-r-res-c1', answer_id: 'ans-c1', action: 'deny', answered_by: 'olga', answered_at: at(6) } }, workflow, agents },
+        data: {
+          answer: { kind: 'stop_answer', answer: { packet_id: 'stop-r-res-c1', answer_id: 'ans-c1', action: 'deny', answered_by: 'olga', answered_at: at(6) } },
+          workflow,
+          agents,
+        },
         metadata: { now: at(6), actor: 'olga', actorRole: 'operator' },
       },
     },

@@ -103,9 +103,16 @@ export function stopsProjection(): FoldingProjection<JsonValue> {
         };
       }
       if (event.type === 'mesh.stop_answered') {
-        const d = (event.payload as { packet_id: string; answer: OperatorAnswer; effect: ResumeEffect; answered_at: string });
+        const d = event.payload as { packet_id: string; answer: OperatorAnswer; effect: ResumeEffect; answered_at: string };
         return {
-          ops: [Op.itemPatch(STOPS_STORE, StopKeys.item(event.project, d.packet_id), { status: 'answered', answer: toJson(d.answer), effect: toJson(d.effect), answered_at: d.answered_at })],
+          ops: [
+            Op.itemPatch(STOPS_STORE, StopKeys.item(event.project, d.packet_id), {
+              status: 'answered',
+              answer: toJson(d.answer),
+              effect: toJson(d.effect),
+              answered_at: d.answered_at,
+            }),
+          ],
         };
       }
       if (domain.type === 'run.resumed' && domain.data.from.kind === 'stop') {

@@ -100,8 +100,7 @@ export function createBatonViews(store: ProjectionStore): BatonViews {
   const handoffs = store.reader('handoffs');
   const runs = store.reader('runs');
   const stopsReader = store.reader('stops');
-  const timeline = async (reader: typeof handoffs, key: string) =>
-    (await reader.zrange(key, 0, -1)).map((raw) => JSON.parse(raw) as TimelineEntry);
+  const timeline = async (reader: typeof handoffs, key: string) => (await reader.zrange(key, 0, -1)).map((raw) => JSON.parse(raw) as TimelineEntry);
   const lookup = async (reader: typeof handoffs, key: string, id: string) => {
     const { min, max } = idLookupRange(id);
     return projectsOfLookup(await reader.zrangeByLex(key, min, max));

@@ -1,6 +1,14 @@
 import type { StopPacket } from '@baton/contracts';
 import type { JetStreamEventStore, NatsHandle, StoredEvent } from '@baton/eventstore';
-import { createBatonClient, handoffCallsFromOpenAi, publishMeshResult, startMesh, type BatonAgent, type HandoffOffer, type OfferSubscription } from '@baton/sdk';
+import {
+  createBatonClient,
+  handoffCallsFromOpenAi,
+  publishMeshResult,
+  startMesh,
+  type BatonAgent,
+  type HandoffOffer,
+  type OfferSubscription,
+} from '@baton/sdk';
 import { waitFor } from '@baton/wait';
 import { DEMO_MESH } from './definition';
 
@@ -72,7 +80,9 @@ export async function runMeshScenario(ctx: MeshScenarioContext): Promise<void> {
     // A turn is accepted only under the speaker's current claim on the turn's handoff (docs/runs.md).
     await offer.claim();
     // What an OpenAI-style model's tool calls look like, converted by the SDK.
-    const toolCalls = step.handoffTo ? [{ id: `call-${++turnCounter}`, type: 'function', function: { name: `handoff_to_${step.handoffTo}`, arguments: '{}' } }] : [];
+    const toolCalls = step.handoffTo
+      ? [{ id: `call-${++turnCounter}`, type: 'function', function: { name: `handoff_to_${step.handoffTo}`, arguments: '{}' } }]
+      : [];
     await publishMeshResult(
       { js: ctx.nats.js, prefix: ctx.prefix },
       {
@@ -90,7 +100,9 @@ export async function runMeshScenario(ctx: MeshScenarioContext): Promise<void> {
 
   try {
     for (const name of DEMO_MESH.agents) {
-      const client = ctx.agentClient ? await ctx.agentClient(name) : await createBatonClient({ nats: ctx.nats, prefix: ctx.prefix, project: ctx.project, agent: name });
+      const client = ctx.agentClient
+        ? await ctx.agentClient(name)
+        : await createBatonClient({ nats: ctx.nats, prefix: ctx.prefix, project: ctx.project, agent: name });
       clients.push(client);
       subscriptions.push(await client.handoffs({ onOffer: meshAgent(name), ackWaitMs: 10_000 }));
     }
@@ -108,15 +120,23 @@ export async function runMeshScenario(ctx: MeshScenarioContext): Promise<void> {
       scripts.set(`${meshRunId}/billing`, [{ text: 'Refunded the duplicate charge.', handoffTo: 'triage' }]);
       await startMesh(publisher, { mesh_run_id: meshRunId, project: ctx.project, mesh: DEMO_MESH.name, input: 'I was charged twice', started_by: 'dana' });
       const events = await waitForMesh(meshRunId, 'mesh.completed');
-      const path = (events ?? []).filter((e) => e.type === 'mesh.handed_off').map((e) => e.payload as { from: string; to: string }).map((p) => `${p.from}→${p.to}`);
+      const path = (events ?? [])
+        .filter((e) => e.type === 'mesh.handed_off')
+        .map((e) => e.payload as { from: string; to: string })
+        .map((p) => `${p.from}→${p.to}`);
       ctx.check(scenario, 'the agents hand off triage → billing → triage', ['triage→billing', 'billing→triage'], path);
       const completed = payloadOf(events, 'mesh.completed');
       const output = completed?.['output'] as { agent?: string; text?: string } | null | undefined;
-      ctx.check(scenario, "a turn with no handoff call ends the mesh with triage's output", { turns: 3, agent: 'triage', text: 'Billing refunded the duplicate charge. Anything else?' }, {
-        turns: completed?.['turns'],
-        agent: output?.agent,
-        text: output?.text,
-      });
+      ctx.check(
+        scenario,
+        "a turn with no handoff call ends the mesh with triage's output",
+        { turns: 3, agent: 'triage', text: 'Billing refunded the duplicate charge. Anything else?' },
+        {
+          turns: completed?.['turns'],
+          agent: output?.agent,
+          text: output?.text,
+        },
+      );
       ctx.check(scenario, 'a completed mesh notifies nobody', 0, (events ?? []).filter((e) => e.type === 'mesh.notice_emitted').length);
     }
 
@@ -134,31 +154,58 @@ export async function runMeshScenario(ctx: MeshScenarioContext): Promise<void> {
         { text: 'Not mine; back to triage.', handoffTo: 'triage' },
         { text: 'Still not mine; back to triage.', handoffTo: 'triage' },
       ]);
-      await startMesh(publisher, { mesh_run_id: meshRunId, project: ctx.project, mesh: DEMO_MESH.name, input: 'My card is declined and my invoice is wrong', started_by: 'dana' });
+      await startMesh(publisher, {
+        mesh_run_id: meshRunId,
+        project: ctx.project,
+        mesh: DEMO_MESH.name,
+        input: 'My card is declined and my invoice is wrong',
+        started_by: 'dana',
+      });
       const stoppedEvents = await waitForMesh(meshRunId, 'mesh.notice_emitted');
       const stopped = payloadOf(stoppedEvents, 'mesh.stopped') as { packet?: StopPacket; turns?: number } | undefined;
       const packet = stopped?.packet;
-      ctx.check(scenario, 'the turn that reaches the cap (4) stops the mesh with why thrash, a stop and not an error', { why: 'thrash', turns: 4, form: 'raise_cap' }, {
-        why: packet?.why,
-        turns: stopped?.turns,
-        form: packet?.next_form?.kind,
-      });
-      const notices = (stoppedEvents ?? []).filter((e) => e.type === 'mesh.notice_emitted').map((e) => (e.payload as { notice: { recipient: { handle: string }; reason: string } }).notice);
-      ctx.check(scenario, 'exactly one human action notice, to the person who started the mesh', [{ to: 'dana', reason: 'stop' }], notices.map((n) => ({ to: n.recipient.handle, reason: n.reason })));
+      ctx.check(
+        scenario,
+        'the turn that reaches the cap (4) stops the mesh with why thrash, a stop and not an error',
+        { why: 'thrash', turns: 4, form: 'raise_cap' },
+        {
+          why: packet?.why,
+          turns: stopped?.turns,
+          form: packet?.next_form?.kind,
+        },
+      );
+      const notices = (stoppedEvents ?? [])
+        .filter((e) => e.type === 'mesh.notice_emitted')
+        .map((e) => (e.payload as { notice: { recipient: { handle: string }; reason: string } }).notice);
+      ctx.check(
+        scenario,
+        'exactly one human action notice, to the person who started the mesh',
+        [{ to: 'dana', reason: 'stop' }],
+        notices.map((n) => ({ to: n.recipient.handle, reason: n.reason })),
+      );
 
       const itemId = `stop:${ctx.project}:${packet?.packet_id ?? '?'}`;
       const inboxItem = await waitOrLog('the mesh stop in the inbox', async () => {
         const page = await http<{ items: Array<Record<string, unknown>> }>(ctx.api, 'GET', `/v1/inbox?project=${ctx.project}&kind=stop&limit=100`);
         return page.body.items?.find((item) => item['id'] === itemId);
       });
-      ctx.check(scenario, 'the thrash stop is an open stop item in the operator inbox', { kind: 'stop', why: 'thrash', status: 'open', mesh_run_id: meshRunId }, {
-        kind: inboxItem?.['kind'],
-        why: inboxItem?.['why'],
-        status: inboxItem?.['status'],
-        mesh_run_id: inboxItem?.['mesh_run_id'],
-      });
+      ctx.check(
+        scenario,
+        'the thrash stop is an open stop item in the operator inbox',
+        { kind: 'stop', why: 'thrash', status: 'open', mesh_run_id: meshRunId },
+        {
+          kind: inboxItem?.['kind'],
+          why: inboxItem?.['why'],
+          status: inboxItem?.['status'],
+          mesh_run_id: inboxItem?.['mesh_run_id'],
+        },
+      );
 
-      const answered = await http<Record<string, unknown>>(ctx.api, 'POST', `/v1/projects/${ctx.project}/stops/${packet?.packet_id ?? '?'}/answer`, { answer_id: `ans-${meshRunId}`, action: 'raise_cap', cap: 6 });
+      const answered = await http<Record<string, unknown>>(ctx.api, 'POST', `/v1/projects/${ctx.project}/stops/${packet?.packet_id ?? '?'}/answer`, {
+        answer_id: `ans-${meshRunId}`,
+        action: 'raise_cap',
+        cap: 6,
+      });
       // The API waits for the router's decision: 200 `applied` (or 202 `pending` on a slow machine).
       ctx.check(
         scenario,
@@ -168,11 +215,16 @@ export async function runMeshScenario(ctx: MeshScenarioContext): Promise<void> {
       );
       const resumed = await waitForMesh(meshRunId, 'mesh.completed');
       const completed = payloadOf(resumed, 'mesh.completed');
-      ctx.check(scenario, 'raise_cap continues the mesh with triage (the agent the refused handoff named), which ends it', { max_iterations: 6, agent: 'triage', turns: 5 }, {
-        max_iterations: payloadOf(resumed, 'mesh.stop_answered')?.['max_iterations'],
-        agent: completed?.['agent'],
-        turns: completed?.['turns'],
-      });
+      ctx.check(
+        scenario,
+        'raise_cap continues the mesh with triage (the agent the refused handoff named), which ends it',
+        { max_iterations: 6, agent: 'triage', turns: 5 },
+        {
+          max_iterations: payloadOf(resumed, 'mesh.stop_answered')?.['max_iterations'],
+          agent: completed?.['agent'],
+          turns: completed?.['turns'],
+        },
+      );
       const closed = await waitOrLog('the mesh stop item to close', async () => {
         const item = await http<Record<string, unknown>>(ctx.api, 'GET', `/v1/projects/${ctx.project}/stops/${packet?.packet_id ?? '?'}`);
         return item.body['answered_at'] ? item.body : undefined;

@@ -1,5 +1,13 @@
 import { randomUUID } from 'node:crypto';
-import { Principals, createEventRegistry, inboxPrefixOf, type AgentRunConfig, type EventEnvelope, type HandoffRecord, type PublishDefinitionReply } from '@baton/contracts';
+import {
+  Principals,
+  createEventRegistry,
+  inboxPrefixOf,
+  type AgentRunConfig,
+  type EventEnvelope,
+  type HandoffRecord,
+  type PublishDefinitionReply,
+} from '@baton/contracts';
 import { MsgIds } from '@baton/contracts';
 import { connectNats, JetStreamEventStore, LedgerClient, type NatsHandle, type StoredEvent } from '@baton/eventstore';
 import { AgentSubjects, createBatonClient, type BatonAgent, type FinishResult, type HandoffOffer, type OfferSubscription } from '@baton/sdk';
@@ -30,7 +38,12 @@ export interface DemoOptions {
 }
 
 /** Open an SDK client for one demo agent: its own authenticated connection, or the shared one. */
-export function demoAgentClient(options: Pick<DemoOptions, 'natsUrl' | 'prefix' | 'agentCreds'>, nats: NatsHandle, project: string, agent: string): Promise<BatonAgent> {
+export function demoAgentClient(
+  options: Pick<DemoOptions, 'natsUrl' | 'prefix' | 'agentCreds'>,
+  nats: NatsHandle,
+  project: string,
+  agent: string,
+): Promise<BatonAgent> {
   return options.agentCreds
     ? createBatonClient({ natsUrl: options.natsUrl.split(','), natsCreds: options.agentCreds(agent), prefix: options.prefix, project, agent })
     : createBatonClient({ nats, prefix: options.prefix, project, agent });
@@ -106,13 +119,16 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
         return `${p.decision.rule}→${p.target.agent}`;
       });
   const has = (type: string) => (events: StoredEvent[]) => events.some((e) => e.type === type);
-  const payloadOf = <T>(events: StoredEvent[] | undefined, type: string): T | undefined =>
-    events?.find((e) => e.type === type)?.payload as T | undefined;
+  const payloadOf = <T>(events: StoredEvent[] | undefined, type: string): T | undefined => events?.find((e) => e.type === type)?.payload as T | undefined;
 
   try {
     // --- set-up: the project definition and one SDK client per agent ---------------------------
     log(`publishing the demo project definition (project ${project})`);
-    const definitionReply = await request<PublishDefinitionReply>(nats, AgentSubjects.router(options.prefix, project, 'publish_definition'), demoDefinition(project));
+    const definitionReply = await request<PublishDefinitionReply>(
+      nats,
+      AgentSubjects.router(options.prefix, project, 'publish_definition'),
+      demoDefinition(project),
+    );
     if (!definitionReply.ok) throw new Error(`the router refused the demo definition: ${definitionReply.error.code}: ${definitionReply.error.message}`);
 
     const workflowAgent = (name: string) => async (offer: HandoffOffer) => {
@@ -150,8 +166,18 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
       await start('feature', runId);
       // The completion and its notice are appended one after the other: wait for both.
       const events = await waitForRun(runId, (e) => has('run.completed')(e) && has('run.notice_emitted')(e));
-      check(scenario, 'routes follow the workflow edges: analyze → context → plan', ['entry→architect', 'workflow_edge→context', 'workflow_edge→architect'], routes(events ?? []));
-      check(scenario, 'the terminal step completes the workflow with one human action notice', [true, 1], [has('run.completed')(events ?? []), (events ?? []).filter((e) => e.type === 'run.notice_emitted').length]);
+      check(
+        scenario,
+        'routes follow the workflow edges: analyze → context → plan',
+        ['entry→architect', 'workflow_edge→context', 'workflow_edge→architect'],
+        routes(events ?? []),
+      );
+      check(
+        scenario,
+        'the terminal step completes the workflow with one human action notice',
+        [true, 1],
+        [has('run.completed')(events ?? []), (events ?? []).filter((e) => e.type === 'run.notice_emitted').length],
+      );
     }
 
     // --- seed 000 §6: issue → context → issue (imperative call, callback) ------------------------
@@ -166,7 +192,12 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
       scripts.set(`${runId}/context`, [{ body: `Context for the issue.\n${sentinel({ dispatch: { status: 'advance' } })}` }]);
       await start('triage', runId);
       const events = await waitForRun(runId, has('run.terminated'));
-      check(scenario, 'the callback defaults to issue and wins over the workflow edge', ['entry→issue', 'function_call→context', 'callback→issue'], routes(events ?? []));
+      check(
+        scenario,
+        'the callback defaults to issue and wins over the workflow edge',
+        ['entry→issue', 'function_call→context', 'callback→issue'],
+        routes(events ?? []),
+      );
     }
 
     // --- seed 000 §6: a decision-less agent, with and without a return address -------------------
@@ -178,15 +209,25 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
       await start('support', heldRun);
       const held = await waitForRun(heldRun, (e) => has('run.held')(e) && has('run.notice_emitted')(e));
       const hold = payloadOf<{ reason: string; decision: { dispatch: { origin: string; status: string } } }>(held, 'run.held');
-      check(scenario, 'no return address: hold for a human with the seed reason, origin engine_fallback', {
-        status: 'hold',
-        reason: 'no-action default: agent emitted no decision',
-        origin: 'engine_fallback',
-      }, { status: hold?.decision.dispatch.status, reason: hold?.reason, origin: hold?.decision.dispatch.origin });
-      check(scenario, 'exactly one human action notice, to the workflow starter', [1, 'dana'], [
-        (held ?? []).filter((e) => e.type === 'run.notice_emitted').length,
-        payloadOf<{ notice: { recipient: { handle: string } } }>(held, 'run.notice_emitted')?.notice.recipient.handle,
-      ]);
+      check(
+        scenario,
+        'no return address: hold for a human with the seed reason, origin engine_fallback',
+        {
+          status: 'hold',
+          reason: 'no-action default: agent emitted no decision',
+          origin: 'engine_fallback',
+        },
+        { status: hold?.decision.dispatch.status, reason: hold?.reason, origin: hold?.decision.dispatch.origin },
+      );
+      check(
+        scenario,
+        'exactly one human action notice, to the workflow starter',
+        [1, 'dana'],
+        [
+          (held ?? []).filter((e) => e.type === 'run.notice_emitted').length,
+          payloadOf<{ notice: { recipient: { handle: string } } }>(held, 'run.notice_emitted')?.notice.recipient.handle,
+        ],
+      );
 
       const calleeRun = `triage-${tag}-callee`;
       scripts.set(`${calleeRun}/issue`, [
@@ -196,13 +237,20 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
       scripts.set(`${calleeRun}/context`, [{ body: 'Context, but no decision.' }]);
       await start('triage', calleeRun);
       const returned = await waitForRun(calleeRun, has('run.terminated'));
-      const back = (returned ?? []).filter((e) => e.type === 'run.routed').map((e) => e.payload as { decision: { rule: string; dispatch: { reason?: string; origin: string } }; target: { agent: string } })[2];
-      check(scenario, 'with a return address: advance back to the caller (engine_fallback)', {
-        rule: 'no_action_default',
-        to: 'issue',
-        reason: "no-action default: agent emitted no decision; returning to caller 'issue'",
-        origin: 'engine_fallback',
-      }, { rule: back?.decision.rule, to: back?.target.agent, reason: back?.decision.dispatch.reason, origin: back?.decision.dispatch.origin });
+      const back = (returned ?? [])
+        .filter((e) => e.type === 'run.routed')
+        .map((e) => e.payload as { decision: { rule: string; dispatch: { reason?: string; origin: string } }; target: { agent: string } })[2];
+      check(
+        scenario,
+        'with a return address: advance back to the caller (engine_fallback)',
+        {
+          rule: 'no_action_default',
+          to: 'issue',
+          reason: "no-action default: agent emitted no decision; returning to caller 'issue'",
+          origin: 'engine_fallback',
+        },
+        { rule: back?.decision.rule, to: back?.target.agent, reason: back?.decision.dispatch.reason, origin: back?.decision.dispatch.origin },
+      );
     }
 
     // --- seed 003: a policy stop with a frozen tool call, approved by an operator ----------------
@@ -212,33 +260,63 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
       const runId = `support-${tag}-refund`;
       const refund = { name: 'refund', args: { amount: 40, order: 99 }, call_id: 'call-1' };
       scripts.set(`${runId}/support`, [
-        { body: 'Refund needs approval.', stop: { why: 'policy', detail: 'refund over the cap' }, pending_tool_call: refund, tried: [{ name: 'router' }, { name: 'lookup_order', trace_id: 'tr-1' }] },
+        {
+          body: 'Refund needs approval.',
+          stop: { why: 'policy', detail: 'refund over the cap' },
+          pending_tool_call: refund,
+          tried: [{ name: 'router' }, { name: 'lookup_order', trace_id: 'tr-1' }],
+        },
         { decision: { dispatch: { status: 'advance' } }, body: 'Refund issued.' },
       ]);
       await start('support', runId);
       const stopped = await waitForRun(runId, has('run.stopped'));
-      const packet = payloadOf<{ packet: { packet_id: string; why: string; pending: unknown; user_msg: string; next_form: { kind: string; actions: Array<{ id: string }> } | null } }>(stopped, 'run.stopped')?.packet;
-      check(scenario, 'the packet keeps the frozen refund args and offers approve / deny', {
-        why: 'policy',
-        pending: refund,
-        form: 'approve_deny',
-        buttons: ['approve', 'deny'],
-      }, { why: packet?.why, pending: packet?.pending, form: packet?.next_form?.kind, buttons: packet?.next_form?.actions.map((a) => a.id) });
+      const packet = payloadOf<{
+        packet: { packet_id: string; why: string; pending: unknown; user_msg: string; next_form: { kind: string; actions: Array<{ id: string }> } | null };
+      }>(stopped, 'run.stopped')?.packet;
+      check(
+        scenario,
+        'the packet keeps the frozen refund args and offers approve / deny',
+        {
+          why: 'policy',
+          pending: refund,
+          form: 'approve_deny',
+          buttons: ['approve', 'deny'],
+        },
+        { why: packet?.why, pending: packet?.pending, form: packet?.next_form?.kind, buttons: packet?.next_form?.actions.map((a) => a.id) },
+      );
       check(scenario, 'the user message does not say crash', false, /crash/i.test(packet?.user_msg ?? 'crash'));
       const item = await waitOrLog('the stop in the inbox', async () => {
-        const inbox = await http<{ items: Array<{ id: string }> }>({ base: options.apiUrl, token: options.apiToken }, 'GET', `/v1/inbox?project=${project}&kind=stop`);
+        const inbox = await http<{ items: Array<{ id: string }> }>(
+          { base: options.apiUrl, token: options.apiToken },
+          'GET',
+          `/v1/inbox?project=${project}&kind=stop`,
+        );
         return inbox.body.items.find((i) => i.id === `stop:${project}:${packet?.packet_id}`);
       });
       check(scenario, 'the stop is in the operator inbox', true, item !== undefined);
       if (packet) {
-        const stop = await http<{ stop: { pending_digest: string } }>({ base: options.apiUrl, token: options.apiToken }, 'GET', `/v1/projects/${project}/stops/${packet.packet_id}`);
-        const answer = await http<{ accepted?: boolean; outcome?: string }>({ base: options.apiUrl, token: options.apiToken }, 'POST', `/v1/projects/${project}/stops/${packet.packet_id}/answer`, {
-          action: 'approve',
-          pending_digest: stop.body.stop.pending_digest,
-          answered_by: 'olga',
-        });
+        const stop = await http<{ stop: { pending_digest: string } }>(
+          { base: options.apiUrl, token: options.apiToken },
+          'GET',
+          `/v1/projects/${project}/stops/${packet.packet_id}`,
+        );
+        const answer = await http<{ accepted?: boolean; outcome?: string }>(
+          { base: options.apiUrl, token: options.apiToken },
+          'POST',
+          `/v1/projects/${project}/stops/${packet.packet_id}/answer`,
+          {
+            action: 'approve',
+            pending_digest: stop.body.stop.pending_digest,
+            answered_by: 'olga',
+          },
+        );
         // The API waits for the router's decision: 200 `applied` (or 202 `pending` on a slow machine).
-        check(scenario, 'the operator approves through the API and the router applies it', true, (answer.status === 200 && answer.body.outcome === 'applied') || answer.status === 202);
+        check(
+          scenario,
+          'the operator approves through the API and the router applies it',
+          true,
+          (answer.status === 200 && answer.body.outcome === 'applied') || answer.status === 202,
+        );
       }
       const resumed = await waitForRun(runId, has('run.completed'));
       const approved = (resumed ?? [])
@@ -249,10 +327,17 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
 
       // A budget stop left open, so the inbox has something for a person.
       const budgetRun = `support-${tag}-budget`;
-      scripts.set(`${budgetRun}/support`, [{ body: 'Out of budget.', stop: { why: 'budget' }, budget_used: { steps: 40 }, tried: [{ name: 'search' }, { name: 'search' }] }]);
+      scripts.set(`${budgetRun}/support`, [
+        { body: 'Out of budget.', stop: { why: 'budget' }, budget_used: { steps: 40 }, tried: [{ name: 'search' }, { name: 'search' }] },
+      ]);
       await start('support', budgetRun);
       const budget = await waitForRun(budgetRun, has('run.stopped'));
-      check(scenario, 'a budget stop offers raise_cap (only an operator lifts it)', 'raise_cap', payloadOf<{ packet: { next_form: { kind: string } } }>(budget, 'run.stopped')?.packet.next_form.kind);
+      check(
+        scenario,
+        'a budget stop offers raise_cap (only an operator lifts it)',
+        'raise_cap',
+        payloadOf<{ packet: { next_form: { kind: string } } }>(budget, 'run.stopped')?.packet.next_form.kind,
+      );
     }
 
     // --- seed 002: create → claim → return → handback → accept ----------------------------------
@@ -262,7 +347,14 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
       const ledger = new LedgerClient(nats, options.prefix, { as: Principals.agent(project, 'lead-agent') });
       const handoffId = `ho-demo-${tag}`;
       scripts.set(`/builder`, [{ kind: 'return', summary: 'Built the feature; 12 tests pass.' }]);
-      const created = await ledger.create(project, { handoff_id: handoffId, project, from_agent: 'lead-agent', to_agent: 'builder', summary: 'Build the export button', idempotency_key: `create-${handoffId}` });
+      const created = await ledger.create(project, {
+        handoff_id: handoffId,
+        project,
+        from_agent: 'lead-agent',
+        to_agent: 'builder',
+        summary: 'Build the export button',
+        idempotency_key: `create-${handoffId}`,
+      });
       check(scenario, 'the ledger creates the handoff as pending', 'pending', created.ok ? created.handoff.status : created.error.code);
       const returned = await waitOrLog('the parent to be returned', async () => {
         const h = await ledger.get(project, handoffId);
@@ -276,7 +368,12 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
         const record = await ledger.get(project, id);
         return record ?? undefined;
       });
-      check(scenario, 'the completion handback is addressed to the delegator', { kind: 'completion_handback', to: 'lead-agent' }, { kind: handback?.kind, to: handback?.to_agent });
+      check(
+        scenario,
+        'the completion handback is addressed to the delegator',
+        { kind: 'completion_handback', to: 'lead-agent' },
+        { kind: handback?.kind, to: handback?.to_agent },
+      );
       if (handback) {
         const decided = await ledger.decideHandback(project, { handoff_id: handback.id, decision: 'accept', idempotency_key: `accept-${handback.id}` });
         check(scenario, 'the delegator accepts the handback', true, decided.ok);
@@ -293,18 +390,24 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
       const scenario = 'returnable and permanent handoffs (seed 001 loan example)';
       log(`\n${scenario}`);
       const runId = `loan-${tag}`;
-      const payloads = (events: StoredEvent[] | undefined, type: string) => (events ?? []).filter((e) => e.type === type).map((e) => e.payload as Record<string, unknown>);
+      const payloads = (events: StoredEvent[] | undefined, type: string) =>
+        (events ?? []).filter((e) => e.type === type).map((e) => e.payload as Record<string, unknown>);
       scripts.set(`${runId}/Income_Capture_Agent`, [{ body: 'What is your annual income?' }, { body: 'Noted.', variables: { annual_income: 52000 } }]);
       scripts.set(`${runId}/Offer_Agent`, [{ body: 'With an annual income of 52000 you qualify for our standard loan.' }]);
       // The customer's first message is the run's input: the supervisor's WHEN runs before any model.
       await agents[0]!.startRun({ workflow_run_id: runId, project, workflow: 'loan_session', started_by: 'dana', input: 'I want a loan offer' });
       const asked = await waitForRun(runId, has('run.awaiting_input'));
       const first = payloads(asked, 'run.handoff')[0];
-      check(scenario, 'step 2: "I want a loan offer" hands off to Income_Capture_Agent (returnExpected: true, reasonCode: handoff_return_expected)', {
-        to: 'Income_Capture_Agent',
-        returnExpected: true,
-        reasonCode: 'handoff_return_expected',
-      }, { to: first?.['to'], returnExpected: first?.['returnExpected'], reasonCode: first?.['reasonCode'] });
+      check(
+        scenario,
+        'step 2: "I want a loan offer" hands off to Income_Capture_Agent (returnExpected: true, reasonCode: handoff_return_expected)',
+        {
+          to: 'Income_Capture_Agent',
+          returnExpected: true,
+          reasonCode: 'handoff_return_expected',
+        },
+        { to: first?.['to'], returnExpected: first?.['returnExpected'], reasonCode: first?.['reasonCode'] },
+      );
       check(scenario, 'the child asks for the income', 'What is your annual income?', payloads(asked, 'run.awaiting_input')[0]?.['reply']);
       await nats.js.publish(
         `${options.prefix}.in.${project}.message`,
@@ -312,18 +415,30 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
         { msgID: MsgIds.message(project, `${runId}-m1`) },
       );
       const done = await waitForRun(runId, (events) => payloads(events, 'run.awaiting_input').some((p) => p['agent'] === 'Offer_Agent'));
-      check(scenario, 'step 3: handoff_return_handler with mappedFields ["annual_income"], then resume_intent', [['annual_income'], 'resume_intent'], [
-        payloads(done, 'run.handoff_return_handler')[0]?.['mappedFields'],
-        payloads(done, 'run.resume_intent')[0]?.['reasonCode'],
-      ]);
+      check(
+        scenario,
+        'step 3: handoff_return_handler with mappedFields ["annual_income"], then resume_intent',
+        [['annual_income'], 'resume_intent'],
+        [payloads(done, 'run.handoff_return_handler')[0]?.['mappedFields'], payloads(done, 'run.resume_intent')[0]?.['reasonCode']],
+      );
       const second = payloads(done, 'run.handoff')[1];
-      check(scenario, 'step 4: a second handoff to Offer_Agent with returnExpected: false and reasonCode: handoff_permanent', {
-        to: 'Offer_Agent',
-        returnExpected: false,
-        reasonCode: 'handoff_permanent',
-      }, { to: second?.['to'], returnExpected: second?.['returnExpected'], reasonCode: second?.['reasonCode'] });
+      check(
+        scenario,
+        'step 4: a second handoff to Offer_Agent with returnExpected: false and reasonCode: handoff_permanent',
+        {
+          to: 'Offer_Agent',
+          returnExpected: false,
+          reasonCode: 'handoff_permanent',
+        },
+        { to: second?.['to'], returnExpected: second?.['returnExpected'], reasonCode: second?.['reasonCode'] },
+      );
       const outcomes = payloads(done, 'run.handoff_completed').map((p) => `${String(p['to'])}:${String(p['outcome'])}:${typeof p['durationMs']}`);
-      check(scenario, 'step 5: handoff_completed events carry outcome and durationMs', true, outcomes.includes('Income_Capture_Agent:success:number') && outcomes.includes('Offer_Agent:success:number'));
+      check(
+        scenario,
+        'step 5: handoff_completed events carry outcome and durationMs',
+        true,
+        outcomes.includes('Income_Capture_Agent:success:number') && outcomes.includes('Offer_Agent:success:number'),
+      );
     }
 
     // --- seed 004: handoff meshes (libs/testing/src/demo/mesh-scenario.ts) ---------------------------------
@@ -342,7 +457,11 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
 
     // --- what the operator inbox holds -------------------------------------------------------------
     await sleep(500);
-    const inbox = await http<{ items: Array<Record<string, unknown>> }>({ base: options.apiUrl, token: options.apiToken }, 'GET', `/v1/inbox?project=${project}&order=urgent&limit=100`);
+    const inbox = await http<{ items: Array<Record<string, unknown>> }>(
+      { base: options.apiUrl, token: options.apiToken },
+      'GET',
+      `/v1/inbox?project=${project}&order=urgent&limit=100`,
+    );
     const mine = inbox.body.items.filter((item) => JSON.stringify(item).includes(tag));
     return { outcomes, inbox: mine, ok: outcomes.every((o) => o.ok) };
   } finally {

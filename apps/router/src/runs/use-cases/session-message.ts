@@ -34,11 +34,17 @@ export class SessionMessageUseCase {
     const actor = message.sent_by ?? MESSAGE_REFUSAL_AGENT;
     const outcome = await this.runs.applyInbound(
       runRef(message.project, message.workflow_run_id),
-      (definitions) => ({ kind: 'message', message: { message_id: message.message_id, text: message.text, ...(message.sent_by !== undefined ? { sent_by: message.sent_by } : {}) }, definitions, metadata: { now, actor } }),
+      (definitions) => ({
+        kind: 'message',
+        message: { message_id: message.message_id, text: message.text, ...(message.sent_by !== undefined ? { sent_by: message.sent_by } : {}) },
+        definitions,
+        metadata: { now, actor },
+      }),
       { kind: 'message', id: message.message_id, actor, origin: 'human', workflowRunId: message.workflow_run_id, now },
       { kind: 'message_refused', agent: MESSAGE_REFUSAL_AGENT, describe: (reason) => `customer message ${message.message_id}: ${reason}` },
     );
-    if (outcome.applied) log.info(outcome.events.length > 0 ? 'customer message applied' : 'customer message already applied', { events: outcome.events.map((e) => e.type) });
+    if (outcome.applied)
+      log.info(outcome.events.length > 0 ? 'customer message applied' : 'customer message already applied', { events: outcome.events.map((e) => e.type) });
     else log.warn('customer message rejected', { code: outcome.code, reason: outcome.message });
   }
 }
