@@ -1,16 +1,18 @@
 import { randomBytes } from 'node:crypto';
-import { createEventRegistry, handoffToolName, ledgerCommandSubject, MeshDefinitionSchema, Principals, Subjects, type HandoffEvent, type MeshEvent } from '@baton/contracts';
+import {
+  createEventRegistry,
+  handoffToolName,
+  ledgerCommandSubject,
+  MeshDefinitionSchema,
+  Principals,
+  Subjects,
+  type HandoffEvent,
+  type MeshEvent,
+} from '@baton/contracts';
 import { handoffDecider, meshDecider, meshEntryHandoffId, meshHandoffId, meshStopId, reactToHandoffEvent, runDecider, type MeshCommand } from '@baton/domain';
 import { batonStreamNames, batonTopology, connectNats, JetStreamEventStore, provision, type NatsHandle } from '@baton/eventstore';
 import type { RunningService } from '@baton/platform';
-import {
-  createProjectionStore,
-  createRedis,
-  diffSnapshots,
-  scenarioSteps,
-  type RedisHandle,
-  type ScenarioStep,
-} from '@baton/projections';
+import { createProjectionStore, createRedis, diffSnapshots, scenarioSteps, type RedisHandle, type ScenarioStep } from '@baton/projections';
 import { startNotifier } from './main';
 import { projectionPrefix } from './projection/tokens';
 import { TokenStore } from './auth/token-store';
@@ -82,10 +84,21 @@ async function caughtUp(timeoutMs = 10_000): Promise<void> {
 
 const get = async (path: string) => {
   const response = await fetch(`${base}${path}`, { headers: { authorization: `Bearer ${token}` } });
-  return { status: response.status, body: (await response.json()) as Record<string, unknown> & { items?: Array<Record<string, unknown>>; next_cursor?: string | null; error?: { code: string } } };
+  return {
+    status: response.status,
+    body: (await response.json()) as Record<string, unknown> & {
+      items?: Array<Record<string, unknown>>;
+      next_cursor?: string | null;
+      error?: { code: string };
+    },
+  };
 };
 const post = async (path: string, body: unknown) => {
-  const response = await fetch(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` }, body: typeof body === 'string' ? body : JSON.stringify(body) });
+  const response = await fetch(`${base}${path}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+    body: typeof body === 'string' ? body : JSON.stringify(body),
+  });
   return { status: response.status, body: (await response.json()) as Record<string, unknown> & { error?: { code: string } } };
 };
 
@@ -97,13 +110,23 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
     redis = createRedis();
     await provision(nats.jsm, { streams: batonTopology(prefix).streams });
     events = new JetStreamEventStore({ js: nats.js, jsm: nats.jsm, prefix, registry: createEventRegistry() });
-    nats.connection.subscribe(Subjects.notice(prefix, 'demo'), { callback: (_err, msg) => noticesSeen.push((JSON.parse(decoder.decode(msg.data)) as { notice_id: string }).notice_id) });
+    nats.connection.subscribe(Subjects.notice(prefix, 'demo'), {
+      callback: (_err, msg) => noticesSeen.push((JSON.parse(decoder.decode(msg.data)) as { notice_id: string }).notice_id),
+    });
     const steps = scenarioSteps();
     const split = steps.findIndex((s) => s.aggregate === 'run' && s.id === 'wr-d');
     // History written before the notifier exists: it rebuilds its projections from the stream at start.
     await append(steps.slice(0, split));
     // No router runs here: an answer is never decided, so it waits only briefly before its 202.
-    service = await startNotifier({ ...process.env, BATON_PREFIX: prefix, HTTP_PORT: '0', LOG_LEVEL: 'error', BATON_MAX_DELIVER: '3', NOTIFIER_PROJECTION_CHECK_MS: '200', NOTIFIER_ANSWER_WAIT_MS: '200' });
+    service = await startNotifier({
+      ...process.env,
+      BATON_PREFIX: prefix,
+      HTTP_PORT: '0',
+      LOG_LEVEL: 'error',
+      BATON_MAX_DELIVER: '3',
+      NOTIFIER_PROJECTION_CHECK_MS: '200',
+      NOTIFIER_ANSWER_WAIT_MS: '200',
+    });
     base = (await service.app.getUrl()).replace('[::1]', '127.0.0.1');
     token = (await new TokenStore(redis.client, prefix).create({ name: 'olga', role: 'operator', projects: ['demo'], now: new Date().toISOString() })).token;
     // Live events: applied by the durable consumer.
@@ -174,24 +197,64 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
   it('GET /v1/stops queries packets by why, run and status; GET /v1/stops/:id returns the packet with its frozen call', async () => {
     const one = await get('/v1/stops/stop-r-res-a1');
     expect(one.status).toBe(200);
-    expect(one.body).toMatchObject({ stop: { packet_id: 'stop-r-res-a1', why: 'policy', status: 'open', stop: 'handoff', goal_done: false, pending: { name: 'refund', args: { amount: 40, order: 99 } } }, effect: null });
+    expect(one.body).toMatchObject({
+      stop: {
+        packet_id: 'stop-r-res-a1',
+        why: 'policy',
+        status: 'open',
+        stop: 'handoff',
+        goal_done: false,
+        pending: { name: 'refund', args: { amount: 40, order: 99 } },
+      },
+      effect: null,
+    });
     expect(JSON.stringify((one.body['stop'] as { user_msg: string }).user_msg)).not.toMatch(/crash/i);
     expect((await get('/v1/stops?status=answered')).body.items!.map((r) => (r['stop'] as { packet_id: string }).packet_id)).toEqual(['stop-r-res-c1']);
     expect((await get('/v1/stops?run=wr-d')).body.items!.map((r) => (r['stop'] as { why: string }).why)).toEqual(['unknown_intent']);
     expect((await get('/v1/stops?why=budget,policy')).body.items).toHaveLength(2);
-    expect((await get('/v1/stops?since=2026-01-01T09:04:30Z')).body.items!.map((r) => (r['stop'] as { packet_id: string }).packet_id)).toEqual(['stop-r-res-d1', 'stop-r-res-c1']);
-    expect((await get('/v1/stops?until=2026-01-01T09:04:30Z')).body.items!.map((r) => (r['stop'] as { packet_id: string }).packet_id)).toEqual(['stop-r-res-a1']);
+    expect((await get('/v1/stops?since=2026-01-01T09:04:30Z')).body.items!.map((r) => (r['stop'] as { packet_id: string }).packet_id)).toEqual([
+      'stop-r-res-d1',
+      'stop-r-res-c1',
+    ]);
+    expect((await get('/v1/stops?until=2026-01-01T09:04:30Z')).body.items!.map((r) => (r['stop'] as { packet_id: string }).packet_id)).toEqual([
+      'stop-r-res-a1',
+    ]);
   });
 
   it('GET /v1/handoffs/:id and /v1/runs/:id return the view and its event timeline', async () => {
     const handoff = await get('/v1/handoffs/h-2');
     expect(handoff.status).toBe(200);
     expect(handoff.body['handoff']).toMatchObject({ id: 'h-2', status: 'completed', priority: 'urgent', handback_id: 'hb-h-2' });
-    expect((handoff.body['timeline'] as Array<{ type: string }>).map((t) => t.type)).toEqual(['handoff.created', 'handoff.claimed', 'handoff.returned', 'handoff.completed']);
+    expect((handoff.body['timeline'] as Array<{ type: string }>).map((t) => t.type)).toEqual([
+      'handoff.created',
+      'handoff.claimed',
+      'handoff.returned',
+      'handoff.completed',
+    ]);
     const run = await get('/v1/runs/wr-a');
-    expect(run.body['run']).toMatchObject({ status: 'stopped', open_stop_id: 'stop-r-res-a1', step: 'triage', agent: 'issue', hops: 1, callback: null, workflow: { name: 'feature', version: 1 } });
-    expect((run.body['timeline'] as Array<{ type: string; seq: number }>).map((t) => t.type)).toEqual(['run.started', 'run.routed', 'run.result_recorded', 'run.stopped', 'run.notice_emitted']);
-    expect(run.body['handoffs']).toEqual(expect.arrayContaining([{ project: 'demo', id: 'h-1' }, { project: 'demo', id: 'h-2' }, { project: 'demo', id: 'h-3' }]));
+    expect(run.body['run']).toMatchObject({
+      status: 'stopped',
+      open_stop_id: 'stop-r-res-a1',
+      step: 'triage',
+      agent: 'issue',
+      hops: 1,
+      callback: null,
+      workflow: { name: 'feature', version: 1 },
+    });
+    expect((run.body['timeline'] as Array<{ type: string; seq: number }>).map((t) => t.type)).toEqual([
+      'run.started',
+      'run.routed',
+      'run.result_recorded',
+      'run.stopped',
+      'run.notice_emitted',
+    ]);
+    expect(run.body['handoffs']).toEqual(
+      expect.arrayContaining([
+        { project: 'demo', id: 'h-1' },
+        { project: 'demo', id: 'h-2' },
+        { project: 'demo', id: 'h-3' },
+      ]),
+    );
   });
 
   it('answering a stop packet publishes exactly one message to the answer subject; a retry with the same answer_id is deduplicated', async () => {
@@ -200,7 +263,19 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
     const first = await post('/v1/stops/stop-r-res-a1/answer', body);
     const statusUrl = '/v1/projects/demo/runs/wr-a/answers/ans-http-1';
     // No router decides it here: 202 `pending` with the status link (which says pending too).
-    expect(first).toEqual({ status: 202, body: { accepted: true, outcome: 'pending', answer_id: 'ans-http-1', project: 'demo', workflow_run_id: 'wr-a', subject, duplicate: false, status_url: statusUrl } });
+    expect(first).toEqual({
+      status: 202,
+      body: {
+        accepted: true,
+        outcome: 'pending',
+        answer_id: 'ans-http-1',
+        project: 'demo',
+        workflow_run_id: 'wr-a',
+        subject,
+        duplicate: false,
+        status_url: statusUrl,
+      },
+    });
     expect((await get(statusUrl)).body).toMatchObject({ outcome: 'pending', answer_id: 'ans-http-1', workflow_run_id: 'wr-a' });
     expect((await post('/v1/stops/stop-r-res-a1/answer', body)).body['duplicate']).toBe(true);
     await nats.connection.flush();
@@ -240,13 +315,19 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
       callback: (_err, msg) => {
         const body = JSON.parse(decoder.decode(msg.data)) as Record<string, unknown>;
         requests.push(body);
-        const reply = requests.length === 1 ? { ok: false, error: { code: 'handoff_not_pending', kind: 'wrong_state', message: 'the handback was already decided' } } : { ok: false, error: { code: 'handback_self_review', kind: 'forbidden', message: 'no' } };
+        const reply =
+          requests.length === 1
+            ? { ok: false, error: { code: 'handoff_not_pending', kind: 'wrong_state', message: 'the handback was already decided' } }
+            : { ok: false, error: { code: 'handback_self_review', kind: 'forbidden', message: 'no' } };
         msg.respond(new TextEncoder().encode(JSON.stringify(reply)));
       },
     });
     await nats.connection.flush();
     const refused = await post('/v1/handoffs/hb-h-1/decision', { decision: 'rework', note: 'add tests', actor: 'olga', idempotency_key: 'k-1' });
-    expect(refused).toMatchObject({ status: 409, body: { error: { code: 'handoff_not_pending', details: { outcome: 'refused', handoff_id: 'hb-h-1', project: 'demo' } } } });
+    expect(refused).toMatchObject({
+      status: 409,
+      body: { error: { code: 'handoff_not_pending', details: { outcome: 'refused', handoff_id: 'hb-h-1', project: 'demo' } } },
+    });
     expect(requests[0]).toEqual({ handoff_id: 'hb-h-1', decision: 'rework', note: 'add tests', idempotency_key: 'k-1', actor: 'olga', actor_role: 'operator' });
     expect((await post('/v1/handoffs/hb-h-1/decision', { decision: 'accept', actor: 'bob' })).status).toBe(403);
     expect((await post('/v1/handoffs/hb-h-1/decision', { decision: 'rework', actor: 'olga' })).body.error?.code).toBe('schema_violation');
@@ -267,6 +348,7 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
         '/v1/handoffs/{id}',
         '/v1/handoffs/{id}/decision',
         '/v1/inbox',
+        '/v1/projections',
         '/v1/runs/{id}',
         '/v1/runs/{id}/answer',
         '/v1/meshes/{id}',
@@ -305,8 +387,11 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
     let after: Awaited<ReturnType<typeof store.snapshot>>[] = [];
     for (let i = 0; i < 100; i++) {
       await new Promise((resolve) => setTimeout(resolve, 100));
-      after = await Promise.all(PROJECTIONS.map((name) => store.snapshot(name).catch(() => null))).then((list) => (list.every((x) => x !== null) ? (list as typeof after) : []));
-      if (after.length === PROJECTIONS.length && after.every((snap, j) => snap.lastSeq === before[j]!.lastSeq && diffSnapshots(before[j]!, snap).length === 0)) break;
+      after = await Promise.all(PROJECTIONS.map((name) => store.snapshot(name).catch(() => null))).then((list) =>
+        list.every((x) => x !== null) ? (list as typeof after) : [],
+      );
+      if (after.length === PROJECTIONS.length && after.every((snap, j) => snap.lastSeq === before[j]!.lastSeq && diffSnapshots(before[j]!, snap).length === 0))
+        break;
     }
     expect(after).toHaveLength(PROJECTIONS.length);
     for (let i = 0; i < PROJECTIONS.length; i++) {
@@ -336,14 +421,23 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
       metadata: { now, actor: agent },
     });
     const commands: MeshCommand[] = [
-      { type: 'start_mesh', data: { mesh_run_id: 'mesh-n1', project: 'demo', mesh, agents: ['triage', 'billing'], started_by: 'sam' }, metadata: { now, actor: 'sam' } },
+      {
+        type: 'start_mesh',
+        data: { mesh_run_id: 'mesh-n1', project: 'demo', mesh, agents: ['triage', 'billing'], started_by: 'sam' },
+        metadata: { now, actor: 'sam' },
+      },
       turn('mn-1', 'triage', 'billing', meshEntryHandoffId('mesh-n1')),
       turn('mn-2', 'billing', 'triage', meshHandoffId('mn-1')),
     ];
     const ref = { project: 'demo', kind: 'mesh', id: 'mesh-n1' } as const;
     for (const command of commands) {
       const result = await events.handleCommand<MeshCommand, MeshEvent, ReturnType<typeof meshDecider.initialState>>(ref, meshDecider, command, {
-        commandId: `cmd-${++commandCount}`, occurredAt: now, actor: command.metadata.actor, origin: 'agent', causationId: null, correlationId: 'mesh-n1',
+        commandId: `cmd-${++commandCount}`,
+        occurredAt: now,
+        actor: command.metadata.actor,
+        origin: 'agent',
+        causationId: null,
+        correlationId: 'mesh-n1',
       });
       if (!result.ok) throw new Error(result.error.code);
     }
@@ -354,14 +448,27 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
     expect((await get(`/v1/stops/${packetId}`)).body).toMatchObject({ mesh_run_id: 'mesh-n1', stop: { why: 'thrash', next_form: { kind: 'raise_cap' } } });
 
     const runAnswerCount = async () =>
-      Object.values((await nats.jsm.streams.info(streams.inbox, { subjects_filter: Subjects.operatorAnswer(prefix, 'demo') })).state.subjects ?? {}).reduce((a, b) => a + b, 0);
+      Object.values((await nats.jsm.streams.info(streams.inbox, { subjects_filter: Subjects.operatorAnswer(prefix, 'demo') })).state.subjects ?? {}).reduce(
+        (a, b) => a + b,
+        0,
+      );
     const runAnswersBefore = await runAnswerCount();
     const subject = Subjects.meshAnswer(prefix, 'demo');
     expect((await post(`/v1/stops/${packetId}/answer`, { action: 'raise_cap', cap: 2 })).body.error?.code).toBe('cap_not_raised');
     const accepted = await post(`/v1/stops/${packetId}/answer`, { answer_id: 'ans-mesh-1', action: 'raise_cap', cap: 6 });
     expect(accepted).toEqual({
       status: 202,
-      body: { accepted: true, outcome: 'pending', answer_id: 'ans-mesh-1', project: 'demo', workflow_run_id: 'mesh-n1', mesh_run_id: 'mesh-n1', subject, duplicate: false, status_url: '/v1/projects/demo/meshes/mesh-n1/answers/ans-mesh-1' },
+      body: {
+        accepted: true,
+        outcome: 'pending',
+        answer_id: 'ans-mesh-1',
+        project: 'demo',
+        workflow_run_id: 'mesh-n1',
+        mesh_run_id: 'mesh-n1',
+        subject,
+        duplicate: false,
+        status_url: '/v1/projects/demo/meshes/mesh-n1/answers/ans-mesh-1',
+      },
     });
     const stored = await nats.jsm.streams.getMessage(streams.inbox, { last_by_subj: subject });
     expect(JSON.parse(decoder.decode(stored.data))).toMatchObject({

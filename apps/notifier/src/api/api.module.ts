@@ -1,15 +1,33 @@
 import { Module } from '@nestjs/common';
 import { AuthModule } from '../auth/auth.module';
 import { ProjectionModule } from '../projection/projection.module';
-import { DocsController, HandoffsController, InboxController, MeshesController, ProjectRecordsController, RunsController, StopsController } from './controllers';
+import {
+  DocsController,
+  HandoffsController,
+  InboxController,
+  MeshesController,
+  ProjectRecordsController,
+  RunsController,
+  StopsController,
+} from './controllers';
 import { MeshReader } from './mesh-reader';
 import { AnswerOutcomes } from './answer-outcomes';
 import { OperatorActions } from './operator-actions';
+import { ProjectionsController } from './projections.controller';
 
 /** The operator HTTP API (`/v1/...`, token-authenticated; `/openapi.json`, `/docs`). */
 @Module({
   imports: [ProjectionModule, AuthModule],
-  controllers: [InboxController, StopsController, HandoffsController, RunsController, MeshesController, ProjectRecordsController, DocsController],
+  controllers: [
+    InboxController,
+    StopsController,
+    HandoffsController,
+    RunsController,
+    MeshesController,
+    ProjectRecordsController,
+    DocsController,
+    ProjectionsController,
+  ],
   providers: [OperatorActions, AnswerOutcomes, MeshReader],
   exports: [OperatorActions, AnswerOutcomes, MeshReader],
 })

@@ -36,7 +36,13 @@ function queryParameters(schema: z.ZodObject): object[] {
   });
 }
 
-const idParam = (description: string) => ({ name: 'id', in: 'path', required: true, description, schema: { type: 'string', pattern: '^[A-Za-z0-9_\\-:@]+$', maxLength: 128 } });
+const idParam = (description: string) => ({
+  name: 'id',
+  in: 'path',
+  required: true,
+  description,
+  schema: { type: 'string', pattern: '^[A-Za-z0-9_\\-:@]+$', maxLength: 128 },
+});
 const projectParam = {
   name: 'project',
   in: 'path',
@@ -58,10 +64,18 @@ export function buildOpenApiDocument(): object {
     '`ambiguous_id`: the id exists in several projects the token may see (`error.details.projects` lists them); use the project route `/v1/projects/{project}/...`',
   );
   /** An id-only route: a convenience answering only when the id is unambiguous among the token's projects. */
-  const idOnly = (operation: { operationId: string; summary: string; description?: string; responses: Record<string, unknown> } & Record<string, unknown>, projectRoute: string) => ({
+  const idOnly = (
+    operation: { operationId: string; summary: string; description?: string; responses: Record<string, unknown> } & Record<string, unknown>,
+    projectRoute: string,
+  ) => ({
     ...operation,
     description: `${operation.description ? `${operation.description} ` : ''}Addresses the record by id alone: answered only when exactly one project the token may see holds the id (404 when none does, 409 \`ambiguous_id\` listing the projects when several do). Prefer \`${projectRoute}\`.`,
-    responses: { ...operation.responses, '409': operation.responses['409'] ? error(`${String((operation.responses['409'] as { description: string }).description)}; \`ambiguous_id\` (several projects hold the id)`) : ambiguous },
+    responses: {
+      ...operation.responses,
+      '409': operation.responses['409']
+        ? error(`${String((operation.responses['409'] as { description: string }).description)}; \`ambiguous_id\` (several projects hold the id)`)
+        : ambiguous,
+    },
   });
   /** The same operation on the project route: project and id name the record. */
   const scoped = (operation: { operationId: string; parameters: object[] } & Record<string, unknown>) => ({
@@ -79,7 +93,7 @@ export function buildOpenApiDocument(): object {
     operationId: 'answerStop',
     summary: "Answer a stop packet's form (one of its buttons)",
     description:
-      'Published to the router on `<prefix>.in.<project>.answer` (a mesh\'s packet on `…mesh_answer`; Nats-Msg-Id = `answer:<project>:<answer_id>`), then the API waits (at most `NOTIFIER_ANSWER_WAIT_MS`, default 5 s) for the router\'s decision in the run\'s (mesh\'s) event stream and answers with the outcome: 200 `applied` with the new state; 409 with the code the router recorded when it refused the answer (e.g. `run_not_stopped` when another operator\'s answer was applied first); 202 `pending` with `status_url` (and `Location`) when it was not decided in time. Send the same `answer_id` to retry safely.',
+      "Published to the router on `<prefix>.in.<project>.answer` (a mesh's packet on `…mesh_answer`; Nats-Msg-Id = `answer:<project>:<answer_id>`), then the API waits (at most `NOTIFIER_ANSWER_WAIT_MS`, default 5 s) for the router's decision in the run's (mesh's) event stream and answers with the outcome: 200 `applied` with the new state; 409 with the code the router recorded when it refused the answer (e.g. `run_not_stopped` when another operator's answer was applied first); 202 `pending` with `status_url` (and `Location`) when it was not decided in time. Send the same `answer_id` to retry safely.",
     parameters: [idParam('the packet id')],
     requestBody: body(StopAnswerBodySchema),
     responses: {
@@ -103,7 +117,8 @@ export function buildOpenApiDocument(): object {
     operationId: 'answerHold',
     summary: 'Answer a held run: continue, reroute (with a target) or terminate',
     parameters: [idParam('the workflow run id')],
-    description: 'Published to the router, then answered with the outcome exactly as a stop packet\'s answer: 200 `applied`, 409 refused with the router\'s code, 202 `pending` with `status_url`.',
+    description:
+      "Published to the router, then answered with the outcome exactly as a stop packet's answer: 200 `applied`, 409 refused with the router's code, 202 `pending` with `status_url`.",
     requestBody: body(HoldAnswerBodySchema),
     responses: {
       '200': json(AnswerAcceptedSchema, '`applied`: the run after the answer in `run`'),
@@ -117,7 +132,7 @@ export function buildOpenApiDocument(): object {
     operationId: 'getMesh',
     summary: 'A handoff mesh run: its turns, the handoffs taken, the calls ignored and why, the cap, the outcome; its timeline',
     description:
-      'Read from the mesh aggregate\'s events in the events stream (no projection holds meshes), so it is as current as the stream. The inbox\'s mesh stop items link to its page.',
+      "Read from the mesh aggregate's events in the events stream (no projection holds meshes), so it is as current as the stream. The inbox's mesh stop items link to its page.",
     parameters: [idParam('the mesh run id')],
     responses: { '200': json(MeshResponseSchema, 'the mesh run'), '400': bad, '404': missing },
   };
@@ -125,8 +140,12 @@ export function buildOpenApiDocument(): object {
     operationId: kind === 'run' ? 'getRunAnswer' : 'getMeshAnswer',
     summary: `What became of an operator answer to a ${kind === 'run' ? 'workflow run (stop packet or hold)' : "handoff mesh's stop packet"}: applied, refused (with the router's code) or pending`,
     description:
-      'Read from the aggregate\'s own events: `applied` when the router appended `run.resumed` / `mesh.stop_answered` for the answer id, `refused` when it recorded `run.result_rejected` / `mesh.turn_rejected` for it, else `pending` (not decided yet, or no answer with that id was published). The `status_url` of a 202 answer.',
-    parameters: [projectParam, idParam(kind === 'run' ? 'the workflow run id' : 'the mesh run id'), { name: 'answer_id', in: 'path', required: true, description: 'the answer id', schema: { type: 'string', maxLength: 128 } }],
+      "Read from the aggregate's own events: `applied` when the router appended `run.resumed` / `mesh.stop_answered` for the answer id, `refused` when it recorded `run.result_rejected` / `mesh.turn_rejected` for it, else `pending` (not decided yet, or no answer with that id was published). The `status_url` of a 202 answer.",
+    parameters: [
+      projectParam,
+      idParam(kind === 'run' ? 'the workflow run id' : 'the mesh run id'),
+      { name: 'answer_id', in: 'path', required: true, description: 'the answer id', schema: { type: 'string', maxLength: 128 } },
+    ],
     responses: { '200': json(AnswerStatusSchema, 'the outcome'), '400': bad, '404': missing },
   });
   const getHandoff = {
@@ -138,7 +157,8 @@ export function buildOpenApiDocument(): object {
   const decideHandback = {
     operationId: 'decideHandback',
     summary: 'Accept or rework a completion handback (a rework carries a note)',
-    description: 'The ledger decides at once (request/reply): 200 `applied` with the decided handback, or its refusal with the ledger\'s code and `error.details.outcome` = `refused` (409 when another decision came first).',
+    description:
+      "The ledger decides at once (request/reply): 200 `applied` with the decided handback, or its refusal with the ledger's code and `error.details.outcome` = `refused` (409 when another decision came first).",
     parameters: [idParam('the completion handback id')],
     requestBody: body(HandbackDecisionBodySchema),
     responses: {
@@ -156,7 +176,7 @@ export function buildOpenApiDocument(): object {
       title: 'Baton operator API',
       version: '1.0.0',
       description:
-        'The notifier service: the operator inbox, stop packets, handoff and run views (Redis projections of the event streams), mesh run views (read from the events stream), and the operator actions (answer a stop packet or a hold, accept or rework a completion handback). Every `/v1` route needs `Authorization: Bearer <token>` (made with `baton token create`; roles viewer / operator / admin, scoped to projects): a caller sees and answers only its projects (another project\'s item answers 404), a viewer cannot answer (403 `role_forbidden`), and `answered_by` / `actor_role` / the decision\'s actor come from the token, never from the body. 401 `unauthenticated` without a valid token (tokens may expire); 429 `too_many_auth_failures` with `Retry-After` to a client address after `NOTIFIER_AUTH_FAILURES_PER_MINUTE` failed tokens or sign-ins (whatever it sends until the minute ends); 503 `projections_unavailable` with `Retry-After` within about `REDIS_COMMAND_TIMEOUT_MS` when Redis does not answer. Responses send `X-Content-Type-Options: nosniff`. Ids are unique only within a project: runs, handoffs and stop packets are addressed by project and id (`/v1/projects/{project}/runs/{id}`...); the id-only routes remain as a convenience and answer 409 `ambiguous_id` (with `error.details.projects`) when several of the token\'s projects hold the id.',
+        "The notifier service: the operator inbox, stop packets, handoff and run views (Redis projections of the event streams), mesh run views (read from the events stream), and the operator actions (answer a stop packet or a hold, accept or rework a completion handback). Every `/v1` route needs `Authorization: Bearer <token>` (made with `baton token create`; roles viewer / operator / admin, scoped to projects): a caller sees and answers only its projects (another project's item answers 404), a viewer cannot answer (403 `role_forbidden`), and `answered_by` / `actor_role` / the decision's actor come from the token, never from the body. 401 `unauthenticated` without a valid token (tokens may expire); 429 `too_many_auth_failures` with `Retry-After` to a client address after `NOTIFIER_AUTH_FAILURES_PER_MINUTE` failed tokens or sign-ins (whatever it sends until the minute ends); 503 `projections_unavailable` with `Retry-After` within about `REDIS_COMMAND_TIMEOUT_MS` when Redis does not answer. Responses send `X-Content-Type-Options: nosniff`. Ids are unique only within a project: runs, handoffs and stop packets are addressed by project and id (`/v1/projects/{project}/runs/{id}`...); the id-only routes remain as a convenience and answer 409 `ambiguous_id` (with `error.details.projects`) when several of the token's projects hold the id.",
     },
     components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'an operator token from `baton token create`' } } },
     security: [{ bearer: [] }],
@@ -165,7 +185,8 @@ export function buildOpenApiDocument(): object {
         get: {
           operationId: 'listInbox',
           summary: 'Items a person must act on (stops, holds, handbacks, escalations)',
-          description: 'Newest (`order=newest`) or most urgent first; filters take one value or a comma-separated list; `status` defaults to `open` (`any` for all); page with `next_cursor`.',
+          description:
+            'Newest (`order=newest`) or most urgent first; filters take one value or a comma-separated list; `status` defaults to `open` (`any` for all); page with `next_cursor`.',
           parameters: queryParameters(InboxQuerySchema),
           responses: { '200': json(InboxPageSchema, 'one page of inbox items'), '400': bad },
         },
@@ -197,7 +218,7 @@ export function buildOpenApiDocument(): object {
       '/v1/events/stream': {
         get: {
           operationId: 'eventStream',
-          summary: 'Server-sent events: `event: inbox` with { seq, project, event_type, aggregate } after each inbox change of the caller\'s projects',
+          summary: "Server-sent events: `event: inbox` with { seq, project, event_type, aggregate } after each inbox change of the caller's projects",
           description:
             'The first frame is `event: ready`. The web inbox listens here (with its session cookie; GET requests accept it) and reloads the items that changed. At most `NOTIFIER_STREAMS_PER_TOKEN` streams per token and `NOTIFIER_STREAMS_MAX` in all; a stream whose token is revoked or expires (or whose session signs out) receives `event: closed` with `{reason}` and ends.',
           responses: {
@@ -207,7 +228,21 @@ export function buildOpenApiDocument(): object {
           },
         },
       },
-      '/openapi.json': { get: { operationId: 'openapi', summary: 'This document', security: [], responses: { '200': { description: 'the OpenAPI document' } } } },
+      '/v1/projections': {
+        get: {
+          operationId: 'listProjections',
+          summary: 'Each projection: the generation operators read, how far it is behind the stream, and the rebuilds running on it with their progress',
+          description:
+            'A rebuild (by a notifier, or `baton replay`) writes a shadow generation and swaps it in atomically; until then every read serves the previous generation, whole. Per projection: `active_generation`, `last_seq`, `behind_by` (stream events not applied yet), `needs_rebuild`, `rebuilding`, and `rebuilds` (`kind` rebuild or scratch (a comparison), `by`, `phase`, `seq` / `target_seq`, `events` / `total_events`, `percent`, `rate` (events/s), `eta_seconds`, `stale`: its process died, the next rebuild deletes its shadow). Any authenticated caller. `/health/ready` carries the same in `details.projections`.',
+          responses: {
+            '200': { description: '`{ stream: { name, last_seq, messages } | null, rebuilding, projections: [...] }`' },
+            '401': error('`unauthenticated`'),
+          },
+        },
+      },
+      '/openapi.json': {
+        get: { operationId: 'openapi', summary: 'This document', security: [], responses: { '200': { description: 'the OpenAPI document' } } },
+      },
       '/docs': { get: { operationId: 'docs', summary: 'A page linking this document', security: [], responses: { '200': { description: 'HTML' } } } },
     },
   };

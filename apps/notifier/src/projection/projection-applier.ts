@@ -1,7 +1,7 @@
 import { BeforeApplicationShutdown, Inject, Injectable, OnApplicationBootstrap } from '@nestjs/common';
 import { Subjects } from '@baton/contracts';
 import { DlqSources, batonStreamNames, provision, runConsumer, type ConsumerRunner } from '@baton/eventstore';
-import { jetStreamReplaySource, type BatonProjector, type ReplaySource } from '@baton/projections';
+import { jetStreamReplaySource, RebuildAbortedError, type BatonProjector, type RebuildOptions, type ReplaySource } from '@baton/projections';
 import { RUNTIME, type ServiceConfig, type ServiceRuntime } from '@baton/platform';
 import { NOTIFIER_CONFIG, type NotifierConfig } from '../notifier.config';
 import { AppliedEvents } from './applied-events';
@@ -46,6 +46,8 @@ export class ProjectionApplier implements OnApplicationBootstrap, BeforeApplicat
   private checkTimer: NodeJS.Timeout | null = null;
   private checking: Promise<void> | null = null;
   private stopping = false;
+  /** Aborts a rebuild still running at shutdown (it swaps nothing and drops its shadows). */
+  private readonly shutdown = new AbortController();
 
   constructor(
     @Inject(RUNTIME) private readonly runtime: ServiceRuntime<ServiceConfig>,
@@ -67,7 +69,8 @@ export class ProjectionApplier implements OnApplicationBootstrap, BeforeApplicat
       nats,
       prefix,
       registry,
-      onUndecodable: (seq, subject, rejection) => logger.warn('rebuild skipped an undecodable event', { seq, subject, code: rejection.code, reason: rejection.message }),
+      onUndecodable: (seq, subject, rejection) =>
+        logger.warn('rebuild skipped an undecodable event', { seq, subject, code: rejection.code, reason: rejection.message }),
     });
     await this.ensureCurrent(source, 'at start');
     const stream = batonStreamNames(prefix).events;
@@ -87,7 +90,15 @@ export class ProjectionApplier implements OnApplicationBootstrap, BeforeApplicat
     });
     await provision(nats.jsm, {
       consumers: [
-        { stream, durable: PROJECTION_DURABLE, filterSubject: Subjects.events(prefix), deliverFrom: 'all', ackWaitMs: 30_000, maxAckPending: PROJECTION_MAX_ACK_PENDING, description: 'notifier: Redis projections and human action notices' },
+        {
+          stream,
+          durable: PROJECTION_DURABLE,
+          filterSubject: Subjects.events(prefix),
+          deliverFrom: 'all',
+          ackWaitMs: 30_000,
+          maxAckPending: PROJECTION_MAX_ACK_PENDING,
+          description: 'notifier: Redis projections and human action notices',
+        },
       ],
     });
     this.runner = runConsumer({
@@ -102,7 +113,12 @@ export class ProjectionApplier implements OnApplicationBootstrap, BeforeApplicat
       pullExpiresMs: 1000,
       handleBatch: (msgs) => batches.handle(msgs),
       onOutcome: (outcome) => {
-        if (outcome.kind !== 'acked') logger.warn(`projection event ${outcome.kind}`, { seq: outcome.msg.seq, subject: outcome.msg.subject, error: String('error' in outcome ? outcome.error : '') });
+        if (outcome.kind !== 'acked')
+          logger.warn(`projection event ${outcome.kind}`, {
+            seq: outcome.msg.seq,
+            subject: outcome.msg.subject,
+            error: String('error' in outcome ? outcome.error : ''),
+          });
       },
       onError: (error) => logger.error('projection consumer pull failed', { error: String(error) }),
       // Deleted or lost at runtime: re-created after its ack floor (the runner does it; logged here).
@@ -125,16 +141,50 @@ export class ProjectionApplier implements OnApplicationBootstrap, BeforeApplicat
     }
   }
 
-  /** Rebuild every projection Redis does not hold (or holds from another definition version). */
+  /**
+   * Rebuild every projection Redis does not hold (or holds from another definition version), all
+   * over one read of the stream (folded in memory and written in bulk); progress is logged every
+   * 10 s and shown by `GET /v1/projections` and `/health/ready` while it runs.
+   */
   private async ensureCurrent(source: ReplaySource, when: 'at start' | 'after start'): Promise<void> {
-    const { logger } = this.runtime;
+    const { logger, nats, config } = this.runtime;
     try {
-      for (const rebuilt of await this.projector.ensureCurrent(source)) {
-        const fields = { projection: rebuilt.projection, reason: rebuilt.reason, status: rebuilt.result.status, ...(rebuilt.result.status === 'swapped' ? { last_seq: rebuilt.result.lastSeq } : {}) };
+      const stream = await nats.jsm.streams.info(batonStreamNames(config.BATON_PREFIX).events).then(
+        (info) => info.state,
+        () => null,
+      );
+      let logged = 0;
+      const options: RebuildOptions = {
+        by: config.BATON_INSTANCE ?? 'notifier',
+        signal: this.shutdown.signal,
+        ...(stream ? { targetSeq: stream.last_seq, totalEvents: stream.messages } : {}),
+        onProgress: (progress) => {
+          if (progress.elapsedMs - logged < 10_000) return;
+          logged = progress.elapsedMs;
+          logger.info('projection rebuild progress', {
+            projections: progress.projections.join(','),
+            phase: progress.phase,
+            events: progress.events,
+            ...(progress.totalEvents !== null ? { total_events: progress.totalEvents } : {}),
+            events_per_s: Math.round((progress.events * 1000) / Math.max(1, progress.elapsedMs)),
+          });
+        },
+      };
+      // Shadows of rebuilds whose process died (a killed `baton replay`) are deleted.
+      const abandoned = await this.projector.collectAbandoned();
+      if (abandoned > 0) logger.warn('deleted the shadow generations of rebuilds that died', { shadows: abandoned });
+      for (const rebuilt of await this.projector.ensureCurrent(source, options)) {
+        const fields = {
+          projection: rebuilt.projection,
+          reason: rebuilt.reason,
+          status: rebuilt.result.status,
+          ...(rebuilt.result.status === 'swapped' ? { last_seq: rebuilt.result.lastSeq } : {}),
+        };
         if (when === 'at start') logger.info('projection rebuilt at start', fields);
         else logger.warn('projection lost from Redis: rebuilt from the events stream', fields);
       }
     } catch (error) {
+      if (error instanceof RebuildAbortedError) return; // shutting down
       // At start the notifier must not serve half-built projections: fail the start. Later, the
       // next check tries again.
       if (when === 'at start') throw error;
@@ -144,6 +194,7 @@ export class ProjectionApplier implements OnApplicationBootstrap, BeforeApplicat
 
   async beforeApplicationShutdown(): Promise<void> {
     this.stopping = true;
+    this.shutdown.abort();
     if (this.checkTimer) clearInterval(this.checkTimer);
     this.checkTimer = null;
     await this.checking?.catch(() => undefined);

@@ -1,14 +1,20 @@
-import { Module } from '@nestjs/common';
+import { Global, Module } from '@nestjs/common';
 import { Principals } from '@baton/contracts';
 import { createBatonProjector, createBatonViews, createProjectionStore, type ProjectionStore } from '@baton/projections';
-import { RUNTIME, type ServiceRuntime } from '@baton/platform';
+import { READINESS_DETAILS, RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { LedgerClient } from '@baton/platform';
 import { AppliedEvents } from './applied-events';
 import { NoticePublisher } from './notice-publisher';
 import { ProjectionApplier } from './projection-applier';
+import { ProjectionStatus, projectionReadiness } from './projection-status';
 import { BATON_PROJECTOR, BATON_VIEWS, LEDGER_CLIENT, PROJECTION_STORE, projectionPrefix } from './tokens';
 
-/** The projection store on the runtime's Redis, the projector and its applier, the read side, the ledger client. */
+/**
+ * The projection store on the runtime's Redis, the projector and its applier, the read side, the
+ * ledger client, the projections' status (rebuilds and their progress). Global, so that the
+ * platform's `/health/ready` finds the readiness details it provides.
+ */
+@Global()
 @Module({
   providers: [
     {
@@ -25,12 +31,15 @@ import { BATON_PROJECTOR, BATON_VIEWS, LEDGER_CLIENT, PROJECTION_STORE, projecti
       provide: LEDGER_CLIENT,
       inject: [RUNTIME],
       // `op.notifier`: each call names the operator its token authenticated (name and role).
-      useFactory: (runtime: ServiceRuntime) => new LedgerClient(runtime.nats, runtime.config.BATON_PREFIX, { as: Principals.operator('notifier'), attempts: 2 }),
+      useFactory: (runtime: ServiceRuntime) =>
+        new LedgerClient(runtime.nats, runtime.config.BATON_PREFIX, { as: Principals.operator('notifier'), attempts: 2 }),
     },
     NoticePublisher,
     AppliedEvents,
     ProjectionApplier,
+    ProjectionStatus,
+    { provide: READINESS_DETAILS, inject: [ProjectionStatus], useFactory: projectionReadiness },
   ],
-  exports: [PROJECTION_STORE, BATON_PROJECTOR, BATON_VIEWS, LEDGER_CLIENT, AppliedEvents],
+  exports: [PROJECTION_STORE, BATON_PROJECTOR, BATON_VIEWS, LEDGER_CLIENT, AppliedEvents, ProjectionStatus, READINESS_DETAILS],
 })
 export class ProjectionModule {}

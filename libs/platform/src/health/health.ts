@@ -1,4 +1,4 @@
-import { Controller, Get, HttpCode, HttpException, HttpStatus, Inject, Module, DynamicModule } from '@nestjs/common';
+import { Controller, Get, HttpCode, HttpException, HttpStatus, Inject, Module, DynamicModule, Optional } from '@nestjs/common';
 
 /** A readiness probe: resolves when the dependency answers, rejects (or returns false) when not. */
 export type ReadinessCheck = { name: string; check: () => Promise<boolean> };
@@ -6,12 +6,25 @@ export type ReadinessCheck = { name: string; check: () => Promise<boolean> };
 export const READINESS_CHECKS = Symbol('READINESS_CHECKS');
 
 /**
+ * Facts a service adds to its readiness answer under `details.<name>` (the notifier: projections
+ * being rebuilt and how far). They never decide readiness: a detail that fails or takes longer than
+ * the checks is left out. Provided by a global module of the service (token {@link READINESS_DETAILS}).
+ */
+export type ReadinessDetails = { name: string; details: () => Promise<unknown> };
+
+export const READINESS_DETAILS = Symbol('READINESS_DETAILS');
+
+/**
  * `/health/live` answers 200 while the process runs; `/health/ready` answers 200 only when every
- * readiness check (NATS, Redis...) passes within a second, else 503 with the failing names.
+ * readiness check (NATS, Redis...) passes within a second, else 503 with the failing names; both
+ * carry the service's readiness details, if it provides any.
  */
 @Controller('health')
 export class HealthController {
-  constructor(@Inject(READINESS_CHECKS) private readonly checks: ReadinessCheck[]) {}
+  constructor(
+    @Inject(READINESS_CHECKS) private readonly checks: ReadinessCheck[],
+    @Optional() @Inject(READINESS_DETAILS) private readonly details?: ReadinessDetails[],
+  ) {}
 
   @Get('live')
   @HttpCode(200)
@@ -20,7 +33,8 @@ export class HealthController {
   }
 
   @Get('ready')
-  async ready(): Promise<{ status: 'ready'; checks: Record<string, boolean> }> {
+  async ready(): Promise<{ status: 'ready'; checks: Record<string, boolean>; details?: Record<string, unknown> }> {
+    const details = this.collectDetails();
     const results = await Promise.all(
       this.checks.map(async ({ name, check }) => {
         try {
@@ -32,10 +46,27 @@ export class HealthController {
       }),
     );
     const checks = Object.fromEntries(results);
+    const extra = await details;
     if (results.some(([, ok]) => !ok)) {
-      throw new HttpException({ status: 'not_ready', checks }, HttpStatus.SERVICE_UNAVAILABLE);
+      throw new HttpException({ status: 'not_ready', checks, ...extra }, HttpStatus.SERVICE_UNAVAILABLE);
     }
-    return { status: 'ready', checks };
+    return { status: 'ready', checks, ...extra };
+  }
+
+  /** `{ details }` from the providers that answered within a second (nothing when none is provided). */
+  private async collectDetails(): Promise<{ details?: Record<string, unknown> }> {
+    if (!this.details || this.details.length === 0) return {};
+    const entries = await Promise.all(
+      this.details.map(async ({ name, details }) => {
+        try {
+          const value = await Promise.race([details(), new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), 1000).unref())]);
+          return value === undefined ? null : ([name, value] as [string, unknown]);
+        } catch {
+          return null;
+        }
+      }),
+    );
+    return { details: Object.fromEntries(entries.filter((e): e is [string, unknown] => e !== null)) };
   }
 }
 

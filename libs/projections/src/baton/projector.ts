@@ -58,6 +58,8 @@ export interface BatonProjector {
   status(): Promise<ProjectionStatus[]>;
   /** The rebuilds running on any of the projections (by this process or another), with their progress. */
   rebuilds(): Promise<RebuildInfo[]>;
+  /** Delete the shadows of rebuilds whose process died (lease run out); returns how many. */
+  collectAbandoned(): Promise<number>;
   /**
    * Rebuild (from `source`, into a shadow generation swapped in atomically) every projection that
    * has no active generation or whose stored version is not the code's. Returns what it rebuilt.
@@ -121,7 +123,11 @@ export function createBatonProjector(options: BatonProjectorOptions): BatonProje
    * first failure, e.g. ShadowLostError when Redis lost its data, is thrown once all have
    * settled), then forget the states cached for them.
    */
-  const rebuildList = async (list: readonly AnyFoldingProjection[], source: ReplaySource, rebuildOptions?: RebuildOptions): Promise<Record<string, RebuildResult>> => {
+  const rebuildList = async (
+    list: readonly AnyFoldingProjection[],
+    source: ReplaySource,
+    rebuildOptions?: RebuildOptions,
+  ): Promise<Record<string, RebuildResult>> => {
     try {
       return await store.rebuildMany(list as unknown as FoldTarget[], source, rebuildOptions);
     } finally {
@@ -147,6 +153,11 @@ export function createBatonProjector(options: BatonProjectorOptions): BatonProje
     async rebuilds() {
       return (await Promise.all(projections.map((p) => store.rebuilds(p.name)))).flat();
     },
+    async collectAbandoned() {
+      let dropped = 0;
+      for (const p of projections) dropped += await store.collectAbandoned(p.name);
+      return dropped;
+    },
     async ensureCurrent(source, rebuildOptions) {
       const stale: Array<{ projection: AnyFoldingProjection; reason: RebuildReason }> = [];
       for (const projection of projections) {
@@ -157,7 +168,13 @@ export function createBatonProjector(options: BatonProjectorOptions): BatonProje
       }
       if (stale.length === 0) return [];
       // Rebuild the stale ones together over one read of the stream.
-      const results = await serial(() => rebuildList(stale.map(({ projection }) => projection), source, rebuildOptions));
+      const results = await serial(() =>
+        rebuildList(
+          stale.map(({ projection }) => projection),
+          source,
+          rebuildOptions,
+        ),
+      );
       return stale.map(({ projection, reason }) => ({ projection: projection.name, reason, result: results[projection.name] as RebuildResult }));
     },
     async rebuild(name, source, rebuildOptions) {
