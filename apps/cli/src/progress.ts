@@ -44,7 +44,7 @@ export class ProgressLine {
   private total: number;
   private note: string | undefined;
   private readonly started: number;
-  private lastDraw = 0;
+  private lastDraw = Number.NEGATIVE_INFINITY;
   private lastPlainDecile = -1;
   private lastPlainAt: number;
   private drawn = false;
@@ -107,7 +107,6 @@ export class ProgressLine {
     }
     const decile = total === 0 ? 10 : Math.floor((this.done / total) * 10);
     if (final || decile > this.lastPlainDecile || at - this.lastPlainAt >= (this.options.plainEveryMs ?? 10_000)) {
-      if (final && decile === this.lastPlainDecile && this.samples.length === 0) return;
       this.io.stderr.write(`${this.label}: ${this.describe(at)}\n`);
       this.lastPlainDecile = decile;
       this.lastPlainAt = at;

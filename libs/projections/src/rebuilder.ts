@@ -114,8 +114,8 @@ export interface RebuildBackend {
 }
 
 /** How long a rebuild's lease holds without news, and how often it is refreshed. */
-export const REBUILD_LEASE_MS = 60_000;
-const HEARTBEAT_MS = 10_000;
+export const REBUILD_LEASE_MS = 30_000;
+const HEARTBEAT_MS = 5_000;
 /** Most commands and bytes in one bulk script call (each call is atomic; calls of a chunk are pipelined). */
 const MAX_CALL_COMMANDS = 4_000;
 const MAX_CALL_BYTES = 1 << 20;

@@ -1,0 +1,212 @@
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
+import { MsgIds, Subjects, createEventRegistry, type EventEnvelope } from '@baton/contracts';
+import { batonStreamNames, batonTopology, connectNats, headersFrom, provision, type NatsHandle } from '@baton/eventstore';
+import {
+  batonProjections,
+  createProjectionStore,
+  createRedis,
+  foldScenario,
+  scenarioSteps,
+  type ProjectionSnapshot,
+  type ProjectionStore,
+  type RedisHandle,
+} from '@baton/projections';
+import { createCliContext } from './context';
+import { replayCommand } from './commands/replay';
+import { main } from './main';
+import { bufferedIo } from './output';
+
+/*
+ * Issue 12: a rebuild interrupted (Ctrl-C) or killed half-way leaves the live projections as they
+ * were, serving; running it again succeeds, and what a killed rebuild left behind is deleted once
+ * its lease runs out.
+ */
+
+const NATS_URL = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
+const REDIS_URL = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
+const encoder = new TextEncoder();
+
+/** Append the example scenario once per project (`p0`, `p1`...) until `count` events are stored. */
+async function fill(nats: NatsHandle, prefix: string, count: number): Promise<void> {
+  const registry = createEventRegistry();
+  const template = foldScenario(scenarioSteps({ project: 'zzz' }));
+  const inFlight = new Set<Promise<unknown>>();
+  let n = 0;
+  for (let p = 0; n < count; p++) {
+    const project = `p${p}`;
+    for (const [index, e] of template.entries()) {
+      if (n++ >= count) break;
+      const envelope: EventEnvelope = {
+        id: `ev-${index}`,
+        type: e.event.type,
+        version: registry.currentVersion(e.event.type),
+        aggregate: { kind: e.aggregate, id: e.id },
+        project,
+        occurredAt: e.occurredAt,
+        actor: e.actor,
+        origin: e.origin,
+        causationId: null,
+        correlationId: e.id,
+        payload: JSON.parse(JSON.stringify(e.event.data).split('"zzz"').join(`"${project}"`)) as unknown,
+      };
+      const ack = nats.js
+        .publish(Subjects.aggregate(prefix, project, e.aggregate, e.id), encoder.encode(JSON.stringify(envelope)), {
+          msgID: MsgIds.event(project, e.aggregate, e.id, envelope.id),
+          headers: headersFrom({ 'Baton-Event-Type': envelope.type }),
+        })
+        .finally(() => inFlight.delete(ack));
+      inFlight.add(ack);
+      if (inFlight.size >= 256) await Promise.race(inFlight);
+    }
+  }
+  await Promise.all(inFlight);
+}
+
+describe('interrupted and killed rebuilds (real NATS and Redis)', () => {
+  let nats: NatsHandle;
+  let redis: RedisHandle;
+  let prefix: string;
+  let store: ProjectionStore;
+  const env = () => ({ NATS_URL, REDIS_URL, BATON_PREFIX: prefix });
+
+  async function baton(...argv: string[]) {
+    const io = bufferedIo();
+    const code = await main(argv, { io, env: env() });
+    return { code, out: io.out(), err: io.err() };
+  }
+
+  async function snapshots(): Promise<Record<string, ProjectionSnapshot>> {
+    const out: Record<string, ProjectionSnapshot> = {};
+    for (const p of batonProjections()) out[p.name] = await store.snapshot(p.name);
+    return out;
+  }
+
+  async function generations(): Promise<string[]> {
+    const found = new Set<string>();
+    for await (const batch of redis.client.scanStream({ match: `${prefix}:proj:*:g*`, count: 1000 })) {
+      for (const key of batch as string[]) {
+        const [name, generation] = key.split(':').slice(2, 4);
+        if (/^g\d+$/.test(generation ?? '')) found.add(`${name}:${generation}`);
+      }
+    }
+    return [...found].sort();
+  }
+
+  beforeEach(async () => {
+    prefix = `t${randomBytes(5).toString('hex')}`;
+    nats = await connectNats({ servers: NATS_URL, name: 'cli-rebuild-int', reconnect: false });
+    await provision(nats.jsm, batonTopology(prefix, { storage: 'memory' }));
+    redis = createRedis(REDIS_URL);
+    store = createProjectionStore({ redis: redis.client, prefix: `${prefix}:proj` });
+  });
+
+  afterEach(async () => {
+    const names = batonStreamNames(prefix);
+    for (const name of [names.events, names.inbox, names.dlq]) await nats.jsm.streams.delete(name).catch(() => undefined);
+    for await (const batch of redis.client.scanStream({ match: `${prefix}:*`, count: 1000 })) {
+      const keys = batch as string[];
+      if (keys.length > 0) await redis.client.unlink(...keys);
+    }
+    await redis.close();
+    await nats.close();
+  });
+
+  it('Ctrl-C half-way through baton replay: exit 130, nothing swapped, the shadows deleted, the live projections unchanged; replay again succeeds', async () => {
+    await fill(nats, prefix, 1_500);
+    expect((await baton('replay')).code).toBe(0);
+    const before = await snapshots();
+    const live = await generations();
+    const io = bufferedIo();
+    const ctx = createCliContext({ io, env: env(), nats, redis });
+    const real = await ctx.projections();
+    let interrupted = false;
+    // Ctrl-C arrives once 600 events were read (the command's own SIGINT handler aborts the rebuild).
+    const interrupting: ProjectionStore = Object.assign(Object.create(real) as ProjectionStore, {
+      rebuildMany: ((targets, source, options) =>
+        real.rebuildMany(
+          targets,
+          (from) =>
+            (async function* () {
+              for await (const event of source(from)) {
+                if (event.seq === 600 && !interrupted) {
+                  interrupted = true;
+                  process.emit('SIGINT', 'SIGINT');
+                }
+                yield event;
+              }
+            })(),
+          options,
+        )) as ProjectionStore['rebuildMany'],
+    });
+    ctx.projections = async () => interrupting;
+    let code: number;
+    try {
+      code = await replayCommand.run([], ctx);
+    } finally {
+      await ctx.close();
+    }
+    expect(interrupted).toBe(true);
+    expect(code).toBe(130);
+    expect(io.err()).toContain('SIGINT: stopping the rebuild; the live projections are not touched');
+    expect(io.err()).toContain('interrupted; nothing was swapped in and the shadow generations were deleted');
+    expect(io.out()).toBe('');
+    expect(process.listenerCount('SIGINT')).toBe(0);
+    expect(await generations()).toEqual(live);
+    expect(await snapshots()).toEqual(before);
+    for (const p of batonProjections()) expect(await store.rebuilds(p.name)).toEqual([]);
+    const again = await baton('replay', '--json');
+    expect(again.code).toBe(0);
+    expect((JSON.parse(again.out) as Array<{ status: string }>).every((o) => o.status === 'swapped')).toBe(true);
+    for (const [name, snapshot] of Object.entries(await snapshots())) expect(snapshot.keys).toEqual(before[name]?.keys);
+  });
+
+  it("baton replay killed (SIGKILL) half-way: the live projections keep serving unchanged; replay again succeeds; the dead rebuild's shadow is deleted once its lease runs out", async () => {
+    await fill(nats, prefix, 25_000);
+    expect((await baton('replay')).code).toBe(0);
+    const before = await snapshots();
+    const live = await generations();
+    // The built CLI in its own process (bin/baton.js builds it first when the sources are newer).
+    const child = spawn(process.execPath, [join(__dirname, '..', '..', '..', 'bin', 'baton.js'), 'replay'], {
+      env: { ...process.env, ...env() },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    let stderr = '';
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    // Kill it once every projection's shadow holds part of the stream.
+    for (let i = 0; ; i++) {
+      const running = await Promise.all(batonProjections().map((p) => store.rebuilds(p.name)));
+      if (running.every((r) => r.length === 1 && (r[0]?.seq ?? 0) > 0)) break;
+      if (i > 1_200) throw new Error(`the child rebuild never got going: ${stderr}`);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    child.kill('SIGKILL');
+    await exited;
+    const left = await Promise.all(batonProjections().map(async (p) => (await store.rebuilds(p.name))[0]));
+    for (const rebuild of left) expect(rebuild).toMatchObject({ kind: 'rebuild', by: 'baton replay', stale: false });
+    expect((left[0]?.seq ?? 0) < 25_000).toBe(true);
+    // The live generations are the same ones, whole, and serve reads.
+    expect((await generations()).filter((g) => live.includes(g))).toEqual(live);
+    expect(await snapshots()).toEqual(before);
+    // Running it again succeeds (the dead rebuild's shadows are not in its way).
+    const again = await baton('replay', '--json');
+    expect(again.code).toBe(0);
+    expect((JSON.parse(again.out) as Array<{ status: string }>).every((o) => o.status === 'swapped')).toBe(true);
+    for (const [name, snapshot] of Object.entries(await snapshots())) expect(snapshot.keys).toEqual(before[name]?.keys);
+    expect((await baton('verify')).code).toBe(0);
+    // Once the dead rebuild's lease has run out (here: moved into the past), it shows as stale and
+    // the next rebuild (or the notifier's periodic check) deletes its shadows.
+    for (const [i, p] of batonProjections().entries()) {
+      const key = `${prefix}:proj:${p.name}:rebuilds`;
+      const field = String(left[i]?.generation);
+      const entry = JSON.parse((await redis.client.hget(key, field)) as string) as Record<string, unknown>;
+      await redis.client.hset(key, field, JSON.stringify({ ...entry, leaseUntil: Date.now() - 1 }));
+      expect((await store.rebuilds(p.name))[0]).toMatchObject({ stale: true });
+    }
+    expect((await baton('replay')).code).toBe(0);
+    for (const p of batonProjections()) expect(await store.rebuilds(p.name)).toEqual([]);
+    expect((await generations()).length).toBe(batonProjections().length);
+  }, 240_000);
+});
