@@ -5,7 +5,7 @@ import { ProjectionError, RebuildAbortedError, RebuildBehindError, ShadowLostErr
 import { GenerationImage, itemDocOf, type BulkCommand, type ItemDoc } from './image';
 import { generationNamespace, rebuildsKey } from './keys';
 import type { ProjectionOp } from './ops';
-import { bulkScript, touchRebuildScript } from './scripts';
+import { bulkScript, readHashesScript, touchRebuildScript } from './scripts';
 import type { CleanupResult, RebuildResult, ReplaySource, SequencedEvent, SwapResult } from './store';
 
 /**
@@ -437,15 +437,11 @@ export async function runRebuild(
     try {
       const toLoad = shadow.image.itemsToLoad();
       const loaded = new Map<string, ItemDoc | null>();
-      if (toLoad.length > 0) {
-        const pipeline = redis.pipeline();
-        for (const key of toLoad) pipeline.hgetall(shadow.ns + key);
-        const replies = (await pipeline.exec()) ?? [];
-        toLoad.forEach((key, i) => {
-          const [error, value] = replies[i] ?? [new ProjectionError('no reply'), null];
-          if (error) throw error;
-          loaded.set(key, itemDocOf(value as Record<string, string>));
-        });
+      // One script call per 1 000 items (not one command each: a chunk may touch thousands).
+      for (let i = 0; i < toLoad.length; i += 1_000) {
+        const keys = toLoad.slice(i, i + 1_000);
+        const replies = (await readHashesScript.run(redis, [], [shadow.ns, ...keys])) as string[][];
+        keys.forEach((key, j) => loaded.set(key, itemDocOf(replies[j] ?? [])));
       }
       const calls = encodeCalls(shadow.image.drain(loaded));
       const header = (last: boolean) =>

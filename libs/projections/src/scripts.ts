@@ -411,6 +411,20 @@ return { 'ok', #commands }
 );
 
 /**
+ * Read several hashes of one generation in one call (a rebuild loading the items a chunk touches
+ * that its cache no longer holds). ARGV: namespace, relative keys... Returns one flat
+ * field/value array per key (empty when the key does not exist).
+ */
+export const readHashesScript = new LuaScript(
+  'read-hashes',
+  `
+local out = {}
+for i = 2, #ARGV do out[#out + 1] = redis.call('HGETALL', ARGV[1] .. ARGV[i]) end
+return out
+`,
+);
+
+/**
  * Refresh a running rebuild's progress entry (its lease), only while its shadow is still its own.
  * KEYS: none. ARGV: namespace, owner token, progress hash key, field, value.
  * Returns 1, or 0 when the shadow is not that owner's any more (nothing written).
