@@ -10,6 +10,7 @@ import { createOpenHandoffs, type OpenHandoffsResult } from './open-handoffs';
 import { accountedTargets, benchNodeArgs, brokerProcesses, formatCpu, readCpu, rssMb, SERVICE_NODE_FLAGS } from './platform';
 import { measureRaw, type RawCeilings } from './raw';
 import { measureReplay, type ReplayResult } from './replay';
+import { longRebuildEvents, longRebuildLines, measureLongRebuild, type LongRebuildResult } from './rebuild-million';
 import { measureStore, storeSettings, type StoreResult } from './store';
 import { round } from './stats';
 
@@ -105,7 +106,17 @@ async function main(): Promise<void> {
         .map(([name, s]) => (s.pid === null ? `${name} not measured: ${s.reason}` : `${name} pid ${s.pid}`))
         .join('; ')}`,
     );
-    if (only !== undefined && only !== 'store') throw new Error(`--only ${only}: the phases that run alone are: store`);
+    if (only !== undefined && only !== 'store' && only !== 'rebuild') throw new Error(`--only ${only}: the phases that run alone are: store, rebuild`);
+    // `--only rebuild`: the long rebuild alone (`--rebuild-events=N`, default 1,000,000), no services.
+    if (only === 'rebuild') {
+      const alone = await measureLongRebuild({ nats, natsUrl, redisUrl, events: longRebuildEvents(argv) || 1_000_000, log });
+      if (json)
+        process.stdout.write(
+          `${JSON.stringify({ machine: { cpus: cpus().length, node: process.version, load_average_1m: round(loadavg()[0] ?? 0, 2) }, long_rebuild: alone })}\n`,
+        );
+      else log(longRebuildLines(alone).join('\n'));
+      return;
+    }
     const storeCpu = () => readCpu({ 'nats-server': servers['nats-server'], bench: { pid: process.pid, via: 'proc' } });
     if (only === 'store') {
       log('event store (JetStreamEventStore on its own stream)');
@@ -177,6 +188,10 @@ async function main(): Promise<void> {
     const open: OpenHandoffsResult = await createOpenHandoffs(nats, prefix, project, settings.openHandoffs, () => quiesce(240_000));
     const rss = rssOf(services);
     log(`  appended at ${open.append_per_s}/s, digested in ${open.digest_seconds} s${open.digested ? '' : ' (gave up waiting)'}; RSS ${JSON.stringify(rss)}`);
+    const rebuildEvents = longRebuildEvents(argv);
+    if (rebuildEvents > 0) log(`rebuild of a long stream (${rebuildEvents} events, a fresh stream, in a process of its own)`);
+    const longRebuild: LongRebuildResult | null = rebuildEvents > 0 ? await measureLongRebuild({ nats, natsUrl, redisUrl, events: rebuildEvents, log }) : null;
+    if (longRebuild) log(longRebuildLines(longRebuild).join('\n'));
 
     const ratios = {
       hops_vs_raw_publish: round(hops.hops_per_s / raw.js_publish_per_s, 4),
@@ -199,7 +214,7 @@ async function main(): Promise<void> {
       raw,
       store,
       servers,
-      baton: { hops, replay, growth, open_handoffs: open },
+      baton: { hops, replay, growth, open_handoffs: open, long_rebuild: longRebuild },
       ratios,
       rss_mb: rss,
       rss_mb_after_hops: rssAfterHops,
@@ -223,6 +238,7 @@ async function main(): Promise<void> {
         `  Baton publish→visible at ${hops.offered_rate}/s  p50 ${hops.latency.p50_ms} ms, p95 ${hops.latency.p95_ms} ms, p99 ${hops.latency.p99_ms} ms (lost ${hops.lost}, not offered ${hops.not_offered})`,
       );
       log(`  Baton projection rebuild         ${replay.events_per_s} events/s (${replay.events} events, ${replay.projections} projections)`);
+      if (longRebuild) for (const line of longRebuildLines(longRebuild)) log(line);
       log(
         `  decision at ${growth.short_prior_events} / ${growth.long_prior_events} prior events  p50 ${growth.decision_short.p50_ms} / ${growth.decision_long.p50_ms} ms`,
       );
