@@ -138,26 +138,11 @@ function build() {
 
 const SERVICE_NODE_OPTIONS = '--max-semi-space-size=4 --max-old-space-size=96';
 
-/**
- * The services log one JSON object per line. On a terminal (and unless LOG_FORMAT=json) each line
- * is shown as `time level message key=value…`; piped or redirected, the JSON is kept as it is.
- */
-const LEVEL_COLOURS = { debug: '\u001b[90m', info: '\u001b[36m', warn: '\u001b[33m', error: '\u001b[31m' };
+const { readableLogLine } = require('./log-format');
+
+/** A service's log line as `npm start` prints it: readable on a terminal unless LOG_FORMAT=json. */
 function readable(line, out) {
-  if (!out.isTTY || process.env.LOG_FORMAT === 'json' || !line.startsWith('{')) return line;
-  let entry;
-  try {
-    entry = JSON.parse(line);
-  } catch {
-    return line;
-  }
-  const { time, level, msg, service: _service, instance: _instance, ...rest } = entry;
-  const clock = typeof time === 'string' ? time.slice(11, 23) : '';
-  const colour = LEVEL_COLOURS[level] || '';
-  const fields = Object.entries(rest)
-    .map(([key, value]) => `${key}=${typeof value === 'string' ? (/\s/.test(value) ? JSON.stringify(value) : value) : JSON.stringify(value)}`)
-    .join(' ');
-  return `${clock} ${colour}${String(level || '').toUpperCase().padEnd(5)}\u001b[0m ${msg ?? ''}${fields ? `  \u001b[90m${fields}\u001b[0m` : ''}`;
+  return readableLogLine(line, { terminal: Boolean(out.isTTY), format: process.env.LOG_FORMAT });
 }
 
 function runService({ name, port }) {
