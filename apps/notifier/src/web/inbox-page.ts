@@ -30,42 +30,35 @@ const KINDS = ['stop', 'hold', 'handback', 'escalation'];
 const str = (value: unknown): string | undefined => (typeof value === 'string' && value !== '' ? value : undefined);
 
 function select(name: string, label: string, options: readonly string[], selected: string | undefined, anyLabel: string | null): SafeHtml {
-  return html`<label
-    >${label}<select name="${name}">
-      ${anyLabel !== null ? html`<option value="">${anyLabel}</option>` : null}${options.map(
-        (o) => html`<option value="${o}" ${o === selected ? html` selected` : null}>${o}</option>`,
-      )}
-    </select></label
-  >`;
+  return html`<label>${label}<select name="${name}">${anyLabel !== null ? html`<option value="">${anyLabel}</option>` : null}${options.map(
+    (o) => html`<option value="${o}"${o === selected ? html` selected` : null}>${o}</option>`,
+  )}</select></label>`;
 }
 
 function filtersForm(filters: InboxFilterValues, ctx: PageContext): SafeHtml {
   const p = ctx.principal;
   const projects = p && p.role !== 'admin' && p.projects !== '*' ? p.projects : null;
   return html`<form class="filters" method="get" action="/inbox" data-testid="filters">
-    ${projects
-      ? select('project', 'project', projects, filters.project, 'all mine')
-      : html`<label>project<input name="project" value="${filters.project ?? ''}" size="12" /></label>`}
-    ${select('why', 'why', WHYS, filters.why, 'any')}
-    <label>agent<input name="agent" value="${filters.agent ?? ''}" size="12" /></label>
-    ${select('priority', 'priority', PRIORITIES, filters.priority, 'any')} ${select('status', 'status', STATUSES, filters.status, null)}
-    ${select('kind', 'kind', KINDS, filters.kind, 'any')}
-    <button class="btn" type="submit">Filter</button>
-  </form>`;
+  ${projects ? select('project', 'project', projects, filters.project, 'all mine') : html`<label>project<input name="project" value="${filters.project ?? ''}" size="12"></label>`}
+  ${select('why', 'why', WHYS, filters.why, 'any')}
+  <label>agent<input name="agent" value="${filters.agent ?? ''}" size="12"></label>
+  ${select('priority', 'priority', PRIORITIES, filters.priority, 'any')}
+  ${select('status', 'status', STATUSES, filters.status, null)}
+  ${select('kind', 'kind', KINDS, filters.kind, 'any')}
+  <button class="btn" type="submit">Filter</button>
+</form>`;
 }
 
 function badges(item: InboxItem): SafeHtml {
   return html`<div class="badges">
-    <span class="badge" data-testid="kind">${item.kind}</span>
-    ${item.why ? html`<span class="badge" data-testid="why">why: ${item.why}</span>` : null}
-    ${item.agent ? html`<span class="badge">agent: ${item.agent}</span>` : null}
-    ${item.priority ? html`<span class="badge ${item.priority}">${item.priority}</span>` : null}
-    <span class="badge">project: ${item.project}</span>
-    <span class="badge" data-testid="status"
-      >${item.status}${item.resolution ? html` · ${item.resolution}` : null}${item.closed_by ? html` by ${item.closed_by}` : null}</span
-    >
-    <span class="badge muted">opened ${item.opened_at}</span>
-  </div>`;
+  <span class="badge" data-testid="kind">${item.kind}</span>
+  ${item.why ? html`<span class="badge" data-testid="why">why: ${item.why}</span>` : null}
+  ${item.agent ? html`<span class="badge">agent: ${item.agent}</span>` : null}
+  ${item.priority ? html`<span class="badge ${item.priority}">${item.priority}</span>` : null}
+  <span class="badge">project: ${item.project}</span>
+  <span class="badge" data-testid="status">${item.status}${item.resolution ? html` · ${item.resolution}` : null}${item.closed_by ? html` by ${item.closed_by}` : null}</span>
+  <span class="badge muted">opened ${item.opened_at}</span>
+</div>`;
 }
 
 /** The web page of a run, handoff or mesh run of one project (`/projects/<project>/runs/<id>`...). */
@@ -76,10 +69,10 @@ const runLink = (project: string, workflowRunId: string | undefined, text: strin
 
 /** A link to a mesh run's page (a mesh's stop items). */
 const meshLink = (project: string, meshRunId: string, text: string, testId?: string): SafeHtml =>
-  html`<a href="${recordHref('meshes', project, meshRunId)}" ${testId ? html` data-testid="${testId}"` : null}>${text}</a>`;
+  html`<a href="${recordHref('meshes', project, meshRunId)}"${testId ? html` data-testid="${testId}"` : null}>${text}</a>`;
 
 function hidden(name: string, value: string | null | undefined): SafeHtml {
-  return value === null || value === undefined ? html`` : html`<input type="hidden" name="${name}" value="${value}" />`;
+  return value === null || value === undefined ? html`` : html`<input type="hidden" name="${name}" value="${value}">`;
 }
 
 /** The `next_form` of a stop packet as a real form: its fields, then one submit button per action. */
@@ -88,48 +81,27 @@ function stopForm(packet: StopPacket, form: NextForm | null, ctx: PageContext, r
   const fields = form?.fields ?? [];
   const actions = form?.actions ?? [{ id: 'acknowledge' as const, label: 'Acknowledge', style: 'primary' as const }];
   return html`<form class="answer" method="post" action="/inbox/projects/${seg(packet.project)}/stops/${seg(packet.packet_id)}/answer" data-testid="stop-form">
-    ${csrfField(ctx)}${hidden('answer_id', `web-${randomUUID()}`)}${hidden('pending_digest', digest)}${hidden('return', returnTo)}
-    ${form ? html`<div class="muted">${form.prompt}</div>` : null}
-    ${fields.map((field) => {
-      switch (field.kind) {
-        case 'display':
-          return html`<div class="field">
-            <span>${field.label}</span>
-            <pre>${field.value === undefined ? '' : String(field.value)}</pre>
-          </div>`;
-        case 'text':
-          return html`<label class="field"
-            >${field.label}<input
-              name="${field.id}"
-              ${field.required ? html`data-required="true"` : null}
-              value="${field.value === undefined ? '' : String(field.value)}"
-              maxlength="128"
-          /></label>`;
-        case 'select':
-          return html`<label class="field"
-            >${field.label}<select name="${field.id}">
-              <option value=""></option>
-              ${(field.options ?? []).map((o) => html`<option value="${o}">${o}</option>`)}
-            </select></label
-          >`;
-        case 'number':
-          return html`<label class="field"
-            >${field.label}<input
-              type="number"
-              step="any"
-              name="${field.id}"
-              value="${field.value === undefined ? '' : String(field.value)}"
-              ${field.greater_than !== undefined ? html` data-greater-than="${field.greater_than}"` : null}
-          /></label>`;
-        case 'note':
-          return html`<label class="field">${field.label}<textarea name="note" maxlength="2000"></textarea></label>`;
-        default:
-          return html``;
-      }
-    })}
-    ${fields.some((f) => f.kind === 'note') ? null : html`<label class="field">Note (optional)<textarea name="note" maxlength="2000"></textarea></label>`}
-    <div class="actions">${actions.map((a) => html`<button class="btn ${a.style}" type="submit" name="action" value="${a.id}">${a.label}</button>`)}</div>
-  </form>`;
+  ${csrfField(ctx)}${hidden('answer_id', `web-${randomUUID()}`)}${hidden('pending_digest', digest)}${hidden('return', returnTo)}
+  ${form ? html`<div class="muted">${form.prompt}</div>` : null}
+  ${fields.map((field) => {
+    switch (field.kind) {
+      case 'display':
+        return html`<div class="field"><span>${field.label}</span><pre>${field.value === undefined ? '' : String(field.value)}</pre></div>`;
+      case 'text':
+        return html`<label class="field">${field.label}<input name="${field.id}" ${field.required ? html`data-required="true"` : null} value="${field.value === undefined ? '' : String(field.value)}" maxlength="128"></label>`;
+      case 'select':
+        return html`<label class="field">${field.label}<select name="${field.id}"><option value=""></option>${(field.options ?? []).map((o) => html`<option value="${o}">${o}</option>`)}</select></label>`;
+      case 'number':
+        return html`<label class="field">${field.label}<input type="number" step="any" name="${field.id}" value="${field.value === undefined ? '' : String(field.value)}"${field.greater_than !== undefined ? html` data-greater-than="${field.greater_than}"` : null}></label>`;
+      case 'note':
+        return html`<label class="field">${field.label}<textarea name="note" maxlength="2000"></textarea></label>`;
+      default:
+        return html``;
+    }
+  })}
+  ${fields.some((f) => f.kind === 'note') ? null : html`<label class="field">Note (optional)<textarea name="note" maxlength="2000"></textarea></label>`}
+  <div class="actions">${actions.map((a) => html`<button class="btn ${a.style}" type="submit" name="action" value="${a.id}">${a.label}</button>`)}</div>
+</form>`;
 }
 
 function stopCard(details: Extract<ItemDetails, { kind: 'stop' }>, ctx: PageContext, returnTo: string): SafeHtml {
@@ -141,34 +113,18 @@ function stopCard(details: Extract<ItemDetails, { kind: 'stop' }>, ctx: PageCont
   const triedLink = (name: string) =>
     meshRunId !== undefined ? meshLink(item.project, meshRunId, name) : runLink(packet!.project, packet!.workflow_run_id, name);
   return html`<dl class="facts">
-      <dt>User message</dt>
-      <dd data-testid="user-msg">${packet?.user_msg ?? String(item['user_msg'] ?? '')}</dd>
-      <dt>Why</dt>
-      <dd>${packet?.why ?? item.why ?? ''}${packet?.detail ? html` — ${packet.detail}` : null}</dd>
-      <dt>What was tried</dt>
-      <dd data-testid="tried">
-        ${packet && packet.tried.length > 0
-          ? packet.tried.map((name, i) => html`${i > 0 ? ', ' : ''}${triedLink(name)}`)
-          : html`<span class="muted">nothing</span>`}${packet && packet.trace_ids.length > 0
-          ? html` <span class="muted">(traces: ${packet.trace_ids.join(', ')})</span>`
-          : null}
-        · ${meshRunId !== undefined ? meshLink(item.project, meshRunId, 'mesh run', 'mesh-link') : runLink(item.project, item.workflow_run_id, 'run timeline')}
-      </dd>
-      <dt>Frozen pending call</dt>
-      <dd data-testid="pending">${packet?.pending ? html`<pre>${prettyJson(packet.pending)}</pre>` : html`<span class="muted">none</span>`}</dd>
-      ${packet?.cap
-        ? html`<dt>Cap</dt>
-            <dd>${packet.cap.name}: limit ${packet.cap.limit}${packet.cap.used !== undefined ? html`, used ${packet.cap.used}` : null}</dd>`
-        : null}
-      ${packet?.answer
-        ? html`<dt>Answer</dt>
-            <dd>
-              ${packet.answer.action} by ${packet.answer.answered_by} at
-              ${packet.answer.answered_at}${packet.answer.note ? html` — ${packet.answer.note}` : null}
-            </dd>`
-        : null}
-    </dl>
-    ${open && packet && ctx.principal && canAnswer(ctx.principal) ? stopForm(packet, packet.next_form, ctx, returnTo) : readOnly(ctx, open)}`;
+  <dt>User message</dt><dd data-testid="user-msg">${packet?.user_msg ?? String(item['user_msg'] ?? '')}</dd>
+  <dt>Why</dt><dd>${packet?.why ?? item.why ?? ''}${packet?.detail ? html` — ${packet.detail}` : null}</dd>
+  <dt>What was tried</dt><dd data-testid="tried">${
+    packet && packet.tried.length > 0 ? packet.tried.map((name, i) => html`${i > 0 ? ', ' : ''}${triedLink(name)}`) : html`<span class="muted">nothing</span>`
+  }${packet && packet.trace_ids.length > 0 ? html` <span class="muted">(traces: ${packet.trace_ids.join(', ')})</span>` : null} · ${
+    meshRunId !== undefined ? meshLink(item.project, meshRunId, 'mesh run', 'mesh-link') : runLink(item.project, item.workflow_run_id, 'run timeline')
+  }</dd>
+  <dt>Frozen pending call</dt><dd data-testid="pending">${packet?.pending ? html`<pre>${prettyJson(packet.pending)}</pre>` : html`<span class="muted">none</span>`}</dd>
+  ${packet?.cap ? html`<dt>Cap</dt><dd>${packet.cap.name}: limit ${packet.cap.limit}${packet.cap.used !== undefined ? html`, used ${packet.cap.used}` : null}</dd>` : null}
+  ${packet?.answer ? html`<dt>Answer</dt><dd>${packet.answer.action} by ${packet.answer.answered_by} at ${packet.answer.answered_at}${packet.answer.note ? html` — ${packet.answer.note}` : null}</dd>` : null}
+</dl>
+${open && packet && ctx.principal && canAnswer(ctx.principal) ? stopForm(packet, packet.next_form, ctx, returnTo) : readOnly(ctx, open)}`;
 }
 
 function readOnly(ctx: PageContext, open: boolean): SafeHtml | null {
@@ -180,66 +136,45 @@ function holdCard(item: InboxItem, ctx: PageContext, returnTo: string): SafeHtml
   const target = item['pending_target'] as { agent?: string; step?: string } | null | undefined;
   const open = item.status === 'open';
   return html`<dl class="facts">
-      <dt>Hold</dt>
-      <dd>${str(item['hold_kind']) ?? 'hold'} at step ${str(item['step']) ?? '?'}</dd>
-      <dt>Reason</dt>
-      <dd data-testid="user-msg">${str(item['reason']) ?? ''}</dd>
-      <dt>Continue goes to</dt>
-      <dd>${target ? `${target.agent ?? '?'} (${target.step ?? '?'})` : html`<span class="muted">no pending target</span>`}</dd>
-      <dt>Run</dt>
-      <dd>${runLink(item.project, item.workflow_run_id, item.workflow_run_id ?? '')}</dd>
-    </dl>
-    ${open && item.workflow_run_id && ctx.principal && canAnswer(ctx.principal)
-      ? html`<form class="answer" method="post" action="/inbox/projects/${seg(item.project)}/runs/${seg(item.workflow_run_id)}/answer" data-testid="hold-form">
-          ${csrfField(ctx)}${hidden('answer_id', `web-${randomUUID()}`)}${hidden('return', returnTo)}
-          <label class="field">Reroute to (step, agent or role; only for Reroute)<input name="target" maxlength="128" /></label>
-          <label class="field">Note (optional)<textarea name="note" maxlength="2000"></textarea></label>
-          <div class="actions">
-            <button class="btn primary" type="submit" name="action" value="continue">Continue</button
-            ><button class="btn" type="submit" name="action" value="reroute">Reroute</button
-            ><button class="btn danger" type="submit" name="action" value="terminate">Terminate</button>
-          </div>
-        </form>`
-      : readOnly(ctx, open)}`;
+  <dt>Hold</dt><dd>${str(item['hold_kind']) ?? 'hold'} at step ${str(item['step']) ?? '?'}</dd>
+  <dt>Reason</dt><dd data-testid="user-msg">${str(item['reason']) ?? ''}</dd>
+  <dt>Continue goes to</dt><dd>${target ? `${target.agent ?? '?'} (${target.step ?? '?'})` : html`<span class="muted">no pending target</span>`}</dd>
+  <dt>Run</dt><dd>${runLink(item.project, item.workflow_run_id, item.workflow_run_id ?? '')}</dd>
+</dl>
+${
+  open && item.workflow_run_id && ctx.principal && canAnswer(ctx.principal)
+    ? html`<form class="answer" method="post" action="/inbox/projects/${seg(item.project)}/runs/${seg(item.workflow_run_id)}/answer" data-testid="hold-form">
+  ${csrfField(ctx)}${hidden('answer_id', `web-${randomUUID()}`)}${hidden('return', returnTo)}
+  <label class="field">Reroute to (step, agent or role; only for Reroute)<input name="target" maxlength="128"></label>
+  <label class="field">Note (optional)<textarea name="note" maxlength="2000"></textarea></label>
+  <div class="actions"><button class="btn primary" type="submit" name="action" value="continue">Continue</button><button class="btn" type="submit" name="action" value="reroute">Reroute</button><button class="btn danger" type="submit" name="action" value="terminate">Terminate</button></div>
+</form>`
+    : readOnly(ctx, open)
+}`;
 }
 
 function handoffFacts(item: InboxItem, handoff: HandoffRecord | null): SafeHtml {
   return html`<dl class="facts">
-    <dt>Summary</dt>
-    <dd data-testid="user-msg">${handoff?.summary ?? item.title}</dd>
-    <dt>From → to</dt>
-    <dd>${handoff?.from_agent ?? ''} → ${handoff?.to_agent ?? handoff?.to_role ?? str(item['to_agent']) ?? ''}</dd>
-    <dt>Handoff</dt>
-    <dd>
-      ${item.handoff_id ? html`<a href="${recordHref('handoffs', item.project, item.handoff_id)}">${item.handoff_id}</a>` : ''}
-      ${handoff ? html`<span class="muted">(${handoff.status})</span>` : null}
-    </dd>
-    ${item.workflow_run_id
-      ? html`<dt>Run</dt>
-          <dd>${runLink(handoff?.source_project ?? item.project, item.workflow_run_id, item.workflow_run_id)}</dd>`
-      : null}
-  </dl>`;
+  <dt>Summary</dt><dd data-testid="user-msg">${handoff?.summary ?? item.title}</dd>
+  <dt>From → to</dt><dd>${handoff?.from_agent ?? ''} → ${handoff?.to_agent ?? handoff?.to_role ?? str(item['to_agent']) ?? ''}</dd>
+  <dt>Handoff</dt><dd>${item.handoff_id ? html`<a href="${recordHref('handoffs', item.project, item.handoff_id)}">${item.handoff_id}</a>` : ''} ${handoff ? html`<span class="muted">(${handoff.status})</span>` : null}</dd>
+  ${item.workflow_run_id ? html`<dt>Run</dt><dd>${runLink(handoff?.source_project ?? item.project, item.workflow_run_id, item.workflow_run_id)}</dd>` : null}
+</dl>`;
 }
 
 function handbackCard(details: Extract<ItemDetails, { kind: 'handback' }>, ctx: PageContext, returnTo: string): SafeHtml {
   const { item, handoff } = details;
   const open = item.status === 'open';
   return html`${handoffFacts(item, handoff)}
-  ${open && item.handoff_id && ctx.principal && canAnswer(ctx.principal)
-    ? html`<form
-        class="answer"
-        method="post"
-        action="/inbox/projects/${seg(item.project)}/handoffs/${seg(item.handoff_id)}/decision"
-        data-testid="handback-form"
-      >
-        ${csrfField(ctx)}${hidden('idempotency_key', `web-${randomUUID()}`)}${hidden('return', returnTo)}
-        <label class="field">Note (required for Rework)<textarea name="note" maxlength="2000"></textarea></label>
-        <div class="actions">
-          <button class="btn primary" type="submit" name="decision" value="accept">Accept</button
-          ><button class="btn" type="submit" name="decision" value="rework">Rework</button>
-        </div>
-      </form>`
-    : readOnly(ctx, open)}`;
+${
+  open && item.handoff_id && ctx.principal && canAnswer(ctx.principal)
+    ? html`<form class="answer" method="post" action="/inbox/projects/${seg(item.project)}/handoffs/${seg(item.handoff_id)}/decision" data-testid="handback-form">
+  ${csrfField(ctx)}${hidden('idempotency_key', `web-${randomUUID()}`)}${hidden('return', returnTo)}
+  <label class="field">Note (required for Rework)<textarea name="note" maxlength="2000"></textarea></label>
+  <div class="actions"><button class="btn primary" type="submit" name="decision" value="accept">Accept</button><button class="btn" type="submit" name="decision" value="rework">Rework</button></div>
+</form>`
+    : readOnly(ctx, open)
+}`;
 }
 
 /** One inbox item as an `<article>` card (also served alone as the live-update fragment). */
@@ -257,16 +192,16 @@ export function itemCard(details: ItemDetails, ctx: PageContext, returnTo: strin
       body = handbackCard(details, ctx, returnTo);
       break;
     case 'escalation':
-      body = html`${handoffFacts(item, details.handoff)}
-        <p class="muted">An escalation is taken over through the ledger (claim the consult handoff, or baton handoff ${item.handoff_id ?? ''}).</p>`;
+      body = html`${handoffFacts(item, details.handoff)}<p class="muted">An escalation is taken over through the ledger (claim the consult handoff, or baton handoff ${item.handoff_id ?? ''}).</p>`;
       break;
     default:
       body = html``;
   }
   return html`<article class="item" data-item-id="${item.id}" data-status="${item.status}" data-kind="${item.kind}">
-    <h2 data-testid="title">${item.title}</h2>
-    ${badges(item)} ${body}
-  </article>`;
+  <h2 data-testid="title">${item.title}</h2>
+  ${badges(item)}
+  ${body}
+</article>`;
 }
 
 /** The inbox page: filters, a flash or refusal banner, the live status and the item cards. */
@@ -283,21 +218,20 @@ export function inboxPage(input: {
 }): string {
   const { ctx, filters, query, items } = input;
   const returnTo = `/inbox${query}`;
-  const body = html`<h1>
-      Inbox <span class="muted">(<span id="item-count">${items.length}</span>)</span>
-      <span id="live-status" class="live" data-state="connecting">connecting</span>
-    </h1>
-    ${filtersForm(filters, ctx)}
-    ${input.sent
-      ? input.outcome === 'applied'
-        ? html`<div class="banner ok" data-testid="sent" data-outcome="applied">Answer to ${input.sent} applied.</div>`
-        : html`<div class="banner ok" data-testid="sent" data-outcome="pending">
-            Answer to ${input.sent} sent; not applied yet. The item leaves the inbox when the run takes it.
-          </div>`
-      : null}
-    ${input.error ? html`<div class="banner error" role="alert" data-testid="refused">Refused (${input.error.code}): ${input.error.message}</div>` : null}
-    <section id="items" data-query="${query}">${items.map((details) => itemCard(details, ctx, returnTo))}</section>
-    <p id="empty" class="muted" ${items.length > 0 ? html` hidden` : null}>Nothing to act on.</p>
-    ${input.nextCursor ? html`<p><a href="/inbox${query}${query ? '&' : '?'}cursor=${encodeURIComponent(input.nextCursor)}">More…</a></p>` : null}`;
+  const body = html`<h1>Inbox <span class="muted">(<span id="item-count">${items.length}</span>)</span> <span id="live-status" class="live" data-state="connecting">connecting</span></h1>
+${filtersForm(filters, ctx)}
+${
+  input.sent
+    ? input.outcome === 'applied'
+      ? html`<div class="banner ok" data-testid="sent" data-outcome="applied">Answer to ${input.sent} applied.</div>`
+      : html`<div class="banner ok" data-testid="sent" data-outcome="pending">Answer to ${input.sent} sent; not applied yet. The item leaves the inbox when the run takes it.</div>`
+    : null
+}
+${input.error ? html`<div class="banner error" role="alert" data-testid="refused">Refused (${input.error.code}): ${input.error.message}</div>` : null}
+<section id="items" data-query="${query}">
+${items.map((details) => itemCard(details, ctx, returnTo))}
+</section>
+<p id="empty" class="muted"${items.length > 0 ? html` hidden` : null}>Nothing to act on.</p>
+${input.nextCursor ? html`<p><a href="/inbox${query}${query ? '&' : '?'}cursor=${encodeURIComponent(input.nextCursor)}">More…</a></p>` : null}`;
   return page('Inbox', ctx, body, { script: true });
 }

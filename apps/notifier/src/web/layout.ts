@@ -23,33 +23,34 @@ export const PAGE_HEADERS: Readonly<Record<string, string>> = {
 
 /** The hidden CSRF field every form posts. */
 export function csrfField(ctx: PageContext): SafeHtml {
-  return html`<input type="hidden" name="_csrf" value="${ctx.csrf ?? ''}" />`;
+  return html`<input type="hidden" name="_csrf" value="${ctx.csrf ?? ''}">`;
 }
 
 function who(ctx: PageContext): SafeHtml {
   const p = ctx.principal;
   if (!p) return html``;
   const projects = p.role === 'admin' || p.projects === '*' ? 'all projects' : `projects ${p.projects.join(', ')}`;
-  return html`<span class="who" data-testid="who"
-    >${p.name} · ${p.role} · ${projects}
-    <form method="post" action="/logout">${csrfField(ctx)}<button type="submit">Sign out</button></form></span
-  >`;
+  return html`<span class="who" data-testid="who">${p.name} · ${p.role} · ${projects}
+    <form method="post" action="/logout">${csrfField(ctx)}<button type="submit">Sign out</button></form></span>`;
 }
 
 /** A whole page: the shell around `body`. `script` loads the live-inbox script. */
 export function page(title: string, ctx: PageContext, body: SafeHtml, options: { script?: boolean } = {}): string {
   return html`<!doctype html>
-    <html lang="en">
-      <head>
-        <meta charset="utf-8" />
-        <meta name="viewport" content="width=device-width, initial-scale=1" />
-        <title>${title} · Baton</title>
-        <link rel="stylesheet" href="/assets/baton.css" />
-        ${options.script ? html`<script src="/assets/inbox.js" defer></script>` : null}
-      </head>
-      <body>
-        <header class="top"><a href="/inbox">Baton operator inbox</a>${who(ctx)}</header>
-        <main>${body}</main>
-      </body>
-    </html> `.value;
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>${title} · Baton</title>
+<link rel="stylesheet" href="/assets/baton.css">
+${options.script ? html`<script src="/assets/inbox.js" defer></script>` : null}
+</head>
+<body>
+<header class="top"><a href="/inbox">Baton operator inbox</a>${who(ctx)}</header>
+<main>
+${body}
+</main>
+</body>
+</html>
+`.value;
 }
