@@ -23,7 +23,6 @@ import {
   scenarioSteps,
   type RebuildProgress,
 } from '@baton/projections';
-import { cleanupDeployment } from '@baton/testing';
 import { nowMs, round } from './stats';
 
 export interface LongRebuildResult {
@@ -127,7 +126,7 @@ export interface LongRebuildOptions {
 /** Fill a fresh deployment's events stream with `events` events, rebuild it in a child process, clean up. */
 export async function measureLongRebuild(opts: LongRebuildOptions): Promise<LongRebuildResult> {
   const prefix = `benchrb${randomBytes(4).toString('hex')}`;
-  const redis = createRedis(opts.redisUrl);
+  const redis = createRedis(opts.redisUrl, { commandTimeout: 60_000 });
   try {
     opts.log(`  filling ${prefix}_EVENTS with ${opts.events ?? 1_000_000} events`);
     const filled = await fillStream(opts.nats, prefix, opts.events ?? 1_000_000);
@@ -166,7 +165,14 @@ export async function measureLongRebuild(opts: LongRebuildOptions): Promise<Long
       node_flags: flags.join(' '),
     };
   } finally {
-    await cleanupDeployment(opts.nats, redis.client, prefix).catch(() => undefined);
+    // The streams, then the projections' keys in SCAN steps: over a million keys, one KEYS call
+    // (cleanupDeployment) outlasts the client's command timeout and would leave them behind.
+    const names = batonStreamNames(prefix);
+    for (const stream of [names.events, names.inbox, names.dlq]) await opts.nats.jsm.streams.delete(stream).catch(() => undefined);
+    for await (const batch of redis.client.scanStream({ match: `${prefix}:*`, count: 10_000 })) {
+      const keys = batch as string[];
+      for (let i = 0; i < keys.length; i += 1_000) await redis.client.unlink(...keys.slice(i, i + 1_000));
+    }
     await redis.close();
   }
 }
