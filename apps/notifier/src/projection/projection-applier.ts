@@ -157,6 +157,11 @@ export class ProjectionApplier implements OnApplicationBootstrap, BeforeApplicat
       const options: RebuildOptions = {
         by: config.BATON_INSTANCE ?? 'notifier',
         signal: this.shutdown.signal,
+        // Half the CLI's chunk and caches: the rebuild fits the service's small heap
+        // (--max-old-space-size=96 in deployment) next to everything else the notifier keeps.
+        chunkEvents: 1_024,
+        stateCacheSize: 2_048,
+        itemCacheSize: 2_048,
         ...(stream ? { targetSeq: stream.last_seq, totalEvents: stream.messages } : {}),
         onProgress: (progress) => {
           if (progress.elapsedMs - logged < 10_000) return;
