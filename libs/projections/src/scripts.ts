@@ -411,66 +411,6 @@ return { 'ok', #commands }
 );
 
 /**
- * Compare keys of two namespaces inside Redis (a comparison of generations moves only the keys
- * that differ to the client). ARGV: namespace A, namespace B, relative keys... Each side's value
- * is put in a canonical form — a string as is; hash fields, set members sorted; a sorted set in
- * its own order with its scores — and the two forms compared. Returns the keys that differ
- * (present on one side only, another type, another value).
- */
-export const compareKeysScript = new LuaScript(
-  'compare-keys',
-  `
-local function framed(list)
-  local out = {}
-  for i, item in ipairs(list) do out[i] = #item .. ':' .. item end
-  return table.concat(out)
-end
-local function canonical(key)
-  local t = redis.call('TYPE', key)['ok']
-  if t == 'none' then return '' end
-  if t == 'string' then return 's' .. redis.call('GET', key) end
-  if t == 'hash' then
-    local flat = redis.call('HGETALL', key)
-    local fields = {}
-    local values = {}
-    for i = 1, #flat, 2 do fields[#fields + 1] = flat[i]; values[flat[i]] = flat[i + 1] end
-    table.sort(fields)
-    local out = {}
-    for _, f in ipairs(fields) do out[#out + 1] = f; out[#out + 1] = values[f] end
-    return 'h' .. framed(out)
-  end
-  if t == 'set' then
-    local members = redis.call('SMEMBERS', key)
-    table.sort(members)
-    return 'e' .. framed(members)
-  end
-  if t == 'zset' then return 'z' .. framed(redis.call('ZRANGE', key, 0, -1, 'WITHSCORES')) end
-  if t == 'list' then return 'l' .. framed(redis.call('LRANGE', key, 0, -1)) end
-  return t
-end
-local differ = {}
-for i = 3, #ARGV do
-  if canonical(ARGV[1] .. ARGV[i]) ~= canonical(ARGV[2] .. ARGV[i]) then differ[#differ + 1] = ARGV[i] end
-end
-return differ
-`,
-);
-
-/**
- * Of the relative keys given, those that do not exist in a namespace. ARGV: namespace, keys...
- */
-export const absentKeysScript = new LuaScript(
-  'absent-keys',
-  `
-local absent = {}
-for i = 2, #ARGV do
-  if redis.call('EXISTS', ARGV[1] .. ARGV[i]) == 0 then absent[#absent + 1] = ARGV[i] end
-end
-return absent
-`,
-);
-
-/**
  * Read several hashes of one generation in one call (a rebuild loading the items a chunk touches
  * that its cache no longer holds). ARGV: namespace, relative keys... Returns one flat
  * field/value array per key (empty when the key does not exist).

@@ -1,5 +1,4 @@
 import type Redis from 'ioredis';
-import { absentKeysScript, compareKeysScript } from './scripts';
 import { canonicalJson } from './canonical-json';
 import { META_KEY, TMP_PREFIX } from './keys';
 
@@ -136,10 +135,9 @@ export interface NamespaceComparison {
 
 /**
  * Compare two namespaces key by key without holding either in memory: SCAN `a` in batches and
- * compare each batch's keys with `b` inside Redis (`compareKeysScript`: only the keys that differ
- * come back, then their values are read for the report), then SCAN `b` for keys `a` lacks. Values
- * compare canonically, as {@link diffSnapshots} does (hash fields and set members in any order).
- * Memory is one batch plus the differences kept (`maxDifferences`, default 1 000).
+ * read each batch's keys on both sides (two pipelines), then SCAN `b` for keys `a` lacks. The
+ * values are compared canonically, as {@link diffSnapshots} does. Memory is one batch plus the
+ * differences kept (`maxDifferences`, default 1 000).
  */
 export async function compareNamespaces(
   redis: Redis,
@@ -150,43 +148,54 @@ export async function compareNamespaces(
   const max = options.maxDifferences ?? 1_000;
   const batchSize = options.batch ?? 10_000;
   const out: NamespaceComparison = { keysA: 0, keysB: 0, differing: 0, differences: [] };
-  const report = async (keys: readonly string[]) => {
-    out.differing += keys.length;
-    const room = Math.max(0, max - out.differences.length);
-    const shown = keys.slice(0, room);
-    if (shown.length === 0) return;
-    const [left, right] = await Promise.all([
-      readValues(
-        redis,
-        shown.map((k) => a + k),
-      ),
-      readValues(
-        redis,
-        shown.map((k) => b + k),
-      ),
-    ]);
-    shown.forEach((key, i) => {
-      const l = left[i];
-      const r = right[i];
-      out.differences.push({ key, ...(l ? { a: l } : {}), ...(r ? { b: r } : {}) });
-    });
+  const note = (difference: SnapshotDifference) => {
+    out.differing++;
+    if (out.differences.length < max) out.differences.push(difference);
   };
-  // Keys in groups of at most 500 (a SCAN step may bring many more): one short script call each.
+  // Keys in groups of at most 1 000 (a SCAN step may bring many more): what one group reads is in memory at once.
   const relativeKeys = async function* (ns: string): AsyncGenerator<string[]> {
     for await (const batch of redis.scanStream({ match: `${ns}*`, count: batchSize })) {
       const keys = [...new Set(batch as string[])].map((key) => key.slice(ns.length)).filter((key) => key !== META_KEY && !key.startsWith(TMP_PREFIX));
-      for (let i = 0; i < keys.length; i += 500) yield keys.slice(i, i + 500);
+      for (let i = 0; i < keys.length; i += 1_000) yield keys.slice(i, i + 1_000);
     }
   };
   // SCAN may (rarely, while Redis rehashes) return a key twice; remembering every key would cost
   // memory in proportion to the projection, so a repeated difference is only dropped at the end.
   for await (const keys of relativeKeys(a)) {
-    out.keysA += keys.length;
-    await report((await compareKeysScript.run(redis, [], [a, b, ...keys])) as string[]);
+    const [left, right] = await Promise.all([
+      readValues(
+        redis,
+        keys.map((k) => a + k),
+      ),
+      readValues(
+        redis,
+        keys.map((k) => b + k),
+      ),
+    ]);
+    keys.forEach((key, i) => {
+      const l = left[i];
+      const r = right[i];
+      if (l !== undefined) out.keysA++;
+      if (l === undefined && r === undefined) return;
+      if (l !== undefined && r !== undefined && canonicalJson(l) === canonicalJson(r)) return;
+      note({ key, ...(l ? { a: l } : {}), ...(r ? { b: r } : {}) });
+    });
   }
   for await (const keys of relativeKeys(b)) {
+    const exists = await execPipeline(
+      redis,
+      keys.map((k) => ['exists', a + k]),
+    );
+    const onlyB = keys.filter((_, i) => Number(exists[i]) === 0);
+    const values = await readValues(
+      redis,
+      onlyB.map((k) => b + k),
+    );
+    onlyB.forEach((key, i) => {
+      const r = values[i];
+      if (r !== undefined) note({ key, b: r });
+    });
     out.keysB += keys.length;
-    await report((await absentKeysScript.run(redis, [], [a, ...keys])) as string[]);
   }
   const unique = new Map(out.differences.map((d) => [d.key, d]));
   out.differing -= out.differences.length - unique.size;
