@@ -351,9 +351,13 @@ export async function runRebuild(
   /** Read `iterable` to its end, folding and writing it chunk by chunk into every building shadow. */
   async function pass(iterable: AsyncIterable<SequencedEvent>): Promise<void> {
     let chunk: SequencedEvent[] = [];
+    let previous = lastSeq;
     for await (const event of iterable) {
       checkAborted();
       if (event.seq > maxBound) break;
+      if (!Number.isSafeInteger(event.seq) || event.seq <= previous)
+        throw new ProjectionError(`a rebuild needs strictly increasing stream sequences: #${event.seq} after #${previous}`);
+      previous = event.seq;
       if (chunk.length >= chunkEvents) {
         await fold(chunk);
         chunk = [];
