@@ -1,4 +1,4 @@
-import { Subjects, type EventRegistry, type HandoffEvent } from '@baton/contracts';
+import { SubjectTable, Subjects, type EventRegistry, type HandoffEvent } from '@baton/contracts';
 import { evolveHandoff, initialHandoffState, type HandoffState } from '@baton/domain';
 import { decodeEvent, type StreamReader } from '@baton/eventstore';
 
@@ -17,7 +17,9 @@ export async function pendingHandoffs(
 ): Promise<{ state: Extract<HandoffState, { status: 'pending' }>; lastSeq: number }[]> {
   const folded = new Map<string, { state: HandoffState; lastSeq: number }>();
   for await (const msg of reader.range({ fromSeq: 1, filterSubject: Subjects.aggregate(prefix, project, 'handoff', '*'), batch: 1000 })) {
-    const id = msg.subject.split('.')[4] as string;
+    const address = SubjectTable.event.parse(prefix, msg.subject);
+    if (address === null) continue;
+    const { id } = address;
     const decoded = decodeEvent(registry, msg.data);
     if (!decoded.ok) continue;
     const current = folded.get(id)?.state ?? initialHandoffState();
