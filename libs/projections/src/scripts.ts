@@ -411,6 +411,108 @@ return { 'ok', #commands }
 );
 
 /**
+ * The shape of keys in two namespaces, for a comparison of generations: per relative key, each
+ * side's type and size (bytes of a string, fields of a hash, members of a set or sorted set,
+ * elements of a list). O(1) per key. ARGV: namespace A, namespace B, relative keys... Returns a
+ * flat list `typeA, sizeA, typeB, sizeB` per key.
+ */
+export const keyShapesScript = new LuaScript(
+  'key-shapes',
+  `
+local sizeOf = { string = 'STRLEN', hash = 'HLEN', set = 'SCARD', zset = 'ZCARD', list = 'LLEN' }
+local out = {}
+for i = 3, #ARGV do
+  for side = 1, 2 do
+    local key = ARGV[side] .. ARGV[i]
+    local t = redis.call('TYPE', key)['ok']
+    out[#out + 1] = t
+    out[#out + 1] = sizeOf[t] and redis.call(sizeOf[t], key) or 0
+  end
+end
+return out
+`,
+);
+
+/**
+ * Compare small keys of two namespaces inside Redis (the caller bounds the work of one call by the
+ * keys' sizes). ARGV: namespace A, namespace B, relative keys... Each side's value is put in a
+ * canonical form — a string as is; hash fields and set members sorted; a sorted set in its own
+ * order with its scores — and the two compared. Returns the keys that differ.
+ */
+export const compareKeysScript = new LuaScript(
+  'compare-keys',
+  `
+local function framed(list)
+  local out = {}
+  for i, item in ipairs(list) do out[i] = #item .. ':' .. item end
+  return table.concat(out)
+end
+local function canonical(key)
+  local t = redis.call('TYPE', key)['ok']
+  if t == 'none' then return '' end
+  if t == 'string' then return 's' .. redis.call('GET', key) end
+  if t == 'hash' then
+    local flat = redis.call('HGETALL', key)
+    local fields = {}
+    local values = {}
+    for i = 1, #flat, 2 do fields[#fields + 1] = flat[i]; values[flat[i]] = flat[i + 1] end
+    table.sort(fields)
+    local out = {}
+    for _, f in ipairs(fields) do out[#out + 1] = f; out[#out + 1] = values[f] end
+    return 'h' .. framed(out)
+  end
+  if t == 'set' then
+    local members = redis.call('SMEMBERS', key)
+    table.sort(members)
+    return 'e' .. framed(members)
+  end
+  if t == 'zset' then return 'z' .. framed(redis.call('ZRANGE', key, 0, -1, 'WITHSCORES')) end
+  if t == 'list' then return 'l' .. framed(redis.call('LRANGE', key, 0, -1)) end
+  return t
+end
+local differ = {}
+for i = 3, #ARGV do
+  if canonical(ARGV[1] .. ARGV[i]) ~= canonical(ARGV[2] .. ARGV[i]) then differ[#differ + 1] = ARGV[i] end
+end
+return differ
+`,
+);
+
+/**
+ * Compare one slice (by rank) of a large sorted set or list in two namespaces: whether elements
+ * `start..stop` (and, for a sorted set, their scores) are the same. ARGV: key A, key B, 'zset' or
+ * 'list', start, stop. Returns 1 when equal, else 0.
+ */
+export const compareSliceScript = new LuaScript(
+  'compare-slice',
+  `
+local a, b
+if ARGV[3] == 'zset' then
+  a = redis.call('ZRANGE', ARGV[1], ARGV[4], ARGV[5], 'WITHSCORES')
+  b = redis.call('ZRANGE', ARGV[2], ARGV[4], ARGV[5], 'WITHSCORES')
+else
+  a = redis.call('LRANGE', ARGV[1], ARGV[4], ARGV[5])
+  b = redis.call('LRANGE', ARGV[2], ARGV[4], ARGV[5])
+end
+if #a ~= #b then return 0 end
+for i = 1, #a do if a[i] ~= b[i] then return 0 end end
+return 1
+`,
+);
+
+/** Of the relative keys given, those that do not exist in a namespace. ARGV: namespace, keys... */
+export const absentKeysScript = new LuaScript(
+  'absent-keys',
+  `
+local absent = {}
+for i = 2, #ARGV do
+  if redis.call('EXISTS', ARGV[1] .. ARGV[i]) == 0 then absent[#absent + 1] = ARGV[i] end
+end
+return absent
+`,
+);
+
+/**
  * Read several hashes of one generation in one call (a rebuild loading the items a chunk touches
  * that its cache no longer holds). ARGV: namespace, relative keys... Returns one flat
  * field/value array per key (empty when the key does not exist).

@@ -1,4 +1,5 @@
 import type Redis from 'ioredis';
+import { absentKeysScript, compareKeysScript, compareSliceScript, keyShapesScript } from './scripts';
 import { canonicalJson } from './canonical-json';
 import { META_KEY, TMP_PREFIX } from './keys';
 
@@ -133,11 +134,24 @@ export interface NamespaceComparison {
   differences: SnapshotDifference[];
 }
 
+/** Elements one comparison call may visit (a script call stays short under a 1 s command timeout). */
+const COMPARE_BUDGET = 5_000;
+/** Keys up to this size are compared whole inside one script call; larger ones slice by slice. */
+const SMALL_KEY = 1_000;
+/** Strings up to this many bytes count as one element; longer ones as one per KiB. */
+const STRING_UNIT = 1_024;
+
 /**
- * Compare two namespaces key by key without holding either in memory: SCAN `a` in batches and
- * read each batch's keys on both sides (two pipelines), then SCAN `b` for keys `a` lacks. The
- * values are compared canonically, as {@link diffSnapshots} does. Memory is one batch plus the
- * differences kept (`maxDifferences`, default 1 000).
+ * Compare two namespaces key by key without holding either in memory and without any long script
+ * call. SCAN `a` in steps; for every group of (at most 500) keys, read each side's type and size
+ * (`keyShapesScript`, O(1) per key): another type or size is a difference at once. Keys of equal
+ * shape are compared inside Redis — small ones whole, several per call, each call visiting at most
+ * a few thousand elements (`compareKeysScript`: canonical forms, hash fields and set members in
+ * any order); large sorted sets and lists slice by slice (`compareSliceScript`); large hashes and
+ * sets field by field through HSCAN / SSCAN against the other side. Only differing keys' values
+ * come to the client (for the report). Then SCAN `b` for keys `a` lacks (`absentKeysScript`).
+ * Values compare as {@link diffSnapshots} compares them. Memory is one group plus the differences
+ * kept (`maxDifferences`, default 1 000); `differing` counts them all.
  */
 export async function compareNamespaces(
   redis: Redis,
@@ -148,54 +162,99 @@ export async function compareNamespaces(
   const max = options.maxDifferences ?? 1_000;
   const batchSize = options.batch ?? 10_000;
   const out: NamespaceComparison = { keysA: 0, keysB: 0, differing: 0, differences: [] };
-  const note = (difference: SnapshotDifference) => {
-    out.differing++;
-    if (out.differences.length < max) out.differences.push(difference);
+  const report = async (keys: readonly string[]) => {
+    out.differing += keys.length;
+    const shown = keys.slice(0, Math.max(0, max - out.differences.length));
+    if (shown.length === 0) return;
+    const [left, right] = await Promise.all([
+      readValues(
+        redis,
+        shown.map((k) => a + k),
+      ),
+      readValues(
+        redis,
+        shown.map((k) => b + k),
+      ),
+    ]);
+    shown.forEach((key, i) => {
+      const l = left[i];
+      const r = right[i];
+      out.differences.push({ key, ...(l ? { a: l } : {}), ...(r ? { b: r } : {}) });
+    });
   };
-  // Keys in groups of at most 1 000 (a SCAN step may bring many more): what one group reads is in memory at once.
   const relativeKeys = async function* (ns: string): AsyncGenerator<string[]> {
     for await (const batch of redis.scanStream({ match: `${ns}*`, count: batchSize })) {
       const keys = [...new Set(batch as string[])].map((key) => key.slice(ns.length)).filter((key) => key !== META_KEY && !key.startsWith(TMP_PREFIX));
-      for (let i = 0; i < keys.length; i += 1_000) yield keys.slice(i, i + 1_000);
+      for (let i = 0; i < keys.length; i += 500) yield keys.slice(i, i + 500);
     }
+  };
+  /** Whether a large key holds the same on both sides (its type and size already match). */
+  const sameLarge = async (key: string, type: string, size: number): Promise<boolean> => {
+    if (type === 'zset' || type === 'list') {
+      const step = type === 'zset' ? COMPARE_BUDGET / 2 : COMPARE_BUDGET;
+      for (let start = 0; start < size; start += step) {
+        const equal = await compareSliceScript.run(redis, [], [a + key, b + key, type, start, start + step - 1]);
+        if (Number(equal) !== 1) return false;
+      }
+      return true;
+    }
+    if (type === 'hash') {
+      let cursor = '0';
+      do {
+        const [next, flat] = await redis.hscan(a + key, cursor, 'COUNT', 1_000);
+        cursor = next;
+        const fields = flat.filter((_, i) => i % 2 === 0);
+        if (fields.length === 0) continue;
+        const values = await redis.hmget(b + key, ...fields);
+        if (values.some((value, i) => value !== flat[i * 2 + 1])) return false;
+      } while (cursor !== '0');
+      return true;
+    }
+    if (type === 'set') {
+      let cursor = '0';
+      do {
+        const [next, members] = await redis.sscan(a + key, cursor, 'COUNT', 1_000);
+        cursor = next;
+        if (members.length === 0) continue;
+        const present = (await redis.call('SMISMEMBER', b + key, ...members)) as number[];
+        if (present.some((p) => Number(p) !== 1)) return false;
+      } while (cursor !== '0');
+      return true;
+    }
+    // A long string: one comparison of two values.
+    return (await redis.get(a + key)) === (await redis.get(b + key));
   };
   // SCAN may (rarely, while Redis rehashes) return a key twice; remembering every key would cost
   // memory in proportion to the projection, so a repeated difference is only dropped at the end.
   for await (const keys of relativeKeys(a)) {
-    const [left, right] = await Promise.all([
-      readValues(
-        redis,
-        keys.map((k) => a + k),
-      ),
-      readValues(
-        redis,
-        keys.map((k) => b + k),
-      ),
-    ]);
+    const shapes = (await keyShapesScript.run(redis, [], [a, b, ...keys])) as Array<string | number>;
+    const differ: string[] = [];
+    const small: Array<[key: string, cost: number]> = [];
+    const large: Array<[key: string, type: string, size: number]> = [];
     keys.forEach((key, i) => {
-      const l = left[i];
-      const r = right[i];
-      if (l !== undefined) out.keysA++;
-      if (l === undefined && r === undefined) return;
-      if (l !== undefined && r !== undefined && canonicalJson(l) === canonicalJson(r)) return;
-      note({ key, ...(l ? { a: l } : {}), ...(r ? { b: r } : {}) });
+      const [typeA, sizeA, typeB, sizeB] = [shapes[i * 4], Number(shapes[i * 4 + 1]), shapes[i * 4 + 2], Number(shapes[i * 4 + 3])];
+      if (typeA !== 'none') out.keysA++;
+      if (typeA === 'none' && typeB === 'none') return;
+      if (typeA !== typeB || sizeA !== sizeB) differ.push(key);
+      else if (typeA === 'string' ? sizeA <= SMALL_KEY * STRING_UNIT : sizeA <= SMALL_KEY)
+        small.push([key, typeA === 'string' ? 1 + Math.floor(sizeA / STRING_UNIT) : 1 + sizeA]);
+      else large.push([key, String(typeA), sizeA]);
     });
+    for (let i = 0; i < small.length; ) {
+      const group: string[] = [];
+      for (let cost = 0; i < small.length && (group.length === 0 || cost + (small[i] as [string, number])[1] <= COMPARE_BUDGET); i++) {
+        const [key, keyCost] = small[i] as [string, number];
+        group.push(key);
+        cost += keyCost;
+      }
+      differ.push(...((await compareKeysScript.run(redis, [], [a, b, ...group])) as string[]));
+    }
+    for (const [key, type, size] of large) if (!(await sameLarge(key, type, size))) differ.push(key);
+    await report(differ);
   }
   for await (const keys of relativeKeys(b)) {
-    const exists = await execPipeline(
-      redis,
-      keys.map((k) => ['exists', a + k]),
-    );
-    const onlyB = keys.filter((_, i) => Number(exists[i]) === 0);
-    const values = await readValues(
-      redis,
-      onlyB.map((k) => b + k),
-    );
-    onlyB.forEach((key, i) => {
-      const r = values[i];
-      if (r !== undefined) note({ key, b: r });
-    });
     out.keysB += keys.length;
+    await report((await absentKeysScript.run(redis, [], [a, ...keys])) as string[]);
   }
   const unique = new Map(out.differences.map((d) => [d.key, d]));
   out.differing -= out.differences.length - unique.size;

@@ -1,0 +1,66 @@
+import { compareNamespaces } from './snapshot';
+import { redisFixture, type RedisFixture } from './test-support';
+
+/*
+ * The generation comparison `baton verify` runs: inside Redis, every script call bounded (small
+ * keys several at a time, large sorted sets and lists slice by slice, large hashes and sets through
+ * HSCAN / SSCAN), so it holds neither side in memory and no call outlasts a 1 s command timeout.
+ */
+describe('comparing two generations key by key (real Redis)', () => {
+  let fx: RedisFixture;
+  beforeEach(async () => {
+    fx = await redisFixture();
+  });
+  afterEach(async () => {
+    await fx.cleanup();
+  });
+
+  it('finds exactly the keys that differ — by value, type, size, presence — small and large, whatever the order of hash fields and set members', async () => {
+    const a = `${fx.prefix}:p:g1:`;
+    const b = `${fx.prefix}:p:g2:`;
+    const r = fx.handle.client;
+    const both = async (write: (ns: string, side: 'a' | 'b') => Promise<unknown>) => {
+      await write(a, 'a');
+      await write(b, 'b');
+    };
+    const members = (n: number) => Array.from({ length: n }, (_, i) => [String(i % 7), `m${i}`]).flat();
+    const fields = (n: number) => Object.fromEntries(Array.from({ length: n }, (_, i) => [`f${i}`, `v${i}`]));
+    const reversed = (o: Record<string, string>) => Object.fromEntries(Object.entries(o).reverse());
+    const many = (n: number) => Array.from({ length: n }, (_, i) => `s${i}`);
+    // Equal.
+    await both((ns) => r.set(`${ns}str`, '{"a":1}'));
+    await both((ns, side) => r.hset(`${ns}hash`, side === 'a' ? { x: '1', y: '2' } : { y: '2', x: '1' }));
+    await both((ns) => r.zadd(`${ns}zbig`, ...members(12_000)));
+    await both((ns, side) => r.hset(`${ns}hbig`, side === 'a' ? fields(3_000) : reversed(fields(3_000))));
+    await both((ns, side) => r.sadd(`${ns}sbig`, ...(side === 'a' ? many(4_000) : many(4_000).reverse())));
+    await both((ns) => r.set(`${ns}long`, 'x'.repeat(3 * 1024 * 1024)));
+    await both((ns) => r.rpush(`${ns}list`, ...many(2_500)));
+    // Different.
+    await both((ns, side) => r.set(`${ns}str2`, side === 'a' ? 'one' : 'two'));
+    await both((ns, side) => (side === 'a' ? r.set(`${ns}typed`, 'x') : r.sadd(`${ns}typed`, 'x')));
+    await both((ns, side) => r.zadd(`${ns}zdiff`, ...members(12_000), side === 'a' ? '1' : '2', 'm11999'));
+    await both((ns, side) => r.hset(`${ns}hdiff`, { ...fields(3_000), f1234: side === 'a' ? 'same?' : 'no' }));
+    await both((ns, side) => r.sadd(`${ns}sdiff`, ...many(3_999), side === 'a' ? 'last-a' : 'last-b'));
+    await both((ns, side) => r.set(`${ns}ldiff`, `${'y'.repeat(2 * 1024 * 1024)}${side}`));
+    await both((ns, side) => r.rpush(`${ns}lorder`, ...(side === 'a' ? many(2_500) : many(2_500).reverse())));
+    await both((ns, side) => r.zadd(`${ns}zsize`, ...members(side === 'a' ? 10 : 11)));
+    await r.set(`${a}only-a`, '1');
+    await r.set(`${b}only-b`, '1');
+    await r.hset(`${a}~meta`, 'seq', '1');
+    // Every call must fit a short command timeout.
+    const tight = fx.handle.client.duplicate({ commandTimeout: 1_000 });
+    try {
+      const result = await compareNamespaces(tight, a, b, { batch: 7 });
+      expect(result.differences.map((d) => d.key)).toEqual(['hdiff', 'ldiff', 'lorder', 'only-a', 'only-b', 'sdiff', 'str2', 'typed', 'zdiff', 'zsize']);
+      expect(result.differing).toBe(10);
+      expect(result).toMatchObject({ keysA: 16, keysB: 16 });
+      expect(result.differences.find((d) => d.key === 'only-b')).toMatchObject({ b: { type: 'string', value: '1' } });
+      expect(result.differences.find((d) => d.key === 'only-b')?.a).toBeUndefined();
+      const capped = await compareNamespaces(tight, a, b, { maxDifferences: 3 });
+      expect(capped.differing).toBe(10);
+      expect(capped.differences).toHaveLength(3);
+    } finally {
+      tight.disconnect();
+    }
+  }, 60_000);
+});
