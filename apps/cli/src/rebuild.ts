@@ -183,7 +183,17 @@ export function differenceLines(differences: readonly SnapshotDifference[], max 
     const text = JSON.stringify(value);
     return text.length > 160 ? `${text.slice(0, 159)}…` : text;
   };
-  const lines = differences.slice(0, max).map((d) => `  ${d.key}\n    live:    ${show(d.a)}\n    rebuilt: ${show(d.b)}\n`);
+  const lines = differences.slice(0, max).map((d) => {
+    // Two versions of one hash (an inbox item...): only the fields that differ, so they are not clipped away.
+    if (d.a?.type === 'hash' && d.b?.type === 'hash') {
+      const left = d.a.value;
+      const right = d.b.value;
+      const fields = [...new Set([...Object.keys(left), ...Object.keys(right)])].filter((f) => left[f] !== right[f]).sort();
+      const pick = (hash: Record<string, string>) => Object.fromEntries(fields.filter((f) => f in hash).map((f) => [f, hash[f]]));
+      return `  ${d.key} (hash; the fields that differ)\n    live:    ${show(pick(left))}\n    rebuilt: ${show(pick(right))}\n`;
+    }
+    return `  ${d.key}\n    live:    ${show(d.a)}\n    rebuilt: ${show(d.b)}\n`;
+  });
   if (total > max) lines.push(`  … and ${total - max} more\n`);
   return lines.join('');
 }
