@@ -5,6 +5,5 @@ export * from './service/runtime';
 export * from './service/bootstrap';
 export * from './service/utf8-body';
 export * from './transport';
-export * from './clients';
 export * from './observability';
 export * from './auth';

@@ -1,5 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { HandoffEventSchemas, MsgIds, type HandoffEvent, type ProjectControlEvent } from '@baton/contracts';
+import { HandoffEventSchemas, MsgIds, OfferHeader, handoffOfferSubject, type HandoffEvent, type ProjectControlEvent } from '@baton/contracts';
 import {
   LEDGER_ACTOR,
   handoffDecider,
@@ -23,7 +23,7 @@ import {
   type ReactorEvent,
   type ReactorHandlers,
 } from '@baton/eventstore';
-import { OfferHeader, RUNTIME, handoffOfferSubject, type ServiceRuntime } from '@baton/platform';
+import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { ProjectControlService } from '../governance/project-control.service';
 import { pendingHandoffs } from '../governance/pending-handoffs';
 import { LedgerIds } from '../ids';

@@ -1,7 +1,16 @@
 import type { EventRegistry } from '@baton/contracts';
-import { PoisonError, decodeEvent, streamReader, type BatchVerdict, type ConsumedMessage, type NatsHandle, type StreamReader } from '@baton/eventstore';
+import {
+  PoisonError,
+  decodeEvent,
+  streamReader,
+  traceIdFromHeaders,
+  type BatchVerdict,
+  type ConsumedMessage,
+  type NatsHandle,
+  type StreamReader,
+} from '@baton/eventstore';
 import { jetStreamReplaySource, ProjectionGapError, type BatonProjector, type EventRange, type SequencedEvent } from '@baton/projections';
-import { traceIdFromHeaders, type JsonLogger } from '@baton/platform';
+import type { JsonLogger } from '@baton/platform';
 
 /** Delay before a message that waits behind a failing earlier event is offered again, ms. */
 export const WAIT_BEHIND_MS = 1000;

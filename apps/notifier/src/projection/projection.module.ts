@@ -2,7 +2,7 @@ import { Global, Module } from '@nestjs/common';
 import { Principals } from '@baton/contracts';
 import { createBatonProjector, createBatonViews, createProjectionStore, type ProjectionStore } from '@baton/projections';
 import { READINESS_DETAILS, RUNTIME, type ServiceRuntime } from '@baton/platform';
-import { LedgerClient } from '@baton/platform';
+import { LedgerClient } from '@baton/eventstore';
 import { AppliedEvents } from './applied-events';
 import { NoticePublisher } from './notice-publisher';
 import { ProjectionApplier } from './projection-applier';
