@@ -1,5 +1,6 @@
 import { batonStreamNames, connectNats } from '@baton/eventstore';
 import {
+  connectWhenJetStreamReady,
   driveLoad,
   foldAndCheck,
   freePort,
@@ -51,7 +52,7 @@ describe('fault: a three-node nats-server cluster with replicated streams (R3), 
   afterAll(() => stopLoadPlatform(platform, urls, prefix, nodes), 60_000);
 
   it('streams are provisioned with 3 replicas; after kill -9 of one node the services continue, and once it is back nothing acknowledged is lost or doubled', async () => {
-    const check = await connectNats({ servers: urls, reconnect: true });
+    const check = await connectWhenJetStreamReady(urls, 'cluster-check');
     const names = batonStreamNames(prefix);
     for (const stream of [names.events, names.inbox, names.dlq]) expect((await check.jsm.streams.info(stream)).config.num_replicas).toBe(3);
     // Kill the node that leads the events stream: the worst case (a leader election mid-write).

@@ -23,6 +23,23 @@ export function startService(name: string, port: number, env: Record<string, str
 }
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Connect once JetStream answers. On a cluster whose node just died (or came back) the meta
+ * leader may be mid-election for several seconds, and the account info call that `connectNats`
+ * makes times out meanwhile: retry until `withinMs`, then fail with the last error.
+ */
+export async function connectWhenJetStreamReady(servers: string | string[], name: string, withinMs = 30_000): Promise<NatsHandle> {
+  const deadline = Date.now() + withinMs;
+  for (;;) {
+    try {
+      return await connectNats({ servers, name, reconnect: true });
+    } catch (error) {
+      if (Date.now() > deadline) throw error;
+      await sleep(500);
+    }
+  }
+}
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
@@ -420,7 +437,7 @@ export interface Anomalies {
  *   and exactly one completion (`handoff.completed_by_result`), and no event id appears twice.
  */
 export async function foldAndCheck(natsUrl: string | string[], prefix: string, project: string, load: LoadReport): Promise<Anomalies> {
-  const nats = await connectNats({ servers: natsUrl, name: 'fault-check', reconnect: true });
+  const nats = await connectWhenJetStreamReady(natsUrl, 'fault-check');
   const store = new JetStreamEventStore({ js: nats.js, jsm: nats.jsm, prefix, registry: createEventRegistry() });
   const anomalies: Anomalies = {
     resultOutcomes: [],
