@@ -1,6 +1,6 @@
 import { DynamicModule, Inject, Injectable, Module, OnApplicationBootstrap, OnModuleDestroy } from '@nestjs/common';
-import { Principals, ServiceActors } from '@baton/contracts';
-import { LedgerClient, batonStreamNames } from '@baton/eventstore';
+import { Principals, ServiceActors, Subjects } from '@baton/contracts';
+import { LedgerClient, batonStreamNames, followHub, type FollowHub } from '@baton/eventstore';
 import { JetStreamClient, RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { WATCHDOG_CONFIG, type WatchdogConfig } from './config';
 import { DeadlineTracker } from './deadlines/deadline-tracker';
@@ -29,11 +29,19 @@ const WATCHDOG_OPTIONS = Symbol('WATCHDOG_OPTIONS');
 /** The second requeue loop: it walks the handoff-deadline table and sends `expire_deadline`. */
 export const DEADLINE_LOOP = Symbol('DEADLINE_LOOP');
 
+/**
+ * The one consumer the watchdog's followers of the events stream share: every event is delivered
+ * to the watchdog once and handed in process to the guards (every event) and the two deadline
+ * tables (handoff events), instead of once per follower.
+ */
+export const EVENTS_HUB = Symbol('EVENTS_HUB');
+
 /** What every follower of the events stream (deadlines, guards, handoff deadlines) is built with. */
-function eventsFollower(runtime: ServiceRuntime, component: string) {
+function eventsFollower(runtime: ServiceRuntime, hub: FollowHub, component: string) {
   return {
     js: runtime.nats.js,
     stream: batonStreamNames(runtime.config.BATON_PREFIX).events,
+    follow: hub.follow.bind(hub),
     prefix: runtime.config.BATON_PREFIX,
     registry: runtime.registry,
     logger: runtime.logger.child({ component }),
@@ -74,15 +82,18 @@ export class WatchdogLifecycle implements OnApplicationBootstrap, OnModuleDestro
     @Inject(GuardRunner) private readonly guards: GuardRunner,
     @Inject(HandoffDeadlineTracker) private readonly deadlines: HandoffDeadlineTracker,
     @Inject(DEADLINE_LOOP) private readonly deadlineLoop: RequeueLoop,
+    @Inject(EVENTS_HUB) private readonly hub: FollowHub,
   ) {}
 
   async onApplicationBootstrap(): Promise<void> {
+    // The three followers join the hub, then its one consumer opens.
     await this.guards.start();
     await this.deadlines.start();
+    await this.tracker.start();
+    await this.hub.start();
     void this.deadlines.caughtUp().then(() => {
       if (!this.closing) this.deadlineLoop.start();
     });
-    await this.tracker.start();
     void this.tracker.caughtUp().then(
       () => {
         if (!this.closing) this.loop.start();
@@ -98,6 +109,7 @@ export class WatchdogLifecycle implements OnApplicationBootstrap, OnModuleDestro
     await this.tracker.stop();
     await this.deadlines.stop();
     await this.guards.stop();
+    await this.hub.stop();
   }
 }
 
@@ -116,6 +128,16 @@ export class WatchdogModule {
         { provide: WATCHDOG_OPTIONS, useValue: options },
         { provide: WATCHDOG_CONFIG, useValue: config },
         {
+          provide: EVENTS_HUB,
+          inject: [RUNTIME],
+          useFactory: (runtime: ServiceRuntime): FollowHub =>
+            followHub({
+              js: runtime.nats.js,
+              stream: batonStreamNames(runtime.config.BATON_PREFIX).events,
+              filterSubject: Subjects.events(runtime.config.BATON_PREFIX),
+            }),
+        },
+        {
           provide: REQUEUE_LEDGER,
           inject: [RUNTIME],
           // One attempt per tick: the loop itself retries after WATCHDOG_RETRY_MS.
@@ -123,8 +145,8 @@ export class WatchdogModule {
         },
         {
           provide: DeadlineTracker,
-          inject: [RUNTIME],
-          useFactory: (runtime: ServiceRuntime) => new DeadlineTracker(eventsFollower(runtime, 'deadlines')),
+          inject: [RUNTIME, EVENTS_HUB],
+          useFactory: (runtime: ServiceRuntime, hub: FollowHub) => new DeadlineTracker(eventsFollower(runtime, hub, 'deadlines')),
         },
         {
           provide: RequeueLoop,
@@ -154,11 +176,11 @@ export class WatchdogModule {
         },
         {
           provide: GuardRunner,
-          inject: [RUNTIME],
-          useFactory: (runtime: ServiceRuntime) => {
+          inject: [RUNTIME, EVENTS_HUB],
+          useFactory: (runtime: ServiceRuntime, hub: FollowHub) => {
             const client = new JetStreamClient(runtime.nats);
             return new GuardRunner({
-              ...eventsFollower(runtime, 'guards'),
+              ...eventsFollower(runtime, hub, 'guards'),
               book: new GuardBook({
                 maxHops: config.WATCHDOG_MAX_HOPS,
                 maxAlternations: config.WATCHDOG_MAX_ALTERNATIONS,
@@ -172,8 +194,8 @@ export class WatchdogModule {
         },
         {
           provide: HandoffDeadlineTracker,
-          inject: [RUNTIME],
-          useFactory: (runtime: ServiceRuntime) => new HandoffDeadlineTracker(eventsFollower(runtime, 'handoff-deadlines')),
+          inject: [RUNTIME, EVENTS_HUB],
+          useFactory: (runtime: ServiceRuntime, hub: FollowHub) => new HandoffDeadlineTracker(eventsFollower(runtime, hub, 'handoff-deadlines')),
         },
         {
           provide: DEADLINE_LOOP,

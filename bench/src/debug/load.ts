@@ -13,7 +13,7 @@ async function main() {
   const redis = createRedis('redis://127.0.0.1:6379');
   const prefix = `dbg${Date.now().toString(36)}`;
   const services = await startPlatform(
-    { BATON_PREFIX: prefix, LOG_LEVEL: process.env['LL'] ?? 'warn', WATCHDOG_MAX_HOPS: '100000' },
+    { BATON_PREFIX: prefix, LOG_LEVEL: process.env['LL'] ?? 'warn', WATCHDOG_MAX_HOPS: '100000', BATON_NATS_AUTH: 'none' },
     { nodeArgs: benchNodeArgs() },
   );
   try {

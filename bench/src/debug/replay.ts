@@ -18,7 +18,7 @@ async function main() {
   console.log(`PREFIX ${prefix}`);
   try {
     if (!reuse) {
-      const services = await startPlatform({ BATON_PREFIX: prefix, LOG_LEVEL: 'warn' }, { nodeArgs: benchNodeArgs() });
+      const services = await startPlatform({ BATON_PREFIX: prefix, LOG_LEVEL: 'warn', BATON_NATS_AUTH: 'none' }, { nodeArgs: benchNodeArgs() });
       try {
         await publishDefinition(nats, prefix, 'bench');
         const seconds = Number(process.env['SECONDS'] ?? 20);

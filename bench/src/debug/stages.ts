@@ -28,7 +28,10 @@ async function main() {
   const nats = await connectNats({ servers: 'nats://127.0.0.1:4222', reconnect: false });
   const redis = createRedis('redis://127.0.0.1:6379');
   const prefix = `dbg${Date.now().toString(36)}`;
-  const services = await startPlatform({ BATON_PREFIX: prefix, LOG_LEVEL: 'warn', WATCHDOG_MAX_HOPS: '100000' }, { nodeArgs: benchNodeArgs() });
+  const services = await startPlatform(
+    { BATON_PREFIX: prefix, LOG_LEVEL: 'warn', WATCHDOG_MAX_HOPS: '100000', BATON_NATS_AUTH: 'none' },
+    { nodeArgs: benchNodeArgs() },
+  );
   try {
     await publishDefinition(nats, prefix, 'bench');
     const result = await measureHops({

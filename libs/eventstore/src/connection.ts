@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { connect, credsAuthenticator, headers as natsHeaders, type JetStreamClient, type JetStreamManager, type MsgHdrs, type NatsConnection } from 'nats';
+import { coalesceWrites } from './write-coalescing';
 
 /** How to reach NATS. Everything else about the client stays inside this library. */
 export interface NatsConnectOptions {
@@ -30,6 +31,11 @@ export interface NatsConnectOptions {
    * JetStream is off. Agents pass false: their credentials do not allow `$JS.API.INFO`.
    */
   checkJetStream?: boolean;
+  /**
+   * Send what the connection writes during one event-loop turn in one socket write (default
+   * true; see {@link coalesceWrites}). Off only to measure what it saves.
+   */
+  coalesceWrites?: boolean;
 }
 
 /**
@@ -83,6 +89,7 @@ export async function connectNats(opts: NatsConnectOptions = {}): Promise<NatsHa
     ...(authenticator ? { authenticator } : {}),
     ...(opts.inboxPrefix !== undefined ? { inboxPrefix: opts.inboxPrefix } : {}),
   });
+  if (opts.coalesceWrites ?? true) coalesceWrites(connection);
   let jsm: JetStreamManager;
   try {
     jsm = await connection.jetstreamManager({ timeout, checkAPI: opts.checkJetStream ?? true });

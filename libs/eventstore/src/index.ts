@@ -8,6 +8,7 @@
  */
 export { connectNats, DEFAULT_NATS_URL, headersFrom } from './connection';
 export type { NatsConnectOptions, NatsHandle } from './connection';
+export { coalesceWrites, type WriteCoalescing } from './write-coalescing';
 export {
   EventStoreError,
   ConcurrencyConflict,
@@ -52,6 +53,7 @@ export { LruCache } from './lru';
 export * from './dlq-admin';
 export { instrumentRunners, type RunnerIdentity, type RunnerInstrumentation } from './runner';
 export { streamReader, followStream, readStreamRange, FOLLOW_PULL_EXPIRES_MS } from './stream-reader';
+export { followHub, type FollowHub, type FollowHubOptions } from './follow-hub';
 export type {
   StoredMessage,
   StreamReader,

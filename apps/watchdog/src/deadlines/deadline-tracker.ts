@@ -1,12 +1,14 @@
 import { SubjectTable, Subjects, type EventRegistry, type HandoffEvent } from '@baton/contracts';
 import type { NatsJetStream } from '@baton/eventstore';
 import type { JsonLogger } from '@baton/platform';
-import { followStream, type FollowedMessage, type StreamFollower } from '../stream/stream-follower';
+import { followOf, type Follow, type FollowedMessage, type StreamFollower } from '../stream/stream-follower';
 import { DeadlineTable } from './deadline-table';
 import { applyHandoffEvent, deadlineEffectOf } from './fold';
 
 export interface DeadlineTrackerOptions {
   js: NatsJetStream;
+  /** How to follow the events stream (default: a consumer of its own on `stream`; the service passes a hub's share). */
+  follow?: Follow;
   /** The events stream (`<PREFIX>_EVENTS`). */
   stream: string;
   prefix: string;
@@ -51,9 +53,7 @@ export class DeadlineTracker {
   /** Start following the stream (idempotent). Resolves once the consumer exists, before the replay ends. */
   async start(): Promise<void> {
     if (this.follower) return;
-    this.follower = await followStream({
-      js: this.opts.js,
-      stream: this.opts.stream,
+    this.follower = await followOf(this.opts)({
       filterSubject: Subjects.aggregateKind(this.opts.prefix, 'handoff'),
       onMessage: (message) => this.apply(message),
       onError: (error, message) => {

@@ -2,7 +2,7 @@ import { SubjectTable, Subjects, type EventRegistry, type HandoffEventData } fro
 import type { NatsJetStream } from '@baton/eventstore';
 import type { JsonLogger } from '@baton/platform';
 import type { RequeueLedger, RequeueReply } from '../requeue/requeue-port';
-import { followStream, type FollowedMessage, type StreamFollower } from '../stream/stream-follower';
+import { followOf, type Follow, type FollowedMessage, type StreamFollower } from '../stream/stream-follower';
 import { DeadlineTable } from './deadline-table';
 
 /** The pseudo claim id under which a handoff's deadline sits in its {@link DeadlineTable}. */
@@ -34,13 +34,11 @@ export class HandoffDeadlineTracker {
   private readonly deadlines = new Map<string, { project: string; at: number }>();
   private follower: StreamFollower | null = null;
 
-  constructor(private readonly opts: { js: NatsJetStream; stream: string; prefix: string; registry: EventRegistry; logger: JsonLogger }) {}
+  constructor(private readonly opts: { js: NatsJetStream; stream: string; follow?: Follow; prefix: string; registry: EventRegistry; logger: JsonLogger }) {}
 
   async start(): Promise<void> {
     if (this.follower) return;
-    this.follower = await followStream({
-      js: this.opts.js,
-      stream: this.opts.stream,
+    this.follower = await followOf(this.opts)({
       filterSubject: Subjects.aggregateKind(this.opts.prefix, 'handoff'),
       onMessage: (message) => this.apply(message),
       onError: (error, message) =>

@@ -4,11 +4,13 @@ import type { GuardStop } from '@baton/domain';
 import type { NatsJetStream } from '@baton/eventstore';
 import type { JsonLogger } from '@baton/platform';
 import type { InboxPublisher } from '../escalation/escalation-stopper';
-import { followStream, type FollowedMessage, type StreamFollower } from '../stream/stream-follower';
+import { followOf, type Follow, type FollowedMessage, type StreamFollower } from '../stream/stream-follower';
 import { GuardBook, type GuardBookStatus } from './guard-book';
 
 export interface GuardRunnerOptions {
   js: NatsJetStream;
+  /** How to follow the events stream (default: a consumer of its own on `stream`; the service passes a hub's share). */
+  follow?: Follow;
   /** The events stream (`<PREFIX>_EVENTS`). */
   stream: string;
   prefix: string;
@@ -79,9 +81,7 @@ export class GuardRunner {
 
   async start(): Promise<void> {
     if (this.follower) return;
-    this.follower = await followStream({
-      js: this.opts.js,
-      stream: this.opts.stream,
+    this.follower = await followOf(this.opts)({
       filterSubject: Subjects.events(this.opts.prefix),
       onMessage: (message) => this.onMessage(message),
       onError: (error, message) =>
