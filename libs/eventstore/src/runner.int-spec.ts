@@ -183,6 +183,8 @@ describe('runConsumer (real NATS)', () => {
     await waitFor(() => outcomes.length === 1, 'one outcome', { timeoutMs: 6000 });
     expect(outcomes[0]!.kind).toBe('acked');
     expect(deliveries).toBe(1);
+    // A plain ack: the server applies it on its own time.
+    await waitFor(async () => (await consumerState('slow')).ackPending === 0, 'the ack applied', { timeoutMs: 5000 });
     expect(await consumerState('slow')).toMatchObject({ redelivered: 0, ackPending: 0 });
   });
 
@@ -204,7 +206,9 @@ describe('runConsumer (real NATS)', () => {
     await waitFor(() => started === 2, 'both handlers started', { timeoutMs: 5000 });
     await runner.stop();
     expect(finished).toBe(2);
-    expect(await consumerState('graceful')).toMatchObject({ pending: 0, ackPending: 0 });
+    // The stop has flushed the acks to the server, which applies them on its own time (no redelivery).
+    await waitFor(async () => (await consumerState('graceful')).ackPending === 0, 'both acks applied', { timeoutMs: 5000 });
+    expect(await consumerState('graceful')).toMatchObject({ pending: 0, ackPending: 0, redelivered: 0 });
     // Nothing is pulled after the stop.
     await publish('p.result.c', '3');
     await sleep(300);
