@@ -42,6 +42,8 @@ export interface HopsResult {
   lost: number;
   /** CPU milliseconds each process spent per hop during the throughput window; null when not measured. */
   cpu_ms_per_hop: Record<string, number | null>;
+  /** The sum of `cpu_ms_per_hop` over every process; null when any of them was not measured. */
+  cpu_ms_per_hop_total: number | null;
   /** Why a `cpu_ms_per_hop` figure is null, per process. */
   cpu_not_measured: Record<string, string>;
   /** How busy the whole machine was during the throughput window (1 = every CPU busy). */
@@ -193,6 +195,7 @@ export async function measureHops(opts: HopsOptions): Promise<HopsResult> {
       not_offered: notOffered,
       lost: offered - openDone.length + stuck + publishErrors,
       cpu_ms_per_hop: cpuPerHop.values,
+      cpu_ms_per_hop_total: totalCpu(cpuPerHop.values),
       cpu_not_measured: cpuPerHop.not_measured,
       machine_busy: machineBusy,
     };
@@ -201,4 +204,14 @@ export async function measureHops(opts: HopsOptions): Promise<HopsResult> {
     await watcher.stop();
     await agents.close();
   }
+}
+
+/** The sum of per-process figures, or null when one of them is missing. */
+export function totalCpu(values: Record<string, number | null>): number | null {
+  const all = Object.values(values);
+  if (all.length === 0 || all.some((v) => v === null)) return null;
+  return round(
+    (all as number[]).reduce((a, b) => a + b, 0),
+    2,
+  );
 }

@@ -1,6 +1,6 @@
 import { CreateHandoffCommandSchema, MsgIds, Subjects, createEventRegistry, type EventEnvelope } from '@baton/contracts';
 import { handoffDecider } from '@baton/domain';
-import { headersFrom, type NatsHandle } from '@baton/eventstore';
+import { eventHeaders, headersFrom, type NatsHandle } from '@baton/eventstore';
 import { nowMs, round } from './stats';
 
 export interface OpenHandoffsResult {
@@ -51,6 +51,9 @@ export async function createOpenHandoffs(
     const decision = handoffDecider.decide({ type: 'create', data, metadata: { now, actor: 'lead', actorKind: 'agent' } }, handoffDecider.initialState());
     if (!decision.ok) throw new Error(`the handoff decider refused the bench create: ${decision.error.code}`);
     const event = decision.events[0] as { type: string; data: unknown };
+    // Stored as the event store stores it: the payload its validation returns.
+    const checked = registry.validatePayload(event.type, event.data);
+    if (!checked.ok) throw new Error(`the bench's ${event.type} does not validate: ${checked.rejection.message}`);
     const envelope: EventEnvelope = {
       id: `${id}:0`,
       type: event.type,
@@ -62,9 +65,9 @@ export async function createOpenHandoffs(
       origin: 'agent',
       causationId: null,
       correlationId: id,
-      payload: event.data,
+      payload: checked.value,
     };
-    const hdrs = headersFrom({ 'Baton-Event-Type': envelope.type, 'Baton-Event-Version': String(version) });
+    const hdrs = headersFrom(eventHeaders(registry, envelope.type, version));
     const ack = nats.js
       .publish(Subjects.aggregate(prefix, project, 'handoff', id), encoder.encode(JSON.stringify(envelope)), {
         msgID: MsgIds.event(project, 'handoff', id, envelope.id),

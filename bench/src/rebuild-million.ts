@@ -12,8 +12,8 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { MsgIds, Subjects, createEventRegistry, type EventEnvelope } from '@baton/contracts';
-import { batonStreamNames, batonTopology, connectNats, headersFrom, provision, type NatsHandle } from '@baton/eventstore';
+import { MsgIds, Subjects, createEventRegistry, type EventEnvelope, type EventRegistry } from '@baton/contracts';
+import { batonStreamNames, batonTopology, connectNats, eventHeaders, headersFrom, provision, type NatsHandle } from '@baton/eventstore';
 import {
   createBatonProjector,
   createProjectionStore,
@@ -54,10 +54,18 @@ interface ChildReport {
 const encoder = new TextEncoder();
 const TEMPLATE_PROJECT = 'zqtemplatezq';
 
+/** A payload as the store stores it: what its schema's validation returns. */
+function validated(registry: EventRegistry, type: string, payload: unknown): unknown {
+  const checked = registry.validatePayload(type, payload);
+  if (!checked.ok) throw new Error(`the scenario's ${type} does not validate: ${checked.rejection.message}`);
+  return checked.value;
+}
+
 /**
  * Append at least `count` events to `<PREFIX>_EVENTS`: the example scenario once per project
- * (`p0`, `p1`, ...), published as the event store would (subject per aggregate, `Nats-Msg-Id`,
- * type headers, a `traceparent` on every third event) with 256 publishes in flight.
+ * (`p0`, `p1`, ...), published as the event store would (payloads as its validation returns them,
+ * subject per aggregate, `Nats-Msg-Id`, its headers with the schema fingerprint, a `traceparent` on
+ * every third event) with 256 publishes in flight.
  */
 export async function fillStream(nats: NatsHandle, prefix: string, count: number): Promise<{ events: number; appendPerS: number }> {
   await provision(nats.jsm, batonTopology(prefix));
@@ -75,7 +83,7 @@ export async function fillStream(nats: NatsHandle, prefix: string, count: number
       origin: e.origin,
       causationId: null,
       correlationId: e.id,
-      payload: e.event.data,
+      payload: validated(registry, e.event.type, e.event.data),
     };
     return { kind: e.aggregate, id: e.id, envelopeId: envelope.id, type: envelope.type, version: envelope.version, json: JSON.stringify(envelope) };
   });
@@ -87,7 +95,7 @@ export async function fillStream(nats: NatsHandle, prefix: string, count: number
     for (const t of template) {
       if (events >= count) break;
       events++;
-      const headers: Record<string, string> = { 'Baton-Event-Type': t.type, 'Baton-Event-Version': String(t.version) };
+      const headers = eventHeaders(registry, t.type, t.version);
       if (events % 3 === 0) headers['traceparent'] = `00-${randomBytes(16).toString('hex')}-${randomBytes(8).toString('hex')}-01`;
       const ack = nats.js
         .publish(Subjects.aggregate(prefix, project, t.kind, t.id), encoder.encode(t.json.split(TEMPLATE_PROJECT).join(project)), {

@@ -67,7 +67,8 @@ export type {
   StreamFollower,
 } from './stream-reader';
 export { shareReads, type SeqSource } from './shared-reads';
-export { decodeEvent, type DecodedEvent } from './decode';
+export { decodeEvent, decodeParsedEvent, headerOf, type DecodedEvent, type HeaderOf } from './decode';
+export { eventHeaders, schemaFingerprint, SCHEMA_HEADER } from './schema-fingerprint';
 export { reactor, reactorEdge } from './reactor';
 export type {
   Reactor,

@@ -1,7 +1,7 @@
 import { SubjectTable, type AggregateKind, type EventRegistry } from '@baton/contracts';
 import type { JetStreamClient } from 'nats';
 import { deadLetter } from './dead-letter';
-import { decodeEvent, type DecodedEvent } from './decode';
+import { decodeEvent, decodeParsedEvent, headerOf } from './decode';
 import { PoisonError } from './errors';
 import type { AggregateRef, DomainEventLike, EventStore, FoldLike, StoredEvent } from './store';
 
@@ -148,7 +148,8 @@ export function reactorEdge(options: ReactorEdgeOptions): ReactorEdge {
       const where = `${table.name}: ${message.subject}#${message.seq}`;
       const address = SubjectTable.event.parse(prefix, message.subject);
       if (address === null) throw new PoisonError(`${where}: not an event subject (<prefix>.ev.<project>.<kind>.<id>)`, 'identity_mismatch');
-      const decoded = parsed ? fromBody(registry, parsed.body) : decodeEvent(registry, message.data);
+      const header = headerOf(message.headers);
+      const decoded = parsed ? decodeParsedEvent(registry, parsed.body, header) : decodeEvent(registry, message.data, header);
       if (!decoded.ok) throw new PoisonError(`${where}: event cannot be decoded: ${decoded.rejection.message}`, decoded.rejection.code);
       const envelope = decoded.envelope;
       if (envelope.project !== address.project || envelope.aggregate.kind !== address.kind || envelope.aggregate.id !== address.id) {
@@ -190,7 +191,3 @@ export function reactorEdge(options: ReactorEdgeOptions): ReactorEdge {
 }
 
 /** Decode a body the transport already parsed as JSON. */
-function fromBody(registry: EventRegistry, body: unknown): DecodedEvent {
-  const decoded = registry.decode(body);
-  return decoded.ok ? { ok: true, envelope: decoded.value } : { ok: false, rejection: decoded.rejection };
-}

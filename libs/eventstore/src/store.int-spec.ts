@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { EventRegistry, type EventEnvelope } from '@baton/contracts';
 import type { NatsHandle } from './connection';
 import { ConcurrencyConflict, EventValidationError } from './errors';
+import { SCHEMA_HEADER, schemaFingerprint } from './schema-fingerprint';
 import { JetStreamEventStore, type AggregateRef } from './store';
 import { batonStreamNames } from './topology';
 import { connectTest, counterDecider, counterRegistry, deleteTopology, meta, provisionTopology, randomPrefix, type CounterCommand } from './int/support';
@@ -51,6 +52,17 @@ describe('JetStreamEventStore (real NATS)', () => {
     const read = await store.read(ref());
     expect(read.events.map((e) => e.id)).toEqual(['e1']);
     expect(read.lastSeq).toBe(first.lastSeq);
+  });
+
+  it("stamps every event with its type, version and this build's schema fingerprint, and reads it back as written", async () => {
+    const registry = counterRegistry();
+    const store = storeOn(a, { registry });
+    const result = await store.append(ref(), [envelope('e1', 1, 1, 1)], { expectedVersion: 0 });
+    const stored = await a.jsm.streams.getMessage(batonStreamNames(prefix).events, { seq: result.lastSeq });
+    expect(stored.header.get('Baton-Event-Type')).toBe('counter.added');
+    expect(stored.header.get('Baton-Event-Version')).toBe('1');
+    expect(stored.header.get(SCHEMA_HEADER)).toBe(schemaFingerprint(registry, 'counter.added'));
+    expect((await storeOn(b, { registry }).read(ref())).events.map((e) => e.payload)).toEqual([{ n: 1, total: 1, version: 1 }]);
   });
 
   it('several events in one append chain their expectations and land in order', async () => {

@@ -14,6 +14,7 @@ import {
 } from '@baton/contracts';
 import type { DecisionResult, DomainError } from '@baton/domain';
 import { decodeEvent } from './decode';
+import { eventHeaders } from './schema-fingerprint';
 import { ConcurrencyConflict, EventDecodeError, EventStoreError, EventValidationError, JsErrCode, StreamNotFound, jsErrCode, mapPublishError } from './errors';
 import { LruCache } from './lru';
 import { streamReader, type StoredMessage, type StreamReader } from './stream-reader';
@@ -305,8 +306,7 @@ export class JetStreamEventStore implements EventStore {
     let duplicates = 0;
     for (const { id, type, version, bytes } of encoded) {
       const hdrs = natsHeaders();
-      hdrs.set('Baton-Event-Type', type);
-      hdrs.set('Baton-Event-Version', String(version));
+      for (const [name, value] of Object.entries(eventHeaders(this.registry, type, version))) hdrs.set(name, value);
       try {
         const ack = await this.js.publish(subject, bytes, {
           msgID: MsgIds.event(ref.project, ref.kind, ref.id, id),
@@ -670,7 +670,7 @@ export class JetStreamEventStore implements EventStore {
   }
 
   private decodeStored(msg: StoredMessage): StoredEvent {
-    const decoded = decodeEvent(this.registry, msg.data);
+    const decoded = decodeEvent(this.registry, msg.data, (name) => msg.header(name));
     if (!decoded.ok) throw new EventDecodeError(msg.subject, msg.seq, decoded.rejection, { cause: decoded.cause });
     return { ...decoded.envelope, seq: msg.seq };
   }

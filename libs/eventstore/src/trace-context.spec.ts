@@ -1,10 +1,29 @@
 import { context as otelContext } from '@opentelemetry/api';
-import { contextFromHeaders, currentTraceId, formatTraceparent, installTracing, parseTraceparent, traceHeaders, traceIdFromHeaders } from './trace-context';
+import {
+  contextFromHeaders,
+  currentTraceId,
+  formatTraceparent,
+  installTracing,
+  newSpanId,
+  newTraceId,
+  parseTraceparent,
+  traceHeaders,
+  traceIdFromHeaders,
+} from './trace-context';
 
 const VALID = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
 
 describe('W3C trace context over NATS headers', () => {
   beforeAll(() => expect(installTracing()).toBe(true));
+
+  it('span and trace ids from the random pool: the W3C lengths in lowercase hex, never all zero, no repeats across pool refills', () => {
+    const spans = Array.from({ length: 3000 }, () => newSpanId());
+    const traces = Array.from({ length: 1000 }, () => newTraceId());
+    expect(spans.every((id) => /^[0-9a-f]{16}$/.test(id) && id !== '0'.repeat(16))).toBe(true);
+    expect(traces.every((id) => /^[0-9a-f]{32}$/.test(id) && id !== '0'.repeat(32))).toBe(true);
+    expect(new Set(spans).size).toBe(spans.length);
+    expect(new Set(traces).size).toBe(traces.length);
+  });
 
   it('parses a valid traceparent and formats it back unchanged', () => {
     const span = parseTraceparent(VALID)!;

@@ -20,7 +20,7 @@ export async function pendingHandoffs(
     const address = SubjectTable.event.parse(prefix, msg.subject);
     if (address === null) continue;
     const { id } = address;
-    const decoded = decodeEvent(registry, msg.data);
+    const decoded = decodeEvent(registry, msg.data, (name) => msg.header(name));
     if (!decoded.ok) continue;
     const current = folded.get(id)?.state ?? initialHandoffState();
     folded.set(id, { state: evolveHandoff(current, { type: decoded.envelope.type, data: decoded.envelope.payload } as HandoffEvent), lastSeq: msg.seq });

@@ -3,6 +3,7 @@ import { HumanActionNoticeSchema, Subjects } from '@baton/contracts';
 import {
   batonStreamNames,
   decodeEvent,
+  headerOf,
   DlqSources,
   provision,
   runConsumer,
@@ -113,7 +114,7 @@ export class WebhookDelivery implements OnApplicationBootstrap, BeforeApplicatio
   private async handle(msg: ConsumedMessage, noticeType: (typeof NOTICE_SOURCES)[number]['type']): Promise<void> {
     // Strict: an event whose bytes are not UTF-8 or JSON is never delivered with replaced text
     // (the projection applier dead-letters undecodable events; nothing to deliver here).
-    const decoded = decodeEvent(this.runtime.registry, msg.data);
+    const decoded = decodeEvent(this.runtime.registry, msg.data, headerOf(msg.headers));
     if (!decoded.ok || decoded.envelope.type !== noticeType) return;
     const notice = HumanActionNoticeSchema.parse((decoded.envelope.payload as { notice: unknown }).notice);
     const report = await (this.sender as WebhookSender).deliver(notice, msg.deliveryCount);

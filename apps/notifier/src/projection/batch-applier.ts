@@ -2,6 +2,7 @@ import type { EventRegistry } from '@baton/contracts';
 import {
   PoisonError,
   decodeEvent,
+  headerOf,
   streamReader,
   traceIdFromHeaders,
   type BatchVerdict,
@@ -244,7 +245,7 @@ export class ProjectionBatchApplier {
   }
 
   private decodeBytes(seq: number, data: Uint8Array, headers: Record<string, string[]>): { event: SequencedEvent | null; error: unknown } {
-    const decoded = decodeEvent(this.opts.registry, data);
+    const decoded = decodeEvent(this.opts.registry, data, headerOf(headers));
     if (!decoded.ok) {
       const message =
         decoded.rejection.code === 'malformed_json' ? `stored event #${seq} is not JSON` : `stored event #${seq} does not decode: ${decoded.rejection.message}`;

@@ -32,7 +32,7 @@ export function jetStreamReplaySource(options: JetStreamReplayOptions): ReplaySo
       const first = Math.max(1, fromSeq, bounds.firstSeq);
       if (bounds.messages === 0 || first > bounds.lastSeq) return;
       for await (const msg of reader.range({ fromSeq: first, toSeq: bounds.lastSeq, batch })) {
-        const decoded = decodeEvent(options.registry, msg.data);
+        const decoded = decodeEvent(options.registry, msg.data, (name) => msg.header(name));
         if (!decoded.ok) options.onUndecodable?.(msg.seq, msg.subject, decoded.rejection);
         else {
           const traceId = traceIdOf(msg.header('traceparent'));
