@@ -171,10 +171,16 @@ async function main(): Promise<void> {
     await quiesce(60_000);
 
     log('routing decision time as a run grows');
+    // A project of its own: the hop phase ends with its 128 runs' handoffs claimed and abandoned,
+    // and their leases expire a minute later — three in a row for one agent open its circuit
+    // (WATCHDOG_CIRCUIT_FAILURES), which stops that agent's next dispatch, in the long run too.
+    // Circuits are per project and agent, so the growth runs do not inherit those failures.
+    const growthProject = `${project}-growth`;
+    await publishDefinition(nats, prefix, growthProject);
     const growth: GrowthResult = await measureGrowth({
       nats,
       prefix,
-      project,
+      project: growthProject,
       longEvents: settings.longEvents,
       shortEvents: 10,
       samples: settings.decisionSamples,
