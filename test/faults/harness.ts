@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createEventRegistry, MsgIds, type AggregateKind, type ProjectDefinition } from '@baton/contracts';
 import { batonStreamNames, connectNats, JetStreamEventStore, type NatsHandle, type StoredEvent } from '@baton/eventstore';
+import { createRedis } from '@baton/projections';
 import { AgentClaims, freePort, repoRoot, startService as startBuiltService, stopService, waitReady, type ServiceProcess } from '@baton/testing';
 
 export { freePort, stopService, waitReady, type ServiceProcess };
@@ -232,7 +233,21 @@ export async function startLoadPlatform(natsUrl: string | string[], prefix: stri
 export async function stopLoadPlatform(platform: Platform | undefined, natsUrl: string | string[], prefix: string, servers: ServerProcess[]): Promise<void> {
   await platform?.stop();
   await deleteStreams(natsUrl, prefix);
+  await deleteRedisKeys(process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379', prefix);
   await removeServers(servers);
+}
+
+/** Delete a prefix's Redis keys (the projections the notifier wrote on the shared Redis); best effort. */
+export async function deleteRedisKeys(redisUrl: string, prefix: string): Promise<void> {
+  const redis = createRedis(redisUrl, { maxRetriesPerRequest: 1, commandTimeout: 10_000 });
+  try {
+    const keys = await redis.client.keys(`${prefix}:*`);
+    for (let i = 0; i < keys.length; i += 1000) await redis.client.unlink(...keys.slice(i, i + 1000));
+  } catch {
+    // best effort: a test that stopped Redis itself has nothing to clean there
+  } finally {
+    await redis.close();
+  }
 }
 
 /** A random subject prefix for one test. */
