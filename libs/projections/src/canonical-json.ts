@@ -36,42 +36,65 @@ export interface NotJson {
  * {@link canonicalJson} for a value that must be JSON already, checked in the same walk: `null`,
  * booleans, strings, finite numbers, arrays and plain objects only (`undefined` object members are
  * dropped, as `JSON.stringify` does). Returns the text, or where and why the value is not JSON.
- * One walk instead of a schema validation plus a serialisation: projections write a JSON state on
- * almost every event.
+ * One walk builds the sorted copy and checks it (the path of a problem is kept as a stack of keys,
+ * written out only when there is one), then the native serialiser writes it: projections write a
+ * JSON state on almost every event, and a run's view holds up to a hundred routes.
  */
 export function canonicalJsonChecked(value: unknown): { ok: true; text: string } | { ok: false; notJson: NotJson } {
-  const problem = checkJson(value, '');
-  return problem ? { ok: false, notJson: problem } : { ok: true, text: JSON.stringify(sortDeep(value)) };
+  const path: Array<string | number> = [];
+  try {
+    return { ok: true, text: JSON.stringify(sortChecked(value, path)) };
+  } catch (error) {
+    if (!(error instanceof NotJsonAt)) throw error;
+    return { ok: false, notJson: { path: pathText(path), problem: error.problem } };
+  }
 }
 
-function checkJson(value: unknown, path: string): NotJson | null {
+/** Thrown inside {@link sortChecked}; `path` then holds where (the walk stops popping). */
+class NotJsonAt {
+  constructor(readonly problem: string) {}
+}
+
+function pathText(path: ReadonlyArray<string | number>): string {
+  let out = '';
+  for (const segment of path) out += typeof segment === 'number' ? `[${segment}]` : out === '' ? segment : `.${segment}`;
+  return out;
+}
+
+/** `sortDeep` that refuses what is not JSON (see {@link canonicalJsonChecked}). */
+function sortChecked(value: unknown, path: Array<string | number>): unknown {
   switch (typeof value) {
     case 'string':
     case 'boolean':
-      return null;
+      return value;
     case 'number':
-      return Number.isFinite(value) ? null : { path, problem: `the number ${value} is not finite` };
+      if (!Number.isFinite(value)) throw new NotJsonAt(`the number ${value} is not finite`);
+      return value;
     case 'object': {
       if (value === null) return null;
       if (Array.isArray(value)) {
+        const out = new Array<unknown>(value.length);
         for (let i = 0; i < value.length; i++) {
-          const inner = checkJson(value[i], `${path}[${i}]`);
-          if (inner) return inner;
+          path.push(i);
+          out[i] = sortChecked(value[i], path);
+          path.pop();
         }
-        return null;
+        return out;
       }
       const proto = Object.getPrototypeOf(value) as unknown;
-      if (proto !== Object.prototype && proto !== null) return { path, problem: 'not a plain object' };
-      for (const key of Object.keys(value)) {
+      if (proto !== Object.prototype && proto !== null) throw new NotJsonAt('not a plain object');
+      const out: Record<string, unknown> = {};
+      for (const key of Object.keys(value).sort()) {
         const member = (value as Record<string, unknown>)[key];
         if (member === undefined) continue;
-        const inner = checkJson(member, path === '' ? key : `${path}.${key}`);
-        if (inner) return inner;
+        path.push(key);
+        out[key] = sortChecked(member, path);
+        path.pop();
       }
-      return null;
+      return out;
     }
     default:
-      return { path, problem: `a ${typeof value} is not JSON` };
+      throw new NotJsonAt(`a ${typeof value} is not JSON`);
   }
 }
 

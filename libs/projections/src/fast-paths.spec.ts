@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import { isExactJson, toJsonValue } from './canonical-json';
+import { canonicalJson, canonicalJsonChecked, isExactJson, toJsonValue } from './canonical-json';
 import { hexdesc } from './image';
 import { encodeOps, opError } from './ops';
 
@@ -20,6 +20,48 @@ const anything = fc.anything({
 });
 
 describe('rebuild fast paths agree with what they replace', () => {
+  it('canonicalJsonChecked(v) is canonicalJson(v) for JSON values, and names where and why for anything else', () => {
+    /** The reference verdict, walked plainly: the first problem in key order of the value as given. */
+    const problemOf = (value: unknown, path: string): { path: string; problem: string } | null => {
+      if (typeof value === 'string' || typeof value === 'boolean' || value === null) return null;
+      if (typeof value === 'number') return Number.isFinite(value) ? null : { path, problem: `the number ${value} is not finite` };
+      if (typeof value !== 'object') return { path, problem: `a ${typeof value} is not JSON` };
+      if (Array.isArray(value)) {
+        for (let i = 0; i < value.length; i++) {
+          const inner = problemOf(value[i], `${path}[${i}]`);
+          if (inner) return inner;
+        }
+        return null;
+      }
+      const proto = Object.getPrototypeOf(value) as unknown;
+      if (proto !== Object.prototype && proto !== null) return { path, problem: 'not a plain object' };
+      // The first problem in sorted key order.
+      const keys = Object.keys(value).sort();
+      for (const key of keys) {
+        const member = (value as Record<string, unknown>)[key];
+        if (member === undefined) continue;
+        const inner = problemOf(member, path === '' ? key : `${path}.${key}`);
+        if (inner) return inner;
+      }
+      return null;
+    };
+    fc.assert(
+      fc.property(anything, (value) => {
+        const problem = problemOf(value, '');
+        const got = canonicalJsonChecked(value);
+        if (problem) expect(got).toEqual({ ok: false, notJson: problem });
+        else expect(got).toEqual({ ok: true, text: canonicalJson(value) });
+      }),
+      { numRuns: 3000 },
+    );
+    expect(canonicalJsonChecked({ b: [1, { d: 2, c: -0 }], a: 'x', u: undefined })).toEqual({ ok: true, text: '{"a":"x","b":[1,{"c":0,"d":2}]}' });
+    // Array-index keys first, in numeric order, as in any JavaScript object (and so in canonicalJson).
+    const indexed = { b: 1, '10': 2, '': 3, '9': 4, '01': 5, '4294967295': 6 };
+    expect(canonicalJsonChecked(indexed)).toEqual({ ok: true, text: canonicalJson(indexed) });
+    expect(canonicalJson(indexed)).toBe('{"9":4,"10":2,"":3,"01":5,"4294967295":6,"b":1}');
+    expect(canonicalJsonChecked({ a: [{ b: Number.NaN }] })).toEqual({ ok: false, notJson: { path: 'a[0].b', problem: 'the number NaN is not finite' } });
+  });
+
   it('toJsonValue(v) equals JSON.parse(JSON.stringify(v)), and returns v itself only when that is exact', () => {
     fc.assert(
       fc.property(anything, (value) => {
