@@ -12,13 +12,14 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { MsgIds, Subjects, createEventRegistry, type EventEnvelope, type EventRegistry } from '@baton/contracts';
+import { MsgIds, Subjects, createEventRegistry } from '@baton/contracts';
 import { batonStreamNames, batonTopology, connectNats, eventHeaders, headersFrom, provision, type NatsHandle } from '@baton/eventstore';
 import {
   createBatonProjector,
   createProjectionStore,
   createRedis,
   foldScenario,
+  scenarioEnvelope,
   jetStreamReplaySource,
   scenarioSteps,
   type RebuildProgress,
@@ -54,13 +55,6 @@ interface ChildReport {
 const encoder = new TextEncoder();
 const TEMPLATE_PROJECT = 'zqtemplatezq';
 
-/** A payload as the store stores it: what its schema's validation returns. */
-function validated(registry: EventRegistry, type: string, payload: unknown): unknown {
-  const checked = registry.validatePayload(type, payload);
-  if (!checked.ok) throw new Error(`the scenario's ${type} does not validate: ${checked.rejection.message}`);
-  return checked.value;
-}
-
 /**
  * Append at least `count` events to `<PREFIX>_EVENTS`: the example scenario once per project
  * (`p0`, `p1`, ...), published as the event store would (payloads as its validation returns them,
@@ -72,19 +66,7 @@ export async function fillStream(nats: NatsHandle, prefix: string, count: number
   const registry = createEventRegistry();
   // One template copy of the scenario, serialised once; each project's copy swaps the project key.
   const template = foldScenario(scenarioSteps({ project: TEMPLATE_PROJECT })).map((e, index) => {
-    const envelope: EventEnvelope = {
-      id: `ev-${index}`,
-      type: e.event.type,
-      version: registry.currentVersion(e.event.type),
-      aggregate: { kind: e.aggregate, id: e.id },
-      project: TEMPLATE_PROJECT,
-      occurredAt: e.occurredAt,
-      actor: e.actor,
-      origin: e.origin,
-      causationId: null,
-      correlationId: e.id,
-      payload: validated(registry, e.event.type, e.event.data),
-    };
+    const envelope = scenarioEnvelope(registry, e, `ev-${index}`, TEMPLATE_PROJECT);
     return { kind: e.aggregate, id: e.id, envelopeId: envelope.id, type: envelope.type, version: envelope.version, json: JSON.stringify(envelope) };
   });
   const started = nowMs();

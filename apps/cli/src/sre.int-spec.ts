@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { createEventRegistry, type EventEnvelope } from '@baton/contracts';
+import { createEventRegistry } from '@baton/contracts';
 import { JetStreamEventStore, batonStreamNames, batonTopology, connectNats, provision, type NatsHandle } from '@baton/eventstore';
 import {
   batonProjections,
@@ -7,6 +7,7 @@ import {
   createProjectionStore,
   createRedis,
   foldScenario,
+  scenarioEnvelope,
   jetStreamReplaySource,
   type ProjectionSnapshot,
   type ProjectionStore,
@@ -59,19 +60,7 @@ describe('SRE commands (real NATS and Redis)', () => {
     appended = [];
     for (const [index, e] of foldScenario().entries()) {
       const key = `${e.aggregate}/${e.id}`;
-      const envelope: EventEnvelope = {
-        id: `ev-${index}`,
-        type: e.event.type,
-        version: registry.currentVersion(e.event.type),
-        aggregate: { kind: e.aggregate, id: e.id },
-        project: 'demo',
-        occurredAt: e.occurredAt,
-        actor: e.actor,
-        origin: e.origin,
-        causationId: null,
-        correlationId: e.id,
-        payload: e.event.data,
-      };
+      const envelope = scenarioEnvelope(registry, e, `ev-${index}`, 'demo');
       const result = await events.append({ project: 'demo', kind: e.aggregate, id: e.id }, [envelope], { expectedVersion: last.get(key) ?? 0 });
       last.set(key, result.lastSeq);
       appended.push({ seq: result.lastSeq, aggregate: e.aggregate, id: e.id, type: e.event.type });

@@ -1,24 +1,18 @@
 // Diagnosis tool (not part of `npm run bench`): the growth phase alone (one run grown to
-// LONG events by the router itself), then every warn/error line the services logged.
-//   LONG=6000 LL=info node dist/bench/src/debug/growth.js
-import { connectNats } from '@baton/eventstore';
-import { createRedis } from '@baton/projections';
-import { cleanupDeployment, startPlatform, stopService, waitQuiet } from '@baton/testing';
+// LONG events by the router itself), then every warn/error line the services logged. HOPS=1 runs
+// the hop phase first, on the same platform and project, as the bench does; SAME_PROJECT=1 grows
+// the runs in that project too (the bench gives them one of their own). On a failure it prints
+// the failed run's last events and the dead letters.
+//   HOPS=1 LONG=10000 node dist/bench/src/debug/growth.js
+import { waitQuiet } from '@baton/testing';
 import { publishDefinition } from '../baton';
 import { measureGrowth } from '../growth';
 import { measureHops } from '../hops';
-import { accountedTargets, benchNodeArgs, readCpu } from '../platform';
+import { accountedTargets, readCpu } from '../platform';
+import { withDebugPlatform } from './platform';
 
-async function main() {
-  const nats = await connectNats({ servers: 'nats://127.0.0.1:4222', reconnect: false });
-  const redis = createRedis('redis://127.0.0.1:6379');
-  const prefix = `dbg${Date.now().toString(36)}`;
-  const services = await startPlatform(
-    { BATON_PREFIX: prefix, LOG_LEVEL: process.env['LL'] ?? 'warn', WATCHDOG_MAX_HOPS: '100000', BATON_NATS_AUTH: 'none' },
-    { nodeArgs: benchNodeArgs() },
-  );
+void withDebugPlatform(async ({ nats, redis, prefix, services }) => {
   try {
-    await publishDefinition(nats, prefix, 'bench');
     if (process.env['HOPS']) {
       // As the bench does: the hop phase first, on the same platform and project.
       await measureHops({
@@ -68,20 +62,5 @@ async function main() {
         if (m) console.log(m.subject, JSON.stringify(Object.fromEntries([...m.header.keys()].map((k) => [k, m.header.get(k)]))).slice(0, 600));
       }
     }
-  } finally {
-    for (const s of services) await stopService(s);
-    for (const s of services) {
-      const lines = s.output
-        .join('')
-        .split('\n')
-        .filter((l) => l.includes('"level":"warn"') || l.includes('"level":"error"'));
-      console.log(`--- ${s.name}: ${lines.length} warn/error lines`);
-      for (const l of lines.slice(0, 12)) console.log(l.slice(0, 600));
-      for (const l of lines.slice(-6)) console.log(l.slice(0, 600));
-    }
-    if (!process.env['KEEP']) await cleanupDeployment(nats, redis.client, prefix);
-    await redis.close();
-    await nats.close();
   }
-}
-void main();
+});

@@ -1,13 +1,11 @@
 // Diagnosis tool (not part of `npm run bench`): where a hop's time goes, from the stored messages'
 // server timestamps (result stored → recorded → routed → handoff created → offer stored).
 //   RUNS=64 node dist/bench/src/debug/stages.js
-import { connectNats, batonStreamNames, type NatsHandle } from '@baton/eventstore';
-import { createRedis } from '@baton/projections';
-import { cleanupDeployment, startPlatform, stopService } from '@baton/testing';
-import { publishDefinition } from '../baton';
+import { batonStreamNames, type NatsHandle } from '@baton/eventstore';
 import { measureHops } from '../hops';
-import { accountedTargets, benchNodeArgs, readCpu } from '../platform';
+import { accountedTargets, readCpu } from '../platform';
 import { percentile } from '../stats';
+import { withDebugPlatform } from './platform';
 
 const dec = new TextDecoder();
 async function readAll(nats: NatsHandle, stream: string) {
@@ -24,74 +22,58 @@ async function readAll(nats: NatsHandle, stream: string) {
   return out;
 }
 
-async function main() {
-  const nats = await connectNats({ servers: 'nats://127.0.0.1:4222', reconnect: false });
-  const redis = createRedis('redis://127.0.0.1:6379');
-  const prefix = `dbg${Date.now().toString(36)}`;
-  const services = await startPlatform(
-    { BATON_PREFIX: prefix, LOG_LEVEL: 'warn', WATCHDOG_MAX_HOPS: '100000', BATON_NATS_AUTH: 'none' },
-    { nodeArgs: benchNodeArgs() },
-  );
-  try {
-    await publishDefinition(nats, prefix, 'bench');
-    const result = await measureHops({
-      nats,
-      redis: redis.client,
-      prefix,
-      project: 'bench',
-      runs: Number(process.env['RUNS'] ?? 64),
-      warmupSeconds: 2,
-      throughputSeconds: 5,
-      latencySeconds: 2,
-      log: console.log,
-      cpu: () => readCpu(accountedTargets(services)),
-    });
-    console.log(result.hops_per_s, 'hops/s');
-    const names = batonStreamNames(prefix);
-    const inbox = await readAll(nats, names.inbox);
-    const events = await readAll(nats, names.events);
-    const resultAt = new Map<string, number>();
-    for (const m of inbox) if (m.subject.includes('.result.')) resultAt.set(JSON.parse(m.data).result_id, m.ts);
-    const offerAt = new Map<string, number>();
-    for (const m of inbox) if (m.subject.includes('.offer.')) offerAt.set(m.hdr['Baton-Handoff-Id'] ?? '', m.ts);
-    const recorded = new Map<string, number>();
-    const routed = new Map<string, { ts: number; handoff: string }>();
-    const created = new Map<string, number>();
-    const completed = new Map<string, number>();
-    for (const e of events) {
-      const env = JSON.parse(e.data);
-      if (env.type === 'run.result_recorded') recorded.set(env.payload.result_id, e.ts);
-      if (env.type === 'run.routed' && env.payload.cause.kind === 'result') routed.set(env.payload.cause.id, { ts: e.ts, handoff: env.payload.handoff_id });
-      if (env.type === 'handoff.created') created.set(env.aggregate.id, e.ts);
-      if (env.type === 'handoff.completed_by_result') completed.set(env.payload.result_id, e.ts);
-    }
-    const d = {
-      inbox_to_recorded: [] as number[],
-      recorded_to_routed: [] as number[],
-      routed_to_created: [] as number[],
-      created_to_offer: [] as number[],
-      recorded_to_completed: [] as number[],
-    };
-    for (const [rid, t0] of resultAt) {
-      const r = recorded.get(rid);
-      const ro = routed.get(rid);
-      if (!r || !ro) continue;
-      d.inbox_to_recorded.push(r - t0);
-      d.recorded_to_routed.push(ro.ts - r);
-      const c = created.get(ro.handoff);
-      if (c) d.routed_to_created.push(c - ro.ts);
-      const o = offerAt.get(ro.handoff);
-      if (o && c) d.created_to_offer.push(o - c);
-      const cp = completed.get(rid);
-      if (cp) d.recorded_to_completed.push(cp - r);
-    }
-    for (const [k, v] of Object.entries(d))
-      console.log(k.padEnd(24), 'n', v.length, 'p50', percentile(v, 50).toFixed(1), 'p90', percentile(v, 90).toFixed(1), 'p99', percentile(v, 99).toFixed(1));
-  } finally {
-    for (const s of services) await stopService(s);
-    await cleanupDeployment(nats, redis.client, prefix);
-    await redis.close();
-    await nats.close();
+void withDebugPlatform(async ({ nats, redis, prefix, services }) => {
+  const result = await measureHops({
+    nats,
+    redis: redis.client,
+    prefix,
+    project: 'bench',
+    runs: Number(process.env['RUNS'] ?? 64),
+    warmupSeconds: 2,
+    throughputSeconds: 5,
+    latencySeconds: 2,
+    log: console.log,
+    cpu: () => readCpu(accountedTargets(services)),
+  });
+  console.log(result.hops_per_s, 'hops/s');
+  const names = batonStreamNames(prefix);
+  const inbox = await readAll(nats, names.inbox);
+  const events = await readAll(nats, names.events);
+  const resultAt = new Map<string, number>();
+  for (const m of inbox) if (m.subject.includes('.result.')) resultAt.set(JSON.parse(m.data).result_id, m.ts);
+  const offerAt = new Map<string, number>();
+  for (const m of inbox) if (m.subject.includes('.offer.')) offerAt.set(m.hdr['Baton-Handoff-Id'] ?? '', m.ts);
+  const recorded = new Map<string, number>();
+  const routed = new Map<string, { ts: number; handoff: string }>();
+  const created = new Map<string, number>();
+  const completed = new Map<string, number>();
+  for (const e of events) {
+    const env = JSON.parse(e.data);
+    if (env.type === 'run.result_recorded') recorded.set(env.payload.result_id, e.ts);
+    if (env.type === 'run.routed' && env.payload.cause.kind === 'result') routed.set(env.payload.cause.id, { ts: e.ts, handoff: env.payload.handoff_id });
+    if (env.type === 'handoff.created') created.set(env.aggregate.id, e.ts);
+    if (env.type === 'handoff.completed_by_result') completed.set(env.payload.result_id, e.ts);
   }
-}
-void main();
+  const d = {
+    inbox_to_recorded: [] as number[],
+    recorded_to_routed: [] as number[],
+    routed_to_created: [] as number[],
+    created_to_offer: [] as number[],
+    recorded_to_completed: [] as number[],
+  };
+  for (const [rid, t0] of resultAt) {
+    const r = recorded.get(rid);
+    const ro = routed.get(rid);
+    if (!r || !ro) continue;
+    d.inbox_to_recorded.push(r - t0);
+    d.recorded_to_routed.push(ro.ts - r);
+    const c = created.get(ro.handoff);
+    if (c) d.routed_to_created.push(c - ro.ts);
+    const o = offerAt.get(ro.handoff);
+    if (o && c) d.created_to_offer.push(o - c);
+    const cp = completed.get(rid);
+    if (cp) d.recorded_to_completed.push(cp - r);
+  }
+  for (const [k, v] of Object.entries(d))
+    console.log(k.padEnd(24), 'n', v.length, 'p50', percentile(v, 50).toFixed(1), 'p90', percentile(v, 90).toFixed(1), 'p99', percentile(v, 99).toFixed(1));
+});

@@ -31,7 +31,7 @@ export {
   type RebuildReason,
 } from './projector';
 export { noticesProjection, NOTICES_STORE, type NoticeItem } from './notices';
-export { foldScenario, scenarioSteps, ScenarioProject, type ScenarioEvent, type ScenarioOptions, type ScenarioStep } from './scenario';
+export { foldScenario, scenarioEnvelope, scenarioSteps, ScenarioProject, type ScenarioEvent, type ScenarioOptions, type ScenarioStep } from './scenario';
 export { createBatonViews, type BatonViews, type InboxQuery, type ScopedKind, type StopQuery, type StopRecord } from './views';
 export { projectRef, parseProjectRef, idLookupMember, idLookupRange, type ProjectRef } from './refs';
 export { jetStreamReplaySource, type JetStreamReplayOptions } from './replay';

@@ -1,4 +1,13 @@
-import { ProjectDefinitionSchema, type AgentDefinition, type AgentResult, type HandoffEvent, type Origin, type WorkflowDefinition } from '@baton/contracts';
+import {
+  ProjectDefinitionSchema,
+  type AgentDefinition,
+  type AgentResult,
+  type EventEnvelope,
+  type EventRegistry,
+  type HandoffEvent,
+  type Origin,
+  type WorkflowDefinition,
+} from '@baton/contracts';
 import {
   handoffDecider,
   handoffIdFor,
@@ -258,4 +267,27 @@ export function foldScenario(steps: ScenarioStep[] = scenarioSteps()): ScenarioE
     queue.unshift(...reactions);
   }
   return out;
+}
+
+/**
+ * A scenario event as the event store stores it: in an envelope of `project` with id `id`, at its
+ * type's current version, the payload as the registry's validation returns it (defaults filled,
+ * unknown keys dropped). Throws when the payload does not validate: the scenario is valid.
+ */
+export function scenarioEnvelope(registry: EventRegistry, e: ScenarioEvent, id: string, project: string): EventEnvelope {
+  const checked = registry.validatePayload(e.event.type, e.event.data);
+  if (!checked.ok) throw new Error(`the scenario's ${e.event.type} does not validate: ${checked.rejection.message}`);
+  return {
+    id,
+    type: e.event.type,
+    version: registry.currentVersion(e.event.type),
+    aggregate: { kind: e.aggregate, id: e.id },
+    project,
+    occurredAt: e.occurredAt,
+    actor: e.actor,
+    origin: e.origin,
+    causationId: null,
+    correlationId: e.id,
+    payload: checked.value,
+  };
 }

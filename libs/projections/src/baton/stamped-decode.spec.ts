@@ -1,6 +1,6 @@
-import { createEventRegistry, type EventEnvelope } from '@baton/contracts';
+import { createEventRegistry } from '@baton/contracts';
 import { decodeEvent, eventHeaders, headerOf } from '@baton/eventstore';
-import { foldScenario } from './scenario';
+import { foldScenario, scenarioEnvelope } from './scenario';
 
 /*
  * A rebuild reads events the store stamped with its schema fingerprint and skips their second
@@ -14,21 +14,7 @@ describe('stamped events decode as the full decode does (every event of the exam
     const events = foldScenario();
     const types = new Set<string>();
     for (const [index, e] of events.entries()) {
-      const checked = registry.validatePayload(e.event.type, e.event.data);
-      if (!checked.ok) throw new Error(`${e.event.type}: ${checked.rejection.message}`);
-      const stored: EventEnvelope = {
-        id: `ev-${index}`,
-        type: e.event.type,
-        version: registry.currentVersion(e.event.type),
-        aggregate: { kind: e.aggregate, id: e.id },
-        project: 'p',
-        occurredAt: e.occurredAt,
-        actor: e.actor,
-        origin: e.origin,
-        causationId: null,
-        correlationId: e.id,
-        payload: checked.value,
-      };
+      const stored = scenarioEnvelope(registry, e, `ev-${index}`, 'p');
       const bytes = encoder.encode(JSON.stringify(stored));
       const headers = Object.fromEntries(Object.entries(eventHeaders(registry, stored.type, stored.version)).map(([k, v]) => [k, [v]]));
       expect(decodeEvent(registry, bytes, headerOf(headers))).toEqual(decodeEvent(registry, bytes));

@@ -1,0 +1,44 @@
+// What every diagnosis tool of this folder does around its measurement: connect to the shared
+// servers, start the four services from dist under a fresh prefix (no NATS auth, the bench's Node
+// flags or BENCH_NODE_ARGS), publish the bench definition, run the tool, then stop the services,
+// print what they logged at warn or error, and delete the prefix's streams and keys (KEEP=1 keeps
+// them for a look afterwards).
+import { connectNats, type NatsHandle } from '@baton/eventstore';
+import { createRedis } from '@baton/projections';
+import { cleanupDeployment, startPlatform, stopService, type ServiceProcess } from '@baton/testing';
+import { publishDefinition } from '../baton';
+import { benchNodeArgs } from '../platform';
+
+export interface DebugPlatform {
+  nats: NatsHandle;
+  redis: ReturnType<typeof createRedis>;
+  prefix: string;
+  services: ServiceProcess[];
+}
+
+export async function withDebugPlatform(run: (platform: DebugPlatform) => Promise<void>, env: Record<string, string> = {}): Promise<void> {
+  const nats = await connectNats({ servers: 'nats://127.0.0.1:4222', reconnect: false });
+  const redis = createRedis('redis://127.0.0.1:6379');
+  const prefix = `dbg${Date.now().toString(36)}`;
+  const services = await startPlatform(
+    { BATON_PREFIX: prefix, LOG_LEVEL: process.env['LL'] ?? 'warn', WATCHDOG_MAX_HOPS: '100000', BATON_NATS_AUTH: 'none', ...env },
+    { nodeArgs: benchNodeArgs() },
+  );
+  try {
+    await publishDefinition(nats, prefix, 'bench');
+    await run({ nats, redis, prefix, services });
+  } finally {
+    for (const s of services) await stopService(s);
+    for (const s of services) {
+      const lines = s.output
+        .join('')
+        .split('\n')
+        .filter((l) => (l.includes('"level":"warn"') || l.includes('"level":"error"')) && !l.includes('NATS authentication is off'));
+      console.log(`--- ${s.name}: ${lines.length} warn/error lines`);
+      for (const l of lines.slice(0, 8)) console.log(l.slice(0, 600));
+    }
+    if (!process.env['KEEP']) await cleanupDeployment(nats, redis.client, prefix);
+    await redis.close();
+    await nats.close();
+  }
+}
