@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { createEventRegistry } from '@baton/contracts';
-import { batonStreamNames, connectNats, JetStreamEventStore, type NatsHandle, type StoredEvent } from '@baton/eventstore';
+import { connectNats, JetStreamEventStore, type NatsHandle, type StoredEvent } from '@baton/eventstore';
 import { createRedis, type RedisHandle } from '@baton/projections';
 import type { RunningService } from '@baton/platform';
 import { waitFor } from '@baton/wait';
@@ -16,7 +16,7 @@ import { main as baton } from '../../apps/cli/src/main';
 import { bufferedIo } from '../../apps/cli/src/output';
 // eslint-disable-next-line @nx/enforce-module-boundaries -- the router tests' stand-in for the ledger and an agent's claim
 import { claimHandoff, currentHandoff } from '../../apps/router/src/int/support';
-import { twoStepDefinition } from './support';
+import { stopInProcess, twoStepDefinition } from './support';
 
 /*
  * Issue 14, "Answers and decisions say what happened": an operator's answer waits (bounded) for
@@ -131,16 +131,7 @@ describe('operator answers say what happened (router + notifier in process, real
     expect(JSON.parse(new TextDecoder().decode(reply.data))).toMatchObject({ ok: true });
   }, 60_000);
 
-  afterAll(async () => {
-    for (const service of services.reverse()) await service.stop().catch(() => undefined);
-    const keys: string[] = [];
-    for await (const batch of redis.client.scanStream({ match: `${prefix}:*`, count: 500 })) keys.push(...(batch as string[]));
-    if (keys.length > 0) await redis.client.unlink(...keys);
-    await redis.close();
-    const names = batonStreamNames(prefix);
-    for (const name of [names.events, names.inbox, names.dlq]) await nats.jsm.streams.delete(name).catch(() => undefined);
-    await nats.drain();
-  }, 30_000);
+  afterAll(() => stopInProcess(services, nats, redis, prefix), 30_000);
 
   it('two operators answer one stop at the same moment: exactly one 200 (applied, with the run now terminated) and one 409 with the refusal code', async () => {
     const packetId = await stoppedRun('wr-race');

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { createEventRegistry } from '@baton/contracts';
-import { batonStreamNames, connectNats, JetStreamEventStore, type NatsHandle } from '@baton/eventstore';
+import { connectNats, JetStreamEventStore, type NatsHandle } from '@baton/eventstore';
 import { createRedis, type RedisHandle } from '@baton/projections';
 import type { RunningService } from '@baton/platform';
 import { waitFor } from '@baton/wait';
@@ -10,7 +10,7 @@ import { startRouter } from '../../apps/router/src/router.app';
 import { startNotifier } from '../../apps/notifier/src/main';
 // eslint-disable-next-line @nx/enforce-module-boundaries -- the router tests' stand-in for the ledger and an agent's claim
 import { claimHandoff, currentHandoff } from '../../apps/router/src/int/support';
-import { sleep, twoStepDefinition } from './support';
+import { sleep, stopInProcess, twoStepDefinition } from './support';
 
 /*
  * Human action notices have one publisher, the notifier (it owns what a person sees): a hold
@@ -37,16 +37,7 @@ describe('human action notices: exactly one publisher (router + notifier in proc
     services.push(await startRouter(env), await startNotifier(env));
   }, 60_000);
 
-  afterAll(async () => {
-    for (const service of services.reverse()) await service.stop().catch(() => undefined);
-    const keys: string[] = [];
-    for await (const batch of redis.client.scanStream({ match: `${prefix}:*`, count: 500 })) keys.push(...(batch as string[]));
-    if (keys.length > 0) await redis.client.unlink(...keys);
-    await redis.close();
-    const names = batonStreamNames(prefix);
-    for (const name of [names.events, names.inbox, names.dlq]) await nats.jsm.streams.delete(name).catch(() => undefined);
-    await nats.drain();
-  }, 30_000);
+  afterAll(() => stopInProcess(services, nats, redis, prefix), 30_000);
 
   it('one hold is one message on <prefix>.notice.<project>', async () => {
     const seen: Array<{ notice_id: string; workflow_run_id: string }> = [];

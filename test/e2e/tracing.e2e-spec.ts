@@ -13,7 +13,7 @@ import { startRouter } from '../../apps/router/src/router.app';
 import { startLedger } from '../../apps/ledger/src/ledger';
 // eslint-disable-next-line @nx/enforce-module-boundaries -- the three services run in this process (no build needed)
 import { startNotifier } from '../../apps/notifier/src/main';
-import { twoStepDefinition } from './support';
+import { stopInProcess, twoStepDefinition } from './support';
 
 /*
  * One run followed across the services by its trace (router, ledger and notifier in this
@@ -39,16 +39,7 @@ describe('trace context from agent result to inbox item (router + ledger + notif
     services.push(await startRouter(env), await startLedger(env), await startNotifier(env));
   }, 60_000);
 
-  afterAll(async () => {
-    for (const service of services.reverse()) await service.stop().catch(() => undefined);
-    const keys: string[] = [];
-    for await (const batch of redis.client.scanStream({ match: `${prefix}:*`, count: 500 })) keys.push(...(batch as string[]));
-    if (keys.length > 0) await redis.client.unlink(...keys);
-    await redis.close();
-    const names = batonStreamNames(prefix);
-    for (const name of [names.events, names.inbox, names.dlq]) await nats.jsm.streams.delete(name).catch(() => undefined);
-    await nats.drain();
-  }, 30_000);
+  afterAll(() => stopInProcess(services, nats, redis, prefix), 30_000);
 
   /** Every stored event of one aggregate, with the trace id of its headers. */
   async function storedEvents(kind: string, id: string) {
