@@ -65,6 +65,27 @@ describe('JetStreamEventStore (real NATS)', () => {
     expect((await storeOn(b, { registry }).read(ref())).events.map((e) => e.payload)).toEqual([{ n: 1, total: 1, version: 1 }]);
   });
 
+  it('assumeNew: a create on a fresh aggregate makes no read; on one that exists after all it conflicts, reads and decides on the real state', async () => {
+    const fresh = storeOn(a);
+    const before = fresh.stats().readRoundTrips;
+    const created = await fresh.handleCommand(ref('new-1'), counterDecider, { type: 'add', n: 2 }, { ...meta(), commandId: 'c1' }, { assumeNew: true });
+    expect(created).toMatchObject({ ok: true, state: { total: 2, version: 1 } });
+    expect(fresh.stats().readRoundTrips).toBe(before);
+    // Another store (its own cache) assumes the same aggregate is new: the append expecting an
+    // empty subject conflicts, the next attempt reads, and the decision counts the first event.
+    const other = storeOn(b);
+    const second = await other.handleCommand(ref('new-1'), counterDecider, { type: 'add', n: 5 }, { ...meta(), commandId: 'c2' }, { assumeNew: true });
+    expect(second).toMatchObject({ ok: true, state: { total: 7, version: 2 } });
+    expect(other.stats().readRoundTrips).toBeGreaterThan(0);
+    // The same create again (a retry with the same command id): answered from the stream, not stored twice.
+    const retried = await storeOn(b).handleCommand(ref('new-1'), counterDecider, { type: 'add', n: 2 }, { ...meta(), commandId: 'c1' }, { assumeNew: true });
+    expect(retried.ok).toBe(true);
+    expect((await storeOn(a).read(ref('new-1'))).events.map((e) => e.payload)).toEqual([
+      { n: 2, total: 2, version: 1 },
+      { n: 5, total: 7, version: 2 },
+    ]);
+  });
+
   it('several events in one append chain their expectations and land in order', async () => {
     const store = storeOn(a);
     const result = await store.append(ref(), [envelope('e1', 1, 1, 1), envelope('e2', 2, 3, 2), envelope('e3', 3, 6, 3)], {

@@ -111,6 +111,13 @@ export interface CommandMeta {
 export interface HandleCommandOptions {
   /** Attempts on concurrency conflicts before giving up with {@link ConcurrencyConflict} (default 5). */
   maxAttempts?: number;
+  /**
+   * The aggregate is expected not to exist yet (a create with a fresh id): with nothing cached for
+   * it, the first attempt decides on the initial state without reading, and the append expects an
+   * empty subject. It is checked as a cached fold is: if the aggregate exists after all, the append
+   * conflicts (or the decision was a refusal or a duplicate) and the next attempt reads it.
+   */
+  assumeNew?: boolean;
 }
 
 export type HandleCommandResult<State> =
@@ -443,8 +450,9 @@ export class JetStreamEventStore implements EventStore {
       // First attempt: trust a cached fold without asking the server (the append's expected
       // sequence checks it); after a conflict, read what was appended since.
       const cachedEntry = this.cache?.get(key);
-      const trustedCache = attempt === 1 && cachedEntry !== undefined && this.sameFold(cachedEntry, decider);
-      let loaded = await this.load(key, ref, decider, attempt === 1);
+      const assumedNew = attempt === 1 && opts.assumeNew === true && cachedEntry === undefined;
+      const trustedCache = attempt === 1 && ((cachedEntry !== undefined && this.sameFold(cachedEntry, decider)) || assumedNew);
+      let loaded = assumedNew ? this.nothingYet(decider) : await this.load(key, ref, decider, attempt === 1);
       let { state, lastSeq } = loaded;
       const { lastEventId } = loaded;
       if (lastEventId !== null && this.ownEventIndex(meta, lastEventId) !== null) {
@@ -572,6 +580,14 @@ export class JetStreamEventStore implements EventStore {
     const entry = this.extend(base ?? this.emptyEntry(decider), read.events.map(cachedEvent), Math.max(read.lastSeq, base?.throughSeq ?? 0));
     this.cache?.set(key, entry);
     return { state: entry.state as State, lastSeq: lastSeqOf(entry), lastEventId: lastEventIdOf(entry), entry };
+  }
+
+  /** What {@link load} gives for an aggregate with no events, without asking the server. */
+  private nothingYet<Event extends DomainEventLike, State>(
+    fold: FoldLike<Event, State>,
+  ): { state: State; lastSeq: number; lastEventId: string | null; entry: FoldEntry } {
+    const entry = this.emptyEntry(fold);
+    return { state: entry.state as State, lastSeq: 0, lastEventId: null, entry };
   }
 
   /** True when `entry` was folded with `fold`'s functions. */

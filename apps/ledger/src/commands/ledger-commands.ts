@@ -252,14 +252,22 @@ export class LedgerCommands {
     const commandId = LedgerIds.commandId(home, handoffId, name, idempotencyKey);
     const correlation = request.headers[CorrelationHeader]?.[0];
     try {
-      const result = await this.runtime.store.handleCommand({ project: home, kind: 'handoff', id: handoffId }, handoffDecider, command, {
-        commandId,
-        occurredAt: metadata.now,
-        actor: metadata.actor,
-        origin: originOf(metadata.actorKind),
-        causationId: null,
-        correlationId: correlation !== undefined && IdSchema.safeParse(correlation).success ? correlation : commandId,
-      });
+      const result = await this.runtime.store.handleCommand(
+        { project: home, kind: 'handoff', id: handoffId },
+        handoffDecider,
+        command,
+        {
+          commandId,
+          occurredAt: metadata.now,
+          actor: metadata.actor,
+          origin: originOf(metadata.actorKind),
+          causationId: null,
+          correlationId: correlation !== undefined && IdSchema.safeParse(correlation).success ? correlation : commandId,
+        },
+        // A create names a fresh handoff id: decide without reading it first (a retry or a clash
+        // conflicts on the append, and the store then reads and decides again).
+        { assumeNew: command.type === 'create' },
+      );
       if (!result.ok) {
         log.info('command refused', { handoff_id: handoffId, code: result.error.code, actor: metadata.actor });
         if (ticket) await this.rates.refund(ticket);
