@@ -1,7 +1,6 @@
 import { Subjects } from '@baton/contracts';
 import type { NatsHandle } from '@baton/eventstore';
-import { AgentClaims } from '@baton/testing';
-import { advanceResult, BENCH_AGENTS, publishResult, startRun } from './baton';
+import { AgentClaims, CYCLE_AGENTS, cycleResult, publishAgentResult, startCycleRun } from '@baton/testing';
 import { median, nowMs, round, summarize, type LatencySummary } from './stats';
 
 export interface GrowthOptions {
@@ -90,7 +89,7 @@ export async function measureGrowth(opts: GrowthOptions): Promise<GrowthResult> 
         resolve(r);
       });
     });
-  const agentFor = (n: number) => BENCH_AGENTS[(n - 1) % BENCH_AGENTS.length] as string;
+  const agentFor = (n: number) => CYCLE_AGENTS[(n - 1) % CYCLE_AGENTS.length] as string;
   const agents = new AgentClaims(nats, prefix, project);
   type GrowingRun = { id: string; next: number; handoffId: string };
 
@@ -99,7 +98,7 @@ export async function measureGrowth(opts: GrowthOptions): Promise<GrowthResult> 
     const claimId = await agents.claim(agentFor(n), run.handoffId);
     const t0 = nowMs();
     timed?.(t0);
-    await publishResult(nats, prefix, advanceResult(project, run.id, agentFor(n), n, { handoffId: run.handoffId, claimId }));
+    await publishAgentResult(nats, prefix, cycleResult(project, run.id, agentFor(n), n, { handoffId: run.handoffId, claimId }));
     const r = await waitRouted(run.id, `${run.id}-r${n}`);
     run.handoffId = r.handoffId;
     return r;
@@ -107,7 +106,7 @@ export async function measureGrowth(opts: GrowthOptions): Promise<GrowthResult> 
 
   /** Start a run and feed it `results` results, one hop after another; resolves once the last is routed. */
   const grow = async (runId: string, results: number): Promise<{ run: GrowingRun; times: number[] }> => {
-    await startRun(nats, prefix, project, runId);
+    await startCycleRun(nats, prefix, project, runId, 'bench');
     // Results for a run that has not started yet are dead-lettered (not_found): wait for its entry route.
     const entry = await waitRouted(runId, runId);
     const run: GrowingRun = { id: runId, next: results + 1, handoffId: entry.handoffId };

@@ -1,7 +1,7 @@
 import type Redis from 'ioredis';
 import { batonStreamNames, type NatsHandle } from '@baton/eventstore';
-import { AgentClaims } from '@baton/testing';
-import { advanceResult, onOffers, publishResult, startRun, VisibilityWatcher, type Offer } from './baton';
+import { AgentClaims, type CycleOffer, cycleResult, onOffers, publishAgentResult, startCycleRun } from '@baton/testing';
+import { VisibilityWatcher } from './visibility';
 import { cpuFigures, formatCpu, machineCpu, type CpuReading } from './platform';
 import { nowMs, round, sleep, summarize, type LatencySummary } from './stats';
 
@@ -83,12 +83,12 @@ export async function measureHops(opts: HopsOptions): Promise<HopsResult> {
   const publishNext = (slot: RunSlot) => {
     slot.n++;
     slot.publishedAt = nowMs();
-    publishResult(nats, prefix, advanceResult(project, slot.id, slot.agent, slot.n, slot.claim ?? undefined)).catch(() => {
+    publishAgentResult(nats, prefix, cycleResult(project, slot.id, slot.agent, slot.n, slot.claim ?? undefined)).catch(() => {
       publishErrors++;
     });
   };
 
-  const stopOffers = onOffers(nats, prefix, project, (offer: Offer) => {
+  const stopOffers = onOffers(nats, prefix, project, (offer: CycleOffer) => {
     const slot = slots.get(offer.runId);
     if (!slot || slot.handoffId === offer.handoffId) return; // a duplicate offer publish
     slot.handoffId = offer.handoffId;
@@ -121,7 +121,7 @@ export async function measureHops(opts: HopsOptions): Promise<HopsResult> {
     for (let i = 0; i < opts.runs; i++) {
       const slot: RunSlot = { id: `hop-${tag}-${i}`, agent: 'ping', handoffId: null, claim: null, n: 0, publishedAt: null };
       slots.set(slot.id, slot);
-      await startRun(nats, prefix, project, slot.id);
+      await startCycleRun(nats, prefix, project, slot.id, 'bench');
     }
 
     // Phase 1: closed loop.

@@ -2,8 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { cpus, loadavg } from 'node:os';
 import { connectNats, type NatsHandle } from '@baton/eventstore';
 import { createRedis } from '@baton/projections';
-import { cleanupDeployment, startPlatform, stopService, waitQuiet, type ServiceProcess } from '@baton/testing';
-import { publishDefinition } from './baton';
+import { cleanupDeployment, publishCycleDefinition, type ServiceProcess, startPlatform, stopService, waitQuiet } from '@baton/testing';
 import { measureGrowth, type GrowthResult } from './growth';
 import { measureHops, type HopsResult } from './hops';
 import { createOpenHandoffs, type OpenHandoffsResult } from './open-handoffs';
@@ -151,7 +150,7 @@ async function main(): Promise<void> {
 
     log('starting the four services (one process each, from dist)');
     services = await startPlatform(env, { nodeArgs: benchNodeArgs() });
-    await publishDefinition(nats, prefix, project);
+    await publishCycleDefinition(nats, prefix, project);
     const quiesce = (timeoutMs = 180_000) => waitQuiet(nats, prefix, timeoutMs);
 
     log('end-to-end hops');
@@ -176,7 +175,7 @@ async function main(): Promise<void> {
     // (WATCHDOG_CIRCUIT_FAILURES), which stops that agent's next dispatch, in the long run too.
     // Circuits are per project and agent, so the growth runs do not inherit those failures.
     const growthProject = `${project}-growth`;
-    await publishDefinition(nats, prefix, growthProject);
+    await publishCycleDefinition(nats, prefix, growthProject);
     const growth: GrowthResult = await measureGrowth({
       nats,
       prefix,

@@ -12,8 +12,22 @@ import {
   type RedisHandle,
   type SequencedEvent,
 } from '@baton/projections';
-import { AgentClaims, cleanupDeployment, freePort, startPlatform, startService, stopService, waitQuiet, waitReady, type ServiceProcess } from '@baton/testing';
-import { agentResult, onOffers, publishDefinition, publishResult, startRun } from './support';
+import {
+  AgentClaims,
+  cleanupDeployment,
+  cycleResult,
+  freePort,
+  onOffers,
+  publishAgentResult,
+  publishCycleDefinition,
+  startCycleRun,
+  startPlatform,
+  startService,
+  stopService,
+  waitQuiet,
+  waitReady,
+  type ServiceProcess,
+} from '@baton/testing';
 
 const natsUrl = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
 const redisUrl = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
@@ -45,7 +59,7 @@ describe('scale-out: two processes of every service share one deployment', () =>
     nats = await connectNats({ servers: natsUrl, reconnect: false });
     redis = createRedis(redisUrl);
     services = await startPlatform(env, { instances: 2 });
-    await publishDefinition(nats, prefix, project);
+    await publishCycleDefinition(nats, prefix, project);
   }, 120_000);
 
   afterAll(async () => {
@@ -81,9 +95,9 @@ describe('scale-out: two processes of every service share one deployment', () =>
       resultsOf.set(offer.runId, n);
       void agents.claim(offer.agent, offer.handoffId, 60_000).then(
         (claimId) => {
-          const result = agentResult(project, offer.runId, offer.agent, n, { handoffId: offer.handoffId, claimId }, n === RESULTS_PER_RUN);
+          const result = cycleResult(project, offer.runId, offer.agent, n, { handoffId: offer.handoffId, claimId }, n === RESULTS_PER_RUN);
           published.set(String(result['result_id']), offer.runId);
-          return publishResult(nats, prefix, result);
+          return publishAgentResult(nats, prefix, result);
         },
         (error: unknown) => claimFailures.push(String(error)),
       );
@@ -108,7 +122,7 @@ describe('scale-out: two processes of every service share one deployment', () =>
 
     const tag = Date.now().toString(36);
     const runIds = Array.from({ length: RUNS }, (_, i) => `sc-${tag}-${i}`);
-    for (const runId of runIds) await startRun(nats, prefix, project, runId);
+    for (const runId of runIds) await startCycleRun(nats, prefix, project, runId, 'scale-test');
 
     const deadline = Date.now() + 180_000;
     while (terminated.size < RUNS && Date.now() < deadline) {

@@ -4,8 +4,7 @@
 // the runs in that project too (the bench gives them one of their own). On a failure it prints
 // the failed run's last events and the dead letters.
 //   HOPS=1 LONG=10000 node dist/bench/src/debug/growth.js
-import { waitQuiet } from '@baton/testing';
-import { publishDefinition } from '../baton';
+import { publishCycleDefinition, waitQuiet } from '@baton/testing';
 import { measureGrowth } from '../growth';
 import { measureHops } from '../hops';
 import { accountedTargets, readCpu } from '../platform';
@@ -30,7 +29,7 @@ void withDebugPlatform(async ({ nats, redis, prefix, services }) => {
       await waitQuiet(nats, prefix, 60_000);
     }
     const growthProject = process.env['SAME_PROJECT'] ? 'bench' : 'bench-growth';
-    if (growthProject !== 'bench') await publishDefinition(nats, prefix, growthProject);
+    if (growthProject !== 'bench') await publishCycleDefinition(nats, prefix, growthProject);
     const result = await measureGrowth({
       nats,
       prefix,

@@ -5,8 +5,7 @@
 // them for a look afterwards).
 import { connectNats, type NatsHandle } from '@baton/eventstore';
 import { createRedis } from '@baton/projections';
-import { cleanupDeployment, startPlatform, stopService, type ServiceProcess } from '@baton/testing';
-import { publishDefinition } from '../baton';
+import { cleanupDeployment, publishCycleDefinition, type ServiceProcess, startPlatform, stopService } from '@baton/testing';
 import { benchNodeArgs } from '../platform';
 
 export interface DebugPlatform {
@@ -25,7 +24,7 @@ export async function withDebugPlatform(run: (platform: DebugPlatform) => Promis
     { nodeArgs: benchNodeArgs() },
   );
   try {
-    await publishDefinition(nats, prefix, 'bench');
+    await publishCycleDefinition(nats, prefix, 'bench');
     await run({ nats, redis, prefix, services });
   } finally {
     for (const s of services) await stopService(s);

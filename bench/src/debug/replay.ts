@@ -4,8 +4,7 @@
 // KEEP=<prefix> reuses a deployment a previous run left behind (PREFIX printed at the start).
 import { connectNats } from '@baton/eventstore';
 import { createRedis } from '@baton/projections';
-import { cleanupDeployment, startPlatform, stopService, waitQuiet } from '@baton/testing';
-import { publishDefinition } from '../baton';
+import { cleanupDeployment, publishCycleDefinition, startPlatform, stopService, waitQuiet } from '@baton/testing';
 import { measureHops } from '../hops';
 import { benchNodeArgs } from '../platform';
 import { measureReplay } from '../replay';
@@ -20,7 +19,7 @@ async function main() {
     if (!reuse) {
       const services = await startPlatform({ BATON_PREFIX: prefix, LOG_LEVEL: 'warn', BATON_NATS_AUTH: 'none' }, { nodeArgs: benchNodeArgs() });
       try {
-        await publishDefinition(nats, prefix, 'bench');
+        await publishCycleDefinition(nats, prefix, 'bench');
         const seconds = Number(process.env['SECONDS'] ?? 20);
         await measureHops({
           nats,

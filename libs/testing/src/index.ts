@@ -6,3 +6,4 @@ export * from '@baton/wait';
 export * from './auth-nats';
 export { demoDefinition } from './demo/definition';
 export * from './claims';
+export * from './cycle';
