@@ -1,31 +1,13 @@
 /// <reference lib="dom" />
 import { randomBytes } from 'node:crypto';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { chromium, type BrowserContext, type Page } from 'playwright-core';
+import type { BrowserContext, Page } from 'playwright-core';
 import type { FinishResult, HandoffOffer } from '@baton/sdk';
 import { createBatonClient, type BatonAgent, type OfferSubscription } from '@baton/sdk';
-import { batonStreamNames, connectNats, type NatsHandle } from '@baton/eventstore';
-import { createRedis, type RedisHandle } from '@baton/projections';
-import { freePort, repoRoot, run, startService, stopService, waitFor, waitReady, type ServiceProcess } from '@baton/testing';
+import { launchChromium, SHOTS, startBrowserPlatform, type BrowserPlatform } from './support';
 
-const CHROMIUM = process.env['CHROMIUM_PATH'] ?? '/usr/bin/chromium';
-const CHROMIUM_ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
-const natsUrl = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
-const redisUrl = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
 const PROJECT = 'web';
-const SHOTS = join(repoRoot(), 'var', 'screenshots');
-/** Every agent-written field of the second stop carries this; it must show as text and never run. */
 /** A one-step project: the support agent answers, or stops for a person. */
 const definition = {
   project: PROJECT,
@@ -34,6 +16,7 @@ const definition = {
   workflows: [{ name: 'support', version: 1, entry: 'answer', steps: [{ id: 'answer', agent: 'support', terminal: true }] }],
 };
 type Win = { __xss?: number; __sameDocument?: boolean };
+/** Every agent-written field of the second stop carries this; it must show as text and never run. */
 const XSS = `<img src=x onerror="window.__xss=1;alert(1)"><script>window.__xss=2</script>`;
 
 interface Shot {
@@ -67,24 +50,20 @@ function expectSane(shot: Shot): void {
  */
 describe('the web inbox in headless Chromium (four services as processes)', () => {
   const prefix = `web${randomBytes(4).toString('hex')}`;
-  const env = { NATS_URL: natsUrl, REDIS_URL: redisUrl, BATON_PREFIX: prefix, LOG_LEVEL: 'warn', WATCHDOG_TICK_MS: '500' };
-  const services: ServiceProcess[] = [];
   const scripts = new Map<string, FinishResult[]>();
-  let nats: NatsHandle;
-  let redis: RedisHandle;
+  let platform: BrowserPlatform;
+  let browser: Awaited<ReturnType<typeof launchChromium>> | undefined;
   let agent: BatonAgent;
   let offers: OfferSubscription;
   let base: string;
   let token: string;
-  let userDataDir: string;
   let context: BrowserContext;
   let refundPacket: string;
   let xssPacket: string;
   const dialogs: string[] = [];
 
-  const api = async <T>(path: string): Promise<T> => (await (await fetch(`${base}${path}`, { headers: { authorization: `Bearer ${token}` } })).json()) as T;
-  /** Poll for a value for up to 20 s (`what` names it in the timeout error). */
-  const waitUntil = <T>(what: string, probe: () => Promise<T | undefined>) => waitFor(probe, what, { timeoutMs: 20_000, everyMs: 150 });
+  const api = <T>(path: string) => platform.api<T>(path);
+  const waitUntil = <T>(what: string, probe: () => Promise<T | undefined>) => platform.waitUntil(what, probe);
   const stopOf = (runId: string) =>
     waitUntil(`the stop of ${runId} in the inbox`, async () => {
       const page = await api<{ items: Array<{ workflow_run_id?: string; packet_id?: string }> }>(`/v1/inbox?project=${PROJECT}&kind=stop&limit=100`);
@@ -92,22 +71,10 @@ describe('the web inbox in headless Chromium (four services as processes)', () =
     });
 
   beforeAll(async () => {
-    await mkdir(SHOTS, { recursive: true });
-    nats = await connectNats({ servers: natsUrl, reconnect: false });
-    redis = createRedis(redisUrl);
-    for (const name of ['ledger', 'router', 'watchdog', 'notifier']) services.push(startService(name, await freePort(), env, { instance: `${name}-e2e` }));
-    await Promise.all(services.map((service) => waitReady(service)));
-    base = `http://127.0.0.1:${services.find((s) => s.name === 'notifier')!.port}`;
-    const made = await run(process.execPath, ['bin/baton.js', 'token', 'create', '--role', 'operator', '--project', PROJECT, '--name', 'olga', '--json'], env);
-    if (made.code !== 0) throw new Error(`baton token create failed: ${made.stderr}`);
-    token = (JSON.parse(made.stdout) as { token: string }).token;
-
-    // The project definition, then a support agent (the SDK) that finishes each offer with its script.
-    const reply = await nats.connection.request(`${prefix}.cmd.router.${PROJECT}.publish_definition`, new TextEncoder().encode(JSON.stringify(definition)), {
-      timeout: 10_000,
-    });
-    expect(JSON.parse(new TextDecoder().decode(reply.data))).toMatchObject({ ok: true });
-    agent = await createBatonClient({ nats, prefix, project: PROJECT, agent: 'support' });
+    platform = await startBrowserPlatform(prefix, PROJECT, definition, 'e2e');
+    ({ base, token } = platform);
+    // A support agent (the SDK) that finishes each offer with its script.
+    agent = await createBatonClient({ nats: platform.nats, prefix, project: PROJECT, agent: 'support' });
     offers = await agent.handoffs({
       ackWaitMs: 10_000,
       onOffer: async (offer: HandoffOffer) => {
@@ -135,14 +102,8 @@ describe('the web inbox in headless Chromium (four services as processes)', () =
     refundPacket = await stopOf(refundRun);
     xssPacket = await stopOf(xssRun);
 
-    userDataDir = await mkdtemp(join(tmpdir(), 'baton-chromium-'));
-    context = await chromium.launchPersistentContext(userDataDir, {
-      executablePath: CHROMIUM,
-      headless: true,
-      args: CHROMIUM_ARGS,
-      viewport: { width: 1280, height: 900 },
-    });
-    context.setDefaultTimeout(15_000);
+    browser = await launchChromium();
+    context = browser.context;
     context.on('dialog', (dialog) => {
       dialogs.push(dialog.message());
       void dialog.dismiss();
@@ -150,17 +111,10 @@ describe('the web inbox in headless Chromium (four services as processes)', () =
   }, 80_000);
 
   afterAll(async () => {
-    await context?.close().catch(() => undefined);
-    if (userDataDir) await rm(userDataDir, { recursive: true, force: true });
+    await browser?.close();
     await offers?.stop().catch(() => undefined);
     await agent?.close().catch(() => undefined);
-    await Promise.all(services.map((service) => stopService(service)));
-    const names = batonStreamNames(prefix);
-    for (const stream of [names.events, names.inbox, names.dlq]) await nats?.jsm.streams.delete(stream).catch(() => undefined);
-    await nats?.close();
-    const keys = await redis.client.keys(`${prefix}:*`);
-    if (keys.length > 0) await redis.client.del(...keys);
-    await redis?.close();
+    await platform?.stop();
   }, 60_000);
 
   const card = (page: Page, packet: string) => page.locator(`article[data-item-id="stop:${PROJECT}:${packet}"]`);

@@ -1,9 +1,8 @@
 /// <reference lib="dom" />
 import { randomBytes } from 'node:crypto';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { chromium, type BrowserContext, type Page } from 'playwright-core';
+import type { BrowserContext, Page } from 'playwright-core';
 import {
   createBatonClient,
   handoffCallsFromOpenAi,
@@ -13,25 +12,9 @@ import {
   type HandoffOffer,
   type OfferSubscription,
 } from '@baton/sdk';
-import { batonStreamNames, connectNats, type NatsHandle } from '@baton/eventstore';
-import { createRedis, type RedisHandle } from '@baton/projections';
-import { freePort, repoRoot, run, startService, stopService, waitFor, waitReady, type ServiceProcess } from '@baton/testing';
+import { launchChromium, SHOTS, startBrowserPlatform, type BrowserPlatform } from './support';
 
-const CHROMIUM = process.env['CHROMIUM_PATH'] ?? '/usr/bin/chromium';
-const CHROMIUM_ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
-const natsUrl = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
-const redisUrl = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
 const PROJECT = 'webmesh';
-const SHOTS = join(repoRoot(), 'var', 'screenshots');
 
 /** Two agents that hand a conversation back and forth; the cap stops them at 3 turns. */
 const definition = {
@@ -60,9 +43,7 @@ interface Turn {
  */
 describe('the mesh run page in headless Chromium (four services as processes)', () => {
   const prefix = `wm${randomBytes(4).toString('hex')}`;
-  const env = { NATS_URL: natsUrl, REDIS_URL: redisUrl, BATON_PREFIX: prefix, LOG_LEVEL: 'warn', WATCHDOG_TICK_MS: '500' };
   const meshRunId = `mesh-${prefix}`;
-  const services: ServiceProcess[] = [];
   const scripts = new Map<string, Turn[]>([
     [
       'triage',
@@ -81,17 +62,16 @@ describe('the mesh run page in headless Chromium (four services as processes)', 
   ]);
   const clients: BatonAgent[] = [];
   const subscriptions: OfferSubscription[] = [];
-  let nats: NatsHandle;
-  let redis: RedisHandle;
+  let platform: BrowserPlatform;
+  let browser: Awaited<ReturnType<typeof launchChromium>> | undefined;
   let base: string;
   let token: string;
-  let userDataDir: string;
   let context: BrowserContext;
   let packet: string;
   let turns = 0;
 
-  const api = async <T>(path: string): Promise<T> => (await (await fetch(`${base}${path}`, { headers: { authorization: `Bearer ${token}` } })).json()) as T;
-  const waitUntil = <T>(what: string, probe: () => Promise<T | undefined>) => waitFor(probe, what, { timeoutMs: 20_000, everyMs: 150 });
+  const api = <T>(path: string) => platform.api<T>(path);
+  const waitUntil = <T>(what: string, probe: () => Promise<T | undefined>) => platform.waitUntil(what, probe);
 
   const meshAgent = (name: string) => async (offer: HandoffOffer) => {
     const mesh = (offer.offered['context'] as { mesh?: { mesh_run_id?: string } } | undefined)?.mesh;
@@ -101,7 +81,7 @@ describe('the mesh run page in headless Chromium (four services as processes)', 
     await offer.claim();
     const calls = turn.calls.map((tool) => ({ id: `call-${++turns}`, type: 'function', function: { name: tool, arguments: '{}' } }));
     await publishMeshResult(
-      { js: nats.js, prefix },
+      { js: platform.nats.js, prefix },
       {
         project: PROJECT,
         mesh_run_id: meshRunId,
@@ -116,54 +96,31 @@ describe('the mesh run page in headless Chromium (four services as processes)', 
   };
 
   beforeAll(async () => {
-    await mkdir(SHOTS, { recursive: true });
-    nats = await connectNats({ servers: natsUrl, reconnect: false });
-    redis = createRedis(redisUrl);
-    for (const name of ['ledger', 'router', 'watchdog', 'notifier'])
-      services.push(startService(name, await freePort(), env, { instance: `${name}-mesh-browser` }));
-    await Promise.all(services.map((service) => waitReady(service)));
-    base = `http://127.0.0.1:${services.find((s) => s.name === 'notifier')!.port}`;
-    const made = await run(process.execPath, ['bin/baton.js', 'token', 'create', '--role', 'operator', '--project', PROJECT, '--name', 'olga', '--json'], env);
-    if (made.code !== 0) throw new Error(`baton token create failed: ${made.stderr}`);
-    token = (JSON.parse(made.stdout) as { token: string }).token;
-
-    const reply = await nats.connection.request(`${prefix}.cmd.router.${PROJECT}.publish_definition`, new TextEncoder().encode(JSON.stringify(definition)), {
-      timeout: 10_000,
-    });
-    expect(JSON.parse(new TextDecoder().decode(reply.data))).toMatchObject({ ok: true });
+    platform = await startBrowserPlatform(prefix, PROJECT, definition, 'mesh-browser');
+    ({ base, token } = platform);
     for (const name of ['triage', 'billing']) {
-      const client = await createBatonClient({ nats, prefix, project: PROJECT, agent: name });
+      const client = await createBatonClient({ nats: platform.nats, prefix, project: PROJECT, agent: name });
       clients.push(client);
       subscriptions.push(await client.handoffs({ ackWaitMs: 10_000, onOffer: meshAgent(name) }));
     }
-    await startMesh({ js: nats.js, prefix }, { mesh_run_id: meshRunId, project: PROJECT, mesh: 'support', input: 'I was charged twice', started_by: 'dana' });
+    await startMesh(
+      { js: platform.nats.js, prefix },
+      { mesh_run_id: meshRunId, project: PROJECT, mesh: 'support', input: 'I was charged twice', started_by: 'dana' },
+    );
     packet = await waitUntil('the mesh stop in the inbox', async () => {
       const page = await api<{ items: Array<{ mesh_run_id?: string; packet_id?: string }> }>(`/v1/inbox?project=${PROJECT}&kind=stop&limit=100`);
       return page.items.find((i) => i.mesh_run_id === meshRunId)?.packet_id;
     });
 
-    userDataDir = await mkdtemp(join(tmpdir(), 'baton-chromium-'));
-    context = await chromium.launchPersistentContext(userDataDir, {
-      executablePath: CHROMIUM,
-      headless: true,
-      args: CHROMIUM_ARGS,
-      viewport: { width: 1280, height: 900 },
-    });
-    context.setDefaultTimeout(15_000);
+    browser = await launchChromium();
+    context = browser.context;
   }, 80_000);
 
   afterAll(async () => {
-    await context?.close().catch(() => undefined);
-    if (userDataDir) await rm(userDataDir, { recursive: true, force: true });
+    await browser?.close();
     for (const subscription of subscriptions) await subscription.stop().catch(() => undefined);
     for (const client of clients) await client.close().catch(() => undefined);
-    await Promise.all(services.map((service) => stopService(service)));
-    const names = batonStreamNames(prefix);
-    for (const stream of [names.events, names.inbox, names.dlq]) await nats?.jsm.streams.delete(stream).catch(() => undefined);
-    await nats?.close();
-    const keys = await redis.client.keys(`${prefix}:*`);
-    if (keys.length > 0) await redis.client.del(...keys);
-    await redis?.close();
+    await platform?.stop();
   }, 60_000);
 
   const card = (page: Page) => page.locator(`article[data-item-id="stop:${PROJECT}:${packet}"]`);
