@@ -50,6 +50,16 @@ describe("decodeEvent: events stamped with this build's schema fingerprint are n
     expect(eventHeaders(v2, 'thing.made', 1)[SCHEMA_HEADER]).toBeUndefined();
   });
 
+  it("every event type of Baton's catalogue has a fingerprint; a schema JSON Schema cannot describe gets none (decoded in full)", () => {
+    const catalogue = createEventRegistry();
+    const prints = catalogue.types().map((type) => schemaFingerprint(catalogue, type));
+    expect(prints.every((p) => p !== undefined && /^[0-9a-f]{32}$/.test(p))).toBe(true);
+    expect(new Set(prints).size).toBe(prints.length);
+    const odd = new EventRegistry().register({ type: 'thing.odd', aggregate: 'run', version: 1, schema: z.object({ when: z.date() }) });
+    expect(schemaFingerprint(odd, 'thing.odd')).toBeUndefined();
+    expect(eventHeaders(odd, 'thing.odd', 1)[SCHEMA_HEADER]).toBeUndefined();
+  });
+
   it('a stored (validated) event decodes to the same envelope stamped or not', () => {
     const stored = envelope(schemaV1.parse({ n: 3 }));
     const full = decodeEvent(registry, bytes(stored));

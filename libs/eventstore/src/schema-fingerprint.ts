@@ -15,9 +15,11 @@ import { EventEnvelopeSchema, type EventRegistry } from '@baton/contracts';
  * header, with another fingerprint (a build whose schemas differ, an older version that needs
  * upcasting) or of a type this build does not know is decoded in full, as before.
  *
- * The fingerprint is a SHA-256 of the schemas' JSON Schema form. A constraint JSON Schema cannot
- * express (a `refine`) is not in it: tightening one on an event type must come with a new version
- * of that type (docs/event-sourcing.md), as any change to a stored event's meaning must.
+ * The fingerprint is a SHA-256 of the schemas' JSON Schema form. A type whose schema has a part
+ * JSON Schema cannot represent (a date, a bigint, a transform's output) gets no fingerprint: its
+ * events are always decoded in full. A constraint JSON Schema does not carry (a `refine`) is not in
+ * it: tightening one on an event type must come with a new version of that type
+ * (docs/event-sourcing.md), as any change to a stored event's meaning must.
  * Only services may publish on the events subjects (docs/identity.md), so the header is trusted
  * exactly as far as the event itself.
  */
@@ -38,11 +40,17 @@ export function schemaFingerprint(registry: EventRegistry, type: string): string
     byType.set(type, null);
     return undefined;
   }
-  envelopeJson ??= JSON.stringify(z.toJSONSchema(EventEnvelopeSchema, { io: 'output', unrepresentable: 'any' }));
-  const payloadJson = JSON.stringify(z.toJSONSchema(spec.schema, { io: 'output', unrepresentable: 'any' }));
-  const print = createHash('sha256').update(`${type}\n${spec.version}\n${envelopeJson}\n${payloadJson}`).digest('hex').slice(0, 32);
+  let print: string | null;
+  try {
+    envelopeJson ??= JSON.stringify(z.toJSONSchema(EventEnvelopeSchema, { io: 'output', unrepresentable: 'throw' }));
+    const payloadJson = JSON.stringify(z.toJSONSchema(spec.schema, { io: 'output', unrepresentable: 'throw' }));
+    print = createHash('sha256').update(`${type}\n${spec.version}\n${envelopeJson}\n${payloadJson}`).digest('hex').slice(0, 32);
+  } catch {
+    // A schema JSON Schema cannot represent: no fingerprint, so its events are always decoded in full.
+    print = null;
+  }
   byType.set(type, print);
-  return print;
+  return print ?? undefined;
 }
 
 /** The headers the store writes on an event of `type` at `version`. */
