@@ -127,6 +127,28 @@ describe('JetStreamEventStore.stateAt (real NATS)', () => {
     expect(reader.stats().readRoundTrips - reads).toBe(3);
   });
 
+  it("current: the state as stored now from the fold a reactor's stateAt cached — one point read when nothing was appended since, the new events when some were", async () => {
+    const reader = storeOn({ cacheSize: 100 });
+    const first = await writeInterleaved(storeOn(), 4);
+    // A reactor handled the last event: the fold is cached through it.
+    await reader.stateAt(ref(), counterDecider, (first.at(-1) as StoredEvent).seq);
+    let reads = reader.stats().readRoundTrips;
+    expect(await reader.current(ref(), counterDecider)).toEqual({ state: foldOf(first), lastSeq: (first.at(-1) as StoredEvent).seq });
+    expect(reader.stats().readRoundTrips - reads).toBe(1);
+    // Another writer appends two events: they are read (and only they) and folded on top.
+    const all = [...first];
+    for (const n of [7, 8]) {
+      const appended = await storeOn().handleCommand(ref(), counterDecider, { type: 'add', n }, meta());
+      if (appended.ok) all.push(...(appended.events as StoredEvent[]));
+    }
+    reads = reader.stats().readRoundTrips;
+    expect(await reader.current(ref(), counterDecider)).toEqual({ state: foldOf(all), lastSeq: (all.at(-1) as StoredEvent).seq });
+    expect(reader.stats().readRoundTrips - reads).toBe(3);
+    // Nothing cached: the whole aggregate; an aggregate with no events: the initial state.
+    expect(await storeOn().current(ref(), counterDecider)).toEqual({ state: foldOf(all), lastSeq: (all.at(-1) as StoredEvent).seq });
+    expect(await storeOn().current(ref('never'), counterDecider)).toEqual({ state: counterDecider.initialState(), lastSeq: 0 });
+  });
+
   it('hasEventsAfter: true when the aggregate has a later event, from the cache when it knows one', async () => {
     const writer = storeOn({ cacheSize: 100 });
     const events = await writeInterleaved(writer, 3);

@@ -164,6 +164,14 @@ export interface EventStore {
   /** True when the aggregate has events after stream sequence `seq` (the fold cache, else one point read). */
   hasEventsAfter(ref: AggregateRef, seq: number): Promise<boolean>;
   /**
+   * The aggregate's state as stored now, and its last sequence: the fold cache's entry (of any
+   * fold with the same `evolve` and initial state: a reactor's, a writer's) plus the events
+   * appended after it — one point read (the subject's last sequence) when nothing was. The read is
+   * never skipped, so the state is the stream's as of this call. For readers of an aggregate
+   * another service writes (the router's claim check of a handoff).
+   */
+  current<Event extends DomainEventLike, State>(ref: AggregateRef, fold: FoldLike<Event, State>): Promise<{ state: State; lastSeq: number }>;
+  /**
    * The projects whose events stream holds an aggregate of `kind` with this `id` (any event on
    * `<prefix>.ev.<project>.<kind>.<id>`), sorted: an id is unique only within its project. One
    * stream-info request filtered on `<prefix>.ev.*.<kind>.<id>`; an id that is not a subject token
@@ -356,6 +364,11 @@ export class JetStreamEventStore implements EventStore {
       lastSeq = msg.seq;
     }
     return { events, lastSeq: untilSeq !== undefined ? lastSeq : Math.max(lastSeq, target) };
+  }
+
+  async current<Event extends DomainEventLike, State>(ref: AggregateRef, fold: FoldLike<Event, State>): Promise<{ state: State; lastSeq: number }> {
+    const loaded = await this.load(this.subjectOf(ref), ref, fold, false);
+    return { state: loaded.state, lastSeq: loaded.lastSeq };
   }
 
   async stateAt<Event extends DomainEventLike, State>(ref: AggregateRef, fold: FoldLike<Event, State>, seq: number): Promise<State> {
@@ -561,23 +574,23 @@ export class JetStreamEventStore implements EventStore {
    * expectation, so a stale cache costs a conflict and a re-read, never a wrong write. `entry` is
    * the fold as a cache entry (what the cache holds now, when there is a cache).
    */
-  private async load<Command, Event extends DomainEventLike, State>(
+  private async load<Event extends DomainEventLike, State>(
     key: string,
     ref: AggregateRef,
-    decider: DeciderLike<Command, Event, State>,
+    fold: FoldLike<Event, State>,
     trustCache = false,
   ): Promise<{ state: State; lastSeq: number; lastEventId: string | null; entry: FoldEntry }> {
     const cached = this.cache?.get(key);
-    // A cache entry is only reused by a decider with the same fold (evolve and initial state).
-    const base = cached && this.sameFold(cached, decider) ? cached : null;
+    // A cache entry is only reused by a fold with the same evolve and initial state.
+    const base = cached && this.sameFold(cached, fold) ? cached : null;
     if (base && trustCache) return { state: base.state as State, lastSeq: lastSeqOf(base), lastEventId: lastEventIdOf(base), entry: base };
     const read = await this.read(ref, { afterSeq: base ? lastSeqOf(base) : 0 });
     if (base && read.lastSeq < lastSeqOf(base)) {
       // The stream went backwards (recreated): forget the cache and rebuild from scratch.
       this.cache?.delete(key);
-      return this.load(key, ref, decider);
+      return this.load(key, ref, fold);
     }
-    const entry = this.extend(base ?? this.emptyEntry(decider), read.events.map(cachedEvent), Math.max(read.lastSeq, base?.throughSeq ?? 0));
+    const entry = this.extend(base ?? this.emptyEntry(fold), read.events.map(cachedEvent), Math.max(read.lastSeq, base?.throughSeq ?? 0));
     this.cache?.set(key, entry);
     return { state: entry.state as State, lastSeq: lastSeqOf(entry), lastEventId: lastEventIdOf(entry), entry };
   }
