@@ -8,7 +8,16 @@ import { join } from 'node:path';
 import { createEventRegistry, MsgIds, type AggregateKind, type ProjectDefinition } from '@baton/contracts';
 import { batonStreamNames, connectNats, JetStreamEventStore, type NatsHandle, type StoredEvent } from '@baton/eventstore';
 import { createRedis } from '@baton/projections';
-import { AgentClaims, freePort, repoRoot, startService as startBuiltService, stopService, waitReady, type ServiceProcess } from '@baton/testing';
+import {
+  AgentClaims,
+  freePort,
+  removeDeploymentKeys,
+  repoRoot,
+  startService as startBuiltService,
+  stopService,
+  waitReady,
+  type ServiceProcess,
+} from '@baton/testing';
 
 export { freePort, stopService, waitReady, type ServiceProcess };
 
@@ -241,8 +250,7 @@ export async function stopLoadPlatform(platform: Platform | undefined, natsUrl: 
 export async function deleteRedisKeys(redisUrl: string, prefix: string): Promise<void> {
   const redis = createRedis(redisUrl, { maxRetriesPerRequest: 1, commandTimeout: 10_000 });
   try {
-    const keys = await redis.client.keys(`${prefix}:*`);
-    for (let i = 0; i < keys.length; i += 1000) await redis.client.unlink(...keys.slice(i, i + 1000));
+    await removeDeploymentKeys(redis.client, prefix);
   } catch {
     // best effort: a test that stopped Redis itself has nothing to clean there
   } finally {

@@ -1,13 +1,14 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
-import { MsgIds, Subjects, createEventRegistry, type EventEnvelope } from '@baton/contracts';
-import { batonStreamNames, batonTopology, connectNats, headersFrom, provision, type NatsHandle } from '@baton/eventstore';
+import { MsgIds, Subjects, createEventRegistry } from '@baton/contracts';
+import { batonStreamNames, batonTopology, connectNats, eventHeaders, headersFrom, provision, type NatsHandle } from '@baton/eventstore';
 import {
   batonProjections,
   createProjectionStore,
   createRedis,
   foldScenario,
+  scenarioEnvelope,
   scenarioSteps,
   type ProjectionSnapshot,
   type ProjectionStore,
@@ -38,23 +39,13 @@ async function fill(nats: NatsHandle, prefix: string, count: number): Promise<vo
     const project = `p${p}`;
     for (const [index, e] of template.entries()) {
       if (n++ >= count) break;
-      const envelope: EventEnvelope = {
-        id: `ev-${index}`,
-        type: e.event.type,
-        version: registry.currentVersion(e.event.type),
-        aggregate: { kind: e.aggregate, id: e.id },
-        project,
-        occurredAt: e.occurredAt,
-        actor: e.actor,
-        origin: e.origin,
-        causationId: null,
-        correlationId: e.id,
-        payload: JSON.parse(JSON.stringify(e.event.data).split('"zzz"').join(`"${project}"`)) as unknown,
-      };
+      // As the event store stores it, in this project (the template's project key swapped).
+      const stored = scenarioEnvelope(registry, e, `ev-${index}`, project);
+      const envelope = { ...stored, payload: JSON.parse(JSON.stringify(stored.payload).split('"zzz"').join(`"${project}"`)) as unknown };
       const ack = nats.js
         .publish(Subjects.aggregate(prefix, project, e.aggregate, e.id), encoder.encode(JSON.stringify(envelope)), {
           msgID: MsgIds.event(project, e.aggregate, e.id, envelope.id),
-          headers: headersFrom({ 'Baton-Event-Type': envelope.type }),
+          headers: headersFrom(eventHeaders(registry, envelope.type, envelope.version)),
         })
         .finally(() => inFlight.delete(ack));
       inFlight.add(ack);

@@ -1,7 +1,6 @@
-import { isSubjectToken, ProjectIdSchema, SubjectTable, type AggregateKind, type HandoffEvent } from '@baton/contracts';
-import { summarizeMeshEvent, type MeshEvent, type RunEvent } from '@baton/domain';
+import { isSubjectToken, ProjectIdSchema, SubjectTable, type AggregateKind } from '@baton/contracts';
 import { batonStreamNames, type StoredEvent } from '@baton/eventstore';
-import { summarizeHandoffEvent, summarizeRunEvent, type TimelineEntry } from '@baton/projections';
+import { storedTimelineEntry, type TimelineEntry } from '@baton/projections';
 import type { CliContext } from './context';
 import { UsageError } from './errors';
 
@@ -45,7 +44,7 @@ export async function readHistory(ctx: CliContext, kind: AggregateKind, id: stri
   const store = await ctx.eventStore();
   const { events } = await store.read({ project: resolved, kind, id });
   if (events.length === 0) return null;
-  return { project: resolved, events, timeline: events.map((event) => timelineEntry(kind, event)) };
+  return { project: resolved, events, timeline: events.map((event) => storedTimelineEntry(kind, event)) };
 }
 
 /** A `--project` value, checked (a usage error when it is not a project key). */
@@ -82,39 +81,6 @@ export async function projectOf(
   const projects = [...new Set([...(fromProjection ?? []), ...fromStream])].sort();
   if (projects.length > 1) throw ambiguousId(kind, id, projects);
   return projects[0] ?? null;
-}
-
-/** A timeline line for a stored event, worded as the projections word it. */
-export function timelineEntry(kind: AggregateKind, event: StoredEvent): TimelineEntry {
-  const domain = { type: event.type, data: event.payload };
-  let summary: string;
-  try {
-    summary =
-      kind === 'handoff'
-        ? summarizeHandoffEvent(domain as HandoffEvent)
-        : kind === 'run'
-          ? summarizeRunEvent(domain as RunEvent)
-          : kind === 'mesh'
-            ? summarizeMeshEvent(domain as MeshEvent)
-            : event.type;
-  } catch {
-    summary = event.type;
-  }
-  return {
-    seq: event.seq,
-    event_id: event.id,
-    type: event.type,
-    occurred_at: event.occurredAt,
-    actor: event.actor,
-    origin: event.origin,
-    summary,
-    ...(kind === 'run' && event.type === 'run.result_recorded' && typeof (event.payload as { posted_body?: unknown }).posted_body === 'string'
-      ? { said: (event.payload as { posted_body: string }).posted_body }
-      : {}),
-    ...(kind === 'mesh' && event.type === 'mesh.turn_recorded' && typeof (event.payload as { text?: unknown }).text === 'string'
-      ? { said: (event.payload as { text: string }).text }
-      : {}),
-  };
 }
 
 /**

@@ -1,6 +1,6 @@
 import type { JetStreamClient } from 'nats';
 import { followStream, type FollowedMessage, type FollowOptions, type StreamFollower } from './stream-reader';
-import { subjectMatches } from './subject-patterns';
+import { patternWithin, subjectMatches } from './subject-patterns';
 
 /**
  * One ordered follow of a stream shared by several in-process followers.
@@ -35,22 +35,6 @@ export interface FollowHubOptions {
   filterSubject: string;
   /** Messages per pull (default 1000). */
   batch?: number;
-}
-
-/** Does every subject `inner` matches also match `outer`? (Token by token; enough for Baton's filters.) */
-function within(outer: string, inner: string): boolean {
-  const o = outer.split('.');
-  const i = inner.split('.');
-  for (let k = 0; k < o.length; k++) {
-    if (o[k] === '>') return i.length > k;
-    if (k >= i.length) return false;
-    if (o[k] === '*') {
-      if (i[k] === '>') return false;
-      continue;
-    }
-    if (o[k] !== i[k]) return false;
-  }
-  return o.length === i.length;
 }
 
 interface Member {
@@ -93,7 +77,7 @@ export function followHub(options: FollowHubOptions): FollowHub {
     followers: () => members.filter((m) => !m.stopped).length,
     async follow(opts) {
       if (started) throw new Error(`follow ${opts.filterSubject}: the hub on ${options.stream} has started; followers join before it starts`);
-      if (!within(options.filterSubject, opts.filterSubject)) {
+      if (!patternWithin(options.filterSubject, opts.filterSubject)) {
         throw new Error(`follow ${opts.filterSubject}: not within the hub's filter ${options.filterSubject}`);
       }
       const member: Member = {

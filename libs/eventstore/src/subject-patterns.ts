@@ -14,6 +14,25 @@ export function subjectMatches(pattern: string, subject: string): boolean {
   return want.length === have.length;
 }
 
+/**
+ * True when every subject `inner` matches is also matched by `outer` (both subscription patterns;
+ * decided token by token, which is exact for patterns whose `>` is the last token, as NATS requires).
+ */
+export function patternWithin(outer: string, inner: string): boolean {
+  const o = outer.split('.');
+  const i = inner.split('.');
+  for (let k = 0; k < o.length; k++) {
+    if (o[k] === '>') return i.length > k;
+    if (k >= i.length) return false;
+    if (o[k] === '*') {
+      if (i[k] === '>') return false;
+      continue;
+    }
+    if (o[k] !== i[k]) return false;
+  }
+  return o.length === i.length;
+}
+
 /** FNV-1a, 32 bit, as 8 hex digits: a short stable suffix for derived names. */
 function fnv32(text: string): string {
   let hash = 0x811c9dc5;

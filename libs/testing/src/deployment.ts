@@ -47,6 +47,11 @@ export interface KeyRemover {
 export async function cleanupDeployment(nats: NatsHandle, redis: KeyRemover, prefix: string): Promise<void> {
   const names = batonStreamNames(prefix);
   for (const stream of [names.events, names.inbox, names.dlq]) await nats.jsm.streams.delete(stream).catch(() => undefined);
+  await removeDeploymentKeys(redis, prefix);
+}
+
+/** Delete a deployment's Redis keys (`<prefix>:*`), a thousand per call. */
+export async function removeDeploymentKeys(redis: KeyRemover, prefix: string): Promise<void> {
   const keys = await redis.keys(`${prefix}:*`);
   for (let i = 0; i < keys.length; i += 1000) await redis.unlink(...keys.slice(i, i + 1000));
 }

@@ -1,7 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { meshViewOf, summarizeMeshEvent, type MeshEvent, type MeshView } from '@baton/domain';
+import { meshViewOf, type MeshView } from '@baton/domain';
 import { StreamNotFound, type StoredEvent } from '@baton/eventstore';
-import type { TimelineEntry } from '@baton/projections';
+import { storedTimelineEntry, type TimelineEntry } from '@baton/projections';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import type { Principal } from '../auth/roles';
 import { notFound } from './http';
@@ -11,27 +11,6 @@ import { meshRoute, resolveProjectAmong } from './resolve';
 export interface MeshRead {
   mesh: MeshView;
   timeline: TimelineEntry[];
-}
-
-/** The timeline entry of one mesh event (a turn's entry carries what the agent said). */
-export function meshTimelineEntry(event: StoredEvent): TimelineEntry {
-  const domain = { type: event.type, data: event.payload } as MeshEvent;
-  let summary: string;
-  try {
-    summary = summarizeMeshEvent(domain);
-  } catch {
-    summary = event.type;
-  }
-  return {
-    seq: event.seq,
-    event_id: event.id,
-    type: event.type,
-    occurred_at: event.occurredAt,
-    actor: event.actor,
-    origin: event.origin,
-    summary,
-    ...(domain.type === 'mesh.turn_recorded' ? { said: domain.data.text } : {}),
-  };
 }
 
 /**
@@ -68,7 +47,7 @@ export class MeshReader {
       events = this.none(error);
     }
     const mesh = meshViewOf(events);
-    return mesh === null ? null : { mesh, timeline: events.map(meshTimelineEntry) };
+    return mesh === null ? null : { mesh, timeline: events.map((event) => storedTimelineEntry('mesh', event)) };
   }
 
   /** The mesh run a request names (404 when the caller may not see it or it does not exist). */

@@ -44,7 +44,12 @@ export function isoMs(iso: string): number {
 
 /** The op adding a timeline entry (a sorted set scored by stream seq; the entry is its JSON). */
 export function timelineOp(key: string, event: SequencedEvent, summary: string, said?: string): ProjectionOp {
-  const entry: TimelineEntry = {
+  return Op.zadd(key, event.seq, JSON.stringify(timelineEntryOf(event, summary, said)));
+}
+
+/** The timeline entry of an event: its sequence, id, type, time, actor and origin, the summary (at most 500 characters) and what was said. */
+export function timelineEntryOf(event: SequencedEvent, summary: string, said?: string): TimelineEntry {
+  return {
     seq: event.seq,
     event_id: event.id,
     type: event.type,
@@ -54,7 +59,6 @@ export function timelineOp(key: string, event: SequencedEvent, summary: string, 
     summary: clip(summary, 500),
     ...(said !== undefined ? { said } : {}),
   };
-  return Op.zadd(key, event.seq, JSON.stringify(entry));
 }
 
 export function clip(text: string, max: number): string {
