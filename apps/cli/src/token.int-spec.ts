@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { createRedis, type RedisHandle } from '@baton/projections';
-import { ApiTokenKeys, apiTokenExpired, type ApiTokenRecord } from '@baton/platform';
+import { ApiTokenKeys, ApiTokenStore, apiTokenExpired, parseApiToken, tokenSecretMatches, type ApiTokenRecord } from '@baton/platform';
 import { main } from './main';
 import { bufferedIo } from './output';
 
@@ -85,6 +85,37 @@ describe('baton token: expiry at creation, shown in the list (real Redis)', () =
     ]) {
       const made = await baton('token', 'create', '--role', 'viewer', '--project', 'alpha', ...args);
       expect({ args, code: made.code }).toEqual({ args, code: 2 });
+    }
+    expect(await count()).toBe(before);
+  });
+
+  it('a CLI-made token is valid in the store the notifier verifies with; revoke ends it; a bad name or project makes none', async () => {
+    const store = new ApiTokenStore(redis.client, prefix);
+    const made = JSON.parse((await baton('token', 'create', '--role', 'operator', '--project', 'beta,beta', '--name', 'ola', '--json')).out) as {
+      token: string;
+      token_id: string;
+    };
+    const parts = parseApiToken(made.token)!;
+    const found = await store.valid(parts.tokenId, Date.now());
+    if (!found.ok) throw new Error(`the CLI's token is not valid: ${found.reason}`);
+    expect(found.record).toMatchObject({ name: 'ola', role: 'operator', projects: ['beta'], created_by: 'ada', revoked_at: null });
+    expect(tokenSecretMatches(found.record.salt, parts.secret, found.record.hash)).toBe(true);
+
+    expect(await baton('token', 'revoke', made.token_id)).toMatchObject({ code: 0, out: `revoked ${made.token_id}\n` });
+    expect(await store.valid(parts.tokenId, Date.now())).toEqual({ ok: false, reason: 'revoked', tokenId: parts.tokenId });
+    const unknown = await baton('token', 'revoke', '0123456789abcdef');
+    expect(unknown.code).not.toBe(0);
+    expect(unknown.err).toContain('no token 0123456789abcdef');
+
+    const count = async () => (await redis.client.smembers(ApiTokenKeys.tokens(prefix))).length;
+    const before = await count();
+    for (const args of [
+      ['--name', 'has space'],
+      ['--name', 'x'.repeat(129)],
+      ['--project', 'Upper'],
+    ]) {
+      const refused = await baton('token', 'create', '--role', 'viewer', '--project', 'alpha', ...args);
+      expect({ args, code: refused.code }).toEqual({ args, code: 2 });
     }
     expect(await count()).toBe(before);
   });

@@ -1,6 +1,8 @@
 // Diagnosis tool (not part of `npm run bench`): where a hop's time goes, from the stored messages'
 // server timestamps (result stored → recorded → routed → handoff created → offer stored).
 //   RUNS=64 node dist/bench/src/debug/stages.js
+// OPEN=1 keeps only the open loop's hops (the latency phase, RATE hops/s for LSECS seconds,
+// default half the closed loop's rate for 10 s).
 import { batonStreamNames, type NatsHandle } from '@baton/eventstore';
 import { measureHops } from '../hops';
 import { accountedTargets, readCpu } from '../platform';
@@ -22,6 +24,9 @@ async function readAll(nats: NatsHandle, stream: string) {
   return out;
 }
 
+const lsecs = Number(process.env['LSECS'] ?? 10);
+const openOnly = process.env['OPEN'] === '1';
+
 void withDebugPlatform(async ({ nats, redis, prefix, services }) => {
   const result = await measureHops({
     nats,
@@ -31,16 +36,18 @@ void withDebugPlatform(async ({ nats, redis, prefix, services }) => {
     runs: Number(process.env['RUNS'] ?? 64),
     warmupSeconds: 2,
     throughputSeconds: 5,
-    latencySeconds: 2,
+    latencySeconds: lsecs,
+    ...(process.env['RATE'] ? { latencyRate: Number(process.env['RATE']) } : {}),
     log: console.log,
     cpu: () => readCpu(accountedTargets(services)),
   });
-  console.log(result.hops_per_s, 'hops/s');
+  console.log(result.hops_per_s, 'hops/s; open loop', result.offered_rate, 'hops/s', JSON.stringify(result.latency));
+  const openFrom = Date.now() - lsecs * 1000 + 1000;
   const names = batonStreamNames(prefix);
   const inbox = await readAll(nats, names.inbox);
   const events = await readAll(nats, names.events);
   const resultAt = new Map<string, number>();
-  for (const m of inbox) if (m.subject.includes('.result.')) resultAt.set(JSON.parse(m.data).result_id, m.ts);
+  for (const m of inbox) if (m.subject.includes('.result.') && (!openOnly || m.ts >= openFrom)) resultAt.set(JSON.parse(m.data).result_id, m.ts);
   const offerAt = new Map<string, number>();
   for (const m of inbox) if (m.subject.includes('.offer.')) offerAt.set(m.hdr['Baton-Handoff-Id'] ?? '', m.ts);
   const recorded = new Map<string, number>();
@@ -59,6 +66,7 @@ void withDebugPlatform(async ({ nats, redis, prefix, services }) => {
     recorded_to_routed: [] as number[],
     routed_to_created: [] as number[],
     created_to_offer: [] as number[],
+    inbox_to_offer: [] as number[],
     recorded_to_completed: [] as number[],
   };
   for (const [rid, t0] of resultAt) {
@@ -71,6 +79,7 @@ void withDebugPlatform(async ({ nats, redis, prefix, services }) => {
     if (c) d.routed_to_created.push(c - ro.ts);
     const o = offerAt.get(ro.handoff);
     if (o && c) d.created_to_offer.push(o - c);
+    if (o) d.inbox_to_offer.push(o - t0);
     const cp = completed.get(rid);
     if (cp) d.recorded_to_completed.push(cp - r);
   }

@@ -1,4 +1,5 @@
-import { API_TOKEN_ROLES, ApiTokenKeys, apiTokenExpired, mintApiToken, parseTokenLifetime, type ApiTokenRecord, type ApiTokenRole } from '@baton/platform';
+import { ActorNameSchema, ProjectIdSchema } from '@baton/contracts';
+import { API_TOKEN_ROLES, ApiTokenInputError, ApiTokenStore, apiTokenExpired, parseTokenLifetime, type ApiTokenRole } from '@baton/platform';
 import type { Command, ParsedArgs } from '../command';
 import { flag, parseCommandArgs, required } from '../command';
 import type { CliContext } from '../context';
@@ -7,13 +8,15 @@ import { printJson, renderTable } from '../output';
 
 /**
  * Operator tokens for the notifier's API and web inbox, written straight to Redis (whoever can
- * write the deployment's Redis is an admin already), in the format the notifier verifies
- * (libs/platform/src/auth/api-token.ts: token, salted hash, record and keys). The secret itself
- * is printed once and never stored.
+ * write the deployment's Redis is an admin already) through the store the notifier verifies them
+ * with (@baton/platform's ApiTokenStore; the format is libs/platform/src/auth/api-token.ts). The
+ * secret itself is printed once and never stored.
  */
 
-const NAME = /^[A-Za-z0-9_\-.:@]{1,128}$/;
-const PROJECT = /^[a-z0-9][a-z0-9_-]{0,63}$/;
+
+async function tokenStore(ctx: CliContext): Promise<ApiTokenStore> {
+  return new ApiTokenStore((await ctx.redis()).client, ctx.config().BATON_PREFIX);
+}
 
 function list(args: ParsedArgs, name: string): string[] {
   const value = args.values[name];
@@ -28,36 +31,39 @@ async function create(args: ParsedArgs, ctx: CliContext): Promise<ExitCode> {
   const role = required(args, 'role');
   if (!API_TOKEN_ROLES.includes(role as ApiTokenRole)) throw new UsageError(`--role must be viewer, operator or admin, got "${role}"`);
   const name = (args.values['name'] as string | undefined) ?? ctx.operator();
-  if (!NAME.test(name)) throw new UsageError(`--name may hold letters, digits and _ - . : @ only (1-128), got "${name}"`);
+  if (!ActorNameSchema.safeParse(name).success) throw new UsageError(`--name may hold letters, digits and _ - . : @ only (1-128), got "${name}"`);
   const projects = list(args, 'project');
   const all = flag(args, 'all-projects') || role === 'admin';
   for (const project of projects)
-    if (!PROJECT.test(project)) throw new UsageError(`--project "${project}" is not a project key (lowercase letters, digits, _ and -)`);
+    if (!ProjectIdSchema.safeParse(project).success) throw new UsageError(`--project "${project}" is not a project key (lowercase letters, digits, _ and -)`);
   if (!all && projects.length === 0) throw new UsageError('a viewer or operator token needs --project <p> (repeatable) or --all-projects');
   const now = Date.now();
   const expiresAt = expiryOf(args, now);
-  const prefix = ctx.config().BATON_PREFIX;
-  const { tokenId, token, salt, hash } = mintApiToken();
-  const record: ApiTokenRecord = {
-    token_id: tokenId,
-    name,
-    role: role as ApiTokenRole,
-    projects: all ? '*' : [...new Set(projects)],
-    salt,
-    hash,
-    created_at: new Date(now).toISOString(),
-    created_by: ctx.env['USER'] ?? 'baton-cli',
-    revoked_at: null,
-    ...(expiresAt !== null ? { expires_at: expiresAt } : {}),
-  };
-  const redis = (await ctx.redis()).client;
-  await redis.multi().set(ApiTokenKeys.token(prefix, tokenId), JSON.stringify(record), 'NX').sadd(ApiTokenKeys.tokens(prefix), tokenId).exec();
+  let made: Awaited<ReturnType<ApiTokenStore['create']>>;
+  try {
+    made = await (
+      await tokenStore(ctx)
+    ).create({
+      name,
+      role: role as ApiTokenRole,
+      projects: all ? '*' : projects,
+      createdBy: ctx.env['USER'] ?? 'baton-cli',
+      now: new Date(now).toISOString(),
+      ...(expiresAt !== null ? { expiresAt } : {}),
+    });
+  } catch (error) {
+    if (!(error instanceof ApiTokenInputError)) throw error;
+    // The store's rules, said in the flags' words.
+    const flagOf: Record<string, string> = { name: '--name', projects: '--project', expires_at: '--expires-at' };
+    throw new UsageError(error.issues.map((issue) => `${flagOf[issue.field.split('.')[0] ?? ''] ?? issue.field}: ${issue.message}`).join('; '));
+  }
+  const { token, info } = made;
   if (flag(args, 'json')) {
-    printJson(ctx.io, { token, token_id: tokenId, name, role, projects: record.projects, created_at: record.created_at, expires_at: expiresAt });
+    printJson(ctx.io, { token, token_id: info.token_id, name: info.name, role: info.role, projects: info.projects, created_at: info.created_at, expires_at: info.expires_at ?? null });
   } else {
     ctx.io.stdout.write(`${token}\n`);
     ctx.io.stderr.write(
-      `token ${tokenId} for ${name} (${role}, ${all ? 'all projects' : `projects ${record.projects.toString()}`}${expiresAt !== null ? `, expires ${expiresAt}` : ''}); it is shown only now — keep it secret\n`,
+      `token ${info.token_id} for ${info.name} (${info.role}, ${info.projects === '*' ? 'all projects' : `projects ${info.projects.toString()}`}${info.expires_at ? `, expires ${info.expires_at}` : ''}); it is shown only now — keep it secret\n`,
     );
   }
   return ExitCode.ok;
@@ -80,11 +86,6 @@ function expiryOf(args: ParsedArgs, now: number): string | null {
     return new Date(ms).toISOString();
   }
   return null;
-}
-
-async function read(ctx: CliContext, prefix: string, id: string): Promise<ApiTokenRecord | null> {
-  const raw = await (await ctx.redis()).client.get(ApiTokenKeys.token(prefix, id));
-  return raw === null ? null : (JSON.parse(raw) as ApiTokenRecord);
 }
 
 export const tokenCommand: Command = {
@@ -131,17 +132,11 @@ Options (create):
       ctx.io.stdout.write(this.help);
       return sub === undefined ? ExitCode.usage : ExitCode.ok;
     }
-    const prefix = ctx.config().BATON_PREFIX;
     switch (sub) {
       case 'create':
         return create(args, ctx);
       case 'list': {
-        const redis = (await ctx.redis()).client;
-        const ids = await redis.smembers(ApiTokenKeys.tokens(prefix));
-        const records = (await Promise.all(ids.map((id) => read(ctx, prefix, id))))
-          .filter((r): r is ApiTokenRecord => r !== null)
-          .map(({ salt: _salt, hash: _hash, ...info }) => info)
-          .sort((a, b) => a.created_at.localeCompare(b.created_at));
+        const records = await (await tokenStore(ctx)).list();
         const now = Date.now();
         if (flag(args, 'json'))
           printJson(
@@ -169,10 +164,7 @@ Options (create):
       case 'revoke': {
         const id = args.positionals[0];
         if (id === undefined) throw new UsageError('missing <token_id>');
-        const record = await read(ctx, prefix, id);
-        if (!record) throw new CliError(`no token ${id}`);
-        if (record.revoked_at === null)
-          await (await ctx.redis()).client.set(ApiTokenKeys.token(prefix, id), JSON.stringify({ ...record, revoked_at: new Date().toISOString() }));
+        if (!(await (await tokenStore(ctx)).revoke(id, new Date().toISOString()))) throw new CliError(`no token ${id}`);
         ctx.io.stdout.write(`revoked ${id}\n`);
         return ExitCode.ok;
       }

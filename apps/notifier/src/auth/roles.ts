@@ -1,4 +1,3 @@
-import { z } from 'zod';
 import { assertNever } from '@baton/domain';
 
 /**
@@ -7,7 +6,6 @@ import { assertNever } from '@baton/domain';
  */
 export const Role = { viewer: 'viewer', operator: 'operator', admin: 'admin' } as const;
 export type Role = (typeof Role)[keyof typeof Role];
-export const RoleSchema = z.enum(['viewer', 'operator', 'admin']);
 
 /** The project scope of a token: a list of project keys, or every project (`*`). */
 export const ALL_PROJECTS = '*';

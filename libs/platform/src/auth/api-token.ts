@@ -1,9 +1,9 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 
 /**
- * The operator API token format, in one place for the two sides that must agree on it: the CLI
- * (`baton token create`, apps/cli/src/commands/token.ts) writes tokens straight to Redis, and the
- * notifier (apps/notifier/src/auth/token-store.ts) creates and verifies them.
+ * The operator API token format, in one place for everything that must agree on it: the token
+ * store (api-token-store.ts), through which the CLI (`baton token create / list / revoke`) writes
+ * tokens straight to Redis and the notifier (apps/notifier/src/auth/token-store.ts) verifies them.
  *
  * A token reads `bt_<id>_<secret>`: `id` is 16 hex characters (8 random bytes; the lookup key, not
  * secret), `secret` 32 random bytes in base64url (43 characters, which may include `_` and `-`).
