@@ -1,5 +1,6 @@
 import type { NatsHandle } from './connection';
 import { JetStreamEventStore, type AggregateRef, type StoredEvent } from './store';
+import { batonStreamNames } from './topology';
 import {
   connectTest,
   counterDecider,
@@ -84,6 +85,28 @@ describe('JetStreamEventStore.stateAt (real NATS)', () => {
     const next = await writer.handleCommand(ref(), counterDecider, { type: 'add', n: 1000 }, meta());
     expect(next.ok && next.state.total).toBe(foldOf(events).total + 1000);
     expect(writer.stats().readRoundTrips).toBe(reads);
+  });
+
+  it("a state asked for while this store's command appends it waits for the command instead of reading the event back", async () => {
+    const writer = storeOn({ cacheSize: 100 });
+    const events = await writeInterleaved(writer, 3);
+    const before = writer.stats();
+    const next = (await nats.jsm.streams.info(batonStreamNames(prefix).events)).state.last_seq + 1;
+    // What the command is about to store is what a reactor of the same process asks for next.
+    const [result, state] = await Promise.all([
+      writer.handleCommand(ref(), counterDecider, { type: 'add', n: 7 }, meta()),
+      writer.stateAt(ref(), counterDecider, next),
+    ]);
+    if (!result.ok) throw new Error('the command was refused');
+    expect(result.lastSeq).toBe(next);
+    expect(state).toEqual(result.state);
+    expect(state.total).toBe(foldOf(events).total + 7);
+    const after = writer.stats();
+    expect({ waits: after.stateWaits - before.stateWaits, reads: after.stateReads - before.stateReads }).toEqual({ waits: 1, reads: 0 });
+    expect(after.readRoundTrips).toBe(before.readRoundTrips);
+    // With no command running, the same question is a plain cache hit.
+    await expect(writer.stateAt(ref(), counterDecider, next)).resolves.toEqual(state);
+    expect(writer.stats().stateWaits).toBe(after.stateWaits);
   });
 
   it('walking the events in order reads each event once (one point read per event), never the whole stream again', async () => {

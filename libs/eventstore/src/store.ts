@@ -93,6 +93,8 @@ export interface EventStoreStats {
   stateHits: number;
   /** `stateAt` calls that read: the events after the cached fold, or the aggregate from its start. */
   stateReads: number;
+  /** `stateAt` calls that waited for a command of this store appending to the aggregate (then hit or read). */
+  stateWaits: number;
 }
 
 /** Envelope fields the writer supplies for the events a command produces. */
@@ -286,7 +288,9 @@ export class JetStreamEventStore implements EventStore {
   private readonly smallReadEvents: number;
   private readonly cache: LruCache<string, FoldEntry> | null;
   private readonly history: number;
-  private readonly counters: EventStoreStats = { readRoundTrips: 0, stateHits: 0, stateReads: 0 };
+  private readonly counters: EventStoreStats = { readRoundTrips: 0, stateHits: 0, stateReads: 0, stateWaits: 0 };
+  /** Per aggregate subject, the command of this process appending to it now (settles, never rejects). */
+  private readonly writing = new Map<string, Promise<void>>();
 
   constructor(opts: JetStreamEventStoreOptions) {
     this.js = opts.js;
@@ -392,7 +396,15 @@ export class JetStreamEventStore implements EventStore {
     const top = Math.max(...seqs);
     if (top <= 0) return seqs.map(() => fold.initialState());
     const key = this.subjectOf(ref);
-    const cached = this.cache?.get(key);
+    let cached = this.cache?.get(key);
+    const inFlight = this.writing.get(key);
+    if (inFlight && (!cached || top > cached.throughSeq)) {
+      // A command of this process is appending to the aggregate: what is asked for is most likely
+      // its events, which it folds into the cache when its append returns. Wait for it, then look again.
+      this.counters.stateWaits++;
+      await inFlight;
+      cached = this.cache?.get(key);
+    }
     const entry = cached && this.sameFold(cached, fold) ? cached : null;
     const fromEntry = (from: FoldEntry): State[] | null => {
       const states = seqs.map((seq) => (seq <= 0 ? fold.initialState() : entryStateAt(from, seq)));
@@ -449,15 +461,37 @@ export class JetStreamEventStore implements EventStore {
     return [...new Set(projects)].sort();
   }
 
-  async handleCommand<Command, Event extends DomainEventLike, State>(
+  handleCommand<Command, Event extends DomainEventLike, State>(
     ref: AggregateRef,
     decider: DeciderLike<Command, Event, State>,
     command: Command,
     meta: CommandMeta,
     opts: HandleCommandOptions = {},
   ): Promise<HandleCommandResult<State>> {
-    const maxAttempts = opts.maxAttempts ?? 5;
+    // While the command runs, a reactor of this process asking for a state past the cached fold
+    // waits for it (its events are likely the ones asked for) instead of reading them back.
     const key = this.subjectOf(ref);
+    const running = this.decideAndAppend(key, ref, decider, command, meta, opts);
+    const settled = running.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.writing.set(key, settled);
+    void settled.then(() => {
+      if (this.writing.get(key) === settled) this.writing.delete(key);
+    });
+    return running;
+  }
+
+  private async decideAndAppend<Command, Event extends DomainEventLike, State>(
+    key: string,
+    ref: AggregateRef,
+    decider: DeciderLike<Command, Event, State>,
+    command: Command,
+    meta: CommandMeta,
+    opts: HandleCommandOptions,
+  ): Promise<HandleCommandResult<State>> {
+    const maxAttempts = opts.maxAttempts ?? 5;
     let lastConflict: ConcurrencyConflict | undefined;
     for (let attempt = 1; attempt <= maxAttempts; attempt++) {
       // First attempt: trust a cached fold without asking the server (the append's expected
