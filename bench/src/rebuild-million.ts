@@ -108,7 +108,10 @@ export interface LongRebuildOptions {
   redisUrl: string;
   /** Events to fill the stream with (default 1,000,000). */
   events?: number;
-  /** Node flags of the rebuilding process (default none: Node's defaults, as `baton replay` runs). */
+  /**
+   * Node flags of the rebuilding process (default: BENCH_REBUILD_NODE_ARGS, split on spaces — e.g.
+   * `--cpu-prof --cpu-prof-dir=/tmp/prof` to profile it — else none: Node's defaults, as `baton replay` runs).
+   */
   nodeFlags?: string[];
   log: (line: string) => void;
 }
@@ -121,7 +124,7 @@ export async function measureLongRebuild(opts: LongRebuildOptions): Promise<Long
     opts.log(`  filling ${prefix}_EVENTS with ${opts.events ?? 1_000_000} events`);
     const filled = await fillStream(opts.nats, prefix, opts.events ?? 1_000_000);
     opts.log(`  appended ${filled.events} events at ${filled.appendPerS}/s; rebuilding in a child process`);
-    const flags = opts.nodeFlags ?? [];
+    const flags = opts.nodeFlags ?? (process.env['BENCH_REBUILD_NODE_ARGS'] ?? '').split(' ').filter(Boolean);
     const child = spawn(process.execPath, [...flags, __filename, prefix], {
       env: { ...process.env, NATS_URL: opts.natsUrl, REDIS_URL: opts.redisUrl },
       stdio: ['ignore', 'pipe', 'inherit'],

@@ -460,7 +460,11 @@ export async function runRebuild(
               infoValue(shadow),
             ]
           : [shadow.ns, shadow.owner, '', '', '', '', ''];
-      const replies = calls.map((payload, i) => redis.evalsha(bulkScript.sha, 0, ...header(i === calls.length - 1), payload) as Promise<[string, number?]>);
+      // The payload goes as bytes: a string argument is measured (Buffer.byteLength) and then
+      // encoded again by the socket write, two passes over a megabyte; a Buffer is encoded once.
+      const replies = calls.map(
+        (payload, i) => redis.evalsha(bulkScript.sha, 0, ...header(i === calls.length - 1), Buffer.from(payload)) as Promise<[string, number?]>,
+      );
       markSent();
       for (const reply of await Promise.all(replies)) {
         if (reply[0] === 'lost') throw new ShadowLostError(shadow.target.name, shadow.generation);
