@@ -1,7 +1,9 @@
 // Diagnosis tool (not part of `npm run bench`): how long one consumer step takes when the machine
 // is idle — a message stored on one stream, delivered by `runConsumer`, its handler publishing to
 // a second stream — from the two stored messages' server timestamps, next to the same step with
-// the NATS client's own pull loop (`consume`). RATE messages/s for SECS seconds.
+// the NATS client's own pull loop (`consume`). RATE messages/s for SECS seconds. First, a core
+// request and reply between two connections, back to back and with 5 and 50 ms between requests
+// (what waking idle processes adds to a round trip).
 //   RATE=20 SECS=5 node dist/bench/src/debug/edge.js
 import { connectNats, runConsumer } from '@baton/eventstore';
 import { percentile } from '../stats';
@@ -18,6 +20,20 @@ async function main() {
   await nats.jsm.streams.add({ name: a, subjects: [`${tag}.a`] });
   for (const mode of ['runner', 'consume']) await nats.jsm.streams.add({ name: `${tag}_B_${mode}`, subjects: [`${tag}.b.${mode}`] });
   try {
+    const responder = await connectNats({ servers: 'nats://127.0.0.1:4222', reconnect: false });
+    responder.connection.subscribe(`${tag}.echo`, { callback: (_err, m) => m.respond(m.data) });
+    await responder.connection.flush();
+    for (const gap of [0, 5, 50]) {
+      const rtt: number[] = [];
+      for (let i = 0; i < 200; i++) {
+        const t = performance.now();
+        await nats.connection.request(`${tag}.echo`, new Uint8Array(16));
+        rtt.push(performance.now() - t);
+        if (gap > 0) await sleep(gap);
+      }
+      console.log(`request ${String(gap).padStart(2)} ms apart`, 'p50', percentile(rtt, 50).toFixed(2), 'p90', percentile(rtt, 90).toFixed(2), 'ms');
+    }
+    await responder.close();
     for (const mode of ['runner', 'consume'] as const) {
       const durable = `${mode}`;
       await nats.jsm.consumers.add(a, { durable_name: durable, ack_policy: 'explicit' as never });
