@@ -140,7 +140,9 @@ async function main(): Promise<void> {
       window: 256,
       redisWrites: 200_000,
       redisBatch: 1_000,
+      cpu: storeCpu,
     });
+    log(`  CPU µs per acked publish: ${formatCpu({ values: raw.cpu_us_per_publish, not_measured: raw.cpu_not_measured })}`);
     log(
       `  publish ${raw.js_publish_per_s}/s, rtt p50 ${raw.js_publish_rtt.p50_ms} ms p99 ${raw.js_publish_rtt.p99_ms} ms, replay ${raw.js_ordered_replay_per_s}/s, redis ${raw.redis_pipelined_writes_per_s}/s`,
     );
@@ -206,6 +208,12 @@ async function main(): Promise<void> {
       p99_latency_vs_raw_rtt_p50: round(hops.latency.p99_ms / raw.js_publish_rtt.p50_ms, 1),
       replay_vs_raw_read: round(replay.events_per_s / raw.js_ordered_replay_per_s, 3),
       decision_10k_vs_10: round(growth.decision_long.p50_ms / growth.decision_short.p50_ms, 2),
+      // No target: a hop's CPU in raw acked publishes' worth, measured in the same run, so runs on
+      // machines of different speed can be set side by side (null when either was not measured).
+      cpu_per_hop_in_raw_publishes:
+        hops.cpu_ms_per_hop_total !== null && raw.cpu_us_per_publish_total !== null && raw.cpu_us_per_publish_total > 0
+          ? Math.round((hops.cpu_ms_per_hop_total * 1000) / raw.cpu_us_per_publish_total)
+          : null,
     };
     const rssValues = Object.values(rss).filter((v): v is number => v !== null);
     const reached = {
@@ -269,12 +277,15 @@ async function main(): Promise<void> {
       );
       log(`  replay_vs_raw_read           ${ratios.replay_vs_raw_read} (>= 0.5) ${reached.replay_vs_raw_read ? 'reached' : 'NOT reached'}`);
       log(`  decision_10k_vs_10           ${ratios.decision_10k_vs_10} (<= 1.2) ${reached.decision_10k_vs_10 ? 'reached' : 'NOT reached'}`);
+      log(`  CPU per hop in raw acked publishes ${ratios.cpu_per_hop_in_raw_publishes ?? 'not measured'} (no target: the same figure on any machine)`);
       log(`  rss per service              ${reached.rss_mb_per_service ? 'every service' : 'NOT every service'} <= ${TARGETS.rss_mb_per_service.value} MB`);
       log(`\n${report.seconds} s`);
     }
   } finally {
     await Promise.all(services.map((service) => stopService(service)));
-    await cleanupDeployment(nats, redis, prefix).catch(() => undefined);
+    await cleanupDeployment(nats, redis, prefix).catch((error: unknown) =>
+      log(`could not remove the deployment ${prefix} (its streams and Redis keys may be left behind): ${error instanceof Error ? error.message : String(error)}`),
+    );
     await redisHandle.close();
     await nats.close();
   }

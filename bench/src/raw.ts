@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type Redis from 'ioredis';
 import type { NatsHandle } from '@baton/eventstore';
+import { cpuFigures, type CpuReading } from './platform';
 import { nowMs, summarize, type LatencySummary } from './stats';
 
 /** What the broker and Redis do on this machine with no Baton code in the way. */
@@ -10,6 +11,16 @@ export interface RawCeilings {
   /** Acked JetStream publishes per second, `window` async publishes in flight. */
   js_publish_per_s: number;
   window: number;
+  /**
+   * CPU µs each accounted process (nats-server, the bench) spent per windowed acked publish; null
+   * when not measured. With `cpu_us_per_publish_total`, a unit to state a hop's CPU in that does
+   * not change with the machine's speed.
+   */
+  cpu_us_per_publish: Record<string, number | null>;
+  /** The sum of `cpu_us_per_publish`; null when one of them was not measured. */
+  cpu_us_per_publish_total: number | null;
+  /** Why a `cpu_us_per_publish` figure is null, per process. */
+  cpu_not_measured: Record<string, string>;
   /** One acked publish at a time: round trip in ms. */
   js_publish_rtt: LatencySummary;
   /** Messages per second read back with an ordered consumer. */
@@ -29,6 +40,8 @@ export interface RawOptions {
   window: number;
   redisWrites: number;
   redisBatch: number;
+  /** CPU seconds used so far per accounted process (nats-server and the bench itself). */
+  cpu?: () => Record<string, CpuReading>;
 }
 
 /**
@@ -47,6 +60,7 @@ export async function measureRaw(opts: RawOptions): Promise<RawCeilings> {
     for (let i = 0; i < 200; i++) await js.publish(subject, payload);
 
     // 1. windowed async publishes
+    const cpuBefore = opts.cpu?.() ?? {};
     const started = nowMs();
     const inFlight = new Set<Promise<unknown>>();
     for (let i = 0; i < opts.messages; i++) {
@@ -56,6 +70,8 @@ export async function measureRaw(opts: RawOptions): Promise<RawCeilings> {
     }
     await Promise.all(inFlight);
     const publishRate = opts.messages / ((nowMs() - started) / 1000);
+    const publishCpu = cpuFigures(cpuBefore, opts.cpu?.() ?? {}, opts.messages, 1_000_000);
+    const publishCpuValues = Object.values(publishCpu.values);
 
     // 2. one publish at a time
     const rtts: number[] = [];
@@ -95,6 +111,12 @@ export async function measureRaw(opts: RawOptions): Promise<RawCeilings> {
       payload_bytes: opts.payloadBytes,
       js_publish_per_s: Math.round(publishRate),
       window: opts.window,
+      cpu_us_per_publish: publishCpu.values,
+      cpu_us_per_publish_total:
+        publishCpuValues.length > 0 && publishCpuValues.every((v) => v !== null)
+          ? Math.round((publishCpuValues as number[]).reduce((a, b) => a + b, 0) * 100) / 100
+          : null,
+      cpu_not_measured: publishCpu.not_measured,
       js_publish_rtt: summarize(rtts),
       js_ordered_replay_per_s: Math.round(replayRate),
       redis_pipelined_writes_per_s: Math.round(redisRate),

@@ -24,6 +24,7 @@ import {
   scenarioSteps,
   type RebuildProgress,
 } from '@baton/projections';
+import { cleanupDeployment } from '@baton/testing';
 import { nowMs, round } from './stats';
 
 export interface LongRebuildResult {
@@ -158,14 +159,7 @@ export async function measureLongRebuild(opts: LongRebuildOptions): Promise<Long
       node_flags: flags.join(' '),
     };
   } finally {
-    // The streams, then the projections' keys in SCAN steps: over a million keys, one KEYS call
-    // (cleanupDeployment) outlasts the client's command timeout and would leave them behind.
-    const names = batonStreamNames(prefix);
-    for (const stream of [names.events, names.inbox, names.dlq]) await opts.nats.jsm.streams.delete(stream).catch(() => undefined);
-    for await (const batch of redis.client.scanStream({ match: `${prefix}:*`, count: 10_000 })) {
-      const keys = batch as string[];
-      for (let i = 0; i < keys.length; i += 1_000) await redis.client.unlink(...keys.slice(i, i + 1_000));
-    }
+    await cleanupDeployment(opts.nats, redis.client, prefix);
     await redis.close();
   }
 }
