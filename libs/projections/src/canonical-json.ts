@@ -61,6 +61,28 @@ function pathText(path: ReadonlyArray<string | number>): string {
   return out;
 }
 
+/**
+ * The sorted copies of deeply frozen objects and arrays, built once: a frozen value cannot change,
+ * so its copy (checked, keys sorted, `undefined` members dropped) stays right, and the next value
+ * that holds it — a run's next state, with the same hundred routes — skips walking it again.
+ * Only values whose every object member is memoised too (frozen all the way down) are kept; a
+ * frozen value with a mutable member is walked every time. Weak: nothing is kept alive by it.
+ */
+const sortedFrozen = new WeakMap<object, unknown>();
+
+/**
+ * Freeze a JSON value all the way down (objects and arrays; primitives are immutable), so that
+ * {@link canonicalJsonChecked} serialises its parts once however many values share them. Returns
+ * the value. A value that is frozen already is taken as frozen all the way down.
+ */
+export function freezeJson<T>(value: T): T {
+  if (value !== null && typeof value === 'object' && !Object.isFrozen(value)) {
+    for (const member of Object.values(value)) freezeJson(member);
+    Object.freeze(value);
+  }
+  return value;
+}
+
 /** `sortDeep` that refuses what is not JSON (see {@link canonicalJsonChecked}). */
 function sortChecked(value: unknown, path: Array<string | number>): unknown {
   switch (typeof value) {
@@ -72,25 +94,39 @@ function sortChecked(value: unknown, path: Array<string | number>): unknown {
       return value;
     case 'object': {
       if (value === null) return null;
+      const frozen = Object.isFrozen(value);
+      if (frozen) {
+        const known = sortedFrozen.get(value);
+        if (known !== undefined) return known;
+      }
+      // Whether every object member is a memoised frozen value (then so may this one be).
+      let deep = frozen;
+      let out: unknown;
       if (Array.isArray(value)) {
-        const out = new Array<unknown>(value.length);
+        const items = new Array<unknown>(value.length);
         for (let i = 0; i < value.length; i++) {
           path.push(i);
-          out[i] = sortChecked(value[i], path);
+          const member: unknown = value[i];
+          items[i] = sortChecked(member, path);
           path.pop();
+          if (deep && member !== null && typeof member === 'object' && !sortedFrozen.has(member)) deep = false;
         }
-        return out;
+        out = items;
+      } else {
+        const proto = Object.getPrototypeOf(value) as unknown;
+        if (proto !== Object.prototype && proto !== null) throw new NotJsonAt('not a plain object');
+        const fields: Record<string, unknown> = {};
+        for (const key of Object.keys(value).sort()) {
+          const member = (value as Record<string, unknown>)[key];
+          if (member === undefined) continue;
+          path.push(key);
+          fields[key] = sortChecked(member, path);
+          path.pop();
+          if (deep && member !== null && typeof member === 'object' && !sortedFrozen.has(member)) deep = false;
+        }
+        out = fields;
       }
-      const proto = Object.getPrototypeOf(value) as unknown;
-      if (proto !== Object.prototype && proto !== null) throw new NotJsonAt('not a plain object');
-      const out: Record<string, unknown> = {};
-      for (const key of Object.keys(value).sort()) {
-        const member = (value as Record<string, unknown>)[key];
-        if (member === undefined) continue;
-        path.push(key);
-        out[key] = sortChecked(member, path);
-        path.pop();
-      }
+      if (deep) sortedFrozen.set(value, out);
       return out;
     }
     default:
@@ -115,23 +151,36 @@ export function isExactJson(value: unknown): boolean {
       return Number.isFinite(value) && !Object.is(value, -0);
     case 'object': {
       if (value === null) return true;
+      // A value frozen all the way down that was found exact once stays exact (see sortedFrozen).
+      const frozen = Object.isFrozen(value);
+      if (frozen && exactFrozen.has(value)) return true;
+      let deep = frozen;
       if (Array.isArray(value)) {
         for (let i = 0; i < value.length; i++) {
-          if (!(i in value) || !isExactJson(value[i])) return false;
+          const member: unknown = value[i];
+          if (!(i in value) || !isExactJson(member)) return false;
+          if (deep && member !== null && typeof member === 'object' && !exactFrozen.has(member)) deep = false;
         }
-        return Object.getPrototypeOf(value) === Array.prototype;
+        if (Object.getPrototypeOf(value) !== Array.prototype) return false;
+      } else {
+        if (Object.getPrototypeOf(value) !== Object.prototype) return false;
+        for (const key in value) {
+          if (!Object.prototype.hasOwnProperty.call(value, key)) return false;
+          const member = (value as Record<string, unknown>)[key];
+          if (key === 'toJSON' || !isExactJson(member)) return false;
+          if (deep && member !== null && typeof member === 'object' && !exactFrozen.has(member)) deep = false;
+        }
       }
-      if (Object.getPrototypeOf(value) !== Object.prototype) return false;
-      for (const key in value) {
-        if (!Object.prototype.hasOwnProperty.call(value, key)) return false;
-        if (key === 'toJSON' || !isExactJson((value as Record<string, unknown>)[key])) return false;
-      }
+      if (deep) exactFrozen.add(value);
       return true;
     }
     default:
       return false;
   }
 }
+
+/** Values frozen all the way down that {@link isExactJson} found exact (weak, as `sortedFrozen`). */
+const exactFrozen = new WeakSet<object>();
 
 /** `JSON.parse(JSON.stringify(value))`, skipped when `value` already is exactly that ({@link isExactJson}). */
 export function toJsonValue(value: unknown): JsonValue {

@@ -12,7 +12,7 @@ import type {
   WorkflowRef,
 } from '@baton/contracts';
 import { evolveRun, initialRunState, type RunEvent, type RunState } from '@baton/domain';
-import type { JsonValue } from '../canonical-json';
+import { freezeJson, type JsonValue } from '../canonical-json';
 import { Op } from '../ops';
 import type { SequencedEvent } from '../store';
 import { domainEvent, timelineOp } from './common';
@@ -398,7 +398,11 @@ export function runsProjection(): FoldingProjection<JsonValue> {
         return { ops: [timeline] };
       }
       const priorRoutes = ((prior as Record<string, unknown> | null)?.[ROUTES_KEY] ?? []) as RunRoute[];
-      const routes = appendRoute(priorRoutes, routeOf(domain, event, before, after));
+      // Routes never change once recorded: frozen, each is serialised once for the folded state and
+      // the view of every later event (up to a hundred of them, re-written on every run event),
+      // not once per write (canonicalJsonChecked keeps the sorted copies of frozen values).
+      for (const route of priorRoutes) freezeJson(route);
+      const routes = appendRoute(priorRoutes, freezeJson(routeOf(domain, event, before, after)));
       const view = toRunView(after, event, routes);
       // processedIds only serve the router's idempotency: the projection never decides.
       const state = after.status === 'none' ? after : { ...after, processedIds: [], [ROUTES_KEY]: routes };
