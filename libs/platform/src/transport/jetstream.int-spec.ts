@@ -107,9 +107,17 @@ describe('JetStreamServer in a Nest microservice (real NATS)', () => {
     await waitFor(() => outcomes.length === 1, 'one outcome', { timeoutMs: 5000 });
     expect(outcomes[0]!.kind).toBe('acked');
     expect(probe.seen).toEqual([{ data: { id: 'r-1', step: 1 }, subject: `${prefix}.in.p1.result.coder`, seq: ack.seq, deliveryCount: 1, header: 'abc' }]);
-    const info = await nats.jsm.consumers.info(batonStreamNames(prefix).inbox, durable());
-    expect(info.num_ack_pending).toBe(0);
-    expect(info.num_pending).toBe(0);
+    // The ack is a plain publish on the service's connection: this connection's request may reach
+    // the server before it, so wait (briefly) for the server to have applied it.
+    const settled = await waitFor(
+      async () => {
+        const info = await nats.jsm.consumers.info(batonStreamNames(prefix).inbox, durable());
+        return info.num_ack_pending === 0 && info.num_pending === 0 ? info : null;
+      },
+      'the server to apply the ack',
+      { timeoutMs: 5000 },
+    );
+    expect(settled).toMatchObject({ num_ack_pending: 0, num_pending: 0, num_redelivered: 0 });
   });
 
   it('emit uses the envelope id as Nats-Msg-Id, so a re-emitted result is stored once', async () => {
