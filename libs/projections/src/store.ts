@@ -390,7 +390,9 @@ class RedisProjectionStore implements ProjectionStore {
       const reply = (await applyScript.run(
         this.redis,
         [activeKey(base), generationCounterKey(base)],
-        [base, 'active', def.version, payload, String(expected)],
+        // The ops as bytes: a string argument is measured (Buffer.byteLength) and encoded again by
+        // the socket write; a Buffer is encoded once (a run's view and state are ~36 KB each).
+        [base, 'active', def.version, Buffer.from(payload), String(expected)],
       )) as ScriptReply;
       if (reply[0] === 'invalid') {
         const [, seq, opIndex, key, type, op] = reply;
