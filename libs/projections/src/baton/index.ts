@@ -16,6 +16,7 @@ export {
   runsProjection,
   RunKeys,
   runViewOf,
+  runViewOfState,
   summarizeRunEvent,
   toRunView,
   type RunRoute,

@@ -134,7 +134,7 @@ export interface RunView {
  * runs. The ref is always the last part of a key.
  */
 export const RunKeys = {
-  view: (project: string, id: string) => `r:${projectRef(project, id)}`,
+  /** The folded state, from which the view is rendered when read ({@link runViewOfState}). */
   state: (project: string, id: string) => `rs:${projectRef(project, id)}`,
   timeline: (project: string, id: string) => `rt:${projectRef(project, id)}`,
   /** The id lookup (members `<id> <project>`): which projects hold a run of a given id. */
@@ -294,7 +294,7 @@ function splitVariables(variables: Readonly<Record<string, unknown>>, declared: 
  * The view of a folded run state (null before `run.started`). `routes` are the run's routing
  * decisions so far ({@link routeOf}; the state keeps no history of them).
  */
-export function toRunView(state: RunState, event: SequencedEvent, routes: readonly RunRoute[] = []): RunView | null {
+export function toRunView(state: RunState, event: Pick<SequencedEvent, 'seq' | 'occurredAt'>, routes: readonly RunRoute[] = []): RunView | null {
   if (state.status === 'none') return null;
   const split = splitVariables(state.variables, state.declaredVariables);
   return {
@@ -369,11 +369,28 @@ export function runViewOf(events: readonly SequencedEvent[]): RunView | null {
 
 /** Where the `runs` projection keeps a run's routes in its folded state (next to the domain's run state). */
 const ROUTES_KEY = 'view_routes';
+/** Where it keeps the sequence and time of the last event it applied to the run (the view's `last_seq`, `updated_at`). */
+const LAST_EVENT_KEY = 'view_last_event';
 
 /**
- * The `runs` projection: per workflow run, a {@link RunView} folded with the domain's `evolveRun`
- * (what the router computes) and a timeline. An event the fold refuses (a damaged stream) is kept
- * in the timeline and changes nothing else.
+ * The view of a run as the `runs` projection stores it: rendered from the folded state (the
+ * domain's run state, the routes and the last applied event), or null when there is no run yet.
+ * The view is not stored beside the state: a run's state and view each held the run's routes (up
+ * to a hundred), and both were written again on every run event.
+ */
+export function runViewOfState(stored: JsonValue | null): RunView | null {
+  if (stored === null || typeof stored !== 'object' || Array.isArray(stored)) return null;
+  const last = stored[LAST_EVENT_KEY] as { seq: number; at: string } | undefined;
+  if (last === undefined) return null;
+  const routes = (stored[ROUTES_KEY] ?? []) as unknown as RunRoute[];
+  return toRunView(stored as unknown as RunState, { seq: last.seq, occurredAt: last.at }, routes);
+}
+
+/**
+ * The `runs` projection: per workflow run, a folded state — the domain's run state (what the
+ * router computes with `evolveRun`), the routes and the last event applied — from which the
+ * {@link RunView} is rendered when read ({@link runViewOfState}), and a timeline. An event the
+ * fold refuses (a damaged stream) is kept in the timeline and changes nothing else.
  */
 export function runsProjection(): FoldingProjection<JsonValue> {
   return {
@@ -382,7 +399,9 @@ export function runsProjection(): FoldingProjection<JsonValue> {
     // 3: a result's timeline entry carries what the agent said (`said`, the posted body).
     // 4: the view shows routes (rule, reason), waiting parents, the pending handoff, and declared
     //    vs implicit variables; the folded state keeps the routes.
-    version: 4,
+    // 5: the view is rendered from the folded state when read (no `r:` key): one value written
+    //    per run event instead of two, each with the run's routes.
+    version: 5,
     handles: (type) => type.startsWith('run.'),
     stateKeyOf: (event) => RunKeys.state(event.project, event.aggregate.id),
     step(prior, event) {
@@ -397,17 +416,16 @@ export function runsProjection(): FoldingProjection<JsonValue> {
       } catch {
         return { ops: [timeline] };
       }
+      if (after.status === 'none') return { state: toJson(after), ops: [timeline] };
       const priorRoutes = ((prior as Record<string, unknown> | null)?.[ROUTES_KEY] ?? []) as RunRoute[];
-      // Routes never change once recorded: frozen, each is serialised once for the folded state and
-      // the view of every later event (up to a hundred of them, re-written on every run event),
-      // not once per write (canonicalJsonChecked keeps the sorted copies of frozen values).
+      // Routes never change once recorded: frozen, each is serialised once for every later state
+      // of the run (up to a hundred of them, written on every run event), not once per write
+      // (canonicalJsonChecked keeps the sorted copies of frozen values).
       for (const route of priorRoutes) freezeJson(route);
       const routes = appendRoute(priorRoutes, freezeJson(routeOf(domain, event, before, after)));
-      const view = toRunView(after, event, routes);
       // processedIds only serve the router's idempotency: the projection never decides.
-      const state = after.status === 'none' ? after : { ...after, processedIds: [], [ROUTES_KEY]: routes };
-      if (!view) return { state: toJson(state), ops: [timeline] };
-      const ops = [timeline, Op.jsonSet(RunKeys.view(project, id), toJson(view))];
+      const state = { ...after, processedIds: [], [ROUTES_KEY]: routes, [LAST_EVENT_KEY]: { seq: event.seq, at: event.occurredAt } };
+      const ops = [timeline];
       // The run's first view: the id lookup learns this project holds it.
       if (before.status === 'none') ops.push(Op.zadd(RunKeys.ids, 0, idLookupMember(project, id)));
       return { state: toJson(state), ops };

@@ -1,4 +1,5 @@
 import type { HandoffRecord, StopPacket } from '@baton/contracts';
+import type { JsonValue } from '../canonical-json';
 import { InvalidCursorError } from '../errors';
 import type { ItemFilters, ItemPage } from '../items';
 import type { ItemOrder } from '../ops';
@@ -7,7 +8,7 @@ import type { TimelineEntry } from './common';
 import { HandoffKeys } from './handoffs';
 import { INBOX_STORE, type InboxItem } from './inbox';
 import { idLookupRange, parseProjectRef, projectsOfLookup, type ProjectRef } from './refs';
-import { RunKeys, type RunView } from './runs';
+import { RunKeys, runViewOfState, type RunView } from './runs';
 import { STOPS_STORE, StopKeys, stopPacketOf, type StopItem } from './stops';
 
 export interface InboxQuery {
@@ -145,7 +146,7 @@ export function createBatonViews(store: ProjectionStore): BatonViews {
       return refs.map(parseProjectRef).filter((ref): ref is ProjectRef => ref !== null);
     },
     async run(project, id) {
-      const view = await runs.getJson<RunView>(RunKeys.view(project, id));
+      const view = runViewOfState(await runs.getJson<JsonValue>(RunKeys.state(project, id)));
       if (!view) return null;
       return { run: view, timeline: await timeline(runs, RunKeys.timeline(project, id)) };
     },
