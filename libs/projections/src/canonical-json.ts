@@ -43,7 +43,10 @@ export interface NotJson {
 export function canonicalJsonChecked(value: unknown): { ok: true; text: string } | { ok: false; notJson: NotJson } {
   const path: Array<string | number> = [];
   try {
-    return { ok: true, text: JSON.stringify(sortChecked(value, path)) };
+    walkMetFrozen = false;
+    const sorted = sortChecked(value, path);
+    // With frozen parts, their text is spliced in as kept (see FrozenPart); else the native serialiser.
+    return { ok: true, text: walkMetFrozen ? emit(sorted) : JSON.stringify(sorted) };
   } catch (error) {
     if (!(error instanceof NotJsonAt)) throw error;
     return { ok: false, notJson: { path: pathText(path), problem: error.problem } };
@@ -68,7 +71,42 @@ function pathText(path: ReadonlyArray<string | number>): string {
  * Only values whose every object member is memoised too (frozen all the way down) are kept; a
  * frozen value with a mutable member is walked every time. Weak: nothing is kept alive by it.
  */
-const sortedFrozen = new WeakMap<object, unknown>();
+const sortedFrozen = new WeakMap<object, FrozenPart>();
+
+/**
+ * A frozen value's sorted copy and, once written, its text: what {@link sortChecked} puts in a
+ * sorted copy in place of a frozen value, so that its text is written once and spliced into every
+ * later value that holds it.
+ */
+class FrozenPart {
+  text: string | null = null;
+  constructor(readonly copy: unknown) {}
+}
+
+/** Set by {@link sortChecked} when the walk put a {@link FrozenPart} in the copy (then {@link emit} writes it). */
+let walkMetFrozen = false;
+
+/**
+ * The text of a sorted copy that holds frozen parts: the same text `JSON.stringify` would give for
+ * the copy with each part's own copy in its place (members in the copy's own order, strings,
+ * numbers and keys written by `JSON.stringify`), each part written once and kept.
+ */
+function emit(value: unknown): string {
+  if (value instanceof FrozenPart) return (value.text ??= emit(value.copy));
+  if (value === null || typeof value !== 'object') return JSON.stringify(value);
+  if (Array.isArray(value)) {
+    let out = '[';
+    for (let i = 0; i < value.length; i++) out += (i === 0 ? '' : ',') + emit(value[i]);
+    return `${out}]`;
+  }
+  let out = '{';
+  let first = true;
+  for (const key of Object.keys(value)) {
+    out += `${first ? '' : ','}${JSON.stringify(key)}:${emit((value as Record<string, unknown>)[key])}`;
+    first = false;
+  }
+  return `${out}}`;
+}
 
 /**
  * Freeze a JSON value all the way down (objects and arrays; primitives are immutable), so that
@@ -97,7 +135,10 @@ function sortChecked(value: unknown, path: Array<string | number>): unknown {
       const frozen = Object.isFrozen(value);
       if (frozen) {
         const known = sortedFrozen.get(value);
-        if (known !== undefined) return known;
+        if (known !== undefined) {
+          walkMetFrozen = true;
+          return known;
+        }
       }
       // Whether every object member is a memoised frozen value (then so may this one be).
       let deep = frozen;
@@ -126,8 +167,11 @@ function sortChecked(value: unknown, path: Array<string | number>): unknown {
         }
         out = fields;
       }
-      if (deep) sortedFrozen.set(value, out);
-      return out;
+      if (!deep) return out;
+      const part = new FrozenPart(out);
+      sortedFrozen.set(value, part);
+      walkMetFrozen = true;
+      return part;
     }
     default:
       throw new NotJsonAt(`a ${typeof value} is not JSON`);
