@@ -225,6 +225,11 @@ interface CachedEvent {
   event: DomainEventLike;
 }
 
+/** A cached event with the fold just after it, kept in an entry's tail. */
+interface FoldedEvent extends CachedEvent {
+  after: unknown;
+}
+
 /**
  * What the fold cache holds for one aggregate: the fold through `throughSeq`, and the last few
  * events with the fold before them, so it can answer "as of" any sequence from `base.seq` on.
@@ -237,8 +242,11 @@ interface FoldEntry {
   initialState: () => unknown;
   /** The fold through the event at `base.seq` (0: before the first event), with that event's id. */
   base: { seq: number; state: unknown; eventId: string | null };
-  /** The aggregate's events after `base.seq`, oldest first (at most `cacheHistory`). */
-  tail: readonly CachedEvent[];
+  /**
+   * The aggregate's events after `base.seq`, oldest first (at most `cacheHistory`), each with the
+   * fold just after it: a state as of any kept sequence is looked up, never folded again.
+   */
+  tail: readonly FoldedEvent[];
   /** The fold of every event (`base` + `tail`). */
   state: unknown;
   /** Every event of the aggregate stored at or before this sequence is in the fold (at least the last event's sequence). */
@@ -262,9 +270,9 @@ function entryStateAt(entry: FoldEntry, seq: number): unknown {
   if (seq >= lastSeqOf(entry)) return entry.state;
   if (seq < entry.base.seq) return NOT_KEPT;
   let state = entry.base.state;
-  for (const cached of entry.tail) {
-    if (cached.seq > seq) break;
-    state = entry.evolve(state, cached.event);
+  for (const folded of entry.tail) {
+    if (folded.seq > seq) break;
+    state = folded.after;
   }
   return state;
 }
@@ -662,13 +670,17 @@ export class JetStreamEventStore implements EventStore {
    */
   private extend(entry: FoldEntry, events: readonly CachedEvent[], throughSeq: number): FoldEntry {
     if (events.length === 0) return throughSeq > entry.throughSeq ? { ...entry, throughSeq } : entry;
+    // Each event is folded once: its fold is kept with it, and becomes the base when it leaves the tail.
     let state = entry.state;
-    for (const cached of events) state = entry.evolve(state, cached.event);
+    const tail: FoldedEvent[] = [...entry.tail];
+    for (const cached of events) {
+      state = entry.evolve(state, cached.event);
+      tail.push({ ...cached, after: state });
+    }
     let base = entry.base;
-    const tail = [...entry.tail, ...events];
     while (tail.length > this.history) {
-      const oldest = tail.shift() as CachedEvent;
-      base = { seq: oldest.seq, state: entry.evolve(base.state, oldest.event), eventId: oldest.id };
+      const oldest = tail.shift() as FoldedEvent;
+      base = { seq: oldest.seq, state: oldest.after, eventId: oldest.id };
     }
     return { ...entry, base, tail, state, throughSeq: Math.max(throughSeq, (events.at(-1) as CachedEvent).seq) };
   }
