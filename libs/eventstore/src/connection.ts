@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { connect, credsAuthenticator, headers as natsHeaders, type JetStreamClient, type JetStreamManager, type MsgHdrs, type NatsConnection } from 'nats';
+import { skipSettledCancelErrors } from './settled-requests';
 import { coalesceWrites } from './write-coalescing';
 
 /** How to reach NATS. Everything else about the client stays inside this library. */
@@ -90,6 +91,7 @@ export async function connectNats(opts: NatsConnectOptions = {}): Promise<NatsHa
     ...(opts.inboxPrefix !== undefined ? { inboxPrefix: opts.inboxPrefix } : {}),
   });
   if (opts.coalesceWrites ?? true) coalesceWrites(connection);
+  skipSettledCancelErrors();
   let jsm: JetStreamManager;
   try {
     jsm = await connection.jetstreamManager({ timeout, checkAPI: opts.checkJetStream ?? true });

@@ -9,6 +9,7 @@
 export { connectNats, DEFAULT_NATS_URL, headersFrom } from './connection';
 export type { NatsConnectOptions, NatsHandle } from './connection';
 export { coalesceWrites, type WriteCoalescing } from './write-coalescing';
+export { skipSettledCancelErrors, type SettledRequests } from './settled-requests';
 export {
   EventStoreError,
   ConcurrencyConflict,
