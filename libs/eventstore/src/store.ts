@@ -225,11 +225,6 @@ interface CachedEvent {
   event: DomainEventLike;
 }
 
-/** A cached event with the fold just after it, kept in an entry's tail. */
-interface FoldedEvent extends CachedEvent {
-  after: unknown;
-}
-
 /**
  * What the fold cache holds for one aggregate: the fold through `throughSeq`, and the last few
  * events with the fold before them, so it can answer "as of" any sequence from `base.seq` on.
@@ -242,11 +237,8 @@ interface FoldEntry {
   initialState: () => unknown;
   /** The fold through the event at `base.seq` (0: before the first event), with that event's id. */
   base: { seq: number; state: unknown; eventId: string | null };
-  /**
-   * The aggregate's events after `base.seq`, oldest first (at most `cacheHistory`), each with the
-   * fold just after it: a state as of any kept sequence is looked up, never folded again.
-   */
-  tail: readonly FoldedEvent[];
+  /** The aggregate's events after `base.seq`, oldest first (at most `cacheHistory`). */
+  tail: readonly CachedEvent[];
   /** The fold of every event (`base` + `tail`). */
   state: unknown;
   /** Every event of the aggregate stored at or before this sequence is in the fold (at least the last event's sequence). */
@@ -270,9 +262,9 @@ function entryStateAt(entry: FoldEntry, seq: number): unknown {
   if (seq >= lastSeqOf(entry)) return entry.state;
   if (seq < entry.base.seq) return NOT_KEPT;
   let state = entry.base.state;
-  for (const folded of entry.tail) {
-    if (folded.seq > seq) break;
-    state = folded.after;
+  for (const cached of entry.tail) {
+    if (cached.seq > seq) break;
+    state = entry.evolve(state, cached.event);
   }
   return state;
 }
@@ -670,17 +662,13 @@ export class JetStreamEventStore implements EventStore {
    */
   private extend(entry: FoldEntry, events: readonly CachedEvent[], throughSeq: number): FoldEntry {
     if (events.length === 0) return throughSeq > entry.throughSeq ? { ...entry, throughSeq } : entry;
-    // Each event is folded once: its fold is kept with it, and becomes the base when it leaves the tail.
     let state = entry.state;
-    const tail: FoldedEvent[] = [...entry.tail];
-    for (const cached of events) {
-      state = entry.evolve(state, cached.event);
-      tail.push({ ...cached, after: state });
-    }
+    for (const cached of events) state = entry.evolve(state, cached.event);
     let base = entry.base;
+    const tail = [...entry.tail, ...events];
     while (tail.length > this.history) {
-      const oldest = tail.shift() as FoldedEvent;
-      base = { seq: oldest.seq, state: oldest.after, eventId: oldest.id };
+      const oldest = tail.shift() as CachedEvent;
+      base = { seq: oldest.seq, state: entry.evolve(base.state, oldest.event), eventId: oldest.id };
     }
     return { ...entry, base, tail, state, throughSeq: Math.max(throughSeq, (events.at(-1) as CachedEvent).seq) };
   }
