@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { cpus, loadavg } from 'node:os';
 import { connectNats, type NatsHandle } from '@baton/eventstore';
 import { createRedis } from '@baton/projections';
-import { cleanupDeployment, publishCycleDefinition, type ServiceProcess, startPlatform, stopService, waitQuiet } from '@baton/testing';
+import { cleanupDeployment, endedServices, publishCycleDefinition, type ServiceProcess, startPlatform, stopService, waitQuiet } from '@baton/testing';
 import { measureGrowth, type GrowthResult } from './growth';
 import { measureHops, type HopsResult } from './hops';
 import { createOpenHandoffs, type OpenHandoffsResult } from './open-handoffs';
@@ -281,6 +281,10 @@ async function main(): Promise<void> {
       log(`  rss per service              ${reached.rss_mb_per_service ? 'every service' : 'NOT every service'} <= ${TARGETS.rss_mb_per_service.value} MB`);
       log(`\n${report.seconds} s`);
     }
+  } catch (error) {
+    // A phase that failed because a service died says which, and how.
+    for (const ended of endedServices(services)) log(ended);
+    throw error;
   } finally {
     await Promise.all(services.map((service) => stopService(service)));
     await cleanupDeployment(nats, redis, prefix).catch((error: unknown) =>

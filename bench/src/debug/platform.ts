@@ -5,7 +5,7 @@
 // them for a look afterwards).
 import { connectNats, type NatsHandle } from '@baton/eventstore';
 import { createRedis } from '@baton/projections';
-import { cleanupDeployment, publishCycleDefinition, type ServiceProcess, startPlatform, stopService } from '@baton/testing';
+import { cleanupDeployment, endedServices, publishCycleDefinition, type ServiceProcess, startPlatform, stopService } from '@baton/testing';
 import { benchNodeArgs } from '../platform';
 
 export interface DebugPlatform {
@@ -26,6 +26,9 @@ export async function withDebugPlatform(run: (platform: DebugPlatform) => Promis
   try {
     await publishCycleDefinition(nats, prefix, 'bench');
     await run({ nats, redis, prefix, services });
+  } catch (error) {
+    for (const ended of endedServices(services)) console.log(ended);
+    throw error;
   } finally {
     for (const s of services) await stopService(s);
     for (const s of services) {

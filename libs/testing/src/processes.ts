@@ -101,6 +101,21 @@ export async function waitReady(service: ServiceProcess, timeoutMs = 30_000): Pr
 }
 
 /**
+ * Each service of `services` that is no longer running — how it ended (exit code or signal) and
+ * the last lines it wrote — so a run that lost one says which and why (a heap limit, a crash)
+ * instead of only "no ledger is listening".
+ */
+export function endedServices(services: readonly ServiceProcess[], lines = 8): string[] {
+  return services
+    .filter((s) => s.child.exitCode !== null || s.child.signalCode !== null)
+    .map((s) => {
+      const how = s.child.signalCode !== null ? `signal ${s.child.signalCode}` : `exit code ${String(s.child.exitCode)}`;
+      const last = s.output.join('').split('\n').filter((line) => line.trim() !== '').slice(-lines);
+      return `${s.name} (${s.instance}) ended: ${how}; its last output:\n${last.map((line) => `  ${line.slice(0, 500)}`).join('\n')}`;
+    });
+}
+
+/**
  * Send `signal` (SIGTERM: graceful shutdown; SIGKILL: a crash), SIGKILL after 15 s, and resolve
  * with the exit code (null when a signal ended it). A process that has already ended resolves at once.
  */
