@@ -288,7 +288,9 @@ async function main(): Promise<void> {
   } finally {
     await Promise.all(services.map((service) => stopService(service)));
     await cleanupDeployment(nats, redis, prefix).catch((error: unknown) =>
-      log(`could not remove the deployment ${prefix} (its streams and Redis keys may be left behind): ${error instanceof Error ? error.message : String(error)}`),
+      log(
+        `could not remove the deployment ${prefix} (its streams and Redis keys may be left behind): ${error instanceof Error ? error.message : String(error)}`,
+      ),
     );
     await redisHandle.close();
     await nats.close();

@@ -81,7 +81,18 @@ async function main() {
         if (t !== undefined) lat.push(m.info.timestampNanos / 1e6 - t);
         if (++got >= n) break;
       }
-      console.log(mode.padEnd(8), 'n', lat.length, 'p50', percentile(lat, 50).toFixed(2), 'p90', percentile(lat, 90).toFixed(2), 'p99', percentile(lat, 99).toFixed(2), 'ms');
+      console.log(
+        mode.padEnd(8),
+        'n',
+        lat.length,
+        'p50',
+        percentile(lat, 50).toFixed(2),
+        'p90',
+        percentile(lat, 90).toFixed(2),
+        'p99',
+        percentile(lat, 99).toFixed(2),
+        'ms',
+      );
     }
   } finally {
     await nats.jsm.streams.delete(a);

@@ -64,7 +64,12 @@ void withDebugPlatform(async ({ nats, redis, prefix }) => {
     if (kind.startsWith('direct get') || kind.startsWith('other: $JS.EVENT')) {
       // Who asked for what: the service (from its reply inbox) and the aggregate kind read.
       const who = /svc\.([a-z]+)\./.exec(m.reply)?.[1] ?? '?';
-      const what = kind.startsWith('other') ? subject.split('.').slice(0, 5).join('.') : m.body.replace(/"[a-z_]*subj":"[^"]*\.ev\.[^.]+\.([a-z]+)\.[^"]*"/, '$1').replace(/"seq":\d+/, 'seq').replace(/[{}]/g, '');
+      const what = kind.startsWith('other')
+        ? subject.split('.').slice(0, 5).join('.')
+        : m.body
+            .replace(/"[a-z_]*subj":"[^"]*\.ev\.[^.]+\.([a-z]+)\.[^"]*"/, '$1')
+            .replace(/"seq":\d+/, 'seq')
+            .replace(/[{}]/g, '');
       const detail = `  ${kind.startsWith('other') ? 'event' : 'get'} by ${who}: ${what}`;
       kinds.set(detail, (kinds.get(detail) ?? 0) + 1);
     }
@@ -83,7 +88,9 @@ void withDebugPlatform(async ({ nats, redis, prefix }) => {
       if (m.at - t0 > Number(process.env['WINDOW'] ?? 60)) break;
       const subj = m.subject.replace(prefix, 'P');
       if (subj.includes('.heartbeat') || subj.startsWith('$JS.EVENT')) continue;
-      console.log(`${(m.at - t0).toFixed(2).padStart(7)} ${subj.slice(0, 90).padEnd(90)} ${m.reply ? 'r' : ' '} ${String(m.size).padStart(5)} ${m.body.replace(/\s+/g, ' ').slice(0, 70)}`);
+      console.log(
+        `${(m.at - t0).toFixed(2).padStart(7)} ${subj.slice(0, 90).padEnd(90)} ${m.reply ? 'r' : ' '} ${String(m.size).padStart(5)} ${m.body.replace(/\s+/g, ' ').slice(0, 70)}`,
+      );
     }
   }
 });

@@ -18,7 +18,9 @@ describe('canonicalJsonChecked with frozen values', () => {
     fc.assert(
       fc.property(fc.array(fc.jsonValue(), { minLength: 1, maxLength: 6 }), fc.array(fc.boolean(), { minLength: 6, maxLength: 6 }), (parts, freeze) => {
         const expected = canonicalJson(parts);
-        const shared = parts.map((part, i) => (freeze[i] ? freezeJson(JSON.parse(JSON.stringify(part)) as unknown) : JSON.parse(JSON.stringify(part)) as unknown));
+        const shared = parts.map((part, i) =>
+          freeze[i] ? freezeJson(JSON.parse(JSON.stringify(part)) as unknown) : (JSON.parse(JSON.stringify(part)) as unknown),
+        );
         for (let call = 0; call < 3; call++) {
           // A new holder each time, as a fold's next state is: only the frozen parts are the same objects.
           expect(textOf({ items: [...shared], call })).toBe(canonicalJson({ items: parts, call }));
@@ -43,7 +45,8 @@ describe('canonicalJsonChecked with frozen values', () => {
 
   it('a frozen value that is not JSON is refused every time, with where and why', () => {
     const bad = freezeJson({ a: [1, Number.NaN] });
-    for (let call = 0; call < 2; call++) expect(canonicalJsonChecked({ v: bad })).toEqual({ ok: false, notJson: { path: 'v.a[1]', problem: 'the number NaN is not finite' } });
+    for (let call = 0; call < 2; call++)
+      expect(canonicalJsonChecked({ v: bad })).toEqual({ ok: false, notJson: { path: 'v.a[1]', problem: 'the number NaN is not finite' } });
   });
 
   it('isExactJson answers alike for a frozen value, on every call, and looks again at a frozen value with a member that can change', () => {

@@ -110,7 +110,11 @@ export function endedServices(services: readonly ServiceProcess[], lines = 8): s
     .filter((s) => s.child.exitCode !== null || s.child.signalCode !== null)
     .map((s) => {
       const how = s.child.signalCode !== null ? `signal ${s.child.signalCode}` : `exit code ${String(s.child.exitCode)}`;
-      const last = s.output.join('').split('\n').filter((line) => line.trim() !== '').slice(-lines);
+      const last = s.output
+        .join('')
+        .split('\n')
+        .filter((line) => line.trim() !== '')
+        .slice(-lines);
       return `${s.name} (${s.instance}) ended: ${how}; its last output:\n${last.map((line) => `  ${line.slice(0, 500)}`).join('\n')}`;
     });
 }

@@ -13,7 +13,6 @@ import { printJson, renderTable } from '../output';
  * secret itself is printed once and never stored.
  */
 
-
 async function tokenStore(ctx: CliContext): Promise<ApiTokenStore> {
   return new ApiTokenStore((await ctx.redis()).client, ctx.config().BATON_PREFIX);
 }
@@ -59,7 +58,15 @@ async function create(args: ParsedArgs, ctx: CliContext): Promise<ExitCode> {
   }
   const { token, info } = made;
   if (flag(args, 'json')) {
-    printJson(ctx.io, { token, token_id: info.token_id, name: info.name, role: info.role, projects: info.projects, created_at: info.created_at, expires_at: info.expires_at ?? null });
+    printJson(ctx.io, {
+      token,
+      token_id: info.token_id,
+      name: info.name,
+      role: info.role,
+      projects: info.projects,
+      created_at: info.created_at,
+      expires_at: info.expires_at ?? null,
+    });
   } else {
     ctx.io.stdout.write(`${token}\n`);
     ctx.io.stderr.write(
