@@ -26,10 +26,9 @@ export async function withDebugPlatform(run: (platform: DebugPlatform) => Promis
   try {
     await publishCycleDefinition(nats, prefix, 'bench');
     await run({ nats, redis, prefix, services });
-  } catch (error) {
-    for (const ended of endedServices(services)) console.log(ended);
-    throw error;
   } finally {
+    // A service that died during the run (a tool may have caught the failure it caused): which, and how.
+    for (const ended of endedServices(services)) console.log(ended);
     for (const s of services) await stopService(s);
     for (const s of services) {
       const lines = s.output
