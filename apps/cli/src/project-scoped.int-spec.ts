@@ -10,6 +10,7 @@ import {
   createRedis,
   foldScenario,
   jetStreamReplaySource,
+  scenarioEnvelope,
   scenarioSteps,
   type ProjectionStore,
   type RedisHandle,
@@ -100,19 +101,7 @@ describe('the baton command addresses runs and handoffs by project and id (real 
       for (const [index, e] of history.entries()) {
         const ref = { project, kind: e.aggregate, id: e.id } as const;
         const key = `${project}/${e.aggregate}/${e.id}`;
-        const envelope: EventEnvelope = {
-          id: `${project}-ev-${index}`,
-          type: e.event.type,
-          version: registry.currentVersion(e.event.type),
-          aggregate: { kind: e.aggregate, id: e.id },
-          project,
-          occurredAt: e.occurredAt,
-          actor: e.actor,
-          origin: e.origin,
-          causationId: null,
-          correlationId: e.id,
-          payload: e.event.data,
-        };
+        const envelope: EventEnvelope = scenarioEnvelope(registry, e, `${project}-ev-${index}`, project);
         const result = await events.append(ref, [envelope], { expectedVersion: last.get(key) ?? 0 });
         last.set(key, result.lastSeq);
       }

@@ -6,7 +6,8 @@
 import { connectNats, type NatsHandle } from '@baton/eventstore';
 import { createRedis } from '@baton/projections';
 import { cleanupDeployment, endedServices, publishCycleDefinition, type ServiceProcess, startPlatform, stopService } from '@baton/testing';
-import { benchNodeArgs } from '../platform';
+import { measureHops, type HopsOptions, type HopsResult } from '../hops';
+import { accountedTargets, benchNodeArgs, readCpu } from '../platform';
 
 export interface DebugPlatform {
   nats: NatsHandle;
@@ -42,4 +43,24 @@ export async function withDebugPlatform(run: (platform: DebugPlatform) => Promis
     await redis.close();
     await nats.close();
   }
+}
+
+/**
+ * The bench's hop measurement on a debug platform: RUNS runs (default 64), a 2 s warm-up, the
+ * services' CPU accounted, progress on the console; `overrides` set the phases' lengths and rate.
+ */
+export function measureDebugHops(platform: DebugPlatform, overrides: Partial<HopsOptions> = {}): Promise<HopsResult> {
+  return measureHops({
+    nats: platform.nats,
+    redis: platform.redis.client,
+    prefix: platform.prefix,
+    project: 'bench',
+    runs: Number(process.env['RUNS'] ?? 64),
+    warmupSeconds: 2,
+    throughputSeconds: 5,
+    latencySeconds: 3,
+    log: console.log,
+    cpu: () => readCpu(accountedTargets(platform.services)),
+    ...overrides,
+  });
 }

@@ -4,10 +4,8 @@
 // OPEN=1 keeps only the open loop's hops (the latency phase, RATE hops/s for LSECS seconds,
 // default half the closed loop's rate for 10 s).
 import { batonStreamNames, type NatsHandle } from '@baton/eventstore';
-import { measureHops } from '../hops';
-import { accountedTargets, readCpu } from '../platform';
 import { percentile } from '../stats';
-import { withDebugPlatform } from './platform';
+import { measureDebugHops, withDebugPlatform } from './platform';
 
 const dec = new TextDecoder();
 async function readAll(nats: NatsHandle, stream: string) {
@@ -27,19 +25,11 @@ async function readAll(nats: NatsHandle, stream: string) {
 const lsecs = Number(process.env['LSECS'] ?? 10);
 const openOnly = process.env['OPEN'] === '1';
 
-void withDebugPlatform(async ({ nats, redis, prefix, services }) => {
-  const result = await measureHops({
-    nats,
-    redis: redis.client,
-    prefix,
-    project: 'bench',
-    runs: Number(process.env['RUNS'] ?? 64),
-    warmupSeconds: 2,
-    throughputSeconds: 5,
+void withDebugPlatform(async (platform) => {
+  const { nats, prefix } = platform;
+  const result = await measureDebugHops(platform, {
     latencySeconds: lsecs,
     ...(process.env['RATE'] ? { latencyRate: Number(process.env['RATE']) } : {}),
-    log: console.log,
-    cpu: () => readCpu(accountedTargets(services)),
   });
   console.log(result.hops_per_s, 'hops/s; open loop', result.offered_rate, 'hops/s', JSON.stringify(result.latency));
   const openFrom = Date.now() - lsecs * 1000 + 1000;

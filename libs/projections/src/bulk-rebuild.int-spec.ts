@@ -1,7 +1,7 @@
 import fc from 'fast-check';
-import type { EventEnvelope } from '@baton/contracts';
+import { createEventRegistry, type EventEnvelope } from '@baton/contracts';
 import { createBatonProjector, type AnyFoldingProjection } from './baton';
-import { foldScenario, scenarioSteps } from './baton/scenario';
+import { foldScenario, scenarioEnvelope, scenarioSteps } from './baton/scenario';
 import { RebuildAbortedError } from './errors';
 import { Op, type ProjectionOp } from './ops';
 import type { FoldTarget, RebuildProgress } from './rebuilder';
@@ -17,6 +17,8 @@ import { redisFixture, taskLog, taskProjection, type RedisFixture } from './test
 
 const BATON = ['inbox', 'stops', 'handoffs', 'runs', 'notices'];
 
+const registry = createEventRegistry();
+
 /** The projections' example scenario in `projects` projects, one after the other, as stream events. */
 function batonLog(projects: number): SequencedEvent[] {
   const out: SequencedEvent[] = [];
@@ -25,18 +27,8 @@ function batonLog(projects: number): SequencedEvent[] {
     for (const e of foldScenario(scenarioSteps({ project }))) {
       const seq = out.length + 1;
       out.push({
+        ...scenarioEnvelope(registry, e, `ev-${seq}`, project),
         seq,
-        id: `ev-${seq}`,
-        type: e.event.type,
-        version: 1,
-        aggregate: { kind: e.aggregate, id: e.id },
-        project,
-        occurredAt: e.occurredAt,
-        actor: e.actor,
-        origin: e.origin,
-        causationId: null,
-        correlationId: e.id,
-        payload: e.event.data,
         ...(seq % 3 === 0 ? { traceId: `${seq}`.padStart(32, 'a') } : {}),
       });
     }

@@ -1,9 +1,10 @@
+import { createEventRegistry } from '@baton/contracts';
 import type { HandoffCommand } from '@baton/domain';
 import { diffSnapshots } from '../snapshot';
 import type { ReplaySource, SequencedEvent } from '../store';
 import { redisFixture, type RedisFixture } from '../test-support';
 import { batonProjections, createBatonProjector, type BatonProjector } from './projector';
-import { foldScenario, scenarioSteps, type ScenarioEvent, type ScenarioStep } from './scenario';
+import { foldScenario, scenarioEnvelope, scenarioSteps, type ScenarioEvent, type ScenarioStep } from './scenario';
 import { createBatonViews, type BatonViews } from './views';
 
 /**
@@ -67,20 +68,10 @@ function betaSteps(): ScenarioStep[] {
   ];
 }
 
+const registry = createEventRegistry();
+
 function envelopes(project: string, events: ScenarioEvent[]): Omit<SequencedEvent, 'seq'>[] {
-  return events.map((e, index) => ({
-    id: `ev-${project}-${index + 1}`,
-    type: e.event.type,
-    version: 1,
-    aggregate: { kind: e.aggregate, id: e.id },
-    project,
-    occurredAt: e.occurredAt,
-    actor: e.actor,
-    origin: e.origin,
-    causationId: null,
-    correlationId: e.id,
-    payload: e.event.data,
-  }));
+  return events.map((e, index) => scenarioEnvelope(registry, e, `ev-${project}-${index + 1}`, project));
 }
 
 /** Both projects' histories, interleaved one event each, as one stream. */
