@@ -116,10 +116,13 @@ export interface ReactorEdgeOptions {
   /** Subject prefix (`baton`). */
   prefix: string;
   registry: EventRegistry;
-  store: Pick<EventStore, 'eventStates' | 'hasEventsAfter'>;
+  store: Pick<EventStore, 'eventStates' | 'hasEventsAfter' | 'observe'>;
   /** For the dead letters handlers raise through `ctx.deadLetter`. */
   js: JetStreamClient;
 }
+
+/** The header the server stores with an appended event: the subject's last sequence the append expected. */
+const EXPECTED_LAST_SUBJECT_SEQ = 'Nats-Expected-Last-Subject-Sequence';
 
 /** Runs reactor tables on delivered messages (see {@link reactorEdge}). */
 export interface ReactorEdge {
@@ -159,10 +162,16 @@ export function reactorEdge(options: ReactorEdgeOptions): ReactorEdge {
         );
       }
       if (address.kind !== table.aggregate) return;
+      const fold = (table as Reactor<DomainEventLike, unknown>).decider;
+      const ref: AggregateRef = { project: envelope.project, kind: envelope.aggregate.kind, id: envelope.aggregate.id };
+      // Every event of the followed aggregate, handled or not, keeps the fold cache up with the
+      // stream when it follows the cached fold directly (the store's append stamped the sequence
+      // it expected): a later read of the aggregate in this process then needs no events.
+      const previous = header(EXPECTED_LAST_SUBJECT_SEQ);
+      if (previous !== undefined && /^\d{1,15}$/.test(previous)) store.observe(ref, fold, { ...envelope, seq: message.seq }, Number(previous));
       const handler = (table as Reactor<DomainEventLike, unknown>).handlerOf(envelope.type);
       if (handler === undefined) return;
-      const ref: AggregateRef = { project: envelope.project, kind: envelope.aggregate.kind, id: envelope.aggregate.id };
-      const states = await store.eventStates(ref, (table as Reactor<DomainEventLike, unknown>).decider, message.seq);
+      const states = await store.eventStates(ref, fold, message.seq);
       const ctx: ReactorContext = {
         ref,
         subject: message.subject,

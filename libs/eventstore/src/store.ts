@@ -95,6 +95,8 @@ export interface EventStoreStats {
   stateReads: number;
   /** `stateAt` calls that waited for a command of this store appending to the aggregate (then hit or read). */
   stateWaits: number;
+  /** Delivered events folded onto the cache by {@link EventStore.observe}. */
+  observed: number;
 }
 
 /** Envelope fields the writer supplies for the events a command produces. */
@@ -173,6 +175,18 @@ export interface EventStore {
    * another service writes (the router's claim check of a handoff).
    */
   current<Event extends DomainEventLike, State>(ref: AggregateRef, fold: FoldLike<Event, State>): Promise<{ state: State; lastSeq: number }>;
+  /**
+   * A consumer of this process was delivered the aggregate's event `event` (stored at `event.seq`),
+   * whose append expected the subject's last sequence to be `previousSeq` (its stored
+   * `Nats-Expected-Last-Subject-Sequence` header, which the server checked when it stored the
+   * event, so it is the sequence of the aggregate's event just before this one; 0 for its first).
+   * When the fold cache holds `fold`'s fold of the aggregate through exactly `previousSeq` (or
+   * nothing, and the event is the first), the event is folded on: a later `current` or `stateAt`
+   * of an aggregate another process writes then reads nothing but the subject's last sequence.
+   * Anything else (a fold further on, a gap, another fold's entry) leaves the cache as it is. Never
+   * reads; returns true when the event was folded on.
+   */
+  observe<Event extends DomainEventLike, State>(ref: AggregateRef, fold: FoldLike<Event, State>, event: StoredEvent, previousSeq: number): boolean;
   /**
    * The projects whose events stream holds an aggregate of `kind` with this `id` (any event on
    * `<prefix>.ev.<project>.<kind>.<id>`), sorted: an id is unique only within its project. One
@@ -288,7 +302,7 @@ export class JetStreamEventStore implements EventStore {
   private readonly smallReadEvents: number;
   private readonly cache: LruCache<string, FoldEntry> | null;
   private readonly history: number;
-  private readonly counters: EventStoreStats = { readRoundTrips: 0, stateHits: 0, stateReads: 0, stateWaits: 0 };
+  private readonly counters: EventStoreStats = { readRoundTrips: 0, stateHits: 0, stateReads: 0, stateWaits: 0, observed: 0 };
   /** Per aggregate subject, the command of this process appending to it now (settles, never rejects). */
   private readonly writing = new Map<string, Promise<void>>();
 
@@ -373,6 +387,25 @@ export class JetStreamEventStore implements EventStore {
   async current<Event extends DomainEventLike, State>(ref: AggregateRef, fold: FoldLike<Event, State>): Promise<{ state: State; lastSeq: number }> {
     const loaded = await this.load(this.subjectOf(ref), ref, fold, false);
     return { state: loaded.state, lastSeq: loaded.lastSeq };
+  }
+
+  observe<Event extends DomainEventLike, State>(ref: AggregateRef, fold: FoldLike<Event, State>, event: StoredEvent, previousSeq: number): boolean {
+    if (!this.cache || !Number.isSafeInteger(previousSeq) || previousSeq < 0 || event.seq <= previousSeq) return false;
+    const key = this.subjectOf(ref);
+    const cached = this.cache.get(key);
+    let entry: FoldEntry;
+    if (cached === undefined) {
+      // Nothing cached: only the aggregate's first event starts an entry (it is the whole history).
+      if (previousSeq !== 0) return false;
+      entry = this.emptyEntry(fold);
+    } else {
+      // The entry must be this fold's and end exactly where the event's append said the subject ended.
+      if (!this.sameFold(cached, fold) || lastSeqOf(cached) !== previousSeq || event.seq <= cached.throughSeq) return false;
+      entry = cached;
+    }
+    this.counters.observed++;
+    this.cache.set(key, this.extend(entry, [cachedEvent(event)], event.seq));
+    return true;
   }
 
   async stateAt<Event extends DomainEventLike, State>(ref: AggregateRef, fold: FoldLike<Event, State>, seq: number): Promise<State> {

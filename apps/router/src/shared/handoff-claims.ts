@@ -8,10 +8,11 @@ import { RUNTIME, type ServiceRuntime } from '@baton/platform';
  * current claim of the run's current handoff). The handoff aggregate is the ledger's; the router
  * only reads it, through the event store (`<prefix>.ev.<project>.handoff.<id>`), and never writes
  * it. The fold comes from the store's one fold cache, which the router's own handoff-event
- * reactor (handoff deadlines, same fold) keeps close to the stream: the read asks only for what was
- * appended after it — one round trip (the subject's last sequence) when the reactor has seen
- * everything, as it usually has by the time an agent's result arrives. The read itself is never
- * skipped, so the view is the stream's as of this call.
+ * reactor (handoff deadlines, same fold) keeps up with the stream: the reactor edge observes every
+ * handoff event it is delivered (`observe`: folded on only when it directly follows the cached
+ * fold), so the read asks only for what was appended after it — one round trip (the subject's
+ * last sequence) when the reactor has seen everything, as it usually has by the time an agent's
+ * result arrives. The read itself is never skipped, so the view is the stream's as of this call.
  */
 @Injectable()
 export class HandoffClaims {
