@@ -87,6 +87,31 @@ describe('JetStreamEventStore.stateAt (real NATS)', () => {
     expect(writer.stats().readRoundTrips).toBe(reads);
   });
 
+  it('the states just before the last two events are kept: a reactor asking for them folds nothing, and further back it folds the tail', async () => {
+    let evolves = 0;
+    const counting = {
+      ...counterDecider,
+      evolve: (state: CounterState, event: CounterEvent) => {
+        evolves++;
+        return counterDecider.evolve(state, event);
+      },
+    };
+    const writer = storeOn({ cacheSize: 100 });
+    for (let i = 1; i <= 10; i++) await writer.handleCommand(ref(), counting, { type: 'add', n: i }, meta());
+    const events = (await writer.read(ref())).events;
+    const around = (index: number) => ({ before: foldOf(events.slice(0, index)), after: foldOf(events.slice(0, index + 1)) });
+    evolves = 0;
+    const reads = writer.stats().readRoundTrips;
+    // The last event and the one before it (a command's two events, as a reactor is handed them).
+    expect(await writer.eventStates(ref(), counting, (events[9] as StoredEvent).seq)).toEqual(around(9));
+    expect(await writer.eventStates(ref(), counting, (events[8] as StoredEvent).seq)).toEqual(around(8));
+    expect(evolves).toBe(0);
+    // Three back: folded from the entry's base over the tail it keeps (still no read).
+    expect(await writer.eventStates(ref(), counting, (events[7] as StoredEvent).seq)).toEqual(around(7));
+    expect(evolves).toBeGreaterThan(0);
+    expect(writer.stats().readRoundTrips).toBe(reads);
+  });
+
   it("a state asked for while this store's command appends it waits for the command instead of reading the event back", async () => {
     const writer = storeOn({ cacheSize: 100 });
     const events = await writeInterleaved(writer, 3);

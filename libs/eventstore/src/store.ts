@@ -257,7 +257,27 @@ interface FoldEntry {
   state: unknown;
   /** Every event of the aggregate stored at or before this sequence is in the fold (at least the last event's sequence). */
   throughSeq: number;
+  /**
+   * The fold just before each of the last {@link RECENT_STATES} events, oldest first: `before` is
+   * the state as of every sequence from `fromSeq` (the event before it, or the base) up to `seq - 1`.
+   * A reactor asks for the state before one of the events its writer just appended; these answer
+   * it without folding the tail again (a run's fold copies its id list and transcript per event).
+   */
+  recent: readonly RecentState[];
 }
+
+interface RecentState {
+  seq: number;
+  fromSeq: number;
+  before: unknown;
+}
+
+/**
+ * States kept before the last events of each entry: two, for a command's two events (a result's
+ * `run.result_recorded` and `run.routed`). Bounded so that memory stays a small multiple of the
+ * fold's (keeping one per tail event cost the ledger its 140 MB budget).
+ */
+const RECENT_STATES = 2;
 
 /** Sequence of the aggregate's last folded event (0: none): the next append's expectation. */
 function lastSeqOf(entry: FoldEntry): number {
@@ -275,6 +295,7 @@ const NOT_KEPT = Symbol('not kept');
 function entryStateAt(entry: FoldEntry, seq: number): unknown {
   if (seq >= lastSeqOf(entry)) return entry.state;
   if (seq < entry.base.seq) return NOT_KEPT;
+  for (const recent of entry.recent) if (seq >= recent.fromSeq && seq < recent.seq) return recent.before;
   let state = entry.base.state;
   for (const cached of entry.tail) {
     if (cached.seq > seq) break;
@@ -685,6 +706,7 @@ export class JetStreamEventStore implements EventStore {
       tail: [],
       state,
       throughSeq: 0,
+      recent: [],
     };
   }
 
@@ -696,14 +718,21 @@ export class JetStreamEventStore implements EventStore {
   private extend(entry: FoldEntry, events: readonly CachedEvent[], throughSeq: number): FoldEntry {
     if (events.length === 0) return throughSeq > entry.throughSeq ? { ...entry, throughSeq } : entry;
     let state = entry.state;
-    for (const cached of events) state = entry.evolve(state, cached.event);
+    let fromSeq = lastSeqOf(entry);
+    const recent = [...entry.recent];
+    for (const cached of events) {
+      recent.push({ seq: cached.seq, fromSeq, before: state });
+      state = entry.evolve(state, cached.event);
+      fromSeq = cached.seq;
+    }
+    recent.splice(0, Math.max(0, recent.length - Math.min(RECENT_STATES, this.history)));
     let base = entry.base;
     const tail = [...entry.tail, ...events];
     while (tail.length > this.history) {
       const oldest = tail.shift() as CachedEvent;
       base = { seq: oldest.seq, state: entry.evolve(base.state, oldest.event), eventId: oldest.id };
     }
-    return { ...entry, base, tail, state, throughSeq: Math.max(throughSeq, (events.at(-1) as CachedEvent).seq) };
+    return { ...entry, base, tail, state, throughSeq: Math.max(throughSeq, (events.at(-1) as CachedEvent).seq), recent };
   }
 
   /** The deterministic id of a command's `index`-th event, or null when the command has none. */
