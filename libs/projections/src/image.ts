@@ -3,6 +3,7 @@ import { canonicalJson, type JsonValue } from './canonical-json';
 import { ProjectionError, ProjectionOpError } from './errors';
 import { ITEMS_PREFIX } from './keys';
 import { INDEXED_FIELDS, opError, type ProjectionOp } from './ops';
+import { WrittenKeys } from './written-keys';
 
 /*
  * A rebuild folds the stream in memory and writes final values, instead of running the apply
@@ -17,7 +18,11 @@ import { INDEXED_FIELDS, opError, type ProjectionOp } from './ops';
  *
  * Memory is bounded by the chunk (the overlay holds what one chunk changed) plus two LRU caches:
  * fold states and item documents as last written. Whatever they no longer hold is read back
- * from the shadow generation (which only this rebuild writes) before it is needed.
+ * from the shadow generation (which only this rebuild writes) before it is needed — unless this
+ * rebuild never wrote it: two fixed-size filters of the keys written ({@link WrittenKeys}) tell
+ * a key that is certainly absent from the shadow, and it is taken as absent without a read (a
+ * stream whose chunks keep naming new aggregates would otherwise read each one back, and wait
+ * behind the previous chunk's writes to do so).
  */
 
 /** One Redis command for the bulk script: name code, relative key, arguments. */
@@ -70,6 +75,10 @@ export class GenerationImage {
   private readonly docs: LruCache<string, ItemDoc | null>;
   /** The documents of the chunk's items as Redis holds them before the flush (set by {@link itemsToLoad}). */
   private bases = new Map<string, ItemDoc | null>();
+  /** Keys (fold states and every op's key) and item documents this image ever wrote to the shadow (a superset, never forgotten). */
+  private readonly writtenStates = new WrittenKeys();
+  private readonly writtenDocs = new WrittenKeys();
+  private readsSkipped = 0;
 
   constructor(
     readonly projection: string,
@@ -89,9 +98,18 @@ export class GenerationImage {
       if (this.pinned.has(key) || this.overlay.has(key)) continue;
       const cached = this.states.get(key);
       if (cached !== undefined) this.pinned.set(key, cached);
-      else out.push(key);
+      else if (!this.writtenStates.mightHave(key)) {
+        // Never written by this rebuild, so not in its shadow.
+        this.pinned.set(key, null);
+        this.readsSkipped++;
+      } else out.push(key);
     }
     return out;
+  }
+
+  /** Keys taken as absent without a read, because this image never wrote them. */
+  get skippedReads(): number {
+    return this.readsSkipped;
   }
 
   /** A state read from the shadow (its raw string, null when absent). */
@@ -278,8 +296,11 @@ export class GenerationImage {
     this.bases = new Map();
     for (const key of this.items.keys()) {
       const cached = this.docs.get(key);
-      if (cached === undefined) out.push(key);
-      else this.bases.set(key, cached);
+      if (cached !== undefined) this.bases.set(key, cached);
+      else if (!this.writtenDocs.mightHave(key)) {
+        this.bases.set(key, null);
+        this.readsSkipped++;
+      } else out.push(key);
     }
     return out;
   }
@@ -291,6 +312,8 @@ export class GenerationImage {
   drain(loaded: ReadonlyMap<string, ItemDoc | null>): BulkCommand[] {
     const commands: BulkCommand[] = [];
     for (const [key, entry] of this.overlay) {
+      // Every key the shadow is told about (a fold state, or any op's key) may be read back later.
+      this.writtenStates.add(key);
       switch (entry.t) {
         case 'none':
           commands.push(['D', key, []]);
@@ -332,6 +355,7 @@ export class GenerationImage {
       let doc: ItemDoc | null = base;
       for (const op of entry.ops) doc = applyItemOp(doc, op);
       this.docs.set(docKey, doc);
+      this.writtenDocs.add(docKey);
       if (doc === null) {
         if (base !== null) commands.push(['D', docKey, []]);
       } else if (base === null) {
