@@ -9,6 +9,7 @@ import {
   meta,
   provisionTopology,
   randomPrefix,
+  type CounterCommand,
   type CounterEvent,
   type CounterState,
 } from './int/support';
@@ -87,7 +88,7 @@ describe('JetStreamEventStore.stateAt (real NATS)', () => {
     expect(writer.stats().readRoundTrips).toBe(reads);
   });
 
-  it('the states just before the last two events are kept: a reactor asking for them folds nothing, and further back it folds the tail', async () => {
+  it("a command's two events keep the states before them: a reactor asking for those folds nothing; a one-event command keeps none", async () => {
     let evolves = 0;
     const counting = {
       ...counterDecider,
@@ -96,20 +97,40 @@ describe('JetStreamEventStore.stateAt (real NATS)', () => {
         return counterDecider.evolve(state, event);
       },
     };
+    // The same fold (same evolve), deciding two events per command.
+    const twice = {
+      ...counting,
+      decide: (command: CounterCommand, state: CounterState) => ({
+        ok: true as const,
+        events: [1, 2].map(
+          (k): CounterEvent => ({ type: 'counter.added', data: { n: command.n, total: state.total + k * command.n, version: state.version + k } }),
+        ),
+      }),
+    };
     const writer = storeOn({ cacheSize: 100 });
-    for (let i = 1; i <= 10; i++) await writer.handleCommand(ref(), counting, { type: 'add', n: i }, meta());
-    const events = (await writer.read(ref())).events;
+    for (let i = 1; i <= 4; i++) await writer.handleCommand(ref(), counting, { type: 'add', n: i }, meta());
+    await writer.handleCommand(ref(), twice, { type: 'add', n: 10 }, meta());
+    let events = (await writer.read(ref())).events;
     const around = (index: number) => ({ before: foldOf(events.slice(0, index)), after: foldOf(events.slice(0, index + 1)) });
+    expect(events).toHaveLength(6);
     evolves = 0;
     const reads = writer.stats().readRoundTrips;
-    // The last event and the one before it (a command's two events, as a reactor is handed them).
-    expect(await writer.eventStates(ref(), counting, (events[9] as StoredEvent).seq)).toEqual(around(9));
-    expect(await writer.eventStates(ref(), counting, (events[8] as StoredEvent).seq)).toEqual(around(8));
+    // The command's two events, as a reactor is handed them.
+    expect(await writer.eventStates(ref(), counting, (events[4] as StoredEvent).seq)).toEqual(around(4));
+    expect(await writer.eventStates(ref(), counting, (events[5] as StoredEvent).seq)).toEqual(around(5));
     expect(evolves).toBe(0);
-    // Three back: folded from the entry's base over the tail it keeps (still no read).
-    expect(await writer.eventStates(ref(), counting, (events[7] as StoredEvent).seq)).toEqual(around(7));
+    // Before them: folded from the entry's base over the tail it keeps (still no read).
+    expect(await writer.eventStates(ref(), counting, (events[3] as StoredEvent).seq)).toEqual(around(3));
     expect(evolves).toBeGreaterThan(0);
+    // A one-event command keeps no state besides its fold: the state before it is folded again.
+    await writer.handleCommand(ref(), counting, { type: 'add', n: 100 }, meta());
     expect(writer.stats().readRoundTrips).toBe(reads);
+    events = (await writer.read(ref())).events;
+    const readsAfter = writer.stats().readRoundTrips;
+    evolves = 0;
+    expect(await writer.eventStates(ref(), counting, (events[6] as StoredEvent).seq)).toEqual(around(6));
+    expect(evolves).toBeGreaterThan(0);
+    expect(writer.stats().readRoundTrips).toBe(readsAfter);
   });
 
   it("a state asked for while this store's command appends it waits for the command instead of reading the event back", async () => {

@@ -258,10 +258,12 @@ interface FoldEntry {
   /** Every event of the aggregate stored at or before this sequence is in the fold (at least the last event's sequence). */
   throughSeq: number;
   /**
-   * The fold just before each of the last {@link RECENT_STATES} events, oldest first: `before` is
-   * the state as of every sequence from `fromSeq` (the event before it, or the base) up to `seq - 1`.
-   * A reactor asks for the state before one of the events its writer just appended; these answer
-   * it without folding the tail again (a run's fold copies its id list and transcript per event).
+   * When the entry's last events were appended by one command of this store (two or more of
+   * them), the fold just before each, oldest first: `before` is the state as of every sequence
+   * from `fromSeq` (the event before it, or the base) up to `seq - 1`. A reactor of the same
+   * process is handed those events next and asks for the state before each; these answer it
+   * without folding the tail again (a run's fold copies its id list and transcript per event).
+   * Empty otherwise, so that memory stays one state per entry where nobody asks.
    */
   recent: readonly RecentState[];
 }
@@ -273,9 +275,10 @@ interface RecentState {
 }
 
 /**
- * States kept before the last events of each entry: two, for a command's two events (a result's
- * `run.result_recorded` and `run.routed`). Bounded so that memory stays a small multiple of the
- * fold's (keeping one per tail event cost the ledger its 140 MB budget).
+ * States kept before the last events of a command's append: two, for the router's result
+ * (`run.result_recorded` and `run.routed`). Bounded, and kept only for multi-event commands, so
+ * that memory stays near one state per entry (keeping one per tail event cost the ledger its
+ * 140 MB budget; keeping two for every entry, 15 MB of it).
  */
 const RECENT_STATES = 2;
 
@@ -607,6 +610,7 @@ export class JetStreamEventStore implements EventStore {
           loaded.entry,
           decision.events.map((event, index) => ({ seq: result.seqs[index] as number, id: envelopes[index]!.id, event })),
           result.lastSeq,
+          true,
         );
         this.cache?.set(key, next);
         return { ok: true, events: stored, state: next.state as State, lastSeq: result.lastSeq };
@@ -715,17 +719,18 @@ export class JetStreamEventStore implements EventStore {
    * `throughSeq`) folded on, known complete through `throughSeq`; the oldest events beyond
    * `cacheHistory` are folded into the base.
    */
-  private extend(entry: FoldEntry, events: readonly CachedEvent[], throughSeq: number): FoldEntry {
+  private extend(entry: FoldEntry, events: readonly CachedEvent[], throughSeq: number, keepRecent = false): FoldEntry {
     if (events.length === 0) return throughSeq > entry.throughSeq ? { ...entry, throughSeq } : entry;
     let state = entry.state;
     let fromSeq = lastSeqOf(entry);
-    const recent = [...entry.recent];
-    for (const cached of events) {
-      recent.push({ seq: cached.seq, fromSeq, before: state });
+    const recent: RecentState[] = [];
+    const keep = keepRecent && events.length > 1 ? Math.min(RECENT_STATES, this.history) : 0;
+    for (let i = 0; i < events.length; i++) {
+      const cached = events[i] as CachedEvent;
+      if (i >= events.length - keep) recent.push({ seq: cached.seq, fromSeq, before: state });
       state = entry.evolve(state, cached.event);
       fromSeq = cached.seq;
     }
-    recent.splice(0, Math.max(0, recent.length - Math.min(RECENT_STATES, this.history)));
     let base = entry.base;
     const tail = [...entry.tail, ...events];
     while (tail.length > this.history) {

@@ -281,7 +281,7 @@ class RedisProjectionStore implements ProjectionStore {
   }
 
   async apply<E extends EventEnvelope>(def: ProjectionDefinition<E>, event: SequencedEvent<E>, target: ApplyTarget = 'active'): Promise<ApplyResult> {
-    const result = await this.runChunk(def, [[event.seq, this.encodeEvent(def, event)]], target);
+    const result = await this.runChunk(def, [eventText(event.seq, this.encodeEvent(def, event))], target);
     return { status: result.applied === 1 ? 'applied' : 'skipped', generation: result.generation, lastSeq: result.lastSeq };
   }
 
@@ -291,7 +291,7 @@ class RedisProjectionStore implements ProjectionStore {
     target: ApplyTarget = 'active',
   ): Promise<BatchApplyResult> {
     const total: BatchApplyResult = { generation: 0, applied: 0, skipped: 0, lastSeq: 0 };
-    let chunk: [number, WireOp[]][] = [];
+    let chunk: string[] = [];
     let bytes = 0;
     let previousSeq = 0;
     const flush = async () => {
@@ -309,11 +309,10 @@ class RedisProjectionStore implements ProjectionStore {
         throw new ProjectionError(`applyBatch needs strictly increasing seq: ${event.seq} after ${previousSeq}`);
       }
       previousSeq = event.seq;
-      const wire = this.encodeEvent(def, event);
-      const size = JSON.stringify(wire).length;
-      if (chunk.length > 0 && (chunk.length >= this.batchEvents || bytes + size > this.batchBytes)) await flush();
-      chunk.push([event.seq, wire]);
-      bytes += size;
+      const text = eventText(event.seq, this.encodeEvent(def, event));
+      if (chunk.length > 0 && (chunk.length >= this.batchEvents || bytes + text.length > this.batchBytes)) await flush();
+      chunk.push(text);
+      bytes += text.length;
     }
     await flush();
     // Creating a shadow creates it even without events to apply.
@@ -345,10 +344,10 @@ class RedisProjectionStore implements ProjectionStore {
     return encoded.wire;
   }
 
-  private async runChunk(def: Pick<ProjectionDefinition, 'name' | 'version'>, chunk: [number, WireOp[]][], target: ApplyTarget): Promise<BatchApplyResult> {
+  /** Apply one chunk: the {@link eventText}s of its events, in order. */
+  private async runChunk(def: Pick<ProjectionDefinition, 'name' | 'version'>, chunk: readonly string[], target: ApplyTarget): Promise<BatchApplyResult> {
     const base = this.base(def.name);
-    const payload = JSON.stringify(chunk.map(([seq, ops]) => [String(seq), ops]));
-    const args: (string | number)[] = [base, 'active', def.version, payload];
+    const args: (string | number | Buffer)[] = [base, 'active', def.version, chunkPayload(chunk)];
     if (target !== 'active') {
       args[1] = String(positiveInt(target.generation, 'generation'));
       if (target.owner !== undefined || target.create) {
@@ -378,21 +377,20 @@ class RedisProjectionStore implements ProjectionStore {
     let expected = expectedLastSeq;
     let generation = 0;
     let applied = 0;
-    let chunk: [string, WireOp[]][] = [];
+    let chunk: string[] = [];
+    let lastInChunk = 0;
     let bytes = 0;
     let previousSeq = 0;
     const flush = async (): Promise<ConditionalApplyResult | null> => {
       if (chunk.length === 0) return null;
-      const payload = JSON.stringify(chunk);
-      const last = Number(chunk[chunk.length - 1]![0]);
+      const payload = chunkPayload(chunk);
+      const last = lastInChunk;
       chunk = [];
       bytes = 0;
       const reply = (await applyScript.run(
         this.redis,
         [activeKey(base), generationCounterKey(base)],
-        // The ops as bytes: a string argument is measured (Buffer.byteLength) and encoded again by
-        // the socket write; a Buffer is encoded once (a run's view and state are ~36 KB each).
-        [base, 'active', def.version, Buffer.from(payload), String(expected)],
+        [base, 'active', def.version, payload, String(expected)],
       )) as ScriptReply;
       if (reply[0] === 'invalid') {
         const [, seq, opIndex, key, type, op] = reply;
@@ -421,13 +419,14 @@ class RedisProjectionStore implements ProjectionStore {
           reason: encoded.error,
         });
       }
-      const size = JSON.stringify(encoded.wire).length;
-      if (chunk.length > 0 && (chunk.length >= this.batchEvents || bytes + size > this.batchBytes)) {
+      const text = eventText(event.seq, encoded.wire);
+      if (chunk.length > 0 && (chunk.length >= this.batchEvents || bytes + text.length > this.batchBytes)) {
         const moved = await flush();
         if (moved) return moved;
       }
-      chunk.push([String(event.seq), encoded.wire]);
-      bytes += size;
+      chunk.push(text);
+      lastInChunk = event.seq;
+      bytes += text.length;
     }
     const moved = await flush();
     if (moved) return moved;
@@ -631,4 +630,22 @@ class RedisProjectionStore implements ProjectionStore {
 function positiveInt(value: number, what: string): number {
   if (!Number.isSafeInteger(value) || value < 1) throw new ProjectionError(`${what} must be a positive integer, got ${value}`);
   return value;
+}
+
+/**
+ * One event of an apply-script chunk as JSON, `["<seq>", [ops…]]`: serialised once, when the
+ * chunk measures it (serialising the whole chunk again would walk every op's value twice, and a
+ * run's state is ~36 KB).
+ */
+function eventText(seq: number, wire: readonly WireOp[]): string {
+  return JSON.stringify([String(seq), wire]);
+}
+
+/**
+ * The apply script's payload for a chunk of {@link eventText}s: one JSON array, as bytes (a string
+ * argument is measured with `Buffer.byteLength` and encoded again by the socket write; a Buffer is
+ * encoded once).
+ */
+function chunkPayload(texts: readonly string[]): Buffer {
+  return Buffer.from(`[${texts.join(',')}]`);
 }
