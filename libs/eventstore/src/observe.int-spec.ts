@@ -1,20 +1,9 @@
 import { decodeEvent } from './decode';
-import type { NatsHandle } from './connection';
 import { reactor, reactorEdge } from './reactor';
-import { JetStreamEventStore, type AggregateRef, type FoldLike, type StoredEvent } from './store';
+import { JetStreamEventStore, type FoldLike, type StoredEvent } from './store';
 import { streamReader, type StoredMessage } from './stream-reader';
 import { batonStreamNames } from './topology';
-import {
-  connectTest,
-  counterDecider,
-  counterRegistry,
-  deleteTopology,
-  meta,
-  provisionTopology,
-  randomPrefix,
-  type CounterEvent,
-  type CounterState,
-} from './int/support';
+import { counterDecider, counterFold, counterRef, counterRegistry, meta, useTopology, type CounterEvent, type CounterState } from './int/support';
 
 /*
  * `observe`: a consumer's delivered event keeps the fold cache of an aggregate another process
@@ -23,25 +12,14 @@ import {
  * (`Nats-Expected-Last-Subject-Sequence`). Reads stay exact whatever was or was not observed.
  */
 describe('JetStreamEventStore.observe (real NATS)', () => {
-  let nats: NatsHandle;
-  let prefix: string;
-
-  beforeEach(async () => {
-    prefix = randomPrefix();
-    nats = await connectTest('observe');
-    await provisionTopology(nats, prefix);
-  });
-
-  afterEach(async () => {
-    await deleteTopology(nats, prefix);
-    await nats.close();
-  });
-
+  const topology = useTopology('observe');
   const registry = counterRegistry();
-  const storeOn = (cacheSize = 100) => new JetStreamEventStore({ js: nats.js, jsm: nats.jsm, prefix, registry, cacheSize });
-  const ref = (id = 'agg-1'): AggregateRef => ({ project: 'proj', kind: 'handoff', id });
-  const foldOf = (events: readonly StoredEvent[]): CounterState =>
-    events.reduce((state, e) => counterDecider.evolve(state, { type: e.type, data: e.payload } as CounterEvent), counterDecider.initialState());
+  const storeOn = (cacheSize = 100) => {
+    const nats = topology.nats();
+    return new JetStreamEventStore({ js: nats.js, jsm: nats.jsm, prefix: topology.prefix(), registry, cacheSize });
+  };
+  const ref = counterRef;
+  const foldOf = counterFold;
 
   /** `count` events on agg-1 written by another store (another process), interleaved with another aggregate's. */
   async function written(count: number): Promise<StoredEvent[]> {
@@ -56,8 +34,9 @@ describe('JetStreamEventStore.observe (real NATS)', () => {
   /** agg-1's messages as a consumer is delivered them: bytes and every stored header. */
   async function delivered(): Promise<StoredMessage[]> {
     const messages: StoredMessage[] = [];
-    const reader = streamReader({ js: nats.js, jsm: nats.jsm }, batonStreamNames(prefix).events);
-    for await (const message of reader.range({ fromSeq: 1, filterSubject: `${prefix}.ev.proj.handoff.agg-1` })) messages.push(message);
+    const nats = topology.nats();
+    const reader = streamReader({ js: nats.js, jsm: nats.jsm }, batonStreamNames(topology.prefix()).events);
+    for await (const message of reader.range({ fromSeq: 1, filterSubject: `${topology.prefix()}.ev.proj.handoff.agg-1` })) messages.push(message);
     return messages;
   }
 
@@ -142,7 +121,7 @@ describe('JetStreamEventStore.observe (real NATS)', () => {
       decider: counterDecider,
       on: { 'counter.added': (event, state) => void handled.push(event.seq, state.after.total - state.before.total) },
     });
-    const edge = reactorEdge({ prefix, registry, store: reader, js: nats.js });
+    const edge = reactorEdge({ prefix: topology.prefix(), registry, store: reader, js: topology.nats().js });
     const [m1, m2, m3] = (await delivered()) as [StoredMessage, StoredMessage, StoredMessage];
     const deliveredAs = (message: StoredMessage) => ({
       subject: message.subject,
@@ -150,7 +129,7 @@ describe('JetStreamEventStore.observe (real NATS)', () => {
       headers: message.headers(),
       seq: message.seq,
       deliveryCount: 1,
-      stream: batonStreamNames(prefix).events,
+      stream: batonStreamNames(topology.prefix()).events,
       consumer: 'observe-test',
     });
     await edge.deliver(table, deliveredAs(m1));

@@ -1,14 +1,12 @@
-import type { NatsHandle } from './connection';
-import { JetStreamEventStore, type AggregateRef, type StoredEvent } from './store';
+import { JetStreamEventStore, type StoredEvent } from './store';
 import { batonStreamNames } from './topology';
 import {
-  connectTest,
   counterDecider,
+  counterFold,
+  counterRef,
   counterRegistry,
-  deleteTopology,
   meta,
-  provisionTopology,
-  randomPrefix,
+  useTopology,
   type CounterCommand,
   type CounterEvent,
   type CounterState,
@@ -20,25 +18,13 @@ import {
  * must be exact for every sequence and must not read the stream again for what the store folded.
  */
 describe('JetStreamEventStore.stateAt (real NATS)', () => {
-  let nats: NatsHandle;
-  let prefix: string;
-
-  beforeEach(async () => {
-    prefix = randomPrefix();
-    nats = await connectTest('state-at');
-    await provisionTopology(nats, prefix);
-  });
-
-  afterEach(async () => {
-    await deleteTopology(nats, prefix);
-    await nats.close();
-  });
-
-  const storeOn = (opts: { cacheSize?: number; cacheHistory?: number } = {}) =>
-    new JetStreamEventStore({ js: nats.js, jsm: nats.jsm, prefix, registry: counterRegistry(), ...opts });
-  const ref = (id = 'agg-1'): AggregateRef => ({ project: 'proj', kind: 'handoff', id });
-  const foldOf = (events: readonly StoredEvent[]): CounterState =>
-    events.reduce((state, e) => counterDecider.evolve(state, { type: e.type, data: e.payload } as CounterEvent), counterDecider.initialState());
+  const topology = useTopology('state-at');
+  const storeOn = (opts: { cacheSize?: number; cacheHistory?: number } = {}) => {
+    const nats = topology.nats();
+    return new JetStreamEventStore({ js: nats.js, jsm: nats.jsm, prefix: topology.prefix(), registry: counterRegistry(), ...opts });
+  };
+  const ref = counterRef;
+  const foldOf = counterFold;
 
   /** `count` events on agg-1, each followed by an event of another aggregate, so agg-1's sequences are not contiguous. */
   async function writeInterleaved(writer: JetStreamEventStore, count: number): Promise<StoredEvent[]> {
@@ -137,7 +123,7 @@ describe('JetStreamEventStore.stateAt (real NATS)', () => {
     const writer = storeOn({ cacheSize: 100 });
     const events = await writeInterleaved(writer, 3);
     const before = writer.stats();
-    const next = (await nats.jsm.streams.info(batonStreamNames(prefix).events)).state.last_seq + 1;
+    const next = (await topology.nats().jsm.streams.info(batonStreamNames(topology.prefix()).events)).state.last_seq + 1;
     // What the command is about to store is what a reactor of the same process asks for next.
     const [result, state] = await Promise.all([
       writer.handleCommand(ref(), counterDecider, { type: 'add', n: 7 }, meta()),

@@ -6,6 +6,7 @@ import { EventRegistry } from '@baton/contracts';
 import { connectNats, type NatsHandle } from '../connection';
 import { batonStreamNames, batonTopology } from '../topology';
 import { provision } from '../provision';
+import type { AggregateRef, StoredEvent } from '../store';
 
 export const NATS_URL = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
 
@@ -67,3 +68,38 @@ export const meta = (actor = 'tester') => ({
 });
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/**
+ * A test's own topology: before each test a fresh prefix, a connection and Baton's streams under
+ * that prefix; after it, the streams deleted and the connection closed. Call inside `describe`.
+ */
+export function useTopology(name: string): { nats: () => NatsHandle; prefix: () => string } {
+  let nats: NatsHandle | undefined;
+  let prefix = '';
+  beforeEach(async () => {
+    prefix = randomPrefix();
+    nats = await connectTest(name);
+    await provisionTopology(nats, prefix);
+  });
+  afterEach(async () => {
+    if (!nats) return;
+    await deleteTopology(nats, prefix);
+    await nats.close();
+    nats = undefined;
+  });
+  return {
+    nats: () => {
+      if (!nats) throw new Error('the topology exists only inside a test');
+      return nats;
+    },
+    prefix: () => prefix,
+  };
+}
+
+/** The counter aggregate the store tests write (`proj`, kind `handoff`). */
+export const counterRef = (id = 'agg-1'): AggregateRef => ({ project: 'proj', kind: 'handoff', id });
+
+/** The counter's state after `events`, folded afresh (what a cached fold must equal). */
+export function counterFold(events: readonly StoredEvent[]): CounterState {
+  return events.reduce((state, e) => counterDecider.evolve(state, { type: e.type, data: e.payload } as CounterEvent), counterDecider.initialState());
+}
