@@ -3,7 +3,7 @@
 // the hop phase first, on the same platform and project, as the bench does; SAME_PROJECT=1 grows
 // the runs in that project too (the bench gives them one of their own). On a failure it prints
 // the failed run's last events and the dead letters.
-//   HOPS=1 LONG=10000 node dist/bench/src/debug/growth.js
+//   HOPS=1 LONG=10000 SAMPLES=30 node dist/bench/src/debug/growth.js
 import { publishCycleDefinition, waitQuiet } from '@baton/testing';
 import { measureGrowth } from '../growth';
 import { measureHops } from '../hops';
@@ -36,7 +36,7 @@ void withDebugPlatform(async ({ nats, redis, prefix, services }) => {
       project: growthProject,
       longEvents: Number(process.env['LONG'] ?? 6000),
       shortEvents: 10,
-      samples: 5,
+      samples: Number(process.env['SAMPLES'] ?? 5),
       quiesce: () => waitQuiet(nats, prefix, 60_000),
       log: console.log,
     });

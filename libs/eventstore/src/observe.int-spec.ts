@@ -102,6 +102,19 @@ describe('JetStreamEventStore.observe (real NATS)', () => {
     await expect(reader.current(ref(), counterDecider)).resolves.toEqual({ state: foldOf(events), lastSeq: m5.seq });
   });
 
+  it("an event delivered while this store's own command appends to the aggregate is left to the command", async () => {
+    await written(1);
+    const [first] = (await delivered()) as [StoredMessage];
+    const reader = storeOn();
+    // The command runs (and owns the aggregate's next fold) until its append returns.
+    const command = reader.handleCommand(ref(), counterDecider, { type: 'add', n: 5 }, meta());
+    expect(reader.observe(ref(), counterDecider, eventOf(first), previousOf(first))).toBe(false);
+    const result = await command;
+    expect(result.ok && result.state.total).toBe(1 + 5);
+    expect(reader.stats().observed).toBe(0);
+    await expect(reader.current(ref(), counterDecider)).resolves.toMatchObject({ state: { total: 6 } });
+  });
+
   it('without a cache nothing is observed', async () => {
     await written(1);
     const reader = storeOn(0);

@@ -416,6 +416,9 @@ export class JetStreamEventStore implements EventStore {
   observe<Event extends DomainEventLike, State>(ref: AggregateRef, fold: FoldLike<Event, State>, event: StoredEvent, previousSeq: number): boolean {
     if (!this.cache || !Number.isSafeInteger(previousSeq) || previousSeq < 0 || event.seq <= previousSeq) return false;
     const key = this.subjectOf(ref);
+    // A command of this store is appending to the aggregate: the event is most likely its own,
+    // which it folds into the cache itself when its append returns (a run's fold is not cheap).
+    if (this.writing.has(key)) return false;
     const cached = this.cache.get(key);
     let entry: FoldEntry;
     if (cached === undefined) {

@@ -76,23 +76,6 @@ describe('coalesced socket writes (real NATS)', () => {
     expect(results.on.writes).toBeLessThanOrEqual(2);
   });
 
-  it("what the next few turns write joins the first turn's write (a handler answering in a later turn), in order", async () => {
-    const sender = await open(true);
-    const subject = `${randomPrefix()}.coalesce.turns`;
-    const { done } = await collect(receiver, subject, 3);
-    const writes = countWrites(sender.connection);
-    const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
-    sender.connection.publish(subject, '0');
-    await nextTurn();
-    sender.connection.publish(subject, '1');
-    await nextTurn();
-    sender.connection.publish(subject, '2');
-    // Still corked: nothing has reached the socket yet, three turns after the first publish.
-    expect(writes.count()).toBe(0);
-    expect(await done).toEqual(['0', '1', '2']);
-    expect(writes.count()).toBe(1);
-  });
-
   it('a close right after publishing still sends what was published (the close uncorks first)', async () => {
     const sender = await open(true);
     const subject = `${randomPrefix()}.coalesce.close`;

@@ -24,20 +24,6 @@ export type WriteCoalescing = { on: true } | { on: false; reason: string };
 const COALESCED = Symbol('baton.coalescedWrites');
 
 /**
- * Turns of the event loop whose writes leave together. Under load, the I/O of the next turns is
- * mostly more deliveries and replies whose handlers write too: four turns took a service's socket
- * writes per hop down by half and nats-server's reads with them (about 4 % of the CPU per hop over
- * every process in the debug load, five pairs of runs out of six). An idle loop runs the four
- * turns back to back (a few microseconds): a lone request is not held back.
- */
-const COALESCED_TURNS = 4;
-
-/** Run `fn` in the check phase `turns` event-loop turns from now. */
-function uncorkAfter(turns: number, fn: () => void): void {
-  setImmediate(() => (turns <= 1 ? fn() : uncorkAfter(turns - 1, fn)));
-}
-
-/**
  * Send everything a connection writes during one turn of the event loop in one socket write.
  *
  * The client flushes its outgoing buffer in a microtask after the first command it buffers. A
@@ -45,10 +31,10 @@ function uncorkAfter(turns: number, fn: () => void): void {
  * the next one runs), so every ack, publish and pull request tended to reach the socket on its
  * own: one `write` system call each, about a fifth of each service's CPU under the bench's load
  * (`writeBuffer` in the profiles, docs/performance.md). Here the first flush of a turn corks the
- * socket and it is uncorked in the check phase {@link COALESCED_TURNS} turns later, after those
- * turns' I/O callbacks have run: their frames leave together in one `writev`. Nothing is
- * reordered; the client's own rules are unchanged (it still flushes at once past 32 KiB, PINGs
- * still flush), and a close uncorks first so nothing written before it is lost.
+ * socket and a `setImmediate` uncorks it after the turn's I/O callbacks have run: the turn's
+ * frames leave together in one `writev`. Nothing is reordered or held longer than the rest of the
+ * current turn; the client's own rules are unchanged (it still flushes at once past 32 KiB,
+ * PINGs still flush), and a close uncorks first so nothing written before it is lost.
  *
  * Touches the client's private protocol handler, so it checks the shape it relies on and does
  * nothing (saying why) when the client is not what it expects. Idempotent.
@@ -73,7 +59,7 @@ export function coalesceWrites(connection: NatsConnection): WriteCoalescing {
       uncork();
       socket.cork();
       corked = socket;
-      uncorkAfter(COALESCED_TURNS, uncork);
+      setImmediate(uncork);
     }
     flushPending();
   };
