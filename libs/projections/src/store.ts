@@ -291,18 +291,15 @@ class RedisProjectionStore implements ProjectionStore {
     target: ApplyTarget = 'active',
   ): Promise<BatchApplyResult> {
     const total: BatchApplyResult = { generation: 0, applied: 0, skipped: 0, lastSeq: 0 };
-    let chunk: string[] = [];
-    let bytes = 0;
+    const chunk = new ChunkBuffer(this.batchEvents, this.batchBytes);
     let previousSeq = 0;
     const flush = async () => {
-      if (chunk.length === 0) return;
-      const result = await this.runChunk(def, chunk, target);
+      if (chunk.empty) return;
+      const result = await this.runChunk(def, chunk.take().texts, target);
       total.generation = result.generation;
       total.applied += result.applied;
       total.skipped += result.skipped;
       total.lastSeq = result.lastSeq;
-      chunk = [];
-      bytes = 0;
     };
     for await (const event of events) {
       if (event.seq <= previousSeq) {
@@ -310,9 +307,8 @@ class RedisProjectionStore implements ProjectionStore {
       }
       previousSeq = event.seq;
       const text = eventText(event.seq, this.encodeEvent(def, event));
-      if (chunk.length > 0 && (chunk.length >= this.batchEvents || bytes + text.length > this.batchBytes)) await flush();
-      chunk.push(text);
-      bytes += text.length;
+      if (chunk.full(text)) await flush();
+      chunk.add(event.seq, text);
     }
     await flush();
     // Creating a shadow creates it even without events to apply.
@@ -357,13 +353,7 @@ class RedisProjectionStore implements ProjectionStore {
     }
     const reply = (await applyScript.run(this.redis, [activeKey(base), generationCounterKey(base)], args)) as ScriptReply;
     if (reply[0] === 'lost') throw new ShadowLostError(def.name, Number(reply[1]));
-    if (reply[0] === 'invalid') {
-      const [, seq, opIndex, key, type, op] = reply;
-      throw new ProjectionOpError(
-        `projection ${def.name}: op #${opIndex} (${op}) of seq ${seq} targets "${key}" which holds a ${type}; nothing of the batch was written`,
-        { projection: def.name, seq: Number(seq), opIndex: Number(opIndex), key: String(key), reason: `wrong type ${type}` },
-      );
-    }
+    if (reply[0] === 'invalid') throw wrongTypeError(def.name, reply);
     const [, generation, applied, skipped, lastSeq] = reply;
     return { generation: Number(generation), applied: Number(applied), skipped: Number(skipped), lastSeq: Number(lastSeq) };
   }
@@ -377,28 +367,17 @@ class RedisProjectionStore implements ProjectionStore {
     let expected = expectedLastSeq;
     let generation = 0;
     let applied = 0;
-    let chunk: string[] = [];
-    let lastInChunk = 0;
-    let bytes = 0;
+    const chunk = new ChunkBuffer(this.batchEvents, this.batchBytes);
     let previousSeq = 0;
     const flush = async (): Promise<ConditionalApplyResult | null> => {
-      if (chunk.length === 0) return null;
-      const payload = chunkPayload(chunk);
-      const last = lastInChunk;
-      chunk = [];
-      bytes = 0;
+      if (chunk.empty) return null;
+      const { texts, last } = chunk.take();
       const reply = (await applyScript.run(
         this.redis,
         [activeKey(base), generationCounterKey(base)],
-        [base, 'active', def.version, payload, String(expected)],
+        [base, 'active', def.version, chunkPayload(texts), String(expected)],
       )) as ScriptReply;
-      if (reply[0] === 'invalid') {
-        const [, seq, opIndex, key, type, op] = reply;
-        throw new ProjectionOpError(
-          `projection ${def.name}: op #${opIndex} (${op}) of seq ${seq} targets "${key}" which holds a ${type}; nothing of the batch was written`,
-          { projection: def.name, seq: Number(seq), opIndex: Number(opIndex), key: String(key), reason: `wrong type ${type}` },
-        );
-      }
+      if (reply[0] === 'invalid') throw wrongTypeError(def.name, reply);
       if (reply[0] === 'moved') return { status: 'moved', generation: Number(reply[1]), lastSeq: Number(reply[2]) };
       generation = Number(reply[1]);
       applied += Number(reply[2]);
@@ -420,13 +399,11 @@ class RedisProjectionStore implements ProjectionStore {
         });
       }
       const text = eventText(event.seq, encoded.wire);
-      if (chunk.length > 0 && (chunk.length >= this.batchEvents || bytes + text.length > this.batchBytes)) {
+      if (chunk.full(text)) {
         const moved = await flush();
         if (moved) return moved;
       }
-      chunk.push(text);
-      lastInChunk = event.seq;
-      bytes += text.length;
+      chunk.add(event.seq, text);
     }
     const moved = await flush();
     if (moved) return moved;
@@ -648,4 +625,48 @@ function eventText(seq: number, wire: readonly WireOp[]): string {
  */
 function chunkPayload(texts: readonly string[]): Buffer {
   return Buffer.from(`[${texts.join(',')}]`);
+}
+
+/** The events of one apply-script call being gathered: their texts, bounded in count and bytes. */
+class ChunkBuffer {
+  private texts: string[] = [];
+  private bytes = 0;
+  private last = 0;
+
+  constructor(
+    private readonly maxEvents: number,
+    private readonly maxBytes: number,
+  ) {}
+
+  get empty(): boolean {
+    return this.texts.length === 0;
+  }
+
+  /** True when `text` would take the chunk past its bounds: send what it holds first. */
+  full(text: string): boolean {
+    return this.texts.length > 0 && (this.texts.length >= this.maxEvents || this.bytes + text.length > this.maxBytes);
+  }
+
+  add(seq: number, text: string): void {
+    this.texts.push(text);
+    this.bytes += text.length;
+    this.last = seq;
+  }
+
+  /** What the chunk holds (its texts and last event's seq), leaving it empty. */
+  take(): { texts: string[]; last: number } {
+    const taken = { texts: this.texts, last: this.last };
+    this.texts = [];
+    this.bytes = 0;
+    return taken;
+  }
+}
+
+/** The apply script refused a batch: an op targets a key holding another Redis type. */
+function wrongTypeError(projection: string, reply: ScriptReply): ProjectionOpError {
+  const [, seq, opIndex, key, type, op] = reply;
+  return new ProjectionOpError(
+    `projection ${projection}: op #${opIndex} (${op}) of seq ${seq} targets "${key}" which holds a ${type}; nothing of the batch was written`,
+    { projection, seq: Number(seq), opIndex: Number(opIndex), key: String(key), reason: `wrong type ${type}` },
+  );
 }
