@@ -116,20 +116,22 @@ describe('bulk rebuilds (real Redis)', () => {
 
   it('random op sequences (property): the bulk rebuild leaves what the apply script leaves', async () => {
     const keys = { str: ['s1', 's2'], hash: ['h1', 'h2'], zset: ['z1', 'z2'], set: ['t1'] };
-    const member = fc.constantFrom('a', 'b', 'c', 'd');
+    const member = fc.constantFrom('a', 'b', 'c', 'd', 'é→');
+    // Any Unicode text, not only ASCII: the bulk payload frames strings by their UTF-8 length.
+    const text = (maxLength: number) => fc.string({ maxLength, unit: 'grapheme' });
     const itemId = fc.constantFrom('i1', 'i2', 'i3');
     const word = fc.constantFrom('x', 'y', 'needs_input', 'low');
     const op: fc.Arbitrary<ProjectionOp> = fc.oneof(
-      fc.tuple(fc.constantFrom(...keys.str), fc.string({ maxLength: 4 })).map(([k, v]) => Op.set(k, v)),
+      fc.tuple(fc.constantFrom(...keys.str), text(4)).map(([k, v]) => Op.set(k, v)),
       fc
         .tuple(
           fc.constantFrom(...keys.str),
-          fc.dictionary(fc.constantFrom('b', 'a', 'c'), fc.oneof(fc.integer(), fc.constant(null), fc.string({ maxLength: 3 }))),
+          fc.dictionary(fc.constantFrom('b', 'a', 'c'), fc.oneof(fc.integer(), fc.constant(null), text(3))),
         )
         .map(([k, v]) => Op.jsonSet(k, v)),
       fc.constantFrom(...keys.str, ...keys.hash, ...keys.zset, ...keys.set).map((k) => Op.del(k)),
       fc
-        .tuple(fc.constantFrom(...keys.hash), fc.dictionary(member, fc.oneof(fc.string({ maxLength: 3 }), fc.integer({ min: -5, max: 5 })), { minKeys: 1 }))
+        .tuple(fc.constantFrom(...keys.hash), fc.dictionary(member, fc.oneof(text(3), fc.integer({ min: -5, max: 5 })), { minKeys: 1 }))
         .map(([k, f]) => Op.hset(k, f)),
       fc.tuple(fc.constantFrom(...keys.hash), member).map(([k, f]) => Op.hdel(k, f)),
       fc
@@ -150,7 +152,7 @@ describe('bulk rebuilds (real Redis)', () => {
           why: fc.option(word, { nil: undefined }),
           urgency: fc.integer({ min: -2, max: 4 }),
           at: fc.integer({ min: 0, max: 2e12 }),
-          extra: fc.option(fc.string({ maxLength: 3 }), { nil: undefined }),
+          extra: fc.option(text(3), { nil: undefined }),
         })
         .map((item) => Op.itemUpsert('box', { ...item, project: 'p' })),
       fc

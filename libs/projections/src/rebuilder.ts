@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type Redis from 'ioredis';
 import { toJsonValue, type JsonValue } from './canonical-json';
 import { ProjectionError, RebuildAbortedError, RebuildBehindError, ShadowLostError } from './errors';
-import { GenerationImage, itemDocOf, type BulkCommand, type ItemDoc } from './image';
+import { GenerationImage, itemDocOf, type BulkCode, type BulkCommand, type ItemDoc } from './image';
 import { generationNamespace, rebuildsKey } from './keys';
 import type { ProjectionOp } from './ops';
 import { bulkScript, readHashesScript, touchRebuildScript } from './scripts';
@@ -460,10 +460,8 @@ export async function runRebuild(
               infoValue(shadow),
             ]
           : [shadow.ns, shadow.owner, '', '', '', '', ''];
-      // The payload goes as bytes: a string argument is measured (Buffer.byteLength) and then
-      // encoded again by the socket write, two passes over a megabyte; a Buffer is encoded once.
       const replies = calls.map(
-        (payload, i) => redis.evalsha(bulkScript.sha, 0, ...header(i === calls.length - 1), Buffer.from(payload)) as Promise<[string, number?]>,
+        (payload, i) => redis.evalsha(bulkScript.sha, 0, ...header(i === calls.length - 1), payload) as Promise<[string, number?]>,
       );
       markSent();
       for (const reply of await Promise.all(replies)) {
@@ -475,24 +473,59 @@ export async function runRebuild(
   }
 }
 
-/** The commands as bulk script payloads (JSON arrays), split into calls of bounded size (at least one call). */
-function encodeCalls(commands: readonly BulkCommand[]): string[] {
-  const calls: string[] = [];
-  let current: Array<string[]> = [];
-  let bytes = 0;
-  for (const [code, key, args] of commands) {
+/** A command's code in a bulk payload: its position in `BULK_COMMANDS` (scripts.ts), from 1. */
+const BULK_CODES: Record<BulkCode, number> = { D: 1, S: 2, H: 3, HD: 4, Z: 5, ZR: 6, SA: 7, SR: 8 };
+
+/**
+ * The commands as bulk script payloads (`bulkScript`'s binary framing), split into calls of bounded
+ * size (at least one call). Measured on a rebuild of 43 000 events (1.5 KB of payload each): the
+ * JSON payload this replaced — `JSON.stringify` of the commands, whose values are JSON texts to
+ * escape, then its UTF-8 encoding — took 9 µs per event, the framing 2.
+ */
+function encodeCalls(commands: readonly BulkCommand[]): Buffer[] {
+  const calls: Buffer[] = [];
+  let from = 0;
+  let estimate = 0;
+  for (let i = 0; i < commands.length; i++) {
+    const [, key, args] = commands[i] as BulkCommand;
     let size = key.length + 16;
     for (const arg of args) size += arg.length + 3;
-    if (current.length > 0 && (current.length >= MAX_CALL_COMMANDS || bytes + size > MAX_CALL_BYTES)) {
-      calls.push(JSON.stringify(current));
-      current = [];
-      bytes = 0;
+    if (i > from && (i - from >= MAX_CALL_COMMANDS || estimate + size > MAX_CALL_BYTES)) {
+      calls.push(bulkPayload(commands, from, i));
+      from = i;
+      estimate = 0;
     }
-    current.push([code, key, ...args]);
-    bytes += size;
+    estimate += size;
   }
-  calls.push(JSON.stringify(current));
+  calls.push(bulkPayload(commands, from, commands.length));
   return calls;
+}
+
+/** Commands `from` (included) to `to` (excluded) in `bulkScript`'s framing. */
+function bulkPayload(commands: readonly BulkCommand[], from: number, to: number): Buffer {
+  let size = 0;
+  for (let i = from; i < to; i++) {
+    const [, key, args] = commands[i] as BulkCommand;
+    size += 9 + Buffer.byteLength(key);
+    for (const arg of args) size += 4 + Buffer.byteLength(arg);
+  }
+  const out = Buffer.allocUnsafe(size);
+  let at = 0;
+  for (let i = from; i < to; i++) {
+    const [code, key, args] = commands[i] as BulkCommand;
+    at = out.writeUInt8(BULK_CODES[code], at);
+    at = out.writeUInt32BE(args.length + 1, at);
+    at = writeFramed(out, key, at);
+    for (const arg of args) at = writeFramed(out, arg, at);
+  }
+  return out;
+}
+
+/** `text` as its UTF-8 length (4 bytes, big-endian) and bytes, at `at`; returns where the next string goes. */
+function writeFramed(out: Buffer, text: string, at: number): number {
+  const length = out.write(text, at + 4);
+  out.writeUInt32BE(length, at);
+  return at + 4 + length;
 }
 
 /** Parse the progress hash of one projection (`generation → JSON`). */

@@ -379,16 +379,26 @@ return out
 );
 
 /**
+ * The commands a bulk payload carries, by code (the code is the position here, from 1): what
+ * `image.ts` calls D, S, H, HD, Z, ZR, SA, SR.
+ */
+export const BULK_COMMANDS = ['DEL', 'SET', 'HSET', 'HDEL', 'ZADD', 'ZREM', 'SADD', 'SREM'] as const;
+
+/**
  * Write a rebuild's folded chunk into its shadow generation: plain commands, no per-event work.
  * ARGV: namespace (`<base>:g<gen>:`), owner token, last applied seq to record ('' = leave it),
  * definition version ('' = leave it), progress hash key, field and value ('' = none), then the
- * commands as one JSON array of `[code, relative key, arg...]` — codes D (DEL), S (SET), H (HSET),
- * HD (HDEL), Z (ZADD), ZR (ZREM), SA (SADD), SR (SREM); one JSON argument costs the client far less
- * than thousands of separate ones. Keys are always inside the namespace. Nothing is written, and
- * the reply is {'lost'}, unless the generation's ~meta holds the owner token: once Redis lost the
- * shadow (a flush, a failover) or the number went to another rebuild, a chunk is refused whole,
- * exactly as the apply script refuses an event. The seq and the progress are written last, so a
- * seq in the meta means everything up to it is in the shadow. Returns {'ok', commands run}.
+ * commands as one binary payload, command after command: the command's code (one byte, its
+ * position in {@link BULK_COMMANDS}), how many strings follow (the relative key and the
+ * arguments; 4 bytes, big-endian), then each string as its length in bytes (4 bytes, big-endian)
+ * and its bytes. Nothing in it is escaped or parsed as text: values are JSON texts full of quotes,
+ * and a JSON payload of them cost the client an escape and an encode of every byte and Redis a
+ * decode (`rebuilder.ts` `encodeCalls`). Keys are always inside the namespace. Nothing is
+ * written, and the reply is {'lost'}, unless the generation's ~meta holds the owner token: once
+ * Redis lost the shadow (a flush, a failover) or the number went to another rebuild, a chunk is
+ * refused whole, exactly as the apply script refuses an event. The seq and the progress are
+ * written last, so a seq in the meta means everything up to it is in the shadow. Returns
+ * {'ok', commands run}.
  */
 export const bulkScript = new LuaScript(
   'bulk',
@@ -396,17 +406,26 @@ export const bulkScript = new LuaScript(
 local ns = ARGV[1]
 local meta = ns .. '~meta'
 if redis.call('HGET', meta, 'owner') ~= ARGV[2] then return { 'lost' } end
-local names = { D = 'DEL', S = 'SET', H = 'HSET', HD = 'HDEL', Z = 'ZADD', ZR = 'ZREM', SA = 'SADD', SR = 'SREM' }
-local commands = cjson.decode(ARGV[8])
-for _, c in ipairs(commands) do
-  local name = names[c[1]]
-  if not name then return redis.error_reply('bulk: unknown command code ' .. tostring(c[1])) end
-  if #c == 2 then redis.call(name, ns .. c[2]) else redis.call(name, ns .. c[2], unpack(c, 3)) end
+local names = { ${BULK_COMMANDS.map((name) => `'${name}'`).join(', ')} }
+local payload = ARGV[8]
+local size = #payload
+local pos = 1
+local count = 0
+local code, strings, key
+while pos <= size do
+  code, strings, pos = struct.unpack('>BI4', payload, pos)
+  local name = names[code]
+  if not name then return redis.error_reply('bulk: unknown command code ' .. tostring(code)) end
+  key, pos = struct.unpack('>I4c0', payload, pos)
+  local args = {}
+  for i = 1, strings - 1 do args[i], pos = struct.unpack('>I4c0', payload, pos) end
+  redis.call(name, ns .. key, unpack(args))
+  count = count + 1
 end
 if ARGV[3] ~= '' then redis.call('HSET', meta, 'seq', ARGV[3]) end
 if ARGV[4] ~= '' then redis.call('HSETNX', meta, 'version', ARGV[4]) end
 if ARGV[5] ~= '' then redis.call('HSET', ARGV[5], ARGV[6], ARGV[7]) end
-return { 'ok', #commands }
+return { 'ok', count }
 `,
 );
 
