@@ -124,10 +124,7 @@ describe('bulk rebuilds (real Redis)', () => {
     const op: fc.Arbitrary<ProjectionOp> = fc.oneof(
       fc.tuple(fc.constantFrom(...keys.str), text(4)).map(([k, v]) => Op.set(k, v)),
       fc
-        .tuple(
-          fc.constantFrom(...keys.str),
-          fc.dictionary(fc.constantFrom('b', 'a', 'c'), fc.oneof(fc.integer(), fc.constant(null), text(3))),
-        )
+        .tuple(fc.constantFrom(...keys.str), fc.dictionary(fc.constantFrom('b', 'a', 'c'), fc.oneof(fc.integer(), fc.constant(null), text(3))))
         .map(([k, v]) => Op.jsonSet(k, v)),
       fc.constantFrom(...keys.str, ...keys.hash, ...keys.zset, ...keys.set).map((k) => Op.del(k)),
       fc

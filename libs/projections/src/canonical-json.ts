@@ -226,7 +226,20 @@ export function isExactJson(value: unknown): boolean {
 /** Values frozen all the way down that {@link isExactJson} found exact (weak, as `sortedFrozen`). */
 const exactFrozen = new WeakSet<object>();
 
+/**
+ * The object or array {@link toJsonValue} last found exact and returned as it is. A fold's state
+ * goes through `toJsonValue` twice with nothing in between — in the projection's `step` (`toJson`)
+ * and again in the engine that stores it (rebuild image, live range) — and the second call is
+ * answered here instead of walking the whole state again. Sound under the rule every caller of this
+ * library-internal function follows: a value handed to it is never mutated afterwards (folds and
+ * projections are pure). One reference: keeps at most one state alive.
+ */
+let lastExact: object | null = null;
+
 /** `JSON.parse(JSON.stringify(value))`, skipped when `value` already is exactly that ({@link isExactJson}). */
 export function toJsonValue(value: unknown): JsonValue {
-  return isExactJson(value) ? (value as JsonValue) : (JSON.parse(JSON.stringify(value)) as JsonValue);
+  if (value !== null && value === lastExact) return value as JsonValue;
+  if (!isExactJson(value)) return JSON.parse(JSON.stringify(value)) as JsonValue;
+  if (value !== null && typeof value === 'object') lastExact = value;
+  return value as JsonValue;
 }

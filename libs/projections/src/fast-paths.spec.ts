@@ -86,6 +86,34 @@ describe('rebuild fast paths agree with what they replace', () => {
       expect(isExactJson(inexact)).toBe(false);
   });
 
+  it('toJsonValue answers a second call for the value it last returned as is without walking it again; any other value is walked', () => {
+    // Counts the reads a walk makes (isExactJson reads every member through the proxy).
+    let reads = 0;
+    const counted = <T extends object>(target: T): T =>
+      new Proxy(target, {
+        get(t, key, receiver) {
+          reads++;
+          return Reflect.get(t, key, receiver) as unknown;
+        },
+      });
+    const state = counted({ a: 1, b: ['x', { c: true }] });
+    expect(toJsonValue(state)).toBe(state);
+    const walked = reads;
+    expect(walked).toBeGreaterThan(0);
+    expect(toJsonValue(state)).toBe(state); // what a projection's step returned, stored by the engine
+    expect(reads).toBe(walked);
+    // Another value in between: the first one is walked again (only the last is remembered).
+    expect(toJsonValue({ other: 1 })).toEqual({ other: 1 });
+    expect(toJsonValue(state)).toBe(state);
+    expect(reads).toBe(2 * walked);
+    // An inexact value is never remembered: each call copies it.
+    const inexact = { a: undefined, b: 1 };
+    const first = toJsonValue(inexact);
+    expect(first).toEqual({ b: 1 });
+    expect(first).not.toBe(inexact);
+    expect(toJsonValue(inexact)).not.toBe(inexact);
+  });
+
   it('opError accepts exactly the ops encodeOps accepts, whatever they hold', () => {
     const key = fc.oneof(fc.constantFrom('k', '~meta', '', 'x'.repeat(513)), fc.string({ maxLength: 6 }));
     const index = fc.oneof(fc.string({ maxLength: 4 }), fc.constant('x'.repeat(201)), fc.integer(), fc.constant(undefined));

@@ -460,9 +460,7 @@ export async function runRebuild(
               infoValue(shadow),
             ]
           : [shadow.ns, shadow.owner, '', '', '', '', ''];
-      const replies = calls.map(
-        (payload, i) => redis.evalsha(bulkScript.sha, 0, ...header(i === calls.length - 1), payload) as Promise<[string, number?]>,
-      );
+      const replies = calls.map((payload, i) => redis.evalsha(bulkScript.sha, 0, ...header(i === calls.length - 1), payload) as Promise<[string, number?]>);
       markSent();
       for (const reply of await Promise.all(replies)) {
         if (reply[0] === 'lost') throw new ShadowLostError(shadow.target.name, shadow.generation);
