@@ -195,15 +195,15 @@ describe('the baton command against real NATS and Redis', () => {
     expect(clean.out).toMatch(/handoffs: ok/);
 
     const generation = await store.activeGeneration('handoffs');
-    await redis.client.set(`${prefix}:proj:handoffs:g${generation}:h:demo:h-2`, '{"id":"h-2","status":"tampered"}');
+    await redis.client.set(`${prefix}:proj:handoffs:g${generation}:hs:demo:h-2`, '{"id":"h-2","status":"tampered"}');
     const dirty = await baton('verify');
     expect(dirty.code).toBe(1);
     expect(dirty.out).toMatch(/handoffs: 1 keys differ/);
-    expect(dirty.out).toContain('h:demo:h-2');
+    expect(dirty.out).toContain('hs:demo:h-2');
     expect(dirty.out).toContain('tampered');
     const json = await baton('verify', '--projection', 'handoffs', '--json');
     expect(json.code).toBe(1);
-    expect(JSON.parse(json.out)).toMatchObject({ ok: false, projections: [{ projection: 'handoffs', differences: [{ key: 'h:demo:h-2' }] }] });
+    expect(JSON.parse(json.out)).toMatchObject({ ok: false, projections: [{ projection: 'handoffs', differences: [{ key: 'hs:demo:h-2' }] }] });
 
     // A dry-run replay reports the same difference and changes nothing; the scratch generation is dropped.
     const dry = await baton('replay', '--dry-run', '--projection', 'handoffs');

@@ -142,7 +142,7 @@ describe('SRE commands (real NATS and Redis)', () => {
     const fromSeq = early.seq + 3;
     expect(fromSeq).toBeLessThan(appended.length);
     const active = await store.status({ name: 'handoffs', version: 0 });
-    await redis.client.set(`${prefix}:proj:handoffs:g${active.activeGeneration}:h:${early.id}`, '{"damaged":true}');
+    await redis.client.set(`${prefix}:proj:handoffs:g${active.activeGeneration}:hs:${early.id}`, '{"damaged":true}');
 
     const { code, out, err } = await baton('replay', '--from-seq', String(fromSeq), '--json');
     expect(code).toBe(0);

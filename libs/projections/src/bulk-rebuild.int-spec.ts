@@ -332,14 +332,14 @@ describe('bulk rebuilds (real Redis)', () => {
       expect(await fx.store.compare(build.projection, active, build.generation)).toMatchObject({ differing: 0, differences: [] });
     }
     const generation = await fx.store.activeGeneration('handoffs');
-    await fx.handle.client.set(`${fx.prefix}:handoffs:g${generation}:h:p0:h-1`, '{"tampered":true}');
+    await fx.handle.client.set(`${fx.prefix}:handoffs:g${generation}:hs:p0:h-1`, '{"tampered":true}');
     await fx.handle.client.set(`${fx.prefix}:handoffs:g${generation}:extra`, 'x');
     const handoffs = builds.find((b) => b.projection === 'handoffs')!;
     const compared = await fx.store.compare('handoffs', generation, handoffs.generation);
     expect(compared.differing).toBe(2);
     expect(compared.differences.map((d) => [d.key, d.a !== undefined, d.b !== undefined])).toEqual([
       ['extra', true, false],
-      ['h:p0:h-1', true, true],
+      ['hs:p0:h-1', true, true],
     ]);
     for (const build of builds) await build.drop();
     for (const name of BATON) expect(await fx.store.rebuilds(name)).toEqual([]);

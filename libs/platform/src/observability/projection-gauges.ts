@@ -65,8 +65,8 @@ export async function countOpenHandoffs(store: ProjectionStore): Promise<Record<
   const counts = Object.fromEntries(OPEN_HANDOFF_STATUSES.map((s) => [s, 0])) as Record<(typeof OPEN_HANDOFF_STATUSES)[number], number>;
   const snapshot = await store.snapshot('handoffs');
   for (const [key, value] of Object.entries(snapshot.keys)) {
-    // Only the handoff records (`h:<project>:<id>`), not their states, timelines or indexes.
-    if (!HandoffKeys.isView(key) || value.type !== 'string') continue;
+    // Only the handoffs' folded states (`hs:<project>:<id>`, whose status is the record's), not their timelines or indexes.
+    if (!HandoffKeys.isState(key) || value.type !== 'string') continue;
     let status: unknown;
     try {
       status = (JSON.parse(value.value) as { status?: unknown }).status;

@@ -13,9 +13,10 @@ import { toJson, type FoldingProjection } from './fold';
  * is two handoffs, each with its own record, claim and timeline. The ref is always the last part.
  */
 export const HandoffKeys = {
-  /** The HandoffRecord (JSON). */
-  view: (project: string, id: string) => `h:${projectRef(project, id)}`,
-  /** The folded HandoffState the next event evolves (JSON; `recent_keys` left empty). */
+  /**
+   * The folded HandoffState the next event evolves (JSON; `recent_keys` left empty), from which
+   * the HandoffRecord is rendered when read ({@link handoffRecordOfState}).
+   */
   state: (project: string, id: string) => `hs:${projectRef(project, id)}`,
   /** Sorted set of TimelineEntry JSON scored by stream seq. */
   timeline: (project: string, id: string) => `ht:${projectRef(project, id)}`,
@@ -27,9 +28,20 @@ export const HandoffKeys = {
   byRun: (project: string, workflowRunId: string) => `hr:${projectRef(project, workflowRunId)}`,
   /** The id lookup (members `<id> <project>`): which projects hold a handoff of a given id. */
   ids: ID_LOOKUP_KEY,
-  /** True for the key of a HandoffRecord (`h:<project>:<id>`), whatever the id holds. */
-  isView: (key: string): boolean => key.startsWith('h:'),
+  /** True for the key of a handoff's folded state (`hs:<project>:<id>`), whatever the id holds. */
+  isState: (key: string): boolean => key.startsWith('hs:'),
 } as const;
+
+/**
+ * The HandoffRecord of a handoff as the `handoffs` projection stores it: rendered from its folded
+ * state with the domain's `toHandoffRecord` (what the ledger computes), or null when there is no
+ * handoff. The record is not stored beside the state: both held nearly the same 1–2 KB, and both
+ * were written again on every handoff event.
+ */
+export function handoffRecordOfState(stored: JsonValue | null): HandoffRecord | null {
+  if (stored === null || typeof stored !== 'object' || Array.isArray(stored) || typeof stored['status'] !== 'string') return null;
+  return toHandoffRecord(stored as unknown as HandoffState);
+}
 
 /** One sentence per handoff event for the timeline. */
 export function summarizeHandoffEvent(event: HandoffEvent): string {
@@ -79,15 +91,17 @@ export function summarizeHandoffEvent(event: HandoffEvent): string {
 }
 
 /**
- * The `handoffs` projection: per handoff, its HandoffRecord (the domain's `evolveHandoff` fold
- * turned into a record by `toHandoffRecord`, exactly what the ledger computes) and its timeline;
- * per workflow run, the handoffs it created.
+ * The `handoffs` projection: per handoff, its folded state (the domain's `evolveHandoff` fold,
+ * exactly what the ledger computes; the HandoffRecord is rendered from it when read,
+ * {@link handoffRecordOfState}) and its timeline; per workflow run, the handoffs it created.
  */
 export function handoffsProjection(): FoldingProjection<JsonValue> {
   return {
     name: 'handoffs',
     // 2: keys hold the project as well as the id (`h:<project>:<id>`...), plus the id lookup.
-    version: 2,
+    // 3: the record is rendered from the folded state when read (no `h:` key): one value written
+    //    per handoff event instead of two nearly alike.
+    version: 3,
     handles: (type) => type.startsWith('handoff.'),
     stateKeyOf: (event) => HandoffKeys.state(event.project, event.aggregate.id),
     step(prior, event: SequencedEvent) {
@@ -98,9 +112,7 @@ export function handoffsProjection(): FoldingProjection<JsonValue> {
       const after = evolveHandoff(before, domain);
       const ops: ProjectionOp[] = [timelineOp(HandoffKeys.timeline(project, id), event, summarizeHandoffEvent(domain))];
       if (after === before) return { ops };
-      const record: HandoffRecord | null = toHandoffRecord(after);
-      if (record) ops.push(Op.jsonSet(HandoffKeys.view(project, id), toJson(record)));
-      if (record && before.status === 'absent') ops.push(Op.zadd(HandoffKeys.ids, 0, idLookupMember(project, id)));
+      if (after.status !== 'absent' && before.status === 'absent') ops.push(Op.zadd(HandoffKeys.ids, 0, idLookupMember(project, id)));
       if (domain.type === 'handoff.created' && domain.data.workflow_run_id !== undefined) {
         // The run lives in the delegator's project (`source_project` on a cross-project handoff).
         const runProject = domain.data.source_project ?? project;

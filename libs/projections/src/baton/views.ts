@@ -5,7 +5,7 @@ import type { ItemFilters, ItemPage } from '../items';
 import type { ItemOrder } from '../ops';
 import type { ProjectionStore } from '../store';
 import type { TimelineEntry } from './common';
-import { HandoffKeys } from './handoffs';
+import { HandoffKeys, handoffRecordOfState } from './handoffs';
 import { INBOX_STORE, type InboxItem } from './inbox';
 import { idLookupRange, parseProjectRef, projectsOfLookup, type ProjectRef } from './refs';
 import { RunKeys, runViewOfState, type RunView } from './runs';
@@ -137,7 +137,7 @@ export function createBatonViews(store: ProjectionStore): BatonViews {
       return item ? toRecord(item) : null;
     },
     async handoff(project, id) {
-      const record = await handoffs.getJson<HandoffRecord>(HandoffKeys.view(project, id));
+      const record = handoffRecordOfState(await handoffs.getJson<JsonValue>(HandoffKeys.state(project, id)));
       if (!record) return null;
       return { handoff: record, timeline: await timeline(handoffs, HandoffKeys.timeline(project, id)) };
     },
