@@ -418,11 +418,12 @@ export function runsProjection(): FoldingProjection<JsonValue> {
       }
       if (after.status === 'none') return { state: toJson(after), ops: [timeline] };
       const priorRoutes = ((prior as Record<string, unknown> | null)?.[ROUTES_KEY] ?? []) as RunRoute[];
-      // Routes never change once recorded: frozen, each is serialised once for every later state
-      // of the run (up to a hundred of them, written on every run event), not once per write
-      // (canonicalJsonChecked keeps the sorted copies of frozen values).
-      for (const route of priorRoutes) freezeJson(route);
-      const routes = appendRoute(priorRoutes, freezeJson(routeOf(domain, event, before, after)));
+      // Routes never change once recorded: the list is frozen with its routes, so it is checked and
+      // serialised once for every later state of the run that holds it (up to a hundred routes,
+      // written on every run event), not once per write (isExactJson and canonicalJsonChecked
+      // remember frozen values), and an event that records no route keeps the very same list.
+      const route = routeOf(domain, event, before, after);
+      const routes = route === null && Object.isFrozen(priorRoutes) ? priorRoutes : freezeJson(appendRoute(priorRoutes, freezeJson(route)));
       // processedIds only serve the router's idempotency: the projection never decides.
       const state = { ...after, processedIds: [], [ROUTES_KEY]: routes, [LAST_EVENT_KEY]: { seq: event.seq, at: event.occurredAt } };
       const ops = [timeline];
