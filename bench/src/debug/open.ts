@@ -1,6 +1,7 @@
 // Diagnosis tool (not part of `npm run bench`): create N open handoffs and print each service's
 // resident memory and each consumer's backlog every 5 s.
 //   N=100000 node dist/bench/src/debug/open.js
+import { consumerInfos } from '@baton/eventstore';
 import { waitQuiet } from '@baton/testing';
 import { createOpenHandoffs } from '../open-handoffs';
 import { rssMb } from '../platform';
@@ -12,7 +13,7 @@ void withDebugPlatform(async ({ nats, prefix, services }) => {
     void (async () => {
       const pend: Record<string, number> = {};
       for (const stream of [`${prefix.toUpperCase()}_EVENTS`, `${prefix.toUpperCase()}_INBOX`])
-        for await (const c of nats.jsm.consumers.list(stream)) if (c.config.durable_name) pend[c.config.durable_name] = c.num_pending + c.num_ack_pending;
+        for await (const c of consumerInfos(nats.jsm, stream)) if (c.config.durable_name) pend[c.config.durable_name] = c.num_pending + c.num_ack_pending;
       console.log(JSON.stringify(Object.fromEntries(services.map((s) => [s.name, rssMb(s.child.pid)]))), JSON.stringify(pend));
     })();
   }, 5000);

@@ -3,6 +3,7 @@ import { waitFor } from '@baton/wait';
 import type { NatsHandle } from './connection';
 import { headersFrom } from './connection';
 import {
+  consumerInfos,
   isKvRevisionConflict,
   newUniqueId,
   openKvBucket,
@@ -142,6 +143,34 @@ describe('the message edge helpers (real NATS)', () => {
       expect(await read(orderedConsumerOptions({ from: 'all' }, `${prefix}.edge.even`))).toEqual(['2', '4']);
       expect(await read(orderedConsumerOptions({ from: 'time', time: new Date(Date.now() + 60_000) }))).toEqual([]);
       expect(orderedConsumerOptions({ from: 'new' })).toMatchObject({ deliver_policy: 'new' });
+    } finally {
+      await nats.jsm.streams.delete(stream).catch(() => undefined);
+    }
+  });
+
+  it('consumerInfos lists every consumer with its state while others are being created and deleted', async () => {
+    const stream = `${prefix.toUpperCase()}_LIST`;
+    await nats.jsm.streams.add({ name: stream, subjects: [`${prefix}.list.>`] });
+    try {
+      await nats.jsm.consumers.add(stream, { durable_name: 'keeper', ack_policy: 'explicit' as never });
+      for (let round = 0; round < 3; round++) {
+        const names = await Promise.all(
+          Array.from({ length: 40 }, async (_, i) => (await nats.jsm.consumers.add(stream, { name: `gone_${round}_${i}`, ack_policy: 'none' as never })).name),
+        );
+        // Deleted while the list is walked (what range readers do under load).
+        const deleting = Promise.all(names.map((name) => nats.jsm.consumers.delete(stream, name)));
+        const listed: string[] = [];
+        for await (const info of consumerInfos(nats.jsm, stream)) {
+          expect(info).not.toBeNull();
+          expect(typeof info.num_pending).toBe('number');
+          listed.push(info.name);
+        }
+        expect(listed).toContain('keeper');
+        await deleting;
+      }
+      const quiet: string[] = [];
+      for await (const info of consumerInfos(nats.jsm, stream)) quiet.push(info.name);
+      expect(quiet).toEqual(['keeper']);
     } finally {
       await nats.jsm.streams.delete(stream).catch(() => undefined);
     }

@@ -1,6 +1,7 @@
 import {
   DeliverPolicy,
   nuid,
+  type ConsumerInfo,
   type JetStreamClient,
   type JetStreamManager,
   type KV,
@@ -31,6 +32,19 @@ export type NatsHeaders = MsgHdrs;
 /** A unique, URL-safe id (the client's NUID: 22 characters, no coordination needed). */
 export function newUniqueId(): string {
   return nuid.next();
+}
+
+/**
+ * The consumers of `stream`, each with its state. The list the client yields can hold a null
+ * entry, whatever its types say: the bench's `waitQuiet` failed on one (`info.config` of null)
+ * while range readers were being created and deleted under load — most likely a consumer gone
+ * between the server listing it and reading its state. Null entries are left out instead of
+ * failing whoever walks the list.
+ */
+export async function* consumerInfos(jsm: Pick<JetStreamManager, 'consumers'>, stream: string): AsyncGenerator<ConsumerInfo> {
+  for await (const info of jsm.consumers.list(stream)) {
+    if ((info as ConsumerInfo | null) !== null) yield info;
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -138,7 +138,7 @@ export {
 export type { HeaderRecord } from './trace-context';
 export { instrumentNats } from './instrument-nats';
 export type { InstrumentNatsOptions, JetStreamPublished } from './instrument-nats';
-export { newUniqueId, subscribeCore, watchEvents, openKvBucket, isKvRevisionConflict, orderedConsumerOptions } from './edge';
+export { newUniqueId, subscribeCore, watchEvents, openKvBucket, isKvRevisionConflict, orderedConsumerOptions, consumerInfos } from './edge';
 export type {
   NatsJetStream,
   NatsJetStreamManager,

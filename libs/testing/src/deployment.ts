@@ -1,4 +1,4 @@
-import { batonStreamNames, type NatsHandle } from '@baton/eventstore';
+import { batonStreamNames, consumerInfos, type NatsHandle } from '@baton/eventstore';
 
 /**
  * A deployment's streams and keys as a test, the bench or the demo sees them from outside: wait until
@@ -24,7 +24,7 @@ export async function waitQuiet(nats: NatsHandle, prefix: string, timeoutMs: num
   while (Date.now() < deadline) {
     let busy = false;
     for (const stream of [names.events, names.inbox]) {
-      for await (const info of nats.jsm.consumers.list(stream)) {
+      for await (const info of consumerInfos(nats.jsm, stream)) {
         if (!info.config.durable_name) continue;
         if (options.durables && !options.durables.includes(info.config.durable_name)) continue;
         if (info.num_pending > 0 || info.num_ack_pending > 0) busy = true;

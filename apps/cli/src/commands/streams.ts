@@ -1,4 +1,4 @@
-import { batonStreamNames } from '@baton/eventstore';
+import { batonStreamNames, consumerInfos } from '@baton/eventstore';
 import type { Command } from '../command';
 import { flag, parseCommandArgs } from '../command';
 import { CliError, ExitCode } from '../errors';
@@ -84,7 +84,7 @@ Options:
         throw new CliError(`cannot read stream ${stream}: ${(error as Error).message} (is BATON_PREFIX=${prefix} right?)`, { cause: error });
       }
       const consumers: ConsumerHealth[] = [];
-      for await (const consumer of nats.jsm.consumers.list(stream)) {
+      for await (const consumer of consumerInfos(nats.jsm, stream)) {
         consumers.push({
           name: consumer.name,
           durable: Boolean(consumer.config.durable_name),
