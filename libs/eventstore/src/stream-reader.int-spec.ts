@@ -42,6 +42,17 @@ describe('stream reader (real NATS)', () => {
       12, 14, 16, 18, 20, 22, 24, 26, 28, 30,
     ]);
     expect(await seqsOf(reader.range({ fromSeq: 1300 }))).toEqual([]);
+    // Pulls are asked for ahead (half-way through the previous one): odd sizes, a bound that ends
+    // inside a pull, and a caller that stops early still get exactly their messages, in order.
+    expect(await seqsOf(reader.range({ fromSeq: 5, batch: 7 }))).toEqual(Array.from({ length: 1196 }, (_, i) => i + 5));
+    expect(await seqsOf(reader.range({ fromSeq: 1, toSeq: 533, batch: 100 }))).toEqual(Array.from({ length: 533 }, (_, i) => i + 1));
+    expect(await seqsOf(reader.range({ fromSeq: 1, batch: 1 }))).toHaveLength(1200);
+    const early: number[] = [];
+    for await (const msg of reader.range({ fromSeq: 1, batch: 100 })) {
+      early.push(msg.seq);
+      if (early.length === 150) break;
+    }
+    expect(early).toEqual(Array.from({ length: 150 }, (_, i) => i + 1));
     const consumers: string[] = [];
     for await (const consumer of nats.jsm.consumers.list(stream)) consumers.push(consumer.name);
     expect(consumers).toEqual([]);
