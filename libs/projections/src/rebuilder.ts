@@ -2,10 +2,10 @@ import { randomUUID } from 'node:crypto';
 import type Redis from 'ioredis';
 import { toJsonValue, type JsonValue } from './canonical-json';
 import { ProjectionError, RebuildAbortedError, RebuildBehindError, ShadowLostError } from './errors';
-import { GenerationImage, itemDocOf, type BulkCode, type BulkCommand, type ItemDoc } from './image';
+import { GenerationImage, itemDocOf, type BulkCommand, type ItemDoc } from './image';
 import { generationNamespace, rebuildsKey } from './keys';
 import type { ProjectionOp } from './ops';
-import { bulkScript, readHashesScript, touchRebuildScript } from './scripts';
+import { BULK_CODES, bulkScript, readHashesScript, touchRebuildScript } from './scripts';
 import type { CleanupResult, RebuildResult, ReplaySource, SequencedEvent, SwapResult } from './store';
 
 /**
@@ -470,9 +470,6 @@ export async function runRebuild(
     }
   }
 }
-
-/** A command's code in a bulk payload: its position in `BULK_COMMANDS` (scripts.ts), from 1. */
-const BULK_CODES: Record<BulkCode, number> = { D: 1, S: 2, H: 3, HD: 4, Z: 5, ZR: 6, SA: 7, SR: 8 };
 
 /**
  * The commands as bulk script payloads (`bulkScript`'s binary framing), split into calls of bounded

@@ -1,3 +1,4 @@
+import type { BulkCode } from './image';
 import { LuaScript } from './lua';
 
 /**
@@ -378,18 +379,18 @@ return out
 `,
 );
 
-/**
- * The commands a bulk payload carries, by code (the code is the position here, from 1): what
- * `image.ts` calls D, S, H, HD, Z, ZR, SA, SR.
- */
-export const BULK_COMMANDS = ['DEL', 'SET', 'HSET', 'HDEL', 'ZADD', 'ZREM', 'SADD', 'SREM'] as const;
+/** The Redis command of each bulk command code (`image.ts`), in the order the bulk script numbers them. */
+const BULK_COMMANDS: Readonly<Record<BulkCode, string>> = { D: 'DEL', S: 'SET', H: 'HSET', HD: 'HDEL', Z: 'ZADD', ZR: 'ZREM', SA: 'SADD', SR: 'SREM' };
+
+/** A command's byte in a bulk payload: its position in {@link BULK_COMMANDS}, from 1 (the script's `names` table). */
+export const BULK_CODES = Object.fromEntries(Object.keys(BULK_COMMANDS).map((code, i) => [code, i + 1])) as Readonly<Record<BulkCode, number>>;
 
 /**
  * Write a rebuild's folded chunk into its shadow generation: plain commands, no per-event work.
  * ARGV: namespace (`<base>:g<gen>:`), owner token, last applied seq to record ('' = leave it),
  * definition version ('' = leave it), progress hash key, field and value ('' = none), then the
- * commands as one binary payload, command after command: the command's code (one byte, its
- * position in {@link BULK_COMMANDS}), how many strings follow (the relative key and the
+ * commands as one binary payload, command after command: the command's code (one byte,
+ * {@link BULK_CODES}), how many strings follow (the relative key and the
  * arguments; 4 bytes, big-endian), then each string as its length in bytes (4 bytes, big-endian)
  * and its bytes. Nothing in it is escaped or parsed as text: values are JSON texts full of quotes,
  * and a JSON payload of them cost the client an escape and an encode of every byte and Redis a
@@ -406,7 +407,9 @@ export const bulkScript = new LuaScript(
 local ns = ARGV[1]
 local meta = ns .. '~meta'
 if redis.call('HGET', meta, 'owner') ~= ARGV[2] then return { 'lost' } end
-local names = { ${BULK_COMMANDS.map((name) => `'${name}'`).join(', ')} }
+local names = { ${Object.values(BULK_COMMANDS)
+    .map((name) => `'${name}'`)
+    .join(', ')} }
 local payload = ARGV[8]
 local size = #payload
 local pos = 1
