@@ -122,6 +122,26 @@ describe("claim rule (issue 11): a result is accepted only under the current cla
       .then([]);
   });
 
+  it('given a result whose append a crash cut short (recorded, not routed) and the handoff it completed, when it is decided again on the state before it, then the same events come out', () => {
+    const claimed = resultFor({ handoff_id: ENTRY_HANDOFF, claim_id: CLAIM, decision: { dispatch: { status: 'advance' } } }, claimedBy('issue'));
+    const first = given(runDecider, started())
+      .when(claimed)
+      .thenMatch([{ type: 'run.result_recorded' }, { type: 'run.routed' }]);
+    // By then the dispatch reactor has had `run.result_recorded` and the ledger completed the handoff from this result.
+    const closed: HandoffClaimView = { ...claimedBy('issue'), status: 'completed', completed_by_result: 'r1' };
+    given(runDecider, started())
+      .when(resultFor({ handoff_id: ENTRY_HANDOFF, claim_id: CLAIM, decision: { dispatch: { status: 'advance' } } }, closed))
+      .then(first);
+    // Completed by another result, or under another claim: still refused.
+    const byOther: HandoffClaimView = { ...closed, completed_by_result: 'r-other' };
+    expect(checkResultClaim(ENTRY_HANDOFF, { result_id: 'r1', agent: 'issue', handoff_id: ENTRY_HANDOFF, claim_id: CLAIM }, byOther)?.code).toBe(
+      ResultClaimCode.handoffNotClaimed,
+    );
+    expect(checkResultClaim(ENTRY_HANDOFF, { result_id: 'r1', agent: 'issue', handoff_id: ENTRY_HANDOFF, claim_id: 'claim-0' }, closed)?.code).toBe(
+      ResultClaimCode.claimMismatch,
+    );
+  });
+
   it("the refusal is recorded on the run as run.result_rejected with its code (the router's refusal path), never as a stop", () => {
     const refused = given(runDecider, started()).when(resultFor(forged, null)).thenFails('claim_required');
     given(runDecider, started())
@@ -216,6 +236,13 @@ describe('checkResultClaim and handoffClaimView', () => {
     expect(handoffClaimView('h-1', claimed)).toEqual({ handoff_id: 'h-1', status: 'claimed', claim: { claim_id: 'c-1', claimed_by: 'coder' } });
     const pending = { status: 'pending', id: 'h-1' } as unknown as HandoffState;
     expect(handoffClaimView('h-1', pending)).toEqual({ handoff_id: 'h-1', status: 'pending', claim: null });
+    const completed = { status: 'completed', id: 'h-1', claim: { claim_id: 'c-1', claimed_by: 'coder' }, result_id: 'r-9' } as unknown as HandoffState;
+    expect(handoffClaimView('h-1', completed)).toEqual({
+      handoff_id: 'h-1',
+      status: 'completed',
+      claim: { claim_id: 'c-1', claimed_by: 'coder' },
+      completed_by_result: 'r-9',
+    });
   });
 
   it('codes are stable', () => {

@@ -8,8 +8,10 @@ import type { HandoffState } from '../handoff/state';
 export interface HandoffClaimView {
   handoff_id: string;
   status: HandoffState['status'];
-  /** The current claim: set while the handoff is `claimed` (and on a `returned` one). */
+  /** The current claim: set while the handoff is `claimed` (and on a `returned` one; on a completed one, the claim that did the work). */
   claim: { claim_id: string; claimed_by: string } | null;
+  /** The result that completed the handoff (`handoff.completed_by_result`), when one did. */
+  completed_by_result?: string;
 }
 
 /** The view of a folded handoff (see {@link HandoffClaimView}); `handoffId` names it when it is absent. */
@@ -19,6 +21,7 @@ export function handoffClaimView(handoffId: string, state: HandoffState): Handof
     handoff_id: state.id,
     status: state.status,
     claim: state.claim !== undefined ? { claim_id: state.claim.claim_id, claimed_by: state.claim.claimed_by } : null,
+    ...(state.status === 'completed' && state.result_id !== undefined ? { completed_by_result: state.result_id } : {}),
   };
 }
 
@@ -60,7 +63,9 @@ export interface ResultClaimRefusal {
  * - Otherwise the result must name that handoff (`handoff_id`, else `claim_required`; another one is
  *   `stale_handoff`) and a claim (`claim_id`, else `claim_required`); the handoff must be claimed
  *   now (`handoff_not_claimed`: absent, pending again after a requeue, released, completed...) and
- *   its current claim must be that `claim_id`, held by the result's agent (`claim_mismatch`).
+ *   its current claim must be that `claim_id`, held by the result's agent (`claim_mismatch`). A
+ *   handoff completed by this very result (`completed_by_result`) is judged under the claim that
+ *   completed it: that is the same result decided again (a crash-cut command being completed).
  *
  * `handoff` is what the router read of the handoff the result names (undefined or null when it
  * read nothing): a rule that cannot see the claim refuses. Returns null when the result may be
@@ -89,7 +94,19 @@ export function checkResultClaim(current: string | null, result: ClaimedResult, 
       message: `result ${result.result_id} names no claim_id: a result for handoff ${current} is accepted only under its current claim`,
     };
   }
-  if (handoff === null || handoff === undefined || handoff.handoff_id !== current || handoff.status !== 'claimed' || handoff.claim === null) {
+  // The handoff was closed by this very result: the router recorded it under its claim, and the
+  // ledger completed the handoff from it. Deciding the result again is how the event store
+  // completes a command whose multi-event append a crash cut short (`run.result_recorded` stored,
+  // `run.routed` not) — by then the dispatch reactor has completed the handoff — so it is judged
+  // under the claim that did the work, as it was the first time.
+  const closedByThis = handoff?.handoff_id === current && handoff.status === 'completed' && handoff.completed_by_result === result.result_id;
+  if (
+    handoff === null ||
+    handoff === undefined ||
+    handoff.handoff_id !== current ||
+    (handoff.status !== 'claimed' && !closedByThis) ||
+    handoff.claim === null
+  ) {
     const status = handoff !== null && handoff !== undefined && handoff.handoff_id === current ? handoff.status : 'unknown';
     return {
       code: ResultClaimCode.handoffNotClaimed,
