@@ -32,6 +32,8 @@ export type {
   DomainEventLike,
   EventStore,
   EventStoreStats,
+  ResumedCommand,
+  ResumedCommandOutcome,
   FoldLike,
   HandleCommandOptions,
   HandleCommandResult,

@@ -3,7 +3,7 @@ import { EventRegistry, type EventEnvelope } from '@baton/contracts';
 import type { NatsHandle } from './connection';
 import { ConcurrencyConflict, EventValidationError } from './errors';
 import { SCHEMA_HEADER, schemaFingerprint } from './schema-fingerprint';
-import { JetStreamEventStore, type AggregateRef } from './store';
+import { JetStreamEventStore, type AggregateRef, type ResumedCommand } from './store';
 import { batonStreamNames } from './topology';
 import { connectTest, counterDecider, counterRegistry, deleteTopology, meta, provisionTopology, randomPrefix, type CounterCommand } from './int/support';
 
@@ -25,8 +25,15 @@ describe('JetStreamEventStore (real NATS)', () => {
     await b.close();
   });
 
-  const storeOn = (handle: NatsHandle, opts: { cacheSize?: number; registry?: EventRegistry } = {}) =>
-    new JetStreamEventStore({ js: handle.js, jsm: handle.jsm, prefix, registry: opts.registry ?? counterRegistry(), cacheSize: opts.cacheSize });
+  const storeOn = (handle: NatsHandle, opts: { cacheSize?: number; registry?: EventRegistry; onResumedCommand?: (resumed: ResumedCommand) => void } = {}) =>
+    new JetStreamEventStore({
+      js: handle.js,
+      jsm: handle.jsm,
+      prefix,
+      registry: opts.registry ?? counterRegistry(),
+      cacheSize: opts.cacheSize,
+      ...(opts.onResumedCommand ? { onResumedCommand: opts.onResumedCommand } : {}),
+    });
 
   const ref = (id = 'agg-1'): AggregateRef => ({ project: 'proj', kind: 'handoff', id });
 
@@ -237,7 +244,8 @@ describe('JetStreamEventStore (real NATS)', () => {
   });
 
   it('a command whose multi-event append was cut short is completed by its retry, not lost', async () => {
-    const store = storeOn(a, { cacheSize: 10 });
+    const resumed: ResumedCommand[] = [];
+    const store = storeOn(a, { cacheSize: 10, onResumedCommand: (r) => resumed.push(r) });
     // A decider that records every addition as two events (the added amount, then a double-check).
     const twoStep = {
       ...counterDecider,
@@ -262,6 +270,72 @@ describe('JetStreamEventStore (real NATS)', () => {
     // A further retry finds the command complete and writes nothing.
     await store.handleCommand(ref(), twoStep, { type: 'add', n: 5 }, { ...meta(), commandId: 'cmd-9' });
     expect((await store.read(ref())).events).toHaveLength(2);
+    // Both retries were reported, with what became of them.
+    expect(resumed.map(({ outcome, stored, appended, firstEventId }) => ({ outcome, stored, appended, firstEventId }))).toEqual([
+      { outcome: 'completed', stored: 1, appended: 1, firstEventId: 'cmd-9:0' },
+      { outcome: 'already_complete', stored: 2, appended: 0, firstEventId: 'cmd-9:0' },
+    ]);
+    expect(store.stats().resumed).toEqual({ already_complete: 1, completed: 1, refused: 0, diverged: 0 });
+  });
+
+  describe('a cut-short command whose second decision does not continue the stored events', () => {
+    // The writer crashed after storing the first of a command's two events.
+    const cutShort = () => store().append(ref(), [{ ...envelope('cmd-11:0', 5, 5, 1) }], { expectedVersion: 0 });
+    let resumed: ResumedCommand[];
+    let current: JetStreamEventStore;
+    const store = () => current;
+    beforeEach(() => {
+      resumed = [];
+      current = storeOn(a, { cacheSize: 10, onResumedCommand: (r) => resumed.push(r) });
+    });
+
+    it('refused: the stored event stands, nothing is appended, and the refusal is reported', async () => {
+      await cutShort();
+      const refusing = {
+        ...counterDecider,
+        decide: () => ({ ok: false as const, error: { code: 'closed', kind: 'wrong_state', message: 'closed meanwhile' } }),
+      };
+      const retry = await store().handleCommand(ref(), refusing, { type: 'add', n: 5 }, { ...meta(), commandId: 'cmd-11' });
+      expect(retry.ok && retry.events.map((e) => e.id)).toEqual(['cmd-11:0']);
+      expect((await store().read(ref())).events.map((e) => e.id)).toEqual(['cmd-11:0']);
+      expect(resumed).toEqual([
+        expect.objectContaining({
+          outcome: 'refused',
+          stored: 1,
+          appended: 0,
+          storedTypes: ['counter.added'],
+          decidedTypes: [],
+          error: expect.objectContaining({ code: 'closed' }),
+        }),
+      ]);
+      expect(store().stats().resumed.refused).toBe(1);
+    });
+
+    it('diverged: a decision of other events appends none of them, and is reported with both lists', async () => {
+      await cutShort();
+      const otherwise = {
+        ...counterDecider,
+        decide: () => ({
+          ok: true as const,
+          events: [
+            { type: 'counter.reset' as never, data: { n: 0, total: 0, version: 1 } },
+            { type: 'counter.added' as const, data: { n: 5, total: 5, version: 2 } },
+          ],
+        }),
+      };
+      const retry = await store().handleCommand(ref(), otherwise, { type: 'add', n: 5 }, { ...meta(), commandId: 'cmd-11' });
+      expect(retry.ok && retry.events.map((e) => e.id)).toEqual(['cmd-11:0']);
+      expect((await store().read(ref())).events.map((e) => e.id)).toEqual(['cmd-11:0']);
+      expect(resumed).toEqual([
+        expect.objectContaining({
+          outcome: 'diverged',
+          stored: 1,
+          appended: 0,
+          storedTypes: ['counter.added'],
+          decidedTypes: ['counter.reset', 'counter.added'],
+        }),
+      ]);
+    });
   });
 
   it('a refusal decided on a cached fold is checked against the stream: the newer events of another writer are read and the command decided again', async () => {

@@ -97,6 +97,37 @@ export interface EventStoreStats {
   stateWaits: number;
   /** Delivered events folded onto the cache by {@link EventStore.observe}. */
   observed: number;
+  /** Commands found with their first events already stored (a retry after a crash or a lost reply), by outcome. */
+  resumed: Record<ResumedCommandOutcome, number>;
+}
+
+/**
+ * What became of a command found with its first events already at the aggregate's tail (a retry
+ * after a crash between two appends, or after a reply that never arrived):
+ * - `already_complete`: every event it decides was stored; nothing appended (the usual retry);
+ * - `completed`: the events a crash cut short were appended;
+ * - `refused`: deciding again on the state before its events refused it, so the rest was not
+ *   appended — the stored events stand, and the command's remaining effect is lost;
+ * - `diverged`: deciding again gave other events than the ones stored (a decider that is not
+ *   deterministic on its command and state); nothing appended.
+ * The last two mean a decider broke the store's contract: services log them as errors.
+ */
+export type ResumedCommandOutcome = 'already_complete' | 'completed' | 'refused' | 'diverged';
+
+export interface ResumedCommand {
+  /** The aggregate's subject. */
+  subject: string;
+  /** The command's first event id (`<commandId>:0`, or the caller's own). */
+  firstEventId: string;
+  outcome: ResumedCommandOutcome;
+  /** Events of the command found stored, and appended now. */
+  stored: number;
+  appended: number;
+  /** The stored events' types, and the types deciding again gave (same order). */
+  storedTypes: string[];
+  decidedTypes: string[];
+  /** The refusal, when `refused`. */
+  error?: unknown;
 }
 
 /** Envelope fields the writer supplies for the events a command produces. */
@@ -231,6 +262,8 @@ export interface JetStreamEventStoreOptions {
    * one round trip each) instead of opening an ephemeral consumer (default 8; 0 always opens one).
    */
   smallReadEvents?: number;
+  /** Told of every command found with its first events already stored, and what became of it. */
+  onResumedCommand?: (resumed: ResumedCommand) => void;
 }
 
 /** One of the aggregate's events as the cache keeps it. */
@@ -328,7 +361,15 @@ export class JetStreamEventStore implements EventStore {
   private readonly smallReadEvents: number;
   private readonly cache: LruCache<string, FoldEntry> | null;
   private readonly history: number;
-  private readonly counters: EventStoreStats = { readRoundTrips: 0, stateHits: 0, stateReads: 0, stateWaits: 0, observed: 0 };
+  private readonly counters: EventStoreStats = {
+    readRoundTrips: 0,
+    stateHits: 0,
+    stateReads: 0,
+    stateWaits: 0,
+    observed: 0,
+    resumed: { already_complete: 0, completed: 0, refused: 0, diverged: 0 },
+  };
+  private readonly onResumedCommand: ((resumed: ResumedCommand) => void) | undefined;
   /** Per aggregate subject, the command of this process appending to it now (settles, never rejects). */
   private readonly writing = new Map<string, Promise<void>>();
 
@@ -343,11 +384,12 @@ export class JetStreamEventStore implements EventStore {
     this.smallReadEvents = Math.max(0, opts.smallReadEvents ?? 8);
     this.cache = opts.cacheSize && opts.cacheSize > 0 ? new LruCache(opts.cacheSize) : null;
     this.history = Math.max(0, opts.cacheHistory ?? 16);
+    this.onResumedCommand = opts.onResumedCommand;
   }
 
   /** What this store has read so far (counters only grow). */
   stats(): EventStoreStats {
-    return { ...this.counters };
+    return { ...this.counters, resumed: { ...this.counters.resumed } };
   }
 
   subjectOf(ref: AggregateRef): string {
@@ -650,7 +692,12 @@ export class JetStreamEventStore implements EventStore {
     const before = full.events.slice(0, start).reduce((s, e) => decider.evolve(s, toEvent(e)), decider.initialState());
     const stored = full.events.slice(start);
     const decision = decider.decide(command, before);
-    const missing = decision.ok ? decision.events.slice(stored.length) : [];
+    const storedTypes = stored.map((e) => e.type);
+    const decidedTypes = decision.ok ? decision.events.map((e) => e.type) : [];
+    // The stored events stand whatever deciding again says: they are facts others may have acted
+    // on. Only a decision that agrees with them is continued.
+    const agrees = decision.ok && storedTypes.every((type, i) => decidedTypes[i] === type);
+    const missing = decision.ok && agrees ? decision.events.slice(stored.length) : [];
     let events: StoredEvent[] = stored;
     let lastSeq = full.lastSeq;
     if (missing.length > 0) {
@@ -662,6 +709,21 @@ export class JetStreamEventStore implements EventStore {
     const all = [...full.events.slice(0, start), ...events];
     const entry = this.extend(this.emptyEntry(decider), all.map(cachedEvent), lastSeq);
     this.cache?.set(key, entry);
+    // Not a clean tail after all (the command's ids are there, but not as the tail's run): it was
+    // decided afresh, and a refusal is the command's answer.
+    if (stored.length === 0 && !decision.ok) return { ok: false, error: decision.error, state: entry.state as State, lastSeq };
+    const outcome: ResumedCommandOutcome = !decision.ok ? 'refused' : !agrees ? 'diverged' : missing.length > 0 ? 'completed' : 'already_complete';
+    this.counters.resumed[outcome]++;
+    this.onResumedCommand?.({
+      subject: key,
+      firstEventId: stored[0]?.id ?? this.eventIdOf(meta, 0) ?? '',
+      outcome,
+      stored: stored.length,
+      appended: missing.length,
+      storedTypes,
+      decidedTypes,
+      ...(decision.ok ? {} : { error: decision.error }),
+    });
     return { ok: true, events, state: entry.state as State, lastSeq };
   }
 

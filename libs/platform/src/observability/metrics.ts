@@ -21,6 +21,7 @@ export const MetricName = {
   consumerRedelivered: 'baton_consumer_redelivered_messages',
   consumerWaiting: 'baton_consumer_waiting_pulls',
   deadLetters: 'baton_dead_letters_total',
+  commandsResumed: 'baton_commands_resumed_total',
   openHandoffs: 'baton_open_handoffs',
   inboxOpenItems: 'baton_inbox_open_items',
   httpDuration: 'baton_http_request_duration_seconds',
@@ -48,6 +49,7 @@ export class BatonMetrics {
   readonly consumerRedelivered: Gauge<'stream' | 'consumer'>;
   readonly consumerWaiting: Gauge<'stream' | 'consumer'>;
   readonly deadLetters: Counter<'source' | 'reason'>;
+  readonly commandsResumed: Counter<'outcome'>;
   readonly httpDuration: Histogram<'method' | 'route' | 'status_code'>;
 
   constructor(readonly options: BatonMetricsOptions) {
@@ -81,6 +83,12 @@ export class BatonMetrics {
       name: MetricName.deadLetters,
       help: 'Dead letters this service published to <prefix>.dlq.<source>, by source and reason (duplicates not counted).',
       labelNames: ['source', 'reason'],
+      registers,
+    });
+    this.commandsResumed = new Counter({
+      name: MetricName.commandsResumed,
+      help: 'Commands found with their first events already stored (a retry), by outcome: already_complete, completed (a crash had cut it short), refused or diverged (left incomplete: alert on these).',
+      labelNames: ['outcome'],
       registers,
     });
     this.httpDuration = new Histogram({

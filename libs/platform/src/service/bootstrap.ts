@@ -76,6 +76,7 @@ export async function runService(opts: RunServiceOptions): Promise<RunningServic
     config,
     redis: opts.redis ?? true,
     wrapNats: (handle) => instrumentNats(handle, { onJetStreamPublish: (published) => metrics.recordPublish(published, config.BATON_PREFIX) }),
+    onResumedCommand: (resumed) => metrics.commandsResumed.inc({ outcome: resumed.outcome }),
   });
   const logger: JsonLogger = runtime.logger;
   // Every consumer runner on this connection: trace context per message, latency, outcomes, lag.

@@ -1,6 +1,6 @@
 import { Global, Module, DynamicModule } from '@nestjs/common';
 import { createEventRegistry, EventRegistry, inboxPrefixOf, ServiceNameSchema } from '@baton/contracts';
-import { batonTopology, connectNats, JetStreamEventStore, NatsHandle, provision } from '@baton/eventstore';
+import { batonTopology, connectNats, JetStreamEventStore, NatsHandle, provision, type ResumedCommand } from '@baton/eventstore';
 import { createRedis, RedisHandle } from '@baton/projections';
 import { BaseConfig } from '../config/config';
 import { JsonLogger } from '../logging/logger';
@@ -33,6 +33,34 @@ export interface CreateRuntimeOptions<C extends BaseConfig> {
   cacheSize?: number;
   /** Wrap the connection before anything uses it (trace propagation, publish metrics: see `instrumentNats`). */
   wrapNats?: (handle: NatsHandle) => NatsHandle;
+  /** Also told of every resumed command (after the runtime has logged it): metrics. */
+  onResumedCommand?: (resumed: ResumedCommand) => void;
+}
+
+/**
+ * The log line of a command the store found with its first events already stored: a plain retry
+ * at debug, a command a crash cut short and now completed at info, and at error one whose rest
+ * could not be appended (a decider that refused or decided otherwise the second time).
+ */
+export function logResumedCommand(logger: JsonLogger, resumed: ResumedCommand): void {
+  const fields = {
+    subject: resumed.subject,
+    event_id: resumed.firstEventId,
+    outcome: resumed.outcome,
+    stored: resumed.storedTypes,
+    decided: resumed.decidedTypes,
+    appended: resumed.appended,
+    ...(resumed.error !== undefined ? { refusal: resumed.error } : {}),
+  };
+  if (resumed.outcome === 'already_complete') logger.debug('command retried: its events were stored already', fields);
+  else if (resumed.outcome === 'completed') logger.info('command completed: the events a crash cut short were appended', fields);
+  else
+    logger.error(
+      resumed.outcome === 'refused'
+        ? 'command left incomplete: deciding it again refused it, so only its stored events stand'
+        : 'command left incomplete: deciding it again gave other events than the stored ones',
+      fields,
+    );
 }
 
 /**
@@ -73,6 +101,10 @@ export async function createRuntime<C extends BaseConfig>(opts: CreateRuntimeOpt
     prefix: config.BATON_PREFIX,
     registry,
     cacheSize: opts.cacheSize ?? config.BATON_FOLD_CACHE_SIZE,
+    onResumedCommand: (resumed) => {
+      logResumedCommand(logger, resumed);
+      opts.onResumedCommand?.(resumed);
+    },
   });
   const redis = opts.redis === false ? null : createRedis(config.REDIS_URL, { commandTimeout: config.REDIS_COMMAND_TIMEOUT_MS });
   return { service, instance, config, nats, registry, store, redis, logger };
