@@ -293,7 +293,7 @@ describe('JetStreamEventStore (real NATS)', () => {
       await cutShort();
       const refusing = {
         ...counterDecider,
-        decide: () => ({ ok: false as const, error: { code: 'closed', kind: 'wrong_state', message: 'closed meanwhile' } }),
+        decide: () => ({ ok: false, error: { code: 'closed', kind: 'wrong_state', message: 'closed meanwhile' } }) as const,
       };
       const retry = await store().handleCommand(ref(), refusing, { type: 'add', n: 5 }, { ...meta(), commandId: 'cmd-11' });
       expect(retry.ok && retry.events.map((e) => e.id)).toEqual(['cmd-11:0']);
