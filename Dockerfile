@@ -9,8 +9,9 @@ RUN NX_DAEMON=false npx nx run-many -t build --outputStyle=static \
 
 FROM node:20-bookworm-slim
 ENV NODE_ENV=production
-# The heap settings Baton's services are measured with (docs/performance.md, infra/scale): resident
-# memory then follows what a service keeps. Override NODE_OPTIONS for a larger deployment.
+# The heap settings Baton's services are measured with (docs/performance.md): resident memory then
+# follows what a service keeps. docker-compose.yml gives each service its own from
+# infra/service-node-options.json (the same as this default today).
 ENV NODE_OPTIONS="--max-semi-space-size=4 --max-old-space-size=96"
 WORKDIR /app
 COPY --from=build /app/node_modules ./node_modules

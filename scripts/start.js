@@ -44,7 +44,9 @@ async function waitFor(host, port, what) {
   throw new Error(`${what} did not come up on ${host}:${port}`);
 }
 
-const children = [];
+// Processes this script started: the servers (nats-server, redis-server) and the four services.
+const servers = [];
+const serviceChildren = [];
 
 /**
  * NATS for the platform. With NATS_URL set, that server is used: the services present the
@@ -102,7 +104,7 @@ async function ensureNats() {
   const summary = JSON.parse(batonCli(['nats-config', '--dir', natsDir, '--listen', `127.0.0.1:${port}`, '--store-dir', store, '--json']));
   console.log(`[start] starting nats-server with JetStream and authentication on 127.0.0.1:${port} (config ${summary.server_config}, data in var/nats)`);
   const child = spawn(bin, ['-c', summary.server_config], { stdio: 'ignore' });
-  children.push(child);
+  servers.push(child);
   await waitFor('127.0.0.1', port, 'nats-server');
   const url = `nats://127.0.0.1:${port}`;
   for (const service of services) serviceEnv[service.name] = { NATS_URL: url, NATS_CREDS: summary.creds[service.name] };
@@ -125,7 +127,7 @@ async function ensureRedis() {
   fs.mkdirSync(dir, { recursive: true });
   console.log(`[start] starting redis-server on ${host}:${port} (data in var/redis)`);
   const child = spawn(bin, ['--bind', '127.0.0.1', '--port', String(port), '--appendonly', 'yes', '--dir', dir], { stdio: 'ignore' });
-  children.push(child);
+  servers.push(child);
   await waitFor(host, port, 'redis-server');
 }
 
@@ -136,7 +138,8 @@ function build() {
   if (result.status !== 0) process.exit(result.status || 1);
 }
 
-const SERVICE_NODE_OPTIONS = '--max-semi-space-size=4 --max-old-space-size=96';
+// The Node flags each service is measured and deployed with (heap sizes per service).
+const SERVICE_NODE_OPTIONS = require('../infra/service-node-options.json').services;
 
 const { readableLogLine } = require('./log-format');
 
@@ -151,9 +154,9 @@ function runService({ name, port }) {
     cwd: root,
     env: {
       HTTP_PORT: String(port),
-      // The heap settings the services are measured and deployed with (docs/performance.md);
-      // a NODE_OPTIONS of your own replaces them.
-      NODE_OPTIONS: SERVICE_NODE_OPTIONS,
+      // The heap settings the service is measured and deployed with (infra/service-node-options.json,
+      // docs/performance.md); a NODE_OPTIONS of your own replaces them.
+      NODE_OPTIONS: SERVICE_NODE_OPTIONS[name],
       ...process.env,
       ...serviceEnv[name],
       ...(process.env[`${name.toUpperCase()}_HTTP_PORT`] ? { HTTP_PORT: process.env[`${name.toUpperCase()}_HTTP_PORT`] } : {}),
@@ -180,7 +183,7 @@ function runService({ name, port }) {
       shutdown(1);
     }
   });
-  children.push(child);
+  serviceChildren.push(child);
 }
 
 process.on('exit', () => {
@@ -188,12 +191,37 @@ process.on('exit', () => {
   if (fs.existsSync(local)) fs.rmSync(local);
 });
 
+// How long a process may take to stop after SIGTERM (a service drains its consumers and closes its
+// connections) before it is killed.
+const STOP_GRACE_MS = 20_000;
+
+/** SIGTERM, then wait for the exit (SIGKILL after the grace period). */
+function stopChild(child, what) {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => {
+      console.error(`[start] ${what} did not stop within ${STOP_GRACE_MS / 1000} s; killing it`);
+      child.kill('SIGKILL');
+    }, STOP_GRACE_MS);
+    child.once('exit', () => {
+      clearTimeout(timer);
+      resolve();
+    });
+    child.kill('SIGTERM');
+  });
+}
+
 let stopping = false;
-function shutdown(code = 0) {
+/**
+ * Stop the services first and wait until each has exited (they still need NATS and Redis to stop
+ * cleanly), then the servers this script started, then exit: nothing is left running behind us.
+ */
+async function shutdown(code = 0) {
   if (stopping) return;
   stopping = true;
-  for (const child of children.slice().reverse()) child.kill('SIGTERM');
-  setTimeout(() => process.exit(code), 3000).unref();
+  await Promise.all(serviceChildren.map((child) => stopChild(child, `service pid ${child.pid}`)));
+  await Promise.all(servers.map((child) => stopChild(child, `server pid ${child.pid}`)));
+  process.exit(code);
 }
 
 (async () => {

@@ -6,7 +6,7 @@ import { cleanupDeployment, endedServices, publishCycleDefinition, type ServiceP
 import { measureGrowth, type GrowthResult } from './growth';
 import { measureHops, type HopsResult } from './hops';
 import { createOpenHandoffs, type OpenHandoffsResult } from './open-handoffs';
-import { accountedTargets, benchNodeArgs, brokerProcesses, formatCpu, readCpu, rssMb, SERVICE_NODE_FLAGS } from './platform';
+import { accountedTargets, benchNodeArgs, benchNodeFlagsReport, brokerProcesses, formatCpu, readCpu, rssMb } from './platform';
 import { measureRaw, type RawCeilings } from './raw';
 import { measureReplay, type ReplayResult } from './replay';
 import { longRebuildEvents, longRebuildLines, measureLongRebuild, type LongRebuildResult } from './rebuild-million';
@@ -102,7 +102,7 @@ async function main(): Promise<void> {
     log(
       `baton bench — prefix ${prefix}, ${cpus().length} CPUs (load ${round(loadavg()[0] ?? 0, 1)}), node ${process.version}, nats-server ${nats.connection.info?.version ?? '?'}`,
     );
-    log(`services run with node ${process.env['BENCH_NODE_ARGS'] ?? SERVICE_NODE_FLAGS}`);
+    log(`services run with node ${JSON.stringify(benchNodeFlagsReport())}`);
     log(
       `accounted servers: ${Object.entries(servers)
         .map(([name, s]) => (s.pid === null ? `${name} not measured: ${s.reason}` : `${name} pid ${s.pid}`))
@@ -151,7 +151,7 @@ async function main(): Promise<void> {
     const store: StoreResult = await measureStore({ nats, settings: storeSettings(argv), cpu: storeCpu, log });
 
     log('starting the four services (one process each, from dist)');
-    services = await startPlatform(env, { nodeArgs: benchNodeArgs() });
+    services = await startPlatform(env, { nodeArgs: benchNodeArgs });
     await publishCycleDefinition(nats, prefix, project);
     const quiesce = (timeoutMs = 180_000) => waitQuiet(nats, prefix, timeoutMs);
 
@@ -226,7 +226,7 @@ async function main(): Promise<void> {
     };
     const report = {
       machine: { cpus: cpus().length, node: process.version, nats_server: nats.connection.info?.version ?? null, load_average_1m: round(loadavg()[0] ?? 0, 2) },
-      service_node_flags: process.env['BENCH_NODE_ARGS'] ?? SERVICE_NODE_FLAGS,
+      service_node_flags: benchNodeFlagsReport(),
       settings,
       raw,
       store,

@@ -1,22 +1,23 @@
 import { readFileSync } from 'node:fs';
-import type { ServiceProcess } from '@baton/testing';
+import { deployedNodeArgs, SERVICES, type ServiceName, type ServiceProcess } from '@baton/testing';
 import { findListeningProcess, type ProcessLookup } from './listener';
 import { round } from './stats';
 
 /**
- * Node flags Baton's services are deployed with (infra/scale/README.md): a 4 MB young generation
- * (instead of up to 16 MB per semi-space) and a 96 MB old generation, so a service's resident
- * memory tracks what it keeps instead of how lazily V8 collects. Same as NODE_OPTIONS in
- * infra/scale/service.env.
+ * The node flags the bench starts a service with: the ones it is deployed with
+ * (`infra/service-node-options.json`: a 4 MB young generation and an old generation sized to the
+ * service's working set, so resident memory tracks what a service keeps instead of how lazily V8
+ * collects), or BENCH_NODE_ARGS for every service when set (e.g. '' for Node's defaults, or
+ * `--cpu-prof --cpu-prof-dir=/tmp/prof`).
  */
-export const SERVICE_NODE_FLAGS = '--max-semi-space-size=4 --max-old-space-size=96';
+export function benchNodeArgs(name: ServiceName): string[] {
+  const flags = process.env['BENCH_NODE_ARGS'];
+  return flags === undefined ? deployedNodeArgs(name) : flags.split(' ').filter((arg) => arg.length > 0);
+}
 
-/**
- * The node flags the bench starts each service with: SERVICE_NODE_FLAGS, or BENCH_NODE_ARGS when set
- * (e.g. '' for Node's defaults, or `--cpu-prof --cpu-prof-dir=/tmp/prof`).
- */
-export function benchNodeArgs(): string[] {
-  return (process.env['BENCH_NODE_ARGS'] ?? SERVICE_NODE_FLAGS).split(' ').filter((arg) => arg.length > 0);
+/** How the services were started, for the report: each service's node flags. */
+export function benchNodeFlagsReport(): Record<ServiceName, string> {
+  return Object.fromEntries(SERVICES.map((name) => [name, benchNodeArgs(name).join(' ')])) as Record<ServiceName, string>;
 }
 
 /** Resident memory of a process in MB (VmRSS from /proc/<pid>/status), or null when unknown. */

@@ -22,7 +22,7 @@ export async function withDebugPlatform(run: (platform: DebugPlatform) => Promis
   const prefix = `dbg${Date.now().toString(36)}`;
   const services = await startPlatform(
     { BATON_PREFIX: prefix, LOG_LEVEL: process.env['LL'] ?? 'warn', WATCHDOG_MAX_HOPS: '100000', BATON_NATS_AUTH: 'none', ...env },
-    { nodeArgs: benchNodeArgs() },
+    { nodeArgs: benchNodeArgs },
   );
   try {
     await publishCycleDefinition(nats, prefix, 'bench');

@@ -17,7 +17,7 @@ async function main() {
   console.log(`PREFIX ${prefix}`);
   try {
     if (!reuse) {
-      const services = await startPlatform({ BATON_PREFIX: prefix, LOG_LEVEL: 'warn', BATON_NATS_AUTH: 'none' }, { nodeArgs: benchNodeArgs() });
+      const services = await startPlatform({ BATON_PREFIX: prefix, LOG_LEVEL: 'warn', BATON_NATS_AUTH: 'none' }, { nodeArgs: benchNodeArgs });
       try {
         await publishCycleDefinition(nats, prefix, 'bench');
         const seconds = Number(process.env['SECONDS'] ?? 20);

@@ -1,6 +1,6 @@
 import { ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
 
@@ -133,11 +133,27 @@ export async function stopService(service: ServiceProcess, signal: NodeJS.Signal
   return service.child.exitCode;
 }
 
+/**
+ * The Node flags each service is deployed with (`infra/service-node-options.json`: heap sizes per
+ * service), split into arguments. {@link startPlatform} starts services with them unless told
+ * otherwise, so tests and the bench run what production runs.
+ */
+export function deployedNodeArgs(name: ServiceName, root: string = repoRoot()): string[] {
+  const file = join(root, 'infra', 'service-node-options.json');
+  const table = (JSON.parse(readFileSync(file, 'utf8')) as { services?: Record<string, unknown> }).services ?? {};
+  const flags = table[name];
+  if (typeof flags !== 'string') throw new Error(`${file}: services.${name} is not a string of node flags`);
+  return flags.split(' ').filter((arg) => arg.length > 0);
+}
+
 export interface StartPlatformOptions {
   /** Processes of each service (instance ids `<name>-1`, `<name>-2`...; default 1). */
   instances?: number;
-  /** Node flags for every service process (see {@link StartServiceOptions.nodeArgs}). */
-  nodeArgs?: readonly string[];
+  /**
+   * Node flags for the service processes (see {@link StartServiceOptions.nodeArgs}): the same for
+   * every service, or each service's own (default: the deployed ones, {@link deployedNodeArgs}).
+   */
+  nodeArgs?: readonly string[] | ((name: ServiceName) => readonly string[]);
   /** How long each process may take to become ready (default 60 s). */
   readyTimeoutMs?: number;
   /** Variables for one service over `env`, e.g. its own NATS_CREDS (see {@link startAuthNatsServer}). */
@@ -159,7 +175,10 @@ export async function startPlatform(env: Record<string, string>, options: StartP
             name,
             await freePort(),
             { ...env, ...(options.envFor?.(name) ?? {}) },
-            { instance: `${name}-${i}`, ...(options.nodeArgs ? { nodeArgs: options.nodeArgs } : {}) },
+            {
+              instance: `${name}-${i}`,
+              nodeArgs: typeof options.nodeArgs === 'function' ? options.nodeArgs(name) : (options.nodeArgs ?? deployedNodeArgs(name)),
+            },
           ),
         );
       }

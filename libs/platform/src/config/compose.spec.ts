@@ -26,7 +26,9 @@ const compose = parse(readFileSync(join(root, 'docker-compose.yml'), 'utf8'), { 
   >;
 };
 const services = ['router', 'ledger', 'watchdog', 'notifier'];
-const knownVariables = new Set(Object.keys(ServiceConfigSchema.shape));
+// NODE_OPTIONS is Node's own (heap sizes), not the services' configuration.
+const knownVariables = new Set([...Object.keys(ServiceConfigSchema.shape), 'NODE_OPTIONS']);
+const nodeOptions = (JSON.parse(readFileSync(join(root, 'infra', 'service-node-options.json'), 'utf8')) as { services: Record<string, string> }).services;
 
 describe('docker-compose.yml runs the whole platform', () => {
   it('holds NATS with JetStream and authentication, Redis with AOF and the four services', () => {
@@ -59,6 +61,8 @@ describe('docker-compose.yml runs the whole platform', () => {
     const env = compose.services[name]!.environment ?? {};
     expect(Object.keys(env).filter((key) => !knownVariables.has(key))).toEqual([]);
     expect(ServiceConfigSchema.safeParse(env).success).toBe(true);
+    // Its heap sizes, the ones it is measured with.
+    expect(env['NODE_OPTIONS']).toBe(nodeOptions[name]);
     expect(env['HTTP_HOST']).toBe('0.0.0.0');
     expect(env['NATS_URL']).toBe('nats://nats:4222');
     // Its own credentials from the nats-auth volume; no development mode.
@@ -66,5 +70,34 @@ describe('docker-compose.yml runs the whole platform', () => {
     expect(env['NATS_CREDS']).toBe(`/auth/creds/${name}.creds`);
     expect(compose.services[name]!.volumes).toContain('nats-auth:/auth:ro');
     expect(() => checkNatsAuth(ServiceConfigSchema.parse(env), name)).not.toThrow();
+  });
+});
+
+describe('every way of starting a service gives it the heap sizes it is measured with', () => {
+  const heap = (flags: string) => Number(/--max-old-space-size=(\d+)/.exec(flags)?.[1]);
+
+  it('the table names each service once, with a young and an old generation size', () => {
+    expect(Object.keys(nodeOptions).sort()).toEqual([...services].sort());
+    for (const flags of Object.values(nodeOptions)) {
+      expect(flags).toMatch(/^--max-semi-space-size=\d+ --max-old-space-size=\d+$/);
+      expect(heap(flags)).toBeGreaterThanOrEqual(64);
+    }
+  });
+
+  it('the scale-out overlay keeps them (it sets no NODE_OPTIONS of its own)', () => {
+    // (`!override` is Compose's own tag: the plain parser keeps the sequence under it untagged.)
+    const text = readFileSync(join(root, 'infra', 'scale', 'compose.scale.yml'), 'utf8');
+    const overlay = parse(text, { merge: true, logLevel: 'error' }) as {
+      services: Record<string, { environment?: Record<string, string> }>;
+    };
+    for (const service of Object.values(overlay.services)) expect(service.environment?.['NODE_OPTIONS']).toBeUndefined();
+  });
+
+  it("the image's default and infra/scale/service.env (one file for every service) carry the table's value", () => {
+    // While the four agree; a service given sizes of its own must get its own line in both.
+    const shared = nodeOptions['router']!;
+    for (const name of services) expect(nodeOptions[name]).toBe(shared);
+    expect(readFileSync(join(root, 'Dockerfile'), 'utf8')).toContain(`ENV NODE_OPTIONS="${shared}"`);
+    expect(readFileSync(join(root, 'infra', 'scale', 'service.env'), 'utf8')).toMatch(new RegExp(`^NODE_OPTIONS=${shared}$`, 'm'));
   });
 });
