@@ -167,7 +167,7 @@ export function reactorEdge(options: ReactorEdgeOptions): ReactorEdge {
       // Every event of the followed aggregate, handled or not, keeps the fold cache up with the
       // stream when it follows the cached fold directly (the store's append stamped the sequence
       // it expected): a later read of the aggregate in this process then needs no events.
-      const event: StoredEvent = { ...envelope, seq: message.seq };
+      const event: StoredEvent = Object.assign({}, envelope, { seq: message.seq });
       const previous = header(EXPECTED_LAST_SUBJECT_SEQ);
       if (previous !== undefined && /^\d{1,15}$/.test(previous)) store.observe(ref, fold, event, Number(previous));
       const handler = (table as Reactor<DomainEventLike, unknown>).handlerOf(envelope.type);

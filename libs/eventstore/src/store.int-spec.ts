@@ -1,3 +1,4 @@
+import { setFlagsFromString } from 'node:v8';
 import { z } from 'zod';
 import { EventRegistry, type EventEnvelope } from '@baton/contracts';
 import type { NatsHandle } from './connection';
@@ -45,6 +46,25 @@ describe('JetStreamEventStore (real NATS)', () => {
     project: 'proj',
     ...meta(),
     payload: { n, total, version },
+  });
+
+  it('events read back, and events just appended, share one hidden class (not one each)', async () => {
+    // %HaveSameMap: V8's own answer. `{ ...envelope, seq }` failed this once warm on Node 20.
+    setFlagsFromString('--allow-natives-syntax');
+    const haveSameMap = new Function('a', 'b', 'return %HaveSameMap(a, b)') as (a: object, b: object) => boolean;
+    const store = storeOn(a);
+    let last = 0;
+    for (let i = 1; i <= 40; i++) last = (await store.append(ref(), [envelope(`e${i}`, 1, i, i)], { expectedVersion: last })).lastSeq;
+    const read = (await store.read(ref())).events;
+    expect(read).toHaveLength(40);
+    expect(haveSameMap(read[38]!, read[39]!)).toBe(true);
+    const decided: object[] = [];
+    for (let i = 0; i < 40; i++) {
+      const result = await store.handleCommand(ref(`agg-${i}`), counterDecider, { type: 'add', n: 1 }, meta());
+      if (result.ok) decided.push(...result.events);
+    }
+    expect(decided).toHaveLength(40);
+    expect(haveSameMap(decided[38]!, decided[39]!)).toBe(true);
   });
 
   it('reads an empty aggregate as no events and last sequence 0', async () => {

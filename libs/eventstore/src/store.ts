@@ -651,7 +651,7 @@ export class JetStreamEventStore implements EventStore {
           const seqs = new Set(result.seqs);
           return { ok: true, events: full.events.filter((e) => seqs.has(e.seq)), state: entry.state as State, lastSeq: full.lastSeq };
         }
-        const stored = envelopes.map((env, index) => ({ ...env, seq: result.seqs[index] as number }));
+        const stored = envelopes.map((env, index): StoredEvent => Object.assign({}, env, { seq: result.seqs[index] as number }));
         // The append expected the fold's last sequence, so these events follow it directly.
         const next = this.extend(
           loaded.entry,
@@ -869,7 +869,8 @@ export class JetStreamEventStore implements EventStore {
   private decodeStored(msg: StoredMessage): StoredEvent {
     const decoded = decodeEvent(this.registry, msg.data, (name) => msg.header(name));
     if (!decoded.ok) throw new EventDecodeError(msg.subject, msg.seq, decoded.rejection, { cause: decoded.cause });
-    return { ...decoded.envelope, seq: msg.seq };
+    // Not `{ ...envelope, seq }`: on Node 20 that gives every event a hidden class of its own.
+    return Object.assign({}, decoded.envelope, { seq: msg.seq });
   }
 
   /** The stream sequence of the last message on `subject`, or 0 when there is none. */

@@ -69,8 +69,17 @@ function isAtOrAfter(now: string, deadline: string): boolean {
   return Date.parse(now) >= Date.parse(deadline);
 }
 
-function base(data: { handoff_id: string; idempotency_key: string }, metadata: HandoffCommandMetadata) {
-  return { handoff_id: data.handoff_id, at: metadata.now, idempotency_key: data.idempotency_key };
+/**
+ * An event's payload: the fields every handoff event starts with, then its own. Built by adding to
+ * a fresh literal, never as `{ ...base, own }`: on Node 20 a literal that spreads and then adds keys
+ * gets a hidden class of its own per object once warm (see hidden-class.spec.ts).
+ */
+function base<const Own extends object>(
+  data: { handoff_id: string; idempotency_key: string },
+  metadata: HandoffCommandMetadata,
+  own: Own,
+): { handoff_id: string; at: string; idempotency_key: string } & Own {
+  return Object.assign({ handoff_id: data.handoff_id, at: metadata.now, idempotency_key: data.idempotency_key }, own);
 }
 
 function wrongState(code: HandoffErrorCode, state: ExistingHandoff, wanted: string): Decision {
@@ -153,8 +162,7 @@ function decideCreate(command: CreateHandoff, state: HandoffState): Decision {
   if (crossRefusal) return crossRefusal;
   const event: HandoffEvent = {
     type: 'handoff.created',
-    data: {
-      ...base(data, metadata),
+    data: base(data, metadata, {
       project: data.project,
       kind: data.kind,
       priority: data.priority,
@@ -163,7 +171,7 @@ function decideCreate(command: CreateHandoff, state: HandoffState): Decision {
       context: data.context,
       acceptance: data.acceptance,
       max_retries: data.max_retries,
-    },
+    }),
   };
   const optional = {
     to_role: data.to_role,
@@ -239,7 +247,7 @@ function decideExpireDeadline({ data, metadata }: ExpireDeadline, state: Existin
   }
   const event: HandoffEvent = {
     type: 'handoff.deadline_expired',
-    data: { ...base(data, metadata), deadline_at: state.deadline_at, expired_by: metadata.actor },
+    data: base(data, metadata, { deadline_at: state.deadline_at, expired_by: metadata.actor }),
   };
   if (state.status === 'claimed') event.data.claimed_by = state.claim.claimed_by;
   return accept(event);
@@ -262,12 +270,11 @@ function decideClaim({ data, metadata }: ClaimHandoff, state: ExistingHandoff): 
   }
   return accept({
     type: 'handoff.claimed',
-    data: {
-      ...base(data, metadata),
+    data: base(data, metadata, {
       claimed_by: metadata.actor,
       claim_id: data.claim_id,
       lease_expires_at: plusMs(metadata.now, data.lease_ms),
-    },
+    }),
   });
 }
 
@@ -282,7 +289,7 @@ function decideHeartbeat({ data, metadata }: HeartbeatHandoff, state: ExistingHa
   }
   return accept({
     type: 'handoff.heartbeat',
-    data: { ...base(data, metadata), claim_id: data.claim_id, lease_expires_at: plusMs(metadata.now, data.lease_ms) },
+    data: base(data, metadata, { claim_id: data.claim_id, lease_expires_at: plusMs(metadata.now, data.lease_ms) }),
   });
 }
 
@@ -297,15 +304,14 @@ function decideReturn({ data, metadata }: ReturnHandoff, state: ExistingHandoff)
   const floored = applyEvidenceFloor(data.report, metadata.actorKind);
   const event: HandoffEvent = {
     type: 'handoff.returned',
-    data: {
-      ...base(data, metadata),
+    data: base(data, metadata, {
       claim_id: state.claim.claim_id,
       returned_by: metadata.actor,
       worker,
       report: floored.report,
       handback_id: data.handback_id,
       handback_recipient: handbackRecipient(state.from_agent, worker, data.roster),
-    },
+    }),
   };
   if (floored.evidence_floor) event.data.evidence_floor = floored.evidence_floor;
   return accept(event);
@@ -334,13 +340,12 @@ function decideHandback({ data, metadata }: DecideHandback, state: ExistingHando
   }
   const event: HandoffEvent = {
     type: 'handoff.handback_decided',
-    data: {
-      ...base(data, metadata),
+    data: base(data, metadata, {
       parent_handoff_id: state.reply_to_handoff_id,
       decision: data.decision,
       decided_by: metadata.actor,
       decided_by_kind: metadata.actorKind,
-    },
+    }),
   };
   if (data.note !== undefined) event.data.note = data.note;
   return accept(event);
@@ -352,7 +357,7 @@ function decideRelease({ data, metadata }: ReleaseHandoff, state: ExistingHandof
   if (refused) return refused;
   return accept({
     type: 'handoff.released',
-    data: { ...base(data, metadata), claim_id: state.claim.claim_id, released_by: metadata.actor, reason: data.reason },
+    data: base(data, metadata, { claim_id: state.claim.claim_id, released_by: metadata.actor, reason: data.reason }),
   });
 }
 
@@ -363,7 +368,7 @@ function decideAbandon({ data, metadata }: AbandonHandoff, state: ExistingHandof
   if (!isPerson(metadata.actorKind) && metadata.actorKind !== 'system' && metadata.actor !== state.from_agent) {
     return reject('forbidden', HandoffErrorCode.notTheDelegator, `only ${state.from_agent} or an operator may abandon handoff ${state.id}`);
   }
-  return accept({ type: 'handoff.abandoned', data: { ...base(data, metadata), abandoned_by: metadata.actor, reason: data.reason } });
+  return accept({ type: 'handoff.abandoned', data: base(data, metadata, { abandoned_by: metadata.actor, reason: data.reason }) });
 }
 
 function decideFail({ data, metadata }: FailHandoff, state: ExistingHandoff): Decision {
@@ -379,7 +384,7 @@ function decideFail({ data, metadata }: FailHandoff, state: ExistingHandoff): De
     const refused = checkClaimer(state, data.claim_id, metadata);
     if (refused) return refused;
   }
-  return accept({ type: 'handoff.failed', data: { ...base(data, metadata), failed_by: metadata.actor, reason: data.reason } });
+  return accept({ type: 'handoff.failed', data: base(data, metadata, { failed_by: metadata.actor, reason: data.reason }) });
 }
 
 function decideArchive({ data, metadata }: ArchiveHandoff, state: ExistingHandoff): Decision {
@@ -390,7 +395,7 @@ function decideArchive({ data, metadata }: ArchiveHandoff, state: ExistingHandof
     case 'failed':
       return accept({
         type: 'handoff.archived',
-        data: { ...base(data, metadata), archived_by: metadata.actor, archived_from: state.status },
+        data: base(data, metadata, { archived_by: metadata.actor, archived_from: state.status }),
       });
     case 'pending':
     case 'claimed':
@@ -419,25 +424,23 @@ function decideRequeue({ data, metadata }: RequeueExpired, state: ExistingHandof
   if (nextRetry > state.retry.max_retries) {
     return accept({
       type: 'handoff.escalated',
-      data: {
-        ...base(data, metadata),
+      data: base(data, metadata, {
         cause: 'lease_expired',
         attempted_retry: nextRetry,
         max_retries: state.retry.max_retries,
         outcome: escalationOutcome(state, data.project_lead, data.escalation_handoff_id),
         claim_id: data.claim_id,
-      },
+      }),
     });
   }
   return accept({
     type: 'handoff.lease_expired',
-    data: {
-      ...base(data, metadata),
+    data: base(data, metadata, {
       claim_id: data.claim_id,
       expired_claimer: state.claim.claimed_by,
       lease_expires_at: state.claim.lease_expires_at,
       retry_count: nextRetry,
-    },
+    }),
   });
 }
 
@@ -467,13 +470,12 @@ function decideCompleteFromResult({ data, metadata }: CompleteFromResult, state:
   const floored = applyEvidenceFloor(report, metadata.actorKind);
   const event: HandoffEvent = {
     type: 'handoff.completed_by_result',
-    data: {
-      ...base(data, metadata),
+    data: base(data, metadata, {
       result_id: data.result_id,
       agent: data.agent,
       recorded_by: metadata.actor,
       report: floored.report,
-    },
+    }),
   };
   if (data.workflow_run_id !== undefined) event.data.workflow_run_id = data.workflow_run_id;
   if (floored.evidence_floor) event.data.evidence_floor = floored.evidence_floor;
@@ -503,7 +505,7 @@ function decideCompleteFromHandback(command: CompleteFromHandback, state: Existi
   const { data, metadata } = command;
   return accept({
     type: 'handoff.completed',
-    data: { ...base(data, metadata), handback_id: data.handback_id, accepted_by: data.accepted_by },
+    data: base(data, metadata, { handback_id: data.handback_id, accepted_by: data.accepted_by }),
   });
 }
 
@@ -515,20 +517,19 @@ function decideReworkFromHandback(command: ReworkFromHandback, state: ExistingHa
   if (nextRetry > state.retry.max_retries) {
     return accept({
       type: 'handoff.escalated',
-      data: {
-        ...base(data, metadata),
+      data: base(data, metadata, {
         cause: 'rework',
         attempted_retry: nextRetry,
         max_retries: state.retry.max_retries,
         outcome: escalationOutcome(state, data.project_lead, data.escalation_handoff_id),
         handback_id: data.handback_id,
         note: data.note,
-      },
+      }),
     });
   }
   return accept({
     type: 'handoff.reworked',
-    data: { ...base(data, metadata), handback_id: data.handback_id, note: data.note, reworked_by: data.reworked_by, retry_count: nextRetry },
+    data: base(data, metadata, { handback_id: data.handback_id, note: data.note, reworked_by: data.reworked_by, retry_count: nextRetry }),
   });
 }
 

@@ -1,0 +1,44 @@
+import { setFlagsFromString } from 'node:v8';
+import type { HandoffEvent } from '@baton/contracts';
+import { cmd, history } from './handoff/handoff.fixtures';
+
+/*
+ * Objects Baton makes by the thousand — event payloads, folded states — must share V8's hidden
+ * classes. On Node 20 an object literal that spreads another object and then adds a key the
+ * spread did not bring (`{ ...base, claimed_by }`, or `{ ...base, ...(cond ? { x } : {}) }`) gets
+ * a hidden class of its own once its call site has warmed up: the ledger's fold cache held 35 759
+ * of them (15 MB) and every read of such an object goes through a megamorphic lookup. These tests
+ * make many objects through the real code and check that the last two share one hidden class.
+ */
+setFlagsFromString('--allow-natives-syntax');
+const haveSameMap = new Function('a', 'b', 'return %HaveSameMap(a, b)') as (a: object, b: object) => boolean;
+
+describe('hidden classes of what the domain makes in bulk', () => {
+  it('the check itself tells a shared hidden class from a private one', () => {
+    const spreadThenAdd = (i: number) => ({ ...{ a: i }, b: i });
+    const made = Array.from({ length: 50 }, (_, i) => spreadThenAdd(i));
+    expect(haveSameMap(made[48]!, made[49]!)).toBe(false);
+    expect(haveSameMap({ a: 1, b: 2 }, { a: 3, b: 4 })).toBe(true);
+  });
+
+  it('handoff events of one type share one hidden class, whatever their ids', () => {
+    const lives: HandoffEvent[][] = [];
+    for (let i = 0; i < 60; i++) {
+      const id = `h-${i}`;
+      const claim = cmd.claim('bob', `c${i}`, 5);
+      const heartbeat = cmd.heartbeat('bob', `c${i}`, 6);
+      const release = cmd.release('bob', `c${i}`);
+      lives.push(
+        history(
+          cmd.create({ handoff_id: id }),
+          { ...claim, data: { ...claim.data, handoff_id: id } },
+          { ...heartbeat, data: { ...heartbeat.data, handoff_id: id } } as typeof heartbeat,
+          { ...release, data: { ...release.data, handoff_id: id } } as typeof release,
+        ),
+      );
+    }
+    const [a, b] = lives.slice(-2) as [HandoffEvent[], HandoffEvent[]];
+    expect(a.map((e) => e.type)).toEqual(['handoff.created', 'handoff.claimed', 'handoff.heartbeat', 'handoff.released']);
+    a.forEach((event, index) => expect([event.type, haveSameMap(event.data, b[index]!.data)]).toEqual([event.type, true]));
+  });
+});
