@@ -1,4 +1,5 @@
 export * from './decider';
+export * from './extend';
 export * from './routing';
 export * from './run';
 export * from './notices';

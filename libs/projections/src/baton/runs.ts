@@ -11,7 +11,7 @@ import type {
   RunStatus,
   WorkflowRef,
 } from '@baton/contracts';
-import { evolveRun, initialRunState, type RunEvent, type RunState } from '@baton/domain';
+import { evolveRun, initialRunState, type RunEvent, type RunState, extend } from '@baton/domain';
 import { freezeJson, type JsonValue } from '../canonical-json';
 import { Op } from '../ops';
 import type { SequencedEvent } from '../store';
@@ -225,8 +225,7 @@ export function routeOf(domain: RunEvent, event: SequencedEvent, before: RunStat
         d.decision.rule === 'handoff' && pending !== null && pending.handoffId === d.handoff_id
           ? { return_expected: pending.returnExpected, route: pending.route }
           : undefined;
-      return {
-        ...base,
+      return extend(base, {
         event: domain.type,
         ...decided(d.decision),
         from: d.from,
@@ -235,12 +234,11 @@ export function routeOf(domain: RunEvent, event: SequencedEvent, before: RunStat
         handoff_id: d.handoff_id,
         cause: { ...d.cause },
         ...(handoff ? { handoff } : {}),
-      };
+      });
     }
     case 'run.held': {
       const d = domain.data;
-      return {
-        ...base,
+      return extend(base, {
         event: domain.type,
         ...decided(d.decision),
         from: { agent: d.agent, step: d.step },
@@ -248,12 +246,11 @@ export function routeOf(domain: RunEvent, event: SequencedEvent, before: RunStat
         hop: null,
         handoff_id: null,
         cause: { ...d.cause },
-      };
+      });
     }
     case 'run.completed': {
       const d = domain.data;
-      return {
-        ...base,
+      return extend(base, {
         event: domain.type,
         ...decided(d.decision),
         from: { agent: d.agent, step: d.step },
@@ -261,12 +258,12 @@ export function routeOf(domain: RunEvent, event: SequencedEvent, before: RunStat
         hop: null,
         handoff_id: null,
         cause: null,
-      };
+      });
     }
     case 'run.terminated': {
       const d = domain.data;
       if (d.decision === undefined) return null;
-      return { ...base, event: domain.type, ...decided(d.decision), from: current(before), to: null, hop: null, handoff_id: null, cause: null };
+      return extend(base, { event: domain.type, ...decided(d.decision), from: current(before), to: null, hop: null, handoff_id: null, cause: null });
     }
     default:
       return null;
@@ -425,7 +422,7 @@ export function runsProjection(): FoldingProjection<JsonValue> {
       const route = routeOf(domain, event, before, after);
       const routes = route === null && Object.isFrozen(priorRoutes) ? priorRoutes : freezeJson(appendRoute(priorRoutes, freezeJson(route)));
       // processedIds only serve the router's idempotency: the projection never decides.
-      const state = { ...after, processedIds: [], [ROUTES_KEY]: routes, [LAST_EVENT_KEY]: { seq: event.seq, at: event.occurredAt } };
+      const state = extend(after, { processedIds: [], [ROUTES_KEY]: routes, [LAST_EVENT_KEY]: { seq: event.seq, at: event.occurredAt } });
       const ops = [timeline];
       // The run's first view: the id lookup learns this project holds it.
       if (before.status === 'none') ops.push(Op.zadd(RunKeys.ids, 0, idLookupMember(project, id)));

@@ -1,3 +1,4 @@
+import { extend } from '@baton/domain';
 import type { OperatorAnswer, ResumeEffect, StopPacket, StopWhy } from '@baton/contracts';
 import type { RunEvent } from '@baton/domain';
 import type { JsonValue } from '../canonical-json';
@@ -53,7 +54,7 @@ export function stopPriority(why: StopWhy): 'high' | 'medium' {
 
 /** The stored packet with its current status and answer (valid against StopPacketSchema). */
 export function stopPacketOf(item: StopItem): StopPacket {
-  return item.answer ? { ...item.packet, status: 'answered', answer: item.answer } : { ...item.packet, status: 'open' };
+  return item.answer ? extend(item.packet, { status: 'answered', answer: item.answer }) : extend(item.packet, { status: 'open' });
 }
 
 /**
