@@ -1,12 +1,6 @@
 import { setFlagsFromString } from 'node:v8';
 import type { HandoffEvent } from '@baton/contracts';
 import { cmd, history } from './handoff/handoff.fixtures';
-import { fold } from './decider';
-import { extend } from './extend';
-import { handoffDecider } from './handoff/decider';
-import type { RunCommand } from './run/commands';
-import type { RunEvent } from './run/state';
-import { claimedRunDecider, decided, startCmd } from './run/test-helpers';
 
 /*
  * Objects Baton makes by the thousand — event payloads, folded states — must share V8's hidden
@@ -20,18 +14,14 @@ setFlagsFromString('--allow-natives-syntax');
 const haveSameMap = new Function('a', 'b', 'return %HaveSameMap(a, b)') as (a: object, b: object) => boolean;
 
 describe('hidden classes of what the domain makes in bulk', () => {
-  it('the check tells a shared hidden class from a private one; extend gives the spread its result with a shared one', () => {
+  it('the check itself tells a shared hidden class from a private one', () => {
     const spreadThenAdd = (i: number) => ({ ...{ a: i }, b: i });
     const made = Array.from({ length: 50 }, (_, i) => spreadThenAdd(i));
     expect(haveSameMap(made[48]!, made[49]!)).toBe(false);
     expect(haveSameMap({ a: 1, b: 2 }, { a: 3, b: 4 })).toBe(true);
-    const extended = Array.from({ length: 50 }, (_, i) => extend({ a: i, c: 0 }, { c: i }, { b: i }));
-    expect(haveSameMap(extended[48]!, extended[49]!)).toBe(true);
-    // Same own keys, order and values as the spread.
-    expect(Object.entries(extend({ a: 1, c: 0 }, { c: 2 }, { b: 3 }))).toEqual(Object.entries({ ...{ a: 1, c: 0 }, ...{ c: 2 }, b: 3 }));
   });
 
-  it('handoff events of one type, and the states they fold to, share one hidden class, whatever their ids', () => {
+  it('handoff events of one type share one hidden class, whatever their ids', () => {
     const lives: HandoffEvent[][] = [];
     for (let i = 0; i < 60; i++) {
       const id = `h-${i}`;
@@ -50,31 +40,5 @@ describe('hidden classes of what the domain makes in bulk', () => {
     const [a, b] = lives.slice(-2) as [HandoffEvent[], HandoffEvent[]];
     expect(a.map((e) => e.type)).toEqual(['handoff.created', 'handoff.claimed', 'handoff.heartbeat', 'handoff.released']);
     a.forEach((event, index) => expect([event.type, haveSameMap(event.data, b[index]!.data)]).toEqual([event.type, true]));
-    for (let n = 1; n <= a.length; n++) {
-      expect([n, haveSameMap(fold(handoffDecider, a.slice(0, n)), fold(handoffDecider, b.slice(0, n)))]).toEqual([n, true]);
-    }
-  });
-
-  it('run events and the run states they fold to share one hidden class', () => {
-    const advance = { dispatch: { status: 'advance' as const } };
-    const play = (commands: RunCommand[]): RunEvent[] => {
-      const events: RunEvent[] = [];
-      for (const command of commands) {
-        const result = claimedRunDecider.decide(command, fold(claimedRunDecider, events));
-        if (!result.ok) throw new Error(`${command.type} refused: ${result.error.code}`);
-        events.push(...result.events);
-      }
-      return events;
-    };
-    const lives = Array.from({ length: 60 }, () => play([startCmd(), decided('r1', 'issue', advance), decided('r2', 'architect', advance)]));
-    const [a, b] = lives.slice(-2) as [RunEvent[], RunEvent[]];
-    expect(a.length).toBeGreaterThanOrEqual(5);
-    for (let n = 1; n <= a.length; n++) {
-      expect([n, a[n - 1]!.type, haveSameMap(fold(claimedRunDecider, a.slice(0, n)), fold(claimedRunDecider, b.slice(0, n)))]).toEqual([
-        n,
-        a[n - 1]!.type,
-        true,
-      ]);
-    }
   });
 });

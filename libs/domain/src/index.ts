@@ -1,5 +1,4 @@
 export * from './decider';
-export * from './extend';
 export * from './routing';
 export * from './run';
 export * from './notices';

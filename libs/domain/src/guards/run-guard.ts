@@ -1,4 +1,3 @@
-import { extend } from '../extend';
 import type { GuardConfig, GuardFact, GuardStop } from './facts';
 
 /*
@@ -59,11 +58,11 @@ export function stepRunGuard(current: RunGuardState | undefined, fact: RunGuardF
     case 'run_started':
       return { state: current ?? state, stops: [] };
     case 'run_halted':
-      return { state: extend(state, { status: 'halted' }), stops: [] };
+      return { state: { ...state, status: 'halted' }, stops: [] };
     case 'run_resumed':
-      return { state: extend(state, { status: 'live', tripped: false, edges: {} }), stops: [] };
+      return { state: { ...state, status: 'live', tripped: false, edges: {} }, stops: [] };
     case 'run_ended':
-      return { state: extend(state, { status: 'ended' }), stops: [] };
+      return { state: { ...state, status: 'ended' }, stops: [] };
     case 'routed':
       return stepRouted(state, fact, config);
     default: {
@@ -82,16 +81,16 @@ function stepRouted(state: RunGuardState, fact: Extract<GuardFact, { kind: 'rout
     const edge = edgeOf(fact.from, fact.to);
     const previous = edges[edge.key];
     alternations = previous === undefined ? 0 : previous.alternations + (previous.last === edge.dir ? 0 : 1);
-    edges = extend(edges, { [edge.key]: { last: edge.dir, alternations } });
+    edges = { ...edges, [edge.key]: { last: edge.dir, alternations } };
     edgeKey = edge.key;
   }
-  const next: RunGuardState = extend(state, { status: 'live', hop_limit, last_hop: Math.max(state.last_hop, fact.hop), edges });
+  const next: RunGuardState = { ...state, status: 'live', hop_limit, last_hop: Math.max(state.last_hop, fact.hop), edges };
   if (state.tripped) return { state: next, stops: [] };
 
   const base = { project: fact.project, workflow_run_id: fact.run, trigger_event_id: fact.event_id };
   if (fact.hop > hop_limit) {
     return {
-      state: extend(next, { tripped: true }),
+      state: { ...next, tripped: true },
       stops: [
         {
           kind: 'stop_run',
@@ -107,7 +106,7 @@ function stepRouted(state: RunGuardState, fact: Extract<GuardFact, { kind: 'rout
   }
   if (edgeKey !== null && alternations > config.maxAlternations && fact.from !== null) {
     return {
-      state: extend(next, { tripped: true, edges: { ...edges, [edgeKey]: { last: edgeOf(fact.from, fact.to).dir, alternations: 0 } } }),
+      state: { ...next, tripped: true, edges: { ...edges, [edgeKey]: { last: edgeOf(fact.from, fact.to).dir, alternations: 0 } } },
       stops: [
         {
           kind: 'stop_run',

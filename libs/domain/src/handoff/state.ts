@@ -1,4 +1,3 @@
-import { extend } from '../extend';
 import type {
   CompletionReport,
   EscalationOutcome,
@@ -160,64 +159,74 @@ export function evolveHandoff(state: HandoffState, event: HandoffEvent): Handoff
     case 'handoff.claimed': {
       if (state.status !== 'pending') return state;
       const d = event.data;
-      return extend(withoutClaim(state), touched, {
+      return {
+        ...withoutClaim(state),
+        ...touched,
         status: 'claimed',
         claim: { claimed_by: d.claimed_by, claim_id: d.claim_id, claimed_at: d.at, lease_expires_at: d.lease_expires_at },
-      });
+      };
     }
     case 'handoff.heartbeat': {
       if (state.status !== 'claimed') return state;
-      return extend(state, touched, { claim: { ...state.claim, lease_expires_at: event.data.lease_expires_at } });
+      return { ...state, ...touched, claim: { ...state.claim, lease_expires_at: event.data.lease_expires_at } };
     }
     case 'handoff.returned': {
       if (state.status !== 'claimed') return state;
       const d = event.data;
-      const returned: ReturnedHandoff = extend(state, touched, {
+      const returned: ReturnedHandoff = {
+        ...state,
+        ...touched,
         status: 'returned',
         completion_report: d.report,
         handback_id: d.handback_id,
         handback_recipient: d.handback_recipient,
-      });
+      };
       if (d.evidence_floor) returned.evidence_floor = d.evidence_floor;
       return returned;
     }
     case 'handoff.handback_decided': {
       if (state.status !== 'pending' && state.status !== 'claimed') return state;
-      return extend(state, touched, { status: 'completed', completed_at: event.data.at });
+      return { ...state, ...touched, status: 'completed', completed_at: event.data.at };
     }
     case 'handoff.completed': {
       if (state.status !== 'returned') return state;
-      return extend(state, touched, { status: 'completed', completed_at: event.data.at });
+      return { ...state, ...touched, status: 'completed', completed_at: event.data.at };
     }
     case 'handoff.completed_by_result': {
       if (state.status !== 'pending' && state.status !== 'claimed') return state;
       const d = event.data;
-      const completed: CompletedHandoff = extend(state, touched, {
+      const completed: CompletedHandoff = {
+        ...state,
+        ...touched,
         status: 'completed',
         completed_at: d.at,
         completion_report: d.report,
         result_id: d.result_id,
-      });
+      };
       if (d.evidence_floor) completed.evidence_floor = d.evidence_floor;
       return completed;
     }
     case 'handoff.reworked': {
       if (state.status !== 'returned') return state;
-      return extend(withoutRound(state), touched, {
+      return {
+        ...withoutRound(state),
+        ...touched,
         status: 'pending',
         retry: { ...state.retry, retry_count: event.data.retry_count },
-      });
+      };
     }
     case 'handoff.released': {
       if (state.status !== 'claimed') return state;
-      return extend(state, touched, { status: 'released', terminal_reason: event.data.reason });
+      return { ...state, ...touched, status: 'released', terminal_reason: event.data.reason };
     }
     case 'handoff.lease_expired': {
       if (state.status !== 'claimed') return state;
-      return extend(withoutClaim(state), touched, {
+      return {
+        ...withoutClaim(state),
+        ...touched,
         status: 'pending',
         retry: { ...state.retry, retry_count: event.data.retry_count },
-      });
+      };
     }
     case 'handoff.escalated': {
       if (state.status !== 'claimed' && state.status !== 'returned') return state;
@@ -226,23 +235,23 @@ export function evolveHandoff(state: HandoffState, event: HandoffEvent): Handoff
         'escalate_to' in d.outcome
           ? `retry cap ${d.max_retries} reached (${d.cause}); escalated to ${d.outcome.escalate_to}`
           : `retry cap ${d.max_retries} reached (${d.cause}); stop requested: ${d.outcome.stop_why}`;
-      return extend(state, touched, { status: 'failed', terminal_reason: reason, escalation_outcome: d.outcome });
+      return { ...state, ...touched, status: 'failed', terminal_reason: reason, escalation_outcome: d.outcome };
     }
     case 'handoff.abandoned': {
       if (state.status !== 'pending' && state.status !== 'claimed' && state.status !== 'returned') return state;
-      return extend(state, touched, { status: 'abandoned', terminal_reason: event.data.reason });
+      return { ...state, ...touched, status: 'abandoned', terminal_reason: event.data.reason };
     }
     case 'handoff.failed': {
       if (state.status !== 'pending' && state.status !== 'claimed' && state.status !== 'returned') return state;
-      return extend(state, touched, { status: 'failed', terminal_reason: event.data.reason });
+      return { ...state, ...touched, status: 'failed', terminal_reason: event.data.reason };
     }
     case 'handoff.deadline_expired': {
       if (state.status !== 'pending' && state.status !== 'claimed') return state;
-      return extend(state, touched, { status: 'failed', terminal_reason: 'deadline' });
+      return { ...state, ...touched, status: 'failed', terminal_reason: 'deadline' };
     }
     case 'handoff.archived': {
       if (state.status !== event.data.archived_from) return state;
-      return extend(state, touched, { status: 'archived', archived_from: event.data.archived_from });
+      return { ...state, ...touched, status: 'archived', archived_from: event.data.archived_from };
     }
     default:
       return assertNever(event, 'handoff event');

@@ -1,4 +1,3 @@
-import { extend } from '../extend';
 import type { MeshDefinition, MeshEvent, MeshOutput, NoticeRecipient, StopPacket } from '@baton/contracts';
 import { markAnswered } from '../stop/resume';
 import { assertNever } from '../decider';
@@ -97,44 +96,47 @@ export function evolveMesh(state: MeshState, event: MeshEvent): MeshState {
     case 'mesh.turn_recorded': {
       const d = event.data;
       const turn: MeshTurn = { turn: d.turn, agent: d.agent, result_id: d.result_id, text: d.text };
-      return extend(state, {
+      return {
+        ...state,
         turns: d.turn,
         transcript: [...state.transcript, turn],
         applied: [...state.applied, d.result_id],
         output: isOutputAgent(state.mesh, d.agent) ? { agent: d.agent, turn: d.turn, result_id: d.result_id, text: d.text } : state.output,
-      });
+      };
     }
     case 'mesh.handoff_ignored':
-      return extend(state, { ignored: state.ignored + 1 });
+      return { ...state, ignored: state.ignored + 1 };
     case 'mesh.handed_off':
-      return extend(state, { speaker: event.data.to, handoff_id: event.data.handoff_id, path: [...state.path, `${event.data.from}→${event.data.to}`] });
+      return { ...state, speaker: event.data.to, handoff_id: event.data.handoff_id, path: [...state.path, `${event.data.from}→${event.data.to}`] };
     case 'mesh.completed':
-      return extend(state, { status: 'completed' });
+      return { ...state, status: 'completed' };
     case 'mesh.stopped':
-      return extend(state, {
+      return {
+        ...state,
         status: 'stopped',
         packet_id: event.data.packet.packet_id,
         stop: event.data.packet,
         refused: { result_id: event.data.result_id, ...event.data.refused },
-      });
+      };
     case 'mesh.notice_emitted':
-      return extend(state, { notices: state.notices + 1 });
+      return { ...state, notices: state.notices + 1 };
     case 'mesh.stop_answered': {
       const d = event.data;
       const stop = state.stop !== null && state.stop.packet_id === d.packet_id ? markAnswered(state.stop, d.answer) : state.stop;
       const raised = d.effect.kind === 'raise_cap';
-      return extend(state, {
+      return {
+        ...state,
         status: raised ? 'running' : state.status,
         mesh: { ...state.mesh, max_iterations: d.max_iterations },
         stop,
         refused: raised ? null : state.refused,
         applied: [...state.applied, d.answer_id],
-      });
+      };
     }
     case 'mesh.terminated':
-      return extend(state, { status: 'terminated' });
+      return { ...state, status: 'terminated' };
     case 'mesh.turn_rejected':
-      return extend(state, { applied: [...state.applied, event.data.result_id] });
+      return { ...state, applied: [...state.applied, event.data.result_id] };
     default:
       return assertNever(event, 'mesh event');
   }

@@ -1,4 +1,3 @@
-import { extend } from '../extend';
 import type {
   DomainEventOf,
   HoldKind,
@@ -190,19 +189,22 @@ export function evolveRun(state: RunState, event: RunEvent): RunState {
       const top = state.waitingParents[state.waitingParents.length - 1];
       if (set !== undefined && top !== undefined && top.child === event.data.agent) {
         // A child's variables stay in its own scope until MAP copies the mapped ones back.
-        return extend(state, {
+        return {
+          ...state,
           processedIds: addId(state.processedIds, event.data.result_id),
           waitingParents: replaceTop(state.waitingParents, { ...top, childVariables: { ...top.childVariables, ...set } }),
-        });
+        };
       }
-      return extend(state, {
+      return {
+        ...state,
         processedIds: addId(state.processedIds, event.data.result_id),
         variables: set ? { ...state.variables, ...set } : state.variables,
-      });
+      };
     }
     case 'run.message_received': {
       const top = state.waitingParents[state.waitingParents.length - 1];
-      return extend(state, {
+      return {
+        ...state,
         processedIds: addId(state.processedIds, event.data.message_id),
         transcript: appendTranscript(state.transcript, { role: 'customer', agent: null, text: event.data.text }),
         // A delivered queued message leaves the queue.
@@ -210,25 +212,27 @@ export function evolveRun(state: RunState, event: RunEvent): RunState {
           ? state.queuedMessages.filter((m) => m.messageId !== event.data.message_id)
           : state.queuedMessages,
         waitingParents: top === undefined ? state.waitingParents : replaceTop(state.waitingParents, { ...top, latestChildUtterance: event.data.text }),
-      });
+      };
     }
     case 'run.message_queued':
-      return extend(state, {
+      return {
+        ...state,
         processedIds: addId(state.processedIds, event.data.message_id),
         queuedMessages: [
           ...state.queuedMessages,
           { messageId: event.data.message_id, text: event.data.text, sentBy: event.data.sent_by ?? null, queuedAt: event.data.queued_at },
         ],
-      });
+      };
     case 'run.awaiting_input':
-      return extend(core, {
+      return {
+        ...core,
         status: 'running',
         agent: event.data.agent,
         step: event.data.step,
         awaitingInput: true,
         transcript:
           event.data.reply === null ? core.transcript : appendTranscript(core.transcript, { role: 'agent', agent: event.data.agent, text: event.data.reply }),
-      });
+      };
     case 'run.handoff': {
       const d = event.data;
       const pendingHandoff: PendingHandoff = {
@@ -254,23 +258,24 @@ export function evolveRun(state: RunState, event: RunEvent): RunState {
           replayDepth: d.replayDepth,
           at: d.at,
         };
-        return extend(state, { pendingHandoff, waitingParents: [...state.waitingParents, frame] });
+        return { ...state, pendingHandoff, waitingParents: [...state.waitingParents, frame] };
       }
       // Permanent: the caller's thread ends; inside a child, the target takes the child's place.
       const top = state.waitingParents[state.waitingParents.length - 1];
-      return extend(state, {
+      return {
+        ...state,
         pendingHandoff,
         waitingParents: top === undefined ? state.waitingParents : replaceTop(state.waitingParents, { ...top, child: d.to }),
-      });
+      };
     }
     case 'run.handoff_return_handler': {
       const frames = state.waitingParents.slice(0, -1);
       const writes = event.data.applied ? event.data.writes : {};
       const below = frames[frames.length - 1];
       if (below !== undefined) {
-        return extend(state, { waitingParents: replaceTop(frames, { ...below, childVariables: { ...below.childVariables, ...writes } }) });
+        return { ...state, waitingParents: replaceTop(frames, { ...below, childVariables: { ...below.childVariables, ...writes } }) };
       }
-      return extend(state, { waitingParents: frames, variables: { ...state.variables, ...writes } });
+      return { ...state, waitingParents: frames, variables: { ...state.variables, ...writes } };
     }
     case 'run.handoff_completed': {
       const d = event.data;
@@ -279,13 +284,14 @@ export function evolveRun(state: RunState, event: RunEvent): RunState {
       const failed = d.outcome === 'error' || d.outcome === 'timeout';
       const top = state.waitingParents[state.waitingParents.length - 1];
       const frames = failed && top !== undefined && top.handoffId === d.handoffId ? state.waitingParents.slice(0, -1) : state.waitingParents;
-      return extend(state, { pendingHandoff: pending, waitingParents: frames });
+      return { ...state, pendingHandoff: pending, waitingParents: frames };
     }
     case 'run.resume_intent':
     case 'run.memory_error':
       return state;
     case 'run.routed':
-      return extend(core, {
+      return {
+        ...core,
         awaitingInput: false,
         status: 'running',
         step: event.data.target.step,
@@ -293,29 +299,31 @@ export function evolveRun(state: RunState, event: RunEvent): RunState {
         callback: event.data.decision.callback_after,
         hops: event.data.hop,
         handoffId: event.data.handoff_id,
-      });
+      };
     case 'run.held':
-      return extend(core, {
+      return {
+        ...core,
         status: 'held',
         callback: event.data.decision.callback_after,
         hold: { kind: event.data.hold_kind, reason: event.data.reason, pendingTarget: event.data.pending_target },
-      });
+      };
     case 'run.stopped':
-      return extend(core, {
+      return {
+        ...core,
         status: 'stopped',
         processedIds: addId(core.processedIds, event.data.packet.packet_id),
         openStop: event.data.packet,
-      });
+      };
     case 'run.resumed':
-      return extend(core, { status: 'running', processedIds: addId(core.processedIds, event.data.answer_id) });
+      return { ...core, status: 'running', processedIds: addId(core.processedIds, event.data.answer_id) };
     case 'run.completed':
-      return extend(core, { status: 'completed', callback: null });
+      return { ...core, status: 'completed', callback: null };
     case 'run.terminated':
-      return extend(core, { status: 'terminated', callback: null, terminatedReason: event.data.reason });
+      return { ...core, status: 'terminated', callback: null, terminatedReason: event.data.reason };
     case 'run.result_rejected':
-      return extend(state, { processedIds: addId(state.processedIds, event.data.result_id) });
+      return { ...state, processedIds: addId(state.processedIds, event.data.result_id) };
     case 'run.notice_emitted':
-      return extend(state, { notices: state.notices + 1 });
+      return { ...state, notices: state.notices + 1 };
     default:
       return assertNever(event, 'run event');
   }

@@ -1,5 +1,5 @@
 import type { HandoffEvent, HandoffRecord } from '@baton/contracts';
-import { evolveHandoff, initialHandoffState, toHandoffRecord, type HandoffState, extend } from '@baton/domain';
+import { evolveHandoff, initialHandoffState, toHandoffRecord, type HandoffState } from '@baton/domain';
 import type { JsonValue } from '../canonical-json';
 import { Op, type ProjectionOp } from '../ops';
 import type { SequencedEvent } from '../store';
@@ -119,7 +119,7 @@ export function handoffsProjection(): FoldingProjection<JsonValue> {
         ops.push(Op.zadd(HandoffKeys.byRun(runProject, domain.data.workflow_run_id), event.seq, projectRef(project, id)));
       }
       // The projection never decides, so it needs no idempotency keys: keep the stored state small.
-      const state = after.status === 'absent' ? after : extend(after, { recent_keys: [] });
+      const state = after.status === 'absent' ? after : { ...after, recent_keys: [] };
       return { state: toJson(state), ops };
     },
   };

@@ -1,5 +1,5 @@
 import type { HandoffEvent, HandoffPriority, StopPacket } from '@baton/contracts';
-import { assertNever, type RunEvent, extend } from '@baton/domain';
+import { assertNever, type RunEvent } from '@baton/domain';
 import type { JsonValue } from '../canonical-json';
 import { Op, type IndexedItem, type ProjectionOp } from '../ops';
 import type { SequencedEvent } from '../store';
@@ -92,23 +92,18 @@ const HandoffStatusAfter: Record<string, string> = {
 const PriorityRank: Record<HandoffPriority, number> = { low: 0, medium: 1, high: 2, urgent: 3 };
 
 function close(id: string, resolution: string, event: SequencedEvent, by?: string, extra: Record<string, string> = {}): ProjectionOp {
-  return Op.itemPatch(
-    INBOX_STORE,
-    id,
-    extend(extra, {
-      status: InboxStatus.closed,
-      resolution,
-      closed_at: event.occurredAt,
-      ...(by !== undefined ? { closed_by: by } : {}),
-    }),
-  );
+  return Op.itemPatch(INBOX_STORE, id, {
+    ...extra,
+    status: InboxStatus.closed,
+    resolution,
+    closed_at: event.occurredAt,
+    ...(by !== undefined ? { closed_by: by } : {}),
+  });
 }
 
 function item(fields: Omit<InboxItem, 'status' | 'opened_at'>, event: SequencedEvent): IndexedItem {
   // trace_id: the trace of the event that opened the item (follow the run across the services).
-  return toJson(
-    extend(fields, { status: InboxStatus.open, opened_at: event.occurredAt, ...(event.traceId ? { trace_id: event.traceId } : {}) }),
-  ) as IndexedItem;
+  return toJson({ ...fields, status: InboxStatus.open, opened_at: event.occurredAt, ...(event.traceId ? { trace_id: event.traceId } : {}) }) as IndexedItem;
 }
 
 function runStep(prior: RunMemo | null, event: SequencedEvent): { state?: RunMemo; ops: ProjectionOp[] } {
@@ -144,7 +139,7 @@ function runStep(prior: RunMemo | null, event: SequencedEvent): { state?: RunMem
           ),
         ),
       );
-      return { state: extend(memo, { hold_item: id }), ops };
+      return { state: { ...memo, hold_item: id }, ops };
     }
     case 'run.stopped': {
       const packet = e.data.packet;
@@ -158,12 +153,12 @@ function runStep(prior: RunMemo | null, event: SequencedEvent): { state?: RunMem
       if (from.kind === 'stop') {
         const id = InboxItemId.stop(project, from.packet_id);
         return {
-          state: extend(memo, { stop_item: memo.stop_item === id ? null : memo.stop_item }),
+          state: { ...memo, stop_item: memo.stop_item === id ? null : memo.stop_item },
           ops: [close(id, `answered:${from.answer.action}`, event, e.data.answered_by)],
         };
       }
       if (!memo.hold_item) return { ops: [] };
-      return { state: extend(memo, { hold_item: null }), ops: [close(memo.hold_item, `answered:${from.answer.action}`, event, e.data.answered_by)] };
+      return { state: { ...memo, hold_item: null }, ops: [close(memo.hold_item, `answered:${from.answer.action}`, event, e.data.answered_by)] };
     }
     case 'run.completed':
     case 'run.terminated': {

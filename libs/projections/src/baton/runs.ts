@@ -11,7 +11,7 @@ import type {
   RunStatus,
   WorkflowRef,
 } from '@baton/contracts';
-import { evolveRun, initialRunState, type RunEvent, type RunState, extend } from '@baton/domain';
+import { evolveRun, initialRunState, type RunEvent, type RunState } from '@baton/domain';
 import { freezeJson, type JsonValue } from '../canonical-json';
 import { Op } from '../ops';
 import type { SequencedEvent } from '../store';
@@ -225,7 +225,8 @@ export function routeOf(domain: RunEvent, event: SequencedEvent, before: RunStat
         d.decision.rule === 'handoff' && pending !== null && pending.handoffId === d.handoff_id
           ? { return_expected: pending.returnExpected, route: pending.route }
           : undefined;
-      return extend(base, {
+      return {
+        ...base,
         event: domain.type,
         ...decided(d.decision),
         from: d.from,
@@ -234,11 +235,12 @@ export function routeOf(domain: RunEvent, event: SequencedEvent, before: RunStat
         handoff_id: d.handoff_id,
         cause: { ...d.cause },
         ...(handoff ? { handoff } : {}),
-      });
+      };
     }
     case 'run.held': {
       const d = domain.data;
-      return extend(base, {
+      return {
+        ...base,
         event: domain.type,
         ...decided(d.decision),
         from: { agent: d.agent, step: d.step },
@@ -246,11 +248,12 @@ export function routeOf(domain: RunEvent, event: SequencedEvent, before: RunStat
         hop: null,
         handoff_id: null,
         cause: { ...d.cause },
-      });
+      };
     }
     case 'run.completed': {
       const d = domain.data;
-      return extend(base, {
+      return {
+        ...base,
         event: domain.type,
         ...decided(d.decision),
         from: { agent: d.agent, step: d.step },
@@ -258,12 +261,12 @@ export function routeOf(domain: RunEvent, event: SequencedEvent, before: RunStat
         hop: null,
         handoff_id: null,
         cause: null,
-      });
+      };
     }
     case 'run.terminated': {
       const d = domain.data;
       if (d.decision === undefined) return null;
-      return extend(base, { event: domain.type, ...decided(d.decision), from: current(before), to: null, hop: null, handoff_id: null, cause: null });
+      return { ...base, event: domain.type, ...decided(d.decision), from: current(before), to: null, hop: null, handoff_id: null, cause: null };
     }
     default:
       return null;
@@ -422,7 +425,7 @@ export function runsProjection(): FoldingProjection<JsonValue> {
       const route = routeOf(domain, event, before, after);
       const routes = route === null && Object.isFrozen(priorRoutes) ? priorRoutes : freezeJson(appendRoute(priorRoutes, freezeJson(route)));
       // processedIds only serve the router's idempotency: the projection never decides.
-      const state = extend(after, { processedIds: [], [ROUTES_KEY]: routes, [LAST_EVENT_KEY]: { seq: event.seq, at: event.occurredAt } });
+      const state = { ...after, processedIds: [], [ROUTES_KEY]: routes, [LAST_EVENT_KEY]: { seq: event.seq, at: event.occurredAt } };
       const ops = [timeline];
       // The run's first view: the id lookup learns this project holds it.
       if (before.status === 'none') ops.push(Op.zadd(RunKeys.ids, 0, idLookupMember(project, id)));

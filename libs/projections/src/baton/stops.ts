@@ -1,4 +1,3 @@
-import { extend } from '@baton/domain';
 import type { OperatorAnswer, ResumeEffect, StopPacket, StopWhy } from '@baton/contracts';
 import type { RunEvent } from '@baton/domain';
 import type { JsonValue } from '../canonical-json';
@@ -54,7 +53,7 @@ export function stopPriority(why: StopWhy): 'high' | 'medium' {
 
 /** The stored packet with its current status and answer (valid against StopPacketSchema). */
 export function stopPacketOf(item: StopItem): StopPacket {
-  return item.answer ? extend(item.packet, { status: 'answered', answer: item.answer }) : extend(item.packet, { status: 'open' });
+  return item.answer ? { ...item.packet, status: 'answered', answer: item.answer } : { ...item.packet, status: 'open' };
 }
 
 /**
