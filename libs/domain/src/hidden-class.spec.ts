@@ -1,6 +1,11 @@
 import { setFlagsFromString } from 'node:v8';
 import type { HandoffEvent } from '@baton/contracts';
 import { cmd, history } from './handoff/handoff.fixtures';
+import { fold } from './decider';
+import { handoffDecider } from './handoff/decider';
+import type { RunCommand } from './run/commands';
+import type { RunEvent } from './run/state';
+import { claimedRunDecider, decided, startCmd } from './run/test-helpers';
 
 /*
  * Objects Baton makes by the thousand — event payloads, folded states — must share V8's hidden
@@ -12,6 +17,8 @@ import { cmd, history } from './handoff/handoff.fixtures';
  */
 setFlagsFromString('--allow-natives-syntax');
 const haveSameMap = new Function('a', 'b', 'return %HaveSameMap(a, b)') as (a: object, b: object) => boolean;
+// A dictionary-mode object shares the normalised hidden class of all such objects, so check this too.
+const hasFastProperties = new Function('a', 'return %HasFastProperties(a)') as (a: object) => boolean;
 
 describe('hidden classes of what the domain makes in bulk', () => {
   it('the check itself tells a shared hidden class from a private one', () => {
@@ -21,7 +28,7 @@ describe('hidden classes of what the domain makes in bulk', () => {
     expect(haveSameMap({ a: 1, b: 2 }, { a: 3, b: 4 })).toBe(true);
   });
 
-  it('handoff events of one type share one hidden class, whatever their ids', () => {
+  it('handoff events of one type, and the pending and claimed states they fold to, share one hidden class', () => {
     const lives: HandoffEvent[][] = [];
     for (let i = 0; i < 60; i++) {
       const id = `h-${i}`;
@@ -40,5 +47,26 @@ describe('hidden classes of what the domain makes in bulk', () => {
     const [a, b] = lives.slice(-2) as [HandoffEvent[], HandoffEvent[]];
     expect(a.map((e) => e.type)).toEqual(['handoff.created', 'handoff.claimed', 'handoff.heartbeat', 'handoff.released']);
     a.forEach((event, index) => expect([event.type, haveSameMap(event.data, b[index]!.data)]).toEqual([event.type, true]));
+    for (const n of [1, 2]) expect([n, haveSameMap(fold(handoffDecider, a.slice(0, n)), fold(handoffDecider, b.slice(0, n)))]).toEqual([n, true]);
+  });
+
+  it('run states share one hidden class after every event of a run, and stay fast (not dictionary) objects', () => {
+    const advance = { dispatch: { status: 'advance' as const } };
+    const play = (commands: RunCommand[]): RunEvent[] => {
+      const events: RunEvent[] = [];
+      for (const command of commands) {
+        const result = claimedRunDecider.decide(command, fold(claimedRunDecider, events));
+        if (!result.ok) throw new Error(`${command.type} refused: ${result.error.code}`);
+        events.push(...result.events);
+      }
+      return events;
+    };
+    const lives = Array.from({ length: 60 }, () => play([startCmd(), decided('r1', 'issue', advance), decided('r2', 'architect', advance)]));
+    const [a, b] = lives.slice(-2) as [RunEvent[], RunEvent[]];
+    expect(a.length).toBeGreaterThanOrEqual(5);
+    for (let n = 1; n <= a.length; n++) {
+      const [x, y] = [fold(claimedRunDecider, a.slice(0, n)), fold(claimedRunDecider, b.slice(0, n))];
+      expect([n, a[n - 1]!.type, haveSameMap(x, y), hasFastProperties(x)]).toEqual([n, a[n - 1]!.type, true, true]);
+    }
   });
 });

@@ -159,11 +159,13 @@ export function evolveHandoff(state: HandoffState, event: HandoffEvent): Handoff
     case 'handoff.claimed': {
       if (state.status !== 'pending') return state;
       const d = event.data;
+      // The key the spread does not bring comes first: `{ ...state, claim }` would give every claimed
+      // state a hidden class of its own on Node 20 (hidden-class.spec.ts).
       return {
+        claim: { claimed_by: d.claimed_by, claim_id: d.claim_id, claimed_at: d.at, lease_expires_at: d.lease_expires_at },
         ...withoutClaim(state),
         ...touched,
         status: 'claimed',
-        claim: { claimed_by: d.claimed_by, claim_id: d.claim_id, claimed_at: d.at, lease_expires_at: d.lease_expires_at },
       };
     }
     case 'handoff.heartbeat': {

@@ -225,8 +225,8 @@ export function evolveRun(state: RunState, event: RunEvent): RunState {
       };
     case 'run.awaiting_input':
       return {
-        ...core,
         status: 'running',
+        ...core,
         agent: event.data.agent,
         step: event.data.step,
         awaitingInput: true,
@@ -290,10 +290,13 @@ export function evolveRun(state: RunState, event: RunEvent): RunState {
     case 'run.memory_error':
       return state;
     case 'run.routed':
+      // Keys that `core` lacks come before it (status, hold, openStop, terminatedReason here and
+      // below): a literal that spreads and then adds a key gets a hidden class per object on
+      // Node 20, and every later copy of such a state is slow (hidden-class.spec.ts).
       return {
+        status: 'running',
         ...core,
         awaitingInput: false,
-        status: 'running',
         step: event.data.target.step,
         agent: event.data.target.agent,
         callback: event.data.decision.callback_after,
@@ -302,24 +305,24 @@ export function evolveRun(state: RunState, event: RunEvent): RunState {
       };
     case 'run.held':
       return {
-        ...core,
         status: 'held',
-        callback: event.data.decision.callback_after,
         hold: { kind: event.data.hold_kind, reason: event.data.reason, pendingTarget: event.data.pending_target },
+        ...core,
+        callback: event.data.decision.callback_after,
       };
     case 'run.stopped':
       return {
-        ...core,
         status: 'stopped',
-        processedIds: addId(core.processedIds, event.data.packet.packet_id),
         openStop: event.data.packet,
+        ...core,
+        processedIds: addId(core.processedIds, event.data.packet.packet_id),
       };
     case 'run.resumed':
-      return { ...core, status: 'running', processedIds: addId(core.processedIds, event.data.answer_id) };
+      return { status: 'running', ...core, processedIds: addId(core.processedIds, event.data.answer_id) };
     case 'run.completed':
-      return { ...core, status: 'completed', callback: null };
+      return { status: 'completed', ...core, callback: null };
     case 'run.terminated':
-      return { ...core, status: 'terminated', callback: null, terminatedReason: event.data.reason };
+      return { status: 'terminated', terminatedReason: event.data.reason, ...core, callback: null };
     case 'run.result_rejected':
       return { ...state, processedIds: addId(state.processedIds, event.data.result_id) };
     case 'run.notice_emitted':

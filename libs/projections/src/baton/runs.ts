@@ -425,7 +425,14 @@ export function runsProjection(): FoldingProjection<JsonValue> {
       const route = routeOf(domain, event, before, after);
       const routes = route === null && Object.isFrozen(priorRoutes) ? priorRoutes : freezeJson(appendRoute(priorRoutes, freezeJson(route)));
       // processedIds only serve the router's idempotency: the projection never decides.
-      const state = { ...after, processedIds: [], [ROUTES_KEY]: routes, [LAST_EVENT_KEY]: { seq: event.seq, at: event.occurredAt } };
+      const last = { seq: event.seq, at: event.occurredAt };
+      // A state evolved from the stored one carries both keys already (the spread overrides them); one
+      // the domain rebuilt from its core does not, and gets them first: a literal that spreads and
+      // then adds keys gives each object a hidden class of its own on Node 20 (hidden-class.spec.ts).
+      const state =
+        ROUTES_KEY in after
+          ? { ...after, processedIds: [], [ROUTES_KEY]: routes, [LAST_EVENT_KEY]: last }
+          : { [ROUTES_KEY]: routes, [LAST_EVENT_KEY]: last, ...after, processedIds: [] };
       const ops = [timeline];
       // The run's first view: the id lookup learns this project holds it.
       if (before.status === 'none') ops.push(Op.zadd(RunKeys.ids, 0, idLookupMember(project, id)));
