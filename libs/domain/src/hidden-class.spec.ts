@@ -69,4 +69,14 @@ describe('hidden classes of what the domain makes in bulk', () => {
       expect([n, a[n - 1]!.type, haveSameMap(x, y), hasFastProperties(x)]).toEqual([n, a[n - 1]!.type, true, true]);
     }
   });
+
+  it('handoff states share one hidden class through a return too', () => {
+    const lives = Array.from({ length: 60 }, (_, i) => history(cmd.create(), cmd.claim('bob', `c${i}`, 5), cmd.ret('bob', `c${i}`)));
+    const [a, b] = lives.slice(-2) as [HandoffEvent[], HandoffEvent[]];
+    expect(fold(handoffDecider, a).status).toBe('returned');
+    for (let n = 1; n <= a.length; n++) {
+      const [x, y] = [fold(handoffDecider, a.slice(0, n)), fold(handoffDecider, b.slice(0, n))];
+      expect([n, a[n - 1]!.type, haveSameMap(x, y), hasFastProperties(x)]).toEqual([n, a[n - 1]!.type, true, true]);
+    }
+  });
 });

@@ -175,35 +175,40 @@ export function evolveHandoff(state: HandoffState, event: HandoffEvent): Handoff
     case 'handoff.returned': {
       if (state.status !== 'claimed') return state;
       const d = event.data;
+      // The fields this event brings go before the spread of a state that has none of them.
+      const { completion_report: _report, handback_id: _handback, handback_recipient: _recipient, ...rest } = state;
       const returned: ReturnedHandoff = {
-        ...state,
-        ...touched,
-        status: 'returned',
         completion_report: d.report,
         handback_id: d.handback_id,
         handback_recipient: d.handback_recipient,
+        ...rest,
+        ...touched,
+        status: 'returned',
       };
       if (d.evidence_floor) returned.evidence_floor = d.evidence_floor;
       return returned;
     }
     case 'handoff.handback_decided': {
       if (state.status !== 'pending' && state.status !== 'claimed') return state;
-      return { ...state, ...touched, status: 'completed', completed_at: event.data.at };
+      // completed_at is new to the state: before the spread (see 'handoff.claimed').
+      return { completed_at: event.data.at, ...state, ...touched, status: 'completed' };
     }
     case 'handoff.completed': {
       if (state.status !== 'returned') return state;
-      return { ...state, ...touched, status: 'completed', completed_at: event.data.at };
+      return { completed_at: event.data.at, ...state, ...touched, status: 'completed' };
     }
     case 'handoff.completed_by_result': {
       if (state.status !== 'pending' && state.status !== 'claimed') return state;
       const d = event.data;
+      // The fields this event brings go before the spread of a state that has none of them.
+      const { completion_report: _report, result_id: _result, ...rest } = state;
       const completed: CompletedHandoff = {
-        ...state,
-        ...touched,
-        status: 'completed',
         completed_at: d.at,
         completion_report: d.report,
         result_id: d.result_id,
+        ...rest,
+        ...touched,
+        status: 'completed',
       };
       if (d.evidence_floor) completed.evidence_floor = d.evidence_floor;
       return completed;
