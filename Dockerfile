@@ -10,8 +10,8 @@ RUN NX_DAEMON=false npx nx run-many -t build --outputStyle=static \
 FROM node:20-bookworm-slim
 ENV NODE_ENV=production
 # The heap settings Baton's services are measured with (docs/performance.md): resident memory then
-# follows what a service keeps. docker-compose.yml gives each service its own from
-# infra/service-node-options.json (the same as this default today).
+# follows what a service keeps. This default is the router's, the watchdog's and the notifier's;
+# docker-compose.yml gives each service its own (infra/service-node-options.json: the ledger 64 MB).
 ENV NODE_OPTIONS="--max-semi-space-size=4 --max-old-space-size=96"
 WORKDIR /app
 COPY --from=build /app/node_modules ./node_modules

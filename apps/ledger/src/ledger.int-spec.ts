@@ -5,6 +5,7 @@ import { createEventRegistry } from '@baton/contracts';
 import { waitFor } from '@baton/wait';
 import { LedgerCommandListener } from './commands/command-listener';
 import { agentsOf, bootLedger, callers, connectTest, deadLetters, deleteStreams, DlqHeader, offers, publishDefinition, randomPrefix } from './int/support';
+import { LEDGER_FOLD_CACHE_SIZE } from './ledger';
 
 const P = 'shop';
 const as = agentsOf(P);
@@ -74,6 +75,17 @@ describe('ledger service (real NATS, two instances on one prefix)', () => {
     const claimed = handoffOf(await client.claim(P, { handoff_id: id, idempotency_key: `claim-${id}` }, as('bob')));
     return handoffOf(await client.return(P, { handoff_id: id, claim_id: claimed.claim_id!, report, idempotency_key: `return-${id}` }, as('bob')));
   }
+
+  it('keeps 5 000 folded handoffs unless BATON_FOLD_CACHE_SIZE says otherwise (its heap is sized for that)', async () => {
+    expect(ledgerA.runtime.store.cacheCapacity).toBe(LEDGER_FOLD_CACHE_SIZE);
+    expect(LEDGER_FOLD_CACHE_SIZE).toBe(5_000);
+    const sized = await bootLedger(prefix, 'ledger-sized', { BATON_FOLD_CACHE_SIZE: '1234' });
+    try {
+      expect(sized.runtime.store.cacheCapacity).toBe(1234);
+    } finally {
+      await sized.stop();
+    }
+  });
 
   it('seed 002 cycle: create → claim → heartbeat → return → handback created for the delegator → accept → parent completed', async () => {
     const created = handoffOf(

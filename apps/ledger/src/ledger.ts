@@ -16,11 +16,17 @@ export const LEDGER_PORT = 7102;
  * the handoff reactor (durable `ledger_handoff_reactor` on `<prefix>.ev.*.handoff.*`, dead letters under `ledger-handoff-reactor`, one message
  * at a time per handoff, up to {@link REACTOR_CONCURRENCY} handoffs at once per instance). Throws `ConfigError` when a ledger variable is invalid.
  */
+/** The ledger's folded-state cache when `BATON_FOLD_CACHE_SIZE` is unset. */
+export const LEDGER_FOLD_CACHE_SIZE = 5_000;
+
 export async function startLedger(env: Record<string, string | undefined> = process.env, options: LedgerOptions = {}): Promise<RunningService> {
   const config = loadLedgerConfig(env);
   return runService({
     service: 'ledger',
     defaultPort: LEDGER_PORT,
+    // The handoffs a ledger acts on are the ones moving now (created, claimed, returned within
+    // seconds of each other); 5 000 of them keep its heap within 64 MB (docs/performance.md).
+    defaultCacheSize: LEDGER_FOLD_CACHE_SIZE,
     env,
     imports: [LedgerModule.register(config, options)],
     consumers: (runtime) => [

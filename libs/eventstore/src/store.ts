@@ -387,6 +387,11 @@ export class JetStreamEventStore implements EventStore {
     this.onResumedCommand = opts.onResumedCommand;
   }
 
+  /** Folds the cache may hold (0: no cache). */
+  get cacheCapacity(): number {
+    return this.cache?.capacity ?? 0;
+  }
+
   /** What this store has read so far (counters only grow). */
   stats(): EventStoreStats {
     return { ...this.counters, resumed: { ...this.counters.resumed } };

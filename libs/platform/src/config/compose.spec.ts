@@ -93,11 +93,12 @@ describe('every way of starting a service gives it the heap sizes it is measured
     for (const service of Object.values(overlay.services)) expect(service.environment?.['NODE_OPTIONS']).toBeUndefined();
   });
 
-  it("the image's default and infra/scale/service.env (one file for every service) carry the table's value", () => {
-    // While the four agree; a service given sizes of its own must get its own line in both.
+  it("the image's default and infra/scale/service.env (one file for every service) carry the shared value and say what the ledger's is", () => {
     const shared = nodeOptions['router']!;
-    for (const name of services) expect(nodeOptions[name]).toBe(shared);
+    for (const name of ['watchdog', 'notifier']) expect(nodeOptions[name]).toBe(shared);
     expect(readFileSync(join(root, 'Dockerfile'), 'utf8')).toContain(`ENV NODE_OPTIONS="${shared}"`);
-    expect(readFileSync(join(root, 'infra', 'scale', 'service.env'), 'utf8')).toMatch(new RegExp(`^NODE_OPTIONS=${shared}$`, 'm'));
+    const env = readFileSync(join(root, 'infra', 'scale', 'service.env'), 'utf8');
+    expect(env).toMatch(new RegExp(`^NODE_OPTIONS=${shared}$`, 'm'));
+    expect(env).toMatch(new RegExp(`^#\\s+NODE_OPTIONS=${nodeOptions['ledger']}$`, 'm'));
   });
 });

@@ -7,7 +7,8 @@ describe('configuration is validated at start with a clear message', () => {
     expect(config.NATS_URL).toBe('nats://127.0.0.1:4222');
     expect(config.REDIS_URL).toBe('redis://127.0.0.1:6379');
     expect(config.BATON_PREFIX).toBe('baton');
-    expect(config.BATON_FOLD_CACHE_SIZE).toBe(10_000);
+    // Unset: each service's own default (createRuntime).
+    expect(config.BATON_FOLD_CACHE_SIZE).toBeUndefined();
   });
 
   it('the fold cache size is a whole number from 0 (no cache) up', () => {

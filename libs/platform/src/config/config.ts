@@ -42,7 +42,8 @@ export const BaseConfigSchema = z.object({
    * 0 = none). A larger cache spares reads when deciding on many aggregates; each entry costs
    * memory (a few KB for a handoff, more for a long run).
    */
-  BATON_FOLD_CACHE_SIZE: z.coerce.number().int().min(0).max(1_000_000).default(10_000),
+  // Unset: the service's own default (DEFAULT_FOLD_CACHE_SIZE; the ledger's is smaller).
+  BATON_FOLD_CACHE_SIZE: z.coerce.number().int().min(0).max(1_000_000).optional(),
   /**
    * How long dead letters are kept in `<PREFIX>_DLQ`, in ms (default 30 days; 0 = forever). Every
    * service provisions the stream at start, so give every service the same value.

@@ -31,6 +31,8 @@ export interface RunServiceOptions {
   consumers?: (runtime: ServiceRuntime<ServiceConfig>) => JetStreamConsumerBinding[];
   /** Connect to Redis (default true: readiness checks it on every service). */
   redis?: boolean;
+  /** Folded states the event store keeps when `BATON_FOLD_CACHE_SIZE` is unset (default `DEFAULT_FOLD_CACHE_SIZE`). */
+  defaultCacheSize?: number;
   /** Called after everything listens (e.g. start timers). */
   afterStart?: (app: INestApplication, runtime: ServiceRuntime<ServiceConfig>) => Promise<void> | void;
   env?: Record<string, string | undefined>;
@@ -75,6 +77,7 @@ export async function runService(opts: RunServiceOptions): Promise<RunningServic
     service: opts.service,
     config,
     redis: opts.redis ?? true,
+    ...(opts.defaultCacheSize !== undefined ? { defaultCacheSize: opts.defaultCacheSize } : {}),
     wrapNats: (handle) => instrumentNats(handle, { onJetStreamPublish: (published) => metrics.recordPublish(published, config.BATON_PREFIX) }),
     onResumedCommand: (resumed) => metrics.commandsResumed.inc({ outcome: resumed.outcome }),
   });

@@ -24,13 +24,18 @@ export interface ServiceRuntime<C extends BaseConfig = BaseConfig> {
   logger: JsonLogger;
 }
 
+/** Folded states the event store keeps when neither the service nor `BATON_FOLD_CACHE_SIZE` says otherwise. */
+export const DEFAULT_FOLD_CACHE_SIZE = 10_000;
+
 export interface CreateRuntimeOptions<C extends BaseConfig> {
   service: string;
   config: C;
   /** Connect to Redis as well (notifier; readiness of every service checks it too). */
   redis?: boolean;
-  /** Folded-state cache entries for the event store (default: `BATON_FOLD_CACHE_SIZE`). */
+  /** Folded-state cache entries for the event store (default: `BATON_FOLD_CACHE_SIZE`, else `defaultCacheSize`). */
   cacheSize?: number;
+  /** The service's folded-state cache size when `BATON_FOLD_CACHE_SIZE` is unset (default {@link DEFAULT_FOLD_CACHE_SIZE}). */
+  defaultCacheSize?: number;
   /** Wrap the connection before anything uses it (trace propagation, publish metrics: see `instrumentNats`). */
   wrapNats?: (handle: NatsHandle) => NatsHandle;
   /** Also told of every resumed command (after the runtime has logged it): metrics. */
@@ -100,7 +105,7 @@ export async function createRuntime<C extends BaseConfig>(opts: CreateRuntimeOpt
     jsm: nats.jsm,
     prefix: config.BATON_PREFIX,
     registry,
-    cacheSize: opts.cacheSize ?? config.BATON_FOLD_CACHE_SIZE,
+    cacheSize: opts.cacheSize ?? config.BATON_FOLD_CACHE_SIZE ?? opts.defaultCacheSize ?? DEFAULT_FOLD_CACHE_SIZE,
     onResumedCommand: (resumed) => {
       logResumedCommand(logger, resumed);
       opts.onResumedCommand?.(resumed);
