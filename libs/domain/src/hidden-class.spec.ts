@@ -1,4 +1,3 @@
-import { setFlagsFromString } from 'node:v8';
 import type { HandoffEvent } from '@baton/contracts';
 import { cmd, history } from './handoff/handoff.fixtures';
 import { fold } from './decider';
@@ -6,6 +5,7 @@ import { handoffDecider } from './handoff/decider';
 import type { RunCommand } from './run/commands';
 import type { RunEvent } from './run/state';
 import { claimedRunDecider, decided, startCmd } from './run/test-helpers';
+import { v8Shapes } from './testing/hidden-class';
 
 /*
  * Objects Baton makes by the thousand — event payloads, folded states — must share V8's hidden
@@ -15,10 +15,7 @@ import { claimedRunDecider, decided, startCmd } from './run/test-helpers';
  * of them (15 MB) and every read of such an object goes through a megamorphic lookup. These tests
  * make many objects through the real code and check that the last two share one hidden class.
  */
-setFlagsFromString('--allow-natives-syntax');
-const haveSameMap = new Function('a', 'b', 'return %HaveSameMap(a, b)') as (a: object, b: object) => boolean;
-// A dictionary-mode object shares the normalised hidden class of all such objects, so check this too.
-const hasFastProperties = new Function('a', 'return %HasFastProperties(a)') as (a: object) => boolean;
+const { haveSameMap, hasFastProperties } = v8Shapes();
 
 describe('hidden classes of what the domain makes in bulk', () => {
   it('the check itself tells a shared hidden class from a private one', () => {

@@ -10,3 +10,4 @@ export * from './mesh';
 export * from './guards';
 export * from './project';
 export * from './returns';
+export { v8Shapes } from './testing/hidden-class';

@@ -1,5 +1,5 @@
-import { setFlagsFromString } from 'node:v8';
 import { z } from 'zod';
+import { v8Shapes } from '@baton/domain';
 import { EventRegistry, type EventEnvelope } from '@baton/contracts';
 import type { NatsHandle } from './connection';
 import { ConcurrencyConflict, EventValidationError } from './errors';
@@ -50,8 +50,7 @@ describe('JetStreamEventStore (real NATS)', () => {
 
   it('events read back, and events just appended, share one hidden class (not one each)', async () => {
     // %HaveSameMap: V8's own answer. `{ ...envelope, seq }` failed this once warm on Node 20.
-    setFlagsFromString('--allow-natives-syntax');
-    const haveSameMap = new Function('a', 'b', 'return %HaveSameMap(a, b)') as (a: object, b: object) => boolean;
+    const { haveSameMap } = v8Shapes();
     const store = storeOn(a);
     let last = 0;
     for (let i = 1; i <= 40; i++) last = (await store.append(ref(), [envelope(`e${i}`, 1, i, i)], { expectedVersion: last })).lastSeq;

@@ -133,6 +133,9 @@ export async function stopService(service: ServiceProcess, signal: NodeJS.Signal
   return service.child.exitCode;
 }
 
+/** The node-options table of each repository root, read once. */
+const nodeOptionTables = new Map<string, Record<string, unknown>>();
+
 /**
  * The Node flags each service is deployed with (`infra/service-node-options.json`: heap sizes per
  * service), split into arguments. {@link startPlatform} starts services with them unless told
@@ -140,7 +143,11 @@ export async function stopService(service: ServiceProcess, signal: NodeJS.Signal
  */
 export function deployedNodeArgs(name: ServiceName, root: string = repoRoot()): string[] {
   const file = join(root, 'infra', 'service-node-options.json');
-  const table = (JSON.parse(readFileSync(file, 'utf8')) as { services?: Record<string, unknown> }).services ?? {};
+  let table = nodeOptionTables.get(file);
+  if (table === undefined) {
+    table = (JSON.parse(readFileSync(file, 'utf8')) as { services?: Record<string, unknown> }).services ?? {};
+    nodeOptionTables.set(file, table);
+  }
   const flags = table[name];
   if (typeof flags !== 'string') throw new Error(`${file}: services.${name} is not a string of node flags`);
   return flags.split(' ').filter((arg) => arg.length > 0);

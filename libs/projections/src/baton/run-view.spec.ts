@@ -1,6 +1,5 @@
-import { setFlagsFromString } from 'node:v8';
 import { ProjectDefinitionSchema, type ProjectDefinition } from '@baton/contracts';
-import { decideRun, evolveRun, initialRunState, type RunCommand, type RunState } from '@baton/domain';
+import { decideRun, evolveRun, initialRunState, v8Shapes, type RunCommand, type RunState } from '@baton/domain';
 import type { JsonValue } from '../canonical-json';
 import type { SequencedEvent } from '../store';
 import { runsProjection, runViewOf, runViewOfState, MAX_VIEW_ROUTES, appendRoute, type RunRoute, type RunView } from './runs';
@@ -193,9 +192,7 @@ describe('the run view: waiting parents, routes with rule and reason, declared a
 
 describe("the runs projection's state: one hidden class per shape, not one per run", () => {
   it('the states a rebuild keeps, stepped from the same events, share a hidden class and stay fast objects', () => {
-    setFlagsFromString('--allow-natives-syntax');
-    const haveSameMap = new Function('a', 'b', 'return %HaveSameMap(a, b)') as (a: object, b: object) => boolean;
-    const hasFastProperties = new Function('a', 'return %HasFastProperties(a)') as (a: object) => boolean;
+    const { haveSameMap, hasFastProperties } = v8Shapes();
     const events = play([start]);
     expect(events.map((e) => e.type)).toContain('run.routed');
     // As a rebuild keeps them: each step's state object handed to the next step. (What `step` builds
