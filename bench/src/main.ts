@@ -6,7 +6,17 @@ import { cleanupDeployment, endedServices, publishCycleDefinition, type ServiceP
 import { measureGrowth, type GrowthResult } from './growth';
 import { measureHops, type HopsResult } from './hops';
 import { createOpenHandoffs, type OpenHandoffsResult } from './open-handoffs';
-import { accountedTargets, benchNodeArgs, benchNodeFlagsReport, brokerProcesses, formatCpu, readCpu, rssMb } from './platform';
+import {
+  accountedTargets,
+  benchNodeArgs,
+  benchNodeFlagsReport,
+  brokerProcesses,
+  foldCacheOf,
+  formatCpu,
+  readCpu,
+  rssMb,
+  type FoldCacheReading,
+} from './platform';
 import { measureRaw, type RawCeilings } from './raw';
 import { measureReplay, type ReplayResult } from './replay';
 import { longRebuildEvents, longRebuildLines, measureLongRebuild, type LongRebuildResult } from './rebuild-million';
@@ -68,6 +78,10 @@ function settingsFrom(argv: readonly string[]): BenchSettings {
 
 function rssOf(services: readonly ServiceProcess[]): Record<string, number | null> {
   return Object.fromEntries(services.map((s) => [s.name, rssMb(s.child.pid)]));
+}
+
+async function foldCachesOf(services: readonly ServiceProcess[]): Promise<Record<string, FoldCacheReading | null>> {
+  return Object.fromEntries(await Promise.all(services.map(async (s) => [s.name, await foldCacheOf(s.port)] as const)));
 }
 
 function meets(value: number, target: { op: '>=' | '<='; value: number }): boolean {
@@ -169,6 +183,7 @@ async function main(): Promise<void> {
       log,
     });
     const rssAfterHops = rssOf(services);
+    const foldCacheAfterHops = await foldCachesOf(services);
     await quiesce(60_000);
 
     log('routing decision time as a run grows');
@@ -197,7 +212,13 @@ async function main(): Promise<void> {
     log(`${settings.openHandoffs} open handoffs`);
     const open: OpenHandoffsResult = await createOpenHandoffs(nats, prefix, project, settings.openHandoffs, () => quiesce(240_000));
     const rss = rssOf(services);
+    const foldCache = await foldCachesOf(services);
     log(`  appended at ${open.append_per_s}/s, digested in ${open.digest_seconds} s${open.digested ? '' : ' (gave up waiting)'}; RSS ${JSON.stringify(rss)}`);
+    log(
+      `  fold caches (entries / estimated MB): ${Object.entries(foldCache)
+        .map(([name, c]) => `${name} ${c ? `${c.entries} / ${c.mb}` : 'not read'}`)
+        .join(', ')}`,
+    );
     const rebuildEvents = longRebuildEvents(argv);
     if (rebuildEvents > 0) log(`rebuild of a long stream (${rebuildEvents} events, a fresh stream, in a process of its own)`);
     const longRebuild: LongRebuildResult | null = rebuildEvents > 0 ? await measureLongRebuild({ nats, natsUrl, redisUrl, events: rebuildEvents, log }) : null;
@@ -235,6 +256,9 @@ async function main(): Promise<void> {
       ratios,
       rss_mb: rss,
       rss_mb_after_hops: rssAfterHops,
+      // What each service's event store keeps in its fold cache at the two RSS points (estimated MB).
+      fold_cache: foldCache,
+      fold_cache_after_hops: foldCacheAfterHops,
       targets: TARGETS,
       reached,
       seconds: Math.round((Date.now() - started) / 1000),

@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { MetricName, metricSample } from '@baton/platform';
 import { deployedNodeArgs, SERVICES, type ServiceName, type ServiceProcess } from '@baton/testing';
 import { findListeningProcess, type ProcessLookup } from './listener';
 import { round } from './stats';
@@ -30,6 +31,32 @@ export function rssMb(pid: number | undefined): number | null {
   } catch {
     return null;
   }
+}
+
+/** What a service's event store keeps in its fold cache, from its `/metrics` (MB: estimated heap, see `heapWeight`). */
+export interface FoldCacheReading {
+  entries: number;
+  mb: number;
+  max_mb: number | null;
+  evicted: number;
+}
+
+/** The fold cache of the service listening on `port` (127.0.0.1), or null when its metrics could not be read. */
+export async function foldCacheOf(port: number): Promise<FoldCacheReading | null> {
+  let text: string;
+  try {
+    const response = await fetch(`http://127.0.0.1:${port}/metrics`, { signal: AbortSignal.timeout(5_000) });
+    if (!response.ok) return null;
+    text = await response.text();
+  } catch {
+    return null;
+  }
+  const entries = metricSample(text, MetricName.foldCacheEntries);
+  const bytes = metricSample(text, MetricName.foldCacheBytes);
+  if (entries === undefined || bytes === undefined) return null;
+  const max = metricSample(text, MetricName.foldCacheMaxBytes);
+  const mb = (value: number) => round(value / (1024 * 1024), 1);
+  return { entries, mb: mb(bytes), max_mb: max === undefined ? null : mb(max), evicted: metricSample(text, MetricName.foldCacheEvictions) ?? 0 };
 }
 
 /** Fields of /proc/<pid>/stat after the command name (which may hold spaces), or null when unreadable. */

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { createEventRegistry, Subjects, type EventEnvelope, type HandoffEvent } from '@baton/contracts';
 import { evolveHandoff, initialHandoffState, type HandoffState } from '@baton/domain';
 import { batonStreamNames, connectNats, type NatsHandle } from '@baton/eventstore';
+import { MetricName, metricSamples } from '@baton/platform';
 import {
   FoldSession,
   batonProjections,
@@ -107,16 +108,12 @@ describe('scale-out: two processes of every service share one deployment', () =>
     const handled = async (service: ServiceProcess, consumer: RegExp): Promise<number> => {
       const response = await fetch(`http://127.0.0.1:${service.port}/metrics`);
       if (!response.ok) return -1;
-      let total = 0;
-      for (const line of (await response.text()).split('\n')) {
-        if (line.startsWith('baton_events_handled_total{') && consumer.test(line) && line.includes('outcome="acked"')) total += Number(line.split(' ').pop());
-      }
-      return total;
+      return metricSamples(await response.text(), MetricName.eventsHandled, { consumer, outcome: 'acked' }).reduce((sum, n) => sum + n, 0);
     };
     const consumers = {
-      router: /consumer="router__prefix__in_any_result_any/,
-      ledger: /consumer="ledger_handoff_reactor"/,
-      notifier: /consumer="notifier_projections"/,
+      router: /^router__prefix__in_any_result_any/,
+      ledger: /^ledger_handoff_reactor$/,
+      notifier: /^notifier_projections$/,
     } as const;
     const workedBeforeStop = new Map<string, number>();
 

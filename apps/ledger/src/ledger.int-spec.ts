@@ -1,11 +1,11 @@
 import type { CompletionReport, HandoffRecord, LedgerReply } from '@baton/contracts';
 import { JetStreamEventStore, LedgerClient, type NatsHandle } from '@baton/eventstore';
-import type { RunningService } from '@baton/platform';
+import { MetricName, metricSample, type RunningService } from '@baton/platform';
 import { createEventRegistry } from '@baton/contracts';
 import { waitFor } from '@baton/wait';
 import { LedgerCommandListener } from './commands/command-listener';
 import { agentsOf, bootLedger, callers, connectTest, deadLetters, deleteStreams, DlqHeader, offers, publishDefinition, randomPrefix } from './int/support';
-import { LEDGER_FOLD_CACHE_SIZE } from './ledger';
+import { LEDGER_FOLD_CACHE_MB, LEDGER_FOLD_CACHE_SIZE } from './ledger';
 
 const P = 'shop';
 const as = agentsOf(P);
@@ -76,12 +76,14 @@ describe('ledger service (real NATS, two instances on one prefix)', () => {
     return handoffOf(await client.return(P, { handoff_id: id, claim_id: claimed.claim_id!, report, idempotency_key: `return-${id}` }, as('bob')));
   }
 
-  it('keeps 5 000 folded handoffs unless BATON_FOLD_CACHE_SIZE says otherwise (its heap is sized for that)', async () => {
+  it('keeps 5 000 folded handoffs weighing at most 16 MiB unless BATON_FOLD_CACHE_SIZE / _MB say otherwise (its heap is sized for that)', async () => {
     expect(ledgerA.runtime.store.cacheCapacity).toBe(LEDGER_FOLD_CACHE_SIZE);
     expect(LEDGER_FOLD_CACHE_SIZE).toBe(5_000);
-    const sized = await bootLedger(prefix, 'ledger-sized', { BATON_FOLD_CACHE_SIZE: '1234' });
+    expect(ledgerA.runtime.store.foldCache().maxBytes).toBe(LEDGER_FOLD_CACHE_MB * 1024 * 1024);
+    expect(LEDGER_FOLD_CACHE_MB).toBe(16);
+    const sized = await bootLedger(prefix, 'ledger-sized', { BATON_FOLD_CACHE_SIZE: '1234', BATON_FOLD_CACHE_MB: '3' });
     try {
-      expect(sized.runtime.store.cacheCapacity).toBe(1234);
+      expect(sized.runtime.store.foldCache()).toMatchObject({ capacity: 1234, maxBytes: 3 * 1024 * 1024 });
     } finally {
       await sized.stop();
     }
@@ -326,5 +328,21 @@ describe('ledger service (real NATS, two instances on one prefix)', () => {
     const next = await createAndReturn('h-after-refusal');
     await waitFor(() => client.get(P, next.handback_id!), 'the next handback', { timeoutMs: 8000 });
     expect(await deadLetters(nats, prefix, 'ledger-handoff-reactor')).toHaveLength(1);
+  });
+
+  it('GET /metrics reports its fold cache: what it keeps, what that weighs (an estimate within the bound) and the bound', async () => {
+    // After the tests above (last: a new handoff's offer would reach a test that waits for one).
+    await createAndReturn('h-metrics');
+    const text = await (await fetch(`${await ledgerA.app.getUrl()}/metrics`)).text();
+    const cached = ledgerA.runtime.store.foldCache();
+    expect(cached.entries).toBeGreaterThan(0);
+    expect(metricSample(text, MetricName.foldCacheMaxBytes, { service: 'ledger' })).toBe(LEDGER_FOLD_CACHE_MB * 1024 * 1024);
+    const entries = metricSample(text, MetricName.foldCacheEntries, { service: 'ledger' }) ?? 0;
+    const bytes = metricSample(text, MetricName.foldCacheBytes, { service: 'ledger' }) ?? 0;
+    expect(entries).toBeGreaterThan(0);
+    // A folded handoff weighs a kilobyte or more (its state, its events' ids and wrappers).
+    expect(bytes).toBeGreaterThan(entries * 1_000);
+    expect(bytes).toBeLessThanOrEqual(LEDGER_FOLD_CACHE_MB * 1024 * 1024);
+    expect(metricSample(text, MetricName.foldCacheEvictions, { service: 'ledger' })).toBe(0);
   });
 });

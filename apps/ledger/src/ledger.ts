@@ -11,22 +11,27 @@ export const REACTOR_CONCURRENCY = 32;
 /** The ledger's default HTTP port (health). */
 export const LEDGER_PORT = 7102;
 
+/** The ledger's folded-state cache when `BATON_FOLD_CACHE_SIZE` is unset. */
+export const LEDGER_FOLD_CACHE_SIZE = 5_000;
+
+/** MiB of estimated heap the ledger's folded handoffs may weigh together when `BATON_FOLD_CACHE_MB` is unset. */
+export const LEDGER_FOLD_CACHE_MB = 16;
+
 /**
  * Start the ledger service: request/reply on `<prefix>.cmd.ledger.>` (queue group `ledger`) and
  * the handoff reactor (durable `ledger_handoff_reactor` on `<prefix>.ev.*.handoff.*`, dead letters under `ledger-handoff-reactor`, one message
  * at a time per handoff, up to {@link REACTOR_CONCURRENCY} handoffs at once per instance). Throws `ConfigError` when a ledger variable is invalid.
  */
-/** The ledger's folded-state cache when `BATON_FOLD_CACHE_SIZE` is unset. */
-export const LEDGER_FOLD_CACHE_SIZE = 5_000;
-
 export async function startLedger(env: Record<string, string | undefined> = process.env, options: LedgerOptions = {}): Promise<RunningService> {
   const config = loadLedgerConfig(env);
   return runService({
     service: 'ledger',
     defaultPort: LEDGER_PORT,
     // The handoffs a ledger acts on are the ones moving now (created, claimed, returned within
-    // seconds of each other); 5 000 of them keep its heap within 64 MB (docs/performance.md).
+    // seconds of each other); 5 000 of them keep its heap within 64 MB (docs/performance.md), and
+    // 16 MiB keeps it there when handoffs carry large contexts (5 000 of the bench's weigh ~13).
     defaultCacheSize: LEDGER_FOLD_CACHE_SIZE,
+    defaultCacheMb: LEDGER_FOLD_CACHE_MB,
     env,
     imports: [LedgerModule.register(config, options)],
     consumers: (runtime) => [

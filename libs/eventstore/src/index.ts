@@ -32,6 +32,7 @@ export type {
   DomainEventLike,
   EventStore,
   EventStoreStats,
+  FoldCacheStats,
   ResumedCommand,
   ResumedCommandOutcome,
   FoldLike,
@@ -52,7 +53,8 @@ export { DlqSources, LEGACY_DLQ_SOURCES, ROUTER_DLQ_SOURCES, readableDlqSource, 
 export type { DeadLetterInput, DeadLetterAck } from './dead-letter';
 export { runConsumer, classifyError } from './runner';
 export type { BatchVerdict, ConsumedMessage, ConsumerLostEvent, ConsumerRunner, ErrorClass, MessageOutcome, RunConsumerOptions } from './runner';
-export { LruCache } from './lru';
+export { LruCache, type LruWeightBound } from './lru';
+export { heapWeight } from './heap-weight';
 export * from './dlq-admin';
 export { instrumentRunners, type RunnerIdentity, type RunnerInstrumentation } from './runner';
 export { streamReader, followStream, readStreamRange, FOLLOW_PULL_EXPIRES_MS } from './stream-reader';

@@ -1,17 +1,48 @@
+/** A bound on what an {@link LruCache}'s entries weigh together (bytes, say), besides their count. */
+export interface LruWeightBound<V> {
+  /** Most the entries may weigh together; the entry used last is kept even when it alone weighs more. */
+  max: number;
+  /** An entry's weight: a finite number ≥ 0 that must not change while the value is cached. */
+  of: (value: V) => number;
+}
+
 /**
- * A small least-recently-used map. `get` refreshes an entry; `set` evicts the oldest entry once
- * `capacity` is exceeded. Used to cache folded aggregate state; a miss is always safe (the state
- * is rebuilt from the stream).
+ * A small least-recently-used map. `get` refreshes an entry; `set` evicts the oldest entries once
+ * there are more than `capacity` of them or, with a weight bound, once they weigh more than its
+ * `max` (never the entry just set: a value heavier than the bound is kept alone rather than not
+ * at all). Used to cache folded aggregate state; a miss is always safe (the state is rebuilt from
+ * the stream).
  */
 export class LruCache<K, V> {
   private readonly entries = new Map<K, V>();
+  private readonly weigh: ((value: V) => number) | null;
+  private total = 0;
+  private evictions = 0;
+  /** Most the entries may weigh together (Infinity without a weight bound). */
+  readonly maxWeight: number;
 
-  constructor(readonly capacity: number) {
+  constructor(
+    readonly capacity: number,
+    bound?: LruWeightBound<V>,
+  ) {
     if (!Number.isInteger(capacity) || capacity < 1) throw new Error('LRU capacity must be a positive integer');
+    if (bound && !(bound.max > 0)) throw new Error('LRU weight bound must be a positive number');
+    this.weigh = bound?.of ?? null;
+    this.maxWeight = bound?.max ?? Infinity;
   }
 
   get size(): number {
     return this.entries.size;
+  }
+
+  /** What the entries weigh together (0 without a weight bound). */
+  get weight(): number {
+    return this.total;
+  }
+
+  /** Entries evicted to keep within the bounds, since the cache was made. */
+  get evicted(): number {
+    return this.evictions;
   }
 
   get(key: K): V | undefined {
@@ -23,20 +54,35 @@ export class LruCache<K, V> {
   }
 
   set(key: K, value: V): void {
-    this.entries.delete(key);
+    const weight = this.weigh ? this.weightOf(value) : 0;
+    this.delete(key);
     this.entries.set(key, value);
-    while (this.entries.size > this.capacity) {
+    this.total += weight;
+    while (this.entries.size > this.capacity || (this.total > this.maxWeight && this.entries.size > 1)) {
       const oldest = this.entries.keys().next();
       if (oldest.done) break;
-      this.entries.delete(oldest.value);
+      this.delete(oldest.value);
+      this.evictions++;
     }
   }
 
   delete(key: K): void {
+    if (this.weigh) {
+      const value = this.entries.get(key);
+      if (value !== undefined) this.total -= this.weightOf(value);
+    }
     this.entries.delete(key);
+    if (this.entries.size === 0) this.total = 0;
   }
 
   clear(): void {
     this.entries.clear();
+    this.total = 0;
+  }
+
+  private weightOf(value: V): number {
+    const weight = (this.weigh as (value: V) => number)(value);
+    if (!Number.isFinite(weight) || weight < 0) throw new Error(`LRU entry weight must be a finite number ≥ 0, got ${weight}`);
+    return weight;
   }
 }

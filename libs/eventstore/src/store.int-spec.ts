@@ -6,7 +6,18 @@ import { ConcurrencyConflict, EventValidationError } from './errors';
 import { SCHEMA_HEADER, schemaFingerprint } from './schema-fingerprint';
 import { JetStreamEventStore, type AggregateRef, type ResumedCommand } from './store';
 import { batonStreamNames } from './topology';
-import { connectTest, counterDecider, counterRegistry, deleteTopology, meta, provisionTopology, randomPrefix, type CounterCommand } from './int/support';
+import { heapWeight } from './heap-weight';
+import {
+  connectTest,
+  counterDecider,
+  counterRegistry,
+  deleteTopology,
+  meta,
+  provisionTopology,
+  randomPrefix,
+  type CounterCommand,
+  type CounterState,
+} from './int/support';
 
 describe('JetStreamEventStore (real NATS)', () => {
   let a: NatsHandle;
@@ -26,13 +37,17 @@ describe('JetStreamEventStore (real NATS)', () => {
     await b.close();
   });
 
-  const storeOn = (handle: NatsHandle, opts: { cacheSize?: number; registry?: EventRegistry; onResumedCommand?: (resumed: ResumedCommand) => void } = {}) =>
+  const storeOn = (
+    handle: NatsHandle,
+    opts: { cacheSize?: number; cacheBytes?: number; registry?: EventRegistry; onResumedCommand?: (resumed: ResumedCommand) => void } = {},
+  ) =>
     new JetStreamEventStore({
       js: handle.js,
       jsm: handle.jsm,
       prefix,
       registry: opts.registry ?? counterRegistry(),
       cacheSize: opts.cacheSize,
+      ...(opts.cacheBytes !== undefined ? { cacheBytes: opts.cacheBytes } : {}),
       ...(opts.onResumedCommand ? { onResumedCommand: opts.onResumedCommand } : {}),
     });
 
@@ -247,6 +262,54 @@ describe('JetStreamEventStore (real NATS)', () => {
     await storeOn(b).handleCommand(ref(), counterDecider, { type: 'add', n: 10 }, meta());
     const result = await cached.handleCommand(ref(), counterDecider, { type: 'add', n: 100 }, meta());
     expect(result.ok && result.state).toEqual({ total: 111, version: 3, history: [1, 10, 100] });
+  });
+
+  describe('a fold cache bounded by bytes (cacheBytes)', () => {
+    const add = (store: JetStreamEventStore, id: string, n = 1) => store.handleCommand(ref(id), counterDecider, { type: 'add', n }, meta());
+
+    it('keeps what its folds weigh within the bound, evicting the least recently used, whatever their count', async () => {
+      const store = storeOn(a, { cacheSize: 1_000, cacheBytes: 4_000 });
+      for (let i = 0; i < 20; i++) await add(store, `small-${i}`);
+      const stats = store.foldCache();
+      expect(stats).toMatchObject({ capacity: 1_000, maxBytes: 4_000 });
+      expect(stats.bytes).toBeGreaterThan(0);
+      expect(stats.bytes).toBeLessThanOrEqual(4_000);
+      expect(stats.entries).toBeLessThan(20);
+      expect(stats.evicted).toBe(20 - stats.entries);
+      // The most recent folds are the ones kept: deciding on the last needs no read, on the first it does.
+      const before = store.stats().readRoundTrips;
+      await add(store, 'small-19');
+      expect(store.stats().readRoundTrips).toBe(before);
+      await add(store, 'small-0');
+      expect(store.stats().readRoundTrips).toBeGreaterThan(before);
+      expect((await store.read(ref('small-0'))).events).toHaveLength(2);
+    });
+
+    it('weighs a growing state again as it grows (within twice its measured weight), and keeps one heavier than the bound alone, still deciding without reads', async () => {
+      const store = storeOn(a, { cacheSize: 1_000, cacheBytes: 4_000 });
+      await add(store, 'other');
+      let state: CounterState | undefined;
+      for (let i = 0; i < 700; i++) {
+        const result = await add(store, 'long', 2);
+        if (result.ok) state = result.state as CounterState;
+      }
+      expect(state?.history).toHaveLength(700);
+      const weight = heapWeight(state);
+      expect(weight).toBeGreaterThan(4_000);
+      const stats = store.foldCache();
+      expect(stats.entries).toBe(1); // 'other' was evicted to make room, the long one stays alone
+      expect(stats.bytes).toBeGreaterThanOrEqual(weight);
+      expect(stats.bytes).toBeLessThanOrEqual(2 * weight + 256 + 160 * 16);
+      const before = store.stats().readRoundTrips;
+      const next = await add(store, 'long', 2);
+      expect(next.ok && next.state).toMatchObject({ total: 1_402, version: 701 });
+      expect(store.stats().readRoundTrips).toBe(before);
+    });
+
+    it('without cacheBytes nothing is weighed, and a bound that is not positive is refused', () => {
+      expect(storeOn(a, { cacheSize: 10 }).foldCache()).toEqual({ capacity: 10, maxBytes: null, entries: 0, bytes: 0, evicted: 0 });
+      expect(() => storeOn(a, { cacheSize: 10, cacheBytes: 0 })).toThrow(/cacheBytes/);
+    });
   });
 
   it('a command retried with the same command id is stored once and answers with the stored events', async () => {

@@ -16,6 +16,7 @@ import type { DecisionResult, DomainError } from '@baton/domain';
 import { decodeEvent } from './decode';
 import { eventHeaders } from './schema-fingerprint';
 import { ConcurrencyConflict, EventDecodeError, EventStoreError, EventValidationError, JsErrCode, StreamNotFound, jsErrCode, mapPublishError } from './errors';
+import { heapWeight } from './heap-weight';
 import { LruCache } from './lru';
 import { streamReader, type StoredMessage, type StreamReader } from './stream-reader';
 import { batonStreamNames } from './topology';
@@ -251,6 +252,14 @@ export interface JetStreamEventStoreOptions {
   /** Entries in the folded-state cache (default 0: no cache). */
   cacheSize?: number;
   /**
+   * Most the cached folds may weigh together, in estimated heap bytes (default: no bound but the
+   * count). An entry weighs its state as last measured (`heapWeight`, re-measured whenever the
+   * events folded on since weigh more than it did), those events, and its kept tail; the entry
+   * used last is kept even when it alone weighs more, so a long aggregate is never refolded per
+   * command.
+   */
+  cacheBytes?: number;
+  /**
    * Events each cache entry keeps behind its fold, so it can answer `stateAt` for a sequence
    * before its last event (a reactor a few events behind the writer) without reading (default 16).
    */
@@ -300,6 +309,33 @@ interface FoldEntry {
    * Empty otherwise, so that memory stays one state per entry where nobody asks.
    */
   recent: readonly RecentState[];
+  /** Estimated heap bytes of `state` when it was last weighed (0 until a byte bound asks). */
+  measured: number;
+  /** Estimated heap bytes of the events folded on since `state` was last weighed. */
+  since: number;
+}
+
+/** What the fold cache holds and weighs now (see {@link JetStreamEventStore.foldCache}). */
+export interface FoldCacheStats {
+  /** Folds it may hold (0: no cache). */
+  capacity: number;
+  /** Most they may weigh together, estimated bytes (null: bounded by the count alone). */
+  maxBytes: number | null;
+  entries: number;
+  /** What they weigh together, estimated bytes (0 without a byte bound: nothing is weighed). */
+  bytes: number;
+  /** Folds evicted to keep within the bounds since the store was made. */
+  evicted: number;
+}
+
+/** Estimated heap bytes an entry keeps besides its states' contents: the entry, its base and arrays. */
+const ENTRY_BYTES = 448;
+/** Estimated heap bytes of one kept tail event besides its payload (which the state mostly shares): the wrappers and the id. */
+const TAIL_EVENT_BYTES = 352;
+
+/** An entry's weight for the byte-bounded cache. */
+function entryWeight(entry: FoldEntry): number {
+  return ENTRY_BYTES + entry.measured + entry.since + TAIL_EVENT_BYTES * entry.tail.length;
 }
 
 interface RecentState {
@@ -361,6 +397,8 @@ export class JetStreamEventStore implements EventStore {
   private readonly smallReadEvents: number;
   private readonly cache: LruCache<string, FoldEntry> | null;
   private readonly history: number;
+  /** The cache is bounded by bytes too (`cacheBytes`): entries are weighed as they are built. */
+  private readonly weighing: boolean;
   private readonly counters: EventStoreStats = {
     readRoundTrips: 0,
     stateHits: 0,
@@ -382,7 +420,12 @@ export class JetStreamEventStore implements EventStore {
     this.reader = streamReader({ js: opts.js, jsm: opts.jsm }, this.stream, { onRoundTrip: () => void this.counters.readRoundTrips++ });
     this.readBatch = opts.readBatch ?? 500;
     this.smallReadEvents = Math.max(0, opts.smallReadEvents ?? 8);
-    this.cache = opts.cacheSize && opts.cacheSize > 0 ? new LruCache(opts.cacheSize) : null;
+    this.weighing = opts.cacheBytes !== undefined;
+    if (this.weighing && !((opts.cacheBytes as number) > 0)) throw new EventStoreError(`cacheBytes must be a positive number of bytes, got ${opts.cacheBytes}`);
+    this.cache =
+      opts.cacheSize && opts.cacheSize > 0
+        ? new LruCache<string, FoldEntry>(opts.cacheSize, this.weighing ? { max: opts.cacheBytes as number, of: entryWeight } : undefined)
+        : null;
     this.history = Math.max(0, opts.cacheHistory ?? 16);
     this.onResumedCommand = opts.onResumedCommand;
   }
@@ -390,6 +433,18 @@ export class JetStreamEventStore implements EventStore {
   /** Folds the cache may hold (0: no cache). */
   get cacheCapacity(): number {
     return this.cache?.capacity ?? 0;
+  }
+
+  /** What the fold cache holds and weighs now (metrics; the bounds it keeps to). */
+  foldCache(): FoldCacheStats {
+    const cache = this.cache;
+    return {
+      capacity: cache?.capacity ?? 0,
+      maxBytes: cache && this.weighing ? cache.maxWeight : null,
+      entries: cache?.size ?? 0,
+      bytes: cache?.weight ?? 0,
+      evicted: cache?.evicted ?? 0,
+    };
   }
 
   /** What this store has read so far (counters only grow). */
@@ -783,6 +838,8 @@ export class JetStreamEventStore implements EventStore {
       state,
       throughSeq: 0,
       recent: [],
+      measured: 0,
+      since: 0,
     };
   }
 
@@ -809,7 +866,19 @@ export class JetStreamEventStore implements EventStore {
       const oldest = tail.shift() as CachedEvent;
       base = { seq: oldest.seq, state: entry.evolve(base.state, oldest.event), eventId: oldest.id };
     }
-    return { ...entry, base, tail, state, throughSeq: Math.max(throughSeq, (events.at(-1) as CachedEvent).seq), recent };
+    let measured = entry.measured;
+    let since = entry.since;
+    if (this.weighing) {
+      for (let i = 0; i < events.length; i++) since += heapWeight((events[i] as CachedEvent).event.data);
+      // Weigh the state itself once what was folded on since its last weighing weighs more than it
+      // did: a state that grows is re-weighed at every doubling (amortised, a walk of its size per
+      // doubling), one that does not (a lease's heartbeats) every few events of its own size.
+      if (since > measured) {
+        measured = heapWeight(state);
+        since = 0;
+      }
+    }
+    return { ...entry, base, tail, state, throughSeq: Math.max(throughSeq, (events.at(-1) as CachedEvent).seq), recent, measured, since };
   }
 
   /** The deterministic id of a command's `index`-th event, or null when the command has none. */

@@ -1,4 +1,3 @@
-import { LruCache } from './lru';
 import { streamConfig } from './provision';
 import { batonStreamNames, batonTopology, streamStem } from './topology';
 
@@ -52,18 +51,5 @@ describe('topology', () => {
     expect(streamConfig(forever)).toMatchObject({ max_age: 0, duplicate_window: 3600 * 1e9 });
     // The other streams keep no byte limit.
     expect(streamConfig(batonTopology('baton').streams[0]!).max_bytes).toBe(-1);
-  });
-});
-
-describe('LruCache', () => {
-  it('evicts the least recently used entry past capacity', () => {
-    const cache = new LruCache<string, number>(2);
-    cache.set('a', 1);
-    cache.set('b', 2);
-    cache.get('a');
-    cache.set('c', 3);
-    expect(cache.get('b')).toBeUndefined();
-    expect(cache.get('a')).toBe(1);
-    expect(cache.get('c')).toBe(3);
   });
 });

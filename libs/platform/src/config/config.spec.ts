@@ -9,12 +9,18 @@ describe('configuration is validated at start with a clear message', () => {
     expect(config.BATON_PREFIX).toBe('baton');
     // Unset: each service's own default (createRuntime).
     expect(config.BATON_FOLD_CACHE_SIZE).toBeUndefined();
+    expect(config.BATON_FOLD_CACHE_MB).toBeUndefined();
   });
 
   it('the fold cache size is a whole number from 0 (no cache) up', () => {
     expect(loadConfig(BaseConfigSchema, { BATON_FOLD_CACHE_SIZE: '0' }).BATON_FOLD_CACHE_SIZE).toBe(0);
     expect(loadConfig(BaseConfigSchema, { BATON_FOLD_CACHE_SIZE: '2500' }).BATON_FOLD_CACHE_SIZE).toBe(2500);
     for (const bad of ['-1', '1.5', 'lots']) expect(() => loadConfig(BaseConfigSchema, { BATON_FOLD_CACHE_SIZE: bad })).toThrow(/BATON_FOLD_CACHE_SIZE/);
+  });
+
+  it('the fold cache byte bound is a whole number of MiB from 1 up (there is no "unbounded": use a large number)', () => {
+    expect(loadConfig(BaseConfigSchema, { BATON_FOLD_CACHE_MB: '24' }).BATON_FOLD_CACHE_MB).toBe(24);
+    for (const bad of ['0', '-3', '2.5', 'big']) expect(() => loadConfig(BaseConfigSchema, { BATON_FOLD_CACHE_MB: bad })).toThrow(/BATON_FOLD_CACHE_MB/);
   });
 
   it('the dead-letter stream keeps 30 days and 1 GiB unless told otherwise (0 = no limit)', () => {

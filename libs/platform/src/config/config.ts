@@ -45,6 +45,14 @@ export const BaseConfigSchema = z.object({
   // Unset: the service's own default (DEFAULT_FOLD_CACHE_SIZE; the ledger's is smaller).
   BATON_FOLD_CACHE_SIZE: z.coerce.number().int().min(0).max(1_000_000).optional(),
   /**
+   * Most the folded states the event store keeps may weigh together, in MiB of estimated heap
+   * (least recently used first out, whatever their count). Holds the cache to the service's heap
+   * when aggregates are large (a handoff's context, a long run): size the heap
+   * (`--max-old-space-size`) to this plus what the service needs besides (docs/performance.md).
+   */
+  // Unset: the service's own default (DEFAULT_FOLD_CACHE_MB; the ledger's is smaller).
+  BATON_FOLD_CACHE_MB: z.coerce.number().int().min(1).max(65_536).optional(),
+  /**
    * How long dead letters are kept in `<PREFIX>_DLQ`, in ms (default 30 days; 0 = forever). Every
    * service provisions the stream at start, so give every service the same value.
    */

@@ -4,3 +4,4 @@ export { registerProjectionGauges, countOpenHandoffs, OPEN_HANDOFF_STATUSES } fr
 export type { ProjectionGaugeOptions } from './projection-gauges';
 export { MetricsModule, MetricsController, METRICS, PROMETHEUS_CONTENT_TYPE } from './metrics.module';
 export { httpMetricsMiddleware } from './http-metrics';
+export { metricSample, metricSamples, type LabelMatch } from './exposition';

@@ -4,6 +4,7 @@ import {
   DlqHeader,
   contextFromHeaders,
   type ConsumedMessage,
+  type FoldCacheStats,
   type JetStreamPublished,
   type MessageOutcome,
   type NatsHandle,
@@ -22,6 +23,10 @@ export const MetricName = {
   consumerWaiting: 'baton_consumer_waiting_pulls',
   deadLetters: 'baton_dead_letters_total',
   commandsResumed: 'baton_commands_resumed_total',
+  foldCacheEntries: 'baton_fold_cache_entries',
+  foldCacheBytes: 'baton_fold_cache_bytes',
+  foldCacheMaxBytes: 'baton_fold_cache_max_bytes',
+  foldCacheEvictions: 'baton_fold_cache_evictions_total',
   openHandoffs: 'baton_open_handoffs',
   inboxOpenItems: 'baton_inbox_open_items',
   httpDuration: 'baton_http_request_duration_seconds',
@@ -50,6 +55,8 @@ export class BatonMetrics {
   readonly consumerWaiting: Gauge<'stream' | 'consumer'>;
   readonly deadLetters: Counter<'source' | 'reason'>;
   readonly commandsResumed: Counter<'outcome'>;
+  /** What the event store's fold cache reports when scraped (see {@link watchFoldCache}). */
+  private foldCache: (() => FoldCacheStats) | null = null;
   readonly httpDuration: Histogram<'method' | 'route' | 'status_code'>;
 
   constructor(readonly options: BatonMetricsOptions) {
@@ -91,6 +98,42 @@ export class BatonMetrics {
       labelNames: ['outcome'],
       registers,
     });
+    const foldCacheNow = () => this.foldCache?.() ?? null;
+    const foldCache = (pick: (stats: FoldCacheStats) => number | null) =>
+      function (this: Gauge) {
+        const stats = foldCacheNow();
+        const value = stats ? pick(stats) : null;
+        if (value === null) this.reset();
+        else this.set(value);
+      };
+    new Gauge({
+      name: MetricName.foldCacheEntries,
+      help: "Aggregates whose folded state the service's event store keeps in memory.",
+      registers,
+      collect: foldCache((stats) => stats.entries),
+    });
+    new Gauge({
+      name: MetricName.foldCacheBytes,
+      help: 'What the kept folded states weigh together, estimated heap bytes.',
+      registers,
+      collect: foldCache((stats) => stats.bytes),
+    });
+    new Gauge({
+      name: MetricName.foldCacheMaxBytes,
+      help: 'Most the kept folded states may weigh together (BATON_FOLD_CACHE_MB), bytes.',
+      registers,
+      collect: foldCache((stats) => stats.maxBytes),
+    });
+    new Counter({
+      name: MetricName.foldCacheEvictions,
+      help: 'Folded states evicted to keep the cache within its count and byte bounds (the next use of one reads its aggregate again).',
+      registers,
+      collect: function (this: Counter) {
+        const stats = foldCacheNow();
+        this.reset();
+        if (stats) this.inc(stats.evicted);
+      },
+    });
     this.httpDuration = new Histogram({
       name: MetricName.httpDuration,
       help: 'HTTP request duration by method, matched route and status code, seconds.',
@@ -99,6 +142,11 @@ export class BatonMetrics {
       registers,
     });
     if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry, prefix: 'baton_' });
+  }
+
+  /** Report the event store's fold cache (entries, estimated bytes, bound, evictions) at every scrape. */
+  watchFoldCache(stats: () => FoldCacheStats): void {
+    this.foldCache = stats;
   }
 
   /** The exposition text and its content type (what `GET /metrics` answers). */

@@ -16,6 +16,7 @@ import { headers as natsHeaders } from 'nats';
 import { runService, type RunningService } from '../service/bootstrap';
 import { RUNTIME, type ServiceRuntime } from '../service/runtime';
 import type { JetStreamContext } from '../transport/jetstream.context';
+import { metricSample } from './exposition';
 
 /*
  * One service in-process (runService) against the real NATS: what GET /metrics exposes after it
@@ -45,15 +46,6 @@ class ProbeController {
 
 @Module({ controllers: [ProbeController] })
 class ProbeModule {}
-
-/** The value of one sample line `name{labels} value` whose labels include every given pair. */
-function sample(text: string, name: string, labels: Record<string, string>): number | undefined {
-  for (const line of text.split('\n')) {
-    if (!line.startsWith(`${name}{`) && !line.startsWith(`${name} `)) continue;
-    if (Object.entries(labels).every(([k, v]) => line.includes(`${k}="${v}"`))) return Number(line.slice(line.lastIndexOf(' ') + 1));
-  }
-  return undefined;
-}
 
 describe('observability of a service (runService, real NATS)', () => {
   const prefix = `ob${randomBytes(5).toString('hex')}`;
@@ -114,15 +106,15 @@ describe('observability of a service (runService, real NATS)', () => {
     expect(response.status).toBe(200);
     expect(response.headers.get('content-type')).toMatch(/^text\/plain;.*version=0\.0\.4/);
     const text = await response.text();
-    const handled = (outcome: string) => sample(text, 'baton_events_handled_total', { service: 'probe', type: 'in.result', outcome });
+    const handled = (outcome: string) => metricSample(text, 'baton_events_handled_total', { service: 'probe', type: 'in.result', outcome });
     expect(handled('acked')).toBe(3);
     expect(handled('dead_lettered')).toBe(1);
-    expect(sample(text, 'baton_dead_letters_total', { service: 'probe', reason: 'probe_refused' })).toBe(1);
-    expect(sample(text, 'baton_handler_duration_seconds_count', { service: 'probe', type: 'in.result' })).toBe(4);
-    const pending = sample(text, 'baton_consumer_pending_messages', { service: 'probe', stream: batonStreamNames(prefix).inbox });
+    expect(metricSample(text, 'baton_dead_letters_total', { service: 'probe', reason: 'probe_refused' })).toBe(1);
+    expect(metricSample(text, 'baton_handler_duration_seconds_count', { service: 'probe', type: 'in.result' })).toBe(4);
+    const pending = metricSample(text, 'baton_consumer_pending_messages', { service: 'probe', stream: batonStreamNames(prefix).inbox });
     expect(pending).toBeGreaterThanOrEqual(0);
-    expect(sample(text, 'baton_consumer_redelivered_messages', { service: 'probe' })).toBe(0);
-    expect(sample(text, 'baton_http_request_duration_seconds_count', { route: '/health/live', status_code: '200', method: 'GET' })).toBe(1);
+    expect(metricSample(text, 'baton_consumer_redelivered_messages', { service: 'probe' })).toBe(0);
+    expect(metricSample(text, 'baton_http_request_duration_seconds_count', { route: '/health/live', status_code: '200', method: 'GET' })).toBe(1);
     expect(text).toContain('baton_process_cpu_user_seconds_total');
   });
 

@@ -33,6 +33,8 @@ export interface RunServiceOptions {
   redis?: boolean;
   /** Folded states the event store keeps when `BATON_FOLD_CACHE_SIZE` is unset (default `DEFAULT_FOLD_CACHE_SIZE`). */
   defaultCacheSize?: number;
+  /** MiB its folded states may weigh together when `BATON_FOLD_CACHE_MB` is unset (default `DEFAULT_FOLD_CACHE_MB`). */
+  defaultCacheMb?: number;
   /** Called after everything listens (e.g. start timers). */
   afterStart?: (app: INestApplication, runtime: ServiceRuntime<ServiceConfig>) => Promise<void> | void;
   env?: Record<string, string | undefined>;
@@ -78,9 +80,11 @@ export async function runService(opts: RunServiceOptions): Promise<RunningServic
     config,
     redis: opts.redis ?? true,
     ...(opts.defaultCacheSize !== undefined ? { defaultCacheSize: opts.defaultCacheSize } : {}),
+    ...(opts.defaultCacheMb !== undefined ? { defaultCacheMb: opts.defaultCacheMb } : {}),
     wrapNats: (handle) => instrumentNats(handle, { onJetStreamPublish: (published) => metrics.recordPublish(published, config.BATON_PREFIX) }),
     onResumedCommand: (resumed) => metrics.commandsResumed.inc({ outcome: resumed.outcome }),
   });
+  metrics.watchFoldCache(() => runtime.store.foldCache());
   const logger: JsonLogger = runtime.logger;
   // Every consumer runner on this connection: trace context per message, latency, outcomes, lag.
   const runners = runnerInstrumentation(metrics, { jsm: runtime.nats.jsm, prefix: config.BATON_PREFIX });

@@ -27,6 +27,9 @@ export interface ServiceRuntime<C extends BaseConfig = BaseConfig> {
 /** Folded states the event store keeps when neither the service nor `BATON_FOLD_CACHE_SIZE` says otherwise. */
 export const DEFAULT_FOLD_CACHE_SIZE = 10_000;
 
+/** MiB of estimated heap the folded states may weigh together when neither the service nor `BATON_FOLD_CACHE_MB` says otherwise. */
+export const DEFAULT_FOLD_CACHE_MB = 32;
+
 export interface CreateRuntimeOptions<C extends BaseConfig> {
   service: string;
   config: C;
@@ -36,6 +39,10 @@ export interface CreateRuntimeOptions<C extends BaseConfig> {
   cacheSize?: number;
   /** The service's folded-state cache size when `BATON_FOLD_CACHE_SIZE` is unset (default {@link DEFAULT_FOLD_CACHE_SIZE}). */
   defaultCacheSize?: number;
+  /** MiB the folded states may weigh together (default: `BATON_FOLD_CACHE_MB`, else `defaultCacheMb`). */
+  cacheMb?: number;
+  /** The service's bound on what its folded states weigh when `BATON_FOLD_CACHE_MB` is unset (default {@link DEFAULT_FOLD_CACHE_MB}). */
+  defaultCacheMb?: number;
   /** Wrap the connection before anything uses it (trace propagation, publish metrics: see `instrumentNats`). */
   wrapNats?: (handle: NatsHandle) => NatsHandle;
   /** Also told of every resumed command (after the runtime has logged it): metrics. */
@@ -106,6 +113,7 @@ export async function createRuntime<C extends BaseConfig>(opts: CreateRuntimeOpt
     prefix: config.BATON_PREFIX,
     registry,
     cacheSize: opts.cacheSize ?? config.BATON_FOLD_CACHE_SIZE ?? opts.defaultCacheSize ?? DEFAULT_FOLD_CACHE_SIZE,
+    cacheBytes: (opts.cacheMb ?? config.BATON_FOLD_CACHE_MB ?? opts.defaultCacheMb ?? DEFAULT_FOLD_CACHE_MB) * 1024 * 1024,
     onResumedCommand: (resumed) => {
       logResumedCommand(logger, resumed);
       opts.onResumedCommand?.(resumed);

@@ -1,0 +1,46 @@
+/**
+ * Estimated bytes a JSON-shaped value takes on a 64-bit V8 heap (Node 20, no pointer
+ * compression): an object 24 bytes and 8 per property, an array 32 and 8 per element, a string
+ * 16 and one per character, a number that is not a small integer 16. Hidden classes are not
+ * counted (values of one shape share theirs), nor is sharing: a string or sub-object reachable
+ * twice counts twice, so the estimate errs high where a state shares what an event brought.
+ *
+ * Used to bound the event store's fold cache by bytes; the walk is iterative (a deep value cannot
+ * overflow the stack) and stops counting at `limit`, so its cost is bounded by the caller.
+ */
+export function heapWeight(value: unknown, limit = Number.MAX_SAFE_INTEGER): number {
+  let total = 0;
+  const pending: unknown[] = [value];
+  while (pending.length > 0 && total < limit) {
+    const next = pending.pop();
+    switch (typeof next) {
+      case 'string':
+        total += 16 + next.length;
+        break;
+      case 'number':
+        if (!Number.isInteger(next) || next > SMI_MAX || next < SMI_MIN) total += 16;
+        break;
+      case 'object':
+        if (next === null) break;
+        if (Array.isArray(next)) {
+          total += 32 + 8 * next.length;
+          for (let i = 0; i < next.length; i++) pending.push(next[i]);
+        } else {
+          for (const key in next) {
+            total += 8;
+            pending.push((next as Record<string, unknown>)[key]);
+          }
+          total += 24;
+        }
+        break;
+      default:
+        // booleans, undefined: immediates
+        break;
+    }
+  }
+  return total;
+}
+
+/** V8's small integers on 64-bit builds without pointer compression are 32-bit. */
+const SMI_MAX = 2 ** 31 - 1;
+const SMI_MIN = -(2 ** 31);
