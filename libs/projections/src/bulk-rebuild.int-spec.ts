@@ -83,9 +83,11 @@ describe('bulk rebuilds (real Redis)', () => {
     { chunkEvents: 7, cache: 2 },
     { chunkEvents: 50, cache: 5 },
     { chunkEvents: 10_000, cache: 10_000 },
+    // A byte bound of one byte: each cache keeps only the entry just used (the rest read back).
+    { chunkEvents: 64, cache: 10_000, cacheBytes: 1 },
   ])(
-    'Baton projections: a bulk rebuild equals applying every event with the script (chunks of $chunkEvents, caches of $cache)',
-    async ({ chunkEvents, cache }) => {
+    'Baton projections: a bulk rebuild equals applying every event with the script (chunks of $chunkEvents, caches of $cache, $cacheBytes bytes)',
+    async ({ chunkEvents, cache, cacheBytes }: { chunkEvents: number; cache: number; cacheBytes?: number }) => {
       const log = batonLog(4);
       const live = createBatonProjector({ store: reference.store });
       for (const event of log) await live.apply(event);
@@ -93,6 +95,7 @@ describe('bulk rebuilds (real Redis)', () => {
         chunkEvents,
         stateCacheSize: cache,
         itemCacheSize: cache,
+        ...(cacheBytes !== undefined ? { cacheBytes } : {}),
       });
       for (const name of BATON) {
         expect(results[name]).toMatchObject({ status: 'swapped', lastSeq: log.length });

@@ -1,4 +1,5 @@
-import { LruCache } from '@baton/eventstore';
+import { heapWeight, LruCache } from '@baton/eventstore';
+import { REBUILD_CACHE_BYTES } from './baton/cache-bounds';
 import { canonicalJson, type JsonValue } from './canonical-json';
 import { ProjectionError, ProjectionOpError } from './errors';
 import { ITEMS_PREFIX } from './keys';
@@ -59,6 +60,16 @@ export interface GenerationImageOptions {
   stateCacheSize?: number;
   /** Item documents kept in memory (default 4 096). */
   itemCacheSize?: number;
+  /** Most the kept fold states, and apart from them the kept item documents, may weigh: estimated heap bytes each (default {@link REBUILD_CACHE_BYTES}). */
+  cacheBytes?: number;
+}
+
+/** Estimated heap bytes of an item document: the map and its field names and values. */
+function docWeight(doc: ItemDoc | null): number {
+  if (doc === null) return 0;
+  let total = 64;
+  for (const [field, value] of doc) total += 64 + field.length + value.length;
+  return total;
 }
 
 const COLLECTION: Record<string, 'hash' | 'zset' | 'set'> = { hset: 'hash', hdel: 'hash', zadd: 'zset', zrem: 'zset', sadd: 'set', srem: 'set' };
@@ -84,8 +95,9 @@ export class GenerationImage {
     readonly projection: string,
     options: GenerationImageOptions = {},
   ) {
-    this.states = new LruCache(Math.max(1, options.stateCacheSize ?? 4_096));
-    this.docs = new LruCache(Math.max(1, options.itemCacheSize ?? 4_096));
+    const bytes = options.cacheBytes ?? REBUILD_CACHE_BYTES;
+    this.states = new LruCache<string, JsonValue | null>(Math.max(1, options.stateCacheSize ?? 4_096), { max: bytes, of: heapWeight });
+    this.docs = new LruCache(Math.max(1, options.itemCacheSize ?? 4_096), { max: bytes, of: docWeight });
   }
 
   /**

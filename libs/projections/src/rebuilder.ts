@@ -50,6 +50,8 @@ export interface RebuildManyOptions {
   stateCacheSize?: number;
   /** Indexed items kept in memory per projection (default 4 096). */
   itemCacheSize?: number;
+  /** Most the kept fold states, and apart from them the kept items, of one projection may weigh: estimated heap bytes (default 6 MiB each). */
+  cacheBytes?: number;
   /** Abort the rebuild: it stops between two events, drops its shadows and throws {@link RebuildAbortedError}. */
   signal?: AbortSignal;
   onProgress?: (progress: RebuildProgress) => void;
@@ -217,6 +219,7 @@ export async function runRebuild(
         image: new GenerationImage(target.name, {
           ...(options.stateCacheSize !== undefined ? { stateCacheSize: options.stateCacheSize } : {}),
           ...(options.itemCacheSize !== undefined ? { itemCacheSize: options.itemCacheSize } : {}),
+          ...(options.cacheBytes !== undefined ? { cacheBytes: options.cacheBytes } : {}),
         }),
         generation,
         owner,

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { createBatonProjector, createProjectionStore, createRedis, type RedisHandle, type SequencedEvent } from '@baton/projections';
+import { createBatonProjector, createProjectionStore, createRedis, foldScenario, HandoffKeys, type RedisHandle, type SequencedEvent } from '@baton/projections';
 import { countOpenHandoffs } from './projection-gauges';
 
 /** A `handoff.created` event of `project` (pending, for bob). */
@@ -54,5 +54,45 @@ describe('baton_open_handoffs counts the handoff records of every project (real 
     const projector = createBatonProjector({ store });
     for (const event of [created(1, 'alpha', 'h-1'), created(2, 'beta', 'h-1'), created(3, 'beta', 'h-2:x@y')]) await projector.apply(event);
     expect(await countOpenHandoffs(store)).toEqual({ pending: 3, claimed: 0, returned: 0 });
+  });
+
+  it("follows every status change of a whole scenario (claims, returns, handbacks, completions): the counts equal the states' statuses, read one by one", async () => {
+    const store = createProjectionStore({ redis: redis.client, prefix: `${prefix}:scenario` });
+    const projector = createBatonProjector({ store });
+    const log: SequencedEvent[] = foldScenario().map((e, index) => ({
+      seq: index + 1,
+      id: `ev-${index + 1}`,
+      type: e.event.type,
+      version: 1,
+      aggregate: { kind: e.aggregate, id: e.id },
+      project: 'demo',
+      occurredAt: e.occurredAt,
+      actor: e.actor,
+      origin: e.origin,
+      causationId: null,
+      correlationId: e.id,
+      payload: e.event.data,
+    }));
+    const fromStates = async () => {
+      const counts = { pending: 0, claimed: 0, returned: 0 };
+      const snapshot = await store.snapshot('handoffs');
+      for (const [key, value] of Object.entries(snapshot.keys)) {
+        if (!HandoffKeys.isState(key) || value.type !== 'string') continue;
+        const status = (JSON.parse(value.value) as { status: string }).status;
+        if (status in counts) counts[status as keyof typeof counts]++;
+      }
+      return counts;
+    };
+    const seen = new Set<string>();
+    for (const event of log) {
+      await projector.apply(event);
+      const counts = await countOpenHandoffs(store);
+      expect({ seq: event.seq, counts }).toEqual({ seq: event.seq, counts: await fromStates() });
+      for (const [status, n] of Object.entries(counts)) if (n > 0) seen.add(status);
+    }
+    // The scenario moves handoffs through every open status, and closes some.
+    expect([...seen].sort()).toEqual(['claimed', 'pending', 'returned']);
+    const handoffEvents = log.filter((e) => e.type.startsWith('handoff.'));
+    expect(handoffEvents.some((e) => e.type === 'handoff.completed')).toBe(true);
   });
 });

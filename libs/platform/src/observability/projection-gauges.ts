@@ -1,26 +1,17 @@
 import { Gauge } from 'prom-client';
-import { HandoffStatus } from '@baton/contracts';
-import { HandoffKeys, INBOX_STORE, InboxKind, InboxStatus, type ProjectionStore } from '@baton/projections';
+import { HandoffKeys, INBOX_STORE, InboxKind, InboxStatus, OPEN_HANDOFF_STATUSES, type OpenHandoffStatus, type ProjectionStore } from '@baton/projections';
 import { MetricName, type BatonMetrics } from './metrics';
-
-/** Handoff statuses that count as open (not yet completed, released, abandoned, failed or archived). */
-export const OPEN_HANDOFF_STATUSES = [HandoffStatus.pending, HandoffStatus.claimed, HandoffStatus.returned] as const;
-
-export interface ProjectionGaugeOptions {
-  /** Least time between two counts of the open handoffs, ms (default 30 000): each count reads the whole `handoffs` projection. */
-  handoffsEveryMs?: number;
-}
 
 /**
  * Register the gauges the projections answer, computed when Prometheus scrapes:
  * - `baton_inbox_open_items{kind}`: open items of the operator inbox by kind (one indexed count
  *   per kind: cheap, exact at scrape time);
- * - `baton_open_handoffs{status}`: handoffs by open status (pending, claimed, returned), counted
- *   from a snapshot of the `handoffs` projection at most every `handoffsEveryMs` (the value may be
- *   that old).
+ * - `baton_open_handoffs{status}`: handoffs by open status (pending, claimed, returned), one
+ *   ZCARD per status of the `handoffs` projection's open-status sets (cheap, exact at scrape time;
+ *   it never reads the handoffs themselves, whose contexts may be large).
  * A Redis failure leaves the previous values in place. For the notifier, which owns the projections.
  */
-export function registerProjectionGauges(metrics: BatonMetrics, store: ProjectionStore, options: ProjectionGaugeOptions = {}): void {
+export function registerProjectionGauges(metrics: BatonMetrics, store: ProjectionStore): void {
   const inbox = store.items('inbox', INBOX_STORE);
   new Gauge({
     name: MetricName.inboxOpenItems,
@@ -36,44 +27,25 @@ export function registerProjectionGauges(metrics: BatonMetrics, store: Projectio
       }
     },
   });
-  const every = options.handoffsEveryMs ?? 30_000;
-  let countedAt = -Infinity;
-  let counting: Promise<void> | null = null;
   new Gauge({
     name: MetricName.openHandoffs,
-    help: 'Open handoffs by status (pending, claimed, returned), counted from the handoffs projection (refreshed at most every 30 s).',
+    help: 'Open handoffs by status (pending, claimed, returned), read from the handoffs projection at scrape time.',
     labelNames: ['status'],
     registers: [metrics.registry],
     async collect() {
-      if (Date.now() - countedAt < every) return;
-      counting ??= (async () => {
-        try {
-          const counts = await countOpenHandoffs(store);
-          for (const [status, count] of Object.entries(counts)) this.set({ status }, count);
-          countedAt = Date.now();
-        } catch {
-          // Keep the last values.
-        }
-      })().finally(() => (counting = null));
-      await counting;
+      try {
+        const counts = await countOpenHandoffs(store);
+        for (const [status, count] of Object.entries(counts)) this.set({ status }, count);
+      } catch {
+        // Keep the last values.
+      }
     },
   });
 }
 
-/** Count the handoffs of the `handoffs` projection's active generation by open status (zeros included). */
-export async function countOpenHandoffs(store: ProjectionStore): Promise<Record<(typeof OPEN_HANDOFF_STATUSES)[number], number>> {
-  const counts = Object.fromEntries(OPEN_HANDOFF_STATUSES.map((s) => [s, 0])) as Record<(typeof OPEN_HANDOFF_STATUSES)[number], number>;
-  const snapshot = await store.snapshot('handoffs');
-  for (const [key, value] of Object.entries(snapshot.keys)) {
-    // Only the handoffs' folded states (`hs:<project>:<id>`, whose status is the record's), not their timelines or indexes.
-    if (!HandoffKeys.isState(key) || value.type !== 'string') continue;
-    let status: unknown;
-    try {
-      status = (JSON.parse(value.value) as { status?: unknown }).status;
-    } catch {
-      continue;
-    }
-    if (typeof status === 'string' && status in counts) counts[status as keyof typeof counts]++;
-  }
-  return counts;
+/** The handoffs of the `handoffs` projection's active generation in each open status, of every project (zeros included). */
+export async function countOpenHandoffs(store: ProjectionStore): Promise<Record<OpenHandoffStatus, number>> {
+  const reader = store.reader('handoffs');
+  const counts = await Promise.all(OPEN_HANDOFF_STATUSES.map(async (status) => [status, await reader.zcard(HandoffKeys.byOpenStatus(status))] as const));
+  return Object.fromEntries(counts) as Record<OpenHandoffStatus, number>;
 }

@@ -1,5 +1,6 @@
 import type { EventEnvelope } from '@baton/contracts';
-import { LruCache } from '@baton/eventstore';
+import { heapWeight, LruCache } from '@baton/eventstore';
+import { PROJECTION_CACHE_BYTES } from './cache-bounds';
 import { toJsonValue, type JsonValue } from '../canonical-json';
 import { ProjectionError } from '../errors';
 import { Op, type ProjectionOp } from '../ops';
@@ -56,8 +57,10 @@ export class FoldSession {
     private readonly mode: 'live' | 'rebuild',
     private readonly loader: Loader | null,
     cacheSize = 10_000,
+    cacheBytes: number = PROJECTION_CACHE_BYTES,
   ) {
-    this.states = mode === 'live' ? new LruCache<string, JsonValue | null>(cacheSize) : new Map<string, JsonValue | null>();
+    this.states =
+      mode === 'live' ? new LruCache<string, JsonValue | null>(cacheSize, { max: cacheBytes, of: heapWeight }) : new Map<string, JsonValue | null>();
     const fp = projection as FoldingProjection<JsonValue>;
     this.definition = {
       name: fp.name,

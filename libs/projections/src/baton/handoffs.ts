@@ -1,4 +1,4 @@
-import type { HandoffEvent, HandoffRecord } from '@baton/contracts';
+import { HandoffStatus, type HandoffEvent, type HandoffRecord } from '@baton/contracts';
 import { evolveHandoff, initialHandoffState, toHandoffRecord, type HandoffState } from '@baton/domain';
 import type { JsonValue } from '../canonical-json';
 import { Op, type ProjectionOp } from '../ops';
@@ -28,6 +28,12 @@ export const HandoffKeys = {
   byRun: (project: string, workflowRunId: string) => `hr:${projectRef(project, workflowRunId)}`,
   /** The id lookup (members `<id> <project>`): which projects hold a handoff of a given id. */
   ids: ID_LOOKUP_KEY,
+  /**
+   * Sorted set of the handoffs in an open status (pending, claimed, returned), members
+   * `<project>:<id>` scored by the seq that brought them there: counted by the open-handoffs
+   * gauge with ZCARD instead of reading every handoff. A handoff leaves it when its status changes.
+   */
+  byOpenStatus: (status: OpenHandoffStatus) => `hq:${status}`,
   /** True for the key of a handoff's folded state (`hs:<project>:<id>`), whatever the id holds. */
   isState: (key: string): boolean => key.startsWith('hs:'),
 } as const;
@@ -90,6 +96,14 @@ export function summarizeHandoffEvent(event: HandoffEvent): string {
   }
 }
 
+/** Handoff statuses that count as open (not yet completed, released, abandoned, failed or archived). */
+export const OPEN_HANDOFF_STATUSES = [HandoffStatus.pending, HandoffStatus.claimed, HandoffStatus.returned] as const;
+export type OpenHandoffStatus = (typeof OPEN_HANDOFF_STATUSES)[number];
+
+function isOpenHandoffStatus(status: string): status is OpenHandoffStatus {
+  return (OPEN_HANDOFF_STATUSES as readonly string[]).includes(status);
+}
+
 /**
  * The `handoffs` projection: per handoff, its folded state (the domain's `evolveHandoff` fold,
  * exactly what the ledger computes; the HandoffRecord is rendered from it when read,
@@ -101,7 +115,8 @@ export function handoffsProjection(): FoldingProjection<JsonValue> {
     // 2: keys hold the project as well as the id (`h:<project>:<id>`...), plus the id lookup.
     // 3: the record is rendered from the folded state when read (no `h:` key): one value written
     //    per handoff event instead of two nearly alike.
-    version: 3,
+    // 4: the open handoffs by status (`hq:<status>`), counted without reading the states.
+    version: 4,
     handles: (type) => type.startsWith('handoff.'),
     stateKeyOf: (event) => HandoffKeys.state(event.project, event.aggregate.id),
     step(prior, event: SequencedEvent) {
@@ -113,6 +128,10 @@ export function handoffsProjection(): FoldingProjection<JsonValue> {
       const ops: ProjectionOp[] = [timelineOp(HandoffKeys.timeline(project, id), event, summarizeHandoffEvent(domain))];
       if (after === before) return { ops };
       if (after.status !== 'absent' && before.status === 'absent') ops.push(Op.zadd(HandoffKeys.ids, 0, idLookupMember(project, id)));
+      if (after.status !== before.status) {
+        if (isOpenHandoffStatus(before.status)) ops.push(Op.zrem(HandoffKeys.byOpenStatus(before.status), projectRef(project, id)));
+        if (isOpenHandoffStatus(after.status)) ops.push(Op.zadd(HandoffKeys.byOpenStatus(after.status), event.seq, projectRef(project, id)));
+      }
       if (domain.type === 'handoff.created' && domain.data.workflow_run_id !== undefined) {
         // The run lives in the delegator's project (`source_project` on a cross-project handoff).
         const runProject = domain.data.source_project ?? project;

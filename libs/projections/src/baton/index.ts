@@ -8,7 +8,7 @@ export { storedTimelineEntry } from './stored-timeline';
 export { FoldSession, applyLive, type AnyFoldingProjection, type FoldingProjection, type FoldStep } from './fold';
 export { inboxProjection, InboxItemId, INBOX_STORE, type InboxItem } from './inbox';
 export { stopsProjection, stopPacketOf, stopPriority, STOPS_STORE, StopKeys, type StopItem } from './stops';
-export { handoffsProjection, HandoffKeys, handoffRecordOfState, summarizeHandoffEvent } from './handoffs';
+export { handoffsProjection, HandoffKeys, handoffRecordOfState, summarizeHandoffEvent, OPEN_HANDOFF_STATUSES, type OpenHandoffStatus } from './handoffs';
 export {
   appendRoute,
   MAX_VIEW_ROUTES,

@@ -2,6 +2,7 @@ import type { JsonValue } from '../canonical-json';
 import { ProjectionError } from '../errors';
 import type { FoldTarget, RebuildInfo } from '../rebuilder';
 import type { ApplyResult, ProjectionStatus, ProjectionStore, RebuildOptions, RebuildResult, ReplaySource, SequencedEvent } from '../store';
+import { PROJECTION_CACHE_BYTES } from './cache-bounds';
 import { applyLive, FoldSession, type AnyFoldingProjection } from './fold';
 import { RangeFold, type EventRange, type RangeApplyResult, type RangeHooks } from './range';
 import { handoffsProjection } from './handoffs';
@@ -31,6 +32,11 @@ export interface BatonProjectorOptions {
    * range loads every state it lacks in the same script call that reads the last applied seq.
    */
   rangeCacheSize?: number;
+  /**
+   * Most the states each of those caches keeps per projection may weigh, estimated heap bytes
+   * (default {@link PROJECTION_CACHE_BYTES}, 4 MiB); least recently used out first.
+   */
+  cacheBytes?: number;
 }
 
 /** Why a projection was rebuilt at start. */
@@ -98,8 +104,9 @@ export function createBatonProjector(options: BatonProjectorOptions): BatonProje
   for (const projection of projections) {
     const reader = store.reader(projection.name);
     const loader = (key: string) => reader.getJson<JsonValue>(key);
-    sessions.set(projection.name, new FoldSession(projection, 'live', loader, options.cacheSize ?? 10_000));
-    ranges.set(projection.name, new RangeFold(store, projection, options.rangeCacheSize ?? 2_000));
+    const bytes = options.cacheBytes ?? PROJECTION_CACHE_BYTES;
+    sessions.set(projection.name, new FoldSession(projection, 'live', loader, options.cacheSize ?? 10_000, bytes));
+    ranges.set(projection.name, new RangeFold(store, projection, options.rangeCacheSize ?? 2_000, bytes));
   }
   let queue: Promise<unknown> = Promise.resolve();
   const serial = <T>(task: () => Promise<T>): Promise<T> => {

@@ -87,6 +87,17 @@ describe('range apply: several appliers at once (real Redis)', () => {
     await expectSameAsReference();
   });
 
+  it('caches bounded to one byte (each keeps only the state just used) still apply ranges and single events into the same state: evicted states are loaded again', async () => {
+    const projector = createBatonProjector({ store: fx.store, cacheBytes: 1 });
+    const half = Math.floor(log.length / 2);
+    for (let from = 1; from <= half; from += 4) {
+      const to = Math.min(from + 3, half);
+      await projector.applyRange({ fromSeq: from, toSeq: to, events: log.filter((e) => e.seq >= from && e.seq <= to) });
+    }
+    for (const event of log.filter((e) => e.seq > half)) await projector.apply(event);
+    await expectSameAsReference();
+  });
+
   it('a range that would leave a hole after the last applied seq is refused and writes nothing', async () => {
     const projector = createBatonProjector({ store: fx.store });
     await projector.applyRange({ fromSeq: 1, toSeq: 4, events: log.slice(0, 4) });

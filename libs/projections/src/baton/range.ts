@@ -1,4 +1,5 @@
-import { LruCache } from '@baton/eventstore';
+import { heapWeight, LruCache } from '@baton/eventstore';
+import { PROJECTION_CACHE_BYTES } from './cache-bounds';
 import type { JsonValue } from '../canonical-json';
 import { ProjectionError } from '../errors';
 import { Op } from '../ops';
@@ -74,8 +75,9 @@ export class RangeFold {
     private readonly store: ProjectionStore,
     readonly projection: AnyFoldingProjection,
     cacheSize = 10_000,
+    cacheBytes: number = PROJECTION_CACHE_BYTES,
   ) {
-    this.states = new LruCache(cacheSize);
+    this.states = new LruCache<string, JsonValue | null>(cacheSize, { max: cacheBytes, of: heapWeight });
   }
 
   /** Forget every cached state (another path wrote the projection). */
