@@ -165,6 +165,68 @@ describe('runConsumer (real NATS)', () => {
     expect(new TextDecoder().decode(letter!.data)).toBe('{"x":1}');
   });
 
+  describe('bounded by bytes (maxBytes)', () => {
+    const LARGE = 200 * 1024;
+    const backlog = async (count: number) => {
+      const body = 'x'.repeat(LARGE);
+      for (let i = 0; i < count; i++) await publish(`p.result.m${i}`, body);
+    };
+
+    it.each([
+      { mode: 'handlers 32 at once', handleBatch: false },
+      { mode: 'batches', handleBatch: true },
+    ])('a backlog of large messages is held within the bound, then all handled ($mode)', async ({ handleBatch }) => {
+      await backlog(40);
+      await durable('bytes');
+      const maxBytes = 1024 * 1024; // five messages of 200 KB
+      let held = 0;
+      let most = 0;
+      let handled = 0;
+      const gate: Array<() => void> = [];
+      const hold = () => new Promise<void>((resolve) => gate.push(resolve));
+      const track = async (n: number, work: () => Promise<void>) => {
+        held += n;
+        most = Math.max(most, held);
+        await work();
+        held -= n;
+        handled += n;
+      };
+      start(
+        handleBatch
+          ? { durable: 'bytes', concurrency: 512, batch: 256, maxBytes, handleBatch: (msgs) => track(msgs.length, hold) }
+          : { durable: 'bytes', concurrency: 32, batch: 100, maxBytes, handler: () => track(1, hold) },
+      );
+      try {
+        // Let pulls come while nothing is settled: the runner stops at the bound.
+        await waitFor(() => gate.length > 0, 'a first message held');
+        await sleep(1500);
+        const ackPending = (await consumerState('bytes')).ackPending;
+        expect(ackPending).toBeGreaterThan(1);
+        expect(ackPending * LARGE).toBeLessThanOrEqual(maxBytes);
+      } finally {
+        // Release what is held (also when a check failed, so the runner can stop) until all is handled.
+        const deadline = Date.now() + 20_000;
+        while (handled < 40 && Date.now() < deadline) {
+          gate.splice(0).forEach((release) => release());
+          await sleep(20);
+        }
+      }
+      expect(handled).toBe(40);
+      expect(most * LARGE).toBeLessThanOrEqual(maxBytes);
+      await waitFor(async () => (await consumerState('bytes')).ackPending === 0, 'every message acked');
+      expect(await consumerState('bytes')).toMatchObject({ pending: 0, redelivered: 0 });
+    });
+
+    it('a message larger than the whole bound is still delivered, alone', async () => {
+      await backlog(3);
+      await durable('tiny');
+      const sizes: number[] = [];
+      start({ durable: 'tiny', concurrency: 8, maxBytes: 1024, handler: async (msg) => void sizes.push(msg.data.length) });
+      await waitFor(() => sizes.length === 3, 'the three messages handled');
+      expect(sizes).toEqual([LARGE, LARGE, LARGE]);
+    });
+  });
+
   it('sends in-progress heartbeats so a handler slower than the ack wait is not redelivered', async () => {
     await durable('slow', 1000);
     let deliveries = 0;

@@ -66,6 +66,17 @@ export interface RunConsumerOptions {
   orderingKey?: (msg: ConsumedMessage) => string | undefined;
   /** Most messages per pull (default 100, never more than the free handler slots). */
   batch?: number;
+  /**
+   * Most bytes of message data the runner holds at once — delivered and not yet settled, waiting
+   * or running (default {@link DEFAULT_RUNNER_BYTES}, 16 MiB). No pull is made while the held
+   * messages weigh this much, and a pull asks for no more messages than fit in what is left at
+   * the size of the largest message of the previous pull (of the server's `max_payload` before
+   * the first), made only once one such message fits: events that carry large contexts cannot
+   * fill the heap however many are pending. It is exceeded only by a pull whose messages are
+   * larger than every message of the one before (by at most that pull), and by a single message
+   * larger than the whole bound (delivered alone, when nothing else is held).
+   */
+  maxBytes?: number;
   /** How long a pull waits for messages, in ms (default 2000, at least 1000). Bounds how long `stop` waits for the pull. */
   pullExpiresMs?: number;
   /** Classify a handler error; default: TransientError → retry, PoisonError/ZodError/SyntaxError → poison, anything else → retry. */
@@ -210,6 +221,25 @@ function settledThrough(info: ConsumerInfo): number {
   return info.num_ack_pending === 0 ? Math.max(floor, info.delivered?.stream_seq ?? 0) : floor;
 }
 
+/** Bytes of message data a runner holds at once unless told otherwise (see `RunConsumerOptions.maxBytes`). */
+export const DEFAULT_RUNNER_BYTES = 16 * 1024 * 1024;
+
+/** The largest message the server accepts (`max_payload` of the connection behind `js`), else NATS's default of 1 MiB. */
+function maxPayloadOf(js: JetStreamClient): number {
+  const payload = (js as unknown as { nc?: { info?: { max_payload?: unknown } } }).nc?.info?.max_payload;
+  return typeof payload === 'number' && payload > 0 ? payload : 1024 * 1024;
+}
+
+/**
+ * How many messages a pull may ask for: at most `free`, and no more than fit in `room` bytes at
+ * `largest` bytes each (at least one, so a runner always makes progress).
+ */
+export function pullCount(free: number, room: number, largest: number): number {
+  if (free <= 0) return 0;
+  if (largest <= 0 || free * largest <= room) return free;
+  return Math.max(1, Math.min(free, Math.floor(room / largest)));
+}
+
 /** Pull retry delays while failures go on: 1 s, doubling, at most 30 s. */
 const retryDelay = (failures: number) => Math.min(30_000, 1000 * 2 ** Math.max(0, Math.min(failures - 1, 5)));
 
@@ -244,6 +274,10 @@ const retryDelay = (failures: number) => Math.min(30_000, 1000 * 2 ** Math.max(0
 export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
   const concurrency = Math.max(1, opts.concurrency ?? 1);
   const batch = Math.max(1, opts.batch ?? 100);
+  const maxBytes = Math.max(1, opts.maxBytes ?? DEFAULT_RUNNER_BYTES);
+  // Message data held now (delivered, not settled), and the largest message of the last pull.
+  let heldBytes = 0;
+  let largestOfLastPull = maxPayloadOf(opts.js);
   const maxDeliver = Math.max(1, opts.maxDeliver ?? 5);
   const backoff = opts.backoffMs && opts.backoffMs.length > 0 ? opts.backoffMs : DEFAULT_BACKOFF;
   const expires = Math.max(1000, opts.pullExpiresMs ?? 2000);
@@ -475,6 +509,8 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
   };
 
   const dispatch = (raw: JsMsg, ackWaitMs: number) => {
+    const size = raw.data.length;
+    heldBytes += size;
     const msg = wrap(raw);
     const key = keyOf(msg);
     let task: Promise<void>;
@@ -505,6 +541,7 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
     }
     const tracked: Promise<void> = task.finally(() => {
       running.delete(tracked);
+      heldBytes -= size;
       slotFreed?.();
     });
     running.add(tracked);
@@ -579,20 +616,25 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
           current = consumer;
           ackWaitMs = Math.max(1, Math.floor((info.config.ack_wait ?? 30_000_000_000) / 1_000_000));
         }
-        while (running.size >= window && !stopping) {
+        // Pull once a message as large as the last pull's largest fits (or nothing is held at all).
+        while ((running.size >= window || (heldBytes + largestOfLastPull > maxBytes && running.size > 0)) && !stopping) {
           await new Promise<void>((resolve) => (slotFreed = resolve));
           slotFreed = null;
         }
         if (stopping) break;
-        const free = Math.min(batch, window - running.size);
+        const free = pullCount(Math.min(batch, window - running.size), maxBytes - heldBytes, largestOfLastPull);
         const messages = await consumer.fetch({ max_messages: free, expires });
+        let largest = 0;
         for await (const raw of messages) {
           if (stopping) {
             raw.nak();
             continue;
           }
+          largest = Math.max(largest, raw.data.length);
           dispatch(raw, ackWaitMs);
         }
+        // A pull that brought nothing says nothing about sizes: keep the last estimate.
+        if (largest > 0) largestOfLastPull = largest;
         failures = 0;
       } catch (error) {
         if (stopping) break;
