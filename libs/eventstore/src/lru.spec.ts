@@ -44,6 +44,19 @@ describe('LruCache', () => {
       expect([cache.size, cache.weight]).toEqual([0, 0]);
     });
 
+    it('takes a weight the caller gives instead of weighing the value, and takes that weight off again', () => {
+      const cache = weighed(100);
+      cache.set('a', { w: 1 }, 60);
+      cache.set('b', { w: 1 }, 30);
+      expect(cache.weight).toBe(90);
+      cache.set('c', { w: 1 }, 20); // 110: a goes
+      expect(cache.get('a')).toBeUndefined();
+      expect(cache.weight).toBe(50);
+      cache.delete('b');
+      expect(cache.weight).toBe(20);
+      expect(() => cache.set('d', { w: 1 }, -5)).toThrow(/finite number/);
+    });
+
     it('keeps an entry heavier than the whole bound alone rather than not at all (it is the one in use)', () => {
       const cache = weighed(100);
       cache.set('a', { w: 30 });

@@ -2,7 +2,7 @@
 export interface LruWeightBound<V> {
   /** Most the entries may weigh together; the entry used last is kept even when it alone weighs more. */
   max: number;
-  /** An entry's weight: a finite number ≥ 0 that must not change while the value is cached. */
+  /** An entry's weight, unless `set` is given one: a finite number ≥ 0. */
   of: (value: V) => number;
 }
 
@@ -16,6 +16,8 @@ export interface LruWeightBound<V> {
 export class LruCache<K, V> {
   private readonly entries = new Map<K, V>();
   private readonly weigh: ((value: V) => number) | null;
+  /** Each entry's weight as it was set (with a weight bound). */
+  private readonly weights = new Map<K, number>();
   private total = 0;
   private evictions = 0;
   /** Most the entries may weigh together (Infinity without a weight bound). */
@@ -53,11 +55,19 @@ export class LruCache<K, V> {
     return value;
   }
 
-  set(key: K, value: V): void {
-    const weight = this.weigh ? this.weightOf(value) : 0;
+  /**
+   * Set `key`, the most recently used entry now. With a weight bound its weight is `weight` when
+   * given (the caller knows it cheaply, e.g. the length of the text it was parsed from), else the
+   * bound's `of(value)`.
+   */
+  set(key: K, value: V, weight?: number): void {
+    const w = this.weigh ? this.checked(weight ?? this.weigh(value)) : 0;
     this.delete(key);
     this.entries.set(key, value);
-    this.total += weight;
+    if (this.weigh) {
+      this.weights.set(key, w);
+      this.total += w;
+    }
     while (this.entries.size > this.capacity || (this.total > this.maxWeight && this.entries.size > 1)) {
       const oldest = this.entries.keys().next();
       if (oldest.done) break;
@@ -68,8 +78,11 @@ export class LruCache<K, V> {
 
   delete(key: K): void {
     if (this.weigh) {
-      const value = this.entries.get(key);
-      if (value !== undefined) this.total -= this.weightOf(value);
+      const weight = this.weights.get(key);
+      if (weight !== undefined) {
+        this.total -= weight;
+        this.weights.delete(key);
+      }
     }
     this.entries.delete(key);
     if (this.entries.size === 0) this.total = 0;
@@ -77,11 +90,11 @@ export class LruCache<K, V> {
 
   clear(): void {
     this.entries.clear();
+    this.weights.clear();
     this.total = 0;
   }
 
-  private weightOf(value: V): number {
-    const weight = (this.weigh as (value: V) => number)(value);
+  private checked(weight: number): number {
     if (!Number.isFinite(weight) || weight < 0) throw new Error(`LRU entry weight must be a finite number ≥ 0, got ${weight}`);
     return weight;
   }

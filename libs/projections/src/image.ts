@@ -32,8 +32,8 @@ export type BulkCommand = [code: BulkCode, key: string, args: string[]];
 export type BulkCode = 'D' | 'S' | 'H' | 'HD' | 'Z' | 'ZR' | 'SA' | 'SR';
 
 type Entry =
-  | { t: 'string'; value: string; json: JsonValue | undefined }
-  | { t: 'none' }
+  | { t: 'string'; value: string; json: JsonValue | undefined; fold?: true }
+  | { t: 'none'; fold?: true }
   | { t: 'hash'; reset: boolean; set: Map<string, string>; del: Set<string> }
   | { t: 'zset'; reset: boolean; add: Map<string, string>; rem: Set<string> }
   | { t: 'set'; reset: boolean; add: Set<string>; rem: Set<string> };
@@ -149,8 +149,9 @@ export class GenerationImage {
 
   /** Record the next fold state of `key` (null deletes it), as the fold's own `json.set` / `del` op. */
   setState(key: string, value: JsonValue | null): void {
-    this.overlay.set(key, value === null ? { t: 'none' } : { t: 'string', value: '', json: value });
-    this.states.set(key, value);
+    // Into the state cache when the chunk is drained (once per key, weighed by its text then);
+    // until then the overlay answers for it.
+    this.overlay.set(key, value === null ? { t: 'none', fold: true } : { t: 'string', value: '', json: value, fold: true });
   }
 
   /**
@@ -329,10 +330,16 @@ export class GenerationImage {
       switch (entry.t) {
         case 'none':
           commands.push(['D', key, []]);
+          if (entry.fold) this.states.set(key, null, 0);
           break;
-        case 'string':
-          commands.push(['S', key, [entry.json !== undefined ? canonicalJson(entry.json) : entry.value]]);
+        case 'string': {
+          const text = entry.json !== undefined ? canonicalJson(entry.json) : entry.value;
+          commands.push(['S', key, [text]]);
+          // Weighed by its text (no walk per event): a parsed JSON state takes from about its
+          // text's length (long strings) to twice it (small objects) in heapWeight's terms.
+          if (entry.fold) this.states.set(key, entry.json ?? null, 64 + Math.ceil(1.5 * text.length));
           break;
+        }
         case 'hash': {
           if (entry.reset) commands.push(['D', key, []]);
           if (entry.del.size > 0) pushSplit(commands, 'HD', key, [...entry.del]);
