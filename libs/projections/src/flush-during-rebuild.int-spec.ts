@@ -5,7 +5,7 @@ import { connect, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createBatonProjector } from './baton';
-import { foldScenario, scenarioSteps } from './baton/scenario';
+import { foldScenario, scenarioSequenced, scenarioSteps } from './baton/scenario';
 import { ShadowLostError } from './errors';
 import type { FoldTarget } from './rebuilder';
 import { createRedis, type RedisHandle } from './redis';
@@ -45,21 +45,7 @@ async function waitPort(port: number): Promise<void> {
 const log: SequencedEvent[] = [];
 for (let p = 0; p < 8; p++) {
   for (const e of foldScenario(scenarioSteps({ project: `p${p}` }))) {
-    const seq = log.length + 1;
-    log.push({
-      seq,
-      id: `ev-${seq}`,
-      type: e.event.type,
-      version: 1,
-      aggregate: { kind: e.aggregate, id: e.id },
-      project: `p${p}`,
-      occurredAt: e.occurredAt,
-      actor: e.actor,
-      origin: e.origin,
-      causationId: null,
-      correlationId: e.id,
-      payload: e.event.data,
-    });
+    log.push(scenarioSequenced(e, log.length + 1, `p${p}`));
   }
 }
 

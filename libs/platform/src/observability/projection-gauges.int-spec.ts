@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { createBatonProjector, createProjectionStore, createRedis, foldScenario, HandoffKeys, type RedisHandle, type SequencedEvent } from '@baton/projections';
+import { createBatonProjector, createProjectionStore, createRedis, HandoffKeys, scenarioLog, type RedisHandle, type SequencedEvent } from '@baton/projections';
 import { countOpenHandoffs } from './projection-gauges';
 
 /** A `handoff.created` event of `project` (pending, for bob). */
@@ -59,20 +59,7 @@ describe('baton_open_handoffs counts the handoff records of every project (real 
   it("follows every status change of a whole scenario (claims, returns, handbacks, completions): the counts equal the states' statuses, read one by one", async () => {
     const store = createProjectionStore({ redis: redis.client, prefix: `${prefix}:scenario` });
     const projector = createBatonProjector({ store });
-    const log: SequencedEvent[] = foldScenario().map((e, index) => ({
-      seq: index + 1,
-      id: `ev-${index + 1}`,
-      type: e.event.type,
-      version: 1,
-      aggregate: { kind: e.aggregate, id: e.id },
-      project: 'demo',
-      occurredAt: e.occurredAt,
-      actor: e.actor,
-      origin: e.origin,
-      causationId: null,
-      correlationId: e.id,
-      payload: e.event.data,
-    }));
+    const log = scenarioLog();
     const fromStates = async () => {
       const counts = { pending: 0, claimed: 0, returned: 0 };
       const snapshot = await store.snapshot('handoffs');

@@ -4,28 +4,13 @@ import { diffSnapshots } from '../snapshot';
 import type { ReplaySource, SequencedEvent } from '../store';
 import { redisFixture, type RedisFixture } from '../test-support';
 import { createBatonProjector, type BatonProjector } from './projector';
-import { foldScenario, scenarioSteps, type ScenarioEvent, type ScenarioStep } from './scenario';
+import { foldScenario, scenarioLog, scenarioSteps, type ScenarioEvent, type ScenarioStep } from './scenario';
 import { createBatonViews, type BatonViews } from './views';
 import type { InboxItem } from './inbox';
 
 const PROJECTIONS = ['inbox', 'stops', 'handoffs', 'runs', 'notices'];
 
-function envelopes(events: ScenarioEvent[]): SequencedEvent[] {
-  return events.map((e, index) => ({
-    seq: index + 1,
-    id: `ev-${index + 1}`,
-    type: e.event.type,
-    version: 1,
-    aggregate: { kind: e.aggregate, id: e.id },
-    project: 'demo',
-    occurredAt: e.occurredAt,
-    actor: e.actor,
-    origin: e.origin,
-    causationId: null,
-    correlationId: e.id,
-    payload: e.event.data,
-  }));
-}
+const envelopes = (events: ScenarioEvent[]): SequencedEvent[] => scenarioLog(events);
 
 const source =
   (log: SequencedEvent[]): ReplaySource =>

@@ -33,7 +33,17 @@ export {
   type RebuildReason,
 } from './projector';
 export { noticesProjection, NOTICES_STORE, type NoticeItem } from './notices';
-export { foldScenario, scenarioEnvelope, scenarioSteps, ScenarioProject, type ScenarioEvent, type ScenarioOptions, type ScenarioStep } from './scenario';
+export {
+  foldScenario,
+  scenarioEnvelope,
+  scenarioLog,
+  scenarioSequenced,
+  scenarioSteps,
+  ScenarioProject,
+  type ScenarioEvent,
+  type ScenarioOptions,
+  type ScenarioStep,
+} from './scenario';
 export { createBatonViews, type BatonViews, type InboxQuery, type ScopedKind, type StopQuery, type StopRecord } from './views';
 export { projectRef, parseProjectRef, idLookupMember, idLookupRange, type ProjectRef } from './refs';
 export { jetStreamReplaySource, type JetStreamReplayOptions } from './replay';

@@ -3,24 +3,11 @@ import type { SequencedEvent } from '../store';
 import { redisFixture, type RedisFixture } from '../test-support';
 import { createBatonProjector, type BatonProjector } from './projector';
 import { ProjectionGapError } from './range';
-import { foldScenario } from './scenario';
+import { scenarioLog } from './scenario';
 
 const PROJECTIONS = ['inbox', 'stops', 'handoffs', 'runs', 'notices'];
 
-const log: SequencedEvent[] = foldScenario().map((e, index) => ({
-  seq: index + 1,
-  id: `ev-${index + 1}`,
-  type: e.event.type,
-  version: 1,
-  aggregate: { kind: e.aggregate, id: e.id },
-  project: 'demo',
-  occurredAt: e.occurredAt,
-  actor: e.actor,
-  origin: e.origin,
-  causationId: null,
-  correlationId: e.id,
-  payload: e.event.data,
-}));
+const log: SequencedEvent[] = scenarioLog();
 
 /** What a notifier instance does with the messages it was delivered: a range from where the projections stand. */
 async function applyDelivered(fx: RedisFixture, projector: BatonProjector, lastDelivered: number): Promise<void> {

@@ -19,6 +19,7 @@ import {
   type RunEvent,
   type RunState,
 } from '@baton/domain';
+import type { SequencedEvent } from '../store';
 
 /**
  * An example history of one project for tests, demos and the bench: runs that stop (policy with a
@@ -274,6 +275,29 @@ export function foldScenario(steps: ScenarioStep[] = scenarioSteps()): ScenarioE
  * type's current version, the payload as the registry's validation returns it (defaults filled,
  * unknown keys dropped). Throws when the payload does not validate: the scenario is valid.
  */
+/** One scenario event as the projections receive it: stored at `seq` in `project`, its id `ev-<seq>`. */
+export function scenarioSequenced(e: ScenarioEvent, seq: number, project = 'demo'): SequencedEvent {
+  return {
+    seq,
+    id: `ev-${seq}`,
+    type: e.event.type,
+    version: 1,
+    aggregate: { kind: e.aggregate, id: e.id },
+    project,
+    occurredAt: e.occurredAt,
+    actor: e.actor,
+    origin: e.origin,
+    causationId: null,
+    correlationId: e.id,
+    payload: e.event.data,
+  };
+}
+
+/** The scenario's events (default: {@link foldScenario}) as a stream from sequence 1, in `project`. */
+export function scenarioLog(events: ScenarioEvent[] = foldScenario(), project = 'demo'): SequencedEvent[] {
+  return events.map((e, index) => scenarioSequenced(e, index + 1, project));
+}
+
 export function scenarioEnvelope(registry: EventRegistry, e: ScenarioEvent, id: string, project: string): EventEnvelope {
   const checked = registry.validatePayload(e.event.type, e.event.data);
   if (!checked.ok) throw new Error(`the scenario's ${e.event.type} does not validate: ${checked.rejection.message}`);
