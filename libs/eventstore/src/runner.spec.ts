@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { PoisonError, TransientError } from './errors';
-import { classifyError, pullCount } from './runner';
+import { pullCount } from './pull-size';
+import { classifyError } from './runner';
 
 describe('classifyError', () => {
   it('a TransientError is retried, with its own delay when it names one', () => {

@@ -1,5 +1,6 @@
 import { DeliverPolicy, type Consumer, type ConsumerConfig, type ConsumerInfo, type JetStreamClient, type JsMsg } from 'nats';
 import { DeadLetterReason, deadLetter, headersToRecord } from './dead-letter';
+import { maxPayloadOf, pullCount } from './pull-size';
 import { JsErrCode, PoisonError, TransientError, jsErrCode } from './errors';
 
 /** A message handed to a runner handler: what it needs, without the client types. */
@@ -223,22 +224,6 @@ function settledThrough(info: ConsumerInfo): number {
 
 /** Bytes of message data a runner holds at once unless told otherwise (see `RunConsumerOptions.maxBytes`). */
 export const DEFAULT_RUNNER_BYTES = 16 * 1024 * 1024;
-
-/** The largest message the server accepts (`max_payload` of the connection behind `js`), else NATS's default of 1 MiB. */
-function maxPayloadOf(js: JetStreamClient): number {
-  const payload = (js as unknown as { nc?: { info?: { max_payload?: unknown } } }).nc?.info?.max_payload;
-  return typeof payload === 'number' && payload > 0 ? payload : 1024 * 1024;
-}
-
-/**
- * How many messages a pull may ask for: at most `free`, and no more than fit in `room` bytes at
- * `largest` bytes each (at least one, so a runner always makes progress).
- */
-export function pullCount(free: number, room: number, largest: number): number {
-  if (free <= 0) return 0;
-  if (largest <= 0 || free * largest <= room) return free;
-  return Math.max(1, Math.min(free, Math.floor(room / largest)));
-}
 
 /** Pull retry delays while failures go on: 1 s, doubling, at most 30 s. */
 const retryDelay = (failures: number) => Math.min(30_000, 1000 * 2 ** Math.max(0, Math.min(failures - 1, 5)));

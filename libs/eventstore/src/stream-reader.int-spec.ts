@@ -58,6 +58,23 @@ describe('stream reader (real NATS)', () => {
     expect(consumers).toEqual([]);
   });
 
+  it('a range over large messages asks for pulls that fit its byte bound, and still reads every message in order', async () => {
+    const big = new Uint8Array(200 * 1024).fill(120);
+    for (let i = 1; i <= 30; i++) await nats.js.publish(`${prefix}.ev.p.handoff.big`, big);
+    for (let i = 31; i <= 60; i++) await nats.js.publish(`${prefix}.ev.p.handoff.small`, encoder.encode(String(i)));
+    let pulls = 0;
+    const reader = streamReader(nats, stream, { onRoundTrip: (kind) => void (kind === 'pull' && pulls++) });
+    // 1 MiB a pull: at most five of the 200 KB messages each (the first pull, sized at the
+    // server's 1 MiB max_payload, brings one); the small ones then come in one or two pulls.
+    expect(await seqsOf(reader.range({ fromSeq: 1, batch: 500, pullBytes: 1024 * 1024 }))).toEqual(Array.from({ length: 60 }, (_, i) => i + 1));
+    expect(pulls).toBeGreaterThanOrEqual(1 + Math.ceil(29 / 5));
+    expect(pulls).toBeLessThanOrEqual(12);
+    // Without a byte bound worth the name, the same range is one or two pulls.
+    pulls = 0;
+    expect(await seqsOf(reader.range({ fromSeq: 1, batch: 500, pullBytes: 1024 ** 3 }))).toHaveLength(60);
+    expect(pulls).toBeLessThanOrEqual(2);
+  });
+
   it('point reads: a message by sequence, the next and the last on a subject; null when there is none', async () => {
     await nats.js.publish(`${prefix}.ev.p.run.a`, encoder.encode('a1'));
     await nats.js.publish(`${prefix}.ev.p.run.b`, encoder.encode('b1'));

@@ -1,6 +1,7 @@
 import { AckPolicy, DeliverPolicy, nanos, nuid, type ConsumerMessages, type JetStreamClient, type JetStreamManager, type JsMsg, type MsgHdrs } from 'nats';
 import { EventStoreError, JsErrCode, StreamNotFound, jsErrCode } from './errors';
 import { headersToRecord } from './dead-letter';
+import { maxPayloadOf, pullCount } from './pull-size';
 
 /*
  * Baton's one way to read a stream. Every reader of stored messages goes through here: the event
@@ -44,7 +45,17 @@ export interface RangeOptions {
   filterSubject?: string;
   /** Messages per pull (default 500). */
   batch?: number;
+  /**
+   * Most bytes of message data one pull may bring (default {@link RANGE_PULL_BYTES}, 8 MiB; with
+   * the pull asked for ahead, twice that in flight): a pull asks for no more messages than fit at
+   * the size of the largest message of the previous pull (the server's `max_payload` before the
+   * first), so a range over large events holds megabytes, not hundreds of them.
+   */
+  pullBytes?: number;
 }
+
+/** Bytes of message data one pull of a range read may bring unless told otherwise. */
+export const RANGE_PULL_BYTES = 8 * 1024 * 1024;
 
 /** How long each pull of a follower waits; idle heartbeats come every half of it. */
 export const FOLLOW_PULL_EXPIRES_MS = 5000;
@@ -221,6 +232,9 @@ export function streamReader(clients: StreamClients, stream: string, options: St
     try {
       const consumer = await js.consumers.get(stream, name);
       const batchSize = Math.max(1, opts.batch ?? 500);
+      const pullBytes = Math.max(1, opts.pullBytes ?? RANGE_PULL_BYTES);
+      // The largest message of the previous pull (before the first: the largest the server takes).
+      let largest = maxPayloadOf(js);
       const pull = (count: number): Promise<ConsumerMessages> => {
         tick('pull');
         return consumer.fetch({ max_messages: count, expires: 5000 });
@@ -228,19 +242,25 @@ export function streamReader(clients: StreamClients, stream: string, options: St
       let remaining = info.num_pending;
       let last = opts.fromSeq - 1;
       let stalls = 0;
+      let aheadAsked = 0;
       while (remaining > 0 && last < toSeq) {
-        const asked = Math.min(remaining, batchSize);
+        const asked = ahead !== null ? aheadAsked : pullCount(Math.min(remaining, batchSize), pullBytes, largest);
         const batch = await (ahead ?? pull(asked));
         ahead = null;
         let got = 0;
+        let largestHere = 0;
         for await (const msg of batch) {
           got++;
           remaining--;
+          largestHere = Math.max(largestHere, msg.data.length);
           // Half-way through a pull, ask for the next: its messages arrive while the caller works
           // on these, instead of a round trip (and the server's first delivery) after each pull.
           // One consumer delivers in stream order across pulls, and this one's are read first.
           const notAsked = remaining - (asked - got);
-          if (ahead === null && got === Math.ceil(asked / 2) && notAsked > 0 && last < toSeq) ahead = pull(Math.min(notAsked, batchSize));
+          if (ahead === null && got === Math.ceil(asked / 2) && notAsked > 0 && last < toSeq) {
+            aheadAsked = pullCount(Math.min(notAsked, batchSize), pullBytes, Math.max(largestHere, 1));
+            ahead = pull(aheadAsked);
+          }
           if (msg.seq > toSeq) {
             remaining = 0;
             continue;
@@ -248,6 +268,7 @@ export function streamReader(clients: StreamClients, stream: string, options: St
           last = msg.seq;
           yield fromJsMsg(msg);
         }
+        if (largestHere > 0) largest = largestHere;
         if (got > 0) stalls = 0;
         else if (++stalls >= 6) throw new EventStoreError(`reading ${opts.filterSubject ?? stream} stalled at seq ${last} with ${remaining} messages pending`);
       }

@@ -85,9 +85,11 @@ describe('bulk rebuilds (real Redis)', () => {
     { chunkEvents: 10_000, cache: 10_000 },
     // A byte bound of one byte: each cache keeps only the entry just used (the rest read back).
     { chunkEvents: 64, cache: 10_000, cacheBytes: 1 },
+    // Chunks bounded by bytes: one event each.
+    { chunkEvents: 10_000, cache: 10_000, chunkBytes: 1 },
   ])(
     'Baton projections: a bulk rebuild equals applying every event with the script (chunks of $chunkEvents, caches of $cache, $cacheBytes bytes)',
-    async ({ chunkEvents, cache, cacheBytes }: { chunkEvents: number; cache: number; cacheBytes?: number }) => {
+    async ({ chunkEvents, cache, cacheBytes, chunkBytes }: { chunkEvents: number; cache: number; cacheBytes?: number; chunkBytes?: number }) => {
       const log = batonLog(4);
       const live = createBatonProjector({ store: reference.store });
       for (const event of log) await live.apply(event);
@@ -96,6 +98,7 @@ describe('bulk rebuilds (real Redis)', () => {
         stateCacheSize: cache,
         itemCacheSize: cache,
         ...(cacheBytes !== undefined ? { cacheBytes } : {}),
+        ...(chunkBytes !== undefined ? { chunkBytes } : {}),
       });
       for (const name of BATON) {
         expect(results[name]).toMatchObject({ status: 'swapped', lastSeq: log.length });

@@ -1,3 +1,4 @@
+import { heapWeight } from '@baton/eventstore';
 import { randomUUID } from 'node:crypto';
 import type Redis from 'ioredis';
 import { toJsonValue, type JsonValue } from './canonical-json';
@@ -46,6 +47,12 @@ export interface RebuildManyOptions {
   dropPrevious?: boolean;
   /** Events folded in memory before they are written (default 2 048): bounds memory with the caches. */
   chunkEvents?: number;
+  /**
+   * Estimated heap bytes of the events' payloads a chunk may hold (`heapWeight`; default 32 MiB):
+   * a chunk ends at whichever of this and `chunkEvents` comes first, so a stream of large events
+   * (contexts near the request cap) is folded in chunks of megabytes, not of hundreds of them.
+   */
+  chunkBytes?: number;
   /** Fold states kept in memory per projection (default 4 096); the rest are read back from the shadow. */
   stateCacheSize?: number;
   /** Indexed items kept in memory per projection (default 4 096). */
@@ -155,6 +162,7 @@ export async function runRebuild(
 ): Promise<{ results: Record<string, RebuildResult>; scratch: ScratchBuild[] }> {
   if (new Set(targets.map((t) => t.name)).size !== targets.length) throw new ProjectionError('rebuild: each projection may be named once');
   const chunkEvents = Math.max(1, options.chunkEvents ?? 2_048);
+  const chunkBytes = Math.max(1, options.chunkBytes ?? 32 * 1024 * 1024);
   const maxRounds = options.maxCatchUpRounds ?? 10;
   const startedAt = Date.now();
   const signal = options.signal;
@@ -354,6 +362,7 @@ export async function runRebuild(
   /** Read `iterable` to its end, folding and writing it chunk by chunk into every building shadow. */
   async function pass(iterable: AsyncIterable<SequencedEvent>): Promise<void> {
     let chunk: SequencedEvent[] = [];
+    let bytes = 0;
     let previous = lastSeq;
     for await (const event of iterable) {
       checkAborted();
@@ -361,12 +370,14 @@ export async function runRebuild(
       if (!Number.isSafeInteger(event.seq) || event.seq <= previous)
         throw new ProjectionError(`a rebuild needs strictly increasing stream sequences: #${event.seq} after #${previous}`);
       previous = event.seq;
-      if (chunk.length >= chunkEvents) {
+      if (chunk.length >= chunkEvents || bytes >= chunkBytes) {
         await fold(chunk);
         chunk = [];
+        bytes = 0;
         if (building().length === 0) return;
       }
       chunk.push(event);
+      bytes += heapWeight(event.payload);
     }
     if (chunk.length > 0) await fold(chunk);
     await Promise.all(building().map((s) => s.flushing.catch((error: unknown) => fail(s, error))));
