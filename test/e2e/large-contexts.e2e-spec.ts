@@ -5,7 +5,8 @@
 // 256 KiB request cap). Those caches are bounded by estimated bytes as well as by count
 // (BATON_FOLD_CACHE_MB; the projections' 4 MiB each), so large contexts cannot fill a heap:
 // 300 handoffs of 240 KB (70 MB of context, which counts of 5 000 and 2 000 alone would all keep)
-// leave every service serving.
+// leave every service serving, and the notifier rebuilds its projections from them in its own
+// heap after Redis lost them (a rebuild's chunks and pulls are bounded by bytes too).
 import { randomBytes } from 'node:crypto';
 import { Principals } from '@baton/contracts';
 import { connectNats, LedgerClient, type NatsHandle } from '@baton/eventstore';
@@ -15,6 +16,7 @@ import {
   CYCLE_AGENTS,
   cleanupDeployment,
   deployedNodeArgs,
+  removeDeploymentKeys,
   endedServices,
   publishCycleDefinition,
   startPlatform,
@@ -115,4 +117,18 @@ describe('the services in their deployed heaps, handoffs with large contexts', (
     expect(entries).toBeLessThan(80);
     expect(metricSample(text, MetricName.foldCacheEvictions)).toBeGreaterThan(HANDOFFS - 80);
   }, 240_000);
+
+  it('the notifier rebuilds its projections from those events in its own heap after Redis lost them', async () => {
+    const notifier = service('notifier');
+    const claimed = async () =>
+      metricSample(await (await fetch(`http://127.0.0.1:${notifier.port}/metrics`)).text(), MetricName.openHandoffs, { status: 'claimed' });
+    expect(await claimed()).toBe(HANDOFFS);
+    // Every key of this deployment gone, as after a flush: the notifier notices and rebuilds.
+    await removeDeploymentKeys(redis.client, prefix);
+    await waitFor(async () => (await claimed()) === 0, 'the projections gone', { timeoutMs: 15_000 }).catch(() => undefined);
+    await waitFor(async () => (await claimed()) === HANDOFFS, 'the rebuilt projections counting every claim', { timeoutMs: 90_000 }).catch((error: Error) => {
+      throw new Error(`${error.message}\n${endedServices(services).join('\n')}`);
+    });
+    expect(endedServices(services)).toEqual([]);
+  }, 150_000);
 });

@@ -48,7 +48,7 @@ export interface RebuildManyOptions {
   /** Events folded in memory before they are written (default 2 048): bounds memory with the caches. */
   chunkEvents?: number;
   /**
-   * Estimated heap bytes of the events' payloads a chunk may hold (`heapWeight`; default 32 MiB):
+   * Estimated heap bytes of the events' payloads a chunk may hold (`heapWeight`; default 8 MiB):
    * a chunk ends at whichever of this and `chunkEvents` comes first, so a stream of large events
    * (contexts near the request cap) is folded in chunks of megabytes, not of hundreds of them.
    */
@@ -162,7 +162,7 @@ export async function runRebuild(
 ): Promise<{ results: Record<string, RebuildResult>; scratch: ScratchBuild[] }> {
   if (new Set(targets.map((t) => t.name)).size !== targets.length) throw new ProjectionError('rebuild: each projection may be named once');
   const chunkEvents = Math.max(1, options.chunkEvents ?? 2_048);
-  const chunkBytes = Math.max(1, options.chunkBytes ?? 32 * 1024 * 1024);
+  const chunkBytes = Math.max(1, options.chunkBytes ?? 8 * 1024 * 1024);
   const maxRounds = options.maxCatchUpRounds ?? 10;
   const startedAt = Date.now();
   const signal = options.signal;
