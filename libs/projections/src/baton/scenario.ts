@@ -270,18 +270,12 @@ export function foldScenario(steps: ScenarioStep[] = scenarioSteps()): ScenarioE
   return out;
 }
 
-/**
- * A scenario event as the event store stores it: in an envelope of `project` with id `id`, at its
- * type's current version, the payload as the registry's validation returns it (defaults filled,
- * unknown keys dropped). Throws when the payload does not validate: the scenario is valid.
- */
-/** One scenario event as the projections receive it: stored at `seq` in `project`, its id `ev-<seq>`. */
-export function scenarioSequenced(e: ScenarioEvent, seq: number, project = 'demo'): SequencedEvent {
+/** A scenario event in an envelope: the fields every envelope of it shares. */
+function envelopeOf(e: ScenarioEvent, id: string, version: number, project: string, payload: unknown): EventEnvelope {
   return {
-    seq,
-    id: `ev-${seq}`,
+    id,
     type: e.event.type,
-    version: 1,
+    version,
     aggregate: { kind: e.aggregate, id: e.id },
     project,
     occurredAt: e.occurredAt,
@@ -289,8 +283,13 @@ export function scenarioSequenced(e: ScenarioEvent, seq: number, project = 'demo
     origin: e.origin,
     causationId: null,
     correlationId: e.id,
-    payload: e.event.data,
+    payload,
   };
+}
+
+/** One scenario event as the projections receive it: stored at `seq` in `project`, its id `ev-<seq>`. */
+export function scenarioSequenced(e: ScenarioEvent, seq: number, project = 'demo'): SequencedEvent {
+  return { seq, ...envelopeOf(e, `ev-${seq}`, 1, project, e.event.data) };
 }
 
 /** The scenario's events (default: {@link foldScenario}) as a stream from sequence 1, in `project`. */
@@ -298,20 +297,13 @@ export function scenarioLog(events: ScenarioEvent[] = foldScenario(), project = 
   return events.map((e, index) => scenarioSequenced(e, index + 1, project));
 }
 
+/**
+ * A scenario event as the event store stores it: in an envelope of `project` with id `id`, at its
+ * type's current version, the payload as the registry's validation returns it (defaults filled,
+ * unknown keys dropped). Throws when the payload does not validate: the scenario is valid.
+ */
 export function scenarioEnvelope(registry: EventRegistry, e: ScenarioEvent, id: string, project: string): EventEnvelope {
   const checked = registry.validatePayload(e.event.type, e.event.data);
   if (!checked.ok) throw new Error(`the scenario's ${e.event.type} does not validate: ${checked.rejection.message}`);
-  return {
-    id,
-    type: e.event.type,
-    version: registry.currentVersion(e.event.type),
-    aggregate: { kind: e.aggregate, id: e.id },
-    project,
-    occurredAt: e.occurredAt,
-    actor: e.actor,
-    origin: e.origin,
-    causationId: null,
-    correlationId: e.id,
-    payload: checked.value,
-  };
+  return envelopeOf(e, id, registry.currentVersion(e.event.type), project, checked.value);
 }
