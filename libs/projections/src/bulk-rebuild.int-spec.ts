@@ -1,4 +1,5 @@
 import fc from 'fast-check';
+import { waitFor } from '@baton/wait';
 import { createEventRegistry, type EventEnvelope } from '@baton/contracts';
 import { createBatonProjector, type AnyFoldingProjection } from './baton';
 import { foldScenario, scenarioEnvelope, scenarioSteps } from './baton/scenario';
@@ -305,8 +306,7 @@ describe('bulk rebuilds (real Redis)', () => {
       { chunkEvents: 8 },
     );
     void abandoned.catch(() => undefined);
-    for (let i = 0; i < 100 && (await keyCount(fx, `${fx.prefix}:runs:g2:*`)) < 2; i++) await new Promise((resolve) => setTimeout(resolve, 20));
-    expect(await keyCount(fx, `${fx.prefix}:runs:g2:*`)).toBeGreaterThan(1);
+    await waitFor(async () => (await keyCount(fx, `${fx.prefix}:runs:g2:*`)) > 1, 'the abandoned rebuild writing its shadow generation', { timeoutMs: 15_000 });
     expect(await fx.store.snapshot('runs')).toEqual(before);
     // Its lease runs out (the process is gone: nothing refreshes it).
     const key = `${fx.prefix}:runs:rebuilds`;

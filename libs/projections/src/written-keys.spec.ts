@@ -12,7 +12,8 @@ describe('WrittenKeys', () => {
       expect(added.filter((key) => !filter.mightHave(key))).toEqual([]);
       expect(filter.added).toBe(20_000);
     }
-  });
+    // CPU-bound (a few seconds alone): room for a CI machine running other suites beside it.
+  }, 60_000);
 
   it('says "absent" for nearly every key it was not given at its default size', () => {
     const filter = new WrittenKeys();
@@ -25,7 +26,7 @@ describe('WrittenKeys', () => {
     const tiny = new WrittenKeys(5);
     for (const key of keys('a', 1_000)) tiny.add(key);
     expect(keys('b', 100).every((key) => tiny.mightHave(key))).toBe(true);
-  });
+  }, 60_000);
 
   it('refuses sizes it cannot hold', () => {
     expect(() => new WrittenKeys(4)).toThrow(RangeError);
