@@ -18,9 +18,12 @@ import {
   deployedNodeArgs,
   removeDeploymentKeys,
   endedServices,
+  freePort,
   publishCycleDefinition,
   startPlatform,
+  startService,
   stopService,
+  waitReady,
   type ServiceProcess,
 } from '@baton/testing';
 import { waitFor } from '@baton/wait';
@@ -38,19 +41,20 @@ describe('the services in their deployed heaps, handoffs with large contexts', (
   let nats: NatsHandle;
   let redis: RedisHandle;
   let services: ServiceProcess[] = [];
+  const platformEnv = {
+    BATON_PREFIX: prefix,
+    NATS_URL: natsUrl,
+    BATON_NATS_AUTH: 'none',
+    REDIS_URL: redisUrl,
+    LOG_LEVEL: 'warn',
+    LOG_FORMAT: 'json',
+  };
   const service = (name: string) => services.find((s) => s.name === name) as ServiceProcess;
 
   beforeAll(async () => {
     nats = await connectNats({ servers: natsUrl, reconnect: false });
     redis = createRedis(redisUrl);
-    services = await startPlatform({
-      BATON_PREFIX: prefix,
-      NATS_URL: natsUrl,
-      BATON_NATS_AUTH: 'none',
-      REDIS_URL: redisUrl,
-      LOG_LEVEL: 'warn',
-      LOG_FORMAT: 'json',
-    });
+    services = await startPlatform(platformEnv);
     await publishCycleDefinition(nats, prefix, project);
   }, 120_000);
 
@@ -131,4 +135,17 @@ describe('the services in their deployed heaps, handoffs with large contexts', (
     });
     expect(endedServices(services)).toEqual([]);
   }, 150_000);
+
+  it('a watchdog started afresh follows those events to the end and tracks every claimed handoff', async () => {
+    await stopService(service('watchdog'));
+    const watchdog = startService('watchdog', await freePort(), platformEnv, { instance: 'watchdog-2', nodeArgs: deployedNodeArgs('watchdog') });
+    services = [...services.filter((s) => s.name !== 'watchdog'), watchdog];
+    await waitReady(watchdog, 60_000);
+    const status = async () => (await (await fetch(`http://127.0.0.1:${watchdog.port}/watchdog/status`)).json()) as { caught_up: boolean; tracked: number };
+    await waitFor(async () => (await status()).caught_up, 'the new watchdog catching up', { timeoutMs: 60_000 }).catch((error: Error) => {
+      throw new Error(`${error.message}\n${watchdog.output.join('').slice(-3000)}\n${endedServices(services).join('\n')}`);
+    });
+    expect(await status()).toMatchObject({ caught_up: true, tracked: HANDOFFS });
+    expect(endedServices(services)).toEqual([]);
+  }, 120_000);
 });

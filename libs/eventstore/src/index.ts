@@ -57,7 +57,7 @@ export { LruCache, type LruWeightBound } from './lru';
 export { heapWeight } from './heap-weight';
 export * from './dlq-admin';
 export { instrumentRunners, type RunnerIdentity, type RunnerInstrumentation } from './runner';
-export { streamReader, followStream, readStreamRange, FOLLOW_PULL_EXPIRES_MS } from './stream-reader';
+export { streamReader, followStream, readStreamRange, FOLLOW_PULL_BYTES, FOLLOW_PULL_EXPIRES_MS } from './stream-reader';
 export { followHub, type FollowHub, type FollowHubOptions } from './follow-hub';
 export type {
   StoredMessage,

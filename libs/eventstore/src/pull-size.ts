@@ -1,4 +1,4 @@
-import type { JetStreamClient } from 'nats';
+import type { JetStreamClient, NatsConnection } from 'nats';
 
 /*
  * Sizing pulls by bytes with a count. The nats.js consumer API takes a pull's `max_messages` or
@@ -7,6 +7,13 @@ import type { JetStreamClient } from 'nats';
  * measured on nats-server 2.9.10). So readers ask for a count: no more messages than fit in the
  * bytes they may hold, at the size of the largest message of their previous pull.
  */
+
+/** The connection a JetStream client speaks over (the client keeps it as `nc`). */
+export function connectionOf(js: JetStreamClient): NatsConnection {
+  const nc = (js as unknown as { nc?: NatsConnection }).nc;
+  if (nc === undefined) throw new Error('this JetStream client does not expose its connection');
+  return nc;
+}
 
 /** The largest message the server accepts (`max_payload` of the connection behind `js`), else NATS's default of 1 MiB. */
 export function maxPayloadOf(js: JetStreamClient): number {

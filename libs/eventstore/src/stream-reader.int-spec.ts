@@ -1,3 +1,4 @@
+import { waitFor } from '@baton/wait';
 import type { NatsHandle } from './connection';
 import { StreamNotFound } from './errors';
 import { connectTest, deleteTopology, provisionTopology, randomPrefix, sleep } from './int/support';
@@ -7,8 +8,8 @@ import { batonStreamNames } from './topology';
 
 /*
  * The one stream reader: ranges complete to what the consumer reported pending, point reads,
- * the first sequence at a time, and shared reads over a range. (Its follower's consumer-loss
- * recovery is proven by apps/watchdog/src/stream/stream-follower.int-spec.ts.)
+ * the first sequence at a time, shared reads over a range, and a follow's byte-bounded pulls. (Its
+ * follower's consumer-loss recovery is proven by apps/watchdog/src/stream/stream-follower.int-spec.ts.)
  */
 describe('stream reader (real NATS)', () => {
   let nats: NatsHandle;
@@ -73,6 +74,41 @@ describe('stream reader (real NATS)', () => {
     pulls = 0;
     expect(await seqsOf(reader.range({ fromSeq: 1, batch: 500, pullBytes: 1024 ** 3 }))).toHaveLength(60);
     expect(pulls).toBeLessThanOrEqual(2);
+  });
+
+  it('a follow over large messages: every pull asks for a count and a byte bound, and the follower still gets every message once, in order, then new ones', async () => {
+    const big = new Uint8Array(300 * 1024).fill(120);
+    for (let i = 1; i <= 40; i++) await nats.js.publish(`${prefix}.ev.p.handoff.big`, i % 4 === 0 ? encoder.encode(String(i)) : big);
+    // The pull requests the follower sends, as the server receives them.
+    const asked: { batch: number; max_bytes: number }[] = [];
+    const pulls = nats.connection.subscribe(`$JS.API.CONSUMER.MSG.NEXT.${stream}.>`, {
+      callback: (_, msg) => void asked.push(JSON.parse(new TextDecoder().decode(msg.data)) as { batch: number; max_bytes: number }),
+    });
+    const seen: number[] = [];
+    const follower = await streamReader(nats, stream).follow({
+      filterSubject: `${prefix}.ev.>`,
+      batch: 500,
+      pullBytes: 1024 * 1024,
+      onMessage: (m) => void seen.push(m.seq),
+    });
+    try {
+      await follower.caughtUp;
+      expect(seen).toEqual(Array.from({ length: 40 }, (_, i) => i + 1));
+      // The bound is never under two of the largest message the server takes (1 MiB here): 2 MiB,
+      // at most six of these 300 KB messages a pull, so the 30 of them take five pulls or more.
+      expect(asked.length).toBeGreaterThanOrEqual(5);
+      for (const pull of asked) expect(pull).toMatchObject({ batch: 500, max_bytes: 2 * 1024 * 1024 });
+      await nats.js.publish(`${prefix}.ev.p.handoff.late`, encoder.encode('41'));
+      await waitFor(() => seen.length === 41, 'the follower handing over a new message');
+      expect(seen.at(-1)).toBe(41);
+      expect(follower.lastSeq()).toBe(41);
+    } finally {
+      pulls.unsubscribe();
+      await follower.stop();
+    }
+    const consumers: string[] = [];
+    for await (const consumer of nats.jsm.consumers.list(stream)) consumers.push(consumer.name);
+    expect(consumers).toEqual([]);
   });
 
   it('point reads: a message by sequence, the next and the last on a subject; null when there is none', async () => {

@@ -1,7 +1,10 @@
 import { AckPolicy, DeliverPolicy, nanos, nuid, type ConsumerMessages, type JetStreamClient, type JetStreamManager, type JsMsg, type MsgHdrs } from 'nats';
 import { EventStoreError, JsErrCode, StreamNotFound, jsErrCode } from './errors';
 import { headersToRecord } from './dead-letter';
+import { followStream, FOLLOW_PULL_BYTES, FOLLOW_PULL_EXPIRES_MS } from './follow';
 import { maxPayloadOf, pullCount } from './pull-size';
+
+export { followStream, FOLLOW_PULL_BYTES, FOLLOW_PULL_EXPIRES_MS };
 
 /*
  * Baton's one way to read a stream. Every reader of stored messages goes through here: the event
@@ -11,9 +14,9 @@ import { maxPayloadOf, pullCount } from './pull-size';
  * - a RANGE `fromSeq..toSeq` (optionally filtered): one ephemeral, ack-less, in-memory pull
  *   consumer, read until the messages it reported pending at creation are delivered, so a range
  *   is complete or fails loudly, never silently short;
- * - a FOLLOW: an ordered consumer that replays from a sequence and keeps delivering; the client
- *   re-creates it from the last sequence seen when it is deleted, lost or skips, so every message
- *   arrives once and in order;
+ * - a FOLLOW (follow.ts): a consumer of its own that replays from a sequence and keeps delivering,
+ *   each pull bounded by a count and by bytes; re-created from the last sequence seen when it is
+ *   deleted, lost or skips, so every message arrives once and in order;
  * - POINT reads: one message by sequence, the next or last one on a subject (`STREAM.MSG.GET`).
  *
  * Shared replays (several rebuilds over one read) are `shareReads` (shared-reads.ts) over a range.
@@ -57,9 +60,6 @@ export interface RangeOptions {
 /** Bytes of message data one pull of a range read may bring unless told otherwise. */
 export const RANGE_PULL_BYTES = 8 * 1024 * 1024;
 
-/** How long each pull of a follower waits; idle heartbeats come every half of it. */
-export const FOLLOW_PULL_EXPIRES_MS = 5000;
-
 /** One message as a follower hands it over. */
 export interface FollowedMessage {
   subject: string;
@@ -80,6 +80,12 @@ export interface FollowOptions {
   onError?(error: unknown, message: FollowedMessage): void;
   /** Messages per pull (default 1000). */
   batch?: number;
+  /**
+   * Most bytes of messages one pull may bring (default {@link FOLLOW_PULL_BYTES}, 8 MiB; never
+   * less than twice the server's `max_payload`): the server ends a pull before the message that
+   * would not fit, so a follow over large events holds megabytes, not a thousand of them.
+   */
+  pullBytes?: number;
 }
 
 export interface StreamFollower {
@@ -116,11 +122,12 @@ export interface StreamReader {
    */
   range(options: RangeOptions): AsyncGenerator<StoredMessage>;
   /**
-   * Follow the stream (filtered) from `startSeq` with an ordered consumer: replay history, then
-   * keep delivering new messages until {@link StreamFollower.stop}. Pulls wait
-   * {@link FOLLOW_PULL_EXPIRES_MS}, so idle heartbeats come every half of it: a consumer deleted or
-   * lost under the follower is noticed within two missed heartbeats and re-created by the client
-   * from the last sequence seen (nothing missed, nothing repeated). Rejects if the stream does not exist.
+   * Follow the stream (filtered) from `startSeq` (follow.ts): replay history, then keep
+   * delivering new messages until {@link StreamFollower.stop}, each pull bounded by `batch`
+   * messages and `pullBytes` bytes. Pulls wait {@link FOLLOW_PULL_EXPIRES_MS}, with idle heartbeats
+   * every half of it: a consumer deleted or lost under the follower is noticed once it has been
+   * silent a little longer than a pull, and re-created from the last sequence seen (nothing missed,
+   * nothing repeated). Rejects if the stream does not exist.
    */
   follow(options: FollowOptions): Promise<StreamFollower>;
   /** The message stored at `seq`, or null when there is none (never stored, or removed). */
@@ -308,58 +315,6 @@ export function streamReader(clients: StreamClients, stream: string, options: St
  * Follow `stream` with an ordered consumer (see {@link StreamReader.follow}); needs only the
  * JetStream client.
  */
-export async function followStream(opts: FollowOptions & { js: JetStreamClient; stream: string }): Promise<StreamFollower> {
-  const { js, stream } = opts;
-  // The client starts at `opt_start_seq` (1 when absent) with deliver policy `by_start_sequence`;
-  // do not pass `deliver_policy: all` with it, the server refuses that pair.
-  const consumer = await js.consumers.get(stream, {
-    filterSubjects: opts.filterSubject,
-    ...(opts.startSeq !== undefined && opts.startSeq > 1 ? { opt_start_seq: opts.startSeq } : {}),
-  });
-  let lastSeq = 0;
-  let caughtUp = false;
-  let markCaughtUp: () => void = () => undefined;
-  const caughtUpPromise = new Promise<void>((resolve) => {
-    markCaughtUp = () => {
-      if (caughtUp) return;
-      caughtUp = true;
-      resolve();
-    };
-  });
-  const messages: ConsumerMessages = await consumer.consume({
-    max_messages: opts.batch ?? 1000,
-    // Short pulls mean idle heartbeats every 2.5 s: a consumer deleted or lost under the follower
-    // is noticed in seconds (two missed heartbeats) and re-created by the client from the last
-    // sequence seen, instead of after the 30 s default pull.
-    expires: FOLLOW_PULL_EXPIRES_MS,
-    callback: (msg: JsMsg) => {
-      lastSeq = msg.seq;
-      const message: FollowedMessage = { subject: msg.subject, seq: msg.seq, data: msg.data, header: (name) => msg.headers?.get(name) || undefined };
-      try {
-        opts.onMessage(message);
-      } catch (error) {
-        opts.onError?.(error, message);
-      }
-      // `pending` counts the messages matching the filter still to come after this one.
-      if (msg.info.pending === 0) markCaughtUp();
-    },
-  });
-  // The consumer's state when it was created: nothing to replay means caught up already.
-  const info = await consumer.info(true);
-  if (info.num_pending === 0) markCaughtUp();
-  let stopping: Promise<void> | null = null;
-  return {
-    caughtUp: caughtUpPromise,
-    isCaughtUp: () => caughtUp,
-    lastSeq: () => lastSeq,
-    stop: () =>
-      (stopping ??= (async () => {
-        await messages.close().catch(() => undefined);
-        await consumer.delete().catch(() => false);
-      })()),
-  };
-}
-
 /** Options of {@link readStreamRange}: a {@link RangeOptions} on one stream. */
 export interface ReadRangeOptions extends RangeOptions, StreamClients {
   stream: string;

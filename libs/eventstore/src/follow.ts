@@ -1,0 +1,207 @@
+import { AckPolicy, createInbox, DeliverPolicy, nanos, nuid, type JetStreamClient, type Msg, type NatsConnection, type Subscription } from 'nats';
+import { connectionOf, maxPayloadOf } from './pull-size';
+import type { FollowedMessage, FollowOptions, StreamFollower } from './stream-reader';
+
+/*
+ * A follow of a stream: replay from a sequence, then keep delivering, every message once and in
+ * order, within a bound on the bytes in flight.
+ *
+ * The client library's ordered consumer asks for a count of messages per pull. A count bounds
+ * nothing when messages are large: a thousand-message pull over events near the request cap is
+ * 240 MB the server queues for one connection, and past its per-connection limit (64 MiB by
+ * default) the server drops the whole connection as a slow consumer; the ordered consumer then
+ * starts the same pull again. (A watchdog started beside 300 handoffs of 240 KB never caught up,
+ * measured.) The library takes a pull's count or its bytes, never both, and its byte-bounded pulls
+ * wait out their expiry or stop refilling (both measured on nats-server 2.9.10). So a follower
+ * sends its own pull requests, each with a count AND a byte bound (`batch`, `max_bytes`: the
+ * server ends the pull before the message that would not fit), one at a time, on an ack-less,
+ * in-memory consumer of its own, and does what the ordered consumer did:
+ *
+ * - a delivery sequence that skips (a message lost), missing heartbeats (a consumer deleted or
+ *   lost, a pull dropped) or a reconnection re-creates the consumer from the last stream sequence
+ *   handed over: nothing missed, nothing repeated;
+ * - messages of an earlier consumer are told apart by the consumer named in their reply subject,
+ *   statuses of an earlier pull by the serial in the subject the pull asked replies on, and ignored.
+ */
+
+/** How long each pull of a follower waits; idle heartbeats come every half of it. */
+export const FOLLOW_PULL_EXPIRES_MS = 5000;
+
+/** Bytes of messages one pull of a follower may bring unless told otherwise (never less than two of the largest message the server takes). */
+export const FOLLOW_PULL_BYTES = 8 * 1024 * 1024;
+
+/** A follower whose consumer has been silent this long while a pull is open re-creates it. */
+const SILENCE_MS = FOLLOW_PULL_EXPIRES_MS + 1000;
+
+/** After a failed consumer creation, wait this long before the next try (the stream may be gone for a moment). */
+const RETRY_MS = 1000;
+
+export async function followStream(opts: FollowOptions & { js: JetStreamClient; stream: string }): Promise<StreamFollower> {
+  const { js, stream } = opts;
+  const nc: NatsConnection = connectionOf(js);
+  const jsm = await js.jetstreamManager();
+  const apiPrefix = jsm.getOptions().apiPrefix ?? '$JS.API';
+  const batch = Math.max(1, opts.batch ?? 1000);
+  const maxBytes = Math.max(opts.pullBytes ?? FOLLOW_PULL_BYTES, 2 * maxPayloadOf(js));
+  const namePrefix = `follow_${nuid.next()}`;
+  const inbox = createInbox((nc as unknown as { options?: { inboxPrefix?: string } }).options?.inboxPrefix);
+
+  let serial = 0;
+  let consumer: string | null = null;
+  /** Stream sequence a re-created consumer starts at. */
+  let resumeAt = opts.startSeq !== undefined && opts.startSeq > 1 ? opts.startSeq : 1;
+  let lastSeq = 0;
+  let expectedDelivery = 1;
+  /** Messages the open pull may still bring; 0 when no pull is open. */
+  let open = 0;
+  let lastHeard = Date.now();
+  let stopped = false;
+  let resetting: Promise<void> | null = null;
+
+  let caughtUp = false;
+  let markCaughtUp: () => void = () => undefined;
+  const caughtUpPromise = new Promise<void>((resolve) => {
+    markCaughtUp = () => {
+      if (caughtUp) return;
+      caughtUp = true;
+      resolve();
+    };
+  });
+
+  const pull = () => {
+    if (stopped || consumer === null) return;
+    open = batch;
+    lastHeard = Date.now();
+    nc.publish(
+      `${apiPrefix}.CONSUMER.MSG.NEXT.${stream}.${consumer}`,
+      JSON.stringify({ batch, max_bytes: maxBytes, expires: nanos(FOLLOW_PULL_EXPIRES_MS), idle_heartbeat: nanos(FOLLOW_PULL_EXPIRES_MS / 2) }),
+      { reply: `${inbox}.${serial}` },
+    );
+  };
+
+  /** A consumer of our own from `resumeAt`, replacing the one before (whose replies are then ignored). */
+  const recreate = (): Promise<void> =>
+    (resetting ??= (async () => {
+      const previous = consumer;
+      consumer = null;
+      open = 0;
+      if (previous !== null) void jsm.consumers.delete(stream, previous).catch(() => false);
+      while (!stopped) {
+        serial++;
+        const name = `${namePrefix}_${serial}`;
+        try {
+          const info = await jsm.consumers.add(stream, {
+            name,
+            ack_policy: AckPolicy.None,
+            deliver_policy: DeliverPolicy.StartSequence,
+            opt_start_seq: resumeAt,
+            filter_subject: opts.filterSubject,
+            mem_storage: true,
+            num_replicas: 1,
+            inactive_threshold: nanos(5 * 60 * 1000),
+          });
+          if (stopped) {
+            await jsm.consumers.delete(stream, name).catch(() => false);
+            return;
+          }
+          consumer = name;
+          expectedDelivery = 1;
+          if (info.num_pending === 0) markCaughtUp();
+          pull();
+          return;
+        } catch (error) {
+          if (serial === 1) throw error;
+          await new Promise((resolve) => setTimeout(resolve, RETRY_MS));
+        }
+      }
+    })().finally(() => (resetting = null)));
+
+  const reset = () => void recreate().catch(() => undefined);
+
+  const onReply = (msg: Msg) => {
+    if (stopped || resetting !== null || consumer === null) return;
+    const code = msg.headers?.code ?? 0;
+    if (!msg.reply || code > 0) {
+      // A status, sent to the pull's own reply subject: 100 a heartbeat, 408 the pull expired, 409
+      // it ended (its bytes reached; or the consumer deleted, or at its limit of waiting pulls),
+      // 404 nothing to deliver. One of an earlier pull's is ignored.
+      if (msg.subject !== `${inbox}.${serial}`) return;
+      lastHeard = Date.now();
+      if (code === 100) return;
+      if (code === 409 && /consumer deleted/i.test(msg.headers?.description ?? '')) return reset();
+      if (code === 408 || code === 409 || code === 404) return pull();
+      return reset();
+    }
+    // A message, under its own subject: its reply subject names the consumer and the sequences.
+    const info = ackInfo(msg.reply);
+    if (info === null || info.consumer !== consumer) return;
+    lastHeard = Date.now();
+    if (info.delivery !== expectedDelivery) return reset();
+    expectedDelivery++;
+    lastSeq = info.streamSeq;
+    resumeAt = info.streamSeq + 1;
+    const message: FollowedMessage = { subject: msg.subject, seq: info.streamSeq, data: msg.data, header: (name) => msg.headers?.get(name) || undefined };
+    try {
+      opts.onMessage(message);
+    } catch (error) {
+      opts.onError?.(error, message);
+    }
+    if (info.pending === 0) markCaughtUp();
+    if (--open === 0) pull();
+  };
+
+  const sub: Subscription = nc.subscribe(`${inbox}.*`, { callback: (error, msg) => (error ? undefined : onReply(msg)) });
+  const quiet = setInterval(() => {
+    if (!stopped && resetting === null && consumer !== null && Date.now() - lastHeard > SILENCE_MS) reset();
+  }, FOLLOW_PULL_EXPIRES_MS / 2);
+  quiet.unref?.();
+  // A reconnection loses the open pull (and a server restart an in-memory consumer): start again.
+  void (async () => {
+    for await (const status of nc.status()) {
+      if (stopped) break;
+      if (status.type === 'reconnect') reset();
+    }
+  })().catch(() => undefined);
+
+  try {
+    await recreate();
+  } catch (error) {
+    stopped = true;
+    clearInterval(quiet);
+    sub.unsubscribe();
+    throw error;
+  }
+
+  let stopping: Promise<void> | null = null;
+  return {
+    caughtUp: caughtUpPromise,
+    isCaughtUp: () => caughtUp,
+    lastSeq: () => lastSeq,
+    stop: () =>
+      (stopping ??= (async () => {
+        stopped = true;
+        clearInterval(quiet);
+        sub.unsubscribe();
+        await resetting?.catch(() => undefined);
+        if (consumer !== null) await jsm.consumers.delete(stream, consumer).catch(() => false);
+        consumer = null;
+      })()),
+  };
+}
+
+/**
+ * The delivery facts in a JetStream reply subject: `$JS.ACK.<stream>.<consumer>.<delivered>.
+ * <stream seq>.<delivery seq>.<time>.<pending>` (nine tokens), or the eleven-or-more-token form
+ * with a domain and an account hash after `ACK`. Null when the subject is neither.
+ */
+export function ackInfo(reply: string): { consumer: string; streamSeq: number; delivery: number; pending: number } | null {
+  const tokens = reply.split('.');
+  if (tokens[0] !== '$JS' || tokens[1] !== 'ACK') return null;
+  const base = tokens.length === 9 ? 2 : tokens.length >= 11 ? 4 : -1;
+  if (base < 0) return null;
+  const consumer = tokens[base + 1] as string;
+  const streamSeq = Number(tokens[base + 3]);
+  const delivery = Number(tokens[base + 4]);
+  const pending = Number(tokens[base + 6]);
+  return Number.isSafeInteger(streamSeq) && Number.isSafeInteger(delivery) && Number.isSafeInteger(pending) ? { consumer, streamSeq, delivery, pending } : null;
+}
