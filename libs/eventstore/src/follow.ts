@@ -1,5 +1,6 @@
-import { AckPolicy, createInbox, DeliverPolicy, nanos, nuid, type JetStreamClient, type Msg, type NatsConnection, type Subscription } from 'nats';
-import { connectionOf, maxPayloadOf } from './pull-size';
+import { AckPolicy, createInbox, DeliverPolicy, nanos, nuid, type JetStreamClient, type Msg, type Subscription } from 'nats';
+import { ackInfo, headerOf, pullStatus, pullTarget, sendPull } from './pull';
+import { maxPayloadOf } from './pull-size';
 import type { FollowedMessage, FollowOptions, StreamFollower } from './stream-reader';
 
 /*
@@ -38,13 +39,13 @@ const RETRY_MS = 1000;
 
 export async function followStream(opts: FollowOptions & { js: JetStreamClient; stream: string }): Promise<StreamFollower> {
   const { js, stream } = opts;
-  const nc: NatsConnection = connectionOf(js);
   const jsm = await js.jetstreamManager();
-  const apiPrefix = jsm.getOptions().apiPrefix ?? '$JS.API';
+  const target = pullTarget(js, jsm);
+  const { nc } = target;
   const batch = Math.max(1, opts.batch ?? 1000);
   const maxBytes = Math.max(opts.pullBytes ?? FOLLOW_PULL_BYTES, 2 * maxPayloadOf(js));
   const namePrefix = `follow_${nuid.next()}`;
-  const inbox = createInbox((nc as unknown as { options?: { inboxPrefix?: string } }).options?.inboxPrefix);
+  const inbox = createInbox(target.inboxPrefix);
 
   let serial = 0;
   let consumer: string | null = null;
@@ -72,11 +73,7 @@ export async function followStream(opts: FollowOptions & { js: JetStreamClient; 
     if (stopped || consumer === null) return;
     open = batch;
     lastHeard = Date.now();
-    nc.publish(
-      `${apiPrefix}.CONSUMER.MSG.NEXT.${stream}.${consumer}`,
-      JSON.stringify({ batch, max_bytes: maxBytes, expires: nanos(FOLLOW_PULL_EXPIRES_MS), idle_heartbeat: nanos(FOLLOW_PULL_EXPIRES_MS / 2) }),
-      { reply: `${inbox}.${serial}` },
-    );
+    sendPull(target, stream, consumer, { batch, maxBytes, expiresMs: FOLLOW_PULL_EXPIRES_MS, heartbeatMs: FOLLOW_PULL_EXPIRES_MS / 2 }, `${inbox}.${serial}`);
   };
 
   /** A consumer of our own from `resumeAt`, replacing the one before (whose replies are then ignored). */
@@ -120,8 +117,8 @@ export async function followStream(opts: FollowOptions & { js: JetStreamClient; 
 
   const onReply = (msg: Msg) => {
     if (stopped || resetting !== null || consumer === null) return;
-    const code = msg.headers?.code ?? 0;
-    if (!msg.reply || code > 0) {
+    const code = pullStatus(msg);
+    if (code !== null) {
       // A status, sent to the pull's own reply subject: 100 a heartbeat, 408 the pull expired, 409
       // it ended (its bytes reached; or the consumer deleted, or at its limit of waiting pulls),
       // 404 nothing to deliver. One of an earlier pull's is ignored.
@@ -133,14 +130,14 @@ export async function followStream(opts: FollowOptions & { js: JetStreamClient; 
       return reset();
     }
     // A message, under its own subject: its reply subject names the consumer and the sequences.
-    const info = ackInfo(msg.reply);
+    const info = ackInfo(msg.reply as string);
     if (info === null || info.consumer !== consumer) return;
     lastHeard = Date.now();
     if (info.delivery !== expectedDelivery) return reset();
     expectedDelivery++;
     lastSeq = info.streamSeq;
     resumeAt = info.streamSeq + 1;
-    const message: FollowedMessage = { subject: msg.subject, seq: info.streamSeq, data: msg.data, header: (name) => msg.headers?.get(name) || undefined };
+    const message: FollowedMessage = { subject: msg.subject, seq: info.streamSeq, data: msg.data, header: (name) => headerOf(msg, name) };
     try {
       opts.onMessage(message);
     } catch (error) {
@@ -187,21 +184,4 @@ export async function followStream(opts: FollowOptions & { js: JetStreamClient; 
         consumer = null;
       })()),
   };
-}
-
-/**
- * The delivery facts in a JetStream reply subject: `$JS.ACK.<stream>.<consumer>.<delivered>.
- * <stream seq>.<delivery seq>.<time>.<pending>` (nine tokens), or the eleven-or-more-token form
- * with a domain and an account hash after `ACK`. Null when the subject is neither.
- */
-export function ackInfo(reply: string): { consumer: string; streamSeq: number; delivery: number; pending: number } | null {
-  const tokens = reply.split('.');
-  if (tokens[0] !== '$JS' || tokens[1] !== 'ACK') return null;
-  const base = tokens.length === 9 ? 2 : tokens.length >= 11 ? 4 : -1;
-  if (base < 0) return null;
-  const consumer = tokens[base + 1] as string;
-  const streamSeq = Number(tokens[base + 3]);
-  const delivery = Number(tokens[base + 4]);
-  const pending = Number(tokens[base + 6]);
-  return Number.isSafeInteger(streamSeq) && Number.isSafeInteger(delivery) && Number.isSafeInteger(pending) ? { consumer, streamSeq, delivery, pending } : null;
 }

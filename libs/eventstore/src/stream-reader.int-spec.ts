@@ -76,6 +76,30 @@ describe('stream reader (real NATS)', () => {
     expect(pulls).toBeLessThanOrEqual(2);
   });
 
+  it('a range whose small messages give way to large ones: the server ends each pull at its byte bound, and every message still comes in order', async () => {
+    for (let i = 1; i <= 600; i++) await nats.js.publish(`${prefix}.ev.p.handoff.small`, encoder.encode(String(i)));
+    const big = new Uint8Array(300 * 1024).fill(120);
+    for (let i = 601; i <= 630; i++) await nats.js.publish(`${prefix}.ev.p.handoff.big`, big);
+    const asked: { batch: number; max_bytes: number }[] = [];
+    const requests = nats.connection.subscribe(`$JS.API.CONSUMER.MSG.NEXT.${stream}.>`, {
+      callback: (_, msg) => void asked.push(JSON.parse(new TextDecoder().decode(msg.data)) as { batch: number; max_bytes: number }),
+    });
+    try {
+      // After pulls of small messages the count asked for is the whole batch (500): only the
+      // server's byte bound (2 MiB: twice the 1 MiB max_payload) keeps a pull of the 300 KB
+      // messages to six of them.
+      expect(await seqsOf(streamReader(nats, stream).range({ fromSeq: 1, batch: 500, pullBytes: 1024 * 1024 }))).toEqual(
+        Array.from({ length: 630 }, (_, i) => i + 1),
+      );
+      await nats.connection.flush();
+      expect(asked.some((pull) => pull.batch >= 100)).toBe(true);
+      for (const pull of asked) expect(pull.max_bytes).toBe(2 * 1024 * 1024);
+      expect(asked.length).toBeGreaterThanOrEqual(2 + Math.ceil(30 / 6));
+    } finally {
+      requests.unsubscribe();
+    }
+  });
+
   it('a follow over large messages: every pull asks for a count and a byte bound, and the follower still gets every message once, in order, then new ones', async () => {
     const big = new Uint8Array(300 * 1024).fill(120);
     for (let i = 1; i <= 40; i++) await nats.js.publish(`${prefix}.ev.p.handoff.big`, i % 4 === 0 ? encoder.encode(String(i)) : big);

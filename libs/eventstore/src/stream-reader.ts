@@ -1,10 +1,12 @@
-import { AckPolicy, DeliverPolicy, nanos, nuid, type ConsumerMessages, type JetStreamClient, type JetStreamManager, type JsMsg, type MsgHdrs } from 'nats';
+import { AckPolicy, DeliverPolicy, nanos, nuid, type JetStreamClient, type JetStreamManager, type Msg, type MsgHdrs } from 'nats';
 import { EventStoreError, JsErrCode, StreamNotFound, jsErrCode } from './errors';
 import { headersToRecord } from './dead-letter';
 import { followStream, FOLLOW_PULL_BYTES, FOLLOW_PULL_EXPIRES_MS } from './follow';
+import { ackInfo, headerOf, openPull, pullTarget, type OpenPull } from './pull';
 import { maxPayloadOf, pullCount } from './pull-size';
 
 export { followStream, FOLLOW_PULL_BYTES, FOLLOW_PULL_EXPIRES_MS };
+export { rawHeader } from './pull';
 
 /*
  * Baton's one way to read a stream. Every reader of stored messages goes through here: the event
@@ -13,7 +15,8 @@ export { followStream, FOLLOW_PULL_BYTES, FOLLOW_PULL_EXPIRES_MS };
  *
  * - a RANGE `fromSeq..toSeq` (optionally filtered): one ephemeral, ack-less, in-memory pull
  *   consumer, read until the messages it reported pending at creation are delivered, so a range
- *   is complete or fails loudly, never silently short;
+ *   is complete or fails loudly, never silently short; its pulls are bounded by bytes at the
+ *   server as well as by count (pull.ts);
  * - a FOLLOW (follow.ts): a consumer of its own that replays from a sequence and keeps delivering,
  *   each pull bounded by a count and by bytes; re-created from the last sequence seen when it is
  *   deleted, lost or skips, so every message arrives once and in order;
@@ -146,43 +149,17 @@ function storedMessage(subject: string, seq: number, data: Uint8Array, hdrs: Msg
   return { subject, seq, data, header: (name) => hdrs?.get(name) || undefined, headers: () => headersToRecord(hdrs) };
 }
 
-function fromJsMsg(msg: JsMsg): StoredMessage {
+/** A message delivered to a pull of the reader's own, as the reader yields it. */
+function storedOf(msg: Msg, seq: number): StoredMessage {
   return {
     subject: msg.subject,
-    seq: msg.seq,
+    seq,
     data: msg.data,
     // One header read from the raw header block when the client exposes it: decoding every header
     // of every message (what `msg.headers` does) is a tenth of a replay's reading cost.
-    header: (name) => {
-      const raw = rawHeader(msg, name);
-      return raw === null ? msg.headers?.get(name) || undefined : raw || undefined;
-    },
+    header: (name) => headerOf(msg, name),
     headers: () => headersToRecord(msg.headers),
   };
-}
-
-/** The client's private view of a message: the raw bytes and where its header block ends (-1: none). */
-interface RawMsg {
-  msg?: { _msg?: { hdr?: unknown }; _rdata?: unknown };
-}
-
-/**
- * The first value of header `name` (exact name, value trimmed, as `MsgHdrs.get` gives it), read
- * from the message's raw header block; undefined when absent; null when this client version does
- * not expose the raw block (the caller then decodes the headers).
- */
-export function rawHeader(msg: JsMsg, name: string): string | undefined | null {
-  const inner = (msg as unknown as RawMsg).msg;
-  const length = inner?._msg?.hdr;
-  const data = inner?._rdata;
-  if (typeof length !== 'number' || !(data instanceof Uint8Array)) return null;
-  if (length < 0) return undefined;
-  const block = Buffer.from(data.buffer, data.byteOffset, Math.min(length, data.byteLength)).toString('utf8');
-  const at = block.indexOf(`\r\n${name}:`);
-  if (at < 0) return undefined;
-  const start = at + name.length + 3;
-  const end = block.indexOf('\r\n', start);
-  return block.slice(start, end < 0 ? undefined : end).trim();
 }
 
 /** The reader of `stream` (see {@link StreamReader}). */
@@ -235,16 +212,21 @@ export function streamReader(clients: StreamClients, stream: string, options: St
         throw failure(`cannot open a reader on ${opts.filterSubject ?? stream}`, err);
       });
     // The pull after the current one, asked for half-way through it (see below); stopped if unused.
-    let ahead: Promise<ConsumerMessages> | null = null;
+    let ahead: OpenPull | null = null;
     try {
-      const consumer = await js.consumers.get(stream, name);
+      const target = pullTarget(js, jsm);
       const batchSize = Math.max(1, opts.batch ?? 500);
       const pullBytes = Math.max(1, opts.pullBytes ?? RANGE_PULL_BYTES);
-      // The largest message of the previous pull (before the first: the largest the server takes).
-      let largest = maxPayloadOf(js);
-      const pull = (count: number): Promise<ConsumerMessages> => {
+      // Each pull is bounded by bytes at the server (never under two of the largest message it
+      // takes, so one always fits), and asks for no more messages than fit in `pullBytes` at the
+      // size of the largest message of the previous pull (before the first: the largest the
+      // server takes).
+      const maxPayload = maxPayloadOf(js);
+      const maxBytes = Math.max(pullBytes, 2 * maxPayload);
+      let largest = maxPayload;
+      const pull = (count: number): OpenPull => {
         tick('pull');
-        return consumer.fetch({ max_messages: count, expires: 5000 });
+        return openPull(target, stream, name, { batch: count, maxBytes, expiresMs: 5000 });
       };
       let remaining = info.num_pending;
       let last = opts.fromSeq - 1;
@@ -252,11 +234,13 @@ export function streamReader(clients: StreamClients, stream: string, options: St
       let aheadAsked = 0;
       while (remaining > 0 && last < toSeq) {
         const asked = ahead !== null ? aheadAsked : pullCount(Math.min(remaining, batchSize), pullBytes, largest);
-        const batch = await (ahead ?? pull(asked));
+        const batch = ahead ?? pull(asked);
         ahead = null;
         let got = 0;
         let largestHere = 0;
         for await (const msg of batch) {
+          const seq = ackInfo(msg.reply as string)?.streamSeq;
+          if (seq === undefined) throw new EventStoreError(`reading ${opts.filterSubject ?? stream}: a message without its delivery facts (${msg.reply})`);
           got++;
           remaining--;
           largestHere = Math.max(largestHere, msg.data.length);
@@ -268,12 +252,12 @@ export function streamReader(clients: StreamClients, stream: string, options: St
             aheadAsked = pullCount(Math.min(notAsked, batchSize), pullBytes, Math.max(largestHere, 1));
             ahead = pull(aheadAsked);
           }
-          if (msg.seq > toSeq) {
+          if (seq > toSeq) {
             remaining = 0;
             continue;
           }
-          last = msg.seq;
-          yield fromJsMsg(msg);
+          last = seq;
+          yield storedOf(msg, seq);
         }
         if (largestHere > 0) largest = largestHere;
         if (got > 0) stalls = 0;
@@ -281,7 +265,7 @@ export function streamReader(clients: StreamClients, stream: string, options: St
       }
     } finally {
       // A pull asked for ahead and not read (the range ended, or the caller stopped): stop it.
-      if (ahead !== null) void ahead.then((unused) => unused.stop()).catch(() => undefined);
+      ahead?.stop();
       await jsm.consumers.delete(stream, name).catch(() => undefined);
     }
   }
@@ -311,10 +295,6 @@ export function streamReader(clients: StreamClients, stream: string, options: St
   };
 }
 
-/**
- * Follow `stream` with an ordered consumer (see {@link StreamReader.follow}); needs only the
- * JetStream client.
- */
 /** Options of {@link readStreamRange}: a {@link RangeOptions} on one stream. */
 export interface ReadRangeOptions extends RangeOptions, StreamClients {
   stream: string;

@@ -1,4 +1,4 @@
-import { ackInfo } from './follow';
+import { ackInfo } from './pull';
 
 describe('ackInfo: the delivery facts in a JetStream reply subject', () => {
   it('reads the nine-token form', () => {
