@@ -1,4 +1,14 @@
-import { createInbox, nanos, type JetStreamClient, type JetStreamManager, type JsMsg, type Msg, type NatsConnection } from 'nats';
+import {
+  createInbox,
+  nanos,
+  type JetStreamClient,
+  type JetStreamManager,
+  type JsMsg,
+  type Msg,
+  type MsgHdrs,
+  type NatsConnection,
+  type Subscription,
+} from 'nats';
 import { connectionOf } from './pull-size';
 
 /*
@@ -51,27 +61,107 @@ export function pullStatus(msg: Msg): number | null {
   return msg.reply && code === 0 ? null : code;
 }
 
+/** What a JetStream reply subject says of a delivery. */
+export interface DeliveryInfo {
+  stream: string;
+  consumer: string;
+  /** How many times this message has been delivered to the consumer (1 on first delivery). */
+  delivered: number;
+  streamSeq: number;
+  /** The consumer's delivery sequence. */
+  delivery: number;
+  /** When the stream stored the message, in ms since the epoch. */
+  timestampMs: number;
+  /** Messages still pending for the consumer after this one. */
+  pending: number;
+}
+
 /**
  * The delivery facts in a JetStream reply subject: `$JS.ACK.<stream>.<consumer>.<delivered>.
- * <stream seq>.<delivery seq>.<time>.<pending>` (nine tokens), or the eleven-or-more-token form
+ * <stream seq>.<delivery seq>.<time ns>.<pending>` (nine tokens), or the eleven-or-more-token form
  * with a domain and an account hash after `ACK`. Null when the subject is neither.
  */
-export function ackInfo(reply: string): { consumer: string; streamSeq: number; delivery: number; pending: number } | null {
+export function ackInfo(reply: string): DeliveryInfo | null {
   const tokens = reply.split('.');
   if (tokens[0] !== '$JS' || tokens[1] !== 'ACK') return null;
   const base = tokens.length === 9 ? 2 : tokens.length >= 11 ? 4 : -1;
   if (base < 0) return null;
-  const consumer = tokens[base + 1] as string;
-  const streamSeq = Number(tokens[base + 3]);
-  const delivery = Number(tokens[base + 4]);
-  const pending = Number(tokens[base + 6]);
-  return Number.isSafeInteger(streamSeq) && Number.isSafeInteger(delivery) && Number.isSafeInteger(pending) ? { consumer, streamSeq, delivery, pending } : null;
+  const counts = [tokens[base + 2], tokens[base + 3], tokens[base + 4], tokens[base + 6]].map(Number);
+  const nanos = Number(tokens[base + 5]);
+  if (!counts.every((n) => Number.isSafeInteger(n)) || !Number.isFinite(nanos)) return null;
+  const [delivered, streamSeq, delivery, pending] = counts as [number, number, number, number];
+  return {
+    stream: tokens[base] as string,
+    consumer: tokens[base + 1] as string,
+    delivered,
+    streamSeq,
+    delivery,
+    timestampMs: Math.floor(nanos / 1_000_000),
+    pending,
+  };
+}
+
+/**
+ * A message delivered to a pull of a consumer that takes acknowledgements, with them: each is a
+ * publish to the message's reply subject, as the server expects (`+ACK`, `-NAK` with an optional
+ * delay, `+WPI` for "still working", `+TERM`). The first ack, nak or term settles the message;
+ * later ones, and "working" after it, are not sent.
+ */
+export class DeliveredMessage {
+  private settled = false;
+
+  constructor(
+    private readonly nc: NatsConnection,
+    readonly msg: Msg,
+    readonly info: DeliveryInfo,
+  ) {}
+
+  get subject(): string {
+    return this.msg.subject;
+  }
+  get data(): Uint8Array {
+    return this.msg.data;
+  }
+  get headers(): MsgHdrs | undefined {
+    return this.msg.headers;
+  }
+  /** Stream sequence. */
+  get seq(): number {
+    return this.info.streamSeq;
+  }
+  ack(): void {
+    this.settle('+ACK');
+  }
+  /** Ask for redelivery, after `delayMs` when given. */
+  nak(delayMs?: number): void {
+    this.settle(delayMs !== undefined && delayMs > 0 ? `-NAK ${JSON.stringify({ delay: nanos(delayMs) })}` : '-NAK');
+  }
+  /** Never redeliver. */
+  term(): void {
+    this.settle('+TERM');
+  }
+  /** Reset the ack wait: the handler is still at work. */
+  working(): void {
+    if (!this.settled) this.nc.publish(this.msg.reply as string, '+WPI');
+  }
+  private settle(body: string): void {
+    if (this.settled) return;
+    this.settled = true;
+    this.nc.publish(this.msg.reply as string, body);
+  }
 }
 
 /** One pull's messages, in order, as they arrive; the iteration ends with the pull. */
 export interface OpenPull extends AsyncIterable<Msg> {
   /** Stop listening (messages still on their way are dropped). Safe to call twice. */
   stop(): void;
+  /** The status that ended the pull (e.g. 408 expired, 409 "Consumer Deleted", 503 no consumer), or null. */
+  endedBy(): { code: number; description: string } | null;
+}
+
+/** Whether a pull ended because its consumer is not there (deleted under it, or never was). */
+export function consumerGone(end: { code: number; description: string } | null): boolean {
+  return end !== null && (end.code === 503 || (end.code === 409 && /consumer (deleted|not found)/i.test(end.description)));
 }
 
 /**
@@ -86,6 +176,7 @@ export function openPull(target: PullTarget, stream: string, consumer: string, a
   let received = 0;
   let done = false;
   let wake: (() => void) | null = null;
+  let end: { code: number; description: string } | null = null;
   const finish = () => {
     if (done) return;
     done = true;
@@ -99,7 +190,10 @@ export function openPull(target: PullTarget, stream: string, consumer: string, a
       if (error) return finish();
       const status = pullStatus(msg);
       if (status === 100) return;
-      if (status !== null) return finish();
+      if (status !== null) {
+        end = { code: status, description: msg.headers?.description ?? '' };
+        return finish();
+      }
       queue.push(msg);
       if (++received >= ask.batch) finish();
       else wake?.();
@@ -109,6 +203,7 @@ export function openPull(target: PullTarget, stream: string, consumer: string, a
   sendPull(target, stream, consumer, ask, inbox);
   return {
     stop: finish,
+    endedBy: () => end,
     async *[Symbol.asyncIterator]() {
       for (;;) {
         while (head < queue.length) {
@@ -152,4 +247,104 @@ export function rawHeader(msg: JsMsg, name: string): string | undefined | null {
 export function headerOf(msg: Msg, name: string): string | undefined {
   const raw = rawHeader({ msg } as unknown as JsMsg, name);
   return raw === null ? msg.headers?.get(name) || undefined : raw || undefined;
+}
+
+/**
+ * Several pulls of one consumer read as one stream of messages, in the order the server delivers
+ * them. nats-server (2.9.10, measured) hands a consumer's messages round-robin to the pulls waiting
+ * on it: with two pulls open, the first gets messages 1, 3, 5… and the second 2, 4, 6…, so reading
+ * one pull to its end and then the next would yield them out of order. Here every pull replies to
+ * one subscription (a subject per pull, for its statuses), and messages are read in arrival order,
+ * which is the consumer's order. `credit` is what the open pulls may still bring: a message takes
+ * one, and a pull the server ends early (its bytes reached, expired) gives back what its status
+ * says it left undelivered.
+ */
+export class PullStream {
+  private readonly inbox: string;
+  private readonly sub: Subscription;
+  private readonly queue: Msg[] = [];
+  private head = 0;
+  private pulls = 0;
+  private open = 0;
+  private wake: (() => void) | null = null;
+  private stopped = false;
+
+  constructor(
+    private readonly target: PullTarget,
+    private readonly stream: string,
+    private readonly consumer: string,
+    private readonly bounds: { maxBytes: number; expiresMs: number },
+  ) {
+    this.inbox = createInbox(target.inboxPrefix);
+    this.sub = target.nc.subscribe(`${this.inbox}.*`, {
+      callback: (error, msg) => {
+        if (error || this.stopped) return;
+        const status = pullStatus(msg);
+        if (status === null) {
+          this.queue.push(msg);
+          this.open = Math.max(0, this.open - 1);
+        } else if (status !== 100) {
+          const left = Number(msg.headers?.get('Nats-Pending-Messages') ?? NaN);
+          // A pull ended without saying what it left: count nothing as coming any more.
+          this.open = Number.isSafeInteger(left) ? Math.max(0, this.open - left) : 0;
+        }
+        this.wake?.();
+      },
+    });
+  }
+
+  /** Messages asked for and not yet come (nor given up by their pull). */
+  credit(): number {
+    return this.open;
+  }
+
+  /** Ask for `count` more messages (one pull). */
+  ask(count: number): void {
+    if (this.stopped || count <= 0) return;
+    this.open += count;
+    sendPull(
+      this.target,
+      this.stream,
+      this.consumer,
+      { batch: count, maxBytes: this.bounds.maxBytes, expiresMs: this.bounds.expiresMs },
+      `${this.inbox}.${++this.pulls}`,
+    );
+  }
+
+  /** The next message delivered, or null when none came within `timeoutMs` (the open pulls are then taken as lost). */
+  async next(timeoutMs: number): Promise<Msg | null> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      if (this.head < this.queue.length) {
+        const msg = this.queue[this.head] as Msg;
+        this.queue[this.head++] = undefined as unknown as Msg;
+        if (this.head > 1024 && this.head * 2 > this.queue.length) {
+          this.queue.splice(0, this.head);
+          this.head = 0;
+        }
+        return msg;
+      }
+      const wait = deadline - Date.now();
+      if (this.stopped || wait <= 0) {
+        this.open = 0;
+        return null;
+      }
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, wait);
+        this.wake = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+      this.wake = null;
+    }
+  }
+
+  /** Stop listening. Safe to call twice. */
+  stop(): void {
+    if (this.stopped) return;
+    this.stopped = true;
+    this.sub.unsubscribe();
+    this.wake?.();
+  }
 }

@@ -2,7 +2,7 @@ import { AckPolicy, DeliverPolicy, nanos, nuid, type JetStreamClient, type JetSt
 import { EventStoreError, JsErrCode, StreamNotFound, jsErrCode } from './errors';
 import { headersToRecord } from './dead-letter';
 import { followStream, FOLLOW_PULL_BYTES, FOLLOW_PULL_EXPIRES_MS } from './follow';
-import { ackInfo, headerOf, openPull, pullTarget, type OpenPull } from './pull';
+import { ackInfo, headerOf, pullTarget, PullStream } from './pull';
 import { maxPayloadOf, pullCount } from './pull-size';
 
 export { followStream, FOLLOW_PULL_BYTES, FOLLOW_PULL_EXPIRES_MS };
@@ -62,6 +62,9 @@ export interface RangeOptions {
 
 /** Bytes of message data one pull of a range read may bring unless told otherwise. */
 export const RANGE_PULL_BYTES = 8 * 1024 * 1024;
+
+/** How long a range read's pull waits at the server. */
+const RANGE_PULL_EXPIRES_MS = 5000;
 
 /** One message as a follower hands it over. */
 export interface FollowedMessage {
@@ -211,61 +214,53 @@ export function streamReader(clients: StreamClients, stream: string, options: St
       .catch((err: unknown) => {
         throw failure(`cannot open a reader on ${opts.filterSubject ?? stream}`, err);
       });
-    // The pull after the current one, asked for half-way through it (see below); stopped if unused.
-    let ahead: OpenPull | null = null;
+    const target = pullTarget(js, jsm);
+    const batchSize = Math.max(1, opts.batch ?? 500);
+    const pullBytes = Math.max(1, opts.pullBytes ?? RANGE_PULL_BYTES);
+    // Each pull is bounded by bytes at the server (never under two of the largest message it
+    // takes, so one always fits), and asks for no more messages than fit in `pullBytes` at the
+    // size of the largest message since the previous pull was asked for (before the first: the
+    // largest the server takes).
+    const maxPayload = maxPayloadOf(js);
+    const pulls = new PullStream(target, stream, name, { maxBytes: Math.max(pullBytes, 2 * maxPayload), expiresMs: RANGE_PULL_EXPIRES_MS });
     try {
-      const target = pullTarget(js, jsm);
-      const batchSize = Math.max(1, opts.batch ?? 500);
-      const pullBytes = Math.max(1, opts.pullBytes ?? RANGE_PULL_BYTES);
-      // Each pull is bounded by bytes at the server (never under two of the largest message it
-      // takes, so one always fits), and asks for no more messages than fit in `pullBytes` at the
-      // size of the largest message of the previous pull (before the first: the largest the
-      // server takes).
-      const maxPayload = maxPayloadOf(js);
-      const maxBytes = Math.max(pullBytes, 2 * maxPayload);
       let largest = maxPayload;
-      const pull = (count: number): OpenPull => {
-        tick('pull');
-        return openPull(target, stream, name, { batch: count, maxBytes, expiresMs: 5000 });
-      };
+      let largestSinceAsked = 0;
+      let asked = 0;
       let remaining = info.num_pending;
       let last = opts.fromSeq - 1;
       let stalls = 0;
-      let aheadAsked = 0;
       while (remaining > 0 && last < toSeq) {
-        const asked = ahead !== null ? aheadAsked : pullCount(Math.min(remaining, batchSize), pullBytes, largest);
-        const batch = ahead ?? pull(asked);
-        ahead = null;
-        let got = 0;
-        let largestHere = 0;
-        for await (const msg of batch) {
-          const seq = ackInfo(msg.reply as string)?.streamSeq;
-          if (seq === undefined) throw new EventStoreError(`reading ${opts.filterSubject ?? stream}: a message without its delivery facts (${msg.reply})`);
-          got++;
-          remaining--;
-          largestHere = Math.max(largestHere, msg.data.length);
-          // Half-way through a pull, ask for the next: its messages arrive while the caller works
-          // on these, instead of a round trip (and the server's first delivery) after each pull.
-          // One consumer delivers in stream order across pulls, and this one's are read first.
-          const notAsked = remaining - (asked - got);
-          if (ahead === null && got === Math.ceil(asked / 2) && notAsked > 0 && last < toSeq) {
-            aheadAsked = pullCount(Math.min(notAsked, batchSize), pullBytes, Math.max(largestHere, 1));
-            ahead = pull(aheadAsked);
-          }
-          if (seq > toSeq) {
-            remaining = 0;
-            continue;
-          }
-          last = seq;
-          yield storedOf(msg, seq);
+        // The next pull is asked for once less than half of the last one is still to come: its
+        // messages arrive while the caller works on these, instead of a round trip (and the
+        // server's first delivery) after each pull. Both pulls' messages come in stream order
+        // (PullStream), whichever pull the server gives each one to.
+        const notAsked = remaining - pulls.credit();
+        if (notAsked > 0 && pulls.credit() <= Math.floor(asked / 2)) {
+          if (largestSinceAsked > 0) largest = largestSinceAsked;
+          largestSinceAsked = 0;
+          asked = pullCount(Math.min(notAsked, batchSize), pullBytes, largest);
+          tick('pull');
+          pulls.ask(asked);
         }
-        if (largestHere > 0) largest = largestHere;
-        if (got > 0) stalls = 0;
-        else if (++stalls >= 6) throw new EventStoreError(`reading ${opts.filterSubject ?? stream} stalled at seq ${last} with ${remaining} messages pending`);
+        const msg = await pulls.next(RANGE_PULL_EXPIRES_MS + 1000);
+        if (msg === null) {
+          asked = 0;
+          if (++stalls >= 6) throw new EventStoreError(`reading ${opts.filterSubject ?? stream} stalled at seq ${last} with ${remaining} messages pending`);
+          continue;
+        }
+        const seq = msg.reply ? ackInfo(msg.reply)?.streamSeq : undefined;
+        if (seq === undefined) throw new EventStoreError(`reading ${opts.filterSubject ?? stream}: a message without its delivery facts (${msg.reply})`);
+        stalls = 0;
+        remaining--;
+        largestSinceAsked = Math.max(largestSinceAsked, msg.data.length);
+        if (seq > toSeq) break;
+        last = seq;
+        yield storedOf(msg, seq);
       }
     } finally {
-      // A pull asked for ahead and not read (the range ended, or the caller stopped): stop it.
-      ahead?.stop();
+      // Pulls still open (the range ended, or the caller stopped) end with the consumer.
+      pulls.stop();
       await jsm.consumers.delete(stream, name).catch(() => undefined);
     }
   }

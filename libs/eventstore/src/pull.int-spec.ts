@@ -1,0 +1,73 @@
+import { AckPolicy, DeliverPolicy } from 'nats';
+import type { NatsHandle } from './connection';
+import { connectTest, deleteTopology, provisionTopology, randomPrefix } from './int/support';
+import { ackInfo, pullTarget, PullStream } from './pull';
+import { batonStreamNames } from './topology';
+
+/*
+ * nats-server hands a consumer's messages round-robin to the pulls waiting on it (2.9.10: with
+ * three pulls open at once, the first got 1, 4, 7…), so a reader with more than one pull open
+ * must not read them pull by pull. PullStream reads every pull's messages as they arrive.
+ */
+describe('PullStream (real NATS)', () => {
+  let nats: NatsHandle;
+  let prefix: string;
+  let stream: string;
+
+  beforeEach(async () => {
+    prefix = randomPrefix();
+    nats = await connectTest('pull');
+    await provisionTopology(nats, prefix);
+    stream = batonStreamNames(prefix).events;
+  });
+
+  afterEach(async () => {
+    await deleteTopology(nats, prefix);
+    await nats.close();
+  });
+
+  it('three pulls open at once on one consumer: every message once, in stream order; the credit falls to nothing', async () => {
+    const writes: Promise<unknown>[] = [];
+    for (let i = 1; i <= 3000; i++) writes.push(nats.js.publish(`${prefix}.ev.p.handoff.h${i % 7}`, new TextEncoder().encode(String(i))));
+    await Promise.all(writes);
+    await nats.jsm.consumers.add(stream, { name: 'pulls', ack_policy: AckPolicy.None, deliver_policy: DeliverPolicy.All, mem_storage: true });
+    const pulls = new PullStream(pullTarget(nats.js, nats.jsm), stream, 'pulls', { maxBytes: 8 * 1024 * 1024, expiresMs: 5000 });
+    try {
+      pulls.ask(1000);
+      pulls.ask(1000);
+      pulls.ask(1000);
+      expect(pulls.credit()).toBe(3000);
+      const seqs: number[] = [];
+      for (let i = 0; i < 3000; i++) {
+        const msg = await pulls.next(10_000);
+        if (msg === null) throw new Error(`no message after ${seqs.length}`);
+        seqs.push(ackInfo(msg.reply as string)?.streamSeq ?? -1);
+      }
+      expect(seqs).toEqual(Array.from({ length: 3000 }, (_, i) => i + 1));
+      expect(pulls.credit()).toBe(0);
+    } finally {
+      pulls.stop();
+    }
+  });
+
+  it('a pull the server ends at its byte bound gives back the credit it will not bring', async () => {
+    const big = new Uint8Array(400 * 1024).fill(1);
+    for (let i = 1; i <= 6; i++) await nats.js.publish(`${prefix}.ev.p.handoff.big`, big);
+    await nats.jsm.consumers.add(stream, { name: 'bytes', ack_policy: AckPolicy.None, deliver_policy: DeliverPolicy.All, mem_storage: true });
+    const pulls = new PullStream(pullTarget(nats.js, nats.jsm), stream, 'bytes', { maxBytes: 1024 * 1024, expiresMs: 5000 });
+    try {
+      // Six asked for, two fit in 1 MiB: the server ends the pull, saying four are left.
+      pulls.ask(6);
+      expect(await pulls.next(10_000)).not.toBeNull();
+      expect(await pulls.next(10_000)).not.toBeNull();
+      for (let i = 0; i < 100 && pulls.credit() > 0; i++) await new Promise((resolve) => setTimeout(resolve, 20));
+      expect(pulls.credit()).toBe(0);
+      // Nothing more comes unless asked for.
+      expect(await pulls.next(300)).toBeNull();
+      pulls.ask(2);
+      expect(ackInfo(((await pulls.next(10_000)) ?? { reply: '' }).reply as string)?.streamSeq).toBe(3);
+    } finally {
+      pulls.stop();
+    }
+  });
+});
