@@ -13,6 +13,13 @@ export const JsErrCode = {
   streamNameInUse: 10058,
   consumerNameExists: 10013,
   consumerAlreadyExists: 10105,
+  /**
+   * The server could not create a stream's store. Seen on nats-server 2.9.10 as a race: the last
+   * file-backed stream of an account deleted while another is created removes the account's
+   * storage directory under the new one ("could not create storage directory … no such file or
+   * directory" in its log). A retry succeeds.
+   */
+  streamStoreFailed: 10049,
 } as const;
 
 /** Base class of every error this library raises. `cause` carries the client or server error. */

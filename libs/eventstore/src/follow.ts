@@ -39,8 +39,9 @@ const RETRY_MS = 1000;
 
 export async function followStream(opts: FollowOptions & { js: JetStreamClient; stream: string }): Promise<StreamFollower> {
   const { js, stream } = opts;
-  const jsm = await js.jetstreamManager();
-  const target = pullTarget(js, jsm);
+  // Without the account check (a request a client with narrow permissions may not make).
+  const jsm = await js.jetstreamManager(false);
+  const target = pullTarget(js);
   const { nc } = target;
   const batch = Math.max(1, opts.batch ?? 1000);
   const maxBytes = Math.max(opts.pullBytes ?? FOLLOW_PULL_BYTES, 2 * maxPayloadOf(js));

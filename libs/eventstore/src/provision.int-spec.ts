@@ -34,6 +34,31 @@ describe('provision (real NATS)', () => {
     };
   };
 
+  it('a stream whose store the server failed to create (its own storage race) is created on a retry', async () => {
+    // The server's refusal as the client reports it (err_code 10049, "error creating store for
+    // stream"), for the first add only; the retry goes to the real server.
+    let refused = 0;
+    const add = a.jsm.streams.add.bind(a.jsm.streams);
+    const jsm = Object.create(a.jsm) as typeof a.jsm;
+    Object.defineProperty(jsm, 'streams', {
+      value: Object.assign(Object.create(a.jsm.streams) as typeof a.jsm.streams, {
+        add: (config: Parameters<typeof add>[0]) => {
+          if (refused++ === 0)
+            return Promise.reject(
+              Object.assign(new Error('error creating store for stream'), {
+                api_error: { code: 500, err_code: 10049, description: 'error creating store for stream' },
+              }),
+            );
+          return add(config);
+        },
+      }),
+    });
+    const names = batonStreamNames(prefix);
+    await expect(provision(jsm, { streams: topology().streams.filter((spec) => spec.name === names.dlq), consumers: [] })).resolves.toBeDefined();
+    expect(refused).toBe(2);
+    expect((await a.jsm.streams.info(names.dlq)).config.name).toBe(names.dlq);
+  });
+
   it('streams and consumers are provisioned idempotently: two instances starting at once both succeed', async () => {
     const [first, second] = await Promise.all([provision(a.jsm, topology()), provision(b.jsm, topology())]);
     const names = batonStreamNames(prefix);

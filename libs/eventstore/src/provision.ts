@@ -124,6 +124,11 @@ async function provisionStream(jsm: JetStreamManager, spec: StreamSpec): Promise
       } catch (err) {
         // Another instance created it between our info and add: compare with what it made.
         if (jsErrCode(err) === JsErrCode.streamNameInUse && attempt < 3) continue;
+        // The server lost a race over its own storage directory (see JsErrCode.streamStoreFailed): try again.
+        if (jsErrCode(err) === JsErrCode.streamStoreFailed && attempt < 3) {
+          await new Promise((resolve) => setTimeout(resolve, 100 * (attempt + 1)));
+          continue;
+        }
         throw new ProvisionError(`cannot create stream ${spec.name}: ${(err as Error).message}`, { cause: err });
       }
     }

@@ -31,7 +31,7 @@ describe('PullStream (real NATS)', () => {
     for (let i = 1; i <= 3000; i++) writes.push(nats.js.publish(`${prefix}.ev.p.handoff.h${i % 7}`, new TextEncoder().encode(String(i))));
     await Promise.all(writes);
     await nats.jsm.consumers.add(stream, { name: 'pulls', ack_policy: AckPolicy.None, deliver_policy: DeliverPolicy.All, mem_storage: true });
-    const pulls = new PullStream(pullTarget(nats.js, nats.jsm), stream, 'pulls', { maxBytes: 8 * 1024 * 1024, expiresMs: 5000 });
+    const pulls = new PullStream(pullTarget(nats.js), stream, 'pulls', { maxBytes: 8 * 1024 * 1024, expiresMs: 5000 });
     try {
       pulls.ask(1000);
       pulls.ask(1000);
@@ -54,7 +54,7 @@ describe('PullStream (real NATS)', () => {
     const big = new Uint8Array(400 * 1024).fill(1);
     for (let i = 1; i <= 6; i++) await nats.js.publish(`${prefix}.ev.p.handoff.big`, big);
     await nats.jsm.consumers.add(stream, { name: 'bytes', ack_policy: AckPolicy.None, deliver_policy: DeliverPolicy.All, mem_storage: true });
-    const pulls = new PullStream(pullTarget(nats.js, nats.jsm), stream, 'bytes', { maxBytes: 1024 * 1024, expiresMs: 5000 });
+    const pulls = new PullStream(pullTarget(nats.js), stream, 'bytes', { maxBytes: 1024 * 1024, expiresMs: 5000 });
     try {
       // Six asked for, two fit in 1 MiB: the server ends the pull, saying four are left.
       pulls.ask(6);

@@ -1,14 +1,4 @@
-import {
-  createInbox,
-  nanos,
-  type JetStreamClient,
-  type JetStreamManager,
-  type JsMsg,
-  type Msg,
-  type MsgHdrs,
-  type NatsConnection,
-  type Subscription,
-} from 'nats';
+import { createInbox, nanos, type JetStreamClient, type JsMsg, type Msg, type MsgHdrs, type NatsConnection, type Subscription } from 'nats';
 import { connectionOf } from './pull-size';
 
 /*
@@ -37,11 +27,13 @@ export interface PullAsk {
   heartbeatMs?: number;
 }
 
-/** The connection, API prefix and inbox prefix behind a JetStream client and manager. */
-export function pullTarget(js: JetStreamClient, jsm: JetStreamManager): PullTarget {
+/** The connection, API prefix and inbox prefix behind a JetStream client. */
+export function pullTarget(js: JetStreamClient): PullTarget {
   const nc = connectionOf(js);
   const inboxPrefix = (nc as unknown as { options?: { inboxPrefix?: string } }).options?.inboxPrefix;
-  return { nc, apiPrefix: jsm.getOptions().apiPrefix ?? '$JS.API', ...(inboxPrefix ? { inboxPrefix } : {}) };
+  // The client's own prefix (it folds a JetStream domain in), else the one it was given.
+  const apiPrefix = (js as unknown as { apiPrefix?: string }).apiPrefix ?? js.getOptions().apiPrefix ?? '$JS.API';
+  return { nc, apiPrefix, ...(inboxPrefix ? { inboxPrefix } : {}) };
 }
 
 /** Send one pull request for `consumer`, its replies (messages and statuses) to `reply`. */

@@ -217,6 +217,56 @@ describe('runConsumer (real NATS)', () => {
       expect(await consumerState('bytes')).toMatchObject({ pending: 0, redelivered: 0 });
     });
 
+    it('large messages right after small ones: the server ends a pull at the bytes the runner may still hold, whatever count it asked for', async () => {
+      for (let i = 0; i < 40; i++) await publish(`p.result.s${i}`, '{}');
+      await backlog(20);
+      await durable('mixed');
+      // The pull requests the runner sends, as the server receives them.
+      const asked: { batch: number; max_bytes: number }[] = [];
+      const requests = nats.connection.subscribe(`$JS.API.CONSUMER.MSG.NEXT.${inbox}.mixed`, {
+        callback: (_, msg) => void asked.push(JSON.parse(new TextDecoder().decode(msg.data)) as { batch: number; max_bytes: number }),
+      });
+      const maxBytes = 1024 * 1024;
+      let heldLarge = 0;
+      let most = 0;
+      let handled = 0;
+      const gate: Array<() => void> = [];
+      start({
+        durable: 'mixed',
+        concurrency: 100,
+        batch: 100,
+        maxBytes,
+        handler: async (msg) => {
+          if (msg.data.length >= LARGE) {
+            most = Math.max(most, ++heldLarge);
+            await new Promise<void>((resolve) => gate.push(resolve));
+            heldLarge--;
+          }
+          handled++;
+        },
+      });
+      try {
+        await waitFor(() => gate.length > 0, 'a first large message held');
+        await sleep(1500);
+        // After the small messages, the count asked for is large (it is sized from them); the
+        // server's byte bound (never under twice the 1 MiB max_payload) keeps the large ones that
+        // then come to what fits in it.
+        expect(asked.some((pull) => pull.batch >= 20)).toBe(true);
+        for (const pull of asked) expect(pull.max_bytes).toBeGreaterThanOrEqual(2 * 1024 * 1024);
+        expect(most * LARGE).toBeLessThanOrEqual(2 * 1024 * 1024);
+      } finally {
+        const deadline = Date.now() + 20_000;
+        while (handled < 60 && Date.now() < deadline) {
+          gate.splice(0).forEach((release) => release());
+          await sleep(20);
+        }
+        requests.unsubscribe();
+      }
+      expect(handled).toBe(60);
+      await waitFor(async () => (await consumerState('mixed')).ackPending === 0, 'every message acked');
+      expect(await consumerState('mixed')).toMatchObject({ pending: 0, redelivered: 0 });
+    });
+
     it('a message larger than the whole bound is still delivered, alone', async () => {
       await backlog(3);
       await durable('tiny');

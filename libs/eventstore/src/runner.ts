@@ -1,7 +1,8 @@
-import { DeliverPolicy, type Consumer, type ConsumerConfig, type ConsumerInfo, type JetStreamClient, type JsMsg } from 'nats';
+import { DeliverPolicy, type Consumer, type ConsumerConfig, type ConsumerInfo, type JetStreamClient } from 'nats';
 import { DeadLetterReason, deadLetter, headersToRecord } from './dead-letter';
+import { ackInfo, consumerGone, DeliveredMessage, openPull, pullTarget, type PullTarget } from './pull';
 import { maxPayloadOf, pullCount } from './pull-size';
-import { JsErrCode, PoisonError, TransientError, jsErrCode } from './errors';
+import { EventStoreError, JsErrCode, PoisonError, TransientError, jsErrCode } from './errors';
 
 /** A message handed to a runner handler: what it needs, without the client types. */
 export interface ConsumedMessage {
@@ -18,8 +19,8 @@ export interface ConsumedMessage {
   pending: number;
   /** When the stream stored the message, in ms since the epoch. */
   timestampMs: number;
-  /** The client message (escape hatch; Baton code should not need it). */
-  raw: JsMsg;
+  /** The delivered message with its acknowledgements (escape hatch; Baton code should not need it). */
+  raw: DeliveredMessage;
 }
 
 /** What happened to a message; reported through `onOutcome` (logs, metrics, tests). */
@@ -262,7 +263,9 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
   const maxBytes = Math.max(1, opts.maxBytes ?? DEFAULT_RUNNER_BYTES);
   // Message data held now (delivered, not settled), and the largest message of the last pull.
   let heldBytes = 0;
-  let largestOfLastPull = maxPayloadOf(opts.js);
+  const maxPayload = maxPayloadOf(opts.js);
+  let largestOfLastPull = maxPayload;
+  let target: PullTarget | null = null;
   const maxDeliver = Math.max(1, opts.maxDeliver ?? 5);
   const backoff = opts.backoffMs && opts.backoffMs.length > 0 ? opts.backoffMs : DEFAULT_BACKOFF;
   const expires = Math.max(1000, opts.pullExpiresMs ?? 2000);
@@ -285,16 +288,16 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
 
   const delayFor = (deliveryCount: number) => backoff[Math.min(deliveryCount, backoff.length) - 1] as number;
 
-  const wrap = (raw: JsMsg): ConsumedMessage => ({
+  const wrap = (raw: DeliveredMessage): ConsumedMessage => ({
     subject: raw.subject,
     data: raw.data,
     headers: headersToRecord(raw.headers),
     seq: raw.seq,
-    deliveryCount: raw.info.redeliveryCount,
+    deliveryCount: raw.info.delivered,
     stream: raw.info.stream,
     consumer: raw.info.consumer,
     pending: raw.info.pending,
-    timestampMs: Math.floor(raw.info.timestampNanos / 1_000_000),
+    timestampMs: raw.info.timestampMs,
     raw,
   });
 
@@ -493,7 +496,7 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
     }
   };
 
-  const dispatch = (raw: JsMsg, ackWaitMs: number) => {
+  const dispatch = (raw: DeliveredMessage, ackWaitMs: number) => {
     const size = raw.data.length;
     heldBytes += size;
     const msg = wrap(raw);
@@ -608,9 +611,20 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
         }
         if (stopping) break;
         const free = pullCount(Math.min(batch, window - running.size), maxBytes - heldBytes, largestOfLastPull);
-        const messages = await consumer.fetch({ max_messages: free, expires });
+        // The count is sized from the last pull's sizes; the server also ends the pull at the
+        // bytes left (never under two of its largest messages, so one always fits), which holds
+        // when large messages follow small ones.
+        target ??= pullTarget(opts.js);
+        const pull = openPull(target, opts.stream, opts.durable, {
+          batch: free,
+          maxBytes: Math.max(maxBytes - heldBytes, 2 * maxPayload),
+          expiresMs: expires,
+        });
         let largest = 0;
-        for await (const raw of messages) {
+        for await (const msg of pull) {
+          const info = msg.reply ? ackInfo(msg.reply) : null;
+          if (info === null) continue;
+          const raw = new DeliveredMessage(target.nc, msg, info);
           if (stopping) {
             raw.nak();
             continue;
@@ -618,6 +632,9 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
           largest = Math.max(largest, raw.data.length);
           dispatch(raw, ackWaitMs);
         }
+        // A consumer deleted under the pull (or not there): find it again, or re-create it.
+        const end = pull.endedBy();
+        if (consumerGone(end)) throw new EventStoreError(`pulling ${opts.durable} on ${opts.stream}: ${end?.code} ${end?.description}`);
         // A pull that brought nothing says nothing about sizes: keep the last estimate.
         if (largest > 0) largestOfLastPull = largest;
         failures = 0;

@@ -214,7 +214,7 @@ export function streamReader(clients: StreamClients, stream: string, options: St
       .catch((err: unknown) => {
         throw failure(`cannot open a reader on ${opts.filterSubject ?? stream}`, err);
       });
-    const target = pullTarget(js, jsm);
+    const target = pullTarget(js);
     const batchSize = Math.max(1, opts.batch ?? 500);
     const pullBytes = Math.max(1, opts.pullBytes ?? RANGE_PULL_BYTES);
     // Each pull is bounded by bytes at the server (never under two of the largest message it
