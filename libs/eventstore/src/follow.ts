@@ -154,19 +154,24 @@ export async function followStream(opts: FollowOptions & { js: JetStreamClient; 
   }, FOLLOW_PULL_EXPIRES_MS / 2);
   quiet.unref?.();
   // A reconnection loses the open pull (and a server restart an in-memory consumer): start again.
+  const statuses = nc.status();
   void (async () => {
-    for await (const status of nc.status()) {
+    for await (const status of statuses) {
       if (stopped) break;
       if (status.type === 'reconnect') reset();
     }
   })().catch(() => undefined);
+  const stopListening = () => {
+    stopped = true;
+    clearInterval(quiet);
+    sub.unsubscribe();
+    (statuses as { stop?: () => void }).stop?.();
+  };
 
   try {
     await recreate();
   } catch (error) {
-    stopped = true;
-    clearInterval(quiet);
-    sub.unsubscribe();
+    stopListening();
     throw error;
   }
 
@@ -177,9 +182,7 @@ export async function followStream(opts: FollowOptions & { js: JetStreamClient; 
     lastSeq: () => lastSeq,
     stop: () =>
       (stopping ??= (async () => {
-        stopped = true;
-        clearInterval(quiet);
-        sub.unsubscribe();
+        stopListening();
         await resetting?.catch(() => undefined);
         if (consumer !== null) await jsm.consumers.delete(stream, consumer).catch(() => false);
         consumer = null;
