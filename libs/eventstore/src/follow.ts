@@ -1,5 +1,5 @@
 import { AckPolicy, createInbox, DeliverPolicy, nanos, nuid, type JetStreamClient, type Msg, type Subscription } from 'nats';
-import { ackInfo, headerOf, pullStatus, pullTarget, sendPull } from './pull';
+import { ackInfo, consumerGone, headerOf, pullStatus, pullTarget, sendPull } from './pull';
 import { maxPayloadOf } from './pull-size';
 import type { FollowedMessage, FollowOptions, StreamFollower } from './stream-reader';
 
@@ -126,7 +126,7 @@ export async function followStream(opts: FollowOptions & { js: JetStreamClient; 
       if (msg.subject !== `${inbox}.${serial}`) return;
       lastHeard = Date.now();
       if (code === 100) return;
-      if (code === 409 && /consumer deleted/i.test(msg.headers?.description ?? '')) return reset();
+      if (consumerGone({ code, description: msg.headers?.description ?? '' })) return reset();
       if (code === 408 || code === 409 || code === 404) return pull();
       return reset();
     }

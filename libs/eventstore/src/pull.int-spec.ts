@@ -1,7 +1,7 @@
 import { AckPolicy, DeliverPolicy } from 'nats';
 import type { NatsHandle } from './connection';
 import { connectTest, deleteTopology, provisionTopology, randomPrefix } from './int/support';
-import { ackInfo, pullTarget, PullStream } from './pull';
+import { ackInfo, openPull, pullTarget, PullStream } from './pull';
 import { batonStreamNames } from './topology';
 
 /*
@@ -69,5 +69,24 @@ describe('PullStream (real NATS)', () => {
     } finally {
       pulls.stop();
     }
+  });
+
+  it("a pull sent to a consumer that is not there gets no answer at all: it ends silent (the runner then asks the consumer's info)", async () => {
+    await nats.jsm.consumers.add(stream, { name: 'gone', ack_policy: AckPolicy.None, deliver_policy: DeliverPolicy.All, mem_storage: true });
+    await nats.jsm.consumers.delete(stream, 'gone');
+    const pull = openPull(pullTarget(nats.js), stream, 'gone', { batch: 10, maxBytes: 1024 * 1024, expiresMs: 1000 });
+    const got: unknown[] = [];
+    for await (const msg of pull) got.push(msg);
+    expect(got).toEqual([]);
+    expect(pull.endedBy()).toBeNull();
+    expect(pull.silent()).toBe(true);
+  });
+
+  it('a pull the server answers ends with its status, not silent', async () => {
+    await nats.jsm.consumers.add(stream, { name: 'idle', ack_policy: AckPolicy.None, deliver_policy: DeliverPolicy.All, mem_storage: true });
+    const pull = openPull(pullTarget(nats.js), stream, 'idle', { batch: 10, maxBytes: 1024 * 1024, expiresMs: 1000 });
+    for await (const msg of pull) throw new Error(`nothing was stored, yet ${msg.subject} came`);
+    expect(pull.endedBy()).toMatchObject({ code: 408 });
+    expect(pull.silent()).toBe(false);
   });
 });

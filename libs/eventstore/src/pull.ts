@@ -149,6 +149,12 @@ export interface OpenPull extends AsyncIterable<Msg> {
   stop(): void;
   /** The status that ended the pull (e.g. 408 expired, 409 "Consumer Deleted", 503 no consumer), or null. */
   endedBy(): { code: number; description: string } | null;
+  /**
+   * The pull ended without a word from the server past its expiry (neither its messages nor a
+   * status): the request was lost, or its consumer is gone (a pull sent to a deleted consumer is
+   * not answered).
+   */
+  silent(): boolean;
 }
 
 /** Whether a pull ended because its consumer is not there (deleted under it, or never was). */
@@ -159,53 +165,21 @@ export function consumerGone(end: { code: number; description: string } | null):
 /**
  * Ask for one pull and read it: the messages come as they arrive, and the iteration ends when
  * `ask.batch` have come, when the server ends the pull (its bytes reached, expired, nothing to
- * deliver), or a second after its expiry if the server said nothing (a lost request).
+ * deliver), or a second after its expiry if the server said nothing (a lost request). A
+ * {@link PullStream} asked once.
  */
 export function openPull(target: PullTarget, stream: string, consumer: string, ask: PullAsk): OpenPull {
-  const inbox = createInbox(target.inboxPrefix);
-  const queue: Msg[] = [];
-  let head = 0;
-  let received = 0;
-  let done = false;
-  let wake: (() => void) | null = null;
-  let end: { code: number; description: string } | null = null;
-  const finish = () => {
-    if (done) return;
-    done = true;
-    clearTimeout(timer);
-    sub.unsubscribe();
-    wake?.();
-  };
-  const sub = target.nc.subscribe(inbox, {
-    callback: (error, msg) => {
-      if (done) return;
-      if (error) return finish();
-      const status = pullStatus(msg);
-      if (status === 100) return;
-      if (status !== null) {
-        end = { code: status, description: msg.headers?.description ?? '' };
-        return finish();
-      }
-      queue.push(msg);
-      if (++received >= ask.batch) finish();
-      else wake?.();
-    },
-  });
-  const timer = setTimeout(finish, ask.expiresMs + 1000);
-  sendPull(target, stream, consumer, ask, inbox);
+  const pulls = new PullStream(target, stream, consumer, ask);
+  pulls.ask(ask.batch);
   return {
-    stop: finish,
-    endedBy: () => end,
+    stop: () => pulls.stop(),
+    endedBy: () => pulls.lastEnd(),
+    silent: () => pulls.timedOut(),
     async *[Symbol.asyncIterator]() {
-      for (;;) {
-        while (head < queue.length) {
-          const msg = queue[head] as Msg;
-          queue[head++] = undefined as unknown as Msg;
-          yield msg;
-        }
-        if (done) return;
-        await new Promise<void>((resolve) => (wake = resolve));
-        wake = null;
+      try {
+        for (let msg = await pulls.next(ask.expiresMs + 1000); msg !== null; msg = await pulls.next(ask.expiresMs + 1000)) yield msg;
+      } finally {
+        pulls.stop();
       }
     },
   };
@@ -246,7 +220,7 @@ export function headerOf(msg: Msg, name: string): string | undefined {
  * them. nats-server (2.9.10, measured) hands a consumer's messages round-robin to the pulls waiting
  * on it: with two pulls open, the first gets messages 1, 3, 5… and the second 2, 4, 6…, so reading
  * one pull to its end and then the next would yield them out of order. Here every pull replies to
- * one subscription (a subject per pull, for its statuses), and messages are read in arrival order,
+ * one subscription, and messages are read in arrival order,
  * which is the consumer's order. `credit` is what the open pulls may still bring: a message takes
  * one, and a pull the server ends early (its bytes reached, expired) gives back what its status
  * says it left undelivered.
@@ -256,10 +230,11 @@ export class PullStream {
   private readonly sub: Subscription;
   private readonly queue: Msg[] = [];
   private head = 0;
-  private pulls = 0;
   private open = 0;
   private wake: (() => void) | null = null;
   private stopped = false;
+  private ended: { code: number; description: string } | null = null;
+  private silent = false;
 
   constructor(
     private readonly target: PullTarget,
@@ -268,7 +243,8 @@ export class PullStream {
     private readonly bounds: { maxBytes: number; expiresMs: number },
   ) {
     this.inbox = createInbox(target.inboxPrefix);
-    this.sub = target.nc.subscribe(`${this.inbox}.*`, {
+    // One subject for every pull's replies (and statuses): they arrive in the consumer's order.
+    this.sub = target.nc.subscribe(this.inbox, {
       callback: (error, msg) => {
         if (error || this.stopped) return;
         const status = pullStatus(msg);
@@ -276,6 +252,7 @@ export class PullStream {
           this.queue.push(msg);
           this.open = Math.max(0, this.open - 1);
         } else if (status !== 100) {
+          this.ended = { code: status, description: msg.headers?.description ?? '' };
           const left = Number(msg.headers?.get('Nats-Pending-Messages') ?? NaN);
           // A pull ended without saying what it left: count nothing as coming any more.
           this.open = Number.isSafeInteger(left) ? Math.max(0, this.open - left) : 0;
@@ -290,20 +267,32 @@ export class PullStream {
     return this.open;
   }
 
+  /** Messages come and not yet taken by {@link next}. */
+  buffered(): number {
+    return this.queue.length - this.head;
+  }
+
+  /** The status that ended the last pull the server ended early (see {@link OpenPull.endedBy}), or null. */
+  lastEnd(): { code: number; description: string } | null {
+    return this.ended;
+  }
+
   /** Ask for `count` more messages (one pull). */
   ask(count: number): void {
     if (this.stopped || count <= 0) return;
     this.open += count;
-    sendPull(
-      this.target,
-      this.stream,
-      this.consumer,
-      { batch: count, maxBytes: this.bounds.maxBytes, expiresMs: this.bounds.expiresMs },
-      `${this.inbox}.${++this.pulls}`,
-    );
+    sendPull(this.target, this.stream, this.consumer, { batch: count, maxBytes: this.bounds.maxBytes, expiresMs: this.bounds.expiresMs }, this.inbox);
   }
 
-  /** The next message delivered, or null when none came within `timeoutMs` (the open pulls are then taken as lost). */
+  /** Whether a {@link next} gave up waiting while pulls were open (see {@link OpenPull.silent}). */
+  timedOut(): boolean {
+    return this.silent;
+  }
+
+  /**
+   * The next message delivered; null when no pull is open and nothing is left to take, or when none
+   * came within `timeoutMs` (the open pulls are then taken as lost).
+   */
   async next(timeoutMs: number): Promise<Msg | null> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
@@ -316,9 +305,11 @@ export class PullStream {
         }
         return msg;
       }
+      if (this.stopped || this.open === 0) return null;
       const wait = deadline - Date.now();
-      if (this.stopped || wait <= 0) {
+      if (wait <= 0) {
         this.open = 0;
+        this.silent = true;
         return null;
       }
       await new Promise<void>((resolve) => {

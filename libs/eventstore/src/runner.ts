@@ -632,9 +632,12 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
           largest = Math.max(largest, raw.data.length);
           dispatch(raw, ackWaitMs);
         }
-        // A consumer deleted under the pull (or not there): find it again, or re-create it.
+        // A consumer deleted under the pull (or not there): find it again, or re-create it. A pull
+        // the server never answered may have gone to a consumer deleted between two pulls: its
+        // info says (a consumer not found sends the loop to find or re-create it).
         const end = pull.endedBy();
         if (consumerGone(end)) throw new EventStoreError(`pulling ${opts.durable} on ${opts.stream}: ${end?.code} ${end?.description}`);
+        if (pull.silent()) await consumer.info();
         // A pull that brought nothing says nothing about sizes: keep the last estimate.
         if (largest > 0) largestOfLastPull = largest;
         failures = 0;
