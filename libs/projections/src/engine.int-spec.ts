@@ -133,6 +133,25 @@ describe('projection engine (real Redis)', () => {
     expect(await reader.exists('task:t1')).toBe(true);
   });
 
+  it('the reader reads a sorted set by score: all between two bounds, or the latest n of them, ascending either way', async () => {
+    const reader = fx.store.reader('tasks');
+    expect(await reader.zrangeByScore('tasks:by-time', '-inf', '+inf')).toEqual([]);
+    for (const [seq, id] of [
+      [1, 't1'],
+      [2, 't2'],
+      [3, 't3'],
+      [4, 't4'],
+    ] as const)
+      await fx.store.apply(def, opened(seq, id));
+    const at = (seq: number) => 1_700_000_000_000 + seq;
+    expect(await reader.zrangeByScore('tasks:by-time', '-inf', '+inf')).toEqual(['t1', 't2', 't3', 't4']);
+    expect(await reader.zrangeByScore('tasks:by-time', at(2), at(3))).toEqual(['t2', 't3']);
+    // The latest two up to t3: what a run view asks for (its routes up to the state it read).
+    expect(await reader.zrangeByScore('tasks:by-time', '-inf', at(3), 2)).toEqual(['t2', 't3']);
+    expect(await reader.zrangeByScore('tasks:by-time', '-inf', at(3), 10)).toEqual(['t1', 't2', 't3']);
+    expect(await reader.zrangeByScore('no-such-set', '-inf', '+inf', 5)).toEqual([]);
+  });
+
   it('scripts run with EVALSHA and fall back to EVAL when the server answers NOSCRIPT', async () => {
     const script = new LuaScript('probe', `return 'probe ${fx.prefix}' .. ARGV[1]`);
     expect(await fx.handle.client.script('EXISTS', script.sha)).toEqual([0]);

@@ -16,6 +16,11 @@ export interface ProjectionReader {
   hget(key: string, field: string): Promise<string | null>;
   /** Members of a sorted set by rank, ascending (or descending with `reverse`). */
   zrange(key: string, start: number, stop: number, reverse?: boolean): Promise<string[]>;
+  /**
+   * Members of a sorted set scored between `min` and `max` (numbers, or `-inf` / `+inf`),
+   * ascending; with `latest`, the `latest` highest-scored of them (still ascending).
+   */
+  zrangeByScore(key: string, min: number | '-inf', max: number | '+inf', latest?: number): Promise<string[]>;
   /** Members of a sorted set (all scores equal) between two lex bounds (`[a` inclusive, `(a` exclusive, `-` / `+`). */
   zrangeByLex(key: string, min: string, max: string): Promise<string[]>;
   zscore(key: string, member: string): Promise<number | null>;
@@ -47,6 +52,11 @@ export function createReader(redis: Redis, base: string): ProjectionReader {
     },
     hget: async (key, field) => stringOrNull(await read('HGET', key, field)),
     zrange: async (key, start, stop, reverse = false) => ((await read(reverse ? 'ZREVRANGE' : 'ZRANGE', key, start, stop)) as string[] | null) ?? [],
+    async zrangeByScore(key, min, max, latest) {
+      if (latest === undefined) return ((await read('ZRANGEBYSCORE', key, min, max)) as string[] | null) ?? [];
+      const newestFirst = ((await read('ZREVRANGEBYSCORE', key, max, min, 'LIMIT', 0, latest)) as string[] | null) ?? [];
+      return newestFirst.reverse();
+    },
     zrangeByLex: async (key, min, max) => ((await read('ZRANGEBYLEX', key, min, max)) as string[] | null) ?? [],
     async zscore(key, member) {
       const raw = stringOrNull(await read('ZSCORE', key, member));

@@ -17,6 +17,7 @@ export {
   RunKeys,
   runViewOf,
   runViewOfState,
+  lastSeqOfState,
   summarizeRunEvent,
   toRunView,
   type RunRoute,

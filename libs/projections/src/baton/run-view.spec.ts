@@ -2,7 +2,7 @@ import { ProjectDefinitionSchema, type ProjectDefinition } from '@baton/contract
 import { decideRun, evolveRun, initialRunState, v8Shapes, type RunCommand, type RunState } from '@baton/domain';
 import type { JsonValue } from '../canonical-json';
 import type { SequencedEvent } from '../store';
-import { runsProjection, runViewOf, runViewOfState, MAX_VIEW_ROUTES, appendRoute, type RunRoute, type RunView } from './runs';
+import { lastSeqOfState, runsProjection, runViewOf, runViewOfState, MAX_VIEW_ROUTES, appendRoute, RunKeys, type RunRoute, type RunView } from './runs';
 
 /*
  * The run view (issue 14): the waiting parent of a returnable handoff, each route's rule and
@@ -70,17 +70,29 @@ function play(commands: RunCommand[]): SequencedEvent[] {
   return out;
 }
 
-/** Fold `events` through the `runs` projection as the engine does (the folded state handed from one event to the next, as stored) and return the view a reader renders from it. */
+/**
+ * Fold `events` through the `runs` projection as the engine does (the folded state handed from one
+ * event to the next, as stored; the routes' sorted set gathered from the ops) and return the view a
+ * reader renders from them.
+ */
 function projected(events: readonly SequencedEvent[]): RunView {
   const projection = runsProjection();
   let state: JsonValue | null = null;
+  const routes = new Map<number, string>();
   for (const event of events) {
     const step = projection.step(state, event);
     if (step.state !== undefined) state = JSON.parse(JSON.stringify(step.state)) as JsonValue;
     // The view is not stored beside the state: no op writes it.
     expect(step.ops.filter((op) => op.op === 'json.set')).toEqual([]);
+    for (const op of step.ops) if (op.op === 'zadd' && op.key === RunKeys.routes(event.project, event.aggregate.id)) routes.set(op.score, op.member);
   }
-  const view = runViewOfState(state);
+  const lastSeq = lastSeqOfState(state);
+  if (lastSeq === null) throw new Error('no run');
+  const upToState = [...routes].filter(([seq]) => seq <= lastSeq).sort(([a], [b]) => a - b);
+  const view = runViewOfState(
+    state,
+    upToState.map(([, member]) => member),
+  );
   if (view === null) throw new Error('no view');
   return view;
 }
@@ -164,11 +176,35 @@ describe('the run view: waiting parents, routes with rule and reason, declared a
     expect([view.declared_variables, view.implicit_variables, view.unset_declared_variables]).toEqual([null, null, null]);
   });
 
-  it('the runs projection writes the same view as a fold of the events, keeping the routes in its folded state between events', () => {
+  it('the runs projection writes the same view as a fold of the events, its routes in a sorted set of their own (not in the folded state)', () => {
     const events = play([start]);
     expect(projected(events)).toEqual(runViewOf(events));
-    const step = runsProjection().step(null, events[0]!);
-    expect((step.state as Record<string, unknown>)['view_routes']).toEqual([]);
+    const projection = runsProjection();
+    let state: JsonValue | null = null;
+    const added: Array<[string, number]> = [];
+    for (const event of events) {
+      const step = projection.step(state, event);
+      if (step.state !== undefined) state = step.state;
+      expect(Object.keys(step.state ?? {})).not.toContain('view_routes');
+      for (const op of step.ops) if (op.op === 'zadd' && op.key.startsWith('rr:')) added.push([event.type, op.score]);
+    }
+    // One member per route, scored by the sequence of the event that recorded it.
+    const routed = events.filter((e) => e.type === 'run.routed');
+    expect(routed.length).toBeGreaterThan(0);
+    expect(added).toEqual(routed.map((e) => ['run.routed', e.seq]));
+  });
+
+  it('the view shows the latest hundred of the routes it is given, oldest first', () => {
+    const events = play([start]);
+    const projection = runsProjection();
+    let state: JsonValue | null = null;
+    for (const event of events) state = projection.step(state, event).state ?? state;
+    const route = runViewOf(events)!.routes[0]!;
+    const members = Array.from({ length: MAX_VIEW_ROUTES + 3 }, (_, i) => JSON.stringify({ ...route, seq: i + 1 }));
+    expect(runViewOfState(state, members)!.routes.map((r) => r.seq)).toEqual(Array.from({ length: MAX_VIEW_ROUTES }, (_, i) => i + 4));
+    expect(runViewOfState(state, [])!.routes).toEqual([]);
+    expect(lastSeqOfState(state)).toBe(events[events.length - 1]!.seq);
+    expect(lastSeqOfState(null)).toBeNull();
   });
 
   it('a seed 000 workflow run lists its entry route; the view keeps the latest routes only', () => {

@@ -12,7 +12,7 @@ import type {
   WorkflowRef,
 } from '@baton/contracts';
 import { evolveRun, initialRunState, type RunEvent, type RunState } from '@baton/domain';
-import { freezeJson, type JsonValue } from '../canonical-json';
+import { canonicalJson, type JsonValue } from '../canonical-json';
 import { Op } from '../ops';
 import type { SequencedEvent } from '../store';
 import { domainEvent, timelineOp } from './common';
@@ -137,6 +137,12 @@ export const RunKeys = {
   /** The folded state, from which the view is rendered when read ({@link runViewOfState}). */
   state: (project: string, id: string) => `rs:${projectRef(project, id)}`,
   timeline: (project: string, id: string) => `rt:${projectRef(project, id)}`,
+  /**
+   * The run's routes: a sorted set scored by the stream sequence of the event that recorded each
+   * route, its member the route's canonical JSON. Only ever added to (like the timeline), so the
+   * routes of a state whose last event is `n` are exactly the members scored `<= n`.
+   */
+  routes: (project: string, id: string) => `rr:${projectRef(project, id)}`,
   /** The id lookup (members `<id> <project>`): which projects hold a run of a given id. */
   ids: ID_LOOKUP_KEY,
 } as const;
@@ -367,23 +373,38 @@ export function runViewOf(events: readonly SequencedEvent[]): RunView | null {
   return last ? toRunView(state, last, routes) : null;
 }
 
-/** Where the `runs` projection keeps a run's routes in its folded state (next to the domain's run state). */
-const ROUTES_KEY = 'view_routes';
-/** Where it keeps the sequence and time of the last event it applied to the run (the view's `last_seq`, `updated_at`). */
+/** Where the `runs` projection keeps the sequence and time of the last event it applied to the run (the view's `last_seq`, `updated_at`). */
 const LAST_EVENT_KEY = 'view_last_event';
 
 /**
- * The view of a run as the `runs` projection stores it: rendered from the folded state (the
- * domain's run state, the routes and the last applied event), or null when there is no run yet.
- * The view is not stored beside the state: a run's state and view each held the run's routes (up
- * to a hundred), and both were written again on every run event.
+ * The sequence of the last event the `runs` projection applied to a stored run state, or null when
+ * there is no run yet: a reader asks for the routes scored up to it ({@link RunKeys.routes}), so
+ * that a route recorded after the state it read is not shown with it.
  */
-export function runViewOfState(stored: JsonValue | null): RunView | null {
+export function lastSeqOfState(stored: JsonValue | null): number | null {
+  if (stored === null || typeof stored !== 'object' || Array.isArray(stored)) return null;
+  const last = stored[LAST_EVENT_KEY] as { seq: number } | undefined;
+  return last === undefined ? null : last.seq;
+}
+
+/**
+ * The view of a run as the `runs` projection stores it: rendered from the folded state (the
+ * domain's run state and the last applied event) and the run's latest routes (the members of
+ * {@link RunKeys.routes} up to the state's last event, oldest first, at most
+ * {@link MAX_VIEW_ROUTES}), or null when there is no run yet. Neither the view nor the routes are
+ * written with the state: a state holding the run's routes (up to a hundred, ~36 KB) was
+ * serialised and written again on every run event.
+ */
+export function runViewOfState(stored: JsonValue | null, routes: readonly string[] = []): RunView | null {
   if (stored === null || typeof stored !== 'object' || Array.isArray(stored)) return null;
   const last = stored[LAST_EVENT_KEY] as { seq: number; at: string } | undefined;
   if (last === undefined) return null;
-  const routes = (stored[ROUTES_KEY] ?? []) as unknown as RunRoute[];
-  return toRunView(stored as unknown as RunState, { seq: last.seq, occurredAt: last.at }, routes);
+  const kept = routes.length <= MAX_VIEW_ROUTES ? routes : routes.slice(routes.length - MAX_VIEW_ROUTES);
+  return toRunView(
+    stored as unknown as RunState,
+    { seq: last.seq, occurredAt: last.at },
+    kept.map((raw) => JSON.parse(raw) as RunRoute),
+  );
 }
 
 /**
@@ -401,7 +422,9 @@ export function runsProjection(): FoldingProjection<JsonValue> {
     //    vs implicit variables; the folded state keeps the routes.
     // 5: the view is rendered from the folded state when read (no `r:` key): one value written
     //    per run event instead of two, each with the run's routes.
-    version: 5,
+    // 6: the routes are a sorted set of their own (`rr:`), one member added per route; the state
+    //    no longer holds them.
+    version: 6,
     handles: (type) => type.startsWith('run.'),
     stateKeyOf: (event) => RunKeys.state(event.project, event.aggregate.id),
     step(prior, event) {
@@ -417,23 +440,17 @@ export function runsProjection(): FoldingProjection<JsonValue> {
         return { ops: [timeline] };
       }
       if (after.status === 'none') return { state: toJson(after), ops: [timeline] };
-      const priorRoutes = ((prior as Record<string, unknown> | null)?.[ROUTES_KEY] ?? []) as RunRoute[];
-      // Routes never change once recorded: the list is frozen with its routes, so it is checked and
-      // serialised once for every later state of the run that holds it (up to a hundred routes,
-      // written on every run event), not once per write (isExactJson and canonicalJsonChecked
-      // remember frozen values), and an event that records no route keeps the very same list.
+      // The route (if the event recorded one) goes to the run's routes, scored by this event's
+      // sequence; the state keeps no routes, so a run event writes its state without them.
       const route = routeOf(domain, event, before, after);
-      const routes = route === null && Object.isFrozen(priorRoutes) ? priorRoutes : freezeJson(appendRoute(priorRoutes, freezeJson(route)));
       // processedIds only serve the router's idempotency: the projection never decides.
       const last = { seq: event.seq, at: event.occurredAt };
-      // A state evolved from the stored one carries both keys already (the spread overrides them); one
-      // the domain rebuilt from its core does not, and gets them first: a literal that spreads and
+      // A state evolved from the stored one carries the key already (the spread overrides it); one
+      // the domain rebuilt from its core does not, and gets it first: a literal that spreads and
       // then adds keys gives each object a hidden class of its own on Node 20 (hidden-class.spec.ts).
-      const state =
-        ROUTES_KEY in after
-          ? { ...after, processedIds: [], [ROUTES_KEY]: routes, [LAST_EVENT_KEY]: last }
-          : { [ROUTES_KEY]: routes, [LAST_EVENT_KEY]: last, ...after, processedIds: [] };
+      const state = LAST_EVENT_KEY in after ? { ...after, processedIds: [], [LAST_EVENT_KEY]: last } : { [LAST_EVENT_KEY]: last, ...after, processedIds: [] };
       const ops = [timeline];
+      if (route !== null) ops.push(Op.zadd(RunKeys.routes(project, id), event.seq, canonicalJson(route)));
       // The run's first view: the id lookup learns this project holds it.
       if (before.status === 'none') ops.push(Op.zadd(RunKeys.ids, 0, idLookupMember(project, id)));
       return { state: toJson(state), ops };

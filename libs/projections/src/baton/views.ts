@@ -8,7 +8,7 @@ import type { TimelineEntry } from './common';
 import { HandoffKeys, handoffRecordOfState } from './handoffs';
 import { INBOX_STORE, type InboxItem } from './inbox';
 import { idLookupRange, parseProjectRef, projectsOfLookup, type ProjectRef } from './refs';
-import { RunKeys, runViewOfState, type RunView } from './runs';
+import { lastSeqOfState, MAX_VIEW_ROUTES, RunKeys, runViewOfState, type RunView } from './runs';
 import { STOPS_STORE, StopKeys, stopPacketOf, type StopItem } from './stops';
 
 export interface InboxQuery {
@@ -146,7 +146,11 @@ export function createBatonViews(store: ProjectionStore): BatonViews {
       return refs.map(parseProjectRef).filter((ref): ref is ProjectRef => ref !== null);
     },
     async run(project, id) {
-      const view = runViewOfState(await runs.getJson<JsonValue>(RunKeys.state(project, id)));
+      const state = await runs.getJson<JsonValue>(RunKeys.state(project, id));
+      const lastSeq = lastSeqOfState(state);
+      if (lastSeq === null) return null;
+      // The routes up to the state's last event: a route recorded since (after the state was read) is left for the next read.
+      const view = runViewOfState(state, await runs.zrangeByScore(RunKeys.routes(project, id), '-inf', lastSeq, MAX_VIEW_ROUTES));
       if (!view) return null;
       return { run: view, timeline: await timeline(runs, RunKeys.timeline(project, id)) };
     },
