@@ -80,6 +80,31 @@ describe('untrusted JSON is size-capped and cannot pollute prototypes', () => {
     expect(({} as Record<string, unknown>)['polluted']).toBeUndefined();
   });
 
+  it.each([
+    ['__proto__', '{"a":{"\\u005f_proto__":{"polluted":true}}}'],
+    ['constructor', '{"\\u0063onstructor":1}'],
+    ['prototype', '[{"x":{"prot\\u006ftype":1}}]'],
+  ])('rejects a %s key spelled with \\u escapes', (key, text) => {
+    const result = parseUntrustedJson(text, 1000);
+    expect(!result.ok && result.rejection).toMatchObject({ code: 'schema_violation', message: `the key "${key}" is not allowed` });
+  });
+
+  it('accepts the forbidden words as values, and escapes that spell other keys', () => {
+    expect(parseUntrustedJson('{"a":"__proto__","b":["constructor","prototype"]}', 1000)).toEqual({
+      ok: true,
+      value: { a: '__proto__', b: ['constructor', 'prototype'] },
+    });
+    expect(parseUntrustedJson('{"caf\\u00e9":"\\u00e9t\\u00e9"}', 1000)).toEqual({ ok: true, value: { café: 'été' } });
+  });
+
+  it('refuses by its depth a document just past the cap, accepts one at it, whatever brackets its strings hold', () => {
+    const nested = (depth: number) => '['.repeat(depth) + ']'.repeat(depth);
+    expect(parseUntrustedJson(nested(64), 1000).ok).toBe(true);
+    expect(parseUntrustedJson(nested(65), 1000)).toMatchObject({ ok: false, rejection: { message: expect.stringContaining('nests 65 levels') } });
+    // Many brackets, shallow: inside strings, or side by side.
+    expect(parseUntrustedJson(JSON.stringify({ a: '{['.repeat(100), b: Array.from({ length: 100 }, () => [{}]) }), 10_000).ok).toBe(true);
+  });
+
   it('refuses documents nested deeper than the cap by name, without deep recursion', () => {
     const deep = '['.repeat(10_000) + ']'.repeat(10_000);
     const result = parseUntrustedJson(deep, 1_000_000);

@@ -1,4 +1,20 @@
-import { ackInfo, consumerGone } from './pull';
+import { ackInfo, consumerGone, headerBlockRecord, headerInBlock } from './pull';
+
+describe('raw header blocks', () => {
+  const block = 'NATS/1.0\r\nBaton-Event-Type: run.routed\r\nBaton-Note: first\r\nBaton-Note:  second \r\nNats-Msg-Id:ev-1\r\n\r\n';
+  it('headerInBlock reads one header, its first value trimmed; undefined when absent', () => {
+    expect(headerInBlock(block, 'Baton-Event-Type')).toBe('run.routed');
+    expect(headerInBlock(block, 'Baton-Note')).toBe('first');
+    expect(headerInBlock(block, 'Nats-Msg-Id')).toBe('ev-1');
+    expect(headerInBlock(block, 'Baton')).toBeUndefined();
+    expect(headerInBlock('', 'Baton-Note')).toBeUndefined();
+  });
+  it('headerBlockRecord reads every header as the client decodes them: names as sent, values trimmed and in order; no status line', () => {
+    expect(headerBlockRecord(block)).toEqual({ 'Baton-Event-Type': ['run.routed'], 'Baton-Note': ['first', 'second'], 'Nats-Msg-Id': ['ev-1'] });
+    expect(headerBlockRecord('NATS/1.0 404 No Messages\r\n\r\n')).toEqual({});
+    expect(headerBlockRecord('')).toEqual({});
+  });
+});
 
 describe('ackInfo: the delivery facts in a JetStream reply subject', () => {
   it('reads the nine-token form', () => {

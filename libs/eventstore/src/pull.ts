@@ -201,12 +201,33 @@ export function rawHeader(msg: JsMsg, name: string): string | undefined | null {
   const data = inner?._rdata;
   if (typeof length !== 'number' || !(data instanceof Uint8Array)) return null;
   if (length < 0) return undefined;
-  const block = Buffer.from(data.buffer, data.byteOffset, Math.min(length, data.byteLength)).toString('utf8');
+  return headerInBlock(Buffer.from(data.buffer, data.byteOffset, Math.min(length, data.byteLength)).toString('utf8'), name);
+}
+
+/** One header of a raw NATS header block (`NATS/1.0\r\nName: value\r\n…`): its first value, trimmed, or undefined. */
+export function headerInBlock(block: string, name: string): string | undefined {
   const at = block.indexOf(`\r\n${name}:`);
   if (at < 0) return undefined;
   const start = at + name.length + 3;
   const end = block.indexOf('\r\n', start);
   return block.slice(start, end < 0 ? undefined : end).trim();
+}
+
+/**
+ * Every header of a raw NATS header block, read as the client's own decoder reads it: names as
+ * sent, values trimmed, repeated names keeping each value in order; the status line is skipped.
+ */
+export function headerBlockRecord(block: string): Record<string, string[]> {
+  const out: Record<string, string[]> = {};
+  const lines = block.split('\r\n');
+  for (let i = 1; i < lines.length; i++) {
+    const line = lines[i] as string;
+    const colon = line.indexOf(':');
+    if (colon <= 0) continue;
+    const name = line.slice(0, colon);
+    (out[name] ??= []).push(line.slice(colon + 1).trim());
+  }
+  return out;
 }
 
 /** One header of a message delivered to a pull of our own: from its raw header block when the client exposes it. */

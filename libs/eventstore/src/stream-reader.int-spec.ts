@@ -1,5 +1,5 @@
 import { waitFor } from '@baton/wait';
-import type { NatsHandle } from './connection';
+import { headersFrom, type NatsHandle } from './connection';
 import { StreamNotFound } from './errors';
 import { connectTest, deleteTopology, provisionTopology, randomPrefix, sleep } from './int/support';
 import { shareReads } from './shared-reads';
@@ -147,6 +147,25 @@ describe('stream reader (real NATS)', () => {
     expect((await reader.lastOnSubject(`${prefix}.ev.p.run.a`))!.seq).toBe(3);
     expect(await reader.lastOnSubject(`${prefix}.ev.p.run.none`)).toBeNull();
     expect(await reader.bounds()).toEqual({ firstSeq: 1, lastSeq: 3, messages: 3 });
+  });
+
+  it("point reads give a message's bytes and headers as stored: repeated headers in order, large and binary data intact", async () => {
+    const hdrs = headersFrom({ 'Baton-Event-Type': 'run.routed', 'Nats-Msg-Id': 'ev-1' });
+    hdrs.append('Baton-Note', 'first');
+    hdrs.append('Baton-Note', ' second ');
+    const large = Uint8Array.from({ length: 300_000 }, (_, i) => (i * 7) % 256);
+    await nats.js.publish(`${prefix}.ev.p.run.a`, large, { headers: hdrs });
+    await nats.js.publish(`${prefix}.ev.p.run.a`, new Uint8Array(0));
+    const reader = streamReader(nats, stream);
+    const first = (await reader.message(1))!;
+    expect(first.subject).toBe(`${prefix}.ev.p.run.a`);
+    expect(Buffer.from(first.data).equals(Buffer.from(large))).toBe(true);
+    expect(first.header('Baton-Event-Type')).toBe('run.routed');
+    expect(first.header('Baton-Note')).toBe('first');
+    expect(first.header('Baton-Missing')).toBeUndefined();
+    expect(first.headers()).toEqual({ 'Baton-Event-Type': ['run.routed'], 'Nats-Msg-Id': ['ev-1'], 'Baton-Note': ['first', 'second'] });
+    const empty = (await reader.lastOnSubject(`${prefix}.ev.p.run.a`))!;
+    expect([empty.seq, empty.data.length, empty.headers()]).toEqual([2, 0, {}]);
   });
 
   it('the first sequence at or after a time; the last + 1 when nothing was stored since', async () => {

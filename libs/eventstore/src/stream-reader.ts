@@ -1,8 +1,8 @@
-import { AckPolicy, DeliverPolicy, nanos, nuid, type JetStreamClient, type JetStreamManager, type Msg, type MsgHdrs } from 'nats';
+import { AckPolicy, DeliverPolicy, nanos, nuid, type JetStreamClient, type JetStreamManager, type Msg } from 'nats';
 import { EventStoreError, JsErrCode, StreamNotFound, jsErrCode } from './errors';
 import { headersToRecord } from './dead-letter';
 import { followStream, FOLLOW_PULL_BYTES, FOLLOW_PULL_EXPIRES_MS } from './follow';
-import { ackInfo, headerOf, pullTarget, PullStream } from './pull';
+import { ackInfo, headerBlockRecord, headerInBlock, headerOf, pullTarget, PullStream } from './pull';
 import { maxPayloadOf, pullCount } from './pull-size';
 
 export { followStream, FOLLOW_PULL_BYTES, FOLLOW_PULL_EXPIRES_MS };
@@ -148,9 +148,18 @@ export interface StreamReader {
   bounds(): Promise<StreamBounds>;
 }
 
-function storedMessage(subject: string, seq: number, data: Uint8Array, hdrs: MsgHdrs | undefined): StoredMessage {
-  return { subject, seq, data, header: (name) => hdrs?.get(name) || undefined, headers: () => headersToRecord(hdrs) };
+/** What a point read asks `STREAM.MSG.GET` for: a sequence, the next message on a subject from a sequence, or a subject's last. */
+type PointQuery = { seq: number } | { seq: number; next_by_subj: string } | { last_by_subj: string };
+
+/** `STREAM.MSG.GET`'s answer: the message (data and header block in base64), or the API error. */
+interface PointAnswer {
+  message?: { subject: string; seq: number; data?: string; hdrs?: string; time?: string };
+  error?: { code?: number; err_code?: number; description?: string };
 }
+
+/** How long a point read waits when the client was given no JetStream timeout, ms. */
+const DEFAULT_POINT_TIMEOUT_MS = 5000;
+const TEXT = new TextDecoder();
 
 /** A message delivered to a pull of the reader's own, as the reader yields it. */
 function storedOf(msg: Msg, seq: number): StoredMessage {
@@ -174,15 +183,42 @@ export function streamReader(clients: StreamClients, stream: string, options: St
     if (jsErrCode(err) === JsErrCode.streamNotFound) return new StreamNotFound(stream, { cause: err });
     return new EventStoreError(`${what}: ${(err as Error).message}`, { cause: err });
   };
-  const getMessage = async (query: { seq: number } | { last_by_subj: string }, what: string): Promise<StoredMessage | null> => {
+  const point = pullTarget(js);
+  const pointSubject = `${point.apiPrefix}.STREAM.MSG.GET.${stream}`;
+  const pointTimeout = js.getOptions().timeout ?? DEFAULT_POINT_TIMEOUT_MS;
+  // A point read is Baton's own `STREAM.MSG.GET` request: the client's builds an error object (with
+  // its stack) for every "no message found" — the answer the ledger gets on each offer and claim
+  // for a project with no control state — and decodes the base64 data a character at a time.
+  const getMessage = async (query: PointQuery, what: string): Promise<StoredMessage | null> => {
     tick('get');
+    let reply: Msg;
     try {
-      const msg = await jsm.streams.getMessage(stream, query);
-      return storedMessage(msg.subject, msg.seq, msg.data, msg.header);
+      reply = await point.nc.request(pointSubject, JSON.stringify(query), { timeout: pointTimeout });
     } catch (err) {
-      if (jsErrCode(err) === JsErrCode.noMessageFound) return null;
       throw failure(what, err);
     }
+    let answer: PointAnswer;
+    try {
+      answer = JSON.parse(TEXT.decode(reply.data)) as PointAnswer;
+    } catch (err) {
+      throw new EventStoreError(`${what}: the server's answer is not JSON`, { cause: err });
+    }
+    if (answer.error !== undefined) {
+      if (answer.error.err_code === JsErrCode.noMessageFound) return null;
+      const error = Object.assign(new Error(answer.error.description ?? `error ${answer.error.code}`), { api_error: answer.error });
+      throw failure(what, error);
+    }
+    const message = answer.message;
+    if (message === undefined || typeof message.seq !== 'number') throw new EventStoreError(`${what}: the server's answer holds no message`);
+    const data = message.data ? Buffer.from(message.data, 'base64') : new Uint8Array(0);
+    const block = message.hdrs ? Buffer.from(message.hdrs, 'base64').toString('utf8') : '';
+    return {
+      subject: message.subject,
+      seq: message.seq,
+      data,
+      header: (name) => headerInBlock(block, name) || undefined,
+      headers: () => headerBlockRecord(block),
+    };
   };
   const bounds = async (): Promise<StreamBounds> => {
     tick('info');
@@ -270,9 +306,8 @@ export function streamReader(clients: StreamClients, stream: string, options: St
     range,
     follow: (opts) => followStream({ ...opts, js, stream }),
     message: (seq) => getMessage({ seq }, `cannot read ${stream}#${seq}`),
-    // `next_by_subj` is understood by the server from 2.9; the client's type only lists it for direct gets.
-    nextOnSubject: (subject, fromSeq) =>
-      getMessage({ seq: fromSeq, next_by_subj: subject } as unknown as { seq: number }, `cannot read ${subject} from #${fromSeq}`),
+    // `next_by_subj` is understood by the server from 2.9.
+    nextOnSubject: (subject, fromSeq) => getMessage({ seq: fromSeq, next_by_subj: subject }, `cannot read ${subject} from #${fromSeq}`),
     lastOnSubject: (subject) => getMessage({ last_by_subj: subject }, `cannot read the last message of ${subject}`),
     bounds,
     async firstSeqAtOrAfter(at: Date): Promise<number> {

@@ -22,6 +22,9 @@ export interface LogContext {
  * out in the same shape.
  */
 export class JsonLogger implements LoggerService {
+  /** The logger this one is a child of: its context is merged under this one's when a line is written. */
+  private parent: JsonLogger | null = null;
+
   constructor(
     private readonly service: string,
     private readonly level: LogLevel = 'info',
@@ -29,8 +32,18 @@ export class JsonLogger implements LoggerService {
     private readonly sink: (line: string, level: LogLevel) => void = defaultSink,
   ) {}
 
+  /**
+   * A logger whose lines also carry `context` (over this one's). Handlers make one per message and
+   * most never write a line at the configured level, so the contexts are merged only when one does.
+   */
   child(context: LogContext): JsonLogger {
-    return new JsonLogger(this.service, this.level, { ...this.base, ...context }, this.sink);
+    const child = new JsonLogger(this.service, this.level, context, this.sink);
+    child.parent = this;
+    return child;
+  }
+
+  private context(): LogContext {
+    return this.parent === null ? this.base : { ...this.parent.context(), ...this.base };
   }
 
   debug(message: unknown, ...rest: unknown[]): void {
@@ -67,7 +80,7 @@ export class JsonLogger implements LoggerService {
       service: this.service,
       msg: message instanceof Error ? message.message : String(message),
       ...(traceId ? { trace_id: traceId } : {}),
-      ...this.base,
+      ...this.context(),
       ...fields,
     });
     this.sink(line, level);
