@@ -1,3 +1,4 @@
+import { Op } from './ops';
 import { LuaScript } from './lua';
 import { ProjectionOpError, RedisUnavailableError } from './errors';
 import { createRedis } from './redis';
@@ -131,6 +132,40 @@ describe('projection engine (real Redis)', () => {
     expect(await reader.smembers('task:t1:tags')).toEqual(['red']);
     expect(await reader.sismember('task:t1:tags', 'blue')).toBe(false);
     expect(await reader.exists('task:t1')).toBe(true);
+  });
+
+  it('applyIfAt sends a value set again later in the same call once (the last), never checking or sending the one it replaces', async () => {
+    const cas = { name: 'cas', version: 1 };
+    await fx.store.ensureActive(cas);
+    const result = await fx.store.applyIfAt(
+      cas,
+      [
+        { seq: 1, ops: [Op.jsonSet('state', { n: Number.NaN }), Op.zadd('log', 1, 'one')] },
+        { seq: 2, ops: [Op.jsonSet('state', { n: 2 })] },
+      ],
+      0,
+    );
+    expect(result).toMatchObject({ status: 'applied', lastSeq: 2 });
+    const reader = fx.store.reader('cas');
+    expect(await reader.getJson('state')).toEqual({ n: 2 });
+    expect(await reader.zrange('log', 0, -1)).toEqual(['one']);
+    // The same value left as the last write is refused, and nothing of the call is written.
+    await expect(fx.store.applyIfAt(cas, [{ seq: 3, ops: [Op.zadd('log', 3, 'three'), Op.jsonSet('state', { n: Number.NaN })] }], 2)).rejects.toBeInstanceOf(
+      ProjectionOpError,
+    );
+    expect(await reader.zrange('log', 0, -1)).toEqual(['one']);
+  });
+
+  it('applyIfAt keeps a write another op on the same key follows: the type check still refuses the call', async () => {
+    const cas = { name: 'cas', version: 1 };
+    await fx.store.ensureActive(cas);
+    const events = [
+      { seq: 1, ops: [Op.set('k', 'text')] },
+      { seq: 2, ops: [Op.zadd('k', 1, 'm')] },
+      { seq: 3, ops: [Op.set('k', 'again')] },
+    ];
+    await expect(fx.store.applyIfAt(cas, events, 0)).rejects.toBeInstanceOf(ProjectionOpError);
+    expect(await fx.store.reader('cas').exists('k')).toBe(false);
   });
 
   it('the reader reads a sorted set by score: all between two bounds, or the latest n of them, ascending either way', async () => {

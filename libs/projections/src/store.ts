@@ -367,11 +367,14 @@ class RedisProjectionStore implements ProjectionStore {
     let expected = expectedLastSeq;
     let generation = 0;
     let applied = 0;
-    const chunk = new ChunkBuffer(this.batchEvents, this.batchBytes);
     let previousSeq = 0;
-    const flush = async (): Promise<ConditionalApplyResult | null> => {
-      if (chunk.empty) return null;
-      const { texts, last } = chunk.take();
+    for (const event of events) {
+      if (!Number.isSafeInteger(event.seq) || event.seq <= Math.max(previousSeq, expectedLastSeq)) {
+        throw new ProjectionError(`applyIfAt needs strictly increasing seqs above ${expectedLastSeq}: ${event.seq} after ${previousSeq}`);
+      }
+      previousSeq = event.seq;
+    }
+    const commit = async (texts: string[], last: number): Promise<ConditionalApplyResult | null> => {
       const reply = (await applyScript.run(
         this.redis,
         [activeKey(base), generationCounterKey(base)],
@@ -384,30 +387,54 @@ class RedisProjectionStore implements ProjectionStore {
       expected = last;
       return null;
     };
-    for (const event of events) {
-      if (!Number.isSafeInteger(event.seq) || event.seq <= Math.max(previousSeq, expectedLastSeq)) {
-        throw new ProjectionError(`applyIfAt needs strictly increasing seqs above ${expectedLastSeq}: ${event.seq} after ${previousSeq}`);
+    // Up to `batchEvents` events at a time. Such a group usually goes in one atomic call, and then a
+    // value it sets that a later event of the group sets again (a fold state, written on nearly every
+    // event of its aggregate) is never read by anyone: it is neither serialised nor sent. A group
+    // past the byte bound is sent in several calls, each atomic, with every value.
+    for (let start = 0; start < events.length; start += this.batchEvents) {
+      const group = events.slice(start, start + this.batchEvents);
+      const last = (group[group.length - 1] as PreparedEvent).seq;
+      const skipped = supersededWrites(group);
+      const texts = group.map((event, e) => eventText(event.seq, this.encodePrepared(def, event, skipped.size === 0 ? null : (o) => skipped.has(opAt(e, o)))));
+      let moved: ConditionalApplyResult | null;
+      if (texts.reduce((sum, text) => sum + text.length, 0) <= this.batchBytes) {
+        moved = await commit(texts, last);
+      } else {
+        moved = null;
+        const chunk = new ChunkBuffer(this.batchEvents, this.batchBytes);
+        for (const event of group) {
+          const text = eventText(event.seq, this.encodePrepared(def, event, null));
+          if (chunk.full(text)) {
+            const taken = chunk.take();
+            moved = await commit(taken.texts, taken.last);
+            if (moved) break;
+          }
+          chunk.add(event.seq, text);
+        }
+        if (!moved && !chunk.empty) {
+          const taken = chunk.take();
+          moved = await commit(taken.texts, taken.last);
+        }
       }
-      previousSeq = event.seq;
-      const encoded = encodeOps(event.ops);
-      if ('error' in encoded) {
-        throw new ProjectionOpError(`projection ${def.name} produced an invalid op #${encoded.opIndex} for seq ${event.seq}: ${encoded.error}`, {
-          projection: def.name,
-          seq: event.seq,
-          opIndex: encoded.opIndex,
-          reason: encoded.error,
-        });
-      }
-      const text = eventText(event.seq, encoded.wire);
-      if (chunk.full(text)) {
-        const moved = await flush();
-        if (moved) return moved;
-      }
-      chunk.add(event.seq, text);
+      if (moved) return moved;
     }
-    const moved = await flush();
-    if (moved) return moved;
     return { status: 'applied', generation, lastSeq: expected, applied };
+  }
+
+  /** One prepared event's ops, checked and encoded for the apply script, without those `skip` names (by index). */
+  private encodePrepared(def: Pick<ProjectionDefinition, 'name'>, event: PreparedEvent, skip: ((opIndex: number) => boolean) | null): WireOp[] {
+    const kept = skip === null ? null : event.ops.flatMap((_, o) => (skip(o) ? [] : [o]));
+    const encoded = encodeOps(kept === null ? event.ops : kept.map((o) => event.ops[o]));
+    if ('error' in encoded) {
+      const opIndex = kept === null ? encoded.opIndex : (kept[encoded.opIndex] as number);
+      throw new ProjectionOpError(`projection ${def.name} produced an invalid op #${opIndex} for seq ${event.seq}: ${encoded.error}`, {
+        projection: def.name,
+        seq: event.seq,
+        opIndex,
+        reason: encoded.error,
+      });
+    }
+    return encoded.wire;
   }
 
   async load(projection: string, keys: readonly string[]): Promise<LoadedStates> {
@@ -625,6 +652,37 @@ function eventText(seq: number, wire: readonly WireOp[]): string {
  */
 function chunkPayload(texts: readonly string[]): Buffer {
   return Buffer.from(`[${texts.join(',')}]`);
+}
+
+/**
+ * The value writes (`json.set`, `set`) among `events` that a later write of the same key among them
+ * replaces (`json.set`, `set` or `del`) with no other op on that key in between: applied in one
+ * atomic call, they change nothing anyone can read. An op of another kind on the key in between
+ * keeps the write (its type check would see the value's type).
+ */
+export function supersededWrites(events: readonly PreparedEvent[]): Set<string> {
+  const skipped = new Set<string>();
+  const lastWrite = new Map<string, string>();
+  events.forEach((event, e) => {
+    event.ops.forEach((op, o) => {
+      const key = (op as { key?: unknown }).key;
+      if (typeof key !== 'string') return;
+      if (op.op === 'json.set' || op.op === 'set' || op.op === 'del') {
+        const earlier = lastWrite.get(key);
+        if (earlier !== undefined) skipped.add(earlier);
+        if (op.op === 'del') lastWrite.delete(key);
+        else lastWrite.set(key, opAt(e, o));
+      } else {
+        lastWrite.delete(key);
+      }
+    });
+  });
+  return skipped;
+}
+
+/** How {@link supersededWrites} names an op: the index of its event among the events given, and its own index. */
+export function opAt(eventIndex: number, opIndex: number): string {
+  return `${eventIndex}:${opIndex}`;
 }
 
 /** The events of one apply-script call being gathered: their texts, bounded in count and bytes. */

@@ -1,5 +1,5 @@
 import { diffSnapshots } from '../snapshot';
-import type { SequencedEvent } from '../store';
+import { createProjectionStore, type SequencedEvent } from '../store';
 import { redisFixture, type RedisFixture } from '../test-support';
 import { createBatonProjector, type BatonProjector } from './projector';
 import { ProjectionGapError } from './range';
@@ -82,6 +82,19 @@ describe('range apply: several appliers at once (real Redis)', () => {
       await projector.applyRange({ fromSeq: from, toSeq: to, events: log.filter((e) => e.seq >= from && e.seq <= to) });
     }
     for (const event of log.filter((e) => e.seq > half)) await projector.apply(event);
+    await expectSameAsReference();
+  });
+
+  it('the whole log as ranges of up to 50 events (a fold state set again later in the same call is not written): the same state as one by one', async () => {
+    const projector = createBatonProjector({ store: fx.store });
+    await projector.applyRange({ fromSeq: 1, toSeq: log.length, events: log });
+    await expectSameAsReference();
+  });
+
+  it('a group of events past the byte bound is sent in several atomic calls, each with every value it sets: the same state', async () => {
+    const small = createProjectionStore({ redis: fx.handle.client, prefix: fx.prefix, batchEvents: 50, batchBytes: 2_000 });
+    const projector = createBatonProjector({ store: small });
+    await projector.applyRange({ fromSeq: 1, toSeq: log.length, events: log });
     await expectSameAsReference();
   });
 
