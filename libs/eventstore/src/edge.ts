@@ -12,7 +12,7 @@ import {
 } from 'nats';
 import { SubjectTable, type AggregateKind } from '@baton/contracts';
 import type { NatsHandle } from './connection';
-import { headersToRecord } from './dead-letter';
+import { headerRecord } from './pull';
 
 /*
  * The small typed helpers the services, the CLI, the SDK and the tests use instead of the `nats`
@@ -87,7 +87,7 @@ function coreMessage(msg: Msg): CoreMessage {
     data: msg.data,
     reply: msg.reply || undefined,
     get headers() {
-      headers ??= headersToRecord(msg.headers);
+      headers ??= headerRecord(msg);
       return headers;
     },
     respond: (data) => msg.respond(data),

@@ -73,6 +73,7 @@ export type {
 } from './stream-reader';
 export { shareReads, type SeqSource } from './shared-reads';
 export { decodeEvent, decodeParsedEvent, headerOf, type DecodedEvent, type HeaderOf } from './decode';
+export { headerRecord } from './pull';
 export { eventHeaders, schemaFingerprint, SCHEMA_HEADER } from './schema-fingerprint';
 export { reactor, reactorEdge } from './reactor';
 export type {

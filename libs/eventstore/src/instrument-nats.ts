@@ -1,7 +1,7 @@
 import { context as otelContext } from '@opentelemetry/api';
 import { headers as natsHeaders, type JetStreamClient, type Msg, type MsgHdrs, type NatsConnection } from 'nats';
 import type { NatsHandle } from './connection';
-import { headersToRecord } from './dead-letter';
+import { headerRecord } from './pull';
 import { TRACEPARENT_HEADER, contextFromHeaders, traceHeaders } from './trace-context';
 
 /** A JetStream publish the stream acknowledged, as {@link InstrumentNatsOptions.onJetStreamPublish} sees it. */
@@ -84,7 +84,7 @@ export function instrumentNats(handle: NatsHandle, options: InstrumentNatsOption
       if (!callback) return connection.subscribe(subject, opts);
       return connection.subscribe(subject, {
         ...opts,
-        callback: (err, msg: Msg) => otelContext.with(contextFromHeaders(msg ? headersToRecord(msg.headers) : undefined), () => callback(err, msg)),
+        callback: (err, msg: Msg) => otelContext.with(contextFromHeaders(msg ? headerRecord(msg) : undefined), () => callback(err, msg)),
       });
     }) as Fn,
   });

@@ -1,7 +1,8 @@
-import { AckPolicy, DeliverPolicy } from 'nats';
-import type { NatsHandle } from './connection';
+import { AckPolicy, DeliverPolicy, type Msg } from 'nats';
+import { headersFrom, type NatsHandle } from './connection';
+import { headersToRecord } from './dead-letter';
 import { connectTest, deleteTopology, provisionTopology, randomPrefix } from './int/support';
-import { ackInfo, openPull, pullTarget, PullStream } from './pull';
+import { ackInfo, headerRecord, openPull, pullTarget, PullStream } from './pull';
 import { batonStreamNames } from './topology';
 
 /*
@@ -88,5 +89,30 @@ describe('PullStream (real NATS)', () => {
     for await (const msg of pull) throw new Error(`nothing was stored, yet ${msg.subject} came`);
     expect(pull.endedBy()).toMatchObject({ code: 408 });
     expect(pull.silent()).toBe(false);
+  });
+
+  it("headerRecord reads a delivered message's headers from its raw block as the client decodes them: repeated names, none at all", async () => {
+    const hdrs = headersFrom({ 'Baton-Event-Type': 'handoff.created', traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01' });
+    hdrs.append('Baton-Note', 'one');
+    hdrs.append('Baton-Note', 'two: with a colon ');
+    await nats.js.publish(`${prefix}.ev.p.handoff.h1`, new TextEncoder().encode('with'), { headers: hdrs });
+    await nats.jsm.consumers.add(stream, { name: 'headers', ack_policy: AckPolicy.None, deliver_policy: DeliverPolicy.All, mem_storage: true });
+    const pull = openPull(pullTarget(nats.js), stream, 'headers', { batch: 1, maxBytes: 1024 * 1024, expiresMs: 2000 });
+    let msg: Msg | null = null;
+    for await (const delivered of pull) {
+      msg = delivered;
+      break;
+    }
+    expect(msg).not.toBeNull();
+    expect(headerRecord(msg!)).toEqual(headersToRecord(msg!.headers));
+    expect(headerRecord(msg!)).toEqual({
+      'Baton-Event-Type': ['handoff.created'],
+      traceparent: ['00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01'],
+      'Baton-Note': ['one', 'two: with a colon'],
+    });
+    // A core message without headers.
+    const sub = nats.connection.subscribe(`${prefix}.plain`, { max: 1 });
+    nats.connection.publish(`${prefix}.plain`, new TextEncoder().encode('x'));
+    for await (const plain of sub) expect(headerRecord(plain)).toEqual({});
   });
 });

@@ -196,12 +196,35 @@ interface RawMsg {
  * not expose the raw block (the caller then decodes the headers).
  */
 export function rawHeader(msg: JsMsg, name: string): string | undefined | null {
-  const inner = (msg as unknown as RawMsg).msg;
+  const block = rawHeaderBlock((msg as unknown as RawMsg).msg);
+  return typeof block === 'string' ? headerInBlock(block, name) : block;
+}
+
+/**
+ * The raw header block of a client message as text: undefined when it has no headers, null when
+ * this client version does not expose the raw bytes.
+ */
+function rawHeaderBlock(inner: RawMsg['msg']): string | undefined | null {
   const length = inner?._msg?.hdr;
   const data = inner?._rdata;
   if (typeof length !== 'number' || !(data instanceof Uint8Array)) return null;
   if (length < 0) return undefined;
-  return headerInBlock(Buffer.from(data.buffer, data.byteOffset, Math.min(length, data.byteLength)).toString('utf8'), name);
+  return Buffer.from(data.buffer, data.byteOffset, Math.min(length, data.byteLength)).toString('utf8');
+}
+
+/**
+ * Every header of a message (names as sent, values in order), read from its raw header block when
+ * the client exposes it: the client's own decoding checks every value and keeps them in a map,
+ * which a consumer then copied into a record for every delivered message.
+ */
+export function headerRecord(msg: Msg): Record<string, string[]> {
+  const block = rawHeaderBlock(msg as unknown as RawMsg['msg']);
+  if (block === undefined) return {};
+  if (block !== null) return headerBlockRecord(block);
+  const out: Record<string, string[]> = {};
+  const hdrs = msg.headers;
+  if (hdrs) for (const key of hdrs.keys()) out[key] = hdrs.values(key);
+  return out;
 }
 
 /** One header of a raw NATS header block (`NATS/1.0\r\nName: value\r\n…`): its first value, trimmed, or undefined. */

@@ -1,6 +1,6 @@
 import { DeliverPolicy, type Consumer, type ConsumerConfig, type ConsumerInfo, type JetStreamClient } from 'nats';
-import { DeadLetterReason, deadLetter, headersToRecord } from './dead-letter';
-import { ackInfo, consumerGone, DeliveredMessage, openPull, pullTarget, type PullTarget } from './pull';
+import { DeadLetterReason, deadLetter } from './dead-letter';
+import { ackInfo, consumerGone, DeliveredMessage, headerRecord, openPull, pullTarget, type PullTarget } from './pull';
 import { maxPayloadOf, pullCount } from './pull-size';
 import { EventStoreError, JsErrCode, PoisonError, TransientError, jsErrCode } from './errors';
 
@@ -291,7 +291,7 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
   const wrap = (raw: DeliveredMessage): ConsumedMessage => ({
     subject: raw.subject,
     data: raw.data,
-    headers: headersToRecord(raw.headers),
+    headers: headerRecord(raw.msg),
     seq: raw.seq,
     deliveryCount: raw.info.delivered,
     stream: raw.info.stream,

@@ -9,7 +9,7 @@ import {
   connectNats,
   contextFromHeaders,
   currentTraceId,
-  headersToRecord,
+  headerRecord,
   provision,
   reactorEdge,
   runConsumer,
@@ -354,7 +354,7 @@ export class JetStreamServer extends Server<JetStreamServerEvents> implements Cu
             return;
           }
           const answer = () => this.answer(handler, msg);
-          const run = currentTraceId() ? answer() : otelContext.with(contextFromHeaders(headersToRecord(msg.headers)), answer);
+          const run = currentTraceId() ? answer() : otelContext.with(contextFromHeaders(headerRecord(msg)), answer);
           const task = run.finally(() => this.inFlightRequests.delete(task));
           this.inFlightRequests.add(task);
         },
@@ -371,7 +371,7 @@ export class JetStreamServer extends Server<JetStreamServerEvents> implements Cu
     try {
       data = parseBody(msg.data);
       decoded = true;
-      const ctx = new NatsRequestContext([msg.subject, headersToRecord(msg.headers)]);
+      const ctx = new NatsRequestContext([msg.subject, headerRecord(msg)]);
       reply = await settle(handler(data, ctx));
     } catch (error) {
       failed = true;
@@ -402,7 +402,7 @@ export class JetStreamServer extends Server<JetStreamServerEvents> implements Cu
         reason: error.reason,
         detail: error.message,
         subject: msg.subject,
-        headers: headersToRecord(msg.headers),
+        headers: headerRecord(msg),
         data: msg.data,
         deliveries: 1,
         stream: 'core',
