@@ -1,5 +1,5 @@
 import { SubjectTable, Subjects, type EventRegistry, type HandoffEvent } from '@baton/contracts';
-import type { NatsJetStream } from '@baton/eventstore';
+import { decodeEvent, type NatsJetStream } from '@baton/eventstore';
 import type { JsonLogger } from '@baton/platform';
 import { followOf, type Follow, type FollowedMessage, type StreamFollower } from '../stream/stream-follower';
 import { DeadlineTable } from './deadline-table';
@@ -147,24 +147,17 @@ export class DeadlineTracker {
   }
 
   private decode(message: FollowedMessage): HandoffEvent | null {
-    let raw: unknown;
-    try {
-      raw = JSON.parse(decoder.decode(message.data));
-    } catch {
-      this.skip(message, 'malformed_json', 'stored event is not JSON');
-      return null;
-    }
-    const decoded = this.opts.registry.decode(raw);
+    const decoded = decodeEvent(this.opts.registry, message.data, (name) => message.header(name));
     if (!decoded.ok) {
       this.skip(message, decoded.rejection.code, decoded.rejection.message);
       return null;
     }
-    const envelope = decoded.value;
+    const envelope = decoded.envelope;
     if (!envelope.type.startsWith('handoff.') || deadlineEffectOf(envelope.type) === 'unknown') {
       this.skip(message, 'unknown_event_type', `not a handoff event type: ${envelope.type}`);
       return null;
     }
-    // The registry validated the payload against the schema of this handoff event type.
+    // Validated against the schema of its type: by decodeEvent, or by the store that stamped it with this build's schema.
     return { type: envelope.type, data: envelope.payload } as HandoffEvent;
   }
 

@@ -1,5 +1,5 @@
 import { SubjectTable, Subjects, type EventRegistry, type HandoffEventData } from '@baton/contracts';
-import type { NatsJetStream } from '@baton/eventstore';
+import { decodeEvent, type NatsJetStream } from '@baton/eventstore';
 import type { JsonLogger } from '@baton/platform';
 import type { RequeueLedger, RequeueReply } from '../requeue/requeue-port';
 import { followOf, type Follow, type FollowedMessage, type StreamFollower } from '../stream/stream-follower';
@@ -7,8 +7,6 @@ import { DeadlineTable } from './deadline-table';
 
 /** The pseudo claim id under which a handoff's deadline sits in its {@link DeadlineTable}. */
 export const DEADLINE_SLOT = 'deadline';
-
-const decoder = new TextDecoder();
 
 /** Events after which a handoff's deadline no longer applies (it ended, or came back). */
 const CLEARS = new Set([
@@ -61,9 +59,9 @@ export class HandoffDeadlineTracker {
     const { project, id } = aggregate;
     const key = `${project}/${id}`;
     if (type === 'handoff.created') {
-      const decoded = this.opts.registry.decode(JSON.parse(decoder.decode(message.data)));
+      const decoded = decodeEvent(this.opts.registry, message.data, (name) => message.header(name));
       if (!decoded.ok) throw new Error(decoded.rejection.message);
-      const deadline = (decoded.value.payload as HandoffEventData<'handoff.created'>).deadline_at;
+      const deadline = (decoded.envelope.payload as HandoffEventData<'handoff.created'>).deadline_at;
       if (deadline === undefined) return;
       const at = Date.parse(deadline);
       this.deadlines.set(key, { project, at });

@@ -1,7 +1,7 @@
 import { Controller, Inject } from '@nestjs/common';
 import { Ctx, EventPattern, Payload } from '@nestjs/microservices';
 import type { EventEnvelope, HandoffEventData } from '@baton/contracts';
-import { DlqSources, PoisonError, TransientError } from '@baton/eventstore';
+import { decodeParsedEvent, DlqSources, PoisonError, TransientError } from '@baton/eventstore';
 import { JetStreamContext, RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { EscalationStopper } from './escalation-stopper';
 
@@ -25,11 +25,11 @@ export class EscalationController {
   @EventPattern('{prefix}.ev.*.handoff.*', { durable: ESCALATION_DURABLE, dlqSource: DlqSources.watchdogEscalations, pullExpiresMs: 1000 })
   async onHandoffEvent(@Payload() data: unknown, @Ctx() ctx: JetStreamContext): Promise<void> {
     if (ctx.header('Baton-Event-Type') !== 'handoff.escalated') return;
-    const decoded = this.runtime.registry.decode(data);
+    const decoded = decodeParsedEvent(this.runtime.registry, data, (name) => ctx.header(name));
     if (!decoded.ok) throw new PoisonError(`escalation event ${ctx.subject}#${ctx.seq} does not decode: ${decoded.rejection.message}`, decoded.rejection.code);
-    if (decoded.value.type !== 'handoff.escalated') return;
+    if (decoded.envelope.type !== 'handoff.escalated') return;
     try {
-      await this.stopper.handle(decoded.value as EventEnvelope<HandoffEventData<'handoff.escalated'>>);
+      await this.stopper.handle(decoded.envelope as EventEnvelope<HandoffEventData<'handoff.escalated'>>);
     } catch (error) {
       throw new TransientError(`cannot request the stop for ${ctx.subject}#${ctx.seq}: ${(error as Error).message}`, { cause: error });
     }

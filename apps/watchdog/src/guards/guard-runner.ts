@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { MsgIds, StopRunRequestSchema, SubjectTable, Subjects, type EventRegistry, type StopRunRequest } from '@baton/contracts';
 import type { GuardStop } from '@baton/domain';
-import type { NatsJetStream } from '@baton/eventstore';
+import { decodeEvent, type NatsJetStream } from '@baton/eventstore';
 import type { JsonLogger } from '@baton/platform';
 import type { InboxPublisher } from '../escalation/escalation-stopper';
 import { followOf, type Follow, type FollowedMessage, type StreamFollower } from '../stream/stream-follower';
@@ -28,8 +28,6 @@ export interface GuardRunnerStatus extends GuardBookStatus {
   last_seq: number;
   stops_requested: number;
 }
-
-const decoder = new TextDecoder();
 
 /**
  * The stop packet id for a guard trip: `wd-guard:<32 hex of sha256(packet seed)>`. The seed is
@@ -117,9 +115,10 @@ export class GuardRunner {
   private onMessage(message: FollowedMessage): void {
     const kind = SubjectTable.event.parse(this.opts.prefix, message.subject)?.kind;
     if (kind !== 'run' && kind !== 'handoff') return;
-    const decoded = this.opts.registry.decode(JSON.parse(decoder.decode(message.data)));
+    // An event the store stamped with this build's schema is not validated again (decodeEvent).
+    const decoded = decodeEvent(this.opts.registry, message.data, (name) => message.header(name));
     if (!decoded.ok) throw new Error(`event does not decode: ${decoded.rejection.message}`);
-    const stops = this.opts.book.apply(decoded.value);
+    const stops = this.opts.book.apply(decoded.envelope);
     if (stops.length === 0) return;
     if (this.follower?.isCaughtUp() ?? false) stops.forEach((stop) => this.request(stop));
     else this.held.push(...stops);
