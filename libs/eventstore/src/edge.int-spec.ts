@@ -1,3 +1,4 @@
+import { StorageType } from 'nats';
 import { Subjects } from '@baton/contracts';
 import { waitFor } from '@baton/wait';
 import type { NatsHandle } from './connection';
@@ -126,7 +127,8 @@ describe('the message edge helpers (real NATS)', () => {
 
   it('orderedConsumerOptions start an ordered read where asked', async () => {
     const stream = `${prefix.toUpperCase()}_EDGE`;
-    await nats.jsm.streams.add({ name: stream, subjects: [`${prefix}.edge.>`] });
+    // In memory: a file stream created beside another test's deletion can meet nats-server 2.9.10's storage-directory race (JsErrCode.streamStoreFailed).
+    await nats.jsm.streams.add({ name: stream, subjects: [`${prefix}.edge.>`], storage: StorageType.Memory });
     try {
       for (let i = 1; i <= 5; i++) await nats.js.publish(`${prefix}.edge.${i % 2 === 0 ? 'even' : 'odd'}`, encoder.encode(String(i)));
       // One message at a time (`next`) until the stream has no more for this consumer.
@@ -150,7 +152,7 @@ describe('the message edge helpers (real NATS)', () => {
 
   it('consumerInfos lists every consumer with its state while others are being created and deleted', async () => {
     const stream = `${prefix.toUpperCase()}_LIST`;
-    await nats.jsm.streams.add({ name: stream, subjects: [`${prefix}.list.>`] });
+    await nats.jsm.streams.add({ name: stream, subjects: [`${prefix}.list.>`], storage: StorageType.Memory });
     try {
       await nats.jsm.consumers.add(stream, { durable_name: 'keeper', ack_policy: 'explicit' as never });
       for (let round = 0; round < 3; round++) {
