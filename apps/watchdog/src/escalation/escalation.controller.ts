@@ -11,7 +11,8 @@ export const ESCALATION_DURABLE = 'watchdog_escalations';
 /**
  * Reads every handoff event through one durable consumer (at-least-once, acked after the stop
  * request is stored) and hands `handoff.escalated` events to the {@link EscalationStopper}. Other
- * types are acked unread (by their `Baton-Event-Type` header). An event that does not decode is
+ * types are acked by the transport without being parsed or reaching this handler (`eventTypes`,
+ * read from their `Baton-Event-Type` header). An event that does not decode is
  * poison (dead-lettered); a failure to read or publish is transient (redelivered later).
  * Pulls expire after a second so that shutdown never waits longer than that for an idle pull.
  */
@@ -22,9 +23,13 @@ export class EscalationController {
     @Inject(EscalationStopper) private readonly stopper: EscalationStopper,
   ) {}
 
-  @EventPattern('{prefix}.ev.*.handoff.*', { durable: ESCALATION_DURABLE, dlqSource: DlqSources.watchdogEscalations, pullExpiresMs: 1000 })
+  @EventPattern('{prefix}.ev.*.handoff.*', {
+    durable: ESCALATION_DURABLE,
+    dlqSource: DlqSources.watchdogEscalations,
+    pullExpiresMs: 1000,
+    eventTypes: ['handoff.escalated'],
+  })
   async onHandoffEvent(@Payload() data: unknown, @Ctx() ctx: JetStreamContext): Promise<void> {
-    if (ctx.header('Baton-Event-Type') !== 'handoff.escalated') return;
     const decoded = decodeParsedEvent(this.runtime.registry, data, (name) => ctx.header(name));
     if (!decoded.ok) throw new PoisonError(`escalation event ${ctx.subject}#${ctx.seq} does not decode: ${decoded.rejection.message}`, decoded.rejection.code);
     if (decoded.envelope.type !== 'handoff.escalated') return;

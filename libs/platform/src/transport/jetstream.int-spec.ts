@@ -4,7 +4,17 @@ import { Controller, Module, type INestMicroservice } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { Ctx, EventPattern, MessagePattern, Payload } from '@nestjs/microservices';
 import { z } from 'zod';
-import { DlqHeader, TransientError, batonStreamNames, batonTopology, connectNats, provision, type MessageOutcome, type NatsHandle } from '@baton/eventstore';
+import {
+  DlqHeader,
+  TransientError,
+  batonStreamNames,
+  batonTopology,
+  connectNats,
+  headersFrom,
+  provision,
+  type MessageOutcome,
+  type NatsHandle,
+} from '@baton/eventstore';
 import { waitFor } from '@baton/wait';
 import { JetStreamClient, RequestError } from './jetstream.client';
 import { JetStreamContext, NatsRequestContext } from './jetstream.context';
@@ -28,10 +38,12 @@ interface Seen {
 /** What the controller saw; reset per test. */
 const probe = {
   seen: [] as Seen[],
+  typed: [] as Array<{ data: unknown; type: string | undefined }>,
   transientFailures: 0,
   slowFinished: 0,
   reset() {
     this.seen = [];
+    this.typed = [];
     this.transientFailures = 0;
     this.slowFinished = 0;
   },
@@ -57,7 +69,15 @@ class ResultsController {
   }
 }
 
-@Module({ controllers: [ResultsController] })
+@Controller()
+class EscalationsProbe {
+  @EventPattern('{prefix}.ev.*.handoff.*', { eventTypes: ['handoff.escalated'] })
+  onHandoff(@Payload() data: unknown, @Ctx() ctx: JetStreamContext): void {
+    probe.typed.push({ data, type: ctx.header('Baton-Event-Type') });
+  }
+}
+
+@Module({ controllers: [ResultsController, EscalationsProbe] })
 class TestModule {}
 
 describe('JetStreamServer in a Nest microservice (real NATS)', () => {
@@ -118,6 +138,22 @@ describe('JetStreamServer in a Nest microservice (real NATS)', () => {
       { timeoutMs: 5000 },
     );
     expect(settled).toMatchObject({ num_ack_pending: 0, num_pending: 0, num_redelivered: 0 });
+  });
+
+  it('eventTypes: only events of the listed types reach the handler; others are acked without their body being parsed', async () => {
+    await startApp();
+    const subject = `${prefix}.ev.p1.handoff.h1`;
+    const encoder = new TextEncoder();
+    await nats.js.publish(subject, encoder.encode('not json {'), { headers: headersFrom({ 'Baton-Event-Type': 'handoff.created' }) });
+    await nats.js.publish(subject, encoder.encode('{}'));
+    await nats.js.publish(subject, encoder.encode('{"x":1}'), { headers: headersFrom({ 'Baton-Event-Type': 'handoff.escalated' }) });
+    await waitFor(() => outcomes.length === 3, 'three outcomes', { timeoutMs: 5000 });
+    expect(outcomes.map((o) => [o.kind, o.msg.seq])).toEqual([
+      ['acked', 1],
+      ['acked', 2],
+      ['acked', 3],
+    ]);
+    expect(probe.typed).toEqual([{ data: { x: 1 }, type: 'handoff.escalated' }]);
   });
 
   it('emit uses the envelope id as Nats-Msg-Id, so a re-emitted result is stored once', async () => {

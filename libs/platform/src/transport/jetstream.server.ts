@@ -65,6 +65,12 @@ export interface JetStreamPatternExtras extends JetStreamConsumerSettings {
   dlqSource?: string;
   /** Stream name (default: the stream whose subjects hold the pattern). */
   stream?: string;
+  /**
+   * Only stored events of these types (their `Baton-Event-Type` header) reach the handler; any
+   * other message is acknowledged untouched, its body never parsed. For a consumer that follows a
+   * whole aggregate's subjects for one rare type (the watchdog's escalations).
+   */
+  eventTypes?: readonly string[];
 }
 
 /** One durable consumer feeding several patterns (dispatched by subject, first match wins). */
@@ -134,8 +140,14 @@ interface ResolvedBinding {
   /** Dead-letter source of the consumer. */
   dlqSource: string;
   settings: JetStreamConsumerSettings;
-  /** [subject pattern, handler] in registration order. */
-  routes: Array<[string, MessageHandler]>;
+  /** [subject pattern, handler, the event types it takes (null: every message)] in registration order. */
+  routes: Array<[string, MessageHandler, ReadonlySet<string> | null]>;
+}
+
+/** The `eventTypes` of a handler's `@EventPattern` extras, as a set; null when it takes every message. */
+function eventTypesOf(handler: MessageHandler): ReadonlySet<string> | null {
+  const types = (handler.extras as JetStreamPatternExtras | undefined)?.eventTypes;
+  return types === undefined ? null : new Set(types);
 }
 
 const encoder = new TextEncoder();
@@ -244,11 +256,11 @@ export class JetStreamServer extends Server<JetStreamServerEvents> implements Cu
     const bindings: ResolvedBinding[] = [];
 
     for (const binding of this.options.consumers ?? []) {
-      const routes: Array<[string, MessageHandler]> = [];
+      const routes: ResolvedBinding['routes'] = [];
       for (const pattern of binding.patterns) {
         const handler = this.messageHandlers.get(pattern);
         if (!handler?.isEventHandler) throw new Error(`consumer ${binding.durable} lists pattern "${pattern}" but no @EventPattern uses it`);
-        routes.push([resolvePattern(pattern, prefix), handler]);
+        routes.push([resolvePattern(pattern, prefix), handler, eventTypesOf(handler)]);
         claimed.add(pattern);
       }
       const settings = { ...defaults, ...binding };
@@ -272,7 +284,7 @@ export class JetStreamServer extends Server<JetStreamServerEvents> implements Cu
         spec: this.consumerSpec(stream, durable, subject, settings),
         dlqSource: extras.dlqSource ?? durable,
         settings,
-        routes: [[subject, handler]],
+        routes: [[subject, handler, eventTypesOf(handler)]],
       });
     }
     return bindings;
@@ -333,6 +345,8 @@ export class JetStreamServer extends Server<JetStreamServerEvents> implements Cu
   private async dispatchEvent(binding: ResolvedBinding, msg: ConsumedMessage): Promise<void> {
     const route = binding.routes.find(([pattern]) => subjectMatches(pattern, msg.subject));
     if (!route) throw new PoisonError(`no @EventPattern of ${binding.spec.durable} matches ${msg.subject}`, 'no_handler');
+    const types = route[2];
+    if (types !== null && !types.has(msg.headers['Baton-Event-Type']?.[0] ?? '')) return;
     const data = parseBody(msg.data);
     const ctx = new JetStreamContext([msg], this.edge ? { edge: this.edge, body: data } : null);
     // Nest chains several handlers of one pattern through `next`; all must succeed before the ack.
