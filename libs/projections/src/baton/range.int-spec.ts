@@ -1,5 +1,5 @@
 import { diffSnapshots } from '../snapshot';
-import { createProjectionStore, type SequencedEvent } from '../store';
+import { createProjectionStore, type ProjectionStore, type SequencedEvent } from '../store';
 import { redisFixture, type RedisFixture } from '../test-support';
 import { createBatonProjector, type BatonProjector } from './projector';
 import { ProjectionGapError } from './range';
@@ -95,6 +95,42 @@ describe('range apply: several appliers at once (real Redis)', () => {
     const small = createProjectionStore({ redis: fx.handle.client, prefix: fx.prefix, batchEvents: 50, batchBytes: 2_000 });
     const projector = createBatonProjector({ store: small });
     await projector.applyRange({ fromSeq: 1, toSeq: log.length, events: log });
+    await expectSameAsReference();
+  });
+
+  it('an applier that stands where its last commit left every projection reads nothing for states it has cached: the commit alone checks', async () => {
+    let loads = 0;
+    const counted = new Proxy(fx.store, {
+      get(target, key) {
+        if (key === 'load')
+          return (...args: Parameters<ProjectionStore['load']>) => {
+            loads++;
+            return target.load(...args);
+          };
+        const value = target[key as keyof ProjectionStore];
+        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+    const projector = createBatonProjector({ store: counted });
+    const half = Math.floor(log.length / 2);
+    await projector.applyRange({ fromSeq: 1, toSeq: half, events: log.slice(0, half) });
+    expect(loads).toBeGreaterThanOrEqual(PROJECTIONS.length);
+    loads = 0;
+    // One more event: the projections that do not handle it need no state, so they do not read.
+    await projector.applyRange({ fromSeq: half + 1, toSeq: half + 1, events: log.slice(half, half + 1) });
+    expect(loads).toBeLessThan(PROJECTIONS.length);
+    await projector.applyRange({ fromSeq: half + 2, toSeq: log.length, events: log.slice(half + 1) });
+    await expectSameAsReference();
+  });
+
+  it('an applier whose last commit another applier has gone past re-applies its range from what is stored: the compare-and-set refuses the trusted commit', async () => {
+    const a = createBatonProjector({ store: fx.store });
+    const b = createBatonProjector({ store: fx.store });
+    const third = Math.floor(log.length / 3);
+    await a.applyRange({ fromSeq: 1, toSeq: third, events: log.slice(0, third) });
+    await b.applyRange({ fromSeq: third + 1, toSeq: 2 * third, events: log.slice(third, 2 * third) });
+    // a still believes the projections stand at `third`: its range from there is a redelivery of b's and more.
+    await a.applyRange({ fromSeq: third + 1, toSeq: log.length, events: log.slice(third) });
     await expectSameAsReference();
   });
 
