@@ -61,7 +61,10 @@ describe('fault: a three-node nats-server cluster with replicated streams (R3), 
     const victim = nodes.find((n) => n.name.endsWith(` ${leaderName}`)) ?? nodes[0]!;
     const survivors = urls.filter((u) => u !== victim.url);
 
-    const loadDone = driveLoad({ natsUrl: urls, prefix, project, runs: 100, concurrency: 6, stepTimeoutMs: 60_000 });
+    // Each agent waits up to 90 s for the handoff it claims: while the node is down, a ledger
+    // `create` can need four retries (backoff 1, 5, 15, 30 s, each attempt up to a 5 s request
+    // timeout: about 75 s) before the handoff exists (docs/reliability.md, anomaly 1).
+    const loadDone = driveLoad({ natsUrl: urls, prefix, project, runs: 100, concurrency: 6, stepTimeoutMs: 90_000 });
     await sleep(3000);
     await victim.stop('SIGKILL');
     const load = await loadDone;
