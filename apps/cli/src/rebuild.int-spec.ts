@@ -89,7 +89,9 @@ describe('interrupted and killed rebuilds (real NATS and Redis)', () => {
     prefix = `t${randomBytes(5).toString('hex')}`;
     nats = await connectNats({ servers: NATS_URL, name: 'cli-rebuild-int', reconnect: false });
     await provision(nats.jsm, batonTopology(prefix, { storage: 'memory' }));
-    redis = createRedis(REDIS_URL);
+    // The test's own reads wait behind the rebuild's bulk scripts: on a loaded machine longer than
+    // a service's 1 s command timeout (a CI run failed so, 'Command timed out').
+    redis = createRedis(REDIS_URL, { commandTimeout: 15_000 });
     store = createProjectionStore({ redis: redis.client, prefix: `${prefix}:proj` });
   });
 
