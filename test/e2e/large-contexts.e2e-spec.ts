@@ -48,6 +48,9 @@ describe('the services in their deployed heaps, handoffs with large contexts', (
     REDIS_URL: redisUrl,
     LOG_LEVEL: 'warn',
     LOG_FORMAT: 'json',
+    // Claims outlive the whole file: the last test counts the claimed handoffs a fresh watchdog
+    // tracks, and on a slow machine the default 60 s leases ran out before it (248 of 300 in a CI).
+    LEDGER_LEASE_MS: '600000',
   };
   const service = (name: string) => services.find((s) => s.name === name) as ServiceProcess;
 
