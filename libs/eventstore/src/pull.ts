@@ -1,4 +1,5 @@
 import { createInbox, nanos, type JetStreamClient, type JsMsg, type Msg, type MsgHdrs, type NatsConnection, type Subscription } from 'nats';
+import { headersToRecord } from './dead-letter';
 import { connectionOf } from './pull-size';
 
 /*
@@ -220,11 +221,7 @@ function rawHeaderBlock(inner: RawMsg['msg']): string | undefined | null {
 export function headerRecord(msg: Msg): Record<string, string[]> {
   const block = rawHeaderBlock(msg as unknown as RawMsg['msg']);
   if (block === undefined) return {};
-  if (block !== null) return headerBlockRecord(block);
-  const out: Record<string, string[]> = {};
-  const hdrs = msg.headers;
-  if (hdrs) for (const key of hdrs.keys()) out[key] = hdrs.values(key);
-  return out;
+  return block !== null ? headerBlockRecord(block) : headersToRecord(msg.headers);
 }
 
 /** One header of a raw NATS header block (`NATS/1.0\r\nName: value\r\n…`): its first value, trimmed, or undefined. */
