@@ -9,8 +9,59 @@ import {
   type JetStreamManager,
   type StreamConfig,
 } from 'nats';
-import { JsErrCode, ProvisionError, jsErrCode } from './errors';
+import { JsErrCode, ProvisionError, isNoResponders, isTimeout, jsErrCode } from './errors';
 import { DeliverFrom, Retention, Storage, type ConsumerSpec, type StreamSpec, type TopologySpec } from './topology';
+
+/**
+ * JetStream API answers that mean "not now" rather than "no": a request that timed out (a busy or
+ * electing cluster, a slow machine), no responder yet, and the cluster codes for a meta leader
+ * being elected (10008), a request reaching a non-leader (10009) and no peers known yet to place
+ * replicas on (10005). Provisioning retries these until its deadline.
+ */
+const TRANSIENT_API_CODES: ReadonlySet<number> = new Set([10005, 10008, 10009]);
+
+/** True when a JetStream API failure may succeed if asked again shortly (see {@link TRANSIENT_API_CODES}). */
+export function isTransientApiError(err: unknown): boolean {
+  if (isTimeout(err) || isNoResponders(err)) return true;
+  const code = jsErrCode(err);
+  return code !== undefined && TRANSIENT_API_CODES.has(code);
+}
+
+/** How `provision` treats transient API failures. */
+export interface ProvisionOptions {
+  /**
+   * How long one stream or consumer is retried after transient failures (timeouts, a cluster
+   * electing its meta leader), in ms; default {@link PROVISION_RETRY_MS}. 0 fails on the first.
+   */
+  retryForMs?: number;
+  /** Called before each retry (for a log line). */
+  onRetry?: (what: string, err: unknown, attempt: number) => void;
+}
+
+/** How long `provision` retries one stream or consumer through transient failures by default. */
+export const PROVISION_RETRY_MS = 60_000;
+
+/**
+ * Run one JetStream API call, asking again after a transient failure (backoff 250 ms doubling to
+ * 4 s) until `deadline`, then throw a {@link ProvisionError} naming the call; any other failure is
+ * thrown as it came. A create that timed out may have been carried out: asked again, the server
+ * answers as for an existing stream or consumer, which the callers handle (re-read and compare).
+ */
+async function transient<T>(what: string, call: () => Promise<T>, deadline: number, options: ProvisionOptions): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await call();
+    } catch (err) {
+      if (!isTransientApiError(err)) throw err;
+      const wait = Math.min(4000, 250 * 2 ** (attempt - 1));
+      if (Date.now() + wait > deadline) {
+        throw new ProvisionError(`${what}: still failing after ${attempt} attempt(s): ${(err as Error).message}`, { cause: err });
+      }
+      options.onRetry?.(what, err, attempt);
+      await new Promise((resolve) => setTimeout(resolve, wait));
+    }
+  }
+}
 
 /** What `provision` did to each stream and consumer. */
 export type ProvisionAction = 'created' | 'updated' | 'unchanged';
@@ -110,18 +161,27 @@ function differences(want: object, have: object): string[] {
 const IMMUTABLE_STREAM_FIELDS = ['storage', 'retention', 'name'];
 const IMMUTABLE_CONSUMER_FIELDS = ['deliver_policy', 'ack_policy', 'durable_name'];
 
-async function provisionStream(jsm: JetStreamManager, spec: StreamSpec): Promise<ProvisionAction> {
+async function provisionStream(jsm: JetStreamManager, spec: StreamSpec, options: ProvisionOptions): Promise<ProvisionAction> {
   const want = streamConfig(spec);
+  const deadline = Date.now() + (options.retryForMs ?? PROVISION_RETRY_MS);
   for (let attempt = 0; ; attempt++) {
-    const info = await jsm.streams.info(spec.name).catch((err: unknown) => {
-      if (jsErrCode(err) === JsErrCode.streamNotFound) return null;
-      throw err;
-    });
+    const info = await transient(
+      `stream info ${spec.name}`,
+      () =>
+        jsm.streams.info(spec.name).catch((err: unknown) => {
+          if (jsErrCode(err) === JsErrCode.streamNotFound) return null;
+          throw err;
+        }),
+      deadline,
+      options,
+    );
     if (info === null) {
       try {
-        await jsm.streams.add(want);
+        await transient(`stream create ${spec.name}`, () => jsm.streams.add(want), deadline, options);
         return 'created';
       } catch (err) {
+        // Out of time for transient failures.
+        if (err instanceof ProvisionError) throw err;
         // Another instance created it between our info and add: compare with what it made.
         if (jsErrCode(err) === JsErrCode.streamNameInUse && attempt < 3) continue;
         // The server lost a race over its own storage directory (see JsErrCode.streamStoreFailed): try again.
@@ -139,7 +199,7 @@ async function provisionStream(jsm: JetStreamManager, spec: StreamSpec): Promise
       throw new ProvisionError(`stream ${spec.name} exists with a different ${immutable.join(', ')}; these cannot be changed in place (migrate the stream)`);
     }
     try {
-      await jsm.streams.update(spec.name, want);
+      await transient(`stream update ${spec.name}`, () => jsm.streams.update(spec.name, want), deadline, options);
       return 'updated';
     } catch (err) {
       throw new ProvisionError(`cannot update stream ${spec.name} (${diffs.join(', ')}): ${(err as Error).message}`, { cause: err });
@@ -159,23 +219,38 @@ function recreatedAfterLoss(want: Partial<ConsumerConfig>, have: ConsumerConfig)
   return kept;
 }
 
-async function provisionConsumer(jsm: JetStreamManager, spec: ConsumerSpec): Promise<ProvisionAction> {
+async function provisionConsumer(jsm: JetStreamManager, spec: ConsumerSpec, options: ProvisionOptions): Promise<ProvisionAction> {
   const wanted = consumerConfig(spec);
+  const name = `${spec.stream}/${spec.durable}`;
+  const deadline = Date.now() + (options.retryForMs ?? PROVISION_RETRY_MS);
   for (let attempt = 0; ; attempt++) {
-    const info = await jsm.consumers.info(spec.stream, spec.durable).catch((err: unknown) => {
-      if (jsErrCode(err) === JsErrCode.consumerNotFound) return null;
-      throw err;
-    });
+    const info = await transient(
+      `consumer info ${name}`,
+      () =>
+        jsm.consumers.info(spec.stream, spec.durable).catch((err: unknown) => {
+          if (jsErrCode(err) === JsErrCode.consumerNotFound) return null;
+          throw err;
+        }),
+      deadline,
+      options,
+    );
     if (info === null) {
       try {
-        await jsm.consumers.add(
-          spec.stream,
-          spec.startAfterSeq !== undefined && spec.startAfterSeq > 0
-            ? { ...wanted, deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: spec.startAfterSeq + 1 }
-            : wanted,
+        await transient(
+          `consumer create ${name}`,
+          () =>
+            jsm.consumers.add(
+              spec.stream,
+              spec.startAfterSeq !== undefined && spec.startAfterSeq > 0
+                ? { ...wanted, deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: spec.startAfterSeq + 1 }
+                : wanted,
+            ),
+          deadline,
+          options,
         );
         return 'created';
       } catch (err) {
+        if (err instanceof ProvisionError) throw err;
         // Lost a creation race with another instance: re-read and compare.
         if (attempt < 3) continue;
         throw new ProvisionError(`cannot create consumer ${spec.stream}/${spec.durable}: ${(err as Error).message}`, { cause: err });
@@ -189,7 +264,7 @@ async function provisionConsumer(jsm: JetStreamManager, spec: ConsumerSpec): Pro
       throw new ProvisionError(`consumer ${spec.stream}/${spec.durable} exists with a different ${immutable.join(', ')}; delete it or pick a new durable name`);
     }
     try {
-      await jsm.consumers.update(spec.stream, spec.durable, want);
+      await transient(`consumer update ${name}`, () => jsm.consumers.update(spec.stream, spec.durable, want), deadline, options);
       return 'updated';
     } catch (err) {
       throw new ProvisionError(`cannot update consumer ${spec.stream}/${spec.durable} (${diffs.join(', ')}): ${(err as Error).message}`, { cause: err });
@@ -203,13 +278,15 @@ async function provisionConsumer(jsm: JetStreamManager, spec: ConsumerSpec): Pro
  * several instances provision at once (a lost creation race is resolved by re-reading and
  * comparing). Streams are provisioned before consumers. Throws {@link ProvisionError} when an
  * existing stream or consumer differs in a field the server cannot change (storage, retention,
- * deliver policy).
+ * deliver policy). Transient API failures — a timeout, a cluster electing its meta leader — are
+ * retried for `options.retryForMs` per stream or consumer (default a minute); past that, or on
+ * any other failure, a {@link ProvisionError} names the call that failed.
  */
-export async function provision(jsm: JetStreamManager, specs: Partial<TopologySpec>): Promise<ProvisionReport> {
+export async function provision(jsm: JetStreamManager, specs: Partial<TopologySpec>, options: ProvisionOptions = {}): Promise<ProvisionReport> {
   const report: ProvisionReport = { streams: {}, consumers: {} };
-  for (const stream of specs.streams ?? []) report.streams[stream.name] = await provisionStream(jsm, stream);
+  for (const stream of specs.streams ?? []) report.streams[stream.name] = await provisionStream(jsm, stream, options);
   for (const consumer of specs.consumers ?? []) {
-    report.consumers[`${consumer.stream}/${consumer.durable}`] = await provisionConsumer(jsm, consumer);
+    report.consumers[`${consumer.stream}/${consumer.durable}`] = await provisionConsumer(jsm, consumer, options);
   }
   return report;
 }

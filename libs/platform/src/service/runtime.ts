@@ -105,7 +105,12 @@ export async function createRuntime<C extends BaseConfig>(opts: CreateRuntimeOpt
     dlqMaxAgeMs: config.BATON_DLQ_MAX_AGE_MS,
     dlqMaxBytes: config.BATON_DLQ_MAX_BYTES,
   });
-  await provision(nats.jsm, { streams: topology.streams });
+  // A cluster still electing its meta leader, or busy placing replicas, answers late: retried (a minute per stream).
+  await provision(
+    nats.jsm,
+    { streams: topology.streams },
+    { onRetry: (what, err, attempt) => logger.warn(`${what}: ${String(err)}; asking again (attempt ${attempt + 1})`) },
+  );
   const registry = createEventRegistry();
   const store = new JetStreamEventStore({
     js: nats.js,

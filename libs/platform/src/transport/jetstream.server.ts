@@ -240,7 +240,11 @@ export class JetStreamServer extends Server<JetStreamServerEvents> implements Cu
     }
     const bindings = await this.resolveBindings(this.handle);
     if (this.options.provision ?? true) {
-      await provision(this.handle.jsm, { consumers: bindings.map((b) => b.spec) });
+      await provision(
+        this.handle.jsm,
+        { consumers: bindings.map((b) => b.spec) },
+        { onRetry: (what, err, attempt) => this.logger.warn?.(`${what}: ${String(err)}; asking again (attempt ${attempt + 1})`) },
+      );
     }
     for (const binding of bindings) this.runners.push(this.startRunner(this.handle, binding));
     this.bindRequestHandlers(this.handle);
