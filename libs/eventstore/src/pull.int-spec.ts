@@ -1,8 +1,8 @@
-import { AckPolicy, DeliverPolicy, type Msg } from 'nats';
+import { AckPolicy, createInbox, DeliverPolicy, type Msg } from 'nats';
 import { headersFrom, type NatsHandle } from './connection';
 import { headersToRecord } from './dead-letter';
 import { connectTest, deleteTopology, provisionTopology, randomPrefix } from './int/support';
-import { ackInfo, headerRecord, openPull, pullTarget, PullStream } from './pull';
+import { ackInfo, headerRecord, openPull, pullStatus, pullTarget, PullStream } from './pull';
 import { batonStreamNames } from './topology';
 
 /*
@@ -114,5 +114,38 @@ describe('PullStream (real NATS)', () => {
     const sub = nats.connection.subscribe(`${prefix}.plain`, { max: 1 });
     nats.connection.publish(`${prefix}.plain`, new TextEncoder().encode('x'));
     for await (const plain of sub) expect(headerRecord(plain)).toEqual({});
+  });
+  it('pullStatus reads a server status from the raw header line as the client does, and null for stored messages with and without headers', async () => {
+    await nats.js.publish(`${prefix}.ev.p.handoff.h1`, new TextEncoder().encode('bare'));
+    await nats.js.publish(`${prefix}.ev.p.handoff.h1`, new TextEncoder().encode('with'), { headers: headersFrom({ 'Baton-Event-Type': 'handoff.created' }) });
+    await nats.jsm.consumers.add(stream, { name: 'status', ack_policy: AckPolicy.None, deliver_policy: DeliverPolicy.All, mem_storage: true });
+    const inbox = createInbox();
+    const sub = nats.connection.subscribe(inbox);
+    const messages = sub[Symbol.asyncIterator]();
+    const receive = async (count: number): Promise<Msg[]> => {
+      const got: Msg[] = [];
+      while (got.length < count) got.push((await messages.next()).value as Msg);
+      return got;
+    };
+    const next = (body: object) =>
+      nats.connection.publish(`$JS.API.CONSUMER.MSG.NEXT.${stream}.status`, new TextEncoder().encode(JSON.stringify(body)), { reply: inbox });
+    try {
+      next({ batch: 2 });
+      const stored = await receive(2);
+      expect(stored.map((msg) => pullStatus(msg))).toEqual([null, null]);
+      expect(new TextDecoder().decode(stored[1]!.data)).toBe('with');
+      // Nothing left: a pull that expires ends with 408 Request Timeout.
+      next({ batch: 1, expires: 200_000_000 });
+      const [expired] = await receive(1);
+      expect(pullStatus(expired!)).toBe(408);
+      expect(expired!.headers?.code).toBe(408);
+      // Nothing left and no wait: 404 No Messages at once.
+      next({ batch: 1, no_wait: true });
+      const [none] = await receive(1);
+      expect(pullStatus(none!)).toBe(404);
+      expect(none!.headers?.code).toBe(404);
+    } finally {
+      sub.unsubscribe();
+    }
   });
 });

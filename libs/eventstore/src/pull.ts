@@ -50,8 +50,23 @@ export function sendPull(target: PullTarget, stream: string, consumer: string, a
  * pulls waiting), or null when `msg` is a stored message.
  */
 export function pullStatus(msg: Msg): number | null {
-  const code = msg.headers?.code ?? 0;
+  const code = statusCode(msg);
   return msg.reply && code === 0 ? null : code;
+}
+
+/**
+ * The status code on a message's header line (`NATS/1.0 404 No Messages`), 0 when it has none,
+ * read from the raw header block: asking the client for `msg.headers` decoded and checked every
+ * header of every delivered message to learn that (4 % of a rebuild's CPU).
+ */
+function statusCode(msg: Msg): number {
+  const block = rawHeaderBlock(msg as unknown as RawMsg['msg']);
+  if (block === undefined) return 0;
+  if (block === null) return msg.headers?.code ?? 0;
+  // "NATS/1.0" alone, or followed by " <code>[ <description>]".
+  if (block.charCodeAt(8) !== 32) return 0;
+  const code = Number.parseInt(block.slice(9, 12), 10);
+  return Number.isInteger(code) ? code : 0;
 }
 
 /** What a JetStream reply subject says of a delivery. */
