@@ -209,6 +209,20 @@ export class Platform {
   async stop(): Promise<void> {
     await Promise.all([...this.services.values()].map((s) => stopService(s, 'SIGKILL')));
   }
+
+  /**
+   * `error` with the last `lines` lines each service printed added to its message (the services
+   * log warnings and errors at the suite's level), so a failure in CI shows what the services saw.
+   */
+  withLogs(error: unknown, lines = 30): Error {
+    const tails = [...this.services.entries()].map(([key, service]) => {
+      const tail = service.output.join('').trimEnd().split('\n').slice(-lines).join('\n');
+      return `--- ${key} (${service.child.exitCode === null ? 'running' : `exited ${service.child.exitCode}`}):\n${tail || '(nothing printed)'}`;
+    });
+    const failure = error instanceof Error ? error : new Error(String(error));
+    failure.message = `${failure.message}\n\nwhat the services printed last:\n${tails.join('\n')}`;
+    return failure;
+  }
 }
 
 /**

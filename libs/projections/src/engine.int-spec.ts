@@ -3,6 +3,7 @@ import { LuaScript } from './lua';
 import { ProjectionOpError, RedisUnavailableError } from './errors';
 import { createRedis } from './redis';
 import { diffSnapshots } from './snapshot';
+import { createProjectionStore } from './store';
 import { redisFixture, taskEvent, taskLog, taskProjection, type RedisFixture } from './test-support';
 
 describe('projection engine (real Redis)', () => {
@@ -154,6 +155,29 @@ describe('projection engine (real Redis)', () => {
       ProjectionOpError,
     );
     expect(await reader.zrange('log', 0, -1)).toEqual(['one']);
+  });
+
+  it('applyIfAt past the byte bound sends the group in several atomic calls: every value is written, in order, the same end state', async () => {
+    const small = createProjectionStore({ redis: fx.handle.client, prefix: fx.prefix, batchEvents: 10, batchBytes: 200 });
+    const bound = { name: 'bound', version: 1 };
+    await small.ensureActive(bound);
+    const big = 'x'.repeat(120);
+    const result = await small.applyIfAt(
+      bound,
+      [
+        // Event 1's value of `a` is set again by event 3: dropped if the group went in one call;
+        // it does not fit one, so event 1 is encoded again with it, and event 2 is sent as encoded.
+        { seq: 1, ops: [Op.set('a', big), Op.zadd('log', 1, 'one')] },
+        { seq: 2, ops: [Op.set('b', big)] },
+        { seq: 3, ops: [Op.set('a', 'last'), Op.zadd('log', 3, 'three')] },
+      ],
+      0,
+    );
+    expect(result).toMatchObject({ status: 'applied', lastSeq: 3, applied: 3 });
+    const reader = small.reader('bound');
+    expect(await reader.getString('a')).toBe('last');
+    expect(await reader.getString('b')).toBe(big);
+    expect(await reader.zrange('log', 0, -1)).toEqual(['one', 'three']);
   });
 
   it('applyIfAt keeps a write another op on the same key follows: the type check still refuses the call', async () => {

@@ -390,20 +390,23 @@ class RedisProjectionStore implements ProjectionStore {
     // Up to `batchEvents` events at a time. Such a group usually goes in one atomic call, and then a
     // value it sets that a later event of the group sets again (a fold state, written on nearly every
     // event of its aggregate) is never read by anyone: it is neither serialised nor sent. A group
-    // past the byte bound is sent in several calls, each atomic, with every value.
+    // past the byte bound is sent in several calls, each atomic, with every value (the events that
+    // lost a value are encoded again; the others' text is reused).
     for (let start = 0; start < events.length; start += this.batchEvents) {
       const group = events.slice(start, start + this.batchEvents);
       const last = (group[group.length - 1] as PreparedEvent).seq;
       const skipped = supersededWrites(group);
-      const texts = group.map((event, e) => eventText(event.seq, this.encodePrepared(def, event, skipped.size === 0 ? null : (o) => skipped.has(opAt(e, o)))));
+      // Which events lost an op to a later write: only theirs must be encoded again, in full, should the group not fit one call.
+      const trimmed = group.map((event, e) => skipped.size > 0 && event.ops.some((_, o) => skipped.has(opAt(e, o))));
+      const texts = group.map((event, e) => eventText(event.seq, this.encodePrepared(def, event, trimmed[e] ? (o) => skipped.has(opAt(e, o)) : null)));
       let moved: ConditionalApplyResult | null;
       if (texts.reduce((sum, text) => sum + text.length, 0) <= this.batchBytes) {
         moved = await commit(texts, last);
       } else {
         moved = null;
         const chunk = new ChunkBuffer(this.batchEvents, this.batchBytes);
-        for (const event of group) {
-          const text = eventText(event.seq, this.encodePrepared(def, event, null));
+        for (const [e, event] of group.entries()) {
+          const text = trimmed[e] ? eventText(event.seq, this.encodePrepared(def, event, null)) : (texts[e] as string);
           if (chunk.full(text)) {
             const taken = chunk.take();
             moved = await commit(taken.texts, taken.last);
