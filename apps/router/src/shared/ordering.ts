@@ -1,7 +1,4 @@
-import { Limits } from '@baton/contracts';
 import { ROUTER_DLQ_SOURCES } from '@baton/eventstore';
-
-const decoder = new TextDecoder();
 
 /**
  * Handlers per router consumer. Messages of one workflow run (inbox) or one run stream (events)
@@ -10,23 +7,11 @@ const decoder = new TextDecoder();
 export const ROUTER_CONCURRENCY = 32;
 
 /**
- * The ordering key of an inbox message (run start, agent result, operator answer, stop request):
- * the `workflow_run_id` its JSON body names. Undefined for a body that is too large or not JSON
- * with such a string field: the handler rejects those anyway, so they need no order.
+ * `@EventPattern` extras of the router's inbox consumers (run start, agent result, operator answer,
+ * stop request): per-run order — keyed by the `workflow_run_id` the JSON body names, the body
+ * parsed once for the key and the handler — runs in parallel.
  */
-export function workflowRunKey(msg: { data: Uint8Array }): string | undefined {
-  if (msg.data.length > Limits.maxMessageBytes) return undefined;
-  try {
-    const body = JSON.parse(decoder.decode(msg.data)) as { workflow_run_id?: unknown } | null;
-    const id = body?.workflow_run_id;
-    return typeof id === 'string' ? id : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
-/** `@EventPattern` extras of the router's inbox consumers: per-run order, runs in parallel. */
-export const perRun = { concurrency: ROUTER_CONCURRENCY, orderingKey: workflowRunKey } as const;
+export const perRun = { concurrency: ROUTER_CONCURRENCY, orderingKey: { bodyField: 'workflow_run_id' } } as const;
 
 /** `@EventPattern` extras of the router's run-event consumer: per-stream order, streams in parallel. */
 export const perRunStream = { concurrency: ROUTER_CONCURRENCY, orderingKey: 'subject' } as const;

@@ -39,11 +39,14 @@ interface Seen {
 const probe = {
   seen: [] as Seen[],
   typed: [] as Array<{ data: unknown; type: string | undefined }>,
+  /** What the run-ordered handler did, in order: `start <id>` / `end <id>`. */
+  runSteps: [] as string[],
   transientFailures: 0,
   slowFinished: 0,
   reset() {
     this.seen = [];
     this.typed = [];
+    this.runSteps = [];
     this.transientFailures = 0;
     this.slowFinished = 0;
   },
@@ -77,7 +80,18 @@ class EscalationsProbe {
   }
 }
 
-@Module({ controllers: [ResultsController, EscalationsProbe] })
+@Controller()
+class RunOrderedProbe {
+  @EventPattern('{prefix}.in.*.stop', { concurrency: 8, orderingKey: { bodyField: 'run' } })
+  async onStop(@Payload() data: unknown): Promise<void> {
+    const { id, ms } = z.object({ id: z.string(), run: z.string(), ms: z.number() }).parse(data);
+    probe.runSteps.push(`start ${id}`);
+    await sleep(ms);
+    probe.runSteps.push(`end ${id}`);
+  }
+}
+
+@Module({ controllers: [ResultsController, EscalationsProbe, RunOrderedProbe] })
 class TestModule {}
 
 describe('JetStreamServer in a Nest microservice (real NATS)', () => {
@@ -154,6 +168,22 @@ describe('JetStreamServer in a Nest microservice (real NATS)', () => {
       ['acked', 3],
     ]);
     expect(probe.typed).toEqual([{ data: { x: 1 }, type: 'handoff.escalated' }]);
+  });
+
+  it('orderingKey { bodyField }: messages naming the same run one at a time in order, other runs meanwhile; a body that is not JSON is dead-lettered', async () => {
+    await startApp();
+    const subject = `${prefix}.in.p1.stop`;
+    await client.emit(subject, { id: 'a1', run: 'A', ms: 600 });
+    await client.emit(subject, { id: 'a2', run: 'A', ms: 0 });
+    await client.emit(subject, { id: 'b1', run: 'B', ms: 0 });
+    await nats.js.publish(subject, new TextEncoder().encode('{ not json'));
+    await waitFor(() => outcomes.length === 4, 'four outcomes', { timeoutMs: 10_000 });
+    // b1 ran while a1 slept; a2 waited for a1.
+    expect(probe.runSteps.indexOf('end b1')).toBeLessThan(probe.runSteps.indexOf('end a1'));
+    expect(probe.runSteps.indexOf('end a1')).toBeLessThan(probe.runSteps.indexOf('start a2'));
+    expect(probe.runSteps.filter((step) => step.startsWith('start'))).toHaveLength(3);
+    expect(outcomes.map((o) => o.kind).sort()).toEqual(['acked', 'acked', 'acked', 'dead_lettered']);
+    expect(outcomes.find((o) => o.kind === 'dead_lettered')!.msg.seq).toBe(4);
   });
 
   it('emit uses the envelope id as Nats-Msg-Id, so a re-emitted result is stored once', async () => {

@@ -42,9 +42,11 @@ export interface JetStreamConsumerSettings {
   /**
    * With `concurrency` above 1: messages with the same key run one at a time in delivery order,
    * different keys in parallel (see `RunConsumerOptions.orderingKey`). `'subject'` keys by the
-   * message subject (one aggregate per subject on the events stream).
+   * message subject (one aggregate per subject on the events stream); `{ bodyField }` by a string
+   * field of the JSON body (none when the body is not JSON or the field is not a string: such a
+   * message is refused by its handler anyway). The body is parsed once, for the key and the handler.
    */
-  orderingKey?: 'subject' | ((msg: ConsumedMessage) => string | undefined);
+  orderingKey?: 'subject' | { bodyField: string } | ((msg: ConsumedMessage) => string | undefined);
   /** Most messages per pull (default 100). */
   batch?: number;
   /** Pull expiry, ms (default 2000, at least 1000): bounds how long shutdown waits for a pull. */
@@ -164,6 +166,45 @@ function isZodError(error: unknown): error is z.ZodError {
  * replacement characters, which would hand the handler text the sender never wrote), bad JSON is
  * poison `malformed_json`: neither changes on a redelivery.
  */
+/** A consumed message's body as parsed once (see {@link bodyOf}): the value, or why it is not JSON. */
+type ParsedBody = { ok: true; value: unknown } | { ok: false; error: unknown };
+const parsedBodies = new WeakMap<ConsumedMessage, ParsedBody>();
+
+/**
+ * A consumed message's JSON body, parsed at most once per message (an ordering key by a body
+ * field reads it before the handler does); throws the {@link PoisonError} of {@link parseBody}.
+ */
+function bodyOf(msg: ConsumedMessage): unknown {
+  let parsed = parsedBodies.get(msg);
+  if (parsed === undefined) {
+    try {
+      parsed = { ok: true, value: parseBody(msg.data) };
+    } catch (error) {
+      parsed = { ok: false, error };
+    }
+    parsedBodies.set(msg, parsed);
+  }
+  if (!parsed.ok) throw parsed.error;
+  return parsed.value;
+}
+
+/** The ordering key function a consumer's `orderingKey` setting stands for. */
+function orderingKeyOf(setting: JetStreamConsumerSettings['orderingKey']): ((msg: ConsumedMessage) => string | undefined) | undefined {
+  if (setting === 'subject') return (msg) => msg.subject;
+  if (setting === undefined || typeof setting === 'function') return setting;
+  const { bodyField } = setting;
+  return (msg) => {
+    let body: unknown;
+    try {
+      body = bodyOf(msg);
+    } catch {
+      return undefined;
+    }
+    const value = body !== null && typeof body === 'object' ? (body as Record<string, unknown>)[bodyField] : undefined;
+    return typeof value === 'string' ? value : undefined;
+  };
+}
+
 function parseBody(data: Uint8Array): unknown {
   if (data.length === 0) return undefined;
   const text = decodeUtf8(data);
@@ -325,7 +366,7 @@ export class JetStreamServer extends Server<JetStreamServerEvents> implements Cu
       maxDeliver: settings.maxDeliver,
       backoffMs: settings.backoffMs,
       concurrency: settings.concurrency,
-      orderingKey: settings.orderingKey === 'subject' ? (msg) => msg.subject : settings.orderingKey,
+      orderingKey: orderingKeyOf(settings.orderingKey),
       batch: settings.batch,
       pullExpiresMs: settings.pullExpiresMs,
       onOutcome: (outcome) => {
@@ -351,7 +392,7 @@ export class JetStreamServer extends Server<JetStreamServerEvents> implements Cu
     if (!route) throw new PoisonError(`no @EventPattern of ${binding.spec.durable} matches ${msg.subject}`, 'no_handler');
     const types = route[2];
     if (types !== null && !types.has(msg.headers['Baton-Event-Type']?.[0] ?? '')) return;
-    const data = parseBody(msg.data);
+    const data = bodyOf(msg);
     const ctx = new JetStreamContext([msg], this.edge ? { edge: this.edge, body: data } : null);
     // Nest chains several handlers of one pattern through `next`; all must succeed before the ack.
     for (let handler: MessageHandler | undefined = route[1]; handler; handler = handler.next as MessageHandler | undefined) {
