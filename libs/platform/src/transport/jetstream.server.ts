@@ -171,10 +171,12 @@ type ParsedBody = { ok: true; value: unknown } | { ok: false; error: unknown };
 const parsedBodies = new WeakMap<ConsumedMessage, ParsedBody>();
 
 /**
- * A consumed message's JSON body, parsed at most once per message (an ordering key by a body
- * field reads it before the handler does); throws the {@link PoisonError} of {@link parseBody}.
+ * A consumed message's JSON body, parsed at most once per message: an ordering key by a body
+ * field parses it first and keeps it (`keep`) for the handler, which takes it (and forgets it);
+ * a message no key read is parsed by the handler alone, nothing kept. Throws the
+ * {@link PoisonError} of {@link parseBody}.
  */
-function bodyOf(msg: ConsumedMessage): unknown {
+function bodyOf(msg: ConsumedMessage, keep: boolean): unknown {
   let parsed = parsedBodies.get(msg);
   if (parsed === undefined) {
     try {
@@ -182,7 +184,9 @@ function bodyOf(msg: ConsumedMessage): unknown {
     } catch (error) {
       parsed = { ok: false, error };
     }
-    parsedBodies.set(msg, parsed);
+    if (keep) parsedBodies.set(msg, parsed);
+  } else if (!keep) {
+    parsedBodies.delete(msg);
   }
   if (!parsed.ok) throw parsed.error;
   return parsed.value;
@@ -196,7 +200,7 @@ function orderingKeyOf(setting: JetStreamConsumerSettings['orderingKey']): ((msg
   return (msg) => {
     let body: unknown;
     try {
-      body = bodyOf(msg);
+      body = bodyOf(msg, true);
     } catch {
       return undefined;
     }
@@ -392,7 +396,7 @@ export class JetStreamServer extends Server<JetStreamServerEvents> implements Cu
     if (!route) throw new PoisonError(`no @EventPattern of ${binding.spec.durable} matches ${msg.subject}`, 'no_handler');
     const types = route[2];
     if (types !== null && !types.has(msg.headers['Baton-Event-Type']?.[0] ?? '')) return;
-    const data = bodyOf(msg);
+    const data = bodyOf(msg, false);
     const ctx = new JetStreamContext([msg], this.edge ? { edge: this.edge, body: data } : null);
     // Nest chains several handlers of one pattern through `next`; all must succeed before the ack.
     for (let handler: MessageHandler | undefined = route[1]; handler; handler = handler.next as MessageHandler | undefined) {
