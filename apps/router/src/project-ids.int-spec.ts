@@ -132,7 +132,7 @@ describe('ids are scoped by project: two projects, the same run id and result id
     );
     expect(receipts.map((r) => r.duplicate)).toEqual([false, false]);
 
-    // The hold's notice is appended after `run.held` (its own append): wait for the last event, not the hold.
+    // The hold and its notice are one decision, stored one publish per event: wait for the last, not the hold.
     const alpha = await waitTypes('alpha', runId, 'run.notice_emitted');
     const beta = await waitTypes('beta', runId, 'run.terminated');
     expect(alpha.map((e) => e.type)).toEqual(['run.started', 'run.routed', 'run.result_recorded', 'run.held', 'run.notice_emitted']);
