@@ -11,6 +11,7 @@ import { createRedis } from '@baton/projections';
 import {
   AgentClaims,
   freePort,
+  lastLines,
   removeDeploymentKeys,
   repoRoot,
   startService as startBuiltService,
@@ -216,7 +217,7 @@ export class Platform {
    */
   withLogs(error: unknown, lines = 30): Error {
     const tails = [...this.services.entries()].map(([key, service]) => {
-      const tail = service.output.join('').trimEnd().split('\n').slice(-lines).join('\n');
+      const tail = lastLines(service, lines).join('\n');
       return `--- ${key} (${service.child.exitCode === null ? 'running' : `exited ${service.child.exitCode}`}):\n${tail || '(nothing printed)'}`;
     });
     const failure = error instanceof Error ? error : new Error(String(error));

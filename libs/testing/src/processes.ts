@@ -100,6 +100,15 @@ export async function waitReady(service: ServiceProcess, timeoutMs = 30_000): Pr
   throw new Error(`${service.instance} did not become ready:\n${service.output.join('').slice(-3000)}`);
 }
 
+/** The last `lines` non-blank lines a service wrote (stdout and stderr, in order). */
+export function lastLines(service: ServiceProcess, lines: number): string[] {
+  return service.output
+    .join('')
+    .split('\n')
+    .filter((line) => line.trim() !== '')
+    .slice(-lines);
+}
+
 /**
  * Each service of `services` that is no longer running — how it ended (exit code or signal) and
  * the last lines it wrote — so a run that lost one says which and why (a heap limit, a crash)
@@ -110,11 +119,7 @@ export function endedServices(services: readonly ServiceProcess[], lines = 8): s
     .filter((s) => s.child.exitCode !== null || s.child.signalCode !== null)
     .map((s) => {
       const how = s.child.signalCode !== null ? `signal ${s.child.signalCode}` : `exit code ${String(s.child.exitCode)}`;
-      const last = s.output
-        .join('')
-        .split('\n')
-        .filter((line) => line.trim() !== '')
-        .slice(-lines);
+      const last = lastLines(s, lines);
       return `${s.name} (${s.instance}) ended: ${how}; its last output:\n${last.map((line) => `  ${line.slice(0, 500)}`).join('\n')}`;
     });
 }

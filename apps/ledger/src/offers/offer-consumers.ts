@@ -44,20 +44,26 @@ export class OfferConsumers {
       });
       await jsm.consumers.delete(stream, durable);
     }
-    await provision(jsm, {
-      consumers: [
-        {
-          stream,
-          durable,
-          description: `Handoffs offered to ${project}/${agent} (shared by its replicas; provisioned by the ledger)`,
-          filterSubject,
-          deliverFrom: 'all',
-          // Made again after it was lost: from where the agent's reader had acknowledged.
-          ...(startAfterSeq !== undefined ? { startAfterSeq } : {}),
-          ackWaitMs,
-        },
-      ],
-    });
+    await provision(
+      jsm,
+      {
+        consumers: [
+          {
+            stream,
+            durable,
+            description: `Handoffs offered to ${project}/${agent} (shared by its replicas; provisioned by the ledger)`,
+            filterSubject,
+            deliverFrom: 'all',
+            // Made again after it was lost: from where the agent's reader had acknowledged.
+            ...(startAfterSeq !== undefined ? { startAfterSeq } : {}),
+            ackWaitMs,
+          },
+        ],
+      },
+      // Asked during an agent's request: one attempt (a refusal is answered `unavailable` and the
+      // agent asks again), not the minute of retries a service's start-up gets.
+      { retryForMs: 0 },
+    );
     return { stream, durable, filterSubject };
   }
 }
