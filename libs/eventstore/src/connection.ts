@@ -11,6 +11,12 @@ export interface NatsConnectOptions {
   name?: string;
   /** Request timeout for JetStream API calls and publish acknowledgements, in ms (default 5000). */
   timeoutMs?: number;
+  /**
+   * How long the first connection (TCP, TLS, authentication) may take, in ms (default 20000).
+   * Separate from `timeoutMs`: a busy server or a loaded machine can take seconds to accept a
+   * credentialed connection, which says nothing about how long a request should wait.
+   */
+  connectTimeoutMs?: number;
   /** Keep reconnecting forever (default true). Tests pass false to fail fast. */
   reconnect?: boolean;
   user?: string;
@@ -56,6 +62,7 @@ export interface NatsHandle {
 }
 
 export const DEFAULT_NATS_URL = 'nats://127.0.0.1:4222';
+export const DEFAULT_CONNECT_TIMEOUT_MS = 20_000;
 
 /**
  * Connect to NATS and open JetStream. Fails (rejects) if the server is unreachable on the first
@@ -77,7 +84,7 @@ export async function connectNats(opts: NatsConnectOptions = {}): Promise<NatsHa
   const connection = await connect({
     servers,
     name: opts.name,
-    timeout,
+    timeout: opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
     reconnect: opts.reconnect ?? true,
     maxReconnectAttempts: -1,
     // Without this the client captures a stack trace (an Error and a timeout NatsError) for every
