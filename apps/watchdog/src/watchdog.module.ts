@@ -1,6 +1,6 @@
 import { DynamicModule, Inject, Injectable, Module, OnApplicationBootstrap, OnModuleDestroy } from '@nestjs/common';
 import { Principals, ServiceActors, Subjects } from '@baton/contracts';
-import { LedgerClient, batonStreamNames, followHub, type FollowHub } from '@baton/eventstore';
+import { LedgerClient, batonStreamNames, followHub, hopTraceHeaders, type FollowHub } from '@baton/eventstore';
 import { JetStreamClient, RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { WATCHDOG_CONFIG, type WatchdogConfig } from './config';
 import { DeadlineTracker } from './deadlines/deadline-tracker';
@@ -168,7 +168,7 @@ export class WatchdogModule {
             return new EscalationStopper({
               prefix: runtime.config.BATON_PREFIX,
               store: runtime.store,
-              publish: (subject, body, msgId) => client.publish(subject, body, { msgId }),
+              publish: (subject, body, msgId, trace) => client.publish(subject, body, { msgId, headers: hopTraceHeaders(trace) }),
               logger: runtime.logger.child({ component: 'escalation' }),
               actor: WATCHDOG_ACTOR,
             });
@@ -187,7 +187,7 @@ export class WatchdogModule {
                 circuitFailures: config.WATCHDOG_CIRCUIT_FAILURES,
                 circuitCooldownMs: config.WATCHDOG_CIRCUIT_COOLDOWN_MS,
               }),
-              publish: (subject, body, msgId) => client.publish(subject, body, { msgId }),
+              publish: (subject, body, msgId, trace) => client.publish(subject, body, { msgId, headers: hopTraceHeaders(trace) }),
               actor: WATCHDOG_ACTOR,
             });
           },

@@ -139,8 +139,12 @@ export {
   withTraceFromHeaders,
   currentTraceId,
   traceHeaders,
+  ambientTracing,
+  hopTrace,
+  hopTraceHeaders,
+  continueTrace,
 } from './trace-context';
-export type { HeaderRecord } from './trace-context';
+export type { HeaderRecord, HopTrace, InstallTracingOptions } from './trace-context';
 export { instrumentNats } from './instrument-nats';
 export type { InstrumentNatsOptions, JetStreamPublished } from './instrument-nats';
 export { newUniqueId, subscribeCore, watchEvents, openKvBucket, isKvRevisionConflict, orderedConsumerOptions, consumerInfos } from './edge';

@@ -2,7 +2,7 @@ import { context as otelContext } from '@opentelemetry/api';
 import { headers as natsHeaders, type JetStreamClient, type Msg, type MsgHdrs, type NatsConnection } from 'nats';
 import type { NatsHandle } from './connection';
 import { headerRecord } from './pull';
-import { TRACEPARENT_HEADER, contextFromHeaders, traceHeaders } from './trace-context';
+import { TRACEPARENT_HEADER, ambientTracing, contextFromHeaders, traceHeaders } from './trace-context';
 
 /** A JetStream publish the stream acknowledged, as {@link InstrumentNatsOptions.onJetStreamPublish} sees it. */
 export interface JetStreamPublished {
@@ -22,8 +22,13 @@ export interface InstrumentNatsOptions {
 
 type Fn = (...args: unknown[]) => unknown;
 
-/** Add the active trace context to a message's headers unless they already carry a `traceparent`. */
+/**
+ * Add the ambient trace context to a message's headers unless they already carry a `traceparent`
+ * (Baton's own publishes carry their hop's trace explicitly; this serves code that relies on an
+ * ambient context manager, see `installTracing`).
+ */
 function withTrace(existing: MsgHdrs | undefined): MsgHdrs | undefined {
+  if (!ambientTracing()) return existing;
   const trace = traceHeaders();
   if (Object.keys(trace).length === 0) return existing;
   if (existing && existing.has(TRACEPARENT_HEADER)) return existing;
@@ -45,8 +50,9 @@ function proxy<T extends object>(target: T, overrides: Partial<Record<keyof T, F
 }
 
 /**
- * Wrap a {@link NatsHandle} so trace context flows through NATS without touching the code that
- * uses it (the event store, the ledger client, the transport, reactors):
+ * Wrap a {@link NatsHandle} so an ambient trace context (only where `installTracing` put an
+ * ambient context manager in place; Baton's services pass each hop's trace explicitly) flows
+ * through NATS without touching the code that uses it:
  * - `js.publish`, `connection.publish` and `connection.request` add the active context's
  *   `traceparent` header (unless the message already has one);
  * - `connection.subscribe(subject, { callback })` runs each callback inside the context of the
@@ -84,7 +90,8 @@ export function instrumentNats(handle: NatsHandle, options: InstrumentNatsOption
       if (!callback) return connection.subscribe(subject, opts);
       return connection.subscribe(subject, {
         ...opts,
-        callback: (err, msg: Msg) => otelContext.with(contextFromHeaders(msg ? headerRecord(msg) : undefined), () => callback(err, msg)),
+        callback: (err, msg: Msg) =>
+          ambientTracing() ? otelContext.with(contextFromHeaders(msg ? headerRecord(msg) : undefined), () => callback(err, msg)) : callback(err, msg),
       });
     }) as Fn,
   });

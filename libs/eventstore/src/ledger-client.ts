@@ -34,7 +34,8 @@ import {
   type ReturnHandoffCommandSchema,
 } from '@baton/contracts';
 import { handoffDecider, toHandoffRecord, type HandoffState } from '@baton/domain';
-import type { NatsHandle } from './connection';
+import { headersFrom, type NatsHandle } from './connection';
+import { hopTraceHeaders, type HopTrace } from './trace-context';
 import { JetStreamEventStore } from './store';
 
 /** The body of a `create`: `project` may be left out (the client fills it from the call). */
@@ -85,6 +86,8 @@ export interface LedgerCallOptions {
   /** For an operator relay: the person this command is for (overrides the client's `operator`). */
   operator?: LedgerOperator;
   timeoutMs?: number;
+  /** The trace the command continues (sent as `traceparent`): the hop that asks for it. */
+  trace?: HopTrace;
 }
 
 const encoder = new TextEncoder();
@@ -237,12 +240,13 @@ export class LedgerClient {
     const subject = ledgerCommandSubject(this.prefix, project, as, command);
     const data = encoder.encode(JSON.stringify({ ...body, ...this.speaksFor(as, call, command) }));
     const timeout = call.timeoutMs ?? this.timeoutMs;
+    const traceHeaders = call.trace ? headersFrom(hopTraceHeaders(call.trace)) : undefined;
     let last: R | Refusal = failure(LedgerErrorCode.timeout, 'unavailable', `no reply from the ledger on ${subject}`);
     for (let attempt = 1; attempt <= this.attempts; attempt++) {
       if (attempt > 1) await sleep(this.backoffMs * (attempt - 1));
       let raw: Uint8Array;
       try {
-        const msg = await this.nats.connection.request(subject, data, { timeout });
+        const msg = await this.nats.connection.request(subject, data, traceHeaders ? { timeout, headers: traceHeaders } : { timeout });
         raw = msg.data;
       } catch (err) {
         const code = natsErrorCode(err);

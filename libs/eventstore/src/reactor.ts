@@ -3,6 +3,7 @@ import type { JetStreamClient } from 'nats';
 import { deadLetter } from './dead-letter';
 import { decodeEvent, decodeParsedEvent, headerOf } from './decode';
 import { PoisonError } from './errors';
+import { hopTrace, type HopTrace } from './trace-context';
 import type { AggregateRef, DomainEventLike, EventStore, FoldLike, StoredEvent } from './store';
 
 /*
@@ -55,6 +56,11 @@ export interface ReactorContext {
   readonly seq: number;
   /** 1 on first delivery. */
   readonly deliveryCount: number;
+  /**
+   * This hop's trace (the event's `traceparent`, a span id of its own): pass it on to what the
+   * handler appends (`CommandMeta.trace`) and asks of the ledger (`LedgerCallOptions.trace`).
+   */
+  readonly trace: HopTrace;
   /** True when the aggregate has events after this one (the event is old history being replayed). */
   superseded(): Promise<boolean>;
   /**
@@ -128,14 +134,15 @@ const EXPECTED_LAST_SUBJECT_SEQ = 'Nats-Expected-Last-Subject-Sequence';
 export interface ReactorEdge {
   /**
    * Handle one delivered message with `table`. `body` is the message already parsed as JSON
-   * (the transport parses every body; passing it spares a second parse). Throws a
+   * (the transport parses every body; passing it spares a second parse); `trace`, the hop trace
+   * the caller already made for it (default: one from the message's headers). Throws a
    * {@link PoisonError} for a message that can never be handled: not an event subject
    * (`identity_mismatch`), bytes that do not decode (the registry's code, or `malformed_json`),
    * an envelope that disagrees with its subject (`identity_mismatch`). An event of another
    * aggregate kind, or of a type the table has no handler for, resolves untouched. Whatever the
    * handler or the state read throws is thrown as it is.
    */
-  deliver<E extends DomainEventLike, S>(table: Reactor<E, S>, message: DeliveredMessage, parsed?: { body: unknown }): Promise<void>;
+  deliver<E extends DomainEventLike, S>(table: Reactor<E, S>, message: DeliveredMessage, parsed?: { body: unknown; trace?: HopTrace }): Promise<void>;
 }
 
 /**
@@ -178,6 +185,7 @@ export function reactorEdge(options: ReactorEdgeOptions): ReactorEdge {
         subject: message.subject,
         seq: message.seq,
         deliveryCount: message.deliveryCount,
+        trace: parsed?.trace ?? hopTrace(message.headers),
         superseded: () => store.hasEventsAfter(ref, message.seq),
         async deadLetter(letter) {
           await deadLetter(js, {

@@ -17,6 +17,7 @@ import { decodeEvent } from './decode';
 import { eventHeaders } from './schema-fingerprint';
 import { ConcurrencyConflict, EventDecodeError, EventStoreError, EventValidationError, JsErrCode, StreamNotFound, jsErrCode, mapPublishError } from './errors';
 import { heapWeight } from './heap-weight';
+import { TRACEPARENT_HEADER, TRACESTATE_HEADER, type HopTrace } from './trace-context';
 import { LruCache } from './lru';
 import { streamReader, type StoredMessage, type StreamReader } from './stream-reader';
 import { batonStreamNames } from './topology';
@@ -55,6 +56,8 @@ export interface AppendOptions {
    * append with {@link ConcurrencyConflict} if anything was appended since.
    */
   expectedVersion: number;
+  /** The trace the events continue (their `traceparent` header): the hop that caused them. */
+  trace?: HopTrace;
 }
 
 export interface AppendResult {
@@ -142,6 +145,8 @@ export interface CommandMeta {
   correlationId: string;
   /** Custom event ids; overrides the `commandId` rule. */
   eventId?: (index: number) => string;
+  /** The trace of the message that caused the command: its events carry it on (`traceparent`). */
+  trace?: HopTrace;
 }
 
 export interface HandleCommandOptions {
@@ -468,6 +473,10 @@ export class JetStreamEventStore implements EventStore {
     for (const { id, type, version, bytes } of encoded) {
       const hdrs = natsHeaders();
       for (const [name, value] of Object.entries(eventHeaders(this.registry, type, version))) hdrs.set(name, value);
+      if (opts.trace) {
+        hdrs.set(TRACEPARENT_HEADER, opts.trace.traceparent);
+        if (opts.trace.tracestate) hdrs.set(TRACESTATE_HEADER, opts.trace.tracestate);
+      }
       try {
         const ack = await this.js.publish(subject, bytes, {
           msgID: MsgIds.event(ref.project, ref.kind, ref.id, id),
@@ -694,7 +703,7 @@ export class JetStreamEventStore implements EventStore {
 
       const envelopes = decision.events.map((event, index) => this.envelope(ref, event, index, meta));
       try {
-        const result = await this.append(ref, envelopes, { expectedVersion: lastSeq });
+        const result = await this.append(ref, envelopes, { expectedVersion: lastSeq, trace: meta.trace });
         if (result.duplicates > 0 && trustedCache) {
           // Decided on a cached fold that was behind: the events are an older command's, stored
           // already. Read the stream and decide again (the decider's own idempotency answers).
@@ -762,7 +771,7 @@ export class JetStreamEventStore implements EventStore {
     let lastSeq = full.lastSeq;
     if (missing.length > 0) {
       const envelopes = missing.map((event, index) => this.envelope(ref, event, stored.length + index, meta));
-      const result = await this.append(ref, envelopes, { expectedVersion: full.lastSeq });
+      const result = await this.append(ref, envelopes, { expectedVersion: full.lastSeq, trace: meta.trace });
       events = [...stored, ...envelopes.map((env, index) => ({ ...env, seq: result.seqs[index] as number }))];
       lastSeq = result.lastSeq;
     }

@@ -13,8 +13,8 @@ import {
 
 const VALID = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
 
-describe('W3C trace context over NATS headers', () => {
-  beforeAll(() => expect(installTracing()).toBe(true));
+describe('W3C trace context over NATS headers, with the ambient context manager', () => {
+  beforeAll(() => expect(installTracing({ ambientContext: true })).toBe(true));
 
   it('span and trace ids from the random pool: the W3C lengths in lowercase hex, never all zero, no repeats across pool refills', () => {
     const spans = Array.from({ length: 3000 }, () => newSpanId());

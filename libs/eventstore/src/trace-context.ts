@@ -91,6 +91,8 @@ export type HeaderRecord = Record<string, string | string[] | undefined>;
 
 function headerValue(headers: HeaderRecord | undefined, name: string): string | undefined {
   if (!headers) return undefined;
+  const exact = headers[name];
+  if (exact !== undefined) return Array.isArray(exact) ? exact[0] : exact;
   const wanted = name.toLowerCase();
   for (const [key, value] of Object.entries(headers)) {
     if (key.toLowerCase() !== wanted || value === undefined) continue;
@@ -177,20 +179,84 @@ const w3c = new W3CTraceparentPropagator();
 
 let installed: boolean | null = null;
 
+export interface InstallTracingOptions {
+  /**
+   * Also register an AsyncLocalStorage context manager, so code running inside a handler can read
+   * the trace ambiently (`currentTraceId()`, `traceHeaders()`, an OpenTelemetry instrumentation's
+   * spans). Off by default in Baton's services: on Node 20 an AsyncLocalStorage installs a promise
+   * hook that every promise of the process pays for — 10–15 % of a service's CPU per hop,
+   * measured — while Baton itself passes each message's {@link HopTrace} explicitly.
+   */
+  ambientContext?: boolean;
+}
+
 /**
- * Register the W3C propagator and the AsyncLocalStorage context manager as the OpenTelemetry
- * globals, once per process. Idempotent. When an OpenTelemetry SDK registered its own first, it
- * is kept (the API refuses a second registration) and Baton uses it. Returns whether context
- * propagation is active.
+ * Register the W3C propagator as the OpenTelemetry global (and, when asked, the AsyncLocalStorage
+ * context manager), once per process. When an OpenTelemetry SDK registered its own first, it is
+ * kept (the API refuses a second registration) and Baton's ambient helpers use it. Returns whether
+ * an ambient context manager works in this process; Baton's own propagation (explicit
+ * {@link HopTrace}s) works either way.
  */
-export function installTracing(): boolean {
-  if (installed !== null) return installed;
-  otelContext.setGlobalContextManager(new AsyncLocalContextManager());
+export function installTracing(options: InstallTracingOptions = {}): boolean {
+  if (installed === true || (installed === false && !options.ambientContext)) return installed;
+  if (options.ambientContext) otelContext.setGlobalContextManager(new AsyncLocalContextManager());
   propagation.setGlobalPropagator(new W3CTraceparentPropagator());
   // Probe: is a working context manager in place (ours or an SDK's)?
   const probe = trace.setSpanContext(ROOT_CONTEXT, { traceId: newTraceId(), spanId: newSpanId(), traceFlags: TraceFlags.SAMPLED });
   installed = otelContext.with(probe, () => trace.getSpanContext(otelContext.active())?.traceId === trace.getSpanContext(probe)?.traceId);
   return installed;
+}
+
+/** Whether an ambient context manager works in this process (see {@link installTracing}). */
+export function ambientTracing(): boolean {
+  return installed === true;
+}
+
+/**
+ * The trace context of one hop — one consumed message or served request — which everything its
+ * handler publishes carries on: the message's trace id, a span id of this hop's own (so what it
+ * publishes names this hop as the parent) and the message's `tracestate`. Baton passes it
+ * explicitly (a handler's context, a command's metadata, a ledger call's options) instead of
+ * through an ambient async context.
+ */
+export interface HopTrace {
+  readonly traceId: string;
+  /** The `traceparent` what this hop publishes carries. */
+  readonly traceparent: string;
+  readonly tracestate?: string;
+}
+
+/**
+ * The {@link HopTrace} of a message with these headers: its `traceparent`'s trace with a fresh
+ * span id, or a new trace when it carries none (or an invalid one) and `startIfMissing` (default
+ * true; otherwise undefined).
+ */
+export function hopTrace(headers: HeaderRecord | undefined, startIfMissing?: true): HopTrace;
+export function hopTrace(headers: HeaderRecord | undefined, startIfMissing: boolean): HopTrace | undefined;
+export function hopTrace(headers: HeaderRecord | undefined, startIfMissing = true): HopTrace | undefined {
+  const parent = parseTraceparent(headerValue(headers, TRACEPARENT_HEADER));
+  if (parent) {
+    const traceparent = formatTraceparent({ traceId: parent.traceId, spanId: newSpanId(), traceFlags: parent.traceFlags });
+    const tracestate = headerValue(headers, TRACESTATE_HEADER)?.trim();
+    return tracestate ? { traceId: parent.traceId, traceparent, tracestate } : { traceId: parent.traceId, traceparent };
+  }
+  if (!startIfMissing) return undefined;
+  const traceId = newTraceId();
+  return { traceId, traceparent: formatTraceparent({ traceId, spanId: newSpanId(), traceFlags: TraceFlags.SAMPLED }) };
+}
+
+/**
+ * A {@link HopTrace} continuing a trace known only by its id (e.g. the trace id a projection kept
+ * of an event): a fresh span id, sampled.
+ */
+export function continueTrace(traceId: string): HopTrace {
+  return { traceId, traceparent: formatTraceparent({ traceId, spanId: newSpanId(), traceFlags: TraceFlags.SAMPLED }) };
+}
+
+/** The headers that carry a {@link HopTrace} on (`{}` for none). */
+export function hopTraceHeaders(hop: HopTrace | undefined): Record<string, string> {
+  if (!hop) return {};
+  return hop.tracestate ? { [TRACEPARENT_HEADER]: hop.traceparent, [TRACESTATE_HEADER]: hop.tracestate } : { [TRACEPARENT_HEADER]: hop.traceparent };
 }
 
 /**

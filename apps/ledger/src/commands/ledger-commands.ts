@@ -46,7 +46,7 @@ import {
   type Rejection,
 } from '@baton/contracts';
 import { handoffDecider, toHandoffRecord, type HandoffCommand } from '@baton/domain';
-import { ConcurrencyConflict, DlqSources, deadLetter, newUniqueId } from '@baton/eventstore';
+import { ConcurrencyConflict, DlqSources, deadLetter, hopTrace, newUniqueId } from '@baton/eventstore';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { LEDGER_CONFIG, type LedgerConfig } from '../config';
 import { LedgerIds } from '../ids';
@@ -192,7 +192,8 @@ export class LedgerCommands {
     if (name === 'pause' || name === 'resume') return this.projectControl(request, project, name, body, caller);
     if (name === 'open_offers') return this.openOffers(request, project, body, caller);
 
-    const log = this.runtime.logger.child({ project, subject: request.subject, command: name, actor: caller.actor });
+    const trace = hopTrace(request.headers);
+    const log = this.runtime.logger.child({ trace_id: trace.traceId, project, subject: request.subject, command: name, actor: caller.actor });
     let prepared: Checked<Prepared>;
     let view: ProjectView | null = null;
     const metadata: HandoffCommandMetadata = { now: new Date().toISOString(), actor: caller.actor, actorKind: caller.kind };
@@ -263,6 +264,7 @@ export class LedgerCommands {
           origin: originOf(metadata.actorKind),
           causationId: null,
           correlationId: correlation !== undefined && IdSchema.safeParse(correlation).success ? correlation : commandId,
+          trace,
         },
         // A create names a fresh handoff id: decide without reading it first (a retry or a clash
         // conflicts on the append, and the store then reads and decides again).
@@ -304,7 +306,7 @@ export class LedgerCommands {
     // The command table let only admins through; the domain checks the role again.
     const role = caller.role ?? 'viewer';
     try {
-      return await this.control.handle(project, name, parsed.value, { actor: caller.actor, role });
+      return await this.control.handle(project, name, parsed.value, { actor: caller.actor, role }, hopTrace(request.headers));
     } catch (error) {
       this.runtime.logger.error(`project ${name} failed`, error instanceof Error ? error : { error: String(error) });
       return this.unavailable(error);

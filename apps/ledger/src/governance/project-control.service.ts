@@ -10,7 +10,7 @@ import {
   type ResumeProjectRequest,
 } from '@baton/contracts';
 import { projectControlDecider, toProjectControlRecord, type ProjectControlCommand, type ProjectControlState } from '@baton/domain';
-import type { AggregateRef } from '@baton/eventstore';
+import type { AggregateRef, HopTrace } from '@baton/eventstore';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 
 /** The control aggregate of `project`. */
@@ -70,6 +70,7 @@ export class ProjectControlService {
     name: ProjectControlCommandName,
     body: PauseProjectRequest | ResumeProjectRequest,
     caller: { actor: string; role: ProjectControlRole },
+    trace?: HopTrace,
   ): Promise<ProjectControlReply> {
     const now = new Date().toISOString();
     const metadata = { now, actor: caller.actor, role: caller.role };
@@ -98,6 +99,7 @@ export class ProjectControlService {
       origin: 'operator',
       causationId: null,
       correlationId: commandId,
+      trace,
     });
     if (!result.ok)
       return {

@@ -15,9 +15,11 @@ import {
   TransientError,
   batonStreamNames,
   headersFrom,
+  hopTraceHeaders,
   reactor,
   streamReader,
   type AggregateRef,
+  type HopTrace,
   type Reactor,
   type ReactorContext,
   type ReactorEvent,
@@ -82,7 +84,7 @@ export class HandoffReactor {
     name: 'ledger project reactor',
     aggregate: 'project',
     decider: projectControlDecider,
-    on: { 'project.resumed': async (event) => void (await this.reofferPending(event.project, event.payload.pause_id)) },
+    on: { 'project.resumed': async (event, _state, ctx) => void (await this.reofferPending(event.project, event.payload.pause_id, ctx.trace)) },
   });
 
   constructor(
@@ -97,14 +99,14 @@ export class HandoffReactor {
    * offers each handoff once. An offer held while paused (or refused by a claim while paused) is
    * how nothing is lost: the handoff stayed pending in the stream.
    */
-  async reofferPending(project: string, pauseId: string): Promise<number> {
+  async reofferPending(project: string, pauseId: string, trace?: HopTrace): Promise<number> {
     const names = batonStreamNames(this.runtime.config.BATON_PREFIX);
     const pending = await this.transient(`list the pending handoffs of ${project}`, () =>
       pendingHandoffs(streamReader(this.runtime.nats, names.events), this.runtime.config.BATON_PREFIX, project, this.runtime.registry),
     );
     let offered = 0;
     for (const { state, lastSeq } of pending) {
-      if (await this.publishOffer(state, lastSeq, 'project.resumed', MsgIds.offer(project, state.id, `resume:${pauseId}`))) offered++;
+      if (await this.publishOffer(state, lastSeq, 'project.resumed', MsgIds.offer(project, state.id, `resume:${pauseId}`), trace)) offered++;
     }
     this.runtime.logger.info('project resumed; pending handoffs re-offered', { project, pause_id: pauseId, offered });
     return offered;
@@ -114,7 +116,7 @@ export class HandoffReactor {
   private async react(envelope: ReactorEvent<HandoffEvent>, state: HandoffState, ctx: ReactorContext): Promise<void> {
     const event = { type: envelope.type, data: envelope.payload } as HandoffEvent;
     const ref = ctx.ref;
-    const log = this.runtime.logger.child({ project: ref.project, handoff_id: ref.id, event_id: envelope.id });
+    const log = this.runtime.logger.child({ trace_id: ctx.trace.traceId, project: ref.project, handoff_id: ref.id, event_id: envelope.id });
 
     const projectLead = await this.transient('read the project definition', async () => (await this.projects.view(ref.project)).roster.project_lead);
     const reactions = reactToHandoffEvent(event, { state, deriveId: LedgerIds.derive, ...(projectLead !== undefined ? { projectLead } : {}) });
@@ -129,6 +131,7 @@ export class HandoffReactor {
           origin: 'engine_fallback',
           causationId: envelope.id,
           correlationId: envelope.correlationId,
+          trace: ctx.trace,
         }),
       );
       if (result.ok) {
@@ -155,27 +158,32 @@ export class HandoffReactor {
 
     // An offer for a handoff that has already moved on (a replay of old history) would only be refused.
     if (OFFER_EVENTS.has(event.type) && state.status === 'pending' && !(await this.transient(`read handoff ${ref.id}`, () => ctx.superseded()))) {
-      await this.offer(event, state, ctx.seq);
+      await this.offer(event, state, ctx.seq, ctx.trace);
     }
   }
 
   /** Publish the offer when the event left the handoff pending for an addressed agent. */
-  private async offer(event: HandoffEvent, state: HandoffState, seq: number): Promise<void> {
+  private async offer(event: HandoffEvent, state: HandoffState, seq: number, trace: HopTrace): Promise<void> {
     if (!OFFER_EVENTS.has(event.type) || state.status !== 'pending' || state.to_agent === undefined) return;
     // Kill switch: while the project is paused offers are held; `project.resumed` re-offers.
     if (await this.transient(`read the control state of ${state.project}`, () => this.control.isPaused(state.project))) {
       this.runtime.logger.info('offer held: project paused', { project: state.project, handoff_id: state.id });
       return;
     }
-    await this.publishOffer(state, seq, event.type, MsgIds.offer(state.project, state.id, String(seq)));
+    await this.publishOffer(state, seq, event.type, MsgIds.offer(state.project, state.id, String(seq)), trace);
   }
 
-  private async publishOffer(state: HandoffState, seq: number, cause: string, msgId: string): Promise<boolean> {
+  private async publishOffer(state: HandoffState, seq: number, cause: string, msgId: string, trace?: HopTrace): Promise<boolean> {
     if (state.status !== 'pending' || state.to_agent === undefined) return false;
     const record = toHandoffRecord(state);
     const subject = handoffOfferSubject(this.runtime.config.BATON_PREFIX, state.project, state.to_agent);
     if (!record || !subject) return false;
-    const hdrs = headersFrom({ [OfferHeader.handoffId]: state.id, [OfferHeader.eventSeq]: String(seq), [OfferHeader.eventType]: cause });
+    const hdrs = headersFrom({
+      [OfferHeader.handoffId]: state.id,
+      [OfferHeader.eventSeq]: String(seq),
+      [OfferHeader.eventType]: cause,
+      ...hopTraceHeaders(trace),
+    });
     const agent = state.to_agent;
     await this.transient(`offer ${state.id} to ${agent}`, () =>
       this.runtime.nats.js.publish(subject, encoder.encode(JSON.stringify(record)), { msgID: msgId, headers: hdrs }),

@@ -1,10 +1,16 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { HumanActionNoticeSchema, Subjects } from '@baton/contracts';
 import { noticesProjection, type ProjectionStore, type SequencedEvent } from '@baton/projections';
+import { continueTrace, headersFrom, hopTraceHeaders } from '@baton/eventstore';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { PROJECTION_STORE } from './tokens';
 
 const encoder = new TextEncoder();
+
+/** A notice continues the trace of the event that carries it. */
+function traced(event: SequencedEvent): { headers: ReturnType<typeof headersFrom> } | undefined {
+  return event.traceId ? { headers: headersFrom(hopTraceHeaders(continueTrace(event.traceId))) } : undefined;
+}
 
 /** The events that carry a human action notice: a run's, and a handoff mesh's stop notice (seed 004). */
 const NOTICE_EVENTS = new Set(['run.notice_emitted', 'mesh.notice_emitted']);
@@ -39,7 +45,7 @@ export class NoticePublisher {
       if (!NOTICE_EVENTS.has(event.type)) continue;
       const notice = HumanActionNoticeSchema.parse((event.payload as { notice: unknown }).notice);
       const subject = Subjects.notice(this.runtime.config.BATON_PREFIX, notice.project);
-      this.runtime.nats.connection.publish(subject, encoder.encode(JSON.stringify(notice)));
+      this.runtime.nats.connection.publish(subject, encoder.encode(JSON.stringify(notice)), traced(event));
       this.runtime.logger.info('notice published', { notice_id: notice.notice_id, workflow_run_id: notice.workflow_run_id, event_id: event.id, subject });
       published++;
     }
@@ -54,7 +60,7 @@ export class NoticePublisher {
     if (event.seq <= status.lastSeq) return false;
     const notice = HumanActionNoticeSchema.parse((event.payload as { notice: unknown }).notice);
     const subject = Subjects.notice(this.runtime.config.BATON_PREFIX, notice.project);
-    this.runtime.nats.connection.publish(subject, encoder.encode(JSON.stringify(notice)));
+    this.runtime.nats.connection.publish(subject, encoder.encode(JSON.stringify(notice)), traced(event));
     await this.runtime.nats.connection.flush();
     this.runtime.logger.info('notice published', { notice_id: notice.notice_id, workflow_run_id: notice.workflow_run_id, event_id: event.id, subject });
     return true;

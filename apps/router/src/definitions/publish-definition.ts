@@ -1,6 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { ProjectDefinitionSchema, type Rejection } from '@baton/contracts';
-import { DlqSources } from '@baton/eventstore';
+import { DlqSources, hopTrace } from '@baton/eventstore';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import type { PublishDefinitionReply, RouterReplyError } from '@baton/contracts';
 import { deadLetterRequest } from '../shared/dead-letter';
@@ -60,7 +60,14 @@ export class PublishDefinitionUseCase {
       definitionDecider,
       { type: 'publish', data: { definition, digest, published_by: publishedBy }, metadata: { now } },
       // Event ids are random on purpose: publishing A, B, then A again must append A again.
-      { occurredAt: now, actor: publishedBy, origin: 'operator', causationId: null, correlationId: `definition-${definition.project}` },
+      {
+        occurredAt: now,
+        actor: publishedBy,
+        origin: 'operator',
+        causationId: null,
+        correlationId: `definition-${definition.project}`,
+        trace: hopTrace(headers),
+      },
     );
     if (!result.ok) {
       return refuse({ code: result.error.code, kind: result.error.kind, message: result.error.message, issues: [] });

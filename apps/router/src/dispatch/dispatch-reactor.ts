@@ -1,7 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { AgentDefinition, ExecutionSettings } from '@baton/contracts';
 import type { RunEvent, RunState } from '@baton/domain';
-import { PoisonError, TransientError, reactor, type Reactor, type ReactorEvent } from '@baton/eventstore';
+import { PoisonError, TransientError, reactor, type HopTrace, type Reactor, type ReactorEvent } from '@baton/eventstore';
 import { RUNTIME, type JsonLogger, type ServiceRuntime } from '@baton/platform';
 import { DefinitionCatalog } from '../definitions/definition-catalog';
 import { pinnedForRun } from '../definitions/definition.decider';
@@ -50,8 +50,8 @@ export class DispatchReactor {
     aggregate: 'run',
     decider: routerRunDecider,
     on: {
-      'run.routed': (event, state) => this.createHandoff(event, state.before),
-      'run.result_recorded': (event, state) => this.completeHandoff(event, state.before),
+      'run.routed': (event, state, ctx) => this.createHandoff(event, state.before, ctx.trace),
+      'run.result_recorded': (event, state, ctx) => this.completeHandoff(event, state.before, ctx.trace),
     },
   });
 
@@ -62,12 +62,12 @@ export class DispatchReactor {
     private readonly runs: RunCommands,
   ) {}
 
-  private logFor(event: RunRoutedEvent | RunResultRecordedEvent): JsonLogger {
-    return this.runtime.logger.child({ project: event.project, workflow_run_id: event.aggregate.id, event_id: event.id });
+  private logFor(event: RunRoutedEvent | RunResultRecordedEvent, trace: HopTrace): JsonLogger {
+    return this.runtime.logger.child({ trace_id: trace.traceId, project: event.project, workflow_run_id: event.aggregate.id, event_id: event.id });
   }
 
-  private async createHandoff(envelope: RunRoutedEvent, before: RunState): Promise<void> {
-    const log = this.logFor(envelope);
+  private async createHandoff(envelope: RunRoutedEvent, before: RunState, trace: HopTrace): Promise<void> {
+    const log = this.logFor(envelope, trace);
     const routed = envelope.payload;
     const workflow = before.status === 'none' ? null : before.workflow;
     let agents: readonly AgentDefinition[] = [];
@@ -91,22 +91,22 @@ export class DispatchReactor {
       // handoff-deadline reactor times the child out (ON_FAILURE). Delegation is never lost.
       deadlineAt: returnableDeadlineAt(routed, before.status === 'none' ? null : before.pendingHandoff, agents, execution),
     });
-    const reply = await this.call('create', () => this.ledger.create(envelope.project, body));
+    const reply = await this.call('create', () => this.ledger.create(envelope.project, body, { trace }));
     if (!reply.ok && !CREATE_DONE.has(reply.error.code) && routed.decision.rule === 'handoff') {
       // A HANDOFF route whose handoff the ledger refused to create: it failed before the child
       // accepted it, so the route's ON_FAILURE runs (seed 001) instead of a dead letter.
-      await this.failHandoff(envelope, routed.handoff_id, reply.error.code, reply.error.message, log);
+      await this.failHandoff(envelope, routed.handoff_id, reply.error.code, reply.error.message, log, trace);
       return;
     }
     this.settle('create', reply, CREATE_DONE, log.child({ handoff_id: routed.handoff_id, to_agent: routed.target.agent }));
   }
 
-  private async failHandoff(envelope: RunRoutedEvent, handoffId: string, code: string, message: string, log: JsonLogger): Promise<void> {
+  private async failHandoff(envelope: RunRoutedEvent, handoffId: string, code: string, message: string, log: JsonLogger, trace: HopTrace): Promise<void> {
     const now = new Date().toISOString();
     const outcome = await this.runs.runWithDefinitions(
       runRef(envelope.project, envelope.aggregate.id),
       (definitions) => ({ kind: 'handoff_failed', failure: { handoff_id: handoffId, code, message }, definitions, metadata: { now, actor: ROUTER_ACTOR } }),
-      { kind: 'handoff_failed', id: handoffId, actor: ROUTER_ACTOR, origin: 'engine_fallback', workflowRunId: envelope.aggregate.id, now },
+      { kind: 'handoff_failed', id: handoffId, actor: ROUTER_ACTOR, origin: 'engine_fallback', workflowRunId: envelope.aggregate.id, now, trace },
     );
     if (!outcome.ok)
       throw new PoisonError(
@@ -116,12 +116,12 @@ export class DispatchReactor {
     log.warn('handoff creation refused; ON_FAILURE applied', { handoff_id: handoffId, code, events: outcome.events.map((e) => e.type) });
   }
 
-  private async completeHandoff(envelope: RunResultRecordedEvent, before: RunState): Promise<void> {
-    const log = this.logFor(envelope);
+  private async completeHandoff(envelope: RunResultRecordedEvent, before: RunState, trace: HopTrace): Promise<void> {
+    const log = this.logFor(envelope, trace);
     const handoffId = before.status === 'none' ? null : before.handoffId;
     if (handoffId === null) return;
     const body = completeFromResultRequest(envelope.payload, handoffId, envelope.aggregate.id);
-    const reply = await this.call('complete_from_result', () => this.ledger.completeFromResult(envelope.project, body));
+    const reply = await this.call('complete_from_result', () => this.ledger.completeFromResult(envelope.project, body, { trace }));
     if (!reply.ok && reply.error.code === 'not_found') {
       // Its `run.routed` may be held by an instance that died, and is redelivered only after the
       // ack wait (30 s): back off by delivery count (1, 5, 15, 30 s) rather than a fixed second, so

@@ -1,7 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { HandoffEvent } from '@baton/contracts';
 import { HandoffFailureReason, RunErrorCode, handoffDecider, type HandoffState } from '@baton/domain';
-import { PoisonError, reactor, type Reactor, type ReactorEvent } from '@baton/eventstore';
+import { PoisonError, reactor, type HopTrace, type Reactor, type ReactorEvent } from '@baton/eventstore';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { RunCommands, runRef } from '../runs/run-commands';
 import { ROUTER_ACTOR } from '../shared/ids';
@@ -38,7 +38,7 @@ export class HandoffDeadlineReactor {
     name: 'handoff-deadline reactor',
     aggregate: 'handoff',
     decider: handoffDecider,
-    on: { 'handoff.deadline_expired': (event, state) => this.timeOut(event, state.before) },
+    on: { 'handoff.deadline_expired': (event, state, ctx) => this.timeOut(event, state.before, ctx.trace) },
   });
 
   constructor(
@@ -46,10 +46,10 @@ export class HandoffDeadlineReactor {
     private readonly runs: RunCommands,
   ) {}
 
-  private async timeOut(envelope: HandoffDeadlineExpiredEvent, handoff: HandoffState): Promise<void> {
+  private async timeOut(envelope: HandoffDeadlineExpiredEvent, handoff: HandoffState, trace: HopTrace): Promise<void> {
     const expired = envelope.payload;
     const handoffId = expired.handoff_id;
-    const log = this.runtime.logger.child({ project: envelope.project, handoff_id: handoffId, event_id: envelope.id });
+    const log = this.runtime.logger.child({ trace_id: trace.traceId, project: envelope.project, handoff_id: handoffId, event_id: envelope.id });
     // What the handoff's `handoff.created` said (never changed by a later event).
     const created = handoff.status === 'absent' ? null : handoff;
     const workflowRunId = created?.workflow_run_id;
@@ -67,7 +67,7 @@ export class HandoffDeadlineReactor {
         definitions,
         metadata: { now, actor: ROUTER_ACTOR },
       }),
-      { kind: 'handoff_failed', id: envelope.id, actor: ROUTER_ACTOR, origin: 'watchdog', workflowRunId, now },
+      { kind: 'handoff_failed', id: envelope.id, actor: ROUTER_ACTOR, origin: 'watchdog', workflowRunId, now, trace },
     );
     if (!outcome.ok) {
       if (outcome.error.code === RunErrorCode.runNotFound) {

@@ -1,3 +1,4 @@
+import type { HopTrace } from '@baton/eventstore';
 import { Inject, Injectable } from '@nestjs/common';
 import { MeshAnswerRequestSchema, RejectionCode } from '@baton/contracts';
 import { MeshErrorCode } from '@baton/domain';
@@ -28,7 +29,7 @@ export class AnswerMeshStopUseCase {
     private readonly meshes: MeshCommands,
   ) {}
 
-  async execute(subject: string, bytes: Uint8Array): Promise<void> {
+  async execute(subject: string, bytes: Uint8Array, trace: HopTrace): Promise<void> {
     const request = decodeOrPoison(bytes, MeshAnswerRequestSchema);
     const tokens = meshSubjectTokens(this.runtime.config.BATON_PREFIX, subject);
     if (tokens?.project !== request.project) {
@@ -36,6 +37,7 @@ export class AnswerMeshStopUseCase {
     }
     const answer = request.answer;
     const log = this.runtime.logger.child({
+      trace_id: trace.traceId,
       project: request.project,
       mesh_run_id: request.mesh_run_id,
       answer_id: answer.answer_id,
@@ -45,7 +47,7 @@ export class AnswerMeshStopUseCase {
     const outcome = await this.meshes.run(
       meshRef(request.project, request.mesh_run_id),
       { type: 'answer_stop', data: { answer }, metadata: { now, actor: answer.answered_by, actorRole: request.actor_role } },
-      { kind: 'answer', id: answer.answer_id, actor: answer.answered_by, origin: 'human', meshRunId: request.mesh_run_id, now },
+      { kind: 'answer', id: answer.answer_id, actor: answer.answered_by, origin: 'human', meshRunId: request.mesh_run_id, now, trace },
     );
     if (!outcome.ok) {
       const code = outcome.error.code === MeshErrorCode.meshNotFound ? RejectionCode.notFound : outcome.error.code;

@@ -1,7 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { MeshEvent, Origin } from '@baton/contracts';
 import { deriveId, meshDecider, type MeshCommand, type MeshState } from '@baton/domain';
-import type { AggregateRef, HandleCommandResult } from '@baton/eventstore';
+import type { AggregateRef, HandleCommandResult, HopTrace } from '@baton/eventstore';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 
 /** The mesh aggregate of a mesh run: `<prefix>.ev.<project>.mesh.<mesh_run_id>`. */
@@ -17,6 +17,8 @@ export interface MeshCause {
   origin: Origin;
   meshRunId: string;
   now: string;
+  /** The trace of the causing message: the events carry it on. */
+  trace: HopTrace;
 }
 
 /**
@@ -46,6 +48,7 @@ export class MeshCommands {
       causationId: cause.id,
       correlationId: cause.meshRunId,
       eventId: meshEventIds(ref, cause.kind, cause.id),
+      trace: cause.trace,
     });
   }
 }

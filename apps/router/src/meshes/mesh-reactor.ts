@@ -1,7 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { MeshEvent } from '@baton/contracts';
 import { meshDecider, type MeshState } from '@baton/domain';
-import { PoisonError, TransientError, reactor, type Reactor, type ReactorEvent } from '@baton/eventstore';
+import { PoisonError, TransientError, reactor, type HopTrace, type Reactor, type ReactorEvent } from '@baton/eventstore';
 import { RUNTIME, type JsonLogger, type ServiceRuntime } from '@baton/platform';
 import { LEDGER, type LedgerReply, type RouterLedger } from '../dispatch/ledger';
 import { meshHandoffRequest, type MeshHandedOff } from './mesh-handoff-request';
@@ -37,30 +37,37 @@ export class MeshReactor {
     aggregate: 'mesh',
     decider: meshDecider,
     on: {
-      'mesh.started': (event, state) => this.offerTurn(event, state.after),
-      'mesh.handed_off': (event, state) => this.offerTurn(event, state.after),
-      'mesh.turn_recorded': (event) => this.closeTurn(event),
-      'mesh.completed': (event) =>
-        this.logFor(event).info('mesh completed', {
+      'mesh.started': (event, state, ctx) => this.offerTurn(event, state.after, ctx.trace),
+      'mesh.handed_off': (event, state, ctx) => this.offerTurn(event, state.after, ctx.trace),
+      'mesh.turn_recorded': (event, _state, ctx) => this.closeTurn(event, ctx.trace),
+      'mesh.completed': (event, _state, ctx) =>
+        this.logFor(event, ctx.trace).info('mesh completed', {
           agent: event.payload.agent,
           turns: event.payload.turns,
           output_agent: event.payload.output?.agent ?? null,
         }),
-      'mesh.stopped': (event) =>
-        this.logFor(event).warn('mesh stopped', { why: event.payload.packet.why, packet_id: event.payload.packet.packet_id, turns: event.payload.turns }),
-      'mesh.handoff_ignored': (event) =>
-        this.logFor(event).warn('mesh handoff call ignored', { agent: event.payload.agent, tool: event.payload.tool, reason: event.payload.reason }),
-      'mesh.turn_rejected': (event) =>
-        this.logFor(event).warn('mesh turn rejected', { agent: event.payload.agent, code: event.payload.code, reason: event.payload.message }),
-      'mesh.notice_emitted': (event) =>
-        this.logFor(event).info('mesh notice emitted', { notice_id: event.payload.notice.notice_id, recipient: event.payload.notice.recipient.handle }),
-      'mesh.stop_answered': (event) =>
-        this.logFor(event).info('mesh stop answered', {
+      'mesh.stopped': (event, _state, ctx) =>
+        this.logFor(event, ctx.trace).warn('mesh stopped', {
+          why: event.payload.packet.why,
+          packet_id: event.payload.packet.packet_id,
+          turns: event.payload.turns,
+        }),
+      'mesh.handoff_ignored': (event, _state, ctx) =>
+        this.logFor(event, ctx.trace).warn('mesh handoff call ignored', { agent: event.payload.agent, tool: event.payload.tool, reason: event.payload.reason }),
+      'mesh.turn_rejected': (event, _state, ctx) =>
+        this.logFor(event, ctx.trace).warn('mesh turn rejected', { agent: event.payload.agent, code: event.payload.code, reason: event.payload.message }),
+      'mesh.notice_emitted': (event, _state, ctx) =>
+        this.logFor(event, ctx.trace).info('mesh notice emitted', {
+          notice_id: event.payload.notice.notice_id,
+          recipient: event.payload.notice.recipient.handle,
+        }),
+      'mesh.stop_answered': (event, _state, ctx) =>
+        this.logFor(event, ctx.trace).info('mesh stop answered', {
           packet_id: event.payload.packet_id,
           effect: event.payload.effect.kind,
           max_iterations: event.payload.max_iterations,
         }),
-      'mesh.terminated': (event) => this.logFor(event).info('mesh terminated', { reason: event.payload.reason }),
+      'mesh.terminated': (event, _state, ctx) => this.logFor(event, ctx.trace).info('mesh terminated', { reason: event.payload.reason }),
     },
   });
 
@@ -69,12 +76,18 @@ export class MeshReactor {
     @Inject(LEDGER) private readonly ledger: RouterLedger,
   ) {}
 
-  private logFor(event: MeshEventOf<MeshEvent['type']>): JsonLogger {
-    return this.runtime.logger.child({ project: event.project, mesh_run_id: event.aggregate.id, event_id: event.id, type: event.type });
+  private logFor(event: MeshEventOf<MeshEvent['type']>, trace: HopTrace): JsonLogger {
+    return this.runtime.logger.child({
+      trace_id: trace.traceId,
+      project: event.project,
+      mesh_run_id: event.aggregate.id,
+      event_id: event.id,
+      type: event.type,
+    });
   }
 
-  private async offerTurn(envelope: MeshEventOf<'mesh.started' | 'mesh.handed_off'>, state: MeshState): Promise<void> {
-    const log = this.logFor(envelope);
+  private async offerTurn(envelope: MeshEventOf<'mesh.started' | 'mesh.handed_off'>, state: MeshState, trace: HopTrace): Promise<void> {
+    const log = this.logFor(envelope, trace);
     if (state.status === 'none') throw new PoisonError(`mesh ${envelope.aggregate.id} has no mesh.started before seq ${envelope.seq}`, 'not_found');
     const payload = envelope.payload;
     const handedOff = envelope.type === 'mesh.handed_off' ? (payload as MeshHandedOff) : null;
@@ -88,24 +101,28 @@ export class MeshReactor {
       turn: handedOff?.turn ?? 1,
       tool: handedOff?.tool ?? null,
     });
-    const reply = await this.call('create', () => this.ledger.create(envelope.project, body));
+    const reply = await this.call('create', () => this.ledger.create(envelope.project, body, { trace }));
     this.settle('create', reply, 'already_exists', log.child({ handoff_id: payload.handoff_id, to_agent: body.to_agent }));
   }
 
-  private async closeTurn(envelope: MeshEventOf<'mesh.turn_recorded'>): Promise<void> {
-    const log = this.logFor(envelope);
+  private async closeTurn(envelope: MeshEventOf<'mesh.turn_recorded'>, trace: HopTrace): Promise<void> {
+    const log = this.logFor(envelope, trace);
     const turn = envelope.payload;
     if (turn.handoff_id === null) return;
     const reply = await this.call('complete_from_result', () =>
-      this.ledger.completeFromResult(envelope.project, {
-        handoff_id: turn.handoff_id!,
-        result_id: turn.result_id,
-        agent: turn.agent,
-        workflow_run_id: envelope.aggregate.id,
-        summary: `${turn.agent} took mesh turn ${turn.turn}${turn.handoff_tool_calls.length > 0 ? ` (${turn.handoff_tool_calls.length} handoff call(s))` : ''}`,
-        evidence: {},
-        idempotency_key: turn.result_id,
-      }),
+      this.ledger.completeFromResult(
+        envelope.project,
+        {
+          handoff_id: turn.handoff_id!,
+          result_id: turn.result_id,
+          agent: turn.agent,
+          workflow_run_id: envelope.aggregate.id,
+          summary: `${turn.agent} took mesh turn ${turn.turn}${turn.handoff_tool_calls.length > 0 ? ` (${turn.handoff_tool_calls.length} handoff call(s))` : ''}`,
+          evidence: {},
+          idempotency_key: turn.result_id,
+        },
+        { trace },
+      ),
     );
     if (!reply.ok && reply.error.code === 'not_found') {
       throw new TransientError(`handoff ${turn.handoff_id} does not exist yet`, { delayMs: MESH_LEDGER_RETRY_DELAY_MS });

@@ -27,17 +27,17 @@ export class MeshesController {
 
   @EventPattern(MeshPatterns.meshStart, routerConsumer(MeshPatterns.meshStart))
   onStart(@Ctx() ctx: JetStreamContext): Promise<void> {
-    return this.startMesh.execute(ctx.subject, ctx.data);
+    return this.startMesh.execute(ctx.subject, ctx.data, ctx.trace);
   }
 
   @EventPattern(MeshPatterns.meshResult, routerConsumer(MeshPatterns.meshResult))
   onTurn(@Ctx() ctx: JetStreamContext): Promise<void> {
-    return this.recordTurn.execute(ctx.subject, ctx.data);
+    return this.recordTurn.execute(ctx.subject, ctx.data, ctx.trace);
   }
 
   @EventPattern(MeshPatterns.meshAnswer, routerConsumer(MeshPatterns.meshAnswer))
   onAnswer(@Ctx() ctx: JetStreamContext): Promise<void> {
-    return this.answerStop.execute(ctx.subject, ctx.data);
+    return this.answerStop.execute(ctx.subject, ctx.data, ctx.trace);
   }
 
   @EventPattern(MeshPatterns.meshEvents, routerConsumer(MeshPatterns.meshEvents))

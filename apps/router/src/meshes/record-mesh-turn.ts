@@ -1,3 +1,4 @@
+import type { HopTrace } from '@baton/eventstore';
 import { Inject, Injectable } from '@nestjs/common';
 import { AgentResultSchema, RejectionCode } from '@baton/contracts';
 import { MeshErrorCode } from '@baton/domain';
@@ -30,7 +31,7 @@ export class RecordMeshTurnUseCase {
     private readonly claims: HandoffClaims,
   ) {}
 
-  async execute(subject: string, bytes: Uint8Array): Promise<void> {
+  async execute(subject: string, bytes: Uint8Array, trace: HopTrace): Promise<void> {
     const result = decodeOrPoison(bytes, AgentResultSchema);
     const tokens = meshSubjectTokens(this.runtime.config.BATON_PREFIX, subject);
     if (tokens === null || tokens.project !== result.project || tokens.agent !== result.agent) {
@@ -39,7 +40,13 @@ export class RecordMeshTurnUseCase {
         message: `the subject names ${tokens?.project ?? '?'}/${tokens?.agent ?? '?'}, the body ${result.project}/${result.agent}`,
       });
     }
-    const log = this.runtime.logger.child({ project: result.project, mesh_run_id: result.workflow_run_id, result_id: result.result_id, agent: result.agent });
+    const log = this.runtime.logger.child({
+      trace_id: trace.traceId,
+      project: result.project,
+      mesh_run_id: result.workflow_run_id,
+      result_id: result.result_id,
+      agent: result.agent,
+    });
     const handoff = result.handoff_id !== undefined ? await this.claims.view(result.project, result.handoff_id) : null;
     const now = nowIso();
     const outcome = await this.meshes.run(
@@ -58,7 +65,7 @@ export class RecordMeshTurnUseCase {
         },
         metadata: { now, actor: result.agent },
       },
-      { kind: 'turn', id: result.result_id, actor: result.agent, origin: 'agent', meshRunId: result.workflow_run_id, now },
+      { kind: 'turn', id: result.result_id, actor: result.agent, origin: 'agent', meshRunId: result.workflow_run_id, now, trace },
     );
     if (!outcome.ok) {
       const code = outcome.error.code === MeshErrorCode.meshNotFound ? RejectionCode.notFound : outcome.error.code;

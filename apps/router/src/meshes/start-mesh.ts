@@ -1,3 +1,4 @@
+import type { HopTrace } from '@baton/eventstore';
 import { Inject, Injectable } from '@nestjs/common';
 import { MeshStartRequestSchema, RejectionCode, resolveLead } from '@baton/contracts';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
@@ -26,13 +27,13 @@ export class StartMeshUseCase {
     private readonly meshes: MeshCommands,
   ) {}
 
-  async execute(subject: string, bytes: Uint8Array): Promise<void> {
+  async execute(subject: string, bytes: Uint8Array, trace: HopTrace): Promise<void> {
     const request = decodeOrPoison(bytes, MeshStartRequestSchema);
     const tokens = meshSubjectTokens(this.runtime.config.BATON_PREFIX, subject);
     if (tokens?.project !== request.project) {
       throw poison({ code: RejectionCode.schemaViolation, message: `the subject names project '${tokens?.project ?? '?'}', the body '${request.project}'` });
     }
-    const log = this.runtime.logger.child({ project: request.project, mesh_run_id: request.mesh_run_id, mesh: request.mesh });
+    const log = this.runtime.logger.child({ trace_id: trace.traceId, project: request.project, mesh_run_id: request.mesh_run_id, mesh: request.mesh });
     const definitions = await this.catalog.load(request.project, { fresh: true });
     const current = definitions.published[definitions.published.length - 1]?.definition;
     const mesh = (current?.meshes ?? []).find((candidate) => candidate.name === request.mesh);
@@ -64,7 +65,7 @@ export class StartMeshUseCase {
         },
         metadata: { now, actor },
       },
-      { kind: 'start', id: request.mesh_run_id, actor, origin: 'human', meshRunId: request.mesh_run_id, now },
+      { kind: 'start', id: request.mesh_run_id, actor, origin: 'human', meshRunId: request.mesh_run_id, now, trace },
     );
     if (!outcome.ok) {
       log.warn('mesh start refused', { code: outcome.error.code, reason: outcome.error.message });

@@ -1,7 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { RejectionCode, type Origin } from '@baton/contracts';
 import { RunErrorCode, type DomainError, type RunState } from '@baton/domain';
-import type { AggregateRef, HandleCommandResult, StoredEvent } from '@baton/eventstore';
+import type { AggregateRef, HandleCommandResult, HopTrace, StoredEvent } from '@baton/eventstore';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { DefinitionCatalog } from '../definitions/definition-catalog';
 import type { DefinitionState } from '../definitions/definition.decider';
@@ -23,6 +23,8 @@ export interface RunCause {
   origin: Origin;
   workflowRunId: string;
   now: string;
+  /** The trace of the causing message (or event): the events carry it on. */
+  trace: HopTrace;
 }
 
 /** What the run refused: recorded as `run.result_rejected` (`result_id` is the result or answer id). */
@@ -68,6 +70,7 @@ export class RunCommands {
       causationId: cause.id,
       correlationId: cause.workflowRunId,
       eventId: eventIdsFor(ref, cause.kind, cause.id),
+      trace: cause.trace,
     });
   }
 

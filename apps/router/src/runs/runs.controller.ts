@@ -29,26 +29,26 @@ export class RunsController {
 
   @EventPattern(RouterPatterns.runStart, routerConsumer(RouterPatterns.runStart, perRun))
   onStart(@Ctx() ctx: JetStreamContext): Promise<void> {
-    return this.startRun.execute(ctx.subject, ctx.data);
+    return this.startRun.execute(ctx.subject, ctx.data, ctx.trace);
   }
 
   @EventPattern(RouterPatterns.agentResult, routerConsumer(RouterPatterns.agentResult, perRun))
   onResult(@Ctx() ctx: JetStreamContext): Promise<void> {
-    return this.recordResult.execute(ctx.subject, ctx.data);
+    return this.recordResult.execute(ctx.subject, ctx.data, ctx.trace);
   }
 
   @EventPattern(RouterPatterns.operatorAnswer, routerConsumer(RouterPatterns.operatorAnswer, perRun))
   onAnswer(@Ctx() ctx: JetStreamContext): Promise<void> {
-    return this.resumeRun.execute(ctx.subject, ctx.data);
+    return this.resumeRun.execute(ctx.subject, ctx.data, ctx.trace);
   }
 
   @EventPattern(RouterPatterns.sessionMessage, routerConsumer(RouterPatterns.sessionMessage, perRun))
   onMessage(@Ctx() ctx: JetStreamContext): Promise<void> {
-    return this.sessionMessage.execute(ctx.subject, ctx.data);
+    return this.sessionMessage.execute(ctx.subject, ctx.data, ctx.trace);
   }
 
   @EventPattern(RouterPatterns.stopRequest, routerConsumer(RouterPatterns.stopRequest, perRun))
   onStop(@Ctx() ctx: JetStreamContext): Promise<void> {
-    return this.stopRun.execute(ctx.subject, ctx.data);
+    return this.stopRun.execute(ctx.subject, ctx.data, ctx.trace);
   }
 }

@@ -1,11 +1,14 @@
 import { MsgIds, type EventEnvelope, type HandoffEvent, type HandoffEventData } from '@baton/contracts';
 import { evolveHandoff, initialHandoffState, type HandoffState } from '@baton/domain';
-import type { EventStore } from '@baton/eventstore';
+import type { EventStore, HopTrace } from '@baton/eventstore';
 import type { JsonLogger } from '@baton/platform';
 import { StopRunRequestSchema, stopPacketId, stopRequestSubject, type StopRunRequest } from './stop-request';
 
-/** Publishes into the inbox stream and resolves once stored; idempotent on `msgId`. */
-export type InboxPublisher = (subject: string, body: unknown, msgId: string) => Promise<{ duplicate: boolean }>;
+/**
+ * Publishes into the inbox stream and resolves once stored; idempotent on `msgId`. `trace` is the
+ * hop the message continues (sent as `traceparent`).
+ */
+export type InboxPublisher = (subject: string, body: unknown, msgId: string, trace?: HopTrace) => Promise<{ duplicate: boolean }>;
 
 export interface EscalationStopperOptions {
   prefix: string;
@@ -40,7 +43,7 @@ export class EscalationStopper {
     this.actor = opts.actor ?? 'baton-watchdog';
   }
 
-  async handle(envelope: EventEnvelope<HandoffEventData<'handoff.escalated'>>): Promise<EscalationResult> {
+  async handle(envelope: EventEnvelope<HandoffEventData<'handoff.escalated'>>, trace?: HopTrace): Promise<EscalationResult> {
     const escalation = envelope.payload;
     if (!('stop_why' in escalation.outcome)) return { kind: 'not_a_stop' };
     const handoffId = envelope.aggregate.id;
@@ -64,7 +67,12 @@ export class EscalationStopper {
       requested_by: this.actor,
       cause: { kind: 'handoff_escalated', handoff_id: handoffId, event_id: envelope.id },
     });
-    const ack = await this.opts.publish(stopRequestSubject(this.opts.prefix, envelope.project), request, MsgIds.stop(envelope.project, request.packet_id));
+    const ack = await this.opts.publish(
+      stopRequestSubject(this.opts.prefix, envelope.project),
+      request,
+      MsgIds.stop(envelope.project, request.packet_id),
+      trace,
+    );
     log.child({ workflow_run_id: runId }).info('stop requested for the run of an escalated handoff', {
       packet_id: request.packet_id,
       why: request.why,

@@ -34,7 +34,7 @@ export class EscalationController {
     if (!decoded.ok) throw new PoisonError(`escalation event ${ctx.subject}#${ctx.seq} does not decode: ${decoded.rejection.message}`, decoded.rejection.code);
     if (decoded.envelope.type !== 'handoff.escalated') return;
     try {
-      await this.stopper.handle(decoded.envelope as EventEnvelope<HandoffEventData<'handoff.escalated'>>);
+      await this.stopper.handle(decoded.envelope as EventEnvelope<HandoffEventData<'handoff.escalated'>>, ctx.trace);
     } catch (error) {
       throw new TransientError(`cannot request the stop for ${ctx.subject}#${ctx.seq}: ${(error as Error).message}`, { cause: error });
     }

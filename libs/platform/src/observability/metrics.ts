@@ -2,6 +2,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import { SubjectTable, parseSubject } from '@baton/contracts';
 import {
   DlqHeader,
+  ambientTracing,
   contextFromHeaders,
   type ConsumedMessage,
   type FoldCacheStats,
@@ -234,7 +235,9 @@ export function runnerInstrumentation(
     },
     around(msg, runner, run) {
       const end = metrics.handlerDuration.startTimer({ consumer: runner.durable, type: messageTypeOf(msg, options.prefix) });
-      return otelContext.with(contextFromHeaders(msg.headers), run).finally(() => end());
+      // With an ambient context manager (installTracing({ ambientContext: true }), or an
+      // OpenTelemetry SDK's) the handler also runs inside the message's trace context.
+      return (ambientTracing() ? otelContext.with(contextFromHeaders(msg.headers), run) : run()).finally(() => end());
     },
     onOutcome(outcome, runner) {
       metrics.eventsHandled.inc({ consumer: runner.durable, type: messageTypeOf(outcome.msg, options.prefix), outcome: outcome.kind });

@@ -6,7 +6,8 @@ import {
   PoisonError,
   batonStreamNames,
   connectNats,
-  currentTraceId,
+  headersFrom,
+  hopTraceHeaders,
   newTraceparent,
   parseTraceparent,
   traceIdFromHeaders,
@@ -27,20 +28,24 @@ const NATS_URL = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 const encoder = new TextEncoder();
 
-const probe = { handled: 0, traceIds: [] as Array<string | undefined> };
+const probe = { handled: 0, traceIds: [] as Array<string | undefined>, traceparents: new Map<string, string>() };
 
 @Controller()
 class ProbeController {
   constructor(@Inject(RUNTIME) private readonly runtime: ServiceRuntime) {}
 
-  /** Poison on request; otherwise publish an "offer" from inside the handler (trace propagation). */
+  /** Poison on request; otherwise publish an "offer" from inside the handler, carrying the hop's trace on. */
   @EventPattern('{prefix}.in.*.result.*')
   async onResult(@Payload() data: { id: string; poison?: boolean }, @Ctx() ctx: JetStreamContext): Promise<void> {
     probe.handled++;
     if (data.poison) throw new PoisonError(`result ${data.id} is refused`, 'probe_refused');
-    probe.traceIds.push(currentTraceId());
-    this.runtime.logger.child({ event_id: data.id }).info('probe handled a result', { subject: ctx.subject });
-    await this.runtime.nats.js.publish(`${this.runtime.config.BATON_PREFIX}.in.demo.offer.${data.id}`, encoder.encode('{}'), { msgID: `offer-${data.id}` });
+    probe.traceIds.push(ctx.traceId);
+    probe.traceparents.set(data.id, ctx.trace.traceparent);
+    this.runtime.logger.child({ trace_id: ctx.traceId, event_id: data.id }).info('probe handled a result', { subject: ctx.subject });
+    await this.runtime.nats.js.publish(`${this.runtime.config.BATON_PREFIX}.in.demo.offer.${data.id}`, encoder.encode('{}'), {
+      msgID: `offer-${data.id}`,
+      headers: headersFrom(hopTraceHeaders(ctx.trace)),
+    });
   }
 }
 
@@ -118,7 +123,7 @@ describe('observability of a service (runService, real NATS)', () => {
     expect(text).toContain('baton_process_cpu_user_seconds_total');
   });
 
-  it('the trace context a message carries reaches what its handler publishes (same trace id, a new span id), and a message without one starts a trace', async () => {
+  it("a handler's hop trace continues the message's trace (same trace id, a new span id, the same for the whole handling), and a message without one starts a trace", async () => {
     const traceparent = newTraceparent();
     await publishResult('t1', {}, { traceparent });
     await publishResult('t2', {});
@@ -139,6 +144,7 @@ describe('observability of a service (runService, real NATS)', () => {
     const child = parseTraceparent(traced['traceparent']?.[0])!;
     expect(child.traceId).toBe(parent.traceId);
     expect(child.spanId).not.toBe(parent.spanId);
+    expect(traced['traceparent']?.[0]).toBe(probe.traceparents.get('t1'));
     const fresh = traceIdFromHeaders(await offerHeaders('t2'));
     expect(fresh).toMatch(/^[0-9a-f]{32}$/);
     expect(fresh).not.toBe(parent.traceId);

@@ -1,6 +1,6 @@
 import { BaseRpcContext } from '@nestjs/microservices';
-import type { ConsumedMessage, DomainEventLike, Reactor, ReactorEdge } from '@baton/eventstore';
-import { traceIdFromHeaders } from '@baton/eventstore';
+import type { ConsumedMessage, DomainEventLike, HopTrace, Reactor, ReactorEdge } from '@baton/eventstore';
+import { hopTrace } from '@baton/eventstore';
 
 /**
  * The per-message context a `@EventPattern` handler bound by {@link JetStreamServer} receives
@@ -15,8 +15,19 @@ export class JetStreamContext extends BaseRpcContext<[ConsumedMessage]> {
     super(args);
   }
 
+  private hop: HopTrace | undefined;
+
   private get message(): ConsumedMessage {
     return this.args[0];
+  }
+
+  /**
+   * This hop's trace: the message's `traceparent` with a span id of this hop's own (a new trace
+   * when it carries none). Pass it on to what the handler appends (`CommandMeta.trace`) and asks
+   * of the ledger (`LedgerCallOptions.trace`); the same value for the whole handling.
+   */
+  get trace(): HopTrace {
+    return (this.hop ??= hopTrace(this.message.headers));
   }
 
   /**
@@ -30,7 +41,7 @@ export class JetStreamContext extends BaseRpcContext<[ConsumedMessage]> {
   react<E extends DomainEventLike, S>(table: Reactor<E, S>): Promise<void> {
     if (!this.reactors)
       return Promise.reject(new Error(`${table.name}: the JetStream transport was started without \`events\` (registry and store), which reactors need`));
-    return this.reactors.edge.deliver(table, this.message, { body: this.reactors.body });
+    return this.reactors.edge.deliver(table, this.message, { body: this.reactors.body, trace: this.trace });
   }
   get subject(): string {
     return this.message.subject;
@@ -56,9 +67,9 @@ export class JetStreamContext extends BaseRpcContext<[ConsumedMessage]> {
   header(name: string): string | undefined {
     return this.message.headers[name]?.[0];
   }
-  /** The W3C trace id the message's `traceparent` header carries, or null. */
-  get traceId(): string | null {
-    return traceIdFromHeaders(this.message.headers);
+  /** The W3C trace id this hop continues (see {@link trace}). */
+  get traceId(): string {
+    return this.trace.traceId;
   }
   /** The raw bytes as published. */
   get data(): Uint8Array {
@@ -78,6 +89,12 @@ export class JetStreamContext extends BaseRpcContext<[ConsumedMessage]> {
 
 /** Context of a `@MessagePattern` request received over core NATS. */
 export class NatsRequestContext extends BaseRpcContext<[string, Record<string, string[]>]> {
+  private hop: HopTrace | undefined;
+
+  /** This request's hop trace (see {@link JetStreamContext.trace}). */
+  get trace(): HopTrace {
+    return (this.hop ??= hopTrace(this.args[1]));
+  }
   get subject(): string {
     return this.args[0];
   }

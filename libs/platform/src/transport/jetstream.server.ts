@@ -7,6 +7,7 @@ import {
   deadLetter,
   StreamNotFound,
   connectNats,
+  ambientTracing,
   contextFromHeaders,
   currentTraceId,
   headerRecord,
@@ -417,7 +418,7 @@ export class JetStreamServer extends Server<JetStreamServerEvents> implements Cu
             return;
           }
           const answer = () => this.answer(handler, msg);
-          const run = currentTraceId() ? answer() : otelContext.with(contextFromHeaders(headerRecord(msg)), answer);
+          const run = !ambientTracing() || currentTraceId() ? answer() : otelContext.with(contextFromHeaders(headerRecord(msg)), answer);
           const task = run.finally(() => this.inFlightRequests.delete(task));
           this.inFlightRequests.add(task);
         },

@@ -1,3 +1,4 @@
+import type { HopTrace } from '@baton/eventstore';
 import { Inject, Injectable } from '@nestjs/common';
 import { AgentResultSchema, RejectionCode } from '@baton/contracts';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
@@ -36,7 +37,7 @@ export class RecordResultUseCase {
     private readonly claims: HandoffClaims,
   ) {}
 
-  async execute(subject: string, bytes: Uint8Array): Promise<void> {
+  async execute(subject: string, bytes: Uint8Array, trace: HopTrace): Promise<void> {
     const result = decodeOrPoison(bytes, AgentResultSchema);
     const tokens = subjectTokens(this.runtime.config.BATON_PREFIX, subject);
     if (tokens?.project !== result.project || tokens.agent !== result.agent) {
@@ -46,6 +47,7 @@ export class RecordResultUseCase {
       });
     }
     const log = this.runtime.logger.child({
+      trace_id: trace.traceId,
       project: result.project,
       workflow_run_id: result.workflow_run_id,
       run_id: result.run_id,
@@ -58,7 +60,7 @@ export class RecordResultUseCase {
     const outcome = await this.runs.applyInbound(
       runRef(result.project, result.workflow_run_id),
       (definitions) => ({ kind: 'result', result, definitions, metadata: { now, actor: result.agent }, handoff }),
-      { kind: 'result', id: result.result_id, actor: result.agent, origin: 'agent', workflowRunId: result.workflow_run_id, now },
+      { kind: 'result', id: result.result_id, actor: result.agent, origin: 'agent', workflowRunId: result.workflow_run_id, now, trace },
       { kind: 'result_refused', agent: result.agent },
     );
     if (outcome.applied) log.info(outcome.events.length > 0 ? 'result recorded' : 'result already recorded', { events: outcome.events.map((e) => e.type) });

@@ -1,3 +1,4 @@
+import type { HopTrace } from '@baton/eventstore';
 import { Inject, Injectable } from '@nestjs/common';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { RunAnswerRequestSchema } from '@baton/contracts';
@@ -26,17 +27,17 @@ export class ResumeRunUseCase {
     private readonly runs: RunCommands,
   ) {}
 
-  async execute(subject: string, bytes: Uint8Array): Promise<void> {
+  async execute(subject: string, bytes: Uint8Array, trace: HopTrace): Promise<void> {
     const request = decodeForSubject(this.runtime.config.BATON_PREFIX, subject, bytes, RunAnswerRequestSchema);
     const answer = request.answer;
     const answerId = answer.answer.answer_id;
     const answeredBy = answer.answer.answered_by;
-    const log = this.runtime.logger.child({ project: request.project, workflow_run_id: request.workflow_run_id, answer_id: answerId });
+    const log = this.runtime.logger.child({ trace_id: trace.traceId, project: request.project, workflow_run_id: request.workflow_run_id, answer_id: answerId });
     const now = nowIso();
     const outcome = await this.runs.applyInbound(
       runRef(request.project, request.workflow_run_id),
       (definitions) => ({ kind: 'answer', answer, definitions, metadata: { now, actor: answeredBy, actorRole: request.actor_role } }),
-      { kind: 'answer', id: answerId, actor: answeredBy, origin: 'operator', workflowRunId: request.workflow_run_id, now },
+      { kind: 'answer', id: answerId, actor: answeredBy, origin: 'operator', workflowRunId: request.workflow_run_id, now, trace },
       { kind: 'answer_refused', agent: ANSWER_REFUSAL_AGENT, describe: (message) => `answer ${answerId} by ${answeredBy}: ${message}` },
     );
     if (outcome.applied) log.info(outcome.events.length > 0 ? 'run resumed' : 'answer already applied', { events: outcome.events.map((e) => e.type) });

@@ -1,3 +1,4 @@
+import type { HopTrace } from '@baton/eventstore';
 import { Inject, Injectable } from '@nestjs/common';
 import { SessionMessageSchema } from '@baton/contracts';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
@@ -27,9 +28,14 @@ export class SessionMessageUseCase {
     private readonly runs: RunCommands,
   ) {}
 
-  async execute(subject: string, bytes: Uint8Array): Promise<void> {
+  async execute(subject: string, bytes: Uint8Array, trace: HopTrace): Promise<void> {
     const message = decodeForSubject(this.runtime.config.BATON_PREFIX, subject, bytes, SessionMessageSchema);
-    const log = this.runtime.logger.child({ project: message.project, workflow_run_id: message.workflow_run_id, message_id: message.message_id });
+    const log = this.runtime.logger.child({
+      trace_id: trace.traceId,
+      project: message.project,
+      workflow_run_id: message.workflow_run_id,
+      message_id: message.message_id,
+    });
     const now = nowIso();
     const actor = message.sent_by ?? MESSAGE_REFUSAL_AGENT;
     const outcome = await this.runs.applyInbound(
@@ -40,7 +46,7 @@ export class SessionMessageUseCase {
         definitions,
         metadata: { now, actor },
       }),
-      { kind: 'message', id: message.message_id, actor, origin: 'human', workflowRunId: message.workflow_run_id, now },
+      { kind: 'message', id: message.message_id, actor, origin: 'human', workflowRunId: message.workflow_run_id, now, trace },
       { kind: 'message_refused', agent: MESSAGE_REFUSAL_AGENT, describe: (reason) => `customer message ${message.message_id}: ${reason}` },
     );
     if (outcome.applied)

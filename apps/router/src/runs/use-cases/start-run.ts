@@ -1,3 +1,4 @@
+import type { HopTrace } from '@baton/eventstore';
 import { Inject, Injectable } from '@nestjs/common';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { StartRunRequestSchema } from '@baton/contracts';
@@ -27,13 +28,13 @@ export class StartRunUseCase {
     private readonly runs: RunCommands,
   ) {}
 
-  async execute(subject: string, bytes: Uint8Array): Promise<void> {
+  async execute(subject: string, bytes: Uint8Array, trace: HopTrace): Promise<void> {
     const request = decodeOrPoison(bytes, StartRunRequestSchema);
     const tokens = subjectTokens(this.runtime.config.BATON_PREFIX, subject);
     if (tokens?.project !== request.project) {
       throw poison({ code: 'schema_violation', message: `the subject names project '${tokens?.project ?? '?'}', the body '${request.project}'` });
     }
-    const log = this.runtime.logger.child({ project: request.project, workflow_run_id: request.workflow_run_id });
+    const log = this.runtime.logger.child({ trace_id: trace.traceId, project: request.project, workflow_run_id: request.workflow_run_id });
     const definitions = await this.catalog.load(request.project, { fresh: true });
     const pinned = workflowForStart(definitions, request.workflow, request.workflow_version);
     if (pinned === undefined) {
@@ -74,7 +75,7 @@ export class StartRunUseCase {
           metadata: { now, actor },
         },
       },
-      { kind: 'start', id: request.workflow_run_id, actor, origin: 'human', workflowRunId: request.workflow_run_id, now },
+      { kind: 'start', id: request.workflow_run_id, actor, origin: 'human', workflowRunId: request.workflow_run_id, now, trace },
     );
     if (!outcome.ok) {
       log.warn('run start refused', { code: outcome.error.code, reason: outcome.error.message });

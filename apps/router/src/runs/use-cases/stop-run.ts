@@ -1,3 +1,4 @@
+import type { HopTrace } from '@baton/eventstore';
 import { Inject, Injectable } from '@nestjs/common';
 import { RejectionCode, StopRunRequestSchema } from '@baton/contracts';
 import { RunErrorCode } from '@baton/domain';
@@ -23,13 +24,18 @@ export class StopRunUseCase {
     private readonly runs: RunCommands,
   ) {}
 
-  async execute(subject: string, bytes: Uint8Array): Promise<void> {
+  async execute(subject: string, bytes: Uint8Array, trace: HopTrace): Promise<void> {
     const request = decodeOrPoison(bytes, StopRunRequestSchema);
     const tokens = subjectTokens(this.runtime.config.BATON_PREFIX, subject);
     if (tokens?.project !== request.project) {
       throw poison({ code: RejectionCode.schemaViolation, message: `the subject names project '${tokens?.project ?? '?'}', the body '${request.project}'` });
     }
-    const log = this.runtime.logger.child({ project: request.project, workflow_run_id: request.workflow_run_id, packet_id: request.packet_id });
+    const log = this.runtime.logger.child({
+      trace_id: trace.traceId,
+      project: request.project,
+      workflow_run_id: request.workflow_run_id,
+      packet_id: request.packet_id,
+    });
     const now = nowIso();
     const outcome = await this.runs.run(
       runRef(request.project, request.workflow_run_id),
@@ -46,7 +52,7 @@ export class StopRunUseCase {
           metadata: { now, actor: request.requested_by },
         },
       },
-      { kind: 'stop', id: request.packet_id, actor: request.requested_by, origin: 'watchdog', workflowRunId: request.workflow_run_id, now },
+      { kind: 'stop', id: request.packet_id, actor: request.requested_by, origin: 'watchdog', workflowRunId: request.workflow_run_id, now, trace },
     );
     if (outcome.ok) {
       log.info(outcome.events.length > 0 ? 'run stopped' : 'stop already applied', { why: request.why });
