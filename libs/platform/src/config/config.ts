@@ -50,7 +50,7 @@ export const BaseConfigSchema = z.object({
    * when aggregates are large (a handoff's context, a long run): size the heap
    * (`--max-old-space-size`) to this plus what the service needs besides (docs/performance.md).
    */
-  // Unset: the service's own default (DEFAULT_FOLD_CACHE_MB; the ledger's is smaller).
+  // Unset: the service's own default (DEFAULT_FOLD_CACHE_MB; the ledger's and the router's are smaller).
   BATON_FOLD_CACHE_MB: z.coerce.number().int().min(1).max(65_536).optional(),
   /**
    * How long dead letters are kept in `<PREFIX>_DLQ`, in ms (default 30 days; 0 = forever). Every
