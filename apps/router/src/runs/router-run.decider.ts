@@ -5,6 +5,7 @@ import {
   decideRun,
   DomainErrorKind,
   evolveRun,
+  hasProcessedId,
   initialRunState,
   reject,
   RunErrorCode,
@@ -58,7 +59,7 @@ function decide(command: RouterRunCommand, state: RunState): DecisionResult<RunE
     case 'result': {
       const { result, definitions, metadata } = command;
       if (state.status === 'none') return reject(DomainErrorKind.notFound, RunErrorCode.runNotFound, `run ${result.workflow_run_id} has not started`);
-      if (state.processedIds.includes(result.result_id)) return accept();
+      if (hasProcessedId(state.processedIds, result.result_id)) return accept();
       const pinned = pinnedForRun(definitions, state);
       if (pinned === undefined) return missingDefinition(state);
       if (!pinned.agents.some((agent) => agent.name === result.agent)) {
@@ -78,7 +79,7 @@ function decide(command: RouterRunCommand, state: RunState): DecisionResult<RunE
     case 'answer': {
       const { answer, definitions, metadata } = command;
       if (state.status === 'none') return reject(DomainErrorKind.notFound, RunErrorCode.runNotFound, 'the run has not started');
-      if (state.processedIds.includes(answer.answer.answer_id)) return accept();
+      if (hasProcessedId(state.processedIds, answer.answer.answer_id)) return accept();
       const pinned = pinnedForRun(definitions, state);
       if (pinned === undefined) return missingDefinition(state);
       return decideRun({ type: 'resume', data: { answer, workflow: pinned.workflow, agents: pinned.agents }, metadata }, state);
@@ -86,7 +87,7 @@ function decide(command: RouterRunCommand, state: RunState): DecisionResult<RunE
     case 'message': {
       const { message, definitions, metadata } = command;
       if (state.status === 'none') return reject(DomainErrorKind.notFound, RunErrorCode.runNotFound, 'the run has not started');
-      if (state.processedIds.includes(message.message_id)) return accept();
+      if (hasProcessedId(state.processedIds, message.message_id)) return accept();
       const pinned = pinnedForRun(definitions, state);
       if (pinned === undefined) return missingDefinition(state);
       return decideRun(

@@ -23,7 +23,7 @@ import { HandoffFailedCommand, RecordResult, RejectResult, ResumeRun, RunCommand
 import { afterResult, conversationCtx, deliverMessage, handoffFailed, isConversational, queueMessage, receiveMessage } from './conversation';
 import { deriveId } from './ids';
 import { handoffIdFor, noticeIdFor, stopIdFor } from './ids';
-import { evolveRun, initialRunState, MAX_QUEUED_MESSAGES, RunEvent, RunState, StartedRunState } from './state';
+import { evolveRun, hasProcessedId, initialRunState, MAX_QUEUED_MESSAGES, RunEvent, RunState, StartedRunState } from './state';
 
 /** Stable codes of the refusals the run decider returns. */
 export const RunErrorCode = {
@@ -183,7 +183,7 @@ function recordResult(command: RecordResult, state: RunState): DecisionResult<Ru
   const { result, workflow, agents } = command.data;
   const now = command.metadata.now;
   if (state.status === 'none') return notFound();
-  if (state.processedIds.includes(result.result_id)) return accept();
+  if (hasProcessedId(state.processedIds, result.result_id)) return accept();
   if (result.workflow_run_id !== state.workflowRunId || result.project !== state.project) {
     return reject(
       DomainErrorKind.invalid,
@@ -266,7 +266,7 @@ function resume(command: ResumeRun, state: RunState): DecisionResult<RunEvent> {
   const { now, actorRole } = command.metadata;
   if (state.status === 'none') return notFound();
   const answerId = runAnswer.answer.answer_id;
-  if (state.processedIds.includes(answerId)) return accept();
+  if (hasProcessedId(state.processedIds, answerId)) return accept();
   if (actorRole !== 'operator' && actorRole !== 'admin') {
     return reject(
       DomainErrorKind.forbidden,
@@ -365,7 +365,7 @@ function resume(command: ResumeRun, state: RunState): DecisionResult<RunEvent> {
 function stopRun(command: StopRun, state: RunState): DecisionResult<RunEvent> {
   const { data, metadata } = command;
   if (state.status === 'none') return notFound();
-  if (state.processedIds.includes(data.packet_id)) return accept();
+  if (hasProcessedId(state.processedIds, data.packet_id)) return accept();
   if (state.status === 'completed' || state.status === 'terminated') {
     return reject(DomainErrorKind.wrongState, RunErrorCode.runNotRunning, `run ${state.workflowRunId} is ${state.status}; it cannot stop`, {
       status: state.status,
@@ -394,7 +394,7 @@ function stopRun(command: StopRun, state: RunState): DecisionResult<RunEvent> {
 function rejectResult(command: RejectResult, state: RunState): DecisionResult<RunEvent> {
   const { data, metadata } = command;
   if (state.status === 'none') return notFound();
-  if (state.processedIds.includes(data.result_id)) return accept();
+  if (hasProcessedId(state.processedIds, data.result_id)) return accept();
   return accept({
     type: 'run.result_rejected',
     data: {
@@ -410,7 +410,7 @@ function rejectResult(command: RejectResult, state: RunState): DecisionResult<Ru
 function sessionMessage(command: SessionMessageCommand, state: RunState): DecisionResult<RunEvent> {
   const { data, metadata } = command;
   if (state.status === 'none') return notFound();
-  if (state.processedIds.includes(data.message_id)) return accept();
+  if (hasProcessedId(state.processedIds, data.message_id)) return accept();
   if (state.status !== 'running') {
     // Held, stopped, completed or terminated: nobody would answer it (a held or stopped run waits for a person).
     return reject(DomainErrorKind.wrongState, RunErrorCode.notAwaitingInput, `run ${state.workflowRunId} is ${state.status}; it takes no customer messages`, {

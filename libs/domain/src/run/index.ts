@@ -1,5 +1,5 @@
 export { runDecider, decideRun, decisionSignalOf, declaredVariables, RunErrorCode } from './decide';
-export { evolveRun, initialRunState, openStopId, isFinished, activeScope, parentScope, MAX_TRANSCRIPT, MAX_QUEUED_MESSAGES } from './state';
+export { evolveRun, hasProcessedId, initialRunState, openStopId, isFinished, activeScope, parentScope, MAX_TRANSCRIPT, MAX_QUEUED_MESSAGES } from './state';
 export type {
   RunEvent,
   RunEventOf,
