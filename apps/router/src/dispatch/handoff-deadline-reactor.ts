@@ -1,6 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { HandoffEvent } from '@baton/contracts';
-import { HandoffFailureReason, RunErrorCode, handoffDecider, type HandoffState } from '@baton/domain';
+import { HandoffFailureReason, RunErrorCode, handoffClaimFold, type HandoffState } from '@baton/domain';
 import { PoisonError, reactor, type HopTrace, type Reactor, type ReactorEvent } from '@baton/eventstore';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { RunCommands, runRef } from '../runs/run-commands';
@@ -37,7 +37,8 @@ export class HandoffDeadlineReactor {
   readonly table: Reactor<HandoffEvent, HandoffState> = reactor({
     name: 'handoff-deadline reactor',
     aggregate: 'handoff',
-    decider: handoffDecider,
+    // The claim readers' fold (no work item), so this reactor and the claim check share one cache entry.
+    decider: handoffClaimFold,
     on: { 'handoff.deadline_expired': (event, state, ctx) => this.timeOut(event, state.before, ctx.trace) },
   });
 

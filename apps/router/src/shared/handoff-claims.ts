@@ -1,6 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { isSubjectToken } from '@baton/contracts';
-import { handoffClaimView, handoffDecider, type HandoffClaimView } from '@baton/domain';
+import { handoffClaimFold, handoffClaimView, type HandoffClaimView } from '@baton/domain';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 
 /**
@@ -12,7 +12,9 @@ import { RUNTIME, type ServiceRuntime } from '@baton/platform';
  * only `handoff.deadline_expired` (`eventTypes`), so it no longer folds every handoff event ahead
  * of this read: measured in pairs, the router spent about 8 % less CPU per hop and nats-server
  * about 7 % more (the point reads), a small net gain (docs/performance.md, session 12). The read
- * itself is never skipped, so the view is the stream's as of this call.
+ * itself is never skipped, so the view is the stream's as of this call. The fold is
+ * `handoffClaimFold`: the ledger's, without the work item (context, acceptance, summary), so the
+ * router's fold cache keeps a tenth of the bytes per handoff.
  */
 @Injectable()
 export class HandoffClaims {
@@ -25,7 +27,7 @@ export class HandoffClaims {
    */
   async view(project: string, handoffId: string): Promise<HandoffClaimView> {
     if (!isSubjectToken(handoffId)) return { handoff_id: handoffId, status: 'absent', claim: null };
-    const { state } = await this.runtime.store.current({ project, kind: 'handoff', id: handoffId }, handoffDecider);
+    const { state } = await this.runtime.store.current({ project, kind: 'handoff', id: handoffId }, handoffClaimFold);
     return handoffClaimView(handoffId, state);
   }
 }

@@ -1,2 +1,2 @@
-export { checkResultClaim, handoffClaimView, ResultClaimCode } from './result-claim';
+export { checkResultClaim, handoffClaimFold, handoffClaimView, ResultClaimCode } from './result-claim';
 export type { ClaimedResult, HandoffClaimView, ResultClaimRefusal } from './result-claim';

@@ -1,4 +1,5 @@
-import type { HandoffState } from '../handoff/state';
+import type { HandoffEvent } from '@baton/contracts';
+import { evolveHandoff, initialHandoffState, type HandoffState } from '../handoff/state';
 
 /**
  * What the router read of the handoff a result names, just before it decides: the handoff's id,
@@ -13,6 +14,27 @@ export interface HandoffClaimView {
   /** The result that completed the handoff (`handoff.completed_by_result`), when one did. */
   completed_by_result?: string;
 }
+
+const NOTHING: Record<string, unknown> = Object.freeze({}) as Record<string, unknown>;
+
+/** A handoff state without what no claim reader looks at: its context, acceptance criteria and summary. */
+function withoutWorkItem(state: HandoffState): HandoffState {
+  if (state.status === 'absent' || (state.context === NOTHING && state.acceptance === NOTHING && state.summary === '')) return state;
+  return { ...state, context: NOTHING, acceptance: NOTHING, summary: '' };
+}
+
+/**
+ * The handoff's fold for the processes that read only its status and claim (the router: the claim
+ * rule under a result, its deadline reactor). It is the ledger's evolve, keeping out of the state
+ * the work item itself — context, acceptance criteria, summary — which no transition reads and
+ * which is most of a handoff's weight (KBs with a customer's context): the router keeps one such
+ * fold per handoff under a result in its fold cache, a tenth of the ledger's fold's size.
+ * Status, claim, lease, run and agent fields are the ledger fold's, event for event.
+ */
+export const handoffClaimFold = {
+  initialState: initialHandoffState,
+  evolve: (state: HandoffState, event: HandoffEvent): HandoffState => withoutWorkItem(evolveHandoff(state, event)),
+};
 
 /** The view of a folded handoff (see {@link HandoffClaimView}); `handoffId` names it when it is absent. */
 export function handoffClaimView(handoffId: string, state: HandoffState): HandoffClaimView {

@@ -1,5 +1,6 @@
 import fc from 'fast-check';
 import { HandoffRecordSchema, type CompletionReport, type HandoffActorKind, type HandoffEvent } from '@baton/contracts';
+import { handoffClaimFold, handoffClaimView } from '../claims/result-claim';
 import { fold } from '../decider';
 import type { HandoffCommand } from './commands';
 import { handoffDecider } from './decider';
@@ -243,6 +244,29 @@ function deepFreeze<T>(value: T): T {
 }
 
 describe('handoff properties', () => {
+  it("the claim readers' fold (handoffClaimFold) is the ledger's fold without the work item, event by event: same view, same status, claim, run and agent fields", () => {
+    fc.assert(
+      fc.property(fc.array(stepArb, { minLength: 10, maxLength: 80, size: 'large' }), fc.boolean(), (steps, lead) => {
+        const world = runWalk(steps, lead);
+        for (const [id, events] of world.ledger.streams) {
+          let full = handoffDecider.initialState();
+          let light = handoffClaimFold.initialState();
+          for (const event of events) {
+            full = handoffDecider.evolve(full, event);
+            light = handoffClaimFold.evolve(light, event);
+            expect(handoffClaimView(id, light)).toEqual(handoffClaimView(id, full));
+            if (full.status === 'absent') {
+              expect(light).toEqual(full);
+              continue;
+            }
+            expect(light).toEqual({ ...full, context: {}, acceptance: {}, summary: '' });
+          }
+        }
+      }),
+      { numRuns: 100 },
+    );
+  });
+
   it('folding any sequence of accepted commands never reaches an invalid state (HandoffRecordSchema holds throughout)', () => {
     fc.assert(
       fc.property(fc.array(stepArb, { minLength: 10, maxLength: 80, size: 'large' }), fc.boolean(), (steps, lead) => {
