@@ -96,8 +96,10 @@ function coreMessage(msg: Msg): CoreMessage {
 
 /**
  * Subscribe to `subject` (a pattern may hold wildcards) with core NATS and call `onMessage` for
- * every message, synchronously in the order received. On an instrumented handle
- * (`instrumentNats`) each call runs in the trace context of the message's `traceparent`.
+ * every message, synchronously in the order received. A handler that publishes on the message's
+ * behalf carries its trace on explicitly (`hopTrace(message.headers)`); on an instrumented handle
+ * with an ambient context manager (`installTracing({ ambientContext: true })`) each call also runs
+ * in the message's trace context.
  */
 export function subscribeCore(
   handle: Pick<NatsHandle, 'connection'>,
