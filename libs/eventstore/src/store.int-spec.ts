@@ -285,6 +285,27 @@ describe('JetStreamEventStore (real NATS)', () => {
       expect((await store.read(ref('small-0'))).events).toHaveLength(2);
     });
 
+    it('keeps no events with a fold that asks for none (cacheHistory 0): its entry weighs its state alone, folds on from it, and still answers the state around an event by reading', async () => {
+      const writer = storeOn(a);
+      for (let i = 0; i < 20; i++) await add(writer, 'bare', 1);
+      const light = { initialState: counterDecider.initialState, evolve: counterDecider.evolve, cacheHistory: 0 };
+      const full = storeOn(a, { cacheSize: 10, cacheBytes: 1_000_000 });
+      const bare = storeOn(a, { cacheSize: 10, cacheBytes: 1_000_000 });
+      await full.current(ref('bare'), counterDecider);
+      await bare.current(ref('bare'), light);
+      expect(bare.foldCache().bytes).toBeGreaterThan(0);
+      expect(bare.foldCache().bytes).toBeLessThan(full.foldCache().bytes);
+      await add(writer, 'bare', 5);
+      const before = bare.stats().readRoundTrips;
+      const next = await bare.current(ref('bare'), light);
+      expect(next.state).toEqual((await full.current(ref('bare'), counterDecider)).state);
+      expect(next.state).toMatchObject({ total: 25, version: 21 });
+      expect(bare.stats().readRoundTrips - before).toBeLessThanOrEqual(2); // the last sequence and the one new event
+      const around = await bare.eventStates(ref('bare'), light, next.lastSeq);
+      expect(around.after).toEqual(next.state);
+      expect(around.before).toMatchObject({ total: 20, version: 20 });
+    });
+
     it('weighs a growing state again as it grows (within twice its measured weight), and keeps one heavier than the bound alone, still deciding without reads', async () => {
       const store = storeOn(a, { cacheSize: 1_000, cacheBytes: 4_000 });
       await add(store, 'other');

@@ -82,6 +82,13 @@ export interface DomainEventLike {
 export interface FoldLike<Event extends DomainEventLike, State> {
   initialState(): State;
   evolve(state: State, event: Event): State;
+  /**
+   * How many of the aggregate's last events the fold cache keeps with this fold's state (at most
+   * the store's `cacheHistory`, 16 by default): they answer `stateAt` / `eventStates` for recent
+   * events without a read. A fold only ever asked for the current state (`current`) keeps none,
+   * so its entry weighs its state alone.
+   */
+  readonly cacheHistory?: number;
 }
 
 /** The three pure functions `handleCommand` needs (structurally a `Decider` from `@baton/domain`). */
@@ -299,8 +306,10 @@ interface FoldEntry {
   initialState: () => unknown;
   /** The fold through the event at `base.seq` (0: before the first event), with that event's id. */
   base: { seq: number; state: unknown; eventId: string | null };
-  /** The aggregate's events after `base.seq`, oldest first (at most `cacheHistory`). */
+  /** The aggregate's events after `base.seq`, oldest first (at most `history`). */
   tail: readonly CachedEvent[];
+  /** How many events `tail` keeps: the store's `cacheHistory`, or the fold's own when smaller. */
+  history: number;
   /** The fold of every event (`base` + `tail`). */
   state: unknown;
   /** Every event of the aggregate stored at or before this sequence is in the fold (at least the last event's sequence). */
@@ -844,6 +853,7 @@ export class JetStreamEventStore implements EventStore {
       initialState: fold.initialState,
       base: { seq: 0, state, eventId: null },
       tail: [],
+      history: Math.max(0, Math.min(this.history, fold.cacheHistory ?? this.history)),
       state,
       throughSeq: 0,
       recent: [],
@@ -862,7 +872,7 @@ export class JetStreamEventStore implements EventStore {
     let state = entry.state;
     let fromSeq = lastSeqOf(entry);
     const recent: RecentState[] = [];
-    const keep = keepRecent && events.length > 1 ? Math.min(RECENT_STATES, this.history) : 0;
+    const keep = keepRecent && events.length > 1 ? Math.min(RECENT_STATES, entry.history) : 0;
     for (let i = 0; i < events.length; i++) {
       const cached = events[i] as CachedEvent;
       if (i >= events.length - keep) recent.push({ seq: cached.seq, fromSeq, before: state });
@@ -870,8 +880,14 @@ export class JetStreamEventStore implements EventStore {
       fromSeq = cached.seq;
     }
     let base = entry.base;
-    const tail = [...entry.tail, ...events];
-    while (tail.length > this.history) {
+    let tail = [...entry.tail, ...events];
+    if (entry.history === 0) {
+      // Nothing kept: the base is the fold of every event, which `state` already is.
+      const last = tail[tail.length - 1] as CachedEvent;
+      base = { seq: last.seq, state, eventId: last.id };
+      tail = [];
+    }
+    while (tail.length > entry.history) {
       const oldest = tail.shift() as CachedEvent;
       base = { seq: oldest.seq, state: entry.evolve(base.state, oldest.event), eventId: oldest.id };
     }

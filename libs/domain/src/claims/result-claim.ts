@@ -28,11 +28,14 @@ function withoutWorkItem(state: HandoffState): HandoffState {
  * rule under a result, its deadline reactor). It is the ledger's evolve, keeping out of the state
  * the work item itself — context, acceptance criteria, summary — which no transition reads and
  * which is most of a handoff's weight (KBs with a customer's context): the router keeps one such
- * fold per handoff under a result in its fold cache, a tenth of the ledger's fold's size.
+ * fold per handoff under a result in its fold cache, with none of the handoff's events
+ * (`cacheHistory: 0`: the events carry the context too).
  * Status, claim, lease, run and agent fields are the ledger fold's, event for event.
  */
 export const handoffClaimFold = {
   initialState: initialHandoffState,
+  /** The claim readers ask for the current state only: the fold cache keeps no events with it. */
+  cacheHistory: 0,
   evolve: (state: HandoffState, event: HandoffEvent): HandoffState => withoutWorkItem(evolveHandoff(state, event)),
 };
 
