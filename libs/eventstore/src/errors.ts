@@ -11,6 +11,12 @@ export const JsErrCode = {
   consumerNotFound: 10014,
   noMessageFound: 10037,
   streamNameInUse: 10058,
+  /**
+   * A stream's subjects overlap another stream's. Also what nats-server 2.9.10 answers to a create
+   * that races another create of the SAME stream (two instances provisioning at once): the other's
+   * subjects are registered before its name. Reading the stream again tells the two apart.
+   */
+  streamSubjectOverlap: 10065,
   consumerNameExists: 10013,
   consumerAlreadyExists: 10105,
   /**

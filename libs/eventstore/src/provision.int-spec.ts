@@ -59,6 +59,55 @@ describe('provision (real NATS)', () => {
     expect((await a.jsm.streams.info(names.dlq)).config.name).toBe(names.dlq);
   });
 
+  it('a create refused for overlapping subjects because another instance just created the same stream (what nats-server 2.9.10 answers to that race) finds the stream and compares it', async () => {
+    // The race as the server plays it: another instance's create lands first, ours is refused
+    // with err_code 10065. Made deterministic: the first add creates the stream, then reports the overlap.
+    const names = batonStreamNames(prefix);
+    const add = a.jsm.streams.add.bind(a.jsm.streams);
+    let adds = 0;
+    const jsm = Object.create(a.jsm) as typeof a.jsm;
+    Object.defineProperty(jsm, 'streams', {
+      value: Object.assign(Object.create(a.jsm.streams) as typeof a.jsm.streams, {
+        add: async (config: Parameters<typeof add>[0]) => {
+          adds++;
+          await add(config);
+          throw Object.assign(new Error('subjects overlap with an existing stream'), {
+            api_error: { code: 400, err_code: 10065, description: 'subjects overlap with an existing stream' },
+          });
+        },
+      }),
+    });
+    const report = await provision(jsm, { streams: topology().streams.filter((spec) => spec.name === names.dlq), consumers: [] });
+    expect(report.streams[names.dlq]).toBe('unchanged');
+    expect(adds).toBe(1);
+  });
+
+  it("a different stream already on the subjects is refused with the server's reason, after a few reads", async () => {
+    const names = batonStreamNames(prefix);
+    const squatter = `${prefix.toUpperCase()}_SQUAT`;
+    await a.jsm.streams.add({ name: squatter, subjects: [`${prefix}.dlq.>`], storage: StorageType.Memory });
+    try {
+      await expect(provision(a.jsm, { streams: topology().streams.filter((spec) => spec.name === names.dlq), consumers: [] })).rejects.toThrow(
+        new RegExp(`cannot create stream ${names.dlq}: subjects overlap`),
+      );
+    } finally {
+      await a.jsm.streams.delete(squatter);
+    }
+  });
+
+  it('many instances starting at once with file storage all succeed', async () => {
+    // The server answers a create of an identical existing stream with success, so several may
+    // report `created`; what matters is that none fails and each stream exists once, as specified.
+    const fileTopology = (): TopologySpec => ({ ...topology(), streams: batonTopology(prefix, { storage: 'file' }).streams });
+    const reports = await Promise.all([a, b, a, b, a, b].map((handle) => provision(handle.jsm, fileTopology())));
+    const names = batonStreamNames(prefix);
+    for (const name of [names.events, names.inbox, names.dlq]) {
+      expect(reports.every((report) => ['created', 'unchanged'].includes(report.streams[name] as string))).toBe(true);
+      expect((await a.jsm.streams.info(name)).config.storage).toBe(StorageType.File);
+    }
+    expect((await a.jsm.streams.list().next()).filter((info) => info.config.name.startsWith(prefix.toUpperCase()))).toHaveLength(3);
+  });
+
   it('streams and consumers are provisioned idempotently: two instances starting at once both succeed', async () => {
     const [first, second] = await Promise.all([provision(a.jsm, topology()), provision(b.jsm, topology())]);
     const names = batonStreamNames(prefix);

@@ -182,8 +182,11 @@ async function provisionStream(jsm: JetStreamManager, spec: StreamSpec, options:
       } catch (err) {
         // Out of time for transient failures.
         if (err instanceof ProvisionError) throw err;
-        // Another instance created it between our info and add: compare with what it made.
-        if (jsErrCode(err) === JsErrCode.streamNameInUse && attempt < 3) continue;
+        // Another instance created it between our info and add: compare with what it made. A
+        // create racing another create of the same stream may instead be refused for overlapping
+        // subjects; reading it again finds the stream (or, for a genuinely different stream on
+        // those subjects, finds none and ends here after the last attempt).
+        if ((jsErrCode(err) === JsErrCode.streamNameInUse || jsErrCode(err) === JsErrCode.streamSubjectOverlap) && attempt < 3) continue;
         // The server lost a race over its own storage directory (see JsErrCode.streamStoreFailed): try again.
         if (jsErrCode(err) === JsErrCode.streamStoreFailed && attempt < 3) {
           await new Promise((resolve) => setTimeout(resolve, 100 * (attempt + 1)));
