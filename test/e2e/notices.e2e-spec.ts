@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { createEventRegistry } from '@baton/contracts';
-import { connectNats, JetStreamEventStore, type NatsHandle } from '@baton/eventstore';
+import { connectNats, headersFrom, JetStreamEventStore, newTraceparent, parseTraceparent, type NatsHandle } from '@baton/eventstore';
 import { createRedis, type RedisHandle } from '@baton/projections';
 import type { RunningService } from '@baton/platform';
 import { waitFor } from '@baton/wait';
@@ -39,10 +39,14 @@ describe('human action notices: exactly one publisher (router + notifier in proc
 
   afterAll(() => stopInProcess(services, nats, redis, prefix), 30_000);
 
-  it('one hold is one message on <prefix>.notice.<project>', async () => {
+  it('one hold is one message on <prefix>.notice.<project>, in the trace of the result that caused it', async () => {
     const seen: Array<{ notice_id: string; workflow_run_id: string }> = [];
+    const traceparents: Array<string | undefined> = [];
     nats.connection.subscribe(`${prefix}.notice.>`, {
-      callback: (_err, msg) => seen.push(JSON.parse(decoder.decode(msg.data)) as { notice_id: string; workflow_run_id: string }),
+      callback: (_err, msg) => {
+        seen.push(JSON.parse(decoder.decode(msg.data)) as { notice_id: string; workflow_run_id: string });
+        traceparents.push(msg.headers?.get('traceparent') || undefined);
+      },
     });
     await nats.connection.flush();
     const store = new JetStreamEventStore({ js: nats.js, jsm: nats.jsm, prefix, registry: createEventRegistry() });
@@ -73,7 +77,11 @@ describe('human action notices: exactly one publisher (router + notifier in proc
       handoff_id: handoff.handoffId,
       claim_id: claimId,
     };
-    await nats.js.publish(`${prefix}.in.demo.result.issue`, encoder.encode(JSON.stringify(result)), { msgID: result.result_id });
+    const traceparent = newTraceparent();
+    await nats.js.publish(`${prefix}.in.demo.result.issue`, encoder.encode(JSON.stringify(result)), {
+      msgID: result.result_id,
+      headers: headersFrom({ traceparent }),
+    });
     await waitFor(
       async () => ((await store.read({ project: 'demo', kind: 'run', id: run })).events.some((e) => e.type === 'run.held') ? true : undefined),
       'the hold',
@@ -87,5 +95,7 @@ describe('human action notices: exactly one publisher (router + notifier in proc
     expect(seen).toEqual([
       expect.objectContaining({ workflow_run_id: run, notice_id: (held[0]!.payload as { notice: { notice_id: string } }).notice.notice_id }),
     ]);
+    // The notice continues the result's trace (the router's events carry it; the notifier carries it on).
+    expect(parseTraceparent(traceparents[0])?.traceId).toBe(parseTraceparent(traceparent)?.traceId);
   });
 });
