@@ -17,7 +17,7 @@ import { decodeEvent } from './decode';
 import { eventHeaders } from './schema-fingerprint';
 import { ConcurrencyConflict, EventDecodeError, EventStoreError, EventValidationError, JsErrCode, StreamNotFound, jsErrCode, mapPublishError } from './errors';
 import { heapWeight } from './heap-weight';
-import { TRACEPARENT_HEADER, TRACESTATE_HEADER, type HopTrace } from './trace-context';
+import { hopTraceHeaders, type HopTrace } from './trace-context';
 import { LruCache } from './lru';
 import { streamReader, type StoredMessage, type StreamReader } from './stream-reader';
 import { batonStreamNames } from './topology';
@@ -479,13 +479,11 @@ export class JetStreamEventStore implements EventStore {
     let expected = opts.expectedVersion;
     const seqs: number[] = [];
     let duplicates = 0;
+    const trace = Object.entries(hopTraceHeaders(opts.trace));
     for (const { id, type, version, bytes } of encoded) {
       const hdrs = natsHeaders();
       for (const [name, value] of Object.entries(eventHeaders(this.registry, type, version))) hdrs.set(name, value);
-      if (opts.trace) {
-        hdrs.set(TRACEPARENT_HEADER, opts.trace.traceparent);
-        if (opts.trace.tracestate) hdrs.set(TRACESTATE_HEADER, opts.trace.tracestate);
-      }
+      for (const [name, value] of trace) hdrs.set(name, value);
       try {
         const ack = await this.js.publish(subject, bytes, {
           msgID: MsgIds.event(ref.project, ref.kind, ref.id, id),

@@ -106,11 +106,6 @@ export function traceIdFromHeaders(headers: HeaderRecord | undefined): string | 
   return parseTraceparent(headerValue(headers, TRACEPARENT_HEADER))?.traceId ?? null;
 }
 
-const recordGetter: TextMapGetter<HeaderRecord> = {
-  keys: (carrier) => Object.keys(carrier),
-  get: (carrier, key) => headerValue(carrier, key),
-};
-
 const recordSetter: TextMapSetter<HeaderRecord> = {
   set: (carrier, key, value) => {
     carrier[key] = value;
@@ -234,15 +229,10 @@ export interface HopTrace {
 export function hopTrace(headers: HeaderRecord | undefined, startIfMissing?: true): HopTrace;
 export function hopTrace(headers: HeaderRecord | undefined, startIfMissing: boolean): HopTrace | undefined;
 export function hopTrace(headers: HeaderRecord | undefined, startIfMissing = true): HopTrace | undefined {
-  const parent = parseTraceparent(headerValue(headers, TRACEPARENT_HEADER));
-  if (parent) {
-    const traceparent = formatTraceparent({ traceId: parent.traceId, spanId: newSpanId(), traceFlags: parent.traceFlags });
-    const tracestate = headerValue(headers, TRACESTATE_HEADER)?.trim();
-    return tracestate ? { traceId: parent.traceId, traceparent, tracestate } : { traceId: parent.traceId, traceparent };
-  }
-  if (!startIfMissing) return undefined;
-  const traceId = newTraceId();
-  return { traceId, traceparent: formatTraceparent({ traceId, spanId: newSpanId(), traceFlags: TraceFlags.SAMPLED }) };
+  const span = hopSpan(headers, startIfMissing);
+  if (!span) return undefined;
+  const traceparent = formatTraceparent(span);
+  return span.tracestate ? { traceId: span.traceId, traceparent, tracestate: span.tracestate } : { traceId: span.traceId, traceparent };
 }
 
 /**
@@ -260,22 +250,29 @@ export function hopTraceHeaders(hop: HopTrace | undefined): Record<string, strin
 }
 
 /**
- * The context a consumed message (or served request) runs in: the `traceparent` its headers
- * carry with a fresh span id for this hop (so what it publishes names this hop as the parent),
- * or a new trace when it carries none (or an invalid one) and `startIfMissing` (default true).
+ * The span of one hop, the one rule behind {@link hopTrace} and {@link contextFromHeaders}: the
+ * `traceparent`'s trace and flags with a fresh span id (and the message's `tracestate`), or a new
+ * sampled trace when it carries none (or an invalid one) and `startIfMissing`.
+ */
+function hopSpan(
+  headers: HeaderRecord | undefined,
+  startIfMissing: boolean,
+): { traceId: string; spanId: string; traceFlags: number; tracestate?: string } | undefined {
+  const parent = parseTraceparent(headerValue(headers, TRACEPARENT_HEADER));
+  if (parent) {
+    const tracestate = headerValue(headers, TRACESTATE_HEADER)?.trim();
+    return { traceId: parent.traceId, spanId: newSpanId(), traceFlags: parent.traceFlags, ...(tracestate ? { tracestate } : {}) };
+  }
+  return startIfMissing ? { traceId: newTraceId(), spanId: newSpanId(), traceFlags: TraceFlags.SAMPLED } : undefined;
+}
+
+/**
+ * The context a consumed message (or served request) runs in with an ambient context manager:
+ * its hop's span (see {@link hopTrace}; `startIfMissing` defaults to true) as the active span.
  */
 export function contextFromHeaders(headers: HeaderRecord | undefined, startIfMissing = true): Context {
-  const parent = trace.getSpanContext(w3c.extract(ROOT_CONTEXT, headers ?? {}, recordGetter));
-  if (parent && isSpanContextValid(parent)) {
-    return trace.setSpanContext(ROOT_CONTEXT, {
-      traceId: parent.traceId,
-      spanId: newSpanId(),
-      traceFlags: parent.traceFlags,
-      ...(parent.traceState ? { traceState: parent.traceState } : {}),
-    });
-  }
-  if (!startIfMissing) return ROOT_CONTEXT;
-  return trace.setSpanContext(ROOT_CONTEXT, { traceId: newTraceId(), spanId: newSpanId(), traceFlags: TraceFlags.SAMPLED });
+  const span = hopSpan(headers, startIfMissing);
+  return span ? trace.setSpanContext(ROOT_CONTEXT, { traceId: span.traceId, spanId: span.spanId, traceFlags: span.traceFlags }) : ROOT_CONTEXT;
 }
 
 /** Run `fn` inside the trace context of a message's headers (see {@link contextFromHeaders}). */
