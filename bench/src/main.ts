@@ -216,7 +216,10 @@ async function main(): Promise<void> {
     log(`  appended at ${open.append_per_s}/s, digested in ${open.digest_seconds} s${open.digested ? '' : ' (gave up waiting)'}; RSS ${JSON.stringify(rss)}`);
     log(
       `  fold caches (entries / estimated MB): ${Object.entries(foldCache)
-        .map(([name, c]) => `${name} ${c ? `${c.entries} / ${c.mb}` : 'not read'}`)
+        .map(
+          ([name, c]) =>
+            `${name} ${c ? `${c.entries} / ${c.mb}${c.heap ? ` (heap ${c.heap.used_mb} used of ${c.heap.total_mb}, external ${c.heap.external_mb})` : ''}` : 'not read'}`,
+        )
         .join(', ')}`,
     );
     const rebuildEvents = longRebuildEvents(argv);

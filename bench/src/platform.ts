@@ -39,6 +39,13 @@ export interface FoldCacheReading {
   mb: number;
   max_mb: number | null;
   evicted: number;
+  /**
+   * The service's V8 heap at the same scrape (MB, prom-client's default metrics): what is live or
+   * not yet collected (`used`), what V8 has reserved for it (`total`), and memory held outside the
+   * heap by buffers (`external`) — so an RSS figure can be split into what the service keeps and
+   * what the collector has not returned; null when the metrics lack them.
+   */
+  heap: { used_mb: number; total_mb: number; external_mb: number } | null;
 }
 
 /** The fold cache of the service listening on `port` (127.0.0.1), or null when its metrics could not be read. */
@@ -56,7 +63,16 @@ export async function foldCacheOf(port: number): Promise<FoldCacheReading | null
   if (entries === undefined || bytes === undefined) return null;
   const max = metricSample(text, MetricName.foldCacheMaxBytes);
   const mb = (value: number) => round(value / (1024 * 1024), 1);
-  return { entries, mb: mb(bytes), max_mb: max === undefined ? null : mb(max), evicted: metricSample(text, MetricName.foldCacheEvictions) ?? 0 };
+  const used = metricSample(text, 'baton_nodejs_heap_size_used_bytes');
+  const total = metricSample(text, 'baton_nodejs_heap_size_total_bytes');
+  const external = metricSample(text, 'baton_nodejs_external_memory_bytes');
+  return {
+    entries,
+    mb: mb(bytes),
+    max_mb: max === undefined ? null : mb(max),
+    evicted: metricSample(text, MetricName.foldCacheEvictions) ?? 0,
+    heap: used === undefined || total === undefined || external === undefined ? null : { used_mb: mb(used), total_mb: mb(total), external_mb: mb(external) },
+  };
 }
 
 /** Fields of /proc/<pid>/stat after the command name (which may hold spaces), or null when unreadable. */

@@ -6,6 +6,8 @@
 //   node dist/bench/src/debug/profile.js callers   <file.cpuprofile> <fn> [depth] who calls a function, by time under it
 //   node dist/bench/src/debug/profile.js package   <file.cpuprofile> <path> [depth]
 //                                              which code outside a path (e.g. node_modules/zod) spends time in it
+//   node dist/bench/src/debug/profile.js alloc     <file.heapprofile> [top] [depth]  bytes allocated by function, and by
+//                                              allocating function with its callers (from debug/alloc-preload.ts)
 //
 // Percentages are of the profile's busy time (idle samples left out). docs/performance.md records what they showed.
 import { readFileSync } from 'node:fs';
@@ -163,11 +165,48 @@ function inPackage(profile: Profile, path: string, depth: number): void {
   print(profile, by, 15);
 }
 
+interface HeapNode {
+  callFrame: CallFrame;
+  selfSize: number;
+  children?: HeapNode[];
+}
+
+/** Bytes allocated by each function (self), and by each allocating function with its `depth` nearest callers. */
+function alloc(head: HeapNode, top: number, depth: number): void {
+  const self = new Map<string, number>();
+  const chains = new Map<string, number>();
+  let total = 0;
+  const walk = (node: HeapNode, stack: string[]) => {
+    const here = [where(node.callFrame), ...stack];
+    if (node.selfSize > 0) {
+      total += node.selfSize;
+      add(self, here[0] as string, node.selfSize);
+      add(chains, here.slice(0, depth + 1).join(' <- '), node.selfSize);
+    }
+    for (const child of node.children ?? []) walk(child, here);
+  };
+  walk(head, []);
+  const show = (table: Map<string, number>) => {
+    for (const [key, bytes] of [...table].sort((a, b) => b[1] - a[1]).slice(0, top))
+      process.stdout.write(`${((100 * bytes) / total).toFixed(1).padStart(5)}% ${(bytes / 1048576).toFixed(1).padStart(8)} MB ${key}\n`);
+  };
+  process.stdout.write(`sampled ${(total / 1048576).toFixed(1)} MB allocated\n`);
+  show(self);
+  process.stdout.write('---\n');
+  show(chains);
+}
+
 function main(argv: string[]): void {
   const [command, file, arg, extra] = argv;
   if (command === undefined || file === undefined) {
-    process.stderr.write('usage: profile.js summary|inclusive <file> [top] | callers <file> <function> [depth] | package <file> <path> [depth]\n');
+    process.stderr.write(
+      'usage: profile.js summary|inclusive <file> [top] | callers <file> <function> [depth] | package <file> <path> [depth] | alloc <file.heapprofile> [top] [depth]\n',
+    );
     process.exit(64);
+  }
+  if (command === 'alloc') {
+    const heap = JSON.parse(readFileSync(file, 'utf8')) as { head: HeapNode };
+    return alloc(heap.head, Number(arg ?? 30), Number(extra ?? 2));
   }
   const profile = new Profile(JSON.parse(readFileSync(file, 'utf8')) as CpuProfile);
   switch (command) {
