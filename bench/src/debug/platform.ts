@@ -7,7 +7,7 @@ import { connectNats, type NatsHandle } from '@baton/eventstore';
 import { createRedis } from '@baton/projections';
 import { cleanupDeployment, endedServices, publishCycleDefinition, type ServiceProcess, startPlatform, stopService } from '@baton/testing';
 import { measureHops, type HopsOptions, type HopsResult } from '../hops';
-import { accountedTargets, benchNodeArgs, readCpu } from '../platform';
+import { accountedTargets, benchNodeArgs, brokerUrls, readCpu } from '../platform';
 
 export interface DebugPlatform {
   nats: NatsHandle;
@@ -17,8 +17,11 @@ export interface DebugPlatform {
 }
 
 export async function withDebugPlatform(run: (platform: DebugPlatform) => Promise<void>, env: Record<string, string> = {}): Promise<void> {
-  const nats = await connectNats({ servers: 'nats://127.0.0.1:4222', reconnect: false });
-  const redis = createRedis('redis://127.0.0.1:6379');
+  // NATS_URL / REDIS_URL (inherited by the services too) point it at other servers, e.g. a
+  // nats-server started with a monitoring port to count API requests and messages per hop.
+  const urls = brokerUrls();
+  const nats = await connectNats({ servers: urls.nats, reconnect: false });
+  const redis = createRedis(urls.redis);
   const prefix = `dbg${Date.now().toString(36)}`;
   const services = await startPlatform(
     { BATON_PREFIX: prefix, LOG_LEVEL: process.env['LL'] ?? 'warn', WATCHDOG_MAX_HOPS: '100000', BATON_NATS_AUTH: 'none', ...env },

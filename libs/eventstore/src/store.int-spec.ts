@@ -381,6 +381,33 @@ describe('JetStreamEventStore (real NATS)', () => {
     expect(store.stats().resumed).toEqual({ already_complete: 1, completed: 1, refused: 0, diverged: 0 });
   });
 
+  it('custom event ids with their inverse (eventIndex): a cut-short command is completed, and the inverse is checked, not believed', async () => {
+    const store = storeOn(a, { cacheSize: 10 });
+    const twoStep = {
+      ...counterDecider,
+      decide: (command: CounterCommand, state: { total: number; version: number }) => ({
+        ok: true as const,
+        events: [
+          { type: 'counter.added' as const, data: { n: command.n, total: state.total + command.n, version: state.version + 1 } },
+          { type: 'counter.added' as const, data: { n: 0, total: state.total + command.n, version: state.version + 2 } },
+        ],
+      }),
+    };
+    const ids = (cause: string) => ({
+      eventId: (index: number) => `e${index}-${cause}`,
+      eventIndex: (id: string) => (/^e(\d+)-/.exec(id) ? Number(/^e(\d+)-/.exec(id)?.[1]) : null),
+    });
+    await store.append(ref(), [{ ...envelope('e0-c1', 5, 5, 1) }], { expectedVersion: 0 });
+    await store.handleCommand(ref(), twoStep, { type: 'add', n: 5 }, { ...meta(), ...ids('c1') });
+    expect((await store.read(ref())).events.map((e) => e.id)).toEqual(['e0-c1', 'e1-c1']);
+    // Another command's ids share the pattern: the inverse names index 1, but e1-c1 is not e1-c2,
+    // so the store decides anew and appends both of c2's events.
+    await store.handleCommand(ref(), twoStep, { type: 'add', n: 1 }, { ...meta(), ...ids('c2') });
+    // An inverse that lies (always 0) cannot make another command's event this one's.
+    await store.handleCommand(ref(), twoStep, { type: 'add', n: 1 }, { ...meta(), eventId: ids('c3').eventId, eventIndex: () => 0 });
+    expect((await store.read(ref())).events.map((e) => e.id)).toEqual(['e0-c1', 'e1-c1', 'e0-c2', 'e1-c2', 'e0-c3', 'e1-c3']);
+  });
+
   describe('a cut-short command whose second decision does not continue the stored events', () => {
     // The writer crashed after storing the first of a command's two events.
     const cutShort = () => store().append(ref(), [{ ...envelope('cmd-11:0', 5, 5, 1) }], { expectedVersion: 0 });

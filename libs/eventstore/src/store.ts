@@ -152,6 +152,13 @@ export interface CommandMeta {
   correlationId: string;
   /** Custom event ids; overrides the `commandId` rule. */
   eventId?: (index: number) => string;
+  /**
+   * The inverse of `eventId`: which of the command's events an id would name (0-based), or null.
+   * The store asks it whether an aggregate's last event is this command's (a retry); its answer
+   * is checked against `eventId`, so a wrong one can only miss. Without it the store compares the
+   * id with each id `eventId` can give, building up to 32 of them on every command.
+   */
+  eventIndex?: (eventId: string) => number | null;
   /** The trace of the message that caused the command: its events carry it on (`traceparent`). */
   trace?: HopTrace;
 }
@@ -911,11 +918,23 @@ export class JetStreamEventStore implements EventStore {
 
   /** Which of this command's events `eventId` is (0-based), or null when it is not one of them. */
   private ownEventIndex(meta: CommandMeta, eventId: string): number | null {
-    if (!meta.eventId && !meta.commandId) return null;
-    for (let index = 0; index < MAX_EVENTS_PER_COMMAND; index++) {
-      if (this.eventIdOf(meta, index) === eventId) return index;
+    if (meta.eventId) {
+      if (meta.eventIndex) {
+        const index = meta.eventIndex(eventId);
+        return index !== null && Number.isInteger(index) && index >= 0 && index < MAX_EVENTS_PER_COMMAND && meta.eventId(index) === eventId ? index : null;
+      }
+      for (let index = 0; index < MAX_EVENTS_PER_COMMAND; index++) {
+        if (meta.eventId(index) === eventId) return index;
+      }
+      return null;
     }
-    return null;
+    if (!meta.commandId) return null;
+    // `<commandId>:<index>`, the index written as `String(index)` writes it.
+    const prefix = `${meta.commandId}:`;
+    if (!eventId.startsWith(prefix)) return null;
+    const digits = eventId.slice(prefix.length);
+    const index = Number(digits);
+    return Number.isInteger(index) && index >= 0 && index < MAX_EVENTS_PER_COMMAND && String(index) === digits ? index : null;
   }
 
   private envelope(ref: AggregateRef, event: DomainEventLike, index: number, meta: CommandMeta): EventEnvelope {

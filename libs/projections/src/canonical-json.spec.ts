@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import { canonicalJson, canonicalJsonChecked, freezeJson, isExactJson } from './canonical-json';
+import { canonicalJson, canonicalJsonChecked, freezeJson, isExactJson, sortedKeys } from './canonical-json';
 
 /*
  * canonicalJsonChecked keeps the sorted copy of a value frozen all the way down and reuses it for
@@ -68,5 +68,58 @@ describe('canonicalJsonChecked with frozen values', () => {
     expect(isExactJson(outer)).toBe(true);
     inner['b'] = undefined;
     expect(isExactJson(outer)).toBe(false);
+  });
+});
+
+/*
+ * sortedKeys remembers the sorted order of the key lists it has met. Whatever it remembers, its
+ * answer must be exactly `Object.keys(value).sort()`: for lists met again, for lists that share a
+ * first key or a length with a remembered one but differ further on, for integer-like keys (which
+ * Object.keys lists first, in numeric order), past its bounds, and without the caller's objects
+ * or the remembered orders being changed by a caller that reads the answer.
+ */
+describe('sortedKeys', () => {
+  const keyName = fc.oneof(fc.constantFrom('a', 'b', 'id', 'status', 'z', '10', '2', '0', '__proto__x', ''), fc.string({ maxLength: 4 }));
+
+  it('answers Object.keys(value).sort() for every object, met once or many times', () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.uniqueArray(keyName, { maxLength: 12 }), { minLength: 1, maxLength: 30 }),
+        fc.array(fc.nat(), { maxLength: 60 }),
+        (lists, order) => {
+          const objects = lists.map((keys) => Object.fromEntries(keys.map((k, i) => [k, i])) as Record<string, number>);
+          // Every object once, then again in a random order: remembered answers must still be right.
+          for (const o of objects) expect(sortedKeys(o)).toEqual(Object.keys(o).sort());
+          for (const pick of order) {
+            const o = objects[pick % objects.length] as Record<string, number>;
+            expect(sortedKeys(o)).toEqual(Object.keys(o).sort());
+          }
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+
+  it('stays right past its bounds: many lists with one first key, long lists, objects used as maps', () => {
+    for (let i = 0; i < 40; i++) {
+      const o: Record<string, number> = { first: 0 };
+      for (let k = 0; k <= i % 11; k++) o[`k${(i * 7 + k * 3) % 23}`] = k;
+      expect(sortedKeys(o)).toEqual(Object.keys(o).sort());
+      expect(sortedKeys(o)).toEqual(Object.keys(o).sort());
+    }
+    const long = Object.fromEntries(Array.from({ length: 100 }, (_, i) => [`key${(i * 37) % 100}`, i]));
+    expect(sortedKeys(long)).toEqual(Object.keys(long).sort());
+    for (let i = 0; i < 3000; i++) {
+      const map = { [`agent-${i}`]: 1, [`agent-${i + 1}`]: 2, a: 3 };
+      expect(sortedKeys(map)).toEqual(Object.keys(map).sort());
+    }
+  });
+
+  it('the same keys inserted in another order give the same sorted answer', () => {
+    const one = { status: 1, id: 2, at: 3 };
+    const two = { at: 3, status: 1, id: 2 };
+    expect(sortedKeys(one)).toEqual(['at', 'id', 'status']);
+    expect(sortedKeys(two)).toEqual(['at', 'id', 'status']);
+    expect(canonicalJson(one)).toBe(canonicalJson(two));
   });
 });

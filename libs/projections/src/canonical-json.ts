@@ -10,6 +10,49 @@ export function canonicalJson(value: unknown): string {
   return JSON.stringify(sortDeep(value));
 }
 
+/**
+ * The sorted key orders of the object shapes met so far. The values a projection serialises are
+ * built by a few functions, so nearly every object has one of a few dozen key lists in the same
+ * insertion order; sorting each one's keys anew allocated a copy and a sort's work space per
+ * object (a tenth of the notifier's allocations, measured). A key list is looked up by its first
+ * key and compared member by member (property names are interned, so mostly pointer compares); a
+ * list met before gives the sorted order kept for it, which callers only read. Bounded: lists of
+ * up to {@link MAX_SHAPE_KEYS} keys, {@link MAX_SHAPES_PER_FIRST_KEY} lists per first key,
+ * {@link MAX_FIRST_KEYS} first keys; past a bound a list is sorted as before and not kept, so
+ * objects used as maps with arbitrary keys cost one failed lookup each.
+ */
+const keyOrders = new Map<string, Array<{ keys: readonly string[]; sorted: readonly string[] }>>();
+const MAX_SHAPE_KEYS = 64;
+const MAX_SHAPES_PER_FIRST_KEY = 8;
+const MAX_FIRST_KEYS = 2048;
+
+/** `Object.keys(value).sort()`, from {@link keyOrders} when this key list was met before. The result must not be changed. */
+export function sortedKeys(value: object): readonly string[] {
+  const keys = Object.keys(value);
+  const n = keys.length;
+  if (n < 2) return keys;
+  if (n > MAX_SHAPE_KEYS) return keys.sort();
+  const first = keys[0] as string;
+  let shapes = keyOrders.get(first);
+  if (shapes !== undefined) {
+    next: for (let s = 0; s < shapes.length; s++) {
+      const shape = shapes[s] as { keys: readonly string[]; sorted: readonly string[] };
+      const known = shape.keys;
+      if (known.length !== n) continue;
+      for (let i = 1; i < n; i++) if (known[i] !== keys[i]) continue next;
+      return shape.sorted;
+    }
+  }
+  const sorted = keys.slice().sort();
+  if (shapes === undefined) {
+    if (keyOrders.size >= MAX_FIRST_KEYS) return sorted;
+    shapes = [];
+    keyOrders.set(first, shapes);
+  }
+  if (shapes.length < MAX_SHAPES_PER_FIRST_KEY) shapes.push({ keys, sorted });
+  return sorted;
+}
+
 function sortDeep(value: unknown): unknown {
   if (Array.isArray(value)) return value.map((v) => (v === undefined ? null : sortDeep(v)));
   if (typeof value === 'number' && !Number.isFinite(value)) {
@@ -17,7 +60,7 @@ function sortDeep(value: unknown): unknown {
   }
   if (value !== null && typeof value === 'object') {
     const out: Record<string, unknown> = {};
-    for (const key of Object.keys(value).sort()) {
+    for (const key of sortedKeys(value)) {
       const member = (value as Record<string, unknown>)[key];
       if (member !== undefined) out[key] = sortDeep(member);
     }
@@ -157,7 +200,7 @@ function sortChecked(value: unknown, path: Array<string | number>): unknown {
         const proto = Object.getPrototypeOf(value) as unknown;
         if (proto !== Object.prototype && proto !== null) throw new NotJsonAt('not a plain object');
         const fields: Record<string, unknown> = {};
-        for (const key of Object.keys(value).sort()) {
+        for (const key of sortedKeys(value)) {
           const member = (value as Record<string, unknown>)[key];
           if (member === undefined) continue;
           path.push(key);

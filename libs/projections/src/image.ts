@@ -1,6 +1,6 @@
 import { heapWeight, LruCache } from '@baton/eventstore';
 import { REBUILD_CACHE_BYTES } from './baton/cache-bounds';
-import { canonicalJson, type JsonValue } from './canonical-json';
+import { canonicalJson, sortedKeys, type JsonValue } from './canonical-json';
 import { ProjectionError, ProjectionOpError } from './errors';
 import { ITEMS_PREFIX } from './keys';
 import { INDEXED_FIELDS, opError, type ProjectionOp } from './ops';
@@ -477,7 +477,7 @@ function flattenScores(map: ReadonlyMap<string, string>): string[] {
 /** An item (or an item patch) as hash fields: member name → canonical JSON of its value; `undefined` members dropped. */
 function itemFields(item: Record<string, unknown>): [string, string][] {
   const out: [string, string][] = [];
-  for (const name of Object.keys(item).sort()) {
+  for (const name of sortedKeys(item)) {
     const value = item[name];
     if (value !== undefined) out.push([name, canonicalJson(value)]);
   }

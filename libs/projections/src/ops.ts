@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { canonicalJson, canonicalJsonChecked, type JsonValue } from './canonical-json';
+import { canonicalJson, canonicalJsonChecked, sortedKeys, type JsonValue } from './canonical-json';
 import { MAX_KEY_LENGTH } from './keys';
 
 /** The fields of an indexed item that get an index of their own (one sorted set per value). */
@@ -213,7 +213,7 @@ function toWire(op: ParsedOp): WireOp {
 /** An item as hash fields: member name → canonical JSON of its value. `undefined` members are dropped. */
 function itemFields(item: Record<string, unknown>): string[] {
   const out: string[] = [];
-  for (const name of Object.keys(item).sort()) {
+  for (const name of sortedKeys(item)) {
     const value = item[name];
     if (value !== undefined) out.push(name, canonicalJson(value));
   }

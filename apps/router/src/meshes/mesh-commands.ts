@@ -1,8 +1,9 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { MeshEvent, Origin } from '@baton/contracts';
-import { deriveId, meshDecider, type MeshCommand, type MeshState } from '@baton/domain';
+import { meshDecider, type MeshCommand, type MeshState } from '@baton/domain';
 import type { AggregateRef, HandleCommandResult, HopTrace } from '@baton/eventstore';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
+import { derivedEventIds, type EventIds } from '../shared/ids';
 
 /** The mesh aggregate of a mesh run: `<prefix>.ev.<project>.mesh.<mesh_run_id>`. */
 export function meshRef(project: string, meshRunId: string): AggregateRef {
@@ -26,9 +27,9 @@ export interface MeshCause {
  * (`mev<index>-<s|t|a>-<project>:mesh:<mesh run id>:<cause id>`): a redelivered start or turn
  * re-publishes the same ids (and `Nats-Msg-Id`s), and JetStream stores each event once.
  */
-export function meshEventIds(ref: AggregateRef, kind: MeshCause['kind'], causeId: string): (index: number) => string {
+export function meshEventIds(ref: AggregateRef, kind: MeshCause['kind'], causeId: string): EventIds {
   const letter = kind === 'start' ? 's' : kind === 'turn' ? 't' : 'a';
-  return (index) => deriveId(`mev${index}-${letter}`, `${ref.project}:${ref.kind}:${ref.id}:${causeId}`);
+  return derivedEventIds('mev', letter, `${ref.project}:${ref.kind}:${ref.id}:${causeId}`);
 }
 
 /**
@@ -47,7 +48,7 @@ export class MeshCommands {
       origin: cause.origin,
       causationId: cause.id,
       correlationId: cause.meshRunId,
-      eventId: meshEventIds(ref, cause.kind, cause.id),
+      ...meshEventIds(ref, cause.kind, cause.id),
       trace: cause.trace,
     });
   }

@@ -69,7 +69,7 @@ export class RunCommands {
       origin: cause.origin,
       causationId: cause.id,
       correlationId: cause.workflowRunId,
-      eventId: eventIdsFor(ref, cause.kind, cause.id),
+      ...eventIdsFor(ref, cause.kind, cause.id),
       trace: cause.trace,
     });
   }

@@ -29,8 +29,35 @@ export interface EventScope {
  * re-publishes the very same ids (and `Nats-Msg-Id`s, `MsgIds.event`), and JetStream stores each
  * event once; the same cause id in another project or on another run is another event.
  */
-export function eventIdsFor(scope: EventScope, kind: CauseKind, causeId: string): (index: number) => string {
-  return (index) => deriveId(`ev${index}-${letter[kind]}`, `${scope.project}:${scope.kind}:${scope.id}:${causeId}`);
+export function eventIdsFor(scope: EventScope, kind: CauseKind, causeId: string): EventIds {
+  return derivedEventIds('ev', letter[kind], `${scope.project}:${scope.kind}:${scope.id}:${causeId}`);
+}
+
+/** A command's event ids and their inverse, as the event store's `CommandMeta` takes them (`eventId`, `eventIndex`). */
+export interface EventIds {
+  eventId: (index: number) => string;
+  eventIndex: (eventId: string) => number | null;
+}
+
+/**
+ * Ids `<tag><index>-<letter>-<source>` (`deriveId`: clipped with a digest past the id length cap)
+ * and their inverse: the index read back from the digits after the tag, then checked by building
+ * that one id — so the event store learns whether an aggregate's last event is this command's
+ * without building every id the command could give.
+ */
+export function derivedEventIds(tag: string, letter: string, source: string): EventIds {
+  const eventId = (index: number) => deriveId(`${tag}${index}-${letter}`, source);
+  return {
+    eventId,
+    eventIndex: (id) => {
+      if (!id.startsWith(tag)) return null;
+      const dash = id.indexOf('-', tag.length);
+      if (dash <= tag.length) return null;
+      const digits = id.slice(tag.length, dash);
+      const index = Number(digits);
+      return Number.isSafeInteger(index) && index >= 0 && String(index) === digits && eventId(index) === id ? index : null;
+    },
+  };
 }
 
 /** The router's name as an actor (from_agent of the first handoff of a run, published_by default). */

@@ -1,5 +1,7 @@
+import fc from 'fast-check';
 import { AgentResultSchema, Limits } from '@baton/contracts';
-import { eventIdsFor } from './ids';
+import { meshEventIds } from '../meshes/mesh-commands';
+import { eventIdsFor, type CauseKind } from './ids';
 import { decodeInbound } from './inbound';
 import { subjectTokens } from './subjects';
 
@@ -31,13 +33,52 @@ describe('router edge helpers', () => {
   it('derives the same event ids for the same cause, within the id length cap', () => {
     const long = 'r'.repeat(Limits.maxIdLength);
     const run = { project: 'demo', kind: 'run', id: 'wr-1' };
-    expect(eventIdsFor(run, 'result', 'r1')(0)).toBe(eventIdsFor(run, 'result', 'r1')(0));
-    expect(eventIdsFor(run, 'result', 'r1')(0)).toBe('ev0-r-demo:run:wr-1:r1');
-    expect(eventIdsFor(run, 'result', 'r1')(0)).not.toBe(eventIdsFor(run, 'result_refused', 'r1')(0));
-    expect(eventIdsFor(run, 'result', long)(1).length).toBeLessThanOrEqual(Limits.maxIdLength);
+    expect(eventIdsFor(run, 'result', 'r1').eventId(0)).toBe(eventIdsFor(run, 'result', 'r1').eventId(0));
+    expect(eventIdsFor(run, 'result', 'r1').eventId(0)).toBe('ev0-r-demo:run:wr-1:r1');
+    expect(eventIdsFor(run, 'result', 'r1').eventId(0)).not.toBe(eventIdsFor(run, 'result_refused', 'r1').eventId(0));
+    expect(eventIdsFor(run, 'result', long).eventId(1).length).toBeLessThanOrEqual(Limits.maxIdLength);
     // The same cause id in another project, or on another run, is another event.
-    expect(eventIdsFor({ ...run, project: 'other' }, 'result', 'r1')(0)).not.toBe(eventIdsFor(run, 'result', 'r1')(0));
-    expect(eventIdsFor({ ...run, id: 'wr-2' }, 'result', 'r1')(0)).not.toBe(eventIdsFor(run, 'result', 'r1')(0));
-    expect(eventIdsFor({ ...run, project: 'other' }, 'result', long)(0)).not.toBe(eventIdsFor(run, 'result', long)(0));
+    expect(eventIdsFor({ ...run, project: 'other' }, 'result', 'r1').eventId(0)).not.toBe(eventIdsFor(run, 'result', 'r1').eventId(0));
+    expect(eventIdsFor({ ...run, id: 'wr-2' }, 'result', 'r1').eventId(0)).not.toBe(eventIdsFor(run, 'result', 'r1').eventId(0));
+    expect(eventIdsFor({ ...run, project: 'other' }, 'result', long).eventId(0)).not.toBe(eventIdsFor(run, 'result', long).eventId(0));
+  });
+
+  // The event store asks `eventIndex` whether an aggregate's last event is this command's (a
+  // retry to complete): it must name every id `eventId` gives, short or clipped, and nothing else.
+  it('reads an event id back to its index, for run and mesh ids, short and clipped, and refuses every other id', () => {
+    const kinds: CauseKind[] = ['start', 'result', 'result_refused', 'answer', 'answer_refused', 'stop', 'message', 'message_refused', 'handoff_failed'];
+    const idText = fc.string({ minLength: 1, maxLength: Limits.maxIdLength });
+    fc.assert(
+      fc.property(
+        idText,
+        idText,
+        fc.constantFrom(...kinds),
+        fc.constantFrom<'start' | 'turn' | 'answer'>('start', 'turn', 'answer'),
+        (runId, causeId, kind, meshKind) => {
+          const run = eventIdsFor({ project: 'demo', kind: 'run', id: runId }, kind, causeId);
+          const mesh = meshEventIds({ project: 'demo', kind: 'mesh', id: runId }, meshKind, causeId);
+          const other = eventIdsFor({ project: 'demo', kind: 'run', id: runId }, kind, `${causeId}x`);
+          for (const index of [0, 1, 2, 9, 10, 31]) {
+            expect(run.eventIndex(run.eventId(index))).toBe(index);
+            expect(mesh.eventIndex(mesh.eventId(index))).toBe(index);
+            expect(run.eventIndex(other.eventId(index))).toBeNull();
+            expect(run.eventIndex(mesh.eventId(index))).toBeNull();
+            expect(mesh.eventIndex(run.eventId(index))).toBeNull();
+          }
+          for (const stranger of [
+            '',
+            'ev',
+            'ev-',
+            'ev01-r-x',
+            `${run.eventId(1)}x`,
+            run.eventId(1).replace('ev1', 'ev01'),
+            'evx-r-demo',
+            '550e8400-e29b-41d4-a716-446655440000',
+          ])
+            expect(run.eventIndex(stranger)).toBeNull();
+        },
+      ),
+      { numRuns: 300 },
+    );
   });
 });
