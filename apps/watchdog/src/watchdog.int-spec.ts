@@ -182,6 +182,16 @@ describe('watchdog: retry cap with no lead anywhere → stop the run', () => {
       cause: { kind: 'handoff_escalated', handoff_id: withRun.id, event_id: escalated.id },
     });
 
+    // The stop request continues the escalation's trace (a hop of its own: same trace id, another
+    // span), so one trace links the watchdog's requeue, the escalation and the run's stop.
+    const traceOf = (traceparent: string | undefined) => /^00-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$/.exec(traceparent ?? '');
+    const stored = await h.nats.jsm.streams.getMessage(batonStreamNames(h.prefix).events, { seq: escalated.seq });
+    const escalationTrace = traceOf(stored.header.get('traceparent'));
+    const requestTrace = traceOf(message.header.get('traceparent'));
+    expect(escalationTrace).not.toBeNull();
+    expect(requestTrace?.[1]).toBe(escalationTrace?.[1]);
+    expect(requestTrace?.[2]).not.toBe(escalationTrace?.[2]);
+
     // The run-less handoff escalated too, but nothing was asked for it; the run's request is stored once.
     await waitFor(async () => (await countOf(withoutRun.id, 'handoff.escalated')) === 1, 'the second escalation', { timeoutMs: 8000 });
     await sleep(500);

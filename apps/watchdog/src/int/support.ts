@@ -18,10 +18,12 @@ import {
   batonStreamNames,
   batonTopology,
   connectNats,
+  hopTrace,
   JetStreamEventStore,
   provision,
   subscribeCore,
   type CoreSubscription,
+  type HopTrace,
   type NatsHandle,
   type StoredEvent,
 } from '@baton/eventstore';
@@ -49,7 +51,8 @@ type Reply = { ok: true; handoff: unknown; events: number } | { ok: false; error
  * (`resolveLedgerCaller`, `mayIssue`), parses the wire body with the contracts' schemas, fills what the ledger
  * resolves (claim id from the key, default lease, escalation id; no project lead), decides with
  * `handoffDecider` and appends through `JetStreamEventStore.handleCommand` (optimistic concurrency,
- * event ids from the idempotency key). Answers in the ledger's reply shape.
+ * event ids from the idempotency key; the events continue the request's trace). Answers in the
+ * ledger's reply shape.
  */
 export class MiniLedger {
   private subscription: CoreSubscription | null = null;
@@ -66,7 +69,7 @@ export class MiniLedger {
       this.nats,
       Subjects.ledgerCommands(this.prefix),
       (msg) => {
-        const task = this.answer(msg.subject, msg.data).then((reply) => {
+        const task = this.answer(msg.subject, msg.data, hopTrace(msg.headers)).then((reply) => {
           msg.respond(encoder.encode(JSON.stringify(reply)));
         });
         this.inFlight.add(task);
@@ -81,7 +84,8 @@ export class MiniLedger {
     await Promise.allSettled([...this.inFlight]);
   }
 
-  private async answer(subject: string, data: Uint8Array): Promise<Reply> {
+  /** `trace`: the request's hop, continued by the events the command appends (as the ledger does). */
+  private async answer(subject: string, data: Uint8Array, trace: HopTrace): Promise<Reply> {
     const address = SubjectTable.ledgerCommand.parse(this.prefix, subject);
     if (address === null || !(address.command in HandoffCommandSchemas))
       return { ok: false, error: { code: 'unknown_command', kind: 'rejected', message: subject } };
@@ -158,6 +162,7 @@ export class MiniLedger {
       origin: metadata.actorKind === 'watchdog' ? 'watchdog' : 'agent',
       causationId: null,
       correlationId: wire.handoff_id,
+      trace,
     });
     if (!result.ok) return { ok: false, error: { code: result.error.code, kind: result.error.kind, message: result.error.message } };
     return { ok: true, handoff: toHandoffRecord(result.state), events: result.events.length };
