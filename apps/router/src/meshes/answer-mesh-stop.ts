@@ -4,7 +4,7 @@ import { MeshAnswerRequestSchema, RejectionCode } from '@baton/contracts';
 import { MeshErrorCode } from '@baton/domain';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { nowIso } from '../shared/ids';
-import { decodeOrPoison, poison } from '../shared/inbound';
+import { decodeForSubject, poison } from '../shared/inbound';
 import { MeshCommands, meshRef } from './mesh-commands';
 import { meshSubjectTokens } from './mesh-subjects';
 
@@ -30,11 +30,7 @@ export class AnswerMeshStopUseCase {
   ) {}
 
   async execute(subject: string, bytes: Uint8Array, trace: HopTrace): Promise<void> {
-    const request = decodeOrPoison(bytes, MeshAnswerRequestSchema);
-    const tokens = meshSubjectTokens(this.runtime.config.BATON_PREFIX, subject);
-    if (tokens?.project !== request.project) {
-      throw poison({ code: RejectionCode.schemaViolation, message: `the subject names project '${tokens?.project ?? '?'}', the body '${request.project}'` });
-    }
+    const request = decodeForSubject(this.runtime.config.BATON_PREFIX, subject, bytes, MeshAnswerRequestSchema, meshSubjectTokens);
     const answer = request.answer;
     const log = this.runtime.logger.child({
       trace_id: trace.traceId,

@@ -5,7 +5,7 @@ import { MeshErrorCode } from '@baton/domain';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { HandoffClaims } from '../shared/handoff-claims';
 import { nowIso } from '../shared/ids';
-import { decodeOrPoison, poison } from '../shared/inbound';
+import { decodeForSubject, poison } from '../shared/inbound';
 import { MeshCommands, meshRef } from './mesh-commands';
 import { meshSubjectTokens } from './mesh-subjects';
 
@@ -32,14 +32,7 @@ export class RecordMeshTurnUseCase {
   ) {}
 
   async execute(subject: string, bytes: Uint8Array, trace: HopTrace): Promise<void> {
-    const result = decodeOrPoison(bytes, AgentResultSchema);
-    const tokens = meshSubjectTokens(this.runtime.config.BATON_PREFIX, subject);
-    if (tokens === null || tokens.project !== result.project || tokens.agent !== result.agent) {
-      throw poison({
-        code: RejectionCode.schemaViolation,
-        message: `the subject names ${tokens?.project ?? '?'}/${tokens?.agent ?? '?'}, the body ${result.project}/${result.agent}`,
-      });
-    }
+    const result = decodeForSubject(this.runtime.config.BATON_PREFIX, subject, bytes, AgentResultSchema, meshSubjectTokens);
     const log = this.runtime.logger.child({
       trace_id: trace.traceId,
       project: result.project,

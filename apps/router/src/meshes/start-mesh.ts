@@ -1,10 +1,10 @@
 import type { HopTrace } from '@baton/eventstore';
 import { Inject, Injectable } from '@nestjs/common';
-import { MeshStartRequestSchema, RejectionCode, resolveLead } from '@baton/contracts';
+import { MeshStartRequestSchema, resolveLead } from '@baton/contracts';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { DefinitionCatalog } from '../definitions/definition-catalog';
 import { nowIso, ROUTER_ACTOR } from '../shared/ids';
-import { decodeOrPoison, poison } from '../shared/inbound';
+import { decodeForSubject, poison } from '../shared/inbound';
 import { MeshCommands, meshRef } from './mesh-commands';
 import { meshSubjectTokens } from './mesh-subjects';
 
@@ -28,11 +28,7 @@ export class StartMeshUseCase {
   ) {}
 
   async execute(subject: string, bytes: Uint8Array, trace: HopTrace): Promise<void> {
-    const request = decodeOrPoison(bytes, MeshStartRequestSchema);
-    const tokens = meshSubjectTokens(this.runtime.config.BATON_PREFIX, subject);
-    if (tokens?.project !== request.project) {
-      throw poison({ code: RejectionCode.schemaViolation, message: `the subject names project '${tokens?.project ?? '?'}', the body '${request.project}'` });
-    }
+    const request = decodeForSubject(this.runtime.config.BATON_PREFIX, subject, bytes, MeshStartRequestSchema, meshSubjectTokens);
     const log = this.runtime.logger.child({ trace_id: trace.traceId, project: request.project, mesh_run_id: request.mesh_run_id, mesh: request.mesh });
     const definitions = await this.catalog.load(request.project, { fresh: true });
     const current = definitions.published[definitions.published.length - 1]?.definition;

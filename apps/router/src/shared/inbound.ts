@@ -45,16 +45,34 @@ export function poison(rejection: { code: string; message: string }): PoisonErro
   return new PoisonError(`${rejection.code}: ${rejection.message}`, rejection.code);
 }
 
+/** Who a subject says a message is from: its project and, on an agent's subject, the agent. */
+export interface SubjectIdentity {
+  project: string;
+  agent: string | null;
+}
+
 /**
- * Decode a message of one project's inbox (`<prefix>.in.<project>.…`) with {@link decodeOrPoison}
- * and check that the body names the project of the subject it came on; a mismatch is poison
- * (`schema_violation`), so a publisher cannot write into another project's runs.
+ * Decode an inbox message (`<prefix>.in.<project>.…`) with {@link decodeOrPoison} and check the
+ * body against the identity its subject carries — the project, and on an agent's subject the
+ * agent: identity comes from the subject, and a body is only checked against it. A mismatch, or a
+ * subject that carries no identity, is poison (`schema_violation`), so a publisher cannot write
+ * into another project's runs or speak for another agent. `identityOf` reads the subject (default
+ * {@link subjectTokens}, the run inbox; the mesh inbox has its own).
  */
-export function decodeForSubject<S extends z.ZodType<{ project: string }>>(prefix: string, subject: string, bytes: Uint8Array, schema: S): z.infer<S> {
+export function decodeForSubject<S extends z.ZodType<{ project: string; agent?: string }>>(
+  prefix: string,
+  subject: string,
+  bytes: Uint8Array,
+  schema: S,
+  identityOf: (prefix: string, subject: string) => SubjectIdentity | null = subjectTokens,
+): z.infer<S> {
   const value = decodeOrPoison(bytes, schema);
-  const project = subjectTokens(prefix, subject)?.project;
-  if (project !== value.project) {
-    throw poison({ code: RejectionCode.schemaViolation, message: `the subject names project '${project ?? '?'}', the body '${value.project}'` });
+  const identity = identityOf(prefix, subject);
+  if (identity === null || identity.project !== value.project) {
+    throw poison({ code: RejectionCode.schemaViolation, message: `the subject names project '${identity?.project ?? '?'}', the body '${value.project}'` });
+  }
+  if (identity.agent !== null && identity.agent !== value.agent) {
+    throw poison({ code: RejectionCode.schemaViolation, message: `the subject names agent '${identity.agent}', the body '${value.agent ?? '?'}'` });
   }
   return value;
 }

@@ -1,8 +1,9 @@
 import fc from 'fast-check';
-import { AgentResultSchema, Limits } from '@baton/contracts';
+import { AgentResultSchema, Limits, StopRunRequestSchema } from '@baton/contracts';
 import { meshEventIds } from '../meshes/mesh-commands';
+import { meshSubjectTokens } from '../meshes/mesh-subjects';
 import { eventIdsFor, type CauseKind } from './ids';
-import { decodeInbound } from './inbound';
+import { decodeForSubject, decodeInbound } from './inbound';
 import { subjectTokens } from './subjects';
 
 describe('router edge helpers', () => {
@@ -79,6 +80,51 @@ describe('router edge helpers', () => {
         },
       ),
       { numRuns: 300 },
+    );
+  });
+
+  // Identity comes from the subject: every inbox use case decodes through decodeForSubject, which
+  // holds the body's project (and, on an agent's subject, its agent) to what the subject names.
+  it('decodeForSubject: the body must name the project and agent of its subject; anything else is poison (schema_violation)', () => {
+    const bytes = (body: object) => new TextEncoder().encode(JSON.stringify(body));
+    const stop = { packet_id: 'p1', workflow_run_id: 'wr-1', project: 'demo', why: 'guard_failed', requested_by: 'ops' };
+    const reason = (fn: () => unknown) => {
+      try {
+        fn();
+      } catch (error) {
+        return { reason: (error as { reason?: string }).reason, message: (error as Error).message };
+      }
+      return null;
+    };
+    expect(decodeForSubject('baton', 'baton.in.demo.stop', bytes(stop), StopRunRequestSchema)).toMatchObject({ project: 'demo' });
+    expect(reason(() => decodeForSubject('baton', 'baton.in.other.stop', bytes(stop), StopRunRequestSchema))).toEqual({
+      reason: 'schema_violation',
+      message: "schema_violation: the subject names project 'other', the body 'demo'",
+    });
+    // A subject that carries no identity (not an inbox subject of this prefix) is refused too.
+    expect(reason(() => decodeForSubject('baton', 'elsewhere.in.demo.stop', bytes(stop), StopRunRequestSchema))?.reason).toBe('schema_violation');
+    // On an agent's subject the agent is checked as well: a result cannot speak for another agent.
+    const result = {
+      result_id: 'wr-1-r1',
+      run_id: 'ar-wr-1-1',
+      project: 'demo',
+      workflow_run_id: 'wr-1',
+      agent: 'ping',
+      body: 'Step done.',
+      decision: { dispatch: { status: 'advance' } },
+      produced_at: '2026-12-03T06:00:00.000Z',
+    };
+    expect(decodeForSubject('baton', `baton.in.demo.result.${result.agent}`, bytes(result), AgentResultSchema)).toMatchObject({ agent: result.agent });
+    expect(reason(() => decodeForSubject('baton', 'baton.in.demo.result.mallory', bytes(result), AgentResultSchema))).toEqual({
+      reason: 'schema_violation',
+      message: `schema_violation: the subject names agent 'mallory', the body '${result.agent}'`,
+    });
+    // The mesh inbox reads its own subjects: a run-inbox subject is no mesh identity.
+    expect(decodeForSubject('baton', `baton.in.demo.mesh_result.${result.agent}`, bytes(result), AgentResultSchema, meshSubjectTokens)).toMatchObject({
+      project: 'demo',
+    });
+    expect(reason(() => decodeForSubject('baton', `baton.in.demo.result.${result.agent}`, bytes(result), AgentResultSchema, meshSubjectTokens))?.reason).toBe(
+      'schema_violation',
     );
   });
 });

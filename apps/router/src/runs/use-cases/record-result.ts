@@ -1,11 +1,10 @@
 import type { HopTrace } from '@baton/eventstore';
 import { Inject, Injectable } from '@nestjs/common';
-import { AgentResultSchema, RejectionCode } from '@baton/contracts';
+import { AgentResultSchema } from '@baton/contracts';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { nowIso } from '../../shared/ids';
-import { decodeOrPoison, poison } from '../../shared/inbound';
+import { decodeForSubject } from '../../shared/inbound';
 import { HandoffClaims } from '../../shared/handoff-claims';
-import { subjectTokens } from '../../shared/subjects';
 import { RunCommands, runRef } from '../run-commands';
 
 /**
@@ -38,14 +37,7 @@ export class RecordResultUseCase {
   ) {}
 
   async execute(subject: string, bytes: Uint8Array, trace: HopTrace): Promise<void> {
-    const result = decodeOrPoison(bytes, AgentResultSchema);
-    const tokens = subjectTokens(this.runtime.config.BATON_PREFIX, subject);
-    if (tokens?.project !== result.project || tokens.agent !== result.agent) {
-      throw poison({
-        code: RejectionCode.schemaViolation,
-        message: `the subject names ${tokens?.project ?? '?'}/${tokens?.agent ?? '?'}, the result ${result.project}/${result.agent}`,
-      });
-    }
+    const result = decodeForSubject(this.runtime.config.BATON_PREFIX, subject, bytes, AgentResultSchema);
     const log = this.runtime.logger.child({
       trace_id: trace.traceId,
       project: result.project,

@@ -5,8 +5,7 @@ import { StartRunRequestSchema } from '@baton/contracts';
 import { DefinitionCatalog } from '../../definitions/definition-catalog';
 import { digestOf, workflowForStart } from '../../definitions/definition.decider';
 import { nowIso, ROUTER_ACTOR } from '../../shared/ids';
-import { decodeOrPoison, poison } from '../../shared/inbound';
-import { subjectTokens } from '../../shared/subjects';
+import { decodeForSubject, poison } from '../../shared/inbound';
 import { RunCommands, runRef } from '../run-commands';
 
 /**
@@ -29,11 +28,7 @@ export class StartRunUseCase {
   ) {}
 
   async execute(subject: string, bytes: Uint8Array, trace: HopTrace): Promise<void> {
-    const request = decodeOrPoison(bytes, StartRunRequestSchema);
-    const tokens = subjectTokens(this.runtime.config.BATON_PREFIX, subject);
-    if (tokens?.project !== request.project) {
-      throw poison({ code: 'schema_violation', message: `the subject names project '${tokens?.project ?? '?'}', the body '${request.project}'` });
-    }
+    const request = decodeForSubject(this.runtime.config.BATON_PREFIX, subject, bytes, StartRunRequestSchema);
     const log = this.runtime.logger.child({ trace_id: trace.traceId, project: request.project, workflow_run_id: request.workflow_run_id });
     const definitions = await this.catalog.load(request.project, { fresh: true });
     const pinned = workflowForStart(definitions, request.workflow, request.workflow_version);

@@ -4,8 +4,7 @@ import { RejectionCode, StopRunRequestSchema } from '@baton/contracts';
 import { RunErrorCode } from '@baton/domain';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { nowIso } from '../../shared/ids';
-import { decodeOrPoison, poison } from '../../shared/inbound';
-import { subjectTokens } from '../../shared/subjects';
+import { decodeForSubject, poison } from '../../shared/inbound';
 import { RunCommands, runRef } from '../run-commands';
 
 /**
@@ -25,11 +24,7 @@ export class StopRunUseCase {
   ) {}
 
   async execute(subject: string, bytes: Uint8Array, trace: HopTrace): Promise<void> {
-    const request = decodeOrPoison(bytes, StopRunRequestSchema);
-    const tokens = subjectTokens(this.runtime.config.BATON_PREFIX, subject);
-    if (tokens?.project !== request.project) {
-      throw poison({ code: RejectionCode.schemaViolation, message: `the subject names project '${tokens?.project ?? '?'}', the body '${request.project}'` });
-    }
+    const request = decodeForSubject(this.runtime.config.BATON_PREFIX, subject, bytes, StopRunRequestSchema);
     const log = this.runtime.logger.child({
       trace_id: trace.traceId,
       project: request.project,
