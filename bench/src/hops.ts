@@ -78,6 +78,9 @@ export async function measureHops(opts: HopsOptions): Promise<HopsResult> {
   let mode: 'closed' | 'open' = 'closed';
   let completions: Array<{ at: number; latency: number | null; phase: 'closed' | 'open' }> = [];
   let publishErrors = 0;
+  // Where hops stand, for a phase that completes none: offers seen (router and ledger worked),
+  // claims answered (the ledger), offers' events visible in the projections (the notifier).
+  const progress = { offers: 0, claims: 0, visible: 0 };
 
   const agents = new AgentClaims(nats, prefix, project);
   const publishNext = (slot: RunSlot) => {
@@ -94,7 +97,16 @@ export async function measureHops(opts: HopsOptions): Promise<HopsResult> {
     slot.handoffId = offer.handoffId;
     slot.agent = offer.agent;
     const phase = mode;
+    progress.offers++;
     const claimed = agents.claim(offer.agent, offer.handoffId);
+    void claimed.then(
+      () => progress.claims++,
+      () => undefined,
+    );
+    void watcher.visible(offer.seq).then(
+      () => progress.visible++,
+      () => undefined,
+    );
     void Promise.all([watcher.visible(offer.seq), claimed]).then(
       ([at, claimId]) => {
         completions.push({ at, latency: slot.publishedAt === null ? null : at - slot.publishedAt, phase });
@@ -137,6 +149,12 @@ export async function measureHops(opts: HopsOptions): Promise<HopsResult> {
     const machineAfter = machineCpu();
     const after = await streamState();
     const inWindow = completions.slice(countFrom).filter((c) => c.at >= windowStart && c.at <= windowEnd && c.latency !== null);
+    if (inWindow.length === 0) {
+      // Nothing to measure: say where the hops stopped instead of reporting figures of nothing.
+      throw new Error(
+        `no hop completed in the closed loop's ${opts.throughputSeconds} s window (${opts.runs} runs started; ${progress.offers} offers seen, ${progress.claims} claims answered, ${progress.visible} offers visible in the projections (applied through seq ${watcher.applied}), ${publishErrors} publish or claim errors)`,
+      );
+    }
     const hopsPerS = inWindow.length / ((windowEnd - windowStart) / 1000);
     const storedPerHop = inWindow.length > 0 ? (after.messages - before.messages) / inWindow.length : Number.NaN;
     const eventBytes = after.events > before.events ? (after.eventBytes - before.eventBytes) / (after.events - before.events) : Number.NaN;
