@@ -8,10 +8,12 @@ import { RUNTIME, type ServiceRuntime } from '@baton/platform';
  * current claim of the run's current handoff). The handoff aggregate is the ledger's; the router
  * only reads it, through the event store (`<prefix>.ev.<project>.handoff.<id>`), and never writes
  * it: the subject's last sequence, then the events after the store's cached fold, one point read
- * each (a handoff under a result has two or three). The router's handoff-event consumer parses
- * only `handoff.deadline_expired` (`eventTypes`), so it no longer folds every handoff event ahead
- * of this read: measured in pairs, the router spent about 8 % less CPU per hop and nats-server
- * about 7 % more (the point reads), a small net gain (docs/performance.md, session 12). The read
+ * each. The router's handoff-event consumer folds every handoff event onto that cache as it is
+ * delivered (`observe`), so the read is usually the last sequence alone. Session 12 had that
+ * consumer parse only `handoff.deadline_expired`, and the claim check then read the two or three
+ * events it lacked one after another — about 1.1–1.3 ms on the critical path of every result, and
+ * JetStream API requests that cost nats-server more than deliveries; session 14 measured folding
+ * them again as lighter in all (docs/performance.md). The read
  * itself is never skipped, so the view is the stream's as of this call. The fold is
  * `handoffClaimFold`: the ledger's, without the work item (context, acceptance, summary), so the
  * router's fold cache keeps a tenth of the bytes per handoff.
