@@ -99,15 +99,13 @@ export async function measureHops(opts: HopsOptions): Promise<HopsResult> {
     const phase = mode;
     progress.offers++;
     const claimed = agents.claim(offer.agent, offer.handoffId);
+    const visible = watcher.visible(offer.seq);
     void claimed.then(
       () => progress.claims++,
       () => undefined,
     );
-    void watcher.visible(offer.seq).then(
-      () => progress.visible++,
-      () => undefined,
-    );
-    void Promise.all([watcher.visible(offer.seq), claimed]).then(
+    void visible.then(() => progress.visible++);
+    void Promise.all([visible, claimed]).then(
       ([at, claimId]) => {
         completions.push({ at, latency: slot.publishedAt === null ? null : at - slot.publishedAt, phase });
         slot.publishedAt = null;

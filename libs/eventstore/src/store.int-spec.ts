@@ -346,20 +346,21 @@ describe('JetStreamEventStore (real NATS)', () => {
     expect((await store.read(ref())).events).toHaveLength(1);
   });
 
+  // A decider that records every addition as two events (the added amount, then a double-check).
+  const twoStep = {
+    ...counterDecider,
+    decide: (command: CounterCommand, state: { total: number; version: number }) => ({
+      ok: true as const,
+      events: [
+        { type: 'counter.added' as const, data: { n: command.n, total: state.total + command.n, version: state.version + 1 } },
+        { type: 'counter.added' as const, data: { n: 0, total: state.total + command.n, version: state.version + 2 } },
+      ],
+    }),
+  };
+
   it('a command whose multi-event append was cut short is completed by its retry, not lost', async () => {
     const resumed: ResumedCommand[] = [];
     const store = storeOn(a, { cacheSize: 10, onResumedCommand: (r) => resumed.push(r) });
-    // A decider that records every addition as two events (the added amount, then a double-check).
-    const twoStep = {
-      ...counterDecider,
-      decide: (command: CounterCommand, state: { total: number; version: number }) => ({
-        ok: true as const,
-        events: [
-          { type: 'counter.added' as const, data: { n: command.n, total: state.total + command.n, version: state.version + 1 } },
-          { type: 'counter.added' as const, data: { n: 0, total: state.total + command.n, version: state.version + 2 } },
-        ],
-      }),
-    };
     // The writer crashed after storing only the first of the two events.
     await store.append(ref(), [{ ...envelope('cmd-9:0', 5, 5, 1) }], { expectedVersion: 0 });
     const retry = await store.handleCommand(ref(), twoStep, { type: 'add', n: 5 }, { ...meta(), commandId: 'cmd-9' });
@@ -383,19 +384,12 @@ describe('JetStreamEventStore (real NATS)', () => {
 
   it('custom event ids with their inverse (eventIndex): a cut-short command is completed, and the inverse is checked, not believed', async () => {
     const store = storeOn(a, { cacheSize: 10 });
-    const twoStep = {
-      ...counterDecider,
-      decide: (command: CounterCommand, state: { total: number; version: number }) => ({
-        ok: true as const,
-        events: [
-          { type: 'counter.added' as const, data: { n: command.n, total: state.total + command.n, version: state.version + 1 } },
-          { type: 'counter.added' as const, data: { n: 0, total: state.total + command.n, version: state.version + 2 } },
-        ],
-      }),
-    };
     const ids = (cause: string) => ({
       eventId: (index: number) => `e${index}-${cause}`,
-      eventIndex: (id: string) => (/^e(\d+)-/.exec(id) ? Number(/^e(\d+)-/.exec(id)?.[1]) : null),
+      eventIndex: (id: string) => {
+        const digits = /^e(\d+)-/.exec(id)?.[1];
+        return digits === undefined ? null : Number(digits);
+      },
     });
     await store.append(ref(), [{ ...envelope('e0-c1', 5, 5, 1) }], { expectedVersion: 0 });
     await store.handleCommand(ref(), twoStep, { type: 'add', n: 5 }, { ...meta(), ...ids('c1') });
