@@ -15,6 +15,11 @@ export interface GrowthOptions {
   samples: number;
   /** Wait until the platform has digested the fill (consumers quiet). */
   quiesce: () => Promise<boolean>;
+  /**
+   * Wait, before each timed decision (its claim taken), until the platform has digested the work
+   * of the decision before it (consumers quiet); false when it did not within its timeout.
+   */
+  settle: () => Promise<boolean>;
   log: (line: string) => void;
 }
 
@@ -31,6 +36,8 @@ export interface GrowthResult {
    * sequential hops (decide, ledger create, claim), not of a burst of decisions.
    */
   fill_decisions_per_s: { first: number; last: number };
+  /** Timed decisions that started without the platform having gone quiet (`settle` timed out). */
+  unsettled_samples: number;
 }
 
 interface Routed {
@@ -49,7 +56,11 @@ const decoder = new TextDecoder();
  * dispatched (a result is accepted only under the current claim, docs/runs.md). Every timing is
  * "result published → `run.routed` for that result stored" (the claim is taken before the clock
  * starts), seen by a core subscription on the run's subject, taken one decision at a time after
- * the platform has gone quiet.
+ * the platform has gone quiet: each timed result is published once the consumers have digested
+ * everything before it, the previous sample's dispatch, offer and projections included. Without
+ * that wait every sample overlapped the tail of the one before (the other size's), and a short
+ * run's tail (its handoff and projection state cold after the fill) landed on the long run's
+ * sample: the ratio measured the order of the samples as much as the run's length.
  */
 export async function measureGrowth(opts: GrowthOptions): Promise<GrowthResult> {
   const { nats, prefix, project } = opts;
@@ -94,10 +105,9 @@ export async function measureGrowth(opts: GrowthOptions): Promise<GrowthResult> 
   type GrowingRun = { id: string; next: number; handoffId: string };
 
   /** Publish result `n` of `run` under its agent's claim on the run's current handoff; resolves its `run.routed`. */
-  const hop = async (run: GrowingRun, n: number, timed?: (t0: number) => void): Promise<Routed> => {
+  const hop = async (run: GrowingRun, n: number, beforePublish?: () => Promise<void>): Promise<Routed> => {
     const claimId = await agents.claim(agentFor(n), run.handoffId);
-    const t0 = nowMs();
-    timed?.(t0);
+    await beforePublish?.();
     await publishAgentResult(nats, prefix, cycleResult(project, run.id, agentFor(n), n, { handoffId: run.handoffId, claimId }));
     const r = await waitRouted(run.id, `${run.id}-r${n}`);
     run.handoffId = r.handoffId;
@@ -114,10 +124,14 @@ export async function measureGrowth(opts: GrowthOptions): Promise<GrowthResult> 
     return { run, times: (routed.get(runId) ?? []).map((r) => r.at) };
   };
 
-  /** Time one decision: result published → its `run.routed` stored. */
+  /** Time one decision: result published (once the platform is quiet) → its `run.routed` stored. */
+  let unsettled = 0;
   const timeOne = async (run: GrowingRun): Promise<number> => {
     let t0 = 0;
-    const r = await hop(run, run.next++, (at) => (t0 = at));
+    const r = await hop(run, run.next++, async () => {
+      if (!(await opts.settle())) unsettled++;
+      t0 = nowMs();
+    });
     return r.at - t0;
   };
 
@@ -141,6 +155,7 @@ export async function measureGrowth(opts: GrowthOptions): Promise<GrowthResult> 
       shortLatencies.push(await timeOne(shortRuns[i] as GrowingRun));
       longLatencies.push(await timeOne(longRun));
     }
+    if (unsettled > 0) opts.log(`  (${unsettled} of ${2 * opts.samples} decisions were timed before the platform went quiet)`);
     opts.log(
       `  decision at ${opts.shortEvents} events: median ${round(median(shortLatencies), 3)} ms; at ${2 + 2 * longResults}: median ${round(median(longLatencies), 3)} ms`,
     );
@@ -150,6 +165,7 @@ export async function measureGrowth(opts: GrowthOptions): Promise<GrowthResult> 
       decision_short: summarize(shortLatencies),
       decision_long: summarize(longLatencies),
       fill_decisions_per_s: fillRates,
+      unsettled_samples: unsettled,
     };
   } finally {
     sub.unsubscribe();

@@ -201,6 +201,8 @@ async function main(): Promise<void> {
       shortEvents: 10,
       samples: settings.decisionSamples,
       quiesce: () => quiesce(),
+      // One look at every consumer finding nothing pending or unacknowledged (polled every 100 ms).
+      settle: () => waitQuiet(nats, prefix, 10_000, { rounds: 1 }),
       log,
     });
 

@@ -38,6 +38,7 @@ void withDebugPlatform(async ({ nats, redis, prefix, services }) => {
       shortEvents: 10,
       samples: Number(process.env['SAMPLES'] ?? 5),
       quiesce: () => waitQuiet(nats, prefix, 60_000),
+      settle: () => waitQuiet(nats, prefix, 10_000, { rounds: 1 }),
       log: console.log,
     });
     console.log(JSON.stringify(result));
