@@ -17,9 +17,9 @@ export const WATCHDOG_DEFAULT_PORT = 7103;
 
 /**
  * Start the watchdog service: validate its settings (throws `ConfigError` naming each bad
- * variable), then `runService` (connect, provision, HTTP health, the escalation consumer). The
- * deadline table is rebuilt from the events stream on every start; requeueing begins once it has
- * caught up. The watchdog does not use Redis. Call `stop()` on the result to shut down in order.
+ * variable), then `runService` (connect, provision, HTTP health). The deadline tables, loop guards
+ * and escalations are rebuilt from the events stream on every start; requeueing begins once they
+ * have caught up. The watchdog does not use Redis. Call `stop()` on the result to shut down in order.
  */
 export async function startWatchdog(opts: StartWatchdogOptions = {}): Promise<RunningService> {
   const env = opts.env ?? process.env;

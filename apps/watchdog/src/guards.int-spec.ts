@@ -1,11 +1,9 @@
-import { randomBytes } from 'node:crypto';
-import { Principals, StopRunRequestSchema, Subjects, type EventEnvelope, type StopRunRequest } from '@baton/contracts';
-import { LedgerClient, batonStreamNames } from '@baton/eventstore';
+import { Principals } from '@baton/contracts';
+import { LedgerClient } from '@baton/eventstore';
 import { waitFor } from '@baton/wait';
-import { PROJECT, sleep, startHarness, type Harness } from './int/support';
+import { PROJECT, route as supportRoute, sleep, startHarness, stopRequests as supportStopRequests, type Harness } from './int/support';
 
 let h: Harness;
-let seq = 0;
 
 beforeEach(async () => {
   h = await startHarness();
@@ -14,57 +12,10 @@ afterEach(async () => {
   await h.cleanup();
 });
 
-function envelope(kind: 'run' | 'handoff', id: string, type: string, payload: unknown): EventEnvelope {
-  return {
-    id: `ev-${randomBytes(6).toString('hex')}-${++seq}`,
-    type,
-    version: 1,
-    aggregate: { kind, id },
-    project: PROJECT,
-    occurredAt: new Date().toISOString(),
-    actor: 'test-router',
-    origin: 'agent',
-    causationId: null,
-    correlationId: id,
-    payload,
-  };
-}
-
 /** Append `run.routed` events for run `run`: the agents visited in order (first from the start). */
-async function route(run: string, agents: string[], firstHop = 1): Promise<void> {
-  const ref = { project: PROJECT, kind: 'run' as const, id: run };
-  for (const [i, agent] of agents.entries()) {
-    const from = i === 0 ? null : { agent: agents[i - 1] as string, step: 's' };
-    const payload = {
-      decision: {
-        rule: 'task',
-        dispatch: { status: 'advance', reason: null, origin: 'agent' },
-        callback_after: null,
-        outcome: 'dispatch',
-        target: { agent, step: 's' },
-      },
-      target: { agent, step: 's' },
-      from,
-      handoff_id: `${run}-h${firstHop + i}`,
-      hop: firstHop + i,
-      cause: { kind: 'result', id: `res-${run}-${firstHop + i}` },
-      routed_at: new Date().toISOString(),
-    };
-    const { lastSeq } = await h.store.read(ref);
-    await h.store.append(ref, [envelope('run', run, 'run.routed', payload)], { expectedVersion: lastSeq });
-  }
-}
+const route = (run: string, agents: string[], firstHop = 1) => supportRoute(h, run, agents, firstHop);
 
-async function stopRequests(): Promise<StopRunRequest[]> {
-  const stream = batonStreamNames(h.prefix).inbox;
-  const info = await h.nats.jsm.streams.info(stream);
-  const out: StopRunRequest[] = [];
-  for (let s = info.state.first_seq; s <= info.state.last_seq && info.state.messages > 0; s++) {
-    const msg = await h.nats.jsm.streams.getMessage(stream, { seq: s }).catch(() => null);
-    if (msg && msg.subject === Subjects.stopRequest(h.prefix, PROJECT)) out.push(StopRunRequestSchema.parse(JSON.parse(new TextDecoder().decode(msg.data))));
-  }
-  return out;
-}
+const stopRequests = () => supportStopRequests(h);
 
 describe('watchdog loop guards (real NATS): each leaves the loop as a stop request, never an exception', () => {
   it('hop budget per run: a hop past WATCHDOG_MAX_HOPS asks the router to stop the run (why budget), once with two watchdogs', async () => {

@@ -1,9 +1,10 @@
-import { headers as natsHeaders } from 'nats';
-import { batonStreamNames, DlqHeader, LedgerClient } from '@baton/eventstore';
+import { AckPolicy, headers as natsHeaders } from 'nats';
+import { batonStreamNames, LedgerClient } from '@baton/eventstore';
 import { Principals } from '@baton/contracts';
 import { waitFor } from '@baton/wait';
 import { StopRunRequestSchema, stopPacketId, stopRequestSubject } from './escalation/stop-request';
-import { PROJECT, sleep, startHarness, type Harness } from './int/support';
+import { GuardRunner } from './guards/guard-runner';
+import { appendRunEvents, PROJECT, route, sleep, startHarness, stopRequests, type Harness } from './int/support';
 
 const LEASE_MS = 1_000; // the shortest lease the wire schema allows
 
@@ -200,7 +201,7 @@ describe('watchdog: retry cap with no lead anywhere → stop the run', () => {
     expect((await h.state(withRun.id)).status).toBe('failed');
   });
 
-  it('an escalation event that does not decode is dead-lettered with its reason and original bytes; the watchdog keeps serving', async () => {
+  it('an escalation event that does not decode is rejected with its code and counted; it asks for nothing and the watchdog keeps serving', async () => {
     const watchdog = await h.startWatchdog('wd-a');
     const bad = new TextEncoder().encode('{"type":"handoff.escalated","payload":');
     const hdrs = natsHeaders();
@@ -214,25 +215,83 @@ describe('watchdog: retry cap with no lead anywhere → stop the run', () => {
       { headers: invalid },
     );
 
-    const dlq = batonStreamNames(h.prefix).dlq;
-    const letters = await waitFor(
-      async () => {
-        const info = await h.nats.jsm.streams.info(dlq);
-        if (info.state.messages < 2) return undefined;
-        return [
-          await h.nats.jsm.streams.getMessage(dlq, { seq: info.state.first_seq }),
-          await h.nats.jsm.streams.getMessage(dlq, { seq: info.state.first_seq + 1 }),
-        ];
-      },
-      'two dead letters',
-      { timeoutMs: 8000 },
-    );
-    expect(letters.map((m) => m.header.get(DlqHeader.reason))).toEqual(['malformed_json', 'schema_violation']);
-    expect(letters[0]!.data).toEqual(bad);
+    // The events follower logs each with its rejection code and goes on (the ledger's, router's and
+    // notifier's durables dead-letter them); the guards' status counts them.
+    const guards = watchdog.service.app.get(GuardRunner);
+    await waitFor(async () => guards.status().events_rejected === 2 || undefined, 'two rejected events', { timeoutMs: 8000 });
 
-    // Still serving: a lease claimed afterwards is requeued.
+    // Still serving: a lease claimed afterwards is requeued; nothing was asked of the router.
     const { id } = await createAndClaim();
     await pendingAgain(id);
     expect(watchdog.outcomes.some((o) => o.kind === 'requeued' && o.deadline.handoffId === id)).toBe(true);
+    expect(await stopRequests(h)).toEqual([]);
+    expect(guards.status().escalation_stops_requested).toBe(0);
+  });
+
+  /** Escalate a claimed handoff of `run` with no watchdog running: requeue its expired lease as the watchdog would. */
+  async function escalateWhileNoWatchdog(run: string) {
+    const handoff = await createAndClaim({ maxRetries: 0, workflowRunId: run });
+    await sleep(Math.max(0, handoff.leaseExpiresAt - Date.now()) + 50);
+    const asWatchdog = new LedgerClient(h.nats, h.prefix, { as: Principals.service('watchdog'), attempts: 1 });
+    const reply = await asWatchdog.requeueExpired(PROJECT, {
+      handoff_id: handoff.id,
+      claim_id: handoff.claimId,
+      idempotency_key: `requeue:${handoff.id}:${handoff.claimId}`,
+    });
+    expect(reply.ok).toBe(true);
+    const escalated = (await h.events(handoff.id)).find((e) => e.type === 'handoff.escalated');
+    expect(escalated?.payload).toMatchObject({ outcome: { stop_why: 'guard_failed' } });
+    return { handoff, escalated: escalated! };
+  }
+
+  it('an escalation stored while no watchdog ran stops its run at the next start, once the replay has caught up', async () => {
+    await route(h, 'run-live', ['bob']);
+    const { handoff, escalated } = await escalateWhileNoWatchdog('run-live');
+
+    const watchdog = await h.startWatchdog('wd-a');
+    const guards = watchdog.service.app.get(GuardRunner);
+    const requests = await waitFor(async () => ((await stopRequests(h)).length > 0 ? stopRequests(h) : undefined), 'a stop request', { timeoutMs: 8000 });
+    expect(requests).toHaveLength(1);
+    expect(requests[0]).toMatchObject({
+      packet_id: stopPacketId(escalated.id),
+      workflow_run_id: 'run-live',
+      cause: { kind: 'handoff_escalated', handoff_id: handoff.id, event_id: escalated.id },
+    });
+    expect(guards.status()).toMatchObject({ caught_up: true, escalation_stops_requested: 1 });
+
+    // A second start replays the same escalation: the run is still live (no router here to stop
+    // it), so it asks again, with the same packet id, and the inbox stores the request once.
+    await watchdog.stop();
+    const again = await h.startWatchdog('wd-b');
+    await waitFor(async () => again.service.app.get(GuardRunner).status().escalation_stops_requested === 1 || undefined, 'the replayed request', {
+      timeoutMs: 8000,
+    });
+    expect(await stopRequests(h)).toHaveLength(1);
+  });
+
+  it('an escalation stored while no watchdog ran asks for nothing at the next start when its run has ended since', async () => {
+    await route(h, 'run-ended', ['bob']);
+    await escalateWhileNoWatchdog('run-ended');
+    await appendRunEvents(h, 'run-ended', [
+      { type: 'run.terminated', payload: { reason: 'operator ended it', origin: 'operator', terminated_at: new Date().toISOString() } },
+    ]);
+
+    const watchdog = await h.startWatchdog('wd-a');
+    const guards = watchdog.service.app.get(GuardRunner);
+    await waitFor(async () => guards.status().caught_up || undefined, 'the replay to catch up', { timeoutMs: 8000 });
+    await sleep(500);
+    expect(await stopRequests(h)).toEqual([]);
+    expect(guards.status().escalation_stops_requested).toBe(0);
+  });
+
+  it('retires the durable earlier watchdogs read escalations from (watchdog_escalations)', async () => {
+    const events = batonStreamNames(h.prefix).events;
+    await h.nats.jsm.consumers.add(events, {
+      durable_name: 'watchdog_escalations',
+      ack_policy: AckPolicy.Explicit,
+      filter_subject: `${h.prefix}.ev.*.handoff.*`,
+    });
+    await h.startWatchdog('wd-a');
+    await expect(h.nats.jsm.consumers.info(events, 'watchdog_escalations')).rejects.toThrow(/consumer not found/);
   });
 });

@@ -1,13 +1,12 @@
 import { DynamicModule, Inject, Injectable, Module, OnApplicationBootstrap, OnModuleDestroy } from '@nestjs/common';
 import { Principals, ServiceActors, Subjects } from '@baton/contracts';
-import { LedgerClient, batonStreamNames, followHub, hopTraceHeaders, type FollowHub } from '@baton/eventstore';
+import { LedgerClient, batonStreamNames, followHub, hopTraceHeaders, retireConsumers, type FollowHub } from '@baton/eventstore';
 import { JetStreamClient, RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { WATCHDOG_CONFIG, type WatchdogConfig } from './config';
 import { DeadlineTracker } from './deadlines/deadline-tracker';
 import { expireDeadlineLedger, HandoffDeadlineTracker } from './deadlines/handoff-deadlines';
 import { GuardBook } from './guards/guard-book';
 import { GuardRunner } from './guards/guard-runner';
-import { EscalationController } from './escalation/escalation.controller';
 import { EscalationStopper } from './escalation/escalation-stopper';
 import { RequeueLoop, type RequeueOutcome } from './requeue/requeue-loop';
 import { REQUEUE_LEDGER, type RequeueLedger } from './requeue/requeue-port';
@@ -25,6 +24,13 @@ export interface WatchdogModuleOptions {
 }
 
 const WATCHDOG_OPTIONS = Symbol('WATCHDOG_OPTIONS');
+
+/**
+ * Durables earlier watchdogs read and this one does not: `watchdog_escalations` (handoff events,
+ * for `handoff.escalated`), replaced by the events follower the guards already share. Deleted at
+ * start so that no cursor is left on the events stream with a pending count that only grows.
+ */
+export const RETIRED_DURABLES: readonly string[] = ['watchdog_escalations'];
 
 /** The second requeue loop: it walks the handoff-deadline table and sends `expire_deadline`. */
 export const DEADLINE_LOOP = Symbol('DEADLINE_LOOP');
@@ -86,6 +92,13 @@ export class WatchdogLifecycle implements OnApplicationBootstrap, OnModuleDestro
   ) {}
 
   async onApplicationBootstrap(): Promise<void> {
+    const events = batonStreamNames(this.runtime.config.BATON_PREFIX).events;
+    const retired = await retireConsumers(
+      this.runtime.nats.jsm,
+      RETIRED_DURABLES.map((durable) => ({ stream: events, durable })),
+    );
+    for (const [name, action] of Object.entries(retired))
+      if (action === 'deleted') this.runtime.logger.info('retired durable consumer deleted', { consumer: name });
     // The three followers join the hub, then its one consumer opens.
     await this.guards.start();
     await this.deadlines.start();
@@ -123,7 +136,7 @@ export class WatchdogModule {
     const { config } = options;
     return {
       module: WatchdogModule,
-      controllers: [EscalationController, StatusController],
+      controllers: [StatusController],
       providers: [
         { provide: WATCHDOG_OPTIONS, useValue: options },
         { provide: WATCHDOG_CONFIG, useValue: config },
@@ -176,10 +189,11 @@ export class WatchdogModule {
         },
         {
           provide: GuardRunner,
-          inject: [RUNTIME, EVENTS_HUB],
-          useFactory: (runtime: ServiceRuntime, hub: FollowHub) => {
+          inject: [RUNTIME, EVENTS_HUB, EscalationStopper],
+          useFactory: (runtime: ServiceRuntime, hub: FollowHub, escalations: EscalationStopper) => {
             const client = new JetStreamClient(runtime.nats);
             return new GuardRunner({
+              escalations,
               ...eventsFollower(runtime, hub, 'guards'),
               book: new GuardBook({
                 maxHops: config.WATCHDOG_MAX_HOPS,

@@ -30,7 +30,7 @@ export const DlqSources = {
   /** The ledger's reactors: handoff policies and offers (handoff events), the project kill switch (project events). */
   ledgerHandoffReactor: 'ledger-handoff-reactor',
   ledgerProjectReactor: 'ledger-project-reactor',
-  /** The watchdog's escalation consumer (handoff events). */
+  /** The watchdog's escalation consumer (handoff events), retired: letters of earlier watchdogs only. */
   watchdogEscalations: 'watchdog-escalations',
   /** The notifier's projection applier, and its webhook deliveries of run and mesh notices. */
   notifierProjections: 'notifier-projections',

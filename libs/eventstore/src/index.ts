@@ -45,8 +45,8 @@ export type {
 } from './store';
 export { Retention, Storage, DeliverFrom, DLQ_DEFAULTS, batonTopology, batonStreamNames, inboxSubjects, streamStem } from './topology';
 export type { StreamSpec, ConsumerSpec, TopologySpec, BatonStreamNames, BatonTopologyOptions } from './topology';
-export { provision, streamConfig, consumerConfig, isTransientApiError, PROVISION_RETRY_MS } from './provision';
-export type { ProvisionAction, ProvisionOptions, ProvisionReport } from './provision';
+export { provision, retireConsumers, streamConfig, consumerConfig, isTransientApiError, PROVISION_RETRY_MS } from './provision';
+export type { ProvisionAction, ProvisionOptions, ProvisionReport, RetireAction, RetiredConsumer } from './provision';
 export { deadLetter, deadLetterMsgId, DlqHeader, DeadLetterReason, dlqSourceToken, headersToRecord, isCoreRequestStream } from './dead-letter';
 export { durableNameFor, subjectMatches } from './subject-patterns';
 export { DlqSources, LEGACY_DLQ_SOURCES, ROUTER_DLQ_SOURCES, readableDlqSource, sameDlqSource, type DlqSource } from './dlq-sources';

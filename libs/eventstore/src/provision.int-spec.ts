@@ -1,6 +1,6 @@
 import type { NatsHandle } from './connection';
 import { ProvisionError } from './errors';
-import { provision } from './provision';
+import { provision, retireConsumers } from './provision';
 import { StorageType } from 'nats';
 import { batonStreamNames, batonTopology, inboxSubjects, type TopologySpec } from './topology';
 import { connectTest, deleteTopology, randomPrefix } from './int/support';
@@ -123,6 +123,27 @@ describe('provision (real NATS)', () => {
     expect(events.config.subjects).toEqual([`${prefix}.ev.>`]);
     expect(events.config.duplicate_window).toBe(2 * 60 * 1_000_000_000);
     expect(events.config.deny_delete).toBe(true);
+  });
+
+  it('retired durables are deleted where they exist and reported absent where they do not (or their stream does not), twice at once included', async () => {
+    await provision(a.jsm, topology());
+    const names = batonStreamNames(prefix);
+    const retired = [
+      { stream: names.events, durable: 'notifier-all' },
+      { stream: names.inbox, durable: 'never-created' },
+      { stream: `${names.events}_GONE`, durable: 'notifier-all' },
+    ];
+    const [first, second] = await Promise.all([retireConsumers(a.jsm, retired), retireConsumers(b.jsm, retired)]);
+    const deleted = `${names.events}/notifier-all`;
+    // One of the two deleted it; the other found it gone.
+    expect([first[deleted], second[deleted]].sort()).toEqual(['absent', 'deleted']);
+    for (const report of [first, second]) {
+      expect(report[`${names.inbox}/never-created`]).toBe('absent');
+      expect(report[`${names.events}_GONE/notifier-all`]).toBe('absent');
+    }
+    await expect(a.jsm.consumers.info(names.events, 'notifier-all')).rejects.toThrow(/consumer not found/);
+    // The durable it was not asked to retire is untouched.
+    expect((await a.jsm.consumers.info(names.inbox, 'router-results')).config.durable_name).toBe('router-results');
   });
 
   it('the inbox stores only subjects a consumer reads: a publish on <prefix>.in.<p>.bogus is refused (no stream), and an inbox provisioned as <prefix>.in.> is narrowed in place', async () => {

@@ -293,3 +293,43 @@ export async function provision(jsm: JetStreamManager, specs: Partial<TopologySp
   }
   return report;
 }
+
+/** A durable consumer Baton no longer reads, and the stream it was on. */
+export interface RetiredConsumer {
+  stream: string;
+  durable: string;
+}
+
+/** What {@link retireConsumers} did to each retired durable (`<stream>/<durable>`). */
+export type RetireAction = 'deleted' | 'absent';
+
+/**
+ * Delete durable consumers a newer Baton no longer reads. A durable nobody pulls keeps a cursor on
+ * its stream and a pending count that grows with every message, which monitoring (and anything
+ * waiting for consumers to drain) reads as a consumer falling behind. Idempotent: a durable already
+ * gone (or never created) is `absent`; several instances retiring at once is safe. Transient API
+ * failures are retried as `provision` retries them.
+ */
+export async function retireConsumers(
+  jsm: JetStreamManager,
+  retired: readonly RetiredConsumer[],
+  options: ProvisionOptions = {},
+): Promise<Record<string, RetireAction>> {
+  const report: Record<string, RetireAction> = {};
+  for (const { stream, durable } of retired) {
+    const name = `${stream}/${durable}`;
+    const deadline = Date.now() + (options.retryForMs ?? PROVISION_RETRY_MS);
+    try {
+      await transient(`consumer delete ${name}`, () => jsm.consumers.delete(stream, durable), deadline, options);
+      report[name] = 'deleted';
+    } catch (err) {
+      const code = jsErrCode(err);
+      if (code !== JsErrCode.consumerNotFound && code !== JsErrCode.streamNotFound) {
+        if (err instanceof ProvisionError) throw err;
+        throw new ProvisionError(`cannot delete retired consumer ${name}: ${(err as Error).message}`, { cause: err });
+      }
+      report[name] = 'absent';
+    }
+  }
+  return report;
+}

@@ -70,7 +70,7 @@ Sources name the consumer that gave up:
   router-mesh-starts, router-mesh-turns, router-mesh-answers    the router's inbox consumers
   router-dispatch, router-handoff-deadlines, router-mesh-reactor   the router's event reactors
   router-definitions, ledger        refused publish_definition / ledger requests (core NATS)
-  ledger-handoff-reactor, ledger-project-reactor, watchdog-escalations,
+  ledger-handoff-reactor, ledger-project-reactor, watchdog-escalations (earlier watchdogs),
   notifier-projections, notifier-webhooks, notifier-mesh-webhooks
 Letters written before these names carry the consumer's durable name (e.g.
 router__prefix__in_any_result_any_4f0c0a3d for router-results): list shows the readable name,

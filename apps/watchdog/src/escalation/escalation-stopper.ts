@@ -12,7 +12,7 @@ export type InboxPublisher = (subject: string, body: unknown, msgId: string, tra
 
 export interface EscalationStopperOptions {
   prefix: string;
-  /** Reads the escalated handoff (for its workflow run). */
+  /** Reads the escalated handoff, for its workflow run when the caller does not know it. */
   store: Pick<EventStore, 'read'>;
   publish: InboxPublisher;
   logger: JsonLogger;
@@ -30,11 +30,13 @@ export type EscalationResult =
  * Turns `handoff.escalated` events whose outcome is `{ stop_why, detail }` (retry cap hit, no lead
  * anywhere) into a stop request for the handoff's workflow run, published on
  * `<prefix>.in.<project>.stop`. The request's `packet_id` (and `Nats-Msg-Id`, `stop:<project>:<packet id>`) is derived from the
- * event id, so redeliveries and concurrent watchdogs ask for the same stop and the run stops once.
+ * event id, so replays and concurrent watchdogs ask for the same stop and the run stops once.
  * A handoff without a workflow run has nothing to stop: that is logged (warn) and left, the handoff
  * itself is already `failed` with the reason. Escalations to a lead (`escalate_to`) are the ledger's
  * business (it creates the consult) and are ignored here.
- * Throws whatever reading the handoff or publishing throws: the caller retries the event.
+ * The caller that follows the events stream knows the handoff's run from its `handoff.created`
+ * (`knownRun`); without it the handoff's events are read.
+ * Throws whatever reading the handoff or publishing throws: the caller retries.
  */
 export class EscalationStopper {
   private readonly actor: string;
@@ -43,15 +45,13 @@ export class EscalationStopper {
     this.actor = opts.actor ?? 'baton-watchdog';
   }
 
-  async handle(envelope: EventEnvelope<HandoffEventData<'handoff.escalated'>>, trace?: HopTrace): Promise<EscalationResult> {
+  async handle(envelope: EventEnvelope<HandoffEventData<'handoff.escalated'>>, trace?: HopTrace, knownRun?: string): Promise<EscalationResult> {
     const escalation = envelope.payload;
     if (!('stop_why' in escalation.outcome)) return { kind: 'not_a_stop' };
     const handoffId = envelope.aggregate.id;
     const log = this.opts.logger.child({ handoff_id: handoffId, project: envelope.project, event_id: envelope.id });
 
-    const { events } = await this.opts.store.read({ project: envelope.project, kind: 'handoff', id: handoffId });
-    const state = events.reduce<HandoffState>((s, e) => evolveHandoff(s, { type: e.type, data: e.payload } as HandoffEvent), initialHandoffState());
-    const runId = state.status === 'absent' ? undefined : state.workflow_run_id;
+    const runId = knownRun ?? (await this.runOf(envelope.project, handoffId));
     if (runId === undefined) {
       log.warn('handoff escalated with a stop but belongs to no workflow run; nothing to stop', { stop_why: escalation.outcome.stop_why });
       return { kind: 'no_run', handoffId };
@@ -79,5 +79,12 @@ export class EscalationStopper {
       duplicate: ack.duplicate,
     });
     return { kind: 'stop_requested', request, duplicate: ack.duplicate };
+  }
+
+  /** The workflow run of a handoff, read from its events (undefined: it has none). */
+  private async runOf(project: string, handoffId: string): Promise<string | undefined> {
+    const { events } = await this.opts.store.read({ project, kind: 'handoff', id: handoffId });
+    const state = events.reduce<HandoffState>((s, e) => evolveHandoff(s, { type: e.type, data: e.payload } as HandoffEvent), initialHandoffState());
+    return state.status === 'absent' ? undefined : state.workflow_run_id;
   }
 }

@@ -113,6 +113,11 @@ export class GuardBook {
     }
   }
 
+  /** The workflow run an open handoff belongs to, as its `handoff.created` said (undefined: none, or not seen). */
+  runOfHandoff(project: string, handoff: string): string | undefined {
+    return this.handoffs.get(`${project}/${handoff}`)?.run;
+  }
+
   /** True while the run is known and not halted or ended (stops for it still make sense). */
   isLive(project: string, run: string): boolean {
     return this.runs.get(`${project}/${run}`)?.status === 'live';

@@ -1,9 +1,18 @@
 import { createHash } from 'node:crypto';
-import { MsgIds, StopRunRequestSchema, SubjectTable, Subjects, type EventRegistry, type StopRunRequest } from '@baton/contracts';
+import {
+  MsgIds,
+  StopRunRequestSchema,
+  SubjectTable,
+  Subjects,
+  type EventEnvelope,
+  type EventRegistry,
+  type HandoffEventData,
+  type StopRunRequest,
+} from '@baton/contracts';
 import type { GuardStop } from '@baton/domain';
-import { decodeEvent, type NatsJetStream } from '@baton/eventstore';
+import { decodeEvent, hopTrace, TRACEPARENT_HEADER, TRACESTATE_HEADER, type HopTrace, type NatsJetStream } from '@baton/eventstore';
 import type { JsonLogger } from '@baton/platform';
-import type { InboxPublisher } from '../escalation/escalation-stopper';
+import type { EscalationStopper, InboxPublisher } from '../escalation/escalation-stopper';
 import { followOf, type Follow, type FollowedMessage, type StreamFollower } from '../stream/stream-follower';
 import { GuardBook, type GuardBookStatus } from './guard-book';
 
@@ -19,7 +28,16 @@ export interface GuardRunnerOptions {
   publish: InboxPublisher;
   logger: JsonLogger;
   actor: string;
-  /** Delay between attempts to publish a stop request (default 500 ms; 5 attempts, then logged). */
+  /**
+   * Turns `handoff.escalated` events with a `stop_why` into stop requests for the handoff's run
+   * (none: escalations are left alone).
+   */
+  escalations?: EscalationStopper;
+  /**
+   * Delay between attempts to publish a stop request, times the attempt (default 500 ms): a loop
+   * guard's stop gets 5 attempts, then is logged; an escalation's is retried until it is stored
+   * (at most 30 s apart) or the watchdog stops.
+   */
   retryMs?: number;
 }
 
@@ -27,6 +45,18 @@ export interface GuardRunnerStatus extends GuardBookStatus {
   caught_up: boolean;
   last_seq: number;
   stops_requested: number;
+  /** Stop requests asked for escalated handoffs (stored, duplicates included). */
+  escalation_stops_requested: number;
+  /** Run and handoff events that did not decode (logged with their rejection code, then skipped). */
+  events_rejected: number;
+}
+
+/** A `handoff.escalated` event that asks for a stop, with what the book knew when it was applied. */
+interface Escalation {
+  envelope: EventEnvelope<HandoffEventData<'handoff.escalated'>>;
+  trace: HopTrace;
+  /** The handoff's run as the book had it (undefined: the stopper reads the handoff). */
+  run: string | undefined;
 }
 
 /**
@@ -67,11 +97,24 @@ export function guardStopRequest(stop: GuardStop, actor: string): StopRunRequest
  * nothing), so a restart neither floods the router nor loses a trip that happened while the
  * watchdog was down. A publish failure is retried a few times and then logged (the next trip of
  * the same run asks again).
+ *
+ * Escalations: a `handoff.escalated` event whose outcome is a `stop_why` (retry cap hit, no lead)
+ * asks the {@link EscalationStopper} to stop the handoff's run, whose id the book has from the
+ * handoff's `handoff.created`. The same replay rule holds (held until caught up, then asked for
+ * runs still live), so an escalation stored while no watchdog ran is acted on at the next start,
+ * and one already acted on (the run stopped since) is not asked again. These used to arrive on a
+ * durable consumer of their own (`watchdog_escalations`), which was delivered every handoff event
+ * a second time to act on one type almost no hop has; the follower already delivers them.
  */
 export class GuardRunner {
   private follower: StreamFollower | null = null;
   private held: GuardStop[] = [];
+  private heldEscalations: Escalation[] = [];
   private requested = 0;
+  private escalationsRequested = 0;
+  private rejected = 0;
+  /** Wakes the retries waiting between attempts (on stop). */
+  private readonly sleepers = new Set<() => void>();
   private readonly inFlight = new Set<Promise<void>>();
   private stopped = false;
 
@@ -89,7 +132,17 @@ export class GuardRunner {
       const held = this.held;
       this.held = [];
       for (const stop of held) if (this.opts.book.isLive(stop.project, stop.workflow_run_id)) this.request(stop);
-      this.opts.logger.info('loop guards caught up with the events stream', { last_seq: this.follower?.lastSeq() ?? 0, held: held.length });
+      const escalations = this.heldEscalations;
+      this.heldEscalations = [];
+      // A run the book does not know (no run events seen) is left to the stopper, which reads the handoff.
+      for (const escalation of escalations) {
+        if (escalation.run === undefined || this.opts.book.isLive(escalation.envelope.project, escalation.run)) this.escalate(escalation);
+      }
+      this.opts.logger.info('loop guards caught up with the events stream', {
+        last_seq: this.follower?.lastSeq() ?? 0,
+        held: held.length,
+        held_escalations: escalations.length,
+      });
     });
   }
 
@@ -99,6 +152,7 @@ export class GuardRunner {
 
   async stop(): Promise<void> {
     this.stopped = true;
+    for (const wake of this.sleepers) wake();
     await this.follower?.stop();
     await Promise.allSettled([...this.inFlight]);
   }
@@ -109,6 +163,8 @@ export class GuardRunner {
       caught_up: this.follower?.isCaughtUp() ?? false,
       last_seq: this.follower?.lastSeq() ?? 0,
       stops_requested: this.requested,
+      escalation_stops_requested: this.escalationsRequested,
+      events_rejected: this.rejected,
     };
   }
 
@@ -117,11 +173,76 @@ export class GuardRunner {
     if (kind !== 'run' && kind !== 'handoff') return;
     // An event the store stamped with this build's schema is not validated again (decodeEvent).
     const decoded = decodeEvent(this.opts.registry, message.data, (name) => message.header(name));
-    if (!decoded.ok) throw new Error(`event does not decode: ${decoded.rejection.message}`);
-    const stops = this.opts.book.apply(decoded.envelope);
+    if (!decoded.ok) {
+      this.rejected++;
+      throw new Error(`event does not decode (${decoded.rejection.code}): ${decoded.rejection.message}`);
+    }
+    const envelope = decoded.envelope;
+    // Before the book applies it: an escalation ends the handoff, and the book forgets its run.
+    const escalation = this.opts.escalations && envelope.type === 'handoff.escalated' ? this.escalationOf(envelope, message) : null;
+    const stops = this.opts.book.apply(envelope);
+    const caughtUp = this.follower?.isCaughtUp() ?? false;
+    if (escalation) {
+      if (caughtUp) this.escalate(escalation);
+      else this.heldEscalations.push(escalation);
+    }
     if (stops.length === 0) return;
-    if (this.follower?.isCaughtUp() ?? false) stops.forEach((stop) => this.request(stop));
+    if (caughtUp) stops.forEach((stop) => this.request(stop));
     else this.held.push(...stops);
+  }
+
+  /** The escalation an event asks to act on (null: its outcome is a lead to escalate to, the ledger's business). */
+  private escalationOf(envelope: EventEnvelope, message: FollowedMessage): Escalation | null {
+    const escalated = envelope as EventEnvelope<HandoffEventData<'handoff.escalated'>>;
+    if (!('stop_why' in escalated.payload.outcome)) return null;
+    const traceparent = message.header(TRACEPARENT_HEADER);
+    const tracestate = message.header(TRACESTATE_HEADER);
+    return {
+      envelope: escalated,
+      trace: hopTrace({ [TRACEPARENT_HEADER]: traceparent, [TRACESTATE_HEADER]: tracestate }),
+      run: this.opts.book.runOfHandoff(envelope.project, envelope.aggregate.id),
+    };
+  }
+
+  /**
+   * Ask for an escalation's stop until it is stored (the packet id is the event's, so a repeat is
+   * de-duplicated by the inbox and ignored by the run) or the watchdog stops; a failure to read
+   * or publish is logged and retried, at most 30 s apart.
+   */
+  private escalate({ envelope, trace, run }: Escalation): void {
+    const stopper = this.opts.escalations;
+    if (!stopper) return;
+    const task = (async () => {
+      const retryMs = this.opts.retryMs ?? 500;
+      for (let attempt = 1; !this.stopped; attempt++) {
+        try {
+          const result = await stopper.handle(envelope, trace, run);
+          if (result.kind === 'stop_requested') this.escalationsRequested++;
+          return;
+        } catch (error) {
+          const log = this.opts.logger.child({ project: envelope.project, handoff_id: envelope.aggregate.id, event_id: envelope.id });
+          const fields = { attempt, err: String(error) };
+          if (attempt % 5 === 0) log.error('cannot request the stop for an escalated handoff; still retrying', fields);
+          else log.warn('cannot request the stop for an escalated handoff; retrying', fields);
+          await this.pause(Math.min(30_000, retryMs * attempt));
+        }
+      }
+    })();
+    this.inFlight.add(task);
+    void task.finally(() => this.inFlight.delete(task));
+  }
+
+  /** Wait `ms`, or less if the runner stops meanwhile. */
+  private pause(ms: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const wake = () => {
+        clearTimeout(timer);
+        this.sleepers.delete(wake);
+        resolve();
+      };
+      const timer = setTimeout(wake, ms);
+      this.sleepers.add(wake);
+    });
   }
 
   private request(stop: GuardStop): void {

@@ -8,8 +8,11 @@ import {
   mayIssue,
   resolveLedgerCaller,
   splitIdentityClaims,
+  StopRunRequestSchema,
   SubjectTable,
   Subjects,
+  type EventEnvelope,
+  type StopRunRequest,
   type HandoffCommandName,
   type HandoffEvent,
 } from '@baton/contracts';
@@ -244,4 +247,70 @@ export async function startHarness(): Promise<Harness> {
     },
   };
   return harness;
+}
+
+let envelopes = 0;
+
+/** An event envelope of the test project, as a writer service would append it. */
+export function testEnvelope(kind: 'run' | 'handoff', id: string, type: string, payload: unknown): EventEnvelope {
+  return {
+    id: `ev-${randomBytes(6).toString('hex')}-${++envelopes}`,
+    type,
+    version: 1,
+    aggregate: { kind, id },
+    project: PROJECT,
+    occurredAt: new Date().toISOString(),
+    actor: 'test-router',
+    origin: 'agent',
+    causationId: null,
+    correlationId: id,
+    payload,
+  };
+}
+
+/** Append events to run `run` as its writer would (after its last event). */
+export async function appendRunEvents(h: Harness, run: string, events: ReadonlyArray<{ type: string; payload: unknown }>): Promise<void> {
+  const ref = { project: PROJECT, kind: 'run' as const, id: run };
+  for (const { type, payload } of events) {
+    const { lastSeq } = await h.store.read(ref);
+    await h.store.append(ref, [testEnvelope('run', run, type, payload)], { expectedVersion: lastSeq });
+  }
+}
+
+/** Append `run.routed` events for run `run`: the agents visited in order (first from the start). */
+export async function route(h: Harness, run: string, agents: string[], firstHop = 1): Promise<void> {
+  await appendRunEvents(
+    h,
+    run,
+    agents.map((agent, i) => ({
+      type: 'run.routed',
+      payload: {
+        decision: {
+          rule: 'task',
+          dispatch: { status: 'advance', reason: null, origin: 'agent' },
+          callback_after: null,
+          outcome: 'dispatch',
+          target: { agent, step: 's' },
+        },
+        target: { agent, step: 's' },
+        from: i === 0 ? null : { agent: agents[i - 1] as string, step: 's' },
+        handoff_id: `${run}-h${firstHop + i}`,
+        hop: firstHop + i,
+        cause: { kind: 'result', id: `res-${run}-${firstHop + i}` },
+        routed_at: new Date().toISOString(),
+      },
+    })),
+  );
+}
+
+/** The stop requests stored on the test project's stop subject, oldest first. */
+export async function stopRequests(h: Harness): Promise<StopRunRequest[]> {
+  const stream = batonStreamNames(h.prefix).inbox;
+  const info = await h.nats.jsm.streams.info(stream);
+  const out: StopRunRequest[] = [];
+  for (let s = info.state.first_seq; s <= info.state.last_seq && info.state.messages > 0; s++) {
+    const msg = await h.nats.jsm.streams.getMessage(stream, { seq: s }).catch(() => null);
+    if (msg && msg.subject === Subjects.stopRequest(h.prefix, PROJECT)) out.push(StopRunRequestSchema.parse(JSON.parse(decoder.decode(msg.data))));
+  }
+  return out;
 }

@@ -132,6 +132,9 @@ export async function runService(opts: RunServiceOptions): Promise<RunningServic
   let stopping: Promise<void> | null = null;
   const stop = () =>
     (stopping ??= (async () => {
+      // A service stopped in process (tests, the debug platform) leaves no handler behind.
+      process.off('SIGTERM', onSignal);
+      process.off('SIGINT', onSignal);
       logger.info(`${opts.service} stopping`);
       await app.close(); // closes the microservice first: stop pulling, finish in-flight, then HTTP
       runners.stop();
