@@ -17,7 +17,11 @@ async function main() {
   console.log(`PREFIX ${prefix}`);
   try {
     if (!reuse) {
-      const services = await startPlatform({ BATON_PREFIX: prefix, LOG_LEVEL: 'warn', BATON_NATS_AUTH: 'none' }, { nodeArgs: benchNodeArgs });
+      // As the debug platform: closed-loop runs hop far past the watchdog's default hop budget.
+      const services = await startPlatform(
+        { BATON_PREFIX: prefix, LOG_LEVEL: 'warn', BATON_NATS_AUTH: 'none', WATCHDOG_MAX_HOPS: '100000' },
+        { nodeArgs: benchNodeArgs },
+      );
       try {
         await publishCycleDefinition(nats, prefix, 'bench');
         const seconds = Number(process.env['SECONDS'] ?? 20);
