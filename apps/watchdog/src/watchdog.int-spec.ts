@@ -219,6 +219,9 @@ describe('watchdog: retry cap with no lead anywhere → stop the run', () => {
     // notifier's durables dead-letter them); the guards' status counts them.
     const guards = watchdog.service.app.get(GuardRunner);
     await waitFor(async () => guards.status().events_rejected === 2 || undefined, 'two rejected events', { timeoutMs: 8000 });
+    const url = await watchdog.service.app.getUrl();
+    const status = (await (await fetch(`${url}/watchdog/status`)).json()) as { guards: { events_rejected: number; caught_up: boolean } };
+    expect(status.guards).toMatchObject({ events_rejected: 2, caught_up: true });
 
     // Still serving: a lease claimed afterwards is requeued; nothing was asked of the router.
     const { id } = await createAndClaim();
