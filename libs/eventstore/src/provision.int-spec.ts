@@ -125,7 +125,7 @@ describe('provision (real NATS)', () => {
     expect(events.config.deny_delete).toBe(true);
   });
 
-  it('retired durables are deleted where they exist and reported absent where they do not (or their stream does not), twice at once included', async () => {
+  it('retired durables are deleted where they exist and reported absent where they do not (or their stream does not); two instances retiring at once both succeed', async () => {
     await provision(a.jsm, topology());
     const names = batonStreamNames(prefix);
     const retired = [
@@ -135,8 +135,10 @@ describe('provision (real NATS)', () => {
     ];
     const [first, second] = await Promise.all([retireConsumers(a.jsm, retired), retireConsumers(b.jsm, retired)]);
     const deleted = `${names.events}/notifier-all`;
-    // One of the two deleted it; the other found it gone.
-    expect([first[deleted], second[deleted]].sort()).toEqual(['absent', 'deleted']);
+    // At least one deleted it; the other found it gone, or (the two requests overlapping at the
+    // server) was answered as deleting it too. Neither fails.
+    expect([first[deleted], second[deleted]]).toContain('deleted');
+    for (const action of [first[deleted], second[deleted]]) expect(['deleted', 'absent']).toContain(action);
     for (const report of [first, second]) {
       expect(report[`${names.inbox}/never-created`]).toBe('absent');
       expect(report[`${names.events}_GONE/notifier-all`]).toBe('absent');
