@@ -1,5 +1,5 @@
 import { AckPolicy, headers as natsHeaders } from 'nats';
-import { batonStreamNames, LedgerClient } from '@baton/eventstore';
+import { batonStreamNames, batonTopology, LedgerClient, provision } from '@baton/eventstore';
 import { Principals } from '@baton/contracts';
 import { waitFor } from '@baton/wait';
 import { StopRunRequestSchema, stopPacketId, stopRequestSubject } from './escalation/stop-request';
@@ -285,6 +285,27 @@ describe('watchdog: retry cap with no lead anywhere → stop the run', () => {
     await sleep(500);
     expect(await stopRequests(h)).toEqual([]);
     expect(guards.status().escalation_stops_requested).toBe(0);
+  });
+
+  it('a stop request that cannot be stored (the inbox stream gone) is retried until it is, once the stream is back', async () => {
+    const watchdog = await h.startWatchdog('wd-a');
+    const guards = watchdog.service.app.get(GuardRunner);
+    await waitFor(async () => guards.status().caught_up || undefined, 'the follower to catch up', { timeoutMs: 8000 });
+    const inbox = batonStreamNames(h.prefix).inbox;
+    await h.nats.jsm.streams.delete(inbox);
+
+    const { id } = await createAndClaim({ maxRetries: 0, workflowRunId: 'run-retry' });
+    await waitFor(async () => (await countOf(id, 'handoff.escalated')) === 1 || undefined, 'the escalation', { timeoutMs: 8000 });
+    await sleep(1200); // a few attempts fail: no stream stores the stop subject
+    expect(guards.status().escalation_stops_requested).toBe(0);
+
+    await provision(h.nats.jsm, { streams: batonTopology(h.prefix).streams });
+    const requests = await waitFor(async () => ((await stopRequests(h)).length > 0 ? stopRequests(h) : undefined), 'the retried stop request', {
+      timeoutMs: 15000,
+    });
+    expect(requests).toHaveLength(1);
+    expect(requests[0]).toMatchObject({ workflow_run_id: 'run-retry', cause: { kind: 'handoff_escalated', handoff_id: id } });
+    expect(guards.status().escalation_stops_requested).toBe(1);
   });
 
   it('retires the durable earlier watchdogs read escalations from (watchdog_escalations)', async () => {
