@@ -154,7 +154,7 @@ export async function measureHops(opts: HopsOptions): Promise<HopsResult> {
       );
     }
     const hopsPerS = inWindow.length / ((windowEnd - windowStart) / 1000);
-    const storedPerHop = inWindow.length > 0 ? (after.messages - before.messages) / inWindow.length : Number.NaN;
+    const storedPerHop = (after.messages - before.messages) / inWindow.length;
     const eventBytes = after.events > before.events ? (after.eventBytes - before.eventBytes) / (after.events - before.events) : Number.NaN;
     const saturated = summarize(inWindow.map((c) => c.latency as number));
     const cpuPerHop = cpuFigures(cpuBefore, cpuAfter, inWindow.length, 1000);

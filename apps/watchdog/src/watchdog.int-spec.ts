@@ -253,7 +253,14 @@ describe('watchdog: retry cap with no lead anywhere → stop the run', () => {
 
     const watchdog = await h.startWatchdog('wd-a');
     const guards = watchdog.service.app.get(GuardRunner);
-    const requests = await waitFor(async () => ((await stopRequests(h)).length > 0 ? stopRequests(h) : undefined), 'a stop request', { timeoutMs: 8000 });
+    const requests = await waitFor(
+      async () => {
+        const list = await stopRequests(h);
+        return list.length > 0 ? list : undefined;
+      },
+      'a stop request',
+      { timeoutMs: 8000 },
+    );
     expect(requests).toHaveLength(1);
     expect(requests[0]).toMatchObject({
       packet_id: stopPacketId(escalated.id),
@@ -300,9 +307,16 @@ describe('watchdog: retry cap with no lead anywhere → stop the run', () => {
     expect(guards.status().escalation_stops_requested).toBe(0);
 
     await provision(h.nats.jsm, { streams: batonTopology(h.prefix).streams });
-    const requests = await waitFor(async () => ((await stopRequests(h)).length > 0 ? stopRequests(h) : undefined), 'the retried stop request', {
-      timeoutMs: 15000,
-    });
+    const requests = await waitFor(
+      async () => {
+        const list = await stopRequests(h);
+        return list.length > 0 ? list : undefined;
+      },
+      'the retried stop request',
+      {
+        timeoutMs: 15000,
+      },
+    );
     expect(requests).toHaveLength(1);
     expect(requests[0]).toMatchObject({ workflow_run_id: 'run-retry', cause: { kind: 'handoff_escalated', handoff_id: id } });
     expect(guards.status().escalation_stops_requested).toBe(1);

@@ -19,7 +19,7 @@ import { HandoffDeadlineReactor } from './handoff-deadline-reactor';
 export class HandoffDeadlineController {
   constructor(private readonly reactor: HandoffDeadlineReactor) {}
 
-  @EventPattern(RouterPatterns.handoffEvents, routerConsumer(RouterPatterns.handoffEvents, { ...perRunStream }))
+  @EventPattern(RouterPatterns.handoffEvents, routerConsumer(RouterPatterns.handoffEvents, perRunStream))
   onHandoffEvent(@Ctx() ctx: JetStreamContext): Promise<void> {
     return ctx.react(this.reactor.table);
   }

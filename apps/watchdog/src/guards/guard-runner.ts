@@ -212,24 +212,56 @@ export class GuardRunner {
   private escalate({ envelope, trace, run }: Escalation): void {
     const stopper = this.opts.escalations;
     if (!stopper) return;
-    const task = (async () => {
-      const retryMs = this.opts.retryMs ?? 500;
-      for (let attempt = 1; !this.stopped; attempt++) {
+    const log = this.opts.logger.child({ project: envelope.project, handoff_id: envelope.aggregate.id, event_id: envelope.id });
+    this.retrying(
+      Number.POSITIVE_INFINITY,
+      async () => {
+        if ((await stopper.handle(envelope, trace, run)).kind === 'stop_requested') this.escalationsRequested++;
+      },
+      (attempt, error) => {
+        const fields = { attempt, err: String(error) };
+        if (attempt % 5 === 0) log.error('cannot request the stop for an escalated handoff; still retrying', fields);
+        else log.warn('cannot request the stop for an escalated handoff; retrying', fields);
+      },
+    );
+  }
+
+  private request(stop: GuardStop): void {
+    const request = guardStopRequest(stop, this.opts.actor);
+    const log = this.opts.logger.child({ project: stop.project, workflow_run_id: stop.workflow_run_id, packet_id: request.packet_id });
+    this.retrying(
+      5,
+      async () => {
+        const ack = await this.opts.publish(Subjects.stopRequest(this.opts.prefix, stop.project), request, MsgIds.stop(stop.project, request.packet_id));
+        this.requested++;
+        log.info('loop guard tripped; stop requested', { guard: stop.guard, why: stop.why, detail: stop.detail, duplicate: ack.duplicate });
+      },
+      (attempt, error) => log.warn('cannot publish the stop request; retrying', { attempt, err: String(error) }),
+      () => log.error('stop request for a loop guard was not published', { guard: stop.guard }),
+    );
+  }
+
+  /**
+   * Run `task` in the background until it resolves, at most `attempts` times, waiting `retryMs` ×
+   * the attempt (at most 30 s) after each failure; a stop ends the wait and the attempts. Tracked,
+   * so `stop()` waits for it.
+   */
+  private retrying(attempts: number, task: () => Promise<void>, failed: (attempt: number, error: unknown) => void, gaveUp?: () => void): void {
+    const retryMs = this.opts.retryMs ?? 500;
+    const run = (async () => {
+      for (let attempt = 1; attempt <= attempts && !this.stopped; attempt++) {
         try {
-          const result = await stopper.handle(envelope, trace, run);
-          if (result.kind === 'stop_requested') this.escalationsRequested++;
+          await task();
           return;
         } catch (error) {
-          const log = this.opts.logger.child({ project: envelope.project, handoff_id: envelope.aggregate.id, event_id: envelope.id });
-          const fields = { attempt, err: String(error) };
-          if (attempt % 5 === 0) log.error('cannot request the stop for an escalated handoff; still retrying', fields);
-          else log.warn('cannot request the stop for an escalated handoff; retrying', fields);
+          failed(attempt, error);
           await this.pause(Math.min(30_000, retryMs * attempt));
         }
       }
+      if (!this.stopped) gaveUp?.();
     })();
-    this.inFlight.add(task);
-    void task.finally(() => this.inFlight.delete(task));
+    this.inFlight.add(run);
+    void run.finally(() => this.inFlight.delete(run));
   }
 
   /** Wait `ms`, or less if the runner stops meanwhile. */
@@ -243,27 +275,5 @@ export class GuardRunner {
       const timer = setTimeout(wake, ms);
       this.sleepers.add(wake);
     });
-  }
-
-  private request(stop: GuardStop): void {
-    const request = guardStopRequest(stop, this.opts.actor);
-    const log = this.opts.logger.child({ project: stop.project, workflow_run_id: stop.workflow_run_id, packet_id: request.packet_id });
-    const task = (async () => {
-      const retryMs = this.opts.retryMs ?? 500;
-      for (let attempt = 1; attempt <= 5 && !this.stopped; attempt++) {
-        try {
-          const ack = await this.opts.publish(Subjects.stopRequest(this.opts.prefix, stop.project), request, MsgIds.stop(stop.project, request.packet_id));
-          this.requested++;
-          log.info('loop guard tripped; stop requested', { guard: stop.guard, why: stop.why, detail: stop.detail, duplicate: ack.duplicate });
-          return;
-        } catch (error) {
-          log.warn('cannot publish the stop request; retrying', { attempt, err: String(error) });
-          await new Promise((resolve) => setTimeout(resolve, retryMs * attempt));
-        }
-      }
-      log.error('stop request for a loop guard was not published', { guard: stop.guard });
-    })();
-    this.inFlight.add(task);
-    void task.finally(() => this.inFlight.delete(task));
   }
 }

@@ -252,7 +252,7 @@ export async function startHarness(): Promise<Harness> {
 let envelopes = 0;
 
 /** An event envelope of the test project, as a writer service would append it. */
-export function testEnvelope(kind: 'run' | 'handoff', id: string, type: string, payload: unknown): EventEnvelope {
+function testEnvelope(kind: 'run' | 'handoff', id: string, type: string, payload: unknown): EventEnvelope {
   return {
     id: `ev-${randomBytes(6).toString('hex')}-${++envelopes}`,
     type,
