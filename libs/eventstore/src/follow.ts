@@ -1,5 +1,5 @@
 import { AckPolicy, createInbox, DeliverPolicy, nanos, nuid, type JetStreamClient, type Msg, type Subscription } from 'nats';
-import { ackInfo, consumerGone, headerOf, pullStatus, pullTarget, sendPull } from './pull';
+import { ackInfo, consumerGone, headerOf, PULL_EXPIRY_GRACE_MS, pullStatus, pullTarget, sendPull } from './pull';
 import { maxPayloadOf } from './pull-size';
 import type { FollowedMessage, FollowOptions, StreamFollower } from './stream-reader';
 
@@ -22,7 +22,10 @@ import type { FollowedMessage, FollowOptions, StreamFollower } from './stream-re
  *   lost, a pull dropped) or a reconnection re-creates the consumer from the last stream sequence
  *   handed over: nothing missed, nothing repeated;
  * - messages of an earlier consumer are told apart by the consumer named in their reply subject,
- *   statuses of an earlier pull by the serial in the subject the pull asked replies on, and ignored.
+ *   statuses of an earlier pull by the serial in the subject the pull asked replies on, and ignored;
+ * - a pull neither filled nor ended by a status {@link PULL_EXPIRY_GRACE_MS} after its expiry is
+ *   followed by the next one (nats-server 2.9 may expire a pull without a word: pull.ts); the
+ *   consumer is re-created only when nothing at all, not even a heartbeat, has come for a while.
  */
 
 /** How long each pull of a follower waits; idle heartbeats come every half of it. */
@@ -30,9 +33,6 @@ export const FOLLOW_PULL_EXPIRES_MS = 5000;
 
 /** Bytes of messages one pull of a follower may bring unless told otherwise (never less than two of the largest message the server takes). */
 export const FOLLOW_PULL_BYTES = 8 * 1024 * 1024;
-
-/** A follower whose consumer has been silent this long while a pull is open re-creates it. */
-const SILENCE_MS = FOLLOW_PULL_EXPIRES_MS + 1000;
 
 /** After a failed consumer creation, wait this long before the next try (the stream may be gone for a moment). */
 const RETRY_MS = 1000;
@@ -44,11 +44,18 @@ export async function followStream(opts: FollowOptions & { js: JetStreamClient; 
   const target = pullTarget(js);
   const { nc } = target;
   const batch = Math.max(1, opts.batch ?? 1000);
+  const expiresMs = Math.max(500, opts.pullExpiresMs ?? FOLLOW_PULL_EXPIRES_MS);
+  // A follower whose consumer has been silent this long while pulls are open re-creates it.
+  const silenceMs = expiresMs + 1000;
   const maxBytes = Math.max(opts.pullBytes ?? FOLLOW_PULL_BYTES, 2 * maxPayloadOf(js));
   const namePrefix = `follow_${nuid.next()}`;
   const inbox = createInbox(target.inboxPrefix);
 
   let serial = 0;
+  /** Pulls asked so far: each replies on `<inbox>.<n>`, and only the last one's statuses count. */
+  let pulls = 0;
+  let pullReply = '';
+  let pullTimer: NodeJS.Timeout | null = null;
   let consumer: string | null = null;
   /** Stream sequence a re-created consumer starts at. */
   let resumeAt = opts.startSeq !== undefined && opts.startSeq > 1 ? opts.startSeq : 1;
@@ -70,11 +77,23 @@ export async function followStream(opts: FollowOptions & { js: JetStreamClient; 
     };
   });
 
+  const clearPullTimer = () => {
+    if (pullTimer !== null) clearTimeout(pullTimer);
+    pullTimer = null;
+  };
   const pull = () => {
+    clearPullTimer();
     if (stopped || consumer === null) return;
     open = batch;
-    lastHeard = Date.now();
-    sendPull(target, stream, consumer, { batch, maxBytes, expiresMs: FOLLOW_PULL_EXPIRES_MS, heartbeatMs: FOLLOW_PULL_EXPIRES_MS / 2 }, `${inbox}.${serial}`);
+    const reply = `${inbox}.${++pulls}`;
+    pullReply = reply;
+    // Neither filled nor ended by a status past its expiry: the next pull (see the header).
+    pullTimer = setTimeout(() => {
+      pullTimer = null;
+      if (!stopped && resetting === null && pullReply === reply) pull();
+    }, expiresMs + PULL_EXPIRY_GRACE_MS);
+    pullTimer.unref?.();
+    sendPull(target, stream, consumer, { batch, maxBytes, expiresMs, heartbeatMs: expiresMs / 2 }, reply);
   };
 
   /** A consumer of our own from `resumeAt`, replacing the one before (whose replies are then ignored). */
@@ -83,6 +102,7 @@ export async function followStream(opts: FollowOptions & { js: JetStreamClient; 
       const previous = consumer;
       consumer = null;
       open = 0;
+      clearPullTimer();
       if (previous !== null) void jsm.consumers.delete(stream, previous).catch(() => false);
       while (!stopped) {
         serial++;
@@ -104,6 +124,7 @@ export async function followStream(opts: FollowOptions & { js: JetStreamClient; 
           }
           consumer = name;
           expectedDelivery = 1;
+          lastHeard = Date.now();
           if (info.num_pending === 0) markCaughtUp();
           pull();
           return;
@@ -123,7 +144,7 @@ export async function followStream(opts: FollowOptions & { js: JetStreamClient; 
       // A status, sent to the pull's own reply subject: 100 a heartbeat, 408 the pull expired, 409
       // it ended (its bytes reached; or the consumer deleted, or at its limit of waiting pulls),
       // 404 nothing to deliver. One of an earlier pull's is ignored.
-      if (msg.subject !== `${inbox}.${serial}`) return;
+      if (msg.subject !== pullReply) return;
       lastHeard = Date.now();
       if (code === 100) return;
       if (consumerGone({ code, description: msg.headers?.description ?? '' })) return reset();
@@ -150,8 +171,8 @@ export async function followStream(opts: FollowOptions & { js: JetStreamClient; 
 
   const sub: Subscription = nc.subscribe(`${inbox}.*`, { callback: (error, msg) => (error ? undefined : onReply(msg)) });
   const quiet = setInterval(() => {
-    if (!stopped && resetting === null && consumer !== null && Date.now() - lastHeard > SILENCE_MS) reset();
-  }, FOLLOW_PULL_EXPIRES_MS / 2);
+    if (!stopped && resetting === null && consumer !== null && Date.now() - lastHeard > silenceMs) reset();
+  }, expiresMs / 2);
   quiet.unref?.();
   // A reconnection loses the open pull (and a server restart an in-memory consumer): start again.
   const statuses = nc.status();
@@ -164,6 +185,7 @@ export async function followStream(opts: FollowOptions & { js: JetStreamClient; 
   const stopListening = () => {
     stopped = true;
     clearInterval(quiet);
+    clearPullTimer();
     sub.unsubscribe();
     (statuses as { stop?: () => void }).stop?.();
   };

@@ -1,8 +1,8 @@
-import { AckPolicy, createInbox, DeliverPolicy, type Msg } from 'nats';
+import { AckPolicy, createInbox, DeliverPolicy, headers, type Msg } from 'nats';
 import { headersFrom, type NatsHandle } from './connection';
 import { headersToRecord } from './dead-letter';
 import { connectTest, deleteTopology, provisionTopology, randomPrefix } from './int/support';
-import { ackInfo, headerRecord, openPull, pullStatus, pullTarget, PullStream } from './pull';
+import { ackInfo, headerRecord, openPull, PULL_EXPIRY_GRACE_MS, PullSession, pullStatus, pullTarget, PullStream } from './pull';
 import { batonStreamNames } from './topology';
 
 /*
@@ -149,3 +149,153 @@ describe('PullStream (real NATS)', () => {
     }
   });
 });
+
+/*
+ * nats-server 2.9 (2.9.10, measured) can expire a pull without a word: when a message becomes
+ * ready for a pull at the moment it expires, the server drops the pull and sends no 408. A reader
+ * that waited for the 408 (or a second of silence after the last message) stalled its consumer
+ * for seconds under a steady flow — the notifier's projections stopped for ~2 s in the bench's
+ * latency phase. A PullSession gives a pull up a moment after its expiry and reads on.
+ */
+describe('PullSession (real NATS)', () => {
+  let nats: NatsHandle;
+  let prefix: string;
+  let stream: string;
+
+  beforeEach(async () => {
+    prefix = randomPrefix();
+    nats = await connectTest('pull-session');
+    await provisionTopology(nats, prefix);
+    stream = batonStreamNames(prefix).events;
+  });
+
+  afterEach(async () => {
+    await deleteTopology(nats, prefix);
+    await nats.close();
+  });
+
+  it('under a steady flow of messages, pull after pull: none waits longer than its expiry and the grace; every message once, in order', async () => {
+    await nats.jsm.consumers.add(stream, { durable_name: 'steady', ack_policy: AckPolicy.None, deliver_policy: DeliverPolicy.All });
+    const session = new PullSession(pullTarget(nats.js), stream, 'steady');
+    // One publish after another, each awaited: the server's consumer is never idle at a pull's expiry.
+    let publishing = true;
+    let published = 0;
+    let publisherDone = false;
+    const publisher = (async () => {
+      while (publishing) {
+        await nats.js.publish(`${prefix}.ev.p.handoff.h${published % 5}`, new Uint8Array(200));
+        published++;
+      }
+    })().finally(() => (publisherDone = true));
+    const expiresMs = 500;
+    const seqs: number[] = [];
+    const pulls: Array<{ ms: number; got: number; status: number | null; silent: boolean }> = [];
+    try {
+      const started = Date.now();
+      // Read while publishing for 3 s, then until everything published has come.
+      setTimeout(() => (publishing = false), 3000);
+      while (!publisherDone || seqs.length < published) {
+        if (Date.now() - started > 12_000)
+          throw new Error(
+            `read ${seqs.length} of ${published}: ${JSON.stringify(pulls)} missing ${Array.from({ length: published }, (_, i) => i + 1)
+              .filter((n) => !seqs.includes(n))
+              .slice(0, 20)} last ${seqs.slice(-5)}`,
+          );
+        const asked = Date.now();
+        const pull = session.pull({ batch: 1_000_000, maxBytes: 8 * 1024 * 1024, expiresMs });
+        let got = 0;
+        for await (const msg of pull) {
+          seqs.push(ackInfo(msg.reply as string)?.streamSeq ?? -1);
+          got++;
+        }
+        pulls.push({ ms: Date.now() - asked, got, status: pull.endedBy()?.code ?? null, silent: pull.silent() });
+      }
+      await publisher;
+    } finally {
+      publishing = false;
+      session.stop();
+    }
+    expect(seqs).toEqual(Array.from({ length: published }, (_, i) => i + 1));
+    // Before sessions, a pull the server had expired unannounced was waited on for a second past
+    // its last message; now each pull ends by its status or the grace after its expiry.
+    for (const pull of pulls) expect(pull.ms).toBeLessThan(expiresMs + PULL_EXPIRY_GRACE_MS + 400);
+    expect(pulls.length).toBeGreaterThanOrEqual(5);
+    for (const pull of pulls) if (!pull.silent) expect(pull.status).toBe(408);
+  });
+
+  /*
+   * The server's side is played here over core NATS (the pull requests go to an API prefix this
+   * test answers), to say exactly when messages and statuses come.
+   */
+  it('a pull given up at its expiry: its late messages are read with the next pull, its late status is ignored', async () => {
+    const apiPrefix = `${prefix}.api`;
+    const requests: string[] = [];
+    const sub = nats.connection.subscribe(`${apiPrefix}.CONSUMER.MSG.NEXT.S.c`, { callback: (_e, msg) => requests.push(msg.reply as string) });
+    await nats.connection.flush();
+    const session = new PullSession({ nc: nats.connection, apiPrefix }, 'S', 'c');
+    // (The server does not pass on a client's message whose reply subject is a `$JS.ACK` one: these
+    // stand-ins carry their sequence as their one byte.)
+    const deliver = (reply: string, seq: number) => nats.connection.publish(reply, new Uint8Array([seq]), { reply: `${prefix}.ack.${seq}` });
+    const status = (reply: string, code: number, description: string) =>
+      nats.connection.publish(reply, new Uint8Array(0), { headers: headers(code, description) });
+    const read = async (pull: AsyncIterable<Msg>) => {
+      const seqs: number[] = [];
+      for await (const msg of pull) seqs.push(msg.data[0] ?? -1);
+      return seqs;
+    };
+    try {
+      // Pull 1 brings two messages and is never ended by the server.
+      const first = session.pull({ batch: 10, maxBytes: 1024 * 1024, expiresMs: 300 });
+      const firstRead = read(first);
+      await waitFor(() => requests.length === 1);
+      deliver(requests[0]!, 1);
+      deliver(requests[0]!, 2);
+      const asked = Date.now();
+      expect(await firstRead).toEqual([1, 2]);
+      expect(Date.now() - asked).toBeLessThan(300 + PULL_EXPIRY_GRACE_MS + 300);
+      expect(first.silent()).toBe(true);
+      expect(first.endedBy()).toBeNull();
+      // Pull 2: the server still delivers one message for pull 1, then pull 1's 408 comes, then
+      // pull 2's message and its own 408.
+      const second = session.pull({ batch: 10, maxBytes: 1024 * 1024, expiresMs: 5000 });
+      const secondRead = read(second);
+      await waitFor(() => requests.length === 2);
+      expect(requests[1]).not.toBe(requests[0]);
+      deliver(requests[0]!, 3);
+      status(requests[0]!, 408, 'Request Timeout');
+      deliver(requests[1]!, 4);
+      await nats.connection.flush();
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      status(requests[1]!, 408, 'Request Timeout');
+      expect(await secondRead).toEqual([3, 4]);
+      expect(second.endedBy()).toMatchObject({ code: 408 });
+      expect(second.silent()).toBe(false);
+      // A pull's own count ends it without a status.
+      const third = session.pull({ batch: 1, maxBytes: 1024 * 1024, expiresMs: 5000 });
+      const thirdRead = read(third);
+      await waitFor(() => requests.length === 3);
+      deliver(requests[2]!, 5);
+      expect(await thirdRead).toEqual([5]);
+      expect(third.silent()).toBe(false);
+      expect(third.endedBy()).toBeNull();
+      // One pull is read at a time.
+      const fourth = session.pull({ batch: 1, maxBytes: 1024 * 1024, expiresMs: 5000 });
+      const iterator = fourth[Symbol.asyncIterator]();
+      const pending = iterator.next();
+      expect(() => session.pull({ batch: 1, maxBytes: 1024 * 1024, expiresMs: 5000 })).toThrow(/still being read/);
+      session.stop();
+      expect((await pending).done).toBe(true);
+    } finally {
+      session.stop();
+      sub.unsubscribe();
+    }
+  });
+});
+
+async function waitFor(check: () => boolean, timeoutMs = 5000): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > until) throw new Error('condition not met in time');
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}

@@ -166,9 +166,9 @@ export interface OpenPull extends AsyncIterable<Msg> {
   /** The status that ended the pull (e.g. 408 expired, 409 "Consumer Deleted", 503 no consumer), or null. */
   endedBy(): { code: number; description: string } | null;
   /**
-   * The pull ended without a word from the server past its expiry (neither its messages nor a
-   * status): the request was lost, or its consumer is gone (a pull sent to a deleted consumer is
-   * not answered).
+   * The pull ended without a word from the server past its expiry (no status, and not all it asked
+   * for): the request was lost, its consumer is gone (a pull sent to a deleted consumer is not
+   * answered), or a 2.9 server expired it unannounced (see {@link PULL_EXPIRY_GRACE_MS}).
    */
   silent(): boolean;
 }
@@ -179,23 +179,178 @@ export function consumerGone(end: { code: number; description: string } | null):
 }
 
 /**
+ * How long past a pull's expiry its reader waits for the server's word on it (a 408, or the status
+ * that ended it) before taking the pull as ended unannounced. nats-server 2.9 expires a pull
+ * without a word when a message becomes ready for it at the moment it expires (measured on 2.9.10
+ * with a steady flow of messages; later servers send the 408 from that path too). The wait only
+ * has to cover the request's trip to the server and the status's trip back; a status that comes
+ * later still is recognised as an earlier pull's and ignored.
+ */
+export const PULL_EXPIRY_GRACE_MS = 250;
+
+/** How one pull of a {@link PullSession} ended. */
+interface PullOutcome {
+  status: { code: number; description: string } | null;
+  unanswered: boolean;
+}
+
+/**
+ * The pulls of one consumer, asked one after another over one subscription, each replying on a
+ * subject of its own (`<inbox>.<n>`). A pull is read until it has brought what it asked for, the
+ * server ends it with a status, or {@link PULL_EXPIRY_GRACE_MS} past its expiry without a word.
+ * Messages that come after their pull was given up (a request the server took later than it was
+ * sent, still delivering) are kept and read, in arrival order, ahead of the next pull's: nothing
+ * the server delivered is dropped while the session lives, so giving up on a pull early costs at
+ * most one extra pull, never a message left to its ack wait.
+ */
+export class PullSession {
+  private readonly inbox: string;
+  private readonly sub: Subscription;
+  private readonly queue: Msg[] = [];
+  private head = 0;
+  private serial = 0;
+  /** The status that ended the pull being read, by its serial. */
+  private ended: { serial: number; code: number; description: string } | null = null;
+  private wake: (() => void) | null = null;
+  private stopped = false;
+  private reading = false;
+
+  constructor(
+    private readonly target: PullTarget,
+    private readonly stream: string,
+    private readonly consumer: string,
+    private readonly graceMs = PULL_EXPIRY_GRACE_MS,
+  ) {
+    this.inbox = createInbox(target.inboxPrefix);
+    this.sub = target.nc.subscribe(`${this.inbox}.*`, {
+      callback: (error, msg) => {
+        if (error || this.stopped) return;
+        const status = pullStatus(msg);
+        if (status === null) this.queue.push(msg);
+        else if (status !== 100) {
+          // A status goes to its own pull's subject: one of an earlier pull's is ignored.
+          const serial = Number(msg.subject.slice(this.inbox.length + 1));
+          if (serial !== this.serial) return;
+          this.ended = { serial, code: status, description: msg.headers?.description ?? '' };
+        }
+        this.wake?.();
+      },
+    });
+  }
+
+  /** Messages come and not yet read. */
+  buffered(): number {
+    return this.queue.length - this.head;
+  }
+
+  /**
+   * Ask for one pull and read it (see the class). One pull is read at a time: asking for the next
+   * before the last one's iteration has ended is a programming error.
+   */
+  pull(ask: PullAsk): OpenPull {
+    if (this.reading) throw new Error(`a pull of ${this.consumer} is still being read`);
+    this.reading = true;
+    const serial = ++this.serial;
+    const outcome: PullOutcome = { status: null, unanswered: false };
+    const deadline = Date.now() + ask.expiresMs + this.graceMs;
+    if (!this.stopped) sendPull(this.target, this.stream, this.consumer, ask, `${this.inbox}.${serial}`);
+    const messages = this.read(serial, ask.batch, deadline, outcome);
+    return {
+      stop: () => this.stop(),
+      endedBy: () => outcome.status,
+      silent: () => outcome.unanswered,
+      [Symbol.asyncIterator]: () => messages,
+    };
+  }
+
+  /** The messages of pull `serial`, as they come, until it ends (see the class); `outcome` says how. */
+  private async *read(serial: number, batch: number, deadline: number, outcome: PullOutcome): AsyncGenerator<Msg> {
+    let left = batch;
+    try {
+      while (left > 0 && !this.stopped) {
+        const msg = this.take();
+        if (msg) {
+          left--;
+          yield msg;
+          continue;
+        }
+        const end = this.ended;
+        if (end !== null && end.serial === serial) {
+          outcome.status = { code: end.code, description: end.description };
+          return;
+        }
+        const wait = deadline - Date.now();
+        if (wait <= 0) {
+          outcome.unanswered = true;
+          return;
+        }
+        await this.sleep(wait);
+      }
+    } finally {
+      this.reading = false;
+    }
+  }
+
+  /** Take every message come and not yet read (e.g. to nak them when the reader stops). */
+  drain(): Msg[] {
+    const out: Msg[] = [];
+    for (let msg = this.take(); msg; msg = this.take()) out.push(msg);
+    return out;
+  }
+
+  /** Stop listening: messages still on their way are left to their ack wait. Safe to call twice. */
+  stop(): void {
+    if (this.stopped) return;
+    this.stopped = true;
+    this.sub.unsubscribe();
+    this.wake?.();
+  }
+
+  private take(): Msg | undefined {
+    if (this.head >= this.queue.length) return undefined;
+    const msg = this.queue[this.head] as Msg;
+    this.queue[this.head++] = undefined as unknown as Msg;
+    if (this.head > 1024 && this.head * 2 > this.queue.length) {
+      this.queue.splice(0, this.head);
+      this.head = 0;
+    }
+    return msg;
+  }
+
+  private sleep(ms: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const timer = setTimeout(() => {
+        this.wake = null;
+        resolve();
+      }, ms);
+      this.wake = () => {
+        this.wake = null;
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+  }
+}
+
+/**
  * Ask for one pull and read it: the messages come as they arrive, and the iteration ends when
  * `ask.batch` have come, when the server ends the pull (its bytes reached, expired, nothing to
- * deliver), or a second after its expiry if the server said nothing (a lost request). A
- * {@link PullStream} asked once.
+ * deliver), or {@link PULL_EXPIRY_GRACE_MS} past its expiry if the server said nothing (a lost
+ * request, a consumer gone, or a 2.9 server's unannounced expiry). A {@link PullSession} that
+ * stops with its one pull; a consumer read pull after pull keeps one session instead.
  */
 export function openPull(target: PullTarget, stream: string, consumer: string, ask: PullAsk): OpenPull {
-  const pulls = new PullStream(target, stream, consumer, ask);
-  pulls.ask(ask.batch);
+  const session = new PullSession(target, stream, consumer);
+  const pull = session.pull(ask);
   return {
-    stop: () => pulls.stop(),
-    endedBy: () => pulls.lastEnd(),
-    silent: () => pulls.timedOut(),
+    stop: () => session.stop(),
+    endedBy: () => pull.endedBy(),
+    silent: () => pull.silent(),
     async *[Symbol.asyncIterator]() {
       try {
-        for (let msg = await pulls.next(ask.expiresMs + 1000); msg !== null; msg = await pulls.next(ask.expiresMs + 1000)) yield msg;
+        yield* pull;
       } finally {
-        pulls.stop();
+        session.stop();
       }
     },
   };

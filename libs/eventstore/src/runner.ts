@@ -1,6 +1,6 @@
 import { DeliverPolicy, type Consumer, type ConsumerConfig, type ConsumerInfo, type JetStreamClient } from 'nats';
 import { DeadLetterReason, deadLetter } from './dead-letter';
-import { ackInfo, consumerGone, DeliveredMessage, headerRecord, openPull, pullTarget, type PullTarget } from './pull';
+import { ackInfo, consumerGone, DeliveredMessage, headerRecord, PullSession, pullTarget, type PullTarget } from './pull';
 import { maxPayloadOf, pullCount } from './pull-size';
 import { EventStoreError, JsErrCode, PoisonError, TransientError, jsErrCode } from './errors';
 
@@ -579,6 +579,9 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
     }
   };
 
+  // Every pull of the runner replies over one subscription: a message the server still delivers
+  // to a pull the runner has stopped waiting for is read with the next one (pull.ts).
+  let session: PullSession | null = null;
   const loop = async () => {
     let consumer: Consumer | null = null;
     let ackWaitMs = 30_000;
@@ -615,7 +618,8 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
         // bytes left (never under two of its largest messages, so one always fits), which holds
         // when large messages follow small ones.
         target ??= pullTarget(opts.js);
-        const pull = openPull(target, opts.stream, opts.durable, {
+        session ??= new PullSession(target, opts.stream, opts.durable);
+        const pull = session.pull({
           batch: free,
           maxBytes: Math.max(maxBytes - heldBytes, 2 * maxPayload),
           expiresMs: expires,
@@ -660,6 +664,11 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
     if (floorTimer) clearTimeout(floorTimer);
     floorTimer = null;
     await Promise.allSettled([...running]);
+    if (session && target) {
+      // Messages come for a pull already given up on, never started: a peer takes them now.
+      session.stop();
+      for (const msg of session.drain()) if (msg.reply && ackInfo(msg.reply)) target.nc.publish(msg.reply, '-NAK');
+    }
     // The last acks are plain publishes: a PING round trip makes sure the server has them.
     await serverHasAcks();
     if (batchBeat) clearInterval(batchBeat);

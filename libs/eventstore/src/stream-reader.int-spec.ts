@@ -135,6 +135,51 @@ describe('stream reader (real NATS)', () => {
     expect(consumers).toEqual([]);
   });
 
+  it('a follow under a steady flow whose pulls expire (nats-server 2.9 may expire one unannounced): it keeps its one consumer and never waits long', async () => {
+    // The consumers the follower creates, as the server receives their creation.
+    const created: string[] = [];
+    const creations = nats.connection.subscribe(`$JS.API.CONSUMER.CREATE.${stream}.>`, { callback: (_, msg) => void created.push(msg.subject) });
+    let publishing = true;
+    let published = 0;
+    const publisher = (async () => {
+      while (publishing) {
+        await nats.js.publish(`${prefix}.ev.p.handoff.h${published % 5}`, new Uint8Array(200));
+        published++;
+      }
+    })();
+    const seen: number[] = [];
+    let lastAt = Date.now();
+    let longestGap = 0;
+    // Pulls that never fill (a million messages each): every one ends at its expiry.
+    const follower = await streamReader(nats, stream).follow({
+      filterSubject: `${prefix}.ev.>`,
+      batch: 1_000_000,
+      pullExpiresMs: 500,
+      onMessage: (m) => {
+        const now = Date.now();
+        longestGap = Math.max(longestGap, now - lastAt);
+        lastAt = now;
+        seen.push(m.seq);
+      },
+    });
+    try {
+      await sleep(4000);
+      publishing = false;
+      await publisher;
+      await waitFor(() => seen.length === published, 'the follower handing over every message published');
+      expect(seen).toEqual(Array.from({ length: published }, (_, i) => i + 1));
+      // A pull the server expired without a word used to stop the follower until a second of
+      // silence past the pull's expiry re-created its consumer (1.5 s here); the next pull now
+      // follows at the expiry and the grace.
+      expect(created).toHaveLength(1);
+      expect(longestGap).toBeLessThan(1000);
+    } finally {
+      publishing = false;
+      creations.unsubscribe();
+      await follower.stop();
+    }
+  });
+
   it('point reads: a message by sequence, the next and the last on a subject; null when there is none', async () => {
     await nats.js.publish(`${prefix}.ev.p.run.a`, encoder.encode('a1'));
     await nats.js.publish(`${prefix}.ev.p.run.b`, encoder.encode('b1'));

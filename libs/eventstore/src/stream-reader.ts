@@ -92,6 +92,12 @@ export interface FollowOptions {
    * would not fit, so a follow over large events holds megabytes, not a thousand of them.
    */
   pullBytes?: number;
+  /**
+   * How long each pull waits at the server, ms (default {@link FOLLOW_PULL_EXPIRES_MS}, at least
+   * 500); idle heartbeats come every half of it, and a consumer silent a second longer than it is
+   * re-created.
+   */
+  pullExpiresMs?: number;
 }
 
 export interface StreamFollower {
