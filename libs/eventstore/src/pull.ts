@@ -182,11 +182,13 @@ export function consumerGone(end: { code: number; description: string } | null):
  * How long past a pull's expiry its reader waits for the server's word on it (a 408, or the status
  * that ended it) before taking the pull as ended unannounced. nats-server 2.9 expires a pull
  * without a word when a message becomes ready for it at the moment it expires (measured on 2.9.10
- * with a steady flow of messages; later servers send the 408 from that path too). The wait only
- * has to cover the request's trip to the server and the status's trip back; a status that comes
- * later still is recognised as an earlier pull's and ignored.
+ * with a steady flow of messages; later servers send the 408 from that path too): the consumer then
+ * waits at most this long. The wait only has to cover the request's trip to the server and the
+ * status's trip back; one that takes longer (a busy event loop) only means the next pull overlaps
+ * the last: its late messages are still read and its late status is recognised as an earlier
+ * pull's and ignored.
  */
-export const PULL_EXPIRY_GRACE_MS = 250;
+export const PULL_EXPIRY_GRACE_MS = 100;
 
 /** How one pull of a {@link PullSession} ended. */
 interface PullOutcome {

@@ -625,9 +625,11 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
           expiresMs: expires,
         });
         let largest = 0;
+        let brought = 0;
         for await (const msg of pull) {
           const info = msg.reply ? ackInfo(msg.reply) : null;
           if (info === null) continue;
+          brought++;
           const raw = new DeliveredMessage(target.nc, msg, info);
           if (stopping) {
             raw.nak();
@@ -637,11 +639,12 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
           dispatch(raw, ackWaitMs);
         }
         // A consumer deleted under the pull (or not there): find it again, or re-create it. A pull
-        // the server never answered may have gone to a consumer deleted between two pulls: its
-        // info says (a consumer not found sends the loop to find or re-create it).
+        // the server never answered and that brought nothing may have gone to a consumer deleted
+        // between two pulls: its info says (a consumer not found sends the loop to find or
+        // re-create it). One that brought messages was expired unannounced (pull.ts).
         const end = pull.endedBy();
         if (consumerGone(end)) throw new EventStoreError(`pulling ${opts.durable} on ${opts.stream}: ${end?.code} ${end?.description}`);
-        if (pull.silent()) await consumer.info();
+        if (pull.silent() && brought === 0) await consumer.info();
         // A pull that brought nothing says nothing about sizes: keep the last estimate.
         if (largest > 0) largestOfLastPull = largest;
         failures = 0;
