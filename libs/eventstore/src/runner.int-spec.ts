@@ -277,6 +277,44 @@ describe('runConsumer (real NATS)', () => {
     });
   });
 
+  it('under a steady flow whose pulls expire before they fill, no pull holds the consumer past its expiry (nats-server 2.9 may expire one without a word)', async () => {
+    await durable('steady');
+    let publishing = true;
+    let published = 0;
+    const publisher = (async () => {
+      while (publishing) {
+        await publish(`p.result.s${published % 5}`, String(published));
+        published++;
+      }
+    })();
+    const handled: number[] = [];
+    let lastAt = Date.now();
+    let longestGap = 0;
+    // Pulls of up to a million messages (the byte bound sizes them to tens of thousands): each
+    // one ends at its 1 s expiry while messages keep coming.
+    start({
+      durable: 'steady',
+      batch: 1_000_000,
+      handler: async (msg) => {
+        const now = Date.now();
+        longestGap = Math.max(longestGap, now - lastAt);
+        lastAt = now;
+        handled.push(msg.seq);
+      },
+    });
+    await sleep(4500);
+    publishing = false;
+    await publisher;
+    await waitFor(() => handled.length === published, 'every message handled');
+    // One handler at a time: stream order, each once.
+    expect(handled).toEqual(Array.from({ length: published }, (_, i) => i + 1));
+    // An unannounced expiry used to hold the consumer a second past the pull's last message (the
+    // gap then was ~1 s or more); a pull is now given up 100 ms past its expiry.
+    expect(longestGap).toBeLessThan(700);
+    await waitFor(async () => (await consumerState('steady')).ackPending === 0, 'every message acked');
+    expect(await consumerState('steady')).toMatchObject({ pending: 0, redelivered: 0 });
+  });
+
   it('sends in-progress heartbeats so a handler slower than the ack wait is not redelivered', async () => {
     await durable('slow', 1000);
     let deliveries = 0;
