@@ -1,7 +1,7 @@
 import { AckPolicy, createInbox, DeliverPolicy, headers, type Msg } from 'nats';
 import { headersFrom, type NatsHandle } from './connection';
 import { headersToRecord } from './dead-letter';
-import { connectTest, deleteTopology, provisionTopology, randomPrefix } from './int/support';
+import { connectTest, deleteTopology, provisionTopology, randomPrefix, steadyPublisher, useTopology } from './int/support';
 import { ackInfo, headerRecord, openPull, PULL_EXPIRY_GRACE_MS, PullSession, pullStatus, pullTarget, PullStream } from './pull';
 import { batonStreamNames } from './topology';
 
@@ -158,46 +158,28 @@ describe('PullStream (real NATS)', () => {
  * latency phase. A PullSession gives a pull up a moment after its expiry and reads on.
  */
 describe('PullSession (real NATS)', () => {
-  let nats: NatsHandle;
-  let prefix: string;
-  let stream: string;
-
-  beforeEach(async () => {
-    prefix = randomPrefix();
-    nats = await connectTest('pull-session');
-    await provisionTopology(nats, prefix);
-    stream = batonStreamNames(prefix).events;
-  });
-
-  afterEach(async () => {
-    await deleteTopology(nats, prefix);
-    await nats.close();
-  });
+  const topology = useTopology('pull-session');
 
   it('under a steady flow of messages, pull after pull: none waits longer than its expiry and the grace; every message once, in order', async () => {
+    const nats = topology.nats();
+    const prefix = topology.prefix();
+    const stream = batonStreamNames(prefix).events;
     await nats.jsm.consumers.add(stream, { durable_name: 'steady', ack_policy: AckPolicy.None, deliver_policy: DeliverPolicy.All });
     const session = new PullSession(pullTarget(nats.js), stream, 'steady');
     // One publish after another, each awaited: the server's consumer is never idle at a pull's expiry.
-    let publishing = true;
-    let published = 0;
+    const publisher = steadyPublisher((n) => nats.js.publish(`${prefix}.ev.p.handoff.h${n % 5}`, new Uint8Array(200)));
     let publisherDone = false;
-    const publisher = (async () => {
-      while (publishing) {
-        await nats.js.publish(`${prefix}.ev.p.handoff.h${published % 5}`, new Uint8Array(200));
-        published++;
-      }
-    })().finally(() => (publisherDone = true));
     const expiresMs = 500;
     const seqs: number[] = [];
     const pulls: Array<{ ms: number; got: number; status: number | null; silent: boolean }> = [];
     try {
       const started = Date.now();
       // Read while publishing for 3 s, then until everything published has come.
-      setTimeout(() => (publishing = false), 3000);
-      while (!publisherDone || seqs.length < published) {
+      setTimeout(() => void publisher.stop().then(() => (publisherDone = true)), 3000);
+      while (!publisherDone || seqs.length < publisher.count()) {
         if (Date.now() - started > 12_000)
           throw new Error(
-            `read ${seqs.length} of ${published}: ${JSON.stringify(pulls)} missing ${Array.from({ length: published }, (_, i) => i + 1)
+            `read ${seqs.length} of ${publisher.count()}: ${JSON.stringify(pulls)} missing ${Array.from({ length: publisher.count() }, (_, i) => i + 1)
               .filter((n) => !seqs.includes(n))
               .slice(0, 20)} last ${seqs.slice(-5)}`,
           );
@@ -210,12 +192,11 @@ describe('PullSession (real NATS)', () => {
         }
         pulls.push({ ms: Date.now() - asked, got, status: pull.endedBy()?.code ?? null, silent: pull.silent() });
       }
-      await publisher;
     } finally {
-      publishing = false;
+      await publisher.stop();
       session.stop();
     }
-    expect(seqs).toEqual(Array.from({ length: published }, (_, i) => i + 1));
+    expect(seqs).toEqual(Array.from({ length: publisher.count() }, (_, i) => i + 1));
     // Before sessions, a pull the server had expired unannounced was waited on for a second past
     // its last message; now each pull ends by its status or the grace after its expiry.
     for (const pull of pulls) expect(pull.ms).toBeLessThan(expiresMs + PULL_EXPIRY_GRACE_MS + 400);
@@ -228,6 +209,8 @@ describe('PullSession (real NATS)', () => {
    * test answers), to say exactly when messages and statuses come.
    */
   it('a pull given up at its expiry: its late messages are read with the next pull, its late status is ignored', async () => {
+    const nats = topology.nats();
+    const prefix = topology.prefix();
     const apiPrefix = `${prefix}.api`;
     const requests: string[] = [];
     const sub = nats.connection.subscribe(`${apiPrefix}.CONSUMER.MSG.NEXT.S.c`, { callback: (_e, msg) => requests.push(msg.reply as string) });

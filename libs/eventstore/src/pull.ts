@@ -190,6 +190,56 @@ export function consumerGone(end: { code: number; description: string } | null):
  */
 export const PULL_EXPIRY_GRACE_MS = 100;
 
+/**
+ * Messages in arrival order, taken one at a time, and a wait for the next one that an arrival (or
+ * a stop) cuts short. What a pull subscription's callback fills and its reader drains.
+ */
+class Arrivals {
+  private readonly queue: Msg[] = [];
+  private head = 0;
+  private wake: (() => void) | null = null;
+
+  push(msg: Msg): void {
+    this.queue.push(msg);
+  }
+
+  /** Messages come and not yet taken. */
+  size(): number {
+    return this.queue.length - this.head;
+  }
+
+  take(): Msg | undefined {
+    if (this.head >= this.queue.length) return undefined;
+    const msg = this.queue[this.head] as Msg;
+    this.queue[this.head++] = undefined as unknown as Msg;
+    if (this.head > 1024 && this.head * 2 > this.queue.length) {
+      this.queue.splice(0, this.head);
+      this.head = 0;
+    }
+    return msg;
+  }
+
+  /** End the current {@link wait} now (something arrived, or the reader stops). */
+  notify(): void {
+    this.wake?.();
+  }
+
+  /** Resolve after `ms`, or at the next {@link notify}. */
+  wait(ms: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const timer = setTimeout(() => {
+        this.wake = null;
+        resolve();
+      }, ms);
+      this.wake = () => {
+        this.wake = null;
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+  }
+}
+
 /** How one pull of a {@link PullSession} ended. */
 interface PullOutcome {
   status: { code: number; description: string } | null;
@@ -208,12 +258,10 @@ interface PullOutcome {
 export class PullSession {
   private readonly inbox: string;
   private readonly sub: Subscription;
-  private readonly queue: Msg[] = [];
-  private head = 0;
+  private readonly arrivals = new Arrivals();
   private serial = 0;
   /** The status that ended the pull being read, by its serial. */
   private ended: { serial: number; code: number; description: string } | null = null;
-  private wake: (() => void) | null = null;
   private stopped = false;
   private reading = false;
 
@@ -228,21 +276,21 @@ export class PullSession {
       callback: (error, msg) => {
         if (error || this.stopped) return;
         const status = pullStatus(msg);
-        if (status === null) this.queue.push(msg);
+        if (status === null) this.arrivals.push(msg);
         else if (status !== 100) {
           // A status goes to its own pull's subject: one of an earlier pull's is ignored.
           const serial = Number(msg.subject.slice(this.inbox.length + 1));
           if (serial !== this.serial) return;
           this.ended = { serial, code: status, description: msg.headers?.description ?? '' };
         }
-        this.wake?.();
+        this.arrivals.notify();
       },
     });
   }
 
   /** Messages come and not yet read. */
   buffered(): number {
-    return this.queue.length - this.head;
+    return this.arrivals.size();
   }
 
   /**
@@ -270,7 +318,7 @@ export class PullSession {
     let left = batch;
     try {
       while (left > 0 && !this.stopped) {
-        const msg = this.take();
+        const msg = this.arrivals.take();
         if (msg) {
           left--;
           yield msg;
@@ -286,7 +334,7 @@ export class PullSession {
           outcome.unanswered = true;
           return;
         }
-        await this.sleep(wait);
+        await this.arrivals.wait(wait);
       }
     } finally {
       this.reading = false;
@@ -296,7 +344,7 @@ export class PullSession {
   /** Take every message come and not yet read (e.g. to nak them when the reader stops). */
   drain(): Msg[] {
     const out: Msg[] = [];
-    for (let msg = this.take(); msg; msg = this.take()) out.push(msg);
+    for (let msg = this.arrivals.take(); msg; msg = this.arrivals.take()) out.push(msg);
     return out;
   }
 
@@ -305,32 +353,7 @@ export class PullSession {
     if (this.stopped) return;
     this.stopped = true;
     this.sub.unsubscribe();
-    this.wake?.();
-  }
-
-  private take(): Msg | undefined {
-    if (this.head >= this.queue.length) return undefined;
-    const msg = this.queue[this.head] as Msg;
-    this.queue[this.head++] = undefined as unknown as Msg;
-    if (this.head > 1024 && this.head * 2 > this.queue.length) {
-      this.queue.splice(0, this.head);
-      this.head = 0;
-    }
-    return msg;
-  }
-
-  private sleep(ms: number): Promise<void> {
-    return new Promise<void>((resolve) => {
-      const timer = setTimeout(() => {
-        this.wake = null;
-        resolve();
-      }, ms);
-      this.wake = () => {
-        this.wake = null;
-        clearTimeout(timer);
-        resolve();
-      };
-    });
+    this.arrivals.notify();
   }
 }
 
@@ -441,10 +464,8 @@ export function headerOf(msg: Msg, name: string): string | undefined {
 export class PullStream {
   private readonly inbox: string;
   private readonly sub: Subscription;
-  private readonly queue: Msg[] = [];
-  private head = 0;
+  private readonly arrivals = new Arrivals();
   private open = 0;
-  private wake: (() => void) | null = null;
   private stopped = false;
   private ended: { code: number; description: string } | null = null;
   private silent = false;
@@ -462,7 +483,7 @@ export class PullStream {
         if (error || this.stopped) return;
         const status = pullStatus(msg);
         if (status === null) {
-          this.queue.push(msg);
+          this.arrivals.push(msg);
           this.open = Math.max(0, this.open - 1);
         } else if (status !== 100) {
           this.ended = { code: status, description: msg.headers?.description ?? '' };
@@ -470,7 +491,7 @@ export class PullStream {
           // A pull ended without saying what it left: count nothing as coming any more.
           this.open = Number.isSafeInteger(left) ? Math.max(0, this.open - left) : 0;
         }
-        this.wake?.();
+        this.arrivals.notify();
       },
     });
   }
@@ -482,7 +503,7 @@ export class PullStream {
 
   /** Messages come and not yet taken by {@link next}. */
   buffered(): number {
-    return this.queue.length - this.head;
+    return this.arrivals.size();
   }
 
   /** The status that ended the last pull the server ended early (see {@link OpenPull.endedBy}), or null. */
@@ -509,15 +530,8 @@ export class PullStream {
   async next(timeoutMs: number): Promise<Msg | null> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
-      if (this.head < this.queue.length) {
-        const msg = this.queue[this.head] as Msg;
-        this.queue[this.head++] = undefined as unknown as Msg;
-        if (this.head > 1024 && this.head * 2 > this.queue.length) {
-          this.queue.splice(0, this.head);
-          this.head = 0;
-        }
-        return msg;
-      }
+      const msg = this.arrivals.take();
+      if (msg) return msg;
       if (this.stopped || this.open === 0) return null;
       const wait = deadline - Date.now();
       if (wait <= 0) {
@@ -525,14 +539,7 @@ export class PullStream {
         this.silent = true;
         return null;
       }
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, wait);
-        this.wake = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-      });
-      this.wake = null;
+      await this.arrivals.wait(wait);
     }
   }
 
@@ -541,6 +548,6 @@ export class PullStream {
     if (this.stopped) return;
     this.stopped = true;
     this.sub.unsubscribe();
-    this.wake?.();
+    this.arrivals.notify();
   }
 }

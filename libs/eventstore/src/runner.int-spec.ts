@@ -5,7 +5,7 @@ import { PoisonError, TransientError } from './errors';
 import { provision } from './provision';
 import { runConsumer, type ConsumedMessage, type ConsumerRunner, type MessageOutcome } from './runner';
 import { batonStreamNames } from './topology';
-import { connectTest, deleteTopology, provisionTopology, randomPrefix, sleep } from './int/support';
+import { connectTest, deleteTopology, provisionTopology, randomPrefix, sleep, steadyPublisher } from './int/support';
 
 describe('runConsumer (real NATS)', () => {
   let nats: NatsHandle;
@@ -279,14 +279,7 @@ describe('runConsumer (real NATS)', () => {
 
   it('under a steady flow whose pulls expire before they fill, no pull holds the consumer past its expiry (nats-server 2.9 may expire one without a word)', async () => {
     await durable('steady');
-    let publishing = true;
-    let published = 0;
-    const publisher = (async () => {
-      while (publishing) {
-        await publish(`p.result.s${published % 5}`, String(published));
-        published++;
-      }
-    })();
+    const publisher = steadyPublisher((n) => publish(`p.result.s${n % 5}`, String(n)));
     const handled: number[] = [];
     let lastAt = Date.now();
     let longestGap = 0;
@@ -303,8 +296,7 @@ describe('runConsumer (real NATS)', () => {
       },
     });
     await sleep(4500);
-    publishing = false;
-    await publisher;
+    const published = await publisher.stop();
     await waitFor(() => handled.length === published, 'every message handled');
     // One handler at a time: stream order, each once.
     expect(handled).toEqual(Array.from({ length: published }, (_, i) => i + 1));

@@ -1,7 +1,7 @@
 import { waitFor } from '@baton/wait';
 import { headersFrom, type NatsHandle } from './connection';
 import { StreamNotFound } from './errors';
-import { connectTest, deleteTopology, provisionTopology, randomPrefix, sleep } from './int/support';
+import { connectTest, deleteTopology, provisionTopology, randomPrefix, sleep, steadyPublisher } from './int/support';
 import { shareReads } from './shared-reads';
 import { streamReader, type StoredMessage } from './stream-reader';
 import { batonStreamNames } from './topology';
@@ -139,14 +139,7 @@ describe('stream reader (real NATS)', () => {
     // The consumers the follower creates, as the server receives their creation.
     const created: string[] = [];
     const creations = nats.connection.subscribe(`$JS.API.CONSUMER.CREATE.${stream}.>`, { callback: (_, msg) => void created.push(msg.subject) });
-    let publishing = true;
-    let published = 0;
-    const publisher = (async () => {
-      while (publishing) {
-        await nats.js.publish(`${prefix}.ev.p.handoff.h${published % 5}`, new Uint8Array(200));
-        published++;
-      }
-    })();
+    const publisher = steadyPublisher((n) => nats.js.publish(`${prefix}.ev.p.handoff.h${n % 5}`, new Uint8Array(200)));
     const seen: number[] = [];
     let lastAt = Date.now();
     let longestGap = 0;
@@ -164,8 +157,7 @@ describe('stream reader (real NATS)', () => {
     });
     try {
       await sleep(4000);
-      publishing = false;
-      await publisher;
+      const published = await publisher.stop();
       await waitFor(() => seen.length === published, 'the follower handing over every message published');
       expect(seen).toEqual(Array.from({ length: published }, (_, i) => i + 1));
       // A pull the server expired without a word used to stop the follower until a second of
@@ -174,7 +166,7 @@ describe('stream reader (real NATS)', () => {
       expect(created).toHaveLength(1);
       expect(longestGap).toBeLessThan(1000);
     } finally {
-      publishing = false;
+      await publisher.stop();
       creations.unsubscribe();
       await follower.stop();
     }

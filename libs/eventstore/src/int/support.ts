@@ -69,6 +69,38 @@ export const meta = (actor = 'tester') => ({
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
+/** A publisher that stores one message after another, each awaited, until stopped. */
+export interface SteadyPublisher {
+  /** Messages stored so far. */
+  count(): number;
+  /** Stop after the publish in flight; resolves with how many were stored. Safe to call twice. */
+  stop(): Promise<number>;
+}
+
+/**
+ * Publish `publish(n)` for n = 0, 1, 2… one after another, each awaited: a consumer of them is
+ * never idle for long, which is what the pull-expiry tests need (nats-server 2.9 may expire a pull
+ * without a word when a message is ready for it at that moment).
+ */
+export function steadyPublisher(publish: (n: number) => Promise<unknown>): SteadyPublisher {
+  let going = true;
+  let stored = 0;
+  const loop = (async () => {
+    while (going) {
+      await publish(stored);
+      stored++;
+    }
+  })();
+  return {
+    count: () => stored,
+    stop: async () => {
+      going = false;
+      await loop;
+      return stored;
+    },
+  };
+}
+
 /**
  * A test's own topology: before each test a fresh prefix, a connection and Baton's streams under
  * that prefix; after it, the streams deleted and the connection closed. Call inside `describe`.
