@@ -2,7 +2,7 @@ import { AckPolicy, createInbox, DeliverPolicy, headers, type Msg } from 'nats';
 import { headersFrom, type NatsHandle } from './connection';
 import { headersToRecord } from './dead-letter';
 import { connectTest, deleteTopology, provisionTopology, randomPrefix, steadyPublisher, useTopology } from './int/support';
-import { ackInfo, headerRecord, openPull, PULL_EXPIRY_GRACE_MS, PullSession, pullStatus, pullTarget, PullStream } from './pull';
+import { ackInfo, headerOf, headerReader, headerRecord, openPull, PULL_EXPIRY_GRACE_MS, PullSession, pullStatus, pullTarget, PullStream } from './pull';
 import { batonStreamNames } from './topology';
 
 /*
@@ -110,10 +110,18 @@ describe('PullStream (real NATS)', () => {
       traceparent: ['00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01'],
       'Baton-Note': ['one', 'two: with a colon'],
     });
+    // The reader that decodes the block once answers as headerOf does, read after read.
+    const read = headerReader(msg!);
+    for (const name of ['Baton-Event-Type', 'traceparent', 'Baton-Note', 'Baton-Absent', 'Baton-Note']) expect(read(name)).toBe(headerOf(msg!, name));
+    expect(read('Baton-Note')).toBe('one');
+    expect(read('Baton-Absent')).toBeUndefined();
     // A core message without headers.
     const sub = nats.connection.subscribe(`${prefix}.plain`, { max: 1 });
     nats.connection.publish(`${prefix}.plain`, new TextEncoder().encode('x'));
-    for await (const plain of sub) expect(headerRecord(plain)).toEqual({});
+    for await (const plain of sub) {
+      expect(headerRecord(plain)).toEqual({});
+      expect(headerReader(plain)('Baton-Note')).toBeUndefined();
+    }
   });
   it('pullStatus reads a server status from the raw header line as the client does, and null for stored messages with and without headers', async () => {
     await nats.js.publish(`${prefix}.ev.p.handoff.h1`, new TextEncoder().encode('bare'));

@@ -44,6 +44,10 @@ describe('ackInfo: the delivery facts in a JetStream reply subject', () => {
     expect(ackInfo('_INBOX.abc.1')).toBeNull();
     expect(ackInfo('$JS.ACK.EVENTS.c.1.2.3')).toBeNull();
     expect(ackInfo('$JS.ACK.EVENTS.c.1.x.17.1.4')).toBeNull();
+    // An empty number token is not a number; nor is one with a sign.
+    expect(ackInfo('$JS.ACK.EVENTS.c..812.17.1733140000000000000.0')).toBeNull();
+    expect(ackInfo('$JS.ACK.EVENTS.c.1.-812.17.1733140000000000000.0')).toBeNull();
+    expect(ackInfo('$JSX.ACK.EVENTS.c.1.812.17.1733140000000000000.0')).toBeNull();
   });
 });
 

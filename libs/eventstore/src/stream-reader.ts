@@ -2,7 +2,7 @@ import { AckPolicy, DeliverPolicy, nanos, nuid, type JetStreamClient, type JetSt
 import { EventStoreError, JsErrCode, StreamNotFound, jsErrCode } from './errors';
 import { headersToRecord } from './dead-letter';
 import { followStream, FOLLOW_PULL_BYTES, FOLLOW_PULL_EXPIRES_MS } from './follow';
-import { ackInfo, headerBlockRecord, headerInBlock, headerOf, pullTarget, PullStream } from './pull';
+import { ackInfo, headerBlockRecord, headerInBlock, headerReader, pullTarget, PullStream } from './pull';
 import { maxPayloadOf, pullCount } from './pull-size';
 
 export { followStream, FOLLOW_PULL_BYTES, FOLLOW_PULL_EXPIRES_MS };
@@ -173,9 +173,10 @@ function storedOf(msg: Msg, seq: number): StoredMessage {
     subject: msg.subject,
     seq,
     data: msg.data,
-    // One header read from the raw header block when the client exposes it: decoding every header
-    // of every message (what `msg.headers` does) is a tenth of a replay's reading cost.
-    header: (name) => headerOf(msg, name),
+    // Headers read from the raw header block when the client exposes it (decoded to text once, at
+    // the first read): decoding every header of every message (what `msg.headers` does) was a tenth
+    // of a replay's reading cost.
+    header: headerReader(msg),
     headers: () => headersToRecord(msg.headers),
   };
 }

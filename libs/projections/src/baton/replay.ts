@@ -35,8 +35,13 @@ export function jetStreamReplaySource(options: JetStreamReplayOptions): ReplaySo
         const decoded = decodeEvent(options.registry, msg.data, (name) => msg.header(name));
         if (!decoded.ok) options.onUndecodable?.(msg.seq, msg.subject, decoded.rejection);
         else {
+          // The decoded envelope is this read's own (parsed from the message's bytes): it becomes
+          // the sequenced event in place instead of being copied into a new object per event.
+          const event = decoded.envelope as SequencedEvent;
+          event.seq = msg.seq;
           const traceId = traceIdOf(msg.header('traceparent'));
-          yield { ...decoded.envelope, seq: msg.seq, ...(traceId ? { traceId } : {}) };
+          if (traceId) event.traceId = traceId;
+          yield event;
         }
       }
     })();
