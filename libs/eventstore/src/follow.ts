@@ -1,5 +1,5 @@
 import { AckPolicy, createInbox, DeliverPolicy, nanos, nuid, type JetStreamClient, type Msg, type Subscription } from 'nats';
-import { ackInfo, consumerGone, headerOf, PULL_EXPIRY_GRACE_MS, pullStatus, pullTarget, sendPull } from './pull';
+import { ackInfo, consumerGone, headerReader, PULL_EXPIRY_GRACE_MS, pullStatus, pullTarget, sendPull } from './pull';
 import { maxPayloadOf } from './pull-size';
 import type { FollowedMessage, FollowOptions, StreamFollower } from './stream-reader';
 
@@ -159,7 +159,7 @@ export async function followStream(opts: FollowOptions & { js: JetStreamClient; 
     expectedDelivery++;
     lastSeq = info.streamSeq;
     resumeAt = info.streamSeq + 1;
-    const message: FollowedMessage = { subject: msg.subject, seq: info.streamSeq, data: msg.data, header: (name) => headerOf(msg, name) };
+    const message: FollowedMessage = { subject: msg.subject, seq: info.streamSeq, data: msg.data, header: headerReader(msg) };
     try {
       opts.onMessage(message);
     } catch (error) {
