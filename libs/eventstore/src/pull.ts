@@ -223,7 +223,7 @@ export function consumerGone(end: { code: number; description: string } | null):
  * the last: its late messages are still read and its late status is recognised as an earlier
  * pull's and ignored.
  */
-export const PULL_EXPIRY_GRACE_MS = 25;
+export const PULL_EXPIRY_GRACE_MS = 100;
 
 /**
  * Messages in arrival order, taken one at a time, and a wait for the next one that an arrival (or
