@@ -304,7 +304,6 @@ export class PullSession {
     private readonly target: PullTarget,
     private readonly stream: string,
     private readonly consumer: string,
-    private readonly graceMs = PULL_EXPIRY_GRACE_MS,
   ) {
     this.inbox = createInbox(target.inboxPrefix);
     this.sub = target.nc.subscribe(`${this.inbox}.*`, {
@@ -323,11 +322,6 @@ export class PullSession {
     });
   }
 
-  /** Messages come and not yet read. */
-  buffered(): number {
-    return this.arrivals.size();
-  }
-
   /**
    * Ask for one pull and read it (see the class). One pull is read at a time: asking for the next
    * before the last one's iteration has ended is a programming error.
@@ -337,7 +331,7 @@ export class PullSession {
     this.reading = true;
     const serial = ++this.serial;
     const outcome: PullOutcome = { status: null, unanswered: false };
-    const deadline = Date.now() + ask.expiresMs + this.graceMs;
+    const deadline = Date.now() + ask.expiresMs + PULL_EXPIRY_GRACE_MS;
     if (!this.stopped) sendPull(this.target, this.stream, this.consumer, ask, `${this.inbox}.${serial}`);
     const messages = this.read(serial, ask.batch, deadline, outcome);
     return {
@@ -480,16 +474,11 @@ export function headerBlockRecord(block: string): Record<string, string[]> {
   return out;
 }
 
-/** One header of a message delivered to a pull of our own: from its raw header block when the client exposes it. */
-export function headerOf(msg: Msg, name: string): string | undefined {
-  const raw = rawHeader({ msg } as unknown as JsMsg, name);
-  return raw === null ? msg.headers?.get(name) || undefined : raw || undefined;
-}
-
 /**
- * {@link headerOf} for a message whose headers are read several times (a replayed event: its
- * schema fingerprint, its type, its trace): the raw header block is decoded to text once, at the
- * first read, instead of at every one.
+ * The headers of a delivered message, one by one, as its first value (trimmed; undefined when
+ * absent), read from the raw header block when the client exposes it. The block is decoded to text
+ * once, at the first read: a replayed event's headers are read several times (its schema
+ * fingerprint, its type, its trace).
  */
 export function headerReader(msg: Msg): (name: string) => string | undefined {
   let block: string | undefined | null | false = false;
