@@ -1,4 +1,4 @@
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -43,9 +43,15 @@ describe('service processes', () => {
     expect(repoRoot(join(found, 'dist', 'libs', 'testing', 'src'))).toBe(found);
   });
 
-  it('picks a free loopback port', async () => {
+  it("picks a free loopback port below the kernel's ephemeral range, so no client socket can take it first", async () => {
     const port = await freePort();
     expect(port).toBeGreaterThan(0);
+    if (existsSync('/proc/sys/net/ipv4/ip_local_port_range')) {
+      const low = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]);
+      const picks = [port, ...(await Promise.all(Array.from({ length: 20 }, () => freePort())))];
+      for (const pick of picks) expect(pick).toBeLessThan(low);
+      expect(new Set(picks).size).toBeGreaterThan(1);
+    }
     const server = createServer();
     await new Promise<void>((resolve, reject) => server.once('error', reject).listen(port, '127.0.0.1', resolve));
     await new Promise((resolve) => server.close(resolve));

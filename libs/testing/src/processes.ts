@@ -28,8 +28,52 @@ export function repoRoot(from: string = __dirname): string {
   return dir;
 }
 
-/** A free loopback port, chosen by the kernel. */
+/**
+ * A free loopback port for a server a test starts. It is picked at random below the kernel's
+ * ephemeral range (`/proc/sys/net/ipv4/ip_local_port_range`): a port the kernel hands out itself
+ * (`listen(0)`) is also what it hands the next outgoing connection as its local port, so one picked
+ * that way could be taken by a client socket — any test's connection to NATS or Redis — in the
+ * moment between this check and the server binding it (seen as EADDRINUSE in the browser suite).
+ * Falls back to a kernel-chosen port where no such range can be read.
+ */
 export async function freePort(): Promise<number> {
+  const [low] = ephemeralRange();
+  const floor = 10_000;
+  if (low - floor >= 1_000) {
+    for (let attempt = 0; attempt < 50; attempt++) {
+      const port = floor + Math.floor(Math.random() * (low - floor));
+      if (await bindable(port)) return port;
+    }
+  }
+  return kernelPort();
+}
+
+function ephemeralRange(): [number, number] {
+  try {
+    const [low, high] = readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/).map(Number);
+    if (Number.isInteger(low) && Number.isInteger(high) && low > 0 && high >= low) return [low, high];
+  } catch {
+    // not Linux: no range to stay below
+  }
+  return [0, 0];
+}
+
+async function bindable(port: number): Promise<boolean> {
+  const server = createServer();
+  const listening = new Promise<boolean>((resolve) => {
+    server.once('listening', () => resolve(true));
+    server.once('error', () => resolve(false));
+  });
+  server.listen(port, '127.0.0.1');
+  const ok = await listening;
+  if (ok) {
+    server.close();
+    await once(server, 'close');
+  }
+  return ok;
+}
+
+async function kernelPort(): Promise<number> {
   const server = createServer();
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');
