@@ -307,6 +307,74 @@ describe('runConsumer (real NATS)', () => {
     expect(await consumerState('steady')).toMatchObject({ pending: 0, redelivered: 0 });
   });
 
+  /*
+   * The server's side is played over core NATS (the runner's JetStream API prefix is one this test
+   * answers): the consumer's info is answered once, its pulls never, and its later info requests
+   * time out — as while a cluster elects the consumer's leader.
+   */
+  it('a deleted-consumer check that times out after an unanswered pull is no failure: the runner pulls again at once, without backoff', async () => {
+    const apiPrefix = `${prefix}.api`;
+    const pulls: number[] = [];
+    let infos = 0;
+    const info = nats.connection.subscribe(`${apiPrefix}.CONSUMER.INFO.S.c`, {
+      callback: (_e, msg) => {
+        infos++;
+        if (infos > 1) return;
+        const now = new Date().toISOString();
+        const position = { consumer_seq: 0, stream_seq: 0 };
+        msg.respond(
+          JSON.stringify({
+            type: 'io.nats.jetstream.api.v1.consumer_info_response',
+            stream_name: 'S',
+            name: 'c',
+            created: now,
+            ts: now,
+            config: {
+              durable_name: 'c',
+              name: 'c',
+              ack_policy: 'explicit',
+              deliver_policy: 'all',
+              replay_policy: 'instant',
+              ack_wait: 30_000_000_000,
+              max_deliver: -1,
+            },
+            delivered: position,
+            ack_floor: position,
+            num_ack_pending: 0,
+            num_redelivered: 0,
+            num_waiting: 0,
+            num_pending: 0,
+          }),
+        );
+      },
+    });
+    const next = nats.connection.subscribe(`${apiPrefix}.CONSUMER.MSG.NEXT.S.c`, { callback: () => pulls.push(Date.now()) });
+    await nats.connection.flush();
+    const errors: unknown[] = [];
+    const runner = runConsumer({
+      js: nats.connection.jetstream({ apiPrefix, timeout: 300 }),
+      stream: 'S',
+      durable: 'c',
+      prefix,
+      pullExpiresMs: 1000,
+      onError: (error) => errors.push(error),
+      handler: async () => undefined,
+    });
+    runners.push(runner);
+    try {
+      // Each round: a pull of 1 s, 100 ms of grace, a 300 ms info timeout. A runner that took the
+      // timeout for a failure backed off 1 s, then 2 s, and asked for the consumer again (unanswered).
+      await waitFor(() => pulls.length >= 4, 'four pulls', { timeoutMs: 8000 });
+      expect(errors).toEqual([]);
+      expect(infos).toBeGreaterThanOrEqual(4);
+      for (let i = 1; i < pulls.length; i++) expect(pulls[i]! - pulls[i - 1]!).toBeLessThan(1000 + 100 + 300 + 600);
+    } finally {
+      await runner.stop();
+      info.unsubscribe();
+      next.unsubscribe();
+    }
+  });
+
   it('sends in-progress heartbeats so a handler slower than the ack wait is not redelivered', async () => {
     await durable('slow', 1000);
     let deliveries = 0;

@@ -641,10 +641,17 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
         // A consumer deleted under the pull (or not there): find it again, or re-create it. A pull
         // the server never answered and that brought nothing may have gone to a consumer deleted
         // between two pulls: its info says (a consumer not found sends the loop to find or
-        // re-create it). One that brought messages was expired unannounced (pull.ts).
+        // re-create it). One that brought messages was expired unannounced (pull.ts). An info
+        // that fails otherwise (a timeout while a cluster elects the consumer's leader) proves
+        // nothing is wrong with the consumer: the next pull goes out at once, no failure counted,
+        // no backoff — the pull itself reports a consumer that is really gone.
         const end = pull.endedBy();
         if (consumerGone(end)) throw new EventStoreError(`pulling ${opts.durable} on ${opts.stream}: ${end?.code} ${end?.description}`);
-        if (pull.silent() && brought === 0) await consumer.info();
+        if (pull.silent() && brought === 0) {
+          await consumer.info().catch((error: unknown) => {
+            if (jsErrCode(error) === JsErrCode.consumerNotFound) throw error;
+          });
+        }
         // A pull that brought nothing says nothing about sizes: keep the last estimate.
         if (largest > 0) largestOfLastPull = largest;
         failures = 0;
