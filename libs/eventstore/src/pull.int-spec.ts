@@ -2,7 +2,7 @@ import { AckPolicy, createInbox, DeliverPolicy, headers, type Msg } from 'nats';
 import { headersFrom, type NatsHandle } from './connection';
 import { headersToRecord } from './dead-letter';
 import { connectTest, deleteTopology, provisionTopology, randomPrefix, steadyPublisher, useTopology } from './int/support';
-import { ackInfo, headerReader, headerRecord, openPull, PULL_EXPIRY_GRACE_MS, PullSession, pullStatus, pullTarget, PullStream } from './pull';
+import { ackInfo, headerReader, headerRecord, PULL_EXPIRY_GRACE_MS, PullSession, pullStatus, pullTarget, PullStream } from './pull';
 import { batonStreamNames } from './topology';
 
 /*
@@ -14,18 +14,28 @@ describe('PullStream (real NATS)', () => {
   let nats: NatsHandle;
   let prefix: string;
   let stream: string;
+  let sessions: PullSession[];
 
   beforeEach(async () => {
     prefix = randomPrefix();
     nats = await connectTest('pull');
     await provisionTopology(nats, prefix);
     stream = batonStreamNames(prefix).events;
+    sessions = [];
   });
 
   afterEach(async () => {
+    for (const session of sessions) session.stop();
     await deleteTopology(nats, prefix);
     await nats.close();
   });
+
+  /** One pull of `consumer` over a session of its own (stopped after the test). */
+  const onePull = (consumer: string, ask: { batch: number; maxBytes: number; expiresMs: number }) => {
+    const session = new PullSession(pullTarget(nats.js), stream, consumer);
+    sessions.push(session);
+    return session.pull(ask);
+  };
 
   it('three pulls open at once on one consumer: every message once, in stream order; the credit falls to nothing', async () => {
     const writes: Promise<unknown>[] = [];
@@ -75,7 +85,7 @@ describe('PullStream (real NATS)', () => {
   it("a pull sent to a consumer that is not there gets no answer at all: it ends silent (the runner then asks the consumer's info)", async () => {
     await nats.jsm.consumers.add(stream, { name: 'gone', ack_policy: AckPolicy.None, deliver_policy: DeliverPolicy.All, mem_storage: true });
     await nats.jsm.consumers.delete(stream, 'gone');
-    const pull = openPull(pullTarget(nats.js), stream, 'gone', { batch: 10, maxBytes: 1024 * 1024, expiresMs: 1000 });
+    const pull = onePull('gone', { batch: 10, maxBytes: 1024 * 1024, expiresMs: 1000 });
     const got: unknown[] = [];
     for await (const msg of pull) got.push(msg);
     expect(got).toEqual([]);
@@ -85,7 +95,7 @@ describe('PullStream (real NATS)', () => {
 
   it('a pull the server answers ends with its status, not silent', async () => {
     await nats.jsm.consumers.add(stream, { name: 'idle', ack_policy: AckPolicy.None, deliver_policy: DeliverPolicy.All, mem_storage: true });
-    const pull = openPull(pullTarget(nats.js), stream, 'idle', { batch: 10, maxBytes: 1024 * 1024, expiresMs: 1000 });
+    const pull = onePull('idle', { batch: 10, maxBytes: 1024 * 1024, expiresMs: 1000 });
     for await (const msg of pull) throw new Error(`nothing was stored, yet ${msg.subject} came`);
     expect(pull.endedBy()).toMatchObject({ code: 408 });
     expect(pull.silent()).toBe(false);
@@ -97,7 +107,7 @@ describe('PullStream (real NATS)', () => {
     hdrs.append('Baton-Note', 'two: with a colon ');
     await nats.js.publish(`${prefix}.ev.p.handoff.h1`, new TextEncoder().encode('with'), { headers: hdrs });
     await nats.jsm.consumers.add(stream, { name: 'headers', ack_policy: AckPolicy.None, deliver_policy: DeliverPolicy.All, mem_storage: true });
-    const pull = openPull(pullTarget(nats.js), stream, 'headers', { batch: 1, maxBytes: 1024 * 1024, expiresMs: 2000 });
+    const pull = onePull('headers', { batch: 1, maxBytes: 1024 * 1024, expiresMs: 2000 });
     let msg: Msg | null = null;
     for await (const delivered of pull) {
       msg = delivered;

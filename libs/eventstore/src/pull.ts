@@ -386,30 +386,6 @@ export class PullSession {
   }
 }
 
-/**
- * Ask for one pull and read it: the messages come as they arrive, and the iteration ends when
- * `ask.batch` have come, when the server ends the pull (its bytes reached, expired, nothing to
- * deliver), or {@link PULL_EXPIRY_GRACE_MS} past its expiry if the server said nothing (a lost
- * request, a consumer gone, or a 2.9 server's unannounced expiry). A {@link PullSession} that
- * stops with its one pull; a consumer read pull after pull keeps one session instead.
- */
-export function openPull(target: PullTarget, stream: string, consumer: string, ask: PullAsk): OpenPull {
-  const session = new PullSession(target, stream, consumer);
-  const pull = session.pull(ask);
-  return {
-    stop: () => session.stop(),
-    endedBy: () => pull.endedBy(),
-    silent: () => pull.silent(),
-    async *[Symbol.asyncIterator]() {
-      try {
-        yield* pull;
-      } finally {
-        session.stop();
-      }
-    },
-  };
-}
-
 /** The client's private view of a message: the raw bytes and where its header block ends (-1: none). */
 interface RawMsg {
   msg?: { _msg?: { hdr?: unknown }; _rdata?: unknown };
