@@ -171,8 +171,15 @@ export async function runRebuild(
   };
   checkAborted();
   // The rebuild's own connection: its multi-megabyte chunks never queue in front of the caller's
-  // commands (the notifier's API keeps answering), and wait longer for their replies.
-  const redis = backend.redis.duplicate({ commandTimeout: Math.max(REBUILD_COMMAND_TIMEOUT_MS, backend.redis.options.commandTimeout ?? 0), lazyConnect: true });
+  // commands (the notifier's API keeps answering), and wait longer for their replies. Without
+  // auto-pipelining: the client would copy a turn's calls (up to a megabyte each) into one more
+  // buffer before writing them; written call by call, the socket gets each as it was encoded
+  // (about 2.5 % less CPU in the rebuilding process, four alternated pairs of the debug replay).
+  const redis = backend.redis.duplicate({
+    commandTimeout: Math.max(REBUILD_COMMAND_TIMEOUT_MS, backend.redis.options.commandTimeout ?? 0),
+    lazyConnect: true,
+    enableAutoPipelining: false,
+  });
   redis.on('error', () => undefined);
   const shadows: Shadow[] = [];
   let heartbeat: NodeJS.Timeout | null = null;
