@@ -12,7 +12,8 @@ import { connectNats } from '@baton/eventstore';
 import { createRedis } from '@baton/projections';
 import { cleanupDeployment, freePort, publishCycleDefinition, repoRoot, SERVICES, type ServiceName } from '@baton/testing';
 import { measureHops } from '../hops';
-import { brokerProcesses, readCpu, type ProcessLookup } from '../platform';
+import { type ProcessLookup } from '../listener';
+import { brokerProcesses, readCpu } from '../platform';
 
 const HOST_FLAG = 'BATON_COLOCATED_SERVICES';
 
