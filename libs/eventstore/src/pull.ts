@@ -1,4 +1,4 @@
-import { createInbox, nanos, type JetStreamClient, type JsMsg, type Msg, type MsgHdrs, type NatsConnection, type Subscription } from 'nats';
+import { createInbox, nanos, type JetStreamClient, type Msg, type MsgHdrs, type NatsConnection, type Subscription } from 'nats';
 import { headersToRecord } from './dead-letter';
 import { connectionOf } from './pull-size';
 
@@ -238,11 +238,6 @@ class Arrivals {
     this.queue.push(msg);
   }
 
-  /** Messages come and not yet taken. */
-  size(): number {
-    return this.queue.length - this.head;
-  }
-
   take(): Msg | undefined {
     if (this.head >= this.queue.length) return undefined;
     const msg = this.queue[this.head] as Msg;
@@ -392,16 +387,6 @@ interface RawMsg {
 }
 
 /**
- * The first value of header `name` (exact name, value trimmed, as `MsgHdrs.get` gives it), read
- * from the message's raw header block; undefined when absent; null when this client version does
- * not expose the raw block (the caller then decodes the headers).
- */
-export function rawHeader(msg: JsMsg, name: string): string | undefined | null {
-  const block = rawHeaderBlock((msg as unknown as RawMsg).msg);
-  return typeof block === 'string' ? headerInBlock(block, name) : block;
-}
-
-/**
  * The raw header block of a client message as text: undefined when it has no headers, null when
  * this client version does not expose the raw bytes.
  */
@@ -513,11 +498,6 @@ export class PullStream {
   /** Messages asked for and not yet come (nor given up by their pull). */
   credit(): number {
     return this.open;
-  }
-
-  /** Messages come and not yet taken by {@link next}. */
-  buffered(): number {
-    return this.arrivals.size();
   }
 
   /** The status that ended the last pull the server ended early (see {@link OpenPull.endedBy}), or null. */

@@ -6,7 +6,6 @@ import { ackInfo, headerBlockRecord, headerInBlock, headerReader, pullTarget, Pu
 import { maxPayloadOf, pullCount } from './pull-size';
 
 export { followStream, FOLLOW_PULL_BYTES, FOLLOW_PULL_EXPIRES_MS };
-export { rawHeader } from './pull';
 
 /*
  * Baton's one way to read a stream. Every reader of stored messages goes through here: the event

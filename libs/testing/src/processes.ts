@@ -37,7 +37,7 @@ export function repoRoot(from: string = __dirname): string {
  * Falls back to a kernel-chosen port where no such range can be read.
  */
 export async function freePort(): Promise<number> {
-  const [low] = ephemeralRange();
+  const low = ephemeralLow();
   const floor = 10_000;
   if (low - floor >= 1_000) {
     for (let attempt = 0; attempt < 50; attempt++) {
@@ -48,14 +48,15 @@ export async function freePort(): Promise<number> {
   return kernelPort();
 }
 
-function ephemeralRange(): [number, number] {
+/** The first port of the kernel's ephemeral range; 0 where it cannot be read (not Linux). */
+function ephemeralLow(): number {
   try {
-    const [low, high] = readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/).map(Number);
-    if (Number.isInteger(low) && Number.isInteger(high) && low > 0 && high >= low) return [low, high];
+    const low = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]);
+    if (Number.isInteger(low) && low > 0) return low;
   } catch {
     // not Linux: no range to stay below
   }
-  return [0, 0];
+  return 0;
 }
 
 async function bindable(port: number): Promise<boolean> {
