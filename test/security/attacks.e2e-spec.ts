@@ -125,6 +125,7 @@ describe('security: an agent of project A attacks a platform running the generat
       pub('a ledger command as another agent', `${prefix}.cmd.ledger.${A}.agent.billing.claim`),
       pub('a ledger command in another project', `${prefix}.cmd.ledger.${B}.agent.support.claim`),
       pub('a ledger command as the router', `${prefix}.cmd.ledger.${A}.svc.router.complete_from_result`),
+      pub("the router's combined dispatch command", `${prefix}.cmd.ledger.${A}.svc.router.complete_then_create`),
       pub('a ledger command as the watchdog', `${prefix}.cmd.ledger.${A}.svc.watchdog.requeue_expired`),
       pub('pause as the admin', `${prefix}.cmd.ledger.${B}.op.admin.pause`),
       pub('a handback decision as the notifier', `${prefix}.cmd.ledger.${A}.op.notifier.decide_handback`),
@@ -208,6 +209,14 @@ describe('security: an agent of project A attacks a platform running the generat
       ['pause', { project: A, pause_id: 'p2', reason: 'x', idempotency_key: 'k6' }, 'principal_not_allowed'],
       ['resume', { project: A, pause_id: 'p2', idempotency_key: 'k7' }, 'principal_not_allowed'],
       ['complete_from_result', { handoff_id: 'h-x', idempotency_key: 'k8', result_id: 'r-x' }, 'principal_not_allowed'],
+      [
+        'complete_then_create',
+        {
+          complete: { handoff_id: 'h-x', idempotency_key: 'k11', result_id: 'r-x', agent: 'support' },
+          create: { handoff_id: 'h-y', project: A, from_agent: 'support', to_agent: 'billing', summary: 'next', idempotency_key: 'k12' },
+        },
+        'principal_not_allowed',
+      ],
       ['requeue_expired', { handoff_id: 'h-x', idempotency_key: 'k9', claim_id: 'c-x' }, 'principal_not_allowed'],
       ['expire_deadline', { handoff_id: 'h-x', idempotency_key: 'k10' }, 'principal_not_allowed'],
     ];

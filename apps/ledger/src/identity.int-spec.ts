@@ -81,6 +81,8 @@ function validBody(command: LedgerCommandName, key: string): Record<string, unkn
       return { idempotency_key: key };
     case 'open_offers':
       return { ack_wait_ms: 10_000 + key.length };
+    case 'complete_then_create':
+      return { complete: validBody('complete_from_result', `${key}-c`), create: validBody('create', `${key}-n`) };
     default: {
       const never: never = command;
       throw new Error(`no body for ${String(never)}`);
@@ -104,6 +106,7 @@ const COMMANDS: LedgerCommandName[] = [
   'pause',
   'resume',
   'open_offers',
+  'complete_then_create',
 ];
 
 /** What a forged body claims, on the subject of agent `mallory`. */

@@ -269,6 +269,79 @@ describe('ledger service (real NATS, two instances on one prefix)', () => {
     expect(done).not.toHaveProperty('handback_id');
   });
 
+  it('complete_then_create: the completion, then the creation, stored in that order as the two commands alone would; a retry adds nothing; router only', async () => {
+    handoffOf(
+      await client.create(P, { handoff_id: 'h-ctc-1', from_agent: 'alice', to_agent: 'bob', summary: 's', idempotency_key: 'create-ctc-1' }, as('alice')),
+    );
+    const body = {
+      complete: { handoff_id: 'h-ctc-1', result_id: 'r-ctc-1', agent: 'bob', evidence: {}, idempotency_key: 'result:r-ctc-1' },
+      create: { handoff_id: 'h-ctc-2', from_agent: 'bob', to_agent: 'alice', summary: 'next step', idempotency_key: 'routed-ctc-2' },
+    };
+    expect(await client.completeThenCreate(P, body, as('bob'))).toMatchObject({ ok: false, error: { code: 'principal_not_allowed', kind: 'forbidden' } });
+    expect(await eventCount('h-ctc-2')).toBe(0);
+
+    const reply = await client.completeThenCreate(P, body, callers.router);
+    if (!reply.ok) throw new Error(`expected ok, got ${reply.error.code}`);
+    expect(handoffOf(reply.complete)).toMatchObject({ id: 'h-ctc-1', status: 'completed', result_id: 'r-ctc-1' });
+    expect(handoffOf(reply.create!)).toMatchObject({ id: 'h-ctc-2', status: 'pending', from_agent: 'bob', to_agent: 'alice' });
+    const completed = (await store.read({ project: P, kind: 'handoff', id: 'h-ctc-1' })).events.at(-1)!;
+    const created = (await store.read({ project: P, kind: 'handoff', id: 'h-ctc-2' })).events;
+    expect(completed.type).toBe('handoff.completed_by_result');
+    expect(created.map((e) => e.type)).toEqual(['handoff.created']);
+    expect(completed.seq).toBeLessThan(created[0]!.seq);
+
+    // The same request again (a redelivered result): both parts answer as applied, nothing is stored.
+    const again = await client.completeThenCreate(P, body, callers.router);
+    expect(again).toMatchObject({ ok: true, complete: { ok: true, handoff: { status: 'completed' } }, create: { ok: true, handoff: { status: 'pending' } } });
+    expect([await eventCount('h-ctc-1'), await eventCount('h-ctc-2')]).toEqual([2, 1]);
+
+    // A completion done before under another key (handoff_not_open) still lets the creation through.
+    const later = await client.completeThenCreate(
+      P,
+      {
+        complete: { ...body.complete, result_id: 'r-ctc-9', idempotency_key: 'result:r-ctc-9' },
+        create: { ...body.create, handoff_id: 'h-ctc-3', idempotency_key: 'routed-ctc-3' },
+      },
+      callers.router,
+    );
+    expect(later).toMatchObject({ ok: true, complete: { ok: false, error: { code: 'handoff_not_open' } }, create: { ok: true, handoff: { id: 'h-ctc-3' } } });
+  });
+
+  it('complete_then_create: a refused completion creates nothing; a malformed part refuses the whole request (dead letter, issue paths under the part)', async () => {
+    const create = { handoff_id: 'h-ctc-5', from_agent: 'bob', to_agent: 'alice', summary: 'next', idempotency_key: 'routed-ctc-5' };
+    const missing = await client.completeThenCreate(
+      P,
+      { complete: { handoff_id: 'h-ctc-none', result_id: 'r-x', agent: 'bob', evidence: {}, idempotency_key: 'result:r-x' }, create },
+      callers.router,
+    );
+    expect(missing).toEqual({ ok: true, complete: { ok: false, error: expect.objectContaining({ code: 'not_found' }) }, create: null });
+    expect(await eventCount('h-ctc-5')).toBe(0);
+
+    handoffOf(
+      await client.create(P, { handoff_id: 'h-ctc-4', from_agent: 'alice', to_agent: 'bob', summary: 's', idempotency_key: 'create-ctc-4' }, as('alice')),
+    );
+    const malformed = await client.completeThenCreate(
+      P,
+      {
+        complete: { handoff_id: 'h-ctc-4', result_id: 'r-ctc-4', agent: 'bob', evidence: {}, idempotency_key: 'result:r-ctc-4' },
+        create: { ...create, kind: 'errand' } as typeof create,
+      },
+      callers.router,
+    );
+    expect(malformed).toMatchObject({
+      ok: false,
+      error: { code: 'schema_violation', kind: 'rejected', details: { issues: [expect.objectContaining({ path: 'create.kind' })] } },
+    });
+    // Nothing was decided: the handoff the completion names is still pending, the new one absent.
+    expect([await eventCount('h-ctc-4'), await eventCount('h-ctc-5')]).toEqual([1, 0]);
+    const letter = await waitFor(
+      async () => (await deadLetters(nats, prefix, 'ledger')).find((m) => m.header(DlqHeader.subject)?.endsWith('.svc.router.complete_then_create')),
+      'the rejected complete_then_create as a dead letter',
+      { timeoutMs: 8000 },
+    );
+    expect(letter.header(DlqHeader.reason)).toBe('schema_violation');
+  });
+
   it('lease expiry → watchdog requeue: pending again with retry_count + 1 and offered to the addressee again', async () => {
     handoffOf(
       await client.create(P, { handoff_id: 'h-lease', from_agent: 'alice', to_agent: 'bob', summary: 's', idempotency_key: 'create-lease' }, as('alice')),

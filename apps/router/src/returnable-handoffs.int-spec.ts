@@ -61,23 +61,34 @@ describe('returnable and permanent handoffs through the router (seed 001, real N
   const created: Created[] = [];
   let counter = 0;
 
-  /** Answer ledger commands like the ledger; `refuseCreate` makes every create of the project fail. */
+  /**
+   * Answer ledger commands like the ledger; `refuseCreate` makes every create of the project to
+   * Income_Capture_Agent fail, also as the second part of a `complete_then_create`.
+   */
   const serveLedger = (project: string, refuseCreate = false) => {
+    const answer = (command: string, body: Record<string, unknown>): unknown => {
+      if (command === 'create' && refuseCreate && body['to_agent'] === 'Income_Capture_Agent') {
+        return { ok: false, error: { code: 'agent_unavailable', kind: 'invalid', message: 'Income_Capture_Agent is not deployed' } };
+      }
+      if (command === 'create' || command === 'complete_from_result') {
+        if (command === 'create') created.push({ project, body });
+        return { ok: true, handoff: record(project, body), events: 1 };
+      }
+      if (command === 'complete_then_create') {
+        return {
+          ok: true,
+          complete: answer('complete_from_result', body['complete'] as Record<string, unknown>),
+          create: answer('create', body['create'] as Record<string, unknown>),
+        };
+      }
+      return { ok: false, error: { code: 'unknown_command', kind: 'rejected', message: command } };
+    };
     subs.push(
       nats.connection.subscribe(`${prefix}.cmd.ledger.${project}.>`, {
         callback: (_err, msg: Msg) => {
           const command = msg.subject.split('.').pop()!;
           const body = JSON.parse(decoder.decode(msg.data)) as Record<string, unknown>;
-          let reply: unknown;
-          if (command === 'create' && refuseCreate && body['to_agent'] === 'Income_Capture_Agent') {
-            reply = { ok: false, error: { code: 'agent_unavailable', kind: 'invalid', message: 'Income_Capture_Agent is not deployed' } };
-          } else if (command === 'create' || command === 'complete_from_result') {
-            if (command === 'create') created.push({ project, body });
-            reply = { ok: true, handoff: record(project, body), events: 1 };
-          } else {
-            reply = { ok: false, error: { code: 'unknown_command', kind: 'rejected', message: command } };
-          }
-          msg.respond(encoder.encode(JSON.stringify(reply)));
+          msg.respond(encoder.encode(JSON.stringify(answer(command, body))));
         },
       }),
     );

@@ -62,6 +62,8 @@ interface LedgerRequest {
   project: string;
   command: string;
   body: Record<string, unknown>;
+  /** Set when the command came as a part of this one (`complete_then_create`). */
+  via?: string;
 }
 
 /** A valid HandoffRecord for the responder's replies (the client validates them). */
@@ -96,30 +98,49 @@ describe('router service (real NATS)', () => {
   const notices: HumanActionNotice[] = [];
   let runCounter = 0;
 
-  /** Answer ledger commands of one project like the ledger does (idempotent create). */
-  const serveLedger = (project: string) => {
+  /**
+   * Answer ledger commands of one project like the ledger does (idempotent create). A
+   * `complete_then_create` is recorded as its two parts (`via` names it) and answered part by part,
+   * the creation only after a completion that was applied or done before; `combined: false` plays a
+   * ledger that does not know it (`unknown_command`).
+   */
+  const serveLedger = (project: string, { combined = true }: { combined?: boolean } = {}) => {
     const created = new Map<string, string>();
+    const answer = (
+      command: string,
+      body: Record<string, unknown>,
+      via?: string,
+    ): { ok: boolean; handoff?: unknown; events?: number; error?: { code: string; kind: string; message: string } } => {
+      ledgerRequests.push({ project, command, body, ...(via !== undefined ? { via } : {}) });
+      const id = String(body['handoff_id']);
+      if (command === 'create') {
+        const key = created.get(id);
+        const reply =
+          key === undefined || key === body['idempotency_key']
+            ? { ok: true, handoff: handoffRecord(project, body, 'pending'), events: key === undefined ? 1 : 0 }
+            : { ok: false, error: { code: 'already_exists', kind: 'wrong_state', message: `handoff ${id} already exists` } };
+        created.set(id, String(body['idempotency_key']));
+        return reply;
+      }
+      if (command === 'complete_from_result') {
+        return created.has(id)
+          ? { ok: true, handoff: handoffRecord(project, body, 'completed'), events: 1 }
+          : { ok: false, error: { code: 'not_found', kind: 'not_found', message: `no handoff ${id}` } };
+      }
+      return { ok: false, error: { code: 'unknown_command', kind: 'rejected', message: command } };
+    };
     ledgerSubs.push(
       nats.connection.subscribe(`${prefix}.cmd.ledger.${project}.>`, {
         callback: (_err, msg: Msg) => {
           const command = msg.subject.split('.').pop()!;
           const body = JSON.parse(decoder.decode(msg.data)) as Record<string, unknown>;
-          ledgerRequests.push({ project, command, body });
-          const id = String(body['handoff_id']);
           let reply: unknown;
-          if (command === 'create') {
-            const key = created.get(id);
-            reply =
-              key === undefined || key === body['idempotency_key']
-                ? { ok: true, handoff: handoffRecord(project, body, 'pending'), events: key === undefined ? 1 : 0 }
-                : { ok: false, error: { code: 'already_exists', kind: 'wrong_state', message: `handoff ${id} already exists` } };
-            created.set(id, String(body['idempotency_key']));
-          } else if (command === 'complete_from_result') {
-            reply = created.has(id)
-              ? { ok: true, handoff: handoffRecord(project, body, 'completed'), events: 1 }
-              : { ok: false, error: { code: 'not_found', kind: 'not_found', message: `no handoff ${id}` } };
+          if (command === 'complete_then_create' && combined) {
+            const complete = answer('complete_from_result', body['complete'] as Record<string, unknown>, command);
+            const done = complete.ok || complete.error?.code === 'handoff_not_open';
+            reply = { ok: true, complete, create: done ? answer('create', body['create'] as Record<string, unknown>, command) : null };
           } else {
-            reply = { ok: false, error: { code: 'unknown_command', kind: 'rejected', message: command } };
+            reply = answer(command, body);
           }
           msg.respond(encoder.encode(JSON.stringify(reply)));
         },
@@ -311,6 +332,22 @@ describe('router service (real NATS)', () => {
       expect(closed.body).not.toHaveProperty('actor');
       expect(closed.body).not.toHaveProperty('actor_kind');
       await waitFor(() => requestsFor('complete_from_result', toContext.handoff_id)[0], 'completion of the context handoff');
+
+      // Each result's completion and the next step's creation went to the ledger as one request
+      // (`complete_then_create`, in that order); the routed events' own deliveries asked nothing more.
+      for (const [finished, next] of [
+        [entry!.handoff_id, toContext.handoff_id],
+        [toContext.handoff_id, back.handoff_id],
+      ] as const) {
+        expect(requestsFor('complete_from_result', finished).map((r) => r.via)).toEqual(['complete_then_create']);
+        expect(requestsFor('create', next).map((r) => r.via)).toEqual(['complete_then_create']);
+        const parts = ledgerRequests.filter(
+          (r) => (r.command === 'complete_from_result' && r.body['handoff_id'] === finished) || (r.command === 'create' && r.body['handoff_id'] === next),
+        );
+        expect(parts.map((r) => r.command)).toEqual(['complete_from_result', 'create']);
+      }
+      // The first step's create (no result before it) is a request of its own.
+      expect(requestsFor('create', entry!.handoff_id).map((r) => r.via)).toEqual([undefined]);
     });
 
     it('issue → context → issue (imperative call): the callback defaults to the caller and wins over the workflow edge', async () => {
@@ -741,6 +778,21 @@ describe('router service (real NATS)', () => {
       await publishResult(result(run, 'architect', `${run}-a1`, { body: ADVANCE }, 'pin'));
       const next = (await waitEvents<RoutedPayload>(run, 'run.routed', 2, 'pin'))[1]!;
       expect(next.target).toEqual({ agent: 'context', step: 'context' }); // v1's edge, not v2's terminal step
+    });
+
+    // Last in the file: after an `unknown_command` the reactor sends separate requests for a minute.
+    it('a ledger without complete_then_create (unknown_command) gets the completion and the creation as separate requests', async () => {
+      expect((await publishDefinition(definition('legacy'), 'legacy')).ok).toBe(true);
+      serveLedger('legacy', { combined: false });
+      const run = await startRun('design', 'legacy');
+      const [entry] = await waitEvents<RoutedPayload>(run, 'run.routed', 1, 'legacy');
+      await waitFor(() => requestsFor('create', entry!.handoff_id)[0], 'the entry handoff');
+      await publishResult(result(run, 'architect', `${run}-a1`, { body: ADVANCE }, 'legacy'));
+      const next = (await waitEvents<RoutedPayload>(run, 'run.routed', 2, 'legacy'))[1]!;
+      const create = await waitFor(() => requestsFor('create', next.handoff_id)[0], 'the create for the second step');
+      expect(create.via).toBeUndefined();
+      const tried = ledgerRequests.filter((r) => r.project === 'legacy').map((r) => r.command);
+      expect(tried).toEqual(['create', 'complete_then_create', 'complete_from_result', 'create']);
     });
   });
 });

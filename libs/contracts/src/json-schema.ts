@@ -5,7 +5,8 @@ import { AgentRunConfigSchema } from './sentinel-schema';
 import { OperatorAnswerSchema, StopPacketSchema } from './stop-packet';
 import * as handoff from './handoff';
 import { HumanActionNoticeSchema } from './notice';
-import { OpenOffersCommandSchema, OpenOffersReplySchema } from './ledger-access';
+import { CompleteThenCreateCommandSchema, OpenOffersCommandSchema, OpenOffersReplySchema } from './ledger-access';
+import { CompleteThenCreateReplySchema } from './ledger-protocol';
 import { ProjectDefinitionSchema } from './definition';
 import { PublishDefinitionReplySchema, RunAnswerRequestSchema, SessionMessageSchema, StartRunRequestSchema, StopRunRequestSchema } from './run-requests';
 
@@ -30,6 +31,8 @@ export function wireSchemas(): Record<string, z.ZodType> {
     'handoff-record': handoff.HandoffRecordSchema,
     'ledger-open-offers': OpenOffersCommandSchema,
     'ledger-open-offers-reply': OpenOffersReplySchema,
+    'ledger-complete-then-create': CompleteThenCreateCommandSchema,
+    'ledger-complete-then-create-reply': CompleteThenCreateReplySchema,
   };
   const extra = handoff as unknown as Record<string, unknown>;
   for (const [name, value] of Object.entries(extra)) {

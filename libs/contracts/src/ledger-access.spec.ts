@@ -38,16 +38,17 @@ function senders(command: LedgerCommandName): string[] {
 }
 
 describe('ledger command table: who may send what (issue 11)', () => {
-  it('covers every command the ledger serves: the handoff commands, pause, resume and open_offers', () => {
+  it('covers every command the ledger serves: the handoff commands, pause, resume, open_offers and complete_then_create', () => {
     expect(COMMANDS.sort()).toEqual(Object.keys(LedgerCommandSchemas).sort());
     for (const name of Object.keys(HandoffCommandSchemas)) expect(isLedgerCommand(name)).toBe(true);
-    for (const name of ['pause', 'resume', 'open_offers']) expect(isLedgerCommand(name)).toBe(true);
+    for (const name of ['pause', 'resume', 'open_offers', 'complete_then_create']) expect(isLedgerCommand(name)).toBe(true);
     expect(isLedgerCommand('explode')).toBe(false);
     expect(isLedgerCommand('__proto__')).toBe(false);
   });
 
   it.each([
     ['complete_from_result', ['svc.router']],
+    ['complete_then_create', ['svc.router']],
     ['requeue_expired', ['svc.watchdog']],
     ['expire_deadline', ['svc.watchdog']],
     ['pause', ['op.notifier:admin', 'op.admin']],

@@ -1,6 +1,13 @@
 import { z } from 'zod';
 import { ProjectControlCommandSchemas, type ProjectControlCommandName } from './governance';
-import { ActorNameSchema, HandoffCommandSchemas, type HandoffActorKind, type HandoffCommandName } from './handoff';
+import {
+  ActorNameSchema,
+  CompleteFromResultCommandSchema,
+  CreateHandoffCommandSchema,
+  HandoffCommandSchemas,
+  type HandoffActorKind,
+  type HandoffCommandName,
+} from './handoff';
 import { OperatorRoleSchema, type OperatorRole, type Principal, type ServiceName } from './principal';
 
 /*
@@ -62,6 +69,24 @@ export const OpenOffersReplySchema = z.discriminatedUnion('ok', [
 export type OpenOffersReply = z.infer<typeof OpenOffersReplySchema>;
 
 // ---------------------------------------------------------------------------------------------
+// complete_then_create: the router's two dispatch commands of one hop in one request.
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Body of `complete_then_create` (the router only): a `complete_from_result` and a `create`, run
+ * by the ledger in that order as if each had come in a request of its own (same checks, same
+ * events, same idempotency). The creation is tried only when the completion was applied or had
+ * been done before (`handoff_not_open`), so the stream keeps the finished handoff's completion
+ * before the next handoff's creation. Either part that does not validate refuses the whole request
+ * (nothing is decided). The reply is {@link CompleteThenCreateReply} (`ledger-protocol.ts`).
+ */
+export const CompleteThenCreateCommandSchema = z.strictObject({
+  complete: CompleteFromResultCommandSchema,
+  create: CreateHandoffCommandSchema,
+});
+export type CompleteThenCreateCommand = z.input<typeof CompleteThenCreateCommandSchema>;
+
+// ---------------------------------------------------------------------------------------------
 // The command table.
 // ---------------------------------------------------------------------------------------------
 
@@ -70,8 +95,9 @@ export const LedgerCommandSchemas = {
   ...HandoffCommandSchemas,
   ...ProjectControlCommandSchemas,
   open_offers: OpenOffersCommandSchema,
+  complete_then_create: CompleteThenCreateCommandSchema,
 } as const;
-export type LedgerCommandName = HandoffCommandName | ProjectControlCommandName | 'open_offers';
+export type LedgerCommandName = HandoffCommandName | ProjectControlCommandName | 'open_offers' | 'complete_then_create';
 
 /** True when `token` names a ledger command. */
 export function isLedgerCommand(token: string): token is LedgerCommandName {
@@ -115,6 +141,8 @@ export const LedgerCommandAccess: Readonly<Record<LedgerCommandName, LedgerComma
   expire_deadline: { agent: false, services: ['watchdog'], notifierRoles: [], admin: false },
   // The router closes a dispatched handoff with the result its run recorded.
   complete_from_result: { agent: false, services: ['router'], notifierRoles: [], admin: false },
+  // ... and, on the hop's path, closes it and creates the next step's handoff in one request.
+  complete_then_create: { agent: false, services: ['router'], notifierRoles: [], admin: false },
   // The kill switch: admins only.
   pause: { agent: false, services: [], notifierRoles: ['admin'], admin: true },
   resume: { agent: false, services: [], notifierRoles: ['admin'], admin: true },

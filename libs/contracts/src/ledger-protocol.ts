@@ -84,6 +84,19 @@ export const LedgerReplySchema = z.union([
   z.object({ ok: z.literal(false), error: LedgerErrorSchema }),
 ]);
 
+/**
+ * What `complete_then_create` answers when the request itself was accepted: the completion's
+ * reply, and the creation's (null when the completion was refused, so the creation was not
+ * tried). Each part is what its command alone would have answered. A request refused as a whole
+ * (rejected input, an access refusal) is answered `{ ok: false, error }` like any ledger command.
+ */
+export type CompleteThenCreateReply = { ok: true; complete: LedgerReply; create: LedgerReply | null } | { ok: false; error: LedgerError };
+
+export const CompleteThenCreateReplySchema = z.union([
+  z.object({ ok: z.literal(true), complete: LedgerReplySchema, create: LedgerReplySchema.nullable() }),
+  z.object({ ok: z.literal(false), error: LedgerErrorSchema }),
+]);
+
 /** Error codes a client may retry with the same idempotency key. */
 export const RetryableLedgerCodes: readonly string[] = [LedgerErrorCode.conflict, LedgerErrorCode.unavailable];
 

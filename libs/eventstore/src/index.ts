@@ -42,6 +42,7 @@ export type {
   ReadOptions,
   ReadResult,
   StoredEvent,
+  CachedNextEvent,
 } from './store';
 export { Retention, Storage, DeliverFrom, DLQ_DEFAULTS, batonTopology, batonStreamNames, inboxSubjects, streamStem } from './topology';
 export type { StreamSpec, ConsumerSpec, TopologySpec, BatonStreamNames, BatonTopologyOptions } from './topology';
@@ -113,6 +114,7 @@ export type {
   LedgerArchiveInput,
   LedgerClaimInput,
   LedgerCompleteFromResultInput,
+  LedgerCompleteThenCreateInput,
   LedgerCreateInput,
   LedgerDecideHandbackInput,
   LedgerFailInput,

@@ -2,6 +2,7 @@ import type { z } from 'zod';
 import {
   ProjectControlReplySchema,
   OpenOffersReplySchema,
+  CompleteThenCreateReplySchema,
   LedgerErrorCode,
   LedgerReplySchema,
   RetryableLedgerCodes,
@@ -12,6 +13,7 @@ import {
   type ArchiveHandoffCommandSchema,
   type ClaimHandoffCommandSchema,
   type CompleteFromResultCommandSchema,
+  type CompleteThenCreateReply,
   type CreateHandoffCommandSchema,
   type DecideHandbackCommandSchema,
   type FailHandoffCommandSchema,
@@ -50,6 +52,11 @@ export type LedgerFailInput = z.input<typeof FailHandoffCommandSchema>;
 export type LedgerArchiveInput = z.input<typeof ArchiveHandoffCommandSchema>;
 export type LedgerRequeueExpiredInput = z.input<typeof RequeueExpiredCommandSchema>;
 export type LedgerCompleteFromResultInput = z.input<typeof CompleteFromResultCommandSchema>;
+/** The body of a `complete_then_create`: the two commands, run in this order. */
+export interface LedgerCompleteThenCreateInput {
+  complete: LedgerCompleteFromResultInput;
+  create: LedgerCreateInput;
+}
 export type LedgerOpenOffersInput = z.input<typeof OpenOffersCommandSchema>;
 /** The body of `pause` / `resume`: who speaks comes from the principal and the call's operator. */
 export type LedgerPauseInput = Omit<z.input<typeof PauseProjectRequestSchema>, 'actor' | 'actor_role'>;
@@ -196,6 +203,24 @@ export class LedgerClient {
   /** Router (`svc.router`) only: close a pending / claimed handoff with the agent result its run recorded. */
   completeFromResult(project: string, command: LedgerCompleteFromResultInput, call?: LedgerCallOptions): Promise<LedgerReply> {
     return this.send(project, 'complete_from_result', command, call);
+  }
+
+  /**
+   * Router (`svc.router`) only: `complete_from_result`, then — when the completion was applied or
+   * had been done before (`handoff_not_open`) — `create`, in one request. The reply carries each
+   * part's own reply (`create: null` when the completion was refused). Retried like every command
+   * when the request as a whole is not answered or answered with a retryable error; a part's
+   * retryable error is left to the caller (the other part may have been decided).
+   */
+  completeThenCreate(project: string, command: LedgerCompleteThenCreateInput, call?: LedgerCallOptions): Promise<CompleteThenCreateReply> {
+    const body = { complete: command.complete, create: { ...command.create, project: command.create.project ?? project } };
+    return this.request(
+      project,
+      'complete_then_create',
+      body,
+      call,
+      (subject, raw) => this.decodeWith(CompleteThenCreateReplySchema, subject, raw) as CompleteThenCreateReply,
+    );
   }
 
   /**

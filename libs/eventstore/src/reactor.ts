@@ -4,7 +4,7 @@ import { deadLetter } from './dead-letter';
 import { decodeEvent, decodeParsedEvent, headerOf } from './decode';
 import { PoisonError } from './errors';
 import { hopTrace, type HopTrace } from './trace-context';
-import type { AggregateRef, DomainEventLike, EventStore, FoldLike, StoredEvent } from './store';
+import type { AggregateRef, CachedNextEvent, DomainEventLike, EventStore, FoldLike, StoredEvent } from './store';
 
 /*
  * Reactors as handler tables. A reactor names the aggregate it follows, the fold of that
@@ -64,6 +64,12 @@ export interface ReactorContext {
   /** True when the aggregate has events after this one (the event is old history being replayed). */
   superseded(): Promise<boolean>;
   /**
+   * The aggregate's next event after this one when the store's fold cache keeps it (the two were
+   * appended by one command of this process, say), else null. Never reads: null says nothing about
+   * the stream. The next event is still delivered and handled on its own.
+   */
+  next(): CachedNextEvent | null;
+  /**
    * Record the event as a dead letter (its stored bytes and headers) with a reason of the
    * handler's own, e.g. a follow-up command that was refused; the event itself is still
    * acknowledged when the handler resolves. Idempotent per event and source.
@@ -122,7 +128,7 @@ export interface ReactorEdgeOptions {
   /** Subject prefix (`baton`). */
   prefix: string;
   registry: EventRegistry;
-  store: Pick<EventStore, 'eventStates' | 'hasEventsAfter' | 'observe'>;
+  store: Pick<EventStore, 'eventStates' | 'hasEventsAfter' | 'observe' | 'cachedNext'>;
   /** For the dead letters handlers raise through `ctx.deadLetter`. */
   js: JetStreamClient;
 }
@@ -187,6 +193,7 @@ export function reactorEdge(options: ReactorEdgeOptions): ReactorEdge {
         deliveryCount: message.deliveryCount,
         trace: parsed?.trace ?? hopTrace(message.headers),
         superseded: () => store.hasEventsAfter(ref, message.seq),
+        next: () => store.cachedNext(ref, message.seq),
         async deadLetter(letter) {
           await deadLetter(js, {
             prefix,

@@ -214,4 +214,25 @@ describe('JetStreamEventStore.stateAt (real NATS)', () => {
     expect(await storeOn().hasEventsAfter(ref(), (events[1] as StoredEvent).seq)).toBe(true);
     expect(await storeOn().hasEventsAfter(ref('never'), 0)).toBe(false);
   });
+
+  it('cachedNext: the next event of the aggregate when the cache keeps both, never a read; null past what it keeps, for the last event and without a cache', async () => {
+    const writer = storeOn({ cacheSize: 100, cacheHistory: 4 });
+    const events = await writeInterleaved(writer, 8);
+    const reads = writer.stats().readRoundTrips;
+    // The tail keeps the last 4 events after the base: each of them but the last has its next one,
+    // and so does the base's event (the one just before the tail).
+    for (const [i, event] of events.entries()) {
+      const next = events[i + 1];
+      const kept = i >= events.length - 5 && next !== undefined;
+      expect({ i, next: writer.cachedNext(ref(), event.seq) }).toEqual({
+        i,
+        next: kept ? { seq: next.seq, id: next.id, type: next.type, payload: next.payload } : null,
+      });
+    }
+    // A sequence between two of its events (another aggregate's) is no event of this one.
+    expect(writer.cachedNext(ref(), (events.at(-2) as StoredEvent).seq + 1)).toBeNull();
+    expect(writer.cachedNext(ref('never'), 1)).toBeNull();
+    expect(storeOn().cachedNext(ref(), (events[0] as StoredEvent).seq)).toBeNull();
+    expect(writer.stats().readRoundTrips).toBe(reads);
+  });
 });

@@ -219,6 +219,13 @@ export interface EventStore {
   /** True when the aggregate has events after stream sequence `seq` (the fold cache, else one point read). */
   hasEventsAfter(ref: AggregateRef, seq: number): Promise<boolean>;
   /**
+   * The aggregate's next event after its event at stream sequence `seq`, when the fold cache
+   * keeps both (the event at `seq` and the one right after it, e.g. the two events of one command
+   * this process appended); null otherwise. Never reads and never waits: a null says nothing
+   * about the stream. For a reactor that acts on two events of one command together.
+   */
+  cachedNext(ref: AggregateRef, seq: number): CachedNextEvent | null;
+  /**
    * The aggregate's state as stored now, and its last sequence: the fold cache's entry (of any
    * fold with the same `evolve` and initial state: a reactor's, a writer's) plus the events
    * appended after it — one point read (the subject's last sequence) when nothing was. The read is
@@ -292,6 +299,14 @@ export interface JetStreamEventStoreOptions {
   smallReadEvents?: number;
   /** Told of every command found with its first events already stored, and what became of it. */
   onResumedCommand?: (resumed: ResumedCommand) => void;
+}
+
+/** An aggregate's event as {@link EventStore.cachedNext} hands it out: its sequence, id, type and payload. */
+export interface CachedNextEvent {
+  seq: number;
+  id: string;
+  type: string;
+  payload: unknown;
 }
 
 /** One of the aggregate's events as the cache keeps it. */
@@ -628,6 +643,20 @@ export class JetStreamEventStore implements EventStore {
     const cached = this.cache?.get(key);
     if (cached && lastSeqOf(cached) > seq) return true;
     return (await this.lastSubjectSeq(key)) > seq;
+  }
+
+  cachedNext(ref: AggregateRef, seq: number): CachedNextEvent | null {
+    const entry = this.cache?.get(this.subjectOf(ref));
+    if (!entry) return null;
+    // The tail is every event after the base, in order: the event after `seq` is the tail's first
+    // when `seq` is the base's, else the one after `seq` in the tail.
+    let at = -1;
+    if (seq <= 0 || entry.base.seq !== seq) {
+      at = entry.tail.findIndex((cached) => cached.seq === seq);
+      if (at === -1) return null;
+    }
+    const next = entry.tail[at + 1];
+    return next ? { seq: next.seq, id: next.id, type: next.event.type, payload: next.event.data } : null;
   }
 
   async projectsOf(kind: AggregateKind, id: string): Promise<string[]> {

@@ -1,7 +1,7 @@
 import { Inject, Injectable, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
 import { Subjects } from '@baton/contracts';
 import { subscribeCore, type CoreMessage, type CoreSubscription } from '@baton/eventstore';
-import type { LedgerReply, OpenOffersReply, ProjectControlReply } from '@baton/contracts';
+import type { CompleteThenCreateReply, LedgerReply, OpenOffersReply, ProjectControlReply } from '@baton/contracts';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { LedgerCommands } from './ledger-commands';
 
@@ -60,7 +60,7 @@ export class LedgerCommandListener implements OnApplicationBootstrap, OnModuleDe
   }
 
   private async answer(msg: CoreMessage): Promise<void> {
-    let reply: LedgerReply | ProjectControlReply | OpenOffersReply;
+    let reply: LedgerReply | ProjectControlReply | OpenOffersReply | CompleteThenCreateReply;
     try {
       reply = await this.commands.handle({ subject: msg.subject, headers: msg.headers, data: msg.data });
     } catch (error) {

@@ -40,14 +40,15 @@ import {
   type LedgerError,
   type LedgerErrorKind,
   type LedgerReply,
+  type CompleteThenCreateReply,
   type Origin,
   type Principal,
   type ProjectControlCommandName,
   type Rejection,
 } from '@baton/contracts';
-import { handoffDecider, toHandoffRecord, type HandoffCommand } from '@baton/domain';
-import { ConcurrencyConflict, DlqSources, deadLetter, hopTrace, newUniqueId } from '@baton/eventstore';
-import { RUNTIME, type ServiceRuntime } from '@baton/platform';
+import { HandoffErrorCode, handoffDecider, toHandoffRecord, type HandoffCommand } from '@baton/domain';
+import { ConcurrencyConflict, DlqSources, deadLetter, hopTrace, newUniqueId, type HopTrace } from '@baton/eventstore';
+import { RUNTIME, type JsonLogger, type ServiceRuntime } from '@baton/platform';
 import { LEDGER_CONFIG, type LedgerConfig } from '../config';
 import { LedgerIds } from '../ids';
 import { ProjectDirectory, type ProjectView } from '../projects/project-directory';
@@ -102,6 +103,21 @@ interface DecodedRequest {
 /** A decoded value, or the rejection (a wider code set than `Decoded` from the contracts). */
 type Checked<T> = { ok: true; value: T } | { ok: false; rejection: LedgerRejection };
 type Refused = { ok: false; rejection: LedgerRejection };
+
+/** What the parts of one request share (see `LedgerCommands.callOf`). */
+interface CallContext {
+  trace: HopTrace;
+  log: JsonLogger;
+  metadata: HandoffCommandMetadata;
+  /** The project's view, read on first use and shared by the request's parts. */
+  view: () => Promise<ProjectView>;
+}
+
+/** A part's rejection as the whole request's: its issues' paths under the part's key. */
+function within(part: string, rejection: LedgerRejection): LedgerRejection {
+  const issues = rejection.issues.map((issue) => ({ ...issue, path: issue.path === '(root)' || issue.path === '' ? part : `${part}.${issue.path}` }));
+  return { ...rejection, message: `${part}: ${rejection.message}`, issues: issues.length > 0 ? issues : [{ path: part, message: rejection.message }] };
+}
 
 /** Event origin for an actor kind (`system` is Baton acting on its own). */
 export function originOf(kind: HandoffActorKind): Origin {
@@ -161,7 +177,7 @@ export class LedgerCommands {
     @Inject(OfferConsumers) private readonly offers: OfferConsumers,
   ) {}
 
-  async handle(request: LedgerRequest): Promise<LedgerReply | ProjectControlReply | OpenOffersReply> {
+  async handle(request: LedgerRequest): Promise<LedgerReply | ProjectControlReply | OpenOffersReply | CompleteThenCreateReply> {
     const decoded = this.decode(request);
     if (!decoded.ok) return this.reject(request, decoded.rejection);
     const { project, principal, name } = decoded.value;
@@ -191,21 +207,78 @@ export class LedgerCommands {
 
     if (name === 'pause' || name === 'resume') return this.projectControl(request, project, name, body, caller);
     if (name === 'open_offers') return this.openOffers(request, project, body, caller);
+    if (name === 'complete_then_create') return this.completeThenCreate(request, project, body, caller);
 
-    const trace = hopTrace(request.headers);
-    const log = this.runtime.logger.child({ trace_id: trace.traceId, project, subject: request.subject, command: name, actor: caller.actor });
+    const call = this.callOf(request, project, name, caller);
     let prepared: Checked<Prepared>;
-    let view: ProjectView | null = null;
-    const metadata: HandoffCommandMetadata = { now: new Date().toISOString(), actor: caller.actor, actorKind: caller.kind };
     try {
-      prepared = await this.prepare(name, project, body, metadata, async () => (view ??= await this.projects.view(project)));
+      prepared = await this.prepare(name, project, body, call.metadata, call.view);
     } catch (error) {
-      log.error('cannot read the project definition', error instanceof Error ? error : { error: String(error) });
+      call.log.error('cannot read the project definition', error instanceof Error ? error : { error: String(error) });
       return this.unavailable(error);
     }
     if (!prepared.ok) return this.reject(request, prepared.rejection);
-    const { handoffId, idempotencyKey, command } = prepared.value;
-    const home = prepared.value.project ?? project;
+    return this.decide(request, project, name, prepared.value, call);
+  }
+
+  /**
+   * `complete_then_create` (the router's, on a hop's path): both parts are checked first (either
+   * one that does not validate refuses the whole request, its issues' paths under `complete.` or
+   * `create.`); then the completion is decided, and the creation only when the completion was
+   * applied or had been done before (`handoff_not_open`). Each part is decided exactly as its
+   * command alone would be ({@link decide}), so its events, refusals and idempotency are the same.
+   */
+  private async completeThenCreate(
+    request: LedgerRequest,
+    project: string,
+    body: Record<string, unknown>,
+    caller: LedgerCaller,
+  ): Promise<CompleteThenCreateReply> {
+    const stray = Object.keys(body).find((key) => key !== 'complete' && key !== 'create');
+    if (stray !== undefined) return this.reject(request, refused('schema_violation', `unrecognized key "${stray}"`, stray).rejection);
+    const parts = { complete: body['complete'], create: body['create'] };
+    for (const [key, part] of Object.entries(parts)) {
+      if (typeof part !== 'object' || part === null || Array.isArray(part)) {
+        return this.reject(
+          request,
+          refused('schema_violation', `${key} must be the body of a ${key === 'complete' ? 'complete_from_result' : 'create'}`, key).rejection,
+        );
+      }
+    }
+    const call = this.callOf(request, project, 'complete_then_create', caller);
+    let complete: Checked<Prepared>;
+    let create: Checked<Prepared>;
+    try {
+      complete = await this.prepare('complete_from_result', project, parts.complete as Record<string, unknown>, call.metadata, call.view);
+      create = await this.prepare('create', project, parts.create as Record<string, unknown>, call.metadata, call.view);
+    } catch (error) {
+      call.log.error('cannot read the project definition', error instanceof Error ? error : { error: String(error) });
+      return this.unavailable(error);
+    }
+    if (!complete.ok) return this.reject(request, within('complete', complete.rejection));
+    if (!create.ok) return this.reject(request, within('create', create.rejection));
+    const completed = await this.decide(request, project, 'complete_from_result', complete.value, call);
+    if (!completed.ok && completed.error.code !== HandoffErrorCode.handoffNotOpen) return { ok: true, complete: completed, create: null };
+    return { ok: true, complete: completed, create: await this.decide(request, project, 'create', create.value, call) };
+  }
+
+  /** What every part of one request shares: its time and actor, its trace and log, the project's view (read once, when needed). */
+  private callOf(request: LedgerRequest, project: string, name: LedgerCommandName, caller: LedgerCaller): CallContext {
+    const trace = hopTrace(request.headers);
+    let view: Promise<ProjectView> | null = null;
+    return {
+      trace,
+      log: this.runtime.logger.child({ trace_id: trace.traceId, project, subject: request.subject, command: name, actor: caller.actor }),
+      metadata: { now: new Date().toISOString(), actor: caller.actor, actorKind: caller.kind },
+      view: () => (view ??= this.projects.view(project)),
+    };
+  }
+
+  /** Decide one prepared handoff command and store its events: governance on claims, then the handoff decider. */
+  private async decide(request: LedgerRequest, project: string, name: HandoffCommandName, prepared: Prepared, call: CallContext): Promise<LedgerReply> {
+    const { log, metadata, trace } = call;
+    const { handoffId, idempotencyKey, command } = prepared;
+    const home = prepared.project ?? project;
 
     // Governance on claims: the kill switch, then the agent's rate cap. The claim takes its place
     // under the cap (shared by every ledger instance) before it is decided, and gives it back below

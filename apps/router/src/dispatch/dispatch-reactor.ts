@@ -1,14 +1,24 @@
 import { Inject, Injectable } from '@nestjs/common';
-import type { AgentDefinition, ExecutionSettings } from '@baton/contracts';
+import { LedgerErrorCode, type AgentDefinition, type ExecutionSettings } from '@baton/contracts';
 import type { RunEvent, RunState } from '@baton/domain';
-import { PoisonError, TransientError, reactor, type HopTrace, type Reactor, type ReactorEvent } from '@baton/eventstore';
+import {
+  LruCache,
+  PoisonError,
+  TransientError,
+  reactor,
+  type HopTrace,
+  type Reactor,
+  type ReactorContext,
+  type ReactorEvent,
+  type ReactorStates,
+} from '@baton/eventstore';
 import { RUNTIME, type JsonLogger, type ServiceRuntime } from '@baton/platform';
 import { DefinitionCatalog } from '../definitions/definition-catalog';
 import { pinnedForRun } from '../definitions/definition.decider';
 import { RunCommands, runRef } from '../runs/run-commands';
 import { routerRunDecider } from '../runs/router-run.decider';
 import { ROUTER_ACTOR } from '../shared/ids';
-import { completeFromResultRequest, createHandoffRequest, returnableDeadlineAt } from './handoff-request';
+import { completeFromResultRequest, createHandoffRequest, returnableDeadlineAt, type CreateHandoffBody, type RunRouted } from './handoff-request';
 import { LEDGER, type LedgerReply, type RouterLedger } from './ledger';
 
 type RunRoutedEvent = ReactorEvent<Extract<RunEvent, { type: 'run.routed' }>>;
@@ -16,6 +26,12 @@ type RunResultRecordedEvent = ReactorEvent<Extract<RunEvent, { type: 'run.result
 
 /** Delay before a ledger call that could not reach the ledger is retried (the message is naked). */
 export const LEDGER_RETRY_DELAY_MS = 1000;
+
+/** Routed events whose handoff a `complete_then_create` created, kept until their own delivery (bounded; a miss costs one idempotent `create`). */
+const CREATED_AHEAD_CAPACITY = 4096;
+
+/** How long the reactor sends separate requests after a ledger answered that it has no `complete_then_create` (an older ledger). */
+export const COMBINED_RETRY_AFTER_MS = 60_000;
 
 /** Ledger codes that mean "already done": the reactor's effect happened before. */
 const CREATE_DONE = new Set(['already_exists']);
@@ -34,6 +50,14 @@ const COMPLETE_DONE = new Set(['handoff_not_open']);
  *   `handoff_not_open` — already completed or otherwise closed — counts as done, `not_found` is
  *   retried: the create may still be on its way).
  *
+ * On a hop both come from one command of the router (the result's): `run.result_recorded` and
+ * right after it `run.routed`. When the store's fold cache holds that next event, the reactor asks
+ * the ledger for both in one request (`complete_then_create`: the completion, then the creation,
+ * in order) and remembers the routed event, whose own delivery then has nothing left to ask. Any
+ * other answer than "both done" falls back to the separate requests below, so refusals, retries
+ * and ON_FAILURE stay on one path; a forgotten routed event costs one `create`, which the ledger
+ * answers as already applied (same idempotency key).
+ *
  * It publishes no human action notice: `run.notice_emitted` is the notifier's to publish on
  * `<prefix>.notice.<project>` (it owns what a person sees; one publisher, so one message per
  * notice — docs/notices.md).
@@ -51,9 +75,14 @@ export class DispatchReactor {
     decider: routerRunDecider,
     on: {
       'run.routed': (event, state, ctx) => this.createHandoff(event, state.before, ctx.trace),
-      'run.result_recorded': (event, state, ctx) => this.completeHandoff(event, state.before, ctx.trace),
+      'run.result_recorded': (event, state, ctx) => this.completeHandoff(event, state, ctx),
     },
   });
+
+  /** Routed event ids whose handoff was created with the completion before them. */
+  private readonly createdAhead = new LruCache<string, true>(CREATED_AHEAD_CAPACITY);
+  /** Until when (ms) the ledger is taken not to know `complete_then_create`. */
+  private separateUntil = 0;
 
   constructor(
     @Inject(RUNTIME) private readonly runtime: ServiceRuntime,
@@ -69,28 +98,12 @@ export class DispatchReactor {
   private async createHandoff(envelope: RunRoutedEvent, before: RunState, trace: HopTrace): Promise<void> {
     const log = this.logFor(envelope, trace);
     const routed = envelope.payload;
-    const workflow = before.status === 'none' ? null : before.workflow;
-    let agents: readonly AgentDefinition[] = [];
-    let execution: ExecutionSettings | undefined;
-    if (workflow !== null) {
-      const run = { workflow, definitionDigest: before.status === 'none' ? null : before.definitionDigest };
-      const pinned =
-        pinnedForRun(await this.catalog.load(envelope.project), run) ?? pinnedForRun(await this.catalog.load(envelope.project, { fresh: true }), run);
-      agents = pinned?.agents ?? [];
-      execution = pinned?.definition.execution;
+    if (this.createdAhead.get(envelope.id) !== undefined) {
+      this.createdAhead.delete(envelope.id);
+      log.debug('ledger create done with the completion before it', { handoff_id: routed.handoff_id });
+      return;
     }
-    const body = createHandoffRequest({
-      project: envelope.project,
-      workflowRunId: envelope.aggregate.id,
-      eventId: envelope.id,
-      routed,
-      workflow,
-      agents,
-      variables: before.status === 'none' ? {} : before.variables,
-      // A returnable child handoff carries a deadline: past it the watchdog expires it and the
-      // handoff-deadline reactor times the child out (ON_FAILURE). Delegation is never lost.
-      deadlineAt: returnableDeadlineAt(routed, before.status === 'none' ? null : before.pendingHandoff, agents, execution),
-    });
+    const body = await this.createBody(envelope.project, envelope.aggregate.id, envelope.id, routed, before);
     const reply = await this.call('create', () => this.ledger.create(envelope.project, body, { trace }));
     if (!reply.ok && !CREATE_DONE.has(reply.error.code) && routed.decision.rule === 'handoff') {
       // A HANDOFF route whose handoff the ledger refused to create: it failed before the child
@@ -99,6 +112,31 @@ export class DispatchReactor {
       return;
     }
     this.settle('create', reply, CREATE_DONE, log.child({ handoff_id: routed.handoff_id, to_agent: routed.target.agent }));
+  }
+
+  /** The ledger `create` for a routed event, with the run as it stood just before it. */
+  private async createBody(project: string, workflowRunId: string, eventId: string, routed: RunRouted, before: RunState): Promise<CreateHandoffBody> {
+    const workflow = before.status === 'none' ? null : before.workflow;
+    let agents: readonly AgentDefinition[] = [];
+    let execution: ExecutionSettings | undefined;
+    if (workflow !== null) {
+      const run = { workflow, definitionDigest: before.status === 'none' ? null : before.definitionDigest };
+      const pinned = pinnedForRun(await this.catalog.load(project), run) ?? pinnedForRun(await this.catalog.load(project, { fresh: true }), run);
+      agents = pinned?.agents ?? [];
+      execution = pinned?.definition.execution;
+    }
+    return createHandoffRequest({
+      project,
+      workflowRunId,
+      eventId,
+      routed,
+      workflow,
+      agents,
+      variables: before.status === 'none' ? {} : before.variables,
+      // A returnable child handoff carries a deadline: past it the watchdog expires it and the
+      // handoff-deadline reactor times the child out (ON_FAILURE). Delegation is never lost.
+      deadlineAt: returnableDeadlineAt(routed, before.status === 'none' ? null : before.pendingHandoff, agents, execution),
+    });
   }
 
   private async failHandoff(envelope: RunRoutedEvent, handoffId: string, code: string, message: string, log: JsonLogger, trace: HopTrace): Promise<void> {
@@ -116,11 +154,38 @@ export class DispatchReactor {
     log.warn('handoff creation refused; ON_FAILURE applied', { handoff_id: handoffId, code, events: outcome.events.map((e) => e.type) });
   }
 
-  private async completeHandoff(envelope: RunResultRecordedEvent, before: RunState, trace: HopTrace): Promise<void> {
+  private async completeHandoff(envelope: RunResultRecordedEvent, state: ReactorStates<RunState>, ctx: ReactorContext): Promise<void> {
+    const { before } = state;
+    const trace = ctx.trace;
     const log = this.logFor(envelope, trace);
     const handoffId = before.status === 'none' ? null : before.handoffId;
     if (handoffId === null) return;
     const body = completeFromResultRequest(envelope.payload, handoffId, envelope.aggregate.id);
+    const completeLog = log.child({ handoff_id: handoffId, result_id: envelope.payload.result_id });
+    const next = ctx.next();
+    if (next !== null && next.type === 'run.routed' && Date.now() >= this.separateUntil) {
+      // The run's next event is the routed one this result caused (the router appended both):
+      // complete this handoff and create the next in one request, in that order.
+      const routed = next.payload as RunRouted;
+      const create = await this.createBody(envelope.project, envelope.aggregate.id, next.id, routed, state.after);
+      const reply = await this.ledger.completeThenCreate(envelope.project, { complete: body, create }, { trace });
+      if (reply.ok && (reply.complete.ok || COMPLETE_DONE.has(reply.complete.error.code))) {
+        this.settle('complete_from_result', reply.complete, COMPLETE_DONE, completeLog);
+        const created = reply.create;
+        if (created !== null && (created.ok || CREATE_DONE.has(created.error.code))) {
+          this.createdAhead.set(next.id, true);
+          this.settle('create', created, CREATE_DONE, log.child({ handoff_id: routed.handoff_id, to_agent: routed.target.agent }));
+        }
+        // Otherwise the routed event's own delivery asks again, and handles a refusal (ON_FAILURE).
+        return;
+      }
+      if (!reply.ok && reply.error.code === LedgerErrorCode.unknownCommand) {
+        log.warn('the ledger has no complete_then_create; sending the two requests apart for a while', { retry_after_ms: COMBINED_RETRY_AFTER_MS });
+        this.separateUntil = Date.now() + COMBINED_RETRY_AFTER_MS;
+      }
+      // Anything else (the completion refused or not yet possible, the ledger unreachable): the
+      // separate requests below give it the one treatment every completion gets.
+    }
     const reply = await this.call('complete_from_result', () => this.ledger.completeFromResult(envelope.project, body, { trace }));
     if (!reply.ok && reply.error.code === 'not_found') {
       // Its `run.routed` may be held by an instance that died, and is redelivered only after the
@@ -128,7 +193,7 @@ export class DispatchReactor {
       // the completion outlasts that redelivery instead of reaching the dead-letter cap first.
       throw new TransientError(`handoff ${handoffId} does not exist yet`);
     }
-    this.settle('complete_from_result', reply, COMPLETE_DONE, log.child({ handoff_id: handoffId, result_id: envelope.payload.result_id }));
+    this.settle('complete_from_result', reply, COMPLETE_DONE, completeLog);
   }
 
   private async call(command: string, send: () => Promise<LedgerReply>): Promise<LedgerReply> {

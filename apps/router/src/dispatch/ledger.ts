@@ -6,8 +6,8 @@ export type { LedgerReply };
 /** Injection token of the router's {@link RouterLedger}. */
 export const LEDGER = Symbol('ROUTER_LEDGER');
 
-/** The two ledger commands the router issues (structurally a subset of `LedgerClient`). */
-export type RouterLedger = Pick<LedgerClient, 'create' | 'completeFromResult'>;
+/** The ledger commands the router issues (structurally a subset of `LedgerClient`). */
+export type RouterLedger = Pick<LedgerClient, 'create' | 'completeFromResult' | 'completeThenCreate'>;
 
 /**
  * The router's ledger client: core NATS request/reply on `<prefix>.cmd.ledger.<project>.svc.router.*`
