@@ -8,6 +8,7 @@ import { agentsOf, bootLedger, callers, connectTest, deadLetters, deleteStreams,
 import { LEDGER_FOLD_CACHE_MB, LEDGER_FOLD_CACHE_SIZE } from './ledger';
 
 const P = 'shop';
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 const as = agentsOf(P);
 const LEASE_MS = 30_000;
 
@@ -267,6 +268,20 @@ describe('ledger service (real NATS, two instances on one prefix)', () => {
       evidence_floor: { applied: true, original_outcome: 'completed', reason: 'no_evidence' },
     });
     expect(done).not.toHaveProperty('handback_id');
+  });
+
+  it("a create offers the new handoff before it answers: the offer is stored when the reply arrives, once, with the created event's sequence", async () => {
+    for (const id of ['h-eager-1', 'h-eager-2', 'h-eager-3']) {
+      handoffOf(await client.create(P, { handoff_id: id, from_agent: 'alice', to_agent: 'lena', summary: 's', idempotency_key: `create-${id}` }, as('alice')));
+      // No wait: the create's reply comes after its offer was stored.
+      const now = (await offers(nats, prefix, P, 'lena')).filter((m) => (m.json() as HandoffRecord).id === id);
+      const [created] = (await store.read({ project: P, kind: 'handoff', id })).events;
+      expect(now.map((m) => [m.header('Baton-Event-Seq'), m.header('Baton-Event-Type')])).toEqual([[String(created!.seq), 'handoff.created']]);
+    }
+    // The reactor, delivered the same events, offers none of them again.
+    await sleep(500);
+    const all = (await offers(nats, prefix, P, 'lena')).map((m) => (m.json() as HandoffRecord).id);
+    expect(all.filter((id) => id.startsWith('h-eager-')).sort()).toEqual(['h-eager-1', 'h-eager-2', 'h-eager-3']);
   });
 
   it('complete_then_create: the completion, then the creation, stored in that order as the two commands alone would; a retry adds nothing; router only', async () => {

@@ -9,6 +9,7 @@ import { ClaimWindow, DEFAULT_CLAIM_WINDOW_MS } from './governance/rate-limiter'
 import { ProjectReactorController } from './reactor/project-reactor.controller';
 import { HandoffReactor } from './reactor/handoff-reactor';
 import { HandoffReactorController } from './reactor/handoff-reactor.controller';
+import { OfferPublisher } from './offers/offer-publisher';
 import { OfferConsumers } from './offers/offer-consumers';
 
 /** Settings that are not configuration: tests use them to run quickly. */
@@ -31,6 +32,7 @@ export class LedgerModule {
         ProjectDirectory,
         ProjectControlService,
         OfferConsumers,
+        OfferPublisher,
         LedgerCommands,
         LedgerCommandListener,
         HandoffReactor,

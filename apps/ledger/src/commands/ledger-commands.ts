@@ -55,6 +55,7 @@ import { ProjectDirectory, type ProjectView } from '../projects/project-director
 import { ProjectControlService } from '../governance/project-control.service';
 import { ClaimRateStore, type ClaimAdmission, type ClaimTicket } from '../governance/claim-rate-store';
 import { OfferConsumers } from '../offers/offer-consumers';
+import { OfferPublisher } from '../offers/offer-publisher';
 
 /** Dead-letter source of rejected ledger requests (`<prefix>.dlq.ledger`). */
 export const LEDGER_DLQ_SOURCE = DlqSources.ledger;
@@ -174,7 +175,8 @@ export class LedgerCommands {
     @Inject(ProjectDirectory) private readonly projects: ProjectDirectory,
     @Inject(ProjectControlService) private readonly control: ProjectControlService,
     @Inject(ClaimRateStore) private readonly rates: ClaimRateStore,
-    @Inject(OfferConsumers) private readonly offers: OfferConsumers,
+    @Inject(OfferConsumers) private readonly offerConsumers: OfferConsumers,
+    @Inject(OfferPublisher) private readonly offers: OfferPublisher,
   ) {}
 
   async handle(request: LedgerRequest): Promise<LedgerReply | ProjectControlReply | OpenOffersReply | CompleteThenCreateReply> {
@@ -357,6 +359,16 @@ export class LedgerCommands {
       if (result.events.length > 0) {
         log.info('command applied', { handoff_id: handoffId, events: result.events.map((e) => e.type), event_id: result.events[0]?.id });
       }
+      const created = command.type === 'create' ? result.events.find((e) => e.type === 'handoff.created') : undefined;
+      if (created !== undefined) {
+        // Offer the new handoff now rather than when the reactor is delivered its event (which then
+        // skips it); a failure here only leaves the offer to the reactor.
+        try {
+          await this.offers.offerCreated(created.id, result.state, created.seq, trace);
+        } catch (error) {
+          log.warn('offer left to the handoff reactor', { handoff_id: handoffId, reason: error instanceof Error ? error.message : String(error) });
+        }
+      }
       return { ok: true, handoff, events: result.events.length };
     } catch (error) {
       log.error('command failed', error instanceof Error ? error : { error: String(error) });
@@ -395,7 +407,7 @@ export class LedgerCommands {
       return this.reject(request, { code: LedgerAccessErrorCode.principalNotAllowed, kind: 'forbidden', message: 'open_offers is for agents', issues: [] });
     const agent = caller.principal.agent;
     try {
-      const opened = await this.offers.open(project, agent, parsed.value.ack_wait_ms, parsed.value.start_after_seq);
+      const opened = await this.offerConsumers.open(project, agent, parsed.value.ack_wait_ms, parsed.value.start_after_seq);
       this.runtime.logger.info('offers durable opened', { project, agent, durable: opened.durable });
       return { ok: true, stream: opened.stream, durable: opened.durable };
     } catch (error) {

@@ -1,21 +1,11 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { HandoffEventSchemas, MsgIds, OfferHeader, handoffOfferSubject, type HandoffEvent, type ProjectControlEvent } from '@baton/contracts';
-import {
-  LEDGER_ACTOR,
-  handoffDecider,
-  projectControlDecider,
-  reactToHandoffEvent,
-  toHandoffRecord,
-  type HandoffState,
-  type ProjectControlState,
-} from '@baton/domain';
+import { HandoffEventSchemas, MsgIds, type HandoffEvent, type ProjectControlEvent } from '@baton/contracts';
+import { LEDGER_ACTOR, handoffDecider, projectControlDecider, reactToHandoffEvent, type HandoffState, type ProjectControlState } from '@baton/domain';
 import {
   DlqSources,
   PoisonError,
   TransientError,
   batonStreamNames,
-  headersFrom,
-  hopTraceHeaders,
   reactor,
   streamReader,
   type AggregateRef,
@@ -26,7 +16,7 @@ import {
   type ReactorHandlers,
 } from '@baton/eventstore';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
-import { ProjectControlService } from '../governance/project-control.service';
+import { OfferPublisher, OFFER_EVENTS } from '../offers/offer-publisher';
 import { pendingHandoffs } from '../governance/pending-handoffs';
 import { LedgerIds } from '../ids';
 import { ProjectDirectory } from '../projects/project-directory';
@@ -38,11 +28,6 @@ import { ProjectDirectory } from '../projects/project-directory';
  * or `ledger_handoff_reactor`).
  */
 export const REACTOR_DLQ_SOURCE = DlqSources.ledgerHandoffReactor;
-
-/** The events after which a handoff is pending again for its addressee: each triggers an offer. */
-const OFFER_EVENTS: ReadonlySet<HandoffEvent['type']> = new Set(['handoff.created', 'handoff.lease_expired', 'handoff.reworked']);
-
-const encoder = new TextEncoder();
 
 /**
  * What the ledger does after a handoff event is stored (the reactor; durable consumer on
@@ -56,7 +41,8 @@ const encoder = new TextEncoder();
  * 2. when the event left the handoff pending for an addressed agent (created, requeued after
  *    lease expiry, reworked) publishes an OFFER (the HandoffRecord JSON) to
  *    `<prefix>.in.<project>.offer.<agent>` with `Nats-Msg-Id` `offer:<project>:<handoff id>:<event seq>`,
- *    unless the handoff already has later events (a replay of old history offers nothing).
+ *    unless the handoff already has later events (a replay of old history offers nothing), or the
+ *    `create` command that stored a `handoff.created` offered it already ({@link OfferPublisher}).
  * Store or publish failures throw {@link TransientError} (the consumer naks with backoff). Decoding
  * and the subject/envelope identity check are the edge's (`ctx.react`): an event that cannot be
  * decoded, or names another aggregate than its subject, is dead-lettered by the consumer.
@@ -90,7 +76,7 @@ export class HandoffReactor {
   constructor(
     @Inject(RUNTIME) private readonly runtime: ServiceRuntime,
     @Inject(ProjectDirectory) private readonly projects: ProjectDirectory,
-    @Inject(ProjectControlService) private readonly control: ProjectControlService,
+    @Inject(OfferPublisher) private readonly offers: OfferPublisher,
   ) {}
 
   /**
@@ -106,7 +92,10 @@ export class HandoffReactor {
     );
     let offered = 0;
     for (const { state, lastSeq } of pending) {
-      if (await this.publishOffer(state, lastSeq, 'project.resumed', MsgIds.offer(project, state.id, `resume:${pauseId}`), trace)) offered++;
+      const published = await this.transient(`offer ${state.id} again`, () =>
+        this.offers.publish(state, lastSeq, 'project.resumed', MsgIds.offer(project, state.id, `resume:${pauseId}`), trace),
+      );
+      if (published) offered++;
     }
     this.runtime.logger.info('project resumed; pending handoffs re-offered', { project, pause_id: pauseId, offered });
     return offered;
@@ -156,40 +145,12 @@ export class HandoffReactor {
       );
     }
 
-    // An offer for a handoff that has already moved on (a replay of old history) would only be refused.
-    if (OFFER_EVENTS.has(event.type) && state.status === 'pending' && !(await this.transient(`read handoff ${ref.id}`, () => ctx.superseded()))) {
-      await this.offer(event, state, ctx.seq, ctx.trace);
-    }
-  }
-
-  /** Publish the offer when the event left the handoff pending for an addressed agent. */
-  private async offer(event: HandoffEvent, state: HandoffState, seq: number, trace: HopTrace): Promise<void> {
-    if (!OFFER_EVENTS.has(event.type) || state.status !== 'pending' || state.to_agent === undefined) return;
-    // Kill switch: while the project is paused offers are held; `project.resumed` re-offers.
-    if (await this.transient(`read the control state of ${state.project}`, () => this.control.isPaused(state.project))) {
-      this.runtime.logger.info('offer held: project paused', { project: state.project, handoff_id: state.id });
-      return;
-    }
-    await this.publishOffer(state, seq, event.type, MsgIds.offer(state.project, state.id, String(seq)), trace);
-  }
-
-  private async publishOffer(state: HandoffState, seq: number, cause: string, msgId: string, trace?: HopTrace): Promise<boolean> {
-    if (state.status !== 'pending' || state.to_agent === undefined) return false;
-    const record = toHandoffRecord(state);
-    const subject = handoffOfferSubject(this.runtime.config.BATON_PREFIX, state.project, state.to_agent);
-    if (!record || !subject) return false;
-    const hdrs = headersFrom({
-      [OfferHeader.handoffId]: state.id,
-      [OfferHeader.eventSeq]: String(seq),
-      [OfferHeader.eventType]: cause,
-      ...hopTraceHeaders(trace),
-    });
-    const agent = state.to_agent;
-    await this.transient(`offer ${state.id} to ${agent}`, () =>
-      this.runtime.nats.js.publish(subject, encoder.encode(JSON.stringify(record)), { msgID: msgId, headers: hdrs }),
-    );
-    this.runtime.logger.info('handoff offered', { project: state.project, handoff_id: state.id, to_agent: agent, seq });
-    return true;
+    if (!OFFER_EVENTS.has(event.type) || state.status !== 'pending') return;
+    // Offered by the create that stored it (this instance remembers), or already moved on (a
+    // replay of old history, whose offer would only be refused): nothing to offer.
+    if (event.type === 'handoff.created' && this.offers.offeredAhead(envelope.id)) return;
+    if (await this.transient(`read handoff ${ref.id}`, () => ctx.superseded())) return;
+    await this.transient(`offer ${state.id}`, () => this.offers.offerAfter(event.type, state, ctx.seq, ctx.trace));
   }
 
   /** Run an I/O step; a failure becomes a {@link TransientError} (nak with backoff, then DLQ). */

@@ -1,0 +1,89 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { MsgIds, OfferHeader, handoffOfferSubject, type HandoffEvent } from '@baton/contracts';
+import { toHandoffRecord, type HandoffState } from '@baton/domain';
+import { LruCache, headersFrom, hopTraceHeaders, type HopTrace } from '@baton/eventstore';
+import { RUNTIME, type ServiceRuntime } from '@baton/platform';
+import { ProjectControlService } from '../governance/project-control.service';
+
+/** The events after which a handoff is pending again for its addressee: each triggers an offer. */
+export const OFFER_EVENTS: ReadonlySet<HandoffEvent['type']> = new Set(['handoff.created', 'handoff.lease_expired', 'handoff.reworked']);
+
+/** Created events offered by the command that stored them, kept until the reactor sees them (bounded; a miss costs one offer the inbox drops as a duplicate). */
+const OFFERED_AHEAD_CAPACITY = 4096;
+
+const encoder = new TextEncoder();
+
+/** What became of an offer: published, held while the project is paused, or none due (not pending, no addressed agent). */
+export type OfferOutcome = 'offered' | 'held' | 'none';
+
+/**
+ * The one place an offer is published: the handoff record on `<prefix>.in.<project>.offer.<agent>`
+ * (`Nats-Msg-Id` `offer:<project>:<handoff id>:<event seq>` — or `…:resume:<pause id>` for a
+ * re-offer — so the inbox stores each offer once whoever publishes it), held while the project is
+ * paused.
+ *
+ * Two callers: the handoff reactor, after every event that leaves a handoff pending (the offer
+ * survives any crash: the event is redelivered until offered); and the `create` command, right
+ * after it stored `handoff.created`, so the agent hears of its work without waiting for the
+ * reactor's delivery. The command then remembers the event ({@link offeredAhead}), and the reactor
+ * skips what is already done; an instance that does not remember it offers again, and the inbox
+ * drops the duplicate by its message id.
+ */
+@Injectable()
+export class OfferPublisher {
+  private readonly ahead = new LruCache<string, true>(OFFERED_AHEAD_CAPACITY);
+
+  constructor(
+    @Inject(RUNTIME) private readonly runtime: ServiceRuntime,
+    @Inject(ProjectControlService) private readonly control: ProjectControlService,
+  ) {}
+
+  /**
+   * Offer the handoff as `event` (stored at `seq`) left it, unless the project is paused (held:
+   * `project.resumed` re-offers) or the handoff is not pending for an addressed agent. Throws what
+   * the control-state read or the publish throws.
+   */
+  async offerAfter(event: HandoffEvent['type'], state: HandoffState, seq: number, trace?: HopTrace): Promise<OfferOutcome> {
+    if (!OFFER_EVENTS.has(event) || state.status !== 'pending' || state.to_agent === undefined) return 'none';
+    // Kill switch: while the project is paused offers are held; `project.resumed` re-offers.
+    if (await this.control.isPaused(state.project)) {
+      this.runtime.logger.info('offer held: project paused', { project: state.project, handoff_id: state.id });
+      return 'held';
+    }
+    return (await this.publish(state, seq, event, MsgIds.offer(state.project, state.id, String(seq)), trace)) ? 'offered' : 'none';
+  }
+
+  /**
+   * The `create` command's offer, right after it stored `handoff.created` (event `eventId` at
+   * `seq`): offered as the reactor would, and remembered so the reactor need not (see the class).
+   */
+  async offerCreated(eventId: string, state: HandoffState, seq: number, trace?: HopTrace): Promise<OfferOutcome> {
+    const outcome = await this.offerAfter('handoff.created', state, seq, trace);
+    if (outcome === 'offered') this.ahead.set(eventId, true);
+    return outcome;
+  }
+
+  /** True (once) when the command that stored event `eventId` offered its handoff already. */
+  offeredAhead(eventId: string): boolean {
+    if (this.ahead.get(eventId) === undefined) return false;
+    this.ahead.delete(eventId);
+    return true;
+  }
+
+  /** Publish the offer (no pause check); false when the handoff is not pending for an agent whose name is a subject token. */
+  async publish(state: HandoffState, seq: number, cause: string, msgId: string, trace?: HopTrace): Promise<boolean> {
+    if (state.status !== 'pending' || state.to_agent === undefined) return false;
+    const record = toHandoffRecord(state);
+    const subject = handoffOfferSubject(this.runtime.config.BATON_PREFIX, state.project, state.to_agent);
+    if (!record || !subject) return false;
+    const headers = headersFrom({
+      [OfferHeader.handoffId]: state.id,
+      [OfferHeader.eventSeq]: String(seq),
+      [OfferHeader.eventType]: cause,
+      ...hopTraceHeaders(trace),
+    });
+    await this.runtime.nats.js.publish(subject, encoder.encode(JSON.stringify(record)), { msgID: msgId, headers });
+    this.runtime.logger.info('handoff offered', { project: state.project, handoff_id: state.id, to_agent: state.to_agent, seq });
+    return true;
+  }
+}
