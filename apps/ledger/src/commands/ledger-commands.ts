@@ -327,6 +327,8 @@ export class LedgerCommands {
 
     const commandId = LedgerIds.commandId(home, handoffId, name, idempotencyKey);
     const correlation = request.headers[CorrelationHeader]?.[0];
+    // A create offers what it stored before it answers; the reactor waits for it (OfferPublisher).
+    const created = command.type === 'create' ? this.offers.beginCreate(home, handoffId) : null;
     try {
       const result = await this.runtime.store.handleCommand(
         { project: home, kind: 'handoff', id: handoffId },
@@ -359,12 +361,12 @@ export class LedgerCommands {
       if (result.events.length > 0) {
         log.info('command applied', { handoff_id: handoffId, events: result.events.map((e) => e.type), event_id: result.events[0]?.id });
       }
-      const created = command.type === 'create' ? result.events.find((e) => e.type === 'handoff.created') : undefined;
-      if (created !== undefined) {
+      const stored = created ? result.events.find((e) => e.type === 'handoff.created') : undefined;
+      if (stored !== undefined) {
         // Offer the new handoff now rather than when the reactor is delivered its event (which then
         // skips it); a failure here only leaves the offer to the reactor.
         try {
-          await this.offers.offerCreated(created.id, result.state, created.seq, trace);
+          await this.offers.offerCreated(stored.id, result.state, stored.seq, trace);
         } catch (error) {
           log.warn('offer left to the handoff reactor', { handoff_id: handoffId, reason: error instanceof Error ? error.message : String(error) });
         }
@@ -375,6 +377,8 @@ export class LedgerCommands {
       // A conflict appended nothing; any other failure (a timeout) may have stored the claim, so it keeps its place.
       if (ticket && error instanceof ConcurrencyConflict) await this.rates.refund(ticket);
       return this.unavailable(error);
+    } finally {
+      created?.();
     }
   }
 

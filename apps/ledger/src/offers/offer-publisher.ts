@@ -26,12 +26,15 @@ export type OfferOutcome = 'offered' | 'held' | 'none';
  * survives any crash: the event is redelivered until offered); and the `create` command, right
  * after it stored `handoff.created`, so the agent hears of its work without waiting for the
  * reactor's delivery. The command then remembers the event ({@link offeredAhead}), and the reactor
- * skips what is already done; an instance that does not remember it offers again, and the inbox
- * drops the duplicate by its message id.
+ * — which waits for a create of the same handoff still running in this process
+ * ({@link beginCreate}) — skips what is already done; an instance that does not remember it offers
+ * again, and the inbox drops the duplicate by its message id.
  */
 @Injectable()
 export class OfferPublisher {
   private readonly ahead = new LruCache<string, true>(OFFERED_AHEAD_CAPACITY);
+  /** Creates running in this process (storing, then offering), by project and handoff id. */
+  private readonly creating = new Map<string, Promise<void>>();
 
   constructor(
     @Inject(RUNTIME) private readonly runtime: ServiceRuntime,
@@ -61,6 +64,33 @@ export class OfferPublisher {
     const outcome = await this.offerAfter('handoff.created', state, seq, trace);
     if (outcome === 'offered') this.ahead.set(eventId, true);
     return outcome;
+  }
+
+  /**
+   * A `create` of `handoffId` in `project` starts (before it stores anything); call the returned
+   * function when it has answered — stored and offered, or not. Until then {@link createSettled}
+   * waits for it: the reactor may be delivered the created event before the create's own append
+   * returned, and would otherwise offer it a second time.
+   */
+  beginCreate(project: string, handoffId: string): () => void {
+    const key = `${project}\u0000${handoffId}`;
+    let done!: () => void;
+    const running = new Promise<void>((resolve) => (done = resolve));
+    const before = this.creating.get(key);
+    // A second create of the same handoff (a retry racing the first): wait for both.
+    const settled = before ? Promise.all([before, running]).then(() => undefined) : running;
+    this.creating.set(key, settled);
+    return () => {
+      done();
+      void settled.then(() => {
+        if (this.creating.get(key) === settled) this.creating.delete(key);
+      });
+    };
+  }
+
+  /** Resolves when no `create` of the handoff runs in this process (at once when none does). */
+  createSettled(project: string, handoffId: string): Promise<void> | undefined {
+    return this.creating.get(`${project}\u0000${handoffId}`);
   }
 
   /** True (once) when the command that stored event `eventId` offered its handoff already. */

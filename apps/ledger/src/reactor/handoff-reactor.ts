@@ -148,7 +148,12 @@ export class HandoffReactor {
     if (!OFFER_EVENTS.has(event.type) || state.status !== 'pending') return;
     // Offered by the create that stored it (this instance remembers), or already moved on (a
     // replay of old history, whose offer would only be refused): nothing to offer.
-    if (event.type === 'handoff.created' && this.offers.offeredAhead(envelope.id)) return;
+    if (event.type === 'handoff.created') {
+      // Delivered while the create that stored it is still offering it: wait, then see.
+      const creating = this.offers.createSettled(ref.project, ref.id);
+      if (creating) await creating;
+      if (this.offers.offeredAhead(envelope.id)) return;
+    }
     if (await this.transient(`read handoff ${ref.id}`, () => ctx.superseded())) return;
     await this.transient(`offer ${state.id}`, () => this.offers.offerAfter(event.type, state, ctx.seq, ctx.trace));
   }
