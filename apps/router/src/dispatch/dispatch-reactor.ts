@@ -163,11 +163,12 @@ export class DispatchReactor {
     const body = completeFromResultRequest(envelope.payload, handoffId, envelope.aggregate.id);
     const completeLog = log.child({ handoff_id: handoffId, result_id: envelope.payload.result_id });
     const next = ctx.next();
-    if (next !== null && next.type === 'run.routed' && Date.now() >= this.separateUntil) {
-      // The run's next event is the routed one this result caused (the router appended both):
-      // complete this handoff and create the next in one request, in that order.
-      const routed = next.payload as RunRouted;
-      const create = await this.createBody(envelope.project, envelope.aggregate.id, next.id, routed, state.after);
+    // The run's next event is the routed one this result caused (the router appended both):
+    // complete this handoff and create the next in one request, in that order. Its body needs the
+    // project's definitions; when they cannot be read now, the completion does not wait for them.
+    const routed = next !== null && next.type === 'run.routed' && Date.now() >= this.separateUntil ? (next.payload as RunRouted) : null;
+    const create = next && routed ? await this.createBody(envelope.project, envelope.aggregate.id, next.id, routed, state.after).catch(() => null) : null;
+    if (next && routed && create) {
       const reply = await this.ledger.completeThenCreate(envelope.project, { complete: body, create }, { trace });
       if (reply.ok && (reply.complete.ok || COMPLETE_DONE.has(reply.complete.error.code))) {
         this.settle('complete_from_result', reply.complete, COMPLETE_DONE, completeLog);
