@@ -347,6 +347,11 @@ describe('ledger service (real NATS, two instances on one prefix)', () => {
       ok: false,
       error: { code: 'schema_violation', kind: 'rejected', details: { issues: [expect.objectContaining({ path: 'create.kind' })] } },
     });
+    // Something beside the two parts, or a part that is no object, refuses the request as well.
+    const stray = await client.completeThenCreate(P, { complete: { handoff_id: 'h-ctc-4' }, create, also: 1 } as never, callers.router);
+    expect(stray).toMatchObject({ ok: false, error: { code: 'schema_violation', kind: 'rejected' } });
+    const notObject = await client.completeThenCreate(P, { complete: 'h-ctc-4', create } as never, callers.router);
+    expect(notObject).toMatchObject({ ok: false, error: { code: 'schema_violation', details: { issues: [expect.objectContaining({ path: 'complete' })] } } });
     // Nothing was decided: the handoff the completion names is still pending, the new one absent.
     expect([await eventCount('h-ctc-4'), await eventCount('h-ctc-5')]).toEqual([1, 0]);
     const letter = await waitFor(

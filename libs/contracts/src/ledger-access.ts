@@ -86,6 +86,16 @@ export const CompleteThenCreateCommandSchema = z.strictObject({
 });
 export type CompleteThenCreateCommand = z.input<typeof CompleteThenCreateCommandSchema>;
 
+/**
+ * The same request checked only as far as its two parts (each an object, nothing else beside
+ * them): the ledger checks each part with its own command's schema as it prepares it, so the parts
+ * are parsed once.
+ */
+export const CompleteThenCreatePartsSchema = z.strictObject({
+  complete: z.record(z.string(), z.unknown()),
+  create: z.record(z.string(), z.unknown()),
+});
+
 // ---------------------------------------------------------------------------------------------
 // The command table.
 // ---------------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ import {
   ArchiveHandoffCommandSchema,
   ClaimHandoffCommandSchema,
   CompleteFromResultCommandSchema,
+  CompleteThenCreatePartsSchema,
   CreateHandoffCommandSchema,
   DecideHandbackCommandSchema,
   ExpireDeadlineCommandSchema,
@@ -236,23 +237,14 @@ export class LedgerCommands {
     body: Record<string, unknown>,
     caller: LedgerCaller,
   ): Promise<CompleteThenCreateReply> {
-    const stray = Object.keys(body).find((key) => key !== 'complete' && key !== 'create');
-    if (stray !== undefined) return this.reject(request, refused('schema_violation', `unrecognized key "${stray}"`, stray).rejection);
-    const parts = { complete: body['complete'], create: body['create'] };
-    for (const [key, part] of Object.entries(parts)) {
-      if (typeof part !== 'object' || part === null || Array.isArray(part)) {
-        return this.reject(
-          request,
-          refused('schema_violation', `${key} must be the body of a ${key === 'complete' ? 'complete_from_result' : 'create'}`, key).rejection,
-        );
-      }
-    }
+    const parts = parseWith(CompleteThenCreatePartsSchema, body);
+    if (!parts.ok) return this.reject(request, parts.rejection);
     const call = this.callOf(request, project, 'complete_then_create', caller);
     let complete: Checked<Prepared>;
     let create: Checked<Prepared>;
     try {
-      complete = await this.prepare('complete_from_result', project, parts.complete as Record<string, unknown>, call.metadata, call.view);
-      create = await this.prepare('create', project, parts.create as Record<string, unknown>, call.metadata, call.view);
+      complete = await this.prepare('complete_from_result', project, parts.value.complete, call.metadata, call.view);
+      create = await this.prepare('create', project, parts.value.create, call.metadata, call.view);
     } catch (error) {
       call.log.error('cannot read the project definition', error instanceof Error ? error : { error: String(error) });
       return this.unavailable(error);

@@ -37,6 +37,11 @@ export const COMBINED_RETRY_AFTER_MS = 60_000;
 const CREATE_DONE = new Set(['already_exists']);
 const COMPLETE_DONE = new Set(['handoff_not_open']);
 
+/** Applied now, or refused with a code that means it was done before. */
+function isDone(reply: LedgerReply, done: ReadonlySet<string>): boolean {
+  return reply.ok || done.has(reply.error.code);
+}
+
 /**
  * The router's dispatch reactor: a durable consumer of the run events (`<prefix>.ev.*.run.*`)
  * that carries each committed routing decision out to the world. Because it starts from the
@@ -170,10 +175,10 @@ export class DispatchReactor {
     const create = next && routed ? await this.createBody(envelope.project, envelope.aggregate.id, next.id, routed, state.after).catch(() => null) : null;
     if (next && routed && create) {
       const reply = await this.ledger.completeThenCreate(envelope.project, { complete: body, create }, { trace });
-      if (reply.ok && (reply.complete.ok || COMPLETE_DONE.has(reply.complete.error.code))) {
+      if (reply.ok && isDone(reply.complete, COMPLETE_DONE)) {
         this.settle('complete_from_result', reply.complete, COMPLETE_DONE, completeLog);
         const created = reply.create;
-        if (created !== null && (created.ok || CREATE_DONE.has(created.error.code))) {
+        if (created !== null && isDone(created, CREATE_DONE)) {
           this.createdAhead.set(next.id, true);
           this.settle('create', created, CREATE_DONE, log.child({ handoff_id: routed.handoff_id, to_agent: routed.target.agent }));
         }
@@ -217,7 +222,7 @@ export class DispatchReactor {
       log.info(`ledger ${command} ${reply.events > 0 ? 'applied' : 'already applied'}`, { status: reply.handoff.status });
       return;
     }
-    if (done.has(reply.error.code)) {
+    if (isDone(reply, done)) {
       log.info(`ledger ${command} already done`, { code: reply.error.code });
       return;
     }
