@@ -321,6 +321,8 @@ export class LedgerCommands {
     const correlation = request.headers[CorrelationHeader]?.[0];
     // A create offers what it stored before it answers; the reactor waits for it (OfferPublisher).
     const created = command.type === 'create' ? this.offers.beginCreate(home, handoffId) : null;
+    // The offer's pause check runs alongside the append (OfferPublisher.readPause).
+    const paused = command.type === 'create' && command.data.to_agent !== undefined ? this.offers.readPause(home) : undefined;
     try {
       const result = await this.runtime.store.handleCommand(
         { project: home, kind: 'handoff', id: handoffId },
@@ -358,7 +360,7 @@ export class LedgerCommands {
         // Offer the new handoff now rather than when the reactor is delivered its event (which then
         // skips it); a failure here only leaves the offer to the reactor.
         try {
-          await this.offers.offerCreated(stored.id, result.state, stored.seq, trace);
+          await this.offers.offerCreated(stored.id, result.state, stored.seq, trace, paused);
         } catch (error) {
           log.warn('offer left to the handoff reactor', { handoff_id: handoffId, reason: error instanceof Error ? error.message : String(error) });
         }

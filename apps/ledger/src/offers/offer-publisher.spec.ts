@@ -52,3 +52,36 @@ describe('OfferPublisher: the reactor waits for a create of the same handoff run
     expect(offers.createSettled('p', 'h-1')).toBeUndefined();
   });
 });
+
+describe("OfferPublisher: a create's pause check is read while it stores (readPause)", () => {
+  const logger = { info: () => undefined } as unknown as ServiceRuntime['logger'];
+  const pending = { id: 'h-1', project: 'p', status: 'pending', to_agent: 'bob' } as unknown as Parameters<OfferPublisher['offerCreated']>[1];
+
+  it('the offer uses the read started with the create: held when it said paused, and the state is not read again', async () => {
+    const reads: string[] = [];
+    const control = { isPaused: async (project: string) => (reads.push(project), true) } as unknown as ProjectControlService;
+    const offers = new OfferPublisher({ logger } as ServiceRuntime, control);
+    const paused = offers.readPause('p');
+    expect(reads).toEqual(['p']);
+    expect(await offers.offerCreated('ev-1', pending, 7, undefined, paused)).toBe('held');
+    expect(reads).toEqual(['p']);
+    expect(offers.offeredAhead('ev-1')).toBe(false);
+  });
+
+  it('a read that failed fails the offer that awaits it (left to the reactor), and is not an unhandled rejection before', async () => {
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      const control = { isPaused: async () => Promise.reject(new Error('control state unreadable')) } as unknown as ProjectControlService;
+      const offers = new OfferPublisher({ logger } as ServiceRuntime, control);
+      const paused = offers.readPause('p');
+      // The create's append takes a while: the failed read waits, handled, for the offer.
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      expect(unhandled).toEqual([]);
+      await expect(offers.offerCreated('ev-2', pending, 8, undefined, paused)).rejects.toThrow('control state unreadable');
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+    }
+  });
+});

@@ -46,10 +46,10 @@ export class OfferPublisher {
    * `project.resumed` re-offers) or the handoff is not pending for an addressed agent. Throws what
    * the control-state read or the publish throws.
    */
-  async offerAfter(event: HandoffEvent['type'], state: HandoffState, seq: number, trace?: HopTrace): Promise<OfferOutcome> {
+  async offerAfter(event: HandoffEvent['type'], state: HandoffState, seq: number, trace?: HopTrace, paused?: Promise<boolean>): Promise<OfferOutcome> {
     if (!OFFER_EVENTS.has(event) || state.status !== 'pending' || state.to_agent === undefined) return 'none';
     // Kill switch: while the project is paused offers are held; `project.resumed` re-offers.
-    if (await this.control.isPaused(state.project)) {
+    if (await (paused ?? this.control.isPaused(state.project))) {
       this.runtime.logger.info('offer held: project paused', { project: state.project, handoff_id: state.id });
       return 'held';
     }
@@ -59,11 +59,27 @@ export class OfferPublisher {
   /**
    * The `create` command's offer, right after it stored `handoff.created` (event `eventId` at
    * `seq`): offered as the reactor would, and remembered so the reactor need not (see the class).
+   * `paused` is the project's pause state as {@link readPause} read it when the create began.
    */
-  async offerCreated(eventId: string, state: HandoffState, seq: number, trace?: HopTrace): Promise<OfferOutcome> {
-    const outcome = await this.offerAfter('handoff.created', state, seq, trace);
+  async offerCreated(eventId: string, state: HandoffState, seq: number, trace?: HopTrace, paused?: Promise<boolean>): Promise<OfferOutcome> {
+    const outcome = await this.offerAfter('handoff.created', state, seq, trace, paused);
     if (outcome === 'offered') this.ahead.set(eventId, true);
     return outcome;
+  }
+
+  /**
+   * Start reading whether `project` is paused, for an offer that will follow: a create reads it
+   * while it stores the handoff rather than after (one round trip less before the agent hears of
+   * its work). A pause acknowledged before the create began is seen; one stored while the create
+   * runs races it either way, as it would a read after the append (`project.resumed` re-offers
+   * what a pause held; an offer out just before a pause is one the agent may act on). A failed
+   * read fails the offer that awaits it.
+   */
+  readPause(project: string): Promise<boolean> {
+    const read = this.control.isPaused(project);
+    // Awaited by the offer (which reports a failure); until then a rejection is not unhandled.
+    read.catch(() => undefined);
+    return read;
   }
 
   /**
