@@ -64,6 +64,8 @@ interface LedgerRequest {
   body: Record<string, unknown>;
   /** Set when the command came as a part of this one (`complete_then_create`). */
   via?: string;
+  /** The request's `traceparent` header: the span of the router's hop that sent it. */
+  traceparent?: string;
 }
 
 /** A valid HandoffRecord for the responder's replies (the client validates them). */
@@ -110,8 +112,9 @@ describe('router service (real NATS)', () => {
       command: string,
       body: Record<string, unknown>,
       via?: string,
+      traceparent?: string,
     ): { ok: boolean; handoff?: unknown; events?: number; error?: { code: string; kind: string; message: string } } => {
-      ledgerRequests.push({ project, command, body, ...(via !== undefined ? { via } : {}) });
+      ledgerRequests.push({ project, command, body, ...(via !== undefined ? { via } : {}), ...(traceparent !== undefined ? { traceparent } : {}) });
       const id = String(body['handoff_id']);
       if (command === 'create') {
         const key = created.get(id);
@@ -134,13 +137,14 @@ describe('router service (real NATS)', () => {
         callback: (_err, msg: Msg) => {
           const command = msg.subject.split('.').pop()!;
           const body = JSON.parse(decoder.decode(msg.data)) as Record<string, unknown>;
+          const traceparent = msg.headers?.get('traceparent') || undefined;
           let reply: unknown;
           if (command === 'complete_then_create' && combined) {
-            const complete = answer('complete_from_result', body['complete'] as Record<string, unknown>, command);
+            const complete = answer('complete_from_result', body['complete'] as Record<string, unknown>, command, traceparent);
             const done = complete.ok || complete.error?.code === 'handoff_not_open';
-            reply = { ok: true, complete, create: done ? answer('create', body['create'] as Record<string, unknown>, command) : null };
+            reply = { ok: true, complete, create: done ? answer('create', body['create'] as Record<string, unknown>, command, traceparent) : null };
           } else {
-            reply = answer(command, body);
+            reply = answer(command, body, undefined, traceparent);
           }
           msg.respond(encoder.encode(JSON.stringify(reply)));
         },
@@ -778,6 +782,30 @@ describe('router service (real NATS)', () => {
       await publishResult(result(run, 'architect', `${run}-a1`, { body: ADVANCE }, 'pin'));
       const next = (await waitEvents<RoutedPayload>(run, 'run.routed', 2, 'pin'))[1]!;
       expect(next.target).toEqual({ agent: 'context', step: 'context' }); // v1's edge, not v2's terminal step
+    });
+
+    it("a result's hop goes to the ledger from the command that recorded it, ahead of its events' deliveries, and only once", async () => {
+      expect((await publishDefinition(definition('ahead'), 'ahead')).ok).toBe(true);
+      serveLedger('ahead');
+      const run = await startRun('design', 'ahead');
+      const [entry] = await waitEvents<RoutedPayload>(run, 'run.routed', 1, 'ahead');
+      await waitFor(() => requestsFor('create', entry!.handoff_id)[0], 'the entry handoff');
+      await publishResult(result(run, 'architect', `${run}-a1`, { body: ADVANCE }, 'ahead'));
+      const next = (await waitEvents<RoutedPayload>(run, 'run.routed', 2, 'ahead'))[1]!;
+      const create = await waitFor(() => requestsFor('create', next.handoff_id)[0], 'the create for the second step');
+      await drained(batonStreamNames(prefix).events, RouterPatterns.runEvents);
+
+      // The request carries the span of the hop that recorded the result (the same `traceparent` the
+      // router stored with `run.result_recorded`); a request from the event's delivery would carry
+      // a span of that delivery's own.
+      const recorded = (await events(run, 'ahead')).find((e) => e.type === 'run.result_recorded')!;
+      const stored = await nats.jsm.streams.getMessage(batonStreamNames(prefix).events, { seq: recorded.seq });
+      expect(stored.header.get('traceparent')).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-0[01]$/);
+      expect(create.via).toBe('complete_then_create');
+      expect(create.traceparent).toBe(stored.header.get('traceparent'));
+      // Both deliveries came after and asked nothing more: one completion, one creation.
+      expect(requestsFor('complete_from_result', entry!.handoff_id).map((r) => r.via)).toEqual(['complete_then_create']);
+      expect(requestsFor('create', next.handoff_id)).toHaveLength(1);
     });
 
     // Last in the file: after an `unknown_command` the reactor sends separate requests for a minute.

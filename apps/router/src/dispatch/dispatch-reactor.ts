@@ -6,11 +6,13 @@ import {
   PoisonError,
   TransientError,
   reactor,
+  type AggregateRef,
   type HopTrace,
   type Reactor,
   type ReactorContext,
   type ReactorEvent,
   type ReactorStates,
+  type StoredEvent,
 } from '@baton/eventstore';
 import { RUNTIME, type JsonLogger, type ServiceRuntime } from '@baton/platform';
 import { DefinitionCatalog } from '../definitions/definition-catalog';
@@ -29,6 +31,9 @@ export const LEDGER_RETRY_DELAY_MS = 1000;
 
 /** Routed events whose handoff a `complete_then_create` created, kept until their own delivery (bounded; a miss costs one idempotent `create`). */
 const CREATED_AHEAD_CAPACITY = 4096;
+
+/** Hops dispatched ahead at once at most (past it a hop waits for its events' deliveries, as before). */
+export const MAX_AHEAD = 256;
 
 /** How long the reactor sends separate requests after a ledger answered that it has no `complete_then_create` (an older ledger). */
 export const COMBINED_RETRY_AFTER_MS = 60_000;
@@ -63,6 +68,15 @@ function isDone(reply: LedgerReply, done: ReadonlySet<string>): boolean {
  * and ON_FAILURE stay on one path; a forgotten routed event costs one `create`, which the ledger
  * answers as already applied (same idempotency key).
  *
+ * **Ahead of the deliveries.** The command that records a result and routes the run is the
+ * router's own (`RecordResultUseCase`), so it need not wait for its events to come back through
+ * the consumer: {@link dispatchAhead} sends the same `complete_then_create` as soon as both events
+ * are stored, and remembers what the ledger did. The deliveries stay the guarantee — a
+ * `run.result_recorded` (or `run.routed`) delivered while its hop is being dispatched ahead waits
+ * for it, then asks only for what was not done; a router that crashed in between, another
+ * instance, or a hop dispatched ahead that met anything but "done" goes through the deliveries'
+ * path exactly as before (the ledger answers a repeated request as already applied).
+ *
  * It publishes no human action notice: `run.notice_emitted` is the notifier's to publish on
  * `<prefix>.notice.<project>` (it owns what a person sees; one publisher, so one message per
  * notice — docs/notices.md).
@@ -86,6 +100,10 @@ export class DispatchReactor {
 
   /** Routed event ids whose handoff was created with the completion before them. */
   private readonly createdAhead = new LruCache<string, true>(CREATED_AHEAD_CAPACITY);
+  /** Result events whose handoff was completed ahead of their delivery ({@link dispatchAhead}). */
+  private readonly completedAhead = new LruCache<string, true>(CREATED_AHEAD_CAPACITY);
+  /** Hops being dispatched ahead, under the ids of both their events: a delivery of either waits. */
+  private readonly aheadRunning = new Map<string, Promise<void>>();
   /** Until when (ms) the ledger is taken not to know `complete_then_create`. */
   private separateUntil = 0;
 
@@ -96,6 +114,61 @@ export class DispatchReactor {
     private readonly runs: RunCommands,
   ) {}
 
+  /**
+   * Dispatch a hop from the command that stored it, without waiting for its events' deliveries:
+   * when `events` (what one command appended to run `ref`, in order) hold a `run.result_recorded`
+   * followed by the `run.routed` it caused, the finished handoff's completion and the next one's
+   * creation go to the ledger now, as one `complete_then_create`. Never throws and never waits:
+   * whatever goes wrong is left to the deliveries (see the class).
+   */
+  dispatchAhead(ref: AggregateRef, events: readonly StoredEvent[], trace: HopTrace): void {
+    const at = events.findIndex((e) => e.type === 'run.result_recorded');
+    const recorded = events[at];
+    const next = events[at + 1];
+    if (recorded === undefined || next === undefined || next.type !== 'run.routed') return;
+    if (Date.now() < this.separateUntil || this.aheadRunning.size >= 2 * MAX_AHEAD || this.aheadRunning.has(recorded.id)) return;
+    const running = this.ahead(ref, recorded as unknown as RunResultRecordedEvent, next as unknown as RunRoutedEvent, trace)
+      .catch((error: unknown) => {
+        this.runtime.logger.debug('hop left to the deliveries', { project: ref.project, workflow_run_id: ref.id, reason: String(error) });
+      })
+      .finally(() => {
+        this.aheadRunning.delete(recorded.id);
+        this.aheadRunning.delete(next.id);
+      });
+    this.aheadRunning.set(recorded.id, running);
+    this.aheadRunning.set(next.id, running);
+  }
+
+  private async ahead(ref: AggregateRef, recorded: RunResultRecordedEvent, next: RunRoutedEvent, trace: HopTrace): Promise<void> {
+    const state = await this.runtime.store.eventStates(ref, routerRunDecider, recorded.seq);
+    const handoffId = state.before.status === 'none' ? null : state.before.handoffId;
+    if (handoffId === null) return;
+    const complete = completeFromResultRequest(recorded.payload, handoffId, ref.id);
+    const create = await this.createBody(ref.project, ref.id, next.id, next.payload, state.after);
+    const reply = await this.ledger.completeThenCreate(ref.project, { complete, create }, { trace });
+    if (!reply.ok) {
+      if (reply.error.code === LedgerErrorCode.unknownCommand) this.separateUntil = Date.now() + COMBINED_RETRY_AFTER_MS;
+      return;
+    }
+    const log = this.logFor(recorded, trace);
+    if (!isDone(reply.complete, COMPLETE_DONE)) return;
+    this.settle('complete_from_result', reply.complete, COMPLETE_DONE, log.child({ handoff_id: handoffId, result_id: recorded.payload.result_id }));
+    this.completedAhead.set(recorded.id, true);
+    if (reply.create !== null && isDone(reply.create, CREATE_DONE)) {
+      this.settle('create', reply.create, CREATE_DONE, log.child({ handoff_id: next.payload.handoff_id, to_agent: next.payload.target.agent }));
+      this.createdAhead.set(next.id, true);
+    }
+  }
+
+  /** Wait for a hop being dispatched ahead that includes `eventId`; then true (once) when `done` holds the event. */
+  private async doneAhead(eventId: string, done: LruCache<string, true>): Promise<boolean> {
+    const running = this.aheadRunning.get(eventId);
+    if (running !== undefined) await running;
+    if (done.get(eventId) === undefined) return false;
+    done.delete(eventId);
+    return true;
+  }
+
   private logFor(event: RunRoutedEvent | RunResultRecordedEvent, trace: HopTrace): JsonLogger {
     return this.runtime.logger.child({ trace_id: trace.traceId, project: event.project, workflow_run_id: event.aggregate.id, event_id: event.id });
   }
@@ -103,8 +176,7 @@ export class DispatchReactor {
   private async createHandoff(envelope: RunRoutedEvent, before: RunState, trace: HopTrace): Promise<void> {
     const log = this.logFor(envelope, trace);
     const routed = envelope.payload;
-    if (this.createdAhead.get(envelope.id) !== undefined) {
-      this.createdAhead.delete(envelope.id);
+    if (await this.doneAhead(envelope.id, this.createdAhead)) {
       log.debug('ledger create done with the completion before it', { handoff_id: routed.handoff_id });
       return;
     }
@@ -165,6 +237,10 @@ export class DispatchReactor {
     const log = this.logFor(envelope, trace);
     const handoffId = before.status === 'none' ? null : before.handoffId;
     if (handoffId === null) return;
+    if (await this.doneAhead(envelope.id, this.completedAhead)) {
+      log.debug('ledger complete_from_result done ahead of the delivery', { handoff_id: handoffId });
+      return;
+    }
     const body = completeFromResultRequest(envelope.payload, handoffId, envelope.aggregate.id);
     const completeLog = log.child({ handoff_id: handoffId, result_id: envelope.payload.result_id });
     const next = ctx.next();

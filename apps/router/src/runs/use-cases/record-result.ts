@@ -5,6 +5,7 @@ import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { nowIso } from '../../shared/ids';
 import { decodeForSubject } from '../../shared/inbound';
 import { HandoffClaims } from '../../shared/handoff-claims';
+import { DispatchReactor } from '../../dispatch/dispatch-reactor';
 import { RunCommands, runRef } from '../run-commands';
 
 /**
@@ -26,7 +27,8 @@ import { RunCommands, runRef } from '../run-commands';
  * - An unparseable sentinel is not a refusal: the routing domain applies the no-action default
  *   and keeps the parse diagnostic in the reason.
  * - Otherwise `record_result` appends `run.result_recorded` and the routing outcome. Idempotent
- *   per `result_id`: a redelivered or republished result appends nothing.
+ *   per `result_id`: a redelivered or republished result appends nothing. The hop's ledger
+ *   requests then go at once (`DispatchReactor.dispatchAhead`), ahead of the events' deliveries.
  */
 @Injectable()
 export class RecordResultUseCase {
@@ -34,6 +36,7 @@ export class RecordResultUseCase {
     @Inject(RUNTIME) private readonly runtime: ServiceRuntime,
     private readonly runs: RunCommands,
     private readonly claims: HandoffClaims,
+    private readonly dispatch: DispatchReactor,
   ) {}
 
   async execute(subject: string, bytes: Uint8Array, trace: HopTrace): Promise<void> {
@@ -49,12 +52,22 @@ export class RecordResultUseCase {
     // The handoff the result names, as the ledger has it now (the decider checks it is the run's).
     const handoff = result.handoff_id !== undefined ? await this.claims.view(result.project, result.handoff_id) : null;
     const now = nowIso();
+    const ref = runRef(result.project, result.workflow_run_id);
     const outcome = await this.runs.applyInbound(
-      runRef(result.project, result.workflow_run_id),
+      ref,
       (definitions) => ({ kind: 'result', result, definitions, metadata: { now, actor: result.agent }, handoff }),
       { kind: 'result', id: result.result_id, actor: result.agent, origin: 'agent', workflowRunId: result.workflow_run_id, now, trace },
       { kind: 'result_refused', agent: result.agent },
     );
+    // The hop's ledger requests go now rather than when the events come back through the dispatch
+    // reactor's consumer (which still delivers them, and asks only for what was not done) — for
+    // events this call stored; a result recorded before (a redelivery) was dispatched then.
+    if (outcome.applied)
+      this.dispatch.dispatchAhead(
+        ref,
+        outcome.events.filter((e) => e.occurredAt === now),
+        trace,
+      );
     if (outcome.applied) log.info(outcome.events.length > 0 ? 'result recorded' : 'result already recorded', { events: outcome.events.map((e) => e.type) });
     else log.warn('result rejected', { code: outcome.code, reason: outcome.message });
   }
