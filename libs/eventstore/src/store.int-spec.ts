@@ -127,6 +127,39 @@ describe('JetStreamEventStore (real NATS)', () => {
     ]);
   });
 
+  it('onPublished: called before the append is acknowledged, once per command (not again when a conflict makes it publish twice), never for a refusal; what it appends on the same connection is stored after', async () => {
+    const store = storeOn(a);
+    const order: string[] = [];
+    let second: Promise<unknown> | null = null;
+    const first = store
+      .handleCommand(ref('first'), counterDecider, { type: 'add', n: 1 }, meta(), {
+        onPublished: () => {
+          order.push('published');
+          // Started before the first append is acknowledged (its ack cannot have come in yet: this runs synchronously).
+          second = store.handleCommand(ref('second'), counterDecider, { type: 'add', n: 2 }, meta(), { assumeNew: true });
+        },
+      })
+      .then((result) => (order.push('acknowledged'), result));
+    expect(order).toEqual([]);
+    await first;
+    expect(order).toEqual(['published', 'acknowledged']);
+    expect(await second).toMatchObject({ ok: true });
+    const [one, two] = [(await store.read(ref('first'))).events, (await store.read(ref('second'))).events];
+    expect(one[0]!.seq).toBeLessThan(two[0]!.seq);
+
+    // A refusal publishes nothing: no call.
+    let calls = 0;
+    expect(await store.handleCommand(ref('first'), counterDecider, { type: 'add', n: -1 }, meta(), { onPublished: () => void calls++ })).toMatchObject({
+      ok: false,
+    });
+    // A first attempt that conflicts (another writer moved the aggregate past the cached fold) and
+    // a second that stores: one call, for the first publish.
+    await storeOn(b).handleCommand(ref('first'), counterDecider, { type: 'add', n: 5 }, meta());
+    const retried = await store.handleCommand(ref('first'), counterDecider, { type: 'add', n: 1 }, meta(), { onPublished: () => void calls++ });
+    expect(retried).toMatchObject({ ok: true, state: { total: 7, version: 3 } });
+    expect(calls).toBe(1);
+  });
+
   it('several events in one append chain their expectations and land in order', async () => {
     const store = storeOn(a);
     const result = await store.append(ref(), [envelope('e1', 1, 1, 1), envelope('e2', 2, 3, 2), envelope('e3', 3, 6, 3)], {

@@ -58,6 +58,8 @@ export interface AppendOptions {
   expectedVersion: number;
   /** The trace the events continue (their `traceparent` header): the hop that caused them. */
   trace?: HopTrace;
+  /** See {@link HandleCommandOptions.onPublished}: called once the first event's publish has been sent. */
+  onPublished?: () => void;
 }
 
 export interface AppendResult {
@@ -173,6 +175,14 @@ export interface HandleCommandOptions {
    * conflicts (or the decision was a refusal or a duplicate) and the next attempt reads it.
    */
   assumeNew?: boolean;
+  /**
+   * Called once, synchronously, right after the command's first event was handed to the connection
+   * (its decision made, its append not yet acknowledged); never for a refusal or a command with
+   * nothing to append. Whatever the callback publishes on the same connection reaches the server
+   * after that event, so JetStream stores it after — if the event is stored at all: a conflict
+   * refuses it, and the command then reads, decides and appends again (or ends refused).
+   */
+  onPublished?: () => void;
 }
 
 export type HandleCommandResult<State> =
@@ -507,11 +517,14 @@ export class JetStreamEventStore implements EventStore {
       for (const [name, value] of Object.entries(eventHeaders(this.registry, type, version))) hdrs.set(name, value);
       for (const [name, value] of trace) hdrs.set(name, value);
       try {
-        const ack = await this.js.publish(subject, bytes, {
+        const acked = this.js.publish(subject, bytes, {
           msgID: MsgIds.event(ref.project, ref.kind, ref.id, id),
           expect: { lastSubjectSequence: expected, streamName: this.stream },
           headers: hdrs,
         });
+        // The client writes the message before its publish returns: what the callback publishes follows it.
+        if (seqs.length === 0) opts.onPublished?.();
+        const ack = await acked;
         if (ack.duplicate) duplicates++;
         seqs.push(ack.seq);
         expected = ack.seq;
@@ -709,6 +722,16 @@ export class JetStreamEventStore implements EventStore {
   ): Promise<HandleCommandResult<State>> {
     const maxAttempts = opts.maxAttempts ?? 5;
     let lastConflict: ConcurrencyConflict | undefined;
+    // Once per command, whatever attempt first publishes.
+    let onPublished = opts.onPublished;
+    const published =
+      onPublished === undefined
+        ? undefined
+        : () => {
+            const callback = onPublished;
+            onPublished = undefined;
+            callback?.();
+          };
     for (let attempt = 1; attempt <= maxAttempts; attempt++) {
       // First attempt: trust a cached fold without asking the server (the append's expected
       // sequence checks it); after a conflict, read what was appended since.
@@ -746,7 +769,7 @@ export class JetStreamEventStore implements EventStore {
 
       const envelopes = decision.events.map((event, index) => this.envelope(ref, event, index, meta));
       try {
-        const result = await this.append(ref, envelopes, { expectedVersion: lastSeq, trace: meta.trace });
+        const result = await this.append(ref, envelopes, { expectedVersion: lastSeq, trace: meta.trace, onPublished: published });
         if (result.duplicates > 0 && trustedCache) {
           // Decided on a cached fold that was behind: the events are an older command's, stored
           // already. Read the stream and decide again (the decider's own idempotency answers).

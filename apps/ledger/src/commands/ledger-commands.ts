@@ -230,6 +230,13 @@ export class LedgerCommands {
    * `create.`); then the completion is decided, and the creation only when the completion was
    * applied or had been done before (`handoff_not_open`). Each part is decided exactly as its
    * command alone would be ({@link decide}), so its events, refusals and idempotency are the same.
+   *
+   * One round trip less: once the completion is decided and its event handed to the connection,
+   * the creation is decided and published behind it (`onPublished`), and both appends are
+   * acknowledged together. Should the completion's append then conflict (another writer moved the
+   * handoff between the decision and the append — its fold is checked by that append) and the
+   * completion be refused when decided again, the creation stands; the router's `run.routed`
+   * delivery would have created it anyway, and the reply says what each part did.
    */
   private async completeThenCreate(
     request: LedgerRequest,
@@ -251,9 +258,16 @@ export class LedgerCommands {
     }
     if (!complete.ok) return this.reject(request, within('complete', complete.rejection));
     if (!create.ok) return this.reject(request, within('create', create.rejection));
-    const completed = await this.decide(request, project, 'complete_from_result', complete.value, call);
+    // The creation is decided and stored right behind the completion's append, not after its
+    // acknowledgement: its publish follows the completion's on the same connection, so the stream
+    // still holds the completion first (see the method's comment for the rare conflict).
+    let creating: Promise<LedgerReply> | null = null;
+    const startCreate = (): Promise<LedgerReply> =>
+      (creating ??= this.decide(request, project, 'create', create.value, call).catch((error: unknown) => this.unavailable(error)));
+    const completed = await this.decide(request, project, 'complete_from_result', complete.value, call, () => void startCreate());
+    if (creating !== null) return { ok: true, complete: completed, create: await creating };
     if (!completed.ok && completed.error.code !== HandoffErrorCode.handoffNotOpen) return { ok: true, complete: completed, create: null };
-    return { ok: true, complete: completed, create: await this.decide(request, project, 'create', create.value, call) };
+    return { ok: true, complete: completed, create: await startCreate() };
   }
 
   /** What every part of one request shares: its time and actor, its trace and log, the project's view (read once, when needed). */
@@ -269,7 +283,14 @@ export class LedgerCommands {
   }
 
   /** Decide one prepared handoff command and store its events: governance on claims, then the handoff decider. */
-  private async decide(request: LedgerRequest, project: string, name: HandoffCommandName, prepared: Prepared, call: CallContext): Promise<LedgerReply> {
+  private async decide(
+    request: LedgerRequest,
+    project: string,
+    name: HandoffCommandName,
+    prepared: Prepared,
+    call: CallContext,
+    onPublished?: () => void,
+  ): Promise<LedgerReply> {
     const { log, metadata, trace } = call;
     const { handoffId, idempotencyKey, command } = prepared;
     const home = prepared.project ?? project;
@@ -339,7 +360,7 @@ export class LedgerCommands {
         },
         // A create names a fresh handoff id: decide without reading it first (a retry or a clash
         // conflicts on the append, and the store then reads and decides again).
-        { assumeNew: command.type === 'create' },
+        { assumeNew: command.type === 'create', ...(onPublished ? { onPublished } : {}) },
       );
       if (!result.ok) {
         log.info('command refused', { handoff_id: handoffId, code: result.error.code, actor: metadata.actor });
