@@ -180,7 +180,8 @@ export interface HandleCommandOptions {
    * (its decision made, its append not yet acknowledged); never for a refusal or a command with
    * nothing to append. Whatever the callback publishes on the same connection reaches the server
    * after that event, so JetStream stores it after — if the event is stored at all: a conflict
-   * refuses it, and the command then reads, decides and appends again (or ends refused).
+   * refuses it, and the command then reads, decides and appends again (or ends refused). The
+   * callback must not throw: what it starts reports its own failures.
    */
   onPublished?: () => void;
 }
