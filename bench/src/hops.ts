@@ -48,6 +48,14 @@ export interface HopsResult {
   cpu_not_measured: Record<string, string>;
   /** How busy the whole machine was during the throughput window (1 = every CPU busy). */
   machine_busy: number;
+  /**
+   * How busy the whole machine was while the open loop offered its load. Half the closed loop's
+   * rate should keep it about half busy; near 1, the machine slowed down after the closed loop was
+   * measured and `latency` was taken near saturation, not at half load.
+   */
+  latency_machine_busy: number;
+  /** CPU milliseconds each process spent per hop offered during the open loop (at half the rate, batches are smaller); null when not measured. */
+  latency_cpu_ms_per_hop: Record<string, number | null>;
 }
 
 interface RunSlot {
@@ -179,6 +187,8 @@ export async function measureHops(opts: HopsOptions): Promise<HopsResult> {
     completions = [];
     let offered = 0;
     let notOffered = 0;
+    const openMachineBefore = machineCpu();
+    const openCpuBefore = opts.cpu?.() ?? {};
     const openStart = nowMs();
     while (nowMs() - openStart < opts.latencySeconds * 1000) {
       const due = Math.floor(((nowMs() - openStart) / 1000) * rate) - offered - notOffered;
@@ -193,12 +203,19 @@ export async function measureHops(opts: HopsOptions): Promise<HopsResult> {
       }
       await sleep(1);
     }
+    const openMachineAfter = machineCpu();
+    const openCpu = cpuFigures(openCpuBefore, opts.cpu?.() ?? {}, Math.max(1, offered), 1000);
+    const openBusy =
+      openMachineBefore && openMachineAfter
+        ? round((openMachineAfter.busy - openMachineBefore.busy) / Math.max(1e-9, openMachineAfter.total - openMachineBefore.total), 3)
+        : Number.NaN;
     const lostDeadline = Date.now() + 30_000;
     while (completions.filter((c) => c.latency !== null).length < offered && Date.now() < lostDeadline) await sleep(20);
     const openDone = completions.filter((c) => c.latency !== null);
     const warm = openStart + 1000;
     const latency = summarize(openDone.filter((c) => c.at - (c.latency as number) >= warm).map((c) => c.latency as number));
-    opts.log(`  open loop: p50 ${latency.p50_ms} ms, p95 ${latency.p95_ms} ms, p99 ${latency.p99_ms} ms`);
+    opts.log(`  open loop: p50 ${latency.p50_ms} ms, p95 ${latency.p95_ms} ms, p99 ${latency.p99_ms} ms; machine busy ${round(openBusy * 100, 0)}%`);
+    opts.log(`  CPU ms per hop in the open loop: ${formatCpu(openCpu)}`);
 
     return {
       runs: opts.runs,
@@ -214,6 +231,8 @@ export async function measureHops(opts: HopsOptions): Promise<HopsResult> {
       cpu_ms_per_hop_total: totalCpu(cpuPerHop.values),
       cpu_not_measured: cpuPerHop.not_measured,
       machine_busy: machineBusy,
+      latency_machine_busy: openBusy,
+      latency_cpu_ms_per_hop: openCpu.values,
     };
   } finally {
     stopOffers();
