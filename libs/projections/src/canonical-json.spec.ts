@@ -31,6 +31,19 @@ describe('canonicalJsonChecked with frozen values', () => {
     );
   });
 
+  it('an own "__proto__" member (as JSON.parse makes it) is written as a member, frozen or not; never dropped, never turning the object into an array', () => {
+    // The counterexample the property above once found: the sorted copy assigned `__proto__`, which
+    // set the copy's prototype instead (unfrozen: the member vanished; frozen: the object came out as `[]`).
+    const parsed = () => JSON.parse('{"__proto__":[],"a":{"__proto__":{"b":1}}}') as unknown;
+    const text = '{"__proto__":[],"a":{"__proto__":{"b":1}}}';
+    expect(canonicalJson(parsed())).toBe(text);
+    expect(textOf(parsed())).toBe(text);
+    const frozen = freezeJson(parsed());
+    expect(textOf(frozen)).toBe(text);
+    expect(textOf({ items: [frozen, {}], call: 0 })).toBe(`{"call":0,"items":[${text},{}]}`);
+    expect(isExactJson(parsed())).toBe(true);
+  });
+
   it('a frozen object with a member that can change is serialised afresh', () => {
     const inner = { b: 1 };
     const outer = Object.freeze({ z: inner, a: 'x' });
