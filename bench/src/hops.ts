@@ -166,10 +166,7 @@ export async function measureHops(opts: HopsOptions): Promise<HopsResult> {
     const eventBytes = after.events > before.events ? (after.eventBytes - before.eventBytes) / (after.events - before.events) : Number.NaN;
     const saturated = summarize(inWindow.map((c) => c.latency as number));
     const cpuPerHop = cpuFigures(cpuBefore, cpuAfter, inWindow.length, 1000);
-    const machineBusy =
-      machineBefore && machineAfter
-        ? round((machineAfter.busy - machineBefore.busy) / Math.max(1e-9, machineAfter.total - machineBefore.total), 3)
-        : Number.NaN;
+    const machineBusy = busyBetween(machineBefore, machineAfter);
     opts.log(
       `  closed loop: ${round(hopsPerS, 1)} hops/s, p50 ${saturated.p50_ms} ms, p99 ${saturated.p99_ms} ms; machine busy ${round(machineBusy * 100, 0)}%`,
     );
@@ -205,10 +202,7 @@ export async function measureHops(opts: HopsOptions): Promise<HopsResult> {
     }
     const openMachineAfter = machineCpu();
     const openCpu = cpuFigures(openCpuBefore, opts.cpu?.() ?? {}, Math.max(1, offered), 1000);
-    const openBusy =
-      openMachineBefore && openMachineAfter
-        ? round((openMachineAfter.busy - openMachineBefore.busy) / Math.max(1e-9, openMachineAfter.total - openMachineBefore.total), 3)
-        : Number.NaN;
+    const openBusy = busyBetween(openMachineBefore, openMachineAfter);
     const lostDeadline = Date.now() + 30_000;
     while (completions.filter((c) => c.latency !== null).length < offered && Date.now() < lostDeadline) await sleep(20);
     const openDone = completions.filter((c) => c.latency !== null);
@@ -239,6 +233,11 @@ export async function measureHops(opts: HopsOptions): Promise<HopsResult> {
     await watcher.stop();
     await agents.close();
   }
+}
+
+/** The machine's busy share between two readings of {@link machineCpu} (1 = every CPU busy), NaN when one is missing. */
+function busyBetween(before: ReturnType<typeof machineCpu>, after: ReturnType<typeof machineCpu>): number {
+  return before && after ? round((after.busy - before.busy) / Math.max(1e-9, after.total - before.total), 3) : Number.NaN;
 }
 
 /** The sum of per-process figures, or null when one of them is missing. */

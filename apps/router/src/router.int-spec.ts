@@ -784,15 +784,21 @@ describe('router service (real NATS)', () => {
       expect(next.target).toEqual({ agent: 'context', step: 'context' }); // v1's edge, not v2's terminal step
     });
 
-    it("a result's hop goes to the ledger from the command that recorded it, ahead of its events' deliveries, and only once", async () => {
-      expect((await publishDefinition(definition('ahead'), 'ahead')).ok).toBe(true);
-      serveLedger('ahead');
-      const run = await startRun('design', 'ahead');
-      const [entry] = await waitEvents<RoutedPayload>(run, 'run.routed', 1, 'ahead');
-      await waitFor(() => requestsFor('create', entry!.handoff_id)[0], 'the entry handoff');
-      await publishResult(result(run, 'architect', `${run}-a1`, { body: ADVANCE }, 'ahead'));
-      const next = (await waitEvents<RoutedPayload>(run, 'run.routed', 2, 'ahead'))[1]!;
+    /** A `design` run in a project of its own, its entry handoff created, then the architect's result: the second step's routing and its create. */
+    const firstHop = async (project: string, ledger: { combined?: boolean } = {}) => {
+      expect((await publishDefinition(definition(project), project)).ok).toBe(true);
+      serveLedger(project, ledger);
+      const run = await startRun('design', project);
+      const entry = (await waitEvents<RoutedPayload>(run, 'run.routed', 1, project))[0]!;
+      await waitFor(() => requestsFor('create', entry.handoff_id)[0], 'the entry handoff');
+      await publishResult(result(run, 'architect', `${run}-a1`, { body: ADVANCE }, project));
+      const next = (await waitEvents<RoutedPayload>(run, 'run.routed', 2, project))[1]!;
       const create = await waitFor(() => requestsFor('create', next.handoff_id)[0], 'the create for the second step');
+      return { run, entry, next, create };
+    };
+
+    it("a result's hop goes to the ledger from the command that recorded it, ahead of its events' deliveries, and only once", async () => {
+      const { run, entry, next, create } = await firstHop('ahead');
       await drained(batonStreamNames(prefix).events, RouterPatterns.runEvents);
 
       // The request carries the span of the hop that recorded the result (the same `traceparent` the
@@ -804,20 +810,13 @@ describe('router service (real NATS)', () => {
       expect(create.via).toBe('complete_then_create');
       expect(create.traceparent).toBe(stored.header.get('traceparent'));
       // Both deliveries came after and asked nothing more: one completion, one creation.
-      expect(requestsFor('complete_from_result', entry!.handoff_id).map((r) => r.via)).toEqual(['complete_then_create']);
+      expect(requestsFor('complete_from_result', entry.handoff_id).map((r) => r.via)).toEqual(['complete_then_create']);
       expect(requestsFor('create', next.handoff_id)).toHaveLength(1);
     });
 
     // Last in the file: after an `unknown_command` the reactor sends separate requests for a minute.
     it('a ledger without complete_then_create (unknown_command) gets the completion and the creation as separate requests', async () => {
-      expect((await publishDefinition(definition('legacy'), 'legacy')).ok).toBe(true);
-      serveLedger('legacy', { combined: false });
-      const run = await startRun('design', 'legacy');
-      const [entry] = await waitEvents<RoutedPayload>(run, 'run.routed', 1, 'legacy');
-      await waitFor(() => requestsFor('create', entry!.handoff_id)[0], 'the entry handoff');
-      await publishResult(result(run, 'architect', `${run}-a1`, { body: ADVANCE }, 'legacy'));
-      const next = (await waitEvents<RoutedPayload>(run, 'run.routed', 2, 'legacy'))[1]!;
-      const create = await waitFor(() => requestsFor('create', next.handoff_id)[0], 'the create for the second step');
+      const { create } = await firstHop('legacy', { combined: false });
       expect(create.via).toBeUndefined();
       const tried = ledgerRequests.filter((r) => r.project === 'legacy').map((r) => r.command);
       expect(tried).toEqual(['create', 'complete_then_create', 'complete_from_result', 'create']);

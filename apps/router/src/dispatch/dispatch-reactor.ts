@@ -20,7 +20,14 @@ import { pinnedForRun } from '../definitions/definition.decider';
 import { RunCommands, runRef } from '../runs/run-commands';
 import { routerRunDecider } from '../runs/router-run.decider';
 import { ROUTER_ACTOR } from '../shared/ids';
-import { completeFromResultRequest, createHandoffRequest, returnableDeadlineAt, type CreateHandoffBody, type RunRouted } from './handoff-request';
+import {
+  completeFromResultRequest,
+  createHandoffRequest,
+  returnableDeadlineAt,
+  type CompleteFromResultBody,
+  type CreateHandoffBody,
+  type RunRouted,
+} from './handoff-request';
 import { LEDGER, type LedgerReply, type RouterLedger } from './ledger';
 
 type RunRoutedEvent = ReactorEvent<Extract<RunEvent, { type: 'run.routed' }>>;
@@ -145,19 +152,41 @@ export class DispatchReactor {
     if (handoffId === null) return;
     const complete = completeFromResultRequest(recorded.payload, handoffId, ref.id);
     const create = await this.createBody(ref.project, ref.id, next.id, next.payload, state.after);
-    const reply = await this.ledger.completeThenCreate(ref.project, { complete, create }, { trace });
-    if (!reply.ok) {
-      if (reply.error.code === LedgerErrorCode.unknownCommand) this.separateUntil = Date.now() + COMBINED_RETRY_AFTER_MS;
-      return;
-    }
     const log = this.logFor(recorded, trace);
-    if (!isDone(reply.complete, COMPLETE_DONE)) return;
-    this.settle('complete_from_result', reply.complete, COMPLETE_DONE, log.child({ handoff_id: handoffId, result_id: recorded.payload.result_id }));
-    this.completedAhead.set(recorded.id, true);
-    if (reply.create !== null && isDone(reply.create, CREATE_DONE)) {
-      this.settle('create', reply.create, CREATE_DONE, log.child({ handoff_id: next.payload.handoff_id, to_agent: next.payload.target.agent }));
-      this.createdAhead.set(next.id, true);
+    const completeLog = log.child({ handoff_id: handoffId, result_id: recorded.payload.result_id });
+    if (await this.sendCombined(ref.project, { complete, create }, next, trace, log, completeLog)) this.completedAhead.set(recorded.id, true);
+  }
+
+  /**
+   * Send one `complete_then_create`. True when the completion was applied or done before: it is
+   * settled, and so is the creation when that is done too (remembered for the routed event's own
+   * delivery). False leaves both to the separate requests; an `unknown_command` (an older ledger)
+   * also switches to them for {@link COMBINED_RETRY_AFTER_MS}.
+   */
+  private async sendCombined(
+    project: string,
+    body: { complete: CompleteFromResultBody; create: CreateHandoffBody },
+    next: { id: string; payload: RunRouted },
+    trace: HopTrace,
+    log: JsonLogger,
+    completeLog: JsonLogger,
+  ): Promise<boolean> {
+    const reply = await this.ledger.completeThenCreate(project, body, { trace });
+    if (!reply.ok) {
+      if (reply.error.code === LedgerErrorCode.unknownCommand) {
+        log.warn('the ledger has no complete_then_create; sending the two requests apart for a while', { retry_after_ms: COMBINED_RETRY_AFTER_MS });
+        this.separateUntil = Date.now() + COMBINED_RETRY_AFTER_MS;
+      }
+      return false;
     }
+    if (!isDone(reply.complete, COMPLETE_DONE)) return false;
+    this.settle('complete_from_result', reply.complete, COMPLETE_DONE, completeLog);
+    if (reply.create !== null && isDone(reply.create, CREATE_DONE)) {
+      this.createdAhead.set(next.id, true);
+      this.settle('create', reply.create, CREATE_DONE, log.child({ handoff_id: next.payload.handoff_id, to_agent: next.payload.target.agent }));
+    }
+    // Otherwise the routed event's own delivery asks again, and handles a refusal (ON_FAILURE).
+    return true;
   }
 
   /** Wait for a hop being dispatched ahead that includes `eventId`; then true (once) when `done` holds the event. */
@@ -249,25 +278,15 @@ export class DispatchReactor {
     // project's definitions; when they cannot be read now, the completion does not wait for them.
     const routed = next !== null && next.type === 'run.routed' && Date.now() >= this.separateUntil ? (next.payload as RunRouted) : null;
     const create = next && routed ? await this.createBody(envelope.project, envelope.aggregate.id, next.id, routed, state.after).catch(() => null) : null;
-    if (next && routed && create) {
-      const reply = await this.ledger.completeThenCreate(envelope.project, { complete: body, create }, { trace });
-      if (reply.ok && isDone(reply.complete, COMPLETE_DONE)) {
-        this.settle('complete_from_result', reply.complete, COMPLETE_DONE, completeLog);
-        const created = reply.create;
-        if (created !== null && isDone(created, CREATE_DONE)) {
-          this.createdAhead.set(next.id, true);
-          this.settle('create', created, CREATE_DONE, log.child({ handoff_id: routed.handoff_id, to_agent: routed.target.agent }));
-        }
-        // Otherwise the routed event's own delivery asks again, and handles a refusal (ON_FAILURE).
-        return;
-      }
-      if (!reply.ok && reply.error.code === LedgerErrorCode.unknownCommand) {
-        log.warn('the ledger has no complete_then_create; sending the two requests apart for a while', { retry_after_ms: COMBINED_RETRY_AFTER_MS });
-        this.separateUntil = Date.now() + COMBINED_RETRY_AFTER_MS;
-      }
-      // Anything else (the completion refused or not yet possible, the ledger unreachable): the
-      // separate requests below give it the one treatment every completion gets.
-    }
+    // Anything short of a completion done (refused or not yet possible, the ledger unreachable):
+    // the separate requests below give it the one treatment every completion gets.
+    if (
+      next &&
+      routed &&
+      create &&
+      (await this.sendCombined(envelope.project, { complete: body, create }, { id: next.id, payload: routed }, trace, log, completeLog))
+    )
+      return;
     const reply = await this.call('complete_from_result', () => this.ledger.completeFromResult(envelope.project, body, { trace }));
     if (!reply.ok && reply.error.code === 'not_found') {
       // Its `run.routed` may be held by an instance that died, and is redelivered only after the
