@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { loadConfig } from '@baton/platform';
+import { setOwn } from '@baton/contracts';
 
 /** Settings only the ledger reads (the shared ones are in `ServiceConfigSchema`). */
 export const LedgerConfigSchema = z.object({
@@ -38,7 +39,7 @@ export const LedgerConfigSchema = z.object({
           ctx.addIssue({ code: 'custom', message: `"${part}" is not agent=<claims per minute>` });
           return z.NEVER;
         }
-        caps[agent.trim()] = n;
+        setOwn(caps, agent.trim(), n);
       }
       return caps;
     }),

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { AgentNameSchema, IdSchema, IsoTimeSchema, Limits, ProjectIdSchema, ShortTextSchema } from './common';
+import { AgentNameSchema, IdSchema, IsoTimeSchema, Limits, ProjectIdSchema, ShortTextSchema, namedRecord, RecordKeySchema } from './common';
 import { AgentRunConfigSchema } from './sentinel-schema';
 
 /** What the agent can show for its work. Empty or placeholder entries are not evidence. */
@@ -13,7 +13,7 @@ export type Evidence = z.infer<typeof EvidenceSchema>;
 /** A tool call the agent had not finished when it stopped; frozen into a stop packet. */
 export const PendingToolCallSchema = z.strictObject({
   name: z.string().min(1).max(200),
-  args: z.record(z.string(), z.unknown()),
+  args: namedRecord(RecordKeySchema, z.unknown()),
   call_id: IdSchema.optional(),
 });
 export type PendingToolCall = z.infer<typeof PendingToolCallSchema>;
@@ -41,7 +41,7 @@ export type BudgetUsed = z.infer<typeof BudgetUsedSchema>;
 export const HandoffToolCallSchema = z.strictObject({
   tool: z.string().min(1).max(200),
   call_id: IdSchema.optional(),
-  arguments: z.record(z.string(), z.unknown()).optional(),
+  arguments: namedRecord(RecordKeySchema, z.unknown()).optional(),
 });
 export type HandoffToolCall = z.infer<typeof HandoffToolCallSchema>;
 
@@ -96,7 +96,7 @@ export const AgentResultSchema = z.strictObject({
   handoff_tool_calls: z.array(HandoffToolCallSchema).max(Limits.maxListItems).optional(),
   stop: AgentStopSignalSchema.optional(),
   /** Session variables the agent set (for returnable handoffs and WHEN conditions). */
-  variables: z.record(z.string(), z.unknown()).optional(),
+  variables: namedRecord(RecordKeySchema, z.unknown()).optional(),
   /**
    * The built-in return action (seed 001): a reasoning child gives control back to its waiting
    * parent and forwards the customer's message. `confidence` / `ambiguous` are checked against

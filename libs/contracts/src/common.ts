@@ -18,6 +18,38 @@ export const Limits = {
   maxListItems: 500,
 } as const;
 
+/**
+ * Names Baton refuses everywhere a name is written — agents, steps, variables, and the keys of
+ * records keyed by names: `__proto__` sets an object's prototype when assigned (and zod drops it
+ * from a record without a word), and all three are the keys the message edge refuses at any
+ * depth of a body (`parseUntrustedJson`), so a name that is one could never be sent back.
+ */
+export const RESERVED_NAMES = ['__proto__', 'constructor', 'prototype'] as const;
+
+/** The message of every refusal of a {@link RESERVED_NAMES} name. */
+export const RESERVED_NAME_MESSAGE = '"__proto__", "constructor" and "prototype" are reserved and cannot be used as names';
+
+/** A record key: any string but one of {@link RESERVED_NAMES}. */
+export const RecordKeySchema = z.string().regex(/^(?!(?:__proto__|constructor|prototype)$)/, RESERVED_NAME_MESSAGE);
+
+/**
+ * A JSON object keyed by names, that refuses a {@link RESERVED_NAMES} key with an issue at its
+ * path. `__proto__` needs this check before zod's record, which would leave that key out of the
+ * parsed value without a word (a `JSON.parse`d body holds it as an own member). `key` must refuse
+ * the names itself ({@link RecordKeySchema}, or a name schema of this package), so that the JSON
+ * Schema states the rule too (as `propertyNames`).
+ */
+export function namedRecord<K extends z.ZodType<string, string>, V extends z.ZodType>(key: K, value: V) {
+  const record = z.record(key, value);
+  return z.preprocess((input: z.input<typeof record>, ctx) => {
+    if (typeof input !== 'object' || input === null) return input;
+    for (const name of RESERVED_NAMES) {
+      if (Object.hasOwn(input, name)) ctx.addIssue({ code: 'custom', message: RESERVED_NAME_MESSAGE, path: [name], input });
+    }
+    return input;
+  }, record);
+}
+
 /** An identifier: printable, no whitespace, no subject wildcards or separators. */
 export const IdSchema = z
   .string()
@@ -40,7 +72,7 @@ export const AgentNameSchema = z
   .string()
   .min(1)
   .max(Limits.maxIdLength)
-  .regex(/^[A-Za-z0-9_-]+$/, 'agent names may hold letters, digits, _ and - only');
+  .regex(/^(?!(?:__proto__|constructor|prototype)$)[A-Za-z0-9_-]+$/, `agent names may hold letters, digits, _ and - only; ${RESERVED_NAME_MESSAGE}`);
 
 export const IsoTimeSchema = z.iso.datetime({ offset: true });
 

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { AgentNameSchema, Limits, ProjectIdSchema, ShortTextSchema } from './common';
+import { AgentNameSchema, Limits, namedRecord, ProjectIdSchema, RESERVED_NAME_MESSAGE, ShortTextSchema } from './common';
 import { MeshDefinitionSchema, validateMeshes } from './mesh';
 
 /**
@@ -25,7 +25,7 @@ export const VariableNameSchema = z
   .string()
   .min(1)
   .max(200)
-  .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'variable names are letters, digits and _ (not starting with a digit)');
+  .regex(/^(?!(?:__proto__|constructor|prototype)$)[A-Za-z_][A-Za-z0-9_]*$/, `variable names are letters, digits and _ (not starting with a digit); ${RESERVED_NAME_MESSAGE}`);
 
 export const MemoryTypeSchema = z.enum(['string', 'number', 'boolean', 'object', 'list', 'any']);
 export type MemoryType = z.infer<typeof MemoryTypeSchema>;
@@ -85,8 +85,8 @@ export const SetValueSchema = z.union([z.string().max(Limits.maxShortText), z.nu
 export const OnReturnSchema = z.strictObject({
   action: z.enum(['continue', 'resume_intent']),
   resume_with: ResumeWithSchema.default('original_handoff_utterance'),
-  map: z.record(VariableNameSchema, VariableNameSchema).default({}),
-  set: z.record(VariableNameSchema, SetValueSchema).default({}),
+  map: namedRecord(VariableNameSchema, VariableNameSchema).default({}),
+  set: namedRecord(VariableNameSchema, SetValueSchema).default({}),
   respond: ShortTextSchema.optional(),
   handler: z.string().min(1).max(200).optional(),
 });

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { EvidenceSchema } from './agent-result';
-import { IdSchema, IsoTimeSchema, Limits, ProjectIdSchema, ShortTextSchema } from './common';
+import { IdSchema, IsoTimeSchema, Limits, ProjectIdSchema, ShortTextSchema, namedRecord, RecordKeySchema } from './common';
 import { DomainEventOf } from './envelope';
 
 /*
@@ -135,7 +135,7 @@ export const HandbackRecipientSchema = z.union([
 ]);
 export type HandbackRecipient = z.infer<typeof HandbackRecipientSchema>;
 
-const JsonObjectSchema = z.record(z.string(), z.unknown());
+const JsonObjectSchema = namedRecord(RecordKeySchema, z.unknown());
 const IdempotencyKeySchema = z.string().min(1).max(200);
 
 /**

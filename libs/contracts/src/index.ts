@@ -1,4 +1,5 @@
 export * from './common';
+export * from './own';
 export * from './envelope';
 export * from './rejection';
 export * from './registry';

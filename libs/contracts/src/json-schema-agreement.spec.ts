@@ -1,5 +1,6 @@
 import Ajv2020 from 'ajv/dist/2020';
 import fc from 'fast-check';
+import { RESERVED_NAME_MESSAGE } from './common';
 import { generateJsonSchemas, wireSchemas } from './json-schema';
 
 /**
@@ -82,5 +83,25 @@ describe('the published JSON Schemas state the invariants Baton enforces (ajv, d
     for (const [extra, valid] of cases) {
       expect({ extra, ...agree('operator-answer', answer(extra)) }).toEqual({ extra, zod: valid, json: valid });
     }
+  });
+  it.each([
+    ['variables with a "__proto__" key', '{"variables":{"__proto__":{"x":1},"a":1}}', false],
+    ['variables with a "constructor" key', '{"variables":{"constructor":1}}', false],
+    ['variables with a "toString" key', '{"variables":{"toString":1}}', true],
+    ['a pending tool call with a "__proto__" argument', '{"pending_tool_call":{"name":"refund","args":{"__proto__":1}}}', false],
+    ['a task named "__proto__"', '{"decision":{"task":"__proto__"}}', false],
+    ['a pending tool call with a "prototype" argument', '{"pending_tool_call":{"name":"refund","args":{"prototype":1}}}', false],
+    ['a pending tool call with a "valueOf" argument', '{"pending_tool_call":{"name":"refund","args":{"valueOf":1}}}', true],
+    ['a task named "constructor"', '{"decision":{"task":"constructor"}}', false],
+    ['a task named "toString"', '{"decision":{"task":"toString"}}', true],
+  ])('agent-result: %s → zod and the JSON Schema agree (the parsed body holds it as an own member)', (_what, extra, valid) => {
+    const payload = { ...result({}), ...(JSON.parse(extra) as Record<string, unknown>) };
+    expect(agree('agent-result', payload)).toEqual({ zod: valid, json: valid });
+  });
+
+  it('a "__proto__" key is refused with an issue at its path, not dropped from the parsed value (zod alone would drop it)', () => {
+    const parsed = zod['agent-result']!.safeParse({ ...result({}), variables: JSON.parse('{"__proto__":{"polluted":true},"a":1}') });
+    expect(parsed.success).toBe(false);
+    expect(parsed.error!.issues).toEqual([expect.objectContaining({ path: ['variables', '__proto__'], message: RESERVED_NAME_MESSAGE })]);
   });
 });

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { HandoffToolCallSchema } from './agent-result';
-import { AgentNameSchema, IdSchema, IsoTimeSchema, Limits, ProjectIdSchema, ShortTextSchema } from './common';
+import { AgentNameSchema, IdSchema, IsoTimeSchema, Limits, namedRecord, ProjectIdSchema, RecordKeySchema, ShortTextSchema } from './common';
+import { ownValue } from './own';
 import { DomainEventOf } from './envelope';
 import { HumanActionNoticeSchema, NoticeRecipientSchema, PersonHandleSchema } from './notice';
 import { OperatorAnswerSchema, ResumeEffectSchema, StopPacketSchema } from './stop-packet';
@@ -31,7 +32,7 @@ export const MeshDefinitionSchema = z.strictObject({
   name: AgentNameSchema,
   description: ShortTextSchema.optional(),
   entry: AgentNameSchema,
-  handoffs: z.record(AgentNameSchema, z.array(AgentNameSchema).max(Limits.maxListItems)).default({}),
+  handoffs: namedRecord(AgentNameSchema, z.array(AgentNameSchema).max(Limits.maxListItems)).default({}),
   outputs: z.array(AgentNameSchema).max(Limits.maxListItems).default([]),
   max_iterations: z.number().int().min(1).max(1_000).default(DEFAULT_MESH_MAX_ITERATIONS),
 });
@@ -66,6 +67,11 @@ export function sanitizeToolTarget(target: string): string {
 /** The handoff tool an agent calls to hand the conversation to `target`: `handoff_to_<sanitized target>`. */
 export function handoffToolName(target: string): string {
   return `handoff_to_${sanitizeToolTarget(target)}`;
+}
+
+/** The agents `agent` may hand off to in `mesh` (none when it has no `handoffs` entry). */
+export function grantedTargets(mesh: Pick<MeshDefinition, 'handoffs'>, agent: string): readonly string[] {
+  return ownValue(mesh.handoffs, agent) ?? [];
 }
 
 /** Every agent a mesh names: the entry, each agent with handoffs, each target and each output agent. */
@@ -181,7 +187,7 @@ export const MeshStartRequestSchema = z.strictObject({
   mesh: AgentNameSchema,
   input: z.string().max(Limits.maxBodyChars).optional(),
   started_by: PersonHandleSchema.optional(),
-  variables: z.record(z.string().max(200), z.unknown()).optional(),
+  variables: namedRecord(RecordKeySchema.max(200), z.unknown()).optional(),
 });
 export type MeshStartRequest = z.infer<typeof MeshStartRequestSchema>;
 
@@ -229,7 +235,7 @@ export const MeshStartedSchema = z.strictObject({
   mesh: MeshDefinitionSchema,
   input: z.string().max(Limits.maxBodyChars).nullable(),
   started_by: PersonHandleSchema.nullable(),
-  variables: z.record(z.string().max(200), z.unknown()),
+  variables: namedRecord(RecordKeySchema.max(200), z.unknown()),
   /** The handoff the entry agent's first turn is offered with. */
   handoff_id: IdSchema,
   /**

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { EvidenceSchema } from './agent-result';
-import { AgentNameSchema, IdSchema, IsoTimeSchema, Limits, ProjectIdSchema, ShortTextSchema } from './common';
+import { AgentNameSchema, IdSchema, IsoTimeSchema, Limits, ProjectIdSchema, ShortTextSchema, namedRecord, RecordKeySchema } from './common';
 import { OnFailureSchema, OnReturnSchema, ResumeWithSchema, StepIdSchema, VariableNameSchema, WorkflowRefSchema } from './definition';
 import { HumanActionNoticeSchema, PersonHandleSchema } from './notice';
 import { AgentRunConfigSchema, DispatchStatusSchema } from './sentinel-schema';
@@ -194,7 +194,7 @@ export const RunPeopleSchema = z.strictObject({
 });
 export type RunPeople = z.infer<typeof RunPeopleSchema>;
 
-export const VariablesSchema = z.record(z.string().max(200), z.unknown());
+export const VariablesSchema = namedRecord(RecordKeySchema.max(200), z.unknown());
 
 /** The most declared variable names `run.started` records. */
 export const MAX_DECLARED_VARIABLES = 5000;

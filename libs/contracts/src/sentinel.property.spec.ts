@@ -1,9 +1,12 @@
 import fc from 'fast-check';
-import { Limits } from './common';
+import { Limits, RESERVED_NAMES } from './common';
 import { appendSentinelOnce, hasSentinelMarker, parseSentinel, renderSentinel, SentinelDiagnosticCodeSchema, SentinelParse, stripSentinels } from './sentinel';
 import { AgentRunConfig, DispatchStatus } from './sentinel-schema';
 
-const agentName = fc.stringMatching(/^[A-Za-z0-9_-]{1,24}$/);
+/** Names the contracts refuse (RESERVED_NAMES); fast-check proposes them on purpose. */
+const notReserved = (name: string) => !(RESERVED_NAMES as readonly string[]).includes(name);
+
+const agentName = fc.stringMatching(/^[A-Za-z0-9_-]{1,24}$/).filter(notReserved);
 
 /** Free text that likes to contain what could break a comment, a line or a fence. */
 const reason = fc.oneof(

@@ -12,11 +12,15 @@ import {
   type SubjectEntry,
   type SubjectName,
 } from './subjects';
+import { RESERVED_NAMES } from './common';
+
+/** Names the contracts refuse (RESERVED_NAMES); fast-check proposes them on purpose. */
+const notReserved = (name: string) => !(RESERVED_NAMES as readonly string[]).includes(name);
 
 // Arbitraries for every kind of token, as the services accept them.
 const prefixArb = fc.stringMatching(/^[a-z][a-z0-9_-]{0,31}$/);
 const projectArb = fc.stringMatching(/^[a-z0-9][a-z0-9_-]{0,63}$/);
-const agentArb = fc.stringMatching(/^[A-Za-z0-9_-]{1,128}$/);
+const agentArb = fc.stringMatching(/^[A-Za-z0-9_-]{1,128}$/).filter(notReserved);
 const tokenArb = fc.string({ minLength: 1, maxLength: 40, unit: 'grapheme' }).filter(isSubjectToken);
 const kindArb = fc.constantFrom(...AggregateKindSchema.options);
 const principalArb: fc.Arbitrary<(project: string) => Principal> = fc.oneof(

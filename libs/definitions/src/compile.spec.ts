@@ -310,3 +310,21 @@ describe('definition compiler (seed 001)', () => {
     expect(both.project!.execution).toEqual({ pipeline: { parent_return: { min_confidence: 0.5 } }, return_deadline_ms: 60_000 });
   });
 });
+
+describe('reserved names (__proto__, constructor, prototype)', () => {
+  it.each(['__proto__', 'constructor', 'prototype'])('a MAP or SET key %s is an error of the compiler, not a silently dropped entry', (name) => {
+    const map = compile(LOAN_EXAMPLE_YAML.replace('annual_income: annual_income', `${name}: annual_income`));
+    expect(map.project).toBeNull();
+    expect(map.diagnostics).toContainEqual(expect.objectContaining({ severity: 'error', message: expect.stringContaining(name) }));
+    const set = compile(LOAN_EXAMPLE_YAML.replace('annual_income: annual_income', `annual_income: annual_income\n      SET:\n        ${name}: "x"`));
+    expect(set.project).toBeNull();
+    expect(set.diagnostics).toContainEqual(expect.objectContaining({ severity: 'error', message: expect.stringContaining('"__proto__", "constructor" and "prototype" are reserved') }));
+  });
+
+  it('an agent, a variable and a PASS entry named like other Object.prototype members compile like any name', () => {
+    const renamed = LOAN_EXAMPLE_YAML.split('Loan_Supervisor').join('toString').split('annual_income').join('valueOf');
+    const result = compile(renamed);
+    expect(result.diagnostics).toEqual([]);
+    expect(result.project!.agents.map((a) => a.name)).toContain('toString');
+  });
+});

@@ -2,6 +2,7 @@ import {
   DEFAULT_AUTH_VARIABLE,
   MAX_RETURN_DEADLINE_MS,
   ProjectDefinitionSchema,
+  setOwn,
   VariableNameSchema,
   type AuthProfile,
   type CompiledCondition,
@@ -1018,7 +1019,7 @@ function readOnReturn(
         const map = result['map'] as Record<string, string>;
         for (const m of entries(e.value)) {
           const parent = str(m.value) ?? '';
-          map[m.raw] = parent;
+          setOwn(map, m.raw, parent);
           mapNodes.push({ child: m.raw, parent, node: m.keyNode });
         }
         break;
@@ -1030,7 +1031,7 @@ function readOnReturn(
         }
         const set = result['set'] as Record<string, unknown>;
         for (const s of entries(e.value)) {
-          set[s.raw] = s.value && isScalar(s.value) ? s.value.value : null;
+          setOwn(set, s.raw, s.value && isScalar(s.value) ? s.value.value : null);
           setNodes.push({ target: s.raw, node: s.keyNode });
         }
         break;

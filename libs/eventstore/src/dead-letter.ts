@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { headers as natsHeaders, type JetStreamClient, type MsgHdrs } from 'nats';
-import { Subjects, isSubjectToken } from '@baton/contracts';
+import { Subjects, isSubjectToken, setOwn } from '@baton/contracts';
 import { mapPublishError } from './errors';
 
 /** Headers a dead letter carries next to the original bytes. */
@@ -101,7 +101,7 @@ export function deadLetterMsgId(input: { stream: string; seq: number; subject: s
 export function headersToRecord(hdrs: MsgHdrs | undefined): Record<string, string[]> {
   const out: Record<string, string[]> = {};
   if (!hdrs) return out;
-  for (const key of hdrs.keys()) out[key] = hdrs.values(key);
+  for (const key of hdrs.keys()) setOwn(out, key, hdrs.values(key));
   return out;
 }
 

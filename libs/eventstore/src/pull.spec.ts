@@ -1,3 +1,5 @@
+import { headers as natsHeaders } from 'nats';
+import { headersToRecord } from './dead-letter';
 import { ackInfo, consumerGone, headerBlockRecord, headerInBlock } from './pull';
 
 describe('raw header blocks', () => {
@@ -13,6 +15,27 @@ describe('raw header blocks', () => {
     expect(headerBlockRecord(block)).toEqual({ 'Baton-Event-Type': ['run.routed'], 'Baton-Note': ['first', 'second'], 'Nats-Msg-Id': ['ev-1'] });
     expect(headerBlockRecord('NATS/1.0 404 No Messages\r\n\r\n')).toEqual({});
     expect(headerBlockRecord('')).toEqual({});
+  });
+  it('headerBlockRecord keeps headers named like Object.prototype members as own members (the sender picks the names)', () => {
+    const record = headerBlockRecord('NATS/1.0\r\nconstructor: a\r\n__proto__: b\r\ntoString: c\r\nconstructor: d\r\nhasOwnProperty: e\r\n\r\n');
+    expect(Object.entries(record)).toEqual([
+      ['constructor', ['a', 'd']],
+      ['__proto__', ['b']],
+      ['toString', ['c']],
+      ['hasOwnProperty', ['e']],
+    ]);
+    expect(Object.getPrototypeOf(record)).toBe(Object.prototype);
+  });
+  it('headersToRecord does the same for the headers the client decoded', () => {
+    const hdrs = natsHeaders();
+    hdrs.append('__proto__', 'b');
+    hdrs.append('constructor', 'a');
+    const record = headersToRecord(hdrs);
+    expect(Object.entries(record)).toEqual([
+      ['__proto__', ['b']],
+      ['constructor', ['a']],
+    ]);
+    expect(Object.getPrototypeOf(record)).toBe(Object.prototype);
   });
 });
 

@@ -1,4 +1,5 @@
 import { createInbox, nanos, type JetStreamClient, type Msg, type MsgHdrs, type NatsConnection, type Subscription } from 'nats';
+import { ownValue, setOwn } from '@baton/contracts';
 import { headersToRecord } from './dead-letter';
 import { connectionOf } from './pull-size';
 
@@ -430,7 +431,11 @@ export function headerBlockRecord(block: string): Record<string, string[]> {
     const colon = line.indexOf(':');
     if (colon <= 0) continue;
     const name = line.slice(0, colon);
-    (out[name] ??= []).push(line.slice(colon + 1).trim());
+    const value = line.slice(colon + 1).trim();
+    // Header names are the sender's: own members only (a `constructor` header is a name like any other).
+    const values = ownValue(out, name);
+    if (values) values.push(value);
+    else setOwn(out, name, [value]);
   }
   return out;
 }

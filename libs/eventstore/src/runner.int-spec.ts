@@ -1,3 +1,4 @@
+import { headers as natsHeaders } from 'nats';
 import { waitFor } from '@baton/wait';
 import type { NatsHandle } from './connection';
 import { DlqHeader } from './dead-letter';
@@ -74,6 +75,22 @@ describe('runConsumer (real NATS)', () => {
     await waitFor(async () => (await consumerState('ok')).ackPending === 0, 'no ack pending', { timeoutMs: 5000 });
     expect(seen[0]!.subject).toBe(`${prefix}.in.p.result.a`);
     expect(seen[0]!.deliveryCount).toBe(1);
+  });
+
+  it('a message whose headers are named like Object.prototype members is handled and acked like any other (it used to wedge the consumer)', async () => {
+    await durable('proto-headers');
+    const seen: ConsumedMessage[] = [];
+    start({ durable: 'proto-headers', handler: async (msg) => void seen.push(msg) });
+    const hdrs = natsHeaders();
+    for (const name of ['constructor', '__proto__', 'toString']) hdrs.append(name, `${name}-value`);
+    await nats.js.publish(`${prefix}.in.p.result.proto`, new TextEncoder().encode('{"hello":1}'), { headers: hdrs });
+    await publish('p.result.after', '{"hello":2}');
+    await waitFor(() => seen.length === 2, 'both messages handled', { timeoutMs: 5000 });
+    await waitFor(async () => (await consumerState('proto-headers')).ackPending === 0, 'no ack pending', { timeoutMs: 5000 });
+    expect(seen[0]!.headers['constructor']).toEqual(['constructor-value']);
+    expect(Object.getOwnPropertyDescriptor(seen[0]!.headers, '__proto__')?.value).toEqual(['__proto__-value']);
+    expect(seen[0]!.headers['toString']).toEqual(['toString-value']);
+    expect(await consumerState('proto-headers')).toEqual({ pending: 0, ackPending: 0, redelivered: 0 });
   });
 
   it('a transient failure is retried with a delay, never hot-looped', async () => {

@@ -498,9 +498,9 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
 
   const dispatch = (raw: DeliveredMessage, ackWaitMs: number) => {
     const size = raw.data.length;
-    heldBytes += size;
     const msg = wrap(raw);
     const key = keyOf(msg);
+    heldBytes += size;
     let task: Promise<void>;
     const previous = key === undefined ? undefined : tails.get(key);
     if (opts.handleBatch) {

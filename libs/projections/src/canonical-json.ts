@@ -1,3 +1,5 @@
+import { setOwn } from '@baton/contracts';
+
 /** A JSON value as it is stored and compared by this library. */
 export type JsonValue = string | number | boolean | null | JsonValue[] | { [key: string]: JsonValue };
 
@@ -53,16 +55,6 @@ export function sortedKeys(value: object): readonly string[] {
   return sorted;
 }
 
-/**
- * Set `key` of a sorted copy being built. A plain assignment of `__proto__` would call the
- * prototype setter instead of adding the member (a JSON object parsed from `{"__proto__": …}` has
- * it as an own member), and the copy would lose it — or, given an array, turn into one.
- */
-function setMember(out: Record<string, unknown>, key: string, member: unknown): void {
-  if (key === '__proto__') Object.defineProperty(out, key, { value: member, enumerable: true, writable: true, configurable: true });
-  else out[key] = member;
-}
-
 function sortDeep(value: unknown): unknown {
   if (Array.isArray(value)) return value.map((v) => (v === undefined ? null : sortDeep(v)));
   if (typeof value === 'number' && !Number.isFinite(value)) {
@@ -72,7 +64,7 @@ function sortDeep(value: unknown): unknown {
     const out: Record<string, unknown> = {};
     for (const key of sortedKeys(value)) {
       const member = (value as Record<string, unknown>)[key];
-      if (member !== undefined) setMember(out, key, sortDeep(member));
+      if (member !== undefined) setOwn(out, key, sortDeep(member));
     }
     return out;
   }
@@ -214,7 +206,7 @@ function sortChecked(value: unknown, path: Array<string | number>): unknown {
           const member = (value as Record<string, unknown>)[key];
           if (member === undefined) continue;
           path.push(key);
-          setMember(fields, key, sortChecked(member, path));
+          setOwn(fields, key, sortChecked(member, path));
           path.pop();
           if (deep && member !== null && typeof member === 'object' && !sortedFrozen.has(member)) deep = false;
         }

@@ -1,10 +1,12 @@
 import {
   AgentResultSchema,
+  grantedTargets,
   handoffToolName,
   MeshDefinitionSchema,
   meshParticipants,
   MeshStartRequestSchema,
   MsgIds,
+  ownValue,
   rejectionFromZod,
   Subjects,
   validateMesh,
@@ -96,8 +98,8 @@ export function meshHandoffTools(definition: MeshDefinitionInput | MeshDefinitio
   const mesh = parsed.data;
   const diagnostics = validateMesh(mesh, options.agents ?? meshParticipants(mesh));
   if (diagnostics.length > 0) throw new MeshBuildError(diagnostics);
-  return (mesh.handoffs[agent] ?? []).map((target) => {
-    const role = options.roles?.[target];
+  return grantedTargets(mesh, agent).map((target) => {
+    const role = options.roles ? ownValue(options.roles, target) : undefined;
     return {
       name: handoffToolName(target),
       target,

@@ -1,3 +1,5 @@
+import { setOwn } from '@baton/contracts';
+
 /** The browser session cookie (HttpOnly, SameSite=Strict). */
 export const SESSION_COOKIE = 'baton_session';
 /** The login form's double-submit CSRF cookie (HttpOnly, SameSite=Strict, path /login). */
@@ -11,13 +13,15 @@ export function parseCookies(header: string | undefined): Record<string, string>
     const index = part.indexOf('=');
     if (index <= 0) continue;
     const name = part.slice(0, index).trim();
-    if (name in cookies) continue;
+    if (Object.hasOwn(cookies, name)) continue;
     const raw = part.slice(index + 1).trim();
+    let value = raw;
     try {
-      cookies[name] = decodeURIComponent(raw);
+      value = decodeURIComponent(raw);
     } catch {
-      cookies[name] = raw;
+      // not URI-encoded: kept as sent
     }
+    setOwn(cookies, name, value);
   }
   return cookies;
 }

@@ -1,5 +1,5 @@
 import type { CreateHandoffCommandSchema, MeshEventSchemas } from '@baton/contracts';
-import { handoffToolName, Limits } from '@baton/contracts';
+import { grantedTargets, handoffToolName, Limits } from '@baton/contracts';
 import type { MeshRunState } from '@baton/domain';
 import type { z } from 'zod';
 import { ROUTER_ACTOR } from '../shared/ids';
@@ -57,7 +57,7 @@ export function meshHandoffRequest(offer: MeshTurnOffer): CreateHandoffBody {
         input: state.input === null ? null : clip(state.input, Limits.maxShortText),
         transcript,
         transcript_omitted: Math.max(0, state.transcript.length - transcript.length),
-        handoff_tools: (state.mesh.handoffs[offer.to] ?? []).map((target) => ({ name: handoffToolName(target), target })),
+        handoff_tools: grantedTargets(state.mesh, offer.to).map((target) => ({ name: handoffToolName(target), target })),
         report_subject_kind: 'mesh_result',
       },
     },

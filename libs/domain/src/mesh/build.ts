@@ -1,4 +1,4 @@
-import { handoffToolName, meshParticipants, validateMesh, type MeshDefinition, type MeshDiagnostic } from '@baton/contracts';
+import { grantedTargets, handoffToolName, meshParticipants, validateMesh, type MeshDefinition, type MeshDiagnostic } from '@baton/contracts';
 
 /** A mesh that passed its build checks, with each agent's tool table. */
 export interface CompiledMesh {
@@ -26,7 +26,7 @@ export function toolTables(definition: MeshDefinition): Record<string, Record<st
   const out: Record<string, Record<string, string>> = {};
   for (const agent of meshParticipants(definition)) {
     const table: Record<string, string> = {};
-    for (const target of definition.handoffs[agent] ?? []) table[handoffToolName(target)] = target;
+    for (const target of grantedTargets(definition, agent)) table[handoffToolName(target)] = target;
     out[agent] = table;
   }
   return out;
@@ -45,7 +45,7 @@ export type HandoffCallResolution =
  * the agent was actually given.
  */
 export function resolveHandoffCall(definition: MeshDefinition, agent: string, tool: string): HandoffCallResolution {
-  const granted = definition.handoffs[agent] ?? [];
+  const granted = grantedTargets(definition, agent);
   const target = granted.find((candidate) => candidate !== agent && handoffToolName(candidate) === tool);
   if (target !== undefined) return { kind: 'handoff', target };
   const named = meshParticipants(definition).find((candidate) => handoffToolName(candidate) === tool);

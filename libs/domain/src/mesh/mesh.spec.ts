@@ -9,7 +9,7 @@ import {
 } from '@baton/contracts';
 import { fold } from '../decider';
 import { given } from '../testing/given';
-import { buildMesh } from './build';
+import { buildMesh, resolveHandoffCall } from './build';
 import type { MeshCommand } from './commands';
 import { meshEntryHandoffId, meshHandoffId } from './decide';
 // Turns are sent under the current turn's claim unless a test says otherwise (withCurrentMeshClaim).
@@ -89,6 +89,15 @@ describe('mesh builder validation (seed 004: validation is done when the mesh is
     }
     // The same two names on different agents do not collide: each agent has its own tool table.
     expect(buildMesh(support({ handoffs: { triage: ['Billing-Team'], 'Billing-Team': ['billing_team'] }, outputs: [] }), agents).ok).toBe(true);
+  });
+
+  it('an agent named like an Object.prototype member with no handoffs entry gets no tools (and its handoff calls are refused, not a crash)', () => {
+    const agents = ['triage', 'toString'];
+    const mesh = support({ entry: 'triage', handoffs: { triage: ['toString'] }, outputs: [] });
+    const built = buildMesh(mesh, agents);
+    expect(built.ok).toBe(true);
+    if (built.ok) expect(built.mesh.tools).toEqual({ triage: { handoff_to_tostring: 'toString' }, toString: {} });
+    expect(resolveHandoffCall(MeshDefinitionSchema.parse(mesh), 'toString', 'handoff_to_triage')).toEqual({ kind: 'ignored', reason: 'not_granted', target: 'triage' });
   });
 
   it('the project definition refuses a mesh that does not build, and needs no meshes, and defaults max_iterations to 40', () => {

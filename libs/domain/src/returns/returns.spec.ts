@@ -4,7 +4,7 @@ import type { RunCommand } from '../run/commands';
 import { decideClaimed as decideRun } from '../run/test-helpers';
 import { evolveRun, initialRunState, type RunEvent, type RunState } from '../run/state';
 import { expectValidEvents } from '../run/test-helpers';
-import { buildHandoffContext, effectiveParentReturn, parentReturnVerdict } from './returns';
+import { buildHandoffContext, computeReturnEffects, effectiveParentReturn, parentReturnVerdict } from './returns';
 
 /*
  * Returnable and permanent handoffs (seed 001), decided purely: a session is played through the
@@ -388,6 +388,18 @@ describe('HISTORY, PASS and SUMMARY decide exactly what the child receives', () 
   it('PASS lists the parent variables the child receives (none without PASS; unset ones are not passed)', () => {
     expect(buildHandoffContext({ history: { mode: 'none' }, pass: ['a', 'empty', 'missing'] }, [], scope).variables).toEqual({ a: 1 });
     expect(buildHandoffContext({ history: { mode: 'none' } }, [], scope).variables).toEqual({});
+  });
+  it('a PASS name that is an Object.prototype member passes only a value the parent set (never the inherited function)', () => {
+    expect(buildHandoffContext({ history: { mode: 'none' }, pass: ['toString', 'valueOf', 'a'] }, [], scope)).toMatchObject({ variables: { a: 1 }, context: { passed: ['a'] } });
+    const set = buildHandoffContext({ history: { mode: 'none' }, pass: ['toString'] }, [], { toString: 'spelled out' });
+    expect(set.variables).toEqual({ toString: 'spelled out' });
+  });
+  it('MAP reads only the fields the child set: an unset field named like an Object.prototype member is skipped, not mapped to a function', () => {
+    const parent = { name: 'sup', memory: [{ name: 'total', type: 'any' as const, scope: 'session' as const }] };
+    const unset = computeReturnEffects({ map: { toString: 'total' }, set: {} }, {}, parent);
+    expect(unset).toMatchObject({ mappedFields: [], skippedFields: ['toString'], writes: {} });
+    const set = computeReturnEffects({ map: { toString: 'total' }, set: {} }, { toString: 42 }, parent);
+    expect(set).toMatchObject({ mappedFields: ['toString'], writes: { total: 42 }, notWritable: [] });
   });
   it('parentReturn defaults: minConfidence 0, ignoreAmbiguous false', () => {
     const policy = effectiveParentReturn(undefined, undefined);

@@ -1,4 +1,4 @@
-import type { AgentDefinition, ExecutionSettings, HandoffContext, HandoffRoute, OnReturn, ResumeWith, TranscriptEntry } from '@baton/contracts';
+import { ownValue, setOwn, type AgentDefinition, type ExecutionSettings, type HandoffContext, type HandoffRoute, type OnReturn, type ResumeWith, type TranscriptEntry } from '@baton/contracts';
 import { assertNever } from '../decider';
 import { isSetValue } from '../routing/conditions';
 
@@ -53,7 +53,8 @@ export function buildHandoffContext(
   }
   const variables: Record<string, unknown> = {};
   for (const name of route.pass ?? []) {
-    if (isSetValue(parentScope[name])) variables[name] = parentScope[name];
+    const value = ownValue(parentScope, name);
+    if (isSetValue(value)) setOwn(variables, name, value);
   }
   return { context: { summary, history_mode: mode, history, passed: Object.keys(variables) }, variables };
 }
@@ -92,17 +93,17 @@ export function computeReturnEffects(
   const effects: ReturnEffects = { mappedFields: [], skippedFields: [], setFields: [], writes: {}, notWritable: [] };
   if (onReturn === null) return effects;
   for (const [childField, parentVariable] of Object.entries(onReturn.map)) {
-    const value = childScope[childField];
+    const value = ownValue(childScope, childField);
     if (!isSetValue(value)) {
       effects.skippedFields.push(childField);
       continue;
     }
     effects.mappedFields.push(childField);
-    effects.writes[parentVariable] = value;
+    setOwn(effects.writes, parentVariable, value);
   }
   for (const [target, value] of Object.entries(onReturn.set)) {
     effects.setFields.push(target);
-    effects.writes[target] = value;
+    setOwn(effects.writes, target, value);
   }
   effects.notWritable = Object.keys(effects.writes).filter((target) => !writableBy(parent, target));
   return effects;

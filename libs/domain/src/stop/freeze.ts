@@ -1,3 +1,5 @@
+import { setOwn } from '@baton/contracts';
+
 // Frozen copies and digests of the pending tool call. A stop packet must never hold the caller's
 // live args object (seed 003: "If you embed the live args dict, you failed freeze-payload again —
 // copy"), and an operator's answer must name exactly the call they saw (the stale check).
@@ -80,7 +82,7 @@ function normalizeObject(value: object, onPath: Set<object>, freeze: boolean): u
     for (const key of Object.keys(value)) {
       const copied = normalize((value as Record<string, unknown>)[key], onPath, freeze);
       if (copied === undefined) continue;
-      Object.defineProperty(record, key, { value: copied, enumerable: true, writable: true, configurable: true });
+      setOwn(record, key, copied);
     }
     out = record;
   }

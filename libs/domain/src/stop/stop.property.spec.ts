@@ -1,12 +1,15 @@
 import fc from 'fast-check';
-import { OperatorAnswer, StopPacketSchema, StopWhySchema } from '@baton/contracts';
+import { OperatorAnswer, RESERVED_NAMES, StopPacketSchema, StopWhySchema } from '@baton/contracts';
 import { buildStop, StopFacts, TriedEntry } from './build-stop';
 import { pendingDigest } from './pending';
 import { decideResume } from './resume';
 
+/** Names the contracts refuse (RESERVED_NAMES); fast-check proposes them on purpose. */
+const notReserved = (name: string) => !(RESERVED_NAMES as readonly string[]).includes(name);
+
 const id = fc.stringMatching(/^[A-Za-z0-9_\-:@]{1,40}$/);
 const project = fc.stringMatching(/^[a-z0-9][a-z0-9_-]{0,20}$/);
-const agentName = fc.stringMatching(/^[A-Za-z0-9_-]{1,30}$/);
+const agentName = fc.stringMatching(/^[A-Za-z0-9_-]{1,30}$/).filter(notReserved);
 /** Text a model or an agent might produce, leaning on the words that must never reach a user. */
 const hostileText = fc.oneof(
   fc.string({ maxLength: 60 }),

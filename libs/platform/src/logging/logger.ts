@@ -1,5 +1,6 @@
 import { LoggerService } from '@nestjs/common';
 import { currentTraceId } from '@baton/eventstore';
+import { setOwn } from '@baton/contracts';
 
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
 const rank: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40 };
@@ -69,7 +70,7 @@ export class JsonLogger implements LoggerService {
     if (rank[level] < rank[this.level]) return;
     const fields: Record<string, unknown> = {};
     for (const item of rest) {
-      if (item && typeof item === 'object' && !(item instanceof Error)) Object.assign(fields, item);
+      if (item && typeof item === 'object' && !(item instanceof Error)) for (const [key, value] of Object.entries(item)) setOwn(fields, key, value);
       else if (item instanceof Error) fields['err'] = { name: item.name, message: item.message, stack: item.stack };
       else if (typeof item === 'string') fields['context'] = item;
     }

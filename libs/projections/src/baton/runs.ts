@@ -11,6 +11,7 @@ import type {
   RunStatus,
   WorkflowRef,
 } from '@baton/contracts';
+import { setOwn } from '@baton/contracts';
 import { evolveRun, initialRunState, type RunEvent, type RunState } from '@baton/domain';
 import { canonicalJson, type JsonValue } from '../canonical-json';
 import { Op } from '../ops';
@@ -292,7 +293,7 @@ function splitVariables(variables: Readonly<Record<string, unknown>>, declared: 
   const names = new Set(declared);
   const d: Record<string, unknown> = {};
   const i: Record<string, unknown> = {};
-  for (const [name, value] of Object.entries(variables)) (names.has(name) ? d : i)[name] = value;
+  for (const [name, value] of Object.entries(variables)) setOwn(names.has(name) ? d : i, name, value);
   return { declared: d, implicit: i, unset: declared.filter((name) => !Object.prototype.hasOwnProperty.call(variables, name)) };
 }
 
