@@ -17,6 +17,8 @@ export interface HttpRequest {
   /** The client address (Express: the socket's peer unless `trust proxy` is set). */
   ip?: string;
   socket?: { remoteAddress?: string };
+  /** The client hung up (or the request was destroyed). */
+  readonly destroyed?: boolean;
   on(event: 'close', listener: () => void): unknown;
 }
 
@@ -32,5 +34,9 @@ export interface HttpResponse {
   end(chunk?: string): unknown;
   flushHeaders(): void;
   readonly writableEnded: boolean;
+  /** Bytes written and not yet handed to the socket (the client is not reading fast enough). */
+  readonly writableLength: number;
+  /** The connection is gone (the client hung up, or the response was destroyed). */
+  readonly destroyed: boolean;
   on(event: 'close', listener: () => void): unknown;
 }

@@ -28,6 +28,12 @@ export interface InboxChange {
 const HEARTBEAT_MS = 15_000;
 /** How long a client refused for too many streams should wait before trying again. */
 const STREAM_RETRY_AFTER_SEC = 10;
+/**
+ * What a stream may hold unsent in the notifier's memory (after the socket's own buffers filled):
+ * a client that stops reading is closed (`event: closed`, reason `slow_consumer`) once this much
+ * waits, instead of every later inbox event piling up for it.
+ */
+export const STREAM_MAX_UNSENT_BYTES = 1024 * 1024;
 
 /** One open live stream: who holds it and how to end it. */
 interface OpenStream {
@@ -173,6 +179,9 @@ export class EventStreamController {
       });
       throw refused;
     }
+    // The client may have gone while the guard authenticated it: its `close` has been emitted
+    // already and would never free the stream's place.
+    if (req.destroyed === true || res.destroyed) return;
     res.status(200);
     res.setHeader('Content-Type', 'text/event-stream; charset=utf-8');
     res.setHeader('Cache-Control', 'no-store');
@@ -188,9 +197,14 @@ export class EventStreamController {
         event_type: event.type,
         aggregate: { kind: event.aggregate.kind, id: event.aggregate.id },
       };
-      res.write(`id: ${event.seq}\nevent: inbox\ndata: ${JSON.stringify(change)}\n\n`);
+      send(`id: ${event.seq}\nevent: inbox\ndata: ${JSON.stringify(change)}\n\n`);
     });
-    const heartbeat = setInterval(() => res.write(': ping\n\n'), HEARTBEAT_MS);
+    const send = (frame: string) => {
+      if (closed) return;
+      if (res.writableLength > STREAM_MAX_UNSENT_BYTES) return close('slow_consumer');
+      res.write(frame);
+    };
+    const heartbeat = setInterval(() => send(': ping\n\n'), HEARTBEAT_MS);
     heartbeat.unref();
     let closed = false;
     const close = (reason?: string) => {
@@ -204,7 +218,7 @@ export class EventStreamController {
       res.end();
     };
     const forget = this.streams.add({ principal, sessionId: req.session?.id ?? null, close });
-    req.on('close', () => close());
+    res.on('close', () => close());
     this.runtime.logger.debug('event stream opened', { token_id: principal.tokenId, streams: this.streams.count() });
   }
 }

@@ -176,6 +176,23 @@ describe('an API that holds under load: connection and stream caps, token expiry
     await sleep(100);
   });
 
+  it('clients that hang up while their stream is being authenticated hold no place: the token can still open its full share', async () => {
+    const hasty = await fx.token('hank', 'viewer', ['alpha']);
+    // The hang-up follows the request by 0–7 ms: some land while the guard reads the token.
+    for (let i = 0; i < 16; i++) {
+      const { socket, closed } = await rawSocket();
+      socket.write(`GET /v1/events/stream HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: ${bearer(hasty).authorization}\r\n\r\n`);
+      await sleep(i % 8);
+      socket.destroy();
+      await closed;
+    }
+    await sleep(200);
+    const streams = [await openStream(hasty), await openStream(hasty), await openStream(hasty)];
+    expect(streams.map((s) => s.status)).toEqual([200, 200, 200]);
+    for (const s of streams) s.close();
+    await sleep(100);
+  });
+
   it("revoking a token ends its open live stream (event: closed); an expiring token's stream ends when it expires", async () => {
     const revoked = await fx.token('rita', 'viewer', ['alpha']);
     const stream = await openStream(revoked);
