@@ -70,7 +70,9 @@ export function projectionsUnavailable(error: unknown): ApiError | null {
  * cursor as 400 `schema_violation`; Redis not answering (a command timeout, a refused connection)
  * as 503 `projections_unavailable` with `Retry-After`; Express's own errors (a body that is not
  * UTF-8 → `invalid_utf8`, a charset Express cannot read → 415 `unsupported_charset`, malformed
- * JSON body → `malformed_json`, body over the limit → `payload_too_large`) and unknown routes typed too;
+ * JSON body → `malformed_json`, body over the limit → `payload_too_large`, a Content-Encoding it
+ * cannot undo → 415 `unsupported_encoding`, any other body it cannot read → 400 `malformed_body`)
+ * and unknown routes typed too;
  * anything else as 500 `internal_error` (logged, never leaked).
  */
 @Catch()
@@ -129,6 +131,16 @@ export class ApiExceptionFilter implements ExceptionFilter {
       return [HttpStatus.BAD_REQUEST, { error: { code: 'malformed_json', message: 'the body is not valid JSON', issues: [] } }];
     if (typeField.type === 'entity.too.large')
       return [HttpStatus.PAYLOAD_TOO_LARGE, { error: { code: 'payload_too_large', message: 'the body is too large', issues: [] } }];
+    // The body reader's other refusals (a Content-Encoding it cannot undo, a compressed body that
+    // does not inflate, a form with too many or too deeply nested fields, a body cut short) come
+    // as client errors marked safe to show: each is the client's, typed, never a 500.
+    const bodyStatus = typeof typeField.status === 'number' && (exception as { expose?: unknown }).expose === true ? typeField.status : 0;
+    if (bodyStatus >= 400 && bodyStatus < 500) {
+      const message = (exception as Error).message;
+      if (bodyStatus === HttpStatus.PAYLOAD_TOO_LARGE) return [bodyStatus, { error: { code: 'payload_too_large', message, issues: [] } }];
+      if (bodyStatus === HttpStatus.UNSUPPORTED_MEDIA_TYPE) return [bodyStatus, { error: { code: 'unsupported_encoding', message, issues: [] } }];
+      return [HttpStatus.BAD_REQUEST, { error: { code: 'malformed_body', message, issues: [] } }];
+    }
     this.logger.error(exception instanceof Error ? (exception.stack ?? exception.message) : String(exception));
     return [HttpStatus.INTERNAL_SERVER_ERROR, { error: { code: 'internal_error', message: 'the request failed; see the notifier log', issues: [] } }];
   }

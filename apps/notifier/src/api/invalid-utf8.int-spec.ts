@@ -51,6 +51,31 @@ describe('operator API: a body that is not UTF-8 is refused invalid_utf8', () =>
   });
 });
 
+describe('operator API: every body the reader cannot read is a typed client error, never a 500', () => {
+  const send = async (path: string, body: Uint8Array | string, headers: Record<string, string>) => {
+    const response = await fetch(`${fx.base}${path}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', ...headers },
+      body: typeof body === 'string' ? body : Buffer.from(body),
+    });
+    return { status: response.status, code: ((await response.json()) as { error?: { code: string } }).error?.code };
+  };
+  it('a gzip body that does not inflate → 400 malformed_body; a Content-Encoding the reader lacks → 415 unsupported_encoding', async () => {
+    expect(await send('/v1/projects/shop/stops/pk-1/answer', new Uint8Array([0x1f, 0x8b, 0x08, 0x00, 0x01, 0x02]), { 'content-encoding': 'gzip' })).toEqual({
+      status: 400,
+      code: 'malformed_body',
+    });
+    expect(await send('/v1/projects/shop/stops/pk-1/answer', '{"action":"deny"}', { 'content-encoding': 'compress' })).toEqual({ status: 415, code: 'unsupported_encoding' });
+  });
+  it('a form with more fields than the reader takes → 413 payload_too_large; nested past its depth → 400 malformed_body', async () => {
+    const many = Array.from({ length: 1_100 }, (_, i) => `f${i}=1`).join('&');
+    const form = { 'content-type': 'application/x-www-form-urlencoded' };
+    expect(await send('/v1/projects/shop/stops/pk-1/answer', many, form)).toEqual({ status: 413, code: 'payload_too_large' });
+    const deep = `a${'[b]'.repeat(40)}=1`;
+    expect(await send('/v1/projects/shop/stops/pk-1/answer', deep, form)).toEqual({ status: 400, code: 'malformed_body' });
+  });
+});
+
 describe('web forms: a form body that is not UTF-8 is refused too', () => {
   it('the sign-in form with a byte that is not UTF-8 → 400 invalid_utf8, not a sign-in with a replaced token', async () => {
     const body = withByte('token=', [0xff, 0xfe], '&next=%2Finbox');
