@@ -196,6 +196,16 @@ describe('operator console: tokens, roles, project scoping, web inbox (real NATS
     expect(inbox.text).toContain('olga · operator · projects alpha');
   });
 
+  it('a cursor the inbox page did not issue is a 400 page naming the cursor, as the API answers it (it was a 500)', async () => {
+    const { cookie } = await signIn(alphaOperator);
+    for (const cursor of ['garbage', Buffer.from('{"v":9}').toString('base64url')]) {
+      const page = await call(`/inbox?cursor=${cursor}`, { cookie });
+      expect({ cursor, status: page.status }).toEqual({ cursor, status: 400 });
+      expect(page.text).toContain('schema_violation');
+      expect(page.text).toContain('cursor');
+    }
+  });
+
   it('agent-produced text is escaped in every page: script-injection payloads in every field appear as text, never as markup', async () => {
     const { cookie } = await signIn(admin);
     const pages = {

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { Controller, Get, HttpException, Inject, Param, Post, Req, Res } from '@nestjs/common';
 import { z } from 'zod';
 import { HoldAnswerActionSchema, IdSchema, OperatorAnswerActionSchema, ProjectIdSchema } from '@baton/contracts';
-import type { ItemFilters } from '@baton/projections';
+import { InvalidCursorError, type ItemFilters } from '@baton/projections';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { projectionsUnavailable } from '../api/http';
 import { MeshReader } from '../api/mesh-reader';
@@ -484,6 +484,7 @@ export class WebController {
       return { status: error.getStatus(), code: 'refused', message: error.message };
     }
     if (error instanceof z.ZodError) return { status: 400, code: 'schema_violation', message: error.issues.map((i) => i.message).join('; ') };
+    if (error instanceof InvalidCursorError) return { status: 400, code: 'schema_violation', message: `cursor: ${error.message}` };
     if (projectionsUnavailable(error)) {
       this.runtime.logger.warn('web request: redis unavailable', { error: (error as Error).message });
       return { status: 503, code: 'projections_unavailable', message: 'The inbox store (Redis) did not answer in time; try again in a moment.' };
