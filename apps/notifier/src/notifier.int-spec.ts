@@ -308,6 +308,25 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
     expect((await post('/v1/runs/wr-b/answer', { action: 'reroute', answered_by: 'olga' })).body.error?.code).toBe('schema_violation');
   });
 
+  it('an answer_id already used for another answer is refused 409 answer_id_reused (the stream would have dropped it as a duplicate); a true retry is not', async () => {
+    const subject = Subjects.operatorAnswer(prefix, 'demo');
+    const stored = async () => (await nats.jsm.streams.info(streams.inbox, { subjects_filter: subject })).state.subjects?.[subject];
+    const before = await stored();
+    // ans-http-1 answered wr-a's stop packet (above); on wr-b's hold it would never be applied.
+    const reused = await post('/v1/runs/wr-b/answer', { answer_id: 'ans-http-1', action: 'continue' });
+    expect(reused).toMatchObject({
+      status: 409,
+      body: { error: { code: 'answer_id_reused', details: { answer_id: 'ans-http-1', project: 'demo', used_for: { workflow_run_id: 'wr-a' } } } },
+    });
+    // The same packet with another action or note is another answer too.
+    const changed = await post('/v1/stops/stop-r-res-a1/answer', { answer_id: 'ans-http-1', action: 'deny', note: 'changed my mind' });
+    expect(changed.body.error?.code).toBe('answer_id_reused');
+    // The hold answer sent again as it was (its time aside) is a retry: accepted, marked duplicate.
+    const retry = await post('/v1/runs/wr-b/answer', { answer_id: 'ans-hold-1', action: 'continue' });
+    expect(retry).toMatchObject({ status: 202, body: { answer_id: 'ans-hold-1', duplicate: true } });
+    expect(await stored()).toBe(before);
+  });
+
   it('POST /v1/handoffs/:id/decision sends decide_handback to the ledger as the operator and maps its refusal to 409 with the code', async () => {
     const requests: Array<Record<string, unknown>> = [];
     // The notifier speaks as op.notifier and names the token's operator and role in the body.

@@ -102,7 +102,7 @@ export function buildOpenApiDocument(): object {
       '400': error('`schema_violation`, `answer_not_allowed`, `answer_incomplete`, `intent_not_offered`, `cap_not_raised`'),
       '404': missing,
       '409': error(
-        '`stop_already_answered` (the packet is not open: fail closed), `stale_answer`; or the router refused the answer: the code it recorded (`run_not_stopped`, `stop_already_answered`, `stale_answer`…), `error.details.outcome` = `refused`, `error.details.event` the refusal event',
+        "`stop_already_answered` (the packet is not open: fail closed), `stale_answer`; `answer_id_reused` (the `answer_id` was used for another answer in this project within the stream's duplicate window; `error.details.used_for` names its run or mesh); or the router refused the answer: the code it recorded (`run_not_stopped`, `stop_already_answered`, `stale_answer`…), `error.details.outcome` = `refused`, `error.details.event` the refusal event",
       ),
       '503': error('`projections_unavailable`: Redis did not answer in time (retry after `Retry-After`)'),
     },
@@ -125,7 +125,9 @@ export function buildOpenApiDocument(): object {
       '202': json(AnswerAcceptedSchema, '`pending`: GET `status_url` for the outcome'),
       '400': bad,
       '404': missing,
-      '409': error('`run_not_held`; or the router refused the answer (its code, `error.details.outcome` = `refused`)'),
+      '409': error(
+        '`run_not_held`; `answer_id_reused` (as for a stop answer); or the router refused the answer (its code, `error.details.outcome` = `refused`)',
+      ),
     },
   };
   const getMesh = {

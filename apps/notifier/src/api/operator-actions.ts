@@ -9,12 +9,12 @@ import {
   type HandoffRecord,
   type MeshAnswerRequest,
 } from '@baton/contracts';
-import { decideResume } from '@baton/domain';
+import { decideResume, stableStringify } from '@baton/domain';
 import { InboxItemId, type BatonViews } from '@baton/projections';
 import { JetStreamClient, RUNTIME, type ServiceRuntime } from '@baton/platform';
 import type { z } from 'zod';
 import { RunAnswerRequestSchema, type RunAnswerRequest } from '@baton/contracts';
-import type { LedgerClient } from '@baton/eventstore';
+import { streamReader, type LedgerClient } from '@baton/eventstore';
 import { BATON_VIEWS, LEDGER_CLIENT } from '../projection/tokens';
 import type { Principal } from '../auth/roles';
 import { assertCanAnswer, assertVisible } from '../auth/scope';
@@ -257,6 +257,41 @@ export class OperatorActions {
     });
   }
 
+  /**
+   * The stream already held a message with this answer's id (its duplicate window): it stored
+   * nothing now. A retry of the same answer (same run or mesh, same packet, same action and fields)
+   * is what the id is for; the same id on another run or packet, or with another action, would be
+   * dropped without a word and wait for a decision that never comes — refused 409
+   * `answer_id_reused`, naming what the id was used for.
+   */
+  private async assertRetryOf(ack: { stream: string; seq: number }, sent: RunAnswerRequest | MeshAnswerRequest): Promise<void> {
+    const stored = await streamReader(this.runtime.nats, ack.stream).message(ack.seq);
+    let earlier: Record<string, unknown> | null = null;
+    try {
+      earlier = stored ? (JSON.parse(new TextDecoder().decode(stored.data)) as Record<string, unknown>) : null;
+    } catch {
+      earlier = null;
+    }
+    // The stored message may be gone (the stream's limits): nothing to compare, taken as a retry.
+    if (earlier === null) return;
+    if (stableStringify(retryShape(earlier)) === stableStringify(retryShape(sent as unknown as Record<string, unknown>))) return;
+    const answerId = 'mesh_run_id' in sent ? sent.answer.answer_id : sent.answer.answer.answer_id;
+    throw new ApiError(
+      HttpStatus.CONFLICT,
+      'answer_id_reused',
+      `answer_id ${answerId} was already used for another answer in project ${sent.project}; send a new answer_id`,
+      [],
+      {
+        answer_id: answerId,
+        project: sent.project,
+        used_for: {
+          ...('workflow_run_id' in earlier ? { workflow_run_id: earlier['workflow_run_id'] } : {}),
+          ...('mesh_run_id' in earlier ? { mesh_run_id: earlier['mesh_run_id'] } : {}),
+        },
+      },
+    );
+  }
+
   private get prefix(): string {
     return this.runtime.config.BATON_PREFIX;
   }
@@ -266,6 +301,7 @@ export class OperatorActions {
     const subject = Subjects.meshAnswer(this.prefix, body.project);
     const answerId = body.answer.answer_id;
     const ack = await this.js.publish(subject, body, { msgId: MsgIds.meshAnswer(body.project, answerId) });
+    if (ack.duplicate) await this.assertRetryOf(ack, body);
     this.runtime.logger.info('operator mesh answer published', {
       mesh_run_id: body.mesh_run_id,
       answer_id: answerId,
@@ -280,6 +316,7 @@ export class OperatorActions {
     const subject = Subjects.operatorAnswer(this.prefix, body.project);
     const answerId = body.answer.answer.answer_id;
     const ack = await this.js.publish(subject, body, { msgId: MsgIds.answer(body.project, answerId) });
+    if (ack.duplicate) await this.assertRetryOf(ack, body);
     this.runtime.logger.info('operator answer published', {
       workflow_run_id: body.workflow_run_id,
       answer_id: answerId,
@@ -288,4 +325,17 @@ export class OperatorActions {
     });
     return { answerId, aggregate: { project: body.project, kind: 'run', id: body.workflow_run_id }, subject, duplicate: ack.duplicate };
   }
+}
+
+/**
+ * What makes two published answers the same answer: everything but when it was sent
+ * (`answered_at`, set by each attempt).
+ */
+function retryShape(body: Record<string, unknown>): unknown {
+  const strip = (value: unknown): unknown => {
+    if (typeof value !== 'object' || value === null || Array.isArray(value)) return value;
+    const { answered_at: _at, ...rest } = value as Record<string, unknown>;
+    return Object.fromEntries(Object.entries(rest).map(([key, member]) => [key, strip(member)]));
+  };
+  return strip(body);
 }
