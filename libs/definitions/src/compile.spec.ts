@@ -318,7 +318,9 @@ describe('reserved names (__proto__, constructor, prototype)', () => {
     expect(map.diagnostics).toContainEqual(expect.objectContaining({ severity: 'error', message: expect.stringContaining(name) }));
     const set = compile(LOAN_EXAMPLE_YAML.replace('annual_income: annual_income', `annual_income: annual_income\n      SET:\n        ${name}: "x"`));
     expect(set.project).toBeNull();
-    expect(set.diagnostics).toContainEqual(expect.objectContaining({ severity: 'error', message: expect.stringContaining('"__proto__", "constructor" and "prototype" are reserved') }));
+    expect(set.diagnostics).toContainEqual(
+      expect.objectContaining({ severity: 'error', message: expect.stringContaining('"__proto__", "constructor" and "prototype" are reserved') }),
+    );
   });
 
   it('an agent, a variable and a PASS entry named like other Object.prototype members compile like any name', () => {

@@ -65,7 +65,10 @@ describe('operator API: every body the reader cannot read is a typed client erro
       status: 400,
       code: 'malformed_body',
     });
-    expect(await send('/v1/projects/shop/stops/pk-1/answer', '{"action":"deny"}', { 'content-encoding': 'compress' })).toEqual({ status: 415, code: 'unsupported_encoding' });
+    expect(await send('/v1/projects/shop/stops/pk-1/answer', '{"action":"deny"}', { 'content-encoding': 'compress' })).toEqual({
+      status: 415,
+      code: 'unsupported_encoding',
+    });
   });
   it('a form with more fields than the reader takes → 413 payload_too_large; nested past its depth → 400 malformed_body', async () => {
     const many = Array.from({ length: 1_100 }, (_, i) => `f${i}=1`).join('&');

@@ -97,7 +97,11 @@ describe('mesh builder validation (seed 004: validation is done when the mesh is
     const built = buildMesh(mesh, agents);
     expect(built.ok).toBe(true);
     if (built.ok) expect(built.mesh.tools).toEqual({ triage: { handoff_to_tostring: 'toString' }, toString: {} });
-    expect(resolveHandoffCall(MeshDefinitionSchema.parse(mesh), 'toString', 'handoff_to_triage')).toEqual({ kind: 'ignored', reason: 'not_granted', target: 'triage' });
+    expect(resolveHandoffCall(MeshDefinitionSchema.parse(mesh), 'toString', 'handoff_to_triage')).toEqual({
+      kind: 'ignored',
+      reason: 'not_granted',
+      target: 'triage',
+    });
   });
 
   it('the project definition refuses a mesh that does not build, and needs no meshes, and defaults max_iterations to 40', () => {

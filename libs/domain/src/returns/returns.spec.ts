@@ -390,7 +390,10 @@ describe('HISTORY, PASS and SUMMARY decide exactly what the child receives', () 
     expect(buildHandoffContext({ history: { mode: 'none' } }, [], scope).variables).toEqual({});
   });
   it('a PASS name that is an Object.prototype member passes only a value the parent set (never the inherited function)', () => {
-    expect(buildHandoffContext({ history: { mode: 'none' }, pass: ['toString', 'valueOf', 'a'] }, [], scope)).toMatchObject({ variables: { a: 1 }, context: { passed: ['a'] } });
+    expect(buildHandoffContext({ history: { mode: 'none' }, pass: ['toString', 'valueOf', 'a'] }, [], scope)).toMatchObject({
+      variables: { a: 1 },
+      context: { passed: ['a'] },
+    });
     const set = buildHandoffContext({ history: { mode: 'none' }, pass: ['toString'] }, [], { toString: 'spelled out' });
     expect(set.variables).toEqual({ toString: 'spelled out' });
   });

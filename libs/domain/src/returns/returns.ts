@@ -1,4 +1,14 @@
-import { ownValue, setOwn, type AgentDefinition, type ExecutionSettings, type HandoffContext, type HandoffRoute, type OnReturn, type ResumeWith, type TranscriptEntry } from '@baton/contracts';
+import {
+  ownValue,
+  setOwn,
+  type AgentDefinition,
+  type ExecutionSettings,
+  type HandoffContext,
+  type HandoffRoute,
+  type OnReturn,
+  type ResumeWith,
+  type TranscriptEntry,
+} from '@baton/contracts';
 import { assertNever } from '../decider';
 import { isSetValue } from '../routing/conditions';
 
