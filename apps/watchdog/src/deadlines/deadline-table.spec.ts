@@ -14,7 +14,7 @@ describe('DeadlineTable', () => {
   it('a heartbeat before expiry moves the deadline: the old expiry no longer hands the lease out', () => {
     const table = new DeadlineTable();
     table.claim('h-1', 'p', 'c-1', 1_000);
-    expect(table.extend('h-1', 5_000)).toBe(true);
+    expect(table.extend('p', 'h-1', 5_000)).toBe(true);
     expect(table.takeDue(1_000, 10)).toEqual([]);
     expect(table.takeDue(5_000, 10).map((d) => d.leaseExpiresAt)).toEqual([5_000]);
   });
@@ -22,8 +22,8 @@ describe('DeadlineTable', () => {
   it('a released handoff is never handed out, and a heartbeat for an untracked handoff changes nothing', () => {
     const table = new DeadlineTable();
     table.claim('h-1', 'p', 'c-1', 1_000);
-    expect(table.release('h-1')).toBe(true);
-    expect(table.extend('h-1', 2_000)).toBe(false);
+    expect(table.release('p', 'h-1')).toBe(true);
+    expect(table.extend('p', 'h-1', 2_000)).toBe(false);
     expect(table.takeDue(10_000, 10)).toEqual([]);
     expect(table.size).toBe(0);
   });
@@ -33,9 +33,9 @@ describe('DeadlineTable', () => {
     table.claim('h-1', 'p', 'c-1', 1_000);
     expect(table.takeDue(1_000, 10)).toHaveLength(1);
     expect(table.takeDue(50_000, 10)).toEqual([]);
-    table.postpone('h-1', 'c-old', 2_000);
+    table.postpone('p', 'h-1', 'c-old', 2_000);
     expect(table.takeDue(50_000, 10)).toEqual([]);
-    table.postpone('h-1', 'c-1', 2_000);
+    table.postpone('p', 'h-1', 'c-1', 2_000);
     expect(table.takeDue(1_999, 10)).toEqual([]);
     expect(table.takeDue(2_000, 10).map((d) => d.claimId)).toEqual(['c-1']);
   });
@@ -45,9 +45,22 @@ describe('DeadlineTable', () => {
     table.claim('h-1', 'p', 'c-1', 1_000);
     expect(table.takeDue(1_000, 10)).toHaveLength(1);
     table.claim('h-1', 'p', 'c-2', 4_000);
-    table.postpone('h-1', 'c-1', 1_500); // the answer about the old claim arrives late
+    table.postpone('p', 'h-1', 'c-1', 1_500); // the answer about the old claim arrives late
     expect(table.takeDue(3_999, 10)).toEqual([]);
     expect(table.takeDue(4_000, 10).map((d) => d.claimId)).toEqual(['c-2']);
+  });
+
+  it("two projects may hold handoffs of the same id: each keeps its own lease, and one's release or heartbeat never touches the other's", () => {
+    const table = new DeadlineTable();
+    table.claim('ho-s-ticket-42', 'alpha', 'c-a', 1_000);
+    table.claim('ho-s-ticket-42', 'beta', 'c-b', 2_000);
+    expect(table.size).toBe(2);
+    expect(table.release('beta', 'ho-s-ticket-42')).toBe(true);
+    expect(table.extend('beta', 'ho-s-ticket-42', 9_000)).toBe(false);
+    expect(table.get('alpha', 'ho-s-ticket-42')).toEqual({ handoffId: 'ho-s-ticket-42', project: 'alpha', claimId: 'c-a', leaseExpiresAt: 1_000 });
+    expect(table.takeDue(1_000, 10)).toEqual([{ handoffId: 'ho-s-ticket-42', project: 'alpha', claimId: 'c-a', leaseExpiresAt: 1_000 }]);
+    table.postpone('beta', 'ho-s-ticket-42', 'c-a', 3_000); // another project's postponement changes nothing here
+    expect(table.takeDue(50_000, 10)).toEqual([]);
   });
 
   it('respects the batch limit and keeps the rest for the next call', () => {
@@ -63,7 +76,7 @@ describe('DeadlineTable', () => {
     for (let i = 0; i < n; i++) table.claim(`handoff-${i}`, `project-${i % 10}`, `claim-${i}`, 60_000 + i);
     // Three heartbeat rounds leave dead heap nodes behind; compaction bounds them.
     for (let round = 1; round <= 3; round++) {
-      for (let i = 0; i < n; i++) table.extend(`handoff-${i}`, 60_000 + round * 100_000 + i);
+      for (let i = 0; i < n; i++) table.extend(`project-${i % 10}`, `handoff-${i}`, 60_000 + round * 100_000 + i);
     }
     expect(table.size).toBe(n);
     expect(table.heapSize).toBeLessThanOrEqual(2 * n + 1024 + 1);

@@ -1,7 +1,9 @@
 /**
- * The lease deadlines the watchdog watches: one entry per CLAIMED handoff (handoff id → project,
+ * The lease deadlines the watchdog watches: one entry per CLAIMED handoff (project and handoff id →
  * claim id, lease expiry), nothing for handoffs in any other status, so 100k handoffs cost only as
- * much memory as the ones currently claimed.
+ * much memory as the ones currently claimed. Entries are keyed by project and id together: two
+ * projects may hold handoffs of the same id (a run's first handoff is named after its run id),
+ * and one project's claim or release must never touch the other's lease.
  *
  * Due entries come out of a binary min-heap keyed on the time they are next due. The heap is
  * lazy: a heartbeat or a new claim pushes a fresh node and bumps the entry's generation, and
@@ -18,6 +20,7 @@ export interface Deadline {
 }
 
 interface Entry {
+  handoffId: string;
   project: string;
   claimId: string;
   leaseExpiresAt: number;
@@ -31,8 +34,14 @@ interface Entry {
 
 interface HeapNode {
   dueAt: number;
-  handoffId: string;
+  /** The entry's key ({@link keyOf}). */
+  key: string;
   generation: number;
+}
+
+/** The table's key of a handoff: neither project keys nor ids hold a `/`. */
+function keyOf(project: string, handoffId: string): string {
+  return `${project}/${handoffId}`;
 }
 
 /** Rebuild the heap when it holds more than this many nodes beyond twice the table's size. */
@@ -55,16 +64,18 @@ export class DeadlineTable {
   }
 
   /** The lease of a handoff, if it is claimed. */
-  get(handoffId: string): Deadline | undefined {
-    const entry = this.entries.get(handoffId);
+  get(project: string, handoffId: string): Deadline | undefined {
+    const entry = this.entries.get(keyOf(project, handoffId));
     if (!entry) return undefined;
     return { handoffId, project: entry.project, claimId: entry.claimId, leaseExpiresAt: entry.leaseExpiresAt };
   }
 
   /** A new claim: track (or replace) the handoff's lease, due at its expiry. */
   claim(handoffId: string, project: string, claimId: string, leaseExpiresAt: number): void {
-    const previous = this.entries.get(handoffId);
+    const key = keyOf(project, handoffId);
+    const previous = this.entries.get(key);
     const entry: Entry = {
+      handoffId,
       project: this.intern(project),
       claimId,
       leaseExpiresAt,
@@ -72,25 +83,26 @@ export class DeadlineTable {
       generation: (previous?.generation ?? 0) + 1,
       scheduled: true,
     };
-    this.entries.set(handoffId, entry);
-    this.push({ dueAt: entry.dueAt, handoffId, generation: entry.generation });
+    this.entries.set(key, entry);
+    this.push({ dueAt: entry.dueAt, key, generation: entry.generation });
   }
 
   /**
    * A heartbeat: move the lease of the current claim to `leaseExpiresAt`. Returns false (and
    * changes nothing) when the handoff is not tracked.
    */
-  extend(handoffId: string, leaseExpiresAt: number): boolean {
-    const entry = this.entries.get(handoffId);
+  extend(project: string, handoffId: string, leaseExpiresAt: number): boolean {
+    const key = keyOf(project, handoffId);
+    const entry = this.entries.get(key);
     if (!entry) return false;
     entry.leaseExpiresAt = leaseExpiresAt;
-    this.reschedule(handoffId, entry, leaseExpiresAt);
+    this.reschedule(key, entry, leaseExpiresAt);
     return true;
   }
 
   /** The handoff is no longer claimed. Returns whether it was tracked. */
-  release(handoffId: string): boolean {
-    return this.entries.delete(handoffId);
+  release(project: string, handoffId: string): boolean {
+    return this.entries.delete(keyOf(project, handoffId));
   }
 
   /**
@@ -104,10 +116,10 @@ export class DeadlineTable {
       const top = this.heap[0] as HeapNode;
       if (top.dueAt > now) break;
       this.pop();
-      const entry = this.entries.get(top.handoffId);
+      const entry = this.entries.get(top.key);
       if (!entry || entry.generation !== top.generation) continue;
       entry.scheduled = false;
-      due.push({ handoffId: top.handoffId, project: entry.project, claimId: entry.claimId, leaseExpiresAt: entry.leaseExpiresAt });
+      due.push({ handoffId: entry.handoffId, project: entry.project, claimId: entry.claimId, leaseExpiresAt: entry.leaseExpiresAt });
     }
     this.compactIfNeeded();
     return due;
@@ -118,10 +130,11 @@ export class DeadlineTable {
    * requeue whose event has not arrived yet). Ignored when the handoff is no longer claimed under
    * `claimId`, or when an event rescheduled it in the meantime.
    */
-  postpone(handoffId: string, claimId: string, until: number): void {
-    const entry = this.entries.get(handoffId);
+  postpone(project: string, handoffId: string, claimId: string, until: number): void {
+    const key = keyOf(project, handoffId);
+    const entry = this.entries.get(key);
     if (!entry || entry.claimId !== claimId || entry.scheduled) return;
-    this.reschedule(handoffId, entry, Math.max(until, entry.leaseExpiresAt));
+    this.reschedule(key, entry, Math.max(until, entry.leaseExpiresAt));
   }
 
   /** Forget everything (used before a rebuild from the stream). */
@@ -130,11 +143,11 @@ export class DeadlineTable {
     this.heap = [];
   }
 
-  private reschedule(handoffId: string, entry: Entry, dueAt: number): void {
+  private reschedule(key: string, entry: Entry, dueAt: number): void {
     entry.dueAt = dueAt;
     entry.generation++;
     entry.scheduled = true;
-    this.push({ dueAt, handoffId, generation: entry.generation });
+    this.push({ dueAt, key, generation: entry.generation });
   }
 
   private intern(project: string): string {
@@ -147,8 +160,8 @@ export class DeadlineTable {
   private compactIfNeeded(): void {
     if (this.heap.length <= 2 * this.entries.size + COMPACTION_SLACK) return;
     const live: HeapNode[] = [];
-    for (const [handoffId, entry] of this.entries) {
-      if (entry.scheduled) live.push({ dueAt: entry.dueAt, handoffId, generation: entry.generation });
+    for (const [key, entry] of this.entries) {
+      if (entry.scheduled) live.push({ dueAt: entry.dueAt, key, generation: entry.generation });
     }
     live.sort((a, b) => a.dueAt - b.dueAt); // a sorted array is a valid min-heap
     this.heap = live;

@@ -103,7 +103,7 @@ export class DeadlineTracker {
       case 'none':
         return;
       case 'clear':
-        this.table.release(ref.id);
+        this.table.release(ref.project, ref.id);
         return;
       case 'claim':
       case 'extend': {
@@ -111,7 +111,7 @@ export class DeadlineTracker {
         if (lease === 'slow') break;
         if (lease === null) return;
         if (effect === 'claim') this.table.claim(ref.id, ref.project, lease.claimId, lease.leaseExpiresAt);
-        else this.table.extend(ref.id, lease.leaseExpiresAt);
+        else this.table.extend(ref.project, ref.id, lease.leaseExpiresAt);
         return;
       }
       case 'unknown':

@@ -110,7 +110,7 @@ describe('deadline fold', () => {
           now += step.advanceMs;
           const decision = handoffDecider.decide(command(step.op, state, now, step.leaseMs, n), state);
           if (decision.ok) apply(decision.events);
-          const tracked = table.get(HID);
+          const tracked = table.get('proj', HID);
           if (state.status === 'claimed') {
             expect(tracked).toEqual({
               handoffId: HID,

@@ -46,7 +46,7 @@ export function applyHandoffEvent(table: DeadlineTable, project: string, event: 
       table.claim(event.data.handoff_id, project, event.data.claim_id, Date.parse(event.data.lease_expires_at));
       return;
     case 'handoff.heartbeat':
-      table.extend(event.data.handoff_id, Date.parse(event.data.lease_expires_at));
+      table.extend(project, event.data.handoff_id, Date.parse(event.data.lease_expires_at));
       return;
     case 'handoff.returned':
     case 'handoff.handback_decided':
@@ -57,7 +57,7 @@ export function applyHandoffEvent(table: DeadlineTable, project: string, event: 
     case 'handoff.abandoned':
     case 'handoff.failed':
     case 'handoff.deadline_expired':
-      table.release(event.data.handoff_id);
+      table.release(project, event.data.handoff_id);
       return;
     case 'handoff.created':
     case 'handoff.completed':

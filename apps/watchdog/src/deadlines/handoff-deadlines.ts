@@ -74,7 +74,7 @@ export class HandoffDeadlineTracker {
       return;
     }
     if (CLEARS.has(type)) {
-      this.table.release(id);
+      this.table.release(project, id);
       if (type !== 'handoff.returned') this.deadlines.delete(key);
     }
   }

@@ -78,7 +78,7 @@ describe('RequeueLoop', () => {
     at(1_000);
     await loop.tick();
     expect(outcomes).toMatchObject([{ kind: 'refused', code: 'lease_not_expired', expected: true }]);
-    table.extend('h-1', 5_000); // the heartbeat event arrives
+    table.extend('proj', 'h-1', 5_000); // the heartbeat event arrives
     at(2_000);
     await loop.tick();
     expect(ledger.sent).toHaveLength(1);

@@ -73,7 +73,7 @@ export class RequeueLoop {
       while (next < due.length && !this.stopped) {
         const deadline = due[next++] as Deadline;
         const outcome = await this.requeue(deadline);
-        this.opts.table.postpone(deadline.handoffId, deadline.claimId, this.now() + this.opts.retryMs);
+        this.opts.table.postpone(deadline.project, deadline.handoffId, deadline.claimId, this.now() + this.opts.retryMs);
         this.report(outcome);
       }
     };
