@@ -1,5 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import { SubjectTable, parseSubject } from '@baton/contracts';
+import { createEventRegistry, SubjectTable, parseSubject } from '@baton/contracts';
 import {
   DlqHeader,
   ambientTracing,
@@ -165,21 +165,26 @@ export class BatonMetrics {
   }
 }
 
+/** Every event type of the catalogue: the only `Baton-Event-Type` values a label may take. */
+const KNOWN_EVENT_TYPES = new Set(createEventRegistry().types());
+
 /**
- * The type label of a consumed message: the event type for stored events (`Baton-Event-Type`),
- * otherwise the inbox message kind of a subject the table knows (`<prefix>.in.<project>.<kind>...`
- * → `in.<kind>`), otherwise `other`. Bounded cardinality: types come from the event catalogue and
- * the subject table.
+ * The type label of a consumed message: the event type of a stored event (an events-stream
+ * subject whose `Baton-Event-Type` the catalogue knows), otherwise the inbox message kind of a
+ * subject the table knows (`<prefix>.in.<project>.<kind>...` → `in.<kind>`), otherwise `other`.
+ * Bounded cardinality: the header is the sender's — on an inbox subject any agent sets it — so
+ * its value becomes a label only when the catalogue names it; every label series lives as long
+ * as the process.
  */
 export function messageTypeOf(msg: Pick<ConsumedMessage, 'headers' | 'subject'>, prefix: string): string {
-  const type = msg.headers['Baton-Event-Type']?.[0];
-  if (type) return type;
   const parsed = parseSubject(prefix, msg.subject);
-  if (parsed !== null && parsed.name !== 'unknown') {
-    const kind = SubjectTable[parsed.name].inboxKind;
-    if (kind !== undefined) return `in.${kind}`;
+  if (parsed === null || parsed.name === 'unknown') return 'other';
+  if (parsed.name === 'event') {
+    const type = msg.headers['Baton-Event-Type']?.[0];
+    return type !== undefined && KNOWN_EVENT_TYPES.has(type) ? type : 'other';
   }
-  return 'other';
+  const kind = SubjectTable[parsed.name].inboxKind;
+  return kind !== undefined ? `in.${kind}` : 'other';
 }
 
 export interface ConsumerSamplerOptions {
