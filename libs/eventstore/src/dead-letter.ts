@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { headers as natsHeaders, type JetStreamClient, type MsgHdrs } from 'nats';
 import { Subjects, isSubjectToken, setOwn } from '@baton/contracts';
 import { mapPublishError } from './errors';
+import { maxPayloadOf } from './pull-size';
 
 /** Headers a dead letter carries next to the original bytes. */
 export const DlqHeader = {
@@ -16,6 +17,14 @@ export const DlqHeader = {
   /** The original headers as a JSON object of arrays, to restore on redrive. */
   headers: 'Baton-Dlq-Headers',
   at: 'Baton-Dlq-At',
+  /**
+   * Set when the letter could not hold the original whole within the server's `max_payload`: the
+   * original's size in bytes. Its headers are then left out, and its bytes cut if they alone do not
+   * fit; {@link DlqHeader.sha256} still names the whole original. Such a letter is never redriven.
+   */
+  truncated: 'Baton-Dlq-Truncated',
+  /** SHA-256 (hex) of the original's whole bytes, on a truncated letter. */
+  sha256: 'Baton-Dlq-Sha256',
 } as const;
 
 /** Why a message was dead-lettered. Handlers may use their own codes (e.g. a rejection code). */
@@ -106,6 +115,15 @@ export function headersToRecord(hdrs: MsgHdrs | undefined): Record<string, strin
 }
 
 /**
+ * What a letter's own headers may take beside the original's bytes and headers (reason, detail —
+ * at most {@link headerValue}'s cap —, subject, stream, …) and the protocol's framing.
+ */
+const LETTER_OVERHEAD_BYTES = 8 * 1024;
+
+/** The most the original's headers (as JSON) may take in a letter: a stream refuses a header block over 64 KiB. */
+const MAX_LETTER_HEADERS_BYTES = 48 * 1024;
+
+/**
  * Publish a dead letter to `<prefix>.dlq.<source>`: the original bytes as data, the reason,
  * original subject, stream, sequence, delivery count and original headers as `Baton-Dlq-*`
  * headers. Idempotent: `Nats-Msg-Id` is {@link deadLetterMsgId} (source stream and sequence, or a
@@ -124,10 +142,23 @@ export async function deadLetter(js: JetStreamClient, input: DeadLetterInput): P
   hdrs.set(DlqHeader.seq, String(input.seq));
   hdrs.set(DlqHeader.deliveries, String(input.deliveries));
   if (input.consumer) hdrs.set(DlqHeader.consumer, input.consumer);
-  hdrs.set(DlqHeader.headers, JSON.stringify(input.headers ?? {}));
   hdrs.set(DlqHeader.at, input.at ?? new Date().toISOString());
+  // A letter must fit in one message (and its header block in 64 KiB), or it can never be written
+  // and its original is never settled. The original's headers go first (JSON can grow a header
+  // value sixfold), then bytes.
+  const originalHeaders = JSON.stringify(input.headers ?? {});
+  const headersBytes = Buffer.byteLength(originalHeaders);
+  const room = maxPayloadOf(js) - LETTER_OVERHEAD_BYTES;
+  let data = input.data;
+  if (headersBytes <= MAX_LETTER_HEADERS_BYTES && data.length + headersBytes <= room) hdrs.set(DlqHeader.headers, originalHeaders);
+  else {
+    hdrs.set(DlqHeader.headers, '{}');
+    hdrs.set(DlqHeader.truncated, String(data.length));
+    hdrs.set(DlqHeader.sha256, createHash('sha256').update(data).digest('hex'));
+    if (data.length > room) data = data.subarray(0, room);
+  }
   try {
-    const ack = await js.publish(subject, input.data, { msgID: deadLetterMsgId(input), headers: hdrs });
+    const ack = await js.publish(subject, data, { msgID: deadLetterMsgId(input), headers: hdrs });
     return { subject, seq: ack.seq, duplicate: ack.duplicate };
   } catch (err) {
     throw mapPublishError(err, subject, undefined);

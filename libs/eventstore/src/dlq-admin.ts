@@ -93,8 +93,13 @@ export interface DeadLetterRecord {
   consumer?: string;
   /** When it was dead-lettered (ISO). */
   at?: string;
-  /** The original headers as the letter records them (empty when they did not decode). */
+  /** The original headers as the letter records them (empty when they did not decode, or were left out). */
   headers: Record<string, string[]>;
+  /**
+   * The original's size in bytes when the letter could not hold it whole (its headers left out, its
+   * bytes cut to fit `max_payload`): such a letter is kept for reading, never redriven.
+   */
+  truncated?: number;
   /** The original bytes. */
   data: Uint8Array;
   /** SHA-256 of the letter as stored (DLQ subject, headers, bytes): what a redrive marker names. */
@@ -291,6 +296,12 @@ export class DlqAdmin {
     const base = { seq: letter.seq, source: letter.source, subject: letter.subject };
     const skip = (reason: RedriveSkip, detail: string): RedriveItem => ({ ...base, status: 'skipped', reason, detail });
     if (letter.redriven) return skip(RedriveSkip.alreadyRedriven, 'a redrive marker names this letter');
+    if (letter.truncated !== undefined) {
+      return skip(
+        RedriveSkip.truncated,
+        `the letter holds ${letter.data.length} of the original's ${letter.truncated} bytes and none of its headers (it did not fit whole)`,
+      );
+    }
     const target = checkRedriveTarget(this.prefix, letter);
     if (!target.ok) return skip(target.reason, target.detail);
 
@@ -416,6 +427,7 @@ function decodeLetter(prefix: string, msg: StoredMessage): DeadLetterRecord {
     deliveries: optionalInt(hdr(DlqHeader.deliveries)),
     consumer: hdr(DlqHeader.consumer),
     at: hdr(DlqHeader.at),
+    truncated: optionalInt(hdr(DlqHeader.truncated)),
   };
   for (const [key, value] of Object.entries(optional)) if (value !== undefined) Object.assign(record, { [key]: value });
   return record;

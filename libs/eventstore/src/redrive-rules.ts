@@ -74,6 +74,8 @@ export const RedriveSkip = {
   originalUnreadable: 'original_unreadable',
   /** The republish failed (the error is in `detail`); the next redrive tries again. */
   republishFailed: 'republish_failed',
+  /** The letter could not hold its original whole (`Baton-Dlq-Truncated`): nothing faithful to republish. */
+  truncated: 'truncated',
 } as const;
 export type RedriveSkip = (typeof RedriveSkip)[keyof typeof RedriveSkip];
 

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { headers as natsHeaders } from 'nats';
 import { waitFor } from '@baton/wait';
 import type { NatsHandle } from './connection';
@@ -145,6 +146,45 @@ describe('runConsumer (real NATS)', () => {
     await sleep(300);
     expect(deliveries).toHaveLength(1);
     expect(await consumerState('poison')).toMatchObject({ pending: 0, ackPending: 0 });
+  });
+
+  it('poison too large for a whole letter (its headers grow in JSON) is dead-lettered shortened, with its size and digest, then terminated (delivered once)', async () => {
+    await durable('poison-large');
+    const deliveries: ConsumedMessage[] = [];
+    const outcomes: MessageOutcome[] = [];
+    start({
+      durable: 'poison-large',
+      onOutcome: (o) => outcomes.push(o),
+      handler: async (msg) => {
+        deliveries.push(msg);
+        JSON.parse(new TextDecoder().decode(msg.data));
+      },
+    });
+    // Headers whose control bytes take 6 bytes each in JSON: the letter's header block would pass 64 KiB.
+    const hdrs = natsHeaders();
+    hdrs.set('X-Filler', '\u0001'.repeat(20 * 1024));
+    const small = new TextEncoder().encode('{not json');
+    const first = await nats.js.publish(`${prefix}.in.p.result.filler`, small, { headers: hdrs });
+    // Bytes just under the server's max_payload: with the letter's own headers they would not fit.
+    const large = new Uint8Array(1_045_000).fill(0x7b);
+    const second = await nats.js.publish(`${prefix}.in.p.result.large`, large);
+    await waitFor(() => outcomes.length === 2, 'two outcomes', { timeoutMs: 10_000 });
+    expect(outcomes.map((o) => ({ kind: o.kind, reason: 'reason' in o ? o.reason : undefined }))).toEqual([
+      { kind: 'dead_lettered', reason: 'malformed_json' },
+      { kind: 'dead_lettered', reason: 'malformed_json' },
+    ]);
+    const letters = await deadLetters();
+    const letterOf = (seq: number) => letters.find((l) => l.header.get(DlqHeader.seq) === String(seq))!;
+    expect(letterOf(first.seq).header.get(DlqHeader.truncated)).toBe(String(small.length));
+    expect(letterOf(first.seq).header.get(DlqHeader.headers)).toBe('{}');
+    expect(letterOf(first.seq).data).toEqual(small); // the bytes fit: kept whole
+    const cut = letterOf(second.seq);
+    expect(cut.header.get(DlqHeader.truncated)).toBe(String(large.length));
+    expect(cut.header.get(DlqHeader.sha256)).toBe(createHash('sha256').update(large).digest('hex'));
+    expect(cut.data.length).toBeLessThan(large.length);
+    await sleep(300);
+    expect(deliveries).toHaveLength(2);
+    expect(await consumerState('poison-large')).toMatchObject({ pending: 0, ackPending: 0 });
   });
 
   it('a PoisonError carries its own reason into the dead letter', async () => {
