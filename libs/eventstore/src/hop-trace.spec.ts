@@ -35,6 +35,19 @@ describe('explicit hop traces (the services: no ambient context manager)', () =>
     expect(hopTrace({ traceparent: ['00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00'] }).traceparent).toMatch(/-00$/);
   });
 
+  it('a tracestate is carried on only when it is W3C tracestate of at most 512 characters (the sender chooses it; every later hop copies it)', () => {
+    const carried = (tracestate: string) => hopTraceHeaders(hopTrace({ traceparent: [VALID], tracestate: [tracestate] }))['tracestate'];
+    expect(carried('rojo=00f067aa0ba902b7,congo=t61rcWkgMzE')).toBe('rojo=00f067aa0ba902b7,congo=t61rcWkgMzE');
+    expect(carried(' rojo=1 , tenant@vendor=x ')).toBe('rojo=1,tenant@vendor=x');
+    expect(carried(`big=${'a'.repeat(600)}`)).toBeUndefined();
+    expect(carried(Array.from({ length: 33 }, (_, i) => `k${i}=v`).join(','))).toBeUndefined();
+    expect(carried('Upper=1')).toBeUndefined();
+    expect(carried('k=a,b')).toBeUndefined();
+    expect(carried('k=v\u0001')).toBeUndefined();
+    expect(carried('no-equals')).toBeUndefined();
+    expect(hopTraceHeaders(hopTrace({ traceparent: [VALID], tracestate: ['k=v=w'] }))).toEqual({ traceparent: expect.any(String) });
+  });
+
   it('reads the header whatever its case, as a plain value or a list', () => {
     expect(hopTrace({ Traceparent: [VALID] }).traceId).toBe(TRACE);
     expect(hopTrace({ TRACEPARENT: VALID }).traceId).toBe(TRACE);

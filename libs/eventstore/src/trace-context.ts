@@ -249,6 +249,29 @@ export function hopTraceHeaders(hop: HopTrace | undefined): Record<string, strin
   return hop.tracestate ? { [TRACEPARENT_HEADER]: hop.traceparent, [TRACESTATE_HEADER]: hop.tracestate } : { [TRACEPARENT_HEADER]: hop.traceparent };
 }
 
+/** Longest `tracestate` carried on (W3C Trace Context asks at least 512 characters be kept). */
+export const MAX_TRACESTATE_LENGTH = 512;
+/** One `tracestate` list member: `key=value` in the W3C grammar (simple or multi-tenant key). */
+const TRACESTATE_MEMBER =
+  /^(?:[a-z][a-z0-9_\-*/]{0,255}|[a-z0-9][a-z0-9_\-*/]{0,240}@[a-z][a-z0-9_\-*/]{0,13})=[\x20-\x2b\x2d-\x3c\x3e-\x7e]{0,255}[\x21-\x2b\x2d-\x3c\x3e-\x7e]$/;
+
+/**
+ * A message's `tracestate` as Baton carries it on to every later hop, or undefined: a value that
+ * is not W3C `tracestate` (more than 32 members, a member outside the grammar) or is longer than
+ * {@link MAX_TRACESTATE_LENGTH} is dropped — it is the sender's, and each event, request and
+ * offer of the run would otherwise copy it for good.
+ */
+export function validTracestate(value: string | undefined): string | undefined {
+  const trimmed = value?.trim();
+  if (!trimmed || trimmed.length > MAX_TRACESTATE_LENGTH) return undefined;
+  const members = trimmed
+    .split(',')
+    .map((member) => member.trim())
+    .filter((member) => member !== '');
+  if (members.length === 0 || members.length > 32 || !members.every((member) => TRACESTATE_MEMBER.test(member))) return undefined;
+  return members.join(',');
+}
+
 /**
  * The span of one hop, the one rule behind {@link hopTrace} and {@link contextFromHeaders}: the
  * `traceparent`'s trace and flags with a fresh span id (and the message's `tracestate`), or a new
@@ -260,7 +283,7 @@ function hopSpan(
 ): { traceId: string; spanId: string; traceFlags: number; tracestate?: string } | undefined {
   const parent = parseTraceparent(headerValue(headers, TRACEPARENT_HEADER));
   if (parent) {
-    const tracestate = headerValue(headers, TRACESTATE_HEADER)?.trim();
+    const tracestate = validTracestate(headerValue(headers, TRACESTATE_HEADER));
     return { traceId: parent.traceId, spanId: newSpanId(), traceFlags: parent.traceFlags, ...(tracestate ? { tracestate } : {}) };
   }
   return startIfMissing ? { traceId: newTraceId(), spanId: newSpanId(), traceFlags: TraceFlags.SAMPLED } : undefined;
