@@ -2,6 +2,7 @@ import { AckPolicy } from 'nats';
 import {
   createEventRegistry,
   ledgerCommandSubject,
+  legacyOfferDurableName,
   offerDurableName,
   Principals,
   type CompletionReport,
@@ -333,7 +334,7 @@ describe('ledger identity (real NATS): the subject names the caller; the body ne
     expect((await client.get(P, 'h-work'))?.status).toBe('pending');
   });
 
-  it('open_offers provisions offers-<project>-<agent> on the inbox stream, filtered to the SUBJECT agent`s offers, idempotently; a foreign filter is replaced', async () => {
+  it('open_offers provisions offers-<n>-<project>-<agent> on the inbox stream, filtered to the SUBJECT agent`s offers, idempotently; a foreign filter is replaced', async () => {
     const inbox = batonStreamNames(prefix).inbox;
     const durable = offerDurableName(P, 'bob');
     // A durable of that name made by someone else, reading alice's offers.
@@ -353,6 +354,23 @@ describe('ledger identity (real NATS): the subject names the caller; the body ne
     expect(await client.openOffers(P, { ack_wait_ms: 10 }, as('bob'))).toMatchObject({ ok: false, error: { code: 'schema_violation' } });
     // The client will not send an agent's command to another project.
     expect(await client.openOffers('elsewhere', {}, as('bob'))).toMatchObject({ ok: false, error: { code: 'principal_not_allowed' } });
+  });
+
+  it("one agent's offers durable is its own: agent c of project a-b and agent b-c of project a get two (one name before); a durable under the former name with the agent's filter is moved to the new name", async () => {
+    expect(offerDurableName('a-b', 'c')).not.toBe(offerDurableName('a', 'b-c'));
+    expect(legacyOfferDurableName('a-b', 'c')).toBe(legacyOfferDurableName('a', 'b-c'));
+    const inbox = batonStreamNames(prefix).inbox;
+    const legacy = legacyOfferDurableName(P, 'carol');
+    await nats.jsm.consumers.add(inbox, { durable_name: legacy, filter_subject: `${prefix}.in.${P}.offer.carol`, ack_policy: AckPolicy.Explicit });
+    const opened = await client.openOffers(P, {}, as('carol'));
+    expect(opened).toEqual({ ok: true, stream: inbox, durable: offerDurableName(P, 'carol') });
+    expect((await nats.jsm.consumers.info(inbox, offerDurableName(P, 'carol'))).config.filter_subject).toBe(`${prefix}.in.${P}.offer.carol`);
+    await expect(nats.jsm.consumers.info(inbox, legacy)).rejects.toThrow();
+    // A former-name durable with another agent's filter is not this agent's: left alone.
+    const other = legacyOfferDurableName(P, 'dave');
+    await nats.jsm.consumers.add(inbox, { durable_name: other, filter_subject: `${prefix}.in.${P}.offer.erin`, ack_policy: AckPolicy.Explicit });
+    expect(await client.openOffers(P, {}, as('dave'))).toMatchObject({ ok: true, durable: offerDurableName(P, 'dave') });
+    expect((await nats.jsm.consumers.info(inbox, other)).config.filter_subject).toBe(`${prefix}.in.${P}.offer.erin`);
   });
 
   it('seed 002 hole (a): a worker\'s return with no evidence and "actor_kind":"operator" in its body is refused; floor applicability is keyed on the connection, so the honest return is floored', async () => {

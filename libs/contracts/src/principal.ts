@@ -147,11 +147,20 @@ export function parseLedgerCommandSubject(prefix: string, subject: string): Ledg
 }
 
 /**
- * The durable consumer that holds one agent's offers (`offers-<project>-<agent>`, with anything
- * other than letters, digits, `_` and `-` replaced by `_`). Every replica of the agent pulls the
- * same durable; only the ledger creates it, with its filter pinned to that agent's offer subject,
- * and the agent's credentials allow pulling and acknowledging this durable alone.
+ * The durable consumer that holds one agent's offers: `offers-<n>-<project>-<agent>`, where `n` is
+ * the project key's length (with anything other than letters, digits, `_` and `-` replaced by
+ * `_`). The length makes the name one agent's alone: project keys and agent names share the
+ * characters `-` and `_`, so `offers-<project>-<agent>` (the name before) gave agent `c` of project
+ * `a-b` and agent `b-c` of project `a` one durable — and each the right to pull the other's
+ * offers. Every replica of the agent pulls the same durable; only the ledger creates it, with its
+ * filter pinned to that agent's offer subject, and the agent's credentials allow pulling and
+ * acknowledging this durable alone.
  */
 export function offerDurableName(project: string, agent: string): string {
+  return `offers-${project.length}-${project}-${agent}`.replace(/[^A-Za-z0-9_-]/g, '_');
+}
+
+/** The name an agent's offers durable had before {@link offerDurableName} (the ledger moves one it finds). */
+export function legacyOfferDurableName(project: string, agent: string): string {
   return `offers-${project}-${agent}`.replace(/[^A-Za-z0-9_-]/g, '_');
 }

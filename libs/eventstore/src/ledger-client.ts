@@ -224,7 +224,7 @@ export class LedgerClient {
   }
 
   /**
-   * Agents only: have the ledger provision this agent's offers durable (`offers-<project>-<agent>`
+   * Agents only: have the ledger provision this agent's offers durable (`offers-<n>-<project>-<agent>`
    * on the inbox stream, filtered to its own offers). Idempotent; the reply names the stream and
    * the durable to pull from.
    */

@@ -1,4 +1,4 @@
-import { SubjectTable, offerDurableName } from '@baton/contracts';
+import { SubjectTable, legacyOfferDurableName, offerDurableName } from '@baton/contracts';
 import { dlqSourceToken, isCoreRequestStream } from './dead-letter';
 import { DlqSources, type DlqSource } from './dlq-sources';
 import { durableNameFor, subjectMatches } from './subject-patterns';
@@ -146,7 +146,9 @@ export function checkRedriveTarget(
   }
   if (source.startsWith('offers-')) {
     const offer = SubjectTable.offer.parse(prefix, subject);
-    if (offer !== null && offerDurableName(offer.project, offer.agent) === source) return { ok: true };
+    // Letters written before the durable's name took the project's length name it the former way.
+    if (offer !== null && (offerDurableName(offer.project, offer.agent) === source || legacyOfferDurableName(offer.project, offer.agent) === source))
+      return { ok: true };
     return { ok: false, reason: RedriveSkip.subjectNotConsumed, detail: `${source} consumes the offers of its own agent, not ${subject}` };
   }
   return { ok: false, reason: RedriveSkip.unknownSource, detail: `${source} consumes no inbox subject a redrive may publish to` };

@@ -146,7 +146,7 @@ export interface BatonAgent {
   sendMessage(message: SessionMessageInput): Promise<PublishReceipt>;
   /**
    * Receive the handoffs offered to this agent: a durable pull consumer named for the project and
-   * agent (`offers-<project>-<agent>`) on `<prefix>.in.<project>.offer.<agent>`, shared by every
+   * agent (`offers-<n>-<project>-<agent>`) on `<prefix>.in.<project>.offer.<agent>`, shared by every
    * replica of the agent, so each offer goes to one replica at a time. The ledger provisions the
    * durable (the `open_offers` command, idempotent; its filter is pinned to this agent's offers);
    * the SDK then only pulls and acknowledges, and calls `onOffer` for each offer (see

@@ -1,6 +1,6 @@
 import 'reflect-metadata';
 import { randomBytes } from 'node:crypto';
-import { createEventRegistry, Principals, type HandoffRecord } from '@baton/contracts';
+import { createEventRegistry, offerDurableName, Principals, type HandoffRecord } from '@baton/contracts';
 import { JetStreamEventStore, LedgerClient, batonStreamNames, connectNats, type NatsHandle } from '@baton/eventstore';
 import type { RunningService } from '@baton/platform';
 // Test only: boots the real ledger service in-process, so the SDK is proven against the real protocol.
@@ -108,20 +108,20 @@ describe('the agent SDK against the real ledger service (in-process, real NATS)'
       // (alice also receives test 1's completion handback: only this test's offers are counted.)
       await until(() => seen.filter((id) => id.startsWith('h-before')).length === 2, 'the first two offers');
       // Let the runner read its ack floor, then lose the durable (an SRE, a script, a server).
-      await until(async () => (await nats.jsm.consumers.info(inbox, 'offers-shop-alice')).ack_floor.stream_seq > 0, 'an ack floor');
+      await until(async () => (await nats.jsm.consumers.info(inbox, offerDurableName('shop', 'alice'))).ack_floor.stream_seq > 0, 'an ack floor');
       await new Promise((r) => setTimeout(r, 1200));
-      await nats.jsm.consumers.delete(inbox, 'offers-shop-alice');
+      await nats.jsm.consumers.delete(inbox, offerDurableName('shop', 'alice'));
       await offer('h-after');
       await until(() => seen.includes('h-after'), 'the offer published after the loss');
       expect(seen.filter((id) => id.startsWith('h-before'))).toEqual(['h-before-1', 'h-before-2']);
-      const info = await nats.jsm.consumers.info(inbox, 'offers-shop-alice');
+      const info = await nats.jsm.consumers.info(inbox, offerDurableName('shop', 'alice'));
       expect(info.config.filter_subject).toBe(`${prefix}.in.${P}.offer.alice`);
       // Bytes that are no offer: given up on at once, terminated (an agent may not dead-letter).
       await nats.js.publish(`${prefix}.in.${P}.offer.alice`, new TextEncoder().encode('not json'));
       await until(
         async () =>
-          (await nats.jsm.consumers.info(inbox, 'offers-shop-alice')).num_ack_pending === 0 &&
-          (await nats.jsm.consumers.info(inbox, 'offers-shop-alice')).num_pending === 0,
+          (await nats.jsm.consumers.info(inbox, offerDurableName('shop', 'alice'))).num_ack_pending === 0 &&
+          (await nats.jsm.consumers.info(inbox, offerDurableName('shop', 'alice'))).num_pending === 0,
         'the bad offer settled',
       );
       const dlq = await nats.jsm.streams.info(batonStreamNames(prefix).dlq).catch(() => null);

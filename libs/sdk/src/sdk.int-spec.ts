@@ -252,7 +252,7 @@ describe('the agent SDK against a real NATS server', () => {
     expect(handledBy.get('h-taken')![0]).toMatch(/:skipped$/);
     expect([...claims.values()].every((n) => n === 1)).toBe(true);
     const consumers = await nats.jsm.consumers.list(batonStreamNames(prefix).inbox).next();
-    expect(consumers.map((c) => c.name)).toEqual([`offers-${PROJECT}-${AGENT}`]);
+    expect(consumers.map((c) => c.name)).toEqual([offerDurableName(PROJECT, AGENT)]);
     expect(consumers[0]!.num_pending + consumers[0]!.num_ack_pending).toBe(0);
     // Each replica asked the ledger to open the durable (the SDK creates no consumer itself).
     expect(ledger.opened).toEqual([{}, {}]);

@@ -28,7 +28,7 @@ export const AgentSubjects = {
 } as const;
 
 /**
- * The durable consumer holding an agent's offers (`offers-<project>-<agent>`; from the contracts).
+ * The durable consumer holding an agent's offers (`offers-<n>-<project>-<agent>`; from the contracts).
  * Every replica of the same agent binds the same durable, so JetStream hands each offer to one of
  * them. The ledger creates it (`open_offers`); the agent only pulls and acknowledges.
  */

@@ -1,5 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { OfferAckWaitBounds, Subjects, offerDurableName } from '@baton/contracts';
+import { OfferAckWaitBounds, Subjects, legacyOfferDurableName, offerDurableName } from '@baton/contracts';
 import { batonStreamNames, provision } from '@baton/eventstore';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 
@@ -15,7 +15,7 @@ export interface OfferConsumer {
  * permission to create consumers (a consumer create request carries its filter in the body, so an
  * agent allowed to create one could read another agent's, or another project's, offers).
  *
- * The durable is `offers-<project>-<agent>` on the inbox stream, its filter pinned to
+ * The durable is `offerDurableName` (`offers-<n>-<project>-<agent>`) on the inbox stream, its filter pinned to
  * `<prefix>.in.<project>.offer.<agent>` of the principal the command SUBJECT names (never the
  * body), deliver-all (or after `start_after_seq` when the agent re-opens a durable it lost), explicit
  * ack, the asked ack wait (bounded by the contract). Idempotent: every
@@ -35,6 +35,10 @@ export class OfferConsumers {
     const filterSubject = Subjects.offer(prefix, project, agent);
     // Not found (or not readable now: then `provision` below meets the same fault and throws).
     const existing = await jsm.consumers.info(stream, durable).catch(() => null);
+    // A durable under the name before offerDurableName took the project's length, filtered to this
+    // agent's offers: the new one goes on from what it acknowledged, and it is deleted afterwards.
+    const legacy = existing === null ? await this.legacyOf(stream, project, agent, filterSubject) : null;
+    if (legacy !== null && startAfterSeq === undefined) startAfterSeq = legacy.ackFloor;
     if (existing !== null && existing.config.filter_subject !== filterSubject) {
       this.runtime.logger.warn('an offers durable had a foreign filter: replaced', {
         project,
@@ -64,6 +68,18 @@ export class OfferConsumers {
       // agent asks again), not the minute of retries a service's start-up gets.
       { retryForMs: 0 },
     );
+    if (legacy !== null) {
+      await jsm.consumers.delete(stream, legacy.name).catch(() => undefined);
+      this.runtime.logger.info('an offers durable was moved to its new name', { project, agent, from: legacy.name, to: durable, after_seq: legacy.ackFloor });
+    }
     return { stream, durable, filterSubject };
+  }
+
+  /** The agent's durable under its former name, when there is one with this agent's filter. */
+  private async legacyOf(stream: string, project: string, agent: string, filterSubject: string): Promise<{ name: string; ackFloor: number } | null> {
+    const name = legacyOfferDurableName(project, agent);
+    const info = await this.runtime.nats.jsm.consumers.info(stream, name).catch(() => null);
+    if (info === null || info.config.filter_subject !== filterSubject) return null;
+    return { name, ackFloor: info.ack_floor.stream_seq };
   }
 }
