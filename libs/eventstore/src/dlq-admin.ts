@@ -335,18 +335,20 @@ export class DlqAdmin {
         : { original: 'matched' };
     if (opts.dryRun) return { ...base, status: 'planned', ...checked };
 
-    const hdrs = natsHeaders();
-    let originalMsgId: string | undefined;
-    const source = original === null ? letter.headers : original.headers();
-    for (const [key, values] of Object.entries(source)) {
-      if (/^nats-msg-id$/i.test(key)) originalMsgId = values[0];
-      if (DROPPED_HEADERS.test(key)) continue;
-      for (const value of values) hdrs.append(key, value);
-    }
-    hdrs.set(DlqRedriveHeader.redrivenFrom, `${this.stream}:${letter.seq}`);
-    if (originalMsgId !== undefined) hdrs.set(DlqRedriveHeader.originalMsgId, originalMsgId);
     let ack;
     try {
+      // Inside the try: a stored header the client will not send again (a name it refuses) fails
+      // this letter's republish, never the whole redrive.
+      const hdrs = natsHeaders();
+      let originalMsgId: string | undefined;
+      const source = original === null ? letter.headers : original.headers();
+      for (const [key, values] of Object.entries(source)) {
+        if (/^nats-msg-id$/i.test(key)) originalMsgId = values[0];
+        if (DROPPED_HEADERS.test(key)) continue;
+        for (const value of values) hdrs.append(key, value);
+      }
+      hdrs.set(DlqRedriveHeader.redrivenFrom, `${this.stream}:${letter.seq}`);
+      if (originalMsgId !== undefined) hdrs.set(DlqRedriveHeader.originalMsgId, originalMsgId);
       ack = await this.js.publish(letter.subject, letter.data, { msgID: redriveMsgId(this.stream, letter.seq), headers: hdrs });
     } catch (err) {
       return skip(RedriveSkip.republishFailed, `publish to ${letter.subject} failed: ${String((err as Error).message ?? err)}`);

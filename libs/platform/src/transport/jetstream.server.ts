@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import { Server, type CustomTransportStrategy, type MessageHandler } from '@nestjs/microservices';
 import { isObservable, lastValueFrom } from 'rxjs';
-import { decodeUtf8, rejectionFromZod, type EventRegistry, type Rejection } from '@baton/contracts';
+import { decodeUtf8, parseSubject, rejectionFromZod, type EventRegistry, type Rejection } from '@baton/contracts';
 import {
   PoisonError,
   deadLetter,
@@ -44,8 +44,10 @@ export interface JetStreamConsumerSettings {
    * With `concurrency` above 1: messages with the same key run one at a time in delivery order,
    * different keys in parallel (see `RunConsumerOptions.orderingKey`). `'subject'` keys by the
    * message subject (one aggregate per subject on the events stream); `{ bodyField }` by a string
-   * field of the JSON body (none when the body is not JSON or the field is not a string: such a
-   * message is refused by its handler anyway). The body is parsed once, for the key and the handler.
+   * field of the JSON body within the subject's project (ids are a project's own: two projects'
+   * runs of one id never wait for each other; none when the body is not JSON or the field is not a
+   * string: such a message is refused by its handler anyway). The body is parsed once, for the key
+   * and the handler.
    */
   orderingKey?: 'subject' | { bodyField: string } | ((msg: ConsumedMessage) => string | undefined);
   /** Most messages per pull (default 100). */
@@ -193,8 +195,8 @@ function bodyOf(msg: ConsumedMessage, keep: boolean): unknown {
   return parsed.value;
 }
 
-/** The ordering key function a consumer's `orderingKey` setting stands for. */
-function orderingKeyOf(setting: JetStreamConsumerSettings['orderingKey']): ((msg: ConsumedMessage) => string | undefined) | undefined {
+/** The ordering key function a consumer's `orderingKey` setting stands for (exported for its tests). */
+export function orderingKeyOf(setting: JetStreamConsumerSettings['orderingKey'], prefix: string): ((msg: ConsumedMessage) => string | undefined) | undefined {
   if (setting === 'subject') return (msg) => msg.subject;
   if (setting === undefined || typeof setting === 'function') return setting;
   const { bodyField } = setting;
@@ -206,7 +208,10 @@ function orderingKeyOf(setting: JetStreamConsumerSettings['orderingKey']): ((msg
       return undefined;
     }
     const value = body !== null && typeof body === 'object' ? (body as Record<string, unknown>)[bodyField] : undefined;
-    return typeof value === 'string' ? value : undefined;
+    if (typeof value !== 'string') return undefined;
+    const parsed = parseSubject(prefix, msg.subject);
+    const project = parsed !== null && 'project' in parsed ? String(parsed.project) : '';
+    return `${project}/${value}`;
   };
 }
 
@@ -371,7 +376,7 @@ export class JetStreamServer extends Server<JetStreamServerEvents> implements Cu
       maxDeliver: settings.maxDeliver,
       backoffMs: settings.backoffMs,
       concurrency: settings.concurrency,
-      orderingKey: orderingKeyOf(settings.orderingKey),
+      orderingKey: orderingKeyOf(settings.orderingKey, this.options.prefix),
       batch: settings.batch,
       pullExpiresMs: settings.pullExpiresMs,
       onOutcome: (outcome) => {
