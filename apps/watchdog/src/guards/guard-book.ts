@@ -83,8 +83,14 @@ export class GuardBook {
         this.handoffs.set(key, { ...this.handoffs.get(key), agent: fact.agent });
         return [];
       }
+      case 'handoff_closed':
+        this.handoffs.delete(`${fact.project}/${fact.handoff}`);
+        return [];
       case 'handoff_succeeded': {
-        const info = this.handoffs.get(`${fact.project}/${fact.handoff}`);
+        const key = `${fact.project}/${fact.handoff}`;
+        const info = this.handoffs.get(key);
+        // Over: nothing later needs to know whose it was. A return may still be reworked: kept.
+        if (fact.ends) this.handoffs.delete(key);
         const agent = fact.agent ?? info?.agent;
         if (agent === undefined) return [];
         return this.circuit({ kind: 'success', project: fact.project, agent, ...(info?.run !== undefined ? { run: info.run } : {}) });

@@ -50,7 +50,10 @@ export type GuardFact =
   | { kind: 'result_rejected'; event_id: string; project: string; run: string; agent: string; at: string }
   | { kind: 'handoff_created'; project: string; handoff: string; to_agent?: string; run?: string }
   | { kind: 'handoff_claimed'; project: string; handoff: string; agent: string }
-  | { kind: 'handoff_succeeded'; event_id: string; project: string; handoff: string; agent?: string; at: string }
+  /** `ends`: the handoff is over (completed by the result); a return may still be reworked. */
+  | { kind: 'handoff_succeeded'; event_id: string; project: string; handoff: string; agent?: string; at: string; ends?: true }
+  /** The handoff is over without a success or failure of its own to count (completed after its handback, abandoned, archived). */
+  | { kind: 'handoff_closed'; project: string; handoff: string }
   | { kind: 'handoff_failed'; event_id: string; project: string; handoff: string; agent?: string; cause: string; at: string };
 
 /** What a guard asks for: stop one run with a packet. `packet_seed` is unique per trip (guard + event id). */
@@ -135,8 +138,12 @@ export function guardFactOf(event: GuardEventInput): GuardFact | null {
     }
     case 'handoff.completed_by_result': {
       const p = event.payload as HandoffEventData<'handoff.completed_by_result'>;
-      return { kind: 'handoff_succeeded', event_id: event.id, project, handoff: id, agent: p.agent, at: p.at };
+      return { kind: 'handoff_succeeded', event_id: event.id, project, handoff: id, agent: p.agent, at: p.at, ends: true };
     }
+    case 'handoff.completed':
+    case 'handoff.abandoned':
+    case 'handoff.archived':
+      return { kind: 'handoff_closed', project, handoff: id };
     case 'handoff.lease_expired': {
       const p = event.payload as HandoffEventData<'handoff.lease_expired'>;
       return { kind: 'handoff_failed', event_id: event.id, project, handoff: id, agent: p.expired_claimer, cause: 'lease_expired', at: p.at };
