@@ -10,7 +10,8 @@ import {
   type ResumeProjectRequest,
 } from '@baton/contracts';
 import { projectControlDecider, toProjectControlRecord, type ProjectControlCommand, type ProjectControlState } from '@baton/domain';
-import type { AggregateRef, HopTrace } from '@baton/eventstore';
+import { LruCache, type AggregateRef, type HopTrace } from '@baton/eventstore';
+import { PROJECTS_KEPT } from '../projects/project-directory';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 
 /** The control aggregate of `project`. */
@@ -29,8 +30,12 @@ export function controlRef(project: string): AggregateRef {
  */
 @Injectable()
 export class ProjectControlService {
-  /** The folded control state per project and the sequence it is folded to. */
-  private readonly folds = new Map<string, { state: ProjectControlState; lastSeq: number }>();
+  /**
+   * The folded control state per project and the sequence it is folded to — bounded, as the
+   * project directory's cache is (a project asked about is any agent's choice; one evicted is
+   * folded again).
+   */
+  private readonly folds = new LruCache<string, { state: ProjectControlState; lastSeq: number }>(PROJECTS_KEPT);
 
   constructor(@Inject(RUNTIME) private readonly runtime: ServiceRuntime) {}
 

@@ -1,6 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { ActorNameSchema, type HandoffActorKind, type ProjectDefinition } from '@baton/contracts';
 import type { ProjectRoster } from '@baton/domain';
+import { LruCache } from '@baton/eventstore';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { LEDGER_CONFIG, type LedgerConfig } from '../config';
 
@@ -41,6 +42,9 @@ export function projectView(definition: ProjectDefinition | null): ProjectView {
   };
 }
 
+/** Most projects whose definition the ledger keeps read (least recently used evicted). */
+export const PROJECTS_KEPT = 4096;
+
 /**
  * Reads each project's definition (aggregate `definition` / `current`, event
  * `definition.published`, written by the router) through the event store and keeps it for
@@ -50,7 +54,11 @@ export function projectView(definition: ProjectDefinition | null): ProjectView {
  */
 @Injectable()
 export class ProjectDirectory {
-  private readonly cache = new Map<string, Cached>();
+  /**
+   * Bounded: any agent may name a project (a `create`'s target) and each look-up caches it before
+   * anything refuses it; a project evicted is read again (from its last event) when next asked.
+   */
+  private readonly cache = new LruCache<string, Cached>(PROJECTS_KEPT);
   private readonly loading = new Map<string, Promise<Cached>>();
 
   constructor(
