@@ -5,6 +5,8 @@
  * counted (values of one shape share theirs), nor is sharing: a string or sub-object reachable
  * twice counts twice, so the estimate errs high where a state shares what an event brought.
  *
+ * An object with a `toJSON` method is weighed by what it returns.
+ *
  * Used to bound the event store's fold cache by bytes; the walk is iterative (a deep value cannot
  * overflow the stack) and stops counting at `limit`, so its cost is bounded by the caller.
  */
@@ -25,6 +27,11 @@ export function heapWeight(value: unknown, limit = Number.MAX_SAFE_INTEGER): num
         if (Array.isArray(next)) {
           total += 32 + 8 * next.length;
           for (let i = 0; i < next.length; i++) pending.push(next[i]);
+        } else if (typeof (next as { toJSON?: unknown }).toJSON === 'function') {
+          // A value with a JSON form of its own (a run's processed ids: their history is not
+          // enumerable) weighs what that form weighs, and at least an object.
+          total += 24;
+          pending.push((next as { toJSON(): unknown }).toJSON());
         } else {
           for (const key in next) {
             total += 8;

@@ -1,3 +1,4 @@
+import { ProcessedIds } from '@baton/domain';
 import { heapWeight } from './heap-weight';
 import { LruCache } from './lru';
 
@@ -106,6 +107,11 @@ describe('heapWeight', () => {
     let deep: unknown = 'leaf';
     for (let i = 0; i < 100_000; i++) deep = { next: deep };
     expect(heapWeight(deep)).toBe(100_000 * 32 + 20);
+  });
+
+  it("weighs a value with a JSON form of its own (a run's processed ids) by that form", () => {
+    const ids = ProcessedIds.of(['r-1', 'r-2', 'r-3']);
+    expect(heapWeight({ processedIds: ids })).toBe(24 + 8 + 24 + heapWeight(['r-1', 'r-2', 'r-3']));
   });
 
   it('stops counting at the limit it is given', () => {

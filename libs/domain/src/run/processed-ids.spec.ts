@@ -1,50 +1,82 @@
 import fc from 'fast-check';
+import { ProcessedIds } from './processed-ids';
 import { hasProcessedId, withProcessedId } from './state';
 
 /**
- * `hasProcessedId` answers what `Array.prototype.includes` answers, for lists grown by
- * `withProcessedId` along any branches (an older list grown again, the same id appended on two
- * branches at different positions) and for lists built otherwise (a state decoded from JSON).
+ * A run's applied ids answer what an array grown by copying would answer, for values grown along
+ * any branches (an older value grown again, the same id added on two branches in another order)
+ * and for arrays (a state decoded from JSON) — and a long run's ids grow in linear time.
  */
-describe('processed ids: the index agrees with a scan', () => {
+describe('processed ids', () => {
   const idArb = fc.integer({ min: 0, max: 150 }).map((n) => `res-${n}`);
 
-  it('on lists grown along random branches, past the length from which they are indexed', () => {
+  it('agree with arrays grown by copying, along random branches', () => {
     fc.assert(
       fc.property(
         fc.array(fc.record({ from: fc.nat(), id: idArb }), { minLength: 50, maxLength: 400 }),
         fc.array(idArb, { minLength: 20, maxLength: 40 }),
         (steps, queries) => {
-          const lists: (readonly string[])[] = [Array.from({ length: 60 }, (_, i) => `seed-${i}`)];
-          for (const step of steps) lists.push(withProcessedId(lists[step.from % lists.length] as readonly string[], step.id));
-          for (const list of lists) {
-            for (const query of [...queries, ...list.slice(-3)]) expect(hasProcessedId(list, query)).toBe(list.includes(query));
+          const seed = Array.from({ length: 60 }, (_, i) => `seed-${i}`);
+          const values: ProcessedIds[] = [ProcessedIds.of(seed)];
+          const arrays: string[][] = [seed];
+          for (const step of steps) {
+            const from = step.from % values.length;
+            values.push(withProcessedId(values[from]!, step.id));
+            const array = arrays[from]!;
+            arrays.push(array.includes(step.id) ? array : [...array, step.id]);
           }
+          values.forEach((value, i) => {
+            const array = arrays[i]!;
+            expect([...value]).toEqual(array);
+            expect(value.length).toBe(array.length);
+            expect(value.toJSON()).toEqual(array);
+            for (const query of [...queries, ...array.slice(-3)]) expect(hasProcessedId(value, query)).toBe(array.includes(query));
+          });
         },
       ),
       { numRuns: 40 },
     );
   });
 
-  it('appends only ids the list does not hold, whatever branch indexed them first', () => {
-    const base = Array.from({ length: 70 }, (_, i) => `id-${i}`);
-    const left = withProcessedId(withProcessedId(base, 'x'), 'y'); // x at 70, y at 71
-    const right = withProcessedId(withProcessedId(base, 'y'), 'x'); // y at 70, x at 71: the index says otherwise
-    expect(right.slice(-2)).toEqual(['y', 'x']);
-    for (const list of [left, right]) {
-      expect(hasProcessedId(list, 'x')).toBe(true);
-      expect(hasProcessedId(list, 'y')).toBe(true);
-      expect(withProcessedId(list, 'x')).toBe(list);
-      expect(hasProcessedId(list, 'z')).toBe(false);
+  it('adds only ids it does not hold, whatever branch added them first; the value grown from is unchanged', () => {
+    const base = ProcessedIds.of(Array.from({ length: 70 }, (_, i) => `id-${i}`));
+    const left = withProcessedId(withProcessedId(base, 'x'), 'y');
+    const right = withProcessedId(withProcessedId(base, 'y'), 'x');
+    expect([...right].slice(-2)).toEqual(['y', 'x']);
+    expect([...left].slice(-2)).toEqual(['x', 'y']);
+    for (const value of [left, right]) {
+      expect(hasProcessedId(value, 'x')).toBe(true);
+      expect(hasProcessedId(value, 'y')).toBe(true);
+      expect(withProcessedId(value, 'x')).toBe(value);
+      expect(hasProcessedId(value, 'z')).toBe(false);
     }
-    expect(hasProcessedId(withProcessedId(base, 'y'), 'x')).toBe(false);
+    expect(base.length).toBe(70);
     expect(hasProcessedId(base, 'x')).toBe(false);
+    expect(left).toEqual(ProcessedIds.of([...base, 'x', 'y']));
+    expect(JSON.stringify({ ids: right })).toBe(JSON.stringify({ ids: [...base, 'y', 'x'] }));
   });
 
-  it('on a list no withProcessedId built (a decoded state)', () => {
+  it('on an array (a decoded state)', () => {
     const decoded = JSON.parse(JSON.stringify(Array.from({ length: 100 }, (_, i) => `r-${i}`))) as string[];
     expect(hasProcessedId(decoded, 'r-99')).toBe(true);
     expect(hasProcessedId(decoded, 'r-100')).toBe(false);
-    expect(hasProcessedId(withProcessedId(decoded, 'r-100'), 'r-100')).toBe(true);
+    const grown = withProcessedId(decoded, 'r-100');
+    expect(hasProcessedId(grown, 'r-100')).toBe(true);
+    expect(grown.length).toBe(101);
+  });
+
+  it('a long run: 100 000 ids, each added to the newest value in place; the values grown from keep their own view', () => {
+    let ids = ProcessedIds.of(['wr-1']);
+    const older: ProcessedIds[] = [];
+    for (let i = 0; i < 100_000; i++) {
+      ids = withProcessedId(ids, `res-${i}`);
+      if (i % 25_000 === 0) older.push(ids);
+    }
+    expect(ids.length).toBe(100_001);
+    expect(hasProcessedId(ids, 'res-99999')).toBe(true);
+    // The values grown from kept their own view of the shared history.
+    expect(older.map((value) => value.length)).toEqual([2, 25_002, 50_002, 75_002]);
+    expect(hasProcessedId(older[1]!, 'res-25000')).toBe(true);
+    expect(hasProcessedId(older[1]!, 'res-25001')).toBe(false);
   });
 });

@@ -11,6 +11,10 @@ import type {
   WorkflowRef,
 } from '@baton/contracts';
 import { assertNever } from '../decider';
+import { ProcessedIds } from './processed-ids';
+
+/** A run's applied ids: as the domain grows them, or as an array (a state decoded from JSON). */
+export type ProcessedIdList = ProcessedIds | readonly string[];
 
 /** A workflow-run event: `{ type: 'run.routed', data: {...} }`. */
 export type RunEvent = DomainEventOf<typeof RunEventSchemas>;
@@ -113,8 +117,12 @@ export interface RunCore {
   handoffId: string | null;
   /** Who started the run and who else may be notified (seed 000 §5). */
   people: RunPeople;
-  /** Result ids, answer ids and stop packet ids already applied (idempotency). */
-  processedIds: readonly string[];
+  /**
+   * Result ids, answer ids and stop packet ids already applied (idempotency). A state decoded from
+   * JSON (a projection's stored fold) holds them as an array; {@link hasProcessedId} and
+   * {@link withProcessedId} take either.
+   */
+  processedIds: ProcessedIdList;
   /** How many HumanActionNotices the run has emitted. */
   notices: number;
   startedAt: string;
@@ -176,7 +184,7 @@ export function evolveRun(state: RunState, event: RunEvent): RunState {
       hops: 0,
       handoffId: null,
       people: { ...data.people },
-      processedIds: [data.workflow_run_id],
+      processedIds: ProcessedIds.of([data.workflow_run_id]),
       notices: 0,
       startedAt: data.started_at,
     };
@@ -358,49 +366,14 @@ function coreOf(state: StartedRunState): RunCore {
   };
 }
 
-/*
- * `processedIds` grows by one id per result, answer, message and stop a run applies, and every
- * decision and every fold of such an event asks whether an id is in it: a linear scan each time,
- * 5 000 string comparisons on a run of 10 000 events (the bench's long run; `decision_10k_vs_10`).
- * The lists only ever grow by `withProcessedId`, which copies a list and appends one id, so one
- * index per family of lists (a list and every list grown from it) says where each id was appended:
- * an id the index places at i is in a list if the list has that id at i. Lists grown along two branches from the
- * same list (a decision on a state, an evolve of an older state) share the index; an id one branch
- * put at a position the other filled differently falls back to a scan. Every id of a list with an
- * index is in the index, so an id the index does not know is not in the list. Short lists are
- * scanned: an index costs more than it saves below a few dozen ids.
- */
-const INDEXED_FROM = 64;
-const idIndexes = new WeakMap<readonly string[], Map<string, number>>();
-
-function idIndexOf(ids: readonly string[]): Map<string, number> {
-  let index = idIndexes.get(ids);
-  if (index === undefined) {
-    index = new Map();
-    for (let i = 0; i < ids.length; i++) if (!index.has(ids[i] as string)) index.set(ids[i] as string, i);
-    idIndexes.set(ids, index);
-  }
-  return index;
-}
-
 /** Whether a run has applied the result, answer, message or stop `id` (its `processedIds` hold it). */
-export function hasProcessedId(ids: readonly string[], id: string): boolean {
-  if (ids.length < INDEXED_FROM) return ids.includes(id);
-  const at = idIndexOf(ids).get(id);
-  if (at === undefined) return false;
-  return (at < ids.length && ids[at] === id) || ids.includes(id);
+export function hasProcessedId(ids: ProcessedIdList, id: string): boolean {
+  return ids instanceof ProcessedIds ? ids.has(id) : ids.includes(id);
 }
 
-/** `ids` with `id` appended (the same list when it holds it already), sharing its index. */
-export function withProcessedId(ids: readonly string[], id: string): readonly string[] {
-  if (hasProcessedId(ids, id)) return ids;
-  const next = [...ids, id];
-  const index = idIndexes.get(ids);
-  if (index !== undefined) {
-    if (!index.has(id)) index.set(id, ids.length);
-    idIndexes.set(next, index);
-  }
-  return next;
+/** `ids` with `id` added (the same value when it holds it already). */
+export function withProcessedId(ids: ProcessedIdList, id: string): ProcessedIds {
+  return (ids instanceof ProcessedIds ? ids : ProcessedIds.of(ids)).with(id);
 }
 
 function replaceTop(frames: readonly WaitingParent[], top: WaitingParent): readonly WaitingParent[] {
