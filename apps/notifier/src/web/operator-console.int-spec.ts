@@ -196,8 +196,11 @@ describe('operator console: tokens, roles, project scoping, web inbox (real NATS
     expect(inbox.text).toContain('olga · operator · projects alpha');
   });
 
-  it('a cursor the inbox page did not issue is a 400 page naming the cursor, as the API answers it (it was a 500)', async () => {
+  it('a cursor the inbox page did not issue, or a filter given twice, is a 400 page naming it, as the API answers it (they were a 500 and a dropped filter)', async () => {
     const { cookie } = await signIn(alphaOperator);
+    const repeated = await call('/inbox?status=open&status=closed', { cookie });
+    expect(repeated.status).toBe(400);
+    expect(repeated.text).toContain('status: give it once');
     for (const cursor of ['garbage', Buffer.from('{"v":9}').toString('base64url')]) {
       const page = await call(`/inbox?cursor=${cursor}`, { cookie });
       expect({ cursor, status: page.status }).toEqual({ cursor, status: 400 });

@@ -398,6 +398,8 @@ export class WebController {
     const picked: Record<string, string> = {};
     for (const key of FILTER_KEYS) {
       const value = raw[key];
+      // Repeated (`?status=open&status=closed`): refused as the API refuses it, never dropped.
+      if (Array.isArray(value)) throw new WebRefusal(400, 'schema_violation', `${key}: give it once (several values as one comma-separated list)`);
       if (typeof value === 'string' && value.trim() !== '') picked[key] = value.trim();
     }
     const q = this.parse(InboxQuerySchema, { ...picked, ...(typeof raw['cursor'] === 'string' && raw['cursor'] ? { cursor: raw['cursor'] } : {}) });
