@@ -181,7 +181,21 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
   });
 
   it('bad query parameters and ids answer 400 with a typed code; unknown ids answer 404', async () => {
-    for (const query of ['limit=0', 'limit=abc', 'kind=bogus', 'order=oldest', 'colour=red', 'cursor=not-a-cursor', 'priority=', 'project=Bad Project']) {
+    for (const query of [
+      'limit=0',
+      'limit=abc',
+      'limit=0x10',
+      'limit=1e2',
+      'limit=5.0',
+      'limit=%207',
+      'limit=501',
+      'kind=bogus',
+      'order=oldest',
+      'colour=red',
+      'cursor=not-a-cursor',
+      'priority=',
+      'project=Bad Project',
+    ]) {
       const response = await get(`/v1/inbox?${query}`);
       expect({ query, status: response.status, code: response.body.error?.code }).toEqual({ query, status: 400, code: 'schema_violation' });
     }

@@ -27,7 +27,20 @@ const list = <T extends z.ZodType<string, string>>(item: T) =>
     .transform((raw) => raw.split(',').map((v) => v.trim()))
     .pipe(z.array(item).min(1).max(20));
 
-const limit = z.coerce.number().int().min(1).max(500).default(50);
+/**
+ * How many items a page holds: digits only in a query (`0x10`, `1e2`, ` 7 ` or `5.0` are refused,
+ * not read as numbers), 1–500, 50 when absent.
+ */
+const limit = z
+  .union([
+    z.number(),
+    z
+      .string()
+      .regex(/^[0-9]{1,3}$/, 'limit is a whole number from 1 to 500, in digits')
+      .transform(Number),
+  ])
+  .pipe(z.number().int().min(1).max(500))
+  .default(50);
 const cursor = z.string().min(1).max(2_000);
 
 export const InboxKindSchema = z.enum(['stop', 'hold', 'handback', 'escalation']);
