@@ -8,6 +8,10 @@ export interface ApiReply {
   body: unknown;
 }
 
+/** How long the CLI waits for the operator API: a read, and a POST (an answer waits for its outcome on the server). */
+export const GET_TIMEOUT_MS = 15_000;
+export const POST_TIMEOUT_MS = 75_000;
+
 /**
  * Call the notifier's operator API at BATON_API_URL. Resolves with any HTTP status (the caller
  * maps refusals); throws {@link CliError} only when the API cannot be reached.
@@ -16,6 +20,8 @@ export async function callApi(ctx: CliContext, method: 'GET' | 'POST', path: str
   const base = ctx.config().BATON_API_URL.replace(/\/+$/, '');
   const url = `${base}${path}`;
   const token = ctx.config().BATON_TOKEN;
+  // An answer waits for the router's decision on the server (NOTIFIER_ANSWER_WAIT_MS, at most 60 s).
+  const timeoutMs = method === 'POST' ? POST_TIMEOUT_MS : GET_TIMEOUT_MS;
   let response: Response;
   try {
     response = await ctx.fetch(url, {
@@ -27,9 +33,13 @@ export async function callApi(ctx: CliContext, method: 'GET' | 'POST', path: str
         ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
       },
       ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-      signal: AbortSignal.timeout(15_000),
+      signal: AbortSignal.timeout(timeoutMs),
     });
   } catch (error) {
+    if ((error as Error).name === 'TimeoutError') {
+      const maybeDone = method === 'POST' ? ': it may have been carried out — check before sending it again (the same --answer-id is safe to send again)' : '';
+      throw new CliError(`the operator API at ${base} did not answer ${method} ${path} within ${timeoutMs / 1000} s${maybeDone}`, { cause: error });
+    }
     throw new CliError(`cannot reach the operator API at ${base}: ${(error as Error).message} (is the notifier running? set BATON_API_URL)`, { cause: error });
   }
   const text = await response.text();
