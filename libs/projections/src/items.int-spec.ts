@@ -64,11 +64,18 @@ describe('indexed item store (real Redis)', () => {
     await fx.cleanup();
   });
 
-  async function readAll(order: ItemOrder, filters: ItemFilters = {}, limit = 20): Promise<InboxItem[]> {
+  async function readAll(order: ItemOrder, filters: ItemFilters = {}, limit = 20, scanBudget?: number): Promise<InboxItem[]> {
     const out: InboxItem[] = [];
     let cursor: string | null = null;
     do {
-      const page: { items: InboxItem[]; nextCursor: string | null } = await items.query({ filters, order, limit, cursor });
+      const page: { items: InboxItem[]; nextCursor: string | null } = await items.query({
+        filters,
+        order,
+        limit,
+        cursor,
+        ...(scanBudget ? { scanBudget } : {}),
+      });
+      expect(page.items.length).toBeLessThanOrEqual(limit);
       out.push(...page.items);
       cursor = page.nextCursor;
     } while (cursor);
@@ -106,6 +113,39 @@ describe('indexed item store (real Redis)', () => {
     expect(all.filter((item) => matches(item, cases[10])).map((i) => i.id)).toEqual(['item-021', 'item-033', 'item-057', 'item-069']);
     expect(await items.get('item-004')).toEqual(all[4]);
     expect(await items.get('missing')).toBeNull();
+  });
+
+  it('a page examines at most its scan budget: pages end early with a cursor, and reading on gives exactly the matching items in order', async () => {
+    const all = Array.from({ length: 90 }, (_, i) => makeItem(i));
+    await run(...all.map((item) => Op.itemUpsert('inbox', item)));
+    const cases: ItemFilters[] = [
+      { project: ['alpha', 'gamma'], why: ['loop_guard', 'deadline'] },
+      { kind: ['stop', 'hold'], agent: 'agent-1', priority: ['p1', 'p3'], status: 'open' },
+      { status: 'resolved' },
+      { project: ['alpha', 'beta', 'gamma'], status: 'resolved' },
+      {},
+    ];
+    for (const filters of cases) {
+      for (const order of ['newest', 'urgent'] as const) {
+        const expected = all
+          .filter((item) => matches(item, filters))
+          .sort(compare(order))
+          .map((i) => i.id);
+        for (const [limit, budget] of [
+          [5, 1],
+          [5, 3],
+          [1, 2],
+          [50, 7],
+        ] as const) {
+          const got = (await readAll(order, filters, limit, budget)).map((i) => i.id);
+          expect({ filters, order, limit, budget, ids: got }).toEqual({ filters, order, limit, budget, ids: expected });
+        }
+      }
+    }
+    // The bound holds: with a budget of 3, a first page of a rare filter holds what 3 candidates gave.
+    const rare = await items.query({ filters: { status: 'resolved', project: ['alpha', 'beta', 'gamma'] }, limit: 50, scanBudget: 3 });
+    expect(rare.items.length).toBeLessThanOrEqual(3);
+    expect(rare.nextCursor).not.toBeNull();
   });
 
   it('upsert moves an item out of its old index sets when an indexed field changes; patch and remove keep every index right', async () => {

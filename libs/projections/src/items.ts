@@ -16,6 +16,12 @@ export interface ItemQuery {
   limit?: number;
   /** `nextCursor` of the previous page; absent or null for the first page. */
   cursor?: string | null;
+  /**
+   * Most items one page examines (default the larger of 2 000 and 20 × `limit`): a page whose
+   * filters match few of the items it walks ends early at this bound, with a cursor to go on from —
+   * so a page's cost is bounded whatever the history holds.
+   */
+  scanBudget?: number;
 }
 
 export interface ItemPage<T> {
@@ -94,7 +100,12 @@ export function createItemStore<T extends IndexedItem>(redis: Redis, base: strin
       const after = query.cursor ? decodeCursor(order, query.cursor) : '';
       const filters = normaliseFilters(query.filters);
       if (filters === null) return { items: [], nextCursor: null };
-      const reply = (await queryScript.run(redis, [pointer], [base, store, order, 'query', after, limit, JSON.stringify(filters)])) as [string, ...string[][]];
+      const budget = query.scanBudget ?? Math.max(2_000, 20 * limit);
+      if (!Number.isInteger(budget) || budget < 1) throw new ProjectionError('scanBudget must be a positive integer');
+      const reply = (await queryScript.run(redis, [pointer], [base, store, order, 'query', after, limit, JSON.stringify(filters), budget])) as [
+        string,
+        ...string[][],
+      ];
       const [next, ...docs] = reply;
       return {
         items: docs.map((flat) => decodeItemFields<T>(flat)),

@@ -287,10 +287,17 @@ return { gen, reply }
  * KEYS: active pointer. ARGV: base, store, order, mode ('query' | 'count' | 'get'), cursor member
  * ('' for the first page) or item id for 'get', limit, filters JSON `[[field, [values...]], ...]`.
  *
- * Filtering: a field with several values is first unioned (ZUNIONSTORE) into a scratch key; when
- * more than one field filters, the per-field sets are intersected (ZINTERSTORE) into another. All
- * scratch keys are deleted before the script returns (and carry a 10 s expiry in case the script
- * is killed). Paging is keyset paging: ZRANGEBYLEX from just after the cursor member.
+ * A page ('query') is keyset paging, and its work is bounded by the page, not by the history the
+ * filters match: the field whose value sets are smallest together drives — its sets are merged in
+ * order, a batch at a time from just after the cursor member (ZRANGEBYLEX … LIMIT) — and each
+ * candidate is checked against the other filters on its document (HMGET, decoded as the indexes
+ * decode it: an item has one value per field, so a field's value sets are disjoint). At most ARGV[8]
+ * candidates are examined; a page that reaches that bound first ends early, its cursor at the last
+ * candidate examined (fewer items, never wrong ones: the next page goes on from there).
+ *
+ * Counting ('count') unions a field with several values (ZUNIONSTORE) into a scratch key and
+ * intersects several fields (ZINTERSTORE) into another; scratch keys are deleted before the script
+ * returns (and carry a 10 s expiry in case the script is killed).
  * Returns {nextCursorMember or '', itemFlat1, itemFlat2, ...} for 'query', the count for 'count'.
  */
 export const queryScript = new LuaScript(
@@ -308,6 +315,84 @@ if mode == 'get' then
   return { '', redis.call('HGETALL', p .. 'doc:' .. ARGV[5]) }
 end
 local filters = cjson.decode(ARGV[7])
+if mode == 'query' then
+  local limit = tonumber(ARGV[6])
+  local budget = tonumber(ARGV[8])
+  local idStart = 18
+  if order == 'urgent' then idStart = 34 end
+  local driver, keys, size = nil, nil, nil
+  for i, f in ipairs(filters) do
+    local fieldKeys, total = {}, 0
+    for _, v in ipairs(f[2]) do
+      local key = p .. 'idx:' .. order .. ':' .. f[1] .. ':' .. v
+      fieldKeys[#fieldKeys + 1] = key
+      total = total + redis.call('ZCARD', key)
+    end
+    if driver == nil or total < size then driver, keys, size = i, fieldKeys, total end
+  end
+  if driver == nil then keys = { p .. 'all:' .. order } end
+  local fields, allowed = {}, {}
+  for i, f in ipairs(filters) do
+    if i ~= driver then
+      local set = {}
+      for _, v in ipairs(f[2]) do set[v] = true end
+      fields[#fields + 1] = f[1]
+      allowed[#allowed + 1] = set
+    end
+  end
+  -- Byte order, as ZRANGEBYLEX orders members (Lua's < follows the server's collation locale).
+  local function before(a, b)
+    local n = math.min(#a, #b)
+    for i = 1, n do
+      local x, y = string.byte(a, i), string.byte(b, i)
+      if x ~= y then return x < y end
+    end
+    return #a < #b
+  end
+  local batch = math.max(limit + 1, 16)
+  local from = '-'
+  if ARGV[5] ~= '' then from = '(' .. ARGV[5] end
+  local buffers, at, done = {}, {}, {}
+  local function fill(k, after)
+    buffers[k] = redis.call('ZRANGEBYLEX', keys[k], after, '+', 'LIMIT', 0, batch)
+    at[k] = 1
+    done[k] = #buffers[k] < batch
+  end
+  for k = 1, #keys do fill(k, from) end
+  local accepted, examined, last = {}, 0, nil
+  while #accepted <= limit do
+    local best = nil
+    for k = 1, #keys do
+      if at[k] > #buffers[k] and not done[k] then fill(k, '(' .. buffers[k][#buffers[k]]) end
+      local head = buffers[k][at[k]]
+      if head ~= nil and (best == nil or before(head, buffers[best][at[best]])) then best = k end
+    end
+    if best == nil then last = nil break end
+    if examined >= budget then break end
+    local member = buffers[best][at[best]]
+    at[best] = at[best] + 1
+    examined = examined + 1
+    last = member
+    local ok = true
+    if #fields > 0 then
+      local values = redis.call('HMGET', p .. 'doc:' .. string.sub(member, idStart), unpack(fields))
+      for i = 1, #fields do
+        local raw = values[i]
+        local value = raw and cjson.decode(raw)
+        if type(value) ~= 'string' or not allowed[i][value] then ok = false break end
+      end
+    end
+    if ok then accepted[#accepted + 1] = member end
+  end
+  local out = { '' }
+  local n = math.min(limit, #accepted)
+  for i = 1, n do
+    out[#out + 1] = redis.call('HGETALL', p .. 'doc:' .. string.sub(accepted[i], idStart))
+  end
+  if #accepted > limit then out[1] = accepted[n]
+  elseif last ~= nil then out[1] = last end
+  return out
+end
 local scratch = {}
 local function newScratch()
   local key = ns .. '~tmp:' .. (#scratch + 1)
@@ -339,25 +424,9 @@ else
   redis.call('PEXPIRE', source, 10000)
 end
 local function cleanup() if #scratch > 0 then redis.call('DEL', unpack(scratch)) end end
-if mode == 'count' then
-  local n = redis.call('ZCARD', source)
-  cleanup()
-  return n
-end
-local limit = tonumber(ARGV[6])
-local start = '-'
-if ARGV[5] ~= '' then start = '(' .. ARGV[5] end
-local members = redis.call('ZRANGEBYLEX', source, start, '+', 'LIMIT', 0, limit + 1)
+local n = redis.call('ZCARD', source)
 cleanup()
-local idStart = 18
-if order == 'urgent' then idStart = 34 end
-local out = { '' }
-local n = math.min(limit, #members)
-for i = 1, n do
-  out[#out + 1] = redis.call('HGETALL', p .. 'doc:' .. string.sub(members[i], idStart))
-end
-if #members > limit then out[1] = members[n] end
-return out
+return n
 `,
 );
 

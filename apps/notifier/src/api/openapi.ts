@@ -188,7 +188,7 @@ export function buildOpenApiDocument(): object {
           operationId: 'listInbox',
           summary: 'Items a person must act on (stops, holds, handbacks, escalations)',
           description:
-            'Newest (`order=newest`) or most urgent first; filters take one value or a comma-separated list; `status` defaults to `open` (`any` for all); page with `next_cursor`.',
+            'Newest (`order=newest`) or most urgent first; filters take one value or a comma-separated list; `status` defaults to `open` (`any` for all); page with `next_cursor` (null on the last page; a page whose filters match few of the items it walks may hold fewer than `limit` items and still have one — read on).',
           parameters: queryParameters(InboxQuerySchema),
           responses: { '200': json(InboxPageSchema, 'one page of inbox items'), '400': bad },
         },
