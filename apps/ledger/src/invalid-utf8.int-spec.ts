@@ -1,6 +1,8 @@
 import { LedgerReplySchema, ledgerCommandSubject, Principals } from '@baton/contracts';
+import { DlqSources } from '@baton/eventstore';
 import type { NatsHandle } from '@baton/eventstore';
 import type { RunningService } from '@baton/platform';
+import { headers as natsHeaders } from 'nats';
 import { waitFor } from '@baton/wait';
 import { DlqHeader, bootLedger, connectTest, deadLetters, deleteStreams, randomPrefix } from './int/support';
 
@@ -45,6 +47,24 @@ describe('ledger requests whose bytes are not UTF-8 (real NATS): refused invalid
     expect(letter!.header(DlqHeader.reason)).toBe('invalid_utf8');
     expect(letter!.header(DlqHeader.subject)).toBe(subject('claim'));
     expect(letter!.header(DlqHeader.source)).toBe('ledger');
+  });
+
+  it('a stored handoff event the reactor cannot decode is dead-lettered at its first delivery, not retried until its deliveries run out', async () => {
+    const headers = natsHeaders();
+    headers.set('Baton-Event-Type', 'handoff.created');
+    const bad = encoder.encode('{not an event');
+    await nats.js.publish(`${prefix}.ev.${P}.handoff.h-poison`, bad, { headers });
+    const [letter] = await waitFor(
+      async () => {
+        const all = await deadLetters(nats, prefix, DlqSources.ledgerHandoffReactor);
+        const mine = all.filter((m) => Buffer.from(m.data).equals(Buffer.from(bad)));
+        return mine.length > 0 ? mine : undefined;
+      },
+      'the dead letter of the event',
+      { timeoutMs: 8000 },
+    );
+    expect(letter!.header(DlqHeader.deliveries)).toBe('1');
+    expect(letter!.header(DlqHeader.reason)).not.toBe('max_deliveries');
   });
 
   it('the ledger keeps serving: the next request, in UTF-8, is decided on what it asks (the handoff it names does not exist), not refused for its bytes', async () => {
