@@ -29,8 +29,19 @@ export const RESERVED_NAMES = ['__proto__', 'constructor', 'prototype'] as const
 /** The message of every refusal of a {@link RESERVED_NAMES} name. */
 export const RESERVED_NAME_MESSAGE = '"__proto__", "constructor" and "prototype" are reserved and cannot be used as names';
 
+/**
+ * A name pattern's first part: at the start of a name, a lookahead that refuses exactly one of
+ * {@link RESERVED_NAMES} (so the JSON Schemas state the rule as part of the name's pattern).
+ */
+const NOT_RESERVED = `^(?!(?:${RESERVED_NAMES.join('|')})$)`;
+
+/** A name pattern: `chars` (a regex source for the whole name) for any name but a reserved one. */
+export function namePattern(chars: string): RegExp {
+  return new RegExp(`${NOT_RESERVED}${chars}$`);
+}
+
 /** A record key: any string but one of {@link RESERVED_NAMES}. */
-export const RecordKeySchema = z.string().regex(/^(?!(?:__proto__|constructor|prototype)$)/, RESERVED_NAME_MESSAGE);
+export const RecordKeySchema = z.string().regex(new RegExp(NOT_RESERVED), RESERVED_NAME_MESSAGE);
 
 /**
  * A JSON object keyed by names, that refuses a {@link RESERVED_NAMES} key with an issue at its
@@ -72,7 +83,7 @@ export const AgentNameSchema = z
   .string()
   .min(1)
   .max(Limits.maxIdLength)
-  .regex(/^(?!(?:__proto__|constructor|prototype)$)[A-Za-z0-9_-]+$/, `agent names may hold letters, digits, _ and - only; ${RESERVED_NAME_MESSAGE}`);
+  .regex(namePattern('[A-Za-z0-9_-]+'), `agent names may hold letters, digits, _ and - only; ${RESERVED_NAME_MESSAGE}`);
 
 export const IsoTimeSchema = z.iso.datetime({ offset: true });
 

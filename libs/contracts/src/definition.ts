@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { AgentNameSchema, Limits, namedRecord, ProjectIdSchema, RESERVED_NAME_MESSAGE, ShortTextSchema } from './common';
+import { AgentNameSchema, Limits, namedRecord, namePattern, ProjectIdSchema, RESERVED_NAME_MESSAGE, ShortTextSchema } from './common';
 import { MeshDefinitionSchema, validateMeshes } from './mesh';
 
 /**
@@ -25,10 +25,7 @@ export const VariableNameSchema = z
   .string()
   .min(1)
   .max(200)
-  .regex(
-    /^(?!(?:__proto__|constructor|prototype)$)[A-Za-z_][A-Za-z0-9_]*$/,
-    `variable names are letters, digits and _ (not starting with a digit); ${RESERVED_NAME_MESSAGE}`,
-  );
+  .regex(namePattern('[A-Za-z_][A-Za-z0-9_]*'), `variable names are letters, digits and _ (not starting with a digit); ${RESERVED_NAME_MESSAGE}`);
 
 export const MemoryTypeSchema = z.enum(['string', 'number', 'boolean', 'object', 'list', 'any']);
 export type MemoryType = z.infer<typeof MemoryTypeSchema>;

@@ -157,10 +157,15 @@ export function parseLedgerCommandSubject(prefix: string, subject: string): Ledg
  * acknowledging this durable alone.
  */
 export function offerDurableName(project: string, agent: string): string {
-  return `offers-${project.length}-${project}-${agent}`.replace(/[^A-Za-z0-9_-]/g, '_');
+  return durableToken(`offers-${project.length}-${project}-${agent}`);
 }
 
 /** The name an agent's offers durable had before {@link offerDurableName} (the ledger moves one it finds). */
 export function legacyOfferDurableName(project: string, agent: string): string {
-  return `offers-${project}-${agent}`.replace(/[^A-Za-z0-9_-]/g, '_');
+  return durableToken(`offers-${project}-${agent}`);
+}
+
+/** A durable name of letters, digits, `_` and `-` only (anything else becomes `_`). */
+function durableToken(name: string): string {
+  return name.replace(/[^A-Za-z0-9_-]/g, '_');
 }

@@ -57,6 +57,22 @@ describe('runConsumer (real NATS)', () => {
     return out;
   };
 
+  /** A runner on a new durable whose handler parses each body as JSON (poison when it is not). */
+  const startJsonReader = async (name: string) => {
+    await durable(name);
+    const deliveries: ConsumedMessage[] = [];
+    const outcomes: MessageOutcome[] = [];
+    start({
+      durable: name,
+      onOutcome: (o) => outcomes.push(o),
+      handler: async (msg) => {
+        deliveries.push(msg);
+        JSON.parse(new TextDecoder().decode(msg.data));
+      },
+    });
+    return { deliveries, outcomes };
+  };
+
   it('acks a message only after its handler resolved', async () => {
     await durable('ok');
     const seen: ConsumedMessage[] = [];
@@ -121,17 +137,7 @@ describe('runConsumer (real NATS)', () => {
   });
 
   it('poison input is dead-lettered with its reason and original bytes, then terminated (delivered once)', async () => {
-    await durable('poison');
-    const deliveries: ConsumedMessage[] = [];
-    const outcomes: MessageOutcome[] = [];
-    start({
-      durable: 'poison',
-      onOutcome: (o) => outcomes.push(o),
-      handler: async (msg) => {
-        deliveries.push(msg);
-        JSON.parse(new TextDecoder().decode(msg.data));
-      },
-    });
+    const { deliveries, outcomes } = await startJsonReader('poison');
     const ack = await publish('p.result.a', '{not json', 'orig-1');
     await waitFor(() => outcomes.length === 1, 'one outcome', { timeoutMs: 5000 });
     expect(outcomes[0]).toMatchObject({ kind: 'dead_lettered', reason: 'malformed_json' });
@@ -149,17 +155,7 @@ describe('runConsumer (real NATS)', () => {
   });
 
   it('poison too large for a whole letter (its headers grow in JSON) is dead-lettered shortened, with its size and digest, then terminated (delivered once)', async () => {
-    await durable('poison-large');
-    const deliveries: ConsumedMessage[] = [];
-    const outcomes: MessageOutcome[] = [];
-    start({
-      durable: 'poison-large',
-      onOutcome: (o) => outcomes.push(o),
-      handler: async (msg) => {
-        deliveries.push(msg);
-        JSON.parse(new TextDecoder().decode(msg.data));
-      },
-    });
+    const { deliveries, outcomes } = await startJsonReader('poison-large');
     // Headers whose control bytes take 6 bytes each in JSON: the letter's header block would pass 64 KiB.
     const hdrs = natsHeaders();
     hdrs.set('X-Filler', '\u0001'.repeat(20 * 1024));

@@ -1,6 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { OfferAckWaitBounds, Subjects, legacyOfferDurableName, offerDurableName } from '@baton/contracts';
-import { batonStreamNames, provision } from '@baton/eventstore';
+import { batonStreamNames, provision, type NatsHandle } from '@baton/eventstore';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 
 /** Where an agent pulls its offers from. */
@@ -37,7 +37,7 @@ export class OfferConsumers {
     const existing = await jsm.consumers.info(stream, durable).catch(() => null);
     // A durable under the name before offerDurableName took the project's length, filtered to this
     // agent's offers: the new one goes on from what it acknowledged, and it is deleted afterwards.
-    const legacy = existing === null ? await this.legacyOf(stream, project, agent, filterSubject) : null;
+    const legacy = existing === null ? await legacyOf(jsm, stream, project, agent, filterSubject) : null;
     if (legacy !== null && startAfterSeq === undefined) startAfterSeq = legacy.ackFloor;
     if (existing !== null && existing.config.filter_subject !== filterSubject) {
       this.runtime.logger.warn('an offers durable had a foreign filter: replaced', {
@@ -74,12 +74,18 @@ export class OfferConsumers {
     }
     return { stream, durable, filterSubject };
   }
+}
 
-  /** The agent's durable under its former name, when there is one with this agent's filter. */
-  private async legacyOf(stream: string, project: string, agent: string, filterSubject: string): Promise<{ name: string; ackFloor: number } | null> {
-    const name = legacyOfferDurableName(project, agent);
-    const info = await this.runtime.nats.jsm.consumers.info(stream, name).catch(() => null);
-    if (info === null || info.config.filter_subject !== filterSubject) return null;
-    return { name, ackFloor: info.ack_floor.stream_seq };
-  }
+/** The agent's durable under its former name, when there is one with this agent's filter. */
+async function legacyOf(
+  jsm: NatsHandle['jsm'],
+  stream: string,
+  project: string,
+  agent: string,
+  filterSubject: string,
+): Promise<{ name: string; ackFloor: number } | null> {
+  const name = legacyOfferDurableName(project, agent);
+  const info = await jsm.consumers.info(stream, name).catch(() => null);
+  if (info === null || info.config.filter_subject !== filterSubject) return null;
+  return { name, ackFloor: info.ack_floor.stream_seq };
 }

@@ -39,8 +39,8 @@ interface HeapNode {
   generation: number;
 }
 
-/** The table's key of a handoff: neither project keys nor ids hold a `/`. */
-function keyOf(project: string, handoffId: string): string {
+/** The key of a handoff in the watchdog's tables: neither project keys nor ids hold a `/`. */
+export function keyOf(project: string, handoffId: string): string {
   return `${project}/${handoffId}`;
 }
 

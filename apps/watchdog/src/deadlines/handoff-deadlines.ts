@@ -3,7 +3,7 @@ import { decodeEvent, type NatsJetStream } from '@baton/eventstore';
 import type { JsonLogger } from '@baton/platform';
 import type { RequeueLedger, RequeueReply } from '../requeue/requeue-port';
 import { followOf, type Follow, type FollowedMessage, type StreamFollower } from '../stream/stream-follower';
-import { DeadlineTable } from './deadline-table';
+import { DeadlineTable, keyOf } from './deadline-table';
 
 /** The pseudo claim id under which a handoff's deadline sits in its {@link DeadlineTable}. */
 export const DEADLINE_SLOT = 'deadline';
@@ -57,7 +57,7 @@ export class HandoffDeadlineTracker {
     const aggregate = SubjectTable.event.parse(this.opts.prefix, message.subject);
     if (aggregate === null || aggregate.kind !== 'handoff') return;
     const { project, id } = aggregate;
-    const key = `${project}/${id}`;
+    const key = keyOf(project, id);
     if (type === 'handoff.created') {
       const decoded = decodeEvent(this.opts.registry, message.data, (name) => message.header(name));
       if (!decoded.ok) throw new Error(decoded.rejection.message);
