@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import { z } from 'zod';
 import { loadConfig } from '@baton/platform';
 import { ProjectIdSchema } from '@baton/contracts';
@@ -27,6 +28,50 @@ const webhookList = z
   .pipe(z.array(WebhookTargetSchema).max(20));
 
 const bool = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1');
+
+/** The names Express's `trust proxy` takes for address ranges. */
+const PROXY_RANGE_NAMES = new Set(['loopback', 'linklocal', 'uniquelocal']);
+
+/** Is `entry` an IP address, an address with a prefix length (`10.0.0.0/8`, `fd00::/8`), or a named range? */
+function isProxyRange(entry: string): boolean {
+  if (PROXY_RANGE_NAMES.has(entry)) return true;
+  const [address, prefix, ...rest] = entry.split('/');
+  if (rest.length > 0 || address === undefined) return false;
+  const family = isIP(address);
+  if (family === 0) return false;
+  if (prefix === undefined) return true;
+  if (!/^\d{1,3}$/.test(prefix)) return false;
+  return Number(prefix) <= (family === 4 ? 32 : 128);
+}
+
+/**
+ * Which proxies in front of the notifier are believed about the client's address
+ * (`X-Forwarded-For`): none (`false`, the default: the socket's peer is the client), a number of
+ * hops (`1` = the nearest proxy), or a comma-separated list of addresses, prefixes and the named
+ * ranges `loopback`, `linklocal`, `uniquelocal`. Given to Express as `trust proxy`.
+ */
+export type TrustProxy = false | number | string[];
+
+const trustProxy = z
+  .string()
+  .trim()
+  .transform((raw, ctx): TrustProxy => {
+    if (raw === '' || raw === 'false' || raw === '0') return false;
+    if (/^\d+$/.test(raw)) {
+      const hops = Number(raw);
+      if (hops <= 16) return hops;
+      ctx.addIssue({ code: 'custom', message: 'a hop count is between 0 and 16' });
+      return z.NEVER;
+    }
+    const entries = raw.split(',').map((entry) => entry.trim());
+    const bad = entries.filter((entry) => !isProxyRange(entry));
+    if (bad.length === 0) return entries;
+    ctx.addIssue({
+      code: 'custom',
+      message: `not an address, prefix or range name (loopback, linklocal, uniquelocal): ${bad.map((entry) => JSON.stringify(entry)).join(', ')}`,
+    });
+    return z.NEVER;
+  });
 
 /**
  * The notifier's own settings (besides the ones every service reads). Secrets — webhook keys,
@@ -93,6 +138,13 @@ export const NotifierConfigSchema = z.object({
    * notifier instance.
    */
   NOTIFIER_AUTH_FAILURES_PER_MINUTE: z.coerce.number().int().min(0).max(100_000).default(20),
+  /**
+   * The proxies whose `X-Forwarded-For` names the client (default none: the socket's peer is the
+   * client, and the header is ignored). Behind a load balancer set it — every client otherwise
+   * shares the balancer's address, and one client's failed authentications lock out all of them.
+   * A hop count (`1`) or a list of addresses, prefixes and `loopback` / `linklocal` / `uniquelocal`.
+   */
+  NOTIFIER_TRUST_PROXY: trustProxy.default(false),
 });
 export type NotifierConfig = z.infer<typeof NotifierConfigSchema>;
 

@@ -50,23 +50,29 @@ export interface ItemStore<T extends IndexedItem = IndexedItem> {
 const MAX_LIMIT = 500;
 const CURSOR_MEMBER = { newest: /^[0-9a-f]{16}:.+$/s, urgent: /^[0-9a-f]{32}:.+$/s } as const;
 
-/** Encode a sort-set member as an opaque cursor bound to its order. */
-export function encodeCursor(order: ItemOrder, member: string): string {
-  return Buffer.from(JSON.stringify({ v: 1, o: order, k: member }), 'utf8').toString('base64url');
+/** Encode a sort-set member as an opaque cursor bound to its order and to the item store it pages (`inbox`, `stops`). */
+export function encodeCursor(order: ItemOrder, member: string, store: string): string {
+  return Buffer.from(JSON.stringify({ v: 1, o: order, s: store, k: member }), 'utf8').toString('base64url');
 }
 
-/** Decode a cursor made by {@link encodeCursor} for `order`; throws {@link InvalidCursorError} otherwise. */
-export function decodeCursor(order: ItemOrder, cursor: string): string {
+/**
+ * Decode a cursor made by {@link encodeCursor} for `order` and `store`; throws
+ * {@link InvalidCursorError} otherwise — a cursor of one listing given to another would page it
+ * from a position that means nothing there. A cursor made before cursors named their store (no
+ * `s`) is still taken, so a client paging across an upgrade is not refused.
+ */
+export function decodeCursor(order: ItemOrder, cursor: string, store: string): string {
   let parsed: unknown;
   try {
     parsed = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
   } catch {
     throw new InvalidCursorError('cursor is not a cursor returned by this API');
   }
-  const body = parsed as { v?: unknown; o?: unknown; k?: unknown } | null;
+  const body = parsed as { v?: unknown; o?: unknown; s?: unknown; k?: unknown } | null;
   if (!body || body.v !== 1 || typeof body.k !== 'string' || !CURSOR_MEMBER[order].test(body.k)) {
     throw new InvalidCursorError('cursor is not a cursor returned by this API');
   }
+  if (body.s !== undefined && body.s !== store) throw new InvalidCursorError(`cursor was made for the ${String(body.s)} listing, not ${store}`);
   if (body.o !== order) throw new InvalidCursorError(`cursor was made for order "${String(body.o)}", not "${order}"`);
   return body.k;
 }
@@ -97,7 +103,7 @@ export function createItemStore<T extends IndexedItem>(redis: Redis, base: strin
       if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIMIT) {
         throw new ProjectionError(`limit must be an integer between 1 and ${MAX_LIMIT}`);
       }
-      const after = query.cursor ? decodeCursor(order, query.cursor) : '';
+      const after = query.cursor ? decodeCursor(order, query.cursor, store) : '';
       const filters = normaliseFilters(query.filters);
       if (filters === null) return { items: [], nextCursor: null };
       const budget = query.scanBudget ?? Math.max(2_000, 20 * limit);
@@ -109,7 +115,7 @@ export function createItemStore<T extends IndexedItem>(redis: Redis, base: strin
       const [next, ...docs] = reply;
       return {
         items: docs.map((flat) => decodeItemFields<T>(flat)),
-        nextCursor: next ? encodeCursor(order, next) : null,
+        nextCursor: next ? encodeCursor(order, next, store) : null,
       };
     },
     async count(filters) {

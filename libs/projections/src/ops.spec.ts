@@ -87,14 +87,18 @@ describe('projection ops', () => {
     expect(() => canonicalJson({ n: Number.NaN })).toThrow(/non-finite/);
   });
 
-  it('cursors round-trip, and a cursor of another order or a forged one is refused', () => {
+  it('cursors round-trip, and a cursor of another order, another listing or a forged one is refused', () => {
     const member = `${'a'.repeat(16)}:item-1`;
-    const cursor = encodeCursor('newest', member);
+    const cursor = encodeCursor('newest', member, 'inbox');
     expect(cursor).toMatch(/^[A-Za-z0-9_-]+$/);
-    expect(decodeCursor('newest', cursor)).toBe(member);
-    expect(() => decodeCursor('urgent', cursor)).toThrow(InvalidCursorError);
-    expect(() => decodeCursor('newest', encodeCursor('newest', 'no-sort-key'))).toThrow(InvalidCursorError);
-    expect(() => decodeCursor('newest', '%%%')).toThrow(InvalidCursorError);
+    expect(decodeCursor('newest', cursor, 'inbox')).toBe(member);
+    expect(() => decodeCursor('urgent', cursor, 'inbox')).toThrow(InvalidCursorError);
+    expect(() => decodeCursor('newest', cursor, 'stops')).toThrow(/made for the inbox listing, not stops/);
+    expect(() => decodeCursor('newest', encodeCursor('newest', 'no-sort-key', 'inbox'), 'inbox')).toThrow(InvalidCursorError);
+    expect(() => decodeCursor('newest', '%%%', 'inbox')).toThrow(InvalidCursorError);
+    // A cursor made before cursors named their listing still pages.
+    const older = Buffer.from(JSON.stringify({ v: 1, o: 'newest', k: member }), 'utf8').toString('base64url');
+    expect(decodeCursor('newest', older, 'stops')).toBe(member);
   });
 
   it('prefixes and names may not hold glob characters or empty segments', () => {

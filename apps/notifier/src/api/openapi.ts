@@ -60,6 +60,9 @@ const body = (schema: z.ZodType) => ({ required: true, content: { 'application/j
 export function buildOpenApiDocument(): object {
   const bad = error('invalid input: `schema_violation` (query, path or body), `malformed_json`, `payload_too_large`');
   const missing = error('`not_found`');
+  const unreadable = error(
+    'a body the API does not read: `unsupported_media_type` (not `application/json` or a form, or no `Content-Type`; `error.details.accepted` lists the types), `unsupported_charset`, `unsupported_encoding`',
+  );
   const ambiguous = error(
     '`ambiguous_id`: the id exists in several projects the token may see (`error.details.projects` lists them); use the project route `/v1/projects/{project}/...`',
   );
@@ -100,6 +103,7 @@ export function buildOpenApiDocument(): object {
       '200': json(AnswerAcceptedSchema, '`applied`: the router applied the answer; `run` (or `mesh`) is the state after it'),
       '202': json(AnswerAcceptedSchema, '`pending`: published, not decided within the wait; GET `status_url` for the outcome'),
       '400': error('`schema_violation`, `answer_not_allowed`, `answer_incomplete`, `intent_not_offered`, `cap_not_raised`'),
+      '415': unreadable,
       '404': missing,
       '409': error(
         "`stop_already_answered` (the packet is not open: fail closed), `stale_answer`; `answer_id_reused` (the `answer_id` was used for another answer in this project within the stream's duplicate window; `error.details.used_for` names its run or mesh); or the router refused the answer: the code it recorded (`run_not_stopped`, `stop_already_answered`, `stale_answer`…), `error.details.outcome` = `refused`, `error.details.event` the refusal event",
@@ -124,6 +128,7 @@ export function buildOpenApiDocument(): object {
       '200': json(AnswerAcceptedSchema, '`applied`: the run after the answer in `run`'),
       '202': json(AnswerAcceptedSchema, '`pending`: GET `status_url` for the outcome'),
       '400': bad,
+      '415': unreadable,
       '404': missing,
       '409': error(
         '`run_not_held`; `answer_id_reused` (as for a stop answer); or the router refused the answer (its code, `error.details.outcome` = `refused`)',
@@ -166,6 +171,7 @@ export function buildOpenApiDocument(): object {
     responses: {
       '200': json(DecisionResponseSchema, 'the decided handback'),
       '400': bad,
+      '415': unreadable,
       '403': error('the ledger refused the actor (e.g. the worker deciding its own work)'),
       '404': missing,
       '409': error('the ledger refused the state (e.g. already decided)'),
@@ -178,7 +184,7 @@ export function buildOpenApiDocument(): object {
       title: 'Baton operator API',
       version: '1.0.0',
       description:
-        "The notifier service: the operator inbox, stop packets, handoff and run views (Redis projections of the event streams), mesh run views (read from the events stream), and the operator actions (answer a stop packet or a hold, accept or rework a completion handback). Every `/v1` route needs `Authorization: Bearer <token>` (made with `baton token create`; roles viewer / operator / admin, scoped to projects): a caller sees and answers only its projects (another project's item answers 404), a viewer cannot answer (403 `role_forbidden`), and `answered_by` / `actor_role` / the decision's actor come from the token, never from the body. 401 `unauthenticated` without a valid token (tokens may expire); 429 `too_many_auth_failures` with `Retry-After` to a client address after `NOTIFIER_AUTH_FAILURES_PER_MINUTE` failed tokens or sign-ins (whatever it sends until the minute ends); 503 `projections_unavailable` with `Retry-After` within about `REDIS_COMMAND_TIMEOUT_MS` when Redis does not answer. Responses send `X-Content-Type-Options: nosniff`. Ids are unique only within a project: runs, handoffs and stop packets are addressed by project and id (`/v1/projects/{project}/runs/{id}`...); the id-only routes remain as a convenience and answer 409 `ambiguous_id` (with `error.details.projects`) when several of the token's projects hold the id.",
+        "The notifier service: the operator inbox, stop packets, handoff and run views (Redis projections of the event streams), mesh run views (read from the events stream), and the operator actions (answer a stop packet or a hold, accept or rework a completion handback). Every `/v1` route needs `Authorization: Bearer <token>` (made with `baton token create`; roles viewer / operator / admin, scoped to projects): a caller sees and answers only its projects (another project's item answers 404), a viewer cannot answer (403 `role_forbidden`), and `answered_by` / `actor_role` / the decision's actor come from the token, never from the body. 401 `unauthenticated` without a valid token (tokens may expire); 429 `too_many_auth_failures` with `Retry-After` to a client address after `NOTIFIER_AUTH_FAILURES_PER_MINUTE` failed tokens or sign-ins (whatever it sends until the minute ends; behind a proxy set `NOTIFIER_TRUST_PROXY` so that the address is the client's); a request the HTTP server cannot take is answered in the same error form and the connection closed: 431 `headers_too_large` (headers over 16 KiB), 408 `request_timeout`, 400 `malformed_request`; 503 `projections_unavailable` with `Retry-After` within about `REDIS_COMMAND_TIMEOUT_MS` when Redis does not answer. Responses send `X-Content-Type-Options: nosniff`. Ids are unique only within a project: runs, handoffs and stop packets are addressed by project and id (`/v1/projects/{project}/runs/{id}`...); the id-only routes remain as a convenience and answer 409 `ambiguous_id` (with `error.details.projects`) when several of the token's projects hold the id.",
     },
     components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'an operator token from `baton token create`' } } },
     security: [{ bearer: [] }],

@@ -1,5 +1,6 @@
 import type { Server } from 'node:http';
 import type { Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
 import { Inject, Injectable, type NestMiddleware, type OnApplicationBootstrap } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
@@ -54,12 +55,41 @@ export function applyServerLimits(server: Server, limits: ServerLimits): void {
     firstRequest.set(socket, timer);
     socket.once('close', () => clearTimeout(timer));
   });
+  server.on('clientError', answerClientError);
   server.on('request', (req: { socket: Socket }) => {
     const timer = firstRequest.get(req.socket);
     if (timer === undefined) return;
     clearTimeout(timer);
     firstRequest.delete(req.socket);
   });
+}
+
+/** What a request Node's parser refused is answered: its status, code and message. */
+const CLIENT_ERRORS: Record<string, [number, string, string, string]> = {
+  HPE_HEADER_OVERFLOW: [431, 'Request Header Fields Too Large', 'headers_too_large', 'the request headers are larger than the server takes (16 KiB)'],
+  HPE_CHUNK_EXTENSIONS_OVERFLOW: [413, 'Payload Too Large', 'payload_too_large', 'the chunk extensions are larger than the server takes'],
+  ERR_HTTP_REQUEST_TIMEOUT: [408, 'Request Timeout', 'request_timeout', 'the request was not received in time'],
+};
+const MALFORMED: [number, string, string, string] = [400, 'Bad Request', 'malformed_request', 'the request is not valid HTTP/1.1'];
+
+/**
+ * Node answers a request its parser refuses (headers over 16 KiB, a malformed request line, a
+ * request too slow to arrive) with a bare status line. This answers it like every other refusal
+ * of the API — a JSON `{ error: { code, message, issues } }` with its status — then closes the
+ * connection. Nothing is written when a response is already under way on the socket (a pipelined
+ * request), nor to a socket the client has closed.
+ */
+export function answerClientError(error: Error & { code?: string }, socket: Duplex): void {
+  const pending = (socket as Duplex & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
+  if (socket.writable && error.code !== 'ECONNRESET' && !pending?.headersSent) {
+    const [status, reason, code, message] = (error.code !== undefined ? CLIENT_ERRORS[error.code] : undefined) ?? MALFORMED;
+    const body = JSON.stringify({ error: { code, message, issues: [] } });
+    socket.write(
+      `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
+        `X-Content-Type-Options: nosniff\r\nConnection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy();
 }
 
 /**
@@ -80,9 +110,10 @@ export class HttpServerLimits implements OnApplicationBootstrap {
     const server = adapter.getHttpServer() as Server | undefined;
     const limits = limitsOf(this.config);
     if (server) applyServerLimits(server, limits);
-    const express = adapter.getInstance() as { disable?: (setting: string) => void };
+    const express = adapter.getInstance() as { disable?: (setting: string) => void; set?: (setting: string, value: unknown) => void };
     express.disable?.('x-powered-by');
-    this.runtime.logger.debug('http server limits', { ...limits });
+    express.set?.('trust proxy', this.config.NOTIFIER_TRUST_PROXY);
+    this.runtime.logger.debug('http server limits', { ...limits, trustProxy: this.config.NOTIFIER_TRUST_PROXY });
   }
 }
 

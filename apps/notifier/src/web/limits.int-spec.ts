@@ -301,6 +301,89 @@ describe('an API that holds under load: connection and stream caps, token expiry
     }
   });
 
+  it('X-Forwarded-For is ignored by default: a client cannot escape the failure limit by naming another address', async () => {
+    const bad = 'bt_0123456789abcdef_' + 'B'.repeat(43);
+    for (let i = 0; i < 3; i++) {
+      const headers = { ...bearer(bad), 'x-forwarded-for': `198.51.100.${i}` };
+      expect((await call('/v1/inbox', { headers, from: '127.0.0.6' })).status).toBe(401);
+    }
+    const limited = await call('/v1/inbox', { headers: { ...bearer(bad), 'x-forwarded-for': '198.51.100.99' }, from: '127.0.0.6' });
+    expect(limited.status).toBe(429);
+  });
+
+  it('a request Node refuses before routing is answered like every API refusal: 431 headers_too_large, 400 malformed_request (JSON, nosniff), then the connection closes', async () => {
+    const big = await call('/v1/inbox', { headers: { 'x-filler': 'a'.repeat(20_000) }, from: '127.0.0.7' });
+    expect({ status: big.status, type: big.headers['content-type'], nosniff: big.headers['x-content-type-options'], body: JSON.parse(big.text) }).toEqual({
+      status: 431,
+      type: 'application/json; charset=utf-8',
+      nosniff: 'nosniff',
+      body: { error: { code: 'headers_too_large', message: expect.stringContaining('16 KiB'), issues: [] } },
+    });
+    const raw = await rawSocket();
+    raw.socket.write('GET /v1/inbox HTTP/1.1\r\nHost x\r\n\r\n');
+    await raw.closed;
+    const [head, body] = raw.received().split('\r\n\r\n');
+    expect(head).toMatch(/^HTTP\/1\.1 400 Bad Request\r\n/);
+    expect(head).toMatch(/\r\nConnection: close(\r\n|$)/);
+    expect(JSON.parse(body!)).toEqual({ error: { code: 'malformed_request', message: 'the request is not valid HTTP/1.1', issues: [] } });
+    expect((await call('/health/live')).status).toBe(200);
+  });
+
+  it('a body of a type the notifier does not read (text/plain, no Content-Type) is 415 unsupported_media_type, not a 400 listing every field as missing', async () => {
+    const olga = await fx.token('olga', 'operator', ['alpha']);
+    const answer = JSON.stringify({ action: 'deny', answer_id: 'a-1' });
+    const plain = await call('/v1/projects/alpha/stops/pk-1/answer', {
+      method: 'POST',
+      headers: { ...bearer(olga), 'content-type': 'text/plain' },
+      body: answer,
+      from: '127.0.0.8',
+    });
+    expect({ status: plain.status, body: JSON.parse(plain.text) }).toEqual({
+      status: 415,
+      body: {
+        error: {
+          code: 'unsupported_media_type',
+          message: expect.stringContaining('"text/plain"'),
+          issues: [],
+          details: { accepted: ['application/json', 'application/x-www-form-urlencoded'] },
+        },
+      },
+    });
+    const untyped = await call('/v1/projects/alpha/stops/pk-1/answer', { method: 'POST', headers: bearer(olga), body: answer, from: '127.0.0.8' });
+    expect({ status: untyped.status, code: JSON.parse(untyped.text).error.code }).toEqual({ status: 415, code: 'unsupported_media_type' });
+    // JSON goes on to the route (the packet does not exist); a request without a body is not checked.
+    const json = await call('/v1/projects/alpha/stops/pk-1/answer', {
+      method: 'POST',
+      headers: { ...bearer(olga), 'content-type': 'application/json' },
+      body: answer,
+      from: '127.0.0.8',
+    });
+    expect(json.status).toBe(404);
+    const empty = await call('/v1/projects/alpha/stops/pk-1/answer', {
+      method: 'POST',
+      headers: { ...bearer(olga), 'content-length': '0' },
+      from: '127.0.0.8',
+    });
+    expect({ status: empty.status, code: JSON.parse(empty.text).error.code }).toEqual({ status: 400, code: 'schema_violation' });
+  });
+
+  it('a cursor is bound to its listing: an inbox cursor given to /v1/stops is 400, not a page from a position that means nothing there', async () => {
+    const viv = await fx.token('viv', 'viewer', ['alpha']);
+    const made = Buffer.from(JSON.stringify({ v: 1, o: 'newest', s: 'inbox', k: `${'0'.repeat(16)}:x` }), 'utf8').toString('base64url');
+    const reply = await call(`/v1/stops?cursor=${made}`, { headers: bearer(viv), from: '127.0.0.8' });
+    expect({ status: reply.status, body: JSON.parse(reply.text) }).toEqual({
+      status: 400,
+      body: {
+        error: {
+          code: 'schema_violation',
+          message: expect.stringContaining('inbox listing, not stops'),
+          issues: [{ path: 'cursor', message: expect.any(String) }],
+        },
+      },
+    });
+    expect((await call(`/v1/inbox?cursor=${made}`, { headers: bearer(viv), from: '127.0.0.8' })).status).toBe(200);
+  });
+
   it('responses send X-Content-Type-Options: nosniff and no X-Powered-By (JSON, errors, pages, health)', async () => {
     const token = await fx.token('hal', 'viewer', ['alpha']);
     for (const [path, headers] of [
@@ -317,6 +400,37 @@ describe('an API that holds under load: connection and stream caps, token expiry
         nosniff: 'nosniff',
         poweredBy: undefined,
       });
+    }
+  });
+});
+
+describe('behind a proxy (NOTIFIER_TRUST_PROXY=loopback): the failure limit counts the address the proxy names', () => {
+  let proxied: NotifierFixture;
+  beforeAll(async () => {
+    proxied = await startFixture({ NOTIFIER_AUTH_FAILURES_PER_MINUTE: '2', NOTIFIER_TRUST_PROXY: 'loopback' });
+    port = Number(new URL(proxied.base).port);
+  });
+  afterAll(async () => {
+    await proxied?.close();
+  });
+
+  it("one client's failed tokens lock out that client, not every client behind the same proxy; the log names the forwarded address", async () => {
+    const good = await proxied.token('gus', 'viewer', ['alpha']);
+    const bad = 'bt_0123456789abcdef_' + 'C'.repeat(43);
+    const via = (client: string, token: string) => call('/v1/inbox', { headers: { ...bearer(token), 'x-forwarded-for': client } });
+    const warn = jest.spyOn(proxied.service.runtime.logger, 'warn');
+    try {
+      expect([(await via('203.0.113.1', bad)).status, (await via('203.0.113.1', bad)).status]).toEqual([401, 401]);
+      expect((await via('203.0.113.1', good)).status).toBe(429);
+      expect((await via('203.0.113.2', good)).status).toBe(200);
+      // The client is the address the trusted proxy appended last: one a client wrote itself, further left, is not believed.
+      expect((await via('203.0.113.9, 203.0.113.1', good)).status).toBe(429);
+      expect(warn.mock.calls.filter(([message]) => message === 'api authentication failed').map(([, fields]) => fields)).toEqual([
+        expect.objectContaining({ address: '203.0.113.1' }),
+        expect.objectContaining({ address: '203.0.113.1' }),
+      ]);
+    } finally {
+      warn.mockRestore();
     }
   });
 });

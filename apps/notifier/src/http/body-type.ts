@@ -1,0 +1,35 @@
+import { HttpStatus, Injectable, type NestMiddleware } from '@nestjs/common';
+import { ApiError } from '../api/http';
+
+/** The body types the notifier reads: JSON (the API) and forms (the web inbox, and the API too). */
+export const BODY_TYPES = ['application/json', 'application/x-www-form-urlencoded'] as const;
+
+/** What the middleware needs of an Express request: `is` answers null when there is no body. */
+interface TypedRequest {
+  is(types: readonly string[]): string | false | null;
+  headers: { 'content-type'?: string; 'content-length'?: string; 'transfer-encoding'?: string };
+}
+
+/**
+ * A request whose body is of a type the notifier does not read — `text/plain`, or no
+ * `Content-Type` at all — is refused 415 `unsupported_media_type` naming the types it reads.
+ * Without this the body readers skip such a body, the route sees no fields at all, and the client
+ * is told every required field is missing. A request without a body (no `Transfer-Encoding`, and
+ * no `Content-Length` or 0) is not checked.
+ */
+@Injectable()
+export class RequireReadableBody implements NestMiddleware {
+  use(req: TypedRequest, _res: unknown, next: () => void): void {
+    const { 'content-length': length, 'transfer-encoding': encoding } = req.headers;
+    if (encoding === undefined && (length === undefined || length === '0')) return next();
+    if (req.is(BODY_TYPES) !== false) return next();
+    const sent = req.headers['content-type'];
+    throw new ApiError(
+      HttpStatus.UNSUPPORTED_MEDIA_TYPE,
+      'unsupported_media_type',
+      `${sent === undefined ? 'a body without a Content-Type' : `a body of type ${JSON.stringify(sent)}`} is not read; send ${BODY_TYPES.join(' or ')}`,
+      [],
+      { accepted: [...BODY_TYPES] },
+    );
+  }
+}
