@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { AgentNameSchema, namedRecord, RecordKeySchema } from './common';
 import { EventRegistry } from './registry';
 import { parseUntrustedJson } from './rejection';
 
@@ -115,5 +116,34 @@ describe('untrusted JSON is size-capped and cannot pollute prototypes', () => {
   it('counts UTF-8 bytes, not UTF-16 units', () => {
     expect(parseUntrustedJson(JSON.stringify('é'.repeat(30)), 61).ok).toBe(false);
     expect(parseUntrustedJson(JSON.stringify('é'.repeat(30)), 62).ok).toBe(true);
+  });
+});
+
+describe('names reserved after events were stored: stored events keep decoding, new ones are refused', () => {
+  const named = () =>
+    new EventRegistry().register({
+      type: 'mesh.declared',
+      aggregate: 'mesh',
+      version: 1,
+      schema: z.strictObject({ entry: AgentNameSchema, outputs: z.array(AgentNameSchema), vars: namedRecord(RecordKeySchema, z.string()) }),
+    });
+  const stored = (payload: Record<string, unknown>) => envelope({ type: 'mesh.declared', version: 1, aggregate: { kind: 'mesh', id: 'm-1' }, payload });
+
+  it('an agent named "constructor" or "prototype" in a stored event decodes as stored; the same payload is refused as a new append', () => {
+    const payload = { entry: 'constructor', outputs: ['writer', 'prototype'], vars: {} };
+    expect(named().decode(stored(payload))).toEqual({ ok: true, value: stored(payload) });
+    const fresh = named().validatePayload('mesh.declared', payload);
+    expect(!fresh.ok && fresh.rejection.issues.map((issue) => issue.path)).toEqual(['entry', 'outputs.1']);
+  });
+
+  it('anything else wrong still refuses the event: a bad name beside a reserved one, a reserved record key, a reserved name where no name goes', () => {
+    const refused = (payload: Record<string, unknown>) => {
+      const decoded = named().decode(stored(payload));
+      return !decoded.ok && decoded.rejection.code;
+    };
+    expect(refused({ entry: 'constructor', outputs: ['a.b'], vars: {} })).toBe('schema_violation');
+    expect(refused({ entry: 'writer', outputs: [], vars: JSON.parse('{"constructor":"prototype"}') })).toBe('schema_violation');
+    expect(refused({ entry: 'writer', outputs: [], vars: {}, extra: 'prototype' })).toBe('schema_violation');
+    expect(refused({ entry: 'writer', outputs: 'prototype', vars: {} })).toBe('schema_violation');
   });
 });

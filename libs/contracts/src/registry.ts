@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { RESERVED_NAME_MESSAGE, RESERVED_NAMES } from './common';
 import { AggregateKind, EventEnvelope, EventEnvelopeSchema, EventSchemaMap } from './envelope';
 import { Decoded, rejectionFromZod } from './rejection';
 
@@ -90,7 +91,43 @@ export class EventRegistry {
       payload = up(payload);
     }
     const parsed = spec.schema.safeParse(payload);
-    if (!parsed.success) return { ok: false, rejection: rejectionFromZod(parsed.error) };
-    return { ok: true, value: { ...env, version: spec.version, payload: parsed.data } };
+    if (parsed.success) return { ok: true, value: { ...env, version: spec.version, payload: parsed.data } };
+    // A stored event is read as it was valid when written: names that were refused only later are
+    // taken as they are (see onlyLaterReservedNames).
+    if (onlyLaterReservedNames(parsed.error, payload)) return { ok: true, value: { ...env, version: spec.version, payload } };
+    return { ok: false, rejection: rejectionFromZod(parsed.error) };
   }
+}
+
+const RESERVED: ReadonlySet<unknown> = new Set(RESERVED_NAMES);
+
+/**
+ * Does `error` refuse `payload` for nothing but a reserved name (`__proto__`, `constructor`,
+ * `prototype`) in a value position — an agent, step, mesh or variable so named? Such names were
+ * accepted until the rule that reserves them; an event that holds one was valid when the store
+ * wrote it, and a stored event must keep decoding (its history is not rewritten). Only new
+ * messages, commands and appends are held to the rule (`validatePayload`, the services' request
+ * schemas). A reserved name as a record key is not tolerated: the message edge refused those keys
+ * at any depth before the rule, so no stored event holds one. Every issue must be a name
+ * pattern's refusal of a string that is one of the names; anything else wrong refuses the event as
+ * before.
+ */
+function onlyLaterReservedNames(error: z.ZodError, payload: unknown): boolean {
+  if (error.issues.length === 0) return false;
+  return error.issues.every(
+    (issue) =>
+      issue.code === 'invalid_format' &&
+      issue.message.includes(RESERVED_NAME_MESSAGE) &&
+      !RESERVED.has(issue.path[issue.path.length - 1]) &&
+      RESERVED.has(valueAt(payload, issue.path)),
+  );
+}
+
+function valueAt(value: unknown, path: readonly PropertyKey[]): unknown {
+  let at = value;
+  for (const key of path) {
+    if (typeof at !== 'object' || at === null || typeof key === 'symbol' || !Object.hasOwn(at, key)) return undefined;
+    at = (at as Record<PropertyKey, unknown>)[key];
+  }
+  return at;
 }

@@ -13,6 +13,34 @@ describe('decodeEvent: the one decoder of stored events', () => {
     expect(decoded).toMatchObject({ ok: false, rejection: { code: 'invalid_utf8', message: expect.stringContaining('not UTF-8') } });
   });
 
+  it('a stored mesh turn by an agent named "constructor" (allowed until the name was reserved) still decodes; the same payload is refused as a new append', () => {
+    const turn = {
+      result_id: 'res-1',
+      run_id: 'mr-1',
+      agent: 'constructor',
+      turn: 2,
+      text: 'done',
+      handoff_tool_calls: [],
+      handoff_id: null,
+      recorded_at: '2026-11-01T00:00:00.000Z',
+    };
+    const stored = {
+      id: 'e1',
+      type: 'mesh.turn_recorded',
+      version: registry.currentVersion('mesh.turn_recorded'),
+      aggregate: { kind: 'mesh', id: 'mr-1' },
+      project: 'shop',
+      occurredAt: '2026-11-01T00:00:00.000Z',
+      actor: 'constructor',
+      origin: 'agent',
+      causationId: null,
+      correlationId: 'mr-1',
+      payload: turn,
+    };
+    expect(decodeEvent(registry, encoder.encode(JSON.stringify(stored)))).toEqual({ ok: true, envelope: stored });
+    expect(registry.validatePayload('mesh.turn_recorded', turn)).toMatchObject({ ok: false, rejection: { issues: [{ path: 'agent' }] } });
+  });
+
   it('UTF-8 that is not JSON stays malformed_json; JSON that is not an envelope gets the registry code', () => {
     expect(decodeEvent(registry, encoder.encode('{nope'))).toMatchObject({ ok: false, rejection: { code: 'malformed_json' } });
     expect(decodeEvent(registry, encoder.encode('{"type":"café.unknown"}'))).toMatchObject({ ok: false, rejection: { code: 'schema_violation' } });
