@@ -6,7 +6,10 @@ export type JsonValue = string | number | boolean | null | JsonValue[] | { [key:
 /**
  * Serialise a JSON value with object keys sorted at every level, so that equal values always give
  * equal strings (used for `json.set` values and for snapshots). `undefined` object members are
- * dropped, as `JSON.stringify` does; non-finite numbers are rejected.
+ * dropped, as `JSON.stringify` does; non-finite numbers are rejected. Integer-like keys come
+ * first in ascending numeric order (how `JSON.stringify` writes an object's own keys), the rest
+ * sorted. Not the domain's `stableStringify` (digests of frozen calls, code-unit order throughout):
+ * both texts are stored, so neither can become the other.
  */
 export function canonicalJson(value: unknown): string {
   return JSON.stringify(sortDeep(value));

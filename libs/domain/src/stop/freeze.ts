@@ -23,6 +23,13 @@ export function jsonCopy(value: unknown): unknown {
 /**
  * Serialises a JSON-normal value with object keys sorted, so two equal values always give the
  * same text whatever their key order. Input is normalised first (see {@link frozenJsonCopy}).
+ *
+ * Keys are in code-unit order at every level, integer-like keys included. This text is a stored
+ * format: a stop packet's `pending_digest` is its hash, and an answer's digest is checked against
+ * one recomputed from the stored call, so it never changes. Not the projections' `canonicalJson`
+ * (`libs/projections/src/canonical-json.ts`), which leaves integer-like keys in ascending numeric
+ * order first (as `JSON.stringify` writes them) and whose output is stored in Redis: making one
+ * the other would change stored digests or stored values.
  */
 export function stableStringify(value: unknown): string {
   return write(normalize(value, new Set(), false));
