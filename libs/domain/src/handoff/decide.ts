@@ -158,8 +158,6 @@ function decideCreate(command: CreateHandoff, state: HandoffState): Decision {
   if (metadata.actorKind === 'agent' && data.from_agent !== metadata.actor) {
     return reject('forbidden', HandoffErrorCode.notTheDelegator, `${metadata.actor} cannot create a handoff from ${data.from_agent}`);
   }
-  const crossRefusal = checkCrossProject(data);
-  if (crossRefusal) return crossRefusal;
   const event: HandoffEvent = {
     type: 'handoff.created',
     data: base(data, metadata, {
@@ -534,13 +532,28 @@ function decideReworkFromHandback(command: ReworkFromHandback, state: ExistingHa
 }
 
 /**
+ * Is this create a retry of the one that made `state`? Its idempotency key was applied there, and
+ * it comes from the same project: keys are chosen by callers and repeat across projects, so a key
+ * met on another project's handoff (a cross-project create naming an id the target project uses,
+ * or one whose key was guessed) is not this caller's and yields `already_exists`.
+ */
+function isRetryOfCreate(data: CreateHandoff['data'], state: ExistingHandoff): boolean {
+  const from = data.cross_project?.source_project ?? data.project;
+  return state.recent_keys.includes(data.idempotency_key) && from === (state.source_project ?? state.project);
+}
+
+/**
  * Decide one handoff command. Pure: never throws for a business reason and never reads the clock.
  * A command whose idempotency key this handoff already applied yields no events (ok, empty), so
  * a retried request is harmless. Illegal commands yield a typed DomainError ({@link HandoffErrorCode}).
  */
 export function decideHandoff(command: HandoffCommand, state: HandoffState): Decision {
   if (command.type === 'create') {
-    if (state.status !== 'absent' && state.recent_keys.includes(command.data.idempotency_key)) return accept();
+    // A cross-project create is checked before anything about the target's handoff is told: its
+    // caller may not learn that the id exists there, nor get its record, without passing.
+    const crossRefusal = checkCrossProject(command.data);
+    if (crossRefusal) return crossRefusal;
+    if (state.status !== 'absent' && isRetryOfCreate(command.data, state)) return accept();
     return decideCreate(command, state);
   }
   if (state.status === 'absent') {

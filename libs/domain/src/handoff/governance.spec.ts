@@ -76,4 +76,35 @@ describe('cross-project handoff: validates both rosters; never cross-registers',
     const { cross_project: _x, ...rest } = base;
     given(handoffDecider).when(cmd.create(rest)).thenFails('cross_project_unresolved');
   });
+
+  // The target project's own handoff of this id, made by its own agent with the same (guessable)
+  // idempotency key a cross-project create then sends.
+  const targetOwn = (): HandoffEvent => {
+    const made = handoffDecider.decide(cmd.create({ to_agent: 'bob' }), handoffDecider.initialState());
+    if (!made.ok) throw new Error(made.error.code);
+    return made.events[0] as HandoffEvent;
+  };
+
+  it("a key met on the target project's own handoff is not a retry of this create: already_exists, not ok with the target's record", () => {
+    given(handoffDecider, [targetOwn()]).when(cmd.create(base)).thenFails('already_exists');
+  });
+
+  it("a refused cross-project create learns nothing of the target's handoff: the roster or override refusal comes first", () => {
+    const { cto_override: _c, ...rest } = base;
+    given(handoffDecider, [targetOwn()]).when(cmd.create(rest)).thenFails('cto_override_required');
+    given(handoffDecider, [targetOwn()])
+      .when(cmd.create({ ...base, cross_project: { ...cross, source_visible: ['zed'] } }))
+      .thenFails('delegator_not_in_source_roster');
+  });
+
+  it('a retry of the cross-project create that made the handoff is still a retry (no events), and a local create of the same key is not', () => {
+    const made = handoffDecider.decide(cmd.create(base), handoffDecider.initialState());
+    if (!made.ok) throw new Error(made.error.code);
+    given(handoffDecider, made.events as HandoffEvent[])
+      .when(cmd.create(base))
+      .then([]);
+    given(handoffDecider, made.events as HandoffEvent[])
+      .when(cmd.create({ to_agent: 'bob' }))
+      .thenFails('already_exists');
+  });
 });
