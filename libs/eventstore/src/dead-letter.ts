@@ -63,6 +63,11 @@ export interface DeadLetterInput {
   consumer?: string;
   /** ISO time of the decision (defaults to now). */
   at?: string;
+  /**
+   * Which of several letters about one message this is, when one consumer may write more than
+   * one (a reaction per refused command): part of the letter's id, so each is stored.
+   */
+  part?: string;
 }
 
 export interface DeadLetterAck {
@@ -96,14 +101,19 @@ export function isCoreRequestStream(stream: string): boolean {
 
 /**
  * The `Nats-Msg-Id` a dead letter is published with, so the DLQ stores a message dead-lettered
- * twice (a crash between the dead letter and the term, a consumer re-created after it was lost,
- * two instances) once within its duplicate window: `dlq:<stream>:<seq>` for a stream message,
- * `dlq:core:<sha-256 of subject and bytes>` for a core request (it has no sequence).
+ * twice by one consumer (a crash between the dead letter and the term, a consumer re-created after
+ * it was lost, two instances) once within its duplicate window: `dlq:<source>:<stream>:<seq>` for
+ * a stream message, `dlq:<source>:core:<sha-256 of subject and bytes>` for a core request (it has
+ * no sequence), with `:<part>` when one consumer writes several letters about one message. The
+ * source is in the id: every consumer of the events stream reads the same sequences, and two of
+ * them giving up on one event are two letters, each redriven to its own consumer.
  */
-export function deadLetterMsgId(input: { stream: string; seq: number; subject: string; data: Uint8Array }): string {
-  if (!isCoreRequestStream(input.stream)) return `dlq:${input.stream}:${input.seq}`;
+export function deadLetterMsgId(input: { source: string; stream: string; seq: number; subject: string; data: Uint8Array; part?: string }): string {
+  const part = input.part === undefined ? '' : `:${input.part}`;
+  const source = dlqSourceToken(input.source);
+  if (!isCoreRequestStream(input.stream)) return `dlq:${source}:${input.stream}:${input.seq}${part}`;
   const digest = createHash('sha256').update(input.subject).update('\n').update(input.data).digest('hex');
-  return `dlq:core:${digest.slice(0, 40)}`;
+  return `dlq:${source}:core:${digest.slice(0, 40)}${part}`;
 }
 
 /** Copy a message's headers into a plain record (for the runner, the transport and DLQ redrive). */

@@ -45,6 +45,8 @@ export interface ReactorDeadLetter {
   consumer?: string;
   /** Default: the delivery count. */
   deliveries?: number;
+  /** Which letter about this event, when the handler may write several (see `DeadLetterInput.part`). */
+  part?: string;
 }
 
 /** Where the handled event came from, and what a handler may do besides its own effects. */
@@ -207,6 +209,7 @@ export function reactorEdge(options: ReactorEdgeOptions): ReactorEdge {
             stream: message.stream,
             seq: message.seq,
             consumer: letter.consumer ?? message.consumer,
+            ...(letter.part !== undefined ? { part: letter.part } : {}),
           });
         },
       };

@@ -148,10 +148,23 @@ describe('runConsumer (real NATS)', () => {
     expect(letter!.header.get(DlqHeader.subject)).toBe(`${prefix}.in.p.result.a`);
     expect(letter!.header.get(DlqHeader.seq)).toBe(String(ack.seq));
     expect(JSON.parse(letter!.header.get(DlqHeader.headers))).toMatchObject({ 'Nats-Msg-Id': ['orig-1'] });
-    expect(letter!.header.get('Nats-Msg-Id')).toBe(`dlq:${inbox}:${ack.seq}`);
+    expect(letter!.header.get('Nats-Msg-Id')).toBe(`dlq:poison:${inbox}:${ack.seq}`);
     await sleep(300);
     expect(deliveries).toHaveLength(1);
     expect(await consumerState('poison')).toMatchObject({ pending: 0, ackPending: 0 });
+  });
+
+  it('two consumers giving up on one message write two letters, one per source (the letter id names the source)', async () => {
+    const before = (await deadLetters()).length;
+    const first = await startJsonReader('poison-one');
+    const second = await startJsonReader('poison-two');
+    const ack = await publish('p.result.b', '{twice');
+    await waitFor(() => first.outcomes.length === 1 && second.outcomes.length === 1, 'both gave up', { timeoutMs: 5000 });
+    const letters = (await deadLetters()).slice(before).filter((letter) => letter.header.get(DlqHeader.seq) === String(ack.seq));
+    expect(letters.map((letter) => [letter.subject, letter.header.get('Nats-Msg-Id')]).sort()).toEqual([
+      [`${prefix}.dlq.poison-one`, `dlq:poison-one:${inbox}:${ack.seq}`],
+      [`${prefix}.dlq.poison-two`, `dlq:poison-two:${inbox}:${ack.seq}`],
+    ]);
   });
 
   it('poison too large for a whole letter (its headers grow in JSON) is dead-lettered shortened, with its size and digest, then terminated (delivered once)', async () => {

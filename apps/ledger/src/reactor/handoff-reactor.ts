@@ -141,6 +141,8 @@ export class HandoffReactor {
           detail: `${reaction.command.type} on ${reaction.aggregateId} refused: ${result.error.code}: ${result.error.message}`,
           deliveries: 1,
           consumer: this.runtime.instance,
+          // One letter per refused reaction of this event.
+          part: `${reaction.command.type}:${reaction.aggregateId}`,
         }),
       );
     }
