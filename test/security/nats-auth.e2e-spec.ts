@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { inboxPrefixOf, Principals, type Principal } from '@baton/contracts';
 import { connectNats, decodeJwtClaims, issueCreds, jwtOfCreds, type NatsHandle } from '@baton/eventstore';
+import { createBatonClient, PermissionDenied } from '@baton/sdk';
 import { permissionViolations, startAuthNatsServer, type AuthNatsServer } from '@baton/testing';
 
 const PREFIX = 'baton';
@@ -62,6 +63,18 @@ describe('NATS decentralized auth: the server, not the message, decides who is s
     ]);
     const allowed = await violations(agent, () => agent.connection.publish('baton.in.acme.result.support', new Uint8Array()));
     expect(allowed).toEqual([]);
+  });
+
+  it("an SDK client publishing where its credentials may not (another agent's result subject) gets PermissionDenied, code permission_denied, at once — not a publish timeout", async () => {
+    const handle = await connectAs(Principals.agent('acme', 'support'));
+    const impostor = await createBatonClient({ nats: handle, prefix: PREFIX, project: 'acme', agent: 'billing' });
+    const started = Date.now();
+    const refusal = await impostor
+      .publishResult({ run_id: 'r-1', workflow_run_id: 'wr-1', result_id: 'res-1', body: 'done' })
+      .then(() => null, (error: unknown) => error);
+    expect(refusal).toBeInstanceOf(PermissionDenied);
+    expect(refusal).toMatchObject({ code: 'permission_denied', subject: `${PREFIX}.in.acme.result.billing` });
+    expect(Date.now() - started).toBeLessThan(2000);
   });
 
   it("refuses an agent a subscription to _INBOX.> or to another agent's wake-ups", async () => {

@@ -28,11 +28,29 @@ export const JsErrCode = {
   streamStoreFailed: 10049,
 } as const;
 
-/** Base class of every error this library raises. `cause` carries the client or server error. */
+/**
+ * The stable codes of {@link EventStoreError}s: what a caller branches on (never the message).
+ * `store_error` is any other failure of the store or the server.
+ */
+export const EventStoreErrorCode = {
+  storeError: 'store_error',
+  concurrencyConflict: 'concurrency_conflict',
+  streamNotFound: 'stream_not_found',
+  publishTimeout: 'publish_timeout',
+  permissionDenied: 'permission_denied',
+  eventInvalid: 'event_invalid',
+  eventUndecodable: 'event_undecodable',
+  provisionFailed: 'provision_failed',
+} as const;
+export type EventStoreErrorCode = (typeof EventStoreErrorCode)[keyof typeof EventStoreErrorCode];
+
+/** Base class of every error this library raises. `cause` carries the client or server error; `code` says which failure it is. */
 export class EventStoreError extends Error {
-  constructor(message: string, options?: { cause?: unknown }) {
+  readonly code: EventStoreErrorCode;
+  constructor(message: string, options?: { cause?: unknown; code?: EventStoreErrorCode }) {
     super(message, options);
     this.name = 'EventStoreError';
+    this.code = options?.code ?? EventStoreErrorCode.storeError;
   }
 }
 
@@ -46,7 +64,7 @@ export class ConcurrencyConflict extends EventStoreError {
     readonly expectedSeq: number,
     options?: { cause?: unknown },
   ) {
-    super(`concurrency conflict on ${subject}: expected last subject sequence ${expectedSeq}`, options);
+    super(`concurrency conflict on ${subject}: expected last subject sequence ${expectedSeq}`, { ...options, code: EventStoreErrorCode.concurrencyConflict });
     this.name = 'ConcurrencyConflict';
   }
 }
@@ -57,7 +75,7 @@ export class StreamNotFound extends EventStoreError {
     readonly stream: string,
     options?: { cause?: unknown },
   ) {
-    super(`stream not found: ${stream}`, options);
+    super(`stream not found: ${stream}`, { ...options, code: EventStoreErrorCode.streamNotFound });
     this.name = 'StreamNotFound';
   }
 }
@@ -71,8 +89,23 @@ export class PublishTimeout extends EventStoreError {
     readonly subject: string,
     options?: { cause?: unknown },
   ) {
-    super(`no publish acknowledgement for ${subject}`, options);
+    super(`no publish acknowledgement for ${subject}`, { ...options, code: EventStoreErrorCode.publishTimeout });
     this.name = 'PublishTimeout';
+  }
+}
+
+/**
+ * The server refused the connection's credentials this subject (a NATS permissions violation):
+ * nothing was stored, and a retry gets the same answer. An agent publishing to another agent's or
+ * another project's subject gets this.
+ */
+export class PermissionDenied extends EventStoreError {
+  constructor(
+    readonly subject: string,
+    options?: { cause?: unknown },
+  ) {
+    super(`the connection's credentials may not publish to ${subject}`, { ...options, code: EventStoreErrorCode.permissionDenied });
+    this.name = 'PermissionDenied';
   }
 }
 
@@ -83,7 +116,7 @@ export class EventValidationError extends EventStoreError {
     readonly rejection: Rejection,
     options?: { cause?: unknown },
   ) {
-    super(`event ${eventType} rejected: ${rejection.message}`, options);
+    super(`event ${eventType} rejected: ${rejection.message}`, { ...options, code: EventStoreErrorCode.eventInvalid });
     this.name = 'EventValidationError';
   }
 }
@@ -96,7 +129,7 @@ export class EventDecodeError extends EventStoreError {
     readonly rejection: Rejection,
     options?: { cause?: unknown },
   ) {
-    super(`event at ${subject}#${seq} cannot be decoded: ${rejection.message}`, options);
+    super(`event at ${subject}#${seq} cannot be decoded: ${rejection.message}`, { ...options, code: EventStoreErrorCode.eventUndecodable });
     this.name = 'EventDecodeError';
   }
 }
@@ -104,7 +137,7 @@ export class EventDecodeError extends EventStoreError {
 /** A stream or consumer could not be made to match its spec (for example an immutable field differs). */
 export class ProvisionError extends EventStoreError {
   constructor(message: string, options?: { cause?: unknown }) {
-    super(message, options);
+    super(message, { ...options, code: EventStoreErrorCode.provisionFailed });
     this.name = 'ProvisionError';
   }
 }
@@ -164,6 +197,11 @@ export function isTimeout(err: unknown): boolean {
   return code === 'TIMEOUT' || code === '408';
 }
 
+/** True when the client error is the server's permissions violation (the credentials may not publish or subscribe there). */
+export function isPermissionsViolation(err: unknown): boolean {
+  return typeof err === 'object' && err !== null && (err as { code?: unknown }).code === 'PERMISSIONS_VIOLATION';
+}
+
 /** True when the client error says no one answered the request (e.g. JetStream off, or no stream). */
 export function isNoResponders(err: unknown): boolean {
   if (typeof err !== 'object' || err === null) return false;
@@ -181,6 +219,7 @@ export function mapPublishError(err: unknown, subject: string, expectedSeq: numb
     return new ConcurrencyConflict(subject, expectedSeq, { cause: err });
   }
   if (code === JsErrCode.streamNotFound || isNoResponders(err)) return new StreamNotFound(subject, { cause: err });
+  if (isPermissionsViolation(err)) return new PermissionDenied(subject, { cause: err });
   if (isTimeout(err)) return new PublishTimeout(subject, { cause: err });
   const message = err instanceof Error ? err.message : String(err);
   return new EventStoreError(`publish to ${subject} failed: ${message}`, { cause: err });

@@ -12,9 +12,11 @@ export { coalesceWrites, type WriteCoalescing } from './write-coalescing';
 export { skipSettledCancelErrors, type SettledRequests } from './settled-requests';
 export {
   EventStoreError,
+  EventStoreErrorCode,
   ConcurrencyConflict,
   StreamNotFound,
   PublishTimeout,
+  PermissionDenied,
   EventValidationError,
   EventDecodeError,
   ProvisionError,

@@ -11,7 +11,7 @@ import {
   type StartRunRequest,
 } from '@baton/contracts';
 import { LedgerClient, connectNats, headersFrom, runConsumer, traceHeaders, type NatsHandle } from '@baton/eventstore';
-import { InvalidInputError, LedgerCommandError } from './errors';
+import { InvalidInputError, LedgerCommandError, OfferTerminatedError } from './errors';
 import { createOfferHandler, type HandoffOffer } from './offers';
 import { DEFAULT_SENT_IDS, publishOnce, SentMessageIds } from './sent-ids';
 import { AgentSubjects } from './subjects';
@@ -70,7 +70,8 @@ export interface HandoffsOptions {
    * Called for each offered handoff. Claim it (`offer.claim()`), do the work, and end with
    * `finish(result)`, `return(report)`, `release(reason)` or `fail(reason)`. When the handler
    * resolves the offer message is acknowledged; when it throws, the offer is redelivered after a
-   * delay (to this or another replica) and dead-lettered after `maxDeliver` attempts. An offer
+   * delay (to this or another replica) and terminated after `maxDeliver` attempts (never
+   * dead-lettered: agents may not publish dead letters; the handoff stays with the ledger). An offer
    * whose handoff is already taken is acknowledged by `tryClaim()` returning null.
    */
   onOffer: (offer: HandoffOffer) => Promise<void> | void;
@@ -82,7 +83,7 @@ export interface HandoffsOptions {
    * Sent to the ledger, which sets it on the agent's offers durable.
    */
   ackWaitMs?: number;
-  /** Deliveries before an offer whose handler keeps failing is dead-lettered (default 5). */
+  /** Deliveries before an offer whose handler keeps failing is terminated (default 5). */
   maxDeliver?: number;
   /** Delays between redeliveries of a failed offer, ms (default 1 s, 5 s, 15 s, 30 s). */
   backoffMs?: number[];
@@ -263,6 +264,11 @@ class NatsBatonAgent implements BatonAgent {
       ...(options.backoffMs ? { backoffMs: options.backoffMs } : {}),
       pullExpiresMs: 1000,
       ...(options.onError ? { onError: options.onError } : {}),
+      onOutcome: (outcome) => {
+        if (outcome.kind !== 'terminated') return;
+        const error = new OfferTerminatedError(outcome.msg.subject, outcome.msg.seq, outcome.msg.deliveryCount, { cause: outcome.error });
+        (options.onError ?? ((e: unknown) => console.error(`[baton sdk] ${(e as Error).message}`)))(error);
+      },
       // An agent may neither create consumers nor publish dead letters: a lost durable is opened
       // again by the ledger from the reader's ack floor, and an offer given up on is terminated
       // (its handoff stays with the ledger: the lease, the watchdog and the delegator decide).

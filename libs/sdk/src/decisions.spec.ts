@@ -1,5 +1,15 @@
 import { AgentRunConfigSchema, parseSentinel } from '@baton/contracts';
-import { appendSentinelOnce, decisions, renderSentinel } from './index';
+import {
+  appendSentinelOnce,
+  BatonSdkError,
+  DuplicateMessageError,
+  InvalidInputError,
+  MeshBuildError,
+  NotClaimedError,
+  OfferTerminatedError,
+  decisions,
+  renderSentinel,
+} from './index';
 
 describe('decision helpers produce typed AgentRunConfigs', () => {
   it('each helper yields the config the seed names, valid against AgentRunConfigSchema', () => {
@@ -15,9 +25,39 @@ describe('decision helpers produce typed AgentRunConfigs', () => {
     }
   });
 
-  it('a malformed agent name is refused at build time, not by the router later', () => {
-    expect(() => decisions.callAgent('two words')).toThrow();
-    expect(() => decisions.task('')).toThrow();
+  it('a malformed agent name is refused at build time, not by the router later, with a typed error naming the field', () => {
+    const refusal = (build: () => unknown) => {
+      try {
+        build();
+      } catch (error) {
+        return error;
+      }
+      return undefined;
+    };
+    const bad = refusal(() => decisions.callAgent('two words'));
+    expect(bad).toBeInstanceOf(InvalidInputError);
+    expect({ code: (bad as InvalidInputError).code, paths: (bad as InvalidInputError).rejection.issues.map((issue) => issue.path) }).toEqual({
+      code: 'schema_violation',
+      paths: ['function_call.agent_name'],
+    });
+    expect(refusal(() => decisions.task(''))).toMatchObject({ name: 'InvalidInputError', code: 'schema_violation' });
+  });
+
+  it('every error the SDK throws on purpose carries a stable code (a client never parses a message)', () => {
+    const codes = [
+      new NotClaimedError('h-1', 'finish'),
+      new DuplicateMessageError('result:p:r-1', 'x.in.p.result.a', 'X_INBOX', 7),
+      new OfferTerminatedError('x.in.p.offer.a', 9, 5),
+      new MeshBuildError([]),
+      new BatonSdkError('anything else'),
+    ].map((error) => [error.name, error.code]);
+    expect(codes).toEqual([
+      ['NotClaimedError', 'not_claimed'],
+      ['DuplicateMessageError', 'duplicate_message_id'],
+      ['OfferTerminatedError', 'offer_terminated'],
+      ['MeshBuildError', 'mesh_invalid'],
+      ['BatonSdkError', 'sdk_error'],
+    ]);
   });
 
   it('legacy agents: the re-exported sentinel helpers round-trip a decision through a comment body exactly once', () => {

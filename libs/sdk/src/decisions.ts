@@ -1,9 +1,11 @@
-import { AgentRunConfigSchema, type AgentRunConfig } from '@baton/contracts';
+import { AgentRunConfigSchema, rejectionFromZod, type AgentRunConfig } from '@baton/contracts';
+import { InvalidInputError } from './errors';
 
 /**
  * Typed routing decisions for the `decision` field of an agent result (the typed twin of the
  * AGENT_RUN_CONFIG sentinel; when a result carries both, the typed decision wins). Each helper
- * returns a validated {@link AgentRunConfig} and throws zod's error for a malformed agent name.
+ * returns a validated {@link AgentRunConfig} and throws {@link InvalidInputError} (`code`
+ * `schema_violation`, `rejection.issues` naming the field) for a malformed name or reason.
  *
  * ```ts
  * await agent.publishResult({ ..., decision: decisions.callAgent('researcher', 'writer') });
@@ -42,5 +44,7 @@ export const decisions = {
 } as const;
 
 function checked(config: AgentRunConfig): AgentRunConfig {
-  return AgentRunConfigSchema.parse(config);
+  const parsed = AgentRunConfigSchema.safeParse(config);
+  if (!parsed.success) throw new InvalidInputError('decision', rejectionFromZod(parsed.error));
+  return parsed.data;
 }

@@ -1,10 +1,19 @@
 import type { Rejection } from '@baton/contracts';
 
-/** Base class of every error the SDK throws on purpose. */
+/**
+ * Base class of every error the SDK throws on purpose. `code` is stable — branch on it, never on
+ * the message: `schema_violation` (and the other rejection codes) for {@link InvalidInputError},
+ * the ledger's code for {@link LedgerCommandError}, `not_claimed`, `duplicate_message_id`,
+ * `offer_terminated`, `mesh_invalid`. Publishes also throw the event store's errors
+ * (`PublishTimeout`, `StreamNotFound`, `PermissionDenied`, … re-exported here), whose `code` is one
+ * of `EventStoreErrorCode`.
+ */
 export class BatonSdkError extends Error {
-  constructor(message: string, options?: { cause?: unknown }) {
+  readonly code: string;
+  constructor(message: string, options?: { cause?: unknown; code?: string }) {
     super(message, options);
     this.name = 'BatonSdkError';
+    this.code = options?.code ?? 'sdk_error';
   }
 }
 
@@ -18,7 +27,7 @@ export class InvalidInputError extends BatonSdkError {
     readonly what: string,
     readonly rejection: Rejection,
   ) {
-    super(`invalid ${what}: ${rejection.message}`);
+    super(`invalid ${what}: ${rejection.message}`, { code: rejection.code });
     this.name = 'InvalidInputError';
   }
 }
@@ -37,7 +46,6 @@ export interface LedgerErrorBody {
  * command gets the same answer. `handoffId` is empty for `open_offers` (no handoff).
  */
 export class LedgerCommandError extends BatonSdkError {
-  readonly code: string;
   readonly kind: string;
   readonly details: Record<string, unknown> | undefined;
   constructor(
@@ -45,9 +53,8 @@ export class LedgerCommandError extends BatonSdkError {
     readonly handoffId: string,
     error: LedgerErrorBody,
   ) {
-    super(`ledger refused ${command}${handoffId !== '' ? ` on handoff ${handoffId}` : ''}: ${error.code}: ${error.message}`);
+    super(`ledger refused ${command}${handoffId !== '' ? ` on handoff ${handoffId}` : ''}: ${error.code}: ${error.message}`, { code: error.code });
     this.name = 'LedgerCommandError';
-    this.code = error.code;
     this.kind = error.kind;
     this.details = error.details;
   }
@@ -59,7 +66,7 @@ export class NotClaimedError extends BatonSdkError {
     readonly handoffId: string,
     action: string,
   ) {
-    super(`cannot ${action} handoff ${handoffId}: claim() it first`);
+    super(`cannot ${action} handoff ${handoffId}: claim() it first`, { code: 'not_claimed' });
     this.name = 'NotClaimedError';
   }
 }
@@ -78,7 +85,30 @@ export class DuplicateMessageError extends BatonSdkError {
     readonly stream: string,
     readonly seq: number,
   ) {
-    super(`the stream ${stream} already holds message ${msgId} (seq ${seq}), which this client did not publish: nothing was stored; publish under another id`);
+    super(`the stream ${stream} already holds message ${msgId} (seq ${seq}), which this client did not publish: nothing was stored; publish under another id`, {
+      code: 'duplicate_message_id',
+    });
     this.name = 'DuplicateMessageError';
+  }
+}
+
+/**
+ * An offer whose `onOffer` kept throwing was given up on after `maxDeliver` deliveries: it is
+ * terminated (not delivered again) and handed to `onError` as this error. Nothing is lost — the
+ * offer only announces a handoff the ledger keeps; its lease, deadline and delegator decide what
+ * happens to it next. `cause` is the handler's last error.
+ */
+export class OfferTerminatedError extends BatonSdkError {
+  constructor(
+    readonly subject: string,
+    readonly seq: number,
+    readonly deliveries: number,
+    options?: { cause?: unknown },
+  ) {
+    super(`gave up on the offer at ${subject} (seq ${seq}) after ${deliveries} deliveries; it is not delivered again`, {
+      ...options,
+      code: 'offer_terminated',
+    });
+    this.name = 'OfferTerminatedError';
   }
 }

@@ -16,10 +16,12 @@ export type {
 } from './client';
 export type { ClaimOptions, FinishResult, HandoffOffer, ReturnReport } from './offers';
 export { LedgerClient } from '@baton/eventstore';
+// What a publish may throw besides the SDK's own errors (each with a stable `code`).
+export { EventStoreError, EventStoreErrorCode, PermissionDenied, PublishTimeout, StreamNotFound } from '@baton/eventstore';
 export type { LedgerReply } from '@baton/contracts';
 export { decisions } from './decisions';
 export { AgentSubjects, offerDurableName } from './subjects';
-export { BatonSdkError, DuplicateMessageError, InvalidInputError, LedgerCommandError, NotClaimedError } from './errors';
+export { BatonSdkError, DuplicateMessageError, InvalidInputError, LedgerCommandError, NotClaimedError, OfferTerminatedError } from './errors';
 export { DEFAULT_SENT_IDS, SentMessageIds } from './sent-ids';
 export type { LedgerErrorBody } from './errors';
 /** The AGENT_RUN_CONFIG sentinel, for legacy agents that write their decision into a comment body. */

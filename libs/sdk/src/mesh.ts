@@ -31,7 +31,7 @@ import { publishOnce, SentMessageIds } from './sent-ids';
 /** A mesh that does not build (unknown agents, self-handoff, colliding tool names...). */
 export class MeshBuildError extends BatonSdkError {
   constructor(readonly diagnostics: MeshDiagnostic[]) {
-    super(`the mesh does not build: ${diagnostics.map((d) => `${d.code}: ${d.message}`).join('; ')}`);
+    super(`the mesh does not build: ${diagnostics.map((d) => `${d.code}: ${d.message}`).join('; ')}`, { code: 'mesh_invalid' });
     this.name = 'MeshBuildError';
   }
 }

@@ -6,7 +6,7 @@ import type { RunningService } from '@baton/platform';
 // Test only: boots the real ledger service in-process, so the SDK is proven against the real protocol.
 // eslint-disable-next-line @nx/enforce-module-boundaries
 import { startLedger } from '../../../apps/ledger/src/ledger';
-import { createBatonClient, type BatonAgent, type HandoffOffer } from './index';
+import { createBatonClient, OfferTerminatedError, type BatonAgent, type HandoffOffer } from './index';
 
 const NATS_URL = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
 const P = 'shop';
@@ -101,7 +101,8 @@ describe('the agent SDK against the real ledger service (in-process, real NATS)'
       }
       throw new Error(`timed out: ${what}`);
     };
-    const subscription = await carol.handoffs({ onOffer: (o) => void seen.push(o.handoffId), backoffMs: [50] });
+    const errors: unknown[] = [];
+    const subscription = await carol.handoffs({ onOffer: (o) => void seen.push(o.handoffId), backoffMs: [50], onError: (error) => void errors.push(error) });
     try {
       await offer('h-before-1');
       await offer('h-before-2');
@@ -126,6 +127,10 @@ describe('the agent SDK against the real ledger service (in-process, real NATS)'
       );
       const dlq = await nats.jsm.streams.info(batonStreamNames(prefix).dlq).catch(() => null);
       expect(dlq?.state.messages ?? 0).toBe(0);
+      // ...and the agent is told, with a typed error (it used to be silent).
+      const terminated = errors.filter((error) => error instanceof OfferTerminatedError);
+      expect(terminated).toHaveLength(1);
+      expect(terminated[0]).toMatchObject({ code: 'offer_terminated', subject: `${prefix}.in.${P}.offer.alice`, deliveries: 1 });
     } finally {
       await subscription.stop();
       await carol.close();
