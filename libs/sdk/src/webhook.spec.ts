@@ -1,5 +1,5 @@
 import { createHmac } from 'node:crypto';
-import { signWebhookPayload, verifyWebhookSignature, WebhookHeaders } from './webhook';
+import { noticeDedupeKey, signWebhookPayload, verifyWebhookSignature, webhookDedupeKey, WebhookHeaders } from './webhook';
 
 const secret = 'whsec-0123456789abcdef';
 const body = JSON.stringify({ notice_id: 'nt-1', project: 'shop', headline: 'Refund 40 on 99 — approve or deny' });
@@ -52,5 +52,21 @@ describe('verifyWebhookSignature: HMAC-SHA256 over timestamp and body', () => {
       ok: false,
       reason: 'signature_mismatch',
     });
+  });
+});
+
+describe('the dedupe key of a notice: the pair (project, notice id)', () => {
+  it("is <project>:<notice_id> from the body or from the Baton-Project and Baton-Notice-Id headers, so two projects' notices of one id never share it", () => {
+    expect(noticeDedupeKey({ project: 'shop', notice_id: 'nt-r-res-1' })).toBe('shop:nt-r-res-1');
+    expect(noticeDedupeKey({ project: 'outlet', notice_id: 'nt-r-res-1' })).toBe('outlet:nt-r-res-1');
+    expect(webhookDedupeKey({ 'baton-project': 'shop', 'baton-notice-id': 'nt-r-res-1' })).toBe('shop:nt-r-res-1');
+    expect(webhookDedupeKey(new Headers({ [WebhookHeaders.project]: 'outlet', [WebhookHeaders.noticeId]: 'nt-m-r:2' }))).toBe('outlet:nt-m-r:2');
+  });
+
+  it('is null when a header is missing or empty (a notifier older than Baton-Project: use the body)', () => {
+    expect(webhookDedupeKey({ 'baton-notice-id': 'nt-r-res-1' })).toBeNull();
+    expect(webhookDedupeKey({ 'baton-project': 'shop' })).toBeNull();
+    // NATS message headers answer '' for a header they do not hold.
+    expect(webhookDedupeKey({ get: (name: string) => (name === WebhookHeaders.noticeId ? 'nt-r-res-1' : '') })).toBeNull();
   });
 });

@@ -6,13 +6,18 @@ import { createHmac, timingSafeEqual } from 'node:crypto';
  * - `Baton-Timestamp`: the signing time, Unix seconds;
  * - `Baton-Signature`: `v1=<hex HMAC-SHA256(secret, "<timestamp>.<raw body>")>` (several
  *   comma-separated `v1=` values may appear while a secret is rotated; any match verifies);
- * - `Baton-Notice-Id`: the notice id (deliveries are at least once: dedupe on it).
- * Verify against the RAW body bytes, before parsing JSON.
+ * - `Baton-Notice-Id`: the notice id;
+ * - `Baton-Project`: the notice's project.
+ * Verify against the RAW body bytes, before parsing JSON. Deliveries are at least once: dedupe on
+ * the pair (project, notice id), never on the notice id alone — notice ids are derived from ids
+ * agents and clients choose (result ids...), so two projects can emit notices of the same id
+ * (see {@link webhookDedupeKey} and {@link noticeDedupeKey}).
  */
 export const WebhookHeaders = {
   signature: 'Baton-Signature',
   timestamp: 'Baton-Timestamp',
   noticeId: 'Baton-Notice-Id',
+  project: 'Baton-Project',
 } as const;
 
 /** Why a webhook request failed verification. */
@@ -64,6 +69,29 @@ function header(headers: WebhookRequestHeaders, name: string): string | undefine
     return Array.isArray(value) ? value.join(',') : value;
   }
   return undefined;
+}
+
+/**
+ * The key a receiver dedupes a human action notice on: `<project>:<notice_id>`. A notice id is
+ * unique only within its project (two projects' results of one id give notices of one id), so the
+ * key holds both; a project key never holds `:`, so the first `:` ends the project. Takes the
+ * notice itself: a webhook's parsed body or a message of `<prefix>.notice.<project>`.
+ */
+export function noticeDedupeKey(notice: { project: string; notice_id: string }): string {
+  return `${notice.project}:${notice.notice_id}`;
+}
+
+/**
+ * The dedupe key (`<project>:<notice_id>`, see {@link noticeDedupeKey}) of a webhook delivery or a
+ * NATS notice message, from its `Baton-Project` and `Baton-Notice-Id` headers; null when either is
+ * missing (a notifier older than the `Baton-Project` header: use {@link noticeDedupeKey} on the
+ * body). The headers are not signed: call it after {@link verifyWebhookSignature}, which covers the
+ * body, or prefer the body's own `project` and `notice_id`.
+ */
+export function webhookDedupeKey(headers: WebhookRequestHeaders): string | null {
+  const project = header(headers, WebhookHeaders.project)?.trim();
+  const noticeId = header(headers, WebhookHeaders.noticeId)?.trim();
+  return project && noticeId ? noticeDedupeKey({ project, notice_id: noticeId }) : null;
 }
 
 /**

@@ -34,7 +34,7 @@ const NOTICE_SOURCES = [
  * {@link WebhookSender} posts it, signed, to each matching webhook. When a webhook fails the
  * message is naked with exponential backoff (NOTIFIER_WEBHOOK_BACKOFF_MS doubling up to
  * NOTIFIER_WEBHOOK_BACKOFF_MAX_MS) and redelivered; webhooks that already answered 2xx are
- * skipped (deduplicated by notice id). After NOTIFIER_WEBHOOK_MAX_ATTEMPTS deliveries the message
+ * skipped (deduplicated by project and notice id). After NOTIFIER_WEBHOOK_MAX_ATTEMPTS deliveries the message
  * is dead-lettered (`<prefix>.dlq.notifier-webhooks`, or `notifier-mesh-webhooks`, reason `max_deliveries`). The consumer
  * survives restarts, so a notice whose delivery was cut short by a crash is delivered after it.
  * With no webhooks configured nothing is created.
@@ -118,7 +118,13 @@ export class WebhookDelivery implements OnApplicationBootstrap, BeforeApplicatio
     if (!decoded.ok || decoded.envelope.type !== noticeType) return;
     const notice = HumanActionNoticeSchema.parse((decoded.envelope.payload as { notice: unknown }).notice);
     const report = await (this.sender as WebhookSender).deliver(notice, msg.deliveryCount);
-    const log = { notice_id: notice.notice_id, workflow_run_id: notice.workflow_run_id, event_id: decoded.envelope.id, attempt: msg.deliveryCount };
+    const log = {
+      project: notice.project,
+      notice_id: notice.notice_id,
+      workflow_run_id: notice.workflow_run_id,
+      event_id: decoded.envelope.id,
+      attempt: msg.deliveryCount,
+    };
     if (report.delivered.length > 0) this.runtime.logger.info('notice delivered to webhooks', { ...log, webhooks: report.delivered, skipped: report.skipped });
     if (report.failed.length > 0) {
       throw new TransientError(`webhook delivery failed for ${report.failed.map((f) => `${f.target} (${f.error})`).join(', ')}`);

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import type { HumanActionNotice } from '@baton/contracts';
+import { projectRef } from '@baton/projections';
 import { signWebhookPayload, WebhookHeaders } from '@baton/sdk';
 import type { WebhookTarget } from '../notifier.config';
 
@@ -10,7 +11,7 @@ export const DELIVERED_TTL_SEC = 30 * 24 * 3600;
 /** What one delivery pass did, per webhook (by target id). */
 export interface DeliveryReport {
   delivered: string[];
-  /** Already delivered earlier (deduplicated by notice id). */
+  /** Already delivered earlier (deduplicated by project and notice id). */
   skipped: string[];
   failed: Array<{ target: string; error: string }>;
 }
@@ -23,7 +24,7 @@ export function targetId(target: Pick<WebhookTarget, 'url'>): string {
 export interface WebhookSenderOptions {
   targets: readonly WebhookTarget[];
   redis: Redis;
-  /** The deployment prefix (dedupe keys are `<prefix>:webhooks:sent:<target>:<notice_id>`). */
+  /** The deployment prefix (dedupe keys are `<prefix>:webhooks:delivered:<target>:<project>:<notice_id>`). */
   prefix: string;
   timeoutMs: number;
   /** Clock in Unix seconds (tests). */
@@ -33,10 +34,11 @@ export interface WebhookSenderOptions {
 /**
  * Sends one human action notice to every webhook whose `projects` include the notice's project.
  * The body is the notice JSON; headers carry `Baton-Timestamp`, `Baton-Signature` (HMAC-SHA256
- * over `"<timestamp>.<body>"`, see @baton/sdk `verifyWebhookSignature`), `Baton-Notice-Id` and
- * `Baton-Delivery-Attempt`. Deduplicated by notice id: a webhook that answered 2xx is recorded in
- * Redis and never called again for that notice. Does not retry by itself: it reports failures
- * and the caller (the durable consumer) retries with backoff.
+ * over `"<timestamp>.<body>"`, see @baton/sdk `verifyWebhookSignature`), `Baton-Notice-Id`,
+ * `Baton-Project` and `Baton-Delivery-Attempt`. Deduplicated by project and notice id (notice ids
+ * are derived from cause ids, which repeat across projects): a webhook that answered 2xx is
+ * recorded in Redis and never called again for that project's notice. Does not retry by itself:
+ * it reports failures and the caller (the durable consumer) retries with backoff.
  */
 export class WebhookSender {
   private readonly nowSec: () => number;
@@ -50,8 +52,15 @@ export class WebhookSender {
     return this.options.targets.filter((t) => t.projects === undefined || t.projects.includes(project));
   }
 
-  private sentKey(target: WebhookTarget, noticeId: string): string {
-    return `${this.options.prefix}:webhooks:sent:${targetId(target)}:${noticeId}`;
+  /**
+   * The delivery mark of one project's notice at one webhook: `<prefix>:webhooks:delivered:<target>:<project>:<notice_id>`,
+   * the project ref last (see `projectRef`). The marks of earlier versions
+   * (`<prefix>:webhooks:sent:<target>:<notice_id>`, no project) are not read: they cannot say
+   * which project's notice was delivered, so honouring one would skip another project's notice
+   * of the same id; they expire on their own (DELIVERED_TTL_SEC).
+   */
+  private deliveredKey(target: WebhookTarget, notice: Pick<HumanActionNotice, 'project' | 'notice_id'>): string {
+    return `${this.options.prefix}:webhooks:delivered:${targetId(target)}:${projectRef(notice.project, notice.notice_id)}`;
   }
 
   /** Deliver `notice` to each of its webhooks not yet delivered; never throws for a failing webhook. */
@@ -61,7 +70,7 @@ export class WebhookSender {
     await Promise.all(
       this.targetsFor(notice.project).map(async (target) => {
         const id = targetId(target);
-        const key = this.sentKey(target, notice.notice_id);
+        const key = this.deliveredKey(target, notice);
         if ((await this.options.redis.exists(key)) === 1) {
           report.skipped.push(id);
           return;
@@ -76,6 +85,7 @@ export class WebhookSender {
               [WebhookHeaders.timestamp]: String(timestamp),
               [WebhookHeaders.signature]: signWebhookPayload(body, target.secret, timestamp),
               [WebhookHeaders.noticeId]: notice.notice_id,
+              [WebhookHeaders.project]: notice.project,
               'Baton-Delivery-Attempt': String(attempt),
             },
             body,

@@ -2,8 +2,8 @@ import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { HumanActionNoticeSchema, Subjects } from '@baton/contracts';
 import { batonStreamNames } from '@baton/eventstore';
-import { verifyWebhookSignature } from '@baton/sdk';
-import { startFixture, startRun, stopRun, thrashMesh, type NotifierFixture } from '../web/console-fixture.int-support';
+import { verifyWebhookSignature, webhookDedupeKey } from '@baton/sdk';
+import { holdRun, startFixture, startRun, stopRun, thrashMesh, type NotifierFixture } from '../web/console-fixture.int-support';
 import { WebhookDelivery } from './webhook-delivery';
 import { targetId } from './webhook-sender';
 
@@ -18,7 +18,7 @@ interface Received {
 const secrets = { flaky: 'flaky-secret-0123456789', steady: 'steady-secret-0123456789', beta: 'beta-secret-0123456789', down: 'down-secret-0123456789' };
 const decoder = new TextDecoder();
 
-describe('human action notices to webhooks: signed, retried with backoff, deduplicated by notice id (loopback HTTP)', () => {
+describe('human action notices to webhooks: signed, retried with backoff, deduplicated by project and notice id (loopback HTTP)', () => {
   let fx: NotifierFixture;
   let server: Server;
   let url: string;
@@ -132,6 +132,76 @@ describe('human action notices to webhooks: signed, retried with backoff, dedupl
     expect(received.length).toBe(before);
     expect(natsNotices).toEqual([notice.notice_id]);
   });
+
+  it("deduplicated by project and notice id: two projects' notices of the same id both reach a webhook serving both (Baton-Project says whose); a redelivery of either is skipped", async () => {
+    const steadyId = targetId({ url: `${url}/steady` });
+    const sender = fx.service.app.get(WebhookDelivery).webhookSender!;
+    const projectOf = (r: Received) => (JSON.parse(r.body) as { project: string }).project;
+    const twins = (project: string) => received.filter((r) => r.hook === 'steady' && r.body.includes('wr-twin') && projectOf(r) === project);
+    const until = async (done: () => Promise<boolean> | boolean, timeoutMs = 10_000) => {
+      for (const deadline = Date.now() + timeoutMs; !(await done()) && Date.now() < deadline; ) await new Promise((resolve) => setTimeout(resolve, 50));
+    };
+    // The webhook's delivery marks of a notice id (whatever their layout), so a test step waits until the sender recorded one.
+    const marks = async (noticeId: string) => (await fx.redis.client.keys(`${fx.prefix}:webhooks:*${steadyId}*`)).filter((k) => k.endsWith(`:${noticeId}`));
+    const onNats: Array<{ subject: string; key: string | null; project: string }> = [];
+    for (const project of ['delta', 'omega'])
+      fx.nats.connection.subscribe(Subjects.notice(fx.prefix, project), {
+        callback: (_err, msg) =>
+          onNats.push({
+            subject: msg.subject,
+            key: msg.headers ? webhookDedupeKey(msg.headers) : null,
+            project: (JSON.parse(decoder.decode(msg.data)) as { project: string }).project,
+          }),
+      });
+    await fx.nats.connection.flush();
+
+    // Project delta's run wr-twin holds on its result res-wr-twin: notice nt-r-res-wr-twin, delivered and recorded.
+    await startRun(fx.events, 'delta', 'wr-twin');
+    await holdRun(fx.events, 'delta', 'wr-twin', 'needs a person');
+    await until(() => twins('delta').length > 0);
+    expect(twins('delta').map((r) => r.status)).toEqual([200]);
+    const delta = HumanActionNoticeSchema.parse(JSON.parse(twins('delta')[0]!.body));
+    await until(async () => (await marks(delta.notice_id)).length > 0);
+    expect(await marks(delta.notice_id)).toHaveLength(1);
+
+    // Project omega's run of the same id holds on a result of the same id: a notice of the same id, another project's.
+    await startRun(fx.events, 'omega', 'wr-twin');
+    await holdRun(fx.events, 'omega', 'wr-twin', 'needs a person');
+    await until(() => twins('omega').length > 0);
+    expect(twins('omega').map((r) => r.status)).toEqual([200]);
+    const omega = HumanActionNoticeSchema.parse(JSON.parse(twins('omega')[0]!.body));
+    expect(omega.notice_id).toBe(delta.notice_id);
+    await until(async () => (await marks(omega.notice_id)).length > 1);
+
+    // Both deliveries carry the notice id and the project; the SDK gives the receiver's dedupe key.
+    for (const [project, delivery] of [
+      ['delta', twins('delta')[0]!],
+      ['omega', twins('omega')[0]!],
+    ] as const) {
+      expect(delivery.headers['baton-notice-id']).toBe(delta.notice_id);
+      expect(delivery.headers['baton-project']).toBe(project);
+      expect(webhookDedupeKey(delivery.headers)).toBe(`${project}:${delta.notice_id}`);
+      expect(verifyWebhookSignature(delivery.body, delivery.headers, secrets.steady).ok).toBe(true);
+    }
+    // One delivery mark per project, keyed by project and notice id.
+    expect((await marks(delta.notice_id)).sort()).toEqual([
+      `${fx.prefix}:webhooks:delivered:${steadyId}:delta:${delta.notice_id}`,
+      `${fx.prefix}:webhooks:delivered:${steadyId}:omega:${delta.notice_id}`,
+    ]);
+
+    // Redelivering either project's notice calls the webhook no more.
+    const before = received.length;
+    expect(await sender.deliver(omega, 5)).toEqual({ delivered: [], skipped: [steadyId], failed: [] });
+    expect(await sender.deliver(delta, 5)).toEqual({ delivered: [], skipped: [steadyId], failed: [] });
+    expect(received.length).toBe(before);
+
+    // On NATS too each project's notice is its own message, its headers naming the project.
+    await until(() => onNats.length >= 2);
+    expect(onNats.sort((a, b) => a.project.localeCompare(b.project))).toEqual([
+      { subject: Subjects.notice(fx.prefix, 'delta'), key: `delta:${delta.notice_id}`, project: 'delta' },
+      { subject: Subjects.notice(fx.prefix, 'omega'), key: `omega:${delta.notice_id}`, project: 'omega' },
+    ]);
+  }, 30_000);
 
   it("a mesh's notice (a mesh stopped at its cap) reaches the webhooks like a run's, signed, once", async () => {
     const packetId = await thrashMesh(fx.events, 'beta', 'mesh-hook');

@@ -1,15 +1,26 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { HumanActionNoticeSchema, Subjects } from '@baton/contracts';
+import { HumanActionNoticeSchema, Subjects, type HumanActionNotice } from '@baton/contracts';
 import { noticesProjection, type ProjectionStore, type SequencedEvent } from '@baton/projections';
 import { continueTrace, headersFrom, hopTraceHeaders } from '@baton/eventstore';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
+import { WebhookHeaders } from '@baton/sdk';
 import { PROJECTION_STORE } from './tokens';
 
 const encoder = new TextEncoder();
 
-/** A notice continues the trace of the event that carries it. */
-function traced(event: SequencedEvent): { headers: ReturnType<typeof headersFrom> } | undefined {
-  return event.traceId ? { headers: headersFrom(hopTraceHeaders(continueTrace(event.traceId))) } : undefined;
+/**
+ * A notice message's headers: `Baton-Notice-Id` and `Baton-Project` (the names of the webhook
+ * headers, so one receiver helper, @baton/sdk `webhookDedupeKey`, reads both), and the trace of
+ * the event that carries it when it has one (the notice continues that trace).
+ */
+function noticeHeaders(event: SequencedEvent, notice: HumanActionNotice): { headers: ReturnType<typeof headersFrom> } {
+  return {
+    headers: headersFrom({
+      [WebhookHeaders.noticeId]: notice.notice_id,
+      [WebhookHeaders.project]: notice.project,
+      ...(event.traceId ? hopTraceHeaders(continueTrace(event.traceId)) : {}),
+    }),
+  };
 }
 
 /** The events that carry a human action notice: a run's, and a handoff mesh's stop notice (seed 004). */
@@ -19,11 +30,13 @@ const NOTICE_EVENTS = new Set(['run.notice_emitted', 'mesh.notice_emitted']);
  * Publishes human action notices on `<prefix>.notice.<project>` (core NATS) as their
  * `run.notice_emitted` / `mesh.notice_emitted` events are applied.
  *
- * Delivery is AT LEAST ONCE, deduplicated by `notice_id`: a notice is published only while its
- * event's stream sequence is above the `notices` projection's last applied sequence, and the
- * projection records it right after (in the same projector pass). So replays, redeliveries of an
- * event already applied, and rebuilds never publish a notice again; only a crash between the
- * publish and the projection's commit publishes it twice. Subscribers dedupe on `notice_id`.
+ * Delivery is AT LEAST ONCE: a notice is published only while its event's stream sequence is
+ * above the `notices` projection's last applied sequence, and the projection records it right
+ * after (in the same projector pass). So replays, redeliveries of an event already applied, and
+ * rebuilds never publish a notice again; only a crash between the publish and the projection's
+ * commit publishes it twice. Subscribers dedupe on the pair (`project`, `notice_id`) — notice ids
+ * repeat across projects — which each message carries in its body and in its `Baton-Project` and
+ * `Baton-Notice-Id` headers.
  */
 @Injectable()
 export class NoticePublisher {
@@ -45,8 +58,14 @@ export class NoticePublisher {
       if (!NOTICE_EVENTS.has(event.type)) continue;
       const notice = HumanActionNoticeSchema.parse((event.payload as { notice: unknown }).notice);
       const subject = Subjects.notice(this.runtime.config.BATON_PREFIX, notice.project);
-      this.runtime.nats.connection.publish(subject, encoder.encode(JSON.stringify(notice)), traced(event));
-      this.runtime.logger.info('notice published', { notice_id: notice.notice_id, workflow_run_id: notice.workflow_run_id, event_id: event.id, subject });
+      this.runtime.nats.connection.publish(subject, encoder.encode(JSON.stringify(notice)), noticeHeaders(event, notice));
+      this.runtime.logger.info('notice published', {
+        project: notice.project,
+        notice_id: notice.notice_id,
+        workflow_run_id: notice.workflow_run_id,
+        event_id: event.id,
+        subject,
+      });
       published++;
     }
     if (published > 0) await this.runtime.nats.connection.flush();
@@ -60,9 +79,15 @@ export class NoticePublisher {
     if (event.seq <= status.lastSeq) return false;
     const notice = HumanActionNoticeSchema.parse((event.payload as { notice: unknown }).notice);
     const subject = Subjects.notice(this.runtime.config.BATON_PREFIX, notice.project);
-    this.runtime.nats.connection.publish(subject, encoder.encode(JSON.stringify(notice)), traced(event));
+    this.runtime.nats.connection.publish(subject, encoder.encode(JSON.stringify(notice)), noticeHeaders(event, notice));
     await this.runtime.nats.connection.flush();
-    this.runtime.logger.info('notice published', { notice_id: notice.notice_id, workflow_run_id: notice.workflow_run_id, event_id: event.id, subject });
+    this.runtime.logger.info('notice published', {
+      project: notice.project,
+      notice_id: notice.notice_id,
+      workflow_run_id: notice.workflow_run_id,
+      event_id: event.id,
+      subject,
+    });
     return true;
   }
 }

@@ -33,7 +33,7 @@ export {
   type EnsureCurrentResult,
   type RebuildReason,
 } from './projector';
-export { noticesProjection, NOTICES_STORE, type NoticeItem } from './notices';
+export { noticesProjection, NoticeKeys, NOTICES_STORE, type NoticeItem } from './notices';
 export {
   foldScenario,
   scenarioEnvelope,

@@ -131,7 +131,10 @@ describe('a stopped handoff mesh reaches the operator (seed 004: the cap ends a 
     const event = meshEvent('mesh.notice_emitted');
     expect(projection.handles(event.type)).toBe(true);
     expect(projection.step(null, event).ops).toEqual([
-      expect.objectContaining({ op: 'item.upsert', item: expect.objectContaining({ id: 'nt-m-r2', kind: 'stop', recipient: 'sam', workflow_run_id: 'm1' }) }),
+      expect.objectContaining({
+        op: 'item.upsert',
+        item: expect.objectContaining({ id: 'demo:nt-m-r2', kind: 'stop', recipient: 'sam', workflow_run_id: 'm1' }),
+      }),
     ]);
   });
 });

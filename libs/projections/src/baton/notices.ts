@@ -3,6 +3,7 @@ import type { JsonValue } from '../canonical-json';
 import { Op, type IndexedItem } from '../ops';
 import { isoMs, eventMs } from './common';
 import { toJson, type FoldingProjection } from './fold';
+import { projectRef } from './refs';
 
 export const NOTICES_STORE = 'notices';
 
@@ -10,6 +11,16 @@ export const NOTICES_STORE = 'notices';
 export interface NoticeItem extends IndexedItem {
   notice: HumanActionNotice;
 }
+
+/**
+ * Keys of the `notices` projection. Notice ids are derived from cause ids (`nt-<letter>-<cause
+ * id>`, `nt-m-<result id>`), which repeat across projects, so a notice is named by its project and
+ * id: its item id is the ref `<project>:<notice_id>` (see {@link projectRef}).
+ */
+export const NoticeKeys = {
+  /** The item id of a notice in the `notices` item store. */
+  item: (project: string, noticeId: string) => projectRef(project, noticeId),
+} as const;
 
 /**
  * The `notices` projection: every human action notice the runs (`run.notice_emitted`) and the
@@ -21,7 +32,9 @@ export interface NoticeItem extends IndexedItem {
 export function noticesProjection(): FoldingProjection<JsonValue> {
   return {
     name: 'notices',
-    version: 1,
+    // 2: item ids hold the project as well as the notice id (version 1 keyed items by notice id
+    // alone, so two projects' notices of one id overwrote each other).
+    version: 2,
     handles: (type) => type === 'run.notice_emitted' || type === 'mesh.notice_emitted',
     stateKeyOf: () => null,
     step(_prior, event) {
@@ -29,7 +42,7 @@ export function noticesProjection(): FoldingProjection<JsonValue> {
       // A handoff mesh's stop notice (seed 004) has the same shape as a run's.
       const notice = (event.payload as { notice: HumanActionNotice }).notice;
       const item: NoticeItem = {
-        id: notice.notice_id,
+        id: NoticeKeys.item(notice.project, notice.notice_id),
         project: notice.project,
         kind: notice.reason,
         ...(notice.agent !== null ? { agent: notice.agent } : {}),

@@ -3,6 +3,7 @@ import type { HandoffCommand } from '@baton/domain';
 import { diffSnapshots } from '../snapshot';
 import type { ReplaySource, SequencedEvent } from '../store';
 import { redisFixture, type RedisFixture } from '../test-support';
+import { NOTICES_STORE, type NoticeItem } from './notices';
 import { batonProjections, createBatonProjector, type BatonProjector } from './projector';
 import { foldScenario, scenarioEnvelope, scenarioSteps, type ScenarioEvent, type ScenarioStep } from './scenario';
 import { createBatonViews, type BatonViews } from './views';
@@ -183,6 +184,35 @@ describe('projections keyed by project as well as id (real Redis)', () => {
     );
   });
 
+  it('the same notice id in two projects: two notice items, ids hold the project', async () => {
+    await applyAll(projector);
+    // Both projects' wr-a stopped on a result res-a1, so both emitted the notice nt-r-res-a1.
+    const noticeIds = (project: string) =>
+      log.filter((e) => e.project === project && e.type === 'run.notice_emitted').map((e) => (e.payload as { notice: { notice_id: string } }).notice.notice_id);
+    expect(noticeIds('alpha')).toContain('nt-r-res-a1');
+    expect(noticeIds('beta')).toContain('nt-r-res-a1');
+    const notices = fx.store.items<NoticeItem>('notices', NOTICES_STORE);
+    expect(await notices.get('alpha:nt-r-res-a1')).toMatchObject({
+      project: 'alpha',
+      notice: { project: 'alpha', notice_id: 'nt-r-res-a1', recipient: { handle: 'sam' } },
+    });
+    expect(await notices.get('beta:nt-r-res-a1')).toMatchObject({
+      project: 'beta',
+      notice: { project: 'beta', notice_id: 'nt-r-res-a1', recipient: { handle: 'pat' } },
+    });
+    expect(await notices.get('nt-r-res-a1')).toBeNull();
+    // Each project's index holds its own notices, every one of them.
+    for (const project of ['alpha', 'beta']) {
+      const items = (await notices.query({ filters: { project }, limit: 500 })).items;
+      expect(items.map((i) => i.id).sort()).toEqual(
+        noticeIds(project)
+          .map((id) => `${project}:${id}`)
+          .sort(),
+      );
+      expect(items.every((i) => i.project === project && i.notice.project === project)).toBe(true);
+    }
+  });
+
   it('the id lookup names every project holding an id, and only exact ids', async () => {
     await applyAll(projector);
     expect(await views.projectsOf('handoff', 'h-1')).toEqual(['alpha', 'beta']);
@@ -223,7 +253,7 @@ describe('projections keyed by project as well as id (real Redis)', () => {
     for (let i = 0; i < PROJECTIONS.length; i++) expect(diffSnapshots(first[i]!, rebuilt[i]!)).toEqual([]);
   });
 
-  it('a Redis built by the id-only layout (the previous versions) is rebuilt at start: runs, handoffs, stops and inbox changed version', async () => {
+  it('a Redis built by the id-only layout (the previous versions) is rebuilt at start: runs, handoffs, stops, inbox and notices changed version', async () => {
     const previous: Record<string, number> = { inbox: 2, stops: 1, handoffs: 1, runs: 1, notices: 1 };
     const old = createBatonProjector({ store: fx.store, projections: batonProjections().map((p) => ({ ...p, version: previous[p.name]! })) });
     await applyAll(old);
@@ -231,6 +261,7 @@ describe('projections keyed by project as well as id (real Redis)', () => {
     expect(rebuilt.map((r) => `${r.projection}:${r.reason}`).sort()).toEqual([
       'handoffs:version_changed',
       'inbox:version_changed',
+      'notices:version_changed',
       'runs:version_changed',
       'stops:version_changed',
     ]);
