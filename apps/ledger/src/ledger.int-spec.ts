@@ -1,5 +1,5 @@
 import type { CompletionReport, HandoffRecord, LedgerReply } from '@baton/contracts';
-import { JetStreamEventStore, LedgerClient, type NatsHandle } from '@baton/eventstore';
+import { batonStreamNames, JetStreamEventStore, LedgerClient, type NatsHandle } from '@baton/eventstore';
 import { MetricName, metricSample, type RunningService } from '@baton/platform';
 import { createEventRegistry } from '@baton/contracts';
 import { waitFor } from '@baton/wait';
@@ -282,6 +282,21 @@ describe('ledger service (real NATS, two instances on one prefix)', () => {
     await sleep(500);
     const all = (await offers(nats, prefix, P, 'lena')).map((m) => (m.json() as HandoffRecord).id);
     expect(all.filter((id) => id.startsWith('h-eager-')).sort()).toEqual(['h-eager-1', 'h-eager-2', 'h-eager-3']);
+  });
+
+  it('an offer whose id another publisher took first (an agent may set any Nats-Msg-Id on its own subject) is still offered, under another id', async () => {
+    // The offer's id is offer:<project>:<handoff>:<event seq>, and the event's sequence is easy to guess: take the next few.
+    const last = (await nats.jsm.streams.info(batonStreamNames(prefix).events)).state.last_seq;
+    for (let seq = last + 1; seq <= last + 6; seq++) {
+      await nats.js.publish(`${prefix}.in.other.result.mallory`, new TextEncoder().encode('{}'), { msgID: `offer:${P}:h-squat:${seq}` });
+    }
+    handoffOf(
+      await client.create(P, { handoff_id: 'h-squat', from_agent: 'alice', to_agent: 'lena', summary: 's', idempotency_key: 'create-h-squat' }, as('alice')),
+    );
+    const [created] = (await store.read({ project: P, kind: 'handoff', id: 'h-squat' })).events;
+    expect(created!.seq).toBeLessThanOrEqual(last + 6);
+    const offered = (await offers(nats, prefix, P, 'lena')).filter((m) => (m.json() as HandoffRecord).id === 'h-squat');
+    expect(offered.map((m) => m.header('Baton-Event-Seq'))).toEqual([String(created!.seq)]);
   });
 
   it('complete_then_create: the completion, then the creation, stored in that order as the two commands alone would; a retry adds nothing; router only', async () => {

@@ -7,6 +7,7 @@
  * no prom-client and no OpenTelemetry SDK (only `@opentelemetry/api`): the agent SDK is built on it.
  */
 export { connectNats, DEFAULT_NATS_URL, headersFrom } from './connection';
+export { publishUnderOwnId, type OwnIdAck } from './own-id-publish';
 export type { NatsConnectOptions, NatsHandle } from './connection';
 export { coalesceWrites, type WriteCoalescing } from './write-coalescing';
 export { skipSettledCancelErrors, type SettledRequests } from './settled-requests';

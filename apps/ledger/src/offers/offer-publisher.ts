@@ -1,7 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { MsgIds, OfferHeader, handoffOfferSubject, type HandoffEvent } from '@baton/contracts';
 import { toHandoffRecord, type HandoffState } from '@baton/domain';
-import { LruCache, headersFrom, hopTraceHeaders, type HopTrace } from '@baton/eventstore';
+import { LruCache, headersFrom, hopTraceHeaders, publishUnderOwnId, type HopTrace } from '@baton/eventstore';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { ProjectControlService } from '../governance/project-control.service';
 
@@ -128,7 +128,16 @@ export class OfferPublisher {
       [OfferHeader.eventType]: cause,
       ...hopTraceHeaders(trace),
     });
-    await this.runtime.nats.js.publish(subject, encoder.encode(JSON.stringify(record)), { msgID: msgId, headers });
+    const ack = await publishUnderOwnId(this.runtime.nats, subject, encoder.encode(JSON.stringify(record)), msgId, { headers });
+    if (ack.foreign.length > 0) {
+      this.runtime.logger.warn('offer id taken by another publisher; offered under another id', {
+        project: state.project,
+        handoff_id: state.id,
+        msg_id: msgId,
+        stored_as: ack.msgId,
+        taken_by: ack.foreign,
+      });
+    }
     this.runtime.logger.info('handoff offered', { project: state.project, handoff_id: state.id, to_agent: state.to_agent, seq });
     return true;
   }

@@ -14,7 +14,7 @@ import { InboxItemId, type BatonViews } from '@baton/projections';
 import { JetStreamClient, RUNTIME, type ServiceRuntime } from '@baton/platform';
 import type { z } from 'zod';
 import { RunAnswerRequestSchema, type RunAnswerRequest } from '@baton/contracts';
-import { streamReader, type LedgerClient } from '@baton/eventstore';
+import { streamReader, type LedgerClient, type OwnIdAck } from '@baton/eventstore';
 import { BATON_VIEWS, LEDGER_CLIENT } from '../projection/tokens';
 import type { Principal } from '../auth/roles';
 import { assertCanAnswer, assertVisible } from '../auth/scope';
@@ -296,12 +296,23 @@ export class OperatorActions {
     return this.runtime.config.BATON_PREFIX;
   }
 
+  /** Log an answer whose message id another publisher had taken on another subject (it was stored under another id). */
+  private warnTaken(ack: OwnIdAck, answerId: string): void {
+    if (ack.foreign.length === 0) return;
+    this.runtime.logger.warn('answer id taken by another publisher; published under another id', {
+      answer_id: answerId,
+      stored_as: ack.msgId,
+      taken_by: ack.foreign,
+    });
+  }
+
   private async publishMeshAnswer(request: MeshAnswerRequest): Promise<Published> {
     const body = MeshAnswerRequestSchema.parse(request);
     const subject = Subjects.meshAnswer(this.prefix, body.project);
     const answerId = body.answer.answer_id;
-    const ack = await this.js.publish(subject, body, { msgId: MsgIds.meshAnswer(body.project, answerId) });
+    const ack = await this.js.publishOwned(subject, body, MsgIds.meshAnswer(body.project, answerId));
     if (ack.duplicate) await this.assertRetryOf(ack, body);
+    this.warnTaken(ack, answerId);
     this.runtime.logger.info('operator mesh answer published', {
       mesh_run_id: body.mesh_run_id,
       answer_id: answerId,
@@ -315,8 +326,9 @@ export class OperatorActions {
     const body = RunAnswerRequestSchema.parse(request);
     const subject = Subjects.operatorAnswer(this.prefix, body.project);
     const answerId = body.answer.answer.answer_id;
-    const ack = await this.js.publish(subject, body, { msgId: MsgIds.answer(body.project, answerId) });
+    const ack = await this.js.publishOwned(subject, body, MsgIds.answer(body.project, answerId));
     if (ack.duplicate) await this.assertRetryOf(ack, body);
+    this.warnTaken(ack, answerId);
     this.runtime.logger.info('operator answer published', {
       workflow_run_id: body.workflow_run_id,
       answer_id: answerId,

@@ -1,5 +1,5 @@
 import { headers as natsHeaders, type MsgHdrs } from 'nats';
-import { connectNats, mapPublishError, type NatsConnectOptions, type NatsHandle } from '@baton/eventstore';
+import { connectNats, mapPublishError, publishUnderOwnId, type NatsConnectOptions, type NatsHandle, type OwnIdAck } from '@baton/eventstore';
 
 export interface PublishOptions {
   /** `Nats-Msg-Id`: a retry with the same id within the stream's duplicate window is stored once. */
@@ -83,12 +83,13 @@ export class JetStreamClient {
   }
 
   /**
-   * Like {@link publish}, for event-shaped data: when `msgId` is not given and `data.id` is a
-   * string (an event envelope, an agent result), it is used as the `Nats-Msg-Id`.
+   * Publish a service's message under `msgId` (bytes as-is, anything else as JSON), making sure a
+   * "duplicate" answer means the stream holds this publisher's message: an id another publisher
+   * took on another subject is not allowed to drop it (`publishUnderOwnId` in @baton/eventstore).
    */
-  async emit(subject: string, data: unknown, opts: PublishOptions = {}): Promise<PublishAck> {
-    const id = typeof data === 'object' && data !== null ? (data as { id?: unknown }).id : undefined;
-    return this.publish(subject, data, opts.msgId === undefined && typeof id === 'string' ? { ...opts, msgId: id } : opts);
+  async publishOwned(subject: string, data: unknown, msgId: string, opts: { headers?: Record<string, string | string[]> } = {}): Promise<OwnIdAck> {
+    const headers = toHeaders(opts.headers);
+    return publishUnderOwnId(this.handle, subject, encode(data), msgId, headers ? { headers } : {});
   }
 
   /**

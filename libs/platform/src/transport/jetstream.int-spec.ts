@@ -137,7 +137,7 @@ describe('JetStreamServer in a Nest microservice (real NATS)', () => {
 
   it('delivers a stream message to its @EventPattern handler with its context, and acks it', async () => {
     await startApp();
-    const ack = await client.emit(`${prefix}.in.p1.result.coder`, { id: 'r-1', step: 1 }, { headers: { 'Trace-Id': 'abc' } });
+    const ack = await client.publish(`${prefix}.in.p1.result.coder`, { id: 'r-1', step: 1 }, { headers: { 'Trace-Id': 'abc' } });
     await waitFor(() => outcomes.length === 1, 'one outcome', { timeoutMs: 5000 });
     expect(outcomes[0]!.kind).toBe('acked');
     expect(probe.seen).toEqual([{ data: { id: 'r-1', step: 1 }, subject: `${prefix}.in.p1.result.coder`, seq: ack.seq, deliveryCount: 1, header: 'abc' }]);
@@ -173,9 +173,9 @@ describe('JetStreamServer in a Nest microservice (real NATS)', () => {
   it('orderingKey { bodyField }: messages naming the same run one at a time in order, other runs meanwhile; a body that is not JSON is dead-lettered', async () => {
     await startApp();
     const subject = `${prefix}.in.p1.stop`;
-    await client.emit(subject, { id: 'a1', run: 'A', ms: 600 });
-    await client.emit(subject, { id: 'a2', run: 'A', ms: 0 });
-    await client.emit(subject, { id: 'b1', run: 'B', ms: 0 });
+    await client.publish(subject, { id: 'a1', run: 'A', ms: 600 });
+    await client.publish(subject, { id: 'a2', run: 'A', ms: 0 });
+    await client.publish(subject, { id: 'b1', run: 'B', ms: 0 });
     await nats.js.publish(subject, new TextEncoder().encode('{ not json'));
     await waitFor(() => outcomes.length === 4, 'four outcomes', { timeoutMs: 10_000 });
     // b1 ran while a1 slept; a2 waited for a1.
@@ -186,15 +186,19 @@ describe('JetStreamServer in a Nest microservice (real NATS)', () => {
     expect(outcomes.find((o) => o.kind === 'dead_lettered')!.msg.seq).toBe(4);
   });
 
-  it('emit uses the envelope id as Nats-Msg-Id, so a re-emitted result is stored once', async () => {
-    const first = await client.emit(`${prefix}.in.p1.result.coder`, { id: 'r-dup', step: 1 });
-    const second = await client.emit(`${prefix}.in.p1.result.coder`, { id: 'r-dup', step: 1 });
-    expect(second).toEqual({ ...first, duplicate: true });
+  it('publishOwned: a message published again under its id is stored once; an id another publisher took on another subject does not drop it', async () => {
+    const stop = `${prefix}.in.p1.stop`;
+    const first = await client.publishOwned(stop, { id: 'pk-1' }, 'stop:p1:pk-1');
+    const again = await client.publishOwned(stop, { id: 'pk-1' }, 'stop:p1:pk-1');
+    expect(again).toMatchObject({ duplicate: true, seq: first.seq, foreign: [] });
+    const taken = await client.publish(`${prefix}.in.p2.result.mallory`, {}, { msgId: 'stop:p1:pk-2' });
+    const stored = await client.publishOwned(stop, { id: 'pk-2' }, 'stop:p1:pk-2');
+    expect(stored).toMatchObject({ duplicate: false, msgId: `stop:p1:pk-2:1:${taken.seq}`, foreign: [{ seq: taken.seq }] });
   });
 
   it('a thrown TransientError naks with a delay and the message is handled on a later delivery', async () => {
     await startApp();
-    await client.emit(`${prefix}.in.p1.result.coder`, { id: 'r-t', step: 99 });
+    await client.publish(`${prefix}.in.p1.result.coder`, { id: 'r-t', step: 99 });
     await waitFor(() => outcomes.some((o) => o.kind === 'acked'), 'an acked outcome', { timeoutMs: 5000 });
     expect(outcomes.map((o) => o.kind)).toEqual(['retry', 'acked']);
     expect(outcomes[0]).toMatchObject({ delayMs: 300 });
@@ -225,7 +229,7 @@ describe('JetStreamServer in a Nest microservice (real NATS)', () => {
 
   it('shutdown stops pulling, finishes the in-flight handler and acks it before closing', async () => {
     const instance = await startApp();
-    await client.emit(`${prefix}.in.p1.result.coder`, { id: 'r-slow', step: 42 });
+    await client.publish(`${prefix}.in.p1.result.coder`, { id: 'r-slow', step: 42 });
     await waitFor(() => probe.seen.length === 1, 'the handler to be called', { timeoutMs: 5000 });
     await instance.close();
     app = null;
@@ -243,7 +247,7 @@ describe('JetStreamServer in a Nest microservice (real NATS)', () => {
     try {
       await startApp(); // no 'error' listener of its own: the transport's default one logs
       const inbox = batonStreamNames(prefix).inbox;
-      await client.emit(`${prefix}.in.p1.result.coder`, { id: 'before-1', step: 1 });
+      await client.publish(`${prefix}.in.p1.result.coder`, { id: 'before-1', step: 1 });
       await client.publish(`${prefix}.in.p1.result.coder`, new TextEncoder().encode('{"id":"before-bad","step":"one"}'));
       await waitFor(() => outcomes.length === 2, 'two outcomes', { timeoutMs: 5000 });
       const lastSeq = (await nats.jsm.streams.info(inbox)).state.last_seq;
@@ -252,7 +256,7 @@ describe('JetStreamServer in a Nest microservice (real NATS)', () => {
       await sleep(1500); // the runner reads the ack floor within a second of its last ack
 
       await nats.jsm.consumers.delete(inbox, durable());
-      await client.emit(`${prefix}.in.p1.result.coder`, { id: 'after-1', step: 1 });
+      await client.publish(`${prefix}.in.p1.result.coder`, { id: 'after-1', step: 1 });
       await waitFor(() => probe.seen.some((s) => (s.data as { id: string }).id === 'after-1'), 'after-1 handled', { timeoutMs: 15_000 });
       await sleep(1000);
 
