@@ -28,7 +28,6 @@ export async function callApi(ctx: CliContext, method: 'GET' | 'POST', path: str
       method,
       headers: {
         accept: 'application/json',
-        'x-baton-operator': ctx.operator(),
         ...(token !== undefined ? { authorization: `Bearer ${token}` } : {}),
         ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
       },

@@ -158,6 +158,17 @@ describe('the baton command against real NATS and Redis', () => {
     expect((await baton('inbox', '--limit', '0')).code).toBe(2);
   });
 
+  it('a filter value the API would refuse is a usage error naming the values it takes, not an empty list', async () => {
+    const status = await baton('inbox', '--status', 'bogus', '--json');
+    expect({ code: status.code, out: status.out }).toEqual({ code: 2, out: '' });
+    expect(status.err).toContain('--status takes open, answered, closed, any, all; got "bogus"');
+    expect((await baton('inbox', '--kind', 'stop,nope')).err).toContain('--kind takes stop, hold, handback, escalation; got "nope"');
+    expect((await baton('inbox', '--priority', 'HIGH')).code).toBe(2);
+    expect((await baton('stops', '--why', 'policy,whim')).err).toContain('got "whim"');
+    expect((await baton('stops', '--status', 'closed')).code).toBe(2);
+    expect((await baton('inbox', '--status', 'open,answered', '--json')).code).toBe(0);
+  });
+
   it('handoff <id> reads the timeline straight from the stream, and still works when the projections are gone', async () => {
     const live = await baton('handoff', 'h-1', '--json');
     expect(live.code).toBe(0);

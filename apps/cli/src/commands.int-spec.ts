@@ -169,7 +169,6 @@ describe('baton commands that publish (real NATS) and call the operator API (loc
       action: 'approve',
       note: 'ok',
       pending_digest: 'sha256:abc',
-      answered_by: 'olga',
     });
 
     requests.length = 0;
@@ -182,7 +181,7 @@ describe('baton commands that publish (real NATS) and call the operator API (loc
     expect(requests[0]).toEqual({
       method: 'POST',
       url: '/v1/handoffs/hb-1/decision',
-      body: { decision: 'rework', note: 'add tests', actor: 'olga', idempotency_key: expect.stringMatching(/^cli-/) },
+      body: { decision: 'rework', note: 'add tests', idempotency_key: expect.stringMatching(/^cli-/) },
     });
     expect((await baton('decide', 'hb-1', 'rework')).code).toBe(2);
 

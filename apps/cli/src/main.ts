@@ -4,34 +4,37 @@ import { createCliContext, type CliContextOptions } from './context';
 import { CliError, ExitCode, UsageError } from './errors';
 import { processIo, type CliIo } from './output';
 
+/** The commands under each heading of `baton help`, by name (a test holds every command to one heading). */
+export const HELP_GROUPS: ReadonlyArray<readonly [string, readonly string[]]> = [
+  ['Operators', ['inbox', 'stops', 'handoff', 'run', 'mesh', 'answer', 'decide']],
+  ['Admins', ['pause', 'resume', 'token', 'nats-config', 'creds']],
+  ['Agents and integrations', ['start', 'message', 'result', 'publish-definition', 'validate', 'schemas']],
+  ['SREs', ['replay', 'verify', 'streams', 'dlq']],
+];
+
+const helpLines = (names: readonly string[]) =>
+  names
+    .map((name) => commands.find((c) => c.name === name))
+    .filter((c) => c !== undefined)
+    .map((c) => `  ${c.name.padEnd(20)} ${c.summary}`)
+    .join('\n');
+
 const GLOBAL_HELP = `Usage: baton <command> [options]      (baton <command> --help for details)
 
-Operators:
-${commands
-  .slice(0, 6)
-  .map((c) => `  ${c.name.padEnd(20)} ${c.summary}`)
-  .join('\n')}
-
-Agents and integrations:
-${commands
-  .slice(6, 9)
-  .map((c) => `  ${c.name.padEnd(20)} ${c.summary}`)
-  .join('\n')}
-
-SREs:
-${commands
-  .slice(9)
-  .map((c) => `  ${c.name.padEnd(20)} ${c.summary}`)
-  .join('\n')}
+${HELP_GROUPS.map(([heading, names]) => `${heading}:\n${helpLines(names)}`).join('\n\n')}
 
 Environment:
   NATS_URL        NATS with JetStream (default nats://127.0.0.1:4222)
   REDIS_URL       Redis holding the projections (default redis://127.0.0.1:6379)
   BATON_PREFIX    subject / stream / key prefix of the deployment (default baton)
   BATON_API_URL   the notifier's operator API, for answer and decide (default http://127.0.0.1:7100)
-  BATON_OPERATOR  who you are, recorded on answers and decisions (default $USER)
+  BATON_TOKEN     the operator API token answer and decide send
+  NATS_CREDS      this principal's NATS credentials file (unless BATON_NATS_AUTH=none)
+  BATON_OPERATOR  who you are, recorded by start, pause and resume (default $USER); answers and
+                  decisions record the API token's name
 
-Every read command takes --json. Exit codes: 0 ok, 1 failure (verify: a difference), 2 usage.
+Every read command takes --json. Exit codes: 0 ok, 1 failure (verify: a difference), 2 usage,
+130 replay or verify stopped by Ctrl-C.
 `;
 
 /**

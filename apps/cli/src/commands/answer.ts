@@ -83,7 +83,6 @@ Options:
       ...(cap !== undefined ? { cap } : {}),
       ...(note !== undefined ? { note } : {}),
       ...(pendingDigest !== undefined ? { pending_digest: pendingDigest } : {}),
-      answered_by: ctx.operator(),
     });
     throwIfAmbiguous(reply, 'stop packet', stopId);
     const answeredIn = (reply.body as { project?: unknown } | null)?.project;

@@ -45,7 +45,6 @@ Options:
       decision,
       ...(note !== undefined ? { note } : {}),
       idempotency_key: str(args, 'key') ?? `cli-${randomUUID()}`,
-      actor: ctx.operator(),
     });
     throwIfAmbiguous(reply, 'handoff', handoffId);
     const decidedIn = (reply.body as { handoff?: { project?: unknown } } | null)?.handoff?.project;

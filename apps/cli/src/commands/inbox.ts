@@ -1,9 +1,10 @@
-import { createBatonViews, type InboxItem } from '@baton/projections';
+import { HandoffPrioritySchema } from '@baton/contracts';
+import { createBatonViews, InboxKind, InboxStatus, type InboxItem } from '@baton/projections';
 import type { Command } from '../command';
 import { parseCommandArgs, str } from '../command';
 import { ExitCode, UsageError } from '../errors';
 import { isoOf } from '../output';
-import { filtersOf, listOf, PAGE_OPTIONS, pageRequest, printPage, readPage } from './paging';
+import { checkAllowed, filtersOf, listOf, PAGE_OPTIONS, pageRequest, printPage, readPage } from './paging';
 
 const FILTERS = ['project', 'kind', 'why', 'agent', 'priority'] as const;
 
@@ -44,8 +45,11 @@ Options:
       ctx.io.stdout.write(this.help);
       return ExitCode.ok;
     }
+    checkAllowed('kind', listOf(args.values['kind']), Object.values(InboxKind));
+    checkAllowed('priority', listOf(args.values['priority']), HandoffPrioritySchema.options);
     const filters = filtersOf(args.values, FILTERS);
     const status = listOf(args.values['status']);
+    checkAllowed('status', status, [...Object.values(InboxStatus), 'any', 'all']);
     if (!status.includes('any') && !status.includes('all')) filters.status = status.length > 0 ? status : 'open';
     const order = str(args, 'order') ?? 'newest';
     if (order !== 'newest' && order !== 'urgent') throw new UsageError(`--order must be newest or urgent, got "${order}"`);

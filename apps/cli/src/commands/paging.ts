@@ -25,6 +25,15 @@ export function listOf(value: unknown): string[] {
   return raw.flatMap((v) => (typeof v === 'string' ? v.split(',').map((s) => s.trim()) : [])).filter((v) => v.length > 0);
 }
 
+/**
+ * Refuse (exit 2) a value of a filter that takes only `allowed` values — the API answers such a
+ * value 400; read straight from the projections it would match nothing and print an empty list.
+ */
+export function checkAllowed(option: string, values: readonly string[], allowed: readonly string[]): void {
+  const bad = values.filter((value) => !allowed.includes(value));
+  if (bad.length > 0) throw new UsageError(`--${option} takes ${allowed.join(', ')}; got ${bad.map((value) => JSON.stringify(value)).join(', ')}`);
+}
+
 /** Item filters from repeatable options (one value → that value, several → any of them). */
 export function filtersOf(values: Record<string, unknown>, fields: readonly (keyof ItemFilters)[]): ItemFilters {
   const filters: ItemFilters = {};

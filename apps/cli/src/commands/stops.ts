@@ -1,8 +1,9 @@
+import { StopPacketStatusSchema, StopWhySchema } from '@baton/contracts';
 import { createBatonViews, type StopRecord } from '@baton/projections';
 import type { Command } from '../command';
 import { parseCommandArgs, str } from '../command';
 import { ExitCode } from '../errors';
-import { filtersOf, PAGE_OPTIONS, pageRequest, printPage, readPage } from './paging';
+import { checkAllowed, filtersOf, listOf, PAGE_OPTIONS, pageRequest, printPage, readPage } from './paging';
 
 export const stopsCommand: Command = {
   name: 'stops',
@@ -39,6 +40,8 @@ Options:
       ctx.io.stdout.write(this.help);
       return ExitCode.ok;
     }
+    checkAllowed('why', listOf(args.values['why']), StopWhySchema.options);
+    checkAllowed('status', listOf(args.values['status']), StopPacketStatusSchema.options);
     const views = createBatonViews(await ctx.projections());
     const run = str(args, 'run');
     const page = await readPage(() =>
