@@ -13,7 +13,7 @@ afterEach(async () => {
 });
 
 /** Append `run.routed` events for run `run`: the agents visited in order (first from the start). */
-const route = (run: string, agents: string[], firstHop = 1) => supportRoute(h, run, agents, firstHop);
+const route = (run: string, agents: string[], firstHop = 1, project = PROJECT) => supportRoute(h, run, agents, firstHop, project);
 
 const stopRequests = () => supportStopRequests(h);
 
@@ -71,6 +71,37 @@ describe('watchdog loop guards (real NATS): each leaves the loop as a stop reque
     await route('run-other', ['alice', 'flaky']);
     const held = await waitFor(async () => (await stopRequests()).find((s) => s.workflow_run_id === 'run-other'), 'the held dispatch', { timeoutMs: 8000 });
     expect(held.why).toBe('circuit_open');
+  });
+
+  it("circuit per agent, cross-project: failures of another project's agent on handoffs of this project's runs stop this project's run", async () => {
+    const OTHER = 'other';
+    await h.startWatchdog('wd-a', { WATCHDOG_CIRCUIT_FAILURES: '2', WATCHDOG_CIRCUIT_COOLDOWN_MS: '600000' });
+    const ops = new LedgerClient(h.nats, h.prefix, { as: Principals.operator('notifier'), operator: { name: 'ops', role: 'operator' }, attempts: 1 });
+    const alice = new LedgerClient(h.nats, h.prefix, { as: Principals.agent(PROJECT, 'alice'), attempts: 1 });
+    // OTHER has runs of the same ids: none of them is these handoffs' run.
+    for (const i of [1, 2]) await route(`run-x${i}`, ['carol'], 1, OTHER);
+    for (const i of [1, 2]) {
+      const id = `xcf-${i}`;
+      const created = await alice.create(PROJECT, {
+        handoff_id: id,
+        from_agent: 'alice',
+        to_agent: 'flaky',
+        summary: 'x',
+        workflow_run_id: `run-x${i}`,
+        target_project: OTHER,
+        cto_override: 'dec-1',
+        idempotency_key: `c-${id}`,
+      });
+      expect(created).toMatchObject({ ok: true, handoff: { project: OTHER, source_project: PROJECT } });
+      const failed = await ops.fail(OTHER, { handoff_id: id, reason: 'crashed', idempotency_key: `f-${id}` });
+      expect(failed.ok).toBe(true);
+    }
+    const opened = await waitFor(async () => (await stopRequests()).find((s) => s.why === 'circuit_open'), 'the circuit-open stop in the source project', {
+      timeoutMs: 8000,
+    });
+    expect(opened).toMatchObject({ project: PROJECT, workflow_run_id: 'run-x2', cause: { kind: 'loop_guard', guard: 'circuit', agent: 'flaky' } });
+    await sleep(300);
+    expect(await supportStopRequests(h, OTHER)).toEqual([]);
   });
 
   it('deadline: past deadline_at the handoff is expired exactly once even with two watchdogs (handoff.deadline_expired)', async () => {

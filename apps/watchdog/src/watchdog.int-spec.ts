@@ -1,13 +1,16 @@
 import { AckPolicy, headers as natsHeaders } from 'nats';
 import { batonStreamNames, batonTopology, LedgerClient, provision } from '@baton/eventstore';
-import { Principals } from '@baton/contracts';
+import { Principals, type EventEnvelope, type HandoffEventData } from '@baton/contracts';
 import { waitFor } from '@baton/wait';
+import { EscalationStopper } from './escalation/escalation-stopper';
 import { StopRunRequestSchema, stopPacketId, stopRequestSubject } from './escalation/stop-request';
 import { GuardRunner } from './guards/guard-runner';
 import { appendRunEvents, PROJECT, route, sleep, startHarness, stopRequests, type Harness } from './int/support';
 
 const LEASE_MS = 1_000; // the shortest lease the wire schema allows
 
+/** The target project of the cross-project handoffs. */
+const OTHER = 'other';
 const alice = Principals.agent(PROJECT, 'alice');
 const bob = Principals.agent(PROJECT, 'bob');
 
@@ -320,6 +323,121 @@ describe('watchdog: retry cap with no lead anywhere → stop the run', () => {
     expect(requests).toHaveLength(1);
     expect(requests[0]).toMatchObject({ workflow_run_id: 'run-retry', cause: { kind: 'handoff_escalated', handoff_id: id } });
     expect(guards.status().escalation_stops_requested).toBe(1);
+  });
+
+  /**
+   * A cross-project handoff: alice (of PROJECT) delegates to bob of OTHER for her run `run`; the
+   * handoff lives in OTHER with `source_project` PROJECT. Bob claims it there with `max_retries` 0,
+   * so its lease expiring escalates it with a stop (no lead anywhere).
+   */
+  async function createCrossAndClaim(run: string) {
+    const id = `hx-${++n}`;
+    const created = await client.create(
+      PROJECT,
+      {
+        handoff_id: id,
+        from_agent: 'alice',
+        to_agent: 'bob',
+        summary: 'review the schema in the other project',
+        max_retries: 0,
+        workflow_run_id: run,
+        target_project: OTHER,
+        cto_override: 'dec-1',
+        idempotency_key: `create-${id}`,
+      },
+      { as: alice },
+    );
+    if (!created.ok) throw new Error(`create refused: ${JSON.stringify(created.error)}`);
+    expect(created.handoff).toMatchObject({ project: OTHER, source_project: PROJECT, workflow_run_id: run });
+    const bobThere = new LedgerClient(h.nats, h.prefix, { as: Principals.agent(OTHER, 'bob'), attempts: 1 });
+    const claimed = await bobThere.claim(OTHER, { handoff_id: id, lease_ms: LEASE_MS, idempotency_key: `claim-${id}` });
+    if (!claimed.ok || !claimed.handoff.claim_id || !claimed.handoff.lease_expires_at) throw new Error(`claim refused: ${JSON.stringify(claimed)}`);
+    return { id, claimId: claimed.handoff.claim_id, leaseExpiresAt: Date.parse(claimed.handoff.lease_expires_at) };
+  }
+
+  it("a cross-project handoff escalated with stop_why stops its run in the source project, never the target project's run of that id", async () => {
+    // Both projects have a live run `run-x`: only the source project's is the handoff's.
+    await route(h, 'run-x', ['alice']);
+    await route(h, 'run-x', ['carol'], 1, OTHER);
+    await h.startWatchdog('wd-a');
+    const handoff = await createCrossAndClaim('run-x');
+
+    const requests = await waitFor(
+      async () => {
+        const list = await stopRequests(h);
+        return list.length > 0 ? list : undefined;
+      },
+      'a stop request in the source project',
+      { timeoutMs: 8000 },
+    );
+    const escalated = (await h.events(handoff.id, OTHER)).find((e) => e.type === 'handoff.escalated')!;
+    expect(escalated.payload).toMatchObject({ outcome: { stop_why: 'guard_failed' } });
+    expect(requests).toEqual([
+      expect.objectContaining({
+        packet_id: stopPacketId(escalated.id),
+        project: PROJECT,
+        workflow_run_id: 'run-x',
+        why: 'guard_failed',
+        cause: { kind: 'handoff_escalated', handoff_id: handoff.id, event_id: escalated.id },
+      }),
+    ]);
+    const stored = await h.nats.jsm.streams.getMessage(batonStreamNames(h.prefix).inbox, { last_by_subj: stopRequestSubject(h.prefix, PROJECT) });
+    expect(stored.header.get('Nats-Msg-Id')).toBe(`stop:${PROJECT}:${stopPacketId(escalated.id)}`);
+    await sleep(500);
+    expect(await stopRequests(h, OTHER)).toEqual([]);
+  });
+
+  it("a cross-project escalation stored while no watchdog ran stops the source project's run at the next start, while that run is live", async () => {
+    await route(h, 'run-y', ['alice']);
+    await route(h, 'run-y', ['carol'], 1, OTHER);
+    const handoff = await createCrossAndClaim('run-y');
+    await sleep(Math.max(0, handoff.leaseExpiresAt - Date.now()) + 50);
+    const asWatchdog = new LedgerClient(h.nats, h.prefix, { as: Principals.service('watchdog'), attempts: 1 });
+    const reply = await asWatchdog.requeueExpired(OTHER, {
+      handoff_id: handoff.id,
+      claim_id: handoff.claimId,
+      idempotency_key: `requeue:${handoff.id}:${handoff.claimId}`,
+    });
+    expect(reply.ok).toBe(true);
+    // The target project's run of the same id ends: that must not matter, the source's is live.
+    await appendRunEvents(
+      h,
+      'run-y',
+      [{ type: 'run.terminated', payload: { reason: 'operator ended it', origin: 'operator', terminated_at: new Date().toISOString() } }],
+      OTHER,
+    );
+
+    const watchdog = await h.startWatchdog('wd-a');
+    const requests = await waitFor(
+      async () => {
+        const list = await stopRequests(h);
+        return list.length > 0 ? list : undefined;
+      },
+      'the replayed stop request in the source project',
+      { timeoutMs: 8000 },
+    );
+    expect(requests).toEqual([
+      expect.objectContaining({ project: PROJECT, workflow_run_id: 'run-y', cause: expect.objectContaining({ handoff_id: handoff.id }) }),
+    ]);
+    expect(watchdog.service.app.get(GuardRunner).status()).toMatchObject({ caught_up: true, escalation_stops_requested: 1 });
+    expect(await stopRequests(h, OTHER)).toEqual([]);
+  });
+
+  it("the escalation stopper, reading a cross-project handoff's events itself (no run known), asks the source project to stop the run", async () => {
+    const handoff = await createCrossAndClaim('run-z');
+    await sleep(Math.max(0, handoff.leaseExpiresAt - Date.now()) + 50);
+    const asWatchdog = new LedgerClient(h.nats, h.prefix, { as: Principals.service('watchdog'), attempts: 1 });
+    await asWatchdog.requeueExpired(OTHER, { handoff_id: handoff.id, claim_id: handoff.claimId, idempotency_key: `requeue:${handoff.id}` });
+    const escalated = (await h.events(handoff.id, OTHER)).find((e) => e.type === 'handoff.escalated')!;
+    // No run event anywhere: the guards' replay asks nothing (the run is not known live), so the
+    // only request is the one the stopper makes below from the handoff's own events.
+    const watchdog = await h.startWatchdog('wd-a');
+    await watchdog.service.app.get(GuardRunner).caughtUp();
+    const stopper = watchdog.service.app.get(EscalationStopper);
+    const result = await stopper.handle(escalated as unknown as EventEnvelope<HandoffEventData<'handoff.escalated'>>);
+    expect(result).toMatchObject({ kind: 'stop_requested', request: { project: PROJECT, workflow_run_id: 'run-z' } });
+    expect(await stopRequests(h)).toEqual([expect.objectContaining({ project: PROJECT, workflow_run_id: 'run-z', packet_id: stopPacketId(escalated.id) })]);
+    expect(await stopRequests(h, OTHER)).toEqual([]);
   });
 
   it('retires the durable earlier watchdogs read escalations from (watchdog_escalations)', async () => {

@@ -3,7 +3,7 @@ import type { Rejection } from '@baton/contracts';
 /**
  * Base class of every error the SDK throws on purpose. `code` is stable — branch on it, never on
  * the message: `schema_violation` (and the other rejection codes) for {@link InvalidInputError},
- * the ledger's code for {@link LedgerCommandError}, `not_claimed`, `duplicate_message_id`,
+ * the ledger's code for {@link LedgerCommandError}, `not_claimed`, `cross_project_result`, `duplicate_message_id`,
  * `offer_terminated`, `mesh_invalid`. Publishes also throw the event store's errors
  * (`PublishTimeout`, `StreamNotFound`, `PermissionDenied`, … re-exported here), whose `code` is one
  * of `EventStoreErrorCode`.
@@ -68,6 +68,30 @@ export class NotClaimedError extends BatonSdkError {
   ) {
     super(`cannot ${action} handoff ${handoffId}: claim() it first`, { code: 'not_claimed' });
     this.name = 'NotClaimedError';
+  }
+}
+
+/**
+ * `finish()` was called on a cross-project handoff: it lives in this agent's project (`project`),
+ * but its workflow run is the source project's (`runProject`, the handoff's `source_project`). A
+ * run result is only ever published on this agent's own `<prefix>.in.<project>.result.<agent>`,
+ * where it would name a run of the wrong project, and no run of either project dispatched this
+ * handoff to wait for it. Nothing was sent and the claim is kept: finish the work through the
+ * ledger instead — `return(report)` (the delegator reviews it in its handback), `release` or `fail`.
+ * `code` is stable: `cross_project_result`.
+ */
+export class CrossProjectResultError extends BatonSdkError {
+  constructor(
+    readonly handoffId: string,
+    readonly project: string,
+    readonly runProject: string,
+    readonly workflowRunId: string | undefined,
+  ) {
+    super(
+      `cannot finish handoff ${handoffId} with a run result: it is a cross-project handoff whose run${workflowRunId !== undefined ? ` ${workflowRunId}` : ''} belongs to project ${runProject}, not ${project}; end it through the ledger with return() (or release() / fail())`,
+      { code: 'cross_project_result' },
+    );
+    this.name = 'CrossProjectResultError';
   }
 }
 

@@ -21,7 +21,15 @@ export { EventStoreError, EventStoreErrorCode, PermissionDenied, PublishTimeout,
 export type { LedgerReply } from '@baton/contracts';
 export { decisions } from './decisions';
 export { AgentSubjects, offerDurableName } from './subjects';
-export { BatonSdkError, DuplicateMessageError, InvalidInputError, LedgerCommandError, NotClaimedError, OfferTerminatedError } from './errors';
+export {
+  BatonSdkError,
+  CrossProjectResultError,
+  DuplicateMessageError,
+  InvalidInputError,
+  LedgerCommandError,
+  NotClaimedError,
+  OfferTerminatedError,
+} from './errors';
 export { DEFAULT_SENT_IDS, SentMessageIds } from './sent-ids';
 export type { LedgerErrorBody } from './errors';
 /** The AGENT_RUN_CONFIG sentinel, for legacy agents that write their decision into a comment body. */

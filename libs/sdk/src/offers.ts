@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { IdSchema, Limits, parseUntrustedJson, type CompletionReportSchema, type HandoffRecord, type LedgerReply } from '@baton/contracts';
 import { PoisonError, TransientError, type ConsumedMessage, type LedgerClient } from '@baton/eventstore';
 import type { AgentResultInput, PublishReceipt } from './client';
-import { InvalidInputError, LedgerCommandError, NotClaimedError } from './errors';
+import { CrossProjectResultError, InvalidInputError, LedgerCommandError, NotClaimedError } from './errors';
 
 /**
  * What an offer message carries: the ledger publishes the HandoffRecord as it was when offered
@@ -75,8 +75,11 @@ export interface HandoffOffer {
    * the run's current handoff (docs/runs.md): a claim lost meanwhile (lease expired, requeued) is
    * refused there (`handoff_not_claimed`, `claim_mismatch`). The router records it on the run and
    * closes the handoff (`complete_from_result`).
-   * @throws NotClaimedError (nothing sent) when the offer was not claimed; InvalidInputError when the
-   *   result breaks the contract or no workflow run is known.
+   * A cross-project handoff (`source_project` on the handoff) is not finished this way: its run is
+   * another project's, which this agent may not publish results to; end it with `return(report)`.
+   * @throws NotClaimedError (nothing sent) when the offer was not claimed; CrossProjectResultError
+   *   (nothing sent, the claim kept) on a cross-project handoff; InvalidInputError when the result
+   *   breaks the contract or no workflow run is known.
    */
   finish(result: FinishResult): Promise<PublishReceipt>;
 }
@@ -216,6 +219,12 @@ class Offer implements HandoffOffer {
 
   async finish(result: FinishResult): Promise<PublishReceipt> {
     const claimId = this.requireClaim('finish');
+    // A run id means something only with its project: a cross-project handoff's run is its source
+    // project's, and this agent publishes results only on its own project's subject.
+    const runProject = this.handoff?.source_project;
+    if (runProject !== undefined && runProject !== this.project) {
+      throw new CrossProjectResultError(this.handoffId, this.project, runProject, this.handoff?.workflow_run_id);
+    }
     const workflowRunId = result.workflow_run_id ?? this.handoff?.workflow_run_id;
     if (workflowRunId === undefined) {
       throw new InvalidInputError('agent result', {

@@ -1,7 +1,17 @@
 import { randomBytes } from 'node:crypto';
 import type { HandoffRecord } from '@baton/contracts';
 import { batonStreamNames, batonTopology, connectNats, provision, type NatsHandle } from '@baton/eventstore';
-import { AgentSubjects, createBatonClient, decisions, InvalidInputError, offerDurableName, type BatonAgent, type HandoffOffer } from './index';
+import {
+  AgentSubjects,
+  BatonSdkError,
+  createBatonClient,
+  CrossProjectResultError,
+  decisions,
+  InvalidInputError,
+  offerDurableName,
+  type BatonAgent,
+  type HandoffOffer,
+} from './index';
 
 const NATS_URL = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
 const PROJECT = 'demo';
@@ -216,6 +226,38 @@ describe('the agent SDK against a real NATS server', () => {
       agent: AGENT,
       decision: { function_call: { function: 'call_agent', agent_name: 'reviewer', callback: AGENT } },
     });
+  });
+
+  it("finish() on a cross-project handoff sends nothing and throws CrossProjectResultError (code cross_project_result): its run is the source project's, finished through the ledger", async () => {
+    // The handoff lives in this agent's project but belongs to a run of project `upstream`.
+    const cross = (id: string): HandoffRecord => ({ ...pendingHandoff(id), source_project: 'upstream', cto_override: 'dec-1' });
+    const ledger = fakeLedger(nats, prefix, {
+      claim: (body) => ({ ok: true, handoff: claimedBy(cross(String(body['handoff_id'])), AGENT, 'claim-x'), events: 1 }),
+    });
+    const agent = await client();
+    const outcome = new Promise<{ error: unknown; explicit: unknown; claimId: string | null }>((resolve) => {
+      void agent.handoffs({
+        onOffer: async (offer) => {
+          await offer.claim({ autoHeartbeat: false });
+          const error = await offer.finish({ body: 'done', decision: decisions.advance('reviewed') }).catch((e: unknown) => e);
+          // Naming the run does not change whose run it is.
+          const explicit = await offer.finish({ body: 'done', workflow_run_id: 'wr-1' }).catch((e: unknown) => e);
+          resolve({ error, explicit, claimId: offer.claimId });
+        },
+      });
+    });
+    await nats.js.publish(AgentSubjects.offer(prefix, PROJECT, AGENT), encoder.encode(JSON.stringify(cross('h-x'))), { msgID: 'offer:h-x:1' });
+    const { error, explicit, claimId } = await outcome;
+    ledger.stop();
+
+    expect(error).toBeInstanceOf(CrossProjectResultError);
+    expect(error).toBeInstanceOf(BatonSdkError);
+    expect(error).toMatchObject({ code: 'cross_project_result', handoffId: 'h-x', project: PROJECT, runProject: 'upstream', workflowRunId: 'wr-1' });
+    expect((error as Error).message).toMatch(/return\(\)/);
+    expect(explicit).toBeInstanceOf(CrossProjectResultError);
+    expect(claimId).toBe('claim-x'); // the claim is kept: the agent can still return() the work
+    const info = await nats.jsm.streams.info(batonStreamNames(prefix).inbox, { subjects_filter: AgentSubjects.result(prefix, PROJECT, AGENT) });
+    expect(info.state.subjects ?? {}).toEqual({});
   });
 
   it('replicas of one agent share one durable consumer: each offer is handled by exactly one of them, and a lost claim race (tryClaim → null) acks the offer', async () => {

@@ -1,6 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { HandoffEvent } from '@baton/contracts';
-import { HandoffFailureReason, RunErrorCode, handoffClaimFold, type HandoffState } from '@baton/domain';
+import { HandoffFailureReason, RunErrorCode, handoffClaimFold, handoffRun, type HandoffState } from '@baton/domain';
 import { PoisonError, reactor, type HopTrace, type Reactor, type ReactorEvent } from '@baton/eventstore';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { RunCommands, runRef } from '../runs/run-commands';
@@ -18,8 +18,9 @@ export const HANDOFF_DEADLINE_CODE = 'deadline';
  * `handoff.deadline_expired` (the watchdog expired a handoff still pending or claimed past its
  * `deadline_at`) of a handoff that belongs to a workflow run (`workflow_run_id` on its
  * `handoff.created`, kept in the handoff's folded state, read from the store's fold cache)
- * becomes the run command `handoff_failed` with reason `timeout`: when it is the
- * run's pending child handoff, the run records `run.handoff_completed` (outcome `timeout`,
+ * becomes the run command `handoff_failed` with reason `timeout`, sent to the run in ITS project
+ * (on a cross-project handoff, which lives in the target project, that is `source_project`): when
+ * it is the run's pending child handoff, the run records `run.handoff_completed` (outcome `timeout`,
  * durationMs, cause, code `deadline`) and the waiting parent resumes per its ON_FAILURE
  * (continue / RESPOND / ESCALATE). The command's time is the expiry's event time, so every
  * instance and every redelivery decides alike.
@@ -53,15 +54,16 @@ export class HandoffDeadlineReactor {
     const log = this.runtime.logger.child({ trace_id: trace.traceId, project: envelope.project, handoff_id: handoffId, event_id: envelope.id });
     // What the handoff's `handoff.created` said (never changed by a later event).
     const created = handoff.status === 'absent' ? null : handoff;
-    const workflowRunId = created?.workflow_run_id;
-    if (workflowRunId === undefined) {
+    const run = created === null ? null : handoffRun(created);
+    if (run === null) {
       log.debug('deadline of a handoff outside any run: ignored');
       return;
     }
+    const workflowRunId = run.workflow_run_id;
     const now = expired.at;
     const message = `no result from ${created?.to_agent ?? 'the target'} by ${expired.deadline_at}${expired.claimed_by !== undefined ? ` (claimed by ${expired.claimed_by})` : ''}`;
     const outcome = await this.runs.runWithDefinitions(
-      runRef(envelope.project, workflowRunId),
+      runRef(run.project, workflowRunId),
       (definitions) => ({
         kind: 'handoff_failed',
         failure: { handoff_id: handoffId, code: HANDOFF_DEADLINE_CODE, message, reason: HandoffFailureReason.timeout },
@@ -72,7 +74,7 @@ export class HandoffDeadlineReactor {
     );
     if (!outcome.ok) {
       if (outcome.error.code === RunErrorCode.runNotFound) {
-        log.warn('deadline of a handoff whose run does not exist: ignored', { workflow_run_id: workflowRunId });
+        log.warn('deadline of a handoff whose run does not exist: ignored', { workflow_run_id: workflowRunId, run_project: run.project });
         return;
       }
       throw new PoisonError(

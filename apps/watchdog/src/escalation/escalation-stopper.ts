@@ -1,5 +1,5 @@
 import { MsgIds, type EventEnvelope, type HandoffEvent, type HandoffEventData } from '@baton/contracts';
-import { evolveHandoff, initialHandoffState, type HandoffState } from '@baton/domain';
+import { evolveHandoff, handoffRun, initialHandoffState, type HandoffRunRef, type HandoffState } from '@baton/domain';
 import type { EventStore, HopTrace } from '@baton/eventstore';
 import type { JsonLogger } from '@baton/platform';
 import { StopRunRequestSchema, stopPacketId, stopRequestSubject, type StopRunRequest } from './stop-request';
@@ -29,13 +29,15 @@ export type EscalationResult =
 /**
  * Turns `handoff.escalated` events whose outcome is `{ stop_why, detail }` (retry cap hit, no lead
  * anywhere) into a stop request for the handoff's workflow run, published on
- * `<prefix>.in.<project>.stop`. The request's `packet_id` (and `Nats-Msg-Id`, `stop:<project>:<packet id>`) is derived from the
+ * `<prefix>.in.<run project>.stop`. The run's project is the handoff's own, except on a
+ * cross-project handoff: that one lives in the target project and its run is the source project's
+ * (`source_project`), so the request names, and goes to, the source project. The request's `packet_id` (and `Nats-Msg-Id`, `stop:<project>:<packet id>`) is derived from the
  * event id, so replays and concurrent watchdogs ask for the same stop and the run stops once.
  * A handoff without a workflow run has nothing to stop: that is logged (warn) and left, the handoff
  * itself is already `failed` with the reason. Escalations to a lead (`escalate_to`) are the ledger's
  * business (it creates the consult) and are ignored here.
- * The caller that follows the events stream knows the handoff's run from its `handoff.created`
- * (`knownRun`); without it the handoff's events are read.
+ * The caller that follows the events stream knows the handoff's run, with its project, from its
+ * `handoff.created` (`knownRun`); without it the handoff's events are read.
  * Throws whatever reading the handoff or publishing throws: the caller retries.
  */
 export class EscalationStopper {
@@ -45,35 +47,30 @@ export class EscalationStopper {
     this.actor = opts.actor ?? 'baton-watchdog';
   }
 
-  async handle(envelope: EventEnvelope<HandoffEventData<'handoff.escalated'>>, trace?: HopTrace, knownRun?: string): Promise<EscalationResult> {
+  async handle(envelope: EventEnvelope<HandoffEventData<'handoff.escalated'>>, trace?: HopTrace, knownRun?: HandoffRunRef): Promise<EscalationResult> {
     const escalation = envelope.payload;
     if (!('stop_why' in escalation.outcome)) return { kind: 'not_a_stop' };
     const handoffId = envelope.aggregate.id;
     const log = this.opts.logger.child({ handoff_id: handoffId, project: envelope.project, event_id: envelope.id });
 
-    const runId = knownRun ?? (await this.runOf(envelope.project, handoffId));
-    if (runId === undefined) {
+    const run = knownRun ?? (await this.runOf(envelope.project, handoffId));
+    if (run === undefined) {
       log.warn('handoff escalated with a stop but belongs to no workflow run; nothing to stop', { stop_why: escalation.outcome.stop_why });
       return { kind: 'no_run', handoffId };
     }
 
     const request: StopRunRequest = StopRunRequestSchema.parse({
       packet_id: stopPacketId(envelope.id),
-      workflow_run_id: runId,
-      project: envelope.project,
+      workflow_run_id: run.workflow_run_id,
+      project: run.project,
       why: escalation.outcome.stop_why,
       detail: escalation.outcome.detail,
       tried: [`handoff ${handoffId}: ${escalation.attempted_retry - 1} retries after ${escalation.cause}`.slice(0, 200)],
       requested_by: this.actor,
       cause: { kind: 'handoff_escalated', handoff_id: handoffId, event_id: envelope.id },
     });
-    const ack = await this.opts.publish(
-      stopRequestSubject(this.opts.prefix, envelope.project),
-      request,
-      MsgIds.stop(envelope.project, request.packet_id),
-      trace,
-    );
-    log.child({ workflow_run_id: runId }).info('stop requested for the run of an escalated handoff', {
+    const ack = await this.opts.publish(stopRequestSubject(this.opts.prefix, run.project), request, MsgIds.stop(run.project, request.packet_id), trace);
+    log.child({ workflow_run_id: run.workflow_run_id, run_project: run.project }).info('stop requested for the run of an escalated handoff', {
       packet_id: request.packet_id,
       why: request.why,
       duplicate: ack.duplicate,
@@ -81,10 +78,10 @@ export class EscalationStopper {
     return { kind: 'stop_requested', request, duplicate: ack.duplicate };
   }
 
-  /** The workflow run of a handoff, read from its events (undefined: it has none). */
-  private async runOf(project: string, handoffId: string): Promise<string | undefined> {
+  /** The workflow run of a handoff, with its project, read from its events (undefined: it has none). */
+  private async runOf(project: string, handoffId: string): Promise<HandoffRunRef | undefined> {
     const { events } = await this.opts.store.read({ project, kind: 'handoff', id: handoffId });
     const state = events.reduce<HandoffState>((s, e) => evolveHandoff(s, { type: e.type, data: e.payload } as HandoffEvent), initialHandoffState());
-    return state.status === 'absent' ? undefined : state.workflow_run_id;
+    return state.status === 'absent' ? undefined : (handoffRun(state) ?? undefined);
   }
 }

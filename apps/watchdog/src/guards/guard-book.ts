@@ -8,12 +8,19 @@ import {
   type GuardEventInput,
   type GuardFact,
   type GuardStop,
+  type HandoffRunRef,
   type RunGuardState,
 } from '@baton/domain';
 
 interface HandoffInfo {
   agent?: string;
-  run?: string;
+  /** The handoff's run with its project (the source project of a cross-project handoff). */
+  run?: HandoffRunRef;
+}
+
+/** The run fields of a circuit input for a handoff's outcome (none when the handoff names no run). */
+function runOf(info: HandoffInfo | undefined): { run?: string; run_project?: string } {
+  return info?.run !== undefined ? { run: info.run.workflow_run_id, run_project: info.run.project } : {};
 }
 
 /** A snapshot of what the book tracks (status endpoint, tests). */
@@ -74,7 +81,7 @@ export class GuardBook {
       case 'handoff_created': {
         const info: HandoffInfo = {};
         if (fact.to_agent !== undefined) info.agent = fact.to_agent;
-        if (fact.run !== undefined) info.run = fact.run;
+        if (fact.run !== undefined) info.run = { project: fact.run_project ?? fact.project, workflow_run_id: fact.run };
         this.handoffs.set(`${fact.project}/${fact.handoff}`, info);
         return [];
       }
@@ -93,7 +100,7 @@ export class GuardBook {
         if (fact.ends) this.handoffs.delete(key);
         const agent = fact.agent ?? info?.agent;
         if (agent === undefined) return [];
-        return this.circuit({ kind: 'success', project: fact.project, agent, ...(info?.run !== undefined ? { run: info.run } : {}) });
+        return this.circuit({ kind: 'success', project: fact.project, agent, ...runOf(info) });
       }
       case 'handoff_failed': {
         const key = `${fact.project}/${fact.handoff}`;
@@ -109,7 +116,7 @@ export class GuardBook {
           agent,
           cause: fact.cause,
           at: fact.at,
-          ...(info?.run !== undefined ? { run: info.run } : {}),
+          ...runOf(info),
         });
       }
       default: {
@@ -119,8 +126,11 @@ export class GuardBook {
     }
   }
 
-  /** The workflow run an open handoff belongs to, as its `handoff.created` said (undefined: none, or not seen). */
-  runOfHandoff(project: string, handoff: string): string | undefined {
+  /**
+   * The workflow run an open handoff belongs to, with the run's project, as its `handoff.created`
+   * said (undefined: none, or not seen).
+   */
+  runOfHandoff(project: string, handoff: string): HandoffRunRef | undefined {
     return this.handoffs.get(`${project}/${handoff}`)?.run;
   }
 

@@ -9,7 +9,7 @@ import {
   type HandoffEventData,
   type StopRunRequest,
 } from '@baton/contracts';
-import type { GuardStop } from '@baton/domain';
+import type { GuardStop, HandoffRunRef } from '@baton/domain';
 import { decodeEvent, hopTrace, TRACEPARENT_HEADER, TRACESTATE_HEADER, type HopTrace, type NatsJetStream } from '@baton/eventstore';
 import type { JsonLogger } from '@baton/platform';
 import type { EscalationStopper, InboxPublisher } from '../escalation/escalation-stopper';
@@ -55,8 +55,8 @@ export interface GuardRunnerStatus extends GuardBookStatus {
 interface Escalation {
   envelope: EventEnvelope<HandoffEventData<'handoff.escalated'>>;
   trace: HopTrace;
-  /** The handoff's run as the book had it (undefined: the stopper reads the handoff). */
-  run: string | undefined;
+  /** The handoff's run, with its project, as the book had it (undefined: the stopper reads the handoff). */
+  run: HandoffRunRef | undefined;
 }
 
 /**
@@ -99,7 +99,7 @@ export function guardStopRequest(stop: GuardStop, actor: string): StopRunRequest
  * the same run asks again).
  *
  * Escalations: a `handoff.escalated` event whose outcome is a `stop_why` (retry cap hit, no lead)
- * asks the {@link EscalationStopper} to stop the handoff's run, whose id the book has from the
+ * asks the {@link EscalationStopper} to stop the handoff's run, whose id and project the book has from the
  * handoff's `handoff.created`. The same replay rule holds (held until caught up, then asked for
  * runs still live), so an escalation stored while no watchdog ran is acted on at the next start,
  * and one already acted on (the run stopped since) is not asked again. These used to arrive on a
@@ -136,7 +136,8 @@ export class GuardRunner {
       this.heldEscalations = [];
       // A run the book does not know (no run events seen) is left to the stopper, which reads the handoff.
       for (const escalation of escalations) {
-        if (escalation.run === undefined || this.opts.book.isLive(escalation.envelope.project, escalation.run)) this.escalate(escalation);
+        // The run's project, not the handoff's: a cross-project handoff's run is the source project's.
+        if (escalation.run === undefined || this.opts.book.isLive(escalation.run.project, escalation.run.workflow_run_id)) this.escalate(escalation);
       }
       this.opts.logger.info('loop guards caught up with the events stream', {
         last_seq: this.follower?.lastSeq() ?? 0,

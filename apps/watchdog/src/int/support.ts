@@ -50,8 +50,9 @@ type Reply = { ok: true; handoff: unknown; events: number } | { ok: false; error
 
 /**
  * A minimal ledger for the commands these tests use (create, claim, heartbeat, release,
- * requeue_expired): takes the caller from the subject's principal as the ledger does
- * (`resolveLedgerCaller`, `mayIssue`), parses the wire body with the contracts' schemas, fills what the ledger
+ * requeue_expired; a create naming another `target_project` is made there, as the ledger makes a
+ * cross-project handoff, with both rosters taken to hold its delegator and addressee): takes the
+ * caller from the subject's principal as the ledger does (`resolveLedgerCaller`, `mayIssue`), parses the wire body with the contracts' schemas, fills what the ledger
  * resolves (claim id from the key, default lease, escalation id; no project lead), decides with
  * `handoffDecider` and appends through `JetStreamEventStore.handleCommand` (optimistic concurrency,
  * event ids from the idempotency key; the events continue the request's trace). Answers in the
@@ -105,10 +106,20 @@ export class MiniLedger {
     const metadata: HandoffCommand['metadata'] = { now: new Date().toISOString(), actor: who.caller.actor, actorKind: who.caller.kind };
     const wire = parsed.data as Record<string, unknown> & { handoff_id: string; idempotency_key: string };
     let command: HandoffCommand;
+    // Where the handoff lives: the command's project, or the target of a cross-project create.
+    let lives = project;
     switch (name) {
-      case 'create':
+      case 'create': {
+        const target = wire['target_project'];
+        if (typeof target === 'string' && target !== project) {
+          lives = target;
+          const cross = { source_project: project, source_visible: [String(wire['from_agent'])], target_visible: [String(wire['to_agent'])] };
+          command = { type: 'create', data: { ...wire, project: target, cross_project: cross } as never, metadata };
+          break;
+        }
         command = { type: 'create', data: wire as never, metadata };
         break;
+      }
       case 'claim':
         command = {
           type: 'claim',
@@ -158,7 +169,7 @@ export class MiniLedger {
       default:
         return { ok: false, error: { code: 'unknown_command', kind: 'rejected', message: `the test ledger does not serve ${name}` } };
     }
-    const result = await this.store.handleCommand({ project, kind: 'handoff', id: wire.handoff_id }, handoffDecider, command, {
+    const result = await this.store.handleCommand({ project: lives, kind: 'handoff', id: wire.handoff_id }, handoffDecider, command, {
       commandId: `${name}-${digest(wire.idempotency_key)}`,
       occurredAt: metadata.now,
       actor: metadata.actor,
@@ -179,9 +190,9 @@ export interface Harness {
   ledger: MiniLedger;
   /** Start a watchdog service in-process (fast ticks, quiet logs); stopped by `cleanup`. */
   startWatchdog(name: string, env?: Record<string, string>): Promise<TestWatchdog>;
-  /** Events of one handoff, in order. */
-  events(handoffId: string): Promise<StoredEvent[]>;
-  state(handoffId: string): Promise<HandoffState>;
+  /** Events of one handoff (of the test project unless `project` names another), in order. */
+  events(handoffId: string, project?: string): Promise<StoredEvent[]>;
+  state(handoffId: string, project?: string): Promise<HandoffState>;
   cleanup(): Promise<void>;
 }
 
@@ -231,11 +242,11 @@ export async function startHarness(): Promise<Harness> {
       watchdogs.push(watchdog);
       return watchdog;
     },
-    async events(handoffId) {
-      return (await store.read({ project: PROJECT, kind: 'handoff', id: handoffId })).events;
+    async events(handoffId, project = PROJECT) {
+      return (await store.read({ project, kind: 'handoff', id: handoffId })).events;
     },
-    async state(handoffId) {
-      const events = await harness.events(handoffId);
+    async state(handoffId, project = PROJECT) {
+      const events = await harness.events(handoffId, project);
       return events.reduce<HandoffState>((s, e) => evolveHandoff(s, { type: e.type, data: e.payload } as HandoffEvent), initialHandoffState());
     },
     async cleanup() {
@@ -251,14 +262,14 @@ export async function startHarness(): Promise<Harness> {
 
 let envelopes = 0;
 
-/** An event envelope of the test project, as a writer service would append it. */
-function testEnvelope(kind: 'run' | 'handoff', id: string, type: string, payload: unknown): EventEnvelope {
+/** An event envelope of `project` (the test project by default), as a writer service would append it. */
+function testEnvelope(kind: 'run' | 'handoff', id: string, type: string, payload: unknown, project = PROJECT): EventEnvelope {
   return {
     id: `ev-${randomBytes(6).toString('hex')}-${++envelopes}`,
     type,
     version: 1,
     aggregate: { kind, id },
-    project: PROJECT,
+    project,
     occurredAt: new Date().toISOString(),
     actor: 'test-router',
     origin: 'agent',
@@ -268,17 +279,17 @@ function testEnvelope(kind: 'run' | 'handoff', id: string, type: string, payload
   };
 }
 
-/** Append events to run `run` as its writer would (after its last event). */
-export async function appendRunEvents(h: Harness, run: string, events: ReadonlyArray<{ type: string; payload: unknown }>): Promise<void> {
-  const ref = { project: PROJECT, kind: 'run' as const, id: run };
+/** Append events to run `run` of `project` (the test project by default) as its writer would (after its last event). */
+export async function appendRunEvents(h: Harness, run: string, events: ReadonlyArray<{ type: string; payload: unknown }>, project = PROJECT): Promise<void> {
+  const ref = { project, kind: 'run' as const, id: run };
   for (const { type, payload } of events) {
     const { lastSeq } = await h.store.read(ref);
-    await h.store.append(ref, [testEnvelope('run', run, type, payload)], { expectedVersion: lastSeq });
+    await h.store.append(ref, [testEnvelope('run', run, type, payload, project)], { expectedVersion: lastSeq });
   }
 }
 
-/** Append `run.routed` events for run `run`: the agents visited in order (first from the start). */
-export async function route(h: Harness, run: string, agents: string[], firstHop = 1): Promise<void> {
+/** Append `run.routed` events for run `run` (of `project`): the agents visited in order (first from the start). */
+export async function route(h: Harness, run: string, agents: string[], firstHop = 1, project = PROJECT): Promise<void> {
   await appendRunEvents(
     h,
     run,
@@ -300,17 +311,18 @@ export async function route(h: Harness, run: string, agents: string[], firstHop 
         routed_at: new Date().toISOString(),
       },
     })),
+    project,
   );
 }
 
-/** The stop requests stored on the test project's stop subject, oldest first. */
-export async function stopRequests(h: Harness): Promise<StopRunRequest[]> {
+/** The stop requests stored on the stop subject of `project` (the test project by default), oldest first. */
+export async function stopRequests(h: Harness, project = PROJECT): Promise<StopRunRequest[]> {
   const stream = batonStreamNames(h.prefix).inbox;
   const info = await h.nats.jsm.streams.info(stream);
   const out: StopRunRequest[] = [];
   for (let s = info.state.first_seq; s <= info.state.last_seq && info.state.messages > 0; s++) {
     const msg = await h.nats.jsm.streams.getMessage(stream, { seq: s }).catch(() => null);
-    if (msg && msg.subject === Subjects.stopRequest(h.prefix, PROJECT)) out.push(StopRunRequestSchema.parse(JSON.parse(decoder.decode(msg.data))));
+    if (msg && msg.subject === Subjects.stopRequest(h.prefix, project)) out.push(StopRunRequestSchema.parse(JSON.parse(decoder.decode(msg.data))));
   }
   return out;
 }

@@ -14,10 +14,15 @@ export type CircuitState =
   | { status: 'open'; failures: number; opened_at: string }
   | { status: 'half_open'; failures: number; probe_run: string; probe_since: string };
 
-/** What happened to the agent. `run` is the run the outcome belongs to, when known. */
+/**
+ * What happened to the agent (`project` is the agent's: the circuit's key). `run` is the run the
+ * outcome belongs to, when known, and `run_project` that run's project when it is not the agent's
+ * (a cross-project handoff's run lives in its source project): a stop goes to the run's project.
+ * A dispatch (`run.routed`) is always in its run's project.
+ */
 export type CircuitInput =
-  | { kind: 'failure'; event_id: string; project: string; agent: string; run?: string; cause: string; at: string }
-  | { kind: 'success'; project: string; agent: string; run?: string }
+  | { kind: 'failure'; event_id: string; project: string; agent: string; run?: string; run_project?: string; cause: string; at: string }
+  | { kind: 'success'; project: string; agent: string; run?: string; run_project?: string }
   | { kind: 'dispatch'; event_id: string; project: string; agent: string; run: string; at: string };
 
 export interface CircuitStep {
@@ -29,14 +34,16 @@ export function initialCircuit(): CircuitState {
   return { status: 'closed', failures: 0 };
 }
 
-function openStop(input: { event_id: string; project: string; agent: string }, run: string, detail: string): GuardStop {
+function openStop(input: { event_id: string; project: string; agent: string; run_project?: string }, run: string, detail: string): GuardStop {
+  const runProject = input.run_project ?? input.project;
   return {
     kind: 'stop_run',
     guard: 'circuit',
     why: 'circuit_open',
-    project: input.project,
+    project: runProject,
     workflow_run_id: run,
-    detail,
+    // The run's project may not know the agent: say whose circuit it is.
+    detail: runProject === input.project ? detail : `${detail} (agent of project ${input.project})`,
     tried: [input.agent],
     trigger_event_id: input.event_id,
     packet_seed: `circuit:${input.event_id}`,

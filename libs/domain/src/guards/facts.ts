@@ -1,4 +1,5 @@
 import type { HandoffEventData, LoopGuard, StopWhy } from '@baton/contracts';
+import { handoffRun } from '../handoff/run-ref';
 
 /*
  * What the loop guards read from the event streams, reduced to the facts they need. The watchdog
@@ -48,7 +49,11 @@ export type GuardFact =
   | { kind: 'run_ended'; project: string; run: string }
   | { kind: 'result_recorded'; event_id: string; project: string; run: string; agent: string; at: string }
   | { kind: 'result_rejected'; event_id: string; project: string; run: string; agent: string; at: string }
-  | { kind: 'handoff_created'; project: string; handoff: string; to_agent?: string; run?: string }
+  /**
+   * `run` is the handoff's workflow run and `run_project` the project it lives in (set together):
+   * the delegator's, which on a cross-project handoff is its `source_project`, not `project`.
+   */
+  | { kind: 'handoff_created'; project: string; handoff: string; to_agent?: string; run?: string; run_project?: string }
   | { kind: 'handoff_claimed'; project: string; handoff: string; agent: string }
   /** `ends`: the handoff is over (completed by the result); a return may still be reworked. */
   | { kind: 'handoff_succeeded'; event_id: string; project: string; handoff: string; agent?: string; at: string; ends?: true }
@@ -60,6 +65,7 @@ export type GuardFact =
 export interface GuardStop {
   kind: 'stop_run';
   guard: LoopGuard;
+  /** The run's project (where the stop request goes); for a circuit it may differ from the agent's. */
   project: string;
   workflow_run_id: string;
   why: StopWhy;
@@ -127,7 +133,11 @@ export function guardFactOf(event: GuardEventInput): GuardFact | null {
       const p = event.payload as HandoffEventData<'handoff.created'>;
       const fact: GuardFact = { kind: 'handoff_created', project, handoff: id };
       if (p.to_agent !== undefined) fact.to_agent = p.to_agent;
-      if (p.workflow_run_id !== undefined) fact.run = p.workflow_run_id;
+      const run = handoffRun({ ...p, project });
+      if (run !== null) {
+        fact.run = run.workflow_run_id;
+        fact.run_project = run.project;
+      }
       return fact;
     }
     case 'handoff.claimed':

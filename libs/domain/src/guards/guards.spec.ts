@@ -134,6 +134,28 @@ describe('loop guard: circuit per agent (why circuit_open)', () => {
     expect(failed.state.status).toBe('open');
     expect(failed.stops).toEqual([expect.objectContaining({ workflow_run_id: 'r2' })]);
   });
+
+  it("a cross-project handoff's failure that opens the circuit stops its run in the run's project, not the agent's", () => {
+    // The agent works in project p (the target); the handoff's run r9 is project src's (source_project).
+    const crossFailure: CircuitInput = {
+      kind: 'failure',
+      event_id: 'f-cross',
+      project: 'p',
+      agent: 'x',
+      run: 'r9',
+      run_project: 'src',
+      cause: 'failed',
+      at: at(3),
+    };
+    const step = givenCircuit([failure('x', 1), failure('x', 2)]).when(crossFailure);
+    expect(step.state.status).toBe('open');
+    expect(step.stops).toEqual([expect.objectContaining({ guard: 'circuit', project: 'src', workflow_run_id: 'r9', agent: 'x' })]);
+    expect(step.stops[0]?.detail).toContain('project p');
+    // The circuit itself stays the agent's, in its own project: a local failure keeps its project.
+    expect(givenCircuit([failure('x', 1), failure('x', 2)]).when(failure('x', 3, 'r9')).stops).toEqual([
+      expect.objectContaining({ project: 'p', workflow_run_id: 'r9' }),
+    ]);
+  });
 });
 
 describe('guard facts', () => {
@@ -147,6 +169,27 @@ describe('guard facts', () => {
       payload: { target: { agent: 'b', step: 's' }, from: { agent: 'a', step: 's0' }, hop: 7, routed_at: at(0) },
     });
     expect(fact).toEqual({ kind: 'routed', event_id: 'e1', project: 'p', run: 'r1', from: 'a', to: 'b', hop: 7, at: at(0) });
+  });
+
+  it("a handoff.created names its run with the run's project: the source project on a cross-project handoff, else its own", () => {
+    const created = (payload: Record<string, unknown>) =>
+      guardFactOf({
+        id: 'e2',
+        type: 'handoff.created',
+        project: 'tgt',
+        aggregate: { kind: 'handoff', id: 'h1' },
+        occurredAt: at(0),
+        payload: { handoff_id: 'h1', project: 'tgt', to_agent: 'bob', workflow_run_id: 'r1', ...payload },
+      });
+    expect(created({ source_project: 'src', cto_override: 'dec-1' })).toEqual({
+      kind: 'handoff_created',
+      project: 'tgt',
+      handoff: 'h1',
+      to_agent: 'bob',
+      run: 'r1',
+      run_project: 'src',
+    });
+    expect(created({})).toEqual({ kind: 'handoff_created', project: 'tgt', handoff: 'h1', to_agent: 'bob', run: 'r1', run_project: 'tgt' });
   });
 
   it('events no guard reads map to null', () => {

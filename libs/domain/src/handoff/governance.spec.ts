@@ -2,7 +2,8 @@ import type { HandoffEvent } from '@baton/contracts';
 import { given } from '../testing/given';
 import type { ExpireDeadline } from './commands';
 import { handoffDecider } from './decider';
-import { at, cmd, HID, meta, PROJECT } from './handoff.fixtures';
+import { at, cmd, deriveId, HID, history, meta, PROJECT } from './handoff.fixtures';
+import { reactToHandoffEvent } from './policies';
 import { toHandoffRecord } from './state';
 
 const DEADLINE = at(600);
@@ -95,6 +96,35 @@ describe('cross-project handoff: validates both rosters; never cross-registers',
     given(handoffDecider, [targetOwn()])
       .when(cmd.create({ ...base, cross_project: { ...cross, source_visible: ['zed'] } }))
       .thenFails('delegator_not_in_source_roster');
+  });
+
+  // The handoff lives in the target project; its run `wr-1` is the source project's. A handoff the
+  // ledger derives from it (handback, consult) is created in the target project with no
+  // source_project, so it must not carry the run id: paired with the target project it would name
+  // another run (stopped by the watchdog on an escalation, linked to by the console).
+  it("its handback and its escalation's consult do not carry its run: the run is the source project's, they live in the target", () => {
+    const crossRun = { ...base, workflow_run_id: 'wr-1' };
+    const returned = given(handoffDecider, history(cmd.create(crossRun), cmd.claim('bob', 'c1'))).when(cmd.ret('bob', 'c1'));
+    const [ret] = returned.thenMatch([{ type: 'handoff.returned', data: expect.anything() }]);
+    const handback = reactToHandoffEvent(ret!, { state: returned.stateAfter(), deriveId });
+    expect(handback).toEqual([{ aggregateId: 'hb-c1', command: expect.objectContaining({ type: 'create' }) }]);
+    expect(handback[0]!.command.data).not.toHaveProperty('workflow_run_id');
+
+    const escalated = given(handoffDecider, history(cmd.create({ ...crossRun, max_retries: 0 }), cmd.claim('bob', 'c1'))).when(cmd.requeue('c1', 60));
+    const [esc] = escalated.thenMatch([
+      { type: 'handoff.escalated', data: expect.objectContaining({ outcome: expect.objectContaining({ escalate_to: 'lena' }) }) },
+    ]);
+    const consult = reactToHandoffEvent(esc!, { state: escalated.stateAfter(), deriveId });
+    expect(consult).toEqual([{ aggregateId: 'esc-c1', command: expect.objectContaining({ type: 'create' }) }]);
+    expect(consult[0]!.command.data).not.toHaveProperty('workflow_run_id');
+  });
+
+  it("a local handoff's handback and consult keep its run (it is the run of their own project)", () => {
+    const returned = given(handoffDecider, history(cmd.create({ to_agent: 'bob', workflow_run_id: 'wr-1' }), cmd.claim('bob', 'c1'))).when(
+      cmd.ret('bob', 'c1'),
+    );
+    const [ret] = returned.thenMatch([{ type: 'handoff.returned', data: expect.anything() }]);
+    expect(reactToHandoffEvent(ret!, { state: returned.stateAfter(), deriveId })[0]!.command.data).toMatchObject({ workflow_run_id: 'wr-1' });
   });
 
   it('a retry of the cross-project create that made the handoff is still a retry (no events), and a local create of the same key is not', () => {

@@ -17,6 +17,7 @@ export {
   type PendingHandoff,
   type ReturnedHandoff,
 } from './state';
+export { handoffRun, type HandoffRunFields, type HandoffRunRef } from './run-ref';
 export { applyEvidenceFloor, evidenceFloorApplies, hasEvidence, isMeaningfulEntry, isMeaningfulText } from './evidence';
 export {
   escalationPolicy,

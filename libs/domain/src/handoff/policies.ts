@@ -2,7 +2,8 @@ import type { HandoffCommandMetadata, HandoffEvent, HandoffEventData, HandoffPri
 import { Limits } from '@baton/contracts';
 import { assertNever } from '../decider';
 import type { CreateHandoff, HandoffCommand } from './commands';
-import type { HandoffState } from './state';
+import { handoffRun } from './run-ref';
+import type { ExistingHandoff, HandoffState } from './state';
 
 /*
  * Cross-aggregate effects of handoff events, as pure policies (reactors). The decider of one
@@ -46,6 +47,17 @@ function clip(text: string): string {
 const PriorityRank: Record<HandoffPriority, number> = { low: 0, medium: 1, high: 2, urgent: 3 };
 
 /**
+ * The run a handoff derived from `origin` (its handback, its escalation's consult) carries: the
+ * origin's, when that run is in the project both live in. A cross-project origin's run is its
+ * source project's, and the derived handoff (created in the target project, with no
+ * `source_project`) could only pair that id with the wrong project — so it names no run.
+ */
+function runOfDerived(origin: ExistingHandoff): { workflow_run_id?: string } {
+  const run = handoffRun(origin);
+  return run !== null && run.project === origin.project ? { workflow_run_id: run.workflow_run_id } : {};
+}
+
+/**
  * On `handoff.returned`: create the completion handback (kind `completion_handback`,
  * `reply_to_handoff_id` = the parent, id = the event's `handback_id`) addressed to the recipient
  * the return chose, carrying the worker it reviews so that worker can never accept it.
@@ -78,7 +90,7 @@ export function handbackPolicy(
       acceptance: parent.acceptance,
       max_retries: 0,
       ...(parent.parent_goal_id !== undefined ? { parent_goal_id: parent.parent_goal_id } : {}),
-      ...(parent.workflow_run_id !== undefined ? { workflow_run_id: parent.workflow_run_id } : {}),
+      ...runOfDerived(parent),
       idempotency_key: context.deriveId('handback-create', d.handback_id),
     },
     metadata: systemMetadata(d.at),
@@ -170,7 +182,7 @@ export function escalationPolicy(
       acceptance: {},
       max_retries: 0,
       ...(escalated.parent_goal_id !== undefined ? { parent_goal_id: escalated.parent_goal_id } : {}),
-      ...(escalated.workflow_run_id !== undefined ? { workflow_run_id: escalated.workflow_run_id } : {}),
+      ...runOfDerived(escalated),
       idempotency_key: context.deriveId('escalation-create', consultId),
     },
     metadata: systemMetadata(d.at),
