@@ -282,6 +282,25 @@ describe('watchdog: retry cap with no lead anywhere → stop the run', () => {
     expect(await stopRequests(h)).toHaveLength(1);
   });
 
+  it('a stop request whose id another publisher took first (an agent may set any Nats-Msg-Id on its own subject) is still stored, under another id', async () => {
+    await route(h, 'run-squat', ['bob']);
+    const { escalated } = await escalateWhileNoWatchdog('run-squat');
+    const id = `stop:${PROJECT}:${stopPacketId(escalated.id)}`;
+    await h.nats.js.publish(`${h.prefix}.in.${PROJECT}.result.mallory`, new TextEncoder().encode('{}'), { msgID: id });
+    await h.startWatchdog('wd-a');
+    const requests = await waitFor(
+      async () => {
+        const list = await stopRequests(h);
+        return list.length > 0 ? list : undefined;
+      },
+      'a stop request',
+      { timeoutMs: 8000 },
+    );
+    expect(requests).toEqual([expect.objectContaining({ packet_id: stopPacketId(escalated.id), workflow_run_id: 'run-squat' })]);
+    const stored = await h.nats.jsm.streams.getMessage(batonStreamNames(h.prefix).inbox, { last_by_subj: stopRequestSubject(h.prefix, PROJECT) });
+    expect(stored.header.get('Nats-Msg-Id')).toMatch(new RegExp(`^${id}:1:\\d+$`));
+  });
+
   it('an escalation stored while no watchdog ran asks for nothing at the next start when its run has ended since', async () => {
     await route(h, 'run-ended', ['bob']);
     await escalateWhileNoWatchdog('run-ended');

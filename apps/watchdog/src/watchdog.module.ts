@@ -7,7 +7,7 @@ import { DeadlineTracker } from './deadlines/deadline-tracker';
 import { expireDeadlineLedger, HandoffDeadlineTracker } from './deadlines/handoff-deadlines';
 import { GuardBook } from './guards/guard-book';
 import { GuardRunner } from './guards/guard-runner';
-import { EscalationStopper } from './escalation/escalation-stopper';
+import { EscalationStopper, type InboxPublisher } from './escalation/escalation-stopper';
 import { RequeueLoop, type RequeueOutcome } from './requeue/requeue-loop';
 import { REQUEUE_LEDGER, type RequeueLedger } from './requeue/requeue-port';
 import { StatusController } from './status/status.controller';
@@ -130,6 +130,24 @@ export class WatchdogLifecycle implements OnApplicationBootstrap, OnModuleDestro
  * The watchdog: lease expiry → `requeue_expired` (deadlines rebuilt from the events stream on
  * every start), and `stop_why` escalations → a stop request for the handoff's run.
  */
+/**
+ * How the watchdog publishes a stop request: under its `Nats-Msg-Id` (`stop:<project>:<packet>`),
+ * stored even when another publisher took that id first on another subject (`publishOwned`); such a
+ * case is logged.
+ */
+function inboxPublisher(client: JetStreamClient, runtime: ServiceRuntime): InboxPublisher {
+  return async (subject, body, msgId, trace) => {
+    const ack = await client.publishOwned(subject, body, msgId, { headers: hopTraceHeaders(trace) });
+    if (ack.foreign.length > 0)
+      runtime.logger.warn('stop request id taken by another publisher; published under another id', {
+        msg_id: msgId,
+        stored_as: ack.msgId,
+        taken_by: ack.foreign,
+      });
+    return ack;
+  };
+}
+
 @Module({})
 export class WatchdogModule {
   static forRoot(options: WatchdogModuleOptions): DynamicModule {
@@ -181,7 +199,7 @@ export class WatchdogModule {
             return new EscalationStopper({
               prefix: runtime.config.BATON_PREFIX,
               store: runtime.store,
-              publish: (subject, body, msgId, trace) => client.publish(subject, body, { msgId, headers: hopTraceHeaders(trace) }),
+              publish: inboxPublisher(client, runtime),
               logger: runtime.logger.child({ component: 'escalation' }),
               actor: WATCHDOG_ACTOR,
             });
@@ -201,7 +219,7 @@ export class WatchdogModule {
                 circuitFailures: config.WATCHDOG_CIRCUIT_FAILURES,
                 circuitCooldownMs: config.WATCHDOG_CIRCUIT_COOLDOWN_MS,
               }),
-              publish: (subject, body, msgId, trace) => client.publish(subject, body, { msgId, headers: hopTraceHeaders(trace) }),
+              publish: inboxPublisher(client, runtime),
               actor: WATCHDOG_ACTOR,
             });
           },
