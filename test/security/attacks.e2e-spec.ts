@@ -143,7 +143,7 @@ describe('security: an agent of project A attacks a platform running the generat
       sub("another project's results", `${prefix}.in.${B}.result.*`),
       sub('the events', `${prefix}.ev.>`),
       sub('ledger commands', `${prefix}.cmd.ledger.>`),
-      sub("another agent's wake-ups", `${prefix}.agent.${B}.support.>`),
+      sub("another agent's <prefix>.agent subjects", `${prefix}.agent.${B}.support.>`),
       sub('notices', `${prefix}.notice.>`),
     ]);
   });

@@ -69,21 +69,23 @@ describe('NATS decentralized auth: the server, not the message, decides who is s
     const handle = await connectAs(Principals.agent('acme', 'support'));
     const impostor = await createBatonClient({ nats: handle, prefix: PREFIX, project: 'acme', agent: 'billing' });
     const started = Date.now();
-    const refusal = await impostor
-      .publishResult({ run_id: 'r-1', workflow_run_id: 'wr-1', result_id: 'res-1', body: 'done' })
-      .then(() => null, (error: unknown) => error);
+    const refusal = await impostor.publishResult({ run_id: 'r-1', workflow_run_id: 'wr-1', result_id: 'res-1', body: 'done' }).then(
+      () => null,
+      (error: unknown) => error,
+    );
     expect(refusal).toBeInstanceOf(PermissionDenied);
     expect(refusal).toMatchObject({ code: 'permission_denied', subject: `${PREFIX}.in.acme.result.billing` });
     expect(Date.now() - started).toBeLessThan(2000);
   });
 
-  it("refuses an agent a subscription to _INBOX.> or to another agent's wake-ups", async () => {
+  it('refuses an agent a subscription to _INBOX.> or to any <prefix>.agent subject, its own included (nothing is published there any more)', async () => {
     const agent = await connectAs(Principals.agent('acme', 'support'));
     const denied = await violations(agent, () => {
       agent.connection.subscribe('_INBOX.>');
       agent.connection.subscribe('baton.agent.other.support.>');
+      agent.connection.subscribe('baton.agent.acme.support.>');
     });
-    expect(denied.sort()).toEqual(['subscription _INBOX.>', 'subscription baton.agent.other.support.>']);
+    expect(denied.sort()).toEqual(['subscription _INBOX.>', 'subscription baton.agent.acme.support.>', 'subscription baton.agent.other.support.>']);
   });
 
   it('gives each service its own inbox prefix and request replies through it', async () => {

@@ -47,7 +47,6 @@ const tokensOf: { [N in SubjectName]: fc.Arbitrary<object> } = {
   ledgerCommand: fc.tuple(projectArb, principalArb, tokenArb).map(([project, principal, command]) => ({ project, principal: principal(project), command })),
   routerCommand: fc.record({ project: projectArb, command: fc.constantFrom(...RouterCommandNames) }),
   notice: fc.record({ project: projectArb }),
-  agentWakeup: fc.record({ project: projectArb, agent: agentArb }),
   deadLetter: fc.record({ source: tokenArb }),
 };
 
@@ -99,7 +98,6 @@ describe('the subject table', () => {
     );
     expect(SubjectTable.routerCommand.build(p, { project: 'acme', command: 'publish_definition' })).toBe('baton.cmd.router.acme.publish_definition');
     expect(SubjectTable.notice.build(p, { project: 'acme' })).toBe('baton.notice.acme');
-    expect(SubjectTable.agentWakeup.build(p, { project: 'acme', agent: 'builder' })).toBe('baton.agent.acme.builder.handoffs');
     expect(SubjectTable.deadLetter.build(p, { source: 'router_in' })).toBe('baton.dlq.router_in');
   });
 
@@ -196,7 +194,6 @@ describe('the subject table', () => {
     expect(Subjects.ledgerCommands('baton')).toBe('baton.cmd.ledger.>');
     expect(Subjects.routerCommand('baton', 'acme', 'publish_definition')).toBe('baton.cmd.router.acme.publish_definition');
     expect(Subjects.notice('baton', 'acme')).toBe('baton.notice.acme');
-    expect(Subjects.agentInbox('baton', 'acme', 'a')).toBe('baton.agent.acme.a.handoffs');
     expect(Subjects.deadLetter('baton', 'src')).toBe('baton.dlq.src');
     expect(Subjects.deadLetters('baton')).toBe('baton.dlq.>');
     expect(Subjects.events('baton')).toBe('baton.ev.>');

@@ -7,8 +7,8 @@ import { ledgerCommandSubject, parseLedgerCommandSubject, type LedgerCommandAddr
  * have one subject per instance so appends can use `Nats-Expected-Last-Subject-Sequence`.
  *
  * Every subject starts with the deployment's prefix, one token (`BATON_PREFIX` holds no dots), then
- * an area: `ev` (events), `in` (the inbox stream), `cmd` (request/reply commands), `notice`,
- * `agent` (wake-ups) and `dlq` (dead letters). Each entry of {@link SubjectTable} has a name, its
+ * an area: `ev` (events), `in` (the inbox stream), `cmd` (request/reply commands), `notice` and
+ * `dlq` (dead letters). Each entry of {@link SubjectTable} has a name, its
  * pattern, `build` (checked: throws {@link SubjectTokenError} for a token its parse would refuse),
  * `parse` (typed tokens, or null for any other shape, another prefix, a wildcard or an extra
  * token) and `format` (unchecked: fills the pattern, `*` for every token left out, which is how
@@ -21,7 +21,7 @@ export function isSubjectToken(value: string): boolean {
 }
 
 /** The area of a subject: the token after the prefix. */
-export type SubjectArea = 'ev' | 'in' | 'cmd' | 'notice' | 'agent' | 'dlq';
+export type SubjectArea = 'ev' | 'in' | 'cmd' | 'notice' | 'dlq';
 
 /** A token `build` refused: the subject would not parse back (another shape, a wildcard, a bad project key...). */
 export class SubjectTokenError extends Error {
@@ -218,8 +218,6 @@ export const SubjectTable = {
   ]),
   /** Human action notices (core NATS; the notifier). */
   notice: templateEntry<'notice', P>('notice', 'notice', ['notice', project]),
-  /** An agent's wake-up when a handoff is offered (core NATS; the source of truth is the offer stream). */
-  agentWakeup: templateEntry<'agentWakeup', PA>('agentWakeup', 'agent', ['agent', project, agent, 'handoffs']),
   /** Dead letters (`<source>` as `dlqSourceToken` makes it; `_redriven` holds the admin's redrive markers). */
   deadLetter: templateEntry<'deadLetter', { source: string }>('deadLetter', 'dlq', ['dlq', slot('source', TokenRules.token)]),
 } as const;
@@ -299,8 +297,6 @@ export const Subjects = {
   ledgerCommands: (prefix: string) => SubjectTable.ledgerCommand.format(prefix),
   /** Human action notices. */
   notice: (prefix: string, project: string) => SubjectTable.notice.format(prefix, { project }),
-  /** Handoffs offered to an agent (core NATS wake-up; the source of truth is the stream). */
-  agentInbox: (prefix: string, project: string, agent: string) => SubjectTable.agentWakeup.format(prefix, { project, agent }),
   /** Mesh starts (MeshStartRequest; JetStream into the inbox). */
   meshStart: (prefix: string, project: string) => SubjectTable.meshStart.format(prefix, { project }),
   meshStarts: (prefix: string) => SubjectTable.meshStart.format(prefix),

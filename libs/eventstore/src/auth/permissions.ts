@@ -20,7 +20,6 @@ import type { UserPermissions } from './jwt';
  *   P.cmd.ledger.<project>.<kind>.<name>.<cmd>  ledger commands: the principal the subject names
  *   P.cmd.router.<project>.publish_definition   the admin
  *   P.notice.<project>                          human action notices: the notifier
- *   P.agent.<project>.<agent>.>                 offer wake-ups: the ledger publishes, the agent listens
  *   P.dlq.<source>                              dead letters: the services; P.dlq._redriven (markers): the admin
  */
 
@@ -97,7 +96,7 @@ export function permissionsFor(prefix: string, principal: Principal): UserPermis
             `$JS.ACK.${s.inbox}.${durable}.>`,
           ],
         },
-        sub: { allow: [inbox, `${prefix}.agent.${project}.${agent}.>`] },
+        sub: { allow: [inbox] },
       };
     }
     case 'svc': {
@@ -127,7 +126,6 @@ export function permissionsFor(prefix: string, principal: Principal): UserPermis
                 `${prefix}.ev.*.handoff.*`,
                 `${prefix}.ev.*.project.*`,
                 `${prefix}.in.*.offer.*`,
-                `${prefix}.agent.>`,
                 `${prefix}.dlq.>`,
                 ...serviceJetStream(prefix, { claimRates: true }),
               ],
