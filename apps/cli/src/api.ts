@@ -1,5 +1,5 @@
 import type { CliContext } from './context';
-import { CliError, UsageError } from './errors';
+import { CliError, CliErrorCode, UsageError, type CliIssue } from './errors';
 
 /** A reply of the operator API: its status and parsed JSON body (null when empty or not JSON). */
 export interface ApiReply {
@@ -37,9 +37,15 @@ export async function callApi(ctx: CliContext, method: 'GET' | 'POST', path: str
   } catch (error) {
     if ((error as Error).name === 'TimeoutError') {
       const maybeDone = method === 'POST' ? ': it may have been carried out — check before sending it again (the same --answer-id is safe to send again)' : '';
-      throw new CliError(`the operator API at ${base} did not answer ${method} ${path} within ${timeoutMs / 1000} s${maybeDone}`, { cause: error });
+      throw new CliError(`the operator API at ${base} did not answer ${method} ${path} within ${timeoutMs / 1000} s${maybeDone}`, {
+        cause: error,
+        code: method === 'POST' ? CliErrorCode.outcomeUnknown : CliErrorCode.unavailable,
+      });
     }
-    throw new CliError(`cannot reach the operator API at ${base}: ${(error as Error).message} (is the notifier running? set BATON_API_URL)`, { cause: error });
+    throw new CliError(`cannot reach the operator API at ${base}: ${(error as Error).message} (is the notifier running? set BATON_API_URL)`, {
+      cause: error,
+      code: CliErrorCode.unavailable,
+    });
   }
   const text = await response.text();
   let parsed: unknown = null;
@@ -106,5 +112,22 @@ export function throwIfAmbiguous(reply: ApiReply, what: string, id: string): voi
   const error = (reply.body as { error?: { code?: unknown; details?: { projects?: unknown } } } | null)?.error;
   if (error?.code !== 'ambiguous_id') return;
   const projects = Array.isArray(error.details?.projects) ? error.details.projects.map(String) : [];
-  throw new UsageError(`${what} ${id} exists in projects ${projects.join(', ')}: pass --project <p> (one of ${projects.join(', ')})`, false);
+  throw new UsageError(`${what} ${id} exists in projects ${projects.join(', ')}: pass --project <p> (one of ${projects.join(', ')})`, false, {
+    code: 'ambiguous_id',
+    details: { projects },
+  });
+}
+
+/**
+ * The API's refusal as the command's failure: the code the API answered with (or `http_<status>`
+ * for a body without one), its message, issues and details, and the HTTP status in `details`.
+ */
+export function apiRefusal(reply: ApiReply, what: string): CliError {
+  const error = (reply.body as { error?: { code?: unknown; issues?: unknown; details?: unknown } } | null)?.error;
+  const code = typeof error?.code === 'string' ? error.code : `http_${reply.status}`;
+  const issues = Array.isArray(error?.issues)
+    ? error.issues.filter((i): i is CliIssue => typeof i === 'object' && i !== null && typeof i.path === 'string' && typeof i.message === 'string')
+    : [];
+  const details = typeof error?.details === 'object' && error.details !== null ? (error.details as Record<string, unknown>) : {};
+  return new CliError(`${what}: ${apiErrorText(reply)}`, { code, issues, details: { ...details, status: reply.status } });
 }

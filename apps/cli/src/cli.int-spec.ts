@@ -156,12 +156,28 @@ describe('the baton command against real NATS and Redis', () => {
     expect(JSON.parse(stops.out)).toEqual([]);
     expect((await baton('stops')).out).toContain('no stop packets');
     expect((await baton('inbox', '--limit', '0')).code).toBe(2);
+    // --json-page: one object a script pages with, the cursor included.
+    const page = await baton('inbox', '--json-page', '--limit', '1', '--status', 'any');
+    expect(page.code).toBe(0);
+    const first = JSON.parse(page.out) as { items: unknown[]; next_cursor: string | null };
+    expect(first.items).toHaveLength(1);
+    expect(typeof first.next_cursor === 'string' || first.next_cursor === null).toBe(true);
+    if (first.next_cursor !== null) expect(JSON.parse((await baton('inbox', '--json-page', '--status', 'any', '--cursor', first.next_cursor)).out)).toHaveProperty('items');
+  });
+
+  it('with --json a missing record is a typed failure on stderr (not_found), stdout empty', async () => {
+    const missing = await baton('handoff', 'no-such-handoff', '--json');
+    expect({ code: missing.code, out: missing.out }).toEqual({ code: 1, out: '' });
+    expect(JSON.parse(missing.err)).toMatchObject({ error: { code: 'not_found', message: expect.stringContaining('no-such-handoff') } });
   });
 
   it('a filter value the API would refuse is a usage error naming the values it takes, not an empty list', async () => {
-    const status = await baton('inbox', '--status', 'bogus', '--json');
+    const status = await baton('inbox', '--status', 'bogus');
     expect({ code: status.code, out: status.out }).toEqual({ code: 2, out: '' });
     expect(status.err).toContain('--status takes open, answered, closed, any, all; got "bogus"');
+    // With --json every failure is one JSON line on stderr, with a code a script branches on.
+    const typed = await baton('inbox', '--status', 'bogus', '--json');
+    expect(JSON.parse(typed.err)).toEqual({ error: { code: 'usage', message: expect.stringContaining('got "bogus"'), issues: [] } });
     expect((await baton('inbox', '--kind', 'stop,nope')).err).toContain('--kind takes stop, hold, handback, escalation; got "nope"');
     expect((await baton('inbox', '--priority', 'HIGH')).code).toBe(2);
     expect((await baton('stops', '--why', 'policy,whim')).err).toContain('got "whim"');

@@ -154,6 +154,12 @@ describe('baton commands that publish (real NATS) and call the operator API (loc
     const dup = await baton('publish-definition', file);
     expect(dup.code).toBe(1);
     expect(dup.err).toMatch(/listed twice/);
+    // With --json the refusal is typed, on stderr: a script reads the code and the fields.
+    const typed = await baton('publish-definition', file, '--json');
+    expect({ code: typed.code, out: typed.out }).toEqual({ code: 1, out: '' });
+    expect(JSON.parse(typed.err)).toEqual({
+      error: { code: 'schema_violation', message: expect.stringContaining('is not a valid project definition'), issues: [expect.objectContaining({ message: expect.stringMatching(/listed twice/) })] },
+    });
     expect(received).toHaveLength(1);
     sub.unsubscribe();
     expect((await baton('publish-definition', file.replace('def', 'missing'))).code).toBe(1);
@@ -197,5 +203,8 @@ describe('baton commands that publish (real NATS) and call the operator API (loc
     expect(refused.code).toBe(1);
     expect(refused.out).toBe('');
     expect(refused.err).toContain('the answer was refused: run_not_stopped: run wr-1 is running');
+    const refusedJson = await baton('answer', 'stop-1', '--action', 'deny', '--json');
+    expect(refusedJson.code).toBe(1);
+    expect(JSON.parse(refusedJson.err)).toMatchObject({ error: { code: 'run_not_stopped', details: { status: 409 } } });
   });
 });

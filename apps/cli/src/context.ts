@@ -5,7 +5,7 @@ import { createEventRegistry, inboxPrefixOf, type EventRegistry } from '@baton/c
 import { JetStreamEventStore, connectNats, type NatsHandle } from '@baton/eventstore';
 import { createProjectionStore, createRedis, type ProjectionStore, type RedisHandle } from '@baton/projections';
 import { BaseConfigSchema, ConfigError, loadConfig } from '@baton/platform';
-import { CliError, UsageError } from './errors';
+import { CliError, CliErrorCode, UsageError } from './errors';
 import type { CliIo } from './output';
 
 /** The environment the CLI reads: NATS_URL, REDIS_URL, REDIS_COMMAND_TIMEOUT_MS, BATON_PREFIX (as every service) and BATON_API_URL. */
@@ -124,7 +124,7 @@ export function createCliContext(options: CliContextOptions): CliContext {
         } catch (error) {
           throw new CliError(
             `cannot reach NATS at ${url}: ${(error as Error).message} (set NATS_URL, and NATS_CREDS to the admin credentials: baton nats-config)`,
-            { cause: error },
+            { cause: error, code: CliErrorCode.unavailable },
           );
         }
       })();
@@ -138,7 +138,7 @@ export function createCliContext(options: CliContextOptions): CliContext {
         try {
           await handle.ping(3000);
         } catch (error) {
-          throw new CliError(`cannot reach Redis at ${url}: ${(error as Error).message} (set REDIS_URL)`, { cause: error });
+          throw new CliError(`cannot reach Redis at ${url}: ${(error as Error).message} (set REDIS_URL)`, { cause: error, code: CliErrorCode.unavailable });
         }
         return handle;
       })();

@@ -14,16 +14,56 @@ export class UsageError extends Error {
   constructor(
     message: string,
     readonly showUsage = true,
+    /** With `--json`: the code written (default `usage`), and what a script needs to correct the call. */
+    readonly typed: { code: string; details?: Record<string, unknown> } = { code: 'usage' },
   ) {
     super(message);
     this.name = 'UsageError';
   }
 }
 
-/** A failure the user can act on (server unreachable, not found, refused). Printed as is; exit code 1. */
+/**
+ * The codes of the CLI's own failures (a refusal by Baton keeps the code Baton answered with).
+ * With `--json` a failure is written to stderr as `{"error":{"code","message","issues"?,"details"?}}`.
+ */
+export const CliErrorCode = {
+  /** Anything without a more precise code. */
+  failed: 'failed',
+  /** The command line was wrong (exit 2). */
+  usage: 'usage',
+  /** NATS, Redis, the operator API, the router or the ledger could not be reached or did not answer. */
+  unavailable: 'unavailable',
+  /** A request that may have been carried out timed out: check before sending it again. */
+  outcomeUnknown: 'outcome_unknown',
+  /** The run, handoff, mesh, dead letter, token or stream asked for does not exist. */
+  notFound: 'not_found',
+  /** A file or value given to the command is not what it must be. */
+  invalidInput: 'invalid_input',
+  /** A YAML definition does not compile (`details.diagnostics`). */
+  definitionInvalid: 'definition_invalid',
+  /** A service answered with something that is not its reply. */
+  badReply: 'bad_reply',
+} as const;
+
+/** One offending field, as Baton's rejections name them. */
+export interface CliIssue {
+  path: string;
+  message: string;
+}
+
+/**
+ * A failure the user can act on (server unreachable, not found, refused). Printed as is (with its
+ * issues); exit code 1. `code` is stable: a {@link CliErrorCode}, or the code Baton refused with.
+ */
 export class CliError extends Error {
-  constructor(message: string, options?: { cause?: unknown }) {
-    super(message, options);
+  readonly code: string;
+  readonly issues: readonly CliIssue[];
+  readonly details: Record<string, unknown> | undefined;
+  constructor(message: string, options?: { cause?: unknown; code?: string; issues?: readonly CliIssue[]; details?: Record<string, unknown> }) {
+    super(message, options?.cause !== undefined ? { cause: options.cause } : undefined);
     this.name = 'CliError';
+    this.code = options?.code ?? CliErrorCode.failed;
+    this.issues = options?.issues ?? [];
+    this.details = options?.details;
   }
 }

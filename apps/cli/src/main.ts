@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 import { commands } from './commands';
 import { createCliContext, type CliContextOptions } from './context';
-import { CliError, ExitCode, UsageError } from './errors';
+import { CliError, CliErrorCode, ExitCode, UsageError, type CliIssue } from './errors';
 import { processIo, type CliIo } from './output';
 
 /** The commands under each heading of `baton help`, by name (a test holds every command to one heading). */
@@ -33,8 +33,9 @@ Environment:
   BATON_OPERATOR  who you are, recorded by start, pause and resume (default $USER); answers and
                   decisions record the API token's name
 
-Every read command takes --json. Exit codes: 0 ok, 1 failure (verify: a difference), 2 usage,
-130 replay or verify stopped by Ctrl-C.
+Every read command takes --json; with --json a failure is one line on stderr,
+{"error":{"code","message","issues","details"?}} (a refusal's reply stays on stdout).
+Exit codes: 0 ok, 1 failure (verify: a difference), 2 usage, 130 replay or verify stopped by Ctrl-C.
 `;
 
 /**
@@ -60,22 +61,45 @@ export async function main(argv: string[], options: Partial<CliContextOptions> =
     return ExitCode.usage;
   }
   const ctx = createCliContext({ ...options, io });
+  const json = rest.includes('--json') || rest.includes('--json-page');
   try {
     return await command.run(rest, ctx);
   } catch (error) {
-    if (error instanceof UsageError) {
-      io.stderr.write(`baton ${command.name}: ${error.message}\n${error.showUsage ? `\n${command.help}` : ''}`);
-      return ExitCode.usage;
-    }
-    if (error instanceof CliError) {
-      io.stderr.write(`baton ${command.name}: ${error.message}\n`);
-      return ExitCode.failure;
-    }
-    io.stderr.write(`baton ${command.name}: ${error instanceof Error ? `${error.name}: ${error.message}` : String(error)}\n`);
-    return ExitCode.failure;
+    const failure = failureOf(error);
+    if (json) io.stderr.write(`${JSON.stringify({ error: failure })}\n`);
+    else if (error instanceof UsageError) io.stderr.write(`baton ${command.name}: ${error.message}\n${error.showUsage ? `\n${command.help}` : ''}`);
+    else io.stderr.write(`baton ${command.name}: ${failure.message}\n${failure.issues.map((issue) => `  ${issue.path}: ${issue.message}\n`).join('')}`);
+    return error instanceof UsageError ? ExitCode.usage : ExitCode.failure;
   } finally {
     await ctx.close();
   }
+}
+
+/** A failure as `--json` writes it (and the prose names): a stable code, the message, the offending fields. */
+interface Failure {
+  code: string;
+  message: string;
+  issues: readonly CliIssue[];
+  details?: Record<string, unknown>;
+}
+
+/**
+ * What a command's failure was: a {@link CliError} or usage error as it says; an error of the SDK
+ * or the event store (a publish the server refused, a timeout…) with its own `code`; anything
+ * else `failed`, named by its class.
+ */
+function failureOf(error: unknown): Failure {
+  if (error instanceof UsageError)
+    return { code: error.typed.code, message: error.message, issues: [], ...(error.typed.details ? { details: error.typed.details } : {}) };
+  if (error instanceof CliError)
+    return { code: error.code, message: error.message, issues: error.issues, ...(error.details ? { details: error.details } : {}) };
+  if (error instanceof Error) {
+    const code = (error as { code?: unknown }).code;
+    return typeof code === 'string' && /^[a-z][a-z0-9_]*$/.test(code)
+      ? { code, message: error.message, issues: [] }
+      : { code: CliErrorCode.failed, message: `${error.name}: ${error.message}`, issues: [] };
+  }
+  return { code: CliErrorCode.failed, message: String(error), issues: [] };
 }
 
 if (require.main === module) {

@@ -11,7 +11,7 @@ import {
   type SnapshotDifference,
 } from '@baton/projections';
 import type { CliContext } from './context';
-import { CliError, UsageError, type ExitCode } from './errors';
+import { CliError, CliErrorCode, type ExitCode, UsageError } from './errors';
 import type { ProgressLine } from './progress';
 
 /** The projections a command works on: all of Baton's, or the one `--projection` names. */
@@ -37,7 +37,10 @@ export async function eventSource(ctx: CliContext): Promise<{ source: ReplaySour
   try {
     state = (await nats.jsm.streams.info(stream)).state;
   } catch (error) {
-    throw new CliError(`cannot read stream ${stream}: ${(error as Error).message} (is BATON_PREFIX=${prefix} right?)`, { cause: error });
+    throw new CliError(`cannot read stream ${stream}: ${(error as Error).message} (is BATON_PREFIX=${prefix} right?)`, {
+      cause: error,
+      code: CliErrorCode.unavailable,
+    });
   }
   const source = jetStreamReplaySource({
     nats,

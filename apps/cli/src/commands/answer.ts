@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { OperatorAnswerActionSchema } from '@baton/contracts';
-import { answerOutcomeText, apiErrorText, callApi, recordPath, throwIfAmbiguous } from '../api';
+import { answerOutcomeText, apiRefusal, callApi, recordPath, throwIfAmbiguous } from '../api';
 import type { Command } from '../command';
 import { parseCommandArgs, required, str } from '../command';
 import { ExitCode, UsageError } from '../errors';
@@ -68,10 +68,7 @@ Options:
     if (action.data === 'approve') {
       const current = await callApi(ctx, 'GET', recordPath('stops', stopId, project));
       throwIfAmbiguous(current, 'stop packet', stopId);
-      if (!current.ok) {
-        ctx.io.stderr.write(`baton: cannot read stop ${stopId}: ${apiErrorText(current)}\n`);
-        return ExitCode.failure;
-      }
+      if (!current.ok) throw apiRefusal(current, `cannot read stop ${stopId}`);
       const body = current.body as { stop?: { pending_digest?: unknown }; pending_digest?: unknown } | null;
       const digest = body?.stop?.pending_digest ?? body?.pending_digest;
       if (typeof digest === 'string') pendingDigest = digest;
@@ -88,10 +85,7 @@ Options:
     const answeredIn = (reply.body as { project?: unknown } | null)?.project;
     const inProject = typeof answeredIn === 'string' ? answeredIn : project;
     if (args.values['json'] === true) printJson(ctx.io, reply.ok && inProject !== undefined ? { project: inProject, ...(reply.body as object) } : reply.body);
-    if (!reply.ok) {
-      ctx.io.stderr.write(`baton: the answer was refused: ${apiErrorText(reply)}\n`);
-      return ExitCode.failure;
-    }
+    if (!reply.ok) throw apiRefusal(reply, 'the answer was refused');
     if (args.values['json'] !== true)
       ctx.io.stdout.write(`${answerOutcomeText(reply, `${stopId}${inProject !== undefined ? ` (project ${inProject})` : ''}: ${action.data}`)}\n`);
     return ExitCode.ok;

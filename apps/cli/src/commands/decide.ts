@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { apiErrorText, callApi, recordPath, throwIfAmbiguous } from '../api';
+import { apiRefusal, callApi, recordPath, throwIfAmbiguous } from '../api';
 import type { Command } from '../command';
 import { parseCommandArgs, str } from '../command';
 import { ExitCode, UsageError } from '../errors';
@@ -50,10 +50,7 @@ Options:
     const decidedIn = (reply.body as { handoff?: { project?: unknown } } | null)?.handoff?.project;
     const inProject = typeof decidedIn === 'string' ? decidedIn : project;
     if (args.values['json'] === true) printJson(ctx.io, reply.ok && inProject !== undefined ? { project: inProject, ...(reply.body as object) } : reply.body);
-    if (!reply.ok) {
-      ctx.io.stderr.write(`baton: the decision was refused: ${apiErrorText(reply)}\n`);
-      return ExitCode.failure;
-    }
+    if (!reply.ok) throw apiRefusal(reply, 'the decision was refused');
     if (args.values['json'] !== true)
       ctx.io.stdout.write(
         `${decision === 'accept' ? 'accepted' : 'sent back for rework'}: ${handoffId}${inProject !== undefined ? ` (project ${inProject})` : ''}\n`,

@@ -2,7 +2,7 @@ import { readdir, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { compileProject, type CompileResult, type SourceFile } from '@baton/definitions';
 import { Limits } from '@baton/contracts';
-import { CliError } from '../errors';
+import { CliError, CliErrorCode } from '../errors';
 
 const DEFINITION_FILE = /\.(ya?ml|json)$/i;
 
@@ -27,13 +27,14 @@ export async function compileDefinitionPath(path: string): Promise<CompileResult
           .map((name) => join(path, name))
       : [path];
   } catch (error) {
-    throw new CliError(`cannot read ${path}: ${(error as Error).message}`);
+    throw new CliError(`cannot read ${path}: ${(error as Error).message}`, { code: CliErrorCode.invalidInput });
   }
-  if (paths.length === 0) throw new CliError(`${path} holds no .yaml, .yml or .json definition file`);
+  if (paths.length === 0) throw new CliError(`${path} holds no .yaml, .yml or .json definition file`, { code: CliErrorCode.invalidInput });
   const files: SourceFile[] = [];
   for (const file of paths) {
     const text = await readFile(file, 'utf8');
-    if (Buffer.byteLength(text) > Limits.maxMessageBytes) throw new CliError(`${file} is larger than ${Limits.maxMessageBytes} bytes`);
+    if (Buffer.byteLength(text) > Limits.maxMessageBytes)
+      throw new CliError(`${file} is larger than ${Limits.maxMessageBytes} bytes`, { code: CliErrorCode.invalidInput });
     files.push({ path: file, text });
   }
   return compileProject(files);

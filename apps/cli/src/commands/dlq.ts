@@ -1,7 +1,7 @@
 import { DlqAdmin, StreamNotFound, type DeadLetterRecord } from '@baton/eventstore';
 import type { Command, ParsedArgs } from '../command';
 import { flag, int, parseCommandArgs, str } from '../command';
-import { CliError, ExitCode, UsageError } from '../errors';
+import { CliError, CliErrorCode, ExitCode, UsageError } from '../errors';
 import type { CliContext } from '../context';
 import { printJson, renderFields, renderTable } from '../output';
 
@@ -53,6 +53,7 @@ async function guarded<T>(ctx: CliContext, work: () => Promise<T>): Promise<T> {
     if (error instanceof StreamNotFound)
       throw new CliError(`no dead-letter stream for prefix ${ctx.config().BATON_PREFIX} (nothing was ever dead-lettered, or the platform was never started)`, {
         cause: error,
+        code: CliErrorCode.notFound,
       });
     throw error;
   }
@@ -154,7 +155,7 @@ export const dlqCommand: Command = {
         if (!Number.isInteger(seq) || seq < 1) throw new UsageError(`<seq> must be a positive integer, got "${args.positionals[0]}"`);
         const dlq = await admin(ctx);
         const letter = await guarded(ctx, () => dlq.show(seq));
-        if (letter === null) throw new CliError(`no dead letter at seq ${seq} in ${dlq.stream}`);
+        if (letter === null) throw new CliError(`no dead letter at seq ${seq} in ${dlq.stream}`, { code: CliErrorCode.notFound });
         const json = letterJson(letter);
         if (flag(args, 'json')) {
           printJson(ctx.io, json);

@@ -3,7 +3,7 @@ import { evolveHandoff, initialHandoffState, toHandoffRecord } from '@baton/doma
 import { createBatonViews, type TimelineEntry } from '@baton/projections';
 import type { Command } from '../command';
 import { int, parseCommandArgs, str } from '../command';
-import { CliError, ExitCode } from '../errors';
+import { CliError, CliErrorCode, ExitCode } from '../errors';
 import { printJson, renderFields, renderTable } from '../output';
 import { historyAt, projectOf, readHistory } from '../timeline';
 
@@ -47,15 +47,15 @@ Options:
     let report: HandoffReport | null = null;
     const views = atSeq === undefined ? createBatonViews(await ctx.projections()) : null;
     const project = await projectOf(ctx, 'handoff', id, str(args, 'project'), async () => (views ? views.projectsOf('handoff', id) : []));
-    if (project === null) throw new CliError(`handoff ${id} not found`);
+    if (project === null) throw new CliError(`handoff ${id} not found`, { code: CliErrorCode.notFound });
     if (atSeq !== undefined) {
       const full = await readHistory(ctx, 'handoff', id, project);
-      if (!full) throw new CliError(`handoff ${id} not found in project ${project}`);
+      if (!full) throw new CliError(`handoff ${id} not found in project ${project}`, { code: CliErrorCode.notFound });
       const history = historyAt(full, atSeq, `handoff ${id}`);
       const folded = toHandoffRecord(
         history.events.reduce((s, e) => evolveHandoff(s, { type: e.type, data: e.payload } as HandoffEvent), initialHandoffState()),
       );
-      if (!folded) throw new CliError(`handoff ${id} has no record at seq ${atSeq}`);
+      if (!folded) throw new CliError(`handoff ${id} has no record at seq ${atSeq}`, { code: CliErrorCode.notFound });
       report = { project, handoff: folded, view_source: 'events', at_seq: atSeq, timeline: history.timeline, timeline_source: 'stream' };
     }
     if (report === null) {
@@ -73,7 +73,7 @@ Options:
         const folded = history
           ? toHandoffRecord(history.events.reduce((s, e) => evolveHandoff(s, { type: e.type, data: e.payload } as HandoffEvent), initialHandoffState()))
           : null;
-        if (!history || !folded) throw new CliError(`handoff ${id} not found in project ${project}`);
+        if (!history || !folded) throw new CliError(`handoff ${id} not found in project ${project}`, { code: CliErrorCode.notFound });
         report = { project, handoff: folded, view_source: 'events', timeline: history.timeline, timeline_source: 'stream' };
       }
     }

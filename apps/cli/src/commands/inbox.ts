@@ -11,7 +11,7 @@ const FILTERS = ['project', 'kind', 'why', 'agent', 'priority'] as const;
 export const inboxCommand: Command = {
   name: 'inbox',
   summary: 'list the operator inbox: stops, holds, handbacks and escalations to act on',
-  help: `Usage: baton inbox [filters] [--limit n] [--cursor c] [--order newest|urgent] [--json]
+  help: `Usage: baton inbox [filters] [--limit n] [--cursor c] [--order newest|urgent] [--json | --json-page]
 
 Read the operator inbox straight from the Redis projections (the same read side as
 GET /v1/inbox). Open items only, unless --status says otherwise.
@@ -25,6 +25,7 @@ Options:
   --cursor <c>     the next-page cursor a previous call printed
   --order <o>      newest (default) or urgent
   --json           print the items as a JSON array (the next cursor goes to stderr)
+  --json-page      print one JSON object { items, next_cursor } (null on the last page)
 `,
   async run(argv, ctx) {
     const args = parseCommandArgs(

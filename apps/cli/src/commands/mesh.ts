@@ -3,7 +3,7 @@ import type { TimelineEntry } from '@baton/projections';
 import type { Command } from '../command';
 import type { CliContext } from '../context';
 import { parseCommandArgs, str } from '../command';
-import { CliError, ExitCode } from '../errors';
+import { CliError, CliErrorCode, ExitCode } from '../errors';
 import { printJson, renderFields, renderTable } from '../output';
 import { projectArg, readHistory } from '../timeline';
 import { timelineTable } from './handoff';
@@ -43,7 +43,8 @@ Options:
     const given = str(args, 'project');
     const history = await readHistory(ctx, 'mesh', id, given === undefined ? undefined : projectArg(given));
     const mesh = history ? meshViewOf(history.events) : null;
-    if (!history || !mesh) throw new CliError(given === undefined ? `mesh run ${id} not found` : `mesh run ${id} not found in project ${given}`);
+    if (!history || !mesh)
+      throw new CliError(given === undefined ? `mesh run ${id} not found` : `mesh run ${id} not found in project ${given}`, { code: CliErrorCode.notFound });
     return print(ctx, args.values['json'] === true, { project: history.project, mesh, timeline: history.timeline });
   },
 };

@@ -11,6 +11,7 @@ export const PAGE_OPTIONS = {
   limit: { type: 'string' },
   cursor: { type: 'string' },
   json: { type: 'boolean' },
+  'json-page': { type: 'boolean' },
 } as const;
 
 /** One page of a projection listing. */
@@ -61,10 +62,16 @@ export async function readPage<T>(read: () => Promise<Page<T>>): Promise<Page<T>
 }
 
 /**
- * Print a page: with `--json` the items as a JSON array (the next cursor on stderr, so stdout
- * stays one JSON value), else a table and the command that reads the next page.
+ * Print a page: with `--json-page` one JSON object `{ items, next_cursor }` (what a script pages
+ * with, as the API's own pages); with `--json` the items as a JSON array (the next cursor on
+ * stderr as `next cursor: <c>`, so stdout stays one JSON value); else a table and the command that
+ * reads the next page.
  */
 export function printPage<T>(io: CliIo, args: ParsedArgs, page: Page<T>, table: { command: string; columns: Column<T>[]; empty: string }): ExitCode {
+  if (args.values['json-page'] === true) {
+    printJson(io, { items: page.items, next_cursor: page.nextCursor });
+    return ExitCode.ok;
+  }
   if (args.values['json'] === true) {
     printJson(io, page.items);
     if (page.nextCursor) io.stderr.write(`next cursor: ${page.nextCursor}\n`);

@@ -1,7 +1,7 @@
 import { Principals, ProjectControlReplySchema, ProjectIdSchema, ledgerCommandSubject } from '@baton/contracts';
 import type { CliContext } from '../context';
 import { parseCommandArgs, str, type ParsedArgs } from '../command';
-import { CliError, ExitCode, UsageError } from '../errors';
+import { CliError, CliErrorCode, ExitCode, UsageError } from '../errors';
 import { printJson, renderFields } from '../output';
 
 const encoder = new TextEncoder();
@@ -34,14 +34,16 @@ export async function runProjectControl(name: 'pause' | 'resume', help: string, 
   try {
     raw = (await nats.connection.request(subject, encoder.encode(JSON.stringify(body)), { timeout: 10_000 })).data;
   } catch (error) {
-    throw new CliError(`${name} failed: no answer from the ledger on ${subject}: ${(error as Error).message}`, { cause: error });
+    throw new CliError(`${name} failed: no answer from the ledger on ${subject}: ${(error as Error).message}`, {
+      cause: error,
+      code: CliErrorCode.unavailable,
+    });
   }
   const reply = ProjectControlReplySchema.safeParse(JSON.parse(decoder.decode(raw)));
-  if (!reply.success) throw new CliError(`unexpected reply from the ledger: ${decoder.decode(raw).slice(0, 300)}`);
+  if (!reply.success) throw new CliError(`unexpected reply from the ledger: ${decoder.decode(raw).slice(0, 300)}`, { code: CliErrorCode.badReply });
   if (args.values['json'] === true) printJson(ctx.io, reply.data);
   if (!reply.data.ok) {
-    ctx.io.stderr.write(`baton: the ledger refused ${name}: ${reply.data.error.code}: ${reply.data.error.message}\n`);
-    return ExitCode.failure;
+    throw new CliError(`the ledger refused ${name}: ${reply.data.error.code}: ${reply.data.error.message}`, { code: reply.data.error.code });
   }
   if (args.values['json'] !== true) {
     const p = reply.data.project;

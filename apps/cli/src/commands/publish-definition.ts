@@ -2,11 +2,11 @@ import { ProjectDefinitionSchema, PublishDefinitionReplySchema, rejectionFromZod
 import { AgentSubjects } from '@baton/sdk';
 import type { Command } from '../command';
 import { parseCommandArgs } from '../command';
-import { CliError, ExitCode } from '../errors';
+import { CliError, CliErrorCode, ExitCode } from '../errors';
 import { printJson, renderFields } from '../output';
 import { formatDiagnostic, hasErrors } from '@baton/definitions';
 import { compileDefinitionPath, isYamlPath } from './definition-files';
-import { issueLines, readJsonFile } from './read-json';
+import { readJsonFile } from './read-json';
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
@@ -36,8 +36,10 @@ Options:
       // YAML is compiled first (docs/definitions.md); a definition with errors is never sent.
       const compiled = await compileDefinitionPath(file);
       if (compiled.project === null || hasErrors(compiled.diagnostics)) {
-        ctx.io.stderr.write(`baton: ${file} does not compile:\n${compiled.diagnostics.map((d) => `  ${formatDiagnostic(d)}\n`).join('')}`);
-        return ExitCode.failure;
+        throw new CliError(`${file} does not compile:\n${compiled.diagnostics.map((d) => `  ${formatDiagnostic(d)}`).join('\n')}`, {
+          code: CliErrorCode.definitionInvalid,
+          details: { diagnostics: compiled.diagnostics },
+        });
       }
       for (const d of compiled.diagnostics) ctx.io.stderr.write(`baton: ${formatDiagnostic(d)}\n`);
       source = compiled.project;
@@ -47,8 +49,7 @@ Options:
     const parsed = ProjectDefinitionSchema.safeParse(source);
     if (!parsed.success) {
       const rejection = rejectionFromZod(parsed.error);
-      ctx.io.stderr.write(`baton: ${file} is not a valid project definition:\n${issueLines(rejection.issues)}`);
-      return ExitCode.failure;
+      throw new CliError(`${file} is not a valid project definition`, { code: rejection.code, issues: rejection.issues });
     }
     const definition = parsed.data;
     const nats = await ctx.nats();
@@ -58,16 +59,24 @@ Options:
       raw = (await nats.connection.request(subject, encoder.encode(JSON.stringify(definition)), { timeout: 10_000 })).data;
     } catch (error) {
       const code = (error as { code?: unknown }).code;
-      if (code === '503') throw new CliError(`no router is listening on ${subject} (is the router running with BATON_PREFIX=${ctx.config().BATON_PREFIX}?)`);
-      throw new CliError(`publishing the definition failed: ${(error as Error).message}`, { cause: error });
+      if (code === '503')
+        throw new CliError(`no router is listening on ${subject} (is the router running with BATON_PREFIX=${ctx.config().BATON_PREFIX}?)`, {
+          code: CliErrorCode.unavailable,
+        });
+      throw new CliError(`publishing the definition failed: ${(error as Error).message}`, { cause: error, code: CliErrorCode.unavailable });
     }
-    const reply = PublishDefinitionReplySchema.safeParse(JSON.parse(decoder.decode(raw)));
-    if (!reply.success) throw new CliError(`unexpected reply from the router: ${decoder.decode(raw).slice(0, 300)}`);
+    let body: unknown;
+    try {
+      body = JSON.parse(decoder.decode(raw));
+    } catch {
+      body = undefined;
+    }
+    const reply = PublishDefinitionReplySchema.safeParse(body);
+    if (!reply.success) throw new CliError(`unexpected reply from the router: ${decoder.decode(raw).slice(0, 300)}`, { code: CliErrorCode.badReply });
     if (args.values['json'] === true) printJson(ctx.io, reply.data);
     if (!reply.data.ok) {
       const e = reply.data.error;
-      ctx.io.stderr.write(`baton: the router refused the definition: ${e.code}: ${e.message}\n${issueLines(e.issues)}`);
-      return ExitCode.failure;
+      throw new CliError(`the router refused the definition: ${e.code}: ${e.message}`, { code: e.code, issues: e.issues });
     }
     if (args.values['json'] !== true) {
       ctx.io.stdout.write(renderFields({ project: reply.data.project, version: reply.data.version, digest: reply.data.digest, changed: reply.data.changed }));

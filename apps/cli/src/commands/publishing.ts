@@ -1,9 +1,8 @@
 import { createBatonClient, DuplicateMessageError, InvalidInputError, type BatonAgent, type PublishReceipt } from '@baton/sdk';
 import type { ParsedArgs } from '../command';
 import type { CliContext } from '../context';
-import { ExitCode } from '../errors';
+import { CliError, ExitCode } from '../errors';
 import { printJson, renderFields } from '../output';
-import { issueLines } from './read-json';
 
 /**
  * What the publishing commands (`baton start`, `baton message`, `baton result`) share: publish
@@ -36,8 +35,10 @@ export async function publishAndReport(
     return ExitCode.ok;
   } catch (error) {
     if (!(error instanceof InvalidInputError)) throw error;
-    ctx.io.stderr.write(`baton: ${client.what !== undefined ? `${client.what}: ` : ''}${error.message}\n${issueLines(error.rejection.issues)}`);
-    return ExitCode.failure;
+    throw new CliError(`${client.what !== undefined ? `${client.what}: ` : ''}${error.message}`, {
+      code: error.rejection.code,
+      issues: error.rejection.issues,
+    });
   } finally {
     await agent.close();
   }

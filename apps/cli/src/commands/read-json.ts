@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import { Limits, parseUntrustedJson } from '@baton/contracts';
-import { CliError } from '../errors';
+import { CliError, CliErrorCode } from '../errors';
 
 /** Read a JSON file (`-` reads stdin), size-capped like every Baton entry point. */
 export async function readJsonFile(path: string): Promise<unknown> {
@@ -8,10 +8,10 @@ export async function readJsonFile(path: string): Promise<unknown> {
   try {
     text = path === '-' ? await readStdin() : await readFile(path, 'utf8');
   } catch (error) {
-    throw new CliError(`cannot read ${path}: ${(error as Error).message}`);
+    throw new CliError(`cannot read ${path}: ${(error as Error).message}`, { code: CliErrorCode.invalidInput });
   }
   const decoded = parseUntrustedJson(text, Limits.maxMessageBytes);
-  if (!decoded.ok) throw new CliError(`${path}: ${decoded.rejection.message}`);
+  if (!decoded.ok) throw new CliError(`${path}: ${decoded.rejection.message}`, { code: CliErrorCode.invalidInput });
   return decoded.value;
 }
 
@@ -19,9 +19,4 @@ async function readStdin(): Promise<string> {
   const chunks: Buffer[] = [];
   for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
   return Buffer.concat(chunks).toString('utf8');
-}
-
-/** "path: message" lines for a rejection's issues. */
-export function issueLines(issues: readonly { path: string; message: string }[]): string {
-  return issues.map((i) => `  ${i.path}: ${i.message}\n`).join('');
 }

@@ -1,6 +1,6 @@
 import type { Command } from '../command';
 import { parseCommandArgs } from '../command';
-import { CliError, ExitCode } from '../errors';
+import { CliError, CliErrorCode, ExitCode } from '../errors';
 import { publishAndReport } from './publishing';
 import { readJsonFile } from './read-json';
 
@@ -27,9 +27,11 @@ Options:
     }
     const file = args.positionals[0]!;
     const body = await readJsonFile(file);
-    if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new CliError(`${file}: an agent result is a JSON object`);
+    if (typeof body !== 'object' || body === null || Array.isArray(body))
+      throw new CliError(`${file}: an agent result is a JSON object`, { code: CliErrorCode.invalidInput });
     const { project, agent } = body as { project?: unknown; agent?: unknown };
-    if (typeof project !== 'string' || typeof agent !== 'string') throw new CliError(`${file}: the result must name its project and agent`);
+    if (typeof project !== 'string' || typeof agent !== 'string')
+      throw new CliError(`${file}: the result must name its project and agent`, { code: CliErrorCode.invalidInput });
     return publishAndReport(ctx, args, { project, agent, what: file }, (client) => client.publishResult(body as Parameters<typeof client.publishResult>[0]));
   },
 };

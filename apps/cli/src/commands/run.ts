@@ -2,7 +2,7 @@ import { createBatonViews, runViewOf, type ProjectRef, type RunView, type Timeli
 import type { Command } from '../command';
 import type { CliContext } from '../context';
 import { int, parseCommandArgs, str } from '../command';
-import { CliError, ExitCode } from '../errors';
+import { CliError, CliErrorCode, ExitCode } from '../errors';
 import { printJson, renderFields } from '../output';
 import { historyAt, projectOf, readHistory } from '../timeline';
 import { timelineTable } from './handoff';
@@ -47,13 +47,13 @@ Options:
     const atSeq = int(args, 'at', { min: 1, max: Number.MAX_SAFE_INTEGER });
     const views = atSeq === undefined ? createBatonViews(await ctx.projections()) : null;
     const project = await projectOf(ctx, 'run', id, str(args, 'project'), async () => (views ? views.projectsOf('run', id) : []));
-    if (project === null) throw new CliError(`run ${id} not found`);
+    if (project === null) throw new CliError(`run ${id} not found`, { code: CliErrorCode.notFound });
     if (atSeq !== undefined) {
       const full = await readHistory(ctx, 'run', id, project);
-      if (!full) throw new CliError(`run ${id} not found in project ${project}`);
+      if (!full) throw new CliError(`run ${id} not found in project ${project}`, { code: CliErrorCode.notFound });
       const history = historyAt(full, atSeq, `run ${id}`);
       const view = runViewOf(history.events);
-      if (!view) throw new CliError(`run ${id} has no view at seq ${atSeq}`);
+      if (!view) throw new CliError(`run ${id} has no view at seq ${atSeq}`, { code: CliErrorCode.notFound });
       return print(ctx, args.values['json'] === true, {
         project,
         run: view,
@@ -78,7 +78,7 @@ Options:
         : { project, run: projected.run, view_source: 'projection', handoffs, timeline: projected.timeline, timeline_source: 'projection' };
     } else {
       const view = history ? runViewOf(history.events) : null;
-      if (!history || !view) throw new CliError(`run ${id} not found in project ${project}`);
+      if (!history || !view) throw new CliError(`run ${id} not found in project ${project}`, { code: CliErrorCode.notFound });
       report = { project, run: view, view_source: 'events', handoffs, timeline: history.timeline, timeline_source: 'stream' };
     }
     return print(ctx, args.values['json'] === true, report);

@@ -8,7 +8,7 @@ import { checkAllowed, filtersOf, listOf, PAGE_OPTIONS, pageRequest, printPage, 
 export const stopsCommand: Command = {
   name: 'stops',
   summary: 'list stop packets (why the runs stopped, what they tried, the form to answer)',
-  help: `Usage: baton stops [--why w] [--run r] [--agent a] [--status open|answered] [--project p] [--json]
+  help: `Usage: baton stops [--why w] [--run r] [--agent a] [--status open|answered] [--project p] [--json | --json-page]
 
 Read stop packets from the Redis projections (the same read side as GET /v1/stops), newest first.
 Repeat a filter to match any of its values.
@@ -22,6 +22,7 @@ Options:
   --limit <n>       page size, 1-500 (default 50)
   --cursor <c>      the next-page cursor a previous call printed
   --json            print the packets (each { stop, effect, answered_at }) as a JSON array
+  --json-page       print one JSON object { items, next_cursor } (null on the last page)
 `,
   async run(argv, ctx) {
     const args = parseCommandArgs(

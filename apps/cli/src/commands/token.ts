@@ -3,7 +3,7 @@ import { API_TOKEN_ROLES, ApiTokenInputError, ApiTokenStore, apiTokenExpired, pa
 import type { Command, ParsedArgs } from '../command';
 import { flag, parseCommandArgs, required } from '../command';
 import type { CliContext } from '../context';
-import { CliError, ExitCode, UsageError } from '../errors';
+import { CliError, CliErrorCode, ExitCode, UsageError } from '../errors';
 import { printJson, renderTable } from '../output';
 
 /**
@@ -171,7 +171,7 @@ Options (create):
       case 'revoke': {
         const id = args.positionals[0];
         if (id === undefined) throw new UsageError('missing <token_id>');
-        if (!(await (await tokenStore(ctx)).revoke(id, new Date().toISOString()))) throw new CliError(`no token ${id}`);
+        if (!(await (await tokenStore(ctx)).revoke(id, new Date().toISOString()))) throw new CliError(`no token ${id}`, { code: CliErrorCode.notFound });
         ctx.io.stdout.write(`revoked ${id}\n`);
         return ExitCode.ok;
       }
