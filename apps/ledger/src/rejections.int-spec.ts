@@ -1,3 +1,6 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import Ajv2020 from 'ajv/dist/2020';
 import { LedgerReplySchema, Limits, ledgerCommandSubject, Principals, type LedgerReply } from '@baton/contracts';
 import { LedgerClient, type NatsHandle } from '@baton/eventstore';
 import type { RunningService } from '@baton/platform';
@@ -107,5 +110,32 @@ describe('ledger rejections (real NATS): bad input gets a typed rejection reply,
     });
     // Nothing invalid reached the event store.
     expect(await client.get(P, 'h1')).toBeNull();
+  });
+
+  it('every reply (applied, retried, refused, rejected, forbidden) is valid under the published docs/schemas/ledger-reply.json; a body repeating its own actor is applied', async () => {
+    const schema = JSON.parse(readFileSync(join(__dirname, '..', '..', '..', 'docs', 'schemas', 'ledger-reply.json'), 'utf8')) as Record<string, unknown>;
+    const valid = new Ajv2020({ strict: false, allErrors: true, validateFormats: false }).compile(schema);
+    /** The reply's JSON as sent (not parsed by zod, which would drop what it does not know). */
+    async function reply(on: string, body: Record<string, unknown>): Promise<Record<string, unknown>> {
+      const msg = await nats.connection.request(on, encoder.encode(JSON.stringify(body)), { timeout: 5000 });
+      const json = JSON.parse(new TextDecoder().decode(msg.data)) as Record<string, unknown>;
+      expect({ reply: json, valid: valid(json), errors: valid.errors ?? null }).toEqual({ reply: json, valid: true, errors: null });
+      return json;
+    }
+    const bob = (command: string) => ledgerCommandSubject(prefix, P, Principals.agent(P, 'bob'), command);
+    const create = { ...actor, handoff_id: 'h-json', project: P, from_agent: 'alice', summary: 'valid replies', idempotency_key: 'json-create' };
+    expect(await reply(subject('create'), create)).toMatchObject({ ok: true, handoff: { id: 'h-json', status: 'pending' }, events: 1 });
+    expect(await reply(subject('create'), create)).toMatchObject({ ok: true, handoff: { id: 'h-json' } });
+    const claim = { handoff_id: 'h-json', idempotency_key: 'json-claim' };
+    expect(await reply(bob('claim'), { ...claim, actor: 'bob', actor_kind: 'agent' })).toMatchObject({
+      ok: true,
+      handoff: { status: 'claimed', claimed_by: 'bob' },
+    });
+    expect(await reply(subject('claim'), { ...claim, idempotency_key: 'json-claim-2' })).toMatchObject({ ok: false, error: { kind: 'wrong_state' } });
+    expect(await reply(subject('claim'), { handoff_id: 'h-json' })).toMatchObject({
+      ok: false,
+      error: { code: 'schema_violation', kind: 'rejected', details: {} },
+    });
+    expect(await reply(subject('claim'), { ...claim, actor: 'bob' })).toMatchObject({ ok: false, error: { code: 'identity_mismatch', kind: 'forbidden' } });
   });
 });

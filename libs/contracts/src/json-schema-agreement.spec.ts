@@ -2,6 +2,8 @@ import Ajv2020 from 'ajv/dist/2020';
 import fc from 'fast-check';
 import { RESERVED_NAME_MESSAGE } from './common';
 import { generateJsonSchemas, wireSchemas } from './json-schema';
+import { LedgerIdentityClaimKeys, resolveLedgerCaller, splitIdentityClaims } from './ledger-access';
+import { Principals } from './principal';
 
 /**
  * The published JSON Schemas hold the invariants the zod contracts enforce, tried as a team in
@@ -103,5 +105,124 @@ describe('the published JSON Schemas state the invariants Baton enforces (ajv, d
     const parsed = zod['agent-result']!.safeParse({ ...result({}), variables: JSON.parse('{"__proto__":{"polluted":true},"a":1}') });
     expect(parsed.success).toBe(false);
     expect(parsed.error!.issues).toEqual([expect.objectContaining({ path: ['variables', '__proto__'], message: RESERVED_NAME_MESSAGE })]);
+  });
+});
+
+describe('mesh requests have published JSON Schemas that agree with zod (ajv, draft 2020-12)', () => {
+  const start = { mesh_run_id: 'mr-1', project: 'acme', mesh: 'support-mesh' };
+  it.each([
+    ['the least start', {}, true],
+    ['input, started_by and variables', { input: 'my card was charged twice', started_by: 'dana', variables: { tier: 'gold' } }, true],
+    ['an unknown field', { priority: 'high' }, false],
+    ['a mesh named "__proto__"', { mesh: '__proto__' }, false],
+    ['variables with a "constructor" key', { variables: JSON.parse('{"constructor":1}') as unknown }, false],
+    ['no mesh_run_id', { mesh_run_id: undefined }, false],
+  ])('mesh-start-request: %s → zod and the JSON Schema agree', (_what, extra, valid) => {
+    const request = JSON.parse(JSON.stringify({ ...start, ...extra })) as unknown;
+    expect(agree('mesh-start-request', request)).toEqual({ zod: valid, json: valid });
+  });
+
+  const answer = (extra: Record<string, unknown>) => ({ packet_id: 'sp-1', answer_id: 'a-1', answered_by: 'dana', answered_at: now, ...extra });
+  it.each([
+    ['raise_cap with its cap', 'operator', { action: 'raise_cap', cap: 60 }, true],
+    ['raise_cap without a cap', 'operator', { action: 'raise_cap' }, false],
+    ['deny by an admin', 'admin', { action: 'deny' }, true],
+    ['a role no operator holds', 'owner', { action: 'deny' }, false],
+  ])('mesh-answer-request: %s → zod and the JSON Schema agree', (_what, role, extra, valid) => {
+    const request = { mesh_run_id: 'mr-1', project: 'acme', actor_role: role, answer: answer(extra) };
+    expect(agree('mesh-answer-request', request)).toEqual({ zod: valid, json: valid });
+  });
+});
+
+describe('the ledger reply has a published JSON Schema that agrees with zod (ajv, draft 2020-12)', () => {
+  const handoff = {
+    id: 'h1',
+    project: 'acme',
+    kind: 'task',
+    priority: 'low',
+    status: 'pending',
+    from_agent: 'alice',
+    summary: 's',
+    context: {},
+    acceptance: {},
+    retry: { max_retries: 1, retry_count: 0 },
+    escalation: {},
+    created_at: now,
+    updated_at: now,
+    version: 1,
+  };
+  it.each([
+    ['an applied command', { ok: true, handoff, events: 1 }, true],
+    ['a retry (events 0)', { ok: true, handoff, events: 0 }, true],
+    ['a domain refusal', { ok: false, error: { code: 'handoff_not_pending', kind: 'wrong_state', message: 'handoff h1 is claimed' } }, true],
+    [
+      'a rejection with its issues',
+      {
+        ok: false,
+        error: { code: 'schema_violation', kind: 'rejected', message: 'bad', details: { issues: [{ path: 'idempotency_key', message: 'Required' }] } },
+      },
+      true,
+    ],
+    ['an access refusal', { ok: false, error: { code: 'identity_mismatch', kind: 'forbidden', message: 'agent alice is alice' } }, true],
+    ['a success without its events count', { ok: true, handoff }, false],
+    ['an error of no known kind', { ok: false, error: { code: 'x', kind: 'teapot', message: 'm' } }, false],
+    ['an error without a code', { ok: false, error: { kind: 'invalid', message: 'm' } }, false],
+  ])('ledger-reply: %s → zod and the JSON Schema agree', (_what, reply, valid) => {
+    expect(agree('ledger-reply', reply)).toEqual({ zod: valid, json: valid });
+  });
+});
+
+describe('ledger command schemas state the envelope fields the ledger accepts (actor, actor_kind, actor_role)', () => {
+  const commands = Object.keys(json).filter((name) => name.startsWith('ledger-') && !name.endsWith('-reply'));
+
+  it('every ledger command schema lists exactly the claims the ledger splits off, each optional', () => {
+    expect(commands.length).toBeGreaterThan(10);
+    const split = Object.keys(splitIdentityClaims({}).claims).sort();
+    expect([...LedgerIdentityClaimKeys].sort()).toEqual(split);
+    for (const name of commands) {
+      const schema = json[name]!;
+      const branches = (schema['oneOf'] ?? [schema]) as Array<Record<string, unknown>>;
+      for (const branch of branches) {
+        const properties = Object.keys(branch['properties'] as Record<string, unknown>);
+        expect({ name, claims: split.filter((key) => properties.includes(key)) }).toEqual({ name, claims: split });
+        expect({ name, required: ((branch['required'] as string[] | undefined) ?? []).filter((key) => split.includes(key)) }).toEqual({ name, required: [] });
+      }
+    }
+  });
+
+  const claim = { handoff_id: 'h-1', idempotency_key: 'claim-h-1' };
+  it.each([
+    ['no envelope', {}, true],
+    ['the agent repeating its own name and kind', { actor: 'builder', actor_kind: 'agent' }, true],
+    ['the notifier naming the operator and role it relays', { actor: 'dana@acme', actor_kind: 'operator', actor_role: 'operator' }, true],
+    ['an actor kind that does not exist', { actor_kind: 'robot' }, false],
+    ['a role no operator holds', { actor_role: 'owner' }, false],
+    ['an actor name with a space', { actor: 'dana smith' }, false],
+    ['any other unknown field', { acting_for: 'dana' }, false],
+  ])('ledger-claim-handoff: %s → zod and the JSON Schema agree', (_what, extra, valid) => {
+    expect(agree('ledger-claim-handoff', { ...claim, ...extra })).toEqual({ zod: valid, json: valid });
+  });
+
+  it('a body with the actor its subject names is valid under the JSON Schema AND accepted by the ledger`s identity check', () => {
+    const body = { ...claim, actor: 'builder', actor_kind: 'agent' };
+    expect(agree('ledger-claim-handoff', body)).toEqual({ zod: true, json: true });
+    const { claims, command } = splitIdentityClaims(body);
+    expect(resolveLedgerCaller(Principals.agent('acme', 'builder'), claims)).toMatchObject({ ok: true, caller: { actor: 'builder', kind: 'agent' } });
+    expect(zod['ledger-claim-handoff']!.safeParse(command).success).toBe(true);
+    // Valid under the schema, yet another principal's subject refuses it: only the ledger knows who sent it.
+    expect(resolveLedgerCaller(Principals.agent('acme', 'reviewer'), claims)).toMatchObject({ ok: false, code: 'identity_mismatch' });
+  });
+
+  it('every command takes a matching actor: decide_handback (a union), create, complete_then_create (at its top level only)', () => {
+    const actor = { actor: 'baton-router', actor_kind: 'system' };
+    const decide = { handoff_id: 'h-1', decision: 'rework', note: 'add tests', idempotency_key: 'k', actor: 'builder', actor_kind: 'agent' };
+    expect(agree('ledger-decide-handback', decide)).toEqual({ zod: true, json: true });
+    const create = { handoff_id: 'h-2', project: 'acme', from_agent: 'builder', summary: 's', idempotency_key: 'k' };
+    expect(agree('ledger-create-handoff', { ...create, ...actor })).toEqual({ zod: true, json: true });
+    const complete = { handoff_id: 'h-1', result_id: 'r-1', agent: 'builder', idempotency_key: 'k' };
+    expect(agree('ledger-complete-then-create', { complete, create, ...actor })).toEqual({ zod: true, json: true });
+    // The ledger splits the claims off the request, not off its parts: a part that names an actor is refused.
+    expect(agree('ledger-complete-then-create', { complete: { ...complete, ...actor }, create })).toEqual({ zod: false, json: false });
+    expect(agree('ledger-open-offers', { actor: 'builder', actor_kind: 'agent', ack_wait_ms: 60_000 })).toEqual({ zod: true, json: true });
   });
 });

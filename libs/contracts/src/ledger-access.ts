@@ -4,6 +4,7 @@ import {
   ActorNameSchema,
   CompleteFromResultCommandSchema,
   CreateHandoffCommandSchema,
+  HandoffActorKindSchema,
   HandoffCommandSchemas,
   type HandoffActorKind,
   type HandoffCommandName,
@@ -193,6 +194,43 @@ export interface IdentityClaims {
 export type CallerResolution =
   | { ok: true; caller: LedgerCaller }
   | { ok: false; code: LedgerAccessErrorCode | 'schema_violation'; message: string; path: string };
+
+/**
+ * The identity claims a ledger command body may carry beside the command itself (the envelope),
+ * as the published JSON Schemas state them. Each is optional and checked against the subject's
+ * principal ({@link resolveLedgerCaller}), then removed ({@link splitIdentityClaims}) before the
+ * command's own strict schema parses the rest; so a body that repeats its sender's identity is
+ * valid, and one that claims another is refused `identity_mismatch` by the ledger, not by a schema.
+ */
+export const LedgerIdentityClaimsShape = {
+  actor: ActorNameSchema.optional().describe(
+    "Checked against the subject's principal: an agent or a service may only repeat its own actor name (agent.<a>: a; svc.router: baton-router...); op.notifier must name the operator it relays, op.admin may (default admin).",
+  ),
+  actor_kind: HandoffActorKindSchema.optional().describe(
+    "Checked against the subject's principal: agent for an agent, the service's kind for a service (system, or watchdog for the watchdog), operator for an operator relay.",
+  ),
+  actor_role: OperatorRoleSchema.optional().describe(
+    "Checked against the subject's principal: only an operator relay carries a role (required from op.notifier: the relayed token's role; admin only from op.admin).",
+  ),
+};
+
+/** Envelope field names of a ledger command body (the keys {@link splitIdentityClaims} removes). */
+export const LedgerIdentityClaimKeys = Object.keys(LedgerIdentityClaimsShape) as Array<keyof typeof LedgerIdentityClaimsShape>;
+
+/**
+ * A ledger command's body as it goes on the wire: the command's schema with the optional
+ * envelope fields of {@link LedgerIdentityClaimsShape} beside its own (at the top level only; the
+ * parts of `complete_then_create` carry none). What the JSON Schemas of docs/schemas publish; the
+ * ledger itself splits the claims off and parses the command alone, with the same verdict.
+ */
+export function withIdentityClaims(schema: z.ZodType): z.ZodType {
+  if (schema instanceof z.ZodObject) return schema.extend(LedgerIdentityClaimsShape);
+  if (schema instanceof z.ZodDiscriminatedUnion) {
+    const options = (schema.options as z.ZodType[]).map((option) => withIdentityClaims(option)) as [z.ZodObject, ...z.ZodObject[]];
+    return z.discriminatedUnion(schema.def.discriminator, options);
+  }
+  throw new TypeError('withIdentityClaims: a ledger command body is an object or a discriminated union of objects');
+}
 
 /** Split a body into its identity claims and the command itself. */
 export function splitIdentityClaims(body: Record<string, unknown>): { claims: IdentityClaims; command: Record<string, unknown> } {
