@@ -477,7 +477,7 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
     await caughtUp();
     await nats.connection.flush();
     const packetId = meshStopId('mn-2');
-    expect(noticesSeen.filter((id) => id.startsWith('nt-m-'))).toEqual(['nt-m-mn-2']);
+    expect(noticesSeen.filter((id) => id.startsWith('nt-mt-'))).toEqual(['nt-mt-mn-2']);
     expect((await get(`/v1/stops/${packetId}`)).body).toMatchObject({ mesh_run_id: 'mesh-n1', stop: { why: 'thrash', next_form: { kind: 'raise_cap' } } });
 
     const runAnswerCount = async () =>

@@ -32,10 +32,15 @@ export type MeshErrorCode = (typeof MeshErrorCode)[keyof typeof MeshErrorCode];
 export const meshEntryHandoffId = (meshRunId: string): string => deriveId('mh-s', meshRunId);
 /** The handoff a turn's handoff call opens for the next speaker (`mh-r-<result_id>`). */
 export const meshHandoffId = (resultId: string): string => deriveId('mh-r', resultId);
-/** The stop packet a turn opens when the iteration cap refuses its handoff (`stop-m-<result_id>`). */
-export const meshStopId = (resultId: string): string => deriveId('stop-m', resultId);
-/** The one human action notice of the stop a turn opened (`nt-m-<result_id>`). */
-export const meshNoticeId = (resultId: string): string => deriveId('nt-m', resultId);
+/**
+ * The stop packet a turn opens when the iteration cap refuses its handoff (`stop-mt-<result_id>`).
+ * Not `stop-m-`: a workflow run's stop caused by a customer message is `stop-m-<message_id>`
+ * (`stopIdFor`), and a message id equal to a mesh turn's result id in the same project made the
+ * two stops one packet in the projections (meshes stopped before this keep their `stop-m-` ids).
+ */
+export const meshStopId = (resultId: string): string => deriveId('stop-mt', resultId);
+/** The one human action notice of the stop a turn opened (`nt-mt-<result_id>`; `nt-m-` is a run's message-caused notice). */
+export const meshNoticeId = (resultId: string): string => deriveId('nt-mt', resultId);
 /** The handoff a `raise_cap` answer offers the next speaker with (`mh-a-<answer_id>`). */
 export const meshResumeHandoffId = (answerId: string): string => deriveId('mh-a', answerId);
 /** The agent name refused operator answers are recorded under (`mesh.turn_rejected`). */

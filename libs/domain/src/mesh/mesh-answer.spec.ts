@@ -3,6 +3,7 @@ import { fold } from '../decider';
 import { given } from '../testing/given';
 import type { MeshCommand } from './commands';
 import { meshNoticeId, meshResumeHandoffId, meshStopId } from './decide';
+import { noticeIdFor, stopIdFor } from '../run/ids';
 // Turns are sent under the current turn's claim unless a test says otherwise (withCurrentMeshClaim).
 import { claimedMeshDecider as meshDecider } from './test-helpers';
 import type { MeshRunState } from './state';
@@ -176,5 +177,15 @@ describe('answering a mesh stop packet (decideResume rules, as for runs)', () =>
     given(meshDecider)
       .when(answer({ action: 'deny' }))
       .thenFails('mesh_not_found');
+  });
+});
+
+describe('mesh stop and notice ids never meet a run’s in the same project', () => {
+  it("a mesh turn's result id equal to a customer message's id gives different stop and notice ids (stop-mt- / nt-mt- against stop-m- / nt-m-)", () => {
+    const cause = { kind: 'message' as const, id: 'same-1' };
+    expect(meshStopId('same-1')).toBe('stop-mt-same-1');
+    expect(meshNoticeId('same-1')).toBe('nt-mt-same-1');
+    expect(stopIdFor(cause)).toBe('stop-m-same-1');
+    expect(noticeIdFor(cause)).toBe('nt-m-same-1');
   });
 });

@@ -14,7 +14,7 @@ export interface NoticeItem extends IndexedItem {
 
 /**
  * Keys of the `notices` projection. Notice ids are derived from cause ids (`nt-<letter>-<cause
- * id>`, `nt-m-<result id>`), which repeat across projects, so a notice is named by its project and
+ * id>`, `nt-mt-<result id>`), which repeat across projects, so a notice is named by its project and
  * id: its item id is the ref `<project>:<notice_id>` (see {@link projectRef}).
  */
 export const NoticeKeys = {
