@@ -149,6 +149,10 @@ export const InboxItemSchema = z
     title: z.string(),
     opened_at: z.string(),
     workflow_run_id: z.string().optional(),
+    run_project: z
+      .string()
+      .optional()
+      .describe("the project of workflow_run_id when it is not the item's own: the escalation of a cross-project handoff, whose run is its source project's"),
     handoff_id: z.string().optional(),
     packet_id: z.string().optional(),
     resolution: z.string().optional(),

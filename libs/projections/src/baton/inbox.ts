@@ -46,6 +46,8 @@ interface HandoffMemo {
   to_agent?: string;
   to_role?: string;
   workflow_run_id?: string;
+  /** The project of `workflow_run_id` when it is not the handoff's own (a cross-project handoff: its `source_project`). */
+  run_project?: string;
   /** A completion handback whose item is still open. */
   handback_open?: boolean;
   /** This handoff was escalated and its escalation item is open. */
@@ -203,6 +205,7 @@ function handoffStep(prior: HandoffMemo | null, event: SequencedEvent): { state?
       ...(d.to_agent !== undefined ? { to_agent: d.to_agent } : {}),
       ...(d.to_role !== undefined ? { to_role: d.to_role } : {}),
       ...(d.workflow_run_id !== undefined ? { workflow_run_id: d.workflow_run_id } : {}),
+      ...(d.workflow_run_id !== undefined && d.source_project !== undefined && d.source_project !== project ? { run_project: d.source_project } : {}),
     };
     const ops: ProjectionOp[] = [];
     if (d.kind === 'completion_handback') {
@@ -282,6 +285,8 @@ function handoffStep(prior: HandoffMemo | null, event: SequencedEvent): { state?
             max_retries: d.max_retries,
             ...(d.note !== undefined ? { note: d.note } : {}),
             ...(memo.workflow_run_id !== undefined ? { workflow_run_id: memo.workflow_run_id } : {}),
+            // A cross-project handoff's run is its source project's: the id alone names no run.
+            ...(memo.run_project !== undefined ? { run_project: memo.run_project } : {}),
           },
           event,
         ),
@@ -350,7 +355,8 @@ export function inboxProjection(): FoldingProjection<JsonValue> {
   return {
     name: 'inbox',
     // 2: items carry trace_id. 3: item ids and memo keys hold the project (`stop:<project>:<id>`...).
-    version: 3,
+    // 4: a cross-project handoff's escalation item names its run's project (`run_project`).
+    version: 4,
     handles: (type) => type.startsWith('run.') || type.startsWith('handoff.') || type === 'mesh.stopped' || type === 'mesh.stop_answered',
     stateKeyOf: (event) =>
       event.type.startsWith('mesh.') ? null : `${event.type.startsWith('run.') ? 'm:run:' : 'm:ho:'}${projectRef(event.project, event.aggregate.id)}`,
