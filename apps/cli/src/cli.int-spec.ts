@@ -162,7 +162,8 @@ describe('the baton command against real NATS and Redis', () => {
     const first = JSON.parse(page.out) as { items: unknown[]; next_cursor: string | null };
     expect(first.items).toHaveLength(1);
     expect(typeof first.next_cursor === 'string' || first.next_cursor === null).toBe(true);
-    if (first.next_cursor !== null) expect(JSON.parse((await baton('inbox', '--json-page', '--status', 'any', '--cursor', first.next_cursor)).out)).toHaveProperty('items');
+    if (first.next_cursor !== null)
+      expect(JSON.parse((await baton('inbox', '--json-page', '--status', 'any', '--cursor', first.next_cursor)).out)).toHaveProperty('items');
   });
 
   it('with --json a missing record is a typed failure on stderr (not_found), stdout empty', async () => {

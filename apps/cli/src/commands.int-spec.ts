@@ -158,7 +158,11 @@ describe('baton commands that publish (real NATS) and call the operator API (loc
     const typed = await baton('publish-definition', file, '--json');
     expect({ code: typed.code, out: typed.out }).toEqual({ code: 1, out: '' });
     expect(JSON.parse(typed.err)).toEqual({
-      error: { code: 'schema_violation', message: expect.stringContaining('is not a valid project definition'), issues: [expect.objectContaining({ message: expect.stringMatching(/listed twice/) })] },
+      error: {
+        code: 'schema_violation',
+        message: expect.stringContaining('is not a valid project definition'),
+        issues: [expect.objectContaining({ message: expect.stringMatching(/listed twice/) })],
+      },
     });
     expect(received).toHaveLength(1);
     sub.unsubscribe();
