@@ -132,7 +132,6 @@ const notifierFiles = sources('apps/notifier/src');
 const routerFiles = [...sources('apps/router/src'), ...sources('libs/platform/src/transport')];
 const ledgerFiles = sources('apps/ledger/src');
 const sdkFiles = sources('libs/sdk/src');
-const cliFiles = sources('apps/cli/src');
 const everyFile = [...sources('apps'), ...sources('libs')];
 
 /** The operator API and web pages: `new ApiError(status, '<code>'`, `new WebRefusal(status, '<code>'`, `code: '<code>'`, the HTTP server's refusals, the error filter's fallbacks. */
@@ -161,8 +160,8 @@ const deadLetterCodes = everyFile
     ];
   })
   .filter((c): c is string => c !== null);
-/** CLI exit codes: ExitCode, and the codes cast into it (`130 as unknown as ExitCode`). */
-const exitCodes = [...constObject('apps/cli/src/errors.ts', 'ExitCode'), ...capture(cliFiles, /\b(\d+) as unknown as ExitCode\b/)];
+/** CLI exit codes: ExitCode (130, interrupted, included). */
+const exitCodes = constObject('apps/cli/src/errors.ts', 'ExitCode');
 
 const definitionCodes = constObject('apps/router/src/definitions/definition.decider.ts', 'DefinitionErrorCode');
 const routerRunCodes = constObject('apps/router/src/runs/router-run.decider.ts', 'RouterRunErrorCode');

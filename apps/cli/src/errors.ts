@@ -6,6 +6,8 @@ export const ExitCode = {
   failure: 1,
   /** The command line was wrong: unknown command or option, missing argument. */
   usage: 2,
+  /** `replay` or `verify` stopped by Ctrl-C or SIGTERM (128 + SIGINT, as shells report it): nothing was swapped in. */
+  interrupted: 130,
 } as const;
 export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode];
 

@@ -11,7 +11,7 @@ import {
   type SnapshotDifference,
 } from '@baton/projections';
 import type { CliContext } from './context';
-import { CliError, CliErrorCode, type ExitCode, UsageError } from './errors';
+import { CliError, CliErrorCode, ExitCode, UsageError } from './errors';
 import type { ProgressLine } from './progress';
 
 /** The projections a command works on: all of Baton's, or the one `--projection` names. */
@@ -214,7 +214,7 @@ export async function firstSeqAtOrAfter(ctx: CliContext, iso: string): Promise<n
 }
 
 /** The exit code of a command stopped by Ctrl-C (128 + SIGINT), as shells report it. */
-export const INTERRUPTED = 130 as unknown as ExitCode;
+export const INTERRUPTED = ExitCode.interrupted;
 
 /**
  * Ctrl-C (SIGINT) or SIGTERM while a rebuild or a comparison runs: the first one aborts it (it
@@ -226,7 +226,7 @@ export function interruptible(ctx: CliContext, what: string): { signal: AbortSig
   const onSignal = (name: NodeJS.Signals) => {
     if (controller.signal.aborted) {
       ctx.io.stderr.write(`\nbaton: ${name} again: exiting now (a shadow generation may stay behind; the next rebuild deletes it)\n`);
-      process.exit(INTERRUPTED as unknown as number);
+      process.exit(INTERRUPTED);
     }
     ctx.io.stderr.write(`\nbaton: ${name}: stopping the ${what}; the live projections are not touched (${name} again to exit at once)\n`);
     controller.abort();

@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import { Server, type CustomTransportStrategy, type MessageHandler } from '@nestjs/microservices';
 import { isObservable, lastValueFrom } from 'rxjs';
-import { decodeUtf8, parseSubject, rejectionFromZod, type EventRegistry, type Rejection } from '@baton/contracts';
+import { decodeUtf8, parseSubject, RejectionCodeSchema, rejectionFromZod, type EventRegistry, type Rejection } from '@baton/contracts';
 import {
   PoisonError,
   deadLetter,
@@ -137,7 +137,7 @@ export class JetStreamPullError extends Error {
 
 /** The error body a `@MessagePattern` reply carries when the handler failed. */
 export interface RequestErrorReply {
-  error: Rejection | { code: 'internal_error' | 'no_handler'; message: string; issues: [] };
+  error: Rejection | { code: 'internal_error'; message: string; issues: [] };
 }
 
 interface ResolvedBinding {
@@ -491,7 +491,8 @@ export class JetStreamServer extends Server<JetStreamServerEvents> implements Cu
   private errorReply(error: unknown): RequestErrorReply {
     if (isZodError(error)) return { error: rejectionFromZod(error) };
     if (error instanceof PoisonError) {
-      const code = error.reason === 'malformed_json' || error.reason === 'invalid_utf8' ? error.reason : 'schema_violation';
+      // The poison's own reason when it is a rejection code (the dead letter keeps the same), else the schema's.
+      const code = RejectionCodeSchema.safeParse(error.reason).data ?? 'schema_violation';
       return { error: { code, message: error.message, issues: [] } };
     }
     this.logger.error(`request handler failed: ${error instanceof Error ? (error.stack ?? error.message) : JSON.stringify(error)}`);
