@@ -1,5 +1,5 @@
 import { Principals } from '@baton/contracts';
-import { LedgerClient } from '@baton/eventstore';
+import { batonStreamNames, batonTopology, LedgerClient, provision } from '@baton/eventstore';
 import { waitFor } from '@baton/wait';
 import { PROJECT, route as supportRoute, sleep, startHarness, stopRequests as supportStopRequests, type Harness } from './int/support';
 
@@ -34,6 +34,24 @@ describe('watchdog loop guards (real NATS): each leaves the loop as a stop reque
     expect(await stopRequests()).toHaveLength(1);
     expect(stops[0]).toMatchObject({ workflow_run_id: 'run-hops', why: 'budget', cause: { kind: 'loop_guard', guard: 'hop_budget' } });
   });
+
+  it("a loop guard's stop request that cannot be stored (the inbox stream gone) is retried until it is: the tripped guard asks nothing more, so giving up would let the loop go on", async () => {
+    await h.startWatchdog('wd-a', { WATCHDOG_MAX_HOPS: '2' });
+    await h.nats.jsm.streams.delete(batonStreamNames(h.prefix).inbox);
+    await route('run-outage', ['a', 'b', 'c', 'd']);
+    // Past the five attempts (0.5 s × 1…5 apart) a request used to get before it was given up on.
+    await sleep(9_000);
+    await provision(h.nats.jsm, { streams: batonTopology(h.prefix).streams });
+    const stops = await waitFor(
+      async () => {
+        const list = await stopRequests();
+        return list.length > 0 ? list : undefined;
+      },
+      'the retried stop request',
+      { timeoutMs: 15_000 },
+    );
+    expect(stops).toEqual([expect.objectContaining({ workflow_run_id: 'run-outage', why: 'budget' })]);
+  }, 40_000);
 
   it('ping-pong per edge: A→B→A→B… past WATCHDOG_MAX_ALTERNATIONS stops the run with why thrash', async () => {
     await h.startWatchdog('wd-a', { WATCHDOG_MAX_ALTERNATIONS: '2' });

@@ -145,14 +145,20 @@ export class ProvisionError extends EventStoreError {
 /**
  * Thrown by a message handler when the failure may go away (a dependency is down, a lock is held).
  * The consumer runner naks the message with a delay taken from its backoff list (or `delayMs`),
- * and dead-letters it once the delivery count reaches `maxDeliver`.
+ * and dead-letters it once the delivery count reaches `maxDeliver` — unless `unbounded`: a failure
+ * that is the infrastructure's or a limit's, never the message's (the ledger not answering, a rate
+ * limit, a paused project), is retried until it goes away, with the backoff list's last delay at
+ * most, and never dead-lettered. An event consumer's letter cannot be redriven (an aggregate has one
+ * writer), so giving up on such a failure after a few seconds of outage would lose the event.
  */
 export class TransientError extends Error {
   readonly delayMs: number | undefined;
-  constructor(message: string, options?: { cause?: unknown; delayMs?: number }) {
+  readonly unbounded: boolean;
+  constructor(message: string, options?: { cause?: unknown; delayMs?: number; unbounded?: boolean }) {
     super(message, options);
     this.name = 'TransientError';
     this.delayMs = options?.delayMs;
+    this.unbounded = options?.unbounded === true;
   }
 }
 
@@ -188,6 +194,20 @@ export function jsApiError(err: unknown): ApiErrorShape | undefined {
 /** The JetStream `err_code` of a client error, or undefined when it is not a JetStream API error. */
 export function jsErrCode(err: unknown): number | undefined {
   return jsApiError(err)?.err_code;
+}
+
+/**
+ * True when `err` says the infrastructure did not answer — a publish without acknowledgement, a
+ * request that timed out or found no responder, a connection closing or closed, Redis not
+ * answering (`RedisUnavailableError`, by name: it lives in the projections) — rather than that
+ * anything is wrong with the message: what an `unbounded` {@link TransientError} is for.
+ */
+export function isUnavailable(err: unknown): boolean {
+  if (err instanceof PublishTimeout) return true;
+  if (isTimeout(err) || isNoResponders(err)) return true;
+  if (typeof err !== 'object' || err === null) return false;
+  const { code, name } = err as { code?: unknown; name?: unknown };
+  return code === 'CONNECTION_CLOSED' || code === 'CONNECTION_DRAINING' || name === 'RedisUnavailableError';
 }
 
 /** True when the client error is a request timeout (no responder answered in time). */

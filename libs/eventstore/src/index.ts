@@ -24,6 +24,7 @@ export {
   TransientError,
   PoisonError,
   mapPublishError,
+  isUnavailable,
 } from './errors';
 export { JetStreamEventStore } from './store';
 export type {

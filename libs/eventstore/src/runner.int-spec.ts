@@ -136,6 +136,39 @@ describe('runConsumer (real NATS)', () => {
     expect(outcomes.map((o) => o.kind)).toEqual(['retry', 'retry', 'acked']);
   });
 
+  it('an unbounded TransientError (the infrastructure failing, not the message) is retried past maxDeliver, never dead-lettered, and handled once it passes', async () => {
+    await durable('outage');
+    const deliveries: number[] = [];
+    const outcomes: MessageOutcome[] = [];
+    start({
+      durable: 'outage',
+      backoffMs: [50],
+      maxDeliver: 2,
+      onOutcome: (o) => outcomes.push(o),
+      handler: async (msg) => {
+        deliveries.push(msg.deliveryCount);
+        if (deliveries.length < 5) throw new TransientError('no ledger answered', { unbounded: true });
+      },
+    });
+    await publish('p.result.outage', '{}');
+    await waitFor(() => outcomes.some((o) => o.kind === 'acked'), 'handled after the outage', { timeoutMs: 5000 });
+    expect(deliveries).toEqual([1, 2, 3, 4, 5]);
+    expect(outcomes.map((o) => o.kind)).toEqual(['retry', 'retry', 'retry', 'retry', 'acked']);
+    expect(await deadLetters()).toEqual([]);
+    // A bounded one still gives up at maxDeliver.
+    await durable('bounded');
+    const bounded: MessageOutcome[] = [];
+    start({
+      durable: 'bounded',
+      backoffMs: [50],
+      maxDeliver: 2,
+      onOutcome: (o) => bounded.push(o),
+      handler: async () => Promise.reject(new TransientError('still down')),
+    });
+    await waitFor(() => bounded.some((o) => o.kind === 'dead_lettered'), 'the bounded one given up', { timeoutMs: 5000 });
+    expect(bounded.map((o) => o.kind)).toEqual(['retry', 'dead_lettered']);
+  });
+
   it('poison input is dead-lettered with its reason and original bytes, then terminated (delivered once)', async () => {
     const { deliveries, outcomes } = await startJsonReader('poison');
     const ack = await publish('p.result.a', '{not json', 'orig-1');

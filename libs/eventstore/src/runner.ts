@@ -132,7 +132,8 @@ export interface ConsumerLostEvent {
   error?: unknown;
 }
 
-export type ErrorClass = { kind: 'retry'; delayMs?: number } | { kind: 'poison'; reason: string };
+/** How a handler's failure is handled: retried (past `maxDeliver` too when `unbounded`), or dead-lettered at once. */
+export type ErrorClass = { kind: 'retry'; delayMs?: number; unbounded?: true } | { kind: 'poison'; reason: string };
 
 /** What a batch handler says about one message it did not simply process (see `handleBatch`). */
 export type BatchVerdict = { kind: 'failed'; error: unknown } | { kind: 'later'; delayMs: number };
@@ -185,7 +186,9 @@ export function instrumentRunners(js: JetStreamClient, instrumentation: RunnerIn
 /** The default error classification (see {@link RunConsumerOptions.classify}). */
 export function classifyError(error: unknown): ErrorClass {
   if (error instanceof PoisonError) return { kind: 'poison', reason: error.reason };
-  if (error instanceof TransientError) return error.delayMs === undefined ? { kind: 'retry' } : { kind: 'retry', delayMs: error.delayMs };
+  if (error instanceof TransientError) {
+    return { kind: 'retry', ...(error.delayMs !== undefined ? { delayMs: error.delayMs } : {}), ...(error.unbounded ? { unbounded: true as const } : {}) };
+  }
   if (error instanceof SyntaxError) return { kind: 'poison', reason: DeadLetterReason.malformedJson };
   if (typeof error === 'object' && error !== null) {
     const name = (error as { name?: unknown }).name;
@@ -239,7 +242,9 @@ const retryDelay = (failures: number) => Math.min(30_000, 1000 * 2 ** Math.max(0
  * messages that have arrived are handed over together, one batch at a time.
  * On failure, by classification:
  * - retry: nak with a delay from `backoffMs` by delivery count, so a failing message is never
- *   hot-looped; once deliveries reach `maxDeliver`, dead-letter (`max_deliveries`) and term;
+ *   hot-looped; once deliveries reach `maxDeliver`, dead-letter (`max_deliveries`) and term —
+ *   except an `unbounded` TransientError (the infrastructure's failure, not the message's), which
+ *   is retried at the last backoff delay until it passes;
  * - poison (PoisonError, zod failure, bad JSON): dead-letter with the reason and term at once.
  * If the dead letter cannot be published the message is naked with a delay instead of termed,
  * so nothing is dropped. While a handler runs longer than ackWait/3 the runner sends
@@ -363,7 +368,7 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
   const failed = async (msg: ConsumedMessage, error: unknown) => {
     const verdict = classify(error);
     if (verdict.kind === 'poison') return giveUp(msg, verdict.reason, error);
-    if (msg.deliveryCount >= maxDeliver) return giveUp(msg, DeadLetterReason.maxDeliveries, error);
+    if (msg.deliveryCount >= maxDeliver && verdict.unbounded !== true) return giveUp(msg, DeadLetterReason.maxDeliveries, error);
     const delayMs = verdict.delayMs ?? delayFor(msg.deliveryCount);
     msg.raw.nak(delayMs);
     report({ kind: 'retry', msg, delayMs, error });

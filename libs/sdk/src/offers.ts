@@ -108,10 +108,12 @@ export function createOfferHandler(deps: OfferHandlerDeps): (msg: ConsumedMessag
     try {
       await deps.onOffer(offer);
     } catch (error) {
-      // Governance refusals (rate cap, paused project): redeliver the offer later, not at once.
+      // Governance refusals (rate cap, paused project): redeliver the offer later, not at once, and
+      // as long as they last — they say nothing about the offer, and an offer given up on leaves a
+      // pending handoff nobody is offered again.
       if (error instanceof LedgerCommandError && (error.code === 'rate_limited' || error.code === 'project_paused')) {
         const after = error.details?.['retry_after_ms'];
-        throw new TransientError(error.message, { cause: error, delayMs: typeof after === 'number' ? after : 5_000 });
+        throw new TransientError(error.message, { cause: error, delayMs: typeof after === 'number' ? after : 5_000, unbounded: true });
       }
       throw error;
     } finally {

@@ -6,6 +6,7 @@ import {
   PoisonError,
   TransientError,
   batonStreamNames,
+  isUnavailable,
   reactor,
   streamReader,
   type AggregateRef,
@@ -160,13 +161,17 @@ export class HandoffReactor {
     await this.transient(`offer ${state.id}`, () => this.offers.offerAfter(event.type, state, ctx.seq, ctx.trace));
   }
 
-  /** Run an I/O step; a failure becomes a {@link TransientError} (nak with backoff, then DLQ). */
+  /**
+   * Run an I/O step; a failure becomes a {@link TransientError} (nak with backoff, then DLQ) — one
+   * the runner retries until it passes when NATS or the store did not answer (`isUnavailable`):
+   * the reactor's letters cannot be redriven, and an outage must not cost a handoff its offer.
+   */
   private async transient<T>(what: string, step: () => Promise<T>): Promise<T> {
     try {
       return await step();
     } catch (error) {
       if (error instanceof TransientError || error instanceof PoisonError) throw error;
-      throw new TransientError(`cannot ${what}: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+      throw new TransientError(`cannot ${what}: ${error instanceof Error ? error.message : String(error)}`, { cause: error, unbounded: isUnavailable(error) });
     }
   }
 }

@@ -302,11 +302,16 @@ export class DispatchReactor {
     try {
       reply = await send();
     } catch (error) {
-      throw new TransientError(`ledger ${command} failed: ${String(error)}`, { cause: error, delayMs: LEDGER_RETRY_DELAY_MS });
+      // No ledger answered (a restart, an outage): the event's work is owed whatever the outage's
+      // length, and an event's letter cannot be redriven — retry until a ledger answers.
+      throw new TransientError(`ledger ${command} failed: ${String(error)}`, { cause: error, unbounded: true });
     }
-    // `unavailable` (timeout, no responders, store down) and `internal` (a ledger fault) may pass;
-    // retry them. Refusals (`wrong_state`, `invalid`, `forbidden`, `rejected`) will not.
-    if (!reply.ok && (reply.error.kind === 'unavailable' || reply.error.kind === 'internal')) {
+    // `unavailable` (timeout, no responders, store down) is retried until it passes; `internal` (a
+    // ledger fault) a few times. Refusals (`wrong_state`, `invalid`, `forbidden`, `rejected`) will not pass.
+    if (!reply.ok && reply.error.kind === 'unavailable') {
+      throw new TransientError(`ledger ${command}: ${reply.error.code}: ${reply.error.message}`, { unbounded: true });
+    }
+    if (!reply.ok && reply.error.kind === 'internal') {
       throw new TransientError(`ledger ${command}: ${reply.error.code}: ${reply.error.message}`, { delayMs: LEDGER_RETRY_DELAY_MS });
     }
     return reply;

@@ -135,9 +135,13 @@ export class MeshReactor {
     try {
       reply = await send();
     } catch (error) {
-      throw new TransientError(`ledger ${command} failed: ${String(error)}`, { cause: error, delayMs: MESH_LEDGER_RETRY_DELAY_MS });
+      // No ledger answered: retried until one does (see DispatchReactor.call).
+      throw new TransientError(`ledger ${command} failed: ${String(error)}`, { cause: error, unbounded: true });
     }
-    if (!reply.ok && (reply.error.kind === 'unavailable' || reply.error.kind === 'internal')) {
+    if (!reply.ok && reply.error.kind === 'unavailable') {
+      throw new TransientError(`ledger ${command}: ${reply.error.code}: ${reply.error.message}`, { unbounded: true });
+    }
+    if (!reply.ok && reply.error.kind === 'internal') {
       throw new TransientError(`ledger ${command}: ${reply.error.code}: ${reply.error.message}`, { delayMs: MESH_LEDGER_RETRY_DELAY_MS });
     }
     return reply;

@@ -95,8 +95,8 @@ export function guardStopRequest(stop: GuardStop, actor: string): StopRunRequest
  * Replay: stops decided while replaying history are held until the replay has caught up and are
  * sent only for runs that are still live then (a run that halted or ended after the trip needs
  * nothing), so a restart neither floods the router nor loses a trip that happened while the
- * watchdog was down. A publish failure is retried a few times and then logged (the next trip of
- * the same run asks again).
+ * watchdog was down. A publish failure is logged and retried until the request is stored (the
+ * guard, once tripped, asks nothing more until the run resumes).
  *
  * Escalations: a `handoff.escalated` event whose outcome is a `stop_why` (retry cap hit, no lead)
  * asks the {@link EscalationStopper} to stop the handoff's run, whose id and project the book has from the
@@ -215,7 +215,6 @@ export class GuardRunner {
     if (!stopper) return;
     const log = this.opts.logger.child({ project: envelope.project, handoff_id: envelope.aggregate.id, event_id: envelope.id });
     this.retrying(
-      Number.POSITIVE_INFINITY,
       async () => {
         if ((await stopper.handle(envelope, trace, run)).kind === 'stop_requested') this.escalationsRequested++;
       },
@@ -227,30 +226,37 @@ export class GuardRunner {
     );
   }
 
+  /**
+   * Ask for a loop guard's stop until it is stored or the watchdog stops, like an escalation's: the
+   * guard is tripped once and asks no more until the run resumes, so a request given up on during
+   * an inbox outage would let the looping run go on (the packet id is the trip's, so a repeat is
+   * de-duplicated by the inbox).
+   */
   private request(stop: GuardStop): void {
     const request = guardStopRequest(stop, this.opts.actor);
     const log = this.opts.logger.child({ project: stop.project, workflow_run_id: stop.workflow_run_id, packet_id: request.packet_id });
     this.retrying(
-      5,
       async () => {
         const ack = await this.opts.publish(Subjects.stopRequest(this.opts.prefix, stop.project), request, MsgIds.stop(stop.project, request.packet_id));
         this.requested++;
         log.info('loop guard tripped; stop requested', { guard: stop.guard, why: stop.why, detail: stop.detail, duplicate: ack.duplicate });
       },
-      (attempt, error) => log.warn('cannot publish the stop request; retrying', { attempt, err: String(error) }),
-      () => log.error('stop request for a loop guard was not published', { guard: stop.guard }),
+      (attempt, error) => {
+        const fields = { attempt, err: String(error), guard: stop.guard };
+        if (attempt % 5 === 0) log.error('cannot publish the stop request of a loop guard; still retrying', fields);
+        else log.warn('cannot publish the stop request; retrying', fields);
+      },
     );
   }
 
   /**
-   * Run `task` in the background until it resolves, at most `attempts` times, waiting `retryMs` ×
-   * the attempt (at most 30 s) after each failure; a stop ends the wait and the attempts. Tracked,
-   * so `stop()` waits for it.
+   * Run `task` in the background until it resolves, waiting `retryMs` × the attempt (at most 30 s)
+   * after each failure; a stop ends the wait and the attempts. Tracked, so `stop()` waits for it.
    */
-  private retrying(attempts: number, task: () => Promise<void>, failed: (attempt: number, error: unknown) => void, gaveUp?: () => void): void {
+  private retrying(task: () => Promise<void>, failed: (attempt: number, error: unknown) => void): void {
     const retryMs = this.opts.retryMs ?? 500;
     const run = (async () => {
-      for (let attempt = 1; attempt <= attempts && !this.stopped; attempt++) {
+      for (let attempt = 1; !this.stopped; attempt++) {
         try {
           await task();
           return;
@@ -259,7 +265,6 @@ export class GuardRunner {
           await this.pause(Math.min(30_000, retryMs * attempt));
         }
       }
-      if (!this.stopped) gaveUp?.();
     })();
     this.inFlight.add(run);
     void run.finally(() => this.inFlight.delete(run));
