@@ -2,6 +2,7 @@ import type { EventRegistry } from '@baton/contracts';
 import {
   PoisonError,
   decodeEvent,
+  isUnavailable,
   headerOf,
   streamReader,
   traceIdFromHeaders,
@@ -16,6 +17,12 @@ import type { JsonLogger } from '@baton/platform';
 /** Delay before a message that waits behind a failing earlier event is offered again, ms. */
 export const WAIT_BEHIND_MS = 1000;
 
+/** Delays before an own event that failed is offered again, by the number of its failures here (the last repeats). */
+const RETRY_FAILED_MS = [1000, 5000, 15000, 30000];
+
+/** Failing sequences remembered at most (a failing event is rare; the oldest is forgotten first). */
+const MAX_TRACKED_FAILURES = 1024;
+
 /** Most sequences applied as one range (longer spans are applied piecewise). */
 const MAX_RANGE = 2048;
 
@@ -29,7 +36,7 @@ export interface BatchApplierOptions {
   /** The events stream. */
   stream: string;
   prefix: string;
-  /** Deliveries after which a message whose event the projections cannot apply is skipped and dead-lettered. */
+  /** Failures of an event here (not its deliveries) after which the projections skip it and it is dead-lettered. */
   maxDeliver: number;
   /** Publish the human action notices among `events` (not yet applied by `notices`). */
   publishNotices: (events: readonly SequencedEvent[]) => Promise<void>;
@@ -54,13 +61,21 @@ type Decoded = { msg: ConsumedMessage; event: SequencedEvent | null; error: unkn
  *
  * Failures: an undecodable message is dead-lettered (poison) and its sequence is applied as a
  * no-op. When a range fails, events are applied one by one to find the first that fails: the ones
- * before it are acknowledged; its own message is retried with the runner's backoff and, once out
- * of deliveries, skipped (its sequence committed as a no-op) and dead-lettered — only once the
- * skip is committed, so a Redis outage never dead-letters anything; messages behind it wait
- * ({@link WAIT_BEHIND_MS}) without using up their deliveries.
+ * before it are acknowledged; its own message waits under this applier's backoff (1, 5, 15, 30 s)
+ * and, after `maxDeliver` failures here — never for Redis, NATS or the stream not answering
+ * (`isUnavailable`), and not counted by deliveries, which waiting inflates — is skipped (its
+ * sequence committed as a no-op) and dead-lettered `projection_failed`, only once the skip is
+ * committed; messages behind it wait ({@link WAIT_BEHIND_MS}).
  */
 export class ProjectionBatchApplier {
   private readonly reader: StreamReader;
+  /**
+   * How many times each failing event's apply failed in this applier. Not the message's delivery
+   * count: a message waiting behind a failing event is redelivered every second, and JetStream
+   * counts each of those, so after a few seconds of waiting its first failure of its own would have
+   * found it "out of deliveries" and skipped it for good.
+   */
+  private readonly failures = new Map<number, number>();
 
   constructor(private readonly opts: BatchApplierOptions) {
     this.reader = streamReader(opts.nats, opts.stream);
@@ -81,7 +96,14 @@ export class ProjectionBatchApplier {
     const toSeq = seqs.at(-1) as number;
     let fromSeq = seqs[0] as number;
     const contiguous = toSeq - fromSeq + 1 === seqs.length;
-    if (!contiguous) fromSeq = Math.min(fromSeq, (await this.lowestApplied()) + 1);
+    if (!contiguous) {
+      try {
+        fromSeq = Math.min(fromSeq, (await this.lowestApplied()) + 1);
+      } catch (error) {
+        // Redis did not answer: everything waits (failing the batch would use up deliveries).
+        return this.isolate(null, own, verdicts, error);
+      }
+    }
 
     const failed: { range: EventRange | null } = { range: null };
     try {
@@ -95,6 +117,7 @@ export class ProjectionBatchApplier {
         return this.isolate(failed.range, own, verdicts, retryError);
       }
     }
+    for (const seq of own.keys()) this.failures.delete(seq);
     this.applied(own.values());
     return verdicts;
   }
@@ -148,6 +171,7 @@ export class ProjectionBatchApplier {
     for (const step of steps) {
       try {
         await this.apply({ fromSeq: next, toSeq: step.seq, events: step.event ? [step.event] : [] });
+        this.failures.delete(step.seq);
         next = step.seq + 1;
         continue;
       } catch (stepError) {
@@ -162,8 +186,16 @@ export class ProjectionBatchApplier {
           waitAll(step.seq);
           break;
         }
-        if (failing.msg.deliveryCount < this.opts.maxDeliver) {
-          if (!verdicts.has(failing.msg)) verdicts.set(failing.msg, { kind: 'failed', error: stepError });
+        // Counted here, not by deliveries; never skipped for Redis, NATS or the stream not
+        // answering — that says nothing about the event, and a skip cannot be undone (its letter
+        // is not redriven). Either way it waits under this applier's own backoff ('later'): a
+        // 'failed' verdict would let the runner dead-letter it by its delivery count, or at once
+        // if the error looked like poison, and leave a hole later ranges stall on.
+        const failures = this.noteFailure(step.seq);
+        if (failures < this.opts.maxDeliver || isUnavailable(stepError)) {
+          if (!verdicts.has(failing.msg)) {
+            verdicts.set(failing.msg, { kind: 'later', delayMs: RETRY_FAILED_MS[Math.min(failures, RETRY_FAILED_MS.length) - 1] as number });
+          }
           waitAll(step.seq + 1);
           break;
         }
@@ -175,7 +207,12 @@ export class ProjectionBatchApplier {
           waitAll(step.seq + 1);
           break;
         }
-        verdicts.set(failing.msg, { kind: 'failed', error: stepError });
+        this.failures.delete(step.seq);
+        // Dead-lettered and termed by the runner at once: the skip is done, nothing is retried.
+        verdicts.set(failing.msg, {
+          kind: 'failed',
+          error: new PoisonError(`the projections could not apply it ${failures} times: ${String(stepError)}`, 'projection_failed', { cause: stepError }),
+        });
         next = step.seq + 1;
       }
     }
@@ -224,6 +261,18 @@ export class ProjectionBatchApplier {
   }
 
   /** The lowest last applied seq over every projection. */
+  /** Count one failure of the event at `seq` here; returns how many it has had. */
+  private noteFailure(seq: number): number {
+    const count = (this.failures.get(seq) ?? 0) + 1;
+    this.failures.delete(seq);
+    if (this.failures.size >= MAX_TRACKED_FAILURES) {
+      const oldest = this.failures.keys().next();
+      if (!oldest.done) this.failures.delete(oldest.value);
+    }
+    this.failures.set(seq, count);
+    return count;
+  }
+
   private async lowestApplied(): Promise<number> {
     const statuses = await this.opts.projector.status();
     return Math.min(...statuses.map((status) => status.lastSeq));
