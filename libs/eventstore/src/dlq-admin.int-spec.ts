@@ -1,7 +1,7 @@
 import { headers as natsHeaders } from 'nats';
 import type { NatsHandle } from './connection';
 import { DlqHeader, deadLetter } from './dead-letter';
-import { DlqAdmin, letterDigest, redriveMarkerSubject, type RedriveItem } from './dlq-admin';
+import { DlqAdmin, letterDigest, redriveMarkerSubject, redriveMsgId, type RedriveItem } from './dlq-admin';
 import { DlqSources } from './dlq-sources';
 import { durableNameFor } from './subject-patterns';
 import { batonStreamNames } from './topology';
@@ -201,6 +201,18 @@ describe('DlqAdmin redrive (real NATS): only trusted letters, once, reported one
     const marker = await nats.jsm.streams.getMessage(names.dlq, { last_by_subj: redriveMarkerSubject(prefix) });
     const letter = (await admin.show(real.dlqSeq))!;
     expect(JSON.parse(decoder.decode(marker.data))).toMatchObject({ dlq_seq: real.dlqSeq, letter_digest: letter.digest, target_seq: 2 });
+  });
+
+  it('a redrive id another publisher took first (an agent on its own subject) does not make the letter look redriven: it is republished under another id', async () => {
+    const real = await realLetter('{"result_id":"r-squat"}');
+    // An agent publishes first, on its own subject, under the id the redrive of this letter uses.
+    const squat = await nats.js.publish(`${prefix}.in.p.result.mallory`, encoder.encode('{}'), { msgID: redriveMsgId(names.dlq, real.dlqSeq) });
+    const redriven = await admin.redrive();
+    expect(redriven.items).toEqual([expect.objectContaining({ seq: real.dlqSeq, status: 'redriven' })]);
+    const target = redriven.items[0]!.targetSeq!;
+    expect(target).toBeGreaterThan(squat.seq);
+    const copy = await nats.jsm.streams.getMessage(names.inbox, { seq: target });
+    expect([copy.subject, decoder.decode(copy.data)]).toEqual([real.subject, '{"result_id":"r-squat"}']);
   });
 
   it('fake markers do not hide a real letter: an old-style marker, a forged marker on a letter subject, a marker with the wrong digest', async () => {

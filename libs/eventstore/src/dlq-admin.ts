@@ -3,6 +3,7 @@ import { SubjectTable } from '@baton/contracts';
 import { headers as natsHeaders, type JetStreamClient, type JetStreamManager } from 'nats';
 import { DlqHeader } from './dead-letter';
 import { readableDlqSource, sameDlqSource } from './dlq-sources';
+import { publishUnderOwnId } from './own-id-publish';
 import { RedriveSkip, checkRedriveTarget } from './redrive-rules';
 import { streamReader, type StoredMessage, type StreamReader } from './stream-reader';
 import { batonStreamNames } from './topology';
@@ -230,6 +231,7 @@ function parseMarker(data: Uint8Array): RedriveMarker | null {
  */
 export class DlqAdmin {
   private readonly js: JetStreamClient;
+  private readonly jsm: DlqAdminOptions['jsm'];
   private readonly prefix: string;
   /** The DLQ stream's name, `<PREFIX>_DLQ`. */
   readonly stream: string;
@@ -240,6 +242,7 @@ export class DlqAdmin {
 
   constructor(opts: DlqAdminOptions) {
     this.js = opts.js;
+    this.jsm = opts.jsm;
     this.prefix = opts.prefix;
     const names = batonStreamNames(opts.prefix);
     this.stream = names.dlq;
@@ -349,7 +352,12 @@ export class DlqAdmin {
       }
       hdrs.set(DlqRedriveHeader.redrivenFrom, `${this.stream}:${letter.seq}`);
       if (originalMsgId !== undefined) hdrs.set(DlqRedriveHeader.originalMsgId, originalMsgId);
-      ack = await this.js.publish(letter.subject, letter.data, { msgID: redriveMsgId(this.stream, letter.seq), headers: hdrs });
+      // Under its own id (a second redrive of the letter stores nothing) — and not taken on trust: an
+      // agent may have published first under that id, which would make the letter look redriven.
+      ack = await publishUnderOwnId({ js: this.js, jsm: this.jsm }, letter.subject, letter.data, redriveMsgId(this.stream, letter.seq), {
+        headers: hdrs,
+        isOwn: (stored) => stored.subject === letter.subject && Buffer.from(stored.data).equals(Buffer.from(letter.data)),
+      });
     } catch (err) {
       return skip(RedriveSkip.republishFailed, `publish to ${letter.subject} failed: ${String((err as Error).message ?? err)}`);
     }

@@ -1,7 +1,6 @@
 import type { MsgHdrs } from 'nats';
-import type { NatsHandle } from './connection';
 import { mapPublishError } from './errors';
-import { streamReader, type StoredMessage } from './stream-reader';
+import { streamReader, type StoredMessage, type StreamClients } from './stream-reader';
 
 /** What {@link publishUnderOwnId} did. */
 export interface OwnIdAck {
@@ -35,7 +34,7 @@ const MAX_REKEYS = 3;
  * publisher's. Errors are mapped with `mapPublishError`.
  */
 export async function publishUnderOwnId(
-  nats: Pick<NatsHandle, 'js' | 'jsm' | 'connection'>,
+  nats: StreamClients,
   subject: string,
   data: Uint8Array,
   msgId: string,
