@@ -108,7 +108,9 @@ export function buildOpenApiDocument(): object {
       '409': error(
         "`stop_already_answered` (the packet is not open: fail closed), `stale_answer`; `answer_id_reused` (the `answer_id` was used for another answer in this project within the stream's duplicate window; `error.details.used_for` names its run or mesh); or the router refused the answer: the code it recorded (`run_not_stopped`, `stop_already_answered`, `stale_answer`…), `error.details.outcome` = `refused`, `error.details.event` the refusal event",
       ),
-      '503': error('`projections_unavailable`: Redis did not answer in time (retry after `Retry-After`)'),
+      '503': error(
+        '`projections_unavailable`: Redis did not answer in time (retry after `Retry-After`); `answer_outcome_unknown`: the answer was sent but not confirmed in time — send the same `answer_id` (`error.details.answer_id`) again, or read `error.details.status_url`',
+      ),
     },
   };
   const getRun = {

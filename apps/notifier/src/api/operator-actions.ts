@@ -14,7 +14,7 @@ import { InboxItemId, type BatonViews } from '@baton/projections';
 import { JetStreamClient, RUNTIME, type ServiceRuntime } from '@baton/platform';
 import type { z } from 'zod';
 import { RunAnswerRequestSchema, type RunAnswerRequest } from '@baton/contracts';
-import { streamReader, type LedgerClient, type OwnIdAck } from '@baton/eventstore';
+import { PublishTimeout, streamReader, type LedgerClient, type OwnIdAck } from '@baton/eventstore';
 import { BATON_VIEWS, LEDGER_CLIENT } from '../projection/tokens';
 import type { Principal } from '../auth/roles';
 import { assertCanAnswer, assertVisible } from '../auth/scope';
@@ -296,6 +296,32 @@ export class OperatorActions {
     return this.runtime.config.BATON_PREFIX;
   }
 
+  /**
+   * Publish an answer. When the stream does not confirm it in time the answer may be stored or
+   * not: 503 `answer_outcome_unknown` with its `answer_id` (generated here when the client sent
+   * none) and `status_url` — sending the same `answer_id` again is safe, a new one would be a
+   * second answer. It used to be a 500 without the id.
+   */
+  private async sent(aggregate: AnswerAggregate, answerId: string, publish: () => Promise<OwnIdAck>): Promise<OwnIdAck> {
+    try {
+      return await publish();
+    } catch (error) {
+      if (!(error instanceof PublishTimeout)) throw error;
+      this.runtime.logger.warn('answer publish not confirmed in time', {
+        answer_id: answerId,
+        project: aggregate.project,
+        [`${aggregate.kind}_id`]: aggregate.id,
+      });
+      throw new ApiError(
+        HttpStatus.SERVICE_UNAVAILABLE,
+        'answer_outcome_unknown',
+        `the answer was sent but the stream did not confirm it in time: it may be stored. Send the same answer_id (${answerId}) again, or read status_url`,
+        [],
+        { answer_id: answerId, status_url: answerStatusPath(aggregate, answerId), retry_after_sec: 1 },
+      );
+    }
+  }
+
   /** Log an answer whose message id another publisher had taken on another subject (it was stored under another id). */
   private warnTaken(ack: OwnIdAck, answerId: string): void {
     if (ack.foreign.length === 0) return;
@@ -310,7 +336,9 @@ export class OperatorActions {
     const body = MeshAnswerRequestSchema.parse(request);
     const subject = Subjects.meshAnswer(this.prefix, body.project);
     const answerId = body.answer.answer_id;
-    const ack = await this.js.publishOwned(subject, body, MsgIds.meshAnswer(body.project, answerId));
+    const ack = await this.sent({ project: body.project, kind: 'mesh', id: body.mesh_run_id }, answerId, () =>
+      this.js.publishOwned(subject, body, MsgIds.meshAnswer(body.project, answerId)),
+    );
     if (ack.duplicate) await this.assertRetryOf(ack, body);
     this.warnTaken(ack, answerId);
     this.runtime.logger.info('operator mesh answer published', {
@@ -326,7 +354,9 @@ export class OperatorActions {
     const body = RunAnswerRequestSchema.parse(request);
     const subject = Subjects.operatorAnswer(this.prefix, body.project);
     const answerId = body.answer.answer.answer_id;
-    const ack = await this.js.publishOwned(subject, body, MsgIds.answer(body.project, answerId));
+    const ack = await this.sent({ project: body.project, kind: 'run', id: body.workflow_run_id }, answerId, () =>
+      this.js.publishOwned(subject, body, MsgIds.answer(body.project, answerId)),
+    );
     if (ack.duplicate) await this.assertRetryOf(ack, body);
     this.warnTaken(ack, answerId);
     this.runtime.logger.info('operator answer published', {
