@@ -56,16 +56,7 @@ export class NoticePublisher {
     let published = 0;
     for (const event of events) {
       if (!NOTICE_EVENTS.has(event.type)) continue;
-      const notice = HumanActionNoticeSchema.parse((event.payload as { notice: unknown }).notice);
-      const subject = Subjects.notice(this.runtime.config.BATON_PREFIX, notice.project);
-      this.runtime.nats.connection.publish(subject, encoder.encode(JSON.stringify(notice)), noticeHeaders(event, notice));
-      this.runtime.logger.info('notice published', {
-        project: notice.project,
-        notice_id: notice.notice_id,
-        workflow_run_id: notice.workflow_run_id,
-        event_id: event.id,
-        subject,
-      });
+      this.send(event);
       published++;
     }
     if (published > 0) await this.runtime.nats.connection.flush();
@@ -77,10 +68,16 @@ export class NoticePublisher {
     if (!NOTICE_EVENTS.has(event.type)) return false;
     const status = await this.store.status(this.definition);
     if (event.seq <= status.lastSeq) return false;
+    this.send(event);
+    await this.runtime.nats.connection.flush();
+    return true;
+  }
+
+  /** Publish the notice `event` carries on `<prefix>.notice.<project>` (core NATS; the caller flushes). */
+  private send(event: SequencedEvent): void {
     const notice = HumanActionNoticeSchema.parse((event.payload as { notice: unknown }).notice);
     const subject = Subjects.notice(this.runtime.config.BATON_PREFIX, notice.project);
     this.runtime.nats.connection.publish(subject, encoder.encode(JSON.stringify(notice)), noticeHeaders(event, notice));
-    await this.runtime.nats.connection.flush();
     this.runtime.logger.info('notice published', {
       project: notice.project,
       notice_id: notice.notice_id,
@@ -88,6 +85,5 @@ export class NoticePublisher {
       event_id: event.id,
       subject,
     });
-    return true;
   }
 }
