@@ -289,10 +289,12 @@ export class DispatchReactor {
       return;
     const reply = await this.call('complete_from_result', () => this.ledger.completeFromResult(envelope.project, body, { trace }));
     if (!reply.ok && reply.error.code === 'not_found') {
-      // Its `run.routed` may be held by an instance that died, and is redelivered only after the
-      // ack wait (30 s): back off by delivery count (1, 5, 15, 30 s) rather than a fixed second, so
-      // the completion outlasts that redelivery instead of reaching the dead-letter cap first.
-      throw new TransientError(`handoff ${handoffId} does not exist yet`);
+      // Its `run.routed` may be held by an instance that died (redelivered only after the 30 s ack
+      // wait), or still be waiting out a ledger outage: back off by delivery count (1, 5, 15, 30 s)
+      // for as long as it takes. A completion only follows a claim, so the handoff is coming; and
+      // after an outage the delivery count is already past the cap, where a bounded retry would
+      // dead-letter the completion at its first "not yet".
+      throw new TransientError(`handoff ${handoffId} does not exist yet`, { unbounded: true });
     }
     this.settle('complete_from_result', reply, COMPLETE_DONE, completeLog);
   }

@@ -125,7 +125,8 @@ export class MeshReactor {
       ),
     );
     if (!reply.ok && reply.error.code === 'not_found') {
-      throw new TransientError(`handoff ${turn.handoff_id} does not exist yet`, { delayMs: MESH_LEDGER_RETRY_DELAY_MS });
+      // Waits for its creation as long as it takes (see DispatchReactor: a turn follows a claim).
+      throw new TransientError(`handoff ${turn.handoff_id} does not exist yet`, { unbounded: true });
     }
     this.settle('complete_from_result', reply, 'handoff_not_open', log.child({ handoff_id: turn.handoff_id, result_id: turn.result_id }));
   }
