@@ -10,8 +10,7 @@ import { startLedger } from '../../ledger/src/ledger';
 // eslint-disable-next-line @nx/enforce-module-boundaries
 import { startWatchdog } from '../../watchdog/src/bootstrap';
 import { startRouter } from './router.app';
-import { RouterSubjects } from './shared/subjects';
-import { claimHandoff, currentHandoff, deleteStreams, sleep } from './int/support';
+import { claimHandoff, currentHandoff, deleteStreams, publishDefinition, sleep } from './int/support';
 
 /*
  * Issue 5 through the real services over the real NATS: "A returnable handoff has a deadline: past
@@ -25,7 +24,6 @@ import { claimHandoff, currentHandoff, deleteStreams, sleep } from './int/suppor
 
 const NATS_URL = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
 const encoder = new TextEncoder();
-const decoder = new TextDecoder();
 const DEFAULT_RESPOND = 'ON_FAILURE: RESPOND "I cannot collect your income details right now. Please try again later."';
 const SORRY = 'Our income specialist did not answer in time. Please try again later.';
 
@@ -95,12 +93,7 @@ describe('a returnable handoff has a deadline (issue 5; router + ledger + watchd
       ['dlcontinue', 'ON_FAILURE: continue'],
       ['dlescalate', 'ON_FAILURE: ESCALATE'],
     ] as const) {
-      const msg = await nats.connection.request(
-        RouterSubjects.publishDefinition(prefix, project),
-        encoder.encode(JSON.stringify(definition(project, onFailure))),
-        { timeout: 5000 },
-      );
-      expect(JSON.parse(decoder.decode(msg.data))).toMatchObject({ ok: true });
+      expect(await publishDefinition(nats, prefix, project, definition(project, onFailure))).toMatchObject({ ok: true });
     }
   }, 30_000);
 

@@ -8,8 +8,7 @@ import { waitFor } from '@baton/wait';
 // eslint-disable-next-line @nx/enforce-module-boundaries
 import { startLedger } from '../../ledger/src/ledger';
 import { startRouter } from './router.app';
-import { RouterSubjects } from './shared/subjects';
-import { deleteStreams, sleep } from './int/support';
+import { deleteStreams, publishDefinition, sleep } from './int/support';
 
 /*
  * "Nothing that was acknowledged is ever lost": a run routed while no ledger runs (a deploy, a
@@ -21,7 +20,6 @@ import { deleteStreams, sleep } from './int/support';
 const NATS_URL = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
 const PROJECT = 'outage';
 const encoder = new TextEncoder();
-const decoder = new TextDecoder();
 
 describe('a ledger outage delays a run, never loses it (router + ledger, real NATS)', () => {
   const prefix = `lo${randomBytes(5).toString('hex')}`;
@@ -39,10 +37,7 @@ describe('a ledger outage delays a run, never loses it (router + ledger, real NA
     store = new JetStreamEventStore({ js: nats.js, jsm: nats.jsm, prefix, registry: createEventRegistry() });
     const compiled = compileProject([{ path: 'loans.yaml', text: LOAN_EXAMPLE_YAML.replace('project: loans', `project: ${PROJECT}`) }]);
     if (compiled.project === null) throw new Error(JSON.stringify(compiled.diagnostics));
-    const reply = await nats.connection.request(RouterSubjects.publishDefinition(prefix, PROJECT), encoder.encode(JSON.stringify(compiled.project)), {
-      timeout: 5000,
-    });
-    expect(JSON.parse(decoder.decode(reply.data))).toMatchObject({ ok: true });
+    expect(await publishDefinition(nats, prefix, PROJECT, compiled.project)).toMatchObject({ ok: true });
   }, 30_000);
 
   afterAll(async () => {

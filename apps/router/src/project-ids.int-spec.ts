@@ -6,8 +6,7 @@ import { createBatonClient, type BatonAgent } from '@baton/sdk';
 import { waitFor } from '@baton/wait';
 import type { Msg, Subscription } from 'nats';
 import { startRouter } from './router.app';
-import { claimHandoff, currentHandoff, deleteStreams } from './int/support';
-import { RouterSubjects } from './shared/subjects';
+import { claimHandoff, currentHandoff, deleteStreams, publishDefinition } from './int/support';
 
 /*
  * Issue 11 part 3 through the running router over the real NATS: every id that meets a shared
@@ -84,10 +83,7 @@ describe('ids are scoped by project: two projects, the same run id and result id
           },
         }),
       );
-      const reply = await nats.connection.request(RouterSubjects.publishDefinition(prefix, project), encoder.encode(JSON.stringify(definition(project))), {
-        timeout: 5000,
-      });
-      expect(JSON.parse(decoder.decode(reply.data))).toMatchObject({ ok: true });
+      expect(await publishDefinition(nats, prefix, project, definition(project))).toMatchObject({ ok: true });
       agents.push(await createBatonClient({ nats, prefix, project, agent: 'issue' }));
     }
   }, 30_000);

@@ -6,8 +6,7 @@ import type { RunningService } from '@baton/platform';
 import { waitFor } from '@baton/wait';
 import type { Msg, Subscription } from 'nats';
 import { startRouter } from './router.app';
-import { RouterSubjects } from './shared/subjects';
-import { claimHandoff, currentHandoff, deleteStreams } from './int/support';
+import { claimHandoff, currentHandoff, deleteStreams, publishDefinition } from './int/support';
 
 /*
  * Seed 001 through the running router over the real NATS: the loan example compiled from Baton's
@@ -112,10 +111,7 @@ describe('returnable and permanent handoffs through the router (seed 001, real N
     version: 1,
   });
 
-  const publish = async (project: string, definition: ProjectDefinition) => {
-    const msg = await nats.connection.request(RouterSubjects.publishDefinition(prefix, project), encoder.encode(JSON.stringify(definition)), { timeout: 5000 });
-    return JSON.parse(decoder.decode(msg.data)) as { ok: boolean; version?: number; changed?: boolean };
-  };
+  const publish = (project: string, definition: ProjectDefinition) => publishDefinition(nats, prefix, project, definition);
 
   const events = async (project: string, runId: string): Promise<StoredEvent[]> => (await store.read({ project, kind: 'run', id: runId })).events;
   const payloads = async <T = Record<string, unknown>>(project: string, runId: string, type: string) =>

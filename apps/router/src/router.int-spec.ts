@@ -7,7 +7,7 @@ import { waitFor } from '@baton/wait';
 import type { Msg, Subscription } from 'nats';
 import { startRouter } from './router.app';
 import { RouterPatterns, RouterSubjects } from './shared/subjects';
-import { claimHandoff, currentHandoff, deleteStreams, sleep } from './int/support';
+import { claimHandoff, currentHandoff, deleteStreams, publishDefinition as publishDefinitionTo, sleep } from './int/support';
 
 /*
  * The router end to end over the real NATS: definitions by request/reply, run starts, agent
@@ -154,10 +154,7 @@ describe('router service (real NATS)', () => {
 
   const requestsFor = (command: string, handoffId: string) => ledgerRequests.filter((r) => r.command === command && r.body['handoff_id'] === handoffId);
 
-  const publishDefinition = async (body: unknown, project = 'demo') => {
-    const msg = await nats.connection.request(RouterSubjects.publishDefinition(prefix, project), encoder.encode(JSON.stringify(body)), { timeout: 5000 });
-    return JSON.parse(decoder.decode(msg.data)) as { ok: boolean; version?: number; changed?: boolean; error?: { code: string; message: string } };
-  };
+  const publishDefinition = (body: unknown, project = 'demo') => publishDefinitionTo(nats, prefix, project, body);
 
   const publishRaw = (subject: string, data: string | Uint8Array) => nats.js.publish(subject, typeof data === 'string' ? encoder.encode(data) : data);
 

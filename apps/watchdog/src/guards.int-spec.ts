@@ -1,7 +1,7 @@
 import { Principals } from '@baton/contracts';
 import { batonStreamNames, batonTopology, LedgerClient, provision } from '@baton/eventstore';
 import { waitFor } from '@baton/wait';
-import { PROJECT, route as supportRoute, sleep, startHarness, stopRequests as supportStopRequests, type Harness } from './int/support';
+import { PROJECT, route as supportRoute, sleep, startHarness, stopRequests as supportStopRequests, stopRequestsSoon, type Harness } from './int/support';
 
 let h: Harness;
 
@@ -22,14 +22,7 @@ describe('watchdog loop guards (real NATS): each leaves the loop as a stop reque
     await h.startWatchdog('wd-a', { WATCHDOG_MAX_HOPS: '3' });
     await h.startWatchdog('wd-b', { WATCHDOG_MAX_HOPS: '3' });
     await route('run-hops', ['a', 'b', 'c', 'd', 'e']);
-    const stops = await waitFor(
-      async () => {
-        const list = await stopRequests();
-        return list.length > 0 ? list : undefined;
-      },
-      'a stop request',
-      { timeoutMs: 8000 },
-    );
+    const stops = await stopRequestsSoon(h, 'a stop request', { timeoutMs: 8000 });
     await sleep(300);
     expect(await stopRequests()).toHaveLength(1);
     expect(stops[0]).toMatchObject({ workflow_run_id: 'run-hops', why: 'budget', cause: { kind: 'loop_guard', guard: 'hop_budget' } });
@@ -42,28 +35,14 @@ describe('watchdog loop guards (real NATS): each leaves the loop as a stop reque
     // Past the five attempts (0.5 s × 1…5 apart) a request used to get before it was given up on.
     await sleep(9_000);
     await provision(h.nats.jsm, { streams: batonTopology(h.prefix).streams });
-    const stops = await waitFor(
-      async () => {
-        const list = await stopRequests();
-        return list.length > 0 ? list : undefined;
-      },
-      'the retried stop request',
-      { timeoutMs: 15_000 },
-    );
+    const stops = await stopRequestsSoon(h, 'the retried stop request', { timeoutMs: 15_000 });
     expect(stops).toEqual([expect.objectContaining({ workflow_run_id: 'run-outage', why: 'budget' })]);
   }, 40_000);
 
   it('ping-pong per edge: A→B→A→B… past WATCHDOG_MAX_ALTERNATIONS stops the run with why thrash', async () => {
     await h.startWatchdog('wd-a', { WATCHDOG_MAX_ALTERNATIONS: '2' });
     await route('run-pp', ['a', 'b', 'a', 'b', 'a']);
-    const stops = await waitFor(
-      async () => {
-        const list = await stopRequests();
-        return list.length > 0 ? list : undefined;
-      },
-      'a thrash stop',
-      { timeoutMs: 8000 },
-    );
+    const stops = await stopRequestsSoon(h, 'a thrash stop', { timeoutMs: 8000 });
     expect(stops[0]).toMatchObject({ workflow_run_id: 'run-pp', why: 'thrash', cause: { kind: 'loop_guard', guard: 'ping_pong' } });
   });
 

@@ -5,7 +5,7 @@ import { waitFor } from '@baton/wait';
 import { EscalationStopper } from './escalation/escalation-stopper';
 import { StopRunRequestSchema, stopPacketId, stopRequestSubject } from './escalation/stop-request';
 import { GuardRunner } from './guards/guard-runner';
-import { appendRunEvents, PROJECT, route, sleep, startHarness, stopRequests, type Harness } from './int/support';
+import { appendRunEvents, PROJECT, route, sleep, startHarness, stopRequests, stopRequestsSoon, type Harness } from './int/support';
 
 const LEASE_MS = 1_000; // the shortest lease the wire schema allows
 
@@ -256,14 +256,7 @@ describe('watchdog: retry cap with no lead anywhere → stop the run', () => {
 
     const watchdog = await h.startWatchdog('wd-a');
     const guards = watchdog.service.app.get(GuardRunner);
-    const requests = await waitFor(
-      async () => {
-        const list = await stopRequests(h);
-        return list.length > 0 ? list : undefined;
-      },
-      'a stop request',
-      { timeoutMs: 8000 },
-    );
+    const requests = await stopRequestsSoon(h, 'a stop request', { timeoutMs: 8000 });
     expect(requests).toHaveLength(1);
     expect(requests[0]).toMatchObject({
       packet_id: stopPacketId(escalated.id),
@@ -288,14 +281,7 @@ describe('watchdog: retry cap with no lead anywhere → stop the run', () => {
     const id = `stop:${PROJECT}:${stopPacketId(escalated.id)}`;
     await h.nats.js.publish(`${h.prefix}.in.${PROJECT}.result.mallory`, new TextEncoder().encode('{}'), { msgID: id });
     await h.startWatchdog('wd-a');
-    const requests = await waitFor(
-      async () => {
-        const list = await stopRequests(h);
-        return list.length > 0 ? list : undefined;
-      },
-      'a stop request',
-      { timeoutMs: 8000 },
-    );
+    const requests = await stopRequestsSoon(h, 'a stop request', { timeoutMs: 8000 });
     expect(requests).toEqual([expect.objectContaining({ packet_id: stopPacketId(escalated.id), workflow_run_id: 'run-squat' })]);
     const stored = await h.nats.jsm.streams.getMessage(batonStreamNames(h.prefix).inbox, { last_by_subj: stopRequestSubject(h.prefix, PROJECT) });
     expect(stored.header.get('Nats-Msg-Id')).toMatch(new RegExp(`^${id}:1:\\d+$`));
@@ -329,16 +315,7 @@ describe('watchdog: retry cap with no lead anywhere → stop the run', () => {
     expect(guards.status().escalation_stops_requested).toBe(0);
 
     await provision(h.nats.jsm, { streams: batonTopology(h.prefix).streams });
-    const requests = await waitFor(
-      async () => {
-        const list = await stopRequests(h);
-        return list.length > 0 ? list : undefined;
-      },
-      'the retried stop request',
-      {
-        timeoutMs: 15000,
-      },
-    );
+    const requests = await stopRequestsSoon(h, 'the retried stop request', { timeoutMs: 15000 });
     expect(requests).toHaveLength(1);
     expect(requests[0]).toMatchObject({ workflow_run_id: 'run-retry', cause: { kind: 'handoff_escalated', handoff_id: id } });
     expect(guards.status().escalation_stops_requested).toBe(1);
@@ -381,14 +358,7 @@ describe('watchdog: retry cap with no lead anywhere → stop the run', () => {
     await h.startWatchdog('wd-a');
     const handoff = await createCrossAndClaim('run-x');
 
-    const requests = await waitFor(
-      async () => {
-        const list = await stopRequests(h);
-        return list.length > 0 ? list : undefined;
-      },
-      'a stop request in the source project',
-      { timeoutMs: 8000 },
-    );
+    const requests = await stopRequestsSoon(h, 'a stop request in the source project', { timeoutMs: 8000 });
     const escalated = (await h.events(handoff.id, OTHER)).find((e) => e.type === 'handoff.escalated')!;
     expect(escalated.payload).toMatchObject({ outcome: { stop_why: 'guard_failed' } });
     expect(requests).toEqual([
@@ -427,14 +397,7 @@ describe('watchdog: retry cap with no lead anywhere → stop the run', () => {
     );
 
     const watchdog = await h.startWatchdog('wd-a');
-    const requests = await waitFor(
-      async () => {
-        const list = await stopRequests(h);
-        return list.length > 0 ? list : undefined;
-      },
-      'the replayed stop request in the source project',
-      { timeoutMs: 8000 },
-    );
+    const requests = await stopRequestsSoon(h, 'the replayed stop request in the source project', { timeoutMs: 8000 });
     expect(requests).toEqual([
       expect.objectContaining({ project: PROJECT, workflow_run_id: 'run-y', cause: expect.objectContaining({ handoff_id: handoff.id }) }),
     ]);

@@ -12,6 +12,8 @@ export interface OwnIdAck {
   msgId: string | null;
   /** The messages found holding `msgId` (or a later id tried) that were not this publisher's, oldest first. */
   foreign: Array<{ seq: number; subject: string }>;
+  /** On a duplicate: the message the stream holds under the id, as read to check it (null when it was gone). */
+  stored?: StoredMessage | null;
 }
 
 /** Further ids tried after the first was found taken by another publisher, before storing without one. */
@@ -52,7 +54,7 @@ export async function publishUnderOwnId(
     }
     if (!ack.duplicate || id === null) return { stream: ack.stream, seq: ack.seq, duplicate: ack.duplicate, msgId: id, foreign };
     const stored = await streamReader(nats, ack.stream).message(ack.seq);
-    if (stored === null || isOwn(stored)) return { stream: ack.stream, seq: ack.seq, duplicate: true, msgId: id, foreign };
+    if (stored === null || isOwn(stored)) return { stream: ack.stream, seq: ack.seq, duplicate: true, msgId: id, foreign, stored };
     foreign.push({ seq: ack.seq, subject: stored.subject });
     id = attempt < MAX_REKEYS ? `${msgId}:${attempt + 1}:${ack.seq}` : null;
   }

@@ -264,8 +264,9 @@ export class OperatorActions {
    * dropped without a word and wait for a decision that never comes — refused 409
    * `answer_id_reused`, naming what the id was used for.
    */
-  private async assertRetryOf(ack: { stream: string; seq: number }, sent: RunAnswerRequest | MeshAnswerRequest): Promise<void> {
-    const stored = await streamReader(this.runtime.nats, ack.stream).message(ack.seq);
+  private async assertRetryOf(ack: OwnIdAck, sent: RunAnswerRequest | MeshAnswerRequest): Promise<void> {
+    // The publish read the stored duplicate already to check its subject; read it only if it did not.
+    const stored = ack.stored !== undefined ? ack.stored : await streamReader(this.runtime.nats, ack.stream).message(ack.seq);
     let earlier: Record<string, unknown> | null = null;
     try {
       earlier = stored ? (JSON.parse(new TextDecoder().decode(stored.data)) as Record<string, unknown>) : null;

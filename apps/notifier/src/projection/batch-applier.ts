@@ -3,6 +3,7 @@ import {
   PoisonError,
   decodeEvent,
   isUnavailable,
+  LruCache,
   headerOf,
   streamReader,
   traceIdFromHeaders,
@@ -75,7 +76,7 @@ export class ProjectionBatchApplier {
    * counts each of those, so after a few seconds of waiting its first failure of its own would have
    * found it "out of deliveries" and skipped it for good.
    */
-  private readonly failures = new Map<number, number>();
+  private readonly failures = new LruCache<number, number>(MAX_TRACKED_FAILURES);
 
   constructor(private readonly opts: BatchApplierOptions) {
     this.reader = streamReader(opts.nats, opts.stream);
@@ -264,11 +265,6 @@ export class ProjectionBatchApplier {
   /** Count one failure of the event at `seq` here; returns how many it has had. */
   private noteFailure(seq: number): number {
     const count = (this.failures.get(seq) ?? 0) + 1;
-    this.failures.delete(seq);
-    if (this.failures.size >= MAX_TRACKED_FAILURES) {
-      const oldest = this.failures.keys().next();
-      if (!oldest.done) this.failures.delete(oldest.value);
-    }
     this.failures.set(seq, count);
     return count;
   }

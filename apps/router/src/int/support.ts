@@ -2,8 +2,26 @@
 // claiming a handoff the way the ledger and an agent's SDK would (they poll with @baton/wait).
 import { deriveId, evolveRun, handoffDecider, initialRunState, type RunEvent, type RunState } from '@baton/domain';
 import { batonStreamNames, type EventStore, type NatsHandle } from '@baton/eventstore';
+import { RouterSubjects } from '../shared/subjects';
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+/** What the router answers a `publish_definition` request. */
+export interface PublishDefinitionReply {
+  ok: boolean;
+  version?: number;
+  changed?: boolean;
+  error?: { code: string; message: string };
+}
+
+/** Publish `definition` for `project` the way `baton publish-definition` does (core NATS request to the router) and return its parsed reply. */
+export async function publishDefinition(nats: NatsHandle, prefix: string, project: string, definition: unknown): Promise<PublishDefinitionReply> {
+  const msg = await nats.connection.request(RouterSubjects.publishDefinition(prefix, project), encoder.encode(JSON.stringify(definition)), { timeout: 5000 });
+  return JSON.parse(decoder.decode(msg.data)) as PublishDefinitionReply;
+}
 
 /** Delete the events, inbox and dead-letter streams of `prefix` (their consumers go with them). */
 export async function deleteStreams(nats: NatsHandle, prefix: string): Promise<void> {

@@ -18,8 +18,7 @@ import { waitFor } from '@baton/wait';
 // eslint-disable-next-line @nx/enforce-module-boundaries
 import { startLedger } from '../../../ledger/src/ledger';
 import { startRouter } from '../router.app';
-import { RouterSubjects } from '../shared/subjects';
-import { claimHandoff, deleteStreams } from '../int/support';
+import { claimHandoff, deleteStreams, publishDefinition } from '../int/support';
 
 /*
  * Handoff meshes through the real services over the real NATS: the router (mesh aggregate,
@@ -135,10 +134,7 @@ describe('handoff meshes through the router and the ledger (real NATS)', () => {
     ledger = await startLedger(env);
     router = await startRouter(env);
     store = new JetStreamEventStore({ js: nats.js, jsm: nats.jsm, prefix, registry: createEventRegistry() });
-    const reply = await nats.connection.request(RouterSubjects.publishDefinition(prefix, PROJECT), encoder.encode(JSON.stringify(definition)), {
-      timeout: 5000,
-    });
-    expect(JSON.parse(decoder.decode(reply.data))).toMatchObject({ ok: true });
+    expect(await publishDefinition(nats, prefix, PROJECT, definition)).toMatchObject({ ok: true });
   }, 30_000);
 
   afterAll(async () => {

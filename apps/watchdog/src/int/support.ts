@@ -31,6 +31,7 @@ import {
   type StoredEvent,
 } from '@baton/eventstore';
 import type { RunningService } from '@baton/platform';
+import { waitFor } from '@baton/wait';
 import { startWatchdog } from '../bootstrap';
 import type { RequeueOutcome } from '../requeue/requeue-loop';
 
@@ -325,4 +326,16 @@ export async function stopRequests(h: Harness, project = PROJECT): Promise<StopR
     if (msg && msg.subject === Subjects.stopRequest(h.prefix, project)) out.push(StopRunRequestSchema.parse(JSON.parse(decoder.decode(msg.data))));
   }
   return out;
+}
+
+/** The stop requests of `project` once there is at least one (polled until `timeoutMs`, default waitFor's). */
+export function stopRequestsSoon(h: Harness, what: string, options: { timeoutMs?: number; project?: string } = {}): Promise<StopRunRequest[]> {
+  return waitFor(
+    async () => {
+      const list = await stopRequests(h, options.project);
+      return list.length > 0 ? list : undefined;
+    },
+    what,
+    options.timeoutMs !== undefined ? { timeoutMs: options.timeoutMs } : undefined,
+  );
 }
