@@ -169,6 +169,35 @@ describe('runConsumer (real NATS)', () => {
     expect(bounded.map((o) => o.kind)).toEqual(['retry', 'dead_lettered']);
   });
 
+  it('deliveries spent waiting out an outage do not count against maxDeliver when the message then fails for itself', async () => {
+    await durable('after-outage');
+    const failures: string[] = [];
+    const outcomes: MessageOutcome[] = [];
+    start({
+      durable: 'after-outage',
+      backoffMs: [50],
+      maxDeliver: 3,
+      onOutcome: (o) => outcomes.push(o),
+      handler: async (msg) => {
+        // Four deliveries of outage (past maxDeliver), then the message's own failures.
+        if (msg.deliveryCount <= 4) {
+          failures.push('outage');
+          throw new TransientError('no ledger answered', { unbounded: true });
+        }
+        failures.push('own');
+        throw new TransientError('the handoff is not there yet');
+      },
+    });
+    await publish('p.result.after-outage', '{}');
+    await waitFor(() => outcomes.some((o) => o.kind === 'dead_lettered'), 'given up after its own tries', { timeoutMs: 5000 });
+    // Three tries of its own (maxDeliver), not a dead letter at the first one.
+    expect(failures).toEqual(['outage', 'outage', 'outage', 'outage', 'own', 'own', 'own']);
+    expect(outcomes.map((o) => o.kind)).toEqual(['retry', 'retry', 'retry', 'retry', 'retry', 'retry', 'dead_lettered']);
+    const [letter] = await deadLetters();
+    expect(letter!.header.get(DlqHeader.reason)).toBe('max_deliveries');
+    expect(letter!.header.get(DlqHeader.deliveries)).toBe('7');
+  });
+
   it('poison input is dead-lettered with its reason and original bytes, then terminated (delivered once)', async () => {
     const { deliveries, outcomes } = await startJsonReader('poison');
     const ack = await publish('p.result.a', '{not json', 'orig-1');

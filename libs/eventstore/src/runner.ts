@@ -3,6 +3,7 @@ import { DeadLetterReason, deadLetter } from './dead-letter';
 import { ackInfo, consumerGone, DeliveredMessage, headerRecord, PullSession, pullTarget, type PullTarget } from './pull';
 import { maxPayloadOf, pullCount } from './pull-size';
 import { EventStoreError, JsErrCode, PoisonError, TransientError, jsErrCode } from './errors';
+import { LruCache } from './lru';
 
 /** A message handed to a runner handler: what it needs, without the client types. */
 export interface ConsumedMessage {
@@ -148,6 +149,8 @@ export interface ConsumerRunner {
 }
 
 const DEFAULT_BACKOFF = [1000, 5000, 15000, 30000];
+/** Messages whose excused deliveries a runner remembers (unsettled ones: bounded by what is in flight). */
+const EXCUSED_CAPACITY = 16_384;
 
 /** Which runner an instrumentation callback is about. */
 export interface RunnerIdentity {
@@ -244,7 +247,9 @@ const retryDelay = (failures: number) => Math.min(30_000, 1000 * 2 ** Math.max(0
  * - retry: nak with a delay from `backoffMs` by delivery count, so a failing message is never
  *   hot-looped; once deliveries reach `maxDeliver`, dead-letter (`max_deliveries`) and term —
  *   except an `unbounded` TransientError (the infrastructure's failure, not the message's), which
- *   is retried at the last backoff delay until it passes;
+ *   is retried at the last backoff delay until it passes. Deliveries spent on unbounded retries
+ *   (and on a batch's 'wait') do not count against `maxDeliver` when the same message later fails
+ *   for itself (counted per runner instance);
  * - poison (PoisonError, zod failure, bad JSON): dead-letter with the reason and term at once.
  * If the dead letter cannot be published the message is naked with a delay instead of termed,
  * so nothing is dropped. While a handler runs longer than ackWait/3 the runner sends
@@ -292,6 +297,16 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
   let wakeStop: (() => void) | null = null;
 
   const delayFor = (deliveryCount: number) => backoff[Math.min(deliveryCount, backoff.length) - 1] as number;
+  // Per stream sequence, the deliveries this runner naked for something other than the message
+  // itself: an `unbounded` failure (the infrastructure) or a batch's 'wait'. They do not count
+  // against `maxDeliver`: a message that waited out an outage and then fails for itself gets its
+  // own `maxDeliver` tries, not a dead letter at its first failure. Forgotten once the message is
+  // settled; bounded by the LRU (a message handled by another instance meanwhile, or evicted,
+  // counts every delivery, as the server does).
+  const excused = new LruCache<number, number>(EXCUSED_CAPACITY);
+  const excuse = (msg: ConsumedMessage) => excused.set(msg.seq, (excused.get(msg.seq) ?? 0) + 1);
+  /** Deliveries of `msg` that count against `maxDeliver`: the server's count less the excused ones. */
+  const counted = (msg: ConsumedMessage) => Math.max(1, msg.deliveryCount - (excused.get(msg.seq) ?? 0));
 
   const wrap = (raw: DeliveredMessage): ConsumedMessage => ({
     subject: raw.subject,
@@ -333,6 +348,7 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
   };
 
   const giveUp = async (msg: ConsumedMessage, reason: string, error: unknown) => {
+    excused.delete(msg.seq);
     if (opts.deadLetters === false) {
       msg.raw.term();
       sampleFloor();
@@ -368,8 +384,9 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
   const failed = async (msg: ConsumedMessage, error: unknown) => {
     const verdict = classify(error);
     if (verdict.kind === 'poison') return giveUp(msg, verdict.reason, error);
-    if (msg.deliveryCount >= maxDeliver && verdict.unbounded !== true) return giveUp(msg, DeadLetterReason.maxDeliveries, error);
-    const delayMs = verdict.delayMs ?? delayFor(msg.deliveryCount);
+    if (verdict.unbounded === true) excuse(msg);
+    else if (counted(msg) >= maxDeliver) return giveUp(msg, DeadLetterReason.maxDeliveries, error);
+    const delayMs = verdict.delayMs ?? delayFor(verdict.unbounded === true ? msg.deliveryCount : counted(msg));
     msg.raw.nak(delayMs);
     report({ kind: 'retry', msg, delayMs, error });
   };
@@ -386,6 +403,7 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
     else await new Promise<void>((resolve) => setImmediate(resolve));
   };
   const acked = (msg: ConsumedMessage) => {
+    excused.delete(msg.seq);
     msg.raw.ack();
     sampleFloor();
     report({ kind: 'acked', msg });
@@ -425,6 +443,7 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
           const verdict = verdicts ? verdicts.get(msg) : undefined;
           if (verdict === undefined) return acked(msg);
           if (verdict.kind === 'failed') return failed(msg, verdict.error);
+          excuse(msg);
           msg.raw.nak(verdict.delayMs);
           report({ kind: 'retry', msg, delayMs: verdict.delayMs, error: new Error('waiting for an earlier message') });
           return undefined;
