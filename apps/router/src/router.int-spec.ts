@@ -290,7 +290,7 @@ describe('router service (real NATS)', () => {
 
     it('a definition whose project differs from the subject is refused', async () => {
       const reply = await publishDefinition(definition('other'), 'demo');
-      expect(reply).toMatchObject({ ok: false, error: { code: 'schema_violation' } });
+      expect(reply).toMatchObject({ ok: false, error: { code: 'project_mismatch', kind: 'rejection' } });
     });
 
     it('a published workflow version is immutable: changing its steps without a new version is refused', async () => {
@@ -455,7 +455,7 @@ describe('router service (real NATS)', () => {
       expect(big.data.length).toBe(oversized.length); // the original bytes
 
       await publishResult(result(run, 'issue', `${run}-spoof`, { body: ADVANCE }), 'architect');
-      await waitDeadLetter((l) => l.reason === 'schema_violation' && l.data.includes(`${run}-spoof`), 'subject / body mismatch');
+      await waitDeadLetter((l) => l.reason === 'identity_mismatch' && l.data.includes(`${run}-spoof`), 'subject / body mismatch');
 
       await publishResult(result('wr-never-started', 'issue', `${run}-orphan`, { body: ADVANCE }));
       await waitDeadLetter((l) => l.reason === 'not_found' && l.data.includes(`${run}-orphan`), 'result for an unknown run');

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { HandoffCommandSchemas, HandoffRecordSchema, type HandoffCommandName, type HandoffRecord } from './handoff';
 import { LedgerAccessErrorCode } from './ledger-access';
+import { RejectionCode } from './rejection';
 import { Subjects, isSubjectToken } from './subjects';
 
 /*
@@ -50,7 +51,8 @@ export const LedgerErrorCode = {
   identityMismatch: LedgerAccessErrorCode.identityMismatch,
   /** The subject's principal may not issue the command (kind `forbidden`, dead-lettered). */
   principalNotAllowed: LedgerAccessErrorCode.principalNotAllowed,
-  projectMismatch: 'project_mismatch',
+  /** The body names another project than the subject (kind `rejected`, dead-lettered): the router's code for the same refusal. */
+  projectMismatch: RejectionCode.projectMismatch,
   /** Contention outlasted the store's retries. Retryable. */
   conflict: 'conflict',
   /** The event store could not be reached or did not answer. Retryable. */

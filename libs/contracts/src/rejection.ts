@@ -20,6 +20,10 @@ export const RejectionCode = {
   notFound: 'not_found',
   forbidden: 'forbidden',
   stale: 'stale',
+  /** The body names another project than its subject (identity comes from the subject). */
+  projectMismatch: 'project_mismatch',
+  /** The body names another agent or actor than its subject's principal. */
+  identityMismatch: 'identity_mismatch',
 } as const;
 export type RejectionCode = (typeof RejectionCode)[keyof typeof RejectionCode];
 export const RejectionCodeSchema = z.enum([
@@ -37,6 +41,8 @@ export const RejectionCodeSchema = z.enum([
   'not_found',
   'forbidden',
   'stale',
+  'project_mismatch',
+  'identity_mismatch',
 ]);
 
 export const RejectionSchema = z.object({

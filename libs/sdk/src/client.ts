@@ -4,6 +4,7 @@ import {
   MsgIds,
   Principals,
   SessionMessageSchema,
+  RejectionCode,
   StartRunRequestSchema,
   rejectionFromZod,
   type AgentResult,
@@ -215,10 +216,12 @@ class NatsBatonAgent implements BatonAgent {
     if (!parsed.success) throw new InvalidInputError('agent result', rejectionFromZod(parsed.error));
     const result = parsed.data;
     if (result.project !== this.project || result.agent !== this.agent) {
+      // The codes the router would dead-letter it with: identity comes from the subject.
+      const project = result.project !== this.project;
       throw new InvalidInputError('agent result', {
-        code: 'forbidden',
+        code: project ? RejectionCode.projectMismatch : RejectionCode.identityMismatch,
         message: `this client publishes for ${this.project}/${this.agent}, not ${result.project}/${result.agent}`,
-        issues: [],
+        issues: [{ path: project ? 'project' : 'agent', message: 'does not match the client' }],
       });
     }
     return this.publish(AgentSubjects.result(this.prefix, this.project, this.agent), result, MsgIds.result(result.project, result.result_id));

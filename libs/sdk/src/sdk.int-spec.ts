@@ -146,6 +146,15 @@ describe('the agent SDK against a real NATS server', () => {
     await expect(agent.publishResult({ result_id: 'r2', run_id: 'run', workflow_run_id: 'wr', agent: 'someone-else' })).rejects.toThrow(
       /publishes for demo\/coder/,
     );
+    // The router's codes for the same refusals: identity comes from the subject.
+    await expect(agent.publishResult({ result_id: 'r2', run_id: 'run', workflow_run_id: 'wr', agent: 'someone-else' })).rejects.toMatchObject({
+      code: 'identity_mismatch',
+      rejection: { issues: [{ path: 'agent' }] },
+    });
+    await expect(agent.publishResult({ result_id: 'r2', run_id: 'run', workflow_run_id: 'wr', project: 'elsewhere' })).rejects.toMatchObject({
+      code: 'project_mismatch',
+      rejection: { issues: [{ path: 'project' }] },
+    });
     const info = await nats.jsm.streams.info(batonStreamNames(prefix).inbox);
     expect(info.state.messages).toBe(0);
   });

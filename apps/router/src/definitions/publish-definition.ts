@@ -1,5 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { ProjectDefinitionSchema, type Rejection } from '@baton/contracts';
+import { ProjectDefinitionSchema, RejectionCode, type Rejection } from '@baton/contracts';
 import { DlqSources, hopTrace } from '@baton/eventstore';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import type { PublishDefinitionReply, RouterReplyError } from '@baton/contracts';
@@ -44,7 +44,7 @@ export class PublishDefinitionUseCase {
     const tokens = subjectTokens(this.runtime.config.BATON_PREFIX, subject);
     if (tokens === null || tokens.project !== definition.project) {
       return refuse({
-        code: 'schema_violation',
+        code: RejectionCode.projectMismatch,
         kind: 'rejection',
         message: `the subject names project '${tokens?.project ?? '?'}' but the definition is for '${definition.project}'`,
         issues: [{ path: 'project', message: 'does not match the subject' }],

@@ -54,8 +54,9 @@ export interface SubjectIdentity {
 /**
  * Decode an inbox message (`<prefix>.in.<project>.…`) with {@link decodeOrPoison} and check the
  * body against the identity its subject carries — the project, and on an agent's subject the
- * agent: identity comes from the subject, and a body is only checked against it. A mismatch, or a
- * subject that carries no identity, is poison (`schema_violation`), so a publisher cannot write
+ * agent: identity comes from the subject, and a body is only checked against it. Another project
+ * in the body, or a subject that carries no identity, is poison `project_mismatch`; another agent,
+ * `identity_mismatch` (the ledger's codes for the same refusals), so a publisher cannot write
  * into another project's runs or speak for another agent. `identityOf` reads the subject (default
  * {@link subjectTokens}, the run inbox; the mesh inbox has its own).
  */
@@ -69,10 +70,10 @@ export function decodeForSubject<S extends z.ZodType<{ project: string; agent?: 
   const value = decodeOrPoison(bytes, schema);
   const identity = identityOf(prefix, subject);
   if (identity === null || identity.project !== value.project) {
-    throw poison({ code: RejectionCode.schemaViolation, message: `the subject names project '${identity?.project ?? '?'}', the body '${value.project}'` });
+    throw poison({ code: RejectionCode.projectMismatch, message: `the subject names project '${identity?.project ?? '?'}', the body '${value.project}'` });
   }
   if (identity.agent !== null && identity.agent !== value.agent) {
-    throw poison({ code: RejectionCode.schemaViolation, message: `the subject names agent '${identity.agent}', the body '${value.agent ?? '?'}'` });
+    throw poison({ code: RejectionCode.identityMismatch, message: `the subject names agent '${identity.agent}', the body '${value.agent ?? '?'}'` });
   }
   return value;
 }

@@ -85,7 +85,7 @@ describe('router edge helpers', () => {
 
   // Identity comes from the subject: every inbox use case decodes through decodeForSubject, which
   // holds the body's project (and, on an agent's subject, its agent) to what the subject names.
-  it('decodeForSubject: the body must name the project and agent of its subject; anything else is poison (schema_violation)', () => {
+  it("decodeForSubject: the body must name the project and agent of its subject; another project is poison project_mismatch, another agent identity_mismatch (the ledger's codes)", () => {
     const bytes = (body: object) => new TextEncoder().encode(JSON.stringify(body));
     const stop = { packet_id: 'p1', workflow_run_id: 'wr-1', project: 'demo', why: 'guard_failed', requested_by: 'ops' };
     const reason = (fn: () => unknown) => {
@@ -98,11 +98,11 @@ describe('router edge helpers', () => {
     };
     expect(decodeForSubject('baton', 'baton.in.demo.stop', bytes(stop), StopRunRequestSchema)).toMatchObject({ project: 'demo' });
     expect(reason(() => decodeForSubject('baton', 'baton.in.other.stop', bytes(stop), StopRunRequestSchema))).toEqual({
-      reason: 'schema_violation',
-      message: "schema_violation: the subject names project 'other', the body 'demo'",
+      reason: 'project_mismatch',
+      message: "project_mismatch: the subject names project 'other', the body 'demo'",
     });
     // A subject that carries no identity (not an inbox subject of this prefix) is refused too.
-    expect(reason(() => decodeForSubject('baton', 'elsewhere.in.demo.stop', bytes(stop), StopRunRequestSchema))?.reason).toBe('schema_violation');
+    expect(reason(() => decodeForSubject('baton', 'elsewhere.in.demo.stop', bytes(stop), StopRunRequestSchema))?.reason).toBe('project_mismatch');
     // On an agent's subject the agent is checked as well: a result cannot speak for another agent.
     const result = {
       result_id: 'wr-1-r1',
@@ -116,15 +116,15 @@ describe('router edge helpers', () => {
     };
     expect(decodeForSubject('baton', `baton.in.demo.result.${result.agent}`, bytes(result), AgentResultSchema)).toMatchObject({ agent: result.agent });
     expect(reason(() => decodeForSubject('baton', 'baton.in.demo.result.mallory', bytes(result), AgentResultSchema))).toEqual({
-      reason: 'schema_violation',
-      message: `schema_violation: the subject names agent 'mallory', the body '${result.agent}'`,
+      reason: 'identity_mismatch',
+      message: `identity_mismatch: the subject names agent 'mallory', the body '${result.agent}'`,
     });
     // The mesh inbox reads its own subjects: a run-inbox subject is no mesh identity.
     expect(decodeForSubject('baton', `baton.in.demo.mesh_result.${result.agent}`, bytes(result), AgentResultSchema, meshSubjectTokens)).toMatchObject({
       project: 'demo',
     });
     expect(reason(() => decodeForSubject('baton', `baton.in.demo.result.${result.agent}`, bytes(result), AgentResultSchema, meshSubjectTokens))?.reason).toBe(
-      'schema_violation',
+      'project_mismatch',
     );
   });
 });
