@@ -288,6 +288,9 @@ describe('seed 000 §4 the callback return address', () => {
     ['loop', { agent: 'context', step: 'triage' }, cfg({ dispatch: { status: 'loop' } })],
     ['terminate', { agent: 'context', step: 'triage' }, cfg({ dispatch: { status: 'terminate' } })],
     ['no-action default', { agent: 'context', step: 'triage' }, absent],
+    ['unresolved task (an unknown_intent stop)', { agent: 'context', step: 'triage' }, cfg({ task: 'poem' })],
+    ['unresolved call', { agent: 'context', step: 'triage' }, cfg({ function_call: { function: 'call_agent', agent_name: 'ghost' } })],
+    ['dispatch naming another workflow', { agent: 'context', step: 'triage' }, cfg({ dispatch: { status: 'advance', workflow: 'other' } })],
   ])('it is cleared on every non-function-call transition (%s), so a stale callback cannot re-fire on a later step', (_name, at, signal) => {
     expect(route({ ...at, callback: 'issue' }, signal).callback_after).toBeNull();
   });

@@ -69,13 +69,13 @@ function resolveExplicit(input: RouteInput, config: AgentRunConfig): RouteDecisi
     const callback = call.callback ?? input.agent;
     const callbackAfter = callback === call.agent_name ? null : callback;
     if (callbackAfter !== null && !input.agents.some((a) => a.name === callbackAfter)) {
-      return unresolved('function_call', callbackAfter, `callback '${callbackAfter}' is not an agent of this project`, input.callback);
+      return unresolved('function_call', callbackAfter, `callback '${callbackAfter}' is not an agent of this project`);
     }
-    return dispatchTo('function_call', resolved, call.agent_name, agentDispatch('advance', reason), callbackAfter, input.callback);
+    return dispatchTo('function_call', resolved, call.agent_name, agentDispatch('advance', reason), callbackAfter);
   }
   if (config.task !== undefined) {
     const resolved = resolveNamedTarget(config.task, input.workflow, input.agents, input.step);
-    return dispatchTo('task', resolved, config.task, agentDispatch('advance', reason), null, input.callback);
+    return dispatchTo('task', resolved, config.task, agentDispatch('advance', reason), null);
   }
   const dispatch = config.dispatch;
   if (dispatch === undefined) return null;
@@ -114,7 +114,6 @@ function resolveDispatchDestination(input: RouteInput, dispatch: Dispatch): Rout
       'explicit_dispatch',
       dispatch.workflow,
       `dispatch names workflow '${dispatch.workflow}'; a run cannot switch workflows (it runs '${input.workflow.name}')`,
-      input.callback,
     );
   }
   if (dispatch.step !== undefined) {
@@ -123,11 +122,11 @@ function resolveDispatchDestination(input: RouteInput, dispatch: Dispatch): Rout
       step === undefined
         ? { ok: false, problem: `'${dispatch.step}' is not a step of workflow '${input.workflow.name}'` }
         : { ok: true, target: { agent: step.agent, step: step.id } };
-    return dispatchTo('explicit_dispatch', resolved, dispatch.step, agentDispatch('advance', reason), null, input.callback);
+    return dispatchTo('explicit_dispatch', resolved, dispatch.step, agentDispatch('advance', reason), null);
   }
   if (dispatch.task_hint !== undefined) {
     const resolved = resolveNamedTarget(dispatch.task_hint, input.workflow, input.agents, input.step);
-    return dispatchTo('explicit_dispatch', resolved, dispatch.task_hint, agentDispatch('advance', reason), null, input.callback);
+    return dispatchTo('explicit_dispatch', resolved, dispatch.task_hint, agentDispatch('advance', reason), null);
   }
   if (dispatch.workflow !== undefined) {
     const entry = stepById(input.workflow, input.workflow.entry);
@@ -135,7 +134,7 @@ function resolveDispatchDestination(input: RouteInput, dispatch: Dispatch): Rout
       entry === undefined
         ? { ok: false, problem: `workflow '${input.workflow.name}' has no entry step` }
         : { ok: true, target: { agent: entry.agent, step: entry.id } };
-    return dispatchTo('explicit_dispatch', resolved, dispatch.workflow, agentDispatch('advance', reason), null, input.callback);
+    return dispatchTo('explicit_dispatch', resolved, dispatch.workflow, agentDispatch('advance', reason), null);
   }
   return null;
 }
@@ -154,7 +153,7 @@ function resolveAdvance(input: RouteInput, reason: string | null): RouteDecision
   }
   const step = stepById(input.workflow, input.step);
   if (step === undefined) {
-    return unresolved('workflow_edge', input.step, `'${input.step}' is not a step of workflow '${input.workflow.name}'`, null);
+    return unresolved('workflow_edge', input.step, `'${input.step}' is not a step of workflow '${input.workflow.name}'`);
   }
   const next = forwardEdge(input.workflow, step.id);
   if (next !== null) {
@@ -219,30 +218,24 @@ function liveCallback(input: RouteInput): string | null {
   return input.callback !== null && input.callback !== input.agent ? input.callback : null;
 }
 
-function dispatchTo(
-  rule: RouteRule,
-  resolved: Resolved,
-  requested: string,
-  dispatch: ResolvedDispatch,
-  callbackAfter: string | null,
-  callbackBefore: string | null,
-): RouteDecision {
-  if (!resolved.ok) return unresolved(rule, requested, resolved.problem, callbackBefore);
+function dispatchTo(rule: RouteRule, resolved: Resolved, requested: string, dispatch: ResolvedDispatch, callbackAfter: string | null): RouteDecision {
+  if (!resolved.ok) return unresolved(rule, requested, resolved.problem);
   return { rule, outcome: 'dispatch', target: resolved.target, dispatch, callback_after: callbackAfter };
 }
 
 /**
- * A named target that does not exist. The run stops (unknown_intent) with its callback untouched,
- * so an operator who reroutes it does not lose the return address.
+ * A named target that does not exist. The run stops (unknown_intent) and, as after every decision
+ * that is not a call, its return address is cleared (seed 000 §4): the operator's answer is an
+ * intent that moves the run on, and a stale callback must not fire after it.
  */
-function unresolved(rule: RouteRule, requested: string, problem: string, callback: string | null): RouteDecision {
+function unresolved(rule: RouteRule, requested: string, problem: string): RouteDecision {
   return {
     rule,
     outcome: 'unresolved',
     requested,
     problem,
     dispatch: fallbackDispatch('hold', `unresolved target: ${problem}`),
-    callback_after: callback,
+    callback_after: null,
   };
 }
 
