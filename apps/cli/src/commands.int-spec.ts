@@ -164,6 +164,13 @@ describe('baton commands that publish (real NATS) and call the operator API (loc
         issues: [expect.objectContaining({ message: expect.stringMatching(/listed twice/) })],
       },
     });
+    // A mesh that does not build: the failing check's own code, as the router would answer.
+    await writeFile(
+      file,
+      JSON.stringify({ project: 'demo', agents: [{ name: 'coder' }], meshes: [{ name: 'm', entry: 'coder', handoffs: { coder: ['coder'] } }] }),
+    );
+    const mesh = await baton('publish-definition', file, '--json');
+    expect(JSON.parse(mesh.err)).toMatchObject({ error: { code: 'MESH_SELF_HANDOFF', issues: [expect.objectContaining({ code: 'MESH_SELF_HANDOFF' })] } });
     expect(received).toHaveLength(1);
     sub.unsubscribe();
     expect((await baton('publish-definition', file.replace('def', 'missing'))).code).toBe(1);

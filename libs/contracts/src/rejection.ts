@@ -53,12 +53,26 @@ export const RejectionSchema = z.object({
 });
 export type Rejection = z.infer<typeof RejectionSchema>;
 
+/** The stable code a check of its own gives a zod issue (e.g. MESH_SELF_HANDOFF, in `params.code`); undefined for zod's own checks. */
+export function issueOwnCode(issue: z.core.$ZodIssue): string | undefined {
+  const own = issue.code === 'custom' ? (issue.params as { code?: unknown } | undefined)?.code : undefined;
+  return typeof own === 'string' ? own : undefined;
+}
+
+/**
+ * The code a refusal is reported under: its first issue's own code when that check has one (an
+ * unbuildable mesh is refused `MESH_SELF_HANDOFF`…, not `schema_violation`), else the rejection's.
+ * The router's `publish_definition` and the CLI answer with it, so a client sees one code.
+ */
+export function leadingCode(rejection: Rejection): string {
+  return rejection.issues[0]?.code ?? rejection.code;
+}
+
 /** Turn a zod error into a rejection that names each offending field. */
 export function rejectionFromZod(error: z.ZodError, code: RejectionCode = RejectionCode.schemaViolation): Rejection {
   const issues = error.issues.slice(0, 20).map((issue) => {
-    // A check with a stable code of its own (e.g. MESH_SELF_HANDOFF) names it in `params.code`.
-    const own = issue.code === 'custom' ? (issue.params as { code?: unknown } | undefined)?.code : undefined;
-    return { path: issue.path.map(String).join('.') || '(root)', message: issue.message, ...(typeof own === 'string' ? { code: own } : {}) };
+    const own = issueOwnCode(issue);
+    return { path: issue.path.map(String).join('.') || '(root)', message: issue.message, ...(own !== undefined ? { code: own } : {}) };
   });
   const first = issues[0];
   return {

@@ -193,6 +193,20 @@ describe('definition compiler (seed 001)', () => {
     expect(result.project!.agents[0]!.handoffs!.map((r) => r.return)).toEqual([false, true]);
   });
 
+  it("a mesh that does not build is reported under the failing check's own code (MESH_SELF_HANDOFF), the code the router refuses it with", () => {
+    const text = `project: loans
+meshes:
+  - name: intake
+    entry: Income_Capture_Agent
+    handoffs:
+      Income_Capture_Agent: [Income_Capture_Agent]
+${CHILD}`;
+    const result = compile(text);
+    expect(result.project).toBeNull();
+    expect(codes(result.diagnostics)).toEqual(['error:MESH_SELF_HANDOFF']);
+    expect(result.diagnostics[0]!.message).toContain('meshes.0.handoffs.Income_Capture_Agent');
+  });
+
   it('YAML syntax errors carry a position', () => {
     const result = compile('project: loans\nagents:\n  - name: A\n   bad: [\n');
     expect(result.project).toBeNull();

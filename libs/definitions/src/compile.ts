@@ -1,6 +1,8 @@
 import {
   DEFAULT_AUTH_VARIABLE,
+  issueOwnCode,
   MAX_RETURN_DEADLINE_MS,
+  MeshDiagnosticCode,
   ProjectDefinitionSchema,
   setOwn,
   VariableNameSchema,
@@ -12,7 +14,7 @@ import {
 } from '@baton/contracts';
 import { parseCondition } from '@baton/domain';
 import { isMap, isScalar, isSeq, LineCounter, parseAllDocuments, type Node, type Scalar, type YAMLMap } from 'yaml';
-import { DiagnosticCode, hasErrors, Severity, type Diagnostic } from './diagnostics';
+import { DiagnosticCode, hasErrors, Severity, type AnyDiagnosticCode, type Diagnostic } from './diagnostics';
 
 /**
  * The definition compiler: Baton's YAML (JSON accepted) → a validated {@link CompiledProject}.
@@ -40,10 +42,10 @@ type Pos = { file: string; line: number; column: number };
 
 class Reporter {
   readonly diagnostics: Diagnostic[] = [];
-  report(at: Pos, severity: Severity, code: DiagnosticCode, message: string, hint: string): void {
+  report(at: Pos, severity: Severity, code: AnyDiagnosticCode, message: string, hint: string): void {
     this.diagnostics.push({ ...at, severity, code, message, hint });
   }
-  error(at: Pos, code: DiagnosticCode, message: string, hint: string): void {
+  error(at: Pos, code: AnyDiagnosticCode, message: string, hint: string): void {
     this.report(at, Severity.error, code, message, hint);
   }
   warn(at: Pos, code: DiagnosticCode, message: string, hint: string): void {
@@ -340,9 +342,10 @@ export function compileProject(files: readonly SourceFile[]): CompileResult {
   if (!parsed.success && !hasErrors(out.diagnostics)) {
     for (const issue of parsed.error.issues) {
       const at = locate(header.file, header.node, issue.path as (string | number)[]);
+      const own = issueOwnCode(issue);
       out.error(
         at,
-        DiagnosticCode.schemaViolation,
+        own !== undefined && isMeshDiagnosticCode(own) ? own : DiagnosticCode.schemaViolation,
         `${issue.path.join('.') || '(project)'}: ${issue.message}`,
         'See docs/definitions.md for the shape of this field.',
       );
@@ -351,6 +354,9 @@ export function compileProject(files: readonly SourceFile[]): CompileResult {
   const diagnostics = out.diagnostics;
   return { project: parsed.success && !hasErrors(diagnostics) ? parsed.data : null, diagnostics };
 }
+
+const MESH_CODES: ReadonlySet<string> = new Set(Object.values(MeshDiagnosticCode));
+const isMeshDiagnosticCode = (code: string): code is MeshDiagnosticCode => MESH_CODES.has(code);
 
 /** Best-effort position of a zod issue path in the header (falls back to the header). */
 function locate(file: FileCtx, node: YAMLMap, path: (string | number)[]): Pos {

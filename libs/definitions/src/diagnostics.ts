@@ -1,3 +1,5 @@
+import type { MeshDiagnosticCode } from '@baton/contracts';
+
 /**
  * Diagnostics of the definition compiler. Every diagnostic has a file, a 1-based line and column,
  * a stable code, a severity and a hint. Codes are part of Baton's public surface: tests, docs and
@@ -53,6 +55,12 @@ export const DiagnosticCode = {
 } as const;
 export type DiagnosticCode = (typeof DiagnosticCode)[keyof typeof DiagnosticCode];
 
+/**
+ * A diagnostic's code: the compiler's own, or the code of the contract check that failed when it
+ * has one (a mesh that does not build: `MESH_SELF_HANDOFF`…, the code the router refuses it with).
+ */
+export type AnyDiagnosticCode = DiagnosticCode | MeshDiagnosticCode;
+
 export interface Diagnostic {
   file: string;
   /** 1-based. */
@@ -60,7 +68,7 @@ export interface Diagnostic {
   /** 1-based. */
   column: number;
   severity: Severity;
-  code: DiagnosticCode;
+  code: AnyDiagnosticCode;
   message: string;
   hint: string;
 }

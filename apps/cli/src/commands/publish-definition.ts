@@ -1,4 +1,4 @@
-import { ProjectDefinitionSchema, PublishDefinitionReplySchema, rejectionFromZod } from '@baton/contracts';
+import { leadingCode, ProjectDefinitionSchema, PublishDefinitionReplySchema, rejectionFromZod } from '@baton/contracts';
 import { AgentSubjects } from '@baton/sdk';
 import type { Command } from '../command';
 import { parseCommandArgs } from '../command';
@@ -49,7 +49,8 @@ Options:
     const parsed = ProjectDefinitionSchema.safeParse(source);
     if (!parsed.success) {
       const rejection = rejectionFromZod(parsed.error);
-      throw new CliError(`${file} is not a valid project definition`, { code: rejection.code, issues: rejection.issues });
+      // The router's code for the same refusal (a mesh that does not build: its MESH_* code).
+      throw new CliError(`${file} is not a valid project definition`, { code: leadingCode(rejection), issues: rejection.issues });
     }
     const definition = parsed.data;
     const nats = await ctx.nats();

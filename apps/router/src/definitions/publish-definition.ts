@@ -1,5 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { ProjectDefinitionSchema, RejectionCode, type Rejection } from '@baton/contracts';
+import { leadingCode, ProjectDefinitionSchema, RejectionCode, type Rejection } from '@baton/contracts';
 import { DlqSources, hopTrace } from '@baton/eventstore';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import type { PublishDefinitionReply, RouterReplyError } from '@baton/contracts';
@@ -96,6 +96,5 @@ export class PublishDefinitionUseCase {
 
 /** The reply for a refused definition: a check with a stable code of its own (MESH_SELF_HANDOFF…) gives the error its code. */
 function fromRejection(rejection: Rejection): RouterReplyError {
-  const own = rejection.issues[0]?.code;
-  return { code: own ?? rejection.code, kind: 'rejection', message: rejection.message, issues: rejection.issues };
+  return { code: leadingCode(rejection), kind: 'rejection', message: rejection.message, issues: rejection.issues };
 }
