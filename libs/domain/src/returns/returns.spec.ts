@@ -237,6 +237,20 @@ describe('returnable handoffs (seed 001)', () => {
     expect(s.active).toMatchObject({ agent: 'Loan_Supervisor', variables: {} });
   });
 
+  it('a MAP target the parent may not write refuses the return even when its child field has no value this time (seed 001: each target)', () => {
+    const parent = { name: 'sup', memory: [{ name: 'annual_income', type: 'number' as const, scope: 'session' as const }] };
+    const effects = computeReturnEffects({ map: { annual_income: 'annual_income', employer: 'not_declared' }, set: {} }, { annual_income: 5 }, parent);
+    expect(effects).toMatchObject({ mappedFields: ['annual_income'], skippedFields: ['employer'], notWritable: ['not_declared'] });
+    const s = new Session(
+      loanProject({ gate: { on_return: { action: 'resume_intent', map: { annual_income: 'annual_income', employer: 'not_declared' }, set: {} } } }),
+    );
+    s.start('I want a loan offer');
+    const events = s.result('Income_Capture_Agent', { variables: { annual_income: 1 } });
+    expect(ofType(events, 'run.memory_error')[0]!.data.targets).toEqual(['not_declared']);
+    expect(ofType(events, 'run.handoff_return_handler')[0]!.data).toMatchObject({ applied: false });
+    expect(s.active).toMatchObject({ agent: 'Loan_Supervisor', variables: {} });
+  });
+
   it('the child hands off to the waiting parent: the parent resumes and, without ON_RETURN, replays the forwarded message', () => {
     const s = new Session(loanProject({ gate: { on_return: undefined } }));
     s.start('I want a loan offer');

@@ -92,8 +92,10 @@ export function writableBy(parent: AgentDefinition | undefined, variable: string
 
 /**
  * ON_RETURN's MAP and SET: only mapped fields come back, a field with no value is skipped, SET
- * runs after MAP, and when any target is not writable by the parent the whole set of effects is
- * refused (`notWritable` lists the culprits).
+ * runs after MAP, and when any MAP or SET target is not writable by the parent the whole set of
+ * effects is refused (`notWritable` lists the culprits) — every target the return names counts,
+ * including a MAP target whose child field has no value this time (seed 001: the parent must be
+ * allowed to write each target; whether a return writes depends on nothing the child chose).
  */
 export function computeReturnEffects(
   onReturn: Pick<OnReturn, 'map' | 'set'> | null,
@@ -115,7 +117,8 @@ export function computeReturnEffects(
     effects.setFields.push(target);
     setOwn(effects.writes, target, value);
   }
-  effects.notWritable = Object.keys(effects.writes).filter((target) => !writableBy(parent, target));
+  const targets = new Set([...Object.values(onReturn.map), ...Object.keys(onReturn.set)]);
+  effects.notWritable = [...targets].filter((target) => !writableBy(parent, target));
   return effects;
 }
 
