@@ -199,6 +199,7 @@ export const RunRouteSchema = z.object({
     ),
   reason: z.string().nullable().describe("the agent's reason, or the engine's (no-action default…, returnable handoff A → B…); null when the agent gave none"),
   origin: z.string().describe('agent, engine_fallback or human'),
+  status: z.string().describe('the dispatch status the decision carries: advance, hold, loop or terminate (a loop and an advance both dispatch)'),
   from: RouteTargetViewSchema.nullable(),
   to: RouteTargetViewSchema.nullable().describe("the dispatched target, or a hold's pending target"),
   hop: z.number().int().nullable(),

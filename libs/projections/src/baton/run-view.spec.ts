@@ -141,6 +141,7 @@ describe('the run view: waiting parents, routes with rule and reason, declared a
         rule: 'handoff',
         reason: "returnable handoff Loan_Supervisor → Income_Capture_Agent: Collect the applicant's annual income, then return.",
         origin: 'engine_fallback',
+        status: 'advance',
         from: { agent: 'Loan_Supervisor', step: 'converse' },
         to: { agent: 'Income_Capture_Agent', step: 'converse' },
         hop: 1,
@@ -214,8 +215,8 @@ describe('the run view: waiting parents, routes with rule and reason, declared a
       workflows: [{ name: 'build', version: 1, entry: 'make', steps: [{ id: 'make', agent: 'builder', terminal: true }] }],
     });
     const view = runViewOf(play([{ ...start, data: { ...start.data, workflow: plain.workflows[0]!, agents: plain.agents, input: undefined } } as RunCommand]))!;
-    expect(view.routes.map((r: RunRoute) => [r.event, r.outcome, r.rule, r.from, r.to])).toEqual([
-      ['run.routed', 'dispatch', 'entry', null, { agent: 'builder', step: 'make' }],
+    expect(view.routes.map((r: RunRoute) => [r.event, r.outcome, r.rule, r.status, r.from, r.to])).toEqual([
+      ['run.routed', 'dispatch', 'entry', 'advance', null, { agent: 'builder', step: 'make' }],
     ]);
     expect(view.declared_variables).toEqual({});
     expect(view.implicit_variables).toEqual({ channel: 'web', input: 'I want a loan offer' });

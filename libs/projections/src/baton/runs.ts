@@ -1,5 +1,6 @@
 import type {
   DispatchOrigin,
+  DispatchStatus,
   HoldKind,
   OnFailure,
   OnReturn,
@@ -37,6 +38,11 @@ export interface RunRoute {
   reason: string | null;
   /** Who decided: the agent, the engine (a fallback) or a person (an answer). */
   origin: DispatchOrigin;
+  /**
+   * The dispatch status the decision carries (seed 000's `status`): `advance`, `hold`, `loop` or
+   * `terminate` — a loop and an advance both dispatch, and only this tells them apart.
+   */
+  status: DispatchStatus;
   /** The agent and step control left (null for the entry step). */
   from: RouteTarget | null;
   /** Where it went: the dispatched target, or the hold's pending target (null when none). */
@@ -217,11 +223,16 @@ function excerpt(text: string): string {
  */
 export function routeOf(domain: RunEvent, event: SequencedEvent, before: RunState, after: RunState): RunRoute | null {
   const base = { seq: event.seq, at: event.occurredAt };
-  const decided = (decision: { rule: RouteRule; outcome: RouteOutcome; dispatch: { reason: string | null; origin: DispatchOrigin } }) => ({
+  const decided = (decision: {
+    rule: RouteRule;
+    outcome: RouteOutcome;
+    dispatch: { status: DispatchStatus; reason: string | null; origin: DispatchOrigin };
+  }) => ({
     outcome: decision.outcome,
     rule: decision.rule,
     reason: decision.dispatch.reason,
     origin: decision.dispatch.origin,
+    status: decision.dispatch.status,
   });
   const current = (state: RunState): RouteTarget | null => (state.status === 'none' ? null : { agent: state.agent, step: state.step });
   switch (domain.type) {
@@ -425,7 +436,8 @@ export function runsProjection(): FoldingProjection<JsonValue> {
     //    per run event instead of two, each with the run's routes.
     // 6: the routes are a sorted set of their own (`rr:`), one member added per route; the state
     //    no longer holds them.
-    version: 6,
+    // 7: each route carries its dispatch `status` (advance, hold, loop, terminate).
+    version: 7,
     handles: (type) => type.startsWith('run.'),
     stateKeyOf: (event) => RunKeys.state(event.project, event.aggregate.id),
     step(prior, event) {
