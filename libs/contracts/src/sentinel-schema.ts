@@ -6,12 +6,22 @@ export const DispatchStatus = { advance: 'advance', hold: 'hold', loop: 'loop', 
 export type DispatchStatus = (typeof DispatchStatus)[keyof typeof DispatchStatus];
 export const DispatchStatusSchema = z.enum(['advance', 'hold', 'loop', 'terminate']);
 
+/**
+ * The provenance a dispatch may carry (seed 000 §5: an agent-emitted decision defaults to
+ * `agent`; the engine's synthesised fallback is `engine_fallback`). Accepted so payloads written
+ * for the seed stay valid, but it is a claim, never trusted: the router records an agent-emitted
+ * decision as `agent` whatever it says, and only Baton itself writes `engine_fallback`.
+ */
+export const DispatchClaimedOriginSchema = z.enum(['agent', 'engine_fallback']);
+export type DispatchClaimedOrigin = z.infer<typeof DispatchClaimedOriginSchema>;
+
 export const DispatchSchema = z.strictObject({
   status: DispatchStatusSchema,
   reason: ShortTextSchema.optional(),
   task_hint: AgentNameSchema.optional(),
   workflow: AgentNameSchema.optional(),
   step: AgentNameSchema.optional(),
+  origin: DispatchClaimedOriginSchema.optional(),
 });
 export type Dispatch = z.infer<typeof DispatchSchema>;
 

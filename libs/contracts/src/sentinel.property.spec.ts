@@ -25,6 +25,7 @@ const dispatch = fc.record(
     task_hint: agentName,
     workflow: agentName,
     step: agentName,
+    origin: fc.constantFrom('agent' as const, 'engine_fallback' as const),
   },
   { requiredKeys: ['status'] },
 );

@@ -34,6 +34,16 @@ describe("the seed's literal sentinels", () => {
     });
   });
 
+  it('seed 000 §5 provenance: a dispatch may carry origin "agent" or "engine_fallback", and it round-trips', () => {
+    for (const origin of ['agent', 'engine_fallback'] as const) {
+      const config: AgentRunConfig = { dispatch: { status: 'advance', origin } };
+      expect(parseSentinel(`<!-- AGENT_RUN_CONFIG {"dispatch":{"status":"advance","origin":"${origin}"}} -->`)).toEqual({ kind: 'config', config });
+      expect(renderSentinel(config)).toBe(`<!-- AGENT_RUN_CONFIG {"dispatch":{"status":"advance","origin":"${origin}"}} -->`);
+    }
+    expectInvalid(parseSentinel('<!-- AGENT_RUN_CONFIG {"dispatch":{"status":"advance","origin":"human"}} -->'), 'schema', 'dispatch.origin');
+    expectInvalid(parseSentinel('<!-- AGENT_RUN_CONFIG {"dispatch":{"status":"advance","origin":"operator"}} -->'), 'schema', 'dispatch.origin');
+  });
+
   it('a function_call with a callback return address parses', () => {
     const body = '<!-- AGENT_RUN_CONFIG {"function_call": {"function": "call_agent", "agent_name": "context", "callback": "architect"}} -->';
     expect(parseSentinel(body)).toEqual({ kind: 'config', config: callContext });

@@ -104,8 +104,8 @@ function orderedConfig(config: AgentRunConfig): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   if (config.task !== undefined) out['task'] = config.task;
   if (config.dispatch !== undefined) {
-    const { status, reason, task_hint, workflow, step } = config.dispatch;
-    out['dispatch'] = definedOnly({ status, reason, task_hint, workflow, step });
+    const { status, reason, task_hint, workflow, step, origin } = config.dispatch;
+    out['dispatch'] = definedOnly({ status, reason, task_hint, workflow, step, origin });
   }
   if (config.function_call !== undefined) {
     const { function: fn, agent_name, callback } = config.function_call;

@@ -46,8 +46,18 @@ describe('the ledger create for run.routed', () => {
       workflow_run_id: 'wr-1',
     });
     expect(body.context?.['called_by']).toBe('issue');
-    expect(String(body.context?.['team_context'])).toContain(calledBySentence('issue'));
+    expect(String(body.context?.['team_context'])).toContain(calledBySentence('issue', 'issue'));
     expect(CreateHandoffCommandSchema.safeParse(body).success).toBe(true); // the ledger's wire contract
+  });
+
+  it('the team context says the result returns to callback_after, which may be another agent or none', () => {
+    const call = routed('function_call', { agent: 'issue', step: 'triage' });
+    const elsewhere = createHandoffRequest(input({ ...call, decision: { ...call.decision, callback_after: 'lena' } }));
+    expect(String(elsewhere.context?.['team_context'])).toContain('You were called by issue — your result returns to lena.');
+    expect(elsewhere.context?.['callback']).toBe('lena');
+    const none = createHandoffRequest(input({ ...call, decision: { ...call.decision, callback_after: null } }));
+    expect(String(none.context?.['team_context'])).toContain(calledBySentence('issue', null));
+    expect(String(none.context?.['team_context'])).not.toContain('returns to');
   });
 
   it("a workflow-edge route names no caller, and a run's first handoff comes from baton-router", () => {

@@ -42,8 +42,8 @@ export interface HandoffRequestInput {
  * target agent, from the agent that finished (or `baton-router` for a run's first step), with
  * the event id as idempotency key. The context carries what the target needs to run the step:
  * the run, step and hop, the routing decision, the session variables and the "Your Team" section
- * for the target (naming the caller when the route came from a function_call, seed 000 §7).
- * Pure.
+ * for the target (naming the caller when the route came from a function_call, and the return
+ * address `callback_after` its result goes back to, seed 000 §7). Pure.
  */
 export function createHandoffRequest(input: HandoffRequestInput): CreateHandoffBody {
   const { routed } = input;
@@ -54,6 +54,8 @@ export function createHandoffRequest(input: HandoffRequestInput): CreateHandoffB
     self: { name: target.agent, role: self?.role ?? null },
     teammates: input.agents.map((agent) => ({ name: agent.name, role: agent.role ?? null })),
     calledBy,
+    // The result returns to the return address, which need not be the caller, and may be none.
+    returnsTo: routed.decision.callback_after,
   });
   const variables = routed.conversation !== undefined ? routed.conversation.variables : input.variables;
   const variablesJson = JSON.stringify(variables);

@@ -1,4 +1,4 @@
-import { ProjectDefinitionSchema, type AgentResult, type DefinitionEvent, type WorkflowDefinition } from '@baton/contracts';
+import { AgentResultSchema, ProjectDefinitionSchema, type AgentResult, type DefinitionEvent, type WorkflowDefinition } from '@baton/contracts';
 import { fold, type HandoffClaimView, type RunEvent, type RunState } from '@baton/domain';
 import { definitionDecider } from '../definitions/definition.decider';
 import { routerRunDecider, type RouterRunCommand } from './router-run.decider';
@@ -84,6 +84,18 @@ describe('the router run decider (record_result with the pinned workflow looked 
     });
     const { handoff: _unread, ...noView } = recordCmd('issue') as Extract<RouterRunCommand, { kind: 'result' }>;
     expect(routerRunDecider.decide(noView, started())).toMatchObject({ ok: false, error: { code: 'handoff_not_claimed' } });
+  });
+
+  it.each([
+    ['a typed decision', { decision: { dispatch: { status: 'advance', origin: 'engine_fallback' } } }],
+    ['a body sentinel', { body: '<!-- AGENT_RUN_CONFIG {"dispatch":{"status":"advance","origin":"engine_fallback"}} -->' }],
+  ] as const)('seed 000 §5: %s may carry a dispatch origin, but a claimed engine_fallback is recorded as the agent`s own decision', (_name, part) => {
+    const claimed: AgentResult = AgentResultSchema.parse({ ...result('issue'), ...part });
+    const decided = routerRunDecider.decide({ ...(recordCmd('issue') as Extract<RouterRunCommand, { kind: 'result' }>), result: claimed }, started());
+    if (!decided.ok) throw new Error(decided.error.message);
+    const routed = decided.events.find((e) => e.type === 'run.routed');
+    // Routed over the workflow edge as the agent asked, not held as an unparseable sentinel; provenance is Baton's.
+    expect(routed).toMatchObject({ data: { decision: { rule: 'workflow_edge', dispatch: { status: 'advance', origin: 'agent' } } } });
   });
 
   it('a result from an agent the project does not list is refused with unknown_agent', () => {

@@ -1,4 +1,5 @@
-import { applyEvidenceFloor, evidenceFloorApplies, hasEvidence, isMeaningfulEntry } from './evidence';
+import fc from 'fast-check';
+import { applyEvidenceFloor, evidenceFloorApplies, hasEvidence, isMeaningfulEntry, isMeaningfulText } from './evidence';
 import { report } from './handoff.fixtures';
 
 describe('evidence floor: what counts as evidence', () => {
@@ -14,6 +15,90 @@ describe('evidence floor: what counts as evidence', () => {
     expect(hasEvidence({ tests_run: [], artifacts: [] })).toBe(false);
     expect(isMeaningfulEntry([[{ a: [' n/a ', { b: 'TBD' }] }]])).toBe(false);
     expect(isMeaningfulEntry({ a: { b: { c: { d: { e: { f: { g: { h: 'deep' } } } } } } } })).toBe(false);
+  });
+
+  /** Seed 002's known hole `[{}]` and its cousins: invisible characters, JSON-encoded emptiness, punctuated placeholders. */
+  const notEvidence: Array<[string, unknown]> = [
+    ['a zero-width space', '\u200b'],
+    ['a word joiner', '\u2060'],
+    ['a BOM and a soft hyphen', '\ufeff\u00ad'],
+    ['a Hangul filler', '\u3164'],
+    ['a braille blank', '\u2800'],
+    ['an object named with zero-width spaces', { name: '\u200b\u200b' }],
+    ['JSON text [{}]', '[{}]'],
+    ['JSON text [ ]', '[ ]'],
+    ['JSON text { }', '{ }'],
+    ['JSON text [""]', '[""]'],
+    ['JSON text [null]', '[null]'],
+    ['JSON text [42]', '[42]'],
+    ['JSON text {"name":"n/a"}', '{"name":"n/a"}'],
+    ['a JSON empty string', '""'],
+    ['a JSON string holding a zero-width space', '"\\u200b"'],
+    ['JSON text nested in JSON text', JSON.stringify(JSON.stringify([{}]))],
+    ['a lone dot', '.'],
+    ['N/A.', 'N/A.'],
+    ['none.', 'none.'],
+    ['(TBD)', '(TBD)'],
+    ['a placeholder split by a zero-width space', 'n\u200b/a'],
+    ['a placeholder across a newline', 'not\napplicable'],
+    ['punctuation only', '-- ... ?!'],
+  ];
+
+  it.each(notEvidence)('hole (b): %s is not evidence, in tests_run, artifacts or work_product_id', (_name, entry) => {
+    expect(hasEvidence({ tests_run: [entry] })).toBe(false);
+    expect(hasEvidence({ artifacts: [entry] })).toBe(false);
+    if (typeof entry === 'string') expect(hasEvidence({ work_product_id: entry })).toBe(false);
+  });
+
+  const evidence: Array<[string, unknown]> = [
+    ['a test count', '3 passed'],
+    ['a short ok', 'ok'],
+    ['a CI url', 'https://ci/run/1'],
+    ['a file path', 'libs/domain/src/handoff/evidence.ts'],
+    ['a PR number', '42'],
+    ['a sentence ending in a dot', 'All 12 tests passed.'],
+    ['a word that contains a placeholder', 'none failed'],
+    ['non-Latin text', '测试通过'],
+    ['real text wrapped in zero-width spaces', '\u200bpr-42\u200b'],
+    ['JSON text with a named test', '[{"name":"parser.spec.ts"}]'],
+    ['a JSON string', '"pr-42"'],
+    ['bracketed text that is not JSON', '[x] smoke test'],
+  ];
+
+  it.each(evidence)('genuine evidence still counts: %s', (_name, entry) => {
+    expect(hasEvidence({ tests_run: [entry] })).toBe(true);
+    expect(hasEvidence({ artifacts: [entry] })).toBe(true);
+    if (typeof entry === 'string') expect(hasEvidence({ work_product_id: entry })).toBe(true);
+  });
+
+  const invisible = fc.constantFrom('\u200b', '\u200c', '\u200d', '\u2060', '\ufeff', '\u00ad', '\u180e', '\u3164', '\u2800', ' ', '\t', '\n', '\u00a0');
+  const noise = fc.array(invisible, { maxLength: 4 }).map((chars) => chars.join(''));
+  const punctuation = fc.array(fc.constantFrom('.', '"', '(', ')', '*', '-', '!', '`'), { maxLength: 3 }).map((chars) => chars.join(''));
+  /** Empty JSON values, and JSON texts encoding them (up to twice). */
+  const emptyJson = fc.constantFrom<unknown>(null, '', [], {}, [{}], [''], [null], { name: '' }, [[]]);
+  const encoded = (value: fc.Arbitrary<unknown>) =>
+    fc.tuple(value, fc.nat(2)).map(([v, times]) => Array.from({ length: times }, () => 0).reduce<unknown>((acc) => JSON.stringify(acc), v));
+
+  it('property: invisible characters, surrounding punctuation and JSON encoding never turn emptiness or a placeholder into evidence', () => {
+    const placeholder = fc.constantFrom('n/a', 'N/A', 'none', 'None', 'TBD', 'todo', 'null', 'nothing', 'not applicable', '');
+    const text = fc.tuple(noise, punctuation, placeholder, punctuation, noise).map((parts) => parts.join(''));
+    fc.assert(
+      fc.property(fc.oneof(text, encoded(emptyJson), encoded(fc.array(text, { maxLength: 3 }))), (entry) => {
+        expect(hasEvidence({ tests_run: [entry] })).toBe(false);
+        if (typeof entry === 'string') expect(isMeaningfulText(entry)).toBe(false);
+      }),
+    );
+  });
+
+  it('property: genuine evidence keeps counting when padded with invisible characters or JSON-encoded', () => {
+    const genuine = fc.constantFrom('3 passed', 'ok', 'https://ci/run/1', 'apps/router/src/main.ts', 'pr-42', '42', 'npm test: 40 passed');
+    fc.assert(
+      fc.property(fc.tuple(noise, genuine, noise), fc.nat(2), ([before, text, after], times) => {
+        const entry = Array.from({ length: times }, () => 0).reduce<string>((acc) => JSON.stringify(acc), before + text + after);
+        expect(hasEvidence({ tests_run: [entry] })).toBe(true);
+        expect(hasEvidence({ work_product_id: entry })).toBe(true);
+      }),
+    );
   });
 
   it('applicability depends only on the platform-attached actor kind: operators and humans are untouched', () => {

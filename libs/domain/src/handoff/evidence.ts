@@ -1,41 +1,71 @@
 import type { CompletionReport, Evidence, EvidenceFloor, HandoffActorKind } from '@baton/contracts';
 
 /**
- * Values that say "nothing here". Compared after trimming, lowercasing and collapsing inner
- * whitespace. A placeholder is not evidence (seed 002, known hole: `[{}]` counted as evidence).
+ * Values that say "nothing here". Compared in the normalized form `normalizeText` produces (no
+ * invisible characters, lowercased, inner whitespace collapsed, surrounding punctuation and symbols
+ * stripped), so `N/A.`, `(none)` and `"TBD"` match too. A placeholder is not evidence (seed 002,
+ * known hole: `[{}]` counted as evidence).
  */
-const PLACEHOLDERS = new Set([
-  'n/a',
-  'na',
-  'n.a.',
-  'none',
-  'null',
-  'nil',
-  'undefined',
-  'todo',
-  'tbd',
-  'tba',
-  '-',
-  '--',
-  '---',
-  '...',
-  '…',
-  '?',
-  '[]',
-  '{}',
-  'empty',
-  'nothing',
-  'placeholder',
-  'not applicable',
-]);
+const PLACEHOLDER_WORDS = ['n/a', 'na', 'n.a.', 'none', 'null', 'nil', 'undefined', 'todo', 'tbd', 'tba', 'empty', 'nothing', 'placeholder', 'not applicable'];
 
 /** How deep nested evidence entries are inspected; deeper content does not count. */
 const MAX_DEPTH = 6;
 
-/** Whether a string says something: not blank and not a placeholder such as "n/a" or "todo". */
-export function isMeaningfulText(text: string): boolean {
-  const normalized = text.trim().replace(/\s+/g, ' ').toLowerCase();
-  return normalized.length > 0 && !PLACEHOLDERS.has(normalized);
+/**
+ * Code points that take no room: format characters (category Cf: zero-width space and joiners, word
+ * joiner, BOM, soft hyphen, bidi marks, tags), control characters, and the non-Cf invisible marks
+ * (combining grapheme joiner, Khmer inherent vowels, Mongolian and other variation selectors).
+ * They are removed, so `n\u200b/a` reads `n/a`.
+ */
+const ZERO_WIDTH = /[\p{Cf}\p{Cc}\u034f\u17b4\u17b5\u180b-\u180f\ufe00-\ufe0f\u{e0100}-\u{e01ef}]/gu;
+
+/** Blank space: every separator and whitespace, plus the blank letters (Hangul fillers) and the braille blank. */
+const BLANK = /[\p{Z}\s\u115f\u1160\u2800\u3164\uffa0]+/gu;
+
+/** Punctuation and symbols around a value (`N/A.`, `(none)`, `*TBD*`); inner ones are kept (`n/a`). */
+const SURROUNDING_PUNCTUATION = /^[\p{P}\p{S}\s]+|[\p{P}\p{S}\s]+$/gu;
+
+/** A letter or a digit: a meaningful text has at least one. */
+const LETTER_OR_DIGIT = /[\p{L}\p{N}]/u;
+
+/** Texts that may be JSON containers or JSON strings; numbers and booleans stay text ("42" may be a PR). */
+const JSON_LIKE = /^(?:\[[\s\S]*\]|\{[\s\S]*\}|"[\s\S]*")$/;
+
+/** A text as it reads: blanks (tabs and newlines too) folded to one space, zero-width characters removed, trimmed. */
+function visibleText(text: string): string {
+  return text.replace(BLANK, ' ').replace(ZERO_WIDTH, '').replace(BLANK, ' ').trim();
+}
+
+/** The comparable form of a text: visible, lowercased, surrounding punctuation and symbols stripped. */
+function normalizeText(text: string): string {
+  return visibleText(text).toLowerCase().replace(SURROUNDING_PUNCTUATION, '');
+}
+
+const PLACEHOLDERS = new Set(PLACEHOLDER_WORDS.map(normalizeText));
+
+/** The value a text encodes when it is a JSON array, object or string; `undefined` when it is not one. */
+function parseJsonText(trimmed: string): { value: unknown } | undefined {
+  if (!JSON_LIKE.test(trimmed)) return undefined;
+  try {
+    return { value: JSON.parse(trimmed) as unknown };
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Whether a string says something. Invisible characters (zero-width spaces, word joiners, …) are
+ * removed first. A text that is a JSON array, object or string (`"[{}]"`, `"[\"\"]"`, `"\"\""`) is
+ * judged by the value it encodes, within the same depth budget as nested entries. Otherwise it must
+ * contain a letter or a digit and must not be a placeholder such as `n/a`, `None.` or `(todo)`.
+ */
+export function isMeaningfulText(text: string, depth = 0): boolean {
+  if (depth > MAX_DEPTH) return false;
+  const visible = visibleText(text);
+  const parsed = parseJsonText(visible);
+  if (parsed) return isMeaningfulEntry(parsed.value, depth + 1);
+  const normalized = normalizeText(visible);
+  return LETTER_OR_DIGIT.test(normalized) && !PLACEHOLDERS.has(normalized);
 }
 
 /**
@@ -45,7 +75,7 @@ export function isMeaningfulText(text: string): boolean {
  */
 export function isMeaningfulEntry(value: unknown, depth = 0): boolean {
   if (depth > MAX_DEPTH) return false;
-  if (typeof value === 'string') return isMeaningfulText(value);
+  if (typeof value === 'string') return isMeaningfulText(value, depth);
   if (Array.isArray(value)) return value.some((item) => isMeaningfulEntry(item, depth + 1));
   if (value !== null && typeof value === 'object') {
     return Object.values(value as Record<string, unknown>).some((item) => isMeaningfulEntry(item, depth + 1));

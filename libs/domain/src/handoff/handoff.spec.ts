@@ -367,6 +367,14 @@ describe('handoff: the known holes (v0.2.006 W1) are closed', () => {
     ['"tbd"', { tests_run: [{ name: 'tbd' }] }],
     ['"-"', { work_product_id: '-' }],
     ['numbers and booleans alone', { tests_run: [true, 0, 12] }],
+    ['a zero-width space', { tests_run: ['\u200b'] }],
+    ['[{ "name": zero-width spaces }]', { tests_run: [{ name: '\u200b\u200b' }] }],
+    ['a word joiner work_product_id', { work_product_id: '\u2060' }],
+    ['JSON text "[{}]"', { tests_run: ['[{}]'] }],
+    ['JSON text "[null]"', { artifacts: ['[null]'] }],
+    ['JSON text "{ }" as work_product_id', { work_product_id: '{ }' }],
+    ['"N/A."', { tests_run: ['N/A.'] }],
+    ['"."', { work_product_id: '.' }],
   ];
   it.each(placeholders)('hole (b): an empty or placeholder entry is not evidence: %s → partial', (_name, evidence) => {
     given(handoffDecider, claimedByBob())

@@ -297,6 +297,22 @@ describe('seed 000 §4 the callback return address', () => {
 });
 
 describe('seed 000 §5 the no-action default → callback, else hold', () => {
+  it.each(['advance', 'hold', 'loop', 'terminate'] as const)(
+    'provenance is Baton`s: an agent-emitted %s is recorded origin agent, whatever origin the dispatch claims',
+    (status) => {
+      for (const origin of ['agent', 'engine_fallback'] as const) {
+        const body = `<!-- AGENT_RUN_CONFIG {"dispatch":{"status":"${status}","reason":"mine","origin":"${origin}"}} -->`;
+        const decision = route({ agent: 'context', step: 'context' }, fromBody(body));
+        expect(decision.rule).not.toBe('no_action_default');
+        expect(decision.dispatch).toMatchObject({ status, origin: 'agent' });
+        expect(route({ agent: 'context', step: 'context' }, cfg({ dispatch: { status, reason: 'mine', origin } })).dispatch).toMatchObject({
+          status,
+          origin: 'agent',
+        });
+      }
+    },
+  );
+
   it('no return address: hold with reason "no-action default: agent emitted no decision"', () => {
     expect(route({ agent: 'architect', step: 'analyze' }, absent).dispatch).toEqual({
       status: 'hold',

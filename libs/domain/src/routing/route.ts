@@ -239,6 +239,10 @@ function unresolved(rule: RouteRule, requested: string, problem: string): RouteD
   };
 }
 
+/**
+ * A decision the agent made. Its origin is always `agent`: a dispatch may claim an `origin`
+ * (seed 000 §5), but provenance is Baton's to record, so a claimed `engine_fallback` is ignored.
+ */
 function agentDispatch(status: ResolvedDispatch['status'], reason: string | null): ResolvedDispatch {
   return { status, reason, origin: 'agent' };
 }

@@ -2,6 +2,7 @@ export {
   renderTeamContext,
   injectTeamContext,
   calledBySentence,
+  returnsToSentence,
   TeamContextMarkers,
   TEAM_CONTEXT_HEADING,
   NO_ROLE,

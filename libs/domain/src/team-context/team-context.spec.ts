@@ -74,12 +74,31 @@ describe('renderTeamContext ("Your Team", seed 000 §7)', () => {
   });
 
   it('when the run was started by a call, names the caller: "You were called by <caller> — your result returns to <caller>."', () => {
-    expect(renderTeamContext({ ...team, calledBy: 'issue' })).toContain('You were called by issue — your result returns to issue.');
+    expect(renderTeamContext({ ...team, calledBy: 'issue', returnsTo: 'issue' })).toContain('You were called by issue — your result returns to issue.');
     expect(renderTeamContext(team)).not.toContain('You were called by');
   });
 
+  it('"returns to" names the return address, not the caller: a call with callback "context" returns to context', () => {
+    const text = renderTeamContext({ ...team, calledBy: 'issue', returnsTo: 'context' });
+    expect(text).toContain('You were called by issue — your result returns to context.');
+    expect(text).not.toContain('returns to issue');
+  });
+
+  it('with no return address (none given, or a no-op callback to the agent itself) the caller is named but nothing is said to return to it', () => {
+    for (const returnsTo of [null, undefined, 'architect']) {
+      const text = renderTeamContext({ ...team, calledBy: 'issue', returnsTo });
+      expect(text).toContain('You were called by issue. Your result has no return address: the workflow decides what runs next.');
+      expect(text).not.toContain('returns to');
+    }
+  });
+
+  it('a return address without a call is named on its own', () => {
+    expect(renderTeamContext({ ...team, returnsTo: 'issue' })).toContain('\nYour result returns to issue.\n');
+  });
+
   it('does not name the agent itself as its caller: a callback to oneself is a no-op', () => {
-    expect(renderTeamContext({ ...team, calledBy: 'architect' })).not.toContain('You were called by');
+    expect(renderTeamContext({ ...team, calledBy: 'architect', returnsTo: 'architect' })).not.toContain('You were called by');
+    expect(renderTeamContext({ ...team, calledBy: 'architect', returnsTo: 'architect' })).not.toContain('returns to');
   });
 
   it('keeps every name and role on one line, so agent-supplied text cannot forge a section marker', () => {
@@ -105,7 +124,7 @@ describe('injectTeamContext', () => {
   it('is idempotent: a prompt that already has the section is returned with it replaced, not duplicated', () => {
     const once = injectTeamContext('Base prompt.', team);
     expect(injectTeamContext(once, team)).toBe(once);
-    const updated = injectTeamContext(once, { ...team, calledBy: 'issue' });
+    const updated = injectTeamContext(once, { ...team, calledBy: 'issue', returnsTo: 'issue' });
     expect(count(updated, TEAM_CONTEXT_HEADING)).toBe(1);
     expect(updated).toContain('You were called by issue');
     expect(updated.startsWith('Base prompt.\n\n')).toBe(true);

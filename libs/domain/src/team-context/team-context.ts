@@ -19,6 +19,13 @@ export interface TeamContextInput {
   teammates: readonly TeamMember[];
   /** The agent whose call started this run (its function_call), when the run was started by one. */
   calledBy?: string | null;
+  /**
+   * Where the result goes back to: the route's return address (`callback_after`). It may differ
+   * from the caller (a call with `callback: "<other>"`), and it is null when there is none (a
+   * callback equal to the callee is a no-op; the result then follows the workflow). Absent or null:
+   * no return address is named.
+   */
+  returnsTo?: string | null;
 }
 
 /**
@@ -43,19 +50,31 @@ export const DELEGATION_RULE =
 export const CALLBACK_RULE =
   "When a teammate calls you, your answer is returned to them by the engine's callback. " + 'Treat it as a conversation turn, not fire-and-forget.';
 
-/** The sentence naming the caller, exactly as seed 000 §7 words it. */
-export function calledBySentence(caller: string): string {
-  return `You were called by ${caller} — your result returns to ${caller}.`;
+/**
+ * The sentence naming the caller and where the result returns: seed 000 §7's wording when there is a
+ * return address (the caller itself, or the `callback` the call named), and a plain statement that
+ * there is none when the callback was a no-op.
+ */
+export function calledBySentence(caller: string, returnsTo: string | null): string {
+  if (returnsTo === null) return `You were called by ${caller}. Your result has no return address: the workflow decides what runs next.`;
+  return `You were called by ${caller} — your result returns to ${returnsTo}.`;
+}
+
+/** The sentence naming the return address of a run that no call started. */
+export function returnsToSentence(returnsTo: string): string {
+  return `Your result returns to ${returnsTo}.`;
 }
 
 /**
  * Render the "Your Team" section, markers included: the agent's own role, each teammate's role
  * (sorted by name, self left out, duplicates by name shown once, a missing or blank role shown as
- * "(no role defined)"), the two rules, and — when the run was started by a call — the caller's name.
+ * "(no role defined)"), the two rules, and — when the run was started by a call — the caller's name
+ * and the return address (`returnsTo`), or that there is none.
  *
- * A caller equal to the agent itself is not named: a callback to oneself is a no-op (seed 000 §4),
- * so the result would not return there. Names and roles are collapsed to one line. Pure and
- * deterministic: the same input always renders the same text.
+ * A caller equal to the agent itself is not named, and a return address equal to the agent itself
+ * is no return address: a callback to oneself is a no-op (seed 000 §4), so the result would not
+ * return there. Names and roles are collapsed to one line. Pure and deterministic: the same input
+ * always renders the same text.
  */
 export function renderTeamContext(input: TeamContextInput): string {
   const selfName = oneLine(input.self.name);
@@ -72,7 +91,10 @@ export function renderTeamContext(input: TeamContextInput): string {
   lines.push('', 'How to work with your team:', `- ${DELEGATION_RULE}`, `- ${CALLBACK_RULE}`);
 
   const caller = input.calledBy == null ? '' : oneLine(input.calledBy);
-  if (caller !== '' && caller !== selfName) lines.push('', calledBySentence(caller));
+  const returnsTo = input.returnsTo == null ? '' : oneLine(input.returnsTo);
+  const address = returnsTo !== '' && returnsTo !== selfName ? returnsTo : null;
+  if (caller !== '' && caller !== selfName) lines.push('', calledBySentence(caller, address));
+  else if (address !== null) lines.push('', returnsToSentence(address));
 
   lines.push(TeamContextMarkers.end);
   return lines.join('\n');
