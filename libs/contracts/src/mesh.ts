@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { HandoffToolCallSchema } from './agent-result';
+import { EvidenceSchema, HandoffToolCallSchema } from './agent-result';
 import { AgentNameSchema, IdSchema, IsoTimeSchema, Limits, namedRecord, ProjectIdSchema, RecordKeySchema, ShortTextSchema } from './common';
 import { ownValue } from './own';
 import { DomainEventOf } from './envelope';
@@ -256,6 +256,8 @@ export const MeshTurnRecordedSchema = z.strictObject({
   handoff_tool_calls: z.array(HandoffToolCallSchema).max(Limits.maxListItems),
   /** The handoff this turn answered (closed by the router through the ledger). */
   handoff_id: IdSchema.nullable(),
+  /** The agent's evidence (its result's), carried to the ledger when the turn closes its handoff (absent on turns recorded before it was kept). */
+  evidence: EvidenceSchema.optional(),
   recorded_at: IsoTimeSchema,
 });
 

@@ -11,6 +11,7 @@ import {
   Subjects,
   validateMesh,
   type AgentResult,
+  type Evidence,
   type HandoffToolCall,
   type MeshDefinition,
   type MeshDefinitionInput,
@@ -178,6 +179,11 @@ export interface MeshTurnInput {
    */
   handoff_id?: string;
   claim_id?: string;
+  /**
+   * What shows the turn's work (tests run, artifacts, a work product): the ledger's evidence floor
+   * records a turn's handoff as `partial` without it, as it does a workflow result's.
+   */
+  evidence?: Evidence;
   /** Default: now. */
   produced_at?: string;
 }
@@ -209,6 +215,7 @@ export function meshTurnResult(input: MeshTurnInput): AgentResult {
     handoff_tool_calls: input.handoff_tool_calls ?? [],
     ...(input.handoff_id !== undefined ? { handoff_id: input.handoff_id } : {}),
     ...(input.claim_id !== undefined ? { claim_id: input.claim_id } : {}),
+    ...(input.evidence !== undefined ? { evidence: input.evidence } : {}),
     produced_at: input.produced_at ?? new Date().toISOString(),
   };
   const parsed = AgentResultSchema.safeParse(candidate);

@@ -118,7 +118,8 @@ export class MeshReactor {
           agent: turn.agent,
           workflow_run_id: envelope.aggregate.id,
           summary: `${turn.agent} took mesh turn ${turn.turn}${turn.handoff_tool_calls.length > 0 ? ` (${turn.handoff_tool_calls.length} handoff call(s))` : ''}`,
-          evidence: {},
+          // The turn's evidence decides the ledger's evidence floor, as a workflow result's does.
+          evidence: turn.evidence ?? {},
           idempotency_key: turn.result_id,
         },
         { trace },

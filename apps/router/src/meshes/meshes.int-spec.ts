@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { createEventRegistry, handoffToolName, MsgIds, Subjects, type HandoffToolCall, type StopPacket } from '@baton/contracts';
+import { createEventRegistry, handoffToolName, MsgIds, Subjects, type Evidence, type HandoffToolCall, type StopPacket } from '@baton/contracts';
 import {
   evolveMesh,
   initialMeshState,
@@ -91,7 +91,7 @@ describe('handoff meshes through the router and the ledger (real NATS)', () => {
    * turn's handoff (`handoffId`, else the mesh's current one) is claimed from the ledger's stream
    * and the turn names it and the claim. A mesh that does not exist gets the turn unclaimed.
    */
-  const say = async (meshRunId: string, resultId: string, agent: string, text: string, targets: string[], handoffId?: string) => {
+  const say = async (meshRunId: string, resultId: string, agent: string, text: string, targets: string[], handoffId?: string, evidence?: Evidence) => {
     let claim: { handoff_id: string; claim_id: string } | null = null;
     if ((await meshState(meshRunId)).status !== 'none') {
       const current =
@@ -114,6 +114,7 @@ describe('handoff meshes through the router and the ledger (real NATS)', () => {
         text,
         handoff_tool_calls: targets.map((t, i): HandoffToolCall => ({ tool: handoffToolName(t), call_id: `${resultId}-c${i}` })),
         ...(claim ?? {}),
+        ...(evidence !== undefined ? { evidence } : {}),
       },
     );
   };
@@ -159,9 +160,16 @@ describe('handoff meshes through the router and the ledger (real NATS)', () => {
       transcript: [{ agent: 'triage', text: 'Let me get billing.' }],
       handoff_tools: [{ name: 'handoff_to_triage', target: 'triage' }],
     });
-    await waitHandoff(entry, 'handoff.completed_by_result'); // the turn closed the handoff it answered
+    // The turn closed the handoff it answered; without evidence the ledger's floor made it partial.
+    const first = await waitHandoff(entry, 'handoff.completed_by_result');
+    expect(first['report']).toMatchObject({ outcome: 'partial' });
+    expect(first['evidence_floor']).toBeDefined();
 
-    await say(id, `${id}-r2`, 'billing', 'Refunded the duplicate charge.', ['triage'], toBilling);
+    // A turn with evidence closes its handoff as completed (the evidence travels with the turn).
+    await say(id, `${id}-r2`, 'billing', 'Refunded the duplicate charge.', ['triage'], toBilling, { artifacts: ['refund RF-1042'] });
+    const closed = await waitHandoff(toBilling, 'handoff.completed_by_result');
+    expect(closed['report']).toMatchObject({ outcome: 'completed', evidence: { artifacts: ['refund RF-1042'] } });
+    expect(closed['evidence_floor']).toBeUndefined();
     await waitHandoff(meshHandoffId(`${id}-r2`));
     await say(id, `${id}-r3`, 'triage', 'Your refund is on its way.', []);
     const [completed] = await waitMesh(id, 'mesh.completed');

@@ -52,6 +52,7 @@ export class RecordMeshTurnUseCase {
           agent: result.agent,
           text: result.body ?? result.deliverable ?? '',
           handoff_tool_calls: result.handoff_tool_calls ?? [],
+          ...(result.evidence !== undefined ? { evidence: result.evidence } : {}),
           ...(result.handoff_id !== undefined ? { handoff_id: result.handoff_id } : {}),
           ...(result.claim_id !== undefined ? { claim_id: result.claim_id } : {}),
           handoff,

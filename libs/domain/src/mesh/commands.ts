@@ -1,4 +1,4 @@
-import type { HandoffToolCall, MeshDefinition, OperatorAnswer } from '@baton/contracts';
+import type { Evidence, HandoffToolCall, MeshDefinition, OperatorAnswer } from '@baton/contracts';
 import type { HandoffClaimView } from '../claims';
 import type { ResumeActorRole } from '../stop';
 
@@ -41,6 +41,8 @@ export interface RecordMeshTurn {
     agent: string;
     text: string;
     handoff_tool_calls: readonly HandoffToolCall[];
+    /** The result's evidence: kept on the turn, it decides the ledger's evidence floor when the turn closes its handoff. */
+    evidence?: Evidence;
     /** The handoff the agent worked on (required: every mesh turn is offered as a handoff). */
     handoff_id?: string;
     /** The claim on that handoff the agent holds. */

@@ -144,6 +144,7 @@ function recordTurn(command: RecordMeshTurn, state: MeshState): DecisionResult<M
         text: d.text,
         handoff_tool_calls: [...d.handoff_tool_calls],
         handoff_id: state.handoff_id,
+        ...(d.evidence !== undefined ? { evidence: d.evidence } : {}),
         recorded_at: now,
       },
     },
