@@ -6,7 +6,10 @@ function digest(...parts: string[]): string {
 }
 
 /**
- * The ids the ledger generates. All are deterministic, derived from what caused them (the
+ * The ids the ledger generates. The handoff ids among them (`hb-`, `esc-`, and `d-` when a policy
+ * names a consult) have the shape `LEDGER_DERIVED_HANDOFF_ID` (`@baton/domain`), which only the
+ * ledger's policies may create: anyone can compute them, so a caller's `create` of one is refused
+ * with `reserved_id`. All are deterministic, derived from what caused them (the
  * request's idempotency key, the claim, the event), so a retried request or a redelivered event
  * produces the same ids and the event store's `Nats-Msg-Id` de-duplication catches the repeat.
  */
@@ -19,11 +22,13 @@ export const LedgerIds = {
   escalationId: (handoffId: string, claimId: string) => `esc-${digest('escalation', handoffId, claimId)}`,
   /**
    * The command id for the events of one request (event ids are `<commandId>:<index>`): a digest
-   * of the project, the aggregate (kind `handoff` and its id), the command and its idempotency key,
-   * so two projects' handoffs with the same id never share an event id.
+   * of the project, the aggregate (kind `handoff` and its id), the command, its idempotency key and
+   * the caller (actor and actor kind), so two projects' handoffs with the same id never share an
+   * event id, and a caller reusing another's key is never answered with that caller's stored events
+   * (the store resumes a command whose ids are at the aggregate's tail).
    */
-  commandId: (project: string, handoffId: string, command: string, idempotencyKey: string) =>
-    `cmd-${digest('command', project, 'handoff', handoffId, command, idempotencyKey)}`,
+  commandId: (project: string, handoffId: string, command: string, idempotencyKey: string, actor: string, actorKind: string) =>
+    `cmd-${digest('command', project, 'handoff', handoffId, command, idempotencyKey, actor, actorKind)}`,
   /** The command id for reaction `index` of the event `eventId`, applied to `target` (project, kind and id in the digest). */
   reactionId: (target: { project: string; kind: string; id: string }, eventId: string, index: number) =>
     `rx-${digest('reaction', target.project, target.kind, target.id, eventId, String(index))}`,

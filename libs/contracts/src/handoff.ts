@@ -434,6 +434,13 @@ export const HandoffCreatedSchema = z.strictObject({
   deadline_at: IsoTimeSchema.optional(),
   source_project: ProjectIdSchema.optional(),
   cto_override: IdSchema.optional(),
+  /**
+   * Who created it, when that is not the agent named in `from_agent` (an agent only ever creates
+   * as itself): the router, the ledger's own policies, an operator. Absent on an agent's create
+   * and on events stored before it was recorded. Scopes the create's idempotency key.
+   */
+  created_by: ActorNameSchema.optional(),
+  created_by_kind: HandoffActorKindSchema.optional(),
 });
 
 export const HandoffClaimedSchema = z.strictObject({

@@ -338,7 +338,7 @@ export class LedgerCommands {
       ticket = admission.ticket;
     }
 
-    const commandId = LedgerIds.commandId(home, handoffId, name, idempotencyKey);
+    const commandId = LedgerIds.commandId(home, handoffId, name, idempotencyKey, metadata.actor, metadata.actorKind);
     const correlation = request.headers[CorrelationHeader]?.[0];
     // A create offers what it stored before it answers; the reactor waits for it (OfferPublisher).
     const created = command.type === 'create' ? this.offers.beginCreate(home, handoffId) : null;

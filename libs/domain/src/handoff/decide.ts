@@ -19,7 +19,8 @@ import type {
   ReworkFromHandback,
 } from './commands';
 import { applyEvidenceFloor } from './evidence';
-import type { ClaimedHandoff, ExistingHandoff, HandoffState, ReturnedHandoff } from './state';
+import { LEDGER_ACTOR } from './policies';
+import { isRecentRetry, type ClaimedHandoff, type ExistingHandoff, type HandoffState, type ReturnedHandoff } from './state';
 
 /** The stable codes of every refusal the handoff decider gives. */
 export const HandoffErrorCode = {
@@ -51,6 +52,8 @@ export const HandoffErrorCode = {
   ctoOverrideRequired: 'cto_override_required',
   delegatorNotInSourceRoster: 'delegator_not_in_source_roster',
   addresseeNotInTargetRoster: 'addressee_not_in_target_roster',
+  reservedId: 'reserved_id',
+  reviewEndForbidden: 'review_end_forbidden',
 } as const;
 export type HandoffErrorCode = (typeof HandoffErrorCode)[keyof typeof HandoffErrorCode];
 
@@ -141,11 +144,30 @@ function escalationOutcome(state: ExistingHandoff, projectLead: string | undefin
   };
 }
 
+/**
+ * The shape of the handoff ids the ledger derives for what its policies create: `hb-` (a return's
+ * completion handback), `esc-` (the consult of an escalation on lease expiry) and `d-` (the consult
+ * of an escalation on rework), each followed by 32 hex digits of SHA-256 (`apps/ledger/src/ids.ts`).
+ * Anyone can compute them, so only the ledger's policies may create a handoff with such an id.
+ */
+export const LEDGER_DERIVED_HANDOFF_ID = /^(?:hb|esc|d)-[0-9a-f]{32}$/;
+
+/** May this caller create `handoffId`? Ids in the ledger's derived space are its policies' alone. */
+function checkReservedId(handoffId: string, metadata: HandoffCommandMetadata): Decision | null {
+  if (!LEDGER_DERIVED_HANDOFF_ID.test(handoffId)) return null;
+  if (metadata.actorKind === 'system' && metadata.actor === LEDGER_ACTOR) return null;
+  return reject('invalid', HandoffErrorCode.reservedId, `handoff id ${handoffId} is reserved for the handoffs the ledger creates; choose another id`, {
+    handoff_id: handoffId,
+  });
+}
+
 function decideCreate(command: CreateHandoff, state: HandoffState): Decision {
   const { data, metadata } = command;
   if (state.status !== 'absent') {
     return reject('wrong_state', HandoffErrorCode.alreadyExists, `handoff ${data.handoff_id} already exists`, { handoff_id: data.handoff_id });
   }
+  const reserved = checkReservedId(data.handoff_id, metadata);
+  if (reserved) return reserved;
   if (data.kind === 'completion_handback') {
     // Only the ledger's own handback policy creates handbacks, so nobody forges a reviewer.
     if (metadata.actorKind !== 'system' || data.reviewed_worker === undefined || data.reply_to_handoff_id === undefined) {
@@ -182,6 +204,9 @@ function decideCreate(command: CreateHandoff, state: HandoffState): Decision {
     deadline_at: data.deadline_at,
     source_project: data.cross_project?.source_project,
     cto_override: data.cross_project ? data.cto_override : undefined,
+    // An agent creates only as itself (`from_agent`); anyone else is recorded, to scope the key.
+    created_by: metadata.actorKind === 'agent' ? undefined : metadata.actor,
+    created_by_kind: metadata.actorKind === 'agent' ? undefined : metadata.actorKind,
   };
   for (const [key, value] of Object.entries(optional)) {
     if (value !== undefined) (event.data as Record<string, unknown>)[key] = value;
@@ -349,8 +374,22 @@ function decideHandback({ data, metadata }: DecideHandback, state: ExistingHando
   return accept(event);
 }
 
+/**
+ * The worker whose work a handback reviews may not end that handback (abandon, release, fail),
+ * whatever its actor kind: its from_agent is the worker, and a handback that ends undecided leaves
+ * the parent `returned`.
+ */
+function checkNotReviewedWorker(state: ExistingHandoff, metadata: HandoffCommandMetadata, what: string): Decision | null {
+  if (state.reviewed_worker === undefined || metadata.actor !== state.reviewed_worker) return null;
+  return reject('forbidden', HandoffErrorCode.reviewEndForbidden, `${metadata.actor} did the work handback ${state.id} reviews and cannot ${what} it`, {
+    handoff_id: state.id,
+  });
+}
+
 function decideRelease({ data, metadata }: ReleaseHandoff, state: ExistingHandoff): Decision {
   if (state.status !== 'claimed') return wrongState(HandoffErrorCode.handoffNotClaimed, state, 'claimed');
+  const worker = checkNotReviewedWorker(state, metadata, 'release');
+  if (worker) return worker;
   const refused = checkClaimer(state, data.claim_id, metadata);
   if (refused) return refused;
   return accept({
@@ -363,6 +402,8 @@ function decideAbandon({ data, metadata }: AbandonHandoff, state: ExistingHandof
   if (state.status !== 'pending' && state.status !== 'claimed' && state.status !== 'returned') {
     return wrongState(HandoffErrorCode.handoffNotOpen, state, 'pending, claimed or returned');
   }
+  const worker = checkNotReviewedWorker(state, metadata, 'abandon');
+  if (worker) return worker;
   if (!isPerson(metadata.actorKind) && metadata.actorKind !== 'system' && metadata.actor !== state.from_agent) {
     return reject('forbidden', HandoffErrorCode.notTheDelegator, `only ${state.from_agent} or an operator may abandon handoff ${state.id}`);
   }
@@ -373,6 +414,8 @@ function decideFail({ data, metadata }: FailHandoff, state: ExistingHandoff): De
   if (state.status !== 'pending' && state.status !== 'claimed' && state.status !== 'returned') {
     return wrongState(HandoffErrorCode.handoffNotOpen, state, 'pending, claimed or returned');
   }
+  const worker = checkNotReviewedWorker(state, metadata, 'fail');
+  if (worker) return worker;
   const overseer = isPerson(metadata.actorKind) || metadata.actorKind === 'watchdog' || metadata.actorKind === 'system';
   if (!overseer) {
     // An agent may fail only the work it holds.
@@ -532,20 +575,22 @@ function decideReworkFromHandback(command: ReworkFromHandback, state: ExistingHa
 }
 
 /**
- * Is this create a retry of the one that made `state`? Its idempotency key was applied there, and
- * it comes from the same project: keys are chosen by callers and repeat across projects, so a key
- * met on another project's handoff (a cross-project create naming an id the target project uses,
- * or one whose key was guessed) is not this caller's and yields `already_exists`.
+ * Is this create a retry of the one that made `state`? Its idempotency key was applied there by a
+ * create from the same creator (see `RecentKey`), and it comes from the same project: keys are
+ * chosen by callers and repeat across projects, so a key met on another project's handoff (a
+ * cross-project create naming an id the target project uses, or one whose key was guessed), or
+ * another caller's key, is not this caller's and yields `already_exists`.
  */
-function isRetryOfCreate(data: CreateHandoff['data'], state: ExistingHandoff): boolean {
-  const from = data.cross_project?.source_project ?? data.project;
-  return state.recent_keys.includes(data.idempotency_key) && from === (state.source_project ?? state.project);
+function isRetryOfCreate(command: CreateHandoff, state: ExistingHandoff): boolean {
+  const from = command.data.cross_project?.source_project ?? command.data.project;
+  return isRecentRetry(state, command) && from === (state.source_project ?? state.project);
 }
 
 /**
  * Decide one handoff command. Pure: never throws for a business reason and never reads the clock.
- * A command whose idempotency key this handoff already applied yields no events (ok, empty), so
- * a retried request is harmless. Illegal commands yield a typed DomainError ({@link HandoffErrorCode}).
+ * A command whose idempotency key this handoff already applied for the same command from the same
+ * actor yields no events (ok, empty), so a retried request is harmless; another command or another
+ * actor with that key is decided as usual. Illegal commands yield a typed DomainError ({@link HandoffErrorCode}).
  */
 export function decideHandoff(command: HandoffCommand, state: HandoffState): Decision {
   if (command.type === 'create') {
@@ -553,7 +598,7 @@ export function decideHandoff(command: HandoffCommand, state: HandoffState): Dec
     // caller may not learn that the id exists there, nor get its record, without passing.
     const crossRefusal = checkCrossProject(command.data);
     if (crossRefusal) return crossRefusal;
-    if (state.status !== 'absent' && isRetryOfCreate(command.data, state)) return accept();
+    if (state.status !== 'absent' && isRetryOfCreate(command, state)) return accept();
     return decideCreate(command, state);
   }
   if (state.status === 'absent') {
@@ -564,7 +609,7 @@ export function decideHandoff(command: HandoffCommand, state: HandoffState): Dec
   if (command.data.handoff_id !== state.id) {
     return reject('invalid', HandoffErrorCode.wrongAggregate, `command for ${command.data.handoff_id} sent to handoff ${state.id}`);
   }
-  if (state.recent_keys.includes(command.data.idempotency_key)) return accept();
+  if (isRecentRetry(state, command)) return accept();
   switch (command.type) {
     case 'claim':
       return decideClaim(command, state);

@@ -1,10 +1,11 @@
 export { handoffDecider } from './decider';
-export { decideHandoff, handbackRecipient, HandoffErrorCode } from './decide';
+export { decideHandoff, handbackRecipient, HandoffErrorCode, LEDGER_DERIVED_HANDOFF_ID } from './decide';
 export {
   evolveHandoff,
   initialHandoffState,
   toHandoffRecord,
   RECENT_KEYS_LIMIT,
+  type RecentKey,
   type AbsentHandoff,
   type ArchivedHandoff,
   type Claim,

@@ -3,6 +3,7 @@ import type {
   EscalationOutcome,
   EvidenceFloor,
   HandbackRecipient,
+  HandoffActorKind,
   HandoffEvent,
   HandoffKind,
   HandoffPriority,
@@ -10,9 +11,26 @@ import type {
   TerminalHandoffStatus,
 } from '@baton/contracts';
 import { assertNever } from '../decider';
+import type { HandoffCommand } from './commands';
 
 /** How many recent idempotency keys a handoff remembers; a retry older than this re-decides. */
 export const RECENT_KEYS_LIMIT = 256;
+
+/**
+ * One remembered idempotency key, with the command and the actor that stored it. A key counts as
+ * a retry only for that same command from that same actor, so nobody can spend another caller's
+ * key (a worker heartbeating with the watchdog's predictable requeue key, a second claimer reusing
+ * the winner's claim key). `actor` or `actor_kind` is undefined when the event does not tell it: then
+ * the command is one that only one principal may send (the watchdog's `requeue_expired`, the
+ * ledger's own `complete_from_handback` / `rework_from_handback`), or the actor kind of a
+ * non-create command (only its name is recorded).
+ */
+export interface RecentKey {
+  key: string;
+  command: HandoffCommand['type'];
+  actor: string | undefined;
+  actor_kind: HandoffActorKind | undefined;
+}
 
 /** A claim on a handoff: who holds it, its id, and when its lease runs out. */
 export interface Claim {
@@ -61,8 +79,8 @@ export interface HandoffCore {
   updated_at: string;
   /** Number of events folded into this state. */
   version: number;
-  /** Idempotency keys of the most recent commands applied, oldest first, at most {@link RECENT_KEYS_LIMIT}. */
-  recent_keys: readonly string[];
+  /** Idempotency keys of the most recent commands applied, oldest first, at most {@link RECENT_KEYS_LIMIT}, each with who stored it. */
+  recent_keys: readonly RecentKey[];
 }
 
 /** No `handoff.created` yet: only `create` is allowed. */
@@ -92,10 +110,85 @@ export function initialHandoffState(): HandoffState {
   return { status: 'absent' };
 }
 
-function remember(keys: readonly string[], key: string): readonly string[] {
-  if (keys.includes(key)) return keys;
-  const next = [...keys, key];
+function remember(keys: readonly RecentKey[], entry: RecentKey): readonly RecentKey[] {
+  if (keys.some((k) => k.key === entry.key && k.command === entry.command && k.actor === entry.actor && k.actor_kind === entry.actor_kind)) return keys;
+  const next = [...keys, entry];
   return next.length > RECENT_KEYS_LIMIT ? next.slice(next.length - RECENT_KEYS_LIMIT) : next;
+}
+
+function recentKey(key: string, command: HandoffCommand['type'], actor: string | undefined, actorKind?: HandoffActorKind): RecentKey {
+  return { key, command, actor, actor_kind: actorKind };
+}
+
+/**
+ * Who created a handoff, for its create's key: the recorded creator, else the agent in
+ * `from_agent` (an agent only creates as itself; a router or operator create stored before the
+ * creator was recorded is attributed to it too, so their retry of it is refused `already_exists`
+ * rather than answered as theirs), except a completion handback, which only the ledger creates.
+ */
+function creatorKey(event: Extract<HandoffEvent, { type: 'handoff.created' }>): RecentKey {
+  const data = event.data;
+  if (data.created_by !== undefined) return recentKey(data.idempotency_key, 'create', data.created_by, data.created_by_kind);
+  if (data.kind === 'completion_handback') return recentKey(data.idempotency_key, 'create', undefined, 'system');
+  return recentKey(data.idempotency_key, 'create', data.from_agent, 'agent');
+}
+
+/**
+ * The command and actor that stored an event's key, read from the event (and, for a heartbeat,
+ * from the claim it extended). Works on events stored before the scope mattered: nothing new is
+ * written for it, except the creator of a `handoff.created` that is not its `from_agent` agent.
+ */
+function issuedKey(state: ExistingHandoff, event: Exclude<HandoffEvent, { type: 'handoff.created' }>): RecentKey {
+  const key = event.data.idempotency_key;
+  switch (event.type) {
+    case 'handoff.claimed':
+      return recentKey(key, 'claim', event.data.claimed_by);
+    case 'handoff.heartbeat':
+      return recentKey(key, 'heartbeat', state.claim?.claimed_by);
+    case 'handoff.returned':
+      return recentKey(key, 'return', event.data.returned_by);
+    case 'handoff.handback_decided':
+      return recentKey(key, 'decide_handback', event.data.decided_by, event.data.decided_by_kind);
+    case 'handoff.completed':
+      return recentKey(key, 'complete_from_handback', undefined, 'system');
+    case 'handoff.completed_by_result':
+      return recentKey(key, 'complete_from_result', event.data.recorded_by, 'system');
+    case 'handoff.reworked':
+      return recentKey(key, 'rework_from_handback', undefined, 'system');
+    case 'handoff.released':
+      return recentKey(key, 'release', event.data.released_by);
+    case 'handoff.lease_expired':
+      return recentKey(key, 'requeue_expired', undefined);
+    case 'handoff.escalated':
+      return event.data.cause === 'rework' ? recentKey(key, 'rework_from_handback', undefined, 'system') : recentKey(key, 'requeue_expired', undefined);
+    case 'handoff.abandoned':
+      return recentKey(key, 'abandon', event.data.abandoned_by);
+    case 'handoff.failed':
+      return recentKey(key, 'fail', event.data.failed_by);
+    case 'handoff.deadline_expired':
+      return recentKey(key, 'expire_deadline', event.data.expired_by);
+    case 'handoff.archived':
+      return recentKey(key, 'archive', event.data.archived_by);
+    default:
+      return assertNever(event, 'handoff event');
+  }
+}
+
+/**
+ * Is `command` a retry of one this handoff applied? Its key is remembered for the same command
+ * from the same actor (and actor kind, where the event tells it).
+ */
+export function isRecentRetry(
+  state: ExistingHandoff,
+  command: { type: HandoffCommand['type']; data: { idempotency_key: string }; metadata: { actor: string; actorKind: HandoffActorKind } },
+): boolean {
+  return state.recent_keys.some(
+    (k) =>
+      k.key === command.data.idempotency_key &&
+      k.command === command.type &&
+      (k.actor === undefined || k.actor === command.metadata.actor) &&
+      (k.actor_kind === undefined || k.actor_kind === command.metadata.actorKind),
+  );
 }
 
 /** The core of a state with its claim removed (for transitions back to `pending`). */
@@ -134,7 +227,7 @@ export function evolveHandoff(state: HandoffState, event: HandoffEvent): Handoff
       created_at: d.at,
       updated_at: d.at,
       version: 1,
-      recent_keys: [d.idempotency_key],
+      recent_keys: [creatorKey(event)],
     };
     if (d.to_role !== undefined) created.to_role = d.to_role;
     if (d.to_agent !== undefined) created.to_agent = d.to_agent;
@@ -152,7 +245,7 @@ export function evolveHandoff(state: HandoffState, event: HandoffEvent): Handoff
   const touched = {
     updated_at: event.data.at,
     version: state.version + 1,
-    recent_keys: remember(state.recent_keys, event.data.idempotency_key),
+    recent_keys: remember(state.recent_keys, issuedKey(state, event)),
   };
 
   switch (event.type) {

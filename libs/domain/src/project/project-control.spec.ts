@@ -35,3 +35,19 @@ describe('project kill switch', () => {
     given(projectControlDecider).when(resume()).thenFails('project_not_paused');
   });
 });
+
+describe('project kill switch: idempotency keys are scoped', () => {
+  it('a resume carrying the pause`s key still resumes; only the same command from the same admin is a retry', () => {
+    given(projectControlDecider, [paused])
+      .when(resume('k1'))
+      .thenMatch([{ type: 'project.resumed' }]);
+    given(projectControlDecider, [paused])
+      .when(pause('k1', { ...admin, actor: 'other-admin' }))
+      .thenFails('project_already_paused');
+  });
+  it('a stored key never lets a non-admin through: admin_only first', () => {
+    given(projectControlDecider, [paused])
+      .when(pause('k1', { ...admin, role: 'operator' } as never))
+      .thenFails('admin_only');
+  });
+});

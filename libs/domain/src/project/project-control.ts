@@ -10,14 +10,25 @@ import { accept, assertNever, type Decider, type DecisionResult, reject } from '
 /** How many recent idempotency keys the aggregate remembers. */
 export const PROJECT_RECENT_KEYS_LIMIT = 64;
 
+/**
+ * One remembered idempotency key with the command and the admin that stored it (both read from the
+ * event): a key counts as a retry only for that same command from that same actor, so a `resume`
+ * that happens to carry the pause's key still resumes.
+ */
+export interface ProjectRecentKey {
+  key: string;
+  command: ProjectControlCommand['type'];
+  actor: string;
+}
+
 interface ProjectControlCore {
   project: string;
   version: number;
-  recent_keys: readonly string[];
+  recent_keys: readonly ProjectRecentKey[];
 }
 
 export type ProjectControlState =
-  | { status: 'active'; project?: string; version: number; recent_keys: readonly string[]; last_pause_id?: string }
+  | { status: 'active'; project?: string; version: number; recent_keys: readonly ProjectRecentKey[]; last_pause_id?: string }
   | (ProjectControlCore & { status: 'paused'; pause_id: string; paused_by: string; paused_at: string; reason: string });
 
 interface Meta {
@@ -40,15 +51,19 @@ export function initialProjectControlState(): ProjectControlState {
   return { status: 'active', version: 0, recent_keys: [] };
 }
 
-function remember(keys: readonly string[], key: string): readonly string[] {
-  if (keys.includes(key)) return keys;
-  const next = [...keys, key];
+function remember(keys: readonly ProjectRecentKey[], entry: ProjectRecentKey): readonly ProjectRecentKey[] {
+  if (keys.some((k) => k.key === entry.key && k.command === entry.command && k.actor === entry.actor)) return keys;
+  const next = [...keys, entry];
   return next.length > PROJECT_RECENT_KEYS_LIMIT ? next.slice(next.length - PROJECT_RECENT_KEYS_LIMIT) : next;
 }
 
 /** Apply one project-control event. Pure; an event that cannot follow the state leaves it unchanged. */
 export function evolveProjectControl(state: ProjectControlState, event: ProjectControlEvent): ProjectControlState {
-  const recent_keys = remember(state.recent_keys, event.data.idempotency_key);
+  const issued: ProjectRecentKey =
+    event.type === 'project.paused'
+      ? { key: event.data.idempotency_key, command: 'pause', actor: event.data.paused_by }
+      : { key: event.data.idempotency_key, command: 'resume', actor: event.data.resumed_by };
+  const recent_keys = remember(state.recent_keys, issued);
   switch (event.type) {
     case 'project.paused': {
       const d = event.data;
@@ -71,16 +86,18 @@ export function evolveProjectControl(state: ProjectControlState, event: ProjectC
 }
 
 /**
- * Decide `pause` / `resume`. Only the `admin` role may (`admin_only`). Pausing a paused project is
- * refused (`project_already_paused`), resuming an active one too (`project_not_paused`); a retried
- * request (same idempotency key) yields no events.
+ * Decide `pause` / `resume`. Only the `admin` role may (`admin_only`), retry or not. Pausing a
+ * paused project is refused (`project_already_paused`), resuming an active one too
+ * (`project_not_paused`); a retried request (same idempotency key, same command, same admin)
+ * yields no events.
  */
 export function decideProjectControl(command: ProjectControlCommand, state: ProjectControlState): DecisionResult<ProjectControlEvent> {
-  if (state.recent_keys.includes(command.data.idempotency_key)) return accept();
   const { metadata } = command;
   if (metadata.role !== 'admin') {
     return reject('forbidden', ProjectControlErrorCode.adminOnly, `only an admin may ${command.type} project ${command.data.project}`);
   }
+  const key = command.data.idempotency_key;
+  if (state.recent_keys.some((k) => k.key === key && k.command === command.type && k.actor === metadata.actor)) return accept();
   switch (command.type) {
     case 'pause': {
       if (state.status === 'paused') {

@@ -1,0 +1,164 @@
+import { HandoffCreatedSchema, type HandoffEvent } from '@baton/contracts';
+import { fold } from '../decider';
+import { given } from '../testing/given';
+import { LEDGER_DERIVED_HANDOFF_ID } from './decide';
+import { handoffDecider } from './decider';
+import { at, cmd, history, HID, Ledger, meta } from './handoff.fixtures';
+import type { HandoffCommand } from './commands';
+
+const HEX = '0123456789abcdef0123456789abcdef';
+
+/** `command` sent to handoff `id` instead of the fixtures' HID. */
+function to<C extends HandoffCommand>(id: string, command: C): C {
+  return { ...command, data: { ...command.data, handoff_id: id } };
+}
+
+describe('handoff: an idempotency key is a retry only for the command and actor that stored it', () => {
+  it('a worker heartbeating with the watchdog`s requeue key does not stop its lease from expiring', () => {
+    const spent = history(cmd.create(), cmd.claim('bob', 'c1', 0), cmd.heartbeat('bob', 'c1', 5, 'requeue:c1'));
+    given(handoffDecider, spent)
+      .when(cmd.requeue('c1', 200))
+      .thenMatch([{ type: 'handoff.lease_expired', data: expect.objectContaining({ claim_id: 'c1', retry_count: 1 }) }]);
+  });
+
+  it('a worker spending the requeue key cannot stop the retry cap from escalating', () => {
+    const spent = history(cmd.create({ max_retries: 0 }), cmd.claim('bob', 'c1', 0), cmd.heartbeat('bob', 'c1', 5, 'requeue:c1'));
+    given(handoffDecider, spent)
+      .when(cmd.requeue('c1', 200))
+      .thenMatch([{ type: 'handoff.escalated', data: expect.objectContaining({ cause: 'lease_expired' }) }]);
+  });
+
+  it('the watchdog`s own retry of a requeue is still recognised', () => {
+    const requeued = history(cmd.create(), cmd.claim('bob', 'c1', 0), cmd.requeue('c1', 200));
+    given(handoffDecider, requeued).when(cmd.requeue('c1', 201)).then([]);
+  });
+
+  it('a worker spending the rework policy`s key on the parent does not block the rework', () => {
+    const ledger = new Ledger();
+    ledger.send(HID, cmd.create());
+    ledger.send(HID, cmd.claim('bob', 'c1', 1));
+    // The worker knows the handback id its return will get, so it can compute the rework key.
+    expect(ledger.send(HID, cmd.heartbeat('bob', 'c1', 2, 'handback-rework:hb-c1')).ok).toBe(true);
+    ledger.send(HID, cmd.ret('bob', 'c1', 3));
+    expect(ledger.send('hb-c1', cmd.decide('hb-c1', 'alice', 'rework')).ok).toBe(true);
+    const parent = ledger.state(HID);
+    expect(parent.status).toBe('pending');
+    expect(parent.status !== 'absent' && parent.retry.retry_count).toBe(1);
+    expect(ledger.refusedReactions).toEqual([]);
+  });
+
+  it('a second claimer reusing the winner`s claim key is refused handoff_not_pending; the winner`s retry is ok', () => {
+    const claimed = history(cmd.create(), cmd.claim('bob', 'c1'));
+    given(handoffDecider, claimed).when(cmd.claim('carol', 'c1')).thenFails('handoff_not_pending');
+    given(handoffDecider, claimed).when(cmd.claim('bob', 'c1')).then([]);
+  });
+
+  it('a create with another creator`s key is already_exists; the creator`s own retry is ok', () => {
+    const created = history(cmd.create());
+    given(handoffDecider, created)
+      .when(cmd.create({ from_agent: 'bob' }, meta('bob')))
+      .thenFails('already_exists');
+    given(handoffDecider, created).when(cmd.create()).then([]);
+  });
+
+  it('a create by the router records its creator: its retry is ok, the delegator`s reuse of its key is already_exists', () => {
+    const router = meta('baton-router', 'system');
+    const created = history(cmd.create({}, router));
+    expect(created[0]?.data).toMatchObject({ created_by: 'baton-router', created_by_kind: 'system' });
+    given(handoffDecider, created).when(cmd.create({}, router)).then([]);
+    given(handoffDecider, created).when(cmd.create()).thenFails('already_exists');
+  });
+
+  it('events stored before the scope was recorded still fold, and their retries are told apart by command and actor', () => {
+    // A router's create as stored before `created_by` existed: it is attributed to its from_agent.
+    const legacy: HandoffEvent[] = [
+      {
+        type: 'handoff.created',
+        data: {
+          handoff_id: HID,
+          at: at(0),
+          idempotency_key: 'run-1:step-1',
+          project: 'proj',
+          kind: 'task',
+          priority: 'medium',
+          from_agent: 'alice',
+          summary: 'write the parser',
+          context: {},
+          acceptance: {},
+          max_retries: 3,
+        },
+      },
+      {
+        type: 'handoff.claimed',
+        data: { handoff_id: HID, at: at(1), idempotency_key: 'claim:c1', claimed_by: 'bob', claim_id: 'c1', lease_expires_at: at(61) },
+      },
+    ];
+    expect(HandoffCreatedSchema.safeParse(legacy[0]?.data).success).toBe(true);
+    expect(fold(handoffDecider, legacy).status).toBe('claimed');
+    given(handoffDecider, legacy)
+      .when(cmd.claim('bob', 'c1', 2))
+      .then([]);
+    given(handoffDecider, legacy)
+      .when(cmd.claim('carol', 'c1', 2))
+      .thenFails('handoff_not_pending');
+    // Documented: the router's retry of a create stored before the upgrade is refused, never answered as someone else's.
+    given(handoffDecider, legacy)
+      .when(cmd.create({ idempotency_key: 'run-1:step-1' }, meta('baton-router', 'system')))
+      .thenFails('already_exists');
+  });
+});
+
+describe('handoff: the ids the ledger derives are its own', () => {
+  it.each([`hb-${HEX}`, `esc-${HEX}`, `d-${HEX}`])('create of %s by anyone but the ledger`s policies is refused with reserved_id', (id) => {
+    expect(LEDGER_DERIVED_HANDOFF_ID.test(id)).toBe(true);
+    given(handoffDecider)
+      .when(cmd.create({ handoff_id: id }))
+      .thenFails('reserved_id');
+    given(handoffDecider)
+      .when(cmd.create({ handoff_id: id }, meta('baton-router', 'system')))
+      .thenFails('reserved_id');
+    given(handoffDecider)
+      .when(cmd.create({ handoff_id: id, kind: 'consult' }, meta('baton-ledger', 'system')))
+      .thenMatch([{ type: 'handoff.created' }]);
+  });
+
+  it('ids that only look alike stay open to callers', () => {
+    for (const id of ['hb-login', `hb-${HEX}0`, `esc-${HEX.toUpperCase()}`, `x-${HEX}`]) {
+      given(handoffDecider)
+        .when(cmd.create({ handoff_id: id }))
+        .thenMatch([{ type: 'handoff.created' }]);
+    }
+  });
+});
+
+describe('handoff: the worker cannot end the handback that reviews its work', () => {
+  const returned = (): Ledger => {
+    const ledger = new Ledger();
+    ledger.send(HID, cmd.create());
+    ledger.send(HID, cmd.claim('bob', 'c1', 1));
+    ledger.send(HID, cmd.ret('bob', 'c1', 2));
+    return ledger;
+  };
+
+  it.each(['agent', 'operator'] as const)('abandon of its handback by the worker (as %s) is refused with review_end_forbidden', (kind) => {
+    const ledger = returned();
+    expect(ledger.state('hb-c1')).toMatchObject({ status: 'pending', from_agent: 'bob', reviewed_worker: 'bob' });
+    expect(ledger.send('hb-c1', to('hb-c1', cmd.abandon('bob', kind)))).toEqual({ ok: false, code: 'review_end_forbidden' });
+    expect(ledger.state('hb-c1').status).toBe('pending');
+    expect(ledger.state(HID).status).toBe('returned');
+  });
+
+  it('fail or release of its handback by the worker is refused with review_end_forbidden, even as an operator', () => {
+    const ledger = returned();
+    expect(ledger.send('hb-c1', to('hb-c1', cmd.fail('bob', undefined, 'operator')))).toEqual({ ok: false, code: 'review_end_forbidden' });
+    expect(ledger.send('hb-c1', to('hb-c1', cmd.fail('bob', undefined)))).toEqual({ ok: false, code: 'review_end_forbidden' });
+    expect(ledger.send('hb-c1', to('hb-c1', cmd.claim('alice', 'r1', 3))).ok).toBe(true);
+    expect(ledger.send('hb-c1', to('hb-c1', cmd.release('bob', undefined, 'operator')))).toEqual({ ok: false, code: 'review_end_forbidden' });
+    expect(ledger.state('hb-c1').status).toBe('claimed');
+  });
+
+  it('the reviewer and operators may still end the handback', () => {
+    const ledger = returned();
+    expect(ledger.send('hb-c1', to('hb-c1', cmd.abandon('olga', 'operator'))).ok).toBe(true);
+  });
+});
