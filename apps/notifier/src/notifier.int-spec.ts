@@ -341,6 +341,21 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
     expect(await stored()).toBe(before);
   });
 
+  it('an answered packet: its recorded answer_id sent again as it was answers the outcome again (duplicate); with another action or note it is 409 answer_id_reused', async () => {
+    // stop-r-res-c1 was answered deny by olga with ans-c1, and the router applied it.
+    const retry = await post('/v1/stops/stop-r-res-c1/answer', { answer_id: 'ans-c1', action: 'deny' });
+    expect(retry).toMatchObject({ status: 200, body: { answer_id: 'ans-c1', duplicate: true, outcome: 'applied', workflow_run_id: 'wr-c' } });
+    const otherAction = await post('/v1/stops/stop-r-res-c1/answer', { answer_id: 'ans-c1', action: 'acknowledge' });
+    expect(otherAction).toMatchObject({
+      status: 409,
+      body: { error: { code: 'answer_id_reused', details: { answer_id: 'ans-c1', project: 'demo', used_for: { workflow_run_id: 'wr-c' } } } },
+    });
+    const otherNote = await post('/v1/stops/stop-r-res-c1/answer', { answer_id: 'ans-c1', action: 'deny', note: 'changed my mind' });
+    expect(otherNote).toMatchObject({ status: 409, body: { error: { code: 'answer_id_reused' } } });
+    // Another answer_id is another answer: the packet is not open.
+    expect((await post('/v1/stops/stop-r-res-c1/answer', { answer_id: 'ans-c1-b', action: 'deny' })).body.error?.code).toBe('stop_already_answered');
+  });
+
   it('POST /v1/handoffs/:id/decision sends decide_handback to the ledger as the operator and maps its refusal to 409 with the code', async () => {
     const requests: Array<Record<string, unknown>> = [];
     // The notifier speaks as op.notifier and names the token's operator and role in the body.
@@ -400,6 +415,10 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
       ].sort(),
     );
     expect(Object.keys(paths['/v1/stops/{id}/answer']!)).toEqual(['post']);
+    // A viewer's answer (role_forbidden) and the stopped agent's (answer_forbidden) are 403.
+    for (const path of ['/v1/stops/{id}/answer', '/v1/projects/{project}/stops/{id}/answer']) {
+      expect(Object.keys((paths[path]!['post'] as { responses: Record<string, unknown> }).responses)).toContain('403');
+    }
     const inboxParams = (paths['/v1/inbox']!['get'] as { parameters: Array<{ name: string }> }).parameters.map((p) => p.name);
     expect(inboxParams).toEqual(['project', 'kind', 'why', 'agent', 'priority', 'status', 'order', 'limit', 'cursor']);
     const page = await fetch(`${base}/docs`);

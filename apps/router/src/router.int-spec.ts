@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { createEventRegistry, type AgentResult, type HumanActionNotice } from '@baton/contracts';
+import { createEventRegistry, Subjects, type AgentResult, type HumanActionNotice } from '@baton/contracts';
 import { batonStreamNames, connectNats, DlqHeader, JetStreamEventStore, type NatsHandle, type StoredEvent } from '@baton/eventstore';
 import { pendingDigest } from '@baton/domain';
 import { durableNameFor, type RunningService } from '@baton/platform';
@@ -750,6 +750,38 @@ describe('router service (real NATS)', () => {
       expect(routed).toMatchObject({ target: { agent: 'issue' }, raised_cap: 40 });
       const create = await waitFor(() => requestsFor('create', routed.handoff_id)[0], 'the ledger create carrying the raised cap');
       expect(create.body).toMatchObject({ context: { raised_cap: 40 } });
+    });
+
+    it("the watchdog's hop-budget stop names its cap: the packet carries it, so a raise that does not exceed the hop limit is refused cap_not_raised", async () => {
+      const run = await startRun('feature');
+      await waitEvents(run, 'run.routed');
+      const cap = { name: 'hops', limit: 1, used: 2 };
+      const packetId = `wd-guard:${run}`;
+      await publishRaw(
+        Subjects.stopRequest(prefix, 'demo'),
+        JSON.stringify({
+          packet_id: packetId,
+          workflow_run_id: run,
+          project: 'demo',
+          why: 'budget',
+          detail: 'hop budget spent: hop 2 of 1',
+          tried: ['hop 2: start → issue'],
+          cap,
+          requested_by: 'baton-watchdog',
+          cause: { kind: 'loop_guard', guard: 'hop_budget', event_id: 'ev-1' },
+        }),
+      );
+      const [stopped] = await waitEvents<StoppedPayload>(run, 'run.stopped');
+      expect(stopped!.packet).toMatchObject({ packet_id: packetId, why: 'budget', cap, next_form: { kind: 'raise_cap' } });
+
+      await publishAnswer(stopAnswer(run, packetId, `${run}-same`, 'operator', { action: 'raise_cap', cap: 1 }));
+      const [refused] = await waitEvents<Refusal>(run, 'run.result_rejected');
+      expect(refused).toMatchObject({ result_id: `${run}-same`, code: 'cap_not_raised' });
+      expect(await payloads(run, 'run.resumed')).toHaveLength(0);
+
+      await publishAnswer(stopAnswer(run, packetId, `${run}-raise`, 'operator', { action: 'raise_cap', cap: 10 }));
+      const routed = (await waitEvents<RoutedPayload & { raised_cap?: number }>(run, 'run.routed', 2))[1]!;
+      expect(routed).toMatchObject({ raised_cap: 10 });
     });
   });
 

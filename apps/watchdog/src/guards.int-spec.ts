@@ -18,7 +18,7 @@ const route = (run: string, agents: string[], firstHop = 1, project = PROJECT) =
 const stopRequests = () => supportStopRequests(h);
 
 describe('watchdog loop guards (real NATS): each leaves the loop as a stop request, never an exception', () => {
-  it('hop budget per run: a hop past WATCHDOG_MAX_HOPS asks the router to stop the run (why budget), once with two watchdogs', async () => {
+  it('hop budget per run: a hop past WATCHDOG_MAX_HOPS asks the router to stop the run (why budget, naming the hops cap), once with two watchdogs', async () => {
     await h.startWatchdog('wd-a', { WATCHDOG_MAX_HOPS: '3' });
     await h.startWatchdog('wd-b', { WATCHDOG_MAX_HOPS: '3' });
     await route('run-hops', ['a', 'b', 'c', 'd', 'e']);
@@ -26,6 +26,8 @@ describe('watchdog loop guards (real NATS): each leaves the loop as a stop reque
     await sleep(300);
     expect(await stopRequests()).toHaveLength(1);
     expect(stops[0]).toMatchObject({ workflow_run_id: 'run-hops', why: 'budget', cause: { kind: 'loop_guard', guard: 'hop_budget' } });
+    // The packet names the cap, so an operator's raise that does not exceed it is refused (cap_not_raised).
+    expect(stops[0]!.cap).toEqual({ name: 'hops', limit: 3, used: 4 });
   });
 
   it("a loop guard's stop request that cannot be stored (the inbox stream gone) is retried until it is: the tripped guard asks nothing more, so giving up would let the loop go on", async () => {

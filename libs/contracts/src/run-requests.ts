@@ -5,6 +5,7 @@ import { RejectionCodeSchema } from './rejection';
 import { RunAnswerSchema, VariablesSchema } from './run';
 import { StopWhySchema } from './stop-packet';
 import { LoopGuardCauseSchema } from './governance';
+import { StopCapSchema } from './agent-result';
 
 /**
  * What callers send to the router (the CLI, the notifier's operator API, demos). These are inputs,
@@ -100,30 +101,43 @@ export type PublishDefinitionReply = z.infer<typeof PublishDefinitionReplySchema
 
 /**
  * Ask the router to stop a run from outside the run (written by the watchdog: a handoff of the run
- * hit its retry cap and the project has no lead, `handoff.escalated` with `stop_why`). Published
+ * hit its retry cap and the project has no lead, `handoff.escalated` with `stop_why`; or a loop
+ * guard tripped). Published
  * with JetStream into the inbox on `<prefix>.in.<project>.stop` with `Nats-Msg-Id` = `stop:<project>:<packet_id>`.
  * `packet_id` is deterministic (derived from the causing event) and becomes the stop packet's id,
  * so the run decider's `stop` (idempotent on `packet_id`) stops the run once however often the
- * request is delivered. The router fills the run's own facts (agent, step) from its state.
+ * request is delivered. The router fills the run's own facts (agent, step) from its state. A
+ * `budget` stop may name the cap it hit (`cap`; the watchdog's hop budget is `hops`): the packet
+ * carries it, so the operator's raise_cap form shows it and a cap that does not exceed it is
+ * refused (`cap_not_raised`); `cap` belongs to budget stops only.
  */
-export const StopRunRequestSchema = z.strictObject({
-  packet_id: IdSchema,
-  workflow_run_id: IdSchema,
-  project: ProjectIdSchema,
-  why: StopWhySchema,
-  detail: ShortTextSchema.optional(),
-  tried: z.array(z.string().min(1).max(200)).max(Limits.maxListItems).default([]),
-  /** The service or person asking (e.g. `baton-watchdog`). */
-  requested_by: z.string().min(1).max(Limits.maxIdLength),
-  /** What caused the request: for the watchdog, the escalated handoff and the escalation event. */
-  cause: z
-    .discriminatedUnion('kind', [
-      z.strictObject({ kind: z.literal('handoff_escalated'), handoff_id: IdSchema, event_id: IdSchema }),
-      /** A loop guard of the watchdog (hop budget, ping-pong, circuit) tripped on `event_id`. */
-      LoopGuardCauseSchema,
-    ])
-    .optional(),
-});
+export const StopRunRequestSchema = z
+  .strictObject({
+    packet_id: IdSchema,
+    workflow_run_id: IdSchema,
+    project: ProjectIdSchema,
+    why: StopWhySchema,
+    detail: ShortTextSchema.optional(),
+    tried: z.array(z.string().min(1).max(200)).max(Limits.maxListItems).default([]),
+    /** The budget a `budget` stop hit: `name`, `limit`, `used?` (the watchdog's hop budget: `hops`). */
+    cap: StopCapSchema.optional(),
+    /** The service or person asking (e.g. `baton-watchdog`). */
+    requested_by: z.string().min(1).max(Limits.maxIdLength),
+    /** What caused the request: for the watchdog, the escalated handoff and the escalation event. */
+    cause: z
+      .discriminatedUnion('kind', [
+        z.strictObject({ kind: z.literal('handoff_escalated'), handoff_id: IdSchema, event_id: IdSchema }),
+        /** A loop guard of the watchdog (hop budget, ping-pong, circuit) tripped on `event_id`. */
+        LoopGuardCauseSchema,
+      ])
+      .optional(),
+  })
+  .superRefine((request, ctx) => {
+    if (request.cap !== undefined && request.why !== 'budget') {
+      ctx.addIssue({ code: 'custom', path: ['cap'], message: `only a budget stop names a cap, not a ${request.why} stop` });
+    }
+  })
+  .meta({ anyOf: [{ properties: { why: { const: 'budget' } } }, { not: { required: ['cap'] } }] });
 export type StopRunRequest = z.infer<typeof StopRunRequestSchema>;
 
 /**

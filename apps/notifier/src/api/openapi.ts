@@ -103,10 +103,11 @@ export function buildOpenApiDocument(): object {
       '200': json(AnswerAcceptedSchema, '`applied`: the router applied the answer; `run` (or `mesh`) is the state after it'),
       '202': json(AnswerAcceptedSchema, '`pending`: published, not decided within the wait; GET `status_url` for the outcome'),
       '400': error('`schema_violation`, `answer_not_allowed`, `answer_incomplete`, `intent_not_offered`, `cap_not_raised`'),
+      '403': error('`role_forbidden` (a viewer token only reads); `answer_forbidden` (the token names the stopped agent)'),
       '415': unreadable,
       '404': missing,
       '409': error(
-        "`stop_already_answered` (the packet is not open: fail closed), `stale_answer`; `answer_id_reused` (the `answer_id` was used for another answer in this project within the stream's duplicate window; `error.details.used_for` names its run or mesh); or the router refused the answer: the code it recorded (`run_not_stopped`, `stop_already_answered`, `stale_answer`…), `error.details.outcome` = `refused`, `error.details.event` the refusal event",
+        "`stop_already_answered` (the packet is not open: fail closed), `stale_answer`; `answer_id_reused` (the `answer_id` was used for another answer in this project within the stream's duplicate window, or is the packet's recorded answer id sent with another action or fields; `error.details.used_for` names its run or mesh); or the router refused the answer: the code it recorded (`run_not_stopped`, `stop_already_answered`, `stale_answer`…), `error.details.outcome` = `refused`, `error.details.event` the refusal event",
       ),
       '503': error(
         '`projections_unavailable`: Redis did not answer in time (retry after `Retry-After`); `answer_outcome_unknown`: the answer was sent but not confirmed in time — send the same `answer_id` (`error.details.answer_id`) again, or read `error.details.status_url`',
@@ -130,6 +131,7 @@ export function buildOpenApiDocument(): object {
       '200': json(AnswerAcceptedSchema, '`applied`: the run after the answer in `run`'),
       '202': json(AnswerAcceptedSchema, '`pending`: GET `status_url` for the outcome'),
       '400': bad,
+      '403': error('`role_forbidden` (a viewer token only reads)'),
       '415': unreadable,
       '404': missing,
       '409': error(

@@ -90,8 +90,9 @@ export class OperatorActions {
    * `<prefix>.in.<project>.answer`; a handoff mesh's packet (the stop item names its mesh) as a
    * {@link MeshAnswerRequest} on `<prefix>.in.<project>.mesh_answer`, which the router applies to
    * the mesh (raise_cap continues it, deny / acknowledge end it). Idempotent by `answer_id`: a retry of an answer already recorded on
-   * the packet answers its outcome again with `duplicate: true`; a retry before the router applied it is
-   * deduplicated by the stream. Refusals (decided with the domain's `decideResume`): 404
+   * the packet answers its outcome again with `duplicate: true` (the same id with another action or
+   * fields: 409 `answer_id_reused`); a retry before the router applied it is deduplicated by the
+   * stream (checked the same way). Refusals (decided with the domain's `decideResume`): 404
    * `not_found`, 409 `stop_already_answered` / `stale_answer`, 400 `answer_not_allowed`,
    * `answer_incomplete`, `intent_not_offered`, `cap_not_raised`, `schema_violation`; then the
    * router's own refusal, read back from the stream (409 with its code, e.g. `run_not_stopped`
@@ -107,27 +108,29 @@ export class OperatorActions {
     assertCanAnswer(caller);
     const meshRunId = record.mesh_run_id ?? (await this.views.inboxItem(InboxItemId.stop(project, packetId)))?.['mesh_run_id'];
     const mesh = typeof meshRunId === 'string' ? meshRunId : null;
+    const { answer_id: answerId, answered_by: _ignored, ...fields } = body;
+    const answerOf = (id: string, at: string) =>
+      parseOr400(OperatorAnswerSchema, { ...fields, packet_id: packetId, answer_id: id, answered_by: caller.name, answered_at: at });
     if (packet.status !== 'open') {
-      if (body.answer_id !== undefined && packet.answer?.answer_id === body.answer_id) {
+      const recorded = packet.answer;
+      if (answerId !== undefined && recorded?.answer_id === answerId) {
         const subject = mesh !== null ? Subjects.meshAnswer(this.prefix, packet.project) : Subjects.operatorAnswer(this.prefix, packet.project);
         const aggregate: AnswerAggregate =
           mesh !== null ? { project: packet.project, kind: 'mesh', id: mesh } : { project: packet.project, kind: 'run', id: packet.workflow_run_id };
-        return this.settle({ answerId: body.answer_id, aggregate, subject, duplicate: true });
+        // A retry of the recorded answer answers its outcome again; the same id with another
+        // action or fields is another answer, which the packet will never take.
+        if (!sameAnswer(recorded, answerOf(answerId, recorded.answered_at))) {
+          throw answerIdReused(answerId, packet.project, mesh !== null ? { mesh_run_id: mesh } : { workflow_run_id: packet.workflow_run_id });
+        }
+        return this.settle({ answerId, aggregate, subject, duplicate: true });
       }
       throw new ApiError(HttpStatus.CONFLICT, 'stop_already_answered', `stop packet ${packetId} was already answered`, [], {
-        answer_id: packet.answer?.answer_id ?? null,
+        answer_id: recorded?.answer_id ?? null,
         answered_at: record.answered_at,
       });
     }
     const now = new Date().toISOString();
-    const { answer_id: answerId, answered_by: _ignored, ...fields } = body;
-    const answer = parseOr400(OperatorAnswerSchema, {
-      ...fields,
-      packet_id: packetId,
-      answer_id: answerId ?? `ans-${randomUUID()}`,
-      answered_by: caller.name,
-      answered_at: now,
-    });
+    const answer = answerOf(answerId ?? `ans-${randomUUID()}`, now);
     const decided = decideResume(packet, answer, { now, actorRole: caller.role });
     if (!decided.ok) throw new ApiError(statusForKind(decided.error.kind), decided.error.code, decided.error.message, [], decided.error.details);
     if (mesh !== null) return this.settle(await this.publishMeshAnswer({ mesh_run_id: mesh, project: packet.project, actor_role: caller.role, answer }));
@@ -275,22 +278,12 @@ export class OperatorActions {
     }
     // The stored message may be gone (the stream's limits): nothing to compare, taken as a retry.
     if (earlier === null) return;
-    if (stableStringify(retryShape(earlier)) === stableStringify(retryShape(sent as unknown as Record<string, unknown>))) return;
+    if (sameAnswer(earlier, sent as unknown as Record<string, unknown>)) return;
     const answerId = 'mesh_run_id' in sent ? sent.answer.answer_id : sent.answer.answer.answer_id;
-    throw new ApiError(
-      HttpStatus.CONFLICT,
-      'answer_id_reused',
-      `answer_id ${answerId} was already used for another answer in project ${sent.project}; send a new answer_id`,
-      [],
-      {
-        answer_id: answerId,
-        project: sent.project,
-        used_for: {
-          ...('workflow_run_id' in earlier ? { workflow_run_id: earlier['workflow_run_id'] } : {}),
-          ...('mesh_run_id' in earlier ? { mesh_run_id: earlier['mesh_run_id'] } : {}),
-        },
-      },
-    );
+    throw answerIdReused(answerId, sent.project, {
+      ...('workflow_run_id' in earlier ? { workflow_run_id: earlier['workflow_run_id'] } : {}),
+      ...('mesh_run_id' in earlier ? { mesh_run_id: earlier['mesh_run_id'] } : {}),
+    });
   }
 
   private get prefix(): string {
@@ -368,6 +361,25 @@ export class OperatorActions {
     });
     return { answerId, aggregate: { project: body.project, kind: 'run', id: body.workflow_run_id }, subject, duplicate: ack.duplicate };
   }
+}
+
+/**
+ * 409 `answer_id_reused`: the answer id was used for another answer (`used_for` names the run or
+ * mesh it went to).
+ */
+function answerIdReused(answerId: string, project: string, usedFor: Record<string, unknown>): ApiError {
+  return new ApiError(
+    HttpStatus.CONFLICT,
+    'answer_id_reused',
+    `answer_id ${answerId} was already used for another answer in project ${project}; send a new answer_id`,
+    [],
+    { answer_id: answerId, project, used_for: usedFor },
+  );
+}
+
+/** Whether `retry` is the answer `earlier` sent again: the same {@link retryShape}. */
+function sameAnswer(earlier: Record<string, unknown>, retry: Record<string, unknown>): boolean {
+  return stableStringify(retryShape(earlier)) === stableStringify(retryShape(retry));
 }
 
 /**

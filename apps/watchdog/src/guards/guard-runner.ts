@@ -77,6 +77,7 @@ export function guardStopRequest(stop: GuardStop, actor: string): StopRunRequest
     why: stop.why,
     detail: stop.detail,
     tried: stop.tried.map((t) => t.slice(0, 200)),
+    ...(stop.cap !== undefined ? { cap: stop.cap } : {}),
     requested_by: actor,
     cause: { kind: 'loop_guard', guard: stop.guard, event_id: stop.trigger_event_id, ...(stop.agent !== undefined ? { agent: stop.agent } : {}) },
   });

@@ -1,4 +1,4 @@
-import type { HandoffEventData, LoopGuard, StopWhy } from '@baton/contracts';
+import type { HandoffEventData, LoopGuard, StopCap, StopWhy } from '@baton/contracts';
 import { handoffRun } from '../handoff/run-ref';
 
 /*
@@ -20,6 +20,13 @@ export interface GuardConfig {
 }
 
 export const DefaultGuardConfig: GuardConfig = { maxHops: 50, maxAlternations: 4, circuitFailures: 3, circuitCooldownMs: 60_000 };
+
+/**
+ * The name of the hop budget's cap: the watchdog's hop-budget stop names it (`cap.name`), and only
+ * a raise answering a packet that names it (or, for packets stored before stops named their cap, a
+ * budget packet that names none) lifts the run's hop limit.
+ */
+export const HopCapName = 'hops';
 
 /** One stored event as the guards see it (the envelope's fields they read). */
 export interface GuardEventInput {
@@ -44,7 +51,11 @@ export type GuardFact =
       raised_cap?: number;
       at: string;
     }
-  | { kind: 'run_halted'; project: string; run: string }
+  /**
+   * `stopped_on`: for `run.stopped`, the packet's why and the name of the cap it names (null: none),
+   * which say whether an operator's raise of it is the hop budget's; absent for `run.held`.
+   */
+  | { kind: 'run_halted'; project: string; run: string; stopped_on?: { why: StopWhy; cap: string | null } }
   | { kind: 'run_resumed'; project: string; run: string }
   | { kind: 'run_ended'; project: string; run: string }
   | { kind: 'result_recorded'; event_id: string; project: string; run: string; agent: string; at: string }
@@ -77,6 +88,8 @@ export interface GuardStop {
   packet_seed: string;
   /** The agent whose circuit is open (circuit only). */
   agent?: string;
+  /** The cap the stop hit (hop budget only: {@link HopCapName}, the limit in force and the hop reached). */
+  cap?: StopCap;
 }
 
 type RoutedPayload = { target: { agent: string }; from: { agent: string } | null; hop: number; raised_cap?: number; routed_at: string };
@@ -107,7 +120,10 @@ export function guardFactOf(event: GuardEventInput): GuardFact | null {
         if (p.raised_cap !== undefined) fact.raised_cap = p.raised_cap;
         return fact;
       }
-      case 'run.stopped':
+      case 'run.stopped': {
+        const p = event.payload as { packet: { why: StopWhy; cap?: { name: string } } };
+        return { kind: 'run_halted', project, run: id, stopped_on: { why: p.packet.why, cap: p.packet.cap?.name ?? null } };
+      }
       case 'run.held':
         return { kind: 'run_halted', project, run: id };
       case 'run.resumed':

@@ -1,5 +1,6 @@
+import type { StopWhy } from '@baton/contracts';
 import type { GuardConfig, GuardFact, GuardStop } from './facts';
-import { guardFactOf } from './facts';
+import { guardFactOf, HopCapName } from './facts';
 import { stepRunGuard, type RunGuardFact, type RunGuardState } from './run-guard';
 import { stepCircuit, type CircuitInput, type CircuitState } from './circuit';
 
@@ -61,10 +62,44 @@ describe('loop guard: hop budget per run', () => {
     expect(givenRun(history).when(routed('d', 'e', 5)).stops).toEqual([]);
   });
 
-  it('only an operator raises the cap: a routed event carrying raised_cap lifts the budget', () => {
-    const history: RunGuardFact[] = [routed(null, 'a', 1), routed('a', 'b', 2), routed('b', 'c', 3), routed('c', 'd', 4)];
-    history.push({ kind: 'run_halted', project: 'p', run: 'r1' }, { kind: 'run_resumed', project: 'p', run: 'r1' }, routed('d', 'e', 5, { raised_cap: 10 }));
-    expect(givenRun(history).when(routed('e', 'f', 6)).stops).toEqual([]);
+  /** Four hops past a budget of 3, stopped on a packet of `why` naming `cap`, resumed, and routed with a raised cap of `raised`. */
+  const raisedAfter = (stoppedOn: { why: StopWhy; cap: string | null } | undefined, raised: number): RunGuardFact[] => [
+    routed(null, 'a', 1),
+    routed('a', 'b', 2),
+    routed('b', 'c', 3),
+    routed('c', 'd', 4),
+    { kind: 'run_halted', project: 'p', run: 'r1', ...(stoppedOn !== undefined ? { stopped_on: stoppedOn } : {}) },
+    { kind: 'run_resumed', project: 'p', run: 'r1' },
+    routed('d', 'e', 5, { raised_cap: raised }),
+  ];
+
+  it('the hop-budget stop names its cap: hops, the limit in force and the hop reached', () => {
+    const step = givenRun([routed(null, 'a', 1), routed('a', 'b', 2), routed('b', 'c', 3)]).when(routed('c', 'd', 4));
+    expect(step.stops[0]?.cap).toEqual({ name: HopCapName, limit: 3, used: 4 });
+    expect(HopCapName).toBe('hops');
+  });
+
+  it('only an operator raises the cap: a routed event carrying raised_cap, answering the hop-budget stop, lifts the budget', () => {
+    expect(givenRun(raisedAfter({ why: 'budget', cap: 'hops' }, 10)).when(routed('e', 'f', 6)).stops).toEqual([]);
+  });
+
+  it("raising another cap is not the hop budget: an agent's tokens cap raised to 100000 leaves the hop limit where it was", () => {
+    const history = raisedAfter({ why: 'budget', cap: 'tokens' }, 100_000);
+    const last = history.pop()!;
+    expect(givenRun(history).when(last).stops).toEqual([expect.objectContaining({ guard: 'hop_budget', cap: { name: 'hops', limit: 3, used: 5 } })]);
+  });
+
+  it('a raise answering a budget packet that names no cap (stored before stops named their cap: the hop budget) still lifts it; a hold or an unseen stop does not', () => {
+    expect(givenRun(raisedAfter({ why: 'budget', cap: null }, 10)).when(routed('e', 'f', 6)).stops).toEqual([]);
+    const held = raisedAfter(undefined, 10);
+    const last = held.pop()!;
+    expect(givenRun(held).when(last).stops).toHaveLength(1);
+  });
+
+  it('the raise applies once: a later routed event does not carry the stop forward', () => {
+    const lifted = stepRunGuard(undefined, { kind: 'run_halted', project: 'p', run: 'r1', stopped_on: { why: 'budget', cap: 'hops' } }, config).state;
+    expect(lifted.hop_stop).toBe(true);
+    expect(stepRunGuard(lifted, routed('a', 'b', 1), config).state.hop_stop).toBe(false);
   });
 });
 
@@ -190,6 +225,26 @@ describe('guard facts', () => {
       run_project: 'src',
     });
     expect(created({})).toEqual({ kind: 'handoff_created', project: 'tgt', handoff: 'h1', to_agent: 'bob', run: 'r1', run_project: 'tgt' });
+  });
+
+  const envelope = (type: string, payload: unknown) => ({
+    id: `e-${++seq}`,
+    type,
+    project: 'p',
+    aggregate: { kind: 'run', id: 'r1' },
+    occurredAt: at(1),
+    payload,
+  });
+
+  it('run.stopped carries the packet why and the name of the cap it names (null: none); run.held carries neither', () => {
+    expect(guardFactOf(envelope('run.stopped', { packet: { why: 'budget', cap: { name: 'tokens', limit: 10 } } }))).toEqual({
+      kind: 'run_halted',
+      project: 'p',
+      run: 'r1',
+      stopped_on: { why: 'budget', cap: 'tokens' },
+    });
+    expect(guardFactOf(envelope('run.stopped', { packet: { why: 'budget' } }))).toMatchObject({ stopped_on: { why: 'budget', cap: null } });
+    expect(guardFactOf(envelope('run.held', { hold_kind: 'no_action' }))).toEqual({ kind: 'run_halted', project: 'p', run: 'r1' });
   });
 
   it('events no guard reads map to null', () => {

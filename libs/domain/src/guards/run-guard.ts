@@ -1,4 +1,4 @@
-import type { GuardConfig, GuardFact, GuardStop } from './facts';
+import { HopCapName, type GuardConfig, type GuardFact, type GuardStop } from './facts';
 
 /*
  * Per-run loop guards: the hop budget and ping-pong (thrash) detection per edge. State is folded
@@ -20,6 +20,13 @@ export interface RunGuardState {
   status: 'live' | 'halted' | 'ended';
   /** The hop budget in force: the configured one, or a cap an operator raised. */
   hop_limit: number;
+  /**
+   * The run last stopped on the hop budget: a budget packet naming the {@link HopCapName} cap, or
+   * naming no cap (packets stored before stops named their cap; the hop budget's stop was the one
+   * that named none). Only then does the raised cap of the run's next routed event lift `hop_limit`:
+   * raising another cap (an agent's `tokens`) is not a hop budget.
+   */
+  hop_stop: boolean;
   last_hop: number;
   edges: Readonly<Record<string, EdgeCount>>;
   /** A stop was asked for; no more until the run is resumed. */
@@ -35,7 +42,7 @@ export interface RunGuardStep {
 }
 
 export function initialRunGuard(project: string, run: string, config: GuardConfig): RunGuardState {
-  return { project, run, status: 'live', hop_limit: config.maxHops, last_hop: 0, edges: {}, tripped: false };
+  return { project, run, status: 'live', hop_limit: config.maxHops, hop_stop: false, last_hop: 0, edges: {}, tripped: false };
 }
 
 /** The unordered edge key of a hop and its direction. */
@@ -46,8 +53,10 @@ export function edgeOf(from: string, to: string): { key: string; dir: 'fwd' | 'r
 /**
  * Fold one run fact into the run's guard state and decide. Pure and deterministic (the same facts
  * give the same stops on every watchdog instance):
- * - hop budget: a `run.routed` whose hop exceeds the limit asks for a stop, why `budget`
- *   (only an operator raises the cap: a routed event carrying `raised_cap` lifts the limit);
+ * - hop budget: a `run.routed` whose hop exceeds the limit asks for a stop, why `budget`, naming
+ *   the cap (`hops`, the limit, the hop reached). Only an operator raises the cap: a routed event
+ *   carrying `raised_cap` lifts the limit when the run was resumed from a hop-budget stop (see
+ *   {@link RunGuardState.hop_stop}); a raise of any other cap leaves the hop limit alone;
  * - ping-pong: taking an edge A—B in the opposite direction of its last use is one alternation;
  *   more than `maxAlternations` on one edge asks for a stop, why `thrash`;
  * - after a trip nothing more is asked until `run.resumed`, which also resets the edge counts.
@@ -57,8 +66,11 @@ export function stepRunGuard(current: RunGuardState | undefined, fact: RunGuardF
   switch (fact.kind) {
     case 'run_started':
       return { state: current ?? state, stops: [] };
-    case 'run_halted':
-      return { state: { ...state, status: 'halted' }, stops: [] };
+    case 'run_halted': {
+      const on = fact.stopped_on;
+      const hop_stop = on !== undefined && on.why === 'budget' && (on.cap === null || on.cap === HopCapName);
+      return { state: { ...state, status: 'halted', hop_stop }, stops: [] };
+    }
     case 'run_resumed':
       return { state: { ...state, status: 'live', tripped: false, edges: {} }, stops: [] };
     case 'run_ended':
@@ -73,7 +85,7 @@ export function stepRunGuard(current: RunGuardState | undefined, fact: RunGuardF
 }
 
 function stepRouted(state: RunGuardState, fact: Extract<GuardFact, { kind: 'routed' }>, config: GuardConfig): RunGuardStep {
-  const hop_limit = fact.raised_cap !== undefined ? Math.max(state.hop_limit, Math.floor(fact.raised_cap)) : state.hop_limit;
+  const hop_limit = fact.raised_cap !== undefined && state.hop_stop ? Math.max(state.hop_limit, Math.floor(fact.raised_cap)) : state.hop_limit;
   let edges = state.edges;
   let alternations = 0;
   let edgeKey: string | null = null;
@@ -84,7 +96,7 @@ function stepRouted(state: RunGuardState, fact: Extract<GuardFact, { kind: 'rout
     edges = { ...edges, [edge.key]: { last: edge.dir, alternations } };
     edgeKey = edge.key;
   }
-  const next: RunGuardState = { ...state, status: 'live', hop_limit, last_hop: Math.max(state.last_hop, fact.hop), edges };
+  const next: RunGuardState = { ...state, status: 'live', hop_limit, hop_stop: false, last_hop: Math.max(state.last_hop, fact.hop), edges };
   if (state.tripped) return { state: next, stops: [] };
 
   const base = { project: fact.project, workflow_run_id: fact.run, trigger_event_id: fact.event_id };
@@ -99,6 +111,7 @@ function stepRouted(state: RunGuardState, fact: Extract<GuardFact, { kind: 'rout
           detail: `hop budget spent: hop ${fact.hop} of ${hop_limit} (${fact.from ?? 'start'} → ${fact.to})`,
           tried: [`hop ${fact.hop}: ${fact.from ?? 'start'} → ${fact.to}`],
           packet_seed: `hop_budget:${fact.event_id}`,
+          cap: { name: HopCapName, limit: hop_limit, used: fact.hop },
           ...base,
         },
       ],

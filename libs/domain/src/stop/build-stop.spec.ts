@@ -184,6 +184,13 @@ describe('buildStop — the stop packet (seed 003)', () => {
     expect(operatorForm?.actions.map((a) => a.id)).toEqual(['acknowledge']);
   });
 
+  it('the acknowledge form says what acknowledging does: the run ends, a person has taken the work (it does not stay stopped)', () => {
+    const { operatorForm } = buildStop(facts({ why: 'thrash', pending: null }));
+    expect(operatorForm?.prompt).toMatch(/the run ends/);
+    expect(operatorForm?.prompt).toMatch(/a person has taken the work/);
+    expect(operatorForm?.prompt).not.toMatch(/stays stopped/);
+  });
+
   it("the unknown-intent form offers the router's kinds as a select when it has them", () => {
     const { operatorForm } = buildStop(facts({ why: 'unknown_intent', intents: ['billing', 'shipping', 'billing'] }));
     const field = operatorForm!.fields.find((f) => f.id === 'intent')!;

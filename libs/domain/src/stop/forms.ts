@@ -91,14 +91,15 @@ export function raiseCapForm(cap: StopCap | undefined, detail?: string): NextFor
 
 /**
  * The form for a stop with nothing to decide: it still says why and what was tried, so a person
- * can look (open the trace) and, if needed, make a form. Acknowledge leaves the run stopped.
+ * can look (open the trace) and, if needed, make a form. Acknowledging ends the run (`stop`, which
+ * the run aggregate records as `run.terminated`): a person has taken the work.
  */
 export function acknowledgeForm(why: StopWhy, tried: readonly string[], detail?: string): NextForm {
   const triedText = tried.length > 0 ? tried.join(', ') : 'nothing (stopped before the loop)';
   return {
     kind: 'acknowledge',
     title: clip(`Stopped: ${StopWhyLabel[why]} — look and acknowledge`, titleMax),
-    prompt: 'Open the trace to see what happened, then acknowledge; the run stays stopped.',
+    prompt: 'Open the trace to see what happened, then acknowledge; the run ends there: a person has taken the work.',
     fields: [
       { id: 'why', kind: 'display', label: 'Why', required: false, value: why },
       { id: 'tried', kind: 'display', label: 'Tried', required: false, value: clip(triedText, Limits.maxShortText) },

@@ -174,6 +174,16 @@ describe('decideResume — resume from handoff is not always execute (seed 003)'
     });
   });
 
+  it('acknowledge ends the run: its stop reason says so and names who took the work, never that the run stays stopped', () => {
+    const ack = stop({ why: 'guard_failed', pending: null });
+    const decided = decideResume(ack, answer(ack, { action: 'acknowledge', pending_digest: undefined, note: 'taking it from here' }), operator);
+    expect(decided).toMatchObject({ ok: true, effect: { kind: 'stop' } });
+    const reason = decided.ok && decided.effect.kind === 'stop' ? decided.effect.reason : '';
+    expect(reason).toMatch(/^acknowledged by \S+; the run ends, a person has taken the work/);
+    expect(reason).toContain('taking it from here');
+    expect(reason).not.toMatch(/stays stopped/);
+  });
+
   it('an answer for another packet is refused', () => {
     const packet = stop();
     expect(decideResume(packet, answer(packet, { packet_id: 'pkt-2' }), operator)).toMatchObject({ ok: false, error: { code: 'answer_packet_mismatch' } });

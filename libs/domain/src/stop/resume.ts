@@ -32,7 +32,7 @@ const intentPattern = /^[A-Za-z0-9][A-Za-z0-9_.:-]*$/;
 
 /**
  * The buttons a packet accepts: those of its form's kind. A packet with no form accepts only
- * `acknowledge` (a person looked; the run stays stopped).
+ * `acknowledge` (a person looked and has taken the work; the run ends).
  */
 export function allowedActions(packet: StopPacket): readonly OperatorAnswerAction[] {
   return packet.next_form ? NextFormActionsByKind[packet.next_form.kind] : ['acknowledge'];
@@ -129,7 +129,7 @@ export function decideResume(packet: StopPacket, answer: OperatorAnswer, ctx: Re
       return effect({ kind: 'reroute', intent: 'rework', origin: 'human', reason: clip(note, 4_000) });
     }
     case 'acknowledge':
-      return effect({ kind: 'stop', reason: reasonWith(`acknowledged by ${answer.answered_by}; the run stays stopped`, answer.note) });
+      return effect({ kind: 'stop', reason: reasonWith(`acknowledged by ${answer.answered_by}; the run ends, a person has taken the work`, answer.note) });
     default:
       return assertNever(action, 'operator answer action');
   }

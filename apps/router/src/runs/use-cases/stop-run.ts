@@ -43,6 +43,7 @@ export class StopRunUseCase {
             why: request.why,
             tried: request.tried,
             ...(request.detail !== undefined ? { detail: request.detail } : {}),
+            ...(request.cap !== undefined ? { cap: request.cap } : {}),
           },
           metadata: { now, actor: request.requested_by },
         },
