@@ -503,6 +503,21 @@ function outcomeEvents(ctx: OutcomeContext, decision: RouteDecision, defs: Defin
       return [routedEvent(ctx, decision)];
     case 'hold': {
       const reason = decision.dispatch.reason ?? 'agent dispatched hold';
+      const result = defs.result;
+      const pending = result?.pending_tool_call ?? null;
+      if (result !== null && pending !== null && decision.hold_kind === 'hold' && decision.dispatch.origin === 'agent') {
+        // An agent that holds with a tool call pending waits for a person to approve that call
+        // (seed 003: waiting_human has a pending tool; a real freeze is never dropped): a policy
+        // stop whose packet freezes the call and whose form approves or denies it.
+        const facts: StopFacts = {
+          ...runFacts(ctx.state, result.run_id, ctx.now, stopIdFor(ctx.cause)),
+          why: 'policy',
+          tried: result.tried ?? [],
+          pending,
+          detail: reason,
+        };
+        return stopEvents(ctx, facts, 'agent');
+      }
       const noticeReason: NoticeReason = decision.hold_kind === 'human_gate' ? 'human_gate' : 'hold';
       return [
         {

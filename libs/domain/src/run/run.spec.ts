@@ -295,6 +295,40 @@ describe('workflow run: stops with a packet (seed 003)', () => {
     expect(play([answer('deny')], stopped).state.status).toBe('terminated');
   });
 
+  it('an agent that holds with a tool call pending asks a person to approve it: a policy stop freezing the call (seed 003: a real freeze is never dropped)', () => {
+    const hold = { dispatch: { status: 'hold' as const, reason: 'refund needs a person' } };
+    const { last, state } = play([decided('r1', 'issue', hold, { pending_tool_call: pending, tried: ['lookup'] })], started());
+    expect(last.map((e) => e.type)).toEqual(['run.result_recorded', 'run.stopped', 'run.notice_emitted']);
+    const packet = ofType(last, 'run.stopped')[0]!.data.packet;
+    expect(packet).toMatchObject({ why: 'policy', pending, tried: ['lookup'], detail: 'refund needs a person', next_form: { kind: 'approve_deny' } });
+    expect(state.status).toBe('stopped');
+    // Approving runs exactly the frozen call.
+    const approve: RunCommand = {
+      type: 'resume',
+      data: {
+        answer: {
+          kind: 'stop_answer',
+          answer: {
+            packet_id: packet.packet_id,
+            answer_id: 'a-1',
+            action: 'approve',
+            pending_digest: pendingDigest(pending),
+            answered_by: 'olga',
+            answered_at: NOW,
+          },
+        },
+        workflow,
+        agents,
+      },
+      metadata: operatorMeta,
+    };
+    const approved = play([approve], play([decided('r1', 'issue', hold, { pending_tool_call: pending, tried: ['lookup'] })], started()).events);
+    expect(ofType(approved.last, 'run.routed')[0]!.data).toMatchObject({ target: { agent: 'issue' }, approved_call: pending });
+    // A hold without a pending call stays a hold (no packet); a null pending call is none.
+    expect(play([decided('r1', 'issue', hold)], started()).last.map((e) => e.type)).toEqual(['run.result_recorded', 'run.held', 'run.notice_emitted']);
+    expect(play([decided('r1', 'issue', hold, { pending_tool_call: null })], started()).state.status).toBe('held');
+  });
+
   it('a budget stop reported by the agent keeps the cap it hit: only an operator lifts it, and only above that cap', () => {
     const cap = { name: 'tool_calls', limit: 20, used: 20 };
     const { last, events } = play([decided('r1', 'issue', advance, { stop: { why: 'budget', cap }, budget_used: { tool_calls: 20 } })], started());
