@@ -389,6 +389,21 @@ describe('router service (real NATS)', () => {
       expect(await payloads(run, 'run.routed')).toHaveLength(1); // the workflow did not advance
     });
 
+    it('a typed decision that breaks the contract ({}, task with function_call) is the no-action default with its diagnostic, not a dead letter', async () => {
+      const run = await startRun('feature');
+      await waitEvents(run, 'run.routed');
+      // AgentResult typing refuses such a decision; a raw client can still send it.
+      await publishResult({ ...result(run, 'issue', `${run}-empty`), decision: {} } as unknown as AgentResult);
+      const [held] = await waitEvents<{ reason: string; decision: { dispatch: { status: string; origin: string } } }>(run, 'run.held');
+      expect(held!.reason).toBe(
+        'no-action default: agent emitted no decision and its typed decision was invalid (at least one action is required: a sentinel must carry one of task, dispatch or function_call)',
+      );
+      expect(held!.decision.dispatch).toMatchObject({ status: 'hold', origin: 'engine_fallback' });
+      const [recorded] = await payloads<{ signal: unknown }>(run, 'run.result_recorded');
+      expect(recorded!.signal).toMatchObject({ kind: 'invalid', source: 'typed', code: 'invariant' });
+      expect((await deadLetters()).filter((l) => l.data.includes(`${run}-empty`))).toEqual([]);
+    });
+
     it('a decision-less callee with a return address advances back to its caller', async () => {
       const run = await startRun('feature');
       await waitEvents(run, 'run.routed');

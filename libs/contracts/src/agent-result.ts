@@ -121,3 +121,13 @@ export const AgentResultSchema = z.strictObject({
   produced_at: IsoTimeSchema,
 });
 export type AgentResult = z.infer<typeof AgentResultSchema>;
+
+/**
+ * An agent result as the router's run inbox reads it: {@link AgentResultSchema} with `decision`
+ * taken as it comes and checked afterwards by the sentinel's rules (`readTypedDecision` in
+ * `@baton/domain`). A decision that breaks the contract — no action, `task` with `function_call`,
+ * an unknown status — is not a refusal of the result: like a sentinel that does not parse, it is
+ * the no-action default with its diagnostic (seed 000 §2, §5). Clients send {@link AgentResultSchema}.
+ */
+export const AgentResultWireSchema = AgentResultSchema.extend({ decision: z.unknown().optional() });
+export type AgentResultWire = z.infer<typeof AgentResultWireSchema>;

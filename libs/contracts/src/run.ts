@@ -40,11 +40,16 @@ export const DecisionSignalSchema = z.discriminatedUnion('kind', [
   }),
   /** No typed decision and no sentinel marker in the body. */
   z.strictObject({ kind: z.literal('absent') }),
-  /** A sentinel marker was present but could not be parsed; `diagnostic` says why. */
+  /**
+   * The decision could not be read; `diagnostic` says why. `source`: a sentinel marker in the body
+   * that does not parse (also when absent: signals recorded before it was), or a typed `decision`
+   * that breaks the contract's invariants or schema — either way the no-action default applies.
+   */
   z.strictObject({
     kind: z.literal('invalid'),
     diagnostic: ShortTextSchema,
     code: z.string().max(80).optional(),
+    source: z.enum(['typed', 'sentinel']).optional(),
   }),
 ]);
 export type DecisionSignal = z.infer<typeof DecisionSignalSchema>;

@@ -87,7 +87,7 @@ const ALLOWED_STATUSES = Object.values(DispatchStatus);
  *   such a sentinel could not be read back.
  */
 export function renderSentinel(config: AgentRunConfig): string {
-  const checked = validateConfig(config);
+  const checked = validateConfig(config, 'the AGENT_RUN_CONFIG payload');
   if (!checked.ok) throw new SentinelError(checked.code, `cannot render an invalid AGENT_RUN_CONFIG: ${checked.diagnostic}`);
   const payload = escapeForComment(JSON.stringify(orderedConfig(checked.config)));
   const size = utf8Length(payload);
@@ -209,6 +209,16 @@ function invalid(code: SentinelDiagnosticCode, diagnostic: string): SentinelPars
   return { kind: 'invalid', code, diagnostic: clip(oneLine, MAX_DIAGNOSTIC_CHARS) };
 }
 
+/**
+ * Check a decision given as a value (an agent result's typed `decision`) by the sentinel's rules:
+ * invariants first, then the dispatch status, then every field. The diagnostic names `what` was
+ * checked. Never `absent`: a config, or invalid with its code and one-line diagnostic.
+ */
+export function checkRunConfig(value: unknown, what: string): Exclude<SentinelParse, { kind: 'absent' }> {
+  const checked = validateConfig(value, what);
+  return checked.ok ? { kind: 'config', config: checked.config } : (invalid(checked.code, checked.diagnostic) as Exclude<SentinelParse, { kind: 'absent' }>);
+}
+
 function decodePayload(payload: string): SentinelParse {
   if (payload.length === 0) return invalid(SentinelDiagnosticCode.badJson, 'the AGENT_RUN_CONFIG payload is empty; expected a JSON object');
   const decoded = parseUntrustedJson(payload, Limits.maxSentinelBytes);
@@ -225,7 +235,7 @@ function decodePayload(payload: string): SentinelParse {
         return invalid(SentinelDiagnosticCode.forbiddenKey, `the AGENT_RUN_CONFIG payload is refused: ${decoded.rejection.message}`);
     }
   }
-  const checked = validateConfig(decoded.value);
+  const checked = validateConfig(decoded.value, 'the AGENT_RUN_CONFIG payload');
   return checked.ok ? { kind: 'config', config: checked.config } : invalid(checked.code, checked.diagnostic);
 }
 
@@ -234,10 +244,10 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
 }
 
 /** Invariants first (the seed's contract), then the dispatch status, then every other field. */
-function validateConfig(value: unknown): Validated {
+function validateConfig(value: unknown, what: string): Validated {
   if (!isPlainObject(value)) {
     const kind = value === null ? 'null' : Array.isArray(value) ? 'an array' : `a ${typeof value}`;
-    return { ok: false, code: SentinelDiagnosticCode.notObject, diagnostic: `the AGENT_RUN_CONFIG payload must be a JSON object, got ${kind}` };
+    return { ok: false, code: SentinelDiagnosticCode.notObject, diagnostic: `${what} must be a JSON object, got ${kind}` };
   }
   const has = (key: string) => Object.prototype.hasOwnProperty.call(value, key) && value[key] !== undefined;
   if (!has('task') && !has('dispatch') && !has('function_call')) {

@@ -1,4 +1,4 @@
-import type { AgentResult, RunAnswer } from '@baton/contracts';
+import type { AgentResult, DecisionSignal, RunAnswer } from '@baton/contracts';
 import {
   accept,
   assertNever,
@@ -32,7 +32,15 @@ export type RouterRunCommand =
   | { kind: 'start'; command: StartRun }
   | { kind: 'reject'; command: RejectResult }
   | { kind: 'stop'; command: StopRun }
-  | { kind: 'result'; result: AgentResult; definitions: DefinitionState; metadata: RunCommandMetadata; handoff?: HandoffClaimView | null }
+  | {
+      kind: 'result';
+      result: AgentResult;
+      /** What the result decided when the edge read it apart (a typed decision that breaks the contract); else derived from the result. */
+      signal?: DecisionSignal;
+      definitions: DefinitionState;
+      metadata: RunCommandMetadata;
+      handoff?: HandoffClaimView | null;
+    }
   | { kind: 'answer'; answer: RunAnswer; definitions: DefinitionState; metadata: RunCommandMetadata }
   | { kind: 'message'; message: { message_id: string; text: string; sent_by?: string }; definitions: DefinitionState; metadata: RunCommandMetadata }
   | {
@@ -70,7 +78,14 @@ function decide(command: RouterRunCommand, state: RunState): DecisionResult<RunE
       return decideRun(
         {
           type: 'record_result',
-          data: { result, workflow: pinned.workflow, agents: pinned.agents, execution: pinned.definition.execution, handoff: command.handoff ?? null },
+          data: {
+            result,
+            ...(command.signal !== undefined ? { signal: command.signal } : {}),
+            workflow: pinned.workflow,
+            agents: pinned.agents,
+            execution: pinned.definition.execution,
+            handoff: command.handoff ?? null,
+          },
           metadata,
         },
         state,

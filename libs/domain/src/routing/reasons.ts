@@ -13,6 +13,11 @@ export const NoActionReasons = {
   /** Baton: unparseable marker *and* a return address → advance to the caller, both facts kept. */
   unparseableReturnToCaller: (diagnostic: string, callback: string) =>
     `no-action default: agent emitted no decision and the AGENT_RUN_CONFIG sentinel could not be parsed (${diagnostic}); returning to caller '${callback}'`,
+  /** Baton: a typed `decision` that breaks the contract (§2 invariants, schema) → hold, diagnostic kept. */
+  invalidTyped: (diagnostic: string) => `no-action default: agent emitted no decision and its typed decision was invalid (${diagnostic})`,
+  /** Baton: an invalid typed decision *and* a return address → advance to the caller, both facts kept. */
+  invalidTypedReturnToCaller: (diagnostic: string, callback: string) =>
+    `no-action default: agent emitted no decision and its typed decision was invalid (${diagnostic}); returning to caller '${callback}'`,
   /** Baton: the agent advanced but there is no callback, no edge and the step is not terminal. */
   noRoute: (step: string) => `no-action default: no route from step '${step}' (no callback, no workflow edge, not terminal)`,
 } as const;

@@ -2,6 +2,7 @@ import { AgentRunConfig, DecisionSignal, parseSentinel, RouteDecision } from '@b
 import { NoActionReasons } from './reasons';
 import { resolveRoute, RouteInput } from './route';
 import { agents, workflow } from './test-fixtures';
+import { readTypedDecision } from '../run/decide';
 
 /** Read a posted body the way the router does: its AGENT_RUN_CONFIG sentinel, or none. */
 function fromBody(body: string): DecisionSignal {
@@ -340,6 +341,35 @@ describe('seed 000 §5 the no-action default → callback, else hold', () => {
     const decision = route({ agent: 'architect', step: 'analyze' }, signal);
     expect(decision).toMatchObject({ outcome: 'hold', dispatch: { status: 'hold', origin: 'engine_fallback' } });
     expect(decision.dispatch.reason).toBe(`no-action default: agent emitted no decision and the AGENT_RUN_CONFIG sentinel could not be parsed (${diagnostic})`);
+  });
+
+  it('a typed decision that breaks the contract is the no-action default too: readTypedDecision leaves it off the result and its diagnostic goes into the reason', () => {
+    const base = { result_id: 'r1', run_id: 'run-1', project: 'demo', workflow_run_id: 'wr-1', agent: 'architect', produced_at: '2026-12-04T00:00:00.000Z' };
+    const empty = readTypedDecision({ ...base, decision: {} });
+    expect(empty.result).not.toHaveProperty('decision');
+    expect(empty.signal).toMatchObject({ kind: 'invalid', source: 'typed', code: 'invariant' });
+    const both = readTypedDecision({ ...base, decision: { task: 'plan', function_call: { function: 'call_agent', agent_name: 'context' } } });
+    expect(both.signal).toMatchObject({ kind: 'invalid', source: 'typed', code: 'invariant', diagnostic: expect.stringContaining('mutually exclusive') });
+    expect(readTypedDecision({ ...base, decision: null }).signal).toMatchObject({
+      code: 'not_object',
+      diagnostic: 'the typed decision must be a JSON object, got null',
+    });
+    // A valid decision stays on the result, and no signal overrides it.
+    expect(readTypedDecision({ ...base, decision: { dispatch: { status: 'advance' } } })).toEqual({
+      result: { ...base, decision: { dispatch: { status: 'advance' } } },
+    });
+
+    const held = route({ agent: 'architect', step: 'analyze' }, empty.signal!);
+    expect(held).toMatchObject({ outcome: 'hold', dispatch: { status: 'hold', origin: 'engine_fallback' } });
+    expect(held.dispatch.reason).toBe(
+      `no-action default: agent emitted no decision and its typed decision was invalid (${(empty.signal as { diagnostic: string }).diagnostic})`,
+    );
+    const back = route({ agent: 'context', step: 'analyze', callback: 'architect' }, { kind: 'invalid', source: 'typed', diagnostic: 'x' });
+    expect(back.dispatch).toEqual({
+      status: 'advance',
+      reason: "no-action default: agent emitted no decision and its typed decision was invalid (x); returning to caller 'architect'",
+      origin: 'engine_fallback',
+    });
   });
 
   it('an unparseable sentinel with a return address returns to the caller and the reason carries both facts (diagnostic and caller)', () => {

@@ -56,7 +56,7 @@ export function resolveRoute(input: RouteInput): RouteDecision {
     if (explicit !== null) return explicit;
     return resolveAdvance(input, config.dispatch?.reason ?? null);
   }
-  return resolveNoAction(input, input.signal.kind === 'invalid' ? input.signal.diagnostic : null);
+  return resolveNoAction(input, input.signal.kind === 'invalid' ? { diagnostic: input.signal.diagnostic, typed: input.signal.source === 'typed' } : null);
 }
 
 /** Rules 1 and 2: the callee's own function_call, task, or non-advance / destination dispatch. */
@@ -187,8 +187,12 @@ function resolveAdvance(input: RouteInput, reason: string | null): RouteDecision
   };
 }
 
-/** Rule 5, the no-action default (§5): return to the callback when registered, else hold. */
-function resolveNoAction(input: RouteInput, diagnostic: string | null): RouteDecision {
+/**
+ * Rule 5, the no-action default (§5): return to the callback when registered, else hold. `invalid`:
+ * the decision the agent gave could not be read (a sentinel that does not parse, or a typed decision
+ * that breaks the contract); its diagnostic goes into the reason.
+ */
+function resolveNoAction(input: RouteInput, invalid: { diagnostic: string; typed: boolean } | null): RouteDecision {
   const callback = liveCallback(input);
   if (callback !== null) {
     return {
@@ -197,7 +201,11 @@ function resolveNoAction(input: RouteInput, diagnostic: string | null): RouteDec
       target: { agent: callback, step: input.step },
       dispatch: fallbackDispatch(
         'advance',
-        diagnostic === null ? NoActionReasons.returnToCaller(callback) : NoActionReasons.unparseableReturnToCaller(diagnostic, callback),
+        invalid === null
+          ? NoActionReasons.returnToCaller(callback)
+          : invalid.typed
+            ? NoActionReasons.invalidTypedReturnToCaller(invalid.diagnostic, callback)
+            : NoActionReasons.unparseableReturnToCaller(invalid.diagnostic, callback),
       ),
       callback_after: null,
     };
@@ -208,7 +216,14 @@ function resolveNoAction(input: RouteInput, diagnostic: string | null): RouteDec
     hold_kind: 'hold',
     // An operator's "continue" may still take the edge the engine refused to auto-advance on.
     pending_target: forwardEdge(input.workflow, input.step),
-    dispatch: fallbackDispatch('hold', diagnostic === null ? NoActionReasons.hold : NoActionReasons.unparseable(diagnostic)),
+    dispatch: fallbackDispatch(
+      'hold',
+      invalid === null
+        ? NoActionReasons.hold
+        : invalid.typed
+          ? NoActionReasons.invalidTyped(invalid.diagnostic)
+          : NoActionReasons.unparseable(invalid.diagnostic),
+    ),
     callback_after: null,
   };
 }

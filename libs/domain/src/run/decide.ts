@@ -1,7 +1,9 @@
 import {
   AgentDefinition,
   AgentResult,
+  AgentResultWire,
   AgentRunConfig,
+  checkRunConfig,
   DecisionSignal,
   MAX_DECLARED_VARIABLES,
   NoticeReason,
@@ -55,6 +57,20 @@ export const RunErrorCode = {
   messageQueueFull: 'message_queue_full',
 } as const;
 export type RunErrorCode = (typeof RunErrorCode)[keyof typeof RunErrorCode];
+
+/**
+ * An agent result read at the router's edge: its typed `decision` checked by the sentinel's rules.
+ * A valid one stays on the result; one that breaks the contract leaves it, and comes back as an
+ * `invalid` signal (source `typed`) that the routing takes as the no-action default with its
+ * diagnostic, as it takes a sentinel that does not parse.
+ */
+export function readTypedDecision(wire: AgentResultWire): { result: AgentResult; signal?: DecisionSignal } {
+  const { decision, ...rest } = wire;
+  if (decision === undefined) return { result: rest };
+  const checked = checkRunConfig(decision, 'the typed decision');
+  if (checked.kind === 'config') return { result: { ...rest, decision: checked.config } };
+  return { result: rest, signal: { kind: 'invalid', source: 'typed', diagnostic: checked.diagnostic, code: checked.code } };
+}
 
 /**
  * What an agent result decided, as the routing cascade reads it: the typed `decision` wins; else

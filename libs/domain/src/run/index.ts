@@ -1,4 +1,4 @@
-export { runDecider, decideRun, decisionSignalOf, declaredVariables, RunErrorCode } from './decide';
+export { runDecider, decideRun, decisionSignalOf, declaredVariables, readTypedDecision, RunErrorCode } from './decide';
 export { evolveRun, hasProcessedId, initialRunState, openStopId, isFinished, activeScope, parentScope, MAX_TRANSCRIPT, MAX_QUEUED_MESSAGES } from './state';
 export { ProcessedIds } from './processed-ids';
 export type {

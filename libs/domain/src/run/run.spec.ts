@@ -297,7 +297,7 @@ describe('workflow run: stops with a packet (seed 003)', () => {
 
   it('an agent that holds with a tool call pending asks a person to approve it: a policy stop freezing the call (seed 003: a real freeze is never dropped)', () => {
     const hold = { dispatch: { status: 'hold' as const, reason: 'refund needs a person' } };
-    const { last, state } = play([decided('r1', 'issue', hold, { pending_tool_call: pending, tried: ['lookup'] })], started());
+    const { last, state } = play([decided('r1', 'issue', hold, { pending_tool_call: pending, tried: [{ name: 'lookup' }] })], started());
     expect(last.map((e) => e.type)).toEqual(['run.result_recorded', 'run.stopped', 'run.notice_emitted']);
     const packet = ofType(last, 'run.stopped')[0]!.data.packet;
     expect(packet).toMatchObject({ why: 'policy', pending, tried: ['lookup'], detail: 'refund needs a person', next_form: { kind: 'approve_deny' } });
@@ -322,7 +322,7 @@ describe('workflow run: stops with a packet (seed 003)', () => {
       },
       metadata: operatorMeta,
     };
-    const approved = play([approve], play([decided('r1', 'issue', hold, { pending_tool_call: pending, tried: ['lookup'] })], started()).events);
+    const approved = play([approve], play([decided('r1', 'issue', hold, { pending_tool_call: pending, tried: [{ name: 'lookup' }] })], started()).events);
     expect(ofType(approved.last, 'run.routed')[0]!.data).toMatchObject({ target: { agent: 'issue' }, approved_call: pending });
     // A hold without a pending call stays a hold (no packet); a null pending call is none.
     expect(play([decided('r1', 'issue', hold)], started()).last.map((e) => e.type)).toEqual(['run.result_recorded', 'run.held', 'run.notice_emitted']);

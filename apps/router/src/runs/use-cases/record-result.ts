@@ -1,6 +1,7 @@
 import type { HopTrace } from '@baton/eventstore';
 import { Inject, Injectable } from '@nestjs/common';
-import { AgentResultSchema } from '@baton/contracts';
+import { AgentResultWireSchema } from '@baton/contracts';
+import { readTypedDecision } from '@baton/domain';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { nowIso } from '../../shared/ids';
 import { decodeForSubject } from '../../shared/inbound';
@@ -25,7 +26,9 @@ import { RunCommands, runRef } from '../run-commands';
  *   is read from the ledger's stream (read-only, {@link HandoffClaims}) just before deciding;
  *   `claim_required`, `stale_handoff`, `handoff_not_claimed` and `claim_mismatch` are refusals.
  * - An unparseable sentinel is not a refusal: the routing domain applies the no-action default
- *   and keeps the parse diagnostic in the reason.
+ *   and keeps the parse diagnostic in the reason. Nor is a typed `decision` that breaks the
+ *   contract (no action, `task` with `function_call`, an unknown status…): the result is recorded
+ *   without it and the no-action default applies, its diagnostic in the reason.
  * - Otherwise `record_result` appends `run.result_recorded` and the routing outcome. Idempotent
  *   per `result_id`: a redelivered or republished result appends nothing. The hop's ledger
  *   requests then go at once (`DispatchReactor.dispatchAhead`), ahead of the events' deliveries.
@@ -40,7 +43,8 @@ export class RecordResultUseCase {
   ) {}
 
   async execute(subject: string, bytes: Uint8Array, trace: HopTrace): Promise<void> {
-    const result = decodeForSubject(this.runtime.config.BATON_PREFIX, subject, bytes, AgentResultSchema);
+    // A typed decision that breaks the contract is the no-action default, not a refusal (seed 000 §5).
+    const { result, signal } = readTypedDecision(decodeForSubject(this.runtime.config.BATON_PREFIX, subject, bytes, AgentResultWireSchema));
     const log = this.runtime.logger.child({
       trace_id: trace.traceId,
       project: result.project,
@@ -55,7 +59,7 @@ export class RecordResultUseCase {
     const ref = runRef(result.project, result.workflow_run_id);
     const outcome = await this.runs.applyInbound(
       ref,
-      (definitions) => ({ kind: 'result', result, definitions, metadata: { now, actor: result.agent }, handoff }),
+      (definitions) => ({ kind: 'result', result, ...(signal !== undefined ? { signal } : {}), definitions, metadata: { now, actor: result.agent }, handoff }),
       { kind: 'result', id: result.result_id, actor: result.agent, origin: 'agent', workflowRunId: result.workflow_run_id, now, trace },
       { kind: 'result_refused', agent: result.agent },
     );
