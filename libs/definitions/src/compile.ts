@@ -759,7 +759,7 @@ function compileRoute(
       ctx.pos(toE.value),
       DiagnosticCode.selfHandoff,
       `'${from}' hands off to itself`,
-      'The runtime refuses a route to the already-active agent with the code recursion.',
+      'The runtime refuses a route to the already-active agent: recursion while it works, target_waiting_for_input when it waits for the customer.',
     );
   }
   let returns = false;
