@@ -1,4 +1,5 @@
 import type { EscalationOutcome, HandbackRecipient, HandoffActorKind, HandoffCommandMetadata, HandoffEvent } from '@baton/contracts';
+import { ServiceActors } from '@baton/contracts';
 import { accept, assertNever, DecisionResult, reject } from '../decider';
 import type {
   AbandonHandoff,
@@ -152,11 +153,26 @@ function escalationOutcome(state: ExistingHandoff, projectLead: string | undefin
  */
 export const LEDGER_DERIVED_HANDOFF_ID = /^(?:hb|esc|d)-[0-9a-f]{32}$/;
 
-/** May this caller create `handoffId`? Ids in the ledger's derived space are its policies' alone. */
+/**
+ * The shape of the handoff ids the router derives for a run's or a mesh's routes: `ho-<cause>-<id>`
+ * (`s` start, `r` result, `a` answer, `x` stop, `m` message, `f` failed handoff;
+ * `libs/domain/src/run/ids.ts`) and `mh-s-` / `mh-r-` (a mesh's entry and turns). An agent chooses
+ * its own result ids, so it could compute the id of the handoff its next result will route to and
+ * create it first — the router takes `already_exists` as its create done, and the run would go on
+ * with the agent's forged handoff. Only the router may create such an id.
+ */
+export const ROUTER_DERIVED_HANDOFF_ID = /^(?:ho-[sraxmf]|mh-[sr])-/;
+
+/** May this caller create `handoffId`? Ids in the ledger's or the router's derived space are theirs alone. */
 function checkReservedId(handoffId: string, metadata: HandoffCommandMetadata): Decision | null {
-  if (!LEDGER_DERIVED_HANDOFF_ID.test(handoffId)) return null;
-  if (metadata.actorKind === 'system' && metadata.actor === LEDGER_ACTOR) return null;
-  return reject('invalid', HandoffErrorCode.reservedId, `handoff id ${handoffId} is reserved for the handoffs the ledger creates; choose another id`, {
+  const owner = LEDGER_DERIVED_HANDOFF_ID.test(handoffId)
+    ? { actor: LEDGER_ACTOR, who: 'the ledger' }
+    : ROUTER_DERIVED_HANDOFF_ID.test(handoffId)
+      ? { actor: ServiceActors.router.actor, who: 'the router' }
+      : null;
+  if (owner === null) return null;
+  if (metadata.actorKind === 'system' && metadata.actor === owner.actor) return null;
+  return reject('invalid', HandoffErrorCode.reservedId, `handoff id ${handoffId} is reserved for the handoffs ${owner.who} creates; choose another id`, {
     handoff_id: handoffId,
   });
 }

@@ -1,7 +1,9 @@
 import { HandoffCreatedSchema, type HandoffEvent } from '@baton/contracts';
 import { fold } from '../decider';
 import { given } from '../testing/given';
-import { LEDGER_DERIVED_HANDOFF_ID } from './decide';
+import { meshEntryHandoffId, meshHandoffId } from '../mesh/decide';
+import { handoffIdFor } from '../run/ids';
+import { LEDGER_DERIVED_HANDOFF_ID, ROUTER_DERIVED_HANDOFF_ID } from './decide';
 import { handoffDecider } from './decider';
 import { at, cmd, history, HID, Ledger, meta } from './handoff.fixtures';
 import type { HandoffCommand } from './commands';
@@ -124,6 +126,32 @@ describe('handoff: the ids the ledger derives are its own', () => {
 
   it('ids that only look alike stay open to callers', () => {
     for (const id of ['hb-login', `hb-${HEX}0`, `esc-${HEX.toUpperCase()}`, `x-${HEX}`]) {
+      given(handoffDecider)
+        .when(cmd.create({ handoff_id: id }))
+        .thenMatch([{ type: 'handoff.created' }]);
+    }
+  });
+});
+
+describe('handoff: the ids the router derives for routes are its own', () => {
+  it.each([handoffIdFor({ kind: 'result', id: 'r-next' }), handoffIdFor({ kind: 'start', id: 'wr-1' }), meshHandoffId('turn-7'), meshEntryHandoffId('mesh-1')])(
+    'an agent that computes %s (its own next result id chooses it) cannot create it first: reserved_id; the router can',
+    (id) => {
+      expect(ROUTER_DERIVED_HANDOFF_ID.test(id)).toBe(true);
+      given(handoffDecider)
+        .when(cmd.create({ handoff_id: id }))
+        .thenFails('reserved_id');
+      given(handoffDecider)
+        .when(cmd.create({ handoff_id: id }, meta('baton-ledger', 'system')))
+        .thenFails('reserved_id');
+      given(handoffDecider)
+        .when(cmd.create({ handoff_id: id }, meta('baton-router', 'system')))
+        .thenMatch([{ type: 'handoff.created' }]);
+    },
+  );
+
+  it('ids that only look alike stay open to callers (ho-demo-1, how-to, mh-x-1)', () => {
+    for (const id of ['ho-demo-1', 'how-to', 'mh-x-1', 'ho-r']) {
       given(handoffDecider)
         .when(cmd.create({ handoff_id: id }))
         .thenMatch([{ type: 'handoff.created' }]);
