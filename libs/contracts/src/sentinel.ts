@@ -199,7 +199,7 @@ export function appendSentinelOnce(body: string, config: AgentRunConfig): string
 
 type Validated = { ok: true; config: AgentRunConfig } | { ok: false; code: SentinelDiagnosticCode; diagnostic: string };
 
-function invalid(code: SentinelDiagnosticCode, diagnostic: string): SentinelParse {
+function invalid(code: SentinelDiagnosticCode, diagnostic: string): Extract<SentinelParse, { kind: 'invalid' }> {
   // Diagnostics travel into one-line reasons: no control characters, bounded length.
   let oneLine = '';
   for (const ch of diagnostic) {
@@ -216,7 +216,7 @@ function invalid(code: SentinelDiagnosticCode, diagnostic: string): SentinelPars
  */
 export function checkRunConfig(value: unknown, what: string): Exclude<SentinelParse, { kind: 'absent' }> {
   const checked = validateConfig(value, what);
-  return checked.ok ? { kind: 'config', config: checked.config } : (invalid(checked.code, checked.diagnostic) as Exclude<SentinelParse, { kind: 'absent' }>);
+  return checked.ok ? { kind: 'config', config: checked.config } : invalid(checked.code, checked.diagnostic);
 }
 
 function decodePayload(payload: string): SentinelParse {

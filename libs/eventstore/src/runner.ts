@@ -384,9 +384,11 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
   const failed = async (msg: ConsumedMessage, error: unknown) => {
     const verdict = classify(error);
     if (verdict.kind === 'poison') return giveUp(msg, verdict.reason, error);
+    // An unbounded failure waits at the backoff's last delay; a bounded one counts its own tries.
+    const tries = verdict.unbounded === true ? msg.deliveryCount : counted(msg);
     if (verdict.unbounded === true) excuse(msg);
-    else if (counted(msg) >= maxDeliver) return giveUp(msg, DeadLetterReason.maxDeliveries, error);
-    const delayMs = verdict.delayMs ?? delayFor(verdict.unbounded === true ? msg.deliveryCount : counted(msg));
+    else if (tries >= maxDeliver) return giveUp(msg, DeadLetterReason.maxDeliveries, error);
+    const delayMs = verdict.delayMs ?? delayFor(tries);
     msg.raw.nak(delayMs);
     report({ kind: 'retry', msg, delayMs, error });
   };

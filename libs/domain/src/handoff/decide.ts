@@ -1,6 +1,7 @@
 import type { EscalationOutcome, HandbackRecipient, HandoffActorKind, HandoffCommandMetadata, HandoffEvent } from '@baton/contracts';
 import { ServiceActors } from '@baton/contracts';
 import { accept, assertNever, DecisionResult, reject } from '../decider';
+import { ROUTER_HANDOFF_ID_PREFIXES } from '../run/ids';
 import type {
   AbandonHandoff,
   ArchiveHandoff,
@@ -155,13 +156,14 @@ export const LEDGER_DERIVED_HANDOFF_ID = /^(?:hb|esc|d)-[0-9a-f]{32}$/;
 
 /**
  * The shape of the handoff ids the router derives for a run's or a mesh's routes: `ho-<cause>-<id>`
- * (`s` start, `r` result, `a` answer, `x` stop, `m` message, `f` failed handoff;
- * `libs/domain/src/run/ids.ts`) and `mh-s-` / `mh-r-` (a mesh's entry and turns). An agent chooses
+ * (`s` start, `r` result, `a` answer, `x` stop, `m` message, `f` failed handoff) and `mh-s-` /
+ * `mh-r-` (a mesh's entry and turns), built from the prefixes the id builders use
+ * (`ROUTER_HANDOFF_ID_PREFIXES`, `libs/domain/src/run/ids.ts`). An agent chooses
  * its own result ids, so it could compute the id of the handoff its next result will route to and
  * create it first — the router takes `already_exists` as its create done, and the run would go on
  * with the agent's forged handoff. Only the router may create such an id.
  */
-export const ROUTER_DERIVED_HANDOFF_ID = /^(?:ho-[sraxmf]|mh-[sr])-/;
+export const ROUTER_DERIVED_HANDOFF_ID = new RegExp(`^(?:${ROUTER_HANDOFF_ID_PREFIXES.join('|')})-`);
 
 /** May this caller create `handoffId`? Ids in the ledger's or the router's derived space are theirs alone. */
 function checkReservedId(handoffId: string, metadata: HandoffCommandMetadata): Decision | null {

@@ -11,6 +11,7 @@ import type {
   TerminalHandoffStatus,
 } from '@baton/contracts';
 import { assertNever } from '../decider';
+import { isScopedRetry, rememberScopedKey, type ScopedKey } from '../scoped-keys';
 import type { HandoffCommand } from './commands';
 
 /** How many recent idempotency keys a handoff remembers; a retry older than this re-decides. */
@@ -25,12 +26,7 @@ export const RECENT_KEYS_LIMIT = 256;
  * ledger's own `complete_from_handback` / `rework_from_handback`), or the actor kind of a
  * non-create command (only its name is recorded).
  */
-export interface RecentKey {
-  key: string;
-  command: HandoffCommand['type'];
-  actor: string | undefined;
-  actor_kind: HandoffActorKind | undefined;
-}
+export type RecentKey = ScopedKey<HandoffCommand['type'], HandoffActorKind>;
 
 /** A claim on a handoff: who holds it, its id, and when its lease runs out. */
 export interface Claim {
@@ -110,12 +106,6 @@ export function initialHandoffState(): HandoffState {
   return { status: 'absent' };
 }
 
-function remember(keys: readonly RecentKey[], entry: RecentKey): readonly RecentKey[] {
-  if (keys.some((k) => k.key === entry.key && k.command === entry.command && k.actor === entry.actor && k.actor_kind === entry.actor_kind)) return keys;
-  const next = [...keys, entry];
-  return next.length > RECENT_KEYS_LIMIT ? next.slice(next.length - RECENT_KEYS_LIMIT) : next;
-}
-
 function recentKey(key: string, command: HandoffCommand['type'], actor: string | undefined, actorKind?: HandoffActorKind): RecentKey {
   return { key, command, actor, actor_kind: actorKind };
 }
@@ -182,13 +172,7 @@ export function isRecentRetry(
   state: ExistingHandoff,
   command: { type: HandoffCommand['type']; data: { idempotency_key: string }; metadata: { actor: string; actorKind: HandoffActorKind } },
 ): boolean {
-  return state.recent_keys.some(
-    (k) =>
-      k.key === command.data.idempotency_key &&
-      k.command === command.type &&
-      (k.actor === undefined || k.actor === command.metadata.actor) &&
-      (k.actor_kind === undefined || k.actor_kind === command.metadata.actorKind),
-  );
+  return isScopedRetry(state.recent_keys, command.data.idempotency_key, command.type, command.metadata.actor, command.metadata.actorKind);
 }
 
 /** The core of a state with its claim removed (for transitions back to `pending`). */
@@ -245,7 +229,7 @@ export function evolveHandoff(state: HandoffState, event: HandoffEvent): Handoff
   const touched = {
     updated_at: event.data.at,
     version: state.version + 1,
-    recent_keys: remember(state.recent_keys, issuedKey(state, event)),
+    recent_keys: rememberScopedKey(state.recent_keys, issuedKey(state, event), RECENT_KEYS_LIMIT),
   };
 
   switch (event.type) {

@@ -1,7 +1,7 @@
 import { validateMesh, type MeshEvent, type NoticeRecipient, type StopCap, type StopPacket } from '@baton/contracts';
 import { checkResultClaim, ResultClaimCode } from '../claims';
 import { accept, assertNever, Decider, DecisionResult, reject } from '../decider';
-import { deriveId } from '../run/ids';
+import { deriveId, MeshHandoffPrefix } from '../run/ids';
 import { buildHumanActionNotice } from '../notices';
 import { buildStop, decideResume, raiseCapForm } from '../stop';
 import { deepFreeze } from '../stop/freeze';
@@ -29,9 +29,9 @@ export const MeshErrorCode = {
 export type MeshErrorCode = (typeof MeshErrorCode)[keyof typeof MeshErrorCode];
 
 /** The handoff the entry agent's first turn is offered with (`mh-s-<mesh_run_id>`). */
-export const meshEntryHandoffId = (meshRunId: string): string => deriveId('mh-s', meshRunId);
+export const meshEntryHandoffId = (meshRunId: string): string => deriveId(MeshHandoffPrefix.entry, meshRunId);
 /** The handoff a turn's handoff call opens for the next speaker (`mh-r-<result_id>`). */
-export const meshHandoffId = (resultId: string): string => deriveId('mh-r', resultId);
+export const meshHandoffId = (resultId: string): string => deriveId(MeshHandoffPrefix.turn, resultId);
 /**
  * The stop packet a turn opens when the iteration cap refuses its handoff (`stop-mt-<result_id>`).
  * Not `stop-m-`: a workflow run's stop caused by a customer message is `stop-m-<message_id>`

@@ -1,5 +1,6 @@
 import type { ProjectControlEvent, ProjectControlRecord, ProjectControlRole } from '@baton/contracts';
 import { accept, assertNever, type Decider, type DecisionResult, reject } from '../decider';
+import { isScopedRetry, rememberScopedKey, type ScopedKey } from '../scoped-keys';
 
 /*
  * The project-control aggregate (kind `project`, id `control`): the project kill switch. The ledger
@@ -15,11 +16,7 @@ export const PROJECT_RECENT_KEYS_LIMIT = 64;
  * event): a key counts as a retry only for that same command from that same actor, so a `resume`
  * that happens to carry the pause's key still resumes.
  */
-export interface ProjectRecentKey {
-  key: string;
-  command: ProjectControlCommand['type'];
-  actor: string;
-}
+export type ProjectRecentKey = ScopedKey<ProjectControlCommand['type'], never>;
 
 interface ProjectControlCore {
   project: string;
@@ -51,19 +48,13 @@ export function initialProjectControlState(): ProjectControlState {
   return { status: 'active', version: 0, recent_keys: [] };
 }
 
-function remember(keys: readonly ProjectRecentKey[], entry: ProjectRecentKey): readonly ProjectRecentKey[] {
-  if (keys.some((k) => k.key === entry.key && k.command === entry.command && k.actor === entry.actor)) return keys;
-  const next = [...keys, entry];
-  return next.length > PROJECT_RECENT_KEYS_LIMIT ? next.slice(next.length - PROJECT_RECENT_KEYS_LIMIT) : next;
-}
-
 /** Apply one project-control event. Pure; an event that cannot follow the state leaves it unchanged. */
 export function evolveProjectControl(state: ProjectControlState, event: ProjectControlEvent): ProjectControlState {
   const issued: ProjectRecentKey =
     event.type === 'project.paused'
-      ? { key: event.data.idempotency_key, command: 'pause', actor: event.data.paused_by }
-      : { key: event.data.idempotency_key, command: 'resume', actor: event.data.resumed_by };
-  const recent_keys = remember(state.recent_keys, issued);
+      ? { key: event.data.idempotency_key, command: 'pause', actor: event.data.paused_by, actor_kind: undefined }
+      : { key: event.data.idempotency_key, command: 'resume', actor: event.data.resumed_by, actor_kind: undefined };
+  const recent_keys = rememberScopedKey(state.recent_keys, issued, PROJECT_RECENT_KEYS_LIMIT);
   switch (event.type) {
     case 'project.paused': {
       const d = event.data;
@@ -97,7 +88,7 @@ export function decideProjectControl(command: ProjectControlCommand, state: Proj
     return reject('forbidden', ProjectControlErrorCode.adminOnly, `only an admin may ${command.type} project ${command.data.project}`);
   }
   const key = command.data.idempotency_key;
-  if (state.recent_keys.some((k) => k.key === key && k.command === command.type && k.actor === metadata.actor)) return accept();
+  if (isScopedRetry(state.recent_keys, key, command.type, metadata.actor, undefined)) return accept();
   switch (command.type) {
     case 'pause': {
       if (state.status === 'paused') {

@@ -17,6 +17,18 @@ export function deriveId(prefix: string, source: string): string {
 /** One letter per cause kind, so a result id and an answer id that happen to be equal never collide. */
 const causeLetter: Record<RouteCause['kind'], string> = { start: 's', result: 'r', resume: 'a', stop: 'x', message: 'm', handoff_failed: 'f' };
 
+/** The prefixes of a mesh's handoff ids: its entry (`mh-s-<mesh_run_id>`) and each turn's (`mh-r-<result_id>`). */
+export const MeshHandoffPrefix = { entry: 'mh-s', turn: 'mh-r' } as const;
+
+/**
+ * Every prefix of the handoff ids the router derives (a run's routes, `ho-<cause letter>`, and a
+ * mesh's): only the router may create an id that starts with one and a dash (`reserved_id`).
+ */
+export const ROUTER_HANDOFF_ID_PREFIXES: readonly string[] = [
+  ...Object.values(causeLetter).map((letter) => `ho-${letter}`),
+  ...Object.values(MeshHandoffPrefix),
+];
+
 /** The handoff the router asks the ledger to create for a route caused by `cause` (`ho-r-<result_id>`). */
 export const handoffIdFor = (cause: RouteCause): string => deriveId(`ho-${causeLetter[cause.kind]}`, cause.id);
 /** The one notice of a stop-for-a-human outcome caused by `cause` (`nt-r-<result_id>`). */
