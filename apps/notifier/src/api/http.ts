@@ -68,7 +68,8 @@ export function projectionsUnavailable(error: unknown): ApiError | null {
 /**
  * Writes every HTTP error as `{ error: { code, message, issues } }`: ApiErrors as they are; a bad
  * cursor as 400 `schema_violation`; Redis not answering (a command timeout, a refused connection)
- * as 503 `projections_unavailable` with `Retry-After`; Express's own errors (a body that is not
+ * as 503 `projections_unavailable`; every refusal whose details carry `retry_after_sec` (that one, 503
+ * `answer_outcome_unknown`, 429s) with that many seconds as `Retry-After`; Express's own errors (a body that is not
  * UTF-8 → `invalid_utf8`, a charset Express cannot read → 415 `unsupported_charset`, malformed
  * JSON body → `malformed_json`, body over the limit → `payload_too_large`, a Content-Encoding it
  * cannot undo → 415 `unsupported_encoding`, any other body it cannot read → 400 `malformed_body`)
@@ -86,8 +87,8 @@ export class ApiExceptionFilter implements ExceptionFilter {
       .getResponse<{ status(code: number): { json(body: unknown): void }; setHeader(name: string, value: string): void; headersSent?: boolean }>();
     const [status, body] = this.toBody(exception);
     if (response.headersSent) return;
-    if (status === HttpStatus.SERVICE_UNAVAILABLE && (body as ApiErrorBody).error?.code === 'projections_unavailable')
-      response.setHeader('Retry-After', String(PROJECTIONS_RETRY_AFTER_SEC));
+    const retryAfter = (body as ApiErrorBody).error?.details?.['retry_after_sec'];
+    if (typeof retryAfter === 'number' && retryAfter > 0) response.setHeader('Retry-After', String(Math.ceil(retryAfter)));
     response.status(status).json(body);
   }
 
