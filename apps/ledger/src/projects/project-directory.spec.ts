@@ -27,4 +27,22 @@ describe('project view: what the ledger fills into commands from the project def
     expect(view.rolesOf('olga', 'operator')).toEqual(['operator']);
     expect(view.rolesOf('stranger', 'agent')).toEqual([]);
   });
+
+  it('an agent whose definition names a role people hold (operator, admin, viewer) does not get it: a handback for the operators stays theirs', () => {
+    const view = projectView({
+      ...definition,
+      agents: [
+        { name: 'opsbot', role: 'operator' },
+        { name: 'root', role: ' admin ' },
+        { name: 'peek', role: 'viewer' },
+        { name: 'ops2', role: 'Operator' },
+      ],
+    });
+    expect(view.rolesOf('opsbot', 'agent')).toEqual([]);
+    expect(view.rolesOf('root', 'agent')).toEqual([]);
+    expect(view.rolesOf('peek', 'agent')).toEqual([]);
+    // Roles are compared exactly: `Operator` is an agent role like any other, and no handoff Baton addresses names it.
+    expect(view.rolesOf('ops2', 'agent')).toEqual(['Operator']);
+    expect(view.rolesOf('opsbot', 'operator')).toEqual(['operator']);
+  });
 });

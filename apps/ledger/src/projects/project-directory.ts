@@ -1,5 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { ActorNameSchema, type HandoffActorKind, type ProjectDefinition } from '@baton/contracts';
+import { ActorNameSchema, OperatorRoleSchema, type HandoffActorKind, type ProjectDefinition } from '@baton/contracts';
 import type { ProjectRoster } from '@baton/domain';
 import { LruCache } from '@baton/eventstore';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
@@ -9,7 +9,12 @@ import { LEDGER_CONFIG, type LedgerConfig } from '../config';
 export interface ProjectView {
   /** Visible actors (the definition's agents) and the default lead; empty / no lead without a definition. */
   roster: ProjectRoster;
-  /** Roles a claimer holds (for `to_role` handoffs): its agent role, and `operator` for operators and humans. */
+  /**
+   * Roles a claimer holds (for `to_role` handoffs): its agent role, and `operator` for operators and
+   * humans. An agent's role that names a role people hold (`viewer`, `operator`, `admin`: the
+   * operator API's roles) is not given to the agent: a definition cannot make an agent one of "the
+   * operators" a handback with no eligible reviewer goes to.
+   */
   rolesOf(actor: string, actorKind: HandoffActorKind): string[];
 }
 
@@ -36,7 +41,7 @@ export function projectView(definition: ProjectDefinition | null): ProjectView {
       const out: string[] = [];
       if (actorKind === 'operator' || actorKind === 'human') out.push('operator');
       const role = roles.get(actor)?.trim();
-      if (role) out.push(role);
+      if (role && !OperatorRoleSchema.safeParse(role).success) out.push(role);
       return out;
     },
   };

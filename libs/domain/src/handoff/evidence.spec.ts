@@ -42,6 +42,11 @@ describe('evidence floor: what counts as evidence', () => {
     ['a placeholder split by a zero-width space', 'n\u200b/a'],
     ['a placeholder across a newline', 'not\napplicable'],
     ['punctuation only', '-- ... ?!'],
+    ['a full-width N/A', '\uff2e/\uff21'],
+    ['a full-width NONE', '\uff2e\uff2f\uff2e\uff25'],
+    ['full-width TBD', '\uff34\uff22\uff24'],
+    ['circled N/A', '\u24c3/\u24b6'],
+    ['full-width JSON text [{}]', '\uff3b\uff5b\uff5d\uff3d'],
   ];
 
   it.each(notEvidence)('hole (b): %s is not evidence, in tests_run, artifacts or work_product_id', (_name, entry) => {
@@ -63,6 +68,7 @@ describe('evidence floor: what counts as evidence', () => {
     ['JSON text with a named test', '[{"name":"parser.spec.ts"}]'],
     ['a JSON string', '"pr-42"'],
     ['bracketed text that is not JSON', '[x] smoke test'],
+    ['full-width text that says something', '\uff30\uff32-42'],
   ];
 
   it.each(evidence)('genuine evidence still counts: %s', (_name, entry) => {

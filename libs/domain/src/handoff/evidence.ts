@@ -1,8 +1,8 @@
 import type { CompletionReport, Evidence, EvidenceFloor, HandoffActorKind } from '@baton/contracts';
 
 /**
- * Values that say "nothing here". Compared in the normalized form `normalizeText` produces (no
- * invisible characters, lowercased, inner whitespace collapsed, surrounding punctuation and symbols
+ * Values that say "nothing here". Compared in the normalized form `normalizeText` produces (NFKC,
+ * no invisible characters, lowercased, inner whitespace collapsed, surrounding punctuation and symbols
  * stripped), so `N/A.`, `(none)` and `"TBD"` match too. A placeholder is not evidence (seed 002,
  * known hole: `[{}]` counted as evidence).
  */
@@ -31,9 +31,13 @@ const LETTER_OR_DIGIT = /[\p{L}\p{N}]/u;
 /** Texts that may be JSON containers or JSON strings; numbers and booleans stay text ("42" may be a PR). */
 const JSON_LIKE = /^(?:\[[\s\S]*\]|\{[\s\S]*\}|"[\s\S]*")$/;
 
-/** A text as it reads: blanks (tabs and newlines too) folded to one space, zero-width characters removed, trimmed. */
+/**
+ * A text as it reads: compatibility forms folded to their plain letters (NFKC: full-width `ＮＯＮＥ`
+ * reads `NONE`, the ligature `ﬁ` reads `fi`), blanks (tabs and newlines too) folded to one space,
+ * zero-width characters removed, trimmed.
+ */
 function visibleText(text: string): string {
-  return text.replace(BLANK, ' ').replace(ZERO_WIDTH, '').replace(BLANK, ' ').trim();
+  return text.normalize('NFKC').replace(BLANK, ' ').replace(ZERO_WIDTH, '').replace(BLANK, ' ').trim();
 }
 
 /** The comparable form of a text: visible, lowercased, surrounding punctuation and symbols stripped. */
