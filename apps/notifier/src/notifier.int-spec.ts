@@ -507,6 +507,17 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
     const runAnswersBefore = await runAnswerCount();
     const subject = Subjects.meshAnswer(prefix, 'demo');
     expect((await post(`/v1/stops/${packetId}/answer`, { action: 'raise_cap', cap: 2 })).body.error?.code).toBe('cap_not_raised');
+    // A form sends the cap as text: read as the number it writes (here still not above the cap), or refused when it is not one.
+    const formPost = async (form: string) =>
+      (await (
+        await fetch(`${base}/v1/projects/demo/stops/${packetId}/answer`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: `Bearer ${token}` },
+          body: form,
+        })
+      ).json()) as { error?: { code: string } };
+    expect((await formPost('action=raise_cap&cap=2')).error?.code).toBe('cap_not_raised');
+    expect((await formPost('action=raise_cap&cap=two')).error?.code).toBe('schema_violation');
     const accepted = await post(`/v1/stops/${packetId}/answer`, { answer_id: 'ans-mesh-1', action: 'raise_cap', cap: 6 });
     expect(accepted).toEqual({
       status: 202,
@@ -530,5 +541,34 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
       answer: { packet_id: packetId, answer_id: 'ans-mesh-1', action: 'raise_cap', cap: 6, answered_by: 'olga' },
     });
     expect(await runAnswerCount()).toBe(runAnswersBefore); // nothing went to the runs' answer subject
+  });
+  it('a hold answer sent again after the router applied it answers its outcome again (duplicate); the same answer_id with another action is 409 answer_id_reused', async () => {
+    // The router's decision on wr-b's hold, as the router would append it (no router runs here).
+    const resumeOfC = scenarioSteps().find((s) => s.aggregate === 'run' && s.id === 'wr-c' && s.command.type === 'resume') as ScenarioStep;
+    const { workflow, agents } = resumeOfC.command.data as { workflow: unknown; agents: unknown };
+    const at = new Date().toISOString();
+    const answer = { answer_id: 'ans-hold-applied', action: 'continue', answered_by: 'olga', answered_at: at };
+    await append([
+      {
+        aggregate: 'run',
+        id: 'wr-b',
+        actor: 'olga',
+        origin: 'operator',
+        command: {
+          type: 'resume',
+          data: { answer: { kind: 'hold_answer', answer }, workflow, agents },
+          metadata: { now: at, actor: 'olga', actorRole: 'operator' },
+        },
+      } as ScenarioStep,
+    ]);
+    await caughtUp();
+    expect((await get('/v1/projects/demo/runs/wr-b')).body).toMatchObject({ run: { status: 'running' } });
+
+    const retry = await post('/v1/projects/demo/runs/wr-b/answer', { answer_id: 'ans-hold-applied', action: 'continue' });
+    expect(retry).toMatchObject({ status: 200, body: { outcome: 'applied', answer_id: 'ans-hold-applied', duplicate: true, workflow_run_id: 'wr-b' } });
+    const other = await post('/v1/projects/demo/runs/wr-b/answer', { answer_id: 'ans-hold-applied', action: 'terminate', note: 'stop it' });
+    expect(other).toMatchObject({ status: 409, body: { error: { code: 'answer_id_reused' } } });
+    // A new answer to a run that is no longer held is still refused as before.
+    expect((await post('/v1/projects/demo/runs/wr-b/answer', { action: 'continue' })).body.error?.code).toBe('run_not_held');
   });
 });

@@ -125,10 +125,15 @@ export class AnswerOutcomes {
    * project). Read failures are thrown.
    */
   async check(aggregate: AnswerAggregate, answerId: string): Promise<AnswerOutcome | null> {
+    return (await this.checkWithEvent(aggregate, answerId))?.outcome ?? null;
+  }
+
+  /** {@link check}, with the deciding event itself (null while pending): a retry compares the answer it recorded. */
+  async checkWithEvent(aggregate: AnswerAggregate, answerId: string): Promise<{ outcome: AnswerOutcome; deciding: StoredEvent | null } | null> {
     const { events } = await this.runtime.store.read(this.ref(aggregate));
     if (events.length === 0) return null;
     const deciding = decidingEvent(aggregate.kind, events, answerId);
-    return deciding ? outcomeOf(aggregate.kind, deciding, events) : { outcome: 'pending' };
+    return deciding ? { outcome: outcomeOf(aggregate.kind, deciding, events), deciding } : { outcome: { outcome: 'pending' }, deciding: null };
   }
 
   /**

@@ -1,4 +1,5 @@
-import { Body, Controller, Get, Header, HttpCode, Inject, Param, Post, Query, Res, UseFilters, UseGuards } from '@nestjs/common';
+import { Body, Controller, Get, Header, Headers, HttpCode, Inject, Param, Post, Query, Res, UseFilters, UseGuards } from '@nestjs/common';
+import { formNumbers } from '../http/body-type';
 import { isoMs, type BatonViews, type ItemFilters } from '@baton/projections';
 import { BATON_VIEWS } from '../projection/tokens';
 import { ApiAuthGuard, Caller } from '../auth/auth.guard';
@@ -20,6 +21,8 @@ import {
   StopsQuerySchema,
 } from './schemas';
 
+/** The stop answer's numeric fields: a form sends them as text. */
+const STOP_ANSWER_NUMBERS = ['cap'] as const;
 /**
  * Controllers are thin: parse with zod (400 on failure), call the read side or a use case, shape
  * the reply. Every `/v1` route needs an authenticated caller ({@link ApiAuthGuard}) and shows or
@@ -144,8 +147,14 @@ export class StopsController {
    * code) / 202 pending with `status_url` (id-only: 409 `ambiguous_id` when several projects hold it).
    */
   @Post(':id/answer')
-  answer(@Param('id') id: string, @Body() body: unknown, @Caller() caller: Principal, @Res() res: HttpResponse) {
-    return reply(res, this.actions.answerStop(target(id), parseOr400(StopAnswerBodySchema, body), caller));
+  answer(
+    @Param('id') id: string,
+    @Body() body: unknown,
+    @Headers('content-type') type: string | undefined,
+    @Caller() caller: Principal,
+    @Res() res: HttpResponse,
+  ) {
+    return reply(res, this.actions.answerStop(target(id), parseOr400(StopAnswerBodySchema, formNumbers(type, body, STOP_ANSWER_NUMBERS)), caller));
   }
 }
 
@@ -287,8 +296,15 @@ export class ProjectRecordsController {
 
   /** `POST /v1/projects/:project/stops/:id/answer`: answer the packet's form → 200 applied / 409 refused / 202 pending. */
   @Post('stops/:id/answer')
-  answerStop(@Param('project') project: string, @Param('id') id: string, @Body() body: unknown, @Caller() caller: Principal, @Res() res: HttpResponse) {
-    return reply(res, this.actions.answerStop(target(id, project), parseOr400(StopAnswerBodySchema, body), caller));
+  answerStop(
+    @Param('project') project: string,
+    @Param('id') id: string,
+    @Body() body: unknown,
+    @Headers('content-type') type: string | undefined,
+    @Caller() caller: Principal,
+    @Res() res: HttpResponse,
+  ) {
+    return reply(res, this.actions.answerStop(target(id, project), parseOr400(StopAnswerBodySchema, formNumbers(type, body, STOP_ANSWER_NUMBERS)), caller));
   }
 }
 

@@ -92,6 +92,9 @@ export function buildOpenApiDocument(): object {
     parameters: [idParam('the packet id')],
     responses: { '200': json(StopRecordSchema, 'the packet'), '400': bad, '404': missing },
   };
+  const answerUnavailable = error(
+    '`projections_unavailable`: Redis did not answer in time (retry after `Retry-After`); `answer_outcome_unknown`: the answer was sent but not confirmed in time (`Retry-After`) — send the same `answer_id` (`error.details.answer_id`) again, or read `error.details.status_url`',
+  );
   const answerStop = {
     operationId: 'answerStop',
     summary: "Answer a stop packet's form (one of its buttons)",
@@ -109,9 +112,7 @@ export function buildOpenApiDocument(): object {
       '409': error(
         "`stop_already_answered` (the packet is not open: fail closed), `stale_answer`; `answer_id_reused` (the `answer_id` was used for another answer in this project within the stream's duplicate window, or is the packet's recorded answer id sent with another action or fields; `error.details.used_for` names its run or mesh); or the router refused the answer: the code it recorded (`run_not_stopped`, `stop_already_answered`, `stale_answer`…), `error.details.outcome` = `refused`, `error.details.event` the refusal event",
       ),
-      '503': error(
-        '`projections_unavailable`: Redis did not answer in time (retry after `Retry-After`); `answer_outcome_unknown`: the answer was sent but not confirmed in time — send the same `answer_id` (`error.details.answer_id`) again, or read `error.details.status_url`',
-      ),
+      '503': answerUnavailable,
     },
   };
   const getRun = {
@@ -135,8 +136,9 @@ export function buildOpenApiDocument(): object {
       '415': unreadable,
       '404': missing,
       '409': error(
-        '`run_not_held`; `answer_id_reused` (as for a stop answer); or the router refused the answer (its code, `error.details.outcome` = `refused`)',
+        '`run_not_held` (a new answer to a run that is not held; the same `answer_id` sent again after the router decided it answers that outcome again, `duplicate: true`); `answer_id_reused` (as for a stop answer); or the router refused the answer (its code, `error.details.outcome` = `refused`)',
       ),
+      '503': answerUnavailable,
     },
   };
   const getMesh = {

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { HttpStatus, Inject, Injectable } from '@nestjs/common';
 import {
   HoldAnswerSchema,
+  type HoldAnswer,
   MeshAnswerRequestSchema,
   MsgIds,
   OperatorAnswerSchema,
@@ -154,23 +155,43 @@ export class OperatorActions {
     if (!view) throw notFound('run', workflowRunId);
     assertVisible(caller, view.run.project, 'run', workflowRunId);
     assertCanAnswer(caller);
+    const { answer_id: answerId, answered_by: _ignored, ...fields } = body;
+    const answerOf = (id: string, at: string) => parseOr400(HoldAnswerSchema, { ...fields, answer_id: id, answered_by: caller.name, answered_at: at });
     if (view.run.status !== 'held') {
+      // A retry of an answer already decided (the run is no longer held because of it) answers its
+      // outcome again, as for a stop packet; the same id with another action or fields is 409.
+      if (answerId !== undefined) {
+        const retried = await this.retriedHoldAnswer(view.run.project, workflowRunId, answerOf(answerId, new Date().toISOString()));
+        if (retried) return retried;
+      }
       throw new ApiError(
         HttpStatus.CONFLICT,
         'run_not_held',
         `run ${workflowRunId} is ${view.run.status}, not held${view.run.open_stop_id ? `; answer its stop packet ${view.run.open_stop_id}` : ''}`,
       );
     }
-    const { answer_id: answerId, answered_by: _ignored, ...fields } = body;
-    const answer = parseOr400(HoldAnswerSchema, {
-      ...fields,
-      answer_id: answerId ?? `ans-${randomUUID()}`,
-      answered_by: caller.name,
-      answered_at: new Date().toISOString(),
-    });
+    const answer = answerOf(answerId ?? `ans-${randomUUID()}`, new Date().toISOString());
     return this.settle(
       await this.publish({ workflow_run_id: workflowRunId, project: view.run.project, actor_role: caller.role, answer: { kind: 'hold_answer', answer } }),
     );
+  }
+
+  /**
+   * The reply to a hold answer sent again after the router decided it, or null when `answer`'s id
+   * decided nothing on this run. Applied: the recorded answer must be this one (everything but
+   * `answered_at`), else 409 `answer_id_reused`; refused: the router's refusal again.
+   */
+  private async retriedHoldAnswer(project: string, workflowRunId: string, answer: HoldAnswer): Promise<AnswerReply | null> {
+    const aggregate: AnswerAggregate = { project, kind: 'run', id: workflowRunId };
+    const checked = await this.outcomes.checkWithEvent(aggregate, answer.answer_id);
+    if (checked === null || checked.deciding === null) return null;
+    if (checked.outcome.outcome === 'applied') {
+      const from = (checked.deciding.payload as { from?: { kind?: string; answer?: Record<string, unknown> } }).from;
+      if (from?.kind !== 'hold' || !from.answer || !sameAnswer(from.answer, answer as unknown as Record<string, unknown>)) {
+        throw answerIdReused(answer.answer_id, project, { workflow_run_id: workflowRunId });
+      }
+    }
+    return this.settle({ answerId: answer.answer_id, aggregate, subject: Subjects.operatorAnswer(this.prefix, project), duplicate: true });
   }
 
   /**

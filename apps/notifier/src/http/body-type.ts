@@ -33,3 +33,22 @@ export class RequireReadableBody implements NestMiddleware {
     );
   }
 }
+
+const DECIMAL = /^\s*[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?\s*$/;
+
+/**
+ * A form's fields are all text, so a number the JSON body carries as a number (`cap`) arrives as
+ * `"2000"` from a form: for a form body (`contentType`), each of `fields` that is a decimal text
+ * is read as the number it writes. Anything else — a JSON body, a text that is not a number — is
+ * left as sent, for the route's schema to judge.
+ */
+export function formNumbers(contentType: string | undefined, body: unknown, fields: readonly string[]): unknown {
+  if (contentType === undefined || !/^application\/x-www-form-urlencoded\b/i.test(contentType.trim())) return body;
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) return body;
+  const out: Record<string, unknown> = { ...(body as Record<string, unknown>) };
+  for (const field of fields) {
+    const value = out[field];
+    if (typeof value === 'string' && DECIMAL.test(value)) out[field] = Number(value);
+  }
+  return out;
+}
