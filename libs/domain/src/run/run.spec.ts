@@ -84,6 +84,20 @@ describe('workflow run: seed 000 §6 through the aggregate', () => {
     expect(ofType(back.last, 'run.routed')[0]!.data.decision.rule).toBe('callback');
   });
 
+  it('an unresolved decision from a callee (unknown_intent stop) clears the return address on the run, as every non-call transition does', () => {
+    const afterCall = play([decided('r1', 'issue', { function_call: { function: 'call_agent', agent_name: 'context' } })], started());
+    expect(afterCall.state).toMatchObject({ callback: 'issue' });
+    const stopped = play([decided('r2', 'context', { task: 'nobody' })], afterCall.events);
+    expect(ofType(stopped.last, 'run.stopped')[0]!.data.packet.why).toBe('unknown_intent');
+    expect(stopped.state).toMatchObject({ status: 'stopped', callback: null });
+    // A stop the agent asked for keeps it: an approval or a raised cap lets the callee carry on and return.
+    const agentStop = play(
+      [decided('r2', 'context', advance, { stop: { why: 'policy' }, pending_tool_call: { name: 'refund', args: { amount: 40 } } })],
+      afterCall.events,
+    );
+    expect(agentStop.state).toMatchObject({ status: 'stopped', callback: 'issue' });
+  });
+
   it('the legacy sentinel in a body routes like a typed decision (typed decision wins when both are present)', () => {
     const body = 'done\n<!-- AGENT_RUN_CONFIG {"dispatch": {"status": "hold"}} -->';
     const viaBody = play([resultCmd('r1', 'issue', { body })], started());

@@ -319,10 +319,14 @@ export function evolveRun(state: RunState, event: RunEvent): RunState {
         callback: event.data.decision.callback_after,
       };
     case 'run.stopped':
+      // The router's own stop (an unresolved decision: unknown_intent) is a transition that is not a
+      // call, so it clears the return address (seed 000 §4); an agent's or an outside stop keeps it
+      // for an approval or a raised cap, which let the stopped agent carry on.
       return {
         status: 'stopped',
         openStop: event.data.packet,
         ...core,
+        callback: event.data.source === 'router' ? null : core.callback,
         processedIds: withProcessedId(core.processedIds, event.data.packet.packet_id),
       };
     case 'run.resumed':

@@ -437,7 +437,8 @@ export function runsProjection(): FoldingProjection<JsonValue> {
     // 6: the routes are a sorted set of their own (`rr:`), one member added per route; the state
     //    no longer holds them.
     // 7: each route carries its dispatch `status` (advance, hold, loop, terminate).
-    version: 7,
+    // 8: a run the router stopped (unknown_intent) has no return address (`callback` null).
+    version: 8,
     handles: (type) => type.startsWith('run.'),
     stateKeyOf: (event) => RunKeys.state(event.project, event.aggregate.id),
     step(prior, event) {
