@@ -45,6 +45,7 @@ export const StartRunRequestSchema = z
         code: 'custom',
         path: ['started_by'],
         message: 'a run needs started_by, issue_author or trigger_author: every stop for a human notifies one of them',
+        params: { code: 'no_notice_recipient' },
       });
     }
   })

@@ -1,4 +1,4 @@
-import { decodeUtf8, Limits, parseUntrustedJson, RejectionCode, rejectionFromZod, type Rejection } from '@baton/contracts';
+import { decodeUtf8, leadingCode, Limits, parseUntrustedJson, RejectionCode, rejectionFromZod, type Rejection } from '@baton/contracts';
 import { PoisonError } from '@baton/eventstore';
 import type { z } from 'zod';
 import { subjectTokens } from './subjects';
@@ -28,12 +28,14 @@ export function decodeInbound<S extends z.ZodType>(bytes: Uint8Array | string, s
 
 /**
  * Like {@link decodeInbound}, for a JetStream handler: a rejection becomes a {@link PoisonError}
- * whose reason is the rejection code, so the transport dead-letters the original bytes with that
- * reason and terms the message (bad input is never retried).
+ * whose reason is the rejection's leading code (its first issue's own code when the check has one,
+ * e.g. `no_notice_recipient` for a start with nobody to notify; else the rejection code), so the
+ * transport dead-letters the original bytes with that reason and terms the message (bad input is
+ * never retried).
  */
 export function decodeOrPoison<S extends z.ZodType>(bytes: Uint8Array, schema: S): z.infer<S> {
   const decoded = decodeInbound(bytes, schema);
-  if (!decoded.ok) throw poison(decoded.rejection);
+  if (!decoded.ok) throw poison({ code: leadingCode(decoded.rejection), message: decoded.rejection.message });
   return decoded.value;
 }
 

@@ -1,12 +1,29 @@
 import fc from 'fast-check';
-import { AgentResultSchema, Limits, StopRunRequestSchema } from '@baton/contracts';
+import { AgentResultSchema, Limits, StartRunRequestSchema, StopRunRequestSchema } from '@baton/contracts';
+import { PoisonError } from '@baton/eventstore';
 import { meshEventIds } from '../meshes/mesh-commands';
 import { meshSubjectTokens } from '../meshes/mesh-subjects';
 import { eventIdsFor, type CauseKind } from './ids';
-import { decodeForSubject, decodeInbound } from './inbound';
+import { decodeForSubject, decodeInbound, decodeOrPoison } from './inbound';
 import { subjectTokens } from './subjects';
 
 describe('router edge helpers', () => {
+  it('a start with nobody to notify is dead-lettered no_notice_recipient (the documented code), not schema_violation', () => {
+    const bytes = new TextEncoder().encode(JSON.stringify({ workflow_run_id: 'wr-1', project: 'acme', workflow: 'dev' }));
+    let thrown: unknown;
+    try {
+      decodeOrPoison(bytes, StartRunRequestSchema);
+    } catch (error) {
+      thrown = error;
+    }
+    expect(thrown).toBeInstanceOf(PoisonError);
+    expect((thrown as PoisonError).reason).toBe('no_notice_recipient');
+    // Other schema failures keep the general code.
+    expect(() => decodeOrPoison(new TextEncoder().encode('{"project":"acme"}'), StartRunRequestSchema)).toThrow(
+      expect.objectContaining({ reason: 'schema_violation' }),
+    );
+  });
+
   it('reads the project and agent tokens of inbox and command subjects', () => {
     expect(subjectTokens('baton', 'baton.in.demo.result.issue')).toEqual({ project: 'demo', agent: 'issue' });
     expect(subjectTokens('baton', 'baton.in.demo.start')).toEqual({ project: 'demo', agent: null });
