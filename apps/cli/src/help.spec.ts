@@ -1,10 +1,33 @@
 import { commands } from './commands';
-import { HELP_GROUPS } from './main';
+import { HELP_GROUPS, main } from './main';
 
 describe('baton help', () => {
   it('lists every command under exactly one heading, and names no command that does not exist', () => {
     const listed = HELP_GROUPS.flatMap(([, names]) => names);
     expect([...listed].sort()).toEqual(commands.map((c) => c.name).sort());
     expect(new Set(listed).size).toBe(listed.length);
+  });
+});
+
+describe('an unknown command', () => {
+  const run = async (argv: string[]) => {
+    let out = '';
+    let err = '';
+    const code = await main(argv, { io: { stdout: { write: (t: string) => (out += t) }, stderr: { write: (t: string) => (err += t) }, stderrIsTTY: false } });
+    return { code, out, err };
+  };
+
+  it('with --json is one JSON line on stderr with code usage, exit 2 (as every --json failure)', async () => {
+    const { code, out, err } = await run(['bogus-cmd', '--json']);
+    expect(code).toBe(2);
+    expect(out).toBe('');
+    expect(err.trim().split('\n')).toHaveLength(1);
+    expect(JSON.parse(err)).toEqual({ error: { code: 'usage', message: expect.stringContaining('bogus-cmd'), issues: [] } });
+  });
+
+  it('without --json names it and prints the help, exit 2', async () => {
+    const { code, err } = await run(['bogus-cmd']);
+    expect(code).toBe(2);
+    expect(err).toContain('unknown command "bogus-cmd"');
   });
 });

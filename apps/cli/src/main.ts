@@ -56,12 +56,14 @@ export async function main(argv: string[], options: Partial<CliContextOptions> =
     return name === undefined ? ExitCode.usage : ExitCode.ok;
   }
   const command = commands.find((c) => c.name === name);
+  const json = rest.includes('--json') || rest.includes('--json-page');
   if (!command) {
-    io.stderr.write(`baton: unknown command "${name}"\n\n${GLOBAL_HELP}`);
+    const message = `unknown command "${name}"; baton help lists the commands`;
+    if (json) io.stderr.write(`${JSON.stringify({ error: { code: CliErrorCode.usage, message, issues: [] } })}\n`);
+    else io.stderr.write(`baton: unknown command "${name}"\n\n${GLOBAL_HELP}`);
     return ExitCode.usage;
   }
   const ctx = createCliContext({ ...options, io });
-  const json = rest.includes('--json') || rest.includes('--json-page');
   try {
     return await command.run(rest, ctx);
   } catch (error) {

@@ -78,6 +78,27 @@ export function printPage<T>(io: CliIo, args: ParsedArgs, page: Page<T>, table: 
     return ExitCode.ok;
   }
   io.stdout.write(renderTable<T>(page.items, table.columns, table.empty));
-  if (page.nextCursor) io.stdout.write(`\nmore: baton ${table.command} --cursor ${page.nextCursor}\n`);
+  if (page.nextCursor) io.stdout.write(`\nmore: ${nextPageCommand(table.command, args, page.nextCursor)}\n`);
   return ExitCode.ok;
+}
+
+/** A word as a POSIX shell reads it back: bare when it is safe, else single-quoted. */
+function shellWord(word: string): string {
+  return /^[A-Za-z0-9_./:=@%+,-]+$/.test(word) ? word : `'${word.replace(/'/g, `'\\''`)}'`;
+}
+
+/**
+ * The command that reads the next page: the same command with the same filters and limit (a cursor
+ * carries only the position, so without them the next page would be of another listing) and the
+ * new cursor.
+ */
+export function nextPageCommand(command: string, args: ParsedArgs, cursor: string): string {
+  const words = ['baton', command];
+  for (const [name, value] of Object.entries(args.values)) {
+    if (name === 'cursor' || value === undefined || value === false) continue;
+    if (value === true) words.push(`--${name}`);
+    else for (const one of Array.isArray(value) ? value : [value]) words.push(`--${name}`, shellWord(String(one)));
+  }
+  words.push('--cursor', shellWord(cursor));
+  return words.join(' ');
 }

@@ -1,0 +1,40 @@
+import type { ParsedArgs } from '../command';
+import type { CliIo } from '../output';
+import { printPage } from './paging';
+
+function capture(): { io: CliIo; out: () => string } {
+  let text = '';
+  return { io: { stdout: { write: (t: string) => (text += t) }, stderr: { write: () => undefined }, stderrIsTTY: false }, out: () => text };
+}
+
+const args = (values: ParsedArgs['values']): ParsedArgs => ({ values, positionals: [], help: false });
+const columns = [{ header: 'id', value: (row: { id: string }) => row.id }];
+
+describe('a listing`s next page hint', () => {
+  it('repeats the filters and the limit with the new cursor: a cursor carries only the position, so the hint must name the same listing', () => {
+    const { io, out } = capture();
+    printPage(
+      io,
+      args({ project: 'bbstop3', why: ['budget', 'thrash'], limit: '1', cursor: 'old-cursor', json: false }),
+      { items: [{ id: 'a' }], nextCursor: 'eyJ2IjoxfQ' },
+      {
+        command: 'stops',
+        columns,
+        empty: 'none',
+      },
+    );
+    expect(out()).toContain('\nmore: baton stops --project bbstop3 --why budget --why thrash --limit 1 --cursor eyJ2IjoxfQ\n');
+  });
+
+  it('quotes a value the shell would split or expand', () => {
+    const { io, out } = capture();
+    printPage(io, args({ agent: "o'brien bot", order: 'urgent' }), { items: [{ id: 'a' }], nextCursor: 'c1' }, { command: 'inbox', columns, empty: 'none' });
+    expect(out()).toContain(`more: baton inbox --agent 'o'\\''brien bot' --order urgent --cursor c1`);
+  });
+
+  it('no hint on the last page', () => {
+    const { io, out } = capture();
+    printPage(io, args({ project: 'p' }), { items: [{ id: 'a' }], nextCursor: null }, { command: 'stops', columns, empty: 'none' });
+    expect(out()).not.toContain('more:');
+  });
+});
