@@ -164,7 +164,7 @@ describe('operator answers say what happened (router + notifier in process, real
     expect((await get(String(won.body['status_url']), omar)).body).toMatchObject({ outcome: 'applied', event: { type: 'run.resumed' } });
   });
 
-  it('an answer the router refuses (published past the API check) is recorded with its code, and its status link says refused with it; an unknown answer id is pending, an unknown run 404', async () => {
+  it('an answer the router refuses (published past the API check) is recorded with its code, and its status link says refused with it; an answer id never sent is 404 answer_not_found, an unknown run 404', async () => {
     const packetId = await stoppedRun('wr-refused');
     // First answer applied…
     const first = await post(`/v1/projects/${PROJECT}/stops/${packetId}/answer`, olga, { answer_id: 'ans-ref-1', action: 'deny' });
@@ -190,7 +190,11 @@ describe('operator answers say what happened (router + notifier in process, real
       { timeoutMs: 15_000 },
     );
     expect(status.body).toMatchObject({ outcome: 'refused', code: 'run_not_stopped', answer_id: 'ans-ref-2', workflow_run_id: 'wr-refused' });
-    expect((await get(`/v1/projects/${PROJECT}/runs/wr-refused/answers/never-sent`, olga)).body).toMatchObject({ outcome: 'pending' });
+    // An id no one sent through the API is not found (a polling client stops), not pending forever.
+    expect(await get(`/v1/projects/${PROJECT}/runs/wr-refused/answers/never-sent`, olga)).toMatchObject({
+      status: 404,
+      body: { error: { code: 'answer_not_found' } },
+    });
     expect((await get(`/v1/projects/${PROJECT}/runs/nope/answers/ans-ref-2`, olga)).status).toBe(404);
   });
 

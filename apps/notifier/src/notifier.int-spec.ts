@@ -354,6 +354,9 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
     expect(otherNote).toMatchObject({ status: 409, body: { error: { code: 'answer_id_reused' } } });
     // Another answer_id is another answer: the packet is not open.
     expect((await post('/v1/stops/stop-r-res-c1/answer', { answer_id: 'ans-c1-b', action: 'deny' })).body.error?.code).toBe('stop_already_answered');
+    // The refused answer was never sent: its status is not found (not `pending` forever); the applied one is applied.
+    expect(await get('/v1/projects/demo/runs/wr-c/answers/ans-c1-b')).toMatchObject({ status: 404, body: { error: { code: 'answer_not_found' } } });
+    expect(await get('/v1/projects/demo/runs/wr-c/answers/ans-c1')).toMatchObject({ status: 200, body: { outcome: 'applied' } });
   });
 
   it('POST /v1/handoffs/:id/decision sends decide_handback to the ledger as the operator and maps its refusal to 409 with the code', async () => {

@@ -47,6 +47,9 @@ export type AnswerOutcome =
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
+/** How long the notifier remembers an answer it sent ({@link AnswerOutcomes.markSent}): seven days. */
+export const SENT_ANSWER_TTL_SEC = 7 * 24 * 60 * 60;
+
 /** The longest an applied answer waits for the rest of its command's events (see `settle`). */
 const SETTLE_MS = 1000;
 
@@ -198,6 +201,39 @@ export class AnswerOutcomes {
       seen = now;
     }
     return after;
+  }
+
+  /**
+   * Remember that an answer was sent (its publish acknowledged, or found already stored): until the
+   * router decides it, its status is `pending`; an id never sent is not found (a client polling the
+   * status of an answer the API refused before sending it, or of a mistyped id, is told so instead
+   * of `pending` forever). Kept {@link SENT_ANSWER_TTL_SEC} in Redis, shared by every notifier of the
+   * deployment. A failure to remember is logged, not thrown: the answer was sent.
+   */
+  async markSent(aggregate: AnswerAggregate, answerId: string): Promise<void> {
+    const redis = this.runtime.redis;
+    if (!redis) return;
+    try {
+      await redis.client.set(this.sentKey(aggregate, answerId), '1', 'EX', SENT_ANSWER_TTL_SEC);
+    } catch (error) {
+      this.runtime.logger.warn('cannot remember a sent answer; its status reads not found until the router decides it', {
+        ...aggregate,
+        answer_id: answerId,
+        error: (error as Error).message,
+      });
+    }
+  }
+
+  /** Whether {@link markSent} remembers the answer (Redis errors are thrown: the API answers 503). */
+  async wasSent(aggregate: AnswerAggregate, answerId: string): Promise<boolean> {
+    const redis = this.runtime.redis;
+    if (!redis) return true;
+    return (await redis.client.exists(this.sentKey(aggregate, answerId))) === 1;
+  }
+
+  /** `<prefix>:answers:<kind>:<project>:<id length>:<id>:<answer id>` (ids may hold `:`; the length keeps the key unambiguous). */
+  private sentKey(aggregate: AnswerAggregate, answerId: string): string {
+    return `${this.runtime.config.BATON_PREFIX}:answers:${aggregate.kind}:${aggregate.project}:${aggregate.id.length}:${aggregate.id}:${answerId}`;
   }
 
   private ref(aggregate: AnswerAggregate): AggregateRef {

@@ -153,13 +153,17 @@ export function buildOpenApiDocument(): object {
     operationId: kind === 'run' ? 'getRunAnswer' : 'getMeshAnswer',
     summary: `What became of an operator answer to a ${kind === 'run' ? 'workflow run (stop packet or hold)' : "handoff mesh's stop packet"}: applied, refused (with the router's code) or pending`,
     description:
-      "Read from the aggregate's own events: `applied` when the router appended `run.resumed` / `mesh.stop_answered` for the answer id, `refused` when it recorded `run.result_rejected` / `mesh.turn_rejected` for it, else `pending` (not decided yet, or no answer with that id was published). The `status_url` of a 202 answer.",
+      "Read from the aggregate's own events: `applied` when the router appended `run.resumed` / `mesh.stop_answered` for the answer id, `refused` when it recorded `run.result_rejected` / `mesh.turn_rejected` for it, else `pending` (sent through the API, not decided yet). 404 `answer_not_found` when no answer with that id was sent through the API and none was decided (an answer the API refused was never sent: its refusal was the reply; after a 503 `answer_outcome_unknown`, send the same `answer_id` again). The `status_url` of a 202 answer.",
     parameters: [
       projectParam,
       idParam(kind === 'run' ? 'the workflow run id' : 'the mesh run id'),
       { name: 'answer_id', in: 'path', required: true, description: 'the answer id', schema: { type: 'string', maxLength: 128 } },
     ],
-    responses: { '200': json(AnswerStatusSchema, 'the outcome'), '400': bad, '404': missing },
+    responses: {
+      '200': json(AnswerStatusSchema, 'the outcome'),
+      '400': bad,
+      '404': error('`not_found` (no such run or mesh in a project the token may see); `answer_not_found` (no answer with that id was sent or decided)'),
+    },
   });
   const getHandoff = {
     operationId: 'getHandoff',

@@ -204,6 +204,15 @@ export class OperatorActions {
     assertVisible(caller, aggregate.project, what, aggregate.id);
     const outcome = await this.outcomes.check(aggregate, answerId);
     if (outcome === null) throw notFound(what, aggregate.id);
+    if (outcome.outcome === 'pending' && !(await this.outcomes.wasSent(aggregate, answerId))) {
+      throw new ApiError(
+        HttpStatus.NOT_FOUND,
+        'answer_not_found',
+        `no answer ${answerId} was sent for ${what} ${aggregate.id}: an answer the API refused was never sent (its refusal was the reply)`,
+        [],
+        { answer_id: answerId },
+      );
+    }
     return { answer_id: answerId, project: aggregate.project, ...this.ids(aggregate), status_url: answerStatusPath(aggregate, answerId), ...outcome };
   }
 
@@ -356,6 +365,7 @@ export class OperatorActions {
     );
     if (ack.duplicate) await this.assertRetryOf(ack, body);
     this.warnTaken(ack, answerId);
+    await this.outcomes.markSent({ project: body.project, kind: 'mesh', id: body.mesh_run_id }, answerId);
     this.runtime.logger.info('operator mesh answer published', {
       mesh_run_id: body.mesh_run_id,
       answer_id: answerId,
@@ -374,6 +384,7 @@ export class OperatorActions {
     );
     if (ack.duplicate) await this.assertRetryOf(ack, body);
     this.warnTaken(ack, answerId);
+    await this.outcomes.markSent({ project: body.project, kind: 'run', id: body.workflow_run_id }, answerId);
     this.runtime.logger.info('operator answer published', {
       workflow_run_id: body.workflow_run_id,
       answer_id: answerId,
