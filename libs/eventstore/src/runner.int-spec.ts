@@ -553,4 +553,37 @@ describe('runConsumer (real NATS)', () => {
     expect(started).toBe(2);
     expect((await consumerState('graceful')).pending).toBe(1);
   });
+  it('a message arriving while a runner stops goes back to the stream once, not in a loop: the next runner sees it at its second delivery', async () => {
+    await durable('drain');
+    let release: () => void = () => undefined;
+    const busy = new Promise<void>((resolve) => (release = resolve));
+    let firstStarted = false;
+    const first = start({
+      durable: 'drain',
+      concurrency: 1,
+      pullExpiresMs: 3000,
+      handler: async () => {
+        firstStarted = true;
+        await busy;
+      },
+    });
+    await publish('p.result.slow', '1');
+    await waitFor(() => firstStarted, 'the slow handler started', { timeoutMs: 5000 });
+    const stopped = first.stop();
+    // Arrives while the runner stops: its pull is still open (it is left to expire).
+    await publish('p.result.late', '2');
+    await sleep(1500);
+    release();
+    await stopped;
+    const seen: Array<{ subject: string; deliveryCount: number }> = [];
+    start({
+      durable: 'drain',
+      handler: async (msg: ConsumedMessage) => {
+        seen.push({ subject: msg.subject, deliveryCount: msg.deliveryCount });
+      },
+    });
+    await waitFor(() => seen.some((m) => m.subject.endsWith('.late')), 'the late message handled by the next runner', { timeoutMs: 10_000 });
+    const late = seen.find((m) => m.subject.endsWith('.late'))!;
+    expect(late.deliveryCount).toBeLessThanOrEqual(2);
+  });
 });

@@ -279,6 +279,8 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
   const maxDeliver = Math.max(1, opts.maxDeliver ?? 5);
   const backoff = opts.backoffMs && opts.backoffMs.length > 0 ? opts.backoffMs : DEFAULT_BACKOFF;
   const expires = Math.max(1000, opts.pullExpiresMs ?? 2000);
+  /** How long a message handed back while stopping stays away: past the open pull's expiry. */
+  const stopNakDelayMs = expires + 250;
   const classify = opts.classify ?? classifyError;
   const source = opts.source ?? opts.durable;
   const instrumentation = instrumentations.get(opts.js);
@@ -460,9 +462,9 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
   };
   const pump = () => {
     if (stopping) {
-      // Stopping: what has not started goes back to the stream for a peer, at once.
+      // Stopping: what has not started goes back to the stream for a peer (once the open pull expired).
       for (const item of queued.splice(0)) {
-        item.msg.raw.nak();
+        item.msg.raw.nak(stopNakDelayMs);
         item.done();
       }
       return;
@@ -540,8 +542,9 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
       const run = () =>
         withSlot(async () => {
           clearInterval(waiting);
-          // Stopping: a message that has not started goes back to the stream for a peer, at once.
-          if (stopping) return void raw.nak();
+          // Stopping: a message that has not started goes back to the stream for a peer (after the
+          // open pull has expired, so that pull cannot take it again).
+          if (stopping) return void raw.nak(stopNakDelayMs);
           return handle(msg, ackWaitMs);
         });
       task = previous === undefined ? run() : previous.then(run, run);
@@ -658,7 +661,10 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
           brought++;
           const raw = new DeliveredMessage(target.nc, msg, info);
           if (stopping) {
-            raw.nak();
+            // Back to the stream once this pull has expired: naked at once, the same open pull
+            // fetched it again at once, a delivery counted each time (16 in two seconds, measured),
+            // and the next runner gave up on it at its first failure (past maxDeliver).
+            raw.nak(stopNakDelayMs);
             continue;
           }
           largest = Math.max(largest, raw.data.length);
@@ -720,7 +726,8 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
     async stop() {
       stopping = true;
       // The open pull is left to expire (at most pullExpiresMs): messages it still brings are
-      // naked for a peer instead of being stranded until their ack wait runs out.
+      // naked for a peer, delayed past that expiry, instead of being stranded until their ack wait
+      // runs out.
       slotFreed?.();
       wakeStop?.();
       await done;
