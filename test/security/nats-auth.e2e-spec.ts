@@ -78,6 +78,24 @@ describe('NATS decentralized auth: the server, not the message, decides who is s
     expect(Date.now() - started).toBeLessThan(2000);
   });
 
+  it('an SDK client made for another agent than its credentials name is refused at connect (PermissionDenied, subscribe to its inbox): nothing is sent, no start is stored behind an error', async () => {
+    const issued = issueCreds(server.deployment, Principals.agent('acme', 'support'));
+    const refused = await createBatonClient({ natsUrl: server.url, natsCreds: issued.file, prefix: PREFIX, project: 'acme', agent: 'billing' }).then(
+      () => null,
+      (error: unknown) => error,
+    );
+    expect(refused).toBeInstanceOf(PermissionDenied);
+    expect(refused).toMatchObject({ code: 'permission_denied', operation: 'subscribe to', subject: `_INBOX_${PREFIX}.agent.acme.billing.>` });
+    expect((refused as Error).message).toContain('agent:acme:support');
+    // Another project, same agent name: refused the same way.
+    await expect(createBatonClient({ natsUrl: server.url, natsCreds: issued.file, prefix: PREFIX, project: 'other', agent: 'support' })).rejects.toBeInstanceOf(
+      PermissionDenied,
+    );
+    // Its own project and agent: connects.
+    const own = await createBatonClient({ natsUrl: server.url, natsCreds: issued.file, prefix: PREFIX, project: 'acme', agent: 'support' });
+    await own.close();
+  });
+
   it('refuses an agent a subscription to _INBOX.> or to any <prefix>.agent subject, its own included (nothing is published there any more)', async () => {
     const agent = await connectAs(Principals.agent('acme', 'support'));
     const denied = await violations(agent, () => {

@@ -1,6 +1,9 @@
 import { readFileSync } from 'node:fs';
 import { connect, credsAuthenticator, headers as natsHeaders, type JetStreamClient, type JetStreamManager, type MsgHdrs, type NatsConnection } from 'nats';
+import { decodeJwtClaims, jwtOfCreds } from './auth/jwt';
+import { PermissionDenied } from './errors';
 import { skipSettledCancelErrors } from './settled-requests';
+import { patternWithin } from './subject-patterns';
 import { coalesceWrites } from './write-coalescing';
 
 /** How to reach NATS. Everything else about the client stays inside this library. */
@@ -65,6 +68,32 @@ export const DEFAULT_NATS_URL = 'nats://127.0.0.1:4222';
 export const DEFAULT_CONNECT_TIMEOUT_MS = 20_000;
 
 /**
+ * Refuse, before connecting, credentials that may not subscribe to the reply inbox the client
+ * asks for: a client whose project or agent is not its credentials' (the SDK derives the inbox
+ * from them). Connected anyway, its publishes are stored while their acks, and every request's
+ * reply, are refused on the way back — it would be told "permission denied" for a run start that
+ * was in fact stored, and "unavailable" for each ledger command. A user JWT without subscribe
+ * permissions (or one that cannot be read here: the server still decides) is not refused.
+ */
+function checkInboxAllowed(creds: Uint8Array, inboxPrefix: string): void {
+  let claims: Record<string, unknown>;
+  try {
+    claims = decodeJwtClaims(jwtOfCreds(new TextDecoder().decode(creds)));
+  } catch {
+    return;
+  }
+  const allow = (claims['nats'] as { sub?: { allow?: unknown } } | undefined)?.sub?.allow;
+  if (!Array.isArray(allow) || allow.length === 0) return;
+  const inbox = `${inboxPrefix}.>`;
+  if (allow.some((pattern) => typeof pattern === 'string' && patternWithin(pattern, inbox))) return;
+  const name = typeof claims['name'] === 'string' ? ` (${claims['name']})` : '';
+  throw new PermissionDenied(inbox, {
+    operation: 'subscribe to',
+    why: `these credentials${name} are another principal's: connect with the project and agent they were issued for, or with credentials issued for this one`,
+  });
+}
+
+/**
  * Connect to NATS and open JetStream. Fails (rejects) if the server is unreachable on the first
  * attempt or JetStream is not enabled on it; afterwards the client reconnects on its own.
  */
@@ -79,6 +108,7 @@ export async function connectNats(opts: NatsConnectOptions = {}): Promise<NatsHa
     } catch (err) {
       throw new Error(`cannot read the NATS credentials file ${opts.credsFile}: ${(err as Error).message}`, { cause: err });
     }
+    if (opts.inboxPrefix !== undefined) checkInboxAllowed(creds, opts.inboxPrefix);
     authenticator = credsAuthenticator(creds);
   }
   const connection = await connect({

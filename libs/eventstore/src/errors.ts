@@ -95,17 +95,27 @@ export class PublishTimeout extends EventStoreError {
 }
 
 /**
- * The server refused the connection's credentials this subject (a NATS permissions violation):
- * nothing was stored, and a retry gets the same answer. An agent publishing to another agent's or
- * another project's subject gets this.
+ * The server refused the connection's credentials this subject (a NATS permissions violation), and
+ * a retry gets the same answer. `operation` says what was refused: `publish to` — nothing was
+ * stored (an agent publishing to another agent's or another project's subject); `subscribe to` —
+ * the reply inbox (`subject`): credentials issued for another principal than the one the client
+ * was made for. Refused at connect when the credentials show it; found on a publish instead, its
+ * ack could not come back and the message may be stored.
  */
 export class PermissionDenied extends EventStoreError {
+  readonly operation: 'publish to' | 'subscribe to';
+
   constructor(
     readonly subject: string,
-    options?: { cause?: unknown },
+    options?: { cause?: unknown; operation?: 'publish to' | 'subscribe to'; why?: string },
   ) {
-    super(`the connection's credentials may not publish to ${subject}`, { ...options, code: EventStoreErrorCode.permissionDenied });
+    const operation = options?.operation ?? 'publish to';
+    super(`the connection's credentials may not ${operation} ${subject}${options?.why ? `: ${options.why}` : ''}`, {
+      ...(options?.cause !== undefined ? { cause: options.cause } : {}),
+      code: EventStoreErrorCode.permissionDenied,
+    });
     this.name = 'PermissionDenied';
+    this.operation = operation;
   }
 }
 
@@ -239,7 +249,18 @@ export function mapPublishError(err: unknown, subject: string, expectedSeq: numb
     return new ConcurrencyConflict(subject, expectedSeq, { cause: err });
   }
   if (code === JsErrCode.streamNotFound || isNoResponders(err)) return new StreamNotFound(subject, { cause: err });
-  if (isPermissionsViolation(err)) return new PermissionDenied(subject, { cause: err });
+  if (isPermissionsViolation(err)) {
+    // The server may have refused the reply inbox the ack comes back on, not the publish: then the
+    // message may be stored, and the subject to name is the inbox.
+    const inbox = /Subscription to "([^"]+)"/.exec(err instanceof Error ? err.message : String(err))?.[1];
+    if (inbox !== undefined)
+      return new PermissionDenied(inbox, {
+        cause: err,
+        operation: 'subscribe to',
+        why: `the reply inbox of a publish to ${subject}, which may have been stored`,
+      });
+    return new PermissionDenied(subject, { cause: err });
+  }
   if (isTimeout(err)) return new PublishTimeout(subject, { cause: err });
   const message = err instanceof Error ? err.message : String(err);
   return new EventStoreError(`publish to ${subject} failed: ${message}`, { cause: err });

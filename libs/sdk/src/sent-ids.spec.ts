@@ -1,5 +1,6 @@
 import type { NatsJetStream } from '@baton/eventstore';
-import { DuplicateMessageError } from './errors';
+import { Limits } from '@baton/contracts';
+import { DuplicateMessageError, InvalidInputError } from './errors';
 import { publishOnce, SentMessageIds } from './sent-ids';
 
 type PubAck = Awaited<ReturnType<NatsJetStream['publish']>>;
@@ -23,6 +24,17 @@ function fakeStream() {
 const bytes = new Uint8Array([1]);
 
 describe('the SDK duplicate rule (issue 11): a duplicate the SDK did not expect is an error', () => {
+  it('a message over the size cap is refused before sending (InvalidInputError payload_too_large), nothing stored', async () => {
+    const { js, stored } = fakeStream();
+    const sent = new SentMessageIds();
+    const tooLarge = new Uint8Array(Limits.maxMessageBytes + 1);
+    const refused = publishOnce(js, sent, 's', tooLarge, 'result:alpha:r-big');
+    await expect(refused).rejects.toBeInstanceOf(InvalidInputError);
+    await expect(refused).rejects.toMatchObject({ code: 'payload_too_large' });
+    expect(stored.size).toBe(0);
+    await expect(publishOnce(js, sent, 's', new Uint8Array(Limits.maxMessageBytes), 'result:alpha:r-max')).resolves.toMatchObject({ duplicate: false });
+  });
+
   it('a retry of its own publish answers duplicate: true with the original sequence', async () => {
     const { js } = fakeStream();
     const sent = new SentMessageIds();

@@ -1,5 +1,6 @@
+import { Limits, RejectionCode } from '@baton/contracts';
 import { mapPublishError, type NatsHeaders, type NatsJetStream } from '@baton/eventstore';
-import { DuplicateMessageError } from './errors';
+import { DuplicateMessageError, InvalidInputError } from './errors';
 
 /** How many message ids a client remembers by default (its publishes over the 2-minute duplicate window should fit). */
 export const DEFAULT_SENT_IDS = 10_000;
@@ -68,7 +69,9 @@ export interface PublishAck {
  * Publish `data` to `subject` with `Nats-Msg-Id` `msgId` and wait for the stream's ack. A duplicate
  * of this client's own earlier attempt resolves with `duplicate: true` (a retry is safe); a
  * duplicate of an id it never sent throws {@link DuplicateMessageError} (nothing new was stored).
- * Publish failures are mapped (`PublishTimeout`: retry with the same id; `StreamNotFound`).
+ * Publish failures are mapped (`PublishTimeout`: retry with the same id; `StreamNotFound`). A
+ * message over `Limits.maxMessageBytes` is refused before sending ({@link InvalidInputError},
+ * `payload_too_large`).
  */
 export async function publishOnce(
   js: Pick<NatsJetStream, 'publish'>,
@@ -78,6 +81,14 @@ export async function publishOnce(
   msgId: string,
   headers?: NatsHeaders,
 ): Promise<PublishAck> {
+  if (data.length > Limits.maxMessageBytes) {
+    // What Baton would dead-letter `payload_too_large` on arrival: refused here, nothing sent.
+    throw new InvalidInputError(`message for ${subject}`, {
+      code: RejectionCode.payloadTooLarge,
+      message: `the message is ${data.length} bytes; the cap is ${Limits.maxMessageBytes}`,
+      issues: [],
+    });
+  }
   sent.attempt(msgId);
   let ack: { seq: number; duplicate: boolean; stream: string };
   try {
