@@ -322,12 +322,22 @@ export const RunTerminatedSchema = z.strictObject({
 });
 
 /** A result the run refused (wrong agent, finished run...), recorded for the run's history. */
+/**
+ * What a `run.result_rejected` refused: an agent's result (`result_id` its result id), an operator's
+ * answer (its answer id) or a customer's message (its message id). Each kind's ids are apart, so a
+ * message never spends a result's id. Absent on events stored before it was recorded: a result,
+ * unless `agent` is `customer` (a message).
+ */
+export const RefusedKindSchema = z.enum(['result', 'answer', 'message']);
+export type RefusedKind = z.infer<typeof RefusedKindSchema>;
+
 export const RunResultRejectedSchema = z.strictObject({
   result_id: IdSchema,
   agent: AgentNameSchema,
   code: z.string().min(1).max(80),
   message: ShortTextSchema,
   rejected_at: IsoTimeSchema,
+  refused: RefusedKindSchema.optional(),
 });
 
 export const RunNoticeEmittedSchema = z.strictObject({

@@ -1,5 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { RejectionCode, type Origin } from '@baton/contracts';
+import { RejectionCode, type Origin, type RefusedKind } from '@baton/contracts';
 import { RunErrorCode, type DomainError, type RunState } from '@baton/domain';
 import type { AggregateRef, HandleCommandResult, HopTrace, StoredEvent } from '@baton/eventstore';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
@@ -27,13 +27,17 @@ export interface RunCause {
   trace: HopTrace;
 }
 
-/** What the run refused: recorded as `run.result_rejected` (`result_id` is the result or answer id). */
+/** What the run refused: recorded as `run.result_rejected` (`result_id` is the result, answer or message id; `refused` which). */
 export interface RunRefusal {
   result_id: string;
   agent: string;
   code: string;
   message: string;
+  refused: RefusedKind;
 }
+
+/** What a refusal's cause kind refused. */
+const REFUSED_BY_CAUSE: Partial<Record<CauseKind, RefusedKind>> = { answer_refused: 'answer', message_refused: 'message' };
 
 /** What {@link RunCommands.applyInbound} did with an inbound message. */
 export type InboundOutcome = { applied: true; events: readonly StoredEvent[] } | { applied: false; code: string; message: string };
@@ -124,7 +128,7 @@ export class RunCommands {
     const message = refusal.describe ? refusal.describe(error.message) : error.message;
     const unrecordable = await this.recordRefusal(
       ref,
-      { result_id: cause.id, agent: refusal.agent, code: error.code, message },
+      { result_id: cause.id, agent: refusal.agent, code: error.code, message, refused: REFUSED_BY_CAUSE[refusal.kind] ?? 'result' },
       { ...cause, kind: refusal.kind },
     );
     if (unrecordable !== null) throw poison({ code: unrecordable.code, message: unrecordable.message });

@@ -4,6 +4,7 @@ import type {
   DecisionSignal,
   ExecutionSettings,
   PendingToolCall,
+  RefusedKind,
   RunAnswer,
   RunPeople,
   StopCap,
@@ -110,7 +111,7 @@ export interface StopRun {
  */
 export interface RejectResult {
   type: 'reject_result';
-  data: { result_id: string; agent: string; code: string; message: string };
+  data: { result_id: string; agent: string; code: string; message: string; refused?: RefusedKind };
   metadata: RunCommandMetadata;
 }
 

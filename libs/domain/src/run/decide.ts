@@ -25,7 +25,7 @@ import { HandoffFailedCommand, RecordResult, RejectResult, ResumeRun, RunCommand
 import { afterResult, conversationCtx, deliverMessage, handoffFailed, isConversational, queueMessage, receiveMessage } from './conversation';
 import { deriveId } from './ids';
 import { handoffIdFor, noticeIdFor, stopIdFor } from './ids';
-import { evolveRun, hasProcessedId, initialRunState, MAX_QUEUED_MESSAGES, RunEvent, RunState, StartedRunState } from './state';
+import { evolveRun, hasProcessedId, initialRunState, MAX_QUEUED_MESSAGES, messageKey, RunEvent, RunState, StartedRunState } from './state';
 
 /** Stable codes of the refusals the run decider returns. */
 export const RunErrorCode = {
@@ -410,7 +410,7 @@ function stopRun(command: StopRun, state: RunState): DecisionResult<RunEvent> {
 function rejectResult(command: RejectResult, state: RunState): DecisionResult<RunEvent> {
   const { data, metadata } = command;
   if (state.status === 'none') return notFound();
-  if (hasProcessedId(state.processedIds, data.result_id)) return accept();
+  if (hasProcessedId(state.processedIds, data.refused === 'message' ? messageKey(data.result_id) : data.result_id)) return accept();
   return accept({
     type: 'run.result_rejected',
     data: {
@@ -419,6 +419,7 @@ function rejectResult(command: RejectResult, state: RunState): DecisionResult<Ru
       code: data.code,
       message: clip(data.message, 4_000),
       rejected_at: metadata.now,
+      ...(data.refused !== undefined ? { refused: data.refused } : {}),
     },
   });
 }
@@ -426,7 +427,7 @@ function rejectResult(command: RejectResult, state: RunState): DecisionResult<Ru
 function sessionMessage(command: SessionMessageCommand, state: RunState): DecisionResult<RunEvent> {
   const { data, metadata } = command;
   if (state.status === 'none') return notFound();
-  if (hasProcessedId(state.processedIds, data.message_id)) return accept();
+  if (hasProcessedId(state.processedIds, messageKey(data.message_id))) return accept();
   if (state.status !== 'running') {
     // Held, stopped, completed or terminated: nobody would answer it (a held or stopped run waits for a person).
     return reject(DomainErrorKind.wrongState, RunErrorCode.notAwaitingInput, `run ${state.workflowRunId} is ${state.status}; it takes no customer messages`, {

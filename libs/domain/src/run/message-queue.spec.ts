@@ -55,7 +55,7 @@ class Session {
   decide(command: RunCommand): ReturnType<typeof decideRun> {
     return decideRun(command, this.state);
   }
-  private run(command: RunCommand): RunEvent[] {
+  run(command: RunCommand): RunEvent[] {
     const decided = decideRun(command, this.state);
     if (!decided.ok) throw new Error(`${decided.error.code}: ${decided.error.message}`);
     expectValidEvents(decided.events);
@@ -219,6 +219,34 @@ describe('customer messages while an agent works are queued, not refused', () =>
     expect(s.queue).toEqual([]);
     s.result('r2', 'Income_Capture_Agent', 4, { body: 'Income, please?' });
     expect(s.say('m1', 'hello?', 5)).toEqual([]);
+  });
+
+  it('message ids and result ids are apart: a customer message whose id equals the next result id does not swallow that result (nor the reverse)', () => {
+    const s = new Session(loanProject());
+    s.start('I want a loan offer', 0);
+    expect(types(s.say('turn-1', 'hello?', 1))).toEqual(['run.message_queued']);
+    // The agent's result with the same id is recorded, and the queued message then delivered.
+    expect(types(s.result('turn-1', 'Income_Capture_Agent', 2, { body: 'Income?' }))).toEqual(
+      expect.arrayContaining(['run.result_recorded', 'run.awaiting_input', 'run.message_received']),
+    );
+    expect(s.queue).toEqual([]);
+    // A message whose id is an applied result id is a message like any other.
+    s.result('r-9', 'Income_Capture_Agent', 4, { body: 'Income, please?' });
+    expect(types(s.say('r-9', '5000 a month', 5))).toContain('run.message_received');
+  });
+
+  it('a refused message is recorded under its own kind: the same id again is not re-decided, and a result of that id is still decided', () => {
+    const s = new Session(loanProject());
+    s.start('I want a loan offer', 0);
+    for (let i = 1; i <= MAX_QUEUED_MESSAGES; i++) s.say(`m${i}`, `message ${i}`, i);
+    const rejected = s.run({
+      type: 'reject_result',
+      data: { result_id: 'x-1', agent: 'customer', code: 'message_queue_full', message: 'full', refused: 'message' },
+      metadata: { now: at(30), actor: 'router' },
+    });
+    expect(ofType(rejected, 'run.result_rejected')[0]!.data).toMatchObject({ result_id: 'x-1', refused: 'message' });
+    expect(s.say('x-1', 'again', 31)).toEqual([]);
+    expect(types(s.result('x-1', 'Income_Capture_Agent', 32, { body: 'Income?' }))).toContain('run.result_recorded');
   });
 
   it(`the queue is bounded: with ${MAX_QUEUED_MESSAGES} messages waiting, one more is refused (message_queue_full)`, () => {

@@ -3,6 +3,7 @@ import type {
   HoldKind,
   OnFailure,
   OnReturn,
+  RefusedKind,
   TranscriptEntry,
   RouteTarget,
   RunEventSchemas,
@@ -213,7 +214,7 @@ export function evolveRun(state: RunState, event: RunEvent): RunState {
       const top = state.waitingParents[state.waitingParents.length - 1];
       return {
         ...state,
-        processedIds: withProcessedId(state.processedIds, event.data.message_id),
+        processedIds: withProcessedId(state.processedIds, messageKey(event.data.message_id)),
         transcript: appendTranscript(state.transcript, { role: 'customer', agent: null, text: event.data.text }),
         // A delivered queued message leaves the queue.
         queuedMessages: state.queuedMessages.some((m) => m.messageId === event.data.message_id)
@@ -225,7 +226,7 @@ export function evolveRun(state: RunState, event: RunEvent): RunState {
     case 'run.message_queued':
       return {
         ...state,
-        processedIds: withProcessedId(state.processedIds, event.data.message_id),
+        processedIds: withProcessedId(state.processedIds, messageKey(event.data.message_id)),
         queuedMessages: [
           ...state.queuedMessages,
           { messageId: event.data.message_id, text: event.data.text, sentBy: event.data.sent_by ?? null, queuedAt: event.data.queued_at },
@@ -336,7 +337,7 @@ export function evolveRun(state: RunState, event: RunEvent): RunState {
     case 'run.terminated':
       return { status: 'terminated', terminatedReason: event.data.reason, ...core, callback: null };
     case 'run.result_rejected':
-      return { ...state, processedIds: withProcessedId(state.processedIds, event.data.result_id) };
+      return { ...state, processedIds: withProcessedId(state.processedIds, refusalKey(event.data)) };
     case 'run.notice_emitted':
       return { ...state, notices: state.notices + 1 };
     default:
@@ -369,6 +370,24 @@ function coreOf(state: StartedRunState): RunCore {
     startedAt: state.startedAt,
   };
 }
+
+/**
+ * The processed-id key of a customer message: message ids are apart from result, answer and stop
+ * ids (a customer chooses them, and a message whose id is the agent's next result id must not
+ * swallow that result).
+ */
+export function messageKey(messageId: string): string {
+  return `message:${messageId}`;
+}
+
+/** The processed-id key of a refusal: a refused message's under {@link messageKey}, any other's its id. */
+function refusalKey(data: { result_id: string; agent: string; refused?: RefusedKind | undefined }): string {
+  const message = data.refused !== undefined ? data.refused === 'message' : data.agent === LEGACY_MESSAGE_REFUSAL_AGENT;
+  return message ? messageKey(data.result_id) : data.result_id;
+}
+
+/** The `agent` refused customer messages were recorded under before refusals named their kind. */
+const LEGACY_MESSAGE_REFUSAL_AGENT = 'customer';
 
 /** Whether a run has applied the result, answer, message or stop `id` (its `processedIds` hold it). */
 export function hasProcessedId(ids: ProcessedIdList, id: string): boolean {
