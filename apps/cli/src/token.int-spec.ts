@@ -72,7 +72,7 @@ describe('baton token: expiry at creation, shown in the list (real Redis)', () =
     expect(table).toMatch(/bria .*\(expired\)/);
   });
 
-  it('a malformed, past or doubled expiry is a usage error (exit 2) and makes no token', async () => {
+  it('a malformed, past or doubled expiry, or --project with --all-projects, is a usage error (exit 2) and makes no token', async () => {
     const count = async () => (await redis.client.smembers(ApiTokenKeys.tokens(prefix))).length;
     const before = await count();
     for (const args of [
@@ -82,6 +82,8 @@ describe('baton token: expiry at creation, shown in the list (real Redis)', () =
       ['--expires-at', 'tomorrow'],
       ['--expires-at', '2001-01-01T00:00:00Z'],
       ['--expires-in', '1d', '--expires-at', '2099-01-01T00:00:00Z'],
+      // One scope or the other: --project with --all-projects would silently grant every project.
+      ['--all-projects'],
     ]) {
       const made = await baton('token', 'create', '--role', 'viewer', '--project', 'alpha', ...args);
       expect({ args, code: made.code }).toEqual({ args, code: 2 });

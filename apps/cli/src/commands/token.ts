@@ -32,6 +32,7 @@ async function create(args: ParsedArgs, ctx: CliContext): Promise<ExitCode> {
   const name = (args.values['name'] as string | undefined) ?? ctx.operator();
   if (!ActorNameSchema.safeParse(name).success) throw new UsageError(`--name may hold letters, digits and _ - . : @ only (1-128), got "${name}"`);
   const projects = list(args, 'project');
+  if (flag(args, 'all-projects') && projects.length > 0) throw new UsageError('give --project <p> (repeatable) or --all-projects, not both');
   const all = flag(args, 'all-projects') || role === 'admin';
   for (const project of projects)
     if (!ProjectIdSchema.safeParse(project).success) throw new UsageError(`--project "${project}" is not a project key (lowercase letters, digits, _ and -)`);
