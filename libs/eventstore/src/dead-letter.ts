@@ -103,7 +103,7 @@ export function isCoreRequestStream(stream: string): boolean {
  * The `Nats-Msg-Id` a dead letter is published with, so the DLQ stores a message dead-lettered
  * twice by one consumer (a crash between the dead letter and the term, a consumer re-created after
  * it was lost, two instances) once within its duplicate window: `dlq:<source>:<stream>:<seq>` for
- * a stream message, `dlq:<source>:core:<sha-256 of subject and bytes>` for a core request (it has
+ * a stream message, `dlq:<source>:core:<first 40 hex of the SHA-256 of subject, newline, bytes>` for a core request (it has
  * no sequence), with `:<part>` when one consumer writes several letters about one message. The
  * source is in the id: every consumer of the events stream reads the same sequences, and two of
  * them giving up on one event are two letters, each redriven to its own consumer.
@@ -112,8 +112,16 @@ export function deadLetterMsgId(input: { source: string; stream: string; seq: nu
   const part = input.part === undefined ? '' : `:${input.part}`;
   const source = dlqSourceToken(input.source);
   if (!isCoreRequestStream(input.stream)) return `dlq:${source}:${input.stream}:${input.seq}${part}`;
-  const digest = createHash('sha256').update(input.subject).update('\n').update(input.data).digest('hex');
-  return `dlq:${source}:core:${digest.slice(0, 40)}${part}`;
+  return `dlq:${source}:core:${coreRequestDigest(input.subject, input.data).slice(0, 40)}${part}`;
+}
+
+/**
+ * The SHA-256 (hex) of a core request's subject, a newline and its bytes: it names the letter of a
+ * refused request (which has no stream sequence), and its first 48 bits stand for the sequence in
+ * `Baton-Dlq-Seq`, so the same request refused twice is one letter whoever writes it.
+ */
+function coreRequestDigest(subject: string, data: Uint8Array): string {
+  return createHash('sha256').update(subject).update('\n').update(data).digest('hex');
 }
 
 /** Copy a message's headers into a plain record (for the runner, the transport and DLQ redrive). */
@@ -149,7 +157,8 @@ export async function deadLetter(js: JetStreamClient, input: DeadLetterInput): P
   hdrs.set(DlqHeader.source, headerValue(input.source, 200));
   hdrs.set(DlqHeader.subject, input.subject);
   hdrs.set(DlqHeader.stream, isCoreRequestStream(input.stream) ? 'core' : input.stream);
-  hdrs.set(DlqHeader.seq, String(input.seq));
+  const core = isCoreRequestStream(input.stream);
+  hdrs.set(DlqHeader.seq, String(core ? parseInt(coreRequestDigest(input.subject, input.data).slice(0, 12), 16) : input.seq));
   hdrs.set(DlqHeader.deliveries, String(input.deliveries));
   if (input.consumer) hdrs.set(DlqHeader.consumer, input.consumer);
   hdrs.set(DlqHeader.at, input.at ?? new Date().toISOString());

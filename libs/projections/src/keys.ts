@@ -54,6 +54,16 @@ export function rebuildsKey(base: string): string {
   return `${base}:rebuilds`;
 }
 
+/**
+ * The set of generations a swap retired and whose keys may not be deleted yet: the swap adds the
+ * one it replaced (atomically with the swap), the deletion removes it once done. A rebuilding
+ * process that dies between the two leaves it here, and the next collection of abandoned work
+ * deletes it.
+ */
+export function retiredKey(base: string): string {
+  return `${base}:retired`;
+}
+
 export function generationNamespace(base: string, gen: number): string {
   return `${base}:g${gen}:`;
 }

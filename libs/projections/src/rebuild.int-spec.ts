@@ -351,6 +351,24 @@ describe('rebuilds into a shadow generation (real Redis)', () => {
     expect(await fx.store.activeGeneration('tasks')).toBe(shadow);
   });
 
+  it('a generation swapped out whose deletion never ran (the rebuilding process died right after the swap) is deleted by the next collection of abandoned work', async () => {
+    const log = taskLog(30);
+    await fx.store.applyBatch(def, log);
+    const oldKeys = await keyCount(fx, `${fx.prefix}:tasks:g1:*`);
+    expect(oldKeys).toBeGreaterThan(1);
+    // A rebuild's swap, and then nothing: its process is gone before it deletes generation 1.
+    const shadow = await fx.store.allocateGeneration('tasks');
+    await fx.store.applyBatch(def, [], { generation: shadow, owner: 'a', create: true });
+    await fx.store.applyBatch(def, log, { generation: shadow, owner: 'a' });
+    expect(await fx.store.swap('tasks', 1, shadow, 'a')).toEqual({ status: 'swapped', previous: 1 });
+    expect(await keyCount(fx, `${fx.prefix}:tasks:g1:*`)).toBe(oldKeys);
+    // What the notifier's periodic check (and every rebuild's start) runs.
+    await fx.store.collectAbandoned('tasks');
+    expect(await keyCount(fx, `${fx.prefix}:tasks:g1:*`)).toBe(0);
+    expect(await fx.store.activeGeneration('tasks')).toBe(shadow);
+    expect(await keyCount(fx, `${fx.prefix}:tasks:g${shadow}:*`)).toBeGreaterThan(1);
+  });
+
   it('the active generation cannot be dropped', async () => {
     await fx.store.applyBatch(def, taskLog(5));
     await expect(fx.store.dropGeneration('tasks', 1)).rejects.toThrow(/active/);

@@ -228,6 +228,7 @@ local activeSeq = '0'
 if current ~= '' then activeSeq = redis.call('HGET', base .. ':g' .. current .. ':~meta', 'seq') or '0' end
 if tonumber(shadowSeq) < tonumber(activeSeq) then return { 'behind', shadowSeq, activeSeq } end
 redis.call('SET', KEYS[1], ARGV[3])
+if current ~= '' then redis.call('SADD', base .. ':retired', current) end
 return { 'swapped', current }
 `,
 );

@@ -2,7 +2,7 @@ import type Redis from 'ioredis';
 import type { EventEnvelope } from '@baton/contracts';
 import { ProjectionError, ProjectionOpError, ShadowLostError } from './errors';
 import { createItemStore, type ItemStore } from './items';
-import { activeKey, assertName, assertPrefix, generationCounterKey, generationNamespace, projectionBase, rebuildsKey } from './keys';
+import { activeKey, assertName, assertPrefix, generationCounterKey, generationNamespace, projectionBase, rebuildsKey, retiredKey } from './keys';
 import { encodeOps, type IndexedItem, type ProjectionOp, type WireOp } from './ops';
 import { createReader, type ProjectionReader } from './reader';
 import { applyScript, dropShadowScript, loadScript, swapScript } from './scripts';
@@ -541,6 +541,19 @@ class RedisProjectionStore implements ProjectionStore {
       await this.redis.hdel(key, String(info.generation));
       dropped++;
     }
+    // Generations a swap retired whose deletion never ran (the process died right after its swap).
+    // One whose deletion is running now is deleted twice over, which is harmless.
+    const retired = retiredKey(this.base(projection));
+    const active = await this.activeGeneration(projection);
+    for (const member of await this.redis.smembers(retired)) {
+      const generation = Number(member);
+      if (!Number.isSafeInteger(generation) || generation <= 0 || generation === active) {
+        await this.redis.srem(retired, member);
+        continue;
+      }
+      await this.dropGeneration(projection, generation);
+      dropped++;
+    }
     return dropped;
   }
 
@@ -592,6 +605,7 @@ class RedisProjectionStore implements ProjectionStore {
       throw new ProjectionError(`generation ${generation} of ${projection} is active and cannot be dropped`);
     }
     const deletedKeys = await this.unlinkMatching(`${generationNamespace(base, positiveInt(generation, 'generation'))}*`);
+    await this.redis.srem(retiredKey(base), String(generation));
     return { generation, deletedKeys };
   }
 

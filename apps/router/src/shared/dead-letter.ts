@@ -1,12 +1,12 @@
-import { createHash } from 'node:crypto';
 import { deadLetter, type NatsHandle } from '@baton/eventstore';
 import type { JsonLogger } from '@baton/platform';
 
 /**
  * Dead-letter a refused core NATS request (request/reply has no stream, so no stream sequence):
  * the original bytes go to `<prefix>.dlq.<source>` with the reason, like a refused stream message.
- * The pseudo stream is `core` and the sequence is a 48-bit digest of subject + bytes, so the same
- * bad request sent twice within the DLQ's duplicate window is stored once. Never throws: a DLQ
+ * The pseudo stream is `core`; the letter's id and sequence are derived from a digest of subject and
+ * bytes (`deadLetter`), so the same bad request sent twice within the DLQ's duplicate window is
+ * stored once. Never throws: a DLQ
  * that cannot be reached is logged (the caller still gets its typed rejection reply).
  */
 export async function deadLetterRequest(
@@ -14,7 +14,6 @@ export async function deadLetterRequest(
   logger: JsonLogger,
   input: { prefix: string; source: string; reason: string; detail: string; subject: string; headers: Record<string, string[]>; data: Uint8Array },
 ): Promise<void> {
-  const digest = createHash('sha256').update(input.subject).update('\n').update(input.data).digest('hex');
   try {
     await deadLetter(nats.js, {
       prefix: input.prefix,
@@ -26,7 +25,7 @@ export async function deadLetterRequest(
       data: input.data,
       deliveries: 1,
       stream: 'core',
-      seq: parseInt(digest.slice(0, 12), 16),
+      seq: 0,
     });
   } catch (error) {
     logger.error('cannot dead-letter a refused request', { subject: input.subject, reason: input.reason, err: String(error) });
