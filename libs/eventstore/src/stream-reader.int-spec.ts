@@ -215,6 +215,11 @@ describe('stream reader (real NATS)', () => {
     expect(await reader.firstSeqAtOrAfter(new Date(0))).toBe(1);
     expect(await reader.firstSeqAtOrAfter(between)).toBe(2);
     expect(await reader.firstSeqAtOrAfter(new Date(Date.now() + 60_000))).toBe(3);
+    // A message stored while it looks (before the time asked for) is not "at or after" it.
+    const later = reader.firstSeqAtOrAfter(new Date(Date.now() + 3_600_000));
+    await sleep(300);
+    await nats.js.publish(`${prefix}.ev.p.run.a`, encoder.encode('3'));
+    expect(await later).toBe(4);
   });
 
   it('reading a stream that does not exist is StreamNotFound', async () => {

@@ -323,7 +323,11 @@ export function streamReader(clients: StreamClients, stream: string, options: St
       const consumer = await js.consumers.get(stream, { deliver_policy: DeliverPolicy.StartTime, opt_start_time: at.toISOString() });
       try {
         const msg = await consumer.next({ expires: 2000 });
-        return msg ? msg.seq : state.lastSeq + 1;
+        if (!msg) return state.lastSeq + 1;
+        // A start time past the stream's last message makes the consumer deliver whatever is stored
+        // next, which may be stored before the time asked for: then nothing is at or after it yet.
+        if (msg.info.timestampNanos < at.getTime() * 1e6) return Math.max(state.lastSeq, msg.seq) + 1;
+        return msg.seq;
       } finally {
         await consumer.delete().catch(() => undefined);
       }

@@ -1,7 +1,7 @@
 import type { BatonMetrics } from './metrics';
 
 /** The parts of an Express request and response the middleware reads. */
-interface HttpRequestLike {
+export interface HttpRequestLike {
   method: string;
   baseUrl?: string;
   route?: { path?: unknown };
@@ -23,11 +23,24 @@ export function httpMetricsMiddleware(metrics: BatonMetrics) {
     const finish = () => {
       if (done) return;
       done = true;
-      const path = req.route && typeof req.route.path === 'string' ? `${req.baseUrl ?? ''}${req.route.path}` : 'unmatched';
-      end({ method: req.method, route: path, status_code: String(res.statusCode) });
+      end({ method: req.method, route: routeLabel(req), status_code: String(res.statusCode) });
     };
     res.once('finish', finish);
     res.once('close', finish);
     next();
   };
+}
+
+/** A catch-all pattern (`{*path}`, `*`, `(.*)`): middleware bound to every path, not a route a request matched. */
+const CATCH_ALL = /^\/?(?:\{\*[^}]*\}|\*|\(\.\*\))$/;
+
+/**
+ * The `route` label of a request: the pattern of the route it matched, or `unmatched` — also when
+ * the only "route" Express saw was a catch-all that middleware is bound to (`forRoutes('{*path}')`),
+ * which a request matching no route would otherwise be labelled with.
+ */
+export function routeLabel(req: HttpRequestLike): string {
+  const path = req.route?.path;
+  if (typeof path !== 'string' || CATCH_ALL.test(path)) return 'unmatched';
+  return `${req.baseUrl ?? ''}${path}`;
 }
