@@ -19,6 +19,7 @@ import { claimHandoff, currentHandoff, deleteStreams, publishDefinition } from '
 const NATS_URL = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 function loanDefinition(project: string, edit: (yaml: string) => string = (y) => y): ProjectDefinition {
   const compiled = compileProject([{ path: 'loans.yaml', text: edit(LOAN_EXAMPLE_YAML).replace('project: loans', `project: ${project}`) }]);
@@ -268,6 +269,28 @@ describe('returnable and permanent handoffs through the router (seed 001, real N
     const all = await waitEvents('loans', run, 'run.message_received', 3);
     expect(all[2]).toMatchObject({ text: 'are you there?' });
     expect((await events('loans', run)).filter((e) => e.type === 'run.routed')).toHaveLength(3);
+  }, 20_000);
+
+  it("a message read before its run's start (separate consumers) waits for the start instead of being dead-lettered not_found", async () => {
+    const run = `wr-${++counter}`;
+    await say('loans', run, 'hello before the start');
+    await sleep(300);
+    await nats.js.publish(
+      Subjects.runStart(prefix, 'loans'),
+      encoder.encode(
+        JSON.stringify({
+          workflow_run_id: run,
+          project: 'loans',
+          workflow: 'loan_session',
+          started_by: 'sam',
+          input: 'Show me offers',
+          variables: { annual_income: 80000 },
+        }),
+      ),
+    );
+    const [queued] = await waitEvents('loans', run, 'run.message_queued');
+    expect(queued).toMatchObject({ text: 'hello before the start' });
+    expect(await payloads('loans', run, 'run.result_rejected')).toEqual([]);
   }, 20_000);
 
   it('a message to a finished run is still refused and recorded (run_not_awaiting_input)', async () => {

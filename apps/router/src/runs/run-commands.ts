@@ -1,7 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { RejectionCode, type Origin, type RefusedKind } from '@baton/contracts';
 import { RunErrorCode, type DomainError, type RunState } from '@baton/domain';
-import type { AggregateRef, HandleCommandResult, HopTrace, StoredEvent } from '@baton/eventstore';
+import { TransientError, type AggregateRef, type HandleCommandResult, type HopTrace, type StoredEvent } from '@baton/eventstore';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { DefinitionCatalog } from '../definitions/definition-catalog';
 import type { DefinitionState } from '../definitions/definition.decider';
@@ -119,11 +119,17 @@ export class RunCommands {
     build: (definitions: DefinitionState) => RouterRunCommand,
     cause: RunCause,
     refusal: InboundRefusal,
+    options: { waitForStart?: boolean } = {},
   ): Promise<InboundOutcome> {
     const outcome = await this.runWithDefinitions(ref, build, cause);
     if (outcome.ok) return { applied: true, events: outcome.events };
     const { error } = outcome;
-    if (error.code === RunErrorCode.runNotFound) throw poison({ code: RejectionCode.notFound, message: error.message });
+    if (error.code === RunErrorCode.runNotFound) {
+      // A message sent right after its run's start may come first (they are read by separate
+      // consumers): given a few seconds for the start, then dead-lettered `not_found`.
+      if (options.waitForStart) throw new TransientError(`${error.message}; waiting for its start`);
+      throw poison({ code: RejectionCode.notFound, message: error.message });
+    }
     if (error.code === RouterRunErrorCode.definitionMissing) throw poison({ code: RejectionCode.unknownWorkflow, message: error.message });
     const message = refusal.describe ? refusal.describe(error.message) : error.message;
     const unrecordable = await this.recordRefusal(

@@ -44,7 +44,7 @@ export class RunsController {
 
   @EventPattern(RouterPatterns.sessionMessage, routerConsumer(RouterPatterns.sessionMessage, perRun))
   onMessage(@Ctx() ctx: JetStreamContext): Promise<void> {
-    return this.sessionMessage.execute(ctx.subject, ctx.data, ctx.trace);
+    return this.sessionMessage.execute(ctx.subject, ctx.data, ctx.trace, ctx.deliveryCount);
   }
 
   @EventPattern(RouterPatterns.stopRequest, routerConsumer(RouterPatterns.stopRequest, perRun))

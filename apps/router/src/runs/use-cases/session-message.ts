@@ -10,6 +10,13 @@ import { RunCommands, runRef } from '../run-commands';
 export const MESSAGE_REFUSAL_AGENT = 'customer';
 
 /**
+ * Deliveries of a message for a run that does not exist (yet) before it is dead-lettered
+ * `not_found`: a message sent right after its run's start may be read before the start (separate
+ * consumers); the first redeliveries wait about 1 s and 5 s for it.
+ */
+export const MESSAGE_WAITS_FOR_START_DELIVERIES = 3;
+
+/**
  * Use case: a customer turn of a conversation run from `<prefix>.in.<project>.message`
  * (seed 001). Decodes a {@link SessionMessageSchema} (size cap, JSON, schema, the subject's
  * project), then runs `session_message` on the run over its pinned definition: the message is
@@ -17,7 +24,8 @@ export const MESSAGE_REFUSAL_AGENT = 'customer';
  * model runs — a route fires (`run.handoff` + `run.routed`), a child hands back, or the message
  * goes to the active agent (`run.routed`, rule `message`). While an agent works the message is
  * queued (`run.message_queued`) and delivered the next time the run waits for the customer. Bad
- * input and unknown runs are dead-lettered; a refused message (the run is held, stopped or
+ * input is dead-lettered, and so is a message for an unknown run once it has waited a few seconds
+ * for the run's start (`MESSAGE_WAITS_FOR_START_DELIVERIES`); a refused message (the run is held, stopped or
  * finished, is not a conversation, or its queue is full: `message_queue_full`) is recorded as
  * `run.result_rejected` (`result_id` = message id, agent `customer`). Idempotent per `message_id`.
  */
@@ -28,7 +36,7 @@ export class SessionMessageUseCase {
     private readonly runs: RunCommands,
   ) {}
 
-  async execute(subject: string, bytes: Uint8Array, trace: HopTrace): Promise<void> {
+  async execute(subject: string, bytes: Uint8Array, trace: HopTrace, deliveryCount = 1): Promise<void> {
     const message = decodeForSubject(this.runtime.config.BATON_PREFIX, subject, bytes, SessionMessageSchema);
     const log = this.runtime.logger.child({
       trace_id: trace.traceId,
@@ -48,6 +56,7 @@ export class SessionMessageUseCase {
       }),
       { kind: 'message', id: message.message_id, actor, origin: 'human', workflowRunId: message.workflow_run_id, now, trace },
       { kind: 'message_refused', agent: MESSAGE_REFUSAL_AGENT, describe: (reason) => `customer message ${message.message_id}: ${reason}` },
+      { waitForStart: deliveryCount < MESSAGE_WAITS_FOR_START_DELIVERIES },
     );
     if (outcome.applied)
       log.info(outcome.events.length > 0 ? 'customer message applied' : 'customer message already applied', { events: outcome.events.map((e) => e.type) });
