@@ -172,6 +172,9 @@ describe('SRE commands (real NATS and Redis)', () => {
     expect(previous.time.getTime()).toBeGreaterThanOrEqual(stored.time.getTime() - 1);
     expect((await baton('replay', '--from-time', 'yesterday-ish')).code).toBe(2);
     expect((await baton('replay', '--from-seq', '3', '--from-time', stored.time.toISOString())).code).toBe(2);
+    // A dry run compares a whole rebuild: a starting point would be ignored without a word.
+    expect((await baton('replay', '--from-seq', '3', '--dry-run')).code).toBe(2);
+    expect((await baton('replay', '--from-time', stored.time.toISOString(), '--dry-run')).code).toBe(2);
   });
 
   it("replay exits 0 when another rebuild (the notifier's) swapped in the same projection first: the projection is rebuilt", async () => {

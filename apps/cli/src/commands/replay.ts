@@ -57,7 +57,7 @@ export function rebuildFailure(projection: string, error: unknown): CliError {
 export const replayCommand: Command = {
   name: 'replay',
   summary: 'rebuild projections from the events stream (shadow keyspace, atomic swap)',
-  help: `Usage: baton replay [--projection name] [--from-seq N | --from-time ISO] [--dry-run] [--json]
+  help: `Usage: baton replay [--projection name] [--from-seq N | --from-time ISO | --dry-run] [--json]
 
 Rebuild Baton's Redis projections (inbox, stops, handoffs, runs, notices) by replaying
 <PREFIX>_EVENTS into a fresh shadow generation and swapping it in atomically (compare-and-set),
@@ -82,7 +82,7 @@ Options:
   --projection <name>   only this projection (inbox, stops, handoffs, runs, notices)
   --from-seq <N>        replay from stream sequence N (the shadow is seeded with the state at N-1)
   --from-time <ISO>     replay from the first event stored at or after this time
-  --dry-run             rebuild into a shadow, report the counts and the difference from the live
+  --dry-run             (not with --from-seq / --from-time) rebuild into a shadow, report the counts and the difference from the live
                         projection, then discard the shadow (nothing live changes)
   --json                print the outcome of each projection as a JSON array
 `,
@@ -106,6 +106,10 @@ Options:
     const fromTime = str(args, 'from-time');
     let fromSeq = int(args, 'from-seq', { min: 1, max: Number.MAX_SAFE_INTEGER });
     if (fromSeq !== undefined && fromTime !== undefined) throw new UsageError('give --from-seq or --from-time, not both');
+    if ((fromSeq !== undefined || fromTime !== undefined) && flag(args, 'dry-run')) {
+      // A dry run rebuilds from the start and compares with the live projections; a starting point would be ignored.
+      throw new UsageError('--dry-run rebuilds the whole stream to compare; it takes no --from-seq or --from-time');
+    }
     if (fromTime !== undefined) fromSeq = await firstSeqAtOrAfter(ctx, fromTime);
     const json = flag(args, 'json');
     const dryRun = flag(args, 'dry-run');
