@@ -1,10 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { once } from 'node:events';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { createServer, connect } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { createEventRegistry, Subjects } from '@baton/contracts';
 import { runDecider } from '@baton/domain';
 import { batonStreamNames, batonTopology, connectNats, JetStreamEventStore, provision, type NatsHandle } from '@baton/eventstore';
@@ -12,6 +6,7 @@ import type { RunningService } from '@baton/platform';
 import { createRedis, scenarioSteps, type RedisHandle } from '@baton/projections';
 import { TokenStore } from '../auth/token-store';
 import { startNotifier } from '../main';
+import { startPrivateServer, type PrivateServer } from './private-server.int-support';
 
 /*
  * An operator's answer whose publish the stream never confirms: the API must not answer 500 and
@@ -25,34 +20,9 @@ import { startNotifier } from '../main';
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 const decoder = new TextDecoder();
 
-async function freePort(): Promise<number> {
-  const server = createServer();
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const port = (server.address() as { port: number }).port;
-  server.close();
-  await once(server, 'close');
-  return port;
-}
-
-async function waitPort(port: number, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    const ok = await new Promise<boolean>((resolve) => {
-      const socket = connect(port, '127.0.0.1');
-      socket.once('connect', () => (socket.destroy(), resolve(true)));
-      socket.once('error', () => resolve(false));
-    });
-    if (ok) return;
-    await sleep(100);
-  }
-  throw new Error(`nats-server did not listen on ${port}`);
-}
-
 describe('an answer the stream did not confirm: 503 answer_outcome_unknown with its answer_id, and a retry of that id stores it once (private nats-server)', () => {
   const prefix = `ao${randomBytes(5).toString('hex')}`;
-  let dir: string;
-  let child: ChildProcess;
+  let server: PrivateServer;
   let nats: NatsHandle;
   let redis: RedisHandle;
   let service: RunningService;
@@ -61,11 +31,8 @@ describe('an answer the stream did not confirm: 503 answer_outcome_unknown with 
   let paused = false;
 
   beforeAll(async () => {
-    const port = await freePort();
-    dir = await mkdtemp(join(tmpdir(), 'baton-answer-nats-'));
-    child = spawn('nats-server', ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', dir], { stdio: 'ignore' });
-    await waitPort(port);
-    const natsUrl = `nats://127.0.0.1:${port}`;
+    server = await startPrivateServer('nats-server');
+    const natsUrl = server.url;
     nats = await connectNats({ servers: natsUrl, reconnect: false });
     redis = createRedis();
     await provision(nats.jsm, { streams: batonTopology(prefix).streams });
@@ -103,15 +70,10 @@ describe('an answer the stream did not confirm: 503 answer_outcome_unknown with 
   }, 60_000);
 
   afterAll(async () => {
-    if (paused) child.kill('SIGCONT');
+    if (paused) server.child.kill('SIGCONT');
     await service?.stop().catch(() => undefined);
     await nats?.drain().catch(() => undefined);
-    if (child && child.exitCode === null) {
-      const exited = once(child, 'exit');
-      child.kill('SIGKILL');
-      await exited;
-    }
-    await rm(dir, { recursive: true, force: true }).catch(() => undefined);
+    await server?.remove();
     for await (const batch of redis.client.scanStream({ match: `${prefix}:*`, count: 500 })) {
       const keys = batch as string[];
       if (keys.length > 0) await redis.client.unlink(...keys);
@@ -138,10 +100,10 @@ describe('an answer the stream did not confirm: 503 answer_outcome_unknown with 
   };
 
   it('SIGSTOP: an answer without an answer_id is refused 503 answer_outcome_unknown naming the id it was sent under; SIGCONT: that id sent again is stored once', async () => {
-    child.kill('SIGSTOP');
+    server.child.kill('SIGSTOP');
     paused = true;
     const unknown = await answer({ action: 'deny', note: 'not without a receipt' });
-    child.kill('SIGCONT');
+    server.child.kill('SIGCONT');
     paused = false;
 
     expect(unknown).toMatchObject({ status: 503, retryAfter: '1', body: { error: { code: 'answer_outcome_unknown' } } });

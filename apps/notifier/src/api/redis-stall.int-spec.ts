@@ -1,15 +1,10 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { once } from 'node:events';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { createServer, connect } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { batonStreamNames, connectNats, type NatsHandle } from '@baton/eventstore';
 import type { RunningService } from '@baton/platform';
 import { createRedis, RedisUnavailableError, type RedisHandle } from '@baton/projections';
 import { TokenStore } from '../auth/token-store';
 import { startNotifier } from '../main';
+import { startPrivateServer, type PrivateServer } from './private-server.int-support';
 
 /*
  * Issue 14: with Redis stalled (SIGSTOP), the operator API answers 503 `projections_unavailable`
@@ -20,34 +15,9 @@ import { startNotifier } from '../main';
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
-async function freePort(): Promise<number> {
-  const server = createServer();
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const port = (server.address() as { port: number }).port;
-  server.close();
-  await once(server, 'close');
-  return port;
-}
-
-async function waitPort(port: number, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    const ok = await new Promise<boolean>((resolve) => {
-      const socket = connect(port, '127.0.0.1');
-      socket.once('connect', () => (socket.destroy(), resolve(true)));
-      socket.once('error', () => resolve(false));
-    });
-    if (ok) return;
-    await sleep(100);
-  }
-  throw new Error(`redis-server did not listen on ${port}`);
-}
-
 describe('a stalled Redis: the API fails fast with 503 projections_unavailable and recovers by itself (private redis-server, real NATS)', () => {
   const prefix = `rs${randomBytes(5).toString('hex')}`;
-  let dir: string;
-  let child: ChildProcess;
+  let server: PrivateServer;
   let redisUrl: string;
   let redis: RedisHandle;
   let nats: NatsHandle;
@@ -57,11 +27,8 @@ describe('a stalled Redis: the API fails fast with 503 projections_unavailable a
   let paused = false;
 
   beforeAll(async () => {
-    const port = await freePort();
-    dir = await mkdtemp(join(tmpdir(), 'baton-stall-redis-'));
-    child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir], { stdio: 'ignore' });
-    await waitPort(port);
-    redisUrl = `redis://127.0.0.1:${port}`;
+    server = await startPrivateServer('redis-server');
+    redisUrl = server.url;
     redis = createRedis(redisUrl);
     nats = await connectNats({ servers: process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222', reconnect: false });
     service = await startNotifier({
@@ -77,15 +44,10 @@ describe('a stalled Redis: the API fails fast with 503 projections_unavailable a
   }, 60_000);
 
   afterAll(async () => {
-    if (paused) child.kill('SIGCONT');
+    if (paused) server.child.kill('SIGCONT');
     await service?.stop().catch(() => undefined);
     await redis?.close().catch(() => undefined);
-    if (child && child.exitCode === null) {
-      const exited = once(child, 'exit');
-      child.kill('SIGKILL');
-      await exited;
-    }
-    await rm(dir, { recursive: true, force: true }).catch(() => undefined);
+    await server?.remove();
     const names = batonStreamNames(prefix);
     for (const name of [names.events, names.inbox, names.dlq]) await nats?.jsm.streams.delete(name).catch(() => undefined);
     await nats?.drain().catch(() => undefined);
@@ -116,7 +78,7 @@ describe('a stalled Redis: the API fails fast with 503 projections_unavailable a
   it('SIGSTOP: an API call answers 503 projections_unavailable within 2 s; SIGCONT: it answers 200 again without a restart', async () => {
     expect((await inbox()).status).toBe(200);
 
-    child.kill('SIGSTOP');
+    server.child.kill('SIGSTOP');
     paused = true;
     const stalled = await inbox();
     expect(stalled).toMatchObject({ status: 503, retryAfter: '1', body: { error: { code: 'projections_unavailable' } } });
@@ -135,7 +97,7 @@ describe('a stalled Redis: the API fails fast with 503 projections_unavailable a
     expect(Date.now() - started).toBeLessThan(2000);
     expect(page.status).toBe(503);
 
-    child.kill('SIGCONT');
+    server.child.kill('SIGCONT');
     paused = false;
     const deadline = Date.now() + 10_000;
     let last = await inbox();
