@@ -233,6 +233,9 @@ describe('customer messages while an agent works are queued, not refused', () =>
     // A message whose id is an applied result id is a message like any other.
     s.result('r-9', 'Income_Capture_Agent', 4, { body: 'Income, please?' });
     expect(types(s.say('r-9', '5000 a month', 5))).toContain('run.message_received');
+    // A result id that spells a message's key (ids may hold `:`) spends nothing of the customer's.
+    s.result('message:m-7', 'Income_Capture_Agent', 6, { body: 'Anything else?' });
+    expect(types(s.say('m-7', 'no, thanks', 7))).toContain('run.message_received');
   });
 
   it('a refused message is recorded under its own kind: the same id again is not re-decided, and a result of that id is still decided', () => {

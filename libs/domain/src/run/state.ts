@@ -374,10 +374,11 @@ function coreOf(state: StartedRunState): RunCore {
 /**
  * The processed-id key of a customer message: message ids are apart from result, answer and stop
  * ids (a customer chooses them, and a message whose id is the agent's next result id must not
- * swallow that result).
+ * swallow that result). `#` is no id's character, so no result id (`message:m1` is one) can be a
+ * message's key.
  */
 export function messageKey(messageId: string): string {
-  return `message:${messageId}`;
+  return `message#${messageId}`;
 }
 
 /** The processed-id key of a refusal: a refused message's under {@link messageKey}, any other's its id. */
