@@ -19,7 +19,7 @@ import { PublishTimeout, streamReader, type LedgerClient, type OwnIdAck } from '
 import { BATON_VIEWS, LEDGER_CLIENT } from '../projection/tokens';
 import type { Principal } from '../auth/roles';
 import { assertCanAnswer, assertVisible } from '../auth/scope';
-import { AnswerOutcomes, answerStatusPath, type AnswerAggregate } from './answer-outcomes';
+import { AnswerOutcomes, answerStatusPath, type AnswerAggregate, type AnswerOutcome } from './answer-outcomes';
 import { ApiError, notFound, parseOr400, statusForKind } from './http';
 import { resolveProject } from './resolve';
 import type { AnswerAcceptedSchema, HandbackDecisionBodySchema, HoldAnswerBodySchema, StopAnswerBodySchema } from './schemas';
@@ -191,7 +191,7 @@ export class OperatorActions {
         throw answerIdReused(answer.answer_id, project, { workflow_run_id: workflowRunId });
       }
     }
-    return this.settle({ answerId: answer.answer_id, aggregate, subject: Subjects.operatorAnswer(this.prefix, project), duplicate: true });
+    return this.settle({ answerId: answer.answer_id, aggregate, subject: Subjects.operatorAnswer(this.prefix, project), duplicate: true }, checked.outcome);
   }
 
   /**
@@ -217,9 +217,10 @@ export class OperatorActions {
   }
 
   /** Wait for the router's decision on a published answer and shape the reply (or throw the refusal). */
-  private async settle(published: Published): Promise<AnswerReply> {
+  private async settle(published: Published, known?: AnswerOutcome): Promise<AnswerReply> {
     const { answerId, aggregate } = published;
-    const outcome = await this.outcomes.wait(aggregate, answerId);
+    // `known`: the outcome a retry already read from the stream (no second read of the aggregate).
+    const outcome = known ?? (await this.outcomes.wait(aggregate, answerId));
     const statusUrl = answerStatusPath(aggregate, answerId);
     const base: AnswerAccepted = {
       accepted: true,
