@@ -274,7 +274,7 @@ function recordResult(command: RecordResult, state: RunState): DecisionResult<Ru
     return accept(recorded, ...c.events);
   }
   const decision = resolveRoute({ workflow, agents, step: state.step, agent: state.agent, callback: state.callback, signal });
-  return accept(recorded, ...outcomeEvents(ctx, decision, { workflow, agents, result }));
+  return accept(recorded, ...outcomeEvents(ctx, decision, { workflow, agents, result, signal }));
 }
 
 function resume(command: ResumeRun, state: RunState): DecisionResult<RunEvent> {
@@ -508,6 +508,8 @@ interface Definitions {
   workflow: WorkflowDefinition;
   agents: readonly AgentDefinition[];
   result: AgentResult | null;
+  /** How the result gave its decision (absent or unreadable: the no-action default applied). */
+  signal?: DecisionSignal;
 }
 
 /**
@@ -522,10 +524,11 @@ function outcomeEvents(ctx: OutcomeContext, decision: RouteDecision, defs: Defin
       const reason = decision.dispatch.reason ?? 'agent dispatched hold';
       const result = defs.result;
       const pending = result?.pending_tool_call ?? null;
-      if (result !== null && pending !== null && decision.hold_kind === 'hold' && decision.dispatch.origin === 'agent') {
-        // An agent that holds with a tool call pending waits for a person to approve that call
-        // (seed 003: waiting_human has a pending tool; a real freeze is never dropped): a policy
-        // stop whose packet freezes the call and whose form approves or denies it.
+      if (result !== null && pending !== null && decision.hold_kind === 'hold' && holdsItsCall(decision, defs.signal)) {
+        // An agent that holds with a tool call pending, or that gave no decision with one pending,
+        // waits for a person to approve that call (seed 003: waiting_human has a pending tool; a
+        // real freeze is never dropped): a policy stop whose packet freezes the call and whose
+        // form approves or denies it.
         const facts: StopFacts = {
           ...runFacts(ctx.state, result.run_id, ctx.now, stopIdFor(ctx.cause)),
           why: 'policy',
@@ -578,6 +581,16 @@ function outcomeEvents(ctx: OutcomeContext, decision: RouteDecision, defs: Defin
     default:
       return assertNever(decision, 'route decision');
   }
+}
+
+/**
+ * Whether a hold keeps the result's pending call frozen: the agent's own hold, or the no-action
+ * hold of a result that gave no readable decision. An advance with nowhere to go (also a no-action
+ * hold) was a decision to go on, which leaves no call waiting.
+ */
+function holdsItsCall(decision: RouteDecision & { outcome: 'hold' }, signal: DecisionSignal | undefined): boolean {
+  if (decision.dispatch.origin === 'agent') return true;
+  return decision.rule === 'no_action_default' && signal !== undefined && signal.kind !== 'config';
 }
 
 function routedEvent(

@@ -343,6 +343,26 @@ describe('workflow run: stops with a packet (seed 003)', () => {
     expect(play([decided('r1', 'issue', hold, { pending_tool_call: null })], started()).state.status).toBe('held');
   });
 
+  it('a result with a tool call pending and no decision (none, or one that cannot be read) freezes the call in a policy stop instead of a no-action hold that drops it', () => {
+    const noDecision = play([resultCmd('r1', 'issue', { pending_tool_call: pending, tried: [{ name: 'lookup' }] })], started());
+    expect(noDecision.last.map((e) => e.type)).toEqual(['run.result_recorded', 'run.stopped', 'run.notice_emitted']);
+    expect(ofType(noDecision.last, 'run.stopped')[0]!.data.packet).toMatchObject({
+      why: 'policy',
+      pending,
+      tried: ['lookup'],
+      detail: 'no-action default: agent emitted no decision',
+      next_form: { kind: 'approve_deny' },
+    });
+    expectValidEvents(noDecision.last);
+    const unreadable = play([resultCmd('r1', 'issue', { pending_tool_call: pending, body: 'done <!-- AGENT_RUN_CONFIG {nope -->' })], started());
+    expect(ofType(unreadable.last, 'run.stopped')[0]!.data.packet).toMatchObject({ why: 'policy', pending });
+    expect(ofType(unreadable.last, 'run.stopped')[0]!.data.packet.detail).toMatch(
+      /^no-action default: agent emitted no decision and the AGENT_RUN_CONFIG sentinel could not be parsed/,
+    );
+    // Without a pending call the no-action default is still the hold it always was.
+    expect(play([resultCmd('r1', 'issue')], started()).last.map((e) => e.type)).toEqual(['run.result_recorded', 'run.held', 'run.notice_emitted']);
+  });
+
   it('a budget stop reported by the agent keeps the cap it hit: only an operator lifts it, and only above that cap', () => {
     const cap = { name: 'tool_calls', limit: 20, used: 20 };
     const { last, events } = play([decided('r1', 'issue', advance, { stop: { why: 'budget', cap }, budget_used: { tool_calls: 20 } })], started());
