@@ -36,6 +36,11 @@ export class RequireReadableBody implements NestMiddleware {
 
 const DECIMAL = /^\s*[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?\s*$/;
 
+/** The number a form field's text writes in decimal (`"2000"`, `" 2.5e3 "`), or `undefined` for any other text (empty, hex, `Infinity`…). */
+export function decimalOf(text: string): number | undefined {
+  return DECIMAL.test(text) ? Number(text) : undefined;
+}
+
 /**
  * A form's fields are all text, so a number the JSON body carries as a number (`cap`) arrives as
  * `"2000"` from a form: for a form body (`contentType`), each of `fields` that is a decimal text
@@ -48,7 +53,8 @@ export function formNumbers(contentType: string | undefined, body: unknown, fiel
   const out: Record<string, unknown> = { ...(body as Record<string, unknown>) };
   for (const field of fields) {
     const value = out[field];
-    if (typeof value === 'string' && DECIMAL.test(value)) out[field] = Number(value);
+    const number = typeof value === 'string' ? decimalOf(value) : undefined;
+    if (number !== undefined) out[field] = number;
   }
   return out;
 }

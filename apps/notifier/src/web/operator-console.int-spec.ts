@@ -277,6 +277,24 @@ describe('operator console: tokens, roles, project scoping, web inbox (real NATS
     expect((await answersOn('alpha')).length).toBe(before);
   });
 
+  it('the raise form reads its cap as the API reads a form cap: decimal text only; the cap field another action posts along is not read', async () => {
+    const { cookie, csrf } = await signIn(alphaOperator);
+    const before = (await answersOn('alpha')).length;
+    for (const cap of ['0x10', '', 'Infinity', '12abc']) {
+      const refused = await call('/inbox/stops/stop-cap/answer', { ...form({ _csrf: csrf, answer_id: `web-cap-${cap}`, action: 'raise_cap', cap }), cookie });
+      expect({ cap, status: refused.status, code: refused.text.includes('schema_violation') }).toEqual({ cap, status: 400, code: true });
+    }
+    expect((await answersOn('alpha')).length).toBe(before);
+    const raised = await call('/inbox/stops/stop-cap/answer', {
+      ...form({ _csrf: csrf, answer_id: 'web-cap-ok', action: 'raise_cap', cap: ' 1.2e1 ' }),
+      cookie,
+    });
+    expect(raised.status).toBe(303);
+    const sent = (await answersOn('alpha')).slice(before);
+    expect(sent).toHaveLength(1);
+    expect(sent[0]).toMatchObject({ answer: { answer: { answer_id: 'web-cap-ok', action: 'raise_cap', cap: 12 } } });
+  });
+
   it('a stale or mismatched answer is refused fail-closed and shown: the pending call is not the one the form rendered, or the packet was already answered', async () => {
     const { cookie, csrf } = await signIn(alphaOperator);
     const before = (await answersOn('alpha')).length;

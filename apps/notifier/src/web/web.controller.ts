@@ -5,6 +5,7 @@ import { HoldAnswerActionSchema, IdSchema, OperatorAnswerActionSchema, ProjectId
 import { InvalidCursorError, type ItemFilters } from '@baton/projections';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { projectionsUnavailable } from '../api/http';
+import { decimalOf } from '../http/body-type';
 import { MeshReader } from '../api/mesh-reader';
 import { OperatorActions, type RecordTarget } from '../api/operator-actions';
 import { resolveProject } from '../api/resolve';
@@ -215,10 +216,11 @@ export class WebController {
   private async answerStopOf(req: HttpRequest, res: HttpResponse, id: string, project: string | undefined) {
     await this.withForm(req, res, async (session) => {
       const form = this.parse(StopFormSchema, req.body);
+      // The form posts every field; the cap is read only for a raise, as the API reads a form's cap.
       let cap: number | undefined;
-      if (form.cap !== undefined) {
-        cap = Number(form.cap);
-        if (!Number.isFinite(cap)) throw new WebRefusal(400, 'schema_violation', 'the cap must be a number');
+      if (form.cap !== undefined && form.action === 'raise_cap') {
+        cap = decimalOf(form.cap);
+        if (cap === undefined) throw new WebRefusal(400, 'schema_violation', 'the cap must be a decimal number');
       }
       const ref = this.target(id, project);
       const answered = await this.actions.answerStop(
@@ -227,7 +229,7 @@ export class WebController {
           answer_id: form.answer_id,
           action: form.action,
           ...(form.intent !== undefined && form.action === 'intent' ? { intent: form.intent.trim() } : {}),
-          ...(cap !== undefined && form.action === 'raise_cap' ? { cap } : {}),
+          ...(cap !== undefined ? { cap } : {}),
           ...(form.note !== undefined ? { note: form.note } : {}),
           ...(form.pending_digest !== undefined ? { pending_digest: form.pending_digest } : {}),
         },
