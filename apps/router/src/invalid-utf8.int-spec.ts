@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { batonStreamNames, connectNats, DlqHeader, type NatsHandle } from '@baton/eventstore';
 import type { RunningService } from '@baton/platform';
+import { PublishDefinitionReplySchema } from '@baton/contracts';
 import { waitFor } from '@baton/wait';
 import { startRouter } from './router.app';
 import { deleteStreams } from './int/support';
@@ -42,7 +43,7 @@ describe('router: invalid UTF-8 is named as such (real NATS)', () => {
   const letters = async () => {
     const stream = batonStreamNames(prefix).dlq;
     const info = await nats.jsm.streams.info(stream);
-    const out: Array<{ subject: string; reason: string; source: string; original: string; detail: string; data: Buffer }> = [];
+    const out: Array<{ subject: string; reason: string; source: string; original: string; detail: string; consumer: string; data: Buffer }> = [];
     for (let seq = info.state.first_seq; info.state.messages > 0 && seq <= info.state.last_seq; seq++) {
       const msg = await nats.jsm.streams.getMessage(stream, { seq });
       out.push({
@@ -51,6 +52,7 @@ describe('router: invalid UTF-8 is named as such (real NATS)', () => {
         source: msg.header.get(DlqHeader.source),
         original: msg.header.get(DlqHeader.subject),
         detail: msg.header.get(DlqHeader.detail),
+        consumer: msg.header.get(DlqHeader.consumer),
         data: Buffer.from(msg.data),
       });
     }
@@ -86,7 +88,28 @@ describe('router: invalid UTF-8 is named as such (real NATS)', () => {
     const subject = RouterSubjects.publishDefinition(prefix, 'demo');
     const bytes = withBadByte('{"project":"demo","agents":[{"name":"a§"}],"workflows":[]}', [0xed, 0xa0, 0x80]);
     const reply = await nats.connection.request(subject, bytes, { timeout: 5000 });
-    expect(JSON.parse(decoder.decode(reply.data))).toMatchObject({ error: { code: 'invalid_utf8' } });
-    expect(await letterOf(bytes)).toMatchObject({ subject: `${prefix}.dlq.router-definitions`, reason: 'invalid_utf8', original: subject });
+    // The reply has the shape publish-definition-reply.json promises for every refusal.
+    const body = PublishDefinitionReplySchema.parse(JSON.parse(decoder.decode(reply.data)));
+    expect(body).toMatchObject({ ok: false, error: { code: 'invalid_utf8', kind: 'rejection' } });
+    expect(await letterOf(bytes)).toMatchObject({
+      subject: `${prefix}.dlq.router-definitions`,
+      reason: 'invalid_utf8',
+      original: subject,
+      consumer: router.runtime.instance,
+    });
+  });
+
+  it('a publish_definition request that is not JSON is answered with the reply schema’s refusal ({ ok: false, error: { code, kind } }) and its letter names the router instance', async () => {
+    const subject = RouterSubjects.publishDefinition(prefix, 'demo');
+    const bytes = new TextEncoder().encode('{"project":"demo", nope');
+    const reply = await nats.connection.request(subject, bytes, { timeout: 5000 });
+    const body = PublishDefinitionReplySchema.parse(JSON.parse(decoder.decode(reply.data)));
+    expect(body).toMatchObject({ ok: false, error: { code: 'malformed_json', kind: 'rejection' } });
+    expect(await letterOf(bytes)).toMatchObject({ reason: 'malformed_json', consumer: router.runtime.instance });
+    // A refusal the router decides itself names the instance too.
+    const wrong = new TextEncoder().encode(JSON.stringify({ project: 'other', agents: [], workflows: [] }));
+    const refused = PublishDefinitionReplySchema.parse(JSON.parse(decoder.decode((await nats.connection.request(subject, wrong, { timeout: 5000 })).data)));
+    expect(refused).toMatchObject({ ok: false, error: { kind: 'rejection' } });
+    expect(await letterOf(wrong)).toMatchObject({ source: 'router-definitions', consumer: router.runtime.instance });
   });
 });

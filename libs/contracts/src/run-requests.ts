@@ -76,7 +76,8 @@ export type RunAnswerRequest = z.infer<typeof RunAnswerRequestSchema>;
 /** The refusal a router request/reply answers with (same shape as the ledger's). */
 export const RouterReplyErrorSchema = z.strictObject({
   code: z.union([RejectionCodeSchema, z.string().min(1).max(80)]),
-  kind: z.enum(['rejection', 'wrong_state', 'invalid', 'forbidden', 'not_found']),
+  /** `internal`: the router failed on the request (`internal_error`, logged). */
+  kind: z.enum(['rejection', 'wrong_state', 'invalid', 'forbidden', 'not_found', 'internal']),
   message: z.string(),
   /** Each offending field; `code` when the check has a stable code of its own (MESH_SELF_HANDOFF…). */
   issues: z.array(z.object({ path: z.string(), message: z.string(), code: z.string().optional() })).default([]),

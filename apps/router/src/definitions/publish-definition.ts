@@ -84,6 +84,7 @@ export class PublishDefinitionUseCase {
     await deadLetterRequest(this.runtime.nats, this.runtime.logger, {
       prefix: this.runtime.config.BATON_PREFIX,
       source: DEFINITIONS_DLQ_SOURCE,
+      consumer: this.runtime.instance,
       reason: error.code,
       detail: error.message,
       subject,

@@ -12,7 +12,17 @@ import type { JsonLogger } from '@baton/platform';
 export async function deadLetterRequest(
   nats: NatsHandle,
   logger: JsonLogger,
-  input: { prefix: string; source: string; reason: string; detail: string; subject: string; headers: Record<string, string[]>; data: Uint8Array },
+  input: {
+    prefix: string;
+    source: string;
+    /** The router instance that refused the request (no consumer read it): its `Baton-Dlq-Consumer`. */
+    consumer: string;
+    reason: string;
+    detail: string;
+    subject: string;
+    headers: Record<string, string[]>;
+    data: Uint8Array;
+  },
 ): Promise<void> {
   try {
     await deadLetter(nats.js, {
@@ -26,6 +36,7 @@ export async function deadLetterRequest(
       deliveries: 1,
       stream: 'core',
       seq: 0,
+      consumer: input.consumer,
     });
   } catch (error) {
     logger.error('cannot dead-letter a refused request', { subject: input.subject, reason: input.reason, err: String(error) });

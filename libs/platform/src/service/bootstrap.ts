@@ -115,6 +115,7 @@ export async function runService(opts: RunServiceOptions): Promise<RunningServic
   app.useGlobalFilters(new HybridExceptionFilter(app.getHttpAdapter(), opts.httpExceptionFilter));
   const server = new JetStreamServer({
     name: opts.service,
+    instance: runtime.instance,
     prefix: config.BATON_PREFIX,
     connection: runtime.nats,
     consumer: { maxDeliver: config.BATON_MAX_DELIVER },

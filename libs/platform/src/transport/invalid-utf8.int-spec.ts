@@ -150,13 +150,16 @@ describe('invalid UTF-8 through the JetStream transport (real NATS): refused as 
 
   it('a core request whose bytes are not UTF-8 is answered invalid_utf8 and, for a pattern that names a source, dead-lettered with that reason', async () => {
     const reply = await nats.connection.request(`${prefix}.cmd.router.p.publish_definition`, BAD_IN_STRING, { timeout: 5000 });
-    expect(JSON.parse(new TextDecoder().decode(reply.data))).toMatchObject({ error: { code: 'invalid_utf8' } });
+    expect(JSON.parse(new TextDecoder().decode(reply.data))).toEqual({
+      ok: false,
+      error: { code: 'invalid_utf8', kind: 'rejection', message: expect.any(String), issues: [] },
+    });
     expect(reply.headers?.get('Baton-Status')).toBe('error');
     expect(seen).toEqual([]);
     const stored = await letters('svc-requests');
-    expect(stored.map((l) => [l.header.get(DlqHeader.reason), l.header.get(DlqHeader.stream), l.header.get(DlqHeader.subject)])).toEqual([
-      ['invalid_utf8', 'core', `${prefix}.cmd.router.p.publish_definition`],
-    ]);
+    expect(
+      stored.map((l) => [l.header.get(DlqHeader.reason), l.header.get(DlqHeader.stream), l.header.get(DlqHeader.subject), l.header.get(DlqHeader.consumer)]),
+    ).toEqual([['invalid_utf8', 'core', `${prefix}.cmd.router.p.publish_definition`, 'svc']]);
     expect(Buffer.from(stored[0]!.data)).toEqual(Buffer.from(BAD_IN_STRING));
   });
 });

@@ -68,6 +68,7 @@ class ResultsController {
   @MessagePattern('{prefix}.cmd.ledger.*.ping')
   ping(@Payload() data: { n: number }, @Ctx() ctx: NatsRequestContext): { pong: number; subject: string } {
     const { n } = z.object({ n: z.number() }).parse(data);
+    if (n === 13) throw new Error('the handler broke');
     return { pong: n + 1, subject: ctx.subject };
   }
 }
@@ -224,7 +225,13 @@ describe('JetStreamServer in a Nest microservice (real NATS)', () => {
     expect(reply).toEqual({ pong: 2, subject: `${prefix}.cmd.ledger.p1.ping` });
     const failure = await client.request(`${prefix}.cmd.ledger.p1.ping`, { n: 'x' }).catch((e: unknown) => e);
     expect(failure).toBeInstanceOf(RequestError);
-    expect((failure as RequestError).reply).toMatchObject({ error: { code: 'schema_violation', issues: [{ path: 'n' }] } });
+    expect((failure as RequestError).reply).toMatchObject({ ok: false, error: { code: 'schema_violation', kind: 'rejection', issues: [{ path: 'n' }] } });
+    // A handler that fails answers the same shape, without leaking what broke.
+    const broken = await client.request(`${prefix}.cmd.ledger.p1.ping`, { n: 13 }).catch((e: unknown) => e);
+    expect((broken as RequestError).reply).toEqual({
+      ok: false,
+      error: { code: 'internal_error', kind: 'internal', message: 'the handler failed; see the service log', issues: [] },
+    });
   });
 
   it('shutdown stops pulling, finishes the in-flight handler and acks it before closing', async () => {

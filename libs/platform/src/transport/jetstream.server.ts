@@ -106,6 +106,8 @@ export interface JetStreamServerOptions {
   provision?: boolean;
   /** Queue group for `@MessagePattern` subscriptions (default `name`). */
   queue?: string;
+  /** This process's instance name: the `Baton-Dlq-Consumer` of a request it dead-letters (default `name`). */
+  instance?: string;
   /** Observe what happened to each event message (metrics, logs, tests). */
   onOutcome?: (outcome: MessageOutcome) => void;
   /**
@@ -135,9 +137,14 @@ export class JetStreamPullError extends Error {
   }
 }
 
-/** The error body a `@MessagePattern` reply carries when the handler failed. */
+/**
+ * The error body a `@MessagePattern` reply carries when the request never reached its handler (bytes
+ * that do not decode) or the handler failed: the `{ ok: false, error: { code, kind, message, issues } }`
+ * shape every Baton request/reply refusal has (`kind` `rejection` for input, `internal` for a failure).
+ */
 export interface RequestErrorReply {
-  error: Rejection | { code: 'internal_error'; message: string; issues: [] };
+  ok: false;
+  error: (Rejection & { kind: 'rejection' }) | { code: 'internal_error'; kind: 'internal'; message: string; issues: [] };
 }
 
 interface ResolvedBinding {
@@ -476,6 +483,7 @@ export class JetStreamServer extends Server<JetStreamServerEvents> implements Cu
         deliveries: 1,
         stream: 'core',
         seq: 0,
+        consumer: this.options.instance ?? this.options.name,
       });
     } catch (err) {
       this.logger.error(`cannot dead-letter an undecodable request on ${msg.subject}: ${String(err)}`);
@@ -489,14 +497,14 @@ export class JetStreamServer extends Server<JetStreamServerEvents> implements Cu
   }
 
   private errorReply(error: unknown): RequestErrorReply {
-    if (isZodError(error)) return { error: rejectionFromZod(error) };
+    if (isZodError(error)) return { ok: false, error: { ...rejectionFromZod(error), kind: 'rejection' } };
     if (error instanceof PoisonError) {
       // The poison's own reason when it is a rejection code (the dead letter keeps the same), else the schema's.
       const code = RejectionCodeSchema.safeParse(error.reason).data ?? 'schema_violation';
-      return { error: { code, message: error.message, issues: [] } };
+      return { ok: false, error: { code, kind: 'rejection', message: error.message, issues: [] } };
     }
     this.logger.error(`request handler failed: ${error instanceof Error ? (error.stack ?? error.message) : JSON.stringify(error)}`);
-    return { error: { code: 'internal_error', message: 'the handler failed; see the service log', issues: [] } };
+    return { ok: false, error: { code: 'internal_error', kind: 'internal', message: 'the handler failed; see the service log', issues: [] } };
   }
 
   private async watchStatus(handle: NatsHandle): Promise<void> {
