@@ -136,7 +136,12 @@ export function guardFactOf(event: GuardEventInput): GuardFact | null {
         return { kind: 'result_recorded', event_id: event.id, project, run: id, agent: p.agent, at: p.recorded_at };
       }
       case 'run.result_rejected': {
-        const p = event.payload as { agent: string; rejected_at: string };
+        const p = event.payload as { agent: string; rejected_at: string; refused?: string };
+        // Only an agent's refused result is an agent's failure: an operator's refused answer or a
+        // customer's refused message says nothing of an agent (events stored before `refused`
+        // named them by their agent, `operator` or `customer`).
+        const agentResult = p.refused !== undefined ? p.refused === 'result' : p.agent !== 'operator' && p.agent !== 'customer';
+        if (!agentResult) return null;
         return { kind: 'result_rejected', event_id: event.id, project, run: id, agent: p.agent, at: p.rejected_at };
       }
       default:

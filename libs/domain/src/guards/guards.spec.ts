@@ -247,6 +247,18 @@ describe('guard facts', () => {
     expect(guardFactOf(envelope('run.held', { hold_kind: 'no_action' }))).toEqual({ kind: 'run_halted', project: 'p', run: 'r1' });
   });
 
+  it("only an agent's refused result is a failure fact: an operator's refused answer or a customer's refused message opens no circuit", () => {
+    const rejected = (payload: Record<string, unknown>) =>
+      guardFactOf(envelope('run.result_rejected', { result_id: 'x', code: 'c', message: 'm', rejected_at: at(1), ...payload }));
+    expect(rejected({ agent: 'coder', refused: 'result' })).toMatchObject({ kind: 'result_rejected', agent: 'coder' });
+    expect(rejected({ agent: 'operator', refused: 'answer' })).toBeNull();
+    expect(rejected({ agent: 'customer', refused: 'message' })).toBeNull();
+    // Events stored before `refused` existed: named by who sent them.
+    expect(rejected({ agent: 'coder' })).toMatchObject({ kind: 'result_rejected', agent: 'coder' });
+    expect(rejected({ agent: 'operator' })).toBeNull();
+    expect(rejected({ agent: 'customer' })).toBeNull();
+  });
+
   it('events no guard reads map to null', () => {
     expect(
       guardFactOf({ id: 'e', type: 'definition.published', project: 'p', aggregate: { kind: 'definition', id: 'current' }, occurredAt: at(0), payload: {} }),
