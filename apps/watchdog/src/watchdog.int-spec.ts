@@ -28,7 +28,7 @@ afterEach(async () => {
 });
 
 /** Create a handoff from alice to bob and let bob claim it; resolves with its id and the claim. */
-async function createAndClaim(opts: { leaseMs?: number; maxRetries?: number; workflowRunId?: string } = {}) {
+async function createAndClaim(opts: { leaseMs?: number; maxRetries?: number; workflowRunId?: string; escalateTo?: string } = {}) {
   const id = `h-${++n}`;
   const created = await client.create(
     PROJECT,
@@ -39,6 +39,7 @@ async function createAndClaim(opts: { leaseMs?: number; maxRetries?: number; wor
       summary: 'write the parser',
       max_retries: opts.maxRetries ?? 3,
       ...(opts.workflowRunId ? { workflow_run_id: opts.workflowRunId } : {}),
+      ...(opts.escalateTo ? { escalate_to: opts.escalateTo } : {}),
       idempotency_key: `create-${id}`,
     },
     { as: alice },
@@ -202,6 +203,19 @@ describe('watchdog: retry cap with no lead anywhere → stop the run', () => {
     const info = await h.nats.jsm.streams.info(inbox, { subjects_filter: subject });
     expect(info.state.subjects?.[subject]).toBe(1);
     expect((await h.state(withRun.id)).status).toBe('failed');
+  });
+
+  it("escalated to a lead: the lead gets the consult (the ledger's policy, tested there), and the handoff's run — whose handoff is failed all the same — is stopped guard_failed naming the consult, not left waiting", async () => {
+    await h.startWatchdog('wd-a');
+    const handoff = await createAndClaim({ maxRetries: 0, workflowRunId: 'run-lead', escalateTo: 'carol' });
+    const requests = await stopRequestsSoon(h, 'a stop request', { timeoutMs: 8000 });
+    const escalated = (await h.events(handoff.id)).find((e) => e.type === 'handoff.escalated')!;
+    const outcome = escalated.payload['outcome'] as { escalate_to: string; consult_handoff_id: string };
+    expect(outcome).toMatchObject({ escalate_to: 'carol' });
+    expect(requests).toHaveLength(1);
+    expect(requests[0]).toMatchObject({ packet_id: stopPacketId(escalated.id), workflow_run_id: 'run-lead', project: PROJECT, why: 'guard_failed' });
+    expect(requests[0]!.detail).toContain(`escalated to carol (consult ${outcome.consult_handoff_id})`);
+    expect((await h.state(handoff.id)).status).toBe('failed');
   });
 
   it('an escalation event that does not decode is rejected with its code and counted; it asks for nothing and the watchdog keeps serving', async () => {

@@ -193,10 +193,9 @@ export class GuardRunner {
     else this.held.push(...stops);
   }
 
-  /** The escalation an event asks to act on (null: its outcome is a lead to escalate to, the ledger's business). */
-  private escalationOf(envelope: EventEnvelope, message: FollowedMessage): Escalation | null {
+  /** The escalation an event asks to act on: every escalation stops the run of its handoff (see EscalationStopper). */
+  private escalationOf(envelope: EventEnvelope, message: FollowedMessage): Escalation {
     const escalated = envelope as EventEnvelope<HandoffEventData<'handoff.escalated'>>;
-    if (!('stop_why' in escalated.payload.outcome)) return null;
     const traceparent = message.header(TRACEPARENT_HEADER);
     const tracestate = message.header(TRACESTATE_HEADER);
     return {
