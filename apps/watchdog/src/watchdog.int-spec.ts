@@ -210,7 +210,7 @@ describe('watchdog: retry cap with no lead anywhere → stop the run', () => {
     const handoff = await createAndClaim({ maxRetries: 0, workflowRunId: 'run-lead', escalateTo: 'carol' });
     const requests = await stopRequestsSoon(h, 'a stop request', { timeoutMs: 8000 });
     const escalated = (await h.events(handoff.id)).find((e) => e.type === 'handoff.escalated')!;
-    const outcome = escalated.payload['outcome'] as { escalate_to: string; consult_handoff_id: string };
+    const { outcome } = escalated.payload as { outcome: { escalate_to: string; consult_handoff_id: string } };
     expect(outcome).toMatchObject({ escalate_to: 'carol' });
     expect(requests).toHaveLength(1);
     expect(requests[0]).toMatchObject({ packet_id: stopPacketId(escalated.id), workflow_run_id: 'run-lead', project: PROJECT, why: 'guard_failed' });

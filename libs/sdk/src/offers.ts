@@ -21,6 +21,18 @@ export type ReturnReport = z.input<typeof CompletionReportSchema>;
 export type FinishResult = Omit<AgentResultInput, 'handoff_id' | 'claim_id' | 'result_id' | 'run_id' | 'workflow_run_id'> &
   Partial<Pick<AgentResultInput, 'result_id' | 'run_id' | 'workflow_run_id'>>;
 
+/** The lease assumed when a claim's record does not say how long it is (the ledger's default). */
+const DEFAULT_LEASE_MS = 60_000;
+/** The shortest auto-heartbeat interval. */
+const MIN_BEAT_MS = 100;
+
+/** How long a claimed record's lease is (claimed → expiry), or null when it does not say. */
+function leaseOf(handoff: HandoffRecord): number | null {
+  if (!handoff.lease_expires_at || !handoff.claimed_at) return null;
+  const ms = Date.parse(handoff.lease_expires_at) - Date.parse(handoff.claimed_at);
+  return Number.isFinite(ms) && ms > 0 ? ms : null;
+}
+
 export interface ClaimOptions {
   /** Lease length in ms (default: the ledger's configured lease). */
   leaseMs?: number;
@@ -129,6 +141,8 @@ class Offer implements HandoffOffer {
   private readonly abort = new AbortController();
   private timer: NodeJS.Timeout | null = null;
   private beats = 0;
+  /** The lease this claim was taken with (what a heartbeat without a length renews it to). */
+  private claimLeaseMs: number | null = null;
 
   constructor(
     private readonly deps: OfferHandlerDeps,
@@ -163,7 +177,8 @@ class Offer implements HandoffOffer {
       });
     }
     this.claimId = handoff.claim_id;
-    this.startHeartbeat(handoff, options);
+    this.claimLeaseMs = options.leaseMs ?? leaseOf(handoff);
+    this.startHeartbeat(options);
     return handoff;
   }
 
@@ -179,11 +194,14 @@ class Offer implements HandoffOffer {
   async heartbeat(leaseMs?: number): Promise<HandoffRecord> {
     const claimId = this.requireClaim('heartbeat');
     this.beats++;
+    // Without a length, the lease is renewed to the one the claim was taken with (the ledger's
+    // own default would shorten a long claim's lease, or lengthen a short one's).
+    const length = leaseMs ?? this.claimLeaseMs ?? undefined;
     const reply = await this.deps.ledger.heartbeat(this.project, {
       handoff_id: this.handoffId,
       claim_id: claimId,
       idempotency_key: `hb:${claimId}:${this.beats}:${Date.now()}`,
-      ...(leaseMs !== undefined ? { lease_ms: leaseMs } : {}),
+      ...(length !== undefined ? { lease_ms: length } : {}),
     });
     return this.accept('heartbeat', reply);
   }
@@ -263,13 +281,14 @@ class Offer implements HandoffOffer {
     return this.claimId;
   }
 
-  private startHeartbeat(handoff: HandoffRecord, options: ClaimOptions): void {
+  private startHeartbeat(options: ClaimOptions): void {
     if (options.autoHeartbeat === false || this.timer !== null) return;
-    const leaseMs =
-      options.leaseMs ?? (handoff.lease_expires_at && handoff.claimed_at ? Date.parse(handoff.lease_expires_at) - Date.parse(handoff.claimed_at) : 60_000);
-    const everyMs = typeof options.autoHeartbeat === 'object' ? options.autoHeartbeat.everyMs : Math.max(1000, Math.floor(leaseMs / 3));
+    const leaseMs = this.claimLeaseMs ?? DEFAULT_LEASE_MS;
+    // Every third of the lease, however short (the ledger takes leases from 1 s): a floor above a
+    // third would send the first beat after a short lease had already run out.
+    const everyMs = typeof options.autoHeartbeat === 'object' ? options.autoHeartbeat.everyMs : Math.max(MIN_BEAT_MS, Math.floor(leaseMs / 3));
     this.timer = setInterval(() => {
-      this.heartbeat(options.leaseMs).catch((error: unknown) => {
+      this.heartbeat().catch((error: unknown) => {
         if (error instanceof LedgerCommandError) {
           this.stopHeartbeat();
           this.abort.abort(error);

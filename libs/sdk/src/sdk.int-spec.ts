@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { HandoffRecord } from '@baton/contracts';
 import { batonStreamNames, batonTopology, connectNats, provision, type NatsHandle } from '@baton/eventstore';
+import { waitFor } from '@baton/wait';
 import {
   AgentSubjects,
   BatonSdkError,
@@ -329,6 +330,47 @@ describe('the agent SDK against a real NATS server', () => {
       code: 'principal_not_allowed',
     });
     refusing.stop();
+  });
+
+  it("auto-heartbeat beats every third of a short lease (the first beat lands before a 1.2 s lease runs out), and a heartbeat without a length renews the claim's own lease", async () => {
+    const ledger = fakeLedger(nats, prefix, {
+      claim: (body) => {
+        const record = claimedBy(pendingHandoff(String(body['handoff_id'])), AGENT, `claim-${String(body['handoff_id'])}`);
+        const now = Date.now();
+        const lease = typeof body['lease_ms'] === 'number' ? body['lease_ms'] : 60_000;
+        return { ok: true, handoff: { ...record, claimed_at: new Date(now).toISOString(), lease_expires_at: new Date(now + lease).toISOString() }, events: 1 };
+      },
+    });
+    const sentAt = new Map<string, number>();
+    const agent = await client();
+    const done = new Promise<number>((resolve) => {
+      void agent.handoffs({
+        onOffer: async (offer) => {
+          if (offer.handoffId === 'h-short') {
+            await offer.claim({ leaseMs: 1200 });
+            sentAt.set('claimed', Date.now());
+            await new Promise((r) => setTimeout(r, 900));
+            return;
+          }
+          // A long claim, heartbeated by hand with no length: its own ten minutes, not the ledger's default.
+          await offer.claim({ leaseMs: 600_000, autoHeartbeat: false });
+          await offer.heartbeat();
+          resolve(Date.now());
+        },
+      });
+    });
+    await nats.js.publish(AgentSubjects.offer(prefix, PROJECT, AGENT), encoder.encode(JSON.stringify(pendingHandoff('h-short'))));
+    await waitFor(() => ledger.requests.some((r) => r.command === 'heartbeat' && r.body['handoff_id'] === 'h-short') || undefined, 'a first beat', {
+      timeoutMs: 5000,
+    });
+    const firstBeat = Date.now();
+    await nats.js.publish(AgentSubjects.offer(prefix, PROJECT, AGENT), encoder.encode(JSON.stringify(pendingHandoff('h-long'))));
+    await done;
+    ledger.stop();
+    expect(firstBeat - sentAt.get('claimed')!).toBeLessThan(1000);
+    const beats = (id: string) => ledger.requests.filter((r) => r.command === 'heartbeat' && r.body['handoff_id'] === id).map((r) => r.body['lease_ms']);
+    expect(new Set(beats('h-short'))).toEqual(new Set([1200]));
+    expect(beats('h-long')).toEqual([600_000]);
   });
 
   it('claim-bound helpers refuse to run before claim(), and auto-heartbeat keeps the lease while the work runs', async () => {
