@@ -45,7 +45,7 @@ export function buildHumanActionNotice(input: NoticeInput): HumanActionNotice {
     workflow_run_id: input.workflowRunId,
     reason: input.reason,
     recipient: input.recipient,
-    headline: neutralizeMentions(truncate(input.headline, NOTICE_EXCERPT_CHARS)),
+    headline: neutralizeMentions(truncate(oneLine(input.headline), NOTICE_EXCERPT_CHARS)),
     ...(excerpt !== undefined ? { agent_excerpt: excerpt } : {}),
     step: input.step,
     agent: input.agent,
@@ -60,8 +60,17 @@ export function buildHumanActionNotice(input: NoticeInput): HumanActionNotice {
  */
 export function renderNotice(notice: HumanActionNotice): string {
   const lines = [`@${notice.recipient.handle} — this run needs you (${notice.reason.replace('_', ' ')}): ${notice.headline}`];
-  if (notice.agent_excerpt !== undefined) lines.push('', `> ${notice.agent_excerpt.split('\n').join('\n> ')}`);
+  if (notice.agent_excerpt !== undefined) lines.push('', `> ${notice.agent_excerpt.split(LINE_BREAKS).join('\n> ')}`);
   return lines.join('\n');
+}
+
+/** Every way text breaks a line: CR LF, LF, CR, NEL, vertical tab, form feed, and the Unicode line and paragraph separators. */
+const LINE_BREAKS = /\r\n|[\n\r\u0085\v\f\u2028\u2029]/;
+const LINE_BREAK_RUNS = /(?:\r\n|[\n\r\u0085\v\f\u2028\u2029])+/g;
+
+/** The headline is one line: a reason or a stop's detail may quote text with line breaks, each run of which becomes one space. */
+function oneLine(text: string): string {
+  return text.replace(LINE_BREAK_RUNS, ' ');
 }
 
 function truncate(text: string, max: number): string {

@@ -70,6 +70,24 @@ describe('HumanActionNotice', () => {
     expect(hasLiveMention(notice.agent_excerpt ?? '')).toBe(false);
   });
 
+  it('the headline is one line whatever the reason quotes, and every line of the excerpt stays quoted in the rendered text', () => {
+    const broken = buildHumanActionNotice({
+      noticeId: 'nt-r-2',
+      project: 'demo',
+      workflowRunId: 'wr-1',
+      reason: 'stop',
+      recipient: { handle: 'sam', source: 'started_by' },
+      headline: 'run stopped (policy): line1\nline2\r\nline3\u2028line4\u2029\u0085line5\rline6',
+      agentText: 'first\r\nsecond\u2028third\rfourth',
+      step: 'a',
+      agent: 'a',
+      now: '2025-01-01T00:00:00.000Z',
+    });
+    expect(broken.headline).toBe('run stopped (policy): line1 line2 line3 line4 line5 line6');
+    const lines = renderNotice(broken).split('\n');
+    expect(lines).toEqual([`@sam — this run needs you (stop): ${broken.headline}`, '', '> first', '> second', '> third', '> fourth']);
+  });
+
   it('renders with exactly one live mention: the recipient', () => {
     const text = renderNotice(notice);
     const live = [...text.matchAll(/@(?=[\p{L}\p{N}_[@-])/gu)];
