@@ -2,7 +2,7 @@ import { DynamicModule, Global, Module, RequestMethod, type MiddlewareConsumer, 
 import { ApiModule } from './api/api.module';
 import { AuthModule } from './auth/auth.module';
 import { RequireReadableBody } from './http/body-type';
-import { HttpServerLimits, SecurityHeaders } from './http/server-limits';
+import { HttpServerLimits } from './http/server-limits';
 import { NoticesModule } from './notices/notices.module';
 import { loadNotifierConfig, NOTIFIER_CONFIG, type NotifierConfig } from './notifier.config';
 import { ProjectionModule } from './projection/projection.module';
@@ -23,9 +23,9 @@ class NotifierConfigModule {
  */
 @Module({})
 export class NotifierModule implements NestModule {
-  /** `X-Content-Type-Options: nosniff` and no `X-Powered-By` on every response; a body of a type the notifier does not read is refused 415. */
+  /** A body of a type the notifier does not read is refused 415 (`nosniff` and no `X-Powered-By`: the platform's bootstrap, on every service). */
   configure(consumer: MiddlewareConsumer): void {
-    consumer.apply(SecurityHeaders, RequireReadableBody).forRoutes({ path: '{*path}', method: RequestMethod.ALL });
+    consumer.apply(RequireReadableBody).forRoutes({ path: '{*path}', method: RequestMethod.ALL });
   }
 
   /**

@@ -1,7 +1,7 @@
 import type { Server } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
-import { Inject, Injectable, type NestMiddleware, type OnApplicationBootstrap } from '@nestjs/common';
+import { Inject, Injectable, type OnApplicationBootstrap } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { NOTIFIER_CONFIG, type NotifierConfig } from '../notifier.config';
@@ -114,18 +114,5 @@ export class HttpServerLimits implements OnApplicationBootstrap {
     express.disable?.('x-powered-by');
     express.set?.('trust proxy', this.config.NOTIFIER_TRUST_PROXY);
     this.runtime.logger.debug('http server limits', { ...limits, trustProxy: this.config.NOTIFIER_TRUST_PROXY });
-  }
-}
-
-/**
- * Headers on every response: `X-Content-Type-Options: nosniff` (a JSON or text body is never
- * sniffed into something a browser runs), and no `X-Powered-By`.
- */
-@Injectable()
-export class SecurityHeaders implements NestMiddleware {
-  use(_req: unknown, res: { setHeader(name: string, value: string): void; removeHeader(name: string): void }, next: () => void): void {
-    res.setHeader('X-Content-Type-Options', 'nosniff');
-    res.removeHeader('X-Powered-By');
-    next();
   }
 }

@@ -401,6 +401,22 @@ describe('an API that holds under load: connection and stream caps, token expiry
         poweredBy: undefined,
       });
     }
+    // Refusals of the body reader, which runs before any route or Nest middleware, and of a path it cannot decode.
+    const json = { ...bearer(token), 'content-type': 'application/json' };
+    for (const [path, options, status] of [
+      ['/v1/projects/alpha/runs/x/answer', { method: 'POST', headers: json, body: '{"a' }, 400],
+      ['/v1/projects/alpha/runs/x/answer', { method: 'POST', headers: json, body: `"${'x'.repeat(300_000)}"` }, 413],
+      ['/v1/projects/alpha/runs/x/answer', { method: 'POST', headers: { ...json, 'content-type': 'application/json; charset=latin1' }, body: '{}' }, 415],
+      ['/v1/projects/alpha/runs/%E0%A4%A', {}, 400],
+    ] as const) {
+      const reply = await call(path, { ...options, headers: { ...options.headers }, from: '127.0.0.5' });
+      expect({ path, status: reply.status, nosniff: reply.headers['x-content-type-options'], poweredBy: reply.headers['x-powered-by'] }).toEqual({
+        path,
+        status,
+        nosniff: 'nosniff',
+        poweredBy: undefined,
+      });
+    }
   });
 });
 

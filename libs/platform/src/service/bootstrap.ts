@@ -12,6 +12,7 @@ import { BatonMetrics, runnerInstrumentation } from '../observability/metrics';
 import { MetricsModule } from '../observability/metrics.module';
 import { HybridExceptionFilter } from '../transport/hybrid-exception.filter';
 import { createRuntime, RuntimeModule, ServiceRuntime } from './runtime';
+import { securityHeaders } from './security-headers';
 import { requireUtf8Body } from './utf8-body';
 
 export const ServiceConfigSchema = BaseConfigSchema.extend({
@@ -107,6 +108,8 @@ export async function runService(opts: RunServiceOptions): Promise<RunningServic
   // JSON and form bodies must be UTF-8: bytes that are not are refused (invalid_utf8), never decoded
   // with replacement characters. Registered before Nest's defaults, which then stay out.
   const parsers = app as unknown as { useBodyParser(type: 'json' | 'urlencoded', options: Record<string, unknown>): unknown };
+  // Before the body parsers, so that a response they refuse (malformed JSON, too large…) has them too.
+  app.use(securityHeaders);
   parsers.useBodyParser('json', { verify: requireUtf8Body });
   parsers.useBodyParser('urlencoded', { extended: true, verify: requireUtf8Body });
   app.use(httpMetricsMiddleware(metrics));
