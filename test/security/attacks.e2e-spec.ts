@@ -6,6 +6,7 @@ import {
   connectNats,
   credsPath,
   decodeJwtClaims,
+  DlqHeader,
   headersFrom,
   issueCreds,
   JetStreamEventStore,
@@ -296,6 +297,32 @@ describe('security: an agent of project A attacks a platform running the generat
     } finally {
       await client?.close();
     }
+  });
+
+  it("refuses and records a start published under another project's message id (taken first to drop that project's start as a duplicate): no run in either project from it", async () => {
+    const store = new JetStreamEventStore({ js: admin.js, jsm: admin.jsm, prefix, registry: createEventRegistry() });
+    const victimRun = `wr-victim-${randomBytes(3).toString('hex')}`;
+    const squat = encoder.encode(JSON.stringify({ workflow_run_id: victimRun, project: A, workflow: 'support', started_by: 'dana' }));
+    // The server lets the agent set any Nats-Msg-Id on its own subject: it cannot wall this off.
+    const taken = await agent.js.publish(`${prefix}.in.${A}.start`, squat, { msgID: MsgIds.start(B, victimRun) });
+    expect(taken.duplicate).toBe(false);
+    const letter = await waitFor(
+      async () => {
+        const info = await admin.jsm.streams.info(streams.dlq, { subjects_filter: `${prefix}.dlq.router-starts` });
+        for (let seq = info.state.last_seq; seq >= info.state.first_seq && info.state.messages > 0; seq--) {
+          const msg = await admin.jsm.streams.getMessage(streams.dlq, { seq }).catch(() => null);
+          if (msg?.header.get(DlqHeader.reason) === 'msg_id_mismatch' && Buffer.from(msg.data).equals(Buffer.from(squat))) return msg;
+        }
+        return undefined;
+      },
+      'the squatting start dead-lettered',
+      { timeoutMs: 30_000 },
+    );
+    tally.tried += 1;
+    tally.refusedByService += 1;
+    expect(letter.header.get(DlqHeader.subject)).toBe(`${prefix}.in.${A}.start`);
+    expect(letter.header.get(DlqHeader.detail)).toContain(`names project '${B}'`);
+    expect(await runEvents(store, victimRun)).toEqual([]);
   });
 
   it('survives a durable consumer deleted under the running router: it is re-created and later input is still routed', async () => {

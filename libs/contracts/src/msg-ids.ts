@@ -47,3 +47,44 @@ export const MsgIds = {
   /** An event appended to an aggregate (`<prefix>.ev.<project>.<kind>.<id>`). */
   event: (project: string, kind: string, aggregateId: string, eventId: string) => `${MsgKind.event}:${project}:${kind}:${aggregateId}:${eventId}`,
 } as const;
+
+/** The message kinds an inbox subject (`<prefix>.in.<project>.<kind>…`) names with the same token as its `Nats-Msg-Id`. */
+const INBOX_KINDS: ReadonlySet<string> = new Set([
+  MsgKind.start,
+  MsgKind.result,
+  MsgKind.message,
+  MsgKind.answer,
+  MsgKind.stop,
+  MsgKind.meshStart,
+  MsgKind.meshResult,
+  MsgKind.meshAnswer,
+  MsgKind.offer,
+]);
+
+/**
+ * Why a message on an inbox subject carries a `Nats-Msg-Id` it may not: an id in Baton's form
+ * (`<kind>:<project>:…`, a kind of {@link MsgKind}) that names another project or another kind than
+ * the subject it was published on; null when the id is fine, absent, or of another form (a
+ * redrive's `redrive:…`, a client's own scheme). Such an id can only be meant to take another
+ * project's (or message kind's) id first: the inbox stream's duplicate window covers every subject,
+ * so the real message published under it later is dropped as its duplicate.
+ */
+export function foreignMsgId(prefix: string, subject: string, msgId: string | undefined): string | null {
+  if (msgId === undefined) return null;
+  const kindEnd = msgId.indexOf(':');
+  if (kindEnd <= 0) return null;
+  const kind = msgId.slice(0, kindEnd);
+  if (!INBOX_KINDS.has(kind)) return null;
+  const head = `${prefix}.in.`;
+  if (!subject.startsWith(head)) return null;
+  const projectEnd = subject.indexOf('.', head.length);
+  if (projectEnd < 0) return null;
+  const project = subject.slice(head.length, projectEnd);
+  const kindTokenEnd = subject.indexOf('.', projectEnd + 1);
+  const subjectKind = subject.slice(projectEnd + 1, kindTokenEnd < 0 ? undefined : kindTokenEnd);
+  const idProject = msgId.slice(kindEnd + 1, msgId.indexOf(':', kindEnd + 1) < 0 ? undefined : msgId.indexOf(':', kindEnd + 1));
+  if (idProject !== project)
+    return `the Nats-Msg-Id ${JSON.stringify(msgId.slice(0, 200))} names project '${idProject.slice(0, 64)}', the subject '${project}'`;
+  if (kind !== subjectKind) return `the Nats-Msg-Id ${JSON.stringify(msgId.slice(0, 200))} names a ${kind}, the subject a ${subjectKind}`;
+  return null;
+}

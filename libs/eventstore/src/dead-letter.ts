@@ -36,6 +36,11 @@ export const DeadLetterReason = {
   schemaViolation: 'schema_violation',
   maxDeliveries: 'max_deliveries',
   noHandler: 'no_handler',
+  /**
+   * An inbox message whose `Nats-Msg-Id` names another project or message kind than its subject
+   * (`foreignMsgId` in @baton/contracts): an attempt to take another project's id first.
+   */
+  msgIdMismatch: 'msg_id_mismatch',
 } as const;
 export type DeadLetterReason = (typeof DeadLetterReason)[keyof typeof DeadLetterReason];
 

@@ -197,6 +197,22 @@ describe('JetStreamServer in a Nest microservice (real NATS)', () => {
     expect(stored).toMatchObject({ duplicate: false, msgId: `stop:p1:pk-2:1:${taken.seq}`, foreign: [{ seq: taken.seq }] });
   });
 
+  it("an inbox message under another project's or another kind's Nats-Msg-Id (taken to drop the real one as its duplicate) is dead-lettered msg_id_mismatch, the handler never sees it; Baton's own ids and ids of another form pass", async () => {
+    await startApp();
+    const subject = `${prefix}.in.p1.result.coder`;
+    await client.publish(subject, { id: 'r-squat', step: 1 }, { msgId: 'start:p2:victim' });
+    await client.publish(subject, { id: 'r-kind', step: 1 }, { msgId: 'start:p1:victim' });
+    await client.publish(subject, { id: 'r-own', step: 1 }, { msgId: 'result:p1:r-own' });
+    await client.publish(subject, { id: 'r-rekeyed', step: 1 }, { msgId: 'result:p1:r-x:1:42' });
+    await client.publish(subject, { id: 'r-other', step: 1 }, { msgId: 'my-scheme-123' });
+    await waitFor(() => outcomes.length === 5 || undefined, 'five outcomes', { timeoutMs: 5000 });
+    expect(outcomes.map((o) => (o.kind === 'dead_lettered' ? o.reason : o.kind))).toEqual(['msg_id_mismatch', 'msg_id_mismatch', 'acked', 'acked', 'acked']);
+    expect(probe.seen.map((s) => (s.data as { id: string }).id)).toEqual(['r-own', 'r-rekeyed', 'r-other']);
+    const letter = await nats.jsm.streams.getMessage(batonStreamNames(prefix).dlq, { last_by_subj: `${prefix}.dlq.${durable()}` });
+    expect(letter.header.get(DlqHeader.reason)).toBe('msg_id_mismatch');
+    expect(letter.header.get(DlqHeader.detail)).toContain('names a start, the subject a result');
+  });
+
   it('a thrown TransientError naks with a delay and the message is handled on a later delivery', async () => {
     await startApp();
     await client.publish(`${prefix}.in.p1.result.coder`, { id: 'r-t', step: 99 });

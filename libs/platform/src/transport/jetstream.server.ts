@@ -1,9 +1,10 @@
 import { EventEmitter } from 'node:events';
 import { Server, type CustomTransportStrategy, type MessageHandler } from '@nestjs/microservices';
 import { isObservable, lastValueFrom } from 'rxjs';
-import { decodeUtf8, parseSubject, RejectionCodeSchema, rejectionFromZod, type EventRegistry, type Rejection } from '@baton/contracts';
+import { decodeUtf8, foreignMsgId, parseSubject, RejectionCodeSchema, rejectionFromZod, type EventRegistry, type Rejection } from '@baton/contracts';
 import {
   PoisonError,
+  DeadLetterReason,
   deadLetter,
   StreamNotFound,
   connectNats,
@@ -405,6 +406,11 @@ export class JetStreamServer extends Server<JetStreamServerEvents> implements Cu
   }
 
   private async dispatchEvent(binding: ResolvedBinding, msg: ConsumedMessage): Promise<void> {
+    // Identity comes from the subject, the message id too: an inbox message under another
+    // project's (or kind's) id was published to take that id first. Refused and recorded, so the
+    // attempt is seen and the subject names who made it.
+    const foreign = foreignMsgId(this.options.prefix, msg.subject, msg.headers['Nats-Msg-Id']?.[0]);
+    if (foreign !== null) throw new PoisonError(foreign, DeadLetterReason.msgIdMismatch);
     const route = binding.routes.find(([pattern]) => subjectMatches(pattern, msg.subject));
     if (!route) throw new PoisonError(`no @EventPattern of ${binding.spec.durable} matches ${msg.subject}`, 'no_handler');
     const types = route[2];
