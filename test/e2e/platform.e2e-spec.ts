@@ -1,6 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { batonProjections, createProjectionStore, createRedis, type RedisHandle } from '@baton/projections';
-import { batonStreamNames, connectNats, type NatsHandle } from '@baton/eventstore';
+import { createEventRegistry, MsgIds, Subjects } from '@baton/contracts';
+import { batonStreamNames, connectNats, JetStreamEventStore, type NatsHandle } from '@baton/eventstore';
+import { waitFor } from '@baton/wait';
 // The demo's scenarios (libs/testing/src/demo) are the end-to-end script; `npm run demo` runs the very same code.
 import { freePort, run, runDemo, startService, stopService, waitReady, type ServiceProcess } from '@baton/testing';
 
@@ -74,6 +76,56 @@ describe('Baton end to end: four services as processes', () => {
     expect(found).toEqual({ reason: 'malformed_json', data: '{"result_id": "broken", ' });
     const ready = await fetch(`http://127.0.0.1:${services.find((s) => s.name === 'router')!.port}/health/ready`);
     expect(ready.status).toBe(200);
+  });
+
+  it("a run stopped from outside (the watchdog's stop) while its agent's handoff is open gets that handoff abandoned by the router: it is not worked, requeued or offered again", async () => {
+    const store = new JetStreamEventStore({ js: nats.js, jsm: nats.jsm, prefix, registry: createEventRegistry() });
+    const runId = `wr-stop-${randomBytes(3).toString('hex')}`;
+    const encoder = new TextEncoder();
+    await nats.js.publish(
+      Subjects.runStart(prefix, 'e2e'),
+      encoder.encode(JSON.stringify({ workflow_run_id: runId, project: 'e2e', workflow: 'support', started_by: 'dana' })),
+      { msgID: MsgIds.start('e2e', runId) },
+    );
+    const routed = await waitFor(
+      async () => (await store.read({ project: 'e2e', kind: 'run', id: runId })).events.find((e) => e.type === 'run.routed'),
+      'the run routed',
+      {
+        timeoutMs: 20_000,
+      },
+    );
+    const handoffId = (routed.payload as { handoff_id: string }).handoff_id;
+    await waitFor(
+      async () => ((await store.read({ project: 'e2e', kind: 'handoff', id: handoffId })).events.length > 0 ? true : undefined),
+      'the handoff created',
+      {
+        timeoutMs: 20_000,
+      },
+    );
+    const packetId = `wd-guard:e2e-${runId}`;
+    await nats.js.publish(
+      Subjects.stopRequest(prefix, 'e2e'),
+      encoder.encode(
+        JSON.stringify({
+          packet_id: packetId,
+          workflow_run_id: runId,
+          project: 'e2e',
+          why: 'thrash',
+          detail: 'ping-pong on support',
+          tried: ['support'],
+          requested_by: 'baton-watchdog',
+          cause: { kind: 'loop_guard', guard: 'ping_pong', event_id: routed.id },
+        }),
+      ),
+      { msgID: MsgIds.stop('e2e', packetId) },
+    );
+    const abandoned = await waitFor(
+      async () => (await store.read({ project: 'e2e', kind: 'handoff', id: handoffId })).events.find((e) => e.type === 'handoff.abandoned'),
+      'the handoff abandoned',
+      { timeoutMs: 20_000 },
+    );
+    expect(abandoned.payload).toMatchObject({ abandoned_by: 'baton-router', reason: expect.stringContaining(`stopped (thrash, packet ${packetId})`) });
+    expect((await store.read({ project: 'e2e', kind: 'run', id: runId })).events.map((e) => e.type)).toContain('run.stopped');
   });
 
   it('baton replay rebuilds deleted projections into a shadow keyspace and swaps it in: the same state as before', async () => {

@@ -69,7 +69,7 @@ interface LedgerRequest {
 }
 
 /** A valid HandoffRecord for the responder's replies (the client validates them). */
-function handoffRecord(project: string, body: Record<string, unknown>, status: 'pending' | 'completed') {
+function handoffRecord(project: string, body: Record<string, unknown>, status: 'pending' | 'completed' | 'abandoned') {
   return {
     id: String(body['handoff_id']),
     project,
@@ -125,9 +125,9 @@ describe('router service (real NATS)', () => {
         created.set(id, String(body['idempotency_key']));
         return reply;
       }
-      if (command === 'complete_from_result') {
+      if (command === 'complete_from_result' || command === 'abandon') {
         return created.has(id)
-          ? { ok: true, handoff: handoffRecord(project, body, 'completed'), events: 1 }
+          ? { ok: true, handoff: handoffRecord(project, body, command === 'abandon' ? 'abandoned' : 'completed'), events: 1 }
           : { ok: false, error: { code: 'not_found', kind: 'not_found', message: `no handoff ${id}` } };
       }
       return { ok: false, error: { code: 'unknown_command', kind: 'rejected', message: command } };
@@ -788,6 +788,10 @@ describe('router service (real NATS)', () => {
       );
       const [stopped] = await waitEvents<StoppedPayload>(run, 'run.stopped');
       expect(stopped!.packet).toMatchObject({ packet_id: packetId, why: 'budget', cap, next_form: { kind: 'raise_cap' } });
+      // The handoff the stopped agent was working on is dead (an answer routes on with a new one): abandoned, once.
+      const [routedBefore] = await payloads<RoutedPayload>(run, 'run.routed');
+      const abandon = await waitFor(() => requestsFor('abandon', routedBefore!.handoff_id)[0], 'the stopped run’s handoff abandoned');
+      expect(abandon.body).toMatchObject({ idempotency_key: `stop:${packetId}`, reason: expect.stringContaining(`stopped (budget, packet ${packetId})`) });
 
       await publishAnswer(stopAnswer(run, packetId, `${run}-same`, 'operator', { action: 'raise_cap', cap: 1 }));
       const [refused] = await waitEvents<Refusal>(run, 'run.result_rejected');

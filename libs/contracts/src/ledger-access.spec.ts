@@ -59,12 +59,18 @@ describe('ledger command table: who may send what (issue 11)', () => {
     expect(senders(command)).toEqual(expected);
   });
 
-  it.each(['claim', 'heartbeat', 'return', 'release', 'fail', 'abandon', 'archive', 'decide_handback'] as LedgerCommandName[])(
+  it.each(['claim', 'heartbeat', 'return', 'release', 'fail', 'archive', 'decide_handback'] as LedgerCommandName[])(
     '%s: agents and people who may answer (the domain then checks claimer, addressee, delegator); never a viewer, never a service',
     (command) => {
       expect(senders(command)).toEqual(['agent', 'op.notifier:operator', 'op.notifier:admin', 'op.admin']);
     },
   );
+
+  it('abandon: agents and people who may answer, and the router (the handoff of a run stopped from outside); no other service, never a viewer', () => {
+    const sends = senders('abandon');
+    expect(sends).toEqual(expect.arrayContaining(['agent', 'op.notifier:operator', 'op.notifier:admin', 'op.admin', 'svc.router']));
+    expect(sends).toHaveLength(5);
+  });
 
   it('an op.notifier caller without a role may send nothing', () => {
     for (const command of COMMANDS) expect(mayIssue(command, { principal: notifier })).toBe(false);

@@ -144,7 +144,8 @@ export const LedgerCommandAccess: Readonly<Record<LedgerCommandName, LedgerComma
   return: PEOPLE_AND_AGENTS,
   decide_handback: PEOPLE_AND_AGENTS,
   release: PEOPLE_AND_AGENTS,
-  abandon: PEOPLE_AND_AGENTS,
+  // ... and the router, for the handoff of a run stopped from outside (its work is dead).
+  abandon: { ...PEOPLE_AND_AGENTS, services: ['router'] },
   fail: PEOPLE_AND_AGENTS,
   archive: PEOPLE_AND_AGENTS,
   // The watchdog owns time: lease expiry and handoff deadlines.

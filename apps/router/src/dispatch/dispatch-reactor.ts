@@ -1,5 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { LedgerErrorCode, type AgentDefinition, type ExecutionSettings } from '@baton/contracts';
+import { LedgerErrorCode, Limits, type AgentDefinition, type ExecutionSettings } from '@baton/contracts';
 import type { RunEvent, RunState } from '@baton/domain';
 import {
   LruCache,
@@ -32,6 +32,7 @@ import { LEDGER, type LedgerReply, type RouterLedger } from './ledger';
 
 type RunRoutedEvent = ReactorEvent<Extract<RunEvent, { type: 'run.routed' }>>;
 type RunResultRecordedEvent = ReactorEvent<Extract<RunEvent, { type: 'run.result_recorded' }>>;
+type RunStoppedEvent = ReactorEvent<Extract<RunEvent, { type: 'run.stopped' }>>;
 
 /** Delay before a ledger call that could not reach the ledger is retried (the message is naked). */
 export const LEDGER_RETRY_DELAY_MS = 1000;
@@ -48,6 +49,8 @@ export const COMBINED_RETRY_AFTER_MS = 60_000;
 /** Ledger codes that mean "already done": the reactor's effect happened before. */
 const CREATE_DONE = new Set(['already_exists']);
 const COMPLETE_DONE = new Set(['handoff_not_open']);
+/** The handoff already ended (returned, failed by its deadline or retry cap…), or was never created (its create was refused). */
+const ABANDON_DONE = new Set(['handoff_not_open', 'not_found']);
 
 /** Applied now, or refused with a code that means it was done before. */
 function isDone(reply: LedgerReply, done: ReadonlySet<string>): boolean {
@@ -102,6 +105,7 @@ export class DispatchReactor {
     on: {
       'run.routed': (event, state, ctx) => this.createHandoff(event, state.before, ctx.trace),
       'run.result_recorded': (event, state, ctx) => this.completeHandoff(event, state, ctx),
+      'run.stopped': (event, state, ctx) => this.abandonStopped(event, state.before, ctx.trace),
     },
   });
 
@@ -297,6 +301,42 @@ export class DispatchReactor {
       throw new TransientError(`handoff ${handoffId} does not exist yet`, { unbounded: true });
     }
     this.settle('complete_from_result', reply, COMPLETE_DONE, completeLog);
+  }
+
+  /**
+   * A running run stopped from outside (the watchdog: thrash, hop budget, an open circuit, a
+   * failed guard) waits for a person, and whatever an operator answers routes it on with a new
+   * handoff: the handoff its agent was working on is dead. Abandoned here (`abandon` as the
+   * router, key `stop:<packet id>`), so that it is not worked, its lease does not lapse into a
+   * requeue and a fresh offer, and the agent's result is not refused again and again (each refusal
+   * and each lapse would count against the agent's circuit). A stop the agent or the router made
+   * came with a result, which closed the handoff already; a held run has none open.
+   */
+  private async abandonStopped(envelope: RunStoppedEvent, before: RunState, trace: HopTrace): Promise<void> {
+    const stopped = envelope.payload;
+    if (stopped.source !== 'external' || before.status !== 'running' || before.handoffId === null) return;
+    const handoffId = before.handoffId;
+    const log = this.runtime.logger.child({
+      trace_id: trace.traceId,
+      project: envelope.project,
+      workflow_run_id: envelope.aggregate.id,
+      handoff_id: handoffId,
+    });
+    const reply = await this.call('abandon', () =>
+      this.ledger.abandon(
+        envelope.project,
+        {
+          handoff_id: handoffId,
+          reason: `run ${envelope.aggregate.id} stopped (${stopped.packet.why}, packet ${stopped.packet.packet_id}): waiting for a person`.slice(
+            0,
+            Limits.maxShortText,
+          ),
+          idempotency_key: `stop:${stopped.packet.packet_id}`,
+        },
+        { trace },
+      ),
+    );
+    this.settle('abandon', reply, ABANDON_DONE, log);
   }
 
   private async call(command: string, send: () => Promise<LedgerReply>): Promise<LedgerReply> {

@@ -7,7 +7,7 @@ export type { LedgerReply };
 export const LEDGER = Symbol('ROUTER_LEDGER');
 
 /** The ledger commands the router issues (structurally a subset of `LedgerClient`). */
-export type RouterLedger = Pick<LedgerClient, 'create' | 'completeFromResult' | 'completeThenCreate'>;
+export type RouterLedger = Pick<LedgerClient, 'create' | 'completeFromResult' | 'completeThenCreate' | 'abandon'>;
 
 /**
  * The router's ledger client: core NATS request/reply on `<prefix>.cmd.ledger.<project>.svc.router.*`

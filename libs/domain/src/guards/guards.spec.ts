@@ -247,7 +247,7 @@ describe('guard facts', () => {
     expect(guardFactOf(envelope('run.held', { hold_kind: 'no_action' }))).toEqual({ kind: 'run_halted', project: 'p', run: 'r1' });
   });
 
-  it("only an agent's refused result is a failure fact: an operator's refused answer or a customer's refused message opens no circuit", () => {
+  it("only an agent's refused result is a failure fact: an operator's refused answer, a customer's refused message or a result its stopped run refused (run_not_running) opens no circuit", () => {
     const rejected = (payload: Record<string, unknown>) =>
       guardFactOf(envelope('run.result_rejected', { result_id: 'x', code: 'c', message: 'm', rejected_at: at(1), ...payload }));
     expect(rejected({ agent: 'coder', refused: 'result' })).toMatchObject({ kind: 'result_rejected', agent: 'coder' });
@@ -257,6 +257,9 @@ describe('guard facts', () => {
     expect(rejected({ agent: 'coder' })).toMatchObject({ kind: 'result_rejected', agent: 'coder' });
     expect(rejected({ agent: 'operator' })).toBeNull();
     expect(rejected({ agent: 'customer' })).toBeNull();
+    // A result refused because its run stopped or ended under the work is the run's state, not the agent's failure.
+    expect(rejected({ agent: 'coder', refused: 'result', code: 'run_not_running' })).toBeNull();
+    expect(rejected({ agent: 'coder', refused: 'result', code: 'claim_mismatch' })).toMatchObject({ kind: 'result_rejected' });
   });
 
   it('events no guard reads map to null', () => {
