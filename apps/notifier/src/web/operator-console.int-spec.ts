@@ -295,6 +295,24 @@ describe('operator console: tokens, roles, project scoping, web inbox (real NATS
     expect(sent[0]).toMatchObject({ answer: { answer: { answer_id: 'web-cap-ok', action: 'raise_cap', cap: 12 } } });
   });
 
+  it('a blank intent is refused by the form as by the API: 400 answer_incomplete, nothing published', async () => {
+    const { cookie, csrf } = await signIn(alphaOperator);
+    const before = (await answersOn('alpha')).length;
+    const web = await call('/inbox/stops/stop-int/answer', {
+      ...form({ _csrf: csrf, answer_id: 'web-blank-intent', action: 'intent', intent: '   ' }),
+      cookie,
+    });
+    const api = await call('/v1/stops/stop-int/answer', {
+      method: 'POST',
+      token: alphaOperator,
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ answer_id: 'api-blank-intent', action: 'intent', intent: '   ' }),
+    });
+    expect({ web: web.status, webCode: web.text.includes('answer_incomplete') }).toEqual({ web: 400, webCode: true });
+    expect({ api: api.status, apiCode: api.json().error?.code }).toEqual({ api: 400, apiCode: 'answer_incomplete' });
+    expect((await answersOn('alpha')).length).toBe(before);
+  });
+
   it('a stale or mismatched answer is refused fail-closed and shown: the pending call is not the one the form rendered, or the packet was already answered', async () => {
     const { cookie, csrf } = await signIn(alphaOperator);
     const before = (await answersOn('alpha')).length;

@@ -41,12 +41,14 @@ class WebRefusal extends Error {
 const text = z
   .preprocess((v) => (Array.isArray(v) ? v[0] : v), z.string().max(4000).optional())
   .transform((v) => (v === undefined || v.trim() === '' ? undefined : v));
+/** A field read as sent (first of repeats), blank included: the answer's own schema and rules judge it, as the API's. */
+const asSent = z.preprocess((v) => (Array.isArray(v) ? v[0] : v), z.string().max(4000).optional());
 const FormBase = z.object({ _csrf: z.string().min(1).max(200), return: text });
 const StopFormSchema = FormBase.extend({
   action: OperatorAnswerActionSchema,
   answer_id: IdSchema,
   pending_digest: text,
-  intent: text,
+  intent: asSent,
   cap: text,
   note: text,
 });
@@ -228,7 +230,8 @@ export class WebController {
         {
           answer_id: form.answer_id,
           action: form.action,
-          ...(form.intent !== undefined && form.action === 'intent' ? { intent: form.intent.trim() } : {}),
+          // As typed: the domain trims it and refuses a blank one (answer_incomplete), as it does for the API.
+          ...(form.intent !== undefined && form.action === 'intent' ? { intent: form.intent } : {}),
           ...(cap !== undefined ? { cap } : {}),
           ...(form.note !== undefined ? { note: form.note } : {}),
           ...(form.pending_digest !== undefined ? { pending_digest: form.pending_digest } : {}),
