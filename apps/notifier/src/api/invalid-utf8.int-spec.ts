@@ -44,10 +44,25 @@ describe('operator API: a body that is not UTF-8 is refused invalid_utf8', () =>
     expect(ok.status).toBe(404);
   });
 
-  it('a JSON body declared in a charset other than UTF is refused 415 unsupported_charset (it was a 500)', async () => {
+  it('a JSON body declared in a charset other than UTF-8 is refused 415 unsupported_charset (it was a 500; UTF-16 and UTF-32 were decoded)', async () => {
     const latin1 = withByte('{"action":"deny","answer_id":"a-4","note":"caf', [0xe9], '"}');
     const reply = await post('/v1/projects/shop/stops/pk-1/answer', latin1, 'application/json; charset=latin1');
     expect(reply).toEqual({ status: 415, json: { error: expect.objectContaining({ code: 'unsupported_charset' }) } });
+    const utf16 = Buffer.from(JSON.stringify({ action: 'deny', answer_id: 'a-5' }), 'utf16le');
+    for (const charset of ['utf-16le', 'utf-32', 'UTF-16']) {
+      const refused = await post('/v1/projects/shop/stops/pk-1/answer', new Uint8Array(utf16), `application/json; charset=${charset}`);
+      expect({ charset, ...refused }).toEqual({ charset, status: 415, json: { error: expect.objectContaining({ code: 'unsupported_charset' }) } });
+    }
+    expect(
+      (await post('/v1/projects/shop/stops/pk-1/answer', JSON.stringify({ action: 'deny', answer_id: 'a-6' }), 'application/json; charset=UTF-8')).status,
+    ).toBe(404);
+  });
+
+  it('JSON that is not an object (null, a string, a number) is JSON: refused by the schema (400 schema_violation), not malformed_json', async () => {
+    for (const body of ['null', '"x"', '1', 'true']) {
+      const reply = await post('/v1/projects/shop/stops/pk-1/answer', body);
+      expect({ body, status: reply.status, code: reply.json.error?.code }).toEqual({ body, status: 400, code: 'schema_violation' });
+    }
   });
 });
 

@@ -110,7 +110,8 @@ export async function runService(opts: RunServiceOptions): Promise<RunningServic
   const parsers = app as unknown as { useBodyParser(type: 'json' | 'urlencoded', options: Record<string, unknown>): unknown };
   // Before the body parsers, so that a response they refuse (malformed JSON, too large…) has them too.
   app.use(securityHeaders);
-  parsers.useBodyParser('json', { verify: requireUtf8Body });
+  // `strict: false`: any JSON value is read, so `null` or `1` is a schema's refusal (schema_violation), not "not JSON".
+  parsers.useBodyParser('json', { verify: requireUtf8Body, strict: false });
   parsers.useBodyParser('urlencoded', { extended: true, verify: requireUtf8Body });
   app.use(httpMetricsMiddleware(metrics));
   opts.metrics?.(metrics, app, runtime);
