@@ -50,7 +50,48 @@ const projectParam = {
   description: 'the project key (ids are unique only within a project); a project the token may not see answers 404',
   schema: { type: 'string', pattern: '^[a-z0-9][a-z0-9_-]*$', maxLength: 64 },
 };
-const body = (schema: z.ZodType) => ({ required: true, content: { 'application/json': { schema: schemaOf(schema, 'input') } } });
+/** A request body: JSON, or the same fields form-encoded (a form's numbers, such as `cap`, are read from their decimal text). */
+const body = (schema: z.ZodType) => {
+  const input = schemaOf(schema, 'input');
+  return { required: true, content: { 'application/json': { schema: input }, 'application/x-www-form-urlencoded': { schema: input } } };
+};
+
+const retryAfter = { 'Retry-After': { description: 'seconds to wait before trying again', schema: { type: 'integer', minimum: 1 } } };
+
+/**
+ * What every `/v1` operation may answer besides its own responses (unless it names them itself):
+ * 401 without a valid token, 429 after too many failed authentications from the client's address,
+ * 503 when Redis does not answer; a POST also 413 for a body over the limit and 415 for a body it
+ * does not read.
+ */
+function withCommonResponses(paths: Record<string, Record<string, { responses: Record<string, unknown> }>>, unreadable: object): void {
+  for (const [path, operations] of Object.entries(paths)) {
+    if (!path.startsWith('/v1/')) continue;
+    for (const [method, operation] of Object.entries(operations)) {
+      const common: Record<string, unknown> = {
+        '401': {
+          ...error('`unauthenticated`: no token, or one unknown, revoked or expired'),
+          headers: { 'WWW-Authenticate': { description: '`Bearer`', schema: { type: 'string' } } },
+        },
+        '429': { ...error('`too_many_auth_failures`: this client address failed to authenticate too often this minute'), headers: retryAfter },
+        '503': { ...error('`projections_unavailable`: Redis did not answer in time'), headers: retryAfter },
+        ...(method === 'post'
+          ? { '413': error('`payload_too_large`: the body (or a form with more than 1,000 fields) is over the limit'), '415': unreadable }
+          : {}),
+      };
+      for (const [status, response] of Object.entries(common)) {
+        const own = operation.responses[status] as Record<string, unknown> | undefined;
+        if (own === undefined) operation.responses[status] = response;
+        else if (own['headers'] === undefined && (response as Record<string, unknown>)['headers'] !== undefined)
+          operation.responses[status] = { ...own, headers: (response as Record<string, unknown>)['headers'] };
+      }
+      const accepted = operation.responses['202'] as Record<string, unknown> | undefined;
+      if (accepted !== undefined) {
+        operation.responses['202'] = { ...accepted, headers: { Location: { description: 'the `status_url`', schema: { type: 'string' } } } };
+      }
+    }
+  }
+}
 
 /**
  * The OpenAPI 3.1 document of the operator API, hand-built from the same zod schemas the
@@ -58,7 +99,8 @@ const body = (schema: z.ZodType) => ({ required: true, content: { 'application/j
  * what the service accepts. Every error answers `{ error: { code, message, issues } }`.
  */
 export function buildOpenApiDocument(): object {
-  const bad = error('invalid input: `schema_violation` (query, path or body), `malformed_json`, `payload_too_large`');
+  const bad = error('invalid input: `schema_violation` (query, path or body), `malformed_json`, `invalid_utf8`, `malformed_body`');
+  const forbiddenProject = error('`project_forbidden`: the `project` filter names a project the token may not see (`error.details.projects`)');
   const missing = error('`not_found`');
   const unreadable = error(
     'a body the API does not read: `unsupported_media_type` (not `application/json` or a form, or no `Content-Type`; `error.details.accepted` lists the types), `unsupported_charset`, `unsupported_encoding`',
@@ -188,7 +230,7 @@ export function buildOpenApiDocument(): object {
       '503': error('no ledger answered'),
     },
   };
-  return {
+  const document = {
     openapi: '3.1.0',
     info: {
       title: 'Baton operator API',
@@ -206,7 +248,7 @@ export function buildOpenApiDocument(): object {
           description:
             'Newest (`order=newest`) or most urgent first; filters take one value or a comma-separated list; `status` defaults to `open` (`any` for all); page with `next_cursor` (null on the last page; a page whose filters match few of the items it walks may hold fewer than `limit` items and still have one — read on).',
           parameters: queryParameters(InboxQuerySchema),
-          responses: { '200': json(InboxPageSchema, 'one page of inbox items'), '400': bad },
+          responses: { '200': json(InboxPageSchema, 'one page of inbox items'), '400': bad, '403': forbiddenProject },
         },
       },
       '/v1/stops': {
@@ -214,7 +256,7 @@ export function buildOpenApiDocument(): object {
           operationId: 'listStops',
           summary: 'Stop packets by why, run, agent, status, project and time, newest first',
           parameters: queryParameters(StopsQuerySchema),
-          responses: { '200': json(StopsPageSchema, 'one page of stop packets'), '400': bad },
+          responses: { '200': json(StopsPageSchema, 'one page of stop packets'), '400': bad, '403': forbiddenProject },
         },
       },
       '/v1/projects/{project}/stops/{id}': { get: scoped(getStop) },
@@ -264,6 +306,8 @@ export function buildOpenApiDocument(): object {
       '/docs': { get: { operationId: 'docs', summary: 'A page linking this document', security: [], responses: { '200': { description: 'HTML' } } } },
     },
   };
+  withCommonResponses(document.paths as unknown as Parameters<typeof withCommonResponses>[0], unreadable);
+  return document;
 }
 
 /** A minimal HTML page linking the OpenAPI document. */

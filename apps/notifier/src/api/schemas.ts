@@ -33,14 +33,15 @@ const list = <T extends z.ZodType<string, string>>(item: T) =>
  */
 const limit = z
   .union([
-    z.number(),
+    z.number().int().min(1).max(500),
     z
       .string()
-      .regex(/^[0-9]{1,3}$/, 'limit is a whole number from 1 to 500, in digits')
+      .regex(/^(?:[1-9][0-9]?|[1-4][0-9]{2}|500)$/, 'limit is a whole number from 1 to 500, in digits')
       .transform(Number),
   ])
   .pipe(z.number().int().min(1).max(500))
-  .default(50);
+  .default(50)
+  .describe('items per page: a whole number from 1 to 500, in digits (default 50)');
 const cursor = z.string().min(1).max(2_000);
 
 export const InboxKindSchema = z.enum(['stop', 'hold', 'handback', 'escalation']);
@@ -416,7 +417,9 @@ export const AnswerStatusSchema = z.object({
   workflow_run_id: z.string(),
   mesh_run_id: z.string().optional(),
   status_url: z.string(),
-  outcome: z.enum(['applied', 'refused', 'pending']).describe('pending: the router has not decided it (yet), or no answer with this id was published'),
+  outcome: z
+    .enum(['applied', 'refused', 'pending'])
+    .describe('pending: sent through the API, and the router has not decided it yet (an answer never sent is 404 `answer_not_found`)'),
   event: DecidingEventSchema.optional(),
   code: z.string().optional().describe('refused: the code the router recorded (run_not_stopped, stop_already_answered, stale_answer, run_not_held...)'),
   message: z.string().optional(),

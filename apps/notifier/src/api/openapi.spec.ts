@@ -1,0 +1,49 @@
+import { buildOpenApiDocument } from './openapi';
+
+type Operation = { responses: Record<string, { description: string; headers?: Record<string, unknown> }>; requestBody?: { content: Record<string, unknown> } };
+
+/** The operator API's OpenAPI document says what every route may answer, as the API answers it. */
+describe('the OpenAPI document', () => {
+  const doc = buildOpenApiDocument() as { paths: Record<string, Record<string, Operation>> };
+  const operations = Object.entries(doc.paths)
+    .filter(([path]) => path.startsWith('/v1/'))
+    .flatMap(([path, ops]) => Object.entries(ops).map(([method, op]) => ({ route: `${method.toUpperCase()} ${path}`, method, op })));
+
+  it('every /v1 route lists 401 (with WWW-Authenticate), 429 and 503 (with Retry-After)', () => {
+    for (const { route, op } of operations) {
+      expect({ route, statuses: ['401', '429', '503'].filter((s) => op.responses[s] === undefined) }).toEqual({ route, statuses: [] });
+      expect({ route, header: op.responses['401']!.headers?.['WWW-Authenticate'] !== undefined }).toEqual({ route, header: true });
+      expect({ route, retry: op.responses['503']!.headers?.['Retry-After'] !== undefined }).toEqual({ route, retry: true });
+    }
+  });
+
+  it('every POST lists 413 and 415 and takes its body as JSON or form-encoded; payload_too_large is a 413, not a 400', () => {
+    const posts = operations.filter((o) => o.method === 'post');
+    expect(posts.length).toBeGreaterThanOrEqual(6);
+    for (const { route, op } of posts) {
+      expect({ route, has: ['413', '415'].every((s) => op.responses[s] !== undefined) }).toEqual({ route, has: true });
+      expect({ route, types: Object.keys(op.requestBody?.content ?? {}).sort() }).toEqual({
+        route,
+        types: ['application/json', 'application/x-www-form-urlencoded'],
+      });
+      expect({ route, bad: op.responses['400']!.description.includes('payload_too_large') }).toEqual({ route, bad: false });
+    }
+  });
+
+  it('a 202 names its Location; the listings name 403 project_forbidden and the bounds of limit', () => {
+    for (const { route, op } of operations.filter((o) => o.op.responses['202'] !== undefined)) {
+      expect({ route, location: op.responses['202']!.headers?.['Location'] !== undefined }).toEqual({ route, location: true });
+    }
+    for (const path of ['/v1/inbox', '/v1/stops']) {
+      const op = doc.paths[path]!['get'] as Operation & { parameters: Array<{ name: string; schema: { anyOf?: Array<Record<string, unknown>> } }> };
+      expect(op.responses['403']!.description).toContain('project_forbidden');
+      const limit = op.parameters.find((p) => p.name === 'limit')!;
+      expect(limit.schema.anyOf).toEqual(
+        expect.arrayContaining([
+          expect.objectContaining({ minimum: 1, maximum: 500 }),
+          expect.objectContaining({ pattern: '^(?:[1-9][0-9]?|[1-4][0-9]{2}|500)$' }),
+        ]),
+      );
+    }
+  });
+});
