@@ -343,6 +343,10 @@ describe('operator console: tokens, roles, project scoping, web inbox (real NATS
     // No router decides it here, so the page says it was sent, not applied.
     const landed = await call(sent.headers.get('location')!, { cookie });
     expect(landed.text).toMatch(/data-outcome="pending"[^>]*>Answer to stop:alpha:stop-pol sent; not applied yet/);
+    // A link of anyone's making cannot put a message of its own in that banner.
+    const spoofed = await call(`/inbox?sent=${encodeURIComponent('your refund of $5,000 — call +1 555 0100 to confirm')}&outcome=applied`, { cookie });
+    expect(spoofed.status).toBe(200);
+    expect(spoofed.text).not.toContain('data-testid="sent"');
     const published = (await answersOn('alpha')).find((a) => JSON.stringify(a).includes(answerId));
     expect(published).toMatchObject({
       workflow_run_id: 'wr-pol',

@@ -55,6 +55,9 @@ const StopFormSchema = FormBase.extend({
 const HoldFormSchema = FormBase.extend({ action: HoldAnswerActionSchema, answer_id: IdSchema, target: text, note: text });
 const HandbackFormSchema = FormBase.extend({ decision: z.enum(['accept', 'rework']), idempotency_key: z.string().min(1).max(200), note: text });
 
+/** The record an answer's banner names, as {@link WebController.sent} writes it. */
+const SENT_RECORD = /^(?:stop:|handback:|run )[a-z0-9][a-z0-9_-]{0,63}:[A-Za-z0-9_\-:@]{1,128}$/;
+
 /** Where to go back to after a form: the inbox (with its filters) only. */
 function safeReturn(value: string | undefined): string {
   return value !== undefined && /^\/inbox(\?[A-Za-z0-9_\-.~%&=+,:@]*)?$/.test(value) ? value : '/inbox';
@@ -168,7 +171,9 @@ export class WebController {
       const { filters, values, query, cursor } = this.filters(req, ctx);
       const page = await this.reader.page(filters, PAGE_SIZE, cursor);
       const raw = (req.query ?? {}) as Record<string, unknown>;
-      const sent = typeof raw['sent'] === 'string' ? raw['sent'].slice(0, 200) : undefined;
+      // Only what the forms redirect with (`stop:<project>:<id>`, `run <project>:<id>`,
+      // `handback:<project>:<id>`): a link cannot put a message of its own on the page.
+      const sent = typeof raw['sent'] === 'string' && SENT_RECORD.test(raw['sent']) ? raw['sent'] : undefined;
       const outcome = raw['outcome'] === 'applied' ? 'applied' : 'pending';
       this.send(res, 200, inboxPage({ ctx, filters: values, query, items: page.items, nextCursor: page.nextCursor, ...(sent ? { sent, outcome } : {}) }));
     });
