@@ -12,9 +12,16 @@ export class SafeHtml {
 
 const ESCAPES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;', '`': '&#96;', '=': '&#61;' };
 
-/** Escape text for HTML element content and quoted attribute values. */
+/**
+ * The bidirectional embedding, override and isolate controls (U+202A–U+202E, U+2066–U+2069): in
+ * agent text they make what a person reads differ from what it holds — a frozen call's argument
+ * shown reversed from the value an approval runs. Shown as what they are, `[U+202E]`, never obeyed.
+ */
+const BIDI_CONTROLS = /[\u202A-\u202E\u2066-\u2069]/g;
+
+/** Escape text for HTML element content and quoted attribute values (bidi controls made visible). */
 export function escapeHtml(text: string): string {
-  return text.replace(/[&<>"'`=]/g, (c) => ESCAPES[c] as string);
+  return text.replace(/[&<>"'`=]/g, (c) => ESCAPES[c] as string).replace(BIDI_CONTROLS, (c) => `[U+${c.charCodeAt(0).toString(16).toUpperCase()}]`);
 }
 
 /** Interpolatable values: text (escaped), numbers, SafeHtml (as is), lists of them; null/undefined/false render nothing. */
