@@ -1,5 +1,6 @@
 import type { CliContext } from './context';
-import { CliError, CliErrorCode, UsageError, type CliIssue } from './errors';
+import { CliError, CliErrorCode, type CliIssue } from './errors';
+import { ambiguousId } from './timeline';
 
 /** A reply of the operator API: its status and parsed JSON body (null when empty or not JSON). */
 export interface ApiReply {
@@ -13,10 +14,23 @@ export const GET_TIMEOUT_MS = 15_000;
 export const POST_TIMEOUT_MS = 75_000;
 
 /**
+ * The idempotency key a POST carries. When the POST times out, the failure names it (message and
+ * `details`): the CLI may have made it up (`cli-<uuid>` when the option was not given), and the
+ * operator can send the request again safely only with that same key.
+ */
+export interface RetryKey {
+  /** The command-line option that sets it (`--answer-id`, `--key`). */
+  option: string;
+  /** Its field in the request body, and its key in the failure's `details` (`answer_id`, `idempotency_key`). */
+  field: string;
+  value: string;
+}
+
+/**
  * Call the notifier's operator API at BATON_API_URL. Resolves with any HTTP status (the caller
  * maps refusals); throws {@link CliError} only when the API cannot be reached.
  */
-export async function callApi(ctx: CliContext, method: 'GET' | 'POST', path: string, body?: unknown): Promise<ApiReply> {
+export async function callApi(ctx: CliContext, method: 'GET' | 'POST', path: string, body?: unknown, retryKey?: RetryKey): Promise<ApiReply> {
   const base = ctx.config().BATON_API_URL.replace(/\/+$/, '');
   const url = `${base}${path}`;
   const token = ctx.config().BATON_TOKEN;
@@ -36,10 +50,12 @@ export async function callApi(ctx: CliContext, method: 'GET' | 'POST', path: str
     });
   } catch (error) {
     if ((error as Error).name === 'TimeoutError') {
-      const maybeDone = method === 'POST' ? ': it may have been carried out — check before sending it again (the same --answer-id is safe to send again)' : '';
+      const safely = retryKey !== undefined ? ` (sending it again with ${retryKey.option} ${retryKey.value} is safe: it is carried out once)` : '';
+      const maybeDone = method === 'POST' ? `: it may have been carried out — check before sending it again${safely}` : '';
       throw new CliError(`the operator API at ${base} did not answer ${method} ${path} within ${timeoutMs / 1000} s${maybeDone}`, {
         cause: error,
         code: method === 'POST' ? CliErrorCode.outcomeUnknown : CliErrorCode.unavailable,
+        ...(method === 'POST' && retryKey !== undefined ? { details: { [retryKey.field]: retryKey.value } } : {}),
       });
     }
     throw new CliError(`cannot reach the operator API at ${base}: ${(error as Error).message} (is the notifier running? set BATON_API_URL)`, {
@@ -112,10 +128,7 @@ export function throwIfAmbiguous(reply: ApiReply, what: string, id: string): voi
   const error = (reply.body as { error?: { code?: unknown; details?: { projects?: unknown } } } | null)?.error;
   if (error?.code !== 'ambiguous_id') return;
   const projects = Array.isArray(error.details?.projects) ? error.details.projects.map(String) : [];
-  throw new UsageError(`${what} ${id} exists in projects ${projects.join(', ')}: pass --project <p> (one of ${projects.join(', ')})`, false, {
-    code: 'ambiguous_id',
-    details: { projects },
-  });
+  throw ambiguousId(what, id, projects);
 }
 
 /**

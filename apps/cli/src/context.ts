@@ -83,6 +83,25 @@ export function projectionPrefixFor(prefix: string): string {
   return `${prefix}:proj`;
 }
 
+/** How long the CLI waits for NATS: to connect, and for each JetStream request. */
+export const NATS_TIMEOUT_MS = 5000;
+/**
+ * How long `close()` waits for each connection to drain or close: a server that stopped answering
+ * must not hold a command that has already printed its result.
+ */
+export const CLOSE_WAIT_MS = 2000;
+
+/** `promise` settled (its failure ignored), or nothing after `ms` (the timer does not keep the process alive). */
+async function within(ms: number, promise: Promise<unknown>): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, ms);
+    timer.unref();
+  });
+  await Promise.race([promise.catch(() => undefined), late]);
+  clearTimeout(timer);
+}
+
 export function createCliContext(options: CliContextOptions): CliContext {
   const env = options.env ?? process.env;
   let config: CliConfig | null = null;
@@ -115,7 +134,10 @@ export function createCliContext(options: CliContextOptions): CliContext {
             servers: url.split(','),
             name: 'baton-cli',
             reconnect: false,
-            timeoutMs: 5000,
+            timeoutMs: NATS_TIMEOUT_MS,
+            // The first connection too: a port that accepts TCP and never speaks NATS would
+            // otherwise hold the command for the library's default of 20 s.
+            connectTimeoutMs: NATS_TIMEOUT_MS,
             ...(credsFile !== undefined ? { credsFile } : {}),
             inboxPrefix: inboxPrefixOf(ctx.config().BATON_PREFIX, { kind: 'op', relay: 'admin' }),
           });
@@ -161,7 +183,7 @@ export function createCliContext(options: CliContextOptions): CliContext {
       return ctx.config().BATON_OPERATOR ?? env['USER'] ?? 'operator';
     },
     async close() {
-      for (const close of owned.splice(0).reverse()) await close().catch(() => undefined);
+      for (const close of owned.splice(0).reverse()) await within(CLOSE_WAIT_MS, close());
     },
   };
   return ctx;

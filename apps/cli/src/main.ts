@@ -39,10 +39,39 @@ Exit codes: 0 ok, 1 failure (verify: a difference), 2 usage, 130 replay or verif
 `;
 
 /**
- * Run `baton <argv>` in-process and resolve with the exit code. Never throws and never exits the
- * process: usage mistakes print the command's help (exit 2), failures print one line (exit 1).
+ * How long the process may live on after the command has printed its result and closed its
+ * connections (see {@link main}).
+ */
+export const EXIT_GRACE_MS = 500;
+
+/**
+ * End the process with `code` once its output is written: checked every {@link EXIT_GRACE_MS} by
+ * a timer that does not itself keep the process alive, so a process with nothing left open exits
+ * on its own first. Output still queued for a slow reader (a pipe is asynchronous on some systems)
+ * is waited for, not cut off; a stream that was closed (EPIPE) has nothing left to wait for.
+ */
+function exitOnceWritten(code: ExitCode): void {
+  const pending = (stream: NodeJS.WriteStream) => !stream.destroyed && stream.writableLength > 0;
+  setInterval(() => {
+    if (!pending(process.stdout) && !pending(process.stderr)) process.exit(code);
+  }, EXIT_GRACE_MS).unref();
+}
+
+/**
+ * Run `baton <argv>` in-process and resolve with the exit code. Never throws: usage mistakes print
+ * the command's help (exit 2), failures print one line (exit 1). With `io` given (tests, callers
+ * that want the text) it never exits the process. Without it (bin/baton.js: the process's own
+ * streams) the process ends once the command is done, whatever sockets are still open: a peer
+ * that accepted a connection and never answered (a NATS_URL port that does not speak NATS)
+ * would otherwise keep it alive until the peer hangs up.
  */
 export async function main(argv: string[], options: Partial<CliContextOptions> = {}): Promise<ExitCode> {
+  const code = await runCommand(argv, options);
+  if (options.io === undefined) exitOnceWritten(code);
+  return code;
+}
+
+async function runCommand(argv: string[], options: Partial<CliContextOptions>): Promise<ExitCode> {
   const io: CliIo = options.io ?? processIo();
   const [name, ...rest] = argv;
   if (name === undefined || name === 'help' || name === '--help' || name === '-h') {

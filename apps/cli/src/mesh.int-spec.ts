@@ -130,6 +130,17 @@ describe('baton mesh (real NATS)', () => {
     const ambiguous = await baton('mesh', 'm-1');
     expect(ambiguous.code).toBe(2);
     expect(ambiguous.err).toContain('exists in projects outlet, shop');
+    // With --json: typed ambiguous_id naming the projects, as answer and decide report it.
+    const typed = await baton('mesh', 'm-1', '--json');
+    expect(typed.code).toBe(2);
+    expect(JSON.parse(typed.err)).toEqual({
+      error: {
+        code: 'ambiguous_id',
+        message: expect.stringContaining('exists in projects outlet, shop'),
+        issues: [],
+        details: { projects: ['outlet', 'shop'] },
+      },
+    });
     const json = JSON.parse((await baton('mesh', 'm-1', '--project', 'outlet', '--json')).out) as {
       project: string;
       mesh: { project: string; ignored: Array<{ reason: string }> };

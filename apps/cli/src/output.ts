@@ -1,3 +1,5 @@
+import { ExitCode } from './errors';
+
 /** Where a command writes. Tests pass buffers; the real command passes the process streams. */
 export interface CliIo {
   stdout: { write(text: string): unknown };
@@ -6,9 +8,34 @@ export interface CliIo {
   stderrIsTTY: boolean;
 }
 
-/** The process's streams. */
+/**
+ * The process's streams, as every command writes to them. A reader that goes away before the
+ * output ends (`baton streams | head -1`) closes the pipe: the next write fails with EPIPE, which
+ * Node reports as an 'error' event that, unhandled, kills the process with a stack trace. Here the
+ * rest of the output is dropped quietly and the command ends as it would have, with its exit code
+ * (a command that changes something, `dlq redrive`, `replay`, is not cut off half-way because its
+ * reader stopped reading). Any other write failure is one line on stderr and exit 1.
+ */
 export function processIo(): CliIo {
-  return { stdout: process.stdout, stderr: process.stderr, stderrIsTTY: Boolean(process.stderr.isTTY) };
+  return { stdout: closable(process.stdout), stderr: closable(process.stderr), stderrIsTTY: Boolean(process.stderr.isTTY) };
+}
+
+/** One guard per stream, however many times {@link processIo} is called. */
+const guarded = new WeakMap<NodeJS.WriteStream, CliIo['stdout']>();
+
+function closable(stream: NodeJS.WriteStream): CliIo['stdout'] {
+  const existing = guarded.get(stream);
+  if (existing) return existing;
+  let closed = false;
+  stream.on('error', (error: NodeJS.ErrnoException) => {
+    closed = true;
+    if (error.code === 'EPIPE') return;
+    if (stream !== process.stderr) process.stderr.write(`baton: cannot write the output: ${error.message}\n`);
+    process.exit(ExitCode.failure);
+  });
+  const writer = { write: (text: string) => (closed ? false : stream.write(text)) };
+  guarded.set(stream, writer);
+  return writer;
 }
 
 /** Collects what a command writes (tests, and callers that want the text). */

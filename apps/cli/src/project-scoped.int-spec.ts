@@ -85,8 +85,12 @@ describe('the baton command addresses runs and handoffs by project and id (real 
   const requests: { method: string; url: string; body: unknown }[] = [];
 
   async function baton(...argv: string[]) {
+    return batonWith({}, ...argv);
+  }
+
+  async function batonWith(env: Record<string, string>, ...argv: string[]) {
     const io = bufferedIo();
-    const code = await main(argv, { io, env: { NATS_URL, REDIS_URL, BATON_PREFIX: prefix, BATON_API_URL: apiUrl, BATON_OPERATOR: 'olga' } });
+    const code = await main(argv, { io, env: { NATS_URL, REDIS_URL, BATON_PREFIX: prefix, BATON_API_URL: apiUrl, BATON_OPERATOR: 'olga', ...env } });
     return { code, out: io.out(), err: io.err() };
   }
 
@@ -176,6 +180,17 @@ describe('the baton command addresses runs and handoffs by project and id (real 
     expect(ambiguous.code).toBe(2);
     expect(ambiguous.err).toContain('handoff h-1 exists in projects alpha, beta');
     expect(ambiguous.err).toContain('--project');
+    // With --json: the code answer and decide give for the same situation, with the projects.
+    const typed = await baton('handoff', 'h-1', '--json');
+    expect(typed.code).toBe(2);
+    expect(JSON.parse(typed.err)).toEqual({
+      error: {
+        code: 'ambiguous_id',
+        message: expect.stringContaining('handoff h-1 exists in projects alpha, beta'),
+        issues: [],
+        details: { projects: ['alpha', 'beta'] },
+      },
+    });
 
     const alpha = JSON.parse((await baton('handoff', 'h-1', '--project', 'alpha', '--json')).out);
     const beta = JSON.parse((await baton('handoff', 'h-1', '--project', 'beta', '--json')).out);
@@ -197,6 +212,9 @@ describe('the baton command addresses runs and handoffs by project and id (real 
     const ambiguous = await baton('run', 'wr-a');
     expect(ambiguous.code).toBe(2);
     expect(ambiguous.err).toContain('run wr-a exists in projects alpha, beta');
+    const typed = await baton('run', 'wr-a', '--json');
+    expect(typed.code).toBe(2);
+    expect(JSON.parse(typed.err)).toMatchObject({ error: { code: 'ambiguous_id', details: { projects: ['alpha', 'beta'] } } });
     const alpha = JSON.parse((await baton('run', 'wr-a', '--project', 'alpha', '--json')).out);
     const beta = JSON.parse((await baton('run', 'wr-a', '--project', 'beta', '--json')).out);
     expect(alpha).toMatchObject({ project: 'alpha', run: { project: 'alpha', status: 'stopped', people: { started_by: 'sam' } } });
@@ -220,10 +238,17 @@ describe('the baton command addresses runs and handoffs by project and id (real 
     const ambiguous = await baton('answer', 'stop-r-res-a1', '--action', 'deny');
     expect(ambiguous.code).toBe(2);
     expect(ambiguous.err).toContain('stop packet stop-r-res-a1 exists in projects alpha, beta');
+    const typed = await baton('answer', 'stop-r-res-a1', '--action', 'deny', '--json');
+    expect(typed.code).toBe(2);
+    expect(JSON.parse(typed.err)).toMatchObject({ error: { code: 'ambiguous_id', details: { projects: ['alpha', 'beta'] } } });
     const answered = await baton('answer', 'stop-r-res-a1', '--action', 'deny', '--project', 'beta', '--json');
     expect(answered.code).toBe(0);
     expect(JSON.parse(answered.out)).toMatchObject({ project: 'beta', accepted: true });
-    expect(requests.map((r) => `${r.method} ${r.url}`)).toEqual(['POST /v1/stops/stop-r-res-a1/answer', 'POST /v1/projects/beta/stops/stop-r-res-a1/answer']);
+    expect(requests.map((r) => `${r.method} ${r.url}`)).toEqual([
+      'POST /v1/stops/stop-r-res-a1/answer',
+      'POST /v1/stops/stop-r-res-a1/answer',
+      'POST /v1/projects/beta/stops/stop-r-res-a1/answer',
+    ]);
 
     requests.length = 0;
     const approve = await baton('answer', 'stop-r-res-a1', '--action', 'approve', '--project', 'alpha');
@@ -242,6 +267,39 @@ describe('the baton command addresses runs and handoffs by project and id (real 
     expect(JSON.parse(decided.out)).toMatchObject({ project: 'alpha', handoff: { project: 'alpha' } });
     expect(requests[requests.length - 1]!.url).toBe('/v1/projects/alpha/handoffs/hb-h-1/decision');
     expect((await baton('decide', 'hb-h-1', 'accept', '--project', 'Bad Project')).code).toBe(2);
+  });
+
+  it('with Redis unreachable run and handoff fold the view from the events stream, with a warning (as with NATS down they show the projection)', async () => {
+    // Nothing listens on port 1 of the loopback: Redis cannot be reached.
+    const redisDown = { REDIS_URL: 'redis://127.0.0.1:1' };
+    const run = await batonWith(redisDown, 'run', 'wr-a', '--project', 'beta', '--json');
+    expect(run.code).toBe(0);
+    expect(JSON.parse(run.out)).toMatchObject({
+      project: 'beta',
+      view_source: 'events',
+      timeline_source: 'stream',
+      run: { project: 'beta', status: 'running', people: { started_by: 'pat' } },
+    });
+    expect(run.err).toContain('baton: warning: cannot read the projections (cannot reach Redis at redis://127.0.0.1:1');
+    expect(run.err).toContain('folding the view from the events stream');
+
+    const handoff = await batonWith(redisDown, 'handoff', 'h-1', '--project', 'beta', '--json');
+    expect(handoff.code).toBe(0);
+    expect(JSON.parse(handoff.out)).toMatchObject({ project: 'beta', view_source: 'events', handoff: { id: 'h-1', claimed_by: 'carol' } });
+    expect(handoff.err).toContain('baton: warning: cannot read the projections');
+
+    // Without --project the stream alone finds the project, or names the projects sharing the id.
+    const prose = await batonWith(redisDown, 'handoff', 'h-2');
+    expect(prose.code).toBe(0);
+    expect(prose.out).toMatch(/project: +alpha/);
+    expect(prose.out).toContain('folded from the events (projection missing or Redis unreachable)');
+    expect((await batonWith(redisDown, 'run', 'wr-a')).code).toBe(2);
+
+    // Both down: nothing to read the run from.
+    const neither = await batonWith({ ...redisDown, NATS_URL: 'nats://127.0.0.1:1' }, 'run', 'wr-a', '--project', 'beta', '--json');
+    expect(neither.code).toBe(1);
+    expect(neither.out).toBe('');
+    expect(JSON.parse(neither.err.trim().split('\n').pop()!)).toMatchObject({ error: { code: 'unavailable' } });
   });
 
   it('with the projections gone the events stream still tells the projects apart (run last: it deletes the projection keys)', async () => {

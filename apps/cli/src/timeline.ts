@@ -1,8 +1,8 @@
 import { isSubjectToken, ProjectIdSchema, SubjectTable, type AggregateKind } from '@baton/contracts';
 import { batonStreamNames, type StoredEvent } from '@baton/eventstore';
-import { storedTimelineEntry, type TimelineEntry } from '@baton/projections';
+import { createBatonViews, storedTimelineEntry, type BatonViews, type TimelineEntry } from '@baton/projections';
 import type { CliContext } from './context';
-import { UsageError } from './errors';
+import { CliError, CliErrorCode, UsageError } from './errors';
 
 /** An aggregate's history read straight from the events stream. */
 export interface AggregateHistory {
@@ -53,9 +53,31 @@ export function projectArg(value: string): string {
   return value;
 }
 
-/** The usage error of an id several projects hold: it names them and asks for --project. */
+/**
+ * The usage error of an id several projects hold: it names them and asks for --project. Typed
+ * `ambiguous_id` with `details.projects`, as `answer` and `decide` report the API's 409, so a
+ * script reads one code for one situation whichever command met it.
+ */
 export function ambiguousId(kind: string, id: string, projects: readonly string[]): UsageError {
-  return new UsageError(`${kind} ${id} exists in projects ${projects.join(', ')}: pass --project <p> (one of ${projects.join(', ')})`, false);
+  return new UsageError(`${kind} ${id} exists in projects ${projects.join(', ')}: pass --project <p> (one of ${projects.join(', ')})`, false, {
+    code: 'ambiguous_id',
+    details: { projects: [...projects] },
+  });
+}
+
+/**
+ * The projections' views for `baton run` / `baton handoff`, or null (with a warning on stderr)
+ * when Redis cannot be reached: those commands then fold the view from the events stream, as their
+ * help promises, the way they fall back to the projection when NATS is the one down.
+ */
+export async function projectionViewsOrWarn(ctx: CliContext): Promise<BatonViews | null> {
+  try {
+    return createBatonViews(await ctx.projections());
+  } catch (error) {
+    if (!(error instanceof CliError) || error.code !== CliErrorCode.unavailable) throw error;
+    ctx.io.stderr.write(`baton: warning: cannot read the projections (${error.message}); folding the view from the events stream\n`);
+    return null;
+  }
 }
 
 /**

@@ -28,7 +28,8 @@ Options:
   --intent <kind>    the request kind (with --action intent)
   --cap <n>          the new, higher cap (with --action raise_cap)
   --note <text>      a note for the record
-  --answer-id <id>   idempotency key (default: a new one; re-use it to retry safely)
+  --answer-id <id>   idempotency key (default: a new one, named when the API does not answer in
+                     time; re-use it to retry safely)
   --json             print the API's reply as JSON (with the packet's project)
 `,
   async run(argv, ctx) {
@@ -73,14 +74,21 @@ Options:
       const digest = body?.stop?.pending_digest ?? body?.pending_digest;
       if (typeof digest === 'string') pendingDigest = digest;
     }
-    const reply = await callApi(ctx, 'POST', recordPath('stops', stopId, project, '/answer'), {
-      answer_id: str(args, 'answer-id') ?? `cli-${randomUUID()}`,
-      action: action.data,
-      ...(intent !== undefined ? { intent } : {}),
-      ...(cap !== undefined ? { cap } : {}),
-      ...(note !== undefined ? { note } : {}),
-      ...(pendingDigest !== undefined ? { pending_digest: pendingDigest } : {}),
-    });
+    const answerId = str(args, 'answer-id') ?? `cli-${randomUUID()}`;
+    const reply = await callApi(
+      ctx,
+      'POST',
+      recordPath('stops', stopId, project, '/answer'),
+      {
+        answer_id: answerId,
+        action: action.data,
+        ...(intent !== undefined ? { intent } : {}),
+        ...(cap !== undefined ? { cap } : {}),
+        ...(note !== undefined ? { note } : {}),
+        ...(pendingDigest !== undefined ? { pending_digest: pendingDigest } : {}),
+      },
+      { option: '--answer-id', field: 'answer_id', value: answerId },
+    );
     throwIfAmbiguous(reply, 'stop packet', stopId);
     const answeredIn = (reply.body as { project?: unknown } | null)?.project;
     const inProject = typeof answeredIn === 'string' ? answeredIn : project;

@@ -22,7 +22,8 @@ names them).
 Options:
   --project <p>       the handback's project (required when several projects hold <handoff-id>)
   --note <text>       the note (required for rework)
-  --key <k>           idempotency key (default: a new one; re-use it to retry safely)
+  --key <k>           idempotency key (default: a new one, named when the API does not answer in
+                      time; re-use it to retry safely)
   --json              print the API's reply as JSON (with the handback's project)
 `,
   async run(argv, ctx) {
@@ -41,11 +42,14 @@ Options:
     if (decision === 'rework' && (note === undefined || note.trim() === '')) throw new UsageError('a rework needs --note saying what to change');
     const given = str(args, 'project');
     const project = given !== undefined ? projectArg(given) : undefined;
-    const reply = await callApi(ctx, 'POST', recordPath('handoffs', handoffId, project, '/decision'), {
-      decision,
-      ...(note !== undefined ? { note } : {}),
-      idempotency_key: str(args, 'key') ?? `cli-${randomUUID()}`,
-    });
+    const key = str(args, 'key') ?? `cli-${randomUUID()}`;
+    const reply = await callApi(
+      ctx,
+      'POST',
+      recordPath('handoffs', handoffId, project, '/decision'),
+      { decision, ...(note !== undefined ? { note } : {}), idempotency_key: key },
+      { option: '--key', field: 'idempotency_key', value: key },
+    );
     throwIfAmbiguous(reply, 'handoff', handoffId);
     const decidedIn = (reply.body as { handoff?: { project?: unknown } } | null)?.handoff?.project;
     const inProject = typeof decidedIn === 'string' ? decidedIn : project;

@@ -1,11 +1,11 @@
 import type { HandoffEvent, HandoffRecord } from '@baton/contracts';
 import { evolveHandoff, initialHandoffState, toHandoffRecord } from '@baton/domain';
-import { createBatonViews, type TimelineEntry } from '@baton/projections';
+import type { TimelineEntry } from '@baton/projections';
 import type { Command } from '../command';
 import { int, parseCommandArgs, str } from '../command';
 import { CliError, CliErrorCode, ExitCode } from '../errors';
 import { printJson, renderFields, renderTable } from '../output';
-import { historyAt, projectOf, readHistory } from '../timeline';
+import { historyAt, projectOf, projectionViewsOrWarn, readHistory } from '../timeline';
 
 /** What `baton handoff <id> --json` prints. */
 export interface HandoffReport {
@@ -45,7 +45,7 @@ Options:
     const id = args.positionals[0]!;
     const atSeq = int(args, 'at', { min: 1, max: Number.MAX_SAFE_INTEGER });
     let report: HandoffReport | null = null;
-    const views = atSeq === undefined ? createBatonViews(await ctx.projections()) : null;
+    const views = atSeq === undefined ? await projectionViewsOrWarn(ctx) : null;
     const project = await projectOf(ctx, 'handoff', id, str(args, 'project'), async () => (views ? views.projectsOf('handoff', id) : []));
     if (project === null) throw new CliError(`handoff ${id} not found`, { code: CliErrorCode.notFound });
     if (atSeq !== undefined) {
@@ -103,7 +103,7 @@ Options:
           report.at_seq !== undefined
             ? `folded from the events up to seq ${report.at_seq}`
             : report.view_source === 'events'
-              ? 'folded from the events (projection missing)'
+              ? 'folded from the events (projection missing or Redis unreachable)'
               : 'projection',
       }),
     );

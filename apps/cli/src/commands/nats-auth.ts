@@ -1,4 +1,5 @@
-import { resolve } from 'node:path';
+import { existsSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import { AgentNameSchema, ProjectIdSchema, ServiceNameSchema, describePrincipal, type Principal } from '@baton/contracts';
 import {
   DeploymentError,
@@ -13,16 +14,32 @@ import {
 import type { Command } from '../command';
 import { flag, parseCommandArgs, required, str } from '../command';
 import type { CliContext } from '../context';
-import { CliError, ExitCode, UsageError } from '../errors';
+import { CliError, CliErrorCode, ExitCode, UsageError } from '../errors';
 
 /** The deployment folder: `--dir`, else BATON_NATS_DIR, else ./var/nats-auth. */
 function deploymentDir(ctx: CliContext, dir: string | undefined): string {
   return resolve(dir ?? ctx.env['BATON_NATS_DIR'] ?? 'var/nats-auth');
 }
 
-function open(ctx: CliContext, dir: string | undefined): AuthDeployment {
+/**
+ * The deployment in `dir`. `create` (nats-config) makes a new one when the folder holds none;
+ * `baton creds` refuses instead, before writing anything: credentials signed by a new operator
+ * and account in a mistyped folder (or in ./var/nats-auth of another working directory) are
+ * trusted by no server, and would be handed out as if they worked.
+ */
+function open(ctx: CliContext, dir: string | undefined, create: boolean): AuthDeployment {
+  const folder = deploymentDir(ctx, dir);
+  if (!create && !existsSync(join(folder, 'deployment.json'))) {
+    const from =
+      dir !== undefined ? '--dir' : ctx.env['BATON_NATS_DIR'] !== undefined ? 'BATON_NATS_DIR' : 'the default ./var/nats-auth of the working directory';
+    throw new UsageError(
+      `no deployment in ${folder} (${from}): it holds no deployment.json. Run \`baton nats-config\` first, or point --dir or BATON_NATS_DIR at the folder it made; nothing was written`,
+      false,
+      { code: CliErrorCode.usage, details: { dir: folder } },
+    );
+  }
   try {
-    return openDeployment(deploymentDir(ctx, dir), ctx.config().BATON_PREFIX);
+    return openDeployment(folder, ctx.config().BATON_PREFIX);
   } catch (error) {
     if (error instanceof DeploymentError) throw new CliError(error.message, { cause: error });
     throw error;
@@ -64,7 +81,7 @@ Options:
       ctx.io.stdout.write(this.help);
       return ExitCode.ok;
     }
-    const deployment = open(ctx, str(args, 'dir'));
+    const deployment = open(ctx, str(args, 'dir'), true);
     const creds = ensureServiceCreds(deployment);
     const listen = str(args, 'listen') ?? '127.0.0.1:4222';
     if (!/^[^\s:]+:\d{1,5}$/.test(listen)) throw new UsageError(`--listen must be host:port, got "${listen}"`);
@@ -129,7 +146,8 @@ ledger as itself (<prefix>.cmd.ledger.<p>.agent.<agent>.*), pull and acknowledge
 durable, and read replies on its own inbox prefix — nothing else.
 
 Give the file to the agent microservice as NATS_CREDS (the SDK's natsCreds option). Run
-\`baton nats-config\` first.
+\`baton nats-config\` first: a folder that holds no deployment (no deployment.json) is refused
+(exit 2) and nothing is written, since credentials from a new operator would be trusted by no server.
 
 Options:
   --project <p>   the agent's project        --agent <name>  the agent's name
@@ -147,7 +165,7 @@ Options:
       return ExitCode.ok;
     }
     const principal = principalOf(args.positionals[0] ?? '', args);
-    const deployment = open(ctx, str(args, 'dir'));
+    const deployment = open(ctx, str(args, 'dir'), false);
     const issued = issueCreds(deployment, principal);
     if (flag(args, 'json')) {
       const permissions = permissionsFor(deployment.prefix, principal);

@@ -1,10 +1,10 @@
-import { createBatonViews, runViewOf, type ProjectRef, type RunView, type TimelineEntry } from '@baton/projections';
+import { runViewOf, type ProjectRef, type RunView, type TimelineEntry } from '@baton/projections';
 import type { Command } from '../command';
 import type { CliContext } from '../context';
 import { int, parseCommandArgs, str } from '../command';
 import { CliError, CliErrorCode, ExitCode } from '../errors';
 import { printJson, renderFields } from '../output';
-import { historyAt, projectOf, readHistory } from '../timeline';
+import { historyAt, projectOf, projectionViewsOrWarn, readHistory } from '../timeline';
 import { timelineTable } from './handoff';
 
 /** What `baton run <id> --json` prints. */
@@ -45,7 +45,7 @@ Options:
     }
     const id = args.positionals[0]!;
     const atSeq = int(args, 'at', { min: 1, max: Number.MAX_SAFE_INTEGER });
-    const views = atSeq === undefined ? createBatonViews(await ctx.projections()) : null;
+    const views = atSeq === undefined ? await projectionViewsOrWarn(ctx) : null;
     const project = await projectOf(ctx, 'run', id, str(args, 'project'), async () => (views ? views.projectsOf('run', id) : []));
     if (project === null) throw new CliError(`run ${id} not found`, { code: CliErrorCode.notFound });
     if (atSeq !== undefined) {
@@ -121,7 +121,7 @@ function print(ctx: CliContext, json: boolean, report: RunReport): ExitCode {
         report.at_seq !== undefined
           ? `folded from the events up to seq ${report.at_seq}`
           : report.view_source === 'events'
-            ? 'folded from the events (projection missing)'
+            ? 'folded from the events (projection missing or Redis unreachable)'
             : 'projection',
     }),
   );
