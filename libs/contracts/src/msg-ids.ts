@@ -48,6 +48,9 @@ export const MsgIds = {
   event: (project: string, kind: string, aggregateId: string, eventId: string) => `${MsgKind.event}:${project}:${kind}:${aggregateId}:${eventId}`,
 } as const;
 
+/** A project key's form (`ProjectIdSchema`): what the second part of a Baton-form id must look like to name one. */
+const PROJECT_KEY = /^[a-z0-9][a-z0-9_-]{0,63}$/;
+
 /** The message kinds an inbox subject (`<prefix>.in.<project>.<kind>…`) names with the same token as its `Nats-Msg-Id`. */
 const INBOX_KINDS: ReadonlySet<string> = new Set([
   MsgKind.start,
@@ -82,7 +85,11 @@ export function foreignMsgId(prefix: string, subject: string, msgId: string | un
   const project = subject.slice(head.length, projectEnd);
   const kindTokenEnd = subject.indexOf('.', projectEnd + 1);
   const subjectKind = subject.slice(projectEnd + 1, kindTokenEnd < 0 ? undefined : kindTokenEnd);
-  const idProject = msgId.slice(kindEnd + 1, msgId.indexOf(':', kindEnd + 1) < 0 ? undefined : msgId.indexOf(':', kindEnd + 1));
+  // Baton's form has three parts at least; `start:<id>` (a client's own, or an older scheme) names no project.
+  const idProjectEnd = msgId.indexOf(':', kindEnd + 1);
+  if (idProjectEnd < 0) return null;
+  const idProject = msgId.slice(kindEnd + 1, idProjectEnd);
+  if (!PROJECT_KEY.test(idProject)) return null;
   if (idProject !== project)
     return `the Nats-Msg-Id ${JSON.stringify(msgId.slice(0, 200))} names project '${idProject.slice(0, 64)}', the subject '${project}'`;
   if (kind !== subjectKind) return `the Nats-Msg-Id ${JSON.stringify(msgId.slice(0, 200))} names a ${kind}, the subject a ${subjectKind}`;
