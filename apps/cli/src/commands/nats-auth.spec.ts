@@ -6,10 +6,11 @@ import { main } from '../main';
 import { bufferedIo } from '../output';
 
 /**
- * `baton creds` issues credentials signed by an existing deployment's account key. A folder that
- * holds no deployment (a mistyped --dir, or ./var/nats-auth of another working directory) is
- * refused before anything is written: a new operator and account made there would sign
- * credentials no server trusts. `baton nats-config` is what makes a deployment.
+ * `baton creds` issues credentials signed by an existing deployment's account key. A folder it was
+ * pointed at that holds no deployment (a mistyped --dir or BATON_NATS_DIR) is refused before
+ * anything is written: a new operator and account made there would sign credentials no server
+ * trusts. The default ./var/nats-auth gets one made, with a warning: it is the folder npm start and
+ * nats-config configure the server from.
  */
 describe('baton creds needs the deployment baton nats-config made', () => {
   let root: string;
@@ -48,20 +49,24 @@ describe('baton creds needs the deployment baton nats-config made', () => {
     expect(await readdir(root)).toEqual([]);
   });
 
-  it('BATON_NATS_DIR and the default ./var/nats-auth of the working directory are checked the same way', async () => {
+  it('BATON_NATS_DIR is checked the same way; the default ./var/nats-auth of the working directory gets a deployment made, with a warning naming the folder', async () => {
     const fromEnv = await baton(['creds', 'admin'], { BATON_NATS_DIR: join(root, 'nowhere') });
     expect(fromEnv.code).toBe(2);
     expect(fromEnv.err).toContain('(BATON_NATS_DIR)');
+    expect(await readdir(root)).toEqual([]);
     const cwd = process.cwd();
     process.chdir(root);
     try {
+      // The folder npm start and nats-config use: credentials made first are trusted once the server is configured from it.
       const fromDefault = await baton(['creds', 'agent', '--project', 'p1', '--agent', 'a1', '--json']);
-      expect(fromDefault.code).toBe(2);
-      expect(JSON.parse(fromDefault.err)).toMatchObject({ error: { code: 'usage', details: { dir: join(root, 'var', 'nats-auth') } } });
+      expect(fromDefault.code).toBe(0);
+      expect(fromDefault.err).toContain(`baton: warning: no deployment in ${join(root, 'var', 'nats-auth')}`);
+      expect(existsSync(join(root, 'var', 'nats-auth', 'deployment.json'))).toBe(true);
+      const again = await baton(['creds', 'agent', '--project', 'p1', '--agent', 'a2']);
+      expect({ code: again.code, warned: again.err.includes('warning') }).toEqual({ code: 0, warned: false });
     } finally {
       process.chdir(cwd);
     }
-    expect(await readdir(root)).toEqual([]);
   });
 
   it('nats-config still makes the deployment, and creds then issues from it (signed by its account)', async () => {

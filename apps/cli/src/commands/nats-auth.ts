@@ -22,20 +22,27 @@ function deploymentDir(ctx: CliContext, dir: string | undefined): string {
 }
 
 /**
- * The deployment in `dir`. `create` (nats-config) makes a new one when the folder holds none;
- * `baton creds` refuses instead, before writing anything: credentials signed by a new operator
- * and account in a mistyped folder (or in ./var/nats-auth of another working directory) are
- * trusted by no server, and would be handed out as if they worked.
+ * The deployment in `dir`. `create` (nats-config) makes a new one when the folder holds none.
+ * `baton creds` does not, for a folder it was pointed at (`--dir`, BATON_NATS_DIR): it refuses
+ * before writing anything, since credentials signed by a new operator and account in a mistyped
+ * folder are trusted by no server and would be handed out as if they worked. The default
+ * ./var/nats-auth is the folder `npm start` and `baton nats-config` use, so credentials made
+ * there first are trusted once the server is configured from it: made, with a warning that says
+ * so (and names the folder, which depends on the working directory).
  */
 function open(ctx: CliContext, dir: string | undefined, create: boolean): AuthDeployment {
   const folder = deploymentDir(ctx, dir);
   if (!create && !existsSync(join(folder, 'deployment.json'))) {
-    const from =
-      dir !== undefined ? '--dir' : ctx.env['BATON_NATS_DIR'] !== undefined ? 'BATON_NATS_DIR' : 'the default ./var/nats-auth of the working directory';
-    throw new UsageError(
-      `no deployment in ${folder} (${from}): it holds no deployment.json. Run \`baton nats-config\` first, or point --dir or BATON_NATS_DIR at the folder it made; nothing was written`,
-      false,
-      { code: CliErrorCode.usage, details: { dir: folder } },
+    const chosen = dir !== undefined ? '--dir' : ctx.env['BATON_NATS_DIR'] !== undefined ? 'BATON_NATS_DIR' : null;
+    if (chosen !== null) {
+      throw new UsageError(
+        `no deployment in ${folder} (${chosen}): it holds no deployment.json. Run \`baton nats-config\` first, or point --dir or BATON_NATS_DIR at the folder it made; nothing was written`,
+        false,
+        { code: CliErrorCode.usage, details: { dir: folder } },
+      );
+    }
+    ctx.io.stderr.write(
+      `baton: warning: no deployment in ${folder} (the default ./var/nats-auth of this working directory): a new one is made; its credentials are trusted only by a nats-server configured from this folder (npm start, or baton nats-config)\n`,
     );
   }
   try {
@@ -146,8 +153,10 @@ ledger as itself (<prefix>.cmd.ledger.<p>.agent.<agent>.*), pull and acknowledge
 durable, and read replies on its own inbox prefix — nothing else.
 
 Give the file to the agent microservice as NATS_CREDS (the SDK's natsCreds option). Run
-\`baton nats-config\` first: a folder that holds no deployment (no deployment.json) is refused
-(exit 2) and nothing is written, since credentials from a new operator would be trusted by no server.
+\`baton nats-config\` first: a folder named by --dir or BATON_NATS_DIR that holds no deployment
+(no deployment.json) is refused (exit 2) and nothing is written, since credentials from a new
+operator would be trusted by no server. In the default ./var/nats-auth (of the working directory)
+a deployment is made, with a warning: npm start and nats-config then configure the server from it.
 
 Options:
   --project <p>   the agent's project        --agent <name>  the agent's name
