@@ -5,6 +5,17 @@ const root = __dirname;
 
 const libs = ['contracts', 'domain', 'definitions', 'eventstore', 'projections', 'platform', 'sdk', 'testing', 'wait'];
 
+/** How swc compiles the TypeScript sources under test (also used by tests that run sources in a child process). */
+const swcOptions = {
+  jsc: {
+    target: 'es2022',
+    parser: { syntax: 'typescript', decorators: true },
+    transform: { legacyDecorator: true, decoratorMetadata: true, useDefineForClassFields: false },
+    keepClassNames: true,
+  },
+  module: { type: 'commonjs' },
+};
+
 /** @param {string} projectRoot path relative to the workspace root */
 function preset(projectRoot, overrides = {}) {
   return {
@@ -12,18 +23,7 @@ function preset(projectRoot, overrides = {}) {
     testEnvironment: 'node',
     testMatch: ['**/*.spec.ts', '**/*.int-spec.ts'],
     transform: {
-      '^.+\\.ts$': [
-        '@swc/jest',
-        {
-          jsc: {
-            target: 'es2022',
-            parser: { syntax: 'typescript', decorators: true },
-            transform: { legacyDecorator: true, decoratorMetadata: true, useDefineForClassFields: false },
-            keepClassNames: true,
-          },
-          module: { type: 'commonjs' },
-        },
-      ],
+      '^.+\\.ts$': ['@swc/jest', swcOptions],
     },
     moduleFileExtensions: ['ts', 'js', 'json'],
     moduleNameMapper: Object.fromEntries(
@@ -35,4 +35,4 @@ function preset(projectRoot, overrides = {}) {
   };
 }
 
-module.exports = { preset };
+module.exports = { preset, swcOptions };

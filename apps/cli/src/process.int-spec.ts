@@ -31,17 +31,9 @@ Module._resolveFilename = function (request, ...rest) {
   const lib = /^@baton\\/([a-z-]+)$/.exec(request);
   return resolveFilename.call(this, lib ? path.join(root, 'libs', lib[1], 'src', 'index.ts') : request, ...rest);
 };
+const { swcOptions } = require(path.join(root, 'jest.preset.js'));
 require.extensions['.ts'] = (module, filename) => {
-  const { code } = transformSync(fs.readFileSync(filename, 'utf8'), {
-    filename,
-    jsc: {
-      target: 'es2022',
-      parser: { syntax: 'typescript', decorators: true },
-      transform: { legacyDecorator: true, decoratorMetadata: true, useDefineForClassFields: false },
-      keepClassNames: true,
-    },
-    module: { type: 'commonjs' },
-  });
+  const { code } = transformSync(fs.readFileSync(filename, 'utf8'), { filename, ...swcOptions });
   module._compile(code, filename);
 };
 require(path.join(root, 'apps', 'cli', 'src', 'main.ts'))
