@@ -1,5 +1,6 @@
 import type { CliContext } from './context';
-import { CliError, CliErrorCode, type CliIssue } from './errors';
+import { CliError, CliErrorCode, ExitCode, type CliIssue } from './errors';
+import { printJson } from './output';
 import { ambiguousId } from './timeline';
 
 /** A reply of the operator API: its status and parsed JSON body (null when empty or not JSON). */
@@ -143,4 +144,30 @@ export function apiRefusal(reply: ApiReply, what: string): CliError {
     : [];
   const details = typeof error?.details === 'object' && error.details !== null ? (error.details as Record<string, unknown>) : {};
   return new CliError(`${what}: ${apiErrorText(reply)}`, { code, issues, details: { ...details, status: reply.status } });
+}
+
+/**
+ * Send an operator answer (to a stop packet or a held run) and say what became of it: the POST
+ * to `/v1[/projects/<p>]/<kind>/<id>/answer` with `answer_id` as its retry key, the usage error
+ * of an ambiguous id, `--json` output (with the record's project), a refusal thrown with its code,
+ * else the outcome line (applied, or sent and not decided yet). Resolves with the exit code.
+ */
+export async function postAnswer(
+  ctx: CliContext,
+  target: { kind: 'stops' | 'runs'; what: string; id: string; project: string | undefined },
+  body: { answer_id: string; action: string } & Record<string, unknown>,
+  json: boolean,
+): Promise<ExitCode> {
+  const reply = await callApi(ctx, 'POST', recordPath(target.kind, target.id, target.project, '/answer'), body, {
+    option: '--answer-id',
+    field: 'answer_id',
+    value: body.answer_id,
+  });
+  throwIfAmbiguous(reply, target.what, target.id);
+  const answeredIn = (reply.body as { project?: unknown } | null)?.project;
+  const inProject = typeof answeredIn === 'string' ? answeredIn : target.project;
+  if (json) printJson(ctx.io, reply.ok && inProject !== undefined ? { project: inProject, ...(reply.body as object) } : reply.body);
+  if (!reply.ok) throw apiRefusal(reply, 'the answer was refused');
+  if (!json) ctx.io.stdout.write(`${answerOutcomeText(reply, `${target.id}${inProject !== undefined ? ` (project ${inProject})` : ''}: ${body.action}`)}\n`);
+  return ExitCode.ok;
 }

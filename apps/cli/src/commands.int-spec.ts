@@ -176,6 +176,35 @@ describe('baton commands that publish (real NATS) and call the operator API (loc
     expect((await baton('publish-definition', file.replace('def', 'missing'))).code).toBe(1);
   });
 
+  it('answer-hold answers a held run through the API (continue, reroute with its target, terminate) and says what happened; a reroute without a target or a stop action is a usage error', async () => {
+    const rerouted = await baton('answer-hold', 'wr-1', '--action', 'reroute', '--target', 'billing', '--note', 'to billing');
+    expect(rerouted.code).toBe(0);
+    expect(rerouted.out).toBe('applied wr-1: reroute; run wr-1 is now running\n');
+    expect(requests).toEqual([
+      {
+        method: 'POST',
+        url: '/v1/runs/wr-1/answer',
+        body: { answer_id: expect.stringMatching(/^cli-/), action: 'reroute', target: 'billing', note: 'to billing' },
+      },
+    ]);
+    for (const argv of [
+      ['--action', 'reroute'],
+      ['--action', 'approve'],
+      ['--action', 'continue', '--target', 'x'],
+    ]) {
+      expect({ argv, code: (await baton('answer-hold', 'wr-1', ...argv)).code }).toEqual({ argv, code: 2 });
+    }
+    expect(requests).toHaveLength(1);
+    requests.length = 0;
+    const scoped = await baton('answer-hold', 'wr-1', '--action', 'terminate', '--project', 'demo', '--answer-id', 'a-9', '--json');
+    expect(requests).toEqual([{ method: 'POST', url: '/v1/projects/demo/runs/wr-1/answer', body: { answer_id: 'a-9', action: 'terminate' } }]);
+    expect(JSON.parse(scoped.out)).toMatchObject({ project: 'demo', outcome: 'applied' });
+    nextStatus = 409;
+    const refused = await baton('answer-hold', 'wr-1', '--action', 'continue');
+    expect(refused.code).toBe(1);
+    expect(refused.err).toContain('the answer was refused');
+  });
+
   it('answer and decide call the operator API with the bodies it accepts; applied exits 0 saying so, pending 0 with a note, a refusal 1 with its code', async () => {
     const approve = await baton('answer', 'stop-1', '--action', 'approve', '--note', 'ok');
     expect(approve.code).toBe(0);

@@ -1,10 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { OperatorAnswerActionSchema } from '@baton/contracts';
-import { answerOutcomeText, apiRefusal, callApi, recordPath, throwIfAmbiguous } from '../api';
+import { apiRefusal, callApi, postAnswer, recordPath, throwIfAmbiguous } from '../api';
 import type { Command } from '../command';
 import { parseCommandArgs, required, str } from '../command';
 import { ExitCode, UsageError } from '../errors';
-import { printJson } from '../output';
 import { projectArg } from '../timeline';
 
 export const answerCommand: Command = {
@@ -75,10 +74,9 @@ Options:
       if (typeof digest === 'string') pendingDigest = digest;
     }
     const answerId = str(args, 'answer-id') ?? `cli-${randomUUID()}`;
-    const reply = await callApi(
+    return postAnswer(
       ctx,
-      'POST',
-      recordPath('stops', stopId, project, '/answer'),
+      { kind: 'stops', what: 'stop packet', id: stopId, project },
       {
         answer_id: answerId,
         action: action.data,
@@ -87,15 +85,7 @@ Options:
         ...(note !== undefined ? { note } : {}),
         ...(pendingDigest !== undefined ? { pending_digest: pendingDigest } : {}),
       },
-      { option: '--answer-id', field: 'answer_id', value: answerId },
+      args.values['json'] === true,
     );
-    throwIfAmbiguous(reply, 'stop packet', stopId);
-    const answeredIn = (reply.body as { project?: unknown } | null)?.project;
-    const inProject = typeof answeredIn === 'string' ? answeredIn : project;
-    if (args.values['json'] === true) printJson(ctx.io, reply.ok && inProject !== undefined ? { project: inProject, ...(reply.body as object) } : reply.body);
-    if (!reply.ok) throw apiRefusal(reply, 'the answer was refused');
-    if (args.values['json'] !== true)
-      ctx.io.stdout.write(`${answerOutcomeText(reply, `${stopId}${inProject !== undefined ? ` (project ${inProject})` : ''}: ${action.data}`)}\n`);
-    return ExitCode.ok;
   },
 };

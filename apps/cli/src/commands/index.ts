@@ -1,5 +1,6 @@
 import type { Command } from '../command';
 import { answerCommand } from './answer';
+import { answerHoldCommand } from './answer-hold';
 import { pauseCommand } from './pause';
 import { resumeCommand } from './resume';
 import { decideCommand } from './decide';
@@ -29,6 +30,7 @@ export const commands: readonly Command[] = [
   runCommand,
   meshCommand,
   answerCommand,
+  answerHoldCommand,
   decideCommand,
   pauseCommand,
   resumeCommand,

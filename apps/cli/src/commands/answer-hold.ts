@@ -1,0 +1,66 @@
+import { randomUUID } from 'node:crypto';
+import { HoldAnswerActionSchema } from '@baton/contracts';
+import { postAnswer } from '../api';
+import type { Command } from '../command';
+import { parseCommandArgs, required, str } from '../command';
+import { ExitCode, UsageError } from '../errors';
+import { projectArg } from '../timeline';
+
+/** `baton answer-hold`: the CLI's way to answer a held run (the inbox's hold items), as `baton answer` answers a stop packet. */
+export const answerHoldCommand: Command = {
+  name: 'answer-hold',
+  summary: 'answer a held run: continue on its pending edge, reroute to a step, agent or role, or terminate',
+  help: `Usage: baton answer-hold <run-id> --action continue|reroute|terminate [--target t] [--project p] [options]
+
+Answer a held run (an inbox item of kind hold: an agent's hold, a human gate, a no-action hold)
+through the operator API (POST /v1/projects/<p>/runs/<id>/answer at BATON_API_URL). The API waits
+for the router's decision and says what happened, as for \`baton answer\`: applied (exit 0, with
+the run's new status), refused (exit 1, with the code: nothing_to_continue when the hold has no
+edge to continue on, resume_target_unknown for a target that names nothing, run_not_held), or not
+decided yet (exit 0 with a note and the status link). Run ids are unique only within a project:
+without --project the id must be held by one of the token's projects only.
+
+Options:
+  --project <p>      the run's project (required when several projects hold <run-id>)
+  --action <a>       continue, reroute or terminate (required)
+  --target <t>       the step, agent or role to reroute to (with --action reroute)
+  --note <text>      a note for the record
+  --answer-id <id>   idempotency key (default: a new one, named when the API does not answer in
+                     time; re-use it to retry safely)
+  --json             print the API's reply as JSON (with the run's project)
+`,
+  async run(argv, ctx) {
+    const args = parseCommandArgs(
+      argv,
+      {
+        action: { type: 'string' },
+        target: { type: 'string' },
+        note: { type: 'string' },
+        'answer-id': { type: 'string' },
+        project: { type: 'string' },
+        json: { type: 'boolean' },
+      },
+      { min: 1, max: 1 },
+    );
+    if (args.help) {
+      ctx.io.stdout.write(this.help);
+      return ExitCode.ok;
+    }
+    const runId = args.positionals[0]!;
+    const action = HoldAnswerActionSchema.safeParse(required(args, 'action'));
+    if (!action.success) throw new UsageError('--action must be continue, reroute or terminate (a stop packet: use `baton answer`)');
+    const target = str(args, 'target');
+    if (action.data === 'reroute' && target === undefined) throw new UsageError('--action reroute needs --target <step, agent or role>');
+    if (action.data !== 'reroute' && target !== undefined) throw new UsageError('--target goes with --action reroute only');
+    const note = str(args, 'note');
+    const given = str(args, 'project');
+    const project = given !== undefined ? projectArg(given) : undefined;
+    const answerId = str(args, 'answer-id') ?? `cli-${randomUUID()}`;
+    return postAnswer(
+      ctx,
+      { kind: 'runs', what: 'run', id: runId, project },
+      { answer_id: answerId, action: action.data, ...(target !== undefined ? { target } : {}), ...(note !== undefined ? { note } : {}) },
+      args.values['json'] === true,
+    );
+  },
+};
