@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import {
   AgentResultSchema,
   inboxPrefixOf,
@@ -11,7 +12,7 @@ import {
   type SessionMessage,
   type StartRunRequest,
 } from '@baton/contracts';
-import { LedgerClient, connectNats, headersFrom, runConsumer, traceHeaders, type NatsHandle } from '@baton/eventstore';
+import { EventStoreError, LedgerClient, connectNats, headersFrom, runConsumer, traceHeaders, type NatsHandle } from '@baton/eventstore';
 import { InvalidInputError, LedgerCommandError, OfferTerminatedError } from './errors';
 import { createOfferHandler, type HandoffOffer } from './offers';
 import { DEFAULT_SENT_IDS, publishOnce, SentMessageIds } from './sent-ids';
@@ -167,21 +168,31 @@ const textEncoder = new TextEncoder();
  * Rejects when NATS is unreachable or JetStream is off.
  */
 export async function createBatonClient(options: BatonClientOptions): Promise<BatonAgent> {
+  // Options are checked before connecting: a refusal leaves no connection open behind it.
+  const sent = new SentMessageIds(options.sentIdsCapacity ?? DEFAULT_SENT_IDS);
   const owns = options.nats === undefined;
   const credsFile = options.natsCreds ?? process.env['NATS_CREDS'];
   const prefix = options.prefix ?? process.env['BATON_PREFIX'] ?? 'baton';
-  const nats =
-    options.nats ??
-    (await connectNats({
-      servers: options.natsUrl,
-      name: `baton-sdk-${options.project}-${options.agent}`,
-      ...(credsFile !== undefined && credsFile !== '' ? { credsFile } : {}),
-      // Replies, publish acks and pulled offers arrive on this agent's own inbox prefix (the only
-      // one its credentials may subscribe to); an agent may not ask for account-wide JetStream info.
-      inboxPrefix: inboxPrefixOf(prefix, { kind: 'agent', project: options.project, agent: options.agent }),
-      checkJetStream: false,
-    }));
-  return new NatsBatonAgent(nats, owns, options);
+  let nats = options.nats;
+  if (nats === undefined) {
+    try {
+      nats = await connectNats({
+        servers: options.natsUrl,
+        name: `baton-sdk-${options.project}-${options.agent}`,
+        ...(credsFile !== undefined && credsFile !== '' ? { credsFile } : {}),
+        // Replies, publish acks and pulled offers arrive on this agent's own inbox prefix (the only
+        // one its credentials may subscribe to); an agent may not ask for account-wide JetStream info.
+        inboxPrefix: inboxPrefixOf(prefix, { kind: 'agent', project: options.project, agent: options.agent }),
+        checkJetStream: false,
+      });
+    } catch (error) {
+      // Typed as the errors table says: a refusal of the credentials stays PermissionDenied, any
+      // other failure to connect (refused, unreachable, creds file unreadable) is store_error.
+      if (error instanceof EventStoreError) throw error;
+      throw new EventStoreError(`cannot connect to NATS at ${options.natsUrl ?? 'the default server'}: ${(error as Error).message}`, { cause: error });
+    }
+  }
+  return new NatsBatonAgent(nats, owns, options, sent);
 }
 
 class NatsBatonAgent implements BatonAgent {
@@ -193,15 +204,19 @@ class NatsBatonAgent implements BatonAgent {
   /** The message ids this client published (see {@link SentMessageIds}). */
   private readonly sent: SentMessageIds;
 
+  /** Tells this client's claims from another replica's of the same agent (see the claim key in `offers.ts`). */
+  private readonly instance = randomBytes(6).toString('hex');
+
   constructor(
     private readonly nats: NatsHandle,
     private readonly ownsConnection: boolean,
     options: BatonClientOptions,
+    sent: SentMessageIds,
   ) {
     this.prefix = options.prefix ?? process.env['BATON_PREFIX'] ?? 'baton';
     this.project = options.project;
     this.agent = options.agent;
-    this.sent = new SentMessageIds(options.sentIdsCapacity ?? DEFAULT_SENT_IDS);
+    this.sent = sent;
     this.ledger = new LedgerClient(nats, this.prefix, { as: Principals.agent(options.project, options.agent), timeoutMs: options.requestTimeoutMs ?? 5000 });
   }
 
@@ -251,6 +266,7 @@ class NatsBatonAgent implements BatonAgent {
     const handler = createOfferHandler({
       project: this.project,
       agent: this.agent,
+      instance: this.instance,
       ledger: this.ledger,
       publishResult: (result) => this.publishResult(result),
       onOffer: options.onOffer,

@@ -20,6 +20,7 @@ const refusedBy = (code: string, details?: Record<string, unknown>) =>
   createOfferHandler({
     project: 'shop',
     agent: 'alice',
+    instance: 'i-1',
     ledger: {} as never,
     publishResult: async () => ({ seq: 0, duplicate: false, stream: 'X' }),
     onOffer: async () => {
@@ -46,5 +47,67 @@ describe('an offer refused for a limit, not for itself', () => {
       (error: unknown) => error,
     );
     expect(failure).toBeInstanceOf(LedgerCommandError);
+  });
+});
+
+describe('the claim an offer sends, and the heartbeat that keeps it', () => {
+  /** A handler of client `instance` whose ledger answers claims with a claimed record and heartbeats as `beat` says. */
+  function client(instance: string, beat: (n: number) => { ok: false; error: { code: string; kind: string; message: string } } | null) {
+    const claims: Array<Record<string, unknown>> = [];
+    let beats = 0;
+    const claimed = (body: Record<string, unknown>) => ({
+      ok: true as const,
+      handoff: {
+        id: 'h-1',
+        status: 'claimed',
+        claimed_by: 'alice',
+        claim_id: `c-${String(body['idempotency_key'])}`,
+        claimed_at: new Date().toISOString(),
+        lease_expires_at: new Date(Date.now() + 900).toISOString(),
+      },
+      events: 1,
+    });
+    const ledger = {
+      claim: async (_project: string, body: Record<string, unknown>) => {
+        claims.push(body);
+        return claimed(body);
+      },
+      heartbeat: async (_project: string, body: Record<string, unknown>) => beat(++beats) ?? claimed(body),
+    };
+    let signal: AbortSignal | undefined;
+    const handler = createOfferHandler({
+      project: 'shop',
+      agent: 'alice',
+      instance,
+      ledger: ledger as never,
+      publishResult: async () => ({ seq: 0, duplicate: false, stream: 'X' }),
+      onOffer: async (offer) => {
+        await offer.claim({ leaseMs: 900 });
+        await offer.claim({ leaseMs: 900 });
+        signal = offer.signal;
+        await new Promise((resolve) => setTimeout(resolve, 1400));
+      },
+    });
+    return { run: () => handler(offerMessage(1)), claims, signal: () => signal, beats: () => beats };
+  }
+
+  it("a claim's key names this client among the agent's replicas: a retry of its own is the same claim, another replica given the same delivery is another claimer", async () => {
+    const first = client('i-1', () => null);
+    const second = client('i-2', () => null);
+    await Promise.all([first.run(), second.run()]);
+    expect(first.claims.map((c) => c['idempotency_key'])).toEqual(['claim:h-1:7:i-1', 'claim:h-1:7:i-1']);
+    expect(second.claims[0]!['idempotency_key']).toBe('claim:h-1:7:i-2');
+  });
+
+  it('a heartbeat the ledger could not decide (timeout, store down) keeps the claim and the beats going; a refusal stops them and aborts the signal', async () => {
+    const unavailable = client('i-1', (n) => (n <= 2 ? { ok: false, error: { code: 'timeout', kind: 'unavailable', message: 'no reply' } } : null));
+    await unavailable.run();
+    expect(unavailable.beats()).toBeGreaterThanOrEqual(3);
+    // Aborted only by the handler's return, not by the unanswered beats.
+    expect(String((unavailable.signal()!.reason as Error).message)).toBe('the offer handler returned');
+    const refused = client('i-1', () => ({ ok: false, error: { code: 'lease_expired', kind: 'wrong_state', message: 'lease expired' } }));
+    await refused.run();
+    expect(refused.beats()).toBe(1);
+    expect(refused.signal()!.reason).toMatchObject({ name: 'LedgerCommandError', code: 'lease_expired' });
   });
 });

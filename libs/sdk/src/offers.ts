@@ -99,12 +99,16 @@ export interface HandoffOffer {
 export interface OfferHandlerDeps {
   project: string;
   agent: string;
+  /** This client among the agent's replicas: part of the claim's idempotency key. */
+  instance: string;
   ledger: Pick<LedgerClient, 'claim' | 'heartbeat' | 'return' | 'release' | 'fail'>;
   publishResult: (result: AgentResultInput) => Promise<PublishReceipt>;
   onOffer: (offer: HandoffOffer) => Promise<void> | void;
 }
 
 const decoder = new TextDecoder();
+/** Ledger answers that say nothing of the claim: the ledger could not decide now, or failed. */
+const TRANSIENT_KINDS: ReadonlySet<string> = new Set(['unavailable', 'internal']);
 /** Refusals that mean "not yours to take", as opposed to faults. */
 const NOT_AVAILABLE_KINDS = new Set(['wrong_state', 'forbidden', 'not_found']);
 
@@ -165,7 +169,10 @@ class Offer implements HandoffOffer {
   async claim(options: ClaimOptions = {}): Promise<HandoffRecord> {
     const reply = await this.deps.ledger.claim(this.project, {
       handoff_id: this.handoffId,
-      idempotency_key: `claim:${this.handoffId}:${this.msg.seq}`,
+      // A retry of this client's claim of this delivery is the same claim; another replica given
+      // the same offer (redelivered while this one stalled) is another claimer, refused while the
+      // claim is held (tryClaim: null), not handed this one's claim to work it twice.
+      idempotency_key: `claim:${this.handoffId}:${this.msg.seq}:${this.deps.instance}`,
       ...(options.leaseMs !== undefined ? { lease_ms: options.leaseMs } : {}),
     });
     const handoff = this.accept('claim', reply);
@@ -289,11 +296,13 @@ class Offer implements HandoffOffer {
     const everyMs = typeof options.autoHeartbeat === 'object' ? options.autoHeartbeat.everyMs : Math.max(MIN_BEAT_MS, Math.floor(leaseMs / 3));
     this.timer = setInterval(() => {
       this.heartbeat().catch((error: unknown) => {
-        if (error instanceof LedgerCommandError) {
+        // The ledger unreachable or failing for now (a timeout after the client's retries, a store
+        // outage) says nothing of the claim: the next beat tries again while the lease lasts. A
+        // refusal (lease expired, claim lost or stale) means someone else may hold it: stop.
+        if (error instanceof LedgerCommandError && !TRANSIENT_KINDS.has(error.kind)) {
           this.stopHeartbeat();
           this.abort.abort(error);
         }
-        // Transport errors: the next beat tries again while the lease lasts.
       });
     }, everyMs);
     this.timer.unref();
