@@ -57,7 +57,7 @@ export interface HandoffOffer {
   readonly offered: Readonly<Record<string, unknown>>;
   /** 1 on first delivery; more when an earlier attempt failed or its replica died. */
   readonly deliveryCount: number;
-  /** The handoff as the ledger last answered (after claim and each helper); null before any call. */
+  /** The handoff as the offer carried it, then as the ledger last answered (after claim and each helper); null when the offer held no record. */
   readonly handoff: HandoffRecord | null;
   /** The current claim id, null until claimed. */
   readonly claimId: string | null;
