@@ -6,7 +6,8 @@ import type { GuardConfig, GuardStop } from './facts';
  * let expire, a result of the agent the router rejected). While open, every dispatch to the agent
  * (`run.routed` to it) stops that run with why `circuit_open`. After `circuitCooldownMs` (measured
  * on event times, so every watchdog decides alike) ONE dispatch goes through as a probe
- * (half-open): its success closes the circuit, its failure opens it again.
+ * (half-open): its success closes the circuit, its failure opens it again; a probe that comes to
+ * neither within another cool-down is replaced by the next dispatch.
  */
 
 export type CircuitState =
@@ -75,6 +76,11 @@ export function stepCircuit(current: CircuitState | undefined, input: CircuitInp
         return { state, stops: [openStop(input, input.run, `circuit of ${input.agent} is open since ${state.opened_at}; dispatch held`)] };
       }
       if (state.probe_run === input.run) return { state, stops: [] };
+      // A probe whose handoff ended neither way (released, abandoned when its run stopped,
+      // archived) resolves nothing: after another cool-down the next dispatch is the probe, so a
+      // half-open circuit cannot hold every dispatch for good.
+      const stale = Date.parse(input.at) - Date.parse(state.probe_since) >= config.circuitCooldownMs;
+      if (stale) return { state: { status: 'half_open', failures: state.failures, probe_run: input.run, probe_since: input.at }, stops: [] };
       return { state, stops: [openStop(input, input.run, `circuit of ${input.agent} is half-open; a probe (run ${state.probe_run}) is in flight`)] };
     }
     default: {

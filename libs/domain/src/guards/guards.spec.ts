@@ -162,6 +162,14 @@ describe('loop guard: circuit per agent (why circuit_open)', () => {
     expect(other.stops).toEqual([expect.objectContaining({ workflow_run_id: 'r3' })]);
   });
 
+  it('a probe that neither succeeds nor fails (its handoff released or abandoned) is replaced by the next dispatch after another cool-down, not waited on for good', () => {
+    const history = [failure('x', 1), failure('x', 2), failure('x', 3), dispatch('x', 70, 'r2')];
+    expect(givenCircuit(history).when(dispatch('x', 100, 'r3')).stops).toEqual([expect.objectContaining({ workflow_run_id: 'r3' })]);
+    const next = givenCircuit(history).when(dispatch('x', 131, 'r4'));
+    expect(next.stops).toEqual([]);
+    expect(next.state).toMatchObject({ status: 'half_open', probe_run: 'r4', probe_since: at(131) });
+  });
+
   it('the probe succeeding closes the circuit; the probe failing opens it again', () => {
     const history = [failure('x', 1), failure('x', 2), failure('x', 3), dispatch('x', 70, 'r2')];
     expect(givenCircuit(history).when({ kind: 'success', project: 'p', agent: 'x' }).state).toEqual({ status: 'closed', failures: 0 });
