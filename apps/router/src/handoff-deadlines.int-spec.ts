@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
-import { createEventRegistry, Subjects, type AgentResult, type ProjectDefinition } from '@baton/contracts';
+import { createEventRegistry, Principals, Subjects, type AgentResult, type ProjectDefinition } from '@baton/contracts';
 import { compileProject, LOAN_EXAMPLE_YAML } from '@baton/definitions';
-import { connectNats, JetStreamEventStore, type NatsHandle, type StoredEvent } from '@baton/eventstore';
+import { connectNats, JetStreamEventStore, LedgerClient, type NatsHandle, type StoredEvent } from '@baton/eventstore';
 import type { RunningService } from '@baton/platform';
 import { waitFor } from '@baton/wait';
 // The real ledger and watchdog in-process (test-only cross-app imports, like meshes.int-spec.ts).
@@ -95,6 +95,9 @@ describe('a returnable handoff has a deadline (issue 5; router + ledger + watchd
     ] as const) {
       expect(await publishDefinition(nats, prefix, project, definition(project, onFailure))).toMatchObject({ ok: true });
     }
+    // The loan example as written (its RESPOND, the default deadline): a child that fails its handoff itself.
+    const plain = compileProject([{ path: 'loans.yaml', text: LOAN_EXAMPLE_YAML.replace('project: loans', 'project: dlended') }]).project!;
+    expect(await publishDefinition(nats, prefix, 'dlended', plain)).toMatchObject({ ok: true });
   }, 30_000);
 
   afterAll(async () => {
@@ -132,6 +135,30 @@ describe('a returnable handoff has a deadline (issue 5; router + ledger + watchd
     // Applied once, even though the handoff-event consumer keeps running.
     await sleep(600);
     expect((await payloads('dlrespond', run, 'run.handoff_completed')).filter((p) => p['outcome'] === 'timeout')).toHaveLength(1);
+  }, 20_000);
+
+  it('a child that fails its handoff (or a person who abandons it) is a failure of the route, not a wait: handoff_completed (error) and ON_FAILURE at once, not at the deadline', async () => {
+    const { run, handoffId } = await start('dlended');
+    await childCreated('dlended', handoffId);
+    const child = new LedgerClient(nats, prefix, { as: Principals.agent('dlended', 'Income_Capture_Agent') });
+    const claimed = await child.claim('dlended', { handoff_id: handoffId, idempotency_key: `claim-${handoffId}` });
+    expect(claimed.ok).toBe(true);
+    const failed = await child.fail('dlended', {
+      handoff_id: handoffId,
+      claim_id: claimed.ok ? claimed.handoff.claim_id! : '',
+      reason: 'the income service is down',
+      idempotency_key: `fail-${handoffId}`,
+    });
+    expect(failed.ok).toBe(true);
+    const completed = await waitFor(async () => (await payloads('dlended', run, 'run.handoff_completed')).find((p) => p['outcome'] === 'error'), 'the failure');
+    expect(completed).toMatchObject({
+      handoffId,
+      to: 'Income_Capture_Agent',
+      code: 'handoff_failed',
+      onFailure: 'respond',
+      cause: 'handoff_ended: failed by Income_Capture_Agent: the income service is down',
+    });
+    expect(await waitEvent('dlended', run, 'run.awaiting_input')).toMatchObject({ agent: 'Loan_Supervisor' });
   }, 20_000);
 
   it('ON_FAILURE continue: past the deadline the parent gets control back and waits for the customer', async () => {

@@ -7,6 +7,10 @@ import { RunCommands, runRef } from '../runs/run-commands';
 import { ROUTER_ACTOR } from '../shared/ids';
 
 type HandoffDeadlineExpiredEvent = ReactorEvent<Extract<HandoffEvent, { type: 'handoff.deadline_expired' }>>;
+type HandoffEndedEvent = ReactorEvent<Extract<HandoffEvent, { type: 'handoff.failed' | 'handoff.abandoned' }>>;
+
+/** The code on the run when a handoff it waits on ended without a result: `handoff_failed` / `handoff_abandoned`. */
+export const HandoffEndedCode = { failed: 'handoff_failed', abandoned: 'handoff_abandoned' } as const;
 
 /** The code on `run.handoff_completed` (outcome `timeout`) when a child's deadline passed. */
 export const HANDOFF_DEADLINE_CODE = 'deadline';
@@ -40,13 +44,53 @@ export class HandoffDeadlineReactor {
     aggregate: 'handoff',
     // The claim readers' fold (no work item), so this reactor and the claim check share one cache entry.
     decider: handoffClaimFold,
-    on: { 'handoff.deadline_expired': (event, state, ctx) => this.timeOut(event, state.before, ctx.trace) },
+    on: {
+      'handoff.deadline_expired': (event, state, ctx) => this.timeOut(event, state.before, ctx.trace),
+      'handoff.failed': (event, state, ctx) => this.ended(event, state.before, ctx.trace),
+      'handoff.abandoned': (event, state, ctx) => this.ended(event, state.before, ctx.trace),
+    },
   });
 
   constructor(
     @Inject(RUNTIME) private readonly runtime: ServiceRuntime,
     private readonly runs: RunCommands,
   ) {}
+
+  /**
+   * A handoff of a run that ended without a result — failed by its claimer or a person, abandoned
+   * by a person (the router's own abandon of a stopped run's handoff is not news to the run) —
+   * becomes `handoff_failed` with reason `ended`: a pending returnable child applies its ON_FAILURE,
+   * the handoff the running run's agent worked on holds the run for a person; anything else is a
+   * no-op (see the run decider).
+   */
+  private async ended(envelope: HandoffEndedEvent, handoff: HandoffState, trace: HopTrace): Promise<void> {
+    const data = envelope.payload;
+    const by = 'failed_by' in data ? data.failed_by : data.abandoned_by;
+    if (by === ROUTER_ACTOR) return;
+    const created = handoff.status === 'absent' ? null : handoff;
+    const run = created === null ? null : handoffRun(created);
+    if (run === null) return;
+    const code = envelope.type === 'handoff.failed' ? HandoffEndedCode.failed : HandoffEndedCode.abandoned;
+    const message = `${envelope.type === 'handoff.failed' ? 'failed' : 'abandoned'} by ${by}: ${data.reason}`;
+    const log = this.runtime.logger.child({ trace_id: trace.traceId, project: envelope.project, handoff_id: data.handoff_id, event_id: envelope.id });
+    const outcome = await this.runs.runWithDefinitions(
+      runRef(run.project, run.workflow_run_id),
+      (definitions) => ({
+        kind: 'handoff_failed',
+        failure: { handoff_id: data.handoff_id, code, message, reason: HandoffFailureReason.ended },
+        definitions,
+        metadata: { now: data.at, actor: ROUTER_ACTOR },
+      }),
+      { kind: 'handoff_failed', id: envelope.id, actor: ROUTER_ACTOR, origin: 'engine_fallback', workflowRunId: run.workflow_run_id, now: data.at, trace },
+    );
+    if (!outcome.ok) {
+      // A run that does not exist, or is not this router's to decide now: the handoff was the run's business only if the run could take it.
+      log.warn('a run handoff ended without a result; the run did not take it', { workflow_run_id: run.workflow_run_id, code: outcome.error.code });
+      return;
+    }
+    if (outcome.events.length > 0)
+      log.warn('a run handoff ended without a result; the run applied it', { workflow_run_id: run.workflow_run_id, events: outcome.events.map((e) => e.type) });
+  }
 
   private async timeOut(envelope: HandoffDeadlineExpiredEvent, handoff: HandoffState, trace: HopTrace): Promise<void> {
     const expired = envelope.payload;

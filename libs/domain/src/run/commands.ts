@@ -142,15 +142,20 @@ export const HandoffFailureReason = {
   createRefused: 'create_refused',
   /** Its deadline passed with no result from the target (outcome `timeout`, issue 5). */
   timeout: 'timeout',
+  /** It ended without a result: failed (`fail`) or abandoned by someone other than the router (outcome `error`). */
+  ended: 'ended',
 } as const;
 export type HandoffFailureReason = (typeof HandoffFailureReason)[keyof typeof HandoffFailureReason];
 
 /**
  * A handoff the run routed failed before its target produced a result (seed 001 ON_FAILURE):
  * the ledger refused to create it (`reason` `create_refused`, the default: outcome `error`) or
- * its deadline passed (`timeout`: outcome `timeout`). When it is the run's pending handoff,
- * record `handoff_completed` and apply the route's ON_FAILURE. Otherwise — the child already
- * ran or returned, or the failure was applied before — nothing happens (idempotent).
+ * its deadline passed (`timeout`: outcome `timeout`), or it ended without a result (`ended`: its
+ * claimer or a person failed or abandoned it). When it is the run's pending handoff, record
+ * `handoff_completed` and apply the route's ON_FAILURE. When it is the handoff the running run's
+ * current agent works on (`ended` only), the run cannot go on without a person: it holds, and
+ * `continue` dispatches the same agent again. Otherwise — the child already ran or returned, the
+ * run moved on, or the failure was applied before — nothing happens (idempotent).
  */
 export interface HandoffFailedCommand {
   type: 'handoff_failed';

@@ -586,11 +586,11 @@ export function handoffFailed(
     outcome: timedOut ? 'timeout' : 'error',
     durationMs: elapsedMs(pending.at, c.now),
     siblingIntentMs: siblingIntentMs(c, pending.at),
-    cause: clip(`${timedOut ? 'deadline_expired' : 'create_refused'}: ${message}`, 200),
+    cause: clip(`${timedOut ? 'deadline_expired' : reason === HandoffFailureReason.ended ? 'handoff_ended' : 'create_refused'}: ${message}`, 200),
     code,
     onFailure: policy.action,
   });
-  const what = timedOut ? `timed out (${code})` : `failed (${code})`;
+  const what = timedOut ? `timed out (${code})` : reason === HandoffFailureReason.ended ? `ended without a result (${code})` : `failed (${code})`;
   switch (policy.action) {
     case 'continue':
       emit(c, {

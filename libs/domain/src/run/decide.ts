@@ -21,7 +21,7 @@ import { accept, assertNever, Decider, DecisionResult, DomainErrorKind, reject }
 import { buildHumanActionNotice, selectNoticeRecipient } from '../notices';
 import { entryRoute, resolveNamedTarget, resolveRoute } from '../routing';
 import { buildStop, decideResume, StopFacts } from '../stop';
-import { HandoffFailedCommand, RecordResult, RejectResult, ResumeRun, RunCommand, SessionMessageCommand, StartRun, StopRun } from './commands';
+import { HandoffFailedCommand, HandoffFailureReason, RecordResult, RejectResult, ResumeRun, RunCommand, SessionMessageCommand, StartRun, StopRun } from './commands';
 import { afterResult, conversationCtx, deliverMessage, handoffFailed, isConversational, queueMessage, receiveMessage } from './conversation';
 import { deriveId } from './ids';
 import { handoffIdFor, noticeIdFor, stopIdFor } from './ids';
@@ -474,7 +474,7 @@ function failHandoff(command: HandoffFailedCommand, state: RunState): DecisionRe
   const cause: RouteCause = { kind: 'handoff_failed', id: data.handoff_id };
   const c = conversationCtx(state, cause, metadata.now, data);
   const outcome = handoffFailed(c, data.handoff_id, data.code, data.message, data.reason);
-  if (outcome === null) return accept();
+  if (outcome === null) return stepHandoffEnded(command, state, cause);
   if (outcome === 'done') return accept(...c.events);
   // ON_FAILURE ESCALATE: hold the run for a person, with the caller as where `continue` goes.
   const pending = state.pendingHandoff!;
@@ -492,6 +492,28 @@ function failHandoff(command: HandoffFailedCommand, state: RunState): DecisionRe
   };
   const ctx: OutcomeContext = { state: c.state, cause, now: metadata.now, agentText: null };
   return accept(...c.events, ...outcomeEvents(ctx, decision, { workflow: data.workflow, agents: data.agents, result: null }));
+}
+
+/**
+ * The handoff a running run's current agent works on ended without a result (failed by its
+ * claimer or a person, abandoned by a person): nothing will route the run, so it holds for a
+ * person — `continue` dispatches the same agent again (a new handoff), `reroute` another,
+ * `terminate` ends it. Any other handoff, or a run not running on it, is not this run's concern.
+ */
+function stepHandoffEnded(command: HandoffFailedCommand, state: RunState, cause: RouteCause): DecisionResult<RunEvent> {
+  const { data, metadata } = command;
+  if (data.reason !== HandoffFailureReason.ended || state.status !== 'running' || state.handoffId !== data.handoff_id) return accept();
+  const reason = clip(`handoff ${data.handoff_id} of '${state.agent}' ended without a result (${data.code}): ${data.message}`, 1_000);
+  const decision: RouteDecision = {
+    rule: 'no_action_default',
+    outcome: 'hold',
+    hold_kind: 'hold',
+    pending_target: { agent: state.agent, step: state.step },
+    dispatch: { status: 'hold', reason, origin: 'engine_fallback' },
+    callback_after: null,
+  };
+  const ctx: OutcomeContext = { state, cause, now: metadata.now, agentText: null };
+  return accept(...outcomeEvents(ctx, decision, { workflow: data.workflow, agents: data.agents, result: null }));
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -363,6 +363,29 @@ describe('workflow run: stops with a packet (seed 003)', () => {
     expect(play([resultCmd('r1', 'issue')], started()).last.map((e) => e.type)).toEqual(['run.result_recorded', 'run.held', 'run.notice_emitted']);
   });
 
+  it('the handoff the running agent works on ended without a result (failed by its claimer, abandoned by a person): the run holds for a person, continue dispatches the same agent again; another handoff or a timeout of it changes nothing', () => {
+    const ended = (handoffId: string, reason: 'ended' | 'timeout' = 'ended'): RunCommand => ({
+      type: 'handoff_failed',
+      data: { handoff_id: handoffId, code: 'handoff_failed', message: 'failed by issue: crashed', reason, workflow, agents },
+      metadata: meta,
+    });
+    const { last, state } = play([ended(`ho-s-${RUN}`)], started());
+    expect(last.map((e) => e.type)).toEqual(['run.held', 'run.notice_emitted']);
+    expect(ofType(last, 'run.held')[0]!.data).toMatchObject({
+      reason: `handoff ho-s-${RUN} of 'issue' ended without a result (handoff_failed): failed by issue: crashed`,
+      pending_target: { agent: 'issue', step: 'triage' },
+    });
+    expect(state.status).toBe('held');
+    const again = play([holdAnswer('a-1', 'continue')], play([ended(`ho-s-${RUN}`)], started()).events);
+    expect(ofType(again.last, 'run.routed')[0]!.data).toMatchObject({ target: { agent: 'issue', step: 'triage' } });
+    expect(ofType(again.last, 'run.routed')[0]!.data.handoff_id).not.toBe(`ho-s-${RUN}`);
+    // Not the current handoff, or not an end without a result: nothing.
+    expect(play([ended('ho-r-old')], started()).last).toEqual([]);
+    expect(play([ended(`ho-s-${RUN}`, 'timeout')], started()).last).toEqual([]);
+    // Applied once: the run is held now, a second delivery finds nothing to do.
+    expect(play([ended(`ho-s-${RUN}`), ended(`ho-s-${RUN}`)], started()).last).toEqual([]);
+  });
+
   it('a budget stop reported by the agent keeps the cap it hit: only an operator lifts it, and only above that cap', () => {
     const cap = { name: 'tool_calls', limit: 20, used: 20 };
     const { last, events } = play([decided('r1', 'issue', advance, { stop: { why: 'budget', cap }, budget_used: { tool_calls: 20 } })], started());
