@@ -21,7 +21,17 @@ import { accept, assertNever, Decider, DecisionResult, DomainErrorKind, reject }
 import { buildHumanActionNotice, selectNoticeRecipient } from '../notices';
 import { entryRoute, resolveNamedTarget, resolveRoute } from '../routing';
 import { buildStop, decideResume, StopFacts } from '../stop';
-import { HandoffFailedCommand, HandoffFailureReason, RecordResult, RejectResult, ResumeRun, RunCommand, SessionMessageCommand, StartRun, StopRun } from './commands';
+import {
+  HandoffFailedCommand,
+  HandoffFailureReason,
+  RecordResult,
+  RejectResult,
+  ResumeRun,
+  RunCommand,
+  SessionMessageCommand,
+  StartRun,
+  StopRun,
+} from './commands';
 import { afterResult, conversationCtx, deliverMessage, handoffFailed, isConversational, queueMessage, receiveMessage } from './conversation';
 import { deriveId } from './ids';
 import { handoffIdFor, noticeIdFor, stopIdFor } from './ids';
