@@ -497,7 +497,7 @@ export const RunHandoffCompletedSchema = z.strictObject({
    * result / failure, wall time) does not change; with several messages the sum can exceed it.
    */
   siblingIntentMs: z.number().int().min(0).optional(),
-  /** The ON_FAILURE policy applied (error outcomes only). */
+  /** The ON_FAILURE policy applied (error and timeout outcomes). */
   onFailure: z.enum(['continue', 'escalate', 'respond']).optional(),
   at: IsoTimeSchema,
 });
