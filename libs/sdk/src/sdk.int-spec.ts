@@ -220,7 +220,7 @@ describe('the agent SDK against a real NATS server', () => {
       {
         command: 'claim',
         subject: AgentSubjects.ledger(prefix, PROJECT, AGENT, 'claim'),
-        body: { handoff_id: 'h-1', idempotency_key: expect.stringMatching(/^claim:h-1:\d+$/) },
+        body: { handoff_id: 'h-1', idempotency_key: expect.stringMatching(/^claim:h-1:\d+:[0-9a-f]{12}$/) },
       },
     ]);
     // The subject names the agent; the body never does.
