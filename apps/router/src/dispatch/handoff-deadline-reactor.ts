@@ -17,7 +17,8 @@ export const HANDOFF_DEADLINE_CODE = 'deadline';
 
 /**
  * The router's reactor over handoff events (`<prefix>.ev.*.handoff.*`, the ledger's aggregate,
- * read-only here): it closes the loop of a returnable handoff's deadline (issue 5).
+ * read-only here): it closes the loop of a run's handoff that ends without a result — past its
+ * deadline (issue 5), below, or failed / abandoned ({@link HandoffDeadlineReactor.ended}).
  *
  * `handoff.deadline_expired` (the watchdog expired a handoff still pending or claimed past its
  * `deadline_at`) of a handoff that belongs to a workflow run (`workflow_run_id` on its

@@ -492,14 +492,7 @@ function failHandoff(command: HandoffFailedCommand, state: RunState): DecisionRe
     data.reason === 'timeout'
       ? `handoff ${pending.from} → ${pending.to} timed out: no result from ${pending.to} by its deadline (${data.code}); ON_FAILURE ESCALATE`
       : `handoff ${pending.from} → ${pending.to} failed before ${pending.to} accepted it (${data.code}); ON_FAILURE ESCALATE`;
-  const decision: RouteDecision = {
-    rule: 'handoff',
-    outcome: 'hold',
-    hold_kind: 'hold',
-    pending_target: { agent: pending.from, step: pending.fromStep },
-    dispatch: { status: 'hold', reason, origin: 'engine_fallback' },
-    callback_after: null,
-  };
+  const decision = engineHold('handoff', { agent: pending.from, step: pending.fromStep }, reason);
   const ctx: OutcomeContext = { state: c.state, cause, now: metadata.now, agentText: null };
   return accept(...c.events, ...outcomeEvents(ctx, decision, { workflow: data.workflow, agents: data.agents, result: null }));
 }
@@ -514,16 +507,21 @@ function stepHandoffEnded(command: HandoffFailedCommand, state: RunState, cause:
   const { data, metadata } = command;
   if (data.reason !== HandoffFailureReason.ended || state.status !== 'running' || state.handoffId !== data.handoff_id) return accept();
   const reason = clip(`handoff ${data.handoff_id} of '${state.agent}' ended without a result (${data.code}): ${data.message}`, 1_000);
-  const decision: RouteDecision = {
-    rule: 'no_action_default',
+  const ctx: OutcomeContext = { state, cause, now: metadata.now, agentText: null };
+  const decision = engineHold('no_action_default', { agent: state.agent, step: state.step }, reason);
+  return accept(...outcomeEvents(ctx, decision, { workflow: data.workflow, agents: data.agents, result: null }));
+}
+
+/** A hold the engine decides for a person (no agent decided it): `continue` goes to `pendingTarget`. */
+function engineHold(rule: RouteDecision['rule'], pendingTarget: RouteTarget, reason: string): RouteDecision {
+  return {
+    rule,
     outcome: 'hold',
     hold_kind: 'hold',
-    pending_target: { agent: state.agent, step: state.step },
+    pending_target: pendingTarget,
     dispatch: { status: 'hold', reason, origin: 'engine_fallback' },
     callback_after: null,
   };
-  const ctx: OutcomeContext = { state, cause, now: metadata.now, agentText: null };
-  return accept(...outcomeEvents(ctx, decision, { workflow: data.workflow, agents: data.agents, result: null }));
 }
 
 // ---------------------------------------------------------------------------------------------
