@@ -163,7 +163,11 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
     expect((await get('/v1/inbox?why=policy')).body.items!.map((i) => i['id'])).toEqual(['stop:demo:stop-r-res-a1']);
     expect((await get('/v1/inbox?kind=stop,hold')).body.items!.map((i) => i['kind']).sort()).toEqual(['hold', 'stop', 'stop']);
     expect((await get('/v1/inbox?kind=handback&agent=alice')).body.items!.map((i) => i['id'])).toEqual(['handback:demo:hb-h-1']);
-    expect((await get('/v1/inbox?status=closed')).body.items!.map((i) => i['id']).sort()).toEqual(['handback:demo:hb-h-2', 'stop:demo:stop-r-res-c1']);
+    // Ended by a person's answer or decision: `answered`; ended otherwise: `closed`.
+    expect((await get('/v1/inbox?status=answered')).body.items!.map((i) => i['id']).sort()).toEqual(['handback:demo:hb-h-2', 'stop:demo:stop-r-res-c1']);
+    expect((await get('/v1/inbox?status=answered')).body.items!.every((i) => i['closed_by'] !== undefined)).toBe(true);
+    expect((await get('/v1/inbox?status=closed')).body.items!).toEqual([]);
+    expect((await get('/v1/inbox?status=answered,closed')).body.items!.map((i) => i['id']).sort()).toEqual(['handback:demo:hb-h-2', 'stop:demo:stop-r-res-c1']);
     expect((await get('/v1/inbox?priority=urgent&status=any')).body.items!.map((i) => i['id'])).toEqual(['handback:demo:hb-h-2']);
     const urgent = (await get('/v1/inbox?order=urgent')).body.items!.map((i) => Number(i['urgency']));
     expect(urgent).toEqual([...urgent].sort((a, b) => b - a));

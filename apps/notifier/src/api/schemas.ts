@@ -45,7 +45,11 @@ const limit = z
 const cursor = z.string().min(1).max(2_000);
 
 export const InboxKindSchema = z.enum(['stop', 'hold', 'handback', 'escalation']);
-export const InboxStatusSchema = z.enum(['open', 'answered', 'closed']);
+export const InboxStatusSchema = z
+  .enum(['open', 'answered', 'closed'])
+  .describe(
+    "open; answered (a person's answer or handback decision ended the item); closed (anything else ended it: superseded, the run ended, the handoff withdrawn)",
+  );
 
 /** `GET /v1/inbox` query. Unknown parameters are refused (400). `status` defaults to `open`; `any` lists all. */
 export const InboxQuerySchema = z.strictObject({

@@ -30,7 +30,7 @@ button.btn.danger { background:var(--danger); border-color:var(--danger); color:
 .live[data-state="live"] { background:#e2f3e4; color:var(--ok); }
 #items { list-style:none; padding:0; margin:14px 0; display:flex; flex-direction:column; gap:12px; }
 article.item { background:var(--card); border:1px solid var(--line); border-radius:8px; padding:12px 16px; }
-article.item[data-status="closed"] { opacity:.7; }
+article.item[data-status="closed"], article.item[data-status="answered"] { opacity:.7; }
 .badges { display:flex; flex-wrap:wrap; gap:6px; margin:4px 0 8px; }
 .badge { font-size:12px; padding:1px 8px; border-radius:10px; background:#eef1f5; color:#2c3a4a; }
 .badge.urgent, .badge.high { background:#fde7e6; color:var(--danger); }

@@ -24,7 +24,7 @@ export interface InboxFilterValues {
 
 const WHYS = [...StopWhySchema.options, 'hold', 'human_gate', 'lease_expired', 'rework'];
 const PRIORITIES = ['urgent', 'high', 'medium', 'low'];
-const STATUSES = ['open', 'closed', 'any'];
+const STATUSES = ['open', 'answered', 'closed', 'any'];
 const KINDS = ['stop', 'hold', 'handback', 'escalation'];
 
 const str = (value: unknown): string | undefined => (typeof value === 'string' && value !== '' ? value : undefined);

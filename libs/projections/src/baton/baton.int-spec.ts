@@ -142,7 +142,9 @@ describe('Baton projections (real Redis)', () => {
           expect(item).toMatchObject({ status: 'open' });
           expect(open).toContain(c.id);
         } else {
-          expect(item).toMatchObject({ status: 'closed', resolution: c.resolution });
+          // A person's answer or handback decision ends an item `answered`; anything else `closed`.
+          const status = /^(answered|decided):/.test(c.resolution) ? 'answered' : 'closed';
+          expect(item).toMatchObject({ status, resolution: c.resolution });
           expect(open).not.toContain(c.id);
         }
       }

@@ -9,7 +9,7 @@ export const UrgencyByPriority: Readonly<Record<HandoffPriority, number>> = { ur
 export const InboxKind = { stop: 'stop', hold: 'hold', handback: 'handback', escalation: 'escalation' } as const;
 export type InboxKind = (typeof InboxKind)[keyof typeof InboxKind];
 
-/** Inbox item statuses: open until answered / resumed / decided / withdrawn, then closed. */
+/** Inbox item statuses: open, then `answered` (a person's answer or handback decision ended it) or `closed` (anything else did). */
 export const InboxStatus = { open: 'open', answered: 'answered', closed: 'closed' } as const;
 export type InboxStatus = (typeof InboxStatus)[keyof typeof InboxStatus];
 

@@ -13,8 +13,10 @@ export const INBOX_STORE = 'inbox';
 /**
  * An item of the operator inbox. `kind` says what the person must do: answer a stop packet's
  * form (`stop`), answer a hold (`hold`), accept or rework a completion handback (`handback`), or
- * take over an escalation (`escalation`). `status` is `open` until the item is answered, resumed,
- * decided or withdrawn, then `closed` with a `resolution`. `at` is when it opened (epoch ms).
+ * take over an escalation (`escalation`). `status` is `open` until the item ends: `answered` when a
+ * person's answer or handback decision ended it (resolution `answered:<action>` /
+ * `decided:<decision>`), `closed` when anything else did (resumed, superseded, the run ended, the
+ * handoff withdrawn...); either way with a `resolution`. `at` is when it opened (epoch ms).
  */
 export interface InboxItem extends IndexedItem {
   kind: InboxKind;
@@ -93,10 +95,13 @@ const HandoffStatusAfter: Record<string, string> = {
 
 const PriorityRank: Record<HandoffPriority, number> = { low: 0, medium: 1, high: 2, urgent: 3 };
 
+/** A resolution that says a person's answer or handback decision ended the item. */
+const byAnswer = (resolution: string): boolean => resolution.startsWith('answered:') || resolution.startsWith('decided:');
+
 function close(id: string, resolution: string, event: SequencedEvent, by?: string, extra: Record<string, string> = {}): ProjectionOp {
   return Op.itemPatch(INBOX_STORE, id, {
     ...extra,
-    status: InboxStatus.closed,
+    status: byAnswer(resolution) ? InboxStatus.answered : InboxStatus.closed,
     resolution,
     closed_at: event.occurredAt,
     ...(by !== undefined ? { closed_by: by } : {}),
@@ -348,15 +353,16 @@ function stopItemUpsert(packet: StopPacket, event: SequencedEvent, of: 'Run' | '
  * The `inbox` projection: every item a person must act on — an open stop packet, a hold, a
  * completion handback waiting for accept / rework (whoever it is addressed to: agent, person or
  * role; operators filter), an escalation — indexed by project, kind, why, agent, priority and
- * status, ordered newest or most urgent first. Items close (status `closed`, with a resolution)
- * when answered, resumed, decided or withdrawn, and so leave the open views.
+ * status, ordered newest or most urgent first. Items end (status `answered` when a person's answer
+ * or decision ended them, else `closed`; with a resolution) and so leave the open views.
  */
 export function inboxProjection(): FoldingProjection<JsonValue> {
   return {
     name: 'inbox',
     // 2: items carry trace_id. 3: item ids and memo keys hold the project (`stop:<project>:<id>`...).
     // 4: a cross-project handoff's escalation item names its run's project (`run_project`).
-    version: 4,
+    // 5: an item a person's answer or handback decision ended is `answered`, not `closed`.
+    version: 5,
     handles: (type) => type.startsWith('run.') || type.startsWith('handoff.') || type === 'mesh.stopped' || type === 'mesh.stop_answered',
     stateKeyOf: (event) =>
       event.type.startsWith('mesh.') ? null : `${event.type.startsWith('run.') ? 'm:run:' : 'm:ho:'}${projectRef(event.project, event.aggregate.id)}`,

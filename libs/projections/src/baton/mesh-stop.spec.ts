@@ -113,7 +113,7 @@ describe('a stopped handoff mesh reaches the operator (seed 004: the cap ends a 
       expect.objectContaining({
         op: 'item.patch',
         id: 'stop:demo:stop-mt-r2',
-        set: expect.objectContaining({ status: 'closed', resolution: 'answered:deny', closed_by: 'olga' }),
+        set: expect.objectContaining({ status: 'answered', resolution: 'answered:deny', closed_by: 'olga' }),
       }),
     ]);
     expect(stopsProjection().step(null, answered).ops).toEqual([
