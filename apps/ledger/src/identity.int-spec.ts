@@ -290,6 +290,27 @@ describe('ledger identity (real NATS): the subject names the caller; the body ne
     ]);
   });
 
+  it('seed 002 hole (c): a create of a completion_handback is refused handback_create_forbidden (forbidden), from an agent or the router (before: a schema_violation, the kind not being in the wire form)', async () => {
+    const forge = {
+      handoff_id: 'hb-forged',
+      project: P,
+      kind: 'completion_handback',
+      from_agent: 'alice',
+      to_agent: 'alice',
+      reply_to_handoff_id: 'h-any',
+      summary: 'forged',
+    };
+    const senders = [
+      { principal: Principals.agent(P, 'alice'), body: { ...forge, idempotency_key: 'f-agent' } },
+      { principal: Principals.service('router'), body: { ...forge, idempotency_key: 'f-router' } },
+    ];
+    for (const { principal, body } of senders) {
+      const { reply } = await send(principal, 'create', body);
+      expect({ principal, reply }).toMatchObject({ principal, reply: { ok: false, error: { code: 'handback_create_forbidden', kind: 'forbidden' } } });
+    }
+    expect(await client.get(P, 'hb-forged')).toBeNull();
+  });
+
   it('a worker cannot decide its own handback: as itself it is refused by the domain (self_accept_forbidden); claiming to be an operator is identity_mismatch; a third agent and a viewer may not; an operator may', async () => {
     expect(
       await client.create(P, { handoff_id: 'h-work', from_agent: 'alice', to_agent: 'bob', summary: 'work', idempotency_key: 'c-work' }, as('alice')),

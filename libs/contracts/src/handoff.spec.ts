@@ -30,9 +30,11 @@ describe('handoff wire contracts', () => {
     expect(parsed.success).toBe(false);
   });
 
-  it('the wire cannot create a completion handback (only the ledger`s handback policy does)', () => {
+  it('the wire cannot name a handback`s reviewed worker (only the ledger`s handback policy does); a completion_handback kind parses so the ledger refuses it by its code', () => {
     const base = { handoff_id: 'h1', project: 'p', from_agent: 'alice', summary: 's', idempotency_key: 'k' };
-    expect(CreateHandoffCommandSchema.safeParse({ ...base, kind: 'completion_handback' }).success).toBe(false);
+    // The decider refuses it `handback_create_forbidden` (handoff.spec.ts, hole (c)); no schema error hides that code.
+    expect(CreateHandoffCommandSchema.safeParse({ ...base, kind: 'completion_handback' }).success).toBe(true);
+    expect(CreateHandoffCommandSchema.safeParse({ ...base, kind: 'completion_handback', reviewed_worker: 'bob' }).success).toBe(false);
     expect(CreateHandoffCommandSchema.parse(base)).toMatchObject({ kind: 'task', priority: 'medium', max_retries: 3 });
   });
 

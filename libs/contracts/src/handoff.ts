@@ -229,11 +229,18 @@ const LeaseMsSchema = z
   .min(1_000)
   .max(24 * 60 * 60 * 1000);
 
-/** Create a handoff. `completion_handback` handoffs are created only by the ledger's own policy. */
+/**
+ * Create a handoff. `completion_handback` handoffs are created only by the ledger's own policy: the
+ * kind is part of the wire form so that a client asking for one is told so
+ * (`handback_create_forbidden`, kind `forbidden`) rather than getting a schema error.
+ */
 export const CreateHandoffCommandSchema = z.strictObject({
   handoff_id: IdSchema,
   project: ProjectIdSchema,
-  kind: z.enum(['task', 'consult']).default('task'),
+  kind: z
+    .enum(['task', 'consult', 'completion_handback'])
+    .default('task')
+    .describe('task or consult; completion_handback is always refused handback_create_forbidden (only the ledger makes handbacks, when work is returned)'),
   priority: HandoffPrioritySchema.default('medium'),
   from_agent: ActorNameSchema,
   to_role: ActorNameSchema.optional(),
