@@ -388,6 +388,30 @@ function tryFire(
   return true;
 }
 
+/**
+ * The route an agent chose (`handoff: { to }` in its result) is held to the same checks as a route
+ * taken at message time, WHEN first: an agent may name its successor, not skip the gate before it.
+ * Its routes to that target are tried in order from `first`: an expression WHEN that is false is
+ * `blocked` (`when_false`) and the next route to the same target is tried; an intent WHEN is the
+ * agent's own judgement and passes, as does a route without WHEN; the first that passes is fired
+ * (or refused by the target's checks, which every route to that target would meet alike). Returns
+ * true when control moved.
+ */
+function fireChosen(c: ConversationCtx, active: RouteTarget, routes: readonly HandoffRoute[], first: number, message: string | null): boolean {
+  const to = routes[first]!.to;
+  const scope = scopeFor(c.state, active.agent);
+  for (let i = first; i < routes.length; i++) {
+    const route = routes[i]!;
+    if (route.to !== to) continue;
+    if (route.when?.kind === 'expression' && !conditionHolds(route.when.source, scope)) {
+      completed(c, { handoffId: null, from: active.agent, to, route: i, outcome: 'blocked', cause: 'when_false', code: HandoffRefusalCode.conditionCheck });
+      continue;
+    }
+    return tryFire(c, active, i, route, message, 0, 'agent', 'running');
+  }
+  return false;
+}
+
 /** The parent resumes without a replay: it becomes the active agent and waits for the customer. */
 function continueParent(c: ConversationCtx, frame: WaitingParent, reply: string | null, note: string): void {
   emit(c, { type: 'run.awaiting_input', data: { agent: frame.agent, step: frame.step, reply: reply === null ? null : clip(reply), note, at: c.now } });
@@ -539,9 +563,8 @@ export function afterResult(c: ConversationCtx, result: AgentResult, agentText: 
         cause: `'${agent}' has no HANDOFF route to '${to}'`,
         code: HandoffRefusalCode.unknownRoute,
       });
-    } else {
-      const message = result.handoff.message ?? latestCustomerMessage(c.state.transcript);
-      if (tryFire(c, active, index, routes[index]!, message, 0, 'agent', 'running')) return;
+    } else if (fireChosen(c, active, routes, index, result.handoff.message ?? latestCustomerMessage(c.state.transcript))) {
+      return;
     }
   }
   if (isChild) {

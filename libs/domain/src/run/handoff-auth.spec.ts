@@ -261,6 +261,43 @@ describe('AUTH: a route to an agent whose auth profile is required is blocked un
       ]);
   });
 
+  it("a route the agent chooses is held to its WHEN (seed 001: the gate is checked before the model's choice counts): a false WHEN is blocked when_false and the agent waits for the customer", () => {
+    // annual_income is not set: the supervisor's model may not skip the income gate to Offer_Agent.
+    // The gate is left to the model (an intent WHEN), so the first message goes to the supervisor.
+    const s = session(project({ gate: { when: { kind: 'intent', text: 'the customer states an income' } } }));
+    const before = history(s.start('Show me offers'));
+    const events = given(runDecider, before)
+      .when(s.result('Loan_Supervisor', { handoff: { to: 'Offer_Agent' }, body: 'Straight to the offers.' }))
+      .thenMatch([
+        { type: 'run.result_recorded' },
+        blockedByWhen('Offer_Agent', 1),
+        { type: 'run.awaiting_input', data: expect.objectContaining({ agent: 'Loan_Supervisor' }) },
+      ]);
+    expectValidEvents(events);
+  });
+
+  it('of several routes to the chosen target, the first whose WHEN holds is taken (each false one before it blocked); an intent WHEN is the agent`s to judge', () => {
+    const branchBy = (when: object, summary: string) => ({ to: 'Branch_Agent', when, summary, return: true, on_return: { action: 'continue' } });
+    const s = session(
+      project({
+        extraRoutes: [
+          branchBy({ kind: 'expression', source: 'annual_income > 100000' }, 'wealth desk'),
+          branchBy({ kind: 'intent', text: 'the customer wants a person at a branch' }, 'branch visit'),
+        ],
+      }),
+    );
+    const before = history(s.start('I would rather talk to someone', { annual_income: 52000 }));
+    const events = given(runDecider, before)
+      .when(s.result('Loan_Supervisor', { handoff: { to: 'Branch_Agent' }, body: 'Passing you to a branch.' }))
+      .thenMatch([
+        { type: 'run.result_recorded' },
+        blockedByWhen('Branch_Agent', 2),
+        { type: 'run.handoff', data: expect.objectContaining({ to: 'Branch_Agent', route: 3, trigger: 'agent', returnExpected: true }) },
+        routedTo('Branch_Agent', 'handoff'),
+      ]);
+    expectValidEvents(events);
+  });
+
   it("a resume_intent replay is held to AUTH like a message; the child's own scope does not authenticate the session, a MAP back to it does", () => {
     // The child sets customer_verified in its own scope; only annual_income is mapped back.
     const s = session(project());
