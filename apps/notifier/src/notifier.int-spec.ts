@@ -505,6 +505,9 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
     const packetId = meshStopId('mn-2');
     expect(noticesSeen.filter((id) => id.startsWith('nt-mt-'))).toEqual(['nt-mt-mn-2']);
     expect((await get(`/v1/stops/${packetId}`)).body).toMatchObject({ mesh_run_id: 'mesh-n1', stop: { why: 'thrash', next_form: { kind: 'raise_cap' } } });
+    // A mesh's cap field states every limit its answer is held to (above the cap, whole, at most 1000).
+    const capField = (await get(`/v1/stops/${packetId}`)).body.stop.next_form.fields.find((f: { id: string }) => f.id === 'cap');
+    expect(capField).toMatchObject({ kind: 'number', whole: true, at_most: 1000 });
 
     const runAnswerCount = async () =>
       Object.values((await nats.jsm.streams.info(streams.inbox, { subjects_filter: Subjects.operatorAnswer(prefix, 'demo') })).state.subjects ?? {}).reduce(

@@ -20,6 +20,9 @@ import { OperatorAnswerSchema, ResumeEffectSchema, StopPacketSchema } from './st
 /** Default cap on the turns of one mesh run (the group chat's 40-turn cap). */
 export const DEFAULT_MESH_MAX_ITERATIONS = 40;
 
+/** The most turns a mesh may be given, by its definition or by an operator raising its cap. */
+export const MESH_CAP_MAX = 1_000;
+
 /**
  * One mesh of a project definition.
  * - `entry`: the agent that speaks first;
@@ -34,7 +37,7 @@ export const MeshDefinitionSchema = z.strictObject({
   entry: AgentNameSchema,
   handoffs: namedRecord(AgentNameSchema, z.array(AgentNameSchema).max(Limits.maxListItems)).default({}),
   outputs: z.array(AgentNameSchema).max(Limits.maxListItems).default([]),
-  max_iterations: z.number().int().min(1).max(1_000).default(DEFAULT_MESH_MAX_ITERATIONS),
+  max_iterations: z.number().int().min(1).max(MESH_CAP_MAX).default(DEFAULT_MESH_MAX_ITERATIONS),
 });
 export type MeshDefinition = z.infer<typeof MeshDefinitionSchema>;
 export type MeshDefinitionInput = z.input<typeof MeshDefinitionSchema>;

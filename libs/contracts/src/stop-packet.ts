@@ -86,6 +86,10 @@ export const NextFormFieldSchema = z.strictObject({
   options: z.array(z.string().min(1).max(Limits.maxIdLength)).max(Limits.maxListItems).optional(),
   /** The exclusive lower bound of a number field (a raised cap must exceed the current one). */
   greater_than: z.number().optional(),
+  /** The inclusive upper bound of a number field (a mesh's cap: at most 1000 turns). */
+  at_most: z.number().optional(),
+  /** A number field takes whole numbers only (a mesh's cap counts turns). */
+  whole: z.boolean().optional(),
 });
 export type NextFormField = z.infer<typeof NextFormFieldSchema>;
 

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { StopWhySchema, type HandoffRecord, type NextForm, type StopPacket } from '@baton/contracts';
+import { StopWhySchema, type HandoffRecord, type NextForm, type NextFormField, type StopPacket } from '@baton/contracts';
 import type { InboxItem, StopRecord } from '@baton/projections';
 import { canAnswer } from '../auth/roles';
 import { csrfField, page, type PageContext } from './layout';
@@ -75,6 +75,16 @@ function hidden(name: string, value: string | null | undefined): SafeHtml {
   return value === null || value === undefined ? html`` : html`<input type="hidden" name="${name}" value="${value}">`;
 }
 
+/** What a number field's answer must be, in words (above the current cap; whole; at most N), or nothing. */
+function capLimits(field: NextFormField): SafeHtml | null {
+  const rules = [
+    ...(field.greater_than !== undefined ? [`above ${field.greater_than}`] : []),
+    ...(field.whole ? ['a whole number'] : []),
+    ...(field.at_most !== undefined ? [`at most ${field.at_most}`] : []),
+  ];
+  return rules.length > 0 ? html`<div class="muted" data-testid="field-limits">${rules.join(', ')}</div>` : null;
+}
+
 /** The `next_form` of a stop packet as a real form: its fields, then one submit button per action. */
 function stopForm(packet: StopPacket, form: NextForm | null, ctx: PageContext, returnTo: string): SafeHtml {
   const digest = form?.pending_digest ?? packet.pending_digest;
@@ -92,7 +102,7 @@ function stopForm(packet: StopPacket, form: NextForm | null, ctx: PageContext, r
       case 'select':
         return html`<label class="field">${field.label}<select name="${field.id}"><option value=""></option>${(field.options ?? []).map((o) => html`<option value="${o}">${o}</option>`)}</select></label>`;
       case 'number':
-        return html`<label class="field">${field.label}<input type="number" step="any" name="${field.id}" value="${field.value === undefined ? '' : String(field.value)}"${field.greater_than !== undefined ? html` data-greater-than="${field.greater_than}"` : null}></label>`;
+        return html`<label class="field">${field.label}<input type="number" step="${field.whole ? '1' : 'any'}" name="${field.id}" value="${field.value === undefined ? '' : String(field.value)}"${field.greater_than !== undefined ? html` data-greater-than="${field.greater_than}"` : null}${field.at_most !== undefined ? html` max="${field.at_most}"` : null}></label>${capLimits(field)}`;
       case 'note':
         return html`<label class="field">${field.label}<textarea name="note" maxlength="2000"></textarea></label>`;
       default:

@@ -244,6 +244,9 @@ describe('operator console: tokens, roles, project scoping, web inbox (real NATS
     const cap = await card('stop:alpha:stop-cap');
     expect(buttons(cap)).toEqual(['raise_cap', 'deny']);
     expect(cap).toMatch(/type="number" step="any" name="cap"/);
+    // The limits the answer is held to are shown under the field (a run's cap: above the current one, no upper bound).
+    expect(cap).toContain('data-testid="field-limits">above 8</div>');
+    expect(cap).not.toMatch(/name="cap"[^>]* max=/);
     expect(buttons(await card('stop:alpha:stop-int'))).toEqual(['intent', 'deny']);
     expect(await card('stop:alpha:stop-int')).toMatch(/<input name="intent"/);
     const handback = await card('handback:alpha:hb-ho-1');

@@ -1,4 +1,4 @@
-import { validateMesh, type MeshEvent, type NoticeRecipient, type StopCap, type StopPacket } from '@baton/contracts';
+import { MESH_CAP_MAX, validateMesh, type MeshEvent, type NoticeRecipient, type StopCap, type StopPacket } from '@baton/contracts';
 import { checkResultClaim, ResultClaimCode } from '../claims';
 import { accept, assertNever, Decider, DecisionResult, reject } from '../decider';
 import { deriveId, MeshHandoffPrefix } from '../run/ids';
@@ -223,7 +223,10 @@ function stopped(state: MeshRunState, command: RecordMeshTurn, turn: number, cho
   const capped: StopPacket = deepFreeze({
     ...packet,
     cap,
-    next_form: { ...raiseCapForm(cap, packet.detail), title: `Mesh '${state.mesh.name}' reached its cap of ${cap.limit} turns — raise the cap or stop` },
+    next_form: {
+      ...raiseCapForm(cap, packet.detail, { atMost: MESH_CAP_MAX, whole: true }),
+      title: `Mesh '${state.mesh.name}' reached its cap of ${cap.limit} turns — raise the cap or stop`,
+    },
   });
   return {
     type: 'mesh.stopped',
@@ -313,7 +316,8 @@ function answerStop(command: AnswerMeshStop, state: MeshState): DecisionResult<M
   switch (effect.kind) {
     case 'raise_cap': {
       const refused = state.refused;
-      if (!Number.isInteger(effect.cap) || effect.cap > 1_000) return refuse('answer_incomplete', "a mesh's cap is a whole number of turns, at most 1000");
+      if (!Number.isInteger(effect.cap) || effect.cap > MESH_CAP_MAX)
+        return refuse('answer_incomplete', `a mesh's cap is a whole number of turns, at most ${MESH_CAP_MAX}`);
       if (state.status !== 'stopped' || refused === null) return refuse(MeshErrorCode.meshNotStopped, `mesh run ${state.mesh_run_id} is ${state.status}`);
       return accept(answered(effect.cap), {
         type: 'mesh.handed_off',

@@ -91,6 +91,9 @@ describe('a mesh stop notifies exactly one person (seed 000 §5: engine-owned no
     expect(stopped.data.packet.next_form?.kind).toBe('raise_cap');
     expect(stopped.data.packet.cap).toEqual({ name: 'max_iterations', limit: 2, used: 2 });
     expect(StopPacketSchema.safeParse(stopped.data.packet).success).toBe(true);
+    // The form states every limit the answer is held to: above the cap, whole, at most 1000.
+    expect(stopped.data.packet.next_form?.fields.find((f) => f.id === 'cap')).toMatchObject({ kind: 'number', greater_than: 2, at_most: 1000, whole: true });
+    expect(stopped.data.packet.next_form?.fields.map((f) => f.kind)).toContain('note');
   });
 });
 

@@ -206,6 +206,16 @@ describe('buildStop — the stop packet (seed 003)', () => {
     expect(field.kind).toBe('number');
     expect(field.required).toBe(true);
     expect(field.greater_than).toBe(20);
+    // A run's cap has no upper bound and may be fractional (a budget in money, say).
+    expect(field.at_most).toBeUndefined();
+    expect(field.whole).toBeUndefined();
+  });
+
+  it('every form an operator can answer with a note offers the note field (type_intent and raise_cap as approve_deny and acknowledge)', () => {
+    for (const why of StopWhySchema.options) {
+      const { operatorForm } = buildStop(facts({ why, cap: { name: 'steps', limit: 20, used: 20 } }));
+      expect({ why, kinds: operatorForm!.fields.map((f) => f.kind) }).toEqual({ why, kinds: expect.arrayContaining(['note']) });
+    }
   });
 
   it('do not mark the user goal done: every packet stores goal_done false and starts open', () => {

@@ -56,7 +56,7 @@ export function typeIntentForm(intents: readonly string[] | undefined, detail?: 
     kind: 'type_intent',
     title: 'Unknown intent — name the kind of request',
     prompt: 'The router could not name the kind of this request. Give the kind and press Route; it re-enters the router as your decision. Close stops the run.',
-    fields: [field, ...detailField(detail)],
+    fields: [field, ...detailField(detail), { id: 'note', kind: 'note', label: 'Note (optional)', required: false }],
     actions: [
       { id: 'intent', label: 'Route', style: 'primary' },
       { id: 'deny', label: 'Close', style: 'danger' },
@@ -64,15 +64,26 @@ export function typeIntentForm(intents: readonly string[] | undefined, detail?: 
   };
 }
 
+/** What a cap field's answer must also be, beyond exceeding the current cap: a mesh's is a whole number of at most 1000 turns. */
+export interface CapBounds {
+  atMost?: number;
+  whole?: boolean;
+}
+
 /**
  * The form for a spent budget: a number field for the new cap, which must exceed the current
- * limit. Only an operator may press Raise cap; the packet never raises it by itself.
+ * limit (and stay within `bounds`, which the form states so a person is not refused for a limit
+ * they could not see). Only an operator may press Raise cap; the packet never raises it by itself.
  */
-export function raiseCapForm(cap: StopCap | undefined, detail?: string): NextForm {
+export function raiseCapForm(cap: StopCap | undefined, detail?: string, bounds: CapBounds = {}): NextForm {
   const shown = cap ? `${cap.name}: ${cap.used ?? cap.limit} used of ${cap.limit}` : undefined;
+  const limits = {
+    ...(bounds.atMost !== undefined ? { at_most: bounds.atMost } : {}),
+    ...(bounds.whole ? { whole: true } : {}),
+  };
   const capField: NextFormField = cap
-    ? { id: 'cap', kind: 'number', label: `New ${cap.name} cap`, required: true, value: cap.limit, greater_than: cap.limit }
-    : { id: 'cap', kind: 'number', label: 'New cap', required: true, greater_than: 0 };
+    ? { id: 'cap', kind: 'number', label: `New ${cap.name} cap`, required: true, value: cap.limit, greater_than: cap.limit, ...limits }
+    : { id: 'cap', kind: 'number', label: 'New cap', required: true, greater_than: 0, ...limits };
   return {
     kind: 'raise_cap',
     title: clip(shown ? `Budget spent (${shown}) — raise the cap or stop` : 'Budget spent — raise the cap or stop', titleMax),
@@ -81,6 +92,7 @@ export function raiseCapForm(cap: StopCap | undefined, detail?: string): NextFor
       ...(shown ? [{ id: 'current_cap', kind: 'display' as const, label: 'Current cap', required: false, value: shown }] : []),
       capField,
       ...detailField(detail),
+      { id: 'note', kind: 'note', label: 'Note (optional)', required: false },
     ],
     actions: [
       { id: 'raise_cap', label: 'Raise cap', style: 'primary' },
