@@ -8,6 +8,7 @@ import {
   Subjects,
   type HandoffEvent,
   type MeshEvent,
+  type StopPacket,
 } from '@baton/contracts';
 import { handoffDecider, meshDecider, meshEntryHandoffId, meshHandoffId, meshStopId, reactToHandoffEvent, runDecider, type MeshCommand } from '@baton/domain';
 import { batonStreamNames, batonTopology, connectNats, JetStreamEventStore, provision, type NatsHandle } from '@baton/eventstore';
@@ -506,7 +507,8 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
     expect(noticesSeen.filter((id) => id.startsWith('nt-mt-'))).toEqual(['nt-mt-mn-2']);
     expect((await get(`/v1/stops/${packetId}`)).body).toMatchObject({ mesh_run_id: 'mesh-n1', stop: { why: 'thrash', next_form: { kind: 'raise_cap' } } });
     // A mesh's cap field states every limit its answer is held to (above the cap, whole, at most 1000).
-    const capField = (await get(`/v1/stops/${packetId}`)).body.stop.next_form.fields.find((f: { id: string }) => f.id === 'cap');
+    const meshStop = (await get(`/v1/stops/${packetId}`)).body as unknown as { stop: StopPacket };
+    const capField = meshStop.stop.next_form?.fields.find((f) => f.id === 'cap');
     expect(capField).toMatchObject({ kind: 'number', whole: true, at_most: 1000 });
 
     const runAnswerCount = async () =>
