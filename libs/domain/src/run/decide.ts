@@ -601,7 +601,8 @@ function outcomeEvents(ctx: OutcomeContext, decision: RouteDecision, defs: Defin
       const facts: StopFacts = {
         ...runFacts(ctx.state, result?.run_id ?? ctx.state.workflowRunId, ctx.now, stopIdFor(ctx.cause)),
         why: 'unknown_intent',
-        tried: result?.tried ?? [],
+        // What the agent says it tried, else the agent itself: it ran, so the stop is not "before the loop" (seed 003: no shrug without a tried).
+        tried: result?.tried ?? (result ? [result.agent] : []),
         pending: result?.pending_tool_call ?? null,
         detail: decision.problem,
         intents: knownIntents(defs.workflow, defs.agents),

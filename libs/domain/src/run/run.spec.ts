@@ -415,6 +415,8 @@ describe('workflow run: stops with a packet (seed 003)', () => {
     const { last, events } = play([decided('r1', 'issue', { task: 'poem' })], started());
     const packet = ofType(last, 'run.stopped')[0]!.data.packet;
     expect(packet).toMatchObject({ why: 'unknown_intent', next_form: { kind: 'type_intent' } });
+    // The agent ran and named no tries of its own: the packet says it was tried (no shrug without a tried).
+    expect(packet.tried).toEqual(['issue']);
     const resume: RunCommand = {
       type: 'resume',
       data: {
