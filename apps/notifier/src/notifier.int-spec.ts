@@ -519,6 +519,11 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
     const runAnswersBefore = await runAnswerCount();
     const subject = Subjects.meshAnswer(prefix, 'demo');
     expect((await post(`/v1/stops/${packetId}/answer`, { action: 'raise_cap', cap: 2 })).body.error?.code).toBe('cap_not_raised');
+    // The limits the form states are checked before publishing, like the cap's floor: 400, not a 409 from the router.
+    for (const cap of [3.5, 1001]) {
+      const refused = await post(`/v1/stops/${packetId}/answer`, { action: 'raise_cap', cap });
+      expect({ cap, status: refused.status, code: refused.body.error?.code }).toEqual({ cap, status: 400, code: 'answer_incomplete' });
+    }
     // A form sends the cap as text: read as the number it writes (here still not above the cap), or refused when it is not one.
     const formPost = async (form: string) =>
       (await (

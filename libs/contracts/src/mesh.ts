@@ -317,6 +317,14 @@ export const MeshTurnRejectedSchema = z.strictObject({
   code: z.string().min(1).max(80),
   message: ShortTextSchema,
   rejected_at: IsoTimeSchema,
+  /**
+   * What was refused: an agent's turn (`result_id` its result id) or an operator's answer to the
+   * stop (`result_id` the answer id). Turn ids and answer ids are idempotency keys of their own
+   * kinds, so an answer id equal to a turn's result id is still decided. Absent on events stored
+   * before it was recorded: an answer's refusal then has agent `operator` and a message that
+   * begins `answer <id> by`.
+   */
+  of: z.enum(['turn', 'answer']).optional(),
 });
 
 /**

@@ -68,6 +68,23 @@ describe('the router run decider (record_result with the pinned workflow looked 
     expect(decided.ok && decided.events.map((e) => e.type)).toEqual(['run.result_recorded', 'run.routed']);
   });
 
+  it('a message or an answer whose id is one of the run`s result ids is decided, not taken as already applied (ids of each kind are apart)', () => {
+    const decided = routerRunDecider.decide(recordCmd('issue'), started());
+    if (!decided.ok) throw new Error(decided.error.message);
+    const after = decided.events.reduce((s: RunState, e: RunEvent) => routerRunDecider.evolve(s, e), started());
+    // This run is no conversation: the message r1 is decided, and refused for that, not swallowed as the result r1.
+    const message: RouterRunCommand = { kind: 'message', message: { message_id: 'r1', text: 'hello' }, definitions, metadata: { now: NOW, actor: 'sam' } };
+    expect(routerRunDecider.decide(message, after)).toMatchObject({ ok: false });
+    // The run is running: the answer r1 is decided, and refused for that (nothing is held or stopped).
+    const answer: RouterRunCommand = {
+      kind: 'answer',
+      answer: { kind: 'hold_answer', answer: { answer_id: 'r1', action: 'continue', answered_by: 'olga', answered_at: NOW } },
+      definitions,
+      metadata: { now: NOW, actor: 'olga', actorRole: 'operator' },
+    };
+    expect(routerRunDecider.decide(answer, after)).toMatchObject({ ok: false });
+  });
+
   it("the handoff the router read reaches the claim rule: unread, pending or another agent's claim is refused", () => {
     expect(routerRunDecider.decide(recordCmd('issue', definitions, 'r1', null), started())).toMatchObject({
       ok: false,

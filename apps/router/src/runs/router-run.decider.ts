@@ -5,7 +5,9 @@ import {
   decideRun,
   DomainErrorKind,
   evolveRun,
+  answerKey,
   hasProcessedId,
+  messageKey,
   initialRunState,
   reject,
   RunErrorCode,
@@ -94,7 +96,7 @@ function decide(command: RouterRunCommand, state: RunState): DecisionResult<RunE
     case 'answer': {
       const { answer, definitions, metadata } = command;
       if (state.status === 'none') return reject(DomainErrorKind.notFound, RunErrorCode.runNotFound, 'the run has not started');
-      if (hasProcessedId(state.processedIds, answer.answer.answer_id)) return accept();
+      if (hasProcessedId(state.processedIds, answerKey(answer.answer.answer_id))) return accept();
       const pinned = pinnedForRun(definitions, state);
       if (pinned === undefined) return missingDefinition(state);
       return decideRun({ type: 'resume', data: { answer, workflow: pinned.workflow, agents: pinned.agents }, metadata }, state);
@@ -102,7 +104,7 @@ function decide(command: RouterRunCommand, state: RunState): DecisionResult<RunE
     case 'message': {
       const { message, definitions, metadata } = command;
       if (state.status === 'none') return reject(DomainErrorKind.notFound, RunErrorCode.runNotFound, 'the run has not started');
-      if (hasProcessedId(state.processedIds, message.message_id)) return accept();
+      if (hasProcessedId(state.processedIds, messageKey(message.message_id))) return accept();
       const pinned = pinnedForRun(definitions, state);
       if (pinned === undefined) return missingDefinition(state);
       return decideRun(

@@ -126,7 +126,7 @@ function recordTurn(command: RecordMeshTurn, state: MeshState): DecisionResult<M
   if (state.status === 'none') return reject('not_found', MeshErrorCode.meshNotFound, 'no such mesh run');
   if (state.applied.includes(d.result_id)) return accept();
   const refuse = (code: MeshErrorCode, message: string): DecisionResult<MeshEvent> =>
-    accept({ type: 'mesh.turn_rejected', data: { result_id: d.result_id, agent: d.agent, code, message, rejected_at: now } });
+    accept({ type: 'mesh.turn_rejected', data: { result_id: d.result_id, agent: d.agent, code, message, rejected_at: now, of: 'turn' } });
   if (state.status !== 'running') return refuse(MeshErrorCode.meshNotRunning, `mesh run ${state.mesh_run_id} is ${state.status}`);
   if (d.agent !== state.speaker) return refuse(MeshErrorCode.unexpectedAgent, `it is ${state.speaker}'s turn, not ${d.agent}'s`);
   const claim = checkResultClaim(state.handoff_id, d, d.handoff);
@@ -285,7 +285,7 @@ function answerStop(command: AnswerMeshStop, state: MeshState): DecisionResult<M
   const answer = command.data.answer;
   const now = command.metadata.now;
   if (state.status === 'none') return reject('not_found', MeshErrorCode.meshNotFound, 'no such mesh run');
-  if (state.applied.includes(answer.answer_id)) return accept();
+  if (state.answered.includes(answer.answer_id)) return accept();
   const refuse = (code: string, message: string): DecisionResult<MeshEvent> =>
     accept({
       type: 'mesh.turn_rejected',
@@ -295,6 +295,7 @@ function answerStop(command: AnswerMeshStop, state: MeshState): DecisionResult<M
         code,
         message: `answer ${answer.answer_id} by ${answer.answered_by}: ${message}`.slice(0, 500),
         rejected_at: now,
+        of: 'answer',
       },
     });
   if (state.stop === null) return refuse(MeshErrorCode.meshNotStopped, `mesh run ${state.mesh_run_id} is ${state.status}; it has no stop packet`);

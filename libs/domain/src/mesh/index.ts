@@ -14,7 +14,7 @@ export {
   meshResumeHandoffId,
   meshStopId,
 } from './decide';
-export { evolveMesh, initialMeshState, isOutputAgent } from './state';
+export { evolveMesh, initialMeshState, isAnswerRefusal, isOutputAgent } from './state';
 export type { MeshEvent, MeshRunState, MeshState, MeshTurn } from './state';
 export { meshViewOf, summarizeMeshEvent } from './view';
 export type {

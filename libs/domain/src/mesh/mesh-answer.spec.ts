@@ -3,6 +3,7 @@ import { fold } from '../decider';
 import { given } from '../testing/given';
 import type { MeshCommand } from './commands';
 import { meshNoticeId, meshResumeHandoffId, meshStopId } from './decide';
+import { decideResume } from '../stop';
 import { noticeIdFor, stopIdFor } from '../run/ids';
 // Turns are sent under the current turn's claim unless a test says otherwise (withCurrentMeshClaim).
 import { claimedMeshDecider as meshDecider } from './test-helpers';
@@ -120,6 +121,35 @@ describe('answering a mesh stop packet (decideResume rules, as for runs)', () =>
       .thenMatch([{ type: 'mesh.turn_recorded' }, { type: 'mesh.completed', data: expect.objectContaining({ turns: 3 }) }]);
   });
 
+  it('turn ids and answer ids are idempotency keys of their own kinds: an answer whose id is a turn`s result id is decided, and a turn whose id is a refused answer`s is recorded', () => {
+    // p1 is the result id of triage's first turn; an answer of that id was dropped as already applied.
+    given(meshDecider, history)
+      .when(answer({ action: 'raise_cap', cap: 5, answer_id: 'p1' }))
+      .thenMatch([
+        { type: 'mesh.stop_answered', data: expect.objectContaining({ answer_id: 'p1', effect: { kind: 'raise_cap', cap: 5 } }) },
+        { type: 'mesh.handed_off', data: expect.objectContaining({ to: 'triage' }) },
+      ]);
+    // A viewer's answer q9 is refused (recorded as a refused answer, `of: answer`); then the cap is raised.
+    const refused = given(meshDecider, history)
+      .when(answer({ action: 'raise_cap', cap: 5, answer_id: 'q9' }, 'viewer'))
+      .thenMatch([{ type: 'mesh.turn_rejected', data: expect.objectContaining({ result_id: 'q9', agent: 'operator', of: 'answer' }) }]);
+    const raised = play([answer({ action: 'raise_cap', cap: 5, answer_id: 'a2' })], [...history, ...refused]);
+    // triage's next turn happens to use q9 as its result id: it is a turn, recorded, not swallowed.
+    given(meshDecider, raised)
+      .when(turn('q9', 'triage', [], 'Refund sent.'))
+      .thenMatch([{ type: 'mesh.turn_recorded', data: expect.objectContaining({ result_id: 'q9' }) }, { type: 'mesh.completed' }]);
+  });
+
+  it('a refusal stored before refusals named their kind is still told apart: agent operator and a message naming the answer', () => {
+    const legacy: MeshEvent = {
+      type: 'mesh.turn_rejected',
+      data: { result_id: 'q8', agent: 'operator', code: 'answer_forbidden', message: 'answer q8 by vic: viewers may not answer', rejected_at: LATER },
+    };
+    const state = fold(meshDecider, [...history, legacy]) as MeshRunState;
+    expect(state.answered).toContain('q8');
+    expect(state.applied).not.toContain('q8');
+  });
+
   it('deny ends the mesh (mesh.terminated); a late turn is rejected', () => {
     const events = given(meshDecider, history)
       .when(answer({ action: 'deny', note: 'stop looping' }))
@@ -170,6 +200,26 @@ describe('answering a mesh stop packet (decideResume rules, as for runs)', () =>
     given(meshDecider, history)
       .when(answer({ action: 'deny', packet_id: 'stop-other' }))
       .thenMatch([{ type: 'mesh.turn_rejected', data: expect.objectContaining({ code: 'answer_packet_mismatch' }) }]);
+  });
+
+  it('the limits the form states are the ones decideResume holds the answer to (so the operator API refuses them before publishing): a cap not whole or over 1000 is answer_incomplete', () => {
+    const stopped = history.find((e) => e.type === 'mesh.stopped');
+    if (stopped?.type !== 'mesh.stopped') throw new Error('expected mesh.stopped');
+    const answerWith = (cap: number): OperatorAnswer => ({
+      packet_id: meshStopId('p2'),
+      answer_id: `a-${cap}`,
+      action: 'raise_cap',
+      cap,
+      answered_by: 'olga',
+      answered_at: LATER,
+    });
+    for (const cap of [3.5, 1001]) {
+      expect({ cap, verdict: decideResume(stopped.data.packet, answerWith(cap), { now: LATER, actorRole: 'operator' }) }).toMatchObject({
+        cap,
+        verdict: { ok: false, error: { code: 'answer_incomplete' } },
+      });
+    }
+    expect(decideResume(stopped.data.packet, answerWith(1000), { now: LATER, actorRole: 'operator' })).toMatchObject({ ok: true });
   });
 
   it('an answer to a mesh that is not stopped is refused (mesh_not_stopped); an unknown mesh is not_found', () => {

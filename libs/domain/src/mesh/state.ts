@@ -34,8 +34,10 @@ export interface MeshRunState {
   path: string[];
   /** Handoff calls ignored so far (unknown or not granted). */
   ignored: number;
-  /** Result ids applied (recorded or rejected), for idempotency. */
+  /** Turn result ids applied (recorded or rejected), for idempotency. */
   applied: string[];
+  /** Operator answer ids applied (answered or refused), for idempotency: a key space of their own. */
+  answered: string[];
   /** The latest turn of an output agent. */
   output: MeshOutput | null;
   /** The stop packet, once stopped. */
@@ -54,6 +56,12 @@ export type MeshState = { status: 'none' } | MeshRunState;
 
 export function initialMeshState(): MeshState {
   return { status: 'none' };
+}
+
+/** Did a `mesh.turn_rejected` refuse an operator's answer (not an agent's turn)? Older events say so only by their agent and message. */
+export function isAnswerRefusal(d: { result_id: string; agent: string; message: string; of?: 'turn' | 'answer' }): boolean {
+  if (d.of !== undefined) return d.of === 'answer';
+  return d.agent === 'operator' && d.message.startsWith(`answer ${d.result_id} by `);
 }
 
 /** Is `agent` an output agent of `mesh` (no outputs listed = every participant)? */
@@ -83,6 +91,7 @@ export function evolveMesh(state: MeshState, event: MeshEvent): MeshState {
       path: [],
       ignored: 0,
       applied: [],
+      answered: [],
       output: null,
       packet_id: null,
       notify: d.notify ?? null,
@@ -130,13 +139,15 @@ export function evolveMesh(state: MeshState, event: MeshEvent): MeshState {
         mesh: { ...state.mesh, max_iterations: d.max_iterations },
         stop,
         refused: raised ? null : state.refused,
-        applied: [...state.applied, d.answer_id],
+        answered: [...state.answered, d.answer_id],
       };
     }
     case 'mesh.terminated':
       return { ...state, status: 'terminated' };
     case 'mesh.turn_rejected':
-      return { ...state, applied: [...state.applied, event.data.result_id] };
+      return isAnswerRefusal(event.data)
+        ? { ...state, answered: [...state.answered, event.data.result_id] }
+        : { ...state, applied: [...state.applied, event.data.result_id] };
     default:
       return assertNever(event, 'mesh event');
   }

@@ -35,7 +35,18 @@ import {
 import { afterResult, conversationCtx, deliverMessage, handoffFailed, isConversational, queueMessage, receiveMessage } from './conversation';
 import { deriveId } from './ids';
 import { handoffIdFor, noticeIdFor, stopIdFor } from './ids';
-import { evolveRun, hasProcessedId, initialRunState, MAX_QUEUED_MESSAGES, messageKey, RunEvent, RunState, StartedRunState } from './state';
+import {
+  answerKey,
+  evolveRun,
+  hasProcessedId,
+  initialRunState,
+  MAX_QUEUED_MESSAGES,
+  messageKey,
+  refusedKey,
+  RunEvent,
+  RunState,
+  StartedRunState,
+} from './state';
 
 /** Stable codes of the refusals the run decider returns. */
 export const RunErrorCode = {
@@ -292,7 +303,7 @@ function resume(command: ResumeRun, state: RunState): DecisionResult<RunEvent> {
   const { now, actorRole } = command.metadata;
   if (state.status === 'none') return notFound();
   const answerId = runAnswer.answer.answer_id;
-  if (hasProcessedId(state.processedIds, answerId)) return accept();
+  if (hasProcessedId(state.processedIds, answerKey(answerId))) return accept();
   if (actorRole !== 'operator' && actorRole !== 'admin') {
     return reject(
       DomainErrorKind.forbidden,
@@ -420,7 +431,7 @@ function stopRun(command: StopRun, state: RunState): DecisionResult<RunEvent> {
 function rejectResult(command: RejectResult, state: RunState): DecisionResult<RunEvent> {
   const { data, metadata } = command;
   if (state.status === 'none') return notFound();
-  if (hasProcessedId(state.processedIds, data.refused === 'message' ? messageKey(data.result_id) : data.result_id)) return accept();
+  if (hasProcessedId(state.processedIds, refusedKey(data.refused ?? 'result', data.result_id))) return accept();
   return accept({
     type: 'run.result_rejected',
     data: {

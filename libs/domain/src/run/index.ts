@@ -1,5 +1,17 @@
 export { runDecider, decideRun, decisionSignalOf, declaredVariables, readTypedDecision, RunErrorCode } from './decide';
-export { evolveRun, hasProcessedId, initialRunState, openStopId, isFinished, activeScope, parentScope, MAX_TRANSCRIPT, MAX_QUEUED_MESSAGES } from './state';
+export {
+  answerKey,
+  evolveRun,
+  hasProcessedId,
+  initialRunState,
+  messageKey,
+  openStopId,
+  isFinished,
+  activeScope,
+  parentScope,
+  MAX_TRANSCRIPT,
+  MAX_QUEUED_MESSAGES,
+} from './state';
 export { ProcessedIds } from './processed-ids';
 export type {
   RunEvent,

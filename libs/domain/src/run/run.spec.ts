@@ -437,6 +437,38 @@ describe('workflow run: stops with a packet (seed 003)', () => {
     });
   });
 
+  it('answer ids are apart from result ids: an answer whose id is one of the run`s result ids is decided, and a refused answer does not swallow a later result of its id', () => {
+    const { last, events } = play([decided('r1', 'issue', { task: 'poem' })], started());
+    const packet = ofType(last, 'run.stopped')[0]!.data.packet;
+    const answerAs = (answer_id: string, role: 'operator' | 'viewer'): RunCommand => ({
+      type: 'resume',
+      data: {
+        answer: {
+          kind: 'stop_answer',
+          answer: { packet_id: packet.packet_id, answer_id, action: 'intent', intent: 'reviewer', answered_by: 'olga', answered_at: NOW },
+        },
+        workflow,
+        agents,
+      },
+      metadata: { ...operatorMeta, actorRole: role },
+    });
+    // r1 is the result that stopped the run; an answer of that id was taken as already applied and dropped.
+    const resumed = play([answerAs('r1', 'operator')], events);
+    expect(ofType(resumed.last, 'run.resumed')[0]!.data).toMatchObject({ answer_id: 'r1' });
+    // A viewer's answer r2 is refused by the decider, and the router records the refusal; the agent's next result r2 is still recorded.
+    const verdict = runDecider.decide(answerAs('r2', 'viewer'), fold(runDecider, events));
+    expect(verdict).toMatchObject({ ok: false, error: { code: 'answer_forbidden' } });
+    const record: RunCommand = {
+      type: 'reject_result',
+      data: { result_id: 'r2', agent: 'operator', code: 'answer_forbidden', message: 'answer r2 by vic: viewers may not answer', refused: 'answer' },
+      metadata: meta,
+    };
+    const refused = play([record], events);
+    const answered = play([answerAs('a-ok', 'operator')], refused.events);
+    const next = play([decided('r2', 'reviewer', { dispatch: { status: 'advance' } })], answered.events);
+    expect(ofType(next.last, 'run.result_recorded')[0]!.data).toMatchObject({ result_id: 'r2', agent: 'reviewer' });
+  });
+
   it('a stop requested from outside (watchdog thrash) stops the run once; the same packet id again yields nothing', () => {
     const stop: StopRun = { type: 'stop', data: { packet_id: 'wd-1', why: 'thrash', tried: ['search', 'search'] }, metadata: meta };
     const { events, state } = play([stop], started());

@@ -331,7 +331,7 @@ export function evolveRun(state: RunState, event: RunEvent): RunState {
         processedIds: withProcessedId(core.processedIds, event.data.packet.packet_id),
       };
     case 'run.resumed':
-      return { status: 'running', ...core, processedIds: withProcessedId(core.processedIds, event.data.answer_id) };
+      return { status: 'running', ...core, processedIds: withProcessedId(core.processedIds, answerKey(event.data.answer_id)) };
     case 'run.completed':
       return { status: 'completed', ...core, callback: null };
     case 'run.terminated':
@@ -381,14 +381,31 @@ export function messageKey(messageId: string): string {
   return `message#${messageId}`;
 }
 
-/** The processed-id key of a refusal: a refused message's under {@link messageKey}, any other's its id. */
+/**
+ * The processed-id key of an operator's answer: answer ids are apart from result ids as message ids
+ * are (an operator or client chooses them, so an answer whose id is one of the run's result ids
+ * must still be decided, and must not swallow a later result of that id).
+ */
+export function answerKey(answerId: string): string {
+  return `answer#${answerId}`;
+}
+
+/** The processed-id key of what a `run.result_rejected` refused: a message's {@link messageKey}, an answer's {@link answerKey}, a result's its id. */
+export function refusedKey(kind: RefusedKind, id: string): string {
+  return kind === 'message' ? messageKey(id) : kind === 'answer' ? answerKey(id) : id;
+}
+
+/** The processed-id key of a refusal; refusals recorded before they named their kind say it by their agent. */
 function refusalKey(data: { result_id: string; agent: string; refused?: RefusedKind | undefined }): string {
-  const message = data.refused !== undefined ? data.refused === 'message' : data.agent === LEGACY_MESSAGE_REFUSAL_AGENT;
-  return message ? messageKey(data.result_id) : data.result_id;
+  const kind: RefusedKind =
+    data.refused ?? (data.agent === LEGACY_MESSAGE_REFUSAL_AGENT ? 'message' : data.agent === LEGACY_ANSWER_REFUSAL_AGENT ? 'answer' : 'result');
+  return refusedKey(kind, data.result_id);
 }
 
 /** The `agent` refused customer messages were recorded under before refusals named their kind. */
 const LEGACY_MESSAGE_REFUSAL_AGENT = 'customer';
+/** The `agent` refused operator answers were recorded under before refusals named their kind (still, with `refused: answer`). */
+const LEGACY_ANSWER_REFUSAL_AGENT = 'operator';
 
 /** Whether a run has applied the result, answer, message or stop `id` (its `processedIds` hold it). */
 export function hasProcessedId(ids: ProcessedIdList, id: string): boolean {

@@ -119,6 +119,12 @@ export function decideResume(packet: StopPacket, answer: OperatorAnswer, ctx: Re
       if (packet.cap && cap <= packet.cap.limit) {
         return refuse(DomainErrorKind.invalid, 'cap_not_raised', `the new cap ${cap} does not exceed the current ${packet.cap.name} cap ${packet.cap.limit}`);
       }
+      // The limits the form states (a mesh's cap: whole, at most 1000) hold wherever the answer is decided.
+      const field = packet.next_form?.fields.find((f) => f.id === 'cap');
+      if ((field?.whole && !Number.isInteger(cap)) || (field?.at_most !== undefined && cap > field.at_most)) {
+        const rules = [...(field.whole ? ['a whole number'] : []), ...(field.at_most !== undefined ? [`at most ${field.at_most}`] : [])];
+        return refuse(DomainErrorKind.invalid, 'answer_incomplete', `the new cap ${cap} is not ${rules.join(', ')}`);
+      }
       return effect({ kind: 'raise_cap', cap });
     }
     case 'accept':
