@@ -89,9 +89,23 @@ export function decideMesh(command: MeshCommand, state: MeshState): DecisionResu
 function startMesh(command: StartMesh, state: MeshState): DecisionResult<MeshEvent> {
   const d = command.data;
   if (state.status !== 'none') {
-    return state.mesh_run_id === d.mesh_run_id
+    // The same start again changes nothing; another mesh, input or starter under a taken id is
+    // another mesh run, refused rather than silently taken for this one.
+    const same =
+      state.mesh_run_id === d.mesh_run_id &&
+      state.mesh.name === d.mesh.name &&
+      state.input === (d.input ?? null) &&
+      state.started_by === (d.started_by ?? null);
+    return same
       ? accept()
-      : reject('wrong_state', MeshErrorCode.meshAlreadyStarted, `mesh run ${state.mesh_run_id} already exists`);
+      : reject(
+          'wrong_state',
+          MeshErrorCode.meshAlreadyStarted,
+          `mesh run ${d.mesh_run_id} already exists (mesh '${state.mesh.name}'); a new mesh run needs a new mesh_run_id`,
+          {
+            mesh: state.mesh.name,
+          },
+        );
   }
   const diagnostics = validateMesh(d.mesh, d.agents);
   if (diagnostics.length > 0) {

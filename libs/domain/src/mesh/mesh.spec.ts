@@ -129,6 +129,22 @@ describe('mesh runs (seed 004 routing rules)', () => {
     given(meshDecider, started).when(start()).then([]);
   });
 
+  it('a start under a taken mesh run id for another mesh, input or starter is refused mesh_already_started (it was silently taken for the first)', () => {
+    const other = (over: Partial<Extract<MeshCommand, { type: 'start_mesh' }>['data']>): MeshCommand => {
+      const base = start() as Extract<MeshCommand, { type: 'start_mesh' }>;
+      return { ...base, data: { ...base.data, ...over } };
+    };
+    given(meshDecider, started)
+      .when(other({ mesh: { ...support(), name: 'free' } }))
+      .thenFails('mesh_already_started');
+    given(meshDecider, started)
+      .when(other({ started_by: 'bob' }))
+      .thenFails('mesh_already_started');
+    given(meshDecider, started)
+      .when(other({ input: 'something else' }))
+      .thenFails('mesh_already_started');
+  });
+
   it('routing on a handoff call: triage calling handoff_to_billing hands the conversation to billing', () => {
     given(meshDecider, started)
       .when(turn('r1', 'triage', [call('billing', 'c1')]))

@@ -13,6 +13,7 @@ import {
   RouteCause,
   RouteDecision,
   RouteTarget,
+  RunPeople,
   stripSentinels,
   WorkflowDefinition,
 } from '@baton/contracts';
@@ -163,12 +164,29 @@ export function declaredVariables(agents: readonly AgentDefinition[]): string[] 
   return [...names].sort().slice(0, MAX_DECLARED_VARIABLES);
 }
 
+/** Do two starts name the same people (absent and null alike)? */
+function samePeople(a: RunPeople, b: RunPeople): boolean {
+  return (
+    (a.started_by ?? null) === (b.started_by ?? null) &&
+    (a.issue_author ?? null) === (b.issue_author ?? null) &&
+    (a.trigger_author ?? null) === (b.trigger_author ?? null)
+  );
+}
+
 function startRun(command: StartRun, state: RunState): DecisionResult<RunEvent> {
   const { data, metadata } = command;
   if (state.status !== 'none') {
-    return state.workflowRunId === data.workflow_run_id
+    // The same start again (a retry, a redelivery) changes nothing; a start of another workflow or by
+    // other people under a taken id is another run, refused rather than silently taken for this one.
+    const same = state.workflowRunId === data.workflow_run_id && state.workflow.name === data.workflow.name && samePeople(state.people, data.people);
+    return same
       ? accept()
-      : reject(DomainErrorKind.wrongState, RunErrorCode.runAlreadyStarted, `run ${state.workflowRunId} is already started`);
+      : reject(
+          DomainErrorKind.wrongState,
+          RunErrorCode.runAlreadyStarted,
+          `run ${data.workflow_run_id} is already started (workflow '${state.workflow.name}'); a new run needs a new workflow_run_id`,
+          { workflow: state.workflow.name },
+        );
   }
   if (selectNoticeRecipient(data.people) === null) {
     return reject(

@@ -57,6 +57,13 @@ describe('workflow run: start', () => {
     given(runDecider, started()).when(startCmd()).then([]);
   });
 
+  it('a start under a taken run id for another workflow or by other people is another run: refused run_already_started, not taken for this one', () => {
+    const other = startCmd({ started_by: 'bob', issue_author: null, trigger_author: null });
+    given(runDecider, started()).when(other).thenFails('run_already_started');
+    const otherWorkflow: RunCommand = { ...startCmd(), data: { ...startCmd().data, workflow: { ...startCmd().data.workflow, name: 'another' } } };
+    given(runDecider, started()).when(otherWorkflow).thenFails('run_already_started');
+  });
+
   it('a run with nobody to notify is refused: every stop for a human must reach a person', () => {
     given(runDecider)
       .when(startCmd({ started_by: null, issue_author: null, trigger_author: null }))
