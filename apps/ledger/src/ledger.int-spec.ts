@@ -195,6 +195,43 @@ describe('ledger service (real NATS, two instances on one prefix)', () => {
     handoffOf(await client.claim(P, { handoff_id: 'h-rework', idempotency_key: 'claim-h-rework-2' }, as('bob')));
   });
 
+  it('a handback its reviewer releases reopens the review: a new handback for the same report and reviewer is created and offered, and accepting it completes the parent', async () => {
+    const returned = await createAndReturn('h-reopen');
+    const first = returned.handback_id!;
+    await waitFor(() => client.get(P, first), `the handback ${first}`, { timeoutMs: 8000 });
+    const claimed = handoffOf(await client.claim(P, { handoff_id: first, idempotency_key: 'claim-review-1' }, as('alice')));
+    handoffOf(
+      await client.release(P, { handoff_id: first, claim_id: claimed.claim_id!, reason: 'out today', idempotency_key: 'release-review-1' }, as('alice')),
+    );
+    const parent = await waitFor(
+      async () => {
+        const h = await client.get(P, 'h-reopen');
+        return h?.handback_id !== undefined && h.handback_id !== first ? h : undefined;
+      },
+      'h-reopen with a reopened review',
+      { timeoutMs: 8000 },
+    );
+    expect(parent.status).toBe('returned');
+    const second = parent.handback_id!;
+    expect(second).toMatch(/^hb-[0-9a-f]{32}$/);
+    const reopened = await waitFor(() => client.get(P, second), `the reopened handback ${second}`, { timeoutMs: 8000 });
+    expect(reopened).toMatchObject({
+      kind: 'completion_handback',
+      status: 'pending',
+      to_agent: 'alice',
+      reviewed_worker: 'bob',
+      reply_to_handoff_id: 'h-reopen',
+    });
+    const offered = (m: { json(): unknown }) => m.json() as HandoffRecord;
+    await waitFor(async () => (await offers(nats, prefix, P, 'alice')).some((m) => offered(m).id === second), `${second} offered to alice`, {
+      timeoutMs: 8000,
+    });
+    // The ended handback can no longer move the parent; the reopened one can.
+    expect(await client.decideHandback(P, { handoff_id: first, decision: 'accept', idempotency_key: 'accept-old' }, as('alice'))).toMatchObject({ ok: false });
+    handoffOf(await client.decideHandback(P, { handoff_id: second, decision: 'accept', idempotency_key: 'accept-new' }, as('alice')));
+    await waitFor(async () => ((await client.get(P, 'h-reopen'))?.status === 'completed' ? true : undefined), 'h-reopen completed', { timeoutMs: 8000 });
+  });
+
   it('optimistic claim: of 50 concurrent claims across two ledger instances exactly one wins, the rest get handoff_not_pending', async () => {
     handoffOf(
       await client.create(P, { handoff_id: 'h-race', from_agent: 'alice', summary: 'anyone may take it', idempotency_key: 'create-race' }, as('alice')),

@@ -568,6 +568,23 @@ export const HandoffDeadlineExpiredSchema = z.strictObject({
   claimed_by: ActorNameSchema.optional(),
 });
 
+/**
+ * The review of a returned handoff was reopened: its handback ended without a decision (released,
+ * abandoned, failed, escalated after a lapsed lease), so the ledger opened a fresh one for the same
+ * report and recipient. The parent stays `returned`; `handback_id` is the new handback, the one the
+ * parent's accept / rework is now checked against.
+ */
+export const HandoffReviewReopenedSchema = z.strictObject({
+  ...EventBase,
+  previous_handback_id: IdSchema,
+  /** How the previous handback ended: the type of its terminal event, without `handoff.`. */
+  ended: z.enum(['released', 'abandoned', 'failed', 'escalated', 'deadline_expired']),
+  handback_id: IdSchema,
+  /** The worker whose work the review is of (never its reviewer). */
+  worker: ActorNameSchema,
+  handback_recipient: HandbackRecipientSchema,
+});
+
 /** Every handoff event type and the schema of its payload (register with `registerAll('handoff', ...)`). */
 export const HandoffEventSchemas = {
   'handoff.created': HandoffCreatedSchema,
@@ -585,6 +602,7 @@ export const HandoffEventSchemas = {
   'handoff.failed': HandoffFailedSchema,
   'handoff.archived': HandoffArchivedSchema,
   'handoff.deadline_expired': HandoffDeadlineExpiredSchema,
+  'handoff.review_reopened': HandoffReviewReopenedSchema,
 } as const;
 export type HandoffEventType = keyof typeof HandoffEventSchemas;
 export type HandoffEvent = DomainEventOf<typeof HandoffEventSchemas>;

@@ -29,6 +29,7 @@ export const DeadlineEffectByType: Record<HandoffEventType, 'claim' | 'extend' |
   'handoff.failed': 'clear',
   'handoff.archived': 'none',
   'handoff.deadline_expired': 'clear',
+  'handoff.review_reopened': 'none',
 };
 
 /** The effect of an event type read from a stream header; `unknown` for a type this build does not know. */
@@ -63,6 +64,7 @@ export function applyHandoffEvent(table: DeadlineTable, project: string, event: 
     case 'handoff.completed':
     case 'handoff.reworked':
     case 'handoff.archived':
+    case 'handoff.review_reopened':
       return;
     default:
       return assertNever(event, 'handoff event');

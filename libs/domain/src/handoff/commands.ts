@@ -97,6 +97,22 @@ export type ReworkFromHandback = Command<
   }
 >;
 
+/**
+ * Internal (policy → parent, actor kind `system` only): the parent's handback `handback_id` ended
+ * without a decision (`ended`); open the review again under `new_handback_id`.
+ */
+export type ReopenReview = Command<
+  'reopen_review',
+  {
+    handoff_id: string;
+    handback_id: string;
+    ended: 'released' | 'abandoned' | 'failed' | 'escalated' | 'deadline_expired';
+    new_handback_id: string;
+    worker: string;
+    idempotency_key: string;
+  }
+>;
+
 export type HandoffCommand =
   | CreateHandoff
   | ClaimHandoff
@@ -111,6 +127,7 @@ export type HandoffCommand =
   | CompleteFromResult
   | ExpireDeadline
   | CompleteFromHandback
-  | ReworkFromHandback;
+  | ReworkFromHandback
+  | ReopenReview;
 
 export type HandoffCommandType = HandoffCommand['type'];

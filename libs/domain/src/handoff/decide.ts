@@ -18,6 +18,7 @@ import type {
   ReleaseHandoff,
   RequeueExpired,
   ReturnHandoff,
+  ReopenReview,
   ReworkFromHandback,
 } from './commands';
 import { applyEvidenceFloor } from './evidence';
@@ -593,6 +594,30 @@ function decideReworkFromHandback(command: ReworkFromHandback, state: ExistingHa
 }
 
 /**
+ * The parent's handback ended without a decision: open the review again under a new handback
+ * (the handback policy then creates it, as on a return). Only while the parent is still `returned`
+ * with that handback open: a parent an operator abandoned or failed meanwhile, or whose review
+ * was already reopened, decides nothing (no events; the reaction is idempotent).
+ */
+function decideReopenReview(command: ReopenReview, state: ExistingHandoff): Decision {
+  if (command.metadata.actorKind !== 'system') {
+    return reject('forbidden', HandoffErrorCode.internalCommand, `${command.type} is issued by the ledger's handback policy only`);
+  }
+  const { data, metadata } = command;
+  if (state.status !== 'returned' || state.handback_id !== data.handback_id) return accept();
+  return accept({
+    type: 'handoff.review_reopened',
+    data: base(data, metadata, {
+      previous_handback_id: data.handback_id,
+      ended: data.ended,
+      handback_id: data.new_handback_id,
+      worker: data.worker,
+      handback_recipient: state.handback_recipient,
+    }),
+  });
+}
+
+/**
  * Is this create a retry of the one that made `state`? Its idempotency key was applied there by a
  * create from the same creator (see `RecentKey`), and it comes from the same project: keys are
  * chosen by callers and repeat across projects, so a key met on another project's handoff (a
@@ -655,6 +680,8 @@ export function decideHandoff(command: HandoffCommand, state: HandoffState): Dec
       return decideCompleteFromHandback(command, state);
     case 'rework_from_handback':
       return decideReworkFromHandback(command, state);
+    case 'reopen_review':
+      return decideReopenReview(command, state);
     default:
       return assertNever(command, 'handoff command');
   }

@@ -1,4 +1,5 @@
 import { HandoffRecordSchema, type HandoffEvent } from '@baton/contracts';
+import type { HandoffCommand } from './commands';
 import { fold } from '../decider';
 import { given } from '../testing/given';
 import { handoffDecider } from './decider';
@@ -287,6 +288,65 @@ describe('handoff: completion handback accept / rework', () => {
     given(handoffDecider, events)
       .when(complete('hb-c1', 'system'))
       .thenMatch([{ type: 'handoff.completed' }]);
+  });
+
+  describe('a handback that ends without a decision reopens the review (the parent would wait on it for good)', () => {
+    const on = (handbackId: string, command: HandoffCommand): HandoffCommand =>
+      ({ ...command, data: { ...command.data, handoff_id: handbackId } }) as HandoffCommand;
+    const reopenedId = `hb-${deriveId('handback-reopen', 'hb-c1')}`;
+
+    it('released by its reviewer: the parent stays returned with a new handback for the same report and recipient; deciding it completes the parent, the ended one is stale', () => {
+      const ledger = returnedInLedger();
+      expect(ledger.send('hb-c1', on('hb-c1', cmd.claim('alice', 'r1', 15))).ok).toBe(true);
+      const claimId = (ledger.state('hb-c1') as { claim: { claim_id: string } }).claim.claim_id;
+      expect(ledger.send('hb-c1', on('hb-c1', cmd.release('alice', claimId))).ok).toBe(true);
+      const parent = ledger.state(HID);
+      expect(parent).toMatchObject({ status: 'returned', handback_id: reopenedId });
+      expect(ledger.streams.get(HID)!.at(-1)).toMatchObject({
+        type: 'handoff.review_reopened',
+        data: { previous_handback_id: 'hb-c1', ended: 'released', handback_id: reopenedId, worker: 'bob', handback_recipient: { to_agent: 'alice' } },
+      });
+      const reopened = toHandoffRecord(ledger.state(reopenedId));
+      const first = toHandoffRecord(ledger.state('hb-c1'));
+      expect(reopened).toMatchObject({ kind: 'completion_handback', status: 'pending', reply_to_handoff_id: HID, to_agent: 'alice', reviewed_worker: 'bob' });
+      expect(reopened?.context).toEqual(first?.context);
+      expect(ledger.send(reopenedId, cmd.decide(reopenedId, 'alice', 'accept'))).toMatchObject({ ok: true });
+      expect(ledger.state(HID).status).toBe('completed');
+      expect(ledger.refusedReactions).toEqual([]);
+    });
+
+    it('lapsed (a handback has no retries: its lease lapse escalates it) and failed: each reopens once; the worker still cannot review its own work', () => {
+      const ledger = returnedInLedger();
+      ledger.send('hb-c1', on('hb-c1', cmd.claim('alice', 'r1', 15)));
+      const claimId = (ledger.state('hb-c1') as { claim: { claim_id: string } }).claim.claim_id;
+      expect(ledger.send('hb-c1', on('hb-c1', cmd.requeue(claimId, 400)))).toMatchObject({ ok: true });
+      expect(ledger.state('hb-c1').status).toBe('failed');
+      expect(ledger.state(HID)).toMatchObject({ status: 'returned', handback_id: reopenedId });
+      expect(toHandoffRecord(ledger.state(reopenedId))).toMatchObject({ status: 'pending', reviewed_worker: 'bob' });
+      // The reopened handback failed by an operator: reopened again, from it.
+      expect(ledger.send(reopenedId, on(reopenedId, cmd.fail('olga', undefined, 'operator'))).ok).toBe(true);
+      const again = `hb-${deriveId('handback-reopen', reopenedId)}`;
+      expect(ledger.state(HID)).toMatchObject({ status: 'returned', handback_id: again });
+      expect(ledger.send(again, cmd.decide(again, 'bob', 'accept'))).toEqual({ ok: false, code: 'self_accept_forbidden' });
+      expect(ledger.refusedReactions).toEqual([]);
+    });
+
+    it('nothing reopens once the parent moved on (an operator abandoned it), and a reopen for a handback that is not the open one decides nothing', () => {
+      const ledger = returnedInLedger();
+      expect(ledger.send(HID, cmd.abandon('olga', 'operator')).ok).toBe(true);
+      ledger.send('hb-c1', on('hb-c1', cmd.abandon('olga', 'operator')));
+      expect(ledger.state(HID).status).toBe('abandoned');
+      expect(ledger.state(reopenedId).status).toBe('absent');
+      const stale: HandoffCommand = {
+        type: 'reopen_review',
+        data: { handoff_id: HID, handback_id: 'hb-old', ended: 'released', new_handback_id: 'hb-x', worker: 'bob', idempotency_key: 'r:old' },
+        metadata: meta('baton-ledger', 'system', at(40)),
+      };
+      given(handoffDecider, returnedByBob()).when(stale).then([]);
+      given(handoffDecider, returnedByBob())
+        .when({ ...stale, data: { ...stale.data, handback_id: 'hb-c1' }, metadata: meta('bob', 'agent', at(40)) } as HandoffCommand)
+        .thenFails('internal_command');
+    });
   });
 
   it('decide_handback on a task is refused with not_a_handback', () => {

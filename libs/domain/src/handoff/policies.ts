@@ -1,4 +1,4 @@
-import type { HandoffCommandMetadata, HandoffEvent, HandoffEventData, HandoffPriority } from '@baton/contracts';
+import type { CompletionReport, EvidenceFloor, HandoffCommandMetadata, HandoffEvent, HandoffEventData, HandoffPriority } from '@baton/contracts';
 import { Limits } from '@baton/contracts';
 import { assertNever } from '../decider';
 import type { CreateHandoff, HandoffCommand } from './commands';
@@ -58,17 +58,32 @@ function runOfDerived(origin: ExistingHandoff): { workflow_run_id?: string } {
 }
 
 /**
- * On `handoff.returned`: create the completion handback (kind `completion_handback`,
- * `reply_to_handoff_id` = the parent, id = the event's `handback_id`) addressed to the recipient
- * the return chose, carrying the worker it reviews so that worker can never accept it.
+ * On `handoff.returned` (and `handoff.review_reopened`, the same review opened again): create the
+ * completion handback (kind `completion_handback`, `reply_to_handoff_id` = the parent, id = the
+ * event's `handback_id`) addressed to the recipient the return chose, carrying the worker it
+ * reviews so that worker can never accept it. A reopened review carries the report the parent
+ * keeps from its return.
  */
 export function handbackPolicy(
-  event: { type: 'handoff.returned'; data: HandoffEventData<'handoff.returned'> },
+  event:
+    | { type: 'handoff.returned'; data: HandoffEventData<'handoff.returned'> }
+    | { type: 'handoff.review_reopened'; data: HandoffEventData<'handoff.review_reopened'> },
   parent: HandoffState,
   context: Pick<HandoffReactionContext, 'deriveId'>,
 ): HandoffReaction[] {
   if (parent.status === 'absent') return [];
-  const d = event.data;
+  let report: CompletionReport;
+  let floor: EvidenceFloor | undefined;
+  if (event.type === 'handoff.returned') {
+    report = event.data.report;
+    floor = event.data.evidence_floor;
+  } else {
+    // Reopened: the parent is still returned with that report (else the decider emitted nothing).
+    if (parent.status !== 'returned' || parent.handback_id !== event.data.handback_id) return [];
+    report = parent.completion_report;
+    floor = parent.evidence_floor;
+  }
+  const d = { ...event.data, report, evidence_floor: floor };
   const recipient = d.handback_recipient;
   const create: CreateHandoff = {
     type: 'create',
@@ -190,14 +205,60 @@ export function escalationPolicy(
   return [{ aggregateId: consultId, command: create }];
 }
 
+/** The terminal events that end a handback without a decision, and the `ended` they are reported as. */
+const UNDECIDED_ENDS: Partial<Record<HandoffEvent['type'], 'released' | 'abandoned' | 'failed' | 'escalated' | 'deadline_expired'>> = {
+  'handoff.released': 'released',
+  'handoff.abandoned': 'abandoned',
+  'handoff.failed': 'failed',
+  'handoff.escalated': 'escalated',
+  'handoff.deadline_expired': 'deadline_expired',
+};
+
+/**
+ * On a completion handback ending without a decision (its reviewer released it, a person abandoned
+ * or failed it, its lease lapsed into the escalation of a cap of 0, its deadline passed): reopen
+ * the review on the parent, which stays `returned` and would otherwise wait for a decision that
+ * can no longer come. The parent's decider opens it only while that handback is still its open
+ * one; the new handback's id is derived from the ended one, so a redelivered event reopens once.
+ */
+export function reopenReviewPolicy(event: HandoffEvent, context: Pick<HandoffReactionContext, 'state' | 'deriveId'>): HandoffReaction[] {
+  const ended = UNDECIDED_ENDS[event.type];
+  const handback = context.state;
+  if (ended === undefined || handback.status === 'absent' || handback.kind !== 'completion_handback') return [];
+  const parentId = handback.reply_to_handoff_id;
+  const worker = handback.reviewed_worker;
+  if (parentId === undefined || worker === undefined) return [];
+  return [
+    {
+      aggregateId: parentId,
+      command: {
+        type: 'reopen_review',
+        data: {
+          handoff_id: parentId,
+          handback_id: handback.id,
+          ended,
+          // `hb-` and 32 hex digits: the ledger's reserved handback shape, which no caller may create first.
+          new_handback_id: `hb-${context.deriveId('handback-reopen', handback.id).replace(/^d-/, '')}`,
+          worker,
+          idempotency_key: context.deriveId('review-reopen', handback.id),
+        },
+        metadata: systemMetadata(event.data.at),
+      },
+    },
+  ];
+}
+
 /**
  * Every cross-aggregate effect of one handoff event, as commands for other handoffs. Pure and
  * idempotent (see the module note); events with no cross-aggregate effect return []. There is no
  * auto-accept: nothing here ever decides a handback.
  */
 export function reactToHandoffEvent(event: HandoffEvent, context: HandoffReactionContext): HandoffReaction[] {
+  const reopen = reopenReviewPolicy(event, context);
+  if (reopen.length > 0) return event.type === 'handoff.escalated' ? [...escalationPolicy(event, context.state, context), ...reopen] : reopen;
   switch (event.type) {
     case 'handoff.returned':
+    case 'handoff.review_reopened':
       return handbackPolicy(event, context.state, context);
     case 'handoff.handback_decided':
       return handbackDecisionPolicy(event, context);

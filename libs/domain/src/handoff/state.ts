@@ -159,6 +159,8 @@ function issuedKey(state: ExistingHandoff, event: Exclude<HandoffEvent, { type: 
       return recentKey(key, 'expire_deadline', event.data.expired_by);
     case 'handoff.archived':
       return recentKey(key, 'archive', event.data.archived_by);
+    case 'handoff.review_reopened':
+      return recentKey(key, 'reopen_review', undefined, 'system');
     default:
       return assertNever(event, 'handoff event');
   }
@@ -336,6 +338,11 @@ export function evolveHandoff(state: HandoffState, event: HandoffEvent): Handoff
     case 'handoff.archived': {
       if (state.status !== event.data.archived_from) return state;
       return { ...state, ...touched, status: 'archived', archived_from: event.data.archived_from };
+    }
+    case 'handoff.review_reopened': {
+      // The parent stays returned with the same report; its open handback is the new one.
+      if (state.status !== 'returned' || state.handback_id !== event.data.previous_handback_id) return state;
+      return { ...state, ...touched, handback_id: event.data.handback_id, handback_recipient: event.data.handback_recipient };
     }
     default:
       return assertNever(event, 'handoff event');

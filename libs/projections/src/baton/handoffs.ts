@@ -89,6 +89,8 @@ export function summarizeHandoffEvent(event: HandoffEvent): string {
       return `deadline ${event.data.deadline_at} passed; failed (deadline)`;
     case 'handoff.archived':
       return `archived from ${event.data.archived_from} by ${event.data.archived_by}`;
+    case 'handoff.review_reopened':
+      return `review reopened: handback ${event.data.previous_handback_id} ${event.data.ended.replace('_', ' ')} undecided; new handback ${event.data.handback_id}`;
     default: {
       const never: never = event;
       return `event ${(never as { type: string }).type}`;
