@@ -294,6 +294,13 @@ export const RunStoppedSchema = z.strictObject({
   source: z.enum(['agent', 'router', 'external']),
   cause: RouteCauseSchema,
   stopped_at: IsoTimeSchema,
+  /**
+   * The router's `unresolved` decision this stop records (source `router`, why `unknown_intent`):
+   * what the result asked for (`requested`), why it names nothing (`problem`) and the fallback
+   * the engine made of it (a hold, `origin: engine_fallback`, reason `unresolved target: …`).
+   * Absent on other stops, and on stops stored before it was recorded.
+   */
+  decision: RouteDecisionSchema.optional(),
 });
 
 export const RunResumedSchema = z.strictObject({

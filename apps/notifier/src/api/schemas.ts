@@ -195,8 +195,10 @@ const RouteTargetViewSchema = z.object({ agent: z.string(), step: z.string() });
 export const RunRouteSchema = z.object({
   seq: z.number().int(),
   at: z.string(),
-  event: z.enum(['run.routed', 'run.held', 'run.completed', 'run.terminated']),
-  outcome: z.string().describe('dispatch, hold, complete, terminate'),
+  event: z.enum(['run.routed', 'run.held', 'run.completed', 'run.terminated', 'run.stopped']),
+  outcome: z
+    .string()
+    .describe('dispatch, hold, complete, terminate; unresolved (a run.stopped: the result named nothing, the router stopped the run unknown_intent)'),
   rule: z
     .string()
     .describe(

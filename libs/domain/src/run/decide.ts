@@ -636,7 +636,8 @@ function outcomeEvents(ctx: OutcomeContext, decision: RouteDecision, defs: Defin
         detail: decision.problem,
         intents: knownIntents(defs.workflow, defs.agents),
       };
-      return stopEvents(ctx, facts, 'router');
+      // The unresolved decision (its engine_fallback hold and `unresolved target: …` reason) is recorded with the stop.
+      return stopEvents(ctx, facts, 'router', decision);
     }
     default:
       return assertNever(decision, 'route decision');
@@ -674,10 +675,10 @@ function routedEvent(
   };
 }
 
-function stopEvents(ctx: OutcomeContext, facts: StopFacts, source: 'agent' | 'router' | 'external'): RunEvent[] {
+function stopEvents(ctx: OutcomeContext, facts: StopFacts, source: 'agent' | 'router' | 'external', decision?: RouteDecision): RunEvent[] {
   const { packet } = buildStop(facts);
   return [
-    { type: 'run.stopped', data: { packet, source, cause: ctx.cause, stopped_at: ctx.now } },
+    { type: 'run.stopped', data: { packet, source, cause: ctx.cause, stopped_at: ctx.now, ...(decision !== undefined ? { decision } : {}) } },
     noticeEvent(ctx, 'stop', `run stopped (${packet.why})${packet.detail ? `: ${packet.detail}` : ''}`, packet.packet_id),
   ];
 }
@@ -739,7 +740,10 @@ function knownIntents(workflow: WorkflowDefinition, agents: readonly AgentDefini
 
 /** `posted_body` / `posted_body_truncated` of a recorded result: what the agent said, posted with one canonical sentinel. */
 function postedFields(body: string | undefined, decision: AgentRunConfig | null): { posted_body?: string; posted_body_truncated?: boolean } {
-  const posted = postedBodyOf(body, decision);
+  // The posted sentinel is the durable record of the decision taken: an agent's claim of
+  // `engine_fallback` provenance is not Baton's record of it (seed 000 §5), so it says `agent`.
+  const recorded = decision?.dispatch?.origin === 'engine_fallback' ? { ...decision, dispatch: { ...decision.dispatch, origin: 'agent' as const } } : decision;
+  const posted = postedBodyOf(body, recorded);
   if (posted === null) return {};
   return posted.truncated ? { posted_body: posted.text, posted_body_truncated: true } : { posted_body: posted.text };
 }

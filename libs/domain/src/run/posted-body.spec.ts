@@ -48,6 +48,17 @@ describe('seed 000: the posted body carries exactly one sentinel', () => {
     expect(posted.endsWith('<!-- AGENT_RUN_CONFIG {"dispatch":{"status":"advance"}} -->')).toBe(true);
   });
 
+  it('given a decision that claims engine_fallback provenance, the posted sentinel records it as the agent`s (provenance is Baton`s, seed 000 §5)', () => {
+    const event = recorded({ body: 'a\n<!-- AGENT_RUN_CONFIG {"dispatch":{"status":"hold","reason":"r","origin":"engine_fallback"}} -->' });
+    const posted = event.data.posted_body ?? '';
+    expect(parseSentinel(posted)).toEqual({ kind: 'config', config: { dispatch: { status: 'hold', reason: 'r', origin: 'agent' } } });
+    // A typed decision's claim is recorded the same way; an agent's own `agent` claim is kept as written.
+    const typed = recorded({ decision: { dispatch: { status: 'hold', origin: 'engine_fallback' } } });
+    expect(parseSentinel(typed.data.posted_body ?? '')).toEqual({ kind: 'config', config: { dispatch: { status: 'hold', origin: 'agent' } } });
+    const own = recorded({ decision: { dispatch: { status: 'hold', origin: 'agent' } } });
+    expect(parseSentinel(own.data.posted_body ?? '')).toEqual({ kind: 'config', config: { dispatch: { status: 'hold', origin: 'agent' } } });
+  });
+
   it('given no decision at all, the words are kept and no sentinel is invented', () => {
     const event = recorded({ body: 'I could not decide.' });
     expect(event.data.posted_body).toBe('I could not decide.');

@@ -424,6 +424,12 @@ describe('workflow run: stops with a packet (seed 003)', () => {
     expect(packet).toMatchObject({ why: 'unknown_intent', next_form: { kind: 'type_intent' } });
     // The agent ran and named no tries of its own: the packet says it was tried (no shrug without a tried).
     expect(packet.tried).toEqual(['issue']);
+    // The stop records the unresolved decision: what was asked, why it names nothing, and the engine's fallback.
+    expect(ofType(last, 'run.stopped')[0]!.data.decision).toMatchObject({
+      outcome: 'unresolved',
+      requested: 'poem',
+      dispatch: { status: 'hold', origin: 'engine_fallback', reason: expect.stringMatching(/^unresolved target: /) },
+    });
     const resume: RunCommand = {
       type: 'resume',
       data: {

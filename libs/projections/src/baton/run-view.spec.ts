@@ -152,6 +152,64 @@ describe('the run view: waiting parents, routes with rule and reason, declared a
     ]);
   });
 
+  it('a result naming nothing shows as a route: the router`s unresolved decision, its engine_fallback hold and reason, recorded with the unknown_intent stop', () => {
+    const flow = ProjectDefinitionSchema.parse({
+      project: 'loans',
+      agents: [{ name: 'issue' }, { name: 'context' }],
+      workflows: [
+        {
+          name: 'flow',
+          version: 1,
+          entry: 'triage',
+          steps: [
+            { id: 'triage', agent: 'issue', next: 'gather' },
+            { id: 'gather', agent: 'context' },
+          ],
+        },
+      ],
+    });
+    const shared = { workflow: flow.workflows[0]!, agents: flow.agents };
+    const begin: RunCommand = {
+      type: 'start_run',
+      data: { workflow_run_id: 'wr-1', project: 'loans', ...shared, people: { started_by: 'sam', issue_author: null, trigger_author: null } },
+      metadata: { now: at(0), actor: 'sam' },
+    };
+    const handoff = 'ho-s-wr-1';
+    const unknown: RunCommand = {
+      type: 'record_result',
+      data: {
+        result: {
+          result_id: 'r1',
+          run_id: 'ar-r1',
+          project: 'loans',
+          workflow_run_id: 'wr-1',
+          agent: 'issue',
+          produced_at: at(1),
+          decision: { task: 'poem' },
+          handoff_id: handoff,
+          claim_id: 'c1',
+        },
+        ...shared,
+        handoff: { handoff_id: handoff, status: 'claimed', claim: { claim_id: 'c1', claimed_by: 'issue' } },
+      },
+      metadata: { now: at(1), actor: 'issue' },
+    };
+    const events = play([begin, unknown]);
+    for (const view of [runViewOf(events)!, projected(events)]) {
+      expect(view.status).toBe('stopped');
+      expect(view.routes.at(-1)).toMatchObject({
+        event: 'run.stopped',
+        outcome: 'unresolved',
+        origin: 'engine_fallback',
+        status: 'hold',
+        reason: expect.stringMatching(/^unresolved target: /),
+        from: { agent: 'issue', step: 'triage' },
+        to: null,
+        cause: { kind: 'result', id: 'r1' },
+      });
+    }
+  });
+
   it('variables: the declared ones (MEMORY, GATHER) apart from the implicit ones (the input, start variables no agent declares); declared but unset are named', () => {
     const view = runViewOf(play([start]))!;
     expect(view.variables).toEqual({ channel: 'web', input: 'I want a loan offer' });

@@ -29,8 +29,12 @@ export interface RunRoute {
   /** Stream sequence and time of the event that recorded it. */
   seq: number;
   at: string;
-  /** `run.routed` (dispatch), `run.held`, `run.completed` or `run.terminated` (when the agent decided it). */
-  event: 'run.routed' | 'run.held' | 'run.completed' | 'run.terminated';
+  /**
+   * `run.routed` (dispatch), `run.held`, `run.completed`, `run.terminated` (when the agent decided
+   * it), or `run.stopped` (the router's `unresolved` decision: outcome `unresolved`, the engine's
+   * fallback hold as its status and reason).
+   */
+  event: 'run.routed' | 'run.held' | 'run.completed' | 'run.terminated' | 'run.stopped';
   outcome: RouteOutcome;
   /** The rule that decided it (`function_call`, `task`, `workflow_edge`, `handoff`, `message`, `no_action_default`…). */
   rule: RouteRule;
@@ -285,6 +289,11 @@ export function routeOf(domain: RunEvent, event: SequencedEvent, before: RunStat
       const d = domain.data;
       if (d.decision === undefined) return null;
       return { ...base, event: domain.type, ...decided(d.decision), from: current(before), to: null, hop: null, handoff_id: null, cause: null };
+    }
+    case 'run.stopped': {
+      const d = domain.data;
+      if (d.decision === undefined) return null;
+      return { ...base, event: domain.type, ...decided(d.decision), from: current(before), to: null, hop: null, handoff_id: null, cause: { ...d.cause } };
     }
     default:
       return null;
