@@ -8,6 +8,9 @@ describe('evidence floor: what counts as evidence', () => {
     expect(hasEvidence({ artifacts: [{ path: ' ', url: 'https://ci/build/7' }] })).toBe(true);
     expect(hasEvidence({ work_product_id: 'pr-42' })).toBe(true);
     expect(hasEvidence({ tests_run: ['', 'npm test: 40 passed'] })).toBe(true);
+    // Read against the placeholders by skeleton, not trimmed away: an id that contains one, or text in another script.
+    expect(hasEvidence({ work_product_id: 'NA-123' })).toBe(true);
+    expect(hasEvidence({ tests_run: ['тесты: 12 пройдено'] })).toBe(true);
   });
 
   it('empty or placeholder entries are not evidence, however they are nested', () => {
@@ -19,6 +22,12 @@ describe('evidence floor: what counts as evidence', () => {
 
   /** Seed 002's known hole `[{}]` and its cousins: invisible characters, JSON-encoded emptiness, punctuated placeholders. */
   const notEvidence: Array<[string, unknown]> = [
+    ['n-a, spelled with a hyphen', 'n-a'],
+    ['N A, spelled with a space', 'N A'],
+    ['t.b.d. with inner dots', 't.b.d.'],
+    ['not_applicable with an underscore', 'not_applicable'],
+    ['none with a Cyrillic o', 'n\u043ene'],
+    ['TODO with a Greek omicron', 'T\u039fD\u039f'],
     ['a zero-width space', '\u200b'],
     ['a word joiner', '\u2060'],
     ['a BOM and a soft hyphen', '\ufeff\u00ad'],

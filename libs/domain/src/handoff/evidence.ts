@@ -47,6 +47,48 @@ function normalizeText(text: string): string {
 
 const PLACEHOLDERS = new Set(PLACEHOLDER_WORDS.map(normalizeText));
 
+/**
+ * Latin look-alikes that NFKC leaves alone (Cyrillic and Greek letters drawn like Latin ones), so a
+ * placeholder spelled with them (`nоne` with a Cyrillic `о`) still reads as the placeholder. Used
+ * only to compare with the placeholder words: a text in those scripts is otherwise untouched.
+ */
+const LATIN_LOOKALIKES: Readonly<Record<string, string>> = {
+  а: 'a',
+  е: 'e',
+  о: 'o',
+  р: 'p',
+  с: 'c',
+  у: 'y',
+  х: 'x',
+  і: 'i',
+  ј: 'j',
+  ѕ: 's',
+  ԁ: 'd',
+  һ: 'h',
+  ԛ: 'q',
+  ԝ: 'w',
+  α: 'a',
+  ε: 'e',
+  ι: 'i',
+  κ: 'k',
+  ν: 'v',
+  ο: 'o',
+  τ: 't',
+  υ: 'u',
+};
+
+/**
+ * The letters and digits of a normalized text, look-alikes read as the Latin letters they mimic:
+ * `n-a`, `N A`, `n_a`, `t.b.d.` and `nоne` all have the skeleton of a placeholder word.
+ */
+function skeleton(normalized: string): string {
+  let out = '';
+  for (const ch of normalized) out += LATIN_LOOKALIKES[ch] ?? ch;
+  return out.replace(/[^\p{L}\p{N}]/gu, '');
+}
+
+const PLACEHOLDER_SKELETONS = new Set(PLACEHOLDER_WORDS.map((word) => skeleton(normalizeText(word))));
+
 /** The value a text encodes when it is a JSON array, object or string; `undefined` when it is not one. */
 function parseJsonText(trimmed: string): { value: unknown } | undefined {
   if (!JSON_LIKE.test(trimmed)) return undefined;
@@ -69,7 +111,7 @@ export function isMeaningfulText(text: string, depth = 0): boolean {
   const parsed = parseJsonText(visible);
   if (parsed) return isMeaningfulEntry(parsed.value, depth + 1);
   const normalized = normalizeText(visible);
-  return LETTER_OR_DIGIT.test(normalized) && !PLACEHOLDERS.has(normalized);
+  return LETTER_OR_DIGIT.test(normalized) && !PLACEHOLDERS.has(normalized) && !PLACEHOLDER_SKELETONS.has(skeleton(normalized));
 }
 
 /**
