@@ -92,6 +92,16 @@ async function ensureNats() {
     console.log(`[start] using NATS at ${process.env.NATS_URL} with the credentials in ${natsDir} (the server must trust that operator: ${summary.server_config})`);
     return;
   }
+  // Another `npm start` of this checkout is running (its local.json names a server that answers):
+  // starting a second one would rewrite the deployment's server config and share its store.
+  const running = readLocal();
+  if (running !== null) {
+    const at = new URL(running.url);
+    if (await reachable(at.hostname, at.port)) {
+      console.error(`[start] the platform of this checkout is already running (NATS at ${running.url}, ${path.join(natsDir, 'local.json')}); stop it first`);
+      process.exit(1);
+    }
+  }
   const bin = onPath('nats-server');
   if (!bin) {
     console.error('nats-server is not on the PATH. Install it (https://docs.nats.io, Debian: apt-get install nats-server),');
@@ -108,7 +118,8 @@ async function ensureNats() {
   await waitFor('127.0.0.1', port, 'nats-server');
   const url = `nats://127.0.0.1:${port}`;
   for (const service of services) serviceEnv[service.name] = { NATS_URL: url, NATS_CREDS: summary.creds[service.name] };
-  fs.writeFileSync(path.join(natsDir, 'local.json'), `${JSON.stringify({ url, creds: summary.creds }, null, 2)}\n`);
+  writtenLocal = `${JSON.stringify({ url, creds: summary.creds }, null, 2)}\n`;
+  fs.writeFileSync(path.join(natsDir, 'local.json'), writtenLocal);
   console.log(`[start] the baton CLI and npm run demo connect as admin through ${path.join(natsDir, 'local.json')}; agents get credentials with: npx baton creds agent --project <p> --agent <name>`);
 }
 
@@ -186,9 +197,28 @@ function runService({ name, port }) {
   serviceChildren.push(child);
 }
 
+/** What this process wrote to local.json (null: nothing): only that is removed at exit. */
+let writtenLocal = null;
+
+/** The running platform's local.json ({ url, creds }), or null when there is none or it cannot be read. */
+function readLocal() {
+  try {
+    const parsed = JSON.parse(fs.readFileSync(path.join(natsDir, 'local.json'), 'utf8'));
+    return typeof parsed?.url === 'string' ? parsed : null;
+  } catch {
+    return null;
+  }
+}
+
 process.on('exit', () => {
+  // Only the file this process wrote: a second `npm start` that gave up must not take the running
+  // platform's away from the CLI and the demo.
   const local = path.join(natsDir, 'local.json');
-  if (fs.existsSync(local)) fs.rmSync(local);
+  try {
+    if (writtenLocal !== null && fs.readFileSync(local, 'utf8') === writtenLocal) fs.rmSync(local);
+  } catch {
+    // already gone
+  }
 });
 
 // How long a process may take to stop after SIGTERM (a service drains its consumers and closes its

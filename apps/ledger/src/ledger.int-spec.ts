@@ -449,14 +449,64 @@ describe('ledger service (real NATS, two instances on one prefix)', () => {
     expect(handoffOf(await client.claim(P, { handoff_id: 'h-role', idempotency_key: 'claim-role-bob' }, as('bob'))).claimed_by).toBe('bob');
   });
 
-  it('a refused policy command is logged and recorded as a dead letter, not retried, and the reactor keeps going', async () => {
+  it('a returned parent abandoned by its delegator withdraws its open review: the handback is abandoned by the ledger, and deciding it is refused', async () => {
     const returned = await createAndReturn('h-withdrawn');
     const handbackId = returned.handback_id!;
     await waitFor(() => client.get(P, handbackId), `the handback ${handbackId}`, { timeoutMs: 8000 });
-    // The delegator withdraws the parent while its handback is still open; accepting it afterwards
-    // makes the policy's complete_from_handback hit an abandoned parent.
     handoffOf(await client.abandon(P, { handoff_id: 'h-withdrawn', reason: 'no longer needed', idempotency_key: 'abandon-w' }, as('alice')));
-    handoffOf(await client.decideHandback(P, { handoff_id: handbackId, decision: 'accept', idempotency_key: 'accept-w' }, as('alice')));
+    const withdrawn = await waitFor(
+      async () => {
+        const h = await client.get(P, handbackId);
+        return h?.status === 'abandoned' ? h : undefined;
+      },
+      'the review withdrawn',
+      { timeoutMs: 8000 },
+    );
+    expect(withdrawn).toMatchObject({ terminal_reason: 'the work it reviews (h-withdrawn) was abandoned' });
+    expect(await client.decideHandback(P, { handoff_id: handbackId, decision: 'accept', idempotency_key: 'accept-w' }, as('alice'))).toMatchObject({
+      ok: false,
+      error: { code: 'handoff_not_open' },
+    });
+    expect(await deadLetters(nats, prefix, 'ledger-handoff-reactor')).toHaveLength(0);
+  });
+
+  it('a refused policy command is logged and recorded as a dead letter, not retried, and the reactor keeps going', async () => {
+    // A decision that raced the withdrawal (stored on the handback after its parent ended): the
+    // policy's complete_from_handback then hits an abandoned parent and is refused.
+    const returned = await createAndReturn('h-raced');
+    const handbackId = returned.handback_id!;
+    await waitFor(() => client.get(P, handbackId), `the handback ${handbackId}`, { timeoutMs: 8000 });
+    handoffOf(await client.abandon(P, { handoff_id: 'h-raced', reason: 'no longer needed', idempotency_key: 'abandon-r' }, as('alice')));
+    await waitFor(async () => ((await client.get(P, handbackId))?.status === 'abandoned' ? true : undefined), 'the review withdrawn', { timeoutMs: 8000 });
+    const ref = { project: P, kind: 'handoff' as const, id: handbackId };
+    const at = new Date().toISOString();
+    await store.append(
+      ref,
+      [
+        {
+          id: `raced-decision-${handbackId}`,
+          type: 'handoff.handback_decided',
+          version: 1,
+          aggregate: { kind: 'handoff', id: handbackId },
+          project: P,
+          occurredAt: at,
+          actor: 'alice',
+          origin: 'agent',
+          causationId: null,
+          correlationId: handbackId,
+          payload: {
+            handoff_id: handbackId,
+            at,
+            idempotency_key: 'accept-raced',
+            parent_handoff_id: 'h-raced',
+            decision: 'accept',
+            decided_by: 'alice',
+            decided_by_kind: 'agent',
+          },
+        },
+      ],
+      { expectedVersion: (await store.read(ref)).lastSeq },
+    );
 
     const [letter] = await waitFor(
       async () => {
@@ -468,7 +518,7 @@ describe('ledger service (real NATS, two instances on one prefix)', () => {
     );
     expect(letter!.header(DlqHeader.reason)).toBe('policy_refused');
     expect(letter!.header(DlqHeader.detail)).toContain('handoff_not_returned');
-    expect((await client.get(P, 'h-withdrawn'))!.status).toBe('abandoned');
+    expect((await client.get(P, 'h-raced'))!.status).toBe('abandoned');
     // The reactor moved on: a later return still gets its handback.
     const next = await createAndReturn('h-after-refusal');
     await waitFor(() => client.get(P, next.handback_id!), 'the next handback', { timeoutMs: 8000 });

@@ -490,6 +490,20 @@ describe('router service (real NATS)', () => {
       expect(await events(id)).toHaveLength(0);
     });
 
+    it('a start under a taken run id by other people is dead-lettered run_already_started even while the run is still at its start; the same start again changes nothing', async () => {
+      const run = await startRun('feature');
+      await waitEvents(run, 'run.routed');
+      const start = { workflow_run_id: run, project: 'demo', workflow: 'feature', started_by: 'sam', issue_author: 'ivy', input: 'build the thing' };
+      // The first start's events are still the run's tail: before, this was taken for a retry of it.
+      await publishRaw(RouterSubjects.runStart(prefix, 'demo'), JSON.stringify({ ...start, started_by: 'mallory' }));
+      const letter = await waitDeadLetter((l) => l.reason === 'run_already_started' && l.data.includes('mallory') && l.data.includes(run), 'the other start');
+      expect(letter.detail).toContain(run);
+      await publishRaw(RouterSubjects.runStart(prefix, 'demo'), JSON.stringify(start));
+      await publishResult(result(run, 'issue', `${run}-after`, { body: ADVANCE }));
+      await waitEvents(run, 'run.routed', 2);
+      expect((await events(run)).map((e) => e.type)).toEqual(['run.started', 'run.routed', 'run.result_recorded', 'run.routed']);
+    });
+
     it('an invalid sentinel is not a rejection: it is the no-action default, with the parse diagnostic in the reason', async () => {
       const run = await startRun('feature');
       await waitEvents(run, 'run.routed');

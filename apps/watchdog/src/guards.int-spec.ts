@@ -52,6 +52,7 @@ describe('watchdog loop guards (real NATS): each leaves the loop as a stop reque
     await h.startWatchdog('wd-a', { WATCHDOG_CIRCUIT_FAILURES: '2', WATCHDOG_CIRCUIT_COOLDOWN_MS: '600000' });
     const ops = new LedgerClient(h.nats, h.prefix, { as: Principals.operator('notifier'), operator: { name: 'ops', role: 'operator' }, attempts: 1 });
     const alice = new LedgerClient(h.nats, h.prefix, { as: Principals.agent(PROJECT, 'alice'), attempts: 1 });
+    const flaky = new LedgerClient(h.nats, h.prefix, { as: Principals.agent(PROJECT, 'flaky'), attempts: 1 });
     for (const i of [1, 2]) {
       const id = `cf-${i}`;
       await alice.create(PROJECT, {
@@ -62,6 +63,8 @@ describe('watchdog loop guards (real NATS): each leaves the loop as a stop reque
         workflow_run_id: `run-c${i}`,
         idempotency_key: `c-${id}`,
       });
+      // flaky takes the work; an operator fails it: flaky's failure (it held the claim).
+      expect(await flaky.claim(PROJECT, { handoff_id: id, idempotency_key: `k-${id}` })).toMatchObject({ ok: true });
       const failed = await ops.fail(PROJECT, { handoff_id: id, reason: 'crashed', idempotency_key: `f-${id}` });
       expect(failed.ok).toBe(true);
     }
@@ -77,6 +80,7 @@ describe('watchdog loop guards (real NATS): each leaves the loop as a stop reque
     await h.startWatchdog('wd-a', { WATCHDOG_CIRCUIT_FAILURES: '2', WATCHDOG_CIRCUIT_COOLDOWN_MS: '600000' });
     const ops = new LedgerClient(h.nats, h.prefix, { as: Principals.operator('notifier'), operator: { name: 'ops', role: 'operator' }, attempts: 1 });
     const alice = new LedgerClient(h.nats, h.prefix, { as: Principals.agent(PROJECT, 'alice'), attempts: 1 });
+    const flakyThere = new LedgerClient(h.nats, h.prefix, { as: Principals.agent(OTHER, 'flaky'), attempts: 1 });
     // OTHER has runs of the same ids: none of them is these handoffs' run.
     for (const i of [1, 2]) await route(`run-x${i}`, ['carol'], 1, OTHER);
     for (const i of [1, 2]) {
@@ -92,6 +96,7 @@ describe('watchdog loop guards (real NATS): each leaves the loop as a stop reque
         idempotency_key: `c-${id}`,
       });
       expect(created).toMatchObject({ ok: true, handoff: { project: OTHER, source_project: PROJECT } });
+      expect(await flakyThere.claim(OTHER, { handoff_id: id, idempotency_key: `k-${id}` })).toMatchObject({ ok: true });
       const failed = await ops.fail(OTHER, { handoff_id: id, reason: 'crashed', idempotency_key: `f-${id}` });
       expect(failed.ok).toBe(true);
     }

@@ -18,6 +18,8 @@ export interface MeshCause {
   origin: Origin;
   meshRunId: string;
   now: string;
+  /** What the command's event ids derive from when not `id` (a start's: `startEventKey`). */
+  eventKey?: string;
   /** The trace of the causing message: the events carry it on. */
   trace: HopTrace;
 }
@@ -48,7 +50,7 @@ export class MeshCommands {
       origin: cause.origin,
       causationId: cause.id,
       correlationId: cause.meshRunId,
-      ...meshEventIds(ref, cause.kind, cause.id),
+      ...meshEventIds(ref, cause.kind, cause.eventKey ?? cause.id),
       trace: cause.trace,
     });
   }

@@ -305,18 +305,25 @@ describe('handoff meshes through the router and the ledger (real NATS)', () => {
     expect(completed).toMatchObject({ turns: 3, output: { agent: 'triage', text: 'All sorted.' } });
   }, 40_000);
 
-  it('bad input is dead-lettered with its reason: malformed JSON, a turn for an unknown mesh, an unknown mesh start', async () => {
+  it('bad input is dead-lettered with its reason: malformed JSON, a turn for an unknown mesh, an unknown mesh start, another start under a taken id (while the mesh is still at its start)', async () => {
     await nats.js.publish(Subjects.meshResult(prefix, PROJECT, 'triage'), encoder.encode('{"result_id":'));
     await say('no-such-mesh', 'ghost-r1', 'triage', 'hello', []);
     await nats.js.publish(Subjects.meshStart(prefix, PROJECT), encoder.encode(JSON.stringify({ mesh_run_id: 'm-x', project: PROJECT, mesh: 'nope' })));
+    const taken = await begin();
+    const again = { mesh_run_id: taken, project: PROJECT, mesh: 'support', input: 'I was charged twice', started_by: 'sam' };
+    // The same start again changes nothing; one by someone else is another mesh run, refused.
+    await nats.js.publish(Subjects.meshStart(prefix, PROJECT), encoder.encode(JSON.stringify(again)));
+    await nats.js.publish(Subjects.meshStart(prefix, PROJECT), encoder.encode(JSON.stringify({ ...again, started_by: 'mallory' })));
     const letters = await waitFor(async () => {
       const all = await deadLetters();
-      return all.length >= 3 ? all : undefined;
-    }, 'three dead letters');
+      return all.length >= 4 ? all : undefined;
+    }, 'four dead letters');
     expect(letters.map((l) => [l.reason, l.original]).sort()).toEqual([
       ['malformed_json', Subjects.meshResult(prefix, PROJECT, 'triage')],
+      ['mesh_already_started', Subjects.meshStart(prefix, PROJECT)],
       ['not_found', Subjects.meshResult(prefix, PROJECT, 'triage')],
       ['unknown_mesh', Subjects.meshStart(prefix, PROJECT)],
     ]);
+    expect((await meshEvents(taken)).map((e) => e.type)).toEqual(['mesh.started']);
   }, 30_000);
 });

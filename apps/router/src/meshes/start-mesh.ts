@@ -3,7 +3,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import { MeshStartRequestSchema, resolveLead } from '@baton/contracts';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { DefinitionCatalog } from '../definitions/definition-catalog';
-import { nowIso, ROUTER_ACTOR } from '../shared/ids';
+import { nowIso, ROUTER_ACTOR, startEventKey } from '../shared/ids';
 import { decodeForSubject, poison } from '../shared/inbound';
 import { MeshCommands, meshRef } from './mesh-commands';
 import { meshSubjectTokens } from './mesh-subjects';
@@ -61,7 +61,17 @@ export class StartMeshUseCase {
         },
         metadata: { now, actor },
       },
-      { kind: 'start', id: request.mesh_run_id, actor, origin: 'human', meshRunId: request.mesh_run_id, now, trace },
+      {
+        kind: 'start',
+        id: request.mesh_run_id,
+        actor,
+        origin: 'human',
+        meshRunId: request.mesh_run_id,
+        now,
+        trace,
+        // What makes it this start (the decider's "same start" test): another start under the id is decided, not completed as this one.
+        eventKey: startEventKey(request.mesh_run_id, [request.mesh, request.input, request.started_by]),
+      },
     );
     if (!outcome.ok) {
       log.warn('mesh start refused', { code: outcome.error.code, reason: outcome.error.message });

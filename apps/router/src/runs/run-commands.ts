@@ -25,6 +25,8 @@ export interface RunCause {
   now: string;
   /** The trace of the causing message (or event): the events carry it on. */
   trace: HopTrace;
+  /** What the command's event ids derive from when not `id` (a start's: {@link startEventKey}). */
+  eventKey?: string;
 }
 
 /** What the run refused: recorded as `run.result_rejected` (`result_id` is the result, answer or message id; `refused` which). */
@@ -73,7 +75,7 @@ export class RunCommands {
       origin: cause.origin,
       causationId: cause.id,
       correlationId: cause.workflowRunId,
-      ...eventIdsFor(ref, cause.kind, cause.id),
+      ...eventIdsFor(ref, cause.kind, cause.eventKey ?? cause.id),
       trace: cause.trace,
     });
   }

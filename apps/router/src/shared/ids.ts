@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { deriveId } from '@baton/domain';
 
 /** What caused a command: a run start, an agent result or an operator answer, or the recorded refusal of one. */
@@ -14,6 +15,21 @@ const letter: Record<CauseKind, string> = {
   message_refused: 'n',
   handoff_failed: 'f',
 };
+
+/**
+ * The key a start's event ids derive from: its id and a digest of what makes it that start (the
+ * workflow or mesh, the people, the input…). A retry of the same start keeps its ids, so its
+ * events are found at the aggregate's tail and completed; another start under the same id gets
+ * other ids, so it is decided on the started aggregate (and refused as already started) instead
+ * of being taken for the first while that first's events are still the tail.
+ */
+export function startEventKey(id: string, parts: ReadonlyArray<string | null | undefined>): string {
+  const digest = createHash('sha256')
+    .update(JSON.stringify(parts.map((part) => part ?? null)))
+    .digest('hex')
+    .slice(0, 16);
+  return `${id}@${digest}`;
+}
 
 /** The aggregate an event id belongs to (an `AggregateRef`): event ids are scoped by it. */
 export interface EventScope {

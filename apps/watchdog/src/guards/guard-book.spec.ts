@@ -66,3 +66,46 @@ describe("GuardBook: a cross-project handoff's run is the source project's", () 
     expect(book.circuitOf('src', 'flaky')).toBeUndefined();
   });
 });
+
+/**
+ * A failure is charged to the agent that held the handoff's claim when it failed: the circuit
+ * measures an agent failing work it took. Work nobody held failing — an operator failing a handoff
+ * (or a review) nobody claimed, a deadline passing on a pending handoff, during a project pause say
+ * — is no agent's failure.
+ */
+describe('GuardBook: a failure is the claimer`s, never the addressee`s', () => {
+  const at = '2026-12-01T10:00:00.000Z';
+  const config = { ...DefaultGuardConfig, circuitFailures: 2 };
+  const created = (book: GuardBook, handoff: string) =>
+    book.applyFact({ kind: 'handoff_created', project: 'acme', handoff, to_agent: 'rev', run: `wr-${handoff}` });
+
+  it('failures and deadlines of handoffs nobody claimed open no circuit', () => {
+    const book = new GuardBook(config);
+    for (const [i, cause] of [
+      [1, 'failed'],
+      [2, 'deadline_expired'],
+      [3, 'failed'],
+    ] as const) {
+      created(book, `h-${i}`);
+      expect(book.applyFact({ kind: 'handoff_failed', event_id: `e-${i}`, project: 'acme', handoff: `h-${i}`, cause, at })).toEqual([]);
+    }
+    expect(book.circuitOf('acme', 'rev')).toBeUndefined();
+  });
+
+  it('a lapse frees the claim: a later failure while the handoff waits pending is nobody`s; one while claimed again is the new claimer`s', () => {
+    const book = new GuardBook(config);
+    created(book, 'h-1');
+    book.applyFact({ kind: 'handoff_claimed', project: 'acme', handoff: 'h-1', agent: 'rev' });
+    book.applyFact({ kind: 'handoff_failed', event_id: 'e-1', project: 'acme', handoff: 'h-1', agent: 'rev', cause: 'lease_expired', at });
+    expect(book.circuitOf('acme', 'rev')).toMatchObject({ status: 'closed', failures: 1 });
+    // Pending again: an operator fails it before anyone claims it. Not rev's.
+    expect(book.applyFact({ kind: 'handoff_failed', event_id: 'e-2', project: 'acme', handoff: 'h-1', cause: 'failed', at })).toEqual([]);
+    expect(book.circuitOf('acme', 'rev')).toMatchObject({ status: 'closed', failures: 1 });
+    // Claimed and failed: rev's second failure opens its circuit.
+    created(book, 'h-2');
+    book.applyFact({ kind: 'handoff_claimed', project: 'acme', handoff: 'h-2', agent: 'rev' });
+    expect(book.applyFact({ kind: 'handoff_failed', event_id: 'e-3', project: 'acme', handoff: 'h-2', cause: 'failed', at })).toEqual([
+      expect.objectContaining({ guard: 'circuit', agent: 'rev', workflow_run_id: 'wr-h-2' }),
+    ]);
+  });
+});

@@ -13,7 +13,10 @@ import {
 } from '@baton/domain';
 
 interface HandoffInfo {
+  /** The addressee, then whoever last claimed it (whose success a return or result is). */
   agent?: string;
+  /** Who holds the claim now (cleared when a lapse requeues it): the only agent a failure can be charged to. */
+  claimer?: string;
   /** The handoff's run with its project (the source project of a cross-project handoff). */
   run?: HandoffRunRef;
 }
@@ -87,7 +90,7 @@ export class GuardBook {
       }
       case 'handoff_claimed': {
         const key = `${fact.project}/${fact.handoff}`;
-        this.handoffs.set(key, { ...this.handoffs.get(key), agent: fact.agent });
+        this.handoffs.set(key, { ...this.handoffs.get(key), agent: fact.agent, claimer: fact.agent });
         return [];
       }
       case 'handoff_closed':
@@ -105,9 +108,13 @@ export class GuardBook {
       case 'handoff_failed': {
         const key = `${fact.project}/${fact.handoff}`;
         const info = this.handoffs.get(key);
-        const agent = fact.agent ?? info?.agent;
-        // A requeued handoff (lease expired) stays open; any other failure ends it.
+        // A failure is the agent's that held the claim then (a lapse names its claimer). A handoff
+        // that failed while nobody held it — an operator failing work nobody took, a deadline passing
+        // on a pending handoff (during a pause, say) — is no agent's failure.
+        const agent = fact.agent ?? info?.claimer;
+        // A requeued handoff (lease expired) stays open, unclaimed; any other failure ends it.
         if (fact.cause !== 'lease_expired') this.handoffs.delete(key);
+        else if (info !== undefined) this.handoffs.set(key, { ...info, claimer: undefined });
         if (agent === undefined) return [];
         return this.circuit({
           kind: 'failure',

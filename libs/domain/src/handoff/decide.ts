@@ -419,6 +419,8 @@ function decideRelease({ data, metadata }: ReleaseHandoff, state: ExistingHandof
 
 function decideAbandon({ data, metadata }: AbandonHandoff, state: ExistingHandoff): Decision {
   if (state.status !== 'pending' && state.status !== 'claimed' && state.status !== 'returned') {
+    // The ledger's own withdrawal of a review whose parent ended: a review that ended meanwhile needs nothing.
+    if (metadata.actorKind === 'system' && metadata.actor === LEDGER_ACTOR) return accept();
     return wrongState(HandoffErrorCode.handoffNotOpen, state, 'pending, claimed or returned');
   }
   const worker = checkNotReviewedWorker(state, metadata, 'abandon');
@@ -470,7 +472,10 @@ function decideArchive({ data, metadata }: ArchiveHandoff, state: ExistingHandof
 /**
  * Lease expiry, issued by the watchdog with the claim id it saw. Requeues exactly once: a second
  * requeue for the same claim finds the handoff no longer claimed (or claimed under a new id) and
- * is refused, which is what makes two watchdogs safe. Over the retry cap it escalates instead.
+ * is refused, which is what makes two watchdogs safe. Over the retry cap it escalates instead —
+ * except a completion handback: a review has no retry cap (it waits for its decision, and
+ * escalating it would fail the review and stop its run for one reviewer's lapse), so its lapse
+ * always requeues it to its recipient, `retry_count` unchanged.
  */
 function decideRequeue({ data, metadata }: RequeueExpired, state: ExistingHandoff): Decision {
   if (state.status !== 'claimed') return wrongState(HandoffErrorCode.handoffNotClaimed, state, 'claimed');
@@ -480,8 +485,9 @@ function decideRequeue({ data, metadata }: RequeueExpired, state: ExistingHandof
       lease_expires_at: state.claim.lease_expires_at,
     });
   }
-  const nextRetry = state.retry.retry_count + 1;
-  if (nextRetry > state.retry.max_retries) {
+  const review = state.kind === 'completion_handback';
+  const nextRetry = review ? state.retry.retry_count : state.retry.retry_count + 1;
+  if (!review && nextRetry > state.retry.max_retries) {
     return accept({
       type: 'handoff.escalated',
       data: base(data, metadata, {

@@ -315,15 +315,25 @@ describe('handoff: completion handback accept / rework', () => {
       expect(ledger.refusedReactions).toEqual([]);
     });
 
-    it('lapsed (a handback has no retries: its lease lapse escalates it) and failed: each reopens once; the worker still cannot review its own work', () => {
+    it('a lapsed review is requeued to its recipient, however often (a review has no retry cap: no escalation, no consult, no run stop)', () => {
       const ledger = returnedInLedger();
-      ledger.send('hb-c1', on('hb-c1', cmd.claim('alice', 'r1', 15)));
-      const claimId = (ledger.state('hb-c1') as { claim: { claim_id: string } }).claim.claim_id;
-      expect(ledger.send('hb-c1', on('hb-c1', cmd.requeue(claimId, 400)))).toMatchObject({ ok: true });
-      expect(ledger.state('hb-c1').status).toBe('failed');
+      for (let round = 1; round <= 4; round++) {
+        ledger.send('hb-c1', on('hb-c1', cmd.claim('alice', `r${round}`, 15)));
+        const claimId = (ledger.state('hb-c1') as { claim: { claim_id: string } }).claim.claim_id;
+        const lapsed = ledger.send('hb-c1', on('hb-c1', cmd.requeue(claimId, 400)));
+        expect(lapsed).toMatchObject({ ok: true, events: [{ type: 'handoff.lease_expired', data: { retry_count: 0 } }] });
+        expect(ledger.state('hb-c1')).toMatchObject({ status: 'pending', retry: { retry_count: 0, max_retries: 0 } });
+      }
+      expect(ledger.state(HID)).toMatchObject({ status: 'returned', handback_id: 'hb-c1' });
+      expect([...ledger.streams.keys()].filter((id) => id !== HID && id !== 'hb-c1')).toEqual([]);
+      expect(ledger.refusedReactions).toEqual([]);
+    });
+
+    it('failed by an operator: reopened, and again from the reopened one; the worker still cannot review its own work', () => {
+      const ledger = returnedInLedger();
+      expect(ledger.send('hb-c1', on('hb-c1', cmd.fail('olga', undefined, 'operator'))).ok).toBe(true);
       expect(ledger.state(HID)).toMatchObject({ status: 'returned', handback_id: reopenedId });
       expect(toHandoffRecord(ledger.state(reopenedId))).toMatchObject({ status: 'pending', reviewed_worker: 'bob' });
-      // The reopened handback failed by an operator: reopened again, from it.
       expect(ledger.send(reopenedId, on(reopenedId, cmd.fail('olga', undefined, 'operator'))).ok).toBe(true);
       const again = `hb-${deriveId('handback-reopen', reopenedId)}`;
       expect(ledger.state(HID)).toMatchObject({ status: 'returned', handback_id: again });
@@ -331,12 +341,25 @@ describe('handoff: completion handback accept / rework', () => {
       expect(ledger.refusedReactions).toEqual([]);
     });
 
-    it('nothing reopens once the parent moved on (an operator abandoned it), and a reopen for a handback that is not the open one decides nothing', () => {
+    it('nothing reopens once the parent moved on (an operator abandoned or failed it: its open review is withdrawn), and a reopen for a handback that is not the open one decides nothing', () => {
       const ledger = returnedInLedger();
       expect(ledger.send(HID, cmd.abandon('olga', 'operator')).ok).toBe(true);
-      ledger.send('hb-c1', on('hb-c1', cmd.abandon('olga', 'operator')));
       expect(ledger.state(HID).status).toBe('abandoned');
+      // The open review is withdrawn by the ledger (nobody is left asked to decide it), and nothing reopens.
+      expect(ledger.state('hb-c1')).toMatchObject({ status: 'abandoned', terminal_reason: `the work it reviews (${HID}) was abandoned` });
       expect(ledger.state(reopenedId).status).toBe('absent');
+      // Redelivered, the withdrawal changes nothing; a parent failed instead withdraws its review the same way.
+      expect(
+        ledger.send('hb-c1', {
+          type: 'abandon',
+          data: { handoff_id: 'hb-c1', reason: 'again', idempotency_key: 'w2' },
+          metadata: meta('baton-ledger', 'system', at(50)),
+        }),
+      ).toEqual({ ok: true, events: [] });
+      const failed = returnedInLedger();
+      expect(failed.send(HID, cmd.fail('olga', undefined, 'operator')).ok).toBe(true);
+      expect(failed.state('hb-c1')).toMatchObject({ status: 'abandoned', terminal_reason: `the work it reviews (${HID}) was failed` });
+      expect(failed.refusedReactions).toEqual([]);
       const stale: HandoffCommand = {
         type: 'reopen_review',
         data: { handoff_id: HID, handback_id: 'hb-old', ended: 'released', new_handback_id: 'hb-x', worker: 'bob', idempotency_key: 'r:old' },

@@ -249,6 +249,32 @@ export function reopenReviewPolicy(event: HandoffEvent, context: Pick<HandoffRea
 }
 
 /**
+ * On a returned parent ending without its review (an operator abandoned or failed it): withdraw
+ * the open handback (abandon it as the ledger, which then reopens nothing: the parent has moved
+ * on), so no one is left asked for a decision that can no longer move anything.
+ */
+export function withdrawReviewPolicy(event: HandoffEvent, context: Pick<HandoffReactionContext, 'state' | 'deriveId'>): HandoffReaction[] {
+  if (event.type !== 'handoff.abandoned' && event.type !== 'handoff.failed') return [];
+  const parent = context.state;
+  if (parent.status === 'absent' || parent.kind === 'completion_handback' || parent.handback_id === undefined) return [];
+  const handbackId = parent.handback_id;
+  return [
+    {
+      aggregateId: handbackId,
+      command: {
+        type: 'abandon',
+        data: {
+          handoff_id: handbackId,
+          reason: `the work it reviews (${parent.id}) was ${parent.status === 'abandoned' ? 'abandoned' : 'failed'}`,
+          idempotency_key: context.deriveId('review-withdraw', handbackId),
+        },
+        metadata: systemMetadata(event.data.at),
+      },
+    },
+  ];
+}
+
+/**
  * Every cross-aggregate effect of one handoff event, as commands for other handoffs. Pure and
  * idempotent (see the module note); events with no cross-aggregate effect return []. There is no
  * auto-accept: nothing here ever decides a handback.
@@ -256,6 +282,8 @@ export function reopenReviewPolicy(event: HandoffEvent, context: Pick<HandoffRea
 export function reactToHandoffEvent(event: HandoffEvent, context: HandoffReactionContext): HandoffReaction[] {
   const reopen = reopenReviewPolicy(event, context);
   if (reopen.length > 0) return event.type === 'handoff.escalated' ? [...escalationPolicy(event, context.state, context), ...reopen] : reopen;
+  const withdraw = withdrawReviewPolicy(event, context);
+  if (withdraw.length > 0) return withdraw;
   switch (event.type) {
     case 'handoff.returned':
     case 'handoff.review_reopened':

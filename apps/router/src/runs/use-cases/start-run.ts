@@ -4,7 +4,7 @@ import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { StartRunRequestSchema } from '@baton/contracts';
 import { DefinitionCatalog } from '../../definitions/definition-catalog';
 import { digestOf, workflowForStart } from '../../definitions/definition.decider';
-import { nowIso, ROUTER_ACTOR } from '../../shared/ids';
+import { nowIso, ROUTER_ACTOR, startEventKey } from '../../shared/ids';
 import { decodeForSubject, poison } from '../../shared/inbound';
 import { RunCommands, runRef } from '../run-commands';
 
@@ -70,7 +70,17 @@ export class StartRunUseCase {
           metadata: { now, actor },
         },
       },
-      { kind: 'start', id: request.workflow_run_id, actor, origin: 'human', workflowRunId: request.workflow_run_id, now, trace },
+      {
+        kind: 'start',
+        id: request.workflow_run_id,
+        actor,
+        origin: 'human',
+        workflowRunId: request.workflow_run_id,
+        now,
+        trace,
+        // What makes it this start (the decider's own test of "the same start again"): another start under the id is decided, not completed as this one.
+        eventKey: startEventKey(request.workflow_run_id, [pinned.workflow.name, request.started_by, request.issue_author, request.trigger_author]),
+      },
     );
     if (!outcome.ok) {
       log.warn('run start refused', { code: outcome.error.code, reason: outcome.error.message });
