@@ -78,6 +78,21 @@ describe('NATS decentralized auth: the server, not the message, decides who is s
     expect(Date.now() - started).toBeLessThan(2000);
   });
 
+  it('an SDK client reading a handoff from the event stream (ledger.get) with agent credentials gets PermissionDenied, code permission_denied: not a store error to parse', async () => {
+    const issued = issueCreds(server.deployment, Principals.agent('acme', 'support'));
+    const agent = await createBatonClient({ natsUrl: server.url, natsCreds: issued.file, prefix: PREFIX, project: 'acme', agent: 'support' });
+    try {
+      const refusal = await agent.ledger.get('acme', 'h-1').then(
+        () => null,
+        (error: unknown) => error,
+      );
+      expect(refusal).toBeInstanceOf(PermissionDenied);
+      expect(refusal).toMatchObject({ code: 'permission_denied', operation: 'publish to', subject: expect.stringMatching(/STREAM\.MSG\.GET\.BATON_EVENTS$/) });
+    } finally {
+      await agent.close();
+    }
+  });
+
   it('an SDK client made for another agent than its credentials name is refused at connect (PermissionDenied, subscribe to its inbox): nothing is sent, no start is stored behind an error', async () => {
     const issued = issueCreds(server.deployment, Principals.agent('acme', 'support'));
     const refused = await createBatonClient({ natsUrl: server.url, natsCreds: issued.file, prefix: PREFIX, project: 'acme', agent: 'billing' }).then(

@@ -1,5 +1,5 @@
 import { AckPolicy, DeliverPolicy, nanos, nuid, type JetStreamClient, type JetStreamManager, type Msg } from 'nats';
-import { EventStoreError, JsErrCode, StreamNotFound, jsErrCode } from './errors';
+import { EventStoreError, JsErrCode, PermissionDenied, StreamNotFound, isPermissionsViolation, jsErrCode } from './errors';
 import { headersToRecord } from './dead-letter';
 import { followStream, FOLLOW_PULL_BYTES, FOLLOW_PULL_EXPIRES_MS } from './follow';
 import { ackInfo, headerBlockRecord, headerInBlock, headerReader, pullTarget, PullStream } from './pull';
@@ -187,6 +187,8 @@ export function streamReader(clients: StreamClients, stream: string, options: St
   const failure = (what: string, err: unknown): Error => {
     if (err instanceof EventStoreError) return err;
     if (jsErrCode(err) === JsErrCode.streamNotFound) return new StreamNotFound(stream, { cause: err });
+    // Credentials that may not read the stream (an agent's): typed, so a caller tells it from an outage.
+    if (isPermissionsViolation(err)) return new PermissionDenied(pointSubject, { cause: err, why: `${what}: these credentials may not read ${stream}` });
     return new EventStoreError(`${what}: ${(err as Error).message}`, { cause: err });
   };
   const point = pullTarget(js);
