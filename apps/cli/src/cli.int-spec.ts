@@ -245,6 +245,50 @@ describe('the baton command against real NATS and Redis', () => {
     expect((await baton('verify')).code).toBe(0);
   });
 
+  it('verify says how far a live projection moved on while it was compared (live_moved, and a note), so differences that may be newer events are told from lasting ones', async () => {
+    const quiet = await baton('verify', '--projection', 'handoffs', '--json');
+    expect(JSON.parse(quiet.out)).toMatchObject({ ok: true, projections: [{ projection: 'handoffs', live_moved: 0 }] });
+
+    const generation = await store.activeGeneration('handoffs');
+    await redis.client.set(`${prefix}:proj:handoffs:g${generation}:hs:demo:h-2`, '{"id":"h-2","status":"tampered"}');
+    // h-1's claimer heartbeats while verify runs: the live projection applies each beat as it comes.
+    const events = new JetStreamEventStore({ js: nats.js, jsm: nats.jsm, prefix, registry });
+    const projector = createBatonProjector({ store });
+    const ref = { project: PROJECT, kind: 'handoff' as const, id: 'h-1' };
+    let beats = 0;
+    const whileBeating = async <T>(work: () => Promise<T>): Promise<T> => {
+      let done = false;
+      const beating = (async () => {
+        while (!done) {
+          const seq = 100 + ++beats;
+          const beat = handoffEvent('h-1', seq, 'handoff.heartbeat', {
+            handoff_id: 'h-1',
+            at: iso(seq),
+            idempotency_key: `beat-${seq}`,
+            claim_id: 'c-1',
+            lease_expires_at: iso(seq + 60),
+          });
+          await events.append(ref, [beat], { expectedVersion: (await events.read(ref)).lastSeq });
+          await projector.apply((await events.read(ref)).events.at(-1)!);
+        }
+      })();
+      try {
+        return await work();
+      } finally {
+        done = true;
+        await beating;
+      }
+    };
+    const busy = await whileBeating(() => baton('verify', '--projection', 'handoffs', '--json'));
+    const report = JSON.parse(busy.out) as { projections: Array<{ differing: number; live_moved: number; differences: Array<{ key: string }> }> };
+    expect(busy.code).toBe(1);
+    expect(report.projections[0]!.differences.map((d) => d.key)).toContain('hs:demo:h-2');
+    expect(report.projections[0]!.live_moved).toBeGreaterThan(0);
+    // The text says it too.
+    const text = await whileBeating(() => baton('verify', '--projection', 'handoffs'));
+    expect(text.out).toMatch(/note: handoffs applied \d+ more events while it was compared/);
+  });
+
   it('schemas writes one pretty-printed file per contract, equal to generateJsonSchemas()', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'baton-schemas-'));
     try {

@@ -109,6 +109,13 @@ export interface ShadowComparison {
   /** How many keys differ; `differences` lists the first 1 000 of them. */
   differing: number;
   differences: SnapshotDifference[];
+  /**
+   * Events the live projection applied while this comparison ran (its sequence then minus
+   * `live_seq`; 0 when it stood still). When differences come with events applied meanwhile, some
+   * of them may be those events, newer on the live side than the fold: compare again when traffic
+   * to the projection is quieter.
+   */
+  live_moved: number;
 }
 
 export interface CompareOptions {
@@ -162,21 +169,32 @@ export async function compareWithStream(
           rebuilt_keys: compared.keysB,
           differing: compared.differing,
           differences: compared.differences,
+          live_moved: 0,
         });
       }
     } finally {
       await Promise.all(builds.map((build) => build.drop().catch(() => undefined)));
     }
+    // How far each live projection moved on while it was folded and compared.
+    for (const c of comparisons) c.live_moved = Math.max(0, (await store.status({ name: c.projection, version: 0 })).lastSeq - c.live_seq);
     if (options.bound !== 'live' || comparisons.every((c) => c.differing === 0)) break;
     // Differences, and the live projections applied more events meanwhile: they may be events the
     // fold stopped short of; compare again against where the projections stand now.
-    const moved = await Promise.all(
-      comparisons.map(async (c) => c.differing > 0 && (await store.status({ name: c.projection, version: 0 })).lastSeq !== c.live_seq),
-    );
-    if (!moved.some(Boolean)) break;
+    if (!comparisons.some((c) => c.differing > 0 && c.live_moved > 0)) break;
     options.progress.update({ done: 0, note: `the live projections moved on; comparing again (attempt ${attempt + 1})` });
   }
   return comparisons;
+}
+
+/**
+ * Said under the differences of a comparison during which the live projection applied more events:
+ * some differences may be those events (the live side newer than the fold), not lasting ones.
+ */
+export function movedNote(comparison: Pick<ShadowComparison, 'projection' | 'live_moved' | 'live_seq'>): string {
+  return (
+    `  note: ${comparison.projection} applied ${comparison.live_moved} more events while it was compared (after seq ${comparison.live_seq}); ` +
+    'differences on what they touched may be those events, not lasting ones: compare again when its traffic is quieter\n'
+  );
 }
 
 /** One line per difference: the key and both sides (clipped). */

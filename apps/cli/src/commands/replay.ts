@@ -12,6 +12,7 @@ import {
   firstSeqAtOrAfter,
   interruptible,
   INTERRUPTED,
+  movedNote,
   selectProjections,
   showProgress,
   splitAt,
@@ -143,6 +144,7 @@ Options:
               `live has ${comparison.live_keys} keys at seq ${comparison.live_seq}; ${comparison.differing} keys differ\n`,
           );
           ctx.io.stdout.write(differenceLines(comparison.differences, 20, comparison.differing));
+          if (comparison.differing > 0 && comparison.live_moved > 0) ctx.io.stdout.write(movedNote(comparison));
         }
         if (json) printJson(ctx.io, outcomes);
         return ExitCode.ok;

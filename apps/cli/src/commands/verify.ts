@@ -4,7 +4,7 @@ import { flag, parseCommandArgs, str } from '../command';
 import { ExitCode } from '../errors';
 import { printJson } from '../output';
 import { ProgressLine } from '../progress';
-import { compareWithStream, differenceLines, eventSource, interruptible, INTERRUPTED, selectProjections, type ShadowComparison } from '../rebuild';
+import { compareWithStream, differenceLines, eventSource, interruptible, INTERRUPTED, movedNote, selectProjections, type ShadowComparison } from '../rebuild';
 
 /** What `baton verify --json` prints. */
 export interface VerifyReport {
@@ -22,7 +22,9 @@ Fold <PREFIX>_EVENTS, each projection up to the sequence it has applied, into sc
 with the live one key by key (neither is held in memory); print every difference (the first 50 per
 projection; --json lists up to 1 000 and counts all); drop the scratch generations. Nothing live
 changes. When the live projections applied more events during a comparison that found
-differences, it compares again (up to three times), so only lasting differences are reported.
+differences, it compares again (up to three times), so only lasting differences are reported;
+when it kept moving, each projection says how many events it applied meanwhile (live_moved, and
+a note): differences on what those touched may be them, not lasting ones.
 Progress goes to stderr (events done / total, rate, time left); Ctrl-C stops it (exit 130). Exit 0
 when every projection matches, 1 when any key differs (repair with \`baton replay\`).
 
@@ -66,6 +68,7 @@ Options:
         } else {
           ctx.io.stdout.write(`${comparison.projection}: ${comparison.differing} keys differ from a fold of the stream (to seq ${comparison.live_seq}):\n`);
           ctx.io.stdout.write(differenceLines(comparison.differences, 50, comparison.differing));
+          if (comparison.live_moved > 0) ctx.io.stdout.write(movedNote(comparison));
         }
       }
       if (!report.ok) ctx.io.stdout.write('projections differ; run `baton replay` to rebuild them\n');

@@ -1,4 +1,4 @@
-import { DefaultGuardConfig } from '@baton/domain';
+import { DefaultGuardConfig, guardFactOf } from '@baton/domain';
 import { GuardBook } from './guard-book';
 
 /**
@@ -107,5 +107,37 @@ describe('GuardBook: a failure is the claimer`s, never the addressee`s', () => {
     expect(book.applyFact({ kind: 'handoff_failed', event_id: 'e-3', project: 'acme', handoff: 'h-2', cause: 'failed', at })).toEqual([
       expect.objectContaining({ guard: 'circuit', agent: 'rev', workflow_run_id: 'wr-h-2' }),
     ]);
+  });
+});
+
+/**
+ * A review (completion handback) of a run's work carries that run's id, but its reviewer's lapses
+ * only requeue it (docs/handoffs.md rule 5): they count against the reviewer's circuit, and stop no
+ * run — the work under review is done, and stopping its run would abandon it and its review.
+ */
+describe('GuardBook: a review`s failures stop no run', () => {
+  const at = '2026-12-01T10:00:00.000Z';
+  const config = { ...DefaultGuardConfig, circuitFailures: 2 };
+
+  it('lapses of a review open the reviewer`s circuit without a stop; the next dispatch to the reviewer is what the circuit holds', () => {
+    const book = new GuardBook(config);
+    const created = guardFactOf({
+      id: 'e-c',
+      type: 'handoff.created',
+      project: 'acme',
+      aggregate: { kind: 'handoff', id: 'hb-1' },
+      occurredAt: at,
+      payload: { handoff_id: 'hb-1', project: 'acme', kind: 'completion_handback', to_agent: 'lead', workflow_run_id: 'wr-1', reply_to_handoff_id: 'h-1' },
+    });
+    expect(created).toMatchObject({ kind: 'handoff_created', review: true });
+    expect(created).not.toHaveProperty('run');
+    book.applyFact(created!);
+    for (const n of [1, 2]) {
+      book.applyFact({ kind: 'handoff_claimed', project: 'acme', handoff: 'hb-1', agent: 'lead' });
+      expect(
+        book.applyFact({ kind: 'handoff_failed', event_id: `e-${n}`, project: 'acme', handoff: 'hb-1', agent: 'lead', cause: 'lease_expired', at }),
+      ).toEqual([]);
+    }
+    expect(book.circuitOf('acme', 'lead')).toMatchObject({ status: 'open' });
   });
 });

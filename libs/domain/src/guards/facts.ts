@@ -65,7 +65,12 @@ export type GuardFact =
    * `run` is the handoff's workflow run and `run_project` the project it lives in (set together):
    * the delegator's, which on a cross-project handoff is its `source_project`, not `project`.
    */
-  | { kind: 'handoff_created'; project: string; handoff: string; to_agent?: string; run?: string; run_project?: string }
+  /**
+   * `review`: a completion handback. Its reviewer's failures count against the reviewer's circuit
+   * but stop no run: the review does not drive its run (the work it reviews is done), and a
+   * review's lapse only requeues it (docs/handoffs.md rule 5).
+   */
+  | { kind: 'handoff_created'; project: string; handoff: string; to_agent?: string; run?: string; run_project?: string; review?: true }
   | { kind: 'handoff_claimed'; project: string; handoff: string; agent: string }
   /** `ends`: the handoff is over (completed by the result); a return may still be reworked. */
   | { kind: 'handoff_succeeded'; event_id: string; project: string; handoff: string; agent?: string; at: string; ends?: true }
@@ -156,8 +161,9 @@ export function guardFactOf(event: GuardEventInput): GuardFact | null {
       const p = event.payload as HandoffEventData<'handoff.created'>;
       const fact: GuardFact = { kind: 'handoff_created', project, handoff: id };
       if (p.to_agent !== undefined) fact.to_agent = p.to_agent;
+      if (p.kind === 'completion_handback') fact.review = true;
       const run = handoffRun({ ...p, project });
-      if (run !== null) {
+      if (run !== null && p.kind !== 'completion_handback') {
         fact.run = run.workflow_run_id;
         fact.run_project = run.project;
       }
