@@ -64,11 +64,9 @@ export type GuardFact =
   /**
    * `run` is the handoff's workflow run and `run_project` the project it lives in (set together):
    * the delegator's, which on a cross-project handoff is its `source_project`, not `project`.
-   */
-  /**
-   * `review`: a completion handback. Its reviewer's failures count against the reviewer's circuit
-   * but stop no run: the review does not drive its run (the work it reviews is done), and a
-   * review's lapse only requeues it (docs/handoffs.md rule 5).
+   * `review`: a completion handback, which names no run here: its reviewer's failures count
+   * against the reviewer's circuit but stop no run (the review does not drive its run, the work it
+   * reviews is done, and a review's lapse only requeues it: docs/handoffs.md rule 5).
    */
   | { kind: 'handoff_created'; project: string; handoff: string; to_agent?: string; run?: string; run_project?: string; review?: true }
   | { kind: 'handoff_claimed'; project: string; handoff: string; agent: string }

@@ -216,7 +216,8 @@ const UNDECIDED_ENDS: Partial<Record<HandoffEvent['type'], 'released' | 'abandon
 
 /**
  * On a completion handback ending without a decision (its reviewer released it, a person abandoned
- * or failed it, its lease lapsed into the escalation of a cap of 0, its deadline passed): reopen
+ * or failed it; `escalated` and `deadline_expired` end none today — a review's lapse only requeues
+ * it and a review has no deadline — but handbacks escalated before that are read the same): reopen
  * the review on the parent, which stays `returned` and would otherwise wait for a decision that
  * can no longer come. The parent's decider opens it only while that handback is still its open
  * one; the new handback's id is derived from the ended one, so a redelivered event reopens once.
