@@ -229,6 +229,10 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
     });
     expect(JSON.stringify((one.body['stop'] as { user_msg: string }).user_msg)).not.toMatch(/crash/i);
     expect((await get('/v1/stops?status=answered')).body.items!.map((r) => (r['stop'] as { packet_id: string }).packet_id)).toEqual(['stop-r-res-c1']);
+    // `any` is every packet, as no status filter is (and as the inbox takes it).
+    const every = (await get('/v1/stops')).body.items!.map((r) => (r['stop'] as { packet_id: string }).packet_id);
+    expect((await get('/v1/stops?status=any')).body.items!.map((r) => (r['stop'] as { packet_id: string }).packet_id)).toEqual(every);
+    expect(every).toContain('stop-r-res-c1');
     expect((await get('/v1/stops?run=wr-d')).body.items!.map((r) => (r['stop'] as { why: string }).why)).toEqual(['unknown_intent']);
     expect((await get('/v1/stops?why=budget,policy')).body.items).toHaveLength(2);
     expect((await get('/v1/stops?since=2026-01-01T09:04:30Z')).body.items!.map((r) => (r['stop'] as { packet_id: string }).packet_id)).toEqual([

@@ -123,7 +123,7 @@ export class StopsController {
       ...(projects ? { project: projects } : {}),
       ...(q.why ? { why: q.why } : {}),
       ...(q.agent ? { agent: q.agent } : {}),
-      ...(q.status ? { status: q.status } : {}),
+      ...(q.status !== undefined && q.status !== 'any' ? { status: q.status } : {}),
     };
     const page = await this.views.stops({ filters, ...(q.run ? { run: q.run } : {}), limit: q.limit, cursor: q.cursor ?? null });
     const since = q.since ? isoMs(q.since) : null;

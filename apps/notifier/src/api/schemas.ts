@@ -75,7 +75,10 @@ export const StopsQuerySchema = z.strictObject({
   project: list(ProjectIdSchema).optional(),
   why: list(StopWhySchema).optional(),
   agent: list(AgentNameSchema).optional(),
-  status: list(StopPacketStatusSchema).optional(),
+  status: z
+    .union([list(StopPacketStatusSchema), z.literal('any')])
+    .optional()
+    .describe('open, answered (a list), or any (the default: every packet), as the inbox takes it'),
   run: IdSchema.optional().describe('only the packets of the runs of this workflow_run_id (in each project the token may see, or the `project` filter names)'),
   since: IsoTimeSchema.optional(),
   until: IsoTimeSchema.optional(),

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { StopWhySchema, type HandoffRecord, type NextForm, type NextFormField, type StopPacket } from '@baton/contracts';
+import { Limits, StopWhySchema, type HandoffRecord, type NextForm, type NextFormField, type StopPacket } from '@baton/contracts';
 import type { InboxItem, StopRecord } from '@baton/projections';
 import { canAnswer } from '../auth/roles';
 import { csrfField, page, type PageContext } from './layout';
@@ -25,6 +25,8 @@ export interface InboxFilterValues {
 const WHYS = [...StopWhySchema.options, 'hold', 'human_gate', 'lease_expired', 'rework'];
 const PRIORITIES = ['urgent', 'high', 'medium', 'low'];
 const STATUSES = ['open', 'answered', 'closed', 'any'];
+/** A note's length as every answer and decision schema takes it (`ShortTextSchema`). */
+const NOTE_MAX = Limits.maxShortText;
 const KINDS = ['stop', 'hold', 'handback', 'escalation'];
 
 const str = (value: unknown): string | undefined => (typeof value === 'string' && value !== '' ? value : undefined);
@@ -104,12 +106,12 @@ function stopForm(packet: StopPacket, form: NextForm | null, ctx: PageContext, r
       case 'number':
         return html`<label class="field">${field.label}<input type="number" step="${field.whole ? '1' : 'any'}" name="${field.id}" value="${field.value === undefined ? '' : String(field.value)}"${field.greater_than !== undefined ? html` data-greater-than="${field.greater_than}"` : null}${field.at_most !== undefined ? html` max="${field.at_most}"` : null}></label>${capLimits(field)}`;
       case 'note':
-        return html`<label class="field">${field.label}<textarea name="note" maxlength="2000"></textarea></label>`;
+        return html`<label class="field">${field.label}<textarea name="note" maxlength="${NOTE_MAX}"></textarea></label>`;
       default:
         return html``;
     }
   })}
-  ${fields.some((f) => f.kind === 'note') ? null : html`<label class="field">Note (optional)<textarea name="note" maxlength="2000"></textarea></label>`}
+  ${fields.some((f) => f.kind === 'note') ? null : html`<label class="field">Note (optional)<textarea name="note" maxlength="${NOTE_MAX}"></textarea></label>`}
   <div class="actions">${actions.map((a) => html`<button class="btn ${a.style}" type="submit" name="action" value="${a.id}">${a.label}</button>`)}</div>
 </form>`;
 }
@@ -156,7 +158,7 @@ ${
     ? html`<form class="answer" method="post" action="/inbox/projects/${seg(item.project)}/runs/${seg(item.workflow_run_id)}/answer" data-testid="hold-form">
   ${csrfField(ctx)}${hidden('answer_id', `web-${randomUUID()}`)}${hidden('return', returnTo)}
   <label class="field">Reroute to (step, agent or role; only for Reroute)<input name="target" maxlength="128"></label>
-  <label class="field">Note (optional)<textarea name="note" maxlength="2000"></textarea></label>
+  <label class="field">Note (optional)<textarea name="note" maxlength="${NOTE_MAX}"></textarea></label>
   <div class="actions"><button class="btn primary" type="submit" name="action" value="continue">Continue</button><button class="btn" type="submit" name="action" value="reroute">Reroute</button><button class="btn danger" type="submit" name="action" value="terminate">Terminate</button></div>
 </form>`
     : readOnly(ctx, open)
@@ -180,7 +182,7 @@ ${
   open && item.handoff_id && ctx.principal && canAnswer(ctx.principal)
     ? html`<form class="answer" method="post" action="/inbox/projects/${seg(item.project)}/handoffs/${seg(item.handoff_id)}/decision" data-testid="handback-form">
   ${csrfField(ctx)}${hidden('idempotency_key', `web-${randomUUID()}`)}${hidden('return', returnTo)}
-  <label class="field">Note (required for Rework)<textarea name="note" maxlength="2000"></textarea></label>
+  <label class="field">Note (required for Rework)<textarea name="note" maxlength="${NOTE_MAX}"></textarea></label>
   <div class="actions"><button class="btn primary" type="submit" name="decision" value="accept">Accept</button><button class="btn" type="submit" name="decision" value="rework">Rework</button></div>
 </form>`
     : readOnly(ctx, open)

@@ -246,6 +246,8 @@ describe('operator console: tokens, roles, project scoping, web inbox (real NATS
     expect(cap).toMatch(/type="number" step="any" name="cap"/);
     // The limits the answer is held to are shown under the field (a run's cap: above the current one, no upper bound).
     expect(cap).toContain('data-testid="field-limits">above 8</div>');
+    // A note may be as long as the answer's schema takes (ShortTextSchema: 4 000 characters).
+    expect(cap).toContain('<textarea name="note" maxlength="4000">');
     expect(cap).not.toMatch(/name="cap"[^>]* max=/);
     expect(buttons(await card('stop:alpha:stop-int'))).toEqual(['intent', 'deny']);
     expect(await card('stop:alpha:stop-int')).toMatch(/<input name="intent"/);
