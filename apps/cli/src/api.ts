@@ -1,7 +1,9 @@
+import { randomUUID } from 'node:crypto';
+import { str, type ParsedArgs } from './command';
 import type { CliContext } from './context';
 import { CliError, CliErrorCode, ExitCode, type CliIssue } from './errors';
 import { printJson } from './output';
-import { ambiguousId } from './timeline';
+import { ambiguousId, projectArg } from './timeline';
 
 /** A reply of the operator API: its status and parsed JSON body (null when empty or not JSON). */
 export interface ApiReply {
@@ -144,6 +146,25 @@ export function apiRefusal(reply: ApiReply, what: string): CliError {
     : [];
   const details = typeof error?.details === 'object' && error.details !== null ? (error.details as Record<string, unknown>) : {};
   return new CliError(`${what}: ${apiErrorText(reply)}`, { code, issues, details: { ...details, status: reply.status } });
+}
+
+/** The options every answering command takes (`baton answer`, `baton answer-hold`), beside its own. */
+export const ANSWER_OPTIONS = {
+  note: { type: 'string' },
+  'answer-id': { type: 'string' },
+  project: { type: 'string' },
+  json: { type: 'boolean' },
+} as const;
+
+/** What {@link ANSWER_OPTIONS} gave: the note, the record's project (checked), the answer id (a new one unless given), `--json`. */
+export function answerBasics(args: ParsedArgs): { note: string | undefined; project: string | undefined; answerId: string; json: boolean } {
+  const given = str(args, 'project');
+  return {
+    note: str(args, 'note'),
+    project: given !== undefined ? projectArg(given) : undefined,
+    answerId: str(args, 'answer-id') ?? `cli-${randomUUID()}`,
+    json: args.values['json'] === true,
+  };
 }
 
 /**

@@ -1,10 +1,8 @@
-import { randomUUID } from 'node:crypto';
 import { HoldAnswerActionSchema } from '@baton/contracts';
-import { postAnswer } from '../api';
+import { ANSWER_OPTIONS, answerBasics, postAnswer } from '../api';
 import type { Command } from '../command';
 import { parseCommandArgs, required, str } from '../command';
 import { ExitCode, UsageError } from '../errors';
-import { projectArg } from '../timeline';
 
 /** `baton answer-hold`: the CLI's way to answer a held run (the inbox's hold items), as `baton answer` answers a stop packet. */
 export const answerHoldCommand: Command = {
@@ -35,10 +33,7 @@ Options:
       {
         action: { type: 'string' },
         target: { type: 'string' },
-        note: { type: 'string' },
-        'answer-id': { type: 'string' },
-        project: { type: 'string' },
-        json: { type: 'boolean' },
+        ...ANSWER_OPTIONS,
       },
       { min: 1, max: 1 },
     );
@@ -52,15 +47,12 @@ Options:
     const target = str(args, 'target');
     if (action.data === 'reroute' && target === undefined) throw new UsageError('--action reroute needs --target <step, agent or role>');
     if (action.data !== 'reroute' && target !== undefined) throw new UsageError('--target goes with --action reroute only');
-    const note = str(args, 'note');
-    const given = str(args, 'project');
-    const project = given !== undefined ? projectArg(given) : undefined;
-    const answerId = str(args, 'answer-id') ?? `cli-${randomUUID()}`;
+    const { note, project, answerId, json } = answerBasics(args);
     return postAnswer(
       ctx,
       { kind: 'runs', what: 'run', id: runId, project },
       { answer_id: answerId, action: action.data, ...(target !== undefined ? { target } : {}), ...(note !== undefined ? { note } : {}) },
-      args.values['json'] === true,
+      json,
     );
   },
 };

@@ -1,10 +1,8 @@
-import { randomUUID } from 'node:crypto';
 import { OperatorAnswerActionSchema } from '@baton/contracts';
-import { apiRefusal, callApi, postAnswer, recordPath, throwIfAmbiguous } from '../api';
+import { ANSWER_OPTIONS, answerBasics, apiRefusal, callApi, postAnswer, recordPath, throwIfAmbiguous } from '../api';
 import type { Command } from '../command';
 import { parseCommandArgs, required, str } from '../command';
 import { ExitCode, UsageError } from '../errors';
-import { projectArg } from '../timeline';
 
 export const answerCommand: Command = {
   name: 'answer',
@@ -38,10 +36,7 @@ Options:
         action: { type: 'string' },
         intent: { type: 'string' },
         cap: { type: 'string' },
-        note: { type: 'string' },
-        'answer-id': { type: 'string' },
-        project: { type: 'string' },
-        json: { type: 'boolean' },
+        ...ANSWER_OPTIONS,
       },
       { min: 1, max: 1 },
     );
@@ -60,9 +55,7 @@ Options:
     const cap = capText === undefined ? undefined : Number(capText);
     if (action.data === 'raise_cap' && (cap === undefined || !Number.isFinite(cap) || cap <= 0))
       throw new UsageError('--action raise_cap needs --cap <positive number>');
-    const note = str(args, 'note');
-    const given = str(args, 'project');
-    const project = given !== undefined ? projectArg(given) : undefined;
+    const { note, project, answerId, json } = answerBasics(args);
 
     let pendingDigest: string | undefined;
     if (action.data === 'approve') {
@@ -73,7 +66,6 @@ Options:
       const digest = body?.stop?.pending_digest ?? body?.pending_digest;
       if (typeof digest === 'string') pendingDigest = digest;
     }
-    const answerId = str(args, 'answer-id') ?? `cli-${randomUUID()}`;
     return postAnswer(
       ctx,
       { kind: 'stops', what: 'stop packet', id: stopId, project },
@@ -85,7 +77,7 @@ Options:
         ...(note !== undefined ? { note } : {}),
         ...(pendingDigest !== undefined ? { pending_digest: pendingDigest } : {}),
       },
-      args.values['json'] === true,
+      json,
     );
   },
 };

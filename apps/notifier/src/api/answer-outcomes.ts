@@ -1,5 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { evolveMesh, initialMeshState, isAnswerRefusal, type MeshEvent, type MeshState } from '@baton/domain';
+import { evolveMesh, initialMeshState, isAnswerRefusal, refusedKindOf, type MeshEvent, type MeshState } from '@baton/domain';
 import type { AggregateRef, StoredEvent } from '@baton/eventstore';
 import { runViewOf as foldRunView, type RunView } from '@baton/projections';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
@@ -56,11 +56,11 @@ const SETTLE_MS = 1000;
 /** The event that decided `answerId` among `events`, or null. */
 export function decidingEvent(kind: AnswerAggregate['kind'], events: readonly StoredEvent[], answerId: string): StoredEvent | null {
   for (const event of events) {
-    const p = event.payload as { answer_id?: unknown; result_id?: unknown; agent?: unknown; refused?: unknown; of?: unknown; message?: unknown };
+    const p = event.payload as { answer_id?: unknown; result_id?: unknown };
     if (kind === 'run') {
       if (event.type === 'run.resumed' && p.answer_id === answerId) return event;
       // A refused answer, not a refused result or message of the same id (refusals name their kind; older ones their agent).
-      if (event.type === 'run.result_rejected' && p.result_id === answerId && (p.refused === 'answer' || (p.refused === undefined && p.agent === 'operator')))
+      if (event.type === 'run.result_rejected' && p.result_id === answerId && refusedKindOf(event.payload as Parameters<typeof refusedKindOf>[0]) === 'answer')
         return event;
     } else {
       if (event.type === 'mesh.stop_answered' && p.answer_id === answerId) return event;

@@ -1,6 +1,7 @@
-import type { HandoffEventData, LoopGuard, StopCap, StopWhy } from '@baton/contracts';
+import type { HandoffEventData, LoopGuard, RefusedKind, StopCap, StopWhy } from '@baton/contracts';
 import { handoffRun } from '../handoff/run-ref';
 import { RunErrorCode } from '../run/decide';
+import { refusedKindOf } from '../run/state';
 
 /*
  * What the loop guards read from the event streams, reduced to the facts they need. The watchdog
@@ -140,13 +141,12 @@ export function guardFactOf(event: GuardEventInput): GuardFact | null {
         return { kind: 'result_recorded', event_id: event.id, project, run: id, agent: p.agent, at: p.recorded_at };
       }
       case 'run.result_rejected': {
-        const p = event.payload as { agent: string; code: string; rejected_at: string; refused?: string };
+        const p = event.payload as { agent: string; code: string; rejected_at: string; refused?: RefusedKind };
         // Only an agent's refused result is an agent's failure: an operator's refused answer or a
         // customer's refused message says nothing of an agent (events stored before `refused`
         // named them by their agent, `operator` or `customer`). Nor does a result refused because
         // the run stopped or ended under the agent's work (`run_not_running`): that is the run's state.
-        const agentResult = p.refused !== undefined ? p.refused === 'result' : p.agent !== 'operator' && p.agent !== 'customer';
-        if (!agentResult || p.code === RunErrorCode.runNotRunning) return null;
+        if (refusedKindOf(p) !== 'result' || p.code === RunErrorCode.runNotRunning) return null;
         return { kind: 'result_rejected', event_id: event.id, project, run: id, agent: p.agent, at: p.rejected_at };
       }
       default:

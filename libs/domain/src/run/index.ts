@@ -5,6 +5,7 @@ export {
   hasProcessedId,
   initialRunState,
   messageKey,
+  refusedKindOf,
   openStopId,
   isFinished,
   activeScope,

@@ -395,11 +395,19 @@ export function refusedKey(kind: RefusedKind, id: string): string {
   return kind === 'message' ? messageKey(id) : kind === 'answer' ? answerKey(id) : id;
 }
 
-/** The processed-id key of a refusal; refusals recorded before they named their kind say it by their agent. */
+/**
+ * What a `run.result_rejected` refused: its `refused`, or — on refusals recorded before they named
+ * their kind — what its agent says (`customer`: a message, `operator`: an answer, else a result).
+ * The one reading of it: the run's idempotency keys, the guards' failure facts and the notifier's
+ * answer outcomes all ask here.
+ */
+export function refusedKindOf(data: { agent: string; refused?: RefusedKind | undefined }): RefusedKind {
+  return data.refused ?? (data.agent === LEGACY_MESSAGE_REFUSAL_AGENT ? 'message' : data.agent === LEGACY_ANSWER_REFUSAL_AGENT ? 'answer' : 'result');
+}
+
+/** The processed-id key of a refusal. */
 function refusalKey(data: { result_id: string; agent: string; refused?: RefusedKind | undefined }): string {
-  const kind: RefusedKind =
-    data.refused ?? (data.agent === LEGACY_MESSAGE_REFUSAL_AGENT ? 'message' : data.agent === LEGACY_ANSWER_REFUSAL_AGENT ? 'answer' : 'result');
-  return refusedKey(kind, data.result_id);
+  return refusedKey(refusedKindOf(data), data.result_id);
 }
 
 /** The `agent` refused customer messages were recorded under before refusals named their kind. */
