@@ -81,7 +81,7 @@ describe('trace context from agent result to inbox item (router + ledger + notif
     const hdrs = natsHeaders();
     hdrs.set('traceparent', traceparent);
     // The agent claimed the entry handoff first: a result is accepted only under its claim (docs/runs.md).
-    const entry = handoffIdFor({ kind: 'start', id: run });
+    const entry = handoffIdFor(run, { kind: 'start', id: run });
     const agents = new AgentClaims(nats, prefix, 'demo');
     const claimId = await agents.claim('issue', entry);
     await agents.close();
@@ -97,7 +97,7 @@ describe('trace context from agent result to inbox item (router + ledger + notif
       claim_id: claimId,
     };
     await nats.js.publish(`${prefix}.in.demo.result.issue`, encoder.encode(JSON.stringify(result)), {
-      msgID: MsgIds.result('demo', result.result_id),
+      msgID: MsgIds.result('demo', result.workflow_run_id, result.result_id),
       headers: hdrs,
     });
 

@@ -420,12 +420,12 @@ export async function driveLoad(opts: LoadOptions): Promise<LoadReport> {
     const first = await waitUntil(runId, (last) => last.type === 'run.routed');
     if (!first) return report.unfinished.push(runId);
     const a = await claimed(first, result(runId, 'worker-a', 1));
-    await publish(`${opts.prefix}.in.${opts.project}.result.worker-a`, a, MsgIds.result(opts.project, a.result_id));
+    await publish(`${opts.prefix}.in.${opts.project}.result.worker-a`, a, MsgIds.result(opts.project, a.workflow_run_id, a.result_id));
     report.results.set(a.result_id, runId);
     const second = await waitUntil(runId, (last) => last.type === 'run.routed' && last.seq > first.seq);
     if (!second) return report.unfinished.push(runId);
     const b = await claimed(second, result(runId, 'worker-b', 2));
-    await publish(`${opts.prefix}.in.${opts.project}.result.worker-b`, b, MsgIds.result(opts.project, b.result_id));
+    await publish(`${opts.prefix}.in.${opts.project}.result.worker-b`, b, MsgIds.result(opts.project, b.workflow_run_id, b.result_id));
     report.results.set(b.result_id, runId);
     const end = await waitUntil(runId, (last) => last.seq > second.seq && (last.type === 'run.completed' || last.type === 'run.notice_emitted'));
     if (!end) return report.unfinished.push(runId);

@@ -97,12 +97,12 @@ describe('faults on one platform: duplicates, concurrent claimers, a Redis flush
     };
     await waitFor(async () => ((await routedCount()) >= 1 ? true : undefined), 'the first routing', { timeoutMs: 30_000 });
     const a = await claimedResult('worker-a', 1);
-    for (let i = 0; i < 5; i++) await publish(`${prefix}.in.${project}.result.worker-a`, a, MsgIds.result(project, a.result_id));
+    for (let i = 0; i < 5; i++) await publish(`${prefix}.in.${project}.result.worker-a`, a, MsgIds.result(project, a.workflow_run_id, a.result_id));
     for (let i = 0; i < 5; i++) await publish(`${prefix}.in.${project}.result.worker-a`, a, `${a.result_id}-copy-${i}`);
     await waitFor(async () => ((await routedCount()) >= 2 ? true : undefined), 'the second routing', { timeoutMs: 30_000 });
     const b = await claimedResult('worker-b', 2);
     await agents.close();
-    for (let i = 0; i < 5; i++) await publish(`${prefix}.in.${project}.result.worker-b`, b, MsgIds.result(project, b.result_id));
+    for (let i = 0; i < 5; i++) await publish(`${prefix}.in.${project}.result.worker-b`, b, MsgIds.result(project, b.workflow_run_id, b.result_id));
     for (let i = 0; i < 5; i++) await publish(`${prefix}.in.${project}.result.worker-b`, b, `${b.result_id}-copy-${i}`);
     // A copy of worker-a's result after the run moved on, and one after it completed.
     await publish(`${prefix}.in.${project}.result.worker-a`, a, `${a.result_id}-late`);

@@ -258,7 +258,7 @@ describe('security: an agent of project A attacks a platform running the generat
       produced_at: new Date().toISOString(),
     };
     await agent.js.publish(`${prefix}.in.${A}.result.support`, encoder.encode(JSON.stringify(forged)), {
-      msgID: MsgIds.result(A, forged.result_id),
+      msgID: MsgIds.result(A, forged.workflow_run_id, forged.result_id),
       headers: headersFrom({}),
     });
     const rejected = await waitFor(

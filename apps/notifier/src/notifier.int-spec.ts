@@ -491,7 +491,7 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
         metadata: { now, actor: 'sam' },
       },
       turn('mn-1', 'triage', 'billing', meshEntryHandoffId('mesh-n1')),
-      turn('mn-2', 'billing', 'triage', meshHandoffId('mn-1')),
+      turn('mn-2', 'billing', 'triage', meshHandoffId('mesh-n1', 'mn-1')),
     ];
     const ref = { project: 'demo', kind: 'mesh', id: 'mesh-n1' } as const;
     for (const command of commands) {
@@ -507,8 +507,8 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
     }
     await caughtUp();
     await nats.connection.flush();
-    const packetId = meshStopId('mn-2');
-    expect(noticesSeen.filter((id) => id.startsWith('nt-mt-'))).toEqual(['nt-mt-mn-2']);
+    const packetId = meshStopId('mesh-n1', 'mn-2');
+    expect(noticesSeen.filter((id) => id.startsWith('nt-mt-'))).toEqual(['nt-mt-mesh-n1:mn-2']);
     expect((await get(`/v1/stops/${packetId}`)).body).toMatchObject({ mesh_run_id: 'mesh-n1', stop: { why: 'thrash', next_form: { kind: 'raise_cap' } } });
     // A mesh's cap field states every limit its answer is held to (above the cap, whole, at most 1000).
     const meshStop = (await get(`/v1/stops/${packetId}`)).body as unknown as { stop: StopPacket };

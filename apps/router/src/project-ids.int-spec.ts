@@ -140,5 +140,12 @@ describe('ids are scoped by project: two projects, the same run id and result id
     expect(alpha[0]!.id).toMatch(new RegExp(`^ev0-s-alpha:run:${runId}:${runId}@[0-9a-f]{16}$`));
     expect(beta[0]!.id).toMatch(new RegExp(`^ev0-s-beta:run:${runId}:${runId}@[0-9a-f]{16}$`));
     expect(new Set([...alpha, ...beta].map((e) => e.id)).size).toBe(alpha.length + beta.length);
+    // Identity from the subject, never the body: the start subject names no speaker, so the start's
+    // events say a client of the project started it, not the body's started_by ('sam').
+    expect(alpha.slice(0, 2).map((e) => [e.actor, e.origin])).toEqual([
+      ['project-client', 'agent'],
+      ['project-client', 'agent'],
+    ]);
+    expect(alpha[0]!.payload).toMatchObject({ people: { started_by: 'sam' } });
   });
 });

@@ -199,7 +199,7 @@ export const MeshAnswerActorRoleSchema = z.enum(['operator', 'admin', 'viewer', 
 
 /**
  * An operator's answer to a mesh's stop packet (JetStream publish on
- * `<prefix>.in.<project>.mesh_answer`, `Nats-Msg-Id` = `mesh_answer:<project>:<answer_id>`). The router applies it
+ * `<prefix>.in.<project>.mesh_answer`, `Nats-Msg-Id` = `mesh_answer:<project>:<mesh_run_id>/<answer_id>`). The router applies it
  * to the mesh aggregate: `raise_cap` lets the mesh continue with the higher cap (the agent the
  * refused handoff named speaks next); `deny` / `acknowledge` end the mesh (`mesh.terminated`).
  * `answer_id` is the idempotency key: the same answer applied twice changes nothing.

@@ -5,8 +5,8 @@ describe('foreignMsgId: an inbox message may carry only its own project and kind
 
   it("Baton's own ids pass, retries re-keyed by publishUnderOwnId too", () => {
     expect(on('baton.in.acme.start', MsgIds.start('acme', 'wr-1'))).toBeNull();
-    expect(on('baton.in.acme.result.support', MsgIds.result('acme', 'r:1'))).toBeNull();
-    expect(on('baton.in.acme.mesh_result.triage', MsgIds.meshResult('acme', 'r-2'))).toBeNull();
+    expect(on('baton.in.acme.result.support', MsgIds.result('acme', 'wr-1', 'r:1'))).toBeNull();
+    expect(on('baton.in.acme.mesh_result.triage', MsgIds.meshResult('acme', 'm-1', 'r-2'))).toBeNull();
     expect(on('baton.in.acme.stop', `${MsgIds.stop('acme', 'pk')}:1:42`)).toBeNull();
   });
 

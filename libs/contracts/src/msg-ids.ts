@@ -23,25 +23,27 @@ export type MsgKind = (typeof MsgKind)[keyof typeof MsgKind];
  * saw within the stream's duplicate window (2 minutes), so an id scoped only by what the caller
  * chose (a `workflow_run_id`, a `result_id`) would let a second project's start or result be
  * silently dropped as the first one's duplicate. Project keys hold no `:`, so the parts never run
- * together. A retry of the same message keeps its id and is still stored once.
+ * together. A result, a customer message or an operator's answer need be unique only within its
+ * run, so its id names the run too: `<kind>:<project>:<run id>/<id>` (ids hold no `/`, so the run
+ * and the id never run together either). A retry of the same message keeps its id and is stored once.
  */
 export const MsgIds = {
   /** A run start (`<prefix>.in.<project>.start`). */
   start: (project: string, workflowRunId: string) => `${MsgKind.start}:${project}:${workflowRunId}`,
-  /** An agent result (`<prefix>.in.<project>.result.<agent>`). */
-  result: (project: string, resultId: string) => `${MsgKind.result}:${project}:${resultId}`,
-  /** A customer's message to a conversation run (`<prefix>.in.<project>.message`). */
-  message: (project: string, messageId: string) => `${MsgKind.message}:${project}:${messageId}`,
-  /** An operator's answer to a run (`<prefix>.in.<project>.answer`). */
-  answer: (project: string, answerId: string) => `${MsgKind.answer}:${project}:${answerId}`,
+  /** An agent result (`<prefix>.in.<project>.result.<agent>`): `result:<project>:<workflow_run_id>/<result_id>`. */
+  result: (project: string, workflowRunId: string, resultId: string) => `${MsgKind.result}:${project}:${workflowRunId}/${resultId}`,
+  /** A customer's message to a conversation run (`<prefix>.in.<project>.message`): `message:<project>:<workflow_run_id>/<message_id>`. */
+  message: (project: string, workflowRunId: string, messageId: string) => `${MsgKind.message}:${project}:${workflowRunId}/${messageId}`,
+  /** An operator's answer to a run (`<prefix>.in.<project>.answer`): `answer:<project>:<workflow_run_id>/<answer_id>`. */
+  answer: (project: string, workflowRunId: string, answerId: string) => `${MsgKind.answer}:${project}:${workflowRunId}/${answerId}`,
   /** A stop request from outside the run (`<prefix>.in.<project>.stop`; the watchdog). */
   stop: (project: string, packetId: string) => `${MsgKind.stop}:${project}:${packetId}`,
   /** A mesh start (`<prefix>.in.<project>.mesh_start`). */
   meshStart: (project: string, meshRunId: string) => `${MsgKind.meshStart}:${project}:${meshRunId}`,
-  /** A mesh turn (`<prefix>.in.<project>.mesh_result.<agent>`). */
-  meshResult: (project: string, resultId: string) => `${MsgKind.meshResult}:${project}:${resultId}`,
-  /** An operator's answer to a mesh stop (`<prefix>.in.<project>.mesh_answer`). */
-  meshAnswer: (project: string, answerId: string) => `${MsgKind.meshAnswer}:${project}:${answerId}`,
+  /** A mesh turn (`<prefix>.in.<project>.mesh_result.<agent>`): `mesh_result:<project>:<mesh_run_id>/<result_id>`. */
+  meshResult: (project: string, meshRunId: string, resultId: string) => `${MsgKind.meshResult}:${project}:${meshRunId}/${resultId}`,
+  /** An operator's answer to a mesh stop (`<prefix>.in.<project>.mesh_answer`): `mesh_answer:<project>:<mesh_run_id>/<answer_id>`. */
+  meshAnswer: (project: string, meshRunId: string, answerId: string) => `${MsgKind.meshAnswer}:${project}:${meshRunId}/${answerId}`,
   /** An offer of a handoff (`<prefix>.in.<project>.offer.<agent>`), per the event that caused it. */
   offer: (project: string, handoffId: string, cause: string) => `${MsgKind.offer}:${project}:${handoffId}:${cause}`,
   /** An event appended to an aggregate (`<prefix>.ev.<project>.<kind>.<id>`). */

@@ -144,7 +144,7 @@ export type StopRunRequest = z.infer<typeof StopRunRequestSchema>;
 
 /**
  * A customer turn of a conversation run (seed 001), published with JetStream into the inbox on
- * `<prefix>.in.<project>.message` (Nats-Msg-Id = `message:<project>:<message_id>`). The router records it on the run
+ * `<prefix>.in.<project>.message` (Nats-Msg-Id = `message:<project>:<workflow_run_id>/<message_id>`). The router records it on the run
  * and evaluates the active agent's WHEN routes before any model runs; `message_id` is the
  * idempotency key. Accepted only while the run awaits the customer (after an agent's reply).
  */

@@ -120,7 +120,7 @@ export interface BatonAgent {
   /**
    * Validate `result` against `AgentResultSchema` (after filling `project`, `agent` and
    * `produced_at` from the client), then publish it to `<prefix>.in.<project>.result.<agent>`
-   * with `Nats-Msg-Id = result:<project>:<result_id>` (`MsgIds.result`) and wait for the stream's
+   * with `Nats-Msg-Id = result:<project>:<workflow_run_id>/<result_id>` (`MsgIds.result`) and wait for the stream's
    * ack. Publishing the same result again from this client within the stream's duplicate window
    * (2 minutes) stores nothing new and returns the original sequence with `duplicate: true`, so
    * retrying after a timeout is safe. A duplicate of an id this client never published is another
@@ -140,7 +140,7 @@ export interface BatonAgent {
   startRun(request: StartRunInput): Promise<PublishReceipt>;
   /**
    * Validate and publish a customer's message to a conversation run (seed 001 sessions) on
-   * `<prefix>.in.<project>.message` with `Nats-Msg-Id = message:<project>:<message_id>`; the router
+   * `<prefix>.in.<project>.message` with `Nats-Msg-Id = message:<project>:<workflow_run_id>/<message_id>`; the router
    * records it once and evaluates the active agent's routes before any model runs. For the chat
    * front end that carries the customer's side of a conversation.
    * @throws InvalidInputError when the message breaks `SessionMessageSchema`; `DuplicateMessageError`
@@ -239,7 +239,7 @@ class NatsBatonAgent implements BatonAgent {
         issues: [{ path: project ? 'project' : 'agent', message: 'does not match the client' }],
       });
     }
-    return this.publish(AgentSubjects.result(this.prefix, this.project, this.agent), result, MsgIds.result(result.project, result.result_id));
+    return this.publish(AgentSubjects.result(this.prefix, this.project, this.agent), result, MsgIds.result(result.project, result.workflow_run_id, result.result_id));
   }
 
   async startRun(input: StartRunInput): Promise<PublishReceipt> {
@@ -253,7 +253,7 @@ class NatsBatonAgent implements BatonAgent {
     const parsed = SessionMessageSchema.safeParse({ ...input, project: input.project ?? this.project });
     if (!parsed.success) throw new InvalidInputError('customer message', rejectionFromZod(parsed.error));
     const message = parsed.data;
-    return this.publish(AgentSubjects.message(this.prefix, message.project), message, MsgIds.message(message.project, message.message_id));
+    return this.publish(AgentSubjects.message(this.prefix, message.project), message, MsgIds.message(message.project, message.workflow_run_id, message.message_id));
   }
 
   async handoffs(options: HandoffsOptions): Promise<OfferSubscription> {

@@ -225,7 +225,7 @@ export function meshTurnResult(input: MeshTurnInput): AgentResult {
 
 /**
  * Report an agent's mesh turn: publish it (an AgentResult, see {@link meshTurnResult}) to
- * `<prefix>.in.<project>.mesh_result.<agent>` with `Nats-Msg-Id = mesh_result:<project>:<result_id>`,
+ * `<prefix>.in.<project>.mesh_result.<agent>` with `Nats-Msg-Id = mesh_result:<project>:<workflow_run_id>/<result_id>`,
  * and wait for the stream's ack. Safe to retry with the same input: the stream stores it once
  * within its duplicate window (`duplicate: true`), and the mesh applies a result id once.
  * @throws InvalidInputError (nothing sent); DuplicateMessageError when the stream holds a turn with
@@ -233,7 +233,7 @@ export function meshTurnResult(input: MeshTurnInput): AgentResult {
  */
 export async function publishMeshResult(publisher: MeshPublisher, input: MeshTurnInput): Promise<PublishReceipt> {
   const result = meshTurnResult(input);
-  return publish(publisher, Subjects.meshResult(publisher.prefix, result.project, result.agent), result, MsgIds.meshResult(result.project, result.result_id));
+  return publish(publisher, Subjects.meshResult(publisher.prefix, result.project, result.agent), result, MsgIds.meshResult(result.project, result.workflow_run_id, result.result_id));
 }
 
 /**

@@ -6,11 +6,11 @@ import { Principals, SubjectTable, Subjects, ledgerCommandSubject, offerDurableN
  * (`SubjectTable`, `parseSubject`), which builds and parses every Baton subject.
  */
 export const AgentSubjects = {
-  /** Publish an AgentResult here (JetStream, `Nats-Msg-Id` = `result:<project>:<result_id>`). */
+  /** Publish an AgentResult here (JetStream, `Nats-Msg-Id` = `result:<project>:<workflow_run_id>/<result_id>`). */
   result: (prefix: string, project: string, agent: string): string => Subjects.agentResult(prefix, project, agent),
   /** Publish a run start here (JetStream, `Nats-Msg-Id` = `start:<project>:<workflow_run_id>`). */
   runStart: (prefix: string, project: string): string => Subjects.runStart(prefix, project),
-  /** Publish a customer message to a conversation run here (JetStream, `Nats-Msg-Id` = `message:<project>:<message_id>`). */
+  /** Publish a customer message to a conversation run here (JetStream, `Nats-Msg-Id` = `message:<project>:<workflow_run_id>/<message_id>`). */
   message: (prefix: string, project: string): string => Subjects.sessionMessage(prefix, project),
   /** Handoffs offered to one agent (JetStream; the SDK reads them with a durable consumer). */
   offer: (prefix: string, project: string, agent: string): string => Subjects.offer(prefix, project, agent),

@@ -10,7 +10,7 @@ export const messageCommand: Command = {
   help: `Usage: baton message <workflow_run_id> --project <p> --text <text> [--id <message id>] [--from <who>] [--json]
 
 Publish a customer message (SessionMessage, docs/schemas) to <prefix>.in.<project>.message with
-Nats-Msg-Id = message:<project>:<message id>. The router records it on the run and evaluates the active agent's
+Nats-Msg-Id = message:<project>:<workflow_run_id>/<message_id>. The router records it on the run and evaluates the active agent's
 routes before any model runs. While an agent is still working the message is queued and delivered
 when the run next waits for the customer; a message the run refuses (the run is held, stopped or
 has ended, or 20 are already queued) is recorded on the run as run.result_rejected — see it with

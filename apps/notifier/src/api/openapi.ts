@@ -141,7 +141,7 @@ export function buildOpenApiDocument(): object {
     operationId: 'answerStop',
     summary: "Answer a stop packet's form (one of its buttons)",
     description:
-      "Published to the router on `<prefix>.in.<project>.answer` (a mesh's packet on `…mesh_answer`; Nats-Msg-Id = `answer:<project>:<answer_id>`), then the API waits (at most `NOTIFIER_ANSWER_WAIT_MS`, default 5 s) for the router's decision in the run's (mesh's) event stream and answers with the outcome: 200 `applied` with the new state; 409 with the code the router recorded when it refused the answer (e.g. `run_not_stopped` when another operator's answer was applied first); 202 `pending` with `status_url` (and `Location`) when it was not decided in time. Send the same `answer_id` to retry safely.",
+      "Published to the router on `<prefix>.in.<project>.answer` (a mesh's packet on `…mesh_answer`; Nats-Msg-Id = `answer:<project>:<workflow_run_id>/<answer_id>`), then the API waits (at most `NOTIFIER_ANSWER_WAIT_MS`, default 5 s) for the router's decision in the run's (mesh's) event stream and answers with the outcome: 200 `applied` with the new state; 409 with the code the router recorded when it refused the answer (e.g. `run_not_stopped` when another operator's answer was applied first); 202 `pending` with `status_url` (and `Location`) when it was not decided in time. Send the same `answer_id` to retry safely.",
     parameters: [idParam('the packet id')],
     requestBody: body(StopAnswerBodySchema),
     responses: {

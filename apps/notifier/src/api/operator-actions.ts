@@ -362,7 +362,7 @@ export class OperatorActions {
     const subject = Subjects.meshAnswer(this.prefix, body.project);
     const answerId = body.answer.answer_id;
     const ack = await this.sent({ project: body.project, kind: 'mesh', id: body.mesh_run_id }, answerId, () =>
-      this.js.publishOwned(subject, body, MsgIds.meshAnswer(body.project, answerId)),
+      this.js.publishOwned(subject, body, MsgIds.meshAnswer(body.project, body.mesh_run_id, answerId)),
     );
     if (ack.duplicate) await this.assertRetryOf(ack, body);
     this.warnTaken(ack, answerId);
@@ -381,7 +381,7 @@ export class OperatorActions {
     const subject = Subjects.operatorAnswer(this.prefix, body.project);
     const answerId = body.answer.answer.answer_id;
     const ack = await this.sent({ project: body.project, kind: 'run', id: body.workflow_run_id }, answerId, () =>
-      this.js.publishOwned(subject, body, MsgIds.answer(body.project, answerId)),
+      this.js.publishOwned(subject, body, MsgIds.answer(body.project, body.workflow_run_id, answerId)),
     );
     if (ack.duplicate) await this.assertRetryOf(ack, body);
     this.warnTaken(ack, answerId);

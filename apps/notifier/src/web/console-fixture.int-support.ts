@@ -147,7 +147,7 @@ export function stopRun(events: JetStreamEventStore, project: string, id: string
 
 /** Hold a started run (a result with `dispatch: hold`, under the entry agent's claim on the entry handoff). */
 export function holdRun(events: JetStreamEventStore, project: string, id: string, reason: string, at = 1): Promise<void> {
-  const handoffId = handoffIdFor({ kind: 'start', id });
+  const handoffId = handoffIdFor(id, { kind: 'start', id });
   const claim = { claim_id: `c-${handoffId}`, claimed_by: 'support' };
   return runCommand(events, project, id, {
     type: 'record_result',
@@ -306,7 +306,7 @@ export async function thrashMesh(events: JetStreamEventStore, project: string, i
         agent: 'billing',
         text: 'back to triage',
         handoff_tool_calls: [{ tool: handoffToolName('triage') }],
-        ...claimOf(meshHandoffId(`${id}-r1`), 'billing'),
+        ...claimOf(meshHandoffId(id, `${id}-r1`), 'billing'),
       },
       metadata: { now, actor: 'billing' },
     },

@@ -152,7 +152,7 @@ describe('handoff meshes through the router and the ledger (real NATS)', () => {
     expect(await offerFor('triage', entry)).toMatchObject({ to_agent: 'triage' }); // the offer reaches the agent's SDK subject
 
     await say(id, `${id}-r1`, 'triage', 'Let me get billing.', ['billing'], entry);
-    const toBilling = meshHandoffId(`${id}-r1`);
+    const toBilling = meshHandoffId(id, `${id}-r1`);
     const created = await waitHandoff(toBilling);
     expect(created).toMatchObject({ from_agent: 'triage', to_agent: 'billing' });
     expect((created['context'] as { mesh: { transcript: unknown[]; handoff_tools: unknown[] } }).mesh).toMatchObject({
@@ -170,7 +170,7 @@ describe('handoff meshes through the router and the ledger (real NATS)', () => {
     const closed = await waitHandoff(toBilling, 'handoff.completed_by_result');
     expect(closed['report']).toMatchObject({ outcome: 'completed', evidence: { artifacts: ['refund RF-1042'] } });
     expect(closed['evidence_floor']).toBeUndefined();
-    await waitHandoff(meshHandoffId(`${id}-r2`));
+    await waitHandoff(meshHandoffId(id, `${id}-r2`));
     await say(id, `${id}-r3`, 'triage', 'Your refund is on its way.', []);
     const [completed] = await waitMesh(id, 'mesh.completed');
     expect(completed).toMatchObject({ agent: 'triage', turns: 3, output: { agent: 'triage', text: 'Your refund is on its way.' } });
@@ -238,7 +238,7 @@ describe('handoff meshes through the router and the ledger (real NATS)', () => {
     await say(id, `${id}-p3`, 'triage', 'billing?', ['billing']);
     await say(id, `${id}-p4`, 'billing', 'triage!', ['triage']);
     await waitMesh(id, 'mesh.stopped');
-    return meshStopId(`${id}-p4`);
+    return meshStopId(id, `${id}-p4`);
   };
   const answerMesh = (id: string, answer: Record<string, unknown>, actorRole = 'operator') =>
     nats.js.publish(
@@ -251,7 +251,7 @@ describe('handoff meshes through the router and the ledger (real NATS)', () => {
           answer: { answered_by: 'olga', answered_at: new Date().toISOString(), ...answer },
         }),
       ),
-      { msgID: MsgIds.meshAnswer(PROJECT, String(answer['answer_id'])) },
+      { msgID: MsgIds.meshAnswer(PROJECT, id, String(answer['answer_id'])) },
     );
 
   it('answering a mesh stop: a viewer is refused (recorded), raise_cap continues the mesh with the agent the last turn handed off to, and it completes', async () => {
@@ -264,7 +264,7 @@ describe('handoff meshes through the router and the ledger (real NATS)', () => {
     await answerMesh(id, { packet_id: packetId, answer_id: `${id}-a1`, action: 'raise_cap', cap: 6 });
     const [answered] = await waitMesh(id, 'mesh.stop_answered');
     expect(answered).toMatchObject({ packet_id: packetId, effect: { kind: 'raise_cap', cap: 6 }, max_iterations: 6 });
-    const resumed = meshResumeHandoffId(`${id}-a1`);
+    const resumed = meshResumeHandoffId(id, `${id}-a1`);
     expect(await waitHandoff(resumed)).toMatchObject({ from_agent: 'billing', to_agent: 'triage' });
     await say(id, `${id}-r5`, 'triage', 'Sorted after all.', [], resumed);
     const [completed] = await waitMesh(id, 'mesh.completed');
@@ -288,18 +288,18 @@ describe('handoff meshes through the router and the ledger (real NATS)', () => {
   it('a mesh survives a restart of every service mid-run and continues from the log', async () => {
     const id = await begin();
     await say(id, `${id}-r1`, 'triage', 'Over to billing.', ['billing']);
-    await waitHandoff(meshHandoffId(`${id}-r1`));
+    await waitHandoff(meshHandoffId(id, `${id}-r1`));
 
     await router.stop();
     await ledger.stop();
     // While everything is down, billing's turn is published: the inbox stream holds it.
-    await say(id, `${id}-r2`, 'billing', 'Back to you, triage.', ['triage'], meshHandoffId(`${id}-r1`));
+    await say(id, `${id}-r2`, 'billing', 'Back to you, triage.', ['triage'], meshHandoffId(id, `${id}-r1`));
     ledger = await startLedger(env);
     router = await startRouter(env);
 
     const [handedBack] = await waitMesh(id, 'mesh.handed_off', 2).then((all) => all.slice(1));
     expect(handedBack).toMatchObject({ from: 'billing', to: 'triage', turn: 3 });
-    expect(await waitHandoff(meshHandoffId(`${id}-r2`))).toMatchObject({ to_agent: 'triage' });
+    expect(await waitHandoff(meshHandoffId(id, `${id}-r2`))).toMatchObject({ to_agent: 'triage' });
     await say(id, `${id}-r3`, 'triage', 'All sorted.', []);
     const [completed] = await waitMesh(id, 'mesh.completed');
     expect(completed).toMatchObject({ turns: 3, output: { agent: 'triage', text: 'All sorted.' } });

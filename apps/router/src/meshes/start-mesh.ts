@@ -3,7 +3,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import { MeshStartRequestSchema, resolveLead } from '@baton/contracts';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { DefinitionCatalog } from '../definitions/definition-catalog';
-import { nowIso, ROUTER_ACTOR, startEventKey } from '../shared/ids';
+import { nowIso, START_CLIENT_ACTOR, startEventKey } from '../shared/ids';
 import { decodeForSubject, poison } from '../shared/inbound';
 import { MeshCommands, meshRef } from './mesh-commands';
 import { meshSubjectTokens } from './mesh-subjects';
@@ -43,7 +43,8 @@ export class StartMeshUseCase {
       });
     }
     const now = nowIso();
-    const actor = request.started_by ?? ROUTER_ACTOR;
+    // Identity from the subject, never the body: the mesh start subject proves only a client of the project.
+    const actor = START_CLIENT_ACTOR;
     const lead = resolveLead(current);
     const outcome = await this.meshes.run(
       meshRef(request.project, request.mesh_run_id),
@@ -65,7 +66,7 @@ export class StartMeshUseCase {
         kind: 'start',
         id: request.mesh_run_id,
         actor,
-        origin: 'human',
+        origin: 'agent',
         meshRunId: request.mesh_run_id,
         now,
         trace,

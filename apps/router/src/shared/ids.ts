@@ -76,6 +76,14 @@ export function derivedEventIds(tag: string, letter: string, source: string): Ev
   };
 }
 
+/**
+ * The actor of what a run or mesh start causes. Its subject (`<prefix>.in.<project>.start`,
+ * `…mesh_start`) names no speaker: any agent of the project, or the admin, may publish it. So the
+ * events say what the subject proves, a client of the project; the body's `started_by` (and
+ * `issue_author`, `trigger_author`) is who the run notifies, data and never the actor.
+ */
+export const START_CLIENT_ACTOR = 'project-client';
+
 /** The router's name as an actor (from_agent of the first handoff of a run, published_by default). */
 export const ROUTER_ACTOR = 'baton-router';
 

@@ -134,7 +134,7 @@ describe('handoff: the ids the ledger derives are its own', () => {
 });
 
 describe('handoff: the ids the router derives for routes are its own', () => {
-  it.each([handoffIdFor({ kind: 'result', id: 'r-next' }), handoffIdFor({ kind: 'start', id: 'wr-1' }), meshHandoffId('turn-7'), meshEntryHandoffId('mesh-1')])(
+  it.each([handoffIdFor('wr-1', { kind: 'result', id: 'r-next' }), handoffIdFor('wr-1', { kind: 'start', id: 'wr-1' }), meshHandoffId('mesh-1', 'turn-7'), meshEntryHandoffId('mesh-1')])(
     'an agent that computes %s (its own next result id chooses it) cannot create it first: reserved_id; the router can',
     (id) => {
       expect(ROUTER_DERIVED_HANDOFF_ID.test(id)).toBe(true);

@@ -1,7 +1,7 @@
 import { MESH_CAP_MAX, validateMesh, type MeshEvent, type NoticeRecipient, type StopCap, type StopPacket } from '@baton/contracts';
 import { checkResultClaim, ResultClaimCode } from '../claims';
 import { accept, assertNever, Decider, DecisionResult, reject } from '../decider';
-import { deriveId, MeshHandoffPrefix } from '../run/ids';
+import { deriveId, deriveScopedId, MeshHandoffPrefix } from '../run/ids';
 import { buildHumanActionNotice } from '../notices';
 import { buildStop, decideResume, raiseCapForm } from '../stop';
 import { deepFreeze } from '../stop/freeze';
@@ -30,19 +30,22 @@ export type MeshErrorCode = (typeof MeshErrorCode)[keyof typeof MeshErrorCode];
 
 /** The handoff the entry agent's first turn is offered with (`mh-s-<mesh_run_id>`). */
 export const meshEntryHandoffId = (meshRunId: string): string => deriveId(MeshHandoffPrefix.entry, meshRunId);
-/** The handoff a turn's handoff call opens for the next speaker (`mh-r-<result_id>`). */
-export const meshHandoffId = (resultId: string): string => deriveId(MeshHandoffPrefix.turn, resultId);
 /**
- * The stop packet a turn opens when the iteration cap refuses its handoff (`stop-mt-<result_id>`).
- * Not `stop-m-`: a workflow run's stop caused by a customer message is `stop-m-<message_id>`
- * (`stopIdFor`), and a message id equal to a mesh turn's result id in the same project made the
- * two stops one packet in the projections (meshes stopped before this keep their `stop-m-` ids).
+ * The handoff a turn's handoff call opens for the next speaker (`mh-r-<mesh_run_id>:<result_id>`):
+ * a turn's result id need be unique only within its mesh run.
  */
-export const meshStopId = (resultId: string): string => deriveId('stop-mt', resultId);
-/** The one human action notice of the stop a turn opened (`nt-mt-<result_id>`; `nt-m-` is a run's message-caused notice). */
-export const meshNoticeId = (resultId: string): string => deriveId('nt-mt', resultId);
-/** The handoff a `raise_cap` answer offers the next speaker with (`mh-a-<answer_id>`). */
-export const meshResumeHandoffId = (answerId: string): string => deriveId('mh-a', answerId);
+export const meshHandoffId = (meshRunId: string, resultId: string): string => deriveScopedId(MeshHandoffPrefix.turn, meshRunId, resultId);
+/**
+ * The stop packet a turn opens when the iteration cap refuses its handoff
+ * (`stop-mt-<mesh_run_id>:<result_id>`). Not `stop-m-`: a workflow run's stop caused by a customer
+ * message is `stop-m-…` (`stopIdFor`), and the two would be one packet in the projections when a
+ * mesh run and a workflow run of one project share an id (meshes stopped before keep their ids).
+ */
+export const meshStopId = (meshRunId: string, resultId: string): string => deriveScopedId('stop-mt', meshRunId, resultId);
+/** The one human action notice of the stop a turn opened (`nt-mt-<mesh_run_id>:<result_id>`; `nt-m-` is a run's message-caused notice). */
+export const meshNoticeId = (meshRunId: string, resultId: string): string => deriveScopedId('nt-mt', meshRunId, resultId);
+/** The handoff a `raise_cap` answer offers the next speaker with (`mh-a-<mesh_run_id>:<answer_id>`). */
+export const meshResumeHandoffId = (meshRunId: string, answerId: string): string => deriveScopedId('mh-a', meshRunId, answerId);
 /** The agent name refused operator answers are recorded under (`mesh.turn_rejected`). */
 export const MESH_ANSWER_AGENT = 'operator';
 
@@ -208,7 +211,7 @@ function recordTurn(command: RecordMeshTurn, state: MeshState): DecisionResult<M
       to: chosen.target,
       tool: chosen.tool,
       ...(chosen.call_id !== undefined ? { call_id: chosen.call_id } : {}),
-      handoff_id: meshHandoffId(d.result_id),
+      handoff_id: meshHandoffId(state.mesh_run_id, d.result_id),
       turn: turn + 1,
       handed_off_at: now,
     },
@@ -219,7 +222,7 @@ function recordTurn(command: RecordMeshTurn, state: MeshState): DecisionResult<M
 function stopped(state: MeshRunState, command: RecordMeshTurn, turn: number, chosen: { target: string; tool: string }): MeshEvent {
   const d = command.data;
   const { packet } = buildStop({
-    packet_id: meshStopId(d.result_id),
+    packet_id: meshStopId(state.mesh_run_id, d.result_id),
     now: command.metadata.now,
     why: 'thrash',
     tried: [...state.path, `${d.agent}→${chosen.target} (refused: cap)`],
@@ -269,7 +272,7 @@ function stopNotice(state: MeshRunState, command: RecordMeshTurn, stop: MeshEven
     type: 'mesh.notice_emitted',
     data: {
       notice: buildHumanActionNotice({
-        noticeId: meshNoticeId(command.data.result_id),
+        noticeId: meshNoticeId(state.mesh_run_id, command.data.result_id),
         project: state.project,
         workflowRunId: state.mesh_run_id,
         reason: 'stop',
@@ -341,7 +344,7 @@ function answerStop(command: AnswerMeshStop, state: MeshState): DecisionResult<M
           from: refused.from,
           to: refused.to,
           tool: refused.tool,
-          handoff_id: meshResumeHandoffId(answer.answer_id),
+          handoff_id: meshResumeHandoffId(state.mesh_run_id, answer.answer_id),
           turn: state.turns + 1,
           handed_off_at: now,
         },

@@ -33,7 +33,7 @@ const turn = (result_id: string, agent: string, calls: HandoffToolCall[] = [], t
 });
 const answer = (fields: Partial<OperatorAnswer> & Pick<OperatorAnswer, 'action'>, role: 'operator' | 'viewer' = 'operator'): MeshCommand => ({
   type: 'answer_stop',
-  data: { answer: { packet_id: meshStopId('p2'), answer_id: 'a1', answered_by: 'olga', answered_at: LATER, ...fields } },
+  data: { answer: { packet_id: meshStopId('m1', 'p2'), answer_id: 'a1', answered_by: 'olga', answered_at: LATER, ...fields } },
   metadata: { now: LATER, actor: fields.answered_by ?? 'olga', actorRole: role },
 });
 
@@ -60,10 +60,10 @@ describe('a mesh stop notifies exactly one person (seed 000 §5: engine-owned no
       type: 'mesh.notice_emitted',
       data: {
         notice: {
-          notice_id: meshNoticeId('p2'),
+          notice_id: meshNoticeId('m1', 'p2'),
           reason: 'stop',
           recipient: { handle: 'sam', source: 'started_by' },
-          stop_id: meshStopId('p2'),
+          stop_id: meshStopId('m1', 'p2'),
           workflow_run_id: 'm1',
           agent: 'billing',
         },
@@ -107,12 +107,12 @@ describe('answering a mesh stop packet (decideResume rules, as for runs)', () =>
       .thenMatch([
         {
           type: 'mesh.stop_answered',
-          data: expect.objectContaining({ answer_id: 'a1', packet_id: meshStopId('p2'), effect: { kind: 'raise_cap', cap: 5 }, max_iterations: 5 }),
+          data: expect.objectContaining({ answer_id: 'a1', packet_id: meshStopId('m1', 'p2'), effect: { kind: 'raise_cap', cap: 5 }, max_iterations: 5 }),
         },
-        { type: 'mesh.handed_off', data: expect.objectContaining({ from: 'billing', to: 'triage', turn: 3, handoff_id: meshResumeHandoffId('a1') }) },
+        { type: 'mesh.handed_off', data: expect.objectContaining({ from: 'billing', to: 'triage', turn: 3, handoff_id: meshResumeHandoffId('m1', 'a1') }) },
       ]);
     const state = fold(meshDecider, [...history, ...events]) as MeshRunState;
-    expect(state).toMatchObject({ status: 'running', speaker: 'triage', handoff_id: meshResumeHandoffId('a1') });
+    expect(state).toMatchObject({ status: 'running', speaker: 'triage', handoff_id: meshResumeHandoffId('m1', 'a1') });
     expect(state.mesh.max_iterations).toBe(5);
     expect(state.stop?.status).toBe('answered');
     // The mesh carries on: triage's turn is recorded and a turn without a handoff completes it.
@@ -206,7 +206,7 @@ describe('answering a mesh stop packet (decideResume rules, as for runs)', () =>
     const stopped = history.find((e) => e.type === 'mesh.stopped');
     if (stopped?.type !== 'mesh.stopped') throw new Error('expected mesh.stopped');
     const answerWith = (cap: number): OperatorAnswer => ({
-      packet_id: meshStopId('p2'),
+      packet_id: meshStopId('m1', 'p2'),
       answer_id: `a-${cap}`,
       action: 'raise_cap',
       cap,
@@ -234,11 +234,11 @@ describe('answering a mesh stop packet (decideResume rules, as for runs)', () =>
 });
 
 describe('mesh stop and notice ids never meet a run’s in the same project', () => {
-  it("a mesh turn's result id equal to a customer message's id gives different stop and notice ids (stop-mt- / nt-mt- against stop-m- / nt-m-)", () => {
+  it("a mesh turn's result id equal to a customer message's id, in a mesh run and a workflow run of one id, gives different stop and notice ids (stop-mt- / nt-mt- against stop-m- / nt-m-)", () => {
     const cause = { kind: 'message' as const, id: 'same-1' };
-    expect(meshStopId('same-1')).toBe('stop-mt-same-1');
-    expect(meshNoticeId('same-1')).toBe('nt-mt-same-1');
-    expect(stopIdFor(cause)).toBe('stop-m-same-1');
-    expect(noticeIdFor(cause)).toBe('nt-m-same-1');
+    expect(meshStopId('m1', 'same-1')).toBe('stop-mt-m1:same-1');
+    expect(meshNoticeId('m1', 'same-1')).toBe('nt-mt-m1:same-1');
+    expect(stopIdFor('m1', cause)).toBe('stop-m-m1:same-1');
+    expect(noticeIdFor('m1', cause)).toBe('nt-m-m1:same-1');
   });
 });

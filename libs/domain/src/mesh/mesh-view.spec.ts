@@ -96,19 +96,19 @@ describe('the mesh run view', () => {
     const atStop = meshViewOf(stopped)!;
     expect(atStop.status).toBe('stopped');
     expect(atStop.stop).toMatchObject({
-      packet_id: meshStopId('t3'),
+      packet_id: meshStopId('m1', 't3'),
       why: 'thrash',
       status: 'open',
       refused: { from: 'triage', to: 'billing', tool: 'handoff_to_billing' },
       answer: null,
     });
-    expect(atStop.outcome).toEqual({ status: 'stopped', packet_id: meshStopId('t3'), at: NOW });
+    expect(atStop.outcome).toEqual({ status: 'stopped', packet_id: meshStopId('m1', 't3'), at: NOW });
     expect(atStop.cap).toMatchObject({ max_iterations: 3, used: 3, raised: [] });
     expect(atStop.notices).toBe(1);
 
     const raise: MeshCommand = {
       type: 'answer_stop',
-      data: { answer: { packet_id: meshStopId('t3'), answer_id: 'a1', action: 'raise_cap', cap: 6, answered_by: 'olga', answered_at: LATER } },
+      data: { answer: { packet_id: meshStopId('m1', 't3'), answer_id: 'a1', action: 'raise_cap', cap: 6, answered_by: 'olga', answered_at: LATER } },
       metadata: { now: LATER, actor: 'olga', actorRole: 'operator' },
     };
     const raised = meshViewOf(
@@ -129,7 +129,7 @@ describe('the mesh run view', () => {
       turn: 4,
       from: 'triage',
       to: 'billing',
-      handoff_id: meshResumeHandoffId('a1'),
+      handoff_id: meshResumeHandoffId('m1', 'a1'),
       cause: 'a1',
       after_cap_raise: true,
     });
@@ -140,7 +140,7 @@ describe('the mesh run view', () => {
   it('a denied stop ends the mesh: outcome terminated with the reason; every event has a one-line summary', () => {
     const deny: MeshCommand = {
       type: 'answer_stop',
-      data: { answer: { packet_id: meshStopId('t3'), answer_id: 'a2', action: 'deny', answered_by: 'olga', answered_at: LATER, note: 'looping' } },
+      data: { answer: { packet_id: meshStopId('m1', 't3'), answer_id: 'a2', action: 'deny', answered_by: 'olga', answered_at: LATER, note: 'looping' } },
       metadata: { now: LATER, actor: 'olga', actorRole: 'operator' },
     };
     const events = stream([

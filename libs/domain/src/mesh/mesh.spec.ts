@@ -152,7 +152,7 @@ describe('mesh runs (seed 004 routing rules)', () => {
         { type: 'mesh.turn_recorded', data: expect.objectContaining({ agent: 'triage', turn: 1, handoff_id: meshEntryHandoffId('m1') }) },
         {
           type: 'mesh.handed_off',
-          data: expect.objectContaining({ from: 'triage', to: 'billing', tool: 'handoff_to_billing', call_id: 'c1', turn: 2, handoff_id: meshHandoffId('r1') }),
+          data: expect.objectContaining({ from: 'triage', to: 'billing', tool: 'handoff_to_billing', call_id: 'c1', turn: 2, handoff_id: meshHandoffId('m1', 'r1') }),
         },
       ]);
   });
@@ -293,7 +293,7 @@ describe('mesh runs (seed 004 routing rules)', () => {
     given(meshDecider, JSON.parse(JSON.stringify(log)) as MeshEvent[])
       .when(turn('r3', 'triage', [call('tech')]))
       .thenMatch([
-        { type: 'mesh.turn_recorded', data: expect.objectContaining({ turn: 3, handoff_id: meshHandoffId('r2') }) },
+        { type: 'mesh.turn_recorded', data: expect.objectContaining({ turn: 3, handoff_id: meshHandoffId('m1', 'r2') }) },
         { type: 'mesh.handed_off', data: expect.objectContaining({ from: 'triage', to: 'tech', turn: 4 }) },
       ]);
     // The redelivered pre-restart turn is still a no-op.

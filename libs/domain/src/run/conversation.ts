@@ -165,7 +165,7 @@ function elapsedMs(from: string, to: string): number {
 }
 
 function nextHandoffId(c: ConversationCtx): string {
-  const base = handoffIdFor(c.cause);
+  const base = handoffIdFor(c.state.workflowRunId, c.cause);
   c.routed += 1;
   return c.routed === 1 ? base : deriveId(base, String(c.routed));
 }

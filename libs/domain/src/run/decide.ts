@@ -226,7 +226,7 @@ function startRun(command: StartRun, state: RunState): DecisionResult<RunEvent> 
       decision: entry,
       target: entry.target,
       from: null,
-      handoff_id: handoffIdFor(cause),
+      handoff_id: handoffIdFor(data.workflow_run_id, cause),
       hop: 1,
       cause,
       routed_at: metadata.now,
@@ -296,7 +296,7 @@ function recordResult(command: RecordResult, state: RunState): DecisionResult<Ru
   if (result.stop !== undefined) {
     // The agent reports a stop condition itself (seed 003): a stop with a packet, never a route.
     const facts: StopFacts = {
-      ...runFacts(state, result.run_id, now, stopIdFor(cause)),
+      ...runFacts(state, result.run_id, now, stopIdFor(state.workflowRunId, cause)),
       why: result.stop.why,
       tried: result.tried ?? [],
       pending: result.pending_tool_call ?? null,
@@ -589,7 +589,7 @@ function outcomeEvents(ctx: OutcomeContext, decision: RouteDecision, defs: Defin
         // real freeze is never dropped): a policy stop whose packet freezes the call and whose
         // form approves or denies it.
         const facts: StopFacts = {
-          ...runFacts(ctx.state, result.run_id, ctx.now, stopIdFor(ctx.cause)),
+          ...runFacts(ctx.state, result.run_id, ctx.now, stopIdFor(ctx.state.workflowRunId, ctx.cause)),
           why: 'policy',
           tried: result.tried ?? [],
           pending,
@@ -628,7 +628,7 @@ function outcomeEvents(ctx: OutcomeContext, decision: RouteDecision, defs: Defin
       // The router's unknown kind is unknown_intent (seed 003): stop with a packet, never guess.
       const result = defs.result;
       const facts: StopFacts = {
-        ...runFacts(ctx.state, result?.run_id ?? ctx.state.workflowRunId, ctx.now, stopIdFor(ctx.cause)),
+        ...runFacts(ctx.state, result?.run_id ?? ctx.state.workflowRunId, ctx.now, stopIdFor(ctx.state.workflowRunId, ctx.cause)),
         why: 'unknown_intent',
         // What the agent says it tried, else the agent itself: it ran, so the stop is not "before the loop" (seed 003: no shrug without a tried).
         tried: result?.tried ?? (result ? [result.agent] : []),
@@ -665,7 +665,7 @@ function routedEvent(
       decision,
       target: decision.target,
       from: { agent: ctx.state.agent, step: ctx.state.step },
-      handoff_id: handoffIdFor(ctx.cause),
+      handoff_id: handoffIdFor(ctx.state.workflowRunId, ctx.cause),
       hop: ctx.state.hops + 1,
       cause: ctx.cause,
       ...(extra.approved_call ? { approved_call: extra.approved_call } : {}),
@@ -690,7 +690,7 @@ function noticeEvent(ctx: OutcomeContext, reason: NoticeReason, headline: string
     type: 'run.notice_emitted',
     data: {
       notice: buildHumanActionNotice({
-        noticeId: noticeIdFor(ctx.cause),
+        noticeId: noticeIdFor(ctx.state.workflowRunId, ctx.cause),
         project: ctx.state.project,
         workflowRunId: ctx.state.workflowRunId,
         reason,

@@ -14,10 +14,38 @@ export function deriveId(prefix: string, source: string): string {
   return `${prefix}-${source.slice(0, room)}-${digest}`;
 }
 
+/**
+ * The id `<prefix>-<scope>:<id>` of something caused by `id` within `scope` (a workflow run, a mesh
+ * run): the sender chose `id` unique only within its run, so the run's id names it together with
+ * it. A scope that holds a `:` itself, or a pair too long for the cap, takes the clipped form with a
+ * digest of both parts (so runs `a:b` + `c` and `a` + `b:c` never meet), the same on every call.
+ */
+export function deriveScopedId(prefix: string, scope: string, id: string): string {
+  const source = `${scope}:${id}`;
+  const plain = `${prefix}-${source}`;
+  if (plain.length <= Limits.maxIdLength && !scope.includes(':')) return plain;
+  const digest = fnv1a32(`${scope.length}:${source}`);
+  const room = Limits.maxIdLength - prefix.length - digest.length - 2;
+  return `${prefix}-${source.slice(0, room)}-${digest}`;
+}
+
 /** One letter per cause kind, so a result id and an answer id that happen to be equal never collide. */
 const causeLetter: Record<RouteCause['kind'], string> = { start: 's', result: 'r', resume: 'a', stop: 'x', message: 'm', handoff_failed: 'f' };
 
-/** The prefixes of a mesh's handoff ids: its entry (`mh-s-<mesh_run_id>`) and each turn's (`mh-r-<result_id>`). */
+/**
+ * The causes whose id its sender need keep unique only within the run: an agent's result, a
+ * customer's message and an operator's answer. What they cause is named by the run and the id
+ * together (`ho-r-<run>:<result_id>`). A start (the run's own id), a stop request (a packet id) and
+ * a failed handoff (a handoff id) carry ids already unique within the project and name alone.
+ */
+const RUN_SCOPED_CAUSES: ReadonlySet<RouteCause['kind']> = new Set(['result', 'message', 'resume']);
+
+function deriveFromCause(kindPrefix: string, runId: string, cause: RouteCause): string {
+  const prefix = `${kindPrefix}-${causeLetter[cause.kind]}`;
+  return RUN_SCOPED_CAUSES.has(cause.kind) ? deriveScopedId(prefix, runId, cause.id) : deriveId(prefix, cause.id);
+}
+
+/** The prefixes of a mesh's handoff ids: its entry (`mh-s-<mesh_run_id>`) and each turn's (`mh-r-<mesh_run_id>:<result_id>`). */
 export const MeshHandoffPrefix = { entry: 'mh-s', turn: 'mh-r' } as const;
 
 /**
@@ -29,12 +57,12 @@ export const ROUTER_HANDOFF_ID_PREFIXES: readonly string[] = [
   ...Object.values(MeshHandoffPrefix),
 ];
 
-/** The handoff the router asks the ledger to create for a route caused by `cause` (`ho-r-<result_id>`). */
-export const handoffIdFor = (cause: RouteCause): string => deriveId(`ho-${causeLetter[cause.kind]}`, cause.id);
-/** The one notice of a stop-for-a-human outcome caused by `cause` (`nt-r-<result_id>`). */
-export const noticeIdFor = (cause: RouteCause): string => deriveId(`nt-${causeLetter[cause.kind]}`, cause.id);
-/** The stop packet the router opens when `cause` stopped the run or could not be routed. */
-export const stopIdFor = (cause: RouteCause): string => deriveId(`stop-${causeLetter[cause.kind]}`, cause.id);
+/** The handoff the router asks the ledger to create for a route of run `runId` caused by `cause` (`ho-r-<run>:<result_id>`, `ho-s-<run>`). */
+export const handoffIdFor = (runId: string, cause: RouteCause): string => deriveFromCause('ho', runId, cause);
+/** The one notice of a stop-for-a-human outcome of run `runId` caused by `cause` (`nt-r-<run>:<result_id>`). */
+export const noticeIdFor = (runId: string, cause: RouteCause): string => deriveFromCause('nt', runId, cause);
+/** The stop packet the router opens when `cause` stopped run `runId` or could not be routed (`stop-r-<run>:<result_id>`). */
+export const stopIdFor = (runId: string, cause: RouteCause): string => deriveFromCause('stop', runId, cause);
 
 function fnv1a32(text: string): string {
   let hash = 0x811c9dc5;

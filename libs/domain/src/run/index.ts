@@ -37,5 +37,5 @@ export type {
   HandoffFailedCommand,
 } from './commands';
 export { HandoffFailureReason } from './commands';
-export { deriveId, handoffIdFor, noticeIdFor, stopIdFor } from './ids';
+export { deriveId, deriveScopedId, handoffIdFor, noticeIdFor, stopIdFor } from './ids';
 export { isConversational, isConversationalAgent, isAuthenticatedFor, HandoffRefusalCode } from './conversation';

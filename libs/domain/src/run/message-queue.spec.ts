@@ -147,7 +147,7 @@ describe('customer messages while an agent works are queued, not refused', () =>
       cause: { kind: 'message', id: 'm1' },
       conversation: { message: 'first' },
     });
-    expect(routed.handoff_id).toBe(handoffIdFor({ kind: 'message', id: 'm1' }));
+    expect(routed.handoff_id).toBe(handoffIdFor('wr-1', { kind: 'message', id: 'm1' }));
     expect(s.queue).toEqual(['m2']);
 
     const next = s.result('r2', 'Income_Capture_Agent', 12, { body: 'And your employer?' });
@@ -182,7 +182,7 @@ describe('customer messages while an agent works are queued, not refused', () =>
       from: 'Loan_Supervisor',
       to: 'Offer_Agent',
       message: 'what can you offer me?',
-      handoffId: handoffIdFor({ kind: 'message', id: 'm1' }),
+      handoffId: handoffIdFor('wr-1', { kind: 'message', id: 'm1' }),
     });
   });
 

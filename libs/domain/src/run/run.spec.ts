@@ -141,9 +141,9 @@ describe('workflow run: idempotency and refusals', () => {
 
   it('run.routed carries a handoff id derived from the result id, so the ledger call is idempotent', () => {
     const { last } = play([decided('r1', 'issue', advance)], started());
-    expect(ofType(last, 'run.routed')[0]!.data.handoff_id).toBe('ho-r-r1');
+    expect(ofType(last, 'run.routed')[0]!.data.handoff_id).toBe('ho-r-wr-1:r1');
     const again = runDecider.decide(decided('r1', 'issue', advance), fold(runDecider, started()));
-    expect(again.ok && ofType(again.events, 'run.routed')[0]!.data.handoff_id).toBe('ho-r-r1');
+    expect(again.ok && ofType(again.events, 'run.routed')[0]!.data.handoff_id).toBe('ho-r-wr-1:r1');
   });
 
   it("a result from an agent that is not the run's current agent is refused (unexpected_agent)", () => {
@@ -197,7 +197,7 @@ describe('workflow run: seed 000 §5 engine-owned human notification', () => {
     const { last, events } = play([decided('r1', 'issue', { dispatch: { status: 'hold', reason: 'ask @bob' } })], started());
     const notices = ofType(last, 'run.notice_emitted');
     expect(notices).toHaveLength(1);
-    expect(notices[0]!.data.notice).toMatchObject({ reason: 'hold', recipient: { handle: 'sam', source: 'started_by' }, notice_id: 'nt-r-r1' });
+    expect(notices[0]!.data.notice).toMatchObject({ reason: 'hold', recipient: { handle: 'sam', source: 'started_by' }, notice_id: 'nt-r-wr-1:r1' });
     expect(hasLiveMention(notices[0]!.data.notice.headline)).toBe(false);
     given(runDecider, events)
       .when(decided('r1', 'issue', { dispatch: { status: 'hold' } }))
@@ -285,7 +285,7 @@ describe('workflow run: stops with a packet (seed 003)', () => {
     expect(last.map((e) => e.type)).toEqual(['run.result_recorded', 'run.stopped', 'run.notice_emitted']);
     const stopped = ofType(last, 'run.stopped')[0]!.data;
     expect(stopped.packet).toMatchObject({
-      packet_id: 'stop-r-r1',
+      packet_id: 'stop-r-wr-1:r1',
       why: 'policy',
       pending,
       tried: ['lookup'],
@@ -294,7 +294,7 @@ describe('workflow run: stops with a packet (seed 003)', () => {
       goal_done: false,
     });
     expect(state.status).toBe('stopped');
-    expect(ofType(last, 'run.notice_emitted')[0]!.data.notice).toMatchObject({ reason: 'stop', stop_id: 'stop-r-r1' });
+    expect(ofType(last, 'run.notice_emitted')[0]!.data.notice).toMatchObject({ reason: 'stop', stop_id: 'stop-r-wr-1:r1' });
   });
 
   it('approve runs exactly the frozen call (the stopped agent carries on); deny terminates the run', () => {
@@ -304,7 +304,7 @@ describe('workflow run: stops with a packet (seed 003)', () => {
       data: {
         answer: {
           kind: 'stop_answer',
-          answer: { packet_id: 'stop-r-r1', answer_id: `a-${action}`, action, pending_digest: pendingDigest(pending), answered_by: 'olga', answered_at: NOW },
+          answer: { packet_id: 'stop-r-wr-1:r1', answer_id: `a-${action}`, action, pending_digest: pendingDigest(pending), answered_by: 'olga', answered_at: NOW },
         },
         workflow,
         agents,

@@ -48,7 +48,7 @@ function meshEvent(type: MeshEvent['type']): SequencedEvent {
         agent: 'billing',
         text: 'y',
         handoff_tool_calls: [{ tool: handoffToolName('triage') }],
-        ...claimOf(meshHandoffId('r1'), 'billing'),
+        ...claimOf(meshHandoffId('m1', 'r1'), 'billing'),
       },
       metadata: { now: NOW, actor: 'billing' },
     },

@@ -86,7 +86,7 @@ function start(id: string, minute: number, project: string): ScenarioStep {
  * rule: the command carries the handoff as the router read it, claimed by `issue`).
  */
 function result(wrid: string, resultId: string, minute: number, extra: Partial<AgentResult>, project: string): ScenarioStep {
-  const handoffId = handoffIdFor({ kind: 'start', id: wrid });
+  const handoffId = handoffIdFor(wrid, { kind: 'start', id: wrid });
   const claim = { claim_id: `c-${handoffId}`, claimed_by: 'issue' };
   const res: AgentResult = {
     result_id: resultId,

@@ -412,7 +412,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
       await nats.js.publish(
         `${options.prefix}.in.${project}.message`,
         new TextEncoder().encode(JSON.stringify({ workflow_run_id: runId, project, message_id: `${runId}-m1`, text: 'About 52000 a year' })),
-        { msgID: MsgIds.message(project, `${runId}-m1`) },
+        { msgID: MsgIds.message(project, runId, `${runId}-m1`) },
       );
       const done = await waitForRun(runId, (events) => payloads(events, 'run.awaiting_input').some((p) => p['agent'] === 'Offer_Agent'));
       check(

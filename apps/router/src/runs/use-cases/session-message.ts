@@ -45,7 +45,9 @@ export class SessionMessageUseCase {
       message_id: message.message_id,
     });
     const now = nowIso();
-    const actor = message.sent_by ?? MESSAGE_REFUSAL_AGENT;
+    // The message subject names no speaker (the project's chat front end publishes it): the actor is
+    // the customer whose words it carries, never the body's `sent_by`, which stays data on the message.
+    const actor = MESSAGE_REFUSAL_AGENT;
     const outcome = await this.runs.applyInbound(
       runRef(message.project, message.workflow_run_id),
       (definitions) => ({

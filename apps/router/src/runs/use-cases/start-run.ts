@@ -4,7 +4,7 @@ import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { StartRunRequestSchema } from '@baton/contracts';
 import { DefinitionCatalog } from '../../definitions/definition-catalog';
 import { digestOf, workflowForStart } from '../../definitions/definition.decider';
-import { nowIso, ROUTER_ACTOR, startEventKey } from '../../shared/ids';
+import { nowIso, START_CLIENT_ACTOR, startEventKey } from '../../shared/ids';
 import { decodeForSubject, poison } from '../../shared/inbound';
 import { RunCommands, runRef } from '../run-commands';
 
@@ -43,7 +43,8 @@ export class StartRunUseCase {
       });
     }
     const now = nowIso();
-    const actor = request.started_by ?? request.issue_author ?? request.trigger_author ?? ROUTER_ACTOR;
+    // Identity from the subject, never the body: the start subject proves only a client of the project.
+    const actor = START_CLIENT_ACTOR;
     const variables = { ...(request.variables ?? {}), ...(request.input !== undefined ? { input: request.input } : {}) };
     const outcome = await this.runs.run(
       runRef(request.project, request.workflow_run_id),
@@ -74,7 +75,7 @@ export class StartRunUseCase {
         kind: 'start',
         id: request.workflow_run_id,
         actor,
-        origin: 'human',
+        origin: 'agent',
         workflowRunId: request.workflow_run_id,
         now,
         trace,
