@@ -84,7 +84,7 @@ describe('baton commands that publish (real NATS) and call the operator API (loc
     expect(JSON.parse(second.out)).toMatchObject({ duplicate: true, seq: JSON.parse(first.out).seq });
     // A fresh client cannot tell its own re-run from another publisher: it says which message the stream held.
     expect(second.code).toBe(0);
-    expect(second.err).toContain('already held result:demo:res-1');
+    expect(second.err).toContain('already held result:demo:wr-1/res-1');
     expect(await inboxMessages(`${prefix}.in.demo.result.coder`)).toBe(1);
 
     await writeFile(file, JSON.stringify({ result_id: 'res-2', run_id: 'r', project: 'demo', workflow_run_id: 'wr-1', agent: 'coder', decision: {} }));
@@ -122,7 +122,7 @@ describe('baton commands that publish (real NATS) and call the operator API (loc
       text: 'I earn 4,000 a month',
       sent_by: 'cora',
     });
-    expect(stored.header.get('Nats-Msg-Id')).toBe('message:demo:m-7');
+    expect(stored.header.get('Nats-Msg-Id')).toBe('message:demo:wr-7/m-7');
     const again = await baton('message', 'wr-7', '--project', 'demo', '--text', 'I earn 4,000 a month', '--id', 'm-7', '--from', 'cora', '--json');
     expect(JSON.parse(again.out)).toMatchObject({ message_id: 'm-7', duplicate: true });
     const generated = await baton('message', 'wr-7', '--project', 'demo', '--text', 'and a car', '--json');

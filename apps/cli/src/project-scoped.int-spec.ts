@@ -235,28 +235,28 @@ describe('the baton command addresses runs and handoffs by project and id (real 
   });
 
   it('answer and decide: an ambiguous id is a usage error naming the projects; --project uses the project route and --json names the project', async () => {
-    const ambiguous = await baton('answer', 'stop-r-res-a1', '--action', 'deny');
+    const ambiguous = await baton('answer', 'stop-r-wr-a:res-a1', '--action', 'deny');
     expect(ambiguous.code).toBe(2);
-    expect(ambiguous.err).toContain('stop packet stop-r-res-a1 exists in projects alpha, beta');
-    const typed = await baton('answer', 'stop-r-res-a1', '--action', 'deny', '--json');
+    expect(ambiguous.err).toContain('stop packet stop-r-wr-a:res-a1 exists in projects alpha, beta');
+    const typed = await baton('answer', 'stop-r-wr-a:res-a1', '--action', 'deny', '--json');
     expect(typed.code).toBe(2);
     expect(JSON.parse(typed.err)).toMatchObject({ error: { code: 'ambiguous_id', details: { projects: ['alpha', 'beta'] } } });
-    const answered = await baton('answer', 'stop-r-res-a1', '--action', 'deny', '--project', 'beta', '--json');
+    const answered = await baton('answer', 'stop-r-wr-a:res-a1', '--action', 'deny', '--project', 'beta', '--json');
     expect(answered.code).toBe(0);
     expect(JSON.parse(answered.out)).toMatchObject({ project: 'beta', accepted: true });
     expect(requests.map((r) => `${r.method} ${r.url}`)).toEqual([
-      'POST /v1/stops/stop-r-res-a1/answer',
-      'POST /v1/stops/stop-r-res-a1/answer',
-      'POST /v1/projects/beta/stops/stop-r-res-a1/answer',
+      'POST /v1/stops/stop-r-wr-a%3Ares-a1/answer',
+      'POST /v1/stops/stop-r-wr-a%3Ares-a1/answer',
+      'POST /v1/projects/beta/stops/stop-r-wr-a%3Ares-a1/answer',
     ]);
 
     requests.length = 0;
-    const approve = await baton('answer', 'stop-r-res-a1', '--action', 'approve', '--project', 'alpha');
+    const approve = await baton('answer', 'stop-r-wr-a:res-a1', '--action', 'approve', '--project', 'alpha');
     expect(approve.code).toBe(0);
-    expect(approve.out).toContain('applied stop-r-res-a1 (project alpha): approve; run wr-a is now running');
+    expect(approve.out).toContain('applied stop-r-wr-a:res-a1 (project alpha): approve; run wr-a is now running');
     expect(requests.map((r) => `${r.method} ${r.url}`)).toEqual([
-      'GET /v1/projects/alpha/stops/stop-r-res-a1',
-      'POST /v1/projects/alpha/stops/stop-r-res-a1/answer',
+      'GET /v1/projects/alpha/stops/stop-r-wr-a%3Ares-a1',
+      'POST /v1/projects/alpha/stops/stop-r-wr-a%3Ares-a1/answer',
     ]);
 
     const undecided = await baton('decide', 'hb-h-1', 'accept');

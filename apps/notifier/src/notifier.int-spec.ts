@@ -149,7 +149,7 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
 
   it('publishes each human action notice exactly once, and none for history rebuilt at start', async () => {
     expect(noticesAfterStart).toBeGreaterThan(0);
-    expect(noticesSeen).toEqual(['nt-r-res-d1']);
+    expect(noticesSeen).toEqual(['nt-r-wr-d:res-d1']);
     expect(noticesSeen).toHaveLength(noticesAfterStart);
   });
 
@@ -157,18 +157,23 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
     const open = await get('/v1/inbox');
     expect(open.status).toBe(200);
     const ids = open.body.items!.map((i) => i['id']);
-    expect(ids).toEqual(expect.arrayContaining(['stop:demo:stop-r-res-a1', 'stop:demo:stop-r-res-d1', 'handback:demo:hb-h-1', 'escalation:demo:h-3']));
-    expect(ids).not.toContain('stop:demo:stop-r-res-c1');
+    expect(ids).toEqual(
+      expect.arrayContaining(['stop:demo:stop-r-wr-a:res-a1', 'stop:demo:stop-r-wr-d:res-d1', 'handback:demo:hb-h-1', 'escalation:demo:h-3']),
+    );
+    expect(ids).not.toContain('stop:demo:stop-r-wr-c:res-c1');
     expect(open.body.items!.every((i) => i['status'] === 'open')).toBe(true);
 
-    expect((await get('/v1/inbox?why=policy')).body.items!.map((i) => i['id'])).toEqual(['stop:demo:stop-r-res-a1']);
+    expect((await get('/v1/inbox?why=policy')).body.items!.map((i) => i['id'])).toEqual(['stop:demo:stop-r-wr-a:res-a1']);
     expect((await get('/v1/inbox?kind=stop,hold')).body.items!.map((i) => i['kind']).sort()).toEqual(['hold', 'stop', 'stop']);
     expect((await get('/v1/inbox?kind=handback&agent=alice')).body.items!.map((i) => i['id'])).toEqual(['handback:demo:hb-h-1']);
     // Ended by a person's answer or decision: `answered`; ended otherwise: `closed`.
-    expect((await get('/v1/inbox?status=answered')).body.items!.map((i) => i['id']).sort()).toEqual(['handback:demo:hb-h-2', 'stop:demo:stop-r-res-c1']);
+    expect((await get('/v1/inbox?status=answered')).body.items!.map((i) => i['id']).sort()).toEqual(['handback:demo:hb-h-2', 'stop:demo:stop-r-wr-c:res-c1']);
     expect((await get('/v1/inbox?status=answered')).body.items!.every((i) => i['closed_by'] !== undefined)).toBe(true);
     expect((await get('/v1/inbox?status=closed')).body.items!).toEqual([]);
-    expect((await get('/v1/inbox?status=answered,closed')).body.items!.map((i) => i['id']).sort()).toEqual(['handback:demo:hb-h-2', 'stop:demo:stop-r-res-c1']);
+    expect((await get('/v1/inbox?status=answered,closed')).body.items!.map((i) => i['id']).sort()).toEqual([
+      'handback:demo:hb-h-2',
+      'stop:demo:stop-r-wr-c:res-c1',
+    ]);
     expect((await get('/v1/inbox?priority=urgent&status=any')).body.items!.map((i) => i['id'])).toEqual(['handback:demo:hb-h-2']);
     const urgent = (await get('/v1/inbox?order=urgent')).body.items!.map((i) => Number(i['urgency']));
     expect(urgent).toEqual([...urgent].sort((a, b) => b - a));
@@ -214,11 +219,11 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
   });
 
   it('GET /v1/stops queries packets by why, run and status; GET /v1/stops/:id returns the packet with its frozen call', async () => {
-    const one = await get('/v1/stops/stop-r-res-a1');
+    const one = await get('/v1/stops/stop-r-wr-a:res-a1');
     expect(one.status).toBe(200);
     expect(one.body).toMatchObject({
       stop: {
-        packet_id: 'stop-r-res-a1',
+        packet_id: 'stop-r-wr-a:res-a1',
         why: 'policy',
         status: 'open',
         stop: 'handoff',
@@ -228,19 +233,19 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
       effect: null,
     });
     expect(JSON.stringify((one.body['stop'] as { user_msg: string }).user_msg)).not.toMatch(/crash/i);
-    expect((await get('/v1/stops?status=answered')).body.items!.map((r) => (r['stop'] as { packet_id: string }).packet_id)).toEqual(['stop-r-res-c1']);
+    expect((await get('/v1/stops?status=answered')).body.items!.map((r) => (r['stop'] as { packet_id: string }).packet_id)).toEqual(['stop-r-wr-c:res-c1']);
     // `any` is every packet, as no status filter is (and as the inbox takes it).
     const every = (await get('/v1/stops')).body.items!.map((r) => (r['stop'] as { packet_id: string }).packet_id);
     expect((await get('/v1/stops?status=any')).body.items!.map((r) => (r['stop'] as { packet_id: string }).packet_id)).toEqual(every);
-    expect(every).toContain('stop-r-res-c1');
+    expect(every).toContain('stop-r-wr-c:res-c1');
     expect((await get('/v1/stops?run=wr-d')).body.items!.map((r) => (r['stop'] as { why: string }).why)).toEqual(['unknown_intent']);
     expect((await get('/v1/stops?why=budget,policy')).body.items).toHaveLength(2);
     expect((await get('/v1/stops?since=2026-01-01T09:04:30Z')).body.items!.map((r) => (r['stop'] as { packet_id: string }).packet_id)).toEqual([
-      'stop-r-res-d1',
-      'stop-r-res-c1',
+      'stop-r-wr-d:res-d1',
+      'stop-r-wr-c:res-c1',
     ]);
     expect((await get('/v1/stops?until=2026-01-01T09:04:30Z')).body.items!.map((r) => (r['stop'] as { packet_id: string }).packet_id)).toEqual([
-      'stop-r-res-a1',
+      'stop-r-wr-a:res-a1',
     ]);
   });
 
@@ -257,7 +262,7 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
     const run = await get('/v1/runs/wr-a');
     expect(run.body['run']).toMatchObject({
       status: 'stopped',
-      open_stop_id: 'stop-r-res-a1',
+      open_stop_id: 'stop-r-wr-a:res-a1',
       step: 'triage',
       agent: 'issue',
       hops: 1,
@@ -283,7 +288,7 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
   it('answering a stop packet publishes exactly one message to the answer subject; a retry with the same answer_id is deduplicated', async () => {
     const subject = Subjects.operatorAnswer(prefix, 'demo');
     const body = { answer_id: 'ans-http-1', action: 'deny', note: 'not without a receipt', answered_by: 'olga' };
-    const first = await post('/v1/stops/stop-r-res-a1/answer', body);
+    const first = await post('/v1/stops/stop-r-wr-a:res-a1/answer', body);
     const statusUrl = '/v1/projects/demo/runs/wr-a/answers/ans-http-1';
     // No router decides it here: 202 `pending` with the status link (which says pending too).
     expect(first).toEqual({
@@ -300,7 +305,7 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
       },
     });
     expect((await get(statusUrl)).body).toMatchObject({ outcome: 'pending', answer_id: 'ans-http-1', workflow_run_id: 'wr-a' });
-    expect((await post('/v1/stops/stop-r-res-a1/answer', body)).body['duplicate']).toBe(true);
+    expect((await post('/v1/stops/stop-r-wr-a:res-a1/answer', body)).body['duplicate']).toBe(true);
     await nats.connection.flush();
     const info = await nats.jsm.streams.info(streams.inbox, { subjects_filter: subject });
     expect(info.state.subjects?.[subject]).toBe(1);
@@ -310,17 +315,19 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
       workflow_run_id: 'wr-a',
       project: 'demo',
       actor_role: 'operator',
-      answer: { kind: 'stop_answer', answer: { packet_id: 'stop-r-res-a1', answer_id: 'ans-http-1', action: 'deny', answered_by: 'olga' } },
+      answer: { kind: 'stop_answer', answer: { packet_id: 'stop-r-wr-a:res-a1', answer_id: 'ans-http-1', action: 'deny', answered_by: 'olga' } },
     });
   });
 
   it('answering a packet that is not open fails closed with 409 stop_already_answered; a button the form lacks is refused', async () => {
-    const answered = await post('/v1/stops/stop-r-res-c1/answer', { action: 'deny', answered_by: 'olga' });
+    const answered = await post('/v1/stops/stop-r-wr-c:res-c1/answer', { action: 'deny', answered_by: 'olga' });
     expect(answered).toMatchObject({ status: 409, body: { error: { code: 'stop_already_answered' } } });
-    expect((await post('/v1/stops/stop-r-res-a1/answer', { action: 'raise_cap', cap: 10, answered_by: 'olga' })).body.error?.code).toBe('answer_not_allowed');
-    expect((await post('/v1/stops/stop-r-res-a1/answer', { action: 'approve', answered_by: 'olga' })).body.error?.code).toBe('stale_answer');
-    expect((await post('/v1/stops/stop-r-res-a1/answer', { action: 'deny', colour: 'red' })).body.error?.code).toBe('schema_violation');
-    expect((await post('/v1/stops/stop-r-res-a1/answer', '{"action": ')).body.error?.code).toBe('malformed_json');
+    expect((await post('/v1/stops/stop-r-wr-a:res-a1/answer', { action: 'raise_cap', cap: 10, answered_by: 'olga' })).body.error?.code).toBe(
+      'answer_not_allowed',
+    );
+    expect((await post('/v1/stops/stop-r-wr-a:res-a1/answer', { action: 'approve', answered_by: 'olga' })).body.error?.code).toBe('stale_answer');
+    expect((await post('/v1/stops/stop-r-wr-a:res-a1/answer', { action: 'deny', colour: 'red' })).body.error?.code).toBe('schema_violation');
+    expect((await post('/v1/stops/stop-r-wr-a:res-a1/answer', '{"action": ')).body.error?.code).toBe('malformed_json');
     expect((await post('/v1/stops/nope/answer', { action: 'deny', answered_by: 'olga' })).status).toBe(404);
   });
 
@@ -331,18 +338,16 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
     expect((await post('/v1/runs/wr-b/answer', { action: 'reroute', answered_by: 'olga' })).body.error?.code).toBe('schema_violation');
   });
 
-  it('an answer_id already used for another answer is refused 409 answer_id_reused (the stream would have dropped it as a duplicate); a true retry is not', async () => {
+  it('an answer_id already used for another answer of the run is refused 409 answer_id_reused (the stream would have dropped it as a duplicate); on another run it is another answer; a true retry is not', async () => {
     const subject = Subjects.operatorAnswer(prefix, 'demo');
     const stored = async () => (await nats.jsm.streams.info(streams.inbox, { subjects_filter: subject })).state.subjects?.[subject];
+    // ans-http-1 answered wr-a's stop packet (above). Answer ids need be unique only within a run:
+    // on wr-b it names another answer, stored under a message id that names wr-b.
+    const elsewhere = await post('/v1/runs/wr-b/answer', { answer_id: 'ans-http-1', action: 'continue', note: 'wr-b has its own ans-http-1' });
+    expect(elsewhere).toMatchObject({ status: 202, body: { answer_id: 'ans-http-1', duplicate: false, workflow_run_id: 'wr-b' } });
     const before = await stored();
-    // ans-http-1 answered wr-a's stop packet (above); on wr-b's hold it would never be applied.
-    const reused = await post('/v1/runs/wr-b/answer', { answer_id: 'ans-http-1', action: 'continue' });
-    expect(reused).toMatchObject({
-      status: 409,
-      body: { error: { code: 'answer_id_reused', details: { answer_id: 'ans-http-1', project: 'demo', used_for: { workflow_run_id: 'wr-a' } } } },
-    });
-    // The same packet with another action or note is another answer too.
-    const changed = await post('/v1/stops/stop-r-res-a1/answer', { answer_id: 'ans-http-1', action: 'deny', note: 'changed my mind' });
+    // The same packet with another action or note is another answer of that run.
+    const changed = await post('/v1/stops/stop-r-wr-a:res-a1/answer', { answer_id: 'ans-http-1', action: 'deny', note: 'changed my mind' });
     expect(changed.body.error?.code).toBe('answer_id_reused');
     // The hold answer sent again as it was (its time aside) is a retry: accepted, marked duplicate.
     const retry = await post('/v1/runs/wr-b/answer', { answer_id: 'ans-hold-1', action: 'continue' });
@@ -351,18 +356,18 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
   });
 
   it('an answered packet: its recorded answer_id sent again as it was answers the outcome again (duplicate); with another action or note it is 409 answer_id_reused', async () => {
-    // stop-r-res-c1 was answered deny by olga with ans-c1, and the router applied it.
-    const retry = await post('/v1/stops/stop-r-res-c1/answer', { answer_id: 'ans-c1', action: 'deny' });
+    // stop-r-wr-c:res-c1 was answered deny by olga with ans-c1, and the router applied it.
+    const retry = await post('/v1/stops/stop-r-wr-c:res-c1/answer', { answer_id: 'ans-c1', action: 'deny' });
     expect(retry).toMatchObject({ status: 200, body: { answer_id: 'ans-c1', duplicate: true, outcome: 'applied', workflow_run_id: 'wr-c' } });
-    const otherAction = await post('/v1/stops/stop-r-res-c1/answer', { answer_id: 'ans-c1', action: 'acknowledge' });
+    const otherAction = await post('/v1/stops/stop-r-wr-c:res-c1/answer', { answer_id: 'ans-c1', action: 'acknowledge' });
     expect(otherAction).toMatchObject({
       status: 409,
       body: { error: { code: 'answer_id_reused', details: { answer_id: 'ans-c1', project: 'demo', used_for: { workflow_run_id: 'wr-c' } } } },
     });
-    const otherNote = await post('/v1/stops/stop-r-res-c1/answer', { answer_id: 'ans-c1', action: 'deny', note: 'changed my mind' });
+    const otherNote = await post('/v1/stops/stop-r-wr-c:res-c1/answer', { answer_id: 'ans-c1', action: 'deny', note: 'changed my mind' });
     expect(otherNote).toMatchObject({ status: 409, body: { error: { code: 'answer_id_reused' } } });
     // Another answer_id is another answer: the packet is not open.
-    expect((await post('/v1/stops/stop-r-res-c1/answer', { answer_id: 'ans-c1-b', action: 'deny' })).body.error?.code).toBe('stop_already_answered');
+    expect((await post('/v1/stops/stop-r-wr-c:res-c1/answer', { answer_id: 'ans-c1-b', action: 'deny' })).body.error?.code).toBe('stop_already_answered');
     // The refused answer was never sent: its status is not found (not `pending` forever); the applied one is applied.
     expect(await get('/v1/projects/demo/runs/wr-c/answers/ans-c1-b')).toMatchObject({ status: 404, body: { error: { code: 'answer_not_found' } } });
     expect(await get('/v1/projects/demo/runs/wr-c/answers/ans-c1')).toMatchObject({ status: 200, body: { outcome: 'applied' } });
@@ -463,7 +468,7 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
       expect(after[i]!.lastSeq).toBe(before[i]!.lastSeq);
     }
     // A rebuild is not a new notice: nothing was published again.
-    expect(noticesSeen).toEqual(['nt-r-res-d1']);
+    expect(noticesSeen).toEqual(['nt-r-wr-d:res-d1']);
   });
 
   it('a handoff mesh stop: its one notice is published, and answering its packet publishes a mesh answer on mesh_answer (not a run answer)', async () => {

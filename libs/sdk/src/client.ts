@@ -15,7 +15,7 @@ import {
 import { EventStoreError, LedgerClient, connectNats, headersFrom, runConsumer, traceHeaders, type NatsHandle } from '@baton/eventstore';
 import { InvalidInputError, LedgerCommandError, OfferTerminatedError } from './errors';
 import { createOfferHandler, type HandoffOffer } from './offers';
-import { DEFAULT_SENT_IDS, publishOnce, SentMessageIds } from './sent-ids';
+import { DEFAULT_SENT_IDS, messageIdentity, publishOnce, SentMessageIds } from './sent-ids';
 import { AgentSubjects } from './subjects';
 
 /** How to reach Baton, and who this client speaks for. */
@@ -239,7 +239,11 @@ class NatsBatonAgent implements BatonAgent {
         issues: [{ path: project ? 'project' : 'agent', message: 'does not match the client' }],
       });
     }
-    return this.publish(AgentSubjects.result(this.prefix, this.project, this.agent), result, MsgIds.result(result.project, result.workflow_run_id, result.result_id));
+    return this.publish(
+      AgentSubjects.result(this.prefix, this.project, this.agent),
+      result,
+      MsgIds.result(result.project, result.workflow_run_id, result.result_id),
+    );
   }
 
   async startRun(input: StartRunInput): Promise<PublishReceipt> {
@@ -253,7 +257,11 @@ class NatsBatonAgent implements BatonAgent {
     const parsed = SessionMessageSchema.safeParse({ ...input, project: input.project ?? this.project });
     if (!parsed.success) throw new InvalidInputError('customer message', rejectionFromZod(parsed.error));
     const message = parsed.data;
-    return this.publish(AgentSubjects.message(this.prefix, message.project), message, MsgIds.message(message.project, message.workflow_run_id, message.message_id));
+    return this.publish(
+      AgentSubjects.message(this.prefix, message.project),
+      message,
+      MsgIds.message(message.project, message.workflow_run_id, message.message_id),
+    );
   }
 
   async handoffs(options: HandoffsOptions): Promise<OfferSubscription> {
@@ -313,10 +321,10 @@ class NatsBatonAgent implements BatonAgent {
     if (this.ownsConnection) await this.nats.drain();
   }
 
-  private async publish(subject: string, body: unknown, msgId: string): Promise<PublishReceipt> {
+  private async publish(subject: string, body: object, msgId: string): Promise<PublishReceipt> {
     // Carry the caller's trace (or start one), so the run can be followed from this result to
     // the operator's inbox item across every service.
     const headers = headersFrom(traceHeaders({ startIfMissing: true }));
-    return publishOnce(this.nats.js, this.sent, subject, textEncoder.encode(JSON.stringify(body)), msgId, headers);
+    return publishOnce(this.nats.js, this.sent, subject, textEncoder.encode(JSON.stringify(body)), msgId, headers, messageIdentity(body));
   }
 }

@@ -1,6 +1,15 @@
 import { randomBytes } from 'node:crypto';
 import { batonStreamNames, batonTopology, connectNats, provision, type NatsHandle } from '@baton/eventstore';
-import { AgentSubjects, createBatonClient, DuplicateMessageError, publishMeshResult, SentMessageIds, startMesh, type BatonAgent } from './index';
+import {
+  AgentSubjects,
+  createBatonClient,
+  DuplicateMessageError,
+  MessageIdReusedError,
+  publishMeshResult,
+  SentMessageIds,
+  startMesh,
+  type BatonAgent,
+} from './index';
 
 /*
  * Issue 11 part 3 against the real NATS server: every id the SDK publishes into the shared inbox
@@ -52,11 +61,30 @@ describe('SDK message ids and unexpected duplicates (real NATS)', () => {
     expect(await Promise.all(receipts.map((r) => msgIdAt(r.seq)))).toEqual([
       'start:alpha:wr-1',
       'start:beta:wr-1',
-      'result:alpha:wr-1',
-      'result:beta:wr-1',
-      'message:alpha:wr-1',
-      'message:beta:wr-1',
+      'result:alpha:wr-1/wr-1',
+      'result:beta:wr-1/wr-1',
+      'message:alpha:wr-1/wr-1',
+      'message:beta:wr-1/wr-1',
     ]);
+  });
+
+  it('the same client sending other content under an id it already used is refused before sending (MessageIdReusedError), while its true retries stay duplicate: true', async () => {
+    const agent = await client('alpha');
+    const start = { workflow_run_id: 'wr-9', workflow: 'ship', started_by: 'sam' };
+    const stored = await agent.startRun(start);
+    const reused = await agent.startRun({ ...start, started_by: 'mallory' }).catch((e: unknown) => e);
+    expect(reused).toBeInstanceOf(MessageIdReusedError);
+    expect(reused).toMatchObject({ code: 'message_id_reused', msgId: 'start:alpha:wr-9' });
+    expect(await agent.startRun(start)).toEqual({ ...stored, duplicate: true }); // the first start, retried, is still a retry
+
+    // A result retried without produced_at (the SDK fills the clock each time) is the same result; another body is not.
+    const result = { result_id: 'res-9', run_id: 'r', workflow_run_id: 'wr-9', body: 'done' };
+    const first = await agent.publishResult(result);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    expect(await agent.publishResult(result)).toEqual({ ...first, duplicate: true });
+    await expect(agent.publishResult({ ...result, body: 'changed my mind' })).rejects.toMatchObject({ code: 'message_id_reused' });
+    const info = await nats.jsm.streams.info(batonStreamNames(prefix).inbox);
+    expect(info.state.messages).toBe(2); // the start and the result, once each
   });
 
   it("a client's retry answers duplicate: true; another client's message under the same id is a DuplicateMessageError (nothing stored)", async () => {
@@ -68,7 +96,7 @@ describe('SDK message ids and unexpected duplicates (real NATS)', () => {
 
     const error = await other.publishResult({ ...result, body: 'a different result under the same id' }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(DuplicateMessageError);
-    expect(error).toMatchObject({ msgId: 'result:alpha:res-7', seq: stored.seq, subject: AgentSubjects.result(prefix, 'alpha', 'coder') });
+    expect(error).toMatchObject({ msgId: 'result:alpha:wr-7/res-7', seq: stored.seq, subject: AgentSubjects.result(prefix, 'alpha', 'coder') });
     await expect(other.startRun({ workflow_run_id: 'wr-7', workflow: 'ship', started_by: 'sam' })).resolves.toMatchObject({ duplicate: false });
     await expect(first.startRun({ workflow_run_id: 'wr-7', workflow: 'ship', started_by: 'sam' })).rejects.toBeInstanceOf(DuplicateMessageError);
     const subject = AgentSubjects.result(prefix, 'alpha', 'coder');
@@ -87,7 +115,7 @@ describe('SDK message ids and unexpected duplicates (real NATS)', () => {
     expect([await msgIdAt(a.seq), await msgIdAt(b.seq), await msgIdAt(t.seq)]).toEqual([
       'mesh_start:alpha:m-1',
       'mesh_start:beta:m-1',
-      'mesh_result:alpha:t-1',
+      'mesh_result:alpha:m-1/t-1',
     ]);
     await expect(publishMeshResult(publisher, turn)).resolves.toMatchObject({ duplicate: true, seq: t.seq });
     await expect(publishMeshResult({ ...publisher, sent: new SentMessageIds() }, turn)).rejects.toBeInstanceOf(DuplicateMessageError);

@@ -3,7 +3,7 @@ import type { Rejection } from '@baton/contracts';
 /**
  * Base class of every error the SDK throws on purpose. `code` is stable — branch on it, never on
  * the message: `schema_violation` (and the other rejection codes) for {@link InvalidInputError},
- * the ledger's code for {@link LedgerCommandError}, `not_claimed`, `cross_project_result`, `duplicate_message_id`,
+ * the ledger's code for {@link LedgerCommandError}, `not_claimed`, `cross_project_result`, `duplicate_message_id`, `message_id_reused`,
  * `offer_terminated`, `mesh_invalid`. Publishes also throw the event store's errors
  * (`PublishTimeout`, `StreamNotFound`, `PermissionDenied`, … re-exported here), whose `code` is one
  * of `EventStoreErrorCode`.
@@ -113,6 +113,28 @@ export class DuplicateMessageError extends BatonSdkError {
       code: 'duplicate_message_id',
     });
     this.name = 'DuplicateMessageError';
+  }
+}
+
+/**
+ * This client already published other content under this `Nats-Msg-Id` (a run start of the same
+ * run id with other people, a result id reused with another body…). Within the stream's duplicate
+ * window the new message would be dropped as the first one's duplicate, and after it Baton would
+ * take it for the same message or refuse it; either way it is not a retry. Nothing was sent: send
+ * the same content to retry, or a new id for a new message.
+ */
+export class MessageIdReusedError extends BatonSdkError {
+  constructor(
+    readonly msgId: string,
+    readonly subject: string,
+  ) {
+    super(
+      `this client already published other content under message id ${msgId}: nothing was sent; retry with the same content, or use a new id for a new message`,
+      {
+        code: 'message_id_reused',
+      },
+    );
+    this.name = 'MessageIdReusedError';
   }
 }
 

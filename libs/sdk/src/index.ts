@@ -25,6 +25,7 @@ export {
   BatonSdkError,
   CrossProjectResultError,
   DuplicateMessageError,
+  MessageIdReusedError,
   InvalidInputError,
   LedgerCommandError,
   NotClaimedError,

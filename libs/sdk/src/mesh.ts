@@ -21,7 +21,7 @@ import {
 import type { NatsJetStream } from '@baton/eventstore';
 import type { PublishReceipt } from './client';
 import { BatonSdkError, InvalidInputError } from './errors';
-import { publishOnce, SentMessageIds } from './sent-ids';
+import { messageIdentity, publishOnce, SentMessageIds } from './sent-ids';
 
 /**
  * Handoff meshes for agent authors (seed 004): the `handoff_to_<target>` tools to give an agent's
@@ -233,7 +233,12 @@ export function meshTurnResult(input: MeshTurnInput): AgentResult {
  */
 export async function publishMeshResult(publisher: MeshPublisher, input: MeshTurnInput): Promise<PublishReceipt> {
   const result = meshTurnResult(input);
-  return publish(publisher, Subjects.meshResult(publisher.prefix, result.project, result.agent), result, MsgIds.meshResult(result.project, result.workflow_run_id, result.result_id));
+  return publish(
+    publisher,
+    Subjects.meshResult(publisher.prefix, result.project, result.agent),
+    result,
+    MsgIds.meshResult(result.project, result.workflow_run_id, result.result_id),
+  );
 }
 
 /**
@@ -253,6 +258,6 @@ export async function startMesh(publisher: MeshPublisher, request: MeshStartRequ
   );
 }
 
-function publish(publisher: MeshPublisher, subject: string, body: unknown, msgId: string): Promise<PublishReceipt> {
-  return publishOnce(publisher.js, publisher.sent ?? processSent, subject, encoder.encode(JSON.stringify(body)), msgId);
+function publish(publisher: MeshPublisher, subject: string, body: object, msgId: string): Promise<PublishReceipt> {
+  return publishOnce(publisher.js, publisher.sent ?? processSent, subject, encoder.encode(JSON.stringify(body)), msgId, undefined, messageIdentity(body));
 }

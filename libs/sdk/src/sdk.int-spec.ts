@@ -130,7 +130,7 @@ describe('the agent SDK against a real NATS server', () => {
     expect(info.state.messages).toBe(1);
     expect(info.state.subjects).toEqual({ [subject]: 1 });
     const stored = await nats.jsm.streams.getMessage(batonStreamNames(prefix).inbox, { seq: first.seq });
-    expect(stored.header.get('Nats-Msg-Id')).toBe(`result:${PROJECT}:res-1`);
+    expect(stored.header.get('Nats-Msg-Id')).toBe(`result:${PROJECT}:wr-1/res-1`);
     expect(JSON.parse(decoder.decode(stored.data))).toMatchObject({ ...result, project: PROJECT, agent: AGENT });
   });
 

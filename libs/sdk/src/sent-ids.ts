@@ -1,6 +1,7 @@
+import { createHash } from 'node:crypto';
 import { Limits, RejectionCode } from '@baton/contracts';
 import { mapPublishError, type NatsHeaders, type NatsJetStream } from '@baton/eventstore';
-import { DuplicateMessageError, InvalidInputError } from './errors';
+import { DuplicateMessageError, InvalidInputError, MessageIdReusedError } from './errors';
 
 /** How many message ids a client remembers by default (its publishes over the 2-minute duplicate window should fit). */
 export const DEFAULT_SENT_IDS = 10_000;
@@ -11,10 +12,12 @@ export const DEFAULT_SENT_IDS = 10_000;
  * with the same id was stored within the stream's duplicate window, and drops the new one; that is
  * only harmless when the stored message is this client's own earlier attempt (a retry after a
  * timeout). An id this client never sent before is another publisher's message: the new message
- * was lost, and the SDK says so ({@link DuplicateMessageError}).
+ * was lost, and the SDK says so ({@link DuplicateMessageError}). Each id is remembered with a digest
+ * of the bytes first sent under it: another message under the same id is not a retry, and is
+ * refused before it is sent ({@link MessageIdReusedError}).
  */
 export class SentMessageIds {
-  private readonly entries = new Map<string, { attempts: number; foreign: boolean }>();
+  private readonly entries = new Map<string, { attempts: number; foreign: boolean; digest: string | null }>();
 
   constructor(readonly capacity = DEFAULT_SENT_IDS) {
     if (!Number.isInteger(capacity) || capacity < 1) throw new RangeError('the sent-id memory needs a capacity of at least 1');
@@ -30,15 +33,21 @@ export class SentMessageIds {
     return this.entries.has(id);
   }
 
-  /** Record an attempt to publish `id` (it becomes the most recently used). */
-  attempt(id: string): void {
-    const entry = this.entries.get(id) ?? { attempts: 0, foreign: false };
+  /**
+   * Record an attempt to publish `id` (it becomes the most recently used), with the digest of what
+   * is sent under it. Returns false, recording nothing, when this client sent other bytes under
+   * `id` before: that is a new message under a used id, not a retry.
+   */
+  attempt(id: string, digest: string | null = null): boolean {
+    const entry = this.entries.get(id) ?? { attempts: 0, foreign: false, digest };
+    if (entry.digest !== null && digest !== null && entry.digest !== digest) return false;
     this.entries.delete(id);
-    this.entries.set(id, { ...entry, attempts: entry.attempts + 1 });
+    this.entries.set(id, { ...entry, attempts: entry.attempts + 1, digest: entry.digest ?? digest });
     while (this.entries.size > this.capacity) {
       const oldest = this.entries.keys().next().value as string;
       this.entries.delete(oldest);
     }
+    return true;
   }
 
   /**
@@ -68,7 +77,11 @@ export interface PublishAck {
 /**
  * Publish `data` to `subject` with `Nats-Msg-Id` `msgId` and wait for the stream's ack. A duplicate
  * of this client's own earlier attempt resolves with `duplicate: true` (a retry is safe); a
- * duplicate of an id it never sent throws {@link DuplicateMessageError} (nothing new was stored).
+ * duplicate of an id it never sent throws {@link DuplicateMessageError} (nothing new was stored);
+ * other content under an id this client already sent throws {@link MessageIdReusedError} (nothing
+ * sent). `identity` is the text that makes the message what it is (default: the bytes sent); a
+ * caller whose retries differ only in what the SDK fills itself (a result's `produced_at`) passes
+ * the body without it.
  * Publish failures are mapped (`PublishTimeout`: retry with the same id; `StreamNotFound`). A
  * message over `Limits.maxMessageBytes` is refused before sending ({@link InvalidInputError},
  * `payload_too_large`).
@@ -80,6 +93,7 @@ export async function publishOnce(
   data: Uint8Array,
   msgId: string,
   headers?: NatsHeaders,
+  identity?: string,
 ): Promise<PublishAck> {
   if (data.length > Limits.maxMessageBytes) {
     // What Baton would dead-letter `payload_too_large` on arrival: refused here, nothing sent.
@@ -89,7 +103,10 @@ export async function publishOnce(
       issues: [],
     });
   }
-  sent.attempt(msgId);
+  const digest = createHash('sha256')
+    .update(identity ?? data)
+    .digest('base64url');
+  if (!sent.attempt(msgId, digest)) throw new MessageIdReusedError(msgId, subject);
   let ack: { seq: number; duplicate: boolean; stream: string };
   try {
     ack = await js.publish(subject, data, { msgID: msgId, ...(headers !== undefined ? { headers } : {}) });
@@ -101,4 +118,15 @@ export async function publishOnce(
     throw new DuplicateMessageError(msgId, subject, ack.stream, ack.seq);
   }
   return { seq: ack.seq, duplicate: ack.duplicate, stream: ack.stream };
+}
+
+/**
+ * What makes a message the same message for {@link publishOnce}: the body as validated (keys in
+ * the schema's order) without `produced_at`, which the SDK fills with the clock when the caller
+ * leaves it out, so a retry of the same result is the same message and another body under its id
+ * is not.
+ */
+export function messageIdentity(body: object): string {
+  const { produced_at: _producedAt, ...rest } = body as Record<string, unknown>;
+  return JSON.stringify(rest);
 }

@@ -63,7 +63,7 @@ describe('an answer the stream did not confirm: 503 answer_outcome_unknown with 
     base = (await service.app.getUrl()).replace('[::1]', '127.0.0.1').replace('localhost', '127.0.0.1');
     token = (await new TokenStore(redis.client, prefix).create({ name: 'olga', role: 'operator', projects: ['demo'], now: new Date().toISOString() })).token;
     const deadline = Date.now() + 15_000;
-    while ((await fetch(`${base}/v1/projects/demo/stops/stop-r-res-a1`, { headers: { authorization: `Bearer ${token}` } })).status !== 200) {
+    while ((await fetch(`${base}/v1/projects/demo/stops/stop-r-wr-a:res-a1`, { headers: { authorization: `Bearer ${token}` } })).status !== 200) {
       if (Date.now() > deadline) throw new Error('the stop packet never reached the projections');
       await sleep(100);
     }
@@ -82,7 +82,7 @@ describe('an answer the stream did not confirm: 503 answer_outcome_unknown with 
   }, 30_000);
 
   const answer = async (body: Record<string, unknown>) => {
-    const response = await fetch(`${base}/v1/projects/demo/stops/stop-r-res-a1/answer`, {
+    const response = await fetch(`${base}/v1/projects/demo/stops/stop-r-wr-a:res-a1/answer`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
       body: JSON.stringify(body),
@@ -123,7 +123,7 @@ describe('an answer the stream did not confirm: 503 answer_outcome_unknown with 
     const stored = await nats.jsm.streams.getMessage(batonStreamNames(prefix).inbox, { last_by_subj: subject });
     expect(JSON.parse(decoder.decode(stored.data))).toMatchObject({
       workflow_run_id: 'wr-a',
-      answer: { kind: 'stop_answer', answer: { packet_id: 'stop-r-res-a1', answer_id: answerId, action: 'deny', answered_by: 'olga' } },
+      answer: { kind: 'stop_answer', answer: { packet_id: 'stop-r-wr-a:res-a1', answer_id: answerId, action: 'deny', answered_by: 'olga' } },
     });
   }, 40_000);
 });

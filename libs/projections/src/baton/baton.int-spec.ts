@@ -110,7 +110,7 @@ describe('Baton projections (real Redis)', () => {
 
   it('inbox items appear and close per kind: stop on answer, hold on resume, handback on decision, escalation when its consult ends', async () => {
     const cases: Array<{ id: string; opens: number; closes: number; resolution: string }> = [
-      { id: 'stop:demo:stop-r-res-c1', opens: indexOf('run.stopped', 'wr-c'), closes: indexOf('run.resumed', 'wr-c'), resolution: 'answered:deny' },
+      { id: 'stop:demo:stop-r-wr-c:res-c1', opens: indexOf('run.stopped', 'wr-c'), closes: indexOf('run.resumed', 'wr-c'), resolution: 'answered:deny' },
       {
         id: `hold:${log[indexOf('run.held', 'wr-b')]!.seq}:demo:wr-b`,
         opens: indexOf('run.held', 'wr-b'),
@@ -150,23 +150,25 @@ describe('Baton projections (real Redis)', () => {
       }
     }
     const stillOpen = (await views.inbox({ filters: { status: 'open' }, limit: 500 })).items.map((i) => i.id).sort();
-    expect(stillOpen).toEqual(['handback:demo:hb-h-1', 'stop:demo:stop-r-res-a1', 'stop:demo:stop-r-res-d1']);
+    expect(stillOpen).toEqual(['handback:demo:hb-h-1', 'stop:demo:stop-r-wr-a:res-a1', 'stop:demo:stop-r-wr-d:res-d1']);
   });
 
   it('inbox filters by project, kind, why, agent and priority; urgent order puts policy stops before medium ones; cursor paging returns each item once', async () => {
     await applyAll(projector, log.slice(0, indexOf('run.resumed', 'wr-b')));
     const policy = await views.inbox({ filters: { why: 'policy' } });
-    expect(policy.items.map((i) => i.id)).toEqual(['stop:demo:stop-r-res-a1']);
+    expect(policy.items.map((i) => i.id)).toEqual(['stop:demo:stop-r-wr-a:res-a1']);
     expect(policy.items[0]).toMatchObject({ kind: 'stop', priority: 'high', urgency: 3, agent: 'issue', has_pending: true, form_kind: 'approve_deny' });
     const stops = await views.inbox({ filters: { kind: 'stop', status: 'open' } });
-    expect(stops.items.map((i) => i.id).sort()).toEqual(['stop:demo:stop-r-res-a1', 'stop:demo:stop-r-res-d1']);
+    expect(stops.items.map((i) => i.id).sort()).toEqual(['stop:demo:stop-r-wr-a:res-a1', 'stop:demo:stop-r-wr-d:res-d1']);
     expect((await views.inbox({ filters: { project: 'other' } })).items).toEqual([]);
     const forAlice = await views.inbox({ filters: { agent: 'alice', kind: 'handback' } });
     expect(forAlice.items.map((i) => i.id).sort()).toEqual(['handback:demo:hb-h-1', 'handback:demo:hb-h-2']);
     const urgent = await views.inbox({ filters: { status: 'open' }, order: 'urgent', limit: 500 });
     const urgencies = urgent.items.map((i) => i.urgency);
     expect(urgencies).toEqual([...urgencies].sort((a, b) => b - a));
-    expect(urgent.items.findIndex((i) => i.id === 'stop:demo:stop-r-res-a1')).toBeLessThan(urgent.items.findIndex((i) => i.id === 'stop:demo:stop-r-res-d1'));
+    expect(urgent.items.findIndex((i) => i.id === 'stop:demo:stop-r-wr-a:res-a1')).toBeLessThan(
+      urgent.items.findIndex((i) => i.id === 'stop:demo:stop-r-wr-d:res-d1'),
+    );
 
     const all = (await views.inbox({ limit: 500 })).items.map((i) => i.id);
     const paged: string[] = [];
@@ -208,7 +210,7 @@ describe('Baton projections (real Redis)', () => {
     const a = await views.run('demo', 'wr-a');
     expect(a?.run).toMatchObject({
       status: 'stopped',
-      open_stop_id: 'stop-r-res-a1',
+      open_stop_id: 'stop-r-wr-a:res-a1',
       agent: 'issue',
       step: 'triage',
       hops: 1,
@@ -225,14 +227,14 @@ describe('Baton projections (real Redis)', () => {
     expect((await views.run('demo', 'wr-b'))?.run).toMatchObject({ status: 'terminated', hold: null });
 
     const answered = await views.stops({ filters: { status: 'answered' } });
-    expect(answered.items.map((r) => r.stop.packet_id)).toEqual(['stop-r-res-c1']);
+    expect(answered.items.map((r) => r.stop.packet_id)).toEqual(['stop-r-wr-c:res-c1']);
     expect(answered.items[0]).toMatchObject({ stop: { status: 'answered', answer: { action: 'deny', answer_id: 'ans-c1' } }, effect: { kind: 'stop' } });
     expect((await views.stops({ filters: { why: 'unknown_intent' } })).items.map((r) => r.stop.run_id)).toEqual(['ar-res-d1']);
-    expect((await views.stops({ run: 'wr-a' })).items.map((r) => r.stop.packet_id)).toEqual(['stop-r-res-a1']);
+    expect((await views.stops({ run: 'wr-a' })).items.map((r) => r.stop.packet_id)).toEqual(['stop-r-wr-a:res-a1']);
     expect((await views.stops({ run: 'wr-a', filters: { status: 'answered' } })).items).toEqual([]);
     const byTime = (await views.stops({ filters: { agent: 'issue' } })).items.map((r) => r.stop.created_at);
     expect(byTime).toEqual([...byTime].sort().reverse());
-    expect((await views.stop('demo', 'stop-r-res-a1'))?.stop.pending).toEqual({ name: 'refund', args: { amount: 40, order: 99 } });
+    expect((await views.stop('demo', 'stop-r-wr-a:res-a1'))?.stop.pending).toEqual({ name: 'refund', args: { amount: 40, order: 99 } });
   });
 });
 

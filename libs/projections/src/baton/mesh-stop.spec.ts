@@ -55,7 +55,7 @@ function meshEvent(type: MeshEvent['type']): SequencedEvent {
   ];
   commands.push({
     type: 'answer_stop',
-    data: { answer: { packet_id: 'stop-mt-r2', answer_id: 'a1', action: 'deny', answered_by: 'olga', answered_at: NOW } },
+    data: { answer: { packet_id: 'stop-mt-m1:r2', answer_id: 'a1', action: 'deny', answered_by: 'olga', answered_at: NOW } },
     metadata: { now: NOW, actor: 'olga', actorRole: 'operator' },
   });
   const events: MeshEvent[] = [];
@@ -91,7 +91,7 @@ describe('a stopped handoff mesh reaches the operator (seed 004: the cap ends a 
     expect(ops).toEqual([
       expect.objectContaining({
         op: 'item.upsert',
-        item: expect.objectContaining({ id: 'stop:demo:stop-mt-r2', kind: 'stop', why: 'thrash', status: 'open', agent: 'billing', mesh_run_id: 'm1' }),
+        item: expect.objectContaining({ id: 'stop:demo:stop-mt-m1:r2', kind: 'stop', why: 'thrash', status: 'open', agent: 'billing', mesh_run_id: 'm1' }),
       }),
     ]);
   });
@@ -103,7 +103,7 @@ describe('a stopped handoff mesh reaches the operator (seed 004: the cap ends a 
     const { ops } = projection.step(null, event);
     expect(ops[0]).toMatchObject({
       op: 'item.upsert',
-      item: { id: 'demo:stop-mt-r2', why: 'thrash', workflow_run_id: 'm1', packet: { why: 'thrash', goal_done: false } },
+      item: { id: 'demo:stop-mt-m1:r2', why: 'thrash', workflow_run_id: 'm1', packet: { why: 'thrash', goal_done: false } },
     });
   });
 
@@ -112,14 +112,14 @@ describe('a stopped handoff mesh reaches the operator (seed 004: the cap ends a 
     expect(inboxProjection().step(null, answered).ops).toEqual([
       expect.objectContaining({
         op: 'item.patch',
-        id: 'stop:demo:stop-mt-r2',
+        id: 'stop:demo:stop-mt-m1:r2',
         set: expect.objectContaining({ status: 'answered', resolution: 'answered:deny', closed_by: 'olga' }),
       }),
     ]);
     expect(stopsProjection().step(null, answered).ops).toEqual([
       expect.objectContaining({
         op: 'item.patch',
-        id: 'demo:stop-mt-r2',
+        id: 'demo:stop-mt-m1:r2',
         set: expect.objectContaining({ status: 'answered', effect: expect.objectContaining({ kind: 'stop' }) }),
       }),
     ]);
@@ -133,7 +133,7 @@ describe('a stopped handoff mesh reaches the operator (seed 004: the cap ends a 
     expect(projection.step(null, event).ops).toEqual([
       expect.objectContaining({
         op: 'item.upsert',
-        item: expect.objectContaining({ id: 'demo:nt-mt-r2', kind: 'stop', recipient: 'sam', workflow_run_id: 'm1' }),
+        item: expect.objectContaining({ id: 'demo:nt-mt-m1:r2', kind: 'stop', recipient: 'sam', workflow_run_id: 'm1' }),
       }),
     ]);
   });

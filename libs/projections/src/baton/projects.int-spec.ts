@@ -134,8 +134,8 @@ describe('projections keyed by project as well as id (real Redis)', () => {
     await applyAll(projector);
     const alpha = await views.run('alpha', 'wr-a');
     const beta = await views.run('beta', 'wr-a');
-    expect(alpha?.run).toMatchObject({ project: 'alpha', status: 'stopped', open_stop_id: 'stop-r-res-a1', people: { started_by: 'sam' } });
-    expect(beta?.run).toMatchObject({ project: 'beta', status: 'stopped', open_stop_id: 'stop-r-res-a1', people: { started_by: 'pat' } });
+    expect(alpha?.run).toMatchObject({ project: 'alpha', status: 'stopped', open_stop_id: 'stop-r-wr-a:res-a1', people: { started_by: 'sam' } });
+    expect(beta?.run).toMatchObject({ project: 'beta', status: 'stopped', open_stop_id: 'stop-r-wr-a:res-a1', people: { started_by: 'pat' } });
     expect(alpha?.timeline.map((t) => t.seq)).toEqual(eventsOf('alpha', 'run', 'wr-a').map((e) => e.seq));
     expect(beta?.timeline.map((t) => t.seq)).toEqual(eventsOf('beta', 'run', 'wr-a').map((e) => e.seq));
 
@@ -146,8 +146,8 @@ describe('projections keyed by project as well as id (real Redis)', () => {
     expect(await refs('beta', 'wr-beta')).toEqual(['beta/h-3:x@y']);
 
     // The same stop packet id (derived from the same result id) in both projects: two packets.
-    expect((await views.stop('alpha', 'stop-r-res-a1'))?.stop).toMatchObject({ project: 'alpha', why: 'policy' });
-    expect((await views.stop('beta', 'stop-r-res-a1'))?.stop).toMatchObject({ project: 'beta', why: 'budget' });
+    expect((await views.stop('alpha', 'stop-r-wr-a:res-a1'))?.stop).toMatchObject({ project: 'alpha', why: 'policy' });
+    expect((await views.stop('beta', 'stop-r-wr-a:res-a1'))?.stop).toMatchObject({ project: 'beta', why: 'budget' });
     const ofRun = (await views.stops({ run: 'wr-a' })).items.map((r) => `${r.stop.project}/${r.stop.why}`).sort();
     expect(ofRun).toEqual(['alpha/policy', 'beta/budget']);
     expect((await views.stops({ run: 'wr-a', filters: { project: 'beta' } })).items.map((r) => r.stop.why)).toEqual(['budget']);
@@ -156,29 +156,29 @@ describe('projections keyed by project as well as id (real Redis)', () => {
 
   it('inbox items of both projects live side by side: ids hold the project', async () => {
     await applyAll(projector);
-    expect(await views.inboxItem('stop:alpha:stop-r-res-a1')).toMatchObject({
+    expect(await views.inboxItem('stop:alpha:stop-r-wr-a:res-a1')).toMatchObject({
       project: 'alpha',
       why: 'policy',
       status: 'open',
-      packet_id: 'stop-r-res-a1',
+      packet_id: 'stop-r-wr-a:res-a1',
       workflow_run_id: 'wr-a',
     });
-    expect(await views.inboxItem('stop:beta:stop-r-res-a1')).toMatchObject({
+    expect(await views.inboxItem('stop:beta:stop-r-wr-a:res-a1')).toMatchObject({
       project: 'beta',
       why: 'budget',
       status: 'open',
-      packet_id: 'stop-r-res-a1',
+      packet_id: 'stop-r-wr-a:res-a1',
       workflow_run_id: 'wr-a',
     });
     const betaOpen = (await views.inbox({ filters: { project: 'beta', status: 'open' }, limit: 500 })).items.map((i) => i.id);
-    expect(betaOpen).toEqual(['stop:beta:stop-r-res-a1']);
+    expect(betaOpen).toEqual(['stop:beta:stop-r-wr-a:res-a1']);
     const alphaOpen = (await views.inbox({ filters: { project: 'alpha', status: 'open' }, limit: 500 })).items.map((i) => i.id).sort();
     expect(alphaOpen).toEqual(
       [
         'handback:alpha:hb-h-1',
         'hold:' + String(eventsOf('alpha', 'run', 'wr-b').find((e) => e.type === 'run.held')!.seq) + ':alpha:wr-b',
-        'stop:alpha:stop-r-res-a1',
-        'stop:alpha:stop-r-res-d1',
+        'stop:alpha:stop-r-wr-a:res-a1',
+        'stop:alpha:stop-r-wr-d:res-d1',
         'escalation:alpha:h-3',
       ].sort(),
     );
@@ -186,21 +186,21 @@ describe('projections keyed by project as well as id (real Redis)', () => {
 
   it('the same notice id in two projects: two notice items, ids hold the project', async () => {
     await applyAll(projector);
-    // Both projects' wr-a stopped on a result res-a1, so both emitted the notice nt-r-res-a1.
+    // Both projects' wr-a stopped on a result res-a1, so both emitted the notice nt-r-wr-a:res-a1.
     const noticeIds = (project: string) =>
       log.filter((e) => e.project === project && e.type === 'run.notice_emitted').map((e) => (e.payload as { notice: { notice_id: string } }).notice.notice_id);
-    expect(noticeIds('alpha')).toContain('nt-r-res-a1');
-    expect(noticeIds('beta')).toContain('nt-r-res-a1');
+    expect(noticeIds('alpha')).toContain('nt-r-wr-a:res-a1');
+    expect(noticeIds('beta')).toContain('nt-r-wr-a:res-a1');
     const notices = fx.store.items<NoticeItem>('notices', NOTICES_STORE);
-    expect(await notices.get('alpha:nt-r-res-a1')).toMatchObject({
+    expect(await notices.get('alpha:nt-r-wr-a:res-a1')).toMatchObject({
       project: 'alpha',
-      notice: { project: 'alpha', notice_id: 'nt-r-res-a1', recipient: { handle: 'sam' } },
+      notice: { project: 'alpha', notice_id: 'nt-r-wr-a:res-a1', recipient: { handle: 'sam' } },
     });
-    expect(await notices.get('beta:nt-r-res-a1')).toMatchObject({
+    expect(await notices.get('beta:nt-r-wr-a:res-a1')).toMatchObject({
       project: 'beta',
-      notice: { project: 'beta', notice_id: 'nt-r-res-a1', recipient: { handle: 'pat' } },
+      notice: { project: 'beta', notice_id: 'nt-r-wr-a:res-a1', recipient: { handle: 'pat' } },
     });
-    expect(await notices.get('nt-r-res-a1')).toBeNull();
+    expect(await notices.get('nt-r-wr-a:res-a1')).toBeNull();
     // Each project's index holds its own notices, every one of them.
     for (const project of ['alpha', 'beta']) {
       const items = (await notices.query({ filters: { project }, limit: 500 })).items;
@@ -223,8 +223,8 @@ describe('projections keyed by project as well as id (real Redis)', () => {
     expect(await views.projectsOf('run', 'wr-a')).toEqual(['alpha', 'beta']);
     expect(await views.projectsOf('run', 'wr-beta')).toEqual(['beta']);
     expect(await views.projectsOf('run', 'wr-b')).toEqual(['alpha']);
-    expect(await views.projectsOf('stop', 'stop-r-res-a1')).toEqual(['alpha', 'beta']);
-    expect(await views.projectsOf('stop', 'stop-r-res-c1')).toEqual(['alpha']);
+    expect(await views.projectsOf('stop', 'stop-r-wr-a:res-a1')).toEqual(['alpha', 'beta']);
+    expect(await views.projectsOf('stop', 'stop-r-wr-c:res-c1')).toEqual(['alpha']);
     expect(await views.projectsOf('run', 'nope')).toEqual([]);
   });
 

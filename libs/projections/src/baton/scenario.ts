@@ -198,7 +198,10 @@ export function scenarioSteps(options: ScenarioOptions = {}): ScenarioStep[] {
       command: {
         type: 'resume',
         data: {
-          answer: { kind: 'stop_answer', answer: { packet_id: 'stop-r-res-c1', answer_id: 'ans-c1', action: 'deny', answered_by: 'olga', answered_at: at(6) } },
+          answer: {
+            kind: 'stop_answer',
+            answer: { packet_id: 'stop-r-wr-c:res-c1', answer_id: 'ans-c1', action: 'deny', answered_by: 'olga', answered_at: at(6) },
+          },
           workflow,
           agents,
         },
