@@ -2,7 +2,8 @@
 // The `baton` command. Runs the built CLI (dist/apps/cli/src/main.js). When it is missing, or a
 // source file of the CLI or a library it uses is newer than the build, it first builds it with
 // `nx run cli:build` (swc, a few seconds; libraries included). Build output goes to stderr so
-// `--json` output on stdout stays clean. BATON_CLI_NO_BUILD=1 skips the check.
+// `--json` output on stdout stays clean; with `--json` it is not shown at all unless the build
+// fails with no earlier build to run (one JSON line then). BATON_CLI_NO_BUILD=1 skips the check.
 'use strict';
 const fs = require('node:fs');
 const path = require('node:path');
@@ -45,18 +46,26 @@ function stale() {
 
 const state = stale();
 if (state !== null) {
-  process.stderr.write(`baton: ${state === 'missing' ? 'building' : 'rebuilding'} the CLI (nx run cli:build)...\n`);
+  // With --json, stderr carries only the one JSON line of a failure: the build's own output is kept
+  // back, and shown (as that line) only when no build is left to run.
+  const json = process.argv.slice(2).some((arg) => arg === '--json' || arg === '--json-page');
+  if (!json) process.stderr.write(`baton: ${state === 'missing' ? 'building' : 'rebuilding'} the CLI (nx run cli:build)...\n`);
   const build = spawnSync('npx', ['nx', 'run', 'cli:build', '--outputStyle=static'], {
     cwd: root,
-    stdio: ['ignore', process.stderr, process.stderr],
+    stdio: json ? ['ignore', 'pipe', 'pipe'] : ['ignore', process.stderr, process.stderr],
     env: { ...process.env, NX_DAEMON: 'false', NX_NO_CLOUD: 'true' },
+    maxBuffer: 64 * 1024 * 1024,
   });
   if (build.status !== 0 || !fs.existsSync(entry)) {
     if (!fs.existsSync(entry)) {
-      process.stderr.write('baton: the CLI is not built and building it failed; run `npm run build` first\n');
+      const message = 'the CLI is not built and building it failed; run `npm run build` first';
+      if (json) {
+        const output = `${build.stdout || ''}${build.stderr || ''}`.slice(-4000);
+        process.stderr.write(`${JSON.stringify({ error: { code: 'cli_not_built', message, issues: [], details: { build_output: output } } })}\n`);
+      } else process.stderr.write(`baton: ${message}\n`);
       process.exit(1);
     }
-    process.stderr.write('baton: warning: rebuilding failed; running the previous build\n');
+    if (!json) process.stderr.write('baton: warning: rebuilding failed; running the previous build\n');
   }
 }
 

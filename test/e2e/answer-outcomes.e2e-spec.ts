@@ -159,6 +159,16 @@ describe('operator answers say what happened (router + notifier in process, real
       // The router refused it: its status link says so too, with the same code.
       const status = await get(String(lost.body.error.details['status_url']), olga);
       expect(status.body).toMatchObject({ outcome: 'refused', code: lost.body.error.code, event: { type: 'run.result_rejected' } });
+      // Its sender retries it as it was: its own outcome again (not the winner's stop_already_answered);
+      // the same id with another action is another answer (answer_id_reused).
+      const loser =
+        lost === a
+          ? { token: olga, body: { answer_id: 'ans-race-olga', action: 'deny', note: 'no' } }
+          : { token: omar, body: { answer_id: 'ans-race-omar', action: 'deny', note: 'no either' } };
+      const retried = await post(path, loser.token, loser.body);
+      expect(retried).toMatchObject({ status: 409, body: { error: { code: lost.body.error.code, details: { outcome: 'refused' } } } });
+      const changed = await post(path, loser.token, { ...loser.body, action: 'acknowledge' });
+      expect(changed.body.error?.code).toBe('answer_id_reused');
     }
     // The winner's status link says applied.
     expect((await get(String(won.body['status_url']), omar)).body).toMatchObject({ outcome: 'applied', event: { type: 'run.resumed' } });
@@ -180,7 +190,7 @@ describe('operator answers say what happened (router + notifier in process, real
         answer: { packet_id: packetId, answer_id: 'ans-ref-2', action: 'deny', answered_by: 'omar', answered_at: new Date().toISOString() },
       },
     };
-    await nats.js.publish(`${prefix}.in.${PROJECT}.answer`, encoder.encode(JSON.stringify(request)), { msgID: `answer:${PROJECT}:ans-ref-2` });
+    await nats.js.publish(`${prefix}.in.${PROJECT}.answer`, encoder.encode(JSON.stringify(request)), { msgID: `answer:${PROJECT}:wr-refused/ans-ref-2` });
     const status = await waitFor(
       async () => {
         const reply = await get(`/v1/projects/${PROJECT}/runs/wr-refused/answers/ans-ref-2`, olga);

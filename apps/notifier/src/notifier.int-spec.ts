@@ -408,6 +408,8 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
     expect(Object.keys(paths).sort()).toEqual(
       [
         '/docs',
+        '/health/live',
+        '/health/ready',
         '/openapi.json',
         '/v1/events/stream',
         '/v1/handoffs/{id}',
@@ -432,6 +434,8 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
       ].sort(),
     );
     expect(Object.keys(paths['/v1/stops/{id}/answer']!)).toEqual(['post']);
+    // The health routes README lists are in the document, and answer as it says.
+    for (const path of ['/health/live', '/health/ready']) expect((await get(path)).status).toBe(200);
     // A viewer's answer (role_forbidden) and the stopped agent's (answer_forbidden) are 403.
     for (const path of ['/v1/stops/{id}/answer', '/v1/projects/{project}/stops/{id}/answer']) {
       expect(Object.keys((paths[path]!['post'] as { responses: Record<string, unknown> }).responses)).toContain('403');

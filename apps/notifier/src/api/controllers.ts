@@ -1,11 +1,12 @@
 import { Body, Controller, Get, Header, Headers, HttpCode, Inject, Param, Post, Query, Res, UseFilters, UseGuards } from '@nestjs/common';
+import type { z } from 'zod';
 import { formNumbers } from '../http/body-type';
 import { isoMs, type BatonViews, type ItemFilters } from '@baton/projections';
 import { BATON_VIEWS } from '../projection/tokens';
 import { ApiAuthGuard, Caller } from '../auth/auth.guard';
 import type { HttpResponse } from '../auth/http-types';
 import type { Principal } from '../auth/roles';
-import { assertVisible, scopedProjects } from '../auth/scope';
+import { assertCanAnswer, assertVisible, scopedProjects } from '../auth/scope';
 import { ApiExceptionFilter, notFound, parseOr400 } from './http';
 import { MeshReader } from './mesh-reader';
 import { buildOpenApiDocument, docsPage } from './openapi';
@@ -34,6 +35,15 @@ const STOP_ANSWER_NUMBERS = ['cap'] as const;
  * convenience and answer only when the id is unambiguous among the caller's projects: 404 when
  * none holds it, 409 `ambiguous_id` (listing the projects) when several do.
  */
+
+/**
+ * An operator action's body, read only once the caller may act at all: a viewer is told 403
+ * `role_forbidden` whatever it sent, not a 400 about a body it may not send anyway.
+ */
+function actionBody<T extends z.ZodType>(caller: Principal, schema: T, body: unknown): z.infer<T> {
+  assertCanAnswer(caller);
+  return parseOr400(schema, body);
+}
 
 /** The record of a route: its id, and the project when the route names it. */
 function target(id: string, project?: string): RecordTarget {
@@ -154,7 +164,7 @@ export class StopsController {
     @Caller() caller: Principal,
     @Res() res: HttpResponse,
   ) {
-    return reply(res, this.actions.answerStop(target(id), parseOr400(StopAnswerBodySchema, formNumbers(type, body, STOP_ANSWER_NUMBERS)), caller));
+    return reply(res, this.actions.answerStop(target(id), actionBody(caller, StopAnswerBodySchema, formNumbers(type, body, STOP_ANSWER_NUMBERS)), caller));
   }
 }
 
@@ -177,7 +187,7 @@ export class HandoffsController {
   @Post(':id/decision')
   @HttpCode(200)
   decide(@Param('id') id: string, @Body() body: unknown, @Caller() caller: Principal) {
-    return this.actions.decideHandback(target(id), parseOr400(HandbackDecisionBodySchema, body), caller);
+    return this.actions.decideHandback(target(id), actionBody(caller, HandbackDecisionBodySchema, body), caller);
   }
 }
 
@@ -217,7 +227,7 @@ export class RunsController {
   /** `POST /v1/runs/:id/answer`: answer a held run → 200 applied / 409 refused / 202 pending. */
   @Post(':id/answer')
   answer(@Param('id') id: string, @Body() body: unknown, @Caller() caller: Principal, @Res() res: HttpResponse) {
-    return reply(res, this.actions.answerHold(target(id), parseOr400(HoldAnswerBodySchema, body), caller));
+    return reply(res, this.actions.answerHold(target(id), actionBody(caller, HoldAnswerBodySchema, body), caller));
   }
 }
 
@@ -258,7 +268,7 @@ export class ProjectRecordsController {
   /** `POST /v1/projects/:project/runs/:id/answer`: answer a held run → 200 applied / 409 refused / 202 pending. */
   @Post('runs/:id/answer')
   answerHold(@Param('project') project: string, @Param('id') id: string, @Body() body: unknown, @Caller() caller: Principal, @Res() res: HttpResponse) {
-    return reply(res, this.actions.answerHold(target(id, project), parseOr400(HoldAnswerBodySchema, body), caller));
+    return reply(res, this.actions.answerHold(target(id, project), actionBody(caller, HoldAnswerBodySchema, body), caller));
   }
 
   /** `GET /v1/projects/:project/runs/:id/answers/:answer_id`: what became of an answer to the run (applied, refused with its code, pending). */
@@ -285,7 +295,7 @@ export class ProjectRecordsController {
   @Post('handoffs/:id/decision')
   @HttpCode(200)
   decide(@Param('project') project: string, @Param('id') id: string, @Body() body: unknown, @Caller() caller: Principal) {
-    return this.actions.decideHandback(target(id, project), parseOr400(HandbackDecisionBodySchema, body), caller);
+    return this.actions.decideHandback(target(id, project), actionBody(caller, HandbackDecisionBodySchema, body), caller);
   }
 
   /** `GET /v1/projects/:project/stops/:id`: one stop packet with its answer and effect. */
@@ -304,7 +314,10 @@ export class ProjectRecordsController {
     @Caller() caller: Principal,
     @Res() res: HttpResponse,
   ) {
-    return reply(res, this.actions.answerStop(target(id, project), parseOr400(StopAnswerBodySchema, formNumbers(type, body, STOP_ANSWER_NUMBERS)), caller));
+    return reply(
+      res,
+      this.actions.answerStop(target(id, project), actionBody(caller, StopAnswerBodySchema, formNumbers(type, body, STOP_ANSWER_NUMBERS)), caller),
+    );
   }
 }
 

@@ -300,6 +300,25 @@ export function buildOpenApiDocument(): object {
           },
         },
       },
+      '/health/live': {
+        get: {
+          operationId: 'healthLive',
+          summary: 'Liveness: the process answers (no dependency is checked)',
+          security: [],
+          responses: { '200': { description: '`{ "status": "ok" }`' } },
+        },
+      },
+      '/health/ready': {
+        get: {
+          operationId: 'healthReady',
+          summary: 'Readiness: NATS and Redis answer; `details.projections` tells each projection’s position and any rebuild in progress',
+          security: [],
+          responses: {
+            '200': { description: '`{ status: "ready", checks: { nats, redis }, details: { projections } }`' },
+            '503': { description: 'not ready: `{ status: "not_ready", checks, details }` with the failed check `false`' },
+          },
+        },
+      },
       '/openapi.json': {
         get: { operationId: 'openapi', summary: 'This document', security: [], responses: { '200': { description: 'the OpenAPI document' } } },
       },

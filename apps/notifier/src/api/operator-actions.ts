@@ -109,21 +109,38 @@ export class OperatorActions {
     assertCanAnswer(caller);
     const meshRunId = record.mesh_run_id ?? (await this.views.inboxItem(InboxItemId.stop(project, packetId)))?.['mesh_run_id'];
     const mesh = typeof meshRunId === 'string' ? meshRunId : null;
-    const { answer_id: answerId, answered_by: _ignored, ...fields } = body;
+    // A packet's `pending_digest` is null when it freezes no call; echoed back, it is no digest.
+    const { answer_id: answerId, answered_by: _ignored, pending_digest: digest, ...rest } = body;
+    const fields = digest === null || digest === undefined ? rest : { ...rest, pending_digest: digest };
     const answerOf = (id: string, at: string) =>
       parseOr400(OperatorAnswerSchema, { ...fields, packet_id: packetId, answer_id: id, answered_by: caller.name, answered_at: at });
     if (packet.status !== 'open') {
       const recorded = packet.answer;
+      const aggregate: AnswerAggregate =
+        mesh !== null ? { project: packet.project, kind: 'mesh', id: mesh } : { project: packet.project, kind: 'run', id: packet.workflow_run_id };
       if (answerId !== undefined && recorded?.answer_id === answerId) {
         const subject = mesh !== null ? Subjects.meshAnswer(this.prefix, packet.project) : Subjects.operatorAnswer(this.prefix, packet.project);
-        const aggregate: AnswerAggregate =
-          mesh !== null ? { project: packet.project, kind: 'mesh', id: mesh } : { project: packet.project, kind: 'run', id: packet.workflow_run_id };
         // A retry of the recorded answer answers its outcome again; the same id with another
         // action or fields is another answer, which the packet will never take.
         if (!sameAnswer(recorded, answerOf(answerId, recorded.answered_at))) {
           throw answerIdReused(answerId, packet.project, mesh !== null ? { mesh_run_id: mesh } : { workflow_run_id: packet.workflow_run_id });
         }
         return this.settle({ answerId, aggregate, subject, duplicate: true });
+      }
+      if (answerId !== undefined && (await this.outcomes.wasSent(aggregate, answerId))) {
+        // An answer this API sent before, which lost to another (refused, say, run_not_stopped):
+        // its retry is sent again as it was, so the stream's duplicate check tells a true retry
+        // (its own outcome again) from the same id with another action or note (answer_id_reused).
+        const answer = answerOf(answerId, new Date().toISOString());
+        if (mesh !== null) return this.settle(await this.publishMeshAnswer({ mesh_run_id: mesh, project: packet.project, actor_role: caller.role, answer }));
+        return this.settle(
+          await this.publish({
+            workflow_run_id: packet.workflow_run_id,
+            project: packet.project,
+            actor_role: caller.role,
+            answer: { kind: 'stop_answer', answer },
+          }),
+        );
       }
       throw new ApiError(HttpStatus.CONFLICT, 'stop_already_answered', `stop packet ${packetId} was already answered`, [], {
         answer_id: recorded?.answer_id ?? null,

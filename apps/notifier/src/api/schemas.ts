@@ -97,7 +97,8 @@ export const StopAnswerBodySchema = z.strictObject({
   intent: z.string().min(1).max(Limits.maxIdLength).optional(),
   cap: z.number().finite().positive().optional(),
   note: ShortTextSchema.optional(),
-  pending_digest: z.string().min(1).max(200).optional(),
+  /** The packet's `pending_digest` as shown (`null` when it freezes no call, as the packet says it). */
+  pending_digest: z.string().min(1).max(200).nullable().optional(),
   /** Ignored: the authenticated token names who answers. Accepted so older clients keep working. */
   answered_by: z.string().min(1).max(200).optional().describe('ignored: the authenticated token names who answers'),
 });

@@ -149,7 +149,30 @@ describe('operator console: tokens, roles, project scoping, web inbox (real NATS
       body: JSON.stringify({ action: 'intent', intent: 'billing' }),
     });
     expect({ status: refused.status, code: refused.json().error?.code }).toEqual({ status: 403, code: 'role_forbidden' });
+    // The role is checked before the body: a viewer's malformed answer is 403 too, not a 400 about the body.
+    const malformed = await call('/v1/stops/stop-int/answer', {
+      method: 'POST',
+      token: alphaViewer,
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ action: 'raise_cap', cap: 'lots', pending_digest: 7 }),
+    });
+    expect({ status: malformed.status, code: malformed.json().error?.code }).toEqual({ status: 403, code: 'role_forbidden' });
     expect((await answersOn('alpha')).filter((a) => JSON.stringify(a).includes('stop-int'))).toEqual([]);
+  });
+
+  it("a packet's pending_digest echoed back as it is shown (null: no frozen call) is no digest, not a schema violation", async () => {
+    const packet = (await call('/v1/stops/stop-cap', { token: alphaOperator })).json() as { stop: { pending_digest: string | null } };
+    expect(packet.stop.pending_digest).toBeNull();
+    const reply = await call('/v1/stops/stop-cap/answer', {
+      method: 'POST',
+      token: alphaOperator,
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ answer_id: 'ans-cap-null', action: 'raise_cap', cap: 20, pending_digest: packet.stop.pending_digest }),
+    });
+    expect(reply.status).toBe(202); // no router here: published, not decided (pending)
+    const published = (await answersOn('alpha')).find((a) => JSON.stringify(a).includes('ans-cap-null')) as { answer: { answer: Record<string, unknown> } };
+    expect(published.answer.answer).toMatchObject({ action: 'raise_cap', cap: 20 });
+    expect(published.answer.answer).not.toHaveProperty('pending_digest');
   });
 
   it("the answer's answered_by and actor_role come from the authenticated token, never from the body", async () => {
