@@ -75,7 +75,9 @@ export function cycleResult(
 /** Publish an agent result (acked by JetStream; `Nats-Msg-Id` = `result:<project>:<workflow_run_id>/<result_id>`). */
 export async function publishAgentResult(nats: NatsHandle, prefix: string, result: Record<string, unknown>): Promise<void> {
   const subject = Subjects.agentResult(prefix, String(result['project']), String(result['agent']));
-  await nats.js.publish(subject, encoder.encode(JSON.stringify(result)), { msgID: MsgIds.result(String(result['project']), String(result['workflow_run_id']), String(result['result_id'])) });
+  await nats.js.publish(subject, encoder.encode(JSON.stringify(result)), {
+    msgID: MsgIds.result(String(result['project']), String(result['workflow_run_id']), String(result['result_id'])),
+  });
 }
 
 /** An offer as the ledger publishes it: which run, which agent, which handoff, at which event seq. */

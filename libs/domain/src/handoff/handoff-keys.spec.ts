@@ -134,21 +134,23 @@ describe('handoff: the ids the ledger derives are its own', () => {
 });
 
 describe('handoff: the ids the router derives for routes are its own', () => {
-  it.each([handoffIdFor('wr-1', { kind: 'result', id: 'r-next' }), handoffIdFor('wr-1', { kind: 'start', id: 'wr-1' }), meshHandoffId('mesh-1', 'turn-7'), meshEntryHandoffId('mesh-1')])(
-    'an agent that computes %s (its own next result id chooses it) cannot create it first: reserved_id; the router can',
-    (id) => {
-      expect(ROUTER_DERIVED_HANDOFF_ID.test(id)).toBe(true);
-      given(handoffDecider)
-        .when(cmd.create({ handoff_id: id }))
-        .thenFails('reserved_id');
-      given(handoffDecider)
-        .when(cmd.create({ handoff_id: id }, meta('baton-ledger', 'system')))
-        .thenFails('reserved_id');
-      given(handoffDecider)
-        .when(cmd.create({ handoff_id: id }, meta('baton-router', 'system')))
-        .thenMatch([{ type: 'handoff.created' }]);
-    },
-  );
+  it.each([
+    handoffIdFor('wr-1', { kind: 'result', id: 'r-next' }),
+    handoffIdFor('wr-1', { kind: 'start', id: 'wr-1' }),
+    meshHandoffId('mesh-1', 'turn-7'),
+    meshEntryHandoffId('mesh-1'),
+  ])('an agent that computes %s (its own next result id chooses it) cannot create it first: reserved_id; the router can', (id) => {
+    expect(ROUTER_DERIVED_HANDOFF_ID.test(id)).toBe(true);
+    given(handoffDecider)
+      .when(cmd.create({ handoff_id: id }))
+      .thenFails('reserved_id');
+    given(handoffDecider)
+      .when(cmd.create({ handoff_id: id }, meta('baton-ledger', 'system')))
+      .thenFails('reserved_id');
+    given(handoffDecider)
+      .when(cmd.create({ handoff_id: id }, meta('baton-router', 'system')))
+      .thenMatch([{ type: 'handoff.created' }]);
+  });
 
   it('ids that only look alike stay open to callers (ho-demo-1, how-to, mh-x-1)', () => {
     for (const id of ['ho-demo-1', 'how-to', 'mh-x-1', 'ho-r']) {

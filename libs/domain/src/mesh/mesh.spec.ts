@@ -152,7 +152,14 @@ describe('mesh runs (seed 004 routing rules)', () => {
         { type: 'mesh.turn_recorded', data: expect.objectContaining({ agent: 'triage', turn: 1, handoff_id: meshEntryHandoffId('m1') }) },
         {
           type: 'mesh.handed_off',
-          data: expect.objectContaining({ from: 'triage', to: 'billing', tool: 'handoff_to_billing', call_id: 'c1', turn: 2, handoff_id: meshHandoffId('m1', 'r1') }),
+          data: expect.objectContaining({
+            from: 'triage',
+            to: 'billing',
+            tool: 'handoff_to_billing',
+            call_id: 'c1',
+            turn: 2,
+            handoff_id: meshHandoffId('m1', 'r1'),
+          }),
         },
       ]);
   });

@@ -304,7 +304,14 @@ describe('workflow run: stops with a packet (seed 003)', () => {
       data: {
         answer: {
           kind: 'stop_answer',
-          answer: { packet_id: 'stop-r-wr-1:r1', answer_id: `a-${action}`, action, pending_digest: pendingDigest(pending), answered_by: 'olga', answered_at: NOW },
+          answer: {
+            packet_id: 'stop-r-wr-1:r1',
+            answer_id: `a-${action}`,
+            action,
+            pending_digest: pendingDigest(pending),
+            answered_by: 'olga',
+            answered_at: NOW,
+          },
         },
         workflow,
         agents,
