@@ -14,7 +14,7 @@ import { decideResume, stableStringify } from '@baton/domain';
 import { InboxItemId, type BatonViews } from '@baton/projections';
 import { JetStreamClient, RUNTIME, type ServiceRuntime } from '@baton/platform';
 import type { z } from 'zod';
-import { RunAnswerRequestSchema, type RunAnswerRequest } from '@baton/contracts';
+import { RunAnswerRequestSchema, type OperatorAnswer, type RunAnswerRequest, type StopPacket } from '@baton/contracts';
 import { PublishTimeout, streamReader, type LedgerClient, type OwnIdAck } from '@baton/eventstore';
 import { BATON_VIEWS, LEDGER_CLIENT } from '../projection/tokens';
 import type { Principal } from '../auth/roles';
@@ -131,16 +131,7 @@ export class OperatorActions {
         // An answer this API sent before, which lost to another (refused, say, run_not_stopped):
         // its retry is sent again as it was, so the stream's duplicate check tells a true retry
         // (its own outcome again) from the same id with another action or note (answer_id_reused).
-        const answer = answerOf(answerId, new Date().toISOString());
-        if (mesh !== null) return this.settle(await this.publishMeshAnswer({ mesh_run_id: mesh, project: packet.project, actor_role: caller.role, answer }));
-        return this.settle(
-          await this.publish({
-            workflow_run_id: packet.workflow_run_id,
-            project: packet.project,
-            actor_role: caller.role,
-            answer: { kind: 'stop_answer', answer },
-          }),
-        );
+        return this.sendStopAnswer(packet, mesh, caller, answerOf(answerId, new Date().toISOString()));
       }
       throw new ApiError(HttpStatus.CONFLICT, 'stop_already_answered', `stop packet ${packetId} was already answered`, [], {
         answer_id: recorded?.answer_id ?? null,
@@ -151,6 +142,11 @@ export class OperatorActions {
     const answer = answerOf(answerId ?? `ans-${randomUUID()}`, now);
     const decided = decideResume(packet, answer, { now, actorRole: caller.role });
     if (!decided.ok) throw new ApiError(statusForKind(decided.error.kind), decided.error.code, decided.error.message, [], decided.error.details);
+    return this.sendStopAnswer(packet, mesh, caller, answer);
+  }
+
+  /** Publish a stop packet's answer to its mesh run or workflow run, and wait for the outcome. */
+  private async sendStopAnswer(packet: StopPacket, mesh: string | null, caller: Principal, answer: OperatorAnswer): Promise<AnswerReply> {
     if (mesh !== null) return this.settle(await this.publishMeshAnswer({ mesh_run_id: mesh, project: packet.project, actor_role: caller.role, answer }));
     return this.settle(
       await this.publish({
