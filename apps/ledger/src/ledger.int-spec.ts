@@ -414,6 +414,28 @@ describe('ledger service (real NATS, two instances on one prefix)', () => {
     expect(letter.header(DlqHeader.reason)).toBe('schema_violation');
   });
 
+  it('rule 4a: a result accepted under a claim whose requeue reached the ledger first voids the lapse when it completes the handoff', async () => {
+    handoffOf(
+      await client.create(P, { handoff_id: 'h-void', from_agent: 'alice', to_agent: 'bob', summary: 's', idempotency_key: 'create-void' }, as('alice')),
+    );
+    const claimed = handoffOf(await client.claim(P, { handoff_id: 'h-void', lease_ms: 1000, idempotency_key: 'claim-void' }, as('bob')));
+    await new Promise((resolve) => setTimeout(resolve, 1100));
+    // The router accepted bob's result under this claim just before it ran out; the watchdog's requeue lands first.
+    const requeued = handoffOf(
+      await client.requeueExpired(P, { handoff_id: 'h-void', claim_id: claimed.claim_id!, idempotency_key: 'rq-void' }, callers.watchdog),
+    );
+    expect(requeued).toMatchObject({ status: 'pending', retry: { retry_count: 1 } });
+    const body = { handoff_id: 'h-void', result_id: 'r-void', agent: 'bob', claim_id: claimed.claim_id!, evidence: {}, idempotency_key: 'r-void' };
+    const done = handoffOf(await client.completeFromResult(P, body, callers.router));
+    expect(done).toMatchObject({ status: 'completed', result_id: 'r-void', retry: { retry_count: 0 } });
+    const events = (await store.read({ project: P, kind: 'handoff', id: 'h-void' })).events;
+    expect(events.map((e) => e.type)).toEqual(['handoff.created', 'handoff.claimed', 'handoff.lease_expired', 'handoff.completed_by_result']);
+    expect(events.at(-1)!.payload).toMatchObject({ lapse_voided: { claim_id: claimed.claim_id, claimer: 'bob', retry_count: 0 } });
+    // The same completion retried changes nothing; a result under another claim would void nothing (domain spec).
+    expect(handoffOf(await client.completeFromResult(P, body, callers.router))).toMatchObject({ status: 'completed', retry: { retry_count: 0 } });
+    expect(await eventCount('h-void')).toBe(4);
+  });
+
   it('lease expiry → watchdog requeue: pending again with retry_count + 1 and offered to the addressee again', async () => {
     handoffOf(
       await client.create(P, { handoff_id: 'h-lease', from_agent: 'alice', to_agent: 'bob', summary: 's', idempotency_key: 'create-lease' }, as('alice')),

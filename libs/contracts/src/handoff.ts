@@ -371,6 +371,11 @@ export const CompleteFromResultCommandSchema = z.strictObject({
   /** The agent that produced the result. */
   agent: ActorNameSchema,
   workflow_run_id: IdSchema.optional(),
+  /**
+   * The claim the result was accepted under. When the watchdog requeued that very claim after the
+   * result was decided (the lapse landed first), the completion voids the lapse (rule 4a).
+   */
+  claim_id: IdSchema.optional(),
   /** What the result says it did (the ledger writes a default when it is omitted). */
   summary: ShortTextSchema.trim().min(1).optional(),
   evidence: EvidenceSchema.default({}),
@@ -539,6 +544,18 @@ export const HandoffCompletedByResultSchema = z.strictObject({
   recorded_by: ActorNameSchema,
   report: CompletionReportSchema,
   evidence_floor: EvidenceFloorSchema.optional(),
+  /**
+   * The lapse this completion voids: the result was accepted under `claim_id` before the watchdog's
+   * requeue of that claim landed, so the requeue counts for nothing (`retry_count` is the count
+   * before it, restored; docs/handoffs.md rule 4a).
+   */
+  lapse_voided: z
+    .strictObject({
+      claim_id: IdSchema,
+      claimer: ActorNameSchema,
+      retry_count: z.number().int().min(0),
+    })
+    .optional(),
 });
 
 export const HandoffAbandonedSchema = z.strictObject({

@@ -259,6 +259,8 @@ export const MeshTurnRecordedSchema = z.strictObject({
   handoff_tool_calls: z.array(HandoffToolCallSchema).max(Limits.maxListItems),
   /** The handoff this turn answered (closed by the router through the ledger). */
   handoff_id: IdSchema.nullable(),
+  /** The claim on that handoff the turn was accepted under, carried to the ledger (docs/handoffs.md rule 4a; absent on turns recorded before it was kept). */
+  claim_id: IdSchema.optional(),
   /** The agent's evidence (its result's), carried to the ledger when the turn closes its handoff (absent on turns recorded before it was kept). */
   evidence: EvidenceSchema.optional(),
   recorded_at: IsoTimeSchema,

@@ -237,6 +237,12 @@ export const RunResultRecordedSchema = z.strictObject({
   /** The agent's evidence, carried to the ledger when the result closes its handoff. */
   evidence: EvidenceSchema.optional(),
   /**
+   * The claim the result was accepted under (docs/runs.md rule 3a), when the run was on a handoff:
+   * carried to the ledger, which voids a lapse of that claim recorded after the decision
+   * (docs/handoffs.md rule 4a). Absent on results recorded before it was kept.
+   */
+  claim_id: IdSchema.optional(),
+  /**
    * What the agent said this turn, as posted: its body with every sentinel it wrote removed and
    * exactly one canonical `AGENT_RUN_CONFIG` sentinel appended for the decision taken (none when it
    * took none), capped at `Limits.maxPostedBodyChars` (the decision line is always kept).

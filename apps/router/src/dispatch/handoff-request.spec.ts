@@ -80,6 +80,17 @@ describe('the ledger create for run.routed', () => {
     );
     expect(body).toMatchObject({ handoff_id: 'ho-r-r1', result_id: 'r7', agent: 'context', idempotency_key: 'r7', workflow_run_id: 'wr-1' });
     expect(CompleteFromResultCommandSchema.safeParse(body).success).toBe(true);
+    expect(body).not.toHaveProperty('claim_id');
+  });
+
+  it('complete_from_result names the claim the result was accepted under (the ledger voids a lapse of it, rule 4a)', () => {
+    const body = completeFromResultRequest(
+      { result_id: 'r8', run_id: 'ar-8', agent: 'context', step: 'triage', signal: { kind: 'absent' }, claim_id: 'cl-3', recorded_at: NOW },
+      'ho-r-r1',
+      'wr-1',
+    );
+    expect(body.claim_id).toBe('cl-3');
+    expect(CompleteFromResultCommandSchema.parse(body).claim_id).toBe('cl-3');
   });
 });
 

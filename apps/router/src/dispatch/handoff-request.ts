@@ -126,7 +126,8 @@ export function returnableDeadlineAt(
 
 /**
  * The ledger `complete_from_result` for a `run.result_recorded` event: close the handoff the
- * agent was dispatched with, keyed by the result id (a redelivered result closes it once). Pure.
+ * agent was dispatched with, keyed by the result id (a redelivered result closes it once), naming
+ * the claim the result was accepted under. Pure.
  */
 export function completeFromResultRequest(recorded: RunResultRecorded, handoffId: string, workflowRunId: string): CompleteFromResultBody {
   return {
@@ -134,6 +135,8 @@ export function completeFromResultRequest(recorded: RunResultRecorded, handoffId
     result_id: recorded.result_id,
     agent: recorded.agent,
     workflow_run_id: workflowRunId,
+    // The claim it was accepted under: a lapse of it that reached the ledger first is voided (docs/handoffs.md rule 4a).
+    ...(recorded.claim_id !== undefined ? { claim_id: recorded.claim_id } : {}),
     summary: clip(`${recorded.agent} finished step '${recorded.step}' (${signalText(recorded.signal)})`),
     evidence: recorded.evidence ?? {},
     idempotency_key: recorded.result_id,

@@ -117,6 +117,7 @@ export class MeshReactor {
           result_id: turn.result_id,
           agent: turn.agent,
           workflow_run_id: envelope.aggregate.id,
+          ...(turn.claim_id !== undefined ? { claim_id: turn.claim_id } : {}),
           summary: `${turn.agent} took mesh turn ${turn.turn}${turn.handoff_tool_calls.length > 0 ? ` (${turn.handoff_tool_calls.length} handoff call(s))` : ''}`,
           // The turn's evidence decides the ledger's evidence floor, as a workflow result's does.
           evidence: turn.evidence ?? {},

@@ -68,6 +68,12 @@ describe('the router run decider (record_result with the pinned workflow looked 
     expect(decided.ok && decided.events.map((e) => e.type)).toEqual(['run.result_recorded', 'run.routed']);
   });
 
+  it('the recorded result names the claim it was accepted under (the ledger voids a lapse of it that lands first)', () => {
+    const decided = routerRunDecider.decide(recordCmd('issue'), started());
+    if (!decided.ok) throw new Error(decided.error.message);
+    expect(decided.events[0]).toMatchObject({ type: 'run.result_recorded', data: { result_id: 'r1', claim_id: 'claim-issue' } });
+  });
+
   it('a message or an answer whose id is one of the run`s result ids is decided, not taken as already applied (ids of each kind are apart)', () => {
     const decided = routerRunDecider.decide(recordCmd('issue'), started());
     if (!decided.ok) throw new Error(decided.error.message);

@@ -99,6 +99,55 @@ describe('handoff: complete_from_result (a router-dispatched handoff closes with
     given(handoffDecider, abandoned).when(completeFromResult()).thenFails('handoff_not_open');
   });
 
+  describe('rule 4a: a result accepted under a claim before its requeue landed voids the lapse', () => {
+    // bob's claim c1 ran out at 60 s; the router had accepted his result r-1 under c1 before that,
+    // but the watchdog's requeue reached the ledger (61 s) before the router's completion (62 s).
+    const lapsed = () => history(cmd.create({ to_agent: 'bob' }), cmd.claim('bob', 'c1'), cmd.requeue('c1', 61));
+
+    it('pending after the lapse → completed, naming the voided lapse and restoring the retry count', () => {
+      const result = given(handoffDecider, lapsed()).when(completeFromResult({ claim_id: 'c1' }, 'system', 62));
+      result.thenMatch([
+        {
+          type: 'handoff.completed_by_result',
+          data: expect.objectContaining({ result_id: 'r-1', agent: 'bob', lapse_voided: { claim_id: 'c1', claimer: 'bob', retry_count: 0 } }),
+        },
+      ]);
+      const record = toHandoffRecord(result.stateAfter());
+      expect(record).toMatchObject({ status: 'completed', result_id: 'r-1', retry: { retry_count: 0 } });
+      expect(HandoffRecordSchema.safeParse(record).success).toBe(true);
+    });
+
+    it('the same when another agent claimed the re-offer first: the completion ends that claim too', () => {
+      const events = history(cmd.create(), cmd.claim('bob', 'c1'), cmd.requeue('c1', 61), cmd.claim('carol', 'c2', 61.5));
+      const result = given(handoffDecider, events).when(completeFromResult({ claim_id: 'c1' }, 'system', 62));
+      result.thenMatch([
+        { type: 'handoff.completed_by_result', data: expect.objectContaining({ lapse_voided: { claim_id: 'c1', claimer: 'bob', retry_count: 0 } }) },
+      ]);
+      expect(toHandoffRecord(result.stateAfter())).toMatchObject({ status: 'completed', retry: { retry_count: 0 } });
+    });
+
+    it('only the claim that lapsed last: a result naming no claim, or another claim, voids nothing', () => {
+      const twice = history(cmd.create({ to_agent: 'bob' }), cmd.claim('bob', 'c1'), cmd.requeue('c1', 61), cmd.claim('bob', 'c2', 62), cmd.requeue('c2', 130));
+      for (const claim of [undefined, 'c1', 'c9']) {
+        const result = given(handoffDecider, twice).when(completeFromResult(claim === undefined ? {} : { claim_id: claim }, 'system', 131));
+        const [event] = result.thenMatch([{ type: 'handoff.completed_by_result' }]);
+        expect(event!.data).not.toHaveProperty('lapse_voided');
+        expect(toHandoffRecord(result.stateAfter())).toMatchObject({ retry: { retry_count: 2 } });
+      }
+      const voided = given(handoffDecider, twice).when(completeFromResult({ claim_id: 'c2' }, 'system', 131));
+      voided.thenMatch([
+        { type: 'handoff.completed_by_result', data: expect.objectContaining({ lapse_voided: { claim_id: 'c2', claimer: 'bob', retry_count: 1 } }) },
+      ]);
+      expect(toHandoffRecord(voided.stateAfter())).toMatchObject({ retry: { retry_count: 1 } });
+    });
+
+    it('a result under the live claim voids nothing: there was no lapse', () => {
+      const result = given(handoffDecider, history(cmd.create(), cmd.claim('bob', 'c1'))).when(completeFromResult({ claim_id: 'c1' }));
+      const [event] = result.thenMatch([{ type: 'handoff.completed_by_result' }]);
+      expect(event!.data).not.toHaveProperty('lapse_voided');
+    });
+  });
+
   it('a completion handback is decided, never closed by a result (not_returnable); an unknown handoff is not_found', () => {
     const ledger = new Ledger();
     ledger.send(HID, cmd.create());

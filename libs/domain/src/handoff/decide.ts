@@ -545,7 +545,21 @@ function decideCompleteFromResult({ data, metadata }: CompleteFromResult, state:
   };
   if (data.workflow_run_id !== undefined) event.data.workflow_run_id = data.workflow_run_id;
   if (floored.evidence_floor) event.data.evidence_floor = floored.evidence_floor;
+  const voided = voidedLapse(data.claim_id, state);
+  if (voided !== null) event.data.lapse_voided = voided;
   return accept(event);
+}
+
+/**
+ * Rule 4a: the router accepted the result under `claimId` while that claim was current, and the
+ * watchdog's requeue of the same claim reached the ledger before the completion did. The result
+ * came first, so the lapse counts for nothing: the completion names it and restores the retry
+ * count it took. Null when the result names no claim or not the one that lapsed last.
+ */
+function voidedLapse(claimId: string | undefined, state: ExistingHandoff): { claim_id: string; claimer: string; retry_count: number } | null {
+  const lapsed = state.lapsed_claim;
+  if (claimId === undefined || lapsed === undefined || lapsed.claim_id !== claimId) return null;
+  return { claim_id: lapsed.claim_id, claimer: lapsed.claimed_by, retry_count: lapsed.retry_count };
 }
 
 function checkInternalOnReturned(

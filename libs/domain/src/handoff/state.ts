@@ -36,6 +36,13 @@ export interface Claim {
   lease_expires_at: string;
 }
 
+/** A claim the watchdog took back, and the retry count the handoff had before. */
+export interface LapsedClaim {
+  claim_id: string;
+  claimed_by: string;
+  retry_count: number;
+}
+
 /** The fields every existing handoff has, whatever its status. */
 export interface HandoffCore {
   id: string;
@@ -66,6 +73,11 @@ export interface HandoffCore {
   escalation_outcome?: EscalationOutcome;
   /** On a handoff closed by `complete_from_result`: the agent result that closed it. */
   result_id?: string;
+  /**
+   * The last claim the watchdog requeued (`handoff.lease_expired`), with the retry count before it:
+   * a result accepted under that claim before the requeue landed voids the lapse (rule 4a).
+   */
+  lapsed_claim?: LapsedClaim;
   /** Past this time a pending or claimed handoff fails with terminal_reason `deadline`. */
   deadline_at?: string;
   /** On a cross-project handoff: the delegator's project, and the decision that allowed it. */
@@ -290,6 +302,7 @@ export function evolveHandoff(state: HandoffState, event: HandoffEvent): Handoff
         status: 'completed',
       };
       if (d.evidence_floor) completed.evidence_floor = d.evidence_floor;
+      if (d.lapse_voided) completed.retry = { ...state.retry, retry_count: d.lapse_voided.retry_count };
       return completed;
     }
     case 'handoff.reworked': {
@@ -307,8 +320,10 @@ export function evolveHandoff(state: HandoffState, event: HandoffEvent): Handoff
     }
     case 'handoff.lease_expired': {
       if (state.status !== 'claimed') return state;
+      const { claim, lapsed_claim: _previous, ...rest } = state;
       return {
-        ...withoutClaim(state),
+        lapsed_claim: { claim_id: claim.claim_id, claimed_by: claim.claimed_by, retry_count: state.retry.retry_count },
+        ...rest,
         ...touched,
         status: 'pending',
         retry: { ...state.retry, retry_count: event.data.retry_count },

@@ -161,6 +161,7 @@ function recordTurn(command: RecordMeshTurn, state: MeshState): DecisionResult<M
         text: d.text,
         handoff_tool_calls: [...d.handoff_tool_calls],
         handoff_id: state.handoff_id,
+        ...(state.handoff_id !== null && d.claim_id !== undefined ? { claim_id: d.claim_id } : {}),
         ...(d.evidence !== undefined ? { evidence: d.evidence } : {}),
         recorded_at: now,
       },

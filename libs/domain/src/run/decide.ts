@@ -287,6 +287,8 @@ function recordResult(command: RecordResult, state: RunState): DecisionResult<Ru
       signal,
       ...(result.variables !== undefined ? { variables: { ...result.variables } } : {}),
       ...(result.evidence !== undefined ? { evidence: structuredCopy(result.evidence) } : {}),
+      // The claim it was accepted under (checked above): the ledger voids a lapse of it that lands first.
+      ...(state.handoffId !== null && result.claim_id !== undefined ? { claim_id: result.claim_id } : {}),
       ...postedFields(result.body, signal.kind === 'config' ? signal.config : null),
       recorded_at: now,
     },

@@ -67,8 +67,13 @@ export function summarizeHandoffEvent(event: HandoffEvent): string {
       return `handback ${event.data.decision === 'accept' ? 'accepted' : 'sent back for rework'} by ${event.data.decided_by}${event.data.note ? `: ${event.data.note}` : ''}`;
     case 'handoff.completed':
       return `completed; handback accepted by ${event.data.accepted_by}`;
-    case 'handoff.completed_by_result':
-      return `completed by ${event.data.agent}'s result ${event.data.result_id} (${event.data.report.outcome})`;
+    case 'handoff.completed_by_result': {
+      const d = event.data;
+      const voided = d.lapse_voided
+        ? `; the lapse of ${d.lapse_voided.claimer}'s claim ${d.lapse_voided.claim_id} is void (the result was accepted before it; retry back to ${d.lapse_voided.retry_count})`
+        : '';
+      return `completed by ${d.agent}'s result ${d.result_id} (${d.report.outcome})${voided}`;
+    }
     case 'handoff.reworked':
       return `back to pending for rework (retry ${event.data.retry_count}) by ${event.data.reworked_by}: ${event.data.note}`;
     case 'handoff.released':
