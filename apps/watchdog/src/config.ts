@@ -10,6 +10,11 @@ export const WatchdogConfigSchema = z.object({
   WATCHDOG_TICK_MS: z.coerce.number().int().min(10).max(60_000).default(500),
   /** How long to wait before asking again about a lease whose requeue was refused or failed, in ms. */
   WATCHDOG_RETRY_MS: z.coerce.number().int().min(10).max(600_000).default(5_000),
+  /**
+   * How long past its expiry a lease answered by an accepted result (or mesh turn) waits for the
+   * router's completion before the watchdog requeues it anyway, in ms (docs/handoffs.md rule 4a).
+   */
+  WATCHDOG_ANSWERED_HOLD_MS: z.coerce.number().int().min(0).max(600_000).default(30_000),
   /** Most `requeue_expired` requests in flight at once. */
   WATCHDOG_MAX_INFLIGHT: z.coerce.number().int().min(1).max(1_000).default(32),
   /** Most expired leases handled in one tick (the rest wait for the next tick). */

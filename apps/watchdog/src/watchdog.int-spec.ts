@@ -98,6 +98,38 @@ describe('watchdog: lease expiry → requeue', () => {
     expect(attempted(a.outcomes).size + attempted(b.outcomes).size).toBeGreaterThanOrEqual(claims.length);
   });
 
+  it('rule 4a: a lease whose claim an accepted result answered is held back past its expiry, then requeued if no completion comes', async () => {
+    const watchdog = await h.startWatchdog('wd-a', { WATCHDOG_ANSWERED_HOLD_MS: '1500' });
+    const { id, claimId, leaseExpiresAt } = await createAndClaim();
+    const other = await createAndClaim();
+    // The router accepted bob's result under the claim (its completion of the handoff is still to come).
+    const recorded = (claim: string, handoff: string, result: string) => ({
+      type: 'run.result_recorded',
+      payload: {
+        result_id: result,
+        run_id: `ar-${result}`,
+        agent: 'bob',
+        step: 's',
+        signal: { kind: 'absent' },
+        handoff_id: handoff,
+        claim_id: claim,
+        recorded_at: new Date().toISOString(),
+      },
+    });
+    // One result names the claim; one names a claim the other handoff does not hold (nothing held).
+    await appendRunEvents(h, 'run-answered', [recorded(claimId, id, 'r-1'), recorded('c-not-held', other.id, 'r-2')]);
+
+    await pendingAgain(other.id);
+    await sleep(Math.max(0, leaseExpiresAt + 900 - Date.now())); // well past the expiry, within the hold
+    expect((await h.state(id)).status).toBe('claimed');
+    expect(watchdog.outcomes.filter((o) => o.deadline.handoffId === id)).toEqual([]);
+
+    // No completion came: after expiry + hold the lease is requeued like any other.
+    await pendingAgain(id);
+    const [expired] = (await h.events(id)).filter((e) => e.type === 'handoff.lease_expired');
+    expect(Date.parse(expired!.occurredAt)).toBeGreaterThanOrEqual(leaseExpiresAt + 1500);
+  });
+
   it('a heartbeat before expiry prevents the requeue (until the extended lease runs out)', async () => {
     const watchdog = await h.startWatchdog('wd-a');
     const { id, claimId, leaseExpiresAt } = await createAndClaim();

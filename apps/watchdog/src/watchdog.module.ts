@@ -207,11 +207,13 @@ export class WatchdogModule {
         },
         {
           provide: GuardRunner,
-          inject: [RUNTIME, EVENTS_HUB, EscalationStopper],
-          useFactory: (runtime: ServiceRuntime, hub: FollowHub, escalations: EscalationStopper) => {
+          inject: [RUNTIME, EVENTS_HUB, EscalationStopper, DeadlineTracker],
+          useFactory: (runtime: ServiceRuntime, hub: FollowHub, escalations: EscalationStopper, leases: DeadlineTracker) => {
             const client = new JetStreamClient(runtime.nats);
             return new GuardRunner({
               escalations,
+              // Both follow one hub in stream order: a claim is in the table before the result that answers it arrives.
+              onClaimAnswered: (project, answered) => leases.table.answer(project, answered.handoff, answered.claim_id, config.WATCHDOG_ANSWERED_HOLD_MS),
               ...eventsFollower(runtime, hub, 'guards'),
               book: new GuardBook({
                 maxHops: config.WATCHDOG_MAX_HOPS,

@@ -237,10 +237,12 @@ export const RunResultRecordedSchema = z.strictObject({
   /** The agent's evidence, carried to the ledger when the result closes its handoff. */
   evidence: EvidenceSchema.optional(),
   /**
-   * The claim the result was accepted under (docs/runs.md rule 3a), when the run was on a handoff:
-   * carried to the ledger, which voids a lapse of that claim recorded after the decision
-   * (docs/handoffs.md rule 4a). Absent on results recorded before it was kept.
+   * The handoff the result answered and the claim it was accepted under (docs/runs.md rule 3a), when
+   * the run was on a handoff: the watchdog holds back its requeue of that claim, and the ledger
+   * voids a lapse of it recorded after the decision (docs/handoffs.md rule 4a). Absent on results
+   * recorded before they were kept.
    */
+  handoff_id: IdSchema.optional(),
   claim_id: IdSchema.optional(),
   /**
    * What the agent said this turn, as posted: its body with every sentinel it wrote removed and
@@ -278,6 +280,12 @@ export const RunRoutedSchema = z.strictObject({
   approved_call: PendingToolCallSchema.optional(),
   /** An operator raised the cap the run stopped on. */
   raised_cap: z.number().finite().positive().optional(),
+  /**
+   * With `raised_cap`: the call the agent was making when the cap stopped it (the packet's frozen
+   * call), handed back so it is never dropped. Not an approval: the agent makes it again within the
+   * new cap, or not.
+   */
+  pending_call: PendingToolCallSchema.optional(),
   /** Conversation runs (seed 001): the customer message and exactly the context the target receives. */
   conversation: z.lazy(() => ConversationTurnSchema).optional(),
   routed_at: IsoTimeSchema,

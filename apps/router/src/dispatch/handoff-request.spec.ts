@@ -50,6 +50,17 @@ describe('the ledger create for run.routed', () => {
     expect(CreateHandoffCommandSchema.safeParse(body).success).toBe(true); // the ledger's wire contract
   });
 
+  it('a resumed stop hands the agent what the operator decided: the approved call, or the raised cap with the call the cap stopped', () => {
+    const call = { name: 'search', args: { q: 'x' }, call_id: 'c-1' };
+    const here = routed('workflow_edge', { agent: 'issue', step: 'triage' });
+    const approved = createHandoffRequest(input({ ...here, approved_call: call }));
+    expect(approved.context).toMatchObject({ approved_call: call });
+    const raised = createHandoffRequest(input({ ...here, raised_cap: 250, pending_call: call }));
+    expect(raised.context).toMatchObject({ raised_cap: 250, pending_call: call });
+    expect(raised.context).not.toHaveProperty('approved_call');
+    expect(CreateHandoffCommandSchema.safeParse(raised).success).toBe(true);
+  });
+
   it('the team context says the result returns to callback_after, which may be another agent or none', () => {
     const call = routed('function_call', { agent: 'issue', step: 'triage' });
     const elsewhere = createHandoffRequest(input({ ...call, decision: { ...call.decision, callback_after: 'lena' } }));

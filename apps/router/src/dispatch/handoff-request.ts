@@ -96,6 +96,7 @@ export function createHandoffRequest(input: HandoffRequestInput): CreateHandoffB
         : { variables: null, variables_omitted: `${variablesJson.length} characters; read them from the run` }),
       ...(routed.approved_call !== undefined ? { approved_call: routed.approved_call } : {}),
       ...(routed.raised_cap !== undefined ? { raised_cap: routed.raised_cap } : {}),
+      ...(routed.pending_call !== undefined ? { pending_call: routed.pending_call } : {}),
     },
     workflow_run_id: input.workflowRunId,
     ...(input.deadlineAt != null ? { deadline_at: input.deadlineAt } : {}),

@@ -11,6 +11,25 @@ describe('DeadlineTable', () => {
     expect(table.takeDue(10_000, 10)).toEqual([{ handoffId: 'h-3', project: 'p', claimId: 'c-3', leaseExpiresAt: 3_000 }]);
   });
 
+  it('a lease its claim`s accepted result answered is held until expiry + hold; another claim, or an untracked handoff, is not', () => {
+    const table = new DeadlineTable();
+    table.claim('h-1', 'p', 'c-1', 1_000);
+    table.claim('h-2', 'p', 'c-2', 1_000);
+    expect(table.answer('p', 'h-1', 'c-1', 5_000)).toBe(true);
+    expect(table.answer('p', 'h-2', 'c-old', 5_000)).toBe(false);
+    expect(table.answer('q', 'h-1', 'c-1', 5_000)).toBe(false);
+    expect(table.takeDue(1_000, 10).map((d) => d.handoffId)).toEqual(['h-2']);
+    // A heartbeat, or a postponement after a refused requeue, never brings it before the hold ends.
+    table.extend('p', 'h-1', 2_000);
+    expect(table.takeDue(5_999, 10)).toEqual([]);
+    expect(table.takeDue(6_000, 10).map((d) => d.claimId)).toEqual(['c-1']);
+    table.postpone('p', 'h-1', 'c-1', 6_100);
+    expect(table.takeDue(6_099, 10)).toEqual([]);
+    // A new claim starts without a hold.
+    table.claim('h-1', 'p', 'c-3', 7_000);
+    expect(table.takeDue(7_000, 10).map((d) => d.claimId)).toEqual(['c-3']);
+  });
+
   it('a heartbeat before expiry moves the deadline: the old expiry no longer hands the lease out', () => {
     const table = new DeadlineTable();
     table.claim('h-1', 'p', 'c-1', 1_000);

@@ -24,8 +24,10 @@ interface Entry {
   project: string;
   claimId: string;
   leaseExpiresAt: number;
-  /** When the entry is next due: the expiry, or later after an attempt (see `postpone`). */
+  /** When the entry is next due: the expiry, or later after an attempt (see `postpone`) or an answer (see `answer`). */
   dueAt: number;
+  /** Not due before this time (0: no hold): the claim was answered by a result the router is closing it with. */
+  holdUntil: number;
   /** Bumped on every change; only the heap node with the current generation is live. */
   generation: number;
   /** False between `takeDue` handing the entry out and the `postpone` that reschedules it. */
@@ -80,6 +82,7 @@ export class DeadlineTable {
       claimId,
       leaseExpiresAt,
       dueAt: leaseExpiresAt,
+      holdUntil: 0,
       generation: (previous?.generation ?? 0) + 1,
       scheduled: true,
     };
@@ -97,6 +100,23 @@ export class DeadlineTable {
     if (!entry) return false;
     entry.leaseExpiresAt = leaseExpiresAt;
     this.reschedule(key, entry, leaseExpiresAt);
+    return true;
+  }
+
+  /**
+   * An agent's result (or mesh turn) accepted under `claimId` answered the handoff: the router is
+   * closing it (`complete_from_result`), so a requeue of that claim would only race the completion
+   * (docs/handoffs.md rule 4a). The lease is not due before `leaseExpiresAt + holdMs`; if the
+   * completion has not cleared it by then, the requeue goes ahead (and the completion, when it comes,
+   * voids the lapse). Returns false (and changes nothing) when the handoff is not tracked under that
+   * claim, or its requeue is in flight.
+   */
+  answer(project: string, handoffId: string, claimId: string, holdMs: number): boolean {
+    const key = keyOf(project, handoffId);
+    const entry = this.entries.get(key);
+    if (!entry || entry.claimId !== claimId || !entry.scheduled) return false;
+    entry.holdUntil = entry.leaseExpiresAt + holdMs;
+    if (entry.dueAt < entry.holdUntil) this.reschedule(key, entry, entry.holdUntil);
     return true;
   }
 
@@ -144,10 +164,10 @@ export class DeadlineTable {
   }
 
   private reschedule(key: string, entry: Entry, dueAt: number): void {
-    entry.dueAt = dueAt;
+    entry.dueAt = Math.max(dueAt, entry.holdUntil);
     entry.generation++;
     entry.scheduled = true;
-    this.push({ dueAt, key, generation: entry.generation });
+    this.push({ dueAt: entry.dueAt, key, generation: entry.generation });
   }
 
   private intern(project: string): string {

@@ -71,6 +71,9 @@ export class GuardBook {
       }
       case 'result_recorded':
         return this.circuit({ kind: 'success', project: fact.project, agent: fact.agent, run: fact.run });
+      case 'turn_recorded':
+        // No guard counts mesh turns; the runner passes the claim it answered to the lease table.
+        return [];
       case 'result_rejected':
         return this.circuit({
           kind: 'failure',

@@ -9,7 +9,7 @@ import {
   type HandoffEventData,
   type StopRunRequest,
 } from '@baton/contracts';
-import type { GuardStop, HandoffRunRef } from '@baton/domain';
+import { guardFactOf, type AnsweredClaim, type GuardStop, type HandoffRunRef } from '@baton/domain';
 import { decodeEvent, hopTrace, TRACEPARENT_HEADER, TRACESTATE_HEADER, type HopTrace, type NatsJetStream } from '@baton/eventstore';
 import type { JsonLogger } from '@baton/platform';
 import type { EscalationStopper, InboxPublisher } from '../escalation/escalation-stopper';
@@ -33,6 +33,12 @@ export interface GuardRunnerOptions {
    * (none: escalations are left alone).
    */
   escalations?: EscalationStopper;
+  /**
+   * Told of every claim an accepted agent result or mesh turn answered (`run.result_recorded`,
+   * `mesh.turn_recorded`), with that event's project: the lease table holds back the claim's requeue
+   * while the router closes the handoff (docs/handoffs.md rule 4a).
+   */
+  onClaimAnswered?: (project: string, answered: AnsweredClaim) => void;
   /**
    * Delay between attempts to publish a stop request, times the attempt (default 500 ms): a loop
    * guard's stop gets 5 attempts, then is logged; an escalation's is retried until it is stored
@@ -172,7 +178,9 @@ export class GuardRunner {
 
   private onMessage(message: FollowedMessage): void {
     const kind = SubjectTable.event.parse(this.opts.prefix, message.subject)?.kind;
-    if (kind !== 'run' && kind !== 'handoff') return;
+    // Of a mesh's events only a recorded turn matters here (the claim it answered).
+    const turn = kind === 'mesh' && this.opts.onClaimAnswered !== undefined && message.header('Baton-Event-Type') === 'mesh.turn_recorded';
+    if (kind !== 'run' && kind !== 'handoff' && !turn) return;
     // An event the store stamped with this build's schema is not validated again (decodeEvent).
     const decoded = decodeEvent(this.opts.registry, message.data, (name) => message.header(name));
     if (!decoded.ok) {
@@ -182,7 +190,11 @@ export class GuardRunner {
     const envelope = decoded.envelope;
     // Before the book applies it: an escalation ends the handoff, and the book forgets its run.
     const escalation = this.opts.escalations && envelope.type === 'handoff.escalated' ? this.escalationOf(envelope, message) : null;
-    const stops = this.opts.book.apply(envelope);
+    const fact = guardFactOf(envelope);
+    if ((fact?.kind === 'result_recorded' || fact?.kind === 'turn_recorded') && fact.answered !== undefined) {
+      this.opts.onClaimAnswered?.(envelope.project, fact.answered);
+    }
+    const stops = fact !== null ? this.opts.book.applyFact(fact) : [];
     const caughtUp = this.follower?.isCaughtUp() ?? false;
     if (escalation) {
       if (caughtUp) this.escalate(escalation);

@@ -40,6 +40,12 @@ export interface GuardEventInput {
   payload: unknown;
 }
 
+/** A claim on a handoff that an agent's accepted result (or mesh turn) answered: the router is closing the handoff. */
+export interface AnsweredClaim {
+  handoff: string;
+  claim_id: string;
+}
+
 export type GuardFact =
   | { kind: 'run_started'; project: string; run: string }
   | {
@@ -60,7 +66,10 @@ export type GuardFact =
   | { kind: 'run_halted'; project: string; run: string; stopped_on?: { why: StopWhy; cap: string | null } }
   | { kind: 'run_resumed'; project: string; run: string }
   | { kind: 'run_ended'; project: string; run: string }
-  | { kind: 'result_recorded'; event_id: string; project: string; run: string; agent: string; at: string }
+  /** `answered`: the handoff and claim the result was accepted under (the watchdog holds back that claim's requeue). */
+  | { kind: 'result_recorded'; event_id: string; project: string; run: string; agent: string; at: string; answered?: AnsweredClaim }
+  /** A mesh turn recorded under a claim (no guard counts turns; the watchdog holds back that claim's requeue). */
+  | { kind: 'turn_recorded'; project: string; answered: AnsweredClaim }
   | { kind: 'result_rejected'; event_id: string; project: string; run: string; agent: string; at: string }
   /**
    * `run` is the handoff's workflow run and `run_project` the project it lives in (set together):
@@ -137,8 +146,10 @@ export function guardFactOf(event: GuardEventInput): GuardFact | null {
       case 'run.terminated':
         return { kind: 'run_ended', project, run: id };
       case 'run.result_recorded': {
-        const p = event.payload as { agent: string; recorded_at: string };
-        return { kind: 'result_recorded', event_id: event.id, project, run: id, agent: p.agent, at: p.recorded_at };
+        const p = event.payload as { agent: string; recorded_at: string; handoff_id?: string; claim_id?: string };
+        const fact: GuardFact = { kind: 'result_recorded', event_id: event.id, project, run: id, agent: p.agent, at: p.recorded_at };
+        if (p.handoff_id !== undefined && p.claim_id !== undefined) fact.answered = { handoff: p.handoff_id, claim_id: p.claim_id };
+        return fact;
       }
       case 'run.result_rejected': {
         const p = event.payload as { agent: string; code: string; rejected_at: string; refused?: RefusedKind };
@@ -152,6 +163,13 @@ export function guardFactOf(event: GuardEventInput): GuardFact | null {
       default:
         return null;
     }
+  }
+  if (event.aggregate.kind === 'mesh') {
+    if (event.type !== 'mesh.turn_recorded') return null;
+    const p = event.payload as { handoff_id: string | null; claim_id?: string };
+    return p.handoff_id !== null && p.claim_id !== undefined
+      ? { kind: 'turn_recorded', project, answered: { handoff: p.handoff_id, claim_id: p.claim_id } }
+      : null;
   }
   if (event.aggregate.kind !== 'handoff') return null;
   switch (event.type) {

@@ -244,6 +244,21 @@ describe('guard facts', () => {
     payload,
   });
 
+  it('a recorded result or mesh turn names the claim it answered (the watchdog holds that lease back), when it was on a handoff', () => {
+    const recorded = (payload: Record<string, unknown>) => guardFactOf(envelope('run.result_recorded', { agent: 'bob', recorded_at: at(1), ...payload }));
+    expect(recorded({ handoff_id: 'h1', claim_id: 'c1' })).toMatchObject({
+      kind: 'result_recorded',
+      agent: 'bob',
+      answered: { handoff: 'h1', claim_id: 'c1' },
+    });
+    expect(recorded({})).not.toHaveProperty('answered');
+    const turn = (payload: Record<string, unknown>) =>
+      guardFactOf({ id: 'e-t', type: 'mesh.turn_recorded', project: 'p', aggregate: { kind: 'mesh', id: 'm1' }, occurredAt: at(1), payload });
+    expect(turn({ handoff_id: 'mh-1', claim_id: 'c7' })).toEqual({ kind: 'turn_recorded', project: 'p', answered: { handoff: 'mh-1', claim_id: 'c7' } });
+    expect(turn({ handoff_id: null })).toBeNull();
+    expect(turn({ handoff_id: 'mh-1' })).toBeNull();
+  });
+
   it('run.stopped carries the packet why and the name of the cap it names (null: none); run.held carries neither', () => {
     expect(guardFactOf(envelope('run.stopped', { packet: { why: 'budget', cap: { name: 'tokens', limit: 10 } } }))).toEqual({
       kind: 'run_halted',

@@ -287,8 +287,9 @@ function recordResult(command: RecordResult, state: RunState): DecisionResult<Ru
       signal,
       ...(result.variables !== undefined ? { variables: { ...result.variables } } : {}),
       ...(result.evidence !== undefined ? { evidence: structuredCopy(result.evidence) } : {}),
-      // The claim it was accepted under (checked above): the ledger voids a lapse of it that lands first.
-      ...(state.handoffId !== null && result.claim_id !== undefined ? { claim_id: result.claim_id } : {}),
+      // The claim it was accepted under (checked above): the watchdog holds back its requeue, the
+      // ledger voids a lapse of it that lands first (docs/handoffs.md rule 4a).
+      ...(state.handoffId !== null && result.claim_id !== undefined ? { handoff_id: state.handoffId, claim_id: result.claim_id } : {}),
       ...postedFields(result.body, signal.kind === 'config' ? signal.config : null),
       recorded_at: now,
     },
@@ -397,8 +398,14 @@ function resume(command: ResumeRun, state: RunState): DecisionResult<RunEvent> {
     case 'run_pending_call':
       // The stopped agent carries on with exactly the frozen call; its return address survives.
       return accept(resumed, routedEvent(ctx, humanRoute(here, `approved: ${effect.call.name}`, state.callback), { approved_call: effect.call }));
-    case 'raise_cap':
-      return accept(resumed, routedEvent(ctx, humanRoute(here, `cap raised to ${effect.cap}`, state.callback), { raised_cap: effect.cap }));
+    case 'raise_cap': {
+      // The call the agent was making when the cap stopped it goes back with the raised cap: frozen
+      // calls are never dropped (docs/stop-packets.md rule 4). It is not approved: the agent makes it
+      // again within the new cap, or not.
+      const pending = state.openStop.pending;
+      const extra = pending !== null ? { raised_cap: effect.cap, pending_call: pending } : { raised_cap: effect.cap };
+      return accept(resumed, routedEvent(ctx, humanRoute(here, `cap raised to ${effect.cap}`, state.callback), extra));
+    }
     case 'continue': {
       // Carry on as if the agent had advanced: callback, then workflow edge (seed 000 §3 rules 3–4).
       const decision = resolveRoute({
@@ -659,7 +666,7 @@ function holdsItsCall(decision: RouteDecision & { outcome: 'hold' }, signal: Dec
 function routedEvent(
   ctx: OutcomeContext,
   decision: RouteDecision & { outcome: 'dispatch' },
-  extra: { approved_call?: AgentResult['pending_tool_call']; raised_cap?: number } = {},
+  extra: { approved_call?: AgentResult['pending_tool_call']; raised_cap?: number; pending_call?: AgentResult['pending_tool_call'] } = {},
 ): RunEvent {
   return {
     type: 'run.routed',
@@ -672,6 +679,7 @@ function routedEvent(
       cause: ctx.cause,
       ...(extra.approved_call ? { approved_call: extra.approved_call } : {}),
       ...(extra.raised_cap !== undefined ? { raised_cap: extra.raised_cap } : {}),
+      ...(extra.pending_call ? { pending_call: extra.pending_call } : {}),
       routed_at: ctx.now,
     },
   };

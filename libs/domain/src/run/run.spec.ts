@@ -423,6 +423,36 @@ describe('workflow run: stops with a packet (seed 003)', () => {
     given(runDecider, events).when(raise('a-low', 20)).thenFails('cap_not_raised');
     const lifted = play([raise('a-ok', 40)], events);
     expect(ofType(lifted.last, 'run.routed')[0]!.data).toMatchObject({ target: { agent: 'issue' }, raised_cap: 40 });
+    // No call was pending: none is handed back.
+    expect(ofType(lifted.last, 'run.routed')[0]!.data).not.toHaveProperty('pending_call');
+  });
+
+  it('a budget stop with a frozen call: raising the cap hands the call back to the agent (never dropped), not as an approval', () => {
+    const cap = { name: 'tokens', limit: 100, used: 100 };
+    const call = { name: 'search', args: { q: 'refund policy' }, call_id: 'call-9' };
+    const { last, events } = play([decided('r1', 'issue', advance, { stop: { why: 'budget', cap }, pending_tool_call: call })], started());
+    const packet = ofType(last, 'run.stopped')[0]!.data.packet;
+    expect(packet).toMatchObject({ why: 'budget', pending: call, next_form: { kind: 'raise_cap' } });
+    const lifted = play(
+      [
+        {
+          type: 'resume',
+          data: {
+            answer: {
+              kind: 'stop_answer',
+              answer: { packet_id: packet.packet_id, answer_id: 'a-raise', action: 'raise_cap', cap: 250, answered_by: 'olga', answered_at: NOW },
+            },
+            workflow,
+            agents,
+          },
+          metadata: operatorMeta,
+        },
+      ],
+      events,
+    );
+    const routed = ofType(lifted.last, 'run.routed')[0]!.data;
+    expect(routed).toMatchObject({ target: { agent: 'issue' }, raised_cap: 250, pending_call: call });
+    expect(routed).not.toHaveProperty('approved_call');
   });
 
   it("a target that names nothing is the router's unknown kind: an unknown_intent stop, resumed by a human-typed intent", () => {
