@@ -184,6 +184,12 @@ describe('the baton command against real NATS and Redis', () => {
     expect((await baton('stops', '--why', 'policy,whim')).err).toContain('got "whim"');
     expect((await baton('stops', '--status', 'closed')).code).toBe(2);
     expect((await baton('inbox', '--status', 'open,answered', '--json')).code).toBe(0);
+    // `any` (= `all`) is both statuses, as GET /v1/stops takes it: the same list as no filter.
+    const everyStop = await baton('stops', '--json');
+    for (const any of ['any', 'all', 'open,any']) {
+      const listed = await baton('stops', '--status', any, '--json');
+      expect({ code: listed.code, out: listed.out }).toEqual({ code: 0, out: everyStop.out });
+    }
   });
 
   it('handoff <id> reads the timeline straight from the stream, and still works when the projections are gone', async () => {

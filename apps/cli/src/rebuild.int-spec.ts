@@ -15,7 +15,9 @@ import {
   type RedisHandle,
 } from '@baton/projections';
 import { createCliContext } from './context';
+import type { Command } from './command';
 import { replayCommand } from './commands/replay';
+import { verifyCommand } from './commands/verify';
 import { main } from './main';
 import { bufferedIo } from './output';
 
@@ -153,6 +155,86 @@ describe('interrupted and killed rebuilds (real NATS and Redis)', () => {
     expect(again.code).toBe(0);
     expect((JSON.parse(again.out) as Array<{ status: string }>).every((o) => o.status === 'swapped')).toBe(true);
     for (const [name, snapshot] of Object.entries(await snapshots())) expect(snapshot.keys).toEqual(before[name]?.keys);
+  });
+
+  /** Run `command` with a projection store whose rebuilds go through `wrap` (where the test sends its Ctrl-C). */
+  async function runWith(command: Command, argv: string[], wrap: (real: ProjectionStore) => Partial<ProjectionStore>) {
+    const io = bufferedIo();
+    const ctx = createCliContext({ io, env: env(), nats, redis });
+    const real = await ctx.projections();
+    const store = Object.assign(Object.create(real) as ProjectionStore, wrap(real));
+    ctx.projections = async () => store;
+    try {
+      return { code: await command.run(argv, ctx), io };
+    } finally {
+      await ctx.close();
+    }
+  }
+
+  it('Ctrl-C after the last event was folded, before the swaps: still exit 130, nothing swapped, the live projections unchanged', async () => {
+    await fill(nats, prefix, 600);
+    expect((await baton('replay')).code).toBe(0);
+    const before = await snapshots();
+    const live = await generations();
+    const { code, io } = await runWith(replayCommand, [], (real) => ({
+      rebuildMany: ((targets, source, options) =>
+        real.rebuildMany(
+          targets,
+          (from) =>
+            (async function* () {
+              yield* source(from);
+              // The stream is read to its end: the signal comes while the last chunk is written.
+              process.emit('SIGINT', 'SIGINT');
+            })(),
+          options,
+        )) as ProjectionStore['rebuildMany'],
+    }));
+    expect(code).toBe(130);
+    expect(io.err()).toContain('interrupted; nothing was swapped in');
+    expect(io.out()).toBe('');
+    expect(await generations()).toEqual(live);
+    expect(await snapshots()).toEqual(before);
+    for (const p of batonProjections()) expect(await store.rebuilds(p.name)).toEqual([]);
+  });
+
+  it('Ctrl-C once the swaps began: the rebuild finishes and says so (exit 0, every projection swapped)', async () => {
+    await fill(nats, prefix, 600);
+    expect((await baton('replay')).code).toBe(0);
+    const live = await generations();
+    const { code, io } = await runWith(replayCommand, ['--json'], (real) => ({
+      rebuildMany: ((targets, source, options) =>
+        real.rebuildMany(targets, source, {
+          ...options,
+          onSwapping: () => {
+            options?.onSwapping?.();
+            process.emit('SIGINT', 'SIGINT');
+          },
+        })) as ProjectionStore['rebuildMany'],
+    }));
+    expect(code).toBe(0);
+    expect(io.err()).toContain('SIGINT: the rebuild is already swapping its projections in; it finishes');
+    expect(io.err()).not.toContain('not touched');
+    const outcomes = JSON.parse(io.out()) as Array<{ status: string; generation: number; projection: string }>;
+    expect(outcomes.map((o) => o.status)).toEqual(batonProjections().map(() => 'swapped'));
+    expect(await generations()).not.toEqual(live);
+    expect(process.listenerCount('SIGINT')).toBe(0);
+  });
+
+  it('Ctrl-C after the last comparison of baton verify: exit 130 and no verdict', async () => {
+    await fill(nats, prefix, 300);
+    expect((await baton('replay')).code).toBe(0);
+    let compared = 0;
+    const { code, io } = await runWith(verifyCommand, ['--json'], (real) => ({
+      compare: (async (...args: Parameters<ProjectionStore['compare']>) => {
+        const result = await real.compare(...args);
+        if (++compared === batonProjections().length) process.emit('SIGINT', 'SIGINT');
+        return result;
+      }) as ProjectionStore['compare'],
+    }));
+    expect(compared).toBe(batonProjections().length);
+    expect(code).toBe(130);
+    expect(io.err()).toContain('baton verify: interrupted');
+    expect(io.out()).toBe('');
   });
 
   it("baton replay killed (SIGKILL) half-way: the live projections keep serving unchanged; replay again succeeds; the dead rebuild's shadow is deleted once its lease runs out", async () => {

@@ -183,6 +183,8 @@ export async function compareWithStream(
     if (!comparisons.some((c) => c.differing > 0 && c.live_moved > 0)) break;
     options.progress.update({ done: 0, note: `the live projections moved on; comparing again (attempt ${attempt + 1})` });
   }
+  // A signal heard after the last comparison still stops the command: it reports no verdict.
+  if (options.signal.aborted) throw new RebuildAbortedError(projections.map((p) => p.name));
   return comparisons;
 }
 
@@ -237,14 +239,23 @@ export const INTERRUPTED = ExitCode.interrupted;
 /**
  * Ctrl-C (SIGINT) or SIGTERM while a rebuild or a comparison runs: the first one aborts it (it
  * stops between two events, swaps nothing in and deletes what it built, so the live projections
- * are untouched); a second one exits at once. `dispose` restores the default handling.
+ * are untouched); a second one exits at once. Once a rebuild has begun swapping its projections in
+ * (`commit`, the rebuild's `onSwapping`), the first signal no longer stops it: it says so, and the
+ * rebuild finishes. `dispose` restores the default handling.
  */
-export function interruptible(ctx: CliContext, what: string): { signal: AbortSignal; dispose: () => void } {
+export function interruptible(ctx: CliContext, what: string): { signal: AbortSignal; commit: () => void; dispose: () => void } {
   const controller = new AbortController();
+  let committed = false;
+  let heard = false;
   const onSignal = (name: NodeJS.Signals) => {
-    if (controller.signal.aborted) {
+    if (heard) {
       ctx.io.stderr.write(`\nbaton: ${name} again: exiting now (a shadow generation may stay behind; the next rebuild deletes it)\n`);
       process.exit(INTERRUPTED);
+    }
+    heard = true;
+    if (committed) {
+      ctx.io.stderr.write(`\nbaton: ${name}: the ${what} is already swapping its projections in; it finishes (${name} again to exit at once)\n`);
+      return;
     }
     ctx.io.stderr.write(`\nbaton: ${name}: stopping the ${what}; the live projections are not touched (${name} again to exit at once)\n`);
     controller.abort();
@@ -253,6 +264,9 @@ export function interruptible(ctx: CliContext, what: string): { signal: AbortSig
   process.on('SIGTERM', onSignal);
   return {
     signal: controller.signal,
+    commit: () => {
+      committed = true;
+    },
     dispose: () => {
       process.off('SIGINT', onSignal);
       process.off('SIGTERM', onSignal);

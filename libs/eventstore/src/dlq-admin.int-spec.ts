@@ -37,17 +37,17 @@ describe('DlqAdmin redrive (real NATS): only trusted letters, once, reported one
   const count = async (stream: string) => (await nats.jsm.streams.info(stream)).state.messages;
 
   /** A result published to the inbox, then dead-lettered the way the router's consumer does it. */
-  async function realLetter(body: string, agent = 'a', source: string = RESULTS_SOURCE) {
+  async function realLetter(body: string, agent = 'a', source: string = RESULTS_SOURCE, msgId = `orig-${body}`, reason = 'schema_violation') {
     const subject = `${prefix}.in.p.result.${agent}`;
     const hdrs = natsHeaders();
     hdrs.set('X-Trace', 'trace-1');
-    const ack = await nats.js.publish(subject, encoder.encode(body), { msgID: `orig-${body}`, headers: hdrs });
+    const ack = await nats.js.publish(subject, encoder.encode(body), { msgID: msgId, headers: hdrs });
     const letter = await deadLetter(nats.js, {
       prefix,
       source,
-      reason: 'schema_violation',
+      reason,
       subject,
-      headers: { 'Nats-Msg-Id': [`orig-${body}`], 'X-Trace': ['trace-1'] },
+      headers: { 'Nats-Msg-Id': [msgId], 'X-Trace': ['trace-1'] },
       data: encoder.encode(body),
       deliveries: 1,
       stream: names.inbox,
@@ -201,6 +201,18 @@ describe('DlqAdmin redrive (real NATS): only trusted letters, once, reported one
     const marker = await nats.jsm.streams.getMessage(names.dlq, { last_by_subj: redriveMarkerSubject(prefix) });
     const letter = (await admin.show(real.dlqSeq))!;
     expect(JSON.parse(decoder.decode(marker.data))).toMatchObject({ dlq_seq: real.dlqSeq, letter_digest: letter.digest, target_seq: 2 });
+  });
+
+  it('a message refused for the id it took (msg_id_mismatch: another project`s id) is never redriven: the redrive`s own id would let it past that check', async () => {
+    const squatter = await realLetter('{"result_id":"r-9"}', 'a', RESULTS_SOURCE, 'result:other:wr-1/r-9', 'msg_id_mismatch');
+    const fine = await realLetter('{"result_id":"r-10"}');
+    const report = await admin.redrive();
+    expect(byStatus(report.items)).toEqual([
+      [squatter.dlqSeq, 'skipped', 'msg_id_mismatch'],
+      [fine.dlqSeq, 'redriven', null],
+    ]);
+    expect(report.items[0]!.detail).toContain("names project 'other'");
+    expect(await count(names.inbox)).toBe(3);
   });
 
   it('a redrive id another publisher took first (an agent on its own subject) does not make the letter look redriven: it is republished under another id', async () => {

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { SubjectTable } from '@baton/contracts';
+import { SubjectTable, foreignMsgId } from '@baton/contracts';
 import { headers as natsHeaders, type JetStreamClient, type JetStreamManager } from 'nats';
 import { DlqHeader } from './dead-letter';
 import { readableDlqSource, sameDlqSource } from './dlq-sources';
@@ -174,6 +174,12 @@ export function redriveMsgId(dlqStream: string, seq: number): string {
 /** Headers that must not travel with a republished message: server directives of the first publish. */
 const DROPPED_HEADERS = /^nats-(msg-id|expected-.*|rollup|ttl)$/i;
 
+/** The `Nats-Msg-Id` of stored headers (any case), or undefined. */
+function msgIdOf(headers: Readonly<Record<string, readonly string[]>>): string | undefined {
+  for (const [key, values] of Object.entries(headers)) if (/^nats-msg-id$/i.test(key)) return values[0];
+  return undefined;
+}
+
 function parseHeaderRecord(text: string | undefined): Record<string, string[]> {
   if (!text) return {};
   try {
@@ -332,6 +338,11 @@ export class DlqAdmin {
         `${this.inbox}:${letter.originalSeq} is no longer in the stream (aged out or deleted); --allow-missing-original redrives the letter's bytes unverified`,
       );
     }
+    // Checked on the headers the inbox stored (the letter's are only its claim): a message refused
+    // for the id it took would be republished under the redrive's id, past the check that refused it.
+    const storedHeaders = original === null ? letter.headers : original.headers();
+    const foreign = foreignMsgId(this.prefix, letter.subject, msgIdOf(storedHeaders));
+    if (foreign !== null) return skip(RedriveSkip.msgIdMismatch, `${foreign}: its publisher sends it again under an id of its own`);
     const checked: Pick<RedriveItem, 'original' | 'detail'> =
       original === null
         ? { original: 'gone', detail: `original ${this.inbox}:${letter.originalSeq} aged out: republished unverified` }
@@ -343,10 +354,8 @@ export class DlqAdmin {
       // Inside the try: a stored header the client will not send again (a name it refuses) fails
       // this letter's republish, never the whole redrive.
       const hdrs = natsHeaders();
-      let originalMsgId: string | undefined;
-      const source = original === null ? letter.headers : original.headers();
-      for (const [key, values] of Object.entries(source)) {
-        if (/^nats-msg-id$/i.test(key)) originalMsgId = values[0];
+      const originalMsgId = msgIdOf(storedHeaders);
+      for (const [key, values] of Object.entries(storedHeaders)) {
         if (DROPPED_HEADERS.test(key)) continue;
         for (const value of values) hdrs.append(key, value);
       }

@@ -76,6 +76,12 @@ export const RedriveSkip = {
   republishFailed: 'republish_failed',
   /** The letter could not hold its original whole (`Baton-Dlq-Truncated`): nothing faithful to republish. */
   truncated: 'truncated',
+  /**
+   * The original carries a `Nats-Msg-Id` in Baton's form naming another project or message kind
+   * (`foreignMsgId`), refused `msg_id_mismatch` when it arrived: the redrive's own id would let it
+   * through unchecked. Its publisher sends again under an id of its own.
+   */
+  msgIdMismatch: 'msg_id_mismatch',
 } as const;
 export type RedriveSkip = (typeof RedriveSkip)[keyof typeof RedriveSkip];
 

@@ -59,8 +59,15 @@ export interface RebuildManyOptions {
   itemCacheSize?: number;
   /** Most the kept fold states, and apart from them the kept items, of one projection may weigh: estimated heap bytes (default 6 MiB each). */
   cacheBytes?: number;
-  /** Abort the rebuild: it stops between two events, drops its shadows and throws {@link RebuildAbortedError}. */
+  /**
+   * Abort the rebuild: it stops between two events, drops its shadows and throws
+   * {@link RebuildAbortedError}. Heard until the swaps begin ({@link onSwapping}); from then on the
+   * rebuild finishes (a swap is atomic per projection, and stopping between two would leave some
+   * projections rebuilt and others not while saying nothing was).
+   */
   signal?: AbortSignal;
+  /** Called once, just before the first swap: from here on the signal no longer stops the rebuild. */
+  onSwapping?: () => void;
   onProgress?: (progress: RebuildProgress) => void;
   /** Who runs it (shown by the API: `baton replay`, `notifier-1`...). */
   by?: string;
@@ -166,8 +173,10 @@ export async function runRebuild(
   const maxRounds = options.maxCatchUpRounds ?? 10;
   const startedAt = Date.now();
   const signal = options.signal;
+  /** Set just before the first swap: from then on the rebuild finishes whatever the signal says. */
+  let swapping = false;
   const checkAborted = () => {
-    if (signal?.aborted) throw new RebuildAbortedError(targets.map((t) => t.name));
+    if (!swapping && signal?.aborted) throw new RebuildAbortedError(targets.map((t) => t.name));
   };
   checkAborted();
   // The rebuild's own connection: its multi-megabyte chunks never queue in front of the caller's
@@ -280,6 +289,13 @@ export async function runRebuild(
       options.onProgress?.(progress());
       await pass(source(lastSeq + 1));
       if (scratch) break;
+      if (!swapping) {
+        // The last moment an abort is heard: a signal that came while the last chunk was written
+        // stops the rebuild here, before anything is swapped in.
+        checkAborted();
+        swapping = true;
+        options.onSwapping?.();
+      }
       for (const shadow of building()) {
         let swap: SwapResult;
         try {

@@ -170,12 +170,13 @@ Options:
       try {
         results = await projector.rebuildAll(feed, {
           signal: interrupt.signal,
+          onSwapping: interrupt.commit,
           by: 'baton replay',
           targetSeq: lastSeq,
           totalEvents: total,
           onProgress: showProgress(line, (p) =>
             start !== undefined && events === 0
-              ? `seeding the shadows with the ${formatCount(start - 1)} events before seq ${start}`
+              ? `seeding the shadows with the ${formatCount(Math.min(start - 1, total))} events before seq ${start}`
               : p.phase === 'catch_up'
                 ? `catching up with the live projections, round ${p.round}`
                 : undefined,

@@ -8,7 +8,7 @@ import { checkAllowed, filtersOf, listOf, PAGE_OPTIONS, pageRequest, printPage, 
 export const stopsCommand: Command = {
   name: 'stops',
   summary: 'list stop packets (why the runs stopped, what they tried, the form to answer)',
-  help: `Usage: baton stops [--why w] [--run r] [--agent a] [--status open|answered] [--project p] [--json | --json-page]
+  help: `Usage: baton stops [--why w] [--run r] [--agent a] [--status open|answered|any] [--project p] [--json | --json-page]
 
 Read stop packets from the Redis projections (the same read side as GET /v1/stops), newest first.
 Repeat a filter to match any of its values.
@@ -17,7 +17,7 @@ Options:
   --why <why>       unknown_intent, policy, budget, parse_fail, thrash, circuit_open, banned_click, guard_failed
   --run <id>        only the packets of the runs of this id (in every project, or those of --project)
   --agent <a>       the agent that stopped
-  --status <s>      open or answered (default: both)
+  --status <s>      open, answered, or any (all; the default: both)
   --project <p>     the project
   --limit <n>       page size, 1-500 (default 50)
   --cursor <c>      the next-page cursor a previous call printed
@@ -42,12 +42,15 @@ Options:
       return ExitCode.ok;
     }
     checkAllowed('why', listOf(args.values['why']), StopWhySchema.options);
-    checkAllowed('status', listOf(args.values['status']), StopPacketStatusSchema.options);
+    const status = listOf(args.values['status']);
+    checkAllowed('status', status, [...StopPacketStatusSchema.options, 'any', 'all']);
+    // `any` (or `all`), as GET /v1/stops takes it: both statuses, the default.
+    const everyStatus = status.includes('any') || status.includes('all');
     const views = createBatonViews(await ctx.projections());
     const run = str(args, 'run');
     const page = await readPage(() =>
       views.stops({
-        filters: filtersOf(args.values, ['why', 'agent', 'status', 'project']),
+        filters: filtersOf(args.values, everyStatus ? ['why', 'agent', 'project'] : ['why', 'agent', 'status', 'project']),
         ...(run !== undefined ? { run } : {}),
         ...pageRequest(args),
       }),

@@ -103,7 +103,7 @@ export function buildOpenApiDocument(): object {
   const forbiddenProject = error('`project_forbidden`: the `project` filter names a project the token may not see (`error.details.projects`)');
   const missing = error('`not_found`');
   const unreadable = error(
-    'a body the API does not read: `unsupported_media_type` (not `application/json` or a form, or no `Content-Type`; `error.details.accepted` lists the types), `unsupported_charset`, `unsupported_encoding`',
+    'a body the API does not read: `unsupported_media_type` (not `application/json` or a form, or no `Content-Type`; `error.details.accepted` lists the types), `unsupported_charset`, `unsupported_encoding` (a `Content-Encoding` other than `gzip`, `deflate`, `br` or `identity`)',
   );
   const ambiguous = error(
     '`ambiguous_id`: the id exists in several projects the token may see (`error.details.projects` lists them); use the project route `/v1/projects/{project}/...`',

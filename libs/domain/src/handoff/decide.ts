@@ -406,9 +406,10 @@ function checkNotReviewedWorker(state: ExistingHandoff, metadata: HandoffCommand
 }
 
 function decideRelease({ data, metadata }: ReleaseHandoff, state: ExistingHandoff): Decision {
-  if (state.status !== 'claimed') return wrongState(HandoffErrorCode.handoffNotClaimed, state, 'claimed');
+  // The worker may never end its own review, whatever its status (rule 12): said first.
   const worker = checkNotReviewedWorker(state, metadata, 'release');
   if (worker) return worker;
+  if (state.status !== 'claimed') return wrongState(HandoffErrorCode.handoffNotClaimed, state, 'claimed');
   const refused = checkClaimer(state, data.claim_id, metadata);
   if (refused) return refused;
   return accept({
@@ -439,8 +440,10 @@ function decideFail({ data, metadata }: FailHandoff, state: ExistingHandoff): De
   if (worker) return worker;
   const overseer = isPerson(metadata.actorKind) || metadata.actorKind === 'watchdog' || metadata.actorKind === 'system';
   if (!overseer) {
-    // An agent may fail only the work it holds.
+    // An agent may fail only the work it holds. Naming a claim the handoff no longer has (its lease
+    // lapsed and the watchdog requeued it, say) is the same refusal as a late return or release.
     if (state.status !== 'claimed') {
+      if (data.claim_id !== undefined) return wrongState(HandoffErrorCode.handoffNotClaimed, state, 'claimed');
       return reject('forbidden', HandoffErrorCode.notTheClaimer, `${metadata.actor} does not hold a claim on handoff ${state.id}`);
     }
     const refused = checkClaimer(state, data.claim_id, metadata);

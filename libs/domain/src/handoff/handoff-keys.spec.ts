@@ -182,6 +182,8 @@ describe('handoff: the worker cannot end the handback that reviews its work', ()
     const ledger = returned();
     expect(ledger.send('hb-c1', to('hb-c1', cmd.fail('bob', undefined, 'operator')))).toEqual({ ok: false, code: 'review_end_forbidden' });
     expect(ledger.send('hb-c1', to('hb-c1', cmd.fail('bob', undefined)))).toEqual({ ok: false, code: 'review_end_forbidden' });
+    // Before anyone claimed it too: the rule is said, not the status.
+    expect(ledger.send('hb-c1', to('hb-c1', cmd.release('bob', undefined)))).toEqual({ ok: false, code: 'review_end_forbidden' });
     expect(ledger.send('hb-c1', to('hb-c1', cmd.claim('alice', 'r1', 3))).ok).toBe(true);
     expect(ledger.send('hb-c1', to('hb-c1', cmd.release('bob', undefined, 'operator')))).toEqual({ ok: false, code: 'review_end_forbidden' });
     expect(ledger.state('hb-c1').status).toBe('claimed');

@@ -540,6 +540,11 @@ describe('handoff: release, abandon, fail, archive', () => {
       .thenMatch([{ type: 'handoff.failed' }]);
     given(handoffDecider, created()).when(cmd.fail('bob', undefined)).thenFails('not_the_claimer');
     given(handoffDecider, claimedByBob()).when(cmd.fail('bob', 'c9')).thenFails('stale_claim');
+    // Rule 3: once the watchdog requeued the lapsed claim, the claimer's fail is refused like its return or release.
+    const requeued = history(cmd.create(), cmd.claim('bob', 'c1'), cmd.requeue('c1', 61));
+    given(handoffDecider, requeued).when(cmd.ret('bob', 'c1')).thenFails('handoff_not_claimed');
+    given(handoffDecider, requeued).when(cmd.release('bob', 'c1')).thenFails('handoff_not_claimed');
+    given(handoffDecider, requeued).when(cmd.fail('bob', 'c1')).thenFails('handoff_not_claimed');
   });
 
   const terminal: Array<[string, () => HandoffEvent[]]> = [
