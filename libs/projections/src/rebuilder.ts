@@ -439,7 +439,6 @@ export async function runRebuild(
       }
       shadow.image.unpin();
     }
-    events += chunk.length;
     checkAborted();
     // One chunk written at a time per shadow: the previous one must be in before the next goes.
     for (const shadow of live) {
@@ -456,6 +455,8 @@ export async function runRebuild(
       // An unobserved rejection is observed at the next chunk (or the end of the pass).
       shadow.flushing.catch(() => undefined);
     }
+    // Counted with the sequence they reach (the progress the API shows pairs the two).
+    events += chunk.length;
     lastSeq = seq;
     options.onProgress?.(progress());
   }
