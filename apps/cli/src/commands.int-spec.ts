@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -172,6 +172,14 @@ describe('baton commands that publish (real NATS) and call the operator API (loc
     const mesh = await baton('publish-definition', file, '--json');
     expect(JSON.parse(mesh.err)).toMatchObject({ error: { code: 'MESH_SELF_HANDOFF', issues: [expect.objectContaining({ code: 'MESH_SELF_HANDOFF' })] } });
     expect(received).toHaveLength(1);
+    // A directory is compiled as baton validate compiles it, then sent.
+    const folder = join(dir, 'def-folder');
+    await mkdir(folder);
+    await writeFile(join(folder, 'demo.yaml'), 'project: demo\n---\nAGENT: coder\nROLE: builder\n');
+    const fromFolder = await baton('publish-definition', folder, '--json');
+    expect(fromFolder.code).toBe(0);
+    expect(received).toHaveLength(2);
+    expect(received[1]).toMatchObject({ project: 'demo', agents: [{ name: 'coder', role: 'builder' }] });
     sub.unsubscribe();
     expect((await baton('publish-definition', file.replace('def', 'missing'))).code).toBe(1);
   });

@@ -239,6 +239,40 @@ ${CHILD}`;
     expect(result.diagnostics.find((d) => d.code === 'INVALID_VALUE')!.hint).toMatch(/30m|milliseconds/);
   });
 
+  it.each([
+    ['ROLE: [1, 2]', 'ROLE is a text, not a list', 'ROLE: [1, 2]'],
+    ['GOAL: {a: 1}', 'GOAL is a text, not a map', 'GOAL: {a: 1}'],
+    ['GATHER:\n  f:\n    REQUIRED: maybe', 'REQUIRED is true or false, not maybe', 'REQUIRED: maybe'],
+    ['GATHER:\n  f:\n    PROMPT: [a]', 'PROMPT is a text, not a list', 'PROMPT: [a]'],
+  ])('a value of the wrong shape is INVALID_VALUE at its own line, never dropped without a word (%s)', (lines, message, marker) => {
+    const text = `${HEADER}AGENT: Worker\n${lines}\n`;
+    const result = compile(text);
+    const invalid = result.diagnostics.filter((d) => d.code === 'INVALID_VALUE');
+    expect(invalid).toEqual([expect.objectContaining({ severity: 'error', message })]);
+    const line = text.split('\n').findIndex((l) => l.includes(marker)) + 1;
+    expect(invalid[0]!.line).toBe(line);
+    expect(result.project).toBeNull();
+  });
+
+  it.each([
+    ['    SUMMARY: [1]', 'SUMMARY is a text, not a list'],
+    ['    PASS: 5', 'PASS lists variable names, not 5'],
+    ['    PASS: [income, {a: 1}]', 'a PASS entry is a variable name, not a map'],
+    ['    CONTEXT:\n      pass: income', 'pass lists variable names, not income'],
+  ])('a route value of the wrong shape is INVALID_VALUE (%s)', (line, message) => {
+    const result = compile(supervisor(line));
+    expect(result.diagnostics.filter((d) => d.code === 'INVALID_VALUE')).toEqual([expect.objectContaining({ severity: 'error', message })]);
+    expect(result.project).toBeNull();
+  });
+
+  it("a schema violation inside an agent's document is located in that document, not at the header", () => {
+    const text = `${HEADER}AGENT: Worker\nMEMORY:\n  session:\n    - name: note\n      TYPE: banana\n`;
+    const result = compile(text);
+    const violation = result.diagnostics.find((d) => d.code === 'SCHEMA_VIOLATION')!;
+    expect(violation.message).toContain('agents.0.memory.0.type');
+    expect(violation.line).toBeGreaterThan(2); // the header is lines 1-2
+  });
+
   /** Loan_Supervisor (MEMORY: customer_verified) routes to Offer_Agent, whose document ends with `authLines`. */
   const withAuth = (authLines: string) =>
     `${HEADER}SUPERVISOR: Loan_Supervisor\nMEMORY:\n  session:\n    - customer_verified\n      TYPE: boolean\nHANDOFF:\n  - TO: Offer_Agent\n---\nAGENT: Offer_Agent\n${authLines}\n`;

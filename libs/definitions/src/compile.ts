@@ -340,8 +340,12 @@ export function compileProject(files: readonly SourceFile[]): CompileResult {
   const parsed = ProjectDefinitionSchema.safeParse(candidate);
   // Schema issues that repeat an error already reported (an unknown TO...) are not reported twice.
   if (!parsed.success && !hasErrors(out.diagnostics)) {
+    const agentList = [...names.values()];
     for (const issue of parsed.error.issues) {
-      const at = locate(header.file, header.node, issue.path as (string | number)[]);
+      const path = issue.path as (string | number)[];
+      // An agent's fields are in the agent's own document, not the header (compiled in this order).
+      const agent = path[0] === 'agents' && typeof path[1] === 'number' ? agentList[path[1]] : undefined;
+      const at = agent !== undefined ? locate(agent.file, agent.node, path.slice(2)) : locate(header.file, header.node, path);
       const own = issueOwnCode(issue);
       out.error(
         at,
@@ -358,7 +362,7 @@ export function compileProject(files: readonly SourceFile[]): CompileResult {
 const MESH_CODES: ReadonlySet<string> = new Set(Object.values(MeshDiagnosticCode));
 const isMeshDiagnosticCode = (code: string): code is MeshDiagnosticCode => MESH_CODES.has(code);
 
-/** Best-effort position of a zod issue path in the header (falls back to the header). */
+/** Best-effort position of a zod issue path under `node` (a header or an agent document; falls back to `node` itself). */
 function locate(file: FileCtx, node: YAMLMap, path: (string | number)[]): Pos {
   let current: Node = node;
   for (const part of path) {
@@ -392,6 +396,67 @@ function collectAgent(ctx: FileCtx, node: YAMLMap, into: RawAgent[]): void {
 function str(node: Node | null): string | undefined {
   if (node && isScalar(node) && node.value !== null && typeof node.value !== 'object') return String(node.value);
   return undefined;
+}
+
+/** What a node is, in a diagnostic's words. */
+function shapeOf(ctx: FileCtx, node: Node): string {
+  if (isSeq(node)) return 'a list';
+  if (isMap(node)) return 'a map';
+  return ctx.raw(node) || 'empty';
+}
+
+/**
+ * A text value (`ROLE`, `GOAL`, `SUMMARY`, `PROMPT`…): a scalar, as YAML reads it (`ROLE: 42` is
+ * the text `42`). A list or a map is INVALID_VALUE, never dropped without a word; an empty value
+ * is no value.
+ */
+function text(ctx: FileCtx, node: Node | null, key: string): string | undefined {
+  if (node === null || (isScalar(node) && node.value === null)) return undefined;
+  const value = str(node);
+  if (value === undefined) {
+    ctx.out.error(
+      ctx.pos(node),
+      DiagnosticCode.invalidValue,
+      `${key} is a text, not ${shapeOf(ctx, node)}`,
+      `Write \`${key}: some text\` (quote it if it holds a colon).`,
+    );
+  }
+  return value;
+}
+
+/** A boolean (`REQUIRED`, `READONLY`, `RESUME_INTENT`…): `true` or `false`; anything else is INVALID_VALUE. */
+function flag(ctx: FileCtx, node: Node | null, key: string): boolean | undefined {
+  if (node === null || (isScalar(node) && node.value === null)) return undefined;
+  if (isScalar(node) && typeof node.value === 'boolean') return node.value;
+  ctx.out.error(
+    ctx.pos(node),
+    DiagnosticCode.invalidValue,
+    `${key} is true or false, not ${shapeOf(ctx, node)}`,
+    `Write \`${key}: true\` or \`${key}: false\` (unquoted).`,
+  );
+  return undefined;
+}
+
+/** PASS: a list of variable names; anything else is INVALID_VALUE (nothing is passed). */
+function readPass(ctx: FileCtx, node: Node | null, key: string): string[] {
+  if (node === null || (isScalar(node) && node.value === null)) return [];
+  if (!isSeq(node)) {
+    ctx.out.error(ctx.pos(node), DiagnosticCode.invalidValue, `${key} lists variable names, not ${shapeOf(ctx, node)}`, `Write \`${key}: [annual_income]\`.`);
+    return [];
+  }
+  const names: string[] = [];
+  for (const item of node.items as Node[]) {
+    const name = str(item);
+    if (name === undefined)
+      ctx.out.error(
+        ctx.pos(item),
+        DiagnosticCode.invalidValue,
+        `a ${key} entry is a variable name, not ${shapeOf(ctx, item)}`,
+        `Write \`${key}: [annual_income]\`.`,
+      );
+    else names.push(name);
+  }
+  return names;
 }
 
 /** A condition: a valid expression, or quoted natural language (judged by the agent's model). */
@@ -437,10 +502,10 @@ function readMemory(ctx: FileCtx, node: Node | null): { items: Record<string, un
         if (nameE) {
           variable = { name: str(nameE.value) };
           for (const e of es) {
-            if (e.key === 'type') variable['type'] = str(e.value)?.toLowerCase();
-            else if (e.key === 'description') variable['description'] = str(e.value);
-            else if (e.key === 'readonly' || e.key === 'read_only') variable['readonly'] = isScalar(e.value) && e.value?.value === true;
-            else if (e.key === 'writable') variable['readonly'] = !(isScalar(e.value) && e.value?.value === true);
+            if (e.key === 'type') variable['type'] = text(ctx, e.value, e.raw)?.toLowerCase();
+            else if (e.key === 'description') variable['description'] = text(ctx, e.value, e.raw);
+            else if (e.key === 'readonly' || e.key === 'read_only') variable['readonly'] = flag(ctx, e.value, e.raw) === true;
+            else if (e.key === 'writable') variable['readonly'] = flag(ctx, e.value, e.raw) !== true;
             else if (e.key !== 'name')
               ctx.out.warn(
                 ctx.pos(e.keyNode),
@@ -455,9 +520,9 @@ function readMemory(ctx: FileCtx, node: Node | null): { items: Record<string, un
           const inner = es[0].value;
           if (inner && isMap(inner)) {
             for (const e of entries(inner)) {
-              if (e.key === 'type') variable['type'] = str(e.value)?.toLowerCase();
-              else if (e.key === 'description') variable['description'] = str(e.value);
-              else if (e.key === 'readonly') variable['readonly'] = isScalar(e.value) && e.value?.value === true;
+              if (e.key === 'type') variable['type'] = text(ctx, e.value, e.raw)?.toLowerCase();
+              else if (e.key === 'description') variable['description'] = text(ctx, e.value, e.raw);
+              else if (e.key === 'readonly') variable['readonly'] = flag(ctx, e.value, e.raw) === true;
             }
           }
         }
@@ -488,9 +553,9 @@ function readGather(ctx: FileCtx, node: Node | null): { items: Record<string, un
       const field: Record<string, unknown> = { name: e.raw };
       if (e.value && isMap(e.value)) {
         for (const f of entries(e.value)) {
-          if (f.key === 'prompt') field['prompt'] = str(f.value);
-          else if (f.key === 'type') field['type'] = str(f.value)?.toLowerCase();
-          else if (f.key === 'required') field['required'] = isScalar(f.value) && f.value?.value === true;
+          if (f.key === 'prompt') field['prompt'] = text(ctx, f.value, f.raw);
+          else if (f.key === 'type') field['type'] = text(ctx, f.value, f.raw)?.toLowerCase();
+          else if (f.key === 'required') field['required'] = flag(ctx, f.value, f.raw) === true;
           else ctx.out.warn(ctx.pos(f.keyNode), DiagnosticCode.unknownKey, `unknown gather key '${f.raw}' is ignored`, 'Gather keys: PROMPT, TYPE, REQUIRED.');
         }
       }
@@ -508,9 +573,9 @@ function readHandlers(ctx: FileCtx, node: YAMLMap, into: Map<string, RawHandler>
     const handler: RawHandler = { at: ctx.pos(e.keyNode), resumeIntent: false, map: {}, set: {} };
     if (e.value && isMap(e.value)) {
       for (const h of entries(e.value)) {
-        if (h.key === 'resume_intent') handler.resumeIntent = isScalar(h.value) && h.value?.value === true;
-        else if (h.key === 'respond') handler.respond = str(h.value);
-        else if (h.key === 'resume_with') handler.resumeWith = str(h.value);
+        if (h.key === 'resume_intent') handler.resumeIntent = flag(ctx, h.value, h.raw) === true;
+        else if (h.key === 'respond') handler.respond = text(ctx, h.value, h.raw);
+        else if (h.key === 'resume_with') handler.resumeWith = text(ctx, h.value, h.raw);
         else if (h.key === 'map' && h.value && isMap(h.value)) handler.map = h.value.toJSON() as Record<string, string>;
         else if (h.key === 'set' && h.value && isMap(h.value)) handler.set = h.value.toJSON() as Record<string, unknown>;
         else
@@ -609,7 +674,7 @@ function compileAgent(
     switch (e.key) {
       case 'role':
       case 'goal':
-        out[e.key] = str(e.value);
+        out[e.key] = text(ctx, e.value, e.raw);
         break;
       case 'memory': {
         const m = readMemory(ctx, e.value);
@@ -785,10 +850,10 @@ function compileRoute(
         break;
       }
       case 'summary':
-        route['summary'] = str(e.value);
+        route['summary'] = text(ctx, e.value, e.raw);
         break;
       case 'pass':
-        route['pass'] = e.value && isSeq(e.value) ? (e.value.toJSON() as unknown[]).map(String) : [];
+        route['pass'] = readPass(ctx, e.value, e.raw);
         break;
       case 'history':
         history = readHistory(ctx, e.value) ?? history;
@@ -922,8 +987,8 @@ function readContext(ctx: FileCtx, node: Node | null, route: Record<string, unkn
       );
       continue;
     }
-    if (e.raw === 'pass') route['pass'] = e.value && isSeq(e.value) ? (e.value.toJSON() as unknown[]).map(String) : [];
-    else if (e.raw === 'summary') route['summary'] = str(e.value);
+    if (e.raw === 'pass') route['pass'] = readPass(ctx, e.value, 'pass');
+    else if (e.raw === 'summary') route['summary'] = text(ctx, e.value, 'summary');
     else if (e.raw === 'history') history = readHistory(ctx, e.value);
     else ctx.out.warn(ctx.pos(e.keyNode), DiagnosticCode.unknownKey, `unknown CONTEXT key '${e.raw}' is ignored`, 'CONTEXT keys: pass, summary, history.');
   }

@@ -83,8 +83,17 @@ describe('SDK message ids and unexpected duplicates (real NATS)', () => {
     await new Promise((resolve) => setTimeout(resolve, 5));
     expect(await agent.publishResult(result)).toEqual({ ...first, duplicate: true });
     await expect(agent.publishResult({ ...result, body: 'changed my mind' })).rejects.toMatchObject({ code: 'message_id_reused' });
+    // The same maps built in another order are the same message: a retry, not a reuse.
+    const mapped = { result_id: 'res-10', run_id: 'r', workflow_run_id: 'wr-9', body: 'done', variables: { a: 1, b: { x: 1, y: 2 } } };
+    const once = await agent.publishResult(mapped);
+    expect(await agent.publishResult({ ...mapped, variables: { b: { y: 2, x: 1 }, a: 1 } })).toEqual({ ...once, duplicate: true });
+    const started = await agent.startRun({ workflow_run_id: 'wr-10', workflow: 'ship', started_by: 'sam', variables: { a: 1, b: 2 } });
+    expect(await agent.startRun({ workflow_run_id: 'wr-10', workflow: 'ship', started_by: 'sam', variables: { b: 2, a: 1 } })).toEqual({
+      ...started,
+      duplicate: true,
+    });
     const info = await nats.jsm.streams.info(batonStreamNames(prefix).inbox);
-    expect(info.state.messages).toBe(2); // the start and the result, once each
+    expect(info.state.messages).toBe(4); // two starts and two results, once each
   });
 
   it("a client's retry answers duplicate: true; another client's message under the same id is a DuplicateMessageError (nothing stored)", async () => {

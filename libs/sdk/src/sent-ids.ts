@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { Limits, RejectionCode } from '@baton/contracts';
+import { stableStringify } from '@baton/domain';
 import { mapPublishError, type NatsHeaders, type NatsJetStream } from '@baton/eventstore';
 import { DuplicateMessageError, InvalidInputError, MessageIdReusedError } from './errors';
 
@@ -121,12 +122,13 @@ export async function publishOnce(
 }
 
 /**
- * What makes a message the same message for {@link publishOnce}: the body as validated (keys in
- * the schema's order) without `produced_at`, which the SDK fills with the clock when the caller
- * leaves it out, so a retry of the same result is the same message and another body under its id
+ * What makes a message the same message for {@link publishOnce}: the body as validated, without
+ * `produced_at` (which the SDK fills with the clock when the caller leaves it out), written with
+ * its keys sorted at every level — so a retry of the same result is the same message whatever
+ * order its maps (`variables`, `decision`, evidence…) were built in, and another body under its id
  * is not.
  */
 export function messageIdentity(body: object): string {
   const { produced_at: _producedAt, ...rest } = body as Record<string, unknown>;
-  return JSON.stringify(rest);
+  return stableStringify(rest);
 }

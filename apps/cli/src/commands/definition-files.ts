@@ -1,15 +1,12 @@
 import { readdir, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { compileProject, type CompileResult, type SourceFile } from '@baton/definitions';
-import { Limits } from '@baton/contracts';
+import { compileProject, hasErrors, type CompileResult, type SourceFile } from '@baton/definitions';
+import { Limits, ProjectDefinitionSchema, type ProjectDefinition } from '@baton/contracts';
+import type { ZodError } from 'zod';
 import { CliError, CliErrorCode } from '../errors';
+import { readJsonFile } from './read-json';
 
 const DEFINITION_FILE = /\.(ya?ml|json)$/i;
-
-/** True for a path that names a YAML definition (`.yaml` / `.yml`). */
-export function isYamlPath(path: string): boolean {
-  return /\.ya?ml$/i.test(path);
-}
 
 /**
  * Read a definition: a file, or every `.yaml` / `.yml` / `.json` file of a directory (sorted by
@@ -38,4 +35,34 @@ export async function compileDefinitionPath(path: string): Promise<CompileResult
     files.push({ path: file, text });
   }
   return compileProject(files);
+}
+
+/**
+ * A definition as `validate` and `publish-definition` both read it: the compiled definition, and
+ * how it was written.
+ * - a directory, or a `.yaml` / `.yml` file: the source format, compiled (docs/definitions.md);
+ * - a `.json` file: the compiled contract (`docs/schemas/project-definition.json`, what the router
+ *   takes) when it is one, else the source format written as JSON (JSON is YAML), compiled.
+ * `contract` is, for a `.json` file that is neither, why the compiled contract refused it.
+ */
+export type LoadedDefinition =
+  | { format: 'compiled'; result: CompileResult & { project: ProjectDefinition } }
+  | { format: 'source'; result: CompileResult; contract?: ZodError };
+
+export async function loadDefinition(path: string): Promise<LoadedDefinition> {
+  if (/\.json$/i.test(path) && !(await isDirectory(path))) {
+    const parsed = ProjectDefinitionSchema.safeParse(await readJsonFile(path));
+    if (parsed.success) return { format: 'compiled', result: { project: parsed.data, diagnostics: [] } };
+    const result = await compileDefinitionPath(path);
+    return hasErrors(result.diagnostics) ? { format: 'source', result, contract: parsed.error } : { format: 'source', result };
+  }
+  return { format: 'source', result: await compileDefinitionPath(path) };
+}
+
+async function isDirectory(path: string): Promise<boolean> {
+  try {
+    return (await stat(path)).isDirectory();
+  } catch {
+    return false;
+  }
 }

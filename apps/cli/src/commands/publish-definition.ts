@@ -5,7 +5,7 @@ import { parseCommandArgs } from '../command';
 import { CliError, CliErrorCode, ExitCode } from '../errors';
 import { printJson, renderFields } from '../output';
 import { formatDiagnostic, hasErrors } from '@baton/definitions';
-import { compileDefinitionPath, isYamlPath } from './definition-files';
+import { loadDefinition } from './definition-files';
 import { readJsonFile } from './read-json';
 
 const encoder = new TextEncoder();
@@ -14,12 +14,14 @@ const decoder = new TextDecoder();
 export const publishDefinitionCommand: Command = {
   name: 'publish-definition',
   summary: "publish a project's definition (agents, workflows, lead) to the router",
-  help: `Usage: baton publish-definition <file.json|file.yaml> [--json]
+  help: `Usage: baton publish-definition <file.json|file.yaml|dir> [--json]
 
 Validate a ProjectDefinition (docs/schemas/project-definition.json) and send it to the router
 (request/reply on <prefix>.cmd.router.<project>.publish_definition). Publishing the same
-definition again changes nothing (changed: false). Use - to read stdin (JSON). A .yaml / .yml
-file is compiled first (see baton validate) and refused when it has errors.
+definition again changes nothing (changed: false). Use - to read stdin (JSON, the compiled
+contract). A .yaml / .yml file, or a directory of definition files, is compiled first (see baton
+validate) and refused when it has errors; a .json file is taken as the compiled contract when it
+is one, else compiled as source written in JSON — exactly as baton validate reads it.
 
 Options:
   --json   print the router's reply as JSON
@@ -32,9 +34,18 @@ Options:
     }
     const file = args.positionals[0]!;
     let source: unknown;
-    if (isYamlPath(file)) {
-      // YAML is compiled first (docs/definitions.md); a definition with errors is never sent.
-      const compiled = await compileDefinitionPath(file);
+    if (file === '-') {
+      source = await readJsonFile(file);
+    } else {
+      // Read as validate reads it (docs/definitions.md); a definition with errors is never sent.
+      const loaded = await loadDefinition(file);
+      const compiled = loaded.result;
+      if (loaded.format === 'source' && loaded.contract !== undefined) {
+        // A .json file that is neither the compiled contract nor a source that compiles: the
+        // contract's refusal, with the router's code for it (a mesh that does not build: MESH_*).
+        const rejection = rejectionFromZod(loaded.contract);
+        throw new CliError(`${file} is not a valid project definition`, { code: leadingCode(rejection), issues: rejection.issues });
+      }
       if (compiled.project === null || hasErrors(compiled.diagnostics)) {
         throw new CliError(`${file} does not compile:\n${compiled.diagnostics.map((d) => `  ${formatDiagnostic(d)}`).join('\n')}`, {
           code: CliErrorCode.definitionInvalid,
@@ -43,8 +54,6 @@ Options:
       }
       for (const d of compiled.diagnostics) ctx.io.stderr.write(`baton: ${formatDiagnostic(d)}\n`);
       source = compiled.project;
-    } else {
-      source = await readJsonFile(file);
     }
     const parsed = ProjectDefinitionSchema.safeParse(source);
     if (!parsed.success) {

@@ -42,4 +42,19 @@ describe('baton validate', () => {
     expect(parsed).toMatchObject({ ok: true, diagnostics: [] });
     expect(parsed.project.agents).toHaveLength(3);
   });
+
+  it('validate and publish-definition read a compiled .json alike: the project --json printed is valid as it is', async () => {
+    const compiled = (JSON.parse((await run([good, '--json'])).out) as { project: unknown }).project;
+    const file = join(dir, 'compiled.json');
+    writeFileSync(file, JSON.stringify(compiled));
+    const { code, out } = await run([file, '--json']);
+    expect(code).toBe(0);
+    expect(JSON.parse(out)).toEqual({ ok: true, diagnostics: [], project: compiled });
+    // Source written as JSON still compiles (JSON is YAML), with its diagnostics located.
+    const source = join(dir, 'source.json');
+    writeFileSync(source, JSON.stringify({ project: 'loans', agents: [{ name: 'S', HANDOFF: [{ TO: 'Nobody' }] }] }));
+    const refused = await run([source]);
+    expect(refused.code).toBe(1);
+    expect(refused.out).toContain('UNKNOWN_HANDOFF_TARGET');
+  });
 });

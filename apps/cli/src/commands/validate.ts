@@ -3,7 +3,7 @@ import type { Command } from '../command';
 import { parseCommandArgs } from '../command';
 import { ExitCode } from '../errors';
 import { printJson } from '../output';
-import { compileDefinitionPath } from './definition-files';
+import { loadDefinition } from './definition-files';
 
 export const validateCommand: Command = {
   name: 'validate',
@@ -27,7 +27,8 @@ Options:
       ctx.io.stdout.write(this.help);
       return ExitCode.ok;
     }
-    const result = await compileDefinitionPath(args.positionals[0]!);
+    // Read as publish-definition reads it: a .json file in the compiled contract's shape is valid as it is.
+    const { result } = await loadDefinition(args.positionals[0]!);
     const failed = hasErrors(result.diagnostics);
     if (args.values['json'] === true) {
       printJson(ctx.io, { ok: !failed, diagnostics: result.diagnostics, project: result.project });
