@@ -222,6 +222,30 @@ describe('operator answers say what happened (router + notifier in process, real
     });
   });
 
+  it('a hold answer names the hold it was made for (hold_cause, as the run view and the inbox item show it): another hold is 409 stale_answer', async () => {
+    await runUntil('wr-hold2', { body: 'no sentinel: the run holds' }, 'run.held');
+    const hold = await waitFor(
+      async () => ((await get(`/v1/projects/${PROJECT}/runs/wr-hold2`, olga)).body['run'] as { hold?: { cause?: unknown } } | undefined)?.hold ?? undefined,
+      'the hold projected',
+      { timeoutMs: 15_000 },
+    );
+    expect(hold.cause).toEqual({ kind: 'result', id: 'res-wr-hold2' });
+    const items = (await get(`/v1/inbox?project=${PROJECT}&kind=hold`, olga)).body['items'] as Array<{ workflow_run_id?: string; cause?: unknown }>;
+    expect(items.find((i) => i.workflow_run_id === 'wr-hold2')?.cause).toEqual({ kind: 'result', id: 'res-wr-hold2' });
+    const stale = await post(`/v1/projects/${PROJECT}/runs/wr-hold2/answer`, olga, {
+      answer_id: 'ans-hold-stale',
+      action: 'terminate',
+      hold_cause: { kind: 'result', id: 'res-an-earlier-one' },
+    });
+    expect(stale).toMatchObject({ status: 409, body: { error: { code: 'stale_answer', details: { outcome: 'refused' } } } });
+    const current = await post(`/v1/projects/${PROJECT}/runs/wr-hold2/answer`, omar, {
+      answer_id: 'ans-hold-current',
+      action: 'terminate',
+      hold_cause: hold.cause,
+    });
+    expect(current).toMatchObject({ status: 200, body: { outcome: 'applied', run: { status: 'terminated' } } });
+  });
+
   it('baton answer: exit 0 when applied (saying so), exit 1 with the refusal code when another answer won', async () => {
     const packetId = await stoppedRun('wr-cli');
     const run = async (token: string, answerId: string) => {

@@ -159,6 +159,13 @@ export type RouteOutcome = RouteDecision['outcome'];
 export const HoldAnswerActionSchema = z.enum(['continue', 'reroute', 'terminate']);
 export type HoldAnswerAction = z.infer<typeof HoldAnswerActionSchema>;
 
+/** What caused an outcome: the run's start, an agent result, an operator answer or an outside stop (its id). */
+export const RouteCauseSchema = z.strictObject({
+  kind: z.enum(['start', 'result', 'resume', 'stop', 'message', 'handoff_failed']),
+  id: IdSchema,
+});
+export type RouteCause = z.infer<typeof RouteCauseSchema>;
+
 /**
  * An operator's answer to a hold. `continue` follows the hold's pending target (the gated edge,
  * or the workflow edge a no-action hold did not take); `reroute` names a step, agent or role
@@ -170,6 +177,12 @@ export const HoldAnswerSchema = z
     action: HoldAnswerActionSchema,
     target: z.string().min(1).max(Limits.maxIdLength).optional(),
     note: ShortTextSchema.optional(),
+    /**
+     * The cause of the hold this answer was made for (`run.held`'s `cause`, on the hold's inbox item
+     * and the run view): when the run is held again since, by another cause, the answer is refused
+     * `stale_answer` instead of answering a hold its author never saw. Optional (no check without it).
+     */
+    hold_cause: RouteCauseSchema.optional(),
     answered_by: z.string().min(1).max(200),
     answered_at: IsoTimeSchema,
   })
@@ -257,13 +270,6 @@ export const RunResultRecordedSchema = z.strictObject({
   posted_body_truncated: z.boolean().optional(),
   recorded_at: IsoTimeSchema,
 });
-
-/** What caused an outcome: the run's start, an agent result, an operator answer or an outside stop (its id). */
-export const RouteCauseSchema = z.strictObject({
-  kind: z.enum(['start', 'result', 'resume', 'stop', 'message', 'handoff_failed']),
-  id: IdSchema,
-});
-export type RouteCause = z.infer<typeof RouteCauseSchema>;
 
 /**
  * "Dispatch this agent next." `handoff_id` is derived deterministically from the cause id, so the

@@ -11,6 +11,7 @@ import {
   OperatorAnswerActionSchema,
   ProjectIdSchema,
   ResumeEffectSchema,
+  RouteCauseSchema,
   RunStatusSchema,
   ShortTextSchema,
   StopPacketSchema,
@@ -109,6 +110,11 @@ export const HoldAnswerBodySchema = z.strictObject({
   action: HoldAnswerActionSchema,
   target: z.string().min(1).max(Limits.maxIdLength).optional(),
   note: ShortTextSchema.optional(),
+  /**
+   * The hold this answer was made for: the `cause` of the hold's inbox item (or of the run view's
+   * `hold`). When the run is held again since, by another cause, the answer is 409 `stale_answer`.
+   */
+  hold_cause: RouteCauseSchema.optional().describe("the hold's cause as the inbox item or run view shows it; another hold since: 409 stale_answer"),
   /** Ignored: the authenticated token names who answers. */
   answered_by: z.string().min(1).max(200).optional().describe('ignored: the authenticated token names who answers'),
 });
@@ -246,7 +252,14 @@ export const RunViewSchema = z.object({
   hops: z.number().int(),
   handoff_id: z.string().nullable(),
   open_stop_id: z.string().nullable(),
-  hold: z.object({ kind: z.string(), reason: z.string(), pending_target: z.object({ agent: z.string(), step: z.string() }).nullable() }).nullable(),
+  hold: z
+    .object({
+      kind: z.string(),
+      reason: z.string(),
+      pending_target: z.object({ agent: z.string(), step: z.string() }).nullable(),
+      cause: RouteCauseSchema.optional().describe('what caused the hold: name it as hold_cause in the answer'),
+    })
+    .nullable(),
   terminated_reason: z.string().nullable(),
   people: z.record(z.string(), z.string().nullable()),
   variables: z.record(z.string(), z.unknown()).describe('every session variable (declared and implicit together)'),

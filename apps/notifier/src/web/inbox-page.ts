@@ -77,6 +77,17 @@ function hidden(name: string, value: string | null | undefined): SafeHtml {
   return value === null || value === undefined ? html`` : html`<input type="hidden" name="${name}" value="${value}">`;
 }
 
+/**
+ * The hold a hold form answers: its inbox item's cause, sent back as `hold_cause` so a form rendered
+ * for an earlier hold is refused (`stale_answer`) rather than answering a newer one. Items projected
+ * before holds carried their cause send none.
+ */
+function holdCauseFields(item: InboxItem): SafeHtml {
+  const cause = item['cause'] as { kind?: unknown; id?: unknown } | undefined;
+  if (typeof cause?.kind !== 'string' || typeof cause.id !== 'string') return html``;
+  return html`${hidden('hold_cause_kind', cause.kind)}${hidden('hold_cause_id', cause.id)}`;
+}
+
 /** What a number field's answer must be, in words (above the current cap; whole; at most N), or nothing. */
 function capLimits(field: NextFormField): SafeHtml | null {
   const rules = [
@@ -156,7 +167,7 @@ function holdCard(item: InboxItem, ctx: PageContext, returnTo: string): SafeHtml
 ${
   open && item.workflow_run_id && ctx.principal && canAnswer(ctx.principal)
     ? html`<form class="answer" method="post" action="/inbox/projects/${seg(item.project)}/runs/${seg(item.workflow_run_id)}/answer" data-testid="hold-form">
-  ${csrfField(ctx)}${hidden('answer_id', `web-${randomUUID()}`)}${hidden('return', returnTo)}
+  ${csrfField(ctx)}${hidden('answer_id', `web-${randomUUID()}`)}${hidden('return', returnTo)}${holdCauseFields(item)}
   <label class="field">Reroute to (step, agent or role; only for Reroute)<input name="target" maxlength="128"></label>
   <label class="field">Note (optional)<textarea name="note" maxlength="${NOTE_MAX}"></textarea></label>
   <div class="actions"><button class="btn primary" type="submit" name="action" value="continue">Continue</button><button class="btn" type="submit" name="action" value="reroute">Reroute</button><button class="btn danger" type="submit" name="action" value="terminate">Terminate</button></div>

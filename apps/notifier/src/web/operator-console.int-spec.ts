@@ -279,7 +279,11 @@ describe('operator console: tokens, roles, project scoping, web inbox (real NATS
     expect(handback).toContain('<textarea name="note"');
     const holdId = String((await call('/v1/inbox?kind=hold', { token: alphaOperator })).json().items![0]!['id']);
     expect(holdId).toMatch(/^hold:\d+:alpha:wr-hold$/);
-    expect(buttons(await card(holdId))).toEqual(['continue', 'reroute', 'terminate']);
+    const holdCard = await card(holdId);
+    expect(buttons(holdCard)).toEqual(['continue', 'reroute', 'terminate']);
+    // The hold form names the hold it answers (its cause): a newer hold refuses it (stale_answer).
+    expect(holdCard).toContain('<input type="hidden" name="hold_cause_kind" value="result">');
+    expect(holdCard).toContain('<input type="hidden" name="hold_cause_id" value="res-wr-hold">');
     // A viewer sees the item but no form.
     const viewer = await signIn(alphaViewer);
     const readOnly = (await call(`/inbox/items/${encodeURIComponent('stop:alpha:stop-pol')}`, { cookie: viewer.cookie })).text;
@@ -380,6 +384,31 @@ describe('operator console: tokens, roles, project scoping, web inbox (real NATS
       workflow_run_id: 'wr-pol',
       actor_role: 'operator',
       answer: { answer: { action: 'approve', pending_digest: digest, answered_by: 'olga', note: 'ok' } },
+    });
+  });
+
+  it('the hold form sends the cause of the hold it was rendered for, so the router can refuse it for a newer hold', async () => {
+    const { cookie, csrf } = await signIn(alphaOperator);
+    const holdId = String((await call('/v1/inbox?kind=hold', { token: alphaOperator })).json().items![0]!['id']);
+    const card = (await call(`/inbox/items/${encodeURIComponent(holdId)}`, { cookie })).text;
+    const field = (name: string) => new RegExp(`name="${name}" value="([^"]+)"`).exec(card)![1]!;
+    const answerId = field('answer_id');
+    const sent = await call('/inbox/projects/alpha/runs/wr-hold/answer', {
+      ...form({
+        _csrf: csrf,
+        answer_id: answerId,
+        action: 'terminate',
+        hold_cause_kind: field('hold_cause_kind'),
+        hold_cause_id: field('hold_cause_id'),
+        return: '/inbox',
+      }),
+      cookie,
+    });
+    expect(sent.status).toBe(303);
+    const published = (await answersOn('alpha')).find((a) => JSON.stringify(a).includes(answerId));
+    expect(published).toMatchObject({
+      workflow_run_id: 'wr-hold',
+      answer: { kind: 'hold_answer', answer: { action: 'terminate', hold_cause: { kind: 'result', id: 'res-wr-hold' } } },
     });
   });
 

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { Controller, Get, HttpException, Inject, Param, Post, Req, Res } from '@nestjs/common';
 import { z } from 'zod';
-import { HoldAnswerActionSchema, IdSchema, OperatorAnswerActionSchema, ProjectIdSchema } from '@baton/contracts';
+import { HoldAnswerActionSchema, IdSchema, OperatorAnswerActionSchema, ProjectIdSchema, RouteCauseSchema } from '@baton/contracts';
 import { InvalidCursorError, type ItemFilters } from '@baton/projections';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { projectionsUnavailable } from '../api/http';
@@ -52,7 +52,15 @@ const StopFormSchema = FormBase.extend({
   cap: text,
   note: text,
 });
-const HoldFormSchema = FormBase.extend({ action: HoldAnswerActionSchema, answer_id: IdSchema, target: text, note: text });
+const HoldFormSchema = FormBase.extend({
+  action: HoldAnswerActionSchema,
+  answer_id: IdSchema,
+  target: text,
+  note: text,
+  // The hold the form was rendered for (its inbox item's cause): a newer hold refuses it (stale_answer).
+  hold_cause_kind: RouteCauseSchema.shape.kind.optional(),
+  hold_cause_id: IdSchema.optional(),
+});
 const HandbackFormSchema = FormBase.extend({ decision: z.enum(['accept', 'rework']), idempotency_key: z.string().min(1).max(200), note: text });
 
 /** The record an answer's banner names, as {@link WebController.sent} writes it. */
@@ -269,6 +277,9 @@ export class WebController {
           action: form.action,
           ...(form.target !== undefined && form.action === 'reroute' ? { target: form.target.trim() } : {}),
           ...(form.note !== undefined ? { note: form.note } : {}),
+          ...(form.hold_cause_kind !== undefined && form.hold_cause_id !== undefined
+            ? { hold_cause: { kind: form.hold_cause_kind, id: form.hold_cause_id } }
+            : {}),
         },
         session.principal,
       );

@@ -21,7 +21,7 @@ import { checkResultClaim, ResultClaimCode } from '../claims';
 import { accept, assertNever, Decider, DecisionResult, DomainErrorKind, reject } from '../decider';
 import { buildHumanActionNotice, selectNoticeRecipient } from '../notices';
 import { entryRoute, resolveNamedTarget, resolveRoute } from '../routing';
-import { buildStop, decideResume, StopFacts } from '../stop';
+import { buildStop, decideResume, ResumeErrorCode, StopFacts } from '../stop';
 import {
   HandoffFailedCommand,
   HandoffFailureReason,
@@ -66,6 +66,8 @@ export const RunErrorCode = {
   claimMismatch: ResultClaimCode.claimMismatch,
   workflowMismatch: 'workflow_mismatch',
   runNotHeld: 'run_not_held',
+  /** A hold answer naming the cause of a hold the run is no longer in (it was held again since). */
+  staleHoldAnswer: ResumeErrorCode.staleAnswer,
   runNotStopped: 'run_not_stopped',
   runAlreadyStopped: 'run_already_stopped',
   answerForbidden: 'answer_forbidden',
@@ -342,6 +344,17 @@ function resume(command: ResumeRun, state: RunState): DecisionResult<RunEvent> {
       return reject(DomainErrorKind.wrongState, RunErrorCode.runNotHeld, `run ${state.workflowRunId} is ${state.status}, not held`);
     }
     const answer = runAnswer.answer;
+    const heldBy = state.hold.cause;
+    if (answer.hold_cause !== undefined && (answer.hold_cause.kind !== heldBy.kind || answer.hold_cause.id !== heldBy.id)) {
+      // Made for an earlier hold (a second operator's form, rendered before the first answer moved
+      // the run on and it held again): fail closed, as a stale stop answer is.
+      return reject(
+        DomainErrorKind.wrongState,
+        RunErrorCode.staleHoldAnswer,
+        `the answer was made for the hold caused by ${answer.hold_cause.kind} ${answer.hold_cause.id}; run ${state.workflowRunId} is held now by ${heldBy.kind} ${heldBy.id}`,
+        { hold_cause: heldBy },
+      );
+    }
     const resumed: RunEvent = {
       type: 'run.resumed',
       data: { answer_id: answerId, answered_by: answer.answered_by, from: { kind: 'hold', hold_kind: state.hold.kind, answer }, resumed_at: now },

@@ -252,6 +252,23 @@ describe('workflow run: holds answered by an operator', () => {
     expect(play([holdAnswer('a1', 'terminate')], held).state.status).toBe('terminated');
   });
 
+  it('an answer made for an earlier hold is refused (stale_answer): it names the hold it was made for by its cause', () => {
+    const firstHold = play([decided('r1', 'issue', { dispatch: { status: 'hold' } })], started()).events;
+    expect(ofType(firstHold, 'run.held').at(-1)!.data.cause).toEqual({ kind: 'result', id: 'r1' });
+    const forHold = (answerId: string, id: string): RunCommand => {
+      const command = holdAnswer(answerId, 'terminate');
+      const answer = command.data.answer;
+      if (answer.kind !== 'hold_answer') throw new Error('a hold answer');
+      return { ...command, data: { ...command.data, answer: { kind: 'hold_answer', answer: { ...answer.answer, hold_cause: { kind: 'result', id } } } } };
+    };
+    // Operator A reroutes the run back to issue, which holds again (r2): B's form was rendered for r1's hold.
+    const secondHold = play([holdAnswer('a1', 'reroute', 'issue'), decided('r2', 'issue', { dispatch: { status: 'hold' } })], firstHold).events;
+    given(runDecider, secondHold).when(forHold('a2', 'r1')).thenFails('stale_answer');
+    expect(play([forHold('a3', 'r2')], secondHold).state.status).toBe('terminated');
+    // Without a hold_cause the answer answers whatever hold the run is in (as before).
+    expect(play([holdAnswer('a4', 'terminate')], secondHold).state.status).toBe('terminated');
+  });
+
   it('continue on a hold with nowhere to go is refused (nothing_to_continue)', () => {
     const drafted = play([decided('r1', 'issue', { task: 'draft' })], started()).events;
     const held = play([decided('r2', 'writer', advance)], drafted).events;

@@ -4,6 +4,7 @@ import type {
   OnFailure,
   OnReturn,
   RefusedKind,
+  RouteCause,
   TranscriptEntry,
   RouteTarget,
   RunEventSchemas,
@@ -80,6 +81,8 @@ export interface RunHold {
   reason: string;
   /** Where an operator's `continue` goes; null when there is nowhere to continue to. */
   pendingTarget: RouteTarget | null;
+  /** What caused the hold (its `run.held`'s cause): an answer naming another cause was made for an earlier hold. */
+  cause: RouteCause;
 }
 
 /** What every started run knows. */
@@ -315,7 +318,7 @@ export function evolveRun(state: RunState, event: RunEvent): RunState {
     case 'run.held':
       return {
         status: 'held',
-        hold: { kind: event.data.hold_kind, reason: event.data.reason, pendingTarget: event.data.pending_target },
+        hold: { kind: event.data.hold_kind, reason: event.data.reason, pendingTarget: event.data.pending_target, cause: event.data.cause },
         ...core,
         callback: event.data.decision.callback_after,
       };

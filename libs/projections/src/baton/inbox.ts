@@ -141,6 +141,8 @@ function runStep(prior: RunMemo | null, event: SequencedEvent): { state?: RunMem
               hold_kind: e.data.hold_kind,
               reason: e.data.reason,
               pending_target: e.data.pending_target,
+              // What an answer names to say which hold it was made for (`hold_cause`).
+              cause: e.data.cause,
             },
             event,
           ),

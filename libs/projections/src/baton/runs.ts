@@ -335,7 +335,16 @@ export function toRunView(state: RunState, event: Pick<SequencedEvent, 'seq' | '
     hops: state.hops,
     handoff_id: state.handoffId,
     open_stop_id: state.status === 'stopped' ? state.openStop.packet_id : null,
-    hold: state.status === 'held' ? { kind: state.hold.kind, reason: state.hold.reason, pending_target: state.hold.pendingTarget } : null,
+    hold:
+      state.status === 'held'
+        ? {
+            kind: state.hold.kind,
+            reason: state.hold.reason,
+            pending_target: state.hold.pendingTarget,
+            // Folded before holds kept their cause: absent (an answer then names none).
+            ...(state.hold.cause !== undefined ? { cause: state.hold.cause } : {}),
+          }
+        : null,
     terminated_reason: state.status === 'terminated' ? state.terminatedReason : null,
     people: { ...state.people },
     variables: { ...state.variables },
