@@ -217,7 +217,7 @@ export function buildOpenApiDocument(): object {
     operationId: 'decideHandback',
     summary: 'Accept or rework a completion handback (a rework carries a note)',
     description:
-      "The ledger decides at once (request/reply): 200 `applied` with the decided handback, or its refusal with the ledger's code and `error.details.outcome` = `refused` (409 when another decision came first).",
+      "The ledger decides at once (request/reply): 200 `applied` with the decided handback, or its refusal with the ledger's code and `error.details.outcome` = `refused` (409 when another decision came first). `idempotency_key` makes a retry safe: the same decision sent again is 200 again; the same key with the other decision or another note is 409 `idempotency_key_reused` (`error.details.decided` names the decision recorded under it).",
     parameters: [idParam('the completion handback id')],
     requestBody: body(HandbackDecisionBodySchema),
     responses: {

@@ -293,7 +293,10 @@ export class OperatorActions {
     // Sent on `<prefix>.cmd.ledger.<project>.op.notifier.decide_handback`: the ledger records the
     // token's name as an operator, with the token's role.
     const reply = await this.ledger.decideHandback(view.handoff.project, command, { operator: { name: caller.name, role: caller.role } });
-    if (reply.ok) return { outcome: 'applied', handoff: reply.handoff, events: reply.events };
+    if (reply.ok) {
+      await this.assertSameDecision(view.handoff.project, handoffId, command);
+      return { outcome: 'applied', handoff: reply.handoff, events: reply.events };
+    }
     const status = reply.error.kind === 'rejected' ? HttpStatus.BAD_REQUEST : statusForKind(reply.error.kind);
     // A refusal of the decision itself (a state conflict: already decided by someone else; the
     // worker deciding its own work) says so, like a refused answer; unavailability does not.
@@ -302,6 +305,29 @@ export class OperatorActions {
       ...(reply.error.details ?? {}),
       ...(refused ? { outcome: 'refused', handoff_id: handoffId, project: view.handoff.project } : {}),
     });
+  }
+
+  /**
+   * The ledger takes a command whose key it recorded for the same command and actor as a retry and
+   * stores nothing: the same key with the other decision (or another note) would answer `applied`
+   * for a decision never made. The decision recorded under the key must be this one, else 409
+   * `idempotency_key_reused` (as `answer_id_reused` for answers), naming what was decided.
+   */
+  private async assertSameDecision(project: string, handoffId: string, command: { decision: 'accept' | 'rework'; note?: string; idempotency_key: string }): Promise<void> {
+    const { events } = await this.runtime.store.read({ project, kind: 'handoff', id: handoffId });
+    const decided = events.find(
+      (e) => e.type === 'handoff.handback_decided' && (e.payload as { idempotency_key?: unknown }).idempotency_key === command.idempotency_key,
+    );
+    if (decided === undefined) return;
+    const recorded = decided.payload as { decision: string; note?: string };
+    if (recorded.decision === command.decision && (recorded.note ?? '') === (command.note ?? '')) return;
+    throw new ApiError(
+      HttpStatus.CONFLICT,
+      'idempotency_key_reused',
+      `idempotency_key ${command.idempotency_key} already decided handback ${handoffId} (${recorded.decision}); send a new key`,
+      [],
+      { idempotency_key: command.idempotency_key, handoff_id: handoffId, project, decided: recorded.decision },
+    );
   }
 
   /**
