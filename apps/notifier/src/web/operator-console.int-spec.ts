@@ -371,14 +371,25 @@ describe('operator console: tokens, roles, project scoping, web inbox (real NATS
       cookie,
     });
     expect(sent.status).toBe(303);
-    expect(sent.headers.get('location')).toBe(`/inbox?status=open&sent=${encodeURIComponent('stop:alpha:stop-pol')}&outcome=pending`);
+    const location = sent.headers.get('location')!;
+    expect(location).toMatch(new RegExp(`^/inbox\\?status=open&sent=${encodeURIComponent('stop:alpha:stop-pol')}&outcome=pending&sig=[A-Za-z0-9_-]{22}$`));
     // No router decides it here, so the page says it was sent, not applied.
-    const landed = await call(sent.headers.get('location')!, { cookie });
+    const landed = await call(location, { cookie });
     expect(landed.text).toMatch(/data-outcome="pending"[^>]*>Answer to stop:alpha:stop-pol sent; not applied yet/);
-    // A link of anyone's making cannot put a message of its own in that banner.
+    // A link of anyone's making cannot put a message of its own in that banner…
     const spoofed = await call(`/inbox?sent=${encodeURIComponent('your refund of $5,000 — call +1 555 0100 to confirm')}&outcome=applied`, { cookie });
     expect(spoofed.status).toBe(200);
     expect(spoofed.text).not.toContain('data-testid="sent"');
+    // …nor claim an outcome: the banner is signed for this session, this record and this outcome.
+    for (const forged of [
+      `/inbox?sent=${encodeURIComponent('stop:alpha:stop-int')}&outcome=applied`,
+      location.replace('outcome=pending', 'outcome=applied'),
+      location.replace(encodeURIComponent('stop:alpha:stop-pol'), encodeURIComponent('stop:alpha:stop-int')),
+    ]) {
+      expect((await call(forged, { cookie })).text).not.toContain('data-testid="sent"');
+    }
+    const otherSession = await signIn(alphaOperator);
+    expect((await call(location, { cookie: otherSession.cookie })).text).not.toContain('data-testid="sent"');
     const published = (await answersOn('alpha')).find((a) => JSON.stringify(a).includes(answerId));
     expect(published).toMatchObject({
       workflow_run_id: 'wr-pol',

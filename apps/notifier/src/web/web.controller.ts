@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { createHmac, randomBytes } from 'node:crypto';
 import { Controller, Get, HttpException, Inject, Param, Post, Req, Res } from '@nestjs/common';
 import { z } from 'zod';
 import { HoldAnswerActionSchema, IdSchema, OperatorAnswerActionSchema, ProjectIdSchema, RouteCauseSchema } from '@baton/contracts';
@@ -65,6 +65,15 @@ const HandbackFormSchema = FormBase.extend({ decision: z.enum(['accept', 'rework
 
 /** The record an answer's banner names, as {@link WebController.sent} writes it. */
 const SENT_RECORD = /^(?:stop:|handback:|run )[a-z0-9][a-z0-9_-]{0,63}:[A-Za-z0-9_\-:@]{1,128}$/;
+
+/**
+ * The signature of an answer banner (`&sig=` beside `sent` and `outcome`): an HMAC under the
+ * session's secret (its CSRF token, never in a URL), so only the redirect of this session's own
+ * form shows a banner, and with the outcome that form got.
+ */
+function bannerSignature(secret: string, what: string, outcome: string): string {
+  return createHmac('sha256', secret).update(`banner\n${what}\n${outcome}`).digest('base64url').slice(0, 22);
+}
 
 /** Where to go back to after a form: the inbox (with its filters) only. */
 function safeReturn(value: string | undefined): string {
@@ -179,10 +188,18 @@ export class WebController {
       const { filters, values, query, cursor } = this.filters(req, ctx);
       const page = await this.reader.page(filters, PAGE_SIZE, cursor);
       const raw = (req.query ?? {}) as Record<string, unknown>;
-      // Only what the forms redirect with (`stop:<project>:<id>`, `run <project>:<id>`,
-      // `handback:<project>:<id>`): a link cannot put a message of its own on the page.
-      const sent = typeof raw['sent'] === 'string' && SENT_RECORD.test(raw['sent']) ? raw['sent'] : undefined;
+      // Only what this session's own form redirected with (`stop:<project>:<id>`, `run
+      // <project>:<id>`, `handback:<project>:<id>`, signed with the session's secret): a link of
+      // anyone's making puts neither a message of its own nor a false "applied" on the page.
       const outcome = raw['outcome'] === 'applied' ? 'applied' : 'pending';
+      const sent =
+        typeof raw['sent'] === 'string' &&
+        SENT_RECORD.test(raw['sent']) &&
+        ctx.csrf !== null &&
+        typeof raw['sig'] === 'string' &&
+        safeEqual(raw['sig'], bannerSignature(ctx.csrf, raw['sent'], outcome))
+          ? raw['sent']
+          : undefined;
       this.send(res, 200, inboxPage({ ctx, filters: values, query, items: page.items, nextCursor: page.nextCursor, ...(sent ? { sent, outcome } : {}) }));
     });
   }
@@ -251,7 +268,7 @@ export class WebController {
         },
         session.principal,
       );
-      res.redirect(303, this.sent(form.return, `stop:${answered.body.project}:${ref.id}`, answered.body.outcome));
+      res.redirect(303, this.sent(session, form.return, `stop:${answered.body.project}:${ref.id}`, answered.body.outcome));
     });
   }
 
@@ -283,7 +300,7 @@ export class WebController {
         },
         session.principal,
       );
-      res.redirect(303, this.sent(form.return, `run ${answered.body.project}:${ref.id}`, answered.body.outcome));
+      res.redirect(303, this.sent(session, form.return, `run ${answered.body.project}:${ref.id}`, answered.body.outcome));
     });
   }
 
@@ -308,7 +325,7 @@ export class WebController {
         { decision: form.decision, idempotency_key: form.idempotency_key, ...(form.note !== undefined ? { note: form.note } : {}) },
         session.principal,
       );
-      res.redirect(303, this.sent(form.return, `handback:${decided.handoff.project}:${ref.id}`, decided.outcome));
+      res.redirect(303, this.sent(session, form.return, `handback:${decided.handoff.project}:${ref.id}`, decided.outcome));
     });
   }
 
@@ -397,9 +414,9 @@ export class WebController {
    * it) or `outcome=pending` (published, not decided within NOTIFIER_ANSWER_WAIT_MS). A refused
    * answer never gets here: it is shown as a refusal page with its code (409).
    */
-  private sent(returnTo: string | undefined, what: string, outcome: 'applied' | 'pending'): string {
+  private sent(session: Session, returnTo: string | undefined, what: string, outcome: 'applied' | 'pending'): string {
     const base = safeReturn(returnTo);
-    return `${base}${base.includes('?') ? '&' : '?'}sent=${encodeURIComponent(what)}&outcome=${outcome}`;
+    return `${base}${base.includes('?') ? '&' : '?'}sent=${encodeURIComponent(what)}&outcome=${outcome}&sig=${bannerSignature(session.csrf, what, outcome)}`;
   }
 
   /** The record a route names: its id, and its project when the path has one (400 when malformed). */
