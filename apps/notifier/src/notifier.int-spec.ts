@@ -442,6 +442,16 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
     }
     const inboxParams = (paths['/v1/inbox']!['get'] as { parameters: Array<{ name: string }> }).parameters.map((p) => p.name);
     expect(inboxParams).toEqual(['project', 'kind', 'why', 'agent', 'priority', 'status', 'order', 'limit', 'cursor']);
+    // An enum filter says which values the server takes (it refuses any other: 400).
+    const param = (name: string) =>
+      (paths['/v1/inbox']!['get'] as { parameters: Array<{ name: string; schema: { pattern?: string } }> }).parameters.find((p) => p.name === name)!;
+    for (const [name, ok, bad] of [
+      ['kind', 'stop,hold', 'nope'],
+      ['priority', 'high, urgent', 'HIGH'],
+    ] as const) {
+      const pattern = new RegExp(param(name).schema.pattern!);
+      expect([pattern.test(ok), pattern.test(bad)]).toEqual([true, false]);
+    }
     const page = await fetch(`${base}/docs`);
     expect(page.headers.get('content-type')).toMatch(/text\/html/);
     expect(await page.text()).toContain('/openapi.json');

@@ -19,14 +19,23 @@ import {
   StopWhySchema,
 } from '@baton/contracts';
 
-/** A query parameter holding one value or a comma-separated list of them (any matches). */
-const list = <T extends z.ZodType<string, string>>(item: T) =>
-  z
-    .string()
-    .min(1)
-    .max(2_000)
-    .transform((raw) => raw.split(',').map((v) => v.trim()))
-    .pipe(z.array(item).min(1).max(20));
+/**
+ * A query parameter holding one value or a comma-separated list of them (any matches). When the
+ * values are an enum, the OpenAPI document says which (a `pattern` and the list in words): the
+ * server refuses any other value (400), so a client can know it before asking.
+ */
+const list = <T extends z.ZodType<string, string>>(item: T) => {
+  const raw = z.string().min(1).max(2_000);
+  const values = item instanceof z.ZodEnum ? (item.options as string[]) : null;
+  const documented =
+    values === null
+      ? raw
+      : raw.meta({
+          pattern: `^ *(${values.join('|')}) *(, *(${values.join('|')}) *)*$`,
+          description: `one of ${values.join(', ')}, or a comma-separated list of them`,
+        });
+  return documented.transform((text) => text.split(',').map((v) => v.trim())).pipe(z.array(item).min(1).max(20));
+};
 
 /**
  * How many items a page holds: digits only in a query (`0x10`, `1e2`, ` 7 ` or `5.0` are refused,
