@@ -313,7 +313,11 @@ export class OperatorActions {
    * for a decision never made. The decision recorded under the key must be this one, else 409
    * `idempotency_key_reused` (as `answer_id_reused` for answers), naming what was decided.
    */
-  private async assertSameDecision(project: string, handoffId: string, command: { decision: 'accept' | 'rework'; note?: string; idempotency_key: string }): Promise<void> {
+  private async assertSameDecision(
+    project: string,
+    handoffId: string,
+    command: { decision: 'accept' | 'rework'; note?: string; idempotency_key: string },
+  ): Promise<void> {
     const { events } = await this.runtime.store.read({ project, kind: 'handoff', id: handoffId });
     const decided = events.find(
       (e) => e.type === 'handoff.handback_decided' && (e.payload as { idempotency_key?: unknown }).idempotency_key === command.idempotency_key,
