@@ -207,6 +207,16 @@ describe('baton commands that publish (real NATS) and call the operator API (loc
     const scoped = await baton('answer-hold', 'wr-1', '--action', 'terminate', '--project', 'demo', '--answer-id', 'a-9', '--json');
     expect(requests).toEqual([{ method: 'POST', url: '/v1/projects/demo/runs/wr-1/answer', body: { answer_id: 'a-9', action: 'terminate' } }]);
     expect(JSON.parse(scoped.out)).toMatchObject({ project: 'demo', outcome: 'applied' });
+    // The hold it answers, as the run shows its cause (the id may hold ':'); a malformed one is a usage error.
+    requests.length = 0;
+    expect((await baton('answer-hold', 'wr-1', '--action', 'terminate', '--answer-id', 'a-10', '--hold-cause', 'result:r:7')).code).toBe(0);
+    expect(requests).toEqual([
+      { method: 'POST', url: '/v1/runs/wr-1/answer', body: { answer_id: 'a-10', action: 'terminate', hold_cause: { kind: 'result', id: 'r:7' } } },
+    ]);
+    for (const bad of ['r-7', 'whim:r-7', 'result:']) {
+      expect({ bad, code: (await baton('answer-hold', 'wr-1', '--action', 'terminate', '--hold-cause', bad)).code }).toEqual({ bad, code: 2 });
+    }
+    expect(requests).toHaveLength(1);
     nextStatus = 409;
     const refused = await baton('answer-hold', 'wr-1', '--action', 'continue');
     expect(refused.code).toBe(1);

@@ -1,4 +1,4 @@
-import { HoldAnswerActionSchema } from '@baton/contracts';
+import { HoldAnswerActionSchema, RouteCauseSchema, type RouteCause } from '@baton/contracts';
 import { ANSWER_OPTIONS, answerBasics, postAnswer } from '../api';
 import type { Command } from '../command';
 import { parseCommandArgs, required, str } from '../command';
@@ -8,20 +8,23 @@ import { ExitCode, UsageError } from '../errors';
 export const answerHoldCommand: Command = {
   name: 'answer-hold',
   summary: 'answer a held run: continue on its pending edge, reroute to a step, agent or role, or terminate',
-  help: `Usage: baton answer-hold <run-id> --action continue|reroute|terminate [--target t] [--project p] [options]
+  help: `Usage: baton answer-hold <run-id> --action continue|reroute|terminate [--target t] [--hold-cause kind:id] [--project p] [options]
 
 Answer a held run (an inbox item of kind hold: an agent's hold, a human gate, a no-action hold)
 through the operator API (POST /v1/projects/<p>/runs/<id>/answer at BATON_API_URL). The API waits
 for the router's decision and says what happened, as for \`baton answer\`: applied (exit 0, with
 the run's new status), refused (exit 1, with the code: nothing_to_continue when the hold has no
-edge to continue on, resume_target_unknown for a target that names nothing, run_not_held), or not
-decided yet (exit 0 with a note and the status link). Run ids are unique only within a project:
+edge to continue on, resume_target_unknown for a target that names nothing, run_not_held,
+stale_answer when --hold-cause names a hold the run is no longer in), or not decided yet (exit 0
+with a note and the status link). Run ids are unique only within a project:
 without --project the id must be held by one of the token's projects only.
 
 Options:
   --project <p>      the run's project (required when several projects hold <run-id>)
   --action <a>       continue, reroute or terminate (required)
   --target <t>       the step, agent or role to reroute to (with --action reroute)
+  --hold-cause <k:i> the hold you are answering, as \`baton run\` or the inbox item shows its cause
+                     (kind:id, e.g. result:r-7): refused stale_answer if the run was held again since
   --note <text>      a note for the record
   --answer-id <id>   idempotency key (default: a new one, named when the API does not answer in
                      time; re-use it to retry safely)
@@ -33,6 +36,7 @@ Options:
       {
         action: { type: 'string' },
         target: { type: 'string' },
+        'hold-cause': { type: 'string' },
         ...ANSWER_OPTIONS,
       },
       { min: 1, max: 1 },
@@ -47,12 +51,32 @@ Options:
     const target = str(args, 'target');
     if (action.data === 'reroute' && target === undefined) throw new UsageError('--action reroute needs --target <step, agent or role>');
     if (action.data !== 'reroute' && target !== undefined) throw new UsageError('--target goes with --action reroute only');
+    const holdCause = holdCauseOf(str(args, 'hold-cause'));
     const { note, project, answerId, json } = answerBasics(args);
     return postAnswer(
       ctx,
       { kind: 'runs', what: 'run', id: runId, project },
-      { answer_id: answerId, action: action.data, ...(target !== undefined ? { target } : {}), ...(note !== undefined ? { note } : {}) },
+      {
+        answer_id: answerId,
+        action: action.data,
+        ...(target !== undefined ? { target } : {}),
+        ...(note !== undefined ? { note } : {}),
+        ...(holdCause !== undefined ? { hold_cause: holdCause } : {}),
+      },
       json,
     );
   },
 };
+
+/** `--hold-cause kind:id` (the id may hold `:`): the cause of the hold the answer is for. */
+function holdCauseOf(value: string | undefined): RouteCause | undefined {
+  if (value === undefined) return undefined;
+  const at = value.indexOf(':');
+  const parsed = RouteCauseSchema.safeParse(at > 0 ? { kind: value.slice(0, at), id: value.slice(at + 1) } : null);
+  if (!parsed.success) {
+    throw new UsageError(
+      `--hold-cause takes kind:id with kind one of ${RouteCauseSchema.shape.kind.options.join(', ')} (as the run's hold shows its cause); got ${JSON.stringify(value)}`,
+    );
+  }
+  return parsed.data;
+}

@@ -104,7 +104,9 @@ function print(ctx: CliContext, json: boolean, report: RunReport): ExitCode {
       hops: r.hops,
       handoff: r.handoff_id ?? undefined,
       'open stop': r.open_stop_id ?? undefined,
-      hold: r.hold ? `${r.hold.kind}: ${r.hold.reason}` : undefined,
+      hold: r.hold
+        ? `${r.hold.kind}: ${r.hold.reason}${r.hold.cause ? ` (cause ${r.hold.cause.kind}:${r.hold.cause.id}; answer-hold --hold-cause)` : ''}`
+        : undefined,
       terminated: r.terminated_reason ?? undefined,
       started: r.started_at,
       updated: r.updated_at,

@@ -102,7 +102,8 @@ export interface RunView {
   /** The open stop packet while the run is stopped. */
   open_stop_id: string | null;
   /** The hold while the run is held (no packet). */
-  hold: { kind: HoldKind; reason: string; pending_target: RouteTarget | null } | null;
+  /** `cause`: what caused the hold (a hold answer names it as `hold_cause`); absent on runs folded before holds kept it. */
+  hold: { kind: HoldKind; reason: string; pending_target: RouteTarget | null; cause?: RouteCause } | null;
   terminated_reason: string | null;
   people: RunPeople;
   /** Every session variable the run holds (declared and implicit together). */
