@@ -149,5 +149,7 @@ describe('trace context from agent result to inbox item (router + ledger + notif
     expect(text).toMatch(/baton_inbox_open_items\{[^}]*kind="hold"[^}]*\} [1-9]/);
     expect(text).toMatch(/baton_open_handoffs\{[^}]*status="pending"[^}]*\} \d+/);
     expect(text).toMatch(/baton_events_handled_total\{[^}]*consumer="notifier_projections"[^}]*outcome="acked"[^}]*\} [1-9]/);
+    // Its batch applier is timed too: each message with its share of its batch's time.
+    expect(text).toMatch(/baton_handler_duration_seconds_count\{[^}]*consumer="notifier_projections"[^}]*\} [1-9]/);
   });
 });

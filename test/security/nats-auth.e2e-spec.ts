@@ -1,8 +1,14 @@
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { inboxPrefixOf, Principals, type Principal } from '@baton/contracts';
-import { connectNats, decodeJwtClaims, issueCreds, jwtOfCreds, type NatsHandle } from '@baton/eventstore';
+import { batonTopology, connectNats, decodeJwtClaims, issueCreds, jwtOfCreds, principalOfCreds, provision, type NatsHandle } from '@baton/eventstore';
 import { createBatonClient, PermissionDenied } from '@baton/sdk';
 import { permissionViolations, startAuthNatsServer, type AuthNatsServer } from '@baton/testing';
+// eslint-disable-next-line @nx/enforce-module-boundaries -- the `baton` command, in process
+import { main as baton } from '../../apps/cli/src/main';
+// eslint-disable-next-line @nx/enforce-module-boundaries -- the `baton` command, in process
+import { bufferedIo } from '../../apps/cli/src/output';
 
 const PREFIX = 'baton';
 
@@ -43,6 +49,33 @@ describe('NATS decentralized auth: the server, not the message, decides who is s
     expect(claims['iss']).toBe(server.deployment.account.publicKey);
     expect(claims['name']).toBe('agent:acme:support');
     expect((claims['nats'] as { pub: { allow: string[] } }).pub.allow).toContain('baton.in.acme.result.support');
+  });
+
+  it('a credentials file names its principal (agent, service, admin); a file Baton did not issue names none', () => {
+    const read = (principal: Principal) => principalOfCreds(readFileSync(issueCreds(server.deployment, principal).file, 'utf8'));
+    expect(read(Principals.agent('acme', 'support'))).toEqual(Principals.agent('acme', 'support'));
+    expect(read(Principals.service('ledger'))).toEqual(Principals.service('ledger'));
+    expect(read(Principals.operator('admin'))).toEqual(Principals.operator('admin'));
+    expect(principalOfCreds('not a creds file')).toBeNull();
+  });
+
+  it("baton result with an agent's credentials publishes on the agent's own result subject (the CLI replies on the agent's inbox)", async () => {
+    const admin = await connectAs(Principals.operator('admin'));
+    await provision(admin.jsm, batonTopology(PREFIX, { storage: 'memory' }));
+    const dir = mkdtempSync(join(tmpdir(), 'baton-result-'));
+    try {
+      const file = join(dir, 'result.json');
+      writeFileSync(file, JSON.stringify({ result_id: 'res-cli', run_id: 'r', project: 'acme', workflow_run_id: 'wr-1', agent: 'support', body: 'done' }));
+      const io = bufferedIo();
+      const env = { NATS_URL: server.url, NATS_CREDS: issueCreds(server.deployment, Principals.agent('acme', 'support')).file, BATON_PREFIX: PREFIX };
+      const code = await baton(['result', file, '--json'], { io, env });
+      expect({ code, err: io.err() }).toEqual({ code: 0, err: '' });
+      expect(JSON.parse(io.out())).toMatchObject({ duplicate: false });
+      const stored = await admin.jsm.streams.getMessage(`${PREFIX.toUpperCase()}_INBOX`, { last_by_subj: `${PREFIX}.in.acme.result.support` });
+      expect(JSON.parse(new TextDecoder().decode(stored.data))).toMatchObject({ result_id: 'res-cli', agent: 'support' });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it("lets an agent publish its own result subject but not another agent's, an event or an operator answer", async () => {

@@ -1,8 +1,8 @@
 import { z } from 'zod';
 import { existsSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { createEventRegistry, inboxPrefixOf, type EventRegistry } from '@baton/contracts';
-import { JetStreamEventStore, connectNats, type NatsHandle } from '@baton/eventstore';
+import { createEventRegistry, inboxPrefixOf, type EventRegistry, type Principal } from '@baton/contracts';
+import { JetStreamEventStore, connectNats, principalOfCreds, type NatsHandle } from '@baton/eventstore';
 import { createProjectionStore, createRedis, type ProjectionStore, type RedisHandle } from '@baton/projections';
 import { BaseConfigSchema, ConfigError, loadConfig } from '@baton/platform';
 import { CliError, CliErrorCode, UsageError } from './errors';
@@ -129,6 +129,10 @@ export function createCliContext(options: CliContextOptions): CliContext {
         const local = localDeployment(env);
         const url = env['NATS_URL'] === undefined && local ? local.url : ctx.config().NATS_URL;
         const credsFile = ctx.config().NATS_CREDS ?? (env['NATS_URL'] === undefined ? local?.admin : undefined);
+        // The reply inbox the credentials may subscribe to is their principal's (an agent's creds
+        // for `baton result`), the admin's when they name none Baton wrote; an agent may not ask
+        // the JetStream API for its account info either.
+        const principal = principalOfCredsFile(credsFile) ?? { kind: 'op' as const, relay: 'admin' as const };
         try {
           const handle = await connectNats({
             servers: url.split(','),
@@ -139,7 +143,8 @@ export function createCliContext(options: CliContextOptions): CliContext {
             // otherwise hold the command for the library's default of 20 s.
             connectTimeoutMs: NATS_TIMEOUT_MS,
             ...(credsFile !== undefined ? { credsFile } : {}),
-            inboxPrefix: inboxPrefixOf(ctx.config().BATON_PREFIX, { kind: 'op', relay: 'admin' }),
+            inboxPrefix: inboxPrefixOf(ctx.config().BATON_PREFIX, principal),
+            checkJetStream: principal.kind !== 'agent',
           });
           owned.push(() => handle.drain());
           return handle;
@@ -187,4 +192,14 @@ export function createCliContext(options: CliContextOptions): CliContext {
     },
   };
   return ctx;
+}
+
+/** The principal a credentials file names (null: none given, unreadable, or not one Baton issued). */
+function principalOfCredsFile(path: string | undefined): Principal | null {
+  if (path === undefined) return null;
+  try {
+    return principalOfCreds(readFileSync(path, 'utf8'));
+  } catch {
+    return null;
+  }
 }

@@ -121,8 +121,11 @@ describe('SRE commands (real NATS and Redis)', () => {
 
     const first = appended.find((e) => e.id === 'wr-c')!;
     const before = await baton('run', 'wr-c', '--at', String(first.seq - 1));
-    expect(before.code).toBe(2);
+    // The run did not exist yet: not found (exit 1), not a usage error.
+    expect(before.code).toBe(1);
     expect(before.err).toContain(`had no events at seq ${first.seq - 1}`);
+    const typed = await baton('run', 'wr-c', '--at', String(first.seq - 1), '--json');
+    expect(JSON.parse(typed.err)).toMatchObject({ error: { code: 'not_found', details: { at_seq: first.seq - 1, first_seq: first.seq } } });
   });
 
   it('handoff <id> --at <seq> shows the handoff as it stood then (pending before its claim)', async () => {

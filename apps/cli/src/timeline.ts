@@ -113,7 +113,12 @@ export async function projectOf(
 export function historyAt(history: AggregateHistory, atSeq: number, what: string): AggregateHistory {
   const events = history.events.filter((event) => event.seq <= atSeq);
   if (events.length === 0) {
-    throw new UsageError(`${what} had no events at seq ${atSeq} (its first event is at seq ${history.events[0]?.seq ?? '-'})`);
+    // Not a usage error: the command was right, the record did not exist yet at that point of the log.
+    const first = history.events[0]?.seq ?? null;
+    throw new CliError(`${what} had no events at seq ${atSeq} (its first event is at seq ${first ?? '-'})`, {
+      code: CliErrorCode.notFound,
+      details: { at_seq: atSeq, first_seq: first },
+    });
   }
   return { project: history.project, events, timeline: history.timeline.filter((entry) => entry.seq <= atSeq) };
 }

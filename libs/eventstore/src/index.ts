@@ -103,6 +103,7 @@ export {
   ensureServiceCreds,
   credsPath,
   credsName,
+  principalOfCreds,
   authConfig,
   serverConfig,
   writeServerConfig,

@@ -171,6 +171,8 @@ export interface RunnerInstrumentation {
   onStop?(runner: RunnerIdentity): void;
   /** Wraps each handler call (trace context, latency); must call `run` once and return its result. */
   around?(msg: ConsumedMessage, runner: RunnerIdentity, run: () => Promise<void>): Promise<void>;
+  /** Wraps each batch handler call (`handleBatch`: latency per message); must call `run` once and return its result. */
+  aroundBatch?<T>(msgs: readonly ConsumedMessage[], runner: RunnerIdentity, run: () => Promise<T>): Promise<T>;
   /** Every outcome, after the runner's own `onOutcome`. */
   onOutcome?(outcome: MessageOutcome, runner: RunnerIdentity): void;
 }
@@ -437,7 +439,8 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
     try {
       let verdicts: ReadonlyMap<ConsumedMessage, BatchVerdict> | void;
       try {
-        verdicts = await (opts.handleBatch as NonNullable<RunConsumerOptions['handleBatch']>)(msgs);
+        const handleBatch = opts.handleBatch as NonNullable<RunConsumerOptions['handleBatch']>;
+        verdicts = await (instrumentation?.aroundBatch ? instrumentation.aroundBatch(msgs, identity, () => handleBatch(msgs)) : handleBatch(msgs));
       } catch (error) {
         await Promise.all(msgs.map((msg) => failed(msg, error)));
         return;

@@ -107,7 +107,7 @@ Options:
               : 'projection',
       }),
     );
-    ctx.io.stdout.write(`\nTimeline (${report.timeline_source}):\n`);
+    ctx.io.stdout.write(`\nTimeline (${report.timeline_source}${report.at_seq !== undefined ? `, to seq ${report.at_seq}` : ''}):\n`);
     ctx.io.stdout.write(timelineTable(report.timeline));
     return ExitCode.ok;
   },

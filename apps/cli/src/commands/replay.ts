@@ -174,12 +174,15 @@ Options:
           by: 'baton replay',
           targetSeq: lastSeq,
           totalEvents: total,
+          // A note once set stays on the line until replaced: the seeding note gives way to the replay's.
           onProgress: showProgress(line, (p) =>
-            start !== undefined && events === 0
-              ? `seeding the shadows with the ${formatCount(Math.min(start - 1, total))} events before seq ${start}`
-              : p.phase === 'catch_up'
-                ? `catching up with the live projections, round ${p.round}`
-                : undefined,
+            p.phase === 'catch_up'
+              ? `catching up with the live projections, round ${p.round}`
+              : start === undefined
+                ? undefined
+                : events === 0
+                  ? `seeding the shadows with the ${formatCount(Math.min(start - 1, total))} events before seq ${start}`
+                  : `replaying from seq ${start}`,
           ),
         });
       } catch (error) {

@@ -1,7 +1,7 @@
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { describePrincipal, ServiceNames, type Principal } from '@baton/contracts';
-import { accountJwt, createNkeyPair, credsFile, nkeyPairFromSeed, operatorJwt, userJwt, type NkeyPair } from './jwt';
+import { describePrincipal, principalFromTokens, ProjectIdSchema, ServiceNames, type Principal } from '@baton/contracts';
+import { accountJwt, createNkeyPair, credsFile, decodeJwtClaims, jwtOfCreds, nkeyPairFromSeed, operatorJwt, userJwt, type NkeyPair } from './jwt';
 import { permissionsFor } from './permissions';
 
 /*
@@ -104,6 +104,27 @@ export function credsPath(deployment: AuthDeployment, principal: Principal): str
 }
 
 /** The user name a principal's JWT carries (shown by the server's monitoring). */
+/**
+ * The principal a credentials file was issued to, read from its user JWT's name ({@link credsName}
+ * written back); null for a name this module never writes (a file made elsewhere).
+ */
+export function principalOfCreds(creds: string): Principal | null {
+  let name: unknown;
+  try {
+    name = decodeJwtClaims(jwtOfCreds(creds))['name'];
+  } catch {
+    return null;
+  }
+  if (name === 'admin') return { kind: 'op', relay: 'admin' };
+  if (typeof name !== 'string') return null;
+  const [kind, first, second, ...rest] = name.split(':');
+  if (kind === 'service' && first !== undefined && second === undefined) return principalFromTokens('', 'svc', first);
+  if (kind === 'agent' && first !== undefined && second !== undefined && rest.length === 0 && ProjectIdSchema.safeParse(first).success) {
+    return principalFromTokens(first, 'agent', second);
+  }
+  return null;
+}
+
 export function credsName(principal: Principal): string {
   switch (principal.kind) {
     case 'agent':

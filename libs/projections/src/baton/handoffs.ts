@@ -123,7 +123,9 @@ export function handoffsProjection(): FoldingProjection<JsonValue> {
     // 3: the record is rendered from the folded state when read (no `h:` key): one value written
     //    per handoff event instead of two nearly alike.
     // 4: the open handoffs by status (`hq:<status>`), counted without reading the states.
-    version: 4,
+    // 5: the folded state keeps the claim a lapse took back (`lapsed_claim`), and a completion that
+    //    voids that lapse restores the retry count (docs/handoffs.md rule 4a).
+    version: 5,
     handles: (type) => type.startsWith('handoff.'),
     stateKeyOf: (event) => HandoffKeys.state(event.project, event.aggregate.id),
     step(prior, event: SequencedEvent) {

@@ -364,7 +364,8 @@ export function inboxProjection(): FoldingProjection<JsonValue> {
     // 2: items carry trace_id. 3: item ids and memo keys hold the project (`stop:<project>:<id>`...).
     // 4: a cross-project handoff's escalation item names its run's project (`run_project`).
     // 5: an item a person's answer or handback decision ended is `answered`, not `closed`.
-    version: 5,
+    // 6: a hold item carries its hold's `cause` (the web form sends it back as `hold_cause`).
+    version: 6,
     handles: (type) => type.startsWith('run.') || type.startsWith('handoff.') || type === 'mesh.stopped' || type === 'mesh.stop_answered',
     stateKeyOf: (event) =>
       event.type.startsWith('mesh.') ? null : `${event.type.startsWith('run.') ? 'm:run:' : 'm:ho:'}${projectRef(event.project, event.aggregate.id)}`,

@@ -457,7 +457,8 @@ export function runsProjection(): FoldingProjection<JsonValue> {
     //    no longer holds them.
     // 7: each route carries its dispatch `status` (advance, hold, loop, terminate).
     // 8: a run the router stopped (unknown_intent) has no return address (`callback` null).
-    version: 8,
+    // 9: a held run's hold carries its `cause` (what a hold answer names as `hold_cause`).
+    version: 9,
     handles: (type) => type.startsWith('run.'),
     stateKeyOf: (event) => RunKeys.state(event.project, event.aggregate.id),
     step(prior, event) {
