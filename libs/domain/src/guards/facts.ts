@@ -23,12 +23,7 @@ export interface GuardConfig {
 
 export const DefaultGuardConfig: GuardConfig = { maxHops: 50, maxAlternations: 4, circuitFailures: 3, circuitCooldownMs: 60_000 };
 
-/**
- * The name of the hop budget's cap: the watchdog's hop-budget stop names it (`cap.name`), and only
- * a raise answering a packet that names it (or, for packets stored before stops named their cap, a
- * budget packet that names none) lifts the run's hop limit.
- */
-export const HopCapName = 'hops';
+export { HopCapName } from '../stop/forms';
 
 /** One stored event as the guards see it (the envelope's fields they read). */
 export interface GuardEventInput {

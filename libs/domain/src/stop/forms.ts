@@ -64,6 +64,22 @@ export function typeIntentForm(intents: readonly string[] | undefined, detail?: 
   };
 }
 
+/**
+ * The name of the hop budget's cap: the watchdog's hop-budget stop names it (`cap.name`), and only
+ * a raise answering a packet that names it (or, for packets stored before stops named their cap, a
+ * budget packet that names none) lifts the run's hop limit.
+ */
+export const HopCapName = 'hops';
+
+/**
+ * What a raised cap must exceed: the cap's limit, and what was used when that is more (the
+ * watchdog's hop budget stops at hop limit + 1, and resuming is the next hop: a raise up to the
+ * hops already used would stop the run again at once, with no work done).
+ */
+export function capFloor(cap: StopCap): number {
+  return Math.max(cap.limit, cap.used ?? cap.limit);
+}
+
 /** What a cap field's answer must also be, beyond exceeding the current cap: a mesh's is a whole number of at most 1000 turns. */
 export interface CapBounds {
   atMost?: number;
@@ -77,12 +93,15 @@ export interface CapBounds {
  */
 export function raiseCapForm(cap: StopCap | undefined, detail?: string, bounds: CapBounds = {}): NextForm {
   const shown = cap ? `${cap.name}: ${cap.used ?? cap.limit} used of ${cap.limit}` : undefined;
+  // The hop budget counts hops: a whole number, like a mesh's turns.
+  const whole = bounds.whole === true || cap?.name === HopCapName;
   const limits = {
     ...(bounds.atMost !== undefined ? { at_most: bounds.atMost } : {}),
-    ...(bounds.whole ? { whole: true } : {}),
+    ...(whole ? { whole: true } : {}),
   };
+  const floor = cap ? capFloor(cap) : 0;
   const capField: NextFormField = cap
-    ? { id: 'cap', kind: 'number', label: `New ${cap.name} cap`, required: true, value: cap.limit, greater_than: cap.limit, ...limits }
+    ? { id: 'cap', kind: 'number', label: `New ${cap.name} cap`, required: true, value: floor, greater_than: floor, ...limits }
     : { id: 'cap', kind: 'number', label: 'New cap', required: true, greater_than: 0, ...limits };
   return {
     kind: 'raise_cap',

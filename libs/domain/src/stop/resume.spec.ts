@@ -111,6 +111,22 @@ describe('decideResume — resume from handoff is not always execute (seed 003)'
     });
   });
 
+  it("the hop budget's raise must pass the hops already used (resuming is the next hop), and is a whole number: the form says both", () => {
+    const packet = stop({ why: 'budget', pending: null, cap: { name: 'hops', limit: 50, used: 51 } });
+    const field = packet.next_form!.fields.find((f) => f.id === 'cap')!;
+    expect(field).toMatchObject({ greater_than: 51, value: 51, whole: true });
+    const raise = (cap: number) => decideResume(packet, answer(packet, { action: 'raise_cap', cap, pending_digest: undefined }), operator);
+    // 51 would stop the run again at once, at hop 52 of 51.
+    expect(raise(51)).toMatchObject({ ok: false, error: { code: 'cap_not_raised', message: expect.stringContaining('above 51') } });
+    expect(raise(50.5)).toMatchObject({ ok: false, error: { code: 'cap_not_raised' } });
+    expect(raise(55.5)).toMatchObject({ ok: false, error: { code: 'answer_incomplete', message: expect.stringContaining('a whole number') } });
+    expect(raise(52)).toEqual({ ok: true, effect: { kind: 'raise_cap', cap: 52 } });
+    // Another cap keeps its own rule: above its limit, any number.
+    const tokens = stop({ why: 'budget', pending: null, cap: { name: 'tokens', limit: 100, used: 100 } });
+    expect(tokens.next_form!.fields.find((f) => f.id === 'cap')).not.toHaveProperty('whole');
+    expect(decideResume(tokens, answer(tokens, { action: 'raise_cap', cap: 150.5, pending_digest: undefined }), operator)).toMatchObject({ ok: true });
+  });
+
   it('budget stop keeps a real freeze: the raise_cap effect does not run or drop the frozen call', () => {
     const packet = stop({ why: 'budget', cap: { name: 'steps', limit: 3 } });
     expect(packet.pending).not.toBeNull();

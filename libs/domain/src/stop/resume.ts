@@ -1,7 +1,7 @@
 import { NextFormActionsByKind, OperatorAnswer, OperatorAnswerAction, ResumeEffect, StopPacket } from '@baton/contracts';
 import { assertNever, DomainError, DomainErrorKind } from '../decider';
 import { deepFreeze } from './freeze';
-import { clip } from './forms';
+import { capFloor, clip } from './forms';
 import { freezePending, pendingDigest } from './pending';
 
 /** Who is answering. Only `operator` and `admin` are people allowed to resume a stopped run. */
@@ -116,8 +116,13 @@ export function decideResume(packet: StopPacket, answer: OperatorAnswer, ctx: Re
       if (cap === undefined || !Number.isFinite(cap) || cap <= 0) {
         return refuse(DomainErrorKind.invalid, 'answer_incomplete', 'a raise_cap answer names a positive new cap');
       }
-      if (packet.cap && cap <= packet.cap.limit) {
-        return refuse(DomainErrorKind.invalid, 'cap_not_raised', `the new cap ${cap} does not exceed the current ${packet.cap.name} cap ${packet.cap.limit}`);
+      if (packet.cap && cap <= capFloor(packet.cap)) {
+        const used = packet.cap.used !== undefined && packet.cap.used > packet.cap.limit ? ` (${packet.cap.used} used)` : '';
+        return refuse(
+          DomainErrorKind.invalid,
+          'cap_not_raised',
+          `the new cap ${cap} does not exceed the current ${packet.cap.name} cap ${packet.cap.limit}${used}: it must be above ${capFloor(packet.cap)}`,
+        );
       }
       // The limits the form states (a mesh's cap: whole, at most 1000) hold wherever the answer is decided.
       const field = packet.next_form?.fields.find((f) => f.id === 'cap');
