@@ -103,7 +103,6 @@ export function credsPath(deployment: AuthDeployment, principal: Principal): str
   }
 }
 
-/** The user name a principal's JWT carries (shown by the server's monitoring). */
 /**
  * The principal a credentials file was issued to, read from its user JWT's name ({@link credsName}
  * written back); null for a name this module never writes (a file made elsewhere).
@@ -125,6 +124,7 @@ export function principalOfCreds(creds: string): Principal | null {
   return null;
 }
 
+/** The user name a principal's JWT carries (shown by the server's monitoring). */
 export function credsName(principal: Principal): string {
   switch (principal.kind) {
     case 'agent':
