@@ -1,4 +1,4 @@
-import type { EscalationOutcome, HandbackRecipient, HandoffActorKind, HandoffCommandMetadata, HandoffEvent } from '@baton/contracts';
+import type { EscalationOutcome, HandbackRecipient, HandoffActorKind, HandoffCommandMetadata, HandoffEvent, HandoffEventData } from '@baton/contracts';
 import { ServiceActors } from '@baton/contracts';
 import { accept, assertNever, DecisionResult, reject } from '../decider';
 import { ROUTER_HANDOFF_ID_PREFIXES } from '../run/ids';
@@ -559,7 +559,7 @@ function decideCompleteFromResult({ data, metadata }: CompleteFromResult, state:
  * came first, so the lapse counts for nothing: the completion names it and restores the retry
  * count it took. Null when the result names no claim or not the one that lapsed last.
  */
-function voidedLapse(claimId: string | undefined, state: ExistingHandoff): { claim_id: string; claimer: string; retry_count: number } | null {
+function voidedLapse(claimId: string | undefined, state: ExistingHandoff): NonNullable<HandoffEventData<'handoff.completed_by_result'>['lapse_voided']> | null {
   const lapsed = state.lapsed_claim;
   if (claimId === undefined || lapsed === undefined || lapsed.claim_id !== claimId) return null;
   return { claim_id: lapsed.claim_id, claimer: lapsed.claimed_by, retry_count: lapsed.retry_count };
