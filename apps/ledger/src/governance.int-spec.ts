@@ -81,6 +81,15 @@ describe('ledger governance (real NATS): kill switch, rate cap, cross-project, d
     });
     const paused = await control(P, 'pause', { actor: 'ops', actor_role: 'admin', reason: 'incident 42', idempotency_key: 'p1' });
     expect(paused).toMatchObject({ ok: true, project: { status: 'paused' } });
+    // The same key: a retry with the same body, refused with another (rule 13).
+    expect(await control(P, 'pause', { actor: 'ops', actor_role: 'admin', reason: 'incident 42', idempotency_key: 'p1' })).toMatchObject({
+      ok: true,
+      project: { status: 'paused', version: 1 },
+    });
+    expect(await control(P, 'pause', { actor: 'ops', actor_role: 'admin', reason: 'incident 43', idempotency_key: 'p1' })).toMatchObject({
+      ok: false,
+      error: { code: 'idempotency_key_reused', kind: 'wrong_state', details: { project: P, idempotency_key: 'p1', command: 'pause' } },
+    });
 
     const during = handoffOf(await create('bob'));
     const refused = await client.claim(P, { handoff_id: during.id, idempotency_key: 'cl-during' }, as('bob'));

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { stableStringify } from '@baton/domain';
 
 /** 32 hex digits of SHA-256 over the parts (separated so `a,bc` and `ab,c` differ). */
 function digest(...parts: string[]): string {
@@ -25,10 +26,21 @@ export const LedgerIds = {
    * of the project, the aggregate (kind `handoff` and its id), the command, its idempotency key and
    * the caller (actor and actor kind), so two projects' handoffs with the same id never share an
    * event id, and a caller reusing another's key is never answered with that caller's stored events
-   * (the store resumes a command whose ids are at the aggregate's tail).
+   * (the store resumes a command whose ids are at the aggregate's tail). An outside caller's body
+   * digest is in it too (below); the services' own commands keep the ids they always had.
    */
-  commandId: (project: string, handoffId: string, command: string, idempotencyKey: string, actor: string, actorKind: string) =>
-    `cmd-${digest('command', project, 'handoff', handoffId, command, idempotencyKey, actor, actorKind)}`,
+  commandId: (project: string, handoffId: string, command: string, idempotencyKey: string, actor: string, actorKind: string, bodyDigest?: string) =>
+    bodyDigest === undefined
+      ? `cmd-${digest('command', project, 'handoff', handoffId, command, idempotencyKey, actor, actorKind)}`
+      : `cmd-${digest('command', project, 'handoff', handoffId, command, idempotencyKey, actor, actorKind, bodyDigest)}`,
+  /**
+   * The digest of an outside caller's command body (`command_digest`): SHA-256 over the parsed
+   * body with keys sorted at every level, so the same body in another key order is the same. It is
+   * part of the command id too: the same key with another body never meets the first body's events
+   * as its own (at the aggregate's tail, or in the stream's duplicate window), and is decided —
+   * and refused `idempotency_key_reused`.
+   */
+  commandDigest: (wire: unknown) => createHash('sha256').update(stableStringify(wire)).digest('hex').slice(0, 32),
   /** The command id for reaction `index` of the event `eventId`, applied to `target` (project, kind and id in the digest). */
   reactionId: (target: { project: string; kind: string; id: string }, eventId: string, index: number) =>
     `rx-${digest('reaction', target.project, target.kind, target.id, eventId, String(index))}`,

@@ -273,6 +273,41 @@ describe('ledger service (real NATS, two instances on one prefix)', () => {
     expect(await eventCount('h-idem')).toBe(3);
   });
 
+  it('the same key with another body is refused idempotency_key_reused and stores nothing, at the tail or later; the same body in any key order is a retry', async () => {
+    const create = { handoff_id: 'h-reuse', from_agent: 'alice', summary: 'first', idempotency_key: 'create-reuse' };
+    handoffOf(await client.create(P, create, as('alice')));
+    expect(errorOf(await client.create(P, { ...create, summary: 'second' }, as('alice')))).toMatchObject({
+      code: 'idempotency_key_reused',
+      kind: 'wrong_state',
+      details: { handoff_id: 'h-reuse', idempotency_key: 'create-reuse', command: 'create' },
+    });
+    const [created] = (await store.read({ project: P, kind: 'handoff', id: 'h-reuse' })).events;
+    expect((created?.payload as { command_digest?: string }).command_digest).toMatch(/^[0-9a-f]{32}$/);
+    expect((created?.payload as { summary: string }).summary).toBe('first');
+
+    // Right after the claim its events are the aggregate's tail: the other body must not meet them as its own.
+    const claimed = handoffOf(await client.claim(P, { handoff_id: 'h-reuse', lease_ms: 60_000, idempotency_key: 'claim-reuse' }, as('bob')));
+    expect(errorOf(await client.claim(P, { handoff_id: 'h-reuse', lease_ms: 90_000, idempotency_key: 'claim-reuse' }, as('bob')))).toMatchObject({
+      code: 'idempotency_key_reused',
+    });
+    expect(handoffOf(await client.claim(P, { idempotency_key: 'claim-reuse', lease_ms: 60_000, handoff_id: 'h-reuse' }, as('bob')))).toMatchObject({
+      claim_id: claimed.claim_id,
+      lease_expires_at: claimed.lease_expires_at,
+    });
+    expect(await eventCount('h-reuse')).toBe(2);
+
+    // Later, with other events after it, the handoff's remembered keys tell the bodies apart.
+    handoffOf(await client.heartbeat(P, { handoff_id: 'h-reuse', claim_id: claimed.claim_id!, idempotency_key: 'hb-reuse' }, as('bob')));
+    expect(errorOf(await client.claim(P, { handoff_id: 'h-reuse', lease_ms: 90_000, idempotency_key: 'claim-reuse' }, as('bob')))).toMatchObject({
+      code: 'idempotency_key_reused',
+    });
+    expect(await client.claim(P, { handoff_id: 'h-reuse', lease_ms: 60_000, idempotency_key: 'claim-reuse' }, as('bob'))).toMatchObject({
+      ok: true,
+      events: 0,
+    });
+    expect(await eventCount('h-reuse')).toBe(3);
+  });
+
   it('a command in the wrong state is refused with a typed error and changes nothing', async () => {
     handoffOf(await client.create(P, { handoff_id: 'h-state', from_agent: 'alice', summary: 's', idempotency_key: 'create-state' }, as('alice')));
     expect(errorOf(await client.archive(P, { handoff_id: 'h-state', idempotency_key: 'archive-1' }, callers.operator('olga')))).toMatchObject({

@@ -92,3 +92,12 @@ export const ShortTextSchema = z.string().max(Limits.maxShortText);
 export type Id = z.infer<typeof IdSchema>;
 export type ProjectId = z.infer<typeof ProjectIdSchema>;
 export type AgentName = z.infer<typeof AgentNameSchema>;
+
+/**
+ * The digest of the wire command body an outside caller (an agent, an operator, a person) sent
+ * with its idempotency key: 32 lowercase hex digits (the first 128 bits of SHA-256 over the body's
+ * keys sorted at every level, identity claims left out). A later command with the same key, command
+ * and actor is a retry only with the same digest; another body is refused `idempotency_key_reused`
+ * (docs/handoffs.md rule 13; the kill switch's pause and resume alike). Absent on the services' own commands and on events stored before it.
+ */
+export const CommandDigestSchema = z.string().regex(/^[0-9a-f]{32}$/, 'a command digest is 32 lowercase hex digits');

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { IdSchema, IsoTimeSchema, Limits, ProjectIdSchema, ShortTextSchema } from './common';
+import { CommandDigestSchema, IdSchema, IsoTimeSchema, Limits, ProjectIdSchema, ShortTextSchema } from './common';
 import { DomainEventOf } from './envelope';
 import { OperatorRoleSchema } from './principal';
 
@@ -94,7 +94,13 @@ export const ProjectControlReplySchema = z.discriminatedUnion('ok', [
 ]);
 export type ProjectControlReply = z.infer<typeof ProjectControlReplySchema>;
 
-const ControlEventBase = { project: ProjectIdSchema, at: IsoTimeSchema, idempotency_key: z.string().min(1).max(200) };
+const ControlEventBase = {
+  project: ProjectIdSchema,
+  at: IsoTimeSchema,
+  idempotency_key: z.string().min(1).max(200),
+  /** The digest of the admin's request body (`CommandDigestSchema`); absent on events stored before it. */
+  command_digest: CommandDigestSchema.optional(),
+};
 
 export const ProjectPausedSchema = z.strictObject({
   ...ControlEventBase,

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { EvidenceSchema } from './agent-result';
-import { IdSchema, IsoTimeSchema, Limits, ProjectIdSchema, ShortTextSchema, namedRecord, RecordKeySchema } from './common';
+import { CommandDigestSchema, IdSchema, IsoTimeSchema, Limits, ProjectIdSchema, ShortTextSchema, namedRecord, RecordKeySchema } from './common';
 import { DomainEventOf } from './envelope';
 
 /*
@@ -416,6 +416,8 @@ export const HandoffCommandMetadataSchema = z.strictObject({
   now: IsoTimeSchema,
   actor: ActorNameSchema,
   actorKind: HandoffActorKindSchema,
+  /** The digest of the body an outside caller sent (`command_digest` on the events it causes). */
+  digest: CommandDigestSchema.optional(),
 });
 export type HandoffCommandMetadata = z.infer<typeof HandoffCommandMetadataSchema>;
 
@@ -424,7 +426,12 @@ export type HandoffCommandMetadata = z.infer<typeof HandoffCommandMetadataSchema
 // the command that caused it (so a replayed command is recognised after a restart).
 // ---------------------------------------------------------------------------------------------
 
-const EventBase = { handoff_id: IdSchema, at: IsoTimeSchema, idempotency_key: IdempotencyKeySchema };
+const EventBase = {
+  handoff_id: IdSchema,
+  at: IsoTimeSchema,
+  idempotency_key: IdempotencyKeySchema,
+  command_digest: CommandDigestSchema.optional(),
+};
 
 export const HandoffCreatedSchema = z.strictObject({
   ...EventBase,

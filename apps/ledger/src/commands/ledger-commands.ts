@@ -78,6 +78,13 @@ interface Prepared {
   handoffId: string;
   idempotencyKey: string;
   command: HandoffCommand;
+  /** The wire body as parsed (defaults filled, text trimmed): what an outside caller's digest covers. */
+  wire: unknown;
+}
+
+/** Callers whose bodies are digested with their keys: agents and people, not the services. */
+function signsBody(kind: HandoffActorKind): boolean {
+  return kind === 'agent' || kind === 'operator' || kind === 'human';
 }
 
 /**
@@ -292,8 +299,14 @@ export class LedgerCommands {
     onPublished?: () => void,
   ): Promise<LedgerReply> {
     const { log, metadata, trace } = call;
-    const { handoffId, idempotencyKey, command } = prepared;
+    const { handoffId, idempotencyKey } = prepared;
     const home = prepared.project ?? project;
+    // An outside caller's body is remembered with its key, so the same key with another body is
+    // refused instead of answered as the first (rule 13); the services' own commands are derived
+    // from events and need no digest.
+    const command = signsBody(metadata.actorKind)
+      ? ({ ...prepared.command, metadata: { ...prepared.command.metadata, digest: LedgerIds.commandDigest(prepared.wire) } } as HandoffCommand)
+      : prepared.command;
 
     // Governance on claims: the kill switch, then the agent's rate cap. The claim takes its place
     // under the cap (shared by every ledger instance) before it is decided, and gives it back below
@@ -338,7 +351,7 @@ export class LedgerCommands {
       ticket = admission.ticket;
     }
 
-    const commandId = LedgerIds.commandId(home, handoffId, name, idempotencyKey, metadata.actor, metadata.actorKind);
+    const commandId = LedgerIds.commandId(home, handoffId, name, idempotencyKey, metadata.actor, metadata.actorKind, command.metadata.digest);
     const correlation = request.headers[CorrelationHeader]?.[0];
     // A create offers what it stored before it answers; the reactor waits for it (OfferPublisher).
     const created = command.type === 'create' ? this.offers.beginCreate(home, handoffId) : null;
@@ -465,9 +478,9 @@ export class LedgerCommands {
     view: () => Promise<ProjectView>,
   ): Promise<Checked<Prepared>> {
     const lease = this.config.LEDGER_LEASE_MS;
-    const done = (handoffId: string, idempotencyKey: string, command: HandoffCommand): Checked<Prepared> => ({
+    const done = (handoffId: string, idempotencyKey: string, command: HandoffCommand, wire: unknown): Checked<Prepared> => ({
       ok: true,
-      value: { handoffId, idempotencyKey, command },
+      value: { handoffId, idempotencyKey, command, wire },
     });
     switch (name) {
       case 'create': {
@@ -497,95 +510,111 @@ export class LedgerCommands {
                 },
                 metadata,
               },
+              wire: d,
             },
           };
         }
         const { target_project: _same, ...local } = d;
-        return done(d.handoff_id, d.idempotency_key, { type: 'create', data: local, metadata });
+        return done(d.handoff_id, d.idempotency_key, { type: 'create', data: local, metadata }, d);
       }
       case 'claim': {
         const parsed = parseWith(ClaimHandoffCommandSchema, body);
         if (!parsed.ok) return parsed;
         const d = parsed.value;
         const roles = (await view()).rolesOf(metadata.actor, metadata.actorKind);
-        return done(d.handoff_id, d.idempotency_key, {
-          type: 'claim',
-          data: {
-            handoff_id: d.handoff_id,
-            idempotency_key: d.idempotency_key,
-            claim_id: LedgerIds.claimId(d.handoff_id, d.idempotency_key),
-            lease_ms: d.lease_ms ?? lease,
-            claimer_roles: roles,
+        return done(
+          d.handoff_id,
+          d.idempotency_key,
+          {
+            type: 'claim',
+            data: {
+              handoff_id: d.handoff_id,
+              idempotency_key: d.idempotency_key,
+              claim_id: LedgerIds.claimId(d.handoff_id, d.idempotency_key),
+              lease_ms: d.lease_ms ?? lease,
+              claimer_roles: roles,
+            },
+            metadata,
           },
-          metadata,
-        });
+          d,
+        );
       }
       case 'heartbeat': {
         const parsed = parseWith(HeartbeatHandoffCommandSchema, body);
         if (!parsed.ok) return parsed;
         const d = parsed.value;
-        return done(d.handoff_id, d.idempotency_key, { type: 'heartbeat', data: { ...d, lease_ms: d.lease_ms ?? lease }, metadata });
+        return done(d.handoff_id, d.idempotency_key, { type: 'heartbeat', data: { ...d, lease_ms: d.lease_ms ?? lease }, metadata }, d);
       }
       case 'return': {
         const parsed = parseWith(ReturnHandoffCommandSchema, body);
         if (!parsed.ok) return parsed;
         const d = parsed.value;
         const { roster } = await view();
-        return done(d.handoff_id, d.idempotency_key, {
-          type: 'return',
-          data: { ...d, handback_id: LedgerIds.handbackId(d.handoff_id, d.idempotency_key), roster },
-          metadata,
-        });
+        return done(
+          d.handoff_id,
+          d.idempotency_key,
+          {
+            type: 'return',
+            data: { ...d, handback_id: LedgerIds.handbackId(d.handoff_id, d.idempotency_key), roster },
+            metadata,
+          },
+          d,
+        );
       }
       case 'decide_handback': {
         const parsed = parseWith(DecideHandbackCommandSchema, body);
         if (!parsed.ok) return parsed;
-        return done(parsed.value.handoff_id, parsed.value.idempotency_key, { type: 'decide_handback', data: parsed.value, metadata });
+        return done(parsed.value.handoff_id, parsed.value.idempotency_key, { type: 'decide_handback', data: parsed.value, metadata }, parsed.value);
       }
       case 'release': {
         const parsed = parseWith(ReleaseHandoffCommandSchema, body);
         if (!parsed.ok) return parsed;
-        return done(parsed.value.handoff_id, parsed.value.idempotency_key, { type: 'release', data: parsed.value, metadata });
+        return done(parsed.value.handoff_id, parsed.value.idempotency_key, { type: 'release', data: parsed.value, metadata }, parsed.value);
       }
       case 'abandon': {
         const parsed = parseWith(AbandonHandoffCommandSchema, body);
         if (!parsed.ok) return parsed;
-        return done(parsed.value.handoff_id, parsed.value.idempotency_key, { type: 'abandon', data: parsed.value, metadata });
+        return done(parsed.value.handoff_id, parsed.value.idempotency_key, { type: 'abandon', data: parsed.value, metadata }, parsed.value);
       }
       case 'fail': {
         const parsed = parseWith(FailHandoffCommandSchema, body);
         if (!parsed.ok) return parsed;
-        return done(parsed.value.handoff_id, parsed.value.idempotency_key, { type: 'fail', data: parsed.value, metadata });
+        return done(parsed.value.handoff_id, parsed.value.idempotency_key, { type: 'fail', data: parsed.value, metadata }, parsed.value);
       }
       case 'archive': {
         const parsed = parseWith(ArchiveHandoffCommandSchema, body);
         if (!parsed.ok) return parsed;
-        return done(parsed.value.handoff_id, parsed.value.idempotency_key, { type: 'archive', data: parsed.value, metadata });
+        return done(parsed.value.handoff_id, parsed.value.idempotency_key, { type: 'archive', data: parsed.value, metadata }, parsed.value);
       }
       case 'requeue_expired': {
         const parsed = parseWith(RequeueExpiredCommandSchema, body);
         if (!parsed.ok) return parsed;
         const d = parsed.value;
         const { roster } = await view();
-        return done(d.handoff_id, d.idempotency_key, {
-          type: 'requeue_expired',
-          data: {
-            ...d,
-            ...(roster.project_lead !== undefined ? { project_lead: roster.project_lead } : {}),
-            escalation_handoff_id: LedgerIds.escalationId(d.handoff_id, d.claim_id),
+        return done(
+          d.handoff_id,
+          d.idempotency_key,
+          {
+            type: 'requeue_expired',
+            data: {
+              ...d,
+              ...(roster.project_lead !== undefined ? { project_lead: roster.project_lead } : {}),
+              escalation_handoff_id: LedgerIds.escalationId(d.handoff_id, d.claim_id),
+            },
+            metadata,
           },
-          metadata,
-        });
+          d,
+        );
       }
       case 'complete_from_result': {
         const parsed = parseWith(CompleteFromResultCommandSchema, body);
         if (!parsed.ok) return parsed;
-        return done(parsed.value.handoff_id, parsed.value.idempotency_key, { type: 'complete_from_result', data: parsed.value, metadata });
+        return done(parsed.value.handoff_id, parsed.value.idempotency_key, { type: 'complete_from_result', data: parsed.value, metadata }, parsed.value);
       }
       case 'expire_deadline': {
         const parsed = parseWith(ExpireDeadlineCommandSchema, body);
         if (!parsed.ok) return parsed;
-        return done(parsed.value.handoff_id, parsed.value.idempotency_key, { type: 'expire_deadline', data: parsed.value, metadata });
+        return done(parsed.value.handoff_id, parsed.value.idempotency_key, { type: 'expire_deadline', data: parsed.value, metadata }, parsed.value);
       }
       default: {
         const never: never = name;

@@ -12,6 +12,7 @@ import {
 import { projectControlDecider, toProjectControlRecord, type ProjectControlCommand, type ProjectControlState } from '@baton/domain';
 import { LruCache, type AggregateRef, type HopTrace } from '@baton/eventstore';
 import { PROJECTS_KEPT } from '../projects/project-directory';
+import { LedgerIds } from '../ids';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 
 /** The control aggregate of `project`. */
@@ -78,7 +79,9 @@ export class ProjectControlService {
     trace?: HopTrace,
   ): Promise<ProjectControlReply> {
     const now = new Date().toISOString();
-    const metadata = { now, actor: caller.actor, role: caller.role };
+    // The body's digest (rule 13): the same key with another reason is refused, not answered as the first.
+    const bodyDigest = LedgerIds.commandDigest(body);
+    const metadata = { now, actor: caller.actor, role: caller.role, digest: bodyDigest };
     const command: ProjectControlCommand =
       name === 'pause'
         ? {
@@ -96,7 +99,7 @@ export class ProjectControlService {
             data: { project, idempotency_key: body.idempotency_key, ...(body.reason !== undefined ? { reason: body.reason } : {}) },
             metadata,
           };
-    const commandId = `ctl-${digest(project, name, body.idempotency_key)}`;
+    const commandId = `ctl-${digest(project, name, body.idempotency_key, bodyDigest)}`;
     const result = await this.runtime.store.handleCommand(controlRef(project), projectControlDecider, command, {
       commandId,
       occurredAt: now,

@@ -10,7 +10,7 @@ import {
   type HandoffRecord,
   type MeshAnswerRequest,
 } from '@baton/contracts';
-import { decideResume, stableStringify } from '@baton/domain';
+import { decideResume, HandoffErrorCode, stableStringify } from '@baton/domain';
 import { InboxItemId, type BatonViews } from '@baton/projections';
 import { JetStreamClient, RUNTIME, type ServiceRuntime } from '@baton/platform';
 import type { z } from 'zod';
@@ -293,10 +293,8 @@ export class OperatorActions {
     // Sent on `<prefix>.cmd.ledger.<project>.op.notifier.decide_handback`: the ledger records the
     // token's name as an operator, with the token's role.
     const reply = await this.ledger.decideHandback(view.handoff.project, command, { operator: { name: caller.name, role: caller.role } });
-    if (reply.ok) {
-      await this.assertSameDecision(view.handoff.project, handoffId, command);
-      return { outcome: 'applied', handoff: reply.handoff, events: reply.events };
-    }
+    if (reply.ok) return { outcome: 'applied', handoff: reply.handoff, events: reply.events };
+    if (reply.error.code === HandoffErrorCode.idempotencyKeyReused) throw await this.keyReused(view.handoff.project, handoffId, command.idempotency_key);
     const status = reply.error.kind === 'rejected' ? HttpStatus.BAD_REQUEST : statusForKind(reply.error.kind);
     // A refusal of the decision itself (a state conflict: already decided by someone else; the
     // worker deciding its own work) says so, like a refused answer; unavailability does not.
@@ -308,29 +306,20 @@ export class OperatorActions {
   }
 
   /**
-   * The ledger takes a command whose key it recorded for the same command and actor as a retry and
-   * stores nothing: the same key with the other decision (or another note) would answer `applied`
-   * for a decision never made. The decision recorded under the key must be this one, else 409
-   * `idempotency_key_reused` (as `answer_id_reused` for answers), naming what was decided.
+   * The ledger refused the key: this operator used it for a decision with another body (the other
+   * decision, or another note; handoffs.md rule 13). 409 `idempotency_key_reused` (as
+   * `answer_id_reused` for answers), naming the decision recorded under the key.
    */
-  private async assertSameDecision(
-    project: string,
-    handoffId: string,
-    command: { decision: 'accept' | 'rework'; note?: string; idempotency_key: string },
-  ): Promise<void> {
+  private async keyReused(project: string, handoffId: string, key: string): Promise<ApiError> {
     const { events } = await this.runtime.store.read({ project, kind: 'handoff', id: handoffId });
-    const decided = events.find(
-      (e) => e.type === 'handoff.handback_decided' && (e.payload as { idempotency_key?: unknown }).idempotency_key === command.idempotency_key,
-    );
-    if (decided === undefined) return;
-    const recorded = decided.payload as { decision: string; note?: string };
-    if (recorded.decision === command.decision && (recorded.note ?? '') === (command.note ?? '')) return;
-    throw new ApiError(
+    const decided = events.find((e) => e.type === 'handoff.handback_decided' && (e.payload as { idempotency_key?: unknown }).idempotency_key === key);
+    const recorded = decided ? (decided.payload as { decision: string }).decision : undefined;
+    return new ApiError(
       HttpStatus.CONFLICT,
-      'idempotency_key_reused',
-      `idempotency_key ${command.idempotency_key} already decided handback ${handoffId} (${recorded.decision}); send a new key`,
+      HandoffErrorCode.idempotencyKeyReused,
+      `idempotency_key ${key} already decided handback ${handoffId}${recorded !== undefined ? ` (${recorded})` : ''}; send a new key`,
       [],
-      { idempotency_key: command.idempotency_key, handoff_id: handoffId, project, decided: recorded.decision },
+      { idempotency_key: key, handoff_id: handoffId, project, ...(recorded !== undefined ? { decided: recorded } : {}) },
     );
   }
 

@@ -23,7 +23,8 @@ import type {
 } from './commands';
 import { applyEvidenceFloor } from './evidence';
 import { LEDGER_ACTOR } from './policies';
-import { isRecentRetry, type ClaimedHandoff, type ExistingHandoff, type HandoffState, type ReturnedHandoff } from './state';
+import { recentKeyUse, type ClaimedHandoff, type ExistingHandoff, type HandoffState, type ReturnedHandoff } from './state';
+import type { KeyUse } from '../scoped-keys';
 
 /** The stable codes of every refusal the handoff decider gives. */
 export const HandoffErrorCode = {
@@ -57,6 +58,7 @@ export const HandoffErrorCode = {
   addresseeNotInTargetRoster: 'addressee_not_in_target_roster',
   reservedId: 'reserved_id',
   reviewEndForbidden: 'review_end_forbidden',
+  idempotencyKeyReused: 'idempotency_key_reused',
 } as const;
 export type HandoffErrorCode = (typeof HandoffErrorCode)[keyof typeof HandoffErrorCode];
 
@@ -641,30 +643,67 @@ function decideReopenReview(command: ReopenReview, state: ExistingHandoff): Deci
 }
 
 /**
- * Is this create a retry of the one that made `state`? Its idempotency key was applied there by a
- * create from the same creator (see `RecentKey`), and it comes from the same project: keys are
- * chosen by callers and repeat across projects, so a key met on another project's handoff (a
- * cross-project create naming an id the target project uses, or one whose key was guessed), or
- * another caller's key, is not this caller's and yields `already_exists`.
+ * What this create's key is to the handoff that exists: its idempotency key was applied there by a
+ * create from the same creator (see `RecentKey`), and it comes from the same project — a retry, or a
+ * reuse when the creator's body then differed. Keys are chosen by callers and repeat across
+ * projects, so a key met on another project's handoff (a cross-project create naming an id the
+ * target project uses, or one whose key was guessed), or another caller's key, is not this
+ * caller's: `new`, and the create yields `already_exists`.
  */
-function isRetryOfCreate(command: CreateHandoff, state: ExistingHandoff): boolean {
+function createKeyUse(command: CreateHandoff, state: ExistingHandoff): KeyUse {
   const from = command.data.cross_project?.source_project ?? command.data.project;
-  return isRecentRetry(state, command) && from === (state.source_project ?? state.project);
+  return from === (state.source_project ?? state.project) ? recentKeyUse(state, command) : { use: 'new' };
+}
+
+/** The refusal of a key the same caller used for the same command with another body (rule 13). */
+function keyReused(command: HandoffCommand, handoffId: string): Decision {
+  return reject(
+    'wrong_state',
+    HandoffErrorCode.idempotencyKeyReused,
+    `idempotency_key ${command.data.idempotency_key} was used for another ${command.type} of handoff ${handoffId}; a retry sends the same body, a new request a new key`,
+    { handoff_id: handoffId, idempotency_key: command.data.idempotency_key, command: command.type },
+  );
+}
+
+/**
+ * The events of a decision, each caused by the command's own key stamped with the digest of the
+ * caller's body (so a later reuse of the key with another body is recognised). The services' own
+ * commands carry no digest and their events are left as decided.
+ */
+function stamped(command: HandoffCommand, decision: Decision): Decision {
+  const digest = command.metadata.digest;
+  if (digest === undefined || !decision.ok || decision.events.length === 0) return decision;
+  const key = command.data.idempotency_key;
+  return {
+    ok: true,
+    events: decision.events.map((event) =>
+      event.data.idempotency_key === key ? ({ ...event, data: { ...event.data, command_digest: digest } } as HandoffEvent) : event,
+    ),
+  };
 }
 
 /**
  * Decide one handoff command. Pure: never throws for a business reason and never reads the clock.
  * A command whose idempotency key this handoff already applied for the same command from the same
- * actor yields no events (ok, empty), so a retried request is harmless; another command or another
- * actor with that key is decided as usual. Illegal commands yield a typed DomainError ({@link HandoffErrorCode}).
+ * actor yields no events (ok, empty), so a retried request is harmless — unless both carried a body
+ * digest and the bodies differ: `idempotency_key_reused`. Another command or another actor with
+ * that key is decided as usual. Illegal commands yield a typed DomainError ({@link HandoffErrorCode}).
  */
 export function decideHandoff(command: HandoffCommand, state: HandoffState): Decision {
+  return stamped(command, decideUnstamped(command, state));
+}
+
+function decideUnstamped(command: HandoffCommand, state: HandoffState): Decision {
   if (command.type === 'create') {
     // A cross-project create is checked before anything about the target's handoff is told: its
     // caller may not learn that the id exists there, nor get its record, without passing.
     const crossRefusal = checkCrossProject(command.data);
     if (crossRefusal) return crossRefusal;
-    if (state.status !== 'absent' && isRetryOfCreate(command, state)) return accept();
+    if (state.status !== 'absent') {
+      const key = createKeyUse(command, state);
+      if (key.use === 'retry') return accept();
+      if (key.use === 'reused') return keyReused(command, state.id);
+    }
     return decideCreate(command, state);
   }
   if (state.status === 'absent') {
@@ -675,7 +714,9 @@ export function decideHandoff(command: HandoffCommand, state: HandoffState): Dec
   if (command.data.handoff_id !== state.id) {
     return reject('invalid', HandoffErrorCode.wrongAggregate, `command for ${command.data.handoff_id} sent to handoff ${state.id}`);
   }
-  if (isRecentRetry(state, command)) return accept();
+  const key = recentKeyUse(state, command);
+  if (key.use === 'retry') return accept();
+  if (key.use === 'reused') return keyReused(command, state.id);
   switch (command.type) {
     case 'claim':
       return decideClaim(command, state);

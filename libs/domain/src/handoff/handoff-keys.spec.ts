@@ -194,3 +194,63 @@ describe('handoff: the worker cannot end the handback that reviews its work', ()
     expect(ledger.send('hb-c1', to('hb-c1', cmd.abandon('olga', 'operator'))).ok).toBe(true);
   });
 });
+
+describe('handoff: a retry repeats the body (rule 13)', () => {
+  const D1 = '11111111111111111111111111111111';
+  const D2 = '22222222222222222222222222222222';
+  /** `command` as an outside caller's, with the digest of its body. */
+  function signed<C extends HandoffCommand>(command: C, digest: string): C {
+    return { ...command, metadata: { ...command.metadata, digest } };
+  }
+
+  it('the events of an outside caller`s command carry its body digest; the services` own commands carry none', () => {
+    const [created, claimed] = history(signed(cmd.create(), D1), signed(cmd.claim('bob', 'c1'), D2));
+    expect(created?.data.command_digest).toBe(D1);
+    expect(claimed?.data.command_digest).toBe(D2);
+    const [, , lapsed] = history(cmd.create(), cmd.claim('bob', 'c1', 0), cmd.requeue('c1', 200));
+    expect(lapsed?.type).toBe('handoff.lease_expired');
+    expect(lapsed?.data).not.toHaveProperty('command_digest');
+  });
+
+  it('the same key, command and sender with another body is idempotency_key_reused; the same body is a retry', () => {
+    const claimed = history(cmd.create(), signed(cmd.claim('bob', 'c1'), D1));
+    given(handoffDecider, claimed)
+      .when(signed(cmd.claim('bob', 'c1'), D1))
+      .then([]);
+    given(handoffDecider, claimed)
+      .when(signed(cmd.claim('bob', 'c1', 0, { lease_ms: 99_000 }), D2))
+      .thenFails('idempotency_key_reused');
+    // The refusal names what was reused, not the first body.
+    const refused = handoffDecider.decide(signed(cmd.claim('bob', 'c1'), D2), fold(handoffDecider, claimed));
+    expect(refused).toEqual({
+      ok: false,
+      error: expect.objectContaining({ kind: 'wrong_state', details: { handoff_id: HID, idempotency_key: 'claim:c1', command: 'claim' } }),
+    });
+    // Another sender with the key is decided as before: the winner's key is not theirs.
+    given(handoffDecider, claimed)
+      .when(signed(cmd.claim('carol', 'c1'), D2))
+      .thenFails('handoff_not_pending');
+  });
+
+  it('a create`s key reused with another body by its creator is idempotency_key_reused; another creator still gets already_exists', () => {
+    const created = history(signed(cmd.create(), D1));
+    given(handoffDecider, created).when(signed(cmd.create(), D1)).then([]);
+    given(handoffDecider, created)
+      .when(signed(cmd.create({ summary: 'something else' }), D2))
+      .thenFails('idempotency_key_reused');
+    given(handoffDecider, created)
+      .when(signed(cmd.create({ from_agent: 'bob' }, meta('bob')), D2))
+      .thenFails('already_exists');
+  });
+
+  it('a key stored before digests were recorded (or by a service) matches any body, as before', () => {
+    const legacy = history(cmd.create(), cmd.claim('bob', 'c1'));
+    expect(legacy[1]?.data).not.toHaveProperty('command_digest');
+    given(handoffDecider, legacy)
+      .when(signed(cmd.claim('bob', 'c1'), D2))
+      .then([]);
+    // A command without a digest (a service's) is never compared.
+    const claimed = history(cmd.create(), signed(cmd.claim('bob', 'c1'), D1));
+    given(handoffDecider, claimed).when(cmd.claim('bob', 'c1')).then([]);
+  });
+});

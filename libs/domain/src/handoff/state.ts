@@ -11,7 +11,7 @@ import type {
   TerminalHandoffStatus,
 } from '@baton/contracts';
 import { assertNever } from '../decider';
-import { isScopedRetry, rememberScopedKey, type ScopedKey } from '../scoped-keys';
+import { rememberScopedKey, scopedKeyUse, type KeyUse, type ScopedKey } from '../scoped-keys';
 import type { HandoffCommand } from './commands';
 
 /** How many recent idempotency keys a handoff remembers; a retry older than this re-decides. */
@@ -118,8 +118,14 @@ export function initialHandoffState(): HandoffState {
   return { status: 'absent' };
 }
 
-function recentKey(key: string, command: HandoffCommand['type'], actor: string | undefined, actorKind?: HandoffActorKind): RecentKey {
-  return { key, command, actor, actor_kind: actorKind };
+/** The key an event recorded, with the digest of the body that brought it (every key has the same shape). */
+function recentKey(
+  recorded: { idempotency_key: string; command_digest?: string | undefined },
+  command: HandoffCommand['type'],
+  actor: string | undefined,
+  actorKind?: HandoffActorKind,
+): RecentKey {
+  return { key: recorded.idempotency_key, command, actor, actor_kind: actorKind, digest: recorded.command_digest };
 }
 
 /**
@@ -130,9 +136,9 @@ function recentKey(key: string, command: HandoffCommand['type'], actor: string |
  */
 function creatorKey(event: Extract<HandoffEvent, { type: 'handoff.created' }>): RecentKey {
   const data = event.data;
-  if (data.created_by !== undefined) return recentKey(data.idempotency_key, 'create', data.created_by, data.created_by_kind);
-  if (data.kind === 'completion_handback') return recentKey(data.idempotency_key, 'create', undefined, 'system');
-  return recentKey(data.idempotency_key, 'create', data.from_agent, 'agent');
+  if (data.created_by !== undefined) return recentKey(data, 'create', data.created_by, data.created_by_kind);
+  if (data.kind === 'completion_handback') return recentKey(data, 'create', undefined, 'system');
+  return recentKey(data, 'create', data.from_agent, 'agent');
 }
 
 /**
@@ -141,7 +147,7 @@ function creatorKey(event: Extract<HandoffEvent, { type: 'handoff.created' }>): 
  * written for it, except the creator of a `handoff.created` that is not its `from_agent` agent.
  */
 function issuedKey(state: ExistingHandoff, event: Exclude<HandoffEvent, { type: 'handoff.created' }>): RecentKey {
-  const key = event.data.idempotency_key;
+  const key = event.data;
   switch (event.type) {
     case 'handoff.claimed':
       return recentKey(key, 'claim', event.data.claimed_by);
@@ -179,14 +185,26 @@ function issuedKey(state: ExistingHandoff, event: Exclude<HandoffEvent, { type: 
 }
 
 /**
- * Is `command` a retry of one this handoff applied? Its key is remembered for the same command
- * from the same actor (and actor kind, where the event tells it).
+ * What `command`'s key is to this handoff: a retry of one it applied (its key remembered for the
+ * same command from the same actor — and actor kind, where the event tells it — with the same body
+ * where both recorded a digest), a reuse of that key with another body, or new.
  */
-export function isRecentRetry(
+export function recentKeyUse(
   state: ExistingHandoff,
-  command: { type: HandoffCommand['type']; data: { idempotency_key: string }; metadata: { actor: string; actorKind: HandoffActorKind } },
-): boolean {
-  return isScopedRetry(state.recent_keys, command.data.idempotency_key, command.type, command.metadata.actor, command.metadata.actorKind);
+  command: {
+    type: HandoffCommand['type'];
+    data: { idempotency_key: string };
+    metadata: { actor: string; actorKind: HandoffActorKind; digest?: string | undefined };
+  },
+): KeyUse {
+  return scopedKeyUse(
+    state.recent_keys,
+    command.data.idempotency_key,
+    command.type,
+    command.metadata.actor,
+    command.metadata.actorKind,
+    command.metadata.digest,
+  );
 }
 
 /** The core of a state with its claim removed (for transitions back to `pending`). */

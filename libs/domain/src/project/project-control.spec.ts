@@ -4,7 +4,7 @@ import { projectControlDecider, type ProjectControlCommand } from './project-con
 
 const now = '2026-01-01T00:00:00.000Z';
 const admin = { now, actor: 'ops', role: 'admin' as const };
-const pause = (key = 'k1', metadata = admin): ProjectControlCommand => ({
+const pause = (key = 'k1', metadata: ProjectControlCommand['metadata'] = admin): ProjectControlCommand => ({
   type: 'pause',
   data: { project: 'p', pause_id: 'pause-1', reason: 'incident', idempotency_key: key },
   metadata,
@@ -49,5 +49,31 @@ describe('project kill switch: idempotency keys are scoped', () => {
     given(projectControlDecider, [paused])
       .when(pause('k1', { ...admin, role: 'operator' } as never))
       .thenFails('admin_only');
+  });
+});
+
+describe('project kill switch: a retry repeats the body', () => {
+  const D1 = '11111111111111111111111111111111';
+  const D2 = '22222222222222222222222222222222';
+  it('the pause records its body digest; the same key with another body is idempotency_key_reused, with the same body a retry', () => {
+    given(projectControlDecider)
+      .when(pause('k1', { ...admin, digest: D1 }))
+      .then([{ type: 'project.paused', data: { ...paused.data, command_digest: D1 } }]);
+    const signed: ProjectControlEvent = { type: 'project.paused', data: { ...paused.data, command_digest: D1 } };
+    given(projectControlDecider, [signed])
+      .when(pause('k1', { ...admin, digest: D1 }))
+      .then([]);
+    given(projectControlDecider, [signed])
+      .when(pause('k1', { ...admin, digest: D2 }))
+      .thenFails('idempotency_key_reused');
+    // Another admin's key is still not this admin's: decided as a pause (already paused).
+    given(projectControlDecider, [signed])
+      .when(pause('k1', { ...admin, actor: 'other-admin', digest: D2 }))
+      .thenFails('project_already_paused');
+  });
+  it('a key stored before digests were recorded matches any body', () => {
+    given(projectControlDecider, [paused])
+      .when(pause('k1', { ...admin, digest: D2 }))
+      .then([]);
   });
 });

@@ -1,6 +1,6 @@
 import type { ProjectControlEvent, ProjectControlRecord, ProjectControlRole } from '@baton/contracts';
 import { accept, assertNever, type Decider, type DecisionResult, reject } from '../decider';
-import { isScopedRetry, rememberScopedKey, type ScopedKey } from '../scoped-keys';
+import { rememberScopedKey, scopedKeyUse, type ScopedKey } from '../scoped-keys';
 
 /*
  * The project-control aggregate (kind `project`, id `control`): the project kill switch. The ledger
@@ -32,6 +32,8 @@ interface Meta {
   now: string;
   actor: string;
   role: ProjectControlRole;
+  /** The digest of the request body (`command_digest` on the event it causes). */
+  digest?: string;
 }
 
 export type PauseProject = { type: 'pause'; data: { project: string; pause_id: string; reason: string; idempotency_key: string }; metadata: Meta };
@@ -40,6 +42,7 @@ export type ProjectControlCommand = PauseProject | ResumeProject;
 
 export const ProjectControlErrorCode = {
   adminOnly: 'admin_only',
+  idempotencyKeyReused: 'idempotency_key_reused',
   alreadyPaused: 'project_already_paused',
   notPaused: 'project_not_paused',
 } as const;
@@ -52,8 +55,8 @@ export function initialProjectControlState(): ProjectControlState {
 export function evolveProjectControl(state: ProjectControlState, event: ProjectControlEvent): ProjectControlState {
   const issued: ProjectRecentKey =
     event.type === 'project.paused'
-      ? { key: event.data.idempotency_key, command: 'pause', actor: event.data.paused_by, actor_kind: undefined }
-      : { key: event.data.idempotency_key, command: 'resume', actor: event.data.resumed_by, actor_kind: undefined };
+      ? { key: event.data.idempotency_key, command: 'pause', actor: event.data.paused_by, actor_kind: undefined, digest: event.data.command_digest }
+      : { key: event.data.idempotency_key, command: 'resume', actor: event.data.resumed_by, actor_kind: undefined, digest: event.data.command_digest };
   const recent_keys = rememberScopedKey(state.recent_keys, issued, PROJECT_RECENT_KEYS_LIMIT);
   switch (event.type) {
     case 'project.paused': {
@@ -79,8 +82,9 @@ export function evolveProjectControl(state: ProjectControlState, event: ProjectC
 /**
  * Decide `pause` / `resume`. Only the `admin` role may (`admin_only`), retry or not. Pausing a
  * paused project is refused (`project_already_paused`), resuming an active one too
- * (`project_not_paused`); a retried request (same idempotency key, same command, same admin)
- * yields no events.
+ * (`project_not_paused`); a retried request (same idempotency key, same command, same admin, and
+ * the same body where both have a digest) yields no events; the same key with another body is
+ * refused `idempotency_key_reused`.
  */
 export function decideProjectControl(command: ProjectControlCommand, state: ProjectControlState): DecisionResult<ProjectControlEvent> {
   const { metadata } = command;
@@ -88,7 +92,17 @@ export function decideProjectControl(command: ProjectControlCommand, state: Proj
     return reject('forbidden', ProjectControlErrorCode.adminOnly, `only an admin may ${command.type} project ${command.data.project}`);
   }
   const key = command.data.idempotency_key;
-  if (isScopedRetry(state.recent_keys, key, command.type, metadata.actor, undefined)) return accept();
+  const use = scopedKeyUse(state.recent_keys, key, command.type, metadata.actor, undefined, metadata.digest);
+  if (use.use === 'retry') return accept();
+  if (use.use === 'reused') {
+    return reject(
+      'wrong_state',
+      ProjectControlErrorCode.idempotencyKeyReused,
+      `idempotency_key ${key} was used for another ${command.type} of project ${command.data.project}; a retry sends the same body, a new request a new key`,
+      { project: command.data.project, idempotency_key: key, command: command.type },
+    );
+  }
+  const digest = metadata.digest !== undefined ? { command_digest: metadata.digest } : {};
   switch (command.type) {
     case 'pause': {
       if (state.status === 'paused') {
@@ -97,7 +111,15 @@ export function decideProjectControl(command: ProjectControlCommand, state: Proj
       const d = command.data;
       return accept({
         type: 'project.paused',
-        data: { project: d.project, at: metadata.now, idempotency_key: d.idempotency_key, pause_id: d.pause_id, paused_by: metadata.actor, reason: d.reason },
+        data: {
+          project: d.project,
+          at: metadata.now,
+          idempotency_key: d.idempotency_key,
+          ...digest,
+          pause_id: d.pause_id,
+          paused_by: metadata.actor,
+          reason: d.reason,
+        },
       });
     }
     case 'resume': {
@@ -105,7 +127,7 @@ export function decideProjectControl(command: ProjectControlCommand, state: Proj
       const d = command.data;
       const event: ProjectControlEvent = {
         type: 'project.resumed',
-        data: { project: d.project, at: metadata.now, idempotency_key: d.idempotency_key, pause_id: state.pause_id, resumed_by: metadata.actor },
+        data: { project: d.project, at: metadata.now, idempotency_key: d.idempotency_key, ...digest, pause_id: state.pause_id, resumed_by: metadata.actor },
       };
       if (d.reason !== undefined) event.data.reason = d.reason;
       return accept(event);
