@@ -5,7 +5,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { connect as tcpConnect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createEventRegistry, MsgIds, type AggregateKind, type ProjectDefinition } from '@baton/contracts';
+import { createEventRegistry, EventHeader, MsgIds, type AggregateKind, type ProjectDefinition } from '@baton/contracts';
 import { batonStreamNames, connectNats, JetStreamEventStore, type NatsHandle, type StoredEvent } from '@baton/eventstore';
 import { createRedis } from '@baton/projections';
 import {
@@ -376,7 +376,7 @@ export async function driveLoad(opts: LoadOptions): Promise<LoadReport> {
   const lastEvent = async (runId: string): Promise<LastEvent | null> => {
     try {
       const msg = await nats.jsm.streams.getMessage(events, { last_by_subj: `${opts.prefix}.ev.${opts.project}.run.${runId}` });
-      const type = msg.header.get('Baton-Event-Type');
+      const type = msg.header.get(EventHeader.type);
       if (type !== 'run.routed') return { seq: msg.seq, type };
       const routed = JSON.parse(new TextDecoder().decode(msg.data)) as { payload: { handoff_id: string } };
       return { seq: msg.seq, type, handoffId: routed.payload.handoff_id };

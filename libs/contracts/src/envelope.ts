@@ -50,6 +50,16 @@ export const EventEnvelopeSchema = z.object({
 });
 export type EventEnvelope<P = unknown> = Omit<z.infer<typeof EventEnvelopeSchema>, 'payload'> & { payload: P };
 
+/**
+ * The NATS headers the event store writes on every stored event, so a consumer can filter or route
+ * a message without parsing its body (the schema fingerprint: docs/event-sourcing.md rule 1).
+ */
+export const EventHeader = {
+  type: 'Baton-Event-Type',
+  version: 'Baton-Event-Version',
+  schema: 'Baton-Schema',
+} as const;
+
 /** Metadata a writer supplies with new events; the store adds ids and versions. */
 export interface EventMetadata {
   project: string;

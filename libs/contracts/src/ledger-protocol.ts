@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { HandoffCommandSchemas, HandoffRecordSchema, type HandoffCommandName, type HandoffRecord } from './handoff';
 import { LedgerAccessErrorCode } from './ledger-access';
+import { EventHeader } from './envelope';
 import { RejectionCode } from './rejection';
 import { Subjects, isSubjectToken } from './subjects';
 
@@ -121,5 +122,5 @@ export function handoffOffersFor(prefix: string, agent = '*', project = '*'): st
 export const OfferHeader = {
   handoffId: 'Baton-Handoff-Id',
   eventSeq: 'Baton-Event-Seq',
-  eventType: 'Baton-Event-Type',
+  eventType: EventHeader.type,
 } as const;

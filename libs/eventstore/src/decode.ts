@@ -1,4 +1,4 @@
-import { decodeUtf8, type EventEnvelope, type EventRegistry, type Rejection } from '@baton/contracts';
+import { decodeUtf8, EventHeader, type EventEnvelope, type EventRegistry, type Rejection } from '@baton/contracts';
 import { SCHEMA_HEADER, schemaFingerprint } from './schema-fingerprint';
 
 /** A stored event's bytes, decoded: the envelope (upcast to the current version), or why not. */
@@ -45,7 +45,7 @@ export function decodeParsedEvent(registry: EventRegistry, raw: unknown, header?
 function isStampedWithThisBuild(registry: EventRegistry, raw: unknown, header: HeaderOf): boolean {
   const print = header(SCHEMA_HEADER);
   if (print === undefined) return false;
-  const type = header('Baton-Event-Type');
+  const type = header(EventHeader.type);
   if (type === undefined || print !== schemaFingerprint(registry, type)) return false;
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) return false;
   const env = raw as { type?: unknown; version?: unknown; payload?: unknown };

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
-import { EventEnvelopeSchema, type EventRegistry } from '@baton/contracts';
+import { EventEnvelopeSchema, EventHeader, type EventRegistry } from '@baton/contracts';
 
 /**
  * Schema fingerprints: which schema an event was validated against when it was stored.
@@ -23,7 +23,7 @@ import { EventEnvelopeSchema, type EventRegistry } from '@baton/contracts';
  * Only services may publish on the events subjects (docs/identity.md), so the header is trusted
  * exactly as far as the event itself.
  */
-export const SCHEMA_HEADER = 'Baton-Schema';
+export const SCHEMA_HEADER = EventHeader.schema;
 
 const cache = new WeakMap<EventRegistry, Map<string, string | null>>();
 
@@ -55,7 +55,7 @@ export function schemaFingerprint(registry: EventRegistry, type: string): string
 
 /** The headers the store writes on an event of `type` at `version`. */
 export function eventHeaders(registry: EventRegistry, type: string, version: number): Record<string, string> {
-  const headers: Record<string, string> = { 'Baton-Event-Type': type, 'Baton-Event-Version': String(version) };
+  const headers: Record<string, string> = { [EventHeader.type]: type, [EventHeader.version]: String(version) };
   if (version === registry.spec(type)?.version) {
     const print = schemaFingerprint(registry, type);
     if (print) headers[SCHEMA_HEADER] = print;

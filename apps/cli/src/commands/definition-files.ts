@@ -1,10 +1,9 @@
 import { readdir, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { compileProject, hasErrors, type CompileResult, type SourceFile } from '@baton/definitions';
-import { Limits, ProjectDefinitionSchema, type ProjectDefinition } from '@baton/contracts';
+import { Limits, parseUntrustedJson, ProjectDefinitionSchema, type ProjectDefinition } from '@baton/contracts';
 import type { ZodError } from 'zod';
 import { CliError, CliErrorCode } from '../errors';
-import { readJsonFile } from './read-json';
 
 const DEFINITION_FILE = /\.(ya?ml|json)$/i;
 
@@ -14,6 +13,11 @@ const DEFINITION_FILE = /\.(ya?ml|json)$/i;
  * project. Throws a CliError when a path cannot be read.
  */
 export async function compileDefinitionPath(path: string): Promise<CompileResult> {
+  return compileProject(await readDefinitionFiles(path));
+}
+
+/** The source files a definition path names (see {@link compileDefinitionPath}), read once. */
+async function readDefinitionFiles(path: string): Promise<SourceFile[]> {
   let paths: string[];
   try {
     const info = await stat(path);
@@ -34,7 +38,7 @@ export async function compileDefinitionPath(path: string): Promise<CompileResult
       throw new CliError(`${file} is larger than ${Limits.maxMessageBytes} bytes`, { code: CliErrorCode.invalidInput });
     files.push({ path: file, text });
   }
-  return compileProject(files);
+  return files;
 }
 
 /**
@@ -50,19 +54,15 @@ export type LoadedDefinition =
   | { format: 'source'; result: CompileResult; contract?: ZodError };
 
 export async function loadDefinition(path: string): Promise<LoadedDefinition> {
-  if (/\.json$/i.test(path) && !(await isDirectory(path))) {
-    const parsed = ProjectDefinitionSchema.safeParse(await readJsonFile(path));
+  const files = await readDefinitionFiles(path);
+  const single = files.length === 1 && files[0]!.path === path ? files[0]! : undefined;
+  if (single !== undefined && /\.json$/i.test(path)) {
+    const json = parseUntrustedJson(single.text, Limits.maxMessageBytes);
+    if (!json.ok) throw new CliError(`${path}: ${json.rejection.message}`, { code: CliErrorCode.invalidInput });
+    const parsed = ProjectDefinitionSchema.safeParse(json.value);
     if (parsed.success) return { format: 'compiled', result: { project: parsed.data, diagnostics: [] } };
-    const result = await compileDefinitionPath(path);
+    const result = compileProject(files);
     return hasErrors(result.diagnostics) ? { format: 'source', result, contract: parsed.error } : { format: 'source', result };
   }
-  return { format: 'source', result: await compileDefinitionPath(path) };
-}
-
-async function isDirectory(path: string): Promise<boolean> {
-  try {
-    return (await stat(path)).isDirectory();
-  } catch {
-    return false;
-  }
+  return { format: 'source', result: compileProject(files) };
 }

@@ -1,4 +1,4 @@
-import { SubjectTable, Subjects, type EventRegistry, type HandoffEvent } from '@baton/contracts';
+import { EventHeader, SubjectTable, Subjects, type EventRegistry, type HandoffEvent } from '@baton/contracts';
 import { decodeEvent, type NatsJetStream } from '@baton/eventstore';
 import type { JsonLogger } from '@baton/platform';
 import { followOf, type Follow, type FollowedMessage, type StreamFollower } from '../stream/stream-follower';
@@ -98,7 +98,7 @@ export class DeadlineTracker {
   private apply(message: FollowedMessage): void {
     const ref = this.aggregateOf(message.subject);
     if (!ref) throw new Error(`not a handoff aggregate subject: ${message.subject}`);
-    const effect = deadlineEffectOf(message.header('Baton-Event-Type') ?? '');
+    const effect = deadlineEffectOf(message.header(EventHeader.type) ?? '');
     switch (effect) {
       case 'none':
         return;

@@ -1,4 +1,4 @@
-import { SubjectTable, Subjects, type EventRegistry, type HandoffEventData } from '@baton/contracts';
+import { EventHeader, SubjectTable, Subjects, type EventRegistry, type HandoffEventData } from '@baton/contracts';
 import { decodeEvent, type NatsJetStream } from '@baton/eventstore';
 import type { JsonLogger } from '@baton/platform';
 import type { RequeueLedger, RequeueReply } from '../requeue/requeue-port';
@@ -53,7 +53,7 @@ export class HandoffDeadlineTracker {
   }
 
   private apply(message: FollowedMessage): void {
-    const type = message.header('Baton-Event-Type') ?? '';
+    const type = message.header(EventHeader.type) ?? '';
     const aggregate = SubjectTable.event.parse(this.opts.prefix, message.subject);
     if (aggregate === null || aggregate.kind !== 'handoff') return;
     const { project, id } = aggregate;

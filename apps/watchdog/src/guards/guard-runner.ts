@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import {
+  EventHeader,
   MsgIds,
   StopRunRequestSchema,
   SubjectTable,
@@ -179,7 +180,7 @@ export class GuardRunner {
   private onMessage(message: FollowedMessage): void {
     const kind = SubjectTable.event.parse(this.opts.prefix, message.subject)?.kind;
     // Of a mesh's events only a recorded turn matters here (the claim it answered).
-    const turn = kind === 'mesh' && this.opts.onClaimAnswered !== undefined && message.header('Baton-Event-Type') === 'mesh.turn_recorded';
+    const turn = kind === 'mesh' && this.opts.onClaimAnswered !== undefined && message.header(EventHeader.type) === 'mesh.turn_recorded';
     if (kind !== 'run' && kind !== 'handoff' && !turn) return;
     // An event the store stamped with this build's schema is not validated again (decodeEvent).
     const decoded = decodeEvent(this.opts.registry, message.data, (name) => message.header(name));

@@ -1,5 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import { createEventRegistry, SubjectTable, parseSubject } from '@baton/contracts';
+import { createEventRegistry, EventHeader, SubjectTable, parseSubject } from '@baton/contracts';
 import {
   DlqHeader,
   ambientTracing,
@@ -180,7 +180,7 @@ export function messageTypeOf(msg: Pick<ConsumedMessage, 'headers' | 'subject'>,
   // Events are most of what is consumed (twice per message: timed, then counted): their subject's
   // area is read without parsing the whole subject.
   if (msg.subject.startsWith(prefix) && msg.subject.startsWith('.ev.', prefix.length)) {
-    const type = msg.headers['Baton-Event-Type']?.[0];
+    const type = msg.headers[EventHeader.type]?.[0];
     return type !== undefined && KNOWN_EVENT_TYPES.has(type) ? type : 'other';
   }
   const parsed = parseSubject(prefix, msg.subject);

@@ -1,7 +1,16 @@
 import { EventEmitter } from 'node:events';
 import { Server, type CustomTransportStrategy, type MessageHandler } from '@nestjs/microservices';
 import { isObservable, lastValueFrom } from 'rxjs';
-import { decodeUtf8, foreignMsgId, parseSubject, RejectionCodeSchema, rejectionFromZod, type EventRegistry, type Rejection } from '@baton/contracts';
+import {
+  decodeUtf8,
+  EventHeader,
+  foreignMsgId,
+  parseSubject,
+  RejectionCodeSchema,
+  rejectionFromZod,
+  type EventRegistry,
+  type Rejection,
+} from '@baton/contracts';
 import {
   PoisonError,
   DeadLetterReason,
@@ -414,7 +423,7 @@ export class JetStreamServer extends Server<JetStreamServerEvents> implements Cu
     const route = binding.routes.find(([pattern]) => subjectMatches(pattern, msg.subject));
     if (!route) throw new PoisonError(`no @EventPattern of ${binding.spec.durable} matches ${msg.subject}`, 'no_handler');
     const types = route[2];
-    if (types !== null && !types.has(msg.headers['Baton-Event-Type']?.[0] ?? '')) return;
+    if (types !== null && !types.has(msg.headers[EventHeader.type]?.[0] ?? '')) return;
     const data = bodyOf(msg, false);
     const ctx = new JetStreamContext([msg], this.edge ? { edge: this.edge, body: data } : null);
     // Nest chains several handlers of one pattern through `next`; all must succeed before the ack.
