@@ -90,13 +90,42 @@ export class EventRegistry {
       }
       payload = up(payload);
     }
-    const parsed = spec.schema.safeParse(payload);
+    let parsed = spec.schema.safeParse(payload);
     if (parsed.success) return { ok: true, value: { ...env, version: spec.version, payload: parsed.data } };
+    // Keys this build does not know were written by a newer one (an optional field added since):
+    // they are left out and the rest is checked as usual (see withoutUnknownKeys).
+    const known = withoutUnknownKeys(parsed.error, payload);
+    if (known !== null) {
+      payload = known;
+      parsed = spec.schema.safeParse(payload);
+      if (parsed.success) return { ok: true, value: { ...env, version: spec.version, payload: parsed.data } };
+    }
     // A stored event is read as it was valid when written: names that were refused only later are
     // taken as they are (see onlyLaterReservedNames).
     if (onlyLaterReservedNames(parsed.error, payload)) return { ok: true, value: { ...env, version: spec.version, payload } };
     return { ok: false, rejection: rejectionFromZod(parsed.error) };
   }
+}
+
+/**
+ * `payload` without the keys `error` found unrecognised (at any depth), or null when it found none.
+ * Only services write events and each validates what it appends against its own schemas
+ * (`validatePayload`, strict), so a stored key this build does not know was written by another
+ * build — a newer one that added an optional field. A reader ignores it rather than refusing the
+ * event, so the services of a deployment can be upgraded one at a time while a release only adds
+ * optional fields (docs/event-sourcing.md rule 1); anything else wrong with the event still
+ * refuses it. The payload is copied, never changed in place.
+ */
+function withoutUnknownKeys(error: z.ZodError, payload: unknown): unknown {
+  const unknown = error.issues.filter((issue): issue is z.core.$ZodIssueUnrecognizedKeys => issue.code === 'unrecognized_keys');
+  if (unknown.length === 0) return null;
+  const copy = structuredClone(payload);
+  for (const issue of unknown) {
+    const holder = valueAt(copy, issue.path);
+    if (typeof holder !== 'object' || holder === null) continue;
+    for (const key of issue.keys) delete (holder as Record<string, unknown>)[key];
+  }
+  return copy;
 }
 
 const RESERVED: ReadonlySet<unknown> = new Set(RESERVED_NAMES);
