@@ -57,7 +57,8 @@ describe('ledger governance (real NATS): kill switch, rate cap, cross-project, d
   beforeAll(async () => {
     nats = await connectTest();
     ledger = await bootLedger(prefix, 'ledger-gov', { LEDGER_AGENT_CLAIM_CAPS: 'rita=2', LEDGER_DEFINITION_TTL_MS: '0' });
-    await publishDefinition(nats, prefix, definition(P, ['alice', 'bob', 'rita']));
+    // P has a `sam` too: someone else than SRC's `sam` (the cross-project handback test).
+    await publishDefinition(nats, prefix, definition(P, ['alice', 'bob', 'rita', 'sam']));
     await publishDefinition(nats, prefix, definition(SRC, ['sam']));
     client = new LedgerClient(nats, prefix, { timeoutMs: 5000, attempts: 1 });
     store = new JetStreamEventStore({ js: nats.js, jsm: nats.jsm, prefix, registry: createEventRegistry() });
@@ -146,6 +147,11 @@ describe('ledger governance (real NATS): kill switch, rate cap, cross-project, d
     expect((await store.read({ project: P, kind: 'handoff', id: 'x-1' })).events).toHaveLength(1);
     expect((await store.read({ project: SRC, kind: 'handoff', id: 'x-1' })).events).toHaveLength(0);
     expect((await store.read({ project: P, kind: 'definition', id: 'current' })).lastSeq).toBe(defBefore);
+
+    // Returned in P, it is reviewed in P: not by P's own `sam`, who shares the delegator's name (P has no lead: the operators).
+    const claimed = handoffOf(await client.claim(P, { handoff_id: 'x-1', idempotency_key: 'x-1-claim' }, as('bob')));
+    const returned = handoffOf(await client.return(P, { handoff_id: 'x-1', claim_id: claimed.claim_id!, report, idempotency_key: 'x-1-ret' }, as('bob')));
+    expect(returned).toMatchObject({ status: 'returned', handback_recipient: { to_role: 'operator', reason: 'no_eligible_reviewer' } });
   });
 
   it('deadline: expire_deadline past deadline_at fails the handoff once (terminal_reason deadline)', async () => {

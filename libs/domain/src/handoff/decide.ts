@@ -126,10 +126,11 @@ function staleClaim(state: ClaimedHandoff, claimId: string | undefined): Decisio
 /**
  * Who reviews a return: the delegator when it is a visible actor, else the project's default lead;
  * never the worker itself (seed 002 known hole: same-recipient auto-accept). When neither is
- * eligible the handback goes to the operators.
+ * eligible the handback goes to the operators. `fromAgent` is undefined when the delegator is not
+ * an actor of this project at all (a cross-project handoff's, an agent of the source project).
  */
-export function handbackRecipient(fromAgent: string, worker: string, roster: ProjectRoster): HandbackRecipient {
-  if (roster.visible_actors.includes(fromAgent) && fromAgent !== worker) return { to_agent: fromAgent, reason: 'delegator' };
+export function handbackRecipient(fromAgent: string | undefined, worker: string, roster: ProjectRoster): HandbackRecipient {
+  if (fromAgent !== undefined && roster.visible_actors.includes(fromAgent) && fromAgent !== worker) return { to_agent: fromAgent, reason: 'delegator' };
   if (roster.project_lead !== undefined && roster.project_lead !== worker) {
     return { to_agent: roster.project_lead, reason: 'project_lead' };
   }
@@ -182,11 +183,13 @@ function checkReservedId(handoffId: string, metadata: HandoffCommandMetadata): D
   });
 }
 
-function decideCreate(command: CreateHandoff, state: HandoffState): Decision {
+/**
+ * What a create may not do whoever holds the id: take a reserved id, forge a handback, create
+ * from another agent. Checked before anything about the handoff of that id (so the answer never
+ * tells whether it exists: a caller probing reserved ids — `ho-s-<run>`, `hb-…` — learns nothing).
+ */
+function checkCreator(command: CreateHandoff): Decision | null {
   const { data, metadata } = command;
-  if (state.status !== 'absent') {
-    return reject('wrong_state', HandoffErrorCode.alreadyExists, `handoff ${data.handoff_id} already exists`, { handoff_id: data.handoff_id });
-  }
   const reserved = checkReservedId(data.handoff_id, metadata);
   if (reserved) return reserved;
   if (data.kind === 'completion_handback') {
@@ -200,6 +203,14 @@ function decideCreate(command: CreateHandoff, state: HandoffState): Decision {
   }
   if (metadata.actorKind === 'agent' && data.from_agent !== metadata.actor) {
     return reject('forbidden', HandoffErrorCode.notTheDelegator, `${metadata.actor} cannot create a handoff from ${data.from_agent}`);
+  }
+  return null;
+}
+
+function decideCreate(command: CreateHandoff, state: HandoffState): Decision {
+  const { data, metadata } = command;
+  if (state.status !== 'absent') {
+    return reject('wrong_state', HandoffErrorCode.alreadyExists, `handoff ${data.handoff_id} already exists`, { handoff_id: data.handoff_id });
   }
   const event: HandoffEvent = {
     type: 'handoff.created',
@@ -267,6 +278,15 @@ function checkCrossProject(data: CreateHandoff['data']): Decision | null {
       {
         target_project: data.target_project,
       },
+    );
+  }
+  // The escalation's consult is created where the handoff lives: its addressee is a target actor too.
+  if (data.escalate_to !== undefined && !cross.target_visible.includes(data.escalate_to)) {
+    return reject(
+      'forbidden',
+      HandoffErrorCode.addresseeNotInTargetRoster,
+      `escalate_to ${data.escalate_to} is not on the roster of project ${data.target_project}`,
+      { target_project: data.target_project, field: 'escalate_to' },
     );
   }
   return null;
@@ -354,7 +374,9 @@ function decideReturn({ data, metadata }: ReturnHandoff, state: ExistingHandoff)
       worker,
       report: floored.report,
       handback_id: data.handback_id,
-      handback_recipient: handbackRecipient(state.from_agent, worker, data.roster),
+      // A cross-project handoff's delegator is an agent of the source project: an agent of the same
+      // name here is someone else, so the target project's lead (or its operators) reviews it.
+      handback_recipient: handbackRecipient(state.source_project === undefined ? state.from_agent : undefined, worker, data.roster),
     }),
   };
   if (floored.evidence_floor) event.data.evidence_floor = floored.evidence_floor;
@@ -699,6 +721,8 @@ function decideUnstamped(command: HandoffCommand, state: HandoffState): Decision
     // caller may not learn that the id exists there, nor get its record, without passing.
     const crossRefusal = checkCrossProject(command.data);
     if (crossRefusal) return crossRefusal;
+    const creatorRefusal = checkCreator(command);
+    if (creatorRefusal) return creatorRefusal;
     if (state.status !== 'absent') {
       const key = createKeyUse(command, state);
       if (key.use === 'retry') return accept();

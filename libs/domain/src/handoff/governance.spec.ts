@@ -127,6 +127,49 @@ describe('cross-project handoff: validates both rosters; never cross-registers',
     expect(reactToHandoffEvent(ret!, { state: returned.stateAfter(), deriveId })[0]!.command.data).toMatchObject({ workflow_run_id: 'wr-1' });
   });
 
+  it("its handback goes to the target project's lead, never to an agent of the target that shares the delegator's name; with no lead, to the operators", () => {
+    // The target's roster holds an `alice` too: someone else than the source project's delegator.
+    const returned = given(handoffDecider, history(cmd.create(base), cmd.claim('bob', 'c1'))).when(cmd.ret('bob', 'c1'));
+    returned.thenMatch([{ type: 'handoff.returned', data: expect.objectContaining({ handback_recipient: { to_agent: 'lena', reason: 'project_lead' } }) }]);
+    const leaderless = { visible_actors: ['alice', 'bob'] };
+    given(handoffDecider, history(cmd.create(base), cmd.claim('bob', 'c1')))
+      .when(cmd.ret('bob', 'c1', 10, undefined, 'agent', { roster: leaderless }))
+      .thenMatch([
+        { type: 'handoff.returned', data: expect.objectContaining({ handback_recipient: { to_role: 'operator', reason: 'no_eligible_reviewer' } }) },
+      ]);
+    // A local handoff's delegator still reviews.
+    given(handoffDecider, history(cmd.create({ to_agent: 'bob' }), cmd.claim('bob', 'c1')))
+      .when(cmd.ret('bob', 'c1'))
+      .thenMatch([{ type: 'handoff.returned', data: expect.objectContaining({ handback_recipient: { to_agent: 'alice', reason: 'delegator' } }) }]);
+  });
+
+  it('its escalate_to names an actor of the target project, where the consult is created: another name is refused', () => {
+    given(handoffDecider)
+      .when(cmd.create({ ...base, escalate_to: 'lena' }))
+      .thenFails('addressee_not_in_target_roster');
+    given(handoffDecider)
+      .when(cmd.create({ ...base, cross_project: { ...cross, target_visible: ['bob', 'lena'] }, escalate_to: 'lena' }))
+      .thenMatch([{ type: 'handoff.created', data: expect.objectContaining({ escalate_to: 'lena' }) }]);
+  });
+
+  it('a create of a reserved id, a forged handback or another agent`s handoff is refused alike whether the id exists or not (no existence oracle)', () => {
+    const existing = (id: string): HandoffEvent[] => {
+      const made = handoffDecider.decide(cmd.create({ handoff_id: id }, meta('baton-router', 'system')), handoffDecider.initialState());
+      if (!made.ok) throw new Error(made.error.code);
+      return made.events as HandoffEvent[];
+    };
+    for (const id of ['ho-s-run-1', 'hb-0123456789abcdef0123456789abcdef']) {
+      const probe = cmd.create({ ...base, handoff_id: id, idempotency_key: 'probe' });
+      given(handoffDecider).when(probe).thenFails('reserved_id');
+      given(handoffDecider, id.startsWith('ho-') ? existing(id) : [])
+        .when(probe)
+        .thenFails('reserved_id');
+    }
+    given(handoffDecider, existing('h-plain'))
+      .when(cmd.create({ handoff_id: 'h-plain', from_agent: 'bob', idempotency_key: 'probe' }))
+      .thenFails('not_the_delegator');
+  });
+
   it('a retry of the cross-project create that made the handoff is still a retry (no events), and a local create of the same key is not', () => {
     const made = handoffDecider.decide(cmd.create(base), handoffDecider.initialState());
     if (!made.ok) throw new Error(made.error.code);
