@@ -161,6 +161,29 @@ describe('a returnable handoff has a deadline (issue 5; router + ledger + watchd
     expect(await waitEvent('dlended', run, 'run.awaiting_input')).toMatchObject({ agent: 'Loan_Supervisor' });
   }, 20_000);
 
+  it('a child that releases its handoff (declines it: a released handoff is never offered again) is a failure of the route too: handoff_completed (error), ON_FAILURE at once', async () => {
+    const { run, handoffId } = await start('dlended');
+    await childCreated('dlended', handoffId);
+    const child = new LedgerClient(nats, prefix, { as: Principals.agent('dlended', 'Income_Capture_Agent') });
+    const claimed = await child.claim('dlended', { handoff_id: handoffId, idempotency_key: `claim-${handoffId}` });
+    expect(claimed.ok).toBe(true);
+    const released = await child.release('dlended', {
+      handoff_id: handoffId,
+      claim_id: claimed.ok ? claimed.handoff.claim_id! : '',
+      reason: 'not my kind of work',
+      idempotency_key: `release-${handoffId}`,
+    });
+    expect(released).toMatchObject({ ok: true, handoff: { status: 'released' } });
+    const completed = await waitFor(async () => (await payloads('dlended', run, 'run.handoff_completed')).find((p) => p['outcome'] === 'error'), 'the release');
+    expect(completed).toMatchObject({
+      handoffId,
+      code: 'handoff_released',
+      onFailure: 'respond',
+      cause: 'handoff_ended: released by Income_Capture_Agent: not my kind of work',
+    });
+    expect(await waitEvent('dlended', run, 'run.awaiting_input')).toMatchObject({ agent: 'Loan_Supervisor' });
+  }, 20_000);
+
   it('ON_FAILURE continue: past the deadline the parent gets control back and waits for the customer', async () => {
     const { run } = await start('dlcontinue');
     const completed = await waitFor(

@@ -8,6 +8,7 @@ import {
   HandoffViewSchema,
   HoldAnswerBodySchema,
   InboxPageSchema,
+  EventStreamQuerySchema,
   InboxQuerySchema,
   MeshResponseSchema,
   RunResponseSchema,
@@ -278,12 +279,16 @@ export function buildOpenApiDocument(): object {
       '/v1/events/stream': {
         get: {
           operationId: 'eventStream',
-          summary: "Server-sent events: `event: inbox` with { seq, project, event_type, aggregate } after each inbox change of the caller's projects",
+          summary:
+            "Server-sent events: `event: inbox` with { seq, project, event_type, aggregate } after each inbox change of the caller's projects (or of the `project` filter's)",
+          parameters: queryParameters(EventStreamQuerySchema),
           description:
             'The first frame is `event: ready`. The web inbox listens here (with its session cookie; GET requests accept it) and reloads the items that changed. At most `NOTIFIER_STREAMS_PER_TOKEN` streams per token and `NOTIFIER_STREAMS_MAX` in all; a stream whose token is revoked or expires (or whose session signs out) receives `event: closed` with `{reason}` and ends.',
           responses: {
             '200': { description: 'text/event-stream', content: { 'text/event-stream': { schema: { type: 'string' } } } },
+            '400': bad,
             '401': error('`unauthenticated`'),
+            '403': forbiddenProject,
             '429': error('`too_many_streams` (`error.details.scope`: `token` or `total`; `Retry-After`), or `too_many_auth_failures`'),
           },
         },

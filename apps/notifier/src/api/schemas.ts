@@ -61,6 +61,11 @@ export const InboxStatusSchema = z
     "open; answered (a person's answer or handback decision ended the item); closed (anything else ended it: superseded, the run ended, the handoff withdrawn)",
   );
 
+/** `GET /v1/events/stream` query: the projects to hear (any the token may see; all of them when absent). Unknown parameters are refused (400). */
+export const EventStreamQuerySchema = z.strictObject({
+  project: list(ProjectIdSchema).optional(),
+});
+
 /** `GET /v1/inbox` query. Unknown parameters are refused (400). `status` defaults to `open`; `any` lists all. */
 export const InboxQuerySchema = z.strictObject({
   project: list(ProjectIdSchema).optional(),

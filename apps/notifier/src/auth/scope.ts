@@ -10,7 +10,8 @@ export function scopedProjects(principal: Principal, requested: readonly string[
   const visible = visibleProjects(principal);
   if (requested !== undefined) {
     const hidden = requested.filter((project) => !canSeeProject(principal, project));
-    if (hidden.length > 0) throw new ApiError(HttpStatus.FORBIDDEN, 'project_forbidden', `this token may not read project ${hidden.join(', ')}`);
+    if (hidden.length > 0)
+      throw new ApiError(HttpStatus.FORBIDDEN, 'project_forbidden', `this token may not read project ${hidden.join(', ')}`, [], { projects: hidden });
     return [...requested];
   }
   return visible === null ? undefined : [...visible];

@@ -1,7 +1,9 @@
 import { BeforeApplicationShutdown, Controller, Get, HttpStatus, Inject, Injectable, OnModuleInit, Req, Res, UseFilters, UseGuards } from '@nestjs/common';
 import type { SequencedEvent } from '@baton/projections';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
-import { ApiError, ApiExceptionFilter } from '../api/http';
+import { ApiError, ApiExceptionFilter, parseOr400 } from '../api/http';
+import { EventStreamQuerySchema } from '../api/schemas';
+import { scopedProjects } from '../auth/scope';
 import { ApiAuthGuard } from '../auth/auth.guard';
 import { AuthService } from '../auth/auth.service';
 import { NOTIFIER_CONFIG, type NotifierConfig } from '../notifier.config';
@@ -169,6 +171,9 @@ export class EventStreamController {
   @Get('stream')
   stream(@Req() req: HttpRequest, @Res() res: HttpResponse): void {
     const principal = req.principal as Principal;
+    // `?project=` narrows the stream to projects the token may see (403 `project_forbidden` for any other), as on every listing.
+    const requested = parseOr400(EventStreamQuerySchema, req.query).project;
+    const only = requested === undefined ? null : new Set(scopedProjects(principal, requested));
     const refused = this.streams.refusal(principal);
     if (refused) {
       res.setHeader('Retry-After', String(STREAM_RETRY_AFTER_SEC));
@@ -190,7 +195,7 @@ export class EventStreamController {
     res.flushHeaders();
     res.write('retry: 2000\n\nevent: ready\ndata: {}\n\n');
     const unsubscribe = this.applied.subscribe((event) => {
-      if (!touchesInbox(event) || !canSeeProject(principal, event.project)) return;
+      if (!touchesInbox(event) || !canSeeProject(principal, event.project) || (only !== null && !only.has(event.project))) return;
       const change: InboxChange = {
         seq: event.seq,
         project: event.project,

@@ -423,9 +423,10 @@ describe('operator console: tokens, roles, project scoping, web inbox (real NATS
     });
   });
 
-  it('GET /v1/events/stream pushes inbox changes of the caller projects only, after the projections applied them', async () => {
+  /** A live stream as a client reads it: its frames as they arrive, and how to end it. */
+  async function openStream(path: string, token: string) {
     const controller = new AbortController();
-    const response = await fetch(`${fx.base}/v1/events/stream`, { headers: { authorization: `Bearer ${alphaOperator}` }, signal: controller.signal });
+    const response = await fetch(`${fx.base}${path}`, { headers: { authorization: `Bearer ${token}` }, signal: controller.signal });
     expect(response.headers.get('content-type')).toMatch(/text\/event-stream/);
     const reader = response.body!.getReader();
     let buffer = '';
@@ -442,18 +443,17 @@ describe('operator console: tokens, roles, project scoping, web inbox (real NATS
         }
       }
     })();
-    const until = async (predicate: () => boolean) => {
-      for (let i = 0; i < 100 && !predicate(); i++) await new Promise((resolve) => setTimeout(resolve, 50));
+    const close = async () => {
+      controller.abort();
+      await pump;
     };
-    await until(() => frames.some((f) => f.includes('event: ready')));
-    await startRun(fx.events, 'beta', 'wr-beta-2');
-    await stopRun(fx.events, 'beta', 'wr-beta-2', { packet_id: 'stop-beta-2', why: 'budget', tried: [] });
-    await startRun(fx.events, 'alpha', 'wr-live');
-    await stopRun(fx.events, 'alpha', 'wr-live', { packet_id: 'stop-live', why: 'budget', tried: [] });
-    await until(() => frames.some((f) => f.includes('wr-live')));
-    controller.abort();
-    await pump;
-    const inbox = frames
+    return { frames, close };
+  }
+  const until = async (predicate: () => boolean) => {
+    for (let i = 0; i < 100 && !predicate(); i++) await new Promise((resolve) => setTimeout(resolve, 50));
+  };
+  const inboxChanges = (frames: string[]) =>
+    frames
       .filter((f) => f.includes('event: inbox'))
       .map(
         (f) =>
@@ -464,9 +464,39 @@ describe('operator console: tokens, roles, project scoping, web inbox (real NATS
               .slice(6),
           ) as { project: string; event_type: string; aggregate: { id: string } },
       );
+
+  it('GET /v1/events/stream pushes inbox changes of the caller projects only, after the projections applied them', async () => {
+    const { frames, close } = await openStream('/v1/events/stream', alphaOperator);
+    await until(() => frames.some((f) => f.includes('event: ready')));
+    await startRun(fx.events, 'beta', 'wr-beta-2');
+    await stopRun(fx.events, 'beta', 'wr-beta-2', { packet_id: 'stop-beta-2', why: 'budget', tried: [] });
+    await startRun(fx.events, 'alpha', 'wr-live');
+    await stopRun(fx.events, 'alpha', 'wr-live', { packet_id: 'stop-live', why: 'budget', tried: [] });
+    await until(() => frames.some((f) => f.includes('wr-live')));
+    await close();
+    const inbox = inboxChanges(frames);
     expect(inbox).toContainEqual(expect.objectContaining({ project: 'alpha', event_type: 'run.stopped', aggregate: { kind: 'run', id: 'wr-live' } }));
     expect(inbox.filter((c) => c.project !== 'alpha')).toEqual([]);
     // When the frame arrives, the item is already readable.
     expect((await call(`/v1/inbox?kind=stop`, { token: alphaOperator })).json().items!.map((i) => i['id'])).toContain('stop:alpha:stop-live');
+  });
+
+  it('GET /v1/events/stream?project= narrows the stream to those projects; one the token may not see is 403 project_forbidden, an unknown parameter 400', async () => {
+    const { frames, close } = await openStream('/v1/events/stream?project=beta', admin);
+    await until(() => frames.some((f) => f.includes('event: ready')));
+    await startRun(fx.events, 'alpha', 'wr-narrow-a');
+    await stopRun(fx.events, 'alpha', 'wr-narrow-a', { packet_id: 'stop-narrow-a', why: 'budget', tried: [] });
+    await startRun(fx.events, 'beta', 'wr-narrow-b');
+    await stopRun(fx.events, 'beta', 'wr-narrow-b', { packet_id: 'stop-narrow-b', why: 'budget', tried: [] });
+    await until(() => frames.some((f) => f.includes('wr-narrow-b')));
+    await close();
+    const inbox = inboxChanges(frames);
+    expect(inbox).toContainEqual(expect.objectContaining({ project: 'beta', event_type: 'run.stopped', aggregate: { kind: 'run', id: 'wr-narrow-b' } }));
+    expect(inbox.filter((c) => c.project !== 'beta')).toEqual([]);
+
+    const forbidden = await call('/v1/events/stream?project=alpha,beta', { token: alphaOperator });
+    expect(forbidden.status).toBe(403);
+    expect(forbidden.json().error).toMatchObject({ code: 'project_forbidden', details: { projects: ['beta'] } });
+    expect((await call('/v1/events/stream?projects=alpha', { token: alphaOperator })).status).toBe(400);
   });
 });

@@ -7,10 +7,10 @@ import { RunCommands, runRef } from '../runs/run-commands';
 import { ROUTER_ACTOR } from '../shared/ids';
 
 type HandoffDeadlineExpiredEvent = ReactorEvent<Extract<HandoffEvent, { type: 'handoff.deadline_expired' }>>;
-type HandoffEndedEvent = ReactorEvent<Extract<HandoffEvent, { type: 'handoff.failed' | 'handoff.abandoned' }>>;
+type HandoffEndedEvent = ReactorEvent<Extract<HandoffEvent, { type: 'handoff.failed' | 'handoff.abandoned' | 'handoff.released' }>>;
 
-/** The code on the run when a handoff it waits on ended without a result: `handoff_failed` / `handoff_abandoned`. */
-export const HandoffEndedCode = { failed: 'handoff_failed', abandoned: 'handoff_abandoned' } as const;
+/** The code on the run when a handoff it waits on ended without a result: `handoff_failed` / `handoff_abandoned` / `handoff_released`. */
+export const HandoffEndedCode = { failed: 'handoff_failed', abandoned: 'handoff_abandoned', released: 'handoff_released' } as const;
 
 /** The code on `run.handoff_completed` (outcome `timeout`) when a child's deadline passed. */
 export const HANDOFF_DEADLINE_CODE = 'deadline';
@@ -49,6 +49,7 @@ export class HandoffDeadlineReactor {
       'handoff.deadline_expired': (event, state, ctx) => this.timeOut(event, state.before, ctx.trace),
       'handoff.failed': (event, state, ctx) => this.ended(event, state.before, ctx.trace),
       'handoff.abandoned': (event, state, ctx) => this.ended(event, state.before, ctx.trace),
+      'handoff.released': (event, state, ctx) => this.ended(event, state.before, ctx.trace),
     },
   });
 
@@ -59,20 +60,22 @@ export class HandoffDeadlineReactor {
 
   /**
    * A handoff of a run that ended without a result — failed by its claimer or a person, abandoned
-   * by a person (the router's own abandon of a stopped run's handoff is not news to the run) —
+   * by a person (the router's own abandon of a stopped run's handoff is not news to the run),
+   * released by its claimer (declined: a released handoff is never offered again) —
    * becomes `handoff_failed` with reason `ended`: a pending returnable child applies its ON_FAILURE,
    * the handoff the running run's agent worked on holds the run for a person; anything else is a
    * no-op (see the run decider).
    */
   private async ended(envelope: HandoffEndedEvent, handoff: HandoffState, trace: HopTrace): Promise<void> {
     const data = envelope.payload;
-    const by = 'failed_by' in data ? data.failed_by : data.abandoned_by;
+    const ending = endingOf(envelope);
+    const by = ending.by;
     if (by === ROUTER_ACTOR) return;
     const created = handoff.status === 'absent' ? null : handoff;
     const run = created === null ? null : handoffRun(created);
     if (run === null) return;
-    const code = envelope.type === 'handoff.failed' ? HandoffEndedCode.failed : HandoffEndedCode.abandoned;
-    const message = `${envelope.type === 'handoff.failed' ? 'failed' : 'abandoned'} by ${by}: ${data.reason}`;
+    const code = ending.code;
+    const message = `${ending.verb} by ${by}: ${data.reason}`;
     const log = this.runtime.logger.child({ trace_id: trace.traceId, project: envelope.project, handoff_id: data.handoff_id, event_id: envelope.id });
     const outcome = await this.runs.runWithDefinitions(
       runRef(run.project, run.workflow_run_id),
@@ -132,5 +135,17 @@ export class HandoffDeadlineReactor {
       return;
     }
     log.warn('returnable handoff timed out; ON_FAILURE applied', { workflow_run_id: workflowRunId, events: outcome.events.map((e) => e.type) });
+  }
+}
+
+/** How a handoff ended without a result: the run's code, the verb its reason uses, and who ended it. */
+function endingOf(envelope: HandoffEndedEvent): { code: string; verb: string; by: string } {
+  switch (envelope.type) {
+    case 'handoff.failed':
+      return { code: HandoffEndedCode.failed, verb: 'failed', by: envelope.payload.failed_by };
+    case 'handoff.abandoned':
+      return { code: HandoffEndedCode.abandoned, verb: 'abandoned', by: envelope.payload.abandoned_by };
+    case 'handoff.released':
+      return { code: HandoffEndedCode.released, verb: 'released', by: envelope.payload.released_by };
   }
 }
