@@ -100,7 +100,9 @@ describe('handback decisions through the operator API (ledger + notifier in proc
     const accept = await post(path, { decision: 'accept', idempotency_key: 'web-k1' });
     expect(accept).toMatchObject({
       status: 409,
-      body: { error: { code: 'idempotency_key_reused', details: { idempotency_key: 'web-k1', decided: 'rework' } } },
+      body: {
+        error: { code: 'idempotency_key_reused', details: { idempotency_key: 'web-k1', command: 'decide_handback', outcome: 'refused', decided: 'rework' } },
+      },
     });
     // The same decision again is the retry the key is for.
     expect(await post(path, { decision: 'rework', note: 'add the error paths', idempotency_key: 'web-k1' })).toMatchObject({

@@ -85,11 +85,17 @@ describe('ledger governance (real NATS): kill switch, rate cap, cross-project, d
     // The same key: a retry with the same body, refused with another (rule 13).
     expect(await control(P, 'pause', { actor: 'ops', actor_role: 'admin', reason: 'incident 42', idempotency_key: 'p1' })).toMatchObject({
       ok: true,
+      events: 0,
       project: { status: 'paused', version: 1 },
     });
     expect(await control(P, 'pause', { actor: 'ops', actor_role: 'admin', reason: 'incident 43', idempotency_key: 'p1' })).toMatchObject({
       ok: false,
       error: { code: 'idempotency_key_reused', kind: 'wrong_state', details: { project: P, idempotency_key: 'p1', command: 'pause' } },
+    });
+    // Another admin with the same key and body is decided as their own request, never answered with the first admin's pause.
+    expect(await control(P, 'pause', { actor: 'ops2', actor_role: 'admin', reason: 'incident 42', idempotency_key: 'p1' })).toMatchObject({
+      ok: false,
+      error: { code: 'project_already_paused' },
     });
 
     const during = handoffOf(await create('bob'));

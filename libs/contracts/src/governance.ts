@@ -86,7 +86,11 @@ export type ProjectControlRecord = z.infer<typeof ProjectControlRecordSchema>;
 
 /** The reply to `pause` / `resume`. `events` is 0 when the request was already applied. */
 export const ProjectControlReplySchema = z.discriminatedUnion('ok', [
-  z.strictObject({ ok: z.literal(true), project: ProjectControlRecordSchema, events: z.number().int().min(0) }),
+  z.strictObject({
+    ok: z.literal(true),
+    project: ProjectControlRecordSchema,
+    events: z.number().int().min(0).describe('how many events this request stored: 0 for a retry (the first request stored them)'),
+  }),
   z.strictObject({
     ok: z.literal(false),
     error: z.object({ code: z.string().min(1), kind: z.string().min(1), message: z.string(), details: z.record(z.string(), z.unknown()).optional() }),

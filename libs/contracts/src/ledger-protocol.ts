@@ -83,7 +83,15 @@ export type LedgerError = z.infer<typeof LedgerErrorSchema>;
 export type LedgerReply = { ok: true; handoff: HandoffRecord; events: number } | { ok: false; error: LedgerError };
 
 export const LedgerReplySchema = z.union([
-  z.object({ ok: z.literal(true), handoff: HandoffRecordSchema, events: z.number().int().min(0) }),
+  z.object({
+    ok: z.literal(true),
+    handoff: HandoffRecordSchema,
+    events: z
+      .number()
+      .int()
+      .min(0)
+      .describe('how many events this request stored: 0 for a retry (the first request stored them) or a command that changed nothing'),
+  }),
   z.object({ ok: z.literal(false), error: LedgerErrorSchema }),
 ]);
 

@@ -186,8 +186,13 @@ export interface HandleCommandOptions {
   onPublished?: () => void;
 }
 
+/**
+ * What a command did. `events` are the command's events — appended now, or, for a retry, the ones
+ * stored by its first attempt (found at the aggregate's tail or in the stream's duplicate window);
+ * `appended` counts those THIS call stored (0 for a retry), what a reply's "changed" must follow.
+ */
 export type HandleCommandResult<State> =
-  | { ok: true; events: StoredEvent[]; state: State; lastSeq: number }
+  | { ok: true; events: StoredEvent[]; appended: number; state: State; lastSeq: number }
   | { ok: false; error: DomainError; state: State; lastSeq: number };
 
 /**
@@ -766,7 +771,7 @@ export class JetStreamEventStore implements EventStore {
         decision = decider.decide(command, state);
       }
       if (!decision.ok) return { ok: false, error: decision.error, state, lastSeq };
-      if (decision.events.length === 0) return { ok: true, events: [], state, lastSeq };
+      if (decision.events.length === 0) return { ok: true, events: [], appended: 0, state, lastSeq };
 
       const envelopes = decision.events.map((event, index) => this.envelope(ref, event, index, meta));
       try {
@@ -785,7 +790,13 @@ export class JetStreamEventStore implements EventStore {
           const entry = this.extend(this.emptyEntry(decider), full.events.map(cachedEvent), full.lastSeq);
           this.cache?.set(key, entry);
           const seqs = new Set(result.seqs);
-          return { ok: true, events: full.events.filter((e) => seqs.has(e.seq)), state: entry.state as State, lastSeq: full.lastSeq };
+          return {
+            ok: true,
+            events: full.events.filter((e) => seqs.has(e.seq)),
+            appended: envelopes.length - result.duplicates,
+            state: entry.state as State,
+            lastSeq: full.lastSeq,
+          };
         }
         const stored = envelopes.map((env, index): StoredEvent => Object.assign({}, env, { seq: result.seqs[index] as number }));
         // The append expected the fold's last sequence, so these events follow it directly.
@@ -796,7 +807,7 @@ export class JetStreamEventStore implements EventStore {
           true,
         );
         this.cache?.set(key, next);
-        return { ok: true, events: stored, state: next.state as State, lastSeq: result.lastSeq };
+        return { ok: true, events: stored, appended: stored.length, state: next.state as State, lastSeq: result.lastSeq };
       } catch (err) {
         if (!(err instanceof ConcurrencyConflict)) throw err;
         lastConflict = err;
@@ -860,7 +871,7 @@ export class JetStreamEventStore implements EventStore {
       decidedTypes,
       ...(decision.ok ? {} : { error: decision.error }),
     });
-    return { ok: true, events, state: entry.state as State, lastSeq };
+    return { ok: true, events, appended: missing.length, state: entry.state as State, lastSeq };
   }
 
   /**

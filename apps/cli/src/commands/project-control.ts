@@ -43,7 +43,8 @@ export async function runProjectControl(name: 'pause' | 'resume', help: string, 
   if (!reply.success) throw new CliError(`unexpected reply from the ledger: ${decoder.decode(raw).slice(0, 300)}`, { code: CliErrorCode.badReply });
   if (args.values['json'] === true) printJson(ctx.io, reply.data);
   if (!reply.data.ok) {
-    throw new CliError(`the ledger refused ${name}: ${reply.data.error.code}: ${reply.data.error.message}`, { code: reply.data.error.code });
+    const { code, message, details } = reply.data.error;
+    throw new CliError(`the ledger refused ${name}: ${code}: ${message}`, { code, ...(details !== undefined ? { details } : {}) });
   }
   if (args.values['json'] !== true) {
     const p = reply.data.project;

@@ -381,12 +381,11 @@ export class LedgerCommands {
         return { ok: false, error: result.error };
       }
       // Granted by THIS request only if it stored the claim: a retry of a claim granted before is
-      // answered with no events, or with the events stored then (their time is the first
-      // request's), and must not count twice.
-      if (ticket && !result.events.some((e) => e.occurredAt === metadata.now)) await this.rates.refund(ticket);
+      // answered with no events, or with the events stored then, and must not count twice.
+      if (ticket && result.appended === 0) await this.rates.refund(ticket);
       const handoff = toHandoffRecord(result.state);
       if (!handoff) return { ok: false, error: { code: 'not_found', kind: 'not_found', message: `handoff ${handoffId} does not exist` } };
-      if (result.events.length > 0) {
+      if (result.appended > 0) {
         log.info('command applied', { handoff_id: handoffId, events: result.events.map((e) => e.type), event_id: result.events[0]?.id });
       }
       const stored = created ? result.events.find((e) => e.type === 'handoff.created') : undefined;
@@ -399,7 +398,7 @@ export class LedgerCommands {
           log.warn('offer left to the handoff reactor', { handoff_id: handoffId, reason: error instanceof Error ? error.message : String(error) });
         }
       }
-      return { ok: true, handoff, events: result.events.length };
+      return { ok: true, handoff, events: result.appended };
     } catch (error) {
       log.error('command failed', error instanceof Error ? error : { error: String(error) });
       // A conflict appended nothing; any other failure (a timeout) may have stored the claim, so it keeps its place.

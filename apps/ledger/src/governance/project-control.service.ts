@@ -99,7 +99,9 @@ export class ProjectControlService {
             data: { project, idempotency_key: body.idempotency_key, ...(body.reason !== undefined ? { reason: body.reason } : {}) },
             metadata,
           };
-    const commandId = `ctl-${digest(project, name, body.idempotency_key, bodyDigest)}`;
+    // The command id names the admin and the body too (as the handoff commands' do): another admin's
+    // request with the same key and body is decided as theirs, never answered with the first one's events.
+    const commandId = `ctl-${digest(project, name, body.idempotency_key, caller.actor, bodyDigest)}`;
     const result = await this.runtime.store.handleCommand(controlRef(project), projectControlDecider, command, {
       commandId,
       occurredAt: now,
@@ -114,8 +116,8 @@ export class ProjectControlService {
         ok: false,
         error: result.error.details ? { ...result.error } : { code: result.error.code, kind: result.error.kind, message: result.error.message },
       };
-    this.runtime.logger.info(`project ${name} ${result.events.length > 0 ? 'applied' : 'already applied'}`, { project, actor: caller.actor });
-    return { ok: true, project: toProjectControlRecord(project, result.state), events: result.events.length };
+    this.runtime.logger.info(`project ${name} ${result.appended > 0 ? 'applied' : 'already applied'}`, { project, actor: caller.actor });
+    return { ok: true, project: toProjectControlRecord(project, result.state), events: result.appended };
   }
 }
 

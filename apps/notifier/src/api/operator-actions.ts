@@ -319,7 +319,14 @@ export class OperatorActions {
       HandoffErrorCode.idempotencyKeyReused,
       `idempotency_key ${key} already decided handback ${handoffId}${recorded !== undefined ? ` (${recorded})` : ''}; send a new key`,
       [],
-      { idempotency_key: key, handoff_id: handoffId, project, ...(recorded !== undefined ? { decided: recorded } : {}) },
+      {
+        idempotency_key: key,
+        command: 'decide_handback',
+        outcome: 'refused',
+        handoff_id: handoffId,
+        project,
+        ...(recorded !== undefined ? { decided: recorded } : {}),
+      },
     );
   }
 
