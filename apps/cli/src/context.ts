@@ -185,7 +185,8 @@ export function createCliContext(options: CliContextOptions): CliContext {
       return registry;
     },
     operator() {
-      return ctx.config().BATON_OPERATOR ?? env['USER'] ?? 'operator';
+      // An empty BATON_OPERATOR or USER names nobody: the next one, else `operator`.
+      return [ctx.config().BATON_OPERATOR, env['USER']].find((name) => name !== undefined && name.trim() !== '') ?? 'operator';
     },
     async close() {
       for (const close of owned.splice(0).reverse()) await within(CLOSE_WAIT_MS, close());

@@ -27,6 +27,9 @@ export async function startLedger(env: Record<string, string | undefined> = proc
   return runService({
     service: 'ledger',
     defaultPort: LEDGER_PORT,
+    // The ledger keeps nothing in Redis (its state is the event stream and NATS KV): no connection,
+    // and a Redis outage never makes it unready.
+    redis: false,
     // The handoffs a ledger acts on are the ones moving now (created, claimed, returned within
     // seconds of each other); 5 000 of them keep its heap within 64 MB (docs/performance.md), and
     // 16 MiB keeps it there when handoffs carry large contexts (5 000 of the bench's weigh ~13).

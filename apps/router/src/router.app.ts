@@ -19,5 +19,13 @@ export const ROUTER_FOLD_CACHE_MB = 16;
  * run events), and serve /health/live and /health/ready. `env` defaults to `process.env`.
  */
 export function startRouter(env?: Record<string, string | undefined>): Promise<RunningService> {
-  return runService({ service: 'router', defaultPort: ROUTER_PORT, defaultCacheMb: ROUTER_FOLD_CACHE_MB, imports: [RouterModule], ...(env ? { env } : {}) });
+  // The router keeps nothing in Redis: no connection, and a Redis outage never makes it unready.
+  return runService({
+    service: 'router',
+    defaultPort: ROUTER_PORT,
+    defaultCacheMb: ROUTER_FOLD_CACHE_MB,
+    redis: false,
+    imports: [RouterModule],
+    ...(env ? { env } : {}),
+  });
 }

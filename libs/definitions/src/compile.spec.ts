@@ -371,6 +371,15 @@ describe('reserved names (__proto__, constructor, prototype)', () => {
     );
   });
 
+  it('an agent named __proto__ is reported even when the definition has other errors (nothing else names it)', () => {
+    const broken = compile(`${LOAN_EXAMPLE_YAML}\n---\nAGENT: __proto__\nROLE: [1, 2]\n`);
+    expect(broken.project).toBeNull();
+    expect(broken.diagnostics.map((d) => d.code)).toContain('INVALID_VALUE');
+    expect(broken.diagnostics).toContainEqual(
+      expect.objectContaining({ code: 'SCHEMA_VIOLATION', message: expect.stringContaining('"__proto__", "constructor" and "prototype" are reserved') }),
+    );
+  });
+
   it('an agent, a variable and a PASS entry named like other Object.prototype members compile like any name', () => {
     const renamed = LOAN_EXAMPLE_YAML.split('Loan_Supervisor').join('toString').split('annual_income').join('valueOf');
     const result = compile(renamed);

@@ -4,6 +4,7 @@ import {
   MAX_RETURN_DEADLINE_MS,
   MeshDiagnosticCode,
   ProjectDefinitionSchema,
+  RESERVED_NAME_MESSAGE,
   setOwn,
   VariableNameSchema,
   type AuthProfile,
@@ -338,10 +339,17 @@ export function compileProject(files: readonly SourceFile[]): CompileResult {
     ...(meshes?.value ? { meshes: meshes.value.toJSON() } : {}),
   };
   const parsed = ProjectDefinitionSchema.safeParse(candidate);
-  // Schema issues that repeat an error already reported (an unknown TO...) are not reported twice.
-  if (!parsed.success && !hasErrors(out.diagnostics)) {
+  // Schema issues that repeat an error already reported (an unknown TO...) are not reported twice;
+  // a reserved name is reported whatever else is wrong (no other check names it, and it stays
+  // listed among the agents a hint offers).
+  const issues = parsed.success
+    ? []
+    : hasErrors(out.diagnostics)
+      ? parsed.error.issues.filter((i) => i.message.includes(RESERVED_NAME_MESSAGE))
+      : parsed.error.issues;
+  if (issues.length > 0) {
     const agentList = [...names.values()];
-    for (const issue of parsed.error.issues) {
+    for (const issue of issues) {
       const path = issue.path as (string | number)[];
       // An agent's fields are in the agent's own document, not the header (compiled in this order).
       const agent = path[0] === 'agents' && typeof path[1] === 'number' ? agentList[path[1]] : undefined;

@@ -1,4 +1,4 @@
-// Shared set-up for the ledger's integration tests: real NATS (and Redis, for readiness), a random
+// Shared set-up for the ledger's integration tests: real NATS, a random
 // subject prefix per suite, ledger instances booted in-process, and cleanup of every stream.
 import 'reflect-metadata';
 import { randomBytes } from 'node:crypto';
