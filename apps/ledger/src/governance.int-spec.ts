@@ -26,8 +26,14 @@ const report: CompletionReport = {
   outcome: 'completed',
   evidence: { tests_run: ['a.spec.ts: 1 passed'] },
 };
-const definition = (project: string, agents: string[]): ProjectDefinition =>
-  ({ project, agents: agents.map((name) => ({ name })), workflows: [], meshes: [] }) as unknown as ProjectDefinition;
+const definition = (project: string, agents: string[], acceptsFrom?: string[]): ProjectDefinition =>
+  ({
+    project,
+    ...(acceptsFrom ? { accepts_handoffs_from: acceptsFrom } : {}),
+    agents: agents.map((name) => ({ name })),
+    workflows: [],
+    meshes: [],
+  }) as unknown as ProjectDefinition;
 
 function handoffOf(reply: LedgerReply): HandoffRecord {
   if (!reply.ok) throw new Error(`expected ok, got ${reply.error.code}: ${reply.error.message}`);
@@ -137,8 +143,14 @@ describe('ledger governance (real NATS): kill switch, rate cap, cross-project, d
   });
 
   it('cross-project: validates both rosters, lives in the target project, never registers an agent in the other project', async () => {
-    const defBefore = (await store.read({ project: P, kind: 'definition', id: 'current' })).lastSeq;
     const body = { handoff_id: 'x-1', project: SRC, from_agent: 'sam', to_agent: 'bob', summary: 'help', target_project: P, idempotency_key: 'x-1' };
+    // Until P's definition accepts handoffs from SRC, nothing about P's roster is told.
+    expect(await client.create(SRC, { ...body, to_agent: 'nobody', cto_override: 'dec-1', idempotency_key: 'x-0' }, asInSrc('sam'))).toMatchObject({
+      ok: false,
+      error: { code: 'cross_project_not_accepted', details: { source_project: SRC, target_project: P } },
+    });
+    await publishDefinition(nats, prefix, definition(P, ['alice', 'bob', 'rita', 'sam'], [SRC]));
+    const defBefore = (await store.read({ project: P, kind: 'definition', id: 'current' })).lastSeq;
     expect(await client.create(SRC, body, asInSrc('sam'))).toMatchObject({ ok: false, error: { code: 'cto_override_required' } });
     expect(await client.create(SRC, { ...body, to_agent: 'nobody', cto_override: 'dec-1', idempotency_key: 'x-2' }, asInSrc('sam'))).toMatchObject({
       ok: false,

@@ -261,6 +261,15 @@ export const ProjectDefinitionSchema = z
   .strictObject({
     project: ProjectIdSchema,
     lead: z.string().min(1).max(Limits.maxIdLength).optional(),
+    /**
+     * The projects whose agents may hand work to this one (cross-project `create` with
+     * `target_project` naming this project); `*` for any project. Absent or empty: none — a
+     * project receives no other tenant's work unless its definition says so.
+     */
+    accepts_handoffs_from: z
+      .array(z.union([ProjectIdSchema, z.literal('*')]))
+      .max(Limits.maxListItems)
+      .optional(),
     agents: z.array(AgentDefinitionSchema).min(1).max(Limits.maxListItems),
     workflows: z.array(WorkflowDefinitionSchema).max(Limits.maxListItems).default([]),
     /** Project-wide EXECUTION settings (a supervisor's own settings override them). */

@@ -359,6 +359,18 @@ ${CHILD}`;
   });
 });
 
+describe('accepts_handoffs_from: the projects that may hand work to this one', () => {
+  it('compiles to the definition (a project key or *); anything else is a schema violation at its line', () => {
+    const ok = compile(LOAN_EXAMPLE_YAML.replace('project: loans', 'project: loans\naccepts_handoffs_from: [support, "*"]'));
+    expect(ok.diagnostics).toEqual([]);
+    expect(ok.project!.accepts_handoffs_from).toEqual(['support', '*']);
+    expect(compile(LOAN_EXAMPLE_YAML).project!.accepts_handoffs_from).toBeUndefined();
+    const bad = compile(LOAN_EXAMPLE_YAML.replace('project: loans', 'project: loans\naccepts_handoffs_from: ["two words"]'));
+    expect(bad.project).toBeNull();
+    expect(bad.diagnostics).toContainEqual(expect.objectContaining({ code: 'SCHEMA_VIOLATION', message: expect.stringContaining('accepts_handoffs_from.0') }));
+  });
+});
+
 describe('reserved names (__proto__, constructor, prototype)', () => {
   it.each(['__proto__', 'constructor', 'prototype'])('a MAP or SET key %s is an error of the compiler, not a silently dropped entry', (name) => {
     const map = compile(LOAN_EXAMPLE_YAML.replace('annual_income: annual_income', `${name}: annual_income`));

@@ -235,12 +235,12 @@ export function compileProject(files: readonly SourceFile[]): CompileResult {
           workflows.push(...(e.value.toJSON() as unknown[]));
         } else if (e.key === 'return_handlers' && e.value && isMap(e.value)) {
           readHandlers(ctx, e.value, projectHandlers);
-        } else if (!['project', 'lead', 'execution', 'agents', 'workflows', 'return_handlers', 'meshes'].includes(e.key)) {
+        } else if (!['project', 'lead', 'accepts_handoffs_from', 'execution', 'agents', 'workflows', 'return_handlers', 'meshes'].includes(e.key)) {
           out.warn(
             ctx.pos(e.keyNode),
             DiagnosticCode.unknownKey,
             `unknown key '${e.raw}' is ignored`,
-            'Project keys: project, lead, execution, agents, workflows, return_handlers.',
+            'Project keys: project, lead, accepts_handoffs_from, execution, agents, workflows, return_handlers, meshes.',
           );
         }
       }
@@ -259,6 +259,7 @@ export function compileProject(files: readonly SourceFile[]): CompileResult {
   };
   const projectExecution = headerEntries.find((e) => e.key === 'execution');
   const meshes = headerEntries.find((e) => e.key === 'meshes');
+  const acceptsFrom = headerEntries.find((e) => e.key === 'accepts_handoffs_from');
 
   // Agents: names first (routes check targets against the full set).
   const names = new Map<string, RawAgent>();
@@ -333,6 +334,7 @@ export function compileProject(files: readonly SourceFile[]): CompileResult {
   const candidate: Record<string, unknown> = {
     project: scalarOf('project'),
     ...(scalarOf('lead') !== undefined ? { lead: scalarOf('lead') } : {}),
+    ...(acceptsFrom?.value ? { accepts_handoffs_from: acceptsFrom.value.toJSON() } : {}),
     agents: compiledAgents,
     workflows,
     ...(projectExecution?.value ? { execution: readExecution(header.file, projectExecution.value) } : {}),

@@ -505,7 +505,12 @@ export class LedgerCommands {
                 data: {
                   ...d,
                   project: d.target_project,
-                  cross_project: { source_project: project, source_visible: source.roster.visible_actors, target_visible: target.roster.visible_actors },
+                  cross_project: {
+                    source_project: project,
+                    source_visible: source.roster.visible_actors,
+                    target_visible: target.roster.visible_actors,
+                    target_accepts: target.acceptsHandoffsFrom(project),
+                  },
                 },
                 metadata,
               },

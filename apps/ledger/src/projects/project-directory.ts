@@ -16,6 +16,8 @@ export interface ProjectView {
    * operators" a handback with no eligible reviewer goes to.
    */
   rolesOf(actor: string, actorKind: HandoffActorKind): string[];
+  /** Does this project take cross-project handoffs from `source` (`accepts_handoffs_from`: the project, or `*`)? */
+  acceptsHandoffsFrom(source: string): boolean;
 }
 
 interface Cached {
@@ -35,8 +37,10 @@ export function projectView(definition: ProjectDefinition | null): ProjectView {
     ...(lead !== undefined && ActorNameSchema.safeParse(lead).success ? { project_lead: lead } : {}),
   };
   const roles = new Map(agents.map((agent) => [agent.name, agent.role]));
+  const accepts = new Set(definition?.accepts_handoffs_from ?? []);
   return {
     roster,
+    acceptsHandoffsFrom: (source) => accepts.has('*') || accepts.has(source),
     rolesOf(actor, actorKind) {
       const out: string[] = [];
       if (actorKind === 'operator' || actorKind === 'human') out.push('operator');

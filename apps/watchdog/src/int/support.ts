@@ -114,7 +114,12 @@ export class MiniLedger {
         const target = wire['target_project'];
         if (typeof target === 'string' && target !== project) {
           lives = target;
-          const cross = { source_project: project, source_visible: [String(wire['from_agent'])], target_visible: [String(wire['to_agent'])] };
+          const cross = {
+            source_project: project,
+            source_visible: [String(wire['from_agent'])],
+            target_visible: [String(wire['to_agent'])],
+            target_accepts: true,
+          };
           command = { type: 'create', data: { ...wire, project: target, cross_project: cross } as never, metadata };
           break;
         }

@@ -40,6 +40,8 @@ export interface CrossProjectRosters {
   source_project: string;
   source_visible: readonly string[];
   target_visible: readonly string[];
+  /** The target project's definition accepts handoffs from the source (`accepts_handoffs_from`). */
+  target_accepts: boolean;
 }
 
 /** Watchdog: the handoff's deadline has passed; fail it once (terminal_reason `deadline`). */

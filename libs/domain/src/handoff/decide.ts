@@ -57,6 +57,7 @@ export const HandoffErrorCode = {
   delegatorNotInSourceRoster: 'delegator_not_in_source_roster',
   addresseeNotInTargetRoster: 'addressee_not_in_target_roster',
   reservedId: 'reserved_id',
+  crossProjectNotAccepted: 'cross_project_not_accepted',
   reviewEndForbidden: 'review_end_forbidden',
   idempotencyKeyReused: 'idempotency_key_reused',
 } as const;
@@ -263,6 +264,15 @@ function checkCrossProject(data: CreateHandoff['data']): Decision | null {
       'forbidden',
       HandoffErrorCode.ctoOverrideRequired,
       `a handoff from ${cross.source_project} to ${data.target_project} needs a cto_override decision id`,
+    );
+  }
+  // The target consents before anything about its roster is told (an addressee's refusal would name it).
+  if (!cross.target_accepts) {
+    return reject(
+      'forbidden',
+      HandoffErrorCode.crossProjectNotAccepted,
+      `project ${data.target_project} does not accept handoffs from ${cross.source_project} (its definition's accepts_handoffs_from)`,
+      { source_project: cross.source_project, target_project: data.target_project },
     );
   }
   if (!cross.source_visible.includes(data.from_agent)) {

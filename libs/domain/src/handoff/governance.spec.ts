@@ -49,7 +49,7 @@ describe('handoff deadline (generic; the run side consumes handoff.deadline_expi
 });
 
 describe('cross-project handoff: validates both rosters; never cross-registers', () => {
-  const cross = { source_project: 'src', source_visible: ['alice'], target_visible: ['bob'] };
+  const cross = { source_project: 'src', source_visible: ['alice'], target_visible: ['bob'], target_accepts: true };
   const base = { project: PROJECT, target_project: PROJECT, to_agent: 'bob', cto_override: 'dec-1', cross_project: cross };
 
   it('a delegator on the source roster and an addressee on the target roster: the handoff lives in the target project', () => {
@@ -62,6 +62,14 @@ describe('cross-project handoff: validates both rosters; never cross-registers',
   it('without a cto_override decision it is refused', () => {
     const { cto_override: _c, ...rest } = base;
     given(handoffDecider).when(cmd.create(rest)).thenFails('cto_override_required');
+  });
+  it('a target project whose definition does not accept handoffs from the source refuses it, before anything about its roster is told', () => {
+    given(handoffDecider)
+      .when(cmd.create({ ...base, cross_project: { ...cross, target_accepts: false } }))
+      .thenFails('cross_project_not_accepted');
+    given(handoffDecider)
+      .when(cmd.create({ ...base, to_agent: 'nobody', cross_project: { ...cross, target_accepts: false } }))
+      .thenFails('cross_project_not_accepted');
   });
   it('a delegator not on the source roster is refused', () => {
     given(handoffDecider)

@@ -25,7 +25,7 @@ function escalatedCrossProject(source: string, target: string): SequencedEvent[]
         max_retries: 0,
         workflow_run_id: 'wr-1',
         cto_override: 'dec-1',
-        cross_project: { source_project: source, source_visible: ['alice'], target_visible: ['bob', 'lena'] },
+        cross_project: { source_project: source, source_visible: ['alice'], target_visible: ['bob', 'lena'], target_accepts: true },
         idempotency_key: 'create:h-x',
       },
       metadata: { actor: 'alice', actorKind: 'agent', now: T0 },
