@@ -197,7 +197,8 @@ const sections: Section[] = [
   { title: 'Conversation routes', must: values(HandoffRefusalCode), takes: ['router'] },
   { title: 'Handoff meshes', must: [...values(MeshErrorCode), ...MeshIgnoreReasonSchema.options], takes: ['router'] },
   { title: 'Project definitions', must: [...definitionCodes, ...values(MeshDiagnosticCode)], takes: ['router'] },
-  { title: 'Operator HTTP API', must: [], takes: ['http'] },
+  // The API answers the ledger's idempotency_key_reused itself (409 with `details.decided`), by the ledger's constant.
+  { title: 'Operator HTTP API', must: [HandoffErrorCode.idempotencyKeyReused], takes: ['http'] },
   { title: 'SDK errors', must: [], takes: ['sdk'] },
   { title: 'Event store errors', must: values(EventStoreErrorCode) },
   { title: 'Dead-letter reasons', must: values(DeadLetterReason), takes: ['deadLetters'] },
