@@ -2,6 +2,7 @@ export * from './common';
 export * from './own';
 export * from './envelope';
 export * from './rejection';
+export * from './tolerant';
 export * from './registry';
 export * from './sentinel-schema';
 export * from './sentinel';

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { RESERVED_NAME_MESSAGE, RESERVED_NAMES } from './common';
 import { AggregateKind, EventEnvelope, EventEnvelopeSchema, EventSchemaMap } from './envelope';
 import { Decoded, rejectionFromZod } from './rejection';
+import { valueAt, withoutUnknownKeys } from './tolerant';
 
 /** Turns a payload of version `from` into the shape of version `from + 1`. Pure. */
 export type Upcaster = (payload: unknown) => unknown;
@@ -93,7 +94,8 @@ export class EventRegistry {
     let parsed = spec.schema.safeParse(payload);
     if (parsed.success) return { ok: true, value: { ...env, version: spec.version, payload: parsed.data } };
     // Keys this build does not know were written by a newer one (an optional field added since):
-    // they are left out and the rest is checked as usual (see withoutUnknownKeys).
+    // they are left out and the rest is checked as usual (`withoutUnknownKeys`, tolerant.ts). Only
+    // services write events and each validates what it appends strictly (`validatePayload`).
     const known = withoutUnknownKeys(parsed.error, payload);
     if (known !== null) {
       payload = known;
@@ -105,27 +107,6 @@ export class EventRegistry {
     if (onlyLaterReservedNames(parsed.error, payload)) return { ok: true, value: { ...env, version: spec.version, payload } };
     return { ok: false, rejection: rejectionFromZod(parsed.error) };
   }
-}
-
-/**
- * `payload` without the keys `error` found unrecognised (at any depth), or null when it found none.
- * Only services write events and each validates what it appends against its own schemas
- * (`validatePayload`, strict), so a stored key this build does not know was written by another
- * build — a newer one that added an optional field. A reader ignores it rather than refusing the
- * event, so the services of a deployment can be upgraded one at a time while a release only adds
- * optional fields (docs/event-sourcing.md rule 1); anything else wrong with the event still
- * refuses it. The payload is copied, never changed in place.
- */
-function withoutUnknownKeys(error: z.ZodError, payload: unknown): unknown {
-  const unknown = error.issues.filter((issue): issue is z.core.$ZodIssueUnrecognizedKeys => issue.code === 'unrecognized_keys');
-  if (unknown.length === 0) return null;
-  const copy = structuredClone(payload);
-  for (const issue of unknown) {
-    const holder = valueAt(copy, issue.path);
-    if (typeof holder !== 'object' || holder === null) continue;
-    for (const key of issue.keys) delete (holder as Record<string, unknown>)[key];
-  }
-  return copy;
 }
 
 const RESERVED: ReadonlySet<unknown> = new Set(RESERVED_NAMES);
@@ -150,13 +131,4 @@ function onlyLaterReservedNames(error: z.ZodError, payload: unknown): boolean {
       !RESERVED.has(issue.path[issue.path.length - 1]) &&
       RESERVED.has(valueAt(payload, issue.path)),
   );
-}
-
-function valueAt(value: unknown, path: readonly PropertyKey[]): unknown {
-  let at = value;
-  for (const key of path) {
-    if (typeof at !== 'object' || at === null || typeof key === 'symbol' || !Object.hasOwn(at, key)) return undefined;
-    at = (at as Record<PropertyKey, unknown>)[key];
-  }
-  return at;
 }

@@ -8,6 +8,7 @@ import {
   RetryableLedgerCodes,
   createEventRegistry,
   describePrincipal,
+  parseIgnoringUnknownKeys,
   ledgerCommandSubject,
   type AbandonHandoffCommandSchema,
   type ArchiveHandoffCommandSchema,
@@ -328,10 +329,12 @@ export class LedgerClient {
     } catch {
       return failure(LedgerErrorCode.badReply, 'internal', `the reply on ${subject} is not JSON`);
     }
-    const parsed = schema.safeParse(json);
+    // A newer ledger's reply may carry fields this client does not know (an optional field added
+    // since): they are left out, as every reader does with what Baton wrote (tolerant.ts).
+    const parsed = parseIgnoringUnknownKeys(schema, json);
     if (parsed.success) return parsed.data;
     // Refusals come in the ledger's reply shape whatever the command.
-    const refusal = LedgerReplySchema.safeParse(json);
+    const refusal = parseIgnoringUnknownKeys(LedgerReplySchema, json);
     if (refusal.success && !refusal.data.ok) return refusal.data;
     return failure(LedgerErrorCode.badReply, 'internal', `the reply on ${subject} is not a ledger reply: ${parsed.error.message}`);
   }

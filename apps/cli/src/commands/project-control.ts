@@ -1,4 +1,4 @@
-import { Principals, ProjectControlReplySchema, ProjectIdSchema, ledgerCommandSubject } from '@baton/contracts';
+import { parseIgnoringUnknownKeys, Principals, ProjectControlReplySchema, ProjectIdSchema, ledgerCommandSubject } from '@baton/contracts';
 import type { CliContext } from '../context';
 import { parseCommandArgs, str, type ParsedArgs } from '../command';
 import { CliError, CliErrorCode, ExitCode, UsageError } from '../errors';
@@ -39,7 +39,7 @@ export async function runProjectControl(name: 'pause' | 'resume', help: string, 
       code: CliErrorCode.unavailable,
     });
   }
-  const reply = ProjectControlReplySchema.safeParse(JSON.parse(decoder.decode(raw)));
+  const reply = parseIgnoringUnknownKeys(ProjectControlReplySchema, JSON.parse(decoder.decode(raw)));
   if (!reply.success) throw new CliError(`unexpected reply from the ledger: ${decoder.decode(raw).slice(0, 300)}`, { code: CliErrorCode.badReply });
   if (args.values['json'] === true) printJson(ctx.io, reply.data);
   if (!reply.data.ok) {

@@ -1,4 +1,4 @@
-import { leadingCode, ProjectDefinitionSchema, PublishDefinitionReplySchema, rejectionFromZod } from '@baton/contracts';
+import { leadingCode, parseIgnoringUnknownKeys, ProjectDefinitionSchema, PublishDefinitionReplySchema, rejectionFromZod } from '@baton/contracts';
 import { AgentSubjects } from '@baton/sdk';
 import type { Command } from '../command';
 import { parseCommandArgs } from '../command';
@@ -81,7 +81,7 @@ Options:
     } catch {
       body = undefined;
     }
-    const reply = PublishDefinitionReplySchema.safeParse(body);
+    const reply = parseIgnoringUnknownKeys(PublishDefinitionReplySchema, body);
     if (!reply.success) throw new CliError(`unexpected reply from the router: ${decoder.decode(raw).slice(0, 300)}`, { code: CliErrorCode.badReply });
     if (args.values['json'] === true) printJson(ctx.io, reply.data);
     if (!reply.data.ok) {
