@@ -55,10 +55,11 @@ export type GuardFact =
       at: string;
     }
   /**
-   * `stopped_on`: for `run.stopped`, the packet's why and the name of the cap it names (null: none),
-   * which say whether an operator's raise of it is the hop budget's; absent for `run.held`.
+   * `stopped_on`: for `run.stopped`, the packet's why, the name of the cap it names (null: none) and
+   * who stopped the run (`source`), which say whether an operator's raise of it is the hop budget's;
+   * absent for `run.held`.
    */
-  | { kind: 'run_halted'; project: string; run: string; stopped_on?: { why: StopWhy; cap: string | null } }
+  | { kind: 'run_halted'; project: string; run: string; stopped_on?: { why: StopWhy; cap: string | null; source: 'agent' | 'router' | 'external' } }
   | { kind: 'run_resumed'; project: string; run: string }
   | { kind: 'run_ended'; project: string; run: string }
   /** `answered`: the handoff and claim the result was accepted under (the watchdog holds back that claim's requeue). */
@@ -130,8 +131,8 @@ export function guardFactOf(event: GuardEventInput): GuardFact | null {
         return fact;
       }
       case 'run.stopped': {
-        const p = event.payload as { packet: { why: StopWhy; cap?: { name: string } } };
-        return { kind: 'run_halted', project, run: id, stopped_on: { why: p.packet.why, cap: p.packet.cap?.name ?? null } };
+        const p = event.payload as { source: 'agent' | 'router' | 'external'; packet: { why: StopWhy; cap?: { name: string } } };
+        return { kind: 'run_halted', project, run: id, stopped_on: { why: p.packet.why, cap: p.packet.cap?.name ?? null, source: p.source } };
       }
       case 'run.held':
         return { kind: 'run_halted', project, run: id };

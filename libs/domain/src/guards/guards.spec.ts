@@ -63,7 +63,10 @@ describe('loop guard: hop budget per run', () => {
   });
 
   /** Four hops past a budget of 3, stopped on a packet of `why` naming `cap`, resumed, and routed with a raised cap of `raised`. */
-  const raisedAfter = (stoppedOn: { why: StopWhy; cap: string | null } | undefined, raised: number): RunGuardFact[] => [
+  const raisedAfter = (
+    stoppedOn: { why: StopWhy; cap: string | null; source: 'agent' | 'router' | 'external' } | undefined,
+    raised: number,
+  ): RunGuardFact[] => [
     routed(null, 'a', 1),
     routed('a', 'b', 2),
     routed('b', 'c', 3),
@@ -80,24 +83,36 @@ describe('loop guard: hop budget per run', () => {
   });
 
   it('only an operator raises the cap: a routed event carrying raised_cap, answering the hop-budget stop, lifts the budget', () => {
-    expect(givenRun(raisedAfter({ why: 'budget', cap: 'hops' }, 10)).when(routed('e', 'f', 6)).stops).toEqual([]);
+    expect(givenRun(raisedAfter({ why: 'budget', cap: 'hops', source: 'external' }, 10)).when(routed('e', 'f', 6)).stops).toEqual([]);
   });
 
   it("raising another cap is not the hop budget: an agent's tokens cap raised to 100000 leaves the hop limit where it was", () => {
-    const history = raisedAfter({ why: 'budget', cap: 'tokens' }, 100_000);
+    const history = raisedAfter({ why: 'budget', cap: 'tokens', source: 'agent' }, 100_000);
     const last = history.pop()!;
     expect(givenRun(history).when(last).stops).toEqual([expect.objectContaining({ guard: 'hop_budget', cap: { name: 'hops', limit: 3, used: 5 } })]);
   });
 
   it('a raise answering a budget packet that names no cap (stored before stops named their cap: the hop budget) still lifts it; a hold or an unseen stop does not', () => {
-    expect(givenRun(raisedAfter({ why: 'budget', cap: null }, 10)).when(routed('e', 'f', 6)).stops).toEqual([]);
+    expect(givenRun(raisedAfter({ why: 'budget', cap: null, source: 'external' }, 10)).when(routed('e', 'f', 6)).stops).toEqual([]);
     const held = raisedAfter(undefined, 10);
     const last = held.pop()!;
     expect(givenRun(held).when(last).stops).toHaveLength(1);
   });
 
+  it("an agent's own budget stop is never the hop budget, whatever cap it names (hops, or none): raising it leaves the hop limit alone", () => {
+    for (const cap of ['hops', null]) {
+      const history = raisedAfter({ why: 'budget', cap, source: 'agent' }, 100_000);
+      const last = history.pop()!;
+      expect(givenRun(history).when(last).stops).toEqual([expect.objectContaining({ guard: 'hop_budget', cap: { name: 'hops', limit: 3, used: 5 } })]);
+    }
+  });
+
   it('the raise applies once: a later routed event does not carry the stop forward', () => {
-    const lifted = stepRunGuard(undefined, { kind: 'run_halted', project: 'p', run: 'r1', stopped_on: { why: 'budget', cap: 'hops' } }, config).state;
+    const lifted = stepRunGuard(
+      undefined,
+      { kind: 'run_halted', project: 'p', run: 'r1', stopped_on: { why: 'budget', cap: 'hops', source: 'external' } },
+      config,
+    ).state;
     expect(lifted.hop_stop).toBe(true);
     expect(stepRunGuard(lifted, routed('a', 'b', 1), config).state.hop_stop).toBe(false);
   });

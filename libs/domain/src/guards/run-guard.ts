@@ -21,9 +21,10 @@ export interface RunGuardState {
   /** The hop budget in force: the configured one, or a cap an operator raised. */
   hop_limit: number;
   /**
-   * The run last stopped on the hop budget: a budget packet naming the {@link HopCapName} cap, or
-   * naming no cap (packets stored before stops named their cap; the hop budget's stop was the one
-   * that named none). Only then does the raised cap of the run's next routed event lift `hop_limit`:
+   * The run last stopped on the hop budget: a budget packet from outside the run (source
+   * `external`: the watchdog's stop request) naming the {@link HopCapName} cap, or naming no cap
+   * (packets stored before stops named their cap; the hop budget's stop was the one that named
+   * none). An agent's own budget stop never is, whatever cap it names. Only then does the raised cap of the run's next routed event lift `hop_limit`:
    * raising another cap (an agent's `tokens`) is not a hop budget.
    */
   hop_stop: boolean;
@@ -68,7 +69,9 @@ export function stepRunGuard(current: RunGuardState | undefined, fact: RunGuardF
       return { state: current ?? state, stops: [] };
     case 'run_halted': {
       const on = fact.stopped_on;
-      const hop_stop = on !== undefined && on.why === 'budget' && (on.cap === null || on.cap === HopCapName);
+      // The hop budget's stop comes from outside the run (the watchdog's stop request): an agent's
+      // own budget stop names whatever cap it likes, `hops` included, and raising it is not the watchdog's budget.
+      const hop_stop = on !== undefined && on.why === 'budget' && on.source === 'external' && (on.cap === null || on.cap === HopCapName);
       return { state: { ...state, status: 'halted', hop_stop }, stops: [] };
     }
     case 'run_resumed':
