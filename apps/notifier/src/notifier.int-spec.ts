@@ -443,15 +443,25 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
     const inboxParams = (paths['/v1/inbox']!['get'] as { parameters: Array<{ name: string }> }).parameters.map((p) => p.name);
     expect(inboxParams).toEqual(['project', 'kind', 'why', 'agent', 'priority', 'status', 'order', 'limit', 'cursor']);
     // An enum filter says which values the server takes (it refuses any other: 400).
+    // A list filter is one value or a comma list (a string with the enum's pattern), or the same repeated (an array of them).
     const param = (name: string) =>
-      (paths['/v1/inbox']!['get'] as { parameters: Array<{ name: string; schema: { pattern?: string } }> }).parameters.find((p) => p.name === name)!;
+      (paths['/v1/inbox']!['get'] as { parameters: Array<{ name: string; schema: { anyOf: Array<{ type: string; pattern?: string }> } }> }).parameters.find(
+        (p) => p.name === name,
+      )!;
     for (const [name, ok, bad] of [
       ['kind', 'stop,hold', 'nope'],
       ['priority', 'high, urgent', 'HIGH'],
     ] as const) {
-      const pattern = new RegExp(param(name).schema.pattern!);
+      const pattern = new RegExp(param(name).schema.anyOf.find((s) => s.type === 'string')!.pattern!);
       expect([pattern.test(ok), pattern.test(bad)]).toEqual([true, false]);
+      expect(param(name).schema.anyOf.map((s) => s.type)).toEqual(['string', 'array']);
     }
+    // Repeated is the same as a comma list; a bad value among them is still 400.
+    const repeated = await get('/v1/inbox?kind=stop&kind=hold&status=any');
+    const listed = await get('/v1/inbox?kind=stop,hold&status=any');
+    expect(repeated.status).toBe(200);
+    expect(repeated.body).toEqual(listed.body);
+    expect((await get('/v1/inbox?kind=stop&kind=nope')).status).toBe(400);
     const page = await fetch(`${base}/docs`);
     expect(page.headers.get('content-type')).toMatch(/text\/html/);
     expect(await page.text()).toContain('/openapi.json');

@@ -20,9 +20,10 @@ import {
 } from '@baton/contracts';
 
 /**
- * A query parameter holding one value or a comma-separated list of them (any matches). When the
- * values are an enum, the OpenAPI document says which (a `pattern` and the list in words): the
- * server refuses any other value (400), so a client can know it before asking.
+ * A query parameter holding one value or a comma-separated list of them (any matches), given once
+ * or repeated (`?kind=stop&kind=hold` is `?kind=stop,hold`). When the values are an enum, the
+ * OpenAPI document says which (a `pattern` and the list in words): the server refuses any other
+ * value (400), so a client can know it before asking. At most 20 values in all.
  */
 const list = <T extends z.ZodType<string, string>>(item: T) => {
   const raw = z.string().min(1).max(2_000);
@@ -34,7 +35,10 @@ const list = <T extends z.ZodType<string, string>>(item: T) => {
           pattern: `^ *(${values.join('|')}) *(, *(${values.join('|')}) *)*$`,
           description: `one of ${values.join(', ')}, or a comma-separated list of them`,
         });
-  return documented.transform((text) => text.split(',').map((v) => v.trim())).pipe(z.array(item).min(1).max(20));
+  return z
+    .union([documented, z.array(documented).min(1).max(20)])
+    .transform((given) => (typeof given === 'string' ? [given] : given).flatMap((text) => text.split(',').map((v) => v.trim())))
+    .pipe(z.array(item).min(1).max(20));
 };
 
 /**
