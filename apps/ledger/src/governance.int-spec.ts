@@ -126,6 +126,17 @@ describe('ledger governance (real NATS): kill switch, rate cap, cross-project, d
     );
     expect(reoffered).toHaveLength(1);
     expect(handoffOf(await client.claim(P, { handoff_id: during.id, idempotency_key: 'cl-after' }, as('bob'))).status).toBe('claimed');
+
+    // Another admin's pause with the first one's key is another pause: its own pause id (the
+    // re-offers of its resume are named by it, and are not taken for the first resume's).
+    const second = await control(P, 'pause', { actor: 'ops2', actor_role: 'admin', reason: 'incident 42', idempotency_key: 'p1' });
+    expect(second).toMatchObject({ ok: true, events: 1, project: { status: 'paused' } });
+    const firstId = paused.ok ? paused.project.pause_id : undefined;
+    expect(second.ok && second.project.pause_id).not.toBe(firstId);
+    expect(await control(P, 'resume', { actor: 'ops2', actor_role: 'admin', idempotency_key: 'r2' })).toMatchObject({
+      ok: true,
+      project: { status: 'active' },
+    });
   });
 
   it('rate cap: a claim over the agent cap is refused with rate_limited and retry_after_ms', async () => {

@@ -45,6 +45,12 @@ export interface RebuildManyOptions {
   maxCatchUpRounds?: number;
   /** Delete the old generation in the background after the swap (default true). */
   dropPrevious?: boolean;
+  /**
+   * Swap in even when the active generation has applied more than the shadow: it was built from
+   * an events stream that is gone (recreated, its sequences started again), so its sequence says
+   * nothing of this stream. Only for that case (`ensureCurrent`'s `stream_replaced`).
+   */
+  replaceAhead?: boolean;
   /** Events folded in memory before they are written (default 2 048): bounds memory with the caches. */
   chunkEvents?: number;
   /**
@@ -124,7 +130,7 @@ export interface RebuildBackend {
   allocateGeneration(projection: string): Promise<number>;
   /** Create a shadow's meta with its owner token (fails with ShadowLostError if it exists with another). */
   createShadow(def: { name: string; version: number }, generation: number, owner: string): Promise<void>;
-  swap(projection: string, expected: number | null, next: number, owner: string): Promise<SwapResult>;
+  swap(projection: string, expected: number | null, next: number, owner: string, replaceAhead?: boolean): Promise<SwapResult>;
   dropShadow(projection: string, generation: number, owner: string): Promise<CleanupResult>;
   dropGeneration(projection: string, generation: number): Promise<CleanupResult>;
 }
@@ -299,7 +305,7 @@ export async function runRebuild(
       for (const shadow of building()) {
         let swap: SwapResult;
         try {
-          swap = await backend.swap(shadow.target.name, shadow.previous, shadow.generation, shadow.owner);
+          swap = await backend.swap(shadow.target.name, shadow.previous, shadow.generation, shadow.owner, options.replaceAhead === true);
         } catch (error) {
           fail(shadow, error);
           continue;

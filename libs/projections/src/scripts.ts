@@ -208,7 +208,8 @@ return { 'ok', gen, applied, skipped, lastApplied or lastRaw }
 /**
  * Compare-and-set the active generation.
  * KEYS: active pointer. ARGV: base, expected current generation ('' when none), new generation,
- * optionally the rebuild's owner token of the new generation.
+ * optionally the rebuild's owner token of the new generation, and '1' to replace an active
+ * generation that is ahead (it was built from a stream that is gone: a recreated events stream).
  * Returns {'lost'} when a token is given and the new generation's ~meta does not hold it (Redis lost
  * the shadow, or it is another rebuild's now), {'conflict', current} when the pointer moved
  * (another rebuild won), {'behind', shadowSeq, activeSeq} when the new generation has applied less
@@ -226,7 +227,7 @@ if current ~= ARGV[2] then return { 'conflict', current } end
 local shadowSeq = redis.call('HGET', base .. ':g' .. ARGV[3] .. ':~meta', 'seq') or '0'
 local activeSeq = '0'
 if current ~= '' then activeSeq = redis.call('HGET', base .. ':g' .. current .. ':~meta', 'seq') or '0' end
-if tonumber(shadowSeq) < tonumber(activeSeq) then return { 'behind', shadowSeq, activeSeq } end
+if ARGV[5] ~= '1' and tonumber(shadowSeq) < tonumber(activeSeq) then return { 'behind', shadowSeq, activeSeq } end
 redis.call('SET', KEYS[1], ARGV[3])
 if current ~= '' then redis.call('SADD', base .. ':retired', current) end
 return { 'swapped', current }

@@ -173,7 +173,7 @@ export interface ProjectionStore {
    * `expected`, exactly one returns `swapped`. With `owner`, also only if `next` is still the shadow
    * that owner created (`shadow_lost` otherwise). Does not delete anything.
    */
-  swap(projection: string, expected: number | null, next: number, owner?: string): Promise<SwapResult>;
+  swap(projection: string, expected: number | null, next: number, owner?: string, replaceAhead?: boolean): Promise<SwapResult>;
   /**
    * Rebuild a projection from `source` into a fresh shadow generation while the live applier keeps
    * writing the active one, then swap it in: {@link rebuildMany} with this one projection.
@@ -475,13 +475,14 @@ class RedisProjectionStore implements ProjectionStore {
     return this.redis.incr(generationCounterKey(this.base(projection)));
   }
 
-  async swap(projection: string, expected: number | null, next: number, owner?: string): Promise<SwapResult> {
+  async swap(projection: string, expected: number | null, next: number, owner?: string, replaceAhead = false): Promise<SwapResult> {
     const base = this.base(projection);
     const args = [base, expected === null ? '' : String(expected), String(positiveInt(next, 'generation'))];
     if (owner !== undefined) {
       if (!owner) throw new ProjectionError('an owner token must not be empty');
       args.push(owner);
-    }
+    } else if (replaceAhead) args.push('');
+    if (replaceAhead) args.push('1');
     const reply = (await swapScript.run(this.redis, [activeKey(base)], args)) as string[];
     const genOrNull = (raw: string | undefined) => (raw ? Number(raw) : null);
     switch (reply[0]) {
@@ -564,7 +565,7 @@ class RedisProjectionStore implements ProjectionStore {
       ensureActive: (def) => this.ensureActive(def),
       allocateGeneration: (projection) => this.allocateGeneration(projection),
       createShadow: async (def, generation, owner) => void (await this.runChunk(def, [], { generation, owner, create: true })),
-      swap: (projection, expected, next, owner) => this.swap(projection, expected, next, owner),
+      swap: (projection, expected, next, owner, replaceAhead) => this.swap(projection, expected, next, owner, replaceAhead),
       dropShadow: (projection, generation, owner) => this.dropShadow(projection, generation, owner),
       dropGeneration: (projection, generation) => this.dropGeneration(projection, generation),
     };

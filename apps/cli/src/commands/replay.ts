@@ -1,3 +1,4 @@
+import { batonStreamNames } from '@baton/eventstore';
 import { createBatonProjector, RebuildAbortedError, ShadowLostError, type RebuildResult } from '@baton/projections';
 import type { Command } from '../command';
 import { flag, int, parseCommandArgs, str } from '../command';
@@ -165,6 +166,16 @@ Options:
             )
           : counted(source, () => events++);
       const projector = createBatonProjector({ store, projections });
+      // A live projection that has applied more than the stream holds (read after it) was built
+      // from an events stream that is gone (recreated): the rebuild replaces it, not waits for it.
+      const statuses = await Promise.all(projections.map((projection) => store.status(projection)));
+      const nats = await ctx.nats();
+      const streamNow = (await nats.jsm.streams.info(batonStreamNames(ctx.config().BATON_PREFIX).events)).state.last_seq;
+      const replaceAhead = start === undefined && statuses.some((status) => status.lastSeq > streamNow);
+      if (replaceAhead)
+        ctx.io.stderr.write(
+          `baton: the live projections have applied more than the events stream holds (seq ${streamNow}): it was recreated; replacing them\n`,
+        );
       const began = Date.now();
       let results: Record<string, RebuildResult>;
       try {
@@ -173,6 +184,7 @@ Options:
           onSwapping: interrupt.commit,
           by: 'baton replay',
           targetSeq: lastSeq,
+          ...(replaceAhead ? { replaceAhead } : {}),
           totalEvents: total,
           // A note once set stays on the line until replaced: the seeding note gives way to the replay's.
           onProgress: showProgress(line, (p) =>

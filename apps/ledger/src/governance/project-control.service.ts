@@ -88,7 +88,9 @@ export class ProjectControlService {
             type: 'pause',
             data: {
               project,
-              pause_id: `pause-${digest(project, body.idempotency_key)}`,
+              // Named by the admin too: another admin's pause with the same key is another pause, and its
+              // resume's re-offers (`…:resume:<pause id>`) are not taken for the first one's.
+              pause_id: `pause-${digest(project, body.idempotency_key, caller.actor)}`,
               reason: 'reason' in body ? (body.reason ?? '') : '',
               idempotency_key: body.idempotency_key,
             },

@@ -35,7 +35,9 @@ export const PROJECTION_BATCH = 256;
  * Self-healing: every NOTIFIER_PROJECTION_CHECK_MS the same check as at start runs again, so a
  * projection Redis lost (FLUSHALL, a replaced or failed-over Redis without its data) is noticed —
  * it has no active generation any more — and rebuilt from the stream into a shadow generation and
- * swapped in, as `baton replay` would. The rebuild hands over to the live applier like any other
+ * swapped in, as `baton replay` would. So is a projection that has applied more of the stream than
+ * the stream holds: it was built from an events stream that is gone (NATS storage lost, the stream
+ * recreated), and is rebuilt from this one and swapped in over the stale generation. The rebuild hands over to the live applier like any other
  * (the swap waits until the shadow has applied what the live side has), and several notifier
  * instances doing it at once are safe (one swap wins, the others drop their shadow).
  */
@@ -178,14 +180,22 @@ export class ProjectionApplier implements OnApplicationBootstrap, BeforeApplicat
       // Shadows of rebuilds whose process died (a killed `baton replay`) are deleted.
       const abandoned = await this.projector.collectAbandoned();
       if (abandoned > 0) logger.warn('deleted the shadow generations of rebuilds that died', { shadows: abandoned });
-      for (const rebuilt of await this.projector.ensureCurrent(source, options)) {
+      const streamName = batonStreamNames(config.BATON_PREFIX).events;
+      const streamLastSeq = () =>
+        nats.jsm.streams.info(streamName).then(
+          (info) => info.state.last_seq,
+          () => null,
+        );
+      for (const rebuilt of await this.projector.ensureCurrent(source, options, streamLastSeq)) {
         const fields = {
           projection: rebuilt.projection,
           reason: rebuilt.reason,
           status: rebuilt.result.status,
           ...(rebuilt.result.status === 'swapped' ? { last_seq: rebuilt.result.lastSeq } : {}),
         };
-        if (when === 'at start') logger.info('projection rebuilt at start', fields);
+        if (rebuilt.reason === 'stream_replaced')
+          logger.error('projection was built from another events stream (recreated, its sequences started again): rebuilt from this one', fields);
+        else if (when === 'at start') logger.info('projection rebuilt at start', fields);
         else logger.warn('projection lost from Redis: rebuilt from the events stream', fields);
       }
     } catch (error) {

@@ -142,7 +142,7 @@ export const HandoffFailureReason = {
   createRefused: 'create_refused',
   /** Its deadline passed with no result from the target (outcome `timeout`, issue 5). */
   timeout: 'timeout',
-  /** It ended without a result: failed (`fail`) or abandoned by someone other than the router (outcome `error`). */
+  /** It ended without a result: failed (`fail`), released by its claimer, or abandoned by someone other than the router (outcome `error`). */
   ended: 'ended',
 } as const;
 export type HandoffFailureReason = (typeof HandoffFailureReason)[keyof typeof HandoffFailureReason];

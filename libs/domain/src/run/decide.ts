@@ -542,7 +542,9 @@ function failHandoff(command: HandoffFailedCommand, state: RunState): DecisionRe
   const reason =
     data.reason === 'timeout'
       ? `handoff ${pending.from} → ${pending.to} timed out: no result from ${pending.to} by its deadline (${data.code}); ON_FAILURE ESCALATE`
-      : `handoff ${pending.from} → ${pending.to} failed before ${pending.to} accepted it (${data.code}); ON_FAILURE ESCALATE`;
+      : data.reason === 'ended'
+        ? `handoff ${pending.from} → ${pending.to} ended without a result from ${pending.to} (${data.code}); ON_FAILURE ESCALATE`
+        : `handoff ${pending.from} → ${pending.to} failed before ${pending.to} accepted it (${data.code}); ON_FAILURE ESCALATE`;
   const decision = engineHold('handoff', { agent: pending.from, step: pending.fromStep }, reason);
   const ctx: OutcomeContext = { state: c.state, cause, now: metadata.now, agentText: null };
   return accept(...c.events, ...outcomeEvents(ctx, decision, { workflow: data.workflow, agents: data.agents, result: null }));

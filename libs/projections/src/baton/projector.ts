@@ -40,7 +40,7 @@ export interface BatonProjectorOptions {
 }
 
 /** Why a projection was rebuilt at start. */
-export type RebuildReason = 'no_active_generation' | 'version_changed';
+export type RebuildReason = 'no_active_generation' | 'version_changed' | 'stream_replaced';
 
 export interface EnsureCurrentResult {
   projection: string;
@@ -72,7 +72,7 @@ export interface BatonProjector {
    * Throws on the first failed rebuild, e.g. `ShadowLostError` when Redis lost its data mid-rebuild;
    * calling it again rebuilds what is still missing.
    */
-  ensureCurrent(source: ReplaySource, options?: RebuildOptions): Promise<EnsureCurrentResult[]>;
+  ensureCurrent(source: ReplaySource, options?: RebuildOptions, streamLastSeq?: () => Promise<number | null>): Promise<EnsureCurrentResult[]>;
   /** Rebuild one projection from `source` (see `ProjectionStore.rebuild`), then forget its cached states. */
   rebuild(name: string, source: ReplaySource, options?: RebuildOptions): Promise<RebuildResult>;
   /**
@@ -165,21 +165,33 @@ export function createBatonProjector(options: BatonProjectorOptions): BatonProje
       for (const p of projections) dropped += await store.collectAbandoned(p.name);
       return dropped;
     },
-    async ensureCurrent(source, rebuildOptions) {
+    async ensureCurrent(source, rebuildOptions, streamLastSeq) {
       const stale: Array<{ projection: AnyFoldingProjection; reason: RebuildReason }> = [];
-      for (const projection of projections) {
-        const status = await store.status(projection);
+      const statuses = [];
+      for (const projection of projections) statuses.push({ projection, status: await store.status(projection) });
+      // Read after the statuses: a projection cannot have applied more than the stream held then,
+      // unless it was built from another stream (the events stream was recreated and its
+      // sequences started again). Its sequence then says nothing of this stream: rebuild it.
+      const streamSeq = streamLastSeq ? await streamLastSeq() : null;
+      for (const { projection, status } of statuses) {
         const reason: RebuildReason | null =
-          status.activeGeneration === null ? 'no_active_generation' : status.storedVersion !== projection.version ? 'version_changed' : null;
+          status.activeGeneration === null
+            ? 'no_active_generation'
+            : status.storedVersion !== projection.version
+              ? 'version_changed'
+              : streamSeq !== null && status.lastSeq > streamSeq
+                ? 'stream_replaced'
+                : null;
         if (reason !== null) stale.push({ projection, reason });
       }
       if (stale.length === 0) return [];
+      const replaced = stale.some(({ reason }) => reason === 'stream_replaced');
       // Rebuild the stale ones together over one read of the stream.
       const results = await serial(() =>
         rebuildList(
           stale.map(({ projection }) => projection),
           source,
-          rebuildOptions,
+          replaced ? { ...rebuildOptions, replaceAhead: true } : rebuildOptions,
         ),
       );
       return stale.map(({ projection, reason }) => ({ projection: projection.name, reason, result: results[projection.name] as RebuildResult }));

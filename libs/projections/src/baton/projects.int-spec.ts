@@ -268,4 +268,20 @@ describe('projections keyed by project as well as id (real Redis)', () => {
     expect(await projector.ensureCurrent(source(log))).toEqual([]);
     expect(await views.handoff('beta', 'h-1')).toMatchObject({ handoff: { project: 'beta', claimed_by: 'carol' } });
   });
+
+  it('projections built from an events stream that is gone (recreated: its sequences started again) are rebuilt from the new one and replace the stale generation', async () => {
+    await applyAll(projector);
+    expect((await fx.store.status({ name: 'inbox', version: 6 })).lastSeq).toBe(log.at(-1)!.seq);
+    // The new stream holds beta's events only, numbered from 1: fewer than the projections applied.
+    const recreated = log.filter((e) => e.project === 'beta').map((e, index) => ({ ...e, seq: index + 1 }));
+    const last = recreated.at(-1)!.seq;
+    expect(last).toBeLessThan(log.at(-1)!.seq);
+    const rebuilt = await projector.ensureCurrent(source(recreated), { targetSeq: last }, async () => last);
+    expect(rebuilt.map((r) => `${r.projection}:${r.reason}:${r.result.status}`).sort()).toEqual(PROJECTIONS.map((p) => `${p}:stream_replaced:swapped`).sort());
+    for (const projection of PROJECTIONS) expect((await fx.store.status({ name: projection, version: 0 })).lastSeq).toBe(last);
+    expect(await views.projectsOf('run', 'wr-a')).toEqual(['beta']);
+    expect(await views.projectsOf('run', 'wr-b')).toEqual([]);
+    // Once rebuilt, the same check finds nothing to do.
+    expect(await projector.ensureCurrent(source(recreated), { targetSeq: last }, async () => last)).toEqual([]);
+  });
 });
