@@ -213,10 +213,15 @@ describe('answering a mesh stop packet (decideResume rules, as for runs)', () =>
       answered_by: 'olga',
       answered_at: LATER,
     });
-    for (const cap of [3.5, 1001]) {
+    // The message names the rule the value breaks (1001 is whole, only over the most).
+    for (const [cap, message] of [
+      [3.5, 'the new cap 3.5 is not a whole number'],
+      [1001, 'the new cap 1001 is over the most, 1000'],
+      [1000.5, 'the new cap 1000.5 is not a whole number and is over the most, 1000'],
+    ] as const) {
       expect({ cap, verdict: decideResume(stopped.data.packet, answerWith(cap), { now: LATER, actorRole: 'operator' }) }).toMatchObject({
         cap,
-        verdict: { ok: false, error: { code: 'answer_incomplete' } },
+        verdict: { ok: false, error: { code: 'answer_incomplete', message } },
       });
     }
     expect(decideResume(stopped.data.packet, answerWith(1000), { now: LATER, actorRole: 'operator' })).toMatchObject({ ok: true });

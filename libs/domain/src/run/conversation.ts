@@ -596,6 +596,7 @@ export function handoffFailed(
   code: string,
   message: string,
   reason: HandoffFailureReason = HandoffFailureReason.createRefused,
+  routes = true,
 ): 'done' | 'escalate' | null {
   const pending = c.state.pendingHandoff;
   if (pending === null || pending.handoffId !== handoffId) return null;
@@ -613,6 +614,9 @@ export function handoffFailed(
     code,
     onFailure: policy.action,
   });
+  // A run that is not running (stopped from outside, held for a person) is moved only by the answer
+  // it waits for: the child's end is recorded, its ON_FAILURE is not applied over the stop.
+  if (!routes) return 'done';
   const what = timedOut ? `timed out (${code})` : reason === HandoffFailureReason.ended ? `ended without a result (${code})` : `failed (${code})`;
   switch (policy.action) {
     case 'continue':

@@ -534,7 +534,9 @@ function failHandoff(command: HandoffFailedCommand, state: RunState): DecisionRe
   if (state.status === 'none') return notFound();
   const cause: RouteCause = { kind: 'handoff_failed', id: data.handoff_id };
   const c = conversationCtx(state, cause, metadata.now, data);
-  const outcome = handoffFailed(c, data.handoff_id, data.code, data.message, data.reason);
+  // ON_FAILURE applies to a running run only; a stopped or held one records the child's end and
+  // stays as it is until a person answers (a stop racing the child's failure is not undone).
+  const outcome = handoffFailed(c, data.handoff_id, data.code, data.message, data.reason, state.status === 'running');
   if (outcome === null) return stepHandoffEnded(command, state, cause);
   if (outcome === 'done') return accept(...c.events);
   // ON_FAILURE ESCALATE: hold the run for a person, with the caller as where `continue` goes.

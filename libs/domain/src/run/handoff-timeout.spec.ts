@@ -155,6 +155,32 @@ describe('a returnable handoff has a deadline: past it, handoff_completed with o
     expect(when.stateAfter().status).toBe('held');
   });
 
+  it('a run stopped from outside while its child works stays stopped when the child then fails: the end is recorded, ON_FAILURE is not applied over the stop', () => {
+    const defs = project({ action: 'continue' });
+    const { history, handoffId } = delegated(defs);
+    const stopped = given(runDecider, history).when({
+      type: 'stop',
+      data: { packet_id: 'wd-guard:c1', why: 'circuit_open', tried: [] },
+      metadata: { now: at(10), actor: 'baton-watchdog' },
+    } as RunCommand);
+    const stopEvents = stopped.thenMatch([
+      { type: 'run.stopped', data: expect.anything() },
+      { type: 'run.notice_emitted', data: expect.anything() },
+    ]);
+    const ended: HandoffFailedCommand = {
+      ...timeout(defs, handoffId, 20),
+      data: { ...timeout(defs, handoffId, 20).data, code: 'handoff_failed', reason: 'ended' },
+    };
+    const when = given(runDecider, [...history, ...stopEvents]).when(ended);
+    when.thenMatch([{ type: 'run.handoff_completed', data: expect.objectContaining({ handoffId, outcome: 'error', onFailure: 'continue' }) }]);
+    const after = when.stateAfter();
+    expect(after.status !== 'none' && { status: after.status, pending: after.pendingHandoff, awaiting: after.awaitingInput }).toEqual({
+      status: 'stopped',
+      pending: null,
+      awaiting: false,
+    });
+  });
+
   it('a deadline for a handoff whose child already produced its result is a no-op', () => {
     const defs = project({ action: 'respond', message: SORRY });
     const { history, handoffId } = delegated(defs, true);

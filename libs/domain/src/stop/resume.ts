@@ -127,8 +127,12 @@ export function decideResume(packet: StopPacket, answer: OperatorAnswer, ctx: Re
       // The limits the form states (a mesh's cap: whole, at most 1000) hold wherever the answer is decided.
       const field = packet.next_form?.fields.find((f) => f.id === 'cap');
       if ((field?.whole && !Number.isInteger(cap)) || (field?.at_most !== undefined && cap > field.at_most)) {
-        const rules = [...(field.whole ? ['a whole number'] : []), ...(field.at_most !== undefined ? [`at most ${field.at_most}`] : [])];
-        return refuse(DomainErrorKind.invalid, 'answer_incomplete', `the new cap ${cap} is not ${rules.join(', ')}`);
+        // Name the rule the value breaks: 1001 is a whole number, just over the most.
+        const broken = [
+          ...(field.whole && !Number.isInteger(cap) ? ['is not a whole number'] : []),
+          ...(field.at_most !== undefined && cap > field.at_most ? [`is over the most, ${field.at_most}`] : []),
+        ];
+        return refuse(DomainErrorKind.invalid, 'answer_incomplete', `the new cap ${cap} ${broken.join(' and ')}`);
       }
       return effect({ kind: 'raise_cap', cap });
     }
