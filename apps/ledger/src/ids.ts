@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
 import { stableStringify } from '@baton/domain';
 
-/** 32 hex digits of SHA-256 over the parts (separated so `a,bc` and `ab,c` differ). */
-function digest(...parts: string[]): string {
+/** 32 hex digits of SHA-256 over the parts (separated so `a,bc` and `ab,c` differ): every id the ledger derives. */
+export function digest(...parts: string[]): string {
   return createHash('sha256').update(parts.join('\u001f')).digest('hex').slice(0, 32);
 }
 

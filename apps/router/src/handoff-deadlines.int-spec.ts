@@ -78,6 +78,13 @@ describe('a returnable handoff has a deadline (issue 5; router + ledger + watchd
     };
     return nats.js.publish(Subjects.agentResult(prefix, project, agent), encoder.encode(JSON.stringify(result)));
   };
+  /** The child agent, as its SDK would, takes its handoff in `dlended`: the ledger client and the claim id. */
+  const claimAsChild = async (handoffId: string) => {
+    const child = new LedgerClient(nats, prefix, { as: Principals.agent('dlended', 'Income_Capture_Agent') });
+    const claimed = await child.claim('dlended', { handoff_id: handoffId, idempotency_key: `claim-${handoffId}` });
+    expect(claimed.ok).toBe(true);
+    return { child, claimId: claimed.ok ? claimed.handoff.claim_id! : '' };
+  };
   /** The ledger's handoff.created of the child: it carries deadline_at = the route's time + 1.5 s. */
   const childCreated = (project: string, handoffId: string) =>
     waitFor(async () => (await events(project, 'handoff', handoffId)).find((e) => e.type === 'handoff.created'), `the ledger handoff ${handoffId}`);
@@ -140,12 +147,10 @@ describe('a returnable handoff has a deadline (issue 5; router + ledger + watchd
   it('a child that fails its handoff (or a person who abandons it) is a failure of the route, not a wait: handoff_completed (error) and ON_FAILURE at once, not at the deadline', async () => {
     const { run, handoffId } = await start('dlended');
     await childCreated('dlended', handoffId);
-    const child = new LedgerClient(nats, prefix, { as: Principals.agent('dlended', 'Income_Capture_Agent') });
-    const claimed = await child.claim('dlended', { handoff_id: handoffId, idempotency_key: `claim-${handoffId}` });
-    expect(claimed.ok).toBe(true);
+    const { child, claimId } = await claimAsChild(handoffId);
     const failed = await child.fail('dlended', {
       handoff_id: handoffId,
-      claim_id: claimed.ok ? claimed.handoff.claim_id! : '',
+      claim_id: claimId,
       reason: 'the income service is down',
       idempotency_key: `fail-${handoffId}`,
     });
@@ -164,12 +169,10 @@ describe('a returnable handoff has a deadline (issue 5; router + ledger + watchd
   it('a child that releases its handoff (declines it: a released handoff is never offered again) is a failure of the route too: handoff_completed (error), ON_FAILURE at once', async () => {
     const { run, handoffId } = await start('dlended');
     await childCreated('dlended', handoffId);
-    const child = new LedgerClient(nats, prefix, { as: Principals.agent('dlended', 'Income_Capture_Agent') });
-    const claimed = await child.claim('dlended', { handoff_id: handoffId, idempotency_key: `claim-${handoffId}` });
-    expect(claimed.ok).toBe(true);
+    const { child, claimId } = await claimAsChild(handoffId);
     const released = await child.release('dlended', {
       handoff_id: handoffId,
-      claim_id: claimed.ok ? claimed.handoff.claim_id! : '',
+      claim_id: claimId,
       reason: 'not my kind of work',
       idempotency_key: `release-${handoffId}`,
     });

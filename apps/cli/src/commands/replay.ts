@@ -166,16 +166,13 @@ Options:
             )
           : counted(source, () => events++);
       const projector = createBatonProjector({ store, projections });
-      // A live projection that has applied more than the stream holds (read after it) was built
-      // from an events stream that is gone (recreated): the rebuild replaces it, not waits for it.
-      const statuses = await Promise.all(projections.map((projection) => store.status(projection)));
+      // A live projection that has applied more than the stream holds was built from an events
+      // stream that is gone (recreated): the rebuild replaces it, not waits for it.
       const nats = await ctx.nats();
-      const streamNow = (await nats.jsm.streams.info(batonStreamNames(ctx.config().BATON_PREFIX).events)).state.last_seq;
-      const replaceAhead = start === undefined && statuses.some((status) => status.lastSeq > streamNow);
-      if (replaceAhead)
-        ctx.io.stderr.write(
-          `baton: the live projections have applied more than the events stream holds (seq ${streamNow}): it was recreated; replacing them\n`,
-        );
+      const streamName = batonStreamNames(ctx.config().BATON_PREFIX).events;
+      const replaced = start === undefined ? await projector.builtFromAnotherStream(async () => (await nats.jsm.streams.info(streamName)).state.last_seq) : [];
+      const replaceAhead = replaced.length > 0;
+      if (replaceAhead) ctx.io.stderr.write(`baton: ${replaced.join(', ')} applied more than the events stream holds: it was recreated; replacing them\n`);
       const began = Date.now();
       let results: Record<string, RebuildResult>;
       try {

@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
 import {
   ProjectControlId,
@@ -12,7 +11,7 @@ import {
 import { projectControlDecider, toProjectControlRecord, type ProjectControlCommand, type ProjectControlState } from '@baton/domain';
 import { LruCache, type AggregateRef, type HopTrace } from '@baton/eventstore';
 import { PROJECTS_KEPT } from '../projects/project-directory';
-import { LedgerIds } from '../ids';
+import { digest, LedgerIds } from '../ids';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 
 /** The control aggregate of `project`. */
@@ -121,8 +120,4 @@ export class ProjectControlService {
     this.runtime.logger.info(`project ${name} ${result.appended > 0 ? 'applied' : 'already applied'}`, { project, actor: caller.actor });
     return { ok: true, project: toProjectControlRecord(project, result.state), events: result.appended };
   }
-}
-
-function digest(...parts: string[]): string {
-  return createHash('sha256').update(parts.join('\u001f')).digest('hex').slice(0, 32);
 }

@@ -73,6 +73,13 @@ export interface BatonProjector {
    * calling it again rebuilds what is still missing.
    */
   ensureCurrent(source: ReplaySource, options?: RebuildOptions, streamLastSeq?: () => Promise<number | null>): Promise<EnsureCurrentResult[]>;
+  /**
+   * The projections built from an events stream that is gone: each one's applied sequence is read,
+   * then the stream's last sequence (`streamLastSeq`, read after them, so live progress meanwhile
+   * cannot look like it), and those ahead of the stream are named. The stream was recreated and
+   * its sequences started again; a rebuild must replace them (`replaceAhead`).
+   */
+  builtFromAnotherStream(streamLastSeq: () => Promise<number | null>): Promise<string[]>;
   /** Rebuild one projection from `source` (see `ProjectionStore.rebuild`), then forget its cached states. */
   rebuild(name: string, source: ReplaySource, options?: RebuildOptions): Promise<RebuildResult>;
   /**
@@ -108,6 +115,13 @@ export function createBatonProjector(options: BatonProjectorOptions): BatonProje
     sessions.set(projection.name, new FoldSession(projection, 'live', loader, options.cacheSize ?? 10_000, bytes));
     ranges.set(projection.name, new RangeFold(store, projection, options.rangeCacheSize ?? 2_000, bytes));
   }
+  const builtFromAnotherStream = async (streamLastSeq: () => Promise<number | null>): Promise<string[]> => {
+    const statuses = await Promise.all(projections.map(async (projection) => ({ name: projection.name, status: await store.status(projection) })));
+    // Read after the statuses: a projection cannot have applied more than the stream held then,
+    // unless it was built from another stream.
+    const streamSeq = await streamLastSeq();
+    return streamSeq === null ? [] : statuses.filter(({ status }) => status.activeGeneration !== null && status.lastSeq > streamSeq).map(({ name }) => name);
+  };
   let queue: Promise<unknown> = Promise.resolve();
   const serial = <T>(task: () => Promise<T>): Promise<T> => {
     const run = queue.then(task, task);
@@ -165,21 +179,18 @@ export function createBatonProjector(options: BatonProjectorOptions): BatonProje
       for (const p of projections) dropped += await store.collectAbandoned(p.name);
       return dropped;
     },
+    builtFromAnotherStream,
     async ensureCurrent(source, rebuildOptions, streamLastSeq) {
       const stale: Array<{ projection: AnyFoldingProjection; reason: RebuildReason }> = [];
-      const statuses = [];
-      for (const projection of projections) statuses.push({ projection, status: await store.status(projection) });
-      // Read after the statuses: a projection cannot have applied more than the stream held then,
-      // unless it was built from another stream (the events stream was recreated and its
-      // sequences started again). Its sequence then says nothing of this stream: rebuild it.
-      const streamSeq = streamLastSeq ? await streamLastSeq() : null;
-      for (const { projection, status } of statuses) {
+      const replacedNames = new Set(streamLastSeq ? await builtFromAnotherStream(streamLastSeq) : []);
+      for (const projection of projections) {
+        const status = await store.status(projection);
         const reason: RebuildReason | null =
           status.activeGeneration === null
             ? 'no_active_generation'
             : status.storedVersion !== projection.version
               ? 'version_changed'
-              : streamSeq !== null && status.lastSeq > streamSeq
+              : replacedNames.has(projection.name)
                 ? 'stream_replaced'
                 : null;
         if (reason !== null) stale.push({ projection, reason });
