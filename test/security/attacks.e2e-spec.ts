@@ -119,6 +119,9 @@ describe('security: an agent of project A attacks a platform running the generat
       pub('a result as another agent', `${prefix}.in.${A}.result.billing`),
       pub('a result in another project', `${prefix}.in.${B}.result.support`),
       pub('a run start in another project', `${prefix}.in.${B}.start`),
+      pub('a run start as another agent', `${prefix}.in.${A}.start.billing`),
+      pub('a mesh start as another agent', `${prefix}.in.${A}.mesh_start.billing`),
+      pub('a run start as an agent of another project', `${prefix}.in.${B}.start.support`),
       pub('a dead letter', `${prefix}.dlq.router`),
       pub('a redrive marker', `${prefix}.dlq._redriven`),
       pub('a human action notice', `${prefix}.notice.${A}`),
@@ -235,9 +238,9 @@ describe('security: an agent of project A attacks a platform running the generat
   it('records a result that does not hold the current claim as refused (no stop packet, nothing for an operator to approve), then serves the real claim holder', async () => {
     const store = new JetStreamEventStore({ js: admin.js, jsm: admin.jsm, prefix, registry: createEventRegistry() });
     const runId = `wr-sec-${randomBytes(3).toString('hex')}`;
-    // The agent may start runs in its own project.
+    // The agent may start runs in its own project, under its own name (the start records it as the actor).
     const started = await agent.js.publish(
-      `${prefix}.in.${A}.start`,
+      `${prefix}.in.${A}.start.support`,
       encoder.encode(JSON.stringify({ workflow_run_id: runId, project: A, workflow: 'support', started_by: 'dana' })),
       { msgID: MsgIds.start(A, runId) },
     );
@@ -245,6 +248,7 @@ describe('security: an agent of project A attacks a platform running the generat
     await waitFor(async () => ((await runEvents(store, runId)).some((e) => e.type === 'run.routed') ? true : undefined), 'the run routed to support', {
       timeoutMs: 30_000,
     });
+    expect((await runEvents(store, runId)).find((e) => e.type === 'run.started')?.actor).toBe('support');
     // The attack: a result on the agent's own subject, with no claim, carrying a policy stop and a forged pending refund.
     const forged = {
       result_id: `res-forged-${runId}`,

@@ -140,12 +140,31 @@ describe('ids are scoped by project: two projects, the same run id and result id
     expect(alpha[0]!.id).toMatch(new RegExp(`^ev0-s-alpha:run:${runId}:${runId}@[0-9a-f]{16}$`));
     expect(beta[0]!.id).toMatch(new RegExp(`^ev0-s-beta:run:${runId}:${runId}@[0-9a-f]{16}$`));
     expect(new Set([...alpha, ...beta].map((e) => e.id)).size).toBe(alpha.length + beta.length);
-    // Identity from the subject, never the body: the start subject names no speaker, so the start's
-    // events say a client of the project started it, not the body's started_by ('sam').
+    // Identity from the subject, never the body: the SDK starts on `…start.<agent>`, so the start's
+    // events name that agent, not the body's started_by ('sam').
     expect(alpha.slice(0, 2).map((e) => [e.actor, e.origin])).toEqual([
-      ['project-client', 'agent'],
-      ['project-client', 'agent'],
+      ['issue', 'agent'],
+      ['issue', 'agent'],
     ]);
     expect(alpha[0]!.payload).toMatchObject({ people: { started_by: 'sam' } });
+  });
+
+  it("a start on the project's shared subject records `project-client`, one on `…start.<agent>` that agent; a body naming another project is refused on either", async () => {
+    const [shared, named, foreign] = ['sh', 'nm', 'fx'].map((tag) => `wr-${tag}-${randomBytes(3).toString('hex')}`) as [string, string, string];
+    const body = (runId: string, project = 'alpha') =>
+      encoder.encode(JSON.stringify({ workflow_run_id: runId, project, workflow: 'feature', started_by: 'sam' }));
+    await nats.js.publish(`${prefix}.in.alpha.start`, body(shared), { msgID: `start:alpha:${shared}` });
+    await nats.js.publish(`${prefix}.in.alpha.start.architect`, body(named), { msgID: `start:alpha:${named}` });
+    await nats.js.publish(`${prefix}.in.alpha.start.architect`, body(foreign, 'beta'), { msgID: `start:alpha:${foreign}` });
+    const [a, b] = await Promise.all([waitTypes('alpha', shared, 'run.routed'), waitTypes('alpha', named, 'run.routed')]);
+    expect([a[0]!.actor, b[0]!.actor]).toEqual(['project-client', 'architect']);
+    expect(b.map((e) => e.origin)).toEqual(['agent', 'agent']);
+    const letter = await waitFor(async () => {
+      const dlq = `${prefix.toUpperCase()}_DLQ`;
+      const msg = await nats.jsm.streams.getMessage(dlq, { last_by_subj: `${prefix}.dlq.router-agent-starts` }).catch(() => null);
+      return msg ?? undefined;
+    }, 'the foreign-project start dead-lettered by the agent-named starts consumer');
+    expect(letter.header.get('Baton-Dlq-Reason')).toMatch(/project_mismatch/);
+    expect((await events('beta', foreign)).length).toBe(0);
   });
 });

@@ -36,12 +36,14 @@ const principalArb: fc.Arbitrary<(project: string) => Principal> = fc.oneof(
 const tokensOf: { [N in SubjectName]: fc.Arbitrary<object> } = {
   event: fc.record({ project: projectArb, kind: kindArb, id: tokenArb }),
   runStart: fc.record({ project: projectArb }),
+  agentRunStart: fc.record({ project: projectArb, agent: agentArb }),
   agentResult: fc.record({ project: projectArb, agent: agentArb }),
   sessionMessage: fc.record({ project: projectArb }),
   operatorAnswer: fc.record({ project: projectArb }),
   stopRequest: fc.record({ project: projectArb }),
   offer: fc.record({ project: projectArb, agent: agentArb }),
   meshStart: fc.record({ project: projectArb }),
+  agentMeshStart: fc.record({ project: projectArb, agent: agentArb }),
   meshResult: fc.record({ project: projectArb, agent: agentArb }),
   meshAnswer: fc.record({ project: projectArb }),
   ledgerCommand: fc.tuple(projectArb, principalArb, tokenArb).map(([project, principal, command]) => ({ project, principal: principal(project), command })),
@@ -73,12 +75,7 @@ describe('the subject table', () => {
           SubjectTable[name].pattern === `{prefix}.${SubjectTable[name].area}.{project}`,
       ).toBe(true);
     }
-    expect(
-      names
-        .filter((n) => SubjectTable[n].area === 'in')
-        .map((n) => SubjectTable[n].inboxKind)
-        .sort(),
-    ).toEqual([...InboxKinds].sort());
+    expect([...new Set(names.filter((n) => SubjectTable[n].area === 'in').map((n) => SubjectTable[n].inboxKind))].sort()).toEqual([...InboxKinds].sort());
   });
 
   it('writes the subjects the README and docs/identity.md list', () => {
@@ -86,6 +83,8 @@ describe('the subject table', () => {
     expect(SubjectTable.event.build(p, { project: 'acme', kind: 'run', id: 'wr-1' })).toBe('baton.ev.acme.run.wr-1');
     expect(SubjectTable.agentResult.build(p, { project: 'acme', agent: 'support' })).toBe('baton.in.acme.result.support');
     expect(SubjectTable.runStart.build(p, { project: 'acme' })).toBe('baton.in.acme.start');
+    expect(SubjectTable.agentRunStart.build(p, { project: 'acme', agent: 'intake' })).toBe('baton.in.acme.start.intake');
+    expect(SubjectTable.agentMeshStart.build(p, { project: 'acme', agent: 'intake' })).toBe('baton.in.acme.mesh_start.intake');
     expect(SubjectTable.sessionMessage.build(p, { project: 'acme' })).toBe('baton.in.acme.message');
     expect(SubjectTable.operatorAnswer.build(p, { project: 'acme' })).toBe('baton.in.acme.answer');
     expect(SubjectTable.stopRequest.build(p, { project: 'acme' })).toBe('baton.in.acme.stop');
@@ -165,7 +164,9 @@ describe('the subject table', () => {
   it('recognises subjects under the prefix that no entry describes as unknown, with their area', () => {
     expect(parseSubject('baton', 'baton.in.acme.bogus')).toEqual({ name: 'unknown', area: 'in' });
     expect(parseSubject('baton', 'baton.in.acme.result')).toEqual({ name: 'unknown', area: 'in' });
-    expect(parseSubject('baton', 'baton.in.acme.start.extra')).toEqual({ name: 'unknown', area: 'in' });
+    expect(parseSubject('baton', 'baton.in.acme.start.intake')).toEqual({ name: 'agentRunStart', project: 'acme', agent: 'intake' });
+    expect(parseSubject('baton', 'baton.in.acme.start.intake.extra')).toEqual({ name: 'unknown', area: 'in' });
+    expect(parseSubject('baton', 'baton.in.acme.start.Bad_Agent!')).toEqual({ name: 'unknown', area: 'in' });
     expect(parseSubject('baton', 'baton.in.Acme.start')).toEqual({ name: 'unknown', area: 'in' });
     expect(parseSubject('baton', 'baton.ev.acme.invoice.1')).toEqual({ name: 'unknown', area: 'ev' });
     expect(parseSubject('baton', 'baton.cmd.router.acme.drop_tables')).toEqual({ name: 'unknown', area: 'cmd' });

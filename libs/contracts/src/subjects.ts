@@ -185,8 +185,10 @@ export const SubjectTable = {
     slot('kind', TokenRules.kind),
     slot('id', TokenRules.token),
   ]),
-  /** Run starts (StartRunRequest). */
+  /** Run starts (StartRunRequest) on the project's shared subject: the publisher is any client of the project (actor `project-client`). */
   runStart: templateEntry<'runStart', P>('runStart', 'in', ['in', project, 'start'], 'start'),
+  /** Run starts (StartRunRequest) published by one agent: only that agent may, and the run's start records it as the actor. */
+  agentRunStart: templateEntry<'agentRunStart', PA>('agentRunStart', 'in', ['in', project, 'start', agent], 'start'),
   /** Agent results published by agent microservices. */
   agentResult: templateEntry<'agentResult', PA>('agentResult', 'in', ['in', project, 'result', agent], 'result'),
   /** Customer turns of a conversation run (SessionMessage; seed 001). */
@@ -197,8 +199,10 @@ export const SubjectTable = {
   stopRequest: templateEntry<'stopRequest', P>('stopRequest', 'in', ['in', project, 'stop'], 'stop'),
   /** Handoffs offered to an agent (the HandoffRecord; the agent's SDK pulls its offers durable). */
   offer: templateEntry<'offer', PA>('offer', 'in', ['in', project, 'offer', agent], 'offer'),
-  /** Mesh starts (MeshStartRequest). */
+  /** Mesh starts (MeshStartRequest) on the project's shared subject (actor `project-client`). */
   meshStart: templateEntry<'meshStart', P>('meshStart', 'in', ['in', project, 'mesh_start'], 'mesh_start'),
+  /** Mesh starts (MeshStartRequest) published by one agent: only that agent may, and the mesh's start records it as the actor. */
+  agentMeshStart: templateEntry<'agentMeshStart', PA>('agentMeshStart', 'in', ['in', project, 'mesh_start', agent], 'mesh_start'),
   /** Mesh turns: an AgentResult whose workflow_run_id is the mesh run id. */
   meshResult: templateEntry<'meshResult', PA>('meshResult', 'in', ['in', project, 'mesh_result', agent], 'mesh_result'),
   /** Operator answers to a mesh's stop packet (MeshAnswerRequest). */
@@ -275,8 +279,11 @@ export const Subjects = {
   /** Agent results published by agent microservices. */
   agentResult: (prefix: string, project: string, agent: string) => SubjectTable.agentResult.format(prefix, { project, agent }),
   agentResults: (prefix: string) => SubjectTable.agentResult.format(prefix),
-  /** Run starts (StartRunRequest). */
+  /** Run starts (StartRunRequest) on the project's shared subject. */
   runStart: (prefix: string, project: string) => SubjectTable.runStart.format(prefix, { project }),
+  /** Run starts published by one agent (`<prefix>.in.<project>.start.<agent>`); `format(prefix)` of every one is the filter. */
+  agentRunStart: (prefix: string, project: string, agent: string) => SubjectTable.agentRunStart.format(prefix, { project, agent }),
+  agentRunStarts: (prefix: string) => SubjectTable.agentRunStart.format(prefix),
   /** Customer turns of a conversation run (SessionMessage; seed 001). */
   sessionMessage: (prefix: string, project: string) => SubjectTable.sessionMessage.format(prefix, { project }),
   sessionMessages: (prefix: string) => SubjectTable.sessionMessage.format(prefix),
@@ -300,6 +307,9 @@ export const Subjects = {
   /** Mesh starts (MeshStartRequest; JetStream into the inbox). */
   meshStart: (prefix: string, project: string) => SubjectTable.meshStart.format(prefix, { project }),
   meshStarts: (prefix: string) => SubjectTable.meshStart.format(prefix),
+  /** Mesh starts published by one agent (`<prefix>.in.<project>.mesh_start.<agent>`). */
+  agentMeshStart: (prefix: string, project: string, agent: string) => SubjectTable.agentMeshStart.format(prefix, { project, agent }),
+  agentMeshStarts: (prefix: string) => SubjectTable.agentMeshStart.format(prefix),
   /** Mesh turns: an AgentResult whose workflow_run_id is the mesh run id (JetStream into the inbox). */
   meshResult: (prefix: string, project: string, agent: string) => SubjectTable.meshResult.format(prefix, { project, agent }),
   meshResults: (prefix: string) => SubjectTable.meshResult.format(prefix),

@@ -12,11 +12,13 @@ import { durableNameFor } from './subject-patterns';
 export const DlqSources = {
   /** The router's inbox consumers (`<prefix>.in.*.…`). */
   routerStarts: 'router-starts',
+  routerAgentStarts: 'router-agent-starts',
   routerResults: 'router-results',
   routerAnswers: 'router-answers',
   routerMessages: 'router-messages',
   routerStops: 'router-stops',
   routerMeshStarts: 'router-mesh-starts',
+  routerAgentMeshStarts: 'router-agent-mesh-starts',
   routerMeshTurns: 'router-mesh-turns',
   routerMeshAnswers: 'router-mesh-answers',
   /** The router's event reactors: dispatch (run events), returnable-handoff deadlines (handoff events), meshes (mesh events). */
@@ -45,11 +47,13 @@ export type DlqSource = (typeof DlqSources)[keyof typeof DlqSources];
  */
 export const ROUTER_DLQ_SOURCES: Readonly<Record<string, DlqSource>> = {
   '{prefix}.in.*.start': DlqSources.routerStarts,
+  '{prefix}.in.*.start.*': DlqSources.routerAgentStarts,
   '{prefix}.in.*.result.*': DlqSources.routerResults,
   '{prefix}.in.*.answer': DlqSources.routerAnswers,
   '{prefix}.in.*.message': DlqSources.routerMessages,
   '{prefix}.in.*.stop': DlqSources.routerStops,
   '{prefix}.in.*.mesh_start': DlqSources.routerMeshStarts,
+  '{prefix}.in.*.mesh_start.*': DlqSources.routerAgentMeshStarts,
   '{prefix}.in.*.mesh_result.*': DlqSources.routerMeshTurns,
   '{prefix}.in.*.mesh_answer': DlqSources.routerMeshAnswers,
   '{prefix}.ev.*.run.*': DlqSources.routerDispatch,

@@ -37,10 +37,12 @@ export interface InboxConsumerDeclaration {
 /** The router's inbox consumers (the patterns of its `@EventPattern`s on `<prefix>.in.>`, answers excepted). */
 export const ROUTER_INBOX_CONSUMERS: readonly InboxConsumerDeclaration[] = [
   { service: 'router', pattern: '{prefix}.in.*.start', source: DlqSources.routerStarts },
+  { service: 'router', pattern: '{prefix}.in.*.start.*', source: DlqSources.routerAgentStarts },
   { service: 'router', pattern: '{prefix}.in.*.result.*', source: DlqSources.routerResults },
   { service: 'router', pattern: '{prefix}.in.*.message', source: DlqSources.routerMessages },
   { service: 'router', pattern: '{prefix}.in.*.stop', source: DlqSources.routerStops },
   { service: 'router', pattern: '{prefix}.in.*.mesh_start', source: DlqSources.routerMeshStarts },
+  { service: 'router', pattern: '{prefix}.in.*.mesh_start.*', source: DlqSources.routerAgentMeshStarts },
   { service: 'router', pattern: '{prefix}.in.*.mesh_result.*', source: DlqSources.routerMeshTurns },
 ];
 

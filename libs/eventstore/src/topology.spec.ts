@@ -23,12 +23,14 @@ describe('topology', () => {
     // Only inputs some consumer reads; `baton.in.<p>.bogus` has no stream.
     expect(inbox!.subjects).toEqual([
       'baton.in.*.start',
+      'baton.in.*.start.*',
       'baton.in.*.result.*',
       'baton.in.*.message',
       'baton.in.*.answer',
       'baton.in.*.stop',
       'baton.in.*.offer.*',
       'baton.in.*.mesh_start',
+      'baton.in.*.mesh_start.*',
       'baton.in.*.mesh_result.*',
       'baton.in.*.mesh_answer',
     ]);

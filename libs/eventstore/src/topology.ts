@@ -87,12 +87,14 @@ export function inboxSubjects(prefix: string): string[] {
   const any = '*';
   return [
     Subjects.runStart(prefix, any),
+    Subjects.agentRunStarts(prefix),
     Subjects.agentResults(prefix),
     Subjects.sessionMessages(prefix),
     Subjects.operatorAnswers(prefix),
     Subjects.stopRequest(prefix, any),
     Subjects.offer(prefix, any, any),
     Subjects.meshStarts(prefix),
+    Subjects.agentMeshStarts(prefix),
     Subjects.meshResults(prefix),
     Subjects.meshAnswers(prefix),
   ];

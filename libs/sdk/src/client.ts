@@ -44,6 +44,13 @@ export interface BatonClientOptions {
    * any other id it is another publisher's message and the publish throws `DuplicateMessageError`.
    */
   sentIdsCapacity?: number;
+  /**
+   * Where `startRun` publishes: `agent` (default) on `<prefix>.in.<project>.start.<agent>`, so the
+   * run's start records this agent as its actor; `project` on the project's shared
+   * `<prefix>.in.<project>.start`, recorded as `project-client` — for credentials issued before
+   * agent-named starts existed (they allow only the shared subject; `baton creds agent` issues new ones).
+   */
+  startsAs?: 'agent' | 'project';
 }
 
 /** What JetStream answered to a publish. */
@@ -131,9 +138,10 @@ export interface BatonAgent {
    */
   publishResult(result: AgentResultInput): Promise<PublishReceipt>;
   /**
-   * Validate and publish a run start to `<prefix>.in.<project>.start` with
-   * `Nats-Msg-Id = start:<project>:<workflow_run_id>`; the router starts the run (once, however
-   * often this client sends it).
+   * Validate and publish a run start to `<prefix>.in.<project>.start.<agent>` (the run's start records
+   * this agent as its actor; `startsAs: 'project'`: the shared `<prefix>.in.<project>.start`, actor
+   * `project-client`) with `Nats-Msg-Id = start:<project>:<workflow_run_id>`; the router starts the
+   * run (once, however often this client sends it).
    * @throws InvalidInputError when the request breaks `StartRunRequestSchema`; `DuplicateMessageError`
    *   when the stream holds a start of this run that this client did not send.
    */
@@ -200,6 +208,7 @@ class NatsBatonAgent implements BatonAgent {
   readonly project: string;
   readonly agent: string;
   readonly ledger: LedgerClient;
+  private readonly startsAs: 'agent' | 'project';
   private readonly subscriptions = new Set<OfferSubscription>();
   /** The message ids this client published (see {@link SentMessageIds}). */
   private readonly sent: SentMessageIds;
@@ -216,6 +225,7 @@ class NatsBatonAgent implements BatonAgent {
     this.prefix = options.prefix ?? process.env['BATON_PREFIX'] ?? 'baton';
     this.project = options.project;
     this.agent = options.agent;
+    this.startsAs = options.startsAs ?? 'agent';
     this.sent = sent;
     this.ledger = new LedgerClient(nats, this.prefix, { as: Principals.agent(options.project, options.agent), timeoutMs: options.requestTimeoutMs ?? 5000 });
   }
@@ -250,7 +260,9 @@ class NatsBatonAgent implements BatonAgent {
     const parsed = StartRunRequestSchema.safeParse({ ...input, project: input.project ?? this.project });
     if (!parsed.success) throw new InvalidInputError('run start', rejectionFromZod(parsed.error));
     const request = parsed.data;
-    return this.publish(AgentSubjects.runStart(this.prefix, request.project), request, MsgIds.start(request.project, request.workflow_run_id));
+    const subject =
+      this.startsAs === 'agent' ? AgentSubjects.agentRunStart(this.prefix, request.project, this.agent) : AgentSubjects.runStart(this.prefix, request.project);
+    return this.publish(subject, request, MsgIds.start(request.project, request.workflow_run_id));
   }
 
   async sendMessage(input: SessionMessageInput): Promise<PublishReceipt> {

@@ -196,6 +196,12 @@ export interface MeshPublisher {
   js: Pick<NatsJetStream, 'publish'>;
   prefix: string;
   sent?: SentMessageIds;
+  /**
+   * The agent whose credentials this connection holds: `startMesh` then publishes on
+   * `<prefix>.in.<project>.mesh_start.<agent>` and the mesh's start records it as the actor. Without
+   * it, the project's shared `…mesh_start` (actor `project-client`).
+   */
+  agent?: string;
 }
 
 /** The message ids the mesh publishers of this process sent, when a publisher brings no memory of its own. */
@@ -242,7 +248,8 @@ export async function publishMeshResult(publisher: MeshPublisher, input: MeshTur
 }
 
 /**
- * Start a mesh run: publish a MeshStartRequest to `<prefix>.in.<project>.mesh_start` with
+ * Start a mesh run: publish a MeshStartRequest to `<prefix>.in.<project>.mesh_start.<agent>` when the
+ * publisher names its agent (else the shared `<prefix>.in.<project>.mesh_start`) with
  * `Nats-Msg-Id = mesh_start:<project>:<mesh_run_id>` (the router starts it once, however often it is sent).
  * @throws InvalidInputError (nothing sent); DuplicateMessageError (a start of this mesh run this
  *   process did not publish); the mapped publish error.
@@ -252,7 +259,9 @@ export async function startMesh(publisher: MeshPublisher, request: MeshStartRequ
   if (!parsed.success) throw new InvalidInputError('mesh start', rejectionFromZod(parsed.error));
   return publish(
     publisher,
-    Subjects.meshStart(publisher.prefix, parsed.data.project),
+    publisher.agent !== undefined
+      ? Subjects.agentMeshStart(publisher.prefix, parsed.data.project, publisher.agent)
+      : Subjects.meshStart(publisher.prefix, parsed.data.project),
     parsed.data,
     MsgIds.meshStart(parsed.data.project, parsed.data.mesh_run_id),
   );

@@ -98,8 +98,8 @@ describe('the agent SDK against a real NATS server', () => {
   let prefix: string;
   const clients: BatonAgent[] = [];
 
-  const client = async () => {
-    const c = await createBatonClient({ nats, prefix, project: PROJECT, agent: AGENT, requestTimeoutMs: 2000 });
+  const client = async (options: { startsAs?: 'agent' | 'project' } = {}) => {
+    const c = await createBatonClient({ nats, prefix, project: PROJECT, agent: AGENT, requestTimeoutMs: 2000, ...options });
     clients.push(c);
     return c;
   };
@@ -160,15 +160,19 @@ describe('the agent SDK against a real NATS server', () => {
     expect(info.state.messages).toBe(0);
   });
 
-  it('startRun publishes a validated run start to <prefix>.in.<project>.start, deduplicated by workflow_run_id', async () => {
+  it('startRun publishes a validated run start to <prefix>.in.<project>.start.<agent>, deduplicated by workflow_run_id', async () => {
     const agent = await client();
     await expect(agent.startRun({ workflow_run_id: 'wr-9', workflow: 'ship' })).rejects.toThrow(/started_by, issue_author or trigger_author/);
     const a = await agent.startRun({ workflow_run_id: 'wr-9', workflow: 'ship', started_by: 'sam' });
     const b = await agent.startRun({ workflow_run_id: 'wr-9', workflow: 'ship', started_by: 'sam' });
     expect(b).toEqual({ ...a, duplicate: true });
     const stored = await nats.jsm.streams.getMessage(batonStreamNames(prefix).inbox, { seq: a.seq });
-    expect(stored.subject).toBe(AgentSubjects.runStart(prefix, PROJECT));
+    expect(stored.subject).toBe(AgentSubjects.agentRunStart(prefix, PROJECT, AGENT));
+    expect(stored.subject).toBe(`${prefix}.in.${PROJECT}.start.${AGENT}`);
     expect(JSON.parse(decoder.decode(stored.data))).toEqual({ workflow_run_id: 'wr-9', project: PROJECT, workflow: 'ship', started_by: 'sam' });
+    // With `startsAs: 'project'` (credentials that allow only the shared subject) the same start goes to `…start`.
+    const shared = await (await client({ startsAs: 'project' })).startRun({ workflow_run_id: 'wr-10', workflow: 'ship', started_by: 'sam' });
+    expect((await nats.jsm.streams.getMessage(batonStreamNames(prefix).inbox, { seq: shared.seq })).subject).toBe(AgentSubjects.runStart(prefix, PROJECT));
   });
 
   it('sendMessage publishes a validated customer message to <prefix>.in.<project>.message, deduplicated by message_id', async () => {

@@ -8,8 +8,10 @@ import { Principals, SubjectTable, Subjects, ledgerCommandSubject, offerDurableN
 export const AgentSubjects = {
   /** Publish an AgentResult here (JetStream, `Nats-Msg-Id` = `result:<project>:<workflow_run_id>/<result_id>`). */
   result: (prefix: string, project: string, agent: string): string => Subjects.agentResult(prefix, project, agent),
-  /** Publish a run start here (JetStream, `Nats-Msg-Id` = `start:<project>:<workflow_run_id>`). */
+  /** Publish a run start on the project's shared subject (actor `project-client`; JetStream, `Nats-Msg-Id` = `start:<project>:<workflow_run_id>`). */
   runStart: (prefix: string, project: string): string => Subjects.runStart(prefix, project),
+  /** Publish a run start as this agent (JetStream, the same `Nats-Msg-Id`): only this agent may, and the start records it as the actor. */
+  agentRunStart: (prefix: string, project: string, agent: string): string => Subjects.agentRunStart(prefix, project, agent),
   /** Publish a customer message to a conversation run here (JetStream, `Nats-Msg-Id` = `message:<project>:<workflow_run_id>/<message_id>`). */
   message: (prefix: string, project: string): string => Subjects.sessionMessage(prefix, project),
   /** Handoffs offered to one agent (JetStream; the SDK reads them with a durable consumer). */

@@ -148,7 +148,8 @@ export const credsCommand: Command = {
 Issue a new credentials file (a user JWT signed by the deployment's account key, plus the user's
 nkey seed) for one principal, written under <folder>/creds/ with mode 0600. The server needs no
 change: it trusts every user the account signs. An agent's credentials let it publish its own
-results (<prefix>.in.<p>.result.<agent>), start runs and send messages in its project, call the
+results (<prefix>.in.<p>.result.<agent>), start runs and meshes as itself (<prefix>.in.<p>.start.<agent>,
+.mesh_start.<agent>) or on the project's shared start subjects, send messages in its project, call the
 ledger as itself (<prefix>.cmd.ledger.<p>.agent.<agent>.*), pull and acknowledge its own offers
 durable, and read replies on its own inbox prefix — nothing else.
 

@@ -30,6 +30,11 @@ export class MeshesController {
     return this.startMesh.execute(ctx.subject, ctx.data, ctx.trace);
   }
 
+  @EventPattern(MeshPatterns.agentMeshStart, routerConsumer(MeshPatterns.agentMeshStart))
+  onAgentStart(@Ctx() ctx: JetStreamContext): Promise<void> {
+    return this.startMesh.execute(ctx.subject, ctx.data, ctx.trace);
+  }
+
   @EventPattern(MeshPatterns.meshResult, routerConsumer(MeshPatterns.meshResult))
   onTurn(@Ctx() ctx: JetStreamContext): Promise<void> {
     return this.recordTurn.execute(ctx.subject, ctx.data, ctx.trace);

@@ -305,6 +305,20 @@ describe('handoff meshes through the router and the ledger (real NATS)', () => {
     expect(completed).toMatchObject({ turns: 3, output: { agent: 'triage', text: 'All sorted.' } });
   }, 40_000);
 
+  it('a mesh start records its actor from the subject: the agent `…mesh_start.<agent>` names, `project-client` on the shared subject, never the body', async () => {
+    const shared = await begin();
+    const named = `mesh-${++counter}`;
+    await startMesh(
+      { js: nats.js, prefix, agent: 'billing' },
+      { mesh_run_id: named, project: PROJECT, mesh: 'support', input: 'Where is my refund?', started_by: 'sam' },
+    );
+    await waitHandoff(meshEntryHandoffId(named));
+    const actorOf = async (id: string) => (await store.read({ project: PROJECT, kind: 'mesh', id })).events.find((e) => e.type === 'mesh.started');
+    expect([(await actorOf(shared))?.actor, (await actorOf(named))?.actor]).toEqual(['project-client', 'billing']);
+    expect((await actorOf(named))?.origin).toBe('agent');
+    expect((await actorOf(named))?.payload).toMatchObject({ started_by: 'sam' });
+  }, 30_000);
+
   it('bad input is dead-lettered with its reason: malformed JSON, a turn for an unknown mesh, an unknown mesh start, another start under a taken id (while the mesh is still at its start)', async () => {
     await nats.js.publish(Subjects.meshResult(prefix, PROJECT, 'triage'), encoder.encode('{"result_id":'));
     await say('no-such-mesh', 'ghost-r1', 'triage', 'hello', []);

@@ -3,13 +3,15 @@ import { Inject, Injectable } from '@nestjs/common';
 import { MeshStartRequestSchema, resolveLead } from '@baton/contracts';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { DefinitionCatalog } from '../definitions/definition-catalog';
-import { nowIso, START_CLIENT_ACTOR, startEventKey } from '../shared/ids';
+import { nowIso, startEventKey } from '../shared/ids';
 import { decodeForSubject, poison } from '../shared/inbound';
+import { startActorOf } from '../shared/subjects';
 import { MeshCommands, meshRef } from './mesh-commands';
 import { meshSubjectTokens } from './mesh-subjects';
 
 /**
- * Use case: start a mesh run from `<prefix>.in.<project>.mesh_start`.
+ * Use case: start a mesh run from `<prefix>.in.<project>.mesh_start` (actor `project-client`) or
+ * `…mesh_start.<agent>` (actor: that agent; {@link startActorOf}).
  *
  * Decodes a MeshStartRequest (size cap, JSON, schema, the subject's project), finds the mesh in
  * the project's current definition (re-read, so a definition published just before is seen) and
@@ -43,8 +45,8 @@ export class StartMeshUseCase {
       });
     }
     const now = nowIso();
-    // Identity from the subject, never the body: the mesh start subject proves only a client of the project.
-    const actor = START_CLIENT_ACTOR;
+    // Identity from the subject, never the body: the agent `…start.<agent>` names, else a client of the project.
+    const actor = startActorOf(this.runtime.config.BATON_PREFIX, subject);
     const lead = resolveLead(current);
     const outcome = await this.meshes.run(
       meshRef(request.project, request.mesh_run_id),

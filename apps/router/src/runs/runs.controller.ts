@@ -32,6 +32,11 @@ export class RunsController {
     return this.startRun.execute(ctx.subject, ctx.data, ctx.trace);
   }
 
+  @EventPattern(RouterPatterns.agentRunStart, routerConsumer(RouterPatterns.agentRunStart, perRun))
+  onAgentStart(@Ctx() ctx: JetStreamContext): Promise<void> {
+    return this.startRun.execute(ctx.subject, ctx.data, ctx.trace);
+  }
+
   @EventPattern(RouterPatterns.agentResult, routerConsumer(RouterPatterns.agentResult, perRun))
   onResult(@Ctx() ctx: JetStreamContext): Promise<void> {
     return this.recordResult.execute(ctx.subject, ctx.data, ctx.trace);

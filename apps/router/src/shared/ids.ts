@@ -77,10 +77,12 @@ export function derivedEventIds(tag: string, letter: string, source: string): Ev
 }
 
 /**
- * The actor of what a run or mesh start causes. Its subject (`<prefix>.in.<project>.start`,
- * `…mesh_start`) names no speaker: any agent of the project, or the admin, may publish it. So the
- * events say what the subject proves, a client of the project; the body's `started_by` (and
- * `issue_author`, `trigger_author`) is who the run notifies, data and never the actor.
+ * The actor of what a run or mesh start on the project's shared subject causes
+ * (`<prefix>.in.<project>.start`, `…mesh_start`): that subject names no speaker — any agent of the
+ * project, or the admin, may publish it — so the events say what the subject proves, a client of
+ * the project. A start on `…start.<agent>` records that agent (`startActorOf`). Either way the
+ * body's `started_by` (and `issue_author`, `trigger_author`) is who the run notifies, data and
+ * never the actor.
  */
 export const START_CLIENT_ACTOR = 'project-client';
 

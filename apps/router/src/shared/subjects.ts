@@ -1,4 +1,5 @@
 import { parseSubject, Subjects } from '@baton/contracts';
+import { START_CLIENT_ACTOR } from './ids';
 
 /**
  * The router's patterns as written in its decorators (`{prefix}` is substituted by the transport).
@@ -7,6 +8,8 @@ import { parseSubject, Subjects } from '@baton/contracts';
 export const RouterPatterns = {
   publishDefinition: '{prefix}.cmd.router.*.publish_definition',
   runStart: '{prefix}.in.*.start',
+  /** Run starts naming their publisher (`…start.<agent>`): the start's actor is that agent. */
+  agentRunStart: '{prefix}.in.*.start.*',
   agentResult: '{prefix}.in.*.result.*',
   operatorAnswer: '{prefix}.in.*.answer',
   stopRequest: '{prefix}.in.*.stop',
@@ -26,9 +29,11 @@ export const RouterSubjects = {
 
 /**
  * The project (and, for results, agent) tokens of a subject the router consumes as an inbox
- * message or a command: `<prefix>.in.<project>.start|message|answer|stop|result.<agent>` or
- * `<prefix>.cmd.router.<project>.<command>`, read with the subject table (`parseSubject`). Null
- * for any other subject, another prefix, or a project that is not a project key.
+ * message or a command: `<prefix>.in.<project>.start[.<agent>]|message|answer|stop|result.<agent>`
+ * or `<prefix>.cmd.router.<project>.<command>`, read with the subject table (`parseSubject`). Null
+ * for any other subject, another prefix, or a project that is not a project key. `agent` is the
+ * agent a result's body must name; a start's publisher is not one (its body names no agent: see
+ * {@link startActorOf}).
  */
 export function subjectTokens(prefix: string, subject: string): { project: string; agent: string | null } | null {
   const parsed = parseSubject(prefix, subject);
@@ -36,6 +41,7 @@ export function subjectTokens(prefix: string, subject: string): { project: strin
     case 'agentResult':
       return { project: parsed.project, agent: parsed.agent };
     case 'runStart':
+    case 'agentRunStart':
     case 'sessionMessage':
     case 'operatorAnswer':
     case 'stopRequest':
@@ -44,4 +50,15 @@ export function subjectTokens(prefix: string, subject: string): { project: strin
     default:
       return null;
   }
+}
+
+/**
+ * The actor of what a run or mesh start causes, from its subject alone: the agent a
+ * `…start.<agent>` / `…mesh_start.<agent>` subject names (its credentials allow that subject to
+ * that agent only), else {@link START_CLIENT_ACTOR} — the shared `…start` / `…mesh_start` subject
+ * proves only a client of the project.
+ */
+export function startActorOf(prefix: string, subject: string): string {
+  const parsed = parseSubject(prefix, subject);
+  return parsed?.name === 'agentRunStart' || parsed?.name === 'agentMeshStart' ? parsed.agent : START_CLIENT_ACTOR;
 }

@@ -4,12 +4,14 @@ import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { StartRunRequestSchema } from '@baton/contracts';
 import { DefinitionCatalog } from '../../definitions/definition-catalog';
 import { digestOf, workflowForStart } from '../../definitions/definition.decider';
-import { nowIso, START_CLIENT_ACTOR, startEventKey } from '../../shared/ids';
+import { nowIso, startEventKey } from '../../shared/ids';
 import { decodeForSubject, poison } from '../../shared/inbound';
+import { startActorOf } from '../../shared/subjects';
 import { RunCommands, runRef } from '../run-commands';
 
 /**
- * Use case: start a workflow run from `<prefix>.in.<project>.start`.
+ * Use case: start a workflow run from `<prefix>.in.<project>.start` (actor `project-client`) or
+ * `<prefix>.in.<project>.start.<agent>` (actor: that agent; {@link startActorOf}).
  *
  * Decodes a {@link StartRunRequestSchema} body (size cap, JSON, schema, the subject's project),
  * resolves the workflow from the project's current definition (re-read, so a definition
@@ -43,8 +45,8 @@ export class StartRunUseCase {
       });
     }
     const now = nowIso();
-    // Identity from the subject, never the body: the start subject proves only a client of the project.
-    const actor = START_CLIENT_ACTOR;
+    // Identity from the subject, never the body: the agent `…start.<agent>` names, else a client of the project.
+    const actor = startActorOf(this.runtime.config.BATON_PREFIX, subject);
     const variables = { ...(request.variables ?? {}), ...(request.input !== undefined ? { input: request.input } : {}) };
     const outcome = await this.runs.run(
       runRef(request.project, request.workflow_run_id),
