@@ -1,9 +1,10 @@
 import Ajv2020 from 'ajv/dist/2020';
 import fc from 'fast-check';
 import { RESERVED_NAME_MESSAGE } from './common';
-import { generateJsonSchemas, wireSchemas } from './json-schema';
+import { generateJsonSchemas, READ_ONLY_WIRE_SCHEMAS, wireSchemas } from './json-schema';
 import { LedgerIdentityClaimKeys, resolveLedgerCaller, splitIdentityClaims } from './ledger-access';
 import { Principals } from './principal';
+import { parseIgnoringUnknownKeys } from './tolerant';
 
 /**
  * The published JSON Schemas hold the invariants the zod contracts enforce, tried as a team in
@@ -15,8 +16,10 @@ const json = generateJsonSchemas() as Record<string, Record<string, unknown>>;
 const zod = wireSchemas();
 const validator = (name: string) => ajv.compile(json[name]!);
 
+/** zod's verdict as Baton's own readers give it (records they read tolerate keys a newer writer added), beside the JSON Schema's. */
 function agree(name: string, payload: unknown): { zod: boolean; json: boolean } {
-  return { zod: zod[name]!.safeParse(payload).success, json: validator(name)(payload) };
+  const parsed = READ_ONLY_WIRE_SCHEMAS.has(name) ? parseIgnoringUnknownKeys(zod[name]!, payload) : zod[name]!.safeParse(payload);
+  return { zod: parsed.success, json: validator(name)(payload) };
 }
 
 const now = '2026-12-01T10:00:00.000Z';
@@ -169,6 +172,59 @@ describe('the ledger reply has a published JSON Schema that agrees with zod (ajv
     ['an error without a code', { ok: false, error: { kind: 'invalid', message: 'm' } }, false],
   ])('ledger-reply: %s → zod and the JSON Schema agree', (_what, reply, valid) => {
     expect(agree('ledger-reply', reply)).toEqual({ zod: valid, json: valid });
+  });
+});
+
+describe('what Baton writes may gain fields; what a client sends may not (ajv and zod agree)', () => {
+  const handoff = {
+    id: 'h1',
+    project: 'acme',
+    kind: 'task',
+    priority: 'low',
+    status: 'pending',
+    from_agent: 'alice',
+    summary: 's',
+    context: {},
+    acceptance: {},
+    retry: { max_retries: 1, retry_count: 0, added_later: 1 },
+    escalation: {},
+    created_at: now,
+    updated_at: now,
+    version: 1,
+    added_later: 'a newer ledger wrote this',
+  };
+
+  it('every read-only schema names a generated wire schema, and none of them says additionalProperties: false at any depth', () => {
+    expect(READ_ONLY_WIRE_SCHEMAS.size).toBeGreaterThanOrEqual(8);
+    for (const name of READ_ONLY_WIRE_SCHEMAS) {
+      expect(Object.keys(json)).toContain(name);
+      expect(JSON.stringify(json[name])).not.toContain('"additionalProperties":false');
+    }
+    // Requests keep refusing unlisted keys.
+    for (const name of ['agent-result', 'start-run-request', 'mesh-start-request', 'ledger-claim-handoff', 'operator-answer'])
+      expect(JSON.stringify(json[name])).toContain('"additionalProperties":false');
+  });
+
+  it.each([
+    ['ledger-reply', { ok: true, handoff, events: 1, added_later: true }],
+    ['handoff-record', handoff],
+    ['ledger-open-offers-reply', { ok: true, stream: 'S', durable: 'd', added_later: 1 }],
+    ['ledger-reply', { ok: false, error: { code: 'handoff_not_pending', kind: 'wrong_state', message: 'm', added_later: 1 } }],
+  ])('%s with fields a newer Baton added: valid for the JSON Schema and for Baton’s own readers', (name, record) => {
+    expect(agree(name, record)).toEqual({ zod: true, json: true });
+  });
+
+  it('a record with a field of the wrong type is still refused by both (only unlisted keys are tolerated)', () => {
+    expect(agree('handoff-record', { ...handoff, version: 'one' })).toEqual({ zod: false, json: false });
+    expect(agree('ledger-reply', { ok: true, handoff, events: -1, added_later: true })).toEqual({ zod: false, json: false });
+  });
+
+  it.each([
+    ['start-run-request', { workflow_run_id: 'wr-1', project: 'acme', workflow: 'w', started_by: 'sam', added_later: 1 }],
+    ['agent-result', result({ body: 'done', added_later: 1 })],
+    ['mesh-start-request', { mesh_run_id: 'm-1', project: 'acme', mesh: 'support', added_later: 1 }],
+  ])('%s with a key it does not list: refused by both (a typo is not silently dropped)', (name, request) => {
+    expect(agree(name, request)).toEqual({ zod: false, json: false });
   });
 });
 

@@ -48,11 +48,46 @@ export function wireSchemas(): Record<string, z.ZodType> {
   return schemas;
 }
 
+/**
+ * The wire contracts Baton writes and a client only reads: records, replies, notices, events. A
+ * newer Baton may add optional fields to them (docs/event-sourcing.md rule 1), and Baton's own
+ * readers leave such fields out (`parseIgnoringUnknownKeys`), so their JSON Schemas allow
+ * properties they do not list ({@link allowingUnlistedProperties}). What a client sends stays
+ * strict: a key its schema does not name is refused.
+ */
+export const READ_ONLY_WIRE_SCHEMAS: ReadonlySet<string> = new Set([
+  'event-envelope',
+  'handoff-record',
+  'stop-packet',
+  'human-action-notice',
+  'ledger-reply',
+  'ledger-open-offers-reply',
+  'ledger-complete-then-create-reply',
+  'publish-definition-reply',
+]);
+
+/**
+ * `json` (a generated JSON Schema) with every `additionalProperties: false` left out, at any depth:
+ * the schema of a record a reader must accept with fields a newer writer added. Schemas of records'
+ * maps (`additionalProperties: {…}`) are kept. Returns a copy.
+ */
+export function allowingUnlistedProperties<T>(json: T): T {
+  if (Array.isArray(json)) return json.map((item) => allowingUnlistedProperties(item) as unknown) as T;
+  if (typeof json !== 'object' || json === null) return json;
+  const out: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(json)) {
+    if (key === 'additionalProperties' && value === false) continue;
+    out[key] = allowingUnlistedProperties(value);
+  }
+  return out as T;
+}
+
 /** JSON Schema (draft 2020-12) documents for every wire contract, keyed by file name. */
 export function generateJsonSchemas(): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const [name, schema] of Object.entries(wireSchemas()).sort(([a], [b]) => a.localeCompare(b))) {
-    const json = z.toJSONSchema(schema, { io: 'input', unrepresentable: 'any' }) as Record<string, unknown>;
+    const generated = z.toJSONSchema(schema, { io: 'input', unrepresentable: 'any' }) as Record<string, unknown>;
+    const json = READ_ONLY_WIRE_SCHEMAS.has(name) ? allowingUnlistedProperties(generated) : generated;
     out[name] = { $id: `https://baton.dev/schemas/${name}.json`, title: name, ...json };
   }
   return out;

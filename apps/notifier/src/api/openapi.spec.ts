@@ -30,6 +30,15 @@ describe('the OpenAPI document', () => {
     }
   });
 
+  it('responses allow fields a newer Baton adds (no additionalProperties: false); request bodies stay strict', () => {
+    const responses = operations.flatMap(({ op }) => Object.values(op.responses));
+    expect(responses.length).toBeGreaterThan(20);
+    expect(JSON.stringify(responses)).not.toContain('"additionalProperties":false');
+    const bodies = operations.filter((o) => o.op.requestBody !== undefined).map((o) => JSON.stringify(o.op.requestBody!.content['application/json']));
+    expect(bodies.length).toBeGreaterThanOrEqual(3);
+    for (const body of bodies) expect(body).toContain('"additionalProperties":false');
+  });
+
   it('a 202 names its Location; the listings name 403 project_forbidden and the bounds of limit', () => {
     for (const { route, op } of operations.filter((o) => o.op.responses['202'] !== undefined)) {
       expect({ route, location: op.responses['202']!.headers?.['Location'] !== undefined }).toEqual({ route, location: true });

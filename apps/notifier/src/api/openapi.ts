@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { allowingUnlistedProperties } from '@baton/contracts';
 import {
   AnswerAcceptedSchema,
   AnswerStatusSchema,
@@ -26,7 +27,11 @@ const schemaOf = (schema: z.ZodType, io: 'input' | 'output'): JsonSchema => {
   return json;
 };
 
-const json = (schema: z.ZodType, description: string) => ({ description, content: { 'application/json': { schema: schemaOf(schema, 'output') } } });
+/** A response: what the API writes may gain optional fields in a newer Baton, so its schema allows properties it does not list (requests stay strict). */
+const json = (schema: z.ZodType, description: string) => ({
+  description,
+  content: { 'application/json': { schema: allowingUnlistedProperties(schemaOf(schema, 'output')) } },
+});
 const error = (description: string) => json(ErrorBodySchema, description);
 
 /** One OpenAPI query parameter per member of a (strict object) query schema. */
