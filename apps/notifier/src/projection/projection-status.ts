@@ -50,6 +50,52 @@ export interface ProjectionsReport {
   projections: ProjectionView[];
 }
 
+/**
+ * What a caller scoped to some projects sees of {@link ProjectionsReport}: the same report without
+ * the counters of the events stream every project shares — its sequence and message count, each
+ * projection's `last_seq` and `behind_by` (`behind` says whether it is), a rebuild's positions,
+ * event counts and rate — which would tell other tenants' activity. What a projection and its
+ * rebuilds are doing (`rebuilding`, `phase`, `percent`, `eta_seconds`) stays.
+ */
+export interface ScopedProjectionsReport {
+  counters: 'hidden';
+  rebuilding: boolean;
+  projections: Array<
+    Pick<ProjectionView, 'name' | 'version' | 'active_generation' | 'stored_version' | 'needs_rebuild' | 'rebuilding'> & {
+      behind: boolean | null;
+      rebuilds: Array<Pick<RebuildView, 'generation' | 'kind' | 'by' | 'started_at' | 'updated_at' | 'phase' | 'percent' | 'eta_seconds' | 'stale'>>;
+    }
+  >;
+}
+
+/** {@link ScopedProjectionsReport} of a full report. Pure. */
+export function scopedProjectionsReport(report: ProjectionsReport): ScopedProjectionsReport {
+  return {
+    counters: 'hidden',
+    rebuilding: report.rebuilding,
+    projections: report.projections.map((p) => ({
+      name: p.name,
+      version: p.version,
+      active_generation: p.active_generation,
+      stored_version: p.stored_version,
+      needs_rebuild: p.needs_rebuild,
+      behind: p.behind_by === null ? null : p.behind_by > 0,
+      rebuilding: p.rebuilding,
+      rebuilds: p.rebuilds.map((r) => ({
+        generation: r.generation,
+        kind: r.kind,
+        by: r.by,
+        started_at: r.started_at,
+        updated_at: r.updated_at,
+        phase: r.phase,
+        percent: r.percent,
+        eta_seconds: r.eta_seconds,
+        stale: r.stale,
+      })),
+    })),
+  };
+}
+
 export function rebuildView(info: RebuildInfo): RebuildView {
   const percent =
     info.totalEvents !== null && info.totalEvents > 0

@@ -82,6 +82,17 @@ it('GET /v1/projections and /health/ready show a running rebuild with its progre
   await new Promise((resolve) => setTimeout(resolve, 200));
 
   const running = (await get('/v1/projections', token)).body as unknown as Report;
+  // A token scoped to one project sees what the projections are doing, not the counters of the stream every tenant shares.
+  const scoped = (await get('/v1/projections', await fx.token('tenant', 'operator', ['alpha']))).body;
+  expect(scoped).toMatchObject({ counters: 'hidden', rebuilding: true });
+  expect(scoped['stream']).toBeUndefined();
+  for (const p of scoped['projections'] as Array<Record<string, unknown>>) {
+    expect(Object.keys(p).sort()).toEqual(['active_generation', 'behind', 'name', 'needs_rebuild', 'rebuilding', 'rebuilds', 'stored_version', 'version']);
+    expect(p['behind']).toBe(false); // the live generation is current: the rebuild writes a shadow
+    const [rebuild] = p['rebuilds'] as Array<Record<string, unknown>>;
+    expect(rebuild).toMatchObject({ kind: 'rebuild', by: 'baton replay', phase: 'replay', stale: false });
+    for (const counter of ['seq', 'target_seq', 'events', 'total_events', 'rate']) expect(rebuild).not.toHaveProperty(counter);
+  }
   expect(running.rebuilding).toBe(true);
   for (const p of running.projections) {
     expect(p.rebuilding).toBe(true);
