@@ -114,7 +114,7 @@ describe('projection engine (real Redis)', () => {
 
   it('status reports the version that built the active generation and whether a rebuild is needed', async () => {
     await fx.store.apply(def, opened(1));
-    expect(await fx.store.status(def)).toEqual({ projection: 'tasks', activeGeneration: 1, lastSeq: 1, storedVersion: 1, needsRebuild: false });
+    expect(await fx.store.status(def)).toEqual({ projection: 'tasks', activeGeneration: 1, lastSeq: 1, storedVersion: 1, needsRebuild: false, stream: null });
     expect((await fx.store.status({ name: 'tasks', version: 2 })).needsRebuild).toBe(true);
   });
 

@@ -8,7 +8,9 @@ import { ProjectionError } from './errors';
  * - `<prefix>:<projection>:rebuilds`      hash: the rebuilds running (generation → JSON progress and lease)
  * - `<prefix>:<projection>:g<gen>:<key>`  every key the projection writes, `<key>` as the ops name it
  * - `<prefix>:<projection>:g<gen>:~meta`  hash: `seq` (last applied stream sequence), `version`, and for
- *                                          a rebuild's shadow `owner` (the token of the rebuild that created it)
+ *                                          a rebuild's shadow `owner` (the token of the rebuild that created it);
+ *                                          `stream`: the identity of the events stream it was built from
+ *                                          (its creation time), written once it is known (`adoptStream`)
  * - `<prefix>:<projection>:g<gen>:~items:<store>:...` the indexed item stores
  * - `<prefix>:<projection>:g<gen>:~tmp:<n>` scratch keys of the query script (deleted in-script)
  *

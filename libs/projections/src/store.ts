@@ -79,6 +79,9 @@ export type ConditionalApplyResult =
   /** The last applied seq was not the expected one: nothing (or only a prefix of chunks) was written. */
   | { status: 'moved'; generation: number; lastSeq: number };
 
+/** `HSETNX meta stream <identity>` when the meta hash exists (KEYS[1] = the meta, ARGV[1] = the identity). */
+const ADOPT_STREAM_SCRIPT = `if redis.call('EXISTS', KEYS[1]) == 1 then return redis.call('HSETNX', KEYS[1], 'stream', ARGV[1]) end return 0`;
+
 export interface ProjectionStatus {
   projection: string;
   activeGeneration: number | null;
@@ -87,6 +90,8 @@ export interface ProjectionStatus {
   storedVersion: number | null;
   /** True when the active generation was built by another version of the definition. */
   needsRebuild: boolean;
+  /** The identity of the events stream the active generation was built from (`adoptStream`), null until recorded. */
+  stream: string | null;
 }
 
 export type SwapResult =
@@ -161,6 +166,11 @@ export interface ProjectionStore {
   load(projection: string, keys: readonly string[]): Promise<LoadedStates>;
   /** Active generation, last applied seq and version of a projection. */
   status(def: Pick<ProjectionDefinition, 'name' | 'version'>): Promise<ProjectionStatus>;
+  /**
+   * Record `stream` (an events stream's identity) as the one `generation` of `projection` was
+   * built from, unless one is recorded already or the generation's meta is gone. True when recorded.
+   */
+  adoptStream(projection: string, generation: number, stream: string): Promise<boolean>;
   /** The active generation, or null before the first apply. */
   activeGeneration(projection: string): Promise<number | null>;
   /** Create the active generation (empty) if the projection has none; returns it. Idempotent. */
@@ -455,8 +465,8 @@ class RedisProjectionStore implements ProjectionStore {
   async status(def: Pick<ProjectionDefinition, 'name' | 'version'>): Promise<ProjectionStatus> {
     const base = this.base(def.name);
     const generation = await this.activeGeneration(def.name);
-    if (generation === null) return { projection: def.name, activeGeneration: null, lastSeq: 0, storedVersion: null, needsRebuild: false };
-    const [seq, version] = await this.redis.hmget(`${generationNamespace(base, generation)}~meta`, 'seq', 'version');
+    if (generation === null) return { projection: def.name, activeGeneration: null, lastSeq: 0, storedVersion: null, needsRebuild: false, stream: null };
+    const [seq, version, stream] = await this.redis.hmget(`${generationNamespace(base, generation)}~meta`, 'seq', 'version', 'stream');
     const storedVersion = version === null ? null : Number(version);
     return {
       projection: def.name,
@@ -464,7 +474,16 @@ class RedisProjectionStore implements ProjectionStore {
       lastSeq: Number(seq ?? 0),
       storedVersion,
       needsRebuild: storedVersion !== null && storedVersion !== def.version,
+      stream: stream ?? null,
     };
+  }
+
+  async adoptStream(projection: string, generation: number, stream: string): Promise<boolean> {
+    const meta = `${generationNamespace(this.base(projection), generation)}~meta`;
+    // Only on a generation that still has its meta (Redis may have lost it), and only once: the
+    // first identity recorded is the stream the generation was built from.
+    const set = await this.redis.eval(ADOPT_STREAM_SCRIPT, 1, meta, stream);
+    return set === 1;
   }
 
   async ensureActive(def: Pick<ProjectionDefinition, 'name' | 'version'>): Promise<number> {

@@ -1,5 +1,5 @@
 import { batonStreamNames } from '@baton/eventstore';
-import { createBatonProjector, RebuildAbortedError, ShadowLostError, type RebuildResult } from '@baton/projections';
+import { createBatonProjector, eventsStreamMark, RebuildAbortedError, ShadowLostError, type RebuildResult } from '@baton/projections';
 import type { Command } from '../command';
 import { flag, int, parseCommandArgs, str } from '../command';
 import { CliError, ExitCode, UsageError } from '../errors';
@@ -170,9 +170,9 @@ Options:
       // stream that is gone (recreated): the rebuild replaces it, not waits for it.
       const nats = await ctx.nats();
       const streamName = batonStreamNames(ctx.config().BATON_PREFIX).events;
-      const replaced = start === undefined ? await projector.builtFromAnotherStream(async () => (await nats.jsm.streams.info(streamName)).state.last_seq) : [];
+      const replaced = start === undefined ? await projector.builtFromAnotherStream(() => eventsStreamMark(nats, streamName)) : [];
       const replaceAhead = replaced.length > 0;
-      if (replaceAhead) ctx.io.stderr.write(`baton: ${replaced.join(', ')} applied more than the events stream holds: it was recreated; replacing them\n`);
+      if (replaceAhead) ctx.io.stderr.write(`baton: ${replaced.join(', ')} were built from another events stream (it was recreated); replacing them\n`);
       const began = Date.now();
       let results: Record<string, RebuildResult>;
       try {

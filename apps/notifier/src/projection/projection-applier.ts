@@ -1,7 +1,7 @@
 import { BeforeApplicationShutdown, Inject, Injectable, OnApplicationBootstrap } from '@nestjs/common';
 import { Subjects } from '@baton/contracts';
 import { DlqSources, batonStreamNames, provision, runConsumer, type ConsumerRunner } from '@baton/eventstore';
-import { jetStreamReplaySource, RebuildAbortedError, type BatonProjector, type RebuildOptions, type ReplaySource } from '@baton/projections';
+import { eventsStreamMark, jetStreamReplaySource, RebuildAbortedError, type BatonProjector, type RebuildOptions, type ReplaySource } from '@baton/projections';
 import { RUNTIME, type ServiceConfig, type ServiceRuntime } from '@baton/platform';
 import { NOTIFIER_CONFIG, type NotifierConfig } from '../notifier.config';
 import { AppliedEvents } from './applied-events';
@@ -181,12 +181,8 @@ export class ProjectionApplier implements OnApplicationBootstrap, BeforeApplicat
       const abandoned = await this.projector.collectAbandoned();
       if (abandoned > 0) logger.warn('deleted the shadow generations of rebuilds that died', { shadows: abandoned });
       const streamName = batonStreamNames(config.BATON_PREFIX).events;
-      const streamLastSeq = () =>
-        nats.jsm.streams.info(streamName).then(
-          (info) => info.state.last_seq,
-          () => null,
-        );
-      for (const rebuilt of await this.projector.ensureCurrent(source, options, streamLastSeq)) {
+      const streamMark = () => eventsStreamMark(nats, streamName).catch(() => null);
+      for (const rebuilt of await this.projector.ensureCurrent(source, options, streamMark)) {
         const fields = {
           projection: rebuilt.projection,
           reason: rebuilt.reason,

@@ -31,6 +31,7 @@ export {
   type BatonProjector,
   type BatonProjectorOptions,
   type EnsureCurrentResult,
+  type EventsStreamMark,
   type RebuildReason,
 } from './projector';
 export { noticesProjection, NoticeKeys, NOTICES_STORE, type NoticeItem } from './notices';
@@ -47,5 +48,5 @@ export {
 } from './scenario';
 export { createBatonViews, type BatonViews, type InboxQuery, type ScopedKind, type StopQuery, type StopRecord } from './views';
 export { projectRef, parseProjectRef, idLookupMember, idLookupRange, type ProjectRef } from './refs';
-export { jetStreamReplaySource, type JetStreamReplayOptions } from './replay';
+export { eventsStreamMark, jetStreamReplaySource, type JetStreamReplayOptions } from './replay';
 export { RangeFold, ProjectionGapError, type EventRange, type RangeHooks, type RangeApplyResult } from './range';

@@ -72,14 +72,17 @@ export interface BatonProjector {
    * Throws on the first failed rebuild, e.g. `ShadowLostError` when Redis lost its data mid-rebuild;
    * calling it again rebuilds what is still missing.
    */
-  ensureCurrent(source: ReplaySource, options?: RebuildOptions, streamLastSeq?: () => Promise<number | null>): Promise<EnsureCurrentResult[]>;
+  ensureCurrent(source: ReplaySource, options?: RebuildOptions, stream?: () => Promise<EventsStreamMark | null>): Promise<EnsureCurrentResult[]>;
   /**
-   * The projections built from an events stream that is gone: each one's applied sequence is read,
-   * then the stream's last sequence (`streamLastSeq`, read after them, so live progress meanwhile
-   * cannot look like it), and those ahead of the stream are named. The stream was recreated and
-   * its sequences started again; a rebuild must replace them (`replaceAhead`).
+   * The projections built from an events stream that is gone (recreated: another stream under the
+   * same name, its sequences started again), which a rebuild must replace (`replaceAhead`). Each
+   * one's status is read, then the stream (`stream`, read after them, so live progress meanwhile
+   * cannot look like a new stream); a projection is named when the stream identity it recorded is
+   * not this stream's, or when it has applied more than this stream holds. A projection that has
+   * recorded no identity yet and is not ahead records this stream's (`adoptStream`): from then on a
+   * recreated stream is told apart even once its sequences have passed the old ones.
    */
-  builtFromAnotherStream(streamLastSeq: () => Promise<number | null>): Promise<string[]>;
+  builtFromAnotherStream(stream: () => Promise<EventsStreamMark | null>): Promise<string[]>;
   /** Rebuild one projection from `source` (see `ProjectionStore.rebuild`), then forget its cached states. */
   rebuild(name: string, source: ReplaySource, options?: RebuildOptions): Promise<RebuildResult>;
   /**
@@ -102,6 +105,16 @@ export interface BatonProjector {
   rebuildSome(names: readonly string[], source: ReplaySource, options?: RebuildOptions): Promise<Record<string, RebuildResult>>;
 }
 
+/**
+ * The events stream as {@link BatonProjector.builtFromAnotherStream} tells one from another: an
+ * identity a recreated stream does not share (the server's creation time of the stream) and its last
+ * sequence.
+ */
+export interface EventsStreamMark {
+  identity: string;
+  lastSeq: number;
+}
+
 /** Build a {@link BatonProjector} over a projection store. */
 export function createBatonProjector(options: BatonProjectorOptions): BatonProjector {
   const { store } = options;
@@ -115,12 +128,19 @@ export function createBatonProjector(options: BatonProjectorOptions): BatonProje
     sessions.set(projection.name, new FoldSession(projection, 'live', loader, options.cacheSize ?? 10_000, bytes));
     ranges.set(projection.name, new RangeFold(store, projection, options.rangeCacheSize ?? 2_000, bytes));
   }
-  const builtFromAnotherStream = async (streamLastSeq: () => Promise<number | null>): Promise<string[]> => {
+  const builtFromAnotherStream = async (current: () => Promise<EventsStreamMark | null>): Promise<string[]> => {
     const statuses = await Promise.all(projections.map(async (projection) => ({ name: projection.name, status: await store.status(projection) })));
     // Read after the statuses: a projection cannot have applied more than the stream held then,
     // unless it was built from another stream.
-    const streamSeq = await streamLastSeq();
-    return streamSeq === null ? [] : statuses.filter(({ status }) => status.activeGeneration !== null && status.lastSeq > streamSeq).map(({ name }) => name);
+    const stream = await current();
+    if (stream === null) return [];
+    const replaced: string[] = [];
+    for (const { name, status } of statuses) {
+      if (status.activeGeneration === null) continue;
+      if ((status.stream !== null && status.stream !== stream.identity) || status.lastSeq > stream.lastSeq) replaced.push(name);
+      else if (status.stream === null) await store.adoptStream(name, status.activeGeneration, stream.identity);
+    }
+    return replaced;
   };
   let queue: Promise<unknown> = Promise.resolve();
   const serial = <T>(task: () => Promise<T>): Promise<T> => {
@@ -180,9 +200,9 @@ export function createBatonProjector(options: BatonProjectorOptions): BatonProje
       return dropped;
     },
     builtFromAnotherStream,
-    async ensureCurrent(source, rebuildOptions, streamLastSeq) {
+    async ensureCurrent(source, rebuildOptions, stream) {
       const stale: Array<{ projection: AnyFoldingProjection; reason: RebuildReason }> = [];
-      const replacedNames = new Set(streamLastSeq ? await builtFromAnotherStream(streamLastSeq) : []);
+      const replacedNames = new Set(stream ? await builtFromAnotherStream(stream) : []);
       for (const projection of projections) {
         const status = await store.status(projection);
         const reason: RebuildReason | null =

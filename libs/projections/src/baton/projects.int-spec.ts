@@ -276,12 +276,33 @@ describe('projections keyed by project as well as id (real Redis)', () => {
     const recreated = log.filter((e) => e.project === 'beta').map((e, index) => ({ ...e, seq: index + 1 }));
     const last = recreated.at(-1)!.seq;
     expect(last).toBeLessThan(log.at(-1)!.seq);
-    const rebuilt = await projector.ensureCurrent(source(recreated), { targetSeq: last }, async () => last);
+    const rebuilt = await projector.ensureCurrent(source(recreated), { targetSeq: last }, async () => ({ identity: 'second', lastSeq: last }));
     expect(rebuilt.map((r) => `${r.projection}:${r.reason}:${r.result.status}`).sort()).toEqual(PROJECTIONS.map((p) => `${p}:stream_replaced:swapped`).sort());
     for (const projection of PROJECTIONS) expect((await fx.store.status({ name: projection, version: 0 })).lastSeq).toBe(last);
     expect(await views.projectsOf('run', 'wr-a')).toEqual(['beta']);
     expect(await views.projectsOf('run', 'wr-b')).toEqual([]);
     // Once rebuilt, the same check finds nothing to do.
-    expect(await projector.ensureCurrent(source(recreated), { targetSeq: last }, async () => last)).toEqual([]);
+    expect(await projector.ensureCurrent(source(recreated), { targetSeq: last }, async () => ({ identity: 'second', lastSeq: last }))).toEqual([]);
+  });
+
+  it("a recreated events stream that has already passed the old one's sequence is told apart by the identity each generation recorded", async () => {
+    await applyAll(projector);
+    const old = log.at(-1)!.seq;
+    // The first check records the stream the projections were built from; a second finds nothing.
+    expect(await projector.builtFromAnotherStream(async () => ({ identity: 'first', lastSeq: old }))).toEqual([]);
+    for (const projection of PROJECTIONS) expect((await fx.store.status({ name: projection, version: 0 })).stream).toBe('first');
+    expect(await projector.builtFromAnotherStream(async () => ({ identity: 'first', lastSeq: old + 5 }))).toEqual([]);
+    // Another stream under the same name, already past the old sequence: only its identity tells.
+    const recreated = [...log.filter((e) => e.project === 'beta'), ...log].map((e, index) => ({ ...e, seq: index + 1 }));
+    const last = recreated.at(-1)!.seq;
+    expect(last).toBeGreaterThan(old);
+    const mark = async () => ({ identity: 'second', lastSeq: last });
+    const rebuilt = await projector.ensureCurrent(source(recreated), { targetSeq: last }, mark);
+    expect(rebuilt.map((r) => `${r.projection}:${r.reason}:${r.result.status}`).sort()).toEqual(PROJECTIONS.map((p) => `${p}:stream_replaced:swapped`).sort());
+    for (const projection of PROJECTIONS) expect((await fx.store.status({ name: projection, version: 0 })).lastSeq).toBe(last);
+    // The new generations record the new stream at the next check, and are left alone from then on.
+    expect(await projector.ensureCurrent(source(recreated), { targetSeq: last }, mark)).toEqual([]);
+    for (const projection of PROJECTIONS) expect((await fx.store.status({ name: projection, version: 0 })).stream).toBe('second');
+    expect(await projector.ensureCurrent(source(recreated), { targetSeq: last }, mark)).toEqual([]);
   });
 });

@@ -1,6 +1,7 @@
 import type { EventRegistry, Rejection } from '@baton/contracts';
 import { batonStreamNames, decodeEvent, streamReader, type NatsHandle } from '@baton/eventstore';
 import type { ReplaySource, SequencedEvent } from '../store';
+import type { EventsStreamMark } from './projector';
 
 export interface JetStreamReplayOptions {
   nats: Pick<NatsHandle, 'js' | 'jsm'>;
@@ -45,6 +46,17 @@ export function jetStreamReplaySource(options: JetStreamReplayOptions): ReplaySo
         }
       }
     })();
+}
+
+/**
+ * The events stream's mark (`BatonProjector.builtFromAnotherStream`): its identity is the creation
+ * time the server keeps for the stream, which a stream recreated under the same name does not share
+ * (it survives server restarts and stream config updates); and its last sequence. Throws when the
+ * stream cannot be read.
+ */
+export async function eventsStreamMark(nats: Pick<NatsHandle, 'jsm'>, stream: string): Promise<EventsStreamMark> {
+  const info = await nats.jsm.streams.info(stream);
+  return { identity: info.created, lastSeq: info.state.last_seq };
 }
 
 /** The trace id of a W3C `traceparent` value (`00-<32 hex>-<16 hex>-<2 hex>`), or null. */
