@@ -21,7 +21,15 @@ export async function publishAndReport(
   publish: (agent: BatonAgent) => Promise<PublishReceipt>,
   fields: Record<string, string> = {},
 ): Promise<ExitCode> {
-  const agent = await createBatonClient({ nats: await ctx.nats(), prefix: ctx.config().BATON_PREFIX, project: client.project, agent: client.agent });
+  // The CLI is no agent (it speaks with whatever credentials it holds, the admin's as a rule): its
+  // starts go to the project's shared subject, recorded as `project-client`, never as `client.agent`.
+  const agent = await createBatonClient({
+    nats: await ctx.nats(),
+    prefix: ctx.config().BATON_PREFIX,
+    project: client.project,
+    agent: client.agent,
+    startsAs: 'project',
+  });
   try {
     const receipt = await publish(agent).catch((error: unknown) => {
       if (!(error instanceof DuplicateMessageError)) throw error;
