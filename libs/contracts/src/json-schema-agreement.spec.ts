@@ -137,23 +137,26 @@ describe('mesh requests have published JSON Schemas that agree with zod (ajv, dr
   });
 });
 
+/** A pending handoff record as the ledger writes it. */
+const pendingHandoff = {
+  id: 'h1',
+  project: 'acme',
+  kind: 'task',
+  priority: 'low',
+  status: 'pending',
+  from_agent: 'alice',
+  summary: 's',
+  context: {},
+  acceptance: {},
+  retry: { max_retries: 1, retry_count: 0 },
+  escalation: {},
+  created_at: now,
+  updated_at: now,
+  version: 1,
+};
+
 describe('the ledger reply has a published JSON Schema that agrees with zod (ajv, draft 2020-12)', () => {
-  const handoff = {
-    id: 'h1',
-    project: 'acme',
-    kind: 'task',
-    priority: 'low',
-    status: 'pending',
-    from_agent: 'alice',
-    summary: 's',
-    context: {},
-    acceptance: {},
-    retry: { max_retries: 1, retry_count: 0 },
-    escalation: {},
-    created_at: now,
-    updated_at: now,
-    version: 1,
-  };
+  const handoff = pendingHandoff;
   it.each([
     ['an applied command', { ok: true, handoff, events: 1 }, true],
     ['a retry (events 0)', { ok: true, handoff, events: 0 }, true],
@@ -176,23 +179,7 @@ describe('the ledger reply has a published JSON Schema that agrees with zod (ajv
 });
 
 describe('what Baton writes may gain fields; what a client sends may not (ajv and zod agree)', () => {
-  const handoff = {
-    id: 'h1',
-    project: 'acme',
-    kind: 'task',
-    priority: 'low',
-    status: 'pending',
-    from_agent: 'alice',
-    summary: 's',
-    context: {},
-    acceptance: {},
-    retry: { max_retries: 1, retry_count: 0, added_later: 1 },
-    escalation: {},
-    created_at: now,
-    updated_at: now,
-    version: 1,
-    added_later: 'a newer ledger wrote this',
-  };
+  const handoff = { ...pendingHandoff, retry: { ...pendingHandoff.retry, added_later: 1 }, added_later: 'a newer ledger wrote this' };
 
   it('every read-only schema names a generated wire schema, and none of them says additionalProperties: false at any depth', () => {
     expect(READ_ONLY_WIRE_SCHEMAS.size).toBeGreaterThanOrEqual(8);
