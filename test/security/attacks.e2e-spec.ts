@@ -121,6 +121,7 @@ describe('security: an agent of project A attacks a platform running the generat
       pub('a run start in another project', `${prefix}.in.${B}.start`),
       pub('a run start as another agent', `${prefix}.in.${A}.start.billing`),
       pub('a mesh start as another agent', `${prefix}.in.${A}.mesh_start.billing`),
+      pub('a customer message relayed as another agent', `${prefix}.in.${A}.message.billing`),
       pub('a run start as an agent of another project', `${prefix}.in.${B}.start.support`),
       pub('a dead letter', `${prefix}.dlq.router`),
       pub('a redrive marker', `${prefix}.dlq._redriven`),

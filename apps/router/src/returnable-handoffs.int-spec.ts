@@ -131,9 +131,10 @@ describe('returnable and permanent handoffs through the router (seed 001, real N
     );
     return id;
   };
-  const say = (project: string, runId: string, text: string) =>
+  /** A customer's message on the project's shared subject, or relayed by `via` on `…message.<via>`. */
+  const say = (project: string, runId: string, text: string, via?: string) =>
     nats.js.publish(
-      Subjects.sessionMessage(prefix, project),
+      via === undefined ? Subjects.sessionMessage(prefix, project) : Subjects.agentSessionMessage(prefix, project, via),
       encoder.encode(JSON.stringify({ workflow_run_id: runId, project, message_id: `msg-${++counter}`, text })),
     );
   /** An agent's result as its SDK sends it: the run's current handoff claimed first (claim rule, docs/runs.md). */
@@ -241,20 +242,31 @@ describe('returnable and permanent handoffs through the router (seed 001, real N
     const run = await start('loans', 'Show me offers', { annual_income: 80000 });
     const [handoff] = await waitEvents('loans', run, 'run.handoff');
     expect(handoff).toMatchObject({ to: 'Offer_Agent', returnExpected: false, reasonCode: 'handoff_permanent' });
-    await say('loans', run, 'hello?');
+    await say('loans', run, 'hello?', 'chat-front');
     await waitEvents('loans', run, 'run.message_queued');
     await say('loans', run, 'are you there?');
     const queued = await waitEvents('loans', run, 'run.message_queued', 2);
-    expect(queued.map((q) => ({ text: q['text'], agent: q['agent'], position: q['position'] }))).toEqual([
-      { text: 'hello?', agent: 'Offer_Agent', position: 1 },
-      { text: 'are you there?', agent: 'Offer_Agent', position: 2 },
+    // The agent that relayed a message is known from its subject only (`…message.<agent>`); the actor stays the customer.
+    expect(queued.map((q) => ({ text: q['text'], agent: q['agent'], position: q['position'], relayed_by: q['relayed_by'] }))).toEqual([
+      { text: 'hello?', agent: 'Offer_Agent', position: 1, relayed_by: 'chat-front' },
+      { text: 'are you there?', agent: 'Offer_Agent', position: 2, relayed_by: undefined },
+    ]);
+    expect((await events('loans', run)).filter((e) => e.type === 'run.message_queued').map((e) => [e.actor, e.origin])).toEqual([
+      ['customer', 'human'],
+      ['customer', 'human'],
     ]);
     expect(await payloads('loans', run, 'run.result_rejected')).toEqual([]);
     expect(await payloads('loans', run, 'run.message_received')).toHaveLength(1); // only the start's input so far
     // Offer_Agent answers: the run waits, and the oldest queued message is delivered in the same decision.
     await reply('loans', run, 'Offer_Agent', { body: 'Here are your offers.' });
     const received = await waitEvents('loans', run, 'run.message_received', 2);
-    expect(received[1]).toMatchObject({ message_id: queued[0]!['message_id'], text: 'hello?', agent: 'Offer_Agent', queued_at: queued[0]!['queued_at'] });
+    expect(received[1]).toMatchObject({
+      message_id: queued[0]!['message_id'],
+      text: 'hello?',
+      agent: 'Offer_Agent',
+      queued_at: queued[0]!['queued_at'],
+      relayed_by: 'chat-front',
+    });
     const completed = (await payloads('loans', run, 'run.handoff_completed')).find((c) => c['outcome'] === 'success');
     expect(completed).toMatchObject({ to: 'Offer_Agent', outcome: 'success', durationMs: expect.any(Number), siblingIntentMs: expect.any(Number) });
     // The delivered message goes to Offer_Agent as a new turn (a ledger create), before any other input.
@@ -268,6 +280,7 @@ describe('returnable and permanent handoffs through the router (seed 001, real N
     await reply('loans', run, 'Offer_Agent', { body: 'Yes, I am here.' });
     const all = await waitEvents('loans', run, 'run.message_received', 3);
     expect(all[2]).toMatchObject({ text: 'are you there?' });
+    expect(all[2]).not.toHaveProperty('relayed_by');
     expect((await events('loans', run)).filter((e) => e.type === 'run.routed')).toHaveLength(3);
   }, 20_000);
 

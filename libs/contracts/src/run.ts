@@ -415,6 +415,11 @@ export const RunMessageReceivedSchema = z.strictObject({
   /** Set when the message waited in the run's queue (`run.message_queued`): when it was queued. */
   queued_at: IsoTimeSchema.optional(),
   received_at: IsoTimeSchema,
+  /**
+   * The agent that relayed the customer's message, from its subject (`…message.<agent>`, which only
+   * that agent's credentials allow); absent for the project's shared `…message` subject.
+   */
+  relayed_by: AgentNameSchema.optional(),
 });
 
 /**
@@ -427,6 +432,8 @@ export const RunMessageQueuedSchema = z.strictObject({
   text: ShortTextSchema,
   /** Who sent it (the SessionMessage's `sent_by`), when given. */
   sent_by: PersonHandleSchema.optional(),
+  /** The agent that relayed it (`…message.<agent>`), as on `run.message_received`. */
+  relayed_by: AgentNameSchema.optional(),
   /** The agent that was working when the message arrived. */
   agent: AgentNameSchema,
   /** How many messages wait after this one was added (1 … MAX_QUEUED_MESSAGES). */

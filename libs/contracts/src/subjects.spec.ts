@@ -39,6 +39,7 @@ const tokensOf: { [N in SubjectName]: fc.Arbitrary<object> } = {
   agentRunStart: fc.record({ project: projectArb, agent: agentArb }),
   agentResult: fc.record({ project: projectArb, agent: agentArb }),
   sessionMessage: fc.record({ project: projectArb }),
+  agentSessionMessage: fc.record({ project: projectArb, agent: agentArb }),
   operatorAnswer: fc.record({ project: projectArb }),
   stopRequest: fc.record({ project: projectArb }),
   offer: fc.record({ project: projectArb, agent: agentArb }),
@@ -85,6 +86,7 @@ describe('the subject table', () => {
     expect(SubjectTable.runStart.build(p, { project: 'acme' })).toBe('baton.in.acme.start');
     expect(SubjectTable.agentRunStart.build(p, { project: 'acme', agent: 'intake' })).toBe('baton.in.acme.start.intake');
     expect(SubjectTable.agentMeshStart.build(p, { project: 'acme', agent: 'intake' })).toBe('baton.in.acme.mesh_start.intake');
+    expect(SubjectTable.agentSessionMessage.build(p, { project: 'acme', agent: 'chat' })).toBe('baton.in.acme.message.chat');
     expect(SubjectTable.sessionMessage.build(p, { project: 'acme' })).toBe('baton.in.acme.message');
     expect(SubjectTable.operatorAnswer.build(p, { project: 'acme' })).toBe('baton.in.acme.answer');
     expect(SubjectTable.stopRequest.build(p, { project: 'acme' })).toBe('baton.in.acme.stop');

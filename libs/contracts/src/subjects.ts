@@ -193,6 +193,8 @@ export const SubjectTable = {
   agentResult: templateEntry<'agentResult', PA>('agentResult', 'in', ['in', project, 'result', agent], 'result'),
   /** Customer turns of a conversation run (SessionMessage; seed 001). */
   sessionMessage: templateEntry<'sessionMessage', P>('sessionMessage', 'in', ['in', project, 'message'], 'message'),
+  /** Customer turns relayed by one agent (only that agent may publish them; its name is recorded as `relayed_by`). */
+  agentSessionMessage: templateEntry<'agentSessionMessage', PA>('agentSessionMessage', 'in', ['in', project, 'message', agent], 'message'),
   /** Operator answers to stop packets and holds (the notifier). */
   operatorAnswer: templateEntry<'operatorAnswer', P>('operatorAnswer', 'in', ['in', project, 'answer'], 'answer'),
   /** Requests to stop a run from outside (StopRunRequest; the watchdog). */
@@ -287,6 +289,9 @@ export const Subjects = {
   /** Customer turns of a conversation run (SessionMessage; seed 001). */
   sessionMessage: (prefix: string, project: string) => SubjectTable.sessionMessage.format(prefix, { project }),
   sessionMessages: (prefix: string) => SubjectTable.sessionMessage.format(prefix),
+  /** Customer turns relayed by one agent (`<prefix>.in.<project>.message.<agent>`). */
+  agentSessionMessage: (prefix: string, project: string, agent: string) => SubjectTable.agentSessionMessage.format(prefix, { project, agent }),
+  agentSessionMessages: (prefix: string) => SubjectTable.agentSessionMessage.format(prefix),
   /** Requests to stop a run from outside (StopRunRequest; the watchdog). */
   stopRequest: (prefix: string, project: string) => SubjectTable.stopRequest.format(prefix, { project }),
   /** Handoffs offered to an agent (the HandoffRecord; agents' SDKs consume these durably). */

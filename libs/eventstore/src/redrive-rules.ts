@@ -40,6 +40,7 @@ export const ROUTER_INBOX_CONSUMERS: readonly InboxConsumerDeclaration[] = [
   { service: 'router', pattern: '{prefix}.in.*.start.*', source: DlqSources.routerAgentStarts },
   { service: 'router', pattern: '{prefix}.in.*.result.*', source: DlqSources.routerResults },
   { service: 'router', pattern: '{prefix}.in.*.message', source: DlqSources.routerMessages },
+  { service: 'router', pattern: '{prefix}.in.*.message.*', source: DlqSources.routerAgentMessages },
   { service: 'router', pattern: '{prefix}.in.*.stop', source: DlqSources.routerStops },
   { service: 'router', pattern: '{prefix}.in.*.mesh_start', source: DlqSources.routerMeshStarts },
   { service: 'router', pattern: '{prefix}.in.*.mesh_start.*', source: DlqSources.routerAgentMeshStarts },

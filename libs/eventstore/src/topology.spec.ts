@@ -26,6 +26,7 @@ describe('topology', () => {
       'baton.in.*.start.*',
       'baton.in.*.result.*',
       'baton.in.*.message',
+      'baton.in.*.message.*',
       'baton.in.*.answer',
       'baton.in.*.stop',
       'baton.in.*.offer.*',

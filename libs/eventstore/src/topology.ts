@@ -90,6 +90,7 @@ export function inboxSubjects(prefix: string): string[] {
     Subjects.agentRunStarts(prefix),
     Subjects.agentResults(prefix),
     Subjects.sessionMessages(prefix),
+    Subjects.agentSessionMessages(prefix),
     Subjects.operatorAnswers(prefix),
     Subjects.stopRequest(prefix, any),
     Subjects.offer(prefix, any, any),

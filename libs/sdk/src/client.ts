@@ -45,12 +45,13 @@ export interface BatonClientOptions {
    */
   sentIdsCapacity?: number;
   /**
-   * Where `startRun` publishes: `agent` (default) on `<prefix>.in.<project>.start.<agent>`, so the
-   * run's start records this agent as its actor; `project` on the project's shared
-   * `<prefix>.in.<project>.start`, recorded as `project-client` — for credentials issued before
-   * agent-named starts existed (they allow only the shared subject; `baton creds agent` issues new ones).
+   * Where `startRun` and `sendMessage` publish: `agent` (default) on the subjects that name this
+   * agent, `<prefix>.in.<project>.start.<agent>` (the run's start records this agent as its actor)
+   * and `…message.<agent>` (the message records this agent as `relayed_by`); `project` on the
+   * project's shared `…start` (actor `project-client`) and `…message` — for credentials issued before
+   * agent-named subjects existed (they allow only the shared ones; `baton creds agent` issues new ones).
    */
-  startsAs?: 'agent' | 'project';
+  publishesAs?: 'agent' | 'project';
 }
 
 /** What JetStream answered to a publish. */
@@ -139,7 +140,7 @@ export interface BatonAgent {
   publishResult(result: AgentResultInput): Promise<PublishReceipt>;
   /**
    * Validate and publish a run start to `<prefix>.in.<project>.start.<agent>` (the run's start records
-   * this agent as its actor; `startsAs: 'project'`: the shared `<prefix>.in.<project>.start`, actor
+   * this agent as its actor; `publishesAs: 'project'`: the shared `<prefix>.in.<project>.start`, actor
    * `project-client`) with `Nats-Msg-Id = start:<project>:<workflow_run_id>`; the router starts the
    * run (once, however often this client sends it).
    * @throws InvalidInputError when the request breaks `StartRunRequestSchema`; `DuplicateMessageError`
@@ -148,7 +149,8 @@ export interface BatonAgent {
   startRun(request: StartRunInput): Promise<PublishReceipt>;
   /**
    * Validate and publish a customer's message to a conversation run (seed 001 sessions) on
-   * `<prefix>.in.<project>.message` with `Nats-Msg-Id = message:<project>:<workflow_run_id>/<message_id>`; the router
+   * `<prefix>.in.<project>.message.<agent>` (recorded as relayed by this agent; `publishesAs:
+   * 'project'`: the shared `<prefix>.in.<project>.message`) with `Nats-Msg-Id = message:<project>:<workflow_run_id>/<message_id>`; the router
    * records it once and evaluates the active agent's routes before any model runs. For the chat
    * front end that carries the customer's side of a conversation.
    * @throws InvalidInputError when the message breaks `SessionMessageSchema`; `DuplicateMessageError`
@@ -208,7 +210,7 @@ class NatsBatonAgent implements BatonAgent {
   readonly project: string;
   readonly agent: string;
   readonly ledger: LedgerClient;
-  private readonly startsAs: 'agent' | 'project';
+  private readonly publishesAs: 'agent' | 'project';
   private readonly subscriptions = new Set<OfferSubscription>();
   /** The message ids this client published (see {@link SentMessageIds}). */
   private readonly sent: SentMessageIds;
@@ -225,7 +227,7 @@ class NatsBatonAgent implements BatonAgent {
     this.prefix = options.prefix ?? process.env['BATON_PREFIX'] ?? 'baton';
     this.project = options.project;
     this.agent = options.agent;
-    this.startsAs = options.startsAs ?? 'agent';
+    this.publishesAs = options.publishesAs ?? 'agent';
     this.sent = sent;
     this.ledger = new LedgerClient(nats, this.prefix, { as: Principals.agent(options.project, options.agent), timeoutMs: options.requestTimeoutMs ?? 5000 });
   }
@@ -261,7 +263,9 @@ class NatsBatonAgent implements BatonAgent {
     if (!parsed.success) throw new InvalidInputError('run start', rejectionFromZod(parsed.error));
     const request = parsed.data;
     const subject =
-      this.startsAs === 'agent' ? AgentSubjects.agentRunStart(this.prefix, request.project, this.agent) : AgentSubjects.runStart(this.prefix, request.project);
+      this.publishesAs === 'agent'
+        ? AgentSubjects.agentRunStart(this.prefix, request.project, this.agent)
+        : AgentSubjects.runStart(this.prefix, request.project);
     return this.publish(subject, request, MsgIds.start(request.project, request.workflow_run_id));
   }
 
@@ -270,7 +274,7 @@ class NatsBatonAgent implements BatonAgent {
     if (!parsed.success) throw new InvalidInputError('customer message', rejectionFromZod(parsed.error));
     const message = parsed.data;
     return this.publish(
-      AgentSubjects.message(this.prefix, message.project),
+      this.publishesAs === 'agent' ? AgentSubjects.agentMessage(this.prefix, message.project, this.agent) : AgentSubjects.message(this.prefix, message.project),
       message,
       MsgIds.message(message.project, message.workflow_run_id, message.message_id),
     );

@@ -98,7 +98,7 @@ describe('the agent SDK against a real NATS server', () => {
   let prefix: string;
   const clients: BatonAgent[] = [];
 
-  const client = async (options: { startsAs?: 'agent' | 'project' } = {}) => {
+  const client = async (options: { publishesAs?: 'agent' | 'project' } = {}) => {
     const c = await createBatonClient({ nats, prefix, project: PROJECT, agent: AGENT, requestTimeoutMs: 2000, ...options });
     clients.push(c);
     return c;
@@ -170,19 +170,19 @@ describe('the agent SDK against a real NATS server', () => {
     expect(stored.subject).toBe(AgentSubjects.agentRunStart(prefix, PROJECT, AGENT));
     expect(stored.subject).toBe(`${prefix}.in.${PROJECT}.start.${AGENT}`);
     expect(JSON.parse(decoder.decode(stored.data))).toEqual({ workflow_run_id: 'wr-9', project: PROJECT, workflow: 'ship', started_by: 'sam' });
-    // With `startsAs: 'project'` (credentials that allow only the shared subject) the same start goes to `…start`.
-    const shared = await (await client({ startsAs: 'project' })).startRun({ workflow_run_id: 'wr-10', workflow: 'ship', started_by: 'sam' });
+    // With `publishesAs: 'project'` (credentials that allow only the shared subject) the same start goes to `…start`.
+    const shared = await (await client({ publishesAs: 'project' })).startRun({ workflow_run_id: 'wr-10', workflow: 'ship', started_by: 'sam' });
     expect((await nats.jsm.streams.getMessage(batonStreamNames(prefix).inbox, { seq: shared.seq })).subject).toBe(AgentSubjects.runStart(prefix, PROJECT));
   });
 
-  it('sendMessage publishes a validated customer message to <prefix>.in.<project>.message, deduplicated by message_id', async () => {
+  it('sendMessage publishes a validated customer message to <prefix>.in.<project>.message.<agent>, deduplicated by message_id', async () => {
     const agent = await client();
     await expect(agent.sendMessage({ workflow_run_id: 'wr-9', message_id: 'm-1', text: '' })).rejects.toThrow(/text/);
     const a = await agent.sendMessage({ workflow_run_id: 'wr-9', message_id: 'm-1', text: 'I earn 4,000 a month', sent_by: 'cora' });
     const b = await agent.sendMessage({ workflow_run_id: 'wr-9', message_id: 'm-1', text: 'I earn 4,000 a month', sent_by: 'cora' });
     expect(b).toEqual({ ...a, duplicate: true });
     const stored = await nats.jsm.streams.getMessage(batonStreamNames(prefix).inbox, { seq: a.seq });
-    expect(stored.subject).toBe(AgentSubjects.message(prefix, PROJECT));
+    expect(stored.subject).toBe(`${prefix}.in.${PROJECT}.message.${AGENT}`);
     expect(JSON.parse(decoder.decode(stored.data))).toEqual({
       workflow_run_id: 'wr-9',
       project: PROJECT,
@@ -190,6 +190,8 @@ describe('the agent SDK against a real NATS server', () => {
       text: 'I earn 4,000 a month',
       sent_by: 'cora',
     });
+    const shared = await (await client({ publishesAs: 'project' })).sendMessage({ workflow_run_id: 'wr-9', message_id: 'm-2', text: 'and 500 in savings' });
+    expect((await nats.jsm.streams.getMessage(batonStreamNames(prefix).inbox, { seq: shared.seq })).subject).toBe(AgentSubjects.message(prefix, PROJECT));
   });
 
   it('an offer published to the offer subject reaches handoffs(); claim() calls the ledger as this agent and finish() publishes the result with handoff_id and claim_id', async () => {

@@ -14,6 +14,8 @@ export const AgentSubjects = {
   agentRunStart: (prefix: string, project: string, agent: string): string => Subjects.agentRunStart(prefix, project, agent),
   /** Publish a customer message to a conversation run here (JetStream, `Nats-Msg-Id` = `message:<project>:<workflow_run_id>/<message_id>`). */
   message: (prefix: string, project: string): string => Subjects.sessionMessage(prefix, project),
+  /** Relay a customer message as this agent (JetStream, the same `Nats-Msg-Id`): only this agent may, and the message records it as `relayed_by`. */
+  agentMessage: (prefix: string, project: string, agent: string): string => Subjects.agentSessionMessage(prefix, project, agent),
   /** Handoffs offered to one agent (JetStream; the SDK reads them with a durable consumer). */
   offer: (prefix: string, project: string, agent: string): string => Subjects.offer(prefix, project, agent),
   /** Operator answers (JetStream). */

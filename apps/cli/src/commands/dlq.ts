@@ -67,7 +67,8 @@ Inspect and redrive the dead letters in <PREFIX>_DLQ: messages a consumer gave u
 with its reason, original subject, original headers and original bytes, on <prefix>.dlq.<source>.
 
 Sources name the consumer that gave up:
-  router-starts, router-agent-starts, router-results, router-messages, router-stops,
+  router-starts, router-agent-starts, router-results, router-messages,
+  router-agent-messages, router-stops,
   router-answers, router-mesh-starts, router-agent-mesh-starts, router-mesh-turns,
   router-mesh-answers               the router's inbox consumers
   router-dispatch, router-handoff-deadlines, router-mesh-reactor   the router's event reactors

@@ -28,7 +28,7 @@ export async function publishAndReport(
     prefix: ctx.config().BATON_PREFIX,
     project: client.project,
     agent: client.agent,
-    startsAs: 'project',
+    publishesAs: 'project',
   });
   try {
     const receipt = await publish(agent).catch((error: unknown) => {

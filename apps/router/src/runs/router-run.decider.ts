@@ -44,7 +44,12 @@ export type RouterRunCommand =
       handoff?: HandoffClaimView | null;
     }
   | { kind: 'answer'; answer: RunAnswer; definitions: DefinitionState; metadata: RunCommandMetadata }
-  | { kind: 'message'; message: { message_id: string; text: string; sent_by?: string }; definitions: DefinitionState; metadata: RunCommandMetadata }
+  | {
+      kind: 'message';
+      message: { message_id: string; text: string; sent_by?: string; relayed_by?: string };
+      definitions: DefinitionState;
+      metadata: RunCommandMetadata;
+    }
   | {
       kind: 'handoff_failed';
       failure: { handoff_id: string; code: string; message: string; reason?: HandoffFailureReason };

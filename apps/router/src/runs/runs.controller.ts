@@ -52,6 +52,11 @@ export class RunsController {
     return this.sessionMessage.execute(ctx.subject, ctx.data, ctx.trace, ctx.deliveryCount);
   }
 
+  @EventPattern(RouterPatterns.agentSessionMessage, routerConsumer(RouterPatterns.agentSessionMessage, perRun))
+  onAgentMessage(@Ctx() ctx: JetStreamContext): Promise<void> {
+    return this.sessionMessage.execute(ctx.subject, ctx.data, ctx.trace, ctx.deliveryCount);
+  }
+
   @EventPattern(RouterPatterns.stopRequest, routerConsumer(RouterPatterns.stopRequest, perRun))
   onStop(@Ctx() ctx: JetStreamContext): Promise<void> {
     return this.stopRun.execute(ctx.subject, ctx.data, ctx.trace);

@@ -15,6 +15,8 @@ export const RouterPatterns = {
   stopRequest: '{prefix}.in.*.stop',
   /** Customer turns of conversation runs (SessionMessage; seed 001). */
   sessionMessage: '{prefix}.in.*.message',
+  /** Customer turns relayed by one agent (`…message.<agent>`): recorded with `relayed_by`. */
+  agentSessionMessage: '{prefix}.in.*.message.*',
   runEvents: '{prefix}.ev.*.run.*',
   /** Handoff events (the ledger's aggregate, read-only here): deadlines of returnable children. */
   handoffEvents: '{prefix}.ev.*.handoff.*',
@@ -43,6 +45,7 @@ export function subjectTokens(prefix: string, subject: string): { project: strin
     case 'runStart':
     case 'agentRunStart':
     case 'sessionMessage':
+    case 'agentSessionMessage':
     case 'operatorAnswer':
     case 'stopRequest':
     case 'routerCommand':
@@ -53,12 +56,27 @@ export function subjectTokens(prefix: string, subject: string): { project: strin
 }
 
 /**
+ * The agent a client subject names as its publisher — `…start.<agent>`, `…mesh_start.<agent>`,
+ * `…message.<agent>` (its credentials allow that subject to that agent only) — or null for the
+ * project's shared `…start`, `…mesh_start`, `…message`, which prove only a client of the project.
+ */
+export function publishingAgentOf(prefix: string, subject: string): string | null {
+  const parsed = parseSubject(prefix, subject);
+  switch (parsed?.name) {
+    case 'agentRunStart':
+    case 'agentMeshStart':
+    case 'agentSessionMessage':
+      return parsed.agent;
+    default:
+      return null;
+  }
+}
+
+/**
  * The actor of what a run or mesh start causes, from its subject alone: the agent a
- * `…start.<agent>` / `…mesh_start.<agent>` subject names (its credentials allow that subject to
- * that agent only), else {@link START_CLIENT_ACTOR} — the shared `…start` / `…mesh_start` subject
- * proves only a client of the project.
+ * `…start.<agent>` / `…mesh_start.<agent>` subject names, else {@link START_CLIENT_ACTOR} — the
+ * shared `…start` / `…mesh_start` subject proves only a client of the project.
  */
 export function startActorOf(prefix: string, subject: string): string {
-  const parsed = parseSubject(prefix, subject);
-  return parsed?.name === 'agentRunStart' || parsed?.name === 'agentMeshStart' ? parsed.agent : START_CLIENT_ACTOR;
+  return publishingAgentOf(prefix, subject) ?? START_CLIENT_ACTOR;
 }

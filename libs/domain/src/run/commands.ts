@@ -129,6 +129,8 @@ export interface SessionMessageCommand {
     text: string;
     /** Who sent it (the SessionMessage's `sent_by`), kept on a queued message. */
     sent_by?: string;
+    /** The agent whose subject carried it (`…message.<agent>`), recorded on the message's events. */
+    relayed_by?: string;
     workflow: WorkflowDefinition;
     agents: readonly AgentDefinition[];
     execution?: ExecutionSettings;

@@ -111,7 +111,14 @@ function deliverQueued(c: ConversationCtx): void {
   c.routed = 0;
   emit(c, {
     type: 'run.message_received',
-    data: { message_id: next.messageId, text: next.text, agent: c.state.agent, queued_at: next.queuedAt, received_at: c.now },
+    data: {
+      message_id: next.messageId,
+      text: next.text,
+      agent: c.state.agent,
+      queued_at: next.queuedAt,
+      received_at: c.now,
+      ...(next.relayedBy !== null ? { relayed_by: next.relayedBy } : {}),
+    },
   });
   deliverMessage(c, { agent: c.state.agent, step: c.state.step }, next.text, 0, 'message');
   c.cause = outer.cause;
@@ -122,13 +129,14 @@ function deliverQueued(c: ConversationCtx): void {
  * A customer message while an agent of the running conversation works: it waits in the run's
  * queue (delivered the next time the run waits for the customer).
  */
-export function queueMessage(c: ConversationCtx, messageId: string, text: string, sentBy: string | undefined): void {
+export function queueMessage(c: ConversationCtx, messageId: string, text: string, sentBy: string | undefined, relayedBy: string | undefined): void {
   emit(c, {
     type: 'run.message_queued',
     data: {
       message_id: messageId,
       text: clip(text),
       ...(sentBy !== undefined ? { sent_by: sentBy } : {}),
+      ...(relayedBy !== undefined ? { relayed_by: relayedBy } : {}),
       agent: c.state.agent,
       position: c.state.queuedMessages.length + 1,
       queued_at: c.now,
@@ -175,8 +183,11 @@ function clip(text: string, max = 4_000): string {
 }
 
 /** Record a customer message on the run (a start's input or a SessionMessage). */
-export function receiveMessage(c: ConversationCtx, messageId: string, text: string): void {
-  emit(c, { type: 'run.message_received', data: { message_id: messageId, text: clip(text), agent: c.state.agent, received_at: c.now } });
+export function receiveMessage(c: ConversationCtx, messageId: string, text: string, relayedBy?: string): void {
+  emit(c, {
+    type: 'run.message_received',
+    data: { message_id: messageId, text: clip(text), agent: c.state.agent, received_at: c.now, ...(relayedBy !== undefined ? { relayed_by: relayedBy } : {}) },
+  });
 }
 
 function completed(

@@ -521,10 +521,10 @@ function sessionMessage(command: SessionMessageCommand, state: RunState): Decisi
         { status: state.status, agent: state.agent, queued: state.queuedMessages.length },
       );
     }
-    queueMessage(c, data.message_id, data.text, data.sent_by);
+    queueMessage(c, data.message_id, data.text, data.sent_by, data.relayed_by);
     return accept(...c.events);
   }
-  receiveMessage(c, data.message_id, data.text);
+  receiveMessage(c, data.message_id, data.text, data.relayed_by);
   deliverMessage(c, { agent: state.agent, step: state.step }, data.text, 0, 'message');
   return accept(...c.events);
 }

@@ -79,11 +79,15 @@ class Session {
       metadata: { now: at(s), actor: 'sam' },
     });
   }
-  sayCmd(id: string, text: string, s: number): RunCommand {
-    return { type: 'session_message', data: { message_id: id, text, sent_by: 'sam', ...this.defs }, metadata: { now: at(s), actor: 'sam' } };
+  sayCmd(id: string, text: string, s: number, relayedBy?: string): RunCommand {
+    return {
+      type: 'session_message',
+      data: { message_id: id, text, sent_by: 'sam', ...(relayedBy !== undefined ? { relayed_by: relayedBy } : {}), ...this.defs },
+      metadata: { now: at(s), actor: 'sam' },
+    };
   }
-  say(id: string, text: string, s: number): RunEvent[] {
-    return this.run(this.sayCmd(id, text, s));
+  say(id: string, text: string, s: number, relayedBy?: string): RunEvent[] {
+    return this.run(this.sayCmd(id, text, s, relayedBy));
   }
   result(id: string, agent: string, s: number, extra: Partial<AgentResult> = {}): RunEvent[] {
     const result: AgentResult = { result_id: id, run_id: `ar-${id}`, project: 'loans', workflow_run_id: 'wr-1', agent, produced_at: at(s), ...extra };
@@ -113,6 +117,22 @@ const types = (events: readonly RunEvent[]) => events.map((e) => e.type);
 const handoffIdOf = (events: readonly RunEvent[]) => ofType(events, 'run.handoff')[0]!.data.handoffId;
 
 describe('customer messages while an agent works are queued, not refused', () => {
+  it('the agent that relayed a message (relayed_by, from its subject) stays with it: queued, then delivered; and on a message received at once', () => {
+    const s = new Session(loanProject());
+    s.start('I want a loan offer', 0);
+    expect(s.say('m1', 'first', 3, 'chat-front')[0]).toMatchObject({ type: 'run.message_queued', data: { message_id: 'm1', relayed_by: 'chat-front' } });
+    expect(s.say('m2', 'second', 4)[0]!.data).not.toHaveProperty('relayed_by');
+    const delivered = ofType(s.result('r1', 'Income_Capture_Agent', 10, { body: 'What is your annual income?' }), 'run.message_received');
+    expect(delivered.map((e) => e.data.relayed_by)).toEqual(['chat-front']);
+    const next = ofType(s.result('r2', 'Income_Capture_Agent', 12, { body: 'And your savings?' }), 'run.message_received');
+    expect(next.map((e) => [e.data.message_id, e.data.relayed_by])).toEqual([['m2', undefined]]);
+    // Once the run waits for the customer, a message is received at once, with its relay.
+    const agent = s.state.status === 'none' ? '' : s.state.agent;
+    s.result('r3', agent, 13, { body: 'Anything else?' });
+    expect(s.state.status !== 'none' && s.state.awaitingInput).toBe(true);
+    expect(ofType(s.say('m3', 'third', 14, 'chat-front'), 'run.message_received')[0]!.data).toMatchObject({ message_id: 'm3', relayed_by: 'chat-front' });
+  });
+
   it('given a conversation whose child is working, when the customer writes, then the message is queued (run.message_queued) and nothing is routed', () => {
     const s = new Session(loanProject());
     s.start('I want a loan offer', 0);

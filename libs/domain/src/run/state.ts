@@ -66,6 +66,8 @@ export interface QueuedMessage {
   messageId: string;
   text: string;
   sentBy: string | null;
+  /** The agent that relayed it (`relayed_by`), null on the shared subject. */
+  relayedBy: string | null;
   queuedAt: string;
 }
 
@@ -232,7 +234,13 @@ export function evolveRun(state: RunState, event: RunEvent): RunState {
         processedIds: withProcessedId(state.processedIds, messageKey(event.data.message_id)),
         queuedMessages: [
           ...state.queuedMessages,
-          { messageId: event.data.message_id, text: event.data.text, sentBy: event.data.sent_by ?? null, queuedAt: event.data.queued_at },
+          {
+            messageId: event.data.message_id,
+            text: event.data.text,
+            sentBy: event.data.sent_by ?? null,
+            relayedBy: event.data.relayed_by ?? null,
+            queuedAt: event.data.queued_at,
+          },
         ],
       };
     case 'run.awaiting_input':

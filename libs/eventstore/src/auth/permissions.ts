@@ -13,7 +13,7 @@ import type { UserPermissions } from './jwt';
  *   P.ev.<project>.<kind>.<id>                  events: only the aggregate's writer service
  *   P.in.<project>.result.<agent>               agent results: only that agent
  *   P.in.<project>.{start,message,mesh_start}   an agent of that project (the shared client subjects)
- *   P.in.<project>.{start,mesh_start}.<agent>   starts naming their publisher: only that agent
+ *   P.in.<project>.{start,message,mesh_start}.<agent>   naming their publisher: only that agent
  *   P.in.<project>.mesh_result.<agent>          mesh turns: only that agent
  *   P.in.<project>.{answer,mesh_answer}         operator answers: the notifier and the admin
  *   P.in.<project>.stop                         stop requests: the watchdog
@@ -88,6 +88,7 @@ export function permissionsFor(prefix: string, principal: Principal): UserPermis
             `${prefix}.in.${project}.start`,
             `${prefix}.in.${project}.start.${agent}`,
             `${prefix}.in.${project}.message`,
+            `${prefix}.in.${project}.message.${agent}`,
             `${prefix}.in.${project}.mesh_start`,
             `${prefix}.in.${project}.mesh_start.${agent}`,
             `${prefix}.cmd.ledger.${project}.${kind}.${name}.*`,

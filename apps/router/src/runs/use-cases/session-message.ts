@@ -4,6 +4,7 @@ import { SessionMessageSchema } from '@baton/contracts';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { nowIso } from '../../shared/ids';
 import { decodeForSubject } from '../../shared/inbound';
+import { publishingAgentOf } from '../../shared/subjects';
 import { RunCommands, runRef } from '../run-commands';
 
 /** The `agent` a refused customer message is recorded under in `run.result_rejected`. */
@@ -17,8 +18,8 @@ export const MESSAGE_REFUSAL_AGENT = 'customer';
 export const MESSAGE_WAITS_FOR_START_DELIVERIES = 3;
 
 /**
- * Use case: a customer turn of a conversation run from `<prefix>.in.<project>.message`
- * (seed 001). Decodes a {@link SessionMessageSchema} (size cap, JSON, schema, the subject's
+ * Use case: a customer turn of a conversation run from `<prefix>.in.<project>.message`, or
+ * `…message.<agent>` relayed by that agent (recorded as `relayed_by`) (seed 001). Decodes a {@link SessionMessageSchema} (size cap, JSON, schema, the subject's
  * project), then runs `session_message` on the run over its pinned definition: the message is
  * recorded (`run.message_received`) and the active agent's WHEN routes are evaluated before any
  * model runs — a route fires (`run.handoff` + `run.routed`), a child hands back, or the message
@@ -45,14 +46,20 @@ export class SessionMessageUseCase {
       message_id: message.message_id,
     });
     const now = nowIso();
-    // The message subject names no speaker (the project's chat front end publishes it): the actor is
-    // the customer whose words it carries, never the body's `sent_by`, which stays data on the message.
+    // The actor is the customer whose words it carries, never the body's `sent_by`, which stays data
+    // on the message. The agent that relayed it is known only from an agent-named subject.
     const actor = MESSAGE_REFUSAL_AGENT;
+    const relayedBy = publishingAgentOf(this.runtime.config.BATON_PREFIX, subject);
     const outcome = await this.runs.applyInbound(
       runRef(message.project, message.workflow_run_id),
       (definitions) => ({
         kind: 'message',
-        message: { message_id: message.message_id, text: message.text, ...(message.sent_by !== undefined ? { sent_by: message.sent_by } : {}) },
+        message: {
+          message_id: message.message_id,
+          text: message.text,
+          ...(message.sent_by !== undefined ? { sent_by: message.sent_by } : {}),
+          ...(relayedBy !== null ? { relayed_by: relayedBy } : {}),
+        },
         definitions,
         metadata: { now, actor },
       }),
