@@ -72,7 +72,7 @@ describe('baton token: expiry at creation, shown in the list (real Redis)', () =
     expect(table).toMatch(/bria .*\(expired\)/);
   });
 
-  it('a malformed, past or doubled expiry, or --project with --all-projects, is a usage error (exit 2) and makes no token', async () => {
+  it('a malformed, past or doubled expiry, --project with --all-projects, or an admin token with --project, is a usage error (exit 2) and makes no token', async () => {
     const count = async () => (await redis.client.smembers(ApiTokenKeys.tokens(prefix))).length;
     const before = await count();
     for (const args of [
@@ -88,6 +88,10 @@ describe('baton token: expiry at creation, shown in the list (real Redis)', () =
       const made = await baton('token', 'create', '--role', 'viewer', '--project', 'alpha', ...args);
       expect({ args, code: made.code }).toEqual({ args, code: 2 });
     }
+    // An admin acts on every project: a --project would read as a limit it does not have.
+    const admin = await baton('token', 'create', '--role', 'admin', '--project', 'alpha');
+    expect(admin.code).toBe(2);
+    expect(admin.err).toMatch(/admin token acts on every project/);
     expect(await count()).toBe(before);
   });
 

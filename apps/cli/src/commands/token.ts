@@ -33,6 +33,9 @@ async function create(args: ParsedArgs, ctx: CliContext): Promise<ExitCode> {
   if (!ActorNameSchema.safeParse(name).success) throw new UsageError(`--name may hold letters, digits and _ - . : @ only (1-128), got "${name}"`);
   const projects = list(args, 'project');
   if (flag(args, 'all-projects') && projects.length > 0) throw new UsageError('give --project <p> (repeatable) or --all-projects, not both');
+  // An admin acts on every project: a --project would read as a limit the token does not have.
+  if (role === 'admin' && projects.length > 0)
+    throw new UsageError('an admin token acts on every project; --project cannot limit it (make an operator token for one project)');
   const all = flag(args, 'all-projects') || role === 'admin';
   for (const project of projects)
     if (!ProjectIdSchema.safeParse(project).success) throw new UsageError(`--project "${project}" is not a project key (lowercase letters, digits, _ and -)`);

@@ -303,7 +303,7 @@ export function buildOpenApiDocument(): object {
           operationId: 'listProjections',
           summary: 'Each projection: the generation operators read, how far it is behind the stream, and the rebuilds running on it with their progress',
           description:
-            'A rebuild (by a notifier, or `baton replay`) writes a shadow generation and swaps it in atomically; until then every read serves the previous generation, whole. Per projection: `active_generation`, `last_seq`, `behind_by` (stream events not applied yet), `needs_rebuild`, `rebuilding`, and `rebuilds` (`kind` rebuild or scratch (a comparison), `by`, `phase`, `seq` / `target_seq`, `events` / `total_events`, `percent`, `rate` (events/s), `eta_seconds`, `stale`: its process died, the next rebuild deletes its shadow). Any authenticated caller; the events stream’s counters only to a caller that sees every project (an admin, a `*` token): for a token scoped to some projects the report is `{ counters: "hidden", rebuilding, projections }`, each projection without `last_seq` and `behind_by` (`behind`: true / false / null instead) and each rebuild without `seq`, `target_seq`, `events`, `total_events` and `rate` — they count every tenant’s events. `/health/ready` carries the full figures in `details.projections`.',
+            'A rebuild (by a notifier, or `baton replay`) writes a shadow generation and swaps it in atomically; until then every read serves the previous generation, whole. Per projection: `active_generation`, `last_seq`, `behind_by` (stream events not applied yet), `needs_rebuild`, `rebuilding`, and `rebuilds` (`kind` rebuild or scratch (a comparison), `by`, `phase`, `seq` / `target_seq`, `events` / `total_events`, `percent`, `rate` (events/s), `eta_seconds`, `stale`: its process died, the next rebuild deletes its shadow). Any authenticated caller; the events stream’s counters only to a caller that sees every project (an admin, a `*` token): for a token scoped to some projects the report is `{ counters: "hidden", rebuilding, projections }`, each projection without `last_seq` and `behind_by` (`behind`: true / false / null instead) and each rebuild without `seq`, `target_seq`, `events`, `total_events` and `rate` — they count every tenant’s events. `/health/ready` (no token) carries the scoped figures in `details.projections`: per projection `behind` and the running rebuild’s `percent`, `eta_seconds`, `by`.',
           responses: {
             '200': {
               description:
@@ -324,7 +324,8 @@ export function buildOpenApiDocument(): object {
       '/health/ready': {
         get: {
           operationId: 'healthReady',
-          summary: 'Readiness: NATS and Redis answer; `details.projections` tells each projection’s position and any rebuild in progress',
+          summary:
+            'Readiness: NATS and Redis answer; `details.projections` tells whether each projection is behind and any rebuild in progress (no stream counters: this answers without a token)',
           security: [],
           responses: {
             '200': { description: '`{ status: "ready", checks: { nats, redis }, details: { projections } }`' },

@@ -163,31 +163,19 @@ export class ProjectionStatus {
     return { stream, rebuilding: projections.some((p) => p.rebuilding), projections };
   }
 
-  /** The readiness details: compact (one line per projection); never fails readiness itself. */
+  /**
+   * The readiness details: compact (one line per projection); never fails readiness itself.
+   * Readiness answers without a token, so it carries no counter of the events stream every project
+   * shares (the same cut as {@link scopedProjectionsReport}); `GET /v1/projections` has them.
+   */
   async readiness(): Promise<Record<string, unknown>> {
-    const report = await this.report();
+    const report = scopedProjectionsReport(await this.report());
     return {
       rebuilding: report.rebuilding,
       projections: Object.fromEntries(
         report.projections.map((p) => {
           const running = p.rebuilds.find((r) => r.kind === 'rebuild' && !r.stale);
-          return [
-            p.name,
-            {
-              last_seq: p.last_seq,
-              behind_by: p.behind_by,
-              rebuilding: running
-                ? {
-                    percent: running.percent,
-                    events: running.events,
-                    total_events: running.total_events,
-                    rate: running.rate,
-                    eta_seconds: running.eta_seconds,
-                    by: running.by,
-                  }
-                : null,
-            },
-          ];
+          return [p.name, { behind: p.behind, rebuilding: running ? { percent: running.percent, eta_seconds: running.eta_seconds, by: running.by } : null }];
         }),
       ),
     };

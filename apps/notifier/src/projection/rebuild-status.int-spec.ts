@@ -110,6 +110,12 @@ it('GET /v1/projections and /health/ready show a running rebuild with its progre
   ).projections;
   expect(details.rebuilding).toBe(true);
   expect(details.projections['inbox']?.rebuilding).toMatchObject({ by: 'baton replay' });
+  // Readiness answers without a token: what the projections do, never the counters of the stream every project shares.
+  expect(details.projections['inbox']).toEqual({
+    behind: false,
+    rebuilding: { percent: expect.any(Number), eta_seconds: expect.anything(), by: 'baton replay' },
+  });
+  expect(JSON.stringify(ready.body)).not.toMatch(/last_seq|behind_by|total_events|"rate"/);
   // Operators read the previous generation, whole.
   expect((await get('/v1/inbox?limit=50', token)).body).toEqual(inboxBefore);
 
