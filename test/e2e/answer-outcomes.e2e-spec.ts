@@ -208,6 +208,128 @@ describe('operator answers say what happened (router + notifier in process, real
     expect((await get(`/v1/projects/${PROJECT}/runs/nope/answers/ans-ref-2`, olga)).status).toBe(404);
   });
 
+  it("an answer_id the run already took, older than the stream's duplicate window, is 409 answer_id_reused on the run's next hold — never the earlier answer's outcome reported as applied", async () => {
+    const run = 'wr-reuse';
+    await runUntil(run, { body: 'no sentinel: the run holds' }, 'run.held');
+    // The first hold was answered long ago: its message id is one the stream's duplicate window no longer holds.
+    const earlier = { answer_id: 'ans-old', action: 'continue', answered_by: 'olga', answered_at: new Date().toISOString() };
+    await nats.js.publish(
+      `${prefix}.in.${PROJECT}.answer`,
+      encoder.encode(JSON.stringify({ workflow_run_id: run, project: PROJECT, actor_role: 'operator', answer: { kind: 'hold_answer', answer: earlier } })),
+      { msgID: `answer:${PROJECT}:${run}/ans-old-long-ago` },
+    );
+    // The run continues to the architect, whose reply holds it again.
+    const next = await waitFor(
+      async () => {
+        const current = await currentHandoff(store, PROJECT, run);
+        return current && current.agent === 'architect' ? current : undefined;
+      },
+      'the run routed to the architect',
+      { timeoutMs: 15_000 },
+    );
+    const claimId = await claimHandoff(store, PROJECT, next.handoffId, 'architect');
+    const result = {
+      result_id: `res2-${run}`,
+      run_id: `ar2-${run}`,
+      project: PROJECT,
+      workflow_run_id: run,
+      agent: 'architect',
+      produced_at: new Date().toISOString(),
+    };
+    await nats.js.publish(
+      `${prefix}.in.${PROJECT}.result.architect`,
+      encoder.encode(JSON.stringify({ ...result, body: 'no sentinel again', handoff_id: next.handoffId, claim_id: claimId })),
+      {
+        msgID: `result:${PROJECT}:${run}/${result.result_id}`,
+      },
+    );
+    await waitFor(async () => ((await runEvents(run)).filter((e) => e.type === 'run.held').length === 2 ? true : undefined), 'held again', {
+      timeoutMs: 15_000,
+    });
+    await waitFor(
+      async () =>
+        ((await get(`/v1/projects/${PROJECT}/runs/${run}`, olga)).body['run'] as { hold?: { cause?: { id?: string } } } | undefined)?.hold?.cause?.id ===
+          result.result_id || undefined,
+      'the second hold projected',
+      { timeoutMs: 15_000 },
+    );
+    const path = `/v1/projects/${PROJECT}/runs/${run}/answer`;
+    // Another action, or another operator, under the id: another answer, refused before anything is sent.
+    const reused = await post(path, olga, { answer_id: 'ans-old', action: 'terminate', note: 'stop it' });
+    expect(reused).toMatchObject({
+      status: 409,
+      body: { error: { code: 'answer_id_reused', details: { answer_id: 'ans-old', used_for: { workflow_run_id: run } } } },
+    });
+    expect((await post(path, omar, { answer_id: 'ans-old', action: 'continue' })).body.error?.code).toBe('answer_id_reused');
+    // The very answer again (same action, same operator): a retry of the first, its outcome again, marked duplicate.
+    const firstResumed = (await runEvents(run)).find((e) => e.type === 'run.resumed')!;
+    const retried = await post(path, olga, { answer_id: 'ans-old', action: 'continue' });
+    expect(retried).toMatchObject({ status: 200, body: { outcome: 'applied', duplicate: true, event: { type: 'run.resumed', seq: firstResumed.seq } } });
+    // Nothing was answered: the run is still held by the second hold.
+    expect((await runEvents(run)).filter((e) => e.type === 'run.resumed')).toHaveLength(1);
+    expect(((await get(`/v1/projects/${PROJECT}/runs/${run}`, olga)).body['run'] as { status: string }).status).toBe('held');
+  });
+
+  it("the same for a stop packet: an id that answered the run's earlier packet, past the window, is 409 answer_id_reused on its next packet", async () => {
+    const run = 'wr-reuse-stop';
+    const first = await stoppedRun(run);
+    const answer = { packet_id: first, answer_id: 'ans-old-stop', action: 'raise_cap', cap: 20, answered_by: 'olga', answered_at: new Date().toISOString() };
+    await nats.js.publish(
+      `${prefix}.in.${PROJECT}.answer`,
+      encoder.encode(JSON.stringify({ workflow_run_id: run, project: PROJECT, actor_role: 'operator', answer: { kind: 'stop_answer', answer } })),
+      { msgID: `answer:${PROJECT}:${run}/ans-old-stop-long-ago` },
+    );
+    await waitFor(async () => ((await runEvents(run)).some((e) => e.type === 'run.resumed') ? true : undefined), 'the first packet answered', {
+      timeoutMs: 15_000,
+    });
+    // The agent takes its turn again and stops again: a second packet.
+    const next = await waitFor(
+      async () => {
+        const current = await currentHandoff(store, PROJECT, run);
+        return current && (await claimHandoff(store, PROJECT, current.handoffId, 'issue')) !== null ? current : undefined;
+      },
+      'the next turn claimed',
+      { timeoutMs: 15_000 },
+    );
+    const claimId = await claimHandoff(store, PROJECT, next.handoffId, 'issue');
+    const again = {
+      result_id: `res2-${run}`,
+      run_id: `ar2-${run}`,
+      project: PROJECT,
+      workflow_run_id: run,
+      agent: 'issue',
+      produced_at: new Date().toISOString(),
+    };
+    await nats.js.publish(
+      `${prefix}.in.${PROJECT}.result.issue`,
+      encoder.encode(
+        JSON.stringify({
+          ...again,
+          body: 'out of steps again',
+          stop: { why: 'budget', cap: { name: 'steps', limit: 20, used: 20 } },
+          handoff_id: next.handoffId,
+          claim_id: claimId,
+        }),
+      ),
+      { msgID: `result:${PROJECT}:${run}/${again.result_id}` },
+    );
+    const second = await waitFor(
+      async () => {
+        const stops = (await runEvents(run)).filter((e) => e.type === 'run.stopped');
+        return stops.length === 2 ? (stops[1]!.payload as { packet: { packet_id: string } }).packet.packet_id : undefined;
+      },
+      'stopped again',
+      { timeoutMs: 15_000 },
+    );
+    await waitFor(async () => ((await get(`/v1/projects/${PROJECT}/stops/${second}`, olga)).status === 200 ? true : undefined), 'the second packet projected', {
+      timeoutMs: 15_000,
+    });
+    const reused = await post(`/v1/projects/${PROJECT}/stops/${second}/answer`, olga, { answer_id: 'ans-old-stop', action: 'deny', note: 'no more' });
+    expect(reused).toMatchObject({ status: 409, body: { error: { code: 'answer_id_reused' } } });
+    expect((await get(`/v1/projects/${PROJECT}/stops/${second}`, olga)).body).toMatchObject({ stop: { status: 'open' } });
+    expect((await runEvents(run)).filter((e) => e.type === 'run.resumed')).toHaveLength(1);
+  });
+
   it("a held run answered (terminate): 200 applied with the run's new state", async () => {
     await runUntil('wr-hold', { body: 'no sentinel: the run holds' }, 'run.held');
     await waitFor(

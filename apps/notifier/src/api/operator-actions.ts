@@ -15,7 +15,7 @@ import { InboxItemId, type BatonViews } from '@baton/projections';
 import { JetStreamClient, RUNTIME, type ServiceRuntime } from '@baton/platform';
 import type { z } from 'zod';
 import { RunAnswerRequestSchema, type OperatorAnswer, type RunAnswerRequest, type StopPacket } from '@baton/contracts';
-import { PublishTimeout, streamReader, type LedgerClient, type OwnIdAck } from '@baton/eventstore';
+import { PublishTimeout, streamReader, type LedgerClient, type OwnIdAck, type StoredEvent } from '@baton/eventstore';
 import { BATON_VIEWS, LEDGER_CLIENT } from '../projection/tokens';
 import type { Principal } from '../auth/roles';
 import { assertCanAnswer, assertVisible } from '../auth/scope';
@@ -140,6 +140,13 @@ export class OperatorActions {
     }
     const now = new Date().toISOString();
     const answer = answerOf(answerId ?? `ans-${randomUUID()}`, now);
+    if (answerId !== undefined) {
+      const aggregate: AnswerAggregate =
+        mesh !== null ? { project: packet.project, kind: 'mesh', id: mesh } : { project: packet.project, kind: 'run', id: packet.workflow_run_id };
+      const subject = mesh !== null ? Subjects.meshAnswer(this.prefix, packet.project) : Subjects.operatorAnswer(this.prefix, packet.project);
+      const earlier = await this.earlierUse(aggregate, subject, answer as unknown as Record<string, unknown>);
+      if (earlier !== null) return earlier;
+    }
     const decided = decideResume(packet, answer, { now, actorRole: caller.role });
     if (!decided.ok) throw new ApiError(statusForKind(decided.error.kind), decided.error.code, decided.error.message, [], decided.error.details);
     return this.sendStopAnswer(packet, mesh, caller, answer);
@@ -184,27 +191,46 @@ export class OperatorActions {
       );
     }
     const answer = answerOf(answerId ?? `ans-${randomUUID()}`, new Date().toISOString());
+    if (answerId !== undefined) {
+      // The run is held (again): the id may have answered an earlier hold or packet of this run.
+      const earlier = await this.retriedHoldAnswer(view.run.project, workflowRunId, answer);
+      if (earlier !== null) return earlier;
+    }
     return this.settle(
       await this.publish({ workflow_run_id: workflowRunId, project: view.run.project, actor_role: caller.role, answer: { kind: 'hold_answer', answer } }),
     );
   }
 
+  /** {@link earlierUse} of a hold answer on its run. */
+  private retriedHoldAnswer(project: string, workflowRunId: string, answer: HoldAnswer): Promise<AnswerReply | null> {
+    return this.earlierUse(
+      { project, kind: 'run', id: workflowRunId },
+      Subjects.operatorAnswer(this.prefix, project),
+      answer as unknown as Record<string, unknown>,
+    );
+  }
+
   /**
-   * The reply to a hold answer sent again after the router decided it, or null when `answer`'s id
-   * decided nothing on this run. Applied: the recorded answer must be this one (everything but
-   * `answered_at`), else 409 `answer_id_reused`; refused: the router's refusal again.
+   * What an answer id the client chose already decided on this run or mesh, before the answer is
+   * sent: an id older than the stream's two-minute duplicate window passes the stream, and the
+   * router takes nothing under an id it has decided, so without this check another answer under
+   * it would be reported as the earlier one's outcome while nothing happened. Null when the id
+   * decided nothing here. Applied: the recorded answer must be this one (everything but
+   * `answered_at`: the same packet or hold, action, fields and operator) — its outcome again,
+   * `duplicate: true` — else 409 `answer_id_reused`. Refused: the router's refusal again (a
+   * refusal records no answer to compare; the id is spent either way).
    */
-  private async retriedHoldAnswer(project: string, workflowRunId: string, answer: HoldAnswer): Promise<AnswerReply | null> {
-    const aggregate: AnswerAggregate = { project, kind: 'run', id: workflowRunId };
-    const checked = await this.outcomes.checkWithEvent(aggregate, answer.answer_id);
+  private async earlierUse(aggregate: AnswerAggregate, subject: string, answer: Record<string, unknown>): Promise<AnswerReply | null> {
+    const answerId = String(answer['answer_id']);
+    const checked = await this.outcomes.checkWithEvent(aggregate, answerId);
     if (checked === null || checked.deciding === null) return null;
     if (checked.outcome.outcome === 'applied') {
-      const from = (checked.deciding.payload as { from?: { kind?: string; answer?: Record<string, unknown> } }).from;
-      if (from?.kind !== 'hold' || !from.answer || !sameAnswer(from.answer, answer as unknown as Record<string, unknown>)) {
-        throw answerIdReused(answer.answer_id, project, { workflow_run_id: workflowRunId });
+      const recorded = recordedAnswer(checked.deciding);
+      if (recorded === null || !sameAnswer(recorded, answer)) {
+        throw answerIdReused(answerId, aggregate.project, aggregate.kind === 'mesh' ? { mesh_run_id: aggregate.id } : { workflow_run_id: aggregate.id });
       }
     }
-    return this.settle({ answerId: answer.answer_id, aggregate, subject: Subjects.operatorAnswer(this.prefix, project), duplicate: true }, checked.outcome);
+    return this.settle({ answerId, aggregate, subject, duplicate: true }, checked.outcome);
   }
 
   /**
@@ -447,6 +473,12 @@ function answerIdReused(answerId: string, project: string, usedFor: Record<strin
     [],
     { answer_id: answerId, project, used_for: usedFor },
   );
+}
+
+/** The answer an applied answer's event recorded: `run.resumed`'s `from.answer`, `mesh.stop_answered`'s `answer`. */
+function recordedAnswer(deciding: StoredEvent): Record<string, unknown> | null {
+  const payload = deciding.payload as { from?: { answer?: Record<string, unknown> }; answer?: Record<string, unknown> };
+  return (deciding.type === 'run.resumed' ? payload.from?.answer : payload.answer) ?? null;
 }
 
 /** Whether `retry` is the answer `earlier` sent again: the same {@link retryShape}. */
