@@ -32,9 +32,11 @@ describe('the baton command against real NATS and Redis', () => {
   const registry = createEventRegistry();
 
   /** Run `baton <argv>` in-process; returns the exit code and what it printed. */
-  async function baton(...argv: string[]) {
+  async function baton(...argv: Array<string | Record<string, string>>) {
     const io = bufferedIo();
-    const code = await main(argv, { io, env: { NATS_URL, REDIS_URL, BATON_PREFIX: prefix } });
+    // A trailing object is extra environment for this call.
+    const extra = typeof argv.at(-1) === 'object' ? (argv.pop() as Record<string, string>) : {};
+    const code = await main(argv as string[], { io, env: { NATS_URL, REDIS_URL, BATON_PREFIX: prefix, ...extra } });
     return { code, out: io.out(), err: io.err() };
   }
 
@@ -239,9 +241,9 @@ describe('the baton command against real NATS and Redis', () => {
     expect(json.code).toBe(1);
     expect(JSON.parse(json.out)).toMatchObject({ ok: false, projections: [{ projection: 'handoffs', differences: [{ key: 'hs:demo:h-2' }] }] });
 
-    // A dry-run replay reports the same difference and changes nothing; the scratch generation is dropped.
+    // A dry-run replay reports the same difference (exit 1, as verify) and changes nothing; the scratch generation is dropped.
     const dry = await baton('replay', '--dry-run', '--projection', 'handoffs');
-    expect(dry.code).toBe(0);
+    expect(dry.code).toBe(1);
     expect(dry.out).toMatch(/1 keys differ/);
     expect((await baton('verify', '--projection', 'handoffs')).code).toBe(1);
     const generations = new Set((await keysMatching(`${prefix}:proj:handoffs:g[0-9]*`)).map((k) => k.split(':')[3]));
@@ -249,6 +251,18 @@ describe('the baton command against real NATS and Redis', () => {
 
     expect((await baton('replay', '--projection', 'handoffs')).code).toBe(0);
     expect((await baton('verify')).code).toBe(0);
+    expect((await baton('replay', '--dry-run', '--projection', 'handoffs')).code).toBe(0);
+  });
+
+  it('verify counts a projection that has no live generation (never built, another BATON_PROJECTION_PREFIX) as a difference, and writes nothing under that keyspace', async () => {
+    const elsewhere = `${prefix}-elsewhere:proj`;
+    const missing = await baton('verify', '--projection', 'notices', '--json', { BATON_PROJECTION_PREFIX: elsewhere });
+    expect(missing.code).toBe(1);
+    expect(JSON.parse(missing.out)).toMatchObject({ ok: false, projections: [{ projection: 'notices', missing: true, live_generation: null }] });
+    const text = await baton('verify', '--projection', 'notices', { BATON_PROJECTION_PREFIX: elsewhere });
+    expect(text.out).toMatch(/notices: no live generation, while the stream holds \d+ events/);
+    expect(text.err).toMatch(/1 projections have no live generation/);
+    expect(await keysMatching(`${prefix}-elsewhere:*`)).toEqual([]);
   });
 
   it('verify says how far a live projection moved on while it was compared (live_moved, and a note), so differences that may be newer events are told from lasting ones', async () => {

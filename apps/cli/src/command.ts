@@ -30,13 +30,30 @@ export function parseCommandArgs(argv: string[], options: Options, positionals: 
   try {
     parsed = parseArgs({ args: argv, options: { ...options, help: { type: 'boolean', short: 'h' } }, allowPositionals: true, strict: true });
   } catch (error) {
-    throw new UsageError((error as Error).message);
+    throw new UsageError(usageMessage(error, options));
   }
   const values = parsed.values as ParsedArgs['values'];
   if (values['help'] === true) return { values, positionals: parsed.positionals, help: true };
   if (parsed.positionals.length < positionals.min) throw new UsageError('missing argument');
   if (parsed.positionals.length > positionals.max) throw new UsageError(`unexpected argument "${parsed.positionals[positionals.max]}"`);
   return { values, positionals: parsed.positionals, help: false };
+}
+
+/**
+ * What a command line that util.parseArgs refused says: an unknown option names the options the
+ * command takes (Node's own text suggests a `--` separator with unbalanced quotes); anything else
+ * as Node words it.
+ */
+function usageMessage(error: unknown, options: Options): string {
+  const { code, message } = error as { code?: string; message: string };
+  const unknown = /Unknown option '([^']+)'/.exec(message)?.[1];
+  if (code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' && unknown !== undefined) {
+    const known = Object.keys(options)
+      .map((name) => `--${name}`)
+      .join(', ');
+    return `unknown option ${unknown}${known ? ` (this command takes ${known}, --help)` : ' (this command takes no options but --help)'}`;
+  }
+  return message;
 }
 
 /** A string option's value, or undefined. */

@@ -1,3 +1,4 @@
+import { EventStoreErrorCode, isPermissionsViolation, jsErrCode, JsErrCode } from '@baton/eventstore';
 /** Exit codes of the `baton` command. */
 export const ExitCode = {
   /** The command did what was asked (for `verify`: the projections match). */
@@ -68,4 +69,21 @@ export class CliError extends Error {
     this.issues = options?.issues ?? [];
     this.details = options?.details;
   }
+}
+
+/**
+ * The CLI's error for a stream it could not read, typed by why: `not_found` when the stream does not
+ * exist (another `BATON_PREFIX`, or a platform never started), `permission_denied` when the
+ * credentials may not read it (an agent's, not the admin's), else `unavailable`.
+ */
+export function streamReadError(error: unknown, stream: string, prefix: string): CliError {
+  const message = (error as Error).message;
+  if (jsErrCode(error) === JsErrCode.streamNotFound)
+    return new CliError(`no stream ${stream}: is BATON_PREFIX=${prefix} right, and was the platform started?`, { cause: error, code: CliErrorCode.notFound });
+  if (isPermissionsViolation(error))
+    return new CliError(`these credentials may not read stream ${stream} (${message}): use the admin's`, {
+      cause: error,
+      code: EventStoreErrorCode.permissionDenied,
+    });
+  return new CliError(`cannot read stream ${stream}: ${message}`, { cause: error, code: CliErrorCode.unavailable });
 }

@@ -31,3 +31,15 @@ describe('an unknown command', () => {
     expect(err).toContain('unknown command "bogus-cmd"');
   });
 });
+
+describe('an unknown option', () => {
+  it('is a usage error (exit 2) that names the options the command takes, with no unbalanced quotes', async () => {
+    let err = '';
+    const code = await main(['dlq', 'list', '--until', '3'], {
+      io: { stdout: { write: () => undefined }, stderr: { write: (t: string) => (err += t) }, stderrIsTTY: false },
+    });
+    expect(code).toBe(2);
+    expect(err).toContain('unknown option --until (this command takes --source, --reason, --json, --help)');
+    expect(err).not.toContain(`'-- "--until"`);
+  });
+});

@@ -11,7 +11,7 @@ import {
   type SnapshotDifference,
 } from '@baton/projections';
 import type { CliContext } from './context';
-import { CliError, CliErrorCode, ExitCode, UsageError } from './errors';
+import { ExitCode, streamReadError, UsageError } from './errors';
 import type { ProgressLine } from './progress';
 
 /** The projections a command works on: all of Baton's, or the one `--projection` names. */
@@ -37,10 +37,7 @@ export async function eventSource(ctx: CliContext): Promise<{ source: ReplaySour
   try {
     state = (await nats.jsm.streams.info(stream)).state;
   } catch (error) {
-    throw new CliError(`cannot read stream ${stream}: ${(error as Error).message} (is BATON_PREFIX=${prefix} right?)`, {
-      cause: error,
-      code: CliErrorCode.unavailable,
-    });
+    throw streamReadError(error, stream, prefix);
   }
   const source = jetStreamReplaySource({
     nats,
@@ -99,6 +96,11 @@ export interface ShadowComparison {
   /** Last sequence the live projection applied (0 when it has no active generation). */
   live_seq: number;
   live_generation: number | null;
+  /**
+   * The projection has no live generation (never built, or `BATON_PROJECTION_PREFIX` names another
+   * keyspace). `verify` folds nothing for it and counts it a difference when the stream holds events.
+   */
+  missing: boolean;
   /** Last sequence folded into the scratch generation. */
   rebuilt_seq: number;
   /** Events the fold read (events the projection does not handle count too). */
@@ -145,16 +147,38 @@ export async function compareWithStream(
   let comparisons: ShadowComparison[] = [];
   for (let attempt = 1; attempt <= 3; attempt++) {
     const live = new Map(await Promise.all(projections.map(async (p) => [p.name, await store.status(p)] as const)));
-    const builds = await store.buildScratch(foldTargets(projections), source, {
-      ...(options.bound === 'live' ? { untilSeq: Object.fromEntries([...live].map(([name, status]) => [name, status.lastSeq])) } : {}),
-      signal: options.signal,
-      onProgress: showProgress(options.progress),
-      by: options.by,
-      totalEvents: options.total,
-    });
+    // Verify compares what was built: a projection that has no live generation has nothing to fold to
+    // (and a scratch generation would be written under a keyspace that may not be Baton's at all).
+    const missing = projections.filter((p) => live.get(p.name)?.activeGeneration === null).map((p) => p.name);
+    const toFold = options.bound === 'live' ? projections.filter((p) => !missing.includes(p.name)) : projections;
+    const builds =
+      toFold.length === 0
+        ? []
+        : await store.buildScratch(foldTargets(toFold), source, {
+            ...(options.bound === 'live' ? { untilSeq: Object.fromEntries([...live].map(([name, status]) => [name, status.lastSeq])) } : {}),
+            signal: options.signal,
+            onProgress: showProgress(options.progress),
+            by: options.by,
+            totalEvents: options.total,
+          });
     try {
       options.progress.update({ done: builds[0]?.events ?? 0, note: 'comparing with the live projections' });
       comparisons = [];
+      if (options.bound === 'live')
+        for (const name of missing)
+          comparisons.push({
+            projection: name,
+            live_seq: 0,
+            live_generation: null,
+            missing: true,
+            rebuilt_seq: 0,
+            events: 0,
+            live_keys: 0,
+            rebuilt_keys: 0,
+            differing: 0,
+            differences: [],
+            live_moved: 0,
+          });
       for (const build of builds) {
         if (options.signal.aborted) throw new RebuildAbortedError(projections.map((p) => p.name));
         const status = live.get(build.projection);
@@ -163,6 +187,7 @@ export async function compareWithStream(
           projection: build.projection,
           live_seq: status?.lastSeq ?? 0,
           live_generation: status?.activeGeneration ?? null,
+          missing: missing.includes(build.projection),
           rebuilt_seq: build.lastSeq,
           events: build.events,
           live_keys: compared.keysA,
@@ -176,7 +201,7 @@ export async function compareWithStream(
       await Promise.all(builds.map((build) => build.drop().catch(() => undefined)));
     }
     // How far each live projection moved on while it was folded and compared.
-    for (const c of comparisons) c.live_moved = Math.max(0, (await store.status({ name: c.projection, version: 0 })).lastSeq - c.live_seq);
+    for (const c of comparisons) if (!c.missing) c.live_moved = Math.max(0, (await store.status({ name: c.projection, version: 0 })).lastSeq - c.live_seq);
     if (options.bound !== 'live' || comparisons.every((c) => c.differing === 0)) break;
     // Differences, and the live projections applied more events meanwhile: they may be events the
     // fold stopped short of; compare again against where the projections stand now.

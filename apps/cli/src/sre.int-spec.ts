@@ -34,7 +34,7 @@ describe('SRE commands (real NATS and Redis)', () => {
   let prefix: string;
   let store: ProjectionStore;
   /** Stream sequence of each appended event, in order, with its aggregate and type. */
-  let appended: Array<{ seq: number; aggregate: string; id: string; type: string }>;
+  let appended: Array<{ seq: number; aggregate: string; id: string; type: string; payload: unknown }>;
   const registry = createEventRegistry();
 
   async function baton(...argv: string[]) {
@@ -63,7 +63,7 @@ describe('SRE commands (real NATS and Redis)', () => {
       const envelope = scenarioEnvelope(registry, e, `ev-${index}`, 'demo');
       const result = await events.append({ project: 'demo', kind: e.aggregate, id: e.id }, [envelope], { expectedVersion: last.get(key) ?? 0 });
       last.set(key, result.lastSeq);
-      appended.push({ seq: result.lastSeq, aggregate: e.aggregate, id: e.id, type: e.event.type });
+      appended.push({ seq: result.lastSeq, aggregate: e.aggregate, id: e.id, type: e.event.type, payload: envelope.payload });
     }
     const projector = createBatonProjector({ store });
     for await (const event of jetStreamReplaySource({ nats, prefix, registry })(1)) await projector.apply(event);
@@ -100,6 +100,14 @@ describe('SRE commands (real NATS and Redis)', () => {
     const text = await baton('streams');
     expect(text.out).toContain('sre_probe');
     expect(text.out).toMatch(/LAG\s+PENDING\s+ACK PENDING\s+REDELIVERED/);
+
+    // Another prefix has no streams: not_found (as dlq says), for streams and for verify alike, not "unavailable".
+    for (const command of ['streams', 'verify']) {
+      const io = bufferedIo();
+      const missing = await main([command, '--json'], { io, env: { NATS_URL, REDIS_URL, BATON_PREFIX: `${prefix}none` } });
+      expect({ command, code: missing }).toEqual({ command, code: 1 });
+      expect(JSON.parse(io.err())).toMatchObject({ error: { code: 'not_found', message: expect.stringContaining(`BATON_PREFIX=${prefix}none right`) } });
+    }
   });
 
   it('run <id> --at <seq> shows the run as of that point in the log: only events with seq <= N are folded', async () => {
@@ -111,13 +119,21 @@ describe('SRE commands (real NATS and Redis)', () => {
       run: { status: string; open_stop_id: string | null };
       at_seq: number;
       view_source: string;
+      handoffs: Array<{ project: string; id: string }>;
       timeline: { seq: number }[];
     };
     expect(report).toMatchObject({ at_seq: stopped.seq, view_source: 'events', run: { status: 'stopped' } });
+    // The handoffs its routes had created by then (from its own events: the projection is of now).
+    const routedThen = appended.filter((e) => e.id === 'wr-c' && e.type === 'run.routed' && e.seq <= stopped.seq);
+    expect(routedThen.length).toBeGreaterThan(0);
+    expect(report.handoffs.map((h) => h.id)).toEqual([...new Set(routedThen.map((e) => (e.payload as { handoff_id: string }).handoff_id))]);
     expect(report.run.open_stop_id).toBeTruthy();
     expect(now.run.status).not.toBe('stopped'); // the operator's answer resumed it later
     expect(report.timeline.every((e) => e.seq <= stopped.seq)).toBe(true);
     expect(report.timeline.length).toBeLessThan(now.timeline.length);
+    // A sequence past the run's last event shows the run as it is, and says where its events end.
+    const far = await baton('run', 'wr-c', '--at', '99999');
+    expect(far.out).toContain(`folded from the events up to seq 99999 (its last event by then: seq ${now.timeline.at(-1)!.seq})`);
 
     const first = appended.find((e) => e.id === 'wr-c')!;
     const before = await baton('run', 'wr-c', '--at', String(first.seq - 1));
@@ -174,6 +190,11 @@ describe('SRE commands (real NATS and Redis)', () => {
     const previous = await nats.jsm.streams.getMessage(batonStreamNames(prefix).events, { seq: outcome!.from_seq });
     expect(previous.time.getTime()).toBeGreaterThanOrEqual(stored.time.getTime() - 1);
     expect((await baton('replay', '--from-time', 'yesterday-ish')).code).toBe(2);
+    // Past the end of the stream there is nothing to replay from.
+    const last = appended.at(-1)!.seq;
+    const past = await baton('replay', '--projection', 'runs', '--from-seq', String(last + 2));
+    expect(past.code).toBe(2);
+    expect(past.err).toContain(`--from-seq ${last + 2} is past the end of the events stream (its last sequence is ${last})`);
     expect((await baton('replay', '--from-seq', '3', '--from-time', stored.time.toISOString())).code).toBe(2);
     // A dry run compares a whole rebuild: a starting point would be ignored without a word.
     expect((await baton('replay', '--from-seq', '3', '--dry-run')).code).toBe(2);

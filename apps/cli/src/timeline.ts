@@ -106,6 +106,16 @@ export async function projectOf(
 }
 
 /**
+ * How a view folded with `--at <seq>` says what it is: the sequence asked for, and the record's
+ * last event by then when that is earlier (a sequence past the record's last event, or past the
+ * end of the stream, shows the record as it is now).
+ */
+export function foldedAtNote(atSeq: number, timeline: ReadonlyArray<{ seq: number }>): string {
+  const last = timeline.at(-1)?.seq;
+  return `folded from the events up to seq ${atSeq}${last !== undefined && last < atSeq ? ` (its last event by then: seq ${last})` : ''}`;
+}
+
+/**
  * The history as it stood at stream sequence `atSeq`: only the events with `seq <= atSeq` (a
  * point in the log, so views folded from it are the state "as of" that sequence). Throws a
  * usage error when the aggregate had no event yet at that sequence.

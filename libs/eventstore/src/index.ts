@@ -25,6 +25,9 @@ export {
   PoisonError,
   mapPublishError,
   isUnavailable,
+  isPermissionsViolation,
+  jsErrCode,
+  JsErrCode,
 } from './errors';
 export { JetStreamEventStore } from './store';
 export type {

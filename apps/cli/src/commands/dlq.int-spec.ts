@@ -87,6 +87,12 @@ describe('baton dlq (real NATS): list, show and an idempotent redrive', () => {
     const table = await baton('dlq', 'list');
     expect(table.out).toContain('malformed_json');
     expect(table.out).toContain('ledger');
+    // A source no consumer writes (a typo) matches nothing, and says so rather than look like a clean queue.
+    const typo = await baton('dlq', 'list', '--source', 'router-resluts');
+    expect(typo.code).toBe(0);
+    expect(typo.out).toContain('(no dead letters)');
+    expect(typo.err).toMatch(/"router-resluts", which is not a source Baton writes/);
+    expect((await baton('dlq', 'list', '--source', 'router-agent-starts')).err).toBe('');
   });
 
   it('sources are the readable names the help lists; a letter stored under the old durable name is shown and filtered by its readable name, and redriven', async () => {

@@ -1,4 +1,4 @@
-import { DlqAdmin, StreamNotFound, type DeadLetterRecord } from '@baton/eventstore';
+import { DlqAdmin, DlqSources, LEGACY_DLQ_SOURCES, StreamNotFound, type DeadLetterRecord } from '@baton/eventstore';
 import type { Command, ParsedArgs } from '../command';
 import { flag, int, parseCommandArgs, str } from '../command';
 import { CliError, CliErrorCode, ExitCode, UsageError } from '../errors';
@@ -108,6 +108,24 @@ Options:
   --json                     machine-readable output ({items, redriven, duplicates, skipped, planned})
 `;
 
+/**
+ * Whether `source` is one this build knows Baton writes: a readable source, an older durable
+ * name, or an agent's offers durable (`offers-…`). Unknown sources are still searched (a newer
+ * service may write one this CLI does not know), with a warning when nothing matched.
+ */
+export function knownDlqSource(source: string): boolean {
+  return (Object.values(DlqSources) as string[]).includes(source) || Object.hasOwn(LEGACY_DLQ_SOURCES, source) || source.startsWith('offers-');
+}
+
+/** A `--source` that matched nothing and is no source this build knows: most likely a typo; say so. */
+function warnUnknownSource(ctx: CliContext, args: ParsedArgs, matched: number): void {
+  const source = str(args, 'source');
+  if (source === undefined || matched > 0 || knownDlqSource(source)) return;
+  ctx.io.stderr.write(
+    `baton: no dead letter has source "${source}", which is not a source Baton writes (see baton dlq --help: ${Object.values(DlqSources).slice(0, 3).join(', ')}, …; offers-<n>-<project>-<agent>)\n`,
+  );
+}
+
 function filterOf(args: ParsedArgs) {
   return { source: str(args, 'source'), reason: str(args, 'reason'), untilSeq: int(args, 'until', { min: 1, max: Number.MAX_SAFE_INTEGER }) };
 }
@@ -129,6 +147,7 @@ export const dlqCommand: Command = {
         if (args.help) return help(ctx);
         const dlq = await admin(ctx);
         const letters = await guarded(ctx, () => dlq.list(filterOf(args)));
+        warnUnknownSource(ctx, args, letters.length);
         if (flag(args, 'json')) {
           printJson(ctx.io, letters.map(letterJson));
           return ExitCode.ok;
@@ -200,6 +219,7 @@ export const dlqCommand: Command = {
         const dlq = await admin(ctx);
         const dryRun = flag(args, 'dry-run');
         const report = await guarded(ctx, () => dlq.redrive(filterOf(args), { dryRun, allowMissingOriginal: flag(args, 'allow-missing-original') }));
+        warnUnknownSource(ctx, args, report.items.length);
         if (flag(args, 'json')) {
           printJson(ctx.io, report);
           return ExitCode.ok;

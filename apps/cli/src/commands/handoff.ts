@@ -5,7 +5,7 @@ import type { Command } from '../command';
 import { int, parseCommandArgs, str } from '../command';
 import { CliError, CliErrorCode, ExitCode } from '../errors';
 import { printJson, renderFields, renderTable } from '../output';
-import { historyAt, projectOf, projectionViewsOrWarn, readHistory } from '../timeline';
+import { foldedAtNote, historyAt, projectOf, projectionViewsOrWarn, readHistory } from '../timeline';
 
 /** What `baton handoff <id> --json` prints. */
 export interface HandoffReport {
@@ -101,7 +101,7 @@ Options:
         updated: h.updated_at,
         view:
           report.at_seq !== undefined
-            ? `folded from the events up to seq ${report.at_seq}`
+            ? foldedAtNote(report.at_seq, report.timeline)
             : report.view_source === 'events'
               ? 'folded from the events (projection missing or Redis unreachable)'
               : 'projection',

@@ -85,7 +85,8 @@ Options:
   --from-seq <N>        replay from stream sequence N (the shadow is seeded with the state at N-1)
   --from-time <ISO>     replay from the first event stored at or after this time
   --dry-run             (not with --from-seq / --from-time) rebuild into a shadow, report the counts and the difference from the live
-                        projection, then discard the shadow (nothing live changes)
+                        projection, then discard the shadow (nothing live changes); exit 1 when keys differ, 0 when a
+                        rebuild would change nothing
   --json                print the outcome of each projection as a JSON array
 `,
   async run(argv, ctx) {
@@ -117,6 +118,9 @@ Options:
     const dryRun = flag(args, 'dry-run');
     const store = await ctx.projections();
     const { source, total, lastSeq } = await eventSource(ctx);
+    // Past the end there is nothing to replay from: the "seeded to N-1" a replay would report would not exist.
+    if (fromSeq !== undefined && fromSeq > lastSeq + 1)
+      throw new UsageError(`--from-seq ${fromSeq} is past the end of the events stream (its last sequence is ${lastSeq})`);
     const names = projections.map((p) => p.name);
     const interrupt = interruptible(ctx, dryRun ? 'dry run' : 'rebuild');
     const outcomes: ReplayOutcome[] = [];
@@ -148,7 +152,8 @@ Options:
           if (comparison.differing > 0 && comparison.live_moved > 0) ctx.io.stdout.write(movedNote(comparison));
         }
         if (json) printJson(ctx.io, outcomes);
-        return ExitCode.ok;
+        // Like verify: a difference is exit 1 (a rebuild would change the live projections).
+        return comparisons.some((c) => c.differing > 0) ? ExitCode.failure : ExitCode.ok;
       }
 
       // Every selected projection at once, over one read of the stream.

@@ -4,7 +4,7 @@ import type { CliContext } from '../context';
 import { int, parseCommandArgs, str } from '../command';
 import { CliError, CliErrorCode, ExitCode } from '../errors';
 import { printJson, renderFields } from '../output';
-import { historyAt, projectOf, projectionViewsOrWarn, readHistory } from '../timeline';
+import { foldedAtNote, historyAt, projectOf, projectionViewsOrWarn, readHistory } from '../timeline';
 import { timelineTable } from './handoff';
 
 /** What `baton run <id> --json` prints. */
@@ -15,7 +15,11 @@ export interface RunReport {
   view_source: 'projection' | 'events';
   /** With `--at`: the stream sequence the view and timeline are as of (folded from the events up to it). */
   at_seq?: number;
-  /** The handoffs the run created, each with its project (from the projection; empty when it is missing). */
+  /**
+   * The handoffs of the run, each with its project: from the projection (every handoff naming the
+   * run); with `--at`, or when the projection is missing, the handoffs its own routes had created
+   * (`run.routed`).
+   */
   handoffs: ProjectRef[];
   timeline: TimelineEntry[];
   timeline_source: 'stream' | 'projection';
@@ -34,6 +38,7 @@ is required (the usage error names them).
 Options:
   --project <p>   the project (default: the one project holding <id>)
   --at <seq>      the run as of a point in the log: fold only its events with stream seq <= <seq>
+                  (its handoffs then: those its routes had created)
                   (view and timeline; the projections are not read)
   --json          print { project, run, view_source, handoffs, timeline, timeline_source[, at_seq] }
 `,
@@ -59,18 +64,20 @@ Options:
         run: view,
         view_source: 'events',
         at_seq: atSeq,
-        handoffs: [],
+        handoffs: routedHandoffs(project, history.events),
         timeline: history.timeline,
         timeline_source: 'stream',
       });
     }
     const projected = views ? await views.run(project, id).catch(() => null) : null;
-    const handoffs = projected && views ? await views.runHandoffs(project, id).catch(() => []) : [];
+    const projectedHandoffs = projected && views ? await views.runHandoffs(project, id).catch(() => []) : [];
     const history = await readHistory(ctx, 'run', id, project).catch((error: unknown) => {
       if (projected === null) throw error;
       ctx.io.stderr.write(`baton: warning: cannot read the events stream (${(error as Error).message}); showing the projected timeline\n`);
       return undefined;
     });
+    // Without the projection (Redis unreachable, the run not projected), the handoffs its routes created.
+    const handoffs = projected ? projectedHandoffs : history ? routedHandoffs(project, history.events) : [];
     let report: RunReport;
     if (projected) {
       report = history
@@ -84,6 +91,16 @@ Options:
     return print(ctx, args.values['json'] === true, report);
   },
 };
+
+/** The handoffs a run's routes created (`run.routed`'s `handoff_id`), in the run's project, in order. */
+export function routedHandoffs(project: string, events: ReadonlyArray<{ type: string; payload: unknown }>): ProjectRef[] {
+  const ids = new Set<string>();
+  for (const event of events) {
+    const id = event.type === 'run.routed' ? (event.payload as { handoff_id?: unknown }).handoff_id : undefined;
+    if (typeof id === 'string') ids.add(id);
+  }
+  return [...ids].map((id) => ({ project, id }));
+}
 
 /** Print a run report as JSON or as fields plus the timeline. */
 function print(ctx: CliContext, json: boolean, report: RunReport): ExitCode {
@@ -121,7 +138,7 @@ function print(ctx: CliContext, json: boolean, report: RunReport): ExitCode {
           : undefined,
       view:
         report.at_seq !== undefined
-          ? `folded from the events up to seq ${report.at_seq}`
+          ? foldedAtNote(report.at_seq, report.timeline)
           : report.view_source === 'events'
             ? 'folded from the events (projection missing or Redis unreachable)'
             : 'projection',

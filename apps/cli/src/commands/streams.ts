@@ -1,7 +1,7 @@
 import { batonStreamNames, consumerInfos } from '@baton/eventstore';
 import type { Command } from '../command';
 import { flag, parseCommandArgs } from '../command';
-import { CliError, CliErrorCode, ExitCode } from '../errors';
+import { ExitCode, streamReadError } from '../errors';
 import { printJson, renderTable } from '../output';
 
 /** One consumer's health, as `baton streams --json` prints it. */
@@ -81,10 +81,7 @@ Options:
       try {
         info = await nats.jsm.streams.info(stream);
       } catch (error) {
-        throw new CliError(`cannot read stream ${stream}: ${(error as Error).message} (is BATON_PREFIX=${prefix} right?)`, {
-          cause: error,
-          code: CliErrorCode.unavailable,
-        });
+        throw streamReadError(error, stream, prefix);
       }
       const consumers: ConsumerHealth[] = [];
       for await (const consumer of consumerInfos(nats.jsm, stream)) {

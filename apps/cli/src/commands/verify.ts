@@ -25,12 +25,15 @@ changes. When the live projections applied more events during a comparison that 
 differences, it compares again (up to three times), so only lasting differences are reported;
 when it kept moving, each projection says how many events it applied meanwhile (live_moved, and
 a note): differences on what those touched may be them, not lasting ones.
+A projection with no live generation (never built, or BATON_PROJECTION_PREFIX names another
+keyspace) is not folded and counts as a difference when the stream holds events (missing: true).
 Progress goes to stderr (events done / total, rate, time left); Ctrl-C stops it (exit 130). Exit 0
-when every projection matches, 1 when any key differs (repair with \`baton replay\`).
+when every projection matches, 1 when any key differs or a projection is missing (repair with
+\`baton replay\`).
 
 Options:
   --projection <name>   only this projection (inbox, stops, handoffs, runs, notices)
-  --json                print { ok, projections: [{ projection, live_seq, differing, differences, ... }] }
+  --json                print { ok, projections: [{ projection, live_seq, missing, differing, differences, ... }] }
 `,
   async run(argv, ctx) {
     const args = parseCommandArgs(argv, { projection: { type: 'string' }, json: { type: 'boolean' } }, { min: 0, max: 0 });
@@ -57,13 +60,26 @@ Options:
     } finally {
       interrupt.dispose();
     }
-    const report: VerifyReport = { ok: comparisons.every((c) => c.differing === 0), projections: comparisons };
-    line.finish(report.ok ? 'every projection matches the stream' : `${comparisons.reduce((n, c) => n + c.differing, 0)} keys differ`);
+    // A projection that was never built matches nothing the stream holds (an empty stream excepted).
+    const absent = comparisons.filter((c) => c.missing && total > 0);
+    const report: VerifyReport = { ok: absent.length === 0 && comparisons.every((c) => c.differing === 0), projections: comparisons };
+    const differing = comparisons.reduce((n, c) => n + c.differing, 0);
+    line.finish(
+      report.ok
+        ? 'every projection matches the stream'
+        : [differing > 0 ? `${differing} keys differ` : '', absent.length > 0 ? `${absent.length} projections have no live generation` : '']
+            .filter(Boolean)
+            .join('; '),
+    );
     if (json) {
       printJson(ctx.io, report);
     } else {
       for (const comparison of comparisons) {
-        if (comparison.differing === 0) {
+        if (comparison.missing && total > 0) {
+          ctx.io.stdout.write(
+            `${comparison.projection}: no live generation, while the stream holds ${total} events: not built yet, or BATON_PROJECTION_PREFIX names another keyspace (build it with \`baton replay --projection ${comparison.projection}\`)\n`,
+          );
+        } else if (comparison.differing === 0) {
           ctx.io.stdout.write(`${comparison.projection}: ok (${comparison.live_keys} keys, seq ${comparison.live_seq})\n`);
         } else {
           ctx.io.stdout.write(`${comparison.projection}: ${comparison.differing} keys differ from a fold of the stream (to seq ${comparison.live_seq}):\n`);
