@@ -12,6 +12,7 @@ import {
   EventStreamQuerySchema,
   InboxQuerySchema,
   MeshResponseSchema,
+  ProjectionsResponseSchema,
   RunResponseSchema,
   StopAnswerBodySchema,
   StopRecordSchema,
@@ -305,10 +306,10 @@ export function buildOpenApiDocument(): object {
           description:
             'A rebuild (by a notifier, or `baton replay`) writes a shadow generation and swaps it in atomically; until then every read serves the previous generation, whole. Per projection: `active_generation`, `last_seq`, `behind_by` (stream events not applied yet), `needs_rebuild`, `rebuilding`, and `rebuilds` (`kind` rebuild or scratch (a comparison), `by`, `phase`, `seq` / `target_seq`, `events` / `total_events`, `percent`, `rate` (events/s), `eta_seconds`, `stale`: its process died, the next rebuild deletes its shadow). Any authenticated caller; the events stream’s counters only to a caller that sees every project (an admin, a `*` token): for a token scoped to some projects the report is `{ counters: "hidden", rebuilding, projections }`, each projection without `last_seq` and `behind_by` (`behind`: true / false / null instead) and each rebuild without `seq`, `target_seq`, `events`, `total_events` and `rate` — they count every tenant’s events. `/health/ready` (no token) carries the scoped figures in `details.projections`: per projection `behind` and the running rebuild’s `percent`, `eta_seconds`, `by`.',
           responses: {
-            '200': {
-              description:
-                '`{ stream: { name, last_seq, messages } | null, rebuilding, projections: [...] }`; for a token scoped to some projects `{ counters: "hidden", rebuilding, projections: [...] }`',
-            },
+            '200': json(
+              ProjectionsResponseSchema,
+              '`{ stream: { name, last_seq, messages } | null, rebuilding, projections: [...] }`; for a token scoped to some projects `{ counters: "hidden", rebuilding, projections: [...] }`',
+            ),
             '401': error('`unauthenticated`'),
           },
         },

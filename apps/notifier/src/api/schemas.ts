@@ -191,6 +191,35 @@ export const InboxItemSchema = z
     resolution: z.string().optional(),
     closed_at: z.string().optional(),
     closed_by: z.string().optional(),
+    trace_id: z.string().optional().describe('the W3C trace id of the event that opened the item, when it had one'),
+    // A stop item (and a mesh's: mesh_run_id).
+    mesh_run_id: z.string().optional().describe('stop of a handoff mesh: the mesh run (answer it like any stop)'),
+    run_id: z.string().optional().describe('stop: the agent run that stopped'),
+    step: z.string().optional().describe('stop, hold: the step the run was at'),
+    user_msg: z.string().optional().describe('stop: what the user asked'),
+    detail: z.string().optional().describe('stop: the detail the agent or Baton gave'),
+    form_kind: z.string().nullable().optional().describe("stop: the packet's form (confirm, intent, raise_cap...), null without one"),
+    actions: z.array(z.string()).optional().describe('stop: the answers the form offers (approve, deny, intent, raise_cap, acknowledge...)'),
+    has_pending: z.boolean().optional().describe('stop: the packet freezes a pending call (approve needs its pending_digest)'),
+    // A hold item.
+    hold_kind: z.string().optional().describe('hold: hold | human_gate'),
+    reason: z.string().optional().describe('hold: why the run is held'),
+    pending_target: z.unknown().optional().describe('hold: the route a continue would take, when there is one'),
+    cause: RouteCauseSchema.optional().describe('hold: what caused it; an answer names it as hold_cause'),
+    // A handback item.
+    parent_handoff_id: z.string().nullable().optional().describe('handback: the handoff whose work it hands back'),
+    reviewed_worker: z.string().nullable().optional().describe('handback: the worker whose work is reviewed (it may not decide it)'),
+    to_agent: z.string().nullable().optional(),
+    to_role: z.string().nullable().optional().describe('handback: the role that decides it (operator...)'),
+    handoff_status: z.string().optional().describe('handback: pending, claimed, or the status its closing left'),
+    claimed_by: z.string().optional(),
+    // An escalation item.
+    escalate_to: z.string().nullable().optional(),
+    consult_handoff_id: z.string().nullable().optional(),
+    stop_why: z.string().nullable().optional(),
+    attempted_retry: z.number().int().optional(),
+    max_retries: z.number().int().optional(),
+    note: z.string().optional(),
   })
   .catchall(z.unknown());
 
@@ -469,3 +498,45 @@ export const AnswerStatusSchema = z.object({
 });
 
 export const DecisionResponseSchema = z.object({ outcome: z.literal('applied'), handoff: HandoffRecordSchema, events: z.number().int() });
+
+/** A rebuild as `GET /v1/projections` shows it (`RebuildView`); a scoped caller gets it without the stream counters. */
+const RebuildViewSchema = z.object({
+  generation: z.number().int(),
+  kind: z.enum(['rebuild', 'scratch']).describe('rebuild: a shadow that will be swapped in; scratch: a comparison (baton verify, a dry run)'),
+  by: z.string(),
+  started_at: z.string(),
+  updated_at: z.string(),
+  phase: z.enum(['replay', 'catch_up']),
+  seq: z.number().int().optional().describe('the last stream sequence written into the shadow (callers that see every project)'),
+  target_seq: z.number().int().nullable().optional(),
+  events: z.number().int().optional(),
+  total_events: z.number().int().nullable().optional(),
+  percent: z.number().nullable(),
+  rate: z.number().optional().describe('events per second (callers that see every project)'),
+  eta_seconds: z.number().nullable(),
+  stale: z.boolean().describe('its lease ran out: the process died; the next rebuild deletes its shadow'),
+});
+
+/** One projection as `GET /v1/projections` shows it (`ProjectionView`, or the scoped cut). */
+const ProjectionViewSchema = z.object({
+  name: z.string(),
+  version: z.number().int(),
+  active_generation: z.number().int().nullable(),
+  stored_version: z.number().int().nullable(),
+  needs_rebuild: z.boolean(),
+  rebuilding: z.boolean(),
+  rebuilds: z.array(RebuildViewSchema),
+  last_seq: z.number().int().optional().describe('the last stream sequence it applied (callers that see every project)'),
+  behind_by: z.number().int().nullable().optional().describe('stream events not applied yet (callers that see every project)'),
+  behind: z.boolean().nullable().optional().describe('whether it is behind the stream (callers scoped to some projects)'),
+});
+
+/** `GET /v1/projections`: the full report (callers that see every project) or the scoped one (`counters: "hidden"`). */
+export const ProjectionsResponseSchema = z.union([
+  z.object({
+    stream: z.object({ name: z.string(), last_seq: z.number().int(), messages: z.number().int() }).nullable(),
+    rebuilding: z.boolean(),
+    projections: z.array(ProjectionViewSchema),
+  }),
+  z.object({ counters: z.literal('hidden'), rebuilding: z.boolean(), projections: z.array(ProjectionViewSchema) }),
+]);

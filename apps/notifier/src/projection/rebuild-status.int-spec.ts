@@ -2,6 +2,7 @@ import { createEventRegistry } from '@baton/contracts';
 import { createBatonProjector, createProjectionStore, jetStreamReplaySource, type FoldTarget, type RebuildResult, type ReplaySource } from '@baton/projections';
 import { holdRun, startFixture, startRun, stopRun, type NotifierFixture } from '../web/console-fixture.int-support';
 import { projectionPrefix } from './tokens';
+import { ProjectionsResponseSchema } from '../api/schemas';
 
 /*
  * Issue 12: while a projection is rebuilt (here by another process, as `baton replay` would), the
@@ -85,6 +86,8 @@ it('GET /v1/projections and /health/ready show a running rebuild with its progre
   // A token scoped to one project sees what the projections are doing, not the counters of the stream every tenant shares.
   const scoped = (await get('/v1/projections', await fx.token('tenant', 'operator', ['alpha']))).body;
   expect(scoped).toMatchObject({ counters: 'hidden', rebuilding: true });
+  // Both shapes are what the OpenAPI document says the route answers.
+  for (const report of [running, scoped]) expect(ProjectionsResponseSchema.safeParse(report).error).toBeUndefined();
   expect(scoped['stream']).toBeUndefined();
   for (const p of scoped['projections'] as Array<Record<string, unknown>>) {
     expect(Object.keys(p).sort()).toEqual(['active_generation', 'behind', 'name', 'needs_rebuild', 'rebuilding', 'rebuilds', 'stored_version', 'version']);
