@@ -110,4 +110,41 @@ describe('the claim an offer sends, and the heartbeat that keeps it', () => {
     expect(refused.beats()).toBe(1);
     expect(refused.signal()!.reason).toMatchObject({ name: 'LedgerCommandError', code: 'lease_expired' });
   });
+
+  it('a heartbeat the handler sends itself is judged the same: a refusal throws and aborts the signal, an undecided one only throws', async () => {
+    const replies = [
+      { ok: false, error: { code: 'timeout', kind: 'unavailable', message: 'no reply' } },
+      { ok: false, error: { code: 'handoff_not_claimed', kind: 'wrong_state', message: 'requeued' } },
+    ];
+    const seen: Array<{ code: string; aborted: boolean }> = [];
+    let signal: AbortSignal | undefined;
+    const handler = createOfferHandler({
+      project: 'shop',
+      agent: 'alice',
+      instance: 'i-1',
+      ledger: {
+        claim: async (_project: string, body: Record<string, unknown>) => ({
+          ok: true,
+          handoff: { id: 'h-1', status: 'claimed', claimed_by: 'alice', claim_id: `c-${String(body['idempotency_key'])}` },
+          events: 1,
+        }),
+        heartbeat: async () => replies.shift(),
+      } as never,
+      publishResult: async () => ({ seq: 0, duplicate: false, stream: 'X' }),
+      onOffer: async (offer) => {
+        await offer.claim({ leaseMs: 1000, autoHeartbeat: false });
+        signal = offer.signal;
+        for (let i = 0; i < 2; i++) {
+          const error = await offer.heartbeat().catch((e: unknown) => e as { code: string });
+          seen.push({ code: (error as { code: string }).code, aborted: offer.signal.aborted });
+        }
+      },
+    });
+    await handler(offerMessage(1));
+    expect(seen).toEqual([
+      { code: 'timeout', aborted: false },
+      { code: 'handoff_not_claimed', aborted: true },
+    ]);
+    expect(signal!.reason).toMatchObject({ name: 'LedgerCommandError', code: 'handoff_not_claimed' });
+  });
 });

@@ -210,7 +210,17 @@ class Offer implements HandoffOffer {
       idempotency_key: `hb:${claimId}:${this.beats}:${Date.now()}`,
       ...(length !== undefined ? { lease_ms: length } : {}),
     });
-    return this.accept('heartbeat', reply);
+    try {
+      return this.accept('heartbeat', reply);
+    } catch (error) {
+      // A refusal (lease expired, claim lost or stale) means someone else may hold the handoff,
+      // whoever sent the beat (auto-heartbeat or the handler): stop beating, abort the signal.
+      if (error instanceof LedgerCommandError && !TRANSIENT_KINDS.has(error.kind)) {
+        this.stopHeartbeat();
+        if (!this.abort.signal.aborted) this.abort.abort(error);
+      }
+      throw error;
+    }
   }
 
   async return(report: ReturnReport): Promise<HandoffRecord> {
@@ -295,15 +305,10 @@ class Offer implements HandoffOffer {
     // third would send the first beat after a short lease had already run out.
     const everyMs = typeof options.autoHeartbeat === 'object' ? options.autoHeartbeat.everyMs : Math.max(MIN_BEAT_MS, Math.floor(leaseMs / 3));
     this.timer = setInterval(() => {
-      this.heartbeat().catch((error: unknown) => {
-        // The ledger unreachable or failing for now (a timeout after the client's retries, a store
-        // outage) says nothing of the claim: the next beat tries again while the lease lasts. A
-        // refusal (lease expired, claim lost or stale) means someone else may hold it: stop.
-        if (error instanceof LedgerCommandError && !TRANSIENT_KINDS.has(error.kind)) {
-          this.stopHeartbeat();
-          this.abort.abort(error);
-        }
-      });
+      // The ledger unreachable or failing for now (a timeout after the client's retries, a store
+      // outage) says nothing of the claim: the next beat tries again while the lease lasts. A
+      // refusal has already stopped the beats and aborted the signal (heartbeat).
+      this.heartbeat().catch(() => undefined);
     }, everyMs);
     this.timer.unref();
   }
