@@ -85,6 +85,13 @@ export const AgentNameSchema = z
   .max(Limits.maxIdLength)
   .regex(namePattern('[A-Za-z0-9_-]+'), `agent names may hold letters, digits, _ and - only; ${RESERVED_NAME_MESSAGE}`);
 
+/** A mesh's name: the rules of an agent name, said of a mesh. */
+export const MeshNameSchema = z
+  .string()
+  .min(1)
+  .max(Limits.maxIdLength)
+  .regex(namePattern('[A-Za-z0-9_-]+'), `mesh names may hold letters, digits, _ and - only; ${RESERVED_NAME_MESSAGE}`);
+
 export const IsoTimeSchema = z.iso.datetime({ offset: true });
 
 export const ShortTextSchema = z.string().max(Limits.maxShortText);

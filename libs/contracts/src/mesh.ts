@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { EvidenceSchema, HandoffToolCallSchema } from './agent-result';
-import { AgentNameSchema, IdSchema, IsoTimeSchema, Limits, namedRecord, ProjectIdSchema, RecordKeySchema, ShortTextSchema } from './common';
+import { AgentNameSchema, IdSchema, MeshNameSchema, IsoTimeSchema, Limits, namedRecord, ProjectIdSchema, RecordKeySchema, ShortTextSchema } from './common';
 import { ownValue } from './own';
 import { DomainEventOf } from './envelope';
 import { HumanActionNoticeSchema, NoticeRecipientSchema, PersonHandleSchema } from './notice';
@@ -32,7 +32,7 @@ export const MESH_CAP_MAX = 1_000;
  * Semantic checks against the project's agents are in {@link validateMesh}.
  */
 export const MeshDefinitionSchema = z.strictObject({
-  name: AgentNameSchema,
+  name: MeshNameSchema,
   description: ShortTextSchema.optional(),
   entry: AgentNameSchema,
   handoffs: namedRecord(AgentNameSchema, z.array(AgentNameSchema).max(Limits.maxListItems)).default({}),

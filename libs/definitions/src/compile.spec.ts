@@ -211,6 +211,9 @@ ${CHILD}`;
     const result = compile('project: loans\nagents:\n  - name: A\n   bad: [\n');
     expect(result.project).toBeNull();
     expect(result.diagnostics[0]).toEqual(expect.objectContaining({ code: 'YAML_SYNTAX', severity: 'error', line: expect.any(Number) }));
+    // The document that did not parse names the project: no MISSING_PROJECT beside the syntax error.
+    const unclosed = compile('project: loans\nagents: [ { name: a\n');
+    expect(new Set(codes(unclosed.diagnostics))).toEqual(new Set(['error:YAML_SYNTAX']));
   });
 
   it('parentReturn settings compile on the supervisor and the project', () => {
@@ -252,6 +255,20 @@ ${CHILD}`;
     const line = text.split('\n').findIndex((l) => l.includes(marker)) + 1;
     expect(invalid[0]!.line).toBe(line);
     expect(result.project).toBeNull();
+  });
+
+  it('one pass names every mistake: a value outside its set (a GATHER TYPE) beside an INVALID_VALUE elsewhere, not only once that is fixed', () => {
+    const result = compile(`${HEADER}AGENT: Worker\nGATHER:\n  f:\n    TYPE: widget\n    REQUIRED: maybe\n`);
+    expect(codes(result.diagnostics).sort()).toEqual(['error:INVALID_VALUE', 'error:SCHEMA_VIOLATION']);
+    expect(result.diagnostics.find((d) => d.code === 'SCHEMA_VIOLATION')!.message).toMatch(/gather\.0\.type/);
+  });
+
+  it('a mesh check names its code once, with a hint of its own', () => {
+    const result = compile(`project: loans\nagents:\n  - name: A\n  - name: B\nmeshes:\n  - name: m1\n    entry: ghost\n    handoffs:\n      A: [B]\n`);
+    const entry = result.diagnostics.find((d) => d.code === 'MESH_UNKNOWN_ENTRY')!;
+    expect(entry.message).not.toContain('MESH_UNKNOWN_ENTRY');
+    expect(entry.message).toMatch(/^meshes\.0\.entry: /);
+    expect(entry.hint).toMatch(/entry/);
   });
 
   it.each([

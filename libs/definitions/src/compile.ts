@@ -181,6 +181,8 @@ export function compileProject(files: readonly SourceFile[]): CompileResult {
   const agentDocs: RawAgent[] = [];
   const workflows: unknown[] = [];
   const projectHandlers = new Map<string, RawHandler>();
+  // A document that does not parse may be the one that names the project: no MISSING_PROJECT then.
+  let unreadable = false;
 
   for (const file of files) {
     const lines = new LineCounter();
@@ -190,6 +192,7 @@ export function compileProject(files: readonly SourceFile[]): CompileResult {
     const list = Array.isArray(docs) ? docs : [];
     if (!Array.isArray(docs)) {
       out.error({ file: file.path, line: 1, column: 1 }, DiagnosticCode.yamlSyntax, 'the file could not be read as YAML', 'Check the indentation and quoting.');
+      unreadable = true;
       continue;
     }
     for (const doc of list) {
@@ -204,6 +207,7 @@ export function compileProject(files: readonly SourceFile[]): CompileResult {
           'Fix the YAML syntax at this position (indentation, quotes, colons).',
         );
       }
+      if (broken) unreadable = true;
       if (broken || doc.contents === null) continue;
       const root = doc.contents as Node;
       if (!isMap(root)) {
@@ -249,7 +253,8 @@ export function compileProject(files: readonly SourceFile[]): CompileResult {
 
   if (header === null) {
     const first = files[0]?.path ?? '<input>';
-    out.error({ file: first, line: 1, column: 1 }, DiagnosticCode.missingProject, 'no document names the project', 'Add a document with `project: <key>`.');
+    if (!unreadable)
+      out.error({ file: first, line: 1, column: 1 }, DiagnosticCode.missingProject, 'no document names the project', 'Add a document with `project: <key>`.');
     return { project: null, diagnostics: out.diagnostics };
   }
   const headerEntries = entries(header.node);
@@ -341,13 +346,14 @@ export function compileProject(files: readonly SourceFile[]): CompileResult {
     ...(meshes?.value ? { meshes: meshes.value.toJSON() } : {}),
   };
   const parsed = ProjectDefinitionSchema.safeParse(candidate);
-  // Schema issues that repeat an error already reported (an unknown TO...) are not reported twice;
-  // a reserved name is reported whatever else is wrong (no other check names it, and it stays
-  // listed among the agents a hint offers).
+  // With other errors reported, the schema's cross-field checks (zod `custom` issues: an unknown
+  // TO, a step edge...) would repeat them and are left out; what the compiler checks nowhere else is
+  // reported whatever else is wrong — a reserved name, and a value of the wrong shape or outside
+  // its set (a MEMORY TYPE: banana), so one pass of `baton validate` names them all.
   const issues = parsed.success
     ? []
     : hasErrors(out.diagnostics)
-      ? parsed.error.issues.filter((i) => i.message.includes(RESERVED_NAME_MESSAGE))
+      ? parsed.error.issues.filter((i) => i.message.includes(RESERVED_NAME_MESSAGE) || i.code !== 'custom')
       : parsed.error.issues;
   if (issues.length > 0) {
     const agentList = [...names.values()];
@@ -357,17 +363,32 @@ export function compileProject(files: readonly SourceFile[]): CompileResult {
       const agent = path[0] === 'agents' && typeof path[1] === 'number' ? agentList[path[1]] : undefined;
       const at = agent !== undefined ? locate(agent.file, agent.node, path.slice(2)) : locate(header.file, header.node, path);
       const own = issueOwnCode(issue);
+      const mesh = own !== undefined && isMeshDiagnosticCode(own) ? own : undefined;
+      // A mesh check's message starts with its own code, which the diagnostic names already.
+      const message = mesh !== undefined && issue.message.startsWith(`${mesh}: `) ? issue.message.slice(mesh.length + 2) : issue.message;
       out.error(
         at,
-        own !== undefined && isMeshDiagnosticCode(own) ? own : DiagnosticCode.schemaViolation,
-        `${issue.path.join('.') || '(project)'}: ${issue.message}`,
-        'See docs/definitions.md for the shape of this field.',
+        mesh ?? DiagnosticCode.schemaViolation,
+        `${issue.path.join('.') || '(project)'}: ${message}`,
+        mesh !== undefined ? MESH_HINTS[mesh] : 'See docs/definitions.md for the shape of this field.',
       );
     }
   }
   const diagnostics = out.diagnostics;
   return { project: parsed.success && !hasErrors(diagnostics) ? parsed.data : null, diagnostics };
 }
+
+/** What to do about each mesh build check (docs/errors.md §3.5). */
+const MESH_HINTS: Record<MeshDiagnosticCode, string> = {
+  MESH_UNKNOWN_ENTRY: 'Name an agent of the project as the entry (or add the agent to `agents`).',
+  MESH_UNKNOWN_AGENT: 'List only agents of the project in the mesh (or add the agent to `agents`).',
+  MESH_UNKNOWN_TARGET: 'Hand off only to agents of the project (or add the agent to `agents`).',
+  MESH_UNKNOWN_OUTPUT_AGENT: 'Name only agents of the project as outputs.',
+  MESH_SELF_HANDOFF: 'Remove the agent from its own handoff targets.',
+  MESH_DUPLICATE_HANDOFF: 'List each target once per agent.',
+  MESH_TOOL_NAME_COLLISION: 'Rename one of the targets: both give the same handoff_to_<name> tool once sanitized.',
+  MESH_DUPLICATE_NAME: 'Give each mesh its own name.',
+};
 
 const MESH_CODES: ReadonlySet<string> = new Set(Object.values(MeshDiagnosticCode));
 const isMeshDiagnosticCode = (code: string): code is MeshDiagnosticCode => MESH_CODES.has(code);

@@ -86,6 +86,23 @@ describe('a mesh stop notifies exactly one person (seed 000 §5: engine-owned no
     expect(notice.data.notice.agent_excerpt).not.toContain('@everyone');
   });
 
+  it('the notice excerpt of a mesh turn loses its AGENT_RUN_CONFIG sentinels, as a run notice does (routing text, not words for a person)', () => {
+    const text = 'Refund sent.\n<!-- AGENT_RUN_CONFIG {"dispatch":{"status":"terminate"}} -->';
+    const events = play([start(), turn('p1', 'triage', [call('billing')]), turn('p2', 'billing', [call('triage')], text)]);
+    const notice = events.find((e) => e.type === 'mesh.notice_emitted');
+    if (notice?.type !== 'mesh.notice_emitted') throw new Error('expected a notice');
+    expect(notice.data.notice.agent_excerpt).toBe('Refund sent.');
+    // A turn of nothing but a sentinel leaves no excerpt at all.
+    const bare = play([
+      start(),
+      turn('p1', 'triage', [call('billing')]),
+      turn('p2', 'billing', [call('triage')], '<!-- AGENT_RUN_CONFIG {"task":{"status":"done"}} -->'),
+    ]);
+    const none = bare.find((e) => e.type === 'mesh.notice_emitted');
+    if (none?.type !== 'mesh.notice_emitted') throw new Error('expected a notice');
+    expect(none.data.notice).not.toHaveProperty('agent_excerpt');
+  });
+
   it('the stop packet offers the raise_cap form with the mesh cap (Raise cap or Stop)', () => {
     const stopped = stoppedHistory().find((e) => e.type === 'mesh.stopped');
     if (stopped?.type !== 'mesh.stopped') throw new Error('expected mesh.stopped');

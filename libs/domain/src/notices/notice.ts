@@ -1,4 +1,4 @@
-import type { HumanActionNotice, NoticeReason, NoticeRecipient, RunPeople } from '@baton/contracts';
+import { stripSentinels, type HumanActionNotice, type NoticeReason, type NoticeRecipient, type RunPeople } from '@baton/contracts';
 import { neutralizeMentions } from './mentions';
 
 /** The longest agent excerpt a notice carries; longer text is cut at a character boundary. */
@@ -24,7 +24,7 @@ export interface NoticeInput {
   recipient: NoticeRecipient;
   /** Engine-authored one-liner (e.g. the Dispatch reason). It is neutralised too: it may quote an agent. */
   headline: string;
-  /** Agent-authored text (a deliverable, a hold reason). Always neutralised before it is stored. */
+  /** Agent-authored text (a deliverable, a hold reason, a mesh turn). Sentinels removed and neutralised before it is stored. */
   agentText?: string | null;
   step: string | null;
   agent: string | null;
@@ -33,12 +33,15 @@ export interface NoticeInput {
 }
 
 /**
- * Build the one HumanActionNotice for a stop-for-a-human outcome. Every piece of text that could
- * hold agent words goes through {@link neutralizeMentions}, so the only live mention the notifier
- * renders is the recipient's. Pure; the caller supplies the id and the time.
+ * Build the one HumanActionNotice for a stop-for-a-human outcome. The agent's text loses every
+ * AGENT_RUN_CONFIG sentinel (routing instructions, not words for a person; a run's or a mesh
+ * turn's alike), and every piece of text that could hold agent words goes through
+ * {@link neutralizeMentions}, so the only live mention the notifier renders is the recipient's.
+ * Pure; the caller supplies the id and the time.
  */
 export function buildHumanActionNotice(input: NoticeInput): HumanActionNotice {
-  const excerpt = input.agentText ? neutralizeMentions(truncate(input.agentText, NOTICE_EXCERPT_CHARS)) : undefined;
+  const text = input.agentText ? stripSentinels(input.agentText).trim() : '';
+  const excerpt = text !== '' ? neutralizeMentions(truncate(text, NOTICE_EXCERPT_CHARS)) : undefined;
   return {
     notice_id: input.noticeId,
     project: input.project,
