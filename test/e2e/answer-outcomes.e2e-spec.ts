@@ -102,6 +102,28 @@ describe('operator answers say what happened (router + notifier in process, real
     );
   }
 
+  /** The run's next turn: once its current handoff is `agent`'s, claim it and publish `extra` as the result `res2-<run>`. */
+  async function nextTurn(run: string, agent: string, extra: Record<string, unknown>): Promise<{ result_id: string }> {
+    const next = await waitFor(
+      async () => {
+        const current = await currentHandoff(store, PROJECT, run);
+        return current && current.agent === agent && (await claimHandoff(store, PROJECT, current.handoffId, agent)) !== null ? current : undefined;
+      },
+      `${run}: ${agent}'s next turn claimed`,
+      { timeoutMs: 15_000 },
+    );
+    const claimId = await claimHandoff(store, PROJECT, next.handoffId, agent);
+    const result = { result_id: `res2-${run}`, run_id: `ar2-${run}`, project: PROJECT, workflow_run_id: run, agent, produced_at: new Date().toISOString() };
+    await nats.js.publish(
+      `${prefix}.in.${PROJECT}.result.${agent}`,
+      encoder.encode(JSON.stringify({ ...result, ...extra, handoff_id: next.handoffId, claim_id: claimId })),
+      {
+        msgID: `result:${PROJECT}:${run}/${result.result_id}`,
+      },
+    );
+    return result;
+  }
+
   /** A run stopped on a budget cap (form raise_cap: raise_cap / deny), its packet in the operator's projections. */
   async function stoppedRun(run: string): Promise<string> {
     const events = await runUntil(run, { body: 'out of steps', stop: { why: 'budget', cap: { name: 'steps', limit: 10, used: 10 } } }, 'run.stopped');
@@ -219,30 +241,7 @@ describe('operator answers say what happened (router + notifier in process, real
       { msgID: `answer:${PROJECT}:${run}/ans-old-long-ago` },
     );
     // The run continues to the architect, whose reply holds it again.
-    const next = await waitFor(
-      async () => {
-        const current = await currentHandoff(store, PROJECT, run);
-        return current && current.agent === 'architect' ? current : undefined;
-      },
-      'the run routed to the architect',
-      { timeoutMs: 15_000 },
-    );
-    const claimId = await claimHandoff(store, PROJECT, next.handoffId, 'architect');
-    const result = {
-      result_id: `res2-${run}`,
-      run_id: `ar2-${run}`,
-      project: PROJECT,
-      workflow_run_id: run,
-      agent: 'architect',
-      produced_at: new Date().toISOString(),
-    };
-    await nats.js.publish(
-      `${prefix}.in.${PROJECT}.result.architect`,
-      encoder.encode(JSON.stringify({ ...result, body: 'no sentinel again', handoff_id: next.handoffId, claim_id: claimId })),
-      {
-        msgID: `result:${PROJECT}:${run}/${result.result_id}`,
-      },
-    );
+    const result = await nextTurn(run, 'architect', { body: 'no sentinel again' });
     await waitFor(async () => ((await runEvents(run)).filter((e) => e.type === 'run.held').length === 2 ? true : undefined), 'held again', {
       timeoutMs: 15_000,
     });
@@ -283,36 +282,7 @@ describe('operator answers say what happened (router + notifier in process, real
       timeoutMs: 15_000,
     });
     // The agent takes its turn again and stops again: a second packet.
-    const next = await waitFor(
-      async () => {
-        const current = await currentHandoff(store, PROJECT, run);
-        return current && (await claimHandoff(store, PROJECT, current.handoffId, 'issue')) !== null ? current : undefined;
-      },
-      'the next turn claimed',
-      { timeoutMs: 15_000 },
-    );
-    const claimId = await claimHandoff(store, PROJECT, next.handoffId, 'issue');
-    const again = {
-      result_id: `res2-${run}`,
-      run_id: `ar2-${run}`,
-      project: PROJECT,
-      workflow_run_id: run,
-      agent: 'issue',
-      produced_at: new Date().toISOString(),
-    };
-    await nats.js.publish(
-      `${prefix}.in.${PROJECT}.result.issue`,
-      encoder.encode(
-        JSON.stringify({
-          ...again,
-          body: 'out of steps again',
-          stop: { why: 'budget', cap: { name: 'steps', limit: 20, used: 20 } },
-          handoff_id: next.handoffId,
-          claim_id: claimId,
-        }),
-      ),
-      { msgID: `result:${PROJECT}:${run}/${again.result_id}` },
-    );
+    await nextTurn(run, 'issue', { body: 'out of steps again', stop: { why: 'budget', cap: { name: 'steps', limit: 20, used: 20 } } });
     const second = await waitFor(
       async () => {
         const stops = (await runEvents(run)).filter((e) => e.type === 'run.stopped');
