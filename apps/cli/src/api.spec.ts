@@ -1,4 +1,4 @@
-import { callApi, GET_TIMEOUT_MS, POST_TIMEOUT_MS } from './api';
+import { answerOutcomeText, callApi, GET_TIMEOUT_MS, POST_TIMEOUT_MS } from './api';
 import { createCliContext } from './context';
 import { bufferedIo } from './output';
 
@@ -30,5 +30,16 @@ describe('callApi: the operator API not answering in time', () => {
     }) as unknown as typeof fetch;
     const context = createCliContext({ io: bufferedIo(), env: { BATON_API_URL: 'http://127.0.0.1:9' }, fetch: refused });
     await expect(callApi(context, 'GET', '/v1/inbox')).rejects.toThrow('cannot reach the operator API at http://127.0.0.1:9');
+  });
+});
+
+describe('answerOutcomeText: what an answer did, in words', () => {
+  it('an applied answer names the new status; the same answer sent again says it was applied before and nothing new was done', () => {
+    const applied = { status: 200, body: { outcome: 'applied', workflow_run_id: 'wr-1', run: { status: 'running' }, duplicate: false } };
+    expect(answerOutcomeText(applied as never, 'hold answer a-1')).toBe('applied hold answer a-1; run wr-1 is now running');
+    const again = { status: 200, body: { ...applied.body, duplicate: true, event: { seq: 194 }, run: { status: 'held' } } };
+    expect(answerOutcomeText(again as never, 'hold answer a-1')).toBe(
+      'already applied hold answer a-1 (this answer id was applied before at seq 194; nothing new was done); run wr-1 is now held',
+    );
   });
 });

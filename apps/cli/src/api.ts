@@ -101,6 +101,8 @@ export function answerOutcomeText(reply: ApiReply, what: string): string {
     mesh_run_id?: unknown;
     run?: { status?: unknown } | null;
     mesh?: { status?: unknown } | null;
+    duplicate?: unknown;
+    event?: { seq?: unknown } | null;
   };
   if (reply.status === 202 || body.outcome === 'pending') {
     const link = typeof body.status_url === 'string' ? ` (GET ${body.status_url} for the outcome)` : '';
@@ -109,7 +111,13 @@ export function answerOutcomeText(reply: ApiReply, what: string): string {
   const status = body.mesh?.status ?? body.run?.status;
   const of =
     typeof body.mesh_run_id === 'string' ? `mesh ${body.mesh_run_id}` : typeof body.workflow_run_id === 'string' ? `run ${body.workflow_run_id}` : null;
-  return `applied ${what}${of !== null && typeof status === 'string' ? `; ${of} is now ${status}` : ''}`;
+  const now = of !== null && typeof status === 'string' ? `; ${of} is now ${status}` : '';
+  // The same answer sent again: its earlier outcome, nothing new was done (a new hold or packet stays open).
+  if (body.duplicate === true) {
+    const at = typeof body.event?.seq === 'number' ? ` at seq ${body.event.seq}` : '';
+    return `already applied ${what} (this answer id was applied before${at}; nothing new was done)${now}`;
+  }
+  return `applied ${what}${now}`;
 }
 
 /**

@@ -1,4 +1,4 @@
-import { EventStoreErrorCode, isPermissionsViolation, jsErrCode, JsErrCode } from '@baton/eventstore';
+import { EventStoreErrorCode, isPermissionsViolation, jsErrCode, JsErrCode, StreamNotFound } from '@baton/eventstore';
 /** Exit codes of the `baton` command. */
 export const ExitCode = {
   /** The command did what was asked (for `verify`: the projections match). */
@@ -78,7 +78,7 @@ export class CliError extends Error {
  */
 export function streamReadError(error: unknown, stream: string, prefix: string): CliError {
   const message = (error as Error).message;
-  if (jsErrCode(error) === JsErrCode.streamNotFound)
+  if (error instanceof StreamNotFound || jsErrCode(error) === JsErrCode.streamNotFound)
     return new CliError(`no stream ${stream}: is BATON_PREFIX=${prefix} right, and was the platform started?`, { cause: error, code: CliErrorCode.notFound });
   if (isPermissionsViolation(error))
     return new CliError(`these credentials may not read stream ${stream} (${message}): use the admin's`, {

@@ -226,10 +226,9 @@ export function movedNote(comparison: Pick<ShadowComparison, 'projection' | 'liv
 
 /** One line per difference: the key and both sides (clipped). */
 export function differenceLines(differences: readonly SnapshotDifference[], max = 50, total = differences.length): string {
-  const show = (value: unknown) => {
+  const show = (value: unknown, other?: unknown) => {
     if (value === undefined) return '(absent)';
-    const text = JSON.stringify(value);
-    return text.length > 160 ? `${text.slice(0, 159)}…` : text;
+    return clipAround(JSON.stringify(value), other === undefined ? undefined : JSON.stringify(other));
   };
   const lines = differences.slice(0, max).map((d) => {
     // Two versions of one hash (an inbox item...): only the fields that differ, so they are not clipped away.
@@ -238,12 +237,26 @@ export function differenceLines(differences: readonly SnapshotDifference[], max 
       const right = d.b.value;
       const fields = [...new Set([...Object.keys(left), ...Object.keys(right)])].filter((f) => left[f] !== right[f]).sort();
       const pick = (hash: Record<string, string>) => Object.fromEntries(fields.filter((f) => f in hash).map((f) => [f, hash[f]]));
-      return `  ${d.key} (hash; the fields that differ)\n    live:    ${show(pick(left))}\n    rebuilt: ${show(pick(right))}\n`;
+      return `  ${d.key} (hash; the fields that differ)\n    live:    ${show(pick(left), pick(right))}\n    rebuilt: ${show(pick(right), pick(left))}\n`;
     }
-    return `  ${d.key}\n    live:    ${show(d.a)}\n    rebuilt: ${show(d.b)}\n`;
+    return `  ${d.key}\n    live:    ${show(d.a, d.b)}\n    rebuilt: ${show(d.b, d.a)}\n`;
   });
   if (total > max) lines.push(`  … and ${total - max} more\n`);
   return lines.join('');
+}
+
+/**
+ * `text` cut to at most `width` characters; when it is longer and `other` (the other side of the
+ * difference) is given, the cut window starts a little before the first character where the two
+ * differ, so both sides show what differs rather than the same leading characters.
+ */
+export function clipAround(text: string, other?: string, width = 160): string {
+  if (text.length <= width) return text;
+  let first = 0;
+  if (other !== undefined) while (first < text.length && first < other.length && text[first] === other[first]) first++;
+  const start = first > width / 2 ? first - 40 : 0;
+  const body = text.slice(start, start + width - (start > 0 ? 2 : 1));
+  return `${start > 0 ? '…' : ''}${body}${start + body.length < text.length ? '…' : ''}`;
 }
 
 /**

@@ -102,9 +102,9 @@ describe('SRE commands (real NATS and Redis)', () => {
     expect(text.out).toMatch(/LAG\s+PENDING\s+ACK PENDING\s+REDELIVERED/);
 
     // Another prefix has no streams: not_found (as dlq says), for streams and for verify alike, not "unavailable".
-    for (const command of ['streams', 'verify']) {
+    for (const command of [['streams'], ['verify'], ['run', 'wr-c', '--project', 'demo']]) {
       const io = bufferedIo();
-      const missing = await main([command, '--json'], { io, env: { NATS_URL, REDIS_URL, BATON_PREFIX: `${prefix}none` } });
+      const missing = await main([...command, '--json'], { io, env: { NATS_URL, REDIS_URL, BATON_PREFIX: `${prefix}none` } });
       expect({ command, code: missing }).toEqual({ command, code: 1 });
       expect(JSON.parse(io.err())).toMatchObject({ error: { code: 'not_found', message: expect.stringContaining(`BATON_PREFIX=${prefix}none right`) } });
     }

@@ -1,8 +1,8 @@
 import { isSubjectToken, ProjectIdSchema, SubjectTable, type AggregateKind } from '@baton/contracts';
-import { batonStreamNames, type StoredEvent } from '@baton/eventstore';
+import { batonStreamNames, StreamNotFound, type StoredEvent } from '@baton/eventstore';
 import { createBatonViews, storedTimelineEntry, type BatonViews, type TimelineEntry } from '@baton/projections';
 import type { CliContext } from './context';
-import { CliError, CliErrorCode, UsageError } from './errors';
+import { CliError, CliErrorCode, streamReadError, UsageError } from './errors';
 
 /** An aggregate's history read straight from the events stream. */
 export interface AggregateHistory {
@@ -42,7 +42,11 @@ export async function readHistory(ctx: CliContext, kind: AggregateKind, id: stri
     resolved = projects[0]!;
   }
   const store = await ctx.eventStore();
-  const { events } = await store.read({ project: resolved, kind, id });
+  const { events } = await store.read({ project: resolved, kind, id }).catch((error: unknown) => {
+    // No events stream under this prefix: typed as streams, verify and dlq say it (not the store's own code).
+    if (error instanceof StreamNotFound) throw streamReadError(error, batonStreamNames(ctx.config().BATON_PREFIX).events, ctx.config().BATON_PREFIX);
+    throw error;
+  });
   if (events.length === 0) return null;
   return { project: resolved, events, timeline: events.map((event) => storedTimelineEntry(kind, event)) };
 }

@@ -415,6 +415,8 @@ export const RunMessageReceivedSchema = z.strictObject({
   /** Set when the message waited in the run's queue (`run.message_queued`): when it was queued. */
   queued_at: IsoTimeSchema.optional(),
   received_at: IsoTimeSchema,
+  /** Who sent it (the SessionMessage's `sent_by`), when given: data about the customer, never the actor. */
+  sent_by: PersonHandleSchema.optional(),
   /**
    * The agent that relayed the customer's message, from its subject (`…message.<agent>`, which only
    * that agent's credentials allow); absent for the project's shared `…message` subject.

@@ -117,6 +117,7 @@ function deliverQueued(c: ConversationCtx): void {
       agent: c.state.agent,
       queued_at: next.queuedAt,
       received_at: c.now,
+      ...(next.sentBy !== null ? { sent_by: next.sentBy } : {}),
       ...(next.relayedBy !== null ? { relayed_by: next.relayedBy } : {}),
     },
   });
@@ -183,10 +184,22 @@ function clip(text: string, max = 4_000): string {
 }
 
 /** Record a customer message on the run (a start's input or a SessionMessage). */
-export function receiveMessage(c: ConversationCtx, messageId: string, text: string, relayedBy?: string): void {
+export function receiveMessage(
+  c: ConversationCtx,
+  messageId: string,
+  text: string,
+  from: { sentBy?: string | undefined; relayedBy?: string | undefined } = {},
+): void {
   emit(c, {
     type: 'run.message_received',
-    data: { message_id: messageId, text: clip(text), agent: c.state.agent, received_at: c.now, ...(relayedBy !== undefined ? { relayed_by: relayedBy } : {}) },
+    data: {
+      message_id: messageId,
+      text: clip(text),
+      agent: c.state.agent,
+      received_at: c.now,
+      ...(from.sentBy !== undefined ? { sent_by: from.sentBy } : {}),
+      ...(from.relayedBy !== undefined ? { relayed_by: from.relayedBy } : {}),
+    },
   });
 }
 

@@ -524,7 +524,7 @@ function sessionMessage(command: SessionMessageCommand, state: RunState): Decisi
     queueMessage(c, data.message_id, data.text, data.sent_by, data.relayed_by);
     return accept(...c.events);
   }
-  receiveMessage(c, data.message_id, data.text, data.relayed_by);
+  receiveMessage(c, data.message_id, data.text, { sentBy: data.sent_by, relayedBy: data.relayed_by });
   deliverMessage(c, { agent: state.agent, step: state.step }, data.text, 0, 'message');
   return accept(...c.events);
 }

@@ -126,11 +126,15 @@ describe('customer messages while an agent works are queued, not refused', () =>
     expect(delivered.map((e) => e.data.relayed_by)).toEqual(['chat-front']);
     const next = ofType(s.result('r2', 'Income_Capture_Agent', 12, { body: 'And your savings?' }), 'run.message_received');
     expect(next.map((e) => [e.data.message_id, e.data.relayed_by])).toEqual([['m2', undefined]]);
-    // Once the run waits for the customer, a message is received at once, with its relay.
+    // Once the run waits for the customer, a message is received at once, with its relay and its sender.
     const agent = s.state.status === 'none' ? '' : s.state.agent;
     s.result('r3', agent, 13, { body: 'Anything else?' });
     expect(s.state.status !== 'none' && s.state.awaitingInput).toBe(true);
-    expect(ofType(s.say('m3', 'third', 14, 'chat-front'), 'run.message_received')[0]!.data).toMatchObject({ message_id: 'm3', relayed_by: 'chat-front' });
+    expect(ofType(s.say('m3', 'third', 14, 'chat-front'), 'run.message_received')[0]!.data).toMatchObject({
+      message_id: 'm3',
+      relayed_by: 'chat-front',
+      sent_by: 'sam',
+    });
   });
 
   it('given a conversation whose child is working, when the customer writes, then the message is queued (run.message_queued) and nothing is routed', () => {
@@ -158,6 +162,8 @@ describe('customer messages while an agent works are queued, not refused', () =>
       agent: 'Income_Capture_Agent',
       queued_at: at(3),
       received_at: at(10),
+      // Who sent it stays with it from the queue (the SessionMessage's sent_by).
+      sent_by: 'sam',
     });
     const routed = ofType(events, 'run.routed')[0]!.data;
     // The routes it causes take the message's cause, as if it had been sent now.
