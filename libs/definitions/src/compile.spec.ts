@@ -258,9 +258,13 @@ ${CHILD}`;
   });
 
   it('one pass names every mistake: a value outside its set (a GATHER TYPE) beside an INVALID_VALUE elsewhere, not only once that is fixed', () => {
-    const result = compile(`${HEADER}AGENT: Worker\nGATHER:\n  f:\n    TYPE: widget\n    REQUIRED: maybe\n`);
+    const text = `${HEADER}AGENT: Worker\nGATHER:\n  f:\n    TYPE: widget\n    REQUIRED: maybe\n`;
+    const result = compile(text);
     expect(codes(result.diagnostics).sort()).toEqual(['error:INVALID_VALUE', 'error:SCHEMA_VIOLATION']);
-    expect(result.diagnostics.find((d) => d.code === 'SCHEMA_VIOLATION')!.message).toMatch(/gather\.0\.type/);
+    const schema = result.diagnostics.find((d) => d.code === 'SCHEMA_VIOLATION')!;
+    expect(schema.message).toMatch(/gather\.0\.type/);
+    // At the TYPE line itself: GATHER's item 0 is the map's first entry (`f:`).
+    expect(schema.line).toBe(text.split('\n').findIndex((l) => l.includes('TYPE: widget')) + 1);
   });
 
   it('a mesh check names its code once, with a hint of its own', () => {
@@ -407,6 +411,10 @@ describe('reserved names (__proto__, constructor, prototype)', () => {
     expect(broken.diagnostics).toContainEqual(
       expect.objectContaining({ code: 'SCHEMA_VIOLATION', message: expect.stringContaining('"__proto__", "constructor" and "prototype" are reserved') }),
     );
+    // At the name itself (the AGENT value), not the document's first column.
+    const text = `${LOAN_EXAMPLE_YAML}\n---\nAGENT: __proto__\nROLE: [1, 2]\n`;
+    const reserved = broken.diagnostics.find((d) => d.code === 'SCHEMA_VIOLATION')!;
+    expect([reserved.line, reserved.column]).toEqual([text.split('\n').findIndex((l) => l === 'AGENT: __proto__') + 1, 'AGENT: '.length + 1]);
   });
 
   it('an agent, a variable and a PASS entry named like other Object.prototype members compile like any name', () => {

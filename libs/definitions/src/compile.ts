@@ -361,7 +361,13 @@ export function compileProject(files: readonly SourceFile[]): CompileResult {
       const path = issue.path as (string | number)[];
       // An agent's fields are in the agent's own document, not the header (compiled in this order).
       const agent = path[0] === 'agents' && typeof path[1] === 'number' ? agentList[path[1]] : undefined;
-      const at = agent !== undefined ? locate(agent.file, agent.node, path.slice(2)) : locate(header.file, header.node, path);
+      // An agent's name is the value of its AGENT / SUPERVISOR / name key, where the agent was read.
+      const at =
+        agent !== undefined
+          ? path.length === 3 && path[2] === 'name'
+            ? agent.at
+            : locate(agent.file, agent.node, path.slice(2))
+          : locate(header.file, header.node, path);
       const own = issueOwnCode(issue);
       const mesh = own !== undefined && isMeshDiagnosticCode(own) ? own : undefined;
       // A mesh check's message starts with its own code, which the diagnostic names already.
@@ -398,7 +404,10 @@ function locate(file: FileCtx, node: YAMLMap, path: (string | number)[]): Pos {
   let current: Node = node;
   for (const part of path) {
     if (isMap(current)) {
-      const e: Entry | undefined = entries(current).find((x) => x.key === String(part));
+      // A list the source writes as a map keyed by name (MEMORY, GATHER: `income: {TYPE: number}`)
+      // compiles in the map's order: item n is the map's n-th entry.
+      const all = entries(current);
+      const e: Entry | undefined = all.find((x) => x.key === String(part)) ?? (typeof part === 'number' ? all[part] : undefined);
       if (!e?.value) break;
       current = e.value;
     } else if (isSeq(current) && typeof part === 'number') {
