@@ -2,7 +2,6 @@ import { randomUUID } from 'node:crypto';
 import { HttpStatus, Inject, Injectable } from '@nestjs/common';
 import {
   HoldAnswerSchema,
-  type HoldAnswer,
   MeshAnswerRequestSchema,
   MsgIds,
   OperatorAnswerSchema,
@@ -177,37 +176,27 @@ export class OperatorActions {
     assertCanAnswer(caller);
     const { answer_id: answerId, answered_by: _ignored, ...fields } = body;
     const answerOf = (id: string, at: string) => parseOr400(HoldAnswerSchema, { ...fields, answer_id: id, answered_by: caller.name, answered_at: at });
+    const project = view.run.project;
+    const now = new Date().toISOString();
+    if (answerId !== undefined) {
+      // The id may have decided an earlier hold or packet of this run (the run no longer held because
+      // of it, or held again since): a retry answers its outcome again, another answer under it is 409.
+      const earlier = await this.earlierUse(
+        { project, kind: 'run', id: workflowRunId },
+        Subjects.operatorAnswer(this.prefix, project),
+        answerOf(answerId, now) as unknown as Record<string, unknown>,
+      );
+      if (earlier !== null) return earlier;
+    }
     if (view.run.status !== 'held') {
-      // A retry of an answer already decided (the run is no longer held because of it) answers its
-      // outcome again, as for a stop packet; the same id with another action or fields is 409.
-      if (answerId !== undefined) {
-        const retried = await this.retriedHoldAnswer(view.run.project, workflowRunId, answerOf(answerId, new Date().toISOString()));
-        if (retried) return retried;
-      }
       throw new ApiError(
         HttpStatus.CONFLICT,
         'run_not_held',
         `run ${workflowRunId} is ${view.run.status}, not held${view.run.open_stop_id ? `; answer its stop packet ${view.run.open_stop_id}` : ''}`,
       );
     }
-    const answer = answerOf(answerId ?? `ans-${randomUUID()}`, new Date().toISOString());
-    if (answerId !== undefined) {
-      // The run is held (again): the id may have answered an earlier hold or packet of this run.
-      const earlier = await this.retriedHoldAnswer(view.run.project, workflowRunId, answer);
-      if (earlier !== null) return earlier;
-    }
-    return this.settle(
-      await this.publish({ workflow_run_id: workflowRunId, project: view.run.project, actor_role: caller.role, answer: { kind: 'hold_answer', answer } }),
-    );
-  }
-
-  /** {@link earlierUse} of a hold answer on its run. */
-  private retriedHoldAnswer(project: string, workflowRunId: string, answer: HoldAnswer): Promise<AnswerReply | null> {
-    return this.earlierUse(
-      { project, kind: 'run', id: workflowRunId },
-      Subjects.operatorAnswer(this.prefix, project),
-      answer as unknown as Record<string, unknown>,
-    );
+    const answer = answerOf(answerId ?? `ans-${randomUUID()}`, now);
+    return this.settle(await this.publish({ workflow_run_id: workflowRunId, project, actor_role: caller.role, answer: { kind: 'hold_answer', answer } }));
   }
 
   /**
