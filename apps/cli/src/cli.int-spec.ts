@@ -15,6 +15,8 @@ import {
   type RedisHandle,
 } from '@baton/projections';
 import { schemaFileText } from './commands/schemas';
+import { verifyCommand } from './commands/verify';
+import { createCliContext } from './context';
 import { main } from './main';
 import { bufferedIo } from './output';
 
@@ -271,54 +273,52 @@ describe('the baton command against real NATS and Redis', () => {
 
     const generation = await store.activeGeneration('handoffs');
     await redis.client.set(`${prefix}:proj:handoffs:g${generation}:hs:demo:h-2`, '{"id":"h-2","status":"tampered"}');
-    // h-1's claimer heartbeats while verify runs: the live projection applies each beat as it comes.
+    // h-1's claimer heartbeats while verify compares: the live projection applies the beat (real
+    // NATS append, real Redis apply) inside each comparison, so every attempt sees the live side move
+    // (verify compares again, up to three times, and reports the last attempt).
     const events = new JetStreamEventStore({ js: nats.js, jsm: nats.jsm, prefix, registry });
     const projector = createBatonProjector({ store });
     const ref = { project: PROJECT, kind: 'handoff' as const, id: 'h-1' };
     let beats = 0;
-    const whileBeating = async <T>(work: () => Promise<T>): Promise<T> => {
-      let done = false;
-      const beating = (async () => {
-        while (!done) {
-          const seq = 100 + ++beats;
-          const beat = handoffEvent('h-1', seq, 'handoff.heartbeat', {
-            handoff_id: 'h-1',
-            at: iso(seq),
-            idempotency_key: `beat-${seq}`,
-            claim_id: 'c-1',
-            lease_expires_at: iso(seq + 60),
-          });
-          // A beat that could not be stored or applied just does not move the live side (the tries below cover it).
-          try {
-            await events.append(ref, [beat], { expectedVersion: (await events.read(ref)).lastSeq });
-            await projector.apply((await events.read(ref)).events.at(-1)!);
-          } catch {
-            await new Promise((resolve) => setTimeout(resolve, 10));
-          }
-        }
-      })();
+    const beat = async () => {
+      const seq = 100 + ++beats;
+      const event = handoffEvent('h-1', seq, 'handoff.heartbeat', {
+        handoff_id: 'h-1',
+        at: iso(seq),
+        idempotency_key: `beat-${seq}`,
+        claim_id: 'c-1',
+        lease_expires_at: iso(seq + 60),
+      });
+      await events.append(ref, [event], { expectedVersion: (await events.read(ref)).lastSeq });
+      await projector.apply((await events.read(ref)).events.at(-1)!);
+    };
+    const verifyWhileBeating = async (...argv: string[]) => {
+      const io = bufferedIo();
+      const ctx = createCliContext({ io, env: { NATS_URL, REDIS_URL, BATON_PREFIX: prefix } });
+      const real = await ctx.projections();
+      const compared = beats;
+      const beating: ProjectionStore = Object.assign(Object.create(real) as ProjectionStore, {
+        compare: (async (...args: Parameters<ProjectionStore['compare']>) => {
+          if (args[0] === 'handoffs') await beat();
+          return real.compare(...args);
+        }) as ProjectionStore['compare'],
+      });
+      ctx.projections = async () => beating;
       try {
-        return await work();
+        const code = await verifyCommand.run(argv, ctx);
+        expect(beats - compared).toBe(3);
+        return { code, out: io.out() };
       } finally {
-        done = true;
-        await beating;
+        await ctx.close();
       }
     };
-    // Verify compares again while the live side keeps moving, and reports its last attempt: one in
-    // which the beats happened not to land (a loaded machine) says live_moved 0, truthfully. So try
-    // a few times; the live side moving during a comparison must show, in JSON and in text.
-    type Report = { projections: Array<{ differing: number; live_moved: number; differences: Array<{ key: string }> }> };
-    let report: Report | undefined;
-    for (let tries = 0; tries < 5 && !(report && report.projections[0]!.live_moved > 0); tries++) {
-      const busy = await whileBeating(() => baton('verify', '--projection', 'handoffs', '--json'));
-      expect(busy.code).toBe(1);
-      report = JSON.parse(busy.out) as Report;
-      expect(report.projections[0]!.differences.map((d) => d.key)).toContain('hs:demo:h-2');
-    }
-    expect(report!.projections[0]!.live_moved).toBeGreaterThan(0);
+    const busy = await verifyWhileBeating('--projection', 'handoffs', '--json');
+    expect(busy.code).toBe(1);
+    const report = JSON.parse(busy.out) as { projections: Array<{ live_seq: number; live_moved: number; differences: Array<{ key: string }> }> };
+    expect(report.projections[0]!.differences.map((d) => d.key)).toContain('hs:demo:h-2');
+    expect(report.projections[0]!.live_moved).toBe(1);
     // The text says it too.
-    let text = '';
-    for (let tries = 0; tries < 5 && !/note: /.test(text); tries++) text = (await whileBeating(() => baton('verify', '--projection', 'handoffs'))).out;
+    const text = (await verifyWhileBeating('--projection', 'handoffs')).out;
     expect(text).toMatch(/note: handoffs applied \d+ more events while it was compared/);
   });
 
