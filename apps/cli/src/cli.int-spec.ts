@@ -267,6 +267,24 @@ describe('the baton command against real NATS and Redis', () => {
     expect(await keysMatching(`${prefix}-elsewhere:*`)).toEqual([]);
   });
 
+  it('inbox and stops under a keyspace with no projection say so on stderr (a wrong prefix is not an empty inbox); built ones say nothing', async () => {
+    const elsewhere = `${prefix}-elsewhere:proj`;
+    for (const command of ['inbox', 'stops']) {
+      const wrong = await baton(command, '--json', { BATON_PROJECTION_PREFIX: elsewhere });
+      expect(wrong.code).toBe(0);
+      expect(JSON.parse(wrong.out)).toEqual([]);
+      expect(wrong.err).toContain(
+        `warning: no ${command} projection under "${elsewhere}": never built, or BATON_PREFIX / BATON_PROJECTION_PREFIX names another keyspace`,
+      );
+      expect(wrong.err).toContain(`baton replay --projection ${command}`);
+      // Built (even when what it lists is empty for these filters): no warning.
+      const right = await baton(command, '--project', 'nobody-here');
+      expect(right.code).toBe(0);
+      expect(right.err).toBe('');
+    }
+    expect(await keysMatching(`${prefix}-elsewhere:*`)).toEqual([]);
+  });
+
   it('verify says how far a live projection moved on while it was compared (live_moved, and a note), so differences that may be newer events are told from lasting ones', async () => {
     const quiet = await baton('verify', '--projection', 'handoffs', '--json');
     expect(JSON.parse(quiet.out)).toMatchObject({ ok: true, projections: [{ projection: 'handoffs', live_moved: 0 }] });

@@ -4,7 +4,7 @@ import type { Command } from '../command';
 import { parseCommandArgs, str } from '../command';
 import { ExitCode, UsageError } from '../errors';
 import { isoOf } from '../output';
-import { checkAllowed, filtersOf, listOf, PAGE_OPTIONS, pageRequest, printPage, readPage } from './paging';
+import { checkAllowed, filtersOf, listOf, PAGE_OPTIONS, pageRequest, printPage, readPage, warnIfUnbuilt } from './paging';
 
 const FILTERS = ['project', 'kind', 'why', 'agent', 'priority'] as const;
 
@@ -14,7 +14,8 @@ export const inboxCommand: Command = {
   help: `Usage: baton inbox [filters] [--limit n] [--cursor c] [--order newest|urgent] [--json | --json-page]
 
 Read the operator inbox straight from the Redis projections (the same read side as
-GET /v1/inbox). Open items only, unless --status says otherwise.
+GET /v1/inbox). Open items only, unless --status says otherwise. When the inbox projection was
+never built under this keyspace (BATON_PREFIX / BATON_PROJECTION_PREFIX), a warning on stderr says so.
 
 Filters (repeat one, or give a comma-separated list: any of the values matches):
   --project <p>    --kind stop|hold|handback|escalation    --why <why>
@@ -54,8 +55,10 @@ Options:
     if (!status.includes('any') && !status.includes('all')) filters.status = status.length > 0 ? status : 'open';
     const order = str(args, 'order') ?? 'newest';
     if (order !== 'newest' && order !== 'urgent') throw new UsageError(`--order must be newest or urgent, got "${order}"`);
-    const views = createBatonViews(await ctx.projections());
+    const store = await ctx.projections();
+    const views = createBatonViews(store);
     const page = await readPage(() => views.inbox({ filters, order, ...pageRequest(args) }));
+    await warnIfUnbuilt(ctx.io, store, 'inbox', page);
     return printPage<InboxItem>(ctx.io, args, page, {
       command: 'inbox',
       columns: [

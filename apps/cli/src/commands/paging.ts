@@ -1,4 +1,4 @@
-import { InvalidCursorError, type ItemFilters } from '@baton/projections';
+import { InvalidCursorError, type ItemFilters, type ProjectionStore } from '@baton/projections';
 import { int, str, type ParsedArgs } from '../command';
 import { ExitCode, UsageError } from '../errors';
 import { printJson, renderTable, type CliIo, type Column } from '../output';
@@ -59,6 +59,20 @@ export async function readPage<T>(read: () => Promise<Page<T>>): Promise<Page<T>
     if (error instanceof InvalidCursorError) throw new UsageError(`--cursor: ${error.message}`);
     throw error;
   }
+}
+
+/**
+ * Say on stderr why a listing is empty when its projection has no live generation under this
+ * keyspace (never built, or `BATON_PREFIX` / `BATON_PROJECTION_PREFIX` names another one): without
+ * it a wrong prefix reads as an empty inbox. stdout stays the (empty) listing, the exit code 0.
+ */
+export async function warnIfUnbuilt<T>(io: CliIo, store: ProjectionStore, projection: string, page: Page<T>): Promise<void> {
+  if (page.items.length > 0 || page.nextCursor !== null) return;
+  if ((await store.status({ name: projection, version: 0 })).activeGeneration !== null) return;
+  io.stderr.write(
+    `warning: no ${projection} projection under "${store.prefix}": never built, or BATON_PREFIX / BATON_PROJECTION_PREFIX names another keyspace ` +
+      `(\`baton streams\` shows the prefix's streams; \`baton replay --projection ${projection}\` builds it)\n`,
+  );
 }
 
 /**

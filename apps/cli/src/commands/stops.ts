@@ -3,7 +3,7 @@ import { createBatonViews, type StopRecord } from '@baton/projections';
 import type { Command } from '../command';
 import { parseCommandArgs, str } from '../command';
 import { ExitCode } from '../errors';
-import { checkAllowed, filtersOf, listOf, PAGE_OPTIONS, pageRequest, printPage, readPage } from './paging';
+import { checkAllowed, filtersOf, listOf, PAGE_OPTIONS, pageRequest, printPage, readPage, warnIfUnbuilt } from './paging';
 
 export const stopsCommand: Command = {
   name: 'stops',
@@ -11,7 +11,8 @@ export const stopsCommand: Command = {
   help: `Usage: baton stops [--why w] [--run r] [--agent a] [--status open|answered|any] [--project p] [--json | --json-page]
 
 Read stop packets from the Redis projections (the same read side as GET /v1/stops), newest first.
-Repeat a filter to match any of its values.
+Repeat a filter to match any of its values. When the stops projection was never built under this
+keyspace (BATON_PREFIX / BATON_PROJECTION_PREFIX), a warning on stderr says so.
 
 Options:
   --why <why>       unknown_intent, policy, budget, parse_fail, thrash, circuit_open, banned_click, guard_failed
@@ -46,7 +47,8 @@ Options:
     checkAllowed('status', status, [...StopPacketStatusSchema.options, 'any', 'all']);
     // `any` (or `all`), as GET /v1/stops takes it: both statuses, the default.
     const everyStatus = status.includes('any') || status.includes('all');
-    const views = createBatonViews(await ctx.projections());
+    const store = await ctx.projections();
+    const views = createBatonViews(store);
     const run = str(args, 'run');
     const page = await readPage(() =>
       views.stops({
@@ -55,6 +57,7 @@ Options:
         ...pageRequest(args),
       }),
     );
+    await warnIfUnbuilt(ctx.io, store, 'stops', page);
     return printPage<StopRecord>(ctx.io, args, page, {
       command: 'stops',
       columns: [
