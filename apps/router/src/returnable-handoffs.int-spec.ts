@@ -282,6 +282,15 @@ describe('returnable and permanent handoffs through the router (seed 001, real N
     expect(all[2]).toMatchObject({ text: 'are you there?' });
     expect(all[2]).not.toHaveProperty('relayed_by');
     expect((await events('loans', run)).filter((e) => e.type === 'run.routed')).toHaveLength(3);
+    // The words are the customer's whichever command recorded them (the start's input, an agent's
+    // reply delivering a queued message); the reply's own events keep the agent that sent it.
+    const stored = await events('loans', run);
+    expect(stored.filter((e) => e.type === 'run.message_received').map((e) => [e.actor, e.origin])).toEqual([
+      ['customer', 'human'],
+      ['customer', 'human'],
+      ['customer', 'human'],
+    ]);
+    expect(stored.filter((e) => e.type === 'run.result_recorded').map((e) => e.actor)).toEqual(['Offer_Agent', 'Offer_Agent']);
   }, 20_000);
 
   it("a message read before its run's start (separate consumers) waits for the start instead of being dead-lettered not_found", async () => {

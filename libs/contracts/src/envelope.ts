@@ -73,7 +73,18 @@ export interface EventMetadata {
 /** A map from event type to the zod schema of its current payload. */
 export type EventSchemaMap = Record<string, z.ZodType>;
 
-/** The domain-facing shape of an event: its type and its validated payload. */
+/**
+ * Whom one event of a command speaks for when it is not the command's own actor: the customer whose
+ * queued words a later command (an agent's reply) delivers. Set by a decider from what the aggregate
+ * already recorded (the subject a message came on), never from a body; the store writes it as the
+ * event's `actor` and `origin` in place of the command's.
+ */
+export interface EventAttribution {
+  actor: string;
+  origin: Origin;
+}
+
+/** The domain-facing shape of an event: its type, its validated payload and, rarely, whom it speaks for. */
 export type DomainEventOf<M extends EventSchemaMap> = {
-  [K in keyof M & string]: { type: K; data: z.infer<M[K]> };
+  [K in keyof M & string]: { type: K; data: z.infer<M[K]>; by?: EventAttribution };
 }[keyof M & string];

@@ -16,6 +16,7 @@ import {
   provisionTopology,
   randomPrefix,
   type CounterCommand,
+  type CounterEvent,
   type CounterState,
 } from './int/support';
 
@@ -171,6 +172,30 @@ describe('JetStreamEventStore (real NATS)', () => {
       ['e1', result.seqs[0]],
       ['e2', result.seqs[1]],
       ['e3', result.seqs[2]],
+    ]);
+  });
+
+  it("an event a decider attributes (by) is written with that actor and origin; the command's other events keep the command's", async () => {
+    // Two events of one command: the second speaks for someone else (a customer's queued words delivered by an agent's reply).
+    const attributing = {
+      ...counterDecider,
+      decide: (command: CounterCommand, state: CounterState) => {
+        const first: CounterEvent = { type: 'counter.added', data: { n: command.n, total: state.total + command.n, version: state.version + 1 } };
+        const second: CounterEvent = {
+          type: 'counter.added',
+          data: { n: command.n, total: state.total + 2 * command.n, version: state.version + 2 },
+          by: { actor: 'customer', origin: 'human' },
+        };
+        return { ok: true as const, events: [first, second] };
+      },
+    };
+    const result = await storeOn(a).handleCommand(ref(), attributing, { type: 'add', n: 2 }, meta('replying-agent'));
+    expect(result.ok).toBe(true);
+    // Read back from the stream by another connection: what was stored, not what was cached.
+    const read = await storeOn(b).read(ref());
+    expect(read.events.map((e) => [e.actor, e.origin])).toEqual([
+      ['replying-agent', 'agent'],
+      ['customer', 'human'],
     ]);
   });
 

@@ -8,6 +8,7 @@ import {
   isSubjectToken,
   rejectionFromZod,
   type AggregateKind,
+  type EventAttribution,
   type EventEnvelope,
   type EventRegistry,
   type Origin,
@@ -74,6 +75,8 @@ export interface AppendResult {
 export interface DomainEventLike {
   type: string;
   data: unknown;
+  /** Whom the event speaks for when not the command's actor (written as its `actor` and `origin`). */
+  by?: EventAttribution;
 }
 
 /**
@@ -1010,8 +1013,8 @@ export class JetStreamEventStore implements EventStore {
       aggregate: { kind: ref.kind, id: ref.id },
       project: ref.project,
       occurredAt: meta.occurredAt,
-      actor: meta.actor,
-      origin: meta.origin,
+      actor: event.by?.actor ?? meta.actor,
+      origin: event.by?.origin ?? meta.origin,
       causationId: meta.causationId,
       correlationId: meta.correlationId,
       payload: event.data,

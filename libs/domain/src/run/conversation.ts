@@ -1,14 +1,15 @@
-import type {
-  AgentDefinition,
-  AgentResult,
-  ExecutionSettings,
-  HandoffOutcome,
-  HandoffRoute,
-  RouteCause,
-  RouteDecision,
-  RouteRule,
-  RouteTarget,
-  WorkflowDefinition,
+import {
+  Origin,
+  type AgentDefinition,
+  type AgentResult,
+  type ExecutionSettings,
+  type HandoffOutcome,
+  type HandoffRoute,
+  type RouteCause,
+  type RouteDecision,
+  type RouteRule,
+  type RouteTarget,
+  type WorkflowDefinition,
 } from '@baton/contracts';
 import { conditionHolds } from '../routing/conditions';
 import { buildHandoffContext, computeReturnEffects, effectiveParentReturn, latestCustomerMessage, parentReturnVerdict, pickResumeMessage } from '../returns';
@@ -28,6 +29,13 @@ import { evolveRun, type RunEvent, type StartedRunState, type WaitingParent } fr
  * built-in return action, a hand-back), follows the route the agent chose, or waits for the
  * customer's next message.
  */
+
+/**
+ * Whom a customer message's own event speaks for, whichever command records it: the words are the
+ * customer's, so `run.message_received` / `run.message_queued` carry this actor and origin even when
+ * the command is an agent's reply delivering a queued message, or a start carrying its `input`.
+ */
+export const CUSTOMER = { actor: 'customer', origin: Origin.human } as const;
 
 /** Stable codes on `run.handoff_completed` for refused and blocked routes. */
 export const HandoffRefusalCode = {
@@ -111,6 +119,7 @@ function deliverQueued(c: ConversationCtx): void {
   c.routed = 0;
   emit(c, {
     type: 'run.message_received',
+    by: CUSTOMER,
     data: {
       message_id: next.messageId,
       text: next.text,
@@ -133,6 +142,7 @@ function deliverQueued(c: ConversationCtx): void {
 export function queueMessage(c: ConversationCtx, messageId: string, text: string, sentBy: string | undefined, relayedBy: string | undefined): void {
   emit(c, {
     type: 'run.message_queued',
+    by: CUSTOMER,
     data: {
       message_id: messageId,
       text: clip(text),
@@ -192,6 +202,7 @@ export function receiveMessage(
 ): void {
   emit(c, {
     type: 'run.message_received',
+    by: CUSTOMER,
     data: {
       message_id: messageId,
       text: clip(text),

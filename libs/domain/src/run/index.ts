@@ -38,4 +38,4 @@ export type {
 } from './commands';
 export { HandoffFailureReason } from './commands';
 export { deriveId, deriveScopedId, handoffIdFor, noticeIdFor, stopIdFor } from './ids';
-export { isConversational, isConversationalAgent, isAuthenticatedFor, HandoffRefusalCode } from './conversation';
+export { CUSTOMER, isConversational, isConversationalAgent, isAuthenticatedFor, HandoffRefusalCode } from './conversation';

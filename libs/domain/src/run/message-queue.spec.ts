@@ -1,6 +1,7 @@
 import { ProjectDefinitionSchema, type AgentResult, type ProjectDefinition } from '@baton/contracts';
 import type { RunCommand } from './commands';
 // Results are sent under the run's current claim unless a test says otherwise (withCurrentClaim).
+import { CUSTOMER } from './conversation';
 import { decideClaimed as decideRun } from './test-helpers';
 import { handoffIdFor } from './ids';
 import { evolveRun, initialRunState, MAX_QUEUED_MESSAGES, type RunEvent, type RunState } from './state';
@@ -137,12 +138,32 @@ describe('customer messages while an agent works are queued, not refused', () =>
     });
   });
 
+  it("a customer's words are the customer's whichever command records them: the start's input, a queued message and its delivery by an agent's reply speak for the customer (by: CUSTOMER); the command's own events do not", () => {
+    const s = new Session(loanProject());
+    const started = s.start('I want a loan offer', 0);
+    expect(started.filter((e) => e.by !== undefined).map((e) => [e.type, e.by])).toEqual([['run.message_received', CUSTOMER]]);
+    expect(s.say('m1', 'first', 3)[0]!.by).toEqual(CUSTOMER);
+    const reply = s.result('r1', 'Income_Capture_Agent', 10, { body: 'What is your annual income?' });
+    expect(reply.map((e) => [e.type, e.by?.actor ?? null])).toEqual([
+      ['run.result_recorded', null],
+      ['run.handoff_completed', null],
+      ['run.awaiting_input', null],
+      ['run.message_received', 'customer'],
+      ['run.routed', null],
+    ]);
+    expect(CUSTOMER).toEqual({ actor: 'customer', origin: 'human' });
+  });
+
   it('given a conversation whose child is working, when the customer writes, then the message is queued (run.message_queued) and nothing is routed', () => {
     const s = new Session(loanProject());
     s.start('I want a loan offer', 0);
     const events = s.say('m1', 'hello?', 3);
     expect(events).toEqual([
-      { type: 'run.message_queued', data: { message_id: 'm1', text: 'hello?', sent_by: 'sam', agent: 'Income_Capture_Agent', position: 1, queued_at: at(3) } },
+      {
+        type: 'run.message_queued',
+        by: CUSTOMER,
+        data: { message_id: 'm1', text: 'hello?', sent_by: 'sam', agent: 'Income_Capture_Agent', position: 1, queued_at: at(3) },
+      },
     ]);
     expect(s.say('m2', 'are you there?', 4)[0]).toMatchObject({ type: 'run.message_queued', data: { position: 2 } });
     expect(s.queue).toEqual(['m1', 'm2']);

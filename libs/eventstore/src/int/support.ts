@@ -2,7 +2,7 @@
 // prefix per test and cleanup of every stream that prefix owns.
 import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
-import { EventRegistry } from '@baton/contracts';
+import { EventRegistry, type EventAttribution } from '@baton/contracts';
 import { connectNats, type NatsHandle } from '../connection';
 import { batonStreamNames, batonTopology } from '../topology';
 import { provision } from '../provision';
@@ -39,7 +39,7 @@ export function counterRegistry(): EventRegistry {
   return new EventRegistry().register({ type: 'counter.added', aggregate: 'handoff', version: 1, schema: CounterAddedSchema });
 }
 
-export type CounterEvent = { type: 'counter.added'; data: z.infer<typeof CounterAddedSchema> };
+export type CounterEvent = { type: 'counter.added'; data: z.infer<typeof CounterAddedSchema>; by?: EventAttribution };
 export type CounterState = { total: number; version: number; history: number[] };
 export type CounterCommand = { type: 'add'; n: number };
 

@@ -253,7 +253,8 @@ export function foldScenario(steps: ScenarioStep[] = scenarioSteps()): ScenarioE
       const decision = runDecider.decide(step.command, state);
       if (!decision.ok) throw new Error(`scenario step ${step.command.type} on ${step.id} refused: ${decision.error.code}`);
       runs.set(step.id, decision.events.reduce(runDecider.evolve, state));
-      for (const event of decision.events) out.push({ aggregate: 'run', id: step.id, event, actor: step.actor, origin: step.origin, occurredAt });
+      for (const event of decision.events)
+        out.push({ aggregate: 'run', id: step.id, event, actor: event.by?.actor ?? step.actor, origin: event.by?.origin ?? step.origin, occurredAt });
       continue;
     }
     let state = handoffs.get(step.id) ?? handoffDecider.initialState();

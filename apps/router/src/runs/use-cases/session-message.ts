@@ -1,6 +1,7 @@
 import type { HopTrace } from '@baton/eventstore';
 import { Inject, Injectable } from '@nestjs/common';
 import { SessionMessageSchema } from '@baton/contracts';
+import { CUSTOMER } from '@baton/domain';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { nowIso } from '../../shared/ids';
 import { decodeForSubject } from '../../shared/inbound';
@@ -8,7 +9,7 @@ import { publishingAgentOf } from '../../shared/subjects';
 import { RunCommands, runRef } from '../run-commands';
 
 /** The `agent` a refused customer message is recorded under in `run.result_rejected`. */
-export const MESSAGE_REFUSAL_AGENT = 'customer';
+export const MESSAGE_REFUSAL_AGENT = CUSTOMER.actor;
 
 /**
  * Deliveries of a message for a run that does not exist (yet) before it is dead-lettered
@@ -48,7 +49,7 @@ export class SessionMessageUseCase {
     const now = nowIso();
     // The actor is the customer whose words it carries, never the body's `sent_by`, which stays data
     // on the message. The agent that relayed it is known only from an agent-named subject.
-    const actor = MESSAGE_REFUSAL_AGENT;
+    const { actor, origin } = CUSTOMER;
     const relayedBy = publishingAgentOf(this.runtime.config.BATON_PREFIX, subject);
     const outcome = await this.runs.applyInbound(
       runRef(message.project, message.workflow_run_id),
@@ -63,7 +64,7 @@ export class SessionMessageUseCase {
         definitions,
         metadata: { now, actor },
       }),
-      { kind: 'message', id: message.message_id, actor, origin: 'human', workflowRunId: message.workflow_run_id, now, trace },
+      { kind: 'message', id: message.message_id, actor, origin, workflowRunId: message.workflow_run_id, now, trace },
       { kind: 'message_refused', agent: MESSAGE_REFUSAL_AGENT, describe: (reason) => `customer message ${message.message_id}: ${reason}` },
       { waitForStart: deliveryCount < MESSAGE_WAITS_FOR_START_DELIVERIES },
     );
