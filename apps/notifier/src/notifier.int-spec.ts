@@ -17,6 +17,7 @@ import { createProjectionStore, createRedis, diffSnapshots, scenarioSteps, type 
 import { startNotifier } from './main';
 import { projectionPrefix } from './projection/tokens';
 import { TokenStore } from './auth/token-store';
+import { HealthLiveSchema, HealthReadySchema } from './api/schemas';
 
 const PROJECTIONS = ['inbox', 'stops', 'handoffs', 'runs', 'notices'];
 const prefix = `tn${randomBytes(5).toString('hex')}`;
@@ -435,7 +436,15 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
     );
     expect(Object.keys(paths['/v1/stops/{id}/answer']!)).toEqual(['post']);
     // The health routes README lists are in the document, and answer as it says.
-    for (const path of ['/health/live', '/health/ready']) expect((await get(path)).status).toBe(200);
+    for (const [path, schema] of [
+      ['/health/live', HealthLiveSchema],
+      ['/health/ready', HealthReadySchema],
+    ] as const) {
+      const answer = await get(path);
+      expect(answer.status).toBe(200);
+      expect(schema.safeParse(answer.body).error).toBeUndefined();
+      expect((paths[path]!['get'] as { responses: Record<string, { content?: unknown }> }).responses['200']!.content).toBeDefined();
+    }
     // A viewer's answer (role_forbidden) and the stopped agent's (answer_forbidden) are 403.
     for (const path of ['/v1/stops/{id}/answer', '/v1/projects/{project}/stops/{id}/answer']) {
       expect(Object.keys((paths[path]!['post'] as { responses: Record<string, unknown> }).responses)).toContain('403');

@@ -13,6 +13,8 @@ import {
   InboxQuerySchema,
   MeshResponseSchema,
   ProjectionsResponseSchema,
+  HealthLiveSchema,
+  HealthReadySchema,
   RunResponseSchema,
   StopAnswerBodySchema,
   StopRecordSchema,
@@ -319,7 +321,7 @@ export function buildOpenApiDocument(): object {
           operationId: 'healthLive',
           summary: 'Liveness: the process answers (no dependency is checked)',
           security: [],
-          responses: { '200': { description: '`{ "status": "ok" }`' } },
+          responses: { '200': json(HealthLiveSchema, '`{ "status": "ok" }`') },
         },
       },
       '/health/ready': {
@@ -329,8 +331,8 @@ export function buildOpenApiDocument(): object {
             'Readiness: NATS and Redis answer; `details.projections` tells whether each projection is behind and any rebuild in progress (no stream counters: this answers without a token)',
           security: [],
           responses: {
-            '200': { description: '`{ status: "ready", checks: { nats, redis }, details: { projections } }`' },
-            '503': { description: 'not ready: `{ status: "not_ready", checks, details }` with the failed check `false`' },
+            '200': json(HealthReadySchema, '`{ status: "ready", checks: { nats, redis }, details: { projections } }`'),
+            '503': json(HealthReadySchema, 'not ready: `{ status: "not_ready", checks, details }` with the failed check `false`'),
           },
         },
       },

@@ -4,6 +4,7 @@ import type { RunningService } from '@baton/platform';
 import { createRedis, RedisUnavailableError, type RedisHandle } from '@baton/projections';
 import { TokenStore } from '../auth/token-store';
 import { startNotifier } from '../main';
+import { HealthReadySchema } from './schemas';
 import { startPrivateServer, type PrivateServer } from './private-server.int-support';
 
 /*
@@ -96,6 +97,12 @@ describe('a stalled Redis: the API fails fast with 503 projections_unavailable a
     });
     expect(Date.now() - started).toBeLessThan(2000);
     expect(page.status).toBe(503);
+    // Readiness says which dependency failed, in the shape OpenAPI gives it.
+    const notReady = await fetch(`${base}/health/ready`, { signal: AbortSignal.timeout(10_000) });
+    expect(notReady.status).toBe(503);
+    const notReadyBody: unknown = await notReady.json();
+    expect(HealthReadySchema.safeParse(notReadyBody).error).toBeUndefined();
+    expect(notReadyBody).toMatchObject({ status: 'not_ready', checks: { nats: true, redis: false } });
 
     server.child.kill('SIGCONT');
     paused = false;
@@ -108,5 +115,6 @@ describe('a stalled Redis: the API fails fast with 503 projections_unavailable a
     expect(last.status).toBe(200);
     const ready = await fetch(`${base}/health/ready`);
     expect(ready.status).toBe(200);
+    expect(HealthReadySchema.safeParse(await ready.json()).error).toBeUndefined();
   }, 60_000);
 });

@@ -540,3 +540,25 @@ export const ProjectionsResponseSchema = z.union([
   }),
   z.object({ counters: z.literal('hidden'), rebuilding: z.boolean(), projections: z.array(ProjectionViewSchema) }),
 ]);
+
+/** `GET /health/live`: the process answers. */
+export const HealthLiveSchema = z.object({ status: z.literal('ok') });
+
+/** The notifier's readiness details: per projection whether it is behind and its running rebuild, never the stream's counters (no token is asked). */
+const ProjectionReadinessSchema = z.object({
+  rebuilding: z.boolean(),
+  projections: z.record(
+    z.string(),
+    z.object({
+      behind: z.boolean().nullable().describe('whether it is behind the stream (null: not known)'),
+      rebuilding: z.object({ percent: z.number().nullable(), eta_seconds: z.number().nullable(), by: z.string() }).nullable(),
+    }),
+  ),
+});
+
+/** `GET /health/ready` (200 ready, 503 not ready: the failed check is `false`). */
+export const HealthReadySchema = z.object({
+  status: z.enum(['ready', 'not_ready']),
+  checks: z.record(z.string(), z.boolean()).describe('nats, redis: whether each answered'),
+  details: z.object({ projections: ProjectionReadinessSchema.optional() }).optional(),
+});

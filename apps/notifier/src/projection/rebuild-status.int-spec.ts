@@ -2,7 +2,7 @@ import { createEventRegistry } from '@baton/contracts';
 import { createBatonProjector, createProjectionStore, jetStreamReplaySource, type FoldTarget, type RebuildResult, type ReplaySource } from '@baton/projections';
 import { holdRun, startFixture, startRun, stopRun, type NotifierFixture } from '../web/console-fixture.int-support';
 import { projectionPrefix } from './tokens';
-import { ProjectionsResponseSchema } from '../api/schemas';
+import { HealthReadySchema, ProjectionsResponseSchema } from '../api/schemas';
 
 /*
  * Issue 12: while a projection is rebuilt (here by another process, as `baton replay` would), the
@@ -108,6 +108,7 @@ it('GET /v1/projections and /health/ready show a running rebuild with its progre
   }
   const ready = await get('/health/ready');
   expect(ready.status).toBe(200);
+  expect(HealthReadySchema.safeParse(ready.body).error).toBeUndefined();
   const details = (
     ready.body['details'] as { projections: { rebuilding: boolean; projections: Record<string, { rebuilding: { percent: number; by: string } | null }> } }
   ).projections;
