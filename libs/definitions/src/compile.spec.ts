@@ -275,6 +275,16 @@ ${CHILD}`;
     expect(entry.hint).toMatch(/entry/);
   });
 
+  it("a mesh's handoffs naming an unknown agent point at that agent's key; an unknown target at the target itself", () => {
+    const text = `project: loans\nagents:\n  - name: A\n  - name: B\nmeshes:\n  - name: m1\n    entry: A\n    handoffs:\n      A: [B]\n      Ghost: [A]\n      B:\n        - A\n        - Phantom\n`;
+    const lines = text.split('\n');
+    const result = compile(text);
+    const agent = result.diagnostics.find((d) => d.code === 'MESH_UNKNOWN_AGENT')!;
+    expect(agent).toMatchObject({ line: lines.findIndex((l) => l.includes('Ghost:')) + 1, column: 7 });
+    const target = result.diagnostics.find((d) => d.code === 'MESH_UNKNOWN_TARGET')!;
+    expect(target).toMatchObject({ line: lines.findIndex((l) => l.includes('- Phantom')) + 1, column: 11 });
+  });
+
   it.each([
     ['    SUMMARY: [1]', 'SUMMARY is a text, not a list'],
     ['    PASS: 5', 'PASS lists variable names, not 5'],

@@ -362,14 +362,15 @@ export function compileProject(files: readonly SourceFile[]): CompileResult {
       // An agent's fields are in the agent's own document, not the header (compiled in this order).
       const agent = path[0] === 'agents' && typeof path[1] === 'number' ? agentList[path[1]] : undefined;
       // An agent's name is the value of its AGENT / SUPERVISOR / name key, where the agent was read.
+      const own = issueOwnCode(issue);
+      const mesh = own !== undefined && isMeshDiagnosticCode(own) ? own : undefined;
       const at =
         agent !== undefined
           ? path.length === 3 && path[2] === 'name'
             ? agent.at
             : locate(agent.file, agent.node, path.slice(2))
-          : locate(header.file, header.node, path);
-      const own = issueOwnCode(issue);
-      const mesh = own !== undefined && isMeshDiagnosticCode(own) ? own : undefined;
+          : locate(header.file, header.node, path, { key: mesh === MeshDiagnosticCode.unknownAgent });
+
       // A mesh check's message starts with its own code, which the diagnostic names already.
       const message = mesh !== undefined && issue.message.startsWith(`${mesh}: `) ? issue.message.slice(mesh.length + 2) : issue.message;
       out.error(
@@ -400,14 +401,19 @@ const MESH_CODES: ReadonlySet<string> = new Set(Object.values(MeshDiagnosticCode
 const isMeshDiagnosticCode = (code: string): code is MeshDiagnosticCode => MESH_CODES.has(code);
 
 /** Best-effort position of a zod issue path under `node` (a header or an agent document; falls back to `node` itself). */
-function locate(file: FileCtx, node: YAMLMap, path: (string | number)[]): Pos {
+function locate(file: FileCtx, node: YAMLMap, path: (string | number)[], options: { key?: boolean } = {}): Pos {
   let current: Node = node;
-  for (const part of path) {
+  for (const [index, part] of path.entries()) {
     if (isMap(current)) {
       // A list the source writes as a map keyed by name (MEMORY, GATHER: `income: {TYPE: number}`)
       // compiles in the map's order: item n is the map's n-th entry.
       const all = entries(current);
-      const e: Entry | undefined = all.find((x) => x.key === String(part)) ?? (typeof part === 'number' ? all[part] : undefined);
+      // A key that is a name (an agent under a mesh's `handoffs`) is matched as written; a field name
+      // also in its normalized form (`maxHops` is `max_hops`).
+      const e: Entry | undefined =
+        all.find((x) => x.raw === String(part)) ?? all.find((x) => x.key === String(part)) ?? (typeof part === 'number' ? all[part] : undefined);
+      // What is wrong is the last key itself (a mesh's `handoffs` naming an unknown agent): its key, not its value.
+      if (options.key === true && index === path.length - 1 && e?.keyNode) return file.pos(e.keyNode);
       if (!e?.value) break;
       current = e.value;
     } else if (isSeq(current) && typeof part === 'number') {
