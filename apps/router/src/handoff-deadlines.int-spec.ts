@@ -187,6 +187,42 @@ describe('a returnable handoff has a deadline (issue 5; router + ledger + watchd
     expect(await waitEvent('dlended', run, 'run.awaiting_input')).toMatchObject({ agent: 'Loan_Supervisor' });
   }, 20_000);
 
+  it('a child that returns its handoff (a report for review, not a result) and whose handback is accepted ended without a result: handoff_completed (error, handoff_returned), ON_FAILURE at once — the run never waits on a closed handoff', async () => {
+    const { run, handoffId } = await start('dlended');
+    await childCreated('dlended', handoffId);
+    const { child, claimId } = await claimAsChild(handoffId);
+    const returned = await child.return('dlended', {
+      handoff_id: handoffId,
+      claim_id: claimId,
+      report: { summary: 'income collected elsewhere', outcome: 'completed', evidence: { tests_run: ['income.spec: 3 passed'] } },
+      idempotency_key: `return-${handoffId}`,
+    });
+    expect(returned).toMatchObject({ ok: true, handoff: { status: 'returned' } });
+    const record = returned.ok ? returned.handoff : null;
+    // While the handback is under review the run waits: nothing has ended yet.
+    await sleep(300);
+    expect((await payloads('dlended', run, 'run.handoff_completed')).filter((p) => p['outcome'] === 'error')).toEqual([]);
+    // The reviewer (the delegator, or a person when there is none) accepts it: the handoff is completed, and no result ever came.
+    const recipient = record!.handback_recipient!;
+    const reviewer =
+      'to_agent' in recipient
+        ? new LedgerClient(nats, prefix, { as: Principals.agent('dlended', recipient.to_agent) })
+        : new LedgerClient(nats, prefix, { as: Principals.operator('admin') });
+    const handbackId = record!.handback_id!;
+    await waitFor(async () => (await events('dlended', 'handoff', handbackId)).length > 0 || undefined, `the handback ${handbackId}`);
+    expect(await reviewer.decideHandback('dlended', { handoff_id: handbackId, decision: 'accept', idempotency_key: `accept-${handbackId}` })).toMatchObject({
+      ok: true,
+    });
+    const completed = await waitFor(async () => (await payloads('dlended', run, 'run.handoff_completed')).find((p) => p['outcome'] === 'error'), 'the ending');
+    expect(completed).toMatchObject({
+      handoffId,
+      code: 'handoff_returned',
+      onFailure: 'respond',
+      cause: expect.stringMatching(/^handoff_ended: returned, its handback accepted by \S+: handback /),
+    });
+    expect(await waitEvent('dlended', run, 'run.awaiting_input')).toMatchObject({ agent: 'Loan_Supervisor' });
+  }, 20_000);
+
   it('ON_FAILURE continue: past the deadline the parent gets control back and waits for the customer', async () => {
     const { run } = await start('dlcontinue');
     const completed = await waitFor(

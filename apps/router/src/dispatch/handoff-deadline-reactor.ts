@@ -7,10 +7,19 @@ import { RunCommands, runRef } from '../runs/run-commands';
 import { ROUTER_ACTOR } from '../shared/ids';
 
 type HandoffDeadlineExpiredEvent = ReactorEvent<Extract<HandoffEvent, { type: 'handoff.deadline_expired' }>>;
-type HandoffEndedEvent = ReactorEvent<Extract<HandoffEvent, { type: 'handoff.failed' | 'handoff.abandoned' | 'handoff.released' }>>;
+type HandoffEndedEvent = ReactorEvent<Extract<HandoffEvent, { type: 'handoff.failed' | 'handoff.abandoned' | 'handoff.released' | 'handoff.completed' }>>;
 
-/** The code on the run when a handoff it waits on ended without a result: `handoff_failed` / `handoff_abandoned` / `handoff_released`. */
-export const HandoffEndedCode = { failed: 'handoff_failed', abandoned: 'handoff_abandoned', released: 'handoff_released' } as const;
+/**
+ * The code on the run when a handoff it waits on ended without a result: `handoff_failed` /
+ * `handoff_abandoned` / `handoff_released`, or `handoff_returned` — its claimer returned it (a
+ * report for review, not a result) and the review accepted it, closing it with nothing to route on.
+ */
+export const HandoffEndedCode = {
+  failed: 'handoff_failed',
+  abandoned: 'handoff_abandoned',
+  released: 'handoff_released',
+  returned: 'handoff_returned',
+} as const;
 
 /** The code on `run.handoff_completed` (outcome `timeout`) when a child's deadline passed. */
 export const HANDOFF_DEADLINE_CODE = 'deadline';
@@ -50,6 +59,8 @@ export class HandoffDeadlineReactor {
       'handoff.failed': (event, state, ctx) => this.ended(event, state.before, ctx.trace),
       'handoff.abandoned': (event, state, ctx) => this.ended(event, state.before, ctx.trace),
       'handoff.released': (event, state, ctx) => this.ended(event, state.before, ctx.trace),
+      // A returned handoff whose handback was accepted: completed, and no result ever came.
+      'handoff.completed': (event, state, ctx) => this.ended(event, state.before, ctx.trace),
     },
   });
 
@@ -75,7 +86,7 @@ export class HandoffDeadlineReactor {
     const run = created === null ? null : handoffRun(created);
     if (run === null) return;
     const code = ending.code;
-    const message = `${ending.verb} by ${by}: ${data.reason}`;
+    const message = `${ending.verb} by ${by}: ${ending.reason}`;
     const log = this.runtime.logger.child({ trace_id: trace.traceId, project: envelope.project, handoff_id: data.handoff_id, event_id: envelope.id });
     const outcome = await this.runs.runWithDefinitions(
       runRef(run.project, run.workflow_run_id),
@@ -139,13 +150,20 @@ export class HandoffDeadlineReactor {
 }
 
 /** How a handoff ended without a result: the run's code, the verb its reason uses, and who ended it. */
-function endingOf(envelope: HandoffEndedEvent): { code: string; verb: string; by: string } {
+function endingOf(envelope: HandoffEndedEvent): { code: string; verb: string; by: string; reason: string } {
   switch (envelope.type) {
     case 'handoff.failed':
-      return { code: HandoffEndedCode.failed, verb: 'failed', by: envelope.payload.failed_by };
+      return { code: HandoffEndedCode.failed, verb: 'failed', by: envelope.payload.failed_by, reason: envelope.payload.reason };
     case 'handoff.abandoned':
-      return { code: HandoffEndedCode.abandoned, verb: 'abandoned', by: envelope.payload.abandoned_by };
+      return { code: HandoffEndedCode.abandoned, verb: 'abandoned', by: envelope.payload.abandoned_by, reason: envelope.payload.reason };
     case 'handoff.released':
-      return { code: HandoffEndedCode.released, verb: 'released', by: envelope.payload.released_by };
+      return { code: HandoffEndedCode.released, verb: 'released', by: envelope.payload.released_by, reason: envelope.payload.reason };
+    case 'handoff.completed':
+      return {
+        code: HandoffEndedCode.returned,
+        verb: 'returned, its handback accepted',
+        by: envelope.payload.accepted_by,
+        reason: `handback ${envelope.payload.handback_id} (a return is a report for review; the run routes on a result)`,
+      };
   }
 }
