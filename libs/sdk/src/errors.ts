@@ -60,13 +60,24 @@ export class LedgerCommandError extends BatonSdkError {
   }
 }
 
-/** A claim-bound helper (heartbeat, return, release, fail, finish) was called on an offer not claimed by this agent. */
+/**
+ * A claim-bound helper (heartbeat, return, release, fail, finish) was called on an offer this agent
+ * holds no claim on: never claimed, or its claim already given up by this offer's own `return`,
+ * `release` or `fail` (`endedBy`). Nothing was sent.
+ */
 export class NotClaimedError extends BatonSdkError {
   constructor(
     readonly handoffId: string,
     action: string,
+    /** The helper that already ended this offer's claim (`return`, `release`, `fail`), if any. */
+    readonly endedBy: 'return' | 'release' | 'fail' | null = null,
   ) {
-    super(`cannot ${action} handoff ${handoffId}: claim() it first`, { code: 'not_claimed' });
+    super(
+      endedBy === null
+        ? `cannot ${action} handoff ${handoffId}: claim() it first`
+        : `cannot ${action} handoff ${handoffId}: this offer already ended its claim (${endedBy}); nothing was sent`,
+      { code: 'not_claimed' },
+    );
     this.name = 'NotClaimedError';
   }
 }

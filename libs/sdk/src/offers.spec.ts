@@ -91,11 +91,52 @@ describe('the claim an offer sends, and the heartbeat that keeps it', () => {
     return { run: () => handler(offerMessage(1)), claims, signal: () => signal, beats: () => beats };
   }
 
-  it("a claim's key names this client among the agent's replicas: a retry of its own is the same claim, another replica given the same delivery is another claimer", async () => {
+  it('a claim() the ledger could not decide is retried under the same key (the same claim); once a claim lapsed, claim() again is a new claim under a key of its own', async () => {
+    const keys: string[] = [];
+    let answer = 0;
+    const ledger = {
+      claim: async (_project: string, body: Record<string, unknown>) => {
+        keys.push(String(body['idempotency_key']));
+        // 1: undecided (timeout); 2: claimed with a lease already past (it lapsed); 3: claimed again.
+        answer++;
+        if (answer === 1) return { ok: false, error: { code: 'timeout', kind: 'unavailable', message: 'no answer' } };
+        const lease = answer === 2 ? Date.now() - 1 : Date.now() + 60_000;
+        return {
+          ok: true,
+          handoff: {
+            id: 'h-1',
+            status: 'claimed',
+            claimed_by: 'alice',
+            claim_id: `c-${answer}`,
+            claimed_at: new Date().toISOString(),
+            lease_expires_at: new Date(lease).toISOString(),
+          },
+          events: 1,
+        };
+      },
+    };
+    const claimIds: Array<string | undefined> = [];
+    await createOfferHandler({
+      project: 'shop',
+      agent: 'alice',
+      instance: 'i-1',
+      ledger: ledger as never,
+      publishResult: async () => ({ seq: 0, duplicate: false, stream: 'X' }),
+      onOffer: async (offer) => {
+        await expect(offer.claim({ autoHeartbeat: false })).rejects.toBeInstanceOf(LedgerCommandError);
+        claimIds.push((await offer.claim({ autoHeartbeat: false })).claim_id);
+        claimIds.push((await offer.claim({ autoHeartbeat: false })).claim_id);
+      },
+    })(offerMessage(1));
+    expect(keys).toEqual(['claim:h-1:7:i-1', 'claim:h-1:7:i-1', 'claim:h-1:7:i-1:2']);
+    expect(claimIds).toEqual(['c-2', 'c-3']);
+  });
+
+  it("a claim's key names this client among the agent's replicas: claim() again while the claim is held is that claim (no request), another replica given the same delivery is another claimer", async () => {
     const first = client('i-1', () => null);
     const second = client('i-2', () => null);
     await Promise.all([first.run(), second.run()]);
-    expect(first.claims.map((c) => c['idempotency_key'])).toEqual(['claim:h-1:7:i-1', 'claim:h-1:7:i-1']);
+    expect(first.claims.map((c) => c['idempotency_key'])).toEqual(['claim:h-1:7:i-1']);
     expect(second.claims[0]!['idempotency_key']).toBe('claim:h-1:7:i-2');
   });
 

@@ -147,6 +147,10 @@ class Offer implements HandoffOffer {
   private beats = 0;
   /** The lease this claim was taken with (what a heartbeat without a length renews it to). */
   private claimLeaseMs: number | null = null;
+  /** The helper that gave this offer's claim up (`return`, `release`, `fail`), once it was accepted. */
+  private endedBy: 'return' | 'release' | 'fail' | null = null;
+  /** Claims this offer took (a claim after one lapsed is a new one, with a key of its own). */
+  private claims = 0;
 
   constructor(
     private readonly deps: OfferHandlerDeps,
@@ -167,12 +171,15 @@ class Offer implements HandoffOffer {
   }
 
   async claim(options: ClaimOptions = {}): Promise<HandoffRecord> {
+    const held = this.heldClaim();
+    if (held !== null) return held;
     const reply = await this.deps.ledger.claim(this.project, {
       handoff_id: this.handoffId,
       // A retry of this client's claim of this delivery is the same claim; another replica given
       // the same offer (redelivered while this one stalled) is another claimer, refused while the
-      // claim is held (tryClaim: null), not handed this one's claim to work it twice.
-      idempotency_key: `claim:${this.handoffId}:${this.msg.seq}:${this.deps.instance}`,
+      // claim is held (tryClaim: null), not handed this one's claim to work it twice. Once a claim
+      // of this offer lapsed (its lease ran out), claiming again is a new claim with a key of its own.
+      idempotency_key: `claim:${this.handoffId}:${this.msg.seq}:${this.deps.instance}${this.claims > 0 ? `:${this.claims + 1}` : ''}`,
       ...(options.leaseMs !== undefined ? { lease_ms: options.leaseMs } : {}),
     });
     const handoff = this.accept('claim', reply);
@@ -184,6 +191,7 @@ class Offer implements HandoffOffer {
       });
     }
     this.claimId = handoff.claim_id;
+    this.claims++;
     this.claimLeaseMs = options.leaseMs ?? leaseOf(handoff);
     this.startHeartbeat(options);
     return handoff;
@@ -232,7 +240,7 @@ class Offer implements HandoffOffer {
       report,
       idempotency_key: `return:${claimId}`,
     });
-    return this.accept('return', reply);
+    return this.ending('return', reply);
   }
 
   async release(reason: string): Promise<HandoffRecord> {
@@ -244,14 +252,14 @@ class Offer implements HandoffOffer {
       reason,
       idempotency_key: `release:${claimId}`,
     });
-    return this.accept('release', reply);
+    return this.ending('release', reply);
   }
 
   async fail(reason: string): Promise<HandoffRecord> {
     const claimId = this.requireClaim('fail');
     this.stopHeartbeat();
     const reply = await this.deps.ledger.fail(this.project, { handoff_id: this.handoffId, claim_id: claimId, reason, idempotency_key: `fail:${claimId}` });
-    return this.accept('fail', reply);
+    return this.ending('fail', reply);
   }
 
   async finish(result: FinishResult): Promise<PublishReceipt> {
@@ -293,8 +301,28 @@ class Offer implements HandoffOffer {
     return reply.handoff;
   }
 
+  /**
+   * The claim this offer still holds, as far as it knows (its lease not past by this clock, not lost
+   * to a refused heartbeat, not given up): claim() again is then that claim, with no request.
+   */
+  private heldClaim(): HandoffRecord | null {
+    const handoff = this.handoff;
+    if (this.claimId === null || this.endedBy !== null || this.abort.signal.aborted || handoff === null) return null;
+    if (handoff.status !== 'claimed' || handoff.claim_id !== this.claimId || handoff.lease_expires_at === undefined) return null;
+    return Date.parse(handoff.lease_expires_at) > Date.now() ? handoff : null;
+  }
+
+  /** The reply to `return` / `release` / `fail`: once accepted, this offer's claim is given up. */
+  private ending(action: 'return' | 'release' | 'fail', reply: LedgerReply): HandoffRecord {
+    const handoff = this.accept(action, reply);
+    this.endedBy = action;
+    return handoff;
+  }
+
   private requireClaim(action: string): string {
     if (this.claimId === null) throw new NotClaimedError(this.handoffId, action);
+    // The claim this offer gave up: only the same ending again (a retry, the ledger's idempotent reply).
+    if (this.endedBy !== null && this.endedBy !== action) throw new NotClaimedError(this.handoffId, action, this.endedBy);
     return this.claimId;
   }
 

@@ -3,10 +3,11 @@ import { randomBytes } from 'node:crypto';
 import { createEventRegistry, offerDurableName, Principals, type HandoffRecord } from '@baton/contracts';
 import { JetStreamEventStore, LedgerClient, batonStreamNames, connectNats, type NatsHandle } from '@baton/eventstore';
 import type { RunningService } from '@baton/platform';
+import { waitFor } from '@baton/wait';
 // Test only: boots the real ledger service in-process, so the SDK is proven against the real protocol.
 // eslint-disable-next-line @nx/enforce-module-boundaries
 import { startLedger } from '../../../apps/ledger/src/ledger';
-import { createBatonClient, OfferTerminatedError, type BatonAgent, type HandoffOffer } from './index';
+import { createBatonClient, NotClaimedError, OfferTerminatedError, type BatonAgent, type HandoffOffer } from './index';
 
 const NATS_URL = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
 const P = 'shop';
@@ -56,8 +57,9 @@ describe('the agent SDK against the real ledger service (in-process, real NATS)'
 
   it('a handoff created for an agent is offered to it; claim() takes the lease in the ledger and return() hands the work back', async () => {
     const delegator = new LedgerClient(nats, prefix, { as: Principals.agent(P, 'alice') });
+    let subscription: ReturnType<BatonAgent['handoffs']> | undefined;
     const outcome = new Promise<{ offer: HandoffOffer; claimed: HandoffRecord; returned: HandoffRecord }>((resolve, reject) => {
-      void agent.handoffs({
+      subscription = agent.handoffs({
         onOffer: async (offer) => {
           try {
             const claimed = await offer.claim();
@@ -79,6 +81,8 @@ describe('the agent SDK against the real ledger service (in-process, real NATS)'
     expect(created).toMatchObject({ ok: true, handoff: { status: 'pending' } });
 
     const { offer, claimed, returned } = await outcome;
+    // Its offers are this test's: the next test binds bob's durable with a handler of its own.
+    await (await subscription!).stop();
     expect(offer.handoffId).toBe('h-sdk');
     expect(claimed).toMatchObject({ status: 'claimed', claimed_by: 'bob' });
     expect(offer.claimId).toBe(claimed.claim_id);
@@ -89,6 +93,74 @@ describe('the agent SDK against the real ledger service (in-process, real NATS)'
     const late = await new LedgerClient(nats, prefix, { as: Principals.agent(P, 'bob') }).claim(P, { handoff_id: 'h-sdk', idempotency_key: 'late-claim' });
     expect(late).toMatchObject({ ok: false, error: { kind: 'wrong_state' } });
   });
+  it("claim() again on an offer whose claim lapsed (requeued) takes a new claim, not the old key's answer; after release() the offer sends nothing more (NotClaimedError, endedBy release)", async () => {
+    const delegator = new LedgerClient(nats, prefix, { as: Principals.agent(P, 'alice') });
+    const watchdog = new LedgerClient(nats, prefix, { as: Principals.service('watchdog') });
+    const outcome = new Promise<{ first: HandoffRecord; second: HandoffRecord; afterRelease: unknown[] }>((resolve, reject) => {
+      const subscription = agent.handoffs({
+        onOffer: async (offer) => {
+          if (offer.handoffId !== 'h-lapse') return;
+          try {
+            const first = await offer.claim({ leaseMs: 1000, autoHeartbeat: false });
+            // The lease runs out (1 s) and the watchdog requeues the handoff, as its lease check does
+            // (refused lease_not_expired until then).
+            const requeued = await waitFor(
+              async () => {
+                const reply = await watchdog.requeueExpired(P, { handoff_id: 'h-lapse', claim_id: first.claim_id!, idempotency_key: 'requeue-h-lapse' });
+                return reply.ok ? reply : undefined;
+              },
+              'the lapsed claim requeued',
+              { timeoutMs: 5000 },
+            );
+            expect(requeued).toMatchObject({ ok: true, handoff: { status: 'pending' } });
+            const second = await offer.claim({ leaseMs: 60_000, autoHeartbeat: false });
+            await offer.release('not mine after all');
+            const afterRelease: unknown[] = [];
+            for (const attempt of [
+              () => offer.finish({ body: 'done anyway' }),
+              () => offer.heartbeat(),
+              () => offer.fail('too late'),
+              () => offer.return({ summary: 'late', outcome: 'completed' }),
+            ]) {
+              afterRelease.push(
+                await attempt().then(
+                  (r) => ({ sent: r }),
+                  (error: unknown) => error,
+                ),
+              );
+            }
+            // The same ending again is its retry: the ledger's idempotent answer, not a refusal.
+            expect(await offer.release('not mine after all')).toMatchObject({ status: 'released' });
+            resolve({ first, second, afterRelease });
+          } catch (error) {
+            reject(error);
+          } finally {
+            void subscription.then((s) => s.stop());
+          }
+        },
+      });
+    });
+    expect(
+      await delegator.create(P, {
+        handoff_id: 'h-lapse',
+        from_agent: 'alice',
+        to_agent: 'bob',
+        summary: 'lapse and claim again',
+        idempotency_key: 'create-h-lapse',
+      }),
+    ).toMatchObject({ ok: true });
+    const { first, second, afterRelease } = await outcome;
+    expect(second).toMatchObject({ status: 'claimed', claimed_by: 'bob' });
+    expect(second.claim_id).not.toBe(first.claim_id);
+    for (const error of afterRelease) {
+      expect(error).toBeInstanceOf(NotClaimedError);
+      expect(error).toMatchObject({ code: 'not_claimed', endedBy: 'release', handoffId: 'h-lapse' });
+    }
+    // The ledger's record: released by the second claim's holder; nothing after it.
+    const record = await delegator.get(P, 'h-lapse');
+    expect(record).toMatchObject({ status: 'released', claimed_by: 'bob', claimed_at: second.claimed_at, terminal_reason: 'not mine after all' });
+  });
+
   it('an offers durable deleted under a running agent is opened again by the ledger after what the agent acknowledged; an offer it cannot read is terminated, not redelivered and not dead-lettered', async () => {
     const seen: string[] = [];
     const carol = await createBatonClient({ nats, prefix, project: P, agent: 'alice' });
