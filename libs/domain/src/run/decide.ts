@@ -21,7 +21,7 @@ import { checkResultClaim, ResultClaimCode } from '../claims';
 import { accept, assertNever, Decider, DecisionResult, DomainErrorKind, reject } from '../decider';
 import { buildHumanActionNotice, selectNoticeRecipient } from '../notices';
 import { entryRoute, resolveNamedTarget, resolveRoute } from '../routing';
-import { buildStop, decideResume, ResumeErrorCode, StopFacts } from '../stop';
+import { buildStop, decideResume, HopCapName, ResumeErrorCode, StopFacts } from '../stop';
 import {
   HandoffFailedCommand,
   HandoffFailureReason,
@@ -464,6 +464,12 @@ function stopRun(command: StopRun, state: RunState): DecisionResult<RunEvent> {
     ...(data.detail !== undefined ? { detail: data.detail } : {}),
     ...(data.cap !== undefined ? { cap: data.cap } : {}),
   };
+  // The watchdog counted the hop that spent the budget; hops the run routed before its stop landed
+  // (a fast agent) count too: the packet says what the run used, and a raise must exceed it.
+  if (data.cap?.name === HopCapName && state.hops > (data.cap.used ?? data.cap.limit)) {
+    facts.cap = { ...data.cap, used: state.hops };
+    facts.detail = clip(`${data.detail ?? 'hop budget spent'}; the run reached hop ${state.hops} before the stop landed`, 1_000);
+  }
   const ctx: OutcomeContext = { state, cause: { kind: 'stop', id: data.packet_id }, now: metadata.now, agentText: null };
   return accept(...stopEvents(ctx, facts, 'external'));
 }

@@ -536,6 +536,29 @@ describe('workflow run: stops with a packet (seed 003)', () => {
     expect(ofType(next.last, 'run.result_recorded')[0]!.data).toMatchObject({ result_id: 'r2', agent: 'reviewer' });
   });
 
+  it("the watchdog's hop-budget stop landing after the run routed more hops says what the run used: cap.used and the raise's floor are the run's hops, the detail says so", () => {
+    // Four hops routed; the watchdog's stop counted hop 3 of a cap of 2 (hop 4 was routed before it landed).
+    const { events } = play([decided('r1', 'issue', advance), decided('r2', 'architect', advance), decided('r3', 'context', advance)], started());
+    const stop: StopRun = {
+      type: 'stop',
+      data: {
+        packet_id: 'wd-hops',
+        why: 'budget',
+        tried: ['hop 3'],
+        detail: 'hop budget spent: hop 3 of 2 (architect → context)',
+        cap: { name: 'hops', limit: 2, used: 3 },
+      },
+      metadata: meta,
+    };
+    const stopped = ofType(play([stop], events).last, 'run.stopped')[0]!.data.packet;
+    expect(stopped.cap).toEqual({ name: 'hops', limit: 2, used: 4 });
+    expect(stopped.detail).toBe('hop budget spent: hop 3 of 2 (architect → context); the run reached hop 4 before the stop landed');
+    expect(stopped.next_form!.fields.find((f) => f.id === 'cap')).toMatchObject({ greater_than: 4, whole: true });
+    // A stop that counted the run's last hop is recorded as sent.
+    const exact = { ...stop, data: { ...stop.data, packet_id: 'wd-hops-2', cap: { name: 'hops', limit: 3, used: 4 } } };
+    expect(ofType(play([exact], events).last, 'run.stopped')[0]!.data.packet.cap).toEqual({ name: 'hops', limit: 3, used: 4 });
+  });
+
   it('a stop requested from outside (watchdog thrash) stops the run once; the same packet id again yields nothing', () => {
     const stop: StopRun = { type: 'stop', data: { packet_id: 'wd-1', why: 'thrash', tried: ['search', 'search'] }, metadata: meta };
     const { events, state } = play([stop], started());

@@ -100,8 +100,19 @@ export function raiseCapForm(cap: StopCap | undefined, detail?: string, bounds: 
     ...(whole ? { whole: true } : {}),
   };
   const floor = cap ? capFloor(cap) : 0;
+  // Pre-filled with an answer the form takes: the floor raised by the spent cap again (another
+  // budget of the same size), within `at_most`; none when nothing above the floor fits.
+  const proposed = cap ? Math.min(floor + Math.max(1, whole ? Math.ceil(cap.limit) : cap.limit), bounds.atMost ?? Number.POSITIVE_INFINITY) : 0;
   const capField: NextFormField = cap
-    ? { id: 'cap', kind: 'number', label: `New ${cap.name} cap`, required: true, value: floor, greater_than: floor, ...limits }
+    ? {
+        id: 'cap',
+        kind: 'number',
+        label: `New ${cap.name} cap`,
+        required: true,
+        ...(proposed > floor ? { value: proposed } : {}),
+        greater_than: floor,
+        ...limits,
+      }
     : { id: 'cap', kind: 'number', label: 'New cap', required: true, greater_than: 0, ...limits };
   return {
     kind: 'raise_cap',

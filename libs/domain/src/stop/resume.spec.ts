@@ -1,5 +1,6 @@
 import { OperatorAnswer, OperatorAnswerSchema, ResumeEffectSchema, StopPacket, StopPacketSchema, StopWhySchema } from '@baton/contracts';
 import { buildStop, StopFacts } from './build-stop';
+import { raiseCapForm } from './forms';
 import { pendingDigest } from './pending';
 import { allowedActions, decideResume, goalDone, markAnswered, ResumeContext } from './resume';
 
@@ -114,8 +115,10 @@ describe('decideResume — resume from handoff is not always execute (seed 003)'
   it("the hop budget's raise must pass the hops already used (resuming is the next hop), and is a whole number: the form says both", () => {
     const packet = stop({ why: 'budget', pending: null, cap: { name: 'hops', limit: 50, used: 51 } });
     const field = packet.next_form!.fields.find((f) => f.id === 'cap')!;
-    expect(field).toMatchObject({ greater_than: 51, value: 51, whole: true });
+    // Pre-filled with an answer it takes: another budget of the same size past what was used.
+    expect(field).toMatchObject({ greater_than: 51, value: 101, whole: true });
     const raise = (cap: number) => decideResume(packet, answer(packet, { action: 'raise_cap', cap, pending_digest: undefined }), operator);
+    expect(raise(101)).toEqual({ ok: true, effect: { kind: 'raise_cap', cap: 101 } });
     // 51 would stop the run again at once, at hop 52 of 51.
     expect(raise(51)).toMatchObject({ ok: false, error: { code: 'cap_not_raised', message: expect.stringContaining('above 51') } });
     expect(raise(50.5)).toMatchObject({ ok: false, error: { code: 'cap_not_raised' } });
@@ -124,6 +127,14 @@ describe('decideResume — resume from handoff is not always execute (seed 003)'
     // Another cap keeps its own rule: above its limit, any number.
     const tokens = stop({ why: 'budget', pending: null, cap: { name: 'tokens', limit: 100, used: 100 } });
     expect(tokens.next_form!.fields.find((f) => f.id === 'cap')).not.toHaveProperty('whole');
+    expect(tokens.next_form!.fields.find((f) => f.id === 'cap')).toMatchObject({ greater_than: 100, value: 200 });
+    const tokensValue = tokens.next_form!.fields.find((f) => f.id === 'cap')!.value as number;
+    expect(decideResume(tokens, answer(tokens, { action: 'raise_cap', cap: tokensValue, pending_digest: undefined }), operator)).toMatchObject({ ok: true });
+    // Within at_most (a mesh's turns): nothing above the floor fits, so nothing is pre-filled.
+    const full = raiseCapForm({ name: 'turns', limit: 1000, used: 1000 }, undefined, { atMost: 1000, whole: true });
+    expect(full.fields.find((f) => f.id === 'cap')).not.toHaveProperty('value');
+    const near = raiseCapForm({ name: 'turns', limit: 900, used: 900 }, undefined, { atMost: 1000, whole: true });
+    expect(near.fields.find((f) => f.id === 'cap')).toMatchObject({ greater_than: 900, value: 1000, at_most: 1000 });
     expect(decideResume(tokens, answer(tokens, { action: 'raise_cap', cap: 150.5, pending_digest: undefined }), operator)).toMatchObject({ ok: true });
   });
 
