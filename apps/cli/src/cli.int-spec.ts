@@ -185,6 +185,10 @@ describe('the baton command against real NATS and Redis', () => {
     expect(JSON.parse(typed.err)).toEqual({ error: { code: 'usage', message: expect.stringContaining('got "bogus"'), issues: [] } });
     expect((await baton('inbox', '--kind', 'stop,nope')).err).toContain('--kind takes stop, hold, handback, escalation; got "nope"');
     expect((await baton('inbox', '--priority', 'HIGH')).code).toBe(2);
+    const why = await baton('inbox', '--why', 'polcy');
+    expect(why.code).toBe(2);
+    expect(why.err).toMatch(/--why takes .*policy.*human_gate.*lease_expired.*; got "polcy"/);
+    expect((await baton('inbox', '--why', 'policy,hold,rework', '--json')).code).toBe(0);
     expect((await baton('stops', '--why', 'policy,whim')).err).toContain('got "whim"');
     expect((await baton('stops', '--status', 'closed')).code).toBe(2);
     expect((await baton('inbox', '--status', 'open,answered', '--json')).code).toBe(0);

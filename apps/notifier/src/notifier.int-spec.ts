@@ -211,6 +211,20 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
       expect({ query, status: response.status, code: response.body.error?.code }).toEqual({ query, status: 400, code: 'schema_violation' });
     }
     expect((await get('/v1/stops?why=crash')).body.error?.code).toBe('schema_violation');
+    // A refusal says what the parameter takes (a typo in a filter is no empty inbox).
+    for (const [query, message] of [
+      ['/v1/inbox?why=polcy', /why\.0: .*policy.*human_gate.*lease_expired/],
+      ['/v1/inbox?status=all', /^status: status takes open, answered, closed .* or any$/],
+      ['/v1/stops?status=closed', /^status: status takes open, answered .* or any$/],
+      ['/v1/inbox?limit=0', /^limit: limit is a whole number from 1 to 500, in digits$/],
+      [`/v1/inbox?${Array.from({ length: 21 }, () => 'kind=stop').join('&')}`, /^kind: at most 20 values/],
+    ] as const) {
+      const refused = await get(query);
+      expect({ query, status: refused.status, code: refused.body.error?.code }).toEqual({ query, status: 400, code: 'schema_violation' });
+      expect((refused.body.error as { message?: string }).message).toMatch(message);
+    }
+    // Every why an item can carry is a filter the inbox takes.
+    expect((await get('/v1/inbox?why=policy,hold,human_gate,lease_expired,rework,guard_failed')).status).toBe(200);
     expect((await get('/v1/stops?since=yesterday')).status).toBe(400);
     expect((await get('/v1/handoffs/bad%20id')).status).toBe(400);
     for (const path of ['/v1/stops/nope', '/v1/handoffs/nope', '/v1/runs/nope']) {

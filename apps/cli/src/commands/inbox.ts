@@ -1,5 +1,5 @@
 import { HandoffPrioritySchema } from '@baton/contracts';
-import { createBatonViews, InboxKind, InboxStatus, type InboxItem } from '@baton/projections';
+import { createBatonViews, InboxKind, InboxStatus, InboxWhys, type InboxItem } from '@baton/projections';
 import type { Command } from '../command';
 import { parseCommandArgs, str } from '../command';
 import { ExitCode, UsageError } from '../errors';
@@ -20,6 +20,7 @@ never built under this keyspace (BATON_PREFIX / BATON_PROJECTION_PREFIX), a warn
 Filters (repeat one, or give a comma-separated list: any of the values matches):
   --project <p>    --kind stop|hold|handback|escalation    --why <why>
   --agent <a>      --priority low|medium|high|urgent       --status open|answered|closed|any (default open)
+  (--why: a stop's why, hold or human_gate for a hold, lease_expired or rework for an escalation)
 
 Options:
   --limit <n>      page size, 1-500 (default 50)
@@ -48,6 +49,7 @@ Options:
       return ExitCode.ok;
     }
     checkAllowed('kind', listOf(args.values['kind']), Object.values(InboxKind));
+    checkAllowed('why', listOf(args.values['why']), InboxWhys);
     checkAllowed('priority', listOf(args.values['priority']), HandoffPrioritySchema.options);
     const filters = filtersOf(args.values, FILTERS);
     const status = listOf(args.values['status']);

@@ -18,6 +18,7 @@ import {
   StopPacketStatusSchema,
   StopWhySchema,
 } from '@baton/contracts';
+import { InboxWhys } from '@baton/projections';
 
 /**
  * A query parameter holding one value or a comma-separated list of them (any matches), given once
@@ -36,7 +37,7 @@ const list = <T extends z.ZodType<string, string>>(item: T) => {
           description: `one of ${values.join(', ')}, or a comma-separated list of them`,
         });
   return z
-    .union([documented, z.array(documented).min(1).max(20)])
+    .union([documented, z.array(documented).min(1).max(20)], { error: 'at most 20 values, given once as a comma-separated list or by repeating the parameter' })
     .transform((given) => (typeof given === 'string' ? [given] : given).flatMap((text) => text.split(',').map((v) => v.trim())))
     .pipe(z.array(item).min(1).max(20));
 };
@@ -46,19 +47,24 @@ const list = <T extends z.ZodType<string, string>>(item: T) => {
  * not read as numbers), 1–500, 50 when absent.
  */
 const limit = z
-  .union([
-    z.number().int().min(1).max(500),
-    z
-      .string()
-      .regex(/^(?:[1-9][0-9]?|[1-4][0-9]{2}|500)$/, 'limit is a whole number from 1 to 500, in digits')
-      .transform(Number),
-  ])
+  .union(
+    [
+      z.number().int().min(1).max(500),
+      z
+        .string()
+        .regex(/^(?:[1-9][0-9]?|[1-4][0-9]{2}|500)$/)
+        .transform(Number),
+    ],
+    { error: 'limit is a whole number from 1 to 500, in digits' },
+  )
   .pipe(z.number().int().min(1).max(500))
   .default(50)
   .describe('items per page: a whole number from 1 to 500, in digits (default 50)');
 const cursor = z.string().min(1).max(2_000);
 
 export const InboxKindSchema = z.enum(['stop', 'hold', 'handback', 'escalation']);
+/** What an inbox item's `why` may be (`InboxWhys`): a stop's why, a hold's kind, an escalation's cause. */
+export const InboxWhySchema = z.enum(InboxWhys as [string, ...string[]]);
 export const InboxStatusSchema = z
   .enum(['open', 'answered', 'closed'])
   .describe(
@@ -74,16 +80,12 @@ export const EventStreamQuerySchema = z.strictObject({
 export const InboxQuerySchema = z.strictObject({
   project: list(ProjectIdSchema).optional(),
   kind: list(InboxKindSchema).optional(),
-  why: list(
-    z
-      .string()
-      .min(1)
-      .max(80)
-      .regex(/^[a-z_]+$/, 'a why is a lowercase enum value'),
-  ).optional(),
+  why: list(InboxWhySchema).optional(),
   agent: list(ActorNameSchema).optional(),
   priority: list(HandoffPrioritySchema).optional(),
-  status: z.union([list(InboxStatusSchema), z.literal('any')]).default(['open']),
+  status: z
+    .union([list(InboxStatusSchema), z.literal('any')], { error: 'status takes open, answered, closed (one, or a comma-separated list), or any' })
+    .default(['open']),
   order: z.enum(['newest', 'urgent']).default('newest'),
   limit,
   cursor: cursor.optional(),
@@ -95,7 +97,7 @@ export const StopsQuerySchema = z.strictObject({
   why: list(StopWhySchema).optional(),
   agent: list(AgentNameSchema).optional(),
   status: z
-    .union([list(StopPacketStatusSchema), z.literal('any')])
+    .union([list(StopPacketStatusSchema), z.literal('any')], { error: 'status takes open, answered (one, or a comma-separated list), or any' })
     .optional()
     .describe('open, answered (a list), or any (the default: every packet), as the inbox takes it'),
   run: IdSchema.optional().describe('only the packets of the runs of this workflow_run_id (in each project the token may see, or the `project` filter names)'),

@@ -1,4 +1,4 @@
-import type { HandoffPriority } from '@baton/contracts';
+import { HandoffEscalatedSchema, HoldKindSchema, StopWhySchema, type HandoffPriority } from '@baton/contracts';
 import { Op, type ProjectionOp } from '../ops';
 import type { SequencedEvent } from '../store';
 
@@ -8,6 +8,12 @@ export const UrgencyByPriority: Readonly<Record<HandoffPriority, number>> = { ur
 /** The kinds of operator inbox item. */
 export const InboxKind = { stop: 'stop', hold: 'hold', handback: 'handback', escalation: 'escalation' } as const;
 export type InboxKind = (typeof InboxKind)[keyof typeof InboxKind];
+
+/**
+ * Every `why` an inbox item carries: a stop's why (`StopWhy`), a hold's kind (`hold`, `human_gate`),
+ * an escalation's cause (`lease_expired`, `rework`); a handback has none. What a `why` filter takes.
+ */
+export const InboxWhys: readonly string[] = [...new Set([...StopWhySchema.options, ...HoldKindSchema.options, ...HandoffEscalatedSchema.shape.cause.options])];
 
 /** Inbox item statuses: open, then `answered` (a person's answer or handback decision ended it) or `closed` (anything else did). */
 export const InboxStatus = { open: 'open', answered: 'answered', closed: 'closed' } as const;

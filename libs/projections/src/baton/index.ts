@@ -3,7 +3,7 @@
  * packets, handoff and run views), the projector that applies and rebuilds them, the read side
  * the notifier's API and the CLI share, and a JetStream replay source for rebuilds.
  */
-export { InboxKind, InboxStatus, UrgencyByPriority, eventMs, isoMs, timelineEntryOf, type TimelineEntry } from './common';
+export { InboxKind, InboxStatus, InboxWhys, UrgencyByPriority, eventMs, isoMs, timelineEntryOf, type TimelineEntry } from './common';
 export { storedTimelineEntry } from './stored-timeline';
 export { FoldSession, applyLive, type AnyFoldingProjection, type FoldingProjection, type FoldStep } from './fold';
 export { inboxProjection, InboxItemId, INBOX_STORE, type InboxItem } from './inbox';
