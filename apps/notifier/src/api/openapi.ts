@@ -161,7 +161,7 @@ export function buildOpenApiDocument(): object {
       '415': unreadable,
       '404': missing,
       '409': error(
-        "`stop_already_answered` (the packet is not open: fail closed), `stale_answer`; `answer_id_reused` (the `answer_id` was used for another answer in this project within the stream's duplicate window, or is the packet's recorded answer id sent with another action or fields; `error.details.used_for` names its run or mesh); or the router refused the answer: the code it recorded (`run_not_stopped`, `stop_already_answered`, `stale_answer`…), `error.details.outcome` = `refused`, `error.details.event` the refusal event",
+        "`stop_already_answered` (the packet is not open: fail closed), `stale_answer`; `answer_id_reused` (the `answer_id` was used for another answer of the same run or mesh, however long ago, or is the packet's recorded answer id sent with another action or fields; `error.details.used_for` names its run or mesh); or the router refused the answer: the code it recorded (`run_not_stopped`, `stop_already_answered`, `stale_answer`…), `error.details.outcome` = `refused`, `error.details.event` the refusal event",
       ),
       '503': answerUnavailable,
     },

@@ -455,10 +455,16 @@ export class OperatorActions {
  * mesh it went to).
  */
 function answerIdReused(answerId: string, project: string, usedFor: Record<string, unknown>): ApiError {
+  const where =
+    typeof usedFor['mesh_run_id'] === 'string'
+      ? ` of mesh ${usedFor['mesh_run_id']}`
+      : typeof usedFor['workflow_run_id'] === 'string'
+        ? ` of run ${usedFor['workflow_run_id']}`
+        : '';
   return new ApiError(
     HttpStatus.CONFLICT,
     'answer_id_reused',
-    `answer_id ${answerId} was already used for another answer in project ${project}; send a new answer_id`,
+    `answer_id ${answerId} was already used for another answer${where} in project ${project} (an answer_id is unique within its run or mesh); send a new answer_id`,
     [],
     { answer_id: answerId, project, used_for: usedFor },
   );
