@@ -223,6 +223,13 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
       expect({ query, status: refused.status, code: refused.body.error?.code }).toEqual({ query, status: 400, code: 'schema_violation' });
       expect((refused.body.error as { message?: string }).message).toMatch(message);
     }
+    // A route that takes no query parameters refuses one as the listings do (`?at=` on a run would
+    // otherwise silently answer with the present).
+    for (const path of ['/v1/runs/nope?at=5', '/v1/projects/demo/runs/wr-a?at=5', '/v1/stops/nope?foo=1', '/v1/handoffs/nope?x=', '/v1/projections?foo=1']) {
+      const refused = await get(path);
+      expect({ path, status: refused.status, code: refused.body.error?.code }).toEqual({ path, status: 400, code: 'schema_violation' });
+      expect((refused.body.error as { message?: string }).message).toMatch(/^this route takes no query parameters; got "(at|foo|x)"$/);
+    }
     // Every why an item can carry is a filter the inbox takes.
     expect((await get('/v1/inbox?why=policy,hold,human_gate,lease_expired,rework,guard_failed')).status).toBe(200);
     expect((await get('/v1/stops?since=yesterday')).status).toBe(400);

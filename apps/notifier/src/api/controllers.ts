@@ -7,7 +7,7 @@ import { ApiAuthGuard, Caller } from '../auth/auth.guard';
 import type { HttpResponse } from '../auth/http-types';
 import type { Principal } from '../auth/roles';
 import { assertCanAnswer, assertVisible, scopedProjects } from '../auth/scope';
-import { ApiExceptionFilter, notFound, parseOr400 } from './http';
+import { ApiExceptionFilter, NoQuery, notFound, parseOr400 } from './http';
 import { MeshReader } from './mesh-reader';
 import { buildOpenApiDocument, docsPage } from './openapi';
 import { OperatorActions, type AnswerReply, type RecordTarget } from './operator-actions';
@@ -147,6 +147,7 @@ export class StopsController {
   }
 
   /** `GET /v1/stops/:id`: one stop packet with its answer and effect (the id must be unambiguous; else 409 `ambiguous_id`). */
+  @NoQuery()
   @Get(':id')
   get(@Param('id') id: string, @Caller() caller: Principal) {
     return new RecordReads(this.views).stop(target(id), caller);
@@ -156,6 +157,7 @@ export class StopsController {
    * `POST /v1/stops/:id/answer`: answer the packet's form → 200 applied / 409 refused (the router's
    * code) / 202 pending with `status_url` (id-only: 409 `ambiguous_id` when several projects hold it).
    */
+  @NoQuery()
   @Post(':id/answer')
   answer(
     @Param('id') id: string,
@@ -178,12 +180,14 @@ export class HandoffsController {
   ) {}
 
   /** `GET /v1/handoffs/:id`: the handoff record and its event timeline (id-only: 409 `ambiguous_id` when several projects hold it). */
+  @NoQuery()
   @Get(':id')
   get(@Param('id') id: string, @Caller() caller: Principal) {
     return new RecordReads(this.views).handoff(target(id), caller);
   }
 
   /** `POST /v1/handoffs/:id/decision`: accept or rework a completion handback (through the ledger). */
+  @NoQuery()
   @Post(':id/decision')
   @HttpCode(200)
   decide(@Param('id') id: string, @Body() body: unknown, @Caller() caller: Principal) {
@@ -202,6 +206,7 @@ export class MeshesController {
   constructor(private readonly meshes: MeshReader) {}
 
   /** `GET /v1/meshes/:id`: the mesh run view (turns, handoffs taken, ignored calls and why, cap, outcome) and its timeline. */
+  @NoQuery()
   @Get(':id')
   get(@Param('id') id: string, @Caller() caller: Principal) {
     const t = target(id);
@@ -219,12 +224,14 @@ export class RunsController {
   ) {}
 
   /** `GET /v1/runs/:id`: the run view, its event timeline and the handoffs it created (id-only: 409 `ambiguous_id` when several projects hold it). */
+  @NoQuery()
   @Get(':id')
   get(@Param('id') id: string, @Caller() caller: Principal) {
     return new RecordReads(this.views).run(target(id), caller);
   }
 
   /** `POST /v1/runs/:id/answer`: answer a held run → 200 applied / 409 refused / 202 pending. */
+  @NoQuery()
   @Post(':id/answer')
   answer(@Param('id') id: string, @Body() body: unknown, @Caller() caller: Principal, @Res() res: HttpResponse) {
     return reply(res, this.actions.answerHold(target(id), actionBody(caller, HoldAnswerBodySchema, body), caller));
@@ -253,6 +260,7 @@ export class ProjectRecordsController {
    * `GET /v1/projects/:project/meshes/:id`: a handoff mesh run read from the events stream — its
    * turns, the handoffs taken, the calls ignored and why, the cap, the outcome — and its timeline.
    */
+  @NoQuery()
   @Get('meshes/:id')
   mesh(@Param('project') project: string, @Param('id') id: string, @Caller() caller: Principal) {
     const t = target(id, project);
@@ -260,18 +268,21 @@ export class ProjectRecordsController {
   }
 
   /** `GET /v1/projects/:project/runs/:id`: the run view, its event timeline and the handoffs it created. */
+  @NoQuery()
   @Get('runs/:id')
   run(@Param('project') project: string, @Param('id') id: string, @Caller() caller: Principal) {
     return this.reads.run(target(id, project), caller);
   }
 
   /** `POST /v1/projects/:project/runs/:id/answer`: answer a held run → 200 applied / 409 refused / 202 pending. */
+  @NoQuery()
   @Post('runs/:id/answer')
   answerHold(@Param('project') project: string, @Param('id') id: string, @Body() body: unknown, @Caller() caller: Principal, @Res() res: HttpResponse) {
     return reply(res, this.actions.answerHold(target(id, project), actionBody(caller, HoldAnswerBodySchema, body), caller));
   }
 
   /** `GET /v1/projects/:project/runs/:id/answers/:answer_id`: what became of an answer to the run (applied, refused with its code, pending). */
+  @NoQuery()
   @Get('runs/:id/answers/:answer_id')
   runAnswer(@Param('project') project: string, @Param('id') id: string, @Param('answer_id') answerId: string, @Caller() caller: Principal) {
     const t = target(id, project);
@@ -279,6 +290,7 @@ export class ProjectRecordsController {
   }
 
   /** `GET /v1/projects/:project/meshes/:id/answers/:answer_id`: what became of an answer to a mesh's stop packet. */
+  @NoQuery()
   @Get('meshes/:id/answers/:answer_id')
   meshAnswer(@Param('project') project: string, @Param('id') id: string, @Param('answer_id') answerId: string, @Caller() caller: Principal) {
     const t = target(id, project);
@@ -286,12 +298,14 @@ export class ProjectRecordsController {
   }
 
   /** `GET /v1/projects/:project/handoffs/:id`: the handoff record and its event timeline. */
+  @NoQuery()
   @Get('handoffs/:id')
   handoff(@Param('project') project: string, @Param('id') id: string, @Caller() caller: Principal) {
     return this.reads.handoff(target(id, project), caller);
   }
 
   /** `POST /v1/projects/:project/handoffs/:id/decision`: accept or rework a completion handback. */
+  @NoQuery()
   @Post('handoffs/:id/decision')
   @HttpCode(200)
   decide(@Param('project') project: string, @Param('id') id: string, @Body() body: unknown, @Caller() caller: Principal) {
@@ -299,12 +313,14 @@ export class ProjectRecordsController {
   }
 
   /** `GET /v1/projects/:project/stops/:id`: one stop packet with its answer and effect. */
+  @NoQuery()
   @Get('stops/:id')
   stop(@Param('project') project: string, @Param('id') id: string, @Caller() caller: Principal) {
     return this.reads.stop(target(id, project), caller);
   }
 
   /** `POST /v1/projects/:project/stops/:id/answer`: answer the packet's form → 200 applied / 409 refused / 202 pending. */
+  @NoQuery()
   @Post('stops/:id/answer')
   answerStop(
     @Param('project') project: string,

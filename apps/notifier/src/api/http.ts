@@ -1,4 +1,17 @@
-import { ArgumentsHost, Catch, ExceptionFilter, HttpException, HttpStatus, Logger } from '@nestjs/common';
+import {
+  ArgumentsHost,
+  Catch,
+  ExceptionFilter,
+  HttpException,
+  HttpStatus,
+  Injectable,
+  Logger,
+  UseInterceptors,
+  type CallHandler,
+  type ExecutionContext,
+  type NestInterceptor,
+} from '@nestjs/common';
+import type { Observable } from 'rxjs';
 import { rejectionFromZod } from '@baton/contracts';
 import { InvalidCursorError, RedisUnavailableError } from '@baton/projections';
 import type { z } from 'zod';
@@ -26,6 +39,31 @@ export function parseOr400<S extends z.ZodType>(schema: S, input: unknown): z.in
   const rejection = rejectionFromZod(parsed.error);
   throw new ApiError(HttpStatus.BAD_REQUEST, rejection.code, rejection.message, rejection.issues);
 }
+
+/**
+ * Refuses (400 `schema_violation`) a query parameter on a route that takes none — a record, an
+ * answer, the projections report — as the listings refuse one they do not know: a client's
+ * `?at=5` on a run must not silently get the present.
+ */
+@Injectable()
+export class NoQueryInterceptor implements NestInterceptor {
+  intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
+    const query = (context.switchToHttp().getRequest<{ query?: Record<string, unknown> }>().query ?? {}) as Record<string, unknown>;
+    const given = Object.keys(query);
+    if (given.length > 0) {
+      throw new ApiError(
+        HttpStatus.BAD_REQUEST,
+        'schema_violation',
+        `this route takes no query parameters; got ${given.map((name) => JSON.stringify(name.slice(0, 100))).join(', ')}`,
+        given.map((name) => ({ path: name.slice(0, 100), message: 'Unrecognized key' })),
+      );
+    }
+    return next.handle();
+  }
+}
+
+/** A route that takes no query parameters ({@link NoQueryInterceptor}). */
+export const NoQuery = () => UseInterceptors(NoQueryInterceptor);
 
 /** HTTP status for a domain / ledger error kind. */
 export function statusForKind(kind: string): number {

@@ -2,7 +2,7 @@ import { Controller, Get, Inject, UseFilters, UseGuards } from '@nestjs/common';
 import { ApiAuthGuard, Caller } from '../auth/auth.guard';
 import { visibleProjects, type Principal } from '../auth/roles';
 import { ProjectionStatus, scopedProjectionsReport, type ProjectionsReport, type ScopedProjectionsReport } from '../projection/projection-status';
-import { ApiExceptionFilter } from './http';
+import { ApiExceptionFilter, NoQuery } from './http';
 
 /**
  * `GET /v1/projections`: every projection's active generation (what operators read; a rebuild
@@ -19,6 +19,7 @@ export class ProjectionsController {
   constructor(@Inject(ProjectionStatus) private readonly status: ProjectionStatus) {}
 
   @Get()
+  @NoQuery()
   async list(@Caller() caller: Principal): Promise<ProjectionsReport | ScopedProjectionsReport> {
     const report = await this.status.report();
     return visibleProjects(caller) === null ? report : scopedProjectionsReport(report);
