@@ -139,6 +139,14 @@ describe('NATS decentralized auth: the server, not the message, decides who is s
     await expect(createBatonClient({ natsUrl: server.url, natsCreds: issued.file, prefix: PREFIX, project: 'other', agent: 'support' })).rejects.toBeInstanceOf(
       PermissionDenied,
     );
+    // Its own project and agent under another deployment prefix: refused, and told the prefix is what differs.
+    const prefixed = await createBatonClient({ natsUrl: server.url, natsCreds: issued.file, prefix: 'nope', project: 'acme', agent: 'support' }).then(
+      () => null,
+      (error: unknown) => error,
+    );
+    expect(prefixed).toBeInstanceOf(PermissionDenied);
+    expect((prefixed as Error).message).toContain(`issued for the deployment prefix '${PREFIX}', and the client asked for 'nope'`);
+    expect((refused as Error).message).not.toContain('deployment prefix');
     // Its own project and agent: connects.
     const own = await createBatonClient({ natsUrl: server.url, natsCreds: issued.file, prefix: PREFIX, project: 'acme', agent: 'support' });
     await own.close();

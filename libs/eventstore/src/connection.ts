@@ -87,6 +87,20 @@ function checkInboxAllowed(creds: Uint8Array, inboxPrefix: string): void {
   const inbox = `${inboxPrefix}.>`;
   if (allow.some((pattern) => typeof pattern === 'string' && patternWithin(pattern, inbox))) return;
   const name = typeof claims['name'] === 'string' ? ` (${claims['name']})` : '';
+  // The same principal under another deployment prefix (the inbox's first token, `_INBOX_<prefix>`):
+  // the project and agent are right, the prefix is not.
+  const [asked, ...rest] = inbox.split('.');
+  const issued = allow.find(
+    (pattern): pattern is string =>
+      typeof pattern === 'string' && pattern.startsWith('_INBOX_') && patternWithin(pattern, [pattern.split('.')[0], ...rest].join('.')),
+  );
+  if (issued !== undefined && asked !== undefined) {
+    const theirs = issued.split('.')[0]!.slice('_INBOX_'.length);
+    throw new PermissionDenied(inbox, {
+      operation: 'subscribe to',
+      why: `these credentials${name} were issued for the deployment prefix '${theirs}', and the client asked for '${asked.slice('_INBOX_'.length)}': connect with the prefix they were issued for (BATON_PREFIX)`,
+    });
+  }
   throw new PermissionDenied(inbox, {
     operation: 'subscribe to',
     why: `these credentials${name} are another principal's: connect with the project and agent they were issued for, or with credentials issued for this one`,
