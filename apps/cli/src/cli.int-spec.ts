@@ -90,7 +90,11 @@ describe('the baton command against real NATS and Redis', () => {
     });
     const first = await events.read({ project: PROJECT, kind: 'handoff', id: 'h-1' });
     await events.append({ project: PROJECT, kind: 'handoff', id: 'h-1' }, [claimed], { expectedVersion: first.lastSeq });
-    await events.append({ project: PROJECT, kind: 'handoff', id: 'h-2' }, [created('h-2', 3, { priority: 'low', to_agent: 'tester' })], { expectedVersion: 0 });
+    await events.append(
+      { project: PROJECT, kind: 'handoff', id: 'h-2' },
+      [created('h-2', 3, { priority: 'low', to_agent: 'tester', deadline_at: iso(86_400) })],
+      { expectedVersion: 0 },
+    );
     const handback = created('hb-1', 4, {
       kind: 'completion_handback',
       priority: 'medium',
@@ -201,6 +205,9 @@ describe('the baton command against real NATS and Redis', () => {
   });
 
   it('handoff <id> reads the timeline straight from the stream, and still works when the projections are gone', async () => {
+    // The text view shows what bounds the handoff: its deadline (and a lease while claimed).
+    const text = await baton('handoff', 'h-2');
+    expect(text.out).toMatch(new RegExp(`^deadline: +${iso(86_400).replace(/[.]/g, '\\.')}$`, 'm'));
     const live = await baton('handoff', 'h-1', '--json');
     expect(live.code).toBe(0);
     expect(JSON.parse(live.out)).toMatchObject({

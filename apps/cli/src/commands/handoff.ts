@@ -94,6 +94,8 @@ Options:
         summary: h.summary,
         'claimed by': h.claimed_by,
         'lease until': h.lease_expires_at,
+        deadline: h.deadline_at,
+        'source project': h.source_project,
         retries: `${h.retry.retry_count}/${h.retry.max_retries}`,
         'workflow run': h.workflow_run_id,
         outcome: h.completion_report?.outcome,

@@ -233,7 +233,9 @@ export function buildOpenApiDocument(): object {
       '200': json(DecisionResponseSchema, 'the decided handback'),
       '400': bad,
       '415': unreadable,
-      '403': error('the ledger refused the actor (e.g. the worker deciding its own work)'),
+      '403': error(
+        '`role_forbidden` (a viewer token only reads); or the ledger refused the actor: `self_accept_forbidden` (the worker deciding its own work), `principal_not_allowed`…',
+      ),
       '404': missing,
       '409': error('the ledger refused the state (e.g. already decided)'),
       '503': error('no ledger answered'),
