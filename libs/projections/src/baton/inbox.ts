@@ -301,13 +301,6 @@ function handoffStep(prior: HandoffMemo | null, event: SequencedEvent): { state?
     );
     memo.escalation_open = true;
     memo.escalation_via_consult = viaConsult;
-    // No consult (the project has no lead) and a run: the watchdog stops the run (`guard_failed`), and
-    // that stop packet is where a person acts — the escalation item says what happened, closed at once
-    // (else nothing would ever close it). Without a run it stays open until the handoff is archived.
-    if (!viaConsult && memo.workflow_run_id !== undefined) {
-      ops.push(close(InboxItemId.escalation(project, hid), 'run_stop_requested', event));
-      memo.escalation_open = false;
-    }
   } else if (e.type === 'handoff.archived' && memo.escalation_open && !memo.escalation_via_consult) {
     ops.push(close(InboxItemId.escalation(project, hid), 'archived', event, e.data.archived_by));
     memo.escalation_open = false;
@@ -372,9 +365,7 @@ export function inboxProjection(): FoldingProjection<JsonValue> {
     // 4: a cross-project handoff's escalation item names its run's project (`run_project`).
     // 5: an item a person's answer or handback decision ended is `answered`, not `closed`.
     // 6: a hold item carries its hold's `cause` (the web form sends it back as `hold_cause`).
-    // 7: an escalation with no consult whose handoff has a run closes at once (`run_stop_requested`):
-    //    the run's guard_failed stop packet is where a person acts.
-    version: 7,
+    version: 6,
     handles: (type) => type.startsWith('run.') || type.startsWith('handoff.') || type === 'mesh.stopped' || type === 'mesh.stop_answered',
     stateKeyOf: (event) =>
       event.type.startsWith('mesh.') ? null : `${event.type.startsWith('run.') ? 'm:run:' : 'm:ho:'}${projectRef(event.project, event.aggregate.id)}`,

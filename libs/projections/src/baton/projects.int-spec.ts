@@ -271,7 +271,7 @@ describe('projections keyed by project as well as id (real Redis)', () => {
 
   it('projections built from an events stream that is gone (recreated: its sequences started again) are rebuilt from the new one and replace the stale generation', async () => {
     await applyAll(projector);
-    expect((await fx.store.status({ name: 'inbox', version: 7 })).lastSeq).toBe(log.at(-1)!.seq);
+    expect((await fx.store.status({ name: 'inbox', version: 6 })).lastSeq).toBe(log.at(-1)!.seq);
     // The new stream holds beta's events only, numbered from 1: fewer than the projections applied.
     const recreated = log.filter((e) => e.project === 'beta').map((e, index) => ({ ...e, seq: index + 1 }));
     const last = recreated.at(-1)!.seq;
