@@ -153,6 +153,64 @@ describe('Baton projections (real Redis)', () => {
     expect(stillOpen).toEqual(['handback:demo:hb-h-1', 'stop:demo:stop-r-wr-a:res-a1', 'stop:demo:stop-r-wr-d:res-d1']);
   });
 
+  it("an escalation with no consult (the project has no lead) stays open until its handoff is archived, in a run or not: nothing else says the failed work was seen (the run's guard_failed stop may never open: a run already finished or stopped)", async () => {
+    const at = (minute: number) => `2026-01-01T10:${String(minute).padStart(2, '0')}:00.000Z`;
+    const step = (id: string, minute: number, actor: string, actorKind: 'agent' | 'watchdog' | 'operator', command: Record<string, unknown>): ScenarioStep =>
+      ({
+        aggregate: 'handoff',
+        id,
+        actor,
+        origin: actorKind,
+        command: { ...command, metadata: { now: at(minute), actor, actorKind } },
+      }) as ScenarioStep;
+    const lapse = (id: string, minute: number, run: string | undefined): ScenarioStep[] => [
+      step(id, minute, 'alice', 'agent', {
+        type: 'create',
+        data: {
+          handoff_id: id,
+          project: 'demo',
+          kind: 'task',
+          priority: 'medium',
+          from_agent: 'alice',
+          to_agent: 'bob',
+          summary: `work item ${id}`,
+          context: {},
+          acceptance: {},
+          max_retries: 0,
+          ...(run !== undefined ? { workflow_run_id: run } : {}),
+          idempotency_key: `create:${id}`,
+        },
+      }),
+      step(id, minute + 1, 'bob', 'agent', {
+        type: 'claim',
+        data: { handoff_id: id, claim_id: `c-${id}`, lease_ms: 60_000, claimer_roles: [], idempotency_key: `claim:${id}` },
+      }),
+      // The lease lapsed with no lead to consult.
+      step(id, minute + 3, 'baton-watchdog', 'watchdog', {
+        type: 'requeue_expired',
+        data: { handoff_id: id, claim_id: `c-${id}`, escalation_handoff_id: `esc-${id}`, idempotency_key: `requeue:c-${id}` },
+      }),
+    ];
+    const steps = [
+      ...lapse('h-run', 1, 'wr-a'),
+      ...lapse('h-free', 10, undefined),
+      step('h-run', 19, 'olga', 'operator', { type: 'archive', data: { handoff_id: 'h-run', idempotency_key: 'archive:h-run' } }),
+      step('h-free', 20, 'olga', 'operator', { type: 'archive', data: { handoff_id: 'h-free', idempotency_key: 'archive:h-free' } }),
+    ];
+    const events = envelopes(foldScenario(steps));
+    expect(events.filter((e) => e.type === 'handoff.escalated').map((e) => (e.payload as { outcome: object }).outcome)).toEqual([
+      expect.objectContaining({ stop_why: 'guard_failed' }),
+      expect.objectContaining({ stop_why: 'guard_failed' }),
+    ]);
+    const archived = events.findIndex((e) => e.type === 'handoff.archived');
+    await applyAll(projector, events.slice(0, archived));
+    expect(await views.inboxItem('escalation:demo:h-run')).toMatchObject({ kind: 'escalation', status: 'open', workflow_run_id: 'wr-a' });
+    expect(await views.inboxItem('escalation:demo:h-free')).toMatchObject({ kind: 'escalation', status: 'open' });
+    await applyAll(projector, events.slice(archived));
+    for (const id of ['escalation:demo:h-run', 'escalation:demo:h-free'])
+      expect(await views.inboxItem(id)).toMatchObject({ status: 'closed', resolution: 'archived' });
+  });
+
   it('inbox filters by project, kind, why, agent and priority; urgent order puts policy stops before medium ones; cursor paging returns each item once', async () => {
     await applyAll(projector, log.slice(0, indexOf('run.resumed', 'wr-b')));
     const policy = await views.inbox({ filters: { why: 'policy' } });
