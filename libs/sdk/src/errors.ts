@@ -63,7 +63,7 @@ export class LedgerCommandError extends BatonSdkError {
 /**
  * A claim-bound helper (heartbeat, return, release, fail, finish) was called on an offer this agent
  * holds no claim on: never claimed, or its claim already given up by this offer's own `return`,
- * `release` or `fail` (`endedBy`). Nothing was sent.
+ * `release` or `fail` (`endedBy`), or lost as a refused heartbeat said (`lostBy`). Nothing was sent.
  */
 export class NotClaimedError extends BatonSdkError {
   constructor(
@@ -71,11 +71,15 @@ export class NotClaimedError extends BatonSdkError {
     action: string,
     /** The helper that already ended this offer's claim (`return`, `release`, `fail`), if any. */
     readonly endedBy: 'return' | 'release' | 'fail' | null = null,
+    /** The code of the heartbeat refusal that said the claim is lost (`lease_expired`, `stale_claim`…), if that is why. */
+    readonly lostBy: string | null = null,
   ) {
     super(
-      endedBy === null
-        ? `cannot ${action} handoff ${handoffId}: claim() it first`
-        : `cannot ${action} handoff ${handoffId}: this offer already ended its claim (${endedBy}); nothing was sent`,
+      endedBy !== null
+        ? `cannot ${action} handoff ${handoffId}: this offer already ended its claim (${endedBy}); nothing was sent`
+        : lostBy !== null
+          ? `cannot ${action} handoff ${handoffId}: its claim is lost (a heartbeat was refused: ${lostBy}); claim() it again; nothing was sent`
+          : `cannot ${action} handoff ${handoffId}: claim() it first`,
       { code: 'not_claimed' },
     );
     this.name = 'NotClaimedError';

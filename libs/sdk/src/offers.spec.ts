@@ -1,5 +1,5 @@
 import { TransientError, type ConsumedMessage } from '@baton/eventstore';
-import { LedgerCommandError } from './errors';
+import { LedgerCommandError, NotClaimedError } from './errors';
 import { createOfferHandler } from './offers';
 
 /** An offer message as the runner hands it over (the handler reads its bytes and delivery facts only). */
@@ -130,6 +130,50 @@ describe('the claim an offer sends, and the heartbeat that keeps it', () => {
     })(offerMessage(1));
     expect(keys).toEqual(['claim:h-1:7:i-1', 'claim:h-1:7:i-1', 'claim:h-1:7:i-1:2']);
     expect(claimIds).toEqual(['c-2', 'c-3']);
+  });
+
+  it('after a refused heartbeat said the claim is lost, finish and the endings send nothing (NotClaimedError.lostBy); a new claim() clears it', async () => {
+    let published = 0;
+    let claims = 0;
+    const ledger = {
+      claim: async () => ({
+        ok: true,
+        handoff: {
+          id: 'h-1',
+          status: 'claimed',
+          claimed_by: 'alice',
+          claim_id: `c-${++claims}`,
+          claimed_at: new Date().toISOString(),
+          lease_expires_at: new Date(Date.now() + 60_000).toISOString(),
+        },
+        events: 1,
+      }),
+      heartbeat: async () => ({ ok: false, error: { code: 'stale_claim', kind: 'wrong_state', message: 'another claim holds it' } }),
+    };
+    const seen: unknown[] = [];
+    await createOfferHandler({
+      project: 'shop',
+      agent: 'alice',
+      instance: 'i-1',
+      ledger: ledger as never,
+      publishResult: async () => {
+        published++;
+        return { seq: 1, duplicate: false, stream: 'X' };
+      },
+      onOffer: async (offer) => {
+        await offer.claim({ autoHeartbeat: false });
+        await expect(offer.heartbeat()).rejects.toMatchObject({ code: 'stale_claim' });
+        for (const attempt of [() => offer.finish({ body: 'done' }), () => offer.release('late'), () => offer.fail('late')])
+          seen.push(await attempt().catch((error: unknown) => error));
+        // Claimed again (a new claim): finishing is allowed again.
+        await offer.claim({ autoHeartbeat: false });
+        seen.push(await offer.finish({ body: 'done', workflow_run_id: 'wr-1' }));
+      },
+    })(offerMessage(1));
+    expect(seen.slice(0, 3)).toEqual([expect.any(NotClaimedError), expect.any(NotClaimedError), expect.any(NotClaimedError)]);
+    expect(seen[0]).toMatchObject({ code: 'not_claimed', lostBy: 'stale_claim', endedBy: null });
+    expect(seen[3]).toMatchObject({ seq: 1 });
+    expect(published).toBe(1);
   });
 
   it("a claim's key names this client among the agent's replicas: claim() again while the claim is held is that claim (no request), another replica given the same delivery is another claimer", async () => {

@@ -151,6 +151,8 @@ class Offer implements HandoffOffer {
   private endedBy: 'return' | 'release' | 'fail' | null = null;
   /** Claims this offer took (a claim after one lapsed is a new one, with a key of its own). */
   private claims = 0;
+  /** The code of the heartbeat refusal that said this offer's claim is lost (cleared by a new claim). */
+  private lostBy: string | null = null;
 
   constructor(
     private readonly deps: OfferHandlerDeps,
@@ -192,6 +194,7 @@ class Offer implements HandoffOffer {
     }
     this.claimId = handoff.claim_id;
     this.claims++;
+    this.lostBy = null;
     this.claimLeaseMs = options.leaseMs ?? leaseOf(handoff);
     this.startHeartbeat(options);
     return handoff;
@@ -225,6 +228,7 @@ class Offer implements HandoffOffer {
       // whoever sent the beat (auto-heartbeat or the handler): stop beating, abort the signal.
       if (error instanceof LedgerCommandError && !TRANSIENT_KINDS.has(error.kind)) {
         this.stopHeartbeat();
+        this.lostBy = error.code;
         if (!this.abort.signal.aborted) this.abort.abort(error);
       }
       throw error;
@@ -321,6 +325,9 @@ class Offer implements HandoffOffer {
 
   private requireClaim(action: string): string {
     if (this.claimId === null) throw new NotClaimedError(this.handoffId, action);
+    // A refused heartbeat said the claim is gone (lease expired, another claim since): a result or an
+    // ending under it would only be refused — and a refused result counts toward the agent's circuit.
+    if (this.lostBy !== null) throw new NotClaimedError(this.handoffId, action, null, this.lostBy);
     // The claim this offer gave up: only the same ending again (a retry, the ledger's idempotent reply).
     if (this.endedBy !== null && this.endedBy !== action) throw new NotClaimedError(this.handoffId, action, this.endedBy);
     return this.claimId;
