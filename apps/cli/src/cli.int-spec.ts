@@ -374,6 +374,16 @@ describe('the baton command against real NATS and Redis', () => {
 
   it('usage mistakes exit 2 with the usage; --help exits 0', async () => {
     expect((await baton('frobnicate')).code).toBe(2);
+    // An empty id names nothing: a usage error, not a request for a route that does not exist.
+    for (const argv of [
+      ['answer', '', '--action', 'deny'],
+      ['handoff', ' '],
+      ['run', ''],
+    ]) {
+      const empty = await baton(...argv);
+      expect({ argv, code: empty.code }).toEqual({ argv, code: 2 });
+      expect(empty.err).toContain('an argument is empty');
+    }
     const bad = await baton('inbox', '--bogus');
     expect(bad.code).toBe(2);
     expect(bad.err).toContain('Usage: baton inbox');

@@ -35,6 +35,8 @@ export function parseCommandArgs(argv: string[], options: Options, positionals: 
   const values = parsed.values as ParsedArgs['values'];
   if (values['help'] === true) return { values, positionals: parsed.positionals, help: true };
   if (parsed.positionals.length < positionals.min) throw new UsageError('missing argument');
+  // An id or a path that is empty (`baton answer ""`) names nothing: not a request to send.
+  if (parsed.positionals.some((value) => value.trim() === '')) throw new UsageError('an argument is empty');
   if (parsed.positionals.length > positionals.max) throw new UsageError(`unexpected argument "${parsed.positionals[positionals.max]}"`);
   return { values, positionals: parsed.positionals, help: false };
 }
