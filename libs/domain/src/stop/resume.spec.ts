@@ -68,7 +68,7 @@ describe('decideResume — resume from handoff is not always execute (seed 003)'
     const result = decideResume(packet, answer(packet, { action: 'intent', intent: ' billing ', pending_digest: undefined }), operator);
     expect(result).toEqual({
       ok: true,
-      effect: { kind: 'reroute', intent: 'billing', origin: 'human', reason: 'human-typed intent from ops@example.com after a unknown_intent stop' },
+      effect: { kind: 'reroute', intent: 'billing', origin: 'human', reason: 'human-typed intent from ops@example.com after an unknown_intent stop' },
     });
   });
 

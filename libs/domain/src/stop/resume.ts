@@ -94,7 +94,7 @@ export function decideResume(packet: StopPacket, answer: OperatorAnswer, ctx: Re
       return effect({ kind: 'run_pending_call', call: freezePending(packet.pending) ?? packet.pending });
     }
     case 'deny':
-      return effect({ kind: 'stop', reason: reasonWith(`denied by ${answer.answered_by} after a ${packet.why} stop`, answer.note) });
+      return effect({ kind: 'stop', reason: reasonWith(`denied by ${answer.answered_by} after ${aStop(packet.why)}`, answer.note) });
     case 'intent': {
       const intent = (answer.intent ?? '').trim();
       if (intent === '' || intent.length > 128 || !intentPattern.test(intent)) {
@@ -108,7 +108,7 @@ export function decideResume(packet: StopPacket, answer: OperatorAnswer, ctx: Re
         kind: 'reroute',
         intent,
         origin: 'human',
-        reason: reasonWith(`human-typed intent from ${answer.answered_by} after a ${packet.why} stop`, answer.note),
+        reason: reasonWith(`human-typed intent from ${answer.answered_by} after ${aStop(packet.why)}`, answer.note),
       });
     }
     case 'raise_cap': {
@@ -179,4 +179,9 @@ function refuse(kind: DomainErrorKind, code: ResumeErrorCode, message: string, d
 function reasonWith(base: string, note: string | undefined): string {
   const trimmed = note?.trim();
   return clip(trimmed ? `${base}: ${trimmed}` : base, 4_000);
+}
+
+/** `a policy stop`, `an unknown_intent stop`: the stop's why with its article, as a reason reads it. */
+function aStop(why: string): string {
+  return `${/^[aeiou]/.test(why) ? 'an' : 'a'} ${why} stop`;
 }
