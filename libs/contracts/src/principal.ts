@@ -83,6 +83,18 @@ export function describePrincipal(principal: Principal): string {
  * lets each principal subscribe to its own prefix only, so nobody reads another's replies, publish
  * acknowledgements or pulled messages. `_INBOX.>` is granted to no one but the admin.
  */
+/**
+ * The two parts of a reply-inbox prefix as {@link inboxPrefixOf} writes it, or of a permission
+ * pattern under one (`_INBOX_<prefix>.agent.<project>.<agent>.>`): the deployment prefix and the
+ * principal's part after it; null for anything else. The one reader of that form.
+ */
+export function inboxParts(inbox: string): { prefix: string; principal: string } | null {
+  const head = '_INBOX_';
+  const dot = inbox.indexOf('.');
+  if (!inbox.startsWith(head) || dot < 0) return null;
+  return { prefix: inbox.slice(head.length, dot), principal: inbox.slice(dot + 1) };
+}
+
 export function inboxPrefixOf(prefix: string, principal: Principal): string {
   switch (principal.kind) {
     case 'agent':

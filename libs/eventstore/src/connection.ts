@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { connect, credsAuthenticator, headers as natsHeaders, type JetStreamClient, type JetStreamManager, type MsgHdrs, type NatsConnection } from 'nats';
+import { inboxParts } from '@baton/contracts';
 import { decodeJwtClaims, jwtOfCreds } from './auth/jwt';
 import { PermissionDenied } from './errors';
 import { skipSettledCancelErrors } from './settled-requests';
@@ -87,18 +88,18 @@ function checkInboxAllowed(creds: Uint8Array, inboxPrefix: string): void {
   const inbox = `${inboxPrefix}.>`;
   if (allow.some((pattern) => typeof pattern === 'string' && patternWithin(pattern, inbox))) return;
   const name = typeof claims['name'] === 'string' ? ` (${claims['name']})` : '';
-  // The same principal under another deployment prefix (the inbox's first token, `_INBOX_<prefix>`):
-  // the project and agent are right, the prefix is not.
-  const [asked, ...rest] = inbox.split('.');
-  const issued = allow.find(
-    (pattern): pattern is string =>
-      typeof pattern === 'string' && pattern.startsWith('_INBOX_') && patternWithin(pattern, [pattern.split('.')[0], ...rest].join('.')),
-  );
-  if (issued !== undefined && asked !== undefined) {
-    const theirs = issued.split('.')[0]!.slice('_INBOX_'.length);
+  // The same principal under another deployment prefix: the project and agent are right, the prefix is not.
+  const asked = inboxParts(inbox);
+  const issued =
+    asked === null
+      ? undefined
+      : allow
+          .map((pattern) => (typeof pattern === 'string' ? inboxParts(pattern) : null))
+          .find((parts) => parts !== null && parts.prefix !== asked.prefix && patternWithin(parts.principal, asked.principal));
+  if (asked !== null && issued) {
     throw new PermissionDenied(inbox, {
       operation: 'subscribe to',
-      why: `these credentials${name} were issued for the deployment prefix '${theirs}', and the client asked for '${asked.slice('_INBOX_'.length)}': connect with the prefix they were issued for (BATON_PREFIX)`,
+      why: `these credentials${name} were issued for the deployment prefix '${issued.prefix}', and the client asked for '${asked.prefix}': connect with the prefix they were issued for (BATON_PREFIX)`,
     });
   }
   throw new PermissionDenied(inbox, {
