@@ -818,6 +818,57 @@ describe('router service (real NATS)', () => {
     });
   });
 
+  describe('stops asked for an escalated handoff', () => {
+    it("records the escalated handoff the watchdog names on run.stopped (its project, and a lead's consult when one was given): the inbox closes the escalation's item with it", async () => {
+      const stopFor = async (run: string, cause: Record<string, unknown>) => {
+        const packetId = `wd-esc:${run}`;
+        await publishRaw(
+          Subjects.stopRequest(prefix, 'demo'),
+          JSON.stringify({
+            packet_id: packetId,
+            workflow_run_id: run,
+            project: 'demo',
+            why: 'guard_failed',
+            detail: 'handoff reached its retry cap',
+            tried: ['handoff h: 0 retries after lease_expired'],
+            requested_by: 'baton-watchdog',
+            cause: { kind: 'handoff_escalated', event_id: `ev-${run}`, ...cause },
+          }),
+        );
+        const [stopped] = await waitEvents<{ escalation?: unknown }>(run, 'run.stopped');
+        return stopped!;
+      };
+      const local = await startRun('feature');
+      await waitEvents(local, 'run.routed');
+      expect((await stopFor(local, { handoff_id: 'h-local' })).escalation).toEqual({ project: 'demo', handoff_id: 'h-local' });
+      const crossed = await startRun('feature');
+      await waitEvents(crossed, 'run.routed');
+      expect((await stopFor(crossed, { handoff_id: 'h-cross', project: 'other', consult_handoff_id: 'esc-h-cross' })).escalation).toEqual({
+        project: 'other',
+        handoff_id: 'h-cross',
+        consult_handoff_id: 'esc-h-cross',
+      });
+      // A loop guard's stop names no handoff.
+      const guarded = await startRun('feature');
+      await waitEvents(guarded, 'run.routed');
+      const [stopped] = await Promise.all([
+        waitEvents<{ escalation?: unknown }>(guarded, 'run.stopped'),
+        publishRaw(
+          Subjects.stopRequest(prefix, 'demo'),
+          JSON.stringify({
+            packet_id: `wd-guard:${guarded}`,
+            workflow_run_id: guarded,
+            project: 'demo',
+            why: 'thrash',
+            requested_by: 'baton-watchdog',
+            cause: { kind: 'loop_guard', guard: 'ping_pong', event_id: 'ev-g' },
+          }),
+        ),
+      ]);
+      expect(stopped[0]).not.toHaveProperty('escalation');
+    });
+  });
+
   describe('the dispatch reactor', () => {
     it('an unreachable ledger is retried until it answers: the handoff is created once it is back', async () => {
       expect((await publishDefinition(definition('late'), 'late')).ok).toBe(true);

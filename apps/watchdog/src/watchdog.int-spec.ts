@@ -218,6 +218,8 @@ describe('watchdog: retry cap with no lead anywhere → stop the run', () => {
       requested_by: 'baton-watchdog',
       cause: { kind: 'handoff_escalated', handoff_id: withRun.id, event_id: escalated.id },
     });
+    // No lead: the cause names no consult, and the handoff is in the run's project.
+    expect(Object.keys(request.cause ?? {}).sort()).toEqual(['event_id', 'handoff_id', 'kind']);
 
     // The stop request continues the escalation's trace (a hop of its own: same trace id, another
     // span), so one trace links the watchdog's requeue, the escalation and the run's stop.
@@ -247,6 +249,12 @@ describe('watchdog: retry cap with no lead anywhere → stop the run', () => {
     expect(requests).toHaveLength(1);
     expect(requests[0]).toMatchObject({ packet_id: stopPacketId(escalated.id), workflow_run_id: 'run-lead', project: PROJECT, why: 'guard_failed' });
     expect(requests[0]!.detail).toContain(`escalated to carol (consult ${outcome.consult_handoff_id})`);
+    expect(requests[0]!.cause).toEqual({
+      kind: 'handoff_escalated',
+      handoff_id: handoff.id,
+      event_id: escalated.id,
+      consult_handoff_id: outcome.consult_handoff_id,
+    });
     expect((await h.state(handoff.id)).status).toBe('failed');
   });
 
@@ -413,7 +421,8 @@ describe('watchdog: retry cap with no lead anywhere → stop the run', () => {
         project: PROJECT,
         workflow_run_id: 'run-x',
         why: 'guard_failed',
-        cause: { kind: 'handoff_escalated', handoff_id: handoff.id, event_id: escalated.id },
+        // The handoff lives in the target project: the cause says so (the run's stop records it).
+        cause: { kind: 'handoff_escalated', handoff_id: handoff.id, event_id: escalated.id, project: OTHER },
       }),
     ]);
     const stored = await h.nats.jsm.streams.getMessage(batonStreamNames(h.prefix).inbox, { last_by_subj: stopRequestSubject(h.prefix, PROJECT) });

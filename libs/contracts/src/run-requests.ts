@@ -102,6 +102,23 @@ export const PublishDefinitionReplySchema = z.discriminatedUnion('ok', [
 export type PublishDefinitionReply = z.infer<typeof PublishDefinitionReplySchema>;
 
 /**
+ * The `cause` of a stop request for the run of an escalated handoff (see `StopRunRequestSchema`).
+ * `project` is the handoff's project when it is not the run's (a cross-project handoff lives in
+ * its target project); absent, the handoff is in the request's project. `consult_handoff_id` is
+ * present when the project's lead was given a consult; absent, nobody was — the stop is then the
+ * only way a person learns of the failed work, and the run's `run.stopped` records the escalation so
+ * the inbox closes the escalation's item in favour of the stop's.
+ */
+export const HandoffEscalatedCauseSchema = z.strictObject({
+  kind: z.literal('handoff_escalated'),
+  handoff_id: IdSchema,
+  event_id: IdSchema,
+  project: ProjectIdSchema.optional(),
+  consult_handoff_id: IdSchema.optional(),
+});
+export type HandoffEscalatedCause = z.infer<typeof HandoffEscalatedCauseSchema>;
+
+/**
  * Ask the router to stop a run from outside the run (written by the watchdog: a handoff of the run
  * hit its retry cap and the project has no lead, `handoff.escalated` with `stop_why`; or a loop
  * guard tripped). Published
@@ -128,7 +145,7 @@ export const StopRunRequestSchema = z
     /** What caused the request: for the watchdog, the escalated handoff and the escalation event. */
     cause: z
       .discriminatedUnion('kind', [
-        z.strictObject({ kind: z.literal('handoff_escalated'), handoff_id: IdSchema, event_id: IdSchema }),
+        HandoffEscalatedCauseSchema,
         /** A loop guard of the watchdog (hop budget, ping-pong, circuit) tripped on `event_id`. */
         LoopGuardCauseSchema,
       ])

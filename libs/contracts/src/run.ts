@@ -308,6 +308,18 @@ export const RunHeldSchema = z.strictObject({
   held_at: IsoTimeSchema,
 });
 
+/**
+ * The escalated handoff a stop from outside was asked for (the watchdog's `handoff_escalated` stop
+ * request): its project (the target project of a cross-project handoff) and id, and the consult
+ * its project's lead was given, when there was a lead.
+ */
+export const StopEscalationSchema = z.strictObject({
+  project: ProjectIdSchema,
+  handoff_id: IdSchema,
+  consult_handoff_id: IdSchema.optional(),
+});
+export type StopEscalation = z.infer<typeof StopEscalationSchema>;
+
 export const RunStoppedSchema = z.strictObject({
   packet: StopPacketSchema,
   /** Who asked for the stop: the agent's own stop signal, the router, or an outside service. */
@@ -321,6 +333,12 @@ export const RunStoppedSchema = z.strictObject({
    * Absent on other stops, and on stops stored before it was recorded.
    */
   decision: RouteDecisionSchema.optional(),
+  /**
+   * The escalated handoff this stop was asked for (source `external`, why `guard_failed`). With no
+   * consult, the stop takes over the escalation's inbox item. Absent on other stops, and on stops
+   * stored before it was recorded.
+   */
+  escalation: StopEscalationSchema.optional(),
 });
 
 export const RunResumedSchema = z.strictObject({

@@ -168,9 +168,11 @@ describe('bulk rebuilds (real Redis)', () => {
             agent: fc.option(word, { nil: undefined }),
           }),
           fc.boolean(),
+          // A conditional patch: it applies only while the item's field holds the value.
+          fc.option(fc.record({ field: fc.constantFrom('status', 'why', 'agent'), is: word }), { nil: undefined }),
         )
-        .map(([id, set, unset]) =>
-          Op.itemPatch('box', id, Object.fromEntries(Object.entries(set).filter(([, v]) => v !== undefined)), unset ? ['why', 'extra'] : undefined),
+        .map(([id, set, unset, when]) =>
+          Op.itemPatch('box', id, Object.fromEntries(Object.entries(set).filter(([, v]) => v !== undefined)), unset ? ['why', 'extra'] : undefined, when),
         ),
       itemId.map((id) => Op.itemRemove('box', id)),
     );

@@ -146,6 +146,17 @@ describe('rebuild fast paths agree with what they replace', () => {
           id: fc.oneof(fc.string({ maxLength: 3 }), fc.integer()),
           set: item,
           unset: fc.option(fc.array(fc.constantFrom('why', 'at', '', 'x'), { maxLength: 3 }), { nil: undefined }),
+          when: fc.option(
+            fc.oneof(
+              fc.record({
+                field: fc.constantFrom('status', '', 'x'.repeat(101)),
+                is: fc.oneof(fc.string({ maxLength: 3 }), fc.integer(), fc.constant('y'.repeat(1_001))),
+              }),
+              fc.record({ field: fc.constant('status'), is: fc.constant('open'), more: fc.constant(1) }),
+              anything,
+            ),
+            { nil: undefined },
+          ),
         },
         { requiredKeys: ['op', 'store', 'id', 'set'] },
       ),

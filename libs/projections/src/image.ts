@@ -41,7 +41,7 @@ type Entry =
 /** An indexed item as Redis holds it: field → canonical JSON of its value. */
 export type ItemDoc = Map<string, string>;
 
-type ItemOp = { o: 'put'; fields: ItemDoc } | { o: 'patch'; set: [string, string][]; unset: string[] } | { o: 'rem' };
+type ItemOp = { o: 'put'; fields: ItemDoc } | { o: 'patch'; set: [string, string][]; unset: string[]; when?: [string, string] } | { o: 'rem' };
 
 interface ItemEntry {
   store: string;
@@ -253,7 +253,12 @@ export class GenerationImage {
         this.item(op.store, op.item.id).ops.push({ o: 'put', fields: new Map(itemFields(op.item)) });
         return;
       case 'item.patch':
-        this.item(op.store, op.id).ops.push({ o: 'patch', set: itemFields(op.set), unset: op.unset ?? [] });
+        this.item(op.store, op.id).ops.push({
+          o: 'patch',
+          set: itemFields(op.set),
+          unset: op.unset ?? [],
+          ...(op.when ? { when: [op.when.field, canonicalJson(op.when.is)] as [string, string] } : {}),
+        });
         return;
       case 'item.remove':
         this.item(op.store, op.id).ops.push({ o: 'rem' });
@@ -441,6 +446,7 @@ function applyItemOp(doc: ItemDoc | null, op: ItemOp): ItemDoc | null {
       return null;
     case 'patch': {
       if (doc === null) return null;
+      if (op.when !== undefined && doc.get(op.when[0]) !== op.when[1]) return doc;
       const next = new Map(doc);
       for (const [field, value] of op.set) next.set(field, value);
       for (const field of op.unset) next.delete(field);

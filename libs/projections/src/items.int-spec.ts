@@ -170,6 +170,23 @@ describe('indexed item store (real Redis)', () => {
     expect(Object.keys(snapshot.keys)).toEqual([]);
   });
 
+  it('a conditional patch changes an item only while the named field holds the value, indexes included', async () => {
+    const item = { ...makeItem(2), status: 'open' };
+    await run(Op.itemUpsert('inbox', item));
+    await run(Op.itemPatch('inbox', item.id, { status: 'closed', title: 'first' }, undefined, { field: 'status', is: 'open' }));
+    // The item is closed now: a second close on the same condition leaves the first one's fields.
+    await run(Op.itemPatch('inbox', item.id, { status: 'archived', title: 'second' }, ['agent'], { field: 'status', is: 'open' }));
+    expect(await items.get(item.id)).toEqual({ ...item, status: 'closed', title: 'first' });
+    expect(await items.count({ status: 'closed' })).toBe(1);
+    expect(await items.count({ status: 'archived' })).toBe(0);
+    expect(await items.count({ agent: item.agent! })).toBe(1);
+    // A field the item lacks never holds the value; a missing item stays missing.
+    await run(Op.itemPatch('inbox', item.id, { title: 'third' }, undefined, { field: 'nope', is: '' }));
+    await run(Op.itemPatch('inbox', 'missing', { status: 'open' }, undefined, { field: 'status', is: 'open' }));
+    expect((await items.get(item.id))?.title).toBe('first');
+    expect(await items.count()).toBe(1);
+  });
+
   it.each(['newest', 'urgent'] as const)(
     'cursor paging (%s) over 250 items with page size 20 visits each item exactly once, in order, while new items are inserted',
     async (order) => {

@@ -60,6 +60,8 @@ const itemCore = {
 export const IndexedItemSchema = z.object(itemCore).catchall(JsonSchema.optional());
 const ItemPatchSchema = z.object(itemCore).omit({ id: true }).partial().catchall(JsonSchema.optional());
 const REQUIRED_ITEM_FIELDS = ['id', 'project', 'kind', 'status', 'urgency', 'at'];
+/** A patch's condition: the item's `field` holds the string `is` (else the patch does nothing). */
+const ItemWhenSchema = z.strictObject({ field: z.string().min(1).max(100), is: z.string().max(1_000) });
 
 /**
  * The closed set of data operations a projection may return for one event. Keys are relative to
@@ -88,6 +90,7 @@ export const ProjectionOpSchema = z.discriminatedUnion('op', [
       .max(100)
       .refine((fields) => fields.every((f) => !REQUIRED_ITEM_FIELDS.includes(f)), 'required item fields cannot be unset')
       .optional(),
+    when: ItemWhenSchema.optional(),
   }),
   z.object({ op: z.literal('item.remove'), store: StoreSchema, id: ItemIdSchema }),
 ]);
@@ -105,8 +108,14 @@ export type ProjectionOp =
   | { op: 'sadd'; key: string; members: string[] }
   | { op: 'srem'; key: string; members: string[] }
   | { op: 'item.upsert'; store: string; item: IndexedItem }
-  | { op: 'item.patch'; store: string; id: string; set: Partial<Omit<IndexedItem, 'id'>>; unset?: string[] }
+  | { op: 'item.patch'; store: string; id: string; set: Partial<Omit<IndexedItem, 'id'>>; unset?: string[]; when?: ItemWhen }
   | { op: 'item.remove'; store: string; id: string };
+
+/** The condition of an item patch: it applies only while the item's `field` holds the string `is`. */
+export interface ItemWhen {
+  field: string;
+  is: string;
+}
 
 /** Factories for {@link ProjectionOp}s, so projection code reads as a list of intentions. */
 export const Op = {
@@ -122,13 +131,17 @@ export const Op = {
   srem: (key: string, ...members: string[]): ProjectionOp => ({ op: 'srem', key, members }),
   /** Insert or replace an item; every index moves with it. */
   itemUpsert: (store: string, item: IndexedItem): ProjectionOp => ({ op: 'item.upsert', store, item }),
-  /** Change some members of an existing item (indexes follow); a no-op when the item does not exist. */
-  itemPatch: (store: string, id: string, set: Partial<Omit<IndexedItem, 'id'>>, unset?: string[]): ProjectionOp => ({
+  /**
+   * Change some members of an existing item (indexes follow); a no-op when the item does not exist,
+   * or when `when` is given and the item's `when.field` does not hold the string `when.is`.
+   */
+  itemPatch: (store: string, id: string, set: Partial<Omit<IndexedItem, 'id'>>, unset?: string[], when?: ItemWhen): ProjectionOp => ({
     op: 'item.patch',
     store,
     id,
     set,
     ...(unset ? { unset } : {}),
+    ...(when ? { when } : {}),
   }),
   /** Remove an item and all its index entries; a no-op when it does not exist. */
   itemRemove: (store: string, id: string): ProjectionOp => ({ op: 'item.remove', store, id }),
@@ -141,7 +154,7 @@ export type WireOp =
   | { o: 'set'; k: string; v: string }
   | { o: 'zadd'; k: string; s: string; m: string }
   | { o: 'iput'; st: string; id: string; a: string[] }
-  | { o: 'ipatch'; st: string; id: string; a: string[]; u: string[] }
+  | { o: 'ipatch'; st: string; id: string; a: string[]; u: string[]; w?: [string, string] }
   | { o: 'irem'; st: string; id: string };
 
 /**
@@ -202,7 +215,14 @@ function toWire(op: ParsedOp): WireOp {
     case 'item.upsert':
       return { o: 'iput', st: op.store, id: op.item.id, a: itemFields(op.item) };
     case 'item.patch':
-      return { o: 'ipatch', st: op.store, id: op.id, a: itemFields(op.set), u: op.unset ?? [] };
+      return {
+        o: 'ipatch',
+        st: op.store,
+        id: op.id,
+        a: itemFields(op.set),
+        u: op.unset ?? [],
+        ...(op.when ? { w: [op.when.field, canonicalJson(op.when.is)] } : {}),
+      };
     case 'item.remove':
       return { o: 'irem', st: op.store, id: op.id };
     default:
@@ -323,6 +343,13 @@ function coreValid(item: Record<string, unknown>, partial: boolean): boolean {
   return true;
 }
 
+function validWhen(when: unknown): boolean {
+  if (!plainObject(when)) return false;
+  const keys = Object.keys(when);
+  const { field, is } = when;
+  return keys.length === 2 && typeof field === 'string' && field.length > 0 && field.length <= 100 && typeof is === 'string' && is.length <= 1_000;
+}
+
 function fastValid(op: unknown): boolean {
   if (!plainObject(op)) return false;
   switch (op['op']) {
@@ -351,6 +378,8 @@ function fastValid(op: unknown): boolean {
       if (!(typeof op['store'] === 'string' && STORE_PATTERN.test(op['store']) && itemId(op['id']) && plainObject(set))) return false;
       if ('id' in set) return false;
       if (!coreValid(set, true) || !extrasValid(set, CORE_FIELDS)) return false;
+      const when = op['when'];
+      if (when !== undefined && !validWhen(when)) return false;
       if (unset === undefined) return true;
       return Array.isArray(unset) && unset.length <= 100 && unset.every((f) => typeof f === 'string' && f.length > 0 && !REQUIRED_ITEM_FIELDS.includes(f));
     }

@@ -182,7 +182,8 @@ for _, ev in ipairs(batch) do
           redis.call('HSET', key, unpack(op['a']))
           index(ns, store, id, readDoc(key))
         elseif o == 'ipatch' then
-          if old then
+          local w = op['w']
+          if old and (w == nil or old[w[1]] == w[2]) then
             unindex(ns, store, id, old)
             if #op['a'] > 0 then redis.call('HSET', key, unpack(op['a'])) end
             if #op['u'] > 0 then redis.call('HDEL', key, unpack(op['u'])) end

@@ -188,8 +188,12 @@ export const InboxItemSchema = z
       .string()
       .optional()
       .describe("the project of workflow_run_id when it is not the item's own: the escalation of a cross-project handoff, whose run is its source project's"),
-    handoff_id: z.string().optional(),
-    packet_id: z.string().optional(),
+    handoff_id: z.string().optional().describe("handback, escalation: the item's handoff; stop: the escalated handoff the stop was asked for, when it was"),
+    handoff_project: z.string().optional().describe('stop of an escalated handoff living in another project (a cross-project handoff): that project'),
+    packet_id: z
+      .string()
+      .optional()
+      .describe('stop: its packet; escalation closed superseded_by_stop: the packet of the stop that took it over (in the run project)'),
     resolution: z.string().optional(),
     closed_at: z.string().optional(),
     closed_by: z.string().optional(),

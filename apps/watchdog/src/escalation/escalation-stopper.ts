@@ -73,7 +73,13 @@ export class EscalationStopper {
       detail: stop.detail.slice(0, Limits.maxShortText),
       tried: [`handoff ${handoffId}: ${escalation.attempted_retry - 1} retries after ${escalation.cause}`.slice(0, 200)],
       requested_by: this.actor,
-      cause: { kind: 'handoff_escalated', handoff_id: handoffId, event_id: envelope.id },
+      cause: {
+        kind: 'handoff_escalated',
+        handoff_id: handoffId,
+        event_id: envelope.id,
+        ...(envelope.project !== run.project ? { project: envelope.project } : {}),
+        ...('consult_handoff_id' in outcome ? { consult_handoff_id: outcome.consult_handoff_id } : {}),
+      },
     });
     const ack = await this.opts.publish(stopRequestSubject(this.opts.prefix, run.project), request, MsgIds.stop(run.project, request.packet_id), trace);
     log.child({ workflow_run_id: run.workflow_run_id, run_project: run.project }).info('stop requested for the run of an escalated handoff', {

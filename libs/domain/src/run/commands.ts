@@ -8,6 +8,7 @@ import type {
   RunAnswer,
   RunPeople,
   StopCap,
+  StopEscalation,
   StopWhy,
   WorkflowDefinition,
 } from '@baton/contracts';
@@ -101,6 +102,8 @@ export interface StopRun {
     cap?: StopCap;
     /** The agent run the stop concerns; defaults to the workflow run id. */
     run_id?: string;
+    /** The escalated handoff the stop was asked for (recorded on `run.stopped`). */
+    escalation?: StopEscalation;
   };
   metadata: RunCommandMetadata;
 }

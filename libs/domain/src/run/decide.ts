@@ -14,6 +14,7 @@ import {
   RouteDecision,
   RouteTarget,
   RunPeople,
+  StopEscalation,
   stripSentinels,
   WorkflowDefinition,
 } from '@baton/contracts';
@@ -471,7 +472,7 @@ function stopRun(command: StopRun, state: RunState): DecisionResult<RunEvent> {
     facts.detail = clip(`${data.detail ?? 'hop budget spent'}; the run reached hop ${state.hops} before the stop landed`, 1_000);
   }
   const ctx: OutcomeContext = { state, cause: { kind: 'stop', id: data.packet_id }, now: metadata.now, agentText: null };
-  return accept(...stopEvents(ctx, facts, 'external'));
+  return accept(...stopEvents(ctx, facts, 'external', undefined, data.escalation));
 }
 
 function rejectResult(command: RejectResult, state: RunState): DecisionResult<RunEvent> {
@@ -708,10 +709,26 @@ function routedEvent(
   };
 }
 
-function stopEvents(ctx: OutcomeContext, facts: StopFacts, source: 'agent' | 'router' | 'external', decision?: RouteDecision): RunEvent[] {
+function stopEvents(
+  ctx: OutcomeContext,
+  facts: StopFacts,
+  source: 'agent' | 'router' | 'external',
+  decision?: RouteDecision,
+  escalation?: StopEscalation,
+): RunEvent[] {
   const { packet } = buildStop(facts);
   return [
-    { type: 'run.stopped', data: { packet, source, cause: ctx.cause, stopped_at: ctx.now, ...(decision !== undefined ? { decision } : {}) } },
+    {
+      type: 'run.stopped',
+      data: {
+        packet,
+        source,
+        cause: ctx.cause,
+        stopped_at: ctx.now,
+        ...(decision !== undefined ? { decision } : {}),
+        ...(escalation !== undefined ? { escalation } : {}),
+      },
+    },
     noticeEvent(ctx, 'stop', `run stopped (${packet.why})${packet.detail ? `: ${packet.detail}` : ''}`, packet.packet_id),
   ];
 }

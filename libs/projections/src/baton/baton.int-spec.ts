@@ -153,7 +153,7 @@ describe('Baton projections (real Redis)', () => {
     expect(stillOpen).toEqual(['handback:demo:hb-h-1', 'stop:demo:stop-r-wr-a:res-a1', 'stop:demo:stop-r-wr-d:res-d1']);
   });
 
-  it("an escalation with no consult (the project has no lead) stays open until its handoff is archived, in a run or not: nothing else says the failed work was seen (the run's guard_failed stop may never open: a run already finished or stopped)", async () => {
+  it("an escalation with no consult (the project has no lead) stays open until its handoff is archived, in a run or not, when no stop takes it over: nothing else says the failed work was seen (the run's guard_failed stop may never open: a run already finished or stopped)", async () => {
     const at = (minute: number) => `2026-01-01T10:${String(minute).padStart(2, '0')}:00.000Z`;
     const step = (id: string, minute: number, actor: string, actorKind: 'agent' | 'watchdog' | 'operator', command: Record<string, unknown>): ScenarioStep =>
       ({
@@ -209,6 +209,99 @@ describe('Baton projections (real Redis)', () => {
     await applyAll(projector, events.slice(archived));
     for (const id of ['escalation:demo:h-run', 'escalation:demo:h-free'])
       expect(await views.inboxItem(id)).toMatchObject({ status: 'closed', resolution: 'archived' });
+  });
+
+  it("the guard_failed stop of a run whose handoff was escalated with no consult takes over the escalation's item (superseded_by_stop, the stop names the handoff); with a lead's consult the item stays; an archive later changes neither", async () => {
+    const at = (minute: number) => `2026-01-01T11:${String(minute).padStart(2, '0')}:00.000Z`;
+    const start = scenarioSteps()[0];
+    if (start.aggregate !== 'run' || start.command.type !== 'start_run') throw new Error('unexpected scenario');
+    const { command } = start;
+    const startRun = (id: string): ScenarioStep => ({ ...start, id, command: { ...command, data: { ...command.data, workflow_run_id: id } } });
+    const step = (id: string, minute: number, actor: string, actorKind: 'agent' | 'watchdog' | 'operator', command: Record<string, unknown>): ScenarioStep =>
+      ({ aggregate: 'handoff', id, actor, origin: actorKind, command: { ...command, metadata: { now: at(minute), actor, actorKind } } }) as ScenarioStep;
+    const lapse = (id: string, minute: number, run: string, lead?: string): ScenarioStep[] => [
+      step(id, minute, 'alice', 'agent', {
+        type: 'create',
+        data: {
+          handoff_id: id,
+          project: 'demo',
+          kind: 'task',
+          priority: 'medium',
+          from_agent: 'alice',
+          to_agent: 'bob',
+          summary: `work item ${id}`,
+          context: {},
+          acceptance: {},
+          max_retries: 0,
+          workflow_run_id: run,
+          idempotency_key: `create:${id}`,
+        },
+      }),
+      step(id, minute + 1, 'bob', 'agent', {
+        type: 'claim',
+        data: { handoff_id: id, claim_id: `c-${id}`, lease_ms: 60_000, claimer_roles: [], idempotency_key: `claim:${id}` },
+      }),
+      step(id, minute + 3, 'baton-watchdog', 'watchdog', {
+        type: 'requeue_expired',
+        data: {
+          handoff_id: id,
+          claim_id: `c-${id}`,
+          escalation_handoff_id: `esc-${id}`,
+          ...(lead !== undefined ? { project_lead: lead } : {}),
+          idempotency_key: `requeue:c-${id}`,
+        },
+      }),
+    ];
+    // The watchdog's stop request, as the router runs it: the escalated handoff recorded on the stop.
+    const stop = (run: string, handoff: string, minute: number, consult?: string): ScenarioStep =>
+      ({
+        aggregate: 'run',
+        id: run,
+        actor: 'baton-watchdog',
+        origin: 'watchdog',
+        command: {
+          type: 'stop',
+          data: {
+            packet_id: `wd-${handoff}`,
+            why: 'guard_failed',
+            tried: [`handoff ${handoff}: 0 retries after lease_expired`],
+            escalation: { project: 'demo', handoff_id: handoff, ...(consult !== undefined ? { consult_handoff_id: consult } : {}) },
+          },
+          metadata: { now: at(minute), actor: 'baton-watchdog' },
+        },
+      }) as ScenarioStep;
+    const archive = (id: string, minute: number) =>
+      step(id, minute, 'olga', 'operator', { type: 'archive', data: { handoff_id: id, idempotency_key: `archive:${id}` } });
+    const steps = [
+      startRun('wr-x'),
+      ...lapse('h-x', 1, 'wr-x'),
+      stop('wr-x', 'h-x', 5),
+      startRun('wr-y'),
+      ...lapse('h-y', 10, 'wr-y', 'lena'),
+      stop('wr-y', 'h-y', 15, 'esc-h-y'),
+      archive('h-x', 20),
+    ];
+    const events = envelopes(foldScenario(steps));
+    const stopped = events.filter((e) => e.type === 'run.stopped').map((e) => (e.payload as { escalation?: unknown }).escalation);
+    expect(stopped).toEqual([
+      { project: 'demo', handoff_id: 'h-x' },
+      { project: 'demo', handoff_id: 'h-y', consult_handoff_id: 'esc-h-y' },
+    ]);
+    const archived = events.findIndex((e) => e.type === 'handoff.archived');
+    await applyAll(projector, events.slice(0, archived));
+    expect(await views.inboxItem('escalation:demo:h-x')).toMatchObject({ status: 'closed', resolution: 'superseded_by_stop', packet_id: 'wd-h-x' });
+    expect(await views.inboxItem('stop:demo:wd-h-x')).toMatchObject({ status: 'open', why: 'guard_failed', handoff_id: 'h-x', workflow_run_id: 'wr-x' });
+    // The lead was given a consult: that consult's ending closes the escalation, not the stop.
+    expect(await views.inboxItem('escalation:demo:h-y')).toMatchObject({ status: 'open', consult_handoff_id: 'esc-h-y' });
+    expect(await views.inboxItem('stop:demo:wd-h-y')).toMatchObject({ status: 'open', handoff_id: 'h-y' });
+    const closedAt = (await views.inboxItem('escalation:demo:h-x'))?.closed_at;
+    await applyAll(projector, events.slice(archived));
+    expect(await views.inboxItem('escalation:demo:h-x')).toMatchObject({ status: 'closed', resolution: 'superseded_by_stop', closed_at: closedAt });
+    expect(await views.inbox({ filters: { kind: 'escalation', status: 'open' } })).toMatchObject({ items: [{ id: 'escalation:demo:h-y' }] });
+    // A rebuild from the stream writes the same.
+    const before = await snapshots(fx);
+    await projector.rebuildAll(source(events));
+    expect((await snapshots(fx)).map((s, i) => diffSnapshots(before[i]!, s))).toEqual(PROJECTIONS.map(() => []));
   });
 
   it('inbox filters by project, kind, why, agent and priority; urgent order puts policy stops before medium ones; cursor paging returns each item once', async () => {

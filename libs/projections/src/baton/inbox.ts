@@ -1,4 +1,4 @@
-import type { HandoffEvent, HandoffPriority, StopPacket } from '@baton/contracts';
+import type { HandoffEvent, HandoffPriority, StopEscalation, StopPacket } from '@baton/contracts';
 import { assertNever, type RunEvent } from '@baton/domain';
 import type { JsonValue } from '../canonical-json';
 import { Op, type IndexedItem, type ProjectionOp } from '../ops';
@@ -98,14 +98,29 @@ const PriorityRank: Record<HandoffPriority, number> = { low: 0, medium: 1, high:
 /** A resolution that says a person's answer or handback decision ended the item. */
 const byAnswer = (resolution: string): boolean => resolution.startsWith('answered:') || resolution.startsWith('decided:');
 
-function close(id: string, resolution: string, event: SequencedEvent, by?: string, extra: Record<string, string> = {}): ProjectionOp {
-  return Op.itemPatch(INBOX_STORE, id, {
-    ...extra,
-    status: byAnswer(resolution) ? InboxStatus.answered : InboxStatus.closed,
-    resolution,
-    closed_at: event.occurredAt,
-    ...(by !== undefined ? { closed_by: by } : {}),
-  });
+function close(id: string, resolution: string, event: SequencedEvent, by?: string, extra: Record<string, string> = {}, whileOpen = false): ProjectionOp {
+  return Op.itemPatch(
+    INBOX_STORE,
+    id,
+    {
+      ...extra,
+      status: byAnswer(resolution) ? InboxStatus.answered : InboxStatus.closed,
+      resolution,
+      closed_at: event.occurredAt,
+      ...(by !== undefined ? { closed_by: by } : {}),
+    },
+    undefined,
+    whileOpen ? { field: 'status', is: InboxStatus.open } : undefined,
+  );
+}
+
+/**
+ * Close an escalation's item if it is still open: it has three closers that never see each other's
+ * state — its consult ending, the handoff archived, the run's stop taking it over — and the first
+ * one's resolution stays.
+ */
+function closeEscalation(id: string, resolution: string, event: SequencedEvent, by?: string, extra: Record<string, string> = {}): ProjectionOp {
+  return close(id, resolution, event, by, extra, true);
 }
 
 function item(fields: Omit<InboxItem, 'status' | 'opened_at'>, event: SequencedEvent): IndexedItem {
@@ -154,7 +169,17 @@ function runStep(prior: RunMemo | null, event: SequencedEvent): { state?: RunMem
       const packet = e.data.packet;
       const id = InboxItemId.stop(packet.project, packet.packet_id);
       const ops: ProjectionOp[] = memo.hold_item ? [close(memo.hold_item, 'superseded_by_stop', event)] : [];
-      ops.push(stopItemUpsert(packet, event, 'Run'));
+      const escalation = e.data.escalation;
+      ops.push(stopItemUpsert(packet, event, 'Run', escalation));
+      // The stop of an escalation nobody was given a consult for takes over the escalation's item:
+      // one failure, one open item, the one with a form to answer (a lead's consult keeps its own).
+      if (escalation !== undefined && escalation.consult_handoff_id === undefined) {
+        ops.push(
+          closeEscalation(InboxItemId.escalation(escalation.project, escalation.handoff_id), 'superseded_by_stop', event, undefined, {
+            packet_id: packet.packet_id,
+          }),
+        );
+      }
       return { state: { hold_item: null, stop_item: id }, ops };
     }
     case 'run.resumed': {
@@ -302,13 +327,13 @@ function handoffStep(prior: HandoffMemo | null, event: SequencedEvent): { state?
     memo.escalation_open = true;
     memo.escalation_via_consult = viaConsult;
   } else if (e.type === 'handoff.archived' && memo.escalation_open && !memo.escalation_via_consult) {
-    ops.push(close(InboxItemId.escalation(project, hid), 'archived', event, e.data.archived_by));
+    ops.push(closeEscalation(InboxItemId.escalation(project, hid), 'archived', event, e.data.archived_by));
     memo.escalation_open = false;
   }
   // A consult created by an escalation closes the escalation when it ends (the consult is created
   // in the escalated handoff's project).
   if (memo.escalation_of && !memo.escalation_closed && TERMINAL_HANDOFF_EVENTS.has(e.type)) {
-    ops.push(close(InboxItemId.escalation(project, memo.escalation_of), `consult_${e.type.slice('handoff.'.length)}`, event));
+    ops.push(closeEscalation(InboxItemId.escalation(project, memo.escalation_of), `consult_${e.type.slice('handoff.'.length)}`, event));
     memo.escalation_closed = true;
   }
   return { state: memo, ops };
@@ -320,7 +345,7 @@ function meshStopped(event: SequencedEvent): ProjectionOp[] {
 }
 
 /** The open inbox item of a stop packet (a stopped run's or a stopped mesh's). */
-function stopItemUpsert(packet: StopPacket, event: SequencedEvent, of: 'Run' | 'Mesh'): ProjectionOp {
+function stopItemUpsert(packet: StopPacket, event: SequencedEvent, of: 'Run' | 'Mesh', escalation?: StopEscalation): ProjectionOp {
   const priority = stopPriority(packet.why);
   return Op.itemUpsert(
     INBOX_STORE,
@@ -345,6 +370,9 @@ function stopItemUpsert(packet: StopPacket, event: SequencedEvent, of: 'Run' | '
         form_kind: packet.next_form?.kind ?? null,
         actions: packet.next_form ? packet.next_form.actions.map((a) => a.id) : ['acknowledge'],
         has_pending: packet.pending !== null,
+        // A stop asked for an escalated handoff names it (and its project when it is another's).
+        ...(escalation !== undefined ? { handoff_id: escalation.handoff_id } : {}),
+        ...(escalation !== undefined && escalation.project !== packet.project ? { handoff_project: escalation.project } : {}),
       },
       event,
     ),
@@ -365,7 +393,9 @@ export function inboxProjection(): FoldingProjection<JsonValue> {
     // 4: a cross-project handoff's escalation item names its run's project (`run_project`).
     // 5: an item a person's answer or handback decision ended is `answered`, not `closed`.
     // 6: a hold item carries its hold's `cause` (the web form sends it back as `hold_cause`).
-    version: 6,
+    // 7: the stop of an escalated handoff names it (`handoff_id`) and, when nobody got a consult,
+    //    closes the escalation's item (`superseded_by_stop`, with the stop's `packet_id`).
+    version: 7,
     handles: (type) => type.startsWith('run.') || type.startsWith('handoff.') || type === 'mesh.stopped' || type === 'mesh.stop_answered',
     stateKeyOf: (event) =>
       event.type.startsWith('mesh.') ? null : `${event.type.startsWith('run.') ? 'm:run:' : 'm:ho:'}${projectRef(event.project, event.aggregate.id)}`,

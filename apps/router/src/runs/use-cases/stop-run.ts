@@ -12,7 +12,7 @@ import { RunCommands, runRef } from '../run-commands';
  * handoff of the run hit its retry cap with nobody to escalate to, or a loop guard fired).
  *
  * Runs the run aggregate's `stop` command: `run.stopped` with a packet built by `buildStop`, and
- * one human action notice. Idempotent by `packet_id`: a redelivered request stops the run once.
+ * one human action notice; a stop asked for an escalated handoff records that handoff (`escalation`). Idempotent by `packet_id`: a redelivered request stops the run once.
  * A run that already finished or is already stopped refuses; that is expected (the request came
  * late) and is logged, not retried. Bad input and unknown runs are dead-lettered.
  */
@@ -32,6 +32,17 @@ export class StopRunUseCase {
       packet_id: request.packet_id,
     });
     const now = nowIso();
+    // The watchdog's request names the escalated handoff it stops the run for (only the watchdog
+    // may publish on this subject): recorded on the stop, so the inbox can close its escalation item.
+    const cause = request.cause;
+    const escalation =
+      cause?.kind === 'handoff_escalated'
+        ? {
+            project: cause.project ?? request.project,
+            handoff_id: cause.handoff_id,
+            ...(cause.consult_handoff_id !== undefined ? { consult_handoff_id: cause.consult_handoff_id } : {}),
+          }
+        : undefined;
     const outcome = await this.runs.run(
       runRef(request.project, request.workflow_run_id),
       {
@@ -44,6 +55,7 @@ export class StopRunUseCase {
             tried: request.tried,
             ...(request.detail !== undefined ? { detail: request.detail } : {}),
             ...(request.cap !== undefined ? { cap: request.cap } : {}),
+            ...(escalation !== undefined ? { escalation } : {}),
           },
           metadata: { now, actor: request.requested_by },
         },
