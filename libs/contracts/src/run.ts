@@ -268,6 +268,13 @@ export const RunResultRecordedSchema = z.strictObject({
     .optional(),
   /** True when the posted body was cut to the cap. */
   posted_body_truncated: z.boolean().optional(),
+  /**
+   * The call the agent reported pending with this result. A stop (or the agent's own hold) freezes
+   * it in its packet for a person; a decision to go on (advance, task, a call, loop) freezes
+   * nothing — the call stays the agent's to make — and this is where it is kept. Absent on results
+   * recorded before it was kept.
+   */
+  pending_tool_call: PendingToolCallSchema.optional(),
   recorded_at: IsoTimeSchema,
 });
 

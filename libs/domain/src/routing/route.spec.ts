@@ -264,6 +264,12 @@ describe('seed 000 §4 the callback return address', () => {
       cfg({ function_call: { function: 'call_agent', agent_name: 'context', callback: 'context' } }),
     );
     expect(decision).toMatchObject({ rule: 'function_call', target: { agent: 'context' }, callback_after: null });
+    // The caller is not the fallback of an ignored callback, and an agent calling itself has none either.
+    expect(route({ agent: 'architect', step: 'analyze' }, cfg({ function_call: { function: 'call_agent', agent_name: 'architect' } }))).toMatchObject({
+      rule: 'function_call',
+      target: { agent: 'architect' },
+      callback_after: null,
+    });
     // And a registered callback equal to the finishing agent never re-enters it.
     expect(route({ agent: 'context', step: 'context', callback: 'context' }, advance)).toMatchObject({ rule: 'workflow_edge', target: { agent: 'architect' } });
     expect(route({ agent: 'context', step: 'context', callback: 'context' }, absent)).toMatchObject({ rule: 'no_action_default', outcome: 'hold' });

@@ -294,6 +294,8 @@ function recordResult(command: RecordResult, state: RunState): DecisionResult<Ru
       // ledger voids a lapse of it that lands first (docs/handoffs.md rule 4a).
       ...(state.handoffId !== null && result.claim_id !== undefined ? { handoff_id: state.handoffId, claim_id: result.claim_id } : {}),
       ...postedFields(result.body, signal.kind === 'config' ? signal.config : null),
+      // The call it reported pending, kept whatever the decision: one that goes on freezes nothing.
+      ...(result.pending_tool_call ? { pending_tool_call: structuredCopy(result.pending_tool_call) } : {}),
       recorded_at: now,
     },
   };

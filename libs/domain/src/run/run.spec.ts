@@ -394,6 +394,25 @@ describe('workflow run: stops with a packet (seed 003)', () => {
     expect(play([resultCmd('r1', 'issue')], started()).last.map((e) => e.type)).toEqual(['run.result_recorded', 'run.held', 'run.notice_emitted']);
   });
 
+  it('a result that goes on (advance, task) with a tool call pending freezes nothing and drops nothing: the call is kept on run.result_recorded, a copy of what the agent sent', () => {
+    const advanced = play([decided('r1', 'issue', advance, { pending_tool_call: pending })], started());
+    expect(advanced.last.map((e) => e.type)).toEqual(['run.result_recorded', 'run.routed']);
+    const recorded = ofType(advanced.last, 'run.result_recorded')[0]!.data;
+    expect(recorded.pending_tool_call).toEqual(pending);
+    expect(recorded.pending_tool_call).not.toBe(pending);
+    expectValidEvents(advanced.last);
+    const tasked = play([decided('r1', 'issue', { task: 'reviewer' }, { pending_tool_call: pending })], started());
+    expect(ofType(tasked.last, 'run.result_recorded')[0]!.data.pending_tool_call).toEqual(pending);
+    // A stop freezes it in its packet and the result keeps it too; without one (or null) there is none.
+    const stopped = play([decided('r1', 'issue', advance, { stop: { why: 'policy' }, pending_tool_call: pending })], started());
+    expect(ofType(stopped.last, 'run.result_recorded')[0]!.data.pending_tool_call).toEqual(pending);
+    expect(ofType(stopped.last, 'run.stopped')[0]!.data.packet.pending).toEqual(pending);
+    expect(ofType(play([decided('r1', 'issue', advance)], started()).last, 'run.result_recorded')[0]!.data).not.toHaveProperty('pending_tool_call');
+    expect(ofType(play([decided('r1', 'issue', advance, { pending_tool_call: null })], started()).last, 'run.result_recorded')[0]!.data).not.toHaveProperty(
+      'pending_tool_call',
+    );
+  });
+
   it('the handoff the running agent works on ended without a result (failed by its claimer, abandoned by a person): the run holds for a person, continue dispatches the same agent again; another handoff or a timeout of it changes nothing', () => {
     const ended = (handoffId: string, reason: 'ended' | 'timeout' = 'ended'): RunCommand => ({
       type: 'handoff_failed',

@@ -86,4 +86,15 @@ describe('run timeline summaries of returnable handoffs (seed 001)', () => {
     expect(lines[1]).toContain('outcome: success durationMs: 900 siblingIntentMs: 400');
     expect(lines[2]).toBe(`customer message m1 to Offer_Agent (queued at ${at}): "hello?"`);
   });
+
+  it('a recorded result names the tool call it reported pending, so a decision that went on does not hide it', () => {
+    const recorded = (extra: object): RunEvent => ({
+      type: 'run.result_recorded',
+      data: { result_id: 'r1', run_id: 'r1', agent: 'issue', step: 'triage', signal: { kind: 'absent' }, recorded_at: at, ...extra },
+    });
+    expect(summarizeRunEvent(recorded({ pending_tool_call: { name: 'refund', args: { amount: 40 } } }))).toBe(
+      'result r1 from issue at triage (absent); pending call refund',
+    );
+    expect(summarizeRunEvent(recorded({}))).toBe('result r1 from issue at triage (absent)');
+  });
 });

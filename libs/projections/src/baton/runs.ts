@@ -170,7 +170,9 @@ export function summarizeRunEvent(event: RunEvent): string {
     case 'run.started':
       return `started workflow ${event.data.workflow.name} v${event.data.workflow.version} at ${event.data.entry.step} (${event.data.entry.agent})`;
     case 'run.result_recorded':
-      return `result ${event.data.result_id} from ${event.data.agent} at ${event.data.step} (${event.data.signal.kind})`;
+      return `result ${event.data.result_id} from ${event.data.agent} at ${event.data.step} (${event.data.signal.kind})${
+        event.data.pending_tool_call !== undefined ? `; pending call ${event.data.pending_tool_call.name}` : ''
+      }`;
     case 'run.routed':
       return `routed to ${event.data.target.agent} at ${event.data.target.step} by rule ${event.data.decision.rule} (hop ${event.data.hop}, origin ${event.data.decision.dispatch.origin}); handoff ${event.data.handoff_id}`;
     case 'run.held':
