@@ -97,4 +97,15 @@ describe('run timeline summaries of returnable handoffs (seed 001)', () => {
     );
     expect(summarizeRunEvent(recorded({}))).toBe('result r1 from issue at triage (absent)');
   });
+
+  it('a refusal says what was refused: a result, an operator answer or a customer message', () => {
+    const rejected = (refused?: 'result' | 'answer' | 'message', agent = 'issue'): RunEvent => ({
+      type: 'run.result_rejected',
+      data: { result_id: 'x1', agent, code: 'run_not_running', message: 'run r is stopped', rejected_at: at, ...(refused ? { refused } : {}) },
+    });
+    expect(summarizeRunEvent(rejected())).toBe('result x1 from issue rejected (run_not_running): run r is stopped');
+    expect(summarizeRunEvent(rejected('result'))).toBe('result x1 from issue rejected (run_not_running): run r is stopped');
+    expect(summarizeRunEvent(rejected('answer', 'operator'))).toBe('answer x1 from operator rejected (run_not_running): run r is stopped');
+    expect(summarizeRunEvent(rejected('message', 'customer'))).toBe('customer message x1 rejected (run_not_running): run r is stopped');
+  });
 });

@@ -189,8 +189,13 @@ export function summarizeRunEvent(event: RunEvent): string {
       return `completed at ${event.data.step} (${event.data.agent})`;
     case 'run.terminated':
       return `terminated (${event.data.origin}): ${event.data.reason}`;
-    case 'run.result_rejected':
-      return `result ${event.data.result_id} from ${event.data.agent} rejected (${event.data.code}): ${event.data.message}`;
+    case 'run.result_rejected': {
+      // What was refused: a result (the default), an operator's answer or a customer's message.
+      const d = event.data;
+      if (d.refused === 'message') return `customer message ${d.result_id} rejected (${d.code}): ${d.message}`;
+      if (d.refused === 'answer') return `answer ${d.result_id} from ${d.agent} rejected (${d.code}): ${d.message}`;
+      return `result ${d.result_id} from ${d.agent} rejected (${d.code}): ${d.message}`;
+    }
     case 'run.notice_emitted':
       return `notice ${event.data.notice.notice_id} (${event.data.notice.reason}) to @${event.data.notice.recipient.handle}`;
     // Conversations and returnable handoffs (seed 001): the seed's trace vocabulary.
@@ -460,7 +465,8 @@ export function runsProjection(): FoldingProjection<JsonValue> {
     // 7: each route carries its dispatch `status` (advance, hold, loop, terminate).
     // 8: a run the router stopped (unknown_intent) has no return address (`callback` null).
     // 9: a held run's hold carries its `cause` (what a hold answer names as `hold_cause`).
-    version: 9,
+    // 10: a refused answer's or customer message's timeline line says so (it said "result …").
+    version: 10,
     handles: (type) => type.startsWith('run.'),
     stateKeyOf: (event) => RunKeys.state(event.project, event.aggregate.id),
     step(prior, event) {
