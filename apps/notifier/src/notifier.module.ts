@@ -2,6 +2,7 @@ import { DynamicModule, Global, Module, RequestMethod, type MiddlewareConsumer, 
 import { ApiModule } from './api/api.module';
 import { AuthModule } from './auth/auth.module';
 import { RequireReadableBody } from './http/body-type';
+import { PrivateResponses } from './http/private-responses';
 import { HttpServerLimits } from './http/server-limits';
 import { NoticesModule } from './notices/notices.module';
 import { loadNotifierConfig, NOTIFIER_CONFIG, type NotifierConfig } from './notifier.config';
@@ -23,9 +24,13 @@ class NotifierConfigModule {
  */
 @Module({})
 export class NotifierModule implements NestModule {
-  /** A body of a type the notifier does not read is refused 415 (`nosniff` and no `X-Powered-By`: the platform's bootstrap, on every service). */
+  /**
+   * A body of a type the notifier does not read is refused 415 (`nosniff` and no `X-Powered-By`: the
+   * platform's bootstrap, on every service); `/v1` answers are private to who asked (no shared caching).
+   */
   configure(consumer: MiddlewareConsumer): void {
     consumer.apply(RequireReadableBody).forRoutes({ path: '{*path}', method: RequestMethod.ALL });
+    consumer.apply(PrivateResponses).forRoutes({ path: 'v1/{*path}', method: RequestMethod.ALL });
   }
 
   /**

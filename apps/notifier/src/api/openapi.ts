@@ -65,13 +65,20 @@ const body = (schema: z.ZodType) => {
   return { required: true, content: { 'application/json': { schema: input }, 'application/x-www-form-urlencoded': { schema: input } } };
 };
 
+/** Every `/v1` answer is for who asked: no shared cache stores it, a browser revalidates it. */
+const privateHeaders = {
+  ETag: { description: "the answer's entity tag, for `If-None-Match`", schema: { type: 'string' } },
+  'Cache-Control': { description: '`private, no-cache`', schema: { type: 'string' } },
+  Vary: { description: '`Authorization, Cookie`', schema: { type: 'string' } },
+};
+
 const retryAfter = { 'Retry-After': { description: 'seconds to wait before trying again', schema: { type: 'integer', minimum: 1 } } };
 
 /**
  * What every `/v1` operation may answer besides its own responses (unless it names them itself):
  * 401 without a valid token, 429 after too many failed authentications from the client's address,
  * 503 when Redis does not answer; a POST also 413 for a body over the limit and 415 for a body it
- * does not read.
+ * does not read; a GET (but the live stream) 304 to a conditional request whose answer is unchanged.
  */
 function withCommonResponses(paths: Record<string, Record<string, { responses: Record<string, unknown> }>>, unreadable: object): void {
   for (const [path, operations] of Object.entries(paths)) {
@@ -86,6 +93,15 @@ function withCommonResponses(paths: Record<string, Record<string, { responses: R
         '503': { ...error('`projections_unavailable`: Redis did not answer in time'), headers: retryAfter },
         ...(method === 'post'
           ? { '413': error('`payload_too_large`: the body (or a form with more than 1,000 fields) is over the limit'), '415': unreadable }
+          : {}),
+        // A JSON answer carries an ETag; asked again with it in If-None-Match, an unchanged answer is 304.
+        ...(method === 'get' && path !== '/v1/events/stream'
+          ? {
+              '304': {
+                description: 'Not Modified: the answer is the one whose `ETag` the request gave in `If-None-Match` (no body)',
+                headers: privateHeaders,
+              },
+            }
           : {}),
       };
       for (const [status, response] of Object.entries(common)) {

@@ -384,6 +384,44 @@ describe('an API that holds under load: connection and stream caps, token expiry
     expect((await call(`/v1/inbox?cursor=${made}`, { headers: bearer(viv), from: '127.0.0.8' })).status).toBe(200);
   });
 
+  it("/v1 answers are private to who asked (Cache-Control: private, no-cache; Vary: Authorization, Cookie), so no shared cache serves one token's answer to another; a conditional GET of an unchanged answer is 304", async () => {
+    const token = await fx.token('ivy', 'viewer', ['alpha']);
+    const privateHeaders = (reply: Reply) => ({ cache: reply.headers['cache-control'], vary: reply.headers['vary'] });
+    const first = await call('/v1/inbox', { headers: bearer(token), from: '127.0.0.6' });
+    expect(first.status).toBe(200);
+    expect(privateHeaders(first)).toEqual({ cache: 'private, no-cache', vary: 'Authorization, Cookie' });
+    // Refusals too (an unauthenticated request, an unknown /v1 path).
+    for (const [path, headers] of [
+      ['/v1/inbox', {}],
+      ['/v1/nothing-here', bearer(token)],
+    ] as const) {
+      const reply = await call(path, { headers: { ...headers }, from: '127.0.0.6' });
+      expect({ path, status: reply.status >= 400, ...privateHeaders(reply) }).toEqual({
+        path,
+        status: true,
+        cache: 'private, no-cache',
+        vary: 'Authorization, Cookie',
+      });
+    }
+    const etag = first.headers['etag'];
+    expect(etag).toEqual(expect.any(String));
+    const again = await call('/v1/inbox', { headers: { ...bearer(token), 'if-none-match': etag! }, from: '127.0.0.6' });
+    expect({ status: again.status, text: again.text, ...privateHeaders(again) }).toEqual({
+      status: 304,
+      text: '',
+      cache: 'private, no-cache',
+      vary: 'Authorization, Cookie',
+    });
+    // Pages keep their own no-store; the public OpenAPI document is not marked private.
+    expect((await call('/login', { from: '127.0.0.6' })).headers['cache-control']).toBe('no-store');
+    const openapi = await call('/openapi.json', { from: '127.0.0.6' });
+    expect(openapi.headers['cache-control']).not.toBe('private, no-cache');
+    // The document says so: a GET may answer 304 with those headers.
+    const responses = (JSON.parse(openapi.text) as { paths: Record<string, { get: { responses: Record<string, { headers?: object }> } }> }).paths['/v1/inbox']!
+      .get.responses;
+    expect(Object.keys(responses['304']?.headers ?? {})).toEqual(['ETag', 'Cache-Control', 'Vary']);
+  });
+
   it('responses send X-Content-Type-Options: nosniff and no X-Powered-By (JSON, errors, pages, health)', async () => {
     const token = await fx.token('hal', 'viewer', ['alpha']);
     for (const [path, headers] of [
