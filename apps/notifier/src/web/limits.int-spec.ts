@@ -387,7 +387,7 @@ describe('an API that holds under load: connection and stream caps, token expiry
   it("/v1 answers are private to who asked (Cache-Control: private, no-cache; Vary: Authorization, Cookie), so no shared cache serves one token's answer to another; a conditional GET of an unchanged answer is 304", async () => {
     const token = await fx.token('ivy', 'viewer', ['alpha']);
     const privateHeaders = (reply: Reply) => ({ cache: reply.headers['cache-control'], vary: reply.headers['vary'] });
-    const first = await call('/v1/inbox', { headers: bearer(token), from: '127.0.0.6' });
+    const first = await call('/v1/inbox', { headers: bearer(token), from: '127.0.0.9' });
     expect(first.status).toBe(200);
     expect(privateHeaders(first)).toEqual({ cache: 'private, no-cache', vary: 'Authorization, Cookie' });
     // Refusals too (an unauthenticated request, an unknown /v1 path).
@@ -395,7 +395,7 @@ describe('an API that holds under load: connection and stream caps, token expiry
       ['/v1/inbox', {}],
       ['/v1/nothing-here', bearer(token)],
     ] as const) {
-      const reply = await call(path, { headers: { ...headers }, from: '127.0.0.6' });
+      const reply = await call(path, { headers: { ...headers }, from: '127.0.0.9' });
       expect({ path, status: reply.status >= 400, ...privateHeaders(reply) }).toEqual({
         path,
         status: true,
@@ -405,7 +405,7 @@ describe('an API that holds under load: connection and stream caps, token expiry
     }
     const etag = first.headers['etag'];
     expect(etag).toEqual(expect.any(String));
-    const again = await call('/v1/inbox', { headers: { ...bearer(token), 'if-none-match': etag! }, from: '127.0.0.6' });
+    const again = await call('/v1/inbox', { headers: { ...bearer(token), 'if-none-match': etag! }, from: '127.0.0.9' });
     expect({ status: again.status, text: again.text, ...privateHeaders(again) }).toEqual({
       status: 304,
       text: '',
@@ -413,8 +413,8 @@ describe('an API that holds under load: connection and stream caps, token expiry
       vary: 'Authorization, Cookie',
     });
     // Pages keep their own no-store; the public OpenAPI document is not marked private.
-    expect((await call('/login', { from: '127.0.0.6' })).headers['cache-control']).toBe('no-store');
-    const openapi = await call('/openapi.json', { from: '127.0.0.6' });
+    expect((await call('/login', { from: '127.0.0.9' })).headers['cache-control']).toBe('no-store');
+    const openapi = await call('/openapi.json', { from: '127.0.0.9' });
     expect(openapi.headers['cache-control']).not.toBe('private, no-cache');
     // The document says so: a GET may answer 304 with those headers.
     const responses = (JSON.parse(openapi.text) as { paths: Record<string, { get: { responses: Record<string, { headers?: object }> } }> }).paths['/v1/inbox']!
