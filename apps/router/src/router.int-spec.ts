@@ -157,6 +157,12 @@ describe('router service (real NATS)', () => {
   const publishDefinition = (body: unknown, project = 'demo') => publishDefinitionTo(nats, prefix, project, body);
 
   const publishRaw = (subject: string, data: string | Uint8Array) => nats.js.publish(subject, typeof data === 'string' ? encoder.encode(data) : data);
+  /** The watchdog's request to stop `run` of project demo, on its subject. */
+  const publishStopRequest = (run: string, request: { packet_id: string; why: string } & Record<string, unknown>) =>
+    publishRaw(
+      Subjects.stopRequest(prefix, 'demo'),
+      JSON.stringify({ workflow_run_id: run, project: 'demo', tried: [], requested_by: 'baton-watchdog', ...request }),
+    );
 
   const startRun = async (workflow: string, project = 'demo', extra: Record<string, unknown> = {}) => {
     const id = `wr-${++runCounter}`;
@@ -786,20 +792,14 @@ describe('router service (real NATS)', () => {
       await waitEvents(run, 'run.routed');
       const cap = { name: 'hops', limit: 1, used: 2 };
       const packetId = `wd-guard:${run}`;
-      await publishRaw(
-        Subjects.stopRequest(prefix, 'demo'),
-        JSON.stringify({
-          packet_id: packetId,
-          workflow_run_id: run,
-          project: 'demo',
-          why: 'budget',
-          detail: 'hop budget spent: hop 2 of 1',
-          tried: ['hop 2: start → issue'],
-          cap,
-          requested_by: 'baton-watchdog',
-          cause: { kind: 'loop_guard', guard: 'hop_budget', event_id: 'ev-1' },
-        }),
-      );
+      await publishStopRequest(run, {
+        packet_id: packetId,
+        why: 'budget',
+        detail: 'hop budget spent: hop 2 of 1',
+        tried: ['hop 2: start → issue'],
+        cap,
+        cause: { kind: 'loop_guard', guard: 'hop_budget', event_id: 'ev-1' },
+      });
       const [stopped] = await waitEvents<StoppedPayload>(run, 'run.stopped');
       expect(stopped!.packet).toMatchObject({ packet_id: packetId, why: 'budget', cap, next_form: { kind: 'raise_cap' } });
       // The handoff the stopped agent was working on is dead (an answer routes on with a new one): abandoned, once.
@@ -820,30 +820,20 @@ describe('router service (real NATS)', () => {
 
   describe('stops asked for an escalated handoff', () => {
     it("records the escalated handoff the watchdog names on run.stopped (its project, and a lead's consult when one was given): the inbox closes the escalation's item with it", async () => {
-      const stopFor = async (run: string, cause: Record<string, unknown>) => {
-        const packetId = `wd-esc:${run}`;
-        await publishRaw(
-          Subjects.stopRequest(prefix, 'demo'),
-          JSON.stringify({
-            packet_id: packetId,
-            workflow_run_id: run,
-            project: 'demo',
-            why: 'guard_failed',
-            detail: 'handoff reached its retry cap',
-            tried: ['handoff h: 0 retries after lease_expired'],
-            requested_by: 'baton-watchdog',
-            cause: { kind: 'handoff_escalated', event_id: `ev-${run}`, ...cause },
-          }),
-        );
+      const stopFor = async (run: string, why: string, cause: Record<string, unknown>) => {
+        await publishStopRequest(run, { packet_id: `wd-esc:${run}`, why, detail: 'a stop from outside', cause });
         const [stopped] = await waitEvents<{ escalation?: unknown }>(run, 'run.stopped');
         return stopped!;
       };
+      const escalated = (handoff: Record<string, unknown>) => ({ kind: 'handoff_escalated', event_id: 'ev-esc', ...handoff });
       const local = await startRun('feature');
       await waitEvents(local, 'run.routed');
-      expect((await stopFor(local, { handoff_id: 'h-local' })).escalation).toEqual({ project: 'demo', handoff_id: 'h-local' });
+      expect((await stopFor(local, 'guard_failed', escalated({ handoff_id: 'h-local' }))).escalation).toEqual({ project: 'demo', handoff_id: 'h-local' });
       const crossed = await startRun('feature');
       await waitEvents(crossed, 'run.routed');
-      expect((await stopFor(crossed, { handoff_id: 'h-cross', project: 'other', consult_handoff_id: 'esc-h-cross' })).escalation).toEqual({
+      expect(
+        (await stopFor(crossed, 'guard_failed', escalated({ handoff_id: 'h-cross', project: 'other', consult_handoff_id: 'esc-h-cross' }))).escalation,
+      ).toEqual({
         project: 'other',
         handoff_id: 'h-cross',
         consult_handoff_id: 'esc-h-cross',
@@ -851,21 +841,7 @@ describe('router service (real NATS)', () => {
       // A loop guard's stop names no handoff.
       const guarded = await startRun('feature');
       await waitEvents(guarded, 'run.routed');
-      const [stopped] = await Promise.all([
-        waitEvents<{ escalation?: unknown }>(guarded, 'run.stopped'),
-        publishRaw(
-          Subjects.stopRequest(prefix, 'demo'),
-          JSON.stringify({
-            packet_id: `wd-guard:${guarded}`,
-            workflow_run_id: guarded,
-            project: 'demo',
-            why: 'thrash',
-            requested_by: 'baton-watchdog',
-            cause: { kind: 'loop_guard', guard: 'ping_pong', event_id: 'ev-g' },
-          }),
-        ),
-      ]);
-      expect(stopped[0]).not.toHaveProperty('escalation');
+      expect(await stopFor(guarded, 'thrash', { kind: 'loop_guard', guard: 'ping_pong', event_id: 'ev-g' })).not.toHaveProperty('escalation');
     });
   });
 

@@ -55,6 +55,59 @@ function extendedSteps(): ScenarioStep[] {
   ];
 }
 
+/** The times of a scenario's steps: minute `m` of hour `hour` on 2026-01-01. */
+const minuteAt =
+  (hour: string) =>
+  (minute: number): string =>
+    `2026-01-01T${hour}:${String(minute).padStart(2, '0')}:00.000Z`;
+
+/** A handoff command as a scenario step, at a minute of `at`. */
+const handoffStep =
+  (at: (minute: number) => string) =>
+  (id: string, minute: number, actor: string, actorKind: 'agent' | 'watchdog' | 'operator', command: Record<string, unknown>): ScenarioStep =>
+    ({ aggregate: 'handoff', id, actor, origin: actorKind, command: { ...command, metadata: { now: at(minute), actor, actorKind } } }) as ScenarioStep;
+
+/**
+ * A handoff (of run `run`, when given) created with a retry cap of 0, claimed, and its lease lapsed:
+ * escalated to `lead` with a consult when one is named, else to nobody (a `guard_failed` outcome).
+ */
+function lapsedHandoff(at: (minute: number) => string, id: string, minute: number, run?: string, lead?: string): ScenarioStep[] {
+  const step = handoffStep(at);
+  return [
+    step(id, minute, 'alice', 'agent', {
+      type: 'create',
+      data: {
+        handoff_id: id,
+        project: 'demo',
+        kind: 'task',
+        priority: 'medium',
+        from_agent: 'alice',
+        to_agent: 'bob',
+        summary: `work item ${id}`,
+        context: {},
+        acceptance: {},
+        max_retries: 0,
+        ...(run !== undefined ? { workflow_run_id: run } : {}),
+        idempotency_key: `create:${id}`,
+      },
+    }),
+    step(id, minute + 1, 'bob', 'agent', {
+      type: 'claim',
+      data: { handoff_id: id, claim_id: `c-${id}`, lease_ms: 60_000, claimer_roles: [], idempotency_key: `claim:${id}` },
+    }),
+    step(id, minute + 3, 'baton-watchdog', 'watchdog', {
+      type: 'requeue_expired',
+      data: {
+        handoff_id: id,
+        claim_id: `c-${id}`,
+        escalation_handoff_id: `esc-${id}`,
+        ...(lead !== undefined ? { project_lead: lead } : {}),
+        idempotency_key: `requeue:c-${id}`,
+      },
+    }),
+  ];
+}
+
 async function applyAll(projector: BatonProjector, log: SequencedEvent[]) {
   const outcomes: string[] = [];
   for (const event of log) {
@@ -154,43 +207,9 @@ describe('Baton projections (real Redis)', () => {
   });
 
   it("an escalation with no consult (the project has no lead) stays open until its handoff is archived, in a run or not, when no stop takes it over: nothing else says the failed work was seen (the run's guard_failed stop may never open: a run already finished or stopped)", async () => {
-    const at = (minute: number) => `2026-01-01T10:${String(minute).padStart(2, '0')}:00.000Z`;
-    const step = (id: string, minute: number, actor: string, actorKind: 'agent' | 'watchdog' | 'operator', command: Record<string, unknown>): ScenarioStep =>
-      ({
-        aggregate: 'handoff',
-        id,
-        actor,
-        origin: actorKind,
-        command: { ...command, metadata: { now: at(minute), actor, actorKind } },
-      }) as ScenarioStep;
-    const lapse = (id: string, minute: number, run: string | undefined): ScenarioStep[] => [
-      step(id, minute, 'alice', 'agent', {
-        type: 'create',
-        data: {
-          handoff_id: id,
-          project: 'demo',
-          kind: 'task',
-          priority: 'medium',
-          from_agent: 'alice',
-          to_agent: 'bob',
-          summary: `work item ${id}`,
-          context: {},
-          acceptance: {},
-          max_retries: 0,
-          ...(run !== undefined ? { workflow_run_id: run } : {}),
-          idempotency_key: `create:${id}`,
-        },
-      }),
-      step(id, minute + 1, 'bob', 'agent', {
-        type: 'claim',
-        data: { handoff_id: id, claim_id: `c-${id}`, lease_ms: 60_000, claimer_roles: [], idempotency_key: `claim:${id}` },
-      }),
-      // The lease lapsed with no lead to consult.
-      step(id, minute + 3, 'baton-watchdog', 'watchdog', {
-        type: 'requeue_expired',
-        data: { handoff_id: id, claim_id: `c-${id}`, escalation_handoff_id: `esc-${id}`, idempotency_key: `requeue:c-${id}` },
-      }),
-    ];
+    const at = minuteAt('10');
+    const step = handoffStep(at);
+    const lapse = (id: string, minute: number, run: string | undefined) => lapsedHandoff(at, id, minute, run);
     const steps = [
       ...lapse('h-run', 1, 'wr-a'),
       ...lapse('h-free', 10, undefined),
@@ -212,46 +231,13 @@ describe('Baton projections (real Redis)', () => {
   });
 
   it("the guard_failed stop of a run whose handoff was escalated with no consult takes over the escalation's item (superseded_by_stop, the stop names the handoff); with a lead's consult the item stays; an archive later changes neither", async () => {
-    const at = (minute: number) => `2026-01-01T11:${String(minute).padStart(2, '0')}:00.000Z`;
+    const at = minuteAt('11');
+    const step = handoffStep(at);
     const start = scenarioSteps()[0];
     if (start.aggregate !== 'run' || start.command.type !== 'start_run') throw new Error('unexpected scenario');
     const { command } = start;
     const startRun = (id: string): ScenarioStep => ({ ...start, id, command: { ...command, data: { ...command.data, workflow_run_id: id } } });
-    const step = (id: string, minute: number, actor: string, actorKind: 'agent' | 'watchdog' | 'operator', command: Record<string, unknown>): ScenarioStep =>
-      ({ aggregate: 'handoff', id, actor, origin: actorKind, command: { ...command, metadata: { now: at(minute), actor, actorKind } } }) as ScenarioStep;
-    const lapse = (id: string, minute: number, run: string, lead?: string): ScenarioStep[] => [
-      step(id, minute, 'alice', 'agent', {
-        type: 'create',
-        data: {
-          handoff_id: id,
-          project: 'demo',
-          kind: 'task',
-          priority: 'medium',
-          from_agent: 'alice',
-          to_agent: 'bob',
-          summary: `work item ${id}`,
-          context: {},
-          acceptance: {},
-          max_retries: 0,
-          workflow_run_id: run,
-          idempotency_key: `create:${id}`,
-        },
-      }),
-      step(id, minute + 1, 'bob', 'agent', {
-        type: 'claim',
-        data: { handoff_id: id, claim_id: `c-${id}`, lease_ms: 60_000, claimer_roles: [], idempotency_key: `claim:${id}` },
-      }),
-      step(id, minute + 3, 'baton-watchdog', 'watchdog', {
-        type: 'requeue_expired',
-        data: {
-          handoff_id: id,
-          claim_id: `c-${id}`,
-          escalation_handoff_id: `esc-${id}`,
-          ...(lead !== undefined ? { project_lead: lead } : {}),
-          idempotency_key: `requeue:c-${id}`,
-        },
-      }),
-    ];
+    const lapse = (id: string, minute: number, run: string, lead?: string) => lapsedHandoff(at, id, minute, run, lead);
     // The watchdog's stop request, as the router runs it: the escalated handoff recorded on the stop.
     const stop = (run: string, handoff: string, minute: number, consult?: string): ScenarioStep =>
       ({
