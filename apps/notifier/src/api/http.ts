@@ -6,11 +6,13 @@ import {
   HttpStatus,
   Injectable,
   Logger,
+  NotFoundException,
   UseInterceptors,
   type CallHandler,
   type ExecutionContext,
   type NestInterceptor,
 } from '@nestjs/common';
+import { METHODS } from 'node:http';
 import type { Observable } from 'rxjs';
 import { rejectionFromZod } from '@baton/contracts';
 import { InvalidCursorError, RedisUnavailableError } from '@baton/projections';
@@ -64,6 +66,46 @@ export class NoQueryInterceptor implements NestInterceptor {
 
 /** A route that takes no query parameters ({@link NoQueryInterceptor}). */
 export const NoQuery = () => UseInterceptors(NoQueryInterceptor);
+
+/** What {@link methodNotAllowed} reads of an Express request: its method, path and the app's routes. */
+interface RoutedRequest {
+  method?: string;
+  path?: string;
+  app?: { router?: { stack?: ReadonlyArray<{ route?: { methods?: Record<string, boolean> }; match?(path: string): boolean }> } };
+}
+
+/**
+ * When no route took a request, whether its path is a route under other methods (a 405 with the
+ * methods it takes, GET bringing HEAD) rather than no route at all (404). Read from the HTTP
+ * server's own route table, so it cannot drift from the routes; null when the table cannot be read.
+ */
+function methodNotAllowed(req: RoutedRequest): { error: ApiError; allowed: string[] } | null {
+  const stack = req.app?.router?.stack;
+  const path = req.path;
+  const method = req.method?.toUpperCase();
+  if (!stack || path === undefined || method === undefined) return null;
+  const allowed = new Set<string>();
+  for (const layer of stack) {
+    const methods = layer.route?.methods;
+    if (!methods || typeof layer.match !== 'function') continue;
+    const taken = Object.entries(methods).filter(([, on]) => on);
+    // A route of every method is a middleware mounted on all paths (a Nest `forRoutes` of ALL), not a route.
+    if (taken.length >= METHODS.length || !layer.match(path)) continue;
+    for (const [name] of taken) {
+      if (name === '_all') continue;
+      allowed.add(name.toUpperCase());
+      if (name === 'get') allowed.add('HEAD');
+    }
+  }
+  if (allowed.size === 0 || allowed.has(method)) return null;
+  const list = [...allowed].sort();
+  return {
+    allowed: list,
+    error: new ApiError(HttpStatus.METHOD_NOT_ALLOWED, 'method_not_allowed', `${method} is not a method of ${path}; it takes ${list.join(', ')}`, [], {
+      allowed: list,
+    }),
+  };
+}
 
 /** HTTP status for a domain / ledger error kind. */
 export function statusForKind(kind: string): number {
@@ -120,10 +162,15 @@ export class ApiExceptionFilter implements ExceptionFilter {
 
   catch(exception: unknown, host: ArgumentsHost): void {
     if (host.getType() !== 'http') throw exception;
-    const response = host
-      .switchToHttp()
-      .getResponse<{ status(code: number): { json(body: unknown): void }; setHeader(name: string, value: string): void; headersSent?: boolean }>();
-    const [status, body] = this.toBody(exception);
+    const http = host.switchToHttp();
+    const response = http.getResponse<{
+      status(code: number): { json(body: unknown): void };
+      setHeader(name: string, value: string): void;
+      headersSent?: boolean;
+    }>();
+    const wrongMethod = exception instanceof NotFoundException ? methodNotAllowed(http.getRequest<RoutedRequest>()) : null;
+    if (wrongMethod) response.setHeader('Allow', wrongMethod.allowed.join(', '));
+    const [status, body] = wrongMethod ? [wrongMethod.error.getStatus(), wrongMethod.error.getResponse() as ApiErrorBody] : this.toBody(exception);
     if (response.headersSent) return;
     const retryAfter = (body as ApiErrorBody).error?.details?.['retry_after_sec'];
     if (typeof retryAfter === 'number' && retryAfter > 0) response.setHeader('Retry-After', String(Math.ceil(retryAfter)));

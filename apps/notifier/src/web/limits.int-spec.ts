@@ -422,6 +422,24 @@ describe('an API that holds under load: connection and stream caps, token expiry
     expect(Object.keys(responses['304']?.headers ?? {})).toEqual(['ETag', 'Cache-Control', 'Vary']);
   });
 
+  it('a route asked with a method it does not take is 405 method_not_allowed with an Allow header naming the ones it does; a path that is no route stays 404 not_found', async () => {
+    const token = await fx.token('jay', 'operator', ['alpha']);
+    const refusal = async (path: string, method: string) => {
+      const reply = await call(path, { method, headers: bearer(token), from: '127.0.0.10' });
+      const body = reply.text === '' ? null : (JSON.parse(reply.text) as { error?: { code: string; details?: { allowed?: string[] } } });
+      return { status: reply.status, allow: reply.headers['allow'], code: body?.error?.code, allowed: body?.error?.details?.allowed };
+    };
+    expect(await refusal('/v1/inbox', 'DELETE')).toEqual({ status: 405, allow: 'GET, HEAD', code: 'method_not_allowed', allowed: ['GET', 'HEAD'] });
+    expect(await refusal('/v1/inbox', 'POST')).toMatchObject({ status: 405, allow: 'GET, HEAD' });
+    expect(await refusal('/v1/projects/alpha/runs/wr-1/answer', 'GET')).toEqual({ status: 405, allow: 'POST', code: 'method_not_allowed', allowed: ['POST'] });
+    expect(await refusal('/v1/projects/alpha/stops/p-1', 'PUT')).toMatchObject({ status: 405, allow: 'GET, HEAD' });
+    // No route at all, under any method: 404.
+    expect(await refusal('/v1/nothing-here', 'DELETE')).toMatchObject({ status: 404, allow: undefined, code: 'not_found' });
+    expect(await refusal('/v1/nothing-here', 'GET')).toMatchObject({ status: 404, code: 'not_found' });
+    // The methods a route takes still answer as before.
+    expect((await refusal('/v1/inbox', 'GET')).status).toBe(200);
+  });
+
   it('responses send X-Content-Type-Options: nosniff and no X-Powered-By (JSON, errors, pages, health)', async () => {
     const token = await fx.token('hal', 'viewer', ['alpha']);
     for (const [path, headers] of [
