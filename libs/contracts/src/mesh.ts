@@ -278,6 +278,17 @@ export const MeshHandoffIgnoredSchema = z.strictObject({
   ignored_at: IsoTimeSchema,
 });
 
+/**
+ * What the agent handing off wrote for the next one: the handoff tool call's `reason` and
+ * `message` arguments (the SDK's handoff tools declare them), when they were text, each clipped to
+ * `Limits.maxShortText`. The next turn's offer carries it (`context.mesh.handover`).
+ */
+export const MeshHandoverSchema = z.strictObject({
+  reason: ShortTextSchema.optional(),
+  message: ShortTextSchema.optional(),
+});
+export type MeshHandover = z.infer<typeof MeshHandoverSchema>;
+
 export const MeshHandedOffSchema = z.strictObject({
   result_id: IdSchema,
   from: AgentNameSchema,
@@ -288,6 +299,8 @@ export const MeshHandedOffSchema = z.strictObject({
   handoff_id: IdSchema,
   /** The turn number the target speaks at. */
   turn: z.number().int().min(2),
+  /** The call's `reason` / `message` for the target (absent when it gave neither as text, and on handoffs stored before it was kept). */
+  handover: MeshHandoverSchema.optional(),
   handed_off_at: IsoTimeSchema,
 });
 
@@ -308,7 +321,7 @@ export const MeshStoppedSchema = z.strictObject({
   turns: z.number().int().min(1),
   max_iterations: z.number().int().min(1),
   /** The handoff the cap refused. */
-  refused: z.strictObject({ from: AgentNameSchema, to: AgentNameSchema, tool: z.string().min(1).max(200) }),
+  refused: z.strictObject({ from: AgentNameSchema, to: AgentNameSchema, tool: z.string().min(1).max(200), handover: MeshHandoverSchema.optional() }),
   stopped_at: IsoTimeSchema,
 });
 

@@ -1,4 +1,4 @@
-import { meshViewOf, type MeshView } from '@baton/domain';
+import { meshViewOf, turnCount, type MeshView } from '@baton/domain';
 import type { TimelineEntry } from '@baton/projections';
 import type { Command } from '../command';
 import type { CliContext } from '../context';
@@ -53,7 +53,7 @@ function outcomeLine(mesh: MeshView): string {
   const o = mesh.outcome;
   switch (o.status) {
     case 'completed':
-      return `completed by ${o.by} after ${o.turns} turns${o.output ? `; output from ${o.output.agent} (turn ${o.output.turn})` : '; no output agent spoke'}`;
+      return `completed by ${o.by} after ${turnCount(o.turns)}${o.output ? `; output from ${o.output.agent} (turn ${o.output.turn})` : '; no output agent spoke'}`;
     case 'stopped':
       return `stopped at its cap (packet ${o.packet_id}, waiting for an operator)`;
     case 'terminated':

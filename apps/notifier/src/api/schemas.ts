@@ -389,6 +389,10 @@ export const MeshViewSchema = z.object({
         handoff_id: z.string(),
         cause: z.string().describe('the result id that asked for it, or the answer id that let it through after a cap raise'),
         after_cap_raise: z.boolean(),
+        handover: z
+          .object({ reason: z.string().optional(), message: z.string().optional() })
+          .optional()
+          .describe("what the agent handing off wrote for the target (its call's reason / message), when it wrote it"),
         at: z.string(),
       }),
     )

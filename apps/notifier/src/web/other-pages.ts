@@ -1,5 +1,5 @@
 import type { HandoffRecord } from '@baton/contracts';
-import type { MeshView } from '@baton/domain';
+import { turnCount, type MeshView } from '@baton/domain';
 import type { ProjectRef, RunView, StopRecord, TimelineEntry } from '@baton/projections';
 import { html, prettyJson, type SafeHtml } from './html';
 import { recordHref } from './inbox-page';
@@ -116,7 +116,7 @@ function meshOutcome(mesh: MeshView): SafeHtml {
   const o = mesh.outcome;
   switch (o.status) {
     case 'completed':
-      return html`completed by ${o.by} after ${o.turns} turns${o.output ? html`; output from ${o.output.agent} (turn ${o.output.turn}):<pre class="said" data-testid="mesh-output">${o.output.text}</pre>` : html` <span class="muted">(no output agent spoke)</span>`}`;
+      return html`completed by ${o.by} after ${turnCount(o.turns)}${o.output ? html`; output from ${o.output.agent} (turn ${o.output.turn}):<pre class="said" data-testid="mesh-output">${o.output.text}</pre>` : html` <span class="muted">(no output agent spoke)</span>`}`;
     case 'stopped':
       return html`stopped at its cap: packet <a href="#stop">${o.packet_id}</a> waits for an operator`;
     case 'terminated':

@@ -1,4 +1,4 @@
-import type { CreateHandoffCommandSchema, MeshEventSchemas } from '@baton/contracts';
+import type { CreateHandoffCommandSchema, MeshEventSchemas, MeshHandover } from '@baton/contracts';
 import { grantedTargets, handoffToolName, Limits } from '@baton/contracts';
 import type { MeshRunState } from '@baton/domain';
 import type { z } from 'zod';
@@ -25,13 +25,16 @@ export interface MeshTurnOffer {
   from: string | null;
   turn: number;
   tool: string | null;
+  /** What the agent handing off wrote for this one (the call's `reason` / `message`), when it wrote it. */
+  handover?: MeshHandover;
 }
 
 /**
  * The ledger `create` for a mesh turn (`mesh.started` → the entry agent, `mesh.handed_off` →
  * the target): a `task` handoff addressed to the next speaker, with the mesh run as its
  * `workflow_run_id`, and a context holding what the agent needs to take its turn: the mesh and
- * turn, the user's input, the latest turns of the conversation, and the handoff tools it may call.
+ * turn, what the agent handing off wrote for it (`handover`), the user's input, the latest turns of
+ * the conversation, and the handoff tools it may call.
  * Idempotent by the event id (the handoff id is derived from the cause). Pure.
  */
 export function meshHandoffRequest(offer: MeshTurnOffer): CreateHandoffBody {
@@ -54,6 +57,7 @@ export function meshHandoffRequest(offer: MeshTurnOffer): CreateHandoffBody {
         max_iterations: state.mesh.max_iterations,
         from: offer.from,
         tool: offer.tool,
+        ...(offer.handover !== undefined ? { handover: offer.handover } : {}),
         input: state.input === null ? null : clip(state.input, Limits.maxShortText),
         transcript,
         transcript_omitted: Math.max(0, state.transcript.length - transcript.length),

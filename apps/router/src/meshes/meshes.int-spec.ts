@@ -91,7 +91,9 @@ describe('handoff meshes through the router and the ledger (real NATS)', () => {
    * turn's handoff (`handoffId`, else the mesh's current one) is claimed from the ledger's stream
    * and the turn names it and the claim. A mesh that does not exist gets the turn unclaimed.
    */
-  const say = async (meshRunId: string, resultId: string, agent: string, text: string, targets: string[], handoffId?: string, evidence?: Evidence) => {
+  /** A turn: its handoff calls name targets, each with the call's arguments when given as `{ target, arguments }`. */
+  type Target = string | { target: string; arguments: Record<string, unknown> };
+  const say = async (meshRunId: string, resultId: string, agent: string, text: string, targets: Target[], handoffId?: string, evidence?: Evidence) => {
     let claim: { handoff_id: string; claim_id: string } | null = null;
     if ((await meshState(meshRunId)).status !== 'none') {
       const current =
@@ -112,7 +114,12 @@ describe('handoff meshes through the router and the ledger (real NATS)', () => {
         agent,
         result_id: resultId,
         text,
-        handoff_tool_calls: targets.map((t, i): HandoffToolCall => ({ tool: handoffToolName(t), call_id: `${resultId}-c${i}` })),
+        handoff_tool_calls: targets.map(
+          (t, i): HandoffToolCall =>
+            typeof t === 'string'
+              ? { tool: handoffToolName(t), call_id: `${resultId}-c${i}` }
+              : { tool: handoffToolName(t.target), call_id: `${resultId}-c${i}`, arguments: t.arguments },
+        ),
         ...(claim ?? {}),
         ...(evidence !== undefined ? { evidence } : {}),
       },
@@ -151,12 +158,21 @@ describe('handoff meshes through the router and the ledger (real NATS)', () => {
     expect(await waitHandoff(entry)).toMatchObject({ to_agent: 'triage', workflow_run_id: id });
     expect(await offerFor('triage', entry)).toMatchObject({ to_agent: 'triage' }); // the offer reaches the agent's SDK subject
 
-    await say(id, `${id}-r1`, 'triage', 'Let me get billing.', ['billing'], entry);
+    await say(
+      id,
+      `${id}-r1`,
+      'triage',
+      'Let me get billing.',
+      [{ target: 'billing', arguments: { reason: 'a duplicate charge', message: 'card ending 4242' } }],
+      entry,
+    );
     const toBilling = meshHandoffId(id, `${id}-r1`);
     const created = await waitHandoff(toBilling);
     expect(created).toMatchObject({ from_agent: 'triage', to_agent: 'billing' });
     expect((created['context'] as { mesh: { transcript: unknown[]; handoff_tools: unknown[] } }).mesh).toMatchObject({
       turn: 2,
+      // What triage wrote for billing in its call reaches billing with the offer.
+      handover: { reason: 'a duplicate charge', message: 'card ending 4242' },
       transcript: [{ agent: 'triage', text: 'Let me get billing.' }],
       handoff_tools: [{ name: 'handoff_to_triage', target: 'triage' }],
     });

@@ -1,9 +1,9 @@
-import { MESH_CAP_MAX, validateMesh, type MeshEvent, type NoticeRecipient, type StopCap, type StopPacket } from '@baton/contracts';
+import { Limits, MESH_CAP_MAX, validateMesh, type MeshEvent, type MeshHandover, type NoticeRecipient, type StopCap, type StopPacket } from '@baton/contracts';
 import { checkResultClaim, ResultClaimCode } from '../claims';
 import { accept, assertNever, Decider, DecisionResult, reject } from '../decider';
 import { deriveId, deriveScopedId, MeshHandoffPrefix } from '../run/ids';
 import { buildHumanActionNotice } from '../notices';
-import { buildStop, decideResume, raiseCapForm } from '../stop';
+import { buildStop, clip, decideResume, raiseCapForm } from '../stop';
 import { deepFreeze } from '../stop/freeze';
 import { resolveHandoffCall } from './build';
 import type { AnswerMeshStop, MeshCommand, RecordMeshTurn, StartMesh } from './commands';
@@ -167,11 +167,17 @@ function recordTurn(command: RecordMeshTurn, state: MeshState): DecisionResult<M
       },
     },
   ];
-  let chosen: { target: string; tool: string; call_id?: string } | null = null;
+  let chosen: Chosen | null = null;
   for (const call of d.handoff_tool_calls) {
     const resolved = resolveHandoffCall(state.mesh, d.agent, call.tool);
     if (resolved.kind === 'handoff') {
-      chosen = { target: resolved.target, tool: call.tool, ...(call.call_id !== undefined ? { call_id: call.call_id } : {}) };
+      const handover = handoverOf(call.arguments);
+      chosen = {
+        target: resolved.target,
+        tool: call.tool,
+        ...(call.call_id !== undefined ? { call_id: call.call_id } : {}),
+        ...(handover !== undefined ? { handover } : {}),
+      };
       continue;
     }
     events.push({
@@ -214,13 +220,38 @@ function recordTurn(command: RecordMeshTurn, state: MeshState): DecisionResult<M
       ...(chosen.call_id !== undefined ? { call_id: chosen.call_id } : {}),
       handoff_id: meshHandoffId(state.mesh_run_id, d.result_id),
       turn: turn + 1,
+      ...(chosen.handover !== undefined ? { handover: chosen.handover } : {}),
       handed_off_at: now,
     },
   });
   return accept(...events);
 }
 
-function stopped(state: MeshRunState, command: RecordMeshTurn, turn: number, chosen: { target: string; tool: string }): MeshEvent {
+/** The handoff call a turn's result chose: the last valid one. */
+interface Chosen {
+  target: string;
+  tool: string;
+  call_id?: string;
+  handover?: MeshHandover;
+}
+
+/**
+ * What a handoff call wrote for the next agent: its `reason` and `message` arguments when they are
+ * non-blank text (clipped to short text); anything else in the arguments is the turn's record only.
+ */
+function handoverOf(args: Readonly<Record<string, unknown>> | undefined): MeshHandover | undefined {
+  if (args === undefined) return undefined;
+  const text = (name: 'reason' | 'message'): string | undefined => {
+    const value = Object.prototype.hasOwnProperty.call(args, name) ? args[name] : undefined;
+    return typeof value === 'string' && value.trim() !== '' ? clip(value, Limits.maxShortText) : undefined;
+  };
+  const reason = text('reason');
+  const message = text('message');
+  if (reason === undefined && message === undefined) return undefined;
+  return { ...(reason !== undefined ? { reason } : {}), ...(message !== undefined ? { message } : {}) };
+}
+
+function stopped(state: MeshRunState, command: RecordMeshTurn, turn: number, chosen: Chosen): MeshEvent {
   const d = command.data;
   const { packet } = buildStop({
     packet_id: meshStopId(state.mesh_run_id, d.result_id),
@@ -253,7 +284,7 @@ function stopped(state: MeshRunState, command: RecordMeshTurn, turn: number, cho
       result_id: d.result_id,
       turns: turn,
       max_iterations: state.mesh.max_iterations,
-      refused: { from: d.agent, to: chosen.target, tool: chosen.tool },
+      refused: { from: d.agent, to: chosen.target, tool: chosen.tool, ...(chosen.handover !== undefined ? { handover: chosen.handover } : {}) },
       stopped_at: command.metadata.now,
     },
   };
@@ -347,6 +378,7 @@ function answerStop(command: AnswerMeshStop, state: MeshState): DecisionResult<M
           tool: refused.tool,
           handoff_id: meshResumeHandoffId(state.mesh_run_id, answer.answer_id),
           turn: state.turns + 1,
+          ...(refused.handover !== undefined ? { handover: refused.handover } : {}),
           handed_off_at: now,
         },
       });

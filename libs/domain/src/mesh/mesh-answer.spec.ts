@@ -118,6 +118,18 @@ describe('a mesh stop notifies exactly one person (seed 000 §5: engine-owned no
 describe('answering a mesh stop packet (decideResume rules, as for runs)', () => {
   const history = stoppedHistory();
 
+  it("the handoff the cap refused keeps its call's handover: a raise hands it to the target with it", () => {
+    const refusedCall: HandoffToolCall = { tool: handoffToolName('triage'), arguments: { reason: 'billing done', message: 'refund sent' } };
+    const stopped = play([start(), turn('p1', 'triage', [call('billing')]), turn('p2', 'billing', [refusedCall])]);
+    expect(stopped.find((e) => e.type === 'mesh.stopped')).toMatchObject({
+      data: { refused: { to: 'triage', handover: { reason: 'billing done', message: 'refund sent' } } },
+    });
+    const [, handedOff] = given(meshDecider, stopped)
+      .when(answer({ action: 'raise_cap', cap: 5 }))
+      .thenMatch([{ type: 'mesh.stop_answered' }, { type: 'mesh.handed_off' }]);
+    expect(handedOff).toMatchObject({ data: { to: 'triage', handover: { reason: 'billing done', message: 'refund sent' } } });
+  });
+
   it('raise_cap continues the mesh with the higher cap: the agent the refused handoff named speaks next', () => {
     const events = given(meshDecider, history)
       .when(answer({ action: 'raise_cap', cap: 5 }))

@@ -3,7 +3,7 @@ import { fold } from '../decider';
 import type { MeshCommand } from './commands';
 import { meshResumeHandoffId, meshStopId } from './decide';
 import { claimedMeshDecider as meshDecider } from './test-helpers';
-import { meshViewOf, summarizeMeshEvent, type MeshViewEvent } from './view';
+import { meshViewOf, summarizeMeshEvent, turnCount, type MeshViewEvent } from './view';
 
 /*
  * The mesh run view (issue 14): turns, handoffs taken, calls ignored and why, the cap (and its
@@ -156,5 +156,14 @@ describe('the mesh run view', () => {
     expect(view.stop).toMatchObject({ status: 'answered', answer: { action: 'deny', effect: 'stop' } });
     for (const e of events) expect(summarizeMeshEvent({ type: e.type, data: e.payload } as MeshEvent)).toMatch(/\S/);
     expect(meshViewOf([])).toBeNull();
+  });
+
+  it('a turn count reads as English: 1 turn, 2 turns (timeline line, CLI and page)', () => {
+    expect([0, 1, 2].map(turnCount)).toEqual(['0 turns', '1 turn', '2 turns']);
+    const completed = {
+      type: 'mesh.completed',
+      data: { result_id: 'r1', agent: 'triage', turns: 1, output: null, completed_at: '2025-01-01T00:00:00.000Z' },
+    } as MeshEvent;
+    expect(summarizeMeshEvent(completed)).toBe('completed after 1 turn by triage; no output agent spoke');
   });
 });

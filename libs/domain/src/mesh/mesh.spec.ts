@@ -206,6 +206,33 @@ describe('mesh runs (seed 004 routing rules)', () => {
       .thenMatch([{ type: 'mesh.turn_recorded' }, { type: 'mesh.handed_off', data: expect.objectContaining({ to: 'tech', call_id: 'c2' }) }]);
   });
 
+  it("the winning call's reason and message reach the next agent (handover on mesh.handed_off); non-text or blank ones are the turn's record only", () => {
+    const withArgs = (target: string, args: Record<string, unknown>): HandoffToolCall => ({ tool: handoffToolName(target), arguments: args });
+    const [recorded, handedOff] = given(meshDecider, started)
+      .when(
+        turn('r1', 'triage', [
+          withArgs('tech', { reason: 'ignored: not the last call' }),
+          withArgs('billing', { reason: 'refund over 40', message: 'order 99', extra: 1 }),
+        ]),
+      )
+      .thenMatch([{ type: 'mesh.turn_recorded' }, { type: 'mesh.handed_off', data: expect.objectContaining({ to: 'billing' }) }]);
+    expect(handedOff).toMatchObject({ data: { handover: { reason: 'refund over 40', message: 'order 99' } } });
+    // The turn keeps the calls whole, every argument included.
+    expect(recorded).toMatchObject({ data: { handoff_tool_calls: [{ arguments: { reason: 'ignored: not the last call' } }, { arguments: { extra: 1 } }] } });
+    // Text only, not blank, clipped to short text; none at all: no handover.
+    const only = (args: Record<string, unknown>) =>
+      given(meshDecider, started)
+        .when(turn('r1', 'triage', [withArgs('billing', args)]))
+        .thenMatch([{ type: 'mesh.turn_recorded' }, { type: 'mesh.handed_off' }])[1]!.data as { handover?: unknown };
+    expect(only({ reason: 42, message: '  ' }).handover).toBeUndefined();
+    expect(only({ message: 'm' }).handover).toEqual({ message: 'm' });
+    const long = only({ reason: 'x'.repeat(5_000) }).handover as { reason: string };
+    expect(long.reason).toHaveLength(4_000);
+    expect(long.reason.endsWith('…')).toBe(true);
+    expect(only({}).handover).toBeUndefined();
+    expect(Object.prototype.hasOwnProperty.call(only({}), 'handover')).toBe(false);
+  });
+
   it('unknown ignored: a call to an unknown tool is ignored and recorded with the reason; the valid call still routes', () => {
     given(meshDecider, started)
       .when(turn('r1', 'triage', [call('billing'), { tool: 'handoff_to_ghost', call_id: 'c9' }]))

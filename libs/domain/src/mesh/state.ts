@@ -1,4 +1,4 @@
-import type { MeshDefinition, MeshEvent, MeshOutput, NoticeRecipient, StopPacket } from '@baton/contracts';
+import type { MeshDefinition, MeshEvent, MeshHandover, MeshOutput, NoticeRecipient, StopPacket } from '@baton/contracts';
 import { markAnswered } from '../stop/resume';
 import { assertNever } from '../decider';
 
@@ -47,7 +47,7 @@ export interface MeshRunState {
   /** The latest stop packet (open while stopped; answered once an operator answered it). */
   stop: StopPacket | null;
   /** The handoff the iteration cap refused, and the turn that asked for it (while stopped). */
-  refused: { result_id: string; from: string; to: string; tool: string } | null;
+  refused: { result_id: string; from: string; to: string; tool: string; handover?: MeshHandover } | null;
   /** Human action notices emitted so far. */
   notices: number;
 }

@@ -1,4 +1,4 @@
-import type { MeshEvent, MeshIgnoreReason, MeshOutput, MeshStatus, NoticeRecipient, StopWhy } from '@baton/contracts';
+import type { MeshEvent, MeshHandover, MeshIgnoreReason, MeshOutput, MeshStatus, NoticeRecipient, StopWhy } from '@baton/contracts';
 import { evolveMesh, initialMeshState, type MeshState } from './state';
 
 /**
@@ -67,6 +67,8 @@ export interface MeshViewHandoff {
   cause: string;
   /** True when an operator's raise of the cap made it (the handoff the cap had refused). */
   after_cap_raise: boolean;
+  /** What the agent handing off wrote for the target (the call's `reason` / `message`), when it wrote it. */
+  handover?: MeshHandover;
   at: string;
 }
 
@@ -208,6 +210,7 @@ export function meshViewOf(events: readonly MeshViewEvent[]): MeshView | null {
           handoff_id: d.handoff_id,
           cause: raisedBy ?? d.result_id,
           after_cap_raise: raisedBy !== null,
+          ...(d.handover !== undefined ? { handover: { ...d.handover } } : {}),
           at: d.handed_off_at,
         });
         raisedBy = null;
@@ -284,7 +287,7 @@ export function summarizeMeshEvent(event: MeshEvent): string {
     case 'mesh.handed_off':
       return `handed off ${event.data.from} → ${event.data.to} (${event.data.tool}); turn ${event.data.turn} on handoff ${event.data.handoff_id}`;
     case 'mesh.completed':
-      return `completed after ${event.data.turns} turns by ${event.data.agent}${event.data.output ? `; output from ${event.data.output.agent} (turn ${event.data.output.turn})` : '; no output agent spoke'}`;
+      return `completed after ${turnCount(event.data.turns)} by ${event.data.agent}${event.data.output ? `; output from ${event.data.output.agent} (turn ${event.data.output.turn})` : '; no output agent spoke'}`;
     case 'mesh.stopped':
       return `stopped (${event.data.packet.why}) at its cap of ${event.data.max_iterations} turns: ${event.data.refused.from} → ${event.data.refused.to} refused; packet ${event.data.packet.packet_id}`;
     case 'mesh.turn_rejected':
@@ -300,4 +303,9 @@ export function summarizeMeshEvent(event: MeshEvent): string {
       return `event ${(never as { type: string }).type}`;
     }
   }
+}
+
+/** "1 turn", "3 turns": a mesh's turn count in a sentence. */
+export function turnCount(turns: number): string {
+  return `${turns} turn${turns === 1 ? '' : 's'}`;
 }

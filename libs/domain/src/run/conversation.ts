@@ -12,10 +12,14 @@ import {
   type WorkflowDefinition,
 } from '@baton/contracts';
 import { conditionHolds } from '../routing/conditions';
+import { clip as clipTo } from '../stop/forms';
 import { buildHandoffContext, computeReturnEffects, effectiveParentReturn, latestCustomerMessage, parentReturnVerdict, pickResumeMessage } from '../returns';
 import { HandoffFailureReason } from './commands';
 import { deriveId, handoffIdFor } from './ids';
 import { evolveRun, type RunEvent, type StartedRunState, type WaitingParent } from './state';
+
+/** Conversation text kept on an event: at most 4,000 characters, the cut marked. */
+const clip = (text: string, max = 4_000): string => clipTo(text, max);
 
 /**
  * Conversation runs and returnable handoffs (seed 001), as pure steps that append run events.
@@ -187,10 +191,6 @@ function nextHandoffId(c: ConversationCtx): string {
   const base = handoffIdFor(c.state.workflowRunId, c.cause);
   c.routed += 1;
   return c.routed === 1 ? base : deriveId(base, String(c.routed));
-}
-
-function clip(text: string, max = 4_000): string {
-  return text.length <= max ? text : `${text.slice(0, max - 1)}…`;
 }
 
 /** Record a customer message on the run (a start's input or a SessionMessage). */

@@ -22,7 +22,7 @@ import { checkResultClaim, ResultClaimCode } from '../claims';
 import { accept, assertNever, Decider, DecisionResult, DomainErrorKind, reject } from '../decider';
 import { buildHumanActionNotice, selectNoticeRecipient } from '../notices';
 import { entryRoute, resolveNamedTarget, resolveRoute } from '../routing';
-import { buildStop, decideResume, HopCapName, ResumeErrorCode, StopFacts } from '../stop';
+import { buildStop, clip, decideResume, HopCapName, ResumeErrorCode, StopFacts } from '../stop';
 import {
   HandoffFailedCommand,
   HandoffFailureReason,
@@ -816,10 +816,6 @@ function checkWorkflow(state: StartedRunState, workflow: WorkflowDefinition): De
 
 function notFound(): DecisionResult<RunEvent> {
   return reject(DomainErrorKind.notFound, RunErrorCode.runNotFound, 'the run has not started');
-}
-
-function clip(text: string, max: number): string {
-  return text.length <= max ? text : `${text.slice(0, max - 1)}…`;
 }
 
 /** A plain-data copy, so the event never shares arrays with the caller's result. */
