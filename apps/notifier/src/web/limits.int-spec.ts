@@ -412,6 +412,22 @@ describe('an API that holds under load: connection and stream caps, token expiry
       cache: 'private, no-cache',
       vary: 'Authorization, Cookie',
     });
+    // Node's fetch sends Cache-Control and Pragma no-cache with every conditional request: still 304.
+    const fetched = await call('/v1/inbox', {
+      headers: { ...bearer(token), 'if-none-match': etag!, 'cache-control': 'no-cache', pragma: 'no-cache' },
+      from: '127.0.0.9',
+    });
+    expect(fetched.status).toBe(304);
+    // A refusal of the body reader, which runs before any route, is private too.
+    const json = { ...bearer(token), 'content-type': 'application/json' };
+    for (const [headers, body, status] of [
+      [{ ...bearer(token), 'content-type': 'text/plain' }, 'x', 415],
+      [json, '{', 400],
+      [{ ...json, 'content-type': 'application/json; charset=latin1' }, '{}', 415],
+    ] as const) {
+      const refused = await call('/v1/projects/alpha/runs/x/answer', { method: 'POST', headers: { ...headers }, body, from: '127.0.0.9' });
+      expect({ status: refused.status, ...privateHeaders(refused) }).toEqual({ status, cache: 'private, no-cache', vary: 'Authorization, Cookie' });
+    }
     // Pages keep their own no-store; the public OpenAPI document is not marked private.
     expect((await call('/login', { from: '127.0.0.9' })).headers['cache-control']).toBe('no-store');
     const openapi = await call('/openapi.json', { from: '127.0.0.9' });
