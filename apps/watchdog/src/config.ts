@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { HOP_CAP_MAX } from '@baton/domain';
 import { loadConfig } from '@baton/platform';
 
 /**
@@ -21,8 +22,8 @@ export const WatchdogConfigSchema = z.object({
   WATCHDOG_BATCH: z.coerce.number().int().min(1).max(100_000).default(2_000),
   /** Timeout of one request to the ledger, in ms. */
   WATCHDOG_REQUEST_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(5_000),
-  /** Loop guard: most hops a run may take before it stops with why `budget`. */
-  WATCHDOG_MAX_HOPS: z.coerce.number().int().min(1).max(100_000).default(50),
+  /** Loop guard: most hops a run may take before it stops with why `budget` (an operator's raise is held to the same most). */
+  WATCHDOG_MAX_HOPS: z.coerce.number().int().min(1).max(HOP_CAP_MAX).default(50),
   /** Loop guard: most direction changes on one edge (A→B→A…) within a run before it stops with why `thrash`. */
   WATCHDOG_MAX_ALTERNATIONS: z.coerce.number().int().min(1).max(10_000).default(4),
   /** Loop guard: consecutive failures of one agent that open its circuit (why `circuit_open`). */

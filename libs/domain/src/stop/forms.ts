@@ -72,6 +72,17 @@ export function typeIntentForm(intents: readonly string[] | undefined, detail?: 
 export const HopCapName = 'hops';
 
 /**
+ * The most hops a run's budget may be raised to: what `WATCHDOG_MAX_HOPS` may be set to. An
+ * operator's raise past it (a typo, `1e15`) would switch the loop guard off for the run.
+ */
+export const HOP_CAP_MAX = 100_000;
+
+/** The most a cap may be raised to: a packet's form states it (`at_most`); the hop budget's is {@link HOP_CAP_MAX} on every packet. */
+export function capAtMost(cap: StopCap | undefined, stated: number | undefined): number | undefined {
+  return stated ?? (cap?.name === HopCapName ? HOP_CAP_MAX : undefined);
+}
+
+/**
  * What a raised cap must exceed: the cap's limit, and what was used when that is more (the
  * watchdog's hop budget stops at hop limit + 1, and resuming is the next hop: a raise up to the
  * hops already used would stop the run again at once, with no work done).
@@ -95,14 +106,15 @@ export function raiseCapForm(cap: StopCap | undefined, detail?: string, bounds: 
   const shown = cap ? `${cap.name}: ${cap.used ?? cap.limit} used of ${cap.limit}` : undefined;
   // The hop budget counts hops: a whole number, like a mesh's turns.
   const whole = bounds.whole === true || cap?.name === HopCapName;
+  const atMost = capAtMost(cap, bounds.atMost);
   const limits = {
-    ...(bounds.atMost !== undefined ? { at_most: bounds.atMost } : {}),
+    ...(atMost !== undefined ? { at_most: atMost } : {}),
     ...(whole ? { whole: true } : {}),
   };
   const floor = cap ? capFloor(cap) : 0;
   // Pre-filled with an answer the form takes: the floor raised by the spent cap again (another
   // budget of the same size), within `at_most`; none when nothing above the floor fits.
-  const proposed = cap ? Math.min(floor + Math.max(1, whole ? Math.ceil(cap.limit) : cap.limit), bounds.atMost ?? Number.POSITIVE_INFINITY) : 0;
+  const proposed = cap ? Math.min(floor + Math.max(1, whole ? Math.ceil(cap.limit) : cap.limit), atMost ?? Number.POSITIVE_INFINITY) : 0;
   const capField: NextFormField = cap
     ? {
         id: 'cap',

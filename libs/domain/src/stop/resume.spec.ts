@@ -1,6 +1,6 @@
 import { OperatorAnswer, OperatorAnswerSchema, ResumeEffectSchema, StopPacket, StopPacketSchema, StopWhySchema } from '@baton/contracts';
 import { buildStop, StopFacts } from './build-stop';
-import { raiseCapForm } from './forms';
+import { HOP_CAP_MAX, raiseCapForm } from './forms';
 import { pendingDigest } from './pending';
 import { allowedActions, decideResume, goalDone, markAnswered, ResumeContext } from './resume';
 
@@ -136,6 +136,29 @@ describe('decideResume — resume from handoff is not always execute (seed 003)'
     const near = raiseCapForm({ name: 'turns', limit: 900, used: 900 }, undefined, { atMost: 1000, whole: true });
     expect(near.fields.find((f) => f.id === 'cap')).toMatchObject({ greater_than: 900, value: 1000, at_most: 1000 });
     expect(decideResume(tokens, answer(tokens, { action: 'raise_cap', cap: 150.5, pending_digest: undefined }), operator)).toMatchObject({ ok: true });
+  });
+
+  it('the hop budget is raised at most to HOP_CAP_MAX (what WATCHDOG_MAX_HOPS may be): the form says so, and a packet stored before it did is held to it too', () => {
+    expect(HOP_CAP_MAX).toBe(100_000);
+    const packet = stop({ why: 'budget', pending: null, cap: { name: 'hops', limit: 50, used: 51 } });
+    expect(packet.next_form!.fields.find((f) => f.id === 'cap')).toMatchObject({ at_most: HOP_CAP_MAX, whole: true });
+    const raise = (p: StopPacket, cap: number) => decideResume(p, answer(p, { action: 'raise_cap', cap, pending_digest: undefined }), operator);
+    expect(raise(packet, HOP_CAP_MAX)).toEqual({ ok: true, effect: { kind: 'raise_cap', cap: HOP_CAP_MAX } });
+    expect(raise(packet, 1e15)).toMatchObject({
+      ok: false,
+      error: { code: 'answer_incomplete', message: 'the new cap 1000000000000000 is over the most, 100000' },
+    });
+    // A packet whose form names no most (stored before): the hop budget's holds all the same.
+    const older: StopPacket = {
+      ...packet,
+      next_form: { ...packet.next_form!, fields: packet.next_form!.fields.map((f) => (f.id === 'cap' ? { ...f, at_most: undefined } : f)) },
+    };
+    expect(older.next_form!.fields.find((f) => f.id === 'cap')!.at_most).toBeUndefined();
+    expect(raise(older, HOP_CAP_MAX + 1)).toMatchObject({ ok: false, error: { code: 'answer_incomplete' } });
+    // Other caps keep no most unless their form states one.
+    const tokens = stop({ why: 'budget', pending: null, cap: { name: 'tokens', limit: 100, used: 100 } });
+    expect(tokens.next_form!.fields.find((f) => f.id === 'cap')).not.toHaveProperty('at_most');
+    expect(raise(tokens, 1e15)).toMatchObject({ ok: true });
   });
 
   it('budget stop keeps a real freeze: the raise_cap effect does not run or drop the frozen call', () => {

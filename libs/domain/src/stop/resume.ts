@@ -1,7 +1,7 @@
 import { NextFormActionsByKind, OperatorAnswer, OperatorAnswerAction, ResumeEffect, StopPacket } from '@baton/contracts';
 import { assertNever, DomainError, DomainErrorKind } from '../decider';
 import { deepFreeze } from './freeze';
-import { capFloor, clip } from './forms';
+import { capAtMost, capFloor, clip } from './forms';
 import { freezePending, pendingDigest } from './pending';
 
 /** Who is answering. Only `operator` and `admin` are people allowed to resume a stopped run. */
@@ -124,13 +124,15 @@ export function decideResume(packet: StopPacket, answer: OperatorAnswer, ctx: Re
           `the new cap ${cap} does not exceed the current ${packet.cap.name} cap ${packet.cap.limit}${used}: it must be above ${capFloor(packet.cap)}`,
         );
       }
-      // The limits the form states (a mesh's cap: whole, at most 1000) hold wherever the answer is decided.
+      // The limits the form states (a mesh's cap: whole, at most 1000) hold wherever the answer is
+      // decided; the hop budget's most holds on packets stored before their form stated it.
       const field = packet.next_form?.fields.find((f) => f.id === 'cap');
-      if ((field?.whole && !Number.isInteger(cap)) || (field?.at_most !== undefined && cap > field.at_most)) {
+      const atMost = capAtMost(packet.cap, field?.at_most);
+      if ((field?.whole && !Number.isInteger(cap)) || (atMost !== undefined && cap > atMost)) {
         // Name the rule the value breaks: 1001 is a whole number, just over the most.
         const broken = [
-          ...(field.whole && !Number.isInteger(cap) ? ['is not a whole number'] : []),
-          ...(field.at_most !== undefined && cap > field.at_most ? [`is over the most, ${field.at_most}`] : []),
+          ...(field?.whole && !Number.isInteger(cap) ? ['is not a whole number'] : []),
+          ...(atMost !== undefined && cap > atMost ? [`is over the most, ${atMost}`] : []),
         ];
         return refuse(DomainErrorKind.invalid, 'answer_incomplete', `the new cap ${cap} ${broken.join(' and ')}`);
       }
