@@ -87,6 +87,37 @@ describe('rebuilds into a shadow generation (real Redis)', () => {
     expect(await keyCount(fx, `${fx.prefix}:tasks:g1:*`)).toBe(0);
   });
 
+  it("status reads the active pointer and that generation's meta in one call: a swap and its cleanup landing between status's first reply and anything after it leave a consistent report", async () => {
+    const log = taskLog(40);
+    await fx.store.applyBatch(def, log);
+    const client = fx.handle.client as unknown as Record<string, (...args: unknown[]) => Promise<unknown>>;
+    const methods = ['get', 'hmget', 'hget', 'evalsha', 'eval'];
+    const originals = Object.fromEntries(methods.map((name) => [name, client[name]!]));
+    let armed = true;
+    // The first command status sends gets its reply only after a rebuild swapped in a new
+    // generation and its cleanup deleted the old one (its ~meta with it).
+    for (const name of methods) {
+      client[name] = async (...args: unknown[]) => {
+        const value = await originals[name]!.apply(fx.handle.client, args);
+        if (!armed) return value;
+        armed = false;
+        const result = await fx.store.rebuild(def, logSource(log));
+        if (result.status !== 'swapped') throw new Error(`expected a swap, got ${result.status}`);
+        await result.cleanup;
+        return value;
+      };
+    }
+    try {
+      const status = await fx.store.status(def);
+      expect(armed).toBe(false);
+      expect(status).toMatchObject({ lastSeq: 40, storedVersion: 1, needsRebuild: false });
+      expect([1, 2]).toContain(status.activeGeneration);
+      expect(await fx.store.status(def)).toMatchObject({ activeGeneration: 2, lastSeq: 40, storedVersion: 1 });
+    } finally {
+      for (const name of methods) delete client[name];
+    }
+  });
+
   it('a rebuild repairs a projection whose data drifted, and records the new definition version', async () => {
     const log = taskLog(80);
     await fx.store.applyBatch(def, log);

@@ -5,7 +5,7 @@ import { createItemStore, type ItemStore } from './items';
 import { activeKey, assertName, assertPrefix, generationCounterKey, generationNamespace, projectionBase, rebuildsKey, retiredKey } from './keys';
 import { encodeOps, type IndexedItem, type ProjectionOp, type WireOp } from './ops';
 import { createReader, type ProjectionReader } from './reader';
-import { applyScript, dropShadowScript, loadScript, swapScript } from './scripts';
+import { applyScript, dropShadowScript, loadScript, readScript, swapScript } from './scripts';
 import {
   parseRebuildInfos,
   runRebuild,
@@ -464,9 +464,15 @@ class RedisProjectionStore implements ProjectionStore {
 
   async status(def: Pick<ProjectionDefinition, 'name' | 'version'>): Promise<ProjectionStatus> {
     const base = this.base(def.name);
-    const generation = await this.activeGeneration(def.name);
-    if (generation === null) return { projection: def.name, activeGeneration: null, lastSeq: 0, storedVersion: null, needsRebuild: false, stream: null };
-    const [seq, version, stream] = await this.redis.hmget(`${generationNamespace(base, generation)}~meta`, 'seq', 'version', 'stream');
+    // The pointer and its generation's ~meta in one atomic read: read apart, a swap in between
+    // (which retires the old generation) reported the projection empty and the whole stream behind.
+    const [active, meta] = (await readScript.run(this.redis, [activeKey(base)], [base, 'HMGET', '~meta', 'seq', 'version', 'stream'])) as [
+      string,
+      (string | null)[] | false | null,
+    ];
+    if (active === '') return { projection: def.name, activeGeneration: null, lastSeq: 0, storedVersion: null, needsRebuild: false, stream: null };
+    const generation = Number(active);
+    const [seq, version, stream] = Array.isArray(meta) ? meta : [];
     const storedVersion = version === null ? null : Number(version);
     return {
       projection: def.name,
