@@ -144,10 +144,16 @@ export function handbackRecipient(fromAgent: string | undefined, worker: string,
  */
 function escalationOutcome(state: ExistingHandoff, projectLead: string | undefined, consultId: string): EscalationOutcome {
   const lead = state.escalation.to ?? projectLead;
-  if (lead !== undefined) return { escalate_to: lead, consult_handoff_id: consultId };
+  // Never back to the agent that held the work when it failed: a lead whose own claim lapsed (its
+  // consult of an earlier escalation, or work addressed to it) would be asked again, and again.
+  const heldBy = state.claim?.claimed_by;
+  if (lead !== undefined && lead !== heldBy) return { escalate_to: lead, consult_handoff_id: consultId };
   return {
     stop_why: 'guard_failed',
-    detail: `handoff ${state.id} reached its retry cap (${state.retry.max_retries}) and project ${state.project} has no lead`,
+    detail:
+      lead === undefined
+        ? `handoff ${state.id} reached its retry cap (${state.retry.max_retries}) and project ${state.project} has no lead`
+        : `handoff ${state.id} reached its retry cap (${state.retry.max_retries}) and its escalation target, ${lead}, is the agent that held it`,
   };
 }
 

@@ -153,6 +153,28 @@ describe('handoff: retry cap → CONSULT escalation', () => {
       { type: 'handoff.escalated', data: expect.objectContaining({ outcome: expect.objectContaining({ stop_why: 'guard_failed' }) }) },
     ]);
     expect(reactToHandoffEvent(event!, { state: result.stateAfter(), deriveId })).toEqual([]);
+    expect(result.stateAfter()).toMatchObject({
+      status: 'failed',
+      terminal_reason: 'retry cap 0 reached (lease_expired); nobody to escalate to (guard_failed)',
+    });
+  });
+
+  it('an escalation never goes back to the agent that held the work: a lead whose own claim lapsed (its consult, or work addressed to it) gets no consult of it, the outcome is guard_failed', () => {
+    // Work addressed to the lead, claimed by the lead, lapsed at its cap: nobody else to ask.
+    const own = given(handoffDecider, history(cmd.create({ max_retries: 0, to_agent: 'lena' }), cmd.claim('lena', 'c1'))).when(cmd.requeue('c1', 60));
+    const [event] = own.thenMatch([
+      {
+        type: 'handoff.escalated',
+        data: expect.objectContaining({
+          outcome: { stop_why: 'guard_failed', detail: `handoff ${HID} reached its retry cap (0) and its escalation target, lena, is the agent that held it` },
+        }),
+      },
+    ]);
+    expect(reactToHandoffEvent(event!, { state: own.stateAfter(), deriveId })).toEqual([]);
+    // escalate_to naming the claimer is the same (another claimer escalates to it: the tests above).
+    given(handoffDecider, history(cmd.create({ max_retries: 0, escalate_to: 'vera' }), cmd.claim('vera', 'c1')))
+      .when(cmd.requeue('c1', 60))
+      .thenMatch([{ type: 'handoff.escalated', data: expect.objectContaining({ outcome: expect.objectContaining({ stop_why: 'guard_failed' }) }) }]);
   });
 });
 

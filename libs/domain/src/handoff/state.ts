@@ -353,7 +353,7 @@ export function evolveHandoff(state: HandoffState, event: HandoffEvent): Handoff
       const reason =
         'escalate_to' in d.outcome
           ? `retry cap ${d.max_retries} reached (${d.cause}); escalated to ${d.outcome.escalate_to}`
-          : `retry cap ${d.max_retries} reached (${d.cause}); stop requested: ${d.outcome.stop_why}`;
+          : `retry cap ${d.max_retries} reached (${d.cause}); nobody to escalate to (${d.outcome.stop_why})`;
       return { ...state, ...touched, status: 'failed', terminal_reason: reason, escalation_outcome: d.outcome };
     }
     case 'handoff.abandoned': {

@@ -84,7 +84,7 @@ export function summarizeHandoffEvent(event: HandoffEvent): string {
       const o = event.data.outcome;
       return 'escalate_to' in o
         ? `retry cap ${event.data.max_retries} reached (${event.data.cause}); escalated to ${o.escalate_to}`
-        : `retry cap ${event.data.max_retries} reached (${event.data.cause}); stop requested (${o.stop_why})`;
+        : `retry cap ${event.data.max_retries} reached (${event.data.cause}); nobody to escalate to (${o.stop_why}): ${o.detail}`;
     }
     case 'handoff.abandoned':
       return `abandoned by ${event.data.abandoned_by}: ${event.data.reason}`;
@@ -125,7 +125,9 @@ export function handoffsProjection(): FoldingProjection<JsonValue> {
     // 4: the open handoffs by status (`hq:<status>`), counted without reading the states.
     // 5: the folded state keeps the claim a lapse took back (`lapsed_claim`), and a completion that
     //    voids that lapse restores the retry count (docs/handoffs.md rule 4a).
-    version: 5,
+    // 6: an escalation with nobody to consult reads "nobody to escalate to" (terminal reason and
+    //    timeline; it said "stop requested", which a handoff of no run never gets).
+    version: 6,
     handles: (type) => type.startsWith('handoff.'),
     stateKeyOf: (event) => HandoffKeys.state(event.project, event.aggregate.id),
     step(prior, event: SequencedEvent) {
