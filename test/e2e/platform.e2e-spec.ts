@@ -128,6 +128,53 @@ describe('Baton end to end: four services as processes', () => {
     expect((await store.read({ project: 'e2e', kind: 'run', id: runId })).events.map((e) => e.type)).toContain('run.stopped');
   });
 
+  it('baton message says what the run did with the message: queued for a conversation whose agent works (exit 0), refused by a workflow run with its code, the same id with other text, a run that does not exist (exit 1)', async () => {
+    const store = new JetStreamEventStore({ js: nats.js, jsm: nats.jsm, prefix, registry: createEventRegistry() });
+    const encoder = new TextEncoder();
+    const tag = randomBytes(3).toString('hex');
+    const start = async (runId: string, workflow: string, input?: string) => {
+      await nats.js.publish(
+        Subjects.runStart(prefix, 'e2e'),
+        encoder.encode(JSON.stringify({ workflow_run_id: runId, project: 'e2e', workflow, started_by: 'dana', ...(input !== undefined ? { input } : {}) })),
+        { msgID: MsgIds.start('e2e', runId) },
+      );
+      await waitFor(
+        async () => (await store.read({ project: 'e2e', kind: 'run', id: runId })).events.find((e) => e.type === 'run.routed' || e.type === 'run.handoff'),
+        `run ${runId} under way`,
+        {
+          timeoutMs: 20_000,
+        },
+      );
+    };
+    const message = async (runId: string, ...more: string[]) => {
+      const sent = await run(process.execPath, ['bin/baton.js', 'message', runId, '--project', 'e2e', '--json', ...more], { ...env, BATON_CLI_NO_BUILD: '1' });
+      return { code: sent.code, out: sent.stdout.trim() === '' ? {} : (JSON.parse(sent.stdout) as Record<string, unknown>), err: sent.stderr };
+    };
+    // A conversation (seed 001's loan session): its first message handed off to the income agent, which works (no agent runs here).
+    const loan = `loan-cli-${tag}`;
+    await start(loan, 'loan_session', 'I want a loan offer');
+    expect(await message(loan, '--text', 'About 52000 a year', '--id', 'm1')).toMatchObject({
+      code: 0,
+      out: { outcome: 'queued', position: 1, duplicate: false },
+    });
+    // Sent again: the same message, already queued.
+    expect(await message(loan, '--text', 'About 52000 a year', '--id', 'm1')).toMatchObject({ code: 0, out: { outcome: 'queued', duplicate: true } });
+    // The same id with other text: not stored, and said so.
+    const reused = await message(loan, '--text', 'Actually 60000', '--id', 'm1');
+    expect(reused).toMatchObject({ code: 1, out: { outcome: 'refused', code: 'message_id_reused', duplicate: true } });
+    expect(reused.err).toContain('with other text: this text was not stored');
+    // A workflow run takes no customer messages: refused with the run's code.
+    const support = `wr-msg-${tag}`;
+    await start(support, 'support');
+    const refused = await message(support, '--text', 'hello?', '--id', 'm1');
+    expect(refused).toMatchObject({ code: 1, out: { outcome: 'refused', code: 'run_not_awaiting_input' } });
+    expect(refused.err).toContain(`run ${support} refused message m1 (run_not_awaiting_input)`);
+    // No such run.
+    const missing = await message(`nosuch-${tag}`, '--text', 'hi', '--wait-ms', '1500');
+    expect(missing).toMatchObject({ code: 1, out: { outcome: 'not_found' } });
+    expect(missing.err).toContain('baton dlq list');
+  });
+
   it('baton replay rebuilds deleted projections into a shadow keyspace and swaps it in: the same state as before', async () => {
     const store = createProjectionStore({ redis: redis.client, prefix: `${prefix}:proj` });
     const names = batonProjections().map((p) => p.name);

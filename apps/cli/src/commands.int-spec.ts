@@ -110,8 +110,22 @@ describe('baton commands that publish (real NATS) and call the operator API (loc
     expect((await baton('start', 'ship', '--project', 'demo')).code).toBe(2);
   });
 
-  it('message publishes a customer message to <prefix>.in.<project>.message; the same --id again stores nothing new; a bad text is refused', async () => {
-    const first = await baton('message', 'wr-7', '--project', 'demo', '--text', 'I earn 4,000 a month', '--id', 'm-7', '--from', 'cora', '--json');
+  it('message publishes a customer message to <prefix>.in.<project>.message; the same --id again stores nothing new; a bad text is refused (--wait-ms 0: no router here to record it)', async () => {
+    const first = await baton(
+      'message',
+      'wr-7',
+      '--project',
+      'demo',
+      '--text',
+      'I earn 4,000 a month',
+      '--id',
+      'm-7',
+      '--from',
+      'cora',
+      '--json',
+      '--wait-ms',
+      '0',
+    );
     expect(first.code).toBe(0);
     expect(JSON.parse(first.out)).toMatchObject({ workflow_run_id: 'wr-7', message_id: 'm-7', duplicate: false });
     const stored = await nats.jsm.streams.getMessage(batonStreamNames(prefix).inbox, { last_by_subj: `${prefix}.in.demo.message` });
@@ -123,9 +137,23 @@ describe('baton commands that publish (real NATS) and call the operator API (loc
       sent_by: 'cora',
     });
     expect(stored.header.get('Nats-Msg-Id')).toBe('message:demo:wr-7/m-7');
-    const again = await baton('message', 'wr-7', '--project', 'demo', '--text', 'I earn 4,000 a month', '--id', 'm-7', '--from', 'cora', '--json');
+    const again = await baton(
+      'message',
+      'wr-7',
+      '--project',
+      'demo',
+      '--text',
+      'I earn 4,000 a month',
+      '--id',
+      'm-7',
+      '--from',
+      'cora',
+      '--json',
+      '--wait-ms',
+      '0',
+    );
     expect(JSON.parse(again.out)).toMatchObject({ message_id: 'm-7', duplicate: true });
-    const generated = await baton('message', 'wr-7', '--project', 'demo', '--text', 'and a car', '--json');
+    const generated = await baton('message', 'wr-7', '--project', 'demo', '--text', 'and a car', '--json', '--wait-ms', '0');
     expect(JSON.parse(generated.out).message_id).toMatch(/^msg-[0-9a-f-]{36}$/);
     const tooLong = await baton('message', 'wr-7', '--project', 'demo', '--text', 'x'.repeat(50_000));
     expect(tooLong.code).toBe(1);

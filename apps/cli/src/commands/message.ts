@@ -1,8 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import type { Command } from '../command';
-import { parseCommandArgs, required, str } from '../command';
+import { int, parseCommandArgs, required, str } from '../command';
 import { ExitCode } from '../errors';
-import { publishAndReport } from './publishing';
+import type { EventStore } from '@baton/eventstore';
+import { publishAndReport, type Settled } from './publishing';
 
 export const messageCommand: Command = {
   name: 'message',
@@ -13,15 +14,20 @@ Publish a customer message (SessionMessage, docs/schemas) to <prefix>.in.<projec
 Nats-Msg-Id = message:<project>:<workflow_run_id>/<message_id>. The router records it on the run and evaluates the active agent's
 routes before any model runs. While an agent is still working the message is queued and delivered
 when the run next waits for the customer; a message the run refuses (the run is held, stopped or
-has ended, or 20 are already queued) is recorded on the run as run.result_rejected — see it with
-\`baton run <id>\`.
+has ended, or 20 are already queued) is recorded on the run as run.result_rejected.
 
 Options:
   --project <p>   the project (required)
   --text <text>   what the customer wrote (required)
   --id <id>       the message id (default: a new one); sending the same id again sends nothing new
   --from <who>    the customer's handle
-  --json          print the publish receipt as JSON
+  --wait-ms <ms>  how long to wait for the run to record it (default 5000; 0: do not wait)
+  --json          print the publish receipt (and the outcome) as JSON
+
+It then says what the run did with it: outcome delivered (to the agent, with its name) or queued
+(with its place), exit 0; refused (the run's code: run_not_awaiting_input, message_queue_full…),
+message_id_reused (the run holds this id with other text: this text was not stored) or not_found
+(no such run: the router dead-letters it), exit 1; pending (not recorded within --wait-ms), exit 0.
 `,
   async run(argv, ctx) {
     const args = parseCommandArgs(
@@ -31,6 +37,7 @@ Options:
         text: { type: 'string' },
         id: { type: 'string' },
         from: { type: 'string' },
+        'wait-ms': { type: 'string' },
         json: { type: 'boolean' },
       },
       { min: 1, max: 1 },
@@ -44,12 +51,110 @@ Options:
     const text = required(args, 'text');
     const messageId = str(args, 'id') ?? `msg-${randomUUID()}`;
     const from = str(args, 'from');
+    const waitMs = int(args, 'wait-ms', { min: 0, max: 600_000 }) ?? DEFAULT_MESSAGE_WAIT_MS;
     return publishAndReport(
       ctx,
       args,
       { project, agent: 'baton-cli' },
       (client) => client.sendMessage({ workflow_run_id: runId, message_id: messageId, text, ...(from !== undefined ? { sent_by: from } : {}) }),
       { workflow_run_id: runId, message_id: messageId },
+      waitMs === 0
+        ? undefined
+        : async () => settled(await messageOutcome(await ctx.eventStore(), { project, runId, messageId, text }, waitMs), { project, runId, messageId }),
     );
   },
 };
+
+/** How long `baton message` waits for the router to record the message (`--wait-ms`). */
+export const DEFAULT_MESSAGE_WAIT_MS = 5_000;
+
+/** What became of a customer message, read from its run's events. */
+export type MessageOutcome =
+  | { kind: 'delivered'; agent: string }
+  | { kind: 'queued'; agent: string; position: number }
+  | { kind: 'refused'; code: string; message: string }
+  | { kind: 'id_reused' }
+  | { kind: 'no_run' }
+  | { kind: 'pending' };
+
+interface MessageRef {
+  project: string;
+  runId: string;
+  messageId: string;
+  text: string;
+}
+
+/**
+ * Wait (at most `waitMs`) for the run to record the message: delivered to its agent
+ * (`run.message_received`), queued while an agent works (`run.message_queued`), or refused
+ * (`run.result_rejected`, `refused: message`) — from the run's events, the first read the whole
+ * history (a message sent before, under the same id, was recorded already), then only what came
+ * after. The same id recorded with other text is `id_reused`: this text was not stored. A run with
+ * no events at the end is `no_run` (the router dead-letters the message); nothing yet, `pending`.
+ */
+export async function messageOutcome(store: Pick<EventStore, 'read'>, ref: MessageRef, waitMs: number): Promise<MessageOutcome> {
+  const deadline = Date.now() + waitMs;
+  const aggregate = { project: ref.project, kind: 'run', id: ref.runId } as const;
+  let afterSeq = 0;
+  for (;;) {
+    const { events, lastSeq } = await store.read(aggregate, { afterSeq });
+    for (const event of events) {
+      const data = event.payload as {
+        message_id?: string;
+        result_id?: string;
+        text?: string;
+        agent?: string;
+        position?: number;
+        refused?: string;
+        code?: string;
+        message?: string;
+      };
+      if ((event.type === 'run.message_received' || event.type === 'run.message_queued') && data.message_id === ref.messageId) {
+        if (data.text !== ref.text) return { kind: 'id_reused' };
+        return event.type === 'run.message_received'
+          ? { kind: 'delivered', agent: data.agent ?? '' }
+          : { kind: 'queued', agent: data.agent ?? '', position: data.position ?? 0 };
+      }
+      if (event.type === 'run.result_rejected' && data.refused === 'message' && data.result_id === ref.messageId) {
+        return { kind: 'refused', code: data.code ?? 'rejected', message: data.message ?? '' };
+      }
+    }
+    afterSeq = Math.max(afterSeq, lastSeq);
+    if (Date.now() >= deadline) return afterSeq === 0 ? { kind: 'no_run' } : { kind: 'pending' };
+    await new Promise<void>((resolve) => setTimeout(resolve, Math.min(100, Math.max(0, deadline - Date.now()))));
+  }
+}
+
+/** The receipt fields, exit code and stderr line of an outcome. */
+function settled(outcome: MessageOutcome, ref: { project: string; runId: string; messageId: string }): Settled {
+  switch (outcome.kind) {
+    case 'delivered':
+      return { fields: { outcome: 'delivered', agent: outcome.agent }, code: ExitCode.ok };
+    case 'queued':
+      return { fields: { outcome: 'queued', agent: outcome.agent, position: outcome.position }, code: ExitCode.ok };
+    case 'refused':
+      return {
+        fields: { outcome: 'refused', code: outcome.code },
+        code: ExitCode.failure,
+        stderr: `run ${ref.runId} refused message ${ref.messageId} (${outcome.code}): ${outcome.message}`,
+      };
+    case 'id_reused':
+      return {
+        fields: { outcome: 'refused', code: 'message_id_reused' },
+        code: ExitCode.failure,
+        stderr: `run ${ref.runId} holds message ${ref.messageId} with other text: this text was not stored (send it under a new --id)`,
+      };
+    case 'no_run':
+      return {
+        fields: { outcome: 'not_found', code: 'not_found' },
+        code: ExitCode.failure,
+        stderr: `project ${ref.project} has no run ${ref.runId}: the router dead-letters the message (baton dlq list)`,
+      };
+    case 'pending':
+      return {
+        fields: { outcome: 'pending' },
+        code: ExitCode.ok,
+        stderr: `sent; the run has not recorded message ${ref.messageId} yet (see baton run ${ref.runId})`,
+      };
+  }
+}

@@ -12,14 +12,23 @@ import { printJson, renderFields } from '../output';
  * refused. Each command is a fresh client, so the SDK cannot tell a person's re-run of the same
  * command from another publisher's message under the same id (`DuplicateMessageError`): the
  * receipt says `duplicate: true` (exit 0, as a retry does) and stderr says which message the stream
- * already held, so a collision is not mistaken for a new message.
+ * already held, so a collision is not mistaken for a new message. `settle`, when given, waits for
+ * what became of the stored message and adds it to the receipt and the exit code.
  */
+/** What a command learned after its message was stored: fields for the receipt, its exit code, a line for stderr. */
+export interface Settled {
+  fields: Record<string, string | number>;
+  code: ExitCode;
+  stderr?: string;
+}
+
 export async function publishAndReport(
   ctx: CliContext,
   args: ParsedArgs,
   client: { project: string; agent: string; what?: string },
   publish: (agent: BatonAgent) => Promise<PublishReceipt>,
   fields: Record<string, string> = {},
+  settle?: (receipt: PublishReceipt) => Promise<Settled>,
 ): Promise<ExitCode> {
   // The CLI is no agent (it speaks with whatever credentials it holds, the admin's as a rule): its
   // starts go to the project's shared subject, recorded as `project-client`, never as `client.agent`.
@@ -38,9 +47,12 @@ export async function publishAndReport(
       );
       return { seq: error.seq, duplicate: true, stream: error.stream } satisfies PublishReceipt;
     });
-    if (args.values['json'] === true) printJson(ctx.io, { ...fields, ...receipt });
-    else ctx.io.stdout.write(renderFields({ ...fields, stream: receipt.stream, seq: receipt.seq, duplicate: receipt.duplicate }));
-    return ExitCode.ok;
+    // What happened to it, when the command waits to say (`baton message`).
+    const settled = settle ? await settle(receipt) : { fields: {}, code: ExitCode.ok };
+    if (args.values['json'] === true) printJson(ctx.io, { ...fields, ...receipt, ...settled.fields });
+    else ctx.io.stdout.write(renderFields({ ...fields, stream: receipt.stream, seq: receipt.seq, duplicate: receipt.duplicate, ...settled.fields }));
+    if (settled.stderr !== undefined) ctx.io.stderr.write(`baton: ${settled.stderr}\n`);
+    return settled.code;
   } catch (error) {
     if (!(error instanceof InvalidInputError)) throw error;
     throw new CliError(`${client.what !== undefined ? `${client.what}: ` : ''}${error.message}`, {
