@@ -39,7 +39,14 @@ describe('baton commands that publish (real NATS) and call the operator API (loc
         requests.push({ method: req.method ?? '', url: req.url ?? '', body: body ? JSON.parse(body) : null });
         const status = nextStatus;
         res.writeHead(status, { 'content-type': 'application/json' });
-        if (req.method === 'GET') res.end(JSON.stringify({ stop: { packet_id: 'stop-1', pending_digest: 'sha256:abc' }, effect: null, answered_at: null }));
+        if (req.method === 'GET')
+          res.end(
+            JSON.stringify({
+              stop: { packet_id: 'stop-1', pending: { name: 'refund', args: { order: 99, amount: 40 } }, pending_digest: 'sha256:abc' },
+              effect: null,
+              answered_at: null,
+            }),
+          );
         else if (status === 202)
           res.end(JSON.stringify({ accepted: true, outcome: 'pending', workflow_run_id: 'wr-1', status_url: '/v1/projects/demo/runs/wr-1/answers/a-1' }));
         else if (status === 200) res.end(JSON.stringify({ accepted: true, outcome: 'applied', workflow_run_id: 'wr-1', run: { status: 'running' } }));
@@ -252,16 +259,25 @@ describe('baton commands that publish (real NATS) and call the operator API (loc
   });
 
   it('answer and decide call the operator API with the bodies it accepts; applied exits 0 saying so, pending 0 with a note, a refusal 1 with its code', async () => {
-    const approve = await baton('answer', 'stop-1', '--action', 'approve', '--note', 'ok');
+    // Approve names the call it approves: without --digest nothing is sent, the frozen call and its digest are shown.
+    const unnamed = await baton('answer', 'stop-1', '--action', 'approve', '--note', 'ok');
+    expect(unnamed.code).toBe(2);
+    expect(unnamed.err).toContain('approve runs the frozen call exactly as shown; name it with --digest');
+    expect(unnamed.err).toContain('call: refund amount=40 order=99');
+    expect(unnamed.err).toContain('baton answer stop-1 --action approve --digest sha256:abc');
+    expect(requests.map((r) => `${r.method} ${r.url}`)).toEqual(['GET /v1/stops/stop-1']);
+    requests.length = 0;
+    const approve = await baton('answer', 'stop-1', '--action', 'approve', '--digest', 'sha256:abc', '--note', 'ok');
     expect(approve.code).toBe(0);
     expect(approve.out).toBe('applied stop-1: approve; run wr-1 is now running\n');
-    expect(requests.map((r) => `${r.method} ${r.url}`)).toEqual(['GET /v1/stops/stop-1', 'POST /v1/stops/stop-1/answer']);
-    expect(requests[1]!.body).toEqual({
+    expect(requests.map((r) => `${r.method} ${r.url}`)).toEqual(['POST /v1/stops/stop-1/answer']);
+    expect(requests[0]!.body).toEqual({
       answer_id: expect.stringMatching(/^cli-/),
       action: 'approve',
       note: 'ok',
       pending_digest: 'sha256:abc',
     });
+    expect((await baton('answer', 'stop-1', '--action', 'deny', '--digest', 'sha256:abc')).code).toBe(2);
 
     requests.length = 0;
     expect((await baton('answer', 'stop-1', '--action', 'raise_cap', '--cap', '40')).code).toBe(0);

@@ -251,13 +251,11 @@ describe('the baton command addresses runs and handoffs by project and id (real 
     ]);
 
     requests.length = 0;
-    const approve = await baton('answer', 'stop-r-wr-a:res-a1', '--action', 'approve', '--project', 'alpha');
+    const approve = await baton('answer', 'stop-r-wr-a:res-a1', '--action', 'approve', '--project', 'alpha', '--digest', 'sha256:abc');
     expect(approve.code).toBe(0);
     expect(approve.out).toContain('applied stop-r-wr-a:res-a1 (project alpha): approve; run wr-a is now running');
-    expect(requests.map((r) => `${r.method} ${r.url}`)).toEqual([
-      'GET /v1/projects/alpha/stops/stop-r-wr-a%3Ares-a1',
-      'POST /v1/projects/alpha/stops/stop-r-wr-a%3Ares-a1/answer',
-    ]);
+    expect(requests.map((r) => `${r.method} ${r.url}`)).toEqual(['POST /v1/projects/alpha/stops/stop-r-wr-a%3Ares-a1/answer']);
+    expect(requests[0]!.body).toMatchObject({ action: 'approve', pending_digest: 'sha256:abc' });
 
     const undecided = await baton('decide', 'hb-h-1', 'accept');
     expect(undecided.code).toBe(2);

@@ -1,4 +1,5 @@
-import { OperatorAnswerActionSchema } from '@baton/contracts';
+import { OperatorAnswerActionSchema, type PendingToolCall } from '@baton/contracts';
+import { callSummary, clip } from '@baton/domain';
 import { ANSWER_OPTIONS, answerBasics, apiRefusal, callApi, postAnswer, recordPath, throwIfAmbiguous } from '../api';
 import type { Command } from '../command';
 import { parseCommandArgs, required, str } from '../command';
@@ -14,8 +15,11 @@ BATON_API_URL, default http://127.0.0.1:7100). The answer must be one of the but
 packet's form. The API waits (a few seconds, NOTIFIER_ANSWER_WAIT_MS) for the router's decision
 and says what happened: applied (exit 0, with the run's new status), refused (exit 1, with the
 refusal's code: e.g. run_not_stopped when another operator's answer was applied first), or not
-decided yet (exit 0 with a note and the status link to read the outcome later). Approving a frozen call echoes the digest of the call shown by
-GET /v1/projects/<p>/stops/<id>, so a packet that changed meanwhile is refused as stale.
+decided yet (exit 0 with a note and the status link to read the outcome later). Approving runs
+the frozen call exactly as the packet holds it, so approve names the call you looked at: --digest
+with its pending_digest (baton stops --json, GET /v1/projects/<p>/stops/<id>). Without --digest
+approve sends nothing: it prints the frozen call and its digest to approve it with (exit 2); a
+digest of another call than the one frozen now is refused stale_answer (exit 1).
 Stop packet ids are unique only within a project: without --project the id must be held by one
 of the token's projects only (otherwise a usage error names them).
 
@@ -24,6 +28,7 @@ Options:
   --action <a>       approve, deny, intent, raise_cap or acknowledge (required)
   --intent <kind>    the request kind (with --action intent)
   --cap <n>          the new, higher cap (with --action raise_cap)
+  --digest <d>       the pending_digest of the frozen call you approve (with --action approve)
   --note <text>      a note for the record
   --answer-id <id>   idempotency key (default: a new one, named when the API does not answer in
                      time; re-use it to retry safely)
@@ -36,6 +41,7 @@ Options:
         action: { type: 'string' },
         intent: { type: 'string' },
         cap: { type: 'string' },
+        digest: { type: 'string' },
         ...ANSWER_OPTIONS,
       },
       { min: 1, max: 1 },
@@ -57,14 +63,20 @@ Options:
       throw new UsageError('--action raise_cap needs --cap <positive number>');
     const { note, project, answerId, json } = answerBasics(args);
 
-    let pendingDigest: string | undefined;
-    if (action.data === 'approve') {
+    const pendingDigest = str(args, 'digest');
+    if (pendingDigest !== undefined && action.data !== 'approve') throw new UsageError('--digest goes with --action approve');
+    if (action.data === 'approve' && pendingDigest === undefined) {
+      // Fail closed: an approval names the call a person saw. Show the frozen call, send nothing.
       const current = await callApi(ctx, 'GET', recordPath('stops', stopId, project));
       throwIfAmbiguous(current, 'stop packet', stopId);
       if (!current.ok) throw apiRefusal(current, `cannot read stop ${stopId}`);
-      const body = current.body as { stop?: { pending_digest?: unknown }; pending_digest?: unknown } | null;
-      const digest = body?.stop?.pending_digest ?? body?.pending_digest;
-      if (typeof digest === 'string') pendingDigest = digest;
+      const stop = (current.body as { stop?: { pending?: PendingToolCall | null; pending_digest?: string | null } } | null)?.stop;
+      if (!stop?.pending || typeof stop.pending_digest !== 'string') {
+        throw new UsageError(`stop ${stopId} freezes no call: there is nothing to approve (its form offers other answers)`);
+      }
+      throw new UsageError(
+        `approve runs the frozen call exactly as shown; name it with --digest:\n  call: ${clip(callSummary(stop.pending), 1_000)}\n  baton answer ${stopId}${project !== undefined ? ` --project ${project}` : ''} --action approve --digest ${stop.pending_digest}`,
+      );
     }
     return postAnswer(
       ctx,
