@@ -358,6 +358,15 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
     expect(held).toMatchObject({ status: 202, body: { accepted: true, outcome: 'pending', answer_id: 'ans-hold-1' } });
     expect((await post('/v1/runs/wr-a/answer', { action: 'continue', answered_by: 'olga' })).body.error?.code).toBe('run_not_held');
     expect((await post('/v1/runs/wr-b/answer', { action: 'reroute', answered_by: 'olga' })).body.error?.code).toBe('schema_violation');
+    // A target goes with a reroute only: with terminate or continue it would be dropped unread.
+    for (const action of ['terminate', 'continue']) {
+      const refused = await post('/v1/runs/wr-b/answer', { action, target: 'reviewer' });
+      expect({ action, status: refused.status, body: refused.body }).toMatchObject({
+        action,
+        status: 400,
+        body: { error: { code: 'schema_violation', issues: [{ path: 'target', message: `only a reroute names a target, not a ${action}` }] } },
+      });
+    }
   });
 
   it('an answer_id already used for another answer of the run is refused 409 answer_id_reused (the stream would have dropped it as a duplicate); on another run it is another answer; a true retry is not', async () => {

@@ -125,19 +125,27 @@ export const StopAnswerBodySchema = z.strictObject({
 });
 
 /** `POST /v1/runs/:id/answer`: the answer to a hold. */
-export const HoldAnswerBodySchema = z.strictObject({
-  answer_id: IdSchema.optional(),
-  action: HoldAnswerActionSchema,
-  target: z.string().min(1).max(Limits.maxIdLength).optional(),
-  note: ShortTextSchema.optional(),
-  /**
-   * The hold this answer was made for: the `cause` of the hold's inbox item (or of the run view's
-   * `hold`). When the run is held again since, by another cause, the answer is 409 `stale_answer`.
-   */
-  hold_cause: RouteCauseSchema.optional().describe("the hold's cause as the inbox item or run view shows it; another hold since: 409 stale_answer"),
-  /** Ignored: the authenticated token names who answers. */
-  answered_by: z.string().min(1).max(200).optional().describe('ignored: the authenticated token names who answers'),
-});
+export const HoldAnswerBodySchema = z
+  .strictObject({
+    answer_id: IdSchema.optional(),
+    action: HoldAnswerActionSchema,
+    target: z.string().min(1).max(Limits.maxIdLength).optional(),
+    note: ShortTextSchema.optional(),
+    /**
+     * The hold this answer was made for: the `cause` of the hold's inbox item (or of the run view's
+     * `hold`). When the run is held again since, by another cause, the answer is 409 `stale_answer`.
+     */
+    hold_cause: RouteCauseSchema.optional().describe("the hold's cause as the inbox item or run view shows it; another hold since: 409 stale_answer"),
+    /** Ignored: the authenticated token names who answers. */
+    answered_by: z.string().min(1).max(200).optional().describe('ignored: the authenticated token names who answers'),
+  })
+  // A target goes with a reroute only: with continue or terminate it would be dropped unread.
+  .superRefine((body, ctx) => {
+    if (body.target !== undefined && body.action !== 'reroute') {
+      ctx.addIssue({ code: 'custom', path: ['target'], message: `only a reroute names a target, not a ${body.action}` });
+    }
+  })
+  .meta({ if: { properties: { action: { not: { const: 'reroute' } } }, required: ['action'] }, then: { not: { required: ['target'] } } });
 
 /** `POST /v1/handoffs/:id/decision`: accept or rework a completion handback. */
 export const HandbackDecisionBodySchema = z
