@@ -58,6 +58,15 @@ describe('definition compiler (seed 001)', () => {
     );
   });
 
+  it('one pass names every error: a step naming no agent is reported beside an unknown TO, which is reported once', () => {
+    const text = `project: loans\nworkflows:\n  - name: flow\n    version: 1\n    entry: work\n    steps:\n      - id: work\n        agent: ghost\n---\nAGENT: worker\nHANDOFF:\n  - TO: nobody\n`;
+    const result = compile(text);
+    expect(result.diagnostics.map((d) => `${d.line}:${d.column} ${d.code} ${d.message}`)).toEqual([
+      "12:9 UNKNOWN_HANDOFF_TARGET TO target 'nobody' is not an agent of the project",
+      "8:16 SCHEMA_VIOLATION workflows.0.steps.0.agent: agent 'ghost' of step 'work' is not listed in the project's agents",
+    ]);
+  });
+
   it('a MAP source that the child does not declare gives UNKNOWN_HANDOFF_RETURN_FIELD', () => {
     const result = compile(supervisor('    RETURN: true\n    ON_RETURN:\n      action: continue\n      MAP:\n        income: annual_income'));
     expect(codes(result.diagnostics)).toEqual(['error:UNKNOWN_HANDOFF_RETURN_FIELD']);

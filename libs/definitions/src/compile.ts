@@ -346,15 +346,13 @@ export function compileProject(files: readonly SourceFile[]): CompileResult {
     ...(meshes?.value ? { meshes: meshes.value.toJSON() } : {}),
   };
   const parsed = ProjectDefinitionSchema.safeParse(candidate);
-  // With other errors reported, the schema's cross-field checks (zod `custom` issues: an unknown
-  // TO, a step edge...) would repeat them and are left out; what the compiler checks nowhere else is
-  // reported whatever else is wrong — a reserved name, and a value of the wrong shape or outside
-  // its set (a MEMORY TYPE: banana), so one pass of `baton validate` names them all.
-  const issues = parsed.success
-    ? []
-    : hasErrors(out.diagnostics)
-      ? parsed.error.issues.filter((i) => i.message.includes(RESERVED_NAME_MESSAGE) || i.code !== 'custom')
-      : parsed.error.issues;
+  // The schema's cross-field checks (zod `custom` issues: an unknown TO, a step's agent...) may
+  // repeat what the compiler reported already: such an issue is left out when an error stands at
+  // the place it points to. Everything else is reported whatever else is wrong — a step naming no
+  // agent, a reserved name, a value of the wrong shape or outside its set (a MEMORY TYPE: banana) —
+  // so one pass of `baton validate` names them all.
+  const issues = parsed.success ? [] : parsed.error.issues;
+  const reportedAt = new Set(out.diagnostics.filter((d) => d.severity === 'error').map((d) => `${d.file}:${d.line}:${d.column}`));
   if (issues.length > 0) {
     const agentList = [...names.values()];
     for (const issue of issues) {
@@ -371,6 +369,12 @@ export function compileProject(files: readonly SourceFile[]): CompileResult {
             : locate(agent.file, agent.node, path.slice(2))
           : locate(header.file, header.node, path, { key: mesh === MeshDiagnosticCode.unknownAgent });
 
+      if (
+        issue.code === 'custom' &&
+        !issue.message.includes(RESERVED_NAME_MESSAGE) &&
+        (reportedAt.has(`${at.file}:${at.line}:${at.column}`) || compilerChecked(path))
+      )
+        continue;
       // A mesh check's message starts with its own code, which the diagnostic names already.
       const message = mesh !== undefined && issue.message.startsWith(`${mesh}: `) ? issue.message.slice(mesh.length + 2) : issue.message;
       out.error(
@@ -383,6 +387,14 @@ export function compileProject(files: readonly SourceFile[]): CompileResult {
   }
   const diagnostics = out.diagnostics;
   return { project: parsed.success && !hasErrors(diagnostics) ? parsed.data : null, diagnostics };
+}
+
+/**
+ * Fields whose cross-field check the compiler makes itself, at the value as written (a handoff's
+ * `TO`: `UNKNOWN_HANDOFF_TARGET`): the schema's issue on them only repeats it, pointing at the agent.
+ */
+function compilerChecked(path: readonly PropertyKey[]): boolean {
+  return path.length === 5 && path[0] === 'agents' && path[2] === 'handoffs' && path[4] === 'to';
 }
 
 /** What to do about each mesh build check (docs/errors.md §3.5). */
