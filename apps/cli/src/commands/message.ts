@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Command } from '../command';
 import { int, parseCommandArgs, required, str } from '../command';
 import { ExitCode } from '../errors';
+import type { RunEvent } from '@baton/domain';
 import type { EventStore } from '@baton/eventstore';
 import { publishAndReport, type Settled } from './publishing';
 
@@ -98,25 +99,16 @@ export async function messageOutcome(store: Pick<EventStore, 'read'>, ref: Messa
   let afterSeq = 0;
   for (;;) {
     const { events, lastSeq } = await store.read(aggregate, { afterSeq });
-    for (const event of events) {
-      const data = event.payload as {
-        message_id?: string;
-        result_id?: string;
-        text?: string;
-        agent?: string;
-        position?: number;
-        refused?: string;
-        code?: string;
-        message?: string;
-      };
-      if ((event.type === 'run.message_received' || event.type === 'run.message_queued') && data.message_id === ref.messageId) {
-        if (data.text !== ref.text) return { kind: 'id_reused' };
+    for (const stored of events) {
+      const event = { type: stored.type, data: stored.payload } as RunEvent;
+      if ((event.type === 'run.message_received' || event.type === 'run.message_queued') && event.data.message_id === ref.messageId) {
+        if (event.data.text !== ref.text) return { kind: 'id_reused' };
         return event.type === 'run.message_received'
-          ? { kind: 'delivered', agent: data.agent ?? '' }
-          : { kind: 'queued', agent: data.agent ?? '', position: data.position ?? 0 };
+          ? { kind: 'delivered', agent: event.data.agent }
+          : { kind: 'queued', agent: event.data.agent, position: event.data.position };
       }
-      if (event.type === 'run.result_rejected' && data.refused === 'message' && data.result_id === ref.messageId) {
-        return { kind: 'refused', code: data.code ?? 'rejected', message: data.message ?? '' };
+      if (event.type === 'run.result_rejected' && event.data.refused === 'message' && event.data.result_id === ref.messageId) {
+        return { kind: 'refused', code: event.data.code, message: event.data.message };
       }
     }
     afterSeq = Math.max(afterSeq, lastSeq);
