@@ -5,7 +5,20 @@ export type { NextForm, OperatorAnswer, ResumeEffect, StopPacket } from '@baton/
 export { NextFormSchema, OperatorAnswerSchema, ResumeEffectSchema, StopPacketSchema, StopWhy, StopWhySchema } from '@baton/contracts';
 export { buildStop, StopUserMessages } from './build-stop';
 export type { StopDestinationRequest, StopDocuments, StopFacts, TriedEntry } from './build-stop';
-export { acknowledgeForm, approveDenyForm, callSummary, capAtMost, capFloor, clip, handbackForm, HOP_CAP_MAX, HopCapName, raiseCapForm, StopWhyLabel, typeIntentForm } from './forms';
+export {
+  acknowledgeForm,
+  approveDenyForm,
+  callSummary,
+  capAtMost,
+  capFloor,
+  clip,
+  handbackForm,
+  HOP_CAP_MAX,
+  HopCapName,
+  raiseCapForm,
+  StopWhyLabel,
+  typeIntentForm,
+} from './forms';
 export { freezePending, pendingDigest } from './pending';
 export { frozenJsonCopy, stableStringify } from './freeze';
 export { allowedActions, decideResume, goalDone, markAnswered, ResumeErrorCode } from './resume';
