@@ -4,6 +4,7 @@ import { activeKey, generationCounterKey, projectionBase } from './keys';
 import { applyScript, swapScript } from './scripts';
 import { diffSnapshots } from './snapshot';
 import type { RebuildResult, ReplaySource, SequencedEvent } from './store';
+import { HAND_OVER_MAX_GAP } from './rebuilder';
 import { redisFixture, taskLog, taskProjection, type RedisFixture, type TaskPayload } from './test-support';
 
 type TaskEvent = SequencedEvent<EventEnvelope<TaskPayload>>;
@@ -161,8 +162,10 @@ describe('rebuilds into a shadow generation (real Redis)', () => {
     await fx.store.applyBatch(def, log.slice(0, 15), { generation: shadow });
     expect(await fx.store.swap('tasks', 1, shadow)).toEqual({ status: 'behind', shadowSeq: 15, activeSeq: 20 });
     expect(await fx.store.activeGeneration('tasks')).toBe(1);
+    // Behind by 5: a hand-over of at most 4 is refused too, one of 5 takes it.
+    expect(await fx.store.swap('tasks', 1, shadow, undefined, false, 4)).toEqual({ status: 'behind', shadowSeq: 15, activeSeq: 20 });
     await fx.store.applyBatch(def, log.slice(15), { generation: shadow });
-    expect(await fx.store.swap('tasks', 1, shadow)).toEqual({ status: 'swapped', previous: 1 });
+    expect(await fx.store.swap('tasks', 1, shadow)).toEqual({ status: 'swapped', previous: 1, shadowSeq: 20, activeSeq: 20 });
   });
 
   it('concurrent swap compare-and-set: of two swaps from the same generation only one wins', async () => {
@@ -195,13 +198,51 @@ describe('rebuilds into a shadow generation (real Redis)', () => {
     expect(diffSnapshots(live, await fx.store.snapshot('tasks'))).toEqual([]);
   });
 
-  it('a rebuild that cannot catch up gives up with RebuildBehindError and leaves the active generation alone', async () => {
+  it('a rebuild that cannot catch up and may not hand over gives up with RebuildBehindError and leaves the active generation alone', async () => {
     const log = taskLog(40);
     await fx.store.applyBatch(def, log);
     const truncated = logSource(log.slice(0, 30));
-    await expect(fx.store.rebuild(def, truncated, { maxCatchUpRounds: 2 })).rejects.toThrow(RebuildBehindError);
+    await expect(fx.store.rebuild(def, truncated, { maxCatchUpRounds: 2, handOver: false })).rejects.toThrow(RebuildBehindError);
     expect(await fx.store.activeGeneration('tasks')).toBe(1);
     expect(await keyCount(fx, `${fx.prefix}:tasks:g2:*`)).toBe(0);
+    // Nor does one whose shadow is further behind than live traffic could explain.
+    const far = taskLog(HAND_OVER_MAX_GAP + 20);
+    await fx.store.applyBatch(def, far.slice(40));
+    await expect(fx.store.rebuild(def, logSource(log.slice(0, 10)), { maxCatchUpRounds: 1 })).rejects.toThrow(RebuildBehindError);
+    expect(await fx.store.activeGeneration('tasks')).toBe(1);
+  });
+
+  it('live traffic that keeps the active generation ahead through every catch-up round: the rebuild hands over behind it, naming the events the live applier then applies; nothing is missed or applied twice', async () => {
+    const full = taskLog(90);
+    const stream = full.slice(0, 40);
+    await fx.store.applyBatch(def, stream);
+    // Each time the rebuild reads the stream, the live applier commits three more events first,
+    // past the end that read stops at: the shadow is behind at every swap.
+    let next = 40;
+    const source = logSource(stream, async () => {
+      const more = full.slice(next, next + 3);
+      next += more.length;
+      await fx.store.applyBatch(def, more);
+      stream.push(...more);
+    });
+    const result = await fx.store.rebuild(def, source, { maxCatchUpRounds: 3 });
+    if (result.status !== 'swapped') throw new Error(`expected a swap, got ${result.status}`);
+    expect(result.handedOver).toEqual({ fromSeq: next - 2, toSeq: next });
+    expect(await fx.store.activeGeneration('tasks')).toBe(result.generation);
+    expect((await fx.store.status(def)).lastSeq).toBe(next - 3);
+    // The live applier's next range applies the difference (the events it had applied to the old generation) and goes on.
+    await fx.store.applyBatch(def, full.slice(result.handedOver!.fromSeq - 1));
+    const reference = await redisFixture();
+    try {
+      await reference.store.applyBatch(def, full);
+      expect(diffSnapshots(await reference.store.snapshot('tasks'), await fx.store.snapshot('tasks'))).toEqual([]);
+    } finally {
+      await reference.cleanup();
+    }
+    // Without live traffic a rebuild swaps level with the live generation: no hand-over.
+    const quiet = await fx.store.rebuild(def, logSource(full));
+    expect(quiet).toMatchObject({ status: 'swapped', lastSeq: 90 });
+    expect(quiet).not.toHaveProperty('handedOver');
   });
 
   it('a rebuild whose shadow Redis loses mid-way stops with ShadowLostError, writes nothing more and swaps nothing; a rebuild after it gets the same number and is complete', async () => {
@@ -378,7 +419,7 @@ describe('rebuilds into a shadow generation (real Redis)', () => {
     const base = projectionBase(fx.prefix, 'tasks');
     expect(await swapScript.run(fx.handle.client, [activeKey(base)], [base, '1', String(shadow), 'b'])).toEqual(['lost']);
     expect(await fx.store.activeGeneration('tasks')).toBe(1);
-    expect(await fx.store.swap('tasks', 1, shadow, 'a')).toEqual({ status: 'swapped', previous: 1 });
+    expect(await fx.store.swap('tasks', 1, shadow, 'a')).toEqual({ status: 'swapped', previous: 1, shadowSeq: 10, activeSeq: 10 });
     expect(await fx.store.activeGeneration('tasks')).toBe(shadow);
   });
 
@@ -391,7 +432,7 @@ describe('rebuilds into a shadow generation (real Redis)', () => {
     const shadow = await fx.store.allocateGeneration('tasks');
     await fx.store.applyBatch(def, [], { generation: shadow, owner: 'a', create: true });
     await fx.store.applyBatch(def, log, { generation: shadow, owner: 'a' });
-    expect(await fx.store.swap('tasks', 1, shadow, 'a')).toEqual({ status: 'swapped', previous: 1 });
+    expect(await fx.store.swap('tasks', 1, shadow, 'a')).toEqual({ status: 'swapped', previous: 1, shadowSeq: 30, activeSeq: 30 });
     expect(await keyCount(fx, `${fx.prefix}:tasks:g1:*`)).toBe(oldKeys);
     // What the notifier's periodic check (and every rebuild's start) runs.
     await fx.store.collectAbandoned('tasks');

@@ -40,9 +40,25 @@ export interface RebuildProgress {
   elapsedMs: number;
 }
 
+/**
+ * The most events a rebuild hands over behind the live generation after its catch-up rounds:
+ * what live traffic can add while one round is read and written. A larger gap is no race with
+ * live traffic, and the rebuild gives up ({@link RebuildBehindError}).
+ */
+export const HAND_OVER_MAX_GAP = 2_048;
+
 export interface RebuildManyOptions {
-  /** Catch-up rounds after the first pass before giving up with {@link RebuildBehindError} (default 10). */
+  /**
+   * Catch-up rounds after the first pass while the live applier keeps the active generation ahead
+   * (default 10). Then the rebuild hands over behind it (`handedOver` on its result: the live
+   * applier applies the difference), or with `handOver: false` gives up with {@link RebuildBehindError}.
+   */
   maxCatchUpRounds?: number;
+  /**
+   * Swap in behind a live generation that stayed ahead through every catch-up round, by at most
+   * {@link HAND_OVER_MAX_GAP} events (default true).
+   */
+  handOver?: boolean;
   /** Delete the old generation in the background after the swap (default true). */
   dropPrevious?: boolean;
   /**
@@ -130,7 +146,8 @@ export interface RebuildBackend {
   allocateGeneration(projection: string): Promise<number>;
   /** Create a shadow's meta with its owner token (fails with ShadowLostError if it exists with another). */
   createShadow(def: { name: string; version: number }, generation: number, owner: string): Promise<void>;
-  swap(projection: string, expected: number | null, next: number, owner: string, replaceAhead?: boolean): Promise<SwapResult>;
+  /** `handOverGap`: swap in even when the active generation is ahead, by at most that many events (the live applier applies them). */
+  swap(projection: string, expected: number | null, next: number, owner: string, replaceAhead?: boolean, handOverGap?: number): Promise<SwapResult>;
   dropShadow(projection: string, generation: number, owner: string): Promise<CleanupResult>;
   dropGeneration(projection: string, generation: number): Promise<CleanupResult>;
 }
@@ -304,8 +321,11 @@ export async function runRebuild(
       }
       for (const shadow of building()) {
         let swap: SwapResult;
+        // The last round hands over behind a live generation that never stopped moving ahead, by
+        // no more than a chunk's worth of events (what live traffic adds during one round).
+        const handOverGap = round >= maxRounds && options.handOver !== false ? HAND_OVER_MAX_GAP : 0;
         try {
-          swap = await backend.swap(shadow.target.name, shadow.previous, shadow.generation, shadow.owner, options.replaceAhead === true);
+          swap = await backend.swap(shadow.target.name, shadow.previous, shadow.generation, shadow.owner, options.replaceAhead === true, handOverGap);
         } catch (error) {
           fail(shadow, error);
           continue;
@@ -318,7 +338,14 @@ export async function runRebuild(
             options.dropPrevious === false || previous === null
               ? Promise.resolve({ generation: previous ?? 0, deletedKeys: 0 })
               : backend.dropGeneration(shadow.target.name, previous).catch((error: Error) => ({ generation: previous, deletedKeys: 0, error }));
-          shadow.result = { status: 'swapped', generation: shadow.generation, previous, lastSeq, cleanup };
+          shadow.result = {
+            status: 'swapped',
+            generation: shadow.generation,
+            previous,
+            lastSeq,
+            cleanup,
+            ...(swap.shadowSeq < swap.activeSeq && options.replaceAhead !== true ? { handedOver: { fromSeq: swap.shadowSeq + 1, toSeq: swap.activeSeq } } : {}),
+          };
         } else if (swap.status === 'conflict') {
           shadow.state = 'done';
           shadow.result = { status: 'lost', generation: shadow.generation, winner: swap.current };

@@ -214,7 +214,8 @@ return { 'ok', gen, applied, skipped, lastApplied or lastRaw }
  * Returns {'lost'} when a token is given and the new generation's ~meta does not hold it (Redis lost
  * the shadow, or it is another rebuild's now), {'conflict', current} when the pointer moved
  * (another rebuild won), {'behind', shadowSeq, activeSeq} when the new generation has applied less
- * of the stream than the active one, else {'swapped', previous}.
+ * of the stream than the active one (by more than ARGV[6], when given: a hand-over, the live
+ * applier applies the difference), else {'swapped', previous, shadowSeq, activeSeq}.
  */
 export const swapScript = new LuaScript(
   'swap',
@@ -228,10 +229,11 @@ if current ~= ARGV[2] then return { 'conflict', current } end
 local shadowSeq = redis.call('HGET', base .. ':g' .. ARGV[3] .. ':~meta', 'seq') or '0'
 local activeSeq = '0'
 if current ~= '' then activeSeq = redis.call('HGET', base .. ':g' .. current .. ':~meta', 'seq') or '0' end
-if ARGV[5] ~= '1' and tonumber(shadowSeq) < tonumber(activeSeq) then return { 'behind', shadowSeq, activeSeq } end
+local handOver = tonumber(ARGV[6] or '') or -1
+if ARGV[5] ~= '1' and tonumber(shadowSeq) + math.max(handOver, 0) < tonumber(activeSeq) then return { 'behind', shadowSeq, activeSeq } end
 redis.call('SET', KEYS[1], ARGV[3])
 if current ~= '' then redis.call('SADD', base .. ':retired', current) end
-return { 'swapped', current }
+return { 'swapped', current, shadowSeq, activeSeq }
 `,
 );
 

@@ -95,7 +95,8 @@ export interface ProjectionStatus {
 }
 
 export type SwapResult =
-  | { status: 'swapped'; previous: number | null }
+  /** `shadowSeq` / `activeSeq`: the new and the previous generation's last applied seq at the swap. */
+  | { status: 'swapped'; previous: number | null; shadowSeq: number; activeSeq: number }
   | { status: 'conflict'; current: number | null }
   | { status: 'behind'; shadowSeq: number; activeSeq: number }
   /** An owner token was given and the new generation's meta does not hold it: nothing changed. */
@@ -114,7 +115,20 @@ export interface CleanupResult {
 }
 
 export type RebuildResult =
-  | { status: 'swapped'; generation: number; previous: number | null; lastSeq: number; cleanup: Promise<CleanupResult> }
+  | {
+      status: 'swapped';
+      generation: number;
+      previous: number | null;
+      lastSeq: number;
+      cleanup: Promise<CleanupResult>;
+      /**
+       * Live traffic kept the previous generation ahead through the catch-up rounds, so the rebuild
+       * handed over behind it: the events `fromSeq..toSeq`, which the previous generation had
+       * applied, are the live applier's to apply to the new one (its next range finds the gap and
+       * reads it from the stream; `baton replay` applies it at once).
+       */
+      handedOver?: { fromSeq: number; toSeq: number };
+    }
   | { status: 'lost'; generation: number; winner: number | null };
 
 /** Options of a rebuild: catch-up rounds, chunk size and caches, an abort signal, progress (see {@link RebuildManyOptions}). */
@@ -179,11 +193,13 @@ export interface ProjectionStore {
   allocateGeneration(projection: string): Promise<number>;
   /**
    * Make `next` the active generation if the active one is still `expected` (compare-and-set) and
-   * `next` has applied at least as far as the active one. Of two concurrent swaps from the same
-   * `expected`, exactly one returns `swapped`. With `owner`, also only if `next` is still the shadow
-   * that owner created (`shadow_lost` otherwise). Does not delete anything.
+   * `next` has applied at least as far as the active one — or, with `handOverGap`, is behind it by
+   * at most that many events, which the live applier then applies to it (a hand-over under live
+   * traffic). Of two concurrent swaps from the same `expected`, exactly one returns `swapped`. With
+   * `owner`, also only if `next` is still the shadow that owner created (`shadow_lost` otherwise).
+   * Does not delete anything.
    */
-  swap(projection: string, expected: number | null, next: number, owner?: string, replaceAhead?: boolean): Promise<SwapResult>;
+  swap(projection: string, expected: number | null, next: number, owner?: string, replaceAhead?: boolean, handOverGap?: number): Promise<SwapResult>;
   /**
    * Rebuild a projection from `source` into a fresh shadow generation while the live applier keeps
    * writing the active one, then swap it in: {@link rebuildMany} with this one projection.
@@ -200,12 +216,15 @@ export interface ProjectionStore {
    * caches and read back from the shadow when evicted. Memory is bounded by the chunk and the
    * caches, whatever the stream's length.
    *
-   * Hand-over: the swap (compare-and-set on the active pointer) only succeeds once the shadow has
+   * Hand-over: the swap (compare-and-set on the active pointer) succeeds once the shadow has
    * applied at least the active generation's last seq; when it is behind, the rebuild reads on
-   * from its own last seq + 1 and tries again (up to `maxCatchUpRounds`, then
-   * `RebuildBehindError`). Every event the live applier committed before the swap is
-   * therefore in the shadow, and after it the live applier's seq guard and compare-and-set pick up
-   * exactly after what the rebuild applied. A rebuild that loses the compare-and-set to a
+   * from its own last seq + 1 and tries again (up to `maxCatchUpRounds`). Under steady live traffic
+   * the live generation moves ahead during every round, so the last round hands over behind it by
+   * at most `HAND_OVER_MAX_GAP` events (`handedOver` on the result; more: `RebuildBehindError`):
+   * the live applier's next range finds the new generation's last seq before its own first event
+   * and applies the difference from the stream. Either way, after the swap the live applier's seq
+   * guard and compare-and-set pick up exactly after what the generation holds: nothing is missed or
+   * applied twice. A rebuild that loses the compare-and-set to a
    * concurrent one drops its shadow and returns `lost`. The old generation is deleted in the
    * background (SCAN + UNLINK).
    *
@@ -500,21 +519,24 @@ class RedisProjectionStore implements ProjectionStore {
     return this.redis.incr(generationCounterKey(this.base(projection)));
   }
 
-  async swap(projection: string, expected: number | null, next: number, owner?: string, replaceAhead = false): Promise<SwapResult> {
+  async swap(projection: string, expected: number | null, next: number, owner?: string, replaceAhead = false, handOverGap = 0): Promise<SwapResult> {
     const base = this.base(projection);
-    const args = [base, expected === null ? '' : String(expected), String(positiveInt(next, 'generation'))];
-    if (owner !== undefined) {
-      if (!owner) throw new ProjectionError('an owner token must not be empty');
-      args.push(owner);
-    } else if (replaceAhead) args.push('');
-    if (replaceAhead) args.push('1');
+    if (owner !== undefined && !owner) throw new ProjectionError('an owner token must not be empty');
+    const args = [
+      base,
+      expected === null ? '' : String(expected),
+      String(positiveInt(next, 'generation')),
+      owner ?? '',
+      replaceAhead ? '1' : '',
+      handOverGap > 0 ? String(positiveInt(handOverGap, 'hand-over gap')) : '',
+    ];
     const reply = (await swapScript.run(this.redis, [activeKey(base)], args)) as string[];
     const genOrNull = (raw: string | undefined) => (raw ? Number(raw) : null);
     switch (reply[0]) {
       case 'lost':
         return { status: 'shadow_lost' };
       case 'swapped':
-        return { status: 'swapped', previous: genOrNull(reply[1]) };
+        return { status: 'swapped', previous: genOrNull(reply[1]), shadowSeq: Number(reply[2] ?? 0), activeSeq: Number(reply[3] ?? 0) };
       case 'conflict':
         return { status: 'conflict', current: genOrNull(reply[1]) };
       case 'behind':
@@ -590,7 +612,7 @@ class RedisProjectionStore implements ProjectionStore {
       ensureActive: (def) => this.ensureActive(def),
       allocateGeneration: (projection) => this.allocateGeneration(projection),
       createShadow: async (def, generation, owner) => void (await this.runChunk(def, [], { generation, owner, create: true })),
-      swap: (projection, expected, next, owner, replaceAhead) => this.swap(projection, expected, next, owner, replaceAhead),
+      swap: (projection, expected, next, owner, replaceAhead, handOverGap) => this.swap(projection, expected, next, owner, replaceAhead, handOverGap),
       dropShadow: (projection, generation, owner) => this.dropShadow(projection, generation, owner),
       dropGeneration: (projection, generation) => this.dropGeneration(projection, generation),
     };

@@ -1,5 +1,5 @@
 import { batonStreamNames } from '@baton/eventstore';
-import { createBatonProjector, eventsStreamMark, RebuildAbortedError, ShadowLostError, type RebuildResult } from '@baton/projections';
+import { createBatonProjector, eventsStreamMark, RebuildAbortedError, ShadowLostError, type RebuildResult, type SequencedEvent } from '@baton/projections';
 import type { Command } from '../command';
 import { flag, int, parseCommandArgs, str } from '../command';
 import { CliError, ExitCode, UsageError } from '../errors';
@@ -205,6 +205,20 @@ Options:
       }
       const seconds = (Date.now() - began) / 1000;
       line.finish(`${names.join(', ')} rebuilt`);
+      // Live traffic kept some live projection ahead through the catch-up: it was handed over behind
+      // it, and the events it had applied are applied to the new generation now (the live path's
+      // seq-guarded applies: whatever a notifier applies meanwhile is not applied twice).
+      const handedOver = Object.values(results).flatMap((r) => (r.status === 'swapped' && r.handedOver ? [r.handedOver] : []));
+      if (handedOver.length > 0) {
+        const fromSeqOf = Math.min(...handedOver.map((h) => h.fromSeq));
+        const toSeqOf = Math.max(...handedOver.map((h) => h.toSeq));
+        const gap: SequencedEvent[] = [];
+        for await (const event of source(fromSeqOf)) {
+          if (event.seq > toSeqOf) break;
+          gap.push(event);
+        }
+        await projector.applyRange({ fromSeq: fromSeqOf, toSeq: toSeqOf, events: gap });
+      }
       for (const projection of projections) {
         const result = results[projection.name] as RebuildResult;
         if (result.status === 'lost') {
@@ -227,6 +241,7 @@ Options:
           events,
           ...(start !== undefined ? { from_seq: start, seeded } : {}),
           dropped_keys: cleanup.deletedKeys,
+          ...(result.handedOver ? { handed_over: { from_seq: result.handedOver.fromSeq, to_seq: result.handedOver.toSeq } } : {}),
           seconds: Math.round(seconds * 100) / 100,
           events_per_s: seconds > 0 ? Math.round((events + seeded) / seconds) : 0,
         });
@@ -234,7 +249,11 @@ Options:
           const from = start !== undefined ? ` (seeded with ${seeded} events to seq ${start - 1}, replayed from seq ${start})` : '';
           ctx.io.stdout.write(
             `${projection.name}: rebuilt generation ${result.generation} from ${events} events${from} (to seq ${result.lastSeq}); ` +
-              `swapped out generation ${result.previous ?? '-'} (${cleanup.deletedKeys} keys deleted)\n`,
+              `swapped out generation ${result.previous ?? '-'} (${cleanup.deletedKeys} keys deleted)` +
+              (result.handedOver
+                ? `; live traffic kept it ahead, so it was handed over at seq ${result.handedOver.fromSeq - 1} and seq ${result.handedOver.fromSeq}..${result.handedOver.toSeq} applied after the swap`
+                : '') +
+              '\n',
           );
         }
         if (cleanup.error)
