@@ -162,17 +162,22 @@ describe('Baton end to end: four services as processes', () => {
     // The same id with other text: not stored, and said so.
     const reused = await message(loan, '--text', 'Actually 60000', '--id', 'm1');
     expect(reused).toMatchObject({ code: 1, out: { outcome: 'refused', code: 'message_id_reused', duplicate: true } });
-    expect(reused.err).toContain('with other text: this text was not stored');
+    expect(JSON.parse(reused.err)).toMatchObject({
+      error: { code: 'message_id_reused', message: expect.stringContaining('with other text: this text was not stored') },
+    });
     // A workflow run takes no customer messages: refused with the run's code.
     const support = `wr-msg-${tag}`;
     await start(support, 'support');
     const refused = await message(support, '--text', 'hello?', '--id', 'm1');
     expect(refused).toMatchObject({ code: 1, out: { outcome: 'refused', code: 'run_not_awaiting_input' } });
-    expect(refused.err).toContain(`run ${support} refused message m1 (run_not_awaiting_input)`);
+    // With --json the refusal is one JSON line on stderr, as every CLI failure.
+    expect(JSON.parse(refused.err)).toMatchObject({
+      error: { code: 'run_not_awaiting_input', message: expect.stringContaining(`run ${support} refused message m1 (run_not_awaiting_input)`), issues: [] },
+    });
     // No such run.
     const missing = await message(`nosuch-${tag}`, '--text', 'hi', '--wait-ms', '1500');
     expect(missing).toMatchObject({ code: 1, out: { outcome: 'not_found' } });
-    expect(missing.err).toContain('baton dlq list');
+    expect(JSON.parse(missing.err)).toMatchObject({ error: { code: 'not_found', message: expect.stringContaining('baton dlq list') } });
   });
 
   it('baton replay rebuilds deleted projections into a shadow keyspace and swaps it in: the same state as before', async () => {

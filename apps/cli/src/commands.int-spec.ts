@@ -278,6 +278,8 @@ describe('baton commands that publish (real NATS) and call the operator API (loc
       pending_digest: 'sha256:abc',
     });
     expect((await baton('answer', 'stop-1', '--action', 'deny', '--digest', 'sha256:abc')).code).toBe(2);
+    expect((await baton('answer', 'stop-1', '--action', 'approve', '--digest', '')).code).toBe(2);
+    expect(requests).toHaveLength(1);
 
     requests.length = 0;
     expect((await baton('answer', 'stop-1', '--action', 'raise_cap', '--cap', '40')).code).toBe(0);

@@ -53,7 +53,11 @@ describe('baton mesh (real NATS)', () => {
           run_id: `${id}-a1`,
           agent: 'triage',
           text: 'Over to billing.',
-          handoff_tool_calls: [{ tool: 'handoff_to_legal' }, { tool: handoffToolName('triage') }, { tool: handoffToolName('billing') }],
+          handoff_tool_calls: [
+            { tool: 'handoff_to_legal' },
+            { tool: handoffToolName('triage') },
+            { tool: handoffToolName('billing'), arguments: { reason: 'a double charge', message: 'card 4242' } },
+          ],
           ...claimOf(meshEntryHandoffId(id), 'triage'),
         },
         metadata: { now: NOW, actor: 'triage' },
@@ -120,7 +124,9 @@ describe('baton mesh (real NATS)', () => {
     expect(shown.out).toMatch(
       /Turns:\nTURN +AGENT +HANDOFF CALLS +SAID\n1 +triage +handoff_to_legal, handoff_to_triage, handoff_to_billing +Over to billing\./,
     );
-    expect(shown.out).toMatch(/Handoffs taken:\nTURN +FROM +TO +TOOL +HANDOFF\n2 +triage +billing +handoff_to_billing/);
+    expect(shown.out).toMatch(
+      /Handoffs taken:\nTURN +FROM +TO +TOOL +HANDOFF +HANDOVER\n2 +triage +billing +handoff_to_billing +\S+ +reason: a double charge; message: card 4242\n/,
+    );
     expect(shown.out).toMatch(/Calls ignored:\nTURN +AGENT +TOOL +WHY +DETAIL\n1 +triage +handoff_to_legal +unknown_tool/);
     expect(shown.out).toMatch(/1 +triage +handoff_to_triage +not_granted/);
     expect(shown.out).toContain('mesh.handoff_ignored');

@@ -3,7 +3,7 @@ import { callSummary, clip } from '@baton/domain';
 import { ANSWER_OPTIONS, answerBasics, apiRefusal, callApi, postAnswer, recordPath, throwIfAmbiguous } from '../api';
 import type { Command } from '../command';
 import { parseCommandArgs, required, str } from '../command';
-import { ExitCode, UsageError } from '../errors';
+import { CliError, ExitCode, UsageError } from '../errors';
 
 export const answerCommand: Command = {
   name: 'answer',
@@ -65,12 +65,16 @@ Options:
 
     const pendingDigest = str(args, 'digest');
     if (pendingDigest !== undefined && action.data !== 'approve') throw new UsageError('--digest goes with --action approve');
+    if (pendingDigest !== undefined && pendingDigest.trim() === '') throw new UsageError('--digest needs the pending_digest of the call you approve');
     if (action.data === 'approve' && pendingDigest === undefined) {
       // Fail closed: an approval names the call a person saw. Show the frozen call, send nothing.
       const current = await callApi(ctx, 'GET', recordPath('stops', stopId, project));
       throwIfAmbiguous(current, 'stop packet', stopId);
       if (!current.ok) throw apiRefusal(current, `cannot read stop ${stopId}`);
-      const stop = (current.body as { stop?: { pending?: PendingToolCall | null; pending_digest?: string | null } } | null)?.stop;
+      const stop = (current.body as { stop?: { status?: string; pending?: PendingToolCall | null; pending_digest?: string | null } } | null)?.stop;
+      if (stop?.status === 'answered') {
+        throw new CliError(`stop ${stopId} was already answered: there is nothing to approve`, { code: 'stop_already_answered' });
+      }
       if (!stop?.pending || typeof stop.pending_digest !== 'string') {
         throw new UsageError(`stop ${stopId} freezes no call: there is nothing to approve (its form offers other answers)`);
       }

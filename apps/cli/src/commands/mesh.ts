@@ -1,4 +1,4 @@
-import { meshViewOf, turnCount, type MeshView } from '@baton/domain';
+import { handoverText, meshViewOf, turnCount, type MeshView } from '@baton/domain';
 import type { TimelineEntry } from '@baton/projections';
 import type { Command } from '../command';
 import type { CliContext } from '../context';
@@ -109,6 +109,7 @@ function print(ctx: CliContext, json: boolean, report: MeshReport): ExitCode {
         { header: 'to', value: (h) => h.to },
         { header: 'tool', value: (h) => `${h.tool}${h.after_cap_raise ? ' (after the cap was raised)' : ''}` },
         { header: 'handoff', value: (h) => h.handoff_id },
+        { header: 'handover', value: (h) => handoverText(h.handover), max: 80 },
       ],
       '(none)',
     ),

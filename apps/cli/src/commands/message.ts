@@ -9,7 +9,7 @@ import { publishAndReport, type Settled } from './publishing';
 export const messageCommand: Command = {
   name: 'message',
   summary: "send a customer's message to a conversation run",
-  help: `Usage: baton message <workflow_run_id> --project <p> --text <text> [--id <message id>] [--from <who>] [--json]
+  help: `Usage: baton message <workflow_run_id> --project <p> --text <text> [--id <message id>] [--from <who>] [--wait-ms <ms>] [--json]
 
 Publish a customer message (SessionMessage, docs/schemas) to <prefix>.in.<project>.message with
 Nats-Msg-Id = message:<project>:<workflow_run_id>/<message_id>. The router records it on the run and evaluates the active agent's
@@ -128,25 +128,28 @@ function settled(outcome: MessageOutcome, ref: { project: string; runId: string;
       return {
         fields: { outcome: 'refused', code: outcome.code },
         code: ExitCode.failure,
-        stderr: `run ${ref.runId} refused message ${ref.messageId} (${outcome.code}): ${outcome.message}`,
+        error: { code: outcome.code, message: `run ${ref.runId} refused message ${ref.messageId} (${outcome.code}): ${outcome.message}` },
       };
     case 'id_reused':
       return {
         fields: { outcome: 'refused', code: 'message_id_reused' },
         code: ExitCode.failure,
-        stderr: `run ${ref.runId} holds message ${ref.messageId} with other text: this text was not stored (send it under a new --id)`,
+        error: {
+          code: 'message_id_reused',
+          message: `run ${ref.runId} holds message ${ref.messageId} with other text: this text was not stored (send it under a new --id)`,
+        },
       };
     case 'no_run':
       return {
         fields: { outcome: 'not_found', code: 'not_found' },
         code: ExitCode.failure,
-        stderr: `project ${ref.project} has no run ${ref.runId}: the router dead-letters the message (baton dlq list)`,
+        error: { code: 'not_found', message: `project ${ref.project} has no run ${ref.runId}: the router dead-letters the message (baton dlq list)` },
       };
     case 'pending':
       return {
         fields: { outcome: 'pending' },
         code: ExitCode.ok,
-        stderr: `sent; the run has not recorded message ${ref.messageId} yet (see baton run ${ref.runId})`,
+        note: `sent; the run has not recorded message ${ref.messageId} yet (see baton run ${ref.runId})`,
       };
   }
 }

@@ -15,11 +15,16 @@ import { printJson, renderFields } from '../output';
  * already held, so a collision is not mistaken for a new message. `settle`, when given, waits for
  * what became of the stored message and adds it to the receipt and the exit code.
  */
-/** What a command learned after its message was stored: fields for the receipt, its exit code, a line for stderr. */
+/**
+ * What a command learned after its message was stored: fields for the receipt, its exit code, and
+ * either a refusal (`error`: on stderr as text, or with `--json` as the one JSON error line) or a
+ * note for a person (`note`: stderr, text output only).
+ */
 export interface Settled {
   fields: Record<string, string | number>;
   code: ExitCode;
-  stderr?: string;
+  error?: { code: string; message: string };
+  note?: string;
 }
 
 export async function publishAndReport(
@@ -42,16 +47,22 @@ export async function publishAndReport(
   try {
     const receipt = await publish(agent).catch((error: unknown) => {
       if (!(error instanceof DuplicateMessageError)) throw error;
-      ctx.io.stderr.write(
-        `baton: the stream already held ${error.msgId} (seq ${error.seq}): nothing new was stored. If this command did not send it before, another publisher used the same id.\n`,
-      );
+      // A command that waits for the outcome says what the stored message was (the same, or another
+      // under this id); the others warn.
+      if (settle === undefined)
+        ctx.io.stderr.write(
+          `baton: the stream already held ${error.msgId} (seq ${error.seq}): nothing new was stored. If this command did not send it before, another publisher used the same id.\n`,
+        );
       return { seq: error.seq, duplicate: true, stream: error.stream } satisfies PublishReceipt;
     });
     // What happened to it, when the command waits to say (`baton message`).
     const settled = settle ? await settle(receipt) : { fields: {}, code: ExitCode.ok };
     if (args.values['json'] === true) printJson(ctx.io, { ...fields, ...receipt, ...settled.fields });
     else ctx.io.stdout.write(renderFields({ ...fields, stream: receipt.stream, seq: receipt.seq, duplicate: receipt.duplicate, ...settled.fields }));
-    if (settled.stderr !== undefined) ctx.io.stderr.write(`baton: ${settled.stderr}\n`);
+    if (settled.error !== undefined) {
+      if (args.values['json'] === true) ctx.io.stderr.write(`${JSON.stringify({ error: { ...settled.error, issues: [] } })}\n`);
+      else ctx.io.stderr.write(`baton: ${settled.error.message}\n`);
+    } else if (settled.note !== undefined && args.values['json'] !== true) ctx.io.stderr.write(`baton: ${settled.note}\n`);
     return settled.code;
   } catch (error) {
     if (!(error instanceof InvalidInputError)) throw error;

@@ -46,7 +46,11 @@ async function completedMesh(project: string, id: string): Promise<void> {
         run_id: `${id}-a1`,
         agent: 'triage',
         text: 'Billing can help with that.',
-        handoff_tool_calls: [{ tool: 'handoff_to_legal' }, { tool: handoffToolName('triage') }, { tool: handoffToolName('billing') }],
+        handoff_tool_calls: [
+          { tool: 'handoff_to_legal' },
+          { tool: handoffToolName('triage') },
+          { tool: handoffToolName('billing'), arguments: { reason: 'a double charge', message: '<b>card 4242</b>' } },
+        ],
         ...claimOf(meshEntryHandoffId(id), 'triage'),
       },
       metadata: { now, actor: 'triage' },
@@ -144,9 +148,9 @@ describe('GET /v1/projects/:project/meshes/:id and /v1/meshes/:id (real NATS and
       [2, 'billing', 'Refunded the second charge.', ['handoff_to_triage']],
       [3, 'triage', 'Your refund is on its way.', []],
     ]);
-    expect(mesh.handoffs.map((h) => [h.turn, h.from, h.to, h.tool])).toEqual([
-      [2, 'triage', 'billing', 'handoff_to_billing'],
-      [3, 'billing', 'triage', 'handoff_to_triage'],
+    expect(mesh.handoffs.map((h) => [h.turn, h.from, h.to, h.tool, h.handover ?? null])).toEqual([
+      [2, 'triage', 'billing', 'handoff_to_billing', { reason: 'a double charge', message: '<b>card 4242</b>' }],
+      [3, 'billing', 'triage', 'handoff_to_triage', null],
     ]);
     expect(mesh.ignored.map((i) => [i.turn, i.agent, i.tool, i.target, i.reason])).toEqual([
       [1, 'triage', 'handoff_to_legal', null, 'unknown_tool'],
@@ -225,6 +229,8 @@ describe('the mesh page, linked from the inbox', () => {
     expect(page).toMatch(/data-testid="mesh-ignored-call" data-reason="not_granted"><td>1<\/td><td>triage<\/td><td>handoff_to_triage<\/td>/);
     expect((page.match(/data-testid="mesh-turn"/g) ?? []).length).toBe(3);
     expect((page.match(/data-testid="mesh-handoff"/g) ?? []).length).toBe(2);
+    // What triage wrote for billing, as text (an agent's words are never markup).
+    expect(page).toContain('<td data-testid="mesh-handover">reason: a double charge; message: &lt;b&gt;card 4242&lt;/b&gt;</td>');
 
     const byId = await fetch(`${fx.base}/meshes/m-done`, { headers: { cookie }, redirect: 'manual' });
     expect([byId.status, byId.headers.get('location')]).toEqual([303, '/projects/shop/meshes/m-done']);

@@ -1,5 +1,5 @@
 import type { HandoffRecord } from '@baton/contracts';
-import { turnCount, type MeshView } from '@baton/domain';
+import { handoverText, turnCount, type MeshView } from '@baton/domain';
 import type { ProjectRef, RunView, StopRecord, TimelineEntry } from '@baton/projections';
 import { html, prettyJson, type SafeHtml } from './html';
 import { recordHref } from './inbox-page';
@@ -160,8 +160,8 @@ ${mesh.turns.map((t) => html`<tr data-testid="mesh-turn"><td>${t.turn}</td><td>$
 ${
   mesh.handoffs.length === 0
     ? html`<p class="muted">none</p>`
-    : html`<table class="timeline" data-testid="mesh-handoffs"><thead><tr><th>Turn</th><th>From</th><th>To</th><th>Tool</th><th>Handoff</th></tr></thead><tbody>
-${mesh.handoffs.map((h) => html`<tr data-testid="mesh-handoff"><td>${h.turn}</td><td>${h.from}</td><td>${h.to}</td><td>${h.tool}${h.after_cap_raise ? html` <span class="muted">(after the cap was raised)</span>` : null}</td><td>${h.handoff_id}</td></tr>`)}</tbody></table>`
+    : html`<table class="timeline" data-testid="mesh-handoffs"><thead><tr><th>Turn</th><th>From</th><th>To</th><th>Tool</th><th>Handoff</th><th>Handover</th></tr></thead><tbody>
+${mesh.handoffs.map((h) => html`<tr data-testid="mesh-handoff"><td>${h.turn}</td><td>${h.from}</td><td>${h.to}</td><td>${h.tool}${h.after_cap_raise ? html` <span class="muted">(after the cap was raised)</span>` : null}</td><td>${h.handoff_id}</td><td data-testid="mesh-handover">${handoverText(h.handover)}</td></tr>`)}</tbody></table>`
 }
 <h2>Calls ignored</h2>
 ${

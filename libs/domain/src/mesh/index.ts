@@ -16,7 +16,7 @@ export {
 } from './decide';
 export { evolveMesh, initialMeshState, isAnswerRefusal, isOutputAgent } from './state';
 export type { MeshEvent, MeshRunState, MeshState, MeshTurn } from './state';
-export { meshViewOf, summarizeMeshEvent, turnCount } from './view';
+export { handoverText, meshViewOf, summarizeMeshEvent, turnCount } from './view';
 export type {
   MeshView,
   MeshViewCapRaise,

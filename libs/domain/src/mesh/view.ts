@@ -309,3 +309,11 @@ export function summarizeMeshEvent(event: MeshEvent): string {
 export function turnCount(turns: number): string {
   return `${turns} turn${turns === 1 ? '' : 's'}`;
 }
+
+/** A handover in one line, for a table: `reason: …; message: …` (empty when there is none). */
+export function handoverText(handover: MeshHandover | undefined): string {
+  if (handover === undefined) return '';
+  return [handover.reason !== undefined ? `reason: ${handover.reason}` : null, handover.message !== undefined ? `message: ${handover.message}` : null]
+    .filter((part): part is string => part !== null)
+    .join('; ');
+}
