@@ -118,21 +118,10 @@ describe('baton commands that publish (real NATS) and call the operator API (loc
   });
 
   it('message publishes a customer message to <prefix>.in.<project>.message; the same --id again stores nothing new; a bad text is refused (--wait-ms 0: no router here to record it)', async () => {
-    const first = await baton(
-      'message',
-      'wr-7',
-      '--project',
-      'demo',
-      '--text',
-      'I earn 4,000 a month',
-      '--id',
-      'm-7',
-      '--from',
-      'cora',
-      '--json',
-      '--wait-ms',
-      '0',
-    );
+    // --wait-ms 0: publish only (no router here records the message).
+    const send = () =>
+      baton('message', 'wr-7', '--project', 'demo', '--text', 'I earn 4,000 a month', '--id', 'm-7', '--from', 'cora', '--json', '--wait-ms', '0');
+    const first = await send();
     expect(first.code).toBe(0);
     expect(JSON.parse(first.out)).toMatchObject({ workflow_run_id: 'wr-7', message_id: 'm-7', duplicate: false });
     const stored = await nats.jsm.streams.getMessage(batonStreamNames(prefix).inbox, { last_by_subj: `${prefix}.in.demo.message` });
@@ -144,21 +133,7 @@ describe('baton commands that publish (real NATS) and call the operator API (loc
       sent_by: 'cora',
     });
     expect(stored.header.get('Nats-Msg-Id')).toBe('message:demo:wr-7/m-7');
-    const again = await baton(
-      'message',
-      'wr-7',
-      '--project',
-      'demo',
-      '--text',
-      'I earn 4,000 a month',
-      '--id',
-      'm-7',
-      '--from',
-      'cora',
-      '--json',
-      '--wait-ms',
-      '0',
-    );
+    const again = await send();
     expect(JSON.parse(again.out)).toMatchObject({ message_id: 'm-7', duplicate: true });
     const generated = await baton('message', 'wr-7', '--project', 'demo', '--text', 'and a car', '--json', '--wait-ms', '0');
     expect(JSON.parse(generated.out).message_id).toMatch(/^msg-[0-9a-f-]{36}$/);
