@@ -258,6 +258,39 @@ describe('bulk rebuilds (real Redis)', () => {
     }
   });
 
+  it('handed over behind live traffic, the projector applies the events in between at once: with no further live range, the projections equal a fold of everything the live side applied', async () => {
+    const full = batonLog(6);
+    const half = Math.floor(full.length / 2);
+    const live = createBatonProjector({ store: fx.store });
+    await live.applyRange({ fromSeq: 1, toSeq: half, events: full.slice(0, half) });
+    const stream = full.slice(0, half);
+    // Every read of the rebuild's three passes (the first, two catch-up rounds) ends where it
+    // started, and the live side commits two more events first; the read after them is the
+    // projector's own, of the events in between.
+    let reads = 0;
+    const source: ReplaySource = (fromSeq) =>
+      (async function* () {
+        const end = stream.length;
+        const next = reads++ < 3 ? full.slice(stream.length, stream.length + 2) : [];
+        if (next.length > 0) {
+          stream.push(...next);
+          await live.applyRange({ fromSeq: next[0]!.seq, toSeq: next[next.length - 1]!.seq, events: next });
+        }
+        for (let i = fromSeq - 1; i < end; i++) yield stream[i] as SequencedEvent;
+      })();
+    const rebuilder = createBatonProjector({ store: fx.store });
+    const results = await rebuilder.rebuildAll(source, { maxCatchUpRounds: 2, chunkEvents: 16 });
+    const handedOver = BATON.map((name) => results[name]).filter((r) => r?.status === 'swapped' && r.handedOver !== undefined);
+    expect(handedOver.length).toBeGreaterThan(0);
+    expect(reads).toBe(4);
+    const reference1 = createBatonProjector({ store: reference.store });
+    for (const event of stream) await reference1.apply(event);
+    for (const name of BATON) {
+      const [got, want] = await Promise.all([fx.store.snapshot(name), reference.store.snapshot(name)]);
+      expect({ name, lastSeq: got.lastSeq, differences: diffSnapshots(want, got) }).toEqual({ name, lastSeq: stream.length, differences: [] });
+    }
+  });
+
   it('while it runs the rebuild is listed with its progress; aborted, it swaps nothing, deletes its shadows and its entries, and the live generation keeps serving', async () => {
     const log = batonLog(3);
     const live = createBatonProjector({ store: fx.store });

@@ -125,7 +125,7 @@ export type RebuildResult =
        * Live traffic kept the previous generation ahead through the catch-up rounds, so the rebuild
        * handed over behind it: the events `fromSeq..toSeq`, which the previous generation had
        * applied, are the live applier's to apply to the new one (its next range finds the gap and
-       * reads it from the stream; `baton replay` applies it at once).
+       * reads it from the stream; the Baton projector applies it at once after its swaps).
        */
       handedOver?: { fromSeq: number; toSeq: number };
     }

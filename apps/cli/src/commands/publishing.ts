@@ -5,17 +5,6 @@ import { CliError, ExitCode } from '../errors';
 import { printJson, renderFields } from '../output';
 
 /**
- * What the publishing commands (`baton start`, `baton message`, `baton result`) share: publish
- * through an SDK client of `project` / `agent` (validated there, deduplicated by the message's id,
- * `<kind>:<project>:<id>`), print the receipt with `fields` (as JSON with `--json`), and turn the
- * SDK's validation refusal into its issues on stderr and exit 1. Nothing is sent when the input is
- * refused. Each command is a fresh client, so the SDK cannot tell a person's re-run of the same
- * command from another publisher's message under the same id (`DuplicateMessageError`): the
- * receipt says `duplicate: true` (exit 0, as a retry does) and stderr says which message the stream
- * already held, so a collision is not mistaken for a new message. `settle`, when given, waits for
- * what became of the stored message and adds it to the receipt and the exit code.
- */
-/**
  * What a command learned after its message was stored: fields for the receipt, its exit code, and
  * either a refusal (`error`: on stderr as text, or with `--json` as the one JSON error line) or a
  * note for a person (`note`: stderr, text output only).
@@ -27,6 +16,17 @@ export interface Settled {
   note?: string;
 }
 
+/**
+ * What the publishing commands (`baton start`, `baton message`, `baton result`) share: publish
+ * through an SDK client of `project` / `agent` (validated there, deduplicated by the message's id,
+ * `<kind>:<project>:<id>`), print the receipt with `fields` (as JSON with `--json`), and turn the
+ * SDK's validation refusal into its issues on stderr and exit 1. Nothing is sent when the input is
+ * refused. Each command is a fresh client, so the SDK cannot tell a person's re-run of the same
+ * command from another publisher's message under the same id (`DuplicateMessageError`): the
+ * receipt says `duplicate: true` (exit 0, as a retry does) and stderr says which message the stream
+ * already held, so a collision is not mistaken for a new message. `settle`, when given, waits for
+ * what became of the stored message and adds it to the receipt and the exit code.
+ */
 export async function publishAndReport(
   ctx: CliContext,
   args: ParsedArgs,
@@ -56,13 +56,14 @@ export async function publishAndReport(
       return { seq: error.seq, duplicate: true, stream: error.stream } satisfies PublishReceipt;
     });
     // What happened to it, when the command waits to say (`baton message`).
-    const settled = settle ? await settle(receipt) : { fields: {}, code: ExitCode.ok };
-    if (args.values['json'] === true) printJson(ctx.io, { ...fields, ...receipt, ...settled.fields });
+    const settled: Settled = settle ? await settle(receipt) : { fields: {}, code: ExitCode.ok };
+    const json = args.values['json'] === true;
+    if (json) printJson(ctx.io, { ...fields, ...receipt, ...settled.fields });
     else ctx.io.stdout.write(renderFields({ ...fields, stream: receipt.stream, seq: receipt.seq, duplicate: receipt.duplicate, ...settled.fields }));
     if (settled.error !== undefined) {
-      if (args.values['json'] === true) ctx.io.stderr.write(`${JSON.stringify({ error: { ...settled.error, issues: [] } })}\n`);
+      if (json) ctx.io.stderr.write(`${JSON.stringify({ error: { ...settled.error, issues: [] } })}\n`);
       else ctx.io.stderr.write(`baton: ${settled.error.message}\n`);
-    } else if (settled.note !== undefined && args.values['json'] !== true) ctx.io.stderr.write(`baton: ${settled.note}\n`);
+    } else if (settled.note !== undefined && !json) ctx.io.stderr.write(`baton: ${settled.note}\n`);
     return settled.code;
   } catch (error) {
     if (!(error instanceof InvalidInputError)) throw error;

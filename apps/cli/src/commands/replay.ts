@@ -1,5 +1,5 @@
 import { batonStreamNames } from '@baton/eventstore';
-import { createBatonProjector, eventsStreamMark, RebuildAbortedError, ShadowLostError, type RebuildResult, type SequencedEvent } from '@baton/projections';
+import { createBatonProjector, eventsStreamMark, RebuildAbortedError, ShadowLostError, type RebuildResult } from '@baton/projections';
 import type { Command } from '../command';
 import { flag, int, parseCommandArgs, str } from '../command';
 import { CliError, ExitCode, UsageError } from '../errors';
@@ -205,20 +205,6 @@ Options:
       }
       const seconds = (Date.now() - began) / 1000;
       line.finish(`${names.join(', ')} rebuilt`);
-      // Live traffic kept some live projection ahead through the catch-up: it was handed over behind
-      // it, and the events it had applied are applied to the new generation now (the live path's
-      // seq-guarded applies: whatever a notifier applies meanwhile is not applied twice).
-      const handedOver = Object.values(results).flatMap((r) => (r.status === 'swapped' && r.handedOver ? [r.handedOver] : []));
-      if (handedOver.length > 0) {
-        const fromSeqOf = Math.min(...handedOver.map((h) => h.fromSeq));
-        const toSeqOf = Math.max(...handedOver.map((h) => h.toSeq));
-        const gap: SequencedEvent[] = [];
-        for await (const event of source(fromSeqOf)) {
-          if (event.seq > toSeqOf) break;
-          gap.push(event);
-        }
-        await projector.applyRange({ fromSeq: fromSeqOf, toSeq: toSeqOf, events: gap });
-      }
       for (const projection of projections) {
         const result = results[projection.name] as RebuildResult;
         if (result.status === 'lost') {

@@ -17,7 +17,7 @@ import type { Observable } from 'rxjs';
 import { rejectionFromZod } from '@baton/contracts';
 import { InvalidCursorError, RedisUnavailableError } from '@baton/projections';
 import type { z } from 'zod';
-import { isApiPath, PRIVATE_HEADERS } from '../http/private-responses';
+import { isApiPath, markPrivate } from '../http/private-responses';
 
 /** The body of every error the operator API answers: a stable code, a message, the offending fields. */
 export interface ApiErrorBody {
@@ -174,7 +174,7 @@ export class ApiExceptionFilter implements ExceptionFilter {
     const [status, body] = wrongMethod ? [wrongMethod.error.getStatus(), wrongMethod.error.getResponse() as ApiErrorBody] : this.toBody(exception);
     if (response.headersSent) return;
     // A refusal written before the API's middleware ran (the body reader's) is as private as any answer.
-    if (isApiPath(request.path)) for (const [name, value] of Object.entries(PRIVATE_HEADERS)) response.setHeader(name, value);
+    if (isApiPath(request.path)) markPrivate(response);
     if (wrongMethod) response.setHeader('Allow', wrongMethod.allowed.join(', '));
     const retryAfter = (body as ApiErrorBody).error?.details?.['retry_after_sec'];
     if (typeof retryAfter === 'number' && retryAfter > 0) response.setHeader('Retry-After', String(Math.ceil(retryAfter)));

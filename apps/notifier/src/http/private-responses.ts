@@ -1,7 +1,12 @@
 import { Injectable, type NestMiddleware } from '@nestjs/common';
 
 /** The headers that make an answer private to who asked (see {@link PrivateResponses}). */
-export const PRIVATE_HEADERS: Readonly<Record<string, string>> = { 'Cache-Control': 'private, no-cache', Vary: 'Authorization, Cookie' };
+const PRIVATE_HEADERS: Readonly<Record<string, string>> = { 'Cache-Control': 'private, no-cache', Vary: 'Authorization, Cookie' };
+
+/** Mark an answer private to who asked: the middleware for every `/v1` route, the error filter for refusals written before it ran. */
+export function markPrivate(res: { setHeader(name: string, value: string): void }): void {
+  for (const [name, value] of Object.entries(PRIVATE_HEADERS)) res.setHeader(name, value);
+}
 
 /** Whether a request path is the API's (`/v1/...`), whose every answer is private. */
 export const isApiPath = (path: string | undefined): boolean => path !== undefined && (path === '/v1' || path.startsWith('/v1/'));
@@ -27,7 +32,7 @@ interface ConditionalRequest {
 @Injectable()
 export class PrivateResponses implements NestMiddleware {
   use(req: ConditionalRequest, res: { setHeader(name: string, value: string): void }, next: () => void): void {
-    for (const [name, value] of Object.entries(PRIVATE_HEADERS)) res.setHeader(name, value);
+    markPrivate(res);
     if (req.headers['if-none-match'] !== undefined) {
       delete req.headers['cache-control'];
       delete req.headers['pragma'];

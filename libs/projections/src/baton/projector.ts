@@ -169,11 +169,42 @@ export function createBatonProjector(options: BatonProjectorOptions): BatonProje
     source: ReplaySource,
     rebuildOptions?: RebuildOptions,
   ): Promise<Record<string, RebuildResult>> => {
+    let results: Record<string, RebuildResult>;
     try {
-      return await store.rebuildMany(list as unknown as FoldTarget[], source, rebuildOptions);
+      results = await store.rebuildMany(list as unknown as FoldTarget[], source, rebuildOptions);
     } finally {
       forget(list.map((p) => p.name));
     }
+    await applyHandedOver(list, source, results);
+    return results;
+  };
+  /**
+   * A projection handed over behind its live generation (live traffic kept it ahead through the
+   * catch-up rounds) gets the events in between at once, from one read of the stream, through the
+   * live path's seq-guarded range apply — what a notifier's next range would apply, and never twice
+   * (no notices: the previous generation's applier sent them).
+   */
+  const applyHandedOver = async (list: readonly AnyFoldingProjection[], source: ReplaySource, results: Record<string, RebuildResult>) => {
+    const gaps = list.flatMap((p) => {
+      const result = results[p.name];
+      return result?.status === 'swapped' && result.handedOver ? [{ name: p.name, ...result.handedOver }] : [];
+    });
+    if (gaps.length === 0) return;
+    const toSeq = Math.max(...gaps.map((g) => g.toSeq));
+    const events: SequencedEvent[] = [];
+    for await (const event of source(Math.min(...gaps.map((g) => g.fromSeq)))) {
+      if (event.seq > toSeq) break;
+      events.push(event);
+    }
+    await Promise.all(
+      gaps.map((gap) =>
+        (ranges.get(gap.name) as RangeFold).apply({
+          fromSeq: gap.fromSeq,
+          toSeq: gap.toSeq,
+          events: events.filter((e) => e.seq >= gap.fromSeq && e.seq <= gap.toSeq),
+        }),
+      ),
+    );
   };
   return {
     projections,
