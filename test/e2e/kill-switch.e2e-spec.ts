@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { createEventRegistry, ledgerCommandSubject, Principals, ProjectControlReplySchema } from '@baton/contracts';
+import { createEventRegistry, ledgerCommandSubject, offerDurableName, Principals, ProjectControlReplySchema } from '@baton/contracts';
 import { batonStreamNames, connectNats, JetStreamEventStore, LedgerClient, type NatsHandle } from '@baton/eventstore';
 import type { RunningService } from '@baton/platform';
 import { createBatonClient, decisions, type BatonAgent, type OfferSubscription } from '@baton/sdk';
@@ -8,6 +8,10 @@ import { waitFor } from '@baton/wait';
 import { startRouter } from '../../apps/router/src/router.app';
 // eslint-disable-next-line @nx/enforce-module-boundaries -- the two services run in this process (no build needed)
 import { startLedger } from '../../apps/ledger/src/ledger';
+// eslint-disable-next-line @nx/enforce-module-boundaries -- the CLI's entry point, called in process
+import { main } from '../../apps/cli/src/main';
+// eslint-disable-next-line @nx/enforce-module-boundaries -- the CLI's buffered output
+import { bufferedIo } from '../../apps/cli/src/output';
 import { sleep, twoStepDefinition } from './support';
 
 /*
@@ -146,4 +150,96 @@ describe('kill switch through whole runs (router + ledger, SDK agents, real NATS
       expect(claimed.filter((c) => c === `issue:${id}`)).toHaveLength(1);
     }
   }, 90_000);
+
+  it('an offer queued before the pause: its claim is refused project_paused and the SDK lets it go (acknowledged, not redelivered through the pause); the resume offers it again and it is claimed once', async () => {
+    // The issue agent stops taking offers, so the next run's offer waits in its durable.
+    await subscriptions[0]!.stop();
+    const run = 'wr-ks-queued';
+    await agents[0]!.startRun({ workflow_run_id: run, workflow: 'feature', started_by: 'sam', input: 'x' });
+    const names = batonStreamNames(prefix);
+    const durable = offerDurableName(PROJECT, 'issue');
+    const queued = await waitFor(
+      async () => {
+        const routed = (await runEvents(run)).find((e) => e.type === 'run.routed');
+        const info = await nats.jsm.consumers.info(names.inbox, durable);
+        return routed && info.num_pending === 1 ? (routed.payload as { handoff_id: string }).handoff_id : undefined;
+      },
+      'the run offer to wait in the issue agent`s durable',
+      { timeoutMs: 15_000 },
+    );
+    expect(await control('pause', { actor: 'olga', reason: 'incident 8', idempotency_key: 'pause-2' })).toMatchObject({ ok: true, project: { status: 'paused' } });
+
+    const refusals: string[] = [];
+    const seen: string[] = [];
+    subscriptions[0] = await agents[0]!.handoffs({
+      concurrency: 4,
+      backoffMs: [200, 500],
+      onOffer: async (offer) => {
+        seen.push(offer.handoffId);
+        const handoff = await offer.tryClaim().catch((error: { code?: string }) => {
+          refusals.push(String(error.code));
+          throw error;
+        });
+        if (!handoff) return;
+        claimed.push(`issue:${handoff.id}`);
+        await offer.finish({ body: 'issue did it', decision: decisions.advance() });
+      },
+      onError: () => undefined,
+    });
+    // The queued offer is delivered and refused; the SDK acknowledges it instead of asking the ledger again every few seconds.
+    await waitFor(
+      async () => {
+        const info = await nats.jsm.consumers.info(names.inbox, durable);
+        return refusals.length > 0 && info.num_pending === 0 && info.num_ack_pending === 0 ? true : undefined;
+      },
+      'the refused offer to be acknowledged',
+      { timeoutMs: 15_000 },
+    );
+    expect(refusals).toEqual(['project_paused']);
+    expect(seen).toEqual([queued]);
+
+    expect(await control('resume', { actor: 'olga', idempotency_key: 'resume-2' })).toMatchObject({ ok: true, project: { status: 'active' } });
+    await waitFor(async () => ((await runEvents(run)).some((e) => e.type === 'run.completed') ? true : undefined), 'the queued run to complete after the resume', {
+      timeoutMs: 30_000,
+    });
+    expect(seen).toEqual([queued, queued]); // refused once while paused, offered again by the resume
+    expect((await handoffEvents(queued)).filter((e) => e.type === 'handoff.claimed')).toHaveLength(1);
+    expect(claimed.filter((c) => c === `issue:${queued}`)).toHaveLength(1);
+  }, 90_000);
+
+  it('baton pause refuses a project with no published definition (project_unknown) unless --force; baton project shows what a project holds: its definition and kill switch', async () => {
+    const baton = async (...argv: string[]) => {
+      const io = bufferedIo();
+      const code = await main(argv, { io, env: { NATS_URL, BATON_PREFIX: prefix, BATON_OPERATOR: 'olga' } });
+      return { code, out: io.out(), err: io.err() };
+    };
+    const typo = await baton('pause', 'opz', '--reason', 'incident 9', '--json');
+    expect(typo.code).toBe(1);
+    expect(JSON.parse(typo.out)).toMatchObject({ ok: false, error: { code: 'project_unknown', details: { project: 'opz' } } });
+    expect((await baton('pause', 'opz', '--reason', 'incident 9')).err).toMatch(/project_unknown: project opz has no published definition.*--force/);
+    // Never paused, no definition: unknown to Baton.
+    const unknown = await baton('project', 'opz', '--json');
+    expect(unknown.code).toBe(1);
+    expect(JSON.parse(unknown.err)).toMatchObject({ error: { code: 'not_found', details: { project: 'opz' } } });
+
+    const forced = await baton('pause', 'opz', '--reason', 'before it is set up', '--force');
+    expect(forced).toMatchObject({ code: 0 });
+    expect(forced.out).toMatch(/status: +paused/);
+    const shown = await baton('project', 'opz');
+    expect(shown.code).toBe(0);
+    expect(shown.out).toMatch(/definition: +none published/);
+    expect(shown.out).toMatch(/status: +paused/);
+    expect(shown.out).toMatch(/paused_by: +olga/);
+    expect(shown.out).toMatch(/reason: +before it is set up/);
+    expect((await baton('resume', 'opz')).code).toBe(0);
+
+    const ops = await baton('project', PROJECT, '--json');
+    expect(ops.code).toBe(0);
+    expect(JSON.parse(ops.out)).toMatchObject({
+      project: PROJECT,
+      definition: { publishes: 1, agents: ['issue', 'architect'], workflows: ['feature'] },
+      control: { status: 'active', version: 4 }, // the two pauses and resumes of the tests above
+    });
+    expect((await baton('project', PROJECT)).out).toMatch(/agents: +issue, architect/);
+  });
 });

@@ -7,7 +7,7 @@ import { processIo, type CliIo } from './output';
 /** The commands under each heading of `baton help`, by name (a test holds every command to one heading). */
 export const HELP_GROUPS: ReadonlyArray<readonly [string, readonly string[]]> = [
   ['Operators', ['inbox', 'stops', 'handoff', 'run', 'mesh', 'answer', 'answer-hold', 'decide']],
-  ['Admins', ['pause', 'resume', 'token', 'nats-config', 'creds']],
+  ['Admins', ['pause', 'resume', 'project', 'token', 'nats-config', 'creds']],
   ['Agents and integrations', ['start', 'message', 'result', 'publish-definition', 'validate', 'schemas']],
   ['SREs', ['replay', 'verify', 'streams', 'dlq']],
 ];

@@ -139,6 +139,20 @@ describe('ledger governance (real NATS): kill switch, rate cap, cross-project, d
     });
   });
 
+  it('kill switch: a project with no published definition is not paused (project_unknown, nothing stored) unless forced — a misspelt key is never reported paused', async () => {
+    const typo = 'nodef';
+    const refused = await control(typo, 'pause', { actor: 'ops', actor_role: 'admin', reason: 'incident 9', idempotency_key: 'p-typo' });
+    expect(refused).toMatchObject({ ok: false, error: { code: 'project_unknown', kind: 'not_found', details: { project: typo } } });
+    expect((await store.read({ project: typo, kind: 'project', id: 'control' })).events).toEqual([]);
+    // Forced: paused before the project is set up, and its claims are refused like any paused project's.
+    const forced = await control(typo, 'pause', { actor: 'ops', actor_role: 'admin', reason: 'not yet', idempotency_key: 'p-typo', force: true });
+    expect(forced).toMatchObject({ ok: true, events: 1, project: { status: 'paused', reason: 'not yet' } });
+    expect(await control(typo, 'resume', { actor: 'ops', actor_role: 'admin', idempotency_key: 'r-typo' })).toMatchObject({ ok: true, project: { status: 'active' } });
+    // A project with a definition needs no force.
+    expect(await control(SRC, 'pause', { actor: 'ops', actor_role: 'admin', reason: 'drill', idempotency_key: 'p-src' })).toMatchObject({ ok: true });
+    expect(await control(SRC, 'resume', { actor: 'ops', actor_role: 'admin', idempotency_key: 'r-src' })).toMatchObject({ ok: true });
+  });
+
   it('rate cap: a claim over the agent cap is refused with rate_limited and retry_after_ms', async () => {
     const ids = [];
     for (let i = 0; i < 3; i++) ids.push(handoffOf(await create('rita')).id);

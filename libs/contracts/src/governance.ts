@@ -46,6 +46,12 @@ export const PauseProjectRequestSchema = z.strictObject({
   ...ControlClaims,
   reason: ShortTextSchema.trim().min(1, 'a pause says why'),
   idempotency_key: z.string().min(1).max(200),
+  /**
+   * Pause a project that has no published definition (a pause made before the project is set
+   * up). Without it such a pause is refused `project_unknown`, so a misspelt project key is never
+   * reported paused.
+   */
+  force: z.boolean().optional().describe('pause even though the project has no published definition (else project_unknown)'),
 });
 export type PauseProjectRequest = z.infer<typeof PauseProjectRequestSchema>;
 
@@ -131,8 +137,9 @@ export type ProjectControlEvent = DomainEventOf<typeof ProjectControlEventSchema
 
 /**
  * Codes of the governance refusals the ledger answers with. `rate_limited` and `project_paused`
- * come with `kind: 'unavailable'` (retry later: the SDK naks the offer and it is redelivered),
- * `details.retry_after_ms` on `rate_limited`.
+ * come with `kind: 'unavailable'`: on `rate_limited` retry after `details.retry_after_ms` (the SDK
+ * naks the offer with that delay); on `project_paused` let the offer go (the SDK acknowledges it):
+ * the resume offers every pending handoff again.
  */
 export const GovernanceErrorCode = {
   rateLimited: 'rate_limited',
@@ -140,6 +147,8 @@ export const GovernanceErrorCode = {
   adminOnly: 'admin_only',
   projectAlreadyPaused: 'project_already_paused',
   projectNotPaused: 'project_not_paused',
+  /** `pause` of a project with no published definition, without `force` (kind `not_found`). */
+  projectUnknown: 'project_unknown',
   /** Cross-project create without a `cto_override` decision id. */
   ctoOverrideRequired: 'cto_override_required',
   /** Cross-project create: the delegator is not on the source project's roster. */

@@ -9,6 +9,7 @@ import { CompleteThenCreateCommandSchema, OpenOffersCommandSchema, OpenOffersRep
 import { CompleteThenCreateReplySchema, LedgerReplySchema } from './ledger-protocol';
 import { MeshAnswerRequestSchema, MeshStartRequestSchema } from './mesh';
 import { ProjectDefinitionSchema } from './definition';
+import { PauseProjectRequestSchema, ProjectControlReplySchema, ResumeProjectRequestSchema } from './governance';
 import { PublishDefinitionReplySchema, RunAnswerRequestSchema, SessionMessageSchema, StartRunRequestSchema, StopRunRequestSchema } from './run-requests';
 
 /**
@@ -39,6 +40,9 @@ export function wireSchemas(): Record<string, z.ZodType> {
     'ledger-open-offers-reply': OpenOffersReplySchema,
     'ledger-complete-then-create': withIdentityClaims(CompleteThenCreateCommandSchema),
     'ledger-complete-then-create-reply': CompleteThenCreateReplySchema,
+    'ledger-pause': withIdentityClaims(PauseProjectRequestSchema),
+    'ledger-resume': withIdentityClaims(ResumeProjectRequestSchema),
+    'ledger-project-control-reply': ProjectControlReplySchema,
   };
   const extra = handoff as unknown as Record<string, unknown>;
   for (const [name, value] of Object.entries(extra)) {
@@ -63,6 +67,7 @@ export const READ_ONLY_WIRE_SCHEMAS: ReadonlySet<string> = new Set([
   'ledger-reply',
   'ledger-open-offers-reply',
   'ledger-complete-then-create-reply',
+  'ledger-project-control-reply',
   'publish-definition-reply',
 ]);
 

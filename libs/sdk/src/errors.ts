@@ -111,6 +111,23 @@ export class CrossProjectResultError extends BatonSdkError {
 }
 
 /**
+ * `finish()` was called on a handoff that belongs to no workflow run (an agent's own `create`
+ * outside any run): a run result has no run to be recorded on, so the router would never see it
+ * and the claim would lapse. Nothing was sent and the claim is kept: end the work through the
+ * ledger — `return(report)` (the delegator reviews it in its handback), `release` or `fail`.
+ * `code` is stable: `handoff_has_no_run`.
+ */
+export class NoRunResultError extends BatonSdkError {
+  constructor(readonly handoffId: string) {
+    super(
+      `cannot finish handoff ${handoffId} with a run result: it belongs to no workflow run; end it through the ledger with return() (or release() / fail())`,
+      { code: 'handoff_has_no_run' },
+    );
+    this.name = 'NoRunResultError';
+  }
+}
+
+/**
  * JetStream already held a message with this `Nats-Msg-Id` that this client never published, so it
  * dropped the new one as a duplicate: nothing was stored. Another publisher used the same id (a
  * `result_id`, `workflow_run_id`, `message_id` or `mesh_run_id` of the same project and kind)

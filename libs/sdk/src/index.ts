@@ -24,6 +24,7 @@ export { AgentSubjects, offerDurableName } from './subjects';
 export {
   BatonSdkError,
   CrossProjectResultError,
+  NoRunResultError,
   DuplicateMessageError,
   MessageIdReusedError,
   InvalidInputError,

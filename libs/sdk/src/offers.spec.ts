@@ -29,17 +29,18 @@ const refusedBy = (code: string, details?: Record<string, unknown>) =>
   });
 
 describe('an offer refused for a limit, not for itself', () => {
-  it.each(['rate_limited', 'project_paused'])(
-    '%s: retried after the ledger’s retry_after_ms for as long as it lasts (unbounded), never terminated — an offer given up on leaves its handoff pending with nobody offered it',
-    async (code) => {
-      const failure = await refusedBy(code, { retry_after_ms: 1234 })(offerMessage(9)).then(
-        () => null,
-        (error: unknown) => error,
-      );
-      expect(failure).toBeInstanceOf(TransientError);
-      expect(failure).toMatchObject({ delayMs: 1234, unbounded: true });
-    },
-  );
+  it('rate_limited: retried after the ledger’s retry_after_ms for as long as it lasts (unbounded), never terminated — an offer given up on leaves its handoff pending with nobody offered it', async () => {
+    const failure = await refusedBy('rate_limited', { retry_after_ms: 1234 })(offerMessage(9)).then(
+      () => null,
+      (error: unknown) => error,
+    );
+    expect(failure).toBeInstanceOf(TransientError);
+    expect(failure).toMatchObject({ delayMs: 1234, unbounded: true });
+  });
+
+  it('project_paused: the offer is let go (the handler resolves, so it is acknowledged) — the resume offers every pending handoff again, and redelivering it all through the pause would only ask the ledger again', async () => {
+    await expect(refusedBy('project_paused')(offerMessage(1))).resolves.toBeUndefined();
+  });
 
   it('any other refusal the handler lets through stays the handler’s error (bounded by maxDeliver)', async () => {
     const failure = await refusedBy('identity_mismatch')(offerMessage(1)).then(

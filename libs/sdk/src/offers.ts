@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { IdSchema, Limits, parseUntrustedJson, type CompletionReportSchema, type HandoffRecord, type LedgerReply } from '@baton/contracts';
 import { PoisonError, TransientError, type ConsumedMessage, type LedgerClient } from '@baton/eventstore';
 import type { AgentResultInput, PublishReceipt } from './client';
-import { CrossProjectResultError, InvalidInputError, LedgerCommandError, NotClaimedError } from './errors';
+import { CrossProjectResultError, LedgerCommandError, NoRunResultError, NotClaimedError } from './errors';
 
 /**
  * What an offer message carries: the ledger publishes the HandoffRecord as it was when offered
@@ -89,9 +89,11 @@ export interface HandoffOffer {
    * closes the handoff (`complete_from_result`).
    * A cross-project handoff (`source_project` on the handoff) is not finished this way: its run is
    * another project's, which this agent may not publish results to; end it with `return(report)`.
+   * A handoff of no workflow run (an agent's own `create`) has no run to record a result on: end it
+   * with `return(report)` too.
    * @throws NotClaimedError (nothing sent) when the offer was not claimed; CrossProjectResultError
-   *   (nothing sent, the claim kept) on a cross-project handoff; InvalidInputError when the result
-   *   breaks the contract or no workflow run is known.
+   *   (nothing sent, the claim kept) on a cross-project handoff; NoRunResultError (nothing sent, the
+   *   claim kept) on a handoff of no run; InvalidInputError when the result breaks the contract.
    */
   finish(result: FinishResult): Promise<PublishReceipt>;
 }
@@ -124,10 +126,13 @@ export function createOfferHandler(deps: OfferHandlerDeps): (msg: ConsumedMessag
     try {
       await deps.onOffer(offer);
     } catch (error) {
-      // Governance refusals (rate cap, paused project): redeliver the offer later, not at once, and
-      // as long as they last — they say nothing about the offer, and an offer given up on leaves a
-      // pending handoff nobody is offered again.
-      if (error instanceof LedgerCommandError && (error.code === 'rate_limited' || error.code === 'project_paused')) {
+      // A paused project: the offer is let go (acknowledged). The handoff stays pending, and the
+      // project's resume offers every pending handoff again in a new message, so redelivering this
+      // one every few seconds for as long as the pause lasts would only ask the ledger again.
+      if (error instanceof LedgerCommandError && error.code === 'project_paused') return;
+      // The rate cap: redeliver the offer later, not at once, and as long as it lasts — it says
+      // nothing about the offer, and an offer given up on leaves a pending handoff nobody is offered again.
+      if (error instanceof LedgerCommandError && error.code === 'rate_limited') {
         const after = error.details?.['retry_after_ms'];
         throw new TransientError(error.message, { cause: error, delayMs: typeof after === 'number' ? after : 5_000, unbounded: true });
       }
@@ -275,13 +280,7 @@ class Offer implements HandoffOffer {
       throw new CrossProjectResultError(this.handoffId, this.project, runProject, this.handoff?.workflow_run_id);
     }
     const workflowRunId = result.workflow_run_id ?? this.handoff?.workflow_run_id;
-    if (workflowRunId === undefined) {
-      throw new InvalidInputError('agent result', {
-        code: 'schema_violation',
-        message: `handoff ${this.handoffId} belongs to no workflow run; pass workflow_run_id`,
-        issues: [{ path: 'workflow_run_id', message: 'required' }],
-      });
-    }
+    if (workflowRunId === undefined) throw new NoRunResultError(this.handoffId);
     this.stopHeartbeat();
     return this.deps.publishResult({
       ...result,

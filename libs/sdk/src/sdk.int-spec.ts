@@ -7,6 +7,7 @@ import {
   BatonSdkError,
   createBatonClient,
   CrossProjectResultError,
+  NoRunResultError,
   decisions,
   InvalidInputError,
   offerDurableName,
@@ -61,7 +62,7 @@ function claimedBy(record: HandoffRecord, agent: string, claimId: string): Hando
  * records every handoff request, so the test sees exactly what the SDK sent. `open_offers` is
  * served as the ledger serves it: it provisions the agent's offers durable (recorded apart).
  */
-function fakeLedger(nats: NatsHandle, prefix: string, behaviour: { claim: (body: Record<string, unknown>) => unknown; openOffers?: () => unknown }) {
+function fakeLedger(nats: NatsHandle, prefix: string, behaviour: { claim: (body: Record<string, unknown>) => unknown; return?: (body: Record<string, unknown>) => unknown; openOffers?: () => unknown }) {
   const requests: { command: string; subject: string; body: Record<string, unknown> }[] = [];
   const opened: Record<string, unknown>[] = [];
   const sub = nats.connection.subscribe(`${prefix}.cmd.ledger.${PROJECT}.agent.${AGENT}.*`, {
@@ -85,6 +86,7 @@ function fakeLedger(nats: NatsHandle, prefix: string, behaviour: { claim: (body:
       const handoffId = String(body['handoff_id']);
       let reply: unknown;
       if (command === 'claim') reply = behaviour.claim(body);
+      else if (command === 'return' && behaviour.return) reply = behaviour.return(body);
       else if (command === 'heartbeat') reply = { ok: true, handoff: claimedBy(pendingHandoff(handoffId), AGENT, String(body['claim_id'])), events: 1 };
       else reply = { ok: false, error: { code: 'unknown_command', kind: 'rejected', message: command } };
       answer(reply);
@@ -272,6 +274,50 @@ describe('the agent SDK against a real NATS server', () => {
     expect((error as Error).message).toMatch(/return\(\)/);
     expect(explicit).toBeInstanceOf(CrossProjectResultError);
     expect(claimId).toBe('claim-x'); // the claim is kept: the agent can still return() the work
+    const info = await nats.jsm.streams.info(batonStreamNames(prefix).inbox, { subjects_filter: AgentSubjects.result(prefix, PROJECT, AGENT) });
+    expect(info.state.subjects ?? {}).toEqual({});
+  });
+
+  it('finish() on a handoff of no workflow run sends nothing and throws NoRunResultError (code handoff_has_no_run); the claim is kept, and return() ends the work', async () => {
+    const runless = (id: string): HandoffRecord => {
+      const { workflow_run_id: _run, ...rest } = pendingHandoff(id);
+      return rest;
+    };
+    const returned: Array<Record<string, unknown>> = [];
+    const ledger = fakeLedger(nats, prefix, {
+      claim: (body) => ({ ok: true, handoff: claimedBy(runless(String(body['handoff_id'])), AGENT, 'claim-n'), events: 1 }),
+      return: (body) => {
+        returned.push(body);
+        return { ok: true, handoff: { ...runless('h-n'), status: 'completed', completed_at: new Date().toISOString() }, events: 2 };
+      },
+    });
+    const agent = await client();
+    const outcome = new Promise<{ error: unknown; claimId: string | null; after: HandoffRecord }>((resolve, reject) => {
+      void agent.handoffs({
+        onOffer: async (offer) => {
+          try {
+            await offer.claim({ autoHeartbeat: false });
+            const error = await offer.finish({ body: 'done', decision: decisions.advance('reviewed') }).catch((e: unknown) => e);
+            const claimId = offer.claimId;
+            const after = await offer.return({ summary: 'done', outcome: 'completed' });
+            resolve({ error, claimId, after });
+          } catch (error) {
+            reject(error);
+          }
+        },
+      });
+    });
+    await nats.js.publish(AgentSubjects.offer(prefix, PROJECT, AGENT), encoder.encode(JSON.stringify(runless('h-n'))), { msgID: 'offer:h-n:1' });
+    const { error, claimId, after } = await outcome;
+    ledger.stop();
+
+    expect(error).toBeInstanceOf(NoRunResultError);
+    expect(error).toBeInstanceOf(BatonSdkError);
+    expect(error).toMatchObject({ code: 'handoff_has_no_run', handoffId: 'h-n' });
+    expect((error as Error).message).toMatch(/return\(\)/);
+    expect(claimId).toBe('claim-n'); // the claim was kept for the return
+    expect(returned).toEqual([expect.objectContaining({ handoff_id: 'h-n', claim_id: 'claim-n' })]);
+    expect(after.status).toBe('completed');
     const info = await nats.jsm.streams.info(batonStreamNames(prefix).inbox, { subjects_filter: AgentSubjects.result(prefix, PROJECT, AGENT) });
     expect(info.state.subjects ?? {}).toEqual({});
   });

@@ -2,6 +2,7 @@ import type { Command } from '../command';
 import { answerCommand } from './answer';
 import { answerHoldCommand } from './answer-hold';
 import { pauseCommand } from './pause';
+import { projectCommand } from './project';
 import { resumeCommand } from './resume';
 import { decideCommand } from './decide';
 import { dlqCommand } from './dlq';
@@ -34,6 +35,7 @@ export const commands: readonly Command[] = [
   decideCommand,
   pauseCommand,
   resumeCommand,
+  projectCommand,
   startCommand,
   messageCommand,
   resultCommand,

@@ -14,7 +14,7 @@ const decoder = new TextDecoder();
  * idempotency key defaults to one per invocation; pass `--key` to make a retry a no-op.
  */
 export async function runProjectControl(name: 'pause' | 'resume', help: string, argv: string[], ctx: CliContext): Promise<ExitCode> {
-  const args: ParsedArgs = parseCommandArgs(argv, { reason: { type: 'string' }, key: { type: 'string' }, json: { type: 'boolean' } }, { min: 1, max: 1 });
+  const args: ParsedArgs = parseCommandArgs(argv, { reason: { type: 'string' }, key: { type: 'string' }, json: { type: 'boolean' }, ...(name === 'pause' ? { force: { type: 'boolean' } } : {}) }, { min: 1, max: 1 });
   if (args.help) {
     ctx.io.stdout.write(help);
     return ExitCode.ok;
@@ -27,6 +27,7 @@ export async function runProjectControl(name: 'pause' | 'resume', help: string, 
     actor: ctx.operator(),
     idempotency_key: str(args, 'key') ?? `${name}-${Date.now()}`,
     ...(reason ? { reason } : {}),
+    ...(args.values['force'] === true ? { force: true } : {}),
   };
   const nats = await ctx.nats();
   const subject = ledgerCommandSubject(ctx.config().BATON_PREFIX, project, Principals.operator('admin'), name);

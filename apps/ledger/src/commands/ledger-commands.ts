@@ -422,6 +422,19 @@ export class LedgerCommands {
     // The command table let only admins through; the domain checks the role again.
     const role = caller.role ?? 'viewer';
     try {
+      // A pause of a project nobody set up is most likely a misspelt key: refused unless forced,
+      // so a typo is never reported as a paused project (a resume of one is refused by the domain).
+      if (name === 'pause' && !('force' in parsed.value && parsed.value.force === true) && !(await this.projects.isDefined(project))) {
+        return {
+          ok: false,
+          error: {
+            code: GovernanceErrorCode.projectUnknown,
+            kind: 'not_found',
+            message: `project ${project} has no published definition; to pause it anyway (before it is set up), send force: true (baton pause --force)`,
+            details: { project },
+          },
+        };
+      }
       return await this.control.handle(project, name, parsed.value, { actor: caller.actor, role }, hopTrace(request.headers));
     } catch (error) {
       this.runtime.logger.error(`project ${name} failed`, error instanceof Error ? error : { error: String(error) });

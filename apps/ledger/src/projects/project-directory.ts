@@ -79,6 +79,15 @@ export class ProjectDirectory {
     return projectView((await this.definition(project)).definition);
   }
 
+  /**
+   * Has `project` a published definition, as of now (not the kept copy's age): what the kill
+   * switch asks before it pauses a project, so a definition published a moment ago counts.
+   */
+  async isDefined(project: string): Promise<boolean> {
+    const next = await this.refresh(project, this.cache.get(project) ?? EMPTY);
+    return next.definition !== null;
+  }
+
   private async definition(project: string): Promise<Cached> {
     const cached = this.cache.get(project);
     if (cached && Date.now() - cached.fetchedAt < this.config.LEDGER_DEFINITION_TTL_MS) return cached;
