@@ -3,9 +3,9 @@ import { waitFor } from '@baton/wait';
 import { createEventRegistry, type EventEnvelope } from '@baton/contracts';
 import { createBatonProjector, type AnyFoldingProjection } from './baton';
 import { foldScenario, scenarioEnvelope, scenarioSteps } from './baton/scenario';
-import { RebuildAbortedError } from './errors';
+import { RebuildAbortedError, RebuildIncompleteError, ShadowLostError } from './errors';
 import { Op, type ProjectionOp } from './ops';
-import type { FoldTarget, RebuildProgress } from './rebuilder';
+import type { FoldTarget, RebuildBackend, RebuildProgress } from './rebuilder';
 import { diffSnapshots } from './snapshot';
 import type { ProjectionDefinition, ReplaySource, SequencedEvent } from './store';
 import { redisFixture, taskLog, taskProjection, type RedisFixture } from './test-support';
@@ -324,6 +324,50 @@ describe('bulk rebuilds (real Redis)', () => {
       expect(await fx.store.rebuilds(name)).toEqual([]);
       expect(await keyCount(fx, `${fx.prefix}:${name}:g2:*`)).toBe(0);
     }
+  });
+
+  it('a rebuild that swaps some projections in and fails another says which (RebuildIncompleteError: settled + failures); the failed one keeps serving its live generation', async () => {
+    const log = batonLog(2);
+    const live = createBatonProjector({ store: fx.store });
+    for (const event of log) await live.apply(event);
+    const runsBefore = await fx.store.snapshot('runs');
+    const activeBefore = await fx.store.activeGeneration('runs');
+    // The fault: just before the runs shadow is swapped in, Redis loses it (its meta and owner token
+    // deleted through the store itself); the swap script then finds it lost. The others swap as usual.
+    const store = fx.store as unknown as { backend(): RebuildBackend };
+    const backendOf = store.backend.bind(fx.store);
+    const spy = jest.spyOn(store, 'backend').mockImplementation(() => {
+      const real = backendOf();
+      return {
+        ...real,
+        redis: real.redis,
+        async swap(projection, expected, next, owner, replaceAhead, handOverGap) {
+          if (projection === 'runs') await real.dropShadow(projection, next, owner);
+          return real.swap(projection, expected, next, owner, replaceAhead, handOverGap);
+        },
+      };
+    });
+    try {
+      const failure = await fx.store.rebuildMany(live.projections as unknown as FoldTarget[], logSource(log), { chunkEvents: 16 }).catch((error: unknown) => error);
+      expect(failure).toBeInstanceOf(RebuildIncompleteError);
+      const incomplete = failure as RebuildIncompleteError;
+      expect(Object.keys(incomplete.settled).sort()).toEqual(BATON.filter((n) => n !== 'runs').sort());
+      for (const result of Object.values(incomplete.settled)) expect(result).toMatchObject({ status: 'swapped', lastSeq: log.length });
+      expect(Object.keys(incomplete.failures)).toEqual(['runs']);
+      expect(incomplete.failures['runs']).toBeInstanceOf(ShadowLostError);
+      expect(incomplete.cause).toBe(incomplete.failures['runs']);
+      expect(incomplete.message).toMatch(/settled .*inbox.* but failed runs \(the shadow generation/);
+    } finally {
+      spy.mockRestore();
+    }
+    // runs is as it was; the others are their rebuilt generations, equal to the live fold.
+    expect(await fx.store.activeGeneration('runs')).toBe(activeBefore);
+    expect(diffSnapshots(runsBefore, await fx.store.snapshot('runs'))).toEqual([]);
+    for (const name of BATON.filter((n) => n !== 'runs')) expect(await fx.store.activeGeneration(name)).not.toBe(activeBefore);
+    // A rerun of the failed one succeeds.
+    const rerun = await fx.store.rebuildMany([live.projections.find((p) => p.name === 'runs') as unknown as FoldTarget], logSource(log));
+    expect(rerun['runs']).toMatchObject({ status: 'swapped' });
+    expect(diffSnapshots(runsBefore, await fx.store.snapshot('runs'))).toEqual([]);
   });
 
   it('a rebuild whose process died (its lease ran out) leaves a shadow that the next rebuild deletes; the live generation served meanwhile', async () => {

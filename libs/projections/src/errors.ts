@@ -1,3 +1,5 @@
+import type { RebuildResult } from './store';
+
 /** Base class of every error this library raises. `cause` carries the client or server error. */
 export class ProjectionError extends Error {
   constructor(message: string, options?: { cause?: unknown }) {
@@ -101,6 +103,25 @@ export class ShadowLostError extends ProjectionError {
       `the shadow generation ${generation} of ${projection} was lost mid-rebuild (Redis lost its data, or the generation now belongs to another rebuild); nothing was swapped in, run the rebuild again`,
     );
     this.name = 'ShadowLostError';
+  }
+}
+
+/**
+ * A rebuild of several projections over one read settled some of them (swapped in, or another
+ * rebuild swapped in first) and failed the others. `settled` holds the results of the first —
+ * those projections ARE rebuilt —, `failures` the error of each of the others, as a rebuild of it
+ * alone would have thrown it (a {@link ShadowLostError}, a {@link RebuildBehindError}, a Redis
+ * error); `cause` is the first failure. Rebuilding the failed ones again is the fix. When nothing
+ * settled, a rebuild throws its first failure itself, not this.
+ */
+export class RebuildIncompleteError extends ProjectionError {
+  constructor(
+    readonly settled: Readonly<Record<string, RebuildResult>>,
+    readonly failures: Readonly<Record<string, unknown>>,
+  ) {
+    const failed = Object.entries(failures).map(([name, error]) => `${name} (${error instanceof Error ? error.message : String(error)})`);
+    super(`the rebuild settled ${Object.keys(settled).join(', ')} but failed ${failed.join('; ')}`, { cause: Object.values(failures)[0] });
+    this.name = 'RebuildIncompleteError';
   }
 }
 

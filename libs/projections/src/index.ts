@@ -34,6 +34,7 @@ export {
   ProjectionError,
   ProjectionOpError,
   RebuildAbortedError,
+  RebuildIncompleteError,
   RebuildBehindError,
   RedisUnavailableError,
   ShadowLostError,

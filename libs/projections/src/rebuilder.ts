@@ -2,7 +2,7 @@ import { heapWeight } from '@baton/eventstore';
 import { randomUUID } from 'node:crypto';
 import type Redis from 'ioredis';
 import { toJsonValue, type JsonValue } from './canonical-json';
-import { ProjectionError, RebuildAbortedError, RebuildBehindError, ShadowLostError } from './errors';
+import { ProjectionError, RebuildAbortedError, RebuildBehindError, RebuildIncompleteError, ShadowLostError } from './errors';
 import { GenerationImage, itemDocOf, type BulkCommand, type ItemDoc } from './image';
 import { generationNamespace, rebuildsKey } from './keys';
 import type { ProjectionOp } from './ops';
@@ -385,6 +385,10 @@ export async function runRebuild(
       await Promise.all(
         shadows.filter((s) => s.state !== 'failed').map((s) => backend.dropShadow(s.target.name, s.generation, s.owner).catch(() => undefined)),
       );
+    // Some were swapped in (or another rebuild's were) before the others failed: say which.
+    if (!scratch && Object.keys(results).length > 0) {
+      throw new RebuildIncompleteError(results, Object.fromEntries(shadows.filter((s) => s.state === 'failed').map((s) => [s.target.name, s.error])));
+    }
     throw failed.error;
   }
   const builds: ScratchBuild[] = scratch

@@ -1,5 +1,5 @@
 import { batonStreamNames } from '@baton/eventstore';
-import { createBatonProjector, eventsStreamMark, RebuildAbortedError, ShadowLostError, type RebuildResult } from '@baton/projections';
+import { createBatonProjector, eventsStreamMark, RebuildAbortedError, RebuildIncompleteError, ShadowLostError, type RebuildResult } from '@baton/projections';
 import type { Command } from '../command';
 import { flag, int, parseCommandArgs, str } from '../command';
 import { CliError, ExitCode, UsageError } from '../errors';
@@ -49,11 +49,31 @@ export function rebuildFailure(projection: string, error: unknown): CliError {
   if (error instanceof ShadowLostError) {
     return new CliError(
       `rebuilding ${projection} stopped: Redis lost its data during the rebuild (a flush or a failover), so its shadow generation ${error.generation} ` +
-        `is gone or now another rebuild's; nothing was swapped in. Run baton replay again (then baton verify).`,
+        `is gone or now another rebuild's; it was not swapped in. Run baton replay again (then baton verify).`,
       { cause: error },
     );
   }
   return new CliError(`rebuilding ${projection} failed: ${(error as Error).message}`, { cause: error });
+}
+
+/**
+ * The error `baton replay` exits with when some projections were swapped in and others failed:
+ * it names both, so nobody rebuilds what is already live or takes a failed one for rebuilt.
+ */
+export function incompleteFailure(error: RebuildIncompleteError): CliError {
+  const failed = Object.keys(error.failures);
+  const reasons = Object.entries(error.failures).map(([name, cause]) => rebuildFailure(name, cause).message);
+  return new CliError(
+    `rebuilt ${Object.keys(error.settled).join(', ')}; ${failed.length === 1 ? 'failed' : 'these failed'}: ${reasons.join('; ')}. ` +
+      `Rebuild ${failed.length === 1 ? 'it' : 'them'} again: ${failed.map((name) => `baton replay --projection ${name}`).join(', ')}`,
+    {
+      cause: error,
+      details: {
+        rebuilt: Object.keys(error.settled),
+        failed: Object.fromEntries(Object.entries(error.failures).map(([name, cause]) => [name, cause instanceof Error ? cause.message : String(cause)])),
+      },
+    },
+  );
 }
 
 export const replayCommand: Command = {
@@ -179,6 +199,51 @@ Options:
       const replaceAhead = replaced.length > 0;
       if (replaceAhead) ctx.io.stderr.write(`baton: ${replaced.join(', ')} were built from another events stream (it was recreated); replacing them\n`);
       const began = Date.now();
+      /** Say what each settled projection is now (stdout, or the outcomes of --json). */
+      const report = async (results: Record<string, RebuildResult>) => {
+        const seconds = (Date.now() - began) / 1000;
+        for (const projection of projections) {
+          const result = results[projection.name];
+          if (result === undefined) continue;
+          if (result.status === 'lost') {
+            outcomes.push({ projection: projection.name, status: 'lost', generation: result.generation, winner: result.winner });
+            // Another rebuild (the notifier's own, or a second SRE) swapped in first: the projection IS
+            // rebuilt from the same stream, which is what this command was asked for.
+            if (!json)
+              ctx.io.stdout.write(
+                `${projection.name}: another rebuild swapped in first (generation ${result.winner ?? '?'}); the projection is rebuilt, this run's shadow was discarded\n`,
+              );
+            continue;
+          }
+          const cleanup = await result.cleanup;
+          outcomes.push({
+            projection: projection.name,
+            status: 'swapped',
+            generation: result.generation,
+            previous: result.previous,
+            last_seq: result.lastSeq,
+            events,
+            ...(start !== undefined ? { from_seq: start, seeded } : {}),
+            dropped_keys: cleanup.deletedKeys,
+            ...(result.handedOver ? { handed_over: { from_seq: result.handedOver.fromSeq, to_seq: result.handedOver.toSeq } } : {}),
+            seconds: Math.round(seconds * 100) / 100,
+            events_per_s: seconds > 0 ? Math.round((events + seeded) / seconds) : 0,
+          });
+          if (!json) {
+            const from = start !== undefined ? ` (seeded with ${seeded} events to seq ${start - 1}, replayed from seq ${start})` : '';
+            ctx.io.stdout.write(
+              `${projection.name}: rebuilt generation ${result.generation} from ${events} events${from} (to seq ${result.lastSeq}); ` +
+                `swapped out generation ${result.previous ?? '-'} (${cleanup.deletedKeys} keys deleted)` +
+                (result.handedOver
+                  ? `; live traffic kept it ahead, so it was handed over at seq ${result.handedOver.fromSeq - 1} and seq ${result.handedOver.fromSeq}..${result.handedOver.toSeq} applied after the swap`
+                  : '') +
+                '\n',
+            );
+          }
+          if (cleanup.error)
+            ctx.io.stderr.write(`baton: warning: deleting generation ${cleanup.generation} of ${projection.name} failed: ${cleanup.error.message}\n`);
+        }
+      };
       let results: Record<string, RebuildResult>;
       try {
         results = await projector.rebuildAll(feed, {
@@ -201,50 +266,16 @@ Options:
         });
       } catch (error) {
         line.abandon();
+        // Some were swapped in before the others failed: say what is live now, then fail for the rest.
+        if (error instanceof RebuildIncompleteError) {
+          await report(error.settled);
+          if (json) printJson(ctx.io, outcomes);
+          throw incompleteFailure(error);
+        }
         throw error;
       }
-      const seconds = (Date.now() - began) / 1000;
       line.finish(`${names.join(', ')} rebuilt`);
-      for (const projection of projections) {
-        const result = results[projection.name] as RebuildResult;
-        if (result.status === 'lost') {
-          outcomes.push({ projection: projection.name, status: 'lost', generation: result.generation, winner: result.winner });
-          // Another rebuild (the notifier's own, or a second SRE) swapped in first: the projection IS
-          // rebuilt from the same stream, which is what this command was asked for.
-          if (!json)
-            ctx.io.stdout.write(
-              `${projection.name}: another rebuild swapped in first (generation ${result.winner ?? '?'}); the projection is rebuilt, this run's shadow was discarded\n`,
-            );
-          continue;
-        }
-        const cleanup = await result.cleanup;
-        outcomes.push({
-          projection: projection.name,
-          status: 'swapped',
-          generation: result.generation,
-          previous: result.previous,
-          last_seq: result.lastSeq,
-          events,
-          ...(start !== undefined ? { from_seq: start, seeded } : {}),
-          dropped_keys: cleanup.deletedKeys,
-          ...(result.handedOver ? { handed_over: { from_seq: result.handedOver.fromSeq, to_seq: result.handedOver.toSeq } } : {}),
-          seconds: Math.round(seconds * 100) / 100,
-          events_per_s: seconds > 0 ? Math.round((events + seeded) / seconds) : 0,
-        });
-        if (!json) {
-          const from = start !== undefined ? ` (seeded with ${seeded} events to seq ${start - 1}, replayed from seq ${start})` : '';
-          ctx.io.stdout.write(
-            `${projection.name}: rebuilt generation ${result.generation} from ${events} events${from} (to seq ${result.lastSeq}); ` +
-              `swapped out generation ${result.previous ?? '-'} (${cleanup.deletedKeys} keys deleted)` +
-              (result.handedOver
-                ? `; live traffic kept it ahead, so it was handed over at seq ${result.handedOver.fromSeq - 1} and seq ${result.handedOver.fromSeq}..${result.handedOver.toSeq} applied after the swap`
-                : '') +
-              '\n',
-          );
-        }
-        if (cleanup.error)
-          ctx.io.stderr.write(`baton: warning: deleting generation ${cleanup.generation} of ${projection.name} failed: ${cleanup.error.message}\n`);
-      }
+      await report(results);
       if (json) printJson(ctx.io, outcomes);
       // A projection another rebuild swapped in first ('lost') is rebuilt all the same: exit 0. Only a
       // rebuild that could not finish (Redis lost the shadow, the stream unreadable) exits 1, by throwing.
@@ -256,6 +287,7 @@ Options:
         );
         return INTERRUPTED;
       }
+      if (error instanceof CliError) throw error;
       throw rebuildFailure(error instanceof ShadowLostError ? error.projection : names.join(', '), error);
     } finally {
       interrupt.dispose();

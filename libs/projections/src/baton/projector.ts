@@ -1,5 +1,5 @@
 import type { JsonValue } from '../canonical-json';
-import { ProjectionError } from '../errors';
+import { ProjectionError, RebuildIncompleteError } from '../errors';
 import type { FoldTarget, RebuildInfo } from '../rebuilder';
 import type { ApplyResult, ProjectionStatus, ProjectionStore, RebuildOptions, RebuildResult, ReplaySource, SequencedEvent } from '../store';
 import { PROJECTION_CACHE_BYTES } from './cache-bounds';
@@ -172,9 +172,13 @@ export function createBatonProjector(options: BatonProjectorOptions): BatonProje
     let results: Record<string, RebuildResult>;
     try {
       results = await store.rebuildMany(list as unknown as FoldTarget[], source, rebuildOptions);
-    } finally {
+    } catch (error) {
       forget(list.map((p) => p.name));
+      // The ones swapped in before the others failed are live: close their hand-over gaps too.
+      if (error instanceof RebuildIncompleteError) await applyHandedOver(list, source, error.settled);
+      throw error;
     }
+    forget(list.map((p) => p.name));
     await applyHandedOver(list, source, results);
     return results;
   };
