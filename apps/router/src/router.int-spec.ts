@@ -568,6 +568,13 @@ describe('router service (real NATS)', () => {
       await publishUnclaimed(result(run, 'issue', `${run}-forged3`, { ...forged, handoff_id: entry!.handoff_id, claim_id: 'claim-made-up' }));
       const third = (await waitEvents<Refusal>(run, 'run.result_rejected', 3))[2]!;
       expect(third).toMatchObject({ result_id: `${run}-forged3`, code: 'claim_mismatch' });
+      // A refusal records the handoff and claim the result named (the loop guards read them); none when it named none.
+      const named = await payloads<Record<string, unknown>>(run, 'run.result_rejected');
+      expect(named.map((r) => [r['handoff_id'], r['claim_id']])).toEqual([
+        [undefined, undefined],
+        [entry!.handoff_id, 'claim-made-up'],
+        [entry!.handoff_id, 'claim-made-up'],
+      ]);
 
       // An operator cannot approve what never became a stop packet.
       await publishRaw(

@@ -390,6 +390,13 @@ export const RunResultRejectedSchema = z.strictObject({
   message: ShortTextSchema,
   rejected_at: IsoTimeSchema,
   refused: RefusedKindSchema.optional(),
+  /**
+   * The handoff and claim a refused agent result named (absent when it named none, and on events
+   * stored before they were recorded): the loop guards count a result refused under a claim whose
+   * lapse or failure they already counted only once.
+   */
+  handoff_id: IdSchema.optional(),
+  claim_id: IdSchema.optional(),
 });
 
 export const RunNoticeEmittedSchema = z.strictObject({

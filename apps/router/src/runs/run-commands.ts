@@ -52,6 +52,9 @@ export interface InboundRefusal {
   agent: string;
   /** The recorded message, from the run's refusal message. */
   describe?: (message: string) => string;
+  /** The handoff and claim an agent's result named, recorded with its refusal (the loop guards read them). */
+  handoff_id?: string;
+  claim_id?: string;
 }
 
 /**
@@ -136,7 +139,15 @@ export class RunCommands {
     const message = refusal.describe ? refusal.describe(error.message) : error.message;
     const unrecordable = await this.recordRefusal(
       ref,
-      { result_id: cause.id, agent: refusal.agent, code: error.code, message, refused: REFUSED_BY_CAUSE[refusal.kind] ?? 'result' },
+      {
+        result_id: cause.id,
+        agent: refusal.agent,
+        code: error.code,
+        message,
+        refused: REFUSED_BY_CAUSE[refusal.kind] ?? 'result',
+        ...(refusal.handoff_id !== undefined ? { handoff_id: refusal.handoff_id } : {}),
+        ...(refusal.claim_id !== undefined ? { claim_id: refusal.claim_id } : {}),
+      },
       { ...cause, kind: refusal.kind },
     );
     if (unrecordable !== null) throw poison({ code: unrecordable.code, message: unrecordable.message });

@@ -9,7 +9,7 @@ describe('GuardBook: which handoffs it remembers', () => {
   const at = '2026-12-01T10:00:00.000Z';
   const open = (book: GuardBook, handoff: string, project = 'acme') => {
     book.applyFact({ kind: 'handoff_created', project, handoff, to_agent: 'support', run: `wr-${handoff}` });
-    book.applyFact({ kind: 'handoff_claimed', project, handoff, agent: 'support' });
+    book.applyFact({ kind: 'handoff_claimed', project, handoff, agent: 'support', claim_id: 'c-1' });
   };
 
   it('forgets a handoff once it is over: completed by its result, completed after its handback, abandoned, archived, failed', () => {
@@ -44,7 +44,7 @@ describe("GuardBook: a cross-project handoff's run is the source project's", () 
   const config = { ...DefaultGuardConfig, circuitFailures: 2 };
   const crossHandoff = (book: GuardBook, handoff: string) => {
     book.applyFact({ kind: 'handoff_created', project: 'tgt', handoff, to_agent: 'flaky', run: 'wr-1', run_project: 'src' });
-    book.applyFact({ kind: 'handoff_claimed', project: 'tgt', handoff, agent: 'flaky' });
+    book.applyFact({ kind: 'handoff_claimed', project: 'tgt', handoff, agent: 'flaky', claim_id: 'c-1' });
   };
 
   it('remembers the run with its project (runOfHandoff)', () => {
@@ -95,7 +95,7 @@ describe('GuardBook: a failure is the claimer`s, never the addressee`s', () => {
   it('a lapse frees the claim: a later failure while the handoff waits pending is nobody`s; one while claimed again is the new claimer`s', () => {
     const book = new GuardBook(config);
     created(book, 'h-1');
-    book.applyFact({ kind: 'handoff_claimed', project: 'acme', handoff: 'h-1', agent: 'rev' });
+    book.applyFact({ kind: 'handoff_claimed', project: 'acme', handoff: 'h-1', agent: 'rev', claim_id: 'c-1' });
     book.applyFact({ kind: 'handoff_failed', event_id: 'e-1', project: 'acme', handoff: 'h-1', agent: 'rev', cause: 'lease_expired', at });
     expect(book.circuitOf('acme', 'rev')).toMatchObject({ status: 'closed', failures: 1 });
     // Pending again: an operator fails it before anyone claims it. Not rev's.
@@ -103,7 +103,7 @@ describe('GuardBook: a failure is the claimer`s, never the addressee`s', () => {
     expect(book.circuitOf('acme', 'rev')).toMatchObject({ status: 'closed', failures: 1 });
     // Claimed and failed: rev's second failure opens its circuit.
     created(book, 'h-2');
-    book.applyFact({ kind: 'handoff_claimed', project: 'acme', handoff: 'h-2', agent: 'rev' });
+    book.applyFact({ kind: 'handoff_claimed', project: 'acme', handoff: 'h-2', agent: 'rev', claim_id: 'c-1' });
     expect(book.applyFact({ kind: 'handoff_failed', event_id: 'e-3', project: 'acme', handoff: 'h-2', cause: 'failed', at })).toEqual([
       expect.objectContaining({ guard: 'circuit', agent: 'rev', workflow_run_id: 'wr-h-2' }),
     ]);
@@ -133,11 +133,65 @@ describe('GuardBook: a review`s failures stop no run', () => {
     expect(created).not.toHaveProperty('run');
     book.applyFact(created!);
     for (const n of [1, 2]) {
-      book.applyFact({ kind: 'handoff_claimed', project: 'acme', handoff: 'hb-1', agent: 'lead' });
+      book.applyFact({ kind: 'handoff_claimed', project: 'acme', handoff: 'hb-1', agent: 'lead', claim_id: 'c-1' });
       expect(
         book.applyFact({ kind: 'handoff_failed', event_id: `e-${n}`, project: 'acme', handoff: 'hb-1', agent: 'lead', cause: 'lease_expired', at }),
       ).toEqual([]);
     }
     expect(book.circuitOf('acme', 'lead')).toMatchObject({ status: 'open' });
+  });
+});
+
+/**
+ * A claim that ended in a failure the circuit counted (a deadline, a lapse, a failure) is not
+ * counted again when its agent's result arrives late under it and the router refuses it: one slow
+ * piece of work is one failure. A refused result under any other claim is a failure of its own.
+ */
+describe('GuardBook: a late result under a claim already counted is not a second failure', () => {
+  const at = '2026-12-01T10:00:00.000Z';
+  const event = (id: string, type: string, kind: 'run' | 'handoff', aggregate: string, payload: Record<string, unknown>) =>
+    guardFactOf({ id, type, project: 'acme', aggregate: { kind, id: aggregate }, occurredAt: at, payload })!;
+  const claimed = (handoff: string, claim: string) =>
+    event(`e-cl-${handoff}-${claim}`, 'handoff.claimed', 'handoff', handoff, { claimed_by: 'slow', claim_id: claim, lease_expires_at: at, at });
+  const refused = (n: number, named?: { handoff: string; claim: string }) =>
+    event(`e-rj-${n}`, 'run.result_rejected', 'run', 'wr-1', {
+      result_id: `r-${n}`,
+      agent: 'slow',
+      code: 'stale_handoff',
+      message: 'late',
+      rejected_at: at,
+      refused: 'result',
+      ...(named ? { handoff_id: named.handoff, claim_id: named.claim } : {}),
+    });
+
+  it('a deadline then the late result under that claim count once; the same after a lapse; a result under a claim never counted counts', () => {
+    const book = new GuardBook({ ...DefaultGuardConfig, circuitFailures: 3 });
+    book.applyFact(event('e-c1', 'handoff.created', 'handoff', 'h-1', { handoff_id: 'h-1', project: 'acme', kind: 'task', to_agent: 'slow', workflow_run_id: 'wr-1' }));
+    book.applyFact(claimed('h-1', 'c-1'));
+    book.applyFact(event('e-d1', 'handoff.deadline_expired', 'handoff', 'h-1', { at }));
+    expect(book.circuitOf('acme', 'slow')).toMatchObject({ failures: 1 });
+    expect(refused(1, { handoff: 'h-1', claim: 'c-1' })).toMatchObject({ kind: 'result_rejected', named: { handoff: 'h-1', claim_id: 'c-1' } });
+    expect(book.applyFact(refused(1, { handoff: 'h-1', claim: 'c-1' }))).toEqual([]);
+    expect(book.circuitOf('acme', 'slow')).toMatchObject({ failures: 1 });
+
+    // A lapse (its event names the claim), then the result of that claim: still one more, not two.
+    book.applyFact(event('e-c2', 'handoff.created', 'handoff', 'h-2', { handoff_id: 'h-2', project: 'acme', kind: 'task', to_agent: 'slow', workflow_run_id: 'wr-1' }));
+    book.applyFact(claimed('h-2', 'c-2'));
+    book.applyFact(
+      event('e-l2', 'handoff.lease_expired', 'handoff', 'h-2', { claim_id: 'c-2', expired_claimer: 'slow', lease_expires_at: at, retry_count: 1, at }),
+    );
+    book.applyFact(refused(2, { handoff: 'h-2', claim: 'c-2' }));
+    expect(book.circuitOf('acme', 'slow')).toMatchObject({ status: 'closed', failures: 2 });
+
+    // A refused result under a claim that never ended in a counted failure (a made-up one), or naming none, is a failure.
+    const stops = book.applyFact(refused(3, { handoff: 'h-2', claim: 'c-made-up' }));
+    expect(book.circuitOf('acme', 'slow')).toMatchObject({ status: 'open', failures: 3 });
+    expect(stops).toEqual([expect.objectContaining({ guard: 'circuit', agent: 'slow', workflow_run_id: 'wr-1' })]);
+  });
+
+  it('a result refused with no handoff named is counted (claim_required: nothing to match)', () => {
+    const book = new GuardBook({ ...DefaultGuardConfig, circuitFailures: 3 });
+    book.applyFact(refused(9));
+    expect(book.circuitOf('acme', 'slow')).toMatchObject({ failures: 1 });
   });
 });

@@ -11,12 +11,22 @@ import {
   type HandoffRunRef,
   type RunGuardState,
 } from '@baton/domain';
+import { LruCache } from '@baton/eventstore';
+
+/**
+ * Most claims whose lapse or failure the book remembers having counted. A late result arrives
+ * within the lease and the retries that follow, so the most recent suffice; evicting the same
+ * entries in the same order, every watchdog decides alike.
+ */
+export const COUNTED_CLAIMS_KEPT = 16_384;
 
 interface HandoffInfo {
   /** The addressee, then whoever last claimed it (whose success a return or result is). */
   agent?: string;
   /** Who holds the claim now (cleared when a lapse requeues it): the only agent a failure can be charged to. */
   claimer?: string;
+  /** That claim's id. */
+  claimId?: string;
   /** The handoff's run with its project (the source project of a cross-project handoff). */
   run?: HandoffRunRef;
 }
@@ -44,6 +54,12 @@ export class GuardBook {
   private readonly runs = new Map<string, RunGuardState>();
   private readonly circuits = new Map<string, CircuitState>();
   private readonly handoffs = new Map<string, HandoffInfo>();
+  /**
+   * Claims (`<project>/<handoff>/<claim id>`) whose end the circuit already counted as their
+   * agent's failure (a lapse, a deadline, a failure): a result sent late under one of them, which
+   * the router refuses, is the same failure, not a second one.
+   */
+  private readonly counted = new LruCache<string, true>(COUNTED_CLAIMS_KEPT);
 
   constructor(private readonly config: GuardConfig) {}
 
@@ -75,6 +91,7 @@ export class GuardBook {
         // No guard counts mesh turns; the runner passes the claim it answered to the lease table.
         return [];
       case 'result_rejected':
+        if (fact.named !== undefined && this.counted.get(`${fact.project}/${fact.named.handoff}/${fact.named.claim_id}`)) return [];
         return this.circuit({
           kind: 'failure',
           event_id: fact.event_id,
@@ -93,7 +110,7 @@ export class GuardBook {
       }
       case 'handoff_claimed': {
         const key = `${fact.project}/${fact.handoff}`;
-        this.handoffs.set(key, { ...this.handoffs.get(key), agent: fact.agent, claimer: fact.agent });
+        this.handoffs.set(key, { ...this.handoffs.get(key), agent: fact.agent, claimer: fact.agent, claimId: fact.claim_id });
         return [];
       }
       case 'handoff_closed':
@@ -115,10 +132,12 @@ export class GuardBook {
         // that failed while nobody held it — an operator failing work nobody took, a deadline passing
         // on a pending handoff (during a pause, say) — is no agent's failure.
         const agent = fact.agent ?? info?.claimer;
+        const claimId = fact.claim_id ?? (info?.claimer !== undefined ? info.claimId : undefined);
         // A requeued handoff (lease expired) stays open, unclaimed; any other failure ends it.
         if (fact.cause !== 'lease_expired') this.handoffs.delete(key);
-        else if (info !== undefined) this.handoffs.set(key, { ...info, claimer: undefined });
+        else if (info !== undefined) this.handoffs.set(key, { ...info, claimer: undefined, claimId: undefined });
         if (agent === undefined) return [];
+        if (claimId !== undefined) this.counted.set(`${key}/${claimId}`, true);
         return this.circuit({
           kind: 'failure',
           event_id: fact.event_id,

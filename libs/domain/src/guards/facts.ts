@@ -66,7 +66,8 @@ export type GuardFact =
   | { kind: 'result_recorded'; event_id: string; project: string; run: string; agent: string; at: string; answered?: AnsweredClaim }
   /** A mesh turn recorded under a claim (no guard counts turns; the watchdog holds back that claim's requeue). */
   | { kind: 'turn_recorded'; project: string; answered: AnsweredClaim }
-  | { kind: 'result_rejected'; event_id: string; project: string; run: string; agent: string; at: string }
+  /** `named`: the handoff and claim the refused result named (a late result of a claim that lapsed or failed). */
+  | { kind: 'result_rejected'; event_id: string; project: string; run: string; agent: string; at: string; named?: AnsweredClaim }
   /**
    * `run` is the handoff's workflow run and `run_project` the project it lives in (set together):
    * the delegator's, which on a cross-project handoff is its `source_project`, not `project`.
@@ -75,12 +76,13 @@ export type GuardFact =
    * reviews is done, and a review's lapse only requeues it: docs/handoffs.md rule 5).
    */
   | { kind: 'handoff_created'; project: string; handoff: string; to_agent?: string; run?: string; run_project?: string; review?: true }
-  | { kind: 'handoff_claimed'; project: string; handoff: string; agent: string }
+  | { kind: 'handoff_claimed'; project: string; handoff: string; agent: string; claim_id: string }
   /** `ends`: the handoff is over (completed by the result); a return may still be reworked. */
   | { kind: 'handoff_succeeded'; event_id: string; project: string; handoff: string; agent?: string; at: string; ends?: true }
   /** The handoff is over without a success or failure of its own to count (completed after its handback, abandoned, archived). */
   | { kind: 'handoff_closed'; project: string; handoff: string }
-  | { kind: 'handoff_failed'; event_id: string; project: string; handoff: string; agent?: string; cause: string; at: string };
+  /** `agent` / `claim_id`: the claimer and claim a lapse names (other failures are charged to the claim the book saw taken). */
+  | { kind: 'handoff_failed'; event_id: string; project: string; handoff: string; agent?: string; claim_id?: string; cause: string; at: string };
 
 /** What a guard asks for: stop one run with a packet. `packet_seed` is unique per trip (guard + event id). */
 export interface GuardStop {
@@ -148,13 +150,15 @@ export function guardFactOf(event: GuardEventInput): GuardFact | null {
         return fact;
       }
       case 'run.result_rejected': {
-        const p = event.payload as { agent: string; code: string; rejected_at: string; refused?: RefusedKind };
+        const p = event.payload as { agent: string; code: string; rejected_at: string; refused?: RefusedKind; handoff_id?: string; claim_id?: string };
         // Only an agent's refused result is an agent's failure: an operator's refused answer or a
         // customer's refused message says nothing of an agent (events stored before `refused`
         // named them by their agent, `operator` or `customer`). Nor does a result refused because
         // the run stopped or ended under the agent's work (`run_not_running`): that is the run's state.
         if (refusedKindOf(p) !== 'result' || p.code === RunErrorCode.runNotRunning) return null;
-        return { kind: 'result_rejected', event_id: event.id, project, run: id, agent: p.agent, at: p.rejected_at };
+        const fact: GuardFact = { kind: 'result_rejected', event_id: event.id, project, run: id, agent: p.agent, at: p.rejected_at };
+        if (p.handoff_id !== undefined && p.claim_id !== undefined) fact.named = { handoff: p.handoff_id, claim_id: p.claim_id };
+        return fact;
       }
       default:
         return null;
@@ -181,8 +185,10 @@ export function guardFactOf(event: GuardEventInput): GuardFact | null {
       }
       return fact;
     }
-    case 'handoff.claimed':
-      return { kind: 'handoff_claimed', project, handoff: id, agent: (event.payload as HandoffEventData<'handoff.claimed'>).claimed_by };
+    case 'handoff.claimed': {
+      const p = event.payload as HandoffEventData<'handoff.claimed'>;
+      return { kind: 'handoff_claimed', project, handoff: id, agent: p.claimed_by, claim_id: p.claim_id };
+    }
     case 'handoff.returned': {
       const p = event.payload as HandoffEventData<'handoff.returned'>;
       return { kind: 'handoff_succeeded', event_id: event.id, project, handoff: id, agent: p.worker, at: p.at };
@@ -197,7 +203,16 @@ export function guardFactOf(event: GuardEventInput): GuardFact | null {
       return { kind: 'handoff_closed', project, handoff: id };
     case 'handoff.lease_expired': {
       const p = event.payload as HandoffEventData<'handoff.lease_expired'>;
-      return { kind: 'handoff_failed', event_id: event.id, project, handoff: id, agent: p.expired_claimer, cause: 'lease_expired', at: p.at };
+      return {
+        kind: 'handoff_failed',
+        event_id: event.id,
+        project,
+        handoff: id,
+        agent: p.expired_claimer,
+        claim_id: p.claim_id,
+        cause: 'lease_expired',
+        at: p.at,
+      };
     }
     case 'handoff.failed':
     case 'handoff.escalated':

@@ -114,7 +114,7 @@ export interface StopRun {
  */
 export interface RejectResult {
   type: 'reject_result';
-  data: { result_id: string; agent: string; code: string; message: string; refused?: RefusedKind };
+  data: { result_id: string; agent: string; code: string; message: string; refused?: RefusedKind; handoff_id?: string; claim_id?: string };
   metadata: RunCommandMetadata;
 }
 

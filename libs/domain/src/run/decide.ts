@@ -490,6 +490,8 @@ function rejectResult(command: RejectResult, state: RunState): DecisionResult<Ru
       message: clip(data.message, 4_000),
       rejected_at: metadata.now,
       ...(data.refused !== undefined ? { refused: data.refused } : {}),
+      ...(data.handoff_id !== undefined ? { handoff_id: data.handoff_id } : {}),
+      ...(data.claim_id !== undefined ? { claim_id: data.claim_id } : {}),
     },
   });
 }

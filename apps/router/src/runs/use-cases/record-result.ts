@@ -61,7 +61,12 @@ export class RecordResultUseCase {
       ref,
       (definitions) => ({ kind: 'result', result, ...(signal !== undefined ? { signal } : {}), definitions, metadata: { now, actor: result.agent }, handoff }),
       { kind: 'result', id: result.result_id, actor: result.agent, origin: 'agent', workflowRunId: result.workflow_run_id, now, trace },
-      { kind: 'result_refused', agent: result.agent },
+      {
+        kind: 'result_refused',
+        agent: result.agent,
+        ...(result.handoff_id !== undefined ? { handoff_id: result.handoff_id } : {}),
+        ...(result.claim_id !== undefined ? { claim_id: result.claim_id } : {}),
+      },
     );
     // The hop's ledger requests go now rather than when the events come back through the dispatch
     // reactor's consumer (which still delivers them, and asks only for what was not done) — for
