@@ -2,6 +2,7 @@ import { ConfigError, registerProjectionGauges, runService, type RunningService 
 import { PROJECTION_STORE } from './projection/tokens';
 import { ApiExceptionFilter } from './api/http';
 import { NotifierModule } from './notifier.module';
+import { isApiPath } from './http/private-responses';
 
 /** The notifier's default HTTP port (operator API, OpenAPI document, health). */
 export const NOTIFIER_PORT = 7100;
@@ -29,6 +30,8 @@ export async function startNotifier(env?: Record<string, string | undefined>): P
     imports: [notifier],
     redis: true,
     httpExceptionFilter: new ApiExceptionFilter(),
+    // The JSON API authenticates every route: an unreadable body is refused after the 401 check.
+    deferBodyErrors: isApiPath,
     // Inbox size and open handoffs by status, read from the projections this service keeps.
     metrics: (metrics, app) => registerProjectionGauges(metrics, app.get(PROJECTION_STORE)),
     ...(env ? { env } : {}),

@@ -4,6 +4,7 @@ export * from './health/health';
 export * from './service/runtime';
 export * from './service/bootstrap';
 export * from './service/utf8-body';
+export * from './service/deferred-body-error';
 export * from './transport';
 export * from './observability';
 export * from './auth';

@@ -1,5 +1,5 @@
 import { CanActivate, createParamDecorator, ExecutionContext, HttpStatus, Inject, Injectable } from '@nestjs/common';
-import { RUNTIME, type ServiceRuntime } from '@baton/platform';
+import { raiseDeferredBodyError, RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { ApiError } from '../api/http';
 import { AuthFailureLimiter, clientAddress } from './auth-failures';
 import { AuthService } from './auth.service';
@@ -43,6 +43,8 @@ export class ApiAuthGuard implements CanActivate {
     }
     req.principal = attempt.auth.principal;
     if (attempt.auth.session) req.session = attempt.auth.session;
+    // The body's refusal, kept until the caller was known (a 401 comes first).
+    raiseDeferredBodyError(req);
     return true;
   }
 }

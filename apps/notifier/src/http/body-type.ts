@@ -1,11 +1,14 @@
 import { HttpStatus, Injectable, type NestMiddleware } from '@nestjs/common';
+import { deferBodyError } from '@baton/platform';
 import { ApiError } from '../api/http';
+import { isApiPath } from './private-responses';
 
 /** The body types the notifier reads: JSON (the API) and forms (the web inbox, and the API too). */
 export const BODY_TYPES = ['application/json', 'application/x-www-form-urlencoded'] as const;
 
 /** What the middleware needs of an Express request: `is` answers null when there is no body. */
 interface TypedRequest {
+  path: string;
   is(types: readonly string[]): string | false | null;
   headers: { 'content-type'?: string; 'content-length'?: string; 'transfer-encoding'?: string };
 }
@@ -24,13 +27,19 @@ export class RequireReadableBody implements NestMiddleware {
     if (encoding === undefined && (length === undefined || length === '0')) return next();
     if (req.is(BODY_TYPES) !== false) return next();
     const sent = req.headers['content-type'];
-    throw new ApiError(
+    const refusal = new ApiError(
       HttpStatus.UNSUPPORTED_MEDIA_TYPE,
       'unsupported_media_type',
       `${sent === undefined ? 'a body without a Content-Type' : `a body of type ${JSON.stringify(sent)}`} is not read; send ${BODY_TYPES.join(' or ')}`,
       [],
       { accepted: [...BODY_TYPES] },
     );
+    // The JSON API authenticates first: its guard raises the refusal once the caller is known.
+    if (isApiPath(req.path)) {
+      deferBodyError(req, refusal);
+      return next();
+    }
+    throw refusal;
   }
 }
 

@@ -35,7 +35,7 @@ interface Reply {
 }
 
 /** One HTTP request from a chosen loopback address (each test's failures count against its own address). */
-function call(path: string, options: { method?: string; headers?: Record<string, string>; body?: string; from?: string } = {}): Promise<Reply> {
+function call(path: string, options: { method?: string; headers?: Record<string, string>; body?: string | Buffer; from?: string } = {}): Promise<Reply> {
   return new Promise((resolve, reject) => {
     const req = httpRequest(
       {
@@ -365,6 +365,29 @@ describe('an API that holds under load: connection and stream caps, token expiry
       from: '127.0.0.8',
     });
     expect({ status: empty.status, code: JSON.parse(empty.text).error.code }).toEqual({ status: 400, code: 'schema_violation' });
+  });
+
+  it('an unauthenticated request is 401 whatever its body: a body the API cannot read (malformed JSON, a type it does not read, not UTF-8, too large) is refused only once the caller is known', async () => {
+    const path = '/v1/projects/alpha/stops/pk-1/answer';
+    const bodies: Array<{ what: string; headers: Record<string, string>; body: string | Buffer; code: string; status: number }> = [
+      { what: 'malformed JSON', headers: { 'content-type': 'application/json' }, body: '{"action":', code: 'malformed_json', status: 400 },
+      { what: 'text/plain', headers: { 'content-type': 'text/plain' }, body: 'deny', code: 'unsupported_media_type', status: 415 },
+      { what: 'not UTF-8', headers: { 'content-type': 'application/json' }, body: Buffer.from([0x7b, 0x22, 0xff, 0x22, 0x7d]), code: 'invalid_utf8', status: 400 },
+      { what: 'over the limit', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ pad: 'x'.repeat(200 * 1024) }), code: 'payload_too_large', status: 413 },
+    ];
+    const olga = await fx.token('olga', 'operator', ['alpha']);
+    for (const { what, headers, body, code, status } of bodies) {
+      const anonymous = await call(path, { method: 'POST', headers, body, from: '127.0.0.9' });
+      expect({ what, status: anonymous.status, code: JSON.parse(anonymous.text).error.code }).toEqual({ what, status: 401, code: 'unauthenticated' });
+      expect(anonymous.headers['www-authenticate']).toBe('Bearer realm="baton"');
+      // Signed in, the same body gets its own refusal, as before.
+      const signed = await call(path, { method: 'POST', headers: { ...headers, ...bearer(olga) }, body, from: '127.0.0.9' });
+      expect({ what, status: signed.status, code: JSON.parse(signed.text).error.code }).toEqual({ what, status, code });
+      expect(signed.headers['cache-control']).toBe('private, no-cache');
+    }
+    // Outside the API (the sign-in form) a body the server cannot read is refused as it comes.
+    const login = await call('/login', { method: 'POST', headers: { 'content-type': 'text/plain' }, body: 'x', from: '127.0.0.9' });
+    expect(login.status).toBe(415);
   });
 
   it('a cursor is bound to its listing: an inbox cursor given to /v1/stops is 400, not a page from a position that means nothing there', async () => {

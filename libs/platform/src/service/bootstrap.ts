@@ -13,6 +13,7 @@ import { MetricsModule } from '../observability/metrics.module';
 import { HybridExceptionFilter } from '../transport/hybrid-exception.filter';
 import { createRuntime, RuntimeModule, ServiceRuntime } from './runtime';
 import { securityHeaders } from './security-headers';
+import { deferBodyErrors } from './deferred-body-error';
 import { requireUtf8Body } from './utf8-body';
 
 export const ServiceConfigSchema = BaseConfigSchema.extend({
@@ -41,6 +42,12 @@ export interface RunServiceOptions {
   env?: Record<string, string | undefined>;
   /** The service's HTTP exception filter; it also sees errors raised before a controller runs (body parsing). */
   httpExceptionFilter?: ExceptionFilter;
+  /**
+   * Paths whose routes authenticate their callers: a body reader's refusal there is kept on the
+   * request for the route's guard to raise once the caller is authenticated (`raiseDeferredBodyError`),
+   * so that an unauthenticated caller is answered 401 first.
+   */
+  deferBodyErrors?: (path: string) => boolean;
   /** Register service-specific metrics (e.g. the notifier's projection gauges) once the app is built. */
   metrics?: (metrics: BatonMetrics, app: INestApplication, runtime: ServiceRuntime<ServiceConfig>) => void;
 }
@@ -113,6 +120,7 @@ export async function runService(opts: RunServiceOptions): Promise<RunningServic
   // `strict: false`: any JSON value is read, so `null` or `1` is a schema's refusal (schema_violation), not "not JSON".
   parsers.useBodyParser('json', { verify: requireUtf8Body, strict: false });
   parsers.useBodyParser('urlencoded', { extended: true, verify: requireUtf8Body });
+  if (opts.deferBodyErrors) app.use(deferBodyErrors(opts.deferBodyErrors));
   app.use(httpMetricsMiddleware(metrics));
   opts.metrics?.(metrics, app, runtime);
   // Before anything initialises, so the JetStream handlers inherit it (see HybridExceptionFilter).
