@@ -45,6 +45,24 @@ describe('progress on stderr: events done / total, rate, time left, summary', ()
     expect(slow.rate(now)).toBeLessThan(1_000);
   });
 
+  it('a new note is said at once, and restart counts a second pass from 0 (verify comparing again is never silent)', () => {
+    const io = bufferedIo(false);
+    let now = 0;
+    const line = new ProgressLine(io, 'verify', 1_000, { now: () => now });
+    now = 1_000;
+    line.update({ done: 1_000 });
+    now = 1_500;
+    line.update({ done: 1_000, note: 'comparing with the live projections' });
+    expect(io.err().trim().split('\n').at(-1)).toMatch(/^verify: 1 000\/1 000 events {2}100 % .*\(comparing with the live projections\)$/);
+    now = 2_000;
+    line.restart('the live projections moved on; comparing again (attempt 2)');
+    expect(io.err().trim().split('\n').at(-1)).toMatch(/^verify: 0\/1 000 events {2}0 % .*\(the live projections moved on; comparing again \(attempt 2\)\)$/);
+    // The second pass's 10 % steps are said again (before, the count could not go back below 100 %).
+    now = 2_100;
+    line.update({ done: 150 });
+    expect(io.err().trim().split('\n').at(-1)).toMatch(/^verify: 150\/1 000 events {2}15 % /);
+  });
+
   it('formats counts and durations', () => {
     expect(formatCount(1234567)).toBe('1 234 567');
     expect(formatDuration(5)).toBe('5 s');

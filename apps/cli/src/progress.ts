@@ -70,11 +70,26 @@ export class ProgressLine {
     if (this.finished) return;
     this.done = Math.max(this.done, update.done);
     if (update.total !== undefined) this.total = Math.max(this.total, update.total);
+    // A new note is a new phase: said at once, not at the next 10 % or 10 s.
+    const noted = update.note !== undefined && update.note !== this.note;
     if (update.note !== undefined) this.note = update.note;
     const at = this.now();
     this.samples.push([at, this.done]);
     while (this.samples.length > 2 && (this.samples[0] as [number, number])[0] < at - 5_000) this.samples.shift();
-    this.render(at, false);
+    this.render(at, noted);
+  }
+
+  /**
+   * Start counting again from 0 under `note` (another pass over the same events: `baton verify`
+   * comparing again): the bar, the rate and the plain lines' 10 % steps start over, and the note
+   * is said at once. The summary still counts from the first start.
+   */
+  restart(note: string): void {
+    if (this.finished) return;
+    this.done = 0;
+    this.samples.length = 0;
+    this.lastPlainDecile = -1;
+    this.update({ done: 0, note });
   }
 
   /** Events per second: over the last few seconds once there are some, else since the start. */
@@ -94,10 +109,11 @@ export class ProgressLine {
     return `${formatCount(this.done)}/${formatCount(total)} events  ${percent} %  ${formatCount(rate)}/s  ${left} left${this.note ? `  (${this.note})` : ''}`;
   }
 
-  private render(at: number, final: boolean): void {
+  /** `now`: draw whatever the redraw interval or the plain lines' steps say (the summary, a new note). */
+  private render(at: number, now: boolean): void {
     const total = Math.max(this.total, this.done);
     if (this.io.stderrIsTTY) {
-      if (!final && at - this.lastDraw < (this.options.redrawMs ?? 100)) return;
+      if (!now && at - this.lastDraw < (this.options.redrawMs ?? 100)) return;
       this.lastDraw = at;
       const width = 24;
       const filled = total === 0 ? width : Math.min(width, Math.round((this.done / total) * width));
@@ -106,7 +122,7 @@ export class ProgressLine {
       return;
     }
     const decile = total === 0 ? 10 : Math.floor((this.done / total) * 10);
-    if (final || decile > this.lastPlainDecile || at - this.lastPlainAt >= (this.options.plainEveryMs ?? 10_000)) {
+    if (now || decile > this.lastPlainDecile || at - this.lastPlainAt >= (this.options.plainEveryMs ?? 10_000)) {
       this.io.stderr.write(`${this.label}: ${this.describe(at)}\n`);
       this.lastPlainDecile = decile;
       this.lastPlainAt = at;

@@ -206,7 +206,7 @@ export async function compareWithStream(
     // Differences, and the live projections applied more events meanwhile: they may be events the
     // fold stopped short of; compare again against where the projections stand now.
     if (!comparisons.some((c) => c.differing > 0 && c.live_moved > 0)) break;
-    options.progress.update({ done: 0, note: `the live projections moved on; comparing again (attempt ${attempt + 1})` });
+    options.progress.restart(`the live projections moved on; comparing again (attempt ${attempt + 1})`);
   }
   // A signal heard after the last comparison still stops the command: it reports no verdict.
   if (options.signal.aborted) throw new RebuildAbortedError(projections.map((p) => p.name));

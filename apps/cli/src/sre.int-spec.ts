@@ -269,7 +269,7 @@ describe('SRE commands (real NATS and Redis)', () => {
     ctx.projections = async () => lossy;
     try {
       const failed = replayCommand.run(['--projection', 'inbox'], ctx);
-      await expect(failed).rejects.toThrow(/rebuilding inbox stopped: Redis lost its data .* nothing was swapped in\. Run baton replay again/);
+      await expect(failed).rejects.toThrow(/rebuilding inbox stopped: Redis lost its data .* it was not swapped in\. Run baton replay again/);
     } finally {
       await ctx.close();
     }
