@@ -189,6 +189,13 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
       cursor = page.body.next_cursor;
     } while (cursor);
     expect(paged).toEqual((await get('/v1/inbox?status=any&limit=500')).body.items!.map((i) => i['id']));
+    // A cursor pages the listing it was returned for: under other filters it is refused, not taken
+    // as a position in a listing it was never part of.
+    const first = await get('/v1/inbox?status=any&limit=1');
+    const next = encodeURIComponent(first.body.next_cursor!);
+    expect((await get(`/v1/inbox?status=any&limit=1&cursor=${next}`)).status).toBe(200);
+    const refiltered = await get(`/v1/inbox?status=open&limit=1&cursor=${next}`);
+    expect({ status: refiltered.status, code: refiltered.body.error?.code }).toEqual({ status: 400, code: 'schema_violation' });
   });
 
   it('bad query parameters and ids answer 400 with a typed code; unknown ids answer 404', async () => {

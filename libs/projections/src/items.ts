@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type Redis from 'ioredis';
 import { InvalidCursorError, ProjectionError } from './errors';
 import { activeKey } from './keys';
@@ -50,30 +51,45 @@ export interface ItemStore<T extends IndexedItem = IndexedItem> {
 const MAX_LIMIT = 500;
 const CURSOR_MEMBER = { newest: /^[0-9a-f]{16}:.+$/s, urgent: /^[0-9a-f]{32}:.+$/s } as const;
 
-/** Encode a sort-set member as an opaque cursor bound to its order and to the item store it pages (`inbox`, `stops`). */
-export function encodeCursor(order: ItemOrder, member: string, store: string): string {
-  return Buffer.from(JSON.stringify({ v: 1, o: order, s: store, k: member }), 'utf8').toString('base64url');
+/** A short digest of a listing's normalised filters (the caller's project scope among them), for its cursors. */
+function filtersMark(filters: string): string {
+  return createHash('sha256').update(filters).digest('base64url').slice(0, 12);
+}
+
+/**
+ * Encode a sort-set member as an opaque cursor bound to its order, to the item store it pages
+ * (`inbox`, `stops`) and, given them, to the listing's normalised filters (JSON).
+ */
+export function encodeCursor(order: ItemOrder, member: string, store: string, filters?: string): string {
+  return Buffer.from(JSON.stringify({ v: 1, o: order, s: store, k: member, ...(filters !== undefined ? { f: filtersMark(filters) } : {}) }), 'utf8').toString(
+    'base64url',
+  );
 }
 
 /**
  * Decode a cursor made by {@link encodeCursor} for `order` and `store`; throws
  * {@link InvalidCursorError} otherwise — a cursor of one listing given to another would page it
- * from a position that means nothing there. A cursor made before cursors named their store (no
- * `s`) is still taken, so a client paging across an upgrade is not refused.
+ * from a position that means nothing there. So is one made under other filters (`filters`: another
+ * status, kind, project — a token scoped to other projects lists under other project filters): its
+ * next page would skip or repeat items of this listing. A cursor made before cursors named their
+ * store or filters (no `s`, no `f`) is still taken, so a client paging across an upgrade is not refused.
  */
-export function decodeCursor(order: ItemOrder, cursor: string, store: string): string {
+export function decodeCursor(order: ItemOrder, cursor: string, store: string, filters?: string): string {
   let parsed: unknown;
   try {
     parsed = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
   } catch {
     throw new InvalidCursorError('cursor is not a cursor returned by this API');
   }
-  const body = parsed as { v?: unknown; o?: unknown; s?: unknown; k?: unknown } | null;
+  const body = parsed as { v?: unknown; o?: unknown; s?: unknown; k?: unknown; f?: unknown } | null;
   if (!body || body.v !== 1 || typeof body.k !== 'string' || !CURSOR_MEMBER[order].test(body.k)) {
     throw new InvalidCursorError('cursor is not a cursor returned by this API');
   }
   if (body.s !== undefined && body.s !== store) throw new InvalidCursorError(`cursor was made for the ${String(body.s)} listing, not ${store}`);
   if (body.o !== order) throw new InvalidCursorError(`cursor was made for order "${String(body.o)}", not "${order}"`);
+  if (filters !== undefined && body.f !== undefined && body.f !== filtersMark(filters)) {
+    throw new InvalidCursorError('cursor was made for a listing with other filters; page with the filters it was returned for, or start again without a cursor');
+  }
   return body.k;
 }
 
@@ -103,19 +119,20 @@ export function createItemStore<T extends IndexedItem>(redis: Redis, base: strin
       if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIMIT) {
         throw new ProjectionError(`limit must be an integer between 1 and ${MAX_LIMIT}`);
       }
-      const after = query.cursor ? decodeCursor(order, query.cursor, store) : '';
       const filters = normaliseFilters(query.filters);
+      const filtersJson = JSON.stringify(filters);
+      const after = query.cursor ? decodeCursor(order, query.cursor, store, filtersJson) : '';
       if (filters === null) return { items: [], nextCursor: null };
       const budget = query.scanBudget ?? Math.max(2_000, 20 * limit);
       if (!Number.isInteger(budget) || budget < 1) throw new ProjectionError('scanBudget must be a positive integer');
-      const reply = (await queryScript.run(redis, [pointer], [base, store, order, 'query', after, limit, JSON.stringify(filters), budget])) as [
+      const reply = (await queryScript.run(redis, [pointer], [base, store, order, 'query', after, limit, filtersJson, budget])) as [
         string,
         ...string[][],
       ];
       const [next, ...docs] = reply;
       return {
         items: docs.map((flat) => decodeItemFields<T>(flat)),
-        nextCursor: next ? encodeCursor(order, next, store) : null,
+        nextCursor: next ? encodeCursor(order, next, store, filtersJson) : null,
       };
     },
     async count(filters) {

@@ -99,6 +99,17 @@ describe('projection ops', () => {
     // A cursor made before cursors named their listing still pages.
     const older = Buffer.from(JSON.stringify({ v: 1, o: 'newest', k: member }), 'utf8').toString('base64url');
     expect(decodeCursor('newest', older, 'stops')).toBe(member);
+    expect(decodeCursor('newest', older, 'stops', '[["status",["open"]]]')).toBe(member);
+  });
+
+  it('a cursor made under some filters pages only the listing with those filters (another status, kind or project scope is refused)', () => {
+    const member = `${'b'.repeat(16)}:item-2`;
+    const open = '[["project",["alpha"]],["status",["open"]]]';
+    const cursor = encodeCursor('newest', member, 'inbox', open);
+    expect(decodeCursor('newest', cursor, 'inbox', open)).toBe(member);
+    expect(() => decodeCursor('newest', cursor, 'inbox', '[["project",["alpha"]],["status",["closed"]]]')).toThrow(/other filters/);
+    expect(() => decodeCursor('newest', cursor, 'inbox', '[["project",["beta"]],["status",["open"]]]')).toThrow(InvalidCursorError);
+    expect(() => decodeCursor('newest', cursor, 'inbox', '[]')).toThrow(/other filters/);
   });
 
   it('prefixes and names may not hold glob characters or empty segments', () => {
