@@ -90,6 +90,33 @@ export const ProjectControlRecordSchema = z.strictObject({
 });
 export type ProjectControlRecord = z.infer<typeof ProjectControlRecordSchema>;
 
+/** What a project's published definition holds, in short (the newest `definition.published`). */
+export const ProjectDefinitionSummarySchema = z.strictObject({
+  published_at: IsoTimeSchema,
+  published_by: z.string().min(1).max(200),
+  /** How many definitions were published (the newest is in force). */
+  publishes: z.number().int().min(1),
+  lead: z.string().min(1).max(Limits.maxIdLength).nullable(),
+  agents: z.array(z.string().min(1).max(Limits.maxIdLength)),
+  /** Workflow names, each once (a workflow may have several versions). */
+  workflows: z.array(z.string().min(1).max(Limits.maxIdLength)),
+  meshes: z.array(z.string().min(1).max(Limits.maxIdLength)),
+  accepts_handoffs_from: z.array(z.string().min(1).max(Limits.maxIdLength)),
+});
+export type ProjectDefinitionSummary = z.infer<typeof ProjectDefinitionSummarySchema>;
+
+/**
+ * A project as Baton holds it, read from its definition and control aggregates: the definition in
+ * force (null when none was published) and the kill switch (`active` when never paused, version 0).
+ * `GET /v1/projects/{project}` and `baton project --json` answer it.
+ */
+export const ProjectSummarySchema = z.strictObject({
+  project: ProjectIdSchema,
+  definition: ProjectDefinitionSummarySchema.nullable(),
+  control: ProjectControlRecordSchema,
+});
+export type ProjectSummary = z.infer<typeof ProjectSummarySchema>;
+
 /** The reply to `pause` / `resume`. `events` is 0 when the request was already applied. */
 export const ProjectControlReplySchema = z.discriminatedUnion('ok', [
   z.strictObject({

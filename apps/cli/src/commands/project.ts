@@ -1,5 +1,5 @@
-import { ProjectControlId, ProjectIdSchema, type ProjectControlEvent, type ProjectControlRecord, type ProjectDefinition } from '@baton/contracts';
-import { projectControlDecider, toProjectControlRecord } from '@baton/domain';
+import { ProjectControlId, ProjectIdSchema, type ProjectSummary } from '@baton/contracts';
+import { isUnknownProject, projectSummaryOf } from '@baton/domain';
 import type { Command } from '../command';
 import { parseCommandArgs } from '../command';
 import type { CliContext } from '../context';
@@ -7,55 +7,13 @@ import { CliError, CliErrorCode, ExitCode, UsageError } from '../errors';
 import { printJson, renderFields } from '../output';
 import { readHistory } from '../timeline';
 
-/** What `baton project --json` prints: the project's published definition and its kill switch. */
-export interface ProjectSummary {
-  project: string;
-  /** The definition in force (its last `definition.published`), or null when none was published. */
-  definition: {
-    published_at: string;
-    published_by: string;
-    /** How many definitions were published (the newest is in force). */
-    publishes: number;
-    lead: string | null;
-    agents: string[];
-    workflows: string[];
-    meshes: string[];
-    accepts_handoffs_from: string[];
-  } | null;
-  /** The kill switch, folded from the project's control aggregate (`active` when never paused). */
-  control: ProjectControlRecord;
-}
-
-/** Read a project's definition and kill-switch state straight from the events stream. */
+/** Read a project's definition and kill-switch state straight from the events stream (`ProjectSummarySchema`). */
 export async function readProjectSummary(ctx: CliContext, project: string): Promise<ProjectSummary> {
   const [definitions, control] = await Promise.all([
     readHistory(ctx, 'definition', 'current', project),
     readHistory(ctx, 'project', ProjectControlId, project),
   ]);
-  const published = (definitions?.events ?? []).filter((event) => event.type === 'definition.published');
-  const last = published.at(-1);
-  const body = last?.payload as { definition: ProjectDefinition; published_by: string; published_at: string } | undefined;
-  const state = (control?.events ?? []).reduce(
-    (current, stored) => projectControlDecider.evolve(current, { type: stored.type, data: stored.payload } as ProjectControlEvent),
-    projectControlDecider.initialState(),
-  );
-  return {
-    project,
-    definition:
-      body === undefined
-        ? null
-        : {
-            published_at: body.published_at,
-            published_by: body.published_by,
-            publishes: published.length,
-            lead: body.definition.lead ?? null,
-            agents: body.definition.agents.map((agent) => agent.name),
-            workflows: [...new Set((body.definition.workflows ?? []).map((workflow) => workflow.name))],
-            meshes: (body.definition.meshes ?? []).map((mesh) => mesh.name),
-            accepts_handoffs_from: body.definition.accepts_handoffs_from ?? [],
-          },
-    control: toProjectControlRecord(project, state),
-  };
+  return projectSummaryOf(project, definitions?.events ?? [], control?.events ?? []);
 }
 
 export const projectCommand: Command = {
@@ -77,7 +35,7 @@ A project with neither is unknown to Baton: refused not_found (exit 1), as a mis
     const project = args.positionals[0] as string;
     if (!ProjectIdSchema.safeParse(project).success) throw new UsageError(`"${project}" is not a project key (lowercase letters, digits, _ and -)`);
     const summary = await readProjectSummary(ctx, project);
-    if (summary.definition === null && summary.control.version === 0) {
+    if (isUnknownProject(summary)) {
       throw new CliError(`project ${project} is unknown: no definition was published and it was never paused`, {
         code: CliErrorCode.notFound,
         details: { project },

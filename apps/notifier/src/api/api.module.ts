@@ -14,6 +14,7 @@ import { MeshReader } from './mesh-reader';
 import { AnswerOutcomes } from './answer-outcomes';
 import { OperatorActions } from './operator-actions';
 import { ProjectionsController } from './projections.controller';
+import { ProjectControls } from './project-controls';
 
 /** The operator HTTP API (`/v1/...`, token-authenticated; `/openapi.json`, `/docs`). */
 @Module({
@@ -28,7 +29,7 @@ import { ProjectionsController } from './projections.controller';
     DocsController,
     ProjectionsController,
   ],
-  providers: [OperatorActions, AnswerOutcomes, MeshReader],
+  providers: [OperatorActions, AnswerOutcomes, MeshReader, ProjectControls],
   exports: [OperatorActions, AnswerOutcomes, MeshReader],
 })
 export class ApiModule {}

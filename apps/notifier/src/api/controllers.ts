@@ -11,9 +11,12 @@ import { ApiExceptionFilter, NoQuery, notFound, parseOr400 } from './http';
 import { MeshReader } from './mesh-reader';
 import { buildOpenApiDocument, docsPage } from './openapi';
 import { OperatorActions, type AnswerReply, type RecordTarget } from './operator-actions';
+import { ProjectControls } from './project-controls';
 import { resolveProject } from './resolve';
 import {
   HandbackDecisionBodySchema,
+  PauseBodySchema,
+  ResumeBodySchema,
   HoldAnswerBodySchema,
   IdParamSchema,
   InboxQuerySchema,
@@ -252,8 +255,32 @@ export class ProjectRecordsController {
     @Inject(BATON_VIEWS) views: BatonViews,
     private readonly actions: OperatorActions,
     private readonly meshes: MeshReader,
+    private readonly projects: ProjectControls,
   ) {
     this.reads = new RecordReads(views);
+  }
+
+  /** `GET /v1/projects/:project`: the project's published definition in short and its kill switch (active, or paused: by whom, since when, why). */
+  @NoQuery()
+  @Get()
+  project(@Param('project') project: string, @Caller() caller: Principal) {
+    return this.projects.summary(caller, parseOr400(ProjectParamSchema, project));
+  }
+
+  /** `POST /v1/projects/:project/pause` (admin): the kill switch — no handoff of the project is offered or claimed until it is resumed. */
+  @NoQuery()
+  @Post('pause')
+  @HttpCode(200)
+  pause(@Param('project') project: string, @Body() body: unknown, @Caller() caller: Principal) {
+    return this.projects.control(caller, parseOr400(ProjectParamSchema, project), 'pause', parseOr400(PauseBodySchema, body));
+  }
+
+  /** `POST /v1/projects/:project/resume` (admin): dispatch again; every pending handoff is offered again. */
+  @NoQuery()
+  @Post('resume')
+  @HttpCode(200)
+  resume(@Param('project') project: string, @Body() body: unknown, @Caller() caller: Principal) {
+    return this.projects.control(caller, parseOr400(ProjectParamSchema, project), 'resume', parseOr400(ResumeBodySchema, body));
   }
 
   /**

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { allowingUnlistedProperties } from '@baton/contracts';
+import { allowingUnlistedProperties, ProjectSummarySchema } from '@baton/contracts';
 import {
   AnswerAcceptedSchema,
   AnswerStatusSchema,
@@ -8,6 +8,9 @@ import {
   HandbackDecisionBodySchema,
   HandoffViewSchema,
   HoldAnswerBodySchema,
+  PauseBodySchema,
+  ProjectControlResponseSchema,
+  ResumeBodySchema,
   InboxPageSchema,
   EventStreamQuerySchema,
   InboxQuerySchema,
@@ -257,6 +260,37 @@ export function buildOpenApiDocument(): object {
       '503': error('no ledger answered'),
     },
   };
+  const controlProject = (name: 'pause' | 'resume') => ({
+    operationId: name === 'pause' ? 'pauseProject' : 'resumeProject',
+    summary:
+      name === 'pause'
+        ? 'The kill switch: pause the project — no handoff of it is offered or claimed until it is resumed (admin)'
+        : 'Resume a paused project: claims are taken again and every pending handoff is offered again (admin)',
+    description:
+      "Relayed to the ledger as the token's admin (`<prefix>.cmd.ledger.<project>.op.notifier." +
+      name +
+      "`), which decides at once: 200 with the project's kill switch after it and `events` (0 when the same `idempotency_key` and body were applied before: a retry changes nothing). Runs still start, route and record while a project is paused; nothing is lost." +
+      (name === 'pause' ? ' A project with no published definition is refused `project_unknown` unless `force` is true.' : ''),
+    parameters: [projectParam],
+    requestBody: body(name === 'pause' ? PauseBodySchema : ResumeBodySchema),
+    responses: {
+      '200': json(ProjectControlResponseSchema, "the project's kill switch after the request"),
+      '400': bad,
+      '403': error('`role_forbidden` (the kill switch needs an admin token)'),
+      '404': error(
+        name === 'pause'
+          ? '`not_found` (a project the token may not see); `project_unknown` (no published definition and no `force`; `error.details.project`)'
+          : '`not_found` (a project the token may not see)',
+      ),
+      '409': error(
+        name === 'pause'
+          ? '`project_already_paused`; `idempotency_key_reused` (the key was used with another body)'
+          : '`project_not_paused`; `idempotency_key_reused` (the key was used with another body)',
+      ),
+      '415': unreadable,
+      '503': error('no ledger answered'),
+    },
+  });
   const document = {
     openapi: '3.1.0',
     info: {
@@ -286,6 +320,18 @@ export function buildOpenApiDocument(): object {
           responses: { '200': json(StopsPageSchema, 'one page of stop packets'), '400': bad, '403': forbiddenProject },
         },
       },
+      '/v1/projects/{project}': {
+        get: {
+          operationId: 'getProject',
+          summary: "A project's published definition in short and its kill switch (active, or paused: by whom, since when, why)",
+          description:
+            "Read from the project's definition and control aggregates in the events stream. 404 `not_found` for a project the token may not see, and for one Baton holds nothing of (no definition published, never paused).",
+          parameters: [projectParam],
+          responses: { '200': json(ProjectSummarySchema, 'the project'), '400': bad, '404': missing },
+        },
+      },
+      '/v1/projects/{project}/pause': { post: controlProject('pause') },
+      '/v1/projects/{project}/resume': { post: controlProject('resume') },
       '/v1/projects/{project}/stops/{id}': { get: scoped(getStop) },
       '/v1/projects/{project}/stops/{id}/answer': { post: scoped(answerStop) },
       '/v1/projects/{project}/runs/{id}': { get: scoped(getRun) },

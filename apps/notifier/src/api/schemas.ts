@@ -9,6 +9,7 @@ import {
   IsoTimeSchema,
   Limits,
   OperatorAnswerActionSchema,
+  ProjectControlRecordSchema,
   ProjectIdSchema,
   ResumeEffectSchema,
   RouteCauseSchema,
@@ -164,6 +165,28 @@ export const HandbackDecisionBodySchema = z
 
 // ---------------------------------------------------------------------------------------------
 // Response shapes (documentation: the OpenAPI document is built from them)
+
+/**
+ * `POST /v1/projects/{project}/pause` (admin): the project's kill switch, relayed to the ledger as
+ * the token's admin. `force` pauses a project with no published definition (else `project_unknown`).
+ */
+export const PauseBodySchema = z.strictObject({
+  reason: ShortTextSchema.trim().min(1, 'a pause says why'),
+  idempotency_key: z.string().min(1).max(200).optional().describe('a retry with the same key and body changes nothing; generated when absent'),
+  force: z.boolean().optional().describe('pause even though the project has no published definition'),
+});
+
+/** `POST /v1/projects/{project}/resume` (admin): dispatch again; every pending handoff is offered again. */
+export const ResumeBodySchema = z.strictObject({
+  reason: ShortTextSchema.optional(),
+  idempotency_key: z.string().min(1).max(200).optional().describe('a retry with the same key and body changes nothing; generated when absent'),
+});
+
+/** The answer to a pause or resume: the project's kill switch after it, and how many events this request stored (0: a retry). */
+export const ProjectControlResponseSchema = z.object({
+  project: ProjectControlRecordSchema,
+  events: z.number().int().min(0),
+});
 
 export const ErrorBodySchema = z.object({
   error: z.object({

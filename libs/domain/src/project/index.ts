@@ -11,3 +11,4 @@ export {
   type ProjectControlState,
   type ResumeProject,
 } from './project-control';
+export { isUnknownProject, projectSummaryOf, type SummarizedEvent } from './summary';
