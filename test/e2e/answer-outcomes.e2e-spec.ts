@@ -269,6 +269,37 @@ describe('operator answers say what happened (router + notifier in process, real
     expect(((await get(`/v1/projects/${PROJECT}/runs/${run}`, olga)).body['run'] as { status: string }).status).toBe('held');
   });
 
+  it('a hold answer the router refused: the same answer again is that refusal again; the same id with another action or target is 409 answer_id_reused', async () => {
+    const run = 'wr-hold-refused';
+    await runUntil(run, { body: 'no sentinel: the run holds' }, 'run.held');
+    await waitFor(
+      async () =>
+        ((await get(`/v1/projects/${PROJECT}/runs/${run}`, olga)).body['run'] as { status?: string } | undefined)?.status === 'held' ? true : undefined,
+      'the hold projected',
+      {
+        timeoutMs: 15_000,
+      },
+    );
+    const path = `/v1/projects/${PROJECT}/runs/${run}/answer`;
+    const refused = await post(path, olga, { answer_id: 'ans-hr-1', action: 'reroute', target: 'nobody' });
+    expect(refused).toMatchObject({ status: 409, body: { error: { code: 'resume_target_unknown', details: { outcome: 'refused' } } } });
+    // The very answer again: its refusal again.
+    expect(await post(path, olga, { answer_id: 'ans-hr-1', action: 'reroute', target: 'nobody' })).toMatchObject({
+      status: 409,
+      body: { error: { code: 'resume_target_unknown', details: { outcome: 'refused' } } },
+    });
+    // Another answer under the spent id is not told the first one's refusal.
+    for (const other of [{ action: 'terminate' }, { action: 'reroute', target: 'nobody2' }]) {
+      expect(await post(path, olga, { answer_id: 'ans-hr-1', ...other })).toMatchObject({
+        status: 409,
+        body: { error: { code: 'answer_id_reused', details: { answer_id: 'ans-hr-1', used_for: { workflow_run_id: run } } } },
+      });
+    }
+    // Nothing was answered: the run is still held, and a new id answers it.
+    expect((await runEvents(run)).filter((e) => e.type === 'run.resumed')).toHaveLength(0);
+    expect(await post(path, olga, { answer_id: 'ans-hr-2', action: 'terminate' })).toMatchObject({ status: 200, body: { outcome: 'applied' } });
+  });
+
   it("the same for a stop packet: an id that answered the run's earlier packet, past the window, is 409 answer_id_reused on its next packet", async () => {
     const run = 'wr-reuse-stop';
     const first = await stoppedRun(run);

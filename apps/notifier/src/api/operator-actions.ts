@@ -72,6 +72,9 @@ export interface RecordTarget {
  * may not see answers 404 (as if it did not exist); a viewer's answer is refused 403
  * `role_forbidden` before anything is published.
  */
+/** {@link OperatorActions.earlierUse}: the answer id was refused before; send the answer again as it is. */
+const RESEND = Symbol('resend');
+
 @Injectable()
 export class OperatorActions {
   private readonly js: JetStreamClient;
@@ -144,6 +147,7 @@ export class OperatorActions {
         mesh !== null ? { project: packet.project, kind: 'mesh', id: mesh } : { project: packet.project, kind: 'run', id: packet.workflow_run_id };
       const subject = mesh !== null ? Subjects.meshAnswer(this.prefix, packet.project) : Subjects.operatorAnswer(this.prefix, packet.project);
       const earlier = await this.earlierUse(aggregate, subject, answer as unknown as Record<string, unknown>);
+      if (earlier === RESEND) return this.sendStopAnswer(packet, mesh, caller, answer);
       if (earlier !== null) return earlier;
     }
     const decided = decideResume(packet, answer, { now, actorRole: caller.role });
@@ -186,6 +190,15 @@ export class OperatorActions {
         Subjects.operatorAnswer(this.prefix, project),
         answerOf(answerId, now) as unknown as Record<string, unknown>,
       );
+      if (earlier === RESEND)
+        return this.settle(
+          await this.publish({
+            workflow_run_id: workflowRunId,
+            project,
+            actor_role: caller.role,
+            answer: { kind: 'hold_answer', answer: answerOf(answerId, now) },
+          }),
+        );
       if (earlier !== null) return earlier;
     }
     if (view.run.status !== 'held') {
@@ -206,10 +219,13 @@ export class OperatorActions {
    * it would be reported as the earlier one's outcome while nothing happened. Null when the id
    * decided nothing here. Applied: the recorded answer must be this one (everything but
    * `answered_at`: the same packet or hold, action, fields and operator) — its outcome again,
-   * `duplicate: true` — else 409 `answer_id_reused`. Refused: the router's refusal again (a
-   * refusal records no answer to compare; the id is spent either way).
+   * `duplicate: true` — else 409 `answer_id_reused`. Refused: a refusal records no answer to
+   * compare, so the answer is sent again as it is ({@link RESEND}): within the stream's duplicate
+   * window the stream compares it with the message first sent under the id (the same answer: the
+   * refusal again; another one: 409 `answer_id_reused`), past it the router, which takes nothing
+   * under an id it has decided, leaves the refusal as the outcome.
    */
-  private async earlierUse(aggregate: AnswerAggregate, subject: string, answer: Record<string, unknown>): Promise<AnswerReply | null> {
+  private async earlierUse(aggregate: AnswerAggregate, subject: string, answer: Record<string, unknown>): Promise<AnswerReply | typeof RESEND | null> {
     const answerId = String(answer['answer_id']);
     const checked = await this.outcomes.checkWithEvent(aggregate, answerId);
     if (checked === null || checked.deciding === null) return null;
@@ -218,8 +234,9 @@ export class OperatorActions {
       if (recorded === null || !sameAnswer(recorded, answer)) {
         throw answerIdReused(answerId, aggregate.project, aggregate.kind === 'mesh' ? { mesh_run_id: aggregate.id } : { workflow_run_id: aggregate.id });
       }
+      return this.settle({ answerId, aggregate, subject, duplicate: true }, checked.outcome);
     }
-    return this.settle({ answerId, aggregate, subject, duplicate: true }, checked.outcome);
+    return RESEND;
   }
 
   /**
