@@ -276,6 +276,20 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
     expect((await get('/v1/stops?until=2026-01-01T09:04:30Z')).body.items!.map((r) => (r['stop'] as { packet_id: string }).packet_id)).toEqual([
       'stop-r-wr-a:res-a1',
     ]);
+    // The window is sought, not walked: a window before every packet is one empty last page, a
+    // narrow one pages its packets only (each page holds one, the last has no cursor).
+    expect((await get('/v1/stops?until=2020-01-01T00:00:00Z&limit=1')).body).toEqual({ items: [], next_cursor: null });
+    const windowed: string[] = [];
+    let cursor: string | null | undefined = null;
+    do {
+      const page: Awaited<ReturnType<typeof get>> = await get(
+        `/v1/stops?since=2026-01-01T09:04:30Z&limit=1${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`,
+      );
+      expect(page.body.items).toHaveLength(1);
+      windowed.push(((page.body.items![0] as Record<string, unknown>)['stop'] as { packet_id: string }).packet_id);
+      cursor = page.body.next_cursor;
+    } while (cursor);
+    expect(windowed).toEqual(['stop-r-wr-d:res-d1', 'stop-r-wr-c:res-c1']);
   });
 
   it('GET /v1/handoffs/:id and /v1/runs/:id return the view and its event timeline', async () => {
@@ -460,6 +474,9 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
         '/v1/stops',
         '/v1/stops/{id}',
         '/v1/stops/{id}/answer',
+        '/v1/projects/{project}',
+        '/v1/projects/{project}/pause',
+        '/v1/projects/{project}/resume',
         '/v1/projects/{project}/runs/{id}',
         '/v1/projects/{project}/runs/{id}/answer',
         '/v1/projects/{project}/runs/{id}/answers/{answer_id}',

@@ -82,6 +82,43 @@ describe('indexed item store (real Redis)', () => {
     return out;
   }
 
+  it('a time window (newest order) seeks: its pages hold exactly the items in the window, both ends included, with no empty page before them, whatever the filters', async () => {
+    const all = Array.from({ length: 90 }, (_, i) => makeItem(i));
+    await run(...all.map((item) => Op.itemUpsert('inbox', item)));
+    const t = (k: number) => 1_700_000_000_000 + k * 1000;
+    const windows = [
+      { since: t(5), until: t(10) },
+      { until: t(3) },
+      { since: t(27) },
+      { since: t(12), until: t(12) },
+      { since: t(40), until: t(50) },
+      { since: t(11), until: t(10) },
+    ];
+    for (const window of windows) {
+      for (const filters of [{}, { project: 'alpha' }, { kind: ['stop', 'hold'], status: 'open' }] as ItemFilters[]) {
+        const expected = all
+          .filter(
+            (item) =>
+              matches(item, filters) && (window.since === undefined || item.at >= window.since) && (window.until === undefined || item.at <= window.until),
+          )
+          .sort(compare('newest'));
+        const got: InboxItem[] = [];
+        let cursor: string | null = null;
+        let pages = 0;
+        do {
+          const page: { items: InboxItem[]; nextCursor: string | null } = await items.query({ filters, order: 'newest', limit: 1, cursor, window });
+          pages++;
+          got.push(...page.items);
+          cursor = page.nextCursor;
+        } while (cursor);
+        expect({ window, filters, ids: got.map((i) => i.id) }).toEqual({ window, filters, ids: expected.map((i) => i.id) });
+        // One page per item (limit 1), the last with no cursor: nothing is spent on what lies outside the window.
+        expect({ window, filters, pages }).toEqual({ window, filters, pages: Math.max(1, expected.length) });
+      }
+    }
+    await expect(items.query({ order: 'urgent', window: { since: t(1) } })).rejects.toThrow(/newest order only/);
+  });
+
   it('query filters by each indexed field, by combinations and by lists of values, and count matches', async () => {
     const all = Array.from({ length: 90 }, (_, i) => makeItem(i));
     await run(...all.map((item) => Op.itemUpsert('inbox', item)));

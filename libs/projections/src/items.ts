@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type Redis from 'ioredis';
 import { InvalidCursorError, ProjectionError } from './errors';
+import { hexdesc } from './image';
 import { activeKey } from './keys';
 import { decodeItemFields, INDEXED_FIELDS, ItemOrder, type IndexedField, type IndexedItem } from './ops';
 import { queryScript } from './scripts';
@@ -23,6 +24,12 @@ export interface ItemQuery {
    * so a page's cost is bounded whatever the history holds.
    */
   scanBudget?: number;
+  /**
+   * `newest` order only: the items whose time (`at`, epoch ms) lies in this window, both ends
+   * included. The page starts at `until` and ends at `since` inside Redis, so a window far back in
+   * a long history costs no more than the window itself (pages are not spent walking what is newer).
+   */
+  window?: { since?: number; until?: number };
 }
 
 export interface ItemPage<T> {
@@ -121,11 +128,23 @@ export function createItemStore<T extends IndexedItem>(redis: Redis, base: strin
       }
       const filters = normaliseFilters(query.filters);
       const filtersJson = JSON.stringify(filters);
-      const after = query.cursor ? decodeCursor(order, query.cursor, store, filtersJson) : '';
+      let after = query.cursor ? decodeCursor(order, query.cursor, store, filtersJson) : '';
       if (filters === null) return { items: [], nextCursor: null };
+      // A time window seeks: members are `<hexdesc(at)>:<id>`, newest first, so everything newer than
+      // `until` sorts before `hexdesc(until)` and everything older than `since` after `hexdesc(since);`.
+      let upTo = '+';
+      const window = query.window;
+      if (window !== undefined && (window.since !== undefined || window.until !== undefined)) {
+        if (order !== ItemOrder.newest) throw new ProjectionError('a time window pages the newest order only');
+        if (window.until !== undefined) {
+          const seek = hexdesc(window.until);
+          if (after < seek) after = seek;
+        }
+        if (window.since !== undefined) upTo = `(${hexdesc(window.since)};`;
+      }
       const budget = query.scanBudget ?? Math.max(2_000, 20 * limit);
       if (!Number.isInteger(budget) || budget < 1) throw new ProjectionError('scanBudget must be a positive integer');
-      const reply = (await queryScript.run(redis, [pointer], [base, store, order, 'query', after, limit, filtersJson, budget])) as [
+      const reply = (await queryScript.run(redis, [pointer], [base, store, order, 'query', after, limit, filtersJson, budget, upTo])) as [
         string,
         ...string[][],
       ];

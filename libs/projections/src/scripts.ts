@@ -358,8 +358,10 @@ if mode == 'query' then
   local from = '-'
   if ARGV[5] ~= '' then from = '(' .. ARGV[5] end
   local buffers, at, done = {}, {}, {}
+  -- The upper end of the walk (a time window's oldest member), '+' for none.
+  local upTo = ARGV[9] or '+'
   local function fill(k, after)
-    buffers[k] = redis.call('ZRANGEBYLEX', keys[k], after, '+', 'LIMIT', 0, batch)
+    buffers[k] = redis.call('ZRANGEBYLEX', keys[k], after, upTo, 'LIMIT', 0, batch)
     at[k] = 1
     done[k] = #buffers[k] < batch
   end

@@ -125,8 +125,8 @@ export class StopsController {
   ) {}
 
   /**
-   * `GET /v1/stops`: stop packets, newest first, by why, run, agent, status, project and time.
-   * With `since` / `until` a page may hold fewer than `limit` packets; follow `next_cursor`.
+   * `GET /v1/stops`: stop packets, newest first, by why, run, agent, status, project and time
+   * (`since` / `until`: the page starts at `until` and the listing ends at `since`).
    */
   @Get()
   async list(@Query() query: unknown, @Caller() caller: Principal) {
@@ -138,9 +138,11 @@ export class StopsController {
       ...(q.agent ? { agent: q.agent } : {}),
       ...(q.status !== undefined && q.status !== 'any' ? { status: q.status } : {}),
     };
-    const page = await this.views.stops({ filters, ...(q.run ? { run: q.run } : {}), limit: q.limit, cursor: q.cursor ?? null });
     const since = q.since ? isoMs(q.since) : null;
     const until = q.until ? isoMs(q.until) : null;
+    // The window is sought inside Redis (pages start at `until`, end at `since`); a run's few packets are filtered here.
+    const window = since !== null || until !== null ? { ...(since !== null ? { since } : {}), ...(until !== null ? { until } : {}) } : undefined;
+    const page = await this.views.stops({ filters, ...(q.run ? { run: q.run } : {}), limit: q.limit, cursor: q.cursor ?? null, ...(window ? { window } : {}) });
     const inWindow = (created: string) => (since === null || isoMs(created) >= since) && (until === null || isoMs(created) <= until);
     const items = page.items.filter((r) => inWindow(r.stop.created_at));
     const last = page.items[page.items.length - 1];

@@ -376,6 +376,7 @@ export function buildOpenApiDocument(): object {
               ProjectionsResponseSchema,
               '`{ stream: { name, last_seq, messages } | null, rebuilding, projections: [...] }`; for a token scoped to some projects `{ counters: "hidden", rebuilding, projections: [...] }`',
             ),
+            '400': error('`schema_violation`: the route takes no query parameters'),
             '401': error('`unauthenticated`'),
           },
         },

@@ -27,6 +27,8 @@ export interface StopQuery {
   run?: string;
   limit?: number;
   cursor?: string | null;
+  /** Only packets created in this window (epoch ms, both ends included). */
+  window?: { since?: number; until?: number };
 }
 
 /** A stop packet with its answer and what the answer did, as the API shows it. */
@@ -113,7 +115,13 @@ export function createBatonViews(store: ProjectionStore): BatonViews {
     inboxItem: (id) => inboxItems.get(id),
     async stops(query = {}) {
       if (query.run === undefined) {
-        const page = await stopItems.query({ filters: query.filters, order: 'newest', limit: query.limit, cursor: query.cursor });
+        const page = await stopItems.query({
+          filters: query.filters,
+          order: 'newest',
+          limit: query.limit,
+          cursor: query.cursor,
+          ...(query.window ? { window: query.window } : {}),
+        });
         return { items: page.items.map(toRecord), nextCursor: page.nextCursor };
       }
       // A run has a handful of packets: read them all, filter and page in memory (newest first).
