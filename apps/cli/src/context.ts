@@ -45,8 +45,10 @@ export interface CliContext {
   /** The event store (read-only use: timelines, replays). */
   eventStore(): Promise<JetStreamEventStore>;
   registry(): EventRegistry;
-  /** The operator's name for answers and decisions. */
+  /** The operator's name for answers and decisions (`BATON_OPERATOR`, else `$USER`, else `operator`). */
   operator(): string;
+  /** The person `BATON_OPERATOR` or `$USER` names, or undefined when neither names anyone. */
+  namedOperator(): string | undefined;
   /** `fetch` for the operator API (tests may replace it). */
   fetch: typeof fetch;
   close(): Promise<void>;
@@ -185,8 +187,11 @@ export function createCliContext(options: CliContextOptions): CliContext {
       return registry;
     },
     operator() {
-      // An empty BATON_OPERATOR or USER names nobody: the next one, else `operator`.
-      return [ctx.config().BATON_OPERATOR, env['USER']].find((name) => name !== undefined && name.trim() !== '') ?? 'operator';
+      return ctx.namedOperator() ?? 'operator';
+    },
+    namedOperator() {
+      // An empty BATON_OPERATOR or USER names nobody: the next one.
+      return [ctx.config().BATON_OPERATOR, env['USER']].find((name) => name !== undefined && name.trim() !== '');
     },
     async close() {
       for (const close of owned.splice(0).reverse()) await within(CLOSE_WAIT_MS, close());

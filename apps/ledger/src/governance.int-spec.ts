@@ -147,6 +147,11 @@ describe('ledger governance (real NATS): kill switch, rate cap, cross-project, d
     // Forced: paused before the project is set up, and its claims are refused like any paused project's.
     const forced = await control(typo, 'pause', { actor: 'ops', actor_role: 'admin', reason: 'not yet', idempotency_key: 'p-typo', force: true });
     expect(forced).toMatchObject({ ok: true, events: 1, project: { status: 'paused', reason: 'not yet' } });
+    // Paused already: the answer is that, not a hint to force what force would not change.
+    expect(await control(typo, 'pause', { actor: 'ops', actor_role: 'admin', reason: 'again', idempotency_key: 'p-typo-2' })).toMatchObject({
+      ok: false,
+      error: { code: 'project_already_paused' },
+    });
     expect(await control(typo, 'resume', { actor: 'ops', actor_role: 'admin', idempotency_key: 'r-typo' })).toMatchObject({ ok: true, project: { status: 'active' } });
     // A project with a definition needs no force.
     expect(await control(SRC, 'pause', { actor: 'ops', actor_role: 'admin', reason: 'drill', idempotency_key: 'p-src' })).toMatchObject({ ok: true });

@@ -93,6 +93,7 @@ export type ProjectControlRecord = z.infer<typeof ProjectControlRecordSchema>;
 /** What a project's published definition holds, in short (the newest `definition.published`). */
 export const ProjectDefinitionSummarySchema = z.strictObject({
   published_at: IsoTimeSchema,
+  /** The service that recorded the publish (the router): `publish_definition` carries no person. */
   published_by: z.string().min(1).max(200),
   /** How many definitions were published (the newest is in force). */
   publishes: z.number().int().min(1),

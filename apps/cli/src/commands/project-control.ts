@@ -23,8 +23,10 @@ export async function runProjectControl(name: 'pause' | 'resume', help: string, 
   if (!ProjectIdSchema.safeParse(project).success) throw new UsageError(`"${project}" is not a project key`);
   const reason = str(args, 'reason');
   if (name === 'pause' && !reason) throw new UsageError('--reason is required: a pause says why');
+  // Nobody named: the admin connection speaks for itself (the ledger records `admin`).
+  const named = ctx.namedOperator();
   const body = {
-    actor: ctx.operator(),
+    ...(named !== undefined ? { actor: named } : {}),
     idempotency_key: str(args, 'key') ?? `${name}-${Date.now()}`,
     ...(reason ? { reason } : {}),
     ...(args.values['force'] === true ? { force: true } : {}),
@@ -49,8 +51,17 @@ export async function runProjectControl(name: 'pause' | 'resume', help: string, 
   }
   if (args.values['json'] !== true) {
     const p = reply.data.project;
+    // A resumed project holds no pause: what it shows is the resume itself (the reason sent with it).
     ctx.io.stdout.write(
-      renderFields({ project: p.project, status: p.status, pause_id: p.pause_id ?? '', reason: p.reason ?? '', changed: reply.data.events > 0 }),
+      renderFields({
+        project: p.project,
+        status: p.status,
+        pause_id: p.pause_id,
+        paused_by: p.paused_by,
+        paused_at: p.paused_at,
+        reason: name === 'pause' ? p.reason : reason,
+        changed: reply.data.events > 0,
+      }),
     );
   }
   return ExitCode.ok;

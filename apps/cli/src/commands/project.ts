@@ -22,8 +22,9 @@ export const projectCommand: Command = {
   help: `Usage: baton project <project> [--json]
 
 Show what Baton holds for a project, read from the events stream: whether a definition is
-published (when, by whom, its agents, workflows and meshes, and the projects it accepts handoffs
-from) and the kill switch — active, or paused with the pause id, who paused it, when and why.
+published (when, how many times, and the service that recorded it: a publish names no person),
+its agents, workflows and meshes, the projects it accepts handoffs from, and the kill switch —
+active, or paused with the pause id, who paused it, when and why.
 A project with neither is unknown to Baton: refused not_found (exit 1), as a misspelt key is.
 `,
   async run(argv, ctx) {

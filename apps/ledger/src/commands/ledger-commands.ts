@@ -424,7 +424,13 @@ export class LedgerCommands {
     try {
       // A pause of a project nobody set up is most likely a misspelt key: refused unless forced,
       // so a typo is never reported as a paused project (a resume of one is refused by the domain).
-      if (name === 'pause' && !('force' in parsed.value && parsed.value.force === true) && !(await this.projects.isDefined(project))) {
+      // One already paused (forced before) is the domain's to refuse: `project_already_paused`.
+      if (
+        name === 'pause' &&
+        !('force' in parsed.value && parsed.value.force === true) &&
+        !(await this.projects.isDefined(project)) &&
+        !(await this.control.isPaused(project))
+      ) {
         return {
           ok: false,
           error: {

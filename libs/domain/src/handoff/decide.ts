@@ -51,6 +51,8 @@ export const HandoffErrorCode = {
   handbackCreateForbidden: 'handback_create_forbidden',
   internalCommand: 'internal_command',
   deadlineNotReached: 'deadline_not_reached',
+  /** A claim of a pending handoff whose `deadline_at` has passed: it fails `deadline` at the watchdog's next tick, nobody's failure. */
+  deadlinePassed: 'deadline_passed',
   noDeadline: 'no_deadline',
   crossProjectUnresolved: 'cross_project_unresolved',
   ctoOverrideRequired: 'cto_override_required',
@@ -346,6 +348,13 @@ function decideClaim({ data, metadata }: ClaimHandoff, state: ExistingHandoff): 
   if (state.to_role !== undefined && !data.claimer_roles.includes(state.to_role)) {
     return reject('forbidden', HandoffErrorCode.notTheAddressee, `handoff ${state.id} is addressed to role ${state.to_role}`, {
       to_role: state.to_role,
+    });
+  }
+  // Work already past its deadline is not given out: the claimer could not do it in time, and the
+  // lapse the watchdog records next would be charged to it (a deadline passing on a pending handoff is nobody's).
+  if (state.deadline_at !== undefined && isAtOrAfter(metadata.now, state.deadline_at)) {
+    return reject('wrong_state', HandoffErrorCode.deadlinePassed, `handoff ${state.id} was due at ${state.deadline_at}; it fails at its deadline, unclaimed`, {
+      deadline_at: state.deadline_at,
     });
   }
   return accept({

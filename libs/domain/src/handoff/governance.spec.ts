@@ -38,6 +38,17 @@ describe('handoff deadline (generic; the run side consumes handoff.deadline_expi
       .thenFails('handoff_not_open');
   });
 
+  it('a claim at or past the deadline is refused (deadline_passed): the handoff fails at its deadline unclaimed, nobody`s failure; before it the claim is taken', () => {
+    given(handoffDecider, [createdWithDeadline()])
+      .when(cmd.claim('bob', 'c-late', 600))
+      .thenFails('deadline_passed');
+    const late = handoffDecider.decide(cmd.claim('bob', 'c-late', 700), handoffDecider.evolve(handoffDecider.initialState(), createdWithDeadline()));
+    expect(late).toMatchObject({ ok: false, error: { code: 'deadline_passed', kind: 'wrong_state', details: { deadline_at: DEADLINE } } });
+    given(handoffDecider, [createdWithDeadline()])
+      .when(cmd.claim('bob', 'c-in-time', 599))
+      .thenMatch([{ type: 'handoff.claimed', data: expect.objectContaining({ claimed_by: 'bob', claim_id: 'c-in-time' }) }]);
+  });
+
   it('before the deadline the expiry is refused (deadline_not_reached); agents may not expire', () => {
     given(handoffDecider, [createdWithDeadline()])
       .when(expire(at(599)))
