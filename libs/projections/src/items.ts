@@ -89,11 +89,11 @@ export function decodeCursor(order: ItemOrder, cursor: string, store: string, fi
     throw new InvalidCursorError('cursor is not a cursor returned by this API');
   }
   const body = parsed as { v?: unknown; o?: unknown; s?: unknown; k?: unknown; f?: unknown } | null;
-  if (!body || body.v !== 1 || typeof body.k !== 'string' || !CURSOR_MEMBER[order].test(body.k)) {
-    throw new InvalidCursorError('cursor is not a cursor returned by this API');
-  }
+  if (!body || body.v !== 1 || typeof body.k !== 'string') throw new InvalidCursorError('cursor is not a cursor returned by this API');
+  // What the cursor was made for is said first: its member's form depends on its order.
   if (body.s !== undefined && body.s !== store) throw new InvalidCursorError(`cursor was made for the ${String(body.s)} listing, not ${store}`);
   if (body.o !== order) throw new InvalidCursorError(`cursor was made for order "${String(body.o)}", not "${order}"`);
+  if (!CURSOR_MEMBER[order].test(body.k)) throw new InvalidCursorError('cursor is not a cursor returned by this API');
   if (filters !== undefined && body.f !== undefined && body.f !== filtersMark(filters)) {
     throw new InvalidCursorError('cursor was made for a listing with other filters; page with the filters it was returned for, or start again without a cursor');
   }
