@@ -290,6 +290,13 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
       cursor = page.body.next_cursor;
     } while (cursor);
     expect(windowed).toEqual(['stop-r-wr-d:res-d1', 'stop-r-wr-c:res-c1']);
+    // One run's cursor pages that run only, and never the listing of every run.
+    const runCursor = Buffer.from(JSON.stringify({ v: 1, r: [0, 'x'], u: 'wr-other' }), 'utf8').toString('base64url');
+    const otherRun = await get(`/v1/stops?run=wr-d&cursor=${runCursor}`);
+    expect({ status: otherRun.status, code: otherRun.body.error?.code }).toEqual({ status: 400, code: 'schema_violation' });
+    expect((otherRun.body.error as { message: string }).message).toContain('made for run wr-other, not wr-d');
+    const everyRun = await get(`/v1/stops?cursor=${runCursor}`);
+    expect((everyRun.body.error as { message: string }).message).toContain("one run's stop packets");
   });
 
   it('GET /v1/handoffs/:id and /v1/runs/:id return the view and its event timeline', async () => {

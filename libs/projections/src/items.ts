@@ -88,7 +88,8 @@ export function decodeCursor(order: ItemOrder, cursor: string, store: string, fi
   } catch {
     throw new InvalidCursorError('cursor is not a cursor returned by this API');
   }
-  const body = parsed as { v?: unknown; o?: unknown; s?: unknown; k?: unknown; f?: unknown } | null;
+  const body = parsed as { v?: unknown; o?: unknown; s?: unknown; k?: unknown; f?: unknown; r?: unknown } | null;
+  if (body && body.v === 1 && body.r !== undefined) throw new InvalidCursorError("cursor was made for one run's stop packets (`run`), not this listing");
   if (!body || body.v !== 1 || typeof body.k !== 'string') throw new InvalidCursorError('cursor is not a cursor returned by this API');
   // What the cursor was made for is said first: its member's form depends on its order.
   if (body.s !== undefined && body.s !== store) throw new InvalidCursorError(`cursor was made for the ${String(body.s)} listing, not ${store}`);

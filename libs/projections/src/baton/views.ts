@@ -81,19 +81,25 @@ function matches(item: StopItem, filters: ItemFilters | undefined): boolean {
 }
 
 /** Keyset cursor of the per-run stop listing: `<at>:<id>` of the last item returned. */
-function runCursor(item: StopItem): string {
-  return Buffer.from(JSON.stringify({ v: 1, r: [item.at, item.id] }), 'utf8').toString('base64url');
+/** A cursor of one run's packets: its position, bound to the run it pages. */
+function runCursor(item: StopItem, run: string): string {
+  return Buffer.from(JSON.stringify({ v: 1, r: [item.at, item.id], u: run }), 'utf8').toString('base64url');
 }
 
-function decodeRunCursor(cursor: string): [number, string] {
+function decodeRunCursor(cursor: string, run: string): [number, string] {
+  let body: { v?: unknown; r?: unknown; u?: unknown; k?: unknown };
   try {
-    const body = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as { v?: unknown; r?: unknown };
-    const [at, id] = Array.isArray(body.r) ? body.r : [];
-    if (body.v === 1 && typeof at === 'number' && typeof id === 'string') return [at, id];
+    body = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as typeof body;
   } catch {
-    // fall through
+    throw new InvalidCursorError('cursor is not a cursor returned by this API');
   }
-  throw new InvalidCursorError('cursor is not a cursor returned by this API');
+  const [at, id] = Array.isArray(body?.r) ? body.r : [];
+  if (body?.v !== 1 || typeof at !== 'number' || typeof id !== 'string') {
+    throw new InvalidCursorError(body?.k !== undefined ? 'cursor was made for the listing of every run, not one run' : 'cursor is not a cursor returned by this API');
+  }
+  // Made before run cursors named their run: taken.
+  if (body.u !== undefined && body.u !== run) throw new InvalidCursorError(`cursor was made for run ${String(body.u)}, not ${run}`);
+  return [at, id];
 }
 
 /** Build the read side over a projection store. Reads always see the active generation. */
@@ -126,7 +132,7 @@ export function createBatonViews(store: ProjectionStore): BatonViews {
       }
       // A run has a handful of packets: read them all, filter and page in memory (newest first).
       const limit = query.limit ?? 50;
-      const after = query.cursor ? decodeRunCursor(query.cursor) : null;
+      const after = query.cursor ? decodeRunCursor(query.cursor, query.run) : null;
       const run = query.run;
       const wanted = query.filters?.project;
       const projects = (await lookup(stopsReader, StopKeys.runIds, run)).filter(
@@ -138,7 +144,7 @@ export function createBatonViews(store: ProjectionStore): BatonViews {
         .sort((a, b) => b.at - a.at || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
         .filter((item) => after === null || item.at < after[0] || (item.at === after[0] && item.id > after[1]));
       const page = items.slice(0, limit);
-      return { items: page.map(toRecord), nextCursor: items.length > limit ? runCursor(page[page.length - 1] as StopItem) : null };
+      return { items: page.map(toRecord), nextCursor: items.length > limit ? runCursor(page[page.length - 1] as StopItem, run) : null };
     },
     async stop(project, packetId) {
       const item = await stopItems.get(StopKeys.item(project, packetId));
