@@ -336,7 +336,7 @@ describe('the baton command against real NATS and Redis', () => {
       try {
         const code = await verifyCommand.run(argv, ctx);
         expect(beats - compared).toBe(3);
-        return { code, out: io.out() };
+        return { code, out: io.out(), err: io.err() };
       } finally {
         await ctx.close();
       }
@@ -346,6 +346,10 @@ describe('the baton command against real NATS and Redis', () => {
     const report = JSON.parse(busy.out) as { projections: Array<{ live_seq: number; live_moved: number; differences: Array<{ key: string }> }> };
     expect(report.projections[0]!.differences.map((d) => d.key)).toContain('hs:demo:h-2');
     expect(report.projections[0]!.live_moved).toBe(1);
+    // Attempts 2 and 3 are announced; no fourth that never comes, and the summary counts the last attempt's events.
+    expect(busy.err).toContain('comparing again (attempt 3)');
+    expect(busy.err).not.toContain('attempt 4');
+    expect(busy.err).toMatch(/verify: [1-9][\d ]* events in /);
     // The text says it too.
     const text = (await verifyWhileBeating('--projection', 'handoffs')).out;
     expect(text).toMatch(/note: handoffs applied \d+ more events while it was compared/);

@@ -46,6 +46,8 @@ export const CliErrorCode = {
   definitionInvalid: 'definition_invalid',
   /** A service answered with something that is not its reply. */
   badReply: 'bad_reply',
+  /** `replay` / `verify` stopped by Ctrl-C or SIGTERM (exit 130): nothing was swapped in, no verdict. */
+  interrupted: 'interrupted',
 } as const;
 
 /** One offending field, as Baton's rejections name them. */
@@ -62,12 +64,18 @@ export class CliError extends Error {
   readonly code: string;
   readonly issues: readonly CliIssue[];
   readonly details: Record<string, unknown> | undefined;
-  constructor(message: string, options?: { cause?: unknown; code?: string; issues?: readonly CliIssue[]; details?: Record<string, unknown> }) {
+  /** The exit code (default 1). */
+  readonly exitCode: ExitCode;
+  constructor(
+    message: string,
+    options?: { cause?: unknown; code?: string; issues?: readonly CliIssue[]; details?: Record<string, unknown>; exitCode?: ExitCode },
+  ) {
     super(message, options?.cause !== undefined ? { cause: options.cause } : undefined);
     this.name = 'CliError';
     this.code = options?.code ?? CliErrorCode.failed;
     this.issues = options?.issues ?? [];
     this.details = options?.details;
+    this.exitCode = options?.exitCode ?? ExitCode.failure;
   }
 }
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import { commands } from './commands';
-import { createCliContext, type CliContextOptions } from './context';
+import type { Command } from './command';
+import { createCliContext, type CliContext, type CliContextOptions } from './context';
 import { CliError, CliErrorCode, ExitCode, UsageError, type CliIssue } from './errors';
 import { processIo, type CliIo } from './output';
 
@@ -94,15 +95,27 @@ async function runCommand(argv: string[], options: Partial<CliContextOptions>): 
   }
   const ctx = createCliContext({ ...options, io });
   try {
-    return await command.run(rest, ctx);
+    return await execute(command, rest, ctx);
+  } finally {
+    await ctx.close();
+  }
+}
+
+/**
+ * Run `command` and settle its failure as `baton` does: written to stderr (one JSON line with
+ * `--json`, else prose with the command's usage for a usage error) and turned into its exit code.
+ */
+export async function execute(command: Command, argv: string[], ctx: CliContext): Promise<ExitCode> {
+  const io = ctx.io;
+  const json = argv.includes('--json') || argv.includes('--json-page');
+  try {
+    return await command.run(argv, ctx);
   } catch (error) {
     const failure = failureOf(error);
     if (json) io.stderr.write(`${JSON.stringify({ error: failure })}\n`);
     else if (error instanceof UsageError) io.stderr.write(`baton ${command.name}: ${error.message}\n${error.showUsage ? `\n${command.help}` : ''}`);
     else io.stderr.write(`baton ${command.name}: ${failure.message}\n${failure.issues.map((issue) => `  ${issue.path}: ${issue.message}\n`).join('')}`);
-    return error instanceof UsageError ? ExitCode.usage : ExitCode.failure;
-  } finally {
-    await ctx.close();
+    return error instanceof UsageError ? ExitCode.usage : error instanceof CliError ? error.exitCode : ExitCode.failure;
   }
 }
 

@@ -18,7 +18,7 @@ import { createCliContext } from './context';
 import type { Command } from './command';
 import { replayCommand } from './commands/replay';
 import { verifyCommand } from './commands/verify';
-import { main } from './main';
+import { execute, main } from './main';
 import { bufferedIo } from './output';
 
 /*
@@ -138,7 +138,7 @@ describe('interrupted and killed rebuilds (real NATS and Redis)', () => {
     ctx.projections = async () => interrupting;
     let code: number;
     try {
-      code = await replayCommand.run([], ctx);
+      code = await execute(replayCommand, [], ctx);
     } finally {
       await ctx.close();
     }
@@ -165,7 +165,7 @@ describe('interrupted and killed rebuilds (real NATS and Redis)', () => {
     const store = Object.assign(Object.create(real) as ProjectionStore, wrap(real));
     ctx.projections = async () => store;
     try {
-      return { code: await command.run(argv, ctx), io };
+      return { code: await execute(command, argv, ctx), io };
     } finally {
       await ctx.close();
     }
@@ -233,7 +233,9 @@ describe('interrupted and killed rebuilds (real NATS and Redis)', () => {
     }));
     expect(compared).toBe(batonProjections().length);
     expect(code).toBe(130);
-    expect(io.err()).toContain('baton verify: interrupted');
+    // With --json the interruption is the command's one JSON failure line (after the signal's notice).
+    const failure = JSON.parse(io.err().trim().split('\n').at(-1)!) as { error: { code: string; message: string } };
+    expect(failure.error).toMatchObject({ code: 'interrupted', message: expect.stringContaining('nothing live was touched') });
     expect(io.out()).toBe('');
   });
 

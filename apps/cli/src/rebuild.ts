@@ -129,6 +129,9 @@ export interface CompareOptions {
   by: string;
 }
 
+/** How many times `baton verify` compares when the live projections keep moving under it. */
+const MAX_COMPARISONS = 3;
+
 /**
  * Fold `source` into one scratch generation per projection (never made active; one read of the
  * stream for all, folded in memory chunk by chunk as a rebuild is), compare each with the live
@@ -145,7 +148,7 @@ export async function compareWithStream(
   options: CompareOptions,
 ): Promise<ShadowComparison[]> {
   let comparisons: ShadowComparison[] = [];
-  for (let attempt = 1; attempt <= 3; attempt++) {
+  for (let attempt = 1; attempt <= MAX_COMPARISONS; attempt++) {
     const live = new Map(await Promise.all(projections.map(async (p) => [p.name, await store.status(p)] as const)));
     // Verify compares what was built: a projection that has no live generation has nothing to fold to
     // (and a scratch generation would be written under a keyspace that may not be Baton's at all).
@@ -206,6 +209,8 @@ export async function compareWithStream(
     // Differences, and the live projections applied more events meanwhile: they may be events the
     // fold stopped short of; compare again against where the projections stand now.
     if (!comparisons.some((c) => c.differing > 0 && c.live_moved > 0)) break;
+    // The last attempt's verdict stands: no "comparing again" that never comes, no count reset under the summary.
+    if (attempt === MAX_COMPARISONS) break;
     options.progress.restart(`the live projections moved on; comparing again (attempt ${attempt + 1})`);
   }
   // A signal heard after the last comparison still stops the command: it reports no verdict.
@@ -268,7 +273,14 @@ export async function firstSeqAtOrAfter(ctx: CliContext, iso: string): Promise<n
   const ms = Date.parse(iso);
   if (Number.isNaN(ms)) throw new UsageError(`--from-time must be an ISO-8601 time, got "${iso}"`);
   const nats = await ctx.nats();
-  return streamReader(nats, batonStreamNames(ctx.config().BATON_PREFIX).events).firstSeqAtOrAfter(new Date(ms));
+  const name = batonStreamNames(ctx.config().BATON_PREFIX).events;
+  // A time after the last event stored names no event, as a --from-seq past the end names none.
+  const state = (await nats.jsm.streams.info(name)).state;
+  const lastAt = state.messages > 0 ? Date.parse(state.last_ts) : Number.NaN;
+  if (!Number.isNaN(lastAt) && ms > lastAt) {
+    throw new UsageError(`--from-time ${iso} is after the last event stored (seq ${state.last_seq}, at ${state.last_ts})`, false);
+  }
+  return streamReader(nats, name).firstSeqAtOrAfter(new Date(ms));
 }
 
 /** The exit code of a command stopped by Ctrl-C (128 + SIGINT), as shells report it. */
@@ -285,17 +297,18 @@ export function interruptible(ctx: CliContext, what: string): { signal: AbortSig
   const controller = new AbortController();
   let committed = false;
   let heard = false;
+  const say = (text: string) => ctx.io.stderr.write(text);
   const onSignal = (name: NodeJS.Signals) => {
     if (heard) {
-      ctx.io.stderr.write(`\nbaton: ${name} again: exiting now (a shadow generation may stay behind; the next rebuild deletes it)\n`);
+      say(`\nbaton: ${name} again: exiting now (a shadow generation may stay behind; the next rebuild deletes it)\n`);
       process.exit(INTERRUPTED);
     }
     heard = true;
     if (committed) {
-      ctx.io.stderr.write(`\nbaton: ${name}: the ${what} is already swapping its projections in; it finishes (${name} again to exit at once)\n`);
+      say(`\nbaton: ${name}: the ${what} is already swapping its projections in; it finishes (${name} again to exit at once)\n`);
       return;
     }
-    ctx.io.stderr.write(`\nbaton: ${name}: stopping the ${what}; the live projections are not touched (${name} again to exit at once)\n`);
+    say(`\nbaton: ${name}: stopping the ${what}; the live projections are not touched (${name} again to exit at once)\n`);
     controller.abort();
   };
   process.on('SIGINT', onSignal);

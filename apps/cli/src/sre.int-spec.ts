@@ -195,6 +195,10 @@ describe('SRE commands (real NATS and Redis)', () => {
     const past = await baton('replay', '--projection', 'runs', '--from-seq', String(last + 2));
     expect(past.code).toBe(2);
     expect(past.err).toContain(`--from-seq ${last + 2} is past the end of the events stream (its last sequence is ${last})`);
+    // So is a time after the last event stored (it used to replay the stream's tail as if stored after it).
+    const future = await baton('replay', '--projection', 'runs', '--from-time', '2100-01-01T00:00:00Z');
+    expect(future.code).toBe(2);
+    expect(future.err).toContain(`--from-time 2100-01-01T00:00:00Z is after the last event stored (seq ${last}, at `);
     expect((await baton('replay', '--from-seq', '3', '--from-time', stored.time.toISOString())).code).toBe(2);
     // A dry run compares a whole rebuild: a starting point would be ignored without a word.
     expect((await baton('replay', '--from-seq', '3', '--dry-run')).code).toBe(2);

@@ -294,9 +294,9 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
     const runCursor = Buffer.from(JSON.stringify({ v: 1, r: [0, 'x'], u: 'wr-other' }), 'utf8').toString('base64url');
     const otherRun = await get(`/v1/stops?run=wr-d&cursor=${runCursor}`);
     expect({ status: otherRun.status, code: otherRun.body.error?.code }).toEqual({ status: 400, code: 'schema_violation' });
-    expect((otherRun.body.error as { message: string }).message).toContain('made for run wr-other, not wr-d');
+    expect((otherRun.body.error as unknown as { message: string }).message).toContain('made for run wr-other, not wr-d');
     const everyRun = await get(`/v1/stops?cursor=${runCursor}`);
-    expect((everyRun.body.error as { message: string }).message).toContain("one run's stop packets");
+    expect((everyRun.body.error as unknown as { message: string }).message).toContain("one run's stop packets");
   });
 
   it('GET /v1/handoffs/:id and /v1/runs/:id return the view and its event timeline', async () => {

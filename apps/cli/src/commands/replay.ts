@@ -1,8 +1,16 @@
 import { batonStreamNames } from '@baton/eventstore';
-import { createBatonProjector, eventsStreamMark, RebuildAbortedError, RebuildIncompleteError, ShadowLostError, type RebuildResult } from '@baton/projections';
+import {
+  createBatonProjector,
+  eventsStreamMark,
+  RebuildAbortedError,
+  RebuildIncompleteError,
+  ShadowLostError,
+  type RebuildProgress,
+  type RebuildResult,
+} from '@baton/projections';
 import type { Command } from '../command';
 import { flag, int, parseCommandArgs, str } from '../command';
-import { CliError, ExitCode, UsageError } from '../errors';
+import { CliError, CliErrorCode, ExitCode, UsageError } from '../errors';
 import { printJson } from '../output';
 import { formatCount, ProgressLine } from '../progress';
 import {
@@ -94,7 +102,7 @@ the notifier's API shows a running rebuild (GET /v1/projections).
 Replaying from a point (--from-seq N, or --from-time T = the first sequence stored at or after T):
 a projection is a fold, so a replay that starts at N is only meaningful on top of the state as of
 N-1. The shadow is first seeded with exactly that state (events 1..N-1 are folded into it in
-batches, shown as a "seed" phase), then events N.. are replayed (the progress bar), then the shadow
+batches, said on the progress line), then events N.. are replayed (the progress bar), then the shadow
 is swapped in. The live generation is never reused as the seed: it has applied events after N-1
 too. The result is therefore always identical to a full replay; use it to see how far the
 replay from N got and to time the part you care about (e.g. after fixing a projection bug that
@@ -199,6 +207,15 @@ Options:
       const replaceAhead = replaced.length > 0;
       if (replaceAhead) ctx.io.stderr.write(`baton: ${replaced.join(', ')} were built from another events stream (it was recreated); replacing them\n`);
       const began = Date.now();
+      // Projections swap in at the end of different catch-up rounds: each is reported with the
+      // events read up to its own last sequence (what the read had counted when that round began).
+      const readAt = new Map<number, number>();
+      const remembering = (show: (progress: RebuildProgress) => void) => (progress: RebuildProgress) => {
+        readAt.set(progress.seq, progress.events);
+        show(progress);
+      };
+      /** Events the shared read had passed on when it reached `seq` (the whole read when it ended there). */
+      const readUpTo = (seq: number) => readAt.get(seq) ?? events + seeded;
       /** Say what each settled projection is now (stdout, or the outcomes of --json). */
       const report = async (results: Record<string, RebuildResult>) => {
         const seconds = (Date.now() - began) / 1000;
@@ -216,13 +233,15 @@ Options:
             continue;
           }
           const cleanup = await result.cleanup;
+          // The events replayed for this projection: the read up to its last sequence, less the seed.
+          const replayed = Math.max(0, readUpTo(result.lastSeq) - seeded);
           outcomes.push({
             projection: projection.name,
             status: 'swapped',
             generation: result.generation,
             previous: result.previous,
             last_seq: result.lastSeq,
-            events,
+            events: replayed,
             ...(start !== undefined ? { from_seq: start, seeded } : {}),
             dropped_keys: cleanup.deletedKeys,
             ...(result.handedOver ? { handed_over: { from_seq: result.handedOver.fromSeq, to_seq: result.handedOver.toSeq } } : {}),
@@ -232,7 +251,7 @@ Options:
           if (!json) {
             const from = start !== undefined ? ` (seeded with ${seeded} events to seq ${start - 1}, replayed from seq ${start})` : '';
             ctx.io.stdout.write(
-              `${projection.name}: rebuilt generation ${result.generation} from ${events} events${from} (to seq ${result.lastSeq}); ` +
+              `${projection.name}: rebuilt generation ${result.generation} from ${replayed} events${from} (to seq ${result.lastSeq}); ` +
                 `swapped out generation ${result.previous ?? '-'} (${cleanup.deletedKeys} keys deleted)` +
                 (result.handedOver
                   ? `; live traffic kept it ahead, so it was handed over at seq ${result.handedOver.fromSeq - 1} and seq ${result.handedOver.fromSeq}..${result.handedOver.toSeq} applied after the swap`
@@ -254,7 +273,7 @@ Options:
           ...(replaceAhead ? { replaceAhead } : {}),
           totalEvents: total,
           // A note once set stays on the line until replaced: the seeding note gives way to the replay's.
-          onProgress: showProgress(line, (p) =>
+          onProgress: remembering(showProgress(line, (p) =>
             p.phase === 'catch_up'
               ? `catching up with the live projections, round ${p.round}`
               : start === undefined
@@ -262,7 +281,7 @@ Options:
                 : events === 0
                   ? `seeding the shadows with the ${formatCount(Math.min(start - 1, total))} events before seq ${start}`
                   : `replaying from seq ${start}`,
-          ),
+          )),
         });
       } catch (error) {
         line.abandon();
@@ -282,10 +301,11 @@ Options:
       return ExitCode.ok;
     } catch (error) {
       if (error instanceof RebuildAbortedError) {
-        ctx.io.stderr.write(
-          `baton replay: interrupted; nothing was swapped in and the shadow generations were deleted: the live projections are as they were\n`,
-        );
-        return INTERRUPTED;
+        throw new CliError('interrupted; nothing was swapped in and the shadow generations were deleted: the live projections are as they were', {
+          code: CliErrorCode.interrupted,
+          exitCode: INTERRUPTED,
+          cause: error,
+        });
       }
       if (error instanceof CliError) throw error;
       throw rebuildFailure(error instanceof ShadowLostError ? error.projection : names.join(', '), error);

@@ -1,7 +1,7 @@
 import { RebuildAbortedError } from '@baton/projections';
 import type { Command } from '../command';
 import { flag, parseCommandArgs, str } from '../command';
-import { ExitCode } from '../errors';
+import { CliError, CliErrorCode, ExitCode } from '../errors';
 import { printJson } from '../output';
 import { ProgressLine } from '../progress';
 import { compareWithStream, differenceLines, eventSource, interruptible, INTERRUPTED, movedNote, selectProjections, type ShadowComparison } from '../rebuild';
@@ -53,8 +53,11 @@ Options:
     } catch (error) {
       line.abandon();
       if (error instanceof RebuildAbortedError) {
-        ctx.io.stderr.write('baton verify: interrupted; the scratch generations were deleted, nothing live was touched\n');
-        return INTERRUPTED;
+        throw new CliError('interrupted; the scratch generations were deleted, nothing live was touched', {
+          code: CliErrorCode.interrupted,
+          exitCode: INTERRUPTED,
+          cause: error,
+        });
       }
       throw error;
     } finally {
