@@ -167,7 +167,10 @@ describe('kill switch through whole runs (router + ledger, SDK agents, real NATS
       'the run offer to wait in the issue agent`s durable',
       { timeoutMs: 15_000 },
     );
-    expect(await control('pause', { actor: 'olga', reason: 'incident 8', idempotency_key: 'pause-2' })).toMatchObject({ ok: true, project: { status: 'paused' } });
+    expect(await control('pause', { actor: 'olga', reason: 'incident 8', idempotency_key: 'pause-2' })).toMatchObject({
+      ok: true,
+      project: { status: 'paused' },
+    });
 
     const refusals: string[] = [];
     const seen: string[] = [];
@@ -199,9 +202,13 @@ describe('kill switch through whole runs (router + ledger, SDK agents, real NATS
     expect(seen).toEqual([queued]);
 
     expect(await control('resume', { actor: 'olga', idempotency_key: 'resume-2' })).toMatchObject({ ok: true, project: { status: 'active' } });
-    await waitFor(async () => ((await runEvents(run)).some((e) => e.type === 'run.completed') ? true : undefined), 'the queued run to complete after the resume', {
-      timeoutMs: 30_000,
-    });
+    await waitFor(
+      async () => ((await runEvents(run)).some((e) => e.type === 'run.completed') ? true : undefined),
+      'the queued run to complete after the resume',
+      {
+        timeoutMs: 30_000,
+      },
+    );
     expect(seen).toEqual([queued, queued]); // refused once while paused, offered again by the resume
     expect((await handoffEvents(queued)).filter((e) => e.type === 'handoff.claimed')).toHaveLength(1);
     expect(claimed.filter((c) => c === `issue:${queued}`)).toHaveLength(1);

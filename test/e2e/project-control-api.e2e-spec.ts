@@ -62,9 +62,13 @@ describe('the project kill switch through the operator API (router + ledger + no
     tokens.olga = (await store.create({ name: 'olga', role: 'operator', projects: [PROJECT], now })).token;
     tokens.vic = (await store.create({ name: 'vic', role: 'viewer', projects: [PROJECT], now })).token;
     tokens.otto = (await store.create({ name: 'otto', role: 'operator', projects: ['elsewhere'], now })).token;
-    const reply = await nats.connection.request(`${prefix}.cmd.router.${PROJECT}.publish_definition`, encoder.encode(JSON.stringify(twoStepDefinition(PROJECT))), {
-      timeout: 10_000,
-    });
+    const reply = await nats.connection.request(
+      `${prefix}.cmd.router.${PROJECT}.publish_definition`,
+      encoder.encode(JSON.stringify(twoStepDefinition(PROJECT))),
+      {
+        timeout: 10_000,
+      },
+    );
     expect(JSON.parse(decoder.decode(reply.data))).toMatchObject({ ok: true });
   }, 60_000);
 
@@ -88,7 +92,10 @@ describe('the project kill switch through the operator API (router + ledger + no
   it('only an admin pauses and resumes; the ledger decides and records the admin; retries, repeats and unknown projects get typed refusals', async () => {
     // Readers and operators may not touch the kill switch; nothing is sent.
     for (const who of ['vic', 'olga'] as const) {
-      expect(await call(who, 'POST', `/v1/projects/${PROJECT}/pause`, { reason: 'x' })).toMatchObject({ status: 403, body: { error: { code: 'role_forbidden' } } });
+      expect(await call(who, 'POST', `/v1/projects/${PROJECT}/pause`, { reason: 'x' })).toMatchObject({
+        status: 403,
+        body: { error: { code: 'role_forbidden' } },
+      });
     }
     expect(await call('otto', 'POST', `/v1/projects/${PROJECT}/pause`, { reason: 'x' })).toMatchObject({ status: 404 });
     expect(await call('ada', 'POST', `/v1/projects/${PROJECT}/pause`, {})).toMatchObject({ status: 400, body: { error: { code: 'schema_violation' } } });

@@ -152,7 +152,10 @@ describe('ledger governance (real NATS): kill switch, rate cap, cross-project, d
       ok: false,
       error: { code: 'project_already_paused' },
     });
-    expect(await control(typo, 'resume', { actor: 'ops', actor_role: 'admin', idempotency_key: 'r-typo' })).toMatchObject({ ok: true, project: { status: 'active' } });
+    expect(await control(typo, 'resume', { actor: 'ops', actor_role: 'admin', idempotency_key: 'r-typo' })).toMatchObject({
+      ok: true,
+      project: { status: 'active' },
+    });
     // A project with a definition needs no force.
     expect(await control(SRC, 'pause', { actor: 'ops', actor_role: 'admin', reason: 'drill', idempotency_key: 'p-src' })).toMatchObject({ ok: true });
     expect(await control(SRC, 'resume', { actor: 'ops', actor_role: 'admin', idempotency_key: 'r-src' })).toMatchObject({ ok: true });

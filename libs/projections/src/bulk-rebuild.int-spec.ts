@@ -348,7 +348,9 @@ describe('bulk rebuilds (real Redis)', () => {
       };
     });
     try {
-      const failure = await fx.store.rebuildMany(live.projections as unknown as FoldTarget[], logSource(log), { chunkEvents: 16 }).catch((error: unknown) => error);
+      const failure = await fx.store
+        .rebuildMany(live.projections as unknown as FoldTarget[], logSource(log), { chunkEvents: 16 })
+        .catch((error: unknown) => error);
       expect(failure).toBeInstanceOf(RebuildIncompleteError);
       const incomplete = failure as RebuildIncompleteError;
       expect(Object.keys(incomplete.settled).sort()).toEqual(BATON.filter((n) => n !== 'runs').sort());

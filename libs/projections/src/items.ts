@@ -96,7 +96,9 @@ export function decodeCursor(order: ItemOrder, cursor: string, store: string, fi
   if (body.o !== order) throw new InvalidCursorError(`cursor was made for order "${String(body.o)}", not "${order}"`);
   if (!CURSOR_MEMBER[order].test(body.k)) throw new InvalidCursorError('cursor is not a cursor returned by this API');
   if (filters !== undefined && body.f !== undefined && body.f !== filtersMark(filters)) {
-    throw new InvalidCursorError('cursor was made for a listing with other filters; page with the filters it was returned for, or start again without a cursor');
+    throw new InvalidCursorError(
+      'cursor was made for a listing with other filters; page with the filters it was returned for, or start again without a cursor',
+    );
   }
   return body.k;
 }

@@ -62,7 +62,11 @@ function claimedBy(record: HandoffRecord, agent: string, claimId: string): Hando
  * records every handoff request, so the test sees exactly what the SDK sent. `open_offers` is
  * served as the ledger serves it: it provisions the agent's offers durable (recorded apart).
  */
-function fakeLedger(nats: NatsHandle, prefix: string, behaviour: { claim: (body: Record<string, unknown>) => unknown; return?: (body: Record<string, unknown>) => unknown; openOffers?: () => unknown }) {
+function fakeLedger(
+  nats: NatsHandle,
+  prefix: string,
+  behaviour: { claim: (body: Record<string, unknown>) => unknown; return?: (body: Record<string, unknown>) => unknown; openOffers?: () => unknown },
+) {
   const requests: { command: string; subject: string; body: Record<string, unknown> }[] = [];
   const opened: Record<string, unknown>[] = [];
   const sub = nats.connection.subscribe(`${prefix}.cmd.ledger.${PROJECT}.agent.${AGENT}.*`, {

@@ -14,7 +14,11 @@ const decoder = new TextDecoder();
  * idempotency key defaults to one per invocation; pass `--key` to make a retry a no-op.
  */
 export async function runProjectControl(name: 'pause' | 'resume', help: string, argv: string[], ctx: CliContext): Promise<ExitCode> {
-  const args: ParsedArgs = parseCommandArgs(argv, { reason: { type: 'string' }, key: { type: 'string' }, json: { type: 'boolean' }, ...(name === 'pause' ? { force: { type: 'boolean' } } : {}) }, { min: 1, max: 1 });
+  const args: ParsedArgs = parseCommandArgs(
+    argv,
+    { reason: { type: 'string' }, key: { type: 'string' }, json: { type: 'boolean' }, ...(name === 'pause' ? { force: { type: 'boolean' } } : {}) },
+    { min: 1, max: 1 },
+  );
   if (args.help) {
     ctx.io.stdout.write(help);
     return ExitCode.ok;

@@ -49,7 +49,10 @@ A project with neither is unknown to Baton: refused not_found (exit 1), as a mis
       ctx.io.stdout.write(
         renderFields({
           project,
-          definition: d === null ? 'none published' : `published ${d.published_at} by ${d.published_by} (${d.publishes === 1 ? '1 publish' : `${d.publishes} publishes`})`,
+          definition:
+            d === null
+              ? 'none published'
+              : `published ${d.published_at} by ${d.published_by} (${d.publishes === 1 ? '1 publish' : `${d.publishes} publishes`})`,
           ...(d !== null
             ? {
                 lead: d.lead,

@@ -12,7 +12,10 @@ const swapped = (generation: number): RebuildResult => ({
 describe('baton replay when some projections were swapped in and others failed', () => {
   it('names what is live now and what failed, with the command that rebuilds each failed one, and types both in details', () => {
     const error = incompleteFailure(
-      new RebuildIncompleteError({ inbox: swapped(4), stops: swapped(3) }, { runs: new ShadowLostError('runs', 7), notices: new RebuildBehindError('notices', 90, 3000) }),
+      new RebuildIncompleteError(
+        { inbox: swapped(4), stops: swapped(3) },
+        { runs: new ShadowLostError('runs', 7), notices: new RebuildBehindError('notices', 90, 3000) },
+      ),
     );
     expect(error.message).toMatch(/^rebuilt inbox, stops; these failed: /);
     expect(error.message).toMatch(/rebuilding runs stopped: Redis lost its data .* generation 7 .*it was not swapped in/);

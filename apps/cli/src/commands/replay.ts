@@ -273,15 +273,17 @@ Options:
           ...(replaceAhead ? { replaceAhead } : {}),
           totalEvents: total,
           // A note once set stays on the line until replaced: the seeding note gives way to the replay's.
-          onProgress: remembering(showProgress(line, (p) =>
-            p.phase === 'catch_up'
-              ? `catching up with the live projections, round ${p.round}`
-              : start === undefined
-                ? undefined
-                : events === 0
-                  ? `seeding the shadows with the ${formatCount(Math.min(start - 1, total))} events before seq ${start}`
-                  : `replaying from seq ${start}`,
-          )),
+          onProgress: remembering(
+            showProgress(line, (p) =>
+              p.phase === 'catch_up'
+                ? `catching up with the live projections, round ${p.round}`
+                : start === undefined
+                  ? undefined
+                  : events === 0
+                    ? `seeding the shadows with the ${formatCount(Math.min(start - 1, total))} events before seq ${start}`
+                    : `replaying from seq ${start}`,
+            ),
+          ),
         });
       } catch (error) {
         line.abandon();

@@ -372,8 +372,20 @@ describe('an API that holds under load: connection and stream caps, token expiry
     const bodies: Array<{ what: string; headers: Record<string, string>; body: string | Buffer; code: string; status: number }> = [
       { what: 'malformed JSON', headers: { 'content-type': 'application/json' }, body: '{"action":', code: 'malformed_json', status: 400 },
       { what: 'text/plain', headers: { 'content-type': 'text/plain' }, body: 'deny', code: 'unsupported_media_type', status: 415 },
-      { what: 'not UTF-8', headers: { 'content-type': 'application/json' }, body: Buffer.from([0x7b, 0x22, 0xff, 0x22, 0x7d]), code: 'invalid_utf8', status: 400 },
-      { what: 'over the limit', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ pad: 'x'.repeat(200 * 1024) }), code: 'payload_too_large', status: 413 },
+      {
+        what: 'not UTF-8',
+        headers: { 'content-type': 'application/json' },
+        body: Buffer.from([0x7b, 0x22, 0xff, 0x22, 0x7d]),
+        code: 'invalid_utf8',
+        status: 400,
+      },
+      {
+        what: 'over the limit',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ pad: 'x'.repeat(200 * 1024) }),
+        code: 'payload_too_large',
+        status: 413,
+      },
     ];
     const olga = await fx.token('olga', 'operator', ['alpha']);
     for (const { what, headers, body, code, status } of bodies) {
@@ -406,10 +418,7 @@ describe('an API that holds under load: connection and stream caps, token expiry
     });
     expect((await call(`/v1/inbox?cursor=${made}`, { headers: bearer(viv), from: '127.0.0.8' })).status).toBe(200);
     // A cursor the API returned is bound to the filters it was returned for (the token's project scope among them).
-    const bound = Buffer.from(
-      JSON.stringify({ v: 1, o: 'newest', s: 'inbox', k: `${'0'.repeat(16)}:x`, f: 'made-for-othr' }),
-      'utf8',
-    ).toString('base64url');
+    const bound = Buffer.from(JSON.stringify({ v: 1, o: 'newest', s: 'inbox', k: `${'0'.repeat(16)}:x`, f: 'made-for-othr' }), 'utf8').toString('base64url');
     const other = await call(`/v1/inbox?status=open&cursor=${bound}`, { headers: bearer(viv), from: '127.0.0.8' });
     expect({ status: other.status, code: JSON.parse(other.text).error.code, message: JSON.parse(other.text).error.message }).toEqual({
       status: 400,

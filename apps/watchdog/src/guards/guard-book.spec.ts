@@ -166,7 +166,9 @@ describe('GuardBook: a late result under a claim already counted is not a second
 
   it('a deadline then the late result under that claim count once; the same after a lapse; a result under a claim never counted counts', () => {
     const book = new GuardBook({ ...DefaultGuardConfig, circuitFailures: 3 });
-    book.applyFact(event('e-c1', 'handoff.created', 'handoff', 'h-1', { handoff_id: 'h-1', project: 'acme', kind: 'task', to_agent: 'slow', workflow_run_id: 'wr-1' }));
+    book.applyFact(
+      event('e-c1', 'handoff.created', 'handoff', 'h-1', { handoff_id: 'h-1', project: 'acme', kind: 'task', to_agent: 'slow', workflow_run_id: 'wr-1' }),
+    );
     book.applyFact(claimed('h-1', 'c-1'));
     book.applyFact(event('e-d1', 'handoff.deadline_expired', 'handoff', 'h-1', { at }));
     expect(book.circuitOf('acme', 'slow')).toMatchObject({ failures: 1 });
@@ -175,7 +177,9 @@ describe('GuardBook: a late result under a claim already counted is not a second
     expect(book.circuitOf('acme', 'slow')).toMatchObject({ failures: 1 });
 
     // A lapse (its event names the claim), then the result of that claim: still one more, not two.
-    book.applyFact(event('e-c2', 'handoff.created', 'handoff', 'h-2', { handoff_id: 'h-2', project: 'acme', kind: 'task', to_agent: 'slow', workflow_run_id: 'wr-1' }));
+    book.applyFact(
+      event('e-c2', 'handoff.created', 'handoff', 'h-2', { handoff_id: 'h-2', project: 'acme', kind: 'task', to_agent: 'slow', workflow_run_id: 'wr-1' }),
+    );
     book.applyFact(claimed('h-2', 'c-2'));
     book.applyFact(
       event('e-l2', 'handoff.lease_expired', 'handoff', 'h-2', { claim_id: 'c-2', expired_claimer: 'slow', lease_expires_at: at, retry_count: 1, at }),

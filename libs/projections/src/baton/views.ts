@@ -95,7 +95,9 @@ function decodeRunCursor(cursor: string, run: string): [number, string] {
   }
   const [at, id] = Array.isArray(body?.r) ? body.r : [];
   if (body?.v !== 1 || typeof at !== 'number' || typeof id !== 'string') {
-    throw new InvalidCursorError(body?.k !== undefined ? 'cursor was made for the listing of every run, not one run' : 'cursor is not a cursor returned by this API');
+    throw new InvalidCursorError(
+      body?.k !== undefined ? 'cursor was made for the listing of every run, not one run' : 'cursor is not a cursor returned by this API',
+    );
   }
   // Made before run cursors named their run: taken.
   if (body.u !== undefined && body.u !== run) throw new InvalidCursorError(`cursor was made for run ${String(body.u)}, not ${run}`);
