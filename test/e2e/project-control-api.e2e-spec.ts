@@ -92,6 +92,11 @@ describe('the project kill switch through the operator API (router + ledger + no
   it('only an admin pauses and resumes; the ledger decides and records the admin; retries, repeats and unknown projects get typed refusals', async () => {
     // Readers and operators may not touch the kill switch; nothing is sent.
     for (const who of ['vic', 'olga'] as const) {
+      // The role is judged before the body: a non-admin is told it may not, not the schema.
+      expect(await call(who, 'POST', `/v1/projects/${PROJECT}/pause`, { bogus: 1 })).toMatchObject({
+        status: 403,
+        body: { error: { code: 'role_forbidden' } },
+      });
       expect(await call(who, 'POST', `/v1/projects/${PROJECT}/pause`, { reason: 'x' })).toMatchObject({
         status: 403,
         body: { error: { code: 'role_forbidden' } },

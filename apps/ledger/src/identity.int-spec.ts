@@ -367,6 +367,9 @@ describe('ledger identity (real NATS): the subject names the caller; the body ne
     // Again (another replica): the same durable, nothing new.
     expect(await client.openOffers(P, { ack_wait_ms: 20_000 }, as('bob'))).toEqual(first);
     expect((await nats.jsm.consumers.info(inbox, durable)).created).toBe(info.created);
+    // A replica that asks no ack wait keeps the one asked before (it used to reset it to the default for every replica).
+    expect(await client.openOffers(P, {}, as('bob'))).toEqual(first);
+    expect((await nats.jsm.consumers.info(inbox, durable)).config.ack_wait).toBe(20_000 * 1_000_000);
     // The body cannot widen the filter or name another agent; the ack wait is bounded.
     expect((await send(Principals.agent(P, 'bob'), 'open_offers', { filter_subject: `${prefix}.in.>` })).reply).toMatchObject({
       error: { code: 'schema_violation' },

@@ -49,13 +49,26 @@ export const OfferAckWaitBounds = { minMs: 1_000, maxMs: 60 * 60 * 1000, default
  */
 export const OpenOffersCommandSchema = z.strictObject({
   /** How long the server waits for an ack before redelivering an offer to another replica (default 60 s). */
-  ack_wait_ms: z.number().int().min(OfferAckWaitBounds.minMs).max(OfferAckWaitBounds.maxMs).optional(),
+  ack_wait_ms: z
+    .number()
+    .int()
+    .min(OfferAckWaitBounds.minMs)
+    .max(OfferAckWaitBounds.maxMs)
+    .optional()
+    .describe('how long an offer delivered and not acknowledged waits before it is delivered again (default 60 s; absent: the durable keeps its own)'),
   /**
    * When the durable has to be made now (the first open, or after it was lost), start after this
    * inbox sequence — the reader's ack floor — instead of at the beginning. An existing durable is
    * unaffected; an agent can only move where its OWN offers durable starts.
    */
-  start_after_seq: z.number().int().min(0).optional(),
+  start_after_seq: z
+    .number()
+    .int()
+    .min(0)
+    .optional()
+    .describe(
+      "only when the durable is made now (the first open, or after it was lost — a pull answered 'consumer not found'): start after this inbox sequence, the last offer your reader acknowledged, instead of at the beginning; an existing durable is left as it is",
+    ),
 });
 export type OpenOffersCommand = z.infer<typeof OpenOffersCommandSchema>;
 

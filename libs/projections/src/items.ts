@@ -58,9 +58,18 @@ export interface ItemStore<T extends IndexedItem = IndexedItem> {
 const MAX_LIMIT = 500;
 const CURSOR_MEMBER = { newest: /^[0-9a-f]{16}:.+$/s, urgent: /^[0-9a-f]{32}:.+$/s } as const;
 
-/** A short digest of a listing's normalised filters (the caller's project scope among them), for its cursors. */
-function filtersMark(filters: string): string {
-  return createHash('sha256').update(filters).digest('base64url').slice(0, 12);
+/** A short digest of one filter's values, or of a listing's whole normalised filters (cursors before marks per field). */
+function mark(text: string): string {
+  return createHash('sha256').update(text).digest('base64url').slice(0, 8);
+}
+
+/**
+ * One mark per filter field of a listing's normalised filters (JSON: `[[field, [values]], …]`,
+ * the caller's project scope among them), so a cursor refused under other filters can say which.
+ */
+function filterMarks(filters: string): Record<string, string> {
+  const parsed = JSON.parse(filters) as [string, string[]][] | null;
+  return Object.fromEntries((parsed ?? []).map(([field, values]) => [field, mark(JSON.stringify(values))]));
 }
 
 /**
@@ -68,7 +77,7 @@ function filtersMark(filters: string): string {
  * (`inbox`, `stops`) and, given them, to the listing's normalised filters (JSON).
  */
 export function encodeCursor(order: ItemOrder, member: string, store: string, filters?: string): string {
-  return Buffer.from(JSON.stringify({ v: 1, o: order, s: store, k: member, ...(filters !== undefined ? { f: filtersMark(filters) } : {}) }), 'utf8').toString(
+  return Buffer.from(JSON.stringify({ v: 1, o: order, s: store, k: member, ...(filters !== undefined ? { f: filterMarks(filters) } : {}) }), 'utf8').toString(
     'base64url',
   );
 }
@@ -95,10 +104,17 @@ export function decodeCursor(order: ItemOrder, cursor: string, store: string, fi
   if (body.s !== undefined && body.s !== store) throw new InvalidCursorError(`cursor was made for the ${String(body.s)} listing, not ${store}`);
   if (body.o !== order) throw new InvalidCursorError(`cursor was made for order "${String(body.o)}", not "${order}"`);
   if (!CURSOR_MEMBER[order].test(body.k)) throw new InvalidCursorError('cursor is not a cursor returned by this API');
-  if (filters !== undefined && body.f !== undefined && body.f !== filtersMark(filters)) {
-    throw new InvalidCursorError(
-      'cursor was made for a listing with other filters; page with the filters it was returned for, or start again without a cursor',
-    );
+  // Marks per field (a cursor that holds none predates the rule and is taken).
+  const made = typeof body.f === 'object' && body.f !== null ? (body.f as Record<string, unknown>) : null;
+  if (filters !== undefined && made !== null) {
+    const now = filterMarks(filters);
+    const differing = [...new Set([...Object.keys(made), ...Object.keys(now)])].filter((field) => made[field] !== now[field]).sort();
+    if (differing.length > 0) {
+      const which = differing.map((field) => (field === 'project' ? '`project`, or the token`s project scope' : `\`${field}\``)).join(', ');
+      throw new InvalidCursorError(
+        `cursor was made for a listing with other filters (${which}); page with the filters it was returned for, or start again without a cursor`,
+      );
+    }
   }
   return body.k;
 }

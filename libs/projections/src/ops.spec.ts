@@ -107,9 +107,13 @@ describe('projection ops', () => {
     const open = '[["project",["alpha"]],["status",["open"]]]';
     const cursor = encodeCursor('newest', member, 'inbox', open);
     expect(decodeCursor('newest', cursor, 'inbox', open)).toBe(member);
-    expect(() => decodeCursor('newest', cursor, 'inbox', '[["project",["alpha"]],["status",["closed"]]]')).toThrow(/other filters/);
-    expect(() => decodeCursor('newest', cursor, 'inbox', '[["project",["beta"]],["status",["open"]]]')).toThrow(InvalidCursorError);
-    expect(() => decodeCursor('newest', cursor, 'inbox', '[]')).toThrow(/other filters/);
+    // The refusal names the filters that differ (the project filter is also the token's scope).
+    expect(() => decodeCursor('newest', cursor, 'inbox', '[["project",["alpha"]],["status",["closed"]]]')).toThrow(/other filters \(`status`\)/);
+    expect(() => decodeCursor('newest', cursor, 'inbox', '[["project",["beta"]],["status",["open"]]]')).toThrow(
+      /other filters \(`project`, or the token`s project scope\)/,
+    );
+    expect(() => decodeCursor('newest', cursor, 'inbox', '[]')).toThrow(/other filters \(`project`, or the token`s project scope, `status`\)/);
+    expect(() => decodeCursor('newest', cursor, 'inbox', '[["kind",["stop"]],["project",["alpha"]],["status",["open"]]]')).toThrow(/other filters \(`kind`\)/);
   });
 
   it('prefixes and names may not hold glob characters or empty segments', () => {

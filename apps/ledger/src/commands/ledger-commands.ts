@@ -566,7 +566,8 @@ export class LedgerCommands {
         const parsed = parseWith(HeartbeatHandoffCommandSchema, body);
         if (!parsed.ok) return parsed;
         const d = parsed.value;
-        return done(d.handoff_id, d.idempotency_key, { type: 'heartbeat', data: { ...d, lease_ms: d.lease_ms ?? lease }, metadata }, d);
+        // No length named: the claim's own, as it was taken (not the ledger's default: a short lease stays short).
+        return done(d.handoff_id, d.idempotency_key, { type: 'heartbeat', data: d, metadata }, d);
       }
       case 'return': {
         const parsed = parseWith(ReturnHandoffCommandSchema, body);

@@ -20,14 +20,15 @@ export interface OfferConsumer {
  * body), deliver-all (or after `start_after_seq` when the agent re-opens a durable it lost), explicit
  * ack, the asked ack wait (bounded by the contract). Idempotent: every
  * replica of the agent opens the same durable; an existing one is left as it is, or updated when
- * the ack wait changed. A durable of that name with another filter was not made by the ledger and
+ * an ack wait is asked that differs from its own — a request that asks none keeps the durable's
+ * (a replica starting without one does not reset what another asked for all of them). A durable of that name with another filter was not made by the ledger and
  * would read someone else's offers: it is deleted and made again with the pinned filter.
  */
 @Injectable()
 export class OfferConsumers {
   constructor(@Inject(RUNTIME) private readonly runtime: ServiceRuntime) {}
 
-  async open(project: string, agent: string, ackWaitMs: number = OfferAckWaitBounds.defaultMs, startAfterSeq?: number): Promise<OfferConsumer> {
+  async open(project: string, agent: string, askedAckWaitMs?: number, startAfterSeq?: number): Promise<OfferConsumer> {
     const prefix = this.runtime.config.BATON_PREFIX;
     const { jsm } = this.runtime.nats;
     const stream = batonStreamNames(prefix).inbox;
@@ -39,6 +40,8 @@ export class OfferConsumers {
     // agent's offers: the new one goes on from what it acknowledged, and it is deleted afterwards.
     const legacy = existing === null ? await legacyOf(jsm, stream, project, agent, filterSubject) : null;
     if (legacy !== null && startAfterSeq === undefined) startAfterSeq = legacy.ackFloor;
+    const kept = existing !== null && existing.config.filter_subject === filterSubject ? Math.round((existing.config.ack_wait ?? 0) / 1e6) : 0;
+    const ackWaitMs = askedAckWaitMs ?? (kept > 0 ? kept : OfferAckWaitBounds.defaultMs);
     if (existing !== null && existing.config.filter_subject !== filterSubject) {
       this.runtime.logger.warn('an offers durable had a foreign filter: replaced', {
         project,

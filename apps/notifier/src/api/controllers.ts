@@ -274,7 +274,7 @@ export class ProjectRecordsController {
   @Post('pause')
   @HttpCode(200)
   pause(@Param('project') project: string, @Body() body: unknown, @Caller() caller: Principal) {
-    return this.projects.control(caller, parseOr400(ProjectParamSchema, project), 'pause', parseOr400(PauseBodySchema, body));
+    return this.projects.control(caller, parseOr400(ProjectParamSchema, project), 'pause', () => parseOr400(PauseBodySchema, body));
   }
 
   /** `POST /v1/projects/:project/resume` (admin): dispatch again; every pending handoff is offered again. */
@@ -282,7 +282,7 @@ export class ProjectRecordsController {
   @Post('resume')
   @HttpCode(200)
   resume(@Param('project') project: string, @Body() body: unknown, @Caller() caller: Principal) {
-    return this.projects.control(caller, parseOr400(ProjectParamSchema, project), 'resume', parseOr400(ResumeBodySchema, body));
+    return this.projects.control(caller, parseOr400(ProjectParamSchema, project), 'resume', () => parseOr400(ResumeBodySchema, body));
   }
 
   /**

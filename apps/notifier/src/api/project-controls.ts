@@ -44,12 +44,18 @@ export class ProjectControls {
     caller: Principal,
     project: string,
     name: 'pause' | 'resume',
-    body: z.infer<typeof PauseBodySchema> | z.infer<typeof ResumeBodySchema>,
+    /** The body, parsed once the caller may send it (a non-admin is told that, not the schema). */
+    parse: () => z.infer<typeof PauseBodySchema> | z.infer<typeof ResumeBodySchema>,
   ): Promise<{ project: ProjectControlRecord; events: number }> {
     assertVisible(caller, project, 'project', project);
     if (caller.role !== Role.admin) {
-      throw new ApiError(HttpStatus.FORBIDDEN, 'role_forbidden', `a ${caller.role} token may not ${name} a project; the kill switch needs the admin role`);
+      throw new ApiError(
+        HttpStatus.FORBIDDEN,
+        'role_forbidden',
+        `${caller.role === 'operator' ? 'an' : 'a'} ${caller.role} token may not ${name} a project; the kill switch needs the admin role`,
+      );
     }
+    const body = parse();
     const command = { ...body, idempotency_key: body.idempotency_key ?? `${name}-${randomUUID()}` };
     const options = { operator: { name: caller.name, role: caller.role } };
     const reply =

@@ -53,7 +53,8 @@ export type ClaimHandoff = Command<
   { handoff_id: string; idempotency_key: string; claim_id: string; lease_ms: number; claimer_roles: readonly string[] }
 >;
 
-export type HeartbeatHandoff = Command<'heartbeat', { handoff_id: string; claim_id: string; idempotency_key: string; lease_ms: number }>;
+/** `lease_ms` absent: the claim's own lease length, as it was taken. */
+export type HeartbeatHandoff = Command<'heartbeat', { handoff_id: string; claim_id: string; idempotency_key: string; lease_ms?: number }>;
 
 /** What the ledger knows about the project when a handoff is returned. */
 export interface ProjectRoster {

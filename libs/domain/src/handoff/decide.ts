@@ -378,7 +378,7 @@ function decideHeartbeat({ data, metadata }: HeartbeatHandoff, state: ExistingHa
   }
   return accept({
     type: 'handoff.heartbeat',
-    data: base(data, metadata, { claim_id: data.claim_id, lease_expires_at: plusMs(metadata.now, data.lease_ms) }),
+    data: base(data, metadata, { claim_id: data.claim_id, lease_expires_at: plusMs(metadata.now, data.lease_ms ?? state.claim.lease_ms) }),
   });
 }
 

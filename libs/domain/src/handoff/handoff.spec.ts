@@ -57,6 +57,18 @@ describe('handoff: heartbeat extends the lease of the current claim', () => {
     expect(state.status === 'claimed' && state.claim.lease_expires_at).toBe(at(30 + LEASE_MS / 1000));
   });
 
+  it('a heartbeat naming no lease renews the claim to the length it was taken with (a short lease stays short); one naming a length uses it', () => {
+    const short = history(cmd.create({ to_agent: 'bob' }), cmd.claim('bob', 'c1', 0, { lease_ms: 10_000 }));
+    const beat = { ...cmd.heartbeat('bob', 'c1', 5), data: { handoff_id: HID, claim_id: 'c1', idempotency_key: 'hb-short' } } as HandoffCommand;
+    const renewed = given(handoffDecider, short).when(beat).stateAfter();
+    expect(renewed.status === 'claimed' && renewed.claim).toMatchObject({ lease_expires_at: at(15), lease_ms: 10_000 });
+    const named = given(handoffDecider, short)
+      .when({ ...beat, data: { handoff_id: HID, claim_id: 'c1', idempotency_key: 'hb-long', lease_ms: 30_000 } } as HandoffCommand)
+      .stateAfter();
+    // The length the claim was taken with stays what a later beat naming none renews to.
+    expect(named.status === 'claimed' && named.claim).toMatchObject({ lease_expires_at: at(35), lease_ms: 10_000 });
+  });
+
   it('a stale claim id is refused: after requeue and a new claim, the old claimer cannot heartbeat', () => {
     const events = history(cmd.create(), cmd.claim('bob', 'c1'), cmd.requeue('c1', 61), cmd.claim('carol', 'c2', 62));
     given(handoffDecider, events)

@@ -34,6 +34,8 @@ export interface Claim {
   claim_id: string;
   claimed_at: string;
   lease_expires_at: string;
+  /** How long the claim's lease was when it was taken, ms (what a heartbeat naming no length renews it to). */
+  lease_ms: number;
 }
 
 /** A claim the watchdog took back, and the retry count the handoff had before. */
@@ -271,7 +273,13 @@ export function evolveHandoff(state: HandoffState, event: HandoffEvent): Handoff
       // The key the spread does not bring comes first: `{ ...state, claim }` would give every claimed
       // state a hidden class of its own on Node 20 (hidden-class.spec.ts).
       return {
-        claim: { claimed_by: d.claimed_by, claim_id: d.claim_id, claimed_at: d.at, lease_expires_at: d.lease_expires_at },
+        claim: {
+          claimed_by: d.claimed_by,
+          claim_id: d.claim_id,
+          claimed_at: d.at,
+          lease_expires_at: d.lease_expires_at,
+          lease_ms: Math.max(0, Date.parse(d.lease_expires_at) - Date.parse(d.at)),
+        },
         ...withoutClaim(state),
         ...touched,
         status: 'claimed',
