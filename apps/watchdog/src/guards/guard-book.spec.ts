@@ -199,3 +199,47 @@ describe('GuardBook: a late result under a claim already counted is not a second
     expect(book.circuitOf('acme', 'slow')).toMatchObject({ failures: 1 });
   });
 });
+
+/**
+ * A returnable child's failure is its run's to handle (the route's ON_FAILURE: continue, RESPOND,
+ * ESCALATE): the circuit that failure opens stops no run — it holds the agent's next dispatches.
+ * A workflow step's failure leaves its run with nothing to go on: that run is stopped.
+ */
+describe('GuardBook: the failure of a returnable child opens the circuit without stopping its run', () => {
+  const at = '2026-12-01T10:00:00.000Z';
+  const config = { ...DefaultGuardConfig, circuitFailures: 2 };
+  const child = (book: GuardBook, handoff: string, run: string, deadline: boolean) => {
+    const created = guardFactOf({
+      id: `e-c-${handoff}`,
+      type: 'handoff.created',
+      project: 'acme',
+      aggregate: { kind: 'handoff', id: handoff },
+      occurredAt: at,
+      payload: { handoff_id: handoff, project: 'acme', kind: 'task', to_agent: 'kid', workflow_run_id: run, ...(deadline ? { deadline_at: at } : {}) },
+    })!;
+    expect(created).toMatchObject({ kind: 'handoff_created', run, ...(deadline ? { returnable: true } : {}) });
+    book.applyFact(created);
+    book.applyFact({ kind: 'handoff_claimed', project: 'acme', handoff, agent: 'kid', claim_id: `c-${handoff}` });
+  };
+
+  it('two children past their deadlines open the circuit and stop neither conversation; the next dispatch to the agent is held', () => {
+    const book = new GuardBook(config);
+    child(book, 'ho-1', 'conv-1', true);
+    expect(book.applyFact({ kind: 'handoff_failed', event_id: 'e-d1', project: 'acme', handoff: 'ho-1', cause: 'deadline_expired', at })).toEqual([]);
+    child(book, 'ho-2', 'conv-2', true);
+    expect(book.applyFact({ kind: 'handoff_failed', event_id: 'e-d2', project: 'acme', handoff: 'ho-2', cause: 'deadline_expired', at })).toEqual([]);
+    expect(book.circuitOf('acme', 'kid')).toMatchObject({ status: 'open', failures: 2 });
+    const held = book.applyFact({ kind: 'routed', event_id: 'e-r3', project: 'acme', run: 'conv-3', from: 'sup', to: 'kid', hop: 2, at });
+    expect(held).toEqual([expect.objectContaining({ guard: 'circuit', why: 'circuit_open', workflow_run_id: 'conv-3', agent: 'kid' })]);
+  });
+
+  it('a workflow step (no deadline) that fails twice stops the run of the failure that opened the circuit', () => {
+    const book = new GuardBook(config);
+    child(book, 'ho-1', 'wr-1', false);
+    book.applyFact({ kind: 'handoff_failed', event_id: 'e-f1', project: 'acme', handoff: 'ho-1', cause: 'failed', at });
+    child(book, 'ho-2', 'wr-2', false);
+    expect(book.applyFact({ kind: 'handoff_failed', event_id: 'e-f2', project: 'acme', handoff: 'ho-2', cause: 'failed', at })).toEqual([
+      expect.objectContaining({ guard: 'circuit', workflow_run_id: 'wr-2' }),
+    ]);
+  });
+});

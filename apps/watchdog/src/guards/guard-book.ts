@@ -29,6 +29,8 @@ interface HandoffInfo {
   claimId?: string;
   /** The handoff's run with its project (the source project of a cross-project handoff). */
   run?: HandoffRunRef;
+  /** A returnable child: its run handles its failure (ON_FAILURE), so a circuit it opens stops no run. */
+  returnable?: true;
 }
 
 /** The run fields of a circuit input for a handoff's outcome (none when the handoff names no run). */
@@ -105,6 +107,7 @@ export class GuardBook {
         const info: HandoffInfo = {};
         if (fact.to_agent !== undefined) info.agent = fact.to_agent;
         if (fact.run !== undefined) info.run = { project: fact.run_project ?? fact.project, workflow_run_id: fact.run };
+        if (fact.returnable) info.returnable = true;
         this.handoffs.set(`${fact.project}/${fact.handoff}`, info);
         return [];
       }
@@ -145,7 +148,8 @@ export class GuardBook {
           agent,
           cause: fact.cause,
           at: fact.at,
-          ...runOf(info),
+          // A returnable child's run goes on by its ON_FAILURE: the circuit holds the next dispatches, not this run.
+          ...(info?.returnable ? {} : runOf(info)),
         });
       }
       default: {

@@ -75,7 +75,21 @@ export type GuardFact =
    * against the reviewer's circuit but stop no run (the review does not drive its run, the work it
    * reviews is done, and a review's lapse only requeues it: docs/handoffs.md rule 5).
    */
-  | { kind: 'handoff_created'; project: string; handoff: string; to_agent?: string; run?: string; run_project?: string; review?: true }
+  | {
+      kind: 'handoff_created';
+      project: string;
+      handoff: string;
+      to_agent?: string;
+      run?: string;
+      run_project?: string;
+      review?: true;
+      /**
+       * A run's returnable child (it has a deadline: only the router's returnable routes give a
+       * run handoff one): its failure is its run's to handle — the run's ON_FAILURE — so the
+       * circuit its failures open stops no run; it holds the agent's next dispatches.
+       */
+      returnable?: true;
+    }
   | { kind: 'handoff_claimed'; project: string; handoff: string; agent: string; claim_id: string }
   /** `ends`: the handoff is over (completed by the result); a return may still be reworked. */
   | { kind: 'handoff_succeeded'; event_id: string; project: string; handoff: string; agent?: string; at: string; ends?: true }
@@ -182,6 +196,7 @@ export function guardFactOf(event: GuardEventInput): GuardFact | null {
       if (run !== null && p.kind !== 'completion_handback') {
         fact.run = run.workflow_run_id;
         fact.run_project = run.project;
+        if (p.deadline_at !== undefined) fact.returnable = true;
       }
       return fact;
     }
