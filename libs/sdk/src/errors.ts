@@ -70,7 +70,7 @@ export class NotClaimedError extends BatonSdkError {
     readonly handoffId: string,
     action: string,
     /** The helper that already ended this offer's claim (`return`, `release`, `fail`), if any. */
-    readonly endedBy: 'return' | 'release' | 'fail' | null = null,
+    readonly endedBy: 'return' | 'release' | 'fail' | 'decide' | null = null,
     /** The code of the heartbeat refusal that said the claim is lost (`lease_expired`, `stale_claim`…), if that is why. */
     readonly lostBy: string | null = null,
   ) {
@@ -124,6 +124,25 @@ export class NoRunResultError extends BatonSdkError {
       { code: 'handoff_has_no_run' },
     );
     this.name = 'NoRunResultError';
+  }
+}
+
+/**
+ * `finish()` was called on a completion handback (`kind: completion_handback`): a review of work
+ * this agent delegated, which is decided — `offer.decide('accept' | 'rework', note)` — never finished
+ * with a run result (its run waits for another agent's result: the router would refuse this one,
+ * and a refused result counts toward the agent's circuit). Nothing was sent and the claim is kept.
+ * `code` is stable: `completion_handback`.
+ */
+export class HandbackResultError extends BatonSdkError {
+  constructor(readonly handoffId: string) {
+    super(
+      `cannot finish handoff ${handoffId} with a run result: it is a completion handback to review; decide it with decide('accept') or decide('rework', note)`,
+      {
+        code: 'completion_handback',
+      },
+    );
+    this.name = 'HandbackResultError';
   }
 }
 

@@ -25,6 +25,7 @@ export {
   BatonSdkError,
   CrossProjectResultError,
   NoRunResultError,
+  HandbackResultError,
   DuplicateMessageError,
   MessageIdReusedError,
   InvalidInputError,

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { IdSchema, Limits, parseUntrustedJson, type CompletionReportSchema, type HandoffRecord, type LedgerReply } from '@baton/contracts';
 import { PoisonError, TransientError, type ConsumedMessage, type LedgerClient } from '@baton/eventstore';
 import type { AgentResultInput, PublishReceipt } from './client';
-import { CrossProjectResultError, LedgerCommandError, NoRunResultError, NotClaimedError } from './errors';
+import { CrossProjectResultError, HandbackResultError, LedgerCommandError, NoRunResultError, NotClaimedError } from './errors';
 
 /**
  * What an offer message carries: the ledger publishes the HandoffRecord as it was when offered
@@ -81,6 +81,12 @@ export interface HandoffOffer {
   /** Record that the work failed. @throws LedgerCommandError, NotClaimedError */
   fail(reason: string): Promise<HandoffRecord>;
   /**
+   * Decide a completion handback offered to this agent for review (`kind: completion_handback`):
+   * accept the work, or send it back for rework (a rework says what to change: `note`).
+   * @throws LedgerCommandError (e.g. `self_accept_forbidden`, `handback_already_decided`, `not_a_handback`), NotClaimedError
+   */
+  decide(decision: 'accept' | 'rework', note?: string): Promise<HandoffRecord>;
+  /**
    * Publish this agent's result for the handoff under its claim (`handoff_id` and `claim_id` set;
    * `workflow_run_id` from the handoff; `result_id` defaults to one derived from the claim, so
    * finishing twice publishes once). The router accepts a result only under the current claim of
@@ -93,7 +99,8 @@ export interface HandoffOffer {
    * with `return(report)` too.
    * @throws NotClaimedError (nothing sent) when the offer was not claimed; CrossProjectResultError
    *   (nothing sent, the claim kept) on a cross-project handoff; NoRunResultError (nothing sent, the
-   *   claim kept) on a handoff of no run; InvalidInputError when the result breaks the contract.
+   *   claim kept) on a handoff of no run; HandbackResultError (nothing sent, the claim kept) on a
+   *   completion handback (decide it); InvalidInputError when the result breaks the contract.
    */
   finish(result: FinishResult): Promise<PublishReceipt>;
 }
@@ -103,7 +110,7 @@ export interface OfferHandlerDeps {
   agent: string;
   /** This client among the agent's replicas: part of the claim's idempotency key. */
   instance: string;
-  ledger: Pick<LedgerClient, 'claim' | 'heartbeat' | 'return' | 'release' | 'fail'>;
+  ledger: Pick<LedgerClient, 'claim' | 'heartbeat' | 'return' | 'release' | 'fail' | 'decideHandback'>;
   publishResult: (result: AgentResultInput) => Promise<PublishReceipt>;
   onOffer: (offer: HandoffOffer) => Promise<void> | void;
 }
@@ -153,7 +160,7 @@ class Offer implements HandoffOffer {
   /** The lease this claim was taken with (what a heartbeat without a length renews it to). */
   private claimLeaseMs: number | null = null;
   /** The helper that gave this offer's claim up (`return`, `release`, `fail`), once it was accepted. */
-  private endedBy: 'return' | 'release' | 'fail' | null = null;
+  private endedBy: 'return' | 'release' | 'fail' | 'decide' | null = null;
   /** Claims this offer took (a claim after one lapsed is a new one, with a key of its own). */
   private claims = 0;
   /** The code of the heartbeat refusal that said this offer's claim is lost (cleared by a new claim). */
@@ -271,8 +278,23 @@ class Offer implements HandoffOffer {
     return this.ending('fail', reply);
   }
 
+  async decide(decision: 'accept' | 'rework', note?: string): Promise<HandoffRecord> {
+    const claimId = this.requireClaim('decide');
+    this.stopHeartbeat();
+    const reply = await this.deps.ledger.decideHandback(
+      this.project,
+      decision === 'accept'
+        ? { handoff_id: this.handoffId, decision, ...(note !== undefined ? { note } : {}), idempotency_key: `decide:${claimId}` }
+        : { handoff_id: this.handoffId, decision, note: note ?? '', idempotency_key: `decide:${claimId}` },
+    );
+    return this.ending('decide', reply);
+  }
+
   async finish(result: FinishResult): Promise<PublishReceipt> {
     const claimId = this.requireClaim('finish');
+    // A completion handback is a review: it is decided, never finished with a run result (the run
+    // waits for someone else's, and a refused result counts toward this agent's circuit).
+    if (this.handoff?.kind === 'completion_handback') throw new HandbackResultError(this.handoffId);
     // A run id means something only with its project: a cross-project handoff's run is its source
     // project's, and this agent publishes results only on its own project's subject.
     const runProject = this.handoff?.source_project;
@@ -316,7 +338,7 @@ class Offer implements HandoffOffer {
   }
 
   /** The reply to `return` / `release` / `fail`: once accepted, this offer's claim is given up. */
-  private ending(action: 'return' | 'release' | 'fail', reply: LedgerReply): HandoffRecord {
+  private ending(action: 'return' | 'release' | 'fail' | 'decide', reply: LedgerReply): HandoffRecord {
     const handoff = this.accept(action, reply);
     this.endedBy = action;
     return handoff;
