@@ -358,7 +358,7 @@ function tryFire(
       to: target,
       route: index,
       outcome: 'rejected',
-      cause: 'waiting parent is not the innermost',
+      cause: HandoffRefusalCode.notInnermostParent,
       code: HandoffRefusalCode.notInnermostParent,
     });
     return false;
