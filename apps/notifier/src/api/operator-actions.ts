@@ -202,10 +202,13 @@ export class OperatorActions {
       if (earlier !== null) return earlier;
     }
     if (view.run.status !== 'held') {
+      // The API's own check: nothing was sent (no `outcome`, no `status_url`: there is no answer to follow).
       throw new ApiError(
         HttpStatus.CONFLICT,
         'run_not_held',
         `run ${workflowRunId} is ${view.run.status}, not held${view.run.open_stop_id ? `; answer its stop packet ${view.run.open_stop_id}` : ''}`,
+        [],
+        { workflow_run_id: workflowRunId, project, status: view.run.status, ...(view.run.open_stop_id ? { open_stop_id: view.run.open_stop_id } : {}) },
       );
     }
     const answer = answerOf(answerId ?? `ans-${randomUUID()}`, now);
