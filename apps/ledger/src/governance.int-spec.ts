@@ -161,6 +161,17 @@ describe('ledger governance (real NATS): kill switch, rate cap, cross-project, d
     expect(await control(SRC, 'resume', { actor: 'ops', actor_role: 'admin', idempotency_key: 'r-src' })).toMatchObject({ ok: true });
   });
 
+  it('a local create names agents of the project`s definition: an addressee it does not name is refused (addressee_not_in_roster), and so is a creator it does not name', async () => {
+    const lost = await client.create(P, { handoff_id: 'r-1', from_agent: 'alice', to_agent: 'nobody', summary: 'x', idempotency_key: 'c-r-1' }, as('alice'));
+    expect(lost).toMatchObject({ ok: false, error: { code: 'addressee_not_in_roster', kind: 'forbidden', details: { project: P, field: 'to_agent' } } });
+    const ghost = await client.create(P, { handoff_id: 'r-2', from_agent: 'ghost', to_agent: 'bob', summary: 'x', idempotency_key: 'c-r-2' }, as('ghost'));
+    expect(ghost).toMatchObject({ ok: false, error: { code: 'delegator_not_in_roster' } });
+    expect((await store.read({ project: P, kind: 'handoff', id: 'r-1' })).events).toEqual([]);
+    expect(await client.create(P, { handoff_id: 'r-3', from_agent: 'alice', to_agent: 'bob', summary: 'x', idempotency_key: 'c-r-3' }, as('alice'))).toMatchObject({
+      ok: true,
+    });
+  });
+
   it('rate cap: a claim over the agent cap is refused with rate_limited and retry_after_ms', async () => {
     const ids = [];
     for (let i = 0; i < 3; i++) ids.push(handoffOf(await create('rita')).id);

@@ -538,7 +538,9 @@ export class LedgerCommands {
           };
         }
         const { target_project: _same, ...local } = d;
-        return done(d.handoff_id, d.idempotency_key, { type: 'create', data: local, metadata }, d);
+        // The project's roster: an addressee (or escalation target) its definition does not name is refused.
+        const { roster } = await view();
+        return done(d.handoff_id, d.idempotency_key, { type: 'create', data: { ...local, roster: roster.visible_actors }, metadata }, d);
       }
       case 'claim': {
         const parsed = parseWith(ClaimHandoffCommandSchema, body);

@@ -28,7 +28,16 @@ type Command<T extends string, D> = { type: T; data: D; metadata: HandoffCommand
  */
 export type CreateHandoff = Command<
   'create',
-  Omit<CreateHandoffCommand, 'kind'> & { kind: HandoffKind; reviewed_worker?: string; cross_project?: CrossProjectRosters }
+  Omit<CreateHandoffCommand, 'kind'> & {
+    kind: HandoffKind;
+    reviewed_worker?: string;
+    cross_project?: CrossProjectRosters;
+    /**
+     * A local create sent to the ledger: the project's visible actors, as its definition names
+     * them. Empty: the project has no definition, and no roster to check against.
+     */
+    roster?: readonly string[];
+  }
 >;
 
 /**

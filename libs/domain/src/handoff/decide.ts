@@ -58,6 +58,10 @@ export const HandoffErrorCode = {
   ctoOverrideRequired: 'cto_override_required',
   delegatorNotInSourceRoster: 'delegator_not_in_source_roster',
   addresseeNotInTargetRoster: 'addressee_not_in_target_roster',
+  /** A local create to an agent (or with an `escalate_to`) the project's definition does not name. */
+  addresseeNotInRoster: 'addressee_not_in_roster',
+  /** A local create by an agent the project's definition does not name. */
+  delegatorNotInRoster: 'delegator_not_in_roster',
   reservedId: 'reserved_id',
   crossProjectNotAccepted: 'cross_project_not_accepted',
   reviewEndForbidden: 'review_end_forbidden',
@@ -253,6 +257,34 @@ function decideCreate(command: CreateHandoff, state: HandoffState): Decision {
     if (value !== undefined) (event.data as Record<string, unknown>)[key] = value;
   }
   return accept(event);
+}
+
+/**
+ * A local create checked against the project's roster (its definition's agents), when it has one:
+ * work addressed to an agent the definition does not name would wait, pending, for a claimer that
+ * never comes, and an agent the definition does not name is no delegator of the project. A project
+ * without a definition names no roster: nothing is checked.
+ */
+function checkLocalRoster({ data, metadata }: CreateHandoff): Decision | null {
+  const roster = data.roster;
+  if (roster === undefined || roster.length === 0 || data.cross_project !== undefined) return null;
+  if (metadata.actorKind === 'agent' && !roster.includes(metadata.actor)) {
+    return reject('forbidden', HandoffErrorCode.delegatorNotInRoster, `${metadata.actor} is not an agent of project ${data.project} (its definition)`, {
+      project: data.project,
+    });
+  }
+  for (const [field, agent] of [
+    ['to_agent', data.to_agent],
+    ['escalate_to', data.escalate_to],
+  ] as const) {
+    if (agent !== undefined && !roster.includes(agent)) {
+      return reject('forbidden', HandoffErrorCode.addresseeNotInRoster, `${agent} is not an agent of project ${data.project} (its definition)`, {
+        project: data.project,
+        field,
+      });
+    }
+  }
+  return null;
 }
 
 /**
@@ -746,6 +778,8 @@ function decideUnstamped(command: HandoffCommand, state: HandoffState): Decision
     // caller may not learn that the id exists there, nor get its record, without passing.
     const crossRefusal = checkCrossProject(command.data);
     if (crossRefusal) return crossRefusal;
+    const rosterRefusal = checkLocalRoster(command);
+    if (rosterRefusal) return rosterRefusal;
     const creatorRefusal = checkCreator(command);
     if (creatorRefusal) return creatorRefusal;
     if (state.status !== 'absent') {

@@ -59,6 +59,28 @@ describe('handoff deadline (generic; the run side consumes handoff.deadline_expi
   });
 });
 
+describe('a local create is checked against the project`s roster when its definition names one', () => {
+  const roster = ['alice', 'bob', 'lead'];
+  it('an addressee or escalation target the definition does not name is refused (addressee_not_in_roster): the work would wait for a claimer that never comes', () => {
+    given(handoffDecider)
+      .when(cmd.create({ to_agent: 'nobody', roster }))
+      .thenFails('addressee_not_in_roster');
+    const refused = handoffDecider.decide(cmd.create({ to_agent: 'bob', escalate_to: 'ghost', roster }), handoffDecider.initialState());
+    expect(refused).toMatchObject({ ok: false, error: { code: 'addressee_not_in_roster', kind: 'forbidden', details: { field: 'escalate_to' } } });
+    given(handoffDecider)
+      .when(cmd.create({ to_agent: 'bob', escalate_to: 'lead', roster }))
+      .thenMatch([{ type: 'handoff.created', data: expect.not.objectContaining({ roster: expect.anything() }) }]);
+  });
+
+  it('an agent the definition does not name creates nothing (delegator_not_in_roster); a project without a definition checks nothing', () => {
+    const ghost = { ...cmd.create({ from_agent: 'ghost', to_agent: 'bob', roster }), metadata: meta('ghost', 'agent', at(0)) };
+    given(handoffDecider).when(ghost).thenFails('delegator_not_in_roster');
+    given(handoffDecider)
+      .when({ ...cmd.create({ from_agent: 'ghost', to_agent: 'nobody', roster: [] }), metadata: meta('ghost', 'agent', at(0)) })
+      .thenMatch([{ type: 'handoff.created' }]);
+  });
+});
+
 describe('cross-project handoff: validates both rosters; never cross-registers', () => {
   const cross = { source_project: 'src', source_visible: ['alice'], target_visible: ['bob'], target_accepts: true };
   const base = { project: PROJECT, target_project: PROJECT, to_agent: 'bob', cto_override: 'dec-1', cross_project: cross };
