@@ -86,7 +86,13 @@ describe('a completion handback decided through the SDK (ledger in process, real
         onError: () => undefined,
       }),
     );
-    const created = await alice.ledger.create(PROJECT, { handoff_id: 'h-parse', from_agent: 'alice', to_agent: 'bob', summary: 'write the parser', idempotency_key: 'c-parse' });
+    const created = await alice.ledger.create(PROJECT, {
+      handoff_id: 'h-parse',
+      from_agent: 'alice',
+      to_agent: 'bob',
+      summary: 'write the parser',
+      idempotency_key: 'c-parse',
+    });
     expect(created.ok).toBe(true);
 
     await waitFor(async () => (reviews.length === 2 ? true : undefined), 'two reviews', { timeoutMs: 20_000 });

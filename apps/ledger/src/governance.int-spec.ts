@@ -167,7 +167,9 @@ describe('ledger governance (real NATS): kill switch, rate cap, cross-project, d
     const ghost = await client.create(P, { handoff_id: 'r-2', from_agent: 'ghost', to_agent: 'bob', summary: 'x', idempotency_key: 'c-r-2' }, as('ghost'));
     expect(ghost).toMatchObject({ ok: false, error: { code: 'delegator_not_in_roster' } });
     expect((await store.read({ project: P, kind: 'handoff', id: 'r-1' })).events).toEqual([]);
-    expect(await client.create(P, { handoff_id: 'r-3', from_agent: 'alice', to_agent: 'bob', summary: 'x', idempotency_key: 'c-r-3' }, as('alice'))).toMatchObject({
+    expect(
+      await client.create(P, { handoff_id: 'r-3', from_agent: 'alice', to_agent: 'bob', summary: 'x', idempotency_key: 'c-r-3' }, as('alice')),
+    ).toMatchObject({
       ok: true,
     });
   });

@@ -81,7 +81,9 @@ export const AgentResultSchema = z.strictObject({
   /** Unique per result; also the idempotency key of everything the result causes. */
   result_id: IdSchema,
   /** The agent run that produced this result: the agent's own id for its run of the step (the SDK uses the claim id); recorded, never routed on. */
-  run_id: IdSchema.describe("your agent's own id for the run that produced this result (the SDK sends the claim id); recorded on run.result_recorded, never routed on"),
+  run_id: IdSchema.describe(
+    "your agent's own id for the run that produced this result (the SDK sends the claim id); recorded on run.result_recorded, never routed on",
+  ),
   project: ProjectIdSchema,
   /** The workflow run this result belongs to. */
   workflow_run_id: IdSchema,
