@@ -2,6 +2,7 @@ import { join } from 'node:path';
 import { createEventRegistry, ledgerCommandSubject, MsgIds, Principals, type AggregateKind } from '@baton/contracts';
 import { connectNats, DlqAdmin, JetStreamEventStore, type NatsHandle, type StoredEvent } from '@baton/eventstore';
 import { batonProjections, createProjectionStore, createRedis, type RedisHandle } from '@baton/projections';
+import { ApiTokenStore } from '@baton/platform';
 import { AgentClaims, run, waitFor } from '@baton/testing';
 import {
   deleteStreams,
@@ -268,11 +269,24 @@ describe('faults on one platform: duplicates, concurrent claimers, a Redis flush
       'lead-agent',
     );
     expect(refused).toMatchObject({ ok: false, error: { code: 'payload_too_large' } });
-    // Notifier: an HTTP body over the cap.
+    // Notifier: an HTTP body over the cap — 401 to a caller without a token (told nothing of its
+    // body), 413 to an operator.
     const notifier = platform.get('notifier');
-    const response = await fetch(`http://127.0.0.1:${notifier.port}/v1/runs/${runId}/answer`, {
+    const anonymous = await fetch(`http://127.0.0.1:${notifier.port}/v1/runs/${runId}/answer`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ note: big }),
+    });
+    expect(anonymous.status).toBe(401);
+    const { token } = await new ApiTokenStore(redis.client, prefix).create({
+      name: 'olga',
+      role: 'operator',
+      projects: [project],
+      now: new Date().toISOString(),
+    });
+    const response = await fetch(`http://127.0.0.1:${notifier.port}/v1/runs/${runId}/answer`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
       body: JSON.stringify({ note: big }),
     });
     expect(response.status).toBe(413);
