@@ -297,18 +297,17 @@ export function interruptible(ctx: CliContext, what: string): { signal: AbortSig
   const controller = new AbortController();
   let committed = false;
   let heard = false;
-  const say = (text: string) => ctx.io.stderr.write(text);
   const onSignal = (name: NodeJS.Signals) => {
     if (heard) {
-      say(`\nbaton: ${name} again: exiting now (a shadow generation may stay behind; the next rebuild deletes it)\n`);
+      ctx.io.stderr.write(`\nbaton: ${name} again: exiting now (a shadow generation may stay behind; the next rebuild deletes it)\n`);
       process.exit(INTERRUPTED);
     }
     heard = true;
     if (committed) {
-      say(`\nbaton: ${name}: the ${what} is already swapping its projections in; it finishes (${name} again to exit at once)\n`);
+      ctx.io.stderr.write(`\nbaton: ${name}: the ${what} is already swapping its projections in; it finishes (${name} again to exit at once)\n`);
       return;
     }
-    say(`\nbaton: ${name}: stopping the ${what}; the live projections are not touched (${name} again to exit at once)\n`);
+    ctx.io.stderr.write(`\nbaton: ${name}: stopping the ${what}; the live projections are not touched (${name} again to exit at once)\n`);
     controller.abort();
   };
   process.on('SIGINT', onSignal);
