@@ -233,7 +233,7 @@ describe('baton commands that publish (real NATS) and call the operator API (loc
     expect(refused.err).toContain('the answer was refused');
   });
 
-  it('answer and decide call the operator API with the bodies it accepts; applied exits 0 saying so, pending 0 with a note, a refusal 1 with its code', async () => {
+  it('answer, decide and abandon call the operator API with the bodies it accepts; applied exits 0 saying so, pending 0 with a note, a refusal 1 with its code', async () => {
     // Approve names the call it approves: without --digest nothing is sent, the frozen call and its digest are shown.
     const unnamed = await baton('answer', 'stop-1', '--action', 'approve', '--note', 'ok');
     expect(unnamed.code).toBe(2);
@@ -270,6 +270,14 @@ describe('baton commands that publish (real NATS) and call the operator API (loc
     });
     expect((await baton('decide', 'hb-1', 'rework')).code).toBe(2);
 
+    requests.length = 0;
+    const abandoned = await baton('abandon', 'h-7', '--reason', 'wrong ticket', '--project', 'demo', '--key', 'k-7');
+    expect(abandoned).toMatchObject({ code: 0, out: 'abandoned: h-7 (project demo)\n' });
+    expect(requests).toEqual([{ method: 'POST', url: '/v1/projects/demo/handoffs/h-7/abandon', body: { reason: 'wrong ticket', idempotency_key: 'k-7' } }]);
+    expect((await baton('abandon', 'h-7')).code).toBe(2);
+    expect((await baton('abandon', 'h-7', '--reason', ' ')).code).toBe(2);
+    expect(requests).toHaveLength(1);
+
     nextStatus = 202;
     const pending = await baton('answer', 'stop-1', '--action', 'deny');
     expect(pending.code).toBe(0);
@@ -285,5 +293,8 @@ describe('baton commands that publish (real NATS) and call the operator API (loc
     const refusedJson = await baton('answer', 'stop-1', '--action', 'deny', '--json');
     expect(refusedJson.code).toBe(1);
     expect(JSON.parse(refusedJson.err)).toMatchObject({ error: { code: 'run_not_stopped', details: { status: 409 } } });
+    const refusedAbandon = await baton('abandon', 'h-7', '--reason', 'wrong ticket');
+    expect(refusedAbandon.code).toBe(1);
+    expect(refusedAbandon.err).toContain('the abandon was refused: run_not_stopped');
   });
 });

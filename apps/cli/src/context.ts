@@ -16,7 +16,7 @@ export const CliConfigSchema = BaseConfigSchema.pick({
   BATON_PREFIX: true,
   NATS_CREDS: true,
 }).extend({
-  /** The notifier's operator API (answers and handback decisions go through it). */
+  /** The notifier's operator API (answers, handback decisions and abandons go through it). */
   BATON_API_URL: z
     .string()
     .regex(/^https?:\/\//, 'must start with http:// or https://')

@@ -7,7 +7,7 @@ import { processIo, type CliIo } from './output';
 
 /** The commands under each heading of `baton help`, by name (a test holds every command to one heading). */
 export const HELP_GROUPS: ReadonlyArray<readonly [string, readonly string[]]> = [
-  ['Operators', ['inbox', 'stops', 'handoff', 'run', 'mesh', 'answer', 'answer-hold', 'decide']],
+  ['Operators', ['inbox', 'stops', 'handoff', 'run', 'mesh', 'answer', 'answer-hold', 'decide', 'abandon']],
   ['Admins', ['pause', 'resume', 'project', 'token', 'nats-config', 'creds']],
   ['Agents and integrations', ['start', 'message', 'result', 'publish-definition', 'validate', 'schemas']],
   ['SREs', ['replay', 'verify', 'streams', 'dlq']],
@@ -28,11 +28,11 @@ Environment:
   NATS_URL        NATS with JetStream (default nats://127.0.0.1:4222)
   REDIS_URL       Redis holding the projections (default redis://127.0.0.1:6379)
   BATON_PREFIX    subject / stream / key prefix of the deployment (default baton)
-  BATON_API_URL   the notifier's operator API, for answer, answer-hold and decide (default http://127.0.0.1:7100)
-  BATON_TOKEN     the operator API token answer, answer-hold and decide send
+  BATON_API_URL   the notifier's operator API, for answer, answer-hold, decide and abandon (default http://127.0.0.1:7100)
+  BATON_TOKEN     the operator API token answer, answer-hold, decide and abandon send
   NATS_CREDS      this principal's NATS credentials file (unless BATON_NATS_AUTH=none)
-  BATON_OPERATOR  who you are, recorded by start, pause and resume (default $USER); answers and
-                  decisions record the API token's name
+  BATON_OPERATOR  who you are, recorded by start, pause and resume (default $USER); answers,
+                  decisions and abandons record the API token's name
 
 Every read command takes --json; with --json a failure is one line on stderr,
 {"error":{"code","message","issues","details"?}} (a refusal's reply stays on stdout).

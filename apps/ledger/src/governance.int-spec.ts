@@ -218,6 +218,55 @@ describe('ledger governance (real NATS): kill switch, rate cap, cross-project, d
     expect(returned).toMatchObject({ status: 'returned', handback_recipient: { to_role: 'operator', reason: 'no_eligible_reviewer' } });
   });
 
+  it('cross-project: its delegator withdraws it from its own subject (target_project); P`s own sam, another SRC agent and an id P made are refused', async () => {
+    await publishDefinition(nats, prefix, definition(P, ['alice', 'bob', 'rita', 'sam'], [SRC]));
+    const id = 'x-ab-1';
+    const body = { handoff_id: id, project: SRC, from_agent: 'sam', to_agent: 'bob', summary: 'help', target_project: P, cto_override: 'dec-1' };
+    handoffOf(await client.create(SRC, { ...body, idempotency_key: `${id}-c` }, asInSrc('sam')));
+    handoffOf(await client.claim(P, { handoff_id: id, idempotency_key: `${id}-claim` }, as('bob')));
+
+    // Without target_project the source project holds no such handoff (nothing moves in P).
+    expect(await client.abandon(SRC, { handoff_id: id, reason: 'not needed', idempotency_key: 'ab-0' }, asInSrc('sam'))).toMatchObject({
+      ok: false,
+      error: { code: 'not_found' },
+    });
+    // P's own sam shares the delegator's name and is someone else.
+    expect(await client.abandon(P, { handoff_id: id, reason: 'not needed', idempotency_key: 'ab-1' }, as('sam'))).toMatchObject({
+      ok: false,
+      error: { code: 'not_the_delegator', kind: 'forbidden', details: { delegator: 'sam', delegator_project: SRC } },
+    });
+    // A handoff P made itself is not reachable from SRC: answered as an id that does not exist.
+    const local = handoffOf(await create('bob'));
+    const probe = await client.abandon(SRC, { handoff_id: local.id, reason: 'x', idempotency_key: 'ab-2', target_project: P }, asInSrc('sam'));
+    const none = await client.abandon(SRC, { handoff_id: 'no-such', reason: 'x', idempotency_key: 'ab-3', target_project: P }, asInSrc('sam'));
+    expect(probe).toMatchObject({ ok: false, error: { code: 'not_found', kind: 'not_found' } });
+    expect(probe.ok === false && none.ok === false && probe.error.message.replace(local.id, '<id>')).toBe(
+      none.ok === false && none.error.message.replace('no-such', '<id>'),
+    );
+
+    // Another agent of SRC did not delegate it.
+    expect(await client.abandon(SRC, { handoff_id: id, reason: 'x', idempotency_key: 'ab-5', target_project: P }, asInSrc('tom'))).toMatchObject({
+      ok: false,
+      error: { code: 'not_the_delegator' },
+    });
+
+    const withdrawn = await client.abandon(SRC, { handoff_id: id, reason: 'not needed', idempotency_key: 'ab-4', target_project: P }, asInSrc('sam'));
+    expect(handoffOf(withdrawn)).toMatchObject({ id, project: P, source_project: SRC, status: 'abandoned' });
+    // A retry is answered with the record and stores nothing; the same key with another reason is refused.
+    expect(await client.abandon(SRC, { handoff_id: id, reason: 'not needed', idempotency_key: 'ab-4', target_project: P }, asInSrc('sam'))).toMatchObject({
+      ok: true,
+      events: 0,
+      handoff: { status: 'abandoned' },
+    });
+    expect(await client.abandon(SRC, { handoff_id: id, reason: 'other', idempotency_key: 'ab-4', target_project: P }, asInSrc('sam'))).toMatchObject({
+      ok: false,
+      error: { code: 'idempotency_key_reused' },
+    });
+    const abandoned = (await store.read({ project: P, kind: 'handoff', id })).events.filter((e) => e.type === 'handoff.abandoned');
+    expect(abandoned.map((e) => e.payload)).toEqual([expect.objectContaining({ abandoned_by: 'sam', abandoned_by_project: SRC, reason: 'not needed' })]);
+    expect(abandoned[0]).toMatchObject({ project: P, actor: 'sam', origin: 'agent' });
+  });
+
   it('deadline: expire_deadline past deadline_at fails the handoff once (terminal_reason deadline)', async () => {
     const h = handoffOf(await create('bob', { deadline_at: new Date(Date.now() - 1000).toISOString() }));
     const wd = callers.watchdog;

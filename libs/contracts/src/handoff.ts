@@ -330,6 +330,14 @@ export const AbandonHandoffCommandSchema = z.strictObject({
   handoff_id: IdSchema,
   reason: ShortTextSchema.trim().min(1),
   idempotency_key: IdempotencyKeySchema,
+  /**
+   * The project the handoff lives in, when it is not the subject's: the delegator of a
+   * cross-project handoff withdraws it from its own project's subject by naming the target
+   * (only a handoff it delegated from that project; any other id there is `not_found`).
+   */
+  target_project: ProjectIdSchema.optional().describe(
+    "the project a cross-project handoff lives in, sent by its delegator from the source project's subject; any handoff there that this project's agent did not delegate is not_found",
+  ),
 });
 export type AbandonHandoffCommand = z.infer<typeof AbandonHandoffCommandSchema>;
 
@@ -418,6 +426,12 @@ export const HandoffCommandMetadataSchema = z.strictObject({
   actorKind: HandoffActorKindSchema,
   /** The digest of the body an outside caller sent (`command_digest` on the events it causes). */
   digest: CommandDigestSchema.optional(),
+  /**
+   * The caller's project, set only when it is not the project the handoff lives in: the delegator
+   * of a cross-project handoff acting from its source project. Names match only within a project,
+   * so such a caller is the delegator only of handoffs that project delegated.
+   */
+  actorProject: ProjectIdSchema.optional(),
 });
 export type HandoffCommandMetadata = z.infer<typeof HandoffCommandMetadataSchema>;
 
@@ -568,6 +582,8 @@ export const HandoffCompletedByResultSchema = z.strictObject({
 export const HandoffAbandonedSchema = z.strictObject({
   ...EventBase,
   abandoned_by: ActorNameSchema,
+  /** The project `abandoned_by` belongs to, when not the handoff's: a cross-project handoff withdrawn by its delegator. */
+  abandoned_by_project: ProjectIdSchema.optional(),
   reason: ShortTextSchema,
 });
 

@@ -1,4 +1,5 @@
 import type { Command } from '../command';
+import { abandonCommand } from './abandon';
 import { answerCommand } from './answer';
 import { answerHoldCommand } from './answer-hold';
 import { pauseCommand } from './pause';
@@ -33,6 +34,7 @@ export const commands: readonly Command[] = [
   answerCommand,
   answerHoldCommand,
   decideCommand,
+  abandonCommand,
   pauseCommand,
   resumeCommand,
   projectCommand,

@@ -600,7 +600,24 @@ export class LedgerCommands {
       case 'abandon': {
         const parsed = parseWith(AbandonHandoffCommandSchema, body);
         if (!parsed.ok) return parsed;
-        return done(parsed.value.handoff_id, parsed.value.idempotency_key, { type: 'abandon', data: parsed.value, metadata }, parsed.value);
+        const { target_project: target, ...data } = parsed.value;
+        if (target !== undefined && target !== project) {
+          // The delegator of a cross-project handoff withdraws it from its own project's subject:
+          // the handoff is read where it lives, and the caller is recorded as of this project (the
+          // domain lets it reach only what this project delegated). The digest covers the caller's
+          // project too, so the key never matches one an agent of the target project used.
+          return {
+            ok: true,
+            value: {
+              project: target,
+              handoffId: data.handoff_id,
+              idempotencyKey: data.idempotency_key,
+              command: { type: 'abandon', data, metadata: { ...metadata, actorProject: project } },
+              wire: { ...parsed.value, source_project: project },
+            },
+          };
+        }
+        return done(data.handoff_id, data.idempotency_key, { type: 'abandon', data, metadata }, parsed.value);
       }
       case 'fail': {
         const parsed = parseWith(FailHandoffCommandSchema, body);

@@ -14,6 +14,7 @@ import { OperatorActions, type AnswerReply, type RecordTarget } from './operator
 import { ProjectControls } from './project-controls';
 import { resolveProject } from './resolve';
 import {
+  AbandonHandoffBodySchema,
   HandbackDecisionBodySchema,
   PauseBodySchema,
   ResumeBodySchema,
@@ -198,6 +199,14 @@ export class HandoffsController {
   decide(@Param('id') id: string, @Body() body: unknown, @Caller() caller: Principal) {
     return this.actions.decideHandback(target(id), actionBody(caller, HandbackDecisionBodySchema, body), caller);
   }
+
+  /** `POST /v1/handoffs/:id/abandon`: withdraw an open handoff (through the ledger, as the token's operator). */
+  @NoQuery()
+  @Post(':id/abandon')
+  @HttpCode(200)
+  abandon(@Param('id') id: string, @Body() body: unknown, @Caller() caller: Principal) {
+    return this.actions.abandonHandoff(target(id), actionBody(caller, AbandonHandoffBodySchema, body), caller);
+  }
 }
 
 /**
@@ -339,6 +348,14 @@ export class ProjectRecordsController {
   @HttpCode(200)
   decide(@Param('project') project: string, @Param('id') id: string, @Body() body: unknown, @Caller() caller: Principal) {
     return this.actions.decideHandback(target(id, project), actionBody(caller, HandbackDecisionBodySchema, body), caller);
+  }
+
+  /** `POST /v1/projects/:project/handoffs/:id/abandon`: withdraw an open handoff; the run waiting on it sees `handoff_abandoned`. */
+  @NoQuery()
+  @Post('handoffs/:id/abandon')
+  @HttpCode(200)
+  abandon(@Param('project') project: string, @Param('id') id: string, @Body() body: unknown, @Caller() caller: Principal) {
+    return this.actions.abandonHandoff(target(id, project), actionBody(caller, AbandonHandoffBodySchema, body), caller);
   }
 
   /** `GET /v1/projects/:project/stops/:id`: one stop packet with its answer and effect. */

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { allowingUnlistedProperties, ProjectSummarySchema } from '@baton/contracts';
 import {
+  AbandonHandoffBodySchema,
   AnswerAcceptedSchema,
   AnswerStatusSchema,
   DecisionResponseSchema,
@@ -260,6 +261,27 @@ export function buildOpenApiDocument(): object {
       '503': error('no ledger answered'),
     },
   };
+  const abandonHandoff = {
+    operationId: 'abandonHandoff',
+    summary: 'Withdraw (abandon) an open handoff: pending, claimed or returned (a reason is required)',
+    description:
+      "Relayed to the ledger as the token's operator (`<prefix>.cmd.ledger.<project>.op.notifier.abandon`), which decides at once: 200 `applied` with the abandoned handoff (its `handoff.abandoned` event names the token as `abandoned_by`), or its refusal with the ledger's code and `error.details.outcome` = `refused`. A workflow run the handoff belongs to sees it ended without a result (`handoff_abandoned`): a pending returnable child's route applies its ON_FAILURE, the handoff the run's current agent works on holds the run for a person. `idempotency_key` makes a retry safe: the same key and reason again is 200 with `events` 0; the same key with another reason is 409 `idempotency_key_reused` (`error.details.abandoned_reason` names the reason recorded under it).",
+    parameters: [idParam('the handoff id')],
+    requestBody: body(AbandonHandoffBodySchema),
+    responses: {
+      '200': json(DecisionResponseSchema, 'the abandoned handoff; `events` 0 for a retry'),
+      '400': bad,
+      '415': unreadable,
+      '403': error(
+        '`role_forbidden` (a viewer token only reads); or the ledger refused the actor: `review_end_forbidden` (the token names the worker whose work the handback reviews), `principal_not_allowed`…',
+      ),
+      '404': missing,
+      '409': error(
+        '`handoff_not_open` (the handoff already ended: completed, released, abandoned, failed or archived); `idempotency_key_reused` (the key abandoned it with another reason)',
+      ),
+      '503': error('no ledger answered'),
+    },
+  };
   const controlProject = (name: 'pause' | 'resume') => ({
     operationId: name === 'pause' ? 'pauseProject' : 'resumeProject',
     summary:
@@ -297,7 +319,7 @@ export function buildOpenApiDocument(): object {
       title: 'Baton operator API',
       version: '1.0.0',
       description:
-        "The notifier service: the operator inbox, stop packets, handoff and run views (Redis projections of the event streams), mesh run views (read from the events stream), and the operator actions (answer a stop packet or a hold, accept or rework a completion handback). Every `/v1` route needs `Authorization: Bearer <token>` (made with `baton token create`; roles viewer / operator / admin, scoped to projects): a caller sees and answers only its projects (another project's item answers 404), a viewer cannot answer (403 `role_forbidden`), and `answered_by` / `actor_role` / the decision's actor come from the token, never from the body. 401 `unauthenticated` without a valid token (tokens may expire), before any refusal of the request's body; 429 `too_many_auth_failures` with `Retry-After` to a client address after `NOTIFIER_AUTH_FAILURES_PER_MINUTE` failed tokens or sign-ins (whatever it sends until the minute ends; behind a proxy set `NOTIFIER_TRUST_PROXY` so that the address is the client's); a request the HTTP server cannot take is answered in the same error form and the connection closed: 431 `headers_too_large` (headers over 16 KiB), 408 `request_timeout`, 400 `malformed_request`; 503 `projections_unavailable` with `Retry-After` within about `REDIS_COMMAND_TIMEOUT_MS` when Redis does not answer. Responses send `X-Content-Type-Options: nosniff`. Ids are unique only within a project: runs, handoffs and stop packets are addressed by project and id (`/v1/projects/{project}/runs/{id}`...); the id-only routes remain as a convenience and answer 409 `ambiguous_id` (with `error.details.projects`) when several of the token's projects hold the id.",
+        "The notifier service: the operator inbox, stop packets, handoff and run views (Redis projections of the event streams), mesh run views (read from the events stream), and the operator actions (answer a stop packet or a hold, accept or rework a completion handback, withdraw an open handoff). Every `/v1` route needs `Authorization: Bearer <token>` (made with `baton token create`; roles viewer / operator / admin, scoped to projects): a caller sees and answers only its projects (another project's item answers 404), a viewer cannot answer (403 `role_forbidden`), and `answered_by` / `actor_role` / the decision's actor come from the token, never from the body. 401 `unauthenticated` without a valid token (tokens may expire), before any refusal of the request's body; 429 `too_many_auth_failures` with `Retry-After` to a client address after `NOTIFIER_AUTH_FAILURES_PER_MINUTE` failed tokens or sign-ins (whatever it sends until the minute ends; behind a proxy set `NOTIFIER_TRUST_PROXY` so that the address is the client's); a request the HTTP server cannot take is answered in the same error form and the connection closed: 431 `headers_too_large` (headers over 16 KiB), 408 `request_timeout`, 400 `malformed_request`; 503 `projections_unavailable` with `Retry-After` within about `REDIS_COMMAND_TIMEOUT_MS` when Redis does not answer. Responses send `X-Content-Type-Options: nosniff`. Ids are unique only within a project: runs, handoffs and stop packets are addressed by project and id (`/v1/projects/{project}/runs/{id}`...); the id-only routes remain as a convenience and answer 409 `ambiguous_id` (with `error.details.projects`) when several of the token's projects hold the id.",
     },
     components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'an operator token from `baton token create`' } } },
     security: [{ bearer: [] }],
@@ -341,6 +363,7 @@ export function buildOpenApiDocument(): object {
       '/v1/projects/{project}/meshes/{id}/answers/{answer_id}': { get: answerStatus('mesh') },
       '/v1/projects/{project}/handoffs/{id}': { get: scoped(getHandoff) },
       '/v1/projects/{project}/handoffs/{id}/decision': { post: scoped(decideHandback) },
+      '/v1/projects/{project}/handoffs/{id}/abandon': { post: scoped(abandonHandoff) },
       '/v1/stops/{id}': { get: idOnly(getStop, '/v1/projects/{project}/stops/{id}') },
       '/v1/stops/{id}/answer': { post: idOnly(answerStop, '/v1/projects/{project}/stops/{id}/answer') },
       '/v1/runs/{id}': { get: idOnly(getRun, '/v1/projects/{project}/runs/{id}') },
@@ -348,6 +371,7 @@ export function buildOpenApiDocument(): object {
       '/v1/handoffs/{id}': { get: idOnly(getHandoff, '/v1/projects/{project}/handoffs/{id}') },
       '/v1/meshes/{id}': { get: idOnly(getMesh, '/v1/projects/{project}/meshes/{id}') },
       '/v1/handoffs/{id}/decision': { post: idOnly(decideHandback, '/v1/projects/{project}/handoffs/{id}/decision') },
+      '/v1/handoffs/{id}/abandon': { post: idOnly(abandonHandoff, '/v1/projects/{project}/handoffs/{id}/abandon') },
       '/v1/events/stream': {
         get: {
           operationId: 'eventStream',
@@ -423,7 +447,7 @@ export function docsPage(): string {
 <li><code>GET /v1/stops</code>, <code>GET /v1/projects/{project}/stops/{id}</code>, <code>POST /v1/projects/{project}/stops/{id}/answer</code></li>
 <li><code>GET /v1/projects/{project}/runs/{id}</code>, <code>POST /v1/projects/{project}/runs/{id}/answer</code></li>
 <li><code>GET /v1/projects/{project}/runs/{id}/answers/{answer_id}</code>, <code>GET /v1/projects/{project}/meshes/{id}/answers/{answer_id}</code> — what became of an answer (applied, refused, pending)</li>
-<li><code>GET /v1/projects/{project}/handoffs/{id}</code>, <code>POST /v1/projects/{project}/handoffs/{id}/decision</code></li>
+<li><code>GET /v1/projects/{project}/handoffs/{id}</code>, <code>POST /v1/projects/{project}/handoffs/{id}/decision</code>, <code>POST /v1/projects/{project}/handoffs/{id}/abandon</code> — withdraw an open handoff</li>
 <li><code>GET /v1/projects/{project}/meshes/{id}</code> — a handoff mesh run: turns, handoffs taken, ignored calls and why, cap, outcome</li>
 <li>the same by id alone (<code>/v1/stops/{id}</code>, <code>/v1/runs/{id}</code>, <code>/v1/handoffs/{id}</code>, <code>/v1/meshes/{id}</code>...) when the id is unambiguous among the token's projects; otherwise 409 <code>ambiguous_id</code></li>
 <li><code>GET /v1/events/stream</code> — server-sent inbox changes</li>

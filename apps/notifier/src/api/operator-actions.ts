@@ -7,6 +7,7 @@ import {
   OperatorAnswerSchema,
   Subjects,
   type HandoffRecord,
+  type LedgerReply,
   type MeshAnswerRequest,
 } from '@baton/contracts';
 import { decideResume, HandoffErrorCode, stableStringify } from '@baton/domain';
@@ -21,7 +22,7 @@ import { assertCanAnswer, assertVisible } from '../auth/scope';
 import { AnswerOutcomes, answerStatusPath, type AnswerAggregate, type AnswerOutcome } from './answer-outcomes';
 import { ApiError, notFound, parseOr400, statusForKind } from './http';
 import { resolveProject } from './resolve';
-import type { AnswerAcceptedSchema, HandbackDecisionBodySchema, HoldAnswerBodySchema, StopAnswerBodySchema } from './schemas';
+import type { AbandonHandoffBodySchema, AnswerAcceptedSchema, HandbackDecisionBodySchema, HoldAnswerBodySchema, StopAnswerBodySchema } from './schemas';
 
 type AnswerAccepted = z.infer<typeof AnswerAcceptedSchema>;
 
@@ -30,6 +31,26 @@ export interface AnswerReply {
   status: 200 | 202;
   body: AnswerAccepted;
 }
+
+/** What the API answers for an operator's handoff command the ledger applied (a refusal is thrown). */
+export interface HandoffActionReply {
+  outcome: 'applied';
+  handoff: HandoffRecord;
+  /** The events this request stored: 0 for a retry of the same key and body. */
+  events: number;
+}
+
+/**
+ * The ledger commands an operator sends through the API for a handoff, and what the event each
+ * stores under its key records, for a 409 `idempotency_key_reused` to name: the event, the
+ * payload field, the detail it is named as, and the message's words.
+ */
+const KEYED_COMMANDS = {
+  decide_handback: { event: 'handoff.handback_decided', field: 'decision', detail: 'decided', did: 'decided handback', naming: (v: string) => ` (${v})` },
+  // The reason may be long: the message only says it differed; `details.abandoned_reason` holds it.
+  abandon: { event: 'handoff.abandoned', field: 'reason', detail: 'abandoned_reason', did: 'abandoned handoff', naming: () => ' with another reason' },
+} as const;
+type KeyedCommand = keyof typeof KEYED_COMMANDS;
 
 /** What was published: the answer's id, its aggregate and subject, and whether the stream had it already. */
 interface Published {
@@ -51,18 +72,19 @@ export interface RecordTarget {
 
 /**
  * The operator's actions: answering a stop packet's form or a hold (published to the router on
- * `<prefix>.in.<project>.answer`, JetStream, `Nats-Msg-Id` = `answer:<project>:<answer id>`) and deciding a completion
- * handback (a ledger command). Each action is checked against the projections first and refused
- * fail-closed (a packet that is not open → 409 `stop_already_answered`); the router and the
- * ledger decide again authoritatively and record any refusal.
+ * `<prefix>.in.<project>.answer`, JetStream, `Nats-Msg-Id` = `answer:<project>:<answer id>`),
+ * deciding a completion handback and withdrawing (abandoning) an open handoff (ledger commands).
+ * Each action is checked against the projections first and refused fail-closed (a packet that is
+ * not open → 409 `stop_already_answered`); the router and the ledger decide again authoritatively
+ * and record any refusal.
  *
  * An answer then waits, at most `NOTIFIER_ANSWER_WAIT_MS`, for the router's decision to appear in
  * the run's (or mesh's) event stream ({@link AnswerOutcomes}) and answers with what happened:
  * applied → 200 with the run's (mesh's) new state; refused (two operators answered at once, and
  * this one lost; the packet changed) → 409 with the code the router recorded; not seen in time →
- * 202 with `status_url`, where `GET` reads the outcome later. A handback decision is the ledger's
- * request/reply, which answers with the outcome already: 200 with the handback, or the ledger's
- * refusal with its code (409 for a state conflict such as an already decided handback).
+ * 202 with `status_url`, where `GET` reads the outcome later. A handback decision or an abandon is
+ * the ledger's request/reply, which answers with the outcome already: 200 with the handoff, or the
+ * ledger's refusal with its code (409 for a state conflict such as an already decided handback).
  *
  * Every action names its record by project and id ({@link RecordTarget}); an id-only request is
  * resolved among the caller's projects and refused 409 `ambiguous_id` when several hold the id.
@@ -310,16 +332,8 @@ export class OperatorActions {
    * deciding at once get one 200 and one 409), 403 forbidden (the worker deciding its own work),
    * 400 for invalid input; 503 when no ledger answers. 404 unknown handoff.
    */
-  async decideHandback(
-    target: RecordTarget,
-    body: z.infer<typeof HandbackDecisionBodySchema>,
-    caller: Principal,
-  ): Promise<{ outcome: 'applied'; handoff: HandoffRecord; events: number }> {
-    const handoffId = target.id;
-    const view = await this.views.handoff(await resolveProject(this.views, caller, 'handoff', handoffId, target.project), handoffId);
-    if (!view) throw notFound('handoff', handoffId);
-    assertVisible(caller, view.handoff.project, 'handoff', handoffId);
-    assertCanAnswer(caller);
+  async decideHandback(target: RecordTarget, body: z.infer<typeof HandbackDecisionBodySchema>, caller: Principal): Promise<HandoffActionReply> {
+    const { id: handoffId, project } = await this.handoffTarget(target, caller);
     const key = body.idempotency_key ?? `decide-${randomUUID()}`;
     const command =
       body.decision === 'accept'
@@ -327,40 +341,78 @@ export class OperatorActions {
         : { handoff_id: handoffId, decision: 'rework' as const, note: body.note ?? '', idempotency_key: key };
     // Sent on `<prefix>.cmd.ledger.<project>.op.notifier.decide_handback`: the ledger records the
     // token's name as an operator, with the token's role.
-    const reply = await this.ledger.decideHandback(view.handoff.project, command, { operator: { name: caller.name, role: caller.role } });
+    const reply = await this.ledger.decideHandback(project, command, { operator: { name: caller.name, role: caller.role } });
+    return this.handoffOutcome('decide_handback', project, handoffId, key, reply);
+  }
+
+  /**
+   * Withdraw a handoff that is still open (pending, claimed or returned) through the ledger's
+   * `abandon`, as the token's operator: idempotent by `idempotency_key` (generated when absent),
+   * answered as a handback decision is: 200 `applied` with the abandoned handoff (`events` 0 for a
+   * retry of the same key and reason), or the ledger's refusal with its code — 409
+   * `handoff_not_open` (it ended already), 403 `review_end_forbidden` (the token names the worker
+   * whose work the handback reviews), 409 `idempotency_key_reused` (the key abandoned it with
+   * another reason). 404 unknown handoff. The run waiting on it sees `handoff_abandoned`.
+   */
+  async abandonHandoff(target: RecordTarget, body: z.infer<typeof AbandonHandoffBodySchema>, caller: Principal): Promise<HandoffActionReply> {
+    const { id: handoffId, project } = await this.handoffTarget(target, caller);
+    const key = body.idempotency_key ?? `abandon-${randomUUID()}`;
+    // Sent on `<prefix>.cmd.ledger.<project>.op.notifier.abandon`, the token's name and role as the operator.
+    const reply = await this.ledger.abandon(
+      project,
+      { handoff_id: handoffId, reason: body.reason, idempotency_key: key },
+      { operator: { name: caller.name, role: caller.role } },
+    );
+    return this.handoffOutcome('abandon', project, handoffId, key, reply);
+  }
+
+  /** The handoff an action is for, in a project the caller may see (404 otherwise), once the caller may act (403 for a viewer). */
+  private async handoffTarget(target: RecordTarget, caller: Principal): Promise<{ id: string; project: string }> {
+    const view = await this.views.handoff(await resolveProject(this.views, caller, 'handoff', target.id, target.project), target.id);
+    if (!view) throw notFound('handoff', target.id);
+    assertVisible(caller, view.handoff.project, 'handoff', target.id);
+    assertCanAnswer(caller);
+    return { id: target.id, project: view.handoff.project };
+  }
+
+  /** The ledger's reply to an operator's handoff command: the applied outcome, or its refusal as the API answers it. */
+  private async handoffOutcome(command: KeyedCommand, project: string, handoffId: string, key: string, reply: LedgerReply): Promise<HandoffActionReply> {
     if (reply.ok) return { outcome: 'applied', handoff: reply.handoff, events: reply.events };
-    if (reply.error.code === HandoffErrorCode.idempotencyKeyReused) throw await this.keyReused(view.handoff.project, handoffId, command.idempotency_key);
+    if (reply.error.code === HandoffErrorCode.idempotencyKeyReused) throw await this.keyReused(command, project, handoffId, key);
     const status = reply.error.kind === 'rejected' ? HttpStatus.BAD_REQUEST : statusForKind(reply.error.kind);
-    // A refusal of the decision itself (a state conflict: already decided by someone else; the
-    // worker deciding its own work) says so, like a refused answer; unavailability does not.
+    // A refusal of the action itself (a state conflict: already decided or ended by someone else;
+    // the worker ending its own review) says so, like a refused answer; unavailability does not.
     const refused = reply.error.kind === 'wrong_state' || reply.error.kind === 'forbidden' || reply.error.kind === 'invalid';
     throw new ApiError(status, reply.error.code, reply.error.message, [], {
       ...(reply.error.details ?? {}),
-      ...(refused ? { outcome: 'refused', handoff_id: handoffId, project: view.handoff.project } : {}),
+      ...(refused ? { outcome: 'refused', handoff_id: handoffId, project } : {}),
     });
   }
 
   /**
-   * The ledger refused the key: this operator used it for a decision with another body (the other
-   * decision, or another note; handoffs.md rule 13). 409 `idempotency_key_reused` (as
-   * `answer_id_reused` for answers), naming the decision recorded under the key.
+   * The ledger refused the key: this operator used it for the same command with another body (the
+   * other decision or another note; another abandon reason; handoffs.md rule 13). 409
+   * `idempotency_key_reused` (as `answer_id_reused` for answers), naming what the key recorded
+   * ({@link KEYED_COMMANDS}: the decision, or the abandon's reason).
    */
-  private async keyReused(project: string, handoffId: string, key: string): Promise<ApiError> {
+  private async keyReused(command: KeyedCommand, project: string, handoffId: string, key: string): Promise<ApiError> {
+    const keyed = KEYED_COMMANDS[command];
     const { events } = await this.runtime.store.read({ project, kind: 'handoff', id: handoffId });
-    const decided = events.find((e) => e.type === 'handoff.handback_decided' && (e.payload as { idempotency_key?: unknown }).idempotency_key === key);
-    const recorded = decided ? (decided.payload as { decision: string }).decision : undefined;
+    const stored = events.find((e) => e.type === keyed.event && (e.payload as { idempotency_key?: unknown }).idempotency_key === key);
+    const recorded = stored ? (stored.payload as Record<string, unknown>)[keyed.field] : undefined;
+    const named = typeof recorded === 'string' ? recorded : undefined;
     return new ApiError(
       HttpStatus.CONFLICT,
       HandoffErrorCode.idempotencyKeyReused,
-      `idempotency_key ${key} already decided handback ${handoffId}${recorded !== undefined ? ` (${recorded})` : ''}; send a new key`,
+      `idempotency_key ${key} already ${keyed.did} ${handoffId}${named !== undefined ? keyed.naming(named) : ''}; send a new key`,
       [],
       {
         idempotency_key: key,
-        command: 'decide_handback',
+        command,
         outcome: 'refused',
         handoff_id: handoffId,
         project,
-        ...(recorded !== undefined ? { decided: recorded } : {}),
+        ...(named !== undefined ? { [keyed.detail]: named } : {}),
       },
     );
   }

@@ -205,6 +205,7 @@ describe('records addressed by project and id: project routes, id-only routes, t
     expect((await post('/v1/projects/beta/stops/stop-same/answer', alphaOnly, { action: 'deny' })).status).toBe(404);
     expect((await post('/v1/projects/beta/runs/wr-same/answer', alphaOnly, { action: 'continue' })).status).toBe(404);
     expect((await post('/v1/projects/beta/handoffs/hb-ho-twice/decision', alphaOnly, { decision: 'accept' })).status).toBe(404);
+    expect((await post('/v1/projects/beta/handoffs/ho-same/abandon', alphaOnly, { reason: 'not mine' })).status).toBe(404);
     expect(await answersOn('beta')).toEqual([]);
   });
 
@@ -256,6 +257,36 @@ describe('records addressed by project and id: project routes, id-only routes, t
       expect(seen.length).toBeGreaterThan(0);
       expect(seen.every((s) => s.subject.startsWith(`${fx.prefix}.cmd.ledger.beta.`))).toBe(true);
       expect(seen[0]!.body).toMatchObject({ handoff_id: 'hb-ho-twice', decision: 'accept', idempotency_key: 'k-beta' });
+    } finally {
+      sub.unsubscribe();
+    }
+  });
+
+  it("abandons: the id-only route refuses a shared handoff id 409; the project route sends the ledger's abandon on that project's subject as the token's operator", async () => {
+    const seen: Array<{ subject: string; body: Record<string, unknown> }> = [];
+    const sub = fx.nats.connection.subscribe(`${fx.prefix}.cmd.ledger.>`, {
+      callback: (_err, msg) => {
+        seen.push({ subject: msg.subject, body: JSON.parse(decoder.decode(msg.data)) as Record<string, unknown> });
+        msg.respond(
+          new TextEncoder().encode(JSON.stringify({ ok: false, error: { code: 'handoff_not_open', kind: 'wrong_state', message: 'ended already' } })),
+        );
+      },
+    });
+    await fx.nats.connection.flush();
+    try {
+      const ambiguous = await post('/v1/handoffs/ho-same/abandon', both, { reason: 'duplicate' });
+      expect(ambiguous.status).toBe(409);
+      expect(ambiguous.json().error).toMatchObject({ code: 'ambiguous_id', details: { projects: ['alpha', 'beta'] } });
+      expect(seen).toEqual([]);
+
+      const refused = await post('/v1/projects/beta/handoffs/ho-same/abandon', both, { reason: '  duplicate  ', idempotency_key: 'k-ab', actor: 'mallory' });
+      expect(refused.status).toBe(409);
+      expect(refused.json().error).toMatchObject({ code: 'handoff_not_open', details: { outcome: 'refused', handoff_id: 'ho-same', project: 'beta' } });
+      expect(seen.length).toBeGreaterThan(0);
+      expect(seen[0]).toEqual({
+        subject: `${fx.prefix}.cmd.ledger.beta.op.notifier.abandon`,
+        body: { handoff_id: 'ho-same', reason: 'duplicate', idempotency_key: 'k-ab', actor: 'olga', actor_role: 'operator' },
+      });
     } finally {
       sub.unsubscribe();
     }

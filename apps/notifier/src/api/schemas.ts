@@ -163,6 +163,18 @@ export const HandbackDecisionBodySchema = z
     }
   });
 
+/**
+ * `POST /v1/handoffs/:id/abandon`: withdraw an open handoff (pending, claimed or returned). The
+ * reason has the ledger's limits for an abandon's reason (AbandonHandoffCommandSchema), so the API
+ * refuses what the ledger would.
+ */
+export const AbandonHandoffBodySchema = z.strictObject({
+  reason: ShortTextSchema.trim().min(1, 'an abandon says why'),
+  /** Ignored: the authenticated token names who abandons. */
+  actor: ActorNameSchema.optional().describe('ignored: the authenticated token names who abandons'),
+  idempotency_key: z.string().min(1).max(200).optional().describe('a retry with the same key and body changes nothing; generated when absent'),
+});
+
 // ---------------------------------------------------------------------------------------------
 // Response shapes (documentation: the OpenAPI document is built from them)
 
@@ -538,6 +550,7 @@ export const AnswerStatusSchema = z.object({
   mesh: MeshSummarySchema.nullable().optional(),
 });
 
+/** A handback decision or an abandon the ledger applied: the handoff after it, and the events this request stored (0: a retry). */
 export const DecisionResponseSchema = z.object({ outcome: z.literal('applied'), handoff: HandoffRecordSchema, events: z.number().int() });
 
 /** A rebuild as `GET /v1/projections` shows it (`RebuildView`); a scoped caller gets it without the stream counters. */

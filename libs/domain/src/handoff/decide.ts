@@ -507,10 +507,29 @@ function decideAbandon({ data, metadata }: AbandonHandoff, state: ExistingHandof
   }
   const worker = checkNotReviewedWorker(state, metadata, 'abandon');
   if (worker) return worker;
-  if (!isPerson(metadata.actorKind) && metadata.actorKind !== 'system' && metadata.actor !== state.from_agent) {
-    return reject('forbidden', HandoffErrorCode.notTheDelegator, `only ${state.from_agent} or an operator may abandon handoff ${state.id}`);
+  // A name is someone only within its project. A cross-project handoff's delegator is an agent of
+  // the source project and reaches it from there (`actorProject`); an agent of the project it
+  // lives in that shares the name is someone else. People and Baton act within the handoff's own
+  // project only.
+  const foreign = metadata.actorProject !== undefined && metadata.actorProject !== state.project;
+  const delegatorProject = state.source_project ?? state.project;
+  const isDelegator = metadata.actorKind === 'agent' && metadata.actor === state.from_agent && (metadata.actorProject ?? state.project) === delegatorProject;
+  if (!isDelegator && (foreign || (!isPerson(metadata.actorKind) && metadata.actorKind !== 'system'))) {
+    const who = state.source_project !== undefined ? `${state.from_agent} of project ${state.source_project}` : state.from_agent;
+    return reject('forbidden', HandoffErrorCode.notTheDelegator, `only ${who} or an operator of project ${state.project} may abandon handoff ${state.id}`, {
+      handoff_id: state.id,
+      delegator: state.from_agent,
+      delegator_project: delegatorProject,
+    });
   }
-  return accept({ type: 'handoff.abandoned', data: base(data, metadata, { abandoned_by: metadata.actor, reason: data.reason }) });
+  return accept({
+    type: 'handoff.abandoned',
+    data: base(data, metadata, {
+      abandoned_by: metadata.actor,
+      ...(foreign ? { abandoned_by_project: metadata.actorProject } : {}),
+      reason: data.reason,
+    }),
+  });
 }
 
 function decideFail({ data, metadata }: FailHandoff, state: ExistingHandoff): Decision {
@@ -789,7 +808,10 @@ function decideUnstamped(command: HandoffCommand, state: HandoffState): Decision
     }
     return decideCreate(command, state);
   }
-  if (state.status === 'absent') {
+  // A caller from another project (a cross-project delegator) reaches only handoffs its project
+  // delegated: any other id there is answered as absent, so it learns nothing of that project.
+  const from = command.metadata.actorProject;
+  if (state.status === 'absent' || (from !== undefined && from !== state.project && state.source_project !== from)) {
     return reject('not_found', HandoffErrorCode.notFound, `handoff ${command.data.handoff_id} does not exist`, {
       handoff_id: command.data.handoff_id,
     });

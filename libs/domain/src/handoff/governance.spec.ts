@@ -1,6 +1,6 @@
 import type { HandoffEvent } from '@baton/contracts';
 import { given } from '../testing/given';
-import type { ExpireDeadline } from './commands';
+import type { AbandonHandoff, ExpireDeadline } from './commands';
 import { handoffDecider } from './decider';
 import { at, cmd, deriveId, HID, history, meta, PROJECT } from './handoff.fixtures';
 import { reactToHandoffEvent } from './policies';
@@ -182,6 +182,63 @@ describe('cross-project handoff: validates both rosters; never cross-registers',
     given(handoffDecider, history(cmd.create({ to_agent: 'bob' }), cmd.claim('bob', 'c1')))
       .when(cmd.ret('bob', 'c1'))
       .thenMatch([{ type: 'handoff.returned', data: expect.objectContaining({ handback_recipient: { to_agent: 'alice', reason: 'delegator' } }) }]);
+  });
+
+  describe('withdrawing it (abandon)', () => {
+    const abandonFrom = (actor: string, actorProject: string | undefined, kind: 'agent' | 'operator' = 'agent'): AbandonHandoff => ({
+      type: 'abandon',
+      data: { handoff_id: HID, reason: 'no longer needed', idempotency_key: `abandon:${actor}` },
+      metadata: { ...meta(actor, kind, at(5)), ...(actorProject !== undefined ? { actorProject } : {}) },
+    });
+    const created = history(cmd.create(base));
+
+    it('its delegator abandons it from the source project; the event names the project it acted from', () => {
+      given(handoffDecider, created)
+        .when(abandonFrom('alice', 'src'))
+        .thenMatch([{ type: 'handoff.abandoned', data: expect.objectContaining({ abandoned_by: 'alice', abandoned_by_project: 'src' }) }]);
+      // Also once claimed, as a local delegator may.
+      given(handoffDecider, history(cmd.create(base), cmd.claim('bob', 'c1')))
+        .when(abandonFrom('alice', 'src'))
+        .thenMatch([{ type: 'handoff.abandoned', data: expect.objectContaining({ abandoned_by_project: 'src' }) }]);
+    });
+
+    it('an agent of the target project that shares the delegator`s name is someone else: not_the_delegator', () => {
+      const refused = given(handoffDecider, created).when(abandonFrom('alice', undefined)).thenFails('not_the_delegator');
+      expect(refused.details).toMatchObject({ delegator: 'alice', delegator_project: 'src' });
+      expect(refused.message).toContain('alice of project src');
+      // Naming the target project as its own changes nothing.
+      given(handoffDecider, created).when(abandonFrom('alice', PROJECT)).thenFails('not_the_delegator');
+      // The target project's operators may.
+      given(handoffDecider, created)
+        .when(abandonFrom('olga', undefined, 'operator'))
+        .thenMatch([
+          {
+            type: 'handoff.abandoned',
+            data: { handoff_id: HID, at: at(5), idempotency_key: 'abandon:olga', abandoned_by: 'olga', reason: 'no longer needed' },
+          },
+        ]);
+    });
+
+    it('from the source project only the delegator may: another agent, or a person of the source project, is not_the_delegator', () => {
+      given(handoffDecider, created).when(abandonFrom('carol', 'src')).thenFails('not_the_delegator');
+      given(handoffDecider, created)
+        .when(abandonFrom('olga', 'src', 'operator'))
+        .thenFails('not_the_delegator');
+    });
+
+    it('a caller from another project learns nothing of handoffs its project did not delegate: not_found, as for an id that does not exist', () => {
+      const absent = given(handoffDecider).when(abandonFrom('alice', 'src')).thenFails('not_found');
+      const local = given(handoffDecider, history(cmd.create({ to_agent: 'bob' })))
+        .when(abandonFrom('alice', 'src'))
+        .thenFails('not_found');
+      const others = given(handoffDecider, created).when(abandonFrom('alice', 'elsewhere')).thenFails('not_found');
+      expect(local).toEqual(absent);
+      expect(others).toEqual(absent);
+      // Even under the key the target project's own alice abandoned it with: not a retry answered with its record.
+      const abandonedHere = history(cmd.create({ to_agent: 'bob' }), abandonFrom('alice', undefined));
+      const usedKey = given(handoffDecider, abandonedHere).when(abandonFrom('alice', 'src')).thenFails('not_found');
+      expect(usedKey).toEqual(absent);
+    });
   });
 
   it('its escalate_to names an actor of the target project, where the consult is created: another name is refused', () => {

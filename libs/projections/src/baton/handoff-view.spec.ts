@@ -2,7 +2,7 @@ import { createEventRegistry, HandoffRecordSchema, type HandoffEvent } from '@ba
 import { evolveHandoff, initialHandoffState, toHandoffRecord, type HandoffState } from '@baton/domain';
 import { canonicalJson, type JsonValue } from '../canonical-json';
 import type { SequencedEvent } from '../store';
-import { HandoffKeys, handoffRecordOfState, handoffsProjection } from './handoffs';
+import { HandoffKeys, handoffRecordOfState, handoffsProjection, summarizeHandoffEvent } from './handoffs';
 import { foldScenario, scenarioEnvelope } from './scenario';
 
 /*
@@ -47,5 +47,18 @@ describe('handoffs projection: the record is rendered from the stored state', ()
     expect(handoffRecordOfState([1, 2] as JsonValue)).toBeNull();
     expect(handoffRecordOfState({ damaged: true })).toBeNull();
     expect(handoffRecordOfState({ status: 'absent' })).toBeNull();
+  });
+});
+
+describe('handoffs projection: the timeline line of an abandon', () => {
+  const abandoned = (extra: Record<string, unknown>): HandoffEvent =>
+    ({
+      type: 'handoff.abandoned',
+      data: { handoff_id: 'h-1', at: '2026-01-01T00:00:00.000Z', idempotency_key: 'k', abandoned_by: 'sam', reason: 'not needed', ...extra },
+    }) as HandoffEvent;
+
+  it('names the project of a delegator that withdrew a cross-project handoff from its own; a local abandon reads as before', () => {
+    expect(summarizeHandoffEvent(abandoned({ abandoned_by_project: 'src' }))).toBe('abandoned by sam of project src: not needed');
+    expect(summarizeHandoffEvent(abandoned({}))).toBe('abandoned by sam: not needed');
   });
 });

@@ -87,7 +87,7 @@ export function summarizeHandoffEvent(event: HandoffEvent): string {
         : `retry cap ${event.data.max_retries} reached (${event.data.cause}); nobody to escalate to (${o.stop_why}): ${o.detail}`;
     }
     case 'handoff.abandoned':
-      return `abandoned by ${event.data.abandoned_by}: ${event.data.reason}`;
+      return `abandoned by ${event.data.abandoned_by}${event.data.abandoned_by_project !== undefined ? ` of project ${event.data.abandoned_by_project}` : ''}: ${event.data.reason}`;
     case 'handoff.failed':
       return `failed (${event.data.failed_by}): ${event.data.reason}`;
     case 'handoff.deadline_expired':
