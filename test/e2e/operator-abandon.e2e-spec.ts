@@ -227,7 +227,9 @@ describe('operators abandon handoffs through the API and the CLI (router + ledge
 
     const refused = await baton('olga', 'abandon', handoffId, '--reason', 'again', '--json');
     expect(refused.code).toBe(1);
-    expect(JSON.parse(refused.err)).toMatchObject({ error: { code: 'handoff_not_open', details: { status: 409, outcome: 'refused' } } });
+    expect(JSON.parse(refused.err)).toMatchObject({
+      error: { code: 'handoff_not_open', details: { status: 'abandoned', http_status: 409, outcome: 'refused' } },
+    });
     const prose = await baton('olga', 'abandon', handoffId, '--reason', 'again');
     expect(prose.code).toBe(1);
     expect(prose.err).toContain('the abandon was refused: handoff_not_open');

@@ -27,6 +27,7 @@ import {
   type AuthNatsServer,
   type ServiceProcess,
 } from '@baton/testing';
+import { StorageType } from 'nats';
 import { Redis } from 'ioredis';
 
 /**
@@ -234,6 +235,68 @@ describe('security: an agent of project A attacks a platform running the generat
       outcomes.push(`${command}: ${code}`);
     }
     expect(outcomes).toEqual(forged.map(([command, , expected]) => `${command}: ${expected}`));
+  });
+
+  it("refuses, at the ledger, a request whose reply subject is not the agent's own inbox: nothing is published there (a stream purge, an event, another project's answer, another agent's inbox), each refusal recorded", async () => {
+    // A scratch stream the answer would purge if the ledger published it on $JS.API.STREAM.PURGE.
+    const scratch = `${prefix.toUpperCase()}_SCRATCH`;
+    await admin.jsm.streams.add({ name: scratch, subjects: [`${prefix}-scratch.>`], storage: StorageType.Memory });
+    await admin.js.publish(`${prefix}-scratch.x`, encoder.encode('keep me'));
+    // Another principal's inbox: B's agent listens on its own prefix for what the ledger would send it.
+    const victim = await connectAs(Principals.agent(B, 'support'));
+    const heard: string[] = [];
+    const trapped = victim.connection.subscribe(`${inboxPrefixOf(prefix, Principals.agent(B, 'support'))}.>`, {
+      callback: (_err, msg) => heard.push(msg.subject),
+    });
+    await victim.connection.flush();
+    const targets = [
+      `$JS.API.STREAM.PURGE.${scratch}`,
+      `${prefix}.ev.${B}.run.wr-poison-1`,
+      `${prefix}.in.${B}.answer`,
+      `${inboxPrefixOf(prefix, Principals.agent(B, 'support'))}.trap`,
+      // NATS's default inbox: not the agent's either.
+      `_INBOX.trap`,
+    ];
+    const subject = ledgerCommandSubject(prefix, A, Principals.agent(A, 'support'), 'open_offers');
+    const sent = targets.map((target) => encoder.encode(JSON.stringify({ ack_wait_ms: 30_000 + targets.indexOf(target) })));
+    for (const [i, target] of targets.entries()) agent.connection.publish(subject, sent[i]!, { reply: target });
+    await agent.connection.flush();
+
+    const letters = await waitFor(
+      async () => {
+        const info = await admin.jsm.streams.info(streams.dlq, { subjects_filter: `${prefix}.dlq.ledger` });
+        const found: Array<{ detail: string; data: Buffer }> = [];
+        for (let seq = info.state.last_seq; seq >= info.state.first_seq && info.state.messages > 0; seq--) {
+          const msg = await admin.jsm.streams.getMessage(streams.dlq, { seq }).catch(() => null);
+          if (msg?.subject === `${prefix}.dlq.ledger` && msg.header.get(DlqHeader.reason) === 'reply_not_allowed') {
+            found.push({ detail: msg.header.get(DlqHeader.detail), data: Buffer.from(msg.data) });
+          }
+        }
+        return found.length >= targets.length ? found : undefined;
+      },
+      'every misdirected request dead-lettered reply_not_allowed',
+      { timeoutMs: 30_000 },
+    );
+    tally.tried += targets.length;
+    tally.refusedByService += targets.length;
+    for (const [i, target] of targets.entries()) {
+      const letter = letters.find((l) => l.data.equals(Buffer.from(sent[i]!)));
+      expect({ target, detail: letter?.detail }).toEqual({
+        target,
+        detail: expect.stringContaining(`reply subject ${target} is not under agent ${A}/support's inbox`),
+      });
+    }
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect((await admin.jsm.streams.info(scratch)).state.messages).toBe(1);
+    expect((await admin.jsm.streams.info(streams.events, { subjects_filter: `${prefix}.ev.${B}.>` })).state.subjects ?? {}).not.toHaveProperty(
+      `${prefix}.ev.${B}.run.wr-poison-1`,
+    );
+    const inbox = await admin.jsm.streams.info(streams.inbox, { subjects_filter: `${prefix}.in.${B}.answer` });
+    expect(inbox.state.subjects ?? {}).toEqual({});
+    expect(heard).toEqual([]);
+    trapped.unsubscribe();
+    await victim.close();
+    await admin.jsm.streams.delete(scratch);
   });
 
   it('records a result that does not hold the current claim as refused (no stop packet, nothing for an operator to approve), then serves the real claim holder', async () => {

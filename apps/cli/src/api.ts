@@ -153,7 +153,13 @@ export function apiRefusal(reply: ApiReply, what: string): CliError {
     ? error.issues.filter((i): i is CliIssue => typeof i === 'object' && i !== null && typeof i.path === 'string' && typeof i.message === 'string')
     : [];
   const details = typeof error?.details === 'object' && error.details !== null ? (error.details as Record<string, unknown>) : {};
-  return new CliError(`${what}: ${apiErrorText(reply)}`, { code, issues, details: { ...details, status: reply.status } });
+  // `http_status` is the API's status; `status` stays the API's own detail when it gave one (a
+  // handoff's or run's status), else the HTTP status, as it always was.
+  return new CliError(`${what}: ${apiErrorText(reply)}`, {
+    code,
+    issues,
+    details: { ...details, http_status: reply.status, ...(details['status'] === undefined ? { status: reply.status } : {}) },
+  });
 }
 
 /** The options every answering command takes (`baton answer`, `baton answer-hold`), beside its own. */

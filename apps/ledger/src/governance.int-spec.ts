@@ -262,6 +262,16 @@ describe('ledger governance (real NATS): kill switch, rate cap, cross-project, d
       ok: false,
       error: { code: 'idempotency_key_reused' },
     });
+    // P's own sam sending the delegator's key and body is decided as any request: the key is SRC's sam's.
+    expect(await client.abandon(P, { handoff_id: id, reason: 'not needed', idempotency_key: 'ab-4' }, as('sam'))).toMatchObject({
+      ok: false,
+      error: { code: 'handoff_not_open' },
+    });
+    // Another SRC agent learns nothing of its state: it is not its delegator.
+    expect(await client.abandon(SRC, { handoff_id: id, reason: 'x', idempotency_key: 'ab-6', target_project: P }, asInSrc('tom'))).toMatchObject({
+      ok: false,
+      error: { code: 'not_the_delegator' },
+    });
     const abandoned = (await store.read({ project: P, kind: 'handoff', id })).events.filter((e) => e.type === 'handoff.abandoned');
     expect(abandoned.map((e) => e.payload)).toEqual([expect.objectContaining({ abandoned_by: 'sam', abandoned_by_project: SRC, reason: 'not needed' })]);
     expect(abandoned[0]).toMatchObject({ project: P, actor: 'sam', origin: 'agent' });

@@ -1,4 +1,4 @@
-import { inboxParts, inboxPrefixOf, Principals } from './principal';
+import { inboxParts, inboxPrefixOf, mayReplyTo, Principals } from './principal';
 
 describe('reply inbox prefixes', () => {
   it('inboxParts reads back what inboxPrefixOf writes (and a permission pattern under it); anything else is null', () => {
@@ -7,5 +7,27 @@ describe('reply inbox prefixes', () => {
     expect(inboxParts('_INBOX.>')).toBeNull();
     expect(inboxParts('baton.in.acme.>')).toBeNull();
     expect(inboxParts('_INBOX_baton')).toBeNull();
+  });
+
+  it('mayReplyTo: a request is answered only under its sender`s own inbox (op.notifier: the notifier`s; op.admin: anywhere)', () => {
+    const agent = Principals.agent('acme', 'support');
+    expect(mayReplyTo('baton', agent, '_INBOX_baton.agent.acme.support.abc.1')).toBe(true);
+    for (const reply of [
+      '_INBOX_baton.agent.acme.support',
+      '_INBOX_baton.agent.acme.supportx.1',
+      '_INBOX_baton.agent.globex.support.1',
+      '_INBOX_baton.svc.ledger.1',
+      '_INBOX.abc',
+      '$JS.API.STREAM.PURGE.BATON_EVENTS',
+      'baton.in.globex.answer',
+      'baton.ev.globex.run.r1',
+    ]) {
+      expect({ reply, allowed: mayReplyTo('baton', agent, reply) }).toEqual({ reply, allowed: false });
+    }
+    expect(mayReplyTo('baton', Principals.service('router'), '_INBOX_baton.svc.router.x')).toBe(true);
+    expect(mayReplyTo('baton', Principals.service('router'), '_INBOX_baton.svc.watchdog.x')).toBe(false);
+    expect(mayReplyTo('baton', Principals.operator('notifier'), '_INBOX_baton.svc.notifier.x')).toBe(true);
+    expect(mayReplyTo('baton', Principals.operator('notifier'), '_INBOX_baton.op.notifier.x')).toBe(false);
+    expect(mayReplyTo('baton', Principals.operator('admin'), '_INBOX.anything')).toBe(true);
   });
 });

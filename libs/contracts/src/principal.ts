@@ -111,6 +111,25 @@ export function inboxPrefixOf(prefix: string, principal: Principal): string {
 }
 
 /**
+ * Where a service may answer a request from `principal`: under the inbox prefix of the connection
+ * that sent it — the agent's or service's own; the notifier's for `op.notifier` (it relays on its
+ * own connection); anywhere for `op.admin`, which may publish anything itself (null). A request's
+ * reply subject is the requester's to choose, and a service publishes its answer there with its
+ * own permissions: answered anywhere else, a reply would publish on the requester's behalf where
+ * it may not (an event, an operator answer, a stream API call).
+ */
+export function replyInboxOf(prefix: string, principal: Principal): string | null {
+  if (principal.kind !== 'op') return inboxPrefixOf(prefix, principal);
+  return principal.relay === 'admin' ? null : inboxPrefixOf(prefix, { kind: 'svc', service: 'notifier' });
+}
+
+/** May a request from `principal` be answered on `reply`? (see {@link replyInboxOf}) */
+export function mayReplyTo(prefix: string, principal: Principal, reply: string): boolean {
+  const inbox = replyInboxOf(prefix, principal);
+  return inbox === null || (reply.length > inbox.length + 1 && reply.startsWith(`${inbox}.`));
+}
+
+/**
  * Parse the two principal tokens of a subject. `project` is the subject's project: an agent
  * principal always belongs to it. Returns null for tokens that name no principal.
  */

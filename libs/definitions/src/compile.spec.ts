@@ -216,6 +216,27 @@ ${CHILD}`;
     expect(result.diagnostics[0]!.message).toContain('meshes.0.handoffs.Income_Capture_Agent');
   });
 
+  it('a workflow with no terminal step compiles with a warning, WORKFLOW_WITHOUT_TERMINAL at the workflow (its runs never complete by routing)', () => {
+    const text = `project: loans
+workflows:
+  - name: loop
+    version: 1
+    entry: a
+    steps:
+      - { id: a, agent: Income_Capture_Agent, next: b }
+      - { id: b, agent: Income_Capture_Agent, next: a }
+  - name: done
+    version: 1
+    entry: a
+    steps:
+      - { id: a, agent: Income_Capture_Agent, terminal: true }
+${CHILD}`;
+    const result = compile(text);
+    expect(result.project).not.toBeNull();
+    expect(codes(result.diagnostics)).toEqual(['warning:WORKFLOW_WITHOUT_TERMINAL']);
+    expect(result.diagnostics[0]).toMatchObject({ line: 3, message: expect.stringContaining("workflow 'loop' v1 has no terminal step") });
+  });
+
   it('YAML syntax errors carry a position', () => {
     const result = compile('project: loans\nagents:\n  - name: A\n   bad: [\n');
     expect(result.project).toBeNull();

@@ -385,6 +385,18 @@ export function compileProject(files: readonly SourceFile[]): CompileResult {
       );
     }
   }
+  if (parsed.success) {
+    // Valid, but a run of it never completes by routing: nothing advances into `completed`.
+    parsed.data.workflows.forEach((workflow, index) => {
+      if (workflow.steps.some((step) => step.terminal === true)) return;
+      out.warn(
+        locate(header.file, header.node, ['workflows', index]),
+        DiagnosticCode.workflowWithoutTerminal,
+        `workflow '${workflow.name}' v${workflow.version} has no terminal step: its runs complete only when an agent terminates them`,
+        'Mark the step that finishes the work `terminal: true` (it completes the run when its agent advances).',
+      );
+    });
+  }
   const diagnostics = out.diagnostics;
   return { project: parsed.success && !hasErrors(diagnostics) ? parsed.data : null, diagnostics };
 }

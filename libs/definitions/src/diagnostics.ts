@@ -50,6 +50,8 @@ export const DiagnosticCode = {
   authVariableNotDeclared: 'AUTH_VARIABLE_NOT_DECLARED',
   /** A route from an agent to itself: the runtime refuses it with `recursion`. */
   selfHandoff: 'HANDOFF_TO_SELF',
+  /** A workflow with no terminal step: its runs complete only when an agent terminates them. */
+  workflowWithoutTerminal: 'WORKFLOW_WITHOUT_TERMINAL',
   /** The compiled project failed the contract schema. */
   schemaViolation: 'SCHEMA_VIOLATION',
 } as const;

@@ -41,6 +41,11 @@ export const DeadLetterReason = {
    * (`foreignMsgId` in @baton/contracts): an attempt to take another project's id first.
    */
   msgIdMismatch: 'msg_id_mismatch',
+  /**
+   * A request whose reply subject is not under its sender's own inbox prefix (`mayReplyTo` in
+   * @baton/contracts): answering it would publish on the sender's behalf where it may not.
+   */
+  replyNotAllowed: 'reply_not_allowed',
 } as const;
 export type DeadLetterReason = (typeof DeadLetterReason)[keyof typeof DeadLetterReason];
 

@@ -60,15 +60,16 @@ export class LedgerCommandListener implements OnApplicationBootstrap, OnModuleDe
   }
 
   private async answer(msg: CoreMessage): Promise<void> {
-    let reply: LedgerReply | ProjectControlReply | OpenOffersReply | CompleteThenCreateReply;
+    let reply: LedgerReply | ProjectControlReply | OpenOffersReply | CompleteThenCreateReply | null;
     try {
-      reply = await this.commands.handle({ subject: msg.subject, headers: msg.headers, data: msg.data });
+      reply = await this.commands.handle({ subject: msg.subject, headers: msg.headers, data: msg.data, ...(msg.reply ? { reply: msg.reply } : {}) });
     } catch (error) {
       this.runtime.logger.error('ledger request failed', error instanceof Error ? error : { error: String(error) });
       reply = { ok: false, error: { code: 'internal_error', kind: 'internal', message: 'the ledger failed; see its log' } };
     }
     this.served++;
-    if (!msg.reply) return;
+    // null: the reply subject is not the sender's to name (refused and recorded by handle).
+    if (!msg.reply || reply === null) return;
     try {
       msg.respond(encoder.encode(JSON.stringify(reply)));
     } catch (error) {

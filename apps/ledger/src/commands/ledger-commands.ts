@@ -31,6 +31,8 @@ import {
   decodeUtf8,
   parseUntrustedJson,
   rejectionFromZod,
+  mayReplyTo,
+  replyInboxOf,
   resolveLedgerCaller,
   splitIdentityClaims,
   type HandoffActorKind,
@@ -48,7 +50,7 @@ import {
   type Rejection,
 } from '@baton/contracts';
 import { HandoffErrorCode, handoffDecider, toHandoffRecord, type HandoffCommand } from '@baton/domain';
-import { ConcurrencyConflict, DlqSources, deadLetter, hopTrace, newUniqueId, type HopTrace } from '@baton/eventstore';
+import { ConcurrencyConflict, DeadLetterReason, DlqSources, deadLetter, hopTrace, newUniqueId, type HopTrace } from '@baton/eventstore';
 import { RUNTIME, type JsonLogger, type ServiceRuntime } from '@baton/platform';
 import { LEDGER_CONFIG, type LedgerConfig } from '../config';
 import { LedgerIds } from '../ids';
@@ -64,11 +66,13 @@ export const LEDGER_DLQ_SOURCE = DlqSources.ledger;
 /** Header a caller may set to tie the events of a command to a wider flow (an Id). */
 export const CorrelationHeader = 'Baton-Correlation-Id';
 
-/** One request as it arrived: subject, headers and the original bytes. */
+/** One request as it arrived: subject, headers, the original bytes and where to answer. */
 export interface LedgerRequest {
   subject: string;
   headers: Record<string, string[]>;
   data: Uint8Array;
+  /** The reply subject the requester set (none for a publish without reply). */
+  reply?: string;
 }
 
 /** A command ready to decide: the handoff it is for and the domain command. */
@@ -187,7 +191,15 @@ export class LedgerCommands {
     @Inject(OfferPublisher) private readonly offers: OfferPublisher,
   ) {}
 
-  async handle(request: LedgerRequest): Promise<LedgerReply | ProjectControlReply | OpenOffersReply | CompleteThenCreateReply> {
+  /**
+   * Decide one request and say what to answer; `null` when it must not be answered at all: with
+   * authentication on, a reply subject outside the sender's own inbox would have the ledger publish
+   * for it where its credentials may not (an event, another project's answer, a stream API call).
+   * Such a request is refused unread and recorded (`reply_not_allowed`).
+   */
+  async handle(request: LedgerRequest): Promise<LedgerReply | ProjectControlReply | OpenOffersReply | CompleteThenCreateReply | null> {
+    const refusedReply = await this.checkReply(request);
+    if (refusedReply) return null;
     const decoded = this.decode(request);
     if (!decoded.ok) return this.reject(request, decoded.rejection);
     const { project, principal, name } = decoded.value;
@@ -664,6 +676,24 @@ export class LedgerCommands {
         return refused(LedgerErrorCode.unknownCommand, `the ledger has no command "${String(never)}"`);
       }
     }
+  }
+
+  /**
+   * Is the request's reply subject its sender's to name? Checked only when the ledger runs with
+   * credentials (without authentication anyone may publish anything, and clients keep NATS's
+   * default inbox). The server's permissions hold the same line (the ledger may publish replies
+   * only under `_INBOX_<prefix>.`); this check also keeps one principal from having the answer
+   * sent into another's inbox. A refusal is recorded with the original bytes and answered nowhere.
+   */
+  private async checkReply(request: LedgerRequest): Promise<boolean> {
+    if (request.reply === undefined || request.reply === '' || this.runtime.config.NATS_CREDS === undefined) return false;
+    const address = parseLedgerCommandSubject(this.runtime.config.BATON_PREFIX, request.subject);
+    // A subject that names no principal is refused by decode, answered to its own reply: the
+    // server lets a service publish replies only under `_INBOX_<prefix>.`.
+    if (address === null || mayReplyTo(this.runtime.config.BATON_PREFIX, address.principal, request.reply)) return false;
+    const detail = `reply subject ${request.reply} is not under ${describePrincipal(address.principal)}'s inbox ${replyInboxOf(this.runtime.config.BATON_PREFIX, address.principal) ?? ''}`;
+    await this.reject(request, { code: DeadLetterReason.replyNotAllowed, kind: 'forbidden', message: detail, issues: [] });
+    return true;
   }
 
   /** Answer a rejection and record it as a dead letter with the original bytes. */

@@ -194,30 +194,47 @@ export function answerStop(events: JetStreamEventStore, project: string, id: str
   );
 }
 
+/** alice's task handoff for bob (how every fixture handoff starts). */
+function createCommand(project: string, id: string, summary: string, now: string): HandoffCommand {
+  return {
+    type: 'create',
+    data: {
+      handoff_id: id,
+      project,
+      kind: 'task',
+      priority: 'high',
+      from_agent: 'alice',
+      to_agent: 'bob',
+      summary,
+      context: {},
+      acceptance: {},
+      max_retries: 3,
+      idempotency_key: `create:${id}`,
+    },
+    metadata: { now, actor: 'alice', actorKind: 'agent' },
+  } as HandoffCommand;
+}
+
+/** Create a handoff for bob and leave it pending (nobody claims it). */
+export async function createHandoff(events: JetStreamEventStore, project: string, id: string, summary: string, at = 3): Promise<void> {
+  const now = minute(at);
+  const meta = {
+    commandId: `cmd-${++commands}-${randomBytes(3).toString('hex')}`,
+    occurredAt: now,
+    actor: 'alice',
+    origin: 'agent' as const,
+    causationId: null,
+    correlationId: id,
+  };
+  const result = await events.handleCommand({ project, kind: 'handoff', id }, handoffDecider, createCommand(project, id, summary, now), meta);
+  if (!result.ok) throw new Error(`create refused: ${result.error.code}`);
+}
+
 /** Create, claim and return a handoff (so a completion handback opens for `from`), with the ledger's reactions. */
 export async function handbackCycle(events: JetStreamEventStore, project: string, id: string, summary: string, reportSummary: string): Promise<void> {
   const now = minute(3);
   const steps: Array<{ id: string; command: HandoffCommand }> = [
-    {
-      id,
-      command: {
-        type: 'create',
-        data: {
-          handoff_id: id,
-          project,
-          kind: 'task',
-          priority: 'high',
-          from_agent: 'alice',
-          to_agent: 'bob',
-          summary,
-          context: {},
-          acceptance: {},
-          max_retries: 3,
-          idempotency_key: `create:${id}`,
-        },
-        metadata: { now, actor: 'alice', actorKind: 'agent' },
-      } as HandoffCommand,
-    },
+    { id, command: createCommand(project, id, summary, now) },
     {
       id,
       command: {

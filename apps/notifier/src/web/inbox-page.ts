@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import { Limits, StopWhySchema, type HandoffRecord, type NextForm, type NextFormField, type StopPacket } from '@baton/contracts';
+import { StopWhySchema, type HandoffRecord, type NextForm, type NextFormField, type StopPacket } from '@baton/contracts';
 import type { InboxItem, StopRecord } from '@baton/projections';
 import { canAnswer } from '../auth/roles';
-import { csrfField, page, type PageContext } from './layout';
+import { csrfField, hidden, NOTE_MAX, page, type PageContext } from './layout';
 import { html, prettyJson, seg, type SafeHtml } from './html';
 
 /** An inbox item with what its card shows: the stop packet of a stop, the handoff of a handback or escalation. */
@@ -25,8 +25,6 @@ export interface InboxFilterValues {
 const WHYS = [...StopWhySchema.options, 'hold', 'human_gate', 'lease_expired', 'rework'];
 const PRIORITIES = ['urgent', 'high', 'medium', 'low'];
 const STATUSES = ['open', 'answered', 'closed', 'any'];
-/** A note's length as every answer and decision schema takes it (`ShortTextSchema`). */
-const NOTE_MAX = Limits.maxShortText;
 const KINDS = ['stop', 'hold', 'handback', 'escalation'];
 
 const str = (value: unknown): string | undefined => (typeof value === 'string' && value !== '' ? value : undefined);
@@ -72,10 +70,6 @@ const runLink = (project: string, workflowRunId: string | undefined, text: strin
 /** A link to a mesh run's page (a mesh's stop items). */
 const meshLink = (project: string, meshRunId: string, text: string, testId?: string): SafeHtml =>
   html`<a href="${recordHref('meshes', project, meshRunId)}"${testId ? html` data-testid="${testId}"` : null}>${text}</a>`;
-
-function hidden(name: string, value: string | null | undefined): SafeHtml {
-  return value === null || value === undefined ? html`` : html`<input type="hidden" name="${name}" value="${value}">`;
-}
 
 /**
  * The hold a hold form answers: its inbox item's cause, sent back as `hold_cause` so a form rendered

@@ -1,3 +1,4 @@
+import { Limits } from '@baton/contracts';
 import type { Principal } from '../auth/roles';
 import { html, type SafeHtml } from './html';
 
@@ -25,6 +26,14 @@ export const PAGE_HEADERS: Readonly<Record<string, string>> = {
 export function csrfField(ctx: PageContext): SafeHtml {
   return html`<input type="hidden" name="_csrf" value="${ctx.csrf ?? ''}">`;
 }
+
+/** A hidden form field (nothing when there is no value). */
+export function hidden(name: string, value: string | null | undefined): SafeHtml {
+  return value === null || value === undefined ? html`` : html`<input type="hidden" name="${name}" value="${value}">`;
+}
+
+/** A note's length as every answer and decision schema takes it (`ShortTextSchema`); an abandon's reason too. */
+export const NOTE_MAX = Limits.maxShortText;
 
 function who(ctx: PageContext): SafeHtml {
   const p = ctx.principal;

@@ -1,6 +1,10 @@
 import { Subjects } from '@baton/contracts';
 import { batonStreamNames } from '@baton/eventstore';
-import { answerStop, handbackCycle, holdRun, startFixture, startRun, stopRun, type NotifierFixture } from './console-fixture.int-support';
+import type { RunningService } from '@baton/platform';
+// The real ledger in-process, so the Withdraw form's abandon is decided (test-only cross-app import, as the router's suites do).
+// eslint-disable-next-line @nx/enforce-module-boundaries
+import { startLedger } from '../../../ledger/src/ledger';
+import { answerStop, createHandoff, handbackCycle, holdRun, startFixture, startRun, stopRun, type NotifierFixture } from './console-fixture.int-support';
 
 /** A script-injection payload naming the field it is put in. */
 const xss = (field: string) => `<script>alert(1)</script><img src=x onerror=alert('${field}')>`;
@@ -498,5 +502,126 @@ describe('operator console: tokens, roles, project scoping, web inbox (real NATS
     expect(forbidden.status).toBe(403);
     expect(forbidden.json().error).toMatchObject({ code: 'project_forbidden', details: { projects: ['beta'] } });
     expect((await call('/v1/events/stream?projects=alpha', { token: alphaOperator })).status).toBe(400);
+  });
+});
+
+describe("the handoff page's Withdraw form (real NATS, Redis, HTTP and ledger)", () => {
+  let ledger: RunningService | undefined;
+  let operator: string;
+  let viewer: string;
+  let admin: string;
+  /** The fields of the page's abandon form (null when the page shows none). */
+  const abandonForm = (page: string) => {
+    const form = /<form [^>]*data-testid="abandon-form">[\s\S]*?<\/form>/.exec(page)?.[0];
+    if (form === undefined) return null;
+    const field = (name: string) => new RegExp(`name="${name}" value="([^"]+)"`).exec(form)?.[1];
+    return { form, action: /action="([^"]+)"/.exec(form)?.[1], key: field('idempotency_key'), csrf: field('_csrf'), back: field('return') };
+  };
+  const abandons = async (id: string) => (await fx.events.read({ project: 'alpha', kind: 'handoff', id })).events.filter((e) => e.type === 'handoff.abandoned');
+
+  beforeAll(async () => {
+    // A notifier of its own, with a ledger on its prefix to decide the abandon. The suite above has
+    // none: a ledger's handoff reactor reads the whole stream and would react again to the
+    // handbacks its fixture wrote with their reactions.
+    fx = await startFixture();
+    ledger = await startLedger({ ...process.env, BATON_PREFIX: fx.prefix, HTTP_PORT: '0', LOG_LEVEL: 'error' });
+    operator = await fx.token('olga', 'operator', ['alpha']);
+    viewer = await fx.token('vera', 'viewer', ['alpha']);
+    admin = await fx.token('ada', 'admin', '*');
+    await createHandoff(fx.events, 'alpha', 'ho-w', 'withdraw me');
+    await createHandoff(fx.events, 'alpha', 'ho-keep', 'keep me');
+    await createHandoff(fx.events, 'beta', 'ho-beta', 'not yours');
+    await fx.caughtUp();
+  });
+
+  afterAll(async () => {
+    await ledger?.stop();
+    await fx?.close();
+  });
+
+  it('an operator or admin sees Withdraw on an open handoff (reason required, a fresh key per render, back to the page); a viewer sees none', async () => {
+    const { cookie } = await signIn(operator);
+    const first = abandonForm((await call('/projects/alpha/handoffs/ho-w', { cookie })).text);
+    const again = abandonForm((await call('/projects/alpha/handoffs/ho-w', { cookie })).text);
+    expect(first).toMatchObject({
+      action: '/projects/alpha/handoffs/ho-w/abandon',
+      back: '/projects/alpha/handoffs/ho-w',
+      key: expect.stringMatching(/^web-/),
+    });
+    expect(first!.csrf).toBeTruthy();
+    // As long as a note may be (ShortTextSchema: 4 000 characters).
+    expect(first!.form).toContain('<textarea name="reason" maxlength="4000" required>');
+    expect(again!.key).not.toBe(first!.key);
+    expect(abandonForm((await call('/projects/alpha/handoffs/ho-w', { cookie: (await signIn(admin)).cookie })).text)).not.toBeNull();
+    const read = await call('/projects/alpha/handoffs/ho-w', { cookie: (await signIn(viewer)).cookie });
+    expect(read.status).toBe(200);
+    expect(read.text).not.toContain('data-testid="abandon-form"');
+  });
+
+  it('posting it abandons the handoff through the ledger as the operator; a repost of the key changes nothing; the abandoned handoff offers no form', async () => {
+    const { cookie, csrf } = await signIn(operator);
+    const rendered = abandonForm((await call('/projects/alpha/handoffs/ho-w', { cookie })).text)!;
+    const fields = { _csrf: csrf, idempotency_key: rendered.key!, return: rendered.back!, reason: '  no longer needed  ' };
+    const sent = await call(rendered.action!, { ...form(fields), cookie });
+    expect(sent.status).toBe(303);
+    const location = sent.headers.get('location')!;
+    expect(location).toMatch(
+      new RegExp(`^/projects/alpha/handoffs/ho-w\\?sent=${encodeURIComponent('abandon:alpha:ho-w')}&outcome=applied&sig=[A-Za-z0-9_-]{22}$`),
+    );
+    expect(await abandons('ho-w')).toEqual([
+      expect.objectContaining({ actor: 'olga', payload: expect.objectContaining({ abandoned_by: 'olga', reason: 'no longer needed' }) }),
+    ]);
+    await fx.caughtUp();
+    const landed = await call(location, { cookie });
+    expect(landed.text).toContain('data-testid="sent" data-outcome="applied">Handoff ho-w withdrawn (abandoned).');
+    expect(landed.text).toContain('<dt>Kind / status</dt><dd>task / abandoned</dd>');
+    expect(landed.text).toMatch(/<tr data-event-type="handoff\.abandoned">.*abandoned by olga: no longer needed<\/td><\/tr>/);
+    expect(abandonForm(landed.text)).toBeNull();
+    // The banner is this handoff's own: signed for this session, never shown on another page.
+    expect((await call(location.replace('/ho-w?', '/ho-keep?'), { cookie })).text).not.toContain('data-testid="sent"');
+    expect((await call(location, { cookie: (await signIn(operator)).cookie })).text).not.toContain('data-testid="sent"');
+
+    // The same form again (a double submit), through the project route or the id-only one: the retry the key is for.
+    expect((await call(rendered.action!, { ...form(fields), cookie })).headers.get('location')).toBe(location);
+    const byId = await call('/handoffs/ho-w/abandon', { ...form(fields), cookie });
+    expect({ status: byId.status, location: byId.headers.get('location') }).toEqual({ status: 303, location });
+    expect(await abandons('ho-w')).toHaveLength(1);
+    // A form rendered before, with its own key: the ledger's refusal, shown as the other forms show one.
+    const late = await call(rendered.action!, { ...form({ ...fields, idempotency_key: 'web-late' }), cookie });
+    expect(late.status).toBe(409);
+    expect(late.text).toContain('role="alert"');
+    expect(late.text).toContain('handoff_not_open');
+    expect(late.text).toContain('href="/projects/alpha/handoffs/ho-w"');
+    expect(await abandons('ho-w')).toHaveLength(1);
+  });
+
+  it('a blank reason is 400, a missing or foreign CSRF token 403, a viewer 403 and another project 404: nothing is abandoned', async () => {
+    const { cookie, csrf } = await signIn(operator);
+    const other = await signIn(operator);
+    const path = '/projects/alpha/handoffs/ho-keep/abandon';
+    const fields = { _csrf: csrf, idempotency_key: 'web-keep', return: '/projects/alpha/handoffs/ho-keep', reason: 'done with it' };
+    const blank = await call(path, { ...form({ ...fields, reason: '   ' }), cookie });
+    expect({ status: blank.status, code: blank.text.includes('schema_violation'), says: blank.text.includes('reason: a withdrawal says why') }).toEqual({
+      status: 400,
+      code: true,
+      says: true,
+    });
+    const { reason: _reason, ...noReason } = fields;
+    expect((await call(path, { ...form(noReason), cookie })).status).toBe(400);
+    const { _csrf: _token, ...noCsrf } = fields;
+    for (const refused of [
+      await call(path, { ...form(noCsrf), cookie }),
+      await call(path, { ...form({ ...fields, _csrf: other.csrf }), cookie }),
+      await call(path, { ...form(fields), cookie, headers: { 'content-type': 'application/x-www-form-urlencoded', origin: 'https://evil.example' } }),
+    ]) {
+      expect({ status: refused.status, code: refused.text.includes('csrf_failed') }).toEqual({ status: 403, code: true });
+    }
+    const reader = await signIn(viewer);
+    const byViewer = await call(path, { ...form({ ...fields, _csrf: reader.csrf }), cookie: reader.cookie });
+    expect({ status: byViewer.status, code: byViewer.text.includes('role_forbidden') }).toEqual({ status: 403, code: true });
+    expect((await call('/projects/beta/handoffs/ho-beta/abandon', { ...form(fields), cookie })).status).toBe(404);
+    expect(await abandons('ho-keep')).toEqual([]);
+    expect((await fx.events.read({ project: 'beta', kind: 'handoff', id: 'ho-beta' })).events.map((e) => e.type)).toEqual(['handoff.created']);
+    expect(abandonForm((await call('/projects/alpha/handoffs/ho-keep', { cookie })).text)).not.toBeNull();
   });
 });

@@ -1,9 +1,11 @@
+import { randomUUID } from 'node:crypto';
 import type { HandoffRecord } from '@baton/contracts';
 import { handoverText, turnCount, type MeshView } from '@baton/domain';
-import type { ProjectRef, RunView, StopRecord, TimelineEntry } from '@baton/projections';
+import { OPEN_HANDOFF_STATUSES, type ProjectRef, type RunView, type StopRecord, type TimelineEntry } from '@baton/projections';
+import { canAnswer } from '../auth/roles';
 import { html, prettyJson, type SafeHtml } from './html';
 import { recordHref } from './inbox-page';
-import { page, type PageContext } from './layout';
+import { csrfField, hidden, NOTE_MAX, page, type PageContext } from './layout';
 
 function timelineTable(entries: readonly TimelineEntry[]): SafeHtml {
   return html`<table class="timeline" id="timeline" data-testid="timeline">
@@ -192,11 +194,32 @@ ${timelineTable(timeline)}`;
   return page(`Mesh run ${mesh.mesh_run_id}`, input.ctx, body);
 }
 
-/** A handoff's page: the record and its event timeline. */
-export function handoffPage(input: { ctx: PageContext; handoff: HandoffRecord; timeline: TimelineEntry[] }): string {
+/**
+ * Withdraw (abandon) a handoff that is still open, saying why: for a principal who may act (as the
+ * inbox's answer forms are), posted back to this page. A fresh idempotency key per render makes a
+ * resubmitted form a retry, never a second abandon.
+ */
+function abandonForm(handoff: HandoffRecord, ctx: PageContext): SafeHtml | null {
+  const open = (OPEN_HANDOFF_STATUSES as readonly string[]).includes(handoff.status);
+  if (!open || !ctx.principal || !canAnswer(ctx.principal)) return null;
+  const here = recordHref('handoffs', handoff.project, handoff.id);
+  return html`<h2>Withdraw this handoff</h2>
+<form class="answer" method="post" action="${here}/abandon" data-testid="abandon-form">
+  ${csrfField(ctx)}${hidden('idempotency_key', `web-${randomUUID()}`)}${hidden('return', here)}
+  <label class="field">Reason (required; recorded with the abandon)<textarea name="reason" maxlength="${NOTE_MAX}" required></textarea></label>
+  <div class="actions"><button class="btn danger" type="submit">Withdraw</button></div>
+</form>`;
+}
+
+/**
+ * A handoff's page: the record, the Withdraw form while it is open, and its event timeline.
+ * `withdrawn`: this session's own Withdraw form redirected here (signed; see the controller).
+ */
+export function handoffPage(input: { ctx: PageContext; handoff: HandoffRecord; timeline: TimelineEntry[]; withdrawn?: boolean }): string {
   const { handoff, timeline } = input;
   const body = html`<h1>Handoff ${handoff.id}</h1>
 <p><a href="/inbox">← Inbox</a>${handoff.workflow_run_id ? html` · <a href="${recordHref('runs', handoff.source_project ?? handoff.project, handoff.workflow_run_id)}">run ${handoff.workflow_run_id}</a>` : null}</p>
+${input.withdrawn ? html`<div class="banner ok" data-testid="sent" data-outcome="applied">Handoff ${handoff.id} withdrawn (abandoned).</div>` : null}
 <dl class="facts">
   <dt>Project</dt><dd>${handoff.project}</dd>
   <dt>Kind / status</dt><dd>${handoff.kind} / ${handoff.status}</dd>
@@ -204,6 +227,7 @@ export function handoffPage(input: { ctx: PageContext; handoff: HandoffRecord; t
   <dt>From → to</dt><dd>${handoff.from_agent} → ${handoff.to_agent ?? handoff.to_role ?? ''}</dd>
   <dt>Summary</dt><dd>${handoff.summary}</dd>
 </dl>
+${abandonForm(handoff, input.ctx)}
 <h2>Timeline</h2>
 ${timelineTable(timeline)}`;
   return page(`Handoff ${handoff.id}`, input.ctx, body);
@@ -228,6 +252,6 @@ ${input.error ? html`<div class="banner error" role="alert" data-testid="login-e
 export function errorPage(ctx: PageContext, input: { status: number; code: string; message: string; back?: string }): string {
   const body = html`<h1>${input.status === 404 ? 'Not found' : 'Refused'}</h1>
 <div class="banner error" role="alert" data-testid="refused"><strong>${input.code}</strong>: ${input.message}</div>
-<p><a href="${input.back ?? '/inbox'}">← Back to the inbox</a></p>`;
+<p><a href="${input.back ?? '/inbox'}">← Back${input.back === undefined || input.back.startsWith('/inbox') ? ' to the inbox' : null}</a></p>`;
   return page(input.status === 404 ? 'Not found' : 'Refused', ctx, body);
 }

@@ -62,6 +62,7 @@ const HoldFormSchema = FormBase.extend({
   hold_cause_id: IdSchema.optional(),
 });
 const HandbackFormSchema = FormBase.extend({ decision: z.enum(['accept', 'rework']), idempotency_key: z.string().min(1).max(200), note: text });
+const AbandonFormSchema = FormBase.extend({ idempotency_key: z.string().min(1).max(200), reason: text });
 
 /** The record an answer's banner names, as {@link WebController.sent} writes it. */
 const SENT_RECORD = /^(?:stop:|handback:|run )[a-z0-9][a-z0-9_-]{0,63}:[A-Za-z0-9_\-:@]{1,128}$/;
@@ -75,9 +76,12 @@ function bannerSignature(secret: string, what: string, outcome: string): string 
   return createHmac('sha256', secret).update(`banner\n${what}\n${outcome}`).digest('base64url').slice(0, 22);
 }
 
-/** Where to go back to after a form: the inbox (with its filters) only. */
+/** A handoff's page as {@link recordHref} writes it (an id's `:` and `@` percent-encoded). */
+const HANDOFF_PAGE = /^\/projects\/[a-z0-9][a-z0-9_-]{0,63}\/handoffs\/(?:[A-Za-z0-9_-]|%3A|%40){1,128}$/;
+
+/** Where to go back to after a form: the inbox (with its filters), or a handoff's page (its Withdraw form), only. */
 function safeReturn(value: string | undefined): string {
-  return value !== undefined && /^\/inbox(\?[A-Za-z0-9_\-.~%&=+,:@]*)?$/.test(value) ? value : '/inbox';
+  return value !== undefined && (/^\/inbox(\?[A-Za-z0-9_\-.~%&=+,:@]*)?$/.test(value) || HANDOFF_PAGE.test(value)) ? value : '/inbox';
 }
 
 /** Where to go after signing in: a local path only (never another origin). */
@@ -187,20 +191,9 @@ export class WebController {
     await this.withPage(req, res, async (ctx) => {
       const { filters, values, query, cursor } = this.filters(req, ctx);
       const page = await this.reader.page(filters, PAGE_SIZE, cursor);
-      const raw = (req.query ?? {}) as Record<string, unknown>;
-      // Only what this session's own form redirected with (`stop:<project>:<id>`, `run
-      // <project>:<id>`, `handback:<project>:<id>`, signed with the session's secret): a link of
-      // anyone's making puts neither a message of its own nor a false "applied" on the page.
-      const outcome = raw['outcome'] === 'applied' ? 'applied' : 'pending';
-      const sent =
-        typeof raw['sent'] === 'string' &&
-        SENT_RECORD.test(raw['sent']) &&
-        ctx.csrf !== null &&
-        typeof raw['sig'] === 'string' &&
-        safeEqual(raw['sig'], bannerSignature(ctx.csrf, raw['sent'], outcome))
-          ? raw['sent']
-          : undefined;
-      this.send(res, 200, inboxPage({ ctx, filters: values, query, items: page.items, nextCursor: page.nextCursor, ...(sent ? { sent, outcome } : {}) }));
+      // An answer's banner: `stop:<project>:<id>`, `run <project>:<id>`, `handback:<project>:<id>`.
+      const banner = this.banner(req, ctx, (what) => SENT_RECORD.test(what));
+      this.send(res, 200, inboxPage({ ctx, filters: values, query, items: page.items, nextCursor: page.nextCursor, ...(banner ?? {}) }));
     });
   }
 
@@ -329,6 +322,33 @@ export class WebController {
     });
   }
 
+  /**
+   * `POST /projects/:project/handoffs/:id/abandon` (what the handoff page's Withdraw form posts
+   * to) and the id-only `POST /handoffs/:id/abandon`: withdraw an open handoff, saying why, as the
+   * API's abandon does; back to the handoff page.
+   */
+  @Post('projects/:project/handoffs/:id/abandon')
+  abandonProject(@Param('project') project: string, @Param('id') id: string, @Req() req: HttpRequest, @Res() res: HttpResponse) {
+    return this.abandonOf(req, res, id, project);
+  }
+
+  @Post('handoffs/:id/abandon')
+  abandon(@Param('id') id: string, @Req() req: HttpRequest, @Res() res: HttpResponse) {
+    return this.abandonOf(req, res, id, undefined);
+  }
+
+  private async abandonOf(req: HttpRequest, res: HttpResponse, id: string, project: string | undefined) {
+    await this.withForm(req, res, async (session) => {
+      const form = this.parse(AbandonFormSchema, req.body);
+      // Refused here as the API's schema refuses it, before anything reaches the ledger.
+      if (form.reason === undefined) throw new WebRefusal(400, 'schema_violation', 'reason: a withdrawal says why: write a reason');
+      const ref = this.target(id, project);
+      const abandoned = await this.actions.abandonHandoff(ref, { reason: form.reason.trim(), idempotency_key: form.idempotency_key }, session.principal);
+      const here = recordHref('handoffs', abandoned.handoff.project, ref.id);
+      res.redirect(303, this.sent(session, form.return ?? here, `abandon:${abandoned.handoff.project}:${ref.id}`, abandoned.outcome));
+    });
+  }
+
   /** `GET /projects/:project/runs/:id`: the run's timeline page. */
   @Get('projects/:project/runs/:id')
   async run(@Param('project') project: string, @Param('id') id: string, @Req() req: HttpRequest, @Res() res: HttpResponse) {
@@ -344,14 +364,16 @@ export class WebController {
     });
   }
 
-  /** `GET /projects/:project/handoffs/:id`: a handoff and its timeline. */
+  /** `GET /projects/:project/handoffs/:id`: a handoff, its Withdraw form while open, and its timeline. */
   @Get('projects/:project/handoffs/:id')
   async handoff(@Param('project') project: string, @Param('id') id: string, @Req() req: HttpRequest, @Res() res: HttpResponse) {
     await this.withPage(req, res, async (ctx) => {
       const ref = this.target(id, project);
       const view = canSeeProject(ctx.principal!, ref.project!) ? await this.reader.views.handoff(ref.project!, ref.id) : null;
       if (!view) throw new WebRefusal(404, 'not_found', `handoff ${id} does not exist in project ${project}`);
-      this.send(res, 200, handoffPage({ ctx, handoff: view.handoff, timeline: view.timeline }));
+      // Only this handoff's own Withdraw redirect says it was withdrawn (never another record's banner).
+      const withdrawn = this.banner(req, ctx, (what) => what === `abandon:${ref.project}:${ref.id}`) !== undefined;
+      this.send(res, 200, handoffPage({ ctx, handoff: view.handoff, timeline: view.timeline, withdrawn }));
     });
   }
 
@@ -410,13 +432,32 @@ export class WebController {
   }
 
   /**
-   * Back to the inbox after an answer, saying what happened: `outcome=applied` (the router applied
-   * it) or `outcome=pending` (published, not decided within NOTIFIER_ANSWER_WAIT_MS). A refused
-   * answer never gets here: it is shown as a refusal page with its code (409).
+   * Back to the inbox after an answer (to the handoff page after a Withdraw), saying what happened:
+   * `outcome=applied` (the router or the ledger applied it) or `outcome=pending` (published, not
+   * decided within NOTIFIER_ANSWER_WAIT_MS). A refused answer never gets here: it is shown as a
+   * refusal page with its code (409).
    */
   private sent(session: Session, returnTo: string | undefined, what: string, outcome: 'applied' | 'pending'): string {
     const base = safeReturn(returnTo);
     return `${base}${base.includes('?') ? '&' : '?'}sent=${encodeURIComponent(what)}&outcome=${outcome}&sig=${bannerSignature(session.csrf, what, outcome)}`;
+  }
+
+  /**
+   * The banner a page shows: only what this session's own form redirected with (`sent` naming a
+   * record `accepts` takes, signed with the session's secret), so a link of anyone's making puts
+   * neither a message of its own nor a false "applied" on the page.
+   */
+  private banner(req: HttpRequest, ctx: PageContext, accepts: (what: string) => boolean): { sent: string; outcome: 'applied' | 'pending' } | undefined {
+    const raw = (req.query ?? {}) as Record<string, unknown>;
+    const outcome = raw['outcome'] === 'applied' ? 'applied' : 'pending';
+    const sent = raw['sent'];
+    return typeof sent === 'string' &&
+      accepts(sent) &&
+      ctx.csrf !== null &&
+      typeof raw['sig'] === 'string' &&
+      safeEqual(raw['sig'], bannerSignature(ctx.csrf, sent, outcome))
+      ? { sent, outcome }
+      : undefined;
   }
 
   /** The record a route names: its id, and its project when the path has one (400 when malformed). */

@@ -500,6 +500,15 @@ function decideRelease({ data, metadata }: ReleaseHandoff, state: ExistingHandof
 }
 
 function decideAbandon({ data, metadata }: AbandonHandoff, state: ExistingHandoff): Decision {
+  // A name is someone only within its project. A cross-project handoff's delegator is an agent of
+  // the source project and reaches it from there (`actorProject`); an agent of the project it
+  // lives in that shares the name is someone else. People and Baton act within the handoff's own
+  // project only. A caller from another project is told who may before anything of the
+  // handoff's state: only its delegator learns that.
+  const foreign = metadata.actorProject !== undefined && metadata.actorProject !== state.project;
+  const delegatorProject = state.source_project ?? state.project;
+  const isDelegator = metadata.actorKind === 'agent' && metadata.actor === state.from_agent && (metadata.actorProject ?? state.project) === delegatorProject;
+  if (foreign && !isDelegator) return notTheDelegator(state, delegatorProject);
   if (state.status !== 'pending' && state.status !== 'claimed' && state.status !== 'returned') {
     // The ledger's own withdrawal of a review whose parent ended: a review that ended meanwhile needs nothing.
     if (metadata.actorKind === 'system' && metadata.actor === LEDGER_ACTOR) return accept();
@@ -507,21 +516,7 @@ function decideAbandon({ data, metadata }: AbandonHandoff, state: ExistingHandof
   }
   const worker = checkNotReviewedWorker(state, metadata, 'abandon');
   if (worker) return worker;
-  // A name is someone only within its project. A cross-project handoff's delegator is an agent of
-  // the source project and reaches it from there (`actorProject`); an agent of the project it
-  // lives in that shares the name is someone else. People and Baton act within the handoff's own
-  // project only.
-  const foreign = metadata.actorProject !== undefined && metadata.actorProject !== state.project;
-  const delegatorProject = state.source_project ?? state.project;
-  const isDelegator = metadata.actorKind === 'agent' && metadata.actor === state.from_agent && (metadata.actorProject ?? state.project) === delegatorProject;
-  if (!isDelegator && (foreign || (!isPerson(metadata.actorKind) && metadata.actorKind !== 'system'))) {
-    const who = state.source_project !== undefined ? `${state.from_agent} of project ${state.source_project}` : state.from_agent;
-    return reject('forbidden', HandoffErrorCode.notTheDelegator, `only ${who} or an operator of project ${state.project} may abandon handoff ${state.id}`, {
-      handoff_id: state.id,
-      delegator: state.from_agent,
-      delegator_project: delegatorProject,
-    });
-  }
+  if (!isDelegator && !isPerson(metadata.actorKind) && metadata.actorKind !== 'system') return notTheDelegator(state, delegatorProject);
   return accept({
     type: 'handoff.abandoned',
     data: base(data, metadata, {
@@ -529,6 +524,22 @@ function decideAbandon({ data, metadata }: AbandonHandoff, state: ExistingHandof
       ...(foreign ? { abandoned_by_project: metadata.actorProject } : {}),
       reason: data.reason,
     }),
+  });
+}
+
+function notTheDelegator(state: ExistingHandoff, delegatorProject: string): Decision {
+  // A completion handback's from_agent is the worker whose work it reviews, who may not end it
+  // (review_end_forbidden): only the project's operators may.
+  if (state.reviewed_worker !== undefined && state.reviewed_worker === state.from_agent) {
+    return reject('forbidden', HandoffErrorCode.notTheDelegator, `only an operator of project ${state.project} may abandon handback ${state.id}`, {
+      handoff_id: state.id,
+    });
+  }
+  const who = state.source_project !== undefined ? `${state.from_agent} of project ${state.source_project}` : state.from_agent;
+  return reject('forbidden', HandoffErrorCode.notTheDelegator, `only ${who} or an operator of project ${state.project} may abandon handoff ${state.id}`, {
+    handoff_id: state.id,
+    delegator: state.from_agent,
+    delegator_project: delegatorProject,
   });
 }
 

@@ -219,11 +219,34 @@ describe('cross-project handoff: validates both rosters; never cross-registers',
         ]);
     });
 
-    it('from the source project only the delegator may: another agent, or a person of the source project, is not_the_delegator', () => {
+    it('from the source project only the delegator may: another agent, or a person of the source project, is not_the_delegator — also once it ended (its state is the delegator`s to learn)', () => {
       given(handoffDecider, created).when(abandonFrom('carol', 'src')).thenFails('not_the_delegator');
       given(handoffDecider, created)
         .when(abandonFrom('olga', 'src', 'operator'))
         .thenFails('not_the_delegator');
+      const ended = history(cmd.create(base), abandonFrom('alice', 'src'));
+      const refused = given(handoffDecider, ended).when(abandonFrom('carol', 'src')).thenFails('not_the_delegator');
+      expect(refused.details).not.toHaveProperty('status');
+      given(handoffDecider, ended).when(abandonFrom('alice', 'src')).then([]);
+    });
+
+    it('its delegator`s key is its own: the target project`s agent of that name sending it is decided as usual, neither a retry nor a reuse', () => {
+      const withDigest = (c: AbandonHandoff, digest: string): AbandonHandoff => ({ ...c, metadata: { ...c.metadata, digest } });
+      const ended = history(cmd.create(base), withDigest(abandonFrom('alice', 'src'), 'd-src'));
+      // The same key (abandon:alice) from another actor: handoff_not_open, as with any other key.
+      given(handoffDecider, ended)
+        .when(withDigest(abandonFrom('alice', undefined), 'd-src'))
+        .thenFails('handoff_not_open');
+      given(handoffDecider, ended)
+        .when(withDigest(abandonFrom('alice', undefined), 'd-other'))
+        .thenFails('handoff_not_open');
+      // The delegator's own retry is still one, and its other body under the key a reuse.
+      given(handoffDecider, ended)
+        .when(withDigest(abandonFrom('alice', 'src'), 'd-src'))
+        .then([]);
+      given(handoffDecider, ended)
+        .when(withDigest(abandonFrom('alice', 'src'), 'd-other'))
+        .thenFails('idempotency_key_reused');
     });
 
     it('a caller from another project learns nothing of handoffs its project did not delegate: not_found, as for an id that does not exist', () => {

@@ -5,7 +5,7 @@ import { meshEntryHandoffId, meshHandoffId } from '../mesh/decide';
 import { handoffIdFor } from '../run/ids';
 import { LEDGER_DERIVED_HANDOFF_ID, ROUTER_DERIVED_HANDOFF_ID } from './decide';
 import { handoffDecider } from './decider';
-import { at, cmd, history, HID, Ledger, meta } from './handoff.fixtures';
+import { at, cmd, history, HID, Ledger, meta, PROJECT } from './handoff.fixtures';
 import type { HandoffCommand } from './commands';
 
 const HEX = '0123456789abcdef0123456789abcdef';
@@ -187,6 +187,15 @@ describe('handoff: the worker cannot end the handback that reviews its work', ()
     expect(ledger.send('hb-c1', to('hb-c1', cmd.claim('alice', 'r1', 3))).ok).toBe(true);
     expect(ledger.send('hb-c1', to('hb-c1', cmd.release('bob', undefined, 'operator')))).toEqual({ ok: false, code: 'review_end_forbidden' });
     expect(ledger.state('hb-c1').status).toBe('claimed');
+  });
+
+  it('another agent is refused not_the_delegator naming only the operators: the handback`s from_agent is the worker, who may not end it', () => {
+    const ledger = returned();
+    const refused = handoffDecider.decide(to('hb-c1', cmd.abandon('carol')), ledger.state('hb-c1'));
+    expect(refused).toMatchObject({
+      ok: false,
+      error: { code: 'not_the_delegator', message: `only an operator of project ${PROJECT} may abandon handback hb-c1`, details: { handoff_id: 'hb-c1' } },
+    });
   });
 
   it('the reviewer and operators may still end the handback', () => {

@@ -121,6 +121,15 @@ export function initialHandoffState(): HandoffState {
 }
 
 /** The key an event recorded, with the digest of the body that brought it (every key has the same shape). */
+/**
+ * Who a key belongs to: the actor's name, qualified by its project when that is not the handoff's
+ * (a cross-project delegator acting from its source project). `/` is in no actor name, so an actor
+ * of the handoff's own project never holds a qualified key: a name is someone only within its project.
+ */
+function keyActor(actor: string, project: string | undefined): string {
+  return project === undefined ? actor : `${project}/${actor}`;
+}
+
 function recentKey(
   recorded: { idempotency_key: string; command_digest?: string | undefined },
   command: HandoffCommand['type'],
@@ -172,7 +181,7 @@ function issuedKey(state: ExistingHandoff, event: Exclude<HandoffEvent, { type: 
     case 'handoff.escalated':
       return event.data.cause === 'rework' ? recentKey(key, 'rework_from_handback', undefined, 'system') : recentKey(key, 'requeue_expired', undefined);
     case 'handoff.abandoned':
-      return recentKey(key, 'abandon', event.data.abandoned_by);
+      return recentKey(key, 'abandon', keyActor(event.data.abandoned_by, event.data.abandoned_by_project));
     case 'handoff.failed':
       return recentKey(key, 'fail', event.data.failed_by);
     case 'handoff.deadline_expired':
@@ -196,14 +205,15 @@ export function recentKeyUse(
   command: {
     type: HandoffCommand['type'];
     data: { idempotency_key: string };
-    metadata: { actor: string; actorKind: HandoffActorKind; digest?: string | undefined };
+    metadata: { actor: string; actorKind: HandoffActorKind; digest?: string | undefined; actorProject?: string | undefined };
   },
 ): KeyUse {
+  const from = command.metadata.actorProject;
   return scopedKeyUse(
     state.recent_keys,
     command.data.idempotency_key,
     command.type,
-    command.metadata.actor,
+    keyActor(command.metadata.actor, from !== undefined && from !== state.project ? from : undefined),
     command.metadata.actorKind,
     command.metadata.digest,
   );

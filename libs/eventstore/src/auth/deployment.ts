@@ -1,7 +1,18 @@
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describePrincipal, principalFromTokens, ProjectIdSchema, ServiceNames, type Principal } from '@baton/contracts';
-import { accountJwt, createNkeyPair, credsFile, decodeJwtClaims, jwtOfCreds, nkeyPairFromSeed, operatorJwt, userJwt, type NkeyPair } from './jwt';
+import {
+  accountJwt,
+  createNkeyPair,
+  credsFile,
+  decodeJwtClaims,
+  jwtOfCreds,
+  nkeyPairFromSeed,
+  operatorJwt,
+  permissionClaims,
+  userJwt,
+  type NkeyPair,
+} from './jwt';
 import { permissionsFor } from './permissions';
 
 /*
@@ -163,16 +174,36 @@ export function issueCreds(deployment: AuthDeployment, principal: Principal, now
   return { principal, file, creds, userPublicKey: user.publicKey };
 }
 
-/** Credentials for the four services and the admin (written once; kept when they exist). */
+/**
+ * Credentials for the four services and the admin: written once, and kept while they grant what
+ * this version grants. A file whose permissions differ (issued by an earlier version: the router's
+ * and the ledger's once carried `allow_responses`) is issued again, so a restart picks up the
+ * current grants; the old file stays valid for processes still running with it.
+ */
 export function ensureServiceCreds(deployment: AuthDeployment): Record<string, string> {
   const files: Record<string, string> = {};
   const principals: Principal[] = [...ServiceNames.map((service): Principal => ({ kind: 'svc', service })), { kind: 'op', relay: 'admin' }];
   for (const principal of principals) {
     const file = credsPath(deployment, principal);
-    if (!existsSync(file)) issueCreds(deployment, principal);
+    if (!existsSync(file) || !grantsCurrentPermissions(file, deployment, principal)) issueCreds(deployment, principal);
     files[principal.kind === 'svc' ? principal.service : 'admin'] = file;
   }
   return files;
+}
+
+/** Does the credentials file's user JWT grant exactly `permissionsFor` the principal? (false for a file that cannot be read as one) */
+function grantsCurrentPermissions(file: string, deployment: AuthDeployment, principal: Principal): boolean {
+  try {
+    const nats = decodeJwtClaims(jwtOfCreds(readFileSync(file, 'utf8')))['nats'] as Record<string, unknown> | undefined;
+    const expected = permissionClaims(permissionsFor(deployment.prefix, principal));
+    return (
+      nats !== undefined &&
+      Object.keys(expected).every((key) => JSON.stringify(nats[key]) === JSON.stringify(expected[key])) &&
+      (nats['resp'] === undefined) === (expected['resp'] === undefined)
+    );
+  } catch {
+    return false;
+  }
 }
 
 export interface ServerConfigOptions {

@@ -108,17 +108,24 @@ export function accountJwt(operator: NkeyPair, account: NkeyPair, name: string, 
   return signJwt(operator, account.publicKey, name, { limits, default_permissions: { pub: {}, sub: {} }, type: 'account', version: 2 }, issuedAt);
 }
 
-/** A user JWT signed by the account, with its subject permissions. */
-export function userJwt(account: NkeyPair, user: NkeyPair, name: string, permissions: UserPermissions, issuedAt: number): string {
+/** The permission claims of a user JWT (`pub`, `sub` and, for `allowResponses`, `resp`). */
+export function permissionClaims(permissions: UserPermissions): Record<string, unknown> {
   const clean = (p: SubjectPermission): SubjectPermission => ({
     ...(p.allow && p.allow.length > 0 ? { allow: [...p.allow] } : {}),
     ...(p.deny && p.deny.length > 0 ? { deny: [...p.deny] } : {}),
   });
-  const nats: Record<string, unknown> = {
+  return {
     pub: clean(permissions.pub),
     sub: clean(permissions.sub),
     // One reply per request received, within two minutes (nanoseconds), like `allow_responses: true`.
     ...(permissions.allowResponses ? { resp: { max: 1, ttl: 120_000_000_000 } } : {}),
+  };
+}
+
+/** A user JWT signed by the account, with its subject permissions. */
+export function userJwt(account: NkeyPair, user: NkeyPair, name: string, permissions: UserPermissions, issuedAt: number): string {
+  const nats: Record<string, unknown> = {
+    ...permissionClaims(permissions),
     subs: -1,
     data: -1,
     payload: -1,

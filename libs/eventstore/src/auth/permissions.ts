@@ -105,6 +105,11 @@ export function permissionsFor(prefix: string, principal: Principal): UserPermis
     }
     case 'svc': {
       const common = { sub: { allow: [inbox] }, deny: markers };
+      // The services that answer requests (router, ledger) may publish replies only under the
+      // principals' inbox prefixes, never wherever a requester's reply subject points:
+      // `allow_responses` would let an agent name any subject (an event, another project's answer,
+      // `$JS.API.STREAM.PURGE.…`) and have the service publish there with the service's rights.
+      const replies = `_INBOX_${prefix}.>`;
       switch (principal.service) {
         case 'router':
           return {
@@ -115,13 +120,13 @@ export function permissionsFor(prefix: string, principal: Principal): UserPermis
                 `${prefix}.ev.*.mesh.*`,
                 `${prefix}.cmd.ledger.*.svc.router.*`,
                 `${prefix}.dlq.>`,
+                replies,
                 ...serviceJetStream(prefix),
               ],
               deny: common.deny,
             },
             // It serves router commands and watches definition events as they are stored.
             sub: { allow: [inbox, `${prefix}.cmd.router.>`, `${prefix}.ev.*.definition.*`] },
-            allowResponses: true,
           };
         case 'ledger':
           return {
@@ -131,12 +136,12 @@ export function permissionsFor(prefix: string, principal: Principal): UserPermis
                 `${prefix}.ev.*.project.*`,
                 `${prefix}.in.*.offer.*`,
                 `${prefix}.dlq.>`,
+                replies,
                 ...serviceJetStream(prefix, { claimRates: true }),
               ],
               deny: common.deny,
             },
             sub: { allow: [inbox, `${prefix}.cmd.ledger.>`] },
-            allowResponses: true,
           };
         case 'watchdog':
           return {

@@ -1,0 +1,66 @@
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Principals } from '@baton/contracts';
+import { ensureServiceCreds, openDeployment } from './deployment';
+import { createNkeyPair, credsFile, decodeJwtClaims, jwtOfCreds, permissionClaims, userJwt } from './jwt';
+import { permissionsFor } from './permissions';
+
+/*
+ * A service answers a request on the reply subject the requester chose, with the service's own
+ * rights. `allow_responses` would let it publish there whatever the subject: an agent could name
+ * `$JS.API.STREAM.PURGE.<stream>`, an event or another project's answer subject and have the
+ * ledger publish its reply on it. The services that answer requests may publish replies only
+ * under the principals' inbox prefixes.
+ */
+describe('permissionsFor: replies go to inboxes only', () => {
+  it.each(['router', 'ledger'] as const)('the %s has no allow_responses and may publish under _INBOX_<prefix>. only among inboxes', (service) => {
+    const permissions = permissionsFor('baton', Principals.service(service));
+    expect(permissions.allowResponses).toBeUndefined();
+    expect(permissions.pub.allow).toContain('_INBOX_baton.>');
+    expect((permissions.pub.allow ?? []).filter((subject) => subject.startsWith('_INBOX'))).toEqual(['_INBOX_baton.>']);
+  });
+
+  it('no service and no agent may publish on NATS`s default inbox or with allow_responses; only the admin keeps them', () => {
+    const principals = [
+      Principals.agent('acme', 'support'),
+      Principals.service('router'),
+      Principals.service('ledger'),
+      Principals.service('watchdog'),
+      Principals.service('notifier'),
+      Principals.operator('notifier'),
+    ];
+    for (const principal of principals) {
+      const permissions = permissionsFor('baton', principal);
+      expect({ principal, responses: permissions.allowResponses ?? false }).toEqual({ principal, responses: false });
+      expect((permissions.pub.allow ?? []).some((subject) => subject === '>' || subject.startsWith('_INBOX.'))).toBe(false);
+    }
+    expect(permissionsFor('baton', Principals.operator('admin')).allowResponses).toBe(true);
+  });
+});
+
+describe('ensureServiceCreds: credentials that grant what an earlier version granted are issued again', () => {
+  it('keeps current service credentials and reissues one whose permissions differ (a ledger user with allow_responses)', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'baton-creds-'));
+    try {
+      const deployment = openDeployment(dir, 'baton');
+      const files = ensureServiceCreds(deployment);
+      const ledgerBefore = readFileSync(files['ledger']!, 'utf8');
+      const routerBefore = readFileSync(files['router']!, 'utf8');
+      // Unchanged grants: nothing is issued again.
+      ensureServiceCreds(deployment);
+      expect(readFileSync(files['ledger']!, 'utf8')).toBe(ledgerBefore);
+      // A ledger user as an earlier version issued it: the same grants plus allow_responses.
+      const user = createNkeyPair('user');
+      const old = { ...permissionsFor('baton', Principals.service('ledger')), allowResponses: true };
+      writeFileSync(files['ledger']!, credsFile(userJwt(deployment.account, user, 'svc.ledger', old, 1), user));
+      ensureServiceCreds(deployment);
+      const reissued = decodeJwtClaims(jwtOfCreds(readFileSync(files['ledger']!, 'utf8')))['nats'] as Record<string, unknown>;
+      expect(reissued).not.toHaveProperty('resp');
+      expect(reissued['pub']).toEqual(permissionClaims(permissionsFor('baton', Principals.service('ledger')))['pub']);
+      expect(readFileSync(files['router']!, 'utf8')).toBe(routerBefore);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
