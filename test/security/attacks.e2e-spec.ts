@@ -124,6 +124,15 @@ describe('security: an agent of project A attacks a platform running the generat
       pub('a mesh start as another agent', `${prefix}.in.${A}.mesh_start.billing`),
       pub('a customer message relayed as another agent', `${prefix}.in.${A}.message.billing`),
       pub('a run start as an agent of another project', `${prefix}.in.${B}.start.support`),
+      // Nothing JetStream answers, its own subjects included: JetStream would answer on any reply subject.
+      pub('its own result straight into the inbox stream', `${prefix}.in.${A}.result.support`),
+      pub('its own run start straight into the inbox stream', `${prefix}.in.${A}.start.support`),
+      pub('a pull of its own offers durable straight from JetStream', `$JS.API.CONSUMER.MSG.NEXT.${streams.inbox}.${offerDurableName(A, 'support')}`),
+      pub('its own durable`s info straight from JetStream', `$JS.API.CONSUMER.INFO.${streams.inbox}.${offerDurableName(A, 'support')}`),
+      pub('an acknowledgement straight to JetStream', `$JS.ACK.${streams.inbox}.${offerDurableName(A, 'support')}.1.1.1.1.0`),
+      pub('an edge subject of another agent', `${prefix}.edge.${A}.result.billing`),
+      pub('an edge subject of another project', `${prefix}.edge.${B}.start`),
+      pub('the offers edge of another agent', `${prefix}.edge.${A}.offers.billing.api.CONSUMER.MSG.NEXT.${streams.inbox}.${offerDurableName(A, 'billing')}`),
       pub('a dead letter', `${prefix}.dlq.router`),
       pub('a redrive marker', `${prefix}.dlq._redriven`),
       pub('a human action notice', `${prefix}.notice.${A}`),
@@ -299,12 +308,66 @@ describe('security: an agent of project A attacks a platform running the generat
     await admin.jsm.streams.delete(scratch);
   });
 
+  it("cannot aim JetStream's answers anywhere but its own inbox: the edge relays nothing whose reply subject is not the agent's, nor any call beyond its own offers durable (a stream delete, a purge, an event, another project's answer)", async () => {
+    const scratch = `${prefix.toUpperCase()}_EDGE_SCRATCH`;
+    await admin.jsm.streams.add({ name: scratch, subjects: [`${prefix}-edge-scratch.>`], storage: StorageType.Memory });
+    for (let i = 0; i < 3; i++) await admin.js.publish(`${prefix}-edge-scratch.x`, encoder.encode(`keep ${i}`));
+    const durable = offerDurableName(A, 'support');
+    expect((await ledgerAsAgent('open_offers', {})).ok).toBe(true);
+    const edge = (rest: string) => `${prefix}.edge.${A}.${rest}`;
+    const result = encoder.encode(JSON.stringify({ note: 'not a result' }));
+    // Each would have JetStream answer (a publish ack, a pulled offer, consumer info, an ack's
+    // confirmation) on a subject the agent may not publish.
+    const misdirected: Array<[string, string, string]> = [
+      [edge('result.support'), `$JS.API.STREAM.PURGE.${scratch}`, 'reply_not_allowed'],
+      [edge('start.support'), `$JS.API.STREAM.DELETE.${scratch}`, 'reply_not_allowed'],
+      [edge('message.support'), `${prefix}.ev.${B}.run.wr-edge`, 'reply_not_allowed'],
+      [edge(`offers.support.api.CONSUMER.MSG.NEXT.${streams.inbox}.${durable}`), `${prefix}.in.${B}.answer`, 'reply_not_allowed'],
+      [edge(`offers.support.api.CONSUMER.INFO.${streams.inbox}.${durable}`), `$JS.API.STREAM.DELETE.${scratch}`, 'reply_not_allowed'],
+      [edge(`offers.support.ack.${streams.inbox}.${durable}.1.1.1.1.0`), `$JS.API.STREAM.DELETE.${scratch}`, 'reply_not_allowed'],
+      // Its own edge, but beyond its own offers durable: relayed nowhere whatever the reply.
+      [edge(`offers.support.api.STREAM.DELETE.${scratch}`), `${inboxPrefixOf(prefix, Principals.agent(A, 'support'))}.x`, 'no_handler'],
+      [
+        edge(`offers.support.api.CONSUMER.MSG.NEXT.${streams.inbox}.${offerDurableName(B, 'support')}`),
+        `${inboxPrefixOf(prefix, Principals.agent(A, 'support'))}.y`,
+        'no_handler',
+      ],
+      [edge(`offers.support.ack.${streams.inbox}.router-results.1.1.1.1.0`), `${inboxPrefixOf(prefix, Principals.agent(A, 'support'))}.z`, 'no_handler'],
+    ];
+    for (const [subject, reply] of misdirected) agent.connection.publish(subject, result, { reply });
+    await agent.connection.flush();
+    const letters = await waitFor(
+      async () => {
+        const info = await admin.jsm.streams.info(streams.dlq, { subjects_filter: `${prefix}.dlq.ledger-edge` });
+        const found: Array<{ subject: string; reason: string }> = [];
+        for (let seq = info.state.last_seq; seq >= info.state.first_seq && info.state.messages > 0; seq--) {
+          const msg = await admin.jsm.streams.getMessage(streams.dlq, { seq }).catch(() => null);
+          if (msg?.subject === `${prefix}.dlq.ledger-edge`)
+            found.push({ subject: msg.header.get(DlqHeader.subject), reason: msg.header.get(DlqHeader.reason) });
+        }
+        return found.length >= misdirected.length ? found : undefined;
+      },
+      'every misdirected edge message dead-lettered',
+      { timeoutMs: 30_000 },
+    );
+    tally.tried += misdirected.length;
+    tally.refusedByService += misdirected.length;
+    expect(letters.map((l) => `${l.subject} ${l.reason}`).sort()).toEqual(misdirected.map(([subject, , reason]) => `${subject} ${reason}`).sort());
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect((await admin.jsm.streams.info(scratch)).state.messages).toBe(3);
+    expect((await admin.jsm.streams.info(streams.events, { subjects_filter: `${prefix}.ev.${B}.>` })).state.subjects ?? {}).not.toHaveProperty(
+      `${prefix}.ev.${B}.run.wr-edge`,
+    );
+    expect((await admin.jsm.streams.info(streams.inbox, { subjects_filter: `${prefix}.in.${B}.answer` })).state.subjects ?? {}).toEqual({});
+    await admin.jsm.streams.delete(scratch);
+  });
+
   it('records a result that does not hold the current claim as refused (no stop packet, nothing for an operator to approve), then serves the real claim holder', async () => {
     const store = new JetStreamEventStore({ js: admin.js, jsm: admin.jsm, prefix, registry: createEventRegistry() });
     const runId = `wr-sec-${randomBytes(3).toString('hex')}`;
     // The agent may start runs in its own project, under its own name (the start records it as the actor).
     const started = await agent.js.publish(
-      `${prefix}.in.${A}.start.support`,
+      `${prefix}.edge.${A}.start.support`,
       encoder.encode(JSON.stringify({ workflow_run_id: runId, project: A, workflow: 'support', started_by: 'dana' })),
       { msgID: MsgIds.start(A, runId) },
     );
@@ -325,7 +388,7 @@ describe('security: an agent of project A attacks a platform running the generat
       pending_tool_call: { name: 'refund', args: { iban: 'ATTACKER' } },
       produced_at: new Date().toISOString(),
     };
-    await agent.js.publish(`${prefix}.in.${A}.result.support`, encoder.encode(JSON.stringify(forged)), {
+    await agent.js.publish(`${prefix}.edge.${A}.result.support`, encoder.encode(JSON.stringify(forged)), {
       msgID: MsgIds.result(A, forged.workflow_run_id, forged.result_id),
       headers: headersFrom({}),
     });
@@ -372,7 +435,7 @@ describe('security: an agent of project A attacks a platform running the generat
     const victimRun = `wr-victim-${randomBytes(3).toString('hex')}`;
     const squat = encoder.encode(JSON.stringify({ workflow_run_id: victimRun, project: A, workflow: 'support', started_by: 'dana' }));
     // The server lets the agent set any Nats-Msg-Id on its own subject: it cannot wall this off.
-    const taken = await agent.js.publish(`${prefix}.in.${A}.start`, squat, { msgID: MsgIds.start(B, victimRun) });
+    const taken = await agent.js.publish(`${prefix}.edge.${A}.start`, squat, { msgID: MsgIds.start(B, victimRun) });
     expect(taken.duplicate).toBe(false);
     const letter = await waitFor(
       async () => {
@@ -402,7 +465,7 @@ describe('security: an agent of project A attacks a platform running the generat
     for (const name of routerStarts) await admin.jsm.consumers.delete(streams.inbox, name);
     const runId = `wr-sec-lost-${randomBytes(3).toString('hex')}`;
     await agent.js.publish(
-      `${prefix}.in.${A}.start`,
+      `${prefix}.edge.${A}.start`,
       encoder.encode(JSON.stringify({ workflow_run_id: runId, project: A, workflow: 'support', started_by: 'dana' })),
       { msgID: MsgIds.start(A, runId) },
     );

@@ -2,15 +2,25 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { inboxPrefixOf, Principals, type Principal } from '@baton/contracts';
-import { batonTopology, connectNats, decodeJwtClaims, issueCreds, jwtOfCreds, principalOfCreds, provision, type NatsHandle } from '@baton/eventstore';
+import { connectNats, decodeJwtClaims, issueCreds, jwtOfCreds, principalOfCreds, type NatsHandle } from '@baton/eventstore';
 import { createBatonClient, PermissionDenied } from '@baton/sdk';
-import { permissionViolations, startAuthNatsServer, type AuthNatsServer } from '@baton/testing';
+import {
+  freePort,
+  permissionViolations,
+  serviceCredsEnv,
+  startAuthNatsServer,
+  startService,
+  stopService,
+  waitReady,
+  type AuthNatsServer,
+} from '@baton/testing';
 // eslint-disable-next-line @nx/enforce-module-boundaries -- the `baton` command, in process
 import { main as baton } from '../../apps/cli/src/main';
 // eslint-disable-next-line @nx/enforce-module-boundaries -- the `baton` command, in process
 import { bufferedIo } from '../../apps/cli/src/output';
 
 const PREFIX = 'baton';
+const REDIS_URL = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
 
 describe('NATS decentralized auth: the server, not the message, decides who is speaking', () => {
   let server: AuthNatsServer;
@@ -48,7 +58,9 @@ describe('NATS decentralized auth: the server, not the message, decides who is s
     const claims = decodeJwtClaims(jwtOfCreds(readFileSync(issued.file, 'utf8')));
     expect(claims['iss']).toBe(server.deployment.account.publicKey);
     expect(claims['name']).toBe('agent:acme:support');
-    expect((claims['nats'] as { pub: { allow: string[] } }).pub.allow).toContain('baton.in.acme.result.support');
+    // Its results go through its edge (the ledger relays them): nothing JetStream answers.
+    expect((claims['nats'] as { pub: { allow: string[] } }).pub.allow).toContain('baton.edge.acme.result.support');
+    expect((claims['nats'] as { pub: { allow: string[] } }).pub.allow.filter((s) => s.startsWith('baton.in.') || s.startsWith('$JS.'))).toEqual([]);
   });
 
   it('a credentials file names its principal (agent, service, admin); a file Baton did not issue names none', () => {
@@ -59,9 +71,17 @@ describe('NATS decentralized auth: the server, not the message, decides who is s
     expect(principalOfCreds('not a creds file')).toBeNull();
   });
 
-  it("baton result with an agent's credentials publishes on the agent's own result subject (the CLI replies on the agent's inbox)", async () => {
+  it("baton result with an agent's credentials publishes on the agent's own result subject through its edge, relayed by the ledger (the CLI replies on the agent's inbox)", async () => {
     const admin = await connectAs(Principals.operator('admin'));
-    await provision(admin.jsm, batonTopology(PREFIX, { storage: 'memory' }));
+    // The ledger provisions the streams as it starts.
+    const ledger = startService('ledger', await freePort(), {
+      NATS_URL: server.url,
+      REDIS_URL,
+      BATON_PREFIX: PREFIX,
+      LOG_LEVEL: 'warn',
+      ...serviceCredsEnv(server)('ledger'),
+    });
+    await waitReady(ledger);
     const dir = mkdtempSync(join(tmpdir(), 'baton-result-'));
     try {
       const file = join(dir, 'result.json');
@@ -75,13 +95,16 @@ describe('NATS decentralized auth: the server, not the message, decides who is s
       expect(JSON.parse(new TextDecoder().decode(stored.data))).toMatchObject({ result_id: 'res-cli', agent: 'support' });
     } finally {
       rmSync(dir, { recursive: true, force: true });
+      await stopService(ledger);
     }
   });
 
-  it("lets an agent publish its own result subject but not another agent's, an event or an operator answer", async () => {
+  it("lets an agent publish its own result on its edge but nothing into a stream (its own result subject included), nor another agent's edge, an event or an operator answer", async () => {
     const agent = await connectAs(Principals.agent('acme', 'support'));
     const denied = await violations(agent, () => {
+      agent.connection.publish('baton.in.acme.result.support', new Uint8Array());
       agent.connection.publish('baton.in.acme.result.billing', new Uint8Array());
+      agent.connection.publish('baton.edge.acme.result.billing', new Uint8Array());
       agent.connection.publish('baton.ev.acme.run.r1', new Uint8Array());
       agent.connection.publish('baton.in.acme.answer', new Uint8Array());
       agent.connection.publish('baton.in.other.result.support', new Uint8Array());
@@ -89,12 +112,14 @@ describe('NATS decentralized auth: the server, not the message, decides who is s
     });
     expect(denied.sort()).toEqual([
       'publish baton.dlq.router',
+      'publish baton.edge.acme.result.billing',
       'publish baton.ev.acme.run.r1',
       'publish baton.in.acme.answer',
       'publish baton.in.acme.result.billing',
+      'publish baton.in.acme.result.support',
       'publish baton.in.other.result.support',
     ]);
-    const allowed = await violations(agent, () => agent.connection.publish('baton.in.acme.result.support', new Uint8Array()));
+    const allowed = await violations(agent, () => agent.connection.publish('baton.edge.acme.result.support', new Uint8Array()));
     expect(allowed).toEqual([]);
   });
 

@@ -39,6 +39,8 @@ export interface CliContext {
   readonly env: Record<string, string | undefined>;
   config(): CliConfig;
   nats(): Promise<NatsHandle>;
+  /** Whom the NATS credentials name (an agent's for `baton result`; the admin when they name no one Baton issued). */
+  natsPrincipal(): Principal;
   redis(): Promise<RedisHandle>;
   /** The projection store over Redis at the notifier's key prefix. */
   projections(): Promise<ProjectionStore>;
@@ -126,6 +128,11 @@ export function createCliContext(options: CliContextOptions): CliContext {
       }
       return config;
     },
+    natsPrincipal() {
+      const local = localDeployment(env);
+      const credsFile = ctx.config().NATS_CREDS ?? (env['NATS_URL'] === undefined ? local?.admin : undefined);
+      return principalOfCredsFile(credsFile) ?? { kind: 'op' as const, relay: 'admin' as const };
+    },
     nats() {
       nats ??= (async () => {
         const local = localDeployment(env);
@@ -134,7 +141,7 @@ export function createCliContext(options: CliContextOptions): CliContext {
         // The reply inbox the credentials may subscribe to is their principal's (an agent's creds
         // for `baton result`), the admin's when they name none Baton wrote; an agent may not ask
         // the JetStream API for its account info either.
-        const principal = principalOfCredsFile(credsFile) ?? { kind: 'op' as const, relay: 'admin' as const };
+        const principal = ctx.natsPrincipal();
         try {
           const handle = await connectNats({
             servers: url.split(','),

@@ -1,5 +1,6 @@
 import { DynamicModule, Module } from '@nestjs/common';
 import { LedgerCommandListener } from './commands/command-listener';
+import { AgentEdgeRelay } from './edge/agent-edge';
 import { LedgerCommands } from './commands/ledger-commands';
 import { LEDGER_CONFIG, type LedgerConfig } from './config';
 import { ProjectDirectory } from './projects/project-directory';
@@ -35,9 +36,10 @@ export class LedgerModule {
         OfferPublisher,
         LedgerCommands,
         LedgerCommandListener,
+        AgentEdgeRelay,
         HandoffReactor,
       ],
-      exports: [LedgerCommandListener],
+      exports: [LedgerCommandListener, AgentEdgeRelay],
     };
   }
 }

@@ -95,10 +95,15 @@ export function inboxParts(inbox: string): { prefix: string; principal: string }
   return { prefix: inbox.slice(head.length, dot), principal: inbox.slice(dot + 1) };
 }
 
+/** The part of the inbox space every agent of `project` replies under (each agent's own prefix is one token longer). */
+export function projectAgentsInboxPrefix(prefix: string, project: string): string {
+  return `_INBOX_${prefix}.agent.${project}`;
+}
+
 export function inboxPrefixOf(prefix: string, principal: Principal): string {
   switch (principal.kind) {
     case 'agent':
-      return `_INBOX_${prefix}.agent.${principal.project}.${principal.agent}`;
+      return `${projectAgentsInboxPrefix(prefix, principal.project)}.${principal.agent}`;
     case 'svc':
       return `_INBOX_${prefix}.svc.${principal.service}`;
     case 'op':

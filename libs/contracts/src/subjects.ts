@@ -307,6 +307,8 @@ export const Subjects = {
    * (principal.ts), which names the caller so the server's permissions pin who may send it.
    */
   ledgerCommands: (prefix: string) => SubjectTable.ledgerCommand.format(prefix),
+  /** Every agent edge subject (`<prefix>.edge.>`, relayed by the ledger; `edge.ts`). */
+  agentEdge: (prefix: string) => `${prefix}.edge.>`,
   /** Human action notices. */
   notice: (prefix: string, project: string) => SubjectTable.notice.format(prefix, { project }),
   /** Mesh starts (MeshStartRequest; JetStream into the inbox). */

@@ -30,6 +30,8 @@ export const DlqSources = {
   routerDefinitions: 'router-definitions',
   /** Refused ledger commands (core NATS). */
   ledger: 'ledger',
+  /** Agent edge messages relayed nowhere (core NATS; `libs/contracts/src/edge.ts`). */
+  ledgerEdge: 'ledger-edge',
   /** The ledger's reactors: handoff policies and offers (handoff events), the project kill switch (project events). */
   ledgerHandoffReactor: 'ledger-handoff-reactor',
   ledgerProjectReactor: 'ledger-project-reactor',

@@ -8,6 +8,7 @@ import {
   type KvOptions,
   type Msg,
   type MsgHdrs,
+  type NatsConnection,
   type OrderedConsumerOptions,
 } from 'nats';
 import { SubjectTable, type AggregateKind } from '@baton/contracts';
@@ -61,6 +62,11 @@ export interface CoreMessage {
   readonly headers: Record<string, string[]>;
   /** Answer a request (publish to its reply subject). False when it was no request. */
   respond(data: Uint8Array): boolean;
+  /**
+   * Publish this message again on `subject`, its bytes and headers as received, with `reply` as its
+   * reply subject (none when undefined): whoever answers it answers `reply` directly.
+   */
+  relay(subject: string, reply: string | undefined): void;
 }
 
 /** A running core NATS subscription. */
@@ -80,7 +86,7 @@ export interface CoreSubscribeOptions {
   onError?: (error: Error) => void;
 }
 
-function coreMessage(msg: Msg): CoreMessage {
+function coreMessage(nc: NatsConnection, msg: Msg): CoreMessage {
   let headers: Record<string, string[]> | undefined;
   return {
     subject: msg.subject,
@@ -91,6 +97,7 @@ function coreMessage(msg: Msg): CoreMessage {
       return headers;
     },
     respond: (data) => msg.respond(data),
+    relay: (subject, reply) => nc.publish(subject, msg.data, { ...(reply !== undefined ? { reply } : {}), ...(msg.headers ? { headers: msg.headers } : {}) }),
   };
 }
 
@@ -114,7 +121,7 @@ export function subscribeCore(
         options.onError?.(err);
         return;
       }
-      onMessage(coreMessage(msg));
+      onMessage(coreMessage(handle.connection, msg));
     },
   });
   return {

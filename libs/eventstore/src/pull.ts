@@ -19,6 +19,11 @@ export interface PullTarget {
   /** The JetStream API prefix (`$JS.API` unless the connection speaks to a domain). */
   apiPrefix: string;
   inboxPrefix?: string;
+  /**
+   * Where an acknowledgement of a delivered message is published, given its reply subject
+   * (`$JS.ACK.…`); the reply subject itself when absent. An agent acknowledges through its edge.
+   */
+  ackSubject?: (reply: string) => string;
 }
 
 export interface PullAsk {
@@ -158,6 +163,7 @@ export class DeliveredMessage {
     private readonly nc: NatsConnection,
     readonly msg: Msg,
     readonly info: DeliveryInfo,
+    private readonly ackSubject: (reply: string) => string = (reply) => reply,
   ) {}
 
   get subject(): string {
@@ -186,12 +192,12 @@ export class DeliveredMessage {
   }
   /** Reset the ack wait: the handler is still at work. */
   working(): void {
-    if (!this.settled) this.nc.publish(this.msg.reply as string, '+WPI');
+    if (!this.settled) this.nc.publish(this.ackSubject(this.msg.reply as string), '+WPI');
   }
   private settle(body: string): void {
     if (this.settled) return;
     this.settled = true;
-    this.nc.publish(this.msg.reply as string, body);
+    this.nc.publish(this.ackSubject(this.msg.reply as string), body);
   }
 }
 

@@ -35,6 +35,11 @@ export type MessageOutcome =
 
 export interface RunConsumerOptions {
   js: JetStreamClient;
+  /**
+   * Where acknowledgements go, given a message's reply subject (`$JS.ACK.…`): the reply subject
+   * itself by default. An agent acknowledges its offers through its edge (`edgeAckSubject`).
+   */
+  ackVia?: (reply: string) => string;
   stream: string;
   /** An existing durable pull consumer with explicit ack (see `provision`). */
   durable: string;
@@ -649,7 +654,7 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
         // The count is sized from the last pull's sizes; the server also ends the pull at the
         // bytes left (never under two of its largest messages, so one always fits), which holds
         // when large messages follow small ones.
-        target ??= pullTarget(opts.js);
+        target ??= { ...pullTarget(opts.js), ...(opts.ackVia ? { ackSubject: opts.ackVia } : {}) };
         session ??= new PullSession(target, opts.stream, opts.durable);
         const pull = session.pull({
           batch: free,
@@ -662,7 +667,7 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
           const info = msg.reply ? ackInfo(msg.reply) : null;
           if (info === null) continue;
           brought++;
-          const raw = new DeliveredMessage(target.nc, msg, info);
+          const raw = new DeliveredMessage(target.nc, msg, info, target.ackSubject);
           if (stopping) {
             // Back to the stream once this pull has expired: naked at once, the same open pull
             // fetched it again at once, a delivery counted each time (16 in two seconds, measured),
@@ -712,7 +717,7 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
     if (session && target) {
       // Messages come for a pull already given up on, never started: a peer takes them now.
       session.stop();
-      for (const msg of session.drain()) if (msg.reply && ackInfo(msg.reply)) target.nc.publish(msg.reply, '-NAK');
+      for (const msg of session.drain()) if (msg.reply && ackInfo(msg.reply)) target.nc.publish(target.ackSubject?.(msg.reply) ?? msg.reply, '-NAK');
     }
     // The last acks are plain publishes: a PING round trip makes sure the server has them.
     await serverHasAcks();

@@ -1,6 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import {
   AgentResultSchema,
+  edgeAckSubject,
+  edgeApiPrefix,
+  edgeSubjectOf,
   inboxPrefixOf,
   MsgIds,
   Principals,
@@ -52,6 +55,15 @@ export interface BatonClientOptions {
    * agent-named subjects existed (they allow only the shared ones; `baton creds agent` issues new ones).
    */
   publishesAs?: 'agent' | 'project';
+  /**
+   * Reach JetStream through the agent edge (`<prefix>.edge.…`, relayed by the ledger): results,
+   * starts and messages, and the offers durable's pulls and acknowledgements. Credentials Baton
+   * issues allow nothing else — JetStream answers on whatever reply subject a client sets, so an
+   * agent may publish nothing it reads. Default: on when this client connects with credentials
+   * (`natsCreds` / `NATS_CREDS`), off otherwise (a development server without authentication, or a
+   * shared `nats` handle, reaches the streams directly).
+   */
+  edge?: boolean;
 }
 
 /** What JetStream answered to a publish. */
@@ -202,7 +214,8 @@ export async function createBatonClient(options: BatonClientOptions): Promise<Ba
       throw new EventStoreError(`cannot connect to NATS at ${options.natsUrl ?? 'the default server'}: ${(error as Error).message}`, { cause: error });
     }
   }
-  return new NatsBatonAgent(nats, owns, options, sent);
+  const edge = options.edge ?? (owns && credsFile !== undefined && credsFile !== '');
+  return new NatsBatonAgent(nats, owns, options, sent, edge);
 }
 
 class NatsBatonAgent implements BatonAgent {
@@ -218,11 +231,17 @@ class NatsBatonAgent implements BatonAgent {
   /** Tells this client's claims from another replica's of the same agent (see the claim key in `offers.ts`). */
   private readonly instance = randomBytes(6).toString('hex');
 
+  /** Through the agent edge: publishes go to `edgeSubjectOf`, the offers durable is read with {@link offersJs}. */
+  private readonly edge: boolean;
+  /** The JetStream client of the offers durable: through the edge, its API calls go to the agent's edge prefix. */
+  private readonly offersJs: NatsHandle['js'];
+
   constructor(
     private readonly nats: NatsHandle,
     private readonly ownsConnection: boolean,
     options: BatonClientOptions,
     sent: SentMessageIds,
+    edge: boolean,
   ) {
     this.prefix = options.prefix ?? process.env['BATON_PREFIX'] ?? 'baton';
     this.project = options.project;
@@ -230,6 +249,8 @@ class NatsBatonAgent implements BatonAgent {
     this.publishesAs = options.publishesAs ?? 'agent';
     this.sent = sent;
     this.ledger = new LedgerClient(nats, this.prefix, { as: Principals.agent(options.project, options.agent), timeoutMs: options.requestTimeoutMs ?? 5000 });
+    this.edge = edge;
+    this.offersJs = edge ? nats.connection.jetstream({ apiPrefix: edgeApiPrefix(this.prefix, this.project, this.agent) }) : nats.js;
   }
 
   async publishResult(input: AgentResultInput): Promise<PublishReceipt> {
@@ -296,7 +317,8 @@ class NatsBatonAgent implements BatonAgent {
       onOffer: options.onOffer,
     });
     const runner = runConsumer({
-      js: this.nats.js,
+      js: this.offersJs,
+      ...(this.edge ? { ackVia: (reply: string) => edgeAckSubject(this.prefix, this.project, this.agent, reply) } : {}),
       stream,
       durable,
       prefix: this.prefix,
@@ -341,6 +363,7 @@ class NatsBatonAgent implements BatonAgent {
     // Carry the caller's trace (or start one), so the run can be followed from this result to
     // the operator's inbox item across every service.
     const headers = headersFrom(traceHeaders({ startIfMissing: true }));
-    return publishOnce(this.nats.js, this.sent, subject, textEncoder.encode(JSON.stringify(body)), msgId, headers, messageIdentity(body));
+    const to = this.edge ? edgeSubjectOf(this.prefix, subject) : subject;
+    return publishOnce(this.nats.js, this.sent, to, textEncoder.encode(JSON.stringify(body)), msgId, headers, messageIdentity(body));
   }
 }

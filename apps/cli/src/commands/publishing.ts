@@ -43,6 +43,8 @@ export async function publishAndReport(
     project: client.project,
     agent: client.agent,
     publishesAs: 'project',
+    // With an agent's credentials it may publish only on its edge (the ledger relays it).
+    edge: ctx.natsPrincipal().kind === 'agent',
   });
   try {
     const receipt = await publish(agent).catch((error: unknown) => {

@@ -253,6 +253,10 @@ export function serverConfig(deployment: AuthDeployment, opts: ServerConfigOptio
     `listen: ${JSON.stringify(opts.listen ?? '127.0.0.1:4222')}`,
     ...(opts.http ? [`http: ${JSON.stringify(opts.http)}`] : []),
     `max_payload: ${opts.maxPayload ?? '1MB'}`,
+    // A client's CONNECT line carries its user JWT, and a service's grants run past the default
+    // 4 KiB (the ledger's: every stream's API, the agent edge it relays): refused as too long, the
+    // connection would only time out.
+    'max_control_line: 16KB',
     'jetstream {',
     `  store_dir: ${JSON.stringify(opts.storeDir)}`,
     '}',

@@ -1,4 +1,4 @@
-import { inboxPrefixOf, offerDurableName, principalTokens, type Principal } from '@baton/contracts';
+import { inboxPrefixOf, principalTokens, type Principal } from '@baton/contracts';
 import { streamStem } from '../topology';
 import type { UserPermissions } from './jwt';
 
@@ -78,26 +78,26 @@ export function permissionsFor(prefix: string, principal: Principal): UserPermis
     case 'agent': {
       const { project, agent } = principal;
       const [kind, name] = principalTokens(principal);
-      const s = streams(prefix);
-      const durable = offerDurableName(project, agent);
+      // Nothing JetStream reads: JetStream answers on the reply subject a client sets, with the
+      // server's rights (a publish ack, a pulled message, an ack's confirmation), so an agent that
+      // may publish into a stream, call the API or acknowledge could aim that answer at an event
+      // subject or `$JS.API.STREAM.DELETE.<stream>`. It publishes on its edge subjects instead
+      // (`libs/contracts/src/edge.ts`); the ledger relays them once the reply is the agent's own
+      // inbox. Its offers durable likewise: pull, read its info and acknowledge through
+      // `…edge.<project>.offers.<agent>.>` (it cannot create, delete or list consumers).
       return {
         pub: {
           allow: [
-            `${prefix}.in.${project}.result.${agent}`,
-            `${prefix}.in.${project}.mesh_result.${agent}`,
-            `${prefix}.in.${project}.start`,
-            `${prefix}.in.${project}.start.${agent}`,
-            `${prefix}.in.${project}.message`,
-            `${prefix}.in.${project}.message.${agent}`,
-            `${prefix}.in.${project}.mesh_start`,
-            `${prefix}.in.${project}.mesh_start.${agent}`,
+            `${prefix}.edge.${project}.result.${agent}`,
+            `${prefix}.edge.${project}.mesh_result.${agent}`,
+            `${prefix}.edge.${project}.start`,
+            `${prefix}.edge.${project}.start.${agent}`,
+            `${prefix}.edge.${project}.message`,
+            `${prefix}.edge.${project}.message.${agent}`,
+            `${prefix}.edge.${project}.mesh_start`,
+            `${prefix}.edge.${project}.mesh_start.${agent}`,
+            `${prefix}.edge.${project}.offers.${agent}.>`,
             `${prefix}.cmd.ledger.${project}.${kind}.${name}.*`,
-            // Its own offers durable only: pull, read its info, acknowledge. It cannot create,
-            // delete or list consumers (a consumer's filter is in the request body, so creating one
-            // would let it read another project's inbox).
-            `$JS.API.CONSUMER.MSG.NEXT.${s.inbox}.${durable}`,
-            `$JS.API.CONSUMER.INFO.${s.inbox}.${durable}`,
-            `$JS.ACK.${s.inbox}.${durable}.>`,
           ],
         },
         sub: { allow: [inbox] },
@@ -137,11 +137,15 @@ export function permissionsFor(prefix: string, principal: Principal): UserPermis
                 `${prefix}.in.*.offer.*`,
                 `${prefix}.dlq.>`,
                 replies,
+                // The agent edge it relays (edge.ts): what agents publish, and their offers durables' pulls and acks.
+                ...['result.*', 'mesh_result.*', 'start', 'start.*', 'message', 'message.*', 'mesh_start', 'mesh_start.*'].map(
+                  (kind) => `${prefix}.in.*.${kind}`,
+                ),
                 ...serviceJetStream(prefix, { claimRates: true }),
               ],
               deny: common.deny,
             },
-            sub: { allow: [inbox, `${prefix}.cmd.ledger.>`] },
+            sub: { allow: [inbox, `${prefix}.cmd.ledger.>`, `${prefix}.edge.>`] },
           };
         case 'watchdog':
           return {

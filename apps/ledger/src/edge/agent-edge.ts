@@ -1,0 +1,102 @@
+import { Inject, Injectable, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
+import { mayRelayReply, parseEdgeSubject, Subjects } from '@baton/contracts';
+import {
+  batonStreamNames,
+  DeadLetterReason,
+  deadLetter,
+  DlqSources,
+  newUniqueId,
+  subscribeCore,
+  type CoreMessage,
+  type CoreSubscription,
+} from '@baton/eventstore';
+import { RUNTIME, type ServiceRuntime } from '@baton/platform';
+
+/** Queue group of every ledger instance's edge subscription: each message is relayed once. */
+export const EDGE_QUEUE = 'ledger-edge';
+
+/** Dead-letter source of edge messages relayed nowhere (`<prefix>.dlq.ledger-edge`). */
+export const EDGE_DLQ_SOURCE = DlqSources.ledgerEdge;
+
+/**
+ * The agent edge (`libs/contracts/src/edge.ts`): agents may publish nothing JetStream reads,
+ * because JetStream answers on whatever reply subject a client sets, with the server's rights —
+ * a result's publish ack, a pulled offer or an acknowledgement's confirmation aimed at an event
+ * subject, another project's inbox or `$JS.API.STREAM.DELETE.<stream>`. They publish on
+ * `<prefix>.edge.…`; this relay sends each message on to what it stands for (a result, start or
+ * message into the inbox; a pull, consumer info or acknowledgement of the agent's own offers
+ * durable), bytes and headers as they came, with the agent's reply subject — JetStream then
+ * answers the agent directly, and the relay adds no round trip of its own.
+ *
+ * With authentication on, a reply subject that is not the sender's own inbox (or, on a project's
+ * shared subject, an inbox of one of its agents) is relayed nowhere and recorded as a dead letter
+ * (`reply_not_allowed`), as is an edge subject that stands for nothing an agent may reach. Without
+ * authentication anyone may publish anything, and only the subject is checked.
+ */
+@Injectable()
+export class AgentEdgeRelay implements OnApplicationBootstrap, OnModuleDestroy {
+  private subscription: CoreSubscription | null = null;
+  private readonly inboxStream: string;
+  private readonly checkReplies: boolean;
+  private relayed = 0;
+
+  constructor(@Inject(RUNTIME) private readonly runtime: ServiceRuntime) {
+    this.inboxStream = batonStreamNames(runtime.config.BATON_PREFIX).inbox;
+    this.checkReplies = runtime.config.NATS_CREDS !== undefined;
+  }
+
+  async onApplicationBootstrap(): Promise<void> {
+    const subject = Subjects.agentEdge(this.runtime.config.BATON_PREFIX);
+    this.subscription = subscribeCore(this.runtime.nats, subject, (msg) => this.relay(msg), {
+      queue: EDGE_QUEUE,
+      onError: (err) => this.runtime.logger.error(`agent edge subscription failed: ${err.message}`, { subject }),
+    });
+    // The server knows the subscription before the service reports ready.
+    await this.runtime.nats.connection.flush();
+  }
+
+  async onModuleDestroy(): Promise<void> {
+    const subscription = this.subscription;
+    this.subscription = null;
+    if (subscription && !subscription.isClosed()) await subscription.drain().catch(() => undefined);
+  }
+
+  /** Messages relayed so far (health and tests). */
+  relayedCount(): number {
+    return this.relayed;
+  }
+
+  private relay(msg: CoreMessage): void {
+    const prefix = this.runtime.config.BATON_PREFIX;
+    const route = parseEdgeSubject(prefix, msg.subject, this.inboxStream);
+    if ('refused' in route) {
+      this.refuse(msg, DeadLetterReason.noHandler, route.refused);
+      return;
+    }
+    if (this.checkReplies && msg.reply !== undefined && !mayRelayReply(prefix, route, msg.reply)) {
+      const sender = route.agent !== null ? `agent ${route.project}/${route.agent}` : `an agent of project ${route.project}`;
+      this.refuse(msg, DeadLetterReason.replyNotAllowed, `reply subject ${msg.reply} is not under the inbox of ${sender}`);
+      return;
+    }
+    msg.relay(route.target, msg.reply);
+    this.relayed++;
+  }
+
+  /** Record a message relayed nowhere, with its original bytes; the sender hears nothing (its publish or pull times out). */
+  private refuse(msg: CoreMessage, reason: string, detail: string): void {
+    this.runtime.logger.warn('edge message refused', { subject: msg.subject, reason, detail });
+    deadLetter(this.runtime.nats.js, {
+      prefix: this.runtime.config.BATON_PREFIX,
+      source: EDGE_DLQ_SOURCE,
+      reason,
+      detail,
+      subject: msg.subject,
+      headers: msg.headers,
+      data: msg.data,
+      deliveries: 1,
+      stream: `core-${newUniqueId()}`,
+      seq: 0,
+      consumer: this.runtime.instance,
+    }).catch((error: unknown) => this.runtime.logger.error('cannot record a refused edge message', error instanceof Error ? error : { error: String(error) }));
+  }
+}

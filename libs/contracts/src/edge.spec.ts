@@ -1,0 +1,73 @@
+import { edgeAckSubject, edgeApiPrefix, edgeSubjectOf, mayRelayReply, parseEdgeSubject } from './edge';
+import { offerDurableName } from './principal';
+
+const INBOX = 'BATON_INBOX';
+const durable = offerDurableName('acme', 'support');
+
+describe('the agent edge: what each edge subject stands for', () => {
+  it('relays an agent`s inbox kinds to the in subject they stand for, and nothing else of the inbox', () => {
+    for (const rest of ['result.support', 'mesh_result.support', 'start', 'start.support', 'message', 'message.support', 'mesh_start', 'mesh_start.support']) {
+      const route = parseEdgeSubject('baton', `baton.edge.acme.${rest}`, INBOX);
+      expect(route).toEqual({ kind: 'input', project: 'acme', agent: rest.includes('.') ? 'support' : null, target: `baton.in.acme.${rest}` });
+    }
+    for (const rest of ['answer', 'mesh_answer', 'stop', 'offer.support', 'result', 'nonsense', 'result.support.extra']) {
+      expect({ rest, route: parseEdgeSubject('baton', `baton.edge.acme.${rest}`, INBOX) }).toEqual({ rest, route: { refused: expect.any(String) } });
+    }
+    expect(parseEdgeSubject('baton', 'other.edge.acme.result.support', INBOX)).toEqual({ refused: expect.any(String) });
+    expect(edgeSubjectOf('baton', 'baton.in.acme.result.support')).toBe('baton.edge.acme.result.support');
+  });
+
+  it('relays only the agent`s own offers durable: its pulls, its info, its acknowledgements (both ack subject forms)', () => {
+    const api = edgeApiPrefix('baton', 'acme', 'support');
+    expect(parseEdgeSubject('baton', `${api}.CONSUMER.MSG.NEXT.${INBOX}.${durable}`, INBOX)).toEqual({
+      kind: 'api',
+      project: 'acme',
+      agent: 'support',
+      target: `$JS.API.CONSUMER.MSG.NEXT.${INBOX}.${durable}`,
+    });
+    expect(parseEdgeSubject('baton', `${api}.CONSUMER.INFO.${INBOX}.${durable}`, INBOX)).toMatchObject({
+      kind: 'api',
+      target: `$JS.API.CONSUMER.INFO.${INBOX}.${durable}`,
+    });
+    const ack = `$JS.ACK.${INBOX}.${durable}.1.20.3.1796482419179772271.0`;
+    expect(parseEdgeSubject('baton', edgeAckSubject('baton', 'acme', 'support', ack), INBOX)).toEqual({
+      kind: 'ack',
+      project: 'acme',
+      agent: 'support',
+      target: ack,
+    });
+    const v2 = `$JS.ACK.hub.ACCHASH.${INBOX}.${durable}.1.20.3.1796482419179772271.0.rnd`;
+    expect(parseEdgeSubject('baton', edgeAckSubject('baton', 'acme', 'support', v2), INBOX)).toMatchObject({ kind: 'ack', target: v2 });
+    for (const subject of [
+      `${api}.STREAM.DELETE.${INBOX}`,
+      `${api}.STREAM.PURGE.${INBOX}`,
+      `${api}.CONSUMER.DELETE.${INBOX}.${durable}`,
+      `${api}.CONSUMER.MSG.NEXT.${INBOX}.${offerDurableName('acme', 'billing')}`,
+      `${api}.CONSUMER.MSG.NEXT.BATON_EVENTS.${durable}`,
+      `baton.edge.acme.offers.support.ack.${INBOX}.router-results.1.20.3.1.0`,
+      `baton.edge.acme.offers.support.ack.BATON_EVENTS.${durable}.1.20.3.1.0`,
+      `baton.edge.acme.offers.support.other.x.y`,
+    ]) {
+      expect({ subject, route: parseEdgeSubject('baton', subject, INBOX) }).toEqual({ subject, route: { refused: expect.any(String) } });
+    }
+  });
+
+  it('relays a reply only to the sender`s own inbox (on a shared subject: an inbox of an agent of the project)', () => {
+    const own = { kind: 'input', project: 'acme', agent: 'support', target: 'baton.in.acme.result.support' } as const;
+    expect(mayRelayReply('baton', own, '_INBOX_baton.agent.acme.support.abc.1')).toBe(true);
+    for (const reply of [
+      '$JS.API.STREAM.DELETE.BATON_EVENTS',
+      'baton.ev.globex.run.r1',
+      'baton.in.globex.answer',
+      '_INBOX.x',
+      '_INBOX_baton.agent.acme.billing.x',
+      '_INBOX_baton.agent.acme.support',
+    ]) {
+      expect({ reply, allowed: mayRelayReply('baton', own, reply) }).toEqual({ reply, allowed: false });
+    }
+    const shared = { kind: 'input', project: 'acme', agent: null, target: 'baton.in.acme.start' } as const;
+    expect(mayRelayReply('baton', shared, '_INBOX_baton.agent.acme.billing.x')).toBe(true);
+    expect(mayRelayReply('baton', shared, '_INBOX_baton.agent.globex.billing.x')).toBe(false);
+    expect(mayRelayReply('baton', shared, '_INBOX_baton.svc.router.x')).toBe(false);
+  });
+});
