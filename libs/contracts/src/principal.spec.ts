@@ -29,5 +29,8 @@ describe('reply inbox prefixes', () => {
     expect(mayReplyTo('baton', Principals.operator('notifier'), '_INBOX_baton.svc.notifier.x')).toBe(true);
     expect(mayReplyTo('baton', Principals.operator('notifier'), '_INBOX_baton.op.notifier.x')).toBe(false);
     expect(mayReplyTo('baton', Principals.operator('admin'), '_INBOX.anything')).toBe(true);
+    // The admin speaking on an agent's subject (it may publish anything) is answered on its own inbox.
+    expect(mayReplyTo('baton', agent, '_INBOX_baton.op.admin.x.1')).toBe(true);
+    expect(mayReplyTo('baton', agent, '_INBOX_baton.op.adminx.1')).toBe(false);
   });
 });

@@ -128,10 +128,15 @@ export function replyInboxOf(prefix: string, principal: Principal): string | nul
   return principal.relay === 'admin' ? null : inboxPrefixOf(prefix, { kind: 'svc', service: 'notifier' });
 }
 
-/** May a request from `principal` be answered on `reply`? (see {@link replyInboxOf}) */
+/**
+ * May a request from `principal` be answered on `reply`? Under its own inbox ({@link replyInboxOf}),
+ * or under the admin's: the admin may publish on any subject (the `baton` CLI and the demo speak
+ * for an agent that way), and only the admin reads its inbox, so an answer there reaches no one else.
+ */
 export function mayReplyTo(prefix: string, principal: Principal, reply: string): boolean {
+  const under = (inbox: string) => reply.length > inbox.length + 1 && reply.startsWith(`${inbox}.`);
   const inbox = replyInboxOf(prefix, principal);
-  return inbox === null || (reply.length > inbox.length + 1 && reply.startsWith(`${inbox}.`));
+  return inbox === null || under(inbox) || under(inboxPrefixOf(prefix, { kind: 'op', relay: 'admin' }));
 }
 
 /**
