@@ -206,3 +206,40 @@ export async function postAnswer(
   if (!json) ctx.io.stdout.write(`${answerOutcomeText(reply, `${target.id}${inProject !== undefined ? ` (project ${inProject})` : ''}: ${body.action}`)}\n`);
   return ExitCode.ok;
 }
+
+/**
+ * POST an operator's action on a handoff (`/decision`, `/abandon`) through the operator API, with
+ * its idempotency key, and say what came of it: the reply as JSON with `--json` (with the handoff's
+ * project), a refusal thrown as the API's code, an ambiguous id as a usage error. Resolves with the
+ * project the action applied in (when the reply names it), for the command's own line.
+ */
+export async function postHandoffAction(
+  ctx: CliContext,
+  input: {
+    handoffId: string;
+    project: string | undefined;
+    action: 'decision' | 'abandon';
+    body: Record<string, unknown>;
+    key: string;
+    json: boolean;
+    refused: string;
+  },
+): Promise<string | undefined> {
+  const reply = await callApi(
+    ctx,
+    'POST',
+    recordPath('handoffs', input.handoffId, input.project, `/${input.action}`),
+    { ...input.body, idempotency_key: input.key },
+    {
+      option: '--key',
+      field: 'idempotency_key',
+      value: input.key,
+    },
+  );
+  throwIfAmbiguous(reply, 'handoff', input.handoffId);
+  const actedIn = (reply.body as { handoff?: { project?: unknown } } | null)?.handoff?.project;
+  const inProject = typeof actedIn === 'string' ? actedIn : input.project;
+  if (input.json) printJson(ctx.io, reply.ok && inProject !== undefined ? { project: inProject, ...(reply.body as object) } : reply.body);
+  if (!reply.ok) throw apiRefusal(reply, input.refused);
+  return inProject;
+}

@@ -1,9 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import { apiRefusal, callApi, recordPath, throwIfAmbiguous } from '../api';
+import { postHandoffAction } from '../api';
 import type { Command } from '../command';
 import { parseCommandArgs, str } from '../command';
 import { ExitCode, UsageError } from '../errors';
-import { printJson } from '../output';
 import { projectArg } from '../timeline';
 
 export const abandonCommand: Command = {
@@ -43,23 +42,9 @@ Options:
     const given = str(args, 'project');
     const project = given !== undefined ? projectArg(given) : undefined;
     const key = str(args, 'key') ?? `cli-${randomUUID()}`;
-    const reply = await callApi(
-      ctx,
-      'POST',
-      recordPath('handoffs', handoffId, project, '/abandon'),
-      { reason, idempotency_key: key },
-      {
-        option: '--key',
-        field: 'idempotency_key',
-        value: key,
-      },
-    );
-    throwIfAmbiguous(reply, 'handoff', handoffId);
-    const abandonedIn = (reply.body as { handoff?: { project?: unknown } } | null)?.handoff?.project;
-    const inProject = typeof abandonedIn === 'string' ? abandonedIn : project;
-    if (args.values['json'] === true) printJson(ctx.io, reply.ok && inProject !== undefined ? { project: inProject, ...(reply.body as object) } : reply.body);
-    if (!reply.ok) throw apiRefusal(reply, 'the abandon was refused');
-    if (args.values['json'] !== true) ctx.io.stdout.write(`abandoned: ${handoffId}${inProject !== undefined ? ` (project ${inProject})` : ''}\n`);
+    const json = args.values['json'] === true;
+    const inProject = await postHandoffAction(ctx, { handoffId, project, action: 'abandon', body: { reason }, key, json, refused: 'the abandon was refused' });
+    if (!json) ctx.io.stdout.write(`abandoned: ${handoffId}${inProject !== undefined ? ` (project ${inProject})` : ''}\n`);
     return ExitCode.ok;
   },
 };

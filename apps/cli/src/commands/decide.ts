@@ -1,9 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import { apiRefusal, callApi, recordPath, throwIfAmbiguous } from '../api';
+import { postHandoffAction } from '../api';
 import type { Command } from '../command';
 import { parseCommandArgs, str } from '../command';
 import { ExitCode, UsageError } from '../errors';
-import { printJson } from '../output';
 import { projectArg } from '../timeline';
 
 export const decideCommand: Command = {
@@ -43,19 +42,17 @@ Options:
     const given = str(args, 'project');
     const project = given !== undefined ? projectArg(given) : undefined;
     const key = str(args, 'key') ?? `cli-${randomUUID()}`;
-    const reply = await callApi(
-      ctx,
-      'POST',
-      recordPath('handoffs', handoffId, project, '/decision'),
-      { decision, ...(note !== undefined ? { note } : {}), idempotency_key: key },
-      { option: '--key', field: 'idempotency_key', value: key },
-    );
-    throwIfAmbiguous(reply, 'handoff', handoffId);
-    const decidedIn = (reply.body as { handoff?: { project?: unknown } } | null)?.handoff?.project;
-    const inProject = typeof decidedIn === 'string' ? decidedIn : project;
-    if (args.values['json'] === true) printJson(ctx.io, reply.ok && inProject !== undefined ? { project: inProject, ...(reply.body as object) } : reply.body);
-    if (!reply.ok) throw apiRefusal(reply, 'the decision was refused');
-    if (args.values['json'] !== true)
+    const json = args.values['json'] === true;
+    const inProject = await postHandoffAction(ctx, {
+      handoffId,
+      project,
+      action: 'decision',
+      body: { decision, ...(note !== undefined ? { note } : {}) },
+      key,
+      json,
+      refused: 'the decision was refused',
+    });
+    if (!json)
       ctx.io.stdout.write(
         `${decision === 'accept' ? 'accepted' : 'sent back for rework'}: ${handoffId}${inProject !== undefined ? ` (project ${inProject})` : ''}\n`,
       );
