@@ -14,9 +14,10 @@ import {
   type NatsHandle,
   type StoredEvent,
 } from '@baton/eventstore';
-import { createBatonClient, type BatonAgent } from '@baton/sdk';
+import { createBatonClient, startMesh, type BatonAgent } from '@baton/sdk';
 import {
   cleanupDeployment,
+  DEMO_MESH,
   demoDefinition,
   permissionViolations,
   serviceCredsEnv,
@@ -427,6 +428,31 @@ describe('security: an agent of project A attacks a platform running the generat
       await subscription.stop();
     } finally {
       await client?.close();
+    }
+  });
+
+  it('an agent with its own credentials starts a mesh through its edge (meshPublisher): the start is relayed and records the agent', async () => {
+    const store = new JetStreamEventStore({ js: admin.js, jsm: admin.jsm, prefix, registry: createEventRegistry() });
+    const own = issueCreds(server.deployment, Principals.agent(A, 'support'));
+    const client = await createBatonClient({ natsUrl: server.url, natsCreds: own.file, prefix, project: A, agent: 'support' });
+    try {
+      const meshRunId = `mesh-edge-${randomBytes(3).toString('hex')}`;
+      const receipt = await startMesh(client.meshPublisher(), {
+        mesh_run_id: meshRunId,
+        project: A,
+        mesh: DEMO_MESH.name,
+        input: 'charged twice',
+        started_by: 'dana',
+      });
+      expect(receipt.duplicate).toBe(false);
+      const started = await waitFor(
+        async () => (await store.read({ project: A, kind: 'mesh', id: meshRunId })).events.find((e) => e.type === 'mesh.started'),
+        'the mesh started from the agent edge',
+        { timeoutMs: 30_000 },
+      );
+      expect(started).toMatchObject({ actor: 'support', origin: 'agent' });
+    } finally {
+      await client.close();
     }
   });
 

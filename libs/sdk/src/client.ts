@@ -17,6 +17,7 @@ import {
 } from '@baton/contracts';
 import { EventStoreError, LedgerClient, connectNats, headersFrom, runConsumer, traceHeaders, type NatsHandle } from '@baton/eventstore';
 import { InvalidInputError, LedgerCommandError, OfferTerminatedError } from './errors';
+import type { MeshPublisher } from './mesh';
 import { createOfferHandler, type HandoffOffer } from './offers';
 import { DEFAULT_SENT_IDS, messageIdentity, publishOnce, SentMessageIds } from './sent-ids';
 import { AgentSubjects } from './subjects';
@@ -179,6 +180,12 @@ export interface BatonAgent {
    * @throws LedgerCommandError when the ledger refuses or cannot open the durable.
    */
   handoffs(options: HandoffsOptions): Promise<OfferSubscription>;
+  /**
+   * The publisher `startMesh` and `publishMeshResult` take, speaking as this agent: its connection,
+   * its message-id memory, its name (a mesh start records it as the actor) and, with credentials,
+   * the agent edge (its credentials allow nothing else).
+   */
+  meshPublisher(): MeshPublisher;
   /** Stop every offer subscription, then drain the connection if the client opened it. */
   close(): Promise<void>;
 }
@@ -352,6 +359,10 @@ class NatsBatonAgent implements BatonAgent {
     };
     this.subscriptions.add(subscription);
     return subscription;
+  }
+
+  meshPublisher(): MeshPublisher {
+    return { js: this.nats.js, prefix: this.prefix, sent: this.sent, agent: this.agent, edge: this.edge };
   }
 
   async close(): Promise<void> {

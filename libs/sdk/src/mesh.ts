@@ -1,5 +1,6 @@
 import {
   AgentResultSchema,
+  edgeSubjectOf,
   grantedTargets,
   handoffToolName,
   MeshDefinitionSchema,
@@ -202,6 +203,12 @@ export interface MeshPublisher {
    * it, the project's shared `…mesh_start` (actor `project-client`).
    */
   agent?: string;
+  /**
+   * Publish through the agent edge (`<prefix>.edge.…`, relayed by the ledger): what an agent's own
+   * credentials allow (they allow nothing JetStream reads). `BatonAgent.meshPublisher()` sets it as
+   * the client does; default false (an admin or development connection publishes directly).
+   */
+  edge?: boolean;
 }
 
 /** The message ids the mesh publishers of this process sent, when a publisher brings no memory of its own. */
@@ -268,5 +275,6 @@ export async function startMesh(publisher: MeshPublisher, request: MeshStartRequ
 }
 
 function publish(publisher: MeshPublisher, subject: string, body: object, msgId: string): Promise<PublishReceipt> {
-  return publishOnce(publisher.js, publisher.sent ?? processSent, subject, encoder.encode(JSON.stringify(body)), msgId, undefined, messageIdentity(body));
+  const to = publisher.edge === true ? edgeSubjectOf(publisher.prefix, subject) : subject;
+  return publishOnce(publisher.js, publisher.sent ?? processSent, to, encoder.encode(JSON.stringify(body)), msgId, undefined, messageIdentity(body));
 }

@@ -4,6 +4,6 @@ export * from './demo/scenarios';
 // The tests' one poll-until-ready helper (libs/wait), for test/, bench/ and the demo.
 export * from '@baton/wait';
 export * from './auth-nats';
-export { demoDefinition } from './demo/definition';
+export { DEMO_MESH, demoDefinition } from './demo/definition';
 export * from './claims';
 export * from './cycle';

@@ -147,11 +147,13 @@ export const credsCommand: Command = {
 
 Issue a new credentials file (a user JWT signed by the deployment's account key, plus the user's
 nkey seed) for one principal, written under <folder>/creds/ with mode 0600. The server needs no
-change: it trusts every user the account signs. An agent's credentials let it publish its own
-results (<prefix>.in.<p>.result.<agent>), start runs and meshes as itself (<prefix>.in.<p>.start.<agent>,
-.mesh_start.<agent>) or on the project's shared start subjects, send messages in its project, call the
-ledger as itself (<prefix>.cmd.ledger.<p>.agent.<agent>.*), pull and acknowledge its own offers
-durable, and read replies on its own inbox prefix — nothing else.
+change: it trusts every user the account signs. An agent's credentials let it publish, on its
+edge (<prefix>.edge.<p>.…, relayed by the ledger to <prefix>.in.<p>.…), its own results
+(.result.<agent>), runs and meshes started as itself (.start.<agent>, .mesh_start.<agent>) or on the
+project's shared start subjects, its mesh turns and messages in its project; pull and acknowledge
+its own offers durable through its edge (<prefix>.edge.<p>.offers.<agent>.…); call the ledger as
+itself (<prefix>.cmd.ledger.<p>.agent.<agent>.*); and read replies on its own inbox prefix —
+nothing else, and nothing JetStream reads directly (docs/identity.md, "The agent edge").
 
 Give the file to the agent microservice as NATS_CREDS (the SDK's natsCreds option). Run
 \`baton nats-config\` first: a folder named by --dir or BATON_NATS_DIR that holds no deployment

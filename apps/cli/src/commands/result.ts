@@ -10,7 +10,9 @@ export const resultCommand: Command = {
   help: `Usage: baton result <file.json> [--json]
 
 Validate an AgentResult (docs/schemas/agent-result.json) and publish it to
-<prefix>.in.<project>.result.<agent> with Nats-Msg-Id = result:<project>:<workflow_run_id>/<result_id>: publishing
+<prefix>.in.<project>.result.<agent> (with an agent's credentials through its edge,
+<prefix>.edge.<project>.result.<agent>, which the ledger relays) with Nats-Msg-Id =
+result:<project>:<workflow_run_id>/<result_id>: publishing
 the same result twice stores it once (the second prints duplicate: true, with a note on stderr).
 A result for a run that is on a handoff must carry that handoff_id and the claim_id its agent
 holds on it (docs/runs.md), or the router refuses it. produced_at defaults to now. Use - to read

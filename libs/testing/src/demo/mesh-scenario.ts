@@ -53,6 +53,7 @@ interface MeshTurnScript {
 export async function runMeshScenario(ctx: MeshScenarioContext): Promise<void> {
   const scripts = new Map<string, MeshTurnScript[]>();
   const clients: BatonAgent[] = [];
+  const byName = new Map<string, BatonAgent>();
   const subscriptions: OfferSubscription[] = [];
   let turnCounter = 0;
 
@@ -83,19 +84,18 @@ export async function runMeshScenario(ctx: MeshScenarioContext): Promise<void> {
     const toolCalls = step.handoffTo
       ? [{ id: `call-${++turnCounter}`, type: 'function', function: { name: `handoff_to_${step.handoffTo}`, arguments: '{}' } }]
       : [];
-    await publishMeshResult(
-      { js: ctx.nats.js, prefix: ctx.prefix },
-      {
-        project: ctx.project,
-        mesh_run_id: meshRunId,
-        agent: name,
-        result_id: `${meshRunId}-t${++turnCounter}`,
-        text: step.text,
-        handoff_tool_calls: handoffCallsFromOpenAi(toolCalls),
-        handoff_id: offer.handoffId,
-        claim_id: offer.claimId ?? undefined,
-      },
-    );
+    // Each agent speaks through its own client (with its own credentials: through its edge).
+    const speaker = byName.get(name);
+    await publishMeshResult(speaker ? speaker.meshPublisher() : { js: ctx.nats.js, prefix: ctx.prefix }, {
+      project: ctx.project,
+      mesh_run_id: meshRunId,
+      agent: name,
+      result_id: `${meshRunId}-t${++turnCounter}`,
+      text: step.text,
+      handoff_tool_calls: handoffCallsFromOpenAi(toolCalls),
+      handoff_id: offer.handoffId,
+      claim_id: offer.claimId ?? undefined,
+    });
   };
 
   try {
@@ -104,6 +104,7 @@ export async function runMeshScenario(ctx: MeshScenarioContext): Promise<void> {
         ? await ctx.agentClient(name)
         : await createBatonClient({ nats: ctx.nats, prefix: ctx.prefix, project: ctx.project, agent: name });
       clients.push(client);
+      byName.set(name, client);
       subscriptions.push(await client.handoffs({ onOffer: meshAgent(name), ackWaitMs: 10_000 }));
     }
     const publisher = { js: ctx.nats.js, prefix: ctx.prefix };
