@@ -28,7 +28,7 @@ import {
   type AuthNatsServer,
   type ServiceProcess,
 } from '@baton/testing';
-import { StorageType } from 'nats';
+import { headers, StorageType } from 'nats';
 import { Redis } from 'ioredis';
 
 /**
@@ -356,6 +356,35 @@ describe('security: an agent of project A attacks a platform running the generat
     expect(letters.map((l) => `${l.subject} ${l.reason}`).sort()).toEqual(misdirected.map(([subject, , reason]) => `${subject} ${reason}`).sort());
     await new Promise((resolve) => setTimeout(resolve, 300));
     expect((await admin.jsm.streams.info(scratch)).state.messages).toBe(3);
+
+    // A wildcard reply under its own inbox (nats-server 2.9.10 crashed answering a JetStream call on
+    // one), and the same body again under another reply: each refused and each recorded, the body cut
+    // to its first 4 KiB.
+    const own = inboxPrefixOf(prefix, Principals.agent(A, 'support'));
+    const big = encoder.encode('x'.repeat(10_000));
+    agent.connection.publish(edge(`offers.support.api.CONSUMER.INFO.${streams.inbox}.${durable}`), big, { reply: `${own}.>` });
+    agent.connection.publish(edge(`offers.support.api.CONSUMER.INFO.${streams.inbox}.${durable}`), big, { reply: `${own}.*` });
+    await agent.connection.flush();
+    const wild = await waitFor(
+      async () => {
+        const info = await admin.jsm.streams.info(streams.dlq, { subjects_filter: `${prefix}.dlq.ledger-edge` });
+        const found: Array<{ detail: string; size: number }> = [];
+        for (let seq = info.state.last_seq; seq >= info.state.first_seq && info.state.messages > 0; seq--) {
+          const msg = await admin.jsm.streams.getMessage(streams.dlq, { seq }).catch(() => null);
+          if (msg?.subject === `${prefix}.dlq.ledger-edge` && msg.header.get(DlqHeader.detail).includes(`${own}.`))
+            found.push({ detail: msg.header.get(DlqHeader.detail), size: msg.data.length });
+        }
+        return found.length >= 2 ? found : undefined;
+      },
+      'both wildcard replies dead-lettered',
+      { timeoutMs: 30_000 },
+    );
+    tally.tried += 2;
+    tally.refusedByService += 2;
+    expect(wild.map((w) => w.size)).toEqual([4096, 4096]);
+    expect(wild.every((w) => w.detail.includes('first 4096 of 10000 bytes kept'))).toBe(true);
+    // The server is still there.
+    expect((await admin.jsm.streams.info(scratch)).state.messages).toBe(3);
     expect((await admin.jsm.streams.info(streams.events, { subjects_filter: `${prefix}.ev.${B}.>` })).state.subjects ?? {}).not.toHaveProperty(
       `${prefix}.ev.${B}.run.wr-edge`,
     );
@@ -429,6 +458,20 @@ describe('security: an agent of project A attacks a platform running the generat
     } finally {
       await client?.close();
     }
+  });
+
+  it('its JetStream expectations are not relayed: a result with Nats-Expected-Last-Msg-Id is stored, learning nothing of what the stream last holds (another project`s ids)', async () => {
+    const probe = headers();
+    probe.set('Nats-Expected-Last-Msg-Id', 'probe');
+    probe.set('Nats-Expected-Last-Sequence', '0');
+    const body = encoder.encode(JSON.stringify({ note: `probe-${randomBytes(3).toString('hex')}` }));
+    const ack = await agent.js.publish(`${prefix}.edge.${A}.result.support`, body, { headers: probe });
+    expect(ack.duplicate).toBe(false);
+    const stored = await admin.jsm.streams.getMessage(streams.inbox, { seq: ack.seq });
+    expect(stored.subject).toBe(`${prefix}.in.${A}.result.support`);
+    expect(stored.header?.get('Nats-Expected-Last-Msg-Id') ?? '').toBe('');
+    tally.tried += 1;
+    tally.refusedByService += 1;
   });
 
   it('an agent with its own credentials starts a mesh through its edge (meshPublisher): the start is relayed and records the agent', async () => {

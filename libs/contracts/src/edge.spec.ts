@@ -65,7 +65,18 @@ describe('the agent edge: what each edge subject stands for', () => {
     ]) {
       expect({ reply, allowed: mayRelayReply('baton', own, reply) }).toEqual({ reply, allowed: false });
     }
+    // A wildcard or an empty token is no reply subject (nats-server 2.9.10 crashed answering a JetStream call on one).
+    for (const reply of [
+      '_INBOX_baton.agent.acme.support.>',
+      '_INBOX_baton.agent.acme.support.*',
+      '_INBOX_baton.agent.acme.support..x',
+      '_INBOX_baton.agent.acme.support.a b',
+    ]) {
+      expect({ reply, allowed: mayRelayReply('baton', own, reply) }).toEqual({ reply, allowed: false });
+    }
     const shared = { kind: 'input', project: 'acme', agent: null, target: 'baton.in.acme.start' } as const;
+    expect(mayRelayReply('baton', shared, '_INBOX_baton.agent.acme.*.x')).toBe(false);
+    expect(mayRelayReply('baton', shared, '_INBOX_baton.agent.acme.billing')).toBe(false);
     expect(mayRelayReply('baton', shared, '_INBOX_baton.agent.acme.billing.x')).toBe(true);
     expect(mayRelayReply('baton', shared, '_INBOX_baton.agent.globex.billing.x')).toBe(false);
     expect(mayRelayReply('baton', shared, '_INBOX_baton.svc.router.x')).toBe(false);

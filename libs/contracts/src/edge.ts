@@ -1,4 +1,4 @@
-import { inboxPrefixOf, offerDurableName, Principals, projectAgentsInboxPrefix, type Principal } from './principal';
+import { inboxPrefixOf, isPlainSubject, offerDurableName, Principals, projectAgentsInboxPrefix, type Principal } from './principal';
 import { isSubjectToken, parseSubject, SubjectTable } from './subjects';
 
 /*
@@ -95,8 +95,14 @@ function offersRoute(tokens: string[], project: string, inboxStream: string, sub
  * message any of its agents may publish), the inbox of an agent of that project.
  */
 export function mayRelayReply(prefix: string, route: EdgeRoute, reply: string): boolean {
-  const inbox = route.agent !== null ? inboxPrefixOf(prefix, Principals.agent(route.project, route.agent)) : projectAgentsInboxPrefix(prefix, route.project);
-  return reply.length > inbox.length + 1 && reply.startsWith(`${inbox}.`);
+  if (!isPlainSubject(reply)) return false;
+  if (route.agent !== null) {
+    const inbox = inboxPrefixOf(prefix, Principals.agent(route.project, route.agent));
+    return reply.length > inbox.length + 1 && reply.startsWith(`${inbox}.`);
+  }
+  // A shared subject: under some agent's inbox of the project (an agent token, then the rest).
+  const project = projectAgentsInboxPrefix(prefix, route.project);
+  return reply.startsWith(`${project}.`) && reply.slice(project.length + 1).split('.').length >= 2;
 }
 
 /** The principal an edge route speaks for (an agent; null for a project's shared subject). */

@@ -32,5 +32,7 @@ describe('reply inbox prefixes', () => {
     // The admin speaking on an agent's subject (it may publish anything) is answered on its own inbox.
     expect(mayReplyTo('baton', agent, '_INBOX_baton.op.admin.x.1')).toBe(true);
     expect(mayReplyTo('baton', agent, '_INBOX_baton.op.adminx.1')).toBe(false);
+    expect(mayReplyTo('baton', agent, '_INBOX_baton.agent.acme.support.>')).toBe(false);
+    expect(mayReplyTo('baton', Principals.operator('admin'), '_INBOX.*')).toBe(false);
   });
 });

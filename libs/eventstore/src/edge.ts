@@ -1,4 +1,5 @@
 import {
+  headers as natsHeaders,
   DeliverPolicy,
   nuid,
   type ConsumerInfo,
@@ -63,10 +64,11 @@ export interface CoreMessage {
   /** Answer a request (publish to its reply subject). False when it was no request. */
   respond(data: Uint8Array): boolean;
   /**
-   * Publish this message again on `subject`, its bytes and headers as received, with `reply` as its
-   * reply subject (none when undefined): whoever answers it answers `reply` directly.
+   * Publish this message again on `subject`, its bytes and headers as received (less those
+   * `dropHeader` names), with `reply` as its reply subject (none when undefined): whoever answers
+   * it answers `reply` directly.
    */
-  relay(subject: string, reply: string | undefined): void;
+  relay(subject: string, reply: string | undefined, dropHeader?: (name: string) => boolean): void;
 }
 
 /** A running core NATS subscription. */
@@ -97,7 +99,15 @@ function coreMessage(nc: NatsConnection, msg: Msg): CoreMessage {
       return headers;
     },
     respond: (data) => msg.respond(data),
-    relay: (subject, reply) => nc.publish(subject, msg.data, { ...(reply !== undefined ? { reply } : {}), ...(msg.headers ? { headers: msg.headers } : {}) }),
+    relay: (subject, reply, dropHeader) => {
+      let kept: MsgHdrs | undefined = msg.headers;
+      if (kept && dropHeader) {
+        const filtered = natsHeaders();
+        for (const [name, values] of kept) if (!dropHeader(name)) for (const value of values) filtered.append(name, value);
+        kept = filtered;
+      }
+      nc.publish(subject, msg.data, { ...(reply !== undefined ? { reply } : {}), ...(kept ? { headers: kept } : {}) });
+    },
   };
 }
 

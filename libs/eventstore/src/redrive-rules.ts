@@ -137,7 +137,7 @@ export function checkRedriveTarget(
     return {
       ok: false,
       reason: RedriveSkip.coreRequest,
-      detail: `a core NATS request to ${subject}: no stream stores it; the caller was answered and may send it again`,
+      detail: `a core NATS message to ${subject}: no stream stores it; its sender sends it again (a refused request was answered; an agent edge message, or a request whose reply subject was not its own, was not)`,
     };
   }
   for (const never of NEVER) {

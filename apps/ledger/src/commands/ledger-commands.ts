@@ -53,6 +53,7 @@ import { HandoffErrorCode, handoffDecider, toHandoffRecord, type HandoffCommand 
 import { ConcurrencyConflict, DeadLetterReason, DlqSources, deadLetter, hopTrace, newUniqueId, type HopTrace } from '@baton/eventstore';
 import { RUNTIME, type JsonLogger, type ServiceRuntime } from '@baton/platform';
 import { LEDGER_CONFIG, type LedgerConfig } from '../config';
+import { REFUSED_BYTES_KEPT, replyPart } from '../edge/agent-edge';
 import { LedgerIds } from '../ids';
 import { ProjectDirectory, type ProjectView } from '../projects/project-directory';
 import { ProjectControlService } from '../governance/project-control.service';
@@ -692,12 +693,23 @@ export class LedgerCommands {
     // server lets a service publish replies only under `_INBOX_<prefix>.`.
     if (address === null || mayReplyTo(this.runtime.config.BATON_PREFIX, address.principal, request.reply)) return false;
     const detail = `reply subject ${request.reply} is not under ${describePrincipal(address.principal)}'s inbox ${replyInboxOf(this.runtime.config.BATON_PREFIX, address.principal) ?? ''}`;
-    await this.reject(request, { code: DeadLetterReason.replyNotAllowed, kind: 'forbidden', message: detail, issues: [] });
+    // Recorded as the edge's refusals are: one letter per reply subject, its first bytes only.
+    const kept = request.data.length > REFUSED_BYTES_KEPT ? request.data.subarray(0, REFUSED_BYTES_KEPT) : request.data;
+    await this.reject(
+      { ...request, data: kept },
+      {
+        code: DeadLetterReason.replyNotAllowed,
+        kind: 'forbidden',
+        message: kept === request.data ? detail : `${detail} (first ${REFUSED_BYTES_KEPT} of ${request.data.length} bytes kept)`,
+        issues: [],
+      },
+      replyPart(request.reply),
+    );
     return true;
   }
 
   /** Answer a rejection and record it as a dead letter with the original bytes. */
-  private async reject(request: LedgerRequest, rejection: LedgerRejection): Promise<{ ok: false; error: LedgerError }> {
+  private async reject(request: LedgerRequest, rejection: LedgerRejection, part?: string): Promise<{ ok: false; error: LedgerError }> {
     const log = this.runtime.logger.child({ subject: request.subject });
     log.warn(rejection.kind === 'forbidden' ? 'request refused: access' : 'request rejected', { code: rejection.code, reason: rejection.message });
     try {
@@ -714,6 +726,7 @@ export class LedgerCommands {
         stream: `core-${newUniqueId()}`,
         seq: 0,
         consumer: this.runtime.instance,
+        ...(part !== undefined ? { part } : {}),
       });
     } catch (error) {
       log.error('cannot record the rejection as a dead letter', error instanceof Error ? error : { error: String(error) });

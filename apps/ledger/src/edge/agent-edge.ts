@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { Inject, Injectable, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
 import { mayRelayReply, parseEdgeSubject, Subjects } from '@baton/contracts';
 import {
@@ -11,6 +12,20 @@ import {
   type CoreSubscription,
 } from '@baton/eventstore';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
+
+/** What a refused edge message's letter keeps of its bytes. */
+export const REFUSED_BYTES_KEPT = 4096;
+
+/** JetStream's headers an agent may set through its edge: the message id; any other `Nats-…` is dropped. */
+function dropsHeader(name: string): boolean {
+  const lower = name.toLowerCase();
+  return lower.startsWith('nats-') && lower !== 'nats-msg-id';
+}
+
+/** A letter id part naming the reply subject: the same body refused under two replies is two letters. */
+export function replyPart(reply: string): string {
+  return `reply-${createHash('sha256').update(reply).digest('hex').slice(0, 16)}`;
+}
 
 /** Queue group of every ledger instance's edge subscription: each message is relayed once. */
 export const EDGE_QUEUE = 'ledger-edge';
@@ -78,25 +93,35 @@ export class AgentEdgeRelay implements OnApplicationBootstrap, OnModuleDestroy {
       this.refuse(msg, DeadLetterReason.replyNotAllowed, `reply subject ${msg.reply} is not under the inbox of ${sender}`);
       return;
     }
-    msg.relay(route.target, msg.reply);
+    // JetStream's own headers other than the message id are not the agent's to set: an expectation
+    // (`Nats-Expected-Last-Msg-Id`…) is answered with what the stream holds — another project's
+    // message ids — and the rest change how the stream stores it.
+    msg.relay(route.target, msg.reply, dropsHeader);
     this.relayed++;
   }
 
-  /** Record a message relayed nowhere, with its original bytes; the sender hears nothing (its publish or pull times out). */
+  /**
+   * Record a message relayed nowhere; the sender hears nothing (its publish or pull times out). One
+   * letter per subject, body and reply subject (a second try with another reply is recorded too),
+   * keeping the first {@link REFUSED_BYTES_KEPT} bytes: the letter is a record, never redriven, and a
+   * flood of refused megabytes must not push other projects' letters out of the shared DLQ.
+   */
   private refuse(msg: CoreMessage, reason: string, detail: string): void {
     this.runtime.logger.warn('edge message refused', { subject: msg.subject, reason, detail });
+    const kept = msg.data.length > REFUSED_BYTES_KEPT ? msg.data.subarray(0, REFUSED_BYTES_KEPT) : msg.data;
     deadLetter(this.runtime.nats.js, {
       prefix: this.runtime.config.BATON_PREFIX,
       source: EDGE_DLQ_SOURCE,
       reason,
-      detail,
+      detail: kept === msg.data ? detail : `${detail} (first ${REFUSED_BYTES_KEPT} of ${msg.data.length} bytes kept)`,
       subject: msg.subject,
       headers: msg.headers,
-      data: msg.data,
+      data: kept,
       deliveries: 1,
       stream: `core-${newUniqueId()}`,
       seq: 0,
       consumer: this.runtime.instance,
+      ...(msg.reply !== undefined ? { part: replyPart(msg.reply) } : {}),
     }).catch((error: unknown) => this.runtime.logger.error('cannot record a refused edge message', error instanceof Error ? error : { error: String(error) }));
   }
 }
