@@ -182,8 +182,9 @@ export interface BatonAgent {
   handoffs(options: HandoffsOptions): Promise<OfferSubscription>;
   /**
    * The publisher `startMesh` and `publishMeshResult` take, speaking as this agent: its connection,
-   * its message-id memory, its name (a mesh start records it as the actor) and, with credentials,
-   * the agent edge (its credentials allow nothing else).
+   * its message-id memory, its name (a mesh start records it as the actor; with `publishesAs:
+   * 'project'` none, so a start goes to the shared subject) and, with credentials, the agent edge
+   * (its credentials allow nothing else).
    */
   meshPublisher(): MeshPublisher;
   /** Stop every offer subscription, then drain the connection if the client opened it. */
@@ -362,7 +363,9 @@ class NatsBatonAgent implements BatonAgent {
   }
 
   meshPublisher(): MeshPublisher {
-    return { js: this.nats.js, prefix: this.prefix, sent: this.sent, agent: this.agent, edge: this.edge };
+    // Like startRun: on the agent's subject unless the client publishes as the project (credentials
+    // issued before the agent-named subjects allow only the shared one).
+    return { js: this.nats.js, prefix: this.prefix, sent: this.sent, ...(this.publishesAs === 'agent' ? { agent: this.agent } : {}), edge: this.edge };
   }
 
   async close(): Promise<void> {
