@@ -499,29 +499,46 @@ describe('security: an agent of project A attacks a platform running the generat
     }
   });
 
-  it("refuses and records a start published under another project's message id (taken first to drop that project's start as a duplicate): no run in either project from it", async () => {
+  it("refuses and records a start published under another project's message id (taken first to drop that project's start as a duplicate): the edge stores nothing, and that project's start goes through", async () => {
     const store = new JetStreamEventStore({ js: admin.js, jsm: admin.jsm, prefix, registry: createEventRegistry() });
     const victimRun = `wr-victim-${randomBytes(3).toString('hex')}`;
     const squat = encoder.encode(JSON.stringify({ workflow_run_id: victimRun, project: A, workflow: 'support', started_by: 'dana' }));
-    // The server lets the agent set any Nats-Msg-Id on its own subject: it cannot wall this off.
-    const taken = await agent.js.publish(`${prefix}.edge.${A}.start`, squat, { msgID: MsgIds.start(B, victimRun) });
-    expect(taken.duplicate).toBe(false);
+    // The agent may set any Nats-Msg-Id; the edge relays none that names another project or kind.
+    const taken = await agent.js.publish(`${prefix}.edge.${A}.start`, squat, { msgID: MsgIds.start(B, victimRun), timeout: 1500 }).then(
+      () => 'stored',
+      () => 'not stored',
+    );
+    expect(taken).toBe('not stored');
     const letter = await waitFor(
       async () => {
-        const info = await admin.jsm.streams.info(streams.dlq, { subjects_filter: `${prefix}.dlq.router-starts` });
+        const info = await admin.jsm.streams.info(streams.dlq, { subjects_filter: `${prefix}.dlq.ledger-edge` });
         for (let seq = info.state.last_seq; seq >= info.state.first_seq && info.state.messages > 0; seq--) {
           const msg = await admin.jsm.streams.getMessage(streams.dlq, { seq }).catch(() => null);
           if (msg?.header.get(DlqHeader.reason) === 'msg_id_mismatch' && Buffer.from(msg.data).equals(Buffer.from(squat))) return msg;
         }
         return undefined;
       },
-      'the squatting start dead-lettered',
+      'the squatting start dead-lettered at the edge',
       { timeoutMs: 30_000 },
     );
     tally.tried += 1;
     tally.refusedByService += 1;
-    expect(letter.header.get(DlqHeader.subject)).toBe(`${prefix}.in.${A}.start`);
+    expect(letter.header.get(DlqHeader.subject)).toBe(`${prefix}.edge.${A}.start`);
     expect(letter.header.get(DlqHeader.detail)).toContain(`names project '${B}'`);
+    // B's own start under that id is not a duplicate: the id was never taken.
+    const own = await admin.js.publish(
+      `${prefix}.in.${B}.start`,
+      encoder.encode(JSON.stringify({ workflow_run_id: victimRun, project: B, workflow: 'support', started_by: 'dana' })),
+      {
+        msgID: MsgIds.start(B, victimRun),
+      },
+    );
+    expect(own.duplicate).toBe(false);
+    await waitFor(
+      async () => ((await store.read({ project: B, kind: 'run', id: victimRun })).events.some((e) => e.type === 'run.started') ? true : undefined),
+      'the victim project`s run started',
+      { timeoutMs: 30_000 },
+    );
     expect(await runEvents(store, victimRun)).toEqual([]);
   });
 

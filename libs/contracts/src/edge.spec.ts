@@ -1,4 +1,4 @@
-import { edgeAckSubject, edgeApiPrefix, edgeSubjectOf, mayRelayReply, parseEdgeSubject } from './edge';
+import { edgeAckSubject, edgeApiPrefix, edgeBodyRefusal, edgeSubjectOf, mayRelayReply, parseEdgeSubject, type EdgeRoute } from './edge';
 import { offerDurableName } from './principal';
 
 const INBOX = 'BATON_INBOX';
@@ -17,7 +17,7 @@ describe('the agent edge: what each edge subject stands for', () => {
     expect(edgeSubjectOf('baton', 'baton.in.acme.result.support')).toBe('baton.edge.acme.result.support');
   });
 
-  it('relays only the agent`s own offers durable: its pulls, its info, its acknowledgements (both ack subject forms)', () => {
+  it('relays only the agent`s own offers durable: its pulls, its info, its acknowledgements (in the form nats-server 2.9 writes)', () => {
     const api = edgeApiPrefix('baton', 'acme', 'support');
     expect(parseEdgeSubject('baton', `${api}.CONSUMER.MSG.NEXT.${INBOX}.${durable}`, INBOX)).toEqual({
       kind: 'api',
@@ -36,8 +36,12 @@ describe('the agent edge: what each edge subject stands for', () => {
       agent: 'support',
       target: ack,
     });
+    // The longer form is refused: a server routes an ack on the tokens it reads, and a subject whose
+    // later tokens name the agent's durable could start with another's.
     const v2 = `$JS.ACK.hub.ACCHASH.${INBOX}.${durable}.1.20.3.1796482419179772271.0.rnd`;
-    expect(parseEdgeSubject('baton', edgeAckSubject('baton', 'acme', 'support', v2), INBOX)).toMatchObject({ kind: 'ack', target: v2 });
+    expect(parseEdgeSubject('baton', edgeAckSubject('baton', 'acme', 'support', v2), INBOX)).toEqual({ refused: expect.any(String) });
+    const smuggled = `$JS.ACK.${INBOX}.${offerDurableName('globex', 'support')}.${INBOX}.${durable}.1.1.1.1.1`;
+    expect(parseEdgeSubject('baton', edgeAckSubject('baton', 'acme', 'support', smuggled), INBOX)).toEqual({ refused: expect.any(String) });
     for (const subject of [
       `${api}.STREAM.DELETE.${INBOX}`,
       `${api}.STREAM.PURGE.${INBOX}`,
@@ -80,5 +84,38 @@ describe('the agent edge: what each edge subject stands for', () => {
     expect(mayRelayReply('baton', shared, '_INBOX_baton.agent.acme.billing.x')).toBe(true);
     expect(mayRelayReply('baton', shared, '_INBOX_baton.agent.globex.billing.x')).toBe(false);
     expect(mayRelayReply('baton', shared, '_INBOX_baton.svc.router.x')).toBe(false);
+  });
+
+  it('relays only the bodies an agent needs: bounded pulls, an empty info request, the four acknowledgements', () => {
+    const api = edgeApiPrefix('baton', 'acme', 'support');
+    const pull = parseEdgeSubject('baton', `${api}.CONSUMER.MSG.NEXT.${INBOX}.${durable}`, INBOX) as EdgeRoute;
+    const info = parseEdgeSubject('baton', `${api}.CONSUMER.INFO.${INBOX}.${durable}`, INBOX) as EdgeRoute;
+    const ack = parseEdgeSubject('baton', edgeAckSubject('baton', 'acme', 'support', `$JS.ACK.${INBOX}.${durable}.1.1.1.1.0`), INBOX) as EdgeRoute;
+    const input = parseEdgeSubject('baton', 'baton.edge.acme.result.support', INBOX) as EdgeRoute;
+    const body = (value: unknown) => new TextEncoder().encode(typeof value === 'string' ? value : JSON.stringify(value));
+    // What the SDK sends.
+    expect(edgeBodyRefusal(pull, body({ batch: 100, max_bytes: 2_097_152, expires: 1e9 }))).toBeNull();
+    expect(edgeBodyRefusal(pull, body({ batch: 1, expires: 30e9, idle_heartbeat: 5e9, no_wait: false }))).toBeNull();
+    for (const bad of [
+      { batch: 1, expires: 1e9, idle_heartbeat: 1 },
+      { batch: 0 },
+      { batch: 5000 },
+      { expires: 1e12 },
+      { batch: 1.5 },
+      { group: 'x' },
+      [1],
+      'nope',
+    ]) {
+      expect({ bad, refused: edgeBodyRefusal(pull, body(bad)) }).toEqual({ bad, refused: expect.any(String) });
+    }
+    expect(edgeBodyRefusal(info, body(''))).toBeNull();
+    expect(edgeBodyRefusal(info, body('{}'))).toEqual(expect.any(String));
+    for (const ok of ['', '+ACK', '+WPI', '-NAK', '-NAK {"delay":1000000000}', '+TERM', '+TERM gave up'])
+      expect({ ok, refused: edgeBodyRefusal(ack, body(ok)) }).toEqual({ ok, refused: null });
+    for (const bad of ['+NXT', '+NXT {"batch":1,"idle_heartbeat":1}', '-NAK {"delay":-1}', '-NAK {"delay":1,"x":2}', 'garbage', `+TERM ${'x'.repeat(2000)}`]) {
+      expect({ bad: bad.slice(0, 30), refused: edgeBodyRefusal(ack, body(bad)) }).toEqual({ bad: bad.slice(0, 30), refused: expect.any(String) });
+    }
+    // Inputs are their consumers' to judge.
+    expect(edgeBodyRefusal(input, body('anything'))).toBeNull();
   });
 });

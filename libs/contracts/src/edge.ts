@@ -80,13 +80,73 @@ function offersRoute(tokens: string[], project: string, inboxStream: string, sub
     return { refused: `${subject}: an agent's edge carries only CONSUMER.MSG.NEXT and CONSUMER.INFO of its own offers durable ${durable}` };
   }
   if (tokens[5] === 'ack') {
-    // $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<dseq>.<ts>.<pending> (7 tokens), or the form
-    // with a domain and an account hash first (9 or more).
-    const [stream, consumer] = rest.length === 7 ? [rest[0], rest[1]] : rest.length >= 9 ? [rest[2], rest[3]] : [undefined, undefined];
-    if (stream === inboxStream && consumer === durable) return { kind: 'ack', project, agent, target: `$JS.ACK.${rest.join('.')}` };
+    // $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<dseq>.<ts>.<pending>: the form nats-server
+    // 2.9 writes and routes on its first two tokens. (The form with a domain and an account hash
+    // first is refused: a server routes on the tokens it reads, and a check of other tokens could
+    // pass an ack into another durable's space.)
+    if (rest.length === 7 && rest[0] === inboxStream && rest[1] === durable) return { kind: 'ack', project, agent, target: `$JS.ACK.${rest.join('.')}` };
     return { refused: `${subject}: an agent acknowledges only messages of its own offers durable ${durable}` };
   }
   return { refused: `${subject} is not <prefix>.edge.<project>.offers.<agent>.(api|ack).…` };
+}
+
+/** The longest wait and the shortest heartbeat an agent's pull may ask for (ns). */
+export const EDGE_PULL_LIMITS = { maxBatch: 1_000, maxExpiresNs: 300e9, minHeartbeatNs: 500e6 } as const;
+
+/**
+ * Is `body` one the edge relays for this route? A pull (`CONSUMER.MSG.NEXT`) is a JSON object of
+ * `batch` (1–1 000), `expires` (up to 5 minutes, ns), `max_bytes`, `idle_heartbeat` (at least
+ * 500 ms, ns) and `no_wait` — a 1 ns heartbeat had the server send thousands of messages a second
+ * for one request; `CONSUMER.INFO` has no body; an acknowledgement is `+ACK` (or empty), `-NAK`
+ * with an optional `{"delay": ns}`, `+WPI` or `+TERM` with an optional reason — never `+NXT`, a
+ * pull in disguise. Inputs (results, starts, messages) are checked by their consumers. Returns
+ * why not, or null.
+ */
+export function edgeBodyRefusal(route: EdgeRoute, body: Uint8Array): string | null {
+  if (route.kind === 'input') return null;
+  const text = new TextDecoder().decode(body);
+  if (route.kind === 'ack') {
+    if (text === '' || text === '+ACK' || text === '+WPI' || text === '-NAK' || text === '+TERM') return null;
+    if (text.startsWith('+TERM ') && text.length <= 1_024) return null;
+    if (text.startsWith('-NAK ')) {
+      const delay = parseObject(text.slice(5));
+      if (delay !== null && Object.keys(delay).every((k) => k === 'delay') && isIntIn(delay['delay'], 0, 86_400e9)) return null;
+    }
+    return `an acknowledgement is +ACK, -NAK (optionally {"delay": ns}), +WPI or +TERM (optionally a reason up to 1 KiB), not ${JSON.stringify(text.slice(0, 40))}`;
+  }
+  if (route.target.startsWith('$JS.API.CONSUMER.INFO.')) return text.trim() === '' ? null : 'CONSUMER.INFO takes no body';
+  const pull = parseObject(text);
+  if (pull === null) return 'a pull is a JSON object';
+  for (const [key, value] of Object.entries(pull)) {
+    const ok =
+      key === 'batch'
+        ? isIntIn(value, 1, EDGE_PULL_LIMITS.maxBatch)
+        : key === 'expires'
+          ? isIntIn(value, 1, EDGE_PULL_LIMITS.maxExpiresNs)
+          : key === 'max_bytes'
+            ? isIntIn(value, 0, Number.MAX_SAFE_INTEGER)
+            : key === 'idle_heartbeat'
+              ? isIntIn(value, EDGE_PULL_LIMITS.minHeartbeatNs, EDGE_PULL_LIMITS.maxExpiresNs)
+              : key === 'no_wait'
+                ? typeof value === 'boolean'
+                : false;
+    if (!ok)
+      return `a pull takes batch (1–${EDGE_PULL_LIMITS.maxBatch}), expires (≤ ${EDGE_PULL_LIMITS.maxExpiresNs} ns), max_bytes, idle_heartbeat (≥ ${EDGE_PULL_LIMITS.minHeartbeatNs} ns) and no_wait; ${key} = ${JSON.stringify(value)} is not one`;
+  }
+  return null;
+}
+
+function parseObject(text: string): Record<string, unknown> | null {
+  try {
+    const value: unknown = JSON.parse(text);
+    return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : null;
+  } catch {
+    return null;
+  }
+}
+
+function isIntIn(value: unknown, min: number, max: number): boolean {
+  return typeof value === 'number' && Number.isInteger(value) && value >= min && value <= max;
 }
 
 /**

@@ -1,3 +1,4 @@
+import { connect, type Socket } from 'node:net';
 import { StorageType } from 'nats';
 import { Subjects } from '@baton/contracts';
 import { waitFor } from '@baton/wait';
@@ -10,6 +11,7 @@ import {
   openKvBucket,
   orderedConsumerOptions,
   subscribeCore,
+  UnreadableHeadersError,
   watchEvents,
   type CoreMessage,
   type WatchedEvent,
@@ -39,6 +41,52 @@ describe('the message edge helpers (real NATS)', () => {
     const ids = new Set(Array.from({ length: 1000 }, () => newUniqueId()));
     expect(ids.size).toBe(1000);
     for (const id of ids) expect(id).toMatch(/^[A-Za-z0-9]{22}$/);
+  });
+
+  it('relay: a header key NATS cannot carry (sent raw: a space in the key) is UnreadableHeadersError, and the connection keeps reading — a handler that throws never stops it', async () => {
+    const subject = `${prefix}.edge.x`;
+    const outcomes: string[] = [];
+    const relayed: string[] = [];
+    const errors: string[] = [];
+    const target = subscribeCore(nats, `${prefix}.relayed`, (msg) => relayed.push(msg.headers['Nats-Msg-Id']?.[0] ?? '-'));
+    const subscription = subscribeCore(
+      nats,
+      subject,
+      (msg) => {
+        try {
+          // Nats-* headers other than the id dropped on the way.
+          msg.relay(`${prefix}.relayed`, undefined, (name) => name.startsWith('Nats-') && name !== 'Nats-Msg-Id');
+          outcomes.push('relayed');
+        } catch (error) {
+          outcomes.push(error instanceof UnreadableHeadersError ? 'unreadable' : String(error));
+        }
+        if (decoder.decode(msg.data) === 'throw') throw new Error('a handler failed');
+      },
+      { onError: (error) => errors.push(error.message) },
+    );
+    await nats.connection.flush();
+    // A raw client: nats.js itself refuses to send such a key.
+    const raw = await new Promise<Socket>((resolve, reject) => {
+      const socket = connect(4222, '127.0.0.1', () => resolve(socket));
+      socket.on('error', reject);
+    });
+    const bad = 'NATS/1.0\r\nX Bad: 1\r\n\r\n';
+    raw.write(
+      `CONNECT {"verbose":false,"pedantic":false,"headers":true,"protocol":1}\r\nHPUB ${subject} ${bad.length} ${bad.length + 2}\r\n${bad}{}\r\nPING\r\n`,
+    );
+    await new Promise((resolve) => raw.once('data', resolve));
+    raw.destroy();
+    nats.connection.publish(subject, encoder.encode('throw'));
+    nats.connection.publish(subject, encoder.encode('ok'), { headers: headersFrom({ 'Nats-Msg-Id': 'm-1', 'Nats-Expected-Last-Msg-Id': 'probe' }) });
+    await waitFor(async () => (relayed.length >= 2 ? true : undefined), 'the later messages relayed', { timeoutMs: 5000 });
+    expect(outcomes).toEqual(['unreadable', 'relayed', 'relayed']);
+    expect(errors).toEqual(['a handler failed']);
+    expect(relayed).toEqual(['-', 'm-1']);
+    // And the connection still answers.
+    const echo = subscribeCore(nats, `${prefix}.echo`, (msg) => msg.respond(msg.data));
+    await nats.connection.flush();
+    expect(decoder.decode((await nats.connection.request(`${prefix}.echo`, encoder.encode('still here'), { timeout: 2000 })).data)).toBe('still here');
+    for (const s of [subscription, target, echo]) s.unsubscribe();
   });
 
   it('subscribeCore serves requests in a queue group, with headers, and drains', async () => {

@@ -100,15 +100,27 @@ function coreMessage(nc: NatsConnection, msg: Msg): CoreMessage {
     },
     respond: (data) => msg.respond(data),
     relay: (subject, reply, dropHeader) => {
-      let kept: MsgHdrs | undefined = msg.headers;
-      if (kept && dropHeader) {
-        const filtered = natsHeaders();
-        for (const [name, values] of kept) if (!dropHeader(name)) for (const value of values) filtered.append(name, value);
-        kept = filtered;
+      // Rebuilt from the raw header block, never through the client's own decoding: it throws on a
+      // header key it finds invalid (a space, a colon), which a publisher may send.
+      const record = headerRecord(msg);
+      let kept: MsgHdrs | undefined;
+      try {
+        for (const [name, values] of Object.entries(record)) {
+          if (dropHeader?.(name) === true) continue;
+          kept ??= natsHeaders();
+          for (const value of values) kept.append(name, value);
+        }
+      } catch (error) {
+        throw new UnreadableHeadersError(error instanceof Error ? error.message : String(error));
       }
       nc.publish(subject, msg.data, { ...(reply !== undefined ? { reply } : {}), ...(kept ? { headers: kept } : {}) });
     },
   };
+}
+
+/** A message whose headers NATS cannot carry on (a key with a space or a colon): {@link CoreMessage.relay} refuses it. */
+export class UnreadableHeadersError extends Error {
+  override name = 'UnreadableHeadersError';
 }
 
 /**
@@ -131,7 +143,13 @@ export function subscribeCore(
         options.onError?.(err);
         return;
       }
-      onMessage(coreMessage(handle.connection, msg));
+      // Nothing a handler throws may reach the client's read loop: it stops reading the socket
+      // (every subscription of the connection goes quiet) until the connection is found stale.
+      try {
+        onMessage(coreMessage(handle.connection, msg));
+      } catch (error) {
+        options.onError?.(error instanceof Error ? error : new Error(String(error)));
+      }
     },
   });
   return {

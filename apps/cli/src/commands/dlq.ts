@@ -73,6 +73,7 @@ Sources name the consumer that gave up:
   router-mesh-answers               the router's inbox consumers
   router-dispatch, router-handoff-deadlines, router-mesh-reactor   the router's event reactors
   router-definitions, ledger        refused publish_definition / ledger requests (core NATS)
+  ledger-edge                       agent edge messages relayed nowhere (never redriven)
   ledger-handoff-reactor, ledger-project-reactor, watchdog-escalations (earlier watchdogs),
   notifier-projections, notifier-webhooks, notifier-mesh-webhooks
 Letters written before these names carry the consumer's durable name (e.g.

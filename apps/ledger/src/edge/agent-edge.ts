@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { Inject, Injectable, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
-import { mayRelayReply, parseEdgeSubject, Subjects } from '@baton/contracts';
+import { edgeBodyRefusal, foreignMsgId, mayRelayReply, parseEdgeSubject, Subjects } from '@baton/contracts';
 import {
   batonStreamNames,
   DeadLetterReason,
@@ -8,6 +8,7 @@ import {
   DlqSources,
   newUniqueId,
   subscribeCore,
+  UnreadableHeadersError,
   type CoreMessage,
   type CoreSubscription,
 } from '@baton/eventstore';
@@ -20,6 +21,13 @@ export const REFUSED_BYTES_KEPT = 4096;
 function dropsHeader(name: string): boolean {
   const lower = name.toLowerCase();
   return lower.startsWith('nats-') && lower !== 'nats-msg-id';
+}
+
+/** A header's first value, whatever the case of its name. */
+function headerValue(headers: Record<string, string[]>, name: string): string | undefined {
+  const lower = name.toLowerCase();
+  for (const [key, values] of Object.entries(headers)) if (key.toLowerCase() === lower) return values[0];
+  return undefined;
 }
 
 /** A letter id part naming the reply subject: the same body refused under two replies is two letters. */
@@ -96,7 +104,27 @@ export class AgentEdgeRelay implements OnApplicationBootstrap, OnModuleDestroy {
     // JetStream's own headers other than the message id are not the agent's to set: an expectation
     // (`Nats-Expected-Last-Msg-Id`…) is answered with what the stream holds — another project's
     // message ids — and the rest change how the stream stores it.
-    msg.relay(route.target, msg.reply, dropsHeader);
+    const badBody = edgeBodyRefusal(route, msg.data);
+    if (badBody !== null) {
+      this.refuse(msg, DeadLetterReason.schemaViolation, badBody);
+      return;
+    }
+    // The stream's duplicate window would hold a message id naming another project or kind as taken
+    // (its real message then dropped as a duplicate): refused here, before anything is stored.
+    if (route.kind === 'input') {
+      const foreign = foreignMsgId(prefix, route.target, headerValue(msg.headers, 'Nats-Msg-Id'));
+      if (foreign !== null) {
+        this.refuse(msg, DeadLetterReason.msgIdMismatch, foreign);
+        return;
+      }
+    }
+    try {
+      msg.relay(route.target, msg.reply, dropsHeader);
+    } catch (error) {
+      if (!(error instanceof UnreadableHeadersError)) throw error;
+      this.refuse(msg, DeadLetterReason.schemaViolation, `headers NATS cannot carry on: ${error.message}`);
+      return;
+    }
     this.relayed++;
   }
 
