@@ -157,7 +157,16 @@ export {
 export type { HeaderRecord, HopTrace, InstallTracingOptions } from './trace-context';
 export { instrumentNats } from './instrument-nats';
 export type { InstrumentNatsOptions, JetStreamPublished } from './instrument-nats';
-export { newUniqueId, subscribeCore, UnreadableHeadersError, watchEvents, openKvBucket, isKvRevisionConflict, orderedConsumerOptions, consumerInfos } from './edge';
+export {
+  newUniqueId,
+  subscribeCore,
+  UnreadableHeadersError,
+  watchEvents,
+  openKvBucket,
+  isKvRevisionConflict,
+  orderedConsumerOptions,
+  consumerInfos,
+} from './edge';
 export type {
   NatsJetStream,
   NatsJetStreamManager,
