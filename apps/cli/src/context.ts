@@ -110,6 +110,14 @@ export function createCliContext(options: CliContextOptions): CliContext {
   const env = options.env ?? process.env;
   let config: CliConfig | null = null;
   let nats: Promise<NatsHandle> | null = options.nats ? Promise.resolve(options.nats) : null;
+  // Where NATS is and whose credentials speak there: the local deployment file and the creds file are read once.
+  let target: { local: ReturnType<typeof localDeployment>; credsFile: string | undefined; principal: Principal } | null = null;
+  const natsTarget = () =>
+    (target ??= (() => {
+      const local = localDeployment(env);
+      const credsFile = ctx.config().NATS_CREDS ?? (env['NATS_URL'] === undefined ? local?.admin : undefined);
+      return { local, credsFile, principal: principalOfCredsFile(credsFile) ?? { kind: 'op' as const, relay: 'admin' as const } };
+    })());
   let redis: Promise<RedisHandle> | null = options.redis ? Promise.resolve(options.redis) : null;
   let registry: EventRegistry | null = null;
   const owned: (() => Promise<void>)[] = [];
@@ -129,19 +137,15 @@ export function createCliContext(options: CliContextOptions): CliContext {
       return config;
     },
     natsPrincipal() {
-      const local = localDeployment(env);
-      const credsFile = ctx.config().NATS_CREDS ?? (env['NATS_URL'] === undefined ? local?.admin : undefined);
-      return principalOfCredsFile(credsFile) ?? { kind: 'op' as const, relay: 'admin' as const };
+      return natsTarget().principal;
     },
     nats() {
       nats ??= (async () => {
-        const local = localDeployment(env);
-        const url = env['NATS_URL'] === undefined && local ? local.url : ctx.config().NATS_URL;
-        const credsFile = ctx.config().NATS_CREDS ?? (env['NATS_URL'] === undefined ? local?.admin : undefined);
         // The reply inbox the credentials may subscribe to is their principal's (an agent's creds
         // for `baton result`), the admin's when they name none Baton wrote; an agent may not ask
         // the JetStream API for its account info either.
-        const principal = ctx.natsPrincipal();
+        const { local, credsFile, principal } = natsTarget();
+        const url = env['NATS_URL'] === undefined && local ? local.url : ctx.config().NATS_URL;
         try {
           const handle = await connectNats({
             servers: url.split(','),

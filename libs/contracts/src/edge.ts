@@ -1,5 +1,6 @@
-import { inboxPrefixOf, isPlainSubject, offerDurableName, Principals, projectAgentsInboxPrefix, type Principal } from './principal';
-import { isSubjectToken, parseSubject, SubjectTable } from './subjects';
+import { inboxPrefixOf, offerDurableName, Principals, projectAgentsInboxPrefix } from './principal';
+import { isPlainSubject, isUnder } from './subject-tokens';
+import { parseSubject, SubjectTable } from './subjects';
 
 /*
  * The agent edge: the subjects through which an agent reaches JetStream.
@@ -53,7 +54,7 @@ export function edgeAckSubject(prefix: string, project: string, agent: string, a
  */
 export function parseEdgeSubject(prefix: string, subject: string, inboxStream: string): EdgeRoute | { refused: string } {
   const tokens = subject.split('.');
-  if (tokens[0] !== prefix || tokens[1] !== 'edge' || tokens.length < 4 || !tokens.every(isSubjectToken)) {
+  if (!isPlainSubject(subject) || tokens[0] !== prefix || tokens[1] !== 'edge' || tokens.length < 4) {
     return { refused: `${subject} is not <prefix>.edge.<project>.…` };
   }
   const project = tokens[2]!;
@@ -156,16 +157,8 @@ function isIntIn(value: unknown, min: number, max: number): boolean {
  */
 export function mayRelayReply(prefix: string, route: EdgeRoute, reply: string): boolean {
   if (!isPlainSubject(reply)) return false;
-  if (route.agent !== null) {
-    const inbox = inboxPrefixOf(prefix, Principals.agent(route.project, route.agent));
-    return reply.length > inbox.length + 1 && reply.startsWith(`${inbox}.`);
-  }
+  if (route.agent !== null) return isUnder(reply, inboxPrefixOf(prefix, Principals.agent(route.project, route.agent)));
   // A shared subject: under some agent's inbox of the project (an agent token, then the rest).
   const project = projectAgentsInboxPrefix(prefix, route.project);
-  return reply.startsWith(`${project}.`) && reply.slice(project.length + 1).split('.').length >= 2;
-}
-
-/** The principal an edge route speaks for (an agent; null for a project's shared subject). */
-export function edgePrincipal(route: EdgeRoute): Principal | null {
-  return route.agent !== null ? Principals.agent(route.project, route.agent) : null;
+  return isUnder(reply, project) && reply.slice(project.length + 1).includes('.');
 }

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { AgentNameSchema, ProjectIdSchema } from './common';
+import { isPlainSubject, isUnder } from './subject-tokens';
 
 /*
  * Who is speaking on the bus. Baton never takes a sender's identity from a message body: every
@@ -116,15 +117,6 @@ export function inboxPrefixOf(prefix: string, principal: Principal): string {
 }
 
 /**
- * A subject one may publish on: tokens of something other than dots, wildcards and white space.
- * A reply subject must be one: nats-server 2.9.10 crashed (a stack overflow) answering a JetStream
- * API call whose reply subject held a wildcard, and an empty token names nothing.
- */
-export function isPlainSubject(subject: string): boolean {
-  return subject.length > 0 && subject.split('.').every((token) => token.length > 0 && !/[\s*>]/.test(token));
-}
-
-/**
  * Where a service may answer a request from `principal`: under the inbox prefix of the connection
  * that sent it — the agent's or service's own; the notifier's for `op.notifier` (it relays on its
  * own connection); anywhere for `op.admin`, which may publish anything itself (null). A request's
@@ -144,9 +136,8 @@ export function replyInboxOf(prefix: string, principal: Principal): string | nul
  */
 export function mayReplyTo(prefix: string, principal: Principal, reply: string): boolean {
   if (!isPlainSubject(reply)) return false;
-  const under = (inbox: string) => reply.length > inbox.length + 1 && reply.startsWith(`${inbox}.`);
   const inbox = replyInboxOf(prefix, principal);
-  return inbox === null || under(inbox) || under(inboxPrefixOf(prefix, { kind: 'op', relay: 'admin' }));
+  return inbox === null || isUnder(reply, inbox) || isUnder(reply, inboxPrefixOf(prefix, { kind: 'op', relay: 'admin' }));
 }
 
 /**

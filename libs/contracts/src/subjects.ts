@@ -1,6 +1,7 @@
 import { AgentNameSchema, ProjectIdSchema } from './common';
 import { AggregateKindSchema, type AggregateKind } from './envelope';
 import { ledgerCommandSubject, parseLedgerCommandSubject, type LedgerCommandAddress } from './principal';
+import { isSubjectToken } from './subject-tokens';
 
 /*
  * Every NATS subject Baton uses, in one typed table that both builds and parses them. Aggregates
@@ -15,10 +16,7 @@ import { ledgerCommandSubject, parseLedgerCommandSubject, type LedgerCommandAddr
  * subscription filters are made). {@link parseSubject} finds the entry of any subject.
  */
 
-/** Subject tokens may not hold separators or wildcards. */
-export function isSubjectToken(value: string): boolean {
-  return value.length > 0 && !/[\s.*>]/.test(value);
-}
+export { isPlainSubject, isSubjectToken, isUnder } from './subject-tokens';
 
 /** The area of a subject: the token after the prefix. */
 export type SubjectArea = 'ev' | 'in' | 'cmd' | 'notice' | 'dlq';

@@ -18,9 +18,9 @@ export const DlqHeader = {
   headers: 'Baton-Dlq-Headers',
   at: 'Baton-Dlq-At',
   /**
-   * Set when the letter could not hold the original whole within the server's `max_payload`: the
-   * original's size in bytes. Its headers are then left out, and its bytes cut if they alone do not
-   * fit; {@link DlqHeader.sha256} still names the whole original. Such a letter is never redriven.
+   * Set when the letter could not hold the original whole within the server's `max_payload`, or
+   * holds only the first `keepBytes` its writer keeps: the original's size in bytes. Its headers are
+   * then left out (unless they fit beside the kept bytes), and its bytes cut; {@link DlqHeader.sha256} still names the whole original. Such a letter is never redriven.
    */
   truncated: 'Baton-Dlq-Truncated',
   /** SHA-256 (hex) of the original's whole bytes, on a truncated letter. */
@@ -78,7 +78,22 @@ export interface DeadLetterInput {
    * one (a reaction per refused command): part of the letter's id, so each is stored.
    */
   part?: string;
+  /**
+   * The reply subject a refused core message asked to be answered on, when it is why the message
+   * was refused (`reply_not_allowed`): part of the letter's id, so the same bytes tried under
+   * another reply are a letter of their own.
+   */
+  reply?: string;
+  /**
+   * Keep at most this many of the original's bytes (a record that is never redriven: a refused
+   * agent message must not push other letters out of the shared stream); a cut letter says so as
+   * an oversized one does (`Baton-Dlq-Truncated`, `Baton-Dlq-Sha256`) and in its detail.
+   */
+  keepBytes?: number;
 }
+
+/** What the letter of a refused agent message (edge or ledger request) keeps of its bytes. */
+export const REFUSED_LETTER_BYTES = 4096;
 
 export interface DeadLetterAck {
   subject: string;
@@ -118,8 +133,17 @@ export function isCoreRequestStream(stream: string): boolean {
  * source is in the id: every consumer of the events stream reads the same sequences, and two of
  * them giving up on one event are two letters, each redriven to its own consumer.
  */
-export function deadLetterMsgId(input: { source: string; stream: string; seq: number; subject: string; data: Uint8Array; part?: string }): string {
-  const part = input.part === undefined ? '' : `:${input.part}`;
+export function deadLetterMsgId(input: {
+  source: string;
+  stream: string;
+  seq: number;
+  subject: string;
+  data: Uint8Array;
+  part?: string;
+  reply?: string;
+}): string {
+  const reply = input.reply === undefined ? '' : `:reply-${createHash('sha256').update(input.reply).digest('hex').slice(0, 16)}`;
+  const part = `${input.part === undefined ? '' : `:${input.part}`}${reply}`;
   const source = dlqSourceToken(input.source);
   if (!isCoreRequestStream(input.stream)) return `dlq:${source}:${input.stream}:${input.seq}${part}`;
   return `dlq:${source}:core:${coreRequestDigest(input.subject, input.data).slice(0, 40)}${part}`;
@@ -163,7 +187,9 @@ export async function deadLetter(js: JetStreamClient, input: DeadLetterInput): P
   const subject = Subjects.deadLetter(input.prefix, dlqSourceToken(input.source));
   const hdrs = natsHeaders();
   hdrs.set(DlqHeader.reason, headerValue(input.reason, 200));
-  if (input.detail) hdrs.set(DlqHeader.detail, headerValue(input.detail));
+  const cut = input.keepBytes !== undefined && input.data.length > input.keepBytes;
+  const detail = cut ? `${input.detail ?? ''} (first ${input.keepBytes} of ${input.data.length} bytes kept)`.trim() : input.detail;
+  if (detail) hdrs.set(DlqHeader.detail, headerValue(detail));
   hdrs.set(DlqHeader.source, headerValue(input.source, 200));
   hdrs.set(DlqHeader.subject, input.subject);
   hdrs.set(DlqHeader.stream, isCoreRequestStream(input.stream) ? 'core' : input.stream);
@@ -179,12 +205,13 @@ export async function deadLetter(js: JetStreamClient, input: DeadLetterInput): P
   const headersBytes = Buffer.byteLength(originalHeaders);
   const room = maxPayloadOf(js) - LETTER_OVERHEAD_BYTES;
   let data = input.data;
-  if (headersBytes <= MAX_LETTER_HEADERS_BYTES && data.length + headersBytes <= room) hdrs.set(DlqHeader.headers, originalHeaders);
+  const keep = Math.min(room, input.keepBytes ?? room);
+  if (headersBytes <= MAX_LETTER_HEADERS_BYTES && data.length + headersBytes <= room && data.length <= keep) hdrs.set(DlqHeader.headers, originalHeaders);
   else {
-    hdrs.set(DlqHeader.headers, '{}');
+    hdrs.set(DlqHeader.headers, headersBytes <= MAX_LETTER_HEADERS_BYTES && keep + headersBytes <= room ? originalHeaders : '{}');
     hdrs.set(DlqHeader.truncated, String(data.length));
     hdrs.set(DlqHeader.sha256, createHash('sha256').update(data).digest('hex'));
-    if (data.length > room) data = data.subarray(0, room);
+    if (data.length > keep) data = data.subarray(0, keep);
   }
   try {
     const ack = await js.publish(subject, data, { msgID: deadLetterMsgId(input), headers: hdrs });

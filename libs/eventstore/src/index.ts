@@ -55,7 +55,16 @@ export { Retention, Storage, DeliverFrom, DLQ_DEFAULTS, batonTopology, batonStre
 export type { StreamSpec, ConsumerSpec, TopologySpec, BatonStreamNames, BatonTopologyOptions } from './topology';
 export { provision, retireConsumers, streamConfig, consumerConfig, isTransientApiError, PROVISION_RETRY_MS } from './provision';
 export type { ProvisionAction, ProvisionOptions, ProvisionReport, RetireAction, RetiredConsumer } from './provision';
-export { deadLetter, deadLetterMsgId, DlqHeader, DeadLetterReason, dlqSourceToken, headersToRecord, isCoreRequestStream } from './dead-letter';
+export {
+  deadLetter,
+  deadLetterMsgId,
+  DlqHeader,
+  DeadLetterReason,
+  REFUSED_LETTER_BYTES,
+  dlqSourceToken,
+  headersToRecord,
+  isCoreRequestStream,
+} from './dead-letter';
 export { durableNameFor, subjectMatches } from './subject-patterns';
 export { DlqSources, LEGACY_DLQ_SOURCES, ROUTER_DLQ_SOURCES, readableDlqSource, sameDlqSource, type DlqSource } from './dlq-sources';
 export type { DeadLetterInput, DeadLetterAck } from './dead-letter';

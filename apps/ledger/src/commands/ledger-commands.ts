@@ -39,6 +39,7 @@ import {
   type HandoffCommandMetadata,
   type HandoffCommandName,
   type LedgerCaller,
+  type LedgerCommandAddress,
   type LedgerCommandName,
   type LedgerError,
   type LedgerErrorKind,
@@ -50,10 +51,19 @@ import {
   type Rejection,
 } from '@baton/contracts';
 import { HandoffErrorCode, handoffDecider, toHandoffRecord, type HandoffCommand } from '@baton/domain';
-import { ConcurrencyConflict, DeadLetterReason, DlqSources, deadLetter, hopTrace, newUniqueId, type HopTrace } from '@baton/eventstore';
+import {
+  ConcurrencyConflict,
+  DeadLetterReason,
+  DlqSources,
+  deadLetter,
+  hopTrace,
+  newUniqueId,
+  REFUSED_LETTER_BYTES,
+  type DeadLetterInput,
+  type HopTrace,
+} from '@baton/eventstore';
 import { RUNTIME, type JsonLogger, type ServiceRuntime } from '@baton/platform';
 import { LEDGER_CONFIG, type LedgerConfig } from '../config';
-import { REFUSED_BYTES_KEPT, replyPart } from '../edge/agent-edge';
 import { LedgerIds } from '../ids';
 import { ProjectDirectory, type ProjectView } from '../projects/project-directory';
 import { ProjectControlService } from '../governance/project-control.service';
@@ -199,9 +209,10 @@ export class LedgerCommands {
    * Such a request is refused unread and recorded (`reply_not_allowed`).
    */
   async handle(request: LedgerRequest): Promise<LedgerReply | ProjectControlReply | OpenOffersReply | CompleteThenCreateReply | null> {
-    const refusedReply = await this.checkReply(request);
-    if (refusedReply) return null;
-    const decoded = this.decode(request);
+    // The subject is read once: the reply check and the decoding both need whom it names.
+    const address = parseLedgerCommandSubject(this.runtime.config.BATON_PREFIX, request.subject);
+    if (await this.refusedReply(request, address)) return null;
+    const decoded = this.decode(request, address);
     if (!decoded.ok) return this.reject(request, decoded.rejection);
     const { project, principal, name } = decoded.value;
 
@@ -480,8 +491,7 @@ export class LedgerCommands {
   }
 
   /** Subject (project, principal, command), size, UTF-8 and JSON. Who the caller is comes next, from the principal. */
-  private decode(request: LedgerRequest): Checked<DecodedRequest> {
-    const address = parseLedgerCommandSubject(this.runtime.config.BATON_PREFIX, request.subject);
+  private decode(request: LedgerRequest, address: LedgerCommandAddress | null): Checked<DecodedRequest> {
     if (address === null) {
       return refused(LedgerErrorCode.unknownCommand, `${request.subject} is not <prefix>.cmd.ledger.<project>.<agent|svc|op>.<name>.<command>`);
     }
@@ -680,36 +690,38 @@ export class LedgerCommands {
   }
 
   /**
-   * Is the request's reply subject its sender's to name? Checked only when the ledger runs with
+   * Refuse (true) a request whose reply subject is not its sender's to name. Checked only when the ledger runs with
    * credentials (without authentication anyone may publish anything, and clients keep NATS's
    * default inbox). The server's permissions hold the same line (the ledger may publish replies
    * only under `_INBOX_<prefix>.`); this check also keeps one principal from having the answer
-   * sent into another's inbox. A refusal is recorded with the original bytes and answered nowhere.
+   * sent into another's inbox. A refusal is recorded (its first bytes) and answered nowhere.
    */
-  private async checkReply(request: LedgerRequest): Promise<boolean> {
+  private async refusedReply(request: LedgerRequest, address: LedgerCommandAddress | null): Promise<boolean> {
     if (request.reply === undefined || request.reply === '' || this.runtime.config.NATS_CREDS === undefined) return false;
-    const address = parseLedgerCommandSubject(this.runtime.config.BATON_PREFIX, request.subject);
     // A subject that names no principal is refused by decode, answered to its own reply: the
     // server lets a service publish replies only under `_INBOX_<prefix>.`.
     if (address === null || mayReplyTo(this.runtime.config.BATON_PREFIX, address.principal, request.reply)) return false;
-    const detail = `reply subject ${request.reply} is not under ${describePrincipal(address.principal)}'s inbox ${replyInboxOf(this.runtime.config.BATON_PREFIX, address.principal) ?? ''}`;
+    const inbox = replyInboxOf(this.runtime.config.BATON_PREFIX, address.principal) ?? '';
     // Recorded as the edge's refusals are: one letter per reply subject, its first bytes only.
-    const kept = request.data.length > REFUSED_BYTES_KEPT ? request.data.subarray(0, REFUSED_BYTES_KEPT) : request.data;
     await this.reject(
-      { ...request, data: kept },
+      request,
       {
         code: DeadLetterReason.replyNotAllowed,
         kind: 'forbidden',
-        message: kept === request.data ? detail : `${detail} (first ${REFUSED_BYTES_KEPT} of ${request.data.length} bytes kept)`,
+        message: `reply subject ${request.reply} is not under ${describePrincipal(address.principal)}'s inbox ${inbox}`,
         issues: [],
       },
-      replyPart(request.reply),
+      { keepBytes: REFUSED_LETTER_BYTES, reply: request.reply },
     );
     return true;
   }
 
   /** Answer a rejection and record it as a dead letter with the original bytes. */
-  private async reject(request: LedgerRequest, rejection: LedgerRejection, part?: string): Promise<{ ok: false; error: LedgerError }> {
+  private async reject(
+    request: LedgerRequest,
+    rejection: LedgerRejection,
+    letter: Pick<DeadLetterInput, 'keepBytes' | 'reply'> = {},
+  ): Promise<{ ok: false; error: LedgerError }> {
     const log = this.runtime.logger.child({ subject: request.subject });
     log.warn(rejection.kind === 'forbidden' ? 'request refused: access' : 'request rejected', { code: rejection.code, reason: rejection.message });
     try {
@@ -726,7 +738,7 @@ export class LedgerCommands {
         stream: `core-${newUniqueId()}`,
         seq: 0,
         consumer: this.runtime.instance,
-        ...(part !== undefined ? { part } : {}),
+        ...letter,
       });
     } catch (error) {
       log.error('cannot record the rejection as a dead letter', error instanceof Error ? error : { error: String(error) });

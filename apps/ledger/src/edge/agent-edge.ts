@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import { Inject, Injectable, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
 import { edgeBodyRefusal, foreignMsgId, mayRelayReply, parseEdgeSubject, Subjects } from '@baton/contracts';
 import {
@@ -7,15 +6,13 @@ import {
   deadLetter,
   DlqSources,
   newUniqueId,
+  REFUSED_LETTER_BYTES,
   subscribeCore,
   UnreadableHeadersError,
   type CoreMessage,
   type CoreSubscription,
 } from '@baton/eventstore';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
-
-/** What a refused edge message's letter keeps of its bytes. */
-export const REFUSED_BYTES_KEPT = 4096;
 
 /** JetStream's headers an agent may set through its edge: the message id; any other `Nats-…` is dropped. */
 function dropsHeader(name: string): boolean {
@@ -28,11 +25,6 @@ function headerValue(headers: Record<string, string[]>, name: string): string | 
   const lower = name.toLowerCase();
   for (const [key, values] of Object.entries(headers)) if (key.toLowerCase() === lower) return values[0];
   return undefined;
-}
-
-/** A letter id part naming the reply subject: the same body refused under two replies is two letters. */
-export function replyPart(reply: string): string {
-  return `reply-${createHash('sha256').update(reply).digest('hex').slice(0, 16)}`;
 }
 
 /** Queue group of every ledger instance's edge subscription: each message is relayed once. */
@@ -131,25 +123,24 @@ export class AgentEdgeRelay implements OnApplicationBootstrap, OnModuleDestroy {
   /**
    * Record a message relayed nowhere; the sender hears nothing (its publish or pull times out). One
    * letter per subject, body and reply subject (a second try with another reply is recorded too),
-   * keeping the first {@link REFUSED_BYTES_KEPT} bytes: the letter is a record, never redriven, and a
-   * flood of refused megabytes must not push other projects' letters out of the shared DLQ.
+   * keeping the first {@link REFUSED_LETTER_BYTES} bytes.
    */
   private refuse(msg: CoreMessage, reason: string, detail: string): void {
     this.runtime.logger.warn('edge message refused', { subject: msg.subject, reason, detail });
-    const kept = msg.data.length > REFUSED_BYTES_KEPT ? msg.data.subarray(0, REFUSED_BYTES_KEPT) : msg.data;
     deadLetter(this.runtime.nats.js, {
       prefix: this.runtime.config.BATON_PREFIX,
       source: EDGE_DLQ_SOURCE,
       reason,
-      detail: kept === msg.data ? detail : `${detail} (first ${REFUSED_BYTES_KEPT} of ${msg.data.length} bytes kept)`,
+      detail,
       subject: msg.subject,
       headers: msg.headers,
-      data: kept,
+      data: msg.data,
       deliveries: 1,
       stream: `core-${newUniqueId()}`,
       seq: 0,
       consumer: this.runtime.instance,
-      ...(msg.reply !== undefined ? { part: replyPart(msg.reply) } : {}),
+      keepBytes: REFUSED_LETTER_BYTES,
+      ...(msg.reply !== undefined ? { reply: msg.reply } : {}),
     }).catch((error: unknown) => this.runtime.logger.error('cannot record a refused edge message', error instanceof Error ? error : { error: String(error) }));
   }
 }
