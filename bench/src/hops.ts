@@ -19,7 +19,31 @@ export interface HopsOptions {
   latencyRate?: number;
   /** CPU seconds used so far per accounted process (see `readCpu`). */
   cpu?: () => Record<string, CpuReading>;
+  /** How the simulated agents publish and claim (default: {@link directAgents} on `nats`). */
+  agents?: HopAgents;
   log: (line: string) => void;
+}
+
+/** The simulated agents' side of a hop: publishing a result, claiming the next handoff. */
+export interface HopAgents {
+  /** Publish an agent result (a {@link cycleResult}) and wait for the stream's ack. */
+  publishResult(result: Record<string, unknown>): Promise<void>;
+  /** Claim `handoffId` as `agent` (a ledger request); resolves the claim id. */
+  claim(agent: string, handoffId: string): Promise<string>;
+  close(): Promise<void>;
+}
+
+/**
+ * Agents on one shared connection that publish straight into the inbox stream: a server without
+ * authentication, where any client may (the bench's default platform).
+ */
+export function directAgents(nats: NatsHandle, prefix: string, project: string): HopAgents {
+  const claims = new AgentClaims(nats, prefix, project);
+  return {
+    publishResult: (result) => publishAgentResult(nats, prefix, result),
+    claim: (agent, handoffId) => claims.claim(agent, handoffId),
+    close: () => claims.close(),
+  };
 }
 
 export interface HopsResult {
@@ -90,11 +114,11 @@ export async function measureHops(opts: HopsOptions): Promise<HopsResult> {
   // claims answered (the ledger), offers' events visible in the projections (the notifier).
   const progress = { offers: 0, claims: 0, visible: 0 };
 
-  const agents = new AgentClaims(nats, prefix, project);
+  const agents = opts.agents ?? directAgents(nats, prefix, project);
   const publishNext = (slot: RunSlot) => {
     slot.n++;
     slot.publishedAt = nowMs();
-    publishAgentResult(nats, prefix, cycleResult(project, slot.id, slot.agent, slot.n, slot.claim ?? undefined)).catch(() => {
+    agents.publishResult(cycleResult(project, slot.id, slot.agent, slot.n, slot.claim ?? undefined)).catch(() => {
       publishErrors++;
     });
   };

@@ -3,6 +3,7 @@ import { cpus, loadavg } from 'node:os';
 import { connectNats, type NatsHandle } from '@baton/eventstore';
 import { createRedis } from '@baton/projections';
 import { cleanupDeployment, endedServices, publishCycleDefinition, type ServiceProcess, startPlatform, stopService, waitQuiet } from '@baton/testing';
+import { measureEdgeHops, type EdgeHopsResult } from './edge';
 import { measureGrowth, type GrowthResult } from './growth';
 import { measureHops, type HopsResult } from './hops';
 import { createOpenHandoffs, type OpenHandoffsResult } from './open-handoffs';
@@ -122,7 +123,29 @@ async function main(): Promise<void> {
         .map(([name, s]) => (s.pid === null ? `${name} not measured: ${s.reason}` : `${name} pid ${s.pid}`))
         .join('; ')}`,
     );
-    if (only !== undefined && only !== 'store' && only !== 'rebuild') throw new Error(`--only ${only}: the phases that run alone are: store, rebuild`);
+    if (only !== undefined && only !== 'store' && only !== 'rebuild' && only !== 'edge')
+      throw new Error(`--only ${only}: the phases that run alone are: store, rebuild, edge`);
+    // `--only edge`: hops on an authenticated server of the phase's own, agents on the edge.
+    const edgeHops = () =>
+      measureEdgeHops({
+        redis,
+        redisUrl,
+        runs: settings.runs,
+        warmupSeconds: settings.warmupSeconds,
+        throughputSeconds: settings.throughputSeconds,
+        latencySeconds: settings.latencySeconds,
+        log,
+      });
+    if (only === 'edge') {
+      log('end-to-end hops on an authenticated server, agents on the edge (a nats-server of its own)');
+      const alone = await edgeHops();
+      if (json)
+        process.stdout.write(
+          `${JSON.stringify({ machine: { cpus: cpus().length, node: process.version, load_average_1m: round(loadavg()[0] ?? 0, 2) }, edge_hops: alone })}\n`,
+        );
+      else log(edgeLines(alone, null).join('\n'));
+      return;
+    }
     // `--only rebuild`: the long rebuild alone (`--rebuild-events=N`, default 1,000,000), no services.
     if (only === 'rebuild') {
       const alone = await measureLongRebuild({ nats, natsUrl, redisUrl, events: longRebuildEvents(argv) || 1_000_000, log });
@@ -224,6 +247,12 @@ async function main(): Promise<void> {
         )
         .join(', ')}`,
     );
+    // The hops again on an authenticated server of their own, agents crossing the edge; the
+    // platform above is stopped first (its idle services would share the machine).
+    await Promise.all(services.map((service) => stopService(service)));
+    services = [];
+    log('end-to-end hops on an authenticated server, agents on the edge (a nats-server of its own)');
+    const edge: EdgeHopsResult = await edgeHops();
     const rebuildEvents = longRebuildEvents(argv);
     if (rebuildEvents > 0) log(`rebuild of a long stream (${rebuildEvents} events, a fresh stream, in a process of its own)`);
     const longRebuild: LongRebuildResult | null = rebuildEvents > 0 ? await measureLongRebuild({ nats, natsUrl, redisUrl, events: rebuildEvents, log }) : null;
@@ -236,6 +265,11 @@ async function main(): Promise<void> {
       decision_10k_vs_10: round(growth.decision_long.p50_ms / growth.decision_short.p50_ms, 2),
       // No target: a hop's CPU in raw acked publishes' worth, measured in the same run, so runs on
       // machines of different speed can be set side by side (null when either was not measured).
+      // No target: what the edge and the credentials add to a hop's CPU, measured in the same run.
+      edge_vs_direct_cpu_per_hop:
+        edge.hops.cpu_ms_per_hop_total !== null && hops.cpu_ms_per_hop_total !== null && hops.cpu_ms_per_hop_total > 0
+          ? round(edge.hops.cpu_ms_per_hop_total / hops.cpu_ms_per_hop_total, 2)
+          : null,
       cpu_per_hop_in_raw_publishes:
         hops.cpu_ms_per_hop_total !== null && raw.cpu_us_per_publish_total !== null && raw.cpu_us_per_publish_total > 0
           ? Math.round((hops.cpu_ms_per_hop_total * 1000) / raw.cpu_us_per_publish_total)
@@ -257,7 +291,7 @@ async function main(): Promise<void> {
       raw,
       store,
       servers,
-      baton: { hops, replay, growth, open_handoffs: open, long_rebuild: longRebuild },
+      baton: { hops, edge_hops: edge, replay, growth, open_handoffs: open, long_rebuild: longRebuild },
       ratios,
       rss_mb: rss,
       rss_mb_after_hops: rssAfterHops,
@@ -283,6 +317,7 @@ async function main(): Promise<void> {
       log(
         `  Baton publish→visible at ${hops.offered_rate}/s  p50 ${hops.latency.p50_ms} ms, p95 ${hops.latency.p95_ms} ms, p99 ${hops.latency.p99_ms} ms (lost ${hops.lost}, not offered ${hops.not_offered})`,
       );
+      for (const line of edgeLines(edge, hops)) log(line);
       log(`  Baton projection rebuild         ${replay.events_per_s} events/s (${replay.events} events, ${replay.projections} projections)`);
       if (longRebuild) for (const line of longRebuildLines(longRebuild)) log(line);
       log(
@@ -324,6 +359,16 @@ async function main(): Promise<void> {
     await redisHandle.close();
     await nats.close();
   }
+}
+
+/** The edge phase's figures, readable; beside the direct hops' when given. */
+function edgeLines(edge: EdgeHopsResult, direct: HopsResult | null): string[] {
+  const { hops } = edge;
+  const versus = (a: number | null, b: number | null | undefined) => (a !== null && b !== null && b !== undefined ? ` (direct ${b})` : '');
+  return [
+    `  Baton hops through the edge      ${hops.hops_per_s} hops/s${versus(hops.hops_per_s, direct?.hops_per_s)}, CPU ms per hop ${hops.cpu_ms_per_hop_total ?? 'not measured'}${versus(hops.cpu_ms_per_hop_total, direct?.cpu_ms_per_hop_total)}: ${formatCpu({ values: hops.cpu_ms_per_hop, not_measured: hops.cpu_not_measured })}`,
+    `  Baton edge publish→visible at ${hops.offered_rate}/s  p50 ${hops.latency.p50_ms} ms, p99 ${hops.latency.p99_ms} ms${direct ? ` (direct at ${direct.offered_rate}/s: p50 ${direct.latency.p50_ms}, p99 ${direct.latency.p99_ms})` : ''} (lost ${hops.lost})`,
+  ];
 }
 
 /** The store phase's figures, readable. */

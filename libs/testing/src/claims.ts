@@ -16,7 +16,8 @@ export class AgentClaims {
   private readonly clients = new Map<string, Promise<BatonAgent>>();
 
   constructor(
-    private readonly nats: NatsHandle,
+    /** The connection every agent shares, or each agent's own (an authenticated server: its credentials). */
+    private readonly nats: NatsHandle | ((agent: string) => NatsHandle),
     private readonly prefix: string,
     private readonly project: string,
     /** The lease to ask for (default: the ledger's); suites that kill services ask for a long one. */
@@ -66,7 +67,8 @@ export class AgentClaims {
   private client(agent: string): Promise<BatonAgent> {
     let client = this.clients.get(agent);
     if (client === undefined) {
-      client = createBatonClient({ nats: this.nats, prefix: this.prefix, project: this.project, agent });
+      const nats = typeof this.nats === 'function' ? this.nats(agent) : this.nats;
+      client = createBatonClient({ nats, prefix: this.prefix, project: this.project, agent });
       this.clients.set(agent, client);
     }
     return client;

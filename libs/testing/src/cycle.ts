@@ -1,4 +1,4 @@
-import { MsgIds, Subjects, type ProjectDefinition, type PublishDefinitionReply } from '@baton/contracts';
+import { edgeSubjectOf, MsgIds, Subjects, type ProjectDefinition, type PublishDefinitionReply } from '@baton/contracts';
 import type { NatsHandle } from '@baton/eventstore';
 
 /*
@@ -72,9 +72,14 @@ export function cycleResult(
   };
 }
 
-/** Publish an agent result (acked by JetStream; `Nats-Msg-Id` = `result:<project>:<workflow_run_id>/<result_id>`). */
-export async function publishAgentResult(nats: NatsHandle, prefix: string, result: Record<string, unknown>): Promise<void> {
-  const subject = Subjects.agentResult(prefix, String(result['project']), String(result['agent']));
+/**
+ * Publish an agent result (acked by JetStream; `Nats-Msg-Id` = `result:<project>:<workflow_run_id>/<result_id>`).
+ * With `edge`, on the agent's edge subject (an agent with credentials: the ledger relays it, and
+ * JetStream acks on the agent's own inbox — `nats` must be that agent's connection).
+ */
+export async function publishAgentResult(nats: NatsHandle, prefix: string, result: Record<string, unknown>, opts: { edge?: boolean } = {}): Promise<void> {
+  const inbox = Subjects.agentResult(prefix, String(result['project']), String(result['agent']));
+  const subject = opts.edge === true ? edgeSubjectOf(prefix, inbox) : inbox;
   await nats.js.publish(subject, encoder.encode(JSON.stringify(result)), {
     msgID: MsgIds.result(String(result['project']), String(result['workflow_run_id']), String(result['result_id'])),
   });
