@@ -1,6 +1,7 @@
 import { DynamicModule, Module } from '@nestjs/common';
 import { LedgerCommandListener } from './commands/command-listener';
 import { AgentEdgeRelay } from './edge/agent-edge';
+import { REFUSED_LETTER_CAP, REFUSED_LETTER_WINDOW_MS, RefusedLetterCap } from './edge/refused-letter-cap';
 import { LedgerCommands } from './commands/ledger-commands';
 import { LEDGER_CONFIG, type LedgerConfig } from './config';
 import { ProjectDirectory } from './projects/project-directory';
@@ -17,6 +18,8 @@ import { OfferConsumers } from './offers/offer-consumers';
 export interface LedgerOptions {
   /** Length of the claim rate window, ms (default one minute: the caps are claims per minute). */
   claimWindowMs?: number;
+  /** Length of a sender's window of refused edge letters, ms (default one minute: the budget is letters per minute). */
+  edgeRefusalWindowMs?: number;
 }
 
 /** The ledger: command request/reply, the handoff reactor and offers. Needs `RuntimeModule`. */
@@ -29,6 +32,10 @@ export class LedgerModule {
       providers: [
         { provide: LEDGER_CONFIG, useValue: config },
         { provide: CLAIM_WINDOW, useValue: new ClaimWindow(options.claimWindowMs ?? DEFAULT_CLAIM_WINDOW_MS) },
+        {
+          provide: REFUSED_LETTER_CAP,
+          useValue: new RefusedLetterCap(config.LEDGER_EDGE_REFUSED_LETTERS_PER_MINUTE, options.edgeRefusalWindowMs ?? REFUSED_LETTER_WINDOW_MS),
+        },
         ClaimRateStore,
         ProjectDirectory,
         ProjectControlService,

@@ -46,6 +46,13 @@ export const DeadLetterReason = {
    * @baton/contracts): answering it would publish on the sender's behalf where it may not.
    */
   replyNotAllowed: 'reply_not_allowed',
+  /**
+   * One letter standing for refused messages of one sender that were not written as letters of
+   * their own, its budget of letters for the window spent (the ledger's agent edge): how many,
+   * for which reasons, the first and last subjects. A flood is recorded, summed up, without pushing
+   * other letters out of the shared stream.
+   */
+  refusalsSuppressed: 'refusals_suppressed',
 } as const;
 export type DeadLetterReason = (typeof DeadLetterReason)[keyof typeof DeadLetterReason];
 

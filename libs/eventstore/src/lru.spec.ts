@@ -15,6 +15,24 @@ describe('LruCache', () => {
     expect(cache.weight).toBe(0);
   });
 
+  it('tells onEvict of each entry evicted to keep within the bounds, never of one deleted, cleared or replaced', () => {
+    const evicted: [string, number][] = [];
+    const cache = new LruCache<string, number>(2, undefined, (key, value) => evicted.push([key, value]));
+    cache.set('a', 1);
+    cache.set('b', 2);
+    cache.set('a', 10); // replaced: a is the newest now
+    cache.set('c', 3); // b goes
+    cache.delete('c');
+    cache.set('d', 4);
+    cache.set('e', 5); // a goes
+    cache.clear();
+    expect(evicted).toEqual([
+      ['b', 2],
+      ['a', 10],
+    ]);
+    expect(cache.evicted).toBe(2);
+  });
+
   describe('with a weight bound', () => {
     const weighed = (max: number, capacity = 100) => new LruCache<string, { w: number }>(capacity, { max, of: (v) => v.w });
 

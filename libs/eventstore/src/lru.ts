@@ -11,7 +11,8 @@ export interface LruWeightBound<V> {
  * there are more than `capacity` of them or, with a weight bound, once they weigh more than its
  * `max` (never the entry just set: a value heavier than the bound is kept alone rather than not
  * at all). Used to cache folded aggregate state; a miss is always safe (the state is rebuilt from
- * the stream).
+ * the stream). A map whose entries must not vanish unseen (counts still to be reported) is told of
+ * each eviction through `onEvict`.
  */
 export class LruCache<K, V> {
   private readonly entries = new Map<K, V>();
@@ -20,17 +21,21 @@ export class LruCache<K, V> {
   private readonly weights = new Map<K, number>();
   private total = 0;
   private evictions = 0;
+  private readonly onEvict: ((key: K, value: V) => void) | null;
   /** Most the entries may weigh together (Infinity without a weight bound). */
   readonly maxWeight: number;
 
   constructor(
     readonly capacity: number,
     bound?: LruWeightBound<V>,
+    /** Called with each entry evicted to keep within the bounds (never for `delete`, `clear` or a replaced key), once it is gone. */
+    onEvict?: (key: K, value: V) => void,
   ) {
     if (!Number.isInteger(capacity) || capacity < 1) throw new Error('LRU capacity must be a positive integer');
     if (bound && !(bound.max > 0)) throw new Error('LRU weight bound must be a positive number');
     this.weigh = bound?.of ?? null;
     this.maxWeight = bound?.max ?? Infinity;
+    this.onEvict = onEvict ?? null;
   }
 
   get size(): number {
@@ -71,8 +76,10 @@ export class LruCache<K, V> {
     while (this.entries.size > this.capacity || (this.total > this.maxWeight && this.entries.size > 1)) {
       const oldest = this.entries.keys().next();
       if (oldest.done) break;
+      const value = this.entries.get(oldest.value) as V;
       this.delete(oldest.value);
       this.evictions++;
+      this.onEvict?.(oldest.value, value);
     }
   }
 

@@ -11,8 +11,10 @@ import {
   UnreadableHeadersError,
   type CoreMessage,
   type CoreSubscription,
+  type DeadLetterInput,
 } from '@baton/eventstore';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
+import { edgeSenderOf, REFUSED_LETTER_CAP, RefusedLetterCap, type SuppressedRefusals } from './refused-letter-cap';
 
 /** JetStream's headers an agent may set through its edge: the message id; any other `Nats-…` is dropped. */
 function dropsHeader(name: string): boolean {
@@ -33,6 +35,9 @@ export const EDGE_QUEUE = 'ledger-edge';
 /** Dead-letter source of edge messages relayed nowhere (`<prefix>.dlq.ledger-edge`). */
 export const EDGE_DLQ_SOURCE = DlqSources.ledgerEdge;
 
+/** The most a summary letter is written after its sender's window ended (the sweep's period). */
+const SUMMARY_SWEEP_MAX_MS = 5_000;
+
 /**
  * The agent edge (`libs/contracts/src/edge.ts`): agents may publish nothing JetStream reads,
  * because JetStream answers on whatever reply subject a client sets, with the server's rights —
@@ -47,6 +52,12 @@ export const EDGE_DLQ_SOURCE = DlqSources.ledgerEdge;
  * shared subject, an inbox of one of its agents) is relayed nowhere and recorded as a dead letter
  * (`reply_not_allowed`), as is an edge subject that stands for nothing an agent may reach. Without
  * authentication anyone may publish anything, and only the subject is checked.
+ *
+ * Each sender (as the subject names it) writes at most its budget of such letters a minute
+ * ({@link RefusedLetterCap}, `LEDGER_EDGE_REFUSED_LETTERS_PER_MINUTE`); the refusals beyond it are
+ * counted and written as one `refusals_suppressed` letter when its minute ends, so a sender
+ * refused in a loop can neither push other letters out of the shared DLQ nor spend the ledger's
+ * time writing them. Messages relayed never meet the cap.
  */
 @Injectable()
 export class AgentEdgeRelay implements OnApplicationBootstrap, OnModuleDestroy {
@@ -54,8 +65,14 @@ export class AgentEdgeRelay implements OnApplicationBootstrap, OnModuleDestroy {
   private readonly inboxStream: string;
   private readonly checkReplies: boolean;
   private relayed = 0;
+  private sweeper: NodeJS.Timeout | null = null;
+  /** Letters being written: awaited on shutdown, so a summary is not lost to the connection's close. */
+  private readonly writing = new Set<Promise<void>>();
 
-  constructor(@Inject(RUNTIME) private readonly runtime: ServiceRuntime) {
+  constructor(
+    @Inject(RUNTIME) private readonly runtime: ServiceRuntime,
+    @Inject(REFUSED_LETTER_CAP) private readonly cap: RefusedLetterCap,
+  ) {
     this.inboxStream = batonStreamNames(runtime.config.BATON_PREFIX).inbox;
     this.checkReplies = runtime.config.NATS_CREDS !== undefined;
   }
@@ -68,17 +85,33 @@ export class AgentEdgeRelay implements OnApplicationBootstrap, OnModuleDestroy {
     });
     // The server knows the subscription before the service reports ready.
     await this.runtime.nats.connection.flush();
+    if (this.cap.active) {
+      // A quiet sender's summary is written once its window ends, not only at its next refusal.
+      const period = Math.max(100, Math.min(SUMMARY_SWEEP_MAX_MS, Math.ceil(this.cap.windowMs / 4)));
+      this.sweeper = setInterval(() => this.summarize(this.cap.sweep(Date.now())), period);
+      this.sweeper.unref();
+    }
   }
 
   async onModuleDestroy(): Promise<void> {
     const subscription = this.subscription;
     this.subscription = null;
     if (subscription && !subscription.isClosed()) await subscription.drain().catch(() => undefined);
+    if (this.sweeper !== null) clearInterval(this.sweeper);
+    this.sweeper = null;
+    // What was suppressed in windows still open is written now, not dropped with the process.
+    this.summarize(this.cap.drain());
+    await Promise.all([...this.writing]);
   }
 
   /** Messages relayed so far (health and tests). */
   relayedCount(): number {
     return this.relayed;
+  }
+
+  /** Refused messages not written as letters of their own (summed up in `refusals_suppressed` letters) so far. */
+  suppressedCount(): number {
+    return this.cap.suppressed;
   }
 
   private relay(msg: CoreMessage): void {
@@ -123,11 +156,27 @@ export class AgentEdgeRelay implements OnApplicationBootstrap, OnModuleDestroy {
   /**
    * Record a message relayed nowhere; the sender hears nothing (its publish or pull times out). One
    * letter per subject, body and reply subject (a second try with another reply is recorded too),
-   * keeping the first {@link REFUSED_LETTER_BYTES} bytes.
+   * keeping the first {@link REFUSED_LETTER_BYTES} bytes — while the sender's budget lasts; after
+   * that it is only counted, for its window's summary letter.
    */
   private refuse(msg: CoreMessage, reason: string, detail: string): void {
+    const sender = edgeSenderOf(this.runtime.config.BATON_PREFIX, msg.subject);
+    const verdict = this.cap.refuse(sender, reason, msg.subject, Date.now());
+    this.summarize(verdict.due);
+    if (!verdict.letter) {
+      // One line per window of suppression, not one per message: a flood must not flood the logs.
+      if (verdict.firstSuppressed)
+        this.runtime.logger.warn('edge refusals over budget: counted, not recorded one by one, until the window ends', {
+          sender,
+          subject: msg.subject,
+          reason,
+          letters_per_window: this.cap.perWindow,
+          window_ms: this.cap.windowMs,
+        });
+      return;
+    }
     this.runtime.logger.warn('edge message refused', { subject: msg.subject, reason, detail });
-    deadLetter(this.runtime.nats.js, {
+    this.record({
       prefix: this.runtime.config.BATON_PREFIX,
       source: EDGE_DLQ_SOURCE,
       reason,
@@ -141,6 +190,59 @@ export class AgentEdgeRelay implements OnApplicationBootstrap, OnModuleDestroy {
       consumer: this.runtime.instance,
       keepBytes: REFUSED_LETTER_BYTES,
       ...(msg.reply !== undefined ? { reply: msg.reply } : {}),
-    }).catch((error: unknown) => this.runtime.logger.error('cannot record a refused edge message', error instanceof Error ? error : { error: String(error) }));
+    });
+  }
+
+  /** Write one `refusals_suppressed` letter per summary: the refusals of a window that had no letter of their own. */
+  private summarize(summaries: SuppressedRefusals[]): void {
+    for (const s of summaries) {
+      const reasons = Object.entries(s.reasons)
+        .map(([reason, count]) => `${reason} ${count}`)
+        .join(', ');
+      const first = new Date(s.firstAt).toISOString();
+      const last = new Date(s.lastAt).toISOString();
+      this.runtime.logger.warn('edge refusals suppressed', {
+        sender: s.sender,
+        suppressed: s.count,
+        reasons: s.reasons,
+        first_subject: s.firstSubject,
+        last_subject: s.lastSubject,
+      });
+      const body = {
+        sender: s.sender,
+        suppressed: s.count,
+        reasons: s.reasons,
+        first_subject: s.firstSubject,
+        last_subject: s.lastSubject,
+        first_at: first,
+        last_at: last,
+        window_started_at: new Date(s.windowStart).toISOString(),
+        window_ms: this.cap.windowMs,
+        letters_per_window: this.cap.perWindow,
+      };
+      this.record({
+        prefix: this.runtime.config.BATON_PREFIX,
+        source: EDGE_DLQ_SOURCE,
+        reason: DeadLetterReason.refusalsSuppressed,
+        detail: `${s.count} refused edge messages of ${s.sender} from ${first} to ${last} had no letter of their own (its ${this.cap.perWindow} letters a window were spent): ${reasons}; first ${s.firstSubject}, last ${s.lastSubject}`,
+        subject: s.firstSubject,
+        headers: {},
+        data: new TextEncoder().encode(JSON.stringify(body)),
+        deliveries: 1,
+        stream: `core-${newUniqueId()}`,
+        seq: 0,
+        consumer: this.runtime.instance,
+        part: 'suppressed',
+      });
+    }
+  }
+
+  private record(letter: DeadLetterInput): void {
+    const written = deadLetter(this.runtime.nats.js, letter).then(
+      () => undefined,
+      (error: unknown) => this.runtime.logger.error('cannot record a refused edge message', error instanceof Error ? error : { error: String(error) }),
+    );
+    this.writing.add(written);
+    void written.finally(() => this.writing.delete(written));
   }
 }

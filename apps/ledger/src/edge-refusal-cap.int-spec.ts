@@ -1,0 +1,196 @@
+import { headers as natsHeaders } from 'nats';
+import { MsgIds, offerDurableName } from '@baton/contracts';
+import { batonStreamNames, DeadLetterReason, type NatsHandle } from '@baton/eventstore';
+import type { RunningService } from '@baton/platform';
+import { AgentEdgeRelay, EDGE_DLQ_SOURCE } from './edge/agent-edge';
+import { edgeSenderOf } from './edge/refused-letter-cap';
+import { bootLedger, connectTest, deadLetters, deleteStreams, DlqHeader, messagesOn, randomPrefix, type StoredMessage } from './int/support';
+
+// The agent edge writes each sender at most its budget of refused letters a window, and sums up
+// the rest in one `refusals_suppressed` letter when the window ends. Without authentication (the
+// test server's), the relay checks subjects and bodies only: the refusals here are no_handler,
+// schema_violation and msg_id_mismatch, each message with bytes or a subject of its own so that no
+// two are one letter by their ids.
+
+const BUDGET = 5;
+const WINDOW_MS = 3_000;
+const encoder = new TextEncoder();
+
+async function waitFor<T>(what: string, probe: () => Promise<T | null>, timeoutMs = 15_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== null) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+describe('agent edge: refused letters per sender are capped, and the rest summed up in one letter (real NATS)', () => {
+  const prefix = randomPrefix();
+  const inbox = batonStreamNames(prefix).inbox;
+  let nats: NatsHandle;
+  let ledger: RunningService;
+  let relay: AgentEdgeRelay;
+
+  /** The edge letters of one sender (by the subject each names), oldest first. */
+  async function lettersOf(sender: string): Promise<StoredMessage[]> {
+    const letters = await deadLetters(nats, prefix, EDGE_DLQ_SOURCE);
+    return letters.filter((l) => edgeSenderOf(prefix, l.header(DlqHeader.subject) ?? '') === sender);
+  }
+
+  /** Publish the `i`th refused message of `project`/`agent`: a call outside its durable, a pull in disguise, or a foreign message id, in turn. */
+  function publishRefused(project: string, agent: string, i: number): string {
+    const edge = `${prefix}.edge.${project}`;
+    if (i % 3 === 0) {
+      const subject = `${edge}.offers.${agent}.api.STREAM.DELETE.${inbox}`;
+      nats.connection.publish(subject, encoder.encode(JSON.stringify({ n: i })));
+      return subject;
+    }
+    if (i % 3 === 1) {
+      const subject = `${edge}.offers.${agent}.ack.${inbox}.${offerDurableName(project, agent)}.1.${i}.1.1.0`;
+      nats.connection.publish(subject, encoder.encode('+NXT'));
+      return subject;
+    }
+    const subject = `${edge}.result.${agent}`;
+    const hdrs = natsHeaders();
+    hdrs.set('Nats-Msg-Id', MsgIds.result('someone-else', 'run-1', `r-${i}`));
+    nats.connection.publish(subject, encoder.encode(JSON.stringify({ i })), { headers: hdrs });
+    return subject;
+  }
+
+  /** Publish a result the relay passes on (its own project's id). */
+  function publishGood(project: string, agent: string, id: string): void {
+    const hdrs = natsHeaders();
+    hdrs.set('Nats-Msg-Id', MsgIds.result(project, 'run-1', id));
+    nats.connection.publish(`${prefix}.edge.${project}.result.${agent}`, encoder.encode(JSON.stringify({ id })), { headers: hdrs });
+  }
+
+  /** Wait until the relay has passed on `count` messages in all: everything published before them was handled (one subscription, in order). */
+  async function relayedReach(count: number): Promise<void> {
+    await nats.connection.flush();
+    await waitFor(`${count} messages relayed`, async () => (relay.relayedCount() >= count ? true : null));
+  }
+
+  beforeAll(async () => {
+    nats = await connectTest('ledger-edge-cap-int');
+    ledger = await bootLedger(prefix, 'ledger-edge-cap', { LEDGER_EDGE_REFUSED_LETTERS_PER_MINUTE: String(BUDGET) }, { edgeRefusalWindowMs: WINDOW_MS });
+    relay = ledger.app.get(AgentEdgeRelay);
+  });
+
+  afterAll(async () => {
+    await ledger?.stop();
+    if (nats) {
+      await deleteStreams(nats, prefix);
+      await nats.close();
+    }
+  });
+
+  it('a burst of refused messages beyond the budget writes exactly the budget of letters, then one summary with the count, the reasons and the first and last subjects', async () => {
+    const N = 60;
+    const suppressedBefore = relay.suppressedCount();
+    const subjects: string[] = [];
+    for (let i = 0; i < N; i++) subjects.push(publishRefused('acme', 'flood', i));
+    publishGood('acme', 'flood', 'after-burst');
+    await relayedReach(relay.relayedCount() + 1);
+    expect(relay.suppressedCount() - suppressedBefore).toBe(N - BUDGET);
+
+    const summary = await waitFor('the summary letter', async () => {
+      const letters = await lettersOf('acme/flood');
+      return letters.find((l) => l.header(DlqHeader.reason) === DeadLetterReason.refusalsSuppressed) ?? null;
+    });
+    const letters = await lettersOf('acme/flood');
+    expect(letters).toHaveLength(BUDGET + 1);
+    const own = letters.filter((l) => l.header(DlqHeader.reason) !== DeadLetterReason.refusalsSuppressed);
+    expect(own.map((l) => l.header(DlqHeader.subject))).toEqual(subjects.slice(0, BUDGET));
+    expect(own.map((l) => l.header(DlqHeader.reason))).toEqual(['no_handler', 'schema_violation', 'msg_id_mismatch', 'no_handler', 'schema_violation']);
+
+    // The 55 suppressed are i = 5…59: i % 3 gives 18 no_handler, 18 schema_violation, 19 msg_id_mismatch.
+    expect(summary.json()).toMatchObject({
+      sender: 'acme/flood',
+      suppressed: N - BUDGET,
+      reasons: { no_handler: 18, schema_violation: 18, msg_id_mismatch: 19 },
+      first_subject: subjects[BUDGET],
+      last_subject: subjects[N - 1],
+      letters_per_window: BUDGET,
+      window_ms: WINDOW_MS,
+    });
+    expect(summary.header(DlqHeader.source)).toBe(EDGE_DLQ_SOURCE);
+    expect(summary.header(DlqHeader.subject)).toBe(subjects[BUDGET]);
+    expect(summary.header(DlqHeader.detail)).toContain(`${N - BUDGET} refused edge messages of acme/flood`);
+    expect(summary.header(DlqHeader.detail)).toContain('no_handler 18');
+
+    // The window is over: the sender's next refusal is written as a letter of its own again.
+    const again = publishRefused('acme', 'flood', N);
+    publishGood('acme', 'flood', 'after-window');
+    await relayedReach(relay.relayedCount() + 1);
+    const after = await waitFor('the next window letter', async () => {
+      const found = await lettersOf('acme/flood');
+      return found.length === BUDGET + 2 ? found : null;
+    });
+    expect(after[after.length - 1]!.header(DlqHeader.subject)).toBe(again);
+  });
+
+  it("a second sender is unaffected: another agent's budget, and a project's shared subjects, are their own", async () => {
+    const sent = { other: [] as string[], shared: [] as string[] };
+    for (let i = 0; i < 40; i++) {
+      publishRefused('acme', 'flood2', i);
+      if (i < BUDGET) sent.other.push(publishRefused('acme', 'other', i));
+      if (i < BUDGET) {
+        // A start on the project's shared subject under a foreign id: the sender is the project.
+        const hdrs = natsHeaders();
+        hdrs.set('Nats-Msg-Id', MsgIds.start('someone-else', `run-${i}`));
+        const subject = `${prefix}.edge.acme.start`;
+        nats.connection.publish(subject, encoder.encode(JSON.stringify({ i })), { headers: hdrs });
+        sent.shared.push(subject);
+      }
+    }
+    publishGood('acme', 'other', 'after-flood2');
+    await relayedReach(relay.relayedCount() + 1);
+
+    const other = await waitFor(`${BUDGET} letters of acme/other`, async () => {
+      const found = await lettersOf('acme/other');
+      return found.length >= BUDGET ? found : null;
+    });
+    expect(other.map((l) => [l.header(DlqHeader.subject), l.header(DlqHeader.reason)])).toEqual(
+      sent.other.map((subject, i) => [subject, ['no_handler', 'schema_violation', 'msg_id_mismatch'][i % 3]]),
+    );
+    const shared = await waitFor(`${BUDGET} letters of project acme`, async () => {
+      const found = await lettersOf('acme');
+      return found.length >= BUDGET ? found : null;
+    });
+    expect(shared.map((l) => l.header(DlqHeader.reason))).toEqual(Array(BUDGET).fill('msg_id_mismatch'));
+    // The flooding sender is capped meanwhile: its budget, and (once its window ends) one summary.
+    const flood = await waitFor('the summary of acme/flood2', async () => {
+      const found = await lettersOf('acme/flood2');
+      return found.some((l) => l.header(DlqHeader.reason) === DeadLetterReason.refusalsSuppressed) ? found : null;
+    });
+    expect(flood).toHaveLength(BUDGET + 1);
+    // Nothing more came for the others: no summary, their budget was enough.
+    expect(await lettersOf('acme/other')).toHaveLength(BUDGET);
+    expect(await lettersOf('acme')).toHaveLength(BUDGET);
+  });
+
+  it('good messages are relayed during the flood, from the flooding sender and others', async () => {
+    const relayedBefore = relay.relayedCount();
+    const suppressedBefore = relay.suppressedCount();
+    const good: string[] = [];
+    for (let i = 0; i < 200; i++) {
+      publishRefused('acme', 'flood3', i);
+      if (i % 10 === 0) {
+        publishGood('acme', 'flood3', `own-${i}`);
+        publishGood('globex', 'bystander', `by-${i}`);
+        good.push(`own-${i}`, `by-${i}`);
+      }
+    }
+    await relayedReach(relayedBefore + good.length);
+    expect(relay.relayedCount() - relayedBefore).toBe(good.length);
+    expect(relay.suppressedCount() - suppressedBefore).toBe(200 - BUDGET);
+
+    const ids = (stored: StoredMessage[]) => stored.map((m) => (m.json() as { id: string }).id);
+    const own = await messagesOn(nats, inbox, `${prefix}.in.acme.result.flood3`);
+    const bystander = await messagesOn(nats, inbox, `${prefix}.in.globex.result.bystander`);
+    expect(ids(own)).toEqual(good.filter((id) => id.startsWith('own-')));
+    expect(ids(bystander)).toEqual(good.filter((id) => id.startsWith('by-')));
+  });
+});
