@@ -188,6 +188,23 @@ describe('watchdog: lease expiry → requeue', () => {
 });
 
 describe('watchdog: retry cap with no lead anywhere → stop the run', () => {
+  it('with the defaults (max_retries 3, WATCHDOG_CIRCUIT_FAILURES 3) a run step that lapses again and again reaches its cap and is escalated: its lapses count once against the circuit, which stops nothing first', async () => {
+    await h.startWatchdog('wd-a');
+    const { id } = await createAndClaim({ maxRetries: 3, workflowRunId: 'run-cap' });
+    // Three lapses requeue it (retry_count 1, 2, 3); bob claims it again each time.
+    for (let lapse = 1; lapse <= 3; lapse++) {
+      const state = await pendingAgain(id);
+      expect(state.retry.retry_count).toBe(lapse);
+      expect(await client.claim(PROJECT, { handoff_id: id, lease_ms: LEASE_MS, idempotency_key: `claim-${id}-${lapse}` })).toMatchObject({ ok: true });
+    }
+    // The fourth lapse is past the cap: escalated; with no lead the run is stopped guard_failed.
+    const stops = await stopRequestsSoon(h, 'the escalation stop', { timeoutMs: 8000 });
+    await sleep(500);
+    expect((await stopRequests(h)).map((s) => [s.workflow_run_id, s.why])).toEqual([['run-cap', 'guard_failed']]);
+    expect(stops[0]).toMatchObject({ cause: { kind: 'handoff_escalated', handoff_id: id } });
+    expect(await h.state(id)).toMatchObject({ status: 'failed', terminal_reason: expect.stringContaining('retry cap 3 reached (lease_expired)') });
+  }, 30_000);
+
   it('handoff.escalated with stop_why asks the router to stop the run of that handoff, once; a handoff with no run is left', async () => {
     await h.startWatchdog('wd-a');
     await h.startWatchdog('wd-b');

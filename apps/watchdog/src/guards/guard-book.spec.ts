@@ -92,6 +92,24 @@ describe('GuardBook: a failure is the claimer`s, never the addressee`s', () => {
     expect(book.circuitOf('acme', 'rev')).toBeUndefined();
   });
 
+  it('a run`s step handoff that lapses again and again is one failure; its escalation at the cap adds none; failures of other handoffs add up', () => {
+    const book = new GuardBook({ ...DefaultGuardConfig, circuitFailures: 3 });
+    created(book, 'h-1');
+    for (const n of [1, 2, 3, 4]) {
+      book.applyFact({ kind: 'handoff_claimed', project: 'acme', handoff: 'h-1', agent: 'rev', claim_id: `c-${n}` });
+      expect(book.applyFact({ kind: 'handoff_failed', event_id: `e-${n}`, project: 'acme', handoff: 'h-1', cause: 'lease_expired', at })).toEqual([]);
+    }
+    book.applyFact({ kind: 'handoff_claimed', project: 'acme', handoff: 'h-1', agent: 'rev', claim_id: 'c-5' });
+    expect(book.applyFact({ kind: 'handoff_failed', event_id: 'e-5', project: 'acme', handoff: 'h-1', cause: 'escalated', at })).toEqual([]);
+    expect(book.circuitOf('acme', 'rev')).toMatchObject({ status: 'closed', failures: 1 });
+    for (const h of ['h-2', 'h-3']) {
+      created(book, h);
+      book.applyFact({ kind: 'handoff_claimed', project: 'acme', handoff: h, agent: 'rev', claim_id: 'c-1' });
+      book.applyFact({ kind: 'handoff_failed', event_id: `e-${h}`, project: 'acme', handoff: h, cause: 'failed', at });
+    }
+    expect(book.circuitOf('acme', 'rev')).toMatchObject({ status: 'open', failures: 3 });
+  });
+
   it('a lapse frees the claim: a later failure while the handoff waits pending is nobody`s; one while claimed again is the new claimer`s', () => {
     const book = new GuardBook(config);
     created(book, 'h-1');
@@ -187,8 +205,11 @@ describe('GuardBook: a late result under a claim already counted is not a second
     book.applyFact(refused(2, { handoff: 'h-2', claim: 'c-2' }));
     expect(book.circuitOf('acme', 'slow')).toMatchObject({ status: 'closed', failures: 2 });
 
-    // A refused result under a claim that never ended in a counted failure (a made-up one), or naming none, is a failure.
-    const stops = book.applyFact(refused(3, { handoff: 'h-2', claim: 'c-made-up' }));
+    // A refused result under a claim never counted (a made-up one) is a failure — once per handoff
+    // in a streak: on h-2, already counted, it adds nothing; on another handoff it is the third.
+    expect(book.applyFact(refused(3, { handoff: 'h-2', claim: 'c-made-up' }))).toEqual([]);
+    expect(book.circuitOf('acme', 'slow')).toMatchObject({ status: 'closed', failures: 2 });
+    const stops = book.applyFact(refused(4, { handoff: 'h-3', claim: 'c-made-up' }));
     expect(book.circuitOf('acme', 'slow')).toMatchObject({ status: 'open', failures: 3 });
     expect(stops).toEqual([expect.objectContaining({ guard: 'circuit', agent: 'slow', workflow_run_id: 'wr-1' })]);
   });

@@ -31,6 +31,13 @@ interface HandoffInfo {
   run?: HandoffRunRef;
   /** A returnable child: its run handles its failure (ON_FAILURE), so a circuit it opens stops no run. */
   returnable?: true;
+  /** A completion handback: no retry cap (its lapses only requeue it), so each of its failures counts. */
+  review?: true;
+}
+
+/** The circuit input's `capped_handoff`: the handoff, unless it is a review (which has no retry cap). */
+function cappedHandoff(key: string, info: HandoffInfo | undefined): { capped_handoff?: string } {
+  return info?.review ? {} : { capped_handoff: key };
 }
 
 /** The run fields of a circuit input for a handoff's outcome (none when the handoff names no run). */
@@ -102,12 +109,16 @@ export class GuardBook {
           run: fact.run,
           cause: 'result_rejected',
           at: fact.at,
+          ...(fact.named !== undefined
+            ? cappedHandoff(`${fact.project}/${fact.named.handoff}`, this.handoffs.get(`${fact.project}/${fact.named.handoff}`))
+            : {}),
         });
       case 'handoff_created': {
         const info: HandoffInfo = {};
         if (fact.to_agent !== undefined) info.agent = fact.to_agent;
         if (fact.run !== undefined) info.run = { project: fact.run_project ?? fact.project, workflow_run_id: fact.run };
         if (fact.returnable) info.returnable = true;
+        if (fact.review) info.review = true;
         this.handoffs.set(`${fact.project}/${fact.handoff}`, info);
         return [];
       }
@@ -150,6 +161,7 @@ export class GuardBook {
           at: fact.at,
           // A returnable child's run goes on by its ON_FAILURE: the circuit holds the next dispatches, not this run.
           ...(info?.returnable ? {} : runOf(info)),
+          ...cappedHandoff(key, info),
         });
       }
       default: {

@@ -3,7 +3,11 @@ import type { GuardConfig, GuardStop } from './facts';
 /*
  * A circuit per agent (per project): it opens after `circuitFailures` CONSECUTIVE failures of the
  * agent (a handoff of the agent ending failed / escalated / past its deadline, a lease the agent
- * let expire, a result of the agent the router rejected). While open, every dispatch to the agent
+ * let expire, a result of the agent the router rejected) on as many handoffs: a handoff with a
+ * retry cap that fails again counts once in a streak, because its own cap governs it — it is
+ * requeued, then escalated to the lead (a CONSULT) at the cap, and a circuit opened by its
+ * lapses alone would stop the run first and leave that escalation unreachable. (A review has no
+ * cap — its lapses only requeue it —, so each of its failures counts.) While open, every dispatch to the agent
  * (`run.routed` to it) stops that run with why `circuit_open`. After `circuitCooldownMs` (measured
  * on event times, so every watchdog decides alike) ONE dispatch goes through as a probe
  * (half-open): its success closes the circuit, its failure opens it again; a probe that comes to
@@ -11,7 +15,8 @@ import type { GuardConfig, GuardStop } from './facts';
  */
 
 export type CircuitState =
-  | { status: 'closed'; failures: number }
+  /** `handoffs`: the capped handoffs whose failures the streak counted (at most `circuitFailures` − 1). */
+  | { status: 'closed'; failures: number; handoffs?: string[] }
   | { status: 'open'; failures: number; opened_at: string }
   | { status: 'half_open'; failures: number; probe_run: string; probe_since: string };
 
@@ -22,7 +27,18 @@ export type CircuitState =
  * A dispatch (`run.routed`) is always in its run's project.
  */
 export type CircuitInput =
-  | { kind: 'failure'; event_id: string; project: string; agent: string; run?: string; run_project?: string; cause: string; at: string }
+  | {
+      kind: 'failure';
+      event_id: string;
+      project: string;
+      agent: string;
+      run?: string;
+      run_project?: string;
+      cause: string;
+      at: string;
+      /** The failing handoff when it has a retry cap (`<project>/<handoff id>`): counted once in a streak. */
+      capped_handoff?: string;
+    }
   | { kind: 'success'; project: string; agent: string; run?: string; run_project?: string }
   | { kind: 'dispatch'; event_id: string; project: string; agent: string; run: string; at: string };
 
@@ -59,10 +75,16 @@ export function stepCircuit(current: CircuitState | undefined, input: CircuitInp
     case 'success':
       return { state: { status: 'closed', failures: 0 }, stops: [] };
     case 'failure': {
+      const handoff = input.capped_handoff;
+      if (state.status === 'closed' && handoff !== undefined && state.handoffs?.includes(handoff)) return { state, stops: [] };
       const failures = state.failures + 1;
       const reopens = state.status === 'half_open';
       if (state.status === 'open') return { state: { ...state, failures }, stops: [] };
-      if (!reopens && failures < config.circuitFailures) return { state: { status: 'closed', failures }, stops: [] };
+      if (!reopens && failures < config.circuitFailures) {
+        const counted = state.status === 'closed' ? (state.handoffs ?? []) : [];
+        const handoffs = handoff !== undefined ? [...counted, handoff] : counted;
+        return { state: { status: 'closed', failures, ...(handoffs.length > 0 ? { handoffs } : {}) }, stops: [] };
+      }
       const detail = reopens
         ? `circuit of ${input.agent} re-opened: the probe failed (${input.cause})`
         : `circuit of ${input.agent} opened after ${failures} consecutive failures (last: ${input.cause})`;

@@ -158,6 +158,20 @@ describe('loop guard: circuit per agent (why circuit_open)', () => {
     expect(step.stops).toEqual([expect.objectContaining({ guard: 'circuit', why: 'circuit_open', workflow_run_id: 'r9', agent: 'x' })]);
   });
 
+  it('a handoff with a retry cap that fails again counts once in a streak: its cap escalates it, the circuit opens on failures of as many handoffs', () => {
+    const of = (handoff: string, s: number): CircuitInput => ({ ...failure('x', s), capped_handoff: `p/${handoff}` }) as CircuitInput;
+    // Four lapses of one step handoff (its cap, 3, escalates at the fourth): one failure.
+    const again = givenCircuit([of('h1', 1), of('h1', 2), of('h1', 3)]).when(of('h1', 4));
+    expect(again.state).toEqual({ status: 'closed', failures: 1, handoffs: ['p/h1'] });
+    expect(again.stops).toEqual([]);
+    // Failures of three handoffs in a row open it; one without a handoff counts too.
+    expect(givenCircuit([of('h1', 1), of('h1', 2), of('h2', 3)]).when(of('h3', 4)).state.status).toBe('open');
+    expect(givenCircuit([of('h1', 1), failure('x', 2)]).when(of('h1', 3)).state).toEqual({ status: 'closed', failures: 2, handoffs: ['p/h1'] });
+    // A success ends the streak: the same handoff failing after it counts again.
+    const after = givenCircuit([of('h1', 1), { kind: 'success', project: 'p', agent: 'x' }]).when(of('h1', 2));
+    expect(after.state).toEqual({ status: 'closed', failures: 1, handoffs: ['p/h1'] });
+  });
+
   it('a success in between resets the count: failures must be consecutive', () => {
     const step = givenCircuit([failure('x', 1), failure('x', 2), { kind: 'success', project: 'p', agent: 'x' }]).when(failure('x', 3));
     expect(step.state).toEqual({ status: 'closed', failures: 1 });
