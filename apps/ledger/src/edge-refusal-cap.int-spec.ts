@@ -72,6 +72,12 @@ describe('agent edge: refused letters per sender are capped, and the rest summed
     await waitFor(`${count} messages relayed`, async () => (relay.relayedCount() >= count ? true : null));
   }
 
+  /** A counter's value summed over the series whose labels match `labels` (the ledger's /metrics). */
+  async function counted(metric: 'edgeMessages' | 'deadLetters', labels: Record<string, string>): Promise<number> {
+    const { values } = await ledger.metrics[metric].get();
+    return values.filter((v) => Object.entries(labels).every(([k, want]) => v.labels[k] === want)).reduce((sum, v) => sum + v.value, 0);
+  }
+
   beforeAll(async () => {
     nats = await connectTest('ledger-edge-cap-int');
     ledger = await bootLedger(prefix, 'ledger-edge-cap', { LEDGER_EDGE_REFUSED_LETTERS_PER_MINUTE: String(BUDGET) }, { edgeRefusalWindowMs: WINDOW_MS });
@@ -89,6 +95,7 @@ describe('agent edge: refused letters per sender are capped, and the rest summed
   it('a burst of refused messages beyond the budget writes exactly the budget of letters, then one summary with the count, the reasons and the first and last subjects', async () => {
     const N = 60;
     const suppressedBefore = relay.suppressedCount();
+    const lettersBefore = await counted('deadLetters', { source: EDGE_DLQ_SOURCE });
     const subjects: string[] = [];
     for (let i = 0; i < N; i++) subjects.push(publishRefused('acme', 'flood', i));
     publishGood('acme', 'flood', 'after-burst');
@@ -119,6 +126,11 @@ describe('agent edge: refused letters per sender are capped, and the rest summed
     expect(summary.header(DlqHeader.subject)).toBe(subjects[BUDGET]);
     expect(summary.header(DlqHeader.detail)).toContain(`${N - BUDGET} refused edge messages of acme/flood`);
     expect(summary.header(DlqHeader.detail)).toContain('no_handler 18');
+    // baton_dead_letters_total counts the letters written: the budget and the summary.
+    await waitFor('the letters counted', async () =>
+      (await counted('deadLetters', { source: EDGE_DLQ_SOURCE })) - lettersBefore === BUDGET + 1 ? true : null,
+    );
+    expect(await counted('deadLetters', { source: EDGE_DLQ_SOURCE, reason: DeadLetterReason.refusalsSuppressed })).toBeGreaterThanOrEqual(1);
 
     // The window is over: the sender's next refusal is written as a letter of its own again.
     const again = publishRefused('acme', 'flood', N);
@@ -174,6 +186,11 @@ describe('agent edge: refused letters per sender are capped, and the rest summed
   it('good messages are relayed during the flood, from the flooding sender and others', async () => {
     const relayedBefore = relay.relayedCount();
     const suppressedBefore = relay.suppressedCount();
+    const metricBefore = {
+      relayed: await counted('edgeMessages', { route: 'input', outcome: 'relayed' }),
+      suppressed: await counted('edgeMessages', { outcome: 'suppressed' }),
+      refused: await counted('edgeMessages', { outcome: 'refused' }),
+    };
     const good: string[] = [];
     for (let i = 0; i < 200; i++) {
       publishRefused('acme', 'flood3', i);
@@ -186,6 +203,11 @@ describe('agent edge: refused letters per sender are capped, and the rest summed
     await relayedReach(relayedBefore + good.length);
     expect(relay.relayedCount() - relayedBefore).toBe(good.length);
     expect(relay.suppressedCount() - suppressedBefore).toBe(200 - BUDGET);
+    // The same counts on /metrics (baton_edge_messages_total by route and outcome).
+    expect((await counted('edgeMessages', { route: 'input', outcome: 'relayed' })) - metricBefore.relayed).toBe(good.length);
+    expect((await counted('edgeMessages', { outcome: 'suppressed' })) - metricBefore.suppressed).toBe(200 - BUDGET);
+    expect((await counted('edgeMessages', { outcome: 'refused' })) - metricBefore.refused).toBe(BUDGET);
+    expect(await counted('edgeMessages', { route: 'none', outcome: 'refused' })).toBeGreaterThan(0);
 
     const ids = (stored: StoredMessage[]) => stored.map((m) => (m.json() as { id: string }).id);
     const own = await messagesOn(nats, inbox, `${prefix}.in.acme.result.flood3`);

@@ -1,5 +1,5 @@
-import { Inject, Injectable, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
-import { edgeBodyRefusal, foreignMsgId, mayRelayReply, parseEdgeSubject, Subjects } from '@baton/contracts';
+import { Inject, Injectable, Optional, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
+import { edgeBodyRefusal, foreignMsgId, mayRelayReply, parseEdgeSubject, Subjects, type EdgeRoute } from '@baton/contracts';
 import {
   batonStreamNames,
   DeadLetterReason,
@@ -13,7 +13,7 @@ import {
   type CoreSubscription,
   type DeadLetterInput,
 } from '@baton/eventstore';
-import { RUNTIME, type ServiceRuntime } from '@baton/platform';
+import { METRICS, RUNTIME, type BatonMetrics, type ServiceRuntime } from '@baton/platform';
 import { edgeSenderOf, REFUSED_LETTER_CAP, RefusedLetterCap, type SuppressedRefusals } from './refused-letter-cap';
 
 /** JetStream's headers an agent may set through its edge: the message id; any other `Nats-…` is dropped. */
@@ -69,12 +69,21 @@ export class AgentEdgeRelay implements OnApplicationBootstrap, OnModuleDestroy {
   /** Letters being written: awaited on shutdown, so a summary is not lost to the connection's close. */
   private readonly writing = new Set<Promise<void>>();
 
+  /** `baton_edge_messages_total` of each route relayed (bound once: the relay is on every agent message's path). */
+  private readonly relayedMetric: Record<EdgeRoute['kind'], { inc(): void }> | null;
+
   constructor(
     @Inject(RUNTIME) private readonly runtime: ServiceRuntime,
     @Inject(REFUSED_LETTER_CAP) private readonly cap: RefusedLetterCap,
+    @Optional() @Inject(METRICS) private readonly metrics: BatonMetrics | null = null,
   ) {
     this.inboxStream = batonStreamNames(runtime.config.BATON_PREFIX).inbox;
     this.checkReplies = runtime.config.NATS_CREDS !== undefined;
+    const relayed = (route: EdgeRoute['kind']) => metrics?.edgeMessages.labels(route, 'relayed');
+    const input = relayed('input');
+    const api = relayed('api');
+    const ack = relayed('ack');
+    this.relayedMetric = input && api && ack ? { input, api, ack } : null;
   }
 
   async onApplicationBootstrap(): Promise<void> {
@@ -118,12 +127,12 @@ export class AgentEdgeRelay implements OnApplicationBootstrap, OnModuleDestroy {
     const prefix = this.runtime.config.BATON_PREFIX;
     const route = parseEdgeSubject(prefix, msg.subject, this.inboxStream);
     if ('refused' in route) {
-      this.refuse(msg, DeadLetterReason.noHandler, route.refused);
+      this.refuse(msg, 'none', DeadLetterReason.noHandler, route.refused);
       return;
     }
     if (this.checkReplies && msg.reply !== undefined && !mayRelayReply(prefix, route, msg.reply)) {
       const sender = route.agent !== null ? `agent ${route.project}/${route.agent}` : `an agent of project ${route.project}`;
-      this.refuse(msg, DeadLetterReason.replyNotAllowed, `reply subject ${msg.reply} is not under the inbox of ${sender}`);
+      this.refuse(msg, route.kind, DeadLetterReason.replyNotAllowed, `reply subject ${msg.reply} is not under the inbox of ${sender}`);
       return;
     }
     // JetStream's own headers other than the message id are not the agent's to set: an expectation
@@ -131,7 +140,7 @@ export class AgentEdgeRelay implements OnApplicationBootstrap, OnModuleDestroy {
     // message ids — and the rest change how the stream stores it.
     const badBody = edgeBodyRefusal(route, msg.data);
     if (badBody !== null) {
-      this.refuse(msg, DeadLetterReason.schemaViolation, badBody);
+      this.refuse(msg, route.kind, DeadLetterReason.schemaViolation, badBody);
       return;
     }
     // The stream's duplicate window would hold a message id naming another project or kind as taken
@@ -139,7 +148,7 @@ export class AgentEdgeRelay implements OnApplicationBootstrap, OnModuleDestroy {
     if (route.kind === 'input') {
       const foreign = foreignMsgId(prefix, route.target, headerValue(msg.headers, 'Nats-Msg-Id'));
       if (foreign !== null) {
-        this.refuse(msg, DeadLetterReason.msgIdMismatch, foreign);
+        this.refuse(msg, route.kind, DeadLetterReason.msgIdMismatch, foreign);
         return;
       }
     }
@@ -147,10 +156,11 @@ export class AgentEdgeRelay implements OnApplicationBootstrap, OnModuleDestroy {
       msg.relay(route.target, msg.reply, dropsHeader);
     } catch (error) {
       if (!(error instanceof UnreadableHeadersError)) throw error;
-      this.refuse(msg, DeadLetterReason.schemaViolation, `headers NATS cannot carry on: ${error.message}`);
+      this.refuse(msg, route.kind, DeadLetterReason.schemaViolation, `headers NATS cannot carry on: ${error.message}`);
       return;
     }
     this.relayed++;
+    this.relayedMetric?.[route.kind].inc();
   }
 
   /**
@@ -159,10 +169,11 @@ export class AgentEdgeRelay implements OnApplicationBootstrap, OnModuleDestroy {
    * keeping the first {@link REFUSED_LETTER_BYTES} bytes — while the sender's budget lasts; after
    * that it is only counted, for its window's summary letter.
    */
-  private refuse(msg: CoreMessage, reason: string, detail: string): void {
+  private refuse(msg: CoreMessage, route: EdgeRoute['kind'] | 'none', reason: string, detail: string): void {
     const sender = edgeSenderOf(this.runtime.config.BATON_PREFIX, msg.subject);
     const verdict = this.cap.refuse(sender, reason, msg.subject, Date.now());
     this.summarize(verdict.due);
+    this.metrics?.edgeMessages.inc({ route, outcome: verdict.letter ? 'refused' : 'suppressed' });
     if (!verdict.letter) {
       // One line per window of suppression, not one per message: a flood must not flood the logs.
       if (verdict.firstSuppressed)
@@ -238,6 +249,7 @@ export class AgentEdgeRelay implements OnApplicationBootstrap, OnModuleDestroy {
   }
 
   private record(letter: DeadLetterInput): void {
+    // baton_dead_letters_total counts it: the instrumented handle counts every publish on `<prefix>.dlq.>`.
     const written = deadLetter(this.runtime.nats.js, letter).then(
       () => undefined,
       (error: unknown) => this.runtime.logger.error('cannot record a refused edge message', error instanceof Error ? error : { error: String(error) }),

@@ -31,6 +31,7 @@ export const MetricName = {
   openHandoffs: 'baton_open_handoffs',
   inboxOpenItems: 'baton_inbox_open_items',
   httpDuration: 'baton_http_request_duration_seconds',
+  edgeMessages: 'baton_edge_messages_total',
 } as const;
 
 /** Outcome label values of `baton_events_handled_total` (the runner's outcome kinds). */
@@ -56,6 +57,7 @@ export class BatonMetrics {
   readonly consumerWaiting: Gauge<'stream' | 'consumer'>;
   readonly deadLetters: Counter<'source' | 'reason'>;
   readonly commandsResumed: Counter<'outcome'>;
+  readonly edgeMessages: Counter<'route' | 'outcome'>;
   /** What the event store's fold cache reports when scraped (see {@link watchFoldCache}). */
   private foldCache: (() => FoldCacheStats) | null = null;
   readonly httpDuration: Histogram<'method' | 'route' | 'status_code'>;
@@ -97,6 +99,12 @@ export class BatonMetrics {
       name: MetricName.commandsResumed,
       help: 'Commands found with their first events already stored (a retry), by outcome: already_complete, completed (a crash had cut it short), refused or diverged (left incomplete: alert on these).',
       labelNames: ['outcome'],
+      registers,
+    });
+    this.edgeMessages = new Counter({
+      name: MetricName.edgeMessages,
+      help: "Agent edge messages the ledger's relay handled, by route (input, api, ack; none when the subject stands for nothing) and outcome (relayed; refused, recorded as a dead letter; suppressed, counted in its sender's refusals_suppressed letter).",
+      labelNames: ['route', 'outcome'],
       registers,
     });
     const foldCacheNow = () => this.foldCache?.() ?? null;
