@@ -75,7 +75,9 @@ describe('agent edge: refused letters per sender are capped, and the rest summed
   /** A counter's value summed over the series whose labels match `labels` (the ledger's /metrics). */
   async function counted(metric: 'edgeMessages' | 'deadLetters', labels: Record<string, string>): Promise<number> {
     const { values } = await ledger.metrics[metric].get();
-    return values.filter((v) => Object.entries(labels).every(([k, want]) => v.labels[k] === want)).reduce((sum, v) => sum + v.value, 0);
+    return values
+      .filter((v) => Object.entries(labels).every(([k, want]) => (v.labels as Record<string, string | number | undefined>)[k] === want))
+      .reduce((sum, v) => sum + v.value, 0);
   }
 
   beforeAll(async () => {
