@@ -76,6 +76,8 @@ function validBody(command: LedgerCommandName, key: string): Record<string, unkn
       return { ...h, result_id: 'r-1', agent: 'mallory' };
     case 'expire_deadline':
       return h;
+    case 'give_up_offer':
+      return { ...h, deliveries: 5, reason: 'the handler kept failing' };
     case 'pause':
       return { reason: 'forged', idempotency_key: key };
     case 'resume':
@@ -104,6 +106,7 @@ const COMMANDS: LedgerCommandName[] = [
   'requeue_expired',
   'complete_from_result',
   'expire_deadline',
+  'give_up_offer',
   'pause',
   'resume',
   'open_offers',

@@ -21,6 +21,9 @@ export const LedgerIds = {
   handbackId: (handoffId: string, idempotencyKey: string) => `hb-${digest('handback', handoffId, idempotencyKey)}`,
   /** The consult handoff an escalation on expiry of `claimId` would create. */
   escalationId: (handoffId: string, claimId: string) => `esc-${digest('escalation', handoffId, claimId)}`,
+  /** The consult handoff an escalation would create when `agent`'s give-up of an offer (key `idempotencyKey`) passes the retry cap. */
+  giveUpEscalationId: (handoffId: string, agent: string, idempotencyKey: string) =>
+    `esc-${digest('escalation', handoffId, 'give_up_offer', agent, idempotencyKey)}`,
   /**
    * The command id for the events of one request (event ids are `<commandId>:<index>`): a digest
    * of the project, the aggregate (kind `handoff` and its id), the command, its idempotency key and

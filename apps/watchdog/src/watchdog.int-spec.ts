@@ -275,6 +275,45 @@ describe('watchdog: retry cap with no lead anywhere → stop the run', () => {
     expect((await h.state(handoff.id)).status).toBe('failed');
   });
 
+  it('an offer its agent gave up on before any claim, past the retry cap with nobody to escalate to: the handoff`s run is stopped guard_failed naming it — a person sees it in the inbox instead of a run waiting on a handoff offered to nobody', async () => {
+    await h.startWatchdog('wd-a');
+    const id = `h-${++n}`;
+    const created = await client.create(
+      PROJECT,
+      {
+        handoff_id: id,
+        from_agent: 'alice',
+        to_agent: 'bob',
+        summary: 'write the parser',
+        max_retries: 0,
+        workflow_run_id: 'run-gave-up',
+        idempotency_key: `create-${id}`,
+      },
+      { as: alice },
+    );
+    if (!created.ok) throw new Error(`create refused: ${JSON.stringify(created.error)}`);
+    const gaveUp = await client.giveUpOffer(PROJECT, {
+      handoff_id: id,
+      offered_version: created.handoff.version,
+      deliveries: 5,
+      reason: 'onOffer failed 5 times: model endpoint down',
+      idempotency_key: `give_up:${id}:1`,
+    });
+    expect(gaveUp).toMatchObject({ ok: true, handoff: { status: 'failed', offer_given_up: { by: 'bob' } } });
+    const requests = await stopRequestsSoon(h, 'a stop request', { timeoutMs: 8000 });
+    const escalated = (await h.events(id)).find((e) => e.type === 'handoff.escalated')!;
+    expect(escalated.payload).toMatchObject({ cause: 'offer_given_up', given_up: { by: 'bob', deliveries: 5 }, outcome: { stop_why: 'guard_failed' } });
+    expect(requests).toHaveLength(1);
+    expect(requests[0]).toMatchObject({
+      packet_id: stopPacketId(escalated.id),
+      workflow_run_id: 'run-gave-up',
+      project: PROJECT,
+      why: 'guard_failed',
+      tried: [`handoff ${id}: 0 retries after offer_given_up`],
+      cause: { kind: 'handoff_escalated', handoff_id: id, event_id: escalated.id },
+    });
+  });
+
   it('an escalation event that does not decode is rejected with its code and counted; it asks for nothing and the watchdog keeps serving', async () => {
     const watchdog = await h.startWatchdog('wd-a');
     const bad = new TextEncoder().encode('{"type":"handoff.escalated","payload":');

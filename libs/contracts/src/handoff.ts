@@ -135,6 +135,18 @@ export const HandbackRecipientSchema = z.union([
 ]);
 export type HandbackRecipient = z.infer<typeof HandbackRecipientSchema>;
 
+/**
+ * An offer the addressed agent gave up on without claiming it (its handler kept failing): who, when,
+ * after how many deliveries of the offer, and why. Kept on the record as history, like `claimed_by`.
+ */
+export const OfferGivenUpSchema = z.strictObject({
+  by: ActorNameSchema,
+  at: IsoTimeSchema,
+  deliveries: z.number().int().min(1),
+  reason: ShortTextSchema,
+});
+export type OfferGivenUp = z.infer<typeof OfferGivenUpSchema>;
+
 const JsonObjectSchema = namedRecord(RecordKeySchema, z.unknown());
 const IdempotencyKeySchema = z.string().min(1).max(200);
 
@@ -175,6 +187,8 @@ export const HandoffRecordSchema = z
     reviewed_worker: ActorNameSchema.optional(),
     /** Set when the retry cap escalated this handoff. */
     escalation_outcome: EscalationOutcomeSchema.optional(),
+    /** The last offer its addressed agent gave up on without claiming it (`give_up_offer`), when one did. */
+    offer_given_up: OfferGivenUpSchema.optional(),
     /** On a handoff closed by `complete_from_result`: the agent result that closed it. */
     result_id: IdSchema.optional(),
     /** Past this time an open handoff fails with terminal_reason `deadline` (watchdog `expire_deadline`). */
@@ -402,6 +416,39 @@ export const ExpireDeadlineCommandSchema = z.strictObject({
 });
 export type ExpireDeadlineCommand = z.infer<typeof ExpireDeadlineCommandSchema>;
 
+/**
+ * Issued by the addressed agent (`to_agent`) that gave up on an offer without claiming it: its
+ * handler kept failing, and the offer was terminated after `deliveries` deliveries (the SDK sends it
+ * when it terminates an offer it never claimed). The handoff stays with the ledger and is not left
+ * silently pending: the give-up counts against the retry cap like a lapsed lease (`retry_count + 1`)
+ * and the handoff is offered again, or — past the cap — escalated (cause `offer_given_up`: a consult
+ * to the lead, else a `guard_failed` stop of its run; an operator inbox item either way). A completion
+ * handback is not offered again (its operator inbox item says its reviewer gave up). Refused
+ * `handoff_not_pending` once claimed or ended, `not_the_addressee` from any other agent, and
+ * `stale_offer` when `offered_version` is not the handoff's current version (an offer of an earlier
+ * round, given up on after the handoff moved on). Idempotent by key.
+ */
+export const GiveUpOfferCommandSchema = z.strictObject({
+  handoff_id: IdSchema,
+  /**
+   * The `version` of the HandoffRecord the offer carried. When given, a give-up of an offer the
+   * handoff has moved past (a later give-up, a lapse, a rework) is refused `stale_offer`, so one
+   * round's duplicate offers (a resume's re-offer beside the first) count once.
+   */
+  offered_version: z
+    .number()
+    .int()
+    .min(1)
+    .optional()
+    .describe('the version of the HandoffRecord the offer carried; when given, a give-up of an offer the handoff has moved past since is refused stale_offer'),
+  /** How many times the offer was delivered before the agent gave up. */
+  deliveries: z.number().int().min(1).max(1000),
+  /** Why: the handler's last error, in a line. */
+  reason: ShortTextSchema.trim().min(1),
+  idempotency_key: IdempotencyKeySchema,
+});
+export type GiveUpOfferCommand = z.infer<typeof GiveUpOfferCommandSchema>;
+
 /** The ledger's wire commands by name (the last token of the command subject). */
 export const HandoffCommandSchemas = {
   create: CreateHandoffCommandSchema,
@@ -416,6 +463,7 @@ export const HandoffCommandSchemas = {
   requeue_expired: RequeueExpiredCommandSchema,
   complete_from_result: CompleteFromResultCommandSchema,
   expire_deadline: ExpireDeadlineCommandSchema,
+  give_up_offer: GiveUpOfferCommandSchema,
 } as const;
 export type HandoffCommandName = keyof typeof HandoffCommandSchemas;
 
@@ -542,7 +590,8 @@ export const HandoffLeaseExpiredSchema = z.strictObject({
 
 export const HandoffEscalatedSchema = z.strictObject({
   ...EventBase,
-  cause: z.enum(['lease_expired', 'rework']),
+  /** What the retry that would have passed the cap was: a lapsed lease, a rework, or an offer its agent gave up on. */
+  cause: z.enum(['lease_expired', 'rework', 'offer_given_up']),
   /** The attempt that would have exceeded the cap. */
   attempted_retry: z.number().int().min(1),
   max_retries: z.number().int().min(0),
@@ -550,6 +599,22 @@ export const HandoffEscalatedSchema = z.strictObject({
   claim_id: IdSchema.optional(),
   handback_id: IdSchema.optional(),
   note: ShortTextSchema.optional(),
+  /** Cause `offer_given_up`: the agent that gave up on the offer, after how many deliveries, and why (also in `note`). */
+  given_up: z.strictObject({ by: ActorNameSchema, deliveries: z.number().int().min(1), reason: ShortTextSchema }).optional(),
+});
+
+/**
+ * A pending handoff's addressed agent gave up on its offer without claiming it (`give_up_offer`).
+ * The handoff stays pending with `retry_count` (one more than before; unchanged on a completion
+ * handback, which has no retry cap) and is offered again — a completion handback is not: its
+ * operator inbox item says its reviewer gave up.
+ */
+export const HandoffOfferGivenUpSchema = z.strictObject({
+  ...EventBase,
+  given_up_by: ActorNameSchema,
+  deliveries: z.number().int().min(1),
+  reason: ShortTextSchema,
+  retry_count: z.number().int().min(0),
 });
 
 /**
@@ -643,6 +708,7 @@ export const HandoffEventSchemas = {
   'handoff.archived': HandoffArchivedSchema,
   'handoff.deadline_expired': HandoffDeadlineExpiredSchema,
   'handoff.review_reopened': HandoffReviewReopenedSchema,
+  'handoff.offer_given_up': HandoffOfferGivenUpSchema,
 } as const;
 export type HandoffEventType = keyof typeof HandoffEventSchemas;
 export type HandoffEvent = DomainEventOf<typeof HandoffEventSchemas>;

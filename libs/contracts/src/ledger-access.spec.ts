@@ -55,6 +55,7 @@ describe('ledger command table: who may send what (issue 11)', () => {
     ['resume', ['op.notifier:admin', 'op.admin']],
     ['create', ['agent', 'svc.router']],
     ['open_offers', ['agent']],
+    ['give_up_offer', ['agent']],
   ] as Array<[LedgerCommandName, string[]]>)('%s → %j only', (command, expected) => {
     expect(senders(command)).toEqual(expected);
   });

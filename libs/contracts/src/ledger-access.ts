@@ -171,8 +171,10 @@ export const LedgerCommandAccess: Readonly<Record<LedgerCommandName, LedgerComma
   // The kill switch: admins only.
   pause: { agent: false, services: [], notifierRoles: ['admin'], admin: true },
   resume: { agent: false, services: [], notifierRoles: ['admin'], admin: true },
-  // An agent opens its own offers durable.
+  // An agent opens its own offers durable ...
   open_offers: { agent: true, services: [], notifierRoles: [], admin: false },
+  // ... and says when it gave up on an offer it never claimed (the decider checks it is the addressee).
+  give_up_offer: { agent: true, services: [], notifierRoles: [], admin: false },
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ import {
   type CreateHandoffCommandSchema,
   type DecideHandbackCommandSchema,
   type FailHandoffCommandSchema,
+  type GiveUpOfferCommandSchema,
   type HandoffCommandName,
   type HandoffEvent,
   type HandoffRecord,
@@ -53,6 +54,7 @@ export type LedgerFailInput = z.input<typeof FailHandoffCommandSchema>;
 export type LedgerArchiveInput = z.input<typeof ArchiveHandoffCommandSchema>;
 export type LedgerRequeueExpiredInput = z.input<typeof RequeueExpiredCommandSchema>;
 export type LedgerCompleteFromResultInput = z.input<typeof CompleteFromResultCommandSchema>;
+export type LedgerGiveUpOfferInput = z.input<typeof GiveUpOfferCommandSchema>;
 /** The body of a `complete_then_create`: the two commands, run in this order. */
 export interface LedgerCompleteThenCreateInput {
   complete: LedgerCompleteFromResultInput;
@@ -199,6 +201,15 @@ export class LedgerClient {
   /** Watchdog: requeue (or escalate) a claim whose lease expired; exactly once per claim. */
   requeueExpired(project: string, command: LedgerRequeueExpiredInput, call?: LedgerCallOptions): Promise<LedgerReply> {
     return this.send(project, 'requeue_expired', command, call);
+  }
+
+  /**
+   * The addressed agent only: it gave up on the offer of a pending handoff without claiming it. The
+   * ledger counts it as a retry and offers the handoff again, or escalates it at the retry cap
+   * (refusals: `handoff_not_pending`, `not_the_addressee`, `stale_offer`).
+   */
+  giveUpOffer(project: string, command: LedgerGiveUpOfferInput, call?: LedgerCallOptions): Promise<LedgerReply> {
+    return this.send(project, 'give_up_offer', command, call);
   }
 
   /** Router (`svc.router`) only: close a pending / claimed handoff with the agent result its run recorded. */

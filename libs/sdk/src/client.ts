@@ -95,6 +95,9 @@ export interface HandoffsOptions {
    * resolves the offer message is acknowledged; when it throws, the offer is redelivered after a
    * delay (to this or another replica) and terminated after `maxDeliver` attempts (never
    * dead-lettered: agents may not publish dead letters; the handoff stays with the ledger). An offer
+   * terminated before any of its deliveries claimed the handoff is given up to the ledger
+   * (`give_up_offer`), which counts a retry and offers it again, or escalates it at its retry cap;
+   * `onError` then gets an `OfferTerminatedError` saying what the ledger did (`giveUp`). An offer
    * whose handoff is already taken is acknowledged by `tryClaim()` returning null.
    */
   onOffer: (offer: HandoffOffer) => Promise<void> | void;
@@ -316,6 +319,8 @@ class NatsBatonAgent implements BatonAgent {
     const opened = await this.ledger.openOffers(this.project, ackWait);
     if (!opened.ok) throw new LedgerCommandError('open_offers', '', opened.error);
     const { stream, durable } = opened;
+    /** Give-ups still being told to the ledger: `stop` waits for them. */
+    const givingUp = new Set<Promise<void>>();
     const handler = createOfferHandler({
       project: this.project,
       agent: this.agent,
@@ -339,12 +344,22 @@ class NatsBatonAgent implements BatonAgent {
       ...(options.onError ? { onError: options.onError } : {}),
       onOutcome: (outcome) => {
         if (outcome.kind !== 'terminated') return;
-        const error = new OfferTerminatedError(outcome.msg.subject, outcome.msg.seq, outcome.msg.deliveryCount, { cause: outcome.error });
-        (options.onError ?? ((e: unknown) => console.error(`[baton sdk] ${(e as Error).message}`)))(error);
+        // An offer given up on before any claim is told to the ledger, which offers its handoff
+        // again or escalates it (docs/handoffs.md, "An offer given up on"); then the agent is told.
+        const { msg, error: cause } = outcome;
+        const report = handler
+          .terminated(msg, cause)
+          .then(({ handoffId, giveUp }) => {
+            const error = new OfferTerminatedError(msg.subject, msg.seq, msg.deliveryCount, { cause, handoffId, ...(giveUp ? { giveUp } : {}) });
+            (options.onError ?? ((e: unknown) => console.error(`[baton sdk] ${(e as Error).message}`)))(error);
+          })
+          .catch(() => undefined);
+        givingUp.add(report);
+        void report.finally(() => givingUp.delete(report));
       },
       // An agent may neither create consumers nor publish dead letters: a lost durable is opened
       // again by the ledger from the reader's ack floor, and an offer given up on is terminated
-      // (its handoff stays with the ledger: the lease, the watchdog and the delegator decide).
+      // (its handoff stays with the ledger: a give-up it is told of, or the lease, decides).
       deadLetters: false,
       recreateConsumer: async (afterSeq) => {
         const again = await this.ledger.openOffers(this.project, { ...ackWait, start_after_seq: afterSeq });
@@ -355,6 +370,7 @@ class NatsBatonAgent implements BatonAgent {
       done: runner.done,
       stop: async () => {
         await runner.stop();
+        await Promise.allSettled([...givingUp]);
         this.subscriptions.delete(subscription);
       },
     };

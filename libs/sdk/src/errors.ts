@@ -1,4 +1,4 @@
-import type { Rejection } from '@baton/contracts';
+import type { HandoffRecord, Rejection } from '@baton/contracts';
 
 /**
  * Base class of every error the SDK throws on purpose. `code` is stable — branch on it, never on
@@ -190,22 +190,46 @@ export class MessageIdReusedError extends BatonSdkError {
 }
 
 /**
+ * What the SDK told the ledger when it gave up on an offer it never claimed (`give_up_offer`):
+ * `recorded` with the handoff as it stands now (pending and offered again with `retry_count + 1`,
+ * or `failed` and escalated at its retry cap), or the ledger's refusal (`handoff_not_pending`: it
+ * was claimed or ended meanwhile; `stale_offer`: it was offered again since; `timeout`...).
+ */
+export type OfferGiveUp = { recorded: true; handoff: HandoffRecord } | { recorded: false; error: LedgerErrorBody };
+
+/**
  * An offer whose `onOffer` kept throwing was given up on after `maxDeliver` deliveries: it is
  * terminated (not delivered again) and handed to `onError` as this error. Nothing is lost — the
- * offer only announces a handoff the ledger keeps; its lease, deadline and delegator decide what
- * happens to it next. `cause` is the handler's last error.
+ * offer only announces a handoff the ledger keeps. When no delivery of the offer claimed its
+ * handoff, the SDK told the ledger first (`give_up_offer`, `giveUp` says what it answered), which
+ * offers the handoff again or, at its retry cap, escalates it to the lead or an operator; a claimed
+ * handoff's lease decides. `handoffId` is null for bytes that named no handoff (`giveUp` absent).
+ * `cause` is the handler's last error.
  */
 export class OfferTerminatedError extends BatonSdkError {
+  readonly handoffId: string | null;
+  readonly giveUp: OfferGiveUp | undefined;
   constructor(
     readonly subject: string,
     readonly seq: number,
     readonly deliveries: number,
-    options?: { cause?: unknown },
+    options?: { cause?: unknown; handoffId?: string | null; giveUp?: OfferGiveUp },
   ) {
-    super(`gave up on the offer at ${subject} (seq ${seq}) after ${deliveries} deliveries; it is not delivered again`, {
-      ...options,
-      code: 'offer_terminated',
-    });
+    super(
+      `gave up on the offer at ${subject} (seq ${seq}) after ${deliveries} deliveries; it is not delivered again${giveUpText(options?.handoffId ?? null, options?.giveUp)}`,
+      { ...(options?.cause !== undefined ? { cause: options.cause } : {}), code: 'offer_terminated' },
+    );
     this.name = 'OfferTerminatedError';
+    this.handoffId = options?.handoffId ?? null;
+    this.giveUp = options?.giveUp;
   }
+}
+
+function giveUpText(handoffId: string | null, giveUp: OfferGiveUp | undefined): string {
+  if (giveUp === undefined || handoffId === null) return '';
+  if (!giveUp.recorded) return `; the ledger did not record the give-up of handoff ${handoffId} (${giveUp.error.code})`;
+  const h = giveUp.handoff;
+  return h.status === 'pending'
+    ? `; handoff ${handoffId} is offered again (retry ${h.retry.retry_count} of ${h.retry.max_retries})`
+    : `; handoff ${handoffId} is ${h.status}${h.terminal_reason !== undefined ? `: ${h.terminal_reason}` : ''}`;
 }

@@ -34,7 +34,7 @@ export {
   OfferTerminatedError,
 } from './errors';
 export { DEFAULT_SENT_IDS, SentMessageIds } from './sent-ids';
-export type { LedgerErrorBody } from './errors';
+export type { LedgerErrorBody, OfferGiveUp } from './errors';
 /** The AGENT_RUN_CONFIG sentinel, for legacy agents that write their decision into a comment body. */
 export { renderSentinel, appendSentinelOnce, parseSentinel, SentinelError } from '@baton/contracts';
 export type { AgentResult, AgentRunConfig, HandoffRecord, SentinelParse, StartRunRequest } from '@baton/contracts';

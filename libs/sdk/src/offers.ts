@@ -1,8 +1,8 @@
 import { z } from 'zod';
 import { IdSchema, Limits, parseUntrustedJson, type CompletionReportSchema, type HandoffRecord, type LedgerReply } from '@baton/contracts';
-import { PoisonError, TransientError, type ConsumedMessage, type LedgerClient } from '@baton/eventstore';
+import { LruCache, PoisonError, TransientError, type ConsumedMessage, type LedgerClient } from '@baton/eventstore';
 import type { AgentResultInput, PublishReceipt } from './client';
-import { CrossProjectResultError, HandbackResultError, LedgerCommandError, NoRunResultError, NotClaimedError } from './errors';
+import { CrossProjectResultError, HandbackResultError, LedgerCommandError, NoRunResultError, NotClaimedError, type OfferGiveUp } from './errors';
 
 /**
  * What an offer message carries: the ledger publishes the HandoffRecord as it was when offered
@@ -12,6 +12,8 @@ import { CrossProjectResultError, HandbackResultError, LedgerCommandError, NoRun
 const OfferMessageSchema = z.looseObject({
   id: IdSchema.optional(),
   handoff_id: IdSchema.optional(),
+  /** The record's version when offered: a give-up names it, so a give-up of an earlier round's offer counts for nothing. */
+  version: z.number().int().min(1).optional(),
 });
 
 /** A report as an agent writes it: `files_changed`, `verification`, `next_steps` and `evidence` may be left out. */
@@ -110,7 +112,7 @@ export interface OfferHandlerDeps {
   agent: string;
   /** This client among the agent's replicas: part of the claim's idempotency key. */
   instance: string;
-  ledger: Pick<LedgerClient, 'claim' | 'heartbeat' | 'return' | 'release' | 'fail' | 'decideHandback'>;
+  ledger: Pick<LedgerClient, 'claim' | 'heartbeat' | 'return' | 'release' | 'fail' | 'decideHandback' | 'giveUpOffer'>;
   publishResult: (result: AgentResultInput) => Promise<PublishReceipt>;
   onOffer: (offer: HandoffOffer) => Promise<void> | void;
 }
@@ -121,9 +123,43 @@ const TRANSIENT_KINDS: ReadonlySet<string> = new Set(['unavailable', 'internal']
 /** Refusals that mean "not yours to take", as opposed to faults. */
 const NOT_AVAILABLE_KINDS = new Set(['wrong_state', 'forbidden', 'not_found']);
 
+/** What the failed deliveries of one offer message did, until it is settled: what a give-up tells the ledger. */
+interface FailedOffer {
+  handoffId: string;
+  /** The record version the offer carried, when it carried a record. */
+  version: number | undefined;
+  /** A delivery of this offer claimed its handoff: its lease, not a give-up, decides what follows. */
+  claimed: boolean;
+}
+
+/** Offers whose handler failed and that are not settled yet, remembered per process (bounded). */
+const FAILED_OFFERS_CAPACITY = 1024;
+
+/** The runner handler of an agent's offers, and what to do when the runner terminates one. */
+export interface OfferHandler {
+  (msg: ConsumedMessage): Promise<void>;
+  /**
+   * The runner terminated `msg` (its handler failed `maxDeliver` times, or it named no handoff).
+   * When no delivery of it claimed its handoff, tell the ledger (`give_up_offer`, as this agent;
+   * idempotency key `give_up:<handoff id>:<offer seq>`, naming the version the offer carried), so
+   * the handoff is offered again or escalated instead of left pending for nobody. Resolves with
+   * the handoff id (null: the bytes named none) and what the ledger answered (absent when nothing
+   * was sent: no handoff, or a delivery claimed it). Never throws.
+   */
+  terminated(msg: ConsumedMessage, error: unknown): Promise<{ handoffId: string | null; giveUp?: OfferGiveUp }>;
+}
+
+/** One line saying why the handler gave up, for the ledger (`reason`: not blank, within the short-text cap). */
+function giveUpReason(deliveries: number, error: unknown): string {
+  const message = (error instanceof Error ? error.message : String(error)).replace(/\s+/g, ' ').trim();
+  const text = `onOffer failed ${deliveries} time${deliveries === 1 ? '' : 's'}${message !== '' ? `: ${message}` : ''}`;
+  return text.length <= Limits.maxShortText ? text : `${text.slice(0, Limits.maxShortText - 1)}…`;
+}
+
 /** Build the runner handler that turns offer messages into {@link HandoffOffer}s. */
-export function createOfferHandler(deps: OfferHandlerDeps): (msg: ConsumedMessage) => Promise<void> {
-  return async (msg) => {
+export function createOfferHandler(deps: OfferHandlerDeps): OfferHandler {
+  const failed = new LruCache<number, FailedOffer>(FAILED_OFFERS_CAPACITY);
+  const handle = async (msg: ConsumedMessage): Promise<void> => {
     const decoded = parseUntrustedJson(decoder.decode(msg.data), Limits.maxMessageBytes);
     if (!decoded.ok) throw new PoisonError(decoded.rejection.message, decoded.rejection.code);
     const parsed = OfferMessageSchema.safeParse(decoded.value);
@@ -132,13 +168,20 @@ export function createOfferHandler(deps: OfferHandlerDeps): (msg: ConsumedMessag
     const offer = new Offer(deps, handoffId, parsed.data, msg);
     try {
       await deps.onOffer(offer);
+      failed.delete(msg.seq);
     } catch (error) {
       // A paused project: the offer is let go (acknowledged). The handoff stays pending, and the
       // project's resume offers every pending handoff again in a new message, so redelivering this
       // one every few seconds for as long as the pause lasts would only ask the ledger again.
-      if (error instanceof LedgerCommandError && error.code === 'project_paused') return;
+      if (error instanceof LedgerCommandError && error.code === 'project_paused') {
+        failed.delete(msg.seq);
+        return;
+      }
+      // Remembered for a give-up, should the runner terminate this offer (see `terminated`).
+      const before = failed.get(msg.seq);
+      failed.set(msg.seq, { handoffId, version: parsed.data.version, claimed: (before?.claimed ?? false) || offer.claimId !== null });
       // The rate cap: redeliver the offer later, not at once, and as long as it lasts — it says
-      // nothing about the offer, and an offer given up on leaves a pending handoff nobody is offered again.
+      // nothing about the offer, and giving the offer up would count a retry against its handoff.
       if (error instanceof LedgerCommandError && error.code === 'rate_limited') {
         const after = error.details?.['retry_after_ms'];
         throw new TransientError(error.message, { cause: error, delayMs: typeof after === 'number' ? after : 5_000, unbounded: true });
@@ -148,6 +191,28 @@ export function createOfferHandler(deps: OfferHandlerDeps): (msg: ConsumedMessag
       offer.end();
     }
   };
+  const terminated = async (msg: ConsumedMessage, error: unknown): Promise<{ handoffId: string | null; giveUp?: OfferGiveUp }> => {
+    const attempts = failed.get(msg.seq);
+    failed.delete(msg.seq);
+    if (attempts === undefined) return { handoffId: null };
+    if (attempts.claimed) return { handoffId: attempts.handoffId };
+    try {
+      const reply = await deps.ledger.giveUpOffer(deps.project, {
+        handoff_id: attempts.handoffId,
+        ...(attempts.version !== undefined ? { offered_version: attempts.version } : {}),
+        deliveries: msg.deliveryCount,
+        reason: giveUpReason(msg.deliveryCount, error),
+        idempotency_key: `give_up:${attempts.handoffId}:${msg.seq}`,
+      });
+      return { handoffId: attempts.handoffId, giveUp: reply.ok ? { recorded: true, handoff: reply.handoff } : { recorded: false, error: reply.error } };
+    } catch (cause) {
+      return {
+        handoffId: attempts.handoffId,
+        giveUp: { recorded: false, error: { code: 'sdk_error', kind: 'internal', message: cause instanceof Error ? cause.message : String(cause) } },
+      };
+    }
+  };
+  return Object.assign(handle, { terminated });
 }
 
 class Offer implements HandoffOffer {

@@ -97,6 +97,10 @@ Options:
         deadline: h.deadline_at,
         'source project': h.source_project,
         retries: `${h.retry.retry_count}/${h.retry.max_retries}`,
+        // Its agent gave up on an offer without claiming it (docs/handoffs.md rule 5a): the last time.
+        'offer given up': h.offer_given_up
+          ? `by ${h.offer_given_up.by} at ${h.offer_given_up.at} after ${h.offer_given_up.deliveries} deliveries: ${h.offer_given_up.reason}`
+          : undefined,
         'workflow run': h.workflow_run_id,
         outcome: h.completion_report?.outcome,
         reason: h.terminal_reason,

@@ -17,6 +17,7 @@ import {
   type OpenOffersReply,
   type ProjectControlReply,
   FailHandoffCommandSchema,
+  GiveUpOfferCommandSchema,
   HeartbeatHandoffCommandSchema,
   IdSchema,
   Limits,
@@ -681,6 +682,27 @@ export class LedgerCommands {
         const parsed = parseWith(ExpireDeadlineCommandSchema, body);
         if (!parsed.ok) return parsed;
         return done(parsed.value.handoff_id, parsed.value.idempotency_key, { type: 'expire_deadline', data: parsed.value, metadata }, parsed.value);
+      }
+      case 'give_up_offer': {
+        const parsed = parseWith(GiveUpOfferCommandSchema, body);
+        if (!parsed.ok) return parsed;
+        const d = parsed.value;
+        // Should this give-up pass the retry cap, it escalates like a lapse: to the lead, with a consult id of the ledger's.
+        const { roster } = await view();
+        return done(
+          d.handoff_id,
+          d.idempotency_key,
+          {
+            type: 'give_up_offer',
+            data: {
+              ...d,
+              ...(roster.project_lead !== undefined ? { project_lead: roster.project_lead } : {}),
+              escalation_handoff_id: LedgerIds.giveUpEscalationId(d.handoff_id, metadata.actor, d.idempotency_key),
+            },
+            metadata,
+          },
+          d,
+        );
       }
       default: {
         const never: never = name;

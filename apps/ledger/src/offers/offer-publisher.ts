@@ -5,8 +5,17 @@ import { LruCache, headersFrom, hopTraceHeaders, publishUnderOwnId, type HopTrac
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { ProjectControlService } from '../governance/project-control.service';
 
-/** The events after which a handoff is pending again for its addressee: each triggers an offer. */
-export const OFFER_EVENTS: ReadonlySet<HandoffEvent['type']> = new Set(['handoff.created', 'handoff.lease_expired', 'handoff.reworked']);
+/**
+ * The events after which a handoff is pending again for its addressee: each triggers an offer —
+ * `handoff.offer_given_up` too (its agent gave up on the last offer unclaimed: the next round),
+ * except on a completion handback, which waits in the operators' inbox instead ({@link offerAfter}).
+ */
+export const OFFER_EVENTS: ReadonlySet<HandoffEvent['type']> = new Set([
+  'handoff.created',
+  'handoff.lease_expired',
+  'handoff.reworked',
+  'handoff.offer_given_up',
+]);
 
 /** Created events offered by the command that stored them, kept until the reactor sees them (bounded; a miss costs one offer the inbox drops as a duplicate). */
 const OFFERED_AHEAD_CAPACITY = 4096;
@@ -48,6 +57,9 @@ export class OfferPublisher {
    */
   async offerAfter(event: HandoffEvent['type'], state: HandoffState, seq: number, trace?: HopTrace, paused?: Promise<boolean>): Promise<OfferOutcome> {
     if (!OFFER_EVENTS.has(event) || state.status !== 'pending' || state.to_agent === undefined) return 'none';
+    // A review its reviewer gave up on is not offered to it again: a review has no retry cap, so
+    // offering it round after round would never end; its inbox item stays open for a person.
+    if (event === 'handoff.offer_given_up' && state.kind === 'completion_handback') return 'none';
     // Kill switch: while the project is paused offers are held; `project.resumed` re-offers.
     if (await (paused ?? this.control.isPaused(state.project))) {
       this.runtime.logger.info('offer held: project paused', { project: state.project, handoff_id: state.id });

@@ -40,7 +40,7 @@ export const REACTOR_DLQ_SOURCE = DlqSources.ledgerHandoffReactor;
  *    A command the target refuses is logged and recorded as a dead letter (source
  *    `ledger-handoff-reactor`, reason `policy_refused`, the event's bytes) and NOT retried;
  * 2. when the event left the handoff pending for an addressed agent (created, requeued after
- *    lease expiry, reworked) publishes an OFFER (the HandoffRecord JSON) to
+ *    lease expiry, reworked, its last offer given up on unclaimed — not a completion handback's) publishes an OFFER (the HandoffRecord JSON) to
  *    `<prefix>.in.<project>.offer.<agent>` with `Nats-Msg-Id` `offer:<project>:<handoff id>:<event seq>`,
  *    unless the handoff already has later events (a replay of old history offers nothing), or the
  *    `create` command that stored a `handoff.created` offered it already ({@link OfferPublisher}).

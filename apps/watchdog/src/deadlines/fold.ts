@@ -30,6 +30,7 @@ export const DeadlineEffectByType: Record<HandoffEventType, 'claim' | 'extend' |
   'handoff.archived': 'none',
   'handoff.deadline_expired': 'clear',
   'handoff.review_reopened': 'none',
+  'handoff.offer_given_up': 'none',
 };
 
 /** The effect of an event type read from a stream header; `unknown` for a type this build does not know. */
@@ -65,6 +66,7 @@ export function applyHandoffEvent(table: DeadlineTable, project: string, event: 
     case 'handoff.reworked':
     case 'handoff.archived':
     case 'handoff.review_reopened':
+    case 'handoff.offer_given_up':
       return;
     default:
       return assertNever(event, 'handoff event');

@@ -51,7 +51,7 @@ type Reply = { ok: true; handoff: unknown; events: number } | { ok: false; error
 
 /**
  * A minimal ledger for the commands these tests use (create, claim, heartbeat, release,
- * requeue_expired; a create naming another `target_project` is made there, as the ledger makes a
+ * requeue_expired, give_up_offer; a create naming another `target_project` is made there, as the ledger makes a
  * cross-project handoff, with both rosters taken to hold its delegator and addressee): takes the
  * caller from the subject's principal as the ledger does (`resolveLedgerCaller`, `mayIssue`), parses the wire body with the contracts' schemas, fills what the ledger
  * resolves (claim id from the key, default lease, escalation id; no project lead), decides with
@@ -171,6 +171,10 @@ export class MiniLedger {
           },
           metadata,
         };
+        break;
+      case 'give_up_offer':
+        // No project lead here: past the cap the give-up escalates to nobody (a guard_failed stop) unless escalate_to says.
+        command = { type: 'give_up_offer', data: { ...wire, escalation_handoff_id: `esc-${digest(wire.idempotency_key)}` } as never, metadata };
         break;
       default:
         return { ok: false, error: { code: 'unknown_command', kind: 'rejected', message: `the test ledger does not serve ${name}` } };

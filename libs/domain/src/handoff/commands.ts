@@ -6,6 +6,7 @@ import type {
   DecideHandbackCommand,
   ExpireDeadlineCommand,
   FailHandoffCommand,
+  GiveUpOfferCommand,
   HandoffCommandMetadata,
   HandoffKind,
   ReleaseHandoffCommand,
@@ -92,6 +93,12 @@ export type RequeueExpired = Command<'requeue_expired', RequeueExpiredCommand & 
  */
 export type CompleteFromResult = Command<'complete_from_result', CompleteFromResultCommand>;
 
+/**
+ * The addressed agent gave up on an offer it never claimed (`give_up_offer`). The ledger adds the
+ * lead and the id a consult would get, should this give-up pass the retry cap.
+ */
+export type GiveUpOffer = Command<'give_up_offer', GiveUpOfferCommand & { project_lead?: string; escalation_handoff_id: string }>;
+
 /** Internal (policy → parent, actor kind `system` only): the parent's handback was accepted. */
 export type CompleteFromHandback = Command<'complete_from_handback', { handoff_id: string; handback_id: string; accepted_by: string; idempotency_key: string }>;
 
@@ -138,6 +145,7 @@ export type HandoffCommand =
   | RequeueExpired
   | CompleteFromResult
   | ExpireDeadline
+  | GiveUpOffer
   | CompleteFromHandback
   | ReworkFromHandback
   | ReopenReview;

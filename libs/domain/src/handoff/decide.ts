@@ -12,6 +12,7 @@ import type {
   DecideHandback,
   ExpireDeadline,
   FailHandoff,
+  GiveUpOffer,
   HandoffCommand,
   HeartbeatHandoff,
   ProjectRoster,
@@ -66,6 +67,8 @@ export const HandoffErrorCode = {
   crossProjectNotAccepted: 'cross_project_not_accepted',
   reviewEndForbidden: 'review_end_forbidden',
   idempotencyKeyReused: 'idempotency_key_reused',
+  /** A `give_up_offer` naming an offer of an earlier round: the handoff moved on since (`offered_version` is not its version). */
+  staleOffer: 'stale_offer',
 } as const;
 export type HandoffErrorCode = (typeof HandoffErrorCode)[keyof typeof HandoffErrorCode];
 
@@ -148,18 +151,19 @@ export function handbackRecipient(fromAgent: string | undefined, worker: string,
  * What the retry cap does: consult the handoff's escalation target or the project's lead, or,
  * when there is no lead at all, request a stop (`guard_failed`).
  */
-function escalationOutcome(state: ExistingHandoff, projectLead: string | undefined, consultId: string): EscalationOutcome {
+function escalationOutcome(state: ExistingHandoff, projectLead: string | undefined, consultId: string, gaveUp?: { agent: string }): EscalationOutcome {
   const lead = state.escalation.to ?? projectLead;
   // Never back to the agent that held the work when it failed: a lead whose own claim lapsed (its
-  // consult of an earlier escalation, or work addressed to it) would be asked again, and again.
-  const heldBy = state.claim?.claimed_by;
+  // consult of an earlier escalation, or work addressed to it) would be asked again, and again. The
+  // same for the agent that gave up on the offer without claiming it.
+  const heldBy = gaveUp?.agent ?? state.claim?.claimed_by;
   if (lead !== undefined && lead !== heldBy) return { escalate_to: lead, consult_handoff_id: consultId };
   return {
     stop_why: 'guard_failed',
     detail:
       lead === undefined
         ? `handoff ${state.id} reached its retry cap (${state.retry.max_retries}) and project ${state.project} has no lead`
-        : `handoff ${state.id} reached its retry cap (${state.retry.max_retries}) and its escalation target, ${lead}, is the agent that held it`,
+        : `handoff ${state.id} reached its retry cap (${state.retry.max_retries}) and its escalation target, ${lead}, is the agent that ${gaveUp ? 'gave up its offer' : 'held it'}`,
   };
 }
 
@@ -625,6 +629,57 @@ function decideRequeue({ data, metadata }: RequeueExpired, state: ExistingHandof
 }
 
 /**
+ * The addressed agent gave up on the offer of a pending handoff without claiming it (its handler
+ * kept failing; the SDK terminated the offer). Nothing is left silently pending: like a lapsed lease
+ * the give-up is a retry (`retry_count + 1`, the handoff offered again by the ledger's reactor), and
+ * the one that would pass the cap escalates instead (cause `offer_given_up`: a consult to the
+ * lead, never to the agent that gave up, else a `guard_failed` stop). A completion handback has no
+ * retry cap (rule 5): its give-up is recorded with the count unchanged and it is not offered again —
+ * its operator inbox item stays open for a person. Only the addressee (`to_agent`) may give up, only
+ * while the handoff is pending, and only on the current round's offer (`offered_version`, when given).
+ */
+function decideGiveUpOffer({ data, metadata }: GiveUpOffer, state: ExistingHandoff): Decision {
+  if (state.status !== 'pending') return wrongState(HandoffErrorCode.handoffNotPending, state, 'pending');
+  if (metadata.actorKind !== 'agent' || state.to_agent === undefined || state.to_agent !== metadata.actor) {
+    return reject(
+      'forbidden',
+      HandoffErrorCode.notTheAddressee,
+      state.to_agent === undefined
+        ? `handoff ${state.id} is offered to no agent; nobody gives up its offer`
+        : `handoff ${state.id} is addressed to ${state.to_agent}; only it gives up its offer`,
+      { handoff_id: state.id, ...(state.to_agent !== undefined ? { to_agent: state.to_agent } : {}) },
+    );
+  }
+  if (data.offered_version !== undefined && data.offered_version !== state.version) {
+    return reject(
+      'wrong_state',
+      HandoffErrorCode.staleOffer,
+      `the offer of handoff ${state.id} at version ${data.offered_version} is out of date: the handoff is at version ${state.version} and was offered again`,
+      { handoff_id: state.id, offered_version: data.offered_version, version: state.version },
+    );
+  }
+  const review = state.kind === 'completion_handback';
+  const nextRetry = review ? state.retry.retry_count : state.retry.retry_count + 1;
+  if (!review && nextRetry > state.retry.max_retries) {
+    return accept({
+      type: 'handoff.escalated',
+      data: base(data, metadata, {
+        cause: 'offer_given_up',
+        attempted_retry: nextRetry,
+        max_retries: state.retry.max_retries,
+        outcome: escalationOutcome(state, data.project_lead, data.escalation_handoff_id, { agent: metadata.actor }),
+        note: data.reason,
+        given_up: { by: metadata.actor, deliveries: data.deliveries, reason: data.reason },
+      }),
+    });
+  }
+  return accept({
+    type: 'handoff.offer_given_up',
+    data: base(data, metadata, { given_up_by: metadata.actor, deliveries: data.deliveries, reason: data.reason, retry_count: nextRetry }),
+  });
+}
+
+/**
  * Router only: close a pending or claimed handoff with the agent result its workflow run recorded
  * (no handback: the run owns what happens next). The report is built from the result and goes
  * through the evidence floor exactly as a return does (actor kind `system` is floored). Refused
@@ -856,6 +911,8 @@ function decideUnstamped(command: HandoffCommand, state: HandoffState): Decision
       return decideCompleteFromResult(command, state);
     case 'expire_deadline':
       return decideExpireDeadline(command, state);
+    case 'give_up_offer':
+      return decideGiveUpOffer(command, state);
     case 'complete_from_handback':
       return decideCompleteFromHandback(command, state);
     case 'rework_from_handback':

@@ -25,7 +25,7 @@ const actors: Array<{ name: string; kind: HandoffActorKind }> = [
   { name: 'wd', kind: 'watchdog' },
 ];
 
-const ops = ['create', 'claim', 'heartbeat', 'return', 'decide', 'release', 'abandon', 'fail', 'archive', 'requeue', 'replay'] as const;
+const ops = ['create', 'claim', 'heartbeat', 'return', 'decide', 'release', 'abandon', 'fail', 'archive', 'requeue', 'give_up', 'replay'] as const;
 
 /** Weighted so that walks go deep: claims, returns and decisions are common. */
 const opArb = fc.oneof(
@@ -181,6 +181,23 @@ function toCommand(step: Step, world: World): { id: string; command: HandoffComm
             idempotency_key: key,
           },
           metadata: { actor: 'wd', actorKind: 'watchdog', now },
+        },
+      };
+    case 'give_up':
+      return {
+        id,
+        command: {
+          type: 'give_up_offer',
+          data: {
+            handoff_id: id,
+            ...(step.cooperative ? {} : { offered_version: 1 }),
+            deliveries: 5,
+            reason: 'the handler kept failing',
+            ...(step.withLead ? { project_lead: 'lena' } : {}),
+            escalation_handoff_id: `esc${world.seq}`,
+            idempotency_key: key,
+          },
+          metadata,
         },
       };
     case 'replay':

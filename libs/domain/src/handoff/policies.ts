@@ -305,6 +305,7 @@ export function reactToHandoffEvent(event: HandoffEvent, context: HandoffReactio
     case 'handoff.abandoned':
     case 'handoff.failed':
     case 'handoff.archived':
+    case 'handoff.offer_given_up':
       return [];
     default:
       return assertNever(event, 'handoff event');

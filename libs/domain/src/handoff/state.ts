@@ -8,6 +8,7 @@ import type {
   HandoffKind,
   HandoffPriority,
   HandoffRecord,
+  OfferGivenUp,
   TerminalHandoffStatus,
 } from '@baton/contracts';
 import { assertNever } from '../decider';
@@ -82,6 +83,8 @@ export interface HandoffCore {
   lapsed_claim?: LapsedClaim;
   /** Past this time a pending or claimed handoff fails with terminal_reason `deadline`. */
   deadline_at?: string;
+  /** The last offer its addressed agent gave up on without claiming it (`handoff.offer_given_up`, or the escalation one caused). */
+  offer_given_up?: OfferGivenUp;
   /** On a cross-project handoff: the delegator's project, and the decision that allowed it. */
   source_project?: string;
   cto_override?: string;
@@ -179,7 +182,18 @@ function issuedKey(state: ExistingHandoff, event: Exclude<HandoffEvent, { type: 
     case 'handoff.lease_expired':
       return recentKey(key, 'requeue_expired', undefined);
     case 'handoff.escalated':
-      return event.data.cause === 'rework' ? recentKey(key, 'rework_from_handback', undefined, 'system') : recentKey(key, 'requeue_expired', undefined);
+      switch (event.data.cause) {
+        case 'rework':
+          return recentKey(key, 'rework_from_handback', undefined, 'system');
+        case 'offer_given_up':
+          return recentKey(key, 'give_up_offer', event.data.given_up?.by, 'agent');
+        case 'lease_expired':
+          return recentKey(key, 'requeue_expired', undefined);
+        default:
+          return assertNever(event.data.cause, 'escalation cause');
+      }
+    case 'handoff.offer_given_up':
+      return recentKey(key, 'give_up_offer', event.data.given_up_by, 'agent');
     case 'handoff.abandoned':
       return recentKey(key, 'abandon', keyActor(event.data.abandoned_by, event.data.abandoned_by_project));
     case 'handoff.failed':
@@ -366,13 +380,26 @@ export function evolveHandoff(state: HandoffState, event: HandoffEvent): Handoff
       };
     }
     case 'handoff.escalated': {
-      if (state.status !== 'claimed' && state.status !== 'returned') return state;
+      // From pending only when its agent gave up on the offer (cause `offer_given_up`).
+      if (state.status !== 'claimed' && state.status !== 'returned' && !(state.status === 'pending' && event.data.cause === 'offer_given_up')) return state;
       const d = event.data;
       const reason =
         'escalate_to' in d.outcome
           ? `retry cap ${d.max_retries} reached (${d.cause}); escalated to ${d.outcome.escalate_to}`
           : `retry cap ${d.max_retries} reached (${d.cause}); nobody to escalate to (${d.outcome.stop_why})`;
-      return { ...state, ...touched, status: 'failed', terminal_reason: reason, escalation_outcome: d.outcome };
+      const failed: EndedHandoff = { ...state, ...touched, status: 'failed', terminal_reason: reason, escalation_outcome: d.outcome };
+      if (d.given_up !== undefined) failed.offer_given_up = { by: d.given_up.by, at: d.at, deliveries: d.given_up.deliveries, reason: d.given_up.reason };
+      return failed;
+    }
+    case 'handoff.offer_given_up': {
+      if (state.status !== 'pending') return state;
+      const d = event.data;
+      return {
+        ...state,
+        ...touched,
+        retry: { ...state.retry, retry_count: d.retry_count },
+        offer_given_up: { by: d.given_up_by, at: d.at, deliveries: d.deliveries, reason: d.reason },
+      };
     }
     case 'handoff.abandoned': {
       if (state.status !== 'pending' && state.status !== 'claimed' && state.status !== 'returned') return state;
@@ -438,6 +465,7 @@ export function toHandoffRecord(state: HandoffState): HandoffRecord | null {
     handback_id: state.handback_id,
     handback_recipient: state.handback_recipient,
     escalation_outcome: state.escalation_outcome,
+    offer_given_up: state.offer_given_up,
     result_id: state.result_id,
     deadline_at: state.deadline_at,
     source_project: state.source_project,

@@ -290,6 +290,100 @@ describe('Baton projections (real Redis)', () => {
     expect((await snapshots(fx)).map((s, i) => diffSnapshots(before[i]!, s))).toEqual(PROJECTIONS.map(() => []));
   });
 
+  it('an offer given up before any claim: the handoff view shows who gave up and the retry it cost; at the retry cap an escalation item opens for the operators (why offer_given_up); a review whose reviewer gave up stays open, marked', async () => {
+    const at = minuteAt('12');
+    const step = handoffStep(at);
+    const giveUp = (id: string, minute: number, agent: string, key: string) =>
+      step(id, minute, agent, 'agent', {
+        type: 'give_up_offer',
+        data: {
+          handoff_id: id,
+          deliveries: 5,
+          reason: 'onOffer failed 5 times: model endpoint down',
+          project_lead: 'lena',
+          escalation_handoff_id: `esc-${id}`,
+          idempotency_key: key,
+        },
+      });
+    const create = (id: string, minute: number, to: string, maxRetries: number) =>
+      step(id, minute, 'alice', 'agent', {
+        type: 'create',
+        data: {
+          handoff_id: id,
+          project: 'demo',
+          kind: 'task',
+          priority: 'medium',
+          from_agent: 'alice',
+          to_agent: to,
+          summary: `work item ${id}`,
+          context: {},
+          acceptance: {},
+          max_retries: maxRetries,
+          workflow_run_id: 'wr-g',
+          idempotency_key: `create:${id}`,
+        },
+      });
+    const steps = [
+      create('h-g', 1, 'bob', 1),
+      giveUp('h-g', 2, 'bob', 'g1'),
+      giveUp('h-g', 4, 'bob', 'g2'),
+      create('h-r', 10, 'bob', 3),
+      step('h-r', 11, 'bob', 'agent', {
+        type: 'claim',
+        data: { handoff_id: 'h-r', claim_id: 'c-h-r', lease_ms: 60_000, claimer_roles: [], idempotency_key: 'claim:h-r' },
+      }),
+      step('h-r', 12, 'bob', 'agent', {
+        type: 'return',
+        data: {
+          handoff_id: 'h-r',
+          claim_id: 'c-h-r',
+          report: { summary: 'done', files_changed: [], verification: '', next_steps: '', outcome: 'completed', evidence: { tests_run: ['1 passed'] } },
+          handback_id: 'hb-h-r',
+          roster: { visible_actors: ['alice', 'bob', 'lena'], project_lead: 'lena' },
+          idempotency_key: 'return:h-r',
+        },
+      }),
+      giveUp('hb-h-r', 13, 'alice', 'g-hb'),
+    ];
+    const events = envelopes(foldScenario(steps));
+    expect(events.filter((e) => e.aggregate.id === 'h-g').map((e) => e.type)).toEqual(['handoff.created', 'handoff.offer_given_up', 'handoff.escalated']);
+    const firstGiveUp = events.findIndex((e) => e.type === 'handoff.offer_given_up');
+    await applyAll(projector, events.slice(0, firstGiveUp + 1));
+    const pending = await views.handoff('demo', 'h-g');
+    expect(pending?.handoff).toMatchObject({ status: 'pending', retry: { retry_count: 1 }, offer_given_up: { by: 'bob', deliveries: 5 } });
+    expect(pending?.timeline.at(-1)?.summary).toBe('offer given up by bob unclaimed after 5 deliveries (retry 1): onOffer failed 5 times: model endpoint down');
+    expect(await views.inboxItem('escalation:demo:h-g')).toBeNull();
+
+    await applyAll(projector, events.slice(firstGiveUp + 1));
+    expect(await views.inboxItem('escalation:demo:h-g')).toMatchObject({
+      kind: 'escalation',
+      status: 'open',
+      why: 'offer_given_up',
+      agent: 'lena',
+      priority: 'high',
+      handoff_id: 'h-g',
+      escalate_to: 'lena',
+      consult_handoff_id: 'esc-h-g',
+      workflow_run_id: 'wr-g',
+      note: 'onOffer failed 5 times: model endpoint down',
+    });
+    expect((await views.handoff('demo', 'h-g'))?.handoff).toMatchObject({
+      status: 'failed',
+      terminal_reason: 'retry cap 1 reached (offer_given_up); escalated to lena',
+    });
+    expect(await views.inboxItem('handback:demo:hb-h-r')).toMatchObject({
+      kind: 'handback',
+      status: 'open',
+      handoff_status: 'pending',
+      offer_given_up_by: 'alice',
+      offer_given_up_reason: 'onOffer failed 5 times: model endpoint down',
+    });
+    // Idempotent: the same events again change nothing.
+    const before = await snapshots(fx);
+    expect(new Set(await applyAll(createBatonProjector({ store: fx.store }), events))).toEqual(new Set(['skipped']));
+    expect((await snapshots(fx)).map((s, i) => diffSnapshots(before[i]!, s))).toEqual(PROJECTIONS.map(() => []));
+  });
+
   it('inbox filters by project, kind, why, agent and priority; urgent order puts policy stops before medium ones; cursor paging returns each item once', async () => {
     await applyAll(projector, log.slice(0, indexOf('run.resumed', 'wr-b')));
     const policy = await views.inbox({ filters: { why: 'policy' } });

@@ -82,9 +82,10 @@ export function summarizeHandoffEvent(event: HandoffEvent): string {
       return `lease of ${event.data.expired_claimer} expired; requeued (retry ${event.data.retry_count})`;
     case 'handoff.escalated': {
       const o = event.data.outcome;
+      const gaveUp = event.data.given_up !== undefined ? ` after ${event.data.given_up.by} gave up its offer unclaimed: ${event.data.given_up.reason}` : '';
       return 'escalate_to' in o
-        ? `retry cap ${event.data.max_retries} reached (${event.data.cause}); escalated to ${o.escalate_to}`
-        : `retry cap ${event.data.max_retries} reached (${event.data.cause}); nobody to escalate to (${o.stop_why}): ${o.detail}`;
+        ? `retry cap ${event.data.max_retries} reached (${event.data.cause}); escalated to ${o.escalate_to}${gaveUp}`
+        : `retry cap ${event.data.max_retries} reached (${event.data.cause}); nobody to escalate to (${o.stop_why}): ${o.detail}${gaveUp}`;
     }
     case 'handoff.abandoned':
       return `abandoned by ${event.data.abandoned_by}${event.data.abandoned_by_project !== undefined ? ` of project ${event.data.abandoned_by_project}` : ''}: ${event.data.reason}`;
@@ -94,6 +95,10 @@ export function summarizeHandoffEvent(event: HandoffEvent): string {
       return `deadline ${event.data.deadline_at} passed; failed (deadline)`;
     case 'handoff.archived':
       return `archived from ${event.data.archived_from} by ${event.data.archived_by}`;
+    case 'handoff.offer_given_up': {
+      const d = event.data;
+      return `offer given up by ${d.given_up_by} unclaimed after ${d.deliveries} deliveries (retry ${d.retry_count}): ${d.reason}`;
+    }
     case 'handoff.review_reopened':
       return `review reopened: handback ${event.data.previous_handback_id} ${event.data.ended.replace('_', ' ')} undecided; new handback ${event.data.handback_id}`;
     default: {

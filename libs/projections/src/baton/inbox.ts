@@ -282,6 +282,9 @@ function handoffStep(prior: HandoffMemo | null, event: SequencedEvent): { state?
       ops.push(Op.itemPatch(INBOX_STORE, InboxItemId.handback(project, hid), { handoff_status: 'claimed', claimed_by: e.data.claimed_by }));
     } else if (e.type === 'handoff.lease_expired') {
       ops.push(Op.itemPatch(INBOX_STORE, InboxItemId.handback(project, hid), { handoff_status: 'pending' }, ['claimed_by']));
+    } else if (e.type === 'handoff.offer_given_up') {
+      // Its reviewer gave up on the offer unclaimed: it is not offered again, a person decides it here.
+      ops.push(Op.itemPatch(INBOX_STORE, InboxItemId.handback(project, hid), { offer_given_up_by: e.data.given_up_by, offer_given_up_reason: e.data.reason }));
     } else if (TERMINAL_HANDOFF_EVENTS.has(e.type)) {
       const resolution = e.type === 'handoff.handback_decided' ? `decided:${e.data.decision}` : e.type.slice('handoff.'.length);
       const by = e.type === 'handoff.handback_decided' ? e.data.decided_by : undefined;
