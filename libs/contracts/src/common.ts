@@ -95,6 +95,8 @@ export const MeshNameSchema = z
 export const IsoTimeSchema = z.iso.datetime({ offset: true });
 
 export const ShortTextSchema = z.string().max(Limits.maxShortText);
+/** A short text that says something: spaces alone are refused as blank (a reason, a summary). */
+export const NonBlankShortTextSchema = ShortTextSchema.trim().min(1, 'must not be blank');
 
 export type Id = z.infer<typeof IdSchema>;
 export type ProjectId = z.infer<typeof ProjectIdSchema>;

@@ -41,6 +41,19 @@ describe('handoff wire contracts', () => {
   it('a rework decision says what to change; an accept needs no note', () => {
     expect(DecideHandbackCommandSchema.safeParse({ handoff_id: 'h', decision: 'rework', note: '  ', idempotency_key: 'k' }).success).toBe(false);
     expect(DecideHandbackCommandSchema.safeParse({ handoff_id: 'h', decision: 'accept', idempotency_key: 'k' }).success).toBe(true);
+    // Missing or blank, one message (the operator API's): a client need not tell two zod texts apart.
+    const messages = (body: object) => DecideHandbackCommandSchema.safeParse(body).error?.issues.map((i) => [i.path.join('.'), i.message]);
+    const noteRule = [['note', 'a rework says what to change: write a note']];
+    expect(messages({ handoff_id: 'h', decision: 'rework', idempotency_key: 'k' })).toEqual(noteRule);
+    expect(messages({ handoff_id: 'h', decision: 'rework', note: '  ', idempotency_key: 'k' })).toEqual(noteRule);
+  });
+
+  it('a reason of spaces alone is refused as blank, not as too short', () => {
+    const issues = HandoffCommandSchemas.abandon.safeParse({ handoff_id: 'h', reason: '   ', idempotency_key: 'k' }).error?.issues;
+    expect(issues?.map((i) => [i.path.join('.'), i.message])).toEqual([['reason', 'must not be blank']]);
+    expect(HandoffCommandSchemas.release.safeParse({ handoff_id: 'h', claim_id: 'c', reason: ' ', idempotency_key: 'k' }).error?.issues[0]?.message).toBe(
+      'must not be blank',
+    );
   });
 
   it('a completion report fills the optional lists and rejects unknown outcomes', () => {

@@ -1,6 +1,16 @@
 import { z } from 'zod';
 import { EvidenceSchema } from './agent-result';
-import { CommandDigestSchema, IdSchema, IsoTimeSchema, Limits, ProjectIdSchema, ShortTextSchema, namedRecord, RecordKeySchema } from './common';
+import {
+  CommandDigestSchema,
+  IdSchema,
+  IsoTimeSchema,
+  Limits,
+  ProjectIdSchema,
+  ShortTextSchema,
+  NonBlankShortTextSchema,
+  namedRecord,
+  RecordKeySchema,
+} from './common';
 import { DomainEventOf } from './envelope';
 
 /*
@@ -324,7 +334,12 @@ export const DecideHandbackCommandSchema = z.discriminatedUnion('decision', [
   z.strictObject({
     handoff_id: IdSchema,
     decision: z.literal('rework'),
-    note: ShortTextSchema.trim().min(1, 'a rework says what to change'),
+    // One message whether the note is missing or blank (the operator API says the same).
+    note: z
+      .string({ error: 'a rework says what to change: write a note' })
+      .max(Limits.maxShortText)
+      .trim()
+      .min(1, 'a rework says what to change: write a note'),
     idempotency_key: IdempotencyKeySchema,
   }),
 ]);
@@ -334,7 +349,7 @@ export type DecideHandbackCommand = z.infer<typeof DecideHandbackCommandSchema>;
 export const ReleaseHandoffCommandSchema = z.strictObject({
   handoff_id: IdSchema,
   claim_id: IdSchema.optional(),
-  reason: ShortTextSchema.trim().min(1),
+  reason: NonBlankShortTextSchema,
   idempotency_key: IdempotencyKeySchema,
 });
 export type ReleaseHandoffCommand = z.infer<typeof ReleaseHandoffCommandSchema>;
@@ -342,7 +357,7 @@ export type ReleaseHandoffCommand = z.infer<typeof ReleaseHandoffCommandSchema>;
 /** The delegator (or an operator) withdraws a handoff that is not finished. */
 export const AbandonHandoffCommandSchema = z.strictObject({
   handoff_id: IdSchema,
-  reason: ShortTextSchema.trim().min(1),
+  reason: NonBlankShortTextSchema,
   idempotency_key: IdempotencyKeySchema,
   /**
    * The project the handoff lives in, when it is not the subject's: the delegator of a
@@ -359,7 +374,7 @@ export type AbandonHandoffCommand = z.infer<typeof AbandonHandoffCommandSchema>;
 export const FailHandoffCommandSchema = z.strictObject({
   handoff_id: IdSchema,
   claim_id: IdSchema.optional(),
-  reason: ShortTextSchema.trim().min(1),
+  reason: NonBlankShortTextSchema,
   idempotency_key: IdempotencyKeySchema,
 });
 export type FailHandoffCommand = z.infer<typeof FailHandoffCommandSchema>;
@@ -399,7 +414,7 @@ export const CompleteFromResultCommandSchema = z.strictObject({
    */
   claim_id: IdSchema.optional(),
   /** What the result says it did (the ledger writes a default when it is omitted). */
-  summary: ShortTextSchema.trim().min(1).optional(),
+  summary: NonBlankShortTextSchema.optional(),
   evidence: EvidenceSchema.default({}),
   idempotency_key: IdempotencyKeySchema,
 });
@@ -444,7 +459,7 @@ export const GiveUpOfferCommandSchema = z.strictObject({
   /** How many times the offer was delivered before the agent gave up. */
   deliveries: z.number().int().min(1).max(1000),
   /** Why: the handler's last error, in a line. */
-  reason: ShortTextSchema.trim().min(1),
+  reason: NonBlankShortTextSchema,
   idempotency_key: IdempotencyKeySchema,
 });
 export type GiveUpOfferCommand = z.infer<typeof GiveUpOfferCommandSchema>;

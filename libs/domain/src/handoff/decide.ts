@@ -410,7 +410,10 @@ function decideHeartbeat({ data, metadata }: HeartbeatHandoff, state: ExistingHa
     return reject('forbidden', HandoffErrorCode.notTheClaimer, `${metadata.actor} does not hold the claim on handoff ${state.id}`);
   }
   if (isAtOrAfter(metadata.now, state.claim.lease_expires_at)) {
-    return reject('wrong_state', HandoffErrorCode.leaseExpired, `the lease on handoff ${state.id} expired at ${state.claim.lease_expires_at}`);
+    return reject('wrong_state', HandoffErrorCode.leaseExpired, `the lease on handoff ${state.id} expired at ${state.claim.lease_expires_at}`, {
+      handoff_id: state.id,
+      lease_expires_at: state.claim.lease_expires_at,
+    });
   }
   return accept({
     type: 'handoff.heartbeat',

@@ -82,10 +82,12 @@ describe('handoff: heartbeat extends the lease of the current claim', () => {
       .thenFails('not_the_claimer');
   });
 
-  it('a heartbeat after the lease ran out is refused: the claim is lost to the watchdog', () => {
-    given(handoffDecider, claimedByBob())
+  it('a heartbeat after the lease ran out is refused: the claim is lost to the watchdog (details say when it ran out)', () => {
+    const error = given(handoffDecider, claimedByBob())
       .when(cmd.heartbeat('bob', 'c1', 60))
       .thenFails('lease_expired');
+    // Claimed at the fixture's 00:00:00 with the default 60 s lease.
+    expect(error.details).toEqual({ handoff_id: 'h-1', lease_expires_at: '2026-01-01T00:01:00.000Z' });
   });
 });
 
