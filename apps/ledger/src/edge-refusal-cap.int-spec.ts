@@ -1,9 +1,10 @@
 import { headers as natsHeaders } from 'nats';
-import { MsgIds, offerDurableName } from '@baton/contracts';
+import { ledgerCommandSubject, MsgIds, offerDurableName, Principals } from '@baton/contracts';
 import { batonStreamNames, DeadLetterReason, type NatsHandle } from '@baton/eventstore';
 import type { RunningService } from '@baton/platform';
 import { AgentEdgeRelay, EDGE_DLQ_SOURCE } from './edge/agent-edge';
-import { edgeSenderOf } from './edge/refused-letter-cap';
+import { LEDGER_DLQ_SOURCE } from './commands/ledger-commands';
+import { commandSenderOf, edgeSenderOf } from './edge/refused-letter-cap';
 import { bootLedger, connectTest, deadLetters, deleteStreams, DlqHeader, messagesOn, randomPrefix, type StoredMessage } from './int/support';
 
 // The agent edge writes each sender at most its budget of refused letters a window, and sums up
@@ -82,7 +83,7 @@ describe('agent edge: refused letters per sender are capped, and the rest summed
 
   beforeAll(async () => {
     nats = await connectTest('ledger-edge-cap-int');
-    ledger = await bootLedger(prefix, 'ledger-edge-cap', { LEDGER_EDGE_REFUSED_LETTERS_PER_MINUTE: String(BUDGET) }, { edgeRefusalWindowMs: WINDOW_MS });
+    ledger = await bootLedger(prefix, 'ledger-edge-cap', { LEDGER_REFUSED_LETTERS_PER_MINUTE: String(BUDGET) }, { refusalWindowMs: WINDOW_MS });
     relay = ledger.app.get(AgentEdgeRelay);
   });
 
@@ -216,5 +217,25 @@ describe('agent edge: refused letters per sender are capped, and the rest summed
     const bystander = await messagesOn(nats, inbox, `${prefix}.in.globex.result.bystander`);
     expect(ids(own)).toEqual(good.filter((id) => id.startsWith('own-')));
     expect(ids(bystander)).toEqual(good.filter((id) => id.startsWith('by-')));
+  });
+  it('rejected ledger commands are capped the same way per principal: every request still answered with its code, letters past the budget summed up', async () => {
+    const N = 20;
+    const subject = ledgerCommandSubject(prefix, 'acme', Principals.agent('acme', 'noisy'), 'claim');
+    const sender = commandSenderOf(prefix, subject);
+    expect(sender).toBe('acme/agent.noisy');
+    // A body that breaks the schema each time (its own bytes, so no two letters share an id).
+    const replies = await Promise.all(
+      Array.from({ length: N }, (_, i) => nats.connection.request(subject, encoder.encode(JSON.stringify({ handoff_id: '', n: i })), { timeout: 5_000 })),
+    );
+    for (const reply of replies) expect(reply.json()).toMatchObject({ ok: false, error: { code: 'schema_violation', kind: 'rejected' } });
+    const ledgerLetters = async () => (await deadLetters(nats, prefix, LEDGER_DLQ_SOURCE)).filter((l) => l.header(DlqHeader.subject) === subject);
+    const summary = await waitFor('the commands summary letter', async () => {
+      const found = await ledgerLetters();
+      return found.find((l) => l.header(DlqHeader.reason) === DeadLetterReason.refusalsSuppressed) ?? null;
+    });
+    expect(await ledgerLetters()).toHaveLength(BUDGET + 1);
+    expect(summary.json()).toMatchObject({ sender, suppressed: N - BUDGET, reasons: { schema_violation: N - BUDGET }, letters_per_window: BUDGET });
+    expect(summary.header(DlqHeader.source)).toBe(LEDGER_DLQ_SOURCE);
+    expect(summary.header(DlqHeader.detail)).toContain(`${N - BUDGET} refused ledger commands of ${sender}`);
   });
 });

@@ -1,7 +1,10 @@
 import { DynamicModule, Module } from '@nestjs/common';
+import { DlqSources } from '@baton/eventstore';
+import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { LedgerCommandListener } from './commands/command-listener';
 import { AgentEdgeRelay } from './edge/agent-edge';
-import { REFUSED_LETTER_CAP, REFUSED_LETTER_WINDOW_MS, RefusedLetterCap } from './edge/refused-letter-cap';
+import { REFUSED_LETTER_WINDOW_MS, RefusedLetterCap } from './edge/refused-letter-cap';
+import { COMMAND_REFUSED_LETTERS, EDGE_REFUSED_LETTERS, RefusedLetters } from './edge/refused-letters';
 import { LedgerCommands } from './commands/ledger-commands';
 import { LEDGER_CONFIG, type LedgerConfig } from './config';
 import { ProjectDirectory } from './projects/project-directory';
@@ -18,8 +21,8 @@ import { OfferConsumers } from './offers/offer-consumers';
 export interface LedgerOptions {
   /** Length of the claim rate window, ms (default one minute: the caps are claims per minute). */
   claimWindowMs?: number;
-  /** Length of a sender's window of refused edge letters, ms (default one minute: the budget is letters per minute). */
-  edgeRefusalWindowMs?: number;
+  /** Length of a sender's window of refused letters, ms (default one minute: the budget is letters per minute). */
+  refusalWindowMs?: number;
 }
 
 /** The ledger: command request/reply, the handoff reactor and offers. Needs `RuntimeModule`. */
@@ -32,10 +35,23 @@ export class LedgerModule {
       providers: [
         { provide: LEDGER_CONFIG, useValue: config },
         { provide: CLAIM_WINDOW, useValue: new ClaimWindow(options.claimWindowMs ?? DEFAULT_CLAIM_WINDOW_MS) },
-        {
-          provide: REFUSED_LETTER_CAP,
-          useValue: new RefusedLetterCap(config.LEDGER_EDGE_REFUSED_LETTERS_PER_MINUTE, options.edgeRefusalWindowMs ?? REFUSED_LETTER_WINDOW_MS),
-        },
+        // Refused edge messages and rejected commands: each sender's letters capped, each path its own budget.
+        ...(
+          [
+            [EDGE_REFUSED_LETTERS, DlqSources.ledgerEdge, 'edge messages'],
+            [COMMAND_REFUSED_LETTERS, DlqSources.ledger, 'ledger commands'],
+          ] as const
+        ).map(([token, source, what]) => ({
+          provide: token,
+          inject: [RUNTIME],
+          useFactory: (runtime: ServiceRuntime) =>
+            new RefusedLetters(
+              runtime,
+              new RefusedLetterCap(config.LEDGER_REFUSED_LETTERS_PER_MINUTE, options.refusalWindowMs ?? REFUSED_LETTER_WINDOW_MS),
+              source,
+              what,
+            ),
+        })),
         ClaimRateStore,
         ProjectDirectory,
         ProjectControlService,

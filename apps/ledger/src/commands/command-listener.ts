@@ -1,4 +1,5 @@
 import { Inject, Injectable, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
+import { COMMAND_REFUSED_LETTERS, type RefusedLetters } from '../edge/refused-letters';
 import { Subjects } from '@baton/contracts';
 import { subscribeCore, type CoreMessage, type CoreSubscription } from '@baton/eventstore';
 import type { CompleteThenCreateReply, LedgerReply, OpenOffersReply, ProjectControlReply } from '@baton/contracts';
@@ -30,6 +31,7 @@ export class LedgerCommandListener implements OnApplicationBootstrap, OnModuleDe
   constructor(
     @Inject(RUNTIME) private readonly runtime: ServiceRuntime,
     @Inject(LedgerCommands) private readonly commands: LedgerCommands,
+    @Inject(COMMAND_REFUSED_LETTERS) private readonly refusedLetters: RefusedLetters,
   ) {}
 
   async onApplicationBootstrap(): Promise<void> {
@@ -52,6 +54,8 @@ export class LedgerCommandListener implements OnApplicationBootstrap, OnModuleDe
     this.subscription = null;
     if (subscription && !subscription.isClosed()) await subscription.drain().catch(() => undefined);
     await Promise.allSettled([...this.inFlight]);
+    // Rejections counted in windows still open are summed up now, not dropped with the process.
+    await this.refusedLetters.stop();
   }
 
   /** Requests this instance has answered (health and tests). */

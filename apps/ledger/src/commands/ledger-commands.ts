@@ -56,7 +56,6 @@ import {
   ConcurrencyConflict,
   DeadLetterReason,
   DlqSources,
-  deadLetter,
   hopTrace,
   newUniqueId,
   REFUSED_LETTER_BYTES,
@@ -71,6 +70,8 @@ import { ProjectControlService } from '../governance/project-control.service';
 import { ClaimRateStore, type ClaimAdmission, type ClaimTicket } from '../governance/claim-rate-store';
 import { OfferConsumers } from '../offers/offer-consumers';
 import { OfferPublisher } from '../offers/offer-publisher';
+import { commandSenderOf } from '../edge/refused-letter-cap';
+import { COMMAND_REFUSED_LETTERS, type RefusedLetters } from '../edge/refused-letters';
 
 /** Dead-letter source of rejected ledger requests (`<prefix>.dlq.ledger`). */
 export const LEDGER_DLQ_SOURCE = DlqSources.ledger;
@@ -201,6 +202,7 @@ export class LedgerCommands {
     @Inject(ClaimRateStore) private readonly rates: ClaimRateStore,
     @Inject(OfferConsumers) private readonly offerConsumers: OfferConsumers,
     @Inject(OfferPublisher) private readonly offers: OfferPublisher,
+    @Inject(COMMAND_REFUSED_LETTERS) private readonly refusedLetters: RefusedLetters,
   ) {}
 
   /**
@@ -738,33 +740,39 @@ export class LedgerCommands {
     return true;
   }
 
-  /** Answer a rejection and record it as a dead letter with the original bytes. */
+  /**
+   * Answer a rejection and record it as a dead letter with the original bytes — while its sender
+   * (the principal the subject names) has letters left in its budget; past it the rejection is
+   * counted for the sender's `refusals_suppressed` letter (`COMMAND_REFUSED_LETTERS`). The answer
+   * is the same either way, and a letter is stored before it is sent.
+   */
   private async reject(
     request: LedgerRequest,
     rejection: LedgerRejection,
     letter: Pick<DeadLetterInput, 'keepBytes' | 'reply'> = {},
   ): Promise<{ ok: false; error: LedgerError }> {
-    const log = this.runtime.logger.child({ subject: request.subject });
-    log.warn(rejection.kind === 'forbidden' ? 'request refused: access' : 'request rejected', { code: rejection.code, reason: rejection.message });
-    try {
-      await deadLetter(this.runtime.nats.js, {
-        prefix: this.runtime.config.BATON_PREFIX,
-        source: LEDGER_DLQ_SOURCE,
-        reason: rejection.code,
-        detail: rejection.message,
-        subject: request.subject,
-        headers: request.headers,
-        data: request.data,
-        deliveries: 1,
-        // Core NATS request: no stream and no sequence. A unique id keeps each rejection apart.
-        stream: `core-${newUniqueId()}`,
-        seq: 0,
-        consumer: this.runtime.instance,
-        ...letter,
-      });
-    } catch (error) {
-      log.error('cannot record the rejection as a dead letter', error instanceof Error ? error : { error: String(error) });
+    const prefix = this.runtime.config.BATON_PREFIX;
+    const recorded = this.refusedLetters.refuse(commandSenderOf(prefix, request.subject), {
+      prefix,
+      source: LEDGER_DLQ_SOURCE,
+      reason: rejection.code,
+      detail: rejection.message,
+      subject: request.subject,
+      headers: request.headers,
+      data: request.data,
+      deliveries: 1,
+      // Core NATS request: no stream and no sequence. A unique id keeps each rejection apart.
+      stream: `core-${newUniqueId()}`,
+      seq: 0,
+      consumer: this.runtime.instance,
+      ...letter,
+    });
+    if (recorded.outcome === 'refused') {
+      this.runtime.logger
+        .child({ subject: request.subject })
+        .warn(rejection.kind === 'forbidden' ? 'request refused: access' : 'request rejected', { code: rejection.code, reason: rejection.message });
     }
+    await recorded.written;
     return {
       ok: false,
       error: {

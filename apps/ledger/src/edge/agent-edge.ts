@@ -3,7 +3,6 @@ import { edgeBodyRefusal, foreignMsgId, mayRelayReply, parseEdgeSubject, Subject
 import {
   batonStreamNames,
   DeadLetterReason,
-  deadLetter,
   DlqSources,
   newUniqueId,
   REFUSED_LETTER_BYTES,
@@ -11,10 +10,10 @@ import {
   UnreadableHeadersError,
   type CoreMessage,
   type CoreSubscription,
-  type DeadLetterInput,
 } from '@baton/eventstore';
 import { METRICS, RUNTIME, type BatonMetrics, type ServiceRuntime } from '@baton/platform';
-import { edgeSenderOf, REFUSED_LETTER_CAP, RefusedLetterCap, type SuppressedRefusals } from './refused-letter-cap';
+import { edgeSenderOf } from './refused-letter-cap';
+import { EDGE_REFUSED_LETTERS, type RefusedLetters } from './refused-letters';
 
 /** JetStream's headers an agent may set through its edge: the message id; any other `Nats-…` is dropped. */
 function dropsHeader(name: string): boolean {
@@ -35,9 +34,6 @@ export const EDGE_QUEUE = 'ledger-edge';
 /** Dead-letter source of edge messages relayed nowhere (`<prefix>.dlq.ledger-edge`). */
 export const EDGE_DLQ_SOURCE = DlqSources.ledgerEdge;
 
-/** The most a summary letter is written after its sender's window ended (the sweep's period). */
-const SUMMARY_SWEEP_MAX_MS = 5_000;
-
 /**
  * The agent edge (`libs/contracts/src/edge.ts`): agents may publish nothing JetStream reads,
  * because JetStream answers on whatever reply subject a client sets, with the server's rights —
@@ -54,7 +50,7 @@ const SUMMARY_SWEEP_MAX_MS = 5_000;
  * authentication anyone may publish anything, and only the subject is checked.
  *
  * Each sender (as the subject names it) writes at most its budget of such letters a minute
- * ({@link RefusedLetterCap}, `LEDGER_EDGE_REFUSED_LETTERS_PER_MINUTE`); the refusals beyond it are
+ * ({@link RefusedLetters}, `LEDGER_REFUSED_LETTERS_PER_MINUTE`); the refusals beyond it are
  * counted and written as one `refusals_suppressed` letter when its minute ends, so a sender
  * refused in a loop can neither push other letters out of the shared DLQ nor spend the ledger's
  * time writing them. Messages relayed never meet the cap.
@@ -65,16 +61,13 @@ export class AgentEdgeRelay implements OnApplicationBootstrap, OnModuleDestroy {
   private readonly inboxStream: string;
   private readonly checkReplies: boolean;
   private relayed = 0;
-  private sweeper: NodeJS.Timeout | null = null;
-  /** Letters being written: awaited on shutdown, so a summary is not lost to the connection's close. */
-  private readonly writing = new Set<Promise<void>>();
 
   /** `baton_edge_messages_total` of each route relayed (bound once: the relay is on every agent message's path). */
   private readonly relayedMetric: Record<EdgeRoute['kind'], { inc(): void }> | null;
 
   constructor(
     @Inject(RUNTIME) private readonly runtime: ServiceRuntime,
-    @Inject(REFUSED_LETTER_CAP) private readonly cap: RefusedLetterCap,
+    @Inject(EDGE_REFUSED_LETTERS) private readonly letters: RefusedLetters,
     @Optional() @Inject(METRICS) private readonly metrics: BatonMetrics | null = null,
   ) {
     this.inboxStream = batonStreamNames(runtime.config.BATON_PREFIX).inbox;
@@ -94,23 +87,14 @@ export class AgentEdgeRelay implements OnApplicationBootstrap, OnModuleDestroy {
     });
     // The server knows the subscription before the service reports ready.
     await this.runtime.nats.connection.flush();
-    if (this.cap.active) {
-      // A quiet sender's summary is written once its window ends, not only at its next refusal.
-      const period = Math.max(100, Math.min(SUMMARY_SWEEP_MAX_MS, Math.ceil(this.cap.windowMs / 4)));
-      this.sweeper = setInterval(() => this.summarize(this.cap.sweep(Date.now())), period);
-      this.sweeper.unref();
-    }
   }
 
   async onModuleDestroy(): Promise<void> {
     const subscription = this.subscription;
     this.subscription = null;
     if (subscription && !subscription.isClosed()) await subscription.drain().catch(() => undefined);
-    if (this.sweeper !== null) clearInterval(this.sweeper);
-    this.sweeper = null;
     // What was suppressed in windows still open is written now, not dropped with the process.
-    this.summarize(this.cap.drain());
-    await Promise.all([...this.writing]);
+    await this.letters.stop();
   }
 
   /** Messages relayed so far (health and tests). */
@@ -120,7 +104,7 @@ export class AgentEdgeRelay implements OnApplicationBootstrap, OnModuleDestroy {
 
   /** Refused messages not written as letters of their own (summed up in `refusals_suppressed` letters) so far. */
   suppressedCount(): number {
-    return this.cap.suppressed;
+    return this.letters.suppressed;
   }
 
   private relay(msg: CoreMessage): void {
@@ -171,23 +155,7 @@ export class AgentEdgeRelay implements OnApplicationBootstrap, OnModuleDestroy {
    */
   private refuse(msg: CoreMessage, route: EdgeRoute['kind'] | 'none', reason: string, detail: string): void {
     const sender = edgeSenderOf(this.runtime.config.BATON_PREFIX, msg.subject);
-    const verdict = this.cap.refuse(sender, reason, msg.subject, Date.now());
-    this.summarize(verdict.due);
-    this.metrics?.edgeMessages.inc({ route, outcome: verdict.letter ? 'refused' : 'suppressed' });
-    if (!verdict.letter) {
-      // One line per window of suppression, not one per message: a flood must not flood the logs.
-      if (verdict.firstSuppressed)
-        this.runtime.logger.warn('edge refusals over budget: counted, not recorded one by one, until the window ends', {
-          sender,
-          subject: msg.subject,
-          reason,
-          letters_per_window: this.cap.perWindow,
-          window_ms: this.cap.windowMs,
-        });
-      return;
-    }
-    this.runtime.logger.warn('edge message refused', { subject: msg.subject, reason, detail });
-    this.record({
+    const { outcome } = this.letters.refuse(sender, {
       prefix: this.runtime.config.BATON_PREFIX,
       source: EDGE_DLQ_SOURCE,
       reason,
@@ -202,59 +170,7 @@ export class AgentEdgeRelay implements OnApplicationBootstrap, OnModuleDestroy {
       keepBytes: REFUSED_LETTER_BYTES,
       ...(msg.reply !== undefined ? { reply: msg.reply } : {}),
     });
-  }
-
-  /** Write one `refusals_suppressed` letter per summary: the refusals of a window that had no letter of their own. */
-  private summarize(summaries: SuppressedRefusals[]): void {
-    for (const s of summaries) {
-      const reasons = Object.entries(s.reasons)
-        .map(([reason, count]) => `${reason} ${count}`)
-        .join(', ');
-      const first = new Date(s.firstAt).toISOString();
-      const last = new Date(s.lastAt).toISOString();
-      this.runtime.logger.warn('edge refusals suppressed', {
-        sender: s.sender,
-        suppressed: s.count,
-        reasons: s.reasons,
-        first_subject: s.firstSubject,
-        last_subject: s.lastSubject,
-      });
-      const body = {
-        sender: s.sender,
-        suppressed: s.count,
-        reasons: s.reasons,
-        first_subject: s.firstSubject,
-        last_subject: s.lastSubject,
-        first_at: first,
-        last_at: last,
-        window_started_at: new Date(s.windowStart).toISOString(),
-        window_ms: this.cap.windowMs,
-        letters_per_window: this.cap.perWindow,
-      };
-      this.record({
-        prefix: this.runtime.config.BATON_PREFIX,
-        source: EDGE_DLQ_SOURCE,
-        reason: DeadLetterReason.refusalsSuppressed,
-        detail: `${s.count} refused edge messages of ${s.sender} from ${first} to ${last} had no letter of their own (its ${this.cap.perWindow} letters a window were spent): ${reasons}; first ${s.firstSubject}, last ${s.lastSubject}`,
-        subject: s.firstSubject,
-        headers: {},
-        data: new TextEncoder().encode(JSON.stringify(body)),
-        deliveries: 1,
-        stream: `core-${newUniqueId()}`,
-        seq: 0,
-        consumer: this.runtime.instance,
-        part: 'suppressed',
-      });
-    }
-  }
-
-  private record(letter: DeadLetterInput): void {
-    // baton_dead_letters_total counts it: the instrumented handle counts every publish on `<prefix>.dlq.>`.
-    const written = deadLetter(this.runtime.nats.js, letter).then(
-      () => undefined,
-      (error: unknown) => this.runtime.logger.error('cannot record a refused edge message', error instanceof Error ? error : { error: String(error) }),
-    );
-    this.writing.add(written);
-    void written.finally(() => this.writing.delete(written));
+    this.metrics?.edgeMessages.inc({ route, outcome });
+    if (outcome === 'refused') this.runtime.logger.warn('edge message refused', { subject: msg.subject, reason, detail });
   }
 }

@@ -10,9 +10,6 @@ export const REFUSED_LETTER_WINDOW_MS = 60_000;
  */
 export const REFUSED_LETTER_SENDERS_KEPT = 10_000;
 
-/** Injection token for the ledger's {@link RefusedLetterCap}. */
-export const REFUSED_LETTER_CAP = Symbol('REFUSED_LETTER_CAP');
-
 /**
  * Who sent an edge message, as its subject names it: `<project>/<agent>` for
  * `<prefix>.edge.<project>.<kind>.<agent>` and `<prefix>.edge.<project>.offers.<agent>.…`, the
@@ -26,6 +23,17 @@ export function edgeSenderOf(prefix: string, subject: string): string {
   const project = tokens[0] ?? '';
   const agent = tokens[2];
   return agent === undefined ? project : `${project}/${agent}`;
+}
+
+/**
+ * Who sent a ledger command, as its subject names it (`<prefix>.cmd.ledger.<project>.<kind>.<name>.<command>`):
+ * `<project>/<kind>.<name>`, the principal a rejection is charged to; whatever the subject holds
+ * after the prefix when it is not of that shape.
+ */
+export function commandSenderOf(prefix: string, subject: string): string {
+  const head = `${prefix}.cmd.ledger.`;
+  const tokens = (subject.startsWith(head) ? subject.slice(head.length) : subject).split('.');
+  return tokens.length >= 4 ? `${tokens[0]}/${tokens[1]}.${tokens[2]}` : tokens.join('.');
 }
 
 /** Refusals of one sender whose letters were not written: what its summary letter says. */
