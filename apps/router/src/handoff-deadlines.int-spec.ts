@@ -166,6 +166,29 @@ describe('a returnable handoff has a deadline (issue 5; router + ledger + watchd
     expect(await waitEvent('dlended', run, 'run.awaiting_input')).toMatchObject({ agent: 'Loan_Supervisor' });
   }, 20_000);
 
+  it('seed 001: a child whose agent gave up on the offer before claiming it (give_up_offer, as the SDK sends after maxDeliver) failed before it accepted: ON_FAILURE at once, no retry round', async () => {
+    const { run, handoffId } = await start('dlended');
+    const created = await childCreated('dlended', handoffId);
+    const child = new LedgerClient(nats, prefix, { as: Principals.agent('dlended', 'Income_Capture_Agent') });
+    const gaveUp = await child.giveUpOffer('dlended', {
+      handoff_id: handoffId,
+      offered_version: 1,
+      deliveries: 5,
+      reason: 'onOffer threw: no model credentials',
+      idempotency_key: `give_up:${handoffId}:${created.id}`,
+    });
+    expect(gaveUp).toMatchObject({ ok: true, handoff: { status: 'failed', offer_given_up: { by: 'Income_Capture_Agent', deliveries: 5 } } });
+    const completed = await waitFor(async () => (await payloads('dlended', run, 'run.handoff_completed')).find((p) => p['outcome'] === 'error'), 'the give-up');
+    expect(completed).toMatchObject({
+      handoffId,
+      code: 'handoff_failed',
+      onFailure: 'respond',
+      cause:
+        'handoff_ended: failed by Income_Capture_Agent: offer given up unclaimed by Income_Capture_Agent after 5 deliveries: onOffer threw: no model credentials',
+    });
+    expect(await waitEvent('dlended', run, 'run.awaiting_input')).toMatchObject({ agent: 'Loan_Supervisor' });
+  }, 20_000);
+
   it('a child that releases its handoff (declines it: a released handoff is never offered again) is a failure of the route too: handoff_completed (error), ON_FAILURE at once', async () => {
     const { run, handoffId } = await start('dlended');
     await childCreated('dlended', handoffId);

@@ -671,6 +671,14 @@ export const HandoffFailedSchema = z.strictObject({
   ...EventBase,
   failed_by: ActorNameSchema,
   reason: ShortTextSchema,
+  /**
+   * `offer_given_up`: a returnable child's agent gave up on its offer before claiming it
+   * (`give_up_offer`): it failed before the child accepted it, so its run's ON_FAILURE applies at
+   * once (seed 001), with no retry round. Absent for a `fail`.
+   */
+  cause: z.literal('offer_given_up').optional(),
+  /** Cause `offer_given_up`: how many times the offer was delivered before its agent gave up. */
+  deliveries: z.number().int().min(1).optional(),
 });
 
 export const HandoffArchivedSchema = z.strictObject({

@@ -1,5 +1,5 @@
 import type { EscalationOutcome, HandbackRecipient, HandoffActorKind, HandoffCommandMetadata, HandoffEvent, HandoffEventData } from '@baton/contracts';
-import { ServiceActors } from '@baton/contracts';
+import { Limits, ServiceActors } from '@baton/contracts';
 import { accept, assertNever, DecisionResult, reject } from '../decider';
 import { ROUTER_HANDOFF_ID_PREFIXES } from '../run/ids';
 import type {
@@ -662,6 +662,21 @@ function decideGiveUpOffer({ data, metadata }: GiveUpOffer, state: ExistingHando
     );
   }
   const review = state.kind === 'completion_handback';
+  // A returnable child (a run's handoff with a deadline): its run waits on it, and seed 001 says
+  // ON_FAILURE runs when the handoff fails before the child accepts it. It fails at once (the
+  // router then applies ON_FAILURE: continue, RESPOND or ESCALATE), with no retry round.
+  if (!review && state.workflow_run_id !== undefined && state.deadline_at !== undefined) {
+    const reason = `offer given up unclaimed by ${metadata.actor} after ${data.deliveries} deliveries: ${data.reason}`;
+    return accept({
+      type: 'handoff.failed',
+      data: base(data, metadata, {
+        failed_by: metadata.actor,
+        reason: reason.length > Limits.maxShortText ? `${reason.slice(0, Limits.maxShortText - 1)}…` : reason,
+        cause: 'offer_given_up',
+        deliveries: data.deliveries,
+      }),
+    });
+  }
   const nextRetry = review ? state.retry.retry_count : state.retry.retry_count + 1;
   if (!review && nextRetry > state.retry.max_retries) {
     return accept({

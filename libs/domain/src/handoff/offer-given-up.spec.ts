@@ -170,4 +170,30 @@ describe('an offer its agent gave up on before claiming it (give_up_offer): neve
     expect(toHandoffRecord(ledger.state(handbackId))).toMatchObject({ status: 'pending', offer_given_up: { by: 'alice' } });
     expect(toHandoffRecord(ledger.state(HID))).toMatchObject({ status: 'returned', handback_id: handbackId });
   });
+  it('seed 001: a returnable child (a run handoff with a deadline) given up before it is claimed fails at once — its run`s ON_FAILURE applies, no retry round, no escalation', () => {
+    const created = history(cmd.create({ to_agent: 'bob', workflow_run_id: 'conv-1', deadline_at: at(3600) }));
+    const when = given(handoffDecider, created).when(giveUp('bob', 'give_up:h-1:3', { offered_version: 1 }));
+    when.thenMatch([
+      {
+        type: 'handoff.failed',
+        data: expect.objectContaining({
+          failed_by: 'bob',
+          cause: 'offer_given_up',
+          deliveries: 5,
+          reason: 'offer given up unclaimed by bob after 5 deliveries: onOffer failed 5 times: model endpoint down',
+        }),
+      },
+    ]);
+    expect(toHandoffRecord(when.stateAfter())).toMatchObject({
+      status: 'failed',
+      retry: { retry_count: 0 },
+      offer_given_up: { by: 'bob', deliveries: 5 },
+      terminal_reason: expect.stringContaining('offer given up unclaimed by bob'),
+    });
+    // The same give-up again is a retry of it (stores nothing), not a reuse of the key by a fail.
+    const events = [...created, ...decided(created, giveUp('bob', 'give_up:h-1:3', { offered_version: 1 }))];
+    given(handoffDecider, events)
+      .when(giveUp('bob', 'give_up:h-1:3', { offered_version: 1 }))
+      .then([]);
+  });
 });

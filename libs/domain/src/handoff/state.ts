@@ -197,7 +197,9 @@ function issuedKey(state: ExistingHandoff, event: Exclude<HandoffEvent, { type: 
     case 'handoff.abandoned':
       return recentKey(key, 'abandon', keyActor(event.data.abandoned_by, event.data.abandoned_by_project));
     case 'handoff.failed':
-      return recentKey(key, 'fail', event.data.failed_by);
+      return event.data.cause === 'offer_given_up'
+        ? recentKey(key, 'give_up_offer', event.data.failed_by, 'agent')
+        : recentKey(key, 'fail', event.data.failed_by);
     case 'handoff.deadline_expired':
       return recentKey(key, 'expire_deadline', event.data.expired_by);
     case 'handoff.archived':
@@ -407,7 +409,10 @@ export function evolveHandoff(state: HandoffState, event: HandoffEvent): Handoff
     }
     case 'handoff.failed': {
       if (state.status !== 'pending' && state.status !== 'claimed' && state.status !== 'returned') return state;
-      return { ...state, ...touched, status: 'failed', terminal_reason: event.data.reason };
+      const d = event.data;
+      const failed: EndedHandoff = { ...state, ...touched, status: 'failed', terminal_reason: d.reason };
+      if (d.cause === 'offer_given_up') failed.offer_given_up = { by: d.failed_by, at: d.at, deliveries: d.deliveries ?? 1, reason: d.reason };
+      return failed;
     }
     case 'handoff.deadline_expired': {
       if (state.status !== 'pending' && state.status !== 'claimed') return state;
