@@ -218,7 +218,7 @@ export const InboxItemSchema = z
       ),
     project: z.string(),
     kind: InboxKindSchema,
-    why: z.string().optional().describe('stop: the StopWhy; hold: hold | human_gate; escalation: lease_expired | rework'),
+    why: z.string().optional().describe('stop: the StopWhy; hold: hold | human_gate; escalation: lease_expired | rework | offer_given_up'),
     agent: z.string().optional(),
     priority: HandoffPrioritySchema.optional(),
     status: InboxStatusSchema,

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { StopWhySchema, type HandoffRecord, type NextForm, type NextFormField, type StopPacket } from '@baton/contracts';
-import type { InboxItem, StopRecord } from '@baton/projections';
+import { type HandoffRecord, type NextForm, type NextFormField, type StopPacket } from '@baton/contracts';
+import { InboxWhys, type InboxItem, type StopRecord } from '@baton/projections';
 import { canAnswer } from '../auth/roles';
 import { csrfField, hidden, NOTE_MAX, page, type PageContext } from './layout';
 import { html, prettyJson, seg, type SafeHtml } from './html';
@@ -22,7 +22,8 @@ export interface InboxFilterValues {
   kind?: string;
 }
 
-const WHYS = [...StopWhySchema.options, 'hold', 'human_gate', 'lease_expired', 'rework'];
+/** The inbox's whys, as the API takes them (a stop's why, a hold's kind, an escalation's cause). */
+const WHYS = InboxWhys;
 const PRIORITIES = ['urgent', 'high', 'medium', 'low'];
 const STATUSES = ['open', 'answered', 'closed', 'any'];
 const KINDS = ['stop', 'hold', 'handback', 'escalation'];
