@@ -262,6 +262,11 @@ export const InboxItemSchema = z
     to_role: z.string().nullable().optional().describe('handback: the role that decides it (operator...)'),
     handoff_status: z.string().optional().describe('handback: pending, claimed, or the status its closing left'),
     claimed_by: z.string().optional(),
+    offer_given_up_by: z
+      .string()
+      .optional()
+      .describe('handback: its reviewer gave up on its offer without claiming it (give_up_offer); it waits here for a person'),
+    offer_given_up_reason: z.string().optional().describe('handback: why its reviewer gave up (the handler`s last error)'),
     // An escalation item.
     escalate_to: z.string().nullable().optional(),
     consult_handoff_id: z.string().nullable().optional(),

@@ -1,5 +1,5 @@
-import { InboxWhys } from '@baton/projections';
-import { inboxPage } from './inbox-page';
+import { InboxWhys, type InboxItem } from '@baton/projections';
+import { inboxPage, itemCard } from './inbox-page';
 
 describe('the console inbox page', () => {
   it('offers every why the API filters by, an escalation`s offer_given_up among them (the list is the API`s own)', () => {
@@ -8,5 +8,22 @@ describe('the console inbox page', () => {
     const offered = [...select.matchAll(/<option value="([^"]*)"/g)].map((m) => m[1]).filter((v) => v !== '');
     expect(offered).toEqual([...InboxWhys]);
     expect(offered).toEqual(expect.arrayContaining(['offer_given_up', 'lease_expired', 'rework', 'hold', 'human_gate', 'circuit_open']));
+  });
+  it('a handback whose reviewer gave up on its offer says so on its card: who, and why', () => {
+    const item = {
+      id: 'handback:acme:hb-1',
+      project: 'acme',
+      kind: 'handback',
+      status: 'open',
+      urgency: 2,
+      at: 0,
+      title: 'Review the return of h-1',
+      opened_at: '2026-12-05T00:00:00.000Z',
+      handoff_id: 'hb-1',
+      offer_given_up_by: 'alice',
+      offer_given_up_reason: 'onOffer failed 5 times: <model down>',
+    } as unknown as InboxItem;
+    const card = itemCard({ kind: 'handback', item, handoff: null }, { principal: null, csrf: null }, '/inbox').toString();
+    expect(card).toContain('data-testid="offer-given-up">by alice: onOffer failed 5 times: &lt;model down&gt;</dd>');
   });
 });

@@ -177,6 +177,7 @@ function handoffFacts(item: InboxItem, handoff: HandoffRecord | null): SafeHtml 
   <dt>From → to</dt><dd>${handoff?.from_agent ?? ''} → ${handoff?.to_agent ?? handoff?.to_role ?? str(item['to_agent']) ?? ''}</dd>
   <dt>Handoff</dt><dd>${item.handoff_id ? html`<a href="${recordHref('handoffs', item.project, item.handoff_id)}">${item.handoff_id}</a>` : ''} ${handoff ? html`<span class="muted">(${handoff.status})</span>` : null}</dd>
   ${item.workflow_run_id ? html`<dt>Run</dt><dd>${runLink(handoff?.source_project ?? item.project, item.workflow_run_id, item.workflow_run_id)}</dd>` : null}
+  ${str(item['offer_given_up_by']) ? html`<dt>Offer given up</dt><dd data-testid="offer-given-up">by ${str(item['offer_given_up_by'])}: ${str(item['offer_given_up_reason']) ?? ''}</dd>` : null}
 </dl>`;
 }
 
