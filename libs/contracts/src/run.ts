@@ -539,6 +539,14 @@ export const RunResumeIntentSchema = z.strictObject({
   message: ShortTextSchema.nullable(),
   reasonCode: z.enum(['resume_intent', 'resume_intent_depth_limit', 'resume_intent_no_message']),
   depth: z.number().int().min(0),
+  /**
+   * A replay (`reasonCode: resume_intent`) after a COMPLETE whose RESPOND said something: what the
+   * customer is told before the replayed message is routed (the run's transcript keeps it, from
+   * `replyFrom`, the child). Absent when there was nothing to say; without a replay the RESPOND is
+   * the reply of the parent's `run.awaiting_input`.
+   */
+  reply: ShortTextSchema.optional(),
+  replyFrom: AgentNameSchema.optional(),
   at: IsoTimeSchema,
 });
 

@@ -149,14 +149,24 @@ describe('returnable handoffs (seed 001)', () => {
       mappedFields: ['annual_income'],
       respond: 'Thanks. I have your income.',
     });
+    // The child's COMPLETE RESPOND is said to the customer before the replay, and kept in the transcript.
     expect(ofType(events, 'run.resume_intent')[0]!.data).toMatchObject({
       reasonCode: 'resume_intent',
       resumeWith: 'original_handoff_utterance',
       message: 'I want a loan offer',
+      reply: 'Thanks. I have your income.',
+      replyFrom: 'Income_Capture_Agent',
+    });
+    expect(s.state.status !== 'none' && s.state.transcript.at(-1)).toMatchObject({
+      role: 'agent',
+      agent: 'Income_Capture_Agent',
+      text: 'Thanks. I have your income.',
     });
     expect(ofType(events, 'run.handoff')[0]!.data).toMatchObject({ to: 'Offer_Agent', returnExpected: false, reasonCode: 'handoff_permanent' });
     const routed = ofType(events, 'run.routed')[0]!.data;
     expect(routed.conversation).toMatchObject({ message: 'I want a loan offer', variables: { annual_income: 52000 }, handoff: { passed: ['annual_income'] } });
+    // Offer_Agent's history (full) includes what the customer was told.
+    expect(routed.conversation?.handoff?.history?.at(-1)).toEqual({ role: 'agent', agent: 'Income_Capture_Agent', text: 'Thanks. I have your income.' });
     expect(s.active).toMatchObject({ agent: 'Offer_Agent', variables: { annual_income: 52000 } });
     expect(s.state.status !== 'none' && s.state.waitingParents).toEqual([]);
   });

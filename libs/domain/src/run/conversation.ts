@@ -520,6 +520,9 @@ export function doReturn(
   const message = pickResumeMessage(resumeWith, sources);
   const limited = frame.replayDepth >= 1 || depth >= 1;
   const reasonCode = limited ? 'resume_intent_depth_limit' : message === null ? 'resume_intent_no_message' : 'resume_intent';
+  // The child's COMPLETE RESPOND reaches the customer before the replay (seed 001: "Thanks. I have
+  // your income.", then the offer); without a replay the parent's awaiting_input carries it.
+  const replies = reasonCode === 'resume_intent' && respond !== undefined && respond !== null;
   emit(c, {
     type: 'run.resume_intent',
     data: {
@@ -528,6 +531,7 @@ export function doReturn(
       message: message === null ? null : clip(message),
       reasonCode,
       depth: Math.max(frame.replayDepth, depth) + (limited ? 0 : 1),
+      ...(replies ? { reply: clip(respond), replyFrom: frame.child } : {}),
       at: c.now,
     },
   });

@@ -307,6 +307,13 @@ export function evolveRun(state: RunState, event: RunEvent): RunState {
       return { ...state, pendingHandoff: pending, waitingParents: frames };
     }
     case 'run.resume_intent':
+      // A COMPLETE's RESPOND said before the replay: in the transcript, as the child's.
+      return event.data.reply === undefined
+        ? state
+        : {
+            ...state,
+            transcript: appendTranscript(state.transcript, { role: 'agent', agent: event.data.replyFrom ?? event.data.parent, text: event.data.reply }),
+          };
     case 'run.memory_error':
       return state;
     case 'run.routed':

@@ -210,7 +210,7 @@ export function summarizeRunEvent(event: RunEvent): string {
     case 'run.handoff_return_handler':
       return `handoff_return_handler ${event.data.child} → ${event.data.parent} (${event.data.path}, action ${event.data.action}${event.data.handler ? `, handler ${event.data.handler}` : ''}) mappedFields: [${event.data.mappedFields.join(', ')}]${event.data.skippedFields.length > 0 ? ` skipped: [${event.data.skippedFields.join(', ')}]` : ''}${event.data.applied ? '' : ' — no effects applied'}`;
     case 'run.resume_intent':
-      return `resume_intent ${event.data.parent} reasonCode: ${event.data.reasonCode} (${event.data.resumeWith}${event.data.message !== null ? `: "${excerpt(event.data.message)}"` : ''})`;
+      return `resume_intent ${event.data.parent} reasonCode: ${event.data.reasonCode} (${event.data.resumeWith}${event.data.message !== null ? `: "${excerpt(event.data.message)}"` : ''})${event.data.reply !== undefined ? `; ${event.data.replyFrom ?? event.data.parent} replied "${excerpt(event.data.reply)}"` : ''}`;
     case 'run.handoff_completed':
       return `handoff_completed ${event.data.from} → ${event.data.to} outcome: ${event.data.outcome} durationMs: ${event.data.durationMs}${event.data.cause ? ` cause: ${event.data.cause}` : ''}${event.data.code ? ` code: ${event.data.code}` : ''}${event.data.siblingIntentMs !== undefined ? ` siblingIntentMs: ${event.data.siblingIntentMs}` : ''}${event.data.onFailure ? ` ON_FAILURE ${event.data.onFailure}` : ''}`;
     case 'run.memory_error':
