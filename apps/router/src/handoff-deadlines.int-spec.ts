@@ -177,7 +177,10 @@ describe('a returnable handoff has a deadline (issue 5; router + ledger + watchd
       reason: 'onOffer threw: no model credentials',
       idempotency_key: `give_up:${handoffId}:${created.id}`,
     });
-    expect(gaveUp).toMatchObject({ ok: true, handoff: { status: 'failed', offer_given_up: { by: 'Income_Capture_Agent', deliveries: 5 } } });
+    expect(gaveUp).toMatchObject({
+      ok: true,
+      handoff: { status: 'failed', offer_given_up: { by: 'Income_Capture_Agent', deliveries: 5, reason: 'onOffer threw: no model credentials' } },
+    });
     const completed = await waitFor(async () => (await payloads('dlended', run, 'run.handoff_completed')).find((p) => p['outcome'] === 'error'), 'the give-up');
     expect(completed).toMatchObject({
       handoffId,

@@ -24,7 +24,7 @@ import type {
 } from './commands';
 import { applyEvidenceFloor } from './evidence';
 import { LEDGER_ACTOR } from './policies';
-import { recentKeyUse, type ClaimedHandoff, type ExistingHandoff, type HandoffState, type ReturnedHandoff } from './state';
+import { givenUpPrefix, recentKeyUse, type ClaimedHandoff, type ExistingHandoff, type HandoffState, type ReturnedHandoff } from './state';
 import type { KeyUse } from '../scoped-keys';
 
 /** The stable codes of every refusal the handoff decider gives. */
@@ -666,7 +666,7 @@ function decideGiveUpOffer({ data, metadata }: GiveUpOffer, state: ExistingHando
   // ON_FAILURE runs when the handoff fails before the child accepts it. It fails at once (the
   // router then applies ON_FAILURE: continue, RESPOND or ESCALATE), with no retry round.
   if (!review && state.workflow_run_id !== undefined && state.deadline_at !== undefined) {
-    const reason = `offer given up unclaimed by ${metadata.actor} after ${data.deliveries} deliveries: ${data.reason}`;
+    const reason = `${givenUpPrefix(metadata.actor, data.deliveries)}${data.reason}`;
     return accept({
       type: 'handoff.failed',
       data: base(data, metadata, {

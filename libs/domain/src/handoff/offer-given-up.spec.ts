@@ -187,7 +187,7 @@ describe('an offer its agent gave up on before claiming it (give_up_offer): neve
     expect(toHandoffRecord(when.stateAfter())).toMatchObject({
       status: 'failed',
       retry: { retry_count: 0 },
-      offer_given_up: { by: 'bob', deliveries: 5 },
+      offer_given_up: { by: 'bob', deliveries: 5, reason: 'onOffer failed 5 times: model endpoint down' },
       terminal_reason: expect.stringContaining('offer given up unclaimed by bob'),
     });
     // The same give-up again is a retry of it (stores nothing), not a reuse of the key by a fail.

@@ -247,6 +247,11 @@ function withoutRound(state: ExistingHandoff): Omit<HandoffCore, 'claim' | 'comp
   return rest;
 }
 
+/** How a returnable child's failure by a given-up offer begins its reason (`handoff.failed`, cause `offer_given_up`). */
+export function givenUpPrefix(agent: string, deliveries: number): string {
+  return `offer given up unclaimed by ${agent} after ${deliveries} deliveries: `;
+}
+
 /**
  * Apply one event to a handoff. Pure and deterministic; never mutates its input. An event that
  * cannot follow the state (which the decider never produces) leaves the state unchanged, so a
@@ -411,7 +416,16 @@ export function evolveHandoff(state: HandoffState, event: HandoffEvent): Handoff
       if (state.status !== 'pending' && state.status !== 'claimed' && state.status !== 'returned') return state;
       const d = event.data;
       const failed: EndedHandoff = { ...state, ...touched, status: 'failed', terminal_reason: d.reason };
-      if (d.cause === 'offer_given_up') failed.offer_given_up = { by: d.failed_by, at: d.at, deliveries: d.deliveries ?? 1, reason: d.reason };
+      if (d.cause === 'offer_given_up') {
+        // The record keeps the agent's own reason; the terminal reason says the rest.
+        const prefix = givenUpPrefix(d.failed_by, d.deliveries ?? 1);
+        failed.offer_given_up = {
+          by: d.failed_by,
+          at: d.at,
+          deliveries: d.deliveries ?? 1,
+          reason: d.reason.startsWith(prefix) ? d.reason.slice(prefix.length) : d.reason,
+        };
+      }
       return failed;
     }
     case 'handoff.deadline_expired': {
