@@ -23,14 +23,6 @@ export const LedgerConfigSchema = z.object({
    * ledger instances of the prefix, kept in the `<PREFIX>_CLAIM_RATES` KV bucket (see ClaimRateStore).
    */
   LEDGER_CLAIMS_PER_MINUTE: z.coerce.number().int().min(0).max(1_000_000).default(0),
-  /**
-   * Dead letters of refusals each sender may cause per minute, per ledger instance, on each path:
-   * agent edge messages relayed nowhere (sender: an agent; a project on its shared subjects) and
-   * rejected ledger commands (sender: the principal the command subject names). 0 = no cap.
-   * Refusals beyond it are counted and written as one `refusals_suppressed` letter when the
-   * sender's minute ends.
-   */
-  LEDGER_REFUSED_LETTERS_PER_MINUTE: z.coerce.number().int().min(0).max(1_000_000).default(60),
   /** Per-agent overrides of the rate cap: `agent=claims,agent2=claims` (0 = no cap for that agent). */
   LEDGER_AGENT_CLAIM_CAPS: z
     .string()

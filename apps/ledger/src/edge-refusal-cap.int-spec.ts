@@ -4,7 +4,7 @@ import { batonStreamNames, DeadLetterReason, type NatsHandle } from '@baton/even
 import type { RunningService } from '@baton/platform';
 import { AgentEdgeRelay, EDGE_DLQ_SOURCE } from './edge/agent-edge';
 import { LEDGER_DLQ_SOURCE } from './commands/ledger-commands';
-import { commandSenderOf, edgeSenderOf } from './edge/refused-letter-cap';
+import { commandSenderOf, edgeSenderOf } from '@baton/platform';
 import { bootLedger, connectTest, deadLetters, deleteStreams, DlqHeader, messagesOn, randomPrefix, type StoredMessage } from './int/support';
 
 // The agent edge writes each sender at most its budget of refused letters a window, and sums up
@@ -83,7 +83,7 @@ describe('agent edge: refused letters per sender are capped, and the rest summed
 
   beforeAll(async () => {
     nats = await connectTest('ledger-edge-cap-int');
-    ledger = await bootLedger(prefix, 'ledger-edge-cap', { LEDGER_REFUSED_LETTERS_PER_MINUTE: String(BUDGET) }, { refusalWindowMs: WINDOW_MS });
+    ledger = await bootLedger(prefix, 'ledger-edge-cap', { BATON_REFUSED_LETTERS_PER_MINUTE: String(BUDGET) }, { refusalWindowMs: WINDOW_MS });
     relay = ledger.app.get(AgentEdgeRelay);
   });
 

@@ -161,7 +161,7 @@ describe('ledger identity (real NATS): the subject names the caller; the body ne
   beforeAll(async () => {
     nats = await connectTest();
     // Every refusal's own letter is what these tests read: no cap on letters (it has its own tests).
-    ledger = await bootLedger(prefix, 'ledger-identity', { LEDGER_DEFINITION_TTL_MS: '0', LEDGER_REFUSED_LETTERS_PER_MINUTE: '0' });
+    ledger = await bootLedger(prefix, 'ledger-identity', { LEDGER_DEFINITION_TTL_MS: '0', BATON_REFUSED_LETTERS_PER_MINUTE: '0' });
     await publishDefinition(nats, prefix, {
       project: P,
       lead: 'lena',

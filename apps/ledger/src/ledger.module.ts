@@ -1,10 +1,8 @@
 import { DynamicModule, Module } from '@nestjs/common';
-import { DlqSources } from '@baton/eventstore';
-import { RUNTIME, type ServiceRuntime } from '@baton/platform';
+import { REFUSED_LETTER_WINDOW_MS, RefusedLetterCap, RefusedLetters, RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { LedgerCommandListener } from './commands/command-listener';
 import { AgentEdgeRelay } from './edge/agent-edge';
-import { REFUSED_LETTER_WINDOW_MS, RefusedLetterCap } from './edge/refused-letter-cap';
-import { COMMAND_REFUSED_LETTERS, EDGE_REFUSED_LETTERS, RefusedLetters } from './edge/refused-letters';
+import { COMMAND_REFUSED_LETTERS, EDGE_REFUSED_LETTERS } from './edge/refusal-tokens';
 import { LedgerCommands } from './commands/ledger-commands';
 import { LEDGER_CONFIG, type LedgerConfig } from './config';
 import { ProjectDirectory } from './projects/project-directory';
@@ -38,17 +36,17 @@ export class LedgerModule {
         // Refused edge messages and rejected commands: each sender's letters capped, each path its own budget.
         ...(
           [
-            [EDGE_REFUSED_LETTERS, DlqSources.ledgerEdge, 'edge messages'],
-            [COMMAND_REFUSED_LETTERS, DlqSources.ledger, 'ledger commands'],
+            [EDGE_REFUSED_LETTERS, 'edge messages'],
+            [COMMAND_REFUSED_LETTERS, 'ledger commands'],
           ] as const
-        ).map(([token, source, what]) => ({
+        ).map(([token, what]) => ({
           provide: token,
           inject: [RUNTIME],
+          // The budget is the shared BATON_REFUSED_LETTERS_PER_MINUTE (runtime.config).
           useFactory: (runtime: ServiceRuntime) =>
             new RefusedLetters(
               runtime,
-              new RefusedLetterCap(config.LEDGER_REFUSED_LETTERS_PER_MINUTE, options.refusalWindowMs ?? REFUSED_LETTER_WINDOW_MS),
-              source,
+              new RefusedLetterCap(runtime.config.BATON_REFUSED_LETTERS_PER_MINUTE, options.refusalWindowMs ?? REFUSED_LETTER_WINDOW_MS),
               what,
             ),
         })),

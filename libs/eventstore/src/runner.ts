@@ -1,5 +1,5 @@
 import { DeliverPolicy, type Consumer, type ConsumerConfig, type ConsumerInfo, type JetStreamClient } from 'nats';
-import { DeadLetterReason, deadLetter } from './dead-letter';
+import { DeadLetterReason, deadLetter, type DeadLetterInput } from './dead-letter';
 import { ackInfo, consumerGone, DeliveredMessage, headerRecord, PullSession, pullTarget, type PullTarget } from './pull';
 import { maxPayloadOf, pullCount } from './pull-size';
 import { EventStoreError, JsErrCode, PoisonError, TransientError, jsErrCode } from './errors';
@@ -118,6 +118,13 @@ export interface RunConsumerOptions {
    * redelivered forever.
    */
   deadLetters?: boolean;
+  /**
+   * Where the letter of a message given up on goes: null writes it as usual; a promise means the
+   * gate took it — wrote it, or counted it toward its sender's summary (a per-sender budget for
+   * messages from outside: `RefusedLetters` in @baton/platform) — and settles when that is done; a
+   * rejection is a failed write, handled as one (the message is delivered again).
+   */
+  letterGate?: (msg: ConsumedMessage, letter: DeadLetterInput) => Promise<void> | null;
   /**
    * How long after an ack (or term) the runner reads the consumer's ack floor from the server, in
    * ms (default 1000; at most one read per interval). The floor is where a lost durable restarts.
@@ -365,7 +372,7 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
       return;
     }
     try {
-      await deadLetter(opts.js, {
+      const letter: DeadLetterInput = {
         prefix: opts.prefix,
         source,
         reason,
@@ -377,7 +384,8 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
         stream: msg.stream,
         seq: msg.seq,
         consumer: msg.consumer,
-      });
+      };
+      await (opts.letterGate?.(msg, letter) ?? deadLetter(opts.js, letter));
       // No reason string: `+TERM <reason>` is only understood from server 2.10.4 on.
       msg.raw.term();
       sampleFloor();

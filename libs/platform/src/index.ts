@@ -8,3 +8,4 @@ export * from './service/deferred-body-error';
 export * from './transport';
 export * from './observability';
 export * from './auth';
+export * from './refusals';

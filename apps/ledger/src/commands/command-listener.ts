@@ -1,9 +1,9 @@
 import { Inject, Injectable, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
-import { COMMAND_REFUSED_LETTERS, type RefusedLetters } from '../edge/refused-letters';
+import { COMMAND_REFUSED_LETTERS } from '../edge/refusal-tokens';
 import { Subjects } from '@baton/contracts';
 import { subscribeCore, type CoreMessage, type CoreSubscription } from '@baton/eventstore';
 import type { CompleteThenCreateReply, LedgerReply, OpenOffersReply, ProjectControlReply } from '@baton/contracts';
-import { RUNTIME, type ServiceRuntime } from '@baton/platform';
+import { RUNTIME, type RefusedLetters, type ServiceRuntime } from '@baton/platform';
 import { LedgerCommands } from './ledger-commands';
 
 /** Queue group every ledger instance joins: each request is served by exactly one instance. */

@@ -62,7 +62,7 @@ import {
   type DeadLetterInput,
   type HopTrace,
 } from '@baton/eventstore';
-import { RUNTIME, type JsonLogger, type ServiceRuntime } from '@baton/platform';
+import { commandSenderOf, RUNTIME, type JsonLogger, type RefusedLetters, type ServiceRuntime } from '@baton/platform';
 import { LEDGER_CONFIG, type LedgerConfig } from '../config';
 import { LedgerIds } from '../ids';
 import { ProjectDirectory, type ProjectView } from '../projects/project-directory';
@@ -70,8 +70,7 @@ import { ProjectControlService } from '../governance/project-control.service';
 import { ClaimRateStore, type ClaimAdmission, type ClaimTicket } from '../governance/claim-rate-store';
 import { OfferConsumers } from '../offers/offer-consumers';
 import { OfferPublisher } from '../offers/offer-publisher';
-import { commandSenderOf } from '../edge/refused-letter-cap';
-import { COMMAND_REFUSED_LETTERS, type RefusedLetters } from '../edge/refused-letters';
+import { COMMAND_REFUSED_LETTERS } from '../edge/refusal-tokens';
 
 /** Dead-letter source of rejected ledger requests (`<prefix>.dlq.ledger`). */
 export const LEDGER_DLQ_SOURCE = DlqSources.ledger;

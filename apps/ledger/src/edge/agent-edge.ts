@@ -1,5 +1,5 @@
 import { Inject, Injectable, Optional, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
-import { edgeBodyRefusal, foreignMsgId, mayRelayReply, parseEdgeSubject, Subjects, type EdgeRoute } from '@baton/contracts';
+import { edgeBodyRefusal, foreignMsgId, Limits, mayRelayReply, parseEdgeSubject, RejectionCode, Subjects, type EdgeRoute } from '@baton/contracts';
 import {
   batonStreamNames,
   DeadLetterReason,
@@ -11,9 +11,8 @@ import {
   type CoreMessage,
   type CoreSubscription,
 } from '@baton/eventstore';
-import { METRICS, RUNTIME, type BatonMetrics, type ServiceRuntime } from '@baton/platform';
-import { edgeSenderOf } from './refused-letter-cap';
-import { EDGE_REFUSED_LETTERS, type RefusedLetters } from './refused-letters';
+import { edgeSenderOf, METRICS, RUNTIME, type BatonMetrics, type RefusedLetters, type ServiceRuntime } from '@baton/platform';
+import { EDGE_REFUSED_LETTERS } from './refusal-tokens';
 
 /** JetStream's headers an agent may set through its edge: the message id; any other `Nats-…` is dropped. */
 function dropsHeader(name: string): boolean {
@@ -50,7 +49,7 @@ export const EDGE_DLQ_SOURCE = DlqSources.ledgerEdge;
  * authentication anyone may publish anything, and only the subject is checked.
  *
  * Each sender (as the subject names it) writes at most its budget of such letters a minute
- * ({@link RefusedLetters}, `LEDGER_REFUSED_LETTERS_PER_MINUTE`); the refusals beyond it are
+ * ({@link RefusedLetters}, `BATON_REFUSED_LETTERS_PER_MINUTE`); the refusals beyond it are
  * counted and written as one `refusals_suppressed` letter when its minute ends, so a sender
  * refused in a loop can neither push other letters out of the shared DLQ nor spend the ledger's
  * time writing them. Messages relayed never meet the cap.
@@ -122,6 +121,17 @@ export class AgentEdgeRelay implements OnApplicationBootstrap, OnModuleDestroy {
     // JetStream's own headers other than the message id are not the agent's to set: an expectation
     // (`Nats-Expected-Last-Msg-Id`…) is answered with what the stream holds — another project's
     // message ids — and the rest change how the stream stores it.
+    // An inbox message over the cap is refused here, its letter cut to its first bytes: relayed, the
+    // consumer that refuses it would keep all of it in the shared DLQ.
+    if (route.kind === 'input' && msg.data.length > Limits.maxMessageBytes) {
+      this.refuse(
+        msg,
+        route.kind,
+        RejectionCode.payloadTooLarge,
+        `an inbox message is at most ${Limits.maxMessageBytes} bytes; this one is ${msg.data.length}`,
+      );
+      return;
+    }
     const badBody = edgeBodyRefusal(route, msg.data);
     if (badBody !== null) {
       this.refuse(msg, route.kind, DeadLetterReason.schemaViolation, badBody);

@@ -38,6 +38,14 @@ export const BaseConfigSchema = z.object({
   /** Deliveries before a failing message is dead-lettered. */
   BATON_MAX_DELIVER: z.coerce.number().int().min(1).max(100).default(5),
   /**
+   * Dead letters each sender outside Baton may cause per minute, per service instance and path
+   * (0 = no cap): an agent's inbox messages a consumer gives up on (results, starts, messages, mesh
+   * results and starts), and in the ledger agent edge messages relayed nowhere and rejected ledger
+   * commands. Refusals beyond it are counted and written as one `refusals_suppressed` letter when
+   * the sender's minute ends.
+   */
+  BATON_REFUSED_LETTERS_PER_MINUTE: z.coerce.number().int().min(0).max(1_000_000).default(60),
+  /**
    * Aggregates whose folded state the event store keeps in memory (least recently used first out;
    * 0 = none). A larger cache spares reads when deciding on many aggregates; each entry costs
    * memory (a few KB for a handoff, more for a long run).

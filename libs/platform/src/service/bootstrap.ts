@@ -15,6 +15,8 @@ import { createRuntime, RuntimeModule, ServiceRuntime } from './runtime';
 import { securityHeaders } from './security-headers';
 import { deferBodyErrors } from './deferred-body-error';
 import { requireUtf8Body } from './utf8-body';
+import { inboxSenderOf, RefusedLetterCap } from '../refusals/refused-letter-cap';
+import { RefusedLetters } from '../refusals/refused-letters';
 
 export const ServiceConfigSchema = BaseConfigSchema.extend({
   HTTP_PORT: z.coerce.number().int().min(0).max(65535),
@@ -125,8 +127,16 @@ export async function runService(opts: RunServiceOptions): Promise<RunningServic
   opts.metrics?.(metrics, app, runtime);
   // Before anything initialises, so the JetStream handlers inherit it (see HybridExceptionFilter).
   app.useGlobalFilters(new HybridExceptionFilter(app.getHttpAdapter(), opts.httpExceptionFilter));
+  // What an agent publishes (results, starts, messages, mesh results and starts) and a consumer
+  // gives up on is lettered under a per-sender budget: an agent refused in a loop cannot fill the
+  // shared DLQ (every other letter — events, operators, services — is written as before).
+  const refusedInputs = new RefusedLetters(runtime, new RefusedLetterCap(config.BATON_REFUSED_LETTERS_PER_MINUTE), 'agent inbox messages');
   const server = new JetStreamServer({
     name: opts.service,
+    letterGate: (msg, letter) => {
+      const sender = inboxSenderOf(config.BATON_PREFIX, msg.subject);
+      return sender === null ? null : refusedInputs.refuse(sender, letter).written;
+    },
     instance: runtime.instance,
     prefix: config.BATON_PREFIX,
     connection: runtime.nats,
@@ -150,6 +160,7 @@ export async function runService(opts: RunServiceOptions): Promise<RunningServic
       process.off('SIGINT', onSignal);
       logger.info(`${opts.service} stopping`);
       await app.close(); // closes the microservice first: stop pulling, finish in-flight, then HTTP
+      await refusedInputs.stop(); // the summaries of windows still open, before the connection drains
       runners.stop();
       instrumentRunners(runtime.nats.js, null);
       await runtime.nats.drain().catch(() => undefined);

@@ -29,6 +29,7 @@ import {
   type ConsumerSpec,
   type DeliverFrom,
   type MessageOutcome,
+  type RunConsumerOptions,
   type NatsConnectOptions,
   type NatsHandle,
   type ReactorEdge,
@@ -112,6 +113,8 @@ export interface JetStreamServerOptions {
   consumer?: JetStreamConsumerSettings;
   /** Consumers that serve several patterns at once; other event patterns get one consumer each. */
   consumers?: JetStreamConsumerBinding[];
+  /** Where the letters of messages given up on go, for every consumer (`runConsumer`'s `letterGate`; default: written as they come). */
+  letterGate?: RunConsumerOptions['letterGate'];
   /** Create or update durable consumers on listen (default true). */
   provision?: boolean;
   /** Queue group for `@MessagePattern` subscriptions (default `name`). */
@@ -396,6 +399,7 @@ export class JetStreamServer extends Server<JetStreamServerEvents> implements Cu
       orderingKey: orderingKeyOf(settings.orderingKey, this.options.prefix),
       batch: settings.batch,
       pullExpiresMs: settings.pullExpiresMs,
+      ...(this.options.letterGate !== undefined ? { letterGate: this.options.letterGate } : {}),
       onOutcome: (outcome) => {
         if (outcome.kind === 'dead_lettered' || outcome.kind === 'dead_letter_failed') {
           this.logger.warn?.(`${binding.spec.durable}: ${outcome.kind} ${outcome.msg.subject}#${outcome.msg.seq}: ${String(outcome.error)}`);

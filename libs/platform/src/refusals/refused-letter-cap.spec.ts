@@ -1,4 +1,4 @@
-import { edgeSenderOf, RefusedLetterCap, type SuppressedRefusals } from './refused-letter-cap';
+import { edgeSenderOf, inboxSenderOf, RefusedLetterCap, type SuppressedRefusals } from './refused-letter-cap';
 
 const W = 60_000;
 const T = 1_700_000_000_000;
@@ -105,5 +105,24 @@ describe('refused letter cap', () => {
     expect(() => new RefusedLetterCap(-1)).toThrow(RangeError);
     expect(() => new RefusedLetterCap(1.5)).toThrow(RangeError);
     expect(() => new RefusedLetterCap(1, 0)).toThrow(RangeError);
+  });
+});
+
+describe('inboxSenderOf: whose budget an inbox message counts against', () => {
+  it('an agent`s inputs are its own; a shared subject is the project`s; what agents do not publish is not capped', () => {
+    expect(inboxSenderOf('baton', 'baton.in.acme.result.bob')).toBe('acme/bob');
+    expect(inboxSenderOf('baton', 'baton.in.acme.mesh_result.bob')).toBe('acme/bob');
+    expect(inboxSenderOf('baton', 'baton.in.acme.start')).toBe('acme');
+    expect(inboxSenderOf('baton', 'baton.in.acme.message.web')).toBe('acme/web');
+    for (const subject of [
+      'baton.in.acme.answer',
+      'baton.in.acme.stop',
+      'baton.in.acme.offer.bob',
+      'baton.ev.acme.run.r1',
+      'other.in.acme.result.bob',
+      'baton.in.acme.result.bob.x',
+    ]) {
+      expect(inboxSenderOf('baton', subject)).toBeNull();
+    }
   });
 });

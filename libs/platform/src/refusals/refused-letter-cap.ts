@@ -1,10 +1,11 @@
+import { EdgeInputKinds } from '@baton/contracts';
 import { LruCache } from '@baton/eventstore';
 
 /** The window a sender's refused letters are counted in: the budget is letters per minute. */
 export const REFUSED_LETTER_WINDOW_MS = 60_000;
 
 /**
- * Senders whose windows one ledger instance keeps at once. A window is a few hundred bytes, so
+ * Senders whose windows one service instance keeps at once. A window is a few hundred bytes, so
  * this bounds the cap's memory to a few MB however many names a publisher makes up (without
  * authentication the subject names whoever the publisher says).
  */
@@ -34,6 +35,20 @@ export function commandSenderOf(prefix: string, subject: string): string {
   const head = `${prefix}.cmd.ledger.`;
   const tokens = (subject.startsWith(head) ? subject.slice(head.length) : subject).split('.');
   return tokens.length >= 4 ? `${tokens[0]}/${tokens[1]}.${tokens[2]}` : tokens.join('.');
+}
+
+/**
+ * Who sent an inbox message an agent may publish (`<prefix>.in.<project>.<kind>[.<agent>]`, a kind
+ * of `EdgeInputKinds`: result, mesh_result, start, message, mesh_start): `<project>/<agent>`, or the
+ * project on its shared subject. Null for anything else — operators' answers and stops, services'
+ * messages, offers — whose letters are not capped.
+ */
+export function inboxSenderOf(prefix: string, subject: string): string | null {
+  const head = `${prefix}.in.`;
+  if (!subject.startsWith(head)) return null;
+  const tokens = subject.slice(head.length).split('.');
+  if (tokens.length < 2 || tokens.length > 3 || !(EdgeInputKinds as readonly string[]).includes(tokens[1]!)) return null;
+  return tokens.length === 3 ? `${tokens[0]}/${tokens[2]}` : tokens[0]!;
 }
 
 /** Refusals of one sender whose letters were not written: what its summary letter says. */

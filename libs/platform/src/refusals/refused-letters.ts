@@ -1,25 +1,22 @@
 import { DeadLetterReason, deadLetter, newUniqueId, type DeadLetterInput } from '@baton/eventstore';
-import type { ServiceRuntime } from '@baton/platform';
+import type { ServiceRuntime } from '../service/runtime';
 import { RefusedLetterCap, type SuppressedRefusals } from './refused-letter-cap';
 
 /** The most a summary letter is written after its sender's window ended (the sweep's period). */
 const SUMMARY_SWEEP_MAX_MS = 5_000;
 
-/** Injection tokens of the ledger's two recorders: refused agent edge messages, rejected ledger commands. */
-export const EDGE_REFUSED_LETTERS = Symbol('EDGE_REFUSED_LETTERS');
-export const COMMAND_REFUSED_LETTERS = Symbol('COMMAND_REFUSED_LETTERS');
-
 /** What became of one refusal: its own letter is being written, or it was counted for its sender's summary. */
 export type RefusalOutcome = 'refused' | 'suppressed';
 
 /**
- * Writes the dead letters of what one part of the ledger refuses (the agent edge's messages, the
- * ledger's rejected commands) under a per-sender budget ({@link RefusedLetterCap}): within it a
- * refusal gets a letter of its own; past it the refusal is counted, and the sender's window ends
- * in one `refusals_suppressed` letter saying how many, why, and the first and last subjects. So a
- * client refused in a loop can neither push other letters out of the shared DLQ stream nor spend
- * the ledger's time writing them, and nothing refused goes unrecorded. The owner calls
- * {@link stop} on shutdown, after it stopped receiving: open windows are summed up then.
+ * Writes the dead letters of what a service refuses from outside (the ledger: agent edge messages
+ * and rejected commands; every service: agents' inbox messages its consumers give up on) under a
+ * per-sender budget ({@link RefusedLetterCap}): within it a refusal gets a letter of its own; past
+ * it the refusal is counted, and the sender's window ends in one `refusals_suppressed` letter (of
+ * the same source) saying how many, why, and the first and last subjects. So a client refused in a
+ * loop can neither push other letters out of the shared DLQ stream nor spend the service's time
+ * writing them, and nothing refused goes unrecorded. Budgets are per source and sender. The owner
+ * calls {@link stop} on shutdown, after it stopped receiving: open windows are summed up then.
  */
 export class RefusedLetters {
   private readonly sweeper: NodeJS.Timeout | null = null;
@@ -27,11 +24,9 @@ export class RefusedLetters {
   private readonly writing = new Set<Promise<void>>();
 
   constructor(
-    private readonly runtime: ServiceRuntime,
+    private readonly runtime: Pick<ServiceRuntime, 'nats' | 'config' | 'logger' | 'instance'>,
     readonly cap: RefusedLetterCap,
-    /** The letters' source (`ledger-edge`, `ledger`). */
-    private readonly source: string,
-    /** What is refused, for logs and summaries ("edge messages", "ledger commands"). */
+    /** What is refused, for logs and summaries ("refusals": "edge messages", "ledger commands"). */
     private readonly what: string,
   ) {
     if (cap.active) {
@@ -48,18 +43,21 @@ export class RefusedLetters {
   }
 
   /**
-   * Record one refusal of `sender`: write `letter` (the caller logs it) while the sender's budget
-   * lasts, else count it for the sender's summary (logged once a window). `written` settles once
-   * the letter is stored (or could not be: logged), at once when there is none.
+   * Record one refusal of `sender` (budgets are per `letter.source` and sender): write `letter`
+   * (the caller logs it) while the budget lasts, else count it for the sender's summary (logged
+   * once a window). `written` settles once the letter is stored, at once when there is none; it
+   * rejects when the letter could not be written (also logged here) — a caller that does not wait
+   * for it must still catch it.
    */
   refuse(sender: string, letter: DeadLetterInput): { outcome: RefusalOutcome; written: Promise<void> } {
-    const verdict = this.cap.refuse(sender, letter.reason, letter.subject, Date.now());
+    const verdict = this.cap.refuse(senderKey(letter.source, sender), letter.reason, letter.subject, Date.now());
     this.summarize(verdict.due);
     if (verdict.letter) return { outcome: 'refused', written: this.record(letter) };
     // One line per window of suppression, not one per refusal: a flood must not flood the logs.
     if (verdict.firstSuppressed)
       this.runtime.logger.warn(`refused ${this.what} over budget: counted, not recorded one by one, until the window ends`, {
         sender,
+        source: letter.source,
         subject: letter.subject,
         reason: letter.reason,
         letters_per_window: this.cap.perWindow,
@@ -78,20 +76,22 @@ export class RefusedLetters {
   /** Write one `refusals_suppressed` letter per summary: the refusals of a window that had no letter of their own. */
   private summarize(summaries: SuppressedRefusals[]): void {
     for (const s of summaries) {
+      const { source, sender } = splitSenderKey(s.sender);
       const reasons = Object.entries(s.reasons)
         .map(([reason, count]) => `${reason} ${count}`)
         .join(', ');
       const first = new Date(s.firstAt).toISOString();
       const last = new Date(s.lastAt).toISOString();
       this.runtime.logger.warn(`refused ${this.what} suppressed`, {
-        sender: s.sender,
+        sender,
+        source,
         suppressed: s.count,
         reasons: s.reasons,
         first_subject: s.firstSubject,
         last_subject: s.lastSubject,
       });
       const body = {
-        sender: s.sender,
+        sender,
         suppressed: s.count,
         reasons: s.reasons,
         first_subject: s.firstSubject,
@@ -102,11 +102,11 @@ export class RefusedLetters {
         window_ms: this.cap.windowMs,
         letters_per_window: this.cap.perWindow,
       };
-      void this.record({
+      this.record({
         prefix: this.runtime.config.BATON_PREFIX,
-        source: this.source,
+        source,
         reason: DeadLetterReason.refusalsSuppressed,
-        detail: `${s.count} refused ${this.what} of ${s.sender} from ${first} to ${last} had no letter of their own (its ${this.cap.perWindow} letters a window were spent): ${reasons}; first ${s.firstSubject}, last ${s.lastSubject}`,
+        detail: `${s.count} refused ${this.what} of ${sender} from ${first} to ${last} had no letter of their own (its ${this.cap.perWindow} letters a window were spent): ${reasons}; first ${s.firstSubject}, last ${s.lastSubject}`,
         subject: s.firstSubject,
         headers: {},
         data: new TextEncoder().encode(JSON.stringify(body)),
@@ -115,18 +115,29 @@ export class RefusedLetters {
         seq: 0,
         consumer: this.runtime.instance,
         part: 'suppressed',
-      });
+      }).catch(() => undefined); // logged by record
     }
   }
 
+  /** Write `letter`; the returned promise rejects on failure (logged here), the tracked one never does. */
   private record(letter: DeadLetterInput): Promise<void> {
     // baton_dead_letters_total counts it: the instrumented handle counts every publish on `<prefix>.dlq.>`.
-    const written = deadLetter(this.runtime.nats.js, letter).then(
-      () => undefined,
-      (error: unknown) => this.runtime.logger.error(`cannot record refused ${this.what}`, error instanceof Error ? error : { error: String(error) }),
+    const written = deadLetter(this.runtime.nats.js, letter).then(() => undefined);
+    const tracked = written.catch((error: unknown) =>
+      this.runtime.logger.error(`cannot record refused ${this.what}`, error instanceof Error ? error : { error: String(error) }),
     );
-    this.writing.add(written);
-    void written.finally(() => this.writing.delete(written));
+    this.writing.add(tracked);
+    void tracked.finally(() => this.writing.delete(tracked));
     return written;
   }
+}
+
+/** A cap key: budgets are per source (which consumer or path refused) and sender. */
+function senderKey(source: string, sender: string): string {
+  return `${source}\u0000${sender}`;
+}
+
+function splitSenderKey(key: string): { source: string; sender: string } {
+  const cut = key.indexOf('\u0000');
+  return cut < 0 ? { source: '', sender: key } : { source: key.slice(0, cut), sender: key.slice(cut + 1) };
 }

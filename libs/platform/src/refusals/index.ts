@@ -1,0 +1,2 @@
+export * from './refused-letter-cap';
+export * from './refused-letters';
