@@ -238,4 +238,19 @@ describe('agent edge: refused letters per sender are capped, and the rest summed
     expect(summary.header(DlqHeader.source)).toBe(LEDGER_DLQ_SOURCE);
     expect(summary.header(DlqHeader.detail)).toContain(`${N - BUDGET} refused ledger commands of ${sender}`);
   });
+  it('an inbox message over the 256 KiB cap is refused at the edge, its letter cut to its first 4 KiB, and never reaches the inbox', async () => {
+    const subject = `${prefix}.edge.globex.result.big`;
+    const hdrs = natsHeaders();
+    hdrs.set('Nats-Msg-Id', MsgIds.result('globex', 'run-1', 'big-1'));
+    const body = encoder.encode(JSON.stringify({ pad: 'x'.repeat(300_000) }));
+    nats.connection.publish(subject, body, { headers: hdrs });
+    publishGood('globex', 'big', 'after-big');
+    await relayedReach(relay.relayedCount() + 1);
+    const letter = await waitFor('the payload_too_large letter', async () => (await lettersOf('globex/big'))[0] ?? null);
+    expect(letter.header(DlqHeader.reason)).toBe('payload_too_large');
+    expect(letter.data.length).toBe(4096);
+    expect(letter.header(DlqHeader.detail)).toContain(`first 4096 of ${body.length} bytes kept`);
+    const stored = await messagesOn(nats, inbox, `${prefix}.in.globex.result.big`);
+    expect(stored.map((m) => (m.json() as { id?: string }).id)).toEqual(['after-big']);
+  });
 });

@@ -657,11 +657,14 @@ function decideGiveUpOffer({ data, metadata }: GiveUpOffer, state: ExistingHando
     return reject(
       'wrong_state',
       HandoffErrorCode.staleOffer,
-      `the offer of handoff ${state.id} at version ${data.offered_version} is out of date: the handoff is at version ${state.version} and was offered again`,
+      `the give-up names the offer of handoff ${state.id} at version ${data.offered_version}, but the handoff is at version ${state.version}: that is not the offer it holds now`,
       { handoff_id: state.id, offered_version: data.offered_version, version: state.version },
     );
   }
   const review = state.kind === 'completion_handback';
+  // A review is not offered again once given up: it waits for a person, and its record and inbox
+  // item already say so. A second give-up changes nothing (an offer named after it never existed).
+  if (review && state.offer_given_up !== undefined) return accept();
   // A returnable child (a run's handoff with a deadline): its run waits on it, and seed 001 says
   // ON_FAILURE runs when the handoff fails before the child accepts it. It fails at once (the
   // router then applies ON_FAILURE: continue, RESPOND or ESCALATE), with no retry round.

@@ -163,10 +163,11 @@ describe('an offer its agent gave up on before claiming it (give_up_offer): neve
     expect(ledger.send(HID, cmd.ret('bob', 'c-1'))).toMatchObject({ ok: true });
     const handbackId = 'hb-c-1';
     expect(toHandoffRecord(ledger.state(handbackId))).toMatchObject({ kind: 'completion_handback', to_agent: 'alice', retry: { max_retries: 0 } });
-    for (const key of ['g1', 'g2']) {
-      const outcome = ledger.send(handbackId, { ...giveUp('alice', key), data: { ...giveUp('alice', key).data, handoff_id: handbackId } });
-      expect(outcome).toMatchObject({ ok: true, events: [{ type: 'handoff.offer_given_up', data: { given_up_by: 'alice', retry_count: 0 } }] });
-    }
+    const first = ledger.send(handbackId, { ...giveUp('alice', 'g1'), data: { ...giveUp('alice', 'g1').data, handoff_id: handbackId } });
+    expect(first).toMatchObject({ ok: true, events: [{ type: 'handoff.offer_given_up', data: { given_up_by: 'alice', retry_count: 0 } }] });
+    // Not offered again, so a second give-up (another key) stores nothing.
+    const second = ledger.send(handbackId, { ...giveUp('alice', 'g2'), data: { ...giveUp('alice', 'g2').data, handoff_id: handbackId } });
+    expect(second).toMatchObject({ ok: true, events: [] });
     expect(toHandoffRecord(ledger.state(handbackId))).toMatchObject({ status: 'pending', offer_given_up: { by: 'alice' } });
     expect(toHandoffRecord(ledger.state(HID))).toMatchObject({ status: 'returned', handback_id: handbackId });
   });
