@@ -525,6 +525,11 @@ export class LedgerCommands {
       ok: true,
       value: { handoffId, idempotencyKey, command, wire },
     });
+    // A command that may pass the retry cap escalates: to the project's lead, with a consult id of the ledger's.
+    const escalating = async <T extends object>(wire: T, escalationHandoffId: string) => {
+      const { roster } = await view();
+      return { ...wire, ...(roster.project_lead !== undefined ? { project_lead: roster.project_lead } : {}), escalation_handoff_id: escalationHandoffId };
+    };
     switch (name) {
       case 'create': {
         const parsed = parseWith(CreateHandoffCommandSchema, body);
@@ -658,21 +663,8 @@ export class LedgerCommands {
         const parsed = parseWith(RequeueExpiredCommandSchema, body);
         if (!parsed.ok) return parsed;
         const d = parsed.value;
-        const { roster } = await view();
-        return done(
-          d.handoff_id,
-          d.idempotency_key,
-          {
-            type: 'requeue_expired',
-            data: {
-              ...d,
-              ...(roster.project_lead !== undefined ? { project_lead: roster.project_lead } : {}),
-              escalation_handoff_id: LedgerIds.escalationId(d.handoff_id, d.claim_id),
-            },
-            metadata,
-          },
-          d,
-        );
+        const data = await escalating(d, LedgerIds.escalationId(d.handoff_id, d.claim_id));
+        return done(d.handoff_id, d.idempotency_key, { type: 'requeue_expired', data, metadata }, d);
       }
       case 'complete_from_result': {
         const parsed = parseWith(CompleteFromResultCommandSchema, body);
@@ -688,22 +680,8 @@ export class LedgerCommands {
         const parsed = parseWith(GiveUpOfferCommandSchema, body);
         if (!parsed.ok) return parsed;
         const d = parsed.value;
-        // Should this give-up pass the retry cap, it escalates like a lapse: to the lead, with a consult id of the ledger's.
-        const { roster } = await view();
-        return done(
-          d.handoff_id,
-          d.idempotency_key,
-          {
-            type: 'give_up_offer',
-            data: {
-              ...d,
-              ...(roster.project_lead !== undefined ? { project_lead: roster.project_lead } : {}),
-              escalation_handoff_id: LedgerIds.giveUpEscalationId(d.handoff_id, metadata.actor, d.idempotency_key),
-            },
-            metadata,
-          },
-          d,
-        );
+        const data = await escalating(d, LedgerIds.giveUpEscalationId(d.handoff_id, metadata.actor, d.idempotency_key));
+        return done(d.handoff_id, d.idempotency_key, { type: 'give_up_offer', data, metadata }, d);
       }
       default: {
         const never: never = name;
