@@ -1,6 +1,6 @@
-import { DeadLetterReason, deadLetter, newUniqueId, type DeadLetterInput } from '@baton/eventstore';
+import { DeadLetterReason, deadLetter, newUniqueId, type ConsumedMessage, type DeadLetterInput } from '@baton/eventstore';
 import type { ServiceRuntime } from '../service/runtime';
-import { RefusedLetterCap, type SuppressedRefusals } from './refused-letter-cap';
+import { inboxSenderOf, RefusedLetterCap, type SuppressedRefusals } from './refused-letter-cap';
 
 /** The most a summary letter is written after its sender's window ended (the sweep's period). */
 const SUMMARY_SWEEP_MAX_MS = 5_000;
@@ -130,6 +130,25 @@ export class RefusedLetters {
     void tracked.finally(() => this.writing.delete(tracked));
     return written;
   }
+}
+
+/**
+ * The runner's `letterGate` for a service's consumers: a message an agent published on its inbox
+ * subject (`inboxSenderOf`) and refused for itself (poison: it breaks the contract, names what does
+ * not exist, …) is lettered under its sender's budget. Anything else is written as it comes: a
+ * message of an operator or a service, and a message given up on after `max_deliveries` — a
+ * failure of the consumer, not of the message, whose letter is what redrives it once the fault is
+ * fixed: suppressing it would lose what was acknowledged.
+ */
+export function inboxLetterGate(
+  prefix: string,
+  letters: Pick<RefusedLetters, 'refuse'>,
+): (msg: Pick<ConsumedMessage, 'subject'>, letter: DeadLetterInput) => Promise<void> | null {
+  return (msg, letter) => {
+    if (letter.reason === DeadLetterReason.maxDeliveries) return null;
+    const sender = inboxSenderOf(prefix, msg.subject);
+    return sender === null ? null : letters.refuse(sender, letter).written;
+  };
 }
 
 /** A cap key: budgets are per source (which consumer or path refused) and sender. */

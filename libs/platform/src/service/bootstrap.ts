@@ -15,8 +15,8 @@ import { createRuntime, RuntimeModule, ServiceRuntime } from './runtime';
 import { securityHeaders } from './security-headers';
 import { deferBodyErrors } from './deferred-body-error';
 import { requireUtf8Body } from './utf8-body';
-import { inboxSenderOf, RefusedLetterCap } from '../refusals/refused-letter-cap';
-import { RefusedLetters } from '../refusals/refused-letters';
+import { RefusedLetterCap } from '../refusals/refused-letter-cap';
+import { inboxLetterGate, RefusedLetters } from '../refusals/refused-letters';
 
 export const ServiceConfigSchema = BaseConfigSchema.extend({
   HTTP_PORT: z.coerce.number().int().min(0).max(65535),
@@ -133,10 +133,7 @@ export async function runService(opts: RunServiceOptions): Promise<RunningServic
   const refusedInputs = new RefusedLetters(runtime, new RefusedLetterCap(config.BATON_REFUSED_LETTERS_PER_MINUTE), 'agent inbox messages');
   const server = new JetStreamServer({
     name: opts.service,
-    letterGate: (msg, letter) => {
-      const sender = inboxSenderOf(config.BATON_PREFIX, msg.subject);
-      return sender === null ? null : refusedInputs.refuse(sender, letter).written;
-    },
+    letterGate: inboxLetterGate(config.BATON_PREFIX, refusedInputs),
     instance: runtime.instance,
     prefix: config.BATON_PREFIX,
     connection: runtime.nats,
