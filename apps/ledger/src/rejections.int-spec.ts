@@ -112,6 +112,20 @@ describe('ledger rejections (real NATS): bad input gets a typed rejection reply,
     expect(await client.get(P, 'h1')).toBeNull();
   });
 
+  it('a handoff whose stored event cannot be decoded is answered event_undecodable (kind internal, naming the event), not unavailable forever; other handoffs are served', async () => {
+    const created = await client.create(P, { handoff_id: 'h-broken', from_agent: 'alice', summary: 'to be broken', idempotency_key: 'broken' }, as('alice'));
+    expect(created.ok).toBe(true);
+    // Only services write events; a bug (or a hand) could store one no reader understands.
+    const ack = await nats.js.publish(`${prefix}.ev.${P}.handoff.h-broken`, encoder.encode('{"not":"an event"'));
+    const reply = await client.claim(P, { handoff_id: 'h-broken', idempotency_key: 'broken-claim' }, as('bob'));
+    expect(reply).toMatchObject({
+      ok: false,
+      error: { code: 'event_undecodable', kind: 'internal', details: { subject: `${prefix}.ev.${P}.handoff.h-broken`, seq: ack.seq } },
+    });
+    const other = await client.create(P, { handoff_id: 'h-fine', from_agent: 'alice', summary: 'fine', idempotency_key: 'fine' }, as('alice'));
+    expect(other).toMatchObject({ ok: true, handoff: { id: 'h-fine' } });
+  });
+
   it('every reply (applied, retried, refused, rejected, forbidden) is valid under the published docs/schemas/ledger-reply.json; a body repeating its own actor is applied', async () => {
     const schema = JSON.parse(readFileSync(join(__dirname, '..', '..', '..', 'docs', 'schemas', 'ledger-reply.json'), 'utf8')) as Record<string, unknown>;
     const valid = new Ajv2020({ strict: false, allErrors: true, validateFormats: false }).compile(schema);

@@ -58,6 +58,12 @@ export const LedgerErrorCode = {
   conflict: 'conflict',
   /** The event store could not be reached or did not answer. Retryable. */
   unavailable: 'unavailable',
+  /**
+   * A stored event of the handoff cannot be decoded (kind `internal`, `details`: its `subject` and
+   * `seq`): no retry can help until it is repaired or the reader upgraded. Not `unavailable`, which
+   * a client would retry forever.
+   */
+  eventUndecodable: 'event_undecodable',
   /** Client side: no ledger answered within the timeout, after every attempt. */
   timeout: 'timeout',
   /** Client side: no ledger instance is subscribed. */

@@ -55,6 +55,7 @@ import { HandoffErrorCode, handoffDecider, toHandoffRecord, type HandoffCommand 
 import {
   ConcurrencyConflict,
   DeadLetterReason,
+  EventDecodeError,
   DlqSources,
   hopTrace,
   newUniqueId,
@@ -762,6 +763,19 @@ export class LedgerCommands {
   }
 
   private unavailable(error: unknown): { ok: false; error: LedgerError } {
+    if (error instanceof EventDecodeError) {
+      // A permanent state, not an outage: said as such, and loud in the log (someone must repair it).
+      this.runtime.logger.error('a stored event cannot be decoded', { subject: error.subject, seq: error.seq, reason: error.rejection.message });
+      return {
+        ok: false,
+        error: {
+          code: LedgerErrorCode.eventUndecodable,
+          kind: 'internal',
+          message: `the ledger cannot read this handoff: ${error.message}; retrying will not help until it is repaired`,
+          details: { subject: error.subject, seq: error.seq },
+        },
+      };
+    }
     if (error instanceof ConcurrencyConflict) {
       return {
         ok: false,
