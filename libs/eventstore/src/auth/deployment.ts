@@ -257,6 +257,12 @@ export function serverConfig(deployment: AuthDeployment, opts: ServerConfigOptio
     // 4 KiB (the ledger's: every stream's API, the agent edge it relays): refused as too long, the
     // connection would only time out.
     'max_control_line: 16KB',
+    // How long a client has, from its TCP connect, to send its CONNECT (signed with its nkey): the
+    // default 2 s closed connections as "Authentication Timeout" (the client saw `write EPIPE`)
+    // when many processes connected at once on a busy machine — 35 of 60 measured on 2 cores.
+    'authorization {',
+    '  timeout: 10',
+    '}',
     'jetstream {',
     `  store_dir: ${JSON.stringify(opts.storeDir)}`,
     '}',
