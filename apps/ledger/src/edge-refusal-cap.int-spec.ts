@@ -1,10 +1,9 @@
 import { headers as natsHeaders } from 'nats';
-import { ledgerCommandSubject, MsgIds, offerDurableName, Principals } from '@baton/contracts';
+import { ledgerCommandSenderOf, ledgerCommandSubject, MsgIds, offerDurableName, parseEdgeSubject, Principals } from '@baton/contracts';
 import { batonStreamNames, DeadLetterReason, type NatsHandle } from '@baton/eventstore';
 import type { RunningService } from '@baton/platform';
 import { AgentEdgeRelay, EDGE_DLQ_SOURCE } from './edge/agent-edge';
 import { LEDGER_DLQ_SOURCE } from './commands/ledger-commands';
-import { commandSenderOf, edgeSenderOf } from '@baton/platform';
 import { bootLedger, connectTest, deadLetters, deleteStreams, DlqHeader, messagesOn, randomPrefix, type StoredMessage } from './int/support';
 
 // The agent edge writes each sender at most its budget of refused letters a window, and sums up
@@ -37,7 +36,7 @@ describe('agent edge: refused letters per sender are capped, and the rest summed
   /** The edge letters of one sender (by the subject each names), oldest first. */
   async function lettersOf(sender: string): Promise<StoredMessage[]> {
     const letters = await deadLetters(nats, prefix, EDGE_DLQ_SOURCE);
-    return letters.filter((l) => edgeSenderOf(prefix, l.header(DlqHeader.subject) ?? '') === sender);
+    return letters.filter((l) => parseEdgeSubject(prefix, l.header(DlqHeader.subject) ?? '', inbox).sender === sender);
   }
 
   /** Publish the `i`th refused message of `project`/`agent`: a call outside its durable, a pull in disguise, or a foreign message id, in turn. */
@@ -227,7 +226,7 @@ describe('agent edge: refused letters per sender are capped, and the rest summed
   it('rejected ledger commands are capped the same way per principal: every request still answered with its code, letters past the budget summed up', async () => {
     const N = 20;
     const subject = ledgerCommandSubject(prefix, 'acme', Principals.agent('acme', 'noisy'), 'claim');
-    const sender = commandSenderOf(prefix, subject);
+    const sender = ledgerCommandSenderOf(prefix, subject);
     expect(sender).toBe('acme/agent.noisy');
     // A body that breaks the schema each time (its own bytes, so no two letters share an id).
     const replies = await Promise.all(

@@ -8,12 +8,16 @@ describe('the agent edge: what each edge subject stands for', () => {
   it('relays an agent`s inbox kinds to the in subject they stand for, and nothing else of the inbox', () => {
     for (const rest of ['result.support', 'mesh_result.support', 'start', 'start.support', 'message', 'message.support', 'mesh_start', 'mesh_start.support']) {
       const route = parseEdgeSubject('baton', `baton.edge.acme.${rest}`, INBOX);
-      expect(route).toEqual({ kind: 'input', project: 'acme', agent: rest.includes('.') ? 'support' : null, target: `baton.in.acme.${rest}` });
+      const agent = rest.includes('.') ? 'support' : null;
+      expect(route).toEqual({ kind: 'input', project: 'acme', agent, target: `baton.in.acme.${rest}`, sender: agent === null ? 'acme' : 'acme/support' });
     }
     for (const rest of ['answer', 'mesh_answer', 'stop', 'offer.support', 'result', 'nonsense', 'result.support.extra']) {
-      expect({ rest, route: parseEdgeSubject('baton', `baton.edge.acme.${rest}`, INBOX) }).toEqual({ rest, route: { refused: expect.any(String) } });
+      expect({ rest, route: parseEdgeSubject('baton', `baton.edge.acme.${rest}`, INBOX) }).toEqual({
+        rest,
+        route: { refused: expect.any(String), sender: expect.any(String) },
+      });
     }
-    expect(parseEdgeSubject('baton', 'other.edge.acme.result.support', INBOX)).toEqual({ refused: expect.any(String) });
+    expect(parseEdgeSubject('baton', 'other.edge.acme.result.support', INBOX)).toEqual({ refused: expect.any(String), sender: expect.any(String) });
     expect(edgeSubjectOf('baton', 'baton.in.acme.result.support')).toBe('baton.edge.acme.result.support');
   });
 
@@ -24,6 +28,7 @@ describe('the agent edge: what each edge subject stands for', () => {
       project: 'acme',
       agent: 'support',
       target: `$JS.API.CONSUMER.MSG.NEXT.${INBOX}.${durable}`,
+      sender: 'acme/support',
     });
     expect(parseEdgeSubject('baton', `${api}.CONSUMER.INFO.${INBOX}.${durable}`, INBOX)).toMatchObject({
       kind: 'api',
@@ -35,13 +40,20 @@ describe('the agent edge: what each edge subject stands for', () => {
       project: 'acme',
       agent: 'support',
       target: ack,
+      sender: 'acme/support',
     });
     // The longer form is refused: a server routes an ack on the tokens it reads, and a subject whose
     // later tokens name the agent's durable could start with another's.
     const v2 = `$JS.ACK.hub.ACCHASH.${INBOX}.${durable}.1.20.3.1796482419179772271.0.rnd`;
-    expect(parseEdgeSubject('baton', edgeAckSubject('baton', 'acme', 'support', v2), INBOX)).toEqual({ refused: expect.any(String) });
+    expect(parseEdgeSubject('baton', edgeAckSubject('baton', 'acme', 'support', v2), INBOX)).toEqual({
+      refused: expect.any(String),
+      sender: expect.any(String),
+    });
     const smuggled = `$JS.ACK.${INBOX}.${offerDurableName('globex', 'support')}.${INBOX}.${durable}.1.1.1.1.1`;
-    expect(parseEdgeSubject('baton', edgeAckSubject('baton', 'acme', 'support', smuggled), INBOX)).toEqual({ refused: expect.any(String) });
+    expect(parseEdgeSubject('baton', edgeAckSubject('baton', 'acme', 'support', smuggled), INBOX)).toEqual({
+      refused: expect.any(String),
+      sender: expect.any(String),
+    });
     for (const subject of [
       `${api}.STREAM.DELETE.${INBOX}`,
       `${api}.STREAM.PURGE.${INBOX}`,
@@ -52,12 +64,25 @@ describe('the agent edge: what each edge subject stands for', () => {
       `baton.edge.acme.offers.support.ack.BATON_EVENTS.${durable}.1.20.3.1.0`,
       `baton.edge.acme.offers.support.other.x.y`,
     ]) {
-      expect({ subject, route: parseEdgeSubject('baton', subject, INBOX) }).toEqual({ subject, route: { refused: expect.any(String) } });
+      expect({ subject, route: parseEdgeSubject('baton', subject, INBOX) }).toEqual({
+        subject,
+        route: { refused: expect.any(String), sender: expect.any(String) },
+      });
     }
   });
 
+  it('names the sender of a refused subject too: the project and agent its tokens hold, the budget its refusals count against', () => {
+    const sender = (subject: string) => parseEdgeSubject('p', subject, INBOX).sender;
+    expect(sender('p.edge.acme.result.bob.extra')).toBe('acme/bob');
+    expect(sender('p.edge.acme.offers.bob.api.STREAM.DELETE.X')).toBe('acme/bob');
+    expect(sender('p.edge.acme.offers.bob.ack.S.D.1.1.1.1.0')).toBe('acme/bob');
+    expect(sender('p.edge.acme.nonsense')).toBe('acme');
+    expect(sender('p.edge.acme')).toBe('acme');
+    expect(parseEdgeSubject('p', 'p.edge.acme.offers.bob.ack.S.D.1.1.1.1.0', INBOX)).toHaveProperty('refused');
+  });
+
   it('relays a reply only to the sender`s own inbox (on a shared subject: an inbox of an agent of the project)', () => {
-    const own = { kind: 'input', project: 'acme', agent: 'support', target: 'baton.in.acme.result.support' } as const;
+    const own = { kind: 'input', project: 'acme', agent: 'support', target: 'baton.in.acme.result.support', sender: 'acme/support' } as const;
     expect(mayRelayReply('baton', own, '_INBOX_baton.agent.acme.support.abc.1')).toBe(true);
     for (const reply of [
       '$JS.API.STREAM.DELETE.BATON_EVENTS',
@@ -78,7 +103,7 @@ describe('the agent edge: what each edge subject stands for', () => {
     ]) {
       expect({ reply, allowed: mayRelayReply('baton', own, reply) }).toEqual({ reply, allowed: false });
     }
-    const shared = { kind: 'input', project: 'acme', agent: null, target: 'baton.in.acme.start' } as const;
+    const shared = { kind: 'input', project: 'acme', agent: null, target: 'baton.in.acme.start', sender: 'acme' } as const;
     expect(mayRelayReply('baton', shared, '_INBOX_baton.agent.acme.*.x')).toBe(false);
     expect(mayRelayReply('baton', shared, '_INBOX_baton.agent.acme.billing')).toBe(false);
     expect(mayRelayReply('baton', shared, '_INBOX_baton.agent.acme.billing.x')).toBe(true);

@@ -25,10 +25,20 @@ import { parseSubject, SubjectTable } from './subjects';
 /** The inbox kinds an agent publishes (through the edge). */
 export const EdgeInputKinds = ['result', 'mesh_result', 'start', 'message', 'mesh_start'] as const;
 
-/** Where an edge message goes, and who may have sent it. */
+/**
+ * Where an edge message goes, and who may have sent it. `sender` is whom the subject names
+ * (`<project>/<agent>`, or the project on its shared subject): the budget its refusals count
+ * against. The server's permissions pin an agent to its own edge subjects.
+ */
 export type EdgeRoute =
-  | { kind: 'input'; project: string; agent: string | null; target: string }
-  | { kind: 'api' | 'ack'; project: string; agent: string; target: string };
+  | { kind: 'input'; project: string; agent: string | null; target: string; sender: string }
+  | { kind: 'api' | 'ack'; project: string; agent: string; target: string; sender: string };
+
+/** Why an edge subject goes nowhere, and whom it names (as {@link EdgeRoute}'s `sender`; the subject's tokens as far as they go). */
+export interface EdgeRefusal {
+  refused: string;
+  sender: string;
+}
 
 /** The edge subject an agent publishes for an inbox subject (`<prefix>.in.…` → `<prefix>.edge.…`). */
 export function edgeSubjectOf(prefix: string, inboxSubject: string): string {
@@ -52,43 +62,47 @@ export function edgeAckSubject(prefix: string, project: string, agent: string, a
  * Read an edge subject: where it goes and who sent it, or why it goes nowhere. `inboxStream` is
  * the deployment's inbox stream (the offers durables' stream).
  */
-export function parseEdgeSubject(prefix: string, subject: string, inboxStream: string): EdgeRoute | { refused: string } {
+export function parseEdgeSubject(prefix: string, subject: string, inboxStream: string): EdgeRoute | EdgeRefusal {
   const tokens = subject.split('.');
+  // Whom the subject names: the project (third token) and the agent (fifth) of every edge shape.
+  const project = tokens[2] ?? '';
+  const agent = tokens[4];
+  const sender = agent === undefined ? project : `${project}/${agent}`;
   if (!isPlainSubject(subject) || tokens[0] !== prefix || tokens[1] !== 'edge' || tokens.length < 4) {
-    return { refused: `${subject} is not <prefix>.edge.<project>.…` };
+    return { refused: `${subject} is not <prefix>.edge.<project>.…`, sender };
   }
-  const project = tokens[2]!;
-  if (tokens[3] === 'offers') return offersRoute(tokens, project, inboxStream, subject);
+  if (tokens[3] === 'offers') return offersRoute(tokens, project, inboxStream, subject, sender);
   const target = [prefix, 'in', ...tokens.slice(2)].join('.');
   const parsed = parseSubject(prefix, target);
   if (parsed === null || parsed.name === 'unknown' || SubjectTable[parsed.name].area !== 'in' || !(EdgeInputKinds as readonly string[]).includes(tokens[3]!)) {
-    return { refused: `${subject} names no inbox subject an agent publishes (${EdgeInputKinds.join(', ')})` };
+    return { refused: `${subject} names no inbox subject an agent publishes (${EdgeInputKinds.join(', ')})`, sender };
   }
-  return { kind: 'input', project, agent: tokens[4] ?? null, target };
+  return { kind: 'input', project, agent: agent ?? null, target, sender };
 }
 
-function offersRoute(tokens: string[], project: string, inboxStream: string, subject: string): EdgeRoute | { refused: string } {
+function offersRoute(tokens: string[], project: string, inboxStream: string, subject: string, sender: string): EdgeRoute | EdgeRefusal {
   const agent = tokens[4];
-  if (agent === undefined || tokens.length < 7) return { refused: `${subject} is not <prefix>.edge.<project>.offers.<agent>.(api|ack).…` };
+  if (agent === undefined || tokens.length < 7) return { refused: `${subject} is not <prefix>.edge.<project>.offers.<agent>.(api|ack).…`, sender };
   const durable = offerDurableName(project, agent);
   const rest = tokens.slice(6);
   if (tokens[5] === 'api') {
     // CONSUMER.MSG.NEXT.<stream>.<durable> or CONSUMER.INFO.<stream>.<durable>, of its own durable only.
     const call = rest.join('.');
     if (call === `CONSUMER.MSG.NEXT.${inboxStream}.${durable}` || call === `CONSUMER.INFO.${inboxStream}.${durable}`) {
-      return { kind: 'api', project, agent, target: `$JS.API.${call}` };
+      return { kind: 'api', project, agent, target: `$JS.API.${call}`, sender };
     }
-    return { refused: `${subject}: an agent's edge carries only CONSUMER.MSG.NEXT and CONSUMER.INFO of its own offers durable ${durable}` };
+    return { refused: `${subject}: an agent's edge carries only CONSUMER.MSG.NEXT and CONSUMER.INFO of its own offers durable ${durable}`, sender };
   }
   if (tokens[5] === 'ack') {
     // $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<dseq>.<ts>.<pending>: the form nats-server
     // 2.9 writes and routes on its first two tokens. (The form with a domain and an account hash
     // first is refused: a server routes on the tokens it reads, and a check of other tokens could
     // pass an ack into another durable's space.)
-    if (rest.length === 7 && rest[0] === inboxStream && rest[1] === durable) return { kind: 'ack', project, agent, target: `$JS.ACK.${rest.join('.')}` };
-    return { refused: `${subject}: an agent acknowledges only messages of its own offers durable ${durable}` };
+    if (rest.length === 7 && rest[0] === inboxStream && rest[1] === durable)
+      return { kind: 'ack', project, agent, target: `$JS.ACK.${rest.join('.')}`, sender };
+    return { refused: `${subject}: an agent acknowledges only messages of its own offers durable ${durable}`, sender };
   }
-  return { refused: `${subject} is not <prefix>.edge.<project>.offers.<agent>.(api|ack).…` };
+  return { refused: `${subject} is not <prefix>.edge.<project>.offers.<agent>.(api|ack).…`, sender };
 }
 
 /** The longest wait and the shortest heartbeat an agent's pull may ask for (ns). */

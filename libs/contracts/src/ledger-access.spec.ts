@@ -9,7 +9,7 @@ import {
   type LedgerCommandName,
 } from './ledger-access';
 import { HandoffCommandSchemas } from './handoff';
-import { Principals, ledgerCommandSubject, parseLedgerCommandSubject, type OperatorRole, type Principal } from './principal';
+import { Principals, ledgerCommandSenderOf, ledgerCommandSubject, parseLedgerCommandSubject, type OperatorRole, type Principal } from './principal';
 
 const agent = Principals.agent('acme', 'bob');
 const router = Principals.service('router');
@@ -154,5 +154,12 @@ describe('the caller comes from the subject; the body may only repeat it', () =>
     expect(parseLedgerCommandSubject('baton', 'baton.cmd.ledger.acme.claim')).toBeNull();
     expect(parseLedgerCommandSubject('baton', 'baton.cmd.ledger.acme.svc.nobody.claim')).toBeNull();
     expect(parseLedgerCommandSubject('baton', 'baton.cmd.ledger.acme.op.router.claim')).toBeNull();
+  });
+
+  it('a rejected command is charged to the principal its subject names, or to whatever the subject holds when it names none', () => {
+    expect(ledgerCommandSenderOf('baton', ledgerCommandSubject('baton', 'acme', agent, 'claim'))).toBe('acme/agent.bob');
+    expect(ledgerCommandSenderOf('baton', ledgerCommandSubject('baton', 'acme', router, 'complete'))).toBe('acme/svc.router');
+    expect(ledgerCommandSenderOf('baton', 'baton.cmd.ledger.acme.svc.nobody.claim')).toBe('acme.svc.nobody.claim');
+    expect(ledgerCommandSenderOf('baton', 'baton.cmd.ledger.acme.claim')).toBe('acme.claim');
   });
 });

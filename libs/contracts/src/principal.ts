@@ -189,6 +189,19 @@ export function parseLedgerCommandSubject(prefix: string, subject: string): Ledg
 }
 
 /**
+ * Whom a ledger command subject names, the principal a rejection is charged to:
+ * `<project>/<kind>.<name>` when the subject parses ({@link parseLedgerCommandSubject}), else
+ * whatever it holds after `<prefix>.cmd.ledger.` (without authentication a subject names whoever
+ * its publisher says; with it, the server's permissions pin each principal to its own).
+ */
+export function ledgerCommandSenderOf(prefix: string, subject: string): string {
+  const address = parseLedgerCommandSubject(prefix, subject);
+  if (address !== null) return `${address.project}/${principalTokens(address.principal).join('.')}`;
+  const head = `${prefix}.cmd.ledger.`;
+  return subject.startsWith(head) ? subject.slice(head.length) : subject;
+}
+
+/**
  * The durable consumer that holds one agent's offers: `offers-<n>-<project>-<agent>`, where `n` is
  * the project key's length (with anything other than letters, digits, `_` and `-` replaced by
  * `_`). The length makes the name one agent's alone: project keys and agent names share the

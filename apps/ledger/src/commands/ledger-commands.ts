@@ -29,6 +29,7 @@ import {
   isLedgerCommand,
   mayIssue,
   parseLedgerCommandSubject,
+  ledgerCommandSenderOf,
   decodeUtf8,
   parseUntrustedJson,
   rejectionFromZod,
@@ -63,7 +64,7 @@ import {
   type DeadLetterInput,
   type HopTrace,
 } from '@baton/eventstore';
-import { commandSenderOf, RUNTIME, type JsonLogger, type RefusedLetters, type ServiceRuntime } from '@baton/platform';
+import { RUNTIME, type JsonLogger, type RefusedLetters, type ServiceRuntime } from '@baton/platform';
 import { LEDGER_CONFIG, type LedgerConfig } from '../config';
 import { LedgerIds } from '../ids';
 import { ProjectDirectory, type ProjectView } from '../projects/project-directory';
@@ -730,7 +731,7 @@ export class LedgerCommands {
     letter: Pick<DeadLetterInput, 'keepBytes' | 'reply'> = {},
   ): Promise<{ ok: false; error: LedgerError }> {
     const prefix = this.runtime.config.BATON_PREFIX;
-    const recorded = this.refusedLetters.refuse(commandSenderOf(prefix, request.subject), {
+    const recorded = this.refusedLetters.refuse(ledgerCommandSenderOf(prefix, request.subject), {
       prefix,
       source: LEDGER_DLQ_SOURCE,
       reason: rejection.code,

@@ -11,7 +11,7 @@ import {
   type CoreMessage,
   type CoreSubscription,
 } from '@baton/eventstore';
-import { edgeSenderOf, METRICS, RUNTIME, type BatonMetrics, type RefusedLetters, type ServiceRuntime } from '@baton/platform';
+import { METRICS, RUNTIME, type BatonMetrics, type RefusedLetters, type ServiceRuntime } from '@baton/platform';
 import { EDGE_REFUSED_LETTERS } from './refusal-tokens';
 
 /** JetStream's headers an agent may set through its edge: the message id; any other `Nats-…` is dropped. */
@@ -110,12 +110,12 @@ export class AgentEdgeRelay implements OnApplicationBootstrap, OnModuleDestroy {
     const prefix = this.runtime.config.BATON_PREFIX;
     const route = parseEdgeSubject(prefix, msg.subject, this.inboxStream);
     if ('refused' in route) {
-      this.refuse(msg, 'none', DeadLetterReason.noHandler, route.refused);
+      this.refuse(msg, route.sender, 'none', DeadLetterReason.noHandler, route.refused);
       return;
     }
     if (this.checkReplies && msg.reply !== undefined && !mayRelayReply(prefix, route, msg.reply)) {
       const sender = route.agent !== null ? `agent ${route.project}/${route.agent}` : `an agent of project ${route.project}`;
-      this.refuse(msg, route.kind, DeadLetterReason.replyNotAllowed, `reply subject ${msg.reply} is not under the inbox of ${sender}`);
+      this.refuse(msg, route.sender, route.kind, DeadLetterReason.replyNotAllowed, `reply subject ${msg.reply} is not under the inbox of ${sender}`);
       return;
     }
     // JetStream's own headers other than the message id are not the agent's to set: an expectation
@@ -126,6 +126,7 @@ export class AgentEdgeRelay implements OnApplicationBootstrap, OnModuleDestroy {
     if (route.kind === 'input' && msg.data.length > Limits.maxMessageBytes) {
       this.refuse(
         msg,
+        route.sender,
         route.kind,
         RejectionCode.payloadTooLarge,
         `an inbox message is at most ${Limits.maxMessageBytes} bytes; this one is ${msg.data.length}`,
@@ -134,7 +135,7 @@ export class AgentEdgeRelay implements OnApplicationBootstrap, OnModuleDestroy {
     }
     const badBody = edgeBodyRefusal(route, msg.data);
     if (badBody !== null) {
-      this.refuse(msg, route.kind, DeadLetterReason.schemaViolation, badBody);
+      this.refuse(msg, route.sender, route.kind, DeadLetterReason.schemaViolation, badBody);
       return;
     }
     // The stream's duplicate window would hold a message id naming another project or kind as taken
@@ -142,7 +143,7 @@ export class AgentEdgeRelay implements OnApplicationBootstrap, OnModuleDestroy {
     if (route.kind === 'input') {
       const foreign = foreignMsgId(prefix, route.target, headerValue(msg.headers, 'Nats-Msg-Id'));
       if (foreign !== null) {
-        this.refuse(msg, route.kind, DeadLetterReason.msgIdMismatch, foreign);
+        this.refuse(msg, route.sender, route.kind, DeadLetterReason.msgIdMismatch, foreign);
         return;
       }
     }
@@ -150,7 +151,7 @@ export class AgentEdgeRelay implements OnApplicationBootstrap, OnModuleDestroy {
       msg.relay(route.target, msg.reply, dropsHeader);
     } catch (error) {
       if (!(error instanceof UnreadableHeadersError)) throw error;
-      this.refuse(msg, route.kind, DeadLetterReason.schemaViolation, `headers NATS cannot carry on: ${error.message}`);
+      this.refuse(msg, route.sender, route.kind, DeadLetterReason.schemaViolation, `headers NATS cannot carry on: ${error.message}`);
       return;
     }
     this.relayed++;
@@ -163,8 +164,7 @@ export class AgentEdgeRelay implements OnApplicationBootstrap, OnModuleDestroy {
    * keeping the first {@link REFUSED_LETTER_BYTES} bytes — while the sender's budget lasts; after
    * that it is only counted, for its window's summary letter.
    */
-  private refuse(msg: CoreMessage, route: EdgeRoute['kind'] | 'none', reason: string, detail: string): void {
-    const sender = edgeSenderOf(this.runtime.config.BATON_PREFIX, msg.subject);
+  private refuse(msg: CoreMessage, sender: string, route: EdgeRoute['kind'] | 'none', reason: string, detail: string): void {
     const { outcome } = this.letters.refuse(sender, {
       prefix: this.runtime.config.BATON_PREFIX,
       source: EDGE_DLQ_SOURCE,

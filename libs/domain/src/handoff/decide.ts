@@ -591,6 +591,37 @@ function decideArchive({ data, metadata }: ArchiveHandoff, state: ExistingHandof
 }
 
 /**
+ * The retry round a lapse or a give-up starts: the count it would record, and whether that passes
+ * the cap. A completion handback has no retry cap (rule 5): its round keeps the count and never
+ * passes it.
+ */
+function retryRound(state: ExistingHandoff): { nextRetry: number; pastCap: boolean } {
+  if (state.kind === 'completion_handback') return { nextRetry: state.retry.retry_count, pastCap: false };
+  const nextRetry = state.retry.retry_count + 1;
+  return { nextRetry, pastCap: nextRetry > state.retry.max_retries };
+}
+
+/**
+ * The escalation that takes the place of a retry round past the cap: the one `handoff.escalated`
+ * shape a lapsed lease, a given-up offer and a rework all record, with what is particular to the
+ * cause (the claim that lapsed; who gave up and why; the handback and its note).
+ */
+function escalatePastCap(
+  data: { handoff_id: string; idempotency_key: string },
+  metadata: HandoffCommandMetadata,
+  state: ExistingHandoff,
+  attemptedRetry: number,
+  cause: HandoffEventData<'handoff.escalated'>['cause'],
+  outcome: EscalationOutcome,
+  own: Pick<HandoffEventData<'handoff.escalated'>, 'claim_id' | 'handback_id' | 'note' | 'given_up'>,
+): Decision {
+  return accept({
+    type: 'handoff.escalated',
+    data: base(data, metadata, { cause, attempted_retry: attemptedRetry, max_retries: state.retry.max_retries, outcome, ...own }),
+  });
+}
+
+/**
  * Lease expiry, issued by the watchdog with the claim id it saw. Requeues exactly once: a second
  * requeue for the same claim finds the handoff no longer claimed (or claimed under a new id) and
  * is refused, which is what makes two watchdogs safe. Over the retry cap it escalates instead —
@@ -606,20 +637,13 @@ function decideRequeue({ data, metadata }: RequeueExpired, state: ExistingHandof
       lease_expires_at: state.claim.lease_expires_at,
     });
   }
-  const review = state.kind === 'completion_handback';
-  const nextRetry = review ? state.retry.retry_count : state.retry.retry_count + 1;
-  if (!review && nextRetry > state.retry.max_retries) {
-    return accept({
-      type: 'handoff.escalated',
-      data: base(data, metadata, {
-        cause: 'lease_expired',
-        attempted_retry: nextRetry,
-        max_retries: state.retry.max_retries,
-        outcome: escalationOutcome(state, data.project_lead, data.escalation_handoff_id),
-        claim_id: data.claim_id,
-      }),
+  const round = retryRound(state);
+  if (round.pastCap) {
+    return escalatePastCap(data, metadata, state, round.nextRetry, 'lease_expired', escalationOutcome(state, data.project_lead, data.escalation_handoff_id), {
+      claim_id: data.claim_id,
     });
   }
+  const nextRetry = round.nextRetry;
   return accept({
     type: 'handoff.lease_expired',
     data: base(data, metadata, {
@@ -680,23 +704,17 @@ function decideGiveUpOffer({ data, metadata }: GiveUpOffer, state: ExistingHando
       }),
     });
   }
-  const nextRetry = review ? state.retry.retry_count : state.retry.retry_count + 1;
-  if (!review && nextRetry > state.retry.max_retries) {
-    return accept({
-      type: 'handoff.escalated',
-      data: base(data, metadata, {
-        cause: 'offer_given_up',
-        attempted_retry: nextRetry,
-        max_retries: state.retry.max_retries,
-        outcome: escalationOutcome(state, data.project_lead, data.escalation_handoff_id, { agent: metadata.actor }),
-        note: data.reason,
-        given_up: { by: metadata.actor, deliveries: data.deliveries, reason: data.reason },
-      }),
+  const round = retryRound(state);
+  if (round.pastCap) {
+    const outcome = escalationOutcome(state, data.project_lead, data.escalation_handoff_id, { agent: metadata.actor });
+    return escalatePastCap(data, metadata, state, round.nextRetry, 'offer_given_up', outcome, {
+      note: data.reason,
+      given_up: { by: metadata.actor, deliveries: data.deliveries, reason: data.reason },
     });
   }
   return accept({
     type: 'handoff.offer_given_up',
-    data: base(data, metadata, { given_up_by: metadata.actor, deliveries: data.deliveries, reason: data.reason, retry_count: nextRetry }),
+    data: base(data, metadata, { given_up_by: metadata.actor, deliveries: data.deliveries, reason: data.reason, retry_count: round.nextRetry }),
   });
 }
 
@@ -785,16 +803,9 @@ function decideReworkFromHandback(command: ReworkFromHandback, state: ExistingHa
   const { data, metadata } = command;
   const nextRetry = state.retry.retry_count + 1;
   if (nextRetry > state.retry.max_retries) {
-    return accept({
-      type: 'handoff.escalated',
-      data: base(data, metadata, {
-        cause: 'rework',
-        attempted_retry: nextRetry,
-        max_retries: state.retry.max_retries,
-        outcome: escalationOutcome(state, data.project_lead, data.escalation_handoff_id),
-        handback_id: data.handback_id,
-        note: data.note,
-      }),
+    return escalatePastCap(data, metadata, state, nextRetry, 'rework', escalationOutcome(state, data.project_lead, data.escalation_handoff_id), {
+      handback_id: data.handback_id,
+      note: data.note,
     });
   }
   return accept({

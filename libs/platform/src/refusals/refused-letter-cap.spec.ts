@@ -1,4 +1,4 @@
-import { edgeSenderOf, inboxSenderOf, RefusedLetterCap, type SuppressedRefusals } from './refused-letter-cap';
+import { inboxSenderOf, RefusedLetterCap, type SuppressedRefusals } from './refused-letter-cap';
 
 const W = 60_000;
 const T = 1_700_000_000_000;
@@ -14,16 +14,6 @@ function refuseMany(cap: RefusedLetterCap, sender: string, count: number, now: n
   }
   return { letters, due };
 }
-
-describe('edge sender of a subject', () => {
-  it('is the project and agent the subject names, or the project alone on its shared subjects', () => {
-    expect(edgeSenderOf('p', 'p.edge.acme.result.bob')).toBe('acme/bob');
-    expect(edgeSenderOf('p', 'p.edge.acme.offers.bob.api.STREAM.DELETE.X')).toBe('acme/bob');
-    expect(edgeSenderOf('p', 'p.edge.acme.offers.bob.ack.S.D.1.1.1.1.0')).toBe('acme/bob');
-    expect(edgeSenderOf('p', 'p.edge.acme.start')).toBe('acme');
-    expect(edgeSenderOf('p', 'p.edge.acme')).toBe('acme');
-  });
-});
 
 describe('refused letter cap', () => {
   it('writes a sender its budget of letters in a window, then counts the rest per reason with the first and last subjects', () => {

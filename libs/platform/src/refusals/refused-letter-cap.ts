@@ -1,4 +1,4 @@
-import { EdgeInputKinds } from '@baton/contracts';
+import { EdgeInputKinds, parseSubject, SubjectTable } from '@baton/contracts';
 import { LruCache } from '@baton/eventstore';
 
 /** The window a sender's refused letters are counted in: the budget is letters per minute. */
@@ -12,43 +12,17 @@ export const REFUSED_LETTER_WINDOW_MS = 60_000;
 export const REFUSED_LETTER_SENDERS_KEPT = 10_000;
 
 /**
- * Who sent an edge message, as its subject names it: `<project>/<agent>` for
- * `<prefix>.edge.<project>.<kind>.<agent>` and `<prefix>.edge.<project>.offers.<agent>.…`, the
- * project alone for a project's shared subject (`<prefix>.edge.<project>.start`). The server's
- * permissions pin an agent to its own edge subjects, so an agent cannot spread its refusals over
- * other senders' budgets. Taken from the subject alone, refused or not.
- */
-export function edgeSenderOf(prefix: string, subject: string): string {
-  const head = `${prefix}.edge.`;
-  const tokens = (subject.startsWith(head) ? subject.slice(head.length) : subject).split('.');
-  const project = tokens[0] ?? '';
-  const agent = tokens[2];
-  return agent === undefined ? project : `${project}/${agent}`;
-}
-
-/**
- * Who sent a ledger command, as its subject names it (`<prefix>.cmd.ledger.<project>.<kind>.<name>.<command>`):
- * `<project>/<kind>.<name>`, the principal a rejection is charged to; whatever the subject holds
- * after the prefix when it is not of that shape.
- */
-export function commandSenderOf(prefix: string, subject: string): string {
-  const head = `${prefix}.cmd.ledger.`;
-  const tokens = (subject.startsWith(head) ? subject.slice(head.length) : subject).split('.');
-  return tokens.length >= 4 ? `${tokens[0]}/${tokens[1]}.${tokens[2]}` : tokens.join('.');
-}
-
-/**
  * Who sent an inbox message an agent may publish (`<prefix>.in.<project>.<kind>[.<agent>]`, a kind
  * of `EdgeInputKinds`: result, mesh_result, start, message, mesh_start): `<project>/<agent>`, or the
  * project on its shared subject. Null for anything else — operators' answers and stops, services'
- * messages, offers — whose letters are not capped.
+ * messages, offers, subjects no entry of the subject table describes — whose letters are not capped.
  */
 export function inboxSenderOf(prefix: string, subject: string): string | null {
-  const head = `${prefix}.in.`;
-  if (!subject.startsWith(head)) return null;
-  const tokens = subject.slice(head.length).split('.');
-  if (tokens.length < 2 || tokens.length > 3 || !(EdgeInputKinds as readonly string[]).includes(tokens[1]!)) return null;
-  return tokens.length === 3 ? `${tokens[0]}/${tokens[2]}` : tokens[0]!;
+  const parsed = parseSubject(prefix, subject);
+  if (parsed === null || parsed.name === 'unknown') return null;
+  const { inboxKind } = SubjectTable[parsed.name];
+  if (inboxKind === undefined || !(EdgeInputKinds as readonly string[]).includes(inboxKind)) return null;
+  return 'agent' in parsed ? `${parsed.project}/${parsed.agent}` : 'project' in parsed ? parsed.project : null;
 }
 
 /** Refusals of one sender whose letters were not written: what its summary letter says. */
