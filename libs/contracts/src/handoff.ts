@@ -157,6 +157,19 @@ export const OfferGivenUpSchema = z.strictObject({
 });
 export type OfferGivenUp = z.infer<typeof OfferGivenUpSchema>;
 
+/**
+ * The last rework of a handoff (`handoff.reworked`): who sent the work back, when, from which
+ * handback, and the note saying what to change — what the worker reads on the offer of its next
+ * round.
+ */
+export const LastReworkSchema = z.strictObject({
+  by: ActorNameSchema,
+  at: IsoTimeSchema,
+  handback_id: IdSchema,
+  note: ShortTextSchema,
+});
+export type LastRework = z.infer<typeof LastReworkSchema>;
+
 const JsonObjectSchema = namedRecord(RecordKeySchema, z.unknown());
 const IdempotencyKeySchema = z.string().min(1).max(200);
 
@@ -199,6 +212,8 @@ export const HandoffRecordSchema = z
     escalation_outcome: EscalationOutcomeSchema.optional(),
     /** The last offer its addressed agent gave up on without claiming it (`give_up_offer`), when one did. */
     offer_given_up: OfferGivenUpSchema.optional(),
+    /** The last time its handback was reworked: by whom, when, and the note saying what to change (kept until the handoff ends). */
+    last_rework: LastReworkSchema.optional(),
     /** On a handoff closed by `complete_from_result`: the agent result that closed it. */
     result_id: IdSchema.optional(),
     /** Past this time an open handoff fails with terminal_reason `deadline` (watchdog `expire_deadline`). */

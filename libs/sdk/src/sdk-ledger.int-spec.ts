@@ -93,6 +93,47 @@ describe('the agent SDK against the real ledger service (in-process, real NATS)'
     const late = await new LedgerClient(nats, prefix, { as: Principals.agent(P, 'bob') }).claim(P, { handoff_id: 'h-sdk', idempotency_key: 'late-claim' });
     expect(late).toMatchObject({ ok: false, error: { kind: 'wrong_state' } });
   });
+  it('a reworked handoff is offered again with the reviewer`s note: offer.handoff.last_rework says what to change', async () => {
+    const delegator = new LedgerClient(nats, prefix, { as: Principals.agent(P, 'alice') });
+    const offers: HandoffOffer[] = [];
+    let subscription: ReturnType<BatonAgent['handoffs']> | undefined;
+    const second = new Promise<HandoffOffer>((resolve, reject) => {
+      subscription = agent.handoffs({
+        onOffer: async (offer) => {
+          if (offer.handoffId !== 'h-rework') return;
+          offers.push(offer);
+          try {
+            if (offers.length === 2) {
+              resolve(offer);
+              return;
+            }
+            await offer.claim();
+            await offer.return({ summary: 'lexer written', outcome: 'completed', evidence: { tests_run: ['lexer.spec.ts: 3 passed'] } });
+          } catch (error) {
+            reject(error);
+          }
+        },
+      });
+    });
+    await delegator.create(P, { handoff_id: 'h-rework', from_agent: 'alice', to_agent: 'bob', summary: 'write the lexer', idempotency_key: 'create-h-rework' });
+    const returned = await waitFor(async () => {
+      const record = await delegator.get(P, 'h-rework');
+      return record?.status === 'returned' && record.handback_id !== undefined ? record : undefined;
+    }, 'the handback');
+    expect(offers[0]!.handoff).not.toHaveProperty('last_rework');
+    const note = 'cover the error paths of the lexer';
+    const decided = await delegator.decideHandback(P, { handoff_id: returned.handback_id!, decision: 'rework', note, idempotency_key: 'rework-h-rework' });
+    expect(decided).toMatchObject({ ok: true });
+    const offer = await second;
+    await (await subscription!).stop();
+    expect(offer.handoff).toMatchObject({
+      status: 'pending',
+      retry: { retry_count: 1 },
+      last_rework: { by: 'alice', handback_id: returned.handback_id, note },
+    });
+    expect(offer.offered).toMatchObject({ last_rework: { note } });
+  });
+
   it("claim() again on an offer whose claim lapsed (requeued) takes a new claim, not the old key's answer; after release() the offer sends nothing more (NotClaimedError, endedBy release)", async () => {
     const delegator = new LedgerClient(nats, prefix, { as: Principals.agent(P, 'alice') });
     const watchdog = new LedgerClient(nats, prefix, { as: Principals.service('watchdog') });

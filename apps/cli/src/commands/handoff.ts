@@ -101,6 +101,8 @@ Options:
         'offer given up': h.offer_given_up
           ? `by ${h.offer_given_up.by} at ${h.offer_given_up.at} after ${h.offer_given_up.deliveries} deliveries: ${h.offer_given_up.reason}`
           : undefined,
+        // Its handback was reworked: what the worker's next round is asked to change (the last time).
+        'last rework': h.last_rework ? `by ${h.last_rework.by} at ${h.last_rework.at}: ${h.last_rework.note}` : undefined,
         'workflow run': h.workflow_run_id,
         outcome: h.completion_report?.outcome,
         reason: h.terminal_reason,

@@ -292,6 +292,18 @@ describe('handoff: completion handback accept / rework', () => {
     expect(ledger.send(HID, cmd.claim('bob', 'c2', 30)).ok).toBe(true);
   });
 
+  it('decision=rework → the record the worker is offered and claims says what to change (last_rework), kept through its next round', () => {
+    const ledger = returnedInLedger();
+    expect(toHandoffRecord(ledger.state(HID))).not.toHaveProperty('last_rework');
+    ledger.send('hb-c1', cmd.decide('hb-c1', 'alice', 'rework'));
+    const rework = { by: 'alice', at: at(20), handback_id: 'hb-c1', note: 'add tests for the error paths' };
+    const offered = toHandoffRecord(ledger.state(HID));
+    expect(offered).toMatchObject({ status: 'pending', last_rework: rework });
+    expect(HandoffRecordSchema.parse(offered)).toMatchObject({ last_rework: rework });
+    expect(ledger.send(HID, cmd.claim('bob', 'c2', 30)).ok).toBe(true);
+    expect(toHandoffRecord(ledger.state(HID))).toMatchObject({ status: 'claimed', last_rework: rework });
+  });
+
   it('the retry cap on rework → escalation as a consult handoff to the lead', () => {
     const ledger = returnedInLedger(0);
     ledger.send('hb-c1', cmd.decide('hb-c1', 'alice', 'rework'));

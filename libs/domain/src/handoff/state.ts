@@ -8,6 +8,7 @@ import type {
   HandoffKind,
   HandoffPriority,
   HandoffRecord,
+  LastRework,
   OfferGivenUp,
   TerminalHandoffStatus,
 } from '@baton/contracts';
@@ -85,6 +86,8 @@ export interface HandoffCore {
   deadline_at?: string;
   /** The last offer its addressed agent gave up on without claiming it (`handoff.offer_given_up`, or the escalation one caused). */
   offer_given_up?: OfferGivenUp;
+  /** The last rework of its handback (`handoff.reworked`): the note the worker's next round reads. */
+  last_rework?: LastRework;
   /** On a cross-project handoff: the delegator's project, and the decision that allowed it. */
   source_project?: string;
   cto_override?: string;
@@ -369,6 +372,7 @@ export function evolveHandoff(state: HandoffState, event: HandoffEvent): Handoff
         ...touched,
         status: 'pending',
         retry: { ...state.retry, retry_count: event.data.retry_count },
+        last_rework: { by: event.data.reworked_by, at: event.data.at, handback_id: event.data.handback_id, note: event.data.note },
       };
     }
     case 'handoff.released': {
@@ -485,6 +489,7 @@ export function toHandoffRecord(state: HandoffState): HandoffRecord | null {
     handback_recipient: state.handback_recipient,
     escalation_outcome: state.escalation_outcome,
     offer_given_up: state.offer_given_up,
+    last_rework: state.last_rework,
     result_id: state.result_id,
     deadline_at: state.deadline_at,
     source_project: state.source_project,

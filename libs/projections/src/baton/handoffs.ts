@@ -132,7 +132,9 @@ export function handoffsProjection(): FoldingProjection<JsonValue> {
     //    voids that lapse restores the retry count (docs/handoffs.md rule 4a).
     // 6: an escalation with nobody to consult reads "nobody to escalate to" (terminal reason and
     //    timeline; it said "stop requested", which a handoff of no run never gets).
-    version: 6,
+    // 7: the folded state keeps the last rework (`last_rework`: who, when, the note), which the
+    //    record shows.
+    version: 7,
     handles: (type) => type.startsWith('handoff.'),
     stateKeyOf: (event) => HandoffKeys.state(event.project, event.aggregate.id),
     step(prior, event: SequencedEvent) {
