@@ -48,6 +48,12 @@ export const CliErrorCode = {
   badReply: 'bad_reply',
   /** `replay` / `verify` stopped by Ctrl-C or SIGTERM (exit 130): nothing was swapped in, no verdict. */
   interrupted: 'interrupted',
+  /**
+   * `replay` would swap in a projection at another version of its definition than the live
+   * generation's (this baton and the notifier are of two releases): nothing was rebuilt
+   * (`details.projections`: each `{ projection, version, live_version }`).
+   */
+  projectionVersionMismatch: 'projection_version_mismatch',
 } as const;
 
 /** One offending field, as Baton's rejections name them. */

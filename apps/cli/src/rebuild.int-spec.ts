@@ -220,6 +220,44 @@ describe('interrupted and killed rebuilds (real NATS and Redis)', () => {
     expect(process.listenerCount('SIGINT')).toBe(0);
   });
 
+  it('a live generation written by another release of the notifier (another definition version): verify says so, replay refuses (projection_version_mismatch) and rebuilds only with --allow-version-change', async () => {
+    await fill(nats, prefix, 300);
+    expect((await baton('replay')).code).toBe(0);
+    const handoffs = batonProjections().find((p) => p.name === 'handoffs')!;
+    const before = await store.status(handoffs);
+    const generation = before.activeGeneration!;
+    // As a notifier of the previous release would have written it, and with one state it lacks.
+    const base = `${prefix}:proj:handoffs:g${generation}`;
+    await redis.client.hset(`${base}:~meta`, 'version', String(handoffs.version - 1));
+    const [state] = (await redis.client.keys(`${base}:hs:*`)).sort();
+    await redis.client.del(state!);
+
+    const verified = await baton('verify', '--projection', 'handoffs');
+    expect(verified.code).toBe(1);
+    expect(verified.out).toContain(`note: the live handoffs is version ${handoffs.version - 1}, this baton folds version ${handoffs.version}`);
+    expect(verified.out).toContain('written by another release of the notifier');
+    expect(verified.out).not.toContain('run `baton replay`');
+    const json = JSON.parse((await baton('verify', '--projection', 'handoffs', '--json')).out) as { projections: Array<Record<string, unknown>> };
+    expect(json.projections[0]).toMatchObject({ projection: 'handoffs', version: handoffs.version, live_version: handoffs.version - 1, differing: 1 });
+
+    const refused = await baton('replay', '--projection', 'handoffs', '--json');
+    expect(refused.code).toBe(1);
+    const failure = JSON.parse(refused.err.trim().split('\n').at(-1)!) as { error: { code: string; details: unknown } };
+    expect(failure.error).toMatchObject({
+      code: 'projection_version_mismatch',
+      details: { projections: [{ projection: 'handoffs', version: handoffs.version, live_version: handoffs.version - 1 }] },
+    });
+    expect(await store.status(handoffs)).toMatchObject({ activeGeneration: generation, storedVersion: handoffs.version - 1 });
+    // The other projections are at this baton's version: rebuilt as ever.
+    expect((await baton('replay', '--projection', 'inbox')).code).toBe(0);
+
+    expect((await baton('replay', '--projection', 'handoffs', '--allow-version-change')).code).toBe(0);
+    const after = await store.status(handoffs);
+    expect(after.activeGeneration).not.toBe(generation);
+    expect(after.storedVersion).toBe(handoffs.version);
+    expect((await baton('verify')).code).toBe(0);
+  });
+
   it('Ctrl-C after the last comparison of baton verify: exit 130 and no verdict', async () => {
     await fill(nats, prefix, 300);
     expect((await baton('replay')).code).toBe(0);

@@ -118,6 +118,31 @@ export interface ShadowComparison {
    * to the projection is quieter.
    */
   live_moved: number;
+  /**
+   * The version of the projection's definition this baton folds, and the one the live generation
+   * was written with (null when there is none). When they differ, the fold and the live generation
+   * come from two releases: differences may be only that (see {@link versionSkewNote}).
+   */
+  version: number;
+  live_version: number | null;
+}
+
+/** A comparison whose live generation was written by another version of the projection's definition than this baton's. */
+export function versionSkewed(comparison: Pick<ShadowComparison, 'version' | 'live_version'>): boolean {
+  return comparison.live_version !== null && comparison.live_version !== comparison.version;
+}
+
+/**
+ * Said under a comparison whose live generation is of another definition version: the notifier
+ * that wrote it runs another release than this baton. A notifier rebuilds a projection to its own
+ * version at start, so the fix is a notifier on this release (or the baton of the notifier's).
+ */
+export function versionSkewNote(comparison: Pick<ShadowComparison, 'projection' | 'version' | 'live_version'>): string {
+  return (
+    `  note: the live ${comparison.projection} is version ${comparison.live_version}, this baton folds version ${comparison.version} ` +
+    `(the notifier runs another release): differences may be only that. A notifier rebuilds its projections to its own version ` +
+    `at start; compare with the baton of the notifier's release, or upgrade every notifier\n`
+  );
 }
 
 export interface CompareOptions {
@@ -181,6 +206,8 @@ export async function compareWithStream(
             differing: 0,
             differences: [],
             live_moved: 0,
+            version: projections.find((p) => p.name === name)!.version,
+            live_version: null,
           });
       for (const build of builds) {
         if (options.signal.aborted) throw new RebuildAbortedError(projections.map((p) => p.name));
@@ -198,6 +225,8 @@ export async function compareWithStream(
           differing: compared.differing,
           differences: compared.differences,
           live_moved: 0,
+          version: projections.find((p) => p.name === build.projection)!.version,
+          live_version: status?.storedVersion ?? null,
         });
       }
     } finally {

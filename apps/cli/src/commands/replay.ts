@@ -5,6 +5,8 @@ import {
   RebuildAbortedError,
   RebuildIncompleteError,
   ShadowLostError,
+  type AnyFoldingProjection,
+  type ProjectionStore,
   type RebuildProgress,
   type RebuildResult,
 } from '@baton/projections';
@@ -25,6 +27,8 @@ import {
   selectProjections,
   showProgress,
   splitAt,
+  versionSkewed,
+  versionSkewNote,
   type ShadowComparison,
 } from '../rebuild';
 
@@ -84,6 +88,31 @@ export function incompleteFailure(error: RebuildIncompleteError): CliError {
   );
 }
 
+/**
+ * Refuse (`projection_version_mismatch`, nothing rebuilt) a replay of a projection whose live
+ * generation was written by another version of its definition than this baton folds: the notifier
+ * that applies it runs another release. Swapped in, this baton's version would meet that notifier's
+ * live changes of the other version, and its next check would rebuild it back. A projection with no
+ * live generation is rebuilt at any version.
+ */
+async function refuseVersionChange(store: ProjectionStore, projections: readonly AnyFoldingProjection[]): Promise<void> {
+  const skewed: Array<{ projection: string; version: number; live_version: number }> = [];
+  for (const projection of projections) {
+    const status = await store.status(projection);
+    if (status.activeGeneration !== null && status.storedVersion !== null && status.storedVersion !== projection.version) {
+      skewed.push({ projection: projection.name, version: projection.version, live_version: status.storedVersion });
+    }
+  }
+  if (skewed.length === 0) return;
+  const list = skewed.map((s) => `${s.projection} (live version ${s.live_version}, this baton's ${s.version})`).join(', ');
+  throw new CliError(
+    `not rebuilt: the live ${list} ${skewed.length === 1 ? 'was' : 'were'} written by another release of the notifier. ` +
+      'A notifier rebuilds its projections to its own version at start: run the replay with the baton of the notifier`s release, ' +
+      'or upgrade every notifier; --allow-version-change rebuilds anyway (only when no notifier of the other release is running)',
+    { code: CliErrorCode.projectionVersionMismatch, details: { projections: skewed } },
+  );
+}
+
 export const replayCommand: Command = {
   name: 'replay',
   summary: 'rebuild projections from the events stream (shadow keyspace, atomic swap)',
@@ -115,6 +144,9 @@ Options:
   --dry-run             (not with --from-seq / --from-time) rebuild into a shadow, report the counts and the difference from the live
                         projection, then discard the shadow (nothing live changes); exit 1 when keys differ, 0 when a
                         rebuild would change nothing
+  --allow-version-change  rebuild a projection whose live generation was written by another version of its
+                        definition than this baton folds (refused without it: the notifier runs another
+                        release, would keep applying its own version's changes to it and rebuild it back)
   --json                print the outcome of each projection as a JSON array
 `,
   async run(argv, ctx) {
@@ -125,6 +157,7 @@ Options:
         'from-seq': { type: 'string' },
         'from-time': { type: 'string' },
         'dry-run': { type: 'boolean' },
+        'allow-version-change': { type: 'boolean' },
         json: { type: 'boolean' },
       },
       { min: 0, max: 0 },
@@ -145,6 +178,7 @@ Options:
     const json = flag(args, 'json');
     const dryRun = flag(args, 'dry-run');
     const store = await ctx.projections();
+    if (!dryRun && !flag(args, 'allow-version-change')) await refuseVersionChange(store, projections);
     const { source, total, lastSeq } = await eventSource(ctx);
     // Past the end there is nothing to replay from: the "seeded to N-1" a replay would report would not exist.
     if (fromSeq !== undefined && fromSeq > lastSeq + 1)
@@ -178,6 +212,7 @@ Options:
           );
           ctx.io.stdout.write(differenceLines(comparison.differences, 20, comparison.differing));
           if (comparison.differing > 0 && comparison.live_moved > 0) ctx.io.stdout.write(movedNote(comparison));
+          if (comparison.differing > 0 && versionSkewed(comparison)) ctx.io.stdout.write(versionSkewNote(comparison));
         }
         if (json) printJson(ctx.io, outcomes);
         // Like verify: a difference is exit 1 (a rebuild would change the live projections).

@@ -4,7 +4,18 @@ import { flag, parseCommandArgs, str } from '../command';
 import { CliError, CliErrorCode, ExitCode } from '../errors';
 import { printJson } from '../output';
 import { ProgressLine } from '../progress';
-import { compareWithStream, differenceLines, eventSource, interruptible, INTERRUPTED, movedNote, selectProjections, type ShadowComparison } from '../rebuild';
+import {
+  compareWithStream,
+  differenceLines,
+  eventSource,
+  interruptible,
+  INTERRUPTED,
+  movedNote,
+  selectProjections,
+  versionSkewed,
+  versionSkewNote,
+  type ShadowComparison,
+} from '../rebuild';
 
 /** What `baton verify --json` prints. */
 export interface VerifyReport {
@@ -24,7 +35,9 @@ projection; --json lists up to 1 000 and counts all); drop the scratch generatio
 changes. When the live projections applied more events during a comparison that found
 differences, it compares again (up to three times), so only lasting differences are reported;
 when it kept moving, each projection says how many events it applied meanwhile (live_moved, and
-a note): differences on what those touched may be them, not lasting ones.
+a note): differences on what those touched may be them, not lasting ones. When a live generation
+was written by another version of the projection's definition than this baton folds (the notifier
+runs another release: version and live_version), a note says so: differences may be only that.
 A projection with no live generation (never built, or BATON_PROJECTION_PREFIX names another
 keyspace) is not folded and counts as a difference when the stream holds events (missing: true).
 Progress goes to stderr (events done / total, rate, time left); Ctrl-C stops it (exit 130). Exit 0
@@ -88,9 +101,14 @@ Options:
           ctx.io.stdout.write(`${comparison.projection}: ${comparison.differing} keys differ from a fold of the stream (to seq ${comparison.live_seq}):\n`);
           ctx.io.stdout.write(differenceLines(comparison.differences, 50, comparison.differing));
           if (comparison.live_moved > 0) ctx.io.stdout.write(movedNote(comparison));
+          if (versionSkewed(comparison)) ctx.io.stdout.write(versionSkewNote(comparison));
         }
       }
-      if (!report.ok) ctx.io.stdout.write('projections differ; run `baton replay` to rebuild them\n');
+      const failing = comparisons.filter((c) => c.differing > 0 || (c.missing && total > 0));
+      if (failing.length > 0 && failing.every(versionSkewed)) {
+        // A replay by this baton would swap in another release's version under the running notifier.
+        ctx.io.stdout.write('projections differ, and the live ones were written by another release of the notifier: see the notes above\n');
+      } else if (!report.ok) ctx.io.stdout.write('projections differ; run `baton replay` to rebuild them\n');
     }
     return report.ok ? ExitCode.ok : ExitCode.failure;
   },
