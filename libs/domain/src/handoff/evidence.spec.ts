@@ -56,6 +56,13 @@ describe('evidence floor: what counts as evidence', () => {
     ['full-width TBD', '\uff34\uff22\uff24'],
     ['circled N/A', '\u24c3/\u24b6'],
     ['full-width JSON text [{}]', '\uff3b\uff5b\uff5d\uff3d'],
+    ['NONE in Latin small capitals', '\u0274\u1d0f\u0274\u1d07'],
+    ['nil with a combining acute (NFKC composes it)', 'nil\u0301'],
+    ['none with a combining acute', 'no\u0301ne'],
+    ['NONE with precomposed accents', '\u0143\u00d3\u0143\u00c9'],
+    ['n/a twice', 'n/a n/a'],
+    ['none twice with a comma', 'none, none'],
+    ['a list of different placeholders', 'not applicable; TBD | n/a'],
   ];
 
   it.each(notEvidence)('hole (b): %s is not evidence, in tests_run, artifacts or work_product_id', (_name, entry) => {
@@ -78,6 +85,9 @@ describe('evidence floor: what counts as evidence', () => {
     ['a JSON string', '"pr-42"'],
     ['bracketed text that is not JSON', '[x] smoke test'],
     ['full-width text that says something', '\uff30\uff32-42'],
+    ['a list with one real entry among placeholders', 'n/a, n/a, parser.spec.ts'],
+    ['accented text that is not a placeholder', 'café tests: 3 passed'],
+    ['small capitals that say something', '\u1d18\u0280-42'],
   ];
 
   it.each(evidence)('genuine evidence still counts: %s', (_name, entry) => {

@@ -75,16 +75,83 @@ const LATIN_LOOKALIKES: Readonly<Record<string, string>> = {
   ο: 'o',
   τ: 't',
   υ: 'u',
+  // Latin small capitals and other Latin letter forms NFKC keeps (`ɴᴏɴᴇ` reads `none`).
+  ᴀ: 'a',
+  ʙ: 'b',
+  ᴄ: 'c',
+  ᴅ: 'd',
+  ᴇ: 'e',
+  ꜰ: 'f',
+  ɢ: 'g',
+  ʜ: 'h',
+  ɪ: 'i',
+  ᴊ: 'j',
+  ᴋ: 'k',
+  ʟ: 'l',
+  ᴍ: 'm',
+  ɴ: 'n',
+  ᴏ: 'o',
+  ᴘ: 'p',
+  ʀ: 'r',
+  ꜱ: 's',
+  ᴛ: 't',
+  ᴜ: 'u',
+  ᴠ: 'v',
+  ᴡ: 'w',
+  ʏ: 'y',
+  ᴢ: 'z',
+  ı: 'i',
+  ȷ: 'j',
+  ɑ: 'a',
+  ɡ: 'g',
+  ɩ: 'i',
+  ʋ: 'u',
 };
 
+/** Combining marks, dropped when a text is compared with the placeholders (`niĺ` composes to `niĺ`). */
+const COMBINING_MARK = /\p{M}/gu;
+
 /**
- * The letters and digits of a normalized text, look-alikes read as the Latin letters they mimic:
- * `n-a`, `N A`, `n_a`, `t.b.d.` and `nоne` all have the skeleton of a placeholder word.
+ * The letters and digits of a normalized text, accents dropped and look-alikes read as the Latin
+ * letters they mimic: `n-a`, `N A`, `n_a`, `t.b.d.`, `nоne`, `ɴᴏɴᴇ` and `nóne` all have the
+ * skeleton of a placeholder word.
  */
 function skeleton(normalized: string): string {
   let out = '';
-  for (const ch of normalized) out += LATIN_LOOKALIKES[ch] ?? ch;
+  for (const ch of normalized.normalize('NFD').replace(COMBINING_MARK, '')) out += LATIN_LOOKALIKES[ch] ?? ch;
   return out.replace(/[^\p{L}\p{N}]/gu, '');
+}
+
+/** Whether a normalized text, or a piece of one, is a placeholder word as written or by its skeleton. */
+function isPlaceholder(normalized: string): boolean {
+  return PLACEHOLDERS.has(normalized) || PLACEHOLDER_SKELETONS.has(skeleton(normalized));
+}
+
+/** What separates the words of a list of placeholders (`n/a n/a`, `none, none`, `TBD; TBD`). */
+const LIST_SEPARATOR = /[\s,;|+&]+/u;
+
+/** The most words one placeholder has (`not applicable`: 2), and so the most a piece is joined from. */
+const PLACEHOLDER_WORDS_MAX = Math.max(...PLACEHOLDER_WORDS.map((word) => word.split(' ').length));
+
+/**
+ * Whether a normalized text is nothing but placeholders in a row (`n/a n/a`, `none, none`, `not
+ * applicable; TBD`): its words, those without a letter or digit left out, fall into consecutive
+ * groups that each read as a placeholder.
+ */
+function isPlaceholderList(normalized: string): boolean {
+  const words = normalized
+    .split(LIST_SEPARATOR)
+    .map((word) => word.replace(SURROUNDING_PUNCTUATION, ''))
+    .filter((word) => LETTER_OR_DIGIT.test(word));
+  if (words.length < 2) return false;
+  // covered[i]: the first i words fall into placeholder groups.
+  const covered = [true, ...words.map(() => false)];
+  for (let end = 1; end <= words.length; end++) {
+    for (let size = 1; size <= Math.min(PLACEHOLDER_WORDS_MAX, end) && !covered[end]; size++) {
+      if (covered[end - size] && isPlaceholder(words.slice(end - size, end).join(' '))) covered[end] = true;
+    }
+  }
+  return covered[words.length]!;
 }
 
 const PLACEHOLDER_SKELETONS = new Set(PLACEHOLDER_WORDS.map((word) => skeleton(normalizeText(word))));
@@ -103,7 +170,8 @@ function parseJsonText(trimmed: string): { value: unknown } | undefined {
  * Whether a string says something. Invisible characters (zero-width spaces, word joiners, …) are
  * removed first. A text that is a JSON array, object or string (`"[{}]"`, `"[\"\"]"`, `"\"\""`) is
  * judged by the value it encodes, within the same depth budget as nested entries. Otherwise it must
- * contain a letter or a digit and must not be a placeholder such as `n/a`, `None.` or `(todo)`.
+ * contain a letter or a digit and must not be a placeholder such as `n/a`, `None.` or `(todo)`, nor
+ * a list of nothing but placeholders (`n/a n/a`, `none, none`).
  */
 export function isMeaningfulText(text: string, depth = 0): boolean {
   if (depth > MAX_DEPTH) return false;
@@ -111,7 +179,7 @@ export function isMeaningfulText(text: string, depth = 0): boolean {
   const parsed = parseJsonText(visible);
   if (parsed) return isMeaningfulEntry(parsed.value, depth + 1);
   const normalized = normalizeText(visible);
-  return LETTER_OR_DIGIT.test(normalized) && !PLACEHOLDERS.has(normalized) && !PLACEHOLDER_SKELETONS.has(skeleton(normalized));
+  return LETTER_OR_DIGIT.test(normalized) && !isPlaceholder(normalized) && !isPlaceholderList(normalized);
 }
 
 /**
