@@ -306,7 +306,7 @@ function recordResult(command: RecordResult, state: RunState): DecisionResult<Ru
     const facts: StopFacts = {
       ...runFacts(state, result.run_id, now, stopIdFor(state.workflowRunId, cause)),
       why: result.stop.why,
-      tried: result.tried ?? [],
+      tried: triedBy(result),
       pending: result.pending_tool_call ?? null,
       ...(result.stop.detail !== undefined ? { detail: result.stop.detail } : {}),
       ...(result.stop.cap !== undefined ? { cap: { ...result.stop.cap } } : {}),
@@ -628,7 +628,7 @@ function outcomeEvents(ctx: OutcomeContext, decision: RouteDecision, defs: Defin
         const facts: StopFacts = {
           ...runFacts(ctx.state, result.run_id, ctx.now, stopIdFor(ctx.state.workflowRunId, ctx.cause)),
           why: 'policy',
-          tried: result.tried ?? [],
+          tried: triedBy(result),
           pending,
           detail: reason,
         };
@@ -667,8 +667,8 @@ function outcomeEvents(ctx: OutcomeContext, decision: RouteDecision, defs: Defin
       const facts: StopFacts = {
         ...runFacts(ctx.state, result?.run_id ?? ctx.state.workflowRunId, ctx.now, stopIdFor(ctx.state.workflowRunId, ctx.cause)),
         why: 'unknown_intent',
-        // What the agent says it tried, else the agent itself: it ran, so the stop is not "before the loop" (seed 003: no shrug without a tried).
-        tried: result?.tried ?? (result ? [result.agent] : []),
+        // Before any result (a start that names nothing) the stop is "before the loop": nothing tried.
+        tried: result ? triedBy(result) : [],
         pending: result?.pending_tool_call ?? null,
         detail: decision.problem,
         intents: knownIntents(defs.workflow, defs.agents),
@@ -800,6 +800,15 @@ function postedFields(body: string | undefined, decision: AgentRunConfig | null)
   const posted = postedBodyOf(body, recorded);
   if (posted === null) return {};
   return posted.truncated ? { posted_body: posted.text, posted_body_truncated: true } : { posted_body: posted.text };
+}
+
+/**
+ * The `tried` of a stop that follows an agent's result: what the agent says it tried, else the agent
+ * itself — it ran, so the stop is not "before the loop", and seed 003 calls a stop with no tried a
+ * shrug (an empty list is read as none named).
+ */
+function triedBy(result: AgentResult): StopFacts['tried'] {
+  return result.tried !== undefined && result.tried.length > 0 ? result.tried : [result.agent];
 }
 
 function agentTextOf(result: AgentResult): string | null {

@@ -314,6 +314,16 @@ describe('workflow run: stops with a packet (seed 003)', () => {
     expect(ofType(last, 'run.notice_emitted')[0]!.data.notice).toMatchObject({ reason: 'stop', stop_id: 'stop-r-wr-1:r1' });
   });
 
+  it('an agent that stops naming nothing it tried (absent or empty) tried itself: the packet says so, never a shrug with no tried', () => {
+    for (const tried of [undefined, []]) {
+      const { last } = play([decided('r1', 'issue', advance, { stop: { why: 'banned_click' }, ...(tried ? { tried } : {}) })], started());
+      expect({ tried, packet: ofType(last, 'run.stopped')[0]!.data.packet.tried }).toEqual({ tried, packet: ['issue'] });
+    }
+    // A hold with a call pending becomes a policy stop: the same.
+    const held = play([decided('r1', 'issue', { dispatch: { status: 'hold' } }, { pending_tool_call: pending })], started());
+    expect(ofType(held.last, 'run.stopped')[0]!.data.packet).toMatchObject({ why: 'policy', tried: ['issue'] });
+  });
+
   it('approve runs exactly the frozen call (the stopped agent carries on); deny terminates the run', () => {
     const stopped = play([decided('r1', 'issue', advance, { stop: { why: 'policy' }, pending_tool_call: pending })], started()).events;
     const answer = (action: 'approve' | 'deny'): RunCommand => ({
