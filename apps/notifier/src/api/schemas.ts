@@ -248,7 +248,12 @@ export const InboxItemSchema = z
     user_msg: z.string().optional().describe('stop: what the user asked'),
     detail: z.string().optional().describe('stop: the detail the agent or Baton gave'),
     form_kind: z.string().nullable().optional().describe("stop: the packet's form (confirm, intent, raise_cap...), null without one"),
-    actions: z.array(z.string()).optional().describe('stop: the answers the form offers (approve, deny, intent, raise_cap, acknowledge...)'),
+    actions: z
+      .array(z.string())
+      .optional()
+      .describe(
+        "the answers the item takes — stop: its form's buttons (approve, deny, intent, raise_cap, acknowledge...); hold: continue, reroute, terminate; handback: accept, rework; none on an escalation",
+      ),
     has_pending: z.boolean().optional().describe('stop: the packet freezes a pending call (approve needs its pending_digest)'),
     // A hold item.
     hold_kind: z.string().optional().describe('hold: hold | human_gate'),

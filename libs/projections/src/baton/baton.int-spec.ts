@@ -204,6 +204,22 @@ describe('Baton projections (real Redis)', () => {
     }
     const stillOpen = (await views.inbox({ filters: { status: 'open' }, limit: 500 })).items.map((i) => i.id).sort();
     expect(stillOpen).toEqual(['handback:demo:hb-h-1', 'stop:demo:stop-r-wr-a:res-a1', 'stop:demo:stop-r-wr-d:res-d1']);
+    // Every kind a person answers says with what, read one by one or in a page: a stop its form's
+    // buttons, a hold its answers, a handback its decisions; an escalation is answered nowhere.
+    const actionsOf = async (id: string) => [(await views.inboxItem(id))?.actions, (await views.inbox({ limit: 500 })).items.find((i) => i.id === id)?.actions];
+    expect(await actionsOf(cases[0]!.id)).toEqual([
+      ['raise_cap', 'deny'],
+      ['raise_cap', 'deny'],
+    ]);
+    expect(await actionsOf(cases[1]!.id)).toEqual([
+      ['continue', 'reroute', 'terminate'],
+      ['continue', 'reroute', 'terminate'],
+    ]);
+    expect(await actionsOf('handback:demo:hb-h-1')).toEqual([
+      ['accept', 'rework'],
+      ['accept', 'rework'],
+    ]);
+    expect(await actionsOf(cases[3]!.id)).toEqual([undefined, undefined]);
   });
 
   it("an escalation with no consult (the project has no lead) stays open until its handoff is archived, in a run or not, when no stop takes it over: nothing else says the failed work was seen (the run's guard_failed stop may never open: a run already finished or stopped)", async () => {

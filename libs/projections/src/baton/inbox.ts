@@ -1,4 +1,11 @@
-import type { HandoffEvent, HandoffPriority, StopEscalation, StopPacket } from '@baton/contracts';
+import {
+  HandbackDecisionSchema,
+  HoldAnswerActionSchema,
+  type HandoffEvent,
+  type HandoffPriority,
+  type StopEscalation,
+  type StopPacket,
+} from '@baton/contracts';
 import { assertNever, type RunEvent } from '@baton/domain';
 import type { JsonValue } from '../canonical-json';
 import { Op, type IndexedItem, type ProjectionOp } from '../ops';
@@ -31,6 +38,22 @@ export interface InboxItem extends IndexedItem {
   closed_by?: string;
   /** W3C trace id of the event that opened the item (from its `traceparent` header), when it had one. */
   trace_id?: string;
+}
+
+/**
+ * The answers an item takes, by kind, where the item does not store them: a hold's answer actions
+ * and a handback's decisions. A stop's come from its packet's form and are stored with it
+ * (`actions`); an escalation is answered nowhere (its consult is the lead's work).
+ */
+const ACTIONS_BY_KIND: Partial<Record<InboxKind, readonly string[]>> = {
+  [InboxKind.hold]: HoldAnswerActionSchema.options,
+  [InboxKind.handback]: HandbackDecisionSchema.options,
+};
+
+/** An inbox item as the API and the console show it: with the answers it takes (`actions`), whatever its kind. */
+export function inboxItemView<T extends InboxItem>(item: T): T & { actions?: readonly string[] } {
+  const actions = ACTIONS_BY_KIND[item.kind];
+  return actions === undefined || 'actions' in item ? item : { ...item, actions };
 }
 
 /** What the inbox remembers per run between events. */

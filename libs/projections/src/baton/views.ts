@@ -6,7 +6,7 @@ import type { ItemOrder } from '../ops';
 import type { ProjectionStore } from '../store';
 import type { TimelineEntry } from './common';
 import { HandoffKeys, handoffRecordOfState } from './handoffs';
-import { INBOX_STORE, type InboxItem } from './inbox';
+import { INBOX_STORE, inboxItemView, type InboxItem } from './inbox';
 import { idLookupRange, parseProjectRef, projectsOfLookup, type ProjectRef } from './refs';
 import { lastSeqOfState, MAX_VIEW_ROUTES, RunKeys, runViewOfState, type RunView } from './runs';
 import { STOPS_STORE, StopKeys, stopPacketOf, type StopItem } from './stops';
@@ -119,8 +119,14 @@ export function createBatonViews(store: ProjectionStore): BatonViews {
   const readers: Record<ScopedKind, typeof handoffs> = { run: runs, handoff: handoffs, stop: stopsReader };
 
   return {
-    inbox: (query = {}) => inboxItems.query(query),
-    inboxItem: (id) => inboxItems.get(id),
+    async inbox(query = {}) {
+      const page = await inboxItems.query(query);
+      return { ...page, items: page.items.map(inboxItemView) };
+    },
+    async inboxItem(id) {
+      const item = await inboxItems.get(id);
+      return item === null ? null : inboxItemView(item);
+    },
     async stops(query = {}) {
       if (query.run === undefined) {
         const page = await stopItems.query({
