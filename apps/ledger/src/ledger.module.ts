@@ -2,6 +2,7 @@ import { DynamicModule, Module } from '@nestjs/common';
 import { REFUSED_LETTER_WINDOW_MS, RefusedLetterCap, RefusedLetters, RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { LedgerCommandListener } from './commands/command-listener';
 import { AgentEdgeRelay } from './edge/agent-edge';
+import { TERMINATED_OFFER_GRACE, TerminatedOffers } from './edge/terminated-offers';
 import { COMMAND_REFUSED_LETTERS, EDGE_REFUSED_LETTERS } from './edge/refusal-tokens';
 import { LedgerCommands } from './commands/ledger-commands';
 import { LEDGER_CONFIG, type LedgerConfig } from './config';
@@ -21,6 +22,8 @@ export interface LedgerOptions {
   claimWindowMs?: number;
   /** Length of a sender's window of refused letters, ms (default one minute: the budget is letters per minute). */
   refusalWindowMs?: number;
+  /** How long a terminated offer waits before the ledger gives it up for its agent, ms (default `TERMINATED_OFFER_GRACE_MS`). */
+  terminatedOfferGraceMs?: number;
 }
 
 /** The ledger: command request/reply, the handoff reactor and offers. Needs `RuntimeModule`. */
@@ -32,6 +35,7 @@ export class LedgerModule {
       controllers: [HandoffReactorController, ProjectReactorController],
       providers: [
         { provide: LEDGER_CONFIG, useValue: config },
+        { provide: TERMINATED_OFFER_GRACE, useValue: options.terminatedOfferGraceMs ?? null },
         { provide: CLAIM_WINDOW, useValue: new ClaimWindow(options.claimWindowMs ?? DEFAULT_CLAIM_WINDOW_MS) },
         // Refused edge messages and rejected commands: each sender's letters capped, each path its own budget.
         ...(
@@ -57,10 +61,11 @@ export class LedgerModule {
         OfferPublisher,
         LedgerCommands,
         LedgerCommandListener,
+        TerminatedOffers,
         AgentEdgeRelay,
         HandoffReactor,
       ],
-      exports: [LedgerCommandListener, AgentEdgeRelay],
+      exports: [LedgerCommandListener, AgentEdgeRelay, TerminatedOffers],
     };
   }
 }

@@ -1,7 +1,17 @@
-import { createEventRegistry, ledgerCommandSubject, OfferHeader, Principals, type HandoffRecord, type LedgerReply } from '@baton/contracts';
-import { JetStreamEventStore, LedgerClient, type NatsHandle } from '@baton/eventstore';
+import {
+  createEventRegistry,
+  edgeAckSubject,
+  edgeApiPrefix,
+  ledgerCommandSubject,
+  OfferHeader,
+  Principals,
+  type HandoffRecord,
+  type LedgerReply,
+} from '@baton/contracts';
+import { batonStreamNames, JetStreamEventStore, LedgerClient, type NatsHandle } from '@baton/eventstore';
 import type { RunningService } from '@baton/platform';
 import { waitFor } from '@baton/wait';
+import { TerminatedOffers } from './edge/terminated-offers';
 import { agentsOf, bootLedger, callers, connectTest, deadLetters, deleteStreams, DlqHeader, offers, publishDefinition, randomPrefix } from './int/support';
 
 const P = 'shop';
@@ -191,5 +201,98 @@ describe('an offer given up before any claim (give_up_offer, real NATS): the han
     await waitFor(async () => (await offersOf('bob', 'h-after-review')).length === 2 || undefined, 'h-after-review offered again');
     expect(await offersOf('alice', handbackId)).toHaveLength(1);
     expect(await client.get(P, 'h-reviewed')).toMatchObject({ status: 'returned', handback_id: handbackId });
+  });
+});
+
+describe('an offer its agent terminates (+TERM) through the edge without give_up_offer is given up for it (real NATS): never left silently pending', () => {
+  const prefix = randomPrefix();
+  const inbox = batonStreamNames(prefix).inbox;
+  let nats: NatsHandle;
+  let ledger: RunningService;
+  let client: LedgerClient;
+
+  const offersOf = async (agent: string, id: string) => (await offers(nats, prefix, P, agent)).filter((m) => (m.json() as HandoffRecord).id === id);
+
+  beforeAll(async () => {
+    nats = await connectTest('ledger-term-int');
+    ledger = await bootLedger(prefix, 'ledger-term', {}, { terminatedOfferGraceMs: 300 });
+    await publishDefinition(nats, prefix, { project: P, lead: 'lena', agents: [{ name: 'alice' }, { name: 'bob' }, { name: 'lena' }], workflows: [] });
+    client = new LedgerClient(nats, prefix, { timeoutMs: 5000 });
+  });
+
+  afterAll(async () => {
+    await ledger?.stop();
+    if (nats) {
+      await deleteStreams(nats, prefix);
+      await nats.close();
+    }
+  });
+
+  /** Create `id` for bob, then pull bob's next offer through his edge as a client of its own would: the offer and its ack subject. */
+  async function pullOffer(id: string): Promise<{ record: HandoffRecord; ack: string }> {
+    handoffOf(
+      await client.create(
+        P,
+        { handoff_id: id, from_agent: 'alice', to_agent: 'bob', summary: `work ${id}`, max_retries: 3, idempotency_key: `create-${id}` },
+        as('alice'),
+      ),
+    );
+    const { durable } = (await client.openOffers(P, {}, as('bob'))) as { durable: string };
+    for (;;) {
+      const pull = `${edgeApiPrefix(prefix, P, 'bob')}.CONSUMER.MSG.NEXT.${inbox}.${durable}`;
+      // A reply inbox of its own (noMux): the message JetStream delivers is not a reply the muxed inbox takes.
+      const msg = await nats.connection.request(pull, encoder.encode(JSON.stringify({ batch: 1, expires: 2e9 })), { timeout: 5000, noMux: true });
+      if (msg.reply === undefined || msg.data.length === 0) continue;
+      const record = JSON.parse(decoder.decode(msg.data)) as HandoffRecord;
+      // Offers of earlier cases still unacknowledged come first: let them go.
+      if (record.id !== id) {
+        nats.connection.publish(edgeAckSubject(prefix, P, 'bob', msg.reply), encoder.encode('+ACK'));
+        continue;
+      }
+      return { record, ack: msg.reply };
+    }
+  }
+
+  it('a +TERM alone: after the grace the offer is given up as its agent (a retry, offered again), the reason saying how', async () => {
+    const { record, ack } = await pullOffer('h-term');
+    nats.connection.publish(edgeAckSubject(prefix, P, 'bob', ack), encoder.encode('+TERM model endpoint down'));
+    const given = await waitFor(async () => {
+      const h = await client.get(P, 'h-term');
+      return h?.offer_given_up !== undefined ? h : undefined;
+    }, 'the terminated offer given up');
+    expect(given).toMatchObject({
+      status: 'pending',
+      retry: { retry_count: 1 },
+      offer_given_up: { by: 'bob', deliveries: 1, reason: 'offer terminated (+TERM) after 1 delivery without a give-up: model endpoint down' },
+    });
+    expect(given.version).toBeGreaterThan(record.version);
+    await waitFor(async () => (await offersOf('bob', 'h-term')).length === 2 || undefined, 'h-term offered again');
+  });
+
+  it('a +TERM followed by the SDK`s own give-up: the SDK`s is the record, the ledger`s changes nothing (one retry, not two)', async () => {
+    const { record, ack } = await pullOffer('h-sdk-term');
+    nats.connection.publish(edgeAckSubject(prefix, P, 'bob', ack), encoder.encode('+TERM'));
+    const sdkReason = 'onOffer failed 1 time: parser crashed';
+    handoffOf(
+      await client.giveUpOffer(
+        P,
+        { handoff_id: 'h-sdk-term', offered_version: record.version, deliveries: 1, reason: sdkReason, idempotency_key: 'give_up:h-sdk-term:sdk' },
+        as('bob'),
+      ),
+    );
+    // Past the grace, and the terminations it waited on are done.
+    await waitFor(() => (ledger.app.get(TerminatedOffers).waitingCount() === 0 ? true : undefined), 'the grace over');
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(await client.get(P, 'h-sdk-term')).toMatchObject({ status: 'pending', retry: { retry_count: 1 }, offer_given_up: { reason: sdkReason } });
+  });
+
+  it('an acknowledgement that does not terminate (+ACK, -NAK, +WPI) gives nothing up', async () => {
+    const { record, ack } = await pullOffer('h-ack');
+    nats.connection.publish(edgeAckSubject(prefix, P, 'bob', ack), encoder.encode('+WPI'));
+    nats.connection.publish(edgeAckSubject(prefix, P, 'bob', ack), encoder.encode('+ACK'));
+    await nats.connection.flush();
+    await new Promise((resolve) => setTimeout(resolve, 800));
+    expect(ledger.app.get(TerminatedOffers).waitingCount()).toBe(0);
+    expect(await client.get(P, 'h-ack')).toMatchObject({ status: 'pending', version: record.version, retry: { retry_count: 0 } });
   });
 });

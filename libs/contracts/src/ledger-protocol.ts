@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { HandoffCommandSchemas, HandoffRecordSchema, type HandoffCommandName, type HandoffRecord } from './handoff';
+import { IdSchema } from './common';
 import { LedgerAccessErrorCode } from './ledger-access';
 import { EventHeader } from './envelope';
 import { RejectionCode } from './rejection';
@@ -130,6 +131,25 @@ export function handoffOfferSubject(prefix: string, project: string, agent: stri
 /** Every offer for one agent across projects (`*` for any agent). */
 export function handoffOffersFor(prefix: string, agent = '*', project = '*'): string {
   return Subjects.offer(prefix, project, agent);
+}
+
+/**
+ * What an offer message carries, as a reader of the agent's offers may rely on: the ledger publishes
+ * the HandoffRecord as it was when offered (`id`, `status`, `workflow_run_id`...); a reader needs
+ * only the id and the version (a give-up names it, so a give-up of an earlier round's offer counts
+ * for nothing). `handoff_id` is accepted too, for offers written by hand.
+ */
+export const OfferMessageSchema = z.looseObject({
+  id: IdSchema.optional(),
+  handoff_id: IdSchema.optional(),
+  version: z.number().int().min(1).optional(),
+});
+
+/** The handoff an offer message names, and the version it was offered at; null when it names none. */
+export function offeredHandoff(value: unknown): { handoffId: string; version: number | undefined; message: z.infer<typeof OfferMessageSchema> } | null {
+  const parsed = OfferMessageSchema.safeParse(value);
+  const handoffId = parsed.success ? (parsed.data.id ?? parsed.data.handoff_id) : undefined;
+  return parsed.success && handoffId !== undefined ? { handoffId, version: parsed.data.version, message: parsed.data } : null;
 }
 
 /** Headers an offer carries besides its body. */

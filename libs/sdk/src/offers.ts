@@ -1,20 +1,8 @@
 import { z } from 'zod';
-import { IdSchema, Limits, parseUntrustedJson, type CompletionReportSchema, type HandoffRecord, type LedgerReply } from '@baton/contracts';
+import { Limits, offeredHandoff, parseUntrustedJson, type CompletionReportSchema, type HandoffRecord, type LedgerReply } from '@baton/contracts';
 import { LruCache, PoisonError, TransientError, type ConsumedMessage, type LedgerClient } from '@baton/eventstore';
 import type { AgentResultInput, PublishReceipt } from './client';
 import { CrossProjectResultError, HandbackResultError, LedgerCommandError, NoRunResultError, NotClaimedError, type OfferGiveUp } from './errors';
-
-/**
- * What an offer message carries: the ledger publishes the HandoffRecord as it was when offered
- * (`id`, `status`, `workflow_run_id`...). The SDK needs only the id (the ledger's replies carry
- * the rest); `handoff_id` is accepted too, for offers written by hand.
- */
-const OfferMessageSchema = z.looseObject({
-  id: IdSchema.optional(),
-  handoff_id: IdSchema.optional(),
-  /** The record's version when offered: a give-up names it, so a give-up of an earlier round's offer counts for nothing. */
-  version: z.number().int().min(1).optional(),
-});
 
 /** A report as an agent writes it: `files_changed`, `verification`, `next_steps` and `evidence` may be left out. */
 export type ReturnReport = z.input<typeof CompletionReportSchema>;
@@ -162,10 +150,11 @@ export function createOfferHandler(deps: OfferHandlerDeps): OfferHandler {
   const handle = async (msg: ConsumedMessage): Promise<void> => {
     const decoded = parseUntrustedJson(decoder.decode(msg.data), Limits.maxMessageBytes);
     if (!decoded.ok) throw new PoisonError(decoded.rejection.message, decoded.rejection.code);
-    const parsed = OfferMessageSchema.safeParse(decoded.value);
-    const handoffId = parsed.success ? (parsed.data.id ?? parsed.data.handoff_id) : undefined;
-    if (!parsed.success || handoffId === undefined) throw new PoisonError('an offer names no handoff_id', 'schema_violation');
-    const offer = new Offer(deps, handoffId, parsed.data, msg);
+    // The HandoffRecord as offered; only its id and version are read here (the ledger's replies carry the rest).
+    const offered = offeredHandoff(decoded.value);
+    if (offered === null) throw new PoisonError('an offer names no handoff_id', 'schema_violation');
+    const { handoffId } = offered;
+    const offer = new Offer(deps, handoffId, offered.message, msg);
     try {
       await deps.onOffer(offer);
       failed.delete(msg.seq);
@@ -179,7 +168,7 @@ export function createOfferHandler(deps: OfferHandlerDeps): OfferHandler {
       }
       // Remembered for a give-up, should the runner terminate this offer (see `terminated`).
       const before = failed.get(msg.seq);
-      failed.set(msg.seq, { handoffId, version: parsed.data.version, claimed: (before?.claimed ?? false) || offer.claimId !== null });
+      failed.set(msg.seq, { handoffId, version: offered.version, claimed: (before?.claimed ?? false) || offer.claimId !== null });
       // The rate cap: redeliver the offer later, not at once, and as long as it lasts — it says
       // nothing about the offer, and giving the offer up would count a retry against its handoff.
       if (error instanceof LedgerCommandError && error.code === 'rate_limited') {

@@ -13,6 +13,7 @@ import {
 } from '@baton/eventstore';
 import { METRICS, RUNTIME, type BatonMetrics, type RefusedLetters, type ServiceRuntime } from '@baton/platform';
 import { EDGE_REFUSED_LETTERS } from './refusal-tokens';
+import { TerminatedOffers } from './terminated-offers';
 
 /** JetStream's headers an agent may set through its edge: the message id; any other `Nats-…` is dropped. */
 function dropsHeader(name: string): boolean {
@@ -67,6 +68,7 @@ export class AgentEdgeRelay implements OnApplicationBootstrap, OnModuleDestroy {
   constructor(
     @Inject(RUNTIME) private readonly runtime: ServiceRuntime,
     @Inject(EDGE_REFUSED_LETTERS) private readonly letters: RefusedLetters,
+    @Inject(TerminatedOffers) private readonly terminated: TerminatedOffers,
     @Optional() @Inject(METRICS) private readonly metrics: BatonMetrics | null = null,
   ) {
     this.inboxStream = batonStreamNames(runtime.config.BATON_PREFIX).inbox;
@@ -156,6 +158,8 @@ export class AgentEdgeRelay implements OnApplicationBootstrap, OnModuleDestroy {
     }
     this.relayed++;
     this.relayedMetric?.[route.kind].inc();
+    // An offer terminated without a give-up is given up for its agent (after a grace the SDK's own give-up uses).
+    if (route.kind === 'ack') this.terminated.observe(route, msg.data);
   }
 
   /**
