@@ -134,6 +134,8 @@ export function validateMesh(mesh: MeshDefinition, agents: readonly string[]): M
         return;
       }
       seen.add(target);
+      // A target that is no agent name at all is refused as such (the schema); naming its tool too would only repeat it.
+      if (!AgentNameSchema.safeParse(target).success) return;
       const tool = handoffToolName(target);
       const other = tools.get(tool);
       if (other !== undefined) {

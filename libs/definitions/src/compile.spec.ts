@@ -305,6 +305,15 @@ ${CHILD}`;
     expect(entry.hint).toMatch(/entry/);
   });
 
+  it('a mesh target that is no agent name is refused for that, not also as a tool-name collision with the name it resembles', () => {
+    const result = compile(
+      `project: loans\nagents:\n  - name: A\n  - name: tech-support\nmeshes:\n  - name: m1\n    entry: A\n    handoffs:\n      A: [Tech.Support, tech-support]\n`,
+    );
+    expect(result.project).toBeNull();
+    expect(result.diagnostics.map((d) => d.code)).not.toContain('MESH_TOOL_NAME_COLLISION');
+    expect(result.diagnostics.some((d) => d.message.includes('Tech.Support'))).toBe(true);
+  });
+
   it("a mesh's handoffs naming an unknown agent point at that agent's key; an unknown target at the target itself", () => {
     const text = `project: loans\nagents:\n  - name: A\n  - name: B\nmeshes:\n  - name: m1\n    entry: A\n    handoffs:\n      A: [B]\n      Ghost: [A]\n      B:\n        - A\n        - Phantom\n`;
     const lines = text.split('\n');

@@ -68,7 +68,7 @@ export function decideResume(packet: StopPacket, answer: OperatorAnswer, ctx: Re
     });
   }
   if (ctx.actorRole !== 'operator' && ctx.actorRole !== 'admin') {
-    return refuse(DomainErrorKind.forbidden, 'answer_forbidden', `a ${ctx.actorRole} may not answer a stop packet; only an operator resumes a stop`);
+    return refuse(DomainErrorKind.forbidden, 'answer_forbidden', `the role ${ctx.actorRole} may not answer a stop packet; only an operator resumes a stop`);
   }
   if (answer.answered_by === packet.agent) {
     return refuse(DomainErrorKind.forbidden, 'answer_forbidden', 'the stopped agent may not answer its own stop packet');
