@@ -542,6 +542,81 @@ describe('security: an agent of project A attacks a platform running the generat
     expect(await runEvents(store, victimRun)).toEqual([]);
   });
 
+  it("refuses and records a message id header spelled otherwise or given twice (a decoy the edge would read, another project's id JetStream keeps), and a redrive's id: nothing stored, that project's start goes through", async () => {
+    const store = new JetStreamEventStore({ js: admin.js, jsm: admin.jsm, prefix, registry: createEventRegistry() });
+    const victimRun = `wr-case-${randomBytes(3).toString('hex')}`;
+    /** Headers exactly as listed: names as spelled, values in order (the client would not change them). */
+    const raw = (pairs: Array<[string, string]>) => {
+      const h = headers();
+      const map = (h as unknown as { headers: Map<string, string[]> }).headers;
+      for (const [key, value] of pairs) map.set(key, [...(map.get(key) ?? []), value]);
+      return h;
+    };
+    const attacks: Array<{ reason: string; detail: string; pairs: Array<[string, string]> }> = [
+      {
+        reason: 'schema_violation',
+        detail: 'spelled so',
+        pairs: [
+          ['nats-msg-id', MsgIds.start(A, `decoy-${victimRun}`)],
+          ['Nats-Msg-Id', MsgIds.start(B, victimRun)],
+        ],
+      },
+      {
+        reason: 'schema_violation',
+        detail: 'spelled so',
+        pairs: [
+          ['NATS-MSG-ID', MsgIds.start(A, `decoy-${victimRun}`)],
+          ['Nats-Msg-Id', MsgIds.start(B, victimRun)],
+        ],
+      },
+      {
+        reason: 'schema_violation',
+        detail: 'one Nats-Msg-Id',
+        pairs: [
+          ['Nats-Msg-Id', MsgIds.start(A, `decoy-${victimRun}`)],
+          ['Nats-Msg-Id', MsgIds.start(B, victimRun)],
+        ],
+      },
+      { reason: 'msg_id_mismatch', detail: 'dead-letter redrive', pairs: [['Nats-Msg-Id', `redrive:${streams.dlq}:1`]] },
+    ];
+    for (const [i, attack] of attacks.entries()) {
+      const body = encoder.encode(JSON.stringify({ workflow_run_id: `${victimRun}-${i}`, project: A, workflow: 'support', started_by: 'dana' }));
+      const taken = await agent.js.publish(`${prefix}.edge.${A}.start`, body, { headers: raw(attack.pairs), timeout: 1500 }).then(
+        () => 'stored',
+        () => 'not stored',
+      );
+      expect({ attack: attack.pairs, taken }).toEqual({ attack: attack.pairs, taken: 'not stored' });
+      const letter = await waitFor(
+        async () => {
+          const info = await admin.jsm.streams.info(streams.dlq, { subjects_filter: `${prefix}.dlq.ledger-edge` });
+          for (let seq = info.state.last_seq; seq >= info.state.first_seq && info.state.messages > 0; seq--) {
+            const msg = await admin.jsm.streams.getMessage(streams.dlq, { seq }).catch(() => null);
+            if (msg !== null && Buffer.from(msg.data).equals(Buffer.from(body))) return msg;
+          }
+          return undefined;
+        },
+        'the message dead-lettered at the edge',
+        { timeoutMs: 30_000 },
+      );
+      expect(letter.header.get(DlqHeader.reason)).toBe(attack.reason);
+      expect(letter.header.get(DlqHeader.detail)).toContain(attack.detail);
+      tally.tried += 1;
+      tally.refusedByService += 1;
+    }
+    // B's own start under the id the attacks carried is no duplicate: none of them was stored.
+    const own = await admin.js.publish(
+      `${prefix}.in.${B}.start`,
+      encoder.encode(JSON.stringify({ workflow_run_id: victimRun, project: B, workflow: 'support', started_by: 'dana' })),
+      { msgID: MsgIds.start(B, victimRun) },
+    );
+    expect(own.duplicate).toBe(false);
+    await waitFor(
+      async () => ((await store.read({ project: B, kind: 'run', id: victimRun })).events.some((e) => e.type === 'run.started') ? true : undefined),
+      'the victim project`s run started',
+      { timeoutMs: 30_000 },
+    );
+  });
+
   it('survives a durable consumer deleted under the running router: it is re-created and later input is still routed', async () => {
     const store = new JetStreamEventStore({ js: admin.js, jsm: admin.jsm, prefix, registry: createEventRegistry() });
     const consumers: string[] = [];

@@ -1,4 +1,4 @@
-import type { HandoffRecord, Rejection } from '@baton/contracts';
+import { leadingCode, type HandoffRecord, type Rejection } from '@baton/contracts';
 
 /**
  * Base class of every error the SDK throws on purpose. `code` is stable — branch on it, never on
@@ -27,7 +27,9 @@ export class InvalidInputError extends BatonSdkError {
     readonly what: string,
     readonly rejection: Rejection,
   ) {
-    super(`invalid ${what}: ${rejection.message}`, { code: rejection.code });
+    // The first issue's own code when its check has one (a start with nobody to notify is
+    // `no_notice_recipient`), as the router and the CLI report it: one code for one refusal.
+    super(`invalid ${what}: ${rejection.message}`, { code: leadingCode(rejection) });
     this.name = 'InvalidInputError';
   }
 }

@@ -169,6 +169,11 @@ describe('the agent SDK against a real NATS server', () => {
   it('startRun publishes a validated run start to <prefix>.in.<project>.start.<agent>, deduplicated by workflow_run_id', async () => {
     const agent = await client();
     await expect(agent.startRun({ workflow_run_id: 'wr-9', workflow: 'ship' })).rejects.toThrow(/started_by, issue_author or trigger_author/);
+    // The code the router dead-letters such a start with, not a generic schema_violation.
+    await expect(agent.startRun({ workflow_run_id: 'wr-9', workflow: 'ship' })).rejects.toMatchObject({
+      name: 'InvalidInputError',
+      code: 'no_notice_recipient',
+    });
     const a = await agent.startRun({ workflow_run_id: 'wr-9', workflow: 'ship', started_by: 'sam' });
     const b = await agent.startRun({ workflow_run_id: 'wr-9', workflow: 'ship', started_by: 'sam' });
     expect(b).toEqual({ ...a, duplicate: true });

@@ -21,12 +21,28 @@ function dropsHeader(name: string): boolean {
   return lower.startsWith('nats-') && lower !== 'nats-msg-id';
 }
 
-/** A header's first value, whatever the case of its name. */
-function headerValue(headers: Record<string, string[]>, name: string): string | undefined {
-  const lower = name.toLowerCase();
-  for (const [key, values] of Object.entries(headers)) if (key.toLowerCase() === lower) return values[0];
-  return undefined;
+/** The name JetStream deduplicates on: this spelling alone (nats-server 2.9 reads header names as written). */
+const MSG_ID_HEADER = 'Nats-Msg-Id';
+
+/**
+ * The message id an inbox message carries, or why the edge refuses its id header: the id goes in
+ * `Nats-Msg-Id`, spelled so and given once. A `nats-msg-id` (any other case) before it would be read
+ * by a check that ignores case while JetStream deduplicates on the exact `Nats-Msg-Id` after it —
+ * another project's id stored past the check; two values leave which one counts to the server.
+ */
+function messageIdOf(headers: Record<string, string[]>): { id: string | undefined } | { refused: string } {
+  let id: string | undefined;
+  for (const [key, values] of Object.entries(headers)) {
+    if (key.toLowerCase() !== 'nats-msg-id') continue;
+    if (key !== MSG_ID_HEADER) return { refused: `the message id header is ${MSG_ID_HEADER}, spelled so; not ${JSON.stringify(key.slice(0, 40))}` };
+    if (values.length !== 1) return { refused: `a message carries one ${MSG_ID_HEADER}, not ${values.length}` };
+    id = values[0];
+  }
+  return { id };
 }
+
+/** Ids of this form are the dead-letter redrive's (`redrive:<stream>:<seq>`): an agent taking one first would drop that redrive as a duplicate. */
+const REDRIVE_ID_PREFIX = 'redrive:';
 
 /** Queue group of every ledger instance's edge subscription: each message is relayed once. */
 export const EDGE_QUEUE = 'ledger-edge';
@@ -143,7 +159,14 @@ export class AgentEdgeRelay implements OnApplicationBootstrap, OnModuleDestroy {
     // The stream's duplicate window would hold a message id naming another project or kind as taken
     // (its real message then dropped as a duplicate): refused here, before anything is stored.
     if (route.kind === 'input') {
-      const foreign = foreignMsgId(prefix, route.target, headerValue(msg.headers, 'Nats-Msg-Id'));
+      const msgId = messageIdOf(msg.headers);
+      if ('refused' in msgId) {
+        this.refuse(msg, route.sender, route.kind, DeadLetterReason.schemaViolation, msgId.refused);
+        return;
+      }
+      const foreign = msgId.id?.startsWith(REDRIVE_ID_PREFIX)
+        ? `the Nats-Msg-Id ${JSON.stringify(msgId.id.slice(0, 200))} is of the form the dead-letter redrive uses; an agent's message may not take one`
+        : foreignMsgId(prefix, route.target, msgId.id);
       if (foreign !== null) {
         this.refuse(msg, route.sender, route.kind, DeadLetterReason.msgIdMismatch, foreign);
         return;
