@@ -140,11 +140,11 @@ describe('ids are scoped by project: two projects, the same run id and result id
     expect(alpha[0]!.id).toMatch(new RegExp(`^ev0-s-alpha:run:${runId}:${runId}@[0-9a-f]{16}$`));
     expect(beta[0]!.id).toMatch(new RegExp(`^ev0-s-beta:run:${runId}:${runId}@[0-9a-f]{16}$`));
     expect(new Set([...alpha, ...beta].map((e) => e.id)).size).toBe(alpha.length + beta.length);
-    // Identity from the subject, never the body: the SDK starts on `…start.<agent>`, so the start's
-    // events name that agent, not the body's started_by ('sam').
+    // Identity from the subject, never the body: the SDK starts on `…start.<agent>`, so the start
+    // names that agent, not the body's started_by ('sam'); the entry route is the engine's (seed 000 §5).
     expect(alpha.slice(0, 2).map((e) => [e.actor, e.origin])).toEqual([
       ['issue', 'agent'],
-      ['issue', 'agent'],
+      ['baton-router', 'engine_fallback'],
     ]);
     expect(alpha[0]!.payload).toMatchObject({ people: { started_by: 'sam' } });
   });
@@ -158,7 +158,7 @@ describe('ids are scoped by project: two projects, the same run id and result id
     await nats.js.publish(`${prefix}.in.alpha.start.architect`, body(foreign, 'beta'), { msgID: `start:alpha:${foreign}` });
     const [a, b] = await Promise.all([waitTypes('alpha', shared, 'run.routed'), waitTypes('alpha', named, 'run.routed')]);
     expect([a[0]!.actor, b[0]!.actor]).toEqual(['project-client', 'architect']);
-    expect(b.map((e) => e.origin)).toEqual(['agent', 'agent']);
+    expect(b.map((e) => e.origin)).toEqual(['agent', 'engine_fallback']);
     const letter = await waitFor(async () => {
       const dlq = `${prefix.toUpperCase()}_DLQ`;
       const msg = await nats.jsm.streams.getMessage(dlq, { last_by_subj: `${prefix}.dlq.router-agent-starts` }).catch(() => null);

@@ -19,6 +19,7 @@ import {
   WorkflowDefinition,
 } from '@baton/contracts';
 import { checkResultClaim, ResultClaimCode } from '../claims';
+import { attributeEngineDecisions } from './attribution';
 import { accept, assertNever, Decider, DecisionResult, DomainErrorKind, reject } from '../decider';
 import { buildHumanActionNotice, selectNoticeRecipient } from '../notices';
 import { entryRoute, resolveNamedTarget, resolveRoute } from '../routing';
@@ -127,6 +128,12 @@ export function decisionSignalOf(result: Pick<AgentResult, 'decision' | 'body'>)
  * derives (handoff, notice, stop packet) is a function of the causing id.
  */
 export function decideRun(command: RunCommand, state: RunState): DecisionResult<RunEvent> {
+  const decided = decideRunCommand(command, state);
+  // The events of a decision the engine made speak for it, not for whoever caused it (seed 000 §5).
+  return decided.ok ? { ok: true, events: attributeEngineDecisions(decided.events) } : decided;
+}
+
+function decideRunCommand(command: RunCommand, state: RunState): DecisionResult<RunEvent> {
   switch (command.type) {
     case 'start_run':
       return startRun(command, state);

@@ -39,3 +39,4 @@ export type {
 export { HandoffFailureReason } from './commands';
 export { deriveId, deriveScopedId, handoffIdFor, noticeIdFor, stopIdFor } from './ids';
 export { CUSTOMER, isConversational, isConversationalAgent, isAuthenticatedFor, HandoffRefusalCode } from './conversation';
+export { attributeEngineDecisions, ENGINE } from './attribution';

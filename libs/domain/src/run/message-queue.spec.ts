@@ -2,6 +2,7 @@ import { ProjectDefinitionSchema, type AgentResult, type ProjectDefinition } fro
 import type { RunCommand } from './commands';
 // Results are sent under the run's current claim unless a test says otherwise (withCurrentClaim).
 import { CUSTOMER } from './conversation';
+import { ENGINE } from './attribution';
 import { decideClaimed as decideRun } from './test-helpers';
 import { handoffIdFor } from './ids';
 import { evolveRun, initialRunState, MAX_QUEUED_MESSAGES, type RunEvent, type RunState } from './state';
@@ -138,10 +139,13 @@ describe('customer messages while an agent works are queued, not refused', () =>
     });
   });
 
-  it("a customer's words are the customer's whichever command records them: the start's input, a queued message and its delivery by an agent's reply speak for the customer (by: CUSTOMER); the command's own events do not", () => {
+  it("a customer's words are the customer's whichever command records them: the start's input, a queued message and its delivery by an agent's reply speak for the customer (by: CUSTOMER); the route the engine takes for them is the engine's (by: ENGINE); the command's own events are the command's", () => {
     const s = new Session(loanProject());
     const started = s.start('I want a loan offer', 0);
-    expect(started.filter((e) => e.by !== undefined).map((e) => [e.type, e.by])).toEqual([['run.message_received', CUSTOMER]]);
+    expect(started.filter((e) => e.by !== undefined).map((e) => [e.type, e.by])).toEqual([
+      ['run.message_received', CUSTOMER],
+      ['run.routed', ENGINE],
+    ]);
     expect(s.say('m1', 'first', 3)[0]!.by).toEqual(CUSTOMER);
     const reply = s.result('r1', 'Income_Capture_Agent', 10, { body: 'What is your annual income?' });
     expect(reply.map((e) => [e.type, e.by?.actor ?? null])).toEqual([
@@ -149,9 +153,10 @@ describe('customer messages while an agent works are queued, not refused', () =>
       ['run.handoff_completed', null],
       ['run.awaiting_input', null],
       ['run.message_received', 'customer'],
-      ['run.routed', null],
+      ['run.routed', 'baton-router'],
     ]);
     expect(CUSTOMER).toEqual({ actor: 'customer', origin: 'human' });
+    expect(ENGINE).toEqual({ actor: 'baton-router', origin: 'engine_fallback' });
   });
 
   it('given a conversation whose child is working, when the customer writes, then the message is queued (run.message_queued) and nothing is routed', () => {

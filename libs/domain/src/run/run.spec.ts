@@ -219,6 +219,23 @@ describe('workflow run: seed 000 §5 engine-owned human notification', () => {
     expect(hasLiveMention(notices[0]!.data.notice.agent_excerpt ?? '')).toBe(false);
   });
 
+  it('seed 000 §5: the events of a decision the engine made speak for the engine (baton-router, engine_fallback), the agent`s recorded result for the agent; an agent`s own decision stays its own', () => {
+    const fallback = play([resultCmd('r1', 'issue', { body: 'no decision here' })], started()).last;
+    expect(fallback.map((e) => [e.type, e.by ?? null])).toEqual([
+      ['run.result_recorded', null],
+      ['run.held', { actor: 'baton-router', origin: 'engine_fallback' }],
+      ['run.notice_emitted', { actor: 'baton-router', origin: 'engine_fallback' }],
+    ]);
+    const own = play([decided('r1', 'issue', { dispatch: { status: 'hold', reason: 'ask a person' } })], started()).last;
+    expect(own.every((e) => e.by === undefined)).toBe(true);
+    // The workflow's entry route is the engine's too; the start itself is its starter's.
+    const start = play([startCmd()]).last;
+    expect(start.map((e) => [e.type, e.by?.origin ?? null])).toEqual([
+      ['run.started', null],
+      ['run.routed', 'engine_fallback'],
+    ]);
+  });
+
   it('human_gate hold → one notice (reason human_gate); an operator continue follows the gated edge with origin human', () => {
     const toReview = play([decided('r3', 'context', advance), decided('r4', 'architect', advance)], atContext()).events;
     const gated = play([decided('r5', 'reviewer', advance)], toReview);

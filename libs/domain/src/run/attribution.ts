@@ -1,0 +1,40 @@
+import { Origin, ServiceActors, type EventAttribution } from '@baton/contracts';
+import type { RunEvent } from './state';
+
+/**
+ * Whom the events of a decision the engine made speak for: the router, origin `engine_fallback`
+ * (seed 000 §5: the tag tells a fabricated decision from an agent's own). Written as the events'
+ * `actor` and `origin`, so a timeline shows who decided, not who caused it.
+ */
+export const ENGINE: EventAttribution = { actor: ServiceActors.router.actor, origin: Origin.engineFallback };
+
+/** The routing decision an event records, when it records one (`run.routed`, `run.held`, `run.stopped`, `run.result_recorded`). */
+function decisionOrigin(event: RunEvent): string | undefined {
+  const decision = (event.data as { decision?: { dispatch?: { origin?: string } } }).decision;
+  return decision === undefined ? undefined : (decision.dispatch?.origin ?? 'agent');
+}
+
+/**
+ * Attribute to the engine each event of `events` that records a decision the engine made (its
+ * `dispatch.origin` is `engine_fallback`: the no-action default, a workflow's entry route, an
+ * unresolved target's hold) and the events that follow from it (its notice, its handoff, its
+ * stop), up to the next event that records a decision of its own or says whom it speaks for (a
+ * customer's queued message). The events before — the agent's recorded result — stay the
+ * command's. Events that already say whom they speak for are left as they are.
+ */
+export function attributeEngineDecisions(events: RunEvent[]): RunEvent[] {
+  let engine = false;
+  let changed = false;
+  const out = events.map((event) => {
+    if (event.by !== undefined) {
+      engine = false;
+      return event;
+    }
+    const origin = decisionOrigin(event);
+    if (origin !== undefined) engine = origin === Origin.engineFallback;
+    if (!engine) return event;
+    changed = true;
+    return { ...event, by: ENGINE } as RunEvent;
+  });
+  return changed ? out : events;
+}
