@@ -24,6 +24,7 @@ import {
   completeFromResultRequest,
   createHandoffRequest,
   returnableDeadlineAt,
+  returnableParent,
   type CompleteFromResultBody,
   type CreateHandoffBody,
   type RunRouted,
@@ -246,6 +247,8 @@ export class DispatchReactor {
       // A returnable child handoff carries a deadline: past it the watchdog expires it and the
       // handoff-deadline reactor times the child out (ON_FAILURE). Delegation is never lost.
       deadlineAt: returnableDeadlineAt(routed, before.status === 'none' ? null : before.pendingHandoff, agents, execution),
+      // Its parent is its caller and return address ("Your Team", seed 000 §7).
+      returnableParent: returnableParent(routed, before.status === 'none' ? null : before.pendingHandoff),
     });
   }
 

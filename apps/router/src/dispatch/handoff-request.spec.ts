@@ -1,6 +1,13 @@
 import { CompleteFromResultCommandSchema, CreateHandoffCommandSchema } from '@baton/contracts';
 import { calledBySentence } from '@baton/domain';
-import { completeFromResultRequest, createHandoffRequest, MAX_CONTEXT_VARIABLES_CHARS, returnableDeadlineAt, type RunRouted } from './handoff-request';
+import {
+  completeFromResultRequest,
+  createHandoffRequest,
+  MAX_CONTEXT_VARIABLES_CHARS,
+  returnableDeadlineAt,
+  returnableParent,
+  type RunRouted,
+} from './handoff-request';
 
 const NOW = '2025-01-01T00:00:00.000Z';
 const agents = [
@@ -124,6 +131,22 @@ describe('the deadline of a returnable child handoff (issue 5)', () => {
     expect(returnableDeadlineAt(routed('workflow_edge', null), pending, withRoute({ deadline_ms: 1500 }), undefined)).toBeNull();
     expect(returnableDeadlineAt(handoffRouted, { ...pending, handoffId: 'other' }, withRoute({ deadline_ms: 1500 }), undefined)).toBeNull();
     expect(returnableDeadlineAt(handoffRouted, null, withRoute({ deadline_ms: 1500 }), undefined)).toBeNull();
+  });
+
+  it('a returnable HANDOFF`s child is told who called it and that its result returns there (seed 000 §7, seed 001); a permanent handoff`s is not', () => {
+    expect(returnableParent(handoffRouted, pending)).toBe('issue');
+    const body = createHandoffRequest({ ...input(handoffRouted), returnableParent: returnableParent(handoffRouted, pending) });
+    expect(body.context?.['called_by']).toBe('issue');
+    expect(String(body.context?.['team_context'])).toContain(calledBySentence('issue', 'issue'));
+    expect(CreateHandoffCommandSchema.safeParse(body).success).toBe(true);
+    expect(returnableParent(handoffRouted, { ...pending, returnExpected: false })).toBeNull();
+    expect(returnableParent(routed('workflow_edge', null), pending)).toBeNull();
+    const permanent = createHandoffRequest({
+      ...input(handoffRouted),
+      returnableParent: returnableParent(handoffRouted, { ...pending, returnExpected: false }),
+    });
+    expect(permanent.context?.['called_by']).toBeNull();
+    expect(String(permanent.context?.['team_context'])).not.toContain('You were called by');
   });
 
   it('the ledger create carries deadline_at only when given', () => {

@@ -34,6 +34,21 @@ export interface HandoffRequestInput {
   variables: Readonly<Record<string, unknown>>;
   /** A returnable child handoff's deadline (see {@link returnableDeadlineAt}); absent otherwise. */
   deadlineAt?: string | null;
+  /** A returnable child handoff's parent (see {@link returnableParent}): its caller and return address. */
+  returnableParent?: string | null;
+}
+
+/** The run's pending handoff as the router keeps it (`pendingHandoff`). */
+type PendingHandoff = { handoffId: string; from: string; route: number; returnExpected: boolean };
+
+/** The pending handoff `routed` dispatches when it is a returnable HANDOFF's (seed 001), else null. */
+function returnablePending(routed: RunRouted, pending: PendingHandoff | null): PendingHandoff | null {
+  return routed.decision.rule === 'handoff' && pending !== null && pending.handoffId === routed.handoff_id && pending.returnExpected ? pending : null;
+}
+
+/** The parent a returnable HANDOFF's child returns to (it waits for the child's result); null for any other route. */
+export function returnableParent(routed: RunRouted, pending: PendingHandoff | null): string | null {
+  return returnablePending(routed, pending)?.from ?? null;
 }
 
 /**
@@ -42,20 +57,24 @@ export interface HandoffRequestInput {
  * target agent, from the agent that finished (or `baton-router` for a run's first step), with
  * the event id as idempotency key. The context carries what the target needs to run the step:
  * the run, step and hop, the routing decision, the session variables and the "Your Team" section
- * for the target (naming the caller when the route came from a function_call, and the return
- * address `callback_after` its result goes back to, seed 000 §7). Pure.
+ * for the target (naming the caller when the route came from a function_call or a returnable
+ * HANDOFF, and the return address its result goes back to: `callback_after`, or a returnable
+ * HANDOFF's parent; seed 000 §7, seed 001). Pure.
  */
 export function createHandoffRequest(input: HandoffRequestInput): CreateHandoffBody {
   const { routed } = input;
   const target = routed.target;
-  const calledBy = routed.decision.rule === 'function_call' ? (routed.from?.agent ?? null) : null;
+  // A returnable HANDOFF (seed 001) is a call with a return address too: its parent waits for the
+  // child's result, which returns to it.
+  const parent = input.returnableParent ?? null;
+  const calledBy = routed.decision.rule === 'function_call' ? (routed.from?.agent ?? null) : parent;
   const self = input.agents.find((agent) => agent.name === target.agent);
   const teamContext = renderTeamContext({
     self: { name: target.agent, role: self?.role ?? null },
     teammates: input.agents.map((agent) => ({ name: agent.name, role: agent.role ?? null })),
     calledBy,
     // The result returns to the return address, which need not be the caller, and may be none.
-    returnsTo: routed.decision.callback_after,
+    returnsTo: parent ?? routed.decision.callback_after,
   });
   const variables = routed.conversation !== undefined ? routed.conversation.variables : input.variables;
   const variablesJson = JSON.stringify(variables);
@@ -114,11 +133,12 @@ export function createHandoffRequest(input: HandoffRequestInput): CreateHandoffB
  */
 export function returnableDeadlineAt(
   routed: RunRouted,
-  pending: { handoffId: string; from: string; route: number; returnExpected: boolean } | null,
+  pendingHandoff: PendingHandoff | null,
   agents: readonly AgentDefinition[],
   execution: ExecutionSettings | undefined,
 ): string | null {
-  if (routed.decision.rule !== 'handoff' || pending === null || pending.handoffId !== routed.handoff_id || !pending.returnExpected) return null;
+  const pending = returnablePending(routed, pendingHandoff);
+  if (pending === null) return null;
   const route = agents.find((agent) => agent.name === pending.from)?.handoffs?.[pending.route];
   const start = Date.parse(routed.routed_at);
   if (!Number.isFinite(start)) return null;
