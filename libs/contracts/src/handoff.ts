@@ -212,7 +212,7 @@ export const HandoffRecordSchema = z
     escalation_outcome: EscalationOutcomeSchema.optional(),
     /** The last offer its addressed agent gave up on without claiming it (`give_up_offer`), when one did. */
     offer_given_up: OfferGivenUpSchema.optional(),
-    /** The last time its handback was reworked: by whom, when, and the note saying what to change (kept until the handoff ends). */
+    /** The last time its handback was reworked: by whom, when, and the note saying what to change (kept as history; a later rework replaces it). */
     last_rework: LastReworkSchema.optional(),
     /** On a handoff closed by `complete_from_result`: the agent result that closed it. */
     result_id: IdSchema.optional(),
