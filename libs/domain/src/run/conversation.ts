@@ -540,6 +540,25 @@ export function doReturn(
 }
 
 /**
+ * The first result of the target of the pending handoff: it ran, so the handoff is `success`
+ * (`durationMs` = handoff → this result) and ON_FAILURE no longer applies — whatever the result
+ * goes on to do, a stop of its own included.
+ */
+export function handoffRan(c: ConversationCtx, agent: string): void {
+  const pending = c.state.pendingHandoff;
+  if (pending === null || pending.to !== agent) return;
+  completed(c, {
+    handoffId: pending.handoffId,
+    from: pending.from,
+    to: pending.to,
+    route: pending.route,
+    outcome: 'success',
+    durationMs: elapsedMs(pending.at, c.now),
+    siblingIntentMs: siblingIntentMs(c, pending.at),
+  });
+}
+
+/**
  * After an agent's result in a conversation run (the result is already recorded in `c`):
  * a pending handoff to this agent is `success`; then the return paths of a child (built-in
  * return action honoured by parentReturn, a hand-back to the waiting parent, a true COMPLETE
@@ -547,18 +566,7 @@ export function doReturn(
  */
 export function afterResult(c: ConversationCtx, result: AgentResult, agentText: string | null): void {
   const agent = result.agent;
-  const pending = c.state.pendingHandoff;
-  if (pending !== null && pending.to === agent) {
-    completed(c, {
-      handoffId: pending.handoffId,
-      from: pending.from,
-      to: pending.to,
-      route: pending.route,
-      outcome: 'success',
-      durationMs: elapsedMs(pending.at, c.now),
-      siblingIntentMs: siblingIntentMs(c, pending.at),
-    });
-  }
+  handoffRan(c, agent);
   const active: RouteTarget = { agent, step: c.state.step };
   const frames = c.state.waitingParents;
   const top = frames[frames.length - 1];

@@ -35,7 +35,7 @@ import {
   StartRun,
   StopRun,
 } from './commands';
-import { afterResult, conversationCtx, deliverMessage, handoffFailed, isConversational, queueMessage, receiveMessage } from './conversation';
+import { afterResult, conversationCtx, deliverMessage, handoffFailed, handoffRan, isConversational, queueMessage, receiveMessage } from './conversation';
 import { deriveId } from './ids';
 import { handoffIdFor, noticeIdFor, stopIdFor } from './ids';
 import {
@@ -319,7 +319,14 @@ function recordResult(command: RecordResult, state: RunState): DecisionResult<Ru
       ...(result.stop.cap !== undefined ? { cap: { ...result.stop.cap } } : {}),
       ...(result.stop.why === 'unknown_intent' ? { intents: knownIntents(workflow, agents) } : {}),
     };
-    return accept(recorded, ...stopEvents(ctx, facts, 'agent'));
+    // A returnable child that stops on its first result ran: its handoff is `success` before the stop.
+    const ran: RunEvent[] = [];
+    if (state.pendingHandoff !== null && state.pendingHandoff.to === result.agent) {
+      const c = conversationCtx(evolveRun(state, recorded) as StartedRunState, cause, now, { agents, workflow, execution: command.data.execution });
+      handoffRan(c, result.agent);
+      ran.push(...c.events);
+    }
+    return accept(recorded, ...ran, ...stopEvents(ctx, facts, 'agent'));
   }
 
   if (isConversational(workflow, agents) && !(signal.kind === 'config' && signal.config.dispatch?.status === 'terminate')) {

@@ -144,6 +144,7 @@ describe('customer messages while an agent works are queued, not refused', () =>
     const started = s.start('I want a loan offer', 0);
     expect(started.filter((e) => e.by !== undefined).map((e) => [e.type, e.by])).toEqual([
       ['run.message_received', CUSTOMER],
+      ['run.handoff', ENGINE],
       ['run.routed', ENGINE],
     ]);
     expect(s.say('m1', 'first', 3)[0]!.by).toEqual(CUSTOMER);
@@ -259,6 +260,15 @@ describe('customer messages while an agent works are queued, not refused', () =>
     const events = s.result('r1', 'Loan_Supervisor', 4, { body: 'Sorry for the wait.' });
     expect(types(events)).toEqual(['run.result_recorded', 'run.awaiting_input', 'run.message_received', 'run.handoff', 'run.routed']);
     expect(s.queue).toEqual([]);
+  });
+
+  it('a returnable child that stops on its first result ran: its handoff is success before the stop (ON_FAILURE no longer applies; durationMs = handoff → that result)', () => {
+    const s = new Session(loanProject({ on_failure: { action: 'escalate' } }));
+    const id = handoffIdOf(s.start('I want a loan offer', 0));
+    const events = s.result('r1', 'Income_Capture_Agent', 2, { stop: { why: 'policy', detail: 'needs a person' } });
+    expect(types(events)).toEqual(['run.result_recorded', 'run.handoff_completed', 'run.stopped', 'run.notice_emitted']);
+    expect(ofType(events, 'run.handoff_completed')[0]!.data).toMatchObject({ handoffId: id, outcome: 'success', durationMs: 2000 });
+    expect(s.state.status === 'stopped' && s.state.pendingHandoff).toBeNull();
   });
 
   it('queueing is idempotent on message_id: the same message again, queued or delivered, yields no events', () => {
