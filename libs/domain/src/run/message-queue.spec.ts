@@ -271,6 +271,32 @@ describe('customer messages while an agent works are queued, not refused', () =>
     expect(s.state.status === 'stopped' && s.state.pendingHandoff).toBeNull();
   });
 
+  it('a person who routes a stopped child`s run to its waiting parent takes the work back to it: the call frame goes, and the next return maps into the session', () => {
+    const s = new Session(loanProject());
+    s.start('I want a loan offer', 0);
+    const stopped = s.result('r1', 'Income_Capture_Agent', 2, { stop: { why: 'unknown_intent' } });
+    const packetId = ofType(stopped, 'run.stopped')[0]!.data.packet.packet_id;
+    expect(s.state.status === 'stopped' && s.state.waitingParents.map((f) => f.agent)).toEqual(['Loan_Supervisor']);
+    s.run({
+      type: 'resume',
+      data: {
+        answer: {
+          kind: 'stop_answer',
+          answer: { packet_id: packetId, answer_id: 'a1', action: 'intent', intent: 'Loan_Supervisor', answered_by: 'olga', answered_at: at(3) },
+        },
+        ...(s as unknown as { defs: object }).defs,
+      },
+      metadata: { now: at(3), actor: 'olga', actorRole: 'operator' },
+    } as RunCommand);
+    expect(s.state).toMatchObject({ status: 'running', agent: 'Loan_Supervisor', waitingParents: [], pendingHandoff: null });
+    // The supervisor speaks; the customer answers; the route fires again and its child returns.
+    s.result('r2', 'Loan_Supervisor', 4, { body: 'Let me get your income first.' });
+    s.say('m1', 'sure', 5);
+    s.result('r3', 'Income_Capture_Agent', 6, { body: 'Thanks.', variables: { annual_income: 90_000 } });
+    expect(s.state.status !== 'none' && s.state.waitingParents).toEqual([]);
+    expect(s.state.status !== 'none' && s.state.variables).toMatchObject({ annual_income: 90_000 });
+  });
+
   it('queueing is idempotent on message_id: the same message again, queued or delivered, yields no events', () => {
     const s = new Session(loanProject());
     s.start('I want a loan offer', 0);

@@ -164,6 +164,29 @@ export function isFinished(state: RunState): boolean {
 }
 
 /**
+ * The call frames and pending handoff left once a person routes the run to `agent`: when `agent`
+ * waits in a frame for a returnable child, that frame and every frame above it go, with the
+ * pending handoff of any of them; null when `agent` waits in none.
+ */
+function unwindTo(
+  state: Pick<RunCore, 'waitingParents' | 'pendingHandoff'>,
+  agent: string,
+): { waitingParents: readonly WaitingParent[]; pendingHandoff: PendingHandoff | null } | null {
+  const frames = state.waitingParents;
+  let at = -1;
+  for (let i = frames.length - 1; i >= 0; i--) {
+    if (frames[i]!.agent === agent) {
+      at = i;
+      break;
+    }
+  }
+  if (at < 0) return null;
+  const gone = new Set(frames.slice(at).map((frame) => frame.handoffId));
+  const pending = state.pendingHandoff;
+  return { waitingParents: frames.slice(0, at), pendingHandoff: pending !== null && gone.has(pending.handoffId) ? null : pending };
+}
+
+/**
  * Apply one event. Pure and total over valid histories; an event that cannot follow the state
  * (e.g. `run.routed` before `run.started`) is a corrupt stream and throws, so a bad history is
  * never folded into a plausible-looking state.
@@ -316,13 +339,19 @@ export function evolveRun(state: RunState, event: RunEvent): RunState {
           };
     case 'run.memory_error':
       return state;
-    case 'run.routed':
+    case 'run.routed': {
+      // A person's route (an answer's reroute or intent, a hold's continue) to an agent that waits
+      // for a returnable child takes the work back to it: the call frames from its own up are
+      // unwound (the child's return will never come; its variables are not mapped), as a failed
+      // child's frame is. Otherwise the frame stayed, and the child's next return mapped into it.
+      const unwound = event.data.decision.rule === 'resume' ? unwindTo(core, event.data.target.agent) : null;
       // Keys that `core` lacks come before it (status, hold, openStop, terminatedReason here and
       // below): a literal that spreads and then adds a key gets a hidden class per object on
       // Node 20, and every later copy of such a state is slow (hidden-class.spec.ts).
       return {
         status: 'running',
         ...core,
+        ...(unwound ?? {}),
         awaitingInput: false,
         step: event.data.target.step,
         agent: event.data.target.agent,
@@ -330,6 +359,7 @@ export function evolveRun(state: RunState, event: RunEvent): RunState {
         hops: event.data.hop,
         handoffId: event.data.handoff_id,
       };
+    }
     case 'run.held':
       return {
         status: 'held',

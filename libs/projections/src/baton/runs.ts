@@ -466,7 +466,9 @@ export function runsProjection(): FoldingProjection<JsonValue> {
     // 8: a run the router stopped (unknown_intent) has no return address (`callback` null).
     // 9: a held run's hold carries its `cause` (what a hold answer names as `hold_cause`).
     // 10: a refused answer's or customer message's timeline line says so (it said "result …").
-    version: 10,
+    // 11: a person's route to an agent waiting for a returnable child unwinds its call frames
+    //     (they stayed, and the child's next return mapped into them).
+    version: 11,
     handles: (type) => type.startsWith('run.'),
     stateKeyOf: (event) => RunKeys.state(event.project, event.aggregate.id),
     step(prior, event) {
