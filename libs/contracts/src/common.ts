@@ -19,6 +19,15 @@ export const Limits = {
 } as const;
 
 /**
+ * `text` cut to at most `max` characters (a short text by default), its last one `…` when cut: for
+ * text Baton writes itself from longer text (reasons, summaries, excerpts), never for input, which
+ * is refused over its cap.
+ */
+export function clipText(text: string, max: number = Limits.maxShortText): string {
+  return text.length <= max ? text : `${text.slice(0, max - 1)}…`;
+}
+
+/**
  * Names Baton refuses everywhere a name is written — agents, steps, variables, and the keys of
  * records keyed by names: `__proto__` sets an object's prototype when assigned (and zod drops it
  * from a record without a word), and all three are the keys the message edge refuses at any

@@ -41,6 +41,7 @@ describe('the agent edge: what each edge subject stands for', () => {
       agent: 'support',
       target: ack,
       sender: 'acme/support',
+      ack: { stream: INBOX, consumer: durable, deliveries: 1, streamSeq: 20 },
     });
     // The longer form is refused: a server routes an ack on the tokens it reads, and a subject whose
     // later tokens name the agent's durable could start with another's.

@@ -32,7 +32,18 @@ export const EdgeInputKinds = ['result', 'mesh_result', 'start', 'message', 'mes
  */
 export type EdgeRoute =
   | { kind: 'input'; project: string; agent: string | null; target: string; sender: string }
-  | { kind: 'api' | 'ack'; project: string; agent: string; target: string; sender: string };
+  | { kind: 'api'; project: string; agent: string; target: string; sender: string }
+  | { kind: 'ack'; project: string; agent: string; target: string; sender: string; ack: EdgeAck };
+
+/** What an acknowledgement's subject names (`$JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>.…`), read with the route. */
+export interface EdgeAck {
+  stream: string;
+  consumer: string;
+  /** How many times the message was delivered. */
+  deliveries: number;
+  /** The message's sequence in its stream. */
+  streamSeq: number;
+}
 
 /** Why an edge subject goes nowhere, and whom it names (as {@link EdgeRoute}'s `sender`; the subject's tokens as far as they go). */
 export interface EdgeRefusal {
@@ -98,8 +109,10 @@ function offersRoute(tokens: string[], project: string, inboxStream: string, sub
     // 2.9 writes and routes on its first two tokens. (The form with a domain and an account hash
     // first is refused: a server routes on the tokens it reads, and a check of other tokens could
     // pass an ack into another durable's space.)
-    if (rest.length === 7 && rest[0] === inboxStream && rest[1] === durable)
-      return { kind: 'ack', project, agent, target: `$JS.ACK.${rest.join('.')}`, sender };
+    if (rest.length === 7 && rest[0] === inboxStream && rest[1] === durable) {
+      const ack: EdgeAck = { stream: inboxStream, consumer: durable, deliveries: Number(rest[2]), streamSeq: Number(rest[3]) };
+      return { kind: 'ack', project, agent, target: `$JS.ACK.${rest.join('.')}`, sender, ack };
+    }
     return { refused: `${subject}: an agent acknowledges only messages of its own offers durable ${durable}`, sender };
   }
   return { refused: `${subject} is not <prefix>.edge.<project>.offers.<agent>.(api|ack).…`, sender };

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { Limits, offeredHandoff, parseUntrustedJson, type CompletionReportSchema, type HandoffRecord, type LedgerReply } from '@baton/contracts';
+import { clipText, Limits, offeredHandoff, parseUntrustedJson, type CompletionReportSchema, type HandoffRecord, type LedgerReply } from '@baton/contracts';
 import { LruCache, PoisonError, TransientError, type ConsumedMessage, type LedgerClient } from '@baton/eventstore';
 import type { AgentResultInput, PublishReceipt } from './client';
 import { CrossProjectResultError, HandbackResultError, LedgerCommandError, NoRunResultError, NotClaimedError, type OfferGiveUp } from './errors';
@@ -141,7 +141,7 @@ export interface OfferHandler {
 function giveUpReason(deliveries: number, error: unknown): string {
   const message = (error instanceof Error ? error.message : String(error)).replace(/\s+/g, ' ').trim();
   const text = `onOffer failed ${deliveries} time${deliveries === 1 ? '' : 's'}${message !== '' ? `: ${message}` : ''}`;
-  return text.length <= Limits.maxShortText ? text : `${text.slice(0, Limits.maxShortText - 1)}…`;
+  return clipText(text);
 }
 
 /** Build the runner handler that turns offer messages into {@link HandoffOffer}s. */

@@ -1,5 +1,5 @@
 import { Inject, Injectable, Optional, type OnModuleDestroy } from '@nestjs/common';
-import { Limits, ledgerCommandSubject, offeredHandoff, parseUntrustedJson, Principals, Subjects, type EdgeRoute } from '@baton/contracts';
+import { clipText, Limits, ledgerCommandSubject, offeredHandoff, parseUntrustedJson, Principals, Subjects, type EdgeRoute } from '@baton/contracts';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { LedgerCommands } from '../commands/ledger-commands';
 
@@ -28,7 +28,7 @@ export function isTermination(body: Uint8Array): boolean {
 function terminationReason(body: Uint8Array, deliveries: number): string {
   const given = new TextDecoder().decode(body.subarray(5)).replace(/\s+/g, ' ').trim();
   const text = `offer terminated (+TERM) after ${deliveries} deliver${deliveries === 1 ? 'y' : 'ies'} without a give-up${given !== '' ? `: ${given}` : ''}`;
-  return text.length <= Limits.maxShortText ? text : `${text.slice(0, Limits.maxShortText - 1)}…`;
+  return clipText(text);
 }
 
 /** What one termination names: the offer (by its stream sequence) and how often it was delivered. */
@@ -69,17 +69,14 @@ export class TerminatedOffers implements OnModuleDestroy {
   }
 
   /**
-   * An acknowledgement the edge relayed for `route`'s agent (its target `$JS.ACK.<stream>.<durable>.<delivered>.<sseq>.…`,
-   * the form the edge accepts): when it terminates the message, give the offer up after the grace.
+   * An acknowledgement the edge relayed for `route`'s agent (of its own offers durable; `route.ack`
+   * names the message): when it terminates the message, give the offer up after the grace.
    */
-  observe(route: Pick<EdgeRoute, 'project' | 'target'> & { agent: string }, body: Uint8Array): void {
+  observe(route: Extract<EdgeRoute, { kind: 'ack' }>, body: Uint8Array): void {
     if (this.stopped || !isTermination(body)) return;
-    const tokens = route.target.split('.');
-    const stream = tokens[2]!;
-    const deliveries = Number(tokens[4]);
-    const seq = Number(tokens[5]);
+    const { stream, consumer, deliveries, streamSeq: seq } = route.ack;
     if (!Number.isSafeInteger(seq) || seq < 1 || !Number.isSafeInteger(deliveries) || deliveries < 1) return;
-    const key = `${stream}.${tokens[3]}.${seq}`;
+    const key = `${stream}.${consumer}.${seq}`;
     if (this.waiting.has(key)) return;
     const termination: Termination = { project: route.project, agent: route.agent, stream, seq, deliveries, body: body.slice() };
     if (this.waiting.size >= WAITING_MAX) {

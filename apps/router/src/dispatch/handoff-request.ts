@@ -7,7 +7,7 @@ import type {
   RunEventSchemas,
   WorkflowRef,
 } from '@baton/contracts';
-import { Limits, returnDeadlineMs } from '@baton/contracts';
+import { clipText as clip, returnDeadlineMs } from '@baton/contracts';
 import { assertNever, renderTeamContext } from '@baton/domain';
 import type { z } from 'zod';
 import { ROUTER_ACTOR } from '../shared/ids';
@@ -175,8 +175,4 @@ function signalText(signal: DecisionSignal): string {
     default:
       return assertNever(signal, 'decision signal');
   }
-}
-
-function clip(text: string, max: number = Limits.maxShortText): string {
-  return text.length <= max ? text : `${text.slice(0, max - 1)}…`;
 }

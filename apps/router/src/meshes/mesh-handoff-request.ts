@@ -1,5 +1,5 @@
 import type { CreateHandoffCommandSchema, MeshEventSchemas, MeshHandover } from '@baton/contracts';
-import { grantedTargets, handoffToolName, Limits } from '@baton/contracts';
+import { clipText as clip, grantedTargets, handoffToolName } from '@baton/contracts';
 import type { MeshRunState } from '@baton/domain';
 import type { z } from 'zod';
 import { ROUTER_ACTOR } from '../shared/ids';
@@ -117,8 +117,4 @@ export function meshHandoffRequest(offer: MeshTurnOffer): CreateHandoffBody {
     workflow_run_id: state.mesh_run_id,
     idempotency_key: offer.eventId,
   };
-}
-
-function clip(text: string, max: number = Limits.maxShortText): string {
-  return text.length <= max ? text : `${text.slice(0, max - 1)}…`;
 }

@@ -1,5 +1,5 @@
 import type { EscalationOutcome, HandbackRecipient, HandoffActorKind, HandoffCommandMetadata, HandoffEvent, HandoffEventData } from '@baton/contracts';
-import { Limits, ServiceActors } from '@baton/contracts';
+import { clipText, ServiceActors } from '@baton/contracts';
 import { accept, assertNever, DecisionResult, reject } from '../decider';
 import { ROUTER_HANDOFF_ID_PREFIXES } from '../run/ids';
 import type {
@@ -698,7 +698,7 @@ function decideGiveUpOffer({ data, metadata }: GiveUpOffer, state: ExistingHando
       type: 'handoff.failed',
       data: base(data, metadata, {
         failed_by: metadata.actor,
-        reason: reason.length > Limits.maxShortText ? `${reason.slice(0, Limits.maxShortText - 1)}…` : reason,
+        reason: clipText(reason),
         cause: 'offer_given_up',
         deliveries: data.deliveries,
       }),

@@ -1,5 +1,5 @@
 import type { CompletionReport, EvidenceFloor, HandoffCommandMetadata, HandoffEvent, HandoffEventData, HandoffPriority } from '@baton/contracts';
-import { Limits } from '@baton/contracts';
+import { clipText as clip } from '@baton/contracts';
 import { assertNever } from '../decider';
 import type { CreateHandoff, HandoffCommand } from './commands';
 import { handoffRun } from './run-ref';
@@ -38,10 +38,6 @@ export interface HandoffReaction {
 
 function systemMetadata(at: string): HandoffCommandMetadata {
   return { now: at, actor: LEDGER_ACTOR, actorKind: 'system' };
-}
-
-function clip(text: string): string {
-  return text.length <= Limits.maxShortText ? text : `${text.slice(0, Limits.maxShortText - 1)}…`;
 }
 
 const PriorityRank: Record<HandoffPriority, number> = { low: 0, medium: 1, high: 2, urgent: 3 };

@@ -50,7 +50,8 @@ function engineRouteRecord(events: readonly RunEvent[], index: number): boolean 
   const event = events[index]!;
   if (event.type === 'run.handoff_completed') return event.data.outcome === 'blocked' || event.data.outcome === 'rejected';
   if (event.type !== 'run.handoff') return false;
-  for (const next of events.slice(index + 1)) {
+  for (let i = index + 1; i < events.length; i++) {
+    const next = events[i]!;
     if (next.by !== undefined) return false;
     const origin = decisionOrigin(next);
     if (origin !== undefined) return origin === Origin.engineFallback;

@@ -1,4 +1,4 @@
-import { Limits, NextForm, NextFormField, PendingToolCall, StopCap, StopWhy } from '@baton/contracts';
+import { clipText, Limits, NextForm, NextFormField, PendingToolCall, StopCap, StopWhy } from '@baton/contracts';
 import { stableStringify } from './freeze';
 
 // One form per stop, buttons not prose (seed 003: "Refund 40 on 99, approve or deny" is a next
@@ -199,7 +199,5 @@ function detailField(detail: string | undefined): NextFormField[] {
   return detail ? [{ id: 'detail', kind: 'display', label: 'Detail', required: false, value: clip(detail, Limits.maxShortText) }] : [];
 }
 
-/** Clip operator-facing text to a length, marking the cut. */
-export function clip(text: string, max: number): string {
-  return text.length <= max ? text : `${text.slice(0, max - 1)}…`;
-}
+/** Clip operator-facing text to a length, marking the cut (`clipText`). */
+export const clip: (text: string, max: number) => string = clipText;

@@ -1,4 +1,4 @@
-import { HandoffEscalatedSchema, HoldKindSchema, StopWhySchema, type HandoffPriority } from '@baton/contracts';
+import { clipText, HandoffEscalatedSchema, HoldKindSchema, StopWhySchema, type HandoffPriority } from '@baton/contracts';
 import { Op, type ProjectionOp } from '../ops';
 import type { SequencedEvent } from '../store';
 
@@ -67,6 +67,4 @@ export function timelineEntryOf(event: SequencedEvent, summary: string, said?: s
   };
 }
 
-export function clip(text: string, max: number): string {
-  return text.length <= max ? text : `${text.slice(0, max - 1)}…`;
-}
+export const clip: (text: string, max: number) => string = clipText;
