@@ -162,6 +162,8 @@ const deadLetterCodes = everyFile
   .filter((c): c is string => c !== null);
 /** CLI exit codes: ExitCode (130, interrupted, included). */
 const exitCodes = constObject('apps/cli/src/errors.ts', 'ExitCode');
+/** The CLI's own failure codes (CliErrorCode), and the event store's permission_denied it passes on. */
+const cliCodes = [...constObject('apps/cli/src/errors.ts', 'CliErrorCode'), 'permission_denied'];
 
 const definitionCodes = constObject('apps/router/src/definitions/definition.decider.ts', 'DefinitionErrorCode');
 const routerRunCodes = constObject('apps/router/src/runs/router-run.decider.ts', 'RouterRunErrorCode');
@@ -204,6 +206,7 @@ const sections: Section[] = [
   { title: 'Dead-letter reasons', must: values(DeadLetterReason), takes: ['deadLetters'] },
   { title: 'Redrive skip reasons', must: values(RedriveSkip) },
   { title: 'CLI exit codes', must: exitCodes },
+  { title: 'CLI failure codes', must: cliCodes },
 ];
 
 // --- what the page lists --------------------------------------------------------------------------

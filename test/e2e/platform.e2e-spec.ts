@@ -4,7 +4,20 @@ import { createEventRegistry, MsgIds, Subjects } from '@baton/contracts';
 import { batonStreamNames, connectNats, JetStreamEventStore, type NatsHandle } from '@baton/eventstore';
 import { waitFor } from '@baton/wait';
 // The demo's scenarios (libs/testing/src/demo) are the end-to-end script; `npm run demo` runs the very same code.
-import { freePort, run, runDemo, startService, stopService, waitReady, type ServiceProcess } from '@baton/testing';
+import {
+  AgentClaims,
+  cycleDefinition,
+  cycleResult,
+  freePort,
+  publishAgentResult,
+  run,
+  runDemo,
+  startCycleRun,
+  startService,
+  stopService,
+  waitReady,
+  type ServiceProcess,
+} from '@baton/testing';
 
 const natsUrl = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
 const redisUrl = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
@@ -15,7 +28,8 @@ const redisUrl = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
  */
 describe('Baton end to end: four services as processes', () => {
   const prefix = `e2e${randomBytes(4).toString('hex')}`;
-  const env = { NATS_URL: natsUrl, REDIS_URL: redisUrl, BATON_PREFIX: prefix, LOG_LEVEL: 'warn', WATCHDOG_TICK_MS: '200' };
+  // The ledger re-reads a project's roster after 200 ms (default 5 s), so a test sees a publish soon.
+  const env = { NATS_URL: natsUrl, REDIS_URL: redisUrl, BATON_PREFIX: prefix, LOG_LEVEL: 'warn', WATCHDOG_TICK_MS: '200', LEDGER_DEFINITION_TTL_MS: '200' };
   const services: ServiceProcess[] = [];
   let nats: NatsHandle;
   let redis: RedisHandle;
@@ -178,6 +192,78 @@ describe('Baton end to end: four services as processes', () => {
     const missing = await message(`nosuch-${tag}`, '--text', 'hi', '--wait-ms', '1500');
     expect(missing).toMatchObject({ code: 1, out: { outcome: 'not_found' } });
     expect(JSON.parse(missing.err)).toMatchObject({ error: { code: 'not_found', message: expect.stringContaining('baton dlq list') } });
+  });
+
+  it('a run routed to an agent that left the roster after the run pinned its definition holds for a person (the ledger refused its handoff), and a reroute carries it on', async () => {
+    const project = 'e2e-roster';
+    const store = new JetStreamEventStore({ js: nats.js, jsm: nats.jsm, prefix, registry: createEventRegistry() });
+    const encoder = new TextEncoder();
+    const publish = async (definition: unknown) => {
+      const reply = await nats.connection.request(Subjects.routerCommand(prefix, project, 'publish_definition'), encoder.encode(JSON.stringify(definition)), {
+        timeout: 10_000,
+      });
+      return JSON.parse(new TextDecoder().decode(reply.data)) as { ok: boolean };
+    };
+    const v1 = cycleDefinition(project);
+    expect(await publish(v1)).toMatchObject({ ok: true });
+    const runId = `wr-roster-${randomBytes(3).toString('hex')}`;
+    await startCycleRun(nats, prefix, project, runId, 'dana');
+    const runEvents = async () => (await store.read({ project, kind: 'run', id: runId })).events;
+    const routed = await waitFor(async () => (await runEvents()).find((e) => e.type === 'run.routed'), 'the run routed to ping', { timeoutMs: 20_000 });
+    const claims = new AgentClaims(nats, prefix, project);
+    try {
+      const handoffId = (routed.payload as { handoff_id: string }).handoff_id;
+      const claimId = await claims.claim('ping', handoffId);
+      // The project's owners drop `pong` (its step goes to `pang`, a new workflow version); the run keeps v1.
+      const v2 = {
+        ...v1,
+        agents: v1.agents.filter((a) => a.name !== 'pong'),
+        workflows: [
+          {
+            name: 'loop',
+            version: 2,
+            entry: 'ping',
+            steps: [
+              { id: 'ping', agent: 'ping', next: 'pang' },
+              { id: 'pang', agent: 'pang', next: 'ping' },
+            ],
+          },
+        ],
+      };
+      expect(await publish(v2)).toMatchObject({ ok: true, changed: true });
+      await new Promise((resolve) => setTimeout(resolve, 400)); // past the ledger's roster cache
+      await publishAgentResult(nats, prefix, cycleResult(project, runId, 'ping', 1, { handoffId, claimId }));
+      const held = await waitFor(async () => (await runEvents()).find((e) => e.type === 'run.held'), 'the run held', { timeoutMs: 20_000 });
+      expect(held.payload).toMatchObject({
+        pending_target: { agent: 'pong' },
+        reason: expect.stringMatching(/^the ledger refused to create handoff .+ to 'pong' \(addressee_not_in_roster\)/),
+      });
+      expect((await runEvents()).map((e) => e.type)).toContain('run.notice_emitted');
+      // A person reroutes the run to an agent of the roster, through the operator API.
+      const made = await run(
+        process.execPath,
+        ['bin/baton.js', 'token', 'create', '--role', 'operator', '--project', project, '--name', 'olga', '--json'],
+        env,
+      );
+      expect(made.code).toBe(0);
+      const token = (JSON.parse(made.stdout) as { token: string }).token;
+      const answered = await fetch(`${apiUrl}/v1/projects/${project}/runs/${runId}/answer`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ action: 'reroute', target: 'pang' }),
+      });
+      expect(answered.status).toBe(200);
+      const rerouted = await waitFor(
+        async () =>
+          (await runEvents()).filter((e) => e.type === 'run.routed').find((e) => (e.payload as { target: { agent: string } }).target.agent === 'pang'),
+        'the run rerouted to pang',
+        { timeoutMs: 20_000 },
+      );
+      const pangHandoff = (rerouted.payload as { handoff_id: string }).handoff_id;
+      expect(await claims.claim('pang', pangHandoff)).toEqual(expect.any(String));
+    } finally {
+      await claims.close();
+    }
   });
 
   it('baton replay rebuilds deleted projections into a shadow keyspace and swaps it in: the same state as before', async () => {

@@ -144,12 +144,19 @@ describe('baton commands that publish (real NATS) and call the operator API (loc
     expect((await baton('message', 'wr-7', '--project', 'demo')).code).toBe(2);
   });
 
-  it('publish-definition validates the file, sends it to the router subject and prints the reply', async () => {
+  it('publish-definition validates the file, sends it to the router subject (naming BATON_OPERATOR as the publisher) and prints the reply', async () => {
     const received: unknown[] = [];
+    const publishers: Array<string | undefined> = [];
+    let refuseNext = false;
     const sub = nats.connection.subscribe(`${prefix}.cmd.router.demo.publish_definition`, {
       callback: (_e, msg) => {
         received.push(JSON.parse(decoder.decode(msg.data)));
-        msg.respond(encoder.encode(JSON.stringify({ ok: true, project: 'demo', version: 12, digest: 'abc', changed: true })));
+        publishers.push(msg.headers?.get('Baton-Actor'));
+        const refusal = {
+          ok: false,
+          error: { code: 'workflow_version_changed', kind: 'invalid', message: 'changed', issues: [], details: { workflow: 'ship', version: 1 } },
+        };
+        msg.respond(encoder.encode(JSON.stringify(refuseNext ? refusal : { ok: true, project: 'demo', version: 12, digest: 'abc', changed: true })));
       },
     });
     const file = join(dir, 'def.json');
@@ -159,6 +166,17 @@ describe('baton commands that publish (real NATS) and call the operator API (loc
     expect(ok.code).toBe(0);
     expect(JSON.parse(ok.out)).toMatchObject({ ok: true, version: 12, changed: true });
     expect(received).toEqual([definition]);
+    expect(publishers).toEqual(['olga']);
+    // A refusal's details reach the script (--json), with the router's code.
+    refuseNext = true;
+    const refused = await baton('publish-definition', file, '--json');
+    expect({ code: refused.code, error: JSON.parse(refused.err).error }).toMatchObject({
+      code: 1,
+      error: { code: 'workflow_version_changed', details: { workflow: 'ship', version: 1 } },
+    });
+    refuseNext = false;
+    received.pop();
+    publishers.pop();
 
     await writeFile(file, JSON.stringify({ project: 'demo', agents: [{ name: 'coder' }, { name: 'coder' }] }));
     const dup = await baton('publish-definition', file);
@@ -192,6 +210,9 @@ describe('baton commands that publish (real NATS) and call the operator API (loc
     expect(received[1]).toMatchObject({ project: 'demo', agents: [{ name: 'coder', role: 'builder' }] });
     sub.unsubscribe();
     expect((await baton('publish-definition', file.replace('def', 'missing'))).code).toBe(1);
+    // Nobody serves the subject: unavailable, typed.
+    const nobody = await baton('publish-definition', join(folder, 'demo.yaml'), '--json');
+    expect({ code: nobody.code, error: JSON.parse(nobody.err).error.code }).toEqual({ code: 1, error: 'unavailable' });
   });
 
   it('answer-hold answers a held run through the API (continue, reroute with its target, terminate) and says what happened; a reroute without a target or a stop action is a usage error', async () => {

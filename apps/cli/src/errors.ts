@@ -1,4 +1,4 @@
-import { EventStoreErrorCode, isPermissionsViolation, jsErrCode, JsErrCode, StreamNotFound } from '@baton/eventstore';
+import { EventStoreErrorCode, isNoResponders, isPermissionsViolation, isTimeout, jsErrCode, JsErrCode, StreamNotFound } from '@baton/eventstore';
 /** Exit codes of the `baton` command. */
 export const ExitCode = {
   /** The command did what was asked (for `verify`: the projections match). */
@@ -100,4 +100,31 @@ export function streamReadError(error: unknown, stream: string, prefix: string):
       code: EventStoreErrorCode.permissionDenied,
     });
   return new CliError(`cannot read stream ${stream}: ${message}`, { cause: error, code: CliErrorCode.unavailable });
+}
+
+/**
+ * The CLI's error for a request to a service (`what` it asked, `service` that serves `subject`)
+ * that got no reply, typed by why: `permission_denied` when the credentials may not publish there
+ * (an agent's or a service's, not the admin's), `unavailable` when nobody serves the subject,
+ * `outcome_unknown` when the request went out and no answer came in time (it may have been
+ * applied: look before sending it again), else `unavailable`.
+ */
+export function requestError(error: unknown, what: string, service: string, subject: string, prefix: string): CliError {
+  const message = (error as Error).message;
+  if (isPermissionsViolation(error))
+    return new CliError(`${what} failed: these credentials may not publish to ${subject}: use the admin's`, {
+      cause: error,
+      code: EventStoreErrorCode.permissionDenied,
+    });
+  if (isNoResponders(error))
+    return new CliError(`${what} failed: no ${service} is listening on ${subject} (is the ${service} running with BATON_PREFIX=${prefix}?)`, {
+      cause: error,
+      code: CliErrorCode.unavailable,
+    });
+  if (isTimeout(error))
+    return new CliError(`${what}: no answer from the ${service} on ${subject} in time; it may have been applied: look before sending it again`, {
+      cause: error,
+      code: CliErrorCode.outcomeUnknown,
+    });
+  return new CliError(`${what} failed: ${message}`, { cause: error, code: CliErrorCode.unavailable });
 }

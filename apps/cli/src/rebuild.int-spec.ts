@@ -171,6 +171,33 @@ describe('interrupted and killed rebuilds (real NATS and Redis)', () => {
     }
   }
 
+  it('Ctrl-C while baton replay and baton verify are still connecting (before the first event): said, exit 130, nothing changed', async () => {
+    await fill(nats, prefix, 50);
+    expect((await baton('replay')).code).toBe(0);
+    const before = await snapshots();
+    for (const command of [replayCommand, verifyCommand]) {
+      const io = bufferedIo();
+      const ctx = createCliContext({ io, env: env(), nats, redis });
+      const real = ctx.projections.bind(ctx);
+      // The signal comes while the projections are being reached (seconds on a busy deployment).
+      ctx.projections = async () => {
+        process.emit('SIGINT', 'SIGINT');
+        return real();
+      };
+      let code: number;
+      try {
+        code = await execute(command, [], ctx);
+      } finally {
+        await ctx.close();
+      }
+      expect({ command: command.name, code }).toEqual({ command: command.name, code: 130 });
+      expect(io.err()).toContain('SIGINT: stopping the');
+      expect(io.err()).toMatch(/interrupted before the (rebuild|verification) began; nothing was changed/);
+      expect(process.listenerCount('SIGINT')).toBe(0);
+    }
+    expect(await snapshots()).toEqual(before);
+  });
+
   it('Ctrl-C after the last event was folded, before the swaps: still exit 130, nothing swapped, the live projections unchanged', async () => {
     await fill(nats, prefix, 600);
     expect((await baton('replay')).code).toBe(0);

@@ -11,7 +11,7 @@ import {
   type SnapshotDifference,
 } from '@baton/projections';
 import type { CliContext } from './context';
-import { ExitCode, streamReadError, UsageError } from './errors';
+import { CliError, CliErrorCode, ExitCode, streamReadError, UsageError } from './errors';
 import type { ProgressLine } from './progress';
 
 /** The projections a command works on: all of Baton's, or the one `--projection` names. */
@@ -351,4 +351,30 @@ export function interruptible(ctx: CliContext, what: string): { signal: AbortSig
       process.off('SIGTERM', onSignal);
     },
   };
+}
+
+/**
+ * {@link interruptible} from the command's first step: Ctrl-C while it connects and reads what it
+ * needs (which takes seconds on a busy deployment) is heard too, and stops it before the `what`
+ * begins — said, typed `interrupted`, exit 130 — instead of the process dying silently. Returns
+ * the handle (the caller disposes of it) and what `setUp` gave.
+ */
+export async function interruptibleFromStart<T>(
+  ctx: CliContext,
+  what: string,
+  setUp: () => Promise<T>,
+): Promise<{ interrupt: ReturnType<typeof interruptible>; value: T }> {
+  const interrupt = interruptible(ctx, what);
+  let value: T;
+  try {
+    value = await setUp();
+  } catch (error) {
+    interrupt.dispose();
+    throw error;
+  }
+  if (interrupt.signal.aborted) {
+    interrupt.dispose();
+    throw new CliError(`interrupted before the ${what} began; nothing was changed`, { code: CliErrorCode.interrupted, exitCode: INTERRUPTED });
+  }
+  return { interrupt, value };
 }

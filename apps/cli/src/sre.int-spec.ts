@@ -100,6 +100,8 @@ describe('SRE commands (real NATS and Redis)', () => {
     const text = await baton('streams');
     expect(text.out).toContain('sre_probe');
     expect(text.out).toMatch(/LAG\s+PENDING\s+ACK PENDING\s+REDELIVERED/);
+    // First and last sequence and time (docs/sre.md).
+    expect(text.out).toMatch(/FIRST SEQ\s+LAST SEQ\s+FIRST MESSAGE\s+LAST MESSAGE/);
 
     // Another prefix has no streams: not_found (as dlq says), for streams and for verify alike, not "unavailable".
     for (const command of [['streams'], ['verify'], ['run', 'wr-c', '--project', 'demo']]) {

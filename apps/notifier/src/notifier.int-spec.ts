@@ -230,6 +230,15 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
       expect({ query, status: refused.status, code: refused.body.error?.code }).toEqual({ query, status: 400, code: 'schema_violation' });
       expect((refused.body.error as { message?: string }).message).toMatch(message);
     }
+    // A parameter a listing does not take is named by its path, as on the routes that take none.
+    for (const path of ['/v1/inbox?colour=red', '/v1/stops?colour=red', '/v1/events/stream?colour=red']) {
+      const refused = await get(path);
+      expect({ path, status: refused.status, issues: (refused.body.error as { issues?: unknown }).issues }).toEqual({
+        path,
+        status: 400,
+        issues: [{ path: 'colour', message: 'Unrecognized key' }],
+      });
+    }
     // A route that takes no query parameters refuses one as the listings do (`?at=` on a run would
     // otherwise silently answer with the present).
     for (const path of ['/v1/runs/nope?at=5', '/v1/projects/demo/runs/wr-a?at=5', '/v1/stops/nope?foo=1', '/v1/handoffs/nope?x=', '/v1/projections?foo=1']) {

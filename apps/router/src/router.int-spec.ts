@@ -154,7 +154,7 @@ describe('router service (real NATS)', () => {
 
   const requestsFor = (command: string, handoffId: string) => ledgerRequests.filter((r) => r.command === command && r.body['handoff_id'] === handoffId);
 
-  const publishDefinition = (body: unknown, project = 'demo') => publishDefinitionTo(nats, prefix, project, body);
+  const publishDefinition = (body: unknown, project = 'demo', headers?: Record<string, string>) => publishDefinitionTo(nats, prefix, project, body, headers);
 
   const publishRaw = (subject: string, data: string | Uint8Array) => nats.js.publish(subject, typeof data === 'string' ? encoder.encode(data) : data);
   /** The watchdog's request to stop `run` of project demo, on its subject. */
@@ -269,7 +269,7 @@ describe('router service (real NATS)', () => {
       const first = await publishDefinition(definition('demo'));
       const again = await publishDefinition({ ...definition('demo') });
       expect(first).toMatchObject({ ok: true, changed: false });
-      expect(again.version).toBe(first.version);
+      expect(again).toMatchObject({ ok: true, version: first.ok ? first.version : -1 });
       const stored = await store.read({ project: 'demo', kind: 'definition', id: 'current' });
       expect(stored.events.filter((e) => e.type === 'definition.published')).toHaveLength(1);
     });
@@ -303,7 +303,25 @@ describe('router service (real NATS)', () => {
       const changed = definition('demo');
       changed.workflows[0]!.steps[0]!.next = 'plan';
       const reply = await publishDefinition(changed);
-      expect(reply).toMatchObject({ ok: false, error: { code: 'workflow_version_changed' } });
+      expect(reply).toMatchObject({
+        ok: false,
+        error: { code: 'workflow_version_changed', details: { workflow: changed.workflows[0]!.name, version: changed.workflows[0]!.version } },
+      });
+    });
+
+    it("the publisher recorded is the admin connection's, or the person it names (Baton-Actor), never the router; a header that names nobody is refused", async () => {
+      const published = async (reply: Awaited<ReturnType<typeof publishDefinition>>) => {
+        if (!reply.ok) throw new Error(`refused: ${reply.error.code}`);
+        const events = (await store.read({ project: 'pubby', kind: 'definition', id: 'current' })).events;
+        const event = events.find((e) => e.seq === reply.version)!;
+        return { actor: event.actor, published_by: (event.payload as { published_by: string }).published_by };
+      };
+      const v1 = definition('pubby');
+      expect(await published(await publishDefinition(v1, 'pubby'))).toEqual({ actor: 'admin', published_by: 'admin' });
+      const v2 = { ...v1, lead: v1.agents[1]!.name };
+      expect(await published(await publishDefinition(v2, 'pubby', { 'Baton-Actor': 'olga@acme' }))).toEqual({ actor: 'olga@acme', published_by: 'olga@acme' });
+      const bad = await publishDefinition({ ...v1, lead: v1.agents[0]!.name }, 'pubby', { 'Baton-Actor': 'olga <script>' });
+      expect(bad).toMatchObject({ ok: false, error: { code: 'schema_violation', issues: [{ path: 'Baton-Actor' }] } });
     });
   });
 

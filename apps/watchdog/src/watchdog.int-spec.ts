@@ -170,13 +170,19 @@ describe('watchdog: lease expiry → requeue', () => {
     const url = await second.service.app.getUrl();
     const status = await waitFor(
       async () => {
-        const body = (await (await fetch(`${url}/watchdog/status`)).json()) as { caught_up: boolean; last_seq: number };
-        return body.caught_up ? body : undefined;
+        const body = (await (await fetch(`${url}/watchdog/status`)).json()) as {
+          caught_up: boolean;
+          last_seq: number;
+          stream: { read_seq: number; behind: number | null };
+        };
+        return body.caught_up && body.stream.behind === 0 ? body : undefined;
       },
       'the deadline table to catch up',
       { timeoutMs: 8000 },
     );
     expect(status.last_seq).toBeGreaterThan(0);
+    // How far it has read the events stream: all of it.
+    expect(status.stream.read_seq).toBeGreaterThanOrEqual(status.last_seq);
 
     await pendingAgain(id);
     expect(await countOf(id, 'handoff.lease_expired')).toBe(1);

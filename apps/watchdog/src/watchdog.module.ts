@@ -11,6 +11,7 @@ import { EscalationStopper, type InboxPublisher } from './escalation/escalation-
 import { RequeueLoop, type RequeueOutcome } from './requeue/requeue-loop';
 import { REQUEUE_LEDGER, type RequeueLedger } from './requeue/requeue-port';
 import { StatusController } from './status/status.controller';
+import { EVENTS_HUB } from './stream/stream-follower';
 
 /** The actor the watchdog's ledger commands (derived by the ledger from `svc.watchdog`) and stop requests are issued as. */
 export const WATCHDOG_ACTOR = ServiceActors.watchdog.actor;
@@ -40,7 +41,7 @@ export const DEADLINE_LOOP = Symbol('DEADLINE_LOOP');
  * to the watchdog once and handed in process to the guards (every event) and the two deadline
  * tables (handoff events), instead of once per follower.
  */
-export const EVENTS_HUB = Symbol('EVENTS_HUB');
+export { EVENTS_HUB };
 
 /** What every follower of the events stream (deadlines, guards, handoff deadlines) is built with. */
 function eventsFollower(runtime: ServiceRuntime, hub: FollowHub, component: string) {
@@ -181,11 +182,13 @@ export class WatchdogModule {
         },
         {
           provide: RequeueLoop,
-          inject: [RUNTIME, DeadlineTracker, REQUEUE_LEDGER],
-          useFactory: (runtime: ServiceRuntime, tracker: DeadlineTracker, ledger: RequeueLedger) =>
+          inject: [RUNTIME, DeadlineTracker, REQUEUE_LEDGER, EVENTS_HUB],
+          useFactory: (runtime: ServiceRuntime, tracker: DeadlineTracker, ledger: RequeueLedger, hub: FollowHub) =>
             new RequeueLoop({
               table: tracker.table,
               ledger,
+              // A lease expiring is acted on once the events stored by then are read (a result among them holds it).
+              position: hub,
               logger: runtime.logger.child({ component: 'requeue' }),
               ...loopPacing(config),
               ...(options.onRequeueOutcome ? { onOutcome: options.onRequeueOutcome } : {}),
@@ -233,11 +236,12 @@ export class WatchdogModule {
         },
         {
           provide: DEADLINE_LOOP,
-          inject: [RUNTIME, HandoffDeadlineTracker],
-          useFactory: (runtime: ServiceRuntime, deadlines: HandoffDeadlineTracker) => {
+          inject: [RUNTIME, HandoffDeadlineTracker, EVENTS_HUB],
+          useFactory: (runtime: ServiceRuntime, deadlines: HandoffDeadlineTracker, hub: FollowHub) => {
             const client = watchdogLedger(runtime, config);
             return new RequeueLoop({
               table: deadlines.table,
+              position: hub,
               ledger: expireDeadlineLedger((project, command, body) => client.send(project, command, body)),
               logger: runtime.logger.child({ component: 'deadline-expiry' }),
               ...loopPacing(config),

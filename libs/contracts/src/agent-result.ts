@@ -46,12 +46,31 @@ export const HandoffToolCallSchema = z.strictObject({
 export type HandoffToolCall = z.infer<typeof HandoffToolCallSchema>;
 
 /** The budget a `budget` stop hit, so the raise_cap form can show it and refuse a lower cap. */
-export const StopCapSchema = z.strictObject({
-  /** What is capped: `tool_calls`, `steps`, `tokens`, `cost_usd`... */
-  name: z.string().min(1).max(80),
-  limit: z.number().finite().nonnegative(),
-  used: z.number().finite().nonnegative().optional(),
-});
+export const StopCapSchema = z
+  .strictObject({
+    /** What is capped: `tool_calls`, `steps`, `tokens`, `cost_usd`... */
+    name: z.string().min(1).max(80),
+    limit: z.number().finite().nonnegative(),
+    used: z.number().finite().nonnegative().optional(),
+    /**
+     * The cap counts whole things (tool calls, steps, tokens): the raise_cap form then takes whole
+     * numbers only, and an answer with a fraction is refused. Absent: any number above the cap.
+     */
+    whole: z.boolean().optional(),
+  })
+  .superRefine((cap, ctx) => {
+    if (cap.whole !== true) return;
+    if (!Number.isInteger(cap.limit)) ctx.addIssue({ code: 'custom', path: ['limit'], message: `a whole cap's limit is a whole number, not ${cap.limit}` });
+    if (cap.used !== undefined && !Number.isInteger(cap.used)) {
+      ctx.addIssue({ code: 'custom', path: ['used'], message: `a whole cap's use is a whole number, not ${cap.used}` });
+    }
+  })
+  .meta({
+    anyOf: [
+      { not: { properties: { whole: { const: true } }, required: ['whole'] } },
+      { properties: { limit: { type: 'integer' }, used: { type: 'integer' } } },
+    ],
+  });
 export type StopCap = z.infer<typeof StopCapSchema>;
 
 /**

@@ -88,18 +88,19 @@ export const ProjectIdSchema = z
  * An agent name as written in definitions and sentinels. It becomes a NATS subject token (results
  * and offers are addressed per agent), so it may not hold dots, spaces or wildcards.
  */
-export const AgentNameSchema = z
-  .string()
-  .min(1)
-  .max(Limits.maxIdLength)
-  .regex(namePattern('[A-Za-z0-9_-]+'), `agent names may hold letters, digits, _ and - only; ${RESERVED_NAME_MESSAGE}`);
+export const AgentNameSchema = tokenNameSchema('agent');
 
 /** A mesh's name: the rules of an agent name, said of a mesh. */
-export const MeshNameSchema = z
-  .string()
-  .min(1)
-  .max(Limits.maxIdLength)
-  .regex(namePattern('[A-Za-z0-9_-]+'), `mesh names may hold letters, digits, _ and - only; ${RESERVED_NAME_MESSAGE}`);
+export const MeshNameSchema = tokenNameSchema('mesh');
+
+/** A name with an agent name's rules (letters, digits, `_` and `-`; not a reserved name), its refusal naming what it names. */
+export function tokenNameSchema(what: 'agent' | 'mesh' | 'step' | 'workflow') {
+  return z
+    .string()
+    .min(1)
+    .max(Limits.maxIdLength)
+    .regex(namePattern('[A-Za-z0-9_-]+'), `${what} names may hold letters, digits, _ and - only; ${RESERVED_NAME_MESSAGE}`);
+}
 
 export const IsoTimeSchema = z.iso.datetime({ offset: true });
 

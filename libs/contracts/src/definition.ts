@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { AgentNameSchema, Limits, namedRecord, namePattern, ProjectIdSchema, RESERVED_NAME_MESSAGE, ShortTextSchema } from './common';
+import { AgentNameSchema, Limits, namedRecord, namePattern, ProjectIdSchema, RESERVED_NAME_MESSAGE, ShortTextSchema, tokenNameSchema } from './common';
 import { MeshDefinitionSchema, validateMeshes } from './mesh';
 
 /**
@@ -11,8 +11,11 @@ import { MeshDefinitionSchema, validateMeshes } from './mesh';
  * run several steps (seed 000 §6: `architect` runs both `analyze` and `plan`).
  */
 
-/** A step id: the same alphabet as agent names (letters, digits, `_ - .`). */
-export const StepIdSchema = AgentNameSchema;
+/** A step id: the rules of an agent name (letters, digits, `_` and `-`). */
+export const StepIdSchema = tokenNameSchema('step');
+
+/** A workflow's name: the rules of an agent name. */
+export const WorkflowNameSchema = tokenNameSchema('workflow');
 export type StepId = z.infer<typeof StepIdSchema>;
 
 // ---------------------------------------------------------------------------------------------
@@ -221,7 +224,7 @@ export type WorkflowStep = z.infer<typeof WorkflowStepSchema>;
  */
 export const WorkflowDefinitionSchema = z
   .strictObject({
-    name: AgentNameSchema,
+    name: WorkflowNameSchema,
     version: z.number().int().min(1),
     entry: StepIdSchema,
     steps: z.array(WorkflowStepSchema).min(1).max(Limits.maxListItems),
@@ -249,7 +252,7 @@ export const WorkflowDefinitionSchema = z
 export type WorkflowDefinition = z.infer<typeof WorkflowDefinitionSchema>;
 
 /** A reference to one version of a workflow, as a run records it. */
-export const WorkflowRefSchema = z.strictObject({ name: AgentNameSchema, version: z.number().int().min(1) });
+export const WorkflowRefSchema = z.strictObject({ name: WorkflowNameSchema, version: z.number().int().min(1) });
 export type WorkflowRef = z.infer<typeof WorkflowRefSchema>;
 
 /**

@@ -46,6 +46,10 @@ describe('the published JSON Schemas state the invariants Baton enforces (ajv, d
     ['a cap on a policy stop', { stop: { why: 'policy', cap: { name: 'tokens', limit: 10 } } }, false],
     ['a policy stop', { stop: { why: 'policy' } }, true],
     ['a cap on a budget stop', { stop: { why: 'budget', cap: { name: 'tokens', limit: 10 } } }, true],
+    ['a whole cap in whole numbers', { stop: { why: 'budget', cap: { name: 'tool_calls', limit: 10, used: 10, whole: true } } }, true],
+    ['a whole cap with a fractional limit', { stop: { why: 'budget', cap: { name: 'tool_calls', limit: 10.5, whole: true } } }, false],
+    ['a whole cap with a fractional use', { stop: { why: 'budget', cap: { name: 'tool_calls', limit: 10, used: 9.5, whole: true } } }, false],
+    ['a fractional cap not said to be whole', { stop: { why: 'budget', cap: { name: 'cost_usd', limit: 2.5, used: 2.51, whole: false } } }, true],
   ])('agent-result: %s → zod and the JSON Schema agree', (_what, extra, valid) => {
     expect(agree('agent-result', result(extra as Record<string, unknown>))).toEqual({ zod: valid, json: valid });
   });

@@ -81,8 +81,18 @@ export const RouterReplyErrorSchema = z.strictObject({
   message: z.string(),
   /** Each offending field; `code` when the check has a stable code of its own (MESH_SELF_HANDOFF…). */
   issues: z.array(z.object({ path: z.string(), message: z.string(), code: z.string().optional() })).default([]),
+  /** What a client needs to act on the refusal (`workflow_version_changed`: `workflow`, `version`). */
+  details: z.record(z.string(), z.unknown()).optional(),
 });
 export type RouterReplyError = z.infer<typeof RouterReplyErrorSchema>;
+
+/**
+ * The header with which the admin connection (the one principal that may send `publish_definition`)
+ * names the person publishing — `baton publish-definition` sends `BATON_OPERATOR` (else `$USER`),
+ * as the admin's ledger commands carry `actor`. Without it the router records `admin`; a value that
+ * is not an actor name (letters, digits, `_ - . : @`, at most 200) is refused `schema_violation`.
+ */
+export const PUBLISHED_BY_HEADER = 'Baton-Actor';
 
 /**
  * The reply to `publish_definition`. `version` is the stream sequence of the definition now in

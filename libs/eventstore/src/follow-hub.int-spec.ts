@@ -61,6 +61,23 @@ describe('follow hub: several in-process followers on one consumer (real NATS)',
     await waitFor(async () => (await consumers()) === 0, 'the shared consumer removed');
   });
 
+  it('says how far it has read: behind() counts the stored events not handed over yet (null before it starts), 0 once caught up', async () => {
+    let last = 0;
+    for (let i = 0; i < 300; i++) last = await publish(`${prefix}.ev.p.run.r${i}`);
+    // One message per pull: the follow is still reading when asked.
+    const hub = followHub({ js: nats.js, stream, filterSubject: `${prefix}.ev.>`, batch: 1 });
+    const follower = await hub.follow({ filterSubject: `${prefix}.ev.*.handoff.*`, onMessage: () => undefined });
+    expect(await hub.behind()).toBeNull();
+    await hub.start();
+    const early = await hub.behind();
+    expect(early).toBeGreaterThan(0);
+    expect(hub.lastSeq() + early!).toBeGreaterThanOrEqual(last);
+    await follower.caughtUp;
+    await waitFor(async () => ((await follower.behind()) === 0 ? true : undefined), 'caught up');
+    expect(hub.lastSeq()).toBe(last);
+    await hub.stop();
+  });
+
   it("a follower's exception goes to its own onError; the others and the hub go on", async () => {
     await publish(`${prefix}.ev.p.run.r1`);
     await publish(`${prefix}.ev.p.run.r2`);

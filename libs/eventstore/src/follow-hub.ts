@@ -26,6 +26,10 @@ export interface FollowHub {
   stop(): Promise<void>;
   /** How many followers share the hub. */
   followers(): number;
+  /** Stream sequence of the last message the hub handed over (to every follower it matched), 0 before the first or before it started. */
+  lastSeq(): number;
+  /** {@link StreamFollower.behind} of the shared follow: null before the hub started. */
+  behind(): Promise<number | null>;
 }
 
 export interface FollowHubOptions {
@@ -75,6 +79,8 @@ export function followHub(options: FollowHubOptions): FollowHub {
 
   return {
     followers: () => members.filter((m) => !m.stopped).length,
+    lastSeq: () => follower?.lastSeq() ?? 0,
+    behind: async () => (follower === null ? null : follower.behind()),
     async follow(opts) {
       if (started) throw new Error(`follow ${opts.filterSubject}: the hub on ${options.stream} has started; followers join before it starts`);
       if (!patternWithin(options.filterSubject, opts.filterSubject)) {
@@ -95,6 +101,8 @@ export function followHub(options: FollowHubOptions): FollowHub {
         caughtUp,
         isCaughtUp: () => caught,
         lastSeq: () => member.lastSeq,
+        // The hub hands each message to its followers as it comes: what the hub has not handed over, none of them has.
+        behind: async () => (follower === null ? null : follower.behind()),
         async stop() {
           member.stopped = true;
           if (members.every((m) => m.stopped)) await stopAll();

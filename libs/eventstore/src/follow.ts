@@ -202,6 +202,20 @@ export async function followStream(opts: FollowOptions & { js: JetStreamClient; 
     caughtUp: caughtUpPromise,
     isCaughtUp: () => caughtUp,
     lastSeq: () => lastSeq,
+    async behind() {
+      const name = consumer;
+      if (stopped || resetting !== null || name === null) return null;
+      try {
+        const info = await jsm.consumers.info(stream, name);
+        // The consumer moved on meanwhile: its counts are not this follower's.
+        if (consumer !== name) return null;
+        // Deliveries sent and not handed over yet (in the socket, or parsed behind this call).
+        const inTransit = Math.max(0, info.delivered.consumer_seq - (expectedDelivery - 1));
+        return info.num_pending + inTransit;
+      } catch {
+        return null;
+      }
+    },
     stop: () =>
       (stopping ??= (async () => {
         stopListening();

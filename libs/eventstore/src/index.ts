@@ -26,6 +26,8 @@ export {
   mapPublishError,
   isUnavailable,
   isPermissionsViolation,
+  isNoResponders,
+  isTimeout,
   jsErrCode,
   JsErrCode,
 } from './errors';

@@ -105,6 +105,12 @@ export interface StreamFollower {
   isCaughtUp(): boolean;
   /** Stream sequence of the last message handed over (0 before the first). */
   lastSeq(): number;
+  /**
+   * How many messages of the filter are stored and not handed over yet (waiting on the server, or
+   * on their way): one consumer-info round trip. Null when that cannot be known now (the consumer
+   * being re-created, the request failed).
+   */
+  behind(): Promise<number | null>;
   /** Stop delivering and remove the consumer. Safe to call twice. */
   stop(): Promise<void>;
 }

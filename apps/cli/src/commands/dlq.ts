@@ -191,7 +191,10 @@ export const dlqCommand: Command = {
             source: letter.sourceName === letter.source ? letter.source : `${letter.sourceName} (recorded as ${letter.source})`,
             subject: letter.subject,
             'original stream': letter.originalStream,
-            'original seq': letter.originalSeq,
+            // A core request (a refused ledger command or publish) has no stream: its number is a key made from its digest.
+            ...(letter.originalStream === 'core'
+              ? { 'request key': `${letter.originalSeq} (a core request: no stream sequence)` }
+              : { 'original seq': letter.originalSeq }),
             deliveries: letter.deliveries,
             at: letter.at,
             redriven: letter.redriven ? 'yes' : 'no',

@@ -1,7 +1,7 @@
 import { parseIgnoringUnknownKeys, Principals, ProjectControlReplySchema, ProjectIdSchema, ledgerCommandSubject } from '@baton/contracts';
 import type { CliContext } from '../context';
 import { parseCommandArgs, str, type ParsedArgs } from '../command';
-import { CliError, CliErrorCode, ExitCode, UsageError } from '../errors';
+import { CliError, CliErrorCode, ExitCode, requestError, UsageError } from '../errors';
 import { printJson, renderFields } from '../output';
 
 const encoder = new TextEncoder();
@@ -41,10 +41,7 @@ export async function runProjectControl(name: 'pause' | 'resume', help: string, 
   try {
     raw = (await nats.connection.request(subject, encoder.encode(JSON.stringify(body)), { timeout: 10_000 })).data;
   } catch (error) {
-    throw new CliError(`${name} failed: no answer from the ledger on ${subject}: ${(error as Error).message}`, {
-      cause: error,
-      code: CliErrorCode.unavailable,
-    });
+    throw requestError(error, name, 'ledger', subject, ctx.config().BATON_PREFIX);
   }
   const reply = parseIgnoringUnknownKeys(ProjectControlReplySchema, JSON.parse(decoder.decode(raw)));
   if (!reply.success) throw new CliError(`unexpected reply from the ledger: ${decoder.decode(raw).slice(0, 300)}`, { code: CliErrorCode.badReply });

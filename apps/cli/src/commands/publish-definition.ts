@@ -1,8 +1,16 @@
-import { leadingCode, parseIgnoringUnknownKeys, ProjectDefinitionSchema, PublishDefinitionReplySchema, rejectionFromZod } from '@baton/contracts';
+import { headersFrom } from '@baton/eventstore';
+import {
+  leadingCode,
+  parseIgnoringUnknownKeys,
+  ProjectDefinitionSchema,
+  PUBLISHED_BY_HEADER,
+  PublishDefinitionReplySchema,
+  rejectionFromZod,
+} from '@baton/contracts';
 import { AgentSubjects } from '@baton/sdk';
 import type { Command } from '../command';
 import { parseCommandArgs } from '../command';
-import { CliError, CliErrorCode, ExitCode } from '../errors';
+import { CliError, CliErrorCode, ExitCode, requestError } from '../errors';
 import { printJson, renderFields } from '../output';
 import { formatDiagnostic, hasErrors } from '@baton/definitions';
 import { loadDefinition } from './definition-files';
@@ -64,16 +72,15 @@ Options:
     const definition = parsed.data;
     const nats = await ctx.nats();
     const subject = AgentSubjects.router(ctx.config().BATON_PREFIX, definition.project, 'publish_definition');
+    // The admin connection publishes; the person it names (BATON_OPERATOR, else $USER) is recorded
+    // as the publisher, as for pause and resume. Nobody named: the router records `admin`.
+    const named = ctx.namedOperator();
+    const headers = headersFrom(named !== undefined ? { [PUBLISHED_BY_HEADER]: named } : {});
     let raw: Uint8Array;
     try {
-      raw = (await nats.connection.request(subject, encoder.encode(JSON.stringify(definition)), { timeout: 10_000 })).data;
+      raw = (await nats.connection.request(subject, encoder.encode(JSON.stringify(definition)), { timeout: 10_000, headers })).data;
     } catch (error) {
-      const code = (error as { code?: unknown }).code;
-      if (code === '503')
-        throw new CliError(`no router is listening on ${subject} (is the router running with BATON_PREFIX=${ctx.config().BATON_PREFIX}?)`, {
-          code: CliErrorCode.unavailable,
-        });
-      throw new CliError(`publishing the definition failed: ${(error as Error).message}`, { cause: error, code: CliErrorCode.unavailable });
+      throw requestError(error, 'publishing the definition', 'router', subject, ctx.config().BATON_PREFIX);
     }
     let body: unknown;
     try {
@@ -86,7 +93,11 @@ Options:
     if (args.values['json'] === true) printJson(ctx.io, reply.data);
     if (!reply.data.ok) {
       const e = reply.data.error;
-      throw new CliError(`the router refused the definition: ${e.code}: ${e.message}`, { code: e.code, issues: e.issues });
+      throw new CliError(`the router refused the definition: ${e.code}: ${e.message}`, {
+        code: e.code,
+        issues: e.issues,
+        ...(e.details !== undefined ? { details: e.details } : {}),
+      });
     }
     if (args.values['json'] !== true) {
       ctx.io.stdout.write(renderFields({ project: reply.data.project, version: reply.data.version, digest: reply.data.digest, changed: reply.data.changed }));

@@ -21,7 +21,7 @@ import {
   differenceLines,
   eventSource,
   firstSeqAtOrAfter,
-  interruptible,
+  interruptibleFromStart,
   INTERRUPTED,
   movedNote,
   selectProjections,
@@ -174,17 +174,20 @@ Options:
       // A dry run rebuilds from the start and compares with the live projections; a starting point would be ignored.
       throw new UsageError('--dry-run rebuilds the whole stream to compare; it takes no --from-seq or --from-time');
     }
-    if (fromTime !== undefined) fromSeq = await firstSeqAtOrAfter(ctx, fromTime);
     const json = flag(args, 'json');
     const dryRun = flag(args, 'dry-run');
-    const store = await ctx.projections();
-    if (!dryRun && !flag(args, 'allow-version-change')) await refuseVersionChange(store, projections);
-    const { source, total, lastSeq } = await eventSource(ctx);
-    // Past the end there is nothing to replay from: the "seeded to N-1" a replay would report would not exist.
-    if (fromSeq !== undefined && fromSeq > lastSeq + 1)
-      throw new UsageError(`--from-seq ${fromSeq} is past the end of the events stream (its last sequence is ${lastSeq})`);
+    const { interrupt, value } = await interruptibleFromStart(ctx, dryRun ? 'dry run' : 'rebuild', async () => {
+      if (fromTime !== undefined) fromSeq = await firstSeqAtOrAfter(ctx, fromTime);
+      const store = await ctx.projections();
+      if (!dryRun && !flag(args, 'allow-version-change')) await refuseVersionChange(store, projections);
+      const read = await eventSource(ctx);
+      // Past the end there is nothing to replay from: the "seeded to N-1" a replay would report would not exist.
+      if (fromSeq !== undefined && fromSeq > read.lastSeq + 1)
+        throw new UsageError(`--from-seq ${fromSeq} is past the end of the events stream (its last sequence is ${read.lastSeq})`);
+      return { store, ...read };
+    });
+    const { store, source, total, lastSeq } = value;
     const names = projections.map((p) => p.name);
-    const interrupt = interruptible(ctx, dryRun ? 'dry run' : 'rebuild');
     const outcomes: ReplayOutcome[] = [];
     try {
       if (dryRun) {

@@ -125,6 +125,7 @@ Options:
         { header: 'bytes', value: (s) => s.bytes },
         { header: 'first seq', value: (s) => s.first_seq },
         { header: 'last seq', value: (s) => s.last_seq },
+        { header: 'first message', value: (s) => s.first_ts ?? '-' },
         { header: 'last message', value: (s) => s.last_ts ?? '-' },
         { header: 'consumers', value: (s) => s.consumers.length },
       ]),

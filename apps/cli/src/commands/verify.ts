@@ -8,7 +8,7 @@ import {
   compareWithStream,
   differenceLines,
   eventSource,
-  interruptible,
+  interruptibleFromStart,
   INTERRUPTED,
   movedNote,
   selectProjections,
@@ -56,9 +56,11 @@ Options:
     }
     const projections = selectProjections(str(args, 'projection'));
     const json = flag(args, 'json');
-    const store = await ctx.projections();
-    const { source, total } = await eventSource(ctx);
-    const interrupt = interruptible(ctx, 'verification');
+    const { interrupt, value } = await interruptibleFromStart(ctx, 'verification', async () => ({
+      store: await ctx.projections(),
+      ...(await eventSource(ctx)),
+    }));
+    const { store, source, total } = value;
     const line = new ProgressLine(ctx.io, 'verify', total);
     let comparisons: ShadowComparison[];
     try {

@@ -23,13 +23,13 @@ export interface MeshRead {
 export class MeshReader {
   constructor(@Inject(RUNTIME) private readonly runtime: ServiceRuntime) {}
 
-  /** The project a request means for mesh `id` (see `resolveProjectAmong`). */
-  project(caller: Principal, id: string, project: string | undefined): Promise<string> {
+  /** The project a request means for mesh `id` (see `resolveProjectAmong`); an ambiguous id's refusal names `route` of each project (default: the API's). */
+  project(caller: Principal, id: string, project: string | undefined, route: (project: string) => string = (p) => meshRoute(p, id)): Promise<string> {
     return resolveProjectAmong(
       {
         kind: 'mesh',
         what: 'mesh run',
-        route: (p) => meshRoute(p, id),
+        route,
         projectsOf: () => this.runtime.store.projectsOf('mesh', id).catch((error: unknown) => this.none(error)),
       },
       caller,

@@ -17,6 +17,14 @@ describe('the OpenAPI document', () => {
     }
   });
 
+  it('every GET but the live stream lists 304 (an ETag answered again unchanged), inside /v1 and outside it', () => {
+    const gets = Object.entries(doc.paths).flatMap(([path, ops]) =>
+      ops['get'] !== undefined && path !== '/v1/events/stream' ? [[path, ops['get']] as const] : [],
+    );
+    expect(gets.length).toBeGreaterThan(10);
+    for (const [path, op] of gets) expect({ path, has304: op.responses['304'] !== undefined }).toEqual({ path, has304: true });
+  });
+
   it('every POST lists 413 and 415 and takes its body as JSON or form-encoded; payload_too_large is a 413, not a 400', () => {
     const posts = operations.filter((o) => o.method === 'post');
     expect(posts.length).toBeGreaterThanOrEqual(6);

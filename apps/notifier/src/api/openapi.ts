@@ -83,10 +83,18 @@ const retryAfter = { 'Retry-After': { description: 'seconds to wait before tryin
  * 401 without a valid token, 429 after too many failed authentications from the client's address,
  * 503 when Redis does not answer; a POST also 413 for a body over the limit and 415 for a body it
  * does not read; a GET (but the live stream) 304 to a conditional request whose answer is unchanged.
+ * A GET outside `/v1` (the document itself, `/docs`, health) may answer 304 too.
  */
 function withCommonResponses(paths: Record<string, Record<string, { responses: Record<string, unknown> }>>, unreadable: object): void {
   for (const [path, operations] of Object.entries(paths)) {
-    if (!path.startsWith('/v1/')) continue;
+    if (!path.startsWith('/v1/')) {
+      // Outside the API every GET answer carries an ETag too (the document, the docs page, health).
+      const get = operations['get'];
+      if (get !== undefined && get.responses['304'] === undefined) {
+        get.responses['304'] = { description: 'Not Modified: the answer is the one whose `ETag` the request gave in `If-None-Match` (no body)' };
+      }
+      continue;
+    }
     for (const [method, operation] of Object.entries(operations)) {
       const common: Record<string, unknown> = {
         '401': {

@@ -303,6 +303,10 @@ describe('records addressed by project and id: project routes, id-only routes, t
     const shared = await call('/runs/wr-same', { cookie });
     expect(shared.status).toBe(409);
     expect(shared.text).toContain('ambiguous_id');
+    // It points to the web pages of the record in each project, not to the API's routes.
+    expect(shared.text).toContain('/projects/alpha/runs/wr-same');
+    expect(shared.text).toContain('/projects/beta/runs/wr-same');
+    expect(shared.text).not.toContain('/v1/projects/');
     const single = await call('/runs/wr-alpha-only', { cookie });
     expect(single.status).toBe(303);
     expect(single.headers.get('location')).toBe('/projects/alpha/runs/wr-alpha-only');

@@ -22,13 +22,16 @@ export function projectRoute(kind: ScopedKind, project: string, id: string): str
  *   (`details.projects`), never silently one of them. Projects the caller may not see are never
  *   named or counted.
  */
-export async function resolveProject(views: BatonViews, caller: Principal, kind: ScopedKind, id: string, project: string | undefined): Promise<string> {
-  return resolveProjectAmong(
-    { kind, what: WHAT[kind], route: (p) => projectRoute(kind, p, id), projectsOf: () => views.projectsOf(kind, id) },
-    caller,
-    id,
-    project,
-  );
+export async function resolveProject(
+  views: BatonViews,
+  caller: Principal,
+  kind: ScopedKind,
+  id: string,
+  project: string | undefined,
+  /** Where the refusal of an ambiguous id points (the web pages point to their own pages); default: the API's project route. */
+  route: (project: string) => string = (p) => projectRoute(kind, p, id),
+): Promise<string> {
+  return resolveProjectAmong({ kind, what: WHAT[kind], route, projectsOf: () => views.projectsOf(kind, id) }, caller, id, project);
 }
 
 /** The project route of a mesh run (`/v1/projects/<project>/meshes/<id>`). */

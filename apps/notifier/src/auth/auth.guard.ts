@@ -39,7 +39,12 @@ export class ApiAuthGuard implements CanActivate {
         this.runtime.logger.warn('api authentication failed', { address, reason: attempt.reason, path: req.path, failures_this_minute: count });
       }
       res.setHeader('WWW-Authenticate', 'Bearer realm="baton"');
-      throw new ApiError(HttpStatus.UNAUTHORIZED, 'unauthenticated', 'send Authorization: Bearer <token> (create one with `baton token create`)');
+      // A browser whose session ended (signed out, its token revoked or expired) signs in again.
+      const hint =
+        attempt.reason === 'session'
+          ? 'the session has ended (signed out, or its token revoked or expired): sign in again at /login'
+          : 'send Authorization: Bearer <token> (create one with `baton token create`)';
+      throw new ApiError(HttpStatus.UNAUTHORIZED, 'unauthenticated', hint);
     }
     req.principal = attempt.auth.principal;
     if (attempt.auth.session) req.session = attempt.auth.session;

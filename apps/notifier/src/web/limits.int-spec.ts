@@ -463,6 +463,14 @@ describe('an API that holds under load: connection and stream caps, token expiry
       from: '127.0.0.9',
     });
     expect(fetched.status).toBe(304);
+    // Outside the API too: the document lists the 304 on every GET, and these answer it.
+    for (const path of ['/openapi.json', '/docs', '/health/live']) {
+      const plain = await call(path, { from: '127.0.0.9' });
+      const tag = plain.headers['etag'];
+      expect({ path, tag: typeof tag }).toEqual({ path, tag: 'string' });
+      const unchanged = await call(path, { headers: { 'if-none-match': tag! }, from: '127.0.0.9' });
+      expect({ path, status: unchanged.status }).toEqual({ path, status: 304 });
+    }
     // A refusal of the body reader, which runs before any route, is private too.
     const json = { ...bearer(token), 'content-type': 'application/json' };
     for (const [headers, body, status] of [

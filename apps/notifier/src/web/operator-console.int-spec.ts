@@ -111,9 +111,17 @@ describe('operator console: tokens, roles, project scoping, web inbox (real NATS
     expect((await call('/v1/inbox', { token: tampered })).status).toBe(401);
     const doomed = await fx.token('temp', 'operator', ['alpha']);
     expect((await call('/v1/inbox', { token: doomed })).status).toBe(200);
+    const session = await signIn(doomed);
+    expect((await call('/v1/inbox', { cookie: session.cookie })).status).toBe(200);
     const [, id] = /^bt_([0-9a-f]{16})_/.exec(doomed)!;
     await fx.tokens.revoke(id!, new Date().toISOString());
     expect((await call('/v1/inbox', { token: doomed })).status).toBe(401);
+    // A browser whose session ended is told to sign in again, not to send a bearer token.
+    const ended = await call('/v1/inbox', { cookie: session.cookie });
+    expect({ status: ended.status, error: ended.json().error }).toMatchObject({
+      status: 401,
+      error: { code: 'unauthenticated', message: expect.stringContaining('sign in again at /login') },
+    });
     // Stored hashed: the record holds neither the token nor its secret.
     const raw = await fx.redis.client.get(`${fx.prefix}:auth:token:${id}`);
     expect(raw).not.toContain(doomed.split('_').slice(2).join('_'));

@@ -396,8 +396,8 @@ export class WebController {
   async meshById(@Param('id') id: string, @Req() req: HttpRequest, @Res() res: HttpResponse) {
     await this.withPage(req, res, async (ctx) => {
       const ref = this.target(id, undefined);
-      const project = await this.meshes.project(ctx.principal!, ref.id, undefined);
-      res.redirect(303, recordHref('meshes', project, ref.id));
+      const page = (project: string) => recordHref('meshes', project, ref.id);
+      res.redirect(303, page(await this.meshes.project(ctx.principal!, ref.id, undefined, page)));
     });
   }
 
@@ -419,8 +419,10 @@ export class WebController {
   private async redirectById(req: HttpRequest, res: HttpResponse, kind: 'run' | 'handoff', id: string): Promise<void> {
     await this.withPage(req, res, async (ctx) => {
       const ref = this.target(id, undefined);
-      const project = await resolveProject(this.reader.views, ctx.principal!, kind, ref.id, undefined);
-      res.redirect(303, recordHref(kind === 'run' ? 'runs' : 'handoffs', project, ref.id));
+      const page = (project: string) => recordHref(kind === 'run' ? 'runs' : 'handoffs', project, ref.id);
+      // Ambiguous: the refusal page names each project's page, not the API's routes.
+      const project = await resolveProject(this.reader.views, ctx.principal!, kind, ref.id, undefined, page);
+      res.redirect(303, page(project));
     });
   }
 

@@ -1,10 +1,10 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { leadingCode, ProjectDefinitionSchema, RejectionCode, type Rejection } from '@baton/contracts';
+import { ActorNameSchema, ADMIN_ACTOR, leadingCode, ProjectDefinitionSchema, PUBLISHED_BY_HEADER, RejectionCode, type Rejection } from '@baton/contracts';
 import { DlqSources, hopTrace } from '@baton/eventstore';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import type { PublishDefinitionReply, RouterReplyError } from '@baton/contracts';
 import { deadLetterRequest } from '../shared/dead-letter';
-import { nowIso, ROUTER_ACTOR } from '../shared/ids';
+import { nowIso } from '../shared/ids';
 import { decodeInbound } from '../shared/inbound';
 import { subjectTokens } from '../shared/subjects';
 import { DefinitionCatalog, definitionRef } from './definition-catalog';
@@ -12,7 +12,6 @@ import { definitionDecider } from './definition.decider';
 import { definitionDigest } from './digest';
 
 const encoder = new TextEncoder();
-const ACTOR_PATTERN = /^[A-Za-z0-9_\-.:@]{1,200}$/;
 
 /** Where refused definition requests are dead-lettered (`<prefix>.dlq.router-definitions`). */
 export const DEFINITIONS_DLQ_SOURCE = DlqSources.routerDefinitions;
@@ -51,9 +50,19 @@ export class PublishDefinitionUseCase {
       });
     }
 
+    // Only the admin connection may send this subject: it publishes as `admin`, or as the person
+    // it names (the CLI's BATON_OPERATOR), as the admin's ledger commands do. Never the router.
+    const named = headers[PUBLISHED_BY_HEADER];
+    if (named !== undefined && (named.length !== 1 || !ActorNameSchema.safeParse(named[0]).success)) {
+      return refuse({
+        code: RejectionCode.schemaViolation,
+        kind: 'rejection',
+        message: `the ${PUBLISHED_BY_HEADER} header names the person publishing, once: an actor name (letters, digits and _ - . : @, at most 200)`,
+        issues: [{ path: PUBLISHED_BY_HEADER, message: 'not one actor name' }],
+      });
+    }
+    const publishedBy = named?.[0] ?? ADMIN_ACTOR;
     const digest = definitionDigest(definition);
-    const actorHeader = headers['Baton-Actor']?.[0];
-    const publishedBy = actorHeader !== undefined && ACTOR_PATTERN.test(actorHeader) ? actorHeader : ROUTER_ACTOR;
     const now = nowIso();
     const result = await this.runtime.store.handleCommand(
       definitionRef(definition.project),
@@ -70,7 +79,14 @@ export class PublishDefinitionUseCase {
       },
     );
     if (!result.ok) {
-      return refuse({ code: result.error.code, kind: result.error.kind, message: result.error.message, issues: [] });
+      const { details } = result.error;
+      return refuse({
+        code: result.error.code,
+        kind: result.error.kind,
+        message: result.error.message,
+        issues: [],
+        ...(details !== undefined ? { details } : {}),
+      });
     }
     this.catalog.invalidate(definition.project);
     const changed = result.events.length > 0;

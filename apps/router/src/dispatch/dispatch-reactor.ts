@@ -93,8 +93,10 @@ function isDone(reply: LedgerReply, done: ReadonlySet<string>): boolean {
  * notice — docs/notices.md).
  *
  * Ledger unreachable (timeout, no responders, `unavailable`) or failing (`internal`) →
- * TransientError (nak with delay, retried, dead-lettered after the delivery cap). Any other ledger
- * refusal → PoisonError (`ledger_refused`): it will not change on a retry and an SRE must look.
+ * TransientError (nak with delay, retried, dead-lettered after the delivery cap). A refused create
+ * → the run's `handoff_failed` (ON_FAILURE for a HANDOFF route's child, else a hold for a person).
+ * Any other ledger refusal → PoisonError (`ledger_refused`): it will not change on a retry and an
+ * SRE must look.
  */
 @Injectable()
 export class DispatchReactor {
@@ -216,9 +218,12 @@ export class DispatchReactor {
     }
     const body = await this.createBody(envelope.project, envelope.aggregate.id, envelope.id, routed, before);
     const reply = await this.call('create', () => this.ledger.create(envelope.project, body, { trace }));
-    if (!reply.ok && !CREATE_DONE.has(reply.error.code) && routed.decision.rule === 'handoff') {
-      // A HANDOFF route whose handoff the ledger refused to create: it failed before the child
-      // accepted it, so the route's ON_FAILURE runs (seed 001) instead of a dead letter.
+    if (!reply.ok && !CREATE_DONE.has(reply.error.code)) {
+      // The ledger refused to create the routed handoff; a retry would be refused alike. A HANDOFF
+      // route's child failed before it accepted: the route's ON_FAILURE runs (seed 001). Any other
+      // route's agent will never get it (it left the roster after the run pinned its definition,
+      // say): the run holds for a person, who continues, reroutes or terminates it — never a run
+      // left `running` with no handoff and only a dead letter to say why.
       await this.failHandoff(envelope, routed.handoff_id, reply.error.code, reply.error.message, log, trace);
       return;
     }
@@ -264,7 +269,7 @@ export class DispatchReactor {
         `handoff ${handoffId} failed (${code}) and ON_FAILURE could not run: ${outcome.error.code}: ${outcome.error.message}`,
         'ledger_refused',
       );
-    log.warn('handoff creation refused; ON_FAILURE applied', { handoff_id: handoffId, code, events: outcome.events.map((e) => e.type) });
+    log.warn('handoff creation refused; the run was told (ON_FAILURE, or a hold)', { handoff_id: handoffId, code, events: outcome.events.map((e) => e.type) });
   }
 
   private async completeHandoff(envelope: RunResultRecordedEvent, state: ReactorStates<RunState>, ctx: ReactorContext): Promise<void> {

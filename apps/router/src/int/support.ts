@@ -1,7 +1,8 @@
 // Shared pieces of the router's integration tests (real NATS): removing a test's streams, and
 // claiming a handoff the way the ledger and an agent's SDK would (they poll with @baton/wait).
+import type { PublishDefinitionReply } from '@baton/contracts';
 import { deriveId, evolveRun, handoffDecider, initialRunState, type RunEvent, type RunState } from '@baton/domain';
-import { batonStreamNames, type EventStore, type NatsHandle } from '@baton/eventstore';
+import { batonStreamNames, headersFrom, type EventStore, type NatsHandle } from '@baton/eventstore';
 import { RouterSubjects } from '../shared/subjects';
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
@@ -9,17 +10,18 @@ export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(r
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
-/** What the router answers a `publish_definition` request. */
-export interface PublishDefinitionReply {
-  ok: boolean;
-  version?: number;
-  changed?: boolean;
-  error?: { code: string; message: string };
-}
-
 /** Publish `definition` for `project` the way `baton publish-definition` does (core NATS request to the router) and return its parsed reply. */
-export async function publishDefinition(nats: NatsHandle, prefix: string, project: string, definition: unknown): Promise<PublishDefinitionReply> {
-  const msg = await nats.connection.request(RouterSubjects.publishDefinition(prefix, project), encoder.encode(JSON.stringify(definition)), { timeout: 5000 });
+export async function publishDefinition(
+  nats: NatsHandle,
+  prefix: string,
+  project: string,
+  definition: unknown,
+  headers?: Record<string, string>,
+): Promise<PublishDefinitionReply> {
+  const msg = await nats.connection.request(RouterSubjects.publishDefinition(prefix, project), encoder.encode(JSON.stringify(definition)), {
+    timeout: 5000,
+    ...(headers !== undefined ? { headers: headersFrom(headers) } : {}),
+  });
   return JSON.parse(decoder.decode(msg.data)) as PublishDefinitionReply;
 }
 

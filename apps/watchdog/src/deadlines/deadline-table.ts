@@ -125,6 +125,12 @@ export class DeadlineTable {
     return this.entries.delete(keyOf(project, handoffId));
   }
 
+  /** Whether {@link takeDue} at `now` may hand anything out (a cheap look at the earliest entry; may say yes for one since moved). */
+  hasDue(now: number): boolean {
+    const top = this.heap[0];
+    return top !== undefined && top.dueAt <= now;
+  }
+
   /**
    * Hand out up to `limit` leases due at `now` (expiry or postponement passed), earliest first.
    * A lease handed out is not handed out again until {@link postpone} reschedules it (or a new

@@ -25,7 +25,15 @@ class ScriptedLedger implements RequeueLedger {
   }
 }
 
-function setup(ledger: ScriptedLedger, maxInflight = 4) {
+/** Where a watchdog's follow of the events stream stands: the last sequence read, and how many stored events it has not read. */
+class FollowPosition {
+  read = 0;
+  unread: number | null = 0;
+  lastSeq = () => this.read;
+  behind = async () => this.unread;
+}
+
+function setup(ledger: ScriptedLedger, maxInflight = 4, position?: FollowPosition) {
   const table = new DeadlineTable();
   let now = 0;
   const outcomes: RequeueOutcome[] = [];
@@ -39,6 +47,7 @@ function setup(ledger: ScriptedLedger, maxInflight = 4) {
     batch: 100,
     now: () => now,
     onOutcome: (o) => outcomes.push(o),
+    ...(position ? { position } : {}),
   });
   return { table, loop, outcomes, at: (ms: number) => (now = ms) };
 }
@@ -116,5 +125,68 @@ describe('RequeueLoop', () => {
     expect(requeueKey(long, long).length).toBeLessThanOrEqual(200);
     expect(requeueKey(long, long)).toBe(requeueKey(long, long));
     expect(requeueKey(long, long)).not.toBe(requeueKey(long, `${long.slice(1)}y`));
+  });
+
+  describe('a watchdog behind on the events stream', () => {
+    it('acts on a due lease only once it has read every event stored when the lease came due', async () => {
+      const ledger = new ScriptedLedger();
+      const position = new FollowPosition();
+      const { table, loop, outcomes, at } = setup(ledger, 4, position);
+      table.claim('h-1', 'proj', 'c-1', 1_000);
+      position.read = 500;
+      position.unread = 40; // the stream ends at 540 when the lease comes due
+      at(1_000);
+      await loop.tick();
+      expect(ledger.sent).toEqual([]);
+      expect(outcomes).toMatchObject([{ kind: 'deferred', behind: 40, deadline: { handoffId: 'h-1' } }]);
+      // Still short of 540 (more events arrived meanwhile: it is still behind): deferred again.
+      position.read = 530;
+      position.unread = 60;
+      at(1_100);
+      await loop.tick();
+      expect(ledger.sent).toEqual([]);
+      // Past what was stored at the deadline, though still behind newer events: it acts.
+      position.read = 541;
+      position.unread = 70;
+      at(1_200);
+      await loop.tick();
+      expect(ledger.sent).toHaveLength(1);
+      expect(outcomes.at(-1)).toMatchObject({ kind: 'requeued' });
+    });
+
+    it('a result among the unread events holds the lease (its answer), so the claim is not requeued and worked twice', async () => {
+      const ledger = new ScriptedLedger();
+      const position = new FollowPosition();
+      const { table, loop, at } = setup(ledger, 4, position);
+      table.claim('h-1', 'proj', 'c-1', 1_000);
+      position.read = 500;
+      position.unread = 3;
+      at(1_000);
+      await loop.tick();
+      // The follow reads the result recorded under the claim just before the expiry.
+      expect(table.answer('proj', 'h-1', 'c-1', 30_000)).toBe(true);
+      position.read = 503;
+      position.unread = 0;
+      for (const ms of [1_100, 1_200, 5_000, 30_999]) {
+        at(ms);
+        await loop.tick();
+      }
+      expect(ledger.sent).toEqual([]);
+    });
+
+    it('caught up, or its position unknown (a consumer being re-created): acts at once, as without a position', async () => {
+      const ledger = new ScriptedLedger();
+      const position = new FollowPosition();
+      const { table, loop, at } = setup(ledger, 4, position);
+      table.claim('h-1', 'proj', 'c-1', 1_000);
+      table.claim('h-2', 'proj', 'c-2', 1_500);
+      position.read = 500;
+      at(1_000);
+      await loop.tick();
+      position.unread = null;
+      at(1_500);
+      await loop.tick();
+      expect(ledger.sent.map((s) => s.command.handoff_id)).toEqual(['h-1', 'h-2']);
+    });
   });
 });

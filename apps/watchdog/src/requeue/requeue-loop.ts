@@ -6,6 +6,8 @@ import { ExpectedRefusals, requeueKey, type RequeueLedger } from './requeue-port
 /** What became of one `requeue_expired` request (for logs, tests and, later, metrics). */
 export type RequeueOutcome =
   | { kind: 'requeued'; deadline: Deadline }
+  /** Not sent yet: the events stream held events this watchdog had not read when the deadline came (`behind` of them). */
+  | { kind: 'deferred'; deadline: Deadline; behind: number }
   | { kind: 'refused'; deadline: Deadline; code: string; expected: boolean }
   | { kind: 'failed'; deadline: Deadline; error: unknown };
 
@@ -21,6 +23,14 @@ export interface RequeueLoopOptions {
   maxInflight: number;
   /** Most leases handled per tick. */
   batch: number;
+  /**
+   * How far the watchdog has read the events stream (its shared follow): a deadline is acted on
+   * only once every event stored when it came due has been read — a result recorded just before a
+   * lease's expiry, which a watchdog behind on the stream has not seen yet, then holds the lease
+   * (WATCHDOG_ANSWERED_HOLD_MS) instead of the claim being requeued and worked twice. Without it,
+   * or when the position cannot be known, a due deadline is acted on at once.
+   */
+  position?: { lastSeq(): number; behind(): Promise<number | null> };
   /** The clock (epoch ms); injectable for tests. */
   now?: () => number;
   onOutcome?: (outcome: RequeueOutcome) => void;
@@ -40,6 +50,8 @@ export interface RequeueLoopOptions {
  */
 export class RequeueLoop {
   private timer: NodeJS.Timeout | null = null;
+  /** The stream sequence each deferred deadline waits for the follow to reach (see {@link readThrough}). */
+  private readonly marks = new Map<string, number>();
   private running: Promise<void> | null = null;
   private stopped = false;
   private readonly now: () => number;
@@ -67,7 +79,15 @@ export class RequeueLoop {
 
   /** One scan: send a requeue for every due lease (at most `batch`). Exposed for tests. */
   async tick(): Promise<void> {
-    const due = this.opts.table.takeDue(this.now(), this.opts.batch);
+    // Where the follow stands is asked before any deadline is handed out: a handed-out deadline
+    // ignores the answer (a result's hold) its events may bring while we wait.
+    const position = this.opts.position;
+    let seen: { behind: number | null; read: number } | null = null;
+    if (position !== undefined && this.opts.table.hasDue(this.now())) {
+      const behind = await position.behind();
+      seen = { behind, read: position.lastSeq() };
+    }
+    const due = this.readThrough(this.opts.table.takeDue(this.now(), this.opts.batch), seen);
     let next = 0;
     const worker = async () => {
       while (next < due.length && !this.stopped) {
@@ -78,6 +98,49 @@ export class RequeueLoop {
       }
     };
     await Promise.all(Array.from({ length: Math.min(this.opts.maxInflight, due.length) }, worker));
+  }
+
+  /**
+   * The due deadlines this watchdog has read the stream far enough for: every event stored when a
+   * deadline was first seen due (the stream's end then, `lastSeq + behind`, its mark). The others
+   * are deferred to the next tick; the events they wait for are read meanwhile (a result among
+   * them takes the lease off the due list). A mark is kept until the follow passes it, so a
+   * watchdog that stays behind under load still acts once it has read what was there at the
+   * deadline.
+   */
+  private readThrough(due: Deadline[], seen: { behind: number | null; read: number } | null): Deadline[] {
+    if (seen === null || due.length === 0) return due;
+    const { behind, read } = seen;
+    if (behind === null || behind === 0) {
+      for (const d of due) this.marks.delete(markKey(d));
+      this.forgetPassed(read);
+      return due;
+    }
+    const ready: Deadline[] = [];
+    for (const deadline of due) {
+      const key = markKey(deadline);
+      let mark = this.marks.get(key);
+      if (mark === undefined) {
+        mark = read + behind;
+        this.marks.set(key, mark);
+        // Bounded: the oldest mark goes first (its deadline is acted on at once when next due).
+        if (this.marks.size > MAX_MARKS) this.marks.delete(this.marks.keys().next().value as string);
+      }
+      if (read >= mark) {
+        this.marks.delete(key);
+        ready.push(deadline);
+        continue;
+      }
+      this.opts.table.postpone(deadline.project, deadline.handoffId, deadline.claimId, this.now() + this.opts.tickMs);
+      this.report({ kind: 'deferred', deadline, behind });
+    }
+    this.forgetPassed(read);
+    return ready;
+  }
+
+  /** A mark the follow has passed belongs to a deadline no longer due (answered, requeued by another watchdog, released): forget it. */
+  private forgetPassed(read: number): void {
+    for (const [key, mark] of this.marks) if (mark <= read) this.marks.delete(key);
   }
 
   private async requeue(deadline: Deadline): Promise<RequeueOutcome> {
@@ -104,6 +167,9 @@ export class RequeueLoop {
       lease_expires_at: new Date(deadline.leaseExpiresAt).toISOString(),
     });
     switch (outcome.kind) {
+      case 'deferred':
+        log.debug('deadline due; reading the events stored before it first', { behind: outcome.behind });
+        break;
       case 'requeued':
         log.info('requeue_expired sent for an expired lease');
         break;
@@ -120,6 +186,11 @@ export class RequeueLoop {
     this.opts.onOutcome?.(outcome);
   }
 }
+
+/** Most deferred deadlines remembered at once. */
+const MAX_MARKS = 10_000;
+
+const markKey = (d: Deadline) => `${d.project}\u0000${d.handoffId}\u0000${d.claimId}`;
 
 function describe(error: unknown): Record<string, unknown> {
   if (error instanceof Error) return { err: { name: error.name, message: error.message } };

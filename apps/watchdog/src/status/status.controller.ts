@@ -1,9 +1,14 @@
 import { Controller, Get, Inject } from '@nestjs/common';
 import { DeadlineTracker, type DeadlineTrackerStatus } from '../deadlines/deadline-tracker';
 import { GuardRunner, type GuardRunnerStatus } from '../guards/guard-runner';
+import { EVENTS_HUB, type FollowHub } from '../stream/stream-follower';
 
-/** What `GET /watchdog/status` answers: the lease table's status, and the loop guards' under `guards`. */
-export type WatchdogStatus = DeadlineTrackerStatus & { guards: GuardRunnerStatus };
+/**
+ * What `GET /watchdog/status` answers: the lease table's status, the loop guards' under `guards`,
+ * and under `stream` how far the watchdog has read the events stream (`read_seq`: the last event
+ * handed to its tables; `behind`: events stored and not read yet, null when it cannot be known).
+ */
+export type WatchdogStatus = DeadlineTrackerStatus & { guards: GuardRunnerStatus; stream: { read_seq: number; behind: number | null } };
 
 /**
  * `GET /watchdog/status`: whether the deadline table has caught up with the events stream, how many
@@ -16,10 +21,12 @@ export class StatusController {
   constructor(
     @Inject(DeadlineTracker) private readonly tracker: DeadlineTracker,
     @Inject(GuardRunner) private readonly guards: GuardRunner,
+    @Inject(EVENTS_HUB) private readonly hub: FollowHub,
   ) {}
 
   @Get('status')
-  status(): WatchdogStatus {
-    return { ...this.tracker.status(), guards: this.guards.status() };
+  async status(): Promise<WatchdogStatus> {
+    const behind = await this.hub.behind();
+    return { ...this.tracker.status(), guards: this.guards.status(), stream: { read_seq: this.hub.lastSeq(), behind } };
   }
 }

@@ -17,3 +17,6 @@ export type Follow = (opts: FollowOptions) => Promise<StreamFollower>;
 export function followOf(opts: { js: NatsJetStream; stream: string; follow?: Follow }): Follow {
   return opts.follow ?? ((follow) => followStream({ ...follow, js: opts.js, stream: opts.stream }));
 }
+
+/** The provider of the watchdog's one shared follow of the events stream (a `FollowHub`). */
+export const EVENTS_HUB = Symbol('EVENTS_HUB');

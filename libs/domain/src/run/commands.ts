@@ -158,8 +158,8 @@ export type HandoffFailureReason = (typeof HandoffFailureReason)[keyof typeof Ha
  * its deadline passed (`timeout`: outcome `timeout`), or it ended without a result (`ended`: its
  * claimer or a person failed or abandoned it). When it is the run's pending handoff, record
  * `handoff_completed` and apply the route's ON_FAILURE. When it is the handoff the running run's
- * current agent works on (`ended` only), the run cannot go on without a person: it holds, and
- * `continue` dispatches the same agent again. Otherwise — the child already ran or returned, the
+ * current agent works on (`ended`, or `create_refused`: the ledger refused the step's handoff), the
+ * run cannot go on without a person: it holds, and `continue` dispatches the same agent again. Otherwise — the child already ran or returned, the
  * run moved on, or the failure was applied before — nothing happens (idempotent).
  */
 export interface HandoffFailedCommand {

@@ -579,14 +579,24 @@ function failHandoff(command: HandoffFailedCommand, state: RunState): DecisionRe
 
 /**
  * The handoff a running run's current agent works on ended without a result (failed by its
- * claimer or a person, abandoned by a person): nothing will route the run, so it holds for a
- * person — `continue` dispatches the same agent again (a new handoff), `reroute` another,
- * `terminate` ends it. Any other handoff, or a run not running on it, is not this run's concern.
+ * claimer or a person, abandoned by a person), or was never created (the ledger refused it: the
+ * agent left the project's roster after the run pinned its definition, say): nothing will route
+ * the run, so it holds for a person — `continue` dispatches the same agent again (a new handoff),
+ * `reroute` another, `terminate` ends it. Any other handoff, or a run not running on it, is not
+ * this run's concern; a deadline is a returnable child's only.
  */
 function stepHandoffEnded(command: HandoffFailedCommand, state: RunState, cause: RouteCause): DecisionResult<RunEvent> {
   const { data, metadata } = command;
-  if (data.reason !== HandoffFailureReason.ended || state.status !== 'running' || state.handoffId !== data.handoff_id) return accept();
-  const reason = clip(`handoff ${data.handoff_id} of '${state.agent}' ended without a result (${data.code}): ${data.message}`, 1_000);
+  if (data.reason === HandoffFailureReason.timeout || state.status !== 'running' || state.handoffId !== data.handoff_id) return accept();
+  // A refused create of a handoff whose agent already answered (a conversation waiting for the
+  // customer after the agent's turn) is no news: that handoff was created, and worked.
+  const refused = data.reason === undefined || data.reason === HandoffFailureReason.createRefused;
+  if (refused && state.awaitingInput) return accept();
+  const what =
+    data.reason === HandoffFailureReason.ended
+      ? `handoff ${data.handoff_id} of '${state.agent}' ended without a result`
+      : `the ledger refused to create handoff ${data.handoff_id} to '${state.agent}'`;
+  const reason = clip(`${what} (${data.code}): ${data.message}`, 1_000);
   const ctx: OutcomeContext = { state, cause, now: metadata.now, agentText: null };
   const decision = engineHold('no_action_default', { agent: state.agent, step: state.step }, reason);
   return accept(...outcomeEvents(ctx, decision, { workflow: data.workflow, agents: data.agents, result: null }));

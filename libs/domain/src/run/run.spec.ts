@@ -463,6 +463,27 @@ describe('workflow run: stops with a packet (seed 003)', () => {
     expect(play([ended(`ho-s-${RUN}`), ended(`ho-s-${RUN}`)], started()).last).toEqual([]);
   });
 
+  it("the ledger refused to create the running agent's handoff (its agent left the roster after the run pinned its definition): the run holds for a person, never stays running with no handoff", () => {
+    const refused = (handoffId: string): RunCommand => ({
+      type: 'handoff_failed',
+      data: { handoff_id: handoffId, code: 'addressee_not_in_roster', message: 'issue is not an agent of project acme (its definition)', workflow, agents },
+      metadata: meta,
+    });
+    const { last, state } = play([refused(`ho-s-${RUN}`)], started());
+    expect(last.map((e) => e.type)).toEqual(['run.held', 'run.notice_emitted']);
+    expect(ofType(last, 'run.held')[0]!.data).toMatchObject({
+      reason: `the ledger refused to create handoff ho-s-${RUN} to 'issue' (addressee_not_in_roster): issue is not an agent of project acme (its definition)`,
+      pending_target: { agent: 'issue', step: 'triage' },
+    });
+    expect(state.status).toBe('held');
+    // A person reroutes it to an agent that can take it.
+    const rerouted = play([holdAnswer('a-1', 'reroute', 'reviewer')], play([refused(`ho-s-${RUN}`)], started()).events);
+    expect(ofType(rerouted.last, 'run.routed')[0]!.data).toMatchObject({ target: { agent: 'reviewer' } });
+    // Another handoff's refusal, or the same one delivered twice: nothing.
+    expect(play([refused('ho-r-old')], started()).last).toEqual([]);
+    expect(play([refused(`ho-s-${RUN}`), refused(`ho-s-${RUN}`)], started()).last).toEqual([]);
+  });
+
   it('a budget stop reported by the agent keeps the cap it hit: only an operator lifts it, and only above that cap', () => {
     const cap = { name: 'tool_calls', limit: 20, used: 20 };
     const { last, events } = play([decided('r1', 'issue', advance, { stop: { why: 'budget', cap }, budget_used: { tool_calls: 20 } })], started());

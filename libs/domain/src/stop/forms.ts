@@ -104,8 +104,8 @@ export interface CapBounds {
  */
 export function raiseCapForm(cap: StopCap | undefined, detail?: string, bounds: CapBounds = {}): NextForm {
   const shown = cap ? `${cap.name}: ${cap.used ?? cap.limit} used of ${cap.limit}` : undefined;
-  // The hop budget counts hops: a whole number, like a mesh's turns.
-  const whole = bounds.whole === true || cap?.name === HopCapName;
+  // The hop budget counts hops: a whole number, like a mesh's turns; an agent's cap says so itself.
+  const whole = bounds.whole === true || cap?.name === HopCapName || cap?.whole === true;
   const atMost = capAtMost(cap, bounds.atMost);
   const limits = {
     ...(atMost !== undefined ? { at_most: atMost } : {}),

@@ -138,6 +138,18 @@ describe('decideResume — resume from handoff is not always execute (seed 003)'
     expect(decideResume(tokens, answer(tokens, { action: 'raise_cap', cap: 150.5, pending_digest: undefined }), operator)).toMatchObject({ ok: true });
   });
 
+  it("an agent's cap that says it is whole (tool calls) takes a whole raise only: the form says so and a fraction is refused", () => {
+    const packet = stop({ why: 'budget', pending: null, cap: { name: 'tool_calls', limit: 20, used: 20, whole: true } });
+    expect(packet.next_form!.fields.find((f) => f.id === 'cap')).toMatchObject({ greater_than: 20, value: 40, whole: true });
+    const raise = (cap: number) => decideResume(packet, answer(packet, { action: 'raise_cap', cap, pending_digest: undefined }), operator);
+    expect(raise(20.5)).toMatchObject({ ok: false, error: { code: 'answer_incomplete', message: expect.stringContaining('a whole number') } });
+    expect(raise(21)).toEqual({ ok: true, effect: { kind: 'raise_cap', cap: 21 } });
+    // Not said to be whole: a fraction above the cap is an answer.
+    const cost = stop({ why: 'budget', pending: null, cap: { name: 'cost_usd', limit: 2.5, used: 2.5, whole: false } });
+    expect(cost.next_form!.fields.find((f) => f.id === 'cap')).not.toHaveProperty('whole');
+    expect(decideResume(cost, answer(cost, { action: 'raise_cap', cap: 2.75, pending_digest: undefined }), operator)).toMatchObject({ ok: true });
+  });
+
   it('the hop budget is raised at most to HOP_CAP_MAX (what WATCHDOG_MAX_HOPS may be): the form says so, and a packet stored before it did is held to it too', () => {
     expect(HOP_CAP_MAX).toBe(100_000);
     const packet = stop({ why: 'budget', pending: null, cap: { name: 'hops', limit: 50, used: 51 } });
