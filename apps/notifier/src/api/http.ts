@@ -80,7 +80,9 @@ export const NoQuery = () => UseInterceptors(NoQueryInterceptor);
 interface RoutedRequest {
   method?: string;
   path?: string;
-  app?: { router?: { stack?: ReadonlyArray<{ route?: { methods?: Record<string, boolean> }; match?(path: string): boolean }> } };
+  app?: { router?: { stack?: ReadonlyArray<{ route?: { path?: unknown; methods?: Record<string, boolean> }; match?(path: string): boolean }> } };
+  /** Express's matched route; set here for a 405, so the request metrics label it with the route it matched. */
+  route?: { path?: unknown };
 }
 
 /**
@@ -88,18 +90,20 @@ interface RoutedRequest {
  * methods it takes, GET bringing HEAD) rather than no route at all (404). Read from the HTTP
  * server's own route table, so it cannot drift from the routes; null when the table cannot be read.
  */
-function methodNotAllowed(req: RoutedRequest): { error: ApiError; allowed: string[] } | null {
+function methodNotAllowed(req: RoutedRequest): { error: ApiError; allowed: string[]; route: string | null } | null {
   const stack = req.app?.router?.stack;
   const path = req.path;
   const method = req.method?.toUpperCase();
   if (!stack || path === undefined || method === undefined) return null;
   const allowed = new Set<string>();
+  let route: string | null = null;
   for (const layer of stack) {
     const methods = layer.route?.methods;
     if (!methods || typeof layer.match !== 'function') continue;
     const taken = Object.entries(methods).filter(([, on]) => on);
     // A route of every method is a middleware mounted on all paths (a Nest `forRoutes` of ALL), not a route.
     if (taken.length >= METHODS.length || !layer.match(path)) continue;
+    if (route === null && typeof layer.route?.path === 'string') route = layer.route.path;
     for (const [name] of taken) {
       if (name === '_all') continue;
       allowed.add(name.toUpperCase());
@@ -110,6 +114,7 @@ function methodNotAllowed(req: RoutedRequest): { error: ApiError; allowed: strin
   const list = [...allowed].sort();
   return {
     allowed: list,
+    route,
     error: new ApiError(HttpStatus.METHOD_NOT_ALLOWED, 'method_not_allowed', `${method} is not a method of ${path}; it takes ${list.join(', ')}`, [], {
       allowed: list,
     }),
@@ -183,7 +188,11 @@ export class ApiExceptionFilter implements ExceptionFilter {
     if (response.headersSent) return;
     // A refusal written before the API's middleware ran (the body reader's) is as private as any answer.
     if (isApiPath(request.path)) markPrivate(response);
-    if (wrongMethod) response.setHeader('Allow', wrongMethod.allowed.join(', '));
+    if (wrongMethod) {
+      response.setHeader('Allow', wrongMethod.allowed.join(', '));
+      // The path is a route (under other methods): the request metrics name it, not `unmatched`.
+      if (wrongMethod.route !== null) request.route = { path: wrongMethod.route };
+    }
     const retryAfter = (body as ApiErrorBody).error?.details?.['retry_after_sec'];
     if (typeof retryAfter === 'number' && retryAfter > 0) response.setHeader('Retry-After', String(Math.ceil(retryAfter)));
     response.status(status).json(body);

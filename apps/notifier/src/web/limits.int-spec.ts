@@ -507,6 +507,10 @@ describe('an API that holds under load: connection and stream caps, token expiry
     expect(await refusal('/v1/nothing-here', 'GET')).toMatchObject({ status: 404, code: 'not_found' });
     // The methods a route takes still answer as before.
     expect((await refusal('/v1/inbox', 'GET')).status).toBe(200);
+    // The request metrics name the route a 405 matched (only a path that is no route is `unmatched`).
+    const metrics = (await call('/metrics', { from: '127.0.0.10' })).text;
+    expect(metrics).toMatch(/baton_http_request_duration_seconds_count\{[^}]*method="DELETE",route="\/v1\/inbox",status_code="405"/);
+    expect(metrics).toMatch(/baton_http_request_duration_seconds_count\{[^}]*method="DELETE",route="unmatched",status_code="404"/);
   });
 
   it('responses send X-Content-Type-Options: nosniff and no X-Powered-By (JSON, errors, pages, health)', async () => {

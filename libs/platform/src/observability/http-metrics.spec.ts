@@ -8,7 +8,7 @@ describe('the route label of an HTTP request', () => {
 
   it('is unmatched without a route, and for a catch-all that middleware is bound to (a request no route matched)', () => {
     expect(routeLabel({ method: 'GET' })).toBe('unmatched');
-    for (const path of ['{*path}', '/{*path}', '*', '/*', '(.*)', '/(.*)'])
+    for (const path of ['{*path}', '/{*path}', '*', '/*', '(.*)', '/(.*)', '/v1/{*path}', 'v1/{*path}'])
       expect({ path, label: routeLabel({ method: 'GET', route: { path } }) }).toEqual({ path, label: 'unmatched' });
   });
 });

@@ -31,8 +31,8 @@ export function httpMetricsMiddleware(metrics: BatonMetrics) {
   };
 }
 
-/** A catch-all pattern (`{*path}`, `*`, `(.*)`): middleware bound to every path, not a route a request matched. */
-const CATCH_ALL = /^\/?(?:\{\*[^}]*\}|\*|\(\.\*\))$/;
+/** A catch-all pattern (`{*path}`, `*`, `(.*)`, or one under a prefix: `/v1/{*path}`): middleware bound to every path (under it), not a route a request matched. */
+const CATCH_ALL = /(?:^|\/)(?:\{\*[^}]*\}|\*|\(\.\*\))$/;
 
 /**
  * The `route` label of a request: the pattern of the route it matched, or `unmatched` — also when
