@@ -31,7 +31,7 @@ Environment:
   BATON_API_URL   the notifier's operator API, for answer, answer-hold, decide and abandon (default http://127.0.0.1:7100)
   BATON_TOKEN     the operator API token answer, answer-hold, decide and abandon send
   NATS_CREDS      this principal's NATS credentials file (unless BATON_NATS_AUTH=none)
-  BATON_OPERATOR  who you are, recorded by start, pause and resume (default $USER); answers,
+  BATON_OPERATOR  who you are, recorded by start, pause, resume and publish-definition (default $USER); answers,
                   decisions and abandons record the API token's name
 
 Every read command takes --json; with --json a failure is one line on stderr,

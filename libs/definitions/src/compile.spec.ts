@@ -237,6 +237,22 @@ ${CHILD}`;
     expect(result.diagnostics[0]).toMatchObject({ line: 3, message: expect.stringContaining("workflow 'loop' v1 has no terminal step") });
   });
 
+  it('a step with no next that is not terminal compiles with a warning, STEP_WITHOUT_NEXT at the step (an advance there holds the run)', () => {
+    const text = `project: loans
+workflows:
+  - name: two-step
+    version: 1
+    entry: r1
+    steps:
+      - { id: r1, agent: Income_Capture_Agent }
+      - { id: r2, agent: Income_Capture_Agent, terminal: true }
+${CHILD}`;
+    const result = compile(text);
+    expect(result.project).not.toBeNull();
+    expect(codes(result.diagnostics)).toEqual(['warning:STEP_WITHOUT_NEXT']);
+    expect(result.diagnostics[0]).toMatchObject({ line: 7, message: expect.stringContaining("step 'r1' of workflow 'two-step' v1 has no next") });
+  });
+
   it('YAML syntax errors carry a position', () => {
     const result = compile('project: loans\nagents:\n  - name: A\n   bad: [\n');
     expect(result.project).toBeNull();

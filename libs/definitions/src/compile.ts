@@ -396,6 +396,18 @@ export function compileProject(files: readonly SourceFile[]): CompileResult {
         'Mark the step that finishes the work `terminal: true` (it completes the run when its agent advances).',
       );
     });
+    // Valid, but an `advance` from such a step has nowhere to go: the no-action default holds the run.
+    parsed.data.workflows.forEach((workflow, index) => {
+      workflow.steps.forEach((step, stepIndex) => {
+        if (step.terminal === true || step.next !== undefined) return;
+        out.warn(
+          locate(header.file, header.node, ['workflows', index, 'steps', stepIndex]),
+          DiagnosticCode.stepWithoutNext,
+          `step '${step.id}' of workflow '${workflow.name}' v${workflow.version} has no next and is not terminal: an agent's advance there holds the run for a person`,
+          'Give the step `next: <step id>` (the workflow edge an advance follows), or `terminal: true` if it finishes the work; leave it so only when its agent always names where to go (a task, a callback).',
+        );
+      });
+    });
   }
   const diagnostics = out.diagnostics;
   return { project: parsed.success && !hasErrors(diagnostics) ? parsed.data : null, diagnostics };

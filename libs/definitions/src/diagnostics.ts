@@ -52,6 +52,8 @@ export const DiagnosticCode = {
   selfHandoff: 'HANDOFF_TO_SELF',
   /** A workflow with no terminal step: its runs complete only when an agent terminates them. */
   workflowWithoutTerminal: 'WORKFLOW_WITHOUT_TERMINAL',
+  /** A step with no `next` that is not terminal: an agent's `advance` there has no workflow edge, and the run holds. */
+  stepWithoutNext: 'STEP_WITHOUT_NEXT',
   /** The compiled project failed the contract schema. */
   schemaViolation: 'SCHEMA_VIOLATION',
 } as const;

@@ -319,14 +319,8 @@ function recordResult(command: RecordResult, state: RunState): DecisionResult<Ru
       ...(result.stop.cap !== undefined ? { cap: { ...result.stop.cap } } : {}),
       ...(result.stop.why === 'unknown_intent' ? { intents: knownIntents(workflow, agents) } : {}),
     };
-    // A returnable child that stops on its first result ran: its handoff is `success` before the stop.
-    const ran: RunEvent[] = [];
-    if (state.pendingHandoff !== null && state.pendingHandoff.to === result.agent) {
-      const c = conversationCtx(evolveRun(state, recorded) as StartedRunState, cause, now, { agents, workflow, execution: command.data.execution });
-      handoffRan(c, result.agent);
-      ran.push(...c.events);
-    }
-    return accept(recorded, ...ran, ...stopEvents(ctx, facts, 'agent'));
+    // A handoff's target that stops on its first result ran: its handoff is `success` before the stop.
+    return accept(recorded, ...ranEvents(), ...stopEvents(ctx, facts, 'agent'));
   }
 
   if (isConversational(workflow, agents) && !(signal.kind === 'config' && signal.config.dispatch?.status === 'terminate')) {
@@ -335,7 +329,17 @@ function recordResult(command: RecordResult, state: RunState): DecisionResult<Ru
     return accept(recorded, ...c.events);
   }
   const decision = resolveRoute({ workflow, agents, step: state.step, agent: state.agent, callback: state.callback, signal });
-  return accept(recorded, ...outcomeEvents(ctx, decision, { workflow, agents, result, signal }));
+  // A handoff's target that ends the run (terminate) ran too: its handoff is `success`, and the
+  // ended run shows no pending handoff.
+  return accept(recorded, ...ranEvents(), ...outcomeEvents(ctx, decision, { workflow, agents, result, signal }));
+
+  /** `run.handoff_completed` (success) when this result is the first of the pending handoff's target; else nothing. */
+  function ranEvents(): RunEvent[] {
+    if (state.status === 'none' || state.pendingHandoff === null || state.pendingHandoff.to !== result.agent) return [];
+    const c = conversationCtx(evolveRun(state, recorded) as StartedRunState, cause, now, { agents, workflow, execution: command.data.execution });
+    handoffRan(c, result.agent);
+    return c.events;
+  }
 }
 
 function resume(command: ResumeRun, state: RunState): DecisionResult<RunEvent> {

@@ -271,6 +271,15 @@ describe('customer messages while an agent works are queued, not refused', () =>
     expect(s.state.status === 'stopped' && s.state.pendingHandoff).toBeNull();
   });
 
+  it('a handoff target that ends the run on its first result ran: its handoff is success and the ended run shows no pending handoff', () => {
+    const s = new Session(loanProject());
+    const id = handoffIdOf(s.start('I want a loan offer', 0));
+    const events = s.result('r1', 'Income_Capture_Agent', 2, { decision: { dispatch: { status: 'terminate', reason: 'nothing to offer' } } });
+    expect(types(events)).toEqual(['run.result_recorded', 'run.handoff_completed', 'run.terminated']);
+    expect(ofType(events, 'run.handoff_completed')[0]!.data).toMatchObject({ handoffId: id, outcome: 'success', durationMs: 2000 });
+    expect(s.state.status === 'terminated' && s.state.pendingHandoff).toBeNull();
+  });
+
   it('a person who routes a stopped child`s run to its waiting parent takes the work back to it: the call frame goes, and the next return maps into the session', () => {
     const s = new Session(loanProject());
     s.start('I want a loan offer', 0);
