@@ -69,7 +69,26 @@ if (state !== null) {
   }
 }
 
-require(entry)
+// Loading the CLI takes a second or more on a busy machine: a Ctrl-C (or SIGTERM) meanwhile stops it
+// before any command began, and says so, instead of the process dying without a word. Once loaded,
+// each command handles signals itself (replay and verify from their first step; docs/sre.md).
+const jsonOutput = process.argv.slice(2).includes('--json');
+const beforeStart = (signal) => {
+  const message = `${signal} before the command began; nothing was done`;
+  process.stderr.write(jsonOutput ? `${JSON.stringify({ error: { code: 'interrupted', message, issues: [] } })}\n` : `baton: ${message}\n`);
+  process.exit(130);
+};
+process.on('SIGINT', beforeStart);
+process.on('SIGTERM', beforeStart);
+const cli = require(entry);
+// A signal that came while the (synchronous) loading ran is delivered on the event loop's next
+// turn: this handler stays until then, so it hears it.
+setImmediate(() => {
+  process.off('SIGINT', beforeStart);
+  process.off('SIGTERM', beforeStart);
+});
+
+cli
   .main(process.argv.slice(2))
   .then(
     (code) => {

@@ -90,7 +90,8 @@ export type RouterReplyError = z.infer<typeof RouterReplyErrorSchema>;
  * The header with which the admin connection (the one principal that may send `publish_definition`)
  * names the person publishing — `baton publish-definition` sends `BATON_OPERATOR` (else `$USER`),
  * as the admin's ledger commands carry `actor`. Without it the router records `admin`; a value that
- * is not an actor name (letters, digits, `_ - . : @`, at most 200) is refused `schema_violation`.
+ * is not an actor name (letters, digits, `_ - . : @`, at most 128) is refused `schema_violation`. The
+ * header's name is exact (`Baton-Actor`; NATS header names are case-sensitive).
  */
 export const PUBLISHED_BY_HEADER = 'Baton-Actor';
 

@@ -22,7 +22,7 @@ export const projectCommand: Command = {
   help: `Usage: baton project <project> [--json]
 
 Show what Baton holds for a project, read from the events stream: whether a definition is
-published (when, how many times, and the service that recorded it: a publish names no person),
+published (when, how many times, and by whom: the admin, or the person its publish named — BATON_OPERATOR),
 its agents, workflows and meshes, the projects it accepts handoffs from, and the kill switch —
 active, or paused with the pause id, who paused it, when and why.
 A project with neither is unknown to Baton: refused not_found (exit 1), as a misspelt key is.

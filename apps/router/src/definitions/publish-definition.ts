@@ -57,7 +57,7 @@ export class PublishDefinitionUseCase {
       return refuse({
         code: RejectionCode.schemaViolation,
         kind: 'rejection',
-        message: `the ${PUBLISHED_BY_HEADER} header names the person publishing, once: an actor name (letters, digits and _ - . : @, at most 200)`,
+        message: `the ${PUBLISHED_BY_HEADER} header names the person publishing, once: an actor name (letters, digits and _ - . : @, at most 128)`,
         issues: [{ path: PUBLISHED_BY_HEADER, message: 'not one actor name' }],
       });
     }
