@@ -90,6 +90,31 @@ describe('ledger service (real NATS, two instances on one prefix)', () => {
     }
   });
 
+  it("a run's variables as deep as the inbox lets them be fit in the router's create: a service's command may nest 4 levels deeper than an inbox message; an agent's may not", async () => {
+    // A value 62 levels deep: 64 in a start's `variables` (body, variables, value…), 66 in a create's context.
+    const deep = (levels: number): unknown => (levels === 0 ? 'leaf' : { k: deep(levels - 1) });
+    const body = (id: string) => ({
+      handoff_id: id,
+      from_agent: 'alice',
+      // Not bob: the cycle test below reads bob's first offer.
+      to_agent: 'lena',
+      summary: 'deep variables',
+      context: { variables: { deep: deep(62) } },
+      idempotency_key: `create-${id}`,
+    });
+    expect(await client.create(P, body('h-deep-router'), callers.router)).toMatchObject({ ok: true });
+    expect(await client.create(P, body('h-deep-agent'), as('alice'))).toMatchObject({
+      ok: false,
+      error: { code: 'schema_violation', message: expect.stringContaining('levels deep; the cap is 64') },
+    });
+    // The service's allowance has its own cap.
+    const deeper = { ...body('h-deeper-router'), context: { variables: { deep: deep(70) } } };
+    expect(await client.create(P, deeper, callers.router)).toMatchObject({
+      ok: false,
+      error: { code: 'schema_violation', message: expect.stringContaining('the cap is 68') },
+    });
+  });
+
   it('seed 002 cycle: create → claim → heartbeat → return → handback created for the delegator → accept → parent completed', async () => {
     const created = handoffOf(
       await client.create(
@@ -526,6 +551,30 @@ describe('ledger service (real NATS, two instances on one prefix)', () => {
       error: { code: 'handoff_not_open' },
     });
     expect(await deadLetters(nats, prefix, 'ledger-handoff-reactor')).toHaveLength(0);
+  });
+
+  it('a handback decision and an abandon of its parent, one right after the other: the second is refused, the parent ends as the first said, and no policy is refused', async () => {
+    const lettersBefore = (await deadLetters(nats, prefix, 'ledger-handoff-reactor')).length;
+    // Decided first: the abandon is refused (the decision is moving the parent), and the parent completes.
+    const first = (await createAndReturn('h-decide-first')).handback_id!;
+    await waitFor(() => client.get(P, first), `the handback ${first}`, { timeoutMs: 8000 });
+    handoffOf(await client.decideHandback(P, { handoff_id: first, decision: 'accept', idempotency_key: 'accept-df' }, as('alice')));
+    const late = await client.abandon(P, { handoff_id: 'h-decide-first', reason: 'too late', idempotency_key: 'abandon-df' }, as('alice'));
+    expect(late.ok).toBe(false);
+    expect(['handback_already_decided', 'handoff_not_open']).toContain(late.ok ? 'applied' : late.error.code);
+    await waitFor(async () => ((await client.get(P, 'h-decide-first'))?.status === 'completed' ? true : undefined), 'the parent completed', {
+      timeoutMs: 8000,
+    });
+    // Abandoned first: the decision is refused (the review is being withdrawn), and the parent stays abandoned.
+    const second = (await createAndReturn('h-abandon-first')).handback_id!;
+    await waitFor(() => client.get(P, second), `the handback ${second}`, { timeoutMs: 8000 });
+    handoffOf(await client.abandon(P, { handoff_id: 'h-abandon-first', reason: 'withdrawn', idempotency_key: 'abandon-af' }, as('alice')));
+    const refused = await client.decideHandback(P, { handoff_id: second, decision: 'rework', note: 'more tests', idempotency_key: 'rework-af' }, as('alice'));
+    expect(refused.ok).toBe(false);
+    expect(['review_withdrawn', 'handoff_not_open']).toContain(refused.ok ? 'applied' : refused.error.code);
+    expect((await client.get(P, 'h-abandon-first'))?.status).toBe('abandoned');
+    await sleep(300);
+    expect(await deadLetters(nats, prefix, 'ledger-handoff-reactor')).toHaveLength(lettersBefore);
   });
 
   it('a refused policy command is logged and recorded as a dead letter, not retried, and the reactor keeps going', async () => {

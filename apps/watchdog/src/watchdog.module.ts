@@ -4,7 +4,7 @@ import { LedgerClient, batonStreamNames, followHub, hopTraceHeaders, retireConsu
 import { JetStreamClient, RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { WATCHDOG_CONFIG, type WatchdogConfig } from './config';
 import { DeadlineTracker } from './deadlines/deadline-tracker';
-import { expireDeadlineLedger, HandoffDeadlineTracker } from './deadlines/handoff-deadlines';
+import { DEADLINE_SLOT, expireDeadlineLedger, HandoffDeadlineTracker } from './deadlines/handoff-deadlines';
 import { GuardBook } from './guards/guard-book';
 import { GuardRunner } from './guards/guard-runner';
 import { EscalationStopper, type InboxPublisher } from './escalation/escalation-stopper';
@@ -210,13 +210,19 @@ export class WatchdogModule {
         },
         {
           provide: GuardRunner,
-          inject: [RUNTIME, EVENTS_HUB, EscalationStopper, DeadlineTracker],
-          useFactory: (runtime: ServiceRuntime, hub: FollowHub, escalations: EscalationStopper, leases: DeadlineTracker) => {
+          inject: [RUNTIME, EVENTS_HUB, EscalationStopper, DeadlineTracker, HandoffDeadlineTracker],
+          useFactory: (runtime: ServiceRuntime, hub: FollowHub, escalations: EscalationStopper, leases: DeadlineTracker, deadlines: HandoffDeadlineTracker) => {
             const client = new JetStreamClient(runtime.nats);
             return new GuardRunner({
               escalations,
               // Both follow one hub in stream order: a claim is in the table before the result that answers it arrives.
-              onClaimAnswered: (project, answered) => leases.table.answer(project, answered.handoff, answered.claim_id, config.WATCHDOG_ANSWERED_HOLD_MS),
+              // A recorded result holds the claim's lease and the handoff's deadline alike: the
+              // router is closing the handoff with it (docs/handoffs.md rule 4a), so neither a
+              // requeue nor a deadline expiry may land first and charge the agent for accepted work.
+              onClaimAnswered: (project, answered) => {
+                leases.table.answer(project, answered.handoff, answered.claim_id, config.WATCHDOG_ANSWERED_HOLD_MS);
+                deadlines.table.answer(project, answered.handoff, DEADLINE_SLOT, config.WATCHDOG_ANSWERED_HOLD_MS);
+              },
               ...eventsFollower(runtime, hub, 'guards'),
               book: new GuardBook({
                 maxHops: config.WATCHDOG_MAX_HOPS,

@@ -21,10 +21,38 @@ export const Limits = {
 /**
  * `text` cut to at most `max` characters (a short text by default), its last one `…` when cut: for
  * text Baton writes itself from longer text (reasons, summaries, excerpts), never for input, which
- * is refused over its cap.
+ * is refused over its cap. Characters are counted as the caps count them (code points: an emoji is
+ * one), and a cut never splits one.
  */
 export function clipText(text: string, max: number = Limits.maxShortText): string {
-  return text.length <= max ? text : `${text.slice(0, max - 1)}…`;
+  // At most `max` UTF-16 units is at most `max` characters: no count needed.
+  if (text.length <= max) return text;
+  return codePointLength(text) <= max ? text : `${codePointPrefix(text, max - 1)}…`;
+}
+
+/** How many characters (code points) `text` has: what Baton's length caps and clips count. */
+export function codePointLength(text: string): number {
+  let count = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c >= 0xd800 && c <= 0xdbff && i + 1 < text.length) {
+      const next = text.charCodeAt(i + 1);
+      if (next >= 0xdc00 && next <= 0xdfff) i++;
+    }
+    count++;
+  }
+  return count;
+}
+
+/** The first `count` characters (code points) of `text`, never half of one. */
+export function codePointPrefix(text: string, count: number): string {
+  let i = 0;
+  for (let taken = 0; taken < count && i < text.length; taken++) {
+    const c = text.charCodeAt(i);
+    const pair = c >= 0xd800 && c <= 0xdbff && i + 1 < text.length && text.charCodeAt(i + 1) >= 0xdc00 && text.charCodeAt(i + 1) <= 0xdfff;
+    i += pair ? 2 : 1;
+  }
+  return text.slice(0, i);
 }
 
 /**

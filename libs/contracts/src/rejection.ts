@@ -156,19 +156,19 @@ export function firstInvalidUtf8Offset(bytes: Uint8Array): number {
  * Parse untrusted bytes as JSON: the size cap on the bytes (`payload_too_large`), strict UTF-8
  * (`invalid_utf8`), then {@link parseUntrustedJson}.
  */
-export function parseUntrustedJsonBytes(bytes: Uint8Array, maxBytes: number): Decoded<unknown> {
+export function parseUntrustedJsonBytes(bytes: Uint8Array, maxBytes: number, maxDepth = MAX_JSON_DEPTH): Decoded<unknown> {
   if (bytes.length > maxBytes) {
     return { ok: false, rejection: { code: 'payload_too_large', message: `payload is ${bytes.length} bytes; the cap is ${maxBytes}`, issues: [] } };
   }
   const text = decodeUtf8(bytes);
-  return text.ok ? parseCheckedJson(text.value) : text;
+  return text.ok ? parseCheckedJson(text.value, maxDepth) : text;
 }
 
 /**
  * Parse JSON text from an untrusted source: size-capped, and with `__proto__` / `constructor` /
  * `prototype` keys rejected so a decoded object can never pollute a prototype.
  */
-export function parseUntrustedJson(text: string, maxBytes: number): Decoded<unknown> {
+export function parseUntrustedJson(text: string, maxBytes: number, maxDepth = MAX_JSON_DEPTH): Decoded<unknown> {
   const size = utf8Length(text);
   if (size > maxBytes) {
     return {
@@ -176,7 +176,7 @@ export function parseUntrustedJson(text: string, maxBytes: number): Decoded<unkn
       rejection: { code: 'payload_too_large', message: `payload is ${size} bytes; the cap is ${maxBytes}`, issues: [] },
     };
   }
-  return parseCheckedJson(text);
+  return parseCheckedJson(text, maxDepth);
 }
 
 /**
@@ -187,20 +187,26 @@ export function parseUntrustedJson(text: string, maxBytes: number): Decoded<unkn
 const MAYBE_FORBIDDEN_KEY = /__proto__|constructor|prototype|\\u/;
 
 /** {@link parseUntrustedJson} after the size check: the nesting cap, the forbidden keys, the parse. */
-function parseCheckedJson(text: string): Decoded<unknown> {
-  const depth = nestingDepth(text);
-  if (depth > MAX_JSON_DEPTH) {
+function parseCheckedJson(text: string, maxDepth: number): Decoded<unknown> {
+  const depth = nestingDepth(text, maxDepth);
+  if (depth > maxDepth) {
     return {
       ok: false,
-      rejection: { code: 'schema_violation', message: `the document nests ${depth} levels deep; the cap is ${MAX_JSON_DEPTH}`, issues: [] },
+      rejection: { code: 'schema_violation', message: `the document nests ${depth} levels deep; the cap is ${maxDepth}`, issues: [] },
     };
   }
   let forbiddenKey: string | null = null;
+  let loneSurrogate: string | null = null;
   let value: unknown;
   try {
+    // A lone surrogate can only come from a `\u` escape (the bytes were UTF-8): checked on this path.
     value = MAYBE_FORBIDDEN_KEY.test(text)
       ? JSON.parse(text, (key, v) => {
           if (key === '__proto__' || key === 'constructor' || key === 'prototype') forbiddenKey = key;
+          if (loneSurrogate === null) {
+            const lone = LONE_SURROGATE.exec(key) ?? (typeof v === 'string' ? LONE_SURROGATE.exec(v) : null);
+            if (lone !== null) loneSurrogate = lone[0];
+          }
           return v;
         })
       : JSON.parse(text);
@@ -216,23 +222,40 @@ function parseCheckedJson(text: string): Decoded<unknown> {
       rejection: { code: 'schema_violation', message: `the key "${forbiddenKey}" is not allowed`, issues: [] },
     };
   }
+  if (loneSurrogate !== null) {
+    const unit = `\\u${(loneSurrogate as string).charCodeAt(0).toString(16)}`;
+    return {
+      ok: false,
+      rejection: { code: 'invalid_utf8', message: `a \\u escape names a lone surrogate (${unit}): no character, and no UTF-8 text can hold it`, issues: [] },
+    };
+  }
   return { ok: true, value };
 }
+
+/** Half of a surrogate pair without its other half. */
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
 
 /** Deepest nesting of arrays and objects an untrusted document may have. */
 export const MAX_JSON_DEPTH = 64;
 
 /**
+ * How much deeper than an inbox message a service's own ledger command may nest: the router puts a
+ * run's variables (at most {@link MAX_JSON_DEPTH} deep in the start or result that brought them)
+ * inside a `create`'s `context`, and a `complete_then_create` wraps that create once more.
+ */
+export const SERVICE_COMMAND_EXTRA_DEPTH = 4;
+
+/**
  * The deepest `{` / `[` nesting in JSON text, ignoring brackets inside strings. Linear, no
- * recursion. Text with at most {@link MAX_JSON_DEPTH} brackets cannot nest deeper than that: for it
+ * recursion. Text with at most `cap` brackets cannot nest deeper than that: for it
  * the brackets are only counted (a native search) and the count is returned, an upper bound.
  */
-function nestingDepth(text: string): number {
+function nestingDepth(text: string, cap: number): number {
   let brackets = 0;
   for (const open of ['{', '[']) {
-    for (let at = text.indexOf(open); at >= 0 && brackets <= MAX_JSON_DEPTH; at = text.indexOf(open, at + 1)) brackets++;
+    for (let at = text.indexOf(open); at >= 0 && brackets <= cap; at = text.indexOf(open, at + 1)) brackets++;
   }
-  if (brackets <= MAX_JSON_DEPTH) return brackets;
+  if (brackets <= cap) return brackets;
   let depth = 0;
   let deepest = 0;
   let inString = false;

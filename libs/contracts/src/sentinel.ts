@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { Limits } from './common';
+import { clipText as clip, Limits } from './common';
 import { parseUntrustedJson, utf8Length } from './rejection';
 import { AgentRunConfig, AgentRunConfigSchema, DispatchStatus } from './sentinel-schema';
 
@@ -272,10 +272,6 @@ function validateConfig(value: unknown, what: string): Validated {
   });
   const more = parsed.error.issues.length > 3 ? ` (+${parsed.error.issues.length - 3} more)` : '';
   return { ok: false, code: SentinelDiagnosticCode.schema, diagnostic: details.join('; ') + more };
-}
-
-function clip(text: string, max: number): string {
-  return text.length <= max ? text : `${text.slice(0, max - 1)}…`;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -51,3 +51,15 @@ describe('strict UTF-8 for untrusted bytes (issue 14: invalid UTF-8 is named as 
     expect(parseUntrustedJsonBytes(new Uint8Array(101).fill(0xff), 100)).toMatchObject({ ok: false, rejection: { code: 'payload_too_large' } });
   });
 });
+
+describe('a \\u escape of a lone surrogate', () => {
+  it('is refused invalid_utf8 (no character; jq and other strict readers refuse it too); a pair written as two escapes is a character', () => {
+    for (const text of ['{"body":"a\\ud800b"}', '{"body":"\\udc00"}', '{"k\\ud83d":1}', '["\\ud83d"]']) {
+      expect(parseUntrustedJsonBytes(utf8(text), 1_000)).toEqual({
+        ok: false,
+        rejection: { code: 'invalid_utf8', message: expect.stringContaining('lone surrogate'), issues: [] },
+      });
+    }
+    expect(parseUntrustedJsonBytes(utf8('{"body":"\\ud83d\\ude00"}'), 1_000)).toEqual({ ok: true, value: { body: '😀' } });
+  });
+});

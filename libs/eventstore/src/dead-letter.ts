@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { headers as natsHeaders, type JetStreamClient, type MsgHdrs } from 'nats';
-import { Subjects, isSubjectToken, setOwn } from '@baton/contracts';
+import { clipText, Subjects, isSubjectToken, setOwn } from '@baton/contracts';
 import { mapPublishError } from './errors';
 import { maxPayloadOf } from './pull-size';
 
@@ -110,8 +110,7 @@ export interface DeadLetterAck {
 
 /** Header values may not hold CR or LF; keep them on one line and bounded. */
 function headerValue(value: string, max = 1000): string {
-  const flat = value.replace(/[\r\n]+/g, ' ');
-  return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
+  return clipText(value.replace(/[\r\n]+/g, ' '), max);
 }
 
 /**

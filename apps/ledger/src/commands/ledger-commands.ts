@@ -1,6 +1,9 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { z } from 'zod';
 import {
+  MAX_JSON_DEPTH,
+  type HandoffEvent,
+  SERVICE_COMMAND_EXTRA_DEPTH,
   AbandonHandoffCommandSchema,
   ArchiveHandoffCommandSchema,
   ClaimHandoffCommandSchema,
@@ -52,7 +55,7 @@ import {
   type ProjectControlCommandName,
   type Rejection,
 } from '@baton/contracts';
-import { HandoffErrorCode, handoffDecider, toHandoffRecord, type HandoffCommand } from '@baton/domain';
+import { HandoffErrorCode, handoffDecider, toHandoffRecord, type HandoffCommand, type HandoffState } from '@baton/domain';
 import {
   ConcurrencyConflict,
   DeadLetterReason,
@@ -506,12 +509,20 @@ export class LedgerCommands {
     }
     const text = decodeUtf8(request.data);
     if (!text.ok) return text;
-    const json = parseUntrustedJson(text.value, Limits.maxMessageBytes);
+    // A service's command carries what an inbox message brought a level or two deeper (the router
+    // puts a run's variables, up to the inbox's nesting cap, in a create's context): room for that.
+    const maxDepth = principal.kind === 'svc' ? MAX_JSON_DEPTH + SERVICE_COMMAND_EXTRA_DEPTH : MAX_JSON_DEPTH;
+    const json = parseUntrustedJson(text.value, Limits.maxMessageBytes, maxDepth);
     if (!json.ok) return json;
     if (typeof json.value !== 'object' || json.value === null || Array.isArray(json.value)) {
       return refused('schema_violation', 'the body must be a JSON object', '(root)');
     }
     return { ok: true, value: { project, principal, name, body: json.value as Record<string, unknown> } };
+  }
+
+  /** A handoff of `project` as stored now (the fold cache, else a read): what a command about another handoff needs of it. */
+  private async handoffNow(project: string, id: string): Promise<HandoffState> {
+    return (await this.runtime.store.current<HandoffEvent, HandoffState>({ project, kind: 'handoff', id }, handoffDecider)).state;
   }
 
   /** Parse the wire command and add what the ledger owns. */
@@ -622,7 +633,13 @@ export class LedgerCommands {
       case 'decide_handback': {
         const parsed = parseWith(DecideHandbackCommandSchema, body);
         if (!parsed.ok) return parsed;
-        return done(parsed.value.handoff_id, parsed.value.idempotency_key, { type: 'decide_handback', data: parsed.value, metadata }, parsed.value);
+        const d = parsed.value;
+        // What the work it reviews is now: ended by a person meanwhile, the decision could move nothing.
+        const handback = await this.handoffNow(project, d.handoff_id);
+        const parent =
+          handback.status !== 'absent' && handback.reply_to_handoff_id !== undefined ? await this.handoffNow(project, handback.reply_to_handoff_id) : null;
+        const data = parent !== null && parent.status !== 'absent' ? { ...d, parent_status: parent.status } : d;
+        return done(d.handoff_id, d.idempotency_key, { type: 'decide_handback', data, metadata }, d);
       }
       case 'release': {
         const parsed = parseWith(ReleaseHandoffCommandSchema, body);
@@ -649,7 +666,13 @@ export class LedgerCommands {
             },
           };
         }
-        return done(data.handoff_id, data.idempotency_key, { type: 'abandon', data, metadata }, parsed.value);
+        // A returned handoff whose review was decided is being moved by that decision: said to the domain.
+        const now = await this.handoffNow(project, data.handoff_id);
+        const handbackId = now.status === 'returned' ? now.handback_id : undefined;
+        const review = handbackId !== undefined ? await this.handoffNow(project, handbackId) : null;
+        const decided = review !== null && (review.status === 'completed' || review.status === 'archived');
+        const withReview = decided && handbackId !== undefined ? { ...data, review_decided: { handback_id: handbackId } } : data;
+        return done(data.handoff_id, data.idempotency_key, { type: 'abandon', data: withReview, metadata }, parsed.value);
       }
       case 'fail': {
         const parsed = parseWith(FailHandoffCommandSchema, body);

@@ -47,6 +47,8 @@ describe('the handoff of a mesh turn: what its context carries', () => {
     expect(bytes(context['input'])).toBeLessThanOrEqual(MESH_INPUT_BYTES);
     expect(String(context['input']).endsWith('…')).toBe(true);
     expect(String(context['input']).startsWith('测'.repeat(1_000))).toBe(true);
+    // Characters, as the caps count them: an emoji (two UTF-16 units) is one.
+    expect(meshContext(stateWith('😀'.repeat(40_000), []))['input_clipped']).toEqual({ chars: 40_000 });
   });
 
   it('keeps the latest turns that fit beside the input: the create stays within a message, the rest counted as omitted', () => {

@@ -1,5 +1,5 @@
 import type { CreateHandoffCommandSchema, MeshEventSchemas, MeshHandover } from '@baton/contracts';
-import { clipText as clip, grantedTargets, handoffToolName } from '@baton/contracts';
+import { clipText as clip, codePointLength, grantedTargets, handoffToolName } from '@baton/contracts';
 import type { MeshRunState } from '@baton/domain';
 import type { z } from 'zod';
 import { ROUTER_ACTOR } from '../shared/ids';
@@ -81,7 +81,7 @@ export function meshHandoffRequest(offer: MeshTurnOffer): CreateHandoffBody {
     ...(offer.handover !== undefined ? { handover: offer.handover } : {}),
     input: input?.text ?? null,
     // The input was longer than a context carries: how long it was (the mesh view shows it whole).
-    ...(input?.clipped ? { input_clipped: { chars: state.input!.length } } : {}),
+    ...(input?.clipped ? { input_clipped: { chars: codePointLength(state.input!) } } : {}),
     handoff_tools: grantedTargets(state.mesh, offer.to).map((target) => ({ name: handoffToolName(target), target })),
     report_subject_kind: 'mesh_result',
   };

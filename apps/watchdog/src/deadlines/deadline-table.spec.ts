@@ -30,6 +30,18 @@ describe('DeadlineTable', () => {
     expect(table.takeDue(7_000, 10).map((d) => d.claimId)).toEqual(['c-3']);
   });
 
+  it('an answer read while the lease`s requeue is in flight is kept: the postponement after that request failed respects the hold', () => {
+    const table = new DeadlineTable();
+    table.claim('h-1', 'p', 'c-1', 1_000);
+    expect(table.takeDue(1_000, 10)).toHaveLength(1); // a requeue request in flight
+    expect(table.answer('p', 'h-1', 'c-1', 30_000)).toBe(true); // the result, read meanwhile
+    // The request got no answer: asked again after the retry delay — but not before the hold ends.
+    table.postpone('p', 'h-1', 'c-1', 6_000);
+    expect(table.takeDue(6_000, 10)).toEqual([]);
+    expect(table.takeDue(30_999, 10)).toEqual([]);
+    expect(table.takeDue(31_000, 10).map((d) => d.claimId)).toEqual(['c-1']);
+  });
+
   it('a heartbeat before expiry moves the deadline: the old expiry no longer hands the lease out', () => {
     const table = new DeadlineTable();
     table.claim('h-1', 'p', 'c-1', 1_000);

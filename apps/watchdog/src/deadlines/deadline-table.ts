@@ -108,15 +108,17 @@ export class DeadlineTable {
    * closing it (`complete_from_result`), so a requeue of that claim would only race the completion
    * (docs/handoffs.md rule 4a). The lease is not due before `leaseExpiresAt + holdMs`; if the
    * completion has not cleared it by then, the requeue goes ahead (and the completion, when it comes,
-   * voids the lapse). Returns false (and changes nothing) when the handoff is not tracked under that
-   * claim, or its requeue is in flight.
+   * voids the lapse). While a request about the claim is in flight (handed out by `takeDue`), the
+   * hold is kept and applies when it is rescheduled (`postpone` after a refusal or no answer): an
+   * answer read meanwhile is never lost. Returns false (and changes nothing) when the handoff is
+   * not tracked under that claim.
    */
   answer(project: string, handoffId: string, claimId: string, holdMs: number): boolean {
     const key = keyOf(project, handoffId);
     const entry = this.entries.get(key);
-    if (!entry || entry.claimId !== claimId || !entry.scheduled) return false;
+    if (!entry || entry.claimId !== claimId) return false;
     entry.holdUntil = entry.leaseExpiresAt + holdMs;
-    if (entry.dueAt < entry.holdUntil) this.reschedule(key, entry, entry.holdUntil);
+    if (entry.scheduled && entry.dueAt < entry.holdUntil) this.reschedule(key, entry, entry.holdUntil);
     return true;
   }
 

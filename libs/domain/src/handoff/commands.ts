@@ -77,9 +77,18 @@ export interface ProjectRoster {
 /** Return: the ledger supplies the handback's id (deterministic, from the request) and the roster. */
 export type ReturnHandoff = Command<'return', ReturnHandoffCommand & { handback_id: string; roster: ProjectRoster }>;
 
-export type DecideHandback = Command<'decide_handback', DecideHandbackCommand>;
+/**
+ * Decide a completion handback. The ledger adds what its parent (the returned work it reviews) is
+ * now: a parent that ended meanwhile (abandoned or failed by a person) takes no decision.
+ */
+export type DecideHandback = Command<'decide_handback', DecideHandbackCommand & { parent_status?: string }>;
 export type ReleaseHandoff = Command<'release', ReleaseHandoffCommand>;
-export type AbandonHandoff = Command<'abandon', AbandonHandoffCommand>;
+/**
+ * Abandon (withdraw) a handoff. For a returned parent the ledger adds its open review's decision,
+ * if one was made: a decided review is moving the parent already (accept completes it, rework
+ * offers it again), and an abandon would leave that decision without effect.
+ */
+export type AbandonHandoff = Command<'abandon', AbandonHandoffCommand & { review_decided?: { handback_id: string } }>;
 export type FailHandoff = Command<'fail', FailHandoffCommand>;
 export type ArchiveHandoff = Command<'archive', ArchiveHandoffCommand>;
 

@@ -66,6 +66,8 @@ export const HandoffErrorCode = {
   reservedId: 'reserved_id',
   crossProjectNotAccepted: 'cross_project_not_accepted',
   reviewEndForbidden: 'review_end_forbidden',
+  /** A handback decided after the work it reviews was abandoned or failed by a person: the review is being withdrawn, its decision could move nothing. */
+  reviewWithdrawn: 'review_withdrawn',
   idempotencyKeyReused: 'idempotency_key_reused',
   /** A `give_up_offer` naming an offer of an earlier round: the handoff moved on since (`offered_version` is not its version). */
   staleOffer: 'stale_offer',
@@ -461,6 +463,16 @@ function decideHandback({ data, metadata }: DecideHandback, state: ExistingHando
       ? reject('forbidden', HandoffErrorCode.selfAcceptForbidden, `${metadata.actor} did the work and cannot accept it`)
       : reject('forbidden', HandoffErrorCode.selfReviewForbidden, `${metadata.actor} did the work and cannot review it`);
   }
+  // The work it reviews ended without it (a person abandoned or failed the returned parent): the
+  // ledger is withdrawing this review, and a decision could move nothing.
+  if (data.parent_status === 'abandoned' || data.parent_status === 'failed') {
+    return reject(
+      'wrong_state',
+      HandoffErrorCode.reviewWithdrawn,
+      `the work handback ${state.id} reviews (${state.reply_to_handoff_id}) was ${data.parent_status}; its review is being withdrawn`,
+      { handoff_id: state.id, parent_handoff_id: state.reply_to_handoff_id, parent_status: data.parent_status },
+    );
+  }
   const addressee =
     isPerson(metadata.actorKind) ||
     (state.to_agent !== undefined && state.to_agent === metadata.actor) ||
@@ -524,6 +536,18 @@ function decideAbandon({ data, metadata }: AbandonHandoff, state: ExistingHandof
   const worker = checkNotReviewedWorker(state, metadata, 'abandon');
   if (worker) return worker;
   if (!isDelegator && !isPerson(metadata.actorKind) && metadata.actorKind !== 'system') return notTheDelegator(state, delegatorProject);
+  // A returned handoff whose review was decided is being completed (accept) or offered again
+  // (rework) by that decision: abandoning it now would leave the decision reported applied and
+  // without effect. Once the decision has moved it, it can be abandoned if it is open.
+  const decided = data.review_decided;
+  if (state.status === 'returned' && decided !== undefined && decided.handback_id === state.handback_id) {
+    return reject(
+      'wrong_state',
+      HandoffErrorCode.handbackAlreadyDecided,
+      `handoff ${state.id}'s review ${decided.handback_id} was decided; the decision is moving it (accept completes it, rework offers it again)`,
+      { handoff_id: state.id, handback_id: decided.handback_id },
+    );
+  }
   return accept({
     type: 'handoff.abandoned',
     data: base(data, metadata, {

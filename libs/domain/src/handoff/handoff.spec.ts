@@ -318,6 +318,25 @@ describe('handoff: completion handback accept / rework', () => {
     expect(ledger.send('hb-c1', cmd.decide('hb-c1', 'olga', 'rework', 'operator'))).toEqual({ ok: false, code: 'handback_already_decided' });
   });
 
+  it('a decision and an abandon of the parent racing: the ledger says what the other side is, and the loser is refused (review decided / review withdrawn)', () => {
+    // The review was decided (its policy is moving the parent): abandoning the parent now is refused.
+    const ledger = returnedInLedger();
+    const abandon = cmd.abandon('olga', 'operator') as Extract<HandoffCommand, { type: 'abandon' }>;
+    expect(ledger.send(HID, { ...abandon, data: { ...abandon.data, review_decided: { handback_id: 'hb-c1' } } })).toEqual({
+      ok: false,
+      code: 'handback_already_decided',
+    });
+    // Another handback than the open one (an earlier round's) refuses nothing.
+    expect(ledger.send(HID, { ...abandon, data: { ...abandon.data, review_decided: { handback_id: 'hb-old' } } }).ok).toBe(true);
+    // The parent was abandoned first (the review is being withdrawn): deciding it is refused.
+    const other = returnedInLedger();
+    const decide = cmd.decide('hb-c1', 'olga', 'accept', 'operator');
+    for (const parent_status of ['abandoned', 'failed']) {
+      expect(other.send('hb-c1', { ...decide, data: { ...decide.data, parent_status } })).toEqual({ ok: false, code: 'review_withdrawn' });
+    }
+    expect(other.send('hb-c1', { ...decide, data: { ...decide.data, parent_status: 'returned' } }).ok).toBe(true);
+  });
+
   it('only the addressee (or an operator) decides a handback', () => {
     const ledger = returnedInLedger();
     expect(ledger.send('hb-c1', cmd.decide('hb-c1', 'carol', 'accept'))).toEqual({ ok: false, code: 'not_the_addressee' });

@@ -1,4 +1,12 @@
-import { stripSentinels, type HumanActionNotice, type NoticeReason, type NoticeRecipient, type RunPeople } from '@baton/contracts';
+import {
+  codePointLength,
+  codePointPrefix,
+  stripSentinels,
+  type HumanActionNotice,
+  type NoticeReason,
+  type NoticeRecipient,
+  type RunPeople,
+} from '@baton/contracts';
 import { neutralizeMentions } from './mentions';
 
 /** The longest agent excerpt a notice carries; longer text is cut at a character boundary. */
@@ -76,10 +84,8 @@ function oneLine(text: string): string {
   return text.replace(LINE_BREAK_RUNS, ' ');
 }
 
+/** `text` cut to `max` characters (code points, as the caps count them; never half of one), then `…`. */
 function truncate(text: string, max: number): string {
-  if (text.length <= max) return text;
-  const cut = text.slice(0, max);
-  // Do not leave half a surrogate pair behind.
-  const safe = /[\ud800-\udbff]$/.test(cut) ? cut.slice(0, -1) : cut;
-  return `${safe}…`;
+  if (text.length <= max || codePointLength(text) <= max) return text;
+  return `${codePointPrefix(text, max)}…`;
 }

@@ -65,6 +65,22 @@ describe('HumanActionNotice', () => {
     now: '2025-01-01T00:00:00.000Z',
   });
 
+  it('the excerpt is cut to 600 characters as the caps count them (an emoji is one), then …', () => {
+    const long = buildHumanActionNotice({
+      noticeId: 'nt-r-3',
+      project: 'demo',
+      workflowRunId: 'wr-1',
+      reason: 'hold',
+      recipient: { handle: 'sam', source: 'started_by' },
+      headline: 'held',
+      agentText: `d${'😀'.repeat(700)}`,
+      step: 'context',
+      agent: 'context',
+      now: '2025-01-01T00:00:00.000Z',
+    });
+    expect(long.agent_excerpt).toBe(`d${'😀'.repeat(599)}…`);
+  });
+
   it('is a valid notice whose agent excerpt holds no live mention', () => {
     expect(HumanActionNoticeSchema.parse(notice)).toEqual(notice);
     expect(hasLiveMention(notice.agent_excerpt ?? '')).toBe(false);
