@@ -71,6 +71,8 @@ export function followHub(options: FollowHubOptions): FollowHub {
     }
   };
 
+  const behind = async (): Promise<number | null> => (follower === null ? null : follower.behind());
+
   const stopAll = () =>
     (stopping ??= (async () => {
       for (const m of members) m.stopped = true;
@@ -80,7 +82,7 @@ export function followHub(options: FollowHubOptions): FollowHub {
   return {
     followers: () => members.filter((m) => !m.stopped).length,
     lastSeq: () => follower?.lastSeq() ?? 0,
-    behind: async () => (follower === null ? null : follower.behind()),
+    behind,
     async follow(opts) {
       if (started) throw new Error(`follow ${opts.filterSubject}: the hub on ${options.stream} has started; followers join before it starts`);
       if (!patternWithin(options.filterSubject, opts.filterSubject)) {
@@ -102,7 +104,7 @@ export function followHub(options: FollowHubOptions): FollowHub {
         isCaughtUp: () => caught,
         lastSeq: () => member.lastSeq,
         // The hub hands each message to its followers as it comes: what the hub has not handed over, none of them has.
-        behind: async () => (follower === null ? null : follower.behind()),
+        behind,
         async stop() {
           member.stopped = true;
           if (members.every((m) => m.stopped)) await stopAll();

@@ -42,12 +42,14 @@ export function parseOr400<S extends z.ZodType>(schema: S, input: unknown): z.in
   const rejection = rejectionFromZod(parsed.error);
   // A parameter or field the route does not take is named by its own path (`foo`, not `(root)`),
   // as the routes that take no query name theirs: a client reads the offender from `issues[].path`.
-  const issues = parsed.error.issues.flatMap((issue) =>
-    issue.code === 'unrecognized_keys'
-      ? issue.keys.map((key) => ({ path: [...issue.path.map(String), key.slice(0, 100)].join('.'), message: 'Unrecognized key' }))
-      : [],
-  );
-  const named = issues.length === 0 ? rejection.issues : [...issues, ...rejection.issues.filter((i) => !i.message.startsWith('Unrecognized key'))].slice(0, 20);
+  // (The rejection's issues are the zod issues', in order.)
+  const named = rejection.issues
+    .flatMap((described, index) => {
+      const issue = parsed.error.issues[index];
+      if (issue?.code !== 'unrecognized_keys') return [described];
+      return issue.keys.map((key) => ({ path: [...issue.path.map(String), key.slice(0, 100)].join('.'), message: 'Unrecognized key' }));
+    })
+    .slice(0, 20);
   throw new ApiError(HttpStatus.BAD_REQUEST, rejection.code, rejection.message, named);
 }
 

@@ -52,7 +52,7 @@ describe('seed 000 §5 notice recipient: the workflow starter, falling back to t
 });
 
 describe('HumanActionNotice', () => {
-  const notice = buildHumanActionNotice({
+  const input = {
     noticeId: 'nt-r-1',
     project: 'demo',
     workflowRunId: 'wr-1',
@@ -63,21 +63,11 @@ describe('HumanActionNotice', () => {
     step: 'context',
     agent: 'context',
     now: '2025-01-01T00:00:00.000Z',
-  });
+  } as const;
+  const notice = buildHumanActionNotice(input);
 
   it('the excerpt is cut to 600 characters as the caps count them (an emoji is one), then …', () => {
-    const long = buildHumanActionNotice({
-      noticeId: 'nt-r-3',
-      project: 'demo',
-      workflowRunId: 'wr-1',
-      reason: 'hold',
-      recipient: { handle: 'sam', source: 'started_by' },
-      headline: 'held',
-      agentText: `d${'😀'.repeat(700)}`,
-      step: 'context',
-      agent: 'context',
-      now: '2025-01-01T00:00:00.000Z',
-    });
+    const long = buildHumanActionNotice({ ...input, noticeId: 'nt-r-3', headline: 'held', agentText: `d${'😀'.repeat(700)}` });
     expect(long.agent_excerpt).toBe(`d${'😀'.repeat(599)}…`);
   });
 

@@ -308,6 +308,14 @@ function recordResult(command: RecordResult, state: RunState): DecisionResult<Ru
   };
   const ctx: OutcomeContext = { state, cause, now, agentText: agentTextOf(result) };
 
+  /** `run.handoff_completed` (success) when this result is the first of the pending handoff's target; else nothing. */
+  const ranEvents = (): RunEvent[] => {
+    if (state.pendingHandoff === null || state.pendingHandoff.to !== result.agent) return [];
+    const c = conversationCtx(evolveRun(state, recorded) as StartedRunState, cause, now, { agents, workflow, execution: command.data.execution });
+    handoffRan(c, result.agent);
+    return c.events;
+  };
+
   if (result.stop !== undefined) {
     // The agent reports a stop condition itself (seed 003): a stop with a packet, never a route.
     const facts: StopFacts = {
@@ -332,14 +340,6 @@ function recordResult(command: RecordResult, state: RunState): DecisionResult<Ru
   // A handoff's target that ends the run (terminate) ran too: its handoff is `success`, and the
   // ended run shows no pending handoff.
   return accept(recorded, ...ranEvents(), ...outcomeEvents(ctx, decision, { workflow, agents, result, signal }));
-
-  /** `run.handoff_completed` (success) when this result is the first of the pending handoff's target; else nothing. */
-  function ranEvents(): RunEvent[] {
-    if (state.status === 'none' || state.pendingHandoff === null || state.pendingHandoff.to !== result.agent) return [];
-    const c = conversationCtx(evolveRun(state, recorded) as StartedRunState, cause, now, { agents, workflow, execution: command.data.execution });
-    handoffRan(c, result.agent);
-    return c.events;
-  }
 }
 
 function resume(command: ResumeRun, state: RunState): DecisionResult<RunEvent> {
