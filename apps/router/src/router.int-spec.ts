@@ -7,7 +7,7 @@ import { waitFor } from '@baton/wait';
 import type { Msg, Subscription } from 'nats';
 import { startRouter } from './router.app';
 import { RouterPatterns, RouterSubjects } from './shared/subjects';
-import { claimHandoff, currentHandoff, deleteStreams, publishDefinition as publishDefinitionTo, sleep } from './int/support';
+import { claimHandoff, currentHandoff, deleteStreams, lapseClaim, publishDefinition as publishDefinitionTo, sleep } from './int/support';
 
 /*
  * The router end to end over the real NATS: definitions by request/reply, run starts, agent
@@ -650,6 +650,33 @@ describe('router service (real NATS)', () => {
       ]);
       await publishUnclaimed(result(run, 'architect', `${run}-a1`, { body: ADVANCE, handoff_id: second.handoff_id, claim_id: architectClaim! }));
       expect((await waitEvents<RoutedPayload>(run, 'run.routed', 3))[2]!.target.agent).toBe('reviewer');
+    });
+  });
+
+  describe('rule 4b: a result the inbox stored before its lease ran out is accepted after the watchdog requeued its claim', () => {
+    it('stored by the expiry: recorded under the lapsed claim and routed; stored after it: refused handoff_not_claimed, saying when the claim lapsed', async () => {
+      const run = await startRun('feature');
+      const [entry] = await waitEvents<RoutedPayload>(run, 'run.routed');
+      // The claim's lease ends 60 s from now; the watchdog (its clock ahead) requeues it before the
+      // router reads the result, which the inbox stores now, inside the lease.
+      const claimId = await claimHandoff(store, 'demo', entry!.handoff_id, 'issue', { leaseMs: 60_000 });
+      await lapseClaim(store, 'demo', entry!.handoff_id);
+      await publishUnclaimed(result(run, 'issue', `${run}-in-time`, { body: ADVANCE, handoff_id: entry!.handoff_id, claim_id: claimId! }));
+      const [recorded] = await waitEvents<Record<string, unknown>>(run, 'run.result_recorded');
+      expect(recorded).toMatchObject({ result_id: `${run}-in-time`, handoff_id: entry!.handoff_id, claim_id: claimId });
+      const next = (await waitEvents<RoutedPayload>(run, 'run.routed', 2))[1]!;
+      expect(next.target).toEqual({ agent: 'architect', step: 'analyze' });
+      // The router then has the ledger close the handoff under that claim (the ledger voids the lapse, rule 4a).
+      await waitFor(async () => (requestsFor('complete_from_result', entry!.handoff_id)[0]?.body['claim_id'] === claimId ? true : undefined), 'the completion');
+
+      // architect's claim has a 1 s lease that has run out when its result is stored.
+      const architectClaim = await claimHandoff(store, 'demo', next.handoff_id, 'architect', { leaseMs: 1_000 });
+      const expiry = await lapseClaim(store, 'demo', next.handoff_id);
+      await sleep(Math.max(0, Date.parse(expiry) - Date.now()) + 50);
+      await publishUnclaimed(result(run, 'architect', `${run}-late`, { body: ADVANCE, handoff_id: next.handoff_id, claim_id: architectClaim! }));
+      const [refused] = await waitEvents<{ result_id: string; code: string; message: string }>(run, 'run.result_rejected');
+      expect(refused).toMatchObject({ result_id: `${run}-late`, code: 'handoff_not_claimed' });
+      expect(refused!.message).toContain(`its claim ${architectClaim} lapsed at ${expiry} and it was stored at `);
     });
   });
 

@@ -52,7 +52,7 @@ export async function claimHandoff(
   project: string,
   handoffId: string,
   agent: string,
-  options: { addressee?: string; create?: boolean } = {},
+  options: { addressee?: string; create?: boolean; leaseMs?: number } = {},
 ): Promise<string | null> {
   const addressee = options.addressee ?? agent;
   const ref = { project, kind: 'handoff' as const, id: handoffId };
@@ -96,11 +96,43 @@ export async function claimHandoff(
     handoffDecider,
     {
       type: 'claim',
-      data: { handoff_id: handoffId, idempotency_key: claimKey, claim_id: deriveId('claim', `${handoffId}-${agent}`), lease_ms: 600_000, claimer_roles: [] },
+      data: {
+        handoff_id: handoffId,
+        idempotency_key: claimKey,
+        claim_id: deriveId('claim', `${handoffId}-${agent}`),
+        lease_ms: options.leaseMs ?? 600_000,
+        claimer_roles: [],
+      },
       metadata: { now, actor: agent, actorKind: 'agent' },
     },
     meta(claimKey),
   );
   const state = claimed.state;
   return state.status === 'claimed' && state.claim.claimed_by === agent ? state.claim.claim_id : null;
+}
+
+/**
+ * Stand in for the watchdog: requeue the current claim of `handoffId` as the watchdog would once
+ * its lease ran out, deciding at the lease's expiry (`requeue_expired` with `now` = its
+ * `lease_expires_at`, even when that is still ahead: a watchdog whose clock runs ahead). Returns
+ * the expiry of the claim it took back.
+ */
+export async function lapseClaim(store: EventStore, project: string, handoffId: string): Promise<string> {
+  const ref = { project, kind: 'handoff' as const, id: handoffId };
+  const { state } = await store.current(ref, handoffDecider);
+  if (state.status !== 'claimed') throw new Error(`handoff ${handoffId} is ${state.status}, not claimed`);
+  const at = state.claim.lease_expires_at;
+  const key = deriveId('test-lapse', `${handoffId}-${state.claim.claim_id}`);
+  const lapsed = await store.handleCommand(
+    ref,
+    handoffDecider,
+    {
+      type: 'requeue_expired',
+      data: { handoff_id: handoffId, claim_id: state.claim.claim_id, idempotency_key: key, escalation_handoff_id: `esc-${handoffId}` },
+      metadata: { now: at, actor: 'baton-watchdog', actorKind: 'system' },
+    },
+    { commandId: key, occurredAt: at, actor: 'baton-watchdog', origin: 'watchdog', causationId: null, correlationId: handoffId },
+  );
+  if (lapsed.state.status !== 'pending') throw new Error(`the lapse left handoff ${handoffId} ${lapsed.state.status}`);
+  return at;
 }

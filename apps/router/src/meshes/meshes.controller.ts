@@ -37,7 +37,7 @@ export class MeshesController {
 
   @EventPattern(MeshPatterns.meshResult, routerConsumer(MeshPatterns.meshResult))
   onTurn(@Ctx() ctx: JetStreamContext): Promise<void> {
-    return this.recordTurn.execute(ctx.subject, ctx.data, ctx.trace);
+    return this.recordTurn.execute(ctx.subject, ctx.data, ctx.trace, ctx.storedAt);
   }
 
   @EventPattern(MeshPatterns.meshAnswer, routerConsumer(MeshPatterns.meshAnswer))

@@ -31,7 +31,8 @@ export class RecordMeshTurnUseCase {
     private readonly claims: HandoffClaims,
   ) {}
 
-  async execute(subject: string, bytes: Uint8Array, trace: HopTrace): Promise<void> {
+  /** @param storedAt when the inbox stored the result (ISO): rule 4b (`checkResultClaim`). */
+  async execute(subject: string, bytes: Uint8Array, trace: HopTrace, storedAt?: string): Promise<void> {
     const result = decodeForSubject(this.runtime.config.BATON_PREFIX, subject, bytes, AgentResultSchema, meshSubjectTokens);
     const log = this.runtime.logger.child({
       trace_id: trace.traceId,
@@ -56,6 +57,7 @@ export class RecordMeshTurnUseCase {
           ...(result.handoff_id !== undefined ? { handoff_id: result.handoff_id } : {}),
           ...(result.claim_id !== undefined ? { claim_id: result.claim_id } : {}),
           handoff,
+          ...(storedAt !== undefined ? { stored_at: storedAt } : {}),
         },
         metadata: { now, actor: result.agent },
       },

@@ -42,6 +42,8 @@ export type RouterRunCommand =
       definitions: DefinitionState;
       metadata: RunCommandMetadata;
       handoff?: HandoffClaimView | null;
+      /** When the inbox stored the result (ISO; rule 4b). */
+      storedAt?: string;
     }
   | { kind: 'answer'; answer: RunAnswer; definitions: DefinitionState; metadata: RunCommandMetadata }
   | {
@@ -92,6 +94,7 @@ function decide(command: RouterRunCommand, state: RunState): DecisionResult<RunE
             agents: pinned.agents,
             execution: pinned.definition.execution,
             handoff: command.handoff ?? null,
+            ...(command.storedAt !== undefined ? { stored_at: command.storedAt } : {}),
           },
           metadata,
         },

@@ -39,7 +39,7 @@ export class RunsController {
 
   @EventPattern(RouterPatterns.agentResult, routerConsumer(RouterPatterns.agentResult, perRun))
   onResult(@Ctx() ctx: JetStreamContext): Promise<void> {
-    return this.recordResult.execute(ctx.subject, ctx.data, ctx.trace);
+    return this.recordResult.execute(ctx.subject, ctx.data, ctx.trace, ctx.storedAt);
   }
 
   @EventPattern(RouterPatterns.operatorAnswer, routerConsumer(RouterPatterns.operatorAnswer, perRun))

@@ -106,6 +106,130 @@ describe("claim rule (issue 11): a result is accepted only under the current cla
       ]);
   });
 
+  describe('rule 4b: a result stored before its lease ran out, read after the watchdog requeued the claim', () => {
+    const EXPIRY = '2026-01-01T00:10:00.000Z';
+    const lapsed = (status: 'pending' | 'claimed' = 'pending', claim: HandoffClaimView['claim'] = null): HandoffClaimView => ({
+      handoff_id: ENTRY_HANDOFF,
+      status,
+      claim,
+      lapsed: { claim_id: CLAIM, claimed_by: 'issue', lease_expires_at: EXPIRY },
+    });
+    const late = (storedAt: string | undefined, view: HandoffClaimView, extra: Partial<AgentResult> = {}, agent = 'issue'): RecordResult => {
+      const command = resultFor({ handoff_id: ENTRY_HANDOFF, claim_id: CLAIM, body: 'done', ...extra }, view, agent);
+      return storedAt !== undefined ? { ...command, data: { ...command.data, stored_at: storedAt } } : command;
+    };
+
+    it('given the claim lapsed, when its result was stored at or before the expiry, then it is recorded under that claim (pending again, or claimed since by a new claim)', () => {
+      for (const storedAt of ['2026-01-01T00:09:59.999Z', EXPIRY]) {
+        const recorded = given(runDecider, started()).when(late(storedAt, lapsed()));
+        recorded.thenMatch([
+          { type: 'run.result_recorded', data: expect.objectContaining({ handoff_id: ENTRY_HANDOFF, claim_id: CLAIM }) },
+          { type: 'run.held' },
+          { type: 'run.notice_emitted' },
+        ]);
+      }
+      given(runDecider, started())
+        .when(late('2026-01-01T00:09:00.000Z', lapsed('claimed', { claim_id: 'claim-2', claimed_by: 'issue' })))
+        .thenMatch([{ type: 'run.result_recorded', data: expect.objectContaining({ claim_id: CLAIM }) }, { type: 'run.held' }, { type: 'run.notice_emitted' }]);
+    });
+
+    it('given the claim lapsed, when its result was stored after the expiry, or its store time is unknown, then it is refused, and the message says when each happened', () => {
+      const after = given(runDecider, started()).when(late('2026-01-01T00:10:00.001Z', lapsed()));
+      after.thenFails('handoff_not_claimed');
+      expect(after.result.ok ? '' : after.result.error.message).toContain(
+        `its claim ${CLAIM} lapsed at ${EXPIRY} and it was stored at 2026-01-01T00:10:00.001Z`,
+      );
+      const unknown = given(runDecider, started()).when(late(undefined, lapsed()));
+      unknown.thenFails('handoff_not_claimed');
+      expect(unknown.result.ok ? '' : unknown.result.error.message).toContain('its store time is unknown');
+      const reclaimed = given(runDecider, started()).when(late('2026-01-01T00:10:01.000Z', lapsed('claimed', { claim_id: 'claim-2', claimed_by: 'issue' })));
+      reclaimed.thenFails('claim_mismatch');
+      expect(reclaimed.result.ok ? '' : reclaimed.result.error.message).toContain(`lapsed at ${EXPIRY}`);
+    });
+
+    it('only the lapsed claim, from its holder: another claim id or another agent stored in time is refused', () => {
+      given(runDecider, started())
+        .when(late('2026-01-01T00:09:00.000Z', lapsed(), { claim_id: 'claim-forged' }))
+        .thenFails('handoff_not_claimed');
+      expect(
+        checkResultClaim(
+          ENTRY_HANDOFF,
+          { result_id: 'r', agent: 'intruder', handoff_id: ENTRY_HANDOFF, claim_id: CLAIM, stored_at: '2026-01-01T00:09:00.000Z' },
+          lapsed(),
+        ),
+      ).toMatchObject({ code: 'handoff_not_claimed' });
+      expect(
+        checkResultClaim(ENTRY_HANDOFF, { result_id: 'r', agent: 'issue', handoff_id: ENTRY_HANDOFF, claim_id: CLAIM, stored_at: 'not a time' }, lapsed()),
+      ).toMatchObject({ code: 'handoff_not_claimed' });
+    });
+
+    it('a handoff view keeps the lapsed claim only while the handoff is open (pending or claimed), and only with its expiry', () => {
+      const lapsedClaim = { claim_id: 'c-1', claimed_by: 'coder', retry_count: 0, lease_expires_at: EXPIRY };
+      const pending = { status: 'pending', id: 'h-1', lapsed_claim: lapsedClaim } as unknown as HandoffState;
+      expect(handoffClaimView('h-1', pending)).toEqual({
+        handoff_id: 'h-1',
+        status: 'pending',
+        claim: null,
+        lapsed: { claim_id: 'c-1', claimed_by: 'coder', lease_expires_at: EXPIRY },
+      });
+      const completed = {
+        status: 'completed',
+        id: 'h-1',
+        claim: { claim_id: 'c-2', claimed_by: 'coder' },
+        lapsed_claim: lapsedClaim,
+      } as unknown as HandoffState;
+      expect(handoffClaimView('h-1', completed)).not.toHaveProperty('lapsed');
+      const older = { status: 'pending', id: 'h-1', lapsed_claim: { claim_id: 'c-1', claimed_by: 'coder', retry_count: 0 } } as unknown as HandoffState;
+      expect(handoffClaimView('h-1', older)).not.toHaveProperty('lapsed');
+    });
+
+    it("in a mesh, the speaker's turn stored before its lease ran out is recorded under the lapsed claim", () => {
+      const mesh = MeshDefinitionSchema.parse({
+        name: 'support',
+        entry: 'triage',
+        handoffs: { triage: ['billing'], billing: ['triage'] },
+        outputs: ['triage'],
+      });
+      const start = meshDecider.decide(
+        {
+          type: 'start_mesh',
+          data: { mesh_run_id: 'm1', project: 'demo', mesh, agents: ['triage', 'billing'], started_by: 'sam' },
+          metadata: { now: NOW, actor: 'sam' },
+        },
+        meshDecider.initialState(),
+      );
+      if (!start.ok) throw new Error(start.error.code);
+      const entry = meshEntryHandoffId('m1');
+      const view: HandoffClaimView = {
+        handoff_id: entry,
+        status: 'pending',
+        claim: null,
+        lapsed: { claim_id: CLAIM, claimed_by: 'triage', lease_expires_at: EXPIRY },
+      };
+      const turn = (stored_at: string): MeshCommand => ({
+        type: 'record_turn',
+        data: {
+          result_id: 't1',
+          run_id: 'ar-t1',
+          agent: 'triage',
+          text: 'over',
+          handoff_tool_calls: [{ tool: handoffToolName('billing') }],
+          handoff_id: entry,
+          claim_id: CLAIM,
+          handoff: view,
+          stored_at,
+        },
+        metadata: { now: NOW, actor: 'triage' },
+      });
+      given(meshDecider, start.events)
+        .when(turn('2026-01-01T00:09:00.000Z'))
+        .thenMatch([{ type: 'mesh.turn_recorded' }, { type: 'mesh.handed_off' }]);
+      given(meshDecider, start.events)
+        .when(turn('2026-01-01T00:11:00.000Z'))
+        .thenMatch([{ type: 'mesh.turn_rejected', data: expect.objectContaining({ code: 'handoff_not_claimed' }) }]);
+    });
+  });
+
   it('given a result already recorded, when it is redelivered after the handoff closed, then nothing happens (no refusal)', () => {
     const first = given(runDecider, started()).when(
       resultFor({ handoff_id: ENTRY_HANDOFF, claim_id: CLAIM, decision: { dispatch: { status: 'advance' } } }, claimedBy('issue')),

@@ -13,6 +13,12 @@ export interface HandoffClaimView {
   claim: { claim_id: string; claimed_by: string } | null;
   /** The result that completed the handoff (`handoff.completed_by_result`), when one did. */
   completed_by_result?: string;
+  /**
+   * The claim the watchdog took back last (`handoff.lease_expired`) and when its lease ran out, on a
+   * handoff open again (pending, or claimed since under a new claim): a result its agent sent by then
+   * is still accepted under it (rule 4b).
+   */
+  lapsed?: { claim_id: string; claimed_by: string; lease_expires_at: string };
 }
 
 const NOTHING: Record<string, unknown> = Object.freeze({}) as Record<string, unknown>;
@@ -42,11 +48,16 @@ export const handoffClaimFold = {
 /** The view of a folded handoff (see {@link HandoffClaimView}); `handoffId` names it when it is absent. */
 export function handoffClaimView(handoffId: string, state: HandoffState): HandoffClaimView {
   if (state.status === 'absent') return { handoff_id: handoffId, status: 'absent', claim: null };
+  const lapsed = state.lapsed_claim;
   return {
     handoff_id: state.id,
     status: state.status,
     claim: state.claim !== undefined ? { claim_id: state.claim.claim_id, claimed_by: state.claim.claimed_by } : null,
     ...(state.status === 'completed' && state.result_id !== undefined ? { completed_by_result: state.result_id } : {}),
+    // Kept by states folded before the lapse recorded its expiry (no `lease_expires_at`): none then.
+    ...((state.status === 'pending' || state.status === 'claimed') && lapsed?.lease_expires_at !== undefined
+      ? { lapsed: { claim_id: lapsed.claim_id, claimed_by: lapsed.claimed_by, lease_expires_at: lapsed.lease_expires_at } }
+      : {}),
   };
 }
 
@@ -69,6 +80,11 @@ export interface ClaimedResult {
   agent: string;
   handoff_id?: string | undefined;
   claim_id?: string | undefined;
+  /**
+   * When the stream stored the result (the inbox message's timestamp, ISO): what rule 4b compares
+   * with a lapsed claim's expiry. Absent: the result is judged as if it came now.
+   */
+  stored_at?: string | undefined;
 }
 
 /** Why the claim rule refused a result. */
@@ -91,6 +107,11 @@ export interface ResultClaimRefusal {
  *   its current claim must be that `claim_id`, held by the result's agent (`claim_mismatch`). A
  *   handoff completed by this very result (`completed_by_result`) is judged under the claim that
  *   completed it: that is the same result decided again (a crash-cut command being completed).
+ * - Rule 4b: a result under the claim the watchdog took back last, from that claim's holder, that the
+ *   inbox stored by the time the claim's lease ran out (`stored_at` ≤ its `lease_expires_at`), is
+ *   accepted while the handoff is open again (pending, or claimed since): the agent answered in
+ *   time, and only the router's queue made it late. Stored later, it is refused as above, and the
+ *   message says when the claim lapsed and when the result was stored.
  *
  * `handoff` is what the router read of the handoff the result names (undefined or null when it
  * read nothing): a rule that cannot see the claim refuses. Returns null when the result may be
@@ -119,6 +140,11 @@ export function checkResultClaim(current: string | null, result: ClaimedResult, 
       message: `result ${result.result_id} names no claim_id: a result for handoff ${current} is accepted only under its current claim`,
     };
   }
+  // Rule 4b: the result came under a claim whose lease ran out before the router read it — it sat
+  // in the inbox, stored by the time the lease ended, while the watchdog requeued the claim. The
+  // agent answered in time, so the result is accepted under the claim that lapsed, as when the
+  // requeue lands after the result (rule 4a); the ledger's completion then voids the lapse.
+  if (handoff?.handoff_id === current && handoff.lapsed !== undefined && sentInTime(result, handoff.lapsed)) return null;
   // The handoff was closed by this very result: the router recorded it under its claim, and the
   // ledger completed the handoff from it. Deciding the result again is how the event store
   // completes a command whose multi-event append a crash cut short (`run.result_recorded` stored,
@@ -135,14 +161,29 @@ export function checkResultClaim(current: string | null, result: ClaimedResult, 
     const status = handoff !== null && handoff !== undefined && handoff.handoff_id === current ? handoff.status : 'unknown';
     return {
       code: ResultClaimCode.handoffNotClaimed,
-      message: `handoff ${current} is ${status}, not claimed: result ${result.result_id} holds no current claim`,
+      message: `handoff ${current} is ${status}, not claimed: result ${result.result_id} holds no current claim${lateFor(result, handoff?.lapsed)}`,
     };
   }
   if (handoff.claim.claim_id !== result.claim_id || handoff.claim.claimed_by !== result.agent) {
     return {
       code: ResultClaimCode.claimMismatch,
-      message: `result ${result.result_id} names claim ${result.claim_id} of '${result.agent}'; handoff ${current} is claimed by '${handoff.claim.claimed_by}' (another claim)`,
+      message: `result ${result.result_id} names claim ${result.claim_id} of '${result.agent}'; handoff ${current} is claimed by '${handoff.claim.claimed_by}' (another claim)${lateFor(result, handoff.lapsed)}`,
     };
   }
   return null;
+}
+
+/** The result names the lapsed claim, comes from its holder, and was stored by the time its lease ran out. */
+function sentInTime(result: ClaimedResult, lapsed: NonNullable<HandoffClaimView['lapsed']>): boolean {
+  if (result.claim_id !== lapsed.claim_id || result.agent !== lapsed.claimed_by || result.stored_at === undefined) return false;
+  const stored = Date.parse(result.stored_at);
+  const expired = Date.parse(lapsed.lease_expires_at);
+  return Number.isFinite(stored) && Number.isFinite(expired) && stored <= expired;
+}
+
+/** Why a result under the claim that lapsed last was too late, for the refusal's message (else nothing). */
+function lateFor(result: ClaimedResult, lapsed: HandoffClaimView['lapsed']): string {
+  if (lapsed === undefined || result.claim_id !== lapsed.claim_id) return '';
+  const stored = result.stored_at !== undefined ? `it was stored at ${result.stored_at}` : 'its store time is unknown';
+  return `; its claim ${lapsed.claim_id} lapsed at ${lapsed.lease_expires_at} and ${stored}`;
 }

@@ -45,6 +45,11 @@ export interface LapsedClaim {
   claim_id: string;
   claimed_by: string;
   retry_count: number;
+  /**
+   * When its lease ran out: a result its agent sent by then (stored in the inbox at or before this
+   * time) is still accepted under it while the handoff waits for a new claim (docs/handoffs.md rule 4b).
+   */
+  lease_expires_at: string;
 }
 
 /** The fields every existing handoff has, whatever its status. */
@@ -383,7 +388,12 @@ export function evolveHandoff(state: HandoffState, event: HandoffEvent): Handoff
       if (state.status !== 'claimed') return state;
       const { claim, lapsed_claim: _previous, ...rest } = state;
       return {
-        lapsed_claim: { claim_id: claim.claim_id, claimed_by: claim.claimed_by, retry_count: state.retry.retry_count },
+        lapsed_claim: {
+          claim_id: claim.claim_id,
+          claimed_by: claim.claimed_by,
+          retry_count: state.retry.retry_count,
+          lease_expires_at: event.data.lease_expires_at,
+        },
         ...rest,
         ...touched,
         status: 'pending',

@@ -49,6 +49,8 @@ export interface RecordMeshTurn {
     claim_id?: string;
     /** What the router read of that handoff just before deciding (null or absent: nothing read). */
     handoff?: HandoffClaimView | null;
+    /** When the inbox stored the result (ISO): rule 4b accepts it under a claim that lapsed after that. */
+    stored_at?: string;
   };
   metadata: MeshCommandMetadata;
 }

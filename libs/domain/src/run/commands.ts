@@ -71,6 +71,8 @@ export interface RecordResult {
      * result's agent (see `checkResultClaim`).
      */
     handoff?: HandoffClaimView | null;
+    /** When the inbox stored the result (ISO): rule 4b accepts it under a claim that lapsed after that. */
+    stored_at?: string;
   };
   metadata: RunCommandMetadata;
 }

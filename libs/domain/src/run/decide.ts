@@ -274,7 +274,11 @@ function recordResult(command: RecordResult, state: RunState): DecisionResult<Ru
       got: result.agent,
     });
   }
-  const refusal = checkResultClaim(state.handoffId, result, command.data.handoff);
+  const refusal = checkResultClaim(
+    state.handoffId,
+    command.data.stored_at !== undefined ? { ...result, stored_at: command.data.stored_at } : result,
+    command.data.handoff,
+  );
   if (refusal !== null) {
     const kind =
       refusal.code === ResultClaimCode.staleHandoff || refusal.code === ResultClaimCode.handoffNotClaimed

@@ -53,6 +53,10 @@ export class JetStreamContext extends BaseRpcContext<[ConsumedMessage]> {
   get seq(): number {
     return this.message.seq;
   }
+  /** When the stream stored the message (its JetStream timestamp), ISO 8601. */
+  get storedAt(): string {
+    return new Date(this.message.timestampMs).toISOString();
+  }
   /** 1 on first delivery. */
   get deliveryCount(): number {
     return this.message.deliveryCount;

@@ -134,7 +134,9 @@ export function handoffsProjection(): FoldingProjection<JsonValue> {
     //    timeline; it said "stop requested", which a handoff of no run never gets).
     // 7: the folded state keeps the last rework (`last_rework`: who, when, the note), which the
     //    record shows.
-    version: 7,
+    // 8: the claim a lapse took back keeps its lease's expiry (`lapsed_claim.lease_expires_at`):
+    //    the router accepts a result stored by then under it (docs/handoffs.md rule 4b).
+    version: 8,
     handles: (type) => type.startsWith('handoff.'),
     stateKeyOf: (event) => HandoffKeys.state(event.project, event.aggregate.id),
     step(prior, event: SequencedEvent) {

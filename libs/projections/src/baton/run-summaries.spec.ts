@@ -87,6 +87,19 @@ describe('run timeline summaries of returnable handoffs (seed 001)', () => {
     expect(lines[2]).toBe(`customer message m1 to Offer_Agent (queued at ${at}): "hello?"`);
   });
 
+  it('a quoted text is one line of at most 80 characters, clipped between characters, never inside a surrogate pair', () => {
+    const text = `${'a'.repeat(78)}😀😀 and\nmore`;
+    const line = summarizeRunEvent({ type: 'run.message_received', data: { message_id: 'm2', text, agent: 'Offer_Agent', received_at: at } });
+    const quoted = /: "(.*)"$/u.exec(line)![1]!;
+    expect(quoted).toBe(`${'a'.repeat(78)}😀…`);
+    expect(quoted).not.toMatch(/[\uD800-\uDBFF](?![\uDC00-\uDFFF])/u);
+    const short = summarizeRunEvent({
+      type: 'run.message_received',
+      data: { message_id: 'm3', text: '  two\n  lines ', agent: 'Offer_Agent', received_at: at },
+    });
+    expect(short).toBe('customer message m3 to Offer_Agent: "two lines"');
+  });
+
   it('a recorded result names the tool call it reported pending, so a decision that went on does not hide it', () => {
     const recorded = (extra: object): RunEvent => ({
       type: 'run.result_recorded',

@@ -12,7 +12,7 @@ import type {
   RunStatus,
   WorkflowRef,
 } from '@baton/contracts';
-import { setOwn } from '@baton/contracts';
+import { clipText, setOwn } from '@baton/contracts';
 import { evolveRun, initialRunState, type RunEvent, type RunState } from '@baton/domain';
 import { canonicalJson, type JsonValue } from '../canonical-json';
 import { Op } from '../ops';
@@ -222,9 +222,9 @@ export function summarizeRunEvent(event: RunEvent): string {
   }
 }
 
+/** A text on one line, at most 80 characters (code points: a clip never splits a surrogate pair). */
 function excerpt(text: string): string {
-  const flat = text.replace(/\s+/g, ' ').trim();
-  return flat.length <= 80 ? flat : `${flat.slice(0, 79)}…`;
+  return clipText(text.replace(/\s+/g, ' ').trim(), 80);
 }
 
 /**
@@ -468,7 +468,9 @@ export function runsProjection(): FoldingProjection<JsonValue> {
     // 10: a refused answer's or customer message's timeline line says so (it said "result …").
     // 11: a person's route to an agent waiting for a returnable child unwinds its call frames
     //     (they stayed, and the child's next return mapped into them).
-    version: 11,
+    // 12: a timeline excerpt is clipped at 80 characters, not 80 UTF-16 units (it could end in half
+    //     a surrogate pair, which is not text).
+    version: 12,
     handles: (type) => type.startsWith('run.'),
     stateKeyOf: (event) => RunKeys.state(event.project, event.aggregate.id),
     step(prior, event) {

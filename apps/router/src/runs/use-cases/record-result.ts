@@ -25,6 +25,8 @@ import { RunCommands, runRef } from '../run-commands';
  *   that `handoff_id` and the `claim_id` this agent holds on it now. The handoff the result names
  *   is read from the ledger's stream (read-only, {@link HandoffClaims}) just before deciding;
  *   `claim_required`, `stale_handoff`, `handoff_not_claimed` and `claim_mismatch` are refusals.
+ *   A result the inbox stored before its claim's lease ran out is accepted under that claim even
+ *   when the watchdog requeued it before the router read the result (rule 4b: `storedAt`).
  * - An unparseable sentinel is not a refusal: the routing domain applies the no-action default
  *   and keeps the parse diagnostic in the reason. Nor is a typed `decision` that breaks the
  *   contract (no action, `task` with `function_call`, an unknown status…): the result is recorded
@@ -42,7 +44,8 @@ export class RecordResultUseCase {
     private readonly dispatch: DispatchReactor,
   ) {}
 
-  async execute(subject: string, bytes: Uint8Array, trace: HopTrace): Promise<void> {
+  /** @param storedAt when the inbox stored the result (ISO): rule 4b (`checkResultClaim`) compares it with a lapsed claim's expiry. */
+  async execute(subject: string, bytes: Uint8Array, trace: HopTrace, storedAt?: string): Promise<void> {
     // A typed decision that breaks the contract is the no-action default, not a refusal (seed 000 §5).
     const { result, signal } = readTypedDecision(decodeForSubject(this.runtime.config.BATON_PREFIX, subject, bytes, AgentResultWireSchema));
     const log = this.runtime.logger.child({
@@ -59,7 +62,15 @@ export class RecordResultUseCase {
     const ref = runRef(result.project, result.workflow_run_id);
     const outcome = await this.runs.applyInbound(
       ref,
-      (definitions) => ({ kind: 'result', result, ...(signal !== undefined ? { signal } : {}), definitions, metadata: { now, actor: result.agent }, handoff }),
+      (definitions) => ({
+        kind: 'result',
+        result,
+        ...(signal !== undefined ? { signal } : {}),
+        definitions,
+        metadata: { now, actor: result.agent },
+        handoff,
+        ...(storedAt !== undefined ? { storedAt } : {}),
+      }),
       { kind: 'result', id: result.result_id, actor: result.agent, origin: 'agent', workflowRunId: result.workflow_run_id, now, trace },
       {
         kind: 'result_refused',
