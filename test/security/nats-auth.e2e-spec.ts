@@ -2,7 +2,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { inboxPrefixOf, Principals, type Principal } from '@baton/contracts';
-import { connectNats, decodeJwtClaims, issueCreds, jwtOfCreds, principalOfCreds, type NatsHandle } from '@baton/eventstore';
+import { connectNats, decodeJwtClaims, issueCreds, jwtOfCreds, LedgerClient, principalOfCreds, type NatsHandle } from '@baton/eventstore';
 import { createBatonClient, PermissionDenied } from '@baton/sdk';
 import {
   freePort,
@@ -134,6 +134,24 @@ describe('NATS decentralized auth: the server, not the message, decides who is s
     expect(refusal).toBeInstanceOf(PermissionDenied);
     expect(refusal).toMatchObject({ code: 'permission_denied', subject: `${PREFIX}.in.acme.result.billing` });
     expect(Date.now() - started).toBeLessThan(2000);
+  });
+
+  it("a ledger command on another principal's subject is refused permission_denied (kind forbidden) at once, not retried into a timeout; baton pause with an agent's credentials says to use the admin's", async () => {
+    const handle = await connectAs(Principals.agent('acme', 'support'));
+    const impostor = new LedgerClient(handle, PREFIX, { as: Principals.operator('admin'), timeoutMs: 5000 });
+    const started = Date.now();
+    const reply = await impostor.pause('acme', { reason: 'not mine to pause', idempotency_key: 'pause-imp' });
+    expect(reply).toMatchObject({ ok: false, error: { code: 'permission_denied', kind: 'forbidden' } });
+    expect(Date.now() - started).toBeLessThan(2000);
+
+    const io = bufferedIo();
+    const env = { NATS_URL: server.url, NATS_CREDS: issueCreds(server.deployment, Principals.agent('acme', 'support')).file, BATON_PREFIX: PREFIX };
+    const code = await baton(['pause', 'acme', '--reason', 'not mine', '--json'], { io, env });
+    expect(code).toBe(1);
+    expect(io.out()).toBe('');
+    const { error } = JSON.parse(io.err()) as { error: { code: string; message: string } };
+    expect(error.code).toBe('permission_denied');
+    expect(error.message).toContain(`may not publish to ${PREFIX}.cmd.ledger.acme.op.admin.pause: use the admin's`);
   });
 
   it('an SDK client reading a handoff from the event stream (ledger.get) with agent credentials gets PermissionDenied, code permission_denied: not a store error to parse', async () => {

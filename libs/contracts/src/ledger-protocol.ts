@@ -69,6 +69,8 @@ export const LedgerErrorCode = {
   timeout: 'timeout',
   /** Client side: no ledger instance is subscribed. */
   noResponders: 'no_responders',
+  /** Client side: the server refused these credentials publishing to the command subject (another principal's). */
+  permissionDenied: 'permission_denied',
   /** Client side: the reply was not a ledger reply. */
   badReply: 'bad_reply',
   internal: 'internal_error',

@@ -135,7 +135,8 @@ function failure(code: string, kind: LedgerError['kind'], message: string, detai
  * sent again, up to `attempts` times with a linear backoff. This is safe because every ledger
  * command is idempotent by its key: a retry of a command that was already applied changes nothing
  * and answers the current handoff (see `LedgerReply`). After the last attempt the result is
- * `{ ok: false, error: { code: 'timeout' | 'no_responders' | ..., kind: 'unavailable' } }`.
+ * `{ ok: false, error: { code: 'timeout' | 'no_responders' | ..., kind: 'unavailable' } }`. Credentials
+ * the server does not let publish to the subject get `permission_denied` (kind `forbidden`) at once.
  */
 export class LedgerClient {
   private readonly timeoutMs: number;
@@ -295,6 +296,9 @@ export class LedgerClient {
           last = failure(LedgerErrorCode.timeout, 'unavailable', `no reply from the ledger on ${subject} within ${timeout} ms`);
           continue;
         }
+        // Not retried: the server refuses every attempt alike.
+        if (code === 'PERMISSIONS_VIOLATION')
+          return failure(LedgerErrorCode.permissionDenied, 'forbidden', `these credentials may not publish to ${subject}`) as R;
         return failure(LedgerErrorCode.unavailable, 'unavailable', `request to ${subject} failed: ${(err as Error).message}`) as R;
       }
       const reply = decode(subject, raw);
