@@ -7,7 +7,7 @@ import { waitFor } from '@baton/wait';
 import type { Msg, Subscription } from 'nats';
 import { startRouter } from './router.app';
 import { RouterPatterns, RouterSubjects } from './shared/subjects';
-import { claimHandoff, currentHandoff, deleteStreams, lapseClaim, publishDefinition as publishDefinitionTo, sleep } from './int/support';
+import { abandonHandoff, claimHandoff, currentHandoff, deleteStreams, lapseClaim, publishDefinition as publishDefinitionTo, sleep } from './int/support';
 
 /*
  * The router end to end over the real NATS: definitions by request/reply, run starts, agent
@@ -677,6 +677,31 @@ describe('router service (real NATS)', () => {
       const [refused] = await waitEvents<{ result_id: string; code: string; message: string }>(run, 'run.result_rejected');
       expect(refused).toMatchObject({ result_id: `${run}-late`, code: 'handoff_not_claimed' });
       expect(refused!.message).toContain(`its claim ${architectClaim} lapsed at ${expiry} and it was stored at `);
+    });
+  });
+
+  describe("a person's abandon and the agent's result cross (docs/runs.md)", () => {
+    it('the result read first moves the run on and the later abandon holds nothing; the abandon read first refuses the result and holds the run', async () => {
+      const first = await startRun('feature');
+      const [entry] = await waitEvents<RoutedPayload>(first, 'run.routed');
+      const firstClaim = await claimHandoff(store, 'demo', entry!.handoff_id, 'issue', { workflowRunId: first });
+      await publishUnclaimed(result(first, 'issue', `${first}-r`, { body: ADVANCE, handoff_id: entry!.handoff_id, claim_id: firstClaim! }));
+      await waitEvents(first, 'run.routed', 2);
+      await abandonHandoff(store, 'demo', entry!.handoff_id);
+
+      const second = await startRun('feature');
+      const [entry2] = await waitEvents<RoutedPayload>(second, 'run.routed');
+      const claimId = await claimHandoff(store, 'demo', entry2!.handoff_id, 'issue', { workflowRunId: second });
+      await abandonHandoff(store, 'demo', entry2!.handoff_id);
+      const [held] = await waitEvents<{ reason: string }>(second, 'run.held');
+      expect(held!.reason).toContain(`handoff ${entry2!.handoff_id} of 'issue' ended without a result (handoff_abandoned): abandoned by olga`);
+      await publishUnclaimed(result(second, 'issue', `${second}-r`, { body: ADVANCE, handoff_id: entry2!.handoff_id, claim_id: claimId! }));
+      // Read after the hold: the run takes no result (before it, the abandoned handoff's claim would refuse it: handoff_not_claimed).
+      expect((await waitEvents<{ code: string }>(second, 'run.result_rejected'))[0]).toMatchObject({ code: 'run_not_running' });
+
+      // By now the first run's abandon has been read too (the events consumer is drained): it held nothing.
+      await drained(batonStreamNames(prefix).events, RouterPatterns.handoffEvents);
+      expect((await events(first)).map((e) => e.type)).toEqual(['run.started', 'run.routed', 'run.result_recorded', 'run.routed']);
     });
   });
 

@@ -52,7 +52,7 @@ export async function claimHandoff(
   project: string,
   handoffId: string,
   agent: string,
-  options: { addressee?: string; create?: boolean; leaseMs?: number } = {},
+  options: { addressee?: string; create?: boolean; leaseMs?: number; workflowRunId?: string } = {},
 ): Promise<string | null> {
   const addressee = options.addressee ?? agent;
   const ref = { project, kind: 'handoff' as const, id: handoffId };
@@ -84,6 +84,7 @@ export async function claimHandoff(
           acceptance: {},
           max_retries: 3,
           idempotency_key: createKey,
+          ...(options.workflowRunId !== undefined ? { workflow_run_id: options.workflowRunId } : {}),
         },
         metadata: { now, actor: 'baton-router', actorKind: 'system' },
       },
@@ -135,4 +136,22 @@ export async function lapseClaim(store: EventStore, project: string, handoffId: 
   );
   if (lapsed.state.status !== 'pending') throw new Error(`the lapse left handoff ${handoffId} ${lapsed.state.status}`);
   return at;
+}
+
+/** Stand in for a person abandoning `handoffId` through the ledger (`abandon` as operator `by`). */
+export async function abandonHandoff(store: EventStore, project: string, handoffId: string, by = 'olga'): Promise<void> {
+  const ref = { project, kind: 'handoff' as const, id: handoffId };
+  const key = deriveId('test-abandon', handoffId);
+  const now = new Date().toISOString();
+  const abandoned = await store.handleCommand(
+    ref,
+    handoffDecider,
+    {
+      type: 'abandon',
+      data: { handoff_id: handoffId, reason: 'withdrawn by a person', idempotency_key: key },
+      metadata: { now, actor: by, actorKind: 'operator' },
+    },
+    { commandId: key, occurredAt: now, actor: by, origin: 'operator', causationId: null, correlationId: handoffId },
+  );
+  if (abandoned.state.status !== 'abandoned') throw new Error(`the abandon left handoff ${handoffId} ${abandoned.state.status}`);
 }
