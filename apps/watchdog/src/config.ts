@@ -16,6 +16,13 @@ export const WatchdogConfigSchema = z.object({
    * router's completion before the watchdog requeues it anyway, in ms (docs/handoffs.md rule 4a).
    */
   WATCHDOG_ANSWERED_HOLD_MS: z.coerce.number().int().min(0).max(600_000).default(30_000),
+  /**
+   * How long after a lease lapse a circuit stop that lapse tripped waits before it is requested, in
+   * ms: a result the inbox stored before the lease ran out may still be accepted (docs/handoffs.md
+   * rule 4b) and its completion, voiding the lapse, closes the circuit again — the stop is then
+   * dropped. 0: no wait.
+   */
+  WATCHDOG_LAPSE_SETTLE_MS: z.coerce.number().int().min(0).max(600_000).default(10_000),
   /** Most `requeue_expired` requests in flight at once. */
   WATCHDOG_MAX_INFLIGHT: z.coerce.number().int().min(1).max(1_000).default(32),
   /** Most expired leases handled in one tick (the rest wait for the next tick). */

@@ -16,6 +16,8 @@ afterEach(async () => {
 const route = (run: string, agents: string[], firstHop = 1, project = PROJECT) => supportRoute(h, run, agents, firstHop, project);
 
 const stopRequests = () => supportStopRequests(h);
+/** The agent whose circuit a loop guard's stop request names (none for other stops). */
+const guardAgent = (stop: Awaited<ReturnType<typeof stopRequests>>[number]) => (stop.cause?.kind === 'loop_guard' ? stop.cause.agent : undefined);
 
 describe('watchdog loop guards (real NATS): each leaves the loop as a stop request, never an exception', () => {
   it('hop budget per run: a hop past WATCHDOG_MAX_HOPS asks the router to stop the run (why budget, naming the hops cap), once with two watchdogs', async () => {
@@ -74,6 +76,55 @@ describe('watchdog loop guards (real NATS): each leaves the loop as a stop reque
     const held = await waitFor(async () => (await stopRequests()).find((s) => s.workflow_run_id === 'run-other'), 'the held dispatch', { timeoutMs: 8000 });
     expect(held.why).toBe('circuit_open');
   });
+
+  it('circuit opened by lease lapses (rule 4b): its stop waits for the lapse to settle and is dropped when a result stored in time voids the lapse; without one it is requested', async () => {
+    await h.startWatchdog('wd-a', { WATCHDOG_CIRCUIT_FAILURES: '2', WATCHDOG_CIRCUIT_COOLDOWN_MS: '600000', WATCHDOG_LAPSE_SETTLE_MS: '2500' });
+    const alice = new LedgerClient(h.nats, h.prefix, { as: Principals.agent(PROJECT, 'alice'), attempts: 1 });
+    const router = new LedgerClient(h.nats, h.prefix, { as: Principals.service('router'), attempts: 1 });
+    /** Two handoffs of flaky's, on runs `<tag>-1` and `<tag>-2`, claimed with a 1 s lease; resolves with the claims once both lapsed. */
+    const lapseTwo = async (agent: string, tag: string) => {
+      const flaky = new LedgerClient(h.nats, h.prefix, { as: Principals.agent(PROJECT, agent), attempts: 1 });
+      const claims: { id: string; claimId: string; run: string }[] = [];
+      for (const i of [1, 2]) {
+        const id = `${tag}-h${i}`;
+        const run = `${tag}-${i}`;
+        await route(run, [agent]);
+        await alice.create(PROJECT, { handoff_id: id, from_agent: 'alice', to_agent: agent, summary: 'x', workflow_run_id: run, idempotency_key: `c-${id}` });
+        const claimed = await flaky.claim(PROJECT, { handoff_id: id, lease_ms: 1000, idempotency_key: `k-${id}` });
+        if (!claimed.ok || claimed.handoff.claim_id === undefined) throw new Error(`claim refused: ${JSON.stringify(claimed)}`);
+        claims.push({ id, claimId: claimed.handoff.claim_id, run });
+      }
+      for (const { id } of claims)
+        await waitFor(async () => ((await h.state(id)).status === 'pending' ? true : undefined), `${id} requeued`, { timeoutMs: 8000 });
+      return claims;
+    };
+
+    // The second lapse opens slow's circuit; the router then accepts the result slow's inbox stored
+    // in time and closes the handoff under the lapsed claim: the completion voids the lapse.
+    const voided = await lapseTwo('slow', 'lv');
+    const last = voided[1]!;
+    const completed = await router.completeFromResult(PROJECT, {
+      handoff_id: last.id,
+      result_id: 'r-in-time',
+      agent: 'slow',
+      claim_id: last.claimId,
+      workflow_run_id: last.run,
+      idempotency_key: 'cfr-r-in-time',
+    });
+    expect(completed).toMatchObject({ ok: true, handoff: { status: 'completed' } });
+    // Past the settle: no stop for slow's run.
+    await sleep(3500);
+    expect((await stopRequests()).filter((s) => guardAgent(s) === 'slow')).toEqual([]);
+
+    // Nothing voids dead's lapses: its stop is requested once the lapse has settled, not before.
+    const lapsed = await lapseTwo('dead', 'ld');
+    const lapsedAt = Date.now();
+    const stop = await waitFor(async () => (await stopRequests()).find((s) => s.why === 'circuit_open' && guardAgent(s) === 'dead'), 'the settled stop', {
+      timeoutMs: 10_000,
+    });
+    expect(stop.workflow_run_id).toBe(lapsed[1]!.run);
+    expect(Date.now() - lapsedAt).toBeGreaterThanOrEqual(1500);
+  }, 40_000);
 
   it("circuit per agent, cross-project: failures of another project's agent on handoffs of this project's runs stop this project's run", async () => {
     const OTHER = 'other';

@@ -232,6 +232,7 @@ export class WatchdogModule {
               }),
               publish: inboxPublisher(client, runtime),
               actor: WATCHDOG_ACTOR,
+              lapseSettleMs: config.WATCHDOG_LAPSE_SETTLE_MS,
             });
           },
         },

@@ -46,12 +46,23 @@ export interface GuardRunnerOptions {
    * (at most 30 s apart) or the watchdog stops.
    */
   retryMs?: number;
+  /**
+   * How long after the lapse a circuit stop that a lease lapse tripped (`GuardStop.settle`) waits
+   * before it is requested, ms (default 0: at once). It is dropped if the agent's circuit closed
+   * meanwhile: a result stored before the lease ran out was accepted and its completion voided the
+   * lapse (docs/handoffs.md rule 4b).
+   */
+  lapseSettleMs?: number;
 }
 
 export interface GuardRunnerStatus extends GuardBookStatus {
   caught_up: boolean;
   last_seq: number;
   stops_requested: number;
+  /** Circuit stops a lapse tripped that are waiting for the lapse to settle. */
+  stops_settling: number;
+  /** Circuit stops dropped because the circuit closed while their lapse settled (a result stored in time voided it). */
+  stops_dropped: number;
   /** Stop requests asked for escalated handoffs (stored, duplicates included). */
   escalation_stops_requested: number;
   /** Run and handoff events that did not decode (logged with their rejection code, then skipped). */
@@ -119,6 +130,8 @@ export class GuardRunner {
   private held: GuardStop[] = [];
   private heldEscalations: Escalation[] = [];
   private requested = 0;
+  private settling = 0;
+  private dropped = 0;
   private escalationsRequested = 0;
   private rejected = 0;
   /** Wakes the retries waiting between attempts (on stop). */
@@ -172,6 +185,8 @@ export class GuardRunner {
       caught_up: this.follower?.isCaughtUp() ?? false,
       last_seq: this.follower?.lastSeq() ?? 0,
       stops_requested: this.requested,
+      stops_settling: this.settling,
+      stops_dropped: this.dropped,
       escalation_stops_requested: this.escalationsRequested,
       events_rejected: this.rejected,
     };
@@ -243,9 +258,47 @@ export class GuardRunner {
    * Ask for a loop guard's stop until it is stored or the watchdog stops, like an escalation's: the
    * guard is tripped once and asks no more until the run resumes, so a request given up on during
    * an inbox outage would let the looping run go on (the packet id is the trip's, so a repeat is
-   * de-duplicated by the inbox).
+   * de-duplicated by the inbox). A circuit stop a lease lapse tripped waits for the lapse to settle
+   * first (`lapseSettleMs`) and is dropped if the circuit closed meanwhile or the run halted or ended.
    */
   private request(stop: GuardStop): void {
+    const settleMs = this.opts.lapseSettleMs ?? 0;
+    if (stop.settle === undefined || settleMs <= 0) {
+      this.publishStop(stop);
+      return;
+    }
+    const { agent_project: agentProject, lapse_at: lapseAt } = stop.settle;
+    const wait = Date.parse(lapseAt) + settleMs - Date.now();
+    const settled = async () => {
+      this.settling++;
+      try {
+        if (wait > 0) await this.pause(wait);
+      } finally {
+        this.settling--;
+      }
+      if (this.stopped) return;
+      const circuit = this.opts.book.circuitOf(agentProject, stop.agent ?? '');
+      // A success of the agent since (the completion that voided the lapse, or any other) closed it.
+      if (circuit === undefined || circuit.status === 'closed' || !this.opts.book.isLive(stop.project, stop.workflow_run_id)) {
+        this.dropped++;
+        this.opts.logger.info('circuit stop dropped: the lapse that tripped it settled with the circuit closed or the run no longer live', {
+          project: stop.project,
+          workflow_run_id: stop.workflow_run_id,
+          agent: stop.agent,
+          lapse_at: lapseAt,
+          circuit: circuit?.status ?? 'closed',
+        });
+        return;
+      }
+      this.publishStop(stop);
+    };
+    const run = settled();
+    this.inFlight.add(run);
+    void run.finally(() => this.inFlight.delete(run));
+  }
+
+  /** Publish a loop guard's stop request (see {@link request}). */
+  private publishStop(stop: GuardStop): void {
     const request = guardStopRequest(stop, this.opts.actor);
     const log = this.opts.logger.child({ project: stop.project, workflow_run_id: stop.workflow_run_id, packet_id: request.packet_id });
     this.retrying(

@@ -172,6 +172,10 @@ export class MiniLedger {
           metadata,
         };
         break;
+      case 'complete_from_result':
+        // The router closing a run's handoff with the result it accepted (rule 4a/4b: it may void a lapse).
+        command = { type: 'complete_from_result', data: wire as never, metadata };
+        break;
       case 'give_up_offer':
         // No project lead here: past the cap the give-up escalates to nobody (a guard_failed stop) unless escalate_to says.
         command = { type: 'give_up_offer', data: { ...wire, escalation_handoff_id: `esc-${digest(wire.idempotency_key)}` } as never, metadata };
@@ -183,7 +187,7 @@ export class MiniLedger {
       commandId: `${name}-${digest(wire.idempotency_key)}`,
       occurredAt: metadata.now,
       actor: metadata.actor,
-      origin: metadata.actorKind === 'watchdog' ? 'watchdog' : 'agent',
+      origin: metadata.actorKind === 'watchdog' ? 'watchdog' : metadata.actorKind === 'system' ? 'engine_fallback' : 'agent',
       causationId: null,
       correlationId: wire.handoff_id,
       trace,

@@ -12,12 +12,19 @@ import type { GuardConfig, GuardStop } from './facts';
  * on event times, so every watchdog decides alike) ONE dispatch goes through as a probe
  * (half-open): its success closes the circuit, its failure opens it again; a probe that comes to
  * neither within another cool-down is replaced by the next dispatch.
+ *
+ * A circuit opened by a lease lapse marks its stops `settle`: the router may yet accept a result
+ * the inbox stored before that lease ran out (docs/handoffs.md rule 4b) — results queued behind a
+ * busy router, whose lapses landed together — and the completion that voids the lapse is the
+ * agent's success, which closes the circuit. The watchdog requests such a stop only once the lapse
+ * has settled (`WATCHDOG_LAPSE_SETTLE_MS` after it) and the circuit is still not closed.
  */
 
 export type CircuitState =
   /** `handoffs`: the capped handoffs whose failures the streak counted (at most `circuitFailures` − 1). */
   | { status: 'closed'; failures: number; handoffs?: string[] }
-  | { status: 'open'; failures: number; opened_at: string }
+  /** `lapse_at`: the circuit was opened by a lease lapse at that time, which a result stored in time may still void (rule 4b). */
+  | { status: 'open'; failures: number; opened_at: string; lapse_at?: string }
   | { status: 'half_open'; failures: number; probe_run: string; probe_since: string };
 
 /**
@@ -47,13 +54,17 @@ export interface CircuitStep {
   stops: GuardStop[];
 }
 
+/** The failure cause of a lease the watchdog requeued (`handoff.lease_expired`). */
+const LAPSE_CAUSE = 'lease_expired';
+
 export function initialCircuit(): CircuitState {
   return { status: 'closed', failures: 0 };
 }
 
-function openStop(input: { event_id: string; project: string; agent: string; run_project?: string }, run: string, detail: string): GuardStop {
+function openStop(input: { event_id: string; project: string; agent: string; run_project?: string }, run: string, detail: string, lapseAt?: string): GuardStop {
   const runProject = input.run_project ?? input.project;
   return {
+    ...(lapseAt !== undefined ? { settle: { agent_project: input.project, lapse_at: lapseAt } } : {}),
     kind: 'stop_run',
     guard: 'circuit',
     why: 'circuit_open',
@@ -88,14 +99,19 @@ export function stepCircuit(current: CircuitState | undefined, input: CircuitInp
       const detail = reopens
         ? `circuit of ${input.agent} re-opened: the probe failed (${input.cause})`
         : `circuit of ${input.agent} opened after ${failures} consecutive failures (last: ${input.cause})`;
-      return { state: { status: 'open', failures, opened_at: input.at }, stops: input.run !== undefined ? [openStop(input, input.run, detail)] : [] };
+      // A lapse may yet be voided by a result the inbox stored before it (rule 4b): its stop says so.
+      const lapseAt = input.cause === LAPSE_CAUSE ? input.at : undefined;
+      return {
+        state: { status: 'open', failures, opened_at: input.at, ...(lapseAt !== undefined ? { lapse_at: lapseAt } : {}) },
+        stops: input.run !== undefined ? [openStop(input, input.run, detail, lapseAt)] : [],
+      };
     }
     case 'dispatch': {
       if (state.status === 'closed') return { state, stops: [] };
       if (state.status === 'open') {
         const cooled = Date.parse(input.at) - Date.parse(state.opened_at) >= config.circuitCooldownMs;
         if (cooled) return { state: { status: 'half_open', failures: state.failures, probe_run: input.run, probe_since: input.at }, stops: [] };
-        return { state, stops: [openStop(input, input.run, `circuit of ${input.agent} is open since ${state.opened_at}; dispatch held`)] };
+        return { state, stops: [openStop(input, input.run, `circuit of ${input.agent} is open since ${state.opened_at}; dispatch held`, state.lapse_at)] };
       }
       if (state.probe_run === input.run) return { state, stops: [] };
       // A probe whose handoff ended neither way (released, abandoned when its run stopped,

@@ -116,6 +116,12 @@ export interface GuardStop {
   agent?: string;
   /** The cap the stop hit (hop budget only: {@link HopCapName}, the limit in force and the hop reached). */
   cap?: StopCap;
+  /**
+   * A circuit stop whose circuit a lease lapse opened (circuit only): the lapse may yet be voided by a
+   * result stored before it (rule 4b), so the stop waits until the lapse has settled and is dropped
+   * if the circuit of `agent` (of `agent_project`) closed meanwhile.
+   */
+  settle?: { agent_project: string; lapse_at: string };
 }
 
 type RoutedPayload = { target: { agent: string }; from: { agent: string } | null; hop: number; raised_cap?: number; routed_at: string };

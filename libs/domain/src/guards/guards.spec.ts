@@ -172,6 +172,17 @@ describe('loop guard: circuit per agent (why circuit_open)', () => {
     expect(after.state).toEqual({ status: 'closed', failures: 1, handoffs: ['p/h1'] });
   });
 
+  it('a circuit a lease lapse opened marks its stops settle (rule 4b may still void the lapse), the opening one and a dispatch held while open; other causes do not', () => {
+    const lapse = (s: number, run = 'r1'): CircuitInput => ({ ...failure('x', s, run), cause: 'lease_expired' }) as CircuitInput;
+    const opened = givenCircuit([failure('x', 1), failure('x', 2)]).when(lapse(3, 'r9'));
+    expect(opened.stops).toEqual([expect.objectContaining({ workflow_run_id: 'r9', settle: { agent_project: 'p', lapse_at: at(3) } })]);
+    const held = givenCircuit([failure('x', 1), failure('x', 2), lapse(3, 'r9')]).when(dispatch('x', 4, 'r10'));
+    expect(held.stops).toEqual([expect.objectContaining({ workflow_run_id: 'r10', settle: { agent_project: 'p', lapse_at: at(3) } })]);
+    expect(givenCircuit([lapse(1), lapse(2)]).when(failure('x', 3, 'r9')).stops).toEqual([expect.not.objectContaining({ settle: expect.anything() })]);
+    // The void's completion is the agent's success: the circuit closes, and the settled stop finds it closed.
+    expect(givenCircuit([lapse(1), lapse(2), lapse(3)]).when({ kind: 'success', project: 'p', agent: 'x' }).state).toEqual({ status: 'closed', failures: 0 });
+  });
+
   it('a success in between resets the count: failures must be consecutive', () => {
     const step = givenCircuit([failure('x', 1), failure('x', 2), { kind: 'success', project: 'p', agent: 'x' }]).when(failure('x', 3));
     expect(step.state).toEqual({ status: 'closed', failures: 1 });
