@@ -1,6 +1,7 @@
 import Ajv2020 from 'ajv/dist/2020';
 import fc from 'fast-check';
 import { RESERVED_NAME_MESSAGE } from './common';
+import { createEventRegistry } from './catalogue';
 import { generateJsonSchemas, READ_ONLY_WIRE_SCHEMAS, wireSchemas } from './json-schema';
 import { LedgerIdentityClaimKeys, resolveLedgerCaller, splitIdentityClaims } from './ledger-access';
 import { Principals } from './principal';
@@ -271,5 +272,48 @@ describe('ledger command schemas state the envelope fields the ledger accepts (a
     // The ledger splits the claims off the request, not off its parts: a part that names an actor is refused.
     expect(agree('ledger-complete-then-create', { complete: { ...complete, ...actor }, create })).toEqual({ zod: false, json: false });
     expect(agree('ledger-open-offers', { actor: 'builder', actor_kind: 'agent', ack_wait_ms: 60_000 })).toEqual({ zod: true, json: true });
+  });
+});
+
+describe('event.json: an event of the stream with the payload of its type (ajv, draft 2020-12)', () => {
+  const registry = createEventRegistry();
+  const envelope = (type: string, payload: unknown, version = 1) => ({
+    id: 'e-1',
+    type,
+    version,
+    aggregate: { kind: 'project', id: 'acme' },
+    project: 'acme',
+    occurredAt: now,
+    actor: 'admin',
+    origin: 'operator',
+    causationId: null,
+    correlationId: 'acme',
+    payload,
+  });
+  const paused = { project: 'acme', at: now, idempotency_key: 'k-1', pause_id: 'p-1', paused_by: 'admin', reason: 'incident 12' };
+
+  it('holds a conditional for every registered event type, at its current version', () => {
+    const conditions = (json['event']!['allOf'] as { if: { properties: { type: { const: string }; version: { const: number } } } }[]).map((c) => [
+      c.if.properties.type.const,
+      c.if.properties.version.const,
+    ]);
+    expect(conditions).toEqual(registry.types().map((type) => [type, registry.currentVersion(type)]));
+  });
+
+  it.each([
+    ['a valid project.paused', envelope('project.paused', paused), true],
+    ['a project.paused with a field a newer Baton added', envelope('project.paused', { ...paused, note: 'new' }), true],
+    ['a project.paused without its reason', envelope('project.paused', { ...paused, reason: undefined }), false],
+    ['a project.paused whose pause_id is a number', envelope('project.paused', { ...paused, pause_id: 7 }), false],
+    [
+      'another version than the current (its payload unchecked: readers upcast an older one, refuse a newer one)',
+      envelope('project.paused', { anything: true }, 2),
+      true,
+    ],
+  ])('%s → the same verdict as the registry', (_what, event, valid) => {
+    expect(validator('event')(JSON.parse(JSON.stringify(event)))).toBe(valid);
+    const decoded = registry.decode(JSON.parse(JSON.stringify(event)));
+    // The registry refuses a version newer than it knows; the schema leaves versions other than the current unchecked.
+    if ((event as { version: number }).version === registry.currentVersion('project.paused')) expect(decoded.ok).toBe(valid);
   });
 });

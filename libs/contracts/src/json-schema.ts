@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { AgentResultSchema } from './agent-result';
+import { createEventRegistry } from './catalogue';
 import { EventEnvelopeSchema } from './envelope';
 import { AgentRunConfigSchema } from './sentinel-schema';
 import { OperatorAnswerSchema, StopPacketSchema } from './stop-packet';
@@ -60,6 +61,7 @@ export function wireSchemas(): Record<string, z.ZodType> {
  * strict: a key its schema does not name is refused.
  */
 export const READ_ONLY_WIRE_SCHEMAS: ReadonlySet<string> = new Set([
+  'event',
   'event-envelope',
   'handoff-record',
   'stop-packet',
@@ -95,7 +97,44 @@ export function generateJsonSchemas(): Record<string, unknown> {
     const json = READ_ONLY_WIRE_SCHEMAS.has(name) ? allowingUnlistedProperties(generated) : generated;
     out[name] = { $id: `https://baton.dev/schemas/${name}.json`, title: name, ...json };
   }
+  out[EVENT_SCHEMA_NAME] = eventJsonSchema();
   return out;
+}
+
+/** The file name (without `.json`) of {@link eventJsonSchema}. */
+export const EVENT_SCHEMA_NAME = 'event';
+
+/**
+ * The JSON Schema of an event as the events stream holds it: the envelope (`event-envelope.json`),
+ * and for every event type Baton writes, the payload of that type at its current version (a
+ * conditional per type: `if` the type and version are these, `then` the payload is this). An event
+ * of an older version of its type has its envelope checked only: readers upcast it
+ * (docs/event-sourcing.md). Read-only, so unlisted properties are allowed, as in every record a
+ * newer Baton may add fields to. Generated from the event catalogue (`createEventRegistry`), so a
+ * new event type or field is in it without a list to keep.
+ */
+export function eventJsonSchema(): Record<string, unknown> {
+  const registry = createEventRegistry();
+  const envelope = allowingUnlistedProperties(z.toJSONSchema(EventEnvelopeSchema, { io: 'input', unrepresentable: 'any' }) as Record<string, unknown>);
+  const { $schema, ...envelopeBody } = envelope;
+  const payloads = registry.types().map((type) => {
+    const spec = registry.spec(type)!;
+    const { $schema: _inner, ...payload } = allowingUnlistedProperties(
+      z.toJSONSchema(spec.schema, { io: 'input', unrepresentable: 'any' }) as Record<string, unknown>,
+    );
+    return {
+      if: { properties: { type: { const: type }, version: { const: spec.version } }, required: ['type', 'version'] },
+      then: { properties: { payload } },
+    };
+  });
+  return {
+    $schema,
+    $id: `https://baton.dev/schemas/${EVENT_SCHEMA_NAME}.json`,
+    title: EVENT_SCHEMA_NAME,
+    description: `An event of the events stream: its envelope, and the payload of its type at the current version (${registry.types().length} types). An older version's payload is not checked: readers upcast it.`,
+    ...envelopeBody,
+    allOf: payloads,
+  };
 }
 
 function kebab(name: string): string {

@@ -25,6 +25,15 @@ describe('the OpenAPI document', () => {
     for (const [path, op] of gets) expect({ path, has304: op.responses['304'] !== undefined }).toEqual({ path, has304: true });
   });
 
+  it('every /v1 GET but the live stream lists its 200 with the ETag, Cache-Control and Vary the API sends; /docs answers an HTML body', () => {
+    const gets = operations.filter((o) => o.method === 'get' && o.route !== 'GET /v1/events/stream');
+    for (const { route, op } of gets) {
+      expect({ route, headers: Object.keys(op.responses['200']?.headers ?? {}).sort() }).toEqual({ route, headers: ['Cache-Control', 'ETag', 'Vary'] });
+    }
+    const docs = doc.paths['/docs']!['get']! as Operation & { responses: Record<string, { content?: Record<string, unknown> }> };
+    expect(Object.keys(docs.responses['200']!.content ?? {})).toEqual(['text/html']);
+  });
+
   it('every POST lists 413 and 415 and takes its body as JSON or form-encoded; payload_too_large is a 413, not a 400', () => {
     const posts = operations.filter((o) => o.method === 'post');
     expect(posts.length).toBeGreaterThanOrEqual(6);

@@ -122,6 +122,11 @@ function withCommonResponses(paths: Record<string, Record<string, { responses: R
         else if (own['headers'] === undefined && (response as Record<string, unknown>)['headers'] !== undefined)
           operation.responses[status] = { ...own, headers: (response as Record<string, unknown>)['headers'] };
       }
+      // A GET's 200 carries the same headers its 304 does (what a generated client reads to revalidate).
+      const ok = operation.responses['200'] as Record<string, unknown> | undefined;
+      if (method === 'get' && path !== '/v1/events/stream' && ok !== undefined && ok['headers'] === undefined) {
+        operation.responses['200'] = { ...ok, headers: privateHeaders };
+      }
       const accepted = operation.responses['202'] as Record<string, unknown> | undefined;
       if (accepted !== undefined) {
         operation.responses['202'] = { ...accepted, headers: { Location: { description: 'the `status_url`', schema: { type: 'string' } } } };
@@ -436,7 +441,14 @@ export function buildOpenApiDocument(): object {
       '/openapi.json': {
         get: { operationId: 'openapi', summary: 'This document', security: [], responses: { '200': { description: 'the OpenAPI document' } } },
       },
-      '/docs': { get: { operationId: 'docs', summary: 'A page linking this document', security: [], responses: { '200': { description: 'HTML' } } } },
+      '/docs': {
+        get: {
+          operationId: 'docs',
+          summary: 'A page linking this document',
+          security: [],
+          responses: { '200': { description: 'HTML', content: { 'text/html': { schema: { type: 'string' } } } } },
+        },
+      },
     },
   };
   withCommonResponses(document.paths as unknown as Parameters<typeof withCommonResponses>[0], unreadable);
