@@ -497,6 +497,66 @@ describe('ledger service (real NATS, two instances on one prefix)', () => {
     expect(await eventCount('h-void')).toBe(4);
   });
 
+  it("a person's abandon of a run's handoff whose run already recorded the agent's result is refused result_already_recorded (the router is closing it); without one it is abandoned", async () => {
+    const runEvent = (run: string, handoffId: string, claimId: string) => {
+      const at = new Date().toISOString();
+      return {
+        id: `recorded-${handoffId}`,
+        type: 'run.result_recorded',
+        version: 1,
+        aggregate: { kind: 'run' as const, id: run },
+        project: P,
+        occurredAt: at,
+        actor: 'bob',
+        origin: 'agent' as const,
+        causationId: null,
+        correlationId: run,
+        payload: {
+          result_id: `r-${handoffId}`,
+          run_id: `ar-${handoffId}`,
+          agent: 'bob',
+          step: 's',
+          signal: { kind: 'absent' },
+          handoff_id: handoffId,
+          claim_id: claimId,
+          recorded_at: at,
+        },
+      };
+    };
+    for (const id of ['h-taken', 'h-free']) {
+      handoffOf(
+        await client.create(
+          P,
+          { handoff_id: id, from_agent: 'alice', to_agent: 'bob', summary: 's', workflow_run_id: `wr-${id}`, idempotency_key: `create-${id}` },
+          as('alice'),
+        ),
+      );
+    }
+    const claimed = handoffOf(await client.claim(P, { handoff_id: 'h-taken', idempotency_key: 'claim-taken' }, as('bob')));
+    handoffOf(await client.claim(P, { handoff_id: 'h-free', idempotency_key: 'claim-free' }, as('bob')));
+    // The router recorded bob's result on the run; its completion of the handoff has not landed yet.
+    await store.append({ project: P, kind: 'run', id: 'wr-h-taken' }, [runEvent('wr-h-taken', 'h-taken', claimed.claim_id!)], { expectedVersion: 0 });
+
+    const refused = errorOf(
+      await client.abandon(P, { handoff_id: 'h-taken', reason: 'withdrawn', idempotency_key: 'abandon-taken' }, callers.operator('olga')),
+    );
+    expect(refused).toMatchObject({
+      code: 'result_already_recorded',
+      kind: 'wrong_state',
+      details: { handoff_id: 'h-taken', workflow_run_id: 'wr-h-taken', result_id: 'r-h-taken' },
+    });
+    expect(await eventCount('h-taken')).toBe(2);
+    // The completion then closes it as the run said.
+    const body = { handoff_id: 'h-taken', result_id: 'r-h-taken', agent: 'bob', claim_id: claimed.claim_id!, evidence: {}, idempotency_key: 'r-h-taken' };
+    expect(handoffOf(await client.completeFromResult(P, body, callers.router))).toMatchObject({ status: 'completed', result_id: 'r-h-taken' });
+
+    // A run that recorded nothing for its handoff: the person's abandon withdraws it.
+    const abandoned = handoffOf(
+      await client.abandon(P, { handoff_id: 'h-free', reason: 'withdrawn', idempotency_key: 'abandon-free' }, callers.operator('olga')),
+    );
+    expect(abandoned).toMatchObject({ status: 'abandoned' });
+  });
+
   it('lease expiry → watchdog requeue: pending again with retry_count + 1 and offered to the addressee again', async () => {
     handoffOf(
       await client.create(P, { handoff_id: 'h-lease', from_agent: 'alice', to_agent: 'bob', summary: 's', idempotency_key: 'create-lease' }, as('alice')),

@@ -55,7 +55,7 @@ import {
   type ProjectControlCommandName,
   type Rejection,
 } from '@baton/contracts';
-import { HandoffErrorCode, handoffDecider, toHandoffRecord, type HandoffCommand, type HandoffState } from '@baton/domain';
+import { HandoffErrorCode, handoffDecider, handoffRun, toHandoffRecord, type HandoffCommand, type HandoffState } from '@baton/domain';
 import {
   ConcurrencyConflict,
   DeadLetterReason,
@@ -525,6 +525,28 @@ export class LedgerCommands {
     return (await this.runtime.store.current<HandoffEvent, HandoffState>({ project, kind: 'handoff', id }, handoffDecider)).state;
   }
 
+  /**
+   * The agent result the handoff's workflow run recorded for it, if any: a person's abandon then
+   * comes after the router took the result, and is refused (`result_already_recorded`) rather than
+   * ending the handoff `abandoned` under a run that goes on with its work. Read only for an open
+   * task or consult of a run (a review is decided, not closed by a result): the run's events, newest
+   * first. The router's completion closes the handoff within milliseconds; this covers that window.
+   */
+  private async resultRecordedFor(handoff: HandoffState): Promise<{ workflow_run_id: string; result_id: string; agent: string } | undefined> {
+    if (handoff.status !== 'pending' && handoff.status !== 'claimed') return undefined;
+    if (handoff.kind === 'completion_handback') return undefined;
+    const run = handoffRun(handoff);
+    if (run === null) return undefined;
+    const { events } = await this.runtime.store.read({ project: run.project, kind: 'run', id: run.workflow_run_id });
+    for (let i = events.length - 1; i >= 0; i--) {
+      const event = events[i]!;
+      if (event.type !== 'run.result_recorded') continue;
+      const payload = event.payload as { handoff_id?: string; result_id: string; agent: string };
+      if (payload.handoff_id === handoff.id) return { workflow_run_id: run.workflow_run_id, result_id: payload.result_id, agent: payload.agent };
+    }
+    return undefined;
+  }
+
   /** Parse the wire command and add what the ledger owns. */
   private async prepare(
     name: HandoffCommandName,
@@ -672,7 +694,10 @@ export class LedgerCommands {
         const review = handbackId !== undefined ? await this.handoffNow(project, handbackId) : null;
         const decided = review !== null && (review.status === 'completed' || review.status === 'archived');
         const withReview = decided && handbackId !== undefined ? { ...data, review_decided: { handback_id: handbackId } } : data;
-        return done(data.handoff_id, data.idempotency_key, { type: 'abandon', data: withReview, metadata }, parsed.value);
+        // A run's handoff whose run already took its agent's result is being closed with it (docs/runs.md).
+        const recorded = metadata.actorKind !== 'system' ? await this.resultRecordedFor(now) : undefined;
+        const withResult = recorded !== undefined ? { ...withReview, result_recorded: recorded } : withReview;
+        return done(data.handoff_id, data.idempotency_key, { type: 'abandon', data: withResult, metadata }, parsed.value);
       }
       case 'fail': {
         const parsed = parseWith(FailHandoffCommandSchema, body);

@@ -88,7 +88,15 @@ export type ReleaseHandoff = Command<'release', ReleaseHandoffCommand>;
  * if one was made: a decided review is moving the parent already (accept completes it, rework
  * offers it again), and an abandon would leave that decision without effect.
  */
-export type AbandonHandoff = Command<'abandon', AbandonHandoffCommand & { review_decided?: { handback_id: string } }>;
+/**
+ * `review_decided`: the ledger found the returned handoff's review decided (the decision is moving
+ * it). `result_recorded`: the ledger found the handoff's workflow run has recorded an agent result
+ * for it (the router is closing it with that result, docs/runs.md).
+ */
+export type AbandonHandoff = Command<
+  'abandon',
+  AbandonHandoffCommand & { review_decided?: { handback_id: string }; result_recorded?: { workflow_run_id: string; result_id: string; agent: string } }
+>;
 export type FailHandoff = Command<'fail', FailHandoffCommand>;
 export type ArchiveHandoff = Command<'archive', ArchiveHandoffCommand>;
 

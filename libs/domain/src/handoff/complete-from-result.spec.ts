@@ -99,6 +99,27 @@ describe('handoff: complete_from_result (a router-dispatched handoff closes with
     given(handoffDecider, abandoned).when(completeFromResult()).thenFails('handoff_not_open');
   });
 
+  it("a person's abandon after the run recorded the result (the ledger read it: result_recorded) is refused result_already_recorded; Baton's own abandon is not held back", () => {
+    const recorded = { workflow_run_id: 'wr-1', result_id: 'r-1', agent: 'bob' };
+    const abandonAs = (actor: string, kind: HandoffActorKind) => {
+      const command = cmd.abandon(actor, kind) as Extract<ReturnType<typeof cmd.abandon>, { type: 'abandon' }>;
+      return { ...command, data: { ...command.data, result_recorded: recorded } };
+    };
+    const claimed = history(cmd.create({ to_agent: 'bob' }), cmd.claim('bob', 'c1'));
+    const refused = given(handoffDecider, claimed).when(abandonAs('olga', 'operator'));
+    refused.thenFails('result_already_recorded');
+    expect(refused.result).toMatchObject({
+      ok: false,
+      error: { kind: 'wrong_state', details: { handoff_id: HID, workflow_run_id: 'wr-1', result_id: 'r-1' } },
+    });
+    given(handoffDecider, history(cmd.create({ to_agent: 'bob' })))
+      .when(abandonAs('alice', 'agent'))
+      .thenFails('result_already_recorded');
+    given(handoffDecider, claimed)
+      .when(abandonAs('baton-router', 'system'))
+      .thenMatch([{ type: 'handoff.abandoned' }]);
+  });
+
   describe('rule 4a: a result accepted under a claim before its requeue landed voids the lapse', () => {
     // bob's claim c1 ran out at 60 s; the router had accepted his result r-1 under c1 before that,
     // but the watchdog's requeue reached the ledger (61 s) before the router's completion (62 s).

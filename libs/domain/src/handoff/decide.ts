@@ -68,6 +68,8 @@ export const HandoffErrorCode = {
   reviewEndForbidden: 'review_end_forbidden',
   /** A handback decided after the work it reviews was abandoned or failed by a person: the review is being withdrawn, its decision could move nothing. */
   reviewWithdrawn: 'review_withdrawn',
+  /** An `abandon` of a run's handoff whose run already recorded its agent's result: the router is closing it with that result. */
+  resultAlreadyRecorded: 'result_already_recorded',
   idempotencyKeyReused: 'idempotency_key_reused',
   /** A `give_up_offer` naming an offer of an earlier round: the handoff moved on since (`offered_version` is not its version). */
   staleOffer: 'stale_offer',
@@ -546,6 +548,18 @@ function decideAbandon({ data, metadata }: AbandonHandoff, state: ExistingHandof
       HandoffErrorCode.handbackAlreadyDecided,
       `handoff ${state.id}'s review ${decided.handback_id} was decided; the decision is moving it (accept completes it, rework offers it again)`,
       { handoff_id: state.id, handback_id: decided.handback_id },
+    );
+  }
+  // The handoff's run took its agent's result already (the router read the claim current); the
+  // router's completion is on its way. Withdrawing the work now would say it was withdrawn while
+  // the run goes on with it. Baton's own abandons (a stopped run's handoff) are not held back.
+  const recorded = data.result_recorded;
+  if (recorded !== undefined && metadata.actorKind !== 'system' && (state.status === 'pending' || state.status === 'claimed')) {
+    return reject(
+      'wrong_state',
+      HandoffErrorCode.resultAlreadyRecorded,
+      `run ${recorded.workflow_run_id} already recorded result ${recorded.result_id} of '${recorded.agent}' for handoff ${state.id}; the router is closing the handoff with it`,
+      { handoff_id: state.id, workflow_run_id: recorded.workflow_run_id, result_id: recorded.result_id },
     );
   }
   return accept({
