@@ -154,6 +154,43 @@ describe('NATS decentralized auth: the server, not the message, decides who is s
     expect(error.message).toContain(`may not publish to ${PREFIX}.cmd.ledger.acme.op.admin.pause: use the admin's`);
   });
 
+  it("baton with an agent's credentials where an admin's are needed: permission_denied saying whose to use (project, run, dlq list: the admin's; result of another agent: that agent's or the admin's)", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'baton-cli-agent-'));
+    try {
+      const env = { NATS_URL: server.url, NATS_CREDS: issueCreds(server.deployment, Principals.agent('shop', 'support')).file, BATON_PREFIX: PREFIX };
+      const run = async (...argv: string[]) => {
+        const io = bufferedIo();
+        const code = await baton(argv, { io, env: { ...env, BATON_NATS_DIR: join(dir, 'none') } });
+        return { code, out: io.out(), err: io.err() };
+      };
+      for (const argv of [
+        ['project', 'shop'],
+        ['run', 'wr-1', '--project', 'shop'],
+        ['run', 'wr-1'],
+        ['dlq', 'list'],
+      ]) {
+        const typed = await run(...argv, '--json');
+        expect({ argv, code: typed.code, out: typed.out }).toEqual({ argv, code: 1, out: '' });
+        const { error } = JSON.parse(typed.err) as { error: { code: string; message: string } };
+        expect({ argv, code: error.code, hint: /use the admin's/.test(error.message) }).toEqual({ argv, code: 'permission_denied', hint: true });
+      }
+      const file = join(dir, 'result.json');
+      writeFileSync(file, JSON.stringify({ result_id: 'res-1', run_id: 'r', project: 'billing', workflow_run_id: 'wr-1', agent: 'payer', body: 'done' }));
+      const typed = await run('result', file, '--json');
+      expect(typed.code).toBe(1);
+      expect(JSON.parse(typed.err)).toMatchObject({
+        error: {
+          code: 'permission_denied',
+          message: expect.stringContaining(
+            "publish it with agent payer's own credentials (`baton creds agent --project billing --agent payer`) or the admin's",
+          ),
+        },
+      });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('an SDK client reading a handoff from the event stream (ledger.get) with agent credentials gets PermissionDenied, code permission_denied: not a store error to parse', async () => {
     const issued = issueCreds(server.deployment, Principals.agent('acme', 'support'));
     const agent = await createBatonClient({ natsUrl: server.url, natsCreds: issued.file, prefix: PREFIX, project: 'acme', agent: 'support' });

@@ -1,15 +1,30 @@
 import { randomUUID } from 'node:crypto';
+import { z } from 'zod';
 import { str, type ParsedArgs } from './command';
 import type { CliContext } from './context';
 import { CliError, CliErrorCode, ExitCode, type CliIssue } from './errors';
 import { printJson } from './output';
 import { ambiguousId, projectArg } from './timeline';
 
-/** A reply of the operator API: its status and parsed JSON body (null when empty or not JSON). */
+/**
+ * A reply of the operator API: its status, its body (the parsed JSON; the text when it is not
+ * JSON; null when empty), and what was asked, so that a reply that is not the API's can say where
+ * it came from.
+ */
 export interface ApiReply {
   status: number;
   ok: boolean;
   body: unknown;
+  /** Whether the body was JSON (an empty body is not). */
+  json: boolean;
+  /** The reply's Content-Type header, or null without one. */
+  contentType: string | null;
+  /** The request: `GET` / `POST`, its path, and BATON_API_URL it went to (without a trailing slash). */
+  method: 'GET' | 'POST';
+  path: string;
+  base: string;
+  /** Whether BATON_TOKEN was set (and so sent): a 401 says which of "set it" or "it was refused" applies. */
+  tokenSent: boolean;
 }
 
 /** How long the CLI waits for the operator API: a read, and a POST (an answer waits for its outcome on the server). */
@@ -68,32 +83,123 @@ export async function callApi(ctx: CliContext, method: 'GET' | 'POST', path: str
   }
   const text = await response.text();
   let parsed: unknown = null;
+  let json = false;
   try {
     parsed = text.length > 0 ? JSON.parse(text) : null;
+    json = text.length > 0;
   } catch {
     parsed = text;
   }
-  return { status: response.status, ok: response.ok, body: parsed };
+  return {
+    status: response.status,
+    ok: response.ok,
+    body: parsed,
+    json,
+    contentType: response.headers.get('content-type'),
+    method,
+    path,
+    base,
+    tokenSent: token !== undefined,
+  };
 }
 
-/** The human message of an API error body (`{ error: { code, message } }`, `{ message }`...). */
-export function apiErrorText(reply: ApiReply): string {
-  const body = reply.body as { error?: { code?: unknown; message?: unknown } | string; message?: unknown; code?: unknown } | null;
-  if (body && typeof body === 'object') {
-    const error = body.error;
-    if (error && typeof error === 'object') return `${String(error.code ?? reply.status)}: ${String(error.message ?? '')}`;
-    if (typeof error === 'string') return `${reply.status}: ${typeof body.message === 'string' ? body.message : error}`;
-    if (typeof body.message === 'string') return `${String(body.code ?? reply.status)}: ${body.message}`;
-  }
-  return `HTTP ${reply.status}${typeof reply.body === 'string' ? `: ${reply.body.slice(0, 200)}` : ''}`;
+/**
+ * The API's error form, `{ error: { code, message, issues?, details? } }` (the notifier's
+ * ErrorBodySchema), or null when the body is not in it: then whatever answered is not Baton's
+ * operator API (another service at BATON_API_URL, a proxy's or a login page's reply).
+ */
+export function apiErrorOf(body: unknown): { code: string; message: string; issues?: unknown; details?: unknown } | null {
+  const error = (body as { error?: unknown } | null)?.error;
+  if (typeof error !== 'object' || error === null) return null;
+  const { code, message } = error as { code?: unknown; message?: unknown };
+  if (typeof code !== 'string' || !/^[a-z][a-z0-9_]*$/.test(code) || typeof message !== 'string') return null;
+  return error as { code: string; message: string; issues?: unknown; details?: unknown };
 }
+
+/** The start of a body that is not the API's, on one line, for a message (a login page's HTML would be pages long). */
+function excerpt(reply: ApiReply): string {
+  if (reply.body === null) return 'an empty body';
+  const text = (typeof reply.body === 'string' ? reply.body : JSON.stringify(reply.body)).replace(/\s+/g, ' ').trim();
+  return JSON.stringify(text.length > 120 ? `${text.slice(0, 119)}…` : text);
+}
+
+/**
+ * The failure of a reply that did not come from Baton's operator API, or not as the route's reply:
+ * `unavailable` for a 502, 503 or 504 that is not in the API's error form (a proxy or load
+ * balancer in front of the API that could not reach it), else `bad_reply` — a 2xx that is not
+ * JSON or not the shape of the route's reply (a login page, a proxy's page, another service), or
+ * an error status without the API's error body (`Cannot POST /v1/...`, a plain-text 500). A
+ * client never has to read the text: `details.http_status` and `details.content_type` say what came.
+ */
+export function notTheApi(reply: ApiReply): CliError {
+  const what = `${reply.method} ${reply.path}`;
+  const came = `HTTP ${reply.status}${reply.contentType !== null ? ` (${reply.contentType})` : ''}`;
+  const details = { http_status: reply.status, content_type: reply.contentType, url: `${reply.base}${reply.path}` };
+  if (!reply.ok && (reply.status === 502 || reply.status === 503 || reply.status === 504)) {
+    return new CliError(
+      `the operator API at ${reply.base} is unavailable: ${what} was answered ${came}, ${excerpt(reply)}, not by the API (a proxy in front of it?); try again, and check the notifier`,
+      { code: CliErrorCode.unavailable, details },
+    );
+  }
+  const body = reply.ok ? (reply.json ? 'JSON that is not the reply of this route' : 'a body that is not JSON') : "an error body that is not the API's";
+  return new CliError(
+    `the server at BATON_API_URL (${reply.base}) did not answer ${what} as Baton's operator API: ${came} with ${body}: ${excerpt(reply)} (set BATON_API_URL to the notifier's operator API)`,
+    { code: CliErrorCode.badReply, details },
+  );
+}
+
+/**
+ * The body of a 2xx reply when it has the shape of the route's reply (`shape`: the fields the
+ * command reads), else {@link notTheApi}'s `bad_reply`: a reply that merely has a 2xx status is
+ * not the API saying the request was carried out.
+ */
+export function replyOf<T>(reply: ApiReply, shape: z.ZodType<T>): T {
+  if (!reply.json || !shape.safeParse(reply.body).success) throw notTheApi(reply);
+  // The body as the API sent it (--json prints it whole), checked for the fields the command reads.
+  return reply.body as T;
+}
+
+/*
+ * The shapes of the success replies the CLI reads: the fields it relies on (and an answer's
+ * `accepted`, the reply's own mark) of the notifier's AnswerAcceptedSchema, DecisionResponseSchema
+ * and StopRecordSchema (apps/notifier/src/api/schemas.ts, which the OpenAPI document is built
+ * from: an app, which the CLI does not import). Fields it does not read are not checked, so a
+ * newer notifier's additions do not make its replies `bad_reply`.
+ */
+
+/** `POST .../stops/<id>/answer`, `POST .../runs/<id>/answer`: 200 applied or 202 pending. */
+export const AnswerReplyShape = z.object({
+  accepted: z.literal(true),
+  outcome: z.enum(['applied', 'pending']),
+  project: z.string(),
+  workflow_run_id: z.string(),
+  mesh_run_id: z.string().optional(),
+  status_url: z.string(),
+  duplicate: z.boolean(),
+  event: z.object({ seq: z.number() }).optional(),
+  run: z.object({ status: z.string() }).nullable().optional(),
+  mesh: z.object({ status: z.string() }).nullable().optional(),
+});
+
+/** `POST .../handoffs/<id>/decision` and `.../abandon`: the handoff after it, and the events this request stored (0: a retry). */
+export const HandoffActionReplyShape = z.object({
+  outcome: z.literal('applied'),
+  handoff: z.object({ id: z.string(), project: z.string() }),
+  events: z.number().int().min(0),
+});
+export type HandoffActionReply = z.infer<typeof HandoffActionReplyShape>;
+
+/** `GET .../stops/<id>`: the packet (its status, and the call it freezes with its digest). */
+export const StopReplyShape = z.object({
+  stop: z.object({ packet_id: z.string(), status: z.string(), pending: z.unknown().optional(), pending_digest: z.string().nullable().optional() }),
+});
 
 /**
  * What an answer's reply says happened, for people: `applied <what>; run <id> is now <status>`
  * (200), or `sent <what>; not applied yet … check <status_url>` (202: the router had not decided
  * within the API's wait). Refusals are errors (the caller prints their code and exits 1).
  */
-export function answerOutcomeText(reply: ApiReply, what: string): string {
+export function answerOutcomeText(reply: Pick<ApiReply, 'status' | 'body'>, what: string): string {
   const body = (reply.body ?? {}) as {
     outcome?: unknown;
     status_url?: unknown;
@@ -143,23 +249,43 @@ export function throwIfAmbiguous(reply: ApiReply, what: string, id: string): voi
 }
 
 /**
- * The API's refusal as the command's failure: the code the API answered with (or `http_<status>`
- * for a body without one), its message, issues and details, and the HTTP status in `details`.
+ * The API's refusal as the command's failure: the code the API answered with, its message, issues
+ * and details, and the HTTP status in `details`. A 401 says what to do: set BATON_TOKEN, or (it was
+ * sent and refused: unknown, expired or revoked) get a new one. An error status whose body is not
+ * in the API's error form is not a refusal by Baton: {@link notTheApi} (`unavailable` for 502, 503
+ * and 504, else `bad_reply`) — never a code made up from the status.
  */
 export function apiRefusal(reply: ApiReply, what: string): CliError {
-  const error = (reply.body as { error?: { code?: unknown; issues?: unknown; details?: unknown } } | null)?.error;
-  const code = typeof error?.code === 'string' ? error.code : `http_${reply.status}`;
-  const issues = Array.isArray(error?.issues)
+  const error = apiErrorOf(reply.body);
+  if (error === null) return notTheApi(reply);
+  const issues = Array.isArray(error.issues)
     ? error.issues.filter((i): i is CliIssue => typeof i === 'object' && i !== null && typeof i.path === 'string' && typeof i.message === 'string')
     : [];
-  const details = typeof error?.details === 'object' && error.details !== null ? (error.details as Record<string, unknown>) : {};
+  const details = typeof error.details === 'object' && error.details !== null ? (error.details as Record<string, unknown>) : {};
+  const message =
+    reply.status === 401 && error.code === 'unauthenticated'
+      ? reply.tokenSent
+        ? `the operator API at ${reply.base} refused BATON_TOKEN: it is unknown there, expired or revoked (\`baton token list\` shows expiry and revocation); set BATON_TOKEN to a valid token — an admin makes one with \`baton token create\``
+        : `BATON_TOKEN is not set: the operator API at ${reply.base} needs a token; set BATON_TOKEN to one an admin made with \`baton token create --role operator --project <p>\``
+      : error.message;
   // `http_status` is the API's status; `status` stays the API's own detail when it gave one (a
   // handoff's or run's status), else the HTTP status, as it always was.
-  return new CliError(`${what}: ${apiErrorText(reply)}`, {
-    code,
+  return new CliError(`${what}: ${error.code}: ${message}`, {
+    code: error.code,
     issues,
     details: { ...details, http_status: reply.status, ...(details['status'] === undefined ? { status: reply.status } : {}) },
   });
+}
+
+/**
+ * Settle a reply that is not a success: with `--json` a refusal in the API's error form is printed
+ * on stdout as the API sent it (a refusal's reply stays on stdout; a body that is not the API's
+ * is not printed as one), then the refusal is thrown (an ambiguous id as its usage error).
+ */
+function throwRefusal(ctx: CliContext, reply: ApiReply, json: boolean, what: string, id: string, refused: string): never {
+  throwIfAmbiguous(reply, what, id);
+  if (json && apiErrorOf(reply.body) !== null) printJson(ctx.io, reply.body);
+  throw apiRefusal(reply, refused);
 }
 
 /** The options every answering command takes (`baton answer`, `baton answer-hold`), beside its own. */
@@ -185,7 +311,8 @@ export function answerBasics(args: ParsedArgs): { note: string | undefined; proj
  * Send an operator answer (to a stop packet or a held run) and say what became of it: the POST
  * to `/v1[/projects/<p>]/<kind>/<id>/answer` with `answer_id` as its retry key, the usage error
  * of an ambiguous id, `--json` output (with the record's project), a refusal thrown with its code,
- * else the outcome line (applied, or sent and not decided yet). Resolves with the exit code.
+ * a reply that is not the route's `bad_reply`, else the outcome line (applied, or sent and not
+ * decided yet). Resolves with the exit code.
  */
 export async function postAnswer(
   ctx: CliContext,
@@ -198,20 +325,21 @@ export async function postAnswer(
     field: 'answer_id',
     value: body.answer_id,
   });
-  throwIfAmbiguous(reply, target.what, target.id);
-  const answeredIn = (reply.body as { project?: unknown } | null)?.project;
-  const inProject = typeof answeredIn === 'string' ? answeredIn : target.project;
-  if (json) printJson(ctx.io, reply.ok && inProject !== undefined ? { project: inProject, ...(reply.body as object) } : reply.body);
-  if (!reply.ok) throw apiRefusal(reply, 'the answer was refused');
-  if (!json) ctx.io.stdout.write(`${answerOutcomeText(reply, `${target.id}${inProject !== undefined ? ` (project ${inProject})` : ''}: ${body.action}`)}\n`);
+  if (!reply.ok) throwRefusal(ctx, reply, json, target.what, target.id, 'the answer was refused');
+  const answered = replyOf(reply, AnswerReplyShape);
+  // The project on top, as it always was printed.
+  const { project, ...rest } = answered;
+  if (json) printJson(ctx.io, { project, ...rest });
+  else ctx.io.stdout.write(`${answerOutcomeText(reply, `${target.id} (project ${project}): ${body.action}`)}\n`);
   return ExitCode.ok;
 }
 
 /**
  * POST an operator's action on a handoff (`/decision`, `/abandon`) through the operator API, with
  * its idempotency key, and say what came of it: the reply as JSON with `--json` (with the handoff's
- * project), a refusal thrown as the API's code, an ambiguous id as a usage error. Resolves with the
- * project the action applied in (when the reply names it), for the command's own line.
+ * project), a refusal thrown as the API's code, an ambiguous id as a usage error, a reply that is
+ * not the route's `bad_reply`. Resolves with the reply (the handoff after it, and `events`: 0 when
+ * this key had been applied before), for the command's own line.
  */
 export async function postHandoffAction(
   ctx: CliContext,
@@ -224,7 +352,7 @@ export async function postHandoffAction(
     json: boolean;
     refused: string;
   },
-): Promise<string | undefined> {
+): Promise<HandoffActionReply> {
   const reply = await callApi(
     ctx,
     'POST',
@@ -236,10 +364,9 @@ export async function postHandoffAction(
       value: input.key,
     },
   );
-  throwIfAmbiguous(reply, 'handoff', input.handoffId);
-  const actedIn = (reply.body as { handoff?: { project?: unknown } } | null)?.handoff?.project;
-  const inProject = typeof actedIn === 'string' ? actedIn : input.project;
-  if (input.json) printJson(ctx.io, reply.ok && inProject !== undefined ? { project: inProject, ...(reply.body as object) } : reply.body);
-  if (!reply.ok) throw apiRefusal(reply, input.refused);
-  return inProject;
+  if (!reply.ok) throwRefusal(ctx, reply, input.json, 'handoff', input.handoffId, input.refused);
+  const acted = replyOf(reply, HandoffActionReplyShape);
+  // The reply with the handoff's project on top, as `answer --json` prints it.
+  if (input.json) printJson(ctx.io, { project: acted.handoff.project, ...(reply.body as object) });
+  return acted;
 }

@@ -154,6 +154,26 @@ describe('the baton command against real NATS and Redis', () => {
     expect(table.out).toContain('handback:demo:hb-1');
   });
 
+  it('the inbox table prints an item id whole, however long, so that it can be copied into the next command', async () => {
+    const long = `hb-${'review-the-work-on-the-checkout-flow-'.repeat(3)}1`;
+    const events = new JetStreamEventStore({ js: nats.js, jsm: nats.jsm, prefix, registry });
+    const handback = created(long, 5, {
+      kind: 'completion_handback',
+      priority: 'medium',
+      from_agent: 'coder',
+      to_agent: 'planner',
+      reply_to_handoff_id: 'h-0',
+      reviewed_worker: 'coder',
+      summary: 'review it',
+    });
+    await events.append({ project: PROJECT, kind: 'handoff', id: long }, [handback], { expectedVersion: 0 });
+    expect((await baton('replay', '--projection', 'inbox')).code).toBe(0);
+    const table = await baton('inbox');
+    expect(table.code).toBe(0);
+    expect(table.out).toContain(`handback:${PROJECT}:${long} `);
+    expect(table.out).not.toMatch(/^handback:\S*…/m);
+  });
+
   it('inbox and stops page alike: a bad cursor is a usage error, stops --json is a JSON array, a table with nothing to show says so', async () => {
     const bad = await baton('inbox', '--cursor', 'not-a-cursor');
     expect(bad.code).toBe(2);
@@ -278,12 +298,13 @@ describe('the baton command against real NATS and Redis', () => {
     expect(await keysMatching(`${prefix}-elsewhere:*`)).toEqual([]);
   });
 
-  it('inbox and stops under a keyspace with no projection say so on stderr (a wrong prefix is not an empty inbox); built ones say nothing', async () => {
+  it('inbox and stops under a keyspace with no projection say so on stderr (a wrong prefix is not an empty inbox; with --json stderr holds JSON only, so not there); built ones say nothing', async () => {
     const elsewhere = `${prefix}-elsewhere:proj`;
     for (const command of ['inbox', 'stops']) {
-      const wrong = await baton(command, '--json', { BATON_PROJECTION_PREFIX: elsewhere });
+      const typed = await baton(command, '--json', { BATON_PROJECTION_PREFIX: elsewhere });
+      expect({ code: typed.code, out: JSON.parse(typed.out) as unknown, err: typed.err }).toEqual({ code: 0, out: [], err: '' });
+      const wrong = await baton(command, { BATON_PROJECTION_PREFIX: elsewhere });
       expect(wrong.code).toBe(0);
-      expect(JSON.parse(wrong.out)).toEqual([]);
       expect(wrong.err).toContain(
         `warning: no ${command} projection under "${elsewhere}": never built, or BATON_PREFIX / BATON_PROJECTION_PREFIX names another keyspace`,
       );

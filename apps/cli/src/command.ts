@@ -23,9 +23,10 @@ export interface ParsedArgs {
 
 /**
  * Parse a command's arguments with node:util parseArgs (strict: unknown options are usage
- * errors). `--help` / `-h` is added to every command.
+ * errors). `--help` / `-h` is added to every command. `positionals.names` names the arguments as
+ * the usage line does (`<handoff-id>`), so that a missing one is named.
  */
-export function parseCommandArgs(argv: string[], options: Options, positionals: { min: number; max: number }): ParsedArgs {
+export function parseCommandArgs(argv: string[], options: Options, positionals: { min: number; max: number; names?: readonly string[] }): ParsedArgs {
   let parsed;
   try {
     parsed = parseArgs({ args: argv, options: { ...options, help: { type: 'boolean', short: 'h' } }, allowPositionals: true, strict: true });
@@ -34,7 +35,10 @@ export function parseCommandArgs(argv: string[], options: Options, positionals: 
   }
   const values = parsed.values as ParsedArgs['values'];
   if (values['help'] === true) return { values, positionals: parsed.positionals, help: true };
-  if (parsed.positionals.length < positionals.min) throw new UsageError('missing argument');
+  if (parsed.positionals.length < positionals.min) {
+    const missing = positionals.names?.[parsed.positionals.length];
+    throw new UsageError(missing !== undefined ? `missing ${missing}` : 'missing argument');
+  }
   // An id or a path that is empty (`baton answer ""`) names nothing: not a request to send.
   if (parsed.positionals.some((value) => value.trim() === '')) throw new UsageError('an argument is empty');
   if (parsed.positionals.length > positionals.max) throw new UsageError(`unexpected argument "${parsed.positionals[positionals.max]}"`);

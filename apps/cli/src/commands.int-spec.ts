@@ -39,17 +39,33 @@ describe('baton commands that publish (real NATS) and call the operator API (loc
         requests.push({ method: req.method ?? '', url: req.url ?? '', body: body ? JSON.parse(body) : null });
         const status = nextStatus;
         res.writeHead(status, { 'content-type': 'application/json' });
+        // The operator API's replies, in the shapes it answers them (apps/notifier/src/api/schemas.ts).
+        const answer = {
+          accepted: true,
+          answer_id: 'a-1',
+          project: 'demo',
+          workflow_run_id: 'wr-1',
+          subject: `${prefix}.in.demo.resume`,
+          duplicate: false,
+          status_url: '/v1/projects/demo/runs/wr-1/answers/a-1',
+        };
         if (req.method === 'GET')
           res.end(
             JSON.stringify({
-              stop: { packet_id: 'stop-1', pending: { name: 'refund', args: { order: 99, amount: 40 } }, pending_digest: 'sha256:abc' },
+              stop: {
+                packet_id: 'stop-1',
+                status: 'open',
+                pending: { name: 'refund', args: { order: 99, amount: 40 } },
+                pending_digest: 'sha256:abc',
+              },
               effect: null,
               answered_at: null,
             }),
           );
-        else if (status === 202)
-          res.end(JSON.stringify({ accepted: true, outcome: 'pending', workflow_run_id: 'wr-1', status_url: '/v1/projects/demo/runs/wr-1/answers/a-1' }));
-        else if (status === 200) res.end(JSON.stringify({ accepted: true, outcome: 'applied', workflow_run_id: 'wr-1', run: { status: 'running' } }));
+        else if (status < 300 && /\/(decision|abandon)$/.test(req.url ?? ''))
+          res.end(JSON.stringify({ outcome: 'applied', handoff: { id: req.url!.split('/').at(-2), project: 'demo', status: 'abandoned' }, events: 1 }));
+        else if (status === 202) res.end(JSON.stringify({ ...answer, outcome: 'pending' }));
+        else if (status === 200) res.end(JSON.stringify({ ...answer, outcome: 'applied', run: { status: 'running' } }));
         else
           res.end(
             JSON.stringify({
@@ -91,7 +107,11 @@ describe('baton commands that publish (real NATS) and call the operator API (loc
     expect(JSON.parse(second.out)).toMatchObject({ duplicate: true, seq: JSON.parse(first.out).seq });
     // A fresh client cannot tell its own re-run from another publisher: it says which message the stream held.
     expect(second.code).toBe(0);
-    expect(second.err).toContain('already held result:demo:wr-1/res-1');
+    // With --json stderr holds no prose: the receipt's duplicate says it; without, stderr names the message.
+    expect(second.err).toBe('');
+    const third = await baton('result', file);
+    expect(third.code).toBe(0);
+    expect(third.err).toContain('already held result:demo:wr-1/res-1');
     expect(await inboxMessages(`${prefix}.in.demo.result.coder`)).toBe(1);
 
     await writeFile(file, JSON.stringify({ result_id: 'res-2', run_id: 'r', project: 'demo', workflow_run_id: 'wr-1', agent: 'coder', decision: {} }));
@@ -215,10 +235,23 @@ describe('baton commands that publish (real NATS) and call the operator API (loc
     expect({ code: nobody.code, error: JSON.parse(nobody.err).error.code }).toEqual({ code: 1, error: 'unavailable' });
   });
 
+  it('publish-definition whose request the router receives and never answers: outcome_unknown, saying that publishing the same definition again is safe', async () => {
+    const received: unknown[] = [];
+    const sub = nats.connection.subscribe(`${prefix}.cmd.router.demo.publish_definition`, { callback: (_e, msg) => received.push(msg.data) });
+    const file = join(dir, 'def.json');
+    await writeFile(file, JSON.stringify({ project: 'demo', agents: [{ name: 'coder' }], workflows: [] }));
+    const silent = await baton('publish-definition', file, '--json');
+    sub.unsubscribe();
+    expect({ code: silent.code, out: silent.out, received: received.length }).toEqual({ code: 1, out: '', received: 1 });
+    expect(JSON.parse(silent.err)).toMatchObject({
+      error: { code: 'outcome_unknown', message: expect.stringContaining('publishing the same definition again is safe') },
+    });
+  }, 20_000);
+
   it('answer-hold answers a held run through the API (continue, reroute with its target, terminate) and says what happened; a reroute without a target or a stop action is a usage error', async () => {
     const rerouted = await baton('answer-hold', 'wr-1', '--action', 'reroute', '--target', 'billing', '--note', 'to billing');
     expect(rerouted.code).toBe(0);
-    expect(rerouted.out).toBe('applied wr-1: reroute; run wr-1 is now running\n');
+    expect(rerouted.out).toBe('applied wr-1 (project demo): reroute; run wr-1 is now running\n');
     expect(requests).toEqual([
       {
         method: 'POST',
@@ -265,7 +298,7 @@ describe('baton commands that publish (real NATS) and call the operator API (loc
     requests.length = 0;
     const approve = await baton('answer', 'stop-1', '--action', 'approve', '--digest', 'sha256:abc', '--note', 'ok');
     expect(approve.code).toBe(0);
-    expect(approve.out).toBe('applied stop-1: approve; run wr-1 is now running\n');
+    expect(approve.out).toBe('applied stop-1 (project demo): approve; run wr-1 is now running\n');
     expect(requests.map((r) => `${r.method} ${r.url}`)).toEqual(['POST /v1/stops/stop-1/answer']);
     expect(requests[0]!.body).toEqual({
       answer_id: expect.stringMatching(/^cli-/),
@@ -303,7 +336,7 @@ describe('baton commands that publish (real NATS) and call the operator API (loc
     const pending = await baton('answer', 'stop-1', '--action', 'deny');
     expect(pending.code).toBe(0);
     expect(pending.out).toBe(
-      'sent stop-1: deny; not applied yet: the router has not decided it (GET /v1/projects/demo/runs/wr-1/answers/a-1 for the outcome)\n',
+      'sent stop-1 (project demo): deny; not applied yet: the router has not decided it (GET /v1/projects/demo/runs/wr-1/answers/a-1 for the outcome)\n',
     );
 
     nextStatus = 409;

@@ -53,6 +53,22 @@ export interface CliContext {
   namedOperator(): string | undefined;
   /** `fetch` for the operator API (tests may replace it). */
   fetch: typeof fetch;
+  /**
+   * Whether the command was asked for `--json` (or `--json-page`): set by `execute` from the command
+   * line. Then stderr holds nothing but the one JSON line of a failure, so that a script can parse
+   * it whole: see {@link CliContext.warn}.
+   */
+  json: boolean;
+  /**
+   * Say something a person should know that does not stop the command (a fallback taken, a
+   * projection never built): `baton: warning: <text>` on stderr (or `prose`, written as is).
+   * With `--json` nothing is written: the warning is kept, and a failure carries the warnings in
+   * its `details.warnings`; on success they are dropped (the `--json` output says what matters,
+   * e.g. `view_source`).
+   */
+  warn(text: string, prose?: string): void;
+  /** The warnings {@link CliContext.warn} kept (with `--json`), in order. */
+  warnings(): readonly string[];
   close(): Promise<void>;
 }
 
@@ -121,11 +137,20 @@ export function createCliContext(options: CliContextOptions): CliContext {
   let redis: Promise<RedisHandle> | null = options.redis ? Promise.resolve(options.redis) : null;
   let registry: EventRegistry | null = null;
   const owned: (() => Promise<void>)[] = [];
+  const warnings: string[] = [];
 
   const ctx: CliContext = {
     io: options.io,
     env,
     fetch: options.fetch ?? fetch,
+    json: false,
+    warn(text, prose) {
+      if (ctx.json) warnings.push(text);
+      else ctx.io.stderr.write(prose ?? `baton: warning: ${text}\n`);
+    },
+    warnings() {
+      return [...warnings];
+    },
     config() {
       if (config) return config;
       try {
@@ -162,6 +187,7 @@ export function createCliContext(options: CliContextOptions): CliContext {
           owned.push(() => handle.drain());
           return handle;
         } catch (error) {
+          if (natsRefusedCredentials(error)) throw credentialsRefused(url, error, ctx.config().NATS_CREDS, credsFile);
           throw new CliError(
             `cannot reach NATS at ${url}: ${(error as Error).message} (set NATS_URL, and NATS_CREDS to the admin credentials: baton nats-config)`,
             { cause: error, code: CliErrorCode.unavailable },
@@ -209,6 +235,56 @@ export function createCliContext(options: CliContextOptions): CliContext {
     },
   };
   return ctx;
+}
+
+/**
+ * The NATS client's codes for a server that was reached and would not let these credentials in
+ * (or a credentials file the client could not use): retrying changes nothing, other credentials do.
+ */
+const NATS_AUTH_CODES: ReadonlySet<string> = new Set([
+  'AUTHORIZATION_VIOLATION',
+  'AUTHENTICATION_EXPIRED',
+  'ACCOUNT_EXPIRED',
+  'BAD_AUTHENTICATION',
+  'BAD_CREDS',
+]);
+
+/** Whether a connection failure (or what it wraps) is NATS refusing the credentials. */
+function natsRefusedCredentials(error: unknown): boolean {
+  return [...NATS_AUTH_CODES].some((code) => hasCode(error, code));
+}
+
+/** Whether `error`, or an error it wraps, carries the NATS client's `code`. */
+function hasCode(error: unknown, code: string): boolean {
+  for (let e = error, depth = 0; typeof e === 'object' && e !== null && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
+    if ((e as { code?: unknown }).code === code) return true;
+  }
+  return false;
+}
+
+/**
+ * `unauthenticated`: NATS at `url` refused the credentials the CLI presented — NATS_CREDS's file,
+ * the local deployment's admin file, or none (NATS_CREDS unset against a server that requires
+ * them) — or the file is no credentials file the client can use. The message names which, and
+ * what to do; `details.nats_creds` is the file (null: none).
+ */
+function credentialsRefused(url: string, error: unknown, natsCreds: string | undefined, credsFile: string | undefined): CliError {
+  const said = (error as Error).message;
+  const file =
+    natsCreds !== undefined
+      ? `the credentials file in NATS_CREDS (${natsCreds})`
+      : `the admin credentials of the local deployment (${credsFile ?? ''}, named by var/nats-auth/local.json; NATS_CREDS is not set)`;
+  const what =
+    natsCreds === undefined && credsFile === undefined
+      ? `NATS at ${url} requires credentials, and NATS_CREDS is not set (${said})`
+      : hasCode(error, 'BAD_CREDS')
+        ? `${file} is not a NATS credentials file the client can use (${said})`
+        : `NATS at ${url} refused ${file} (${said}: unknown to this server, expired, or another deployment's)`;
+  return new CliError(
+    `${what}. Set NATS_CREDS to a credentials file this deployment issued: the admin's (\`baton creds admin\`, or the file your admin gave you) ` +
+      "for admin and SRE commands, the agent's (`baton creds agent --project <p> --agent <name>`) for `baton result`",
+    { cause: error, code: CliErrorCode.unauthenticated, details: { nats_url: url, nats_creds: natsCreds ?? credsFile ?? null } },
+  );
 }
 
 /** The principal a credentials file names (null: none given, unreadable, or not one Baton issued). */

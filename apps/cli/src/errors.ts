@@ -36,6 +36,11 @@ export const CliErrorCode = {
   usage: 'usage',
   /** NATS, Redis, the operator API, the router or the ledger could not be reached or did not answer. */
   unavailable: 'unavailable',
+  /**
+   * NATS was reached and refused the credentials (NATS_CREDS's file rejected, unusable, expired,
+   * or none given to a server that requires them): trying again does not help, other credentials do.
+   */
+  unauthenticated: 'unauthenticated',
   /** A request that may have been carried out timed out: check before sending it again. */
   outcomeUnknown: 'outcome_unknown',
   /** The run, handoff, mesh, dead letter, token or stream asked for does not exist. */

@@ -9,6 +9,29 @@ describe('baton help', () => {
   });
 });
 
+describe('command help', () => {
+  const help = (name: string) => commands.find((c) => c.name === name)!.help;
+
+  it('inbox --help lists every why an escalation has (offer_given_up too) and the form of each item id', () => {
+    expect(help('inbox')).toContain('lease_expired, rework, offer_given_up for an escalation');
+    expect(help('inbox')).toContain('hold:<seq>:<project>:<workflow_run_id>');
+  });
+
+  it('pause and resume have an Options section (--reason, --key, --json; --force for pause); decide names --key in its usage', () => {
+    for (const name of ['pause', 'resume']) {
+      const options = help(name).split('\nOptions:\n')[1] ?? '';
+      expect({ name, options: ['--reason', '--key', '--json'].filter((option) => !options.includes(option)) }).toEqual({ name, options: [] });
+    }
+    expect(help('pause').split('\nOptions:\n')[1]).toContain('--force');
+    expect(help('decide').split('\n')[0]).toContain('[--key k]');
+  });
+
+  it('token --help says what revoke --json prints', () => {
+    expect(help('token')).toContain('baton token revoke <token_id> [--json]');
+    expect(help('token')).toContain('{ token_id, name, revoked_at, already_revoked }');
+  });
+});
+
 describe('an unknown command', () => {
   const run = async (argv: string[]) => {
     let out = '';

@@ -2,6 +2,7 @@
 import { commands } from './commands';
 import type { Command } from './command';
 import { createCliContext, type CliContext, type CliContextOptions } from './context';
+import { EventStoreErrorCode } from '@baton/eventstore';
 import { CliError, CliErrorCode, ExitCode, UsageError, type CliIssue } from './errors';
 import { processIo, type CliIo } from './output';
 
@@ -34,8 +35,9 @@ Environment:
   BATON_OPERATOR  who you are, recorded by start, pause, resume and publish-definition (default $USER); answers,
                   decisions and abandons record the API token's name
 
-Every read command takes --json; with --json a failure is one line on stderr,
-{"error":{"code","message","issues","details"?}} (a refusal's reply stays on stdout).
+Every read command takes --json; with --json stderr holds nothing but a failure's one line,
+{"error":{"code","message","issues","details"?}}, warnings in its details.warnings (on success
+warnings are not written; a refusal's reply stays on stdout).
 Exit codes: 0 ok, 1 failure (verify: a difference), 2 usage, 130 replay or verify stopped by Ctrl-C.
 `;
 
@@ -103,21 +105,29 @@ async function runCommand(argv: string[], options: Partial<CliContextOptions>): 
 
 /**
  * Run `command` and settle its failure as `baton` does: written to stderr (one JSON line with
- * `--json`, else prose with the command's usage for a usage error) and turned into its exit code.
+ * `--json`, carrying the warnings the command kept in `details.warnings`; else prose with the
+ * command's usage for a usage error) and turned into its exit code.
  */
 export async function execute(command: Command, argv: string[], ctx: CliContext): Promise<ExitCode> {
   const io = ctx.io;
   const json = argv.includes('--json') || argv.includes('--json-page');
+  // With --json, stderr is the failure's one JSON line and nothing else: warnings go into it.
+  ctx.json = json;
   try {
     return await command.run(argv, ctx);
   } catch (error) {
     const failure = failureOf(error);
+    const warnings = ctx.warnings();
+    if (json && warnings.length > 0) failure.details = { ...failure.details, warnings };
     if (json) io.stderr.write(`${JSON.stringify({ error: failure })}\n`);
     else if (error instanceof UsageError) io.stderr.write(`baton ${command.name}: ${error.message}\n${error.showUsage ? `\n${command.help}` : ''}`);
     else io.stderr.write(`baton ${command.name}: ${failure.message}\n${failure.issues.map((issue) => `  ${issue.path}: ${issue.message}\n`).join('')}`);
     return error instanceof UsageError ? ExitCode.usage : error instanceof CliError ? error.exitCode : ExitCode.failure;
   }
 }
+
+/** What to do about credentials that may not do what a command does. */
+const USE_THE_ADMINS = "use the admin's credentials (NATS_CREDS set to the admin's file: `baton creds admin`)";
 
 /** A failure as `--json` writes it (and the prose names): a stable code, the message, the offending fields. */
 interface Failure {
@@ -129,8 +139,9 @@ interface Failure {
 
 /**
  * What a command's failure was: a {@link CliError} or usage error as it says; an error of the SDK
- * or the event store (a publish the server refused, a timeout…) with its own `code`; anything
- * else `failed`, named by its class.
+ * or the event store (a publish the server refused, a timeout…) with its own `code` — its
+ * `permission_denied` (credentials that may not read or publish where the command does: an agent's
+ * or a service's) saying what to do, as the CLI's own do; anything else `failed`, named by its class.
  */
 function failureOf(error: unknown): Failure {
   if (error instanceof UsageError)
@@ -139,6 +150,7 @@ function failureOf(error: unknown): Failure {
     return { code: error.code, message: error.message, issues: error.issues, ...(error.details ? { details: error.details } : {}) };
   if (error instanceof Error) {
     const code = (error as { code?: unknown }).code;
+    if (code === EventStoreErrorCode.permissionDenied) return { code, message: `${error.message}: ${USE_THE_ADMINS}`, issues: [] };
     return typeof code === 'string' && /^[a-z][a-z0-9_]*$/.test(code)
       ? { code, message: error.message, issues: [] }
       : { code: CliErrorCode.failed, message: `${error.name}: ${error.message}`, issues: [] };

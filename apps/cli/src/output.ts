@@ -66,12 +66,14 @@ export interface Column<T> {
   value: (row: T) => unknown;
   /** Cut longer cells to this many characters (default 60). */
   max?: number;
+  /** Never cut: an id a person copies into the next command (`baton answer <id>`). Other columns are cut instead. */
+  whole?: boolean;
 }
 
 /** Render rows as an aligned text table (headers uppercased); `empty` when there are no rows. */
 export function renderTable<T>(rows: readonly T[], columns: readonly Column<T>[], empty = '(none)'): string {
   if (rows.length === 0) return `${empty}\n`;
-  const cells = rows.map((row) => columns.map((col) => clip(cellText(col.value(row)), col.max ?? 60)));
+  const cells = rows.map((row) => columns.map((col) => (col.whole === true ? cellText(col.value(row)) : clip(cellText(col.value(row)), col.max ?? 60))));
   const headers = columns.map((col) => col.header.toUpperCase());
   const widths = headers.map((h, i) => Math.max(h.length, ...cells.map((r) => r[i]!.length)));
   const line = (values: string[]) =>

@@ -1,4 +1,13 @@
+import type { CliContext } from './context';
 import type { CliIo } from './output';
+
+/**
+ * Where a command's progress goes: its stderr, except with `--json`, where stderr holds nothing
+ * but a failure's one JSON line (a script reads the outcome from stdout, not a progress bar).
+ */
+export function progressIo(ctx: CliContext): CliIo {
+  return ctx.json ? { stdout: ctx.io.stdout, stderr: { write: () => true }, stderrIsTTY: false } : ctx.io;
+}
 
 /** What a progress display is told: events done so far (and, when it changes, the total). */
 export interface ProgressUpdate {

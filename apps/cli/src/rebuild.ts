@@ -45,7 +45,10 @@ export async function eventSource(ctx: CliContext): Promise<{ source: ReplaySour
     registry: ctx.registry(),
     // Pulls of 1 000: fewer round trips on a long stream.
     batch: 1_000,
-    onUndecodable: (seq, subject, rejection) => ctx.io.stderr.write(`baton: skipped undecodable event #${seq} on ${subject}: ${rejection.message}\n`),
+    onUndecodable: (seq, subject, rejection) => {
+      const text = `skipped undecodable event #${seq} on ${subject}: ${rejection.message}`;
+      ctx.warn(text, `baton: ${text}\n`);
+    },
   });
   return { source, total: state.messages, lastSeq: state.last_seq };
 }
@@ -327,16 +330,25 @@ export function interruptible(ctx: CliContext, what: string): { signal: AbortSig
   let committed = false;
   let heard = false;
   const onSignal = (name: NodeJS.Signals) => {
+    // Said to the person who pressed Ctrl-C; with --json kept as a warning (stderr holds JSON only).
+    const say = (text: string) => ctx.warn(text, `\nbaton: ${text}\n`);
     if (heard) {
-      ctx.io.stderr.write(`\nbaton: ${name} again: exiting now (a shadow generation may stay behind; the next rebuild deletes it)\n`);
+      const text = `${name} again: exiting now (a shadow generation may stay behind; the next rebuild deletes it)`;
+      // The process ends here, not through `execute`: with --json this is the failure's one line.
+      const warnings = ctx.warnings();
+      if (ctx.json)
+        ctx.io.stderr.write(
+          `${JSON.stringify({ error: { code: CliErrorCode.interrupted, message: text, issues: [], ...(warnings.length > 0 ? { details: { warnings } } : {}) } })}\n`,
+        );
+      else say(text);
       process.exit(INTERRUPTED);
     }
     heard = true;
     if (committed) {
-      ctx.io.stderr.write(`\nbaton: ${name}: the ${what} is already swapping its projections in; it finishes (${name} again to exit at once)\n`);
+      say(`${name}: the ${what} is already swapping its projections in; it finishes (${name} again to exit at once)`);
       return;
     }
-    ctx.io.stderr.write(`\nbaton: ${name}: stopping the ${what}; the live projections are not touched (${name} again to exit at once)\n`);
+    say(`${name}: stopping the ${what}; the live projections are not touched (${name} again to exit at once)`);
     controller.abort();
   };
   process.on('SIGINT', onSignal);

@@ -177,7 +177,12 @@ describe('SRE commands (real NATS and Redis)', () => {
         last_seq: appended.at(-1)!.seq,
       });
     }
-    expect(err).toContain(`replay from seq ${fromSeq}: `);
+    // With --json stderr holds JSON only: no progress; without, the progress line names the start.
+    expect(err).toBe('');
+    expect(await snapshots()).toEqual(full);
+    const prose = await baton('replay', '--from-seq', String(fromSeq));
+    expect(prose.code).toBe(0);
+    expect(prose.err).toContain(`replay from seq ${fromSeq}: `);
     expect(await snapshots()).toEqual(full);
   });
 

@@ -1,5 +1,5 @@
 import { isSubjectToken, ProjectIdSchema, SubjectTable, type AggregateKind } from '@baton/contracts';
-import { batonStreamNames, StreamNotFound, type StoredEvent } from '@baton/eventstore';
+import { batonStreamNames, EventStoreErrorCode, isPermissionsViolation, StreamNotFound, type StoredEvent } from '@baton/eventstore';
 import { createBatonViews, storedTimelineEntry, type BatonViews, type TimelineEntry } from '@baton/projections';
 import type { CliContext } from './context';
 import { CliError, CliErrorCode, streamReadError, UsageError } from './errors';
@@ -19,7 +19,12 @@ export async function streamProjects(ctx: CliContext, kind: AggregateKind, id: s
   if (!isSubjectToken(id)) throw new UsageError(`"${id}" is not a valid ${kind} id`);
   const prefix = ctx.config().BATON_PREFIX;
   const nats = await ctx.nats();
-  const info = await nats.jsm.streams.info(batonStreamNames(prefix).events, { subjects_filter: SubjectTable.event.format(prefix, { kind, id }) });
+  const stream = batonStreamNames(prefix).events;
+  const info = await nats.jsm.streams.info(stream, { subjects_filter: SubjectTable.event.format(prefix, { kind, id }) }).catch((error: unknown) => {
+    // Credentials that may not read the stream (an agent's): said as such, not taken for "no such id".
+    if (isPermissionsViolation(error)) throw streamReadError(error, stream, prefix);
+    throw error;
+  });
   const projects = Object.keys(info.state.subjects ?? {}).flatMap((subject) => {
     const event = SubjectTable.event.parse(prefix, subject);
     return event !== null && event.kind === kind && event.id === id ? [event.project] : [];
@@ -70,8 +75,8 @@ export function ambiguousId(kind: string, id: string, projects: readonly string[
 }
 
 /**
- * The projections' views for `baton run` / `baton handoff`, or null (with a warning on stderr)
- * when Redis cannot be reached: those commands then fold the view from the events stream, as their
+ * The projections' views for `baton run` / `baton handoff`, or null (with a warning, see
+ * {@link CliContext.warn}) when Redis cannot be reached: those commands then fold the view from the events stream, as their
  * help promises, the way they fall back to the projection when NATS is the one down.
  */
 export async function projectionViewsOrWarn(ctx: CliContext): Promise<BatonViews | null> {
@@ -79,7 +84,7 @@ export async function projectionViewsOrWarn(ctx: CliContext): Promise<BatonViews
     return createBatonViews(await ctx.projections());
   } catch (error) {
     if (!(error instanceof CliError) || error.code !== CliErrorCode.unavailable) throw error;
-    ctx.io.stderr.write(`baton: warning: cannot read the projections (${error.message}); folding the view from the events stream\n`);
+    ctx.warn(`cannot read the projections (${error.message}); folding the view from the events stream`);
     return null;
   }
 }
@@ -101,7 +106,8 @@ export async function projectOf(
   if (given !== undefined) return projectArg(given);
   const fromProjection = await projected().catch(() => null);
   const fromStream = await streamProjects(ctx, kind, id).catch((error: unknown) => {
-    if (fromProjection === null) throw error;
+    // A stream these credentials may not read tells nothing: the projection's answer alone would read as "not found".
+    if (fromProjection === null || (error instanceof CliError && error.code === EventStoreErrorCode.permissionDenied)) throw error;
     return [];
   });
   const projects = [...new Set([...(fromProjection ?? []), ...fromStream])].sort();

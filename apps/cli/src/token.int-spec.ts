@@ -112,6 +112,22 @@ describe('baton token: expiry at creation, shown in the list (real Redis)', () =
     const unknown = await baton('token', 'revoke', '0123456789abcdef');
     expect(unknown.code).not.toBe(0);
     expect(unknown.err).toContain('no token 0123456789abcdef');
+    expect(JSON.parse((await baton('token', 'revoke', '0123456789abcdef', '--json')).err)).toMatchObject({ error: { code: 'not_found' } });
+  });
+
+  it('revoke --json prints JSON; revoking a revoked token again changes nothing and says so (already_revoked, with the first revocation time)', async () => {
+    const made = JSON.parse((await baton('token', 'create', '--role', 'viewer', '--project', 'alpha', '--name', 'vic', '--json')).out) as { token_id: string };
+    const first = await baton('token', 'revoke', made.token_id, '--json');
+    expect(first.code).toBe(0);
+    const revoked = JSON.parse(first.out) as { revoked_at: string };
+    expect(revoked).toEqual({ token_id: made.token_id, name: 'vic', revoked_at: expect.stringMatching(/^\d{4}-\d{2}-\d{2}T/), already_revoked: false });
+    const again = await baton('token', 'revoke', made.token_id, '--json');
+    expect(again.code).toBe(0);
+    expect(JSON.parse(again.out)).toEqual({ token_id: made.token_id, name: 'vic', revoked_at: revoked.revoked_at, already_revoked: true });
+    expect(await baton('token', 'revoke', made.token_id)).toMatchObject({
+      code: 0,
+      out: `${made.token_id} was already revoked at ${revoked.revoked_at}; nothing changed\n`,
+    });
 
     const count = async () => (await redis.client.smembers(ApiTokenKeys.tokens(prefix))).length;
     const before = await count();

@@ -39,7 +39,7 @@ Options:
         'hold-cause': { type: 'string' },
         ...ANSWER_OPTIONS,
       },
-      { min: 1, max: 1 },
+      { min: 1, max: 1, names: ['<run-id>'] },
     );
     if (args.help) {
       ctx.io.stdout.write(this.help);

@@ -1,6 +1,6 @@
 import { OperatorAnswerActionSchema, type PendingToolCall } from '@baton/contracts';
 import { callSummary, clip } from '@baton/domain';
-import { ANSWER_OPTIONS, answerBasics, apiRefusal, callApi, postAnswer, recordPath, throwIfAmbiguous } from '../api';
+import { ANSWER_OPTIONS, answerBasics, apiRefusal, callApi, postAnswer, recordPath, replyOf, StopReplyShape, throwIfAmbiguous } from '../api';
 import type { Command } from '../command';
 import { parseCommandArgs, required, str } from '../command';
 import { CliError, ExitCode, UsageError } from '../errors';
@@ -44,7 +44,7 @@ Options:
         digest: { type: 'string' },
         ...ANSWER_OPTIONS,
       },
-      { min: 1, max: 1 },
+      { min: 1, max: 1, names: ['<stop-id>'] },
     );
     if (args.help) {
       ctx.io.stdout.write(this.help);
@@ -71,11 +71,11 @@ Options:
       const current = await callApi(ctx, 'GET', recordPath('stops', stopId, project));
       throwIfAmbiguous(current, 'stop packet', stopId);
       if (!current.ok) throw apiRefusal(current, `cannot read stop ${stopId}`);
-      const stop = (current.body as { stop?: { status?: string; pending?: PendingToolCall | null; pending_digest?: string | null } } | null)?.stop;
-      if (stop?.status === 'answered') {
+      const { stop } = replyOf(current, StopReplyShape) as { stop: { status: string; pending?: PendingToolCall | null; pending_digest?: string | null } };
+      if (stop.status === 'answered') {
         throw new CliError(`stop ${stopId} was already answered: there is nothing to approve`, { code: 'stop_already_answered' });
       }
-      if (!stop?.pending || typeof stop.pending_digest !== 'string') {
+      if (!stop.pending || typeof stop.pending_digest !== 'string') {
         throw new UsageError(`stop ${stopId} freezes no call: there is nothing to approve (its form offers other answers)`);
       }
       throw new UsageError(

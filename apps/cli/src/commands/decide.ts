@@ -8,13 +8,14 @@ import { projectArg } from '../timeline';
 export const decideCommand: Command = {
   name: 'decide',
   summary: 'accept a completion handback, or send it back for rework',
-  help: `Usage: baton decide <handoff-id> accept|rework [--project p] [--note text] [--json]
+  help: `Usage: baton decide <handoff-id> accept|rework [--project p] [--note text] [--key k] [--json]
 
 Decide a completion handback through the operator API (POST /v1/projects/<p>/handoffs/<id>/decision
 at BATON_API_URL). accept completes the parent handoff; rework sends it back to pending with the
 note (a rework needs a note saying what to change). The ledger decides at once: exit 0 when the
 decision was applied, exit 1 with the refusal's code when it was refused (e.g. another operator
-decided the handback first). Handoff ids are unique only within a project:
+decided the handback first); sent again with the same --key it changes nothing and says already
+(--json: events 0). Handoff ids are unique only within a project:
 without --project the id must be held by one of the token's projects only (otherwise a usage error
 names them).
 
@@ -23,13 +24,14 @@ Options:
   --note <text>       the note (required for rework)
   --key <k>           idempotency key (default: a new one, named when the API does not answer in
                       time; re-use it to retry safely)
-  --json              print the API's reply as JSON (with the handback's project)
+  --json              print the API's reply as JSON: { project, outcome, handoff, events } (events
+                      0: this key had been applied before)
 `,
   async run(argv, ctx) {
     const args = parseCommandArgs(
       argv,
       { note: { type: 'string' }, key: { type: 'string' }, project: { type: 'string' }, json: { type: 'boolean' } },
-      { min: 2, max: 2 },
+      { min: 2, max: 2, names: ['<handoff-id>', 'the decision, accept or rework'] },
     );
     if (args.help) {
       ctx.io.stdout.write(this.help);
@@ -43,7 +45,7 @@ Options:
     const project = given !== undefined ? projectArg(given) : undefined;
     const key = str(args, 'key') ?? `cli-${randomUUID()}`;
     const json = args.values['json'] === true;
-    const inProject = await postHandoffAction(ctx, {
+    const acted = await postHandoffAction(ctx, {
       handoffId,
       project,
       action: 'decision',
@@ -52,10 +54,9 @@ Options:
       json,
       refused: 'the decision was refused',
     });
-    if (!json)
-      ctx.io.stdout.write(
-        `${decision === 'accept' ? 'accepted' : 'sent back for rework'}: ${handoffId}${inProject !== undefined ? ` (project ${inProject})` : ''}\n`,
-      );
+    const done = `${decision === 'accept' ? 'accepted' : 'sent back for rework'}: ${handoffId} (project ${acted.handoff.project})`;
+    // No event stored: this key's decision had been applied before (a retry).
+    if (!json) ctx.io.stdout.write(acted.events > 0 ? `${done}\n` : `already ${done}: this key (${key}) was applied before; nothing new was done\n`);
     return ExitCode.ok;
   },
 };

@@ -122,9 +122,8 @@ export function knownDlqSource(source: string): boolean {
 function warnUnknownSource(ctx: CliContext, args: ParsedArgs, matched: number): void {
   const source = str(args, 'source');
   if (source === undefined || matched > 0 || knownDlqSource(source)) return;
-  ctx.io.stderr.write(
-    `baton: no dead letter has source "${source}", which is not a source Baton writes (see baton dlq --help: ${Object.values(DlqSources).slice(0, 3).join(', ')}, …; offers-<n>-<project>-<agent>)\n`,
-  );
+  const text = `no dead letter has source "${source}", which is not a source Baton writes (see baton dlq --help: ${Object.values(DlqSources).slice(0, 3).join(', ')}, …; offers-<n>-<project>-<agent>)`;
+  ctx.warn(text, `baton: ${text}\n`);
 }
 
 function filterOf(args: ParsedArgs) {
@@ -171,7 +170,7 @@ export const dlqCommand: Command = {
         return ExitCode.ok;
       }
       case 'show': {
-        const args = parseCommandArgs(rest, { json: { type: 'boolean' } }, { min: 1, max: 1 });
+        const args = parseCommandArgs(rest, { json: { type: 'boolean' } }, { min: 1, max: 1, names: ['<seq>'] });
         if (args.help) return help(ctx);
         const seq = Number(args.positionals[0]);
         if (!Number.isInteger(seq) || seq < 1) throw new UsageError(`<seq> must be a positive integer, got "${args.positionals[0]}"`);

@@ -27,7 +27,9 @@ export const handoffCommand: Command = {
   help: `Usage: baton handoff <id> [--project p] [--at seq] [--json]
 
 Show a handoff as the projections hold it, and its timeline read straight from the events stream,
-so it works even when the projections are gone (the view is then folded from the events).
+so it works even when the projections are gone (the view is then folded from the events, with a
+warning on stderr; with --json no warning is written: view_source and timeline_source say it, and
+a failure carries it in details.warnings).
 A handoff id is unique only within its project: when several projects hold <id>, --project is
 required (the usage error names them).
 
@@ -37,7 +39,11 @@ Options:
   --json          print { project, handoff, view_source, timeline, timeline_source[, at_seq] }
 `,
   async run(argv, ctx) {
-    const args = parseCommandArgs(argv, { project: { type: 'string' }, at: { type: 'string' }, json: { type: 'boolean' } }, { min: 1, max: 1 });
+    const args = parseCommandArgs(
+      argv,
+      { project: { type: 'string' }, at: { type: 'string' }, json: { type: 'boolean' } },
+      { min: 1, max: 1, names: ['<id> (the handoff id)'] },
+    );
     if (args.help) {
       ctx.io.stdout.write(this.help);
       return ExitCode.ok;
@@ -62,7 +68,7 @@ Options:
       const projected = views ? await views.handoff(project, id).catch(() => null) : null;
       const history = await readHistory(ctx, 'handoff', id, project).catch((error: unknown) => {
         if (projected === null) throw error;
-        ctx.io.stderr.write(`baton: warning: cannot read the events stream (${(error as Error).message}); showing the projected timeline\n`);
+        ctx.warn(`cannot read the events stream (${(error as Error).message}); showing the projected timeline`);
         return undefined;
       });
       if (projected) {

@@ -1,10 +1,10 @@
-import { HandoffPrioritySchema } from '@baton/contracts';
+import { HandoffEscalatedSchema, HandoffPrioritySchema, HoldKindSchema } from '@baton/contracts';
 import { createBatonViews, InboxKind, InboxStatus, InboxWhys, type InboxItem } from '@baton/projections';
 import type { Command } from '../command';
 import { parseCommandArgs, str } from '../command';
 import { ExitCode, UsageError } from '../errors';
 import { isoOf } from '../output';
-import { checkAllowed, filtersOf, listOf, PAGE_OPTIONS, pageRequest, printPage, readPage, warnIfUnbuilt } from './paging';
+import { checkAllowed, checkProjects, filtersOf, listOf, PAGE_OPTIONS, pageRequest, printPage, readPage, warnIfUnbuilt } from './paging';
 
 const FILTERS = ['project', 'kind', 'why', 'agent', 'priority'] as const;
 
@@ -15,18 +15,25 @@ export const inboxCommand: Command = {
 
 Read the operator inbox straight from the Redis projections (the same read side as
 GET /v1/inbox). Open items only, unless --status says otherwise. When the inbox projection was
-never built under this keyspace (BATON_PREFIX / BATON_PROJECTION_PREFIX), a warning on stderr says so.
+never built under this keyspace (BATON_PREFIX / BATON_PROJECTION_PREFIX), a warning on stderr says so
+(not with --json: stderr then holds JSON only).
+
+An item's id is stop:<project>:<packet_id>, hold:<seq>:<project>:<workflow_run_id>,
+handback:<project>:<handoff_id> or escalation:<project>:<handoff_id> (ids may hold ":", a project
+never does). To act on it: baton answer <packet_id>, baton answer-hold <workflow_run_id>,
+baton decide <handoff_id> — each with --project <project>. The table prints ids whole.
 
 Filters (repeat one, or give a comma-separated list: any of the values matches):
   --project <p>    --kind stop|hold|handback|escalation    --why <why>
   --agent <a>      --priority low|medium|high|urgent       --status open|answered|closed|any (default open)
-  (--why: a stop's why, hold or human_gate for a hold, lease_expired or rework for an escalation)
+  (--why: a stop's why, ${HoldKindSchema.options.join(' or ')} for a hold, ${HandoffEscalatedSchema.shape.cause.options.join(', ')} for an escalation)
 
 Options:
   --limit <n>      page size, 1-500 (default 50)
   --cursor <c>     the next-page cursor a previous call printed
   --order <o>      newest (default) or urgent
-  --json           print the items as a JSON array (the next cursor goes to stderr)
+  --json           print the items as a JSON array (the next cursor goes to stderr, as the JSON
+                   line {"next_cursor":"<c>"})
   --json-page      print one JSON object { items, next_cursor } (null on the last page)
 `,
   async run(argv, ctx) {
@@ -48,6 +55,7 @@ Options:
       ctx.io.stdout.write(this.help);
       return ExitCode.ok;
     }
+    checkProjects(listOf(args.values['project']));
     checkAllowed('kind', listOf(args.values['kind']), Object.values(InboxKind));
     checkAllowed('why', listOf(args.values['why']), InboxWhys);
     checkAllowed('priority', listOf(args.values['priority']), HandoffPrioritySchema.options);
@@ -60,11 +68,11 @@ Options:
     const store = await ctx.projections();
     const views = createBatonViews(store);
     const page = await readPage(() => views.inbox({ filters, order, ...pageRequest(args) }));
-    await warnIfUnbuilt(ctx.io, store, 'inbox', page);
+    await warnIfUnbuilt(ctx, store, 'inbox', page);
     return printPage<InboxItem>(ctx.io, args, page, {
       command: 'inbox',
       columns: [
-        { header: 'id', value: (i) => i.id, max: 48 },
+        { header: 'id', value: (i) => i.id, whole: true },
         { header: 'kind', value: (i) => i.kind },
         { header: 'project', value: (i) => i.project },
         { header: 'why', value: (i) => i.why },
@@ -72,7 +80,7 @@ Options:
         { header: 'priority', value: (i) => i.priority },
         { header: 'status', value: (i) => i.status },
         { header: 'opened', value: (i) => isoOf(i.at) },
-        { header: 'title', value: (i) => i.title, max: 70 },
+        { header: 'title', value: (i) => i.title, max: 50 },
       ],
       empty: 'the inbox is empty',
     });

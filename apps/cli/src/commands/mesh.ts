@@ -34,7 +34,7 @@ Options:
   --json          print { project, mesh, timeline }
 `,
   async run(argv, ctx) {
-    const args = parseCommandArgs(argv, { project: { type: 'string' }, json: { type: 'boolean' } }, { min: 1, max: 1 });
+    const args = parseCommandArgs(argv, { project: { type: 'string' }, json: { type: 'boolean' } }, { min: 1, max: 1, names: ['<id> (the mesh run id)'] });
     if (args.help) {
       ctx.io.stdout.write(this.help);
       return ExitCode.ok;

@@ -41,7 +41,7 @@ message_id_reused (the run holds this id with other text: this text was not stor
         'wait-ms': { type: 'string' },
         json: { type: 'boolean' },
       },
-      { min: 1, max: 1 },
+      { min: 1, max: 1, names: ['<run> (the workflow_run_id)'] },
     );
     if (args.help) {
       ctx.io.stdout.write(this.help);

@@ -58,7 +58,7 @@ describe('baton creds needs the deployment baton nats-config made', () => {
     process.chdir(root);
     try {
       // The folder npm start and nats-config use: credentials made first are trusted once the server is configured from it.
-      const fromDefault = await baton(['creds', 'agent', '--project', 'p1', '--agent', 'a1', '--json']);
+      const fromDefault = await baton(['creds', 'agent', '--project', 'p1', '--agent', 'a1']);
       expect(fromDefault.code).toBe(0);
       expect(fromDefault.err).toContain(`baton: warning: no deployment in ${join(root, 'var', 'nats-auth')}`);
       expect(existsSync(join(root, 'var', 'nats-auth', 'deployment.json'))).toBe(true);

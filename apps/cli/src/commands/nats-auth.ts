@@ -41,16 +41,42 @@ function open(ctx: CliContext, dir: string | undefined, create: boolean): AuthDe
         { code: CliErrorCode.usage, details: { dir: folder } },
       );
     }
-    ctx.io.stderr.write(
-      `baton: warning: no deployment in ${folder} (the default ./var/nats-auth of this working directory): a new one is made; its credentials are trusted only by a nats-server configured from this folder (npm start, or baton nats-config)\n`,
+    ctx.warn(
+      `no deployment in ${folder} (the default ./var/nats-auth of this working directory): a new one is made; its credentials are trusted only by a nats-server configured from this folder (npm start, or baton nats-config)`,
     );
   }
   try {
     return openDeployment(folder, ctx.config().BATON_PREFIX);
   } catch (error) {
     if (error instanceof DeploymentError) throw new CliError(error.message, { cause: error });
+    const errno = (error as NodeJS.ErrnoException).code;
+    // The folder (or one above it) is a file: no deployment can be made or read there.
+    if (errno === 'EEXIST' || errno === 'ENOTDIR') {
+      const chosen = dir !== undefined ? '--dir' : ctx.env['BATON_NATS_DIR'] !== undefined ? 'BATON_NATS_DIR' : 'the default ./var/nats-auth';
+      throw new CliError(`${folder} (${chosen}) is not a folder (it, or a folder above it, is a file): name a folder for the deployment; nothing was written`, {
+        cause: error,
+        code: CliErrorCode.invalidInput,
+        details: { dir: folder },
+      });
+    }
     throw error;
   }
+}
+
+/**
+ * A `host:port` option (`--listen`, `--http`) as nats-server takes it: a host (a name, an IPv4
+ * address, or an IPv6 one in brackets) and a port from 1 to 65535. Checked before anything is
+ * written: a value nats-server refuses would otherwise be written into its configuration.
+ */
+export function hostPort(option: string, value: string): string {
+  const at = value.lastIndexOf(':');
+  const host = at > 0 ? value.slice(0, at) : '';
+  const port = at > 0 ? value.slice(at + 1) : '';
+  const bracketed = host.startsWith('[') && host.endsWith(']') && host.length > 2;
+  const hostOk = bracketed || (host.length > 0 && !/[\s:[\]/]/.test(host));
+  const portOk = /^\d{1,5}$/.test(port) && Number(port) >= 1 && Number(port) <= 65535;
+  if (!hostOk || !portOk) throw new UsageError(`--${option} must be host:port with a host and a port from 1 to 65535 (e.g. 127.0.0.1:4222), got "${value}"`);
+  return value;
 }
 
 export const natsConfigCommand: Command = {
@@ -88,11 +114,12 @@ Options:
       ctx.io.stdout.write(this.help);
       return ExitCode.ok;
     }
+    // The listeners first: nothing is written for a command line that is wrong.
+    const listen = hostPort('listen', str(args, 'listen') ?? '127.0.0.1:4222');
+    const httpGiven = str(args, 'http');
+    const http = httpGiven !== undefined ? hostPort('http', httpGiven) : undefined;
     const deployment = open(ctx, str(args, 'dir'), true);
     const creds = ensureServiceCreds(deployment);
-    const listen = str(args, 'listen') ?? '127.0.0.1:4222';
-    if (!/^[^\s:]+:\d{1,5}$/.test(listen)) throw new UsageError(`--listen must be host:port, got "${listen}"`);
-    const http = str(args, 'http');
     const config = writeServerConfig(deployment, {
       listen,
       storeDir: resolve(str(args, 'store-dir') ?? resolve(deployment.dir, 'jetstream')),
@@ -170,7 +197,7 @@ Options:
     const args = parseCommandArgs(
       argv,
       { project: { type: 'string' }, agent: { type: 'string' }, dir: { type: 'string' }, json: { type: 'boolean' } },
-      { min: 1, max: 2 },
+      { min: 1, max: 2, names: ['what to issue: agent, service or admin'] },
     );
     if (args.help) {
       ctx.io.stdout.write(this.help);

@@ -1,6 +1,8 @@
 import { InvalidCursorError, type ItemFilters, type ProjectionStore } from '@baton/projections';
 import { int, str, type ParsedArgs } from '../command';
 import { ExitCode, UsageError } from '../errors';
+import { projectArg } from '../timeline';
+import type { CliContext } from '../context';
 import { printJson, renderTable, type CliIo, type Column } from '../output';
 
 // What the listing commands (`baton inbox`, `baton stops`) share: repeatable filter options, the
@@ -35,6 +37,14 @@ export function checkAllowed(option: string, values: readonly string[], allowed:
   if (bad.length > 0) throw new UsageError(`--${option} takes ${allowed.join(', ')}; got ${bad.map((value) => JSON.stringify(value)).join(', ')}`);
 }
 
+/**
+ * Refuse (exit 2) a `--project` that is not a project key, as `run`, `token` and `creds` do: read
+ * straight from the projections it would match nothing and print an empty list.
+ */
+export function checkProjects(values: readonly string[]): void {
+  for (const project of values) projectArg(project);
+}
+
 /** Item filters from repeatable options (one value → that value, several → any of them). */
 export function filtersOf(values: Record<string, unknown>, fields: readonly (keyof ItemFilters)[]): ItemFilters {
   const filters: ItemFilters = {};
@@ -62,24 +72,25 @@ export async function readPage<T>(read: () => Promise<Page<T>>): Promise<Page<T>
 }
 
 /**
- * Say on stderr why a listing is empty when its projection has no live generation under this
+ * Warn (stderr) why a listing is empty when its projection has no live generation under this
  * keyspace (never built, or `BATON_PREFIX` / `BATON_PROJECTION_PREFIX` names another one): without
  * it a wrong prefix reads as an empty inbox. stdout stays the (empty) listing, the exit code 0.
+ * With `--json` nothing is written (stderr holds JSON only; see {@link CliContext.warn}).
  */
-export async function warnIfUnbuilt<T>(io: CliIo, store: ProjectionStore, projection: string, page: Page<T>): Promise<void> {
+export async function warnIfUnbuilt<T>(ctx: CliContext, store: ProjectionStore, projection: string, page: Page<T>): Promise<void> {
   if (page.items.length > 0 || page.nextCursor !== null) return;
   if ((await store.status({ name: projection, version: 0 })).activeGeneration !== null) return;
-  io.stderr.write(
-    `warning: no ${projection} projection under "${store.prefix}": never built, or BATON_PREFIX / BATON_PROJECTION_PREFIX names another keyspace ` +
-      `(\`baton streams\` shows the prefix's streams; \`baton replay --projection ${projection}\` builds it)\n`,
+  ctx.warn(
+    `no ${projection} projection under "${store.prefix}": never built, or BATON_PREFIX / BATON_PROJECTION_PREFIX names another keyspace ` +
+      `(\`baton streams\` shows the prefix's streams; \`baton replay --projection ${projection}\` builds it)`,
   );
 }
 
 /**
  * Print a page: with `--json-page` one JSON object `{ items, next_cursor }` (what a script pages
  * with, as the API's own pages); with `--json` the items as a JSON array (the next cursor on
- * stderr as `next cursor: <c>`, so stdout stays one JSON value); else a table and the command that
- * reads the next page.
+ * stderr as the JSON line `{"next_cursor":"<c>"}`, so stdout stays one JSON value and stderr holds
+ * JSON only); else a table and the command that reads the next page.
  */
 export function printPage<T>(io: CliIo, args: ParsedArgs, page: Page<T>, table: { command: string; columns: Column<T>[]; empty: string }): ExitCode {
   if (args.values['json-page'] === true) {
@@ -88,7 +99,7 @@ export function printPage<T>(io: CliIo, args: ParsedArgs, page: Page<T>, table: 
   }
   if (args.values['json'] === true) {
     printJson(io, page.items);
-    if (page.nextCursor) io.stderr.write(`next cursor: ${page.nextCursor}\n`);
+    if (page.nextCursor) io.stderr.write(`${JSON.stringify({ next_cursor: page.nextCursor })}\n`);
     return ExitCode.ok;
   }
   io.stdout.write(renderTable<T>(page.items, table.columns, table.empty));

@@ -10,6 +10,15 @@ Pause the project (admin): the ledger refuses claims with project_paused and hol
 \`baton resume <project>\`. Results already in flight are still recorded; nothing is lost.
 A project with no published definition is refused (project_unknown: most likely a misspelt key);
 --force pauses it anyway, e.g. before it is set up. \`baton project <project>\` shows the state.
+The pause is recorded as by BATON_OPERATOR, else $USER, else the admin connection (\`admin\`).
+
+Options:
+  --reason <text>   why (required; recorded with the pause)
+  --key <k>         idempotency key (default: a new one, named when the ledger does not answer in
+                    time); the same key and reason again changes nothing (changed: false)
+  --force           pause a project that has no published definition
+  --json            print the ledger's reply as JSON: { ok, project, events } (events 0: nothing
+                    changed), or its refusal (ok false, error)
 `,
   run(argv, ctx) {
     return runProjectControl('pause', this.help, argv, ctx);

@@ -16,7 +16,7 @@ export async function runProjectControl(name: 'pause' | 'resume', help: string, 
   const args: ParsedArgs = parseCommandArgs(
     argv,
     { reason: { type: 'string' }, key: { type: 'string' }, json: { type: 'boolean' }, ...(name === 'pause' ? { force: { type: 'boolean' } } : {}) },
-    { min: 1, max: 1 },
+    { min: 1, max: 1, names: ['<project>'] },
   );
   if (args.help) {
     ctx.io.stdout.write(help);

@@ -28,7 +28,7 @@ active, or paused with the pause id, who paused it, when and why.
 A project with neither is unknown to Baton: refused not_found (exit 1), as a misspelt key is.
 `,
   async run(argv, ctx) {
-    const args = parseCommandArgs(argv, { json: { type: 'boolean' } }, { min: 1, max: 1 });
+    const args = parseCommandArgs(argv, { json: { type: 'boolean' } }, { min: 1, max: 1, names: ['<project>'] });
     if (args.help) {
       ctx.io.stdout.write(this.help);
       return ExitCode.ok;

@@ -35,7 +35,7 @@ Options:
   --json   print the router's reply as JSON
 `,
   async run(argv, ctx) {
-    const args = parseCommandArgs(argv, { json: { type: 'boolean' } }, { min: 1, max: 1 });
+    const args = parseCommandArgs(argv, { json: { type: 'boolean' } }, { min: 1, max: 1, names: ['<file.json|file.yaml|dir> (the definition; - for stdin)'] });
     if (args.help) {
       ctx.io.stdout.write(this.help);
       return ExitCode.ok;
@@ -60,7 +60,8 @@ Options:
           details: { diagnostics: compiled.diagnostics },
         });
       }
-      for (const d of compiled.diagnostics) ctx.io.stderr.write(`baton: ${formatDiagnostic(d)}\n`);
+      // Warnings of a definition that compiles (with --json kept, and carried by a failure).
+      for (const d of compiled.diagnostics) ctx.warn(formatDiagnostic(d), `baton: ${formatDiagnostic(d)}\n`);
       source = compiled.project;
     }
     const parsed = ProjectDefinitionSchema.safeParse(source);
@@ -80,7 +81,14 @@ Options:
     try {
       raw = (await nats.connection.request(subject, encoder.encode(JSON.stringify(definition)), { timeout: 10_000, headers })).data;
     } catch (error) {
-      throw requestError(error, 'publishing the definition', 'router', subject, ctx.config().BATON_PREFIX);
+      const failure = requestError(error, 'publishing the definition', 'router', subject, ctx.config().BATON_PREFIX);
+      // Publishing is idempotent by content: the same definition again is no new version (changed: false).
+      if (failure.code === CliErrorCode.outcomeUnknown)
+        throw new CliError(`${failure.message}; publishing the same definition again is safe: if it was applied, it changes nothing (changed: false)`, {
+          cause: error,
+          code: CliErrorCode.outcomeUnknown,
+        });
+      throw failure;
     }
     let body: unknown;
     try {

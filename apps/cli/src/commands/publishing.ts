@@ -51,10 +51,11 @@ export async function publishAndReport(
       if (!(error instanceof DuplicateMessageError)) throw error;
       // A command that waits for the outcome says what the stored message was (the same, or another
       // under this id); the others warn.
-      if (settle === undefined)
-        ctx.io.stderr.write(
-          `baton: the stream already held ${error.msgId} (seq ${error.seq}): nothing new was stored. If this command did not send it before, another publisher used the same id.\n`,
-        );
+      if (settle === undefined) {
+        const text = `the stream already held ${error.msgId} (seq ${error.seq}): nothing new was stored. If this command did not send it before, another publisher used the same id.`;
+        // With --json the receipt's `duplicate: true` says it.
+        ctx.warn(text, `baton: ${text}\n`);
+      }
       return { seq: error.seq, duplicate: true, stream: error.stream } satisfies PublishReceipt;
     });
     // What happened to it, when the command waits to say (`baton message`).

@@ -14,7 +14,7 @@ import type { Command } from '../command';
 import { flag, int, parseCommandArgs, str } from '../command';
 import { CliError, CliErrorCode, ExitCode, UsageError } from '../errors';
 import { printJson } from '../output';
-import { formatCount, ProgressLine } from '../progress';
+import { formatCount, ProgressLine, progressIo } from '../progress';
 import {
   compareWithStream,
   counted,
@@ -124,7 +124,8 @@ while the notifier keeps applying live events and operators keep reading the old
 old generation is deleted after the swap. Every projection is rebuilt from one read of the stream,
 folded in memory in chunks and written with bulk commands (memory stays bounded on any stream).
 Progress goes to stderr: on a terminal one line with events done / total, the rate and the time
-left; otherwise a plain line every 10 % or 10 s; then a summary. Ctrl-C stops the rebuild between
+left; otherwise a plain line every 10 % or 10 s; then a summary (none with --json: stderr then
+holds only a failure's JSON line, its notes in details.warnings). Ctrl-C stops the rebuild between
 two events, swaps nothing in and deletes its shadows: the live projections are untouched (exit 130);
 the notifier's API shows a running rebuild (GET /v1/projections).
 
@@ -191,7 +192,7 @@ Options:
     const outcomes: ReplayOutcome[] = [];
     try {
       if (dryRun) {
-        const line = new ProgressLine(ctx.io, 'dry-run', total);
+        const line = new ProgressLine(progressIo(ctx), 'dry-run', total);
         let comparisons: ShadowComparison[];
         try {
           comparisons = await compareWithStream(store, projections, source, {
@@ -226,7 +227,7 @@ Options:
       let events = 0;
       let seeded = 0;
       const start = fromSeq;
-      const line = new ProgressLine(ctx.io, start !== undefined ? `replay from seq ${start}` : 'replay', total);
+      const line = new ProgressLine(progressIo(ctx), start !== undefined ? `replay from seq ${start}` : 'replay', total);
       const feed =
         start !== undefined
           ? splitAt(
@@ -243,7 +244,10 @@ Options:
       const streamName = batonStreamNames(ctx.config().BATON_PREFIX).events;
       const replaced = start === undefined ? await projector.builtFromAnotherStream(() => eventsStreamMark(nats, streamName)) : [];
       const replaceAhead = replaced.length > 0;
-      if (replaceAhead) ctx.io.stderr.write(`baton: ${replaced.join(', ')} were built from another events stream (it was recreated); replacing them\n`);
+      if (replaceAhead) {
+        const text = `${replaced.join(', ')} were built from another events stream (it was recreated); replacing them`;
+        ctx.warn(text, `baton: ${text}\n`);
+      }
       const began = Date.now();
       // Projections swap in at the end of different catch-up rounds: each is reported with the
       // events read up to its own last sequence (what the read had counted when that round began).
@@ -297,8 +301,7 @@ Options:
                 '\n',
             );
           }
-          if (cleanup.error)
-            ctx.io.stderr.write(`baton: warning: deleting generation ${cleanup.generation} of ${projection.name} failed: ${cleanup.error.message}\n`);
+          if (cleanup.error) ctx.warn(`deleting generation ${cleanup.generation} of ${projection.name} failed: ${cleanup.error.message}`);
         }
       };
       let results: Record<string, RebuildResult>;

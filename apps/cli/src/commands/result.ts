@@ -1,3 +1,4 @@
+import { EventStoreErrorCode } from '@baton/eventstore';
 import type { Command } from '../command';
 import { parseCommandArgs } from '../command';
 import { CliError, CliErrorCode, ExitCode } from '../errors';
@@ -22,7 +23,7 @@ Options:
   --json   print the publish receipt as JSON
 `,
   async run(argv, ctx) {
-    const args = parseCommandArgs(argv, { json: { type: 'boolean' } }, { min: 1, max: 1 });
+    const args = parseCommandArgs(argv, { json: { type: 'boolean' } }, { min: 1, max: 1, names: ['<file.json> (the result; - for stdin)'] });
     if (args.help) {
       ctx.io.stdout.write(this.help);
       return ExitCode.ok;
@@ -34,6 +35,15 @@ Options:
     const { project, agent } = body as { project?: unknown; agent?: unknown };
     if (typeof project !== 'string' || typeof agent !== 'string')
       throw new CliError(`${file}: the result must name its project and agent`, { code: CliErrorCode.invalidInput });
-    return publishAndReport(ctx, args, { project, agent, what: file }, (client) => client.publishResult(body as Parameters<typeof client.publishResult>[0]));
+    return publishAndReport(ctx, args, { project, agent, what: file }, (client) =>
+      client.publishResult(body as Parameters<typeof client.publishResult>[0]),
+    ).catch((error: unknown) => {
+      // Another agent's credentials (or a service's): a result is published as its own agent, or by the admin.
+      if (error instanceof CliError || (error as { code?: unknown }).code !== EventStoreErrorCode.permissionDenied) throw error;
+      throw new CliError(
+        `${(error as Error).message}: publish it with agent ${agent}'s own credentials (\`baton creds agent --project ${project} --agent ${agent}\`) or the admin's (\`baton creds admin\`)`,
+        { cause: error, code: EventStoreErrorCode.permissionDenied },
+      );
+    });
   },
 };

@@ -7,7 +7,15 @@ export const resumeCommand: Command = {
   help: `Usage: baton resume <project> [--reason <text>] [--key <idempotency key>] [--json]
 
 Resume a paused project (admin): claims are accepted again and every pending handoff of the
-project is offered again, so work continues where it stopped.
+project is offered again, so work continues where it stopped. The resume is recorded as by
+BATON_OPERATOR, else $USER, else the admin connection (\`admin\`).
+
+Options:
+  --reason <text>   why (optional; recorded with the resume)
+  --key <k>         idempotency key (default: a new one, named when the ledger does not answer in
+                    time); the same key again changes nothing (changed: false)
+  --json            print the ledger's reply as JSON: { ok, project, events } (events 0: nothing
+                    changed), or its refusal (ok false, error)
 `,
   run(argv, ctx) {
     return runProjectControl('resume', this.help, argv, ctx);

@@ -31,7 +31,9 @@ export const runCommand: Command = {
   help: `Usage: baton run <id> [--project p] [--at seq] [--json]
 
 Show a workflow run as the projections hold it, and its timeline read straight from the events
-stream, so it works even when the projections are gone (the view is then folded from the events).
+stream, so it works even when the projections are gone (the view is then folded from the events,
+with a warning on stderr; with --json no warning is written: view_source and timeline_source say
+it, and a failure carries it in details.warnings).
 A workflow_run_id is unique only within its project: when several projects hold <id>, --project
 is required (the usage error names them).
 
@@ -43,7 +45,11 @@ Options:
   --json          print { project, run, view_source, handoffs, timeline, timeline_source[, at_seq] }
 `,
   async run(argv, ctx) {
-    const args = parseCommandArgs(argv, { project: { type: 'string' }, at: { type: 'string' }, json: { type: 'boolean' } }, { min: 1, max: 1 });
+    const args = parseCommandArgs(
+      argv,
+      { project: { type: 'string' }, at: { type: 'string' }, json: { type: 'boolean' } },
+      { min: 1, max: 1, names: ['<id> (the workflow_run_id)'] },
+    );
     if (args.help) {
       ctx.io.stdout.write(this.help);
       return ExitCode.ok;
@@ -73,7 +79,7 @@ Options:
     const projectedHandoffs = projected && views ? await views.runHandoffs(project, id).catch(() => []) : [];
     const history = await readHistory(ctx, 'run', id, project).catch((error: unknown) => {
       if (projected === null) throw error;
-      ctx.io.stderr.write(`baton: warning: cannot read the events stream (${(error as Error).message}); showing the projected timeline\n`);
+      ctx.warn(`cannot read the events stream (${(error as Error).message}); showing the projected timeline`);
       return undefined;
     });
     // Without the projection (Redis unreachable, the run not projected), the handoffs its routes created.

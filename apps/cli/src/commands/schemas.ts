@@ -3,7 +3,7 @@ import { join, resolve } from 'node:path';
 import { generateJsonSchemas } from '@baton/contracts';
 import type { Command } from '../command';
 import { parseCommandArgs, str } from '../command';
-import { ExitCode } from '../errors';
+import { CliError, CliErrorCode, ExitCode } from '../errors';
 
 /** The file text of one JSON Schema: pretty-printed, two spaces, trailing newline. */
 export function schemaFileText(schema: unknown): string {
@@ -29,10 +29,22 @@ Options:
       return ExitCode.ok;
     }
     const dir = resolve(str(args, 'out') ?? 'docs/schemas');
-    await mkdir(dir, { recursive: true });
     const schemas = generateJsonSchemas();
-    for (const [name, schema] of Object.entries(schemas)) {
-      await writeFile(join(dir, `${name}.json`), schemaFileText(schema), 'utf8');
+    try {
+      await mkdir(dir, { recursive: true });
+      for (const [name, schema] of Object.entries(schemas)) {
+        await writeFile(join(dir, `${name}.json`), schemaFileText(schema), 'utf8');
+      }
+    } catch (error) {
+      const errno = (error as NodeJS.ErrnoException).code;
+      // --out names a file (or a path through one): there is no folder to write the schemas into.
+      if (errno === 'EEXIST' || errno === 'ENOTDIR')
+        throw new CliError(`--out ${dir} is not a folder (it, or a folder above it, is a file): name a folder for the schemas`, {
+          cause: error,
+          code: CliErrorCode.invalidInput,
+          details: { out: dir },
+        });
+      throw error;
     }
     ctx.io.stdout.write(`wrote ${Object.keys(schemas).length} schemas to ${dir}\n`);
     return ExitCode.ok;

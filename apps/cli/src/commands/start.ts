@@ -36,7 +36,7 @@ Options:
         variables: { type: 'string' },
         json: { type: 'boolean' },
       },
-      { min: 1, max: 1 },
+      { min: 1, max: 1, names: ['<workflow>'] },
     );
     if (args.help) {
       ctx.io.stdout.write(this.help);

@@ -3,7 +3,7 @@ import { createBatonViews, type StopRecord } from '@baton/projections';
 import type { Command } from '../command';
 import { parseCommandArgs, str } from '../command';
 import { ExitCode } from '../errors';
-import { checkAllowed, filtersOf, listOf, PAGE_OPTIONS, pageRequest, printPage, readPage, warnIfUnbuilt } from './paging';
+import { checkAllowed, checkProjects, filtersOf, listOf, PAGE_OPTIONS, pageRequest, printPage, readPage, warnIfUnbuilt } from './paging';
 
 export const stopsCommand: Command = {
   name: 'stops',
@@ -12,7 +12,9 @@ export const stopsCommand: Command = {
 
 Read stop packets from the Redis projections (the same read side as GET /v1/stops), newest first.
 Repeat a filter to match any of its values. When the stops projection was never built under this
-keyspace (BATON_PREFIX / BATON_PROJECTION_PREFIX), a warning on stderr says so.
+keyspace (BATON_PREFIX / BATON_PROJECTION_PREFIX), a warning on stderr says so (not with --json:
+stderr then holds JSON only). The table prints packet and run ids whole: baton answer <packet>
+--project <project> answers one.
 
 Options:
   --why <why>       unknown_intent, policy, budget, parse_fail, thrash, circuit_open, banned_click, guard_failed
@@ -22,7 +24,8 @@ Options:
   --project <p>     the project
   --limit <n>       page size, 1-500 (default 50)
   --cursor <c>      the next-page cursor a previous call printed
-  --json            print the packets (each { stop, effect, answered_at }) as a JSON array
+  --json            print the packets (each { stop, effect, answered_at, mesh_run_id }) as a JSON
+                    array (the next cursor goes to stderr, as the JSON line {"next_cursor":"<c>"})
   --json-page       print one JSON object { items, next_cursor } (null on the last page)
 `,
   async run(argv, ctx) {
@@ -42,6 +45,7 @@ Options:
       ctx.io.stdout.write(this.help);
       return ExitCode.ok;
     }
+    checkProjects(listOf(args.values['project']));
     checkAllowed('why', listOf(args.values['why']), StopWhySchema.options);
     const status = listOf(args.values['status']);
     checkAllowed('status', status, [...StopPacketStatusSchema.options, 'any', 'all']);
@@ -57,19 +61,19 @@ Options:
         ...pageRequest(args),
       }),
     );
-    await warnIfUnbuilt(ctx.io, store, 'stops', page);
+    await warnIfUnbuilt(ctx, store, 'stops', page);
     return printPage<StopRecord>(ctx.io, args, page, {
       command: 'stops',
       columns: [
-        { header: 'packet', value: (r) => r.stop.packet_id, max: 40 },
+        { header: 'packet', value: (r) => r.stop.packet_id, whole: true },
         { header: 'project', value: (r) => r.stop.project },
         { header: 'why', value: (r) => r.stop.why },
-        { header: 'run', value: (r) => r.stop.workflow_run_id, max: 36 },
+        { header: 'run', value: (r) => r.stop.workflow_run_id, whole: true },
         { header: 'agent', value: (r) => r.stop.agent },
         { header: 'status', value: (r) => r.stop.status },
         { header: 'form', value: (r) => r.stop.next_form?.kind ?? '-' },
         { header: 'created', value: (r) => r.stop.created_at },
-        { header: 'tried', value: (r) => r.stop.tried.join(', '), max: 40 },
+        { header: 'tried', value: (r) => r.stop.tried.join(', '), max: 30 },
       ],
       empty: 'no stop packets',
     });

@@ -80,6 +80,25 @@ async function create(args: ParsedArgs, ctx: CliContext): Promise<ExitCode> {
   return ExitCode.ok;
 }
 
+/**
+ * `token revoke <token_id>`: the token stops authenticating at once. Revoking one already revoked
+ * changes nothing and says so (exit 0, `already_revoked: true` with its first revocation time).
+ */
+async function revoke(args: ParsedArgs, ctx: CliContext): Promise<ExitCode> {
+  const id = args.positionals[0];
+  if (id === undefined) throw new UsageError('missing <token_id>');
+  const store = await tokenStore(ctx);
+  const before = await store.get(id);
+  if (before === null) throw new CliError(`no token ${id}`, { code: CliErrorCode.notFound, details: { token_id: id } });
+  const already = before.revoked_at !== null;
+  if (!already && !(await store.revoke(id, new Date().toISOString())))
+    throw new CliError(`no token ${id}`, { code: CliErrorCode.notFound, details: { token_id: id } });
+  const revokedAt = already ? before.revoked_at : ((await store.get(id))?.revoked_at ?? null);
+  if (flag(args, 'json')) printJson(ctx.io, { token_id: id, name: before.name, revoked_at: revokedAt, already_revoked: already });
+  else ctx.io.stdout.write(already ? `${id} was already revoked at ${revokedAt}; nothing changed\n` : `revoked ${id}\n`);
+  return ExitCode.ok;
+}
+
 /** The expiry `--expires-in <n><s|m|h|d|w>` or `--expires-at <ISO time>` asks for (ISO), or null (never). */
 function expiryOf(args: ParsedArgs, now: number): string | null {
   const within = args.values['expires-in'];
@@ -104,7 +123,7 @@ export const tokenCommand: Command = {
   summary: 'create, list or revoke operator API tokens (roles viewer / operator / admin, per project)',
   help: `Usage: baton token create --role viewer|operator|admin (--project p ... | --all-projects) [--name who] [--expires-in 30d | --expires-at ISO] [--json]
        baton token list [--json]
-       baton token revoke <token_id>
+       baton token revoke <token_id> [--json]
 
 Tokens authenticate the notifier's operator API (Authorization: Bearer <token>) and its web inbox
 (paste the token on /login). They are stored hashed in Redis under <BATON_PREFIX>:auth:; the token
@@ -123,6 +142,11 @@ Options (create):
   --expires-in <d>   the token expires after this long: a number and s, m, h, d or w (30d, 12h, 90m)
   --expires-at <t>   the token expires at this ISO time (2027-01-31T18:00:00Z)
   --json             print { token, token_id, name, role, projects, created_at, expires_at }
+
+Options (list, revoke):
+  --json             list: the tokens as a JSON array (each with expires_at and expired);
+                     revoke: { token_id, name, revoked_at, already_revoked } — already_revoked true
+                     when it had been revoked before (nothing changed; revoked_at is that time)
 `,
   async run(argv, ctx) {
     const [sub, ...rest] = argv;
@@ -172,13 +196,8 @@ Options (create):
           );
         return ExitCode.ok;
       }
-      case 'revoke': {
-        const id = args.positionals[0];
-        if (id === undefined) throw new UsageError('missing <token_id>');
-        if (!(await (await tokenStore(ctx)).revoke(id, new Date().toISOString()))) throw new CliError(`no token ${id}`, { code: CliErrorCode.notFound });
-        ctx.io.stdout.write(`revoked ${id}\n`);
-        return ExitCode.ok;
-      }
+      case 'revoke':
+        return revoke(args, ctx);
       default:
         throw new UsageError(`unknown subcommand "${sub}" (create, list, revoke)`);
     }

@@ -22,7 +22,7 @@ Options:
   --json   print { ok, diagnostics, project } as JSON (project = the compiled definition, or null)
 `,
   async run(argv, ctx) {
-    const args = parseCommandArgs(argv, { json: { type: 'boolean' } }, { min: 1, max: 1 });
+    const args = parseCommandArgs(argv, { json: { type: 'boolean' } }, { min: 1, max: 1, names: ['<dir|file>'] });
     if (args.help) {
       ctx.io.stdout.write(this.help);
       return ExitCode.ok;

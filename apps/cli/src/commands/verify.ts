@@ -3,7 +3,7 @@ import type { Command } from '../command';
 import { flag, parseCommandArgs, str } from '../command';
 import { CliError, CliErrorCode, ExitCode } from '../errors';
 import { printJson } from '../output';
-import { ProgressLine } from '../progress';
+import { ProgressLine, progressIo } from '../progress';
 import {
   compareWithStream,
   differenceLines,
@@ -40,9 +40,9 @@ was written by another version of the projection's definition than this baton fo
 runs another release: version and live_version), a note says so: differences may be only that.
 A projection with no live generation (never built, or BATON_PROJECTION_PREFIX names another
 keyspace) is not folded and counts as a difference when the stream holds events (missing: true).
-Progress goes to stderr (events done / total, rate, time left); Ctrl-C stops it (exit 130). Exit 0
-when every projection matches, 1 when any key differs or a projection is missing (repair with
-\`baton replay\`).
+Progress goes to stderr (events done / total, rate, time left; none with --json); Ctrl-C stops it
+(exit 130). Exit 0 when every projection matches, 1 when any key differs or a projection is
+missing (repair with \`baton replay\`).
 
 Options:
   --projection <name>   only this projection (inbox, stops, handoffs, runs, notices)
@@ -61,7 +61,7 @@ Options:
       ...(await eventSource(ctx)),
     }));
     const { store, source, total } = value;
-    const line = new ProgressLine(ctx.io, 'verify', total);
+    const line = new ProgressLine(progressIo(ctx), 'verify', total);
     let comparisons: ShadowComparison[];
     try {
       comparisons = await compareWithStream(store, projections, source, { bound: 'live', progress: line, signal: interrupt.signal, total, by: 'baton verify' });
