@@ -167,6 +167,32 @@ describe('operators abandon handoffs through the API and the CLI (router + ledge
     expect((await handoffEvents(PROJECT, 'h-1')).filter((e) => e.type === 'handoff.abandoned')).toHaveLength(1);
   });
 
+  it("a handoff the projections have not applied yet (created milliseconds ago): the project route asks the ledger, which abandons it; one that exists nowhere is the ledger's 404; the id-only route, which has only the projections, stays 404", async () => {
+    await create(PROJECT, 'h-fresh');
+    await projected(PROJECT, 'h-fresh');
+    // As if the projection had not applied handoff.created yet: its folded state is not there.
+    const keys: string[] = [];
+    for await (const batch of redis.client.scanStream({ match: `${prefix}*:hs:${PROJECT}:h-fresh`, count: 1000 })) keys.push(...(batch as string[]));
+    expect(keys.length).toBeGreaterThan(0);
+    await redis.client.del(...keys);
+    expect((await fetch(`${base}/v1/projects/${PROJECT}/handoffs/h-fresh`, { headers: { authorization: `Bearer ${tokens.ada}` } })).status).toBe(404);
+
+    const applied = await post('olga', `/v1/projects/${PROJECT}/handoffs/h-fresh/abandon`, { reason: 'withdrawn at once' });
+    expect(applied).toMatchObject({ status: 200, body: { outcome: 'applied', handoff: { id: 'h-fresh', status: 'abandoned' } } });
+    expect(await statusOf(PROJECT, 'h-fresh')).toBe('abandoned');
+
+    expect(await post('olga', `/v1/projects/${PROJECT}/handoffs/h-nowhere/abandon`, { reason: 'no such work' })).toMatchObject({
+      status: 404,
+      body: { error: { code: 'not_found' } },
+    });
+    expect(await post('olga', '/v1/handoffs/h-nowhere/abandon', { reason: 'no such work' })).toMatchObject({
+      status: 404,
+      body: { error: { code: 'not_found' } },
+    });
+    // A viewer is still refused before anything is asked.
+    expect(await post('vic', `/v1/projects/${PROJECT}/handoffs/h-nowhere/abandon`, { reason: 'x' })).toMatchObject({ status: 403 });
+  });
+
   it("the id-only route: another project's handoff is 404 (and is not counted), a shared id is 409 ambiguous_id for a token that sees both", async () => {
     await create(PROJECT, 'h-shared');
     await create(OTHER, 'h-shared');

@@ -368,8 +368,17 @@ export class OperatorActions {
 
   /** The handoff an action is for, in a project the caller may see (404 otherwise), once the caller may act (403 for a viewer). */
   private async handoffTarget(target: RecordTarget, caller: Principal): Promise<{ id: string; project: string }> {
-    const view = await this.views.handoff(await resolveProject(this.views, caller, 'handoff', target.id, target.project), target.id);
-    if (!view) throw notFound('handoff', target.id);
+    const project = await resolveProject(this.views, caller, 'handoff', target.id, target.project);
+    const view = await this.views.handoff(project, target.id);
+    if (!view) {
+      // The projection may not have applied a handoff created milliseconds ago: when the route
+      // names the project (the caller may see it), the ledger — which holds the handoff — decides,
+      // and answers not_found (404) for one that does not exist. An id-only route has only the
+      // projection to find the project by.
+      if (target.project === undefined) throw notFound('handoff', target.id);
+      assertCanAnswer(caller);
+      return { id: target.id, project };
+    }
     assertVisible(caller, view.handoff.project, 'handoff', target.id);
     assertCanAnswer(caller);
     return { id: target.id, project: view.handoff.project };
