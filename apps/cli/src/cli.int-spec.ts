@@ -76,6 +76,18 @@ describe('the baton command against real NATS and Redis', () => {
       ...extra,
     });
 
+  /** The completion handback `id` of planner's review of coder's work on h-0. */
+  const reviewOfH0 = (id: string, s: number, summary: string) =>
+    created(id, s, {
+      kind: 'completion_handback',
+      priority: 'medium',
+      from_agent: 'coder',
+      to_agent: 'planner',
+      reply_to_handoff_id: 'h-0',
+      reviewed_worker: 'coder',
+      summary,
+    });
+
   /** Write a few handoff events to the events stream and apply them live, as the notifier does. */
   async function seed(): Promise<void> {
     const events = new JetStreamEventStore({ js: nats.js, jsm: nats.jsm, prefix, registry });
@@ -95,15 +107,7 @@ describe('the baton command against real NATS and Redis', () => {
       [created('h-2', 3, { priority: 'low', to_agent: 'tester', deadline_at: iso(86_400) })],
       { expectedVersion: 0 },
     );
-    const handback = created('hb-1', 4, {
-      kind: 'completion_handback',
-      priority: 'medium',
-      from_agent: 'coder',
-      to_agent: 'planner',
-      reply_to_handoff_id: 'h-0',
-      reviewed_worker: 'coder',
-      summary: 'review the work on h-0',
-    });
+    const handback = reviewOfH0('hb-1', 4, 'review the work on h-0');
     await events.append({ project: PROJECT, kind: 'handoff', id: 'hb-1' }, [handback], { expectedVersion: 0 });
     const projector = createBatonProjector({ store });
     for await (const event of jetStreamReplaySource({ nats, prefix, registry })(1)) await projector.apply(event);
@@ -157,15 +161,7 @@ describe('the baton command against real NATS and Redis', () => {
   it('the inbox table prints an item id whole, however long, so that it can be copied into the next command', async () => {
     const long = `hb-${'review-the-work-on-the-checkout-flow-'.repeat(3)}1`;
     const events = new JetStreamEventStore({ js: nats.js, jsm: nats.jsm, prefix, registry });
-    const handback = created(long, 5, {
-      kind: 'completion_handback',
-      priority: 'medium',
-      from_agent: 'coder',
-      to_agent: 'planner',
-      reply_to_handoff_id: 'h-0',
-      reviewed_worker: 'coder',
-      summary: 'review it',
-    });
+    const handback = reviewOfH0(long, 5, 'review it');
     await events.append({ project: PROJECT, kind: 'handoff', id: long }, [handback], { expectedVersion: 0 });
     expect((await baton('replay', '--projection', 'inbox')).code).toBe(0);
     const table = await baton('inbox');

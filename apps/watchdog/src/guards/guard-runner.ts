@@ -292,9 +292,7 @@ export class GuardRunner {
       }
       this.publishStop(stop);
     };
-    const run = settled();
-    this.inFlight.add(run);
-    void run.finally(() => this.inFlight.delete(run));
+    this.track(settled());
   }
 
   /** Publish a loop guard's stop request (see {@link request}). */
@@ -332,8 +330,13 @@ export class GuardRunner {
         }
       }
     })();
-    this.inFlight.add(run);
-    void run.finally(() => this.inFlight.delete(run));
+    this.track(run);
+  }
+
+  /** Keep `task` among the work `stop()` waits for until it settles. */
+  private track(task: Promise<void>): void {
+    this.inFlight.add(task);
+    void task.finally(() => this.inFlight.delete(task));
   }
 
   /** Wait `ms`, or less if the runner stops meanwhile. */
