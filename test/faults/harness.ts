@@ -565,7 +565,7 @@ const anomalyCount = (a: Anomalies) => a.resultOutcomes.length + a.incompleteRun
 
 /**
  * Fold and check until there is no anomaly or `settleMs` passed (a message a killed process held
- * unacknowledged is redelivered only after the consumer's ack wait, 30 s). Returns the last
+ * unacknowledged is redelivered only after the consumer's ack wait, BATON_ACK_WAIT_MS: 10 s by default). Returns the last
  * check and how long it took to converge.
  */
 export async function settleAndCheck(

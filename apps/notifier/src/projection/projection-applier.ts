@@ -97,7 +97,7 @@ export class ProjectionApplier implements OnApplicationBootstrap, BeforeApplicat
           durable: PROJECTION_DURABLE,
           filterSubject: Subjects.events(prefix),
           deliverFrom: 'all',
-          ackWaitMs: 30_000,
+          ackWaitMs: config.BATON_ACK_WAIT_MS,
           maxAckPending: PROJECTION_MAX_ACK_PENDING,
           description: 'notifier: Redis projections and human action notices',
         },

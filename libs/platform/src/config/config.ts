@@ -38,6 +38,14 @@ export const BaseConfigSchema = z.object({
   /** Deliveries before a failing message is dead-lettered. */
   BATON_MAX_DELIVER: z.coerce.number().int().min(1).max(100).default(5),
   /**
+   * Ack wait of the services' durable consumers, ms (default 10 s): how long a message a process
+   * took and never acknowledged — the process was killed, or lost its connection — waits before
+   * the stream delivers it again, to another instance or to the process restarted. A handler that
+   * runs longer is not redelivered: the runner sends an in-progress signal every third of it. A
+   * change is applied to the existing durables when the service starts.
+   */
+  BATON_ACK_WAIT_MS: z.coerce.number().int().min(1_000).max(300_000).default(10_000),
+  /**
    * Dead letters each sender outside Baton may cause per minute, per service instance and path
    * (0 = no cap): an agent's inbox messages a consumer gives up on (results, starts, messages, mesh
    * results and starts), and in the ledger agent edge messages relayed nowhere and rejected ledger

@@ -137,7 +137,7 @@ export async function runService(opts: RunServiceOptions): Promise<RunningServic
     instance: runtime.instance,
     prefix: config.BATON_PREFIX,
     connection: runtime.nats,
-    consumer: { maxDeliver: config.BATON_MAX_DELIVER },
+    consumer: { maxDeliver: config.BATON_MAX_DELIVER, ackWaitMs: config.BATON_ACK_WAIT_MS },
     consumers: opts.consumers?.(runtime) ?? [],
     // Reactor tables (`ctx.react`) fold through the runtime's event store: one fold cache per service.
     events: { registry: runtime.registry, store: runtime.store },
