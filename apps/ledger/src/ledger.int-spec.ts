@@ -435,6 +435,43 @@ describe('ledger service (real NATS, two instances on one prefix)', () => {
     expect(later).toMatchObject({ ok: true, complete: { ok: false, error: { code: 'handoff_not_open' } }, create: { ok: true, handoff: { id: 'h-ctc-3' } } });
   });
 
+  it("a handoff the router creates for a route takes the route's origin (a person's answer: human); an agent's create says it as well and stays the agent's", async () => {
+    const route = (origin: string) => ({ dispatch: { target: 'bob', origin, reason: 'approved by a person' } });
+    handoffOf(
+      await client.create(
+        P,
+        { handoff_id: 'h-origin-1', from_agent: 'alice', to_agent: 'bob', summary: 's', context: route('human'), idempotency_key: 'routed-origin-1' },
+        callers.router,
+      ),
+    );
+    handoffOf(
+      await client.create(
+        P,
+        { handoff_id: 'h-origin-2', from_agent: 'alice', to_agent: 'bob', summary: 's', context: route('engine_fallback'), idempotency_key: 'routed-origin-2' },
+        callers.router,
+      ),
+    );
+    handoffOf(
+      await client.create(
+        P,
+        { handoff_id: 'h-origin-3', from_agent: 'alice', to_agent: 'bob', summary: 's', idempotency_key: 'routed-origin-3' },
+        callers.router,
+      ),
+    );
+    handoffOf(
+      await client.create(
+        P,
+        { handoff_id: 'h-origin-4', from_agent: 'alice', to_agent: 'bob', summary: 's', context: route('human'), idempotency_key: 'create-origin-4' },
+        as('alice'),
+      ),
+    );
+    const createdOrigin = async (id: string) => (await store.read({ project: P, kind: 'handoff', id })).events[0]!;
+    expect(await createdOrigin('h-origin-1')).toMatchObject({ type: 'handoff.created', actor: 'baton-router', origin: 'human' });
+    expect(await createdOrigin('h-origin-2')).toMatchObject({ origin: 'engine_fallback' });
+    expect(await createdOrigin('h-origin-3')).toMatchObject({ origin: 'engine_fallback' }); // no route stated: Baton acting on its own
+    expect(await createdOrigin('h-origin-4')).toMatchObject({ actor: 'alice', origin: 'agent' });
+  });
+
   it('complete_then_create: a refused completion creates nothing; a malformed part refuses the whole request (dead letter, issue paths under the part)', async () => {
     const create = { handoff_id: 'h-ctc-5', from_agent: 'bob', to_agent: 'alice', summary: 'next', idempotency_key: 'routed-ctc-5' };
     const missing = await client.completeThenCreate(

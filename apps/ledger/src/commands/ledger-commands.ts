@@ -24,6 +24,7 @@ import {
   HeartbeatHandoffCommandSchema,
   IdSchema,
   Limits,
+  OriginSchema,
   ReleaseHandoffCommandSchema,
   RequeueExpiredCommandSchema,
   ReturnHandoffCommandSchema,
@@ -167,6 +168,21 @@ export function originOf(kind: HandoffActorKind): Origin {
       throw new Error(`unhandled actor kind ${String(never)}`);
     }
   }
+}
+
+/**
+ * The origin of a command's events. A handoff the router creates for a run's route takes the
+ * route's own (`context.dispatch.origin`: an agent's dispatch, a person's answer, Baton's no-action
+ * default), which only a service principal's create (actor kind `system`) may state; every other
+ * event's origin is its actor's kind ({@link originOf}).
+ */
+export function commandOrigin(command: HandoffCommand, kind: HandoffActorKind): Origin {
+  if (kind === 'system' && command.type === 'create') {
+    const dispatch = (command.data.context as { dispatch?: { origin?: unknown } } | undefined)?.dispatch;
+    const routed = OriginSchema.safeParse(dispatch?.origin);
+    if (routed.success) return routed.data;
+  }
+  return originOf(kind);
 }
 
 function parseWith<S extends z.ZodType>(schema: S, body: unknown): Checked<z.output<S>> {
@@ -397,7 +413,7 @@ export class LedgerCommands {
           commandId,
           occurredAt: metadata.now,
           actor: metadata.actor,
-          origin: originOf(metadata.actorKind),
+          origin: commandOrigin(command, metadata.actorKind),
           causationId: null,
           correlationId: correlation !== undefined && IdSchema.safeParse(correlation).success ? correlation : commandId,
           trace,

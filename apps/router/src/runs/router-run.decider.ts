@@ -44,6 +44,8 @@ export type RouterRunCommand =
       handoff?: HandoffClaimView | null;
       /** When the inbox stored the result (ISO; rule 4b). */
       storedAt?: string;
+      /** The trace id of the result's message (a stop it causes links it). */
+      traceId?: string;
     }
   | { kind: 'answer'; answer: RunAnswer; definitions: DefinitionState; metadata: RunCommandMetadata }
   | {
@@ -95,6 +97,7 @@ function decide(command: RouterRunCommand, state: RunState): DecisionResult<RunE
             execution: pinned.definition.execution,
             handoff: command.handoff ?? null,
             ...(command.storedAt !== undefined ? { stored_at: command.storedAt } : {}),
+            ...(command.traceId !== undefined ? { trace_id: command.traceId } : {}),
           },
           metadata,
         },

@@ -73,6 +73,8 @@ export interface RecordResult {
     handoff?: HandoffClaimView | null;
     /** When the inbox stored the result (ISO): rule 4b accepts it under a claim that lapsed after that. */
     stored_at?: string;
+    /** The trace the result travelled in (its message's `traceparent`): a stop it causes links it in `trace_ids`. */
+    trace_id?: string;
   };
   metadata: RunCommandMetadata;
 }

@@ -310,7 +310,13 @@ function recordResult(command: RecordResult, state: RunState): DecisionResult<Ru
       recorded_at: now,
     },
   };
-  const ctx: OutcomeContext = { state, cause, now, agentText: agentTextOf(result) };
+  const ctx: OutcomeContext = {
+    state,
+    cause,
+    now,
+    agentText: agentTextOf(result),
+    ...(command.data.trace_id !== undefined ? { traceId: command.data.trace_id } : {}),
+  };
 
   /** `run.handoff_completed` (success) when this result is the first of the pending handoff's target; else nothing. */
   const ranEvents = (): RunEvent[] => {
@@ -431,7 +437,10 @@ function resume(command: ResumeRun, state: RunState): DecisionResult<RunEvent> {
       // `rework` sends the work back to the agent that did it; any other intent is resolved like a task.
       const resolved = effect.intent === 'rework' ? { ok: true as const, target: here } : resolveNamedTarget(effect.intent, workflow, agents, state.step);
       if (!resolved.ok) return reject(DomainErrorKind.invalid, RunErrorCode.resumeTargetUnknown, resolved.problem);
-      return accept(resumed, routedEvent(ctx, humanRoute(resolved.target, effect.reason, null)));
+      // A call frozen in the packet goes with the work to where the person sent it (never dropped,
+      // not approved: docs/stop-packets.md rule 4), as it does with a raised cap.
+      const pending = state.openStop.pending;
+      return accept(resumed, routedEvent(ctx, humanRoute(resolved.target, effect.reason, null), pending !== null ? { pending_call: pending } : {}));
     }
     case 'run_pending_call':
       // The stopped agent carries on with exactly the frozen call; its return address survives.
@@ -630,6 +639,8 @@ interface OutcomeContext {
   now: string;
   /** Agent-authored text to excerpt in a notice (neutralised there), if any. */
   agentText: string | null;
+  /** The trace of the message that caused the decision (a result's): a stop links it (seed 003: the packet points at the trace). */
+  traceId?: string;
 }
 
 interface Definitions {
@@ -752,7 +763,8 @@ function stopEvents(
   decision?: RouteDecision,
   escalation?: StopEscalation,
 ): RunEvent[] {
-  const { packet } = buildStop(facts);
+  // The trace of the result that led here, after any the agent named itself (buildStop dedupes).
+  const { packet } = buildStop(ctx.traceId !== undefined ? { ...facts, trace_ids: [...(facts.trace_ids ?? []), ctx.traceId] } : facts);
   return [
     {
       type: 'run.stopped',

@@ -517,6 +517,8 @@ describe('workflow run: stops with a packet (seed 003)', () => {
     const { last, events } = play([decided('r1', 'issue', advance, { stop: { why: 'budget', cap }, pending_tool_call: call })], started());
     const packet = ofType(last, 'run.stopped')[0]!.data.packet;
     expect(packet).toMatchObject({ why: 'budget', pending: call, next_form: { kind: 'raise_cap' } });
+    // The form shows what the agent was about to call: the raise hands it on, not approved.
+    expect(packet.next_form!.fields.find((f) => f.id === 'call')).toMatchObject({ kind: 'display', value: expect.stringContaining('refund policy') });
     const lifted = play(
       [
         {
@@ -569,6 +571,46 @@ describe('workflow run: stops with a packet (seed 003)', () => {
       target: { agent: 'reviewer' },
       dispatch: { origin: 'human' },
     });
+  });
+
+  it('an unknown_intent stop with a call pending shows the call on its form, and the intent reroute hands it on (never dropped, not approved); the stop links the trace its result came in', () => {
+    const call = { name: 'refund', args: { order_id: 99, amount: 40 }, call_id: 'call-1' };
+    const withTrace: RunCommand = { ...decided('r1', 'issue', { task: 'poem' }, { pending_tool_call: call }) };
+    if (withTrace.type !== 'record_result') throw new Error('a result command');
+    withTrace.data.trace_id = '4bf92f3577b34da6a3ce929d0e0e4736';
+    const { last, events } = play([withTrace], started());
+    const packet = ofType(last, 'run.stopped')[0]!.data.packet;
+    expect(packet).toMatchObject({ why: 'unknown_intent', pending: call, trace_ids: ['4bf92f3577b34da6a3ce929d0e0e4736'] });
+    expect(packet.next_form!.kind).toBe('type_intent');
+    expect(packet.next_form!.fields.find((f) => f.id === 'call')).toMatchObject({ kind: 'display', value: expect.stringContaining('"order_id":99') });
+    expect(packet.next_form!.prompt).toContain('refund');
+    const resumed = play(
+      [
+        {
+          type: 'resume',
+          data: {
+            answer: {
+              kind: 'stop_answer',
+              answer: { packet_id: packet.packet_id, answer_id: 'a-intent', action: 'intent', intent: 'reviewer', answered_by: 'olga', answered_at: NOW },
+            },
+            workflow,
+            agents,
+          },
+          metadata: operatorMeta,
+        },
+      ],
+      events,
+    );
+    const routed = ofType(resumed.last, 'run.routed')[0]!.data;
+    expect(routed).toMatchObject({ target: { agent: 'reviewer' }, pending_call: call, decision: { dispatch: { origin: 'human' } } });
+    expect(routed).not.toHaveProperty('approved_call');
+    expectValidEvents(resumed.last);
+
+    // Without a call pending: nothing shown, nothing handed on; without a trace: no link made up.
+    const plain = play([decided('r1', 'issue', { task: 'poem' })], started());
+    const bare = ofType(plain.last, 'run.stopped')[0]!.data.packet;
+    expect(bare.trace_ids).toEqual([]);
+    expect(bare.next_form!.fields.some((f) => f.id === 'call')).toBe(false);
   });
 
   it('answer ids are apart from result ids: an answer whose id is one of the run`s result ids is decided, and a refused answer does not swallow a later result of its id', () => {

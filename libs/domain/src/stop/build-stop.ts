@@ -134,9 +134,9 @@ export function buildStop(facts: StopFacts): StopDocuments {
 function formFor(facts: StopFacts, pending: PendingToolCall | null, digest: string | null, tried: readonly string[], detail: string | undefined): NextForm {
   switch (facts.why) {
     case 'unknown_intent':
-      return typeIntentForm(facts.intents, detail);
+      return typeIntentForm(facts.intents, detail, pending);
     case 'budget':
-      return raiseCapForm(facts.cap, detail);
+      return raiseCapForm(facts.cap, detail, {}, pending);
     case 'policy':
     case 'parse_fail':
     case 'thrash':

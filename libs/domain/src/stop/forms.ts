@@ -24,6 +24,23 @@ export const StopWhyLabel: Readonly<Record<StopWhy, string>> = {
  * (`refund amount=40 order_id=99 — approve or deny`), a read-only field shows the exact call, and
  * `pending_digest` travels with the form so the answer can prove which call it approves.
  */
+/**
+ * The frozen call shown read-only on a form that does not decide it (type_intent, raise_cap): the
+ * operator sees what the run was about to do; the answer hands it on, not approved.
+ */
+function frozenCallField(pending: PendingToolCall | null | undefined): NextFormField[] {
+  if (!pending) return [];
+  return [
+    {
+      id: 'call',
+      kind: 'display',
+      label: 'Frozen call (handed on with the run, not approved)',
+      required: false,
+      value: clip(stableStringify(pending), Limits.maxShortText),
+    },
+  ];
+}
+
 export function approveDenyForm(pending: PendingToolCall, digest: string, why: StopWhy, detail?: string): NextForm {
   return {
     kind: 'approve_deny',
@@ -45,9 +62,10 @@ export function approveDenyForm(pending: PendingToolCall, digest: string, why: S
 /**
  * The form for an unknown intent: one field where a person types the kind (or picks one of
  * `intents` when the router offers a list). The typed kind re-enters the router as a human
- * decision. Close stops the run.
+ * decision. Close stops the run. A call the agent had pending is shown, and goes with the work
+ * to the kind the person names (`pending_call`), not approved.
  */
-export function typeIntentForm(intents: readonly string[] | undefined, detail?: string): NextForm {
+export function typeIntentForm(intents: readonly string[] | undefined, detail?: string, pending?: PendingToolCall | null): NextForm {
   const options = intents && intents.length > 0 ? [...new Set(intents)].slice(0, Limits.maxListItems) : undefined;
   const field: NextFormField = options
     ? { id: 'intent', kind: 'select', label: 'Kind of request', required: true, options }
@@ -55,8 +73,10 @@ export function typeIntentForm(intents: readonly string[] | undefined, detail?: 
   return {
     kind: 'type_intent',
     title: 'Unknown intent — name the kind of request',
-    prompt: 'The router could not name the kind of this request. Give the kind and press Route; it re-enters the router as your decision. Close stops the run.',
-    fields: [field, ...detailField(detail), { id: 'note', kind: 'note', label: 'Note (optional)', required: false }],
+    prompt: pending
+      ? `The router could not name the kind of this request. Give the kind and press Route; it re-enters the router as your decision, and the call the run was about to make (${clip(pending.name, 200)}, shown) goes with it, not approved. Close stops the run.`
+      : 'The router could not name the kind of this request. Give the kind and press Route; it re-enters the router as your decision. Close stops the run.',
+    fields: [field, ...frozenCallField(pending), ...detailField(detail), { id: 'note', kind: 'note', label: 'Note (optional)', required: false }],
     actions: [
       { id: 'intent', label: 'Route', style: 'primary' },
       { id: 'deny', label: 'Close', style: 'danger' },
@@ -102,7 +122,7 @@ export interface CapBounds {
  * limit (and stay within `bounds`, which the form states so a person is not refused for a limit
  * they could not see). Only an operator may press Raise cap; the packet never raises it by itself.
  */
-export function raiseCapForm(cap: StopCap | undefined, detail?: string, bounds: CapBounds = {}): NextForm {
+export function raiseCapForm(cap: StopCap | undefined, detail?: string, bounds: CapBounds = {}, pending?: PendingToolCall | null): NextForm {
   const shown = cap ? `${cap.name}: ${cap.used ?? cap.limit} used of ${cap.limit}` : undefined;
   // The hop budget counts hops: a whole number, like a mesh's turns; an agent's cap says so itself.
   const whole = bounds.whole === true || cap?.name === HopCapName || cap?.whole === true;
@@ -133,6 +153,7 @@ export function raiseCapForm(cap: StopCap | undefined, detail?: string, bounds: 
     fields: [
       ...(shown ? [{ id: 'current_cap', kind: 'display' as const, label: 'Current cap', required: false, value: shown }] : []),
       capField,
+      ...frozenCallField(pending),
       ...detailField(detail),
       { id: 'note', kind: 'note', label: 'Note (optional)', required: false },
     ],

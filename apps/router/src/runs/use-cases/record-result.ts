@@ -70,6 +70,7 @@ export class RecordResultUseCase {
         metadata: { now, actor: result.agent },
         handoff,
         ...(storedAt !== undefined ? { storedAt } : {}),
+        traceId: trace.traceId,
       }),
       { kind: 'result', id: result.result_id, actor: result.agent, origin: 'agent', workflowRunId: result.workflow_run_id, now, trace },
       {
