@@ -147,6 +147,30 @@ describe('definition compiler (seed 001)', () => {
     });
   });
 
+  it("a handler defined in another agent's document is named there: UNKNOWN_RETURN_HANDLER says where it is and why this route cannot use it", () => {
+    const childWithHandler = CHILD + 'RETURN_HANDLERS:\n  income_done:\n    RESUME_INTENT: true\n';
+    const text = `${HEADER}SUPERVISOR: Loan_Supervisor
+MEMORY:
+  session:
+    - annual_income
+      TYPE: number
+HANDOFF:
+  - TO: Income_Capture_Agent
+    RETURN: true
+    ON_RETURN:
+      handler: income_done
+${childWithHandler}`;
+    const result = compile(text);
+    expect(codes(result.diagnostics)).toEqual(['error:UNKNOWN_RETURN_HANDLER']);
+    expect(result.diagnostics[0]!.message).toBe(
+      "return handler 'income_done' is defined only in the document of 'Income_Capture_Agent', which this route cannot use",
+    );
+    expect(result.diagnostics[0]!.hint).toMatch(/its own agent's document and of the project header/);
+    // Defined nowhere: the message says so, as before.
+    const nowhere = compile(supervisor('    RETURN: true\n    ON_RETURN:\n      handler: missing'));
+    expect(nowhere.diagnostics.map((d) => d.message)).toEqual(["return handler 'missing' is not defined"]);
+  });
+
   it('a SET target not declared in the parent MEMORY gives W801', () => {
     const result = compile(
       supervisor('    RETURN: true\n    ON_RETURN:\n      action: continue\n      SET:\n        income_note: "Income collected by the income agent."'),

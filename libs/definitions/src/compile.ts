@@ -650,6 +650,16 @@ function readGather(ctx: FileCtx, node: Node | null): { items: Record<string, un
   return { items, names };
 }
 
+/** The agents whose own documents define a return handler named `name` (in document order). */
+function handlerOwners(names: ReadonlyMap<string, RawAgent>, name: string): string[] {
+  const owners: string[] = [];
+  for (const agent of names.values()) {
+    const own = entries(agent.node).find((e) => e.key === 'return_handlers')?.value;
+    if (own && isMap(own) && entries(own).some((h) => h.raw === name)) owners.push(agent.name);
+  }
+  return owners;
+}
+
 function readHandlers(ctx: FileCtx, node: YAMLMap, into: Map<string, RawHandler>): void {
   for (const e of entries(node)) {
     const handler: RawHandler = { at: ctx.pos(e.keyNode), resumeIntent: false, map: {}, set: {} };
@@ -991,7 +1001,7 @@ function compileRoute(
         returnSeen !== null ? 'Write RETURN: true (lowercase) to make the handoff returnable, or remove ON_RETURN.' : 'Add RETURN: true, or remove ON_RETURN.',
       );
     }
-    const onReturn = readOnReturn(ctx, onReturnNode.value, handlers, mapNodes, setNodes);
+    const onReturn = readOnReturn(ctx, onReturnNode.value, handlers, mapNodes, setNodes, (name) => handlerOwners(names, name));
     if (onReturn && returns) route['on_return'] = onReturn;
   }
   routes.push({ file: ctx, from, toNode: toE.value, route, mapNodes, setNodes, onReturnAt, returnsTo: returns });
@@ -1102,6 +1112,8 @@ function readOnReturn(
   handlers: ReadonlyMap<string, RawHandler>,
   mapNodes: PendingRoute['mapNodes'],
   setNodes: PendingRoute['setNodes'],
+  /** The agents whose own documents define a handler of this name (which this route cannot use). */
+  ownersOf: (name: string) => string[] = () => [],
 ): Record<string, unknown> | null {
   if (node === null || !isMap(node)) {
     ctx.out.error(ctx.pos(node), DiagnosticCode.invalidValue, 'ON_RETURN is a map', 'Write `ON_RETURN:\\n  action: continue`.');
@@ -1123,11 +1135,16 @@ function readOnReturn(
     const name = str(handlerE.value) ?? '';
     const handler = handlers.get(name);
     if (!handler) {
+      const owners = ownersOf(name);
       ctx.out.error(
         ctx.pos(handlerE.value),
         DiagnosticCode.unknownReturnHandler,
-        `return handler '${name}' is not defined`,
-        `Define it under RETURN_HANDLERS${handlers.size > 0 ? ` (defined: ${[...handlers.keys()].join(', ')})` : ''}.`,
+        owners.length > 0
+          ? `return handler '${name}' is defined only in the document of ${owners.map((o) => `'${o}'`).join(', ')}, which this route cannot use`
+          : `return handler '${name}' is not defined`,
+        owners.length > 0
+          ? "A route uses the handlers of its own agent's document and of the project header: move it to RETURN_HANDLERS there."
+          : `Define it under RETURN_HANDLERS${handlers.size > 0 ? ` (defined: ${[...handlers.keys()].join(', ')})` : ''}.`,
       );
     } else {
       result['handler'] = name;

@@ -6,6 +6,7 @@ import { buildHumanActionNotice } from '../notices';
 import { buildStop, clip, decideResume, raiseCapForm } from '../stop';
 import { deepFreeze } from '../stop/freeze';
 import { resolveHandoffCall } from './build';
+import { turnCount } from './view';
 import type { AnswerMeshStop, MeshCommand, RecordMeshTurn, StartMesh } from './commands';
 import { evolveMesh, initialMeshState, isOutputAgent, type MeshRunState, type MeshState } from './state';
 
@@ -251,6 +252,9 @@ function handoverOf(args: Readonly<Record<string, unknown>> | undefined): MeshHa
   return { ...(reason !== undefined ? { reason } : {}), ...(message !== undefined ? { message } : {}) };
 }
 
+/** Whether `agent` has had a turn of this mesh (the entry, or a target of a handoff taken). */
+const spokeBefore = (state: MeshRunState, agent: string): boolean => agent === state.mesh.entry || state.path.some((step) => step.endsWith(`→${agent}`));
+
 function stopped(state: MeshRunState, command: RecordMeshTurn, turn: number, chosen: Chosen): MeshEvent {
   const d = command.data;
   const { packet } = buildStop({
@@ -264,7 +268,7 @@ function stopped(state: MeshRunState, command: RecordMeshTurn, turn: number, cho
     project: state.project,
     agent: d.agent,
     step: state.mesh.name,
-    detail: `mesh '${state.mesh.name}' reached its cap of ${state.mesh.max_iterations} turns; ${d.agent} asked to hand off to ${chosen.target} again`,
+    detail: `mesh '${state.mesh.name}' reached its cap of ${turnCount(state.mesh.max_iterations)}; ${d.agent} asked to hand off to ${chosen.target}${spokeBefore(state, chosen.target) ? ' again' : ''}`,
   });
   // The cap is the operator's to raise: the packet carries the cap and the raise_cap form
   // (Raise cap continues the mesh; Stop ends it) instead of buildStop's acknowledge-only form.
@@ -274,7 +278,7 @@ function stopped(state: MeshRunState, command: RecordMeshTurn, turn: number, cho
     cap,
     next_form: {
       ...raiseCapForm(cap, packet.detail, { atMost: MESH_CAP_MAX, whole: true }),
-      title: `Mesh '${state.mesh.name}' reached its cap of ${cap.limit} turns — raise the cap or stop`,
+      title: `Mesh '${state.mesh.name}' reached its cap of ${turnCount(cap.limit)} — raise the cap or stop`,
     },
   });
   return {

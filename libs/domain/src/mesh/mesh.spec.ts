@@ -277,11 +277,23 @@ describe('mesh runs (seed 004 routing rules)', () => {
     expect(stopped.data.packet).toMatchObject({ stop: 'handoff', why: 'thrash', workflow_run_id: 'm1', agent: 'billing', goal_done: false, status: 'open' });
     expect(stopped.data.packet.tried).toEqual(['triage→billing', 'billing→triage', 'triage→billing', 'billing→triage (refused: cap)']);
     expect(StopPacketSchema.safeParse(stopped.data.packet).success).toBe(true);
+    // triage spoke before (the entry): "again"; the count in words.
+    expect(stopped.data.packet.detail).toBe("mesh 'support' reached its cap of 4 turns; billing asked to hand off to triage again");
     // A stopped mesh takes no more turns; a late turn is recorded as rejected.
     const after = play([turn('p4', 'billing', [call('triage')])], events);
     given(meshDecider, after)
       .when(turn('p5', 'triage', []))
       .thenMatch([{ type: 'mesh.turn_rejected', data: expect.objectContaining({ code: 'mesh_not_running' }) }]);
+  });
+
+  it('a cap of 1 turn refuses the first handoff to an agent that never spoke: no "again", and "1 turn"', () => {
+    const events = play([start(support({ max_iterations: 1 }))]);
+    const [, stopped] = given(meshDecider, events)
+      .when(turn('p1', 'triage', [call('billing')]))
+      .thenMatch([{ type: 'mesh.turn_recorded' }, { type: 'mesh.stopped' }, { type: 'mesh.notice_emitted' }]);
+    if (stopped?.type !== 'mesh.stopped') throw new Error('expected mesh.stopped');
+    expect(stopped.data.packet.detail).toBe("mesh 'support' reached its cap of 1 turn; triage asked to hand off to billing");
+    expect(stopped.data.packet.next_form?.title).toBe("Mesh 'support' reached its cap of 1 turn — raise the cap or stop");
   });
 
   it('at the cap, a turn without a handoff call still completes the mesh', () => {

@@ -289,7 +289,7 @@ export function summarizeMeshEvent(event: MeshEvent): string {
     case 'mesh.completed':
       return `completed after ${turnCount(event.data.turns)} by ${event.data.agent}${event.data.output ? `; output from ${event.data.output.agent} (turn ${event.data.output.turn})` : '; no output agent spoke'}`;
     case 'mesh.stopped':
-      return `stopped (${event.data.packet.why}) at its cap of ${event.data.max_iterations} turns: ${event.data.refused.from} → ${event.data.refused.to} refused; packet ${event.data.packet.packet_id}`;
+      return `stopped (${event.data.packet.why}) at its cap of ${turnCount(event.data.max_iterations)}: ${event.data.refused.from} → ${event.data.refused.to} refused; packet ${event.data.packet.packet_id}`;
     case 'mesh.turn_rejected':
       return `turn ${event.data.result_id} from ${event.data.agent} rejected (${event.data.code}): ${event.data.message}`;
     case 'mesh.notice_emitted':
