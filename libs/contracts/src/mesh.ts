@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { EvidenceSchema, HandoffToolCallSchema } from './agent-result';
+import { EvidenceSchema, HandoffToolCallSchema, PendingToolCallSchema } from './agent-result';
 import { AgentNameSchema, IdSchema, MeshNameSchema, IsoTimeSchema, Limits, namedRecord, ProjectIdSchema, RecordKeySchema, ShortTextSchema } from './common';
 import { ownValue } from './own';
 import { DomainEventOf } from './envelope';
@@ -303,8 +303,24 @@ export const MeshHandedOffSchema = z.strictObject({
   turn: z.number().int().min(2),
   /** The call's `reason` / `message` for the target (absent when it gave neither as text, and on handoffs stored before it was kept). */
   handover: MeshHandoverSchema.optional(),
+  /**
+   * Set when an operator's answer to an agent's own stop made this handoff (`tool` is then
+   * `operator_answer`): the answer, and what it hands the agent — the frozen call approved, a raised
+   * cap, or the frozen call handed on (not approved) — as a workflow run's `run.routed` does.
+   */
+  resume: z
+    .strictObject({
+      answer_id: IdSchema,
+      action: z.string().min(1).max(40),
+      approved_call: PendingToolCallSchema.optional(),
+      raised_cap: z.number().positive().optional(),
+      pending_call: PendingToolCallSchema.optional(),
+    })
+    .optional(),
   handed_off_at: IsoTimeSchema,
 });
+
+export type MeshHandedOff = z.infer<typeof MeshHandedOffSchema>;
 
 export const MeshCompletedSchema = z.strictObject({
   result_id: IdSchema,
@@ -317,13 +333,13 @@ export const MeshCompletedSchema = z.strictObject({
 });
 
 export const MeshStoppedSchema = z.strictObject({
-  /** The stop packet (why `thrash` when the iteration cap ended a ping-pong). */
+  /** The stop packet: why `thrash` when the iteration cap ended a ping-pong; the agent's own `why` when its turn stopped. */
   packet: StopPacketSchema,
   result_id: IdSchema,
   turns: z.number().int().min(1),
   max_iterations: z.number().int().min(1),
-  /** The handoff the cap refused. */
-  refused: z.strictObject({ from: AgentNameSchema, to: AgentNameSchema, tool: z.string().min(1).max(200), handover: MeshHandoverSchema.optional() }),
+  /** The handoff the cap refused (absent when the agent's turn stopped the mesh itself). */
+  refused: z.strictObject({ from: AgentNameSchema, to: AgentNameSchema, tool: z.string().min(1).max(200), handover: MeshHandoverSchema.optional() }).optional(),
   stopped_at: IsoTimeSchema,
 });
 

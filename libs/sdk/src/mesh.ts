@@ -185,6 +185,16 @@ export interface MeshTurnInput {
    * records a turn's handoff as `partial` without it, as it does a workflow result's.
    */
   evidence?: Evidence;
+  /**
+   * Stop the mesh for a person (docs/meshes.md, "An agent's own stop"): the turn is recorded, its
+   * handoff calls are not followed, and the mesh waits for an operator's answer to the packet built
+   * from this `why` / `detail` / `cap`, what the agent `tried` and the call it had pending.
+   */
+  stop?: AgentResult['stop'];
+  /** What the agent tried (tool or step names, trace ids): the stop packet's `tried` (the agent itself when it names nothing). */
+  tried?: AgentResult['tried'];
+  /** The call the agent was about to make when it stopped: frozen in the packet, approved or handed on by the answer. */
+  pending_tool_call?: AgentResult['pending_tool_call'];
   /** Default: now. */
   produced_at?: string;
 }
@@ -229,6 +239,9 @@ export function meshTurnResult(input: MeshTurnInput): AgentResult {
     ...(input.handoff_id !== undefined ? { handoff_id: input.handoff_id } : {}),
     ...(input.claim_id !== undefined ? { claim_id: input.claim_id } : {}),
     ...(input.evidence !== undefined ? { evidence: input.evidence } : {}),
+    ...(input.stop !== undefined ? { stop: input.stop } : {}),
+    ...(input.tried !== undefined ? { tried: input.tried } : {}),
+    ...(input.pending_tool_call != null ? { pending_tool_call: input.pending_tool_call } : {}),
     produced_at: input.produced_at ?? new Date().toISOString(),
   };
   const parsed = AgentResultSchema.safeParse(candidate);

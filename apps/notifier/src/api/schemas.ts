@@ -446,6 +446,18 @@ export const MeshViewSchema = z.object({
           .object({ reason: z.string().optional(), message: z.string().optional() })
           .optional()
           .describe("what the agent handing off wrote for the target (its call's reason / message), when it wrote it"),
+        resume: z
+          .object({
+            answer_id: z.string(),
+            action: z.string(),
+            approved_call: z.unknown().optional(),
+            raised_cap: z.number().optional(),
+            pending_call: z.unknown().optional(),
+          })
+          .optional()
+          .describe(
+            "set when an operator's answer to an agent's own stop made it (tool `operator_answer`): the answer, and the call approved, the cap raised or the frozen call handed on",
+          ),
         at: z.string(),
       }),
     )
@@ -480,12 +492,15 @@ export const MeshViewSchema = z.object({
       why: z.string(),
       detail: z.string().nullable(),
       status: z.string(),
-      refused: z.object({ from: z.string(), to: z.string(), tool: z.string() }).nullable().describe('the handoff the cap refused'),
+      refused: z
+        .object({ from: z.string(), to: z.string(), tool: z.string() })
+        .nullable()
+        .describe('the handoff the cap refused; null when the agent stopped the mesh itself'),
       stopped_at: z.string(),
       answer: z.object({ action: z.string(), by: z.string(), at: z.string(), effect: z.string() }).nullable(),
     })
     .nullable()
-    .describe('the latest stop (the cap refusing a handoff), open or answered'),
+    .describe("the latest stop (the cap refusing a handoff, or an agent's own stop signal), open or answered"),
   outcome: z
     .object({
       status: z.enum(['running', 'completed', 'stopped', 'terminated']),

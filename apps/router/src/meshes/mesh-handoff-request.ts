@@ -1,11 +1,11 @@
-import type { CreateHandoffCommandSchema, MeshEventSchemas, MeshHandover } from '@baton/contracts';
+import type { CreateHandoffCommandSchema, MeshEventSchemas, MeshHandedOff, MeshHandover } from '@baton/contracts';
 import { clipText as clip, codePointLength, grantedTargets, handoffToolName } from '@baton/contracts';
 import type { MeshRunState } from '@baton/domain';
 import type { z } from 'zod';
 import { ROUTER_ACTOR } from '../shared/ids';
 
 export type MeshStarted = z.infer<(typeof MeshEventSchemas)['mesh.started']>;
-export type MeshHandedOff = z.infer<(typeof MeshEventSchemas)['mesh.handed_off']>;
+export type { MeshHandedOff };
 export type MeshTurnRecorded = z.infer<(typeof MeshEventSchemas)['mesh.turn_recorded']>;
 type CreateHandoffBody = z.input<typeof CreateHandoffCommandSchema>;
 
@@ -58,6 +58,8 @@ export interface MeshTurnOffer {
   tool: string | null;
   /** What the agent handing off wrote for this one (the call's `reason` / `message`), when it wrote it. */
   handover?: MeshHandover;
+  /** An operator's answer to an agent's own stop that made this turn, and what it hands on. */
+  resume?: MeshHandedOff['resume'];
 }
 
 /**
@@ -102,7 +104,7 @@ export function meshHandoffRequest(offer: MeshTurnOffer): CreateHandoffBody {
     from_agent: offer.from ?? ROUTER_ACTOR,
     to_agent: offer.to,
     summary: clip(
-      `mesh '${state.mesh.name}' ${state.mesh_run_id}: turn ${offer.turn} for ${offer.to}${offer.from ? ` (handed off by ${offer.from} via ${offer.tool})` : ' (entry)'}`,
+      `mesh '${state.mesh.name}' ${state.mesh_run_id}: turn ${offer.turn} for ${offer.to}${offer.resume !== undefined ? ` (an operator's answer: ${offer.resume.action})` : offer.from ? ` (handed off by ${offer.from} via ${offer.tool})` : ' (entry)'}`,
     ),
     context: {
       // Keys in the order they always had (a create retried across a router upgrade keeps its digest).
@@ -113,6 +115,11 @@ export function meshHandoffRequest(offer: MeshTurnOffer): CreateHandoffBody {
         handoff_tools,
         report_subject_kind,
       },
+      // As a workflow run's handoff carries them (docs/stop-packets.md rule 9): the frozen call a
+      // person approved, a raised cap, or the frozen call handed on, not approved.
+      ...(offer.resume?.approved_call !== undefined ? { approved_call: offer.resume.approved_call } : {}),
+      ...(offer.resume?.raised_cap !== undefined ? { raised_cap: offer.resume.raised_cap } : {}),
+      ...(offer.resume?.pending_call !== undefined ? { pending_call: offer.resume.pending_call } : {}),
     },
     workflow_run_id: state.mesh_run_id,
     idempotency_key: offer.eventId,

@@ -101,6 +101,7 @@ export class MeshReactor {
       turn: handedOff?.turn ?? 1,
       tool: handedOff?.tool ?? null,
       ...(handedOff?.handover !== undefined ? { handover: handedOff.handover } : {}),
+      ...(handedOff?.resume !== undefined ? { resume: handedOff.resume } : {}),
     });
     const reply = await this.call('create', () => this.ledger.create(envelope.project, body, { trace }));
     this.settle('create', reply, 'already_exists', log.child({ handoff_id: payload.handoff_id, to_agent: body.to_agent }));

@@ -287,6 +287,50 @@ describe('handoff meshes through the router and the ledger (real NATS)', () => {
     expect(completed).toMatchObject({ turns: 5, output: { agent: 'triage', text: 'Sorted after all.' } });
   }, 30_000);
 
+  it("an agent's own stop: the turn stops the mesh with its packet (its calls not followed); approve hands the turn back with the frozen call on its handoff, and the mesh goes on", async () => {
+    const id = await begin();
+    await say(id, `${id}-p1`, 'triage', 'billing?', ['billing']);
+    const current = await waitFor(async () => {
+      const state = await meshState(id);
+      return state.status !== 'none' && state.speaker === 'billing' ? state.handoff_id : undefined;
+    }, `billing's turn in ${id}`);
+    await waitHandoff(current);
+    const claimId = await claimHandoff(store, PROJECT, current, 'billing', { create: false });
+    const refund = { name: 'refund', args: { order_id: 99, amount: 40 }, call_id: 'call-1' };
+    await publishMeshResult(
+      { js: nats.js, prefix },
+      {
+        project: PROJECT,
+        mesh_run_id: id,
+        agent: 'billing',
+        result_id: `${id}-p2`,
+        text: 'A refund over 30 needs a person.',
+        handoff_tool_calls: [{ tool: handoffToolName('triage') }],
+        handoff_id: current,
+        claim_id: claimId!,
+        stop: { why: 'policy', detail: 'refund over 30' },
+        pending_tool_call: refund,
+      },
+    );
+    const [stopped] = await waitMesh(id, 'mesh.stopped');
+    const packet = stopped!['packet'] as StopPacket;
+    expect(stopped).not.toHaveProperty('refused');
+    expect(packet).toMatchObject({ why: 'policy', agent: 'billing', detail: 'refund over 30', pending: refund, next_form: { kind: 'approve_deny' } });
+    expect(packet.trace_ids).toHaveLength(1); // the trace the turn came in
+    const [notice] = await waitMesh(id, 'mesh.notice_emitted');
+    expect(notice).toMatchObject({ notice: { reason: 'stop', stop_id: packet.packet_id } });
+    expect((await meshEvents(id)).filter((e) => e.type === 'mesh.handed_off')).toHaveLength(1); // only triage → billing
+
+    await answerMesh(id, { packet_id: packet.packet_id, answer_id: `${id}-a1`, action: 'approve', pending_digest: packet.pending_digest });
+    const resumed = meshResumeHandoffId(id, `${id}-a1`);
+    const created = await waitHandoff(resumed);
+    expect(created).toMatchObject({ from_agent: 'billing', to_agent: 'billing', context: { approved_call: refund } });
+    await say(id, `${id}-p3`, 'billing', 'Refunded; back to you.', ['triage'], resumed);
+    await say(id, `${id}-p4`, 'triage', 'All sorted.', []);
+    const [completed] = await waitMesh(id, 'mesh.completed');
+    expect(completed).toMatchObject({ turns: 4, output: { agent: 'triage', text: 'All sorted.' } });
+  }, 30_000);
+
   it('answering a mesh stop: deny ends the mesh (mesh.terminated); a second answer is refused as already answered', async () => {
     const id = await begin();
     const packetId = await pingPongToCap(id);

@@ -58,6 +58,11 @@ export class RecordMeshTurnUseCase {
           ...(result.claim_id !== undefined ? { claim_id: result.claim_id } : {}),
           handoff,
           ...(storedAt !== undefined ? { stored_at: storedAt } : {}),
+          // An agent's stop signal stops the mesh for a person, with its packet (docs/meshes.md).
+          ...(result.stop !== undefined ? { stop: result.stop } : {}),
+          ...(result.tried !== undefined ? { tried: result.tried } : {}),
+          ...(result.pending_tool_call != null ? { pending_tool_call: result.pending_tool_call } : {}),
+          trace_id: trace.traceId,
         },
         metadata: { now, actor: result.agent },
       },

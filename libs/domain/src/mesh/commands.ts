@@ -1,4 +1,4 @@
-import type { Evidence, HandoffToolCall, MeshDefinition, OperatorAnswer } from '@baton/contracts';
+import type { AgentResult, Evidence, HandoffToolCall, MeshDefinition, OperatorAnswer } from '@baton/contracts';
 import type { HandoffClaimView } from '../claims';
 import type { ResumeActorRole } from '../stop';
 
@@ -51,6 +51,14 @@ export interface RecordMeshTurn {
     handoff?: HandoffClaimView | null;
     /** When the inbox stored the result (ISO): rule 4b accepts it under a claim that lapsed after that. */
     stored_at?: string;
+    /** The agent's stop signal (seed 003): the turn stops the mesh for a person with a packet, whatever calls it made. */
+    stop?: AgentResult['stop'];
+    /** What the agent tried (the packet's `tried`; the agent itself when it names nothing). */
+    tried?: AgentResult['tried'];
+    /** The call it had pending: frozen in the packet, never dropped. */
+    pending_tool_call?: AgentResult['pending_tool_call'];
+    /** The trace the turn travelled in: the packet links it. */
+    trace_id?: string;
   };
   metadata: MeshCommandMetadata;
 }

@@ -1,4 +1,15 @@
-import { Limits, MESH_CAP_MAX, validateMesh, type MeshEvent, type MeshHandover, type NoticeRecipient, type StopCap, type StopPacket } from '@baton/contracts';
+import {
+  Limits,
+  MESH_CAP_MAX,
+  meshParticipants,
+  validateMesh,
+  type MeshEvent,
+  type MeshHandedOff,
+  type MeshHandover,
+  type NoticeRecipient,
+  type StopCap,
+  type StopPacket,
+} from '@baton/contracts';
 import { checkResultClaim, ResultClaimCode } from '../claims';
 import { accept, assertNever, Decider, DecisionResult, reject } from '../decider';
 import { deriveId, deriveScopedId, MeshHandoffPrefix } from '../run/ids';
@@ -26,6 +37,8 @@ export const MeshErrorCode = {
   claimMismatch: ResultClaimCode.claimMismatch,
   noNoticeRecipient: 'no_notice_recipient',
   meshNotStopped: 'mesh_not_stopped',
+  /** An intent answer to an agent's stop names no agent of the mesh. */
+  resumeTargetUnknown: 'resume_target_unknown',
 } as const;
 export type MeshErrorCode = (typeof MeshErrorCode)[keyof typeof MeshErrorCode];
 
@@ -49,6 +62,8 @@ export const meshNoticeId = (meshRunId: string, resultId: string): string => der
 export const meshResumeHandoffId = (meshRunId: string, answerId: string): string => deriveScopedId('mh-a', meshRunId, answerId);
 /** The agent name refused operator answers are recorded under (`mesh.turn_rejected`). */
 export const MESH_ANSWER_AGENT = 'operator';
+/** The `tool` of a handoff an operator's answer to an agent's own stop made (`mesh.handed_off.resume`). */
+export const OPERATOR_ANSWER_TOOL = 'operator_answer';
 
 /**
  * Who a mesh's stops notify (seed 000 §5): the person who started it, else the project's lead
@@ -199,6 +214,15 @@ function recordTurn(command: RecordMeshTurn, state: MeshState): DecisionResult<M
     });
   }
 
+  if (d.stop !== undefined) {
+    // The agent stops for a person (seed 003): the turn is recorded, its calls are not followed,
+    // and the mesh waits for an operator's answer with the agent's packet.
+    const stop = agentStopped(state, command, turn);
+    events.push(stop);
+    const notice = stopNotice(state, command, stop);
+    if (notice !== null) events.push(notice);
+    return accept(...events);
+  }
   if (chosen === null) {
     const output = isOutputAgent(state.mesh, d.agent) ? { agent: d.agent, turn, result_id: d.result_id, text: d.text } : state.output;
     events.push({ type: 'mesh.completed', data: { result_id: d.result_id, agent: d.agent, turns: turn, output, completed_at: now } });
@@ -254,6 +278,37 @@ function handoverOf(args: Readonly<Record<string, unknown>> | undefined): MeshHa
 
 /** Whether `agent` has had a turn of this mesh (the entry, or a target of a handoff taken). */
 const spokeBefore = (state: MeshRunState, agent: string): boolean => agent === state.mesh.entry || state.path.some((step) => step.endsWith(`→${agent}`));
+
+/**
+ * The stop an agent's own turn asks for (its result's `stop`): a packet with the agent's why,
+ * detail and cap, what it tried (itself when it names nothing), the call it had pending frozen, and
+ * the trace its turn came in; the form of its why (`buildStop`), an unknown intent offering the
+ * mesh's agents. No handoff was refused, so `refused` is absent.
+ */
+function agentStopped(state: MeshRunState, command: RecordMeshTurn, turn: number): MeshEvent {
+  const d = command.data;
+  const signal = d.stop!;
+  const { packet } = buildStop({
+    packet_id: meshStopId(state.mesh_run_id, d.result_id),
+    now: command.metadata.now,
+    why: signal.why,
+    tried: d.tried !== undefined && d.tried.length > 0 ? d.tried : [d.agent],
+    ...(d.trace_id !== undefined ? { trace_ids: [d.trace_id] } : {}),
+    pending: d.pending_tool_call ?? null,
+    ...(signal.detail !== undefined ? { detail: signal.detail } : {}),
+    ...(signal.cap !== undefined ? { cap: { ...signal.cap } } : {}),
+    ...(signal.why === 'unknown_intent' ? { intents: meshParticipants(state.mesh) } : {}),
+    run_id: d.run_id,
+    workflow_run_id: state.mesh_run_id,
+    project: state.project,
+    agent: d.agent,
+    step: state.mesh.name,
+  });
+  return {
+    type: 'mesh.stopped',
+    data: { packet, result_id: d.result_id, turns: turn, max_iterations: state.mesh.max_iterations, stopped_at: command.metadata.now },
+  };
+}
 
 function stopped(state: MeshRunState, command: RecordMeshTurn, turn: number, chosen: Chosen): MeshEvent {
   const d = command.data;
@@ -313,7 +368,7 @@ function stopNotice(state: MeshRunState, command: RecordMeshTurn, stop: MeshEven
         workflowRunId: state.mesh_run_id,
         reason: 'stop',
         recipient,
-        headline: `mesh '${state.mesh.name}' stopped (${packet.why}): ${packet.detail ?? 'the iteration cap was reached'}`,
+        headline: `mesh '${state.mesh.name}' stopped (${packet.why}): ${packet.detail ?? (stop.data.refused !== undefined ? 'the iteration cap was reached' : `${command.data.agent} stopped for a person`)}`,
         agentText: command.data.text,
         step: state.mesh.name,
         agent: command.data.agent,
@@ -367,6 +422,46 @@ function answerStop(command: AnswerMeshStop, state: MeshState): DecisionResult<M
       answered_at: now,
     },
   });
+  // An agent's own stop: the answer hands the mesh on to that agent (approved, its cap raised) or to
+  // the agent a person named (intent), or ends it (deny, acknowledge).
+  if (state.stopped_by !== null && effect.kind !== 'stop') {
+    const by = state.stopped_by;
+    const frozen = state.stop!.pending;
+    const resumeTo = (to: string, resume: NonNullable<MeshHandedOff['resume']>): DecisionResult<MeshEvent> =>
+      accept(answered(state.mesh.max_iterations), {
+        type: 'mesh.handed_off',
+        data: {
+          result_id: by.result_id,
+          from: by.agent,
+          to,
+          tool: OPERATOR_ANSWER_TOOL,
+          handoff_id: meshResumeHandoffId(state.mesh_run_id, answer.answer_id),
+          turn: state.turns + 1,
+          resume,
+          handed_off_at: now,
+        },
+      });
+    const base = { answer_id: answer.answer_id, action: answer.action };
+    switch (effect.kind) {
+      case 'run_pending_call':
+        return resumeTo(by.agent, { ...base, approved_call: effect.call });
+      case 'raise_cap':
+        return resumeTo(by.agent, { ...base, raised_cap: effect.cap, ...(frozen !== null ? { pending_call: frozen } : {}) });
+      case 'reroute': {
+        if (!meshParticipants(state.mesh).includes(effect.intent)) {
+          return refuse(
+            MeshErrorCode.resumeTargetUnknown,
+            `${effect.intent} is no agent of mesh '${state.mesh.name}' (its agents: ${meshParticipants(state.mesh).join(', ')})`,
+          );
+        }
+        return resumeTo(effect.intent, { ...base, ...(frozen !== null ? { pending_call: frozen } : {}) });
+      }
+      case 'continue':
+        return refuse('answer_not_allowed', `an agent's stop in a mesh is not answered with ${answer.action}`);
+      default:
+        return assertNever(effect, 'resume effect');
+    }
+  }
   switch (effect.kind) {
     case 'raise_cap': {
       const refused = state.refused;

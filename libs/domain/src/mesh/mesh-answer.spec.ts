@@ -3,6 +3,7 @@ import { fold } from '../decider';
 import { given } from '../testing/given';
 import type { MeshCommand } from './commands';
 import { meshNoticeId, meshResumeHandoffId, meshStopId } from './decide';
+import { meshViewOf, summarizeMeshEvent } from './view';
 import { decideResume } from '../stop';
 import { noticeIdFor, stopIdFor } from '../run/ids';
 // Turns are sent under the current turn's claim unless a test says otherwise (withCurrentMeshClaim).
@@ -274,5 +275,122 @@ describe('mesh stop and notice ids never meet a run’s in the same project', ()
     expect(meshNoticeId('m1', 'same-1')).toBe('nt-mt-m1:same-1');
     expect(stopIdFor('m1', cause)).toBe('stop-m-m1:same-1');
     expect(noticeIdFor('m1', cause)).toBe('nt-m-m1:same-1');
+  });
+});
+
+describe("an agent's own stop in a mesh (seed 003: a stop with a packet, whatever agent asks for it)", () => {
+  const refund = { name: 'refund', args: { order_id: 99, amount: 40 }, call_id: 'call-1' };
+  const stopTurn = (
+    result_id: string,
+    agent: string,
+    stop: NonNullable<Extract<MeshCommand, { type: 'record_turn' }>['data']['stop']>,
+    extra: Partial<Extract<MeshCommand, { type: 'record_turn' }>['data']> = {},
+  ): MeshCommand => ({
+    type: 'record_turn',
+    data: { result_id, run_id: `ar-${result_id}`, agent, text: `${agent} needs a person`, handoff_tool_calls: [call('triage')], stop, ...extra },
+    metadata: { now: NOW, actor: agent },
+  });
+  const answerTo = (result_id: string, fields: Partial<OperatorAnswer> & Pick<OperatorAnswer, 'action'>, answer_id = 'a-stop'): MeshCommand => ({
+    type: 'answer_stop',
+    data: { answer: { packet_id: meshStopId('m1', result_id), answer_id, answered_by: 'olga', answered_at: LATER, ...fields } },
+    metadata: { now: LATER, actor: 'olga', actorRole: 'operator' },
+  });
+  /** triage → billing, and billing stops (policy, a refund pending) while also calling handoff_to_triage. */
+  const policyStop = () =>
+    play([
+      start(),
+      turn('p1', 'triage', [call('billing')]),
+      stopTurn('p2', 'billing', { why: 'policy', detail: 'refund over 30' }, { pending_tool_call: refund, trace_id: 'tr-p2' }),
+    ]);
+
+  it('the turn is recorded, its calls are not followed, and the mesh stops with the agent’s packet and one notice', () => {
+    const events = policyStop();
+    const tail = events.slice(-3);
+    expect(tail.map((e) => e.type)).toEqual(['mesh.turn_recorded', 'mesh.stopped', 'mesh.notice_emitted']);
+    expect(events.some((e) => e.type === 'mesh.handed_off' && e.data.from === 'billing')).toBe(false);
+    const stopped = tail[1]!;
+    if (stopped.type !== 'mesh.stopped') throw new Error('expected mesh.stopped');
+    expect(stopped.data).not.toHaveProperty('refused');
+    expect(stopped.data.packet).toMatchObject({
+      why: 'policy',
+      agent: 'billing',
+      detail: 'refund over 30',
+      tried: ['billing'],
+      trace_ids: ['tr-p2'],
+      pending: refund,
+      next_form: { kind: 'approve_deny' },
+      workflow_run_id: 'm1',
+    });
+    expect(StopPacketSchema.safeParse(stopped.data.packet).success).toBe(true);
+    const state = fold(meshDecider, events) as MeshRunState;
+    expect(state).toMatchObject({ status: 'stopped', stopped_by: { result_id: 'p2', agent: 'billing' }, refused: null });
+    // Stopped: a further turn is recorded as rejected.
+    given(meshDecider, events)
+      .when(turn('p3', 'billing', []))
+      .thenMatch([{ type: 'mesh.turn_rejected', data: expect.objectContaining({ code: 'mesh_not_running' }) }]);
+  });
+
+  it('approve hands the turn back to the agent with exactly the frozen call; its next turn goes on as usual', () => {
+    const events = policyStop();
+    const packet = (events.find((e) => e.type === 'mesh.stopped') as Extract<MeshEvent, { type: 'mesh.stopped' }>).data.packet;
+    const answered = play([answerTo('p2', { action: 'approve', pending_digest: packet.pending_digest! })], events);
+    const handed = answered.at(-1)!;
+    expect(handed).toMatchObject({
+      type: 'mesh.handed_off',
+      data: {
+        from: 'billing',
+        to: 'billing',
+        tool: 'operator_answer',
+        handoff_id: meshResumeHandoffId('m1', 'a-stop'),
+        turn: 3,
+        resume: { answer_id: 'a-stop', action: 'approve', approved_call: refund },
+      },
+    });
+    const state = fold(meshDecider, answered) as MeshRunState;
+    expect(state).toMatchObject({ status: 'running', speaker: 'billing', stopped_by: null, mesh: { max_iterations: 2 } });
+    // The view and timeline say what happened: the agent's stop (no refused handoff), the answer's handoff back.
+    const view = meshViewOf(answered.map((event, i) => ({ seq: i + 1, occurredAt: NOW, type: event.type, payload: event.data })))!;
+    expect(view.stop).toMatchObject({ why: 'policy', refused: null, status: 'answered', answer: { action: 'approve', effect: 'run_pending_call' } });
+    expect(view.handoffs.at(-1)).toMatchObject({ from: 'billing', to: 'billing', cause: 'a-stop', after_cap_raise: false, resume: { approved_call: refund } });
+    expect(view.cap.raised).toEqual([]);
+    expect(summarizeMeshEvent(events.find((e) => e.type === 'mesh.stopped')!)).toMatch(/^stopped \(policy\) by billing's turn 2: refund over 30; packet /);
+    expect(summarizeMeshEvent(handed)).toMatch(/^handed back to billing on answer a-stop \(approve\): refund approved; turn 3 on handoff /);
+    given(meshDecider, answered)
+      .when(turn('p3', 'billing', []))
+      .thenMatch([{ type: 'mesh.turn_recorded' }, { type: 'mesh.completed' }]);
+  });
+
+  it('an unknown intent offers the mesh’s agents; the named one takes the turn with the frozen call handed on (not approved); one the form does not offer is refused', () => {
+    const events = play([
+      start(),
+      turn('p1', 'triage', [call('billing')]),
+      stopTurn('p2', 'billing', { why: 'unknown_intent' }, { pending_tool_call: refund, tried: [{ name: 'lookup_order' }] }),
+    ]);
+    const packet = (events.find((e) => e.type === 'mesh.stopped') as Extract<MeshEvent, { type: 'mesh.stopped' }>).data.packet;
+    expect(packet.tried).toEqual(['lookup_order']);
+    expect(packet.next_form?.fields.find((f) => f.id === 'intent')).toMatchObject({ kind: 'select', options: ['triage', 'billing'] });
+    given(meshDecider, events)
+      .when(answerTo('p2', { action: 'intent', intent: 'legal' }, 'a-bad'))
+      .thenMatch([{ type: 'mesh.turn_rejected', data: expect.objectContaining({ code: 'intent_not_offered', of: 'answer' }) }]);
+    const routed = play([answerTo('p2', { action: 'intent', intent: 'triage' })], events).at(-1)!;
+    expect(routed).toMatchObject({ type: 'mesh.handed_off', data: { from: 'billing', to: 'triage', resume: { action: 'intent', pending_call: refund } } });
+    expect((routed as Extract<MeshEvent, { type: 'mesh.handed_off' }>).data.resume).not.toHaveProperty('approved_call');
+  });
+
+  it("raise_cap on the agent's own budget hands it its new cap and leaves the mesh's cap alone; deny ends the mesh", () => {
+    const budget = play([
+      start(),
+      turn('p1', 'triage', [call('billing')]),
+      stopTurn('p2', 'billing', { why: 'budget', cap: { name: 'tool_calls', limit: 5, used: 5 } }),
+    ]);
+    const raised = play([answerTo('p2', { action: 'raise_cap', cap: 12 })], budget);
+    expect(raised.at(-2)).toMatchObject({ type: 'mesh.stop_answered', data: { max_iterations: 2, effect: { kind: 'raise_cap', cap: 12 } } });
+    expect(raised.at(-1)).toMatchObject({ type: 'mesh.handed_off', data: { to: 'billing', resume: { action: 'raise_cap', raised_cap: 12 } } });
+    expect((fold(meshDecider, raised) as MeshRunState).mesh.max_iterations).toBe(2);
+    given(meshDecider, budget)
+      .when(answerTo('p2', { action: 'raise_cap', cap: 5 }, 'a-low'))
+      .thenMatch([{ type: 'mesh.turn_rejected', data: expect.objectContaining({ code: 'cap_not_raised' }) }]);
+    const denied = play([answerTo('p2', { action: 'deny' }, 'a-deny')], budget);
+    expect(denied.at(-1)).toMatchObject({ type: 'mesh.terminated', data: { origin: 'operator', answer_id: 'a-deny' } });
   });
 });

@@ -46,8 +46,10 @@ export interface MeshRunState {
   notify: NoticeRecipient | null;
   /** The latest stop packet (open while stopped; answered once an operator answered it). */
   stop: StopPacket | null;
-  /** The handoff the iteration cap refused, and the turn that asked for it (while stopped). */
+  /** The handoff the iteration cap refused, and the turn that asked for it (while stopped by the cap). */
   refused: { result_id: string; from: string; to: string; tool: string; handover?: MeshHandover } | null;
+  /** The turn whose agent stopped the mesh itself (its `stop` signal), while stopped that way. */
+  stopped_by: { result_id: string; agent: string } | null;
   /** Human action notices emitted so far. */
   notices: number;
 }
@@ -97,6 +99,7 @@ export function evolveMesh(state: MeshState, event: MeshEvent): MeshState {
       notify: d.notify ?? null,
       stop: null,
       refused: null,
+      stopped_by: null,
       notices: 0,
     };
   }
@@ -125,20 +128,24 @@ export function evolveMesh(state: MeshState, event: MeshEvent): MeshState {
         status: 'stopped',
         packet_id: event.data.packet.packet_id,
         stop: event.data.packet,
-        refused: { result_id: event.data.result_id, ...event.data.refused },
+        refused: event.data.refused !== undefined ? { result_id: event.data.result_id, ...event.data.refused } : null,
+        stopped_by: event.data.refused === undefined ? { result_id: event.data.result_id, agent: event.data.packet.agent } : null,
       };
     case 'mesh.notice_emitted':
       return { ...state, notices: state.notices + 1 };
     case 'mesh.stop_answered': {
       const d = event.data;
       const stop = state.stop !== null && state.stop.packet_id === d.packet_id ? markAnswered(state.stop, d.answer) : state.stop;
-      const raised = d.effect.kind === 'raise_cap';
+      // Every answer but a stop (deny, acknowledge) hands the mesh on: the cap raised, or the
+      // agent that stopped it resumed (approved, its cap raised) or another named (intent).
+      const resumes = d.effect.kind !== 'stop';
       return {
         ...state,
-        status: raised ? 'running' : state.status,
+        status: resumes ? 'running' : state.status,
         mesh: { ...state.mesh, max_iterations: d.max_iterations },
         stop,
-        refused: raised ? null : state.refused,
+        refused: resumes ? null : state.refused,
+        stopped_by: resumes ? null : state.stopped_by,
         answered: [...state.answered, d.answer_id],
       };
     }

@@ -1,4 +1,4 @@
-import type { MeshEvent, MeshHandover, MeshIgnoreReason, MeshOutput, MeshStatus, NoticeRecipient, StopWhy } from '@baton/contracts';
+import type { MeshEvent, MeshHandedOff, MeshHandover, MeshIgnoreReason, MeshOutput, MeshStatus, NoticeRecipient, StopWhy } from '@baton/contracts';
 import { evolveMesh, initialMeshState, type MeshState } from './state';
 
 /**
@@ -69,6 +69,8 @@ export interface MeshViewHandoff {
   after_cap_raise: boolean;
   /** What the agent handing off wrote for the target (the call's `reason` / `message`), when it wrote it. */
   handover?: MeshHandover;
+  /** Set when an operator's answer to an agent's own stop made it: the answer and what it hands on. */
+  resume?: MeshHandedOff['resume'];
   at: string;
 }
 
@@ -208,9 +210,10 @@ export function meshViewOf(events: readonly MeshViewEvent[]): MeshView | null {
           to: d.to,
           tool: d.tool,
           handoff_id: d.handoff_id,
-          cause: raisedBy ?? d.result_id,
+          cause: d.resume?.answer_id ?? raisedBy ?? d.result_id,
           after_cap_raise: raisedBy !== null,
           ...(d.handover !== undefined ? { handover: { ...d.handover } } : {}),
+          ...(d.resume !== undefined ? { resume: structuredClone(d.resume) } : {}),
           at: d.handed_off_at,
         });
         raisedBy = null;
@@ -228,7 +231,7 @@ export function meshViewOf(events: readonly MeshViewEvent[]): MeshView | null {
           why: d.packet.why,
           detail: d.packet.detail ?? null,
           status: d.packet.status,
-          refused: { ...d.refused },
+          refused: d.refused !== undefined ? { from: d.refused.from, to: d.refused.to, tool: d.refused.tool } : null,
           stopped_at: d.stopped_at,
           answer: null,
         };
@@ -238,11 +241,14 @@ export function meshViewOf(events: readonly MeshViewEvent[]): MeshView | null {
       case 'mesh.stop_answered': {
         const d = event.data;
         const before = view.cap.max_iterations;
-        if (d.effect.kind === 'raise_cap') {
+        // The mesh's own cap is raised only on a packet the cap opened; a raise answering an agent's
+        // own budget stop hands that agent its cap (on the handoff) and leaves the mesh's alone.
+        const capStop = view.stop !== null && view.stop.packet_id === d.packet_id && view.stop.refused !== null;
+        if (d.effect.kind === 'raise_cap' && capStop) {
           raisedBy = d.answer_id;
           view.cap.raised.push({ from: before, to: d.max_iterations, by: d.answered_by, answer_id: d.answer_id, at: d.answered_at });
-          view.outcome = { status: 'running' };
         }
+        if (d.effect.kind !== 'stop') view.outcome = { status: 'running' };
         if (view.stop !== null && view.stop.packet_id === d.packet_id) {
           view.stop = { ...view.stop, status: 'answered', answer: { action: d.answer.action, by: d.answered_by, at: d.answered_at, effect: d.effect.kind } };
         }
@@ -285,11 +291,15 @@ export function summarizeMeshEvent(event: MeshEvent): string {
     case 'mesh.handoff_ignored':
       return `ignored ${event.data.agent}'s call ${event.data.tool} (${event.data.reason}): ${event.data.detail}`;
     case 'mesh.handed_off':
-      return `handed off ${event.data.from} → ${event.data.to} (${event.data.tool}); turn ${event.data.turn} on handoff ${event.data.handoff_id}`;
+      return event.data.resume !== undefined
+        ? `${event.data.from === event.data.to ? `handed back to ${event.data.to}` : `handed off ${event.data.from} → ${event.data.to}`} on answer ${event.data.resume.answer_id} (${event.data.resume.action})${event.data.resume.approved_call ? `: ${event.data.resume.approved_call.name} approved` : ''}${event.data.resume.raised_cap !== undefined ? `: cap raised to ${event.data.resume.raised_cap}` : ''}; turn ${event.data.turn} on handoff ${event.data.handoff_id}`
+        : `handed off ${event.data.from} → ${event.data.to} (${event.data.tool}); turn ${event.data.turn} on handoff ${event.data.handoff_id}`;
     case 'mesh.completed':
       return `completed after ${turnCount(event.data.turns)} by ${event.data.agent}${event.data.output ? `; output from ${event.data.output.agent} (turn ${event.data.output.turn})` : '; no output agent spoke'}`;
     case 'mesh.stopped':
-      return `stopped (${event.data.packet.why}) at its cap of ${turnCount(event.data.max_iterations)}: ${event.data.refused.from} → ${event.data.refused.to} refused; packet ${event.data.packet.packet_id}`;
+      return event.data.refused !== undefined
+        ? `stopped (${event.data.packet.why}) at its cap of ${turnCount(event.data.max_iterations)}: ${event.data.refused.from} → ${event.data.refused.to} refused; packet ${event.data.packet.packet_id}`
+        : `stopped (${event.data.packet.why}) by ${event.data.packet.agent}'s turn ${event.data.turns}${event.data.packet.detail ? `: ${event.data.packet.detail}` : ''}; packet ${event.data.packet.packet_id}`;
     case 'mesh.turn_rejected':
       return `turn ${event.data.result_id} from ${event.data.agent} rejected (${event.data.code}): ${event.data.message}`;
     case 'mesh.notice_emitted':
