@@ -334,10 +334,12 @@ export const RunStoppedSchema = z.strictObject({
   cause: RouteCauseSchema,
   stopped_at: IsoTimeSchema,
   /**
-   * The router's `unresolved` decision this stop records (source `router`, why `unknown_intent`):
-   * what the result asked for (`requested`), why it names nothing (`problem`) and the fallback
-   * the engine made of it (a hold, `origin: engine_fallback`, reason `unresolved target: …`).
-   * Absent on other stops, and on stops stored before it was recorded.
+   * The routing decision this stop records: the router's `unresolved` decision (source `router`,
+   * why `unknown_intent`: what the result asked for, `requested`, why it names nothing, `problem`,
+   * and the engine's fallback hold, `origin: engine_fallback`, reason `unresolved target: …`), or
+   * the hold that froze a pending call in a `policy` stop — the agent's own (source `agent`) or the
+   * no-action default (source `router`, `origin: engine_fallback`). Absent on other stops, and on
+   * stops stored before it was recorded.
    */
   decision: RouteDecisionSchema.optional(),
   /**

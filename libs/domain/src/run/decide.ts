@@ -675,7 +675,9 @@ function outcomeEvents(ctx: OutcomeContext, decision: RouteDecision, defs: Defin
           pending,
           detail: reason,
         };
-        return stopEvents(ctx, facts, 'agent');
+        // The hold it records: the agent's own (source agent), or the no-action default Baton made
+        // (source router, attributed to the engine with its notice: seed 000 §5).
+        return stopEvents(ctx, facts, decision.dispatch.origin === 'engine_fallback' ? 'router' : 'agent', decision);
       }
       const noticeReason: NoticeReason = decision.hold_kind === 'human_gate' ? 'human_gate' : 'hold';
       return [

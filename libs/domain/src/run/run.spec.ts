@@ -6,6 +6,7 @@ import { RunCommand, StopRun } from './commands';
 import { claimedRunDecider as runDecider } from './test-helpers';
 import { RunEvent, RunEventOf, RunState } from './state';
 import { hasLiveMention } from '../notices';
+import { ENGINE } from './attribution';
 import { agents, decided, expectValidEvents, holdAnswer, NOW, operatorMeta, resultCmd, RUN, startCmd, workflow, meta } from './test-helpers';
 
 /** Run commands in order; every one must be accepted. Returns the history and the final state. */
@@ -374,6 +375,10 @@ describe('workflow run: stops with a packet (seed 003)', () => {
     const packet = ofType(last, 'run.stopped')[0]!.data.packet;
     expect(packet).toMatchObject({ why: 'policy', pending, tried: ['lookup'], detail: 'refund needs a person', next_form: { kind: 'approve_deny' } });
     expect(state.status).toBe('stopped');
+    // The agent's own hold: recorded on the stop, and the stop is the agent's.
+    const agentStop = ofType(last, 'run.stopped')[0]!;
+    expect(agentStop.data).toMatchObject({ source: 'agent', decision: { dispatch: { status: 'hold', origin: 'agent' } } });
+    expect(agentStop.by).toBeUndefined();
     // Approving runs exactly the frozen call.
     const approve: RunCommand = {
       type: 'resume',
@@ -412,6 +417,15 @@ describe('workflow run: stops with a packet (seed 003)', () => {
       next_form: { kind: 'approve_deny' },
     });
     expectValidEvents(noDecision.last);
+    // Baton made this decision, not the agent: the stop records the no-action hold, and it and its
+    // notice speak for the engine (seed 000 §5: a fabricated decision is told apart by its origin).
+    const engineStop = ofType(noDecision.last, 'run.stopped')[0]!;
+    expect(engineStop.data).toMatchObject({
+      source: 'router',
+      decision: { rule: 'no_action_default', dispatch: { status: 'hold', origin: 'engine_fallback' } },
+    });
+    expect(engineStop.by).toEqual(ENGINE);
+    expect(ofType(noDecision.last, 'run.notice_emitted')[0]!.by).toEqual(ENGINE);
     const unreadable = play([resultCmd('r1', 'issue', { pending_tool_call: pending, body: 'done <!-- AGENT_RUN_CONFIG {nope -->' })], started());
     expect(ofType(unreadable.last, 'run.stopped')[0]!.data.packet).toMatchObject({ why: 'policy', pending });
     expect(ofType(unreadable.last, 'run.stopped')[0]!.data.packet.detail).toMatch(

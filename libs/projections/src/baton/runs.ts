@@ -32,7 +32,7 @@ export interface RunRoute {
   /**
    * `run.routed` (dispatch), `run.held`, `run.completed`, `run.terminated` (when the agent decided
    * it), or `run.stopped` (the router's `unresolved` decision: outcome `unresolved`, the engine's
-   * fallback hold as its status and reason).
+   * fallback hold as its status and reason; or the hold a `policy` stop froze a pending call on).
    */
   event: 'run.routed' | 'run.held' | 'run.completed' | 'run.terminated' | 'run.stopped';
   outcome: RouteOutcome;
