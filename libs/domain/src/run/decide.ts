@@ -395,6 +395,21 @@ function resume(command: ResumeRun, state: RunState): DecisionResult<RunEvent> {
       case 'continue': {
         const target = state.hold.pendingTarget;
         if (target === null) {
+          // A hold at a terminal step (an agent there that gave no decision: the run does not
+          // complete on its own) continues by completing, as the step's advance would — now a
+          // person's decision. Anywhere else there is nowhere to go.
+          const decision = resolveRoute({
+            workflow,
+            agents,
+            step: state.step,
+            agent: state.agent,
+            callback: null,
+            signal: { kind: 'config', source: 'typed', config: { dispatch: { status: 'advance' } } },
+          });
+          if (decision.outcome === 'complete') {
+            const human: RouteDecision = { ...decision, dispatch: { ...decision.dispatch, origin: 'human', reason } };
+            return accept(resumed, ...outcomeEvents(ctx, human, { workflow, agents, result: null }));
+          }
           return reject(
             DomainErrorKind.invalid,
             RunErrorCode.nothingToContinue,

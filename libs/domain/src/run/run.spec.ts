@@ -293,6 +293,17 @@ describe('workflow run: holds answered by an operator', () => {
     given(runDecider, held).when(holdAnswer('a1', 'continue')).thenFails('nothing_to_continue');
   });
 
+  it("continue on a no-action hold at a terminal step completes the run, as the person's decision (it does not complete on its own)", () => {
+    const history = play([decided('r3', 'context', { task: 'ship' })], atContext()).events;
+    const held = play([resultCmd('r4', 'shipper')], history);
+    expect(held.state.status).toBe('held');
+    const done = play([holdAnswer('a1', 'continue')], held.events);
+    expect(done.last.map((e) => e.type)).toEqual(['run.resumed', 'run.completed', 'run.notice_emitted']);
+    expect(ofType(done.last, 'run.completed')[0]!.data.decision).toMatchObject({ outcome: 'complete', dispatch: { origin: 'human' } });
+    expect(done.state.status).toBe('completed');
+    expectValidEvents(done.last);
+  });
+
   it('only an operator resumes a run; the same answer twice yields no new events', () => {
     const held = play([decided('r1', 'issue', { dispatch: { status: 'hold' } })], started()).events;
     const byAgent = holdAnswer('a1', 'continue');
