@@ -171,6 +171,38 @@ ${childWithHandler}`;
     expect(nowhere.diagnostics.map((d) => d.message)).toEqual(["return handler 'missing' is not defined"]);
   });
 
+  it('a MAP or SET target the parent declares READONLY gives W803 (the parent may not write it: every return would fail memory_error)', () => {
+    const text = `${HEADER}SUPERVISOR: Loan_Supervisor
+MEMORY:
+  session:
+    - name: annual_income
+      TYPE: number
+      READONLY: true
+    - name: income_note
+      TYPE: string
+      READONLY: true
+    - name: free_note
+      TYPE: string
+HANDOFF:
+  - TO: Income_Capture_Agent
+    RETURN: true
+    ON_RETURN:
+      action: continue
+      MAP:
+        annual_income: annual_income
+      SET:
+        income_note: "collected"
+        free_note: "collected"
+${CHILD}`;
+    const result = compile(text);
+    expect(codes(result.diagnostics)).toEqual(['warning:W803', 'warning:W803']);
+    expect(result.diagnostics.map((d) => d.message)).toEqual([
+      "MAP target 'annual_income' is READONLY in the MEMORY of 'Loan_Supervisor'",
+      "SET target 'income_note' is READONLY in the MEMORY of 'Loan_Supervisor'",
+    ]);
+    expect(result.project).not.toBeNull(); // a warning: the definition still compiles
+  });
+
   it('a SET target not declared in the parent MEMORY gives W801', () => {
     const result = compile(
       supervisor('    RETURN: true\n    ON_RETURN:\n      action: continue\n      SET:\n        income_note: "Income collected by the income agent."'),

@@ -278,12 +278,15 @@ export function compileProject(files: readonly SourceFile[]): CompileResult {
 
   const compiledAgents: Record<string, unknown>[] = [];
   const routes: PendingRoute[] = [];
-  const declared = new Map<string, { memory: Set<string>; gather: Set<string> }>();
+  const declared = new Map<string, { memory: Set<string>; readonly: Set<string>; gather: Set<string> }>();
   const authProfiles: { agent: RawAgent; profile: AuthProfile; at: Pos }[] = [];
   for (const agent of names.values()) {
     const compiled = compileAgent(agent, names, projectHandlers, routes);
     compiledAgents.push(compiled.agent);
-    declared.set(agent.name, { memory: compiled.memory, gather: compiled.gather });
+    const readonly = new Set(
+      ((compiled.agent['memory'] as Record<string, unknown>[] | undefined) ?? []).filter((v) => v['readonly'] === true).map((v) => String(v['name'])),
+    );
+    declared.set(agent.name, { memory: compiled.memory, readonly, gather: compiled.gather });
     if (compiled.auth) authProfiles.push({ agent, ...compiled.auth });
   }
 
@@ -322,7 +325,7 @@ export function compileProject(files: readonly SourceFile[]): CompileResult {
           `MAP target '${m.parent}' is not declared in the MEMORY of '${r.from}'`,
           `Declare '${m.parent}' in ${r.from}'s MEMORY, or the return applies no effects (memory_error).`,
         );
-      }
+      } else if (parent.readonly.has(m.parent)) readonlyTarget(r, 'MAP', m.parent, m.node);
     }
     for (const s of r.setNodes) {
       if (!parent.memory.has(s.target)) {
@@ -332,7 +335,7 @@ export function compileProject(files: readonly SourceFile[]): CompileResult {
           `SET target '${s.target}' is not declared in the MEMORY of '${r.from}'`,
           `Declare '${s.target}' in ${r.from}'s MEMORY, or the return applies no effects (memory_error).`,
         );
-      }
+      } else if (parent.readonly.has(s.target)) readonlyTarget(r, 'SET', s.target, s.node);
     }
   }
 
@@ -648,6 +651,16 @@ function readGather(ctx: FileCtx, node: Node | null): { items: Record<string, un
     ctx.out.error(ctx.pos(node), DiagnosticCode.invalidValue, 'GATHER maps field names to their settings', 'Write `GATHER:\\n  my_field:\\n    TYPE: string`.');
   }
   return { items, names };
+}
+
+/** W803: a MAP or SET target the parent declares READONLY — the parent may not write it, so every return applies no effects. */
+function readonlyTarget(r: PendingRoute, kind: 'MAP' | 'SET', target: string, node: Node | null): void {
+  r.file.out.warn(
+    r.file.pos(node),
+    DiagnosticCode.returnTargetReadonly,
+    `${kind} target '${target}' is READONLY in the MEMORY of '${r.from}'`,
+    `The parent must be allowed to write each MAP and SET target: make '${target}' writable or map into another variable, or every return of this route applies no effects (memory_error).`,
+  );
 }
 
 /** The agents whose own documents define a return handler named `name` (in document order). */

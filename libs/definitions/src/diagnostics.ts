@@ -36,6 +36,8 @@ export const DiagnosticCode = {
   setTargetNotDeclared: 'W801',
   /** A MAP target not declared in the parent's MEMORY. */
   mapTargetNotDeclared: 'W802',
+  /** A MAP or SET target the parent's MEMORY declares READONLY: every return of the route fails (memory_error). */
+  returnTargetReadonly: 'W803',
   /** RETURN / EXPECT_RETURN written other than lowercase `true` (True, "true"...): reads as false. */
   returnNotLowercaseTrue: 'HANDOFF_RETURN_NOT_LOWERCASE_TRUE',
   /** An uppercase key inside CONTEXT: ignored. */
