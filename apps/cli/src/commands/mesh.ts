@@ -93,7 +93,16 @@ function print(ctx: CliContext, json: boolean, report: MeshReport): ExitCode {
       [
         { header: 'turn', value: (t) => t.turn },
         { header: 'agent', value: (t) => t.agent },
-        { header: 'handoff calls', value: (t) => (t.calls.length > 0 ? t.calls.join(', ') : '(none: ends the mesh)'), max: 60 },
+        {
+          header: 'handoff calls',
+          value: (t) =>
+            t.stopped !== undefined
+              ? `${t.calls.length > 0 ? `${t.calls.join(', ')} ` : ''}(stopped: ${t.stopped.why}${t.calls.length > 0 ? '; not followed' : ''})`
+              : t.calls.length > 0
+                ? t.calls.join(', ')
+                : '(none: ends the mesh)',
+          max: 60,
+        },
         { header: 'said', value: (t) => printable(t.text).replace(/\s+/g, ' '), max: 80 },
       ],
       '(no turns yet)',

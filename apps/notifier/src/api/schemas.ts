@@ -429,6 +429,10 @@ export const MeshViewSchema = z.object({
       text: z.string().describe('what the agent said'),
       calls: z.array(z.string()).describe('the handoff tools it called, in call order'),
       handoff_id: z.string().nullable(),
+      stopped: z
+        .object({ why: z.string(), packet_id: z.string() })
+        .optional()
+        .describe("set when the turn stopped the mesh itself (its agent's own stop): its calls were not followed"),
       at: z.string(),
     }),
   ),

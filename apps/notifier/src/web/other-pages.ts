@@ -156,7 +156,7 @@ ${
   mesh.turns.length === 0
     ? html`<p class="muted">none yet</p>`
     : html`<table class="timeline" data-testid="mesh-turns"><thead><tr><th>Turn</th><th>Agent</th><th>What it said</th><th>Handoff calls</th><th>When</th></tr></thead><tbody>
-${mesh.turns.map((t) => html`<tr data-testid="mesh-turn"><td>${t.turn}</td><td>${t.agent}</td><td><pre class="said">${t.text}</pre></td><td>${t.calls.length > 0 ? t.calls.join(', ') : html`<span class="muted">none (ends the mesh)</span>`}</td><td>${t.at}</td></tr>`)}</tbody></table>`
+${mesh.turns.map((t) => html`<tr data-testid="mesh-turn"><td>${t.turn}</td><td>${t.agent}</td><td><pre class="said">${t.text}</pre></td><td>${t.stopped !== undefined ? html`${t.calls.join(', ')} <span class="muted">stopped (${t.stopped.why})${t.calls.length > 0 ? '; not followed' : ''}</span>` : t.calls.length > 0 ? t.calls.join(', ') : html`<span class="muted">none (ends the mesh)</span>`}</td><td>${t.at}</td></tr>`)}</tbody></table>`
 }
 <h2>Handoffs taken</h2>
 ${

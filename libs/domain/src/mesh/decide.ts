@@ -277,7 +277,8 @@ function handoverOf(args: Readonly<Record<string, unknown>> | undefined): MeshHa
 }
 
 /** Whether `agent` has had a turn of this mesh (the entry, or a target of a handoff taken). */
-const spokeBefore = (state: MeshRunState, agent: string): boolean => agent === state.mesh.entry || state.path.some((step) => step.endsWith(`→${agent}`));
+const spokeBefore = (state: MeshRunState, agent: string): boolean =>
+  agent === state.mesh.entry || state.path.some((step) => step.split(' ')[0]!.endsWith(`→${agent}`));
 
 /**
  * The stop an agent's own turn asks for (its result's `stop`): a packet with the agent's why,
@@ -306,8 +307,40 @@ function agentStopped(state: MeshRunState, command: RecordMeshTurn, turn: number
   });
   return {
     type: 'mesh.stopped',
-    data: { packet, result_id: d.result_id, turns: turn, max_iterations: state.mesh.max_iterations, stopped_at: command.metadata.now },
+    data: { packet: inMesh(packet), result_id: d.result_id, turns: turn, max_iterations: state.mesh.max_iterations, stopped_at: command.metadata.now },
   };
+}
+
+/**
+ * The packet of an agent's own stop with its form worded for a mesh: the buttons are the same, but
+ * what they do is the mesh's — approve hands the agent its call to make, an intent names the mesh
+ * agent that takes the turn, and the ending buttons end the mesh, not a run.
+ */
+function inMesh(packet: StopPacket): StopPacket {
+  const form = packet.next_form;
+  if (!form) return packet;
+  const agent = packet.agent;
+  const callName = packet.pending ? clip(packet.pending.name, 200) : null;
+  let prompt = form.prompt;
+  let fields = form.fields;
+  switch (form.kind) {
+    case 'approve_deny':
+      prompt = `The mesh stopped before ${agent} called ${callName ?? 'its tool'}. Approve hands the turn back to ${agent} with exactly this call to make, once; deny ends the mesh.`;
+      break;
+    case 'type_intent':
+      prompt = `${agent} could not tell which agent should take this. Pick the mesh agent that takes the turn and press Route${callName ? ` (the call it was about to make, ${callName}, goes with it, not approved)` : ''}; Close ends the mesh.`;
+      fields = fields.map((f) => (f.id === 'intent' ? { ...f, label: 'Mesh agent to take the turn' } : f));
+      break;
+    case 'raise_cap':
+      prompt = `Only an operator raises a cap. Set a higher cap and the turn goes back to ${agent} with it${callName ? ` and the call it was making (${callName}, not approved)` : ''}; Stop ends the mesh.`;
+      break;
+    case 'acknowledge':
+      prompt = 'Open the trace to see what happened, then acknowledge; the mesh ends there: a person has taken the work.';
+      break;
+    default:
+      return packet;
+  }
+  return deepFreeze({ ...packet, next_form: { ...form, prompt: clip(prompt, Limits.maxShortText), fields } });
 }
 
 function stopped(state: MeshRunState, command: RecordMeshTurn, turn: number, chosen: Chosen): MeshEvent {

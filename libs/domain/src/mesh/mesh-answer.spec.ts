@@ -311,6 +311,12 @@ describe("an agent's own stop in a mesh (seed 003: a stop with a packet, whateve
     const stopped = tail[1]!;
     if (stopped.type !== 'mesh.stopped') throw new Error('expected mesh.stopped');
     expect(stopped.data).not.toHaveProperty('refused');
+    // The form is worded for a mesh: approve hands the call back to the agent, deny ends the mesh.
+    expect(stopped.data.packet.next_form!.prompt).toBe(
+      'The mesh stopped before billing called refund. Approve hands the turn back to billing with exactly this call to make, once; deny ends the mesh.',
+    );
+    const turnView = meshViewOf(events.map((event, i) => ({ seq: i + 1, occurredAt: NOW, type: event.type, payload: event.data })))!.turns.at(-1);
+    expect(turnView).toMatchObject({ agent: 'billing', calls: ['handoff_to_triage'], stopped: { why: 'policy' } });
     expect(stopped.data.packet).toMatchObject({
       why: 'policy',
       agent: 'billing',
@@ -348,6 +354,7 @@ describe("an agent's own stop in a mesh (seed 003: a stop with a packet, whateve
     });
     const state = fold(meshDecider, answered) as MeshRunState;
     expect(state).toMatchObject({ status: 'running', speaker: 'billing', stopped_by: null, mesh: { max_iterations: 2 } });
+    expect(state.path.at(-1)).toBe('billing→billing (answer: approve)');
     // The view and timeline say what happened: the agent's stop (no refused handoff), the answer's handoff back.
     const view = meshViewOf(answered.map((event, i) => ({ seq: i + 1, occurredAt: NOW, type: event.type, payload: event.data })))!;
     expect(view.stop).toMatchObject({ why: 'policy', refused: null, status: 'answered', answer: { action: 'approve', effect: 'run_pending_call' } });
@@ -368,7 +375,12 @@ describe("an agent's own stop in a mesh (seed 003: a stop with a packet, whateve
     ]);
     const packet = (events.find((e) => e.type === 'mesh.stopped') as Extract<MeshEvent, { type: 'mesh.stopped' }>).data.packet;
     expect(packet.tried).toEqual(['lookup_order']);
-    expect(packet.next_form?.fields.find((f) => f.id === 'intent')).toMatchObject({ kind: 'select', options: ['triage', 'billing'] });
+    expect(packet.next_form?.fields.find((f) => f.id === 'intent')).toMatchObject({
+      kind: 'select',
+      label: 'Mesh agent to take the turn',
+      options: ['triage', 'billing'],
+    });
+    expect(packet.next_form?.prompt).toMatch(/Pick the mesh agent that takes the turn .*refund.*Close ends the mesh\.$/);
     given(meshDecider, events)
       .when(answerTo('p2', { action: 'intent', intent: 'legal' }, 'a-bad'))
       .thenMatch([{ type: 'mesh.turn_rejected', data: expect.objectContaining({ code: 'intent_not_offered', of: 'answer' }) }]);

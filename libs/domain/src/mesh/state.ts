@@ -119,7 +119,13 @@ export function evolveMesh(state: MeshState, event: MeshEvent): MeshState {
     case 'mesh.handoff_ignored':
       return { ...state, ignored: state.ignored + 1 };
     case 'mesh.handed_off':
-      return { ...state, speaker: event.data.to, handoff_id: event.data.handoff_id, path: [...state.path, `${event.data.from}→${event.data.to}`] };
+      // A handoff an operator's answer made is marked as such in the path (a cap packet's `tried`).
+      return {
+        ...state,
+        speaker: event.data.to,
+        handoff_id: event.data.handoff_id,
+        path: [...state.path, `${event.data.from}→${event.data.to}${event.data.resume !== undefined ? ` (answer: ${event.data.resume.action})` : ''}`],
+      };
     case 'mesh.completed':
       return { ...state, status: 'completed' };
     case 'mesh.stopped':

@@ -52,6 +52,8 @@ export interface MeshViewTurn {
   calls: string[];
   /** The handoff the turn answered. */
   handoff_id: string | null;
+  /** Set when the turn stopped the mesh itself (its agent's own stop): its calls were not followed. */
+  stopped?: { why: StopWhy; packet_id: string };
   at: string;
 }
 
@@ -226,6 +228,10 @@ export function meshViewOf(events: readonly MeshViewEvent[]): MeshView | null {
       }
       case 'mesh.stopped': {
         const d = event.data;
+        if (d.refused === undefined) {
+          const turn = [...view.turns].reverse().find((t) => t.result_id === d.result_id);
+          if (turn !== undefined) turn.stopped = { why: d.packet.why, packet_id: d.packet.packet_id };
+        }
         view.stop = {
           packet_id: d.packet.packet_id,
           why: d.packet.why,

@@ -80,6 +80,22 @@ describe('decideResume — resume from handoff is not always execute (seed 003)'
     expect(blank).toMatchObject({ ok: false, error: { code: 'answer_incomplete' } });
   });
 
+  it('a kind the form offers is taken as offered, an agent named _tech or -ops included; typed into a form without a list it must start with a letter or digit', () => {
+    const listed = stop({ why: 'unknown_intent', pending: null, intents: ['a', '_tech', '-ops'] });
+    for (const intent of ['_tech', '-ops']) {
+      expect(decideResume(listed, answer(listed, { action: 'intent', intent, pending_digest: undefined }), operator)).toMatchObject({
+        ok: true,
+        effect: { kind: 'reroute', intent },
+      });
+    }
+    const free = stop({ why: 'unknown_intent', pending: null });
+    expect(decideResume(free, answer(free, { action: 'intent', intent: '_tech', pending_digest: undefined }), operator)).toMatchObject({
+      ok: false,
+      error: { code: 'answer_incomplete', message: expect.stringContaining('starting with a letter or digit') },
+    });
+    expect(decideResume(free, answer(free, { action: 'intent', intent: 'billing', pending_digest: undefined }), operator)).toMatchObject({ ok: true });
+  });
+
   it('only an operator raises a cap: operator and admin may, an agent or a viewer may not', () => {
     const packet = stop({ why: 'budget', pending: null, cap: { name: 'tool_calls', limit: 8, used: 8 } });
     const raise = answer(packet, { action: 'raise_cap', cap: 12, pending_digest: undefined });

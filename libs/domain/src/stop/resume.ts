@@ -97,11 +97,18 @@ export function decideResume(packet: StopPacket, answer: OperatorAnswer, ctx: Re
       return effect({ kind: 'stop', reason: reasonWith(`denied by ${answer.answered_by} after ${aStop(packet.why)}`, answer.note) });
     case 'intent': {
       const intent = (answer.intent ?? '').trim();
-      if (intent === '' || intent.length > 128 || !intentPattern.test(intent)) {
-        return refuse(DomainErrorKind.invalid, 'answer_incomplete', 'an intent answer names one kind: letters, digits and _ . : - only');
-      }
       const field = packet.next_form?.fields.find((f) => f.id === 'intent');
-      if (field?.options && !field.options.includes(intent)) {
+      // A kind the form offers is taken as offered (an agent's name may start with _ or -); a typed
+      // one is a name: letters or digits first, then letters, digits, _ . : -.
+      const offered = field?.options?.includes(intent) === true;
+      if (intent === '' || intent.length > 128 || (!offered && !intentPattern.test(intent))) {
+        return refuse(
+          DomainErrorKind.invalid,
+          'answer_incomplete',
+          'an intent answer names one kind: one of the kinds the form offers, or letters, digits and _ . : - starting with a letter or digit',
+        );
+      }
+      if (field?.options && !offered) {
         return refuse(DomainErrorKind.invalid, 'intent_not_offered', `the intent ${intent} is not one of the kinds offered`, { offered: [...field.options] });
       }
       return effect({
