@@ -48,7 +48,7 @@ export interface NoticeInput {
  * Pure; the caller supplies the id and the time.
  */
 export function buildHumanActionNotice(input: NoticeInput): HumanActionNotice {
-  const text = input.agentText ? stripSentinels(input.agentText).trim() : '';
+  const text = input.agentText ? withoutControls(stripSentinels(input.agentText)).trim() : '';
   const excerpt = text !== '' ? neutralizeMentions(truncate(text, NOTICE_EXCERPT_CHARS)) : undefined;
   return {
     notice_id: input.noticeId,
@@ -56,7 +56,7 @@ export function buildHumanActionNotice(input: NoticeInput): HumanActionNotice {
     workflow_run_id: input.workflowRunId,
     reason: input.reason,
     recipient: input.recipient,
-    headline: neutralizeMentions(truncate(oneLine(input.headline), NOTICE_EXCERPT_CHARS)),
+    headline: neutralizeMentions(truncate(oneLine(withoutControls(input.headline)), NOTICE_EXCERPT_CHARS)),
     ...(excerpt !== undefined ? { agent_excerpt: excerpt } : {}),
     step: input.step,
     agent: input.agent,
@@ -78,6 +78,18 @@ export function renderNotice(notice: HumanActionNotice): string {
 /** Every way text breaks a line: CR LF, LF, CR, NEL, vertical tab, form feed, and the Unicode line and paragraph separators. */
 const LINE_BREAKS = /\r\n|[\n\r\u0085\v\f\u2028\u2029]/;
 const LINE_BREAK_RUNS = /(?:\r\n|[\n\r\u0085\v\f\u2028\u2029])+/g;
+
+/**
+ * Control characters that steer whatever displays the text, removed from a notice's headline and
+ * excerpt: C0 and C1 controls but tab and the line breaks (NUL, bell, the ESC that starts a terminal
+ * colour or cursor sequence — its printable rest stays, inert), and the bidirectional embeddings,
+ * overrides and isolates that can show text in another order than it is stored.
+ */
+const CONTROLS = /[\u0000-\u0008\u000e-\u001f\u007f-\u0084\u0086-\u009f\u202a-\u202e\u2066-\u2069]/g;
+
+function withoutControls(text: string): string {
+  return text.replace(CONTROLS, '');
+}
 
 /** The headline is one line: a reason or a stop's detail may quote text with line breaks, each run of which becomes one space. */
 function oneLine(text: string): string {

@@ -94,6 +94,18 @@ describe('HumanActionNotice', () => {
     expect(lines).toEqual([`@sam — this run needs you (stop): ${broken.headline}`, '', '> first', '> second', '> third', '> fourth']);
   });
 
+  it('control characters that steer a display are removed from the headline and excerpt (terminal escapes, NUL, bell, bidi overrides); tabs and line breaks are kept as before', () => {
+    const steered = buildHumanActionNotice({
+      ...input,
+      noticeId: 'nt-r-4',
+      headline: 'stop: \u0007\u001b[31mred\u0000 text',
+      agentText: 'pay \u202eoot\u202c now\tplease\nthen \u0085next \u009b2J\u2066x\u2069',
+    });
+    expect(steered.headline).toBe('stop: [31mred text');
+    expect(steered.agent_excerpt).toBe('pay oot now\tplease\nthen \u0085next 2Jx');
+    expect(HumanActionNoticeSchema.parse(steered)).toEqual(steered);
+  });
+
   it('renders with exactly one live mention: the recipient', () => {
     const text = renderNotice(notice);
     const live = [...text.matchAll(/@(?=[\p{L}\p{N}_[@-])/gu)];
