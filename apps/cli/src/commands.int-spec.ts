@@ -62,6 +62,27 @@ describe('baton commands that publish (real NATS) and call the operator API (loc
               answered_at: null,
             }),
           );
+        else if (/\/redeliver$/.test(req.url ?? ''))
+          res.end(
+            JSON.stringify(
+              status === 200
+                ? {
+                    outcome: 'delivered',
+                    project: 'demo',
+                    notice_id: decodeURIComponent(req.url!.split('/').at(-2)!),
+                    delivered: ['5f1c0a7e2b9d4c31'],
+                    skipped: [],
+                  }
+                : {
+                    error: {
+                      code: 'webhook_delivery_failed',
+                      message: 'notice nt-x-1 of demo did not reach 5f1c0a7e2b9d4c31 (HTTP 503)',
+                      issues: [],
+                      details: { failed: [{ target: '5f1c0a7e2b9d4c31', error: 'HTTP 503' }], delivered: [], skipped: [] },
+                    },
+                  },
+            ),
+          );
         else if (status < 300 && /\/(decision|abandon)$/.test(req.url ?? ''))
           res.end(JSON.stringify({ outcome: 'applied', handoff: { id: req.url!.split('/').at(-2), project: 'demo', status: 'abandoned' }, events: 1 }));
         else if (status === 202) res.end(JSON.stringify({ ...answer, outcome: 'pending' }));
@@ -350,5 +371,20 @@ describe('baton commands that publish (real NATS) and call the operator API (loc
     const refusedAbandon = await baton('abandon', 'h-7', '--reason', 'wrong ticket');
     expect(refusedAbandon.code).toBe(1);
     expect(refusedAbandon.err).toContain('the abandon was refused: run_not_stopped');
+  });
+
+  it('notice redeliver posts to the project route and says what came of it; a webhook still failing exits 1 with the code (--json prints which); --project is required', async () => {
+    nextStatus = 200;
+    requests.length = 0;
+    const sent = await baton('notice', 'redeliver', 'nt-x-1', '--project', 'demo');
+    expect(sent).toMatchObject({ code: 0, out: 'redelivered: notice nt-x-1 (project demo) to 1 webhook(s)\n' });
+    expect(requests).toEqual([{ method: 'POST', url: '/v1/projects/demo/notices/nt-x-1/redeliver', body: {} }]);
+    expect((await baton('notice', 'redeliver', 'nt-x-1')).code).toBe(2);
+    expect((await baton('notice', 'resend', 'nt-x-1', '--project', 'demo')).code).toBe(2);
+    nextStatus = 502;
+    const failed = await baton('notice', 'redeliver', 'nt-x-1', '--project', 'demo', '--json');
+    expect(failed.code).toBe(1);
+    expect(JSON.parse(failed.out)).toMatchObject({ error: { code: 'webhook_delivery_failed', details: { failed: [{ error: 'HTTP 503' }] } } });
+    nextStatus = 200;
   });
 });

@@ -11,7 +11,7 @@ export const HELP_GROUPS: ReadonlyArray<readonly [string, readonly string[]]> = 
   ['Operators', ['inbox', 'stops', 'handoff', 'run', 'mesh', 'answer', 'answer-hold', 'decide', 'abandon']],
   ['Admins', ['pause', 'resume', 'project', 'token', 'nats-config', 'creds']],
   ['Agents and integrations', ['start', 'message', 'result', 'publish-definition', 'validate', 'schemas']],
-  ['SREs', ['replay', 'verify', 'streams', 'dlq']],
+  ['SREs', ['replay', 'verify', 'streams', 'dlq', 'notice']],
 ];
 
 const helpLines = (names: readonly string[]) =>

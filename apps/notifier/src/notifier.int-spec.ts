@@ -499,6 +499,7 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
         '/v1/projects/{project}/runs/{id}/answers/{answer_id}',
         '/v1/projects/{project}/meshes/{id}',
         '/v1/projects/{project}/meshes/{id}/answers/{answer_id}',
+        '/v1/projects/{project}/notices/{notice_id}/redeliver',
         '/v1/projects/{project}/handoffs/{id}',
         '/v1/projects/{project}/handoffs/{id}/decision',
         '/v1/projects/{project}/handoffs/{id}/abandon',

@@ -142,7 +142,10 @@ export function checkRedriveTarget(
   }
   for (const never of NEVER) {
     if (subjectMatches(resolve(never.pattern, prefix), subject)) {
-      return { ok: false, reason: never.reason, detail: `${subject} is never republished (${resolve(never.pattern, prefix)})` };
+      // A notice the webhooks did not take: its event is not redriven, the notice is sent again.
+      const webhook = source === DlqSources.notifierWebhooks || source === DlqSources.notifierMeshWebhooks;
+      const how = webhook ? '; send the notice to the webhooks again with `baton notice redeliver <notice_id> --project <p>`' : '';
+      return { ok: false, reason: never.reason, detail: `${subject} is never republished (${resolve(never.pattern, prefix)})${how}` };
     }
   }
   if (!subjectMatches(`${prefix}.in.>`, subject))

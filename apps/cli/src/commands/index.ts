@@ -10,6 +10,7 @@ import { dlqCommand } from './dlq';
 import { handoffCommand } from './handoff';
 import { inboxCommand } from './inbox';
 import { meshCommand } from './mesh';
+import { noticeCommand } from './notice';
 import { messageCommand } from './message';
 import { publishDefinitionCommand } from './publish-definition';
 import { replayCommand } from './replay';
@@ -47,6 +48,7 @@ export const commands: readonly Command[] = [
   verifyCommand,
   streamsCommand,
   dlqCommand,
+  noticeCommand,
   schemasCommand,
   tokenCommand,
   natsConfigCommand,

@@ -1,5 +1,6 @@
 import { Module } from '@nestjs/common';
 import { AuthModule } from '../auth/auth.module';
+import { NoticesModule } from '../notices/notices.module';
 import { ProjectionModule } from '../projection/projection.module';
 import {
   DocsController,
@@ -11,6 +12,7 @@ import {
   StopsController,
 } from './controllers';
 import { MeshReader } from './mesh-reader';
+import { NoticeRedelivery } from './notice-redelivery';
 import { AnswerOutcomes } from './answer-outcomes';
 import { OperatorActions } from './operator-actions';
 import { ProjectionsController } from './projections.controller';
@@ -18,7 +20,7 @@ import { ProjectControls } from './project-controls';
 
 /** The operator HTTP API (`/v1/...`, token-authenticated; `/openapi.json`, `/docs`). */
 @Module({
-  imports: [ProjectionModule, AuthModule],
+  imports: [ProjectionModule, AuthModule, NoticesModule],
   controllers: [
     InboxController,
     StopsController,
@@ -29,7 +31,7 @@ import { ProjectControls } from './project-controls';
     DocsController,
     ProjectionsController,
   ],
-  providers: [OperatorActions, AnswerOutcomes, MeshReader, ProjectControls],
+  providers: [OperatorActions, AnswerOutcomes, MeshReader, ProjectControls, NoticeRedelivery],
   exports: [OperatorActions, AnswerOutcomes, MeshReader],
 })
 export class ApiModule {}

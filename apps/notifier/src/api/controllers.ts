@@ -9,12 +9,14 @@ import type { Principal } from '../auth/roles';
 import { assertCanAnswer, assertVisible, scopedProjects } from '../auth/scope';
 import { ApiExceptionFilter, NoQuery, notFound, parseOr400 } from './http';
 import { MeshReader } from './mesh-reader';
+import { NoticeRedelivery } from './notice-redelivery';
 import { buildOpenApiDocument, docsPage } from './openapi';
 import { OperatorActions, type AnswerReply, type RecordTarget } from './operator-actions';
 import { ProjectControls } from './project-controls';
 import { resolveProject } from './resolve';
 import {
   AbandonHandoffBodySchema,
+  NoticeRedeliverBodySchema,
   HandbackDecisionBodySchema,
   PauseBodySchema,
   ResumeBodySchema,
@@ -267,8 +269,22 @@ export class ProjectRecordsController {
     private readonly actions: OperatorActions,
     private readonly meshes: MeshReader,
     private readonly projects: ProjectControls,
+    private readonly notices: NoticeRedelivery,
   ) {
     this.reads = new RecordReads(views);
+  }
+
+  /**
+   * `POST /v1/projects/:project/notices/:notice_id/redeliver` (operator, admin): send a human
+   * action notice to the project's webhooks again — one whose delivery was given up on — skipping
+   * those that already took it.
+   */
+  @NoQuery()
+  @Post('notices/:notice_id/redeliver')
+  @HttpCode(200)
+  redeliverNotice(@Param('project') project: string, @Param('notice_id') noticeId: string, @Body() body: unknown, @Caller() caller: Principal) {
+    parseOr400(NoticeRedeliverBodySchema, body ?? {});
+    return this.notices.redeliver(parseOr400(ProjectParamSchema, project), parseOr400(IdParamSchema, noticeId), caller);
   }
 
   /** `GET /v1/projects/:project`: the project's published definition in short and its kill switch (active, or paused: by whom, since when, why). */

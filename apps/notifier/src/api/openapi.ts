@@ -5,6 +5,8 @@ import {
   AnswerAcceptedSchema,
   AnswerStatusSchema,
   DecisionResponseSchema,
+  NoticeRedeliverBodySchema,
+  NoticeRedeliveryReplySchema,
   ErrorBodySchema,
   HandbackDecisionBodySchema,
   HandoffViewSchema,
@@ -363,6 +365,35 @@ export function buildOpenApiDocument(): object {
             "Read from the project's definition and control aggregates in the events stream. 404 `not_found` for a project the token may not see, and for one Baton holds nothing of (no definition published, never paused).",
           parameters: [projectParam],
           responses: { '200': json(ProjectSummarySchema, 'the project'), '400': bad, '404': missing },
+        },
+      },
+      '/v1/projects/{project}/notices/{notice_id}/redeliver': {
+        post: {
+          operationId: 'redeliverNotice',
+          summary: "Send a human action notice to the project's webhooks again (one whose delivery was given up on), skipping those that took it",
+          description:
+            'A notice the notifier gave up delivering (`NOTIFIER_WEBHOOK_MAX_ATTEMPTS` failures: dead-lettered on `<prefix>.dlq.notifier-webhooks` / `notifier-mesh-webhooks`) is not redriven — its event stays in the events stream and is never published again — so an operator sends it once the receiver is fixed. Read from the `notices` projection and delivered as the consumer delivers it: signed, `Baton-Delivery-Attempt` one past `NOTIFIER_WEBHOOK_MAX_ATTEMPTS`. A webhook that already answered 2xx for it is skipped, so a repeated request calls nobody twice. Operator and admin tokens.',
+          parameters: [
+            projectParam,
+            {
+              name: 'notice_id',
+              in: 'path',
+              required: true,
+              schema: { type: 'string' },
+              description: 'the notice id (`nt-…`; the dead letter holds its event)',
+            },
+          ],
+          requestBody: body(NoticeRedeliverBodySchema),
+          responses: {
+            '200': json(NoticeRedeliveryReplySchema, 'delivered now, or already delivered to every webhook serving the project'),
+            '400': bad,
+            '403': error('`role_forbidden` (a viewer token only reads)'),
+            '404': missing,
+            '409': error('`no_webhooks`: no webhook of `NOTIFIER_WEBHOOKS` serves the project'),
+            '502': error(
+              '`webhook_delivery_failed`: a webhook still failed; `error.details.failed` names each (`target`, `error`: `HTTP 503`, a timeout…), with `delivered` and `skipped`',
+            ),
+          },
         },
       },
       '/v1/projects/{project}/pause': { post: controlProject('pause') },

@@ -580,6 +580,18 @@ export const AnswerStatusSchema = z.object({
 });
 
 /** A handback decision or an abandon the ledger applied: the handoff after it, and the events this request stored (0: a retry). */
+/** `POST /v1/projects/:project/notices/:notice_id/redeliver` takes no fields: an empty body, or `{}`. */
+export const NoticeRedeliverBodySchema = z.strictObject({});
+
+/** `POST /v1/projects/:project/notices/:notice_id/redeliver`: what a redelivery did. */
+export const NoticeRedeliveryReplySchema = z.object({
+  outcome: z.enum(['delivered', 'already_delivered']).describe('already_delivered: every webhook serving the project had taken it; none was called'),
+  project: z.string(),
+  notice_id: z.string(),
+  delivered: z.array(z.string()).describe('webhooks (by id: a hash of the URL) that answered 2xx to this request'),
+  skipped: z.array(z.string()).describe('webhooks that had taken it before (delivery marks are kept 30 days): not called'),
+});
+
 export const DecisionResponseSchema = z.object({ outcome: z.literal('applied'), handoff: HandoffRecordSchema, events: z.number().int() });
 
 /** A rebuild as `GET /v1/projections` shows it (`RebuildView`); a scoped caller gets it without the stream counters. */

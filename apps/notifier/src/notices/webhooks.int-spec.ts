@@ -25,6 +25,7 @@ describe('human action notices to webhooks: signed, retried with backoff, dedupl
   const received: Received[] = [];
   const natsNotices: string[] = [];
   let flakyFailures = 2;
+  let downRecovered = false;
 
   beforeAll(async () => {
     server = createServer((req, res) => {
@@ -37,7 +38,7 @@ describe('human action notices to webhooks: signed, retried with backoff, dedupl
           flakyFailures -= 1;
           status = 500;
         }
-        if (hook === 'down') status = 503;
+        if (hook === 'down' && !downRecovered) status = 503;
         received.push({ hook, at: Date.now(), headers: req.headers, body, status });
         res.writeHead(status).end();
       });
@@ -234,5 +235,42 @@ describe('human action notices to webhooks: signed, retried with backoff, dedupl
     }
     expect(dead).toEqual({ reason: 'max_deliveries', source: 'notifier-webhooks' });
     expect(received.filter((r) => r.hook === 'down').map((r) => r.status)).toEqual([503, 503, 503, 503]);
+  });
+
+  it("a dead-lettered notice is sent again on an operator's request once the receiver is fixed (POST …/notices/:id/redeliver): signed, once; a viewer, an unknown notice and a receiver still failing are refused, typed", async () => {
+    const noticeId = String(received.find((r) => r.hook === 'down')!.headers['baton-notice-id']);
+    const post = async (project: string, id: string, token: string) => {
+      const response = await fetch(`${fx.base}/v1/projects/${project}/notices/${encodeURIComponent(id)}/redeliver`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}` },
+      });
+      return { status: response.status, body: (await response.json()) as Record<string, unknown> };
+    };
+    const operator = await fx.token('redeliver-op', 'operator', '*');
+    // Still failing: 502, typed, naming the webhook and what it answered.
+    const failing = await post('gamma', noticeId, operator);
+    expect(failing).toMatchObject({
+      status: 502,
+      body: { error: { code: 'webhook_delivery_failed', details: { failed: [{ target: expect.any(String), error: 'HTTP 503' }] } } },
+    });
+    expect((await post('gamma', noticeId, await fx.token('redeliver-viewer', 'viewer', '*'))).body).toMatchObject({ error: { code: 'role_forbidden' } });
+    expect(await post('gamma', 'nt-x-nope', operator)).toMatchObject({ status: 404, body: { error: { code: 'not_found' } } });
+    expect(await post('delta', noticeId, operator)).toMatchObject({ status: 404, body: { error: { code: 'not_found' } } }); // served by the steady webhook, but no such notice there
+
+    downRecovered = true;
+    const before = received.filter((r) => r.hook === 'down').length;
+    const sent = await post('gamma', noticeId, operator);
+    expect(sent).toMatchObject({ status: 200, body: { outcome: 'delivered', project: 'gamma', notice_id: noticeId, skipped: expect.any(Array) } });
+    const redelivered = received.filter((r) => r.hook === 'down').slice(before);
+    expect(redelivered.map((r) => [r.status, r.headers['baton-delivery-attempt']])).toEqual([[200, '5']]);
+    expect(verifyWebhookSignature(redelivered[0]!.body, redelivered[0]!.headers, secrets.down).ok).toBe(true);
+    expect(HumanActionNoticeSchema.parse(JSON.parse(redelivered[0]!.body))).toMatchObject({
+      notice_id: noticeId,
+      project: 'gamma',
+      workflow_run_id: 'wr-down',
+    });
+    // Again: every webhook already took it.
+    expect(await post('gamma', noticeId, operator)).toMatchObject({ status: 200, body: { outcome: 'already_delivered', delivered: [] } });
+    expect(received.filter((r) => r.hook === 'down')).toHaveLength(before + 1);
   });
 });

@@ -1,4 +1,4 @@
-import type { HandoffRecord, StopPacket } from '@baton/contracts';
+import type { HandoffRecord, HumanActionNotice, StopPacket } from '@baton/contracts';
 import type { JsonValue } from '../canonical-json';
 import { InvalidCursorError } from '../errors';
 import type { ItemFilters, ItemPage } from '../items';
@@ -7,6 +7,7 @@ import type { ProjectionStore } from '../store';
 import type { TimelineEntry } from './common';
 import { HandoffKeys, handoffRecordOfState } from './handoffs';
 import { INBOX_STORE, inboxItemView, type InboxItem } from './inbox';
+import { NOTICES_STORE, NoticeKeys, type NoticeItem } from './notices';
 import { idLookupRange, parseProjectRef, projectsOfLookup, type ProjectRef } from './refs';
 import { lastSeqOfState, MAX_VIEW_ROUTES, RunKeys, runViewOfState, type RunView } from './runs';
 import { STOPS_STORE, StopKeys, stopPacketOf, type StopItem } from './stops';
@@ -62,6 +63,8 @@ export interface BatonViews {
   run(project: string, id: string): Promise<{ run: RunView; timeline: TimelineEntry[] } | null>;
   /** The projects holding a run, handoff or stop packet of this id, sorted (empty when none does). */
   projectsOf(kind: ScopedKind, id: string): Promise<string[]>;
+  /** One human action notice of `project` by its id (what a webhook redelivery sends), or null. */
+  notice(project: string, noticeId: string): Promise<HumanActionNotice | null>;
 }
 
 const toRecord = (item: StopItem): StopRecord => ({
@@ -108,6 +111,7 @@ function decodeRunCursor(cursor: string, run: string): [number, string] {
 export function createBatonViews(store: ProjectionStore): BatonViews {
   const inboxItems = store.items<InboxItem>('inbox', INBOX_STORE);
   const stopItems = store.items<StopItem>('stops', STOPS_STORE);
+  const noticeItems = store.items<NoticeItem>('notices', NOTICES_STORE);
   const handoffs = store.reader('handoffs');
   const runs = store.reader('runs');
   const stopsReader = store.reader('stops');
@@ -122,6 +126,9 @@ export function createBatonViews(store: ProjectionStore): BatonViews {
     async inbox(query = {}) {
       const page = await inboxItems.query(query);
       return { ...page, items: page.items.map(inboxItemView) };
+    },
+    async notice(project, noticeId) {
+      return (await noticeItems.get(NoticeKeys.item(project, noticeId)))?.notice ?? null;
     },
     async inboxItem(id) {
       const item = await inboxItems.get(id);

@@ -1,0 +1,72 @@
+import { HttpStatus, Inject, Injectable } from '@nestjs/common';
+import type { Principal } from '../auth/roles';
+import type { BatonViews } from '@baton/projections';
+import { assertCanAnswer, assertVisible } from '../auth/scope';
+import { WebhookDelivery } from '../notices/webhook-delivery';
+import { NOTIFIER_CONFIG, type NotifierConfig } from '../notifier.config';
+import { BATON_VIEWS } from '../projection/tokens';
+import { ApiError, notFound } from './http';
+
+/** What a redelivery did: the webhooks of the notice's project it reached now, and those it had reached before. */
+export interface NoticeRedeliveryReply {
+  outcome: 'delivered' | 'already_delivered';
+  project: string;
+  notice_id: string;
+  /** Webhooks (by id: a hash of the URL) that answered 2xx to this request. */
+  delivered: string[];
+  /** Webhooks that had answered 2xx before (their delivery mark is kept 30 days): not called again. */
+  skipped: string[];
+}
+
+/**
+ * Sends a human action notice to the webhooks again, on an operator's request: a notice whose
+ * delivery the notifier gave up on (`max_deliveries`, dead-lettered on `notifier-webhooks` /
+ * `notifier-mesh-webhooks`) is not a redrive's to repair — its event stays in the events stream and
+ * is never published again — so this is how it reaches the webhook once the receiver is fixed.
+ * The notice is read from the `notices` projection and delivered exactly as the consumer delivers
+ * it (signed, `Baton-Delivery-Attempt` one past NOTIFIER_WEBHOOK_MAX_ATTEMPTS); a webhook that
+ * already answered 2xx for it is skipped, so a repeated request is harmless. Refusals: 404
+ * `not_found` (no such notice in a project the token may see), 403 `role_forbidden` (a viewer),
+ * 409 `no_webhooks` (no webhook serves the project), 502 `webhook_delivery_failed` (a webhook still
+ * failed: `details` names each, with what came back).
+ */
+@Injectable()
+export class NoticeRedelivery {
+  constructor(
+    @Inject(BATON_VIEWS) private readonly views: BatonViews,
+    @Inject(NOTIFIER_CONFIG) private readonly config: NotifierConfig,
+    private readonly delivery: WebhookDelivery,
+  ) {}
+
+  async redeliver(project: string, noticeId: string, caller: Principal): Promise<NoticeRedeliveryReply> {
+    assertVisible(caller, project, 'notice', noticeId);
+    assertCanAnswer(caller);
+    const sender = this.delivery.webhookSender;
+    if (sender === null || sender.targetsFor(project).length === 0) {
+      throw new ApiError(
+        HttpStatus.CONFLICT,
+        'no_webhooks',
+        `no webhook serves project ${project} (NOTIFIER_WEBHOOKS): a notice is redelivered to webhooks only`,
+      );
+    }
+    const notice = await this.views.notice(project, noticeId);
+    if (notice === null) throw notFound('notice', noticeId);
+    const report = await sender.deliver(notice, this.config.NOTIFIER_WEBHOOK_MAX_ATTEMPTS + 1);
+    if (report.failed.length > 0) {
+      throw new ApiError(
+        HttpStatus.BAD_GATEWAY,
+        'webhook_delivery_failed',
+        `notice ${noticeId} of ${project} did not reach ${report.failed.map((f) => `${f.target} (${f.error})`).join(', ')}`,
+        [],
+        { failed: report.failed, delivered: report.delivered, skipped: report.skipped },
+      );
+    }
+    return {
+      outcome: report.delivered.length > 0 ? 'delivered' : 'already_delivered',
+      project,
+      notice_id: noticeId,
+      delivered: report.delivered,
+      skipped: report.skipped,
+    };
+  }
+}
