@@ -864,6 +864,21 @@ describe('router service (real NATS)', () => {
       expect(create.body).toMatchObject({ context: { raised_cap: 40 } });
     });
 
+    it("an outside stop is the watchdog's (origin watchdog) only when it names the watchdog; any other name is a person the admin acts for (origin operator)", async () => {
+      const byWatchdog = await startRun('feature');
+      await waitEvents(byWatchdog, 'run.routed');
+      await publishStopRequest(byWatchdog, { packet_id: `wd-x:${byWatchdog}`, why: 'thrash', detail: 'ping-pong' });
+      const byPerson = await startRun('feature');
+      await waitEvents(byPerson, 'run.routed');
+      await publishStopRequest(byPerson, { packet_id: `op-x:${byPerson}`, why: 'guard_failed', detail: 'stopped by hand', requested_by: 'olga' });
+      await waitEvents(byWatchdog, 'run.stopped');
+      await waitEvents(byPerson, 'run.stopped');
+      const attribution = async (run: string) =>
+        (await events(run)).filter((e) => e.type === 'run.stopped' || e.type === 'run.notice_emitted').map((e) => `${e.type} ${e.actor} ${e.origin}`);
+      expect(await attribution(byWatchdog)).toEqual(['run.stopped baton-watchdog watchdog', 'run.notice_emitted baton-watchdog watchdog']);
+      expect(await attribution(byPerson)).toEqual(['run.stopped olga operator', 'run.notice_emitted olga operator']);
+    });
+
     it("the watchdog's hop-budget stop names its cap: the packet carries it, so a raise that does not exceed the hop limit is refused cap_not_raised", async () => {
       const run = await startRun('feature');
       await waitEvents(run, 'run.routed');

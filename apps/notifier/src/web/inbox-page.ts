@@ -156,7 +156,7 @@ function holdCard(item: InboxItem, ctx: PageContext, returnTo: string): SafeHtml
   return html`<dl class="facts">
   <dt>Hold</dt><dd>${str(item['hold_kind']) ?? 'hold'} at step ${str(item['step']) ?? '?'}</dd>
   <dt>Reason</dt><dd data-testid="user-msg">${str(item['reason']) ?? ''}</dd>
-  <dt>Continue goes to</dt><dd>${target ? `${target.agent ?? '?'} (${target.step ?? '?'})` : html`<span class="muted">no pending target</span>`}</dd>
+  <dt>Continue goes to</dt><dd>${target ? `${target.agent ?? '?'} (${target.step ?? '?'})` : html`<span class="muted">no pending target: at a terminal step Continue completes the run; elsewhere it is refused (reroute or terminate)</span>`}</dd>
   <dt>Run</dt><dd>${runLink(item.project, item.workflow_run_id, item.workflow_run_id ?? '')}</dd>
 </dl>
 ${

@@ -1,6 +1,6 @@
 import type { HopTrace } from '@baton/eventstore';
 import { Inject, Injectable } from '@nestjs/common';
-import { RejectionCode, StopRunRequestSchema } from '@baton/contracts';
+import { RejectionCode, ServiceActors, StopRunRequestSchema } from '@baton/contracts';
 import { RunErrorCode } from '@baton/domain';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { nowIso } from '../../shared/ids';
@@ -43,6 +43,9 @@ export class StopRunUseCase {
             ...(cause.consult_handoff_id !== undefined ? { consult_handoff_id: cause.consult_handoff_id } : {}),
           }
         : undefined;
+    // Only the watchdog and the admin may publish here (docs/identity.md). The watchdog names itself;
+    // any other name is a person the admin connection acts for: origin operator, never watchdog.
+    const origin = request.requested_by === ServiceActors.watchdog.actor ? 'watchdog' : 'operator';
     const outcome = await this.runs.run(
       runRef(request.project, request.workflow_run_id),
       {
@@ -60,7 +63,7 @@ export class StopRunUseCase {
           metadata: { now, actor: request.requested_by },
         },
       },
-      { kind: 'stop', id: request.packet_id, actor: request.requested_by, origin: 'watchdog', workflowRunId: request.workflow_run_id, now, trace },
+      { kind: 'stop', id: request.packet_id, actor: request.requested_by, origin, workflowRunId: request.workflow_run_id, now, trace },
     );
     if (outcome.ok) {
       log.info(outcome.events.length > 0 ? 'run stopped' : 'stop already applied', { why: request.why });
