@@ -86,6 +86,9 @@ describe('baton run: waiting parents, routes with rule and reason, declared and 
       'Variables:\n  declared: (none set); not set: annual_income\n  implicit (no agent declares them): channel="web", input="I want a loan offer"\n',
     );
     expect(shown.out).toMatch(/pending handoff: +\S+: Loan_Supervisor → Income_Capture_Agent \(returnable, route 0, ON_FAILURE continue\)/);
+    // The timeline says who decided each event and on whose account (routing.md rule 12).
+    expect(shown.out).toMatch(/\n *seq +time +event +actor +origin +what\n/i);
+    expect(shown.out).toMatch(/run\.message_received +customer +human /);
   });
 
   it('--json and --at carry the same view fields', async () => {

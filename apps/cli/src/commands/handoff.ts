@@ -135,6 +135,7 @@ export function timelineTable(timeline: readonly TimelineEntry[]): string {
       { header: 'time', value: (e) => e.occurred_at },
       { header: 'event', value: (e) => e.type },
       { header: 'actor', value: (e) => e.actor },
+      { header: 'origin', value: (e) => e.origin },
       { header: 'what', value: (e) => e.summary, max: 100 },
     ],
     '(no events)',
