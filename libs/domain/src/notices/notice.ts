@@ -85,6 +85,7 @@ const LINE_BREAK_RUNS = /(?:\r\n|[\n\r\u0085\v\f\u2028\u2029])+/g;
  * colour or cursor sequence — its printable rest stays, inert), and the bidirectional embeddings,
  * overrides and isolates that can show text in another order than it is stored.
  */
+// eslint-disable-next-line no-control-regex -- matching control characters is what this is for
 const CONTROLS = /[\u0000-\u0008\u000e-\u001f\u007f-\u0084\u0086-\u009f\u202a-\u202e\u2066-\u2069]/g;
 
 function withoutControls(text: string): string {
