@@ -91,9 +91,25 @@ export function renderFields(fields: Record<string, unknown>): string {
   return entries.map(([k, v]) => `${`${k}:`.padEnd(width + 1)} ${cellText(v)}`).join('\n') + '\n';
 }
 
+/**
+ * Characters that would steer the operator's terminal rather than be shown (a stored reason or an
+ * agent's text can hold them): C0 controls as their visible pictures (ESC as ␛, NUL as ␀), DEL as
+ * ␡, C1 controls and bidirectional overrides and isolates as �.
+ */
+// eslint-disable-next-line no-control-regex -- matching control characters is what this is for
+const TERMINAL_CONTROLS = /[\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g;
+
+function visible(text: string): string {
+  return text.replace(TERMINAL_CONTROLS, (c) => {
+    const code = c.charCodeAt(0);
+    if (code < 0x20) return String.fromCharCode(0x2400 + code);
+    return code === 0x7f ? '\u2421' : '\ufffd';
+  });
+}
+
 function cellText(value: unknown): string {
   if (value === undefined || value === null) return '-';
-  if (typeof value === 'string') return value.replace(/[\r\n\t]+/g, ' ');
+  if (typeof value === 'string') return visible(value.replace(/[\r\n\t]+/g, ' '));
   if (typeof value === 'number' || typeof value === 'boolean') return String(value);
   return JSON.stringify(value);
 }

@@ -56,7 +56,7 @@ import {
   type ProjectControlCommandName,
   type Rejection,
 } from '@baton/contracts';
-import { HandoffErrorCode, handoffDecider, handoffRun, toHandoffRecord, type HandoffCommand, type HandoffState } from '@baton/domain';
+import { HandoffErrorCode, handoffDecider, handoffRun, OPERATOR_ANSWER_TOOL, toHandoffRecord, type HandoffCommand, type HandoffState } from '@baton/domain';
 import {
   ConcurrencyConflict,
   DeadLetterReason,
@@ -173,14 +173,19 @@ export function originOf(kind: HandoffActorKind): Origin {
 /**
  * The origin of a command's events. A handoff the router creates for a run's route takes the
  * route's own (`context.dispatch.origin`: an agent's dispatch, a person's answer, Baton's no-action
- * default), which only a service principal's create (actor kind `system`) may state; every other
- * event's origin is its actor's kind ({@link originOf}).
+ * default), and one for a mesh turn what made it (`context.mesh`: an operator's answer — tool
+ * `operator_answer` —, an agent's handoff call, or the start), which only a service principal's
+ * create (actor kind `system`) may state; every other event's origin is its actor's kind
+ * ({@link originOf}).
  */
 export function commandOrigin(command: HandoffCommand, kind: HandoffActorKind): Origin {
   if (kind === 'system' && command.type === 'create') {
-    const dispatch = (command.data.context as { dispatch?: { origin?: unknown } } | undefined)?.dispatch;
-    const routed = OriginSchema.safeParse(dispatch?.origin);
+    const context = command.data.context as { dispatch?: { origin?: unknown }; mesh?: { from?: unknown; tool?: unknown } } | undefined;
+    const routed = OriginSchema.safeParse(context?.dispatch?.origin);
     if (routed.success) return routed.data;
+    // A mesh turn's handoff: an operator's answer made it, an agent's handoff call, or the mesh's start.
+    const mesh = context?.mesh;
+    if (mesh !== undefined) return mesh.tool === OPERATOR_ANSWER_TOOL ? 'human' : typeof mesh.from === 'string' ? 'agent' : 'engine_fallback';
   }
   return originOf(kind);
 }

@@ -1,4 +1,5 @@
 import { HttpStatus, Inject, Injectable } from '@nestjs/common';
+import { HumanActionNoticeSchema } from '@baton/contracts';
 import type { Principal } from '../auth/roles';
 import type { BatonViews } from '@baton/projections';
 import { assertCanAnswer, assertVisible } from '../auth/scope';
@@ -27,8 +28,9 @@ export interface NoticeRedeliveryReply {
  * it (signed, `Baton-Delivery-Attempt` one past NOTIFIER_WEBHOOK_MAX_ATTEMPTS); a webhook that
  * already answered 2xx for it is skipped, so a repeated request is harmless. Refusals: 404
  * `not_found` (no such notice in a project the token may see), 403 `role_forbidden` (a viewer),
- * 409 `no_webhooks` (no webhook serves the project), 502 `webhook_delivery_failed` (a webhook still
- * failed: `details` names each, with what came back).
+ * 409 `no_webhooks` (no webhook serves the project), 409 `delivery_in_progress` (another sender is
+ * delivering it to a webhook this moment: one sender per notice and webhook at a time), 502
+ * `webhook_delivery_failed` (a webhook still failed: `details` names each, with what came back).
  */
 @Injectable()
 export class NoticeRedelivery {
@@ -49,8 +51,10 @@ export class NoticeRedelivery {
         `no webhook serves project ${project} (NOTIFIER_WEBHOOKS): a notice is redelivered to webhooks only`,
       );
     }
-    const notice = await this.views.notice(project, noticeId);
-    if (notice === null) throw notFound('notice', noticeId);
+    const stored = await this.views.notice(project, noticeId);
+    if (stored === null) throw notFound('notice', noticeId);
+    // In the notice's own field order, as the consumer sends it (the projection keeps keys sorted).
+    const notice = HumanActionNoticeSchema.parse(stored);
     const report = await sender.deliver(notice, this.config.NOTIFIER_WEBHOOK_MAX_ATTEMPTS + 1);
     if (report.failed.length > 0) {
       throw new ApiError(
@@ -58,7 +62,16 @@ export class NoticeRedelivery {
         'webhook_delivery_failed',
         `notice ${noticeId} of ${project} did not reach ${report.failed.map((f) => `${f.target} (${f.error})`).join(', ')}`,
         [],
-        { failed: report.failed, delivered: report.delivered, skipped: report.skipped },
+        { failed: report.failed, delivered: report.delivered, skipped: report.skipped, busy: report.busy },
+      );
+    }
+    if (report.busy.length > 0) {
+      throw new ApiError(
+        HttpStatus.CONFLICT,
+        'delivery_in_progress',
+        `notice ${noticeId} of ${project} is being delivered to ${report.busy.join(', ')} right now (by the notifier or another request): not sent twice; ask again to see whether it took`,
+        [],
+        { busy: report.busy, delivered: report.delivered, skipped: report.skipped },
       );
     }
     return {

@@ -129,6 +129,9 @@ export class WebhookDelivery implements OnApplicationBootstrap, BeforeApplicatio
     if (report.failed.length > 0) {
       throw new TransientError(`webhook delivery failed for ${report.failed.map((f) => `${f.target} (${f.error})`).join(', ')}`);
     }
+    // Another sender is delivering it to these right now (an operator's redelivery): look again
+    // later, and call them then only if that delivery did not take.
+    if (report.busy.length > 0) throw new TransientError(`webhook delivery under way elsewhere for ${report.busy.join(', ')}`);
   }
 
   async beforeApplicationShutdown(): Promise<void> {

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import type { HumanActionNotice } from '@baton/contracts';
 import { projectRef } from '@baton/projections';
@@ -13,8 +13,13 @@ export interface DeliveryReport {
   delivered: string[];
   /** Already delivered earlier (deduplicated by project and notice id). */
   skipped: string[];
+  /** Being delivered by another sender right now (the consumer, another notifier, a redelivery): not called twice at once. */
+  busy: string[];
   failed: Array<{ target: string; error: string }>;
 }
+
+/** Deletes a webhook's in-flight lock only when this sender still holds it (its token). */
+const RELEASE_LOCK = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";
 
 /** A webhook's stable id: a hash of its URL (never the secret); it keys the dedupe records. */
 export function targetId(target: Pick<WebhookTarget, 'url'>): string {
@@ -63,10 +68,17 @@ export class WebhookSender {
     return `${this.options.prefix}:webhooks:delivered:${targetId(target)}:${projectRef(notice.project, notice.notice_id)}`;
   }
 
-  /** Deliver `notice` to each of its webhooks not yet delivered; never throws for a failing webhook. */
+  /**
+   * Deliver `notice` to each of its webhooks not yet delivered; never throws for a failing webhook.
+   * A webhook is called by one sender at a time for one notice: each call holds a lock in Redis
+   * (`…:sending`, expiring a few seconds past the timeout), and a sender that finds it held reports
+   * the webhook `busy` instead of calling it too — two notifiers, or the consumer and an operator's
+   * redelivery, never send one notice to one webhook twice at once.
+   */
   async deliver(notice: HumanActionNotice, attempt: number): Promise<DeliveryReport> {
-    const report: DeliveryReport = { delivered: [], skipped: [], failed: [] };
+    const report: DeliveryReport = { delivered: [], skipped: [], busy: [], failed: [] };
     const body = JSON.stringify(notice);
+    const token = `${process.pid}:${randomUUID()}`;
     await Promise.all(
       this.targetsFor(notice.project).map(async (target) => {
         const id = targetId(target);
@@ -75,35 +87,55 @@ export class WebhookSender {
           report.skipped.push(id);
           return;
         }
-        const timestamp = this.nowSec();
+        const lock = `${key}:sending`;
+        if ((await this.options.redis.set(lock, token, 'PX', this.options.timeoutMs + 5_000, 'NX')) === null) {
+          report.busy.push(id);
+          return;
+        }
         try {
-          const response = await fetch(target.url, {
-            method: 'POST',
-            headers: {
-              'content-type': 'application/json',
-              'user-agent': 'baton-notifier',
-              [WebhookHeaders.timestamp]: String(timestamp),
-              [WebhookHeaders.signature]: signWebhookPayload(body, target.secret, timestamp),
-              [WebhookHeaders.noticeId]: notice.notice_id,
-              [WebhookHeaders.project]: notice.project,
-              'Baton-Delivery-Attempt': String(attempt),
-            },
-            body,
-            redirect: 'manual',
-            signal: AbortSignal.timeout(this.options.timeoutMs),
-          });
-          await response.arrayBuffer().catch(() => undefined);
-          if (response.status < 200 || response.status >= 300) {
-            report.failed.push({ target: id, error: `HTTP ${response.status}` });
+          // Delivered by the sender that held the lock just before: nothing to send.
+          if ((await this.options.redis.exists(key)) === 1) {
+            report.skipped.push(id);
             return;
           }
-          await this.options.redis.set(key, String(timestamp), 'EX', DELIVERED_TTL_SEC);
-          report.delivered.push(id);
-        } catch (error) {
-          report.failed.push({ target: id, error: error instanceof Error ? `${error.name}: ${error.message}` : String(error) });
+          await this.send(target, notice, body, attempt, key, report);
+        } finally {
+          await this.options.redis.eval(RELEASE_LOCK, 1, lock, token).catch(() => undefined);
         }
       }),
     );
     return report;
+  }
+
+  /** One POST of the notice to one webhook, recorded in `report`; the delivery mark on a 2xx. */
+  private async send(target: WebhookTarget, notice: HumanActionNotice, body: string, attempt: number, key: string, report: DeliveryReport): Promise<void> {
+    const id = targetId(target);
+    const timestamp = this.nowSec();
+    try {
+      const response = await fetch(target.url, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          'user-agent': 'baton-notifier',
+          [WebhookHeaders.timestamp]: String(timestamp),
+          [WebhookHeaders.signature]: signWebhookPayload(body, target.secret, timestamp),
+          [WebhookHeaders.noticeId]: notice.notice_id,
+          [WebhookHeaders.project]: notice.project,
+          'Baton-Delivery-Attempt': String(attempt),
+        },
+        body,
+        redirect: 'manual',
+        signal: AbortSignal.timeout(this.options.timeoutMs),
+      });
+      await response.arrayBuffer().catch(() => undefined);
+      if (response.status < 200 || response.status >= 300) {
+        report.failed.push({ target: id, error: `HTTP ${response.status}` });
+        return;
+      }
+      await this.options.redis.set(key, String(timestamp), 'EX', DELIVERED_TTL_SEC);
+      report.delivered.push(id);
+    } catch (error) {
+      report.failed.push({ target: id, error: error instanceof Error ? `${error.name}: ${error.message}` : String(error) });
+    }
   }
 }

@@ -40,7 +40,9 @@ describe('human action notices to webhooks: signed, retried with backoff, dedupl
         }
         if (hook === 'down' && !downRecovered) status = 503;
         received.push({ hook, at: Date.now(), headers: req.headers, body, status });
-        res.writeHead(status).end();
+        // A recovered receiver answers slowly: two requests at once overlap.
+        if (hook === 'down' && downRecovered) setTimeout(() => res.writeHead(status).end(), 300);
+        else res.writeHead(status).end();
       });
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -128,6 +130,7 @@ describe('human action notices to webhooks: signed, retried with backoff, dedupl
     expect(report).toEqual({
       delivered: [],
       skipped: expect.arrayContaining([targetId({ url: `${url}/flaky` }), targetId({ url: `${url}/steady` })]),
+      busy: [],
       failed: [],
     });
     expect(received.length).toBe(before);
@@ -192,8 +195,8 @@ describe('human action notices to webhooks: signed, retried with backoff, dedupl
 
     // Redelivering either project's notice calls the webhook no more.
     const before = received.length;
-    expect(await sender.deliver(omega, 5)).toEqual({ delivered: [], skipped: [steadyId], failed: [] });
-    expect(await sender.deliver(delta, 5)).toEqual({ delivered: [], skipped: [steadyId], failed: [] });
+    expect(await sender.deliver(omega, 5)).toEqual({ delivered: [], skipped: [steadyId], busy: [], failed: [] });
+    expect(await sender.deliver(delta, 5)).toEqual({ delivered: [], skipped: [steadyId], busy: [], failed: [] });
     expect(received.length).toBe(before);
 
     // On NATS too each project's notice is its own message, its headers naming the project.
@@ -259,10 +262,18 @@ describe('human action notices to webhooks: signed, retried with backoff, dedupl
 
     downRecovered = true;
     const before = received.filter((r) => r.hook === 'down').length;
-    const sent = await post('gamma', noticeId, operator);
+    // Two requests at once: one sends, the other finds it under way; the receiver gets it once.
+    const both = await Promise.all([post('gamma', noticeId, operator), post('gamma', noticeId, operator)]);
+    const sent = both.find((r) => r.status === 200)!;
     expect(sent).toMatchObject({ status: 200, body: { outcome: 'delivered', project: 'gamma', notice_id: noticeId, skipped: expect.any(Array) } });
+    expect(both.find((r) => r !== sent)).toMatchObject({
+      status: 409,
+      body: { error: { code: 'delivery_in_progress', details: { busy: [expect.any(String)] } } },
+    });
     const redelivered = received.filter((r) => r.hook === 'down').slice(before);
     expect(redelivered.map((r) => [r.status, r.headers['baton-delivery-attempt']])).toEqual([[200, '5']]);
+    // The same bytes' order as the consumer's deliveries (the notice's own field order).
+    expect(Object.keys(JSON.parse(redelivered[0]!.body) as object)).toEqual(Object.keys(JSON.parse(received.find((r) => r.hook === 'down')!.body) as object));
     expect(verifyWebhookSignature(redelivered[0]!.body, redelivered[0]!.headers, secrets.down).ok).toBe(true);
     expect(HumanActionNoticeSchema.parse(JSON.parse(redelivered[0]!.body))).toMatchObject({
       notice_id: noticeId,

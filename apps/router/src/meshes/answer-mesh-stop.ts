@@ -43,7 +43,7 @@ export class AnswerMeshStopUseCase {
     const outcome = await this.meshes.run(
       meshRef(request.project, request.mesh_run_id),
       { type: 'answer_stop', data: { answer }, metadata: { now, actor: answer.answered_by, actorRole: request.actor_role } },
-      { kind: 'answer', id: answer.answer_id, actor: answer.answered_by, origin: 'human', meshRunId: request.mesh_run_id, now, trace },
+      { kind: 'answer', id: answer.answer_id, actor: answer.answered_by, origin: 'operator', meshRunId: request.mesh_run_id, now, trace },
     );
     if (!outcome.ok) {
       const code = outcome.error.code === MeshErrorCode.meshNotFound ? RejectionCode.notFound : outcome.error.code;

@@ -325,6 +325,14 @@ describe('handoff meshes through the router and the ledger (real NATS)', () => {
     const resumed = meshResumeHandoffId(id, `${id}-a1`);
     const created = await waitHandoff(resumed);
     expect(created).toMatchObject({ from_agent: 'billing', to_agent: 'billing', context: { approved_call: refund } });
+    // Provenance: the answer is the operator's (as a run's), the handoff it made a person's decision,
+    // a turn's handoff the agent's, the entry handoff Baton's own.
+    const answered = (await meshEvents(id)).find((e) => e.type === 'mesh.stop_answered')!;
+    expect([answered.actor, answered.origin]).toEqual(['olga', 'operator']);
+    const createdOrigin = async (handoffId: string) => (await store.read({ project: PROJECT, kind: 'handoff', id: handoffId })).events[0]!.origin;
+    expect(await createdOrigin(resumed)).toBe('human');
+    expect(await createdOrigin(current)).toBe('agent');
+    expect(await createdOrigin(meshEntryHandoffId(id))).toBe('engine_fallback');
     await say(id, `${id}-p3`, 'billing', 'Refunded; back to you.', ['triage'], resumed);
     await say(id, `${id}-p4`, 'triage', 'All sorted.', []);
     const [completed] = await waitMesh(id, 'mesh.completed');

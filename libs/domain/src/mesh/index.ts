@@ -5,6 +5,7 @@ export type { AnswerMeshStop, MeshCommand, MeshCommandMetadata, RecordMeshTurn, 
 export {
   decideMesh,
   MESH_ANSWER_AGENT,
+  OPERATOR_ANSWER_TOOL,
   meshDecider,
   meshEntryHandoffId,
   MeshErrorCode,

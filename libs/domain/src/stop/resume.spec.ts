@@ -88,6 +88,11 @@ describe('decideResume — resume from handoff is not always execute (seed 003)'
         effect: { kind: 'reroute', intent },
       });
     }
+    // Not offered, whatever its first character: intent_not_offered with the offered kinds.
+    expect(decideResume(listed, answer(listed, { action: 'intent', intent: '_nosuch', pending_digest: undefined }), operator)).toMatchObject({
+      ok: false,
+      error: { code: 'intent_not_offered', details: { offered: ['a', '_tech', '-ops'] } },
+    });
     const free = stop({ why: 'unknown_intent', pending: null });
     expect(decideResume(free, answer(free, { action: 'intent', intent: '_tech', pending_digest: undefined }), operator)).toMatchObject({
       ok: false,

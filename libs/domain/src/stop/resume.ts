@@ -101,11 +101,13 @@ export function decideResume(packet: StopPacket, answer: OperatorAnswer, ctx: Re
       // A kind the form offers is taken as offered (an agent's name may start with _ or -); a typed
       // one is a name: letters or digits first, then letters, digits, _ . : -.
       const offered = field?.options?.includes(intent) === true;
-      if (intent === '' || intent.length > 128 || (!offered && !intentPattern.test(intent))) {
+      if (intent === '' || intent.length > 128 || (field?.options === undefined && !intentPattern.test(intent))) {
         return refuse(
           DomainErrorKind.invalid,
           'answer_incomplete',
-          'an intent answer names one kind: one of the kinds the form offers, or letters, digits and _ . : - starting with a letter or digit',
+          field?.options === undefined
+            ? 'an intent answer names one kind: letters, digits and _ . : - starting with a letter or digit'
+            : 'an intent answer names one of the kinds the form offers',
         );
       }
       if (field?.options && !offered) {
