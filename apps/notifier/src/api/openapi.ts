@@ -379,17 +379,19 @@ export function buildOpenApiDocument(): object {
               name: 'notice_id',
               in: 'path',
               required: true,
-              schema: { type: 'string' },
+              schema: { type: 'string', minLength: 1, maxLength: 128, pattern: '^[A-Za-z0-9_\-:@]+$' },
               description: 'the notice id (`nt-…`; the dead letter holds its event)',
             },
           ],
-          requestBody: body(NoticeRedeliverBodySchema),
+          requestBody: { ...body(NoticeRedeliverBodySchema), required: false },
           responses: {
             '200': json(NoticeRedeliveryReplySchema, 'delivered now, or already delivered to every webhook serving the project'),
             '400': bad,
             '403': error('`role_forbidden` (a viewer token only reads)'),
             '404': missing,
-            '409': error('`no_webhooks`: no webhook of `NOTIFIER_WEBHOOKS` serves the project'),
+            '409': error(
+              '`no_webhooks`: no webhook of `NOTIFIER_WEBHOOKS` serves the project; `delivery_in_progress`: another sender (the consumer, another request) is delivering it to a webhook this moment (`error.details.busy`)',
+            ),
             '502': error(
               '`webhook_delivery_failed`: a webhook still failed; `error.details.failed` names each (`target`, `error`: `HTTP 503`, a timeout…), with `delivered` and `skipped`',
             ),
