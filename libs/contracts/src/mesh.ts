@@ -335,8 +335,10 @@ export const MeshCompletedSchema = z.strictObject({
 export const MeshStoppedSchema = z.strictObject({
   /** The stop packet: why `thrash` when the iteration cap ended a ping-pong; the agent's own `why` when its turn stopped. */
   packet: StopPacketSchema,
+  /** The turn that stopped it, or the packet id of a stop asked from outside (the watchdog's). */
   result_id: IdSchema,
-  turns: z.number().int().min(1),
+  /** Turns recorded when it stopped (0: a stop from outside before the entry agent's first turn). */
+  turns: z.number().int().min(0),
   max_iterations: z.number().int().min(1),
   /** The handoff the cap refused (absent when the agent's turn stopped the mesh itself). */
   refused: z.strictObject({ from: AgentNameSchema, to: AgentNameSchema, tool: z.string().min(1).max(200), handover: MeshHandoverSchema.optional() }).optional(),

@@ -10,9 +10,9 @@ export function meshRef(project: string, meshRunId: string): AggregateRef {
   return { project, kind: 'mesh', id: meshRunId };
 }
 
-/** Who caused a mesh command: its start (mesh_run_id), a turn (result_id) or an operator's answer (answer_id). */
+/** Who caused a mesh command: its start (mesh_run_id), a turn (result_id), an operator's answer (answer_id) or a stop from outside (packet_id). */
 export interface MeshCause {
-  kind: 'start' | 'turn' | 'answer';
+  kind: 'start' | 'turn' | 'answer' | 'stop';
   id: string;
   actor: string;
   origin: Origin;
@@ -30,7 +30,7 @@ export interface MeshCause {
  * re-publishes the same ids (and `Nats-Msg-Id`s), and JetStream stores each event once.
  */
 export function meshEventIds(ref: AggregateRef, kind: MeshCause['kind'], causeId: string): EventIds {
-  const letter = kind === 'start' ? 's' : kind === 'turn' ? 't' : 'a';
+  const letter = kind === 'start' ? 's' : kind === 'turn' ? 't' : kind === 'answer' ? 'a' : 'x';
   return derivedEventIds('mev', letter, `${ref.project}:${ref.kind}:${ref.id}:${causeId}`);
 }
 

@@ -339,6 +339,30 @@ describe('handoff meshes through the router and the ledger (real NATS)', () => {
     expect(completed).toMatchObject({ turns: 4, output: { agent: 'triage', text: 'All sorted.' } });
   }, 30_000);
 
+  it("the watchdog's stop request for a mesh run (a turn escalated with nobody to take it) stops the mesh with a packet and one notice, once", async () => {
+    const id = await begin();
+    await say(id, `${id}-p1`, 'triage', 'billing?', ['billing']);
+    const request = {
+      packet_id: `wd-esc:${id}`,
+      workflow_run_id: id,
+      project: PROJECT,
+      why: 'guard_failed',
+      tried: ['retry cap 3 reached (lease_expired)'],
+      detail: 'nobody to escalate to (guard_failed)',
+      requested_by: 'baton-watchdog',
+    };
+    for (let i = 0; i < 2; i++) await nats.js.publish(Subjects.stopRequest(prefix, PROJECT), encoder.encode(JSON.stringify(request)));
+    const [stopped] = await waitMesh(id, 'mesh.stopped');
+    expect(stopped).toMatchObject({ result_id: `wd-esc:${id}`, packet: { why: 'guard_failed', agent: 'billing', next_form: { kind: 'acknowledge' } } });
+    const [notice] = await waitMesh(id, 'mesh.notice_emitted');
+    expect(notice).toMatchObject({ notice: { reason: 'stop', stop_id: `wd-esc:${id}` } });
+    const stopEvent = (await meshEvents(id)).find((e) => e.type === 'mesh.stopped')!;
+    expect([stopEvent.actor, stopEvent.origin]).toEqual(['baton-watchdog', 'watchdog']);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect((await meshEvents(id)).filter((e) => e.type === 'mesh.stopped')).toHaveLength(1);
+    expect((await deadLetters()).filter((d) => d.original.endsWith('.stop'))).toEqual([]);
+  }, 30_000);
+
   it('answering a mesh stop: deny ends the mesh (mesh.terminated); a second answer is refused as already answered', async () => {
     const id = await begin();
     const packetId = await pingPongToCap(id);

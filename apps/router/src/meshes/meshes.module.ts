@@ -30,5 +30,7 @@ import { StartMeshUseCase } from './start-mesh';
       useFactory: (runtime: ServiceRuntime) => createRouterLedger(runtime.nats, runtime.config.BATON_PREFIX),
     },
   ],
+  // The run stop use case stops a mesh when the watchdog's stop names a mesh run.
+  exports: [MeshCommands],
 })
 export class MeshesModule {}

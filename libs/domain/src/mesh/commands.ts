@@ -1,4 +1,4 @@
-import type { AgentResult, Evidence, HandoffToolCall, MeshDefinition, OperatorAnswer } from '@baton/contracts';
+import type { AgentResult, Evidence, HandoffToolCall, MeshDefinition, OperatorAnswer, StopCap, StopWhy } from '@baton/contracts';
 import type { HandoffClaimView } from '../claims';
 import type { ResumeActorRole } from '../stop';
 
@@ -73,4 +73,15 @@ export interface AnswerMeshStop {
   metadata: MeshCommandMetadata & { actorRole: ResumeActorRole };
 }
 
-export type MeshCommand = StartMesh | RecordMeshTurn | AnswerMeshStop;
+/**
+ * A stop asked from outside the mesh: the watchdog's, when a turn's handoff escalated with nobody
+ * to escalate to (a run's stop request whose id names a mesh run). Idempotent on `packet_id`; a
+ * mesh that is no longer running is left as it is.
+ */
+export interface StopMesh {
+  type: 'stop_mesh';
+  data: { packet_id: string; why: StopWhy; tried?: readonly string[]; detail?: string; cap?: StopCap; run_id?: string };
+  metadata: MeshCommandMetadata;
+}
+
+export type MeshCommand = StartMesh | RecordMeshTurn | AnswerMeshStop | StopMesh;

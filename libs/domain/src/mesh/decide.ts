@@ -18,7 +18,7 @@ import { buildStop, clip, decideResume, raiseCapForm } from '../stop';
 import { deepFreeze } from '../stop/freeze';
 import { resolveHandoffCall } from './build';
 import { turnCount } from './view';
-import type { AnswerMeshStop, MeshCommand, RecordMeshTurn, StartMesh } from './commands';
+import type { AnswerMeshStop, MeshCommand, RecordMeshTurn, StartMesh, StopMesh } from './commands';
 import { evolveMesh, initialMeshState, isOutputAgent, type MeshRunState, type MeshState } from './state';
 
 /** Stable codes of the mesh decider's refusals (and of recorded `mesh.turn_rejected` events). */
@@ -100,6 +100,8 @@ export function decideMesh(command: MeshCommand, state: MeshState): DecisionResu
       return recordTurn(command, state);
     case 'answer_stop':
       return answerStop(command, state);
+    case 'stop_mesh':
+      return stopMesh(command, state);
     default:
       return assertNever(command, 'mesh command');
   }
@@ -309,6 +311,58 @@ function agentStopped(state: MeshRunState, command: RecordMeshTurn, turn: number
     type: 'mesh.stopped',
     data: { packet: inMesh(packet), result_id: d.result_id, turns: turn, max_iterations: state.mesh.max_iterations, stopped_at: command.metadata.now },
   };
+}
+
+/**
+ * A stop asked from outside (the watchdog: a turn's handoff escalated with nobody to take it): the
+ * mesh stops with a packet on the agent whose turn it is, and one notice — the person must learn
+ * that the mesh will not go on by itself. Applied once per packet; a mesh no longer running is left
+ * as it is (its end, or the stop it is in, says what happened).
+ */
+function stopMesh(command: StopMesh, state: MeshState): DecisionResult<MeshEvent> {
+  const d = command.data;
+  const now = command.metadata.now;
+  if (state.status === 'none') return reject('not_found', MeshErrorCode.meshNotFound, 'no such mesh run');
+  if (state.stop?.packet_id === d.packet_id || state.status !== 'running') return accept();
+  const { packet } = buildStop({
+    packet_id: d.packet_id,
+    now,
+    why: d.why,
+    tried: d.tried ?? [],
+    pending: null,
+    ...(d.detail !== undefined ? { detail: d.detail } : {}),
+    ...(d.cap !== undefined ? { cap: { ...d.cap } } : {}),
+    run_id: d.run_id ?? state.mesh_run_id,
+    workflow_run_id: state.mesh_run_id,
+    project: state.project,
+    agent: state.speaker,
+    step: state.mesh.name,
+  });
+  const stopped: MeshEvent = {
+    type: 'mesh.stopped',
+    data: { packet: inMesh(packet), result_id: d.packet_id, turns: state.turns, max_iterations: state.mesh.max_iterations, stopped_at: now },
+  };
+  const recipient = state.notify ?? (state.started_by !== null ? { handle: state.started_by, source: 'started_by' as const } : null);
+  if (recipient === null) return accept<MeshEvent>(stopped);
+  const notice: MeshEvent = {
+    type: 'mesh.notice_emitted',
+    data: {
+      notice: buildHumanActionNotice({
+        noticeId: meshNoticeId(state.mesh_run_id, d.packet_id),
+        project: state.project,
+        workflowRunId: state.mesh_run_id,
+        reason: 'stop',
+        recipient,
+        headline: `mesh '${state.mesh.name}' stopped (${packet.why}): ${packet.detail ?? `${state.speaker}'s turn cannot go on`}`,
+        agentText: null,
+        step: state.mesh.name,
+        agent: state.speaker,
+        stopId: packet.packet_id,
+        now,
+      }),
+    },
+  };
+  return accept<MeshEvent>(stopped, notice);
 }
 
 /**

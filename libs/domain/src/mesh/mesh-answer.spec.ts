@@ -406,3 +406,46 @@ describe("an agent's own stop in a mesh (seed 003: a stop with a packet, whateve
     expect(denied.at(-1)).toMatchObject({ type: 'mesh.terminated', data: { origin: 'operator', answer_id: 'a-deny' } });
   });
 });
+
+describe('a stop asked from outside a mesh (the watchdog: a turn escalated with nobody to take it)', () => {
+  const stopFromOutside = (packet_id = 'wd-esc:m1'): MeshCommand => ({
+    type: 'stop_mesh',
+    data: { packet_id, why: 'guard_failed', tried: ['retry cap 3 reached'], detail: 'nobody to escalate to (guard_failed)' },
+    metadata: { now: LATER, actor: 'baton-watchdog' },
+  });
+
+  it('stops the running mesh on the agent whose turn it is, with one notice; applied once; acknowledged, the mesh ends', () => {
+    const running = play([start(), turn('p1', 'triage', [call('billing')])]);
+    const stopped = play([stopFromOutside()], running);
+    const added = stopped.slice(running.length);
+    expect(added.map((e) => e.type)).toEqual(['mesh.stopped', 'mesh.notice_emitted']);
+    const event = added[0] as Extract<MeshEvent, { type: 'mesh.stopped' }>;
+    expect(event.data).not.toHaveProperty('refused');
+    expect(event.data).toMatchObject({ result_id: 'wd-esc:m1', turns: 1 });
+    expect(event.data.packet).toMatchObject({ why: 'guard_failed', agent: 'billing', tried: ['retry cap 3 reached'], next_form: { kind: 'acknowledge' } });
+    expect(event.data.packet.next_form!.prompt).toContain('the mesh ends there');
+    expect(StopPacketSchema.safeParse(event.data.packet).success).toBe(true);
+    expect(added[1]).toMatchObject({ data: { notice: { reason: 'stop', stop_id: 'wd-esc:m1', recipient: { handle: 'sam' } } } });
+    // The same request again, or one for a mesh no longer running, changes nothing.
+    given(meshDecider, stopped).when(stopFromOutside()).thenMatch([]);
+    given(meshDecider, play([turn('p2', 'billing', [])], running))
+      .when(stopFromOutside('wd-esc:late'))
+      .thenMatch([]);
+    const acknowledged = play(
+      [
+        {
+          type: 'answer_stop',
+          data: { answer: { packet_id: 'wd-esc:m1', answer_id: 'a-ack', answered_by: 'olga', answered_at: LATER, action: 'acknowledge' } },
+          metadata: { now: LATER, actor: 'olga', actorRole: 'operator' },
+        },
+      ],
+      stopped,
+    );
+    expect(acknowledged.at(-1)).toMatchObject({ type: 'mesh.terminated', data: { answer_id: 'a-ack' } });
+  });
+
+  it('before the entry agent spoke (its first handoff escalated): turns 0, the entry agent named', () => {
+    const stopped = play([start(), stopFromOutside()]);
+    expect(stopped.find((e) => e.type === 'mesh.stopped')).toMatchObject({ data: { turns: 0, packet: { agent: 'triage' } } });
+  });
+});

@@ -3,6 +3,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import { RejectionCode, ServiceActors, StopRunRequestSchema } from '@baton/contracts';
 import { RunErrorCode } from '@baton/domain';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
+import { MeshCommands, meshRef } from '../../meshes/mesh-commands';
 import { nowIso } from '../../shared/ids';
 import { decodeForSubject, poison } from '../../shared/inbound';
 import { RunCommands, runRef } from '../run-commands';
@@ -21,6 +22,7 @@ export class StopRunUseCase {
   constructor(
     @Inject(RUNTIME) private readonly runtime: ServiceRuntime,
     private readonly runs: RunCommands,
+    private readonly meshes: MeshCommands,
   ) {}
 
   async execute(subject: string, bytes: Uint8Array, trace: HopTrace): Promise<void> {
@@ -69,7 +71,30 @@ export class StopRunUseCase {
       log.info(outcome.events.length > 0 ? 'run stopped' : 'stop already applied', { why: request.why });
       return;
     }
-    if (outcome.error.code === RunErrorCode.runNotFound) throw poison({ code: RejectionCode.notFound, message: outcome.error.message });
+    if (outcome.error.code === RunErrorCode.runNotFound) {
+      // The watchdog stops what a handoff belongs to by its workflow_run_id, which for a mesh turn's
+      // handoff is the mesh run: a turn escalated with nobody to take it stops the mesh.
+      const mesh = await this.meshes.run(
+        meshRef(request.project, request.workflow_run_id),
+        {
+          type: 'stop_mesh',
+          data: {
+            packet_id: request.packet_id,
+            why: request.why,
+            tried: request.tried,
+            ...(request.detail !== undefined ? { detail: request.detail } : {}),
+            ...(request.cap !== undefined ? { cap: request.cap } : {}),
+          },
+          metadata: { now, actor: request.requested_by },
+        },
+        { kind: 'stop', id: request.packet_id, actor: request.requested_by, origin, meshRunId: request.workflow_run_id, now, trace },
+      );
+      if (mesh.ok) {
+        log.info(mesh.events.length > 0 ? 'mesh stopped' : 'mesh stop already applied or not needed', { why: request.why });
+        return;
+      }
+      throw poison({ code: RejectionCode.notFound, message: `${outcome.error.message}; no mesh run of that id either` });
+    }
     log.warn('stop request refused', { code: outcome.error.code, reason: outcome.error.message });
   }
 }
