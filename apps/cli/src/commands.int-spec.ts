@@ -373,6 +373,16 @@ describe('baton commands that publish (real NATS) and call the operator API (loc
     expect(refusedAbandon.err).toContain('the abandon was refused: run_not_stopped');
   });
 
+  it("answer takes the inbox item id baton inbox prints (stop:<project>:<packet>) and answers that project's packet; a --project naming another is a usage error", async () => {
+    nextStatus = 200;
+    requests.length = 0;
+    const answered = await baton('answer', 'stop:demo:wd-esc:wr-9', '--action', 'acknowledge');
+    expect(answered.code).toBe(0);
+    expect(requests.map((r) => `${r.method} ${r.url}`)).toEqual(['POST /v1/projects/demo/stops/wd-esc%3Awr-9/answer']);
+    expect((await baton('answer', 'stop:demo:wd-esc:wr-9', '--action', 'acknowledge', '--project', 'outlet')).code).toBe(2);
+    expect(requests).toHaveLength(1);
+  });
+
   it('notice redeliver posts to the project route and says what came of it; a webhook still failing exits 1 with the code (--json prints which); --project is required', async () => {
     nextStatus = 200;
     requests.length = 0;
