@@ -51,6 +51,17 @@ describe('NATS decentralized auth: the server, not the message, decides who is s
 
   it('refuses a connection without credentials', async () => {
     await expect(connectNats({ servers: server.url, reconnect: false })).rejects.toThrow(/Authorization|AUTHORIZATION/i);
+    // The SDK says which setting brings the credentials (NATS_CREDS unset in this process).
+    const before = process.env['NATS_CREDS'];
+    delete process.env['NATS_CREDS'];
+    try {
+      await expect(createBatonClient({ natsUrl: server.url, prefix: PREFIX, project: 'acme', agent: 'support' })).rejects.toMatchObject({
+        code: 'store_error',
+        message: expect.stringContaining('set NATS_CREDS to the file `baton creds agent` wrote'),
+      });
+    } finally {
+      if (before !== undefined) process.env['NATS_CREDS'] = before;
+    }
   });
 
   it('issues user JWTs signed by the account with the principal in their name', () => {

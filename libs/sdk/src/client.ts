@@ -222,7 +222,10 @@ export async function createBatonClient(options: BatonClientOptions): Promise<Ba
       // Typed as the errors table says: a refusal of the credentials stays PermissionDenied, any
       // other failure to connect (refused, unreachable, creds file unreadable) is store_error.
       if (error instanceof EventStoreError) throw error;
-      throw new EventStoreError(`cannot connect to NATS at ${options.natsUrl ?? 'the default server'}: ${(error as Error).message}`, { cause: error });
+      // A server that wants credentials this client did not bring: say which setting brings them.
+      const noCreds = (credsFile === undefined || credsFile === '') && /authorization|authentication/i.test((error as Error).message);
+      const hint = noCreds ? ' (the server wants credentials: pass natsCreds, or set NATS_CREDS to the file `baton creds agent` wrote)' : '';
+      throw new EventStoreError(`cannot connect to NATS at ${options.natsUrl ?? 'the default server'}: ${(error as Error).message}${hint}`, { cause: error });
     }
   }
   const edge = options.edge ?? (owns && credsFile !== undefined && credsFile !== '');
