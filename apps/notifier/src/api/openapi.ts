@@ -379,7 +379,7 @@ export function buildOpenApiDocument(): object {
               name: 'notice_id',
               in: 'path',
               required: true,
-              schema: { type: 'string', minLength: 1, maxLength: 128, pattern: '^[A-Za-z0-9_\-:@]+$' },
+              schema: { type: 'string', minLength: 1, maxLength: 128, pattern: '^[A-Za-z0-9_:@-]+$' },
               description: 'the notice id (`nt-…`; the dead letter holds its event)',
             },
           ],
