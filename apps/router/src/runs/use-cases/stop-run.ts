@@ -15,7 +15,9 @@ import { RunCommands, runRef } from '../run-commands';
  * Runs the run aggregate's `stop` command: `run.stopped` with a packet built by `buildStop`, and
  * one human action notice; a stop asked for an escalated handoff records that handoff (`escalation`). Idempotent by `packet_id`: a redelivered request stops the run once.
  * A run that already finished or is already stopped refuses; that is expected (the request came
- * late) and is logged, not retried. Bad input and unknown runs are dead-lettered.
+ * late) and is logged, not retried. A request whose id names no run but a mesh run (a mesh turn's
+ * handoff escalated: its workflow_run_id is the mesh run) stops the mesh (`stop_mesh`). Bad input,
+ * and ids that name neither, are dead-lettered.
  */
 @Injectable()
 export class StopRunUseCase {
@@ -48,20 +50,21 @@ export class StopRunUseCase {
     // Only the watchdog and the admin may publish here (docs/identity.md). The watchdog names itself;
     // any other name is a person the admin connection acts for: origin operator, never watchdog.
     const origin = request.requested_by === ServiceActors.watchdog.actor ? 'watchdog' : 'operator';
+    // What the packet is built from, for a run or (below) a mesh.
+    const facts = {
+      packet_id: request.packet_id,
+      why: request.why,
+      tried: request.tried,
+      ...(request.detail !== undefined ? { detail: request.detail } : {}),
+      ...(request.cap !== undefined ? { cap: request.cap } : {}),
+    };
     const outcome = await this.runs.run(
       runRef(request.project, request.workflow_run_id),
       {
         kind: 'stop',
         command: {
           type: 'stop',
-          data: {
-            packet_id: request.packet_id,
-            why: request.why,
-            tried: request.tried,
-            ...(request.detail !== undefined ? { detail: request.detail } : {}),
-            ...(request.cap !== undefined ? { cap: request.cap } : {}),
-            ...(escalation !== undefined ? { escalation } : {}),
-          },
+          data: { ...facts, ...(escalation !== undefined ? { escalation } : {}) },
           metadata: { now, actor: request.requested_by },
         },
       },
@@ -78,13 +81,7 @@ export class StopRunUseCase {
         meshRef(request.project, request.workflow_run_id),
         {
           type: 'stop_mesh',
-          data: {
-            packet_id: request.packet_id,
-            why: request.why,
-            tried: request.tried,
-            ...(request.detail !== undefined ? { detail: request.detail } : {}),
-            ...(request.cap !== undefined ? { cap: request.cap } : {}),
-          },
+          data: facts,
           metadata: { now, actor: request.requested_by },
         },
         { kind: 'stop', id: request.packet_id, actor: request.requested_by, origin, meshRunId: request.workflow_run_id, now, trace },
