@@ -282,7 +282,7 @@ export function apiRefusal(reply: ApiReply, what: string): CliError {
  * on stdout as the API sent it (a refusal's reply stays on stdout; a body that is not the API's
  * is not printed as one), then the refusal is thrown (an ambiguous id as its usage error).
  */
-function throwRefusal(ctx: CliContext, reply: ApiReply, json: boolean, what: string, id: string, refused: string): never {
+export function throwRefusal(ctx: CliContext, reply: ApiReply, json: boolean, what: string, id: string, refused: string): never {
   throwIfAmbiguous(reply, what, id);
   if (json && apiErrorOf(reply.body) !== null) printJson(ctx.io, reply.body);
   throw apiRefusal(reply, refused);

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { apiRefusal, apiErrorOf, callApi, replyOf } from '../api';
+import { callApi, replyOf, throwRefusal } from '../api';
 import type { Command } from '../command';
 import { parseCommandArgs, str } from '../command';
 import { ExitCode, UsageError } from '../errors';
@@ -49,10 +49,7 @@ Options:
     const project = projectArg(given);
     const json = args.values['json'] === true;
     const reply = await callApi(ctx, 'POST', `/v1/projects/${encodeURIComponent(project)}/notices/${encodeURIComponent(noticeId)}/redeliver`, {});
-    if (!reply.ok) {
-      if (json && apiErrorOf(reply.body) !== null) printJson(ctx.io, reply.body);
-      throw apiRefusal(reply, `notice ${noticeId} was not redelivered`);
-    }
+    if (!reply.ok) throwRefusal(ctx, reply, json, 'notice', noticeId, `notice ${noticeId} was not redelivered`);
     const sent = replyOf(reply, RedeliveryReplyShape);
     if (json) printJson(ctx.io, reply.body);
     else

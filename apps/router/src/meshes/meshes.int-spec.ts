@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { createEventRegistry, handoffToolName, MsgIds, Subjects, type Evidence, type HandoffToolCall, type StopPacket } from '@baton/contracts';
+import { createEventRegistry, handoffToolName, MsgIds, Subjects, type HandoffToolCall, type StopPacket } from '@baton/contracts';
 import {
   evolveMesh,
   initialMeshState,
@@ -12,7 +12,7 @@ import {
 } from '@baton/domain';
 import { batonStreamNames, connectNats, DlqHeader, JetStreamEventStore, type NatsHandle, type StoredEvent } from '@baton/eventstore';
 import type { RunningService } from '@baton/platform';
-import { publishMeshResult, startMesh } from '@baton/sdk';
+import { publishMeshResult, startMesh, type MeshTurnInput } from '@baton/sdk';
 import { waitFor } from '@baton/wait';
 // The real ledger in-process (a test-only cross-app import, like libs/sdk/src/sdk-ledger.int-spec.ts).
 // eslint-disable-next-line @nx/enforce-module-boundaries
@@ -93,7 +93,16 @@ describe('handoff meshes through the router and the ledger (real NATS)', () => {
    */
   /** A turn: its handoff calls name targets, each with the call's arguments when given as `{ target, arguments }`. */
   type Target = string | { target: string; arguments: Record<string, unknown> };
-  const say = async (meshRunId: string, resultId: string, agent: string, text: string, targets: Target[], handoffId?: string, evidence?: Evidence) => {
+  /** `extra`: the turn's evidence, or its own stop (`stop`, `pending_tool_call`). Resolves with the handoff the turn answered. */
+  const say = async (
+    meshRunId: string,
+    resultId: string,
+    agent: string,
+    text: string,
+    targets: Target[],
+    handoffId?: string,
+    extra: Pick<MeshTurnInput, 'evidence' | 'stop' | 'pending_tool_call'> = {},
+  ) => {
     let claim: { handoff_id: string; claim_id: string } | null = null;
     if ((await meshState(meshRunId)).status !== 'none') {
       const current =
@@ -106,7 +115,7 @@ describe('handoff meshes through the router and the ledger (real NATS)', () => {
       const claimId = await claimHandoff(store, PROJECT, current, agent, { create: false });
       claim = { handoff_id: current, claim_id: claimId ?? 'claim-not-held' };
     }
-    return publishMeshResult(
+    await publishMeshResult(
       { js: nats.js, prefix },
       {
         project: PROJECT,
@@ -121,9 +130,10 @@ describe('handoff meshes through the router and the ledger (real NATS)', () => {
               : { tool: handoffToolName(t.target), call_id: `${resultId}-c${i}`, arguments: t.arguments },
         ),
         ...(claim ?? {}),
-        ...(evidence !== undefined ? { evidence } : {}),
+        ...extra,
       },
     );
+    return claim?.handoff_id;
   };
 
   const deadLetters = async () => {
@@ -182,7 +192,7 @@ describe('handoff meshes through the router and the ledger (real NATS)', () => {
     expect(first['evidence_floor']).toBeDefined();
 
     // A turn with evidence closes its handoff as completed (the evidence travels with the turn).
-    await say(id, `${id}-r2`, 'billing', 'Refunded the duplicate charge.', ['triage'], toBilling, { artifacts: ['refund RF-1042'] });
+    await say(id, `${id}-r2`, 'billing', 'Refunded the duplicate charge.', ['triage'], toBilling, { evidence: { artifacts: ['refund RF-1042'] } });
     const closed = await waitHandoff(toBilling, 'handoff.completed_by_result');
     expect(closed['report']).toMatchObject({ outcome: 'completed', evidence: { artifacts: ['refund RF-1042'] } });
     expect(closed['evidence_floor']).toBeUndefined();
@@ -290,28 +300,11 @@ describe('handoff meshes through the router and the ledger (real NATS)', () => {
   it("an agent's own stop: the turn stops the mesh with its packet (its calls not followed); approve hands the turn back with the frozen call on its handoff, and the mesh goes on", async () => {
     const id = await begin();
     await say(id, `${id}-p1`, 'triage', 'billing?', ['billing']);
-    const current = await waitFor(async () => {
-      const state = await meshState(id);
-      return state.status !== 'none' && state.speaker === 'billing' ? state.handoff_id : undefined;
-    }, `billing's turn in ${id}`);
-    await waitHandoff(current);
-    const claimId = await claimHandoff(store, PROJECT, current, 'billing', { create: false });
     const refund = { name: 'refund', args: { order_id: 99, amount: 40 }, call_id: 'call-1' };
-    await publishMeshResult(
-      { js: nats.js, prefix },
-      {
-        project: PROJECT,
-        mesh_run_id: id,
-        agent: 'billing',
-        result_id: `${id}-p2`,
-        text: 'A refund over 30 needs a person.',
-        handoff_tool_calls: [{ tool: handoffToolName('triage') }],
-        handoff_id: current,
-        claim_id: claimId!,
-        stop: { why: 'policy', detail: 'refund over 30' },
-        pending_tool_call: refund,
-      },
-    );
+    const current = (await say(id, `${id}-p2`, 'billing', 'A refund over 30 needs a person.', ['triage'], undefined, {
+      stop: { why: 'policy', detail: 'refund over 30' },
+      pending_tool_call: refund,
+    }))!;
     const [stopped] = await waitMesh(id, 'mesh.stopped');
     const packet = stopped!['packet'] as StopPacket;
     expect(stopped).not.toHaveProperty('refused');

@@ -221,7 +221,7 @@ function recordTurn(command: RecordMeshTurn, state: MeshState): DecisionResult<M
     // and the mesh waits for an operator's answer with the agent's packet.
     const stop = agentStopped(state, command, turn);
     events.push(stop);
-    const notice = stopNotice(state, command, stop);
+    const notice = stopNotice(state, stop, d.text, now);
     if (notice !== null) events.push(notice);
     return accept(...events);
   }
@@ -233,7 +233,7 @@ function recordTurn(command: RecordMeshTurn, state: MeshState): DecisionResult<M
   if (turn >= state.mesh.max_iterations) {
     const stop = stopped(state, command, turn, chosen);
     events.push(stop);
-    const notice = stopNotice(state, command, stop);
+    const notice = stopNotice(state, stop, d.text, now);
     if (notice !== null) events.push(notice);
     return accept(...events);
   }
@@ -342,27 +342,8 @@ function stopMesh(command: StopMesh, state: MeshState): DecisionResult<MeshEvent
     type: 'mesh.stopped',
     data: { packet: inMesh(packet), result_id: d.packet_id, turns: state.turns, max_iterations: state.mesh.max_iterations, stopped_at: now },
   };
-  const recipient = state.notify ?? (state.started_by !== null ? { handle: state.started_by, source: 'started_by' as const } : null);
-  if (recipient === null) return accept<MeshEvent>(stopped);
-  const notice: MeshEvent = {
-    type: 'mesh.notice_emitted',
-    data: {
-      notice: buildHumanActionNotice({
-        noticeId: meshNoticeId(state.mesh_run_id, d.packet_id),
-        project: state.project,
-        workflowRunId: state.mesh_run_id,
-        reason: 'stop',
-        recipient,
-        headline: `mesh '${state.mesh.name}' stopped (${packet.why}): ${packet.detail ?? `${state.speaker}'s turn cannot go on`}`,
-        agentText: null,
-        step: state.mesh.name,
-        agent: state.speaker,
-        stopId: packet.packet_id,
-        now,
-      }),
-    },
-  };
-  return accept<MeshEvent>(stopped, notice);
+  const notice = stopNotice(state, stopped, null, now, `${state.speaker}'s turn cannot go on`);
+  return notice === null ? accept(stopped) : accept(stopped, notice);
 }
 
 /**
@@ -441,26 +422,28 @@ function stopped(state: MeshRunState, command: RecordMeshTurn, turn: number, cho
  * mesh recorded at its start. Null only for a mesh started before notices existed with no
  * `started_by` (nobody to mention).
  */
-function stopNotice(state: MeshRunState, command: RecordMeshTurn, stop: MeshEvent): MeshEvent | null {
+function stopNotice(state: MeshRunState, stop: MeshEvent, agentText: string | null, now: string, fallback?: string): MeshEvent | null {
   if (stop.type !== 'mesh.stopped') return null;
   const recipient = state.notify ?? (state.started_by !== null ? { handle: state.started_by, source: 'started_by' as const } : null);
   if (recipient === null) return null;
   const packet = stop.data.packet;
+  const why = packet.detail ?? fallback ?? (stop.data.refused !== undefined ? 'the iteration cap was reached' : `${packet.agent} stopped for a person`);
   return {
     type: 'mesh.notice_emitted',
     data: {
       notice: buildHumanActionNotice({
-        noticeId: meshNoticeId(state.mesh_run_id, command.data.result_id),
+        // The stop's cause: the turn that stopped it, or the packet of a stop from outside.
+        noticeId: meshNoticeId(state.mesh_run_id, stop.data.result_id),
         project: state.project,
         workflowRunId: state.mesh_run_id,
         reason: 'stop',
         recipient,
-        headline: `mesh '${state.mesh.name}' stopped (${packet.why}): ${packet.detail ?? (stop.data.refused !== undefined ? 'the iteration cap was reached' : `${command.data.agent} stopped for a person`)}`,
-        agentText: command.data.text,
+        headline: `mesh '${state.mesh.name}' stopped (${packet.why}): ${why}`,
+        agentText,
         step: state.mesh.name,
-        agent: command.data.agent,
+        agent: packet.agent,
         stopId: packet.packet_id,
-        now: command.metadata.now,
+        now,
       }),
     },
   };

@@ -28,13 +28,13 @@ export const StopWhyLabel: Readonly<Record<StopWhy, string>> = {
  * The frozen call shown read-only on a form that does not decide it (type_intent, raise_cap): the
  * operator sees what the run was about to do; the answer hands it on, not approved.
  */
-function frozenCallField(pending: PendingToolCall | null | undefined): NextFormField[] {
+function frozenCallField(pending: PendingToolCall | null | undefined, label = 'Frozen call (handed on with the run, not approved)'): NextFormField[] {
   if (!pending) return [];
   return [
     {
       id: 'call',
       kind: 'display',
-      label: 'Frozen call (handed on with the run, not approved)',
+      label,
       required: false,
       value: clip(stableStringify(pending), Limits.maxShortText),
     },
@@ -46,11 +46,7 @@ export function approveDenyForm(pending: PendingToolCall, digest: string, why: S
     kind: 'approve_deny',
     title: clip(`${callSummary(pending)} — approve or deny`, titleMax),
     prompt: `The run stopped (${StopWhyLabel[why]}) before calling ${clip(pending.name, 200)}. Approve runs exactly this call once; deny stops the run.`,
-    fields: [
-      { id: 'call', kind: 'display', label: 'Frozen call', required: false, value: clip(stableStringify(pending), Limits.maxShortText) },
-      ...detailField(detail),
-      { id: 'note', kind: 'note', label: 'Note (optional)', required: false },
-    ],
+    fields: [...frozenCallField(pending, 'Frozen call'), ...detailField(detail), { id: 'note', kind: 'note', label: 'Note (optional)', required: false }],
     actions: [
       { id: 'approve', label: 'Approve', style: 'primary' },
       { id: 'deny', label: 'Deny', style: 'danger' },
