@@ -55,6 +55,15 @@ const definition = (project: string) => ({
         { id: 'review', agent: 'reviewer', terminal: true },
       ],
     },
+    {
+      name: 'gated',
+      version: 1,
+      entry: 'triage',
+      steps: [
+        { id: 'triage', agent: 'issue', next: 'analyze', human_gate: true },
+        { id: 'analyze', agent: 'architect', terminal: true },
+      ],
+    },
   ],
 });
 
@@ -738,6 +747,23 @@ describe('router service (real NATS)', () => {
       await drained(batonStreamNames(prefix).inbox, RouterPatterns.operatorAnswer);
       expect(await payloads(run, 'run.resumed')).toHaveLength(1);
       expect(await payloads(run, 'run.routed')).toHaveLength(2);
+    });
+
+    it("a human gate's pending call: the agent advanced with a call pending into the gate, the hold carries it, and the person's continue hands it to the gated step's handoff (not approved)", async () => {
+      const refund = { name: 'refund', args: { amount: 40, order: 99 }, call_id: 'call-7' };
+      const run = await startRun('gated');
+      await waitEvents(run, 'run.routed');
+      await publishResult(result(run, 'issue', `${run}-i1`, { body: ADVANCE, pending_tool_call: refund }));
+      const [held] = await waitEvents<{ hold_kind: string; pending_call?: unknown }>(run, 'run.held');
+      expect(held).toMatchObject({ hold_kind: 'human_gate', pending_call: refund });
+
+      await publishAnswer(holdAnswer(run, `${run}-go`, 'operator'));
+      const routed = (await waitEvents<RoutedPayload & { pending_call?: unknown; approved_call?: unknown }>(run, 'run.routed', 2))[1]!;
+      expect(routed).toMatchObject({ target: { agent: 'architect', step: 'analyze' }, pending_call: refund });
+      expect(routed.approved_call).toBeUndefined();
+      const create = await waitFor(() => requestsFor('create', routed.handoff_id)[0], 'the ledger create carrying the pending call');
+      expect(create.body).toMatchObject({ to_agent: 'architect', context: { pending_call: refund } });
+      expect(create.body['context']).not.toHaveProperty('approved_call');
     });
 
     it('an answer without a valid actor_role is dead-lettered', async () => {

@@ -294,9 +294,11 @@ export const RunRoutedSchema = z.strictObject({
   /** An operator raised the cap the run stopped on. */
   raised_cap: z.number().finite().positive().optional(),
   /**
-   * With `raised_cap`: the call the agent was making when the cap stopped it (the packet's frozen
-   * call), handed back so it is never dropped. Not an approval: the agent makes it again within the
-   * new cap, or not.
+   * A call the run's last agent left pending, handed on so it is never dropped — never an approval:
+   * the target makes it again, or not. With `raised_cap`: the call the agent was making when the cap
+   * stopped it (the packet's frozen call); after a person sent a stopped run on by intent, or
+   * continued / rerouted a hold whose result had a call pending (`run.held.pending_call`); and on a
+   * callee's return to its caller when the callee gave no decision Baton could read.
    */
   pending_call: PendingToolCallSchema.optional(),
   /** Conversation runs (seed 001): the customer message and exactly the context the target receives. */
@@ -312,6 +314,12 @@ export const RunHeldSchema = z.strictObject({
   agent: AgentNameSchema,
   step: StepIdSchema,
   cause: RouteCauseSchema,
+  /**
+   * The call the result that led here left pending, when it went on rather than holding with it (a
+   * human gate after an advance, an advance with nowhere to go): the person answering the hold
+   * sees it, and a continue or reroute hands it on as `run.routed.pending_call` (not approved).
+   */
+  pending_call: PendingToolCallSchema.optional(),
   held_at: IsoTimeSchema,
 });
 

@@ -130,6 +130,7 @@ function print(ctx: CliContext, json: boolean, report: RunReport): ExitCode {
       hold: r.hold
         ? `${r.hold.kind}: ${r.hold.reason}${r.hold.cause ? ` (cause ${r.hold.cause.kind}:${r.hold.cause.id}; answer-hold --hold-cause)` : ''}`
         : undefined,
+      'pending call': r.hold?.pending_call ? `${r.hold.pending_call.name} (continue or reroute hands it on; not approved)` : undefined,
       terminated: r.terminated_reason ?? undefined,
       started: r.started_at,
       updated: r.updated_at,

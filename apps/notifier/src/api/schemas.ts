@@ -259,6 +259,10 @@ export const InboxItemSchema = z
     hold_kind: z.string().optional().describe('hold: hold | human_gate'),
     reason: z.string().optional().describe('hold: why the run is held'),
     pending_target: z.unknown().optional().describe('hold: the route a continue would take, when there is one'),
+    pending_call: z
+      .unknown()
+      .optional()
+      .describe('hold: the call the result before the hold left pending ({ name, args, call_id? }); a continue or reroute hands it on (not approved)'),
     cause: RouteCauseSchema.optional().describe('hold: what caused it; an answer names it as hold_cause'),
     // A handback item.
     parent_handoff_id: z.string().nullable().optional().describe('handback: the handoff whose work it hands back'),
@@ -364,6 +368,10 @@ export const RunViewSchema = z.object({
       reason: z.string(),
       pending_target: z.object({ agent: z.string(), step: z.string() }).nullable(),
       cause: RouteCauseSchema.optional().describe('what caused the hold: name it as hold_cause in the answer'),
+      pending_call: z
+        .object({ name: z.string(), args: z.record(z.string(), z.unknown()).optional(), call_id: z.string().optional() })
+        .optional()
+        .describe("the call the result before the hold left pending: a continue or reroute hands it on as the next handoff's context.pending_call"),
     })
     .nullable(),
   terminated_reason: z.string().nullable(),

@@ -391,6 +391,8 @@ function resume(command: ResumeRun, state: RunState): DecisionResult<RunEvent> {
       data: { answer_id: answerId, answered_by: answer.answered_by, from: { kind: 'hold', hold_kind: state.hold.kind, answer }, resumed_at: now },
     };
     const reason = answer.note ?? `${answer.action} by ${answer.answered_by} after a ${state.hold.kind === 'human_gate' ? 'human gate' : 'hold'}`;
+    // The call the result before the hold left pending goes with the work wherever the person sends it.
+    const handedOn = state.hold.pendingCall != null ? { pending_call: state.hold.pendingCall } : {};
     switch (answer.action) {
       case 'continue': {
         const target = state.hold.pendingTarget;
@@ -416,12 +418,12 @@ function resume(command: ResumeRun, state: RunState): DecisionResult<RunEvent> {
             `the hold at step '${state.step}' has nowhere to continue to; reroute or terminate it`,
           );
         }
-        return accept(resumed, routedEvent(ctx, humanRoute(target, reason, null)));
+        return accept(resumed, routedEvent(ctx, humanRoute(target, reason, null), handedOn));
       }
       case 'reroute': {
         const resolved = resolveNamedTarget(answer.target ?? '', workflow, agents, state.step);
         if (!resolved.ok) return reject(DomainErrorKind.invalid, RunErrorCode.resumeTargetUnknown, resolved.problem);
-        return accept(resumed, routedEvent(ctx, humanRoute(resolved.target, reason, null)));
+        return accept(resumed, routedEvent(ctx, humanRoute(resolved.target, reason, null), handedOn));
       }
       case 'terminate':
         return accept(resumed, terminatedEvent(reason, 'operator', undefined, now));
@@ -672,8 +674,13 @@ interface Definitions {
  */
 function outcomeEvents(ctx: OutcomeContext, decision: RouteDecision, defs: Definitions): RunEvent[] {
   switch (decision.outcome) {
-    case 'dispatch':
-      return [routedEvent(ctx, decision)];
+    case 'dispatch': {
+      // A callee that gave no decision Baton could read goes back to its caller (rule 5); a call it
+      // left pending goes back with it, for the caller to make or not (never dropped, not approved).
+      const pending = defs.result?.pending_tool_call ?? null;
+      const decisionless = decision.rule === 'no_action_default' && defs.signal !== undefined && defs.signal.kind !== 'config';
+      return [routedEvent(ctx, decision, pending !== null && decisionless ? { pending_call: structuredCopy(pending) } : {})];
+    }
     case 'hold': {
       const reason = decision.dispatch.reason ?? 'agent dispatched hold';
       const result = defs.result;
@@ -706,6 +713,9 @@ function outcomeEvents(ctx: OutcomeContext, decision: RouteDecision, defs: Defin
             agent: ctx.state.agent,
             step: ctx.state.step,
             cause: ctx.cause,
+            // A result that went on with a call pending (into a human gate, or nowhere) froze
+            // nothing, but its call is not dropped: the person sees it and a continue hands it on.
+            ...(pending !== null ? { pending_call: structuredCopy(pending) } : {}),
             held_at: ctx.now,
           },
         },

@@ -465,6 +465,47 @@ describe('workflow run: stops with a packet (seed 003)', () => {
     );
   });
 
+  it('a call left pending by a result that went on into a hold (a human gate, an advance with nowhere to go) rides on the hold and is handed on by continue or reroute, not approved; terminate drops it with the run', () => {
+    const toReview = play([decided('r3', 'context', advance), decided('r4', 'architect', advance)], atContext()).events;
+    const gated = play([decided('r5', 'reviewer', advance, { pending_tool_call: pending })], toReview);
+    expect(gated.last.map((e) => e.type)).toEqual(['run.result_recorded', 'run.held', 'run.notice_emitted']);
+    const held = ofType(gated.last, 'run.held')[0]!.data;
+    expect(held).toMatchObject({ hold_kind: 'human_gate', pending_call: pending });
+    expect(held.pending_call).not.toBe(pending);
+    expectValidEvents(gated.last);
+    expect(gated.state).toMatchObject({ status: 'held', hold: { pendingCall: pending } });
+
+    const continued = play([holdAnswer('a1', 'continue')], gated.events);
+    expect(ofType(continued.last, 'run.routed')[0]!.data).toMatchObject({ target: { agent: 'shipper', step: 'ship' }, pending_call: pending });
+    expect(ofType(continued.last, 'run.routed')[0]!.data).not.toHaveProperty('approved_call');
+    const rerouted = play([holdAnswer('a1', 'reroute', 'security reviewer')], gated.events);
+    expect(ofType(rerouted.last, 'run.routed')[0]!.data).toMatchObject({ target: { agent: 'security' }, pending_call: pending });
+    expect(play([holdAnswer('a1', 'terminate')], gated.events).state.status).toBe('terminated');
+
+    // Without a pending call the hold carries none, and the continue hands nothing on.
+    const plain = play([decided('r5', 'reviewer', advance)], toReview);
+    expect(ofType(plain.last, 'run.held')[0]!.data).not.toHaveProperty('pending_call');
+    expect(ofType(play([holdAnswer('a1', 'continue')], plain.events).last, 'run.routed')[0]!.data).not.toHaveProperty('pending_call');
+    // The next hold of the run starts clean: the call was handed on once.
+    expect(play([holdAnswer('a1', 'continue'), decided('r6', 'shipper', { dispatch: { status: 'hold' } })], gated.events).state).toMatchObject({
+      status: 'held',
+      hold: { pendingCall: null },
+    });
+  });
+
+  it("a decision-less callee's return takes the call it left pending back to its caller (never dropped, not approved); a callee that decided keeps it to itself", () => {
+    const called = play([decided('r1', 'issue', { function_call: { function: 'call_agent', agent_name: 'context' } })], started()).events;
+    const back = play([resultCmd('r2', 'context', { body: 'my answer', pending_tool_call: pending })], called);
+    const routed = ofType(back.last, 'run.routed')[0]!.data;
+    expect(routed).toMatchObject({ target: { agent: 'issue' }, decision: { rule: 'no_action_default' }, pending_call: pending });
+    expect(routed).not.toHaveProperty('approved_call');
+    expectValidEvents(back.last);
+    // A callee that advanced decided to go on: its call stays its own (kept on the result, not handed on).
+    const decidedBack = play([decided('r2', 'context', advance, { pending_tool_call: pending })], called);
+    expect(ofType(decidedBack.last, 'run.routed')[0]!.data).toMatchObject({ decision: { rule: 'callback' } });
+    expect(ofType(decidedBack.last, 'run.routed')[0]!.data).not.toHaveProperty('pending_call');
+  });
+
   it('the handoff the running agent works on ended without a result (failed by its claimer, abandoned by a person): the run holds for a person, continue dispatches the same agent again; another handoff or a timeout of it changes nothing', () => {
     const ended = (handoffId: string, reason: 'ended' | 'timeout' = 'ended'): RunCommand => ({
       type: 'handoff_failed',

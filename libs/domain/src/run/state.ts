@@ -3,6 +3,7 @@ import type {
   HoldKind,
   OnFailure,
   OnReturn,
+  PendingToolCall,
   RefusedKind,
   RouteCause,
   TranscriptEntry,
@@ -85,6 +86,8 @@ export interface RunHold {
   pendingTarget: RouteTarget | null;
   /** What caused the hold (its `run.held`'s cause): an answer naming another cause was made for an earlier hold. */
   cause: RouteCause;
+  /** The call the result before the hold left pending (`run.held.pending_call`): a continue or reroute hands it on. */
+  pendingCall: PendingToolCall | null;
 }
 
 /** What every started run knows. */
@@ -363,7 +366,13 @@ export function evolveRun(state: RunState, event: RunEvent): RunState {
     case 'run.held':
       return {
         status: 'held',
-        hold: { kind: event.data.hold_kind, reason: event.data.reason, pendingTarget: event.data.pending_target, cause: event.data.cause },
+        hold: {
+          kind: event.data.hold_kind,
+          reason: event.data.reason,
+          pendingTarget: event.data.pending_target,
+          cause: event.data.cause,
+          pendingCall: event.data.pending_call ?? null,
+        },
         ...core,
         callback: event.data.decision.callback_after,
       };

@@ -179,6 +179,8 @@ function runStep(prior: RunMemo | null, event: SequencedEvent): { state?: RunMem
               hold_kind: e.data.hold_kind,
               reason: e.data.reason,
               pending_target: e.data.pending_target,
+              // The call the result before the hold left pending: a continue or reroute hands it on.
+              ...(e.data.pending_call !== undefined ? { pending_call: e.data.pending_call } : {}),
               // What an answer names to say which hold it was made for (`hold_cause`).
               cause: e.data.cause,
             },
@@ -421,7 +423,7 @@ export function inboxProjection(): FoldingProjection<JsonValue> {
     // 6: a hold item carries its hold's `cause` (the web form sends it back as `hold_cause`).
     // 7: the stop of an escalated handoff names it (`handoff_id`) and, when nobody got a consult,
     //    closes the escalation's item (`superseded_by_stop`, with the stop's `packet_id`).
-    version: 7,
+    version: 8,
     handles: (type) => type.startsWith('run.') || type.startsWith('handoff.') || type === 'mesh.stopped' || type === 'mesh.stop_answered',
     stateKeyOf: (event) =>
       event.type.startsWith('mesh.') ? null : `${event.type.startsWith('run.') ? 'm:run:' : 'm:ho:'}${projectRef(event.project, event.aggregate.id)}`,

@@ -7,6 +7,7 @@ import type {
   RouteCause,
   RouteOutcome,
   RouteRule,
+  PendingToolCall,
   RouteTarget,
   RunPeople,
   RunStatus,
@@ -103,7 +104,7 @@ export interface RunView {
   open_stop_id: string | null;
   /** The hold while the run is held (no packet). */
   /** `cause`: what caused the hold (a hold answer names it as `hold_cause`); absent on runs folded before holds kept it. */
-  hold: { kind: HoldKind; reason: string; pending_target: RouteTarget | null; cause?: RouteCause } | null;
+  hold: { kind: HoldKind; reason: string; pending_target: RouteTarget | null; cause?: RouteCause; pending_call?: PendingToolCall } | null;
   terminated_reason: string | null;
   people: RunPeople;
   /** Every session variable the run holds (declared and implicit together). */
@@ -174,9 +175,13 @@ export function summarizeRunEvent(event: RunEvent): string {
         event.data.pending_tool_call !== undefined ? `; pending call ${event.data.pending_tool_call.name}` : ''
       }`;
     case 'run.routed':
-      return `routed to ${event.data.target.agent} at ${event.data.target.step} by rule ${event.data.decision.rule} (hop ${event.data.hop}, origin ${event.data.decision.dispatch.origin}); handoff ${event.data.handoff_id}`;
+      return `routed to ${event.data.target.agent} at ${event.data.target.step} by rule ${event.data.decision.rule} (hop ${event.data.hop}, origin ${event.data.decision.dispatch.origin}); handoff ${event.data.handoff_id}${
+        event.data.approved_call !== undefined ? `; approved call ${event.data.approved_call.name}` : ''
+      }${event.data.pending_call !== undefined ? `; hands on pending call ${event.data.pending_call.name}` : ''}`;
     case 'run.held':
-      return `held (${event.data.hold_kind}) at ${event.data.step}: ${event.data.reason}`;
+      return `held (${event.data.hold_kind}) at ${event.data.step}: ${event.data.reason}${
+        event.data.pending_call !== undefined ? `; pending call ${event.data.pending_call.name}` : ''
+      }`;
     case 'run.stopped':
       return `stopped (${event.data.packet.why}) at ${event.data.packet.step}; packet ${event.data.packet.packet_id}`;
     case 'run.resumed': {
@@ -351,6 +356,7 @@ export function toRunView(state: RunState, event: Pick<SequencedEvent, 'seq' | '
             pending_target: state.hold.pendingTarget,
             // Folded before holds kept their cause: absent (an answer then names none).
             ...(state.hold.cause !== undefined ? { cause: state.hold.cause } : {}),
+            ...(state.hold.pendingCall != null ? { pending_call: state.hold.pendingCall } : {}),
           }
         : null,
     terminated_reason: state.status === 'terminated' ? state.terminatedReason : null,
@@ -470,7 +476,7 @@ export function runsProjection(): FoldingProjection<JsonValue> {
     //     (they stayed, and the child's next return mapped into them).
     // 12: a timeline excerpt is clipped at 80 characters, not 80 UTF-16 units (it could end in half
     //     a surrogate pair, which is not text).
-    version: 12,
+    version: 13,
     handles: (type) => type.startsWith('run.'),
     stateKeyOf: (event) => RunKeys.state(event.project, event.aggregate.id),
     step(prior, event) {
