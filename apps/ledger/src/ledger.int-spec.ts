@@ -629,7 +629,7 @@ describe('ledger service (real NATS, two instances on one prefix)', () => {
     expect(handoffOf(await client.claim(P, { handoff_id: 'h-role', idempotency_key: 'claim-role-bob' }, as('bob'))).claimed_by).toBe('bob');
   });
 
-  it('a returned parent abandoned by its delegator withdraws its open review: the handback is abandoned by the ledger, and deciding it is refused', async () => {
+  it('a returned parent abandoned by its delegator withdraws its open review: the handback is abandoned by the ledger, and deciding it is refused review_withdrawn', async () => {
     const returned = await createAndReturn('h-withdrawn');
     const handbackId = returned.handback_id!;
     await waitFor(() => client.get(P, handbackId), `the handback ${handbackId}`, { timeoutMs: 8000 });
@@ -643,9 +643,14 @@ describe('ledger service (real NATS, two instances on one prefix)', () => {
       { timeoutMs: 8000 },
     );
     expect(withdrawn).toMatchObject({ terminal_reason: 'the work it reviews (h-withdrawn) was abandoned' });
+    // Refused as withdrawn (not merely closed): the reply says the work it reviews ended.
     expect(await client.decideHandback(P, { handoff_id: handbackId, decision: 'accept', idempotency_key: 'accept-w' }, as('alice'))).toMatchObject({
       ok: false,
-      error: { code: 'handoff_not_open' },
+      error: {
+        code: 'review_withdrawn',
+        kind: 'wrong_state',
+        details: { handoff_id: handbackId, parent_handoff_id: 'h-withdrawn', parent_status: 'abandoned' },
+      },
     });
     expect(await deadLetters(nats, prefix, 'ledger-handoff-reactor')).toHaveLength(0);
   });
@@ -670,6 +675,62 @@ describe('ledger service (real NATS, two instances on one prefix)', () => {
     expect(refused.ok).toBe(false);
     expect(['review_withdrawn', 'handoff_not_open']).toContain(refused.ok ? 'applied' : refused.error.code);
     expect((await client.get(P, 'h-abandon-first'))?.status).toBe('abandoned');
+    await sleep(300);
+    expect(await deadLetters(nats, prefix, 'ledger-handoff-reactor')).toHaveLength(lettersBefore);
+  });
+
+  it('a handback decision and an abandon of its parent sent at the same instant (accept and rework, 8 races each): never both a decision that moved nothing — the parent ends as the applied answers say, and no policy is refused', async () => {
+    const lettersBefore = (await deadLetters(nats, prefix, 'ledger-handoff-reactor')).length;
+    const outcomes: string[] = [];
+    for (const decision of ['accept', 'rework'] as const) {
+      const parents = Array.from({ length: 8 }, (_, i) => `h-race-${decision}-${i}`);
+      const handbacks: string[] = [];
+      for (const parent of parents) handbacks.push((await createAndReturn(parent)).handback_id!);
+      for (const handback of handbacks) await waitFor(() => client.get(P, handback), `the handback ${handback}`, { timeoutMs: 8000 });
+      await Promise.all(
+        parents.map(async (parent, i) => {
+          const decide = () =>
+            client.decideHandback(
+              P,
+              decision === 'accept'
+                ? { handoff_id: handbacks[i]!, decision, idempotency_key: `d-${parent}` }
+                : { handoff_id: handbacks[i]!, decision, note: 'cover the error paths', idempotency_key: `d-${parent}` },
+              callers.operator('olga'),
+            );
+          const abandon = () =>
+            client.abandon(P, { handoff_id: parent, reason: 'withdraw the work', idempotency_key: `a-${parent}` }, callers.operator('oscar'));
+          // Sent together, in either order.
+          const [decided, abandoned] = i % 2 === 0 ? await Promise.all([decide(), abandon()]) : (await Promise.all([abandon(), decide()])).reverse();
+          const code = (reply: typeof decided) => (reply!.ok ? 'applied' : reply!.error.code);
+          outcomes.push(`${decision}:${code(decided)}/${code(abandoned)}`);
+          // What the replies said is what the parent did: its events are read once the reactor is quiet.
+          const parentEvents = async () => (await store.read({ project: P, kind: 'handoff', id: parent })).events.map((e) => e.type);
+          if (decided!.ok) {
+            const moved = decision === 'accept' ? 'handoff.completed' : 'handoff.reworked';
+            await waitFor(async () => ((await parentEvents()).includes(moved) ? true : undefined), `${parent} moved by the decision`, { timeoutMs: 8000 });
+            // An abandon also applied may only have ended the work the rework reopened, after it.
+            if (abandoned!.ok) {
+              expect(decision).toBe('rework');
+              const types = await parentEvents();
+              expect(types.indexOf('handoff.abandoned')).toBeGreaterThan(types.indexOf('handoff.reworked'));
+            } else {
+              expect(['handoff_not_open', 'handback_already_decided']).toContain(abandoned!.error.code);
+            }
+          } else {
+            expect(decided!.error.code).toBe('review_withdrawn');
+            expect(abandoned!.ok).toBe(true);
+            const types = await parentEvents();
+            expect(types).toContain('handoff.abandoned');
+            expect(types).not.toContain('handoff.completed');
+            expect(types).not.toContain('handoff.reworked');
+            await waitFor(async () => ((await client.get(P, handbacks[i]!))?.status === 'abandoned' ? true : undefined), `${handbacks[i]} withdrawn`, {
+              timeoutMs: 8000,
+            });
+          }
+        }),
+      );
+    }
+    expect(outcomes).toHaveLength(16);
     await sleep(300);
     expect(await deadLetters(nats, prefix, 'ledger-handoff-reactor')).toHaveLength(lettersBefore);
   });

@@ -56,7 +56,17 @@ import {
   type ProjectControlCommandName,
   type Rejection,
 } from '@baton/contracts';
-import { HandoffErrorCode, handoffDecider, handoffRun, OPERATOR_ANSWER_TOOL, toHandoffRecord, type HandoffCommand, type HandoffState } from '@baton/domain';
+import {
+  HandoffErrorCode,
+  handoffDecider,
+  handoffRun,
+  LEDGER_ACTOR,
+  OPERATOR_ANSWER_TOOL,
+  reactToHandoffEvent,
+  toHandoffRecord,
+  type HandoffCommand,
+  type HandoffState,
+} from '@baton/domain';
 import {
   ConcurrencyConflict,
   DeadLetterReason,
@@ -65,6 +75,7 @@ import {
   hopTrace,
   newUniqueId,
   REFUSED_LETTER_BYTES,
+  type AggregateRef,
   type DeadLetterInput,
   type HopTrace,
 } from '@baton/eventstore';
@@ -280,7 +291,110 @@ export class LedgerCommands {
       return this.unavailable(error);
     }
     if (!prepared.ok) return this.reject(request, prepared.rejection);
+    if (name === 'decide_handback') return this.decideHandback(request, project, prepared.value, call);
     return this.decide(request, project, name, prepared.value, call);
+  }
+
+  /**
+   * `decide_handback`, the work it reviews first. A decision moves the returned parent (accept
+   * completes it, rework offers it again); an abandon or failure of the parent by a person ends it.
+   * Both are writes to the parent, so the decision's move of the parent is stored before the
+   * decision itself: the parent's expected-sequence append then orders a decision and an abandon
+   * racing on any ledger instances — the later one is decided again on what the earlier stored and
+   * refused (the decision `review_withdrawn`, the abandon `handoff_not_open`, or it abandons the
+   * work a rework reopened) — instead of both being answered applied and the decision moving
+   * nothing. The parent's command is exactly the one the reactor derives from the stored decision
+   * (same idempotency key), so the reactor's later run of it is a retry that stores nothing.
+   *
+   * A decision the handback refuses, or a retry of one already stored, is decided as any command.
+   * Should this process stop between the two appends, the parent has moved and the handback is
+   * still open: the same decision sent again stores it (the parent's move is then a retry).
+   */
+  private async decideHandback(request: LedgerRequest, project: string, prepared: Prepared, call: CallContext): Promise<LedgerReply> {
+    const ref: AggregateRef = { project, kind: 'handoff', id: prepared.handoffId };
+    const command = this.signed(prepared);
+    let handback: HandoffState;
+    let decided: HandoffEvent | undefined;
+    try {
+      handback = (await this.runtime.store.current<HandoffEvent, HandoffState>(ref, handoffDecider)).state;
+      const outcome = handoffDecider.decide(command, handback);
+      decided = outcome.ok ? outcome.events.find((e) => e.type === 'handoff.handback_decided') : undefined;
+      // Withdrawn already because the work it reviews ended: said as such, not as a closed handoff.
+      if (
+        !outcome.ok &&
+        outcome.error.code === HandoffErrorCode.handoffNotOpen &&
+        handback.status === 'abandoned' &&
+        handback.reply_to_handoff_id !== undefined
+      ) {
+        const withdrawn = await this.reviewMovedFirst(project, handback.id, handback.reply_to_handoff_id, null);
+        if (withdrawn !== null) {
+          call.log.info('command refused', { handoff_id: prepared.handoffId, code: withdrawn.code, actor: command.metadata.actor });
+          return { ok: false, error: withdrawn };
+        }
+      }
+    } catch (error) {
+      call.log.error('cannot read the handback', error instanceof Error ? error : { error: String(error) });
+      return this.unavailable(error);
+    }
+    if (decided === undefined) return this.decide(request, project, 'decide_handback', prepared, call);
+
+    const commandId = this.commandIdOf(project, 'decide_handback', prepared, command);
+    try {
+      const projectLead = (await call.view()).roster.project_lead;
+      const after = handoffDecider.evolve(handback, decided);
+      const reactions = reactToHandoffEvent(decided, { state: after, deriveId: LedgerIds.derive, ...(projectLead !== undefined ? { projectLead } : {}) });
+      for (const [index, reaction] of reactions.entries()) {
+        const target: AggregateRef = { project, kind: 'handoff', id: reaction.aggregateId };
+        const moved = await this.runtime.store.handleCommand(target, handoffDecider, reaction.command, {
+          commandId: LedgerIds.reactionId(target, commandId, index),
+          occurredAt: reaction.command.metadata.now,
+          actor: LEDGER_ACTOR,
+          origin: 'engine_fallback',
+          causationId: null,
+          correlationId: commandId,
+          trace: call.trace,
+        });
+        if (!moved.ok) {
+          call.log.info('decision refused: the reviewed work moved first', {
+            handoff_id: prepared.handoffId,
+            target: reaction.aggregateId,
+            code: moved.error.code,
+          });
+          return { ok: false, error: (await this.reviewMovedFirst(project, prepared.handoffId, reaction.aggregateId, moved.error)) ?? moved.error };
+        }
+      }
+    } catch (error) {
+      call.log.error('cannot move the reviewed work', error instanceof Error ? error : { error: String(error) });
+      return this.unavailable(error);
+    }
+    return this.decide(request, project, 'decide_handback', prepared, call);
+  }
+
+  /**
+   * Why a decision could not move the work it reviews: a person ended that work meanwhile
+   * (`review_withdrawn`), another decision of this review moved it first
+   * (`handback_already_decided`); null when neither (only asked with `refusal`, a refusal of the
+   * parent's move: then `handback_already_decided` needs the parent moved on from this review).
+   */
+  private async reviewMovedFirst(project: string, handbackId: string, parentId: string, refusal: LedgerError | null): Promise<LedgerError | null> {
+    const parent = await this.handoffNow(project, parentId);
+    if (parent.status === 'abandoned' || parent.status === 'failed') {
+      return {
+        code: HandoffErrorCode.reviewWithdrawn,
+        kind: 'wrong_state',
+        message: `the work handback ${handbackId} reviews (${parentId}) was ${parent.status}; its review is being withdrawn`,
+        details: { handoff_id: handbackId, parent_handoff_id: parentId, parent_status: parent.status },
+      };
+    }
+    if (refusal !== null && parent.status !== 'absent' && !(parent.status === 'returned' && parent.handback_id === handbackId)) {
+      return {
+        code: HandoffErrorCode.handbackAlreadyDecided,
+        kind: 'wrong_state',
+        message: `handback ${handbackId} was decided: another decision moved ${parentId} (now ${parent.status})`,
+        details: { handoff_id: handbackId, parent_handoff_id: parentId, parent_status: parent.status },
+      };
+    }
+    return null;
   }
 
   /**
@@ -351,14 +465,9 @@ export class LedgerCommands {
     onPublished?: () => void,
   ): Promise<LedgerReply> {
     const { log, metadata, trace } = call;
-    const { handoffId, idempotencyKey } = prepared;
+    const { handoffId } = prepared;
     const home = prepared.project ?? project;
-    // An outside caller's body is remembered with its key, so the same key with another body is
-    // refused instead of answered as the first (rule 13); the services' own commands are derived
-    // from events and need no digest.
-    const command = signsBody(metadata.actorKind)
-      ? ({ ...prepared.command, metadata: { ...prepared.command.metadata, digest: LedgerIds.commandDigest(prepared.wire) } } as HandoffCommand)
-      : prepared.command;
+    const command = this.signed(prepared);
 
     // Governance on claims: the kill switch, then the agent's rate cap. The claim takes its place
     // under the cap (shared by every ledger instance) before it is decided, and gives it back below
@@ -403,7 +512,7 @@ export class LedgerCommands {
       ticket = admission.ticket;
     }
 
-    const commandId = LedgerIds.commandId(home, handoffId, name, idempotencyKey, metadata.actor, metadata.actorKind, command.metadata.digest);
+    const commandId = this.commandIdOf(project, name, prepared, command);
     const correlation = request.headers[CorrelationHeader]?.[0];
     // A create offers what it stored before it answers; the reactor waits for it (OfferPublisher).
     const created = command.type === 'create' ? this.offers.beginCreate(home, handoffId) : null;
@@ -539,6 +648,32 @@ export class LedgerCommands {
       return refused('schema_violation', 'the body must be a JSON object', '(root)');
     }
     return { ok: true, value: { project, principal, name, body: json.value as Record<string, unknown> } };
+  }
+
+  /**
+   * The command as it is decided: an outside caller's body is remembered with its key, so the same
+   * key with another body is refused instead of answered as the first (rule 13); the services' own
+   * commands are derived from events and need no digest.
+   */
+  private signed(prepared: Prepared): HandoffCommand {
+    const { metadata } = prepared.command;
+    return signsBody(metadata.actorKind)
+      ? ({ ...prepared.command, metadata: { ...metadata, digest: LedgerIds.commandDigest(prepared.wire) } } as HandoffCommand)
+      : prepared.command;
+  }
+
+  /** The id of the events one request's command stores (`<commandId>:<index>`). */
+  private commandIdOf(project: string, name: HandoffCommandName, prepared: Prepared, command: HandoffCommand): string {
+    const { metadata } = command;
+    return LedgerIds.commandId(
+      prepared.project ?? project,
+      prepared.handoffId,
+      name,
+      prepared.idempotencyKey,
+      metadata.actor,
+      metadata.actorKind,
+      metadata.digest,
+    );
   }
 
   /** A handoff of `project` as stored now (the fold cache, else a read): what a command about another handoff needs of it. */
