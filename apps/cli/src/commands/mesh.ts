@@ -22,7 +22,7 @@ export const meshCommand: Command = {
   help: `Usage: baton mesh <id> [--project p] [--json]
 
 Show a handoff mesh run, read from the events stream: its outcome (completed with its output,
-stopped at its cap, terminated by an operator, or running), the cap (turns used, the limit, each
+stopped — at its cap, by its agent, or from outside —, terminated by an operator, or running), the cap (turns used, the limit, each
 raise), every turn with what its agent said and the handoff tools it called, the handoffs taken,
 the calls ignored and why (unknown_tool: the tool names no agent of the mesh; not_granted: an agent
 the speaker may not hand off to, itself included), turns the mesh refused, the stop packet, and
@@ -55,7 +55,9 @@ function outcomeLine(mesh: MeshView): string {
     case 'completed':
       return `completed by ${o.by} after ${turnCount(o.turns)}${o.output ? `; output from ${o.output.agent} (turn ${o.output.turn})` : '; no output agent spoke'}`;
     case 'stopped':
-      return `stopped at its cap (packet ${o.packet_id}, waiting for an operator)`;
+      return o.at_cap
+        ? `stopped at its cap (packet ${o.packet_id}, waiting for an operator)`
+        : `stopped (${o.why}; packet ${o.packet_id}, waiting for an operator)`;
     case 'terminated':
       return `terminated by an operator: ${o.reason}`;
     default:

@@ -183,7 +183,7 @@ describe('GET /v1/projects/:project/meshes/:id and /v1/meshes/:id (real NATS and
       status: 'stopped',
       cap: { max_iterations: 2, used: 2 },
       stop: { packet_id: thrashPacket, why: 'thrash', status: 'open', refused: { from: 'billing', to: 'triage' } },
-      outcome: { status: 'stopped', packet_id: thrashPacket },
+      outcome: { status: 'stopped', packet_id: thrashPacket, why: 'thrash', at_cap: true },
       notices: 1,
     });
   });

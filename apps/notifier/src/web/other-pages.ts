@@ -120,7 +120,9 @@ function meshOutcome(mesh: MeshView): SafeHtml {
     case 'completed':
       return html`completed by ${o.by} after ${turnCount(o.turns)}${o.output ? html`; output from ${o.output.agent} (turn ${o.output.turn}):<pre class="said" data-testid="mesh-output">${o.output.text}</pre>` : html` <span class="muted">(no output agent spoke)</span>`}`;
     case 'stopped':
-      return html`stopped at its cap: packet <a href="#stop">${o.packet_id}</a> waits for an operator`;
+      return o.at_cap
+        ? html`stopped at its cap: packet <a href="#stop">${o.packet_id}</a> waits for an operator`
+        : html`stopped (${o.why}): packet <a href="#stop">${o.packet_id}</a> waits for an operator`;
     case 'terminated':
       return html`terminated by an operator: ${o.reason}`;
     default:

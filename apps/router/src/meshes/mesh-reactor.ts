@@ -46,8 +46,9 @@ export class MeshReactor {
           turns: event.payload.turns,
           output_agent: event.payload.output?.agent ?? null,
         }),
+      // A stop that waits for a person is an outcome, as a run's is (logged at info there too).
       'mesh.stopped': (event, _state, ctx) =>
-        this.logFor(event, ctx.trace).warn('mesh stopped', {
+        this.logFor(event, ctx.trace).info('mesh stopped', {
           why: event.payload.packet.why,
           packet_id: event.payload.packet.packet_id,
           turns: event.payload.turns,

@@ -315,8 +315,10 @@ describe("an agent's own stop in a mesh (seed 003: a stop with a packet, whateve
     expect(stopped.data.packet.next_form!.prompt).toBe(
       'The mesh stopped before billing called refund. Approve hands the turn back to billing with exactly this call to make, once; deny ends the mesh.',
     );
-    const turnView = meshViewOf(events.map((event, i) => ({ seq: i + 1, occurredAt: NOW, type: event.type, payload: event.data })))!.turns.at(-1);
-    expect(turnView).toMatchObject({ agent: 'billing', calls: ['handoff_to_triage'], stopped: { why: 'policy' } });
+    const view = meshViewOf(events.map((event, i) => ({ seq: i + 1, occurredAt: NOW, type: event.type, payload: event.data })))!;
+    expect(view.turns.at(-1)).toMatchObject({ agent: 'billing', calls: ['handoff_to_triage'], stopped: { why: 'policy' } });
+    // Its outcome says the agent's stop, not the cap (the cap was never reached).
+    expect(view.outcome).toMatchObject({ status: 'stopped', why: 'policy', at_cap: false });
     expect(stopped.data.packet).toMatchObject({
       why: 'policy',
       agent: 'billing',

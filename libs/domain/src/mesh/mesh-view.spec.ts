@@ -102,7 +102,7 @@ describe('the mesh run view', () => {
       refused: { from: 'triage', to: 'billing', tool: 'handoff_to_billing' },
       answer: null,
     });
-    expect(atStop.outcome).toEqual({ status: 'stopped', packet_id: meshStopId('m1', 't3'), at: NOW });
+    expect(atStop.outcome).toEqual({ status: 'stopped', packet_id: meshStopId('m1', 't3'), why: 'thrash', at_cap: true, at: NOW });
     expect(atStop.cap).toMatchObject({ max_iterations: 3, used: 3, raised: [] });
     expect(atStop.notices).toBe(1);
 

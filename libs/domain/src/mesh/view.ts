@@ -119,7 +119,8 @@ export interface MeshViewStop {
 export type MeshViewOutcome =
   | { status: 'running' }
   | { status: 'completed'; by: string; turns: number; output: MeshOutput | null; at: string }
-  | { status: 'stopped'; packet_id: string; at: string }
+  /** `why` the stop packet's; `at_cap` when the cap refused a handoff (else the speaking agent's own stop, or one from outside). */
+  | { status: 'stopped'; packet_id: string; why: StopWhy; at_cap: boolean; at: string }
   | { status: 'terminated'; reason: string; answer_id: string; at: string };
 
 /** One event of the mesh aggregate as the view folds it: the domain event and where it is in the stream. */
@@ -241,7 +242,7 @@ export function meshViewOf(events: readonly MeshViewEvent[]): MeshView | null {
           stopped_at: d.stopped_at,
           answer: null,
         };
-        view.outcome = { status: 'stopped', packet_id: d.packet.packet_id, at: d.stopped_at };
+        view.outcome = { status: 'stopped', packet_id: d.packet.packet_id, why: d.packet.why, at_cap: d.refused !== undefined, at: d.stopped_at };
         break;
       }
       case 'mesh.stop_answered': {
