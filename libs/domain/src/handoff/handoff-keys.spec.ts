@@ -1,7 +1,7 @@
 import { HandoffCreatedSchema, type HandoffEvent } from '@baton/contracts';
 import { fold } from '../decider';
 import { given } from '../testing/given';
-import { meshEntryHandoffId, meshHandoffId } from '../mesh/decide';
+import { meshEntryHandoffId, meshHandoffId, meshResumeHandoffId } from '../mesh/decide';
 import { handoffIdFor } from '../run/ids';
 import { LEDGER_DERIVED_HANDOFF_ID, ROUTER_DERIVED_HANDOFF_ID } from './decide';
 import { handoffDecider } from './decider';
@@ -139,6 +139,7 @@ describe('handoff: the ids the router derives for routes are its own', () => {
     handoffIdFor('wr-1', { kind: 'start', id: 'wr-1' }),
     meshHandoffId('mesh-1', 'turn-7'),
     meshEntryHandoffId('mesh-1'),
+    meshResumeHandoffId('mesh-1', 'answer-3'),
   ])('an agent that computes %s (its own next result id chooses it) cannot create it first: reserved_id; the router can', (id) => {
     expect(ROUTER_DERIVED_HANDOFF_ID.test(id)).toBe(true);
     given(handoffDecider)

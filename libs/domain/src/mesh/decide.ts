@@ -59,7 +59,7 @@ export const meshStopId = (meshRunId: string, resultId: string): string => deriv
 /** The one human action notice of the stop a turn opened (`nt-mt-<mesh_run_id>:<result_id>`; `nt-m-` is a run's message-caused notice). */
 export const meshNoticeId = (meshRunId: string, resultId: string): string => deriveScopedId('nt-mt', meshRunId, resultId);
 /** The handoff a `raise_cap` answer offers the next speaker with (`mh-a-<mesh_run_id>:<answer_id>`). */
-export const meshResumeHandoffId = (meshRunId: string, answerId: string): string => deriveScopedId('mh-a', meshRunId, answerId);
+export const meshResumeHandoffId = (meshRunId: string, answerId: string): string => deriveScopedId(MeshHandoffPrefix.answer, meshRunId, answerId);
 /** The agent name refused operator answers are recorded under (`mesh.turn_rejected`). */
 export const MESH_ANSWER_AGENT = 'operator';
 /** The `tool` of a handoff an operator's answer to an agent's own stop made (`mesh.handed_off.resume`). */

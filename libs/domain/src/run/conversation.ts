@@ -15,7 +15,7 @@ import { conditionHolds } from '../routing/conditions';
 import { clip as clipTo } from '../stop/forms';
 import { buildHandoffContext, computeReturnEffects, effectiveParentReturn, latestCustomerMessage, parentReturnVerdict, pickResumeMessage } from '../returns';
 import { HandoffFailureReason } from './commands';
-import { deriveId, handoffIdFor } from './ids';
+import { routeHandoffIdFor } from './ids';
 import { evolveRun, type RunEvent, type StartedRunState, type WaitingParent } from './state';
 
 /** Conversation text kept on an event: at most 4,000 characters, the cut marked. */
@@ -187,10 +187,10 @@ function elapsedMs(from: string, to: string): number {
   return Number.isFinite(ms) && ms > 0 ? Math.round(ms) : 0;
 }
 
+/** The handoff id of the next route of this decision's cause: the first is `handoffIdFor`'s, later ones meet no other (`routeHandoffIdFor`). */
 function nextHandoffId(c: ConversationCtx): string {
-  const base = handoffIdFor(c.state.workflowRunId, c.cause);
   c.routed += 1;
-  return c.routed === 1 ? base : deriveId(base, String(c.routed));
+  return routeHandoffIdFor(c.state.workflowRunId, c.cause, c.routed);
 }
 
 /** Record a customer message on the run (a start's input or a SessionMessage). */

@@ -1,6 +1,6 @@
 import { IdSchema, Limits, MsgIds } from '@baton/contracts';
 import { meshHandoffId, meshNoticeId, meshResumeHandoffId, meshStopId } from '../mesh';
-import { deriveScopedId, handoffIdFor, noticeIdFor, stopIdFor } from './ids';
+import { deriveId, deriveScopedId, handoffIdFor, noticeIdFor, routeHandoffIdFor, stopIdFor } from './ids';
 
 describe('ids derived from a cause are scoped by the run where the sender chose the id only within it', () => {
   it('the same result, message or answer id in two runs of one project derives different handoff, stop and notice ids', () => {
@@ -27,12 +27,27 @@ describe('ids derived from a cause are scoped by the run where the sender chose 
     expect(handoffIdFor('wr-1', { kind: 'handoff_failed', id: 'h-3' })).toBe('ho-f-h-3');
   });
 
-  it('a run id holding ":" never makes two (run, id) pairs meet: runs "a:b" + "c" and "a" + "b:c"', () => {
+  it('a run id or a cause id holding ":" never makes two (run, id) pairs meet: runs "a:b" + "c" and "a" + "b:c"', () => {
     const one = deriveScopedId('ho-r', 'a:b', 'c');
     const other = deriveScopedId('ho-r', 'a', 'b:c');
-    expect(other).toBe('ho-r-a:b:c');
     expect(one).not.toBe(other);
-    expect(one).toMatch(/^ho-r-a:b:c-[0-9a-f]{8}$/);
+    // Both take the sealed form: the text, `::` and 128 bits of SHA-256 of the prefix and both parts.
+    expect(one).toMatch(/^ho-r-a:b:c::[0-9a-f]{32}$/);
+    expect(other).toMatch(/^ho-r-a:b:c::[0-9a-f]{32}$/);
+  });
+
+  it('the black-box attack: run "k402:a" + result "b" and run "k402" + result "a:b-<its digest>" share no stop packet, notice or handoff', () => {
+    // Before, the first took the digest form `stop-r-k402:a:b-a39684a5` (shown in the views) and the
+    // second the plain form of the very same text.
+    for (const derive of [stopIdFor, handoffIdFor, noticeIdFor]) {
+      const first = derive('k402:a', { kind: 'result', id: 'b' });
+      expect(derive('k402', { kind: 'result', id: 'a:b-a39684a5' })).not.toBe(first);
+      // ...nor does copying what the first one shows now.
+      const copied = first.slice(first.indexOf('k402:') + 'k402:'.length);
+      expect(derive('k402', { kind: 'result', id: copied })).not.toBe(first);
+      expect(IdSchema.safeParse(derive('k402', { kind: 'result', id: copied })).success).toBe(true);
+    }
+    expect(stopIdFor('k402', { kind: 'result', id: 'a:b-a39684a5' })).not.toBe('stop-r-k402:a:b-a39684a5');
   });
 
   it('a pair too long for the id cap is clipped with a digest of both parts, stays a valid id and tells runs apart', () => {
@@ -44,6 +59,37 @@ describe('ids derived from a cause are scoped by the run where the sender chose 
       expect(IdSchema.safeParse(id).success).toBe(true);
     }
     expect(a).not.toBe(b);
+  });
+
+  it('plain forms stay as they were below the cap; at the cap and past it the sealed forms take over', () => {
+    const max = Limits.maxIdLength;
+    // deriveId: plain while shorter than the cap, exactly the cap long (clipped, `-`, digest) from it on.
+    const fits = 'x'.repeat(max - 'ho-s-'.length - 1);
+    expect(deriveId('ho-s', fits)).toBe(`ho-s-${fits}`);
+    const atCap = `${fits}y`;
+    expect(`ho-s-${atCap}`).toHaveLength(max);
+    expect(deriveId('ho-s', atCap)).toHaveLength(max);
+    expect(deriveId('ho-s', atCap)).toMatch(/^ho-s-x+-[0-9a-f]{32}$/);
+    expect(deriveId('ho-s', atCap)).not.toBe(`ho-s-${atCap}`);
+    // deriveScopedId: plain while shorter than the cap and neither part holds `:`.
+    const scope = 'w'.repeat(max - 'ho-r-'.length - ':r'.length - 1);
+    expect(deriveScopedId('ho-r', scope, 'r')).toBe(`ho-r-${scope}:r`);
+    expect(deriveScopedId('ho-r', `${scope}w`, 'r')).toMatch(/^ho-r-w+::[0-9a-f]{32}$/);
+    expect(deriveScopedId('ho-r', `${scope}w`, 'r')).toHaveLength(max);
+  });
+
+  it('a later route of one cause in one decision meets no first route, in this run or another', () => {
+    const result = { kind: 'result' as const, id: 'r' };
+    expect(routeHandoffIdFor('wr', result, 1)).toBe(handoffIdFor('wr', result));
+    const second = routeHandoffIdFor('wr', result, 2);
+    // It was `ho-r-wr:r-2`: the first route of result `r-2`. And `ho-s-wr-2` was the start of run `wr-2`.
+    expect(second).not.toBe(handoffIdFor('wr', { kind: 'result', id: 'r-2' }));
+    expect(routeHandoffIdFor('wr', { kind: 'start', id: 'wr' }, 2)).not.toBe(handoffIdFor('wr-2', { kind: 'start', id: 'wr-2' }));
+    expect(second).toHaveLength(Limits.maxIdLength);
+    expect(second).toMatch(/^ho-r-wr:r:2_+-[0-9a-f]{32}$/);
+    expect(routeHandoffIdFor('wr', result, 3)).not.toBe(second);
+    expect(routeHandoffIdFor('wr', result, 2)).toBe(second);
+    expect(IdSchema.safeParse(second).success).toBe(true);
   });
 
   it('the Nats-Msg-Id of a result, message or answer names its run, so two runs reusing an id are two messages', () => {
