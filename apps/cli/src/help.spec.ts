@@ -62,7 +62,7 @@ describe('an unknown option', () => {
       io: { stdout: { write: () => undefined }, stderr: { write: (t: string) => (err += t) }, stderrIsTTY: false },
     });
     expect(code).toBe(2);
-    expect(err).toContain('unknown option --until (this command takes --source, --reason, --json, --help)');
+    expect(err).toContain('unknown option --until (this command takes --source, --reason, --project, --run, --handoff, --json, --help)');
     expect(err).not.toContain(`'-- "--until"`);
   });
 });

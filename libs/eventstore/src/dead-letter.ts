@@ -1,8 +1,10 @@
 import { createHash } from 'node:crypto';
 import { headers as natsHeaders, type JetStreamClient, type MsgHdrs } from 'nats';
-import { clipText, Subjects, isSubjectToken, setOwn } from '@baton/contracts';
+import { clipText, IdSchema, Limits, ProjectIdSchema, parseSubject, Subjects, SubjectTable, isSubjectToken, setOwn } from '@baton/contracts';
+import { readableDlqSource } from './dlq-sources';
 import { mapPublishError } from './errors';
 import { maxPayloadOf } from './pull-size';
+import { traceIdFromHeaders } from './trace-context';
 
 /** Headers a dead letter carries next to the original bytes. */
 export const DlqHeader = {
@@ -225,4 +227,157 @@ export async function deadLetter(js: JetStreamClient, input: DeadLetterInput): P
   } catch (err) {
     throw mapPublishError(err, subject, undefined);
   }
+}
+
+/**
+ * What a dead letter's original names, to find the letters of a project, a run or a handoff: the
+ * project of its subject, and the ids its body names. Read from the original alone (subject and
+ * bytes), the same for the service's log line when it dead-letters a message
+ * ({@link deadLetterLogFields}) and for `baton dlq list --project / --run / --handoff`.
+ */
+export interface DeadLetterRefs {
+  /** The project of the original subject (`<prefix>.in.<project>.…`, `.ev.<project>.…`, `.cmd.<service>.<project>.…`, `.edge.<project>.…`). */
+  project?: string;
+  workflow_run_id?: string;
+  handoff_id?: string;
+  mesh_run_id?: string;
+  result_id?: string;
+}
+
+/** The ids {@link deadLetterRefs} reads from a body, by the field that names each. */
+export const DEAD_LETTER_ID_FIELDS = ['workflow_run_id', 'handoff_id', 'mesh_run_id', 'result_id'] as const;
+type IdField = (typeof DEAD_LETTER_ID_FIELDS)[number];
+
+/**
+ * The most bytes of a body {@link deadLetterRefs} parses: the size cap of every message Baton
+ * takes. A larger body (a `payload_too_large` letter, a forged one) is not read for ids: the work
+ * per letter stays bounded whatever the DLQ holds.
+ */
+export const DEAD_LETTER_REFS_MAX_BYTES = Limits.maxMessageBytes;
+
+/** The aggregate kinds whose id is one of the ids a letter is found by. */
+const AGGREGATE_ID_FIELD: Readonly<Record<string, IdField>> = { run: 'workflow_run_id', handoff: 'handoff_id', mesh: 'mesh_run_id' };
+
+const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
+
+/** The project a Baton subject names, or undefined (another prefix, no project, a bad project key). */
+export function projectOfSubject(prefix: string, subject: string): string | undefined {
+  const parsed = parseSubject(prefix, subject);
+  if (parsed === null) return undefined;
+  if ('project' in parsed && typeof parsed.project === 'string') return parsed.project;
+  // Subjects the table does not describe that still name their project by position: agent edge
+  // subjects (`<prefix>.edge.<project>.…`), an inbox kind nobody reads, a malformed command.
+  const tokens = subject.split('.');
+  const area = tokens[1];
+  const at = area === 'in' || area === 'ev' || area === 'edge' || area === 'notice' ? 2 : area === 'cmd' ? 3 : -1;
+  const token = at < 0 ? undefined : tokens[at];
+  return token !== undefined && ProjectIdSchema.safeParse(token).success ? token : undefined;
+}
+
+/** The own field `key` of `value` when it is a valid id, else undefined. */
+function idAt(value: Record<string, unknown>, key: string): string | undefined {
+  if (!Object.hasOwn(value, key)) return undefined;
+  const id = value[key];
+  return typeof id === 'string' && IdSchema.safeParse(id).success ? id : undefined;
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** The body as a JSON object, or null: not UTF-8, not JSON, not an object, or over {@link DEAD_LETTER_REFS_MAX_BYTES}. Never throws. */
+function bodyObject(data: Uint8Array): Record<string, unknown> | null {
+  if (data.length === 0 || data.length > DEAD_LETTER_REFS_MAX_BYTES) return null;
+  try {
+    const value: unknown = JSON.parse(strictUtf8.decode(data));
+    return isPlainObject(value) ? value : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * The project of a dead letter's original subject and the ids its body names
+ * ({@link DeadLetterRefs}). Tolerant: a body that is not UTF-8, not JSON, not an object, or larger
+ * than {@link DEAD_LETTER_REFS_MAX_BYTES} names no ids, and a field that is not a valid id
+ * (`IdSchema`) is left out; it never throws. Read from the body's own top-level fields, then — for a
+ * stored event — its aggregate (`aggregate.kind` run, handoff or mesh names that id) and its
+ * payload's top-level fields, and — for a handoff offered to an agent — the record's `id`.
+ */
+export function deadLetterRefs(prefix: string, subject: string, data: Uint8Array): DeadLetterRefs {
+  const refs: DeadLetterRefs = {};
+  const project = projectOfSubject(prefix, subject);
+  if (project !== undefined) refs.project = project;
+  const body = bodyObject(data);
+  if (body === null) return refs;
+  const fill = (field: IdField, id: string | undefined) => {
+    if (id !== undefined && refs[field] === undefined) refs[field] = id;
+  };
+  for (const field of DEAD_LETTER_ID_FIELDS) fill(field, idAt(body, field));
+  const aggregate = Object.hasOwn(body, 'aggregate') ? body['aggregate'] : undefined;
+  if (isPlainObject(aggregate) && typeof aggregate['kind'] === 'string' && Object.hasOwn(AGGREGATE_ID_FIELD, aggregate['kind']))
+    fill(AGGREGATE_ID_FIELD[aggregate['kind']]!, idAt(aggregate, 'id'));
+  const payload = Object.hasOwn(body, 'payload') ? body['payload'] : undefined;
+  if (isPlainObject(payload)) for (const field of DEAD_LETTER_ID_FIELDS) fill(field, idAt(payload, field));
+  if (SubjectTable.offer.parse(prefix, subject) !== null) fill('handoff_id', idAt(body, 'id'));
+  return refs;
+}
+
+/** How many characters of the error a dead-lettering's log line keeps (`detail`). */
+export const DEAD_LETTER_LOG_DETAIL_CHARS = 500;
+
+/** An error as a letter's detail says it: `<name>: <message>`. */
+function errorText(error: unknown): string {
+  if (error instanceof Error) return `${error.name}: ${error.message}`;
+  if (typeof error === 'object' && error !== null) {
+    try {
+      return JSON.stringify(error);
+    } catch {
+      return String(error);
+    }
+  }
+  return String(error);
+}
+
+/** What {@link deadLetterLogFields} needs: the consumer, the message and why it was given up on. */
+export interface DeadLetterLogInput {
+  prefix: string;
+  /** The dead-letter source the consumer writes its letters under. */
+  source: string;
+  /** The durable consumer. */
+  durable?: string;
+  /** The letter's reason (its code); absent when the letter itself could not be written. */
+  reason?: string;
+  /** The handler's error (the letter's detail). */
+  error: unknown;
+  subject: string;
+  /** Stream sequence of the message. */
+  seq: number;
+  headers?: Record<string, string[]>;
+  data: Uint8Array;
+}
+
+/**
+ * The fields of a service's log line about a message it dead-letters, so the line is found by
+ * what an SRE knows: `source` (the consumer's readable name, as `baton dlq list` and
+ * `baton_dead_letters_total` name it), `durable`, `reason` (the code), `detail` (the error, on one
+ * line, clipped to {@link DEAD_LETTER_LOG_DETAIL_CHARS}), `subject`, `stream_seq`, `project` (of
+ * the subject), `trace_id` (of the message's `traceparent`, when valid) and the ids its body names
+ * ({@link deadLetterRefs}). Never throws; bounded work whatever the body.
+ */
+export function deadLetterLogFields(input: DeadLetterLogInput): Record<string, string | number> {
+  const { project, ...ids } = deadLetterRefs(input.prefix, input.subject, input.data);
+  const traceId = traceIdFromHeaders(input.headers);
+  const fields: Record<string, string | number> = { source: readableDlqSource(input.source) };
+  if (input.durable !== undefined) fields['durable'] = input.durable;
+  if (input.reason !== undefined) fields['reason'] = headerValue(input.reason, 200);
+  // Cut long before the clip (a surrogate pair the cut splits lies past what the clip keeps): the
+  // line's work stays bounded whatever the error's size.
+  fields['detail'] = headerValue(errorText(input.error).slice(0, 4 * DEAD_LETTER_LOG_DETAIL_CHARS), DEAD_LETTER_LOG_DETAIL_CHARS);
+  fields['subject'] = input.subject;
+  fields['stream_seq'] = input.seq;
+  if (project !== undefined) fields['project'] = project;
+  if (traceId !== null) fields['trace_id'] = traceId;
+  for (const field of DEAD_LETTER_ID_FIELDS) if (ids[field] !== undefined) fields[field] = ids[field];
+  return fields;
 }

@@ -36,9 +36,12 @@ describe('DlqAdmin redrive (real NATS): only trusted letters, once, reported one
 
   const count = async (stream: string) => (await nats.jsm.streams.info(stream)).state.messages;
 
-  /** A result published to the inbox, then dead-lettered the way the router's consumer does it. */
-  async function realLetter(body: string, agent = 'a', source: string = RESULTS_SOURCE, msgId = `orig-${body}`, reason = 'schema_violation') {
-    const subject = `${prefix}.in.p.result.${agent}`;
+  /**
+   * A result published to the inbox, then dead-lettered the way the router's consumer does it
+   * (by default after its handler kept failing: a letter redrive republishes once the cause is fixed).
+   */
+  async function realLetter(body: string, agent = 'a', source: string = RESULTS_SOURCE, msgId = `orig-${body}`, reason = 'max_deliveries', project = 'p') {
+    const subject = `${prefix}.in.${project}.result.${agent}`;
     const hdrs = natsHeaders();
     hdrs.set('X-Trace', 'trace-1');
     const ack = await nats.js.publish(subject, encoder.encode(body), { msgID: msgId, headers: hdrs });
@@ -294,6 +297,93 @@ describe('DlqAdmin redrive (real NATS): only trusted letters, once, reported one
     expect(await count(names.dlq)).toBe(3);
     const stored = await nats.jsm.streams.getMessage(names.dlq, { seq: r1.seq });
     expect(stored.header.get(DlqHeader.stream)).toBe('core');
+  });
+
+  it('list filters by the project of the original subject and by the run or handoff its body names, composed with --source and --reason', async () => {
+    const a1 = await realLetter('{"result_id":"r-a1","workflow_run_id":"wr-a","handoff_id":"ho-a"}', 'a', RESULTS_SOURCE, 'm-a1', 'not_found', 'alpha');
+    const a2 = await realLetter('{"result_id":"r-a2","workflow_run_id":"wr-b"}', 'a', RESULTS_SOURCE, 'm-a2', 'schema_violation', 'alpha');
+    const b1 = await realLetter('{"result_id":"r-b1","workflow_run_id":"wr-a"}', 'a', RESULTS_SOURCE, 'm-b1', 'not_found', 'beta');
+    // Not JSON: found by its project, never by a run.
+    const broken = await realLetter('{"workflow_run_id":"wr-a", ', 'a', RESULTS_SOURCE, 'm-broken', 'malformed_json', 'alpha');
+    // A mesh start names its mesh run: --run finds it too.
+    const mesh = await deadLetter(nats.js, {
+      prefix,
+      source: DlqSources.routerMeshStarts,
+      reason: 'unknown_mesh',
+      subject: `${prefix}.in.alpha.mesh_start`,
+      data: encoder.encode('{"mesh_run_id":"mr-1","mesh":"triage"}'),
+      deliveries: 1,
+      stream: names.inbox,
+      seq: 999,
+    });
+    // A stored event a reactor gave up on: its aggregate names the handoff, its payload the run.
+    const event = await deadLetter(nats.js, {
+      prefix,
+      source: DlqSources.routerHandoffDeadlines,
+      reason: 'max_deliveries',
+      subject: `${prefix}.ev.alpha.handoff.ho-a`,
+      data: encoder.encode('{"id":"e1","type":"handoff.created","aggregate":{"kind":"handoff","id":"ho-a"},"payload":{"workflow_run_id":"wr-a"}}'),
+      deliveries: 5,
+      stream: names.events,
+      seq: 1,
+    });
+    const seqs = async (filter: Parameters<DlqAdmin['list']>[0]) => (await admin.list(filter)).map((l) => l.seq);
+    expect(await seqs({ project: 'alpha' })).toEqual([a1.dlqSeq, a2.dlqSeq, broken.dlqSeq, mesh.seq, event.seq]);
+    expect(await seqs({ project: 'beta' })).toEqual([b1.dlqSeq]);
+    expect(await seqs({ project: 'gamma' })).toEqual([]);
+    expect(await seqs({ run: 'wr-a' })).toEqual([a1.dlqSeq, b1.dlqSeq, event.seq]);
+    expect(await seqs({ run: 'mr-1' })).toEqual([mesh.seq]);
+    expect(await seqs({ handoff: 'ho-a' })).toEqual([a1.dlqSeq, event.seq]);
+    expect(await seqs({ project: 'alpha', run: 'wr-a' })).toEqual([a1.dlqSeq, event.seq]);
+    expect(await seqs({ project: 'alpha', run: 'wr-a', source: 'router-results' })).toEqual([a1.dlqSeq]);
+    expect(await seqs({ project: 'alpha', reason: 'not_found' })).toEqual([a1.dlqSeq]);
+    expect(await seqs({ project: 'alpha', untilSeq: a2.dlqSeq })).toEqual([a1.dlqSeq, a2.dlqSeq]);
+  });
+
+  it('a letter whose message itself was refused (schema_violation, malformed_json…) is skipped message_refused, unless includeRefused; it is then redriven once', async () => {
+    const refused = await realLetter('{"result_id":"r-bad"}', 'a', RESULTS_SOURCE, 'm-bad', 'schema_violation');
+    const malformed = await realLetter('{"result_id": ', 'a', RESULTS_SOURCE, 'm-malformed', 'malformed_json');
+    const fine = await realLetter('{"result_id":"r-ok"}', 'a', RESULTS_SOURCE, 'm-ok', 'not_found');
+    const inboxBefore = await count(names.inbox);
+
+    const dry = await admin.redrive({}, { dryRun: true });
+    expect(byStatus(dry.items)).toEqual([
+      [refused.dlqSeq, 'skipped', 'message_refused'],
+      [malformed.dlqSeq, 'skipped', 'message_refused'],
+      [fine.dlqSeq, 'planned', null],
+    ]);
+    expect(dry.items[0]!.detail).toContain('fix the sender and publish a corrected message');
+    const first = await admin.redrive();
+    expect(byStatus(first.items)).toEqual([
+      [refused.dlqSeq, 'skipped', 'message_refused'],
+      [malformed.dlqSeq, 'skipped', 'message_refused'],
+      [fine.dlqSeq, 'redriven', null],
+    ]);
+    expect(await count(names.inbox)).toBe(inboxBefore + 1);
+
+    const forced = await admin.redrive({ reason: 'schema_violation' }, { includeRefused: true });
+    expect(byStatus(forced.items)).toEqual([[refused.dlqSeq, 'redriven', null]]);
+    expect(await count(names.inbox)).toBe(inboxBefore + 2);
+    const copy = await nats.jsm.streams.getMessage(names.inbox, { seq: forced.items[0]!.targetSeq! });
+    expect(decoder.decode(copy.data)).toBe('{"result_id":"r-bad"}');
+    // Once redriven it is marked: forcing again republishes nothing.
+    const again = await admin.redrive({ reason: 'schema_violation' }, { includeRefused: true });
+    expect(byStatus(again.items)).toEqual([[refused.dlqSeq, 'skipped', 'already_redriven']]);
+  });
+
+  it('redrive of one project leaves the letters of the other projects alone', async () => {
+    const mine = await realLetter('{"result_id":"r-mine"}', 'a', RESULTS_SOURCE, 'm-mine', 'max_deliveries', 'mine');
+    const theirs = await realLetter('{"result_id":"r-theirs"}', 'a', RESULTS_SOURCE, 'm-theirs', 'max_deliveries', 'theirs');
+    const inboxBefore = await count(names.inbox);
+    const dry = await admin.redrive({ project: 'mine' }, { dryRun: true });
+    expect(byStatus(dry.items)).toEqual([[mine.dlqSeq, 'planned', null]]);
+    const report = await admin.redrive({ project: 'mine' });
+    expect(byStatus(report.items)).toEqual([[mine.dlqSeq, 'redriven', null]]);
+    expect(await count(names.inbox)).toBe(inboxBefore + 1);
+    expect((await admin.list()).map((l) => [l.seq, l.redriven])).toEqual([
+      [mine.dlqSeq, true],
+      [theirs.dlqSeq, false],
+    ]);
   });
 
   it('the dead-letter stream is bounded: 30 days, 1 GiB, oldest dropped first, duplicates recognised for an hour', async () => {

@@ -1,15 +1,24 @@
 import { createHash } from 'node:crypto';
 import { SubjectTable, foreignMsgId } from '@baton/contracts';
 import { headers as natsHeaders, type JetStreamClient, type JetStreamManager } from 'nats';
-import { DlqHeader } from './dead-letter';
+import { DlqHeader, deadLetterRefs, type DeadLetterRefs } from './dead-letter';
 import { readableDlqSource, sameDlqSource } from './dlq-sources';
 import { publishUnderOwnId } from './own-id-publish';
 import { RedriveSkip, checkRedriveTarget } from './redrive-rules';
 import { streamReader, type StoredMessage, type StreamReader } from './stream-reader';
 import { batonStreamNames } from './topology';
 
-export { RedriveSkip, checkRedriveTarget, redriveTable, ROUTER_INBOX_CONSUMERS } from './redrive-rules';
-export type { InboxConsumerDeclaration, RedriveTableRow, RedriveTargetVerdict } from './redrive-rules';
+export { RedriveSkip, checkRedriveTarget, isRefusedMessageReason, redriveTable, REFUSED_MESSAGE_REASONS, ROUTER_INBOX_CONSUMERS } from './redrive-rules';
+export type { InboxConsumerDeclaration, RedriveRuleOptions, RedriveTableRow, RedriveTargetVerdict } from './redrive-rules';
+export {
+  DEAD_LETTER_ID_FIELDS,
+  DEAD_LETTER_LOG_DETAIL_CHARS,
+  DEAD_LETTER_REFS_MAX_BYTES,
+  deadLetterLogFields,
+  deadLetterRefs,
+  projectOfSubject,
+} from './dead-letter';
+export type { DeadLetterLogInput, DeadLetterRefs } from './dead-letter';
 
 /**
  * Administration of the dead-letter stream `<PREFIX>_DLQ`: list, show and redrive.
@@ -23,6 +32,9 @@ export type { InboxConsumerDeclaration, RedriveTableRow, RedriveTargetVerdict } 
  *    stream stored, not the ones the letter claims. An original that aged out is skipped
  *    (`original_gone`) unless the caller allows it (`allowMissingOriginal`: the letter's bytes and
  *    headers are taken on trust).
+ * A letter whose reason says the message itself was refused (`schema_violation`,
+ * `malformed_json`…: `REFUSED_MESSAGE_REASONS`) is skipped (`message_refused`) unless the caller
+ * includes refused messages (`includeRefused`): the same bytes would be refused again.
  *
  * Redrive record: after a republish a marker is appended to the DLQ stream itself on
  * `<prefix>.dlq._redriven` (a subject only the admin principal may publish; no service's
@@ -119,6 +131,12 @@ export interface DlqFilter {
   reason?: string;
   /** Only sequences up to and including this one. */
   untilSeq?: number;
+  /** Only dead letters whose original subject is in this project ({@link deadLetterRefs}). */
+  project?: string;
+  /** Only dead letters whose original body names this run: its `workflow_run_id` or `mesh_run_id` ({@link deadLetterRefs}). */
+  run?: string;
+  /** Only dead letters whose original body names this handoff (`handoff_id`; {@link deadLetterRefs}). */
+  handoff?: string;
 }
 
 export interface DlqAdminOptions {
@@ -136,6 +154,12 @@ export interface RedriveOptions {
    * bytes and headers on trust. Without it they are skipped (`original_gone`).
    */
   allowMissingOriginal?: boolean;
+  /**
+   * Redrive letters whose reason says the message itself was refused (`schema_violation`,
+   * `malformed_json`…: `REFUSED_MESSAGE_REASONS`), unchanged. Without it they are skipped
+   * (`message_refused`): the same bytes would be refused again.
+   */
+  includeRefused?: boolean;
 }
 
 /** What one redrive did to one dead letter. */
@@ -311,7 +335,7 @@ export class DlqAdmin {
         `the letter holds ${letter.data.length} of the original's ${letter.truncated} bytes and none of its headers (it did not fit whole)`,
       );
     }
-    const target = checkRedriveTarget(this.prefix, letter);
+    const target = checkRedriveTarget(this.prefix, letter, { includeRefused: opts.includeRefused === true });
     if (!target.ok) return skip(target.reason, target.detail);
 
     if (letter.originalStream !== this.inbox || letter.originalSeq === undefined || letter.originalSeq < 1) {
@@ -457,5 +481,11 @@ function matches(prefix: string, letter: DeadLetterRecord, filter: DlqFilter): b
     return false;
   if (filter.reason !== undefined && letter.reason !== filter.reason) return false;
   if (filter.untilSeq !== undefined && letter.seq > filter.untilSeq) return false;
+  if (filter.project === undefined && filter.run === undefined && filter.handoff === undefined) return true;
+  // Read only when asked for: the body is parsed (at most DEAD_LETTER_REFS_MAX_BYTES of it).
+  const refs: DeadLetterRefs = deadLetterRefs(prefix, letter.subject, letter.data);
+  if (filter.project !== undefined && refs.project !== filter.project) return false;
+  if (filter.run !== undefined && refs.workflow_run_id !== filter.run && refs.mesh_run_id !== filter.run) return false;
+  if (filter.handoff !== undefined && refs.handoff_id !== filter.handoff) return false;
   return true;
 }

@@ -1,5 +1,5 @@
-import { SubjectTable, legacyOfferDurableName, offerDurableName } from '@baton/contracts';
-import { dlqSourceToken, isCoreRequestStream } from './dead-letter';
+import { RejectionCode, SubjectTable, legacyOfferDurableName, offerDurableName } from '@baton/contracts';
+import { DeadLetterReason, dlqSourceToken, isCoreRequestStream } from './dead-letter';
 import { DlqSources, type DlqSource } from './dlq-sources';
 import { durableNameFor, subjectMatches } from './subject-patterns';
 
@@ -23,6 +23,12 @@ import { durableNameFor, subjectMatches } from './subject-patterns';
  * NATS requests (`<prefix>.cmd.>`, or a letter whose stream is `core`: no stream stores them, the
  * caller got its refusal and sends again). Every other consumer (the event reactors, projections,
  * webhooks) reads the events stream, so its letters are skipped too.
+ *
+ * Nor, unless the caller asks for it (`includeRefused`), a letter whose reason says the message
+ * itself was refused ({@link REFUSED_MESSAGE_REASONS}: not UTF-8, not JSON, not its schema, too
+ * large, another project or agent than its subject, a run id taken…): the same bytes get the same
+ * refusal, so a redrive would only add another copy of the letter. Its sender publishes a
+ * corrected message.
  */
 
 /** A service's inbox consumer whose dead letters may be redriven to the subjects it consumes. */
@@ -85,10 +91,49 @@ export const RedriveSkip = {
    * through unchecked. Its publisher sends again under an id of its own.
    */
   msgIdMismatch: 'msg_id_mismatch',
+  /**
+   * The letter's reason says the message itself was refused ({@link REFUSED_MESSAGE_REASONS}): the
+   * same bytes get the same refusal. Its sender publishes a corrected message; `includeRefused`
+   * (`baton dlq redrive --include-refused`) republishes it anyway.
+   */
+  messageRefused: 'message_refused',
 } as const;
 export type RedriveSkip = (typeof RedriveSkip)[keyof typeof RedriveSkip];
 
 export type RedriveTargetVerdict = { ok: true } | { ok: false; reason: RedriveSkip; detail: string };
+
+/**
+ * Dead-letter reasons that say the message itself is wrong — docs/errors.md's "fix the sender":
+ * republished unchanged, it is refused again for the same reason. Each with what is wrong with it.
+ * Not here: reasons a fix elsewhere cures (`unknown_workflow`, `unknown_agent`, `unknown_mesh` and
+ * `not_found`: publish the definition, start the run; `unknown_event_type`, `unsupported_version`:
+ * upgrade the reader; `max_deliveries`: fix the cause), and `msg_id_mismatch`, which redrive
+ * refuses on the original's own headers whatever the letter says (no flag overrides it).
+ */
+export const REFUSED_MESSAGE_REASONS: Readonly<Record<string, string>> = {
+  [DeadLetterReason.invalidUtf8]: 'its bytes are not UTF-8',
+  [DeadLetterReason.malformedJson]: 'its body is not JSON',
+  [DeadLetterReason.schemaViolation]: 'its body does not match its schema',
+  [RejectionCode.payloadTooLarge]: 'it is over the size cap',
+  [RejectionCode.projectMismatch]: 'its body names another project than its subject',
+  [RejectionCode.identityMismatch]: 'its body names another agent than its subject',
+  [DeadLetterReason.poison]: 'its handler refused it as a message that can never succeed',
+  // Router refusals of a start (docs/errors.md 3.1, 3.4): a new id, or a person to notify, is a new message.
+  run_already_started: 'its workflow_run_id is taken by another run',
+  mesh_already_started: 'its mesh_run_id is taken by another mesh run',
+  no_notice_recipient: 'it names no one to notify',
+};
+
+/** True when a letter of this reason is refused by redrive unless the caller includes refused messages. */
+export function isRefusedMessageReason(reason: string): boolean {
+  return Object.hasOwn(REFUSED_MESSAGE_REASONS, reason);
+}
+
+/** Options of {@link checkRedriveTarget}. */
+export interface RedriveRuleOptions {
+  /** Redrive letters whose reason says the message itself was refused ({@link REFUSED_MESSAGE_REASONS}). */
+  includeRefused?: boolean;
+}
 
 /** Patterns redrive never publishes to, with the reason given. */
 const NEVER: ReadonlyArray<{ pattern: string; reason: RedriveSkip }> = [
@@ -119,14 +164,27 @@ export function redriveTable(prefix: string): RedriveTableRow[] {
 }
 
 /**
- * May a dead letter recorded with `source` (its `Baton-Dlq-Source`) and original `subject` be
- * republished to that subject? Checks only the subject and the source; the original itself is
- * checked against the inbox stream by `DlqAdmin.redrive`.
+ * May a dead letter recorded with `source` (its `Baton-Dlq-Source`), original `subject` and
+ * `reason` be republished to that subject? Checks the subject and the source, then the reason
+ * (a message refused for itself: `message_refused`, unless `opts.includeRefused`); the original
+ * itself is checked against the inbox stream by `DlqAdmin.redrive`.
  */
 export function checkRedriveTarget(
   prefix: string,
-  letter: { source: string; subject: string; dlqSubject: string; originalStream?: string },
+  letter: { source: string; subject: string; dlqSubject: string; originalStream?: string; reason?: string },
+  opts: RedriveRuleOptions = {},
 ): RedriveTargetVerdict {
+  const target = checkSubjectAndSource(prefix, letter);
+  if (!target.ok || letter.reason === undefined || opts.includeRefused === true || !isRefusedMessageReason(letter.reason)) return target;
+  return {
+    ok: false,
+    reason: RedriveSkip.messageRefused,
+    detail: `${letter.reason}: the message itself is refused (${REFUSED_MESSAGE_REASONS[letter.reason]}), and would be again unchanged; fix the sender and publish a corrected message (--include-refused republishes it as it is)`,
+  };
+}
+
+/** The subject and source rules of {@link checkRedriveTarget}. */
+function checkSubjectAndSource(prefix: string, letter: { source: string; subject: string; dlqSubject: string; originalStream?: string }): RedriveTargetVerdict {
   const { source, subject } = letter;
   if (subject === '') return { ok: false, reason: RedriveSkip.noSubject, detail: 'the letter names no original subject (Baton-Dlq-Subject)' };
   const token = SubjectTable.deadLetter.parse(prefix, letter.dlqSubject)?.source;

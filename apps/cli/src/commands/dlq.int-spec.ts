@@ -11,6 +11,8 @@ const decoder = new TextDecoder();
 const RESULTS_SOURCE = 'router-results';
 /** Its durable name: the source of the letters it wrote before readable names. */
 const RESULTS_DURABLE = durableNameFor('router', '{prefix}.in.*.result.*');
+/** The body of the first letter: a result for a run the router did not know yet (redriven once the run is started). */
+const BODY = '{"result_id":"late","workflow_run_id":"wr-1","handoff_id":"ho-1"}';
 
 describe('baton dlq (real NATS): list, show and an idempotent redrive', () => {
   let nats: NatsHandle;
@@ -39,18 +41,18 @@ describe('baton dlq (real NATS): list, show and an idempotent redrive', () => {
     prefix = `t${randomBytes(5).toString('hex')}`;
     nats = await connectNats({ servers: NATS_URL, name: 'cli-dlq-int', reconnect: false });
     await provision(nats.jsm, batonTopology(prefix, { storage: 'memory' }));
-    // Two dead letters as the services write them: a malformed result the router's consumer read
-    // from the inbox (its original is in the inbox at seq 1), and a refused ledger request (core
-    // NATS, no stream; binary bytes).
-    const original = await nats.js.publish(inboxSubject(), encoder.encode('{"result_id": "broken", '), { msgID: 'orig-1', headers: traceHeaders() });
+    // Two dead letters as the services write them: a result for a run the router did not know
+    // (its original is in the inbox at seq 1), and a refused ledger request (core NATS, no stream;
+    // binary bytes).
+    const original = await nats.js.publish(inboxSubject(), encoder.encode(BODY), { msgID: 'orig-1', headers: traceHeaders() });
     await deadLetter(nats.js, {
       prefix,
       source: RESULTS_SOURCE,
-      reason: 'malformed_json',
-      detail: 'not valid JSON',
+      reason: 'not_found',
+      detail: 'run wr-1 not found',
       subject: inboxSubject(),
       headers: { 'Nats-Msg-Id': ['orig-1'], 'X-Trace': ['abc', 'def'] },
-      data: encoder.encode('{"result_id": "broken", '),
+      data: encoder.encode(BODY),
       deliveries: 1,
       stream: batonStreamNames(prefix).inbox,
       seq: original.seq,
@@ -77,15 +79,15 @@ describe('baton dlq (real NATS): list, show and an idempotent redrive', () => {
   it('dlq list shows each dead letter with its reason and original subject, filtered by --source and --reason', async () => {
     const all = await json<Array<Record<string, unknown>>>('dlq', 'list', '--json');
     expect(all.map((l) => [l['seq'], l['reason'], l['source'], l['subject'], l['redriven']])).toEqual([
-      [1, 'malformed_json', RESULTS_SOURCE, inboxSubject(), false],
+      [1, 'not_found', RESULTS_SOURCE, inboxSubject(), false],
       [2, 'schema_violation', 'ledger', `${prefix}.cmd.ledger.p1.claim`, false],
     ]);
     expect(all.map((l) => l['dlq_subject'])).toEqual([`${prefix}.dlq.router-results`, `${prefix}.dlq.ledger`]);
     expect((await json<unknown[]>('dlq', 'list', '--source', 'ledger', '--json')).length).toBe(1);
-    expect((await json<unknown[]>('dlq', 'list', '--reason', 'malformed_json', '--json')).length).toBe(1);
+    expect((await json<unknown[]>('dlq', 'list', '--reason', 'not_found', '--json')).length).toBe(1);
     expect((await json<unknown[]>('dlq', 'list', '--reason', 'nope', '--json')).length).toBe(0);
     const table = await baton('dlq', 'list');
-    expect(table.out).toContain('malformed_json');
+    expect(table.out).toContain('not_found');
     expect(table.out).toContain('ledger');
     // A source no consumer writes (a typo) matches nothing, and says so rather than look like a clean queue.
     const typo = await baton('dlq', 'list', '--source', 'router-resluts');
@@ -99,13 +101,13 @@ describe('baton dlq (real NATS): list, show and an idempotent redrive', () => {
     const help = await baton('dlq', '--help');
     for (const name of ['router-results', 'router-starts', 'router-answers', 'ledger-handoff-reactor', 'notifier-projections'])
       expect(help.out).toContain(name);
-    const original = await nats.js.publish(inboxSubject(), encoder.encode('{"result_id": "old", '), { msgID: 'orig-old' });
+    const original = await nats.js.publish(inboxSubject(), encoder.encode('{"result_id": "old"}'), { msgID: 'orig-old' });
     await deadLetter(nats.js, {
       prefix,
       source: RESULTS_DURABLE,
-      reason: 'malformed_json',
+      reason: 'max_deliveries',
       subject: inboxSubject(),
-      data: encoder.encode('{"result_id": "old", '),
+      data: encoder.encode('{"result_id": "old"}'),
       deliveries: 1,
       stream: batonStreamNames(prefix).inbox,
       seq: original.seq,
@@ -131,14 +133,14 @@ describe('baton dlq (real NATS): list, show and an idempotent redrive', () => {
     const text = await json<Record<string, unknown>>('dlq', 'show', '1', '--json');
     expect(text).toMatchObject({
       seq: 1,
-      reason: 'malformed_json',
-      detail: 'not valid JSON',
+      reason: 'not_found',
+      detail: 'run wr-1 not found',
       subject: inboxSubject(),
       original_seq: 1,
       deliveries: 1,
       at: '2025-01-01T00:00:00.000Z',
       headers: { 'Nats-Msg-Id': ['orig-1'], 'X-Trace': ['abc', 'def'] },
-      data_text: '{"result_id": "broken", ',
+      data_text: BODY,
       digest: expect.stringMatching(/^[0-9a-f]{64}$/),
     });
     const binary = await json<Record<string, unknown>>('dlq', 'show', '2', '--json');
@@ -173,7 +175,7 @@ describe('baton dlq (real NATS): list, show and an idempotent redrive', () => {
     expect(await inboxCount()).toBe(2);
     const republished = await nats.jsm.streams.getMessage(batonStreamNames(prefix).inbox, { seq: 2 });
     expect(republished.subject).toBe(inboxSubject());
-    expect(decoder.decode(republished.data)).toBe('{"result_id": "broken", ');
+    expect(decoder.decode(republished.data)).toBe(BODY);
     expect(republished.header.values('X-Trace')).toEqual(['abc', 'def']);
     expect(republished.header.get('Nats-Msg-Id')).toBe(redriveMsgId(batonStreamNames(prefix).dlq, 1));
     expect(republished.header.get('Baton-Original-Msg-Id')).toBe('orig-1');
@@ -189,7 +191,7 @@ describe('baton dlq (real NATS): list, show and an idempotent redrive', () => {
 
   it('a redrive cut short before its marker is recognised as a duplicate on the next run (Nats-Msg-Id redrive:<stream>:<seq>)', async () => {
     // The republish of seq 1 reached the inbox, but the process died before writing the marker.
-    await nats.js.publish(inboxSubject(), encoder.encode('{"result_id": "broken", '), { msgID: redriveMsgId(batonStreamNames(prefix).dlq, 1) });
+    await nats.js.publish(inboxSubject(), encoder.encode(BODY), { msgID: redriveMsgId(batonStreamNames(prefix).dlq, 1) });
     const report = await json<Report>('dlq', 'redrive', '--until', '1', '--json');
     expect(report.items).toEqual([expect.objectContaining({ seq: 1, status: 'duplicate' })]);
     expect(await inboxCount()).toBe(2);
@@ -203,6 +205,130 @@ describe('baton dlq (real NATS): list, show and an idempotent redrive', () => {
     expect(skipped.items.map((i) => [i.status, i.reason])).toEqual([['skipped', 'original_gone']]);
     const allowed = await json<Report>('dlq', 'redrive', '--until', '1', '--allow-missing-original', '--json');
     expect(allowed.items).toEqual([expect.objectContaining({ seq: 1, status: 'redriven', original: 'gone' })]);
+  });
+
+  /** Publish `body` to the inbox on `subject` and dead-letter it as the router's consumer `source` does, with `reason`. */
+  async function inboxLetter(subject: string, body: string, reason: string, source = RESULTS_SOURCE): Promise<number> {
+    const original = await nats.js.publish(subject, encoder.encode(body), { msgID: `orig-${subject}-${body}` });
+    const letter = await deadLetter(nats.js, {
+      prefix,
+      source,
+      reason,
+      subject,
+      headers: { 'Nats-Msg-Id': [`orig-${subject}-${body}`] },
+      data: encoder.encode(body),
+      deliveries: 1,
+      stream: batonStreamNames(prefix).inbox,
+      seq: original.seq,
+    });
+    return letter.seq;
+  }
+
+  it('dlq list --project, --run and --handoff find the letters of a project, a run, a handoff; composable with --source and --reason; --json keeps its shape', async () => {
+    const other = await inboxLetter(`${prefix}.in.p2.result.alpha`, '{"result_id":"x","workflow_run_id":"wr-1"}', 'not_found');
+    const start = await inboxLetter(`${prefix}.in.p2.start`, '{"workflow_run_id":"wr-2","workflow":"w"}', 'unknown_workflow', 'router-starts');
+    const malformed = await inboxLetter(`${prefix}.in.p1.result.alpha`, '{"workflow_run_id":"wr-1", ', 'malformed_json');
+    const seqs = async (...filters: string[]) => (await json<Array<{ seq: number }>>('dlq', 'list', ...filters, '--json')).map((l) => l.seq);
+
+    // Letter 2 is the ledger request on <prefix>.cmd.ledger.p1.claim: project p1 by its subject.
+    expect(await seqs('--project', 'p1')).toEqual([1, 2, malformed]);
+    expect(await seqs('--project', 'p2')).toEqual([other, start]);
+    expect(await seqs('--project', 'p3')).toEqual([]);
+    // The run: named by the body of both projects' letters; a body that is not JSON names none.
+    expect(await seqs('--run', 'wr-1')).toEqual([1, other]);
+    expect(await seqs('--run', 'wr-1', '--project', 'p2')).toEqual([other]);
+    expect(await seqs('--run', 'wr-2', '--source', 'router-starts', '--reason', 'unknown_workflow')).toEqual([start]);
+    expect(await seqs('--run', 'wr-2', '--source', 'router-results')).toEqual([]);
+    expect(await seqs('--handoff', 'ho-1')).toEqual([1]);
+    expect(await seqs('--handoff', 'ho-1', '--run', 'wr-2')).toEqual([]);
+
+    // --json is one object per letter, as before.
+    const [letter] = await json<Array<Record<string, unknown>>>('dlq', 'list', '--run', 'wr-1', '--project', 'p1', '--json');
+    expect(Object.keys(letter!).sort()).toEqual(
+      [
+        'seq',
+        'reason',
+        'detail',
+        'source',
+        'source_name',
+        'subject',
+        'dlq_subject',
+        'original_stream',
+        'original_seq',
+        'deliveries',
+        'consumer',
+        'at',
+        'redriven',
+        'digest',
+        'headers',
+        'bytes',
+        'data_text',
+        'data_base64',
+      ].sort(),
+    );
+    const table = await baton('dlq', 'list', '--project', 'p2');
+    expect(table.out).toContain(`${prefix}.in.p2.start`);
+    expect(table.out).not.toContain(`${prefix}.in.p1.`);
+    // An empty filter would match nothing without a word: a usage error.
+    expect((await baton('dlq', 'list', '--project', '')).code).toBe(2);
+    const help = await baton('dlq', '--help');
+    for (const option of ['--project <p>', '--run <id>', '--handoff <id>', '--include-refused', 'message_refused', 'no paging'])
+      expect(help.out).toContain(option);
+  });
+
+  it('redrive skips a letter whose message itself was refused (schema_violation) and says why; --include-refused redrives it, once', async () => {
+    const refused = await inboxLetter(`${prefix}.in.p1.result.alpha`, '{"result_id":"bad"}', 'schema_violation');
+    const inboxBefore = await inboxCount();
+
+    const dry = await baton('dlq', 'redrive', '--dry-run');
+    expect(dry.code).toBe(0);
+    expect(dry.out).toContain(`1\tplanned\t${inboxSubject()}`);
+    expect(dry.out).toMatch(
+      new RegExp(`${refused}\tskipped message_refused\t${inboxSubject().replace(/\./g, '\\.')}\tschema_violation: the message itself is refused`),
+    );
+    expect(dry.out).toContain('fix the sender and publish a corrected message');
+    expect(dry.out).toContain('dry run: 1 would be redriven, 2 skipped');
+    expect(dry.out).toContain('1 skipped as message_refused');
+
+    const report = await json<Report>('dlq', 'redrive', '--json');
+    expect(report.items.map((i) => [i.seq, i.status, i.reason ?? null])).toEqual([
+      [1, 'redriven', null],
+      [2, 'skipped', 'core_request'],
+      [refused, 'skipped', 'message_refused'],
+    ]);
+    expect(await inboxCount()).toBe(inboxBefore + 1);
+
+    const forced = await json<Report>('dlq', 'redrive', '--include-refused', '--json');
+    expect(forced.items.map((i) => [i.seq, i.status, i.reason ?? null])).toEqual([
+      [1, 'skipped', 'already_redriven'],
+      [2, 'skipped', 'core_request'],
+      [refused, 'redriven', null],
+    ]);
+    expect(await inboxCount()).toBe(inboxBefore + 2);
+    const again = await json<Report>('dlq', 'redrive', '--include-refused', '--reason', 'schema_violation', '--source', 'router-results', '--json');
+    expect(again.items.map((i) => [i.seq, i.status, i.reason ?? null])).toEqual([[refused, 'skipped', 'already_redriven']]);
+    expect(await inboxCount()).toBe(inboxBefore + 2);
+  });
+
+  it('redrive --project redrives only that project’s letters and leaves the others alone (the dry run lists only them)', async () => {
+    const theirs = await inboxLetter(`${prefix}.in.p2.result.alpha`, '{"result_id":"theirs"}', 'max_deliveries');
+    const inboxBefore = await inboxCount();
+    const dry = await json<Report>('dlq', 'redrive', '--project', 'p2', '--dry-run', '--json');
+    expect(dry.items.map((i) => [i.seq, i.status])).toEqual([[theirs, 'planned']]);
+    const report = await json<Report>('dlq', 'redrive', '--project', 'p1', '--json');
+    expect(report.items.map((i) => [i.seq, i.status, i.reason ?? null])).toEqual([
+      [1, 'redriven', null],
+      [2, 'skipped', 'core_request'],
+    ]);
+    expect(await inboxCount()).toBe(inboxBefore + 1);
+    const listed = await json<Array<{ seq: number; redriven: boolean }>>('dlq', 'list', '--json');
+    expect(listed.map((l) => [l.seq, l.redriven])).toEqual([
+      [1, true],
+      [2, false],
+      [theirs, false],
+    ]);
+    const last = await nats.jsm.streams.getMessage(batonStreamNames(prefix).inbox, { seq: await inboxCount() });
+    expect(last.subject).toBe(inboxSubject());
   });
 
   it('dlq with no subcommand prints its usage and exits 2; an unknown subcommand is a usage error', async () => {

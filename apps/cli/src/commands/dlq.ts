@@ -1,4 +1,13 @@
-import { DlqAdmin, DlqSources, LEGACY_DLQ_SOURCES, StreamNotFound, type DeadLetterRecord } from '@baton/eventstore';
+import {
+  DlqAdmin,
+  DlqSources,
+  LEGACY_DLQ_SOURCES,
+  RedriveSkip,
+  REFUSED_MESSAGE_REASONS,
+  StreamNotFound,
+  type DeadLetterRecord,
+  type DlqFilter,
+} from '@baton/eventstore';
 import type { Command, ParsedArgs } from '../command';
 import { flag, int, parseCommandArgs, str } from '../command';
 import { CliError, CliErrorCode, ExitCode, UsageError } from '../errors';
@@ -59,9 +68,26 @@ async function guarded<T>(ctx: CliContext, work: () => Promise<T>): Promise<T> {
   }
 }
 
-const HELP = `Usage: baton dlq list [--source s] [--reason r] [--json]
+/** `words` joined with commas into lines of at most `width` characters, each after `indent`. */
+function wrapped(words: readonly string[], indent: string, width: number): string {
+  const lines: string[] = [];
+  let line = '';
+  words.forEach((word, i) => {
+    const item = i < words.length - 1 ? `${word},` : word;
+    if (line !== '' && indent.length + line.length + 1 + item.length > width) {
+      lines.push(line);
+      line = item;
+    } else line = line === '' ? item : `${line} ${item}`;
+  });
+  if (line !== '') lines.push(line);
+  return lines.map((l) => `${indent}${l}`).join('\n');
+}
+
+const HELP = `Usage: baton dlq list [--source s] [--reason r] [--project p] [--run id] [--handoff id] [--json]
        baton dlq show <seq> [--json]
-       baton dlq redrive [--until <seq>] [--source s] [--reason r] [--dry-run] [--allow-missing-original] [--json]
+       baton dlq redrive [--until <seq>] [--source s] [--reason r] [--project p]
+                         [--run id] [--handoff id] [--dry-run] [--include-refused]
+                         [--allow-missing-original] [--json]
 
 Inspect and redrive the dead letters in <PREFIX>_DLQ: messages a consumer gave up on, each kept
 with its reason, original subject, original headers and original bytes, on <prefix>.dlq.<source>.
@@ -90,6 +116,10 @@ and --source with either name finds both.
                 <prefix>.ev.>, an operator answer <prefix>.in.*.answer / mesh_answer, or a core
                 request <prefix>.cmd.>: skipped as event_subject, operator_answer, core_request,
                 unknown_source, subject_not_consumed), and
+              - its reason does not say the message itself was refused (skipped as
+                message_refused unless --include-refused is given: the same bytes would be
+                refused again; fix the sender and publish a corrected message):
+${wrapped(Object.keys(REFUSED_MESSAGE_REASONS), '                  ', 94)}, and
               - the original it names is still in <PREFIX>_INBOX at that sequence with the same
                 subject and bytes (else original_mismatch, or original_gone when it aged out);
                 it is republished with the headers the inbox stored.
@@ -98,15 +128,32 @@ and --source with either name finds both.
             again republishes nothing (already_redriven). Markers anywhere else are ignored.
             A letter that cannot be republished is reported and the rest go on.
 
-Options:
+Filters (list and redrive; given together, a letter must match every one). They are applied
+here, to every letter of the stream: the whole <PREFIX>_DLQ is read, no paging.
   --source <s>               only dead letters from this consumer (e.g. router-results; its old
                              durable name works too)
   --reason <r>               only dead letters with this reason (e.g. malformed_json, schema_violation)
+  --project <p>              only dead letters whose original subject is in project p
+                             (<prefix>.in.<p>.…, .ev.<p>.…, .cmd.<service>.<p>.…, .edge.<p>.…)
+  --run <id>                 only dead letters whose original body names this run: its
+                             workflow_run_id, or mesh_run_id for a mesh (a stored event: its run
+                             or mesh aggregate, or its payload's ids)
+  --handoff <id>             only dead letters whose original body names this handoff (handoff_id;
+                             a handoff event's aggregate; an offer's id)
+                             --run and --handoff read the body's top-level ids: a body that is not
+                             a JSON object (malformed_json, invalid_utf8), or over 256 KiB, or cut
+                             short in its letter, names none and never matches
   --until <seq>              redrive only dead letters up to this DLQ sequence
+
+Options:
   --dry-run                  report what redrive would do; change nothing
+  --include-refused          also redrive letters whose message itself was refused (message_refused
+                             above), unchanged: only when the refusal was Baton's mistake, since
+                             fixed (a schema relaxed, a limit raised)
   --allow-missing-original   also redrive letters whose original aged out of the inbox, trusting
                              the letter's bytes and headers (look at them with show first)
-  --json                     machine-readable output ({items, redriven, duplicates, skipped, planned})
+  --json                     machine-readable output (list: one object per letter; redrive:
+                             {items, redriven, duplicates, skipped, planned})
 `;
 
 /**
@@ -126,8 +173,31 @@ function warnUnknownSource(ctx: CliContext, args: ParsedArgs, matched: number): 
   ctx.warn(text, `baton: ${text}\n`);
 }
 
-function filterOf(args: ParsedArgs) {
-  return { source: str(args, 'source'), reason: str(args, 'reason'), untilSeq: int(args, 'until', { min: 1, max: Number.MAX_SAFE_INTEGER }) };
+/** The filter options list and redrive share. */
+const FILTER_OPTIONS = {
+  source: { type: 'string' },
+  reason: { type: 'string' },
+  project: { type: 'string' },
+  run: { type: 'string' },
+  handoff: { type: 'string' },
+} as const;
+
+/** A filter option's value; an empty one is a usage error (it would match nothing, silently). */
+function filterValue(args: ParsedArgs, name: string): string | undefined {
+  const value = str(args, name);
+  if (value === '') throw new UsageError(`--${name} needs a value`);
+  return value;
+}
+
+function filterOf(args: ParsedArgs): DlqFilter {
+  const filter: DlqFilter = {};
+  for (const name of ['source', 'reason', 'project', 'run', 'handoff'] as const) {
+    const value = filterValue(args, name);
+    if (value !== undefined) filter[name] = value;
+  }
+  const untilSeq = int(args, 'until', { min: 1, max: Number.MAX_SAFE_INTEGER });
+  if (untilSeq !== undefined) filter.untilSeq = untilSeq;
+  return filter;
 }
 
 /** `baton dlq list|show|redrive`. */
@@ -143,7 +213,7 @@ export const dlqCommand: Command = {
     }
     switch (sub) {
       case 'list': {
-        const args = parseCommandArgs(rest, { source: { type: 'string' }, reason: { type: 'string' }, json: { type: 'boolean' } }, { min: 0, max: 0 });
+        const args = parseCommandArgs(rest, { ...FILTER_OPTIONS, json: { type: 'boolean' } }, { min: 0, max: 0 });
         if (args.help) return help(ctx);
         const dlq = await admin(ctx);
         const letters = await guarded(ctx, () => dlq.list(filterOf(args)));
@@ -210,9 +280,9 @@ export const dlqCommand: Command = {
           rest,
           {
             until: { type: 'string' },
-            source: { type: 'string' },
-            reason: { type: 'string' },
+            ...FILTER_OPTIONS,
             'dry-run': { type: 'boolean' },
+            'include-refused': { type: 'boolean' },
             'allow-missing-original': { type: 'boolean' },
             json: { type: 'boolean' },
           },
@@ -221,7 +291,10 @@ export const dlqCommand: Command = {
         if (args.help) return help(ctx);
         const dlq = await admin(ctx);
         const dryRun = flag(args, 'dry-run');
-        const report = await guarded(ctx, () => dlq.redrive(filterOf(args), { dryRun, allowMissingOriginal: flag(args, 'allow-missing-original') }));
+        const filter = filterOf(args);
+        const report = await guarded(ctx, () =>
+          dlq.redrive(filter, { dryRun, allowMissingOriginal: flag(args, 'allow-missing-original'), includeRefused: flag(args, 'include-refused') }),
+        );
         warnUnknownSource(ctx, args, report.items.length);
         if (flag(args, 'json')) {
           printJson(ctx.io, report);
@@ -237,6 +310,11 @@ export const dlqCommand: Command = {
             ? `dry run: ${report.planned} would be redriven, ${report.skipped} skipped\n`
             : `${report.redriven} redriven, ${report.duplicates} duplicates, ${report.skipped} skipped\n`,
         );
+        const refused = report.items.filter((item) => item.reason === RedriveSkip.messageRefused).length;
+        if (refused > 0)
+          ctx.io.stdout.write(
+            `${refused} skipped as message_refused: the message itself was refused and would be again; fix the sender and publish a corrected message (--include-refused republishes them unchanged)\n`,
+          );
         return ExitCode.ok;
       }
       default:

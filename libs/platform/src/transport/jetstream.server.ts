@@ -15,6 +15,7 @@ import {
   PoisonError,
   DeadLetterReason,
   deadLetter,
+  deadLetterLogFields,
   StreamNotFound,
   connectNats,
   ambientTracing,
@@ -401,9 +402,7 @@ export class JetStreamServer extends Server<JetStreamServerEvents> implements Cu
       pullExpiresMs: settings.pullExpiresMs,
       ...(this.options.letterGate !== undefined ? { letterGate: this.options.letterGate } : {}),
       onOutcome: (outcome) => {
-        if (outcome.kind === 'dead_lettered' || outcome.kind === 'dead_letter_failed') {
-          this.logger.warn?.(`${binding.spec.durable}: ${outcome.kind} ${outcome.msg.subject}#${outcome.msg.seq}: ${String(outcome.error)}`);
-        }
+        if (outcome.kind === 'dead_lettered' || outcome.kind === 'dead_letter_failed') this.logDeadLetter(binding, outcome);
         this.options.onOutcome?.(outcome);
       },
       // Logged by the default 'error' listener (and handed to any other listener).
@@ -416,6 +415,38 @@ export class JetStreamServer extends Server<JetStreamServerEvents> implements Cu
       },
       handler: (msg) => this.dispatchEvent(binding, msg),
     });
+  }
+
+  /**
+   * The one log line of a message given up on: a fixed `msg` and the fields an SRE finds it by —
+   * `source` (the readable name `baton dlq list` and `baton_dead_letters_total` use), `durable`,
+   * `reason`, `detail`, `subject`, `stream_seq`, `project`, `trace_id` (of the message's
+   * `traceparent`) and the ids its body names (`deadLetterLogFields`). A letter that could not be
+   * written is logged with the write's error, and the message is delivered again.
+   */
+  private logDeadLetter(
+    binding: ResolvedBinding,
+    outcome: Extract<MessageOutcome, { kind: 'dead_lettered' }> | Extract<MessageOutcome, { kind: 'dead_letter_failed' }>,
+  ): void {
+    const { msg } = outcome;
+    const fields = deadLetterLogFields({
+      prefix: this.options.prefix,
+      source: binding.dlqSource,
+      durable: binding.spec.durable,
+      ...(outcome.kind === 'dead_lettered' ? { reason: outcome.reason } : {}),
+      error: outcome.error,
+      subject: msg.subject,
+      seq: msg.seq,
+      headers: msg.headers,
+      data: msg.data,
+    });
+    if (outcome.kind === 'dead_lettered') {
+      this.logger.warn?.('message dead-lettered', fields);
+      return;
+    }
+    // Here the error is the failed write's, not the handler's.
+    const { detail, ...rest } = fields;
+    this.logger.warn?.('dead letter not written; the message is delivered again', { ...rest, error: detail, retry_in_ms: outcome.delayMs });
   }
 
   private async dispatchEvent(binding: ResolvedBinding, msg: ConsumedMessage): Promise<void> {
