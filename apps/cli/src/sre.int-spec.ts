@@ -153,6 +153,10 @@ describe('SRE commands (real NATS and Redis)', () => {
     expect(then.handoff.status).toBe('pending');
     expect(then.timeline).toHaveLength(1);
     expect(now.handoff.status).not.toBe('pending');
+    // Read by a person: when it was created, and (claimed) since when and by whom (docs/sre.md "A run is stuck").
+    const text = (await baton('handoff', 'h-1', '--at', String(created.seq))).out;
+    expect(text).toMatch(/^created: +\d{4}-\d\d-\d\dT/m);
+    expect(text).not.toMatch(/^claimed at:/m);
   });
 
   it('replay --from-seq gives the same projections as a full replay, even when the live state before N was damaged', async () => {
