@@ -10,6 +10,7 @@ import {
   TransientError,
   type ConsumedMessage,
   type ConsumerRunner,
+  deadLetterLogFields,
 } from '@baton/eventstore';
 import { RUNTIME, type ServiceConfig, type ServiceRuntime } from '@baton/platform';
 import { NOTIFIER_CONFIG, webhookBackoff, type NotifierConfig } from '../notifier.config';
@@ -95,8 +96,22 @@ export class WebhookDelivery implements OnApplicationBootstrap, BeforeApplicatio
               delay_ms: outcome.delayMs,
               error: String(outcome.error),
             });
+          // The services' one dead-letter line (docs/sre.md): source, reason, project, trace and the ids the notice names.
           if (outcome.kind === 'dead_lettered')
-            logger.error('webhook delivery gave up (dead-lettered)', { durable, seq: outcome.msg.seq, reason: outcome.reason });
+            logger.error(
+              'webhook delivery gave up (dead-lettered)',
+              deadLetterLogFields({
+                prefix,
+                source,
+                durable,
+                reason: outcome.reason,
+                error: outcome.error,
+                subject: outcome.msg.subject,
+                seq: outcome.msg.seq,
+                headers: outcome.msg.headers,
+                data: outcome.msg.data,
+              }),
+            );
         },
         onError: (error) => logger.error('webhook consumer pull failed', { durable, error: String(error) }),
         onConsumerLost: (event) =>
