@@ -1,4 +1,11 @@
-import { DEAD_LETTER_LOG_DETAIL_CHARS, DEAD_LETTER_REFS_MAX_BYTES, deadLetterLogFields, deadLetterRefs, projectOfSubject } from './dead-letter';
+import {
+  DEAD_LETTER_LOG_DETAIL_CHARS,
+  DEAD_LETTER_REFS_MAX_BYTES,
+  deadLetterLogFields,
+  deadLetterRefs,
+  letterLogFields,
+  projectOfSubject,
+} from './dead-letter';
 import { PoisonError } from './errors';
 
 const encoder = new TextEncoder();
@@ -180,5 +187,46 @@ describe('deadLetterLogFields: the structured log line of a dead-lettering', () 
 
   it('a subject outside the prefix has no project; the fields are still written', () => {
     expect(deadLetterLogFields({ ...base, subject: 'elsewhere.start' })).not.toHaveProperty('project');
+  });
+});
+
+describe('letterLogFields: the line of a letter a service writes itself (a refused core request or edge message)', () => {
+  it('names the source, reason, refusal, project, trace and the ids the body names; a core message has no stream sequence', () => {
+    const fields = letterLogFields({
+      prefix: 'baton',
+      source: 'ledger',
+      reason: 'schema_violation',
+      detail: 'project: Invalid input',
+      subject: 'baton.cmd.ledger.bb-diag2-1.agent.good.create',
+      headers: { traceparent: [TRACEPARENT] },
+      data: json({ handoff_id: 'h-bad', workflow_run_id: 'wr-1' }),
+      deliveries: 1,
+      stream: 'core-abc',
+      seq: 0,
+    });
+    expect(fields).toEqual({
+      source: 'ledger',
+      reason: 'schema_violation',
+      detail: 'project: Invalid input',
+      subject: 'baton.cmd.ledger.bb-diag2-1.agent.good.create',
+      project: 'bb-diag2-1',
+      trace_id: TRACE_ID,
+      workflow_run_id: 'wr-1',
+      handoff_id: 'h-bad',
+    });
+  });
+
+  it('a letter of a stream message keeps its stream sequence', () => {
+    const fields = letterLogFields({
+      prefix: 'baton',
+      source: 'ledger-edge',
+      reason: 'reply_not_allowed',
+      subject: 'baton.edge.p.result.good',
+      data: json({}),
+      deliveries: 1,
+      stream: 'BATON_INBOX',
+      seq: 42,
+    });
+    expect(fields).toMatchObject({ source: 'ledger-edge', reason: 'reply_not_allowed', detail: 'reply_not_allowed', stream_seq: 42, project: 'p' });
   });
 });

@@ -381,3 +381,23 @@ export function deadLetterLogFields(input: DeadLetterLogInput): Record<string, s
   for (const field of DEAD_LETTER_ID_FIELDS) if (ids[field] !== undefined) fields[field] = ids[field];
   return fields;
 }
+
+/**
+ * The same fields for a letter a service writes itself, not a consumer's: a refused core request
+ * (a ledger command, a definition) or agent edge message. Its `detail` is the refusal's; a core
+ * message has no stream sequence, so the line names none.
+ */
+export function letterLogFields(letter: DeadLetterInput): Record<string, string | number> {
+  const fields = deadLetterLogFields({
+    prefix: letter.prefix,
+    source: letter.source,
+    reason: letter.reason,
+    error: letter.detail ?? letter.reason,
+    subject: letter.subject,
+    seq: letter.seq,
+    ...(letter.headers !== undefined ? { headers: letter.headers } : {}),
+    data: letter.data,
+  });
+  if (letter.stream === 'core' || letter.stream.startsWith('core-')) delete fields['stream_seq'];
+  return fields;
+}

@@ -16,6 +16,7 @@ export {
   DEAD_LETTER_REFS_MAX_BYTES,
   deadLetterLogFields,
   deadLetterRefs,
+  letterLogFields,
   projectOfSubject,
 } from './dead-letter';
 export type { DeadLetterLogInput, DeadLetterRefs } from './dead-letter';

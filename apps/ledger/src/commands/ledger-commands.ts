@@ -935,26 +935,25 @@ export class LedgerCommands {
     letter: Pick<DeadLetterInput, 'keepBytes' | 'reply'> = {},
   ): Promise<{ ok: false; error: LedgerError }> {
     const prefix = this.runtime.config.BATON_PREFIX;
-    const recorded = this.refusedLetters.refuse(ledgerCommandSenderOf(prefix, request.subject), {
-      prefix,
-      source: LEDGER_DLQ_SOURCE,
-      reason: rejection.code,
-      detail: rejection.message,
-      subject: request.subject,
-      headers: request.headers,
-      data: request.data,
-      deliveries: 1,
-      // Core NATS request: no stream and no sequence. A unique id keeps each rejection apart.
-      stream: `core-${newUniqueId()}`,
-      seq: 0,
-      consumer: this.runtime.instance,
-      ...letter,
-    });
-    if (recorded.outcome === 'refused') {
-      this.runtime.logger
-        .child({ subject: request.subject })
-        .warn(rejection.kind === 'forbidden' ? 'request refused: access' : 'request rejected', { code: rejection.code, reason: rejection.message });
-    }
+    const recorded = this.refusedLetters.refuse(
+      ledgerCommandSenderOf(prefix, request.subject),
+      {
+        prefix,
+        source: LEDGER_DLQ_SOURCE,
+        reason: rejection.code,
+        detail: rejection.message,
+        subject: request.subject,
+        headers: request.headers,
+        data: request.data,
+        deliveries: 1,
+        // Core NATS request: no stream and no sequence. A unique id keeps each rejection apart.
+        stream: `core-${newUniqueId()}`,
+        seq: 0,
+        consumer: this.runtime.instance,
+        ...letter,
+      },
+      rejection.kind === 'forbidden' ? 'request refused: access' : 'request rejected',
+    );
     await recorded.written;
     return {
       ok: false,

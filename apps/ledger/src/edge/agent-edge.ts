@@ -192,22 +192,25 @@ export class AgentEdgeRelay implements OnApplicationBootstrap, OnModuleDestroy {
    * that it is only counted, for its window's summary letter.
    */
   private refuse(msg: CoreMessage, sender: string, route: EdgeRoute['kind'] | 'none', reason: string, detail: string): void {
-    const { outcome } = this.letters.refuse(sender, {
-      prefix: this.runtime.config.BATON_PREFIX,
-      source: EDGE_DLQ_SOURCE,
-      reason,
-      detail,
-      subject: msg.subject,
-      headers: msg.headers,
-      data: msg.data,
-      deliveries: 1,
-      stream: `core-${newUniqueId()}`,
-      seq: 0,
-      consumer: this.runtime.instance,
-      keepBytes: REFUSED_LETTER_BYTES,
-      ...(msg.reply !== undefined ? { reply: msg.reply } : {}),
-    });
+    const { outcome } = this.letters.refuse(
+      sender,
+      {
+        prefix: this.runtime.config.BATON_PREFIX,
+        source: EDGE_DLQ_SOURCE,
+        reason,
+        detail,
+        subject: msg.subject,
+        headers: msg.headers,
+        data: msg.data,
+        deliveries: 1,
+        stream: `core-${newUniqueId()}`,
+        seq: 0,
+        consumer: this.runtime.instance,
+        keepBytes: REFUSED_LETTER_BYTES,
+        ...(msg.reply !== undefined ? { reply: msg.reply } : {}),
+      },
+      'edge message refused',
+    );
     this.metrics?.edgeMessages.inc({ route, outcome });
-    if (outcome === 'refused') this.runtime.logger.warn('edge message refused', { subject: msg.subject, reason, detail });
   }
 }

@@ -96,7 +96,6 @@ export class PublishDefinitionUseCase {
   }
 
   private async refuse(subject: string, text: string, headers: Record<string, string[]>, error: RouterReplyError): Promise<PublishDefinitionReply> {
-    this.runtime.logger.warn('definition refused', { subject, code: error.code, reason: error.message });
     await deadLetterRequest(this.runtime.nats, this.runtime.logger, {
       prefix: this.runtime.config.BATON_PREFIX,
       source: DEFINITIONS_DLQ_SOURCE,

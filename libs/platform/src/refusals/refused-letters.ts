@@ -1,4 +1,4 @@
-import { DeadLetterReason, deadLetter, newUniqueId, type ConsumedMessage, type DeadLetterInput } from '@baton/eventstore';
+import { DeadLetterReason, deadLetter, letterLogFields, newUniqueId, type ConsumedMessage, type DeadLetterInput } from '@baton/eventstore';
 import type { ServiceRuntime } from '../service/runtime';
 import { inboxSenderOf, RefusedLetterCap, type SuppressedRefusals } from './refused-letter-cap';
 
@@ -44,15 +44,19 @@ export class RefusedLetters {
 
   /**
    * Record one refusal of `sender` (budgets are per `letter.source` and sender): write `letter`
-   * (the caller logs it) while the budget lasts, else count it for the sender's summary (logged
-   * once a window). `written` settles once the letter is stored, at once when there is none; it
+   * while the budget lasts — logged here as every dead-lettering is (`message dead-lettered`, the
+   * fields of {@link letterLogFields}, with the caller's `refused` words) — else count it for the
+   * sender's summary (logged once a window). `written` settles once the letter is stored, at once when there is none; it
    * rejects when the letter could not be written (also logged here) — a caller that does not wait
    * for it must still catch it.
    */
-  refuse(sender: string, letter: DeadLetterInput): { outcome: RefusalOutcome; written: Promise<void> } {
+  refuse(sender: string, letter: DeadLetterInput, refused?: string): { outcome: RefusalOutcome; written: Promise<void> } {
     const verdict = this.cap.refuse(senderKey(letter.source, sender), letter.reason, letter.subject, Date.now());
     this.summarize(verdict.due);
-    if (verdict.letter) return { outcome: 'refused', written: this.record(letter) };
+    if (verdict.letter) {
+      this.runtime.logger.warn('message dead-lettered', { ...letterLogFields(letter), sender, ...(refused !== undefined ? { refused } : {}) });
+      return { outcome: 'refused', written: this.record(letter) };
+    }
     // One line per window of suppression, not one per refusal: a flood must not flood the logs.
     if (verdict.firstSuppressed)
       this.runtime.logger.warn(`refused ${this.what} over budget: counted, not recorded one by one, until the window ends`, {
