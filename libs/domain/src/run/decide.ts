@@ -510,7 +510,10 @@ function stopRun(command: StopRun, state: RunState): DecisionResult<RunEvent> {
     ...runFacts(state, data.run_id ?? state.workflowRunId, metadata.now, data.packet_id),
     why: data.why,
     tried: data.tried ?? [],
-    pending: data.pending ?? null,
+    // The stop names the call, or the run holds one: frozen, never dropped (docs/stop-packets.md
+    // rule 4) — a held run's (the call the result before the hold left pending), or the call the
+    // working agent's handoff carries (handed on, or approved and not yet made).
+    pending: data.pending ?? (state.status === 'held' ? state.hold.pendingCall : state.handoffCall) ?? null,
     ...(data.trace_ids !== undefined ? { trace_ids: data.trace_ids } : {}),
     ...(data.detail !== undefined ? { detail: data.detail } : {}),
     ...(data.cap !== undefined ? { cap: data.cap } : {}),

@@ -506,6 +506,53 @@ describe('workflow run: stops with a packet (seed 003)', () => {
     expect(ofType(decidedBack.last, 'run.routed')[0]!.data).not.toHaveProperty('pending_call');
   });
 
+  it('a stop from outside freezes the call the run holds: a held run\'s pending call, or the one the working agent\'s handoff carries; a raise hands it back, and a stop that names its own call keeps that one', () => {
+    const outside = (packetId: string, extra: Partial<StopRun['data']> = {}): StopRun => ({
+      type: 'stop',
+      data: { packet_id: packetId, why: 'budget', tried: ['hop 9'], cap: { name: 'hops', limit: 9, used: 9 }, ...extra },
+      metadata: meta,
+    });
+    const toReview = play([decided('r3', 'context', advance), decided('r4', 'architect', advance)], atContext()).events;
+    const gated = play([decided('r5', 'reviewer', advance, { pending_tool_call: pending })], toReview).events;
+
+    // Held with the call: the packet freezes it (the hold's item closes, superseded by the stop).
+    const heldStop = ofType(play([outside('wd-held', { why: 'guard_failed', cap: undefined })], gated).last, 'run.stopped')[0]!.data.packet;
+    expect(heldStop).toMatchObject({ why: 'guard_failed', pending, pending_digest: pendingDigest(pending), next_form: { kind: 'approve_deny' } });
+
+    // Handed on by the person's continue, then stopped while the next agent works: frozen again,
+    // and the raise hands it back to that agent (not approved).
+    const continued = play([holdAnswer('a1', 'continue')], gated).events;
+    const working = play([outside('wd-working')], continued);
+    const packet = ofType(working.last, 'run.stopped')[0]!.data.packet;
+    expect(packet).toMatchObject({ why: 'budget', agent: 'shipper', pending, next_form: { kind: 'raise_cap' } });
+    const raised = play(
+      [
+        {
+          type: 'resume',
+          data: {
+            answer: {
+              kind: 'stop_answer',
+              answer: { packet_id: packet.packet_id, answer_id: 'a-raise', action: 'raise_cap', cap: 20, answered_by: 'olga', answered_at: NOW },
+            },
+            workflow,
+            agents,
+          },
+          metadata: operatorMeta,
+        },
+      ],
+      working.events,
+    );
+    expect(ofType(raised.last, 'run.routed')[0]!.data).toMatchObject({ target: { agent: 'shipper' }, raised_cap: 20, pending_call: pending });
+
+    // A stop request naming its own call freezes that one; a run that carries none freezes none.
+    const other = { name: 'wire', args: { usd: 9000 } };
+    expect(ofType(play([outside('wd-own', { pending: other })], continued).last, 'run.stopped')[0]!.data.packet.pending).toEqual(other);
+    expect(ofType(play([outside('wd-none')], started()).last, 'run.stopped')[0]!.data.packet.pending).toBeNull();
+    // Once the agent's result moved the run on without a call, the next handoff carries none.
+    const movedOn = play([holdAnswer('a1', 'continue'), decided('r6', 'shipper', { dispatch: { status: 'hold' } })], gated).events;
+    expect(ofType(play([outside('wd-after')], movedOn).last, 'run.stopped')[0]!.data.packet.pending).toBeNull();
+  });
+
   it('the handoff the running agent works on ended without a result (failed by its claimer, abandoned by a person): the run holds for a person, continue dispatches the same agent again; another handoff or a timeout of it changes nothing', () => {
     const ended = (handoffId: string, reason: 'ended' | 'timeout' = 'ended'): RunCommand => ({
       type: 'handoff_failed',

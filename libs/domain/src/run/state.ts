@@ -124,6 +124,12 @@ export interface RunCore {
   hops: number;
   /** The handoff the current agent works on (the last `run.routed`'s `handoff_id`). */
   handoffId: string | null;
+  /**
+   * The call that handoff carries (its `run.routed`'s `pending_call`, else `approved_call`): a stop
+   * from outside while the agent works on it freezes this call in its packet, so it is not dropped.
+   * Absent in a fold stored before it was kept (read as none).
+   */
+  handoffCall?: PendingToolCall | null;
   /** Who started the run and who else may be notified (seed 000 §5). */
   people: RunPeople;
   /**
@@ -215,6 +221,7 @@ export function evolveRun(state: RunState, event: RunEvent): RunState {
       declaredVariables: data.declared_variables ?? null,
       hops: 0,
       handoffId: null,
+      handoffCall: null,
       people: { ...data.people },
       processedIds: ProcessedIds.of([data.workflow_run_id]),
       notices: 0,
@@ -361,6 +368,7 @@ export function evolveRun(state: RunState, event: RunEvent): RunState {
         callback: event.data.decision.callback_after,
         hops: event.data.hop,
         handoffId: event.data.handoff_id,
+        handoffCall: event.data.pending_call ?? event.data.approved_call ?? null,
       };
     }
     case 'run.held':
