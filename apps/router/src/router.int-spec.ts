@@ -905,6 +905,22 @@ describe('router service (real NATS)', () => {
       expect(await attribution(byPerson)).toEqual(['run.stopped olga operator', 'run.notice_emitted olga operator']);
     });
 
+    it("a stop request may not take a packet id Baton derives (stop-…): another run's open packet stays its own", async () => {
+      // A run stopped by its agent: its packet id is the router's, visible in every view.
+      const { run: victim, packet } = await stoppedRun({ body: 'Refund needs approval.', stop: { why: 'policy' }, pending_tool_call: refund });
+      expect(packet.packet_id.startsWith('stop-')).toBe(true);
+      const other = await startRun('feature');
+      await waitEvents(other, 'run.routed');
+      await publishStopRequest(other, { packet_id: packet.packet_id, why: 'guard_failed', detail: 'take its id' });
+      const letter = await waitDeadLetter(
+        (l) => l.reason === 'schema_violation' && l.data.includes(`"workflow_run_id":"${other}"`),
+        'the stop naming a derived packet id',
+      );
+      expect(letter.detail).toContain('packet ids starting "stop-"');
+      expect(await payloads(other, 'run.stopped')).toEqual([]);
+      expect((await payloads<StoppedPayload>(victim, 'run.stopped'))[0]!.packet.packet_id).toBe(packet.packet_id);
+    });
+
     it("the watchdog's hop-budget stop names its cap: the packet carries it, so a raise that does not exceed the hop limit is refused cap_not_raised", async () => {
       const run = await startRun('feature');
       await waitEvents(run, 'run.routed');

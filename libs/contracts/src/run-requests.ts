@@ -139,11 +139,17 @@ export type HandoffEscalatedCause = z.infer<typeof HandoffEscalatedCauseSchema>;
  * request is delivered. The router fills the run's own facts (agent, step) from its state. A
  * `budget` stop may name the cap it hit (`cap`; the watchdog's hop budget is `hops`): the packet
  * carries it, so the operator's raise_cap form shows it and a cap that does not exceed it is
- * refused (`cap_not_raised`); `cap` belongs to budget stops only.
+ * refused (`cap_not_raised`); `cap` belongs to budget stops only. A `packet_id` starting `stop-` is
+ * refused (`schema_violation`): the router derives those for the stops it opens.
  */
 export const StopRunRequestSchema = z
   .strictObject({
-    packet_id: IdSchema,
+    /**
+     * Unique within the project (the watchdog's are derived from the event that caused them). Not
+     * `stop-…`: those are the ids the router derives for the stops it opens itself, and a request
+     * naming one would take another run's packet id.
+     */
+    packet_id: IdSchema.regex(/^(?!stop-)/, 'packet ids starting "stop-" are the ones Baton derives for the stops it opens itself; choose another'),
     workflow_run_id: IdSchema,
     project: ProjectIdSchema,
     why: StopWhySchema,
