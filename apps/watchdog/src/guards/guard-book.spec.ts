@@ -214,6 +214,24 @@ describe('GuardBook: a late result under a claim already counted is not a second
     expect(stops).toEqual([expect.objectContaining({ guard: 'circuit', agent: 'slow', workflow_run_id: 'wr-1' })]);
   });
 
+  it('work withdrawn from its claimer (the handoff abandoned: a person, the delegator, the router stopping the run) makes its late results no failure; a result under a claim nobody withdrew still counts', () => {
+    const book = new GuardBook({ ...DefaultGuardConfig, circuitFailures: 3 });
+    for (const n of [1, 2, 3]) {
+      const h = `ho-s-${n}`;
+      book.applyFact(
+        event(`e-c${n}`, 'handoff.created', 'handoff', h, { handoff_id: h, project: 'acme', kind: 'task', to_agent: 'slow', workflow_run_id: 'wr-1' }),
+      );
+      book.applyFact(claimed(h, `c-${n}`));
+      book.applyFact(event(`e-a${n}`, 'handoff.abandoned', 'handoff', h, { abandoned_by: 'baton-router', reason: 'run stopped', at }));
+      // The claimer finishes late: the router refuses the result on the handoff it no longer works on.
+      expect(book.applyFact(refused(10 + n, { handoff: h, claim: `c-${n}` }))).toEqual([]);
+    }
+    expect(book.circuitOf('acme', 'slow')).toBeUndefined();
+    // Another claim on the same handoff was never withdrawn: a failure as before.
+    book.applyFact(refused(20, { handoff: 'ho-s-1', claim: 'c-other' }));
+    expect(book.circuitOf('acme', 'slow')).toMatchObject({ failures: 1 });
+  });
+
   it('a result refused with no handoff named is counted (claim_required: nothing to match)', () => {
     const book = new GuardBook({ ...DefaultGuardConfig, circuitFailures: 3 });
     book.applyFact(refused(9));

@@ -69,6 +69,13 @@ export class GuardBook {
    * the router refuses, is the same failure, not a second one.
    */
   private readonly counted = new LruCache<string, true>(COUNTED_CLAIMS_KEPT);
+  /**
+   * Claims whose work someone else withdrew (the handoff abandoned while its claimer held it: by a
+   * person, its delegator, or the router stopping its run): the claimer did nothing wrong, so a
+   * result it sends late under that claim, which the router refuses (`stale_handoff`,
+   * `unexpected_agent`, `run_not_running`), is not its failure either.
+   */
+  private readonly withdrawn = new LruCache<string, true>(COUNTED_CLAIMS_KEPT);
 
   constructor(private readonly config: GuardConfig) {}
 
@@ -99,8 +106,9 @@ export class GuardBook {
       case 'turn_recorded':
         // No guard counts mesh turns; the runner passes the claim it answered to the lease table.
         return [];
-      case 'result_rejected':
-        if (fact.named !== undefined && this.counted.get(`${fact.project}/${fact.named.handoff}/${fact.named.claim_id}`)) return [];
+      case 'result_rejected': {
+        const claim = fact.named !== undefined ? `${fact.project}/${fact.named.handoff}/${fact.named.claim_id}` : undefined;
+        if (claim !== undefined && (this.counted.get(claim) || this.withdrawn.get(claim))) return [];
         return this.circuit({
           kind: 'failure',
           event_id: fact.event_id,
@@ -113,6 +121,7 @@ export class GuardBook {
             ? cappedHandoff(`${fact.project}/${fact.named.handoff}`, this.handoffs.get(`${fact.project}/${fact.named.handoff}`))
             : {}),
         });
+      }
       case 'handoff_created': {
         const info: HandoffInfo = {};
         if (fact.to_agent !== undefined) info.agent = fact.to_agent;
@@ -127,9 +136,13 @@ export class GuardBook {
         this.handoffs.set(key, { ...this.handoffs.get(key), agent: fact.agent, claimer: fact.agent, claimId: fact.claim_id });
         return [];
       }
-      case 'handoff_closed':
-        this.handoffs.delete(`${fact.project}/${fact.handoff}`);
+      case 'handoff_closed': {
+        const key = `${fact.project}/${fact.handoff}`;
+        const info = this.handoffs.get(key);
+        if (fact.withdrawn && info?.claimer !== undefined && info.claimId !== undefined) this.withdrawn.set(`${key}/${info.claimId}`, true);
+        this.handoffs.delete(key);
         return [];
+      }
       case 'handoff_succeeded': {
         const key = `${fact.project}/${fact.handoff}`;
         const info = this.handoffs.get(key);

@@ -93,8 +93,13 @@ export type GuardFact =
   | { kind: 'handoff_claimed'; project: string; handoff: string; agent: string; claim_id: string }
   /** `ends`: the handoff is over (completed by the result); a return may still be reworked. */
   | { kind: 'handoff_succeeded'; event_id: string; project: string; handoff: string; agent?: string; at: string; ends?: true }
-  /** The handoff is over without a success or failure of its own to count (completed after its handback, abandoned, archived). */
-  | { kind: 'handoff_closed'; project: string; handoff: string }
+  /**
+   * The handoff is over without a success or failure of its own to count (completed after its
+   * handback, abandoned, archived). `withdrawn`: abandoned — someone else (a person, the delegator,
+   * the router stopping its run) took the work from whoever held it, so a result its claimer sends
+   * late under that claim is no failure of the claimer's.
+   */
+  | { kind: 'handoff_closed'; project: string; handoff: string; withdrawn?: true }
   /** `agent` / `claim_id`: the claimer and claim a lapse names (other failures are charged to the claim the book saw taken). */
   | { kind: 'handoff_failed'; event_id: string; project: string; handoff: string; agent?: string; claim_id?: string; cause: string; at: string };
 
@@ -219,9 +224,10 @@ export function guardFactOf(event: GuardEventInput): GuardFact | null {
       return { kind: 'handoff_succeeded', event_id: event.id, project, handoff: id, agent: p.agent, at: p.at, ends: true };
     }
     case 'handoff.completed':
-    case 'handoff.abandoned':
     case 'handoff.archived':
       return { kind: 'handoff_closed', project, handoff: id };
+    case 'handoff.abandoned':
+      return { kind: 'handoff_closed', project, handoff: id, withdrawn: true };
     case 'handoff.lease_expired': {
       const p = event.payload as HandoffEventData<'handoff.lease_expired'>;
       return {
