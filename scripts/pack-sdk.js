@@ -183,7 +183,9 @@ function main() {
     const copy = (from, fromRoot, text) => {
       const to = path.join(staged, path.relative(fromRoot, from));
       fs.mkdirSync(path.dirname(to), { recursive: true });
-      if (text === undefined) fs.copyFileSync(from, to);
+      // The source maps stay behind (they point at sources the package does not hold): so do their comments.
+      if (text === undefined && from.endsWith('.js')) fs.writeFileSync(to, fs.readFileSync(from, 'utf8').replace(/\n\/\/# sourceMappingURL=\S+\s*$/, '\n'));
+      else if (text === undefined) fs.copyFileSync(from, to);
       else fs.writeFileSync(to, text);
       return path.relative(staged, to).split(path.sep).join('/');
     };
@@ -191,7 +193,38 @@ function main() {
       ...[...js.files].map((file) => copy(file, jsRoot)),
       ...[...types.files].map((file) => copy(file, typesRoot, rewritten.get(file))),
     ].sort();
-    fs.copyFileSync(path.join(root, 'libs', 'sdk', 'README.md'), path.join(staged, 'README.md'));
+    // Node finds a CommonJS module's named exports (for `import { … } from '@baton/sdk'` in an ES
+    // module) by reading its source; the compiled entry defines them through getters it cannot
+    // read, so the entry ends with the plain assignment Node recognises (never run: `0 &&`).
+    const entryFile = path.join(staged, `${ENTRY}.js`);
+    const names = JSON.parse(
+      execFileSync(process.execPath, ['-e', `process.stdout.write(JSON.stringify(Object.keys(require(${JSON.stringify(entryFile)}))))`], {
+        env: { PATH: process.env.PATH ?? '', NODE_PATH: path.join(root, 'node_modules') },
+        encoding: 'utf8',
+      }),
+    );
+    const identifier = /^[A-Za-z_$][A-Za-z0-9_$]*$/;
+    const odd = names.filter((name) => !identifier.test(name));
+    if (odd.length > 0) fail(`export names that are not identifiers: ${odd.join(', ')}`);
+    fs.appendFileSync(
+      entryFile,
+      `\n// The names an ES module imports (Node reads them from this line; it is never run).\n0 && (module.exports = { ${names.join(', ')} });\n`,
+    );
+
+    // The README, with its links to Baton's docs pointing into the package, and the docs it links
+    // to: the JSON Schemas (for agents in other languages) and the rules it cites.
+    const readme = fs.readFileSync(path.join(root, 'libs', 'sdk', 'README.md'), 'utf8').replace(/\]\(\.\.\/\.\.\/docs\//g, '](docs/');
+    fs.writeFileSync(path.join(staged, 'README.md'), readme);
+    const docs = path.join(staged, 'docs');
+    fs.mkdirSync(path.join(docs, 'schemas'), { recursive: true });
+    for (const name of fs.readdirSync(path.join(root, 'docs', 'schemas'))) {
+      fs.copyFileSync(path.join(root, 'docs', 'schemas', name), path.join(docs, 'schemas', name));
+    }
+    const cited = new Set([...readme.matchAll(/docs\/([a-z-]+\.md)/g)].map((m) => m[1]));
+    for (const name of [...cited].sort()) {
+      if (!fs.existsSync(path.join(root, 'docs', name))) fail(`the README cites docs/${name}, which does not exist`);
+      fs.copyFileSync(path.join(root, 'docs', name), path.join(docs, name));
+    }
 
     const manifest = {
       name: '@baton/sdk',
@@ -201,7 +234,12 @@ function main() {
       engines: rootPackage.engines,
       main: `${ENTRY}.js`,
       types: `${ENTRY}.d.ts`,
-      files: ['libs', 'README.md'],
+      // One way in: the entry (its declarations, its CommonJS module, which ES modules import too).
+      exports: {
+        '.': { types: `./${ENTRY}.d.ts`, default: `./${ENTRY}.js` },
+        './package.json': './package.json',
+      },
+      files: ['libs', 'docs', 'README.md'],
       dependencies,
     };
     fs.writeFileSync(path.join(staged, 'package.json'), `${JSON.stringify(manifest, null, 2)}\n`);

@@ -130,6 +130,28 @@ export class NoRunResultError extends BatonSdkError {
 }
 
 /**
+ * `finish()` was called on a handoff of a run that the router did not route: work an agent
+ * delegated with `agent.ledger.create`, naming its run for context (`workflow_run_id`). A run takes
+ * a result only for the handoff the router routed to its current agent (ids `ho-…`, `mh-…`), so the
+ * router would refuse this one (`unexpected_agent` / `stale_handoff`) and the refusal would count
+ * toward this agent's circuit. Nothing was sent and the claim is kept: end it through the ledger —
+ * `return(report)` (the delegator reviews it), `release()` or `fail()`. `code` is stable:
+ * `delegated_handoff`.
+ */
+export class DelegatedResultError extends BatonSdkError {
+  constructor(
+    readonly handoffId: string,
+    readonly workflowRunId: string,
+  ) {
+    super(
+      `cannot finish handoff ${handoffId} with a result of run ${workflowRunId}: an agent delegated it, the router did not route it to this agent for the run; end it with return(report) (or release() / fail())`,
+      { code: 'delegated_handoff' },
+    );
+    this.name = 'DelegatedResultError';
+  }
+}
+
+/**
  * `finish()` was called on a completion handback (`kind: completion_handback`): a review of work
  * this agent delegated, which is decided — `offer.decide('accept' | 'rework', note)` — never finished
  * with a run result (its run waits for another agent's result: the router would refuse this one,

@@ -16,6 +16,23 @@ export type {
 } from './client';
 export type { ClaimOptions, FinishResult, HandoffOffer, ReturnReport } from './offers';
 export { LedgerClient } from '@baton/eventstore';
+// One connection shared by several clients (`createBatonClient({ nats })`), and the ledger's create body.
+export { connectNats } from '@baton/eventstore';
+export type { LedgerCreateInput, NatsConnectOptions, NatsHandle } from '@baton/eventstore';
+// The contracts a client validates against and names its messages by (docs/schemas), and the
+// stable codes of refusals: the ledger's own, the handoff decider's, a rejected message's.
+export {
+  AgentResultSchema,
+  LedgerErrorCode,
+  MeshStartRequestSchema,
+  MsgIds,
+  RejectionCode,
+  SessionMessageSchema,
+  StartRunRequestSchema,
+  SubjectTable,
+} from '@baton/contracts';
+export type { MeshDefinition, MeshStartRequest, Rejection, SessionMessage } from '@baton/contracts';
+export { HandoffErrorCode } from '@baton/domain';
 // What a publish may throw besides the SDK's own errors (each with a stable `code`).
 export { EventStoreError, EventStoreErrorCode, PermissionDenied, PublishTimeout, StreamNotFound } from '@baton/eventstore';
 export type { LedgerReply } from '@baton/contracts';
@@ -24,6 +41,7 @@ export { AgentSubjects, offerDurableName } from './subjects';
 export {
   BatonSdkError,
   CrossProjectResultError,
+  DelegatedResultError,
   NoRunResultError,
   HandbackResultError,
   DuplicateMessageError,

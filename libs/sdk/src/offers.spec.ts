@@ -5,7 +5,7 @@ import { createOfferHandler } from './offers';
 /** An offer message as the runner hands it over (the handler reads its bytes and delivery facts only). */
 const offerMessage = (deliveries: number): ConsumedMessage => ({
   subject: 'x.in.shop.offer.alice',
-  data: new TextEncoder().encode(JSON.stringify({ id: 'h-1', status: 'pending' })),
+  data: new TextEncoder().encode(JSON.stringify({ id: 'ho-s-wr-1', status: 'pending' })),
   headers: {},
   seq: 7,
   deliveryCount: deliveries,
@@ -24,7 +24,7 @@ const refusedBy = (code: string, details?: Record<string, unknown>) =>
     ledger: {} as never,
     publishResult: async () => ({ seq: 0, duplicate: false, stream: 'X' }),
     onOffer: async () => {
-      throw new LedgerCommandError('claim', 'h-1', { code, kind: 'unavailable', message: `${code}`, ...(details ? { details } : {}) });
+      throw new LedgerCommandError('claim', 'ho-s-wr-1', { code, kind: 'unavailable', message: `${code}`, ...(details ? { details } : {}) });
     },
   });
 
@@ -59,7 +59,7 @@ describe('the claim an offer sends, and the heartbeat that keeps it', () => {
     const claimed = (body: Record<string, unknown>) => ({
       ok: true as const,
       handoff: {
-        id: 'h-1',
+        id: 'ho-s-wr-1',
         status: 'claimed',
         claimed_by: 'alice',
         claim_id: `c-${String(body['idempotency_key'])}`,
@@ -105,7 +105,7 @@ describe('the claim an offer sends, and the heartbeat that keeps it', () => {
         return {
           ok: true,
           handoff: {
-            id: 'h-1',
+            id: 'ho-s-wr-1',
             status: 'claimed',
             claimed_by: 'alice',
             claim_id: `c-${answer}`,
@@ -129,7 +129,7 @@ describe('the claim an offer sends, and the heartbeat that keeps it', () => {
         claimIds.push((await offer.claim({ autoHeartbeat: false })).claim_id);
       },
     })(offerMessage(1));
-    expect(keys).toEqual(['claim:h-1:7:i-1', 'claim:h-1:7:i-1', 'claim:h-1:7:i-1:2']);
+    expect(keys).toEqual(['claim:ho-s-wr-1:7:i-1', 'claim:ho-s-wr-1:7:i-1', 'claim:ho-s-wr-1:7:i-1:2']);
     expect(claimIds).toEqual(['c-2', 'c-3']);
   });
 
@@ -140,7 +140,7 @@ describe('the claim an offer sends, and the heartbeat that keeps it', () => {
       claim: async () => ({
         ok: true,
         handoff: {
-          id: 'h-1',
+          id: 'ho-s-wr-1',
           status: 'claimed',
           claimed_by: 'alice',
           claim_id: `c-${++claims}`,
@@ -181,8 +181,8 @@ describe('the claim an offer sends, and the heartbeat that keeps it', () => {
     const first = client('i-1', () => null);
     const second = client('i-2', () => null);
     await Promise.all([first.run(), second.run()]);
-    expect(first.claims.map((c) => c['idempotency_key'])).toEqual(['claim:h-1:7:i-1']);
-    expect(second.claims[0]!['idempotency_key']).toBe('claim:h-1:7:i-2');
+    expect(first.claims.map((c) => c['idempotency_key'])).toEqual(['claim:ho-s-wr-1:7:i-1']);
+    expect(second.claims[0]!['idempotency_key']).toBe('claim:ho-s-wr-1:7:i-2');
   });
 
   it('a heartbeat the ledger could not decide (timeout, store down) keeps the claim and the beats going; a refusal stops them and aborts the signal', async () => {
@@ -211,7 +211,7 @@ describe('the claim an offer sends, and the heartbeat that keeps it', () => {
       ledger: {
         claim: async (_project: string, body: Record<string, unknown>) => ({
           ok: true,
-          handoff: { id: 'h-1', status: 'claimed', claimed_by: 'alice', claim_id: `c-${String(body['idempotency_key'])}` },
+          handoff: { id: 'ho-s-wr-1', status: 'claimed', claimed_by: 'alice', claim_id: `c-${String(body['idempotency_key'])}` },
           events: 1,
         }),
         heartbeat: async () => replies.shift(),

@@ -1,8 +1,17 @@
 import { z } from 'zod';
 import { clipText, Limits, offeredHandoff, parseUntrustedJson, type CompletionReportSchema, type HandoffRecord, type LedgerReply } from '@baton/contracts';
 import { LruCache, PoisonError, TransientError, type ConsumedMessage, type LedgerClient } from '@baton/eventstore';
+import { ROUTER_DERIVED_HANDOFF_ID } from '@baton/domain';
 import type { AgentResultInput, PublishReceipt } from './client';
-import { CrossProjectResultError, HandbackResultError, LedgerCommandError, NoRunResultError, NotClaimedError, type OfferGiveUp } from './errors';
+import {
+  CrossProjectResultError,
+  DelegatedResultError,
+  HandbackResultError,
+  LedgerCommandError,
+  NoRunResultError,
+  NotClaimedError,
+  type OfferGiveUp,
+} from './errors';
 
 /** A report as an agent writes it: `files_changed`, `verification`, `next_steps` and `evidence` may be left out. */
 export type ReturnReport = z.input<typeof CompletionReportSchema>;
@@ -51,6 +60,12 @@ export interface HandoffOffer {
   readonly handoff: HandoffRecord | null;
   /** The current claim id, null until claimed. */
   readonly claimId: string | null;
+  /**
+   * A step of a workflow run (or a mesh turn) the router routed to this agent, ended with
+   * `finish(result)`; false for delegated work, a completion handback or a cross-project handoff,
+   * which end through the ledger (`return`, `decide`, `release`, `fail`).
+   */
+  readonly isRunStep: boolean;
   /** Aborted when the claim is lost (a heartbeat was refused) or the work ended. */
   readonly signal: AbortSignal;
   /**
@@ -89,7 +104,8 @@ export interface HandoffOffer {
    * with `return(report)` too.
    * @throws NotClaimedError (nothing sent) when the offer was not claimed; CrossProjectResultError
    *   (nothing sent, the claim kept) on a cross-project handoff; NoRunResultError (nothing sent, the
-   *   claim kept) on a handoff of no run; HandbackResultError (nothing sent, the claim kept) on a
+   *   claim kept) on a handoff of no run; DelegatedResultError (nothing sent, the claim kept) on work
+   *   an agent delegated naming a run (not {@link isRunStep}); HandbackResultError (nothing sent, the claim kept) on a
    *   completion handback (decide it); InvalidInputError when the result breaks the contract.
    */
   finish(result: FinishResult): Promise<PublishReceipt>;
@@ -344,6 +360,20 @@ class Offer implements HandoffOffer {
     return this.ending('decide', reply);
   }
 
+  /**
+   * True when this handoff is a step of a workflow run (or a mesh turn) that the router routed to
+   * this agent: its id is one only the router creates (`ho-…`, `mh-…`), it is no completion
+   * handback, and its run is this project's. Such a handoff ends with `finish(result)`; any other
+   * (delegated work, a review, a cross-project handoff) ends through the ledger: `return`,
+   * `decide`, `release`, `fail`.
+   */
+  get isRunStep(): boolean {
+    const handoff = this.handoff;
+    if (handoff?.kind === 'completion_handback') return false;
+    if (handoff?.source_project !== undefined && handoff.source_project !== this.project) return false;
+    return ROUTER_DERIVED_HANDOFF_ID.test(this.handoffId);
+  }
+
   async finish(result: FinishResult): Promise<PublishReceipt> {
     const claimId = this.requireClaim('finish');
     // A completion handback is a review: it is decided, never finished with a run result (the run
@@ -357,6 +387,9 @@ class Offer implements HandoffOffer {
     }
     const workflowRunId = result.workflow_run_id ?? this.handoff?.workflow_run_id;
     if (workflowRunId === undefined) throw new NoRunResultError(this.handoffId);
+    // A run takes a result only on the handoff the router routed to it: one an agent delegated
+    // (naming the run for context) would be refused, and the refusal would count against this agent.
+    if (!this.isRunStep) throw new DelegatedResultError(this.handoffId, workflowRunId);
     this.stopHeartbeat();
     return this.deps.publishResult({
       ...result,

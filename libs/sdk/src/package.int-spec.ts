@@ -68,6 +68,11 @@ describe('the packed SDK (npm run pack:sdk) works outside the repository', () =>
     // The message edge and the contracts come along; nothing of the services' platform does.
     expect(entries).toEqual(expect.arrayContaining(['package/libs/eventstore/src/ledger-client.js', 'package/libs/contracts/src/agent-result.d.ts']));
     expect(entries.filter((e) => /libs\/(platform|projections|testing|definitions)\/|\.spec\.|\.map$/.test(e))).toEqual([]);
+    // The docs its README links to travel with it (other languages read the JSON Schemas).
+    expect(entries).toEqual(expect.arrayContaining(['package/docs/schemas/agent-result.json', 'package/docs/errors.md']));
+    const readme = execFileSync('tar', ['-xzOf', packed.tarball, 'package/README.md'], { encoding: 'utf8' });
+    expect(readme).not.toContain('](../../');
+    expect(readme).toContain('](docs/errors.md)');
     expect(manifest.dependencies).toEqual({
       '@opentelemetry/api': rootManifest.dependencies['@opentelemetry/api'],
       nats: rootManifest.dependencies['nats'],
@@ -136,6 +141,36 @@ describe('the packed SDK (npm run pack:sdk) works outside the repository', () =>
     expect(wrong.status).not.toBe(0);
     expect(wrong.stdout).toMatch(/wrong\.ts\(2,\d+\): error TS2345/);
   }, 60_000);
+
+  it('an ES module imports its names (Node reads them from the CommonJS entry), and only the entry is a way in', () => {
+    const { NODE_PATH: _ignored, ...env } = process.env;
+    const esm = spawnSync(
+      process.execPath,
+      [
+        '--input-type=module',
+        '-e',
+        [
+          "import { createBatonClient, decisions, DelegatedResultError, BatonSdkError, connectNats, AgentResultSchema } from '@baton/sdk';",
+          "const error = new DelegatedResultError('h-1', 'wr-1');",
+          "process.stdout.write(JSON.stringify({ client: typeof createBatonClient, connect: typeof connectNats, advance: decisions.advance('ok'), sdk: error instanceof BatonSdkError, code: error.code, schema: typeof AgentResultSchema.safeParse }));",
+        ].join('\n'),
+      ],
+      { cwd: consumer, env, encoding: 'utf8' },
+    );
+    expect(esm.stderr).toBe('');
+    expect(JSON.parse(esm.stdout)).toEqual({
+      client: 'function',
+      connect: 'function',
+      advance: { dispatch: { status: 'advance', reason: 'ok' } },
+      sdk: true,
+      code: 'delegated_handoff',
+      schema: 'function',
+    });
+    // The package's insides are not an interface: a deep import is refused by its exports map.
+    const deep = spawnSync(process.execPath, ['-e', "require('@baton/sdk/libs/eventstore/src/index.js')"], { cwd: consumer, env, encoding: 'utf8' });
+    expect(deep.status).not.toBe(0);
+    expect(deep.stderr).toContain('ERR_PACKAGE_PATH_NOT_EXPORTED');
+  });
 
   it('a plain node process outside the repository publishes a result through it to a real stream', async () => {
     const nats: NatsHandle = await connectNats({ servers: NATS_URL, name: 'sdk-package-int', reconnect: false });

@@ -7,6 +7,7 @@ import {
   BatonSdkError,
   createBatonClient,
   CrossProjectResultError,
+  DelegatedResultError,
   NoRunResultError,
   decisions,
   InvalidInputError,
@@ -225,19 +226,21 @@ describe('the agent SDK against a real NATS server', () => {
         },
       });
     });
-    await nats.js.publish(AgentSubjects.offer(prefix, PROJECT, AGENT), encoder.encode(JSON.stringify(pendingHandoff('h-1'))), { msgID: 'offer:h-1:1' });
+    await nats.js.publish(AgentSubjects.offer(prefix, PROJECT, AGENT), encoder.encode(JSON.stringify(pendingHandoff('ho-s-wr-1'))), {
+      msgID: 'offer:ho-s-wr-1:1',
+    });
     await handled;
     ledger.stop();
 
     expect(seen).toHaveLength(1);
-    expect(seen[0]!.offer.handoffId).toBe('h-1');
+    expect(seen[0]!.offer.handoffId).toBe('ho-s-wr-1');
     expect(seen[0]!.offer.claimId).toBe('claim-1');
     expect(seen[0]!.claimed.status).toBe('claimed');
     expect(ledger.requests).toEqual([
       {
         command: 'claim',
         subject: AgentSubjects.ledger(prefix, PROJECT, AGENT, 'claim'),
-        body: { handoff_id: 'h-1', idempotency_key: expect.stringMatching(/^claim:h-1:\d+:[0-9a-f]{12}$/) },
+        body: { handoff_id: 'ho-s-wr-1', idempotency_key: expect.stringMatching(/^claim:ho-s-wr-1:\d+:[0-9a-f]{12}$/) },
       },
     ]);
     // The subject names the agent; the body never does.
@@ -245,7 +248,7 @@ describe('the agent SDK against a real NATS server', () => {
     const resultSubject = AgentSubjects.result(prefix, PROJECT, AGENT);
     const stored = await nats.jsm.streams.getMessage(batonStreamNames(prefix).inbox, { last_by_subj: resultSubject });
     expect(JSON.parse(decoder.decode(stored.data))).toMatchObject({
-      handoff_id: 'h-1',
+      handoff_id: 'ho-s-wr-1',
       claim_id: 'claim-1', // the claim rule (docs/runs.md): the router accepts it only under this claim
       workflow_run_id: 'wr-1',
       result_id: 'res-claim-1',
@@ -283,6 +286,40 @@ describe('the agent SDK against a real NATS server', () => {
     expect((error as Error).message).toMatch(/return\(\)/);
     expect(explicit).toBeInstanceOf(CrossProjectResultError);
     expect(claimId).toBe('claim-x'); // the claim is kept: the agent can still return() the work
+    const info = await nats.jsm.streams.info(batonStreamNames(prefix).inbox, { subjects_filter: AgentSubjects.result(prefix, PROJECT, AGENT) });
+    expect(info.state.subjects ?? {}).toEqual({});
+  });
+
+  it('finish() on work an agent delegated naming its run (not a step the router routed) sends nothing and throws DelegatedResultError (code delegated_handoff); isRunStep says which is which', async () => {
+    // An agent's own create may name its run for context; only the router's handoffs (ho-…, mh-…) are the run's steps.
+    const ledger = fakeLedger(nats, prefix, {
+      claim: (body) => ({ ok: true, handoff: claimedBy(pendingHandoff(String(body['handoff_id'])), AGENT, `claim-${String(body['handoff_id'])}`), events: 1 }),
+    });
+    const agent = await client();
+    const seen = new Map<string, { error: unknown; isRunStep: boolean; claimId: string | null }>();
+    const both = new Promise<void>((resolve) => {
+      void agent.handoffs({
+        onOffer: async (offer) => {
+          await offer.claim({ autoHeartbeat: false });
+          const isRunStep = offer.isRunStep;
+          const error = offer.handoffId === 'delegated-1' ? await offer.finish({ body: 'done' }).catch((e: unknown) => e) : null;
+          seen.set(offer.handoffId, { error, isRunStep, claimId: offer.claimId });
+          if (seen.size === 2) resolve();
+        },
+      });
+    });
+    for (const id of ['delegated-1', 'ho-r-wr-1:res-0'])
+      await nats.js.publish(AgentSubjects.offer(prefix, PROJECT, AGENT), encoder.encode(JSON.stringify(pendingHandoff(id))), { msgID: `offer:${id}:1` });
+    await both;
+    ledger.stop();
+
+    const delegated = seen.get('delegated-1')!;
+    expect(delegated.isRunStep).toBe(false);
+    expect(delegated.error).toBeInstanceOf(DelegatedResultError);
+    expect(delegated.error).toBeInstanceOf(BatonSdkError);
+    expect(delegated.error).toMatchObject({ code: 'delegated_handoff', handoffId: 'delegated-1', workflowRunId: 'wr-1' });
+    expect(delegated.claimId).toBe('claim-delegated-1'); // kept: return() still ends it
+    expect(seen.get('ho-r-wr-1:res-0')!.isRunStep).toBe(true);
     const info = await nats.jsm.streams.info(batonStreamNames(prefix).inbox, { subjects_filter: AgentSubjects.result(prefix, PROJECT, AGENT) });
     expect(info.state.subjects ?? {}).toEqual({});
   });

@@ -1,5 +1,5 @@
 export { handoffDecider } from './decider';
-export { decideHandoff, handbackRecipient, HandoffErrorCode, LEDGER_DERIVED_HANDOFF_ID } from './decide';
+export { decideHandoff, handbackRecipient, HandoffErrorCode, LEDGER_DERIVED_HANDOFF_ID, ROUTER_DERIVED_HANDOFF_ID } from './decide';
 export {
   evolveHandoff,
   initialHandoffState,
