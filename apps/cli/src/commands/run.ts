@@ -130,7 +130,11 @@ function print(ctx: CliContext, json: boolean, report: RunReport): ExitCode {
       hold: r.hold
         ? `${r.hold.kind}: ${r.hold.reason}${r.hold.cause ? ` (cause ${r.hold.cause.kind}:${r.hold.cause.id}; answer-hold --hold-cause)` : ''}`
         : undefined,
-      'pending call': r.hold?.pending_call ? `${r.hold.pending_call.name} (continue or reroute hands it on; not approved)` : undefined,
+      'pending call': r.hold?.pending_call
+        ? `${r.hold.pending_call.name} ${JSON.stringify(r.hold.pending_call.args ?? {})}${r.hold.pending_call.call_id !== undefined ? ` (call ${r.hold.pending_call.call_id})` : ''} — ${
+            r.hold.pending_target ? 'continue or reroute hands it on' : 'reroute hands it on'
+          }, not approved`
+        : undefined,
       terminated: r.terminated_reason ?? undefined,
       started: r.started_at,
       updated: r.updated_at,

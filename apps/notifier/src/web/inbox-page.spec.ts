@@ -26,4 +26,31 @@ describe('the console inbox page', () => {
     const card = itemCard({ kind: 'handback', item, handoff: null }, { principal: null, csrf: null }, '/inbox').toString();
     expect(card).toContain('data-testid="offer-given-up">by alice: onOffer failed 5 times: &lt;model down&gt;</dd>');
   });
+  it('a hold whose result left a call pending shows the call, and says which answers hand it on (Reroute only when nothing to continue to)', () => {
+    const hold = (pendingTarget: unknown) =>
+      ({
+        id: 'hold:7:acme:wr-1',
+        project: 'acme',
+        kind: 'hold',
+        status: 'open',
+        urgency: 2,
+        at: 0,
+        title: 'Approve the human gate at s1',
+        opened_at: '2026-12-05T00:00:00.000Z',
+        workflow_run_id: 'wr-1',
+        hold_kind: 'human_gate',
+        step: 's1',
+        pending_target: pendingTarget,
+        pending_call: { name: 'wire', args: { to: 'acct-<1>', usd: 9000 } },
+      }) as unknown as InboxItem;
+    const gated = itemCard({ kind: 'hold', item: hold({ agent: 'b', step: 's2' }) } as never, { principal: null, csrf: null }, '/inbox').toString();
+    expect(gated).toContain('<dt>Pending call</dt>');
+    expect(gated).toContain('acct-&lt;1&gt;');
+    expect(gated).toContain('Continue or Reroute hands it on (not approved)');
+    const nowhere = itemCard({ kind: 'hold', item: hold(null) } as never, { principal: null, csrf: null }, '/inbox').toString();
+    expect(nowhere).toContain('Reroute hands it on (not approved)');
+    expect(nowhere).not.toContain('Continue or Reroute hands');
+    const none = itemCard({ kind: 'hold', item: { ...hold(null), pending_call: undefined } } as never, { principal: null, csrf: null }, '/inbox').toString();
+    expect(none).not.toContain('Pending call');
+  });
 });

@@ -157,7 +157,7 @@ function holdCard(item: InboxItem, ctx: PageContext, returnTo: string): SafeHtml
   <dt>Hold</dt><dd>${str(item['hold_kind']) ?? 'hold'} at step ${str(item['step']) ?? '?'}</dd>
   <dt>Reason</dt><dd data-testid="user-msg">${str(item['reason']) ?? ''}</dd>
   <dt>Continue goes to</dt><dd>${target ? `${target.agent ?? '?'} (${target.step ?? '?'})` : html`<span class="muted">no pending target: at a terminal step Continue completes the run; elsewhere it is refused (reroute or terminate)</span>`}</dd>
-  ${item['pending_call'] ? html`<dt>Pending call</dt><dd data-testid="pending">${html`<pre>${prettyJson(item['pending_call'])}</pre>`}<span class="muted">left pending by the agent before the hold; Continue or Reroute hands it on (not approved), Terminate drops it</span></dd>` : null}
+  ${item['pending_call'] ? html`<dt>Pending call</dt><dd data-testid="pending">${html`<pre>${prettyJson(item['pending_call'])}</pre>`}<span class="muted">left pending by the agent before the hold; ${target ? 'Continue or Reroute hands' : 'Reroute hands'} it on (not approved), Terminate drops it</span></dd>` : null}
   <dt>Run</dt><dd>${runLink(item.project, item.workflow_run_id, item.workflow_run_id ?? '')}</dd>
 </dl>
 ${
