@@ -506,7 +506,7 @@ describe('workflow run: stops with a packet (seed 003)', () => {
     expect(ofType(decidedBack.last, 'run.routed')[0]!.data).not.toHaveProperty('pending_call');
   });
 
-  it('a stop from outside freezes the call the run holds: a held run\'s pending call, or the one the working agent\'s handoff carries; a raise hands it back, and a stop that names its own call keeps that one', () => {
+  it("a stop from outside freezes the call the run holds: a held run's pending call, or the one the working agent's handoff carries; a raise hands it back, and a stop that names its own call keeps that one", () => {
     const outside = (packetId: string, extra: Partial<StopRun['data']> = {}): StopRun => ({
       type: 'stop',
       data: { packet_id: packetId, why: 'budget', tried: ['hop 9'], cap: { name: 'hops', limit: 9, used: 9 }, ...extra },
