@@ -1,5 +1,5 @@
 import { TransientError, type ConsumedMessage } from '@baton/eventstore';
-import { LedgerCommandError, NotClaimedError } from './errors';
+import { InvalidInputError, LedgerCommandError, NotClaimedError } from './errors';
 import { createOfferHandler } from './offers';
 
 /** An offer message as the runner hands it over (the handler reads its bytes and delivery facts only). */
@@ -131,6 +131,44 @@ describe('the claim an offer sends, and the heartbeat that keeps it', () => {
     })(offerMessage(1));
     expect(keys).toEqual(['claim:ho-s-wr-1:7:i-1', 'claim:ho-s-wr-1:7:i-1', 'claim:ho-s-wr-1:7:i-1:2']);
     expect(claimIds).toEqual(['c-2', 'c-3']);
+  });
+
+  it("decide() holds a decision to the ledger's contract: a rework whose note is blank throws InvalidInputError and sends nothing; a rework with a note is sent", async () => {
+    const sent: unknown[] = [];
+    const ledger = {
+      claim: async () => ({
+        ok: true,
+        handoff: {
+          id: 'hb-1',
+          status: 'claimed',
+          claimed_by: 'alice',
+          claim_id: 'c-1',
+          claimed_at: new Date().toISOString(),
+          lease_expires_at: new Date(Date.now() + 60_000).toISOString(),
+        },
+        events: 1,
+      }),
+      decideHandback: async (_project: string, body: unknown) => {
+        sent.push(body);
+        return { ok: true, handoff: { id: 'hb-1', status: 'completed' }, events: 1 };
+      },
+    };
+    const seen: unknown[] = [];
+    await createOfferHandler({
+      project: 'shop',
+      agent: 'alice',
+      instance: 'i-1',
+      ledger: ledger as never,
+      publishResult: async () => ({ seq: 1, duplicate: false, stream: 'X' }),
+      onOffer: async (offer) => {
+        await offer.claim({ autoHeartbeat: false });
+        seen.push(await offer.decide('rework', '   ').catch((error: unknown) => error));
+        seen.push(await offer.decide('rework', 'cover the error paths'));
+      },
+    })(offerMessage(1));
+    expect(seen[0]).toBeInstanceOf(InvalidInputError);
+    expect(seen[0]).toMatchObject({ code: 'schema_violation', message: expect.stringContaining('a rework says what to change') });
+    expect(sent).toEqual([{ handoff_id: 'ho-s-wr-1', decision: 'rework', note: 'cover the error paths', idempotency_key: 'decide:c-1' }]);
   });
 
   it('after a refused heartbeat said the claim is lost, finish and the endings send nothing (NotClaimedError.lostBy); a new claim() clears it', async () => {

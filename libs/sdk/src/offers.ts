@@ -1,5 +1,15 @@
 import { z } from 'zod';
-import { clipText, Limits, offeredHandoff, parseUntrustedJson, type CompletionReportSchema, type HandoffRecord, type LedgerReply } from '@baton/contracts';
+import {
+  clipText,
+  DecideHandbackCommandSchema,
+  Limits,
+  offeredHandoff,
+  parseUntrustedJson,
+  rejectionFromZod,
+  type CompletionReportSchema,
+  type HandoffRecord,
+  type LedgerReply,
+} from '@baton/contracts';
 import { LruCache, PoisonError, TransientError, type ConsumedMessage, type LedgerClient } from '@baton/eventstore';
 import { ROUTER_DERIVED_HANDOFF_ID } from '@baton/domain';
 import type { AgentResultInput, PublishReceipt } from './client';
@@ -7,6 +17,7 @@ import {
   CrossProjectResultError,
   DelegatedResultError,
   HandbackResultError,
+  InvalidInputError,
   LedgerCommandError,
   NoRunResultError,
   NotClaimedError,
@@ -88,9 +99,11 @@ export interface HandoffOffer {
   /**
    * Decide a completion handback offered to this agent for review (`kind: completion_handback`):
    * accept the work, or send it back for rework (a rework says what to change: `note`).
-   * @throws LedgerCommandError (e.g. `self_accept_forbidden`, `handback_already_decided`, `not_a_handback`), NotClaimedError
+   * @throws LedgerCommandError (e.g. `self_accept_forbidden`, `handback_already_decided`, `not_a_handback`), NotClaimedError,
+   *   InvalidInputError (nothing sent: a rework whose note is blank, a note too long)
    */
-  decide(decision: 'accept' | 'rework', note?: string): Promise<HandoffRecord>;
+  decide(decision: 'accept', note?: string): Promise<HandoffRecord>;
+  decide(decision: 'rework', note: string): Promise<HandoffRecord>;
   /**
    * Publish this agent's result for the handoff under its claim (`handoff_id` and `claim_id` set;
    * `workflow_run_id` from the handoff; `result_id` defaults to one derived from the claim, so
@@ -350,13 +363,15 @@ class Offer implements HandoffOffer {
 
   async decide(decision: 'accept' | 'rework', note?: string): Promise<HandoffRecord> {
     const claimId = this.requireClaim('decide');
-    this.stopHeartbeat();
-    const reply = await this.deps.ledger.decideHandback(
-      this.project,
+    const body =
       decision === 'accept'
         ? { handoff_id: this.handoffId, decision, ...(note !== undefined ? { note } : {}), idempotency_key: `decide:${claimId}` }
-        : { handoff_id: this.handoffId, decision, note: note ?? '', idempotency_key: `decide:${claimId}` },
-    );
+        : { handoff_id: this.handoffId, decision, note: note ?? '', idempotency_key: `decide:${claimId}` };
+    // Held to the ledger's contract here, as a result is: a rework that says nothing is not sent.
+    const parsed = DecideHandbackCommandSchema.safeParse(body);
+    if (!parsed.success) throw new InvalidInputError('handback decision', rejectionFromZod(parsed.error));
+    this.stopHeartbeat();
+    const reply = await this.deps.ledger.decideHandback(this.project, body);
     return this.ending('decide', reply);
   }
 

@@ -137,9 +137,15 @@ describe('the packed SDK (npm run pack:sdk) works outside the repository', () =>
     expect(good.status).toBe(0);
 
     // The declarations were checked above; here only the call is (skipLibCheck halves the time).
-    const wrong = tsc('wrong.ts', "import { decisions } from '@baton/sdk';\nexport const d = decisions.advance(42);\n", ['--skipLibCheck']);
+    const wrong = tsc(
+      'wrong.ts',
+      "import { decisions, type HandoffOffer } from '@baton/sdk';\nexport const d = decisions.advance(42);\ndeclare const offer: HandoffOffer;\nexport const r = offer.decide('rework');\n",
+      ['--skipLibCheck'],
+    );
     expect(wrong.status).not.toBe(0);
     expect(wrong.stdout).toMatch(/wrong\.ts\(2,\d+\): error TS2345/);
+    // A rework must say what to change: a call without its note does not compile.
+    expect(wrong.stdout).toMatch(/wrong\.ts\(4,\d+\): error TS/);
   }, 60_000);
 
   it('an ES module imports its names (Node reads them from the CommonJS entry), and only the entry is a way in', () => {
