@@ -6,6 +6,7 @@ import type { RunningService } from '@baton/platform';
 import { MsgIds } from '@baton/contracts';
 import { handoffIdFor } from '@baton/domain';
 import { AgentClaims } from '@baton/testing';
+import { createBatonClient, decisions } from '@baton/sdk';
 import { waitFor } from '@baton/wait';
 // eslint-disable-next-line @nx/enforce-module-boundaries -- the three services run in this process (no build needed)
 import { startRouter } from '../../apps/router/src/router.app';
@@ -151,5 +152,58 @@ describe('trace context from agent result to inbox item (router + ledger + notif
     expect(text).toMatch(/baton_events_handled_total\{[^}]*consumer="notifier_projections"[^}]*outcome="acked"[^}]*\} [1-9]/);
     // Its batch applier is timed too: each message with its share of its batch's time.
     expect(text).toMatch(/baton_handler_duration_seconds_count\{[^}]*consumer="notifier_projections"[^}]*\} [1-9]/);
+  });
+
+  it('an SDK agent with no tracing of its own keeps the run one trace: its claim and its result continue the trace its offer carried', async () => {
+    const run = 'wr-trace-sdk';
+    await nats.js.publish(
+      `${prefix}.in.demo.start`,
+      encoder.encode(JSON.stringify({ workflow_run_id: run, project: 'demo', workflow: 'feature', started_by: 'sam', input: 'x' })),
+      { msgID: MsgIds.start('demo', run) },
+    );
+    const agent = await createBatonClient({ nats, prefix, project: 'demo', agent: 'issue' });
+    try {
+      const subscription = await agent.handoffs({
+        onOffer: async (offer) => {
+          if (offer.handoff?.workflow_run_id !== run || (await offer.tryClaim({ autoHeartbeat: false })) === null) return;
+          await offer.finish({ body: 'triaged', decision: decisions.advance('triaged') });
+        },
+      });
+      const runEvents = await waitFor(
+        async () => {
+          const events = await storedEvents('run', run);
+          return events.filter((e) => e.type === 'run.routed').length >= 2 ? events : undefined;
+        },
+        'the run routed past the SDK agent',
+        { timeoutMs: 15_000 },
+      );
+      subscription.stop();
+      const startTrace = runEvents.find((e) => e.type === 'run.started')!.traceId;
+      expect(startTrace).toMatch(/^[0-9a-f]{32}$/);
+      // The result the agent published, and the route it caused, are in the start's trace.
+      expect(runEvents.map((e) => [e.type, e.traceId === startTrace])).toEqual([
+        ['run.started', true],
+        ['run.routed', true],
+        ['run.result_recorded', true],
+        ['run.routed', true],
+      ]);
+      // So is the claim it sent the ledger (and the completion by its result).
+      const entry = handoffIdFor(run, { kind: 'start', id: run });
+      const handoff = await waitFor(
+        async () => {
+          const events = await storedEvents('handoff', entry);
+          return events.some((e) => e.type === 'handoff.completed_by_result') ? events : undefined;
+        },
+        'the entry handoff completed',
+        { timeoutMs: 15_000 },
+      );
+      expect(handoff.map((e) => [e.type, e.traceId === startTrace])).toEqual([
+        ['handoff.created', true],
+        ['handoff.claimed', true],
+        ['handoff.completed_by_result', true],
+      ]);
+    } finally {
+      await agent.close();
+    }
   });
 });

@@ -15,7 +15,17 @@ import {
   type SessionMessage,
   type StartRunRequest,
 } from '@baton/contracts';
-import { EventStoreError, LedgerClient, connectNats, headersFrom, runConsumer, traceHeaders, type NatsHandle } from '@baton/eventstore';
+import {
+  EventStoreError,
+  LedgerClient,
+  connectNats,
+  headersFrom,
+  hopTraceHeaders,
+  runConsumer,
+  traceHeaders,
+  type HopTrace,
+  type NatsHandle,
+} from '@baton/eventstore';
 import { InvalidInputError, LedgerCommandError, OfferTerminatedError } from './errors';
 import type { MeshPublisher } from './mesh';
 import { createOfferHandler, type HandoffOffer } from './offers';
@@ -267,7 +277,7 @@ class NatsBatonAgent implements BatonAgent {
     this.offersJs = edge ? nats.connection.jetstream({ apiPrefix: edgeApiPrefix(this.prefix, this.project, this.agent) }) : nats.js;
   }
 
-  async publishResult(input: AgentResultInput): Promise<PublishReceipt> {
+  async publishResult(input: AgentResultInput, trace?: HopTrace): Promise<PublishReceipt> {
     const candidate = {
       ...input,
       project: input.project ?? this.project,
@@ -290,6 +300,7 @@ class NatsBatonAgent implements BatonAgent {
       AgentSubjects.result(this.prefix, this.project, this.agent),
       result,
       MsgIds.result(result.project, result.workflow_run_id, result.result_id),
+      trace,
     );
   }
 
@@ -329,7 +340,7 @@ class NatsBatonAgent implements BatonAgent {
       agent: this.agent,
       instance: this.instance,
       ledger: this.ledger,
-      publishResult: (result) => this.publishResult(result),
+      publishResult: (result, trace) => this.publishResult(result, trace),
       onOffer: options.onOffer,
     });
     const runner = runConsumer({
@@ -392,10 +403,11 @@ class NatsBatonAgent implements BatonAgent {
     if (this.ownsConnection) await this.nats.drain();
   }
 
-  private async publish(subject: string, body: object, msgId: string): Promise<PublishReceipt> {
-    // Carry the caller's trace (or start one), so the run can be followed from this result to
-    // the operator's inbox item across every service.
-    const headers = headersFrom(traceHeaders({ startIfMissing: true }));
+  private async publish(subject: string, body: object, msgId: string, trace?: HopTrace): Promise<PublishReceipt> {
+    // Carry the trace the call continues (an offer's finish: the run's), else the caller's (or
+    // start one), so the run can be followed from this result to the operator's inbox item across
+    // every service.
+    const headers = headersFrom(trace !== undefined ? hopTraceHeaders(trace) : traceHeaders({ startIfMissing: true }));
     const to = this.edge ? edgeSubjectOf(this.prefix, subject) : subject;
     return publishOnce(this.nats.js, this.sent, to, textEncoder.encode(JSON.stringify(body)), msgId, headers, messageIdentity(body));
   }

@@ -10,7 +10,7 @@ import {
   type HandoffRecord,
   type LedgerReply,
 } from '@baton/contracts';
-import { LruCache, PoisonError, TransientError, type ConsumedMessage, type LedgerClient } from '@baton/eventstore';
+import { hopTrace, LruCache, PoisonError, TransientError, traceHeaders, type ConsumedMessage, type HopTrace, type LedgerClient } from '@baton/eventstore';
 import { ROUTER_DERIVED_HANDOFF_ID } from '@baton/domain';
 import type { AgentResultInput, PublishReceipt } from './client';
 import {
@@ -130,7 +130,8 @@ export interface OfferHandlerDeps {
   /** This client among the agent's replicas: part of the claim's idempotency key. */
   instance: string;
   ledger: Pick<LedgerClient, 'claim' | 'heartbeat' | 'return' | 'release' | 'fail' | 'decideHandback' | 'giveUpOffer'>;
-  publishResult: (result: AgentResultInput) => Promise<PublishReceipt>;
+  /** `trace`: the hop the result continues (the offer's trace, or the caller's active one). */
+  publishResult: (result: AgentResultInput, trace?: HopTrace) => Promise<PublishReceipt>;
   onOffer: (offer: HandoffOffer) => Promise<void> | void;
 }
 
@@ -263,6 +264,17 @@ class Offer implements HandoffOffer {
     return this.deps.project;
   }
 
+  /**
+   * The trace a call made for this offer continues: the caller's active one when it has one (an
+   * OpenTelemetry SDK of its own), else the offer's — the run's, which the offer carried from the
+   * result that routed it — so a run stays one trace through every agent that uses the SDK. A new
+   * span of it per call.
+   */
+  private trace(): HopTrace | undefined {
+    const active = traceHeaders();
+    return Object.keys(active).length > 0 ? hopTrace(active, false) : hopTrace(this.msg.headers, false);
+  }
+
   get signal(): AbortSignal {
     return this.abort.signal;
   }
@@ -270,15 +282,19 @@ class Offer implements HandoffOffer {
   async claim(options: ClaimOptions = {}): Promise<HandoffRecord> {
     const held = this.heldClaim();
     if (held !== null) return held;
-    const reply = await this.deps.ledger.claim(this.project, {
-      handoff_id: this.handoffId,
-      // A retry of this client's claim of this delivery is the same claim; another replica given
-      // the same offer (redelivered while this one stalled) is another claimer, refused while the
-      // claim is held (tryClaim: null), not handed this one's claim to work it twice. Once a claim
-      // of this offer lapsed (its lease ran out), claiming again is a new claim with a key of its own.
-      idempotency_key: `claim:${this.handoffId}:${this.msg.seq}:${this.deps.instance}${this.claims > 0 ? `:${this.claims + 1}` : ''}`,
-      ...(options.leaseMs !== undefined ? { lease_ms: options.leaseMs } : {}),
-    });
+    const reply = await this.deps.ledger.claim(
+      this.project,
+      {
+        handoff_id: this.handoffId,
+        // A retry of this client's claim of this delivery is the same claim; another replica given
+        // the same offer (redelivered while this one stalled) is another claimer, refused while the
+        // claim is held (tryClaim: null), not handed this one's claim to work it twice. Once a claim
+        // of this offer lapsed (its lease ran out), claiming again is a new claim with a key of its own.
+        idempotency_key: `claim:${this.handoffId}:${this.msg.seq}:${this.deps.instance}${this.claims > 0 ? `:${this.claims + 1}` : ''}`,
+        ...(options.leaseMs !== undefined ? { lease_ms: options.leaseMs } : {}),
+      },
+      { trace: this.trace() },
+    );
     const handoff = this.accept('claim', reply);
     if (handoff.status !== 'claimed' || handoff.claimed_by !== this.deps.agent || !handoff.claim_id) {
       throw new LedgerCommandError('claim', this.handoffId, {
@@ -310,12 +326,16 @@ class Offer implements HandoffOffer {
     // Without a length, the lease is renewed to the one the claim was taken with (the ledger's
     // own default would shorten a long claim's lease, or lengthen a short one's).
     const length = leaseMs ?? this.claimLeaseMs ?? undefined;
-    const reply = await this.deps.ledger.heartbeat(this.project, {
-      handoff_id: this.handoffId,
-      claim_id: claimId,
-      idempotency_key: `hb:${claimId}:${this.beats}:${Date.now()}`,
-      ...(length !== undefined ? { lease_ms: length } : {}),
-    });
+    const reply = await this.deps.ledger.heartbeat(
+      this.project,
+      {
+        handoff_id: this.handoffId,
+        claim_id: claimId,
+        idempotency_key: `hb:${claimId}:${this.beats}:${Date.now()}`,
+        ...(length !== undefined ? { lease_ms: length } : {}),
+      },
+      { trace: this.trace() },
+    );
     try {
       return this.accept('heartbeat', reply);
     } catch (error) {
@@ -333,31 +353,43 @@ class Offer implements HandoffOffer {
   async return(report: ReturnReport): Promise<HandoffRecord> {
     const claimId = this.requireClaim('return');
     this.stopHeartbeat();
-    const reply = await this.deps.ledger.return(this.project, {
-      handoff_id: this.handoffId,
-      claim_id: claimId,
-      report,
-      idempotency_key: `return:${claimId}`,
-    });
+    const reply = await this.deps.ledger.return(
+      this.project,
+      {
+        handoff_id: this.handoffId,
+        claim_id: claimId,
+        report,
+        idempotency_key: `return:${claimId}`,
+      },
+      { trace: this.trace() },
+    );
     return this.ending('return', reply);
   }
 
   async release(reason: string): Promise<HandoffRecord> {
     const claimId = this.requireClaim('release');
     this.stopHeartbeat();
-    const reply = await this.deps.ledger.release(this.project, {
-      handoff_id: this.handoffId,
-      claim_id: claimId,
-      reason,
-      idempotency_key: `release:${claimId}`,
-    });
+    const reply = await this.deps.ledger.release(
+      this.project,
+      {
+        handoff_id: this.handoffId,
+        claim_id: claimId,
+        reason,
+        idempotency_key: `release:${claimId}`,
+      },
+      { trace: this.trace() },
+    );
     return this.ending('release', reply);
   }
 
   async fail(reason: string): Promise<HandoffRecord> {
     const claimId = this.requireClaim('fail');
     this.stopHeartbeat();
-    const reply = await this.deps.ledger.fail(this.project, { handoff_id: this.handoffId, claim_id: claimId, reason, idempotency_key: `fail:${claimId}` });
+    const reply = await this.deps.ledger.fail(
+      this.project,
+      { handoff_id: this.handoffId, claim_id: claimId, reason, idempotency_key: `fail:${claimId}` },
+      { trace: this.trace() },
+    );
     return this.ending('fail', reply);
   }
 
@@ -371,7 +403,7 @@ class Offer implements HandoffOffer {
     const parsed = DecideHandbackCommandSchema.safeParse(body);
     if (!parsed.success) throw new InvalidInputError('handback decision', rejectionFromZod(parsed.error));
     this.stopHeartbeat();
-    const reply = await this.deps.ledger.decideHandback(this.project, body);
+    const reply = await this.deps.ledger.decideHandback(this.project, body, { trace: this.trace() });
     return this.ending('decide', reply);
   }
 
@@ -406,14 +438,17 @@ class Offer implements HandoffOffer {
     // (naming the run for context) would be refused, and the refusal would count against this agent.
     if (!this.isRunStep) throw new DelegatedResultError(this.handoffId, workflowRunId);
     this.stopHeartbeat();
-    return this.deps.publishResult({
-      ...result,
-      handoff_id: this.handoffId,
-      claim_id: claimId,
-      workflow_run_id: workflowRunId,
-      run_id: result.run_id ?? claimId,
-      result_id: result.result_id ?? `res-${claimId}`.slice(0, Limits.maxIdLength),
-    });
+    return this.deps.publishResult(
+      {
+        ...result,
+        handoff_id: this.handoffId,
+        claim_id: claimId,
+        workflow_run_id: workflowRunId,
+        run_id: result.run_id ?? claimId,
+        result_id: result.result_id ?? `res-${claimId}`.slice(0, Limits.maxIdLength),
+      },
+      this.trace(),
+    );
   }
 
   /** Called when the onOffer handler has returned: stop heartbeating, abort the signal. */
