@@ -177,7 +177,7 @@ describe('trace context from agent result to inbox item (router + ledger + notif
         'the run routed past the SDK agent',
         { timeoutMs: 15_000 },
       );
-      subscription.stop();
+      await subscription.stop();
       const startTrace = runEvents.find((e) => e.type === 'run.started')!.traceId;
       expect(startTrace).toMatch(/^[0-9a-f]{32}$/);
       // The result the agent published, and the route it caused, are in the start's trace.
