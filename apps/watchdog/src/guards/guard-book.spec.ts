@@ -230,6 +230,19 @@ describe('GuardBook: a late result under a claim already counted is not a second
     // Another claim on the same handoff was never withdrawn: a failure as before.
     book.applyFact(refused(20, { handoff: 'ho-s-1', claim: 'c-other' }));
     expect(book.circuitOf('acme', 'slow')).toMatchObject({ failures: 1 });
+    // Another agent naming the withdrawn claim is not its claimer: not excused.
+    const other = event('e-rj-30', 'run.result_rejected', 'run', 'wr-1', {
+      result_id: 'r-30',
+      agent: 'stray',
+      code: 'unexpected_agent',
+      message: 'waits for slow',
+      rejected_at: at,
+      refused: 'result',
+      handoff_id: 'ho-s-2',
+      claim_id: 'c-2',
+    });
+    book.applyFact(other);
+    expect(book.circuitOf('acme', 'stray')).toMatchObject({ failures: 1 });
   });
 
   it('a result refused with no handoff named is counted (claim_required: nothing to match)', () => {

@@ -71,11 +71,12 @@ export class GuardBook {
   private readonly counted = new LruCache<string, true>(COUNTED_CLAIMS_KEPT);
   /**
    * Claims whose work someone else withdrew (the handoff abandoned while its claimer held it: by a
-   * person, its delegator, or the router stopping its run): the claimer did nothing wrong, so a
-   * result it sends late under that claim, which the router refuses (`stale_handoff`,
-   * `unexpected_agent`, `run_not_running`), is not its failure either.
+   * person, its delegator, or the router stopping its run), with that claimer: it did nothing
+   * wrong, so a result IT sends late under that claim, which the router refuses (`stale_handoff`,
+   * `unexpected_agent`, `run_not_running`), is not its failure either. Another agent naming the
+   * claim is not excused.
    */
-  private readonly withdrawn = new LruCache<string, true>(COUNTED_CLAIMS_KEPT);
+  private readonly withdrawn = new LruCache<string, string>(COUNTED_CLAIMS_KEPT);
 
   constructor(private readonly config: GuardConfig) {}
 
@@ -108,7 +109,7 @@ export class GuardBook {
         return [];
       case 'result_rejected': {
         const claim = fact.named !== undefined ? `${fact.project}/${fact.named.handoff}/${fact.named.claim_id}` : undefined;
-        if (claim !== undefined && (this.counted.get(claim) || this.withdrawn.get(claim))) return [];
+        if (claim !== undefined && (this.counted.get(claim) || this.withdrawn.get(claim) === fact.agent)) return [];
         return this.circuit({
           kind: 'failure',
           event_id: fact.event_id,
@@ -139,7 +140,7 @@ export class GuardBook {
       case 'handoff_closed': {
         const key = `${fact.project}/${fact.handoff}`;
         const info = this.handoffs.get(key);
-        if (fact.withdrawn && info?.claimer !== undefined && info.claimId !== undefined) this.withdrawn.set(`${key}/${info.claimId}`, true);
+        if (fact.withdrawn && info?.claimer !== undefined && info.claimId !== undefined) this.withdrawn.set(`${key}/${info.claimId}`, info.claimer);
         this.handoffs.delete(key);
         return [];
       }
