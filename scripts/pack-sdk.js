@@ -220,10 +220,17 @@ function main() {
     for (const name of fs.readdirSync(path.join(root, 'docs', 'schemas'))) {
       fs.copyFileSync(path.join(root, 'docs', 'schemas', name), path.join(docs, 'schemas', name));
     }
-    const cited = new Set([...readme.matchAll(/docs\/([a-z-]+\.md)/g)].map((m) => m[1]));
-    for (const name of [...cited].sort()) {
-      if (!fs.existsSync(path.join(root, 'docs', name))) fail(`the README cites docs/${name}, which does not exist`);
-      fs.copyFileSync(path.join(root, 'docs', name), path.join(docs, name));
+    // The docs the README cites, and the docs those link to, and so on: every link between them resolves.
+    const pending = [...readme.matchAll(/docs\/([a-z-]+\.md)/g)].map((m) => m[1]);
+    const shipped = new Set();
+    while (pending.length > 0) {
+      const name = pending.pop();
+      if (shipped.has(name)) continue;
+      if (!fs.existsSync(path.join(root, 'docs', name))) fail(`docs/${name} is cited but does not exist`);
+      shipped.add(name);
+      const text = fs.readFileSync(path.join(root, 'docs', name), 'utf8');
+      fs.writeFileSync(path.join(docs, name), text);
+      for (const m of text.matchAll(/\]\(([a-z-]+\.md)(?:#[^)]*)?\)/g)) pending.push(m[1]);
     }
 
     const manifest = {
@@ -237,6 +244,8 @@ function main() {
       // One way in: the entry (its declarations, its CommonJS module, which ES modules import too).
       exports: {
         '.': { types: `./${ENTRY}.d.ts`, default: `./${ENTRY}.js` },
+        // The JSON Schemas of the messages (for a validator of your own): `@baton/sdk/schemas/agent-result.json`.
+        './schemas/*': './docs/schemas/*',
         './package.json': './package.json',
       },
       files: ['libs', 'docs', 'README.md'],

@@ -76,6 +76,8 @@ export const LedgerErrorCode = {
   internal: 'internal_error',
 } as const;
 
+export type LedgerErrorCode = (typeof LedgerErrorCode)[keyof typeof LedgerErrorCode];
+
 export const LedgerErrorSchema = z.object({
   code: z.string().min(1),
   kind: LedgerErrorKindSchema,

@@ -26,6 +26,7 @@ export {
   LedgerErrorCode,
   MeshStartRequestSchema,
   MsgIds,
+  parseSubject,
   RejectionCode,
   SessionMessageSchema,
   StartRunRequestSchema,

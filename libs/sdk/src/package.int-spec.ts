@@ -73,6 +73,14 @@ describe('the packed SDK (npm run pack:sdk) works outside the repository', () =>
     const readme = execFileSync('tar', ['-xzOf', packed.tarball, 'package/README.md'], { encoding: 'utf8' });
     expect(readme).not.toContain('](../../');
     expect(readme).toContain('](docs/errors.md)');
+    // Every link between the shipped docs lands on a shipped doc.
+    const shippedDocs = new Set(entries.filter((e) => /^package\/docs\/[a-z-]+\.md$/.test(e)).map((e) => e.slice('package/docs/'.length)));
+    const dangling: string[] = [];
+    for (const name of shippedDocs) {
+      const text = execFileSync('tar', ['-xzOf', packed.tarball, `package/docs/${name}`], { encoding: 'utf8' });
+      for (const m of text.matchAll(/\]\(([a-z-]+\.md)(?:#[^)]*)?\)/g)) if (!shippedDocs.has(m[1]!)) dangling.push(`${name} → ${m[1]}`);
+    }
+    expect(dangling).toEqual([]);
     expect(manifest.dependencies).toEqual({
       '@opentelemetry/api': rootManifest.dependencies['@opentelemetry/api'],
       nats: rootManifest.dependencies['nats'],
@@ -172,7 +180,13 @@ describe('the packed SDK (npm run pack:sdk) works outside the repository', () =>
       code: 'delegated_handoff',
       schema: 'function',
     });
-    // The package's insides are not an interface: a deep import is refused by its exports map.
+    // The JSON Schemas are a way in of their own; the package's insides are not an interface: a deep import is refused by its exports map.
+    const schema = spawnSync(process.execPath, ['-e', "process.stdout.write(require('@baton/sdk/schemas/agent-result.json').title)"], {
+      cwd: consumer,
+      env,
+      encoding: 'utf8',
+    });
+    expect(schema.stdout).toBe('agent-result');
     const deep = spawnSync(process.execPath, ['-e', "require('@baton/sdk/libs/eventstore/src/index.js')"], { cwd: consumer, env, encoding: 'utf8' });
     expect(deep.status).not.toBe(0);
     expect(deep.stderr).toContain('ERR_PACKAGE_PATH_NOT_EXPORTED');
