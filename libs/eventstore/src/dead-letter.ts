@@ -326,8 +326,8 @@ export function deadLetterRefs(prefix: string, subject: string, data: Uint8Array
 /** How many characters of the error a dead-lettering's log line keeps (`detail`). */
 export const DEAD_LETTER_LOG_DETAIL_CHARS = 500;
 
-/** An error as a letter's detail says it: `<name>: <message>`. */
-function errorText(error: unknown): string {
+/** An error as a letter's detail and a dead-lettering's log line say it: `<name>: <message>`. */
+export function errorText(error: unknown): string {
   if (error instanceof Error) return `${error.name}: ${error.message}`;
   if (typeof error === 'object' && error !== null) {
     try {

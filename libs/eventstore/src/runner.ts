@@ -1,5 +1,5 @@
 import { DeliverPolicy, type Consumer, type ConsumerConfig, type ConsumerInfo, type JetStreamClient } from 'nats';
-import { DeadLetterReason, deadLetter, type DeadLetterInput } from './dead-letter';
+import { DeadLetterReason, deadLetter, errorText, type DeadLetterInput } from './dead-letter';
 import { ackInfo, consumerGone, DeliveredMessage, headerRecord, PullSession, pullTarget, type PullTarget } from './pull';
 import { maxPayloadOf, pullCount } from './pull-size';
 import { EventStoreError, JsErrCode, PoisonError, TransientError, jsErrCode } from './errors';
@@ -219,18 +219,6 @@ export function classifyError(error: unknown): ErrorClass {
   return { kind: 'retry' };
 }
 
-function errorMessage(error: unknown): string {
-  if (error instanceof Error) return `${error.name}: ${error.message}`;
-  if (typeof error === 'object' && error !== null) {
-    try {
-      return JSON.stringify(error);
-    } catch {
-      return String(error);
-    }
-  }
-  return String(error);
-}
-
 /**
  * The stream sequence up to which the consumer has settled everything it will ever deliver, from
  * its info (counting every instance that shares it): its ack floor, or — when nothing is awaiting
@@ -376,7 +364,7 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
         prefix: opts.prefix,
         source,
         reason,
-        detail: errorMessage(error),
+        detail: errorText(error),
         subject: msg.subject,
         headers: msg.headers,
         data: msg.data,
