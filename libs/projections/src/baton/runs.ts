@@ -476,7 +476,10 @@ export function runsProjection(): FoldingProjection<JsonValue> {
     //     (they stayed, and the child's next return mapped into them).
     // 12: a timeline excerpt is clipped at 80 characters, not 80 UTF-16 units (it could end in half
     //     a surrogate pair, which is not text).
-    version: 13,
+    // 13: a hold keeps the call the result before it left pending (`hold.pendingCall`); route and
+    //     hold lines name a call handed on.
+    // 14: the folded state keeps the call the current handoff carries (`handoffCall`).
+    version: 14,
     handles: (type) => type.startsWith('run.'),
     stateKeyOf: (event) => RunKeys.state(event.project, event.aggregate.id),
     step(prior, event) {
