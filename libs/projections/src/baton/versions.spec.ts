@@ -60,7 +60,10 @@ function shapeOf(projection: FoldingProjection<JsonValue>): string {
       paths(JSON.parse(JSON.stringify(op)), `op:${op.op}`, seen);
     }
   }
-  return createHash('sha256').update([...seen].sort().join('\n')).digest('hex').slice(0, 16);
+  return createHash('sha256')
+    .update([...seen].sort().join('\n'))
+    .digest('hex')
+    .slice(0, 16);
 }
 
 describe('a projection whose stored shape changes bumps its version (the notifier rebuilds it at start)', () => {
