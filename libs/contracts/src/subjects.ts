@@ -251,6 +251,30 @@ for (const entry of Object.values(SubjectTable) as SubjectEntry<SubjectName, obj
 }
 
 /**
+ * The project a Baton subject names, or undefined (another prefix, no project, a bad project key):
+ * the table's `project` token, else — for a subject the table does not describe (an agent edge
+ * subject `<prefix>.edge.<project>.…`, an inbox kind nobody reads, a malformed command) — the token
+ * where its area puts the project (`in`, `ev`, `edge`, `notice`: the second after the prefix;
+ * `cmd`: the third).
+ */
+const PROJECT_TOKEN_BY_AREA: ReadonlyMap<string, number> = new Map([
+  ['in', 2],
+  ['ev', 2],
+  ['edge', 2],
+  ['notice', 2],
+  ['cmd', 3],
+]);
+
+export function projectOfSubject(prefix: string, subject: string): string | undefined {
+  const parsed = parseSubject(prefix, subject);
+  if (parsed === null) return undefined;
+  if ('project' in parsed && typeof parsed.project === 'string') return parsed.project;
+  const at = PROJECT_TOKEN_BY_AREA.get(parsed.name === 'unknown' ? parsed.area : SubjectTable[parsed.name].area);
+  const token = at === undefined ? undefined : subject.split('.')[at];
+  return token !== undefined && ProjectIdSchema.safeParse(token).success ? token : undefined;
+}
+
+/**
  * Which subject `subject` is: `{ name, ...tokens }` for a subject of the table, `{ name: 'unknown',
  * area }` for one under the prefix that no entry describes (another shape, an inbox kind nobody
  * reads, a bad project key), null when it is not under `prefix` or holds an empty token or a

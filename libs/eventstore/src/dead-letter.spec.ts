@@ -1,11 +1,5 @@
-import {
-  DEAD_LETTER_LOG_DETAIL_CHARS,
-  DEAD_LETTER_REFS_MAX_BYTES,
-  deadLetterLogFields,
-  deadLetterRefs,
-  letterLogFields,
-  projectOfSubject,
-} from './dead-letter';
+import { projectOfSubject } from '@baton/contracts';
+import { DEAD_LETTER_LOG_DETAIL_CHARS, DEAD_LETTER_REFS_MAX_BYTES, deadLetterLogFields, deadLetterRefs, letterLogFields } from './dead-letter';
 import { PoisonError } from './errors';
 
 const encoder = new TextEncoder();

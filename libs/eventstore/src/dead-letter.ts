@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { headers as natsHeaders, type JetStreamClient, type MsgHdrs } from 'nats';
-import { clipText, IdSchema, Limits, ProjectIdSchema, parseSubject, Subjects, SubjectTable, isSubjectToken, setOwn } from '@baton/contracts';
+import { clipText, IdSchema, Limits, projectOfSubject, Subjects, SubjectTable, isSubjectToken, setOwn } from '@baton/contracts';
 import { readableDlqSource } from './dlq-sources';
 import { mapPublishError } from './errors';
 import { maxPayloadOf } from './pull-size';
@@ -259,20 +259,6 @@ export const DEAD_LETTER_REFS_MAX_BYTES = Limits.maxMessageBytes;
 const AGGREGATE_ID_FIELD: Readonly<Record<string, IdField>> = { run: 'workflow_run_id', handoff: 'handoff_id', mesh: 'mesh_run_id' };
 
 const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
-
-/** The project a Baton subject names, or undefined (another prefix, no project, a bad project key). */
-export function projectOfSubject(prefix: string, subject: string): string | undefined {
-  const parsed = parseSubject(prefix, subject);
-  if (parsed === null) return undefined;
-  if ('project' in parsed && typeof parsed.project === 'string') return parsed.project;
-  // Subjects the table does not describe that still name their project by position: agent edge
-  // subjects (`<prefix>.edge.<project>.…`), an inbox kind nobody reads, a malformed command.
-  const tokens = subject.split('.');
-  const area = tokens[1];
-  const at = area === 'in' || area === 'ev' || area === 'edge' || area === 'notice' ? 2 : area === 'cmd' ? 3 : -1;
-  const token = at < 0 ? undefined : tokens[at];
-  return token !== undefined && ProjectIdSchema.safeParse(token).success ? token : undefined;
-}
 
 /** The own field `key` of `value` when it is a valid id, else undefined. */
 function idAt(value: Record<string, unknown>, key: string): string | undefined {

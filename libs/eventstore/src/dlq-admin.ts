@@ -10,16 +10,6 @@ import { batonStreamNames } from './topology';
 
 export { RedriveSkip, checkRedriveTarget, isRefusedMessageReason, redriveTable, REFUSED_MESSAGE_REASONS, ROUTER_INBOX_CONSUMERS } from './redrive-rules';
 export type { InboxConsumerDeclaration, RedriveRuleOptions, RedriveTableRow, RedriveTargetVerdict } from './redrive-rules';
-export {
-  DEAD_LETTER_ID_FIELDS,
-  DEAD_LETTER_LOG_DETAIL_CHARS,
-  DEAD_LETTER_REFS_MAX_BYTES,
-  deadLetterLogFields,
-  deadLetterRefs,
-  letterLogFields,
-  projectOfSubject,
-} from './dead-letter';
-export type { DeadLetterLogInput, DeadLetterRefs } from './dead-letter';
 
 /**
  * Administration of the dead-letter stream `<PREFIX>_DLQ`: list, show and redrive.

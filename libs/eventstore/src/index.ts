@@ -66,7 +66,14 @@ export {
   dlqSourceToken,
   headersToRecord,
   isCoreRequestStream,
+  DEAD_LETTER_ID_FIELDS,
+  DEAD_LETTER_LOG_DETAIL_CHARS,
+  DEAD_LETTER_REFS_MAX_BYTES,
+  deadLetterLogFields,
+  deadLetterRefs,
+  letterLogFields,
 } from './dead-letter';
+export type { DeadLetterLogInput, DeadLetterRefs } from './dead-letter';
 export { durableNameFor, subjectMatches } from './subject-patterns';
 export { DlqSources, LEGACY_DLQ_SOURCES, ROUTER_DLQ_SOURCES, readableDlqSource, sameDlqSource, type DlqSource } from './dlq-sources';
 export type { DeadLetterInput, DeadLetterAck } from './dead-letter';

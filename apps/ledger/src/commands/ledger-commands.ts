@@ -113,6 +113,8 @@ interface Prepared {
   command: HandoffCommand;
   /** The wire body as parsed (defaults filled, text trimmed): what an outside caller's digest covers. */
   wire: unknown;
+  /** A `decide_handback`'s reads while preparing it: the handback, and the work it reviews (null: none). */
+  review?: { handback: HandoffState; parent: HandoffState | null };
 }
 
 /** Callers whose bodies are digested with their keys: agents and people, not the services. */
@@ -311,30 +313,20 @@ export class LedgerCommands {
    * still open: the same decision sent again stores it (the parent's move is then a retry).
    */
   private async decideHandback(request: LedgerRequest, project: string, prepared: Prepared, call: CallContext): Promise<LedgerReply> {
-    const ref: AggregateRef = { project, kind: 'handoff', id: prepared.handoffId };
     const command = this.signed(prepared);
-    let handback: HandoffState;
-    let decided: HandoffEvent | undefined;
-    try {
-      handback = (await this.runtime.store.current<HandoffEvent, HandoffState>(ref, handoffDecider)).state;
-      const outcome = handoffDecider.decide(command, handback);
-      decided = outcome.ok ? outcome.events.find((e) => e.type === 'handoff.handback_decided') : undefined;
-      // Withdrawn already because the work it reviews ended: said as such, not as a closed handoff.
-      if (
-        !outcome.ok &&
-        outcome.error.code === HandoffErrorCode.handoffNotOpen &&
-        handback.status === 'abandoned' &&
-        handback.reply_to_handoff_id !== undefined
-      ) {
-        const withdrawn = await this.reviewMovedFirst(project, handback.id, handback.reply_to_handoff_id, null);
-        if (withdrawn !== null) {
-          call.log.info('command refused', { handoff_id: prepared.handoffId, code: withdrawn.code, actor: command.metadata.actor });
-          return { ok: false, error: withdrawn };
-        }
+    // The handback and the work it reviews as preparing the command just read them.
+    const review = prepared.review;
+    if (review === undefined) return this.decide(request, project, 'decide_handback', prepared, call);
+    const { handback, parent } = review;
+    const outcome = handoffDecider.decide(command, handback);
+    const decided = outcome.ok ? outcome.events.find((e) => e.type === 'handoff.handback_decided') : undefined;
+    // Withdrawn already because the work it reviews ended: said as such, not as a closed handoff.
+    if (!outcome.ok && outcome.error.code === HandoffErrorCode.handoffNotOpen && handback.status === 'abandoned' && parent !== null) {
+      const withdrawn = reviewMovedFirst(handback.id, parent, false);
+      if (withdrawn !== null) {
+        call.log.info('command refused', { handoff_id: prepared.handoffId, code: withdrawn.code, actor: command.metadata.actor });
+        return { ok: false, error: withdrawn };
       }
-    } catch (error) {
-      call.log.error('cannot read the handback', error instanceof Error ? error : { error: String(error) });
-      return this.unavailable(error);
     }
     if (decided === undefined) return this.decide(request, project, 'decide_handback', prepared, call);
 
@@ -360,7 +352,8 @@ export class LedgerCommands {
             target: reaction.aggregateId,
             code: moved.error.code,
           });
-          return { ok: false, error: (await this.reviewMovedFirst(project, prepared.handoffId, reaction.aggregateId, moved.error)) ?? moved.error };
+          const now = await this.handoffNow(project, reaction.aggregateId);
+          return { ok: false, error: reviewMovedFirst(prepared.handoffId, now, true) ?? moved.error };
         }
       }
     } catch (error) {
@@ -368,33 +361,6 @@ export class LedgerCommands {
       return this.unavailable(error);
     }
     return this.decide(request, project, 'decide_handback', prepared, call);
-  }
-
-  /**
-   * Why a decision could not move the work it reviews: a person ended that work meanwhile
-   * (`review_withdrawn`), another decision of this review moved it first
-   * (`handback_already_decided`); null when neither (only asked with `refusal`, a refusal of the
-   * parent's move: then `handback_already_decided` needs the parent moved on from this review).
-   */
-  private async reviewMovedFirst(project: string, handbackId: string, parentId: string, refusal: LedgerError | null): Promise<LedgerError | null> {
-    const parent = await this.handoffNow(project, parentId);
-    if (parent.status === 'abandoned' || parent.status === 'failed') {
-      return {
-        code: HandoffErrorCode.reviewWithdrawn,
-        kind: 'wrong_state',
-        message: `the work handback ${handbackId} reviews (${parentId}) was ${parent.status}; its review is being withdrawn`,
-        details: { handoff_id: handbackId, parent_handoff_id: parentId, parent_status: parent.status },
-      };
-    }
-    if (refusal !== null && parent.status !== 'absent' && !(parent.status === 'returned' && parent.handback_id === handbackId)) {
-      return {
-        code: HandoffErrorCode.handbackAlreadyDecided,
-        kind: 'wrong_state',
-        message: `handback ${handbackId} was decided: another decision moved ${parentId} (now ${parent.status})`,
-        details: { handoff_id: handbackId, parent_handoff_id: parentId, parent_status: parent.status },
-      };
-    }
-    return null;
   }
 
   /**
@@ -817,7 +783,9 @@ export class LedgerCommands {
         const parent =
           handback.status !== 'absent' && handback.reply_to_handoff_id !== undefined ? await this.handoffNow(project, handback.reply_to_handoff_id) : null;
         const data = parent !== null && parent.status !== 'absent' ? { ...d, parent_status: parent.status } : d;
-        return done(d.handoff_id, d.idempotency_key, { type: 'decide_handback', data, metadata }, d);
+        const prepared = done(d.handoff_id, d.idempotency_key, { type: 'decide_handback', data, metadata }, d);
+        if (prepared.ok) prepared.value.review = { handback, parent };
+        return prepared;
       }
       case 'release': {
         const parsed = parseWith(ReleaseHandoffCommandSchema, body);
@@ -989,4 +957,31 @@ export class LedgerCommands {
     const message = error instanceof Error ? error.message : String(error);
     return { ok: false, error: { code: LedgerErrorCode.unavailable, kind: 'unavailable', message: `the ledger cannot decide now: ${message}` } };
   }
+}
+
+/**
+ * Why a decision could not move the work it reviews (`parent`, as read): a person ended that work
+ * (`review_withdrawn`), or — after its move was refused (`moveRefused`) — another decision of this
+ * review moved it first (`handback_already_decided`); null when neither.
+ */
+function reviewMovedFirst(handbackId: string, parent: HandoffState, moveRefused: boolean): LedgerError | null {
+  if (parent.status === 'absent') return null;
+  const details = { handoff_id: handbackId, parent_handoff_id: parent.id, parent_status: parent.status };
+  if (parent.status === 'abandoned' || parent.status === 'failed') {
+    return {
+      code: HandoffErrorCode.reviewWithdrawn,
+      kind: 'wrong_state',
+      message: `the work handback ${handbackId} reviews (${parent.id}) was ${parent.status}; its review is being withdrawn`,
+      details,
+    };
+  }
+  if (moveRefused && !(parent.status === 'returned' && parent.handback_id === handbackId)) {
+    return {
+      code: HandoffErrorCode.handbackAlreadyDecided,
+      kind: 'wrong_state',
+      message: `handback ${handbackId} was decided: another decision moved ${parent.id} (now ${parent.status})`,
+      details,
+    };
+  }
+  return null;
 }
