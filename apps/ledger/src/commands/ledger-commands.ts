@@ -320,9 +320,15 @@ export class LedgerCommands {
     const { handback, parent } = review;
     const outcome = handoffDecider.decide(command, handback);
     const decided = outcome.ok ? outcome.events.find((e) => e.type === 'handoff.handback_decided') : undefined;
-    // Withdrawn already because the work it reviews ended: said as such, not as a closed handoff.
-    if (!outcome.ok && outcome.error.code === HandoffErrorCode.handoffNotOpen && handback.status === 'abandoned' && parent !== null) {
-      const withdrawn = reviewMovedFirst(handback.id, parent, false);
+    // The work it reviews ended (the review withdrawn, or being withdrawn): said as such, and
+    // answered now — decided again a moment later, the withdrawal would read as a closed handoff.
+    if (!outcome.ok) {
+      const withdrawn =
+        outcome.error.code === HandoffErrorCode.reviewWithdrawn
+          ? outcome.error
+          : outcome.error.code === HandoffErrorCode.handoffNotOpen && handback.status === 'abandoned' && parent !== null
+            ? reviewMovedFirst(handback.id, parent, false)
+            : null;
       if (withdrawn !== null) {
         call.log.info('command refused', { handoff_id: prepared.handoffId, code: withdrawn.code, actor: command.metadata.actor });
         return { ok: false, error: withdrawn };
