@@ -1,10 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import { createEventRegistry, Subjects, type AgentResult, type HumanActionNotice } from '@baton/contracts';
-import { batonStreamNames, connectNats, DlqHeader, JetStreamEventStore, type NatsHandle, type StoredEvent } from '@baton/eventstore';
+import { batonStreamNames, connectNats, DlqHeader, hopTrace, JetStreamEventStore, type NatsHandle, type StoredEvent } from '@baton/eventstore';
 import { pendingDigest } from '@baton/domain';
 import { durableNameFor, type RunningService } from '@baton/platform';
 import { waitFor } from '@baton/wait';
-import type { Msg, Subscription } from 'nats';
+import { headers as natsHeaders, type Msg, type Subscription } from 'nats';
 import { startRouter } from './router.app';
 import { RouterPatterns, RouterSubjects } from './shared/subjects';
 import { abandonHandoff, claimHandoff, currentHandoff, deleteStreams, lapseClaim, publishDefinition as publishDefinitionTo, sleep } from './int/support';
@@ -165,12 +165,17 @@ describe('router service (real NATS)', () => {
 
   const publishDefinition = (body: unknown, project = 'demo', headers?: Record<string, string>) => publishDefinitionTo(nats, prefix, project, body, headers);
 
-  const publishRaw = (subject: string, data: string | Uint8Array) => nats.js.publish(subject, typeof data === 'string' ? encoder.encode(data) : data);
-  /** The watchdog's request to stop `run` of project demo, on its subject. */
-  const publishStopRequest = (run: string, request: { packet_id: string; why: string } & Record<string, unknown>) =>
+  const publishRaw = (subject: string, data: string | Uint8Array, traceparent?: string) => {
+    const hdrs = traceparent !== undefined ? natsHeaders() : undefined;
+    hdrs?.set('traceparent', traceparent!);
+    return nats.js.publish(subject, typeof data === 'string' ? encoder.encode(data) : data, hdrs !== undefined ? { headers: hdrs } : {});
+  };
+  /** The watchdog's request to stop `run` of project demo, on its subject (in the trace `traceparent` names, when given). */
+  const publishStopRequest = (run: string, request: { packet_id: string; why: string } & Record<string, unknown>, traceparent?: string) =>
     publishRaw(
       Subjects.stopRequest(prefix, 'demo'),
       JSON.stringify({ workflow_run_id: run, project: 'demo', tried: [], requested_by: 'baton-watchdog', ...request }),
+      traceparent,
     );
 
   const startRun = async (workflow: string, project = 'demo', extra: Record<string, unknown> = {}) => {
@@ -782,7 +787,15 @@ describe('router service (real NATS)', () => {
     });
     const publishAnswer = (body: unknown) => publishRaw(`${prefix}.in.demo.answer`, JSON.stringify(body));
     type StoppedPayload = {
-      packet: { packet_id: string; why: string; pending: unknown; pending_digest: string | null; cap?: unknown; next_form: { kind: string } | null };
+      packet: {
+        packet_id: string;
+        why: string;
+        pending: unknown;
+        pending_digest: string | null;
+        cap?: unknown;
+        trace_ids: string[];
+        next_form: { kind: string } | null;
+      };
     };
     type Refusal = { result_id: string; code: string; agent: string };
 
@@ -921,21 +934,29 @@ describe('router service (real NATS)', () => {
       expect((await payloads<StoppedPayload>(victim, 'run.stopped'))[0]!.packet.packet_id).toBe(packet.packet_id);
     });
 
-    it("the watchdog's hop-budget stop names its cap: the packet carries it, so a raise that does not exceed the hop limit is refused cap_not_raised", async () => {
+    it("the watchdog's hop-budget stop names its cap and links the trace it came in: the packet carries both, so a raise that does not exceed the hop limit is refused cap_not_raised", async () => {
       const run = await startRun('feature');
       await waitEvents(run, 'run.routed');
       const cap = { name: 'hops', limit: 1, used: 2 };
       const packetId = `wd-guard:${run}`;
-      await publishStopRequest(run, {
-        packet_id: packetId,
-        why: 'budget',
-        detail: 'hop budget spent: hop 2 of 1',
-        tried: ['hop 2: start → issue'],
-        cap,
-        cause: { kind: 'loop_guard', guard: 'hop_budget', event_id: 'ev-1' },
-      });
+      // The trace of the event that tripped the guard, which the watchdog's request continues.
+      const tripped = hopTrace(undefined);
+      await publishStopRequest(
+        run,
+        {
+          packet_id: packetId,
+          why: 'budget',
+          detail: 'hop budget spent: hop 2 of 1',
+          tried: ['hop 2: start → issue'],
+          cap,
+          cause: { kind: 'loop_guard', guard: 'hop_budget', event_id: 'ev-1' },
+        },
+        tripped.traceparent,
+      );
       const [stopped] = await waitEvents<StoppedPayload>(run, 'run.stopped');
       expect(stopped!.packet).toMatchObject({ packet_id: packetId, why: 'budget', cap, next_form: { kind: 'raise_cap' } });
+      // The packet links the trace the request came in: an SRE follows the stop to what tripped it.
+      expect(stopped!.packet.trace_ids).toEqual([tripped.traceId]);
       // The handoff the stopped agent was working on is dead (an answer routes on with a new one): abandoned, once.
       const [routedBefore] = await payloads<RoutedPayload>(run, 'run.routed');
       const abandon = await waitFor(() => requestsFor('abandon', routedBefore!.handoff_id)[0], 'the stopped run’s handoff abandoned');

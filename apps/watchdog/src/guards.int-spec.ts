@@ -1,7 +1,16 @@
 import { Principals } from '@baton/contracts';
-import { batonStreamNames, batonTopology, LedgerClient, provision } from '@baton/eventstore';
+import { batonStreamNames, batonTopology, hopTrace, LedgerClient, provision } from '@baton/eventstore';
 import { waitFor } from '@baton/wait';
-import { PROJECT, route as supportRoute, sleep, startHarness, stopRequests as supportStopRequests, stopRequestsSoon, type Harness } from './int/support';
+import {
+  PROJECT,
+  route as supportRoute,
+  sleep,
+  startHarness,
+  stopRequestMessages,
+  stopRequests as supportStopRequests,
+  stopRequestsSoon,
+  type Harness,
+} from './int/support';
 
 let h: Harness;
 
@@ -42,6 +51,17 @@ describe('watchdog loop guards (real NATS): each leaves the loop as a stop reque
     const stops = await stopRequestsSoon(h, 'the retried stop request', { timeoutMs: 15_000 });
     expect(stops).toEqual([expect.objectContaining({ workflow_run_id: 'run-outage', why: 'budget' })]);
   }, 40_000);
+
+  it("a loop guard's stop request continues the trace of the event that tripped the guard (the router links it on the packet)", async () => {
+    await h.startWatchdog('wd-a', { WATCHDOG_MAX_HOPS: '2' });
+    await route('run-traced', ['a', 'b']);
+    const tripping = hopTrace(undefined);
+    await supportRoute(h, 'run-traced', ['c'], 3, PROJECT, tripping);
+    await stopRequestsSoon(h, 'a stop request', { timeoutMs: 8000 });
+    const [stored] = await stopRequestMessages(h);
+    expect(stored!.request).toMatchObject({ workflow_run_id: 'run-traced', why: 'budget' });
+    expect(stored!.traceparent?.split('-')[1]).toBe(tripping.traceId);
+  });
 
   it('ping-pong per edge: A→B→A→B… past WATCHDOG_MAX_ALTERNATIONS stops the run with why thrash', async () => {
     await h.startWatchdog('wd-a', { WATCHDOG_MAX_ALTERNATIONS: '2' });

@@ -1,5 +1,5 @@
 import { AckPolicy, headers as natsHeaders } from 'nats';
-import { batonStreamNames, batonTopology, LedgerClient, provision } from '@baton/eventstore';
+import { batonStreamNames, batonTopology, hopTrace, LedgerClient, provision, TRACEPARENT_HEADER, type HopTrace } from '@baton/eventstore';
 import { Principals, type EventEnvelope, type HandoffEventData } from '@baton/contracts';
 import { waitFor } from '@baton/wait';
 import { EscalationStopper } from './escalation/escalation-stopper';
@@ -28,7 +28,7 @@ afterEach(async () => {
 });
 
 /** Create a handoff from alice to bob and let bob claim it; resolves with its id and the claim. */
-async function createAndClaim(opts: { leaseMs?: number; maxRetries?: number; workflowRunId?: string; escalateTo?: string } = {}) {
+async function createAndClaim(opts: { leaseMs?: number; maxRetries?: number; workflowRunId?: string; escalateTo?: string; trace?: HopTrace } = {}) {
   const id = `h-${++n}`;
   const created = await client.create(
     PROJECT,
@@ -45,7 +45,11 @@ async function createAndClaim(opts: { leaseMs?: number; maxRetries?: number; wor
     { as: alice },
   );
   if (!created.ok) throw new Error(`create refused: ${JSON.stringify(created.error)}`);
-  const claimed = await client.claim(PROJECT, { handoff_id: id, lease_ms: opts.leaseMs ?? LEASE_MS, idempotency_key: `claim-${id}` });
+  const claimed = await client.claim(
+    PROJECT,
+    { handoff_id: id, lease_ms: opts.leaseMs ?? LEASE_MS, idempotency_key: `claim-${id}` },
+    opts.trace !== undefined ? { trace: opts.trace } : undefined,
+  );
   if (!claimed.ok || !claimed.handoff.claim_id || !claimed.handoff.lease_expires_at) throw new Error(`claim refused: ${JSON.stringify(claimed)}`);
   return { id, claimId: claimed.handoff.claim_id, leaseExpiresAt: Date.parse(claimed.handoff.lease_expires_at) };
 }
@@ -79,6 +83,16 @@ describe('watchdog: lease expiry → requeue', () => {
     // Never before the lease ran out.
     expect(Date.parse(expired[0]!.occurredAt)).toBeGreaterThanOrEqual(leaseExpiresAt);
     expect(watchdog.outcomes.filter((o) => o.kind === 'requeued').map((o) => o.deadline.handoffId)).toContain(id);
+  });
+
+  it("the requeue continues the trace of the claim it ends: the run's trace, not one of the watchdog's own", async () => {
+    await h.startWatchdog('wd-a');
+    const claimTrace = hopTrace(undefined);
+    const { id } = await createAndClaim({ trace: claimTrace });
+    await pendingAgain(id);
+    const expired = (await h.events(id)).find((e) => e.type === 'handoff.lease_expired')!;
+    const stored = await h.nats.jsm.streams.getMessage(batonStreamNames(h.prefix).events, { seq: expired.seq });
+    expect(stored.header.get(TRACEPARENT_HEADER).split('-')[1]).toBe(claimTrace.traceId);
   });
 
   it('two watchdog instances running at once still requeue each expired lease exactly once', async () => {

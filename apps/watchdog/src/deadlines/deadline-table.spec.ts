@@ -11,6 +11,18 @@ describe('DeadlineTable', () => {
     expect(table.takeDue(10_000, 10)).toEqual([{ handoffId: 'h-3', project: 'p', claimId: 'c-3', leaseExpiresAt: 3_000 }]);
   });
 
+  it('a lease keeps the traceparent of its claim through heartbeats; a new claim brings its own', () => {
+    const table = new DeadlineTable();
+    const tp = (n: number) => `00-${String(n).repeat(32)}-${'a'.repeat(16)}-01`;
+    table.claim('h-1', 'p', 'c-1', 1_000, tp(1));
+    table.extend('p', 'h-1', 2_000);
+    expect(table.takeDue(2_000, 10)).toEqual([{ handoffId: 'h-1', project: 'p', claimId: 'c-1', leaseExpiresAt: 2_000, traceparent: tp(1) }]);
+    table.claim('h-1', 'p', 'c-2', 3_000, tp(2));
+    expect(table.get('p', 'h-1')?.traceparent).toBe(tp(2));
+    table.claim('h-1', 'p', 'c-3', 4_000);
+    expect(table.get('p', 'h-1')).toEqual({ handoffId: 'h-1', project: 'p', claimId: 'c-3', leaseExpiresAt: 4_000 });
+  });
+
   it('a lease its claim`s accepted result answered is held until expiry + hold; another claim, or an untracked handoff, is not', () => {
     const table = new DeadlineTable();
     table.claim('h-1', 'p', 'c-1', 1_000);

@@ -17,6 +17,8 @@ export interface Deadline {
   project: string;
   claimId: string;
   leaseExpiresAt: number;
+  /** The `traceparent` of the event that started the lease (the claim's): the requeue continues its trace. */
+  traceparent?: string;
 }
 
 interface Entry {
@@ -24,6 +26,7 @@ interface Entry {
   project: string;
   claimId: string;
   leaseExpiresAt: number;
+  traceparent: string | undefined;
   /** When the entry is next due: the expiry, or later after an attempt (see `postpone`) or an answer (see `answer`). */
   dueAt: number;
   /** Not due before this time (0: no hold): the claim was answered by a result the router is closing it with. */
@@ -39,6 +42,11 @@ interface HeapNode {
   /** The entry's key ({@link keyOf}). */
   key: string;
   generation: number;
+}
+
+function deadlineOf(entry: Entry): Deadline {
+  const { handoffId, project, claimId, leaseExpiresAt, traceparent } = entry;
+  return traceparent !== undefined ? { handoffId, project, claimId, leaseExpiresAt, traceparent } : { handoffId, project, claimId, leaseExpiresAt };
 }
 
 /** The key of a handoff in the watchdog's tables: neither project keys nor ids hold a `/`. */
@@ -69,11 +77,11 @@ export class DeadlineTable {
   get(project: string, handoffId: string): Deadline | undefined {
     const entry = this.entries.get(keyOf(project, handoffId));
     if (!entry) return undefined;
-    return { handoffId, project: entry.project, claimId: entry.claimId, leaseExpiresAt: entry.leaseExpiresAt };
+    return deadlineOf(entry);
   }
 
-  /** A new claim: track (or replace) the handoff's lease, due at its expiry. */
-  claim(handoffId: string, project: string, claimId: string, leaseExpiresAt: number): void {
+  /** A new claim: track (or replace) the handoff's lease, due at its expiry; `traceparent` is the claim event's (its trace). */
+  claim(handoffId: string, project: string, claimId: string, leaseExpiresAt: number, traceparent?: string): void {
     const key = keyOf(project, handoffId);
     const previous = this.entries.get(key);
     const entry: Entry = {
@@ -81,6 +89,7 @@ export class DeadlineTable {
       project: this.intern(project),
       claimId,
       leaseExpiresAt,
+      traceparent,
       dueAt: leaseExpiresAt,
       holdUntil: 0,
       generation: (previous?.generation ?? 0) + 1,
@@ -147,7 +156,7 @@ export class DeadlineTable {
       const entry = this.entries.get(top.key);
       if (!entry || entry.generation !== top.generation) continue;
       entry.scheduled = false;
-      due.push({ handoffId: entry.handoffId, project: entry.project, claimId: entry.claimId, leaseExpiresAt: entry.leaseExpiresAt });
+      due.push(deadlineOf(entry));
     }
     this.compactIfNeeded();
     return due;

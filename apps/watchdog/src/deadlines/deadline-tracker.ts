@@ -1,5 +1,5 @@
 import { EventHeader, SubjectTable, Subjects, type EventRegistry, type HandoffEvent } from '@baton/contracts';
-import { decodeEvent, type NatsJetStream } from '@baton/eventstore';
+import { decodeEvent, TRACEPARENT_HEADER, type NatsJetStream } from '@baton/eventstore';
 import type { JsonLogger } from '@baton/platform';
 import { followOf, type Follow, type FollowedMessage, type StreamFollower } from '../stream/stream-follower';
 import { DeadlineTable } from './deadline-table';
@@ -110,7 +110,7 @@ export class DeadlineTracker {
         const lease = this.readLease(message, effect === 'claim' ? 'handoff.claimed' : 'handoff.heartbeat');
         if (lease === 'slow') break;
         if (lease === null) return;
-        if (effect === 'claim') this.table.claim(ref.id, ref.project, lease.claimId, lease.leaseExpiresAt);
+        if (effect === 'claim') this.table.claim(ref.id, ref.project, lease.claimId, lease.leaseExpiresAt, message.header(TRACEPARENT_HEADER));
         else this.table.extend(ref.project, ref.id, lease.leaseExpiresAt);
         return;
       }
@@ -118,7 +118,7 @@ export class DeadlineTracker {
         break;
     }
     const event = this.decode(message);
-    if (event) applyHandoffEvent(this.table, ref.project, event);
+    if (event) applyHandoffEvent(this.table, ref.project, event, message.header(TRACEPARENT_HEADER));
   }
 
   /**

@@ -42,10 +42,10 @@ export function deadlineEffectOf(type: string): 'claim' | 'extend' | 'clear' | '
  * Apply one (decoded) handoff event of `project` to the table. Idempotent for a replayed suffix:
  * applying the same claim or heartbeat again sets the same lease.
  */
-export function applyHandoffEvent(table: DeadlineTable, project: string, event: HandoffEvent): void {
+export function applyHandoffEvent(table: DeadlineTable, project: string, event: HandoffEvent, traceparent?: string): void {
   switch (event.type) {
     case 'handoff.claimed':
-      table.claim(event.data.handoff_id, project, event.data.claim_id, Date.parse(event.data.lease_expires_at));
+      table.claim(event.data.handoff_id, project, event.data.claim_id, Date.parse(event.data.lease_expires_at), traceparent);
       return;
     case 'handoff.heartbeat':
       table.extend(project, event.data.handoff_id, Date.parse(event.data.lease_expires_at));

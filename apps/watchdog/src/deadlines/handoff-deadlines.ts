@@ -1,7 +1,7 @@
 import { EventHeader, SubjectTable, Subjects, type EventRegistry, type HandoffEventData } from '@baton/contracts';
-import { decodeEvent, type NatsJetStream } from '@baton/eventstore';
+import { decodeEvent, TRACEPARENT_HEADER, type NatsJetStream } from '@baton/eventstore';
 import type { JsonLogger } from '@baton/platform';
-import type { RequeueLedger, RequeueReply } from '../requeue/requeue-port';
+import type { RequeueCall, RequeueLedger, RequeueReply } from '../requeue/requeue-port';
 import { followOf, type Follow, type FollowedMessage, type StreamFollower } from '../stream/stream-follower';
 import { DeadlineTable, keyOf } from './deadline-table';
 
@@ -65,12 +65,12 @@ export class HandoffDeadlineTracker {
       if (deadline === undefined) return;
       const at = Date.parse(deadline);
       this.deadlines.set(key, { project, at });
-      this.table.claim(id, project, DEADLINE_SLOT, at);
+      this.table.claim(id, project, DEADLINE_SLOT, at, message.header(TRACEPARENT_HEADER));
       return;
     }
     if (type === 'handoff.reworked') {
       const known = this.deadlines.get(key);
-      if (known) this.table.claim(id, project, DEADLINE_SLOT, known.at);
+      if (known) this.table.claim(id, project, DEADLINE_SLOT, known.at, message.header(TRACEPARENT_HEADER));
       return;
     }
     if (CLEARS.has(type)) {
@@ -85,9 +85,11 @@ export class HandoffDeadlineTracker {
  * `expire_deadline` with the idempotency key `deadline:<handoff id>` (the same for every watchdog
  * instance and retry, so the handoff expires once). `send` is `LedgerClient.send`.
  */
-export function expireDeadlineLedger(send: (project: string, command: 'expire_deadline', body: object) => Promise<RequeueReply>): RequeueLedger {
+export function expireDeadlineLedger(
+  send: (project: string, command: 'expire_deadline', body: object, call?: RequeueCall) => Promise<RequeueReply>,
+): RequeueLedger {
   return {
-    requeueExpired: (project, command) =>
-      send(project, 'expire_deadline', { handoff_id: command.handoff_id, idempotency_key: `deadline:${command.handoff_id}` }),
+    requeueExpired: (project, command, call) =>
+      send(project, 'expire_deadline', { handoff_id: command.handoff_id, idempotency_key: `deadline:${command.handoff_id}` }, call),
   };
 }

@@ -69,6 +69,12 @@ export interface GuardRunnerStatus extends GuardBookStatus {
   events_rejected: number;
 }
 
+/** A loop guard's stop with the trace of the event that tripped it (the stop request continues it). */
+interface TracedStop {
+  stop: GuardStop;
+  trace: HopTrace;
+}
+
 /** A `handoff.escalated` event that asks for a stop, with what the book knew when it was applied. */
 interface Escalation {
   envelope: EventEnvelope<HandoffEventData<'handoff.escalated'>>;
@@ -127,7 +133,7 @@ export function guardStopRequest(stop: GuardStop, actor: string): StopRunRequest
  */
 export class GuardRunner {
   private follower: StreamFollower | null = null;
-  private held: GuardStop[] = [];
+  private held: TracedStop[] = [];
   private heldEscalations: Escalation[] = [];
   private requested = 0;
   private settling = 0;
@@ -152,7 +158,7 @@ export class GuardRunner {
     void this.follower.caughtUp.then(() => {
       const held = this.held;
       this.held = [];
-      for (const stop of held) if (this.opts.book.isLive(stop.project, stop.workflow_run_id)) this.request(stop);
+      for (const heldStop of held) if (this.opts.book.isLive(heldStop.stop.project, heldStop.stop.workflow_run_id)) this.request(heldStop);
       const escalations = this.heldEscalations;
       this.heldEscalations = [];
       // A run the book does not know (no run events seen) is left to the stopper, which reads the handoff.
@@ -217,18 +223,19 @@ export class GuardRunner {
       else this.heldEscalations.push(escalation);
     }
     if (stops.length === 0) return;
-    if (caughtUp) stops.forEach((stop) => this.request(stop));
-    else this.held.push(...stops);
+    // The stop request continues the trace of the event that tripped the guard: the packet links it.
+    const trace = traceOf(message);
+    const traced = stops.map((stop) => ({ stop, trace }));
+    if (caughtUp) traced.forEach((t) => this.request(t));
+    else this.held.push(...traced);
   }
 
   /** The escalation an event asks to act on: every escalation stops the run of its handoff (see EscalationStopper). */
   private escalationOf(envelope: EventEnvelope, message: FollowedMessage): Escalation {
     const escalated = envelope as EventEnvelope<HandoffEventData<'handoff.escalated'>>;
-    const traceparent = message.header(TRACEPARENT_HEADER);
-    const tracestate = message.header(TRACESTATE_HEADER);
     return {
       envelope: escalated,
-      trace: hopTrace({ [TRACEPARENT_HEADER]: traceparent, [TRACESTATE_HEADER]: tracestate }),
+      trace: traceOf(message),
       run: this.opts.book.runOfHandoff(envelope.project, envelope.aggregate.id),
     };
   }
@@ -261,10 +268,11 @@ export class GuardRunner {
    * de-duplicated by the inbox). A circuit stop a lease lapse tripped waits for the lapse to settle
    * first (`lapseSettleMs`) and is dropped if the circuit closed meanwhile or the run halted or ended.
    */
-  private request(stop: GuardStop): void {
+  private request(traced: TracedStop): void {
+    const { stop } = traced;
     const settleMs = this.opts.lapseSettleMs ?? 0;
     if (stop.settle === undefined || settleMs <= 0) {
-      this.publishStop(stop);
+      this.publishStop(traced);
       return;
     }
     const { agent_project: agentProject, lapse_at: lapseAt } = stop.settle;
@@ -290,18 +298,18 @@ export class GuardRunner {
         });
         return;
       }
-      this.publishStop(stop);
+      this.publishStop(traced);
     };
     this.track(settled());
   }
 
   /** Publish a loop guard's stop request (see {@link request}). */
-  private publishStop(stop: GuardStop): void {
+  private publishStop({ stop, trace }: TracedStop): void {
     const request = guardStopRequest(stop, this.opts.actor);
     const log = this.opts.logger.child({ project: stop.project, workflow_run_id: stop.workflow_run_id, packet_id: request.packet_id });
     this.retrying(
       async () => {
-        const ack = await this.opts.publish(Subjects.stopRequest(this.opts.prefix, stop.project), request, MsgIds.stop(stop.project, request.packet_id));
+        const ack = await this.opts.publish(Subjects.stopRequest(this.opts.prefix, stop.project), request, MsgIds.stop(stop.project, request.packet_id), trace);
         this.requested++;
         log.info('loop guard tripped; stop requested', { guard: stop.guard, why: stop.why, detail: stop.detail, duplicate: ack.duplicate });
       },
@@ -351,4 +359,9 @@ export class GuardRunner {
       this.sleepers.add(wake);
     });
   }
+}
+
+/** The hop of a followed event: its `traceparent`'s trace continued, or a new trace when it has none. */
+function traceOf(message: FollowedMessage): HopTrace {
+  return hopTrace({ [TRACEPARENT_HEADER]: message.header(TRACEPARENT_HEADER), [TRACESTATE_HEADER]: message.header(TRACESTATE_HEADER) });
 }

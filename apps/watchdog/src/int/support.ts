@@ -29,6 +29,7 @@ import {
   type HopTrace,
   type NatsHandle,
   type StoredEvent,
+  TRACEPARENT_HEADER,
 } from '@baton/eventstore';
 import type { RunningService } from '@baton/platform';
 import { waitFor } from '@baton/wait';
@@ -294,16 +295,22 @@ function testEnvelope(kind: 'run' | 'handoff', id: string, type: string, payload
 }
 
 /** Append events to run `run` of `project` (the test project by default) as its writer would (after its last event). */
-export async function appendRunEvents(h: Harness, run: string, events: ReadonlyArray<{ type: string; payload: unknown }>, project = PROJECT): Promise<void> {
+export async function appendRunEvents(
+  h: Harness,
+  run: string,
+  events: ReadonlyArray<{ type: string; payload: unknown }>,
+  project = PROJECT,
+  trace?: HopTrace,
+): Promise<void> {
   const ref = { project, kind: 'run' as const, id: run };
   for (const { type, payload } of events) {
     const { lastSeq } = await h.store.read(ref);
-    await h.store.append(ref, [testEnvelope('run', run, type, payload, project)], { expectedVersion: lastSeq });
+    await h.store.append(ref, [testEnvelope('run', run, type, payload, project)], { expectedVersion: lastSeq, ...(trace !== undefined ? { trace } : {}) });
   }
 }
 
 /** Append `run.routed` events for run `run` (of `project`): the agents visited in order (first from the start). */
-export async function route(h: Harness, run: string, agents: string[], firstHop = 1, project = PROJECT): Promise<void> {
+export async function route(h: Harness, run: string, agents: string[], firstHop = 1, project = PROJECT, trace?: HopTrace): Promise<void> {
   await appendRunEvents(
     h,
     run,
@@ -326,17 +333,25 @@ export async function route(h: Harness, run: string, agents: string[], firstHop 
       },
     })),
     project,
+    trace,
   );
 }
 
 /** The stop requests stored on the stop subject of `project` (the test project by default), oldest first. */
 export async function stopRequests(h: Harness, project = PROJECT): Promise<StopRunRequest[]> {
+  return (await stopRequestMessages(h, project)).map((m) => m.request);
+}
+
+/** The stop requests of `project` with the `traceparent` each was stored with (undefined: none). */
+export async function stopRequestMessages(h: Harness, project = PROJECT): Promise<{ request: StopRunRequest; traceparent: string | undefined }[]> {
   const stream = batonStreamNames(h.prefix).inbox;
   const info = await h.nats.jsm.streams.info(stream);
-  const out: StopRunRequest[] = [];
+  const out: { request: StopRunRequest; traceparent: string | undefined }[] = [];
   for (let s = info.state.first_seq; s <= info.state.last_seq && info.state.messages > 0; s++) {
     const msg = await h.nats.jsm.streams.getMessage(stream, { seq: s }).catch(() => null);
-    if (msg && msg.subject === Subjects.stopRequest(h.prefix, project)) out.push(StopRunRequestSchema.parse(JSON.parse(decoder.decode(msg.data))));
+    if (msg && msg.subject === Subjects.stopRequest(h.prefix, project)) {
+      out.push({ request: StopRunRequestSchema.parse(JSON.parse(decoder.decode(msg.data))), traceparent: msg.header.get(TRACEPARENT_HEADER) || undefined });
+    }
   }
   return out;
 }

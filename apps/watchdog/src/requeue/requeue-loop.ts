@@ -1,4 +1,5 @@
 import { assertNever } from '@baton/domain';
+import { hopTrace, TRACEPARENT_HEADER } from '@baton/eventstore';
 import type { JsonLogger } from '@baton/platform';
 import type { Deadline, DeadlineTable } from '../deadlines/deadline-table';
 import { ExpectedRefusals, requeueKey, type RequeueLedger } from './requeue-port';
@@ -145,11 +146,18 @@ export class RequeueLoop {
 
   private async requeue(deadline: Deadline): Promise<RequeueOutcome> {
     try {
-      const reply = await this.opts.ledger.requeueExpired(deadline.project, {
-        handoff_id: deadline.handoffId,
-        claim_id: deadline.claimId,
-        idempotency_key: requeueKey(deadline.handoffId, deadline.claimId),
-      });
+      // The requeue continues the trace of the claim it ends (the run's, for an SDK agent): its
+      // event and the offer after it stay in the run's trace.
+      const trace = deadline.traceparent !== undefined ? hopTrace({ [TRACEPARENT_HEADER]: deadline.traceparent }, false) : undefined;
+      const reply = await this.opts.ledger.requeueExpired(
+        deadline.project,
+        {
+          handoff_id: deadline.handoffId,
+          claim_id: deadline.claimId,
+          idempotency_key: requeueKey(deadline.handoffId, deadline.claimId),
+        },
+        trace !== undefined ? { trace } : undefined,
+      );
       if (reply.ok) return { kind: 'requeued', deadline };
       if (reply.error.kind === 'unavailable') return { kind: 'failed', deadline, error: reply.error };
       return { kind: 'refused', deadline, code: reply.error.code, expected: ExpectedRefusals.has(reply.error.code) };

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { RequeueExpiredCommand } from '@baton/contracts';
+import type { HopTrace } from '@baton/eventstore';
 
 /**
  * What the ledger answers to `requeue_expired` (only what the watchdog reads of it; a
@@ -15,7 +16,12 @@ export type RequeueReply = { ok: true } | { ok: false; error: { code: string; ki
  * a reply of kind `unavailable` or a thrown error, and both are retried.
  */
 export interface RequeueLedger {
-  requeueExpired(project: string, command: RequeueExpiredCommand): Promise<RequeueReply>;
+  requeueExpired(project: string, command: RequeueExpiredCommand, call?: RequeueCall): Promise<RequeueReply>;
+}
+
+/** How a request is sent: in the trace of the event that started the lease (or deadline), when it had one. */
+export interface RequeueCall {
+  trace?: HopTrace;
 }
 
 /** Injection token for the {@link RequeueLedger}. */

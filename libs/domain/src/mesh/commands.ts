@@ -80,7 +80,7 @@ export interface AnswerMeshStop {
  */
 export interface StopMesh {
   type: 'stop_mesh';
-  data: { packet_id: string; why: StopWhy; tried?: readonly string[]; detail?: string; cap?: StopCap; run_id?: string };
+  data: { packet_id: string; why: StopWhy; tried?: readonly string[]; trace_ids?: readonly string[]; detail?: string; cap?: StopCap; run_id?: string };
   metadata: MeshCommandMetadata;
 }
 

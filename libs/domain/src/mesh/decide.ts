@@ -330,6 +330,7 @@ function stopMesh(command: StopMesh, state: MeshState): DecisionResult<MeshEvent
     why: d.why,
     tried: d.tried ?? [],
     pending: null,
+    ...(d.trace_ids !== undefined ? { trace_ids: d.trace_ids } : {}),
     ...(d.detail !== undefined ? { detail: d.detail } : {}),
     ...(d.cap !== undefined ? { cap: { ...d.cap } } : {}),
     run_id: d.run_id ?? state.mesh_run_id,

@@ -50,11 +50,13 @@ export class StopRunUseCase {
     // Only the watchdog and the admin may publish here (docs/identity.md). The watchdog names itself;
     // any other name is a person the admin connection acts for: origin operator, never watchdog.
     const origin = request.requested_by === ServiceActors.watchdog.actor ? 'watchdog' : 'operator';
-    // What the packet is built from, for a run or (below) a mesh.
+    // What the packet is built from, for a run or (below) a mesh. The packet links the trace the
+    // request came in (the event that tripped the watchdog's guard or escalation continues in it).
     const facts = {
       packet_id: request.packet_id,
       why: request.why,
       tried: request.tried,
+      trace_ids: [trace.traceId],
       ...(request.detail !== undefined ? { detail: request.detail } : {}),
       ...(request.cap !== undefined ? { cap: request.cap } : {}),
     };
