@@ -42,6 +42,9 @@ const json = (schema: z.ZodType, description: string) => ({
   content: { 'application/json': { schema: allowingUnlistedProperties(schemaOf(schema, 'output')) } },
 });
 const error = (description: string) => json(ErrorBodySchema, description);
+/** The 503 of a route that relays a ledger command: it may have been applied; retry with the same key. */
+const NO_LEDGER_ANSWERED =
+  'no ledger answered in time (`timeout`, `no_responders`): the command may have been applied. `details.idempotency_key` is the key it was sent with (generated when the request had none) and `Retry-After` says when to send it again with that key';
 
 /** One OpenAPI query parameter per member of a (strict object) query schema. */
 function queryParameters(schema: z.ZodObject): object[] {
@@ -273,7 +276,7 @@ export function buildOpenApiDocument(): object {
       ),
       '404': missing,
       '409': error('the ledger refused the state (e.g. already decided)'),
-      '503': error('no ledger answered'),
+      '503': { ...error(NO_LEDGER_ANSWERED), headers: retryAfter },
     },
   };
   const abandonHandoff = {
@@ -294,7 +297,7 @@ export function buildOpenApiDocument(): object {
       '409': error(
         '`handoff_not_open` (the handoff already ended: completed, released, abandoned, failed or archived); `idempotency_key_reused` (the key abandoned it with another reason)',
       ),
-      '503': error('no ledger answered'),
+      '503': { ...error(NO_LEDGER_ANSWERED), headers: retryAfter },
     },
   };
   const controlProject = (name: 'pause' | 'resume') => ({
@@ -325,7 +328,7 @@ export function buildOpenApiDocument(): object {
           : '`project_not_paused`; `idempotency_key_reused` (the key was used with another body)',
       ),
       '415': unreadable,
-      '503': error('no ledger answered'),
+      '503': { ...error(NO_LEDGER_ANSWERED), headers: retryAfter },
     },
   });
   const document = {

@@ -20,7 +20,7 @@ import { BATON_VIEWS, LEDGER_CLIENT } from '../projection/tokens';
 import type { Principal } from '../auth/roles';
 import { assertCanAnswer, assertVisible } from '../auth/scope';
 import { AnswerOutcomes, answerStatusPath, type AnswerAggregate, type AnswerOutcome } from './answer-outcomes';
-import { ApiError, notFound, parseOr400, statusForKind } from './http';
+import { ApiError, ledgerRefusal, notFound, parseOr400, statusForKind } from './http';
 import { resolveProject } from './resolve';
 import type { AbandonHandoffBodySchema, AnswerAcceptedSchema, HandbackDecisionBodySchema, HoldAnswerBodySchema, StopAnswerBodySchema } from './schemas';
 
@@ -388,14 +388,10 @@ export class OperatorActions {
   private async handoffOutcome(command: KeyedCommand, project: string, handoffId: string, key: string, reply: LedgerReply): Promise<HandoffActionReply> {
     if (reply.ok) return { outcome: 'applied', handoff: reply.handoff, events: reply.events };
     if (reply.error.code === HandoffErrorCode.idempotencyKeyReused) throw await this.keyReused(command, project, handoffId, key);
-    const status = reply.error.kind === 'rejected' ? HttpStatus.BAD_REQUEST : statusForKind(reply.error.kind);
     // A refusal of the action itself (a state conflict: already decided or ended by someone else;
     // the worker ending its own review) says so, like a refused answer; unavailability does not.
     const refused = reply.error.kind === 'wrong_state' || reply.error.kind === 'forbidden' || reply.error.kind === 'invalid';
-    throw new ApiError(status, reply.error.code, reply.error.message, [], {
-      ...(reply.error.details ?? {}),
-      ...(refused ? { outcome: 'refused', handoff_id: handoffId, project } : {}),
-    });
+    throw ledgerRefusal(reply.error, key, refused ? { outcome: 'refused', handoff_id: handoffId, project } : {});
   }
 
   /**

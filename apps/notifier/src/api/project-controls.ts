@@ -8,7 +8,7 @@ import type { z } from 'zod';
 import { Role, type Principal } from '../auth/roles';
 import { assertVisible } from '../auth/scope';
 import { LEDGER_CLIENT } from '../projection/tokens';
-import { ApiError, notFound, statusForKind } from './http';
+import { ApiError, ledgerRefusal, notFound } from './http';
 import type { PauseBodySchema, ResumeBodySchema } from './schemas';
 
 /**
@@ -63,8 +63,7 @@ export class ProjectControls {
         ? await this.ledger.pause(project, command as z.infer<typeof PauseBodySchema> & { idempotency_key: string }, options)
         : await this.ledger.resume(project, command, options);
     if (reply.ok) return { project: reply.project, events: reply.events };
-    const { code, kind, message, details } = reply.error;
-    throw new ApiError(kind === 'rejected' ? HttpStatus.BAD_REQUEST : statusForKind(kind), code, message, [], { ...(details ?? {}), project });
+    throw ledgerRefusal(reply.error, command.idempotency_key, { project });
   }
 
   /** One aggregate's events; none when the events stream does not exist yet. */

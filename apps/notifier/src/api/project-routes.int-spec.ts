@@ -292,6 +292,36 @@ describe('records addressed by project and id: project routes, id-only routes, t
     }
   });
 
+  it('no ledger answers: the abandon is answered 503 with the idempotency key it was sent with (generated when the request had none) and Retry-After, so the same command can be retried safely', async () => {
+    // No ledger serves this fixture's prefix: the request finds no responder (kind unavailable).
+    const first = await post('/v1/projects/beta/handoffs/ho-same/abandon', both, { reason: 'duplicate' });
+    expect(first.status).toBe(503);
+    expect(first.headers.get('retry-after')).toBe('2');
+    const error = first.json().error as { code: string; details: { idempotency_key?: string; retry_after_sec?: number } };
+    expect(error.details.idempotency_key).toMatch(/^abandon-[0-9a-f-]{36}$/);
+    expect(error.details.retry_after_sec).toBe(2);
+    const seen: Array<Record<string, unknown>> = [];
+    const sub = fx.nats.connection.subscribe(`${fx.prefix}.cmd.ledger.>`, {
+      callback: (_err, msg) => {
+        seen.push(JSON.parse(decoder.decode(msg.data)) as Record<string, unknown>);
+        msg.respond(
+          new TextEncoder().encode(JSON.stringify({ ok: false, error: { code: 'handoff_not_open', kind: 'wrong_state', message: 'ended already' } })),
+        );
+      },
+    });
+    await fx.nats.connection.flush();
+    try {
+      const retried = await post('/v1/projects/beta/handoffs/ho-same/abandon', both, { reason: 'duplicate', idempotency_key: error.details.idempotency_key });
+      expect(retried.status).toBe(409);
+      expect(seen[0]).toMatchObject({ idempotency_key: error.details.idempotency_key });
+      // A refusal the ledger made is no retry signal: no key, no Retry-After.
+      expect(retried.headers.get('retry-after')).toBeNull();
+      expect(retried.json().error.details).not.toHaveProperty('retry_after_sec');
+    } finally {
+      sub.unsubscribe();
+    }
+  });
+
   it('web pages: project pages per project, the id-only page redirects when unambiguous and refuses 409 otherwise, cards link to project pages', async () => {
     const cookie = await signIn(both);
     const betaPage = await call('/projects/beta/runs/wr-same', { cookie });
