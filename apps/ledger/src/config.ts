@@ -11,6 +11,13 @@ export const LedgerConfigSchema = z.object({
     .min(1_000)
     .max(24 * 60 * 60 * 1000)
     .default(60_000),
+  /**
+   * Requests one ledger instance works on at once. One more is answered at once `overloaded`
+   * (kind `unavailable`, retryable with the same key after `details.retry_after_ms`) instead of
+   * waiting in memory: when the store slows down, callers time out and send again, and requests
+   * kept without a bound would outgrow the heap.
+   */
+  LEDGER_MAX_INFLIGHT: z.coerce.number().int().min(1).max(100_000).default(256),
   /** How long a project's definition (roster, lead, roles) is reused before it is re-checked, ms. */
   LEDGER_DEFINITION_TTL_MS: z.coerce
     .number()

@@ -60,6 +60,11 @@ export const LedgerErrorCode = {
   /** The event store could not be reached or did not answer. Retryable. */
   unavailable: 'unavailable',
   /**
+   * The ledger instance is working on as many requests as it takes at once (`LEDGER_MAX_INFLIGHT`):
+   * nothing was done. Retryable with the same key after `details.retry_after_ms`.
+   */
+  overloaded: 'overloaded',
+  /**
    * A stored event of the handoff cannot be decoded (kind `internal`, `details`: its `subject` and
    * `seq`): no retry can help until it is repaired or the reader upgraded. Not `unavailable`, which
    * a client would retry forever.
@@ -120,7 +125,7 @@ export const CompleteThenCreateReplySchema = z.union([
 ]);
 
 /** Error codes a client may retry with the same idempotency key. */
-export const RetryableLedgerCodes: readonly string[] = [LedgerErrorCode.conflict, LedgerErrorCode.unavailable];
+export const RetryableLedgerCodes: readonly string[] = [LedgerErrorCode.conflict, LedgerErrorCode.unavailable, LedgerErrorCode.overloaded];
 
 /**
  * The JetStream subject a handoff offer is published on: `<prefix>.in.<project>.offer.<agent>`

@@ -280,8 +280,11 @@ export class LedgerClient {
     const timeout = call.timeoutMs ?? this.timeoutMs;
     const traceHeaders = call.trace ? headersFrom(hopTraceHeaders(call.trace)) : undefined;
     let last: R | Refusal = failure(LedgerErrorCode.timeout, 'unavailable', `no reply from the ledger on ${subject}`);
+    // What the last refusal asked to wait (an `overloaded` ledger's retry_after_ms, at most 5 s),
+    // stretched by up to as much again at random: callers refused together do not come back together.
+    let askedWaitMs = 0;
     for (let attempt = 1; attempt <= this.attempts; attempt++) {
-      if (attempt > 1) await sleep(this.backoffMs * (attempt - 1));
+      if (attempt > 1) await sleep(Math.max(this.backoffMs * (attempt - 1), askedWaitMs));
       let raw: Uint8Array;
       try {
         const msg = await this.nats.connection.request(subject, data, traceHeaders ? { timeout, headers: traceHeaders } : { timeout });
@@ -304,6 +307,8 @@ export class LedgerClient {
       const reply = decode(subject, raw);
       if (!reply.ok && RetryableLedgerCodes.includes(reply.error.code)) {
         last = reply;
+        const asked = reply.error.details?.['retry_after_ms'];
+        askedWaitMs = typeof asked === 'number' && Number.isFinite(asked) ? Math.min(Math.max(asked, 0), 5_000) * (1 + Math.random()) : 0;
         continue;
       }
       return reply;

@@ -1,15 +1,22 @@
-import { Inject, Injectable, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
+import { Inject, Injectable, Optional, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
 import { COMMAND_REFUSED_LETTERS } from '../edge/refusal-tokens';
-import { Subjects } from '@baton/contracts';
+import { LedgerErrorCode, LedgerErrorKind, Subjects } from '@baton/contracts';
 import { subscribeCore, type CoreMessage, type CoreSubscription } from '@baton/eventstore';
 import type { CompleteThenCreateReply, LedgerReply, OpenOffersReply, ProjectControlReply } from '@baton/contracts';
-import { RUNTIME, type RefusedLetters, type ServiceRuntime } from '@baton/platform';
+import { METRICS, RUNTIME, type BatonMetrics, type RefusedLetters, type ServiceRuntime } from '@baton/platform';
+import { LEDGER_CONFIG, type LedgerConfig } from '../config';
 import { LedgerCommands } from './ledger-commands';
 
 /** Queue group every ledger instance joins: each request is served by exactly one instance. */
 export const LEDGER_QUEUE = 'ledger';
 
 const encoder = new TextEncoder();
+
+/** How long a caller refused `overloaded` is told to wait before sending again, ms. */
+export const OVERLOADED_RETRY_AFTER_MS = 250;
+
+/** How often the ledger logs that it is shedding requests (with how many since the last line), ms. */
+const SHED_LOG_EVERY_MS = 5_000;
 
 /**
  * Serves `<prefix>.cmd.ledger.>` (core NATS request/reply, queue group `ledger`: every
@@ -27,12 +34,32 @@ export class LedgerCommandListener implements OnApplicationBootstrap, OnModuleDe
   private subscription: CoreSubscription | null = null;
   private readonly inFlight = new Set<Promise<void>>();
   private served = 0;
+  private shed = 0;
+  /** Requests shed since the last log line about it, and when that line was written. */
+  private shedUnlogged = 0;
+  private shedLoggedAt = 0;
+  /** The `overloaded` reply, the same bytes every time (no work per shed request). */
+  private readonly overloadedReply: Uint8Array;
 
   constructor(
     @Inject(RUNTIME) private readonly runtime: ServiceRuntime,
     @Inject(LedgerCommands) private readonly commands: LedgerCommands,
     @Inject(COMMAND_REFUSED_LETTERS) private readonly refusedLetters: RefusedLetters,
-  ) {}
+    @Inject(LEDGER_CONFIG) private readonly config: Pick<LedgerConfig, 'LEDGER_MAX_INFLIGHT'>,
+    @Optional() @Inject(METRICS) private readonly metrics: BatonMetrics | null = null,
+  ) {
+    this.overloadedReply = encoder.encode(
+      JSON.stringify({
+        ok: false,
+        error: {
+          code: LedgerErrorCode.overloaded,
+          kind: LedgerErrorKind.unavailable,
+          message: `the ledger is working on ${config.LEDGER_MAX_INFLIGHT} requests (LEDGER_MAX_INFLIGHT); nothing was done: send the same command again after retry_after_ms`,
+          details: { retry_after_ms: OVERLOADED_RETRY_AFTER_MS, max_inflight: config.LEDGER_MAX_INFLIGHT },
+        },
+      }),
+    );
+  }
 
   async onApplicationBootstrap(): Promise<void> {
     const subject = Subjects.ledgerCommands(this.runtime.config.BATON_PREFIX);
@@ -40,6 +67,11 @@ export class LedgerCommandListener implements OnApplicationBootstrap, OnModuleDe
       this.runtime.nats,
       subject,
       (msg) => {
+        // Admission: past the bound, the request is answered at once and nothing else is kept of it.
+        if (this.inFlight.size >= this.config.LEDGER_MAX_INFLIGHT) {
+          this.shedOne(msg);
+          return;
+        }
         const task = this.answer(msg).finally(() => this.inFlight.delete(task));
         this.inFlight.add(task);
       },
@@ -61,6 +93,35 @@ export class LedgerCommandListener implements OnApplicationBootstrap, OnModuleDe
   /** Requests this instance has answered (health and tests). */
   handledCount(): number {
     return this.served;
+  }
+
+  /** Requests this instance answered `overloaded` without working on them (health and tests). */
+  shedCount(): number {
+    return this.shed;
+  }
+
+  /** Answer `overloaded` (a request without a reply subject is dropped: nobody waits for it), count it, log now and then. */
+  private shedOne(msg: CoreMessage): void {
+    this.shed++;
+    this.shedUnlogged++;
+    this.metrics?.ledgerRequestsShed.inc();
+    if (msg.reply) {
+      try {
+        msg.respond(this.overloadedReply);
+      } catch {
+        // The connection is closing: the caller times out and sends again.
+      }
+    }
+    const now = Date.now();
+    if (now - this.shedLoggedAt >= SHED_LOG_EVERY_MS) {
+      this.runtime.logger.warn('ledger at its in-flight bound: requests answered overloaded', {
+        shed: this.shedUnlogged,
+        in_flight: this.inFlight.size,
+        max_inflight: this.config.LEDGER_MAX_INFLIGHT,
+      });
+      this.shedUnlogged = 0;
+      this.shedLoggedAt = now;
+    }
   }
 
   private async answer(msg: CoreMessage): Promise<void> {

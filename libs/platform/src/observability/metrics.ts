@@ -32,6 +32,7 @@ export const MetricName = {
   inboxOpenItems: 'baton_inbox_open_items',
   httpDuration: 'baton_http_request_duration_seconds',
   edgeMessages: 'baton_edge_messages_total',
+  ledgerRequestsShed: 'baton_ledger_requests_shed_total',
 } as const;
 
 /** Outcome label values of `baton_events_handled_total` (the runner's outcome kinds). */
@@ -58,6 +59,7 @@ export class BatonMetrics {
   readonly deadLetters: Counter<'source' | 'reason'>;
   readonly commandsResumed: Counter<'outcome'>;
   readonly edgeMessages: Counter<'route' | 'outcome'>;
+  readonly ledgerRequestsShed: Counter;
   /** What the event store's fold cache reports when scraped (see {@link watchFoldCache}). */
   private foldCache: (() => FoldCacheStats) | null = null;
   readonly httpDuration: Histogram<'method' | 'route' | 'status_code'>;
@@ -105,6 +107,11 @@ export class BatonMetrics {
       name: MetricName.edgeMessages,
       help: "Agent edge messages the ledger's relay handled, by route (input, api, ack; none when the subject stands for nothing) and outcome (relayed; refused, recorded as a dead letter; suppressed, counted in its sender's refusals_suppressed letter).",
       labelNames: ['route', 'outcome'],
+      registers,
+    });
+    this.ledgerRequestsShed = new Counter({
+      name: MetricName.ledgerRequestsShed,
+      help: 'Ledger requests answered overloaded without being worked on: the instance had LEDGER_MAX_INFLIGHT requests in flight (the caller sends again).',
       registers,
     });
     const foldCacheNow = () => this.foldCache?.() ?? null;
