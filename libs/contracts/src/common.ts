@@ -136,6 +136,33 @@ export const ShortTextSchema = z.string().max(Limits.maxShortText);
 /** A short text that says something: spaces alone are refused as blank (a reason, a summary). */
 export const NonBlankShortTextSchema = ShortTextSchema.trim().min(1, 'must not be blank');
 
+/** A text without control characters but tab, line feed and carriage return (no C0 control, DEL or C1 control). */
+// eslint-disable-next-line no-control-regex -- finding control characters is what it is for
+const NO_CONTROLS = /^[^\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f]*$/;
+/** Somewhere a character a reader sees: not white space, not a control, not a format character (a bidi mark, a zero-width space). */
+const SOMETHING_VISIBLE = /[^\s\p{Cc}\p{Cf}]/u;
+
+/**
+ * Free text a person types at Baton's edge (an operator's note): at most {@link Limits.maxShortText}
+ * characters, and no control characters but tab and line breaks — a NUL or an escape sequence is
+ * not text, and would reach every reader of the event (terminals, logs, webhooks).
+ */
+export const PersonTextSchema = ShortTextSchema.regex(NO_CONTROLS, 'control characters are not text (tab and line breaks are the only ones taken)');
+
+/**
+ * A person's text that says something (a reason): {@link PersonTextSchema}, trimmed, and refused as
+ * blank (`blank`: the refusal's words) when nothing in it is visible — spaces, controls and invisible
+ * format characters alone.
+ */
+export function nonBlankPersonTextSchema(blank = 'must not be blank') {
+  return PersonTextSchema.trim().regex(SOMETHING_VISIBLE, `${blank} (nothing in it is visible)`);
+}
+
+/** Whether `text` has a character a reader sees (see {@link nonBlankPersonTextSchema}). */
+export function hasVisibleText(text: string): boolean {
+  return SOMETHING_VISIBLE.test(text);
+}
+
 export type Id = z.infer<typeof IdSchema>;
 export type ProjectId = z.infer<typeof ProjectIdSchema>;
 export type AgentName = z.infer<typeof AgentNameSchema>;

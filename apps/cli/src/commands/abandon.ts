@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { hasVisibleText } from '@baton/contracts';
 import { postHandoffAction } from '../api';
 import type { Command } from '../command';
 import { parseCommandArgs, str } from '../command';
@@ -40,7 +41,7 @@ Options:
     }
     const [handoffId] = args.positionals as [string];
     const reason = str(args, 'reason');
-    if (reason === undefined || reason.trim() === '') throw new UsageError('--reason is required: an abandon says why');
+    if (reason === undefined || !hasVisibleText(reason)) throw new UsageError('--reason is required: an abandon says why');
     const given = str(args, 'project');
     const project = given !== undefined ? projectArg(given) : undefined;
     const key = str(args, 'key') ?? `cli-${randomUUID()}`;

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { hasVisibleText } from '@baton/contracts';
 import { postHandoffAction } from '../api';
 import type { Command } from '../command';
 import { parseCommandArgs, str } from '../command';
@@ -40,7 +41,7 @@ Options:
     const [handoffId, decision] = args.positionals as [string, string];
     if (decision !== 'accept' && decision !== 'rework') throw new UsageError(`the decision is accept or rework, got "${decision}"`);
     const note = str(args, 'note');
-    if (decision === 'rework' && (note === undefined || note.trim() === '')) throw new UsageError('a rework needs --note saying what to change');
+    if (decision === 'rework' && (note === undefined || !hasVisibleText(note))) throw new UsageError('a rework needs --note saying what to change');
     const given = str(args, 'project');
     const project = given !== undefined ? projectArg(given) : undefined;
     const key = str(args, 'key') ?? `cli-${randomUUID()}`;

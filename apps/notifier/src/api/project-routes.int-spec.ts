@@ -292,6 +292,22 @@ describe('records addressed by project and id: project routes, id-only routes, t
     }
   });
 
+  it("a person's text is refused 400 schema_violation when it holds control characters or nothing visible, and a cap past the safe integers too: nothing is sent", async () => {
+    const before = { alpha: (await answersOn('alpha')).length, beta: (await answersOn('beta')).length };
+    const blank = await post('/v1/projects/beta/handoffs/ho-same/abandon', both, { reason: '\u0000\u0001' });
+    expect(blank.status).toBe(400);
+    expect(blank.json().error).toMatchObject({ code: 'schema_violation', issues: expect.arrayContaining([expect.objectContaining({ path: 'reason' })]) });
+    const invisible = await post('/v1/projects/beta/handoffs/ho-same/abandon', both, { reason: '\u200b\u202e ' });
+    expect(invisible.status).toBe(400);
+    const note = await post('/v1/projects/alpha/stops/stop-same/answer', both, { action: 'deny', note: 'ok\u001b[2J' });
+    expect(note.status).toBe(400);
+    expect(note.json().error).toMatchObject({ code: 'schema_violation', issues: [expect.objectContaining({ path: 'note' })] });
+    const cap = await post('/v1/projects/beta/stops/stop-same/answer', both, { action: 'raise_cap', cap: 1e308 });
+    expect(cap.status).toBe(400);
+    expect(cap.json().error).toMatchObject({ code: 'schema_violation', issues: [expect.objectContaining({ path: 'cap' })] });
+    expect({ alpha: (await answersOn('alpha')).length, beta: (await answersOn('beta')).length }).toEqual(before);
+  });
+
   it('no ledger answers: the abandon is answered 503 with the idempotency key it was sent with (generated when the request had none) and Retry-After, so the same command can be retried safely', async () => {
     // No ledger serves this fixture's prefix: the request finds no responder (kind unavailable).
     const first = await post('/v1/projects/beta/handoffs/ho-same/abandon', both, { reason: 'duplicate' });
@@ -316,7 +332,7 @@ describe('records addressed by project and id: project routes, id-only routes, t
       expect(seen[0]).toMatchObject({ idempotency_key: error.details.idempotency_key });
       // A refusal the ledger made is no retry signal: no key, no Retry-After.
       expect(retried.headers.get('retry-after')).toBeNull();
-      expect(retried.json().error.details).not.toHaveProperty('retry_after_sec');
+      expect((retried.json().error as { details: object }).details).not.toHaveProperty('retry_after_sec');
     } finally {
       sub.unsubscribe();
     }

@@ -14,7 +14,9 @@ import {
   ResumeEffectSchema,
   RouteCauseSchema,
   RunStatusSchema,
-  ShortTextSchema,
+  hasVisibleText,
+  nonBlankPersonTextSchema,
+  PersonTextSchema,
   StopPacketSchema,
   StopPacketStatusSchema,
   StopWhySchema,
@@ -117,8 +119,8 @@ export const StopAnswerBodySchema = z.strictObject({
   answer_id: IdSchema.optional(),
   action: OperatorAnswerActionSchema,
   intent: z.string().min(1).max(Limits.maxIdLength).optional(),
-  cap: z.number().finite().positive().optional(),
-  note: ShortTextSchema.optional(),
+  cap: z.number().positive().max(Number.MAX_SAFE_INTEGER, 'a cap is at most 9007199254740991').optional(),
+  note: PersonTextSchema.optional(),
   /** The packet's `pending_digest` as shown (`null` when it freezes no call, as the packet says it). */
   pending_digest: z.string().min(1).max(200).nullable().optional(),
   /** Ignored: the authenticated token names who answers. Accepted so older clients keep working. */
@@ -131,7 +133,7 @@ export const HoldAnswerBodySchema = z
     answer_id: IdSchema.optional(),
     action: HoldAnswerActionSchema,
     target: z.string().min(1).max(Limits.maxIdLength).optional(),
-    note: ShortTextSchema.optional(),
+    note: PersonTextSchema.optional(),
     /**
      * The hold this answer was made for: the `cause` of the hold's inbox item (or of the run view's
      * `hold`). When the run is held again since, by another cause, the answer is 409 `stale_answer`.
@@ -152,13 +154,13 @@ export const HoldAnswerBodySchema = z
 export const HandbackDecisionBodySchema = z
   .strictObject({
     decision: z.enum(['accept', 'rework']),
-    note: ShortTextSchema.optional(),
+    note: PersonTextSchema.optional(),
     /** Ignored: the authenticated token names who decides. */
     actor: ActorNameSchema.optional().describe('ignored: the authenticated token names who decides'),
     idempotency_key: z.string().min(1).max(200).optional(),
   })
   .superRefine((body, ctx) => {
-    if (body.decision === 'rework' && (body.note === undefined || body.note.trim() === '')) {
+    if (body.decision === 'rework' && (body.note === undefined || !hasVisibleText(body.note))) {
       ctx.addIssue({ code: 'custom', path: ['note'], message: 'a rework says what to change' });
     }
   });
@@ -169,7 +171,7 @@ export const HandbackDecisionBodySchema = z
  * refuses what the ledger would.
  */
 export const AbandonHandoffBodySchema = z.strictObject({
-  reason: ShortTextSchema.trim().min(1, 'an abandon says why'),
+  reason: nonBlankPersonTextSchema('an abandon says why'),
   /** Ignored: the authenticated token names who abandons. */
   actor: ActorNameSchema.optional().describe('ignored: the authenticated token names who abandons'),
   idempotency_key: z.string().min(1).max(200).optional().describe('a retry with the same key and body changes nothing; generated when absent'),
@@ -183,14 +185,14 @@ export const AbandonHandoffBodySchema = z.strictObject({
  * the token's admin. `force` pauses a project with no published definition (else `project_unknown`).
  */
 export const PauseBodySchema = z.strictObject({
-  reason: ShortTextSchema.trim().min(1, 'a pause says why'),
+  reason: nonBlankPersonTextSchema('a pause says why'),
   idempotency_key: z.string().min(1).max(200).optional().describe('a retry with the same key and body changes nothing; generated when absent'),
   force: z.boolean().optional().describe('pause even though the project has no published definition'),
 });
 
 /** `POST /v1/projects/{project}/resume` (admin): dispatch again; every pending handoff is offered again. */
 export const ResumeBodySchema = z.strictObject({
-  reason: ShortTextSchema.optional(),
+  reason: PersonTextSchema.optional(),
   idempotency_key: z.string().min(1).max(200).optional().describe('a retry with the same key and body changes nothing; generated when absent'),
 });
 

@@ -1,7 +1,15 @@
 import { createHmac, randomBytes } from 'node:crypto';
 import { Controller, Get, HttpException, Inject, Param, Post, Req, Res } from '@nestjs/common';
 import { z } from 'zod';
-import { HoldAnswerActionSchema, IdSchema, OperatorAnswerActionSchema, ProjectIdSchema, RouteCauseSchema } from '@baton/contracts';
+import {
+  hasVisibleText,
+  HoldAnswerActionSchema,
+  IdSchema,
+  OperatorAnswerActionSchema,
+  PersonTextSchema,
+  ProjectIdSchema,
+  RouteCauseSchema,
+} from '@baton/contracts';
 import { InvalidCursorError, type ItemFilters } from '@baton/projections';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { projectionsUnavailable } from '../api/http';
@@ -38,9 +46,10 @@ class WebRefusal extends Error {
   }
 }
 
+/** A typed field (first of repeats): a person's text as the API takes it (no control characters), absent when nothing in it is visible. */
 const text = z
-  .preprocess((v) => (Array.isArray(v) ? v[0] : v), z.string().max(4000).optional())
-  .transform((v) => (v === undefined || v.trim() === '' ? undefined : v));
+  .preprocess((v) => (Array.isArray(v) ? v[0] : v), PersonTextSchema.optional())
+  .transform((v) => (v === undefined || !hasVisibleText(v) ? undefined : v));
 /** A field read as sent (first of repeats), blank included: the answer's own schema and rules judge it, as the API's. */
 const asSent = z.preprocess((v) => (Array.isArray(v) ? v[0] : v), z.string().max(4000).optional());
 const FormBase = z.object({ _csrf: z.string().min(1).max(200), return: text });
