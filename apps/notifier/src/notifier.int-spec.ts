@@ -224,12 +224,26 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
       ['/v1/inbox?status=all', /^status: status takes open, answered, closed .* or any$/],
       ['/v1/stops?status=closed', /^status: status takes open, answered .* or any$/],
       ['/v1/inbox?limit=0', /^limit: limit is a whole number from 1 to 500, in digits$/],
+      ['/v1/inbox?limit=1&limit=2', /^limit: limit is given 2 times; give it once$/],
       [`/v1/inbox?${Array.from({ length: 21 }, () => 'kind=stop').join('&')}`, /^kind: at most 20 values/],
     ] as const) {
       const refused = await get(query);
       expect({ query, status: refused.status, code: refused.body.error?.code }).toEqual({ query, status: 400, code: 'schema_violation' });
       expect((refused.body.error as { message?: string }).message).toMatch(message);
     }
+    // A path parameter that does not validate is named by the route's name for it; a path segment
+    // that is not percent-encoding by the path; and paths are case-sensitive.
+    for (const [path, issuePath] of [
+      ['/v1/projects/BAD..x/runs/r', 'project'],
+      ['/v1/projects/demo/runs/%00', 'id'],
+      ['/v1/projects/demo/runs/r/answers/a%20b%2Fc', 'answer_id'],
+      ['/v1/runs/%25%ZZ', '(path)'],
+    ] as const) {
+      const refused = await get(path);
+      expect({ path, status: refused.status, code: refused.body.error?.code }).toEqual({ path, status: 400, code: 'schema_violation' });
+      expect({ path, issue: (refused.body.error as { issues?: { path: string }[] }).issues?.[0]?.path }).toEqual({ path, issue: issuePath });
+    }
+    expect((await get('/v1/INBOX')).status).toBe(404);
     // A parameter a listing does not take is named by its path, as on the routes that take none.
     for (const path of ['/v1/inbox?colour=red', '/v1/stops?colour=red', '/v1/events/stream?colour=red']) {
       const refused = await get(path);

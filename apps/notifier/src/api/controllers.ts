@@ -7,7 +7,7 @@ import { ApiAuthGuard, Caller } from '../auth/auth.guard';
 import type { HttpResponse } from '../auth/http-types';
 import type { Principal } from '../auth/roles';
 import { assertCanAnswer, assertVisible, scopedProjects } from '../auth/scope';
-import { ApiExceptionFilter, NoQuery, notFound, parseOr400 } from './http';
+import { ApiExceptionFilter, NoQuery, notFound, parseOr400, parseParam } from './http';
 import { MeshReader } from './mesh-reader';
 import { NoticeRedelivery } from './notice-redelivery';
 import { buildOpenApiDocument, docsPage } from './openapi';
@@ -53,7 +53,7 @@ function actionBody<T extends z.ZodType>(caller: Principal, schema: T, body: unk
 
 /** The record of a route: its id, and the project when the route names it. */
 function target(id: string, project?: string): RecordTarget {
-  return { id: parseOr400(IdParamSchema, id), ...(project !== undefined ? { project: parseOr400(ProjectParamSchema, project) } : {}) };
+  return { id: parseParam('id', IdParamSchema, id), ...(project !== undefined ? { project: parseParam('project', ProjectParamSchema, project) } : {}) };
 }
 
 /**
@@ -284,14 +284,14 @@ export class ProjectRecordsController {
   @HttpCode(200)
   redeliverNotice(@Param('project') project: string, @Param('notice_id') noticeId: string, @Body() body: unknown, @Caller() caller: Principal) {
     parseOr400(NoticeRedeliverBodySchema, body ?? {});
-    return this.notices.redeliver(parseOr400(ProjectParamSchema, project), parseOr400(IdParamSchema, noticeId), caller);
+    return this.notices.redeliver(parseParam('project', ProjectParamSchema, project), parseParam('notice_id', IdParamSchema, noticeId), caller);
   }
 
   /** `GET /v1/projects/:project`: the project's published definition in short and its kill switch (active, or paused: by whom, since when, why). */
   @NoQuery()
   @Get()
   project(@Param('project') project: string, @Caller() caller: Principal) {
-    return this.projects.summary(caller, parseOr400(ProjectParamSchema, project));
+    return this.projects.summary(caller, parseParam('project', ProjectParamSchema, project));
   }
 
   /** `POST /v1/projects/:project/pause` (admin): the kill switch — no handoff of the project is offered or claimed until it is resumed. */
@@ -299,7 +299,7 @@ export class ProjectRecordsController {
   @Post('pause')
   @HttpCode(200)
   pause(@Param('project') project: string, @Body() body: unknown, @Caller() caller: Principal) {
-    return this.projects.control(caller, parseOr400(ProjectParamSchema, project), 'pause', () => parseOr400(PauseBodySchema, body));
+    return this.projects.control(caller, parseParam('project', ProjectParamSchema, project), 'pause', () => parseOr400(PauseBodySchema, body));
   }
 
   /** `POST /v1/projects/:project/resume` (admin): dispatch again; every pending handoff is offered again. */
@@ -307,7 +307,7 @@ export class ProjectRecordsController {
   @Post('resume')
   @HttpCode(200)
   resume(@Param('project') project: string, @Body() body: unknown, @Caller() caller: Principal) {
-    return this.projects.control(caller, parseOr400(ProjectParamSchema, project), 'resume', () => parseOr400(ResumeBodySchema, body));
+    return this.projects.control(caller, parseParam('project', ProjectParamSchema, project), 'resume', () => parseOr400(ResumeBodySchema, body));
   }
 
   /**
@@ -340,7 +340,7 @@ export class ProjectRecordsController {
   @Get('runs/:id/answers/:answer_id')
   runAnswer(@Param('project') project: string, @Param('id') id: string, @Param('answer_id') answerId: string, @Caller() caller: Principal) {
     const t = target(id, project);
-    return this.actions.answerStatus({ project: t.project!, kind: 'run', id: t.id }, parseOr400(IdParamSchema, answerId), caller);
+    return this.actions.answerStatus({ project: t.project!, kind: 'run', id: t.id }, parseParam('answer_id', IdParamSchema, answerId), caller);
   }
 
   /** `GET /v1/projects/:project/meshes/:id/answers/:answer_id`: what became of an answer to a mesh's stop packet. */
@@ -348,7 +348,7 @@ export class ProjectRecordsController {
   @Get('meshes/:id/answers/:answer_id')
   meshAnswer(@Param('project') project: string, @Param('id') id: string, @Param('answer_id') answerId: string, @Caller() caller: Principal) {
     const t = target(id, project);
-    return this.actions.answerStatus({ project: t.project!, kind: 'mesh', id: t.id }, parseOr400(IdParamSchema, answerId), caller);
+    return this.actions.answerStatus({ project: t.project!, kind: 'mesh', id: t.id }, parseParam('answer_id', IdParamSchema, answerId), caller);
   }
 
   /** `GET /v1/projects/:project/handoffs/:id`: the handoff record and its event timeline. */

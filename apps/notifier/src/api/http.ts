@@ -16,7 +16,7 @@ import { METHODS } from 'node:http';
 import type { Observable } from 'rxjs';
 import { rejectionFromZod } from '@baton/contracts';
 import { InvalidCursorError, RedisUnavailableError } from '@baton/projections';
-import type { z } from 'zod';
+import { z } from 'zod';
 import { isApiPath, markPrivate } from '../http/private-responses';
 
 /** The body of every error the operator API answers: a stable code, a message, the offending fields. */
@@ -46,11 +46,43 @@ export function parseOr400<S extends z.ZodType>(schema: S, input: unknown): z.in
   const named = rejection.issues
     .flatMap((described, index) => {
       const issue = parsed.error.issues[index];
-      if (issue?.code !== 'unrecognized_keys') return [described];
+      if (issue?.code !== 'unrecognized_keys') return [repeated(input, described, issue)];
       return issue.keys.map((key) => ({ path: [...issue.path.map(String), key.slice(0, 100)].join('.'), message: 'Unrecognized key' }));
     })
     .slice(0, 20);
-  throw new ApiError(HttpStatus.BAD_REQUEST, rejection.code, rejection.message, named);
+  const first = named[0];
+  throw new ApiError(HttpStatus.BAD_REQUEST, rejection.code, first ? `${first.path}: ${first.message}` : rejection.message, named);
+}
+
+/**
+ * A top-level field that came as a list where the schema takes one value (a query parameter given
+ * twice, `?limit=1&limit=2`) is said to be repeated, not to be of the wrong shape.
+ */
+function repeated(input: unknown, described: { path: string; message: string }, issue: z.core.$ZodIssue | undefined) {
+  // A list the schema takes is refused for its values (`why.0`) or its length (an alternative of the
+  // union took the array's shape), not for being a list.
+  const shapeOnly = (i: z.core.$ZodIssue): boolean =>
+    i.code === 'invalid_type' || (i.code === 'invalid_union' && i.errors.every((alt) => alt.every(shapeOnly)));
+  if (issue === undefined || !shapeOnly(issue)) return described;
+  const path = issue.path;
+  if (path.length !== 1 || typeof input !== 'object' || input === null) return described;
+  const value = (input as Record<PropertyKey, unknown>)[path[0]!];
+  return Array.isArray(value) ? { path: described.path, message: `${String(path[0])} is given ${value.length} times; give it once` } : described;
+}
+
+/** Each parameter's schema wrapped in an object of that one field, made once per schema and name. */
+const paramSchemas = new WeakMap<z.ZodType, Map<string, z.ZodType>>();
+
+/**
+ * Parse a path parameter (`:project`, `:id`, `:answer_id`…): a failure is a 400
+ * `schema_violation` whose issue names the parameter (`issues[].path` is its name).
+ */
+export function parseParam<S extends z.ZodType>(name: string, schema: S, value: unknown): z.infer<S> {
+  let byName = paramSchemas.get(schema);
+  if (byName === undefined) paramSchemas.set(schema, (byName = new Map()));
+  let wrapped = byName.get(name);
+  if (wrapped === undefined) byName.set(name, (wrapped = z.object({ [name]: schema })));
+  return (parseOr400(wrapped, { [name]: value }) as Record<string, z.infer<S>>)[name];
 }
 
 /**
@@ -249,7 +281,13 @@ export class ApiExceptionFilter implements ExceptionFilter {
               : status === HttpStatus.BAD_REQUEST
                 ? 'schema_violation'
                 : 'http_error';
-      return [status, { error: { code, message, issues: [] } }];
+      // A path segment that is not percent-encoding (`/v1/runs/%`): the router could not read the
+      // route's parameters, so the issue names the path rather than one of them.
+      const issues =
+        code === 'schema_violation' && message.startsWith('Failed to decode param')
+          ? [{ path: '(path)', message: 'a path segment is not valid percent-encoding' }]
+          : [];
+      return [status, { error: { code, message, issues } }];
     }
     const typeField = typeof exception === 'object' && exception !== null ? (exception as { type?: unknown; status?: unknown }) : {};
     if (typeField.type === 'charset.unsupported')

@@ -114,6 +114,11 @@ export async function runService(opts: RunServiceOptions): Promise<RunningServic
   class AppModule {}
 
   const app = await NestFactory.create(AppModule, { logger, bodyParser: true, abortOnError: false });
+  // Paths are case-sensitive, as the documents name them (`/v1/INBOX` is no route). The adapter made
+  // Express's router already (with the default, insensitive), and the router reads the flag when a
+  // route or middleware is added: set before any is, and Nest's route matching reads it from there.
+  const express = app.getHttpAdapter().getInstance() as { router?: { caseSensitive?: boolean } };
+  if (express.router) express.router.caseSensitive = true;
   // JSON and form bodies must be UTF-8: bytes that are not are refused (invalid_utf8), never decoded
   // with replacement characters. Registered before Nest's defaults, which then stay out.
   const parsers = app as unknown as { useBodyParser(type: 'json' | 'urlencoded', options: Record<string, unknown>): unknown };
