@@ -17,7 +17,7 @@ import {
 import { schemaFileText } from './commands/schemas';
 import { verifyCommand } from './commands/verify';
 import { createCliContext } from './context';
-import { main } from './main';
+import { failureOf, main } from './main';
 import { bufferedIo } from './output';
 
 const NATS_URL = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
@@ -188,6 +188,19 @@ describe('the baton command against real NATS and Redis', () => {
     expect(typeof first.next_cursor === 'string' || first.next_cursor === null).toBe(true);
     if (first.next_cursor !== null)
       expect(JSON.parse((await baton('inbox', '--json-page', '--status', 'any', '--cursor', first.next_cursor)).out)).toHaveProperty('items');
+  });
+
+  it("the NATS client's own error (a connection closed under a command) is unavailable, not a failed NatsError", async () => {
+    const handle = await connectNats({ servers: process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222' });
+    await handle.close();
+    let thrown: unknown;
+    try {
+      handle.connection.publish('baton-cli-test.closed', new Uint8Array());
+    } catch (error) {
+      thrown = error;
+    }
+    expect(thrown).toBeInstanceOf(Error);
+    expect(failureOf(thrown)).toMatchObject({ code: 'unavailable', message: expect.stringMatching(/^NATS: .*\(CONNECTION_CLOSED\); is the server up/) });
   });
 
   it('with --json a missing record is a typed failure on stderr (not_found), stdout empty', async () => {

@@ -141,9 +141,10 @@ interface Failure {
  * What a command's failure was: a {@link CliError} or usage error as it says; an error of the SDK
  * or the event store (a publish the server refused, a timeout…) with its own `code` — its
  * `permission_denied` (credentials that may not read or publish where the command does: an agent's
- * or a service's) saying what to do, as the CLI's own do; anything else `failed`, named by its class.
+ * or a service's) saying what to do, as the CLI's own do; the NATS client's own (a connection closed
+ * or lost under the command) `unavailable`; anything else `failed`, named by its class.
  */
-function failureOf(error: unknown): Failure {
+export function failureOf(error: unknown): Failure {
   if (error instanceof UsageError)
     return { code: error.typed.code, message: error.message, issues: [], ...(error.typed.details ? { details: error.typed.details } : {}) };
   if (error instanceof CliError)
@@ -151,6 +152,10 @@ function failureOf(error: unknown): Failure {
   if (error instanceof Error) {
     const code = (error as { code?: unknown }).code;
     if (code === EventStoreErrorCode.permissionDenied) return { code, message: `${error.message}: ${USE_THE_ADMINS}`, issues: [] };
+    // The NATS client's own errors (its connection closed or lost under a command, a server that went
+    // away): NATS did not answer, which the CLI calls unavailable, as when it cannot connect at all.
+    if (error.name === 'NatsError' && typeof code === 'string')
+      return { code: CliErrorCode.unavailable, message: `NATS: ${error.message} (${code}); is the server up, and NATS_URL right?`, issues: [] };
     return typeof code === 'string' && /^[a-z][a-z0-9_]*$/.test(code)
       ? { code, message: error.message, issues: [] }
       : { code: CliErrorCode.failed, message: `${error.name}: ${error.message}`, issues: [] };
