@@ -1,3 +1,4 @@
+import { LedgerErrorCode } from '@baton/contracts';
 import { assertNever } from '@baton/domain';
 import { hopTrace, TRACEPARENT_HEADER } from '@baton/eventstore';
 import type { JsonLogger } from '@baton/platform';
@@ -185,9 +186,15 @@ export class RequeueLoop {
         if (outcome.expected) log.debug('requeue_expired refused (expected when racing)', { code: outcome.code });
         else log.warn('requeue_expired refused', { code: outcome.code });
         break;
-      case 'failed':
-        log.warn('requeue_expired got no answer; will retry', describe(outcome.error));
+      case 'failed': {
+        // A ledger at its in-flight bound answered, and did nothing: not "no answer".
+        const overloaded = (outcome.error as { code?: unknown } | null)?.code === LedgerErrorCode.overloaded;
+        log.warn(
+          overloaded ? 'requeue_expired: the ledger was overloaded and did nothing; will retry' : 'requeue_expired got no answer; will retry',
+          describe(outcome.error),
+        );
         break;
+      }
       default:
         return assertNever(outcome, 'requeue outcome');
     }
