@@ -28,6 +28,37 @@ const stopRequests = () => supportStopRequests(h);
 /** The agent whose circuit a loop guard's stop request names (none for other stops). */
 const guardAgent = (stop: Awaited<ReturnType<typeof stopRequests>>[number]) => (stop.cause?.kind === 'loop_guard' ? stop.cause.agent : undefined);
 
+/** Two handoffs of `agent`'s, on runs `<tag>-1` and `<tag>-2`, claimed with a 1 s lease; resolves with the claims once both lapsed. */
+async function lapseTwo(agent: string, tag: string): Promise<{ id: string; claimId: string; run: string }[]> {
+  const alice = new LedgerClient(h.nats, h.prefix, { as: Principals.agent(PROJECT, 'alice'), attempts: 1 });
+  const worker = new LedgerClient(h.nats, h.prefix, { as: Principals.agent(PROJECT, agent), attempts: 1 });
+  const claims: { id: string; claimId: string; run: string }[] = [];
+  for (const i of [1, 2]) {
+    const id = `${tag}-h${i}`;
+    const run = `${tag}-${i}`;
+    await route(run, [agent]);
+    await alice.create(PROJECT, { handoff_id: id, from_agent: 'alice', to_agent: agent, summary: 'x', workflow_run_id: run, idempotency_key: `c-${id}` });
+    const claimed = await worker.claim(PROJECT, { handoff_id: id, lease_ms: 1000, idempotency_key: `k-${id}` });
+    if (!claimed.ok || claimed.handoff.claim_id === undefined) throw new Error(`claim refused: ${JSON.stringify(claimed)}`);
+    claims.push({ id, claimId: claimed.handoff.claim_id, run });
+  }
+  for (const { id } of claims) await waitFor(async () => ((await h.state(id)).status === 'pending' ? true : undefined), `${id} requeued`, { timeoutMs: 8000 });
+  return claims;
+}
+
+/** The router closing a lapsed claim's handoff with a result the inbox stored in time: the completion voids the lapse (rule 4b). */
+async function voidLapse(claim: { id: string; claimId: string; run: string }, agent: string, resultId: string) {
+  const router = new LedgerClient(h.nats, h.prefix, { as: Principals.service('router'), attempts: 1 });
+  return router.completeFromResult(PROJECT, {
+    handoff_id: claim.id,
+    result_id: resultId,
+    agent,
+    claim_id: claim.claimId,
+    workflow_run_id: claim.run,
+    idempotency_key: `cfr-${resultId}`,
+  });
+}
+
 describe('watchdog loop guards (real NATS): each leaves the loop as a stop request, never an exception', () => {
   it('hop budget per run: a hop past WATCHDOG_MAX_HOPS asks the router to stop the run (why budget, naming the hops cap), once with two watchdogs', async () => {
     await h.startWatchdog('wd-a', { WATCHDOG_MAX_HOPS: '3' });
@@ -99,25 +130,7 @@ describe('watchdog loop guards (real NATS): each leaves the loop as a stop reque
 
   it('circuit opened by lease lapses (rule 4b): its stop waits for the lapse to settle and is dropped when a result stored in time voids the lapse; without one it is requested', async () => {
     await h.startWatchdog('wd-a', { WATCHDOG_CIRCUIT_FAILURES: '2', WATCHDOG_CIRCUIT_COOLDOWN_MS: '600000', WATCHDOG_LAPSE_SETTLE_MS: '2500' });
-    const alice = new LedgerClient(h.nats, h.prefix, { as: Principals.agent(PROJECT, 'alice'), attempts: 1 });
     const router = new LedgerClient(h.nats, h.prefix, { as: Principals.service('router'), attempts: 1 });
-    /** Two handoffs of flaky's, on runs `<tag>-1` and `<tag>-2`, claimed with a 1 s lease; resolves with the claims once both lapsed. */
-    const lapseTwo = async (agent: string, tag: string) => {
-      const flaky = new LedgerClient(h.nats, h.prefix, { as: Principals.agent(PROJECT, agent), attempts: 1 });
-      const claims: { id: string; claimId: string; run: string }[] = [];
-      for (const i of [1, 2]) {
-        const id = `${tag}-h${i}`;
-        const run = `${tag}-${i}`;
-        await route(run, [agent]);
-        await alice.create(PROJECT, { handoff_id: id, from_agent: 'alice', to_agent: agent, summary: 'x', workflow_run_id: run, idempotency_key: `c-${id}` });
-        const claimed = await flaky.claim(PROJECT, { handoff_id: id, lease_ms: 1000, idempotency_key: `k-${id}` });
-        if (!claimed.ok || claimed.handoff.claim_id === undefined) throw new Error(`claim refused: ${JSON.stringify(claimed)}`);
-        claims.push({ id, claimId: claimed.handoff.claim_id, run });
-      }
-      for (const { id } of claims)
-        await waitFor(async () => ((await h.state(id)).status === 'pending' ? true : undefined), `${id} requeued`, { timeoutMs: 8000 });
-      return claims;
-    };
 
     // The second lapse opens slow's circuit; the router then accepts the result slow's inbox stored
     // in time and closes the handoff under the lapsed claim: the completion voids the lapse.
@@ -144,6 +157,24 @@ describe('watchdog loop guards (real NATS): each leaves the loop as a stop reque
     });
     expect(stop.workflow_run_id).toBe(lapsed[1]!.run);
     expect(Date.now() - lapsedAt).toBeGreaterThanOrEqual(1500);
+  }, 40_000);
+
+  it('a circuit stop a lapse tripped waits out every lapse that re-opened the circuit meanwhile: when those are voided too, it is dropped (an overloaded router, not a failing agent)', async () => {
+    await h.startWatchdog('wd-a', { WATCHDOG_CIRCUIT_FAILURES: '2', WATCHDOG_CIRCUIT_COOLDOWN_MS: '600000', WATCHDOG_LAPSE_SETTLE_MS: '4000' });
+    // Two lapses open busy's circuit (a stop settling until 4 s after the second); the first
+    // lapse's result is recorded late, which voids it and closes the circuit.
+    const first = await lapseTwo('busy', 'ro');
+    const firstAt = Date.now();
+    expect(await voidLapse(first[1]!, 'busy', 'r-ro-2')).toMatchObject({ ok: true });
+    // Two more lapses re-open it before the first stop has settled.
+    const second = await lapseTwo('busy', 'rt');
+    // Past the first stop's settle: the circuit is open again, on lapses that have not settled.
+    await sleep(Math.max(0, firstAt + 4_500 - Date.now()));
+    expect((await stopRequests()).filter((s) => guardAgent(s) === 'busy')).toEqual([]);
+    // Their results are recorded late too: every lapse was the router's backlog, none the agent's.
+    expect(await voidLapse(second[1]!, 'busy', 'r-rt-2')).toMatchObject({ ok: true });
+    await sleep(5_000);
+    expect((await stopRequests()).filter((s) => guardAgent(s) === 'busy')).toEqual([]);
   }, 40_000);
 
   it("circuit per agent, cross-project: failures of another project's agent on handoffs of this project's runs stop this project's run", async () => {

@@ -275,28 +275,38 @@ export class GuardRunner {
       this.publishStop(traced);
       return;
     }
-    const { agent_project: agentProject, lapse_at: lapseAt } = stop.settle;
-    const wait = Date.parse(lapseAt) + settleMs - Date.now();
+    const agentProject = stop.settle.agent_project;
     const settled = async () => {
-      this.settling++;
-      try {
-        if (wait > 0) await this.pause(wait);
-      } finally {
-        this.settling--;
-      }
-      if (this.stopped) return;
-      const circuit = this.opts.book.circuitOf(agentProject, stop.agent ?? '');
-      // A success of the agent since (the completion that voided the lapse, or any other) closed it.
-      if (circuit === undefined || circuit.status === 'closed' || !this.opts.book.isLive(stop.project, stop.workflow_run_id)) {
-        this.dropped++;
-        this.opts.logger.info('circuit stop dropped: the lapse that tripped it settled with the circuit closed or the run no longer live', {
-          project: stop.project,
-          workflow_run_id: stop.workflow_run_id,
-          agent: stop.agent,
-          lapse_at: lapseAt,
-          circuit: circuit?.status ?? 'closed',
-        });
-        return;
+      // The lapse the stop waits on: the one that tripped it, then any that re-opened the circuit
+      // since (a voided lapse closed it, and new lapses landed before this one settled — lapses of
+      // a router's backlog come in waves). Each may be voided the same way, so the stop waits for
+      // the latest to settle before it judges.
+      let lapseAt = stop.settle!.lapse_at;
+      for (;;) {
+        const wait = Date.parse(lapseAt) + settleMs - Date.now();
+        this.settling++;
+        try {
+          if (wait > 0) await this.pause(wait);
+        } finally {
+          this.settling--;
+        }
+        if (this.stopped) return;
+        const circuit = this.opts.book.circuitOf(agentProject, stop.agent ?? '');
+        // A success of the agent since (the completion that voided the lapse, or any other) closed it.
+        if (circuit === undefined || circuit.status === 'closed' || !this.opts.book.isLive(stop.project, stop.workflow_run_id)) {
+          this.dropped++;
+          this.opts.logger.info('circuit stop dropped: the lapse that tripped it settled with the circuit closed or the run no longer live', {
+            project: stop.project,
+            workflow_run_id: stop.workflow_run_id,
+            agent: stop.agent,
+            lapse_at: lapseAt,
+            circuit: circuit?.status ?? 'closed',
+          });
+          return;
+        }
+        const reopenedBy = circuit.status === 'open' ? circuit.lapse_at : undefined;
+        if (reopenedBy === undefined || Date.parse(reopenedBy) <= Date.parse(lapseAt)) break;
+        lapseAt = reopenedBy;
       }
       this.publishStop(traced);
     };

@@ -17,7 +17,8 @@ import type { GuardConfig, GuardStop } from './facts';
  * the inbox stored before that lease ran out (docs/handoffs.md rule 4b) — results queued behind a
  * busy router, whose lapses landed together — and the completion that voids the lapse is the
  * agent's success, which closes the circuit. The watchdog requests such a stop only once the lapse
- * has settled (`WATCHDOG_LAPSE_SETTLE_MS` after it) and the circuit is still not closed.
+ * has settled (`WATCHDOG_LAPSE_SETTLE_MS` after it) and the circuit is still not closed — and, when
+ * lapses re-opened it since, once the latest of those has settled too.
  */
 
 export type CircuitState =
