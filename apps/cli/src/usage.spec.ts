@@ -37,7 +37,7 @@ describe('command lines refused before anything is done', () => {
       [['abandon', '--reason', 'x'], 'missing <handoff-id>'],
       [['answer', '--action', 'deny'], 'missing <stop-id>'],
       [['run'], 'missing <id> (the workflow_run_id)'],
-      [['creds'], 'missing what to issue: agent, service or admin'],
+      [['creds'], 'missing what to do: agent, service or admin (issue), or revoke'],
     ];
     for (const [argv, said] of cases) {
       const typed = await baton(...argv, '--json');

@@ -115,8 +115,8 @@ export type {
   ReactorEdgeOptions,
   DeliveredMessage,
 } from './reactor';
-export { createNkeyPair, nkeyPairFromSeed, decodeJwtClaims, jwtOfCreds } from './auth/jwt';
-export type { NkeyPair, UserPermissions, SubjectPermission } from './auth/jwt';
+export { createNkeyPair, nkeyPairFromSeed, decodeJwtClaims, jwtOfCreds, jwtSignedBy, isUserPublicKey } from './auth/jwt';
+export type { NkeyPair, UserPermissions, SubjectPermission, UserRevocations } from './auth/jwt';
 export { permissionsFor, redriveMarkerSubjects } from './auth/permissions';
 export {
   openDeployment,
@@ -128,10 +128,15 @@ export {
   authConfig,
   serverConfig,
   writeServerConfig,
+  writeTrust,
   describeCreds,
   DeploymentError,
 } from './auth/deployment';
-export type { AuthDeployment, IssuedCreds, ServerConfigOptions } from './auth/deployment';
+export type { AuthDeployment, IssuedCreds, ServerConfigOptions, WrittenTrust } from './auth/deployment';
+export { readUserRecord } from './auth/user-record';
+export type { RecordedUser } from './auth/user-record';
+export { revokeUsers, usersOfPrincipal } from './auth/revoke';
+export type { Revocation, RevokedUser } from './auth/revoke';
 export { LedgerClient } from './ledger-client';
 export type {
   LedgerCallOptions,

@@ -17,6 +17,11 @@ export interface AuthNatsServer {
   deployment: AuthDeployment;
   output: string[];
   child: ChildProcess;
+  /**
+   * Have the server reload its configuration file (SIGHUP, as `nats-server --signal reload` sends)
+   * and resolve once it logs that it did; rejects with its words when it refused the reload.
+   */
+  reload(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -60,6 +65,19 @@ export async function startAuthNatsServer(prefix: string): Promise<AuthNatsServe
     deployment,
     output,
     child,
+    async reload() {
+      const from = output.join('').length;
+      child.kill('SIGHUP');
+      const until = Date.now() + 5_000;
+      while (Date.now() < until) {
+        const since = output.join('').slice(from);
+        const failed = /Failed to reload server configuration: .*/.exec(since);
+        if (failed) throw new Error(`nats-server refused the reload: ${failed[0]}`);
+        if (since.includes('Reloaded server configuration')) return;
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      throw new Error(`nats-server did not report a reload within 5 s\n${output.join('').slice(from)}`);
+    },
     async stop() {
       if (child.exitCode === null && child.signalCode === null) {
         const exited = once(child, 'exit');

@@ -86,3 +86,139 @@ describe('baton creds needs the deployment baton nats-config made', () => {
     expect(JSON.parse(readFileSync(join(dir, 'deployment.json'), 'utf8'))).toEqual(deployment);
   });
 });
+
+/**
+ * `baton creds revoke` and `--rotate` on the deployment folder (no server: what reaches a running
+ * nats-server on reload is proven by test/security/credential-revocation.e2e-spec.ts). Issuing
+ * again for a principal says that the earlier credentials stay valid until revoked.
+ */
+describe('baton creds revoke and --rotate', () => {
+  let root: string;
+  let dir: string;
+
+  async function baton(...argv: string[]) {
+    const io = bufferedIo();
+    const code = await main([...argv, '--dir', dir], { io, env: { BATON_PREFIX: 'baton' } });
+    return { code, out: io.out(), err: io.err() };
+  }
+  async function json<T>(...argv: string[]): Promise<T> {
+    const run = await baton(...argv, '--json');
+    expect({ code: run.code, err: run.err }).toEqual({ code: 0, err: '' });
+    return JSON.parse(run.out) as T;
+  }
+  const revocations = () => {
+    const jwt = /^ {2}A[A-Z2-7]+: (\S+)$/m.exec(readFileSync(join(dir, 'auth.conf'), 'utf8'))?.[1] ?? '';
+    const claims = JSON.parse(Buffer.from(jwt.split('.')[1] ?? '', 'base64url').toString('utf8')) as {
+      name: string;
+      nats: { revocations?: Record<string, number> };
+    };
+    return claims.nats.revocations ?? {};
+  };
+  type Issued = { file: string; user: string; still_valid: string[]; revoked?: { user: string }[] };
+
+  beforeEach(async () => {
+    root = await mkdtemp(join(tmpdir(), 'baton-revoke-cli-'));
+    dir = join(root, 'auth');
+    expect((await baton('nats-config')).code).toBe(0);
+  });
+  afterEach(async () => {
+    await rm(root, { recursive: true, force: true });
+  });
+
+  it('issuing an agent again warns that the earlier credentials stay valid until revoked, naming their key (--json: still_valid)', async () => {
+    const first = await json<Issued>('creds', 'agent', '--project', 'p1', '--agent', 'a1');
+    expect(first.still_valid).toEqual([]);
+    const again = await baton('creds', 'agent', '--project', 'p1', '--agent', 'a1');
+    expect(again.code).toBe(0);
+    expect(again.err).toContain(`baton: warning: the earlier credentials of agent p1/a1 stay valid until revoked (user ${first.user})`);
+    expect(again.err).toContain('--rotate');
+    const third = await json<Issued>('creds', 'agent', '--project', 'p1', '--agent', 'a1');
+    expect(third.still_valid).toHaveLength(2);
+    expect(third.still_valid).toContain(first.user);
+    expect(revocations()).toEqual({});
+  });
+
+  it('--rotate issues the new file and revokes every earlier key of the principal, not the new one', async () => {
+    const first = await json<Issued>('creds', 'agent', '--project', 'p1', '--agent', 'a1');
+    const second = await json<Issued>('creds', 'agent', '--project', 'p1', '--agent', 'a1');
+    const rotated = await json<Issued>('creds', 'agent', '--project', 'p1', '--agent', 'a1', '--rotate');
+    expect(rotated.still_valid).toEqual([]);
+    expect(rotated.revoked?.map((entry) => entry.user).sort()).toEqual([first.user, second.user].sort());
+    expect(Object.keys(revocations()).sort()).toEqual([first.user, second.user].sort());
+    expect(existsSync(rotated.file)).toBe(true);
+    const prose = await baton('creds', 'agent', '--project', 'p1', '--agent', 'a1', '--rotate');
+    expect(prose.out).toContain('rotated: the earlier user key(s) of agent p1/a1 are revoked');
+    expect(prose.out).toContain('nats-server --signal reload=<pid>');
+  });
+
+  it('revoke --project --agent revokes every key the agent was issued, removes its file and says how to apply it', async () => {
+    const first = await json<Issued>('creds', 'agent', '--project', 'p1', '--agent', 'a1');
+    const second = await json<Issued>('creds', 'agent', '--project', 'p1', '--agent', 'a1');
+    const other = await json<Issued>('creds', 'agent', '--project', 'p1', '--agent', 'a2');
+    const run = await baton('creds', 'revoke', '--project', 'p1', '--agent', 'a1');
+    expect(run.code).toBe(0);
+    expect(run.out).toContain(`revoked agent p1/a1 in ${dir}: 2 user key(s) newly revoked, 0 revoked before`);
+    expect(run.out).toContain(`user ${first.user} (agent:p1:a1)`);
+    expect(run.out).toContain(`removed ${second.file} (its user is revoked)`);
+    expect(run.out).toContain('kill -HUP <pid>');
+    expect(run.out).toContain('baton creds agent --project p1 --agent a1');
+    expect(Object.keys(revocations()).sort()).toEqual([first.user, second.user].sort());
+    expect(existsSync(other.file)).toBe(true);
+
+    // Again: nothing new, each key reported as revoked before, at its first time.
+    const again = await json<{ revoked: { user: string; already_revoked: boolean }[]; removed_files: string[] }>(
+      'creds',
+      'revoke',
+      '--project',
+      'p1',
+      '--agent',
+      'a1',
+    );
+    expect(again.revoked.every((entry) => entry.already_revoked)).toBe(true);
+    expect(again.removed_files).toEqual([]);
+  });
+
+  it('revoke --user revokes one key; --service revokes a service, whose file nats-config then issues again', async () => {
+    const agent = await json<Issued>('creds', 'agent', '--project', 'p1', '--agent', 'a1');
+    const byKey = await json<{ principal: null; revoked: { user: string; principal: string }[] }>('creds', 'revoke', '--user', agent.user);
+    expect(byKey).toMatchObject({ principal: null, revoked: [{ user: agent.user, principal: 'agent:p1:a1' }] });
+
+    const router = join(dir, 'creds', 'router.creds');
+    const jwt = readFileSync(router, 'utf8').split('\n')[1] ?? '';
+    const routerUser = (JSON.parse(Buffer.from(jwt.split('.')[1] ?? '', 'base64url').toString('utf8')) as { sub: string }).sub;
+    const service = await json<{ removed_files: string[] }>('creds', 'revoke', '--service', 'router');
+    expect(service.removed_files).toEqual([router]);
+    expect(revocations()).toHaveProperty(routerUser);
+    expect((await baton('nats-config')).code).toBe(0);
+    expect(existsSync(router)).toBe(true);
+    // The revocations survive nats-config writing the configuration again.
+    expect(Object.keys(revocations()).sort()).toEqual([agent.user, routerUser].sort());
+  });
+
+  it('refuses, with nothing written: no selector or two, a key that is not a user key, --rotate, a folder without a deployment; an agent never issued is not_found', async () => {
+    const record = () => readFileSync(join(dir, 'users.jsonl'), 'utf8');
+    const before = record();
+    for (const argv of [
+      ['creds', 'revoke'],
+      ['creds', 'revoke', '--admin', '--project', 'p1', '--agent', 'a1'],
+      ['creds', 'revoke', '--user', 'UNOTAKEY'],
+      ['creds', 'revoke', '--admin', '--rotate'],
+      ['creds', 'revoke', '--project', 'p1'],
+      ['creds', 'agent', '--project', 'p1', '--agent', 'a1', '--user', 'U'],
+    ]) {
+      const run = await baton(...argv);
+      expect({ argv, code: run.code }).toEqual({ argv, code: 2 });
+    }
+    expect(record()).toBe(before);
+    const nowhere = await main(['creds', 'revoke', '--admin', '--dir', join(root, 'nowhere'), '--json'], { io: bufferedIo(), env: { BATON_PREFIX: 'baton' } });
+    expect(nowhere).toBe(2);
+    expect(existsSync(join(root, 'nowhere'))).toBe(false);
+
+    const missing = await baton('creds', 'revoke', '--project', 'p1', '--agent', 'ghost', '--json');
+    expect(missing.code).toBe(1);
+    expect(JSON.parse(missing.err)).toMatchObject({
+      error: { code: 'not_found', details: { dir, principal: { kind: 'agent', project: 'p1', agent: 'ghost' } } },
+    });
+    expect(record()).toBe(before);
+  });
+});

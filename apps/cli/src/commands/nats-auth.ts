@@ -5,11 +5,16 @@ import {
   DeploymentError,
   credsName,
   ensureServiceCreds,
+  isUserPublicKey,
   issueCreds,
   openDeployment,
   permissionsFor,
+  revokeUsers,
+  usersOfPrincipal,
   writeServerConfig,
   type AuthDeployment,
+  type Revocation,
+  type RevokedUser,
 } from '@baton/eventstore';
 import type { Command } from '../command';
 import { flag, parseCommandArgs, required, str } from '../command';
@@ -143,6 +148,13 @@ Options:
   },
 };
 
+/** The service named `name`; `usage` is how the command line names it, for the error. */
+function servicePrincipal(name: string | undefined, usage: string): Principal {
+  const parsed = ServiceNameSchema.safeParse(name);
+  if (!parsed.success) throw new UsageError(`${usage} <router|ledger|watchdog|notifier>, got "${name ?? ''}"`);
+  return { kind: 'svc', service: parsed.data };
+}
+
 function principalOf(kind: string, args: ReturnType<typeof parseCommandArgs>): Principal {
   switch (kind) {
     case 'agent': {
@@ -152,12 +164,8 @@ function principalOf(kind: string, args: ReturnType<typeof parseCommandArgs>): P
       if (!AgentNameSchema.safeParse(agent).success) throw new UsageError(`--agent "${agent}" is not an agent name (letters, digits, _ and -)`);
       return { kind: 'agent', project, agent };
     }
-    case 'service': {
-      const name = args.positionals[1];
-      const parsed = ServiceNameSchema.safeParse(name);
-      if (!parsed.success) throw new UsageError(`baton creds service <router|ledger|watchdog|notifier>, got "${name ?? ''}"`);
-      return { kind: 'svc', service: parsed.data };
-    }
+    case 'service':
+      return servicePrincipal(args.positionals[1], 'baton creds service');
     case 'admin':
       return { kind: 'op', relay: 'admin' };
     default:
@@ -165,12 +173,138 @@ function principalOf(kind: string, args: ReturnType<typeof parseCommandArgs>): P
   }
 }
 
+const isoOf = (seconds: number | null): string | null => (seconds === null ? null : new Date(seconds * 1000).toISOString());
+
+/** A revoked user as `--json` prints it (snake_case, ISO times). */
+function revokedJson(entry: RevokedUser): Record<string, unknown> {
+  return {
+    user: entry.user,
+    principal: entry.principal,
+    issued_at: isoOf(entry.issuedAt),
+    revoked_at: isoOf(entry.revokedAt),
+    already_revoked: entry.alreadyRevoked,
+  };
+}
+
+/** How a revocation reaches the servers, in one sentence for `--json` and in lines for people. */
+const APPLY =
+  'reload every nats-server configured from this folder (copy auth.conf to each node of a cluster first): nats-server --signal reload=<pid>, or kill -HUP <pid>';
+
+/** What a revocation printed for people: the users, the files, and how to apply it. */
+function revocationProse(outcome: Revocation, afterwards: string): string {
+  const files = [outcome.authConf, ...(outcome.serverConfig !== null ? [outcome.serverConfig] : [])];
+  return [
+    ...outcome.revoked.map((entry) => {
+      const who = entry.principal !== null ? ` (${entry.principal})` : ' (not in the record)';
+      const issued = entry.issuedAt !== null ? `issued ${isoOf(entry.issuedAt)}, ` : '';
+      const state = entry.alreadyRevoked ? 'already revoked as of' : 'revoked as of';
+      return `  user ${entry.user}${who}: ${issued}${state} ${isoOf(entry.revokedAt)}`;
+    }),
+    ...outcome.removedFiles.map((file) => `removed ${file} (its user is revoked)`),
+    `wrote the account's revocation list into ${files.join(' and ')}`,
+    `apply it: ${APPLY}`,
+    '  (docker compose: docker compose kill -s HUP nats). The reload refuses the revoked users and closes their',
+    "  open connections; nats-server 2.9 also closes every other client once, and Baton's services and the SDK",
+    '  reconnect by themselves. A server that logs "config reload not supported for TrustedOperators" must be',
+    '  restarted instead (docs/identity.md, "Revoking an agent\'s credentials").',
+    afterwards,
+    '',
+  ].join('\n');
+}
+
+/** The warning for a nats-server.conf that holds no trust block Baton wrote, left as it was. */
+function warnUnchangedServerConfig(ctx: CliContext, outcome: Revocation): void {
+  if (outcome.serverConfigNotUpdated !== null) {
+    ctx.warn(
+      `${outcome.serverConfigNotUpdated} holds no trust block baton nats-config wrote and was not changed: unless it includes ${outcome.authConf}, copy the block from that file into it`,
+    );
+  }
+}
+
+/** `baton creds revoke`: the principal or the user keys named, revoked in the deployment. */
+function revoke(args: ReturnType<typeof parseCommandArgs>, ctx: CliContext): ExitCode {
+  const users = ((args.values['user'] as string[] | undefined) ?? []).map((user) => user.trim());
+  const byAgent = str(args, 'project') !== undefined || str(args, 'agent') !== undefined;
+  const service = str(args, 'service');
+  const selectors = [byAgent, service !== undefined, flag(args, 'admin'), users.length > 0].filter(Boolean).length;
+  if (selectors !== 1) throw new UsageError('baton creds revoke takes one of: --project and --agent, --service <name>, --admin, or --user <U…> (repeatable)');
+  if (flag(args, 'rotate')) throw new UsageError('--rotate is for issuing (baton creds agent|service|admin --rotate), not for revoke');
+  if (args.positionals.length > 1)
+    throw new UsageError(`unexpected argument "${args.positionals[1]}": name what to revoke with --project and --agent, --service, --admin or --user`);
+  const wrong = users.filter((user) => !isUserPublicKey(user));
+  if (wrong.length > 0)
+    throw new UsageError(
+      `--user must be a user public key (U followed by 55 characters, as baton creds prints it), got ${wrong.map((user) => `"${user}"`).join(', ')}`,
+    );
+  const principal = byAgent
+    ? principalOf('agent', args)
+    : service !== undefined
+      ? servicePrincipal(service, 'baton creds revoke --service')
+      : flag(args, 'admin')
+        ? principalOf('admin', args)
+        : null;
+
+  // Never a new deployment: revoking in a folder that holds none would only make one that no server trusts.
+  const folder = deploymentDir(ctx, str(args, 'dir'));
+  if (!existsSync(join(folder, 'deployment.json'))) {
+    throw new UsageError(
+      `no deployment in ${folder}: it holds no deployment.json, so there is nothing to revoke; point --dir or BATON_NATS_DIR at the folder baton nats-config made`,
+      false,
+      {
+        code: CliErrorCode.usage,
+        details: { dir: folder },
+      },
+    );
+  }
+  const deployment = open(ctx, str(args, 'dir'), false);
+  const keys = principal !== null ? usersOfPrincipal(deployment, principal).map((user) => user.user) : users;
+  if (principal !== null && keys.length === 0) {
+    throw new CliError(
+      `no credentials of ${describePrincipal(principal)} are known in ${deployment.dir} (none in its user record, no ${credsName(principal)} credentials file): nothing was revoked. Credentials issued elsewhere are revoked by their user key (--user)`,
+      { code: CliErrorCode.notFound, details: { dir: deployment.dir, principal } },
+    );
+  }
+  const outcome = revokeUsers(deployment, keys);
+  warnUnchangedServerConfig(ctx, outcome);
+  if (flag(args, 'json')) {
+    ctx.io.stdout.write(
+      `${JSON.stringify(
+        {
+          dir: deployment.dir,
+          principal,
+          revoked: outcome.revoked.map(revokedJson),
+          removed_files: outcome.removedFiles,
+          auth_conf: outcome.authConf,
+          server_config: outcome.serverConfig,
+          apply: APPLY,
+        },
+        null,
+        2,
+      )}\n`,
+    );
+    return ExitCode.ok;
+  }
+  const afterwards =
+    principal === null
+      ? 'Issue new credentials for whoever held these keys (baton creds) and give them the new file.'
+      : principal.kind === 'agent'
+        ? `Issue new ones with baton creds agent --project ${principal.project} --agent ${principal.agent} when the agent may connect again.`
+        : 'Issue new ones with baton nats-config (it issues every missing service and admin file), then restart the processes that used them.';
+  const fresh = outcome.revoked.filter((entry) => !entry.alreadyRevoked).length;
+  const what = principal !== null ? describePrincipal(principal) : 'the users named';
+  ctx.io.stdout.write(
+    `revoked ${what} in ${deployment.dir}: ${fresh} user key(s) newly revoked, ${outcome.revoked.length - fresh} revoked before\n${revocationProse(outcome, afterwards)}`,
+  );
+  return ExitCode.ok;
+}
+
 export const credsCommand: Command = {
   name: 'creds',
-  summary: 'issue NATS credentials for an agent, a service or the admin',
-  help: `Usage: baton creds agent --project <p> --agent <name> [--dir <folder>] [--json]
-       baton creds service <router|ledger|watchdog|notifier> [--dir <folder>] [--json]
-       baton creds admin [--dir <folder>] [--json]
+  summary: 'issue, rotate or revoke NATS credentials for an agent, a service or the admin',
+  help: `Usage: baton creds agent --project <p> --agent <name> [--rotate] [--dir <folder>] [--json]
+       baton creds service <router|ledger|watchdog|notifier> [--rotate] [--dir <folder>] [--json]
+       baton creds admin [--rotate] [--dir <folder>] [--json]
+       baton creds revoke (--project <p> --agent <name> | --service <name> | --admin | --user <U…>...) [--dir <folder>] [--json]
 
 Issue a new credentials file (a user JWT signed by the deployment's account key, plus the user's
 nkey seed) for one principal, written under <folder>/creds/ with mode 0600. The server needs no
@@ -182,38 +316,95 @@ its own offers durable through its edge (<prefix>.edge.<p>.offers.<agent>.…); 
 itself (<prefix>.cmd.ledger.<p>.agent.<agent>.*); and read replies on its own inbox prefix —
 nothing else, and nothing JetStream reads directly (docs/identity.md, "The agent edge").
 
+Every issue makes a new user key, recorded (public key, principal, time) in <folder>/users.jsonl.
+Credentials issued before for the same principal STAY VALID until revoked: the command warns and
+names their keys. --rotate issues the new file and revokes every earlier key of the principal in
+the same step (apply it with a reload, below).
+
 Give the file to the agent microservice as NATS_CREDS (the SDK's natsCreds option). Run
 \`baton nats-config\` first: a folder named by --dir or BATON_NATS_DIR that holds no deployment
 (no deployment.json) is refused (exit 2) and nothing is written, since credentials from a new
 operator would be trusted by no server. In the default ./var/nats-auth (of the working directory)
 a deployment is made, with a warning: npm start and nats-config then configure the server from it.
 
+revoke adds user keys to the BATON account's revocation list: every key the principal was issued
+(--project/--agent, --service, --admin; as recorded in users.jsonl, plus the key of its current
+file), or the keys given with --user. It signs the account JWT again with the operator key,
+rewrites the trust block in <folder>/auth.conf and <folder>/nats-server.conf, and removes the
+folder's credentials files that hold a revoked key. Running servers apply it on a configuration
+reload (nats-server --signal reload=<pid>, or kill -HUP <pid>; copy auth.conf to every node of a
+cluster first): the revoked users' open connections are closed and new ones refused. A key stays
+revoked; new credentials for the same principal get a new key and connect. A principal with no
+known credentials is not_found (exit 1); the folder must hold a deployment.
+
 Options:
-  --project <p>   the agent's project        --agent <name>  the agent's name
-  --dir <folder>  deployment folder (default BATON_NATS_DIR or ./var/nats-auth)
-  --json          print the file, principal and permissions as JSON
+  --project <p>     the agent's project        --agent <name>  the agent's name
+  --rotate          issue, then revoke the principal's earlier keys (issuing only)
+  --service <name>  revoke: a service's credentials   --admin  revoke: the admin's
+  --user <U…>       revoke: this user public key (repeat for several)
+  --dir <folder>    deployment folder (default BATON_NATS_DIR or ./var/nats-auth)
+  --json            print the file, principal and permissions as JSON (revoke: what was revoked,
+                    { dir, principal, revoked: [{ user, principal, issued_at, revoked_at,
+                    already_revoked }], removed_files, auth_conf, server_config, apply })
 `,
   async run(argv, ctx) {
     const args = parseCommandArgs(
       argv,
-      { project: { type: 'string' }, agent: { type: 'string' }, dir: { type: 'string' }, json: { type: 'boolean' } },
-      { min: 1, max: 2, names: ['what to issue: agent, service or admin'] },
+      {
+        project: { type: 'string' },
+        agent: { type: 'string' },
+        service: { type: 'string' },
+        admin: { type: 'boolean' },
+        user: { type: 'string', multiple: true },
+        rotate: { type: 'boolean' },
+        dir: { type: 'string' },
+        json: { type: 'boolean' },
+      },
+      { min: 1, max: 2, names: ['what to do: agent, service or admin (issue), or revoke'] },
     );
     if (args.help) {
       ctx.io.stdout.write(this.help);
       return ExitCode.ok;
     }
+    if (args.positionals[0] === 'revoke') return revoke(args, ctx);
+    for (const option of ['service', 'admin', 'user'] as const) {
+      if (args.values[option] !== undefined) throw new UsageError(`--${option} is for baton creds revoke`);
+    }
     const principal = principalOf(args.positionals[0] ?? '', args);
     const deployment = open(ctx, str(args, 'dir'), false);
+    const earlier = usersOfPrincipal(deployment, principal).filter((user) => user.revokedAt === null);
     const issued = issueCreds(deployment, principal);
+    const rotated =
+      flag(args, 'rotate') && earlier.length > 0
+        ? revokeUsers(
+            deployment,
+            earlier.map((user) => user.user),
+          )
+        : null;
+    const stillValid = flag(args, 'rotate') ? [] : earlier.map((user) => user.user);
+    if (rotated !== null) warnUnchangedServerConfig(ctx, rotated);
+    if (stillValid.length > 0) {
+      ctx.warn(
+        `the earlier credentials of ${describePrincipal(principal)} stay valid until revoked (user ${stillValid.join(', ')}): revoke them with baton creds revoke --user <key>, or issue with --rotate next time`,
+      );
+    }
     if (flag(args, 'json')) {
       const permissions = permissionsFor(deployment.prefix, principal);
+      const rotation =
+        rotated !== null ? { revoked: rotated.revoked.map(revokedJson), auth_conf: rotated.authConf, server_config: rotated.serverConfig, apply: APPLY } : {};
       ctx.io.stdout.write(
-        `${JSON.stringify({ principal, name: credsName(principal), file: issued.file, user: issued.userPublicKey, permissions }, null, 2)}\n`,
+        `${JSON.stringify({ principal, name: credsName(principal), file: issued.file, user: issued.userPublicKey, permissions, still_valid: stillValid, ...rotation }, null, 2)}\n`,
       );
       return ExitCode.ok;
     }
     ctx.io.stdout.write(`${describePrincipal(principal)}: ${issued.file}\n  user ${issued.userPublicKey}; give it to the process as NATS_CREDS\n`);
+    if (rotated !== null) {
+      ctx.io.stdout.write(
+        `rotated: the earlier user key(s) of ${describePrincipal(principal)} are revoked\n${revocationProse(rotated, 'Give the new file to the process before the reload: the old one is refused from then on.')}`,
+      );
+    } else if (flag(args, 'rotate')) {
+      ctx.io.stdout.write('rotated: no earlier credentials of it were valid, nothing to revoke\n');
+    }
     return ExitCode.ok;
   },
 };

@@ -1,4 +1,4 @@
-import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describePrincipal, principalFromTokens, ProjectIdSchema, ServiceNames, type Principal } from '@baton/contracts';
 import {
@@ -7,13 +7,18 @@ import {
   credsFile,
   decodeJwtClaims,
   jwtOfCreds,
+  jwtSignedBy,
   nkeyPairFromSeed,
   operatorJwt,
   permissionClaims,
   userJwt,
   type NkeyPair,
 } from './jwt';
+import { DeploymentError } from './deployment-error';
 import { permissionsFor } from './permissions';
+import { readUserRecord, recordedRevocations, recordIssued } from './user-record';
+
+export { DeploymentError } from './deployment-error';
 
 /*
  * A deployment's NATS identities, kept in one folder:
@@ -22,17 +27,17 @@ import { permissionsFor } from './permissions';
  *   operator.seed            the operator key (signs the account JWTs)         0600
  *   account.seed             the BATON account key (signs every user JWT)      0600
  *   system.seed              the system account key                            0600
- *   nats-server.conf         a server configuration trusting the operator (memory resolver)
+ *   users.jsonl              every user key issued and revoked (public keys; user-record.ts)
+ *   auth.conf                the trust block: operator JWT, account JWTs (memory resolver)
+ *   nats-server.conf         a server configuration trusting the operator, the trust block inline
  *   creds/<service>.creds    router, ledger, watchdog, notifier, admin          0600
  *   creds/agents/<project>/<agent>.creds                                         0600
  *
  * Whoever holds `account.seed` can issue credentials; the server only needs the operator and
  * account JWTs, which are public. Issuing a new agent's credentials changes nothing on the server.
+ * Revoking one does (revoke.ts): the BATON account JWT is signed again with the user in its
+ * revocation list, both configuration files are rewritten, and the server must reload them.
  */
-
-export class DeploymentError extends Error {
-  override name = 'DeploymentError';
-}
 
 export interface AuthDeployment {
   readonly dir: string;
@@ -161,16 +166,20 @@ export interface IssuedCreds {
 
 /**
  * Make credentials for one principal: a new user key and a user JWT signed by the account, with the
- * principal's permissions (`permissionsFor`). Writes `creds/…` (0600) and returns it. Issuing again
- * makes a new key; earlier files keep working until the account revokes them.
+ * principal's permissions (`permissionsFor`). Writes `creds/…` (0600), records the user key in
+ * `users.jsonl` and returns it. Issuing again makes a new key; earlier files keep working until the
+ * account revokes them (`revokeUsers`).
  */
 export function issueCreds(deployment: AuthDeployment, principal: Principal, now: Date = new Date()): IssuedCreds {
   const user = createNkeyPair('user');
-  const jwt = userJwt(deployment.account, user, credsName(principal), permissionsFor(deployment.prefix, principal), Math.floor(now.getTime() / 1000));
+  const issuedAt = Math.floor(now.getTime() / 1000);
+  const jwt = userJwt(deployment.account, user, credsName(principal), permissionsFor(deployment.prefix, principal), issuedAt);
   const creds = credsFile(jwt, user);
   const file = credsPath(deployment, principal);
   mkdirSync(join(file, '..'), { recursive: true, mode: 0o700 });
   writeSecret(file, creds);
+  // Recorded once the file is written: a key on record always had credentials handed out.
+  recordIssued(deployment.dir, user.publicKey, credsName(principal), issuedAt);
   return { principal, file, creds, userPublicKey: user.publicKey };
 }
 
@@ -217,19 +226,51 @@ export interface ServerConfigOptions {
   maxPayload?: string;
 }
 
+/** The first line of the trust block: where it starts inside nats-server.conf. */
+const TRUST_MARK = "# Baton's NATS trust (";
+
+/**
+ * The operator JWT the deployment's configuration already carries (auth.conf, else
+ * nats-server.conf), when it is this operator's own and names this system account; else null.
+ *
+ * Kept rather than signed anew because nats-server cannot reload a changed operator: 2.9.10
+ * refuses the whole reload ("config reload not supported for TrustedOperators") when the operator
+ * JWT differs in anything, its issue time included. Keeping it lets a reload pick up a new account
+ * JWT (a revocation) and lets `baton nats-config` run again without a restart.
+ */
+function keptOperatorJwt(deployment: AuthDeployment): string | null {
+  for (const name of ['auth.conf', 'nats-server.conf']) {
+    const file = join(deployment.dir, name);
+    if (!existsSync(file)) continue;
+    const jwt = /^operator: (\S+)$/m.exec(readFileSync(file, 'utf8'))?.[1];
+    if (jwt === undefined || !jwtSignedBy(jwt, deployment.operator.publicKey)) continue;
+    try {
+      const claims = decodeJwtClaims(jwt);
+      const nats = claims['nats'] as { system_account?: unknown } | undefined;
+      if (claims['sub'] === deployment.operator.publicKey && nats?.system_account === deployment.system.publicKey) return jwt;
+    } catch {
+      continue;
+    }
+  }
+  return null;
+}
+
 /**
  * The trust block of a server configuration: the operator JWT, the system account and a memory
  * resolver preloaded with the BATON and SYS account JWTs. No user is listed: every connection must
- * present a user JWT signed by the account. Include it from any server configuration (a cluster
- * node's, see infra/nats/node.conf.template).
+ * present a user JWT signed by the account, and the BATON account JWT lists the users the
+ * deployment revoked (`users.jsonl`), which the server refuses. The operator JWT already written
+ * is kept ({@link keptOperatorJwt}); the account JWTs are signed at `now`. Include it from any
+ * server configuration (a cluster node's, see infra/nats/node.conf.template).
  */
 export function authConfig(deployment: AuthDeployment, now: Date = new Date()): string {
   const iat = Math.floor(now.getTime() / 1000);
-  const operator = operatorJwt(deployment.operator, 'baton', deployment.system.publicKey, iat);
-  const account = accountJwt(deployment.operator, deployment.account, 'BATON', { jetstream: true }, iat);
+  const operator = keptOperatorJwt(deployment) ?? operatorJwt(deployment.operator, 'baton', deployment.system.publicKey, iat);
+  const revocations = recordedRevocations(readUserRecord(deployment.dir));
+  const account = accountJwt(deployment.operator, deployment.account, 'BATON', { jetstream: true, revocations }, iat);
   const system = accountJwt(deployment.operator, deployment.system, 'SYS', { jetstream: false }, iat);
   return [
-    `# Baton's NATS trust (prefix "${deployment.prefix}"), written by \`baton nats-config\`. Public keys and JWTs only.`,
+    `${TRUST_MARK}prefix "${deployment.prefix}"), written by \`baton nats-config\`. Public keys and JWTs only.`,
     '# Decentralized auth: the operator signs the BATON and SYS accounts (memory resolver); every',
     '# client presents a user JWT signed by the BATON account key (`baton creds`).',
     `operator: ${operator}`,
@@ -270,13 +311,55 @@ export function serverConfig(deployment: AuthDeployment, opts: ServerConfigOptio
   ].join('\n');
 }
 
+/**
+ * Replace `file` whole: written beside it, then renamed over it, so that a server reloading at that
+ * moment reads the old file or the new one, never half of one.
+ */
+function replaceFile(file: string, content: string): void {
+  const next = `${file}.${process.pid}.next`;
+  writeFileSync(next, content);
+  renameSync(next, file);
+}
+
 /** Write `nats-server.conf` (a whole node) and `auth.conf` (the trust block alone) into the deployment folder; returns the first. */
 export function writeServerConfig(deployment: AuthDeployment, opts: ServerConfigOptions): string {
   const now = new Date();
-  writeFileSync(join(deployment.dir, 'auth.conf'), authConfig(deployment, now));
+  replaceFile(join(deployment.dir, 'auth.conf'), authConfig(deployment, now));
+  // The same block: the operator JWT is now auth.conf's, and the accounts are signed at the same
+  // time (ed25519 signatures are deterministic).
   const file = join(deployment.dir, 'nats-server.conf');
-  writeFileSync(file, serverConfig(deployment, opts, now));
+  replaceFile(file, serverConfig(deployment, opts, now));
   return file;
+}
+
+/** The files {@link writeTrust} wrote. */
+export interface WrittenTrust {
+  /** `<dir>/auth.conf`, always written. */
+  authConf: string;
+  /** `<dir>/nats-server.conf` when it was there and its trust block was replaced; null when there is none. */
+  serverConfig: string | null;
+  /** `<dir>/nats-server.conf` when it is there but holds no trust block Baton wrote (edited by hand): left as it was. */
+  serverConfigNotUpdated: string | null;
+}
+
+/**
+ * Write the trust block again, as it stands now (after a revocation): `auth.conf` whole, and the
+ * trust block at the end of `nats-server.conf` (the listener and JetStream settings above it are
+ * kept as `baton nats-config` wrote them). Nothing else is touched; a server picks it up on reload.
+ */
+export function writeTrust(deployment: AuthDeployment, now: Date = new Date()): WrittenTrust {
+  const trust = authConfig(deployment, now);
+  const authConf = join(deployment.dir, 'auth.conf');
+  replaceFile(authConf, trust);
+  const server = join(deployment.dir, 'nats-server.conf');
+  if (!existsSync(server)) return { authConf, serverConfig: null, serverConfigNotUpdated: null };
+  const text = readFileSync(server, 'utf8');
+  // serverConfig writes the trust block last: from its first line to the end of the file.
+  const found = text.indexOf(`\n${TRUST_MARK}`);
+  const start = text.startsWith(TRUST_MARK) ? 0 : found < 0 ? -1 : found + 1;
+  if (start < 0) return { authConf, serverConfig: null, serverConfigNotUpdated: server };
+  replaceFile(server, `${text.slice(0, start)}${trust}`);
+  return { authConf, serverConfig: server, serverConfigNotUpdated: null };
 }
 
 /** A readable line for a principal's credentials (never the secret). */

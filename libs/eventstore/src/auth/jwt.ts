@@ -6,7 +6,8 @@ import { nkeys } from 'nats';
  * (ed25519 nkeys) and the JWTs that bind them. The server is configured with the operator JWT and
  * the account JWTs (memory resolver); every principal connects with a user JWT signed by the
  * account key plus its own nkey seed (a `.creds` file). A new agent's credentials are made
- * offline by whoever holds the account seed: the server needs no change and no reload.
+ * offline by whoever holds the account seed: the server needs no change and no reload. Taking
+ * them away does need both: the account JWT's revocation list, then a reload (revoke.ts).
  *
  * Claims follow the NATS JWT v2 layout (`nats.type`, `nats.version: 2`); nats-server 2.9 and
  * newer verify them.
@@ -91,8 +92,24 @@ export function operatorJwt(operator: NkeyPair, name: string, systemAccount: str
   return signJwt(operator, operator.publicKey, name, { system_account: systemAccount, type: 'operator', version: 2 }, issuedAt);
 }
 
-/** An account JWT signed by the operator. `jetstream` turns JetStream on for the account (no limits). */
-export function accountJwt(operator: NkeyPair, account: NkeyPair, name: string, opts: { jetstream: boolean }, issuedAt: number): string {
+/**
+ * Users an account no longer accepts (NATS JWT v2 `nats.revocations`): user public key → seconds
+ * since the epoch. The server refuses, and on a configuration reload disconnects, every user JWT of
+ * that key issued at or before that time.
+ */
+export type UserRevocations = Readonly<Record<string, number>>;
+
+/**
+ * An account JWT signed by the operator. `jetstream` turns JetStream on for the account (no
+ * limits); `revocations`, when it names any user, is carried as the account's revocation list.
+ */
+export function accountJwt(
+  operator: NkeyPair,
+  account: NkeyPair,
+  name: string,
+  opts: { jetstream: boolean; revocations?: UserRevocations },
+  issuedAt: number,
+): string {
   const unlimited = -1;
   const limits: Record<string, unknown> = {
     subs: unlimited,
@@ -105,7 +122,14 @@ export function accountJwt(operator: NkeyPair, account: NkeyPair, name: string, 
     leaf: unlimited,
     ...(opts.jetstream ? { mem_storage: unlimited, disk_storage: unlimited, streams: unlimited, consumer: unlimited } : {}),
   };
-  return signJwt(operator, account.publicKey, name, { limits, default_permissions: { pub: {}, sub: {} }, type: 'account', version: 2 }, issuedAt);
+  const revocations = opts.revocations !== undefined && Object.keys(opts.revocations).length > 0 ? { revocations: { ...opts.revocations } } : {};
+  return signJwt(
+    operator,
+    account.publicKey,
+    name,
+    { limits, default_permissions: { pub: {}, sub: {} }, ...revocations, type: 'account', version: 2 },
+    issuedAt,
+  );
 }
 
 /** The permission claims of a user JWT (`pub`, `sub` and, for `allowResponses`, `resp`). */
@@ -140,6 +164,31 @@ export function decodeJwtClaims(jwt: string): Record<string, unknown> {
   const payload = jwt.split('.')[1];
   if (payload === undefined) throw new Error('not a JWT');
   return JSON.parse(Buffer.from(payload, 'base64url').toString('utf8')) as Record<string, unknown>;
+}
+
+/**
+ * Whether `jwt` carries a valid ed25519 signature by `issuer` (a public key, `O…` or `A…`) over its
+ * header and claims, as nats-server checks it. False for anything that is not such a JWT.
+ */
+export function jwtSignedBy(jwt: string, issuer: string): boolean {
+  const [header, payload, signature, ...rest] = jwt.split('.');
+  if (header === undefined || payload === undefined || signature === undefined || rest.length > 0) return false;
+  try {
+    const key = nkeys.fromPublic(issuer);
+    return key.verify(new TextEncoder().encode(`${header}.${payload}`), Buffer.from(signature, 'base64url')) === true;
+  } catch {
+    return false;
+  }
+}
+
+/** Whether `key` is a user's public key (`U…`, 56 characters with a valid checksum). */
+export function isUserPublicKey(key: string): boolean {
+  if (!key.startsWith('U')) return false;
+  try {
+    return nkeys.fromPublic(key).getPublicKey() === key;
+  } catch {
+    return false;
+  }
 }
 
 /** A `.creds` file: the user JWT and its seed, in the layout NATS clients read. */
