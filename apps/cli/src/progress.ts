@@ -88,19 +88,6 @@ export class ProgressLine {
     this.render(at, noted);
   }
 
-  /**
-   * Start counting again from 0 under `note` (another pass over the same events: `baton verify`
-   * comparing again): the bar, the rate and the plain lines' 10 % steps start over, and the note
-   * is said at once. The summary still counts from the first start.
-   */
-  restart(note: string): void {
-    if (this.finished) return;
-    this.done = 0;
-    this.samples.length = 0;
-    this.lastPlainDecile = -1;
-    this.update({ done: 0, note });
-  }
-
   /** Events per second: over the last few seconds once there are some, else since the start. */
   rate(at = this.now()): number {
     const first = this.samples[0];

@@ -5,9 +5,11 @@ import { MsgIds, Subjects, createEventRegistry } from '@baton/contracts';
 import { batonStreamNames, batonTopology, connectNats, eventHeaders, headersFrom, provision, type NatsHandle } from '@baton/eventstore';
 import {
   batonProjections,
+  createBatonProjector,
   createProjectionStore,
   createRedis,
   foldScenario,
+  jetStreamReplaySource,
   scenarioEnvelope,
   scenarioSteps,
   type ProjectionSnapshot,
@@ -31,13 +33,13 @@ const NATS_URL = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
 const REDIS_URL = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
 const encoder = new TextEncoder();
 
-/** Append the example scenario once per project (`p0`, `p1`...) until `count` events are stored. */
-async function fill(nats: NatsHandle, prefix: string, count: number): Promise<void> {
+/** Append the example scenario once per project (`p0`, `p1`...; from `p<firstProject>`) until `count` events are stored. */
+async function fill(nats: NatsHandle, prefix: string, count: number, firstProject = 0): Promise<void> {
   const registry = createEventRegistry();
   const template = foldScenario(scenarioSteps({ project: 'zzz' }));
   const inFlight = new Set<Promise<unknown>>();
   let n = 0;
-  for (let p = 0; n < count; p++) {
+  for (let p = firstProject; n < count; p++) {
     const project = `p${p}`;
     for (const [index, e] of template.entries()) {
       if (n++ >= count) break;
@@ -306,6 +308,47 @@ describe('interrupted and killed rebuilds (real NATS and Redis)', () => {
       details: { warnings: [expect.stringContaining('SIGINT: stopping the verification; the live projections are not touched')] },
     });
     expect(io.out()).toBe('');
+  });
+
+  it('Ctrl-C during a catch-up round of baton verify (the live projections moved on while it compared): exit 130, no verdict, the scratch generations deleted', async () => {
+    await fill(nats, prefix, 300);
+    expect((await baton('replay')).code).toBe(0);
+    const live = await generations();
+    let moved = false;
+    let caughtUp = 0;
+    const { code, io } = await runWith(verifyCommand, ['--json'], (real) => ({
+      // The live side applies 40 more events while the first projection is compared: every one moves on.
+      compare: (async (...args: Parameters<ProjectionStore['compare']>) => {
+        if (!moved) {
+          moved = true;
+          await fill(nats, prefix, 40, 1_000);
+          const projector = createBatonProjector({ store });
+          for await (const event of jetStreamReplaySource({ nats, prefix, registry: createEventRegistry() })(301)) await projector.apply(event);
+        }
+        return real.compare(...args);
+      }) as ProjectionStore['compare'],
+      // Ctrl-C once the catch-up pass reads its first event.
+      buildScratch: ((targets, source, options) =>
+        real.buildScratch(
+          targets,
+          (from) =>
+            (async function* () {
+              for await (const event of source(from)) {
+                if (from > 1 && caughtUp++ === 0) process.emit('SIGINT', 'SIGINT');
+                yield event;
+              }
+            })(),
+          options,
+        )) as ProjectionStore['buildScratch'],
+    }));
+    expect(caughtUp).toBeGreaterThan(0);
+    expect(code).toBe(130);
+    const failure = JSON.parse(io.err()) as { error: { code: string; message: string } };
+    expect(failure.error).toMatchObject({ code: 'interrupted', message: expect.stringContaining('the scratch generations were deleted') });
+    expect(io.out()).toBe('');
+    expect(await generations()).toEqual(live);
+    for (const p of batonProjections()) expect(await store.rebuilds(p.name)).toEqual([]);
+    expect(process.listenerCount('SIGINT')).toBe(0);
   });
 
   it("baton replay killed (SIGKILL) half-way: the live projections keep serving unchanged; replay again succeeds; the dead rebuild's shadow is deleted once its lease runs out", async () => {

@@ -5,9 +5,14 @@ import {
   RebuildAbortedError,
   type AnyFoldingProjection,
   type FoldTarget,
+  type NamespaceComparison,
+  type ProjectionStatus,
   type ProjectionStore,
   type RebuildProgress,
   type ReplaySource,
+  type ScratchBuild,
+  type ScratchGeneration,
+  type ScratchPass,
   type SnapshotDifference,
 } from '@baton/projections';
 import type { CliContext } from './context';
@@ -96,7 +101,12 @@ export function showProgress(line: ProgressLine, note?: (progress: RebuildProgre
 /** What folding the stream into a scratch generation found, compared with the live projection. */
 export interface ShadowComparison {
   projection: string;
-  /** Last sequence the live projection applied (0 when it has no active generation). */
+  /**
+   * The sequence the (last) comparison was made at: the live projection had applied it, and the
+   * fold reached it (0 when it has no active generation). Under live traffic `verify` catches up
+   * with the live projection after its first comparison, so this is where the last catch-up round
+   * brought it.
+   */
   live_seq: number;
   live_generation: number | null;
   /**
@@ -104,9 +114,9 @@ export interface ShadowComparison {
    * keyspace). `verify` folds nothing for it and counts it a difference when the stream holds events.
    */
   missing: boolean;
-  /** Last sequence folded into the scratch generation. */
+  /** Last sequence folded into the scratch generation when it was compared. */
   rebuilt_seq: number;
-  /** Events the fold read (events the projection does not handle count too). */
+  /** Events the fold read for this projection, over every pass (events it does not handle count too). */
   events: number;
   /** Keys in the live projection and in the scratch one. */
   live_keys: number;
@@ -115,12 +125,26 @@ export interface ShadowComparison {
   differing: number;
   differences: SnapshotDifference[];
   /**
-   * Events the live projection applied while this comparison ran (its sequence then minus
-   * `live_seq`; 0 when it stood still). When differences come with events applied meanwhile, some
-   * of them may be those events, newer on the live side than the fold: compare again when traffic
-   * to the projection is quieter.
+   * Events the live projection applied while the last comparison ran (its sequence then minus
+   * `live_seq`; 0 when it stood still). See `unsettled` for which differences they may explain.
    */
   live_moved: number;
+  /**
+   * The catch-up rounds `verify` ran before the comparison reported here (0: the first comparison's
+   * verdict stood, or a dry run): each folds the events the live projection applied meanwhile into
+   * the same scratch generation and compares again the keys that can have changed. A last pass that
+   * only tells lasting differences from newer events (it compares nothing) is not counted.
+   */
+  rounds: number;
+  /**
+   * How many of the differing keys may be only the `live_moved` events (newer on the live side than
+   * the fold), not lasting differences: for `verify`, the keys those events wrote (a catch-up pass
+   * folded them and named them); every other difference is lasting, as nothing applied since touched
+   * its key. 0 when the live projection stood still; for a dry run every difference when it moved.
+   */
+  unsettled: number;
+  /** The first 1 000 of those keys, sorted. */
+  unsettled_keys: string[];
   /**
    * The version of the projection's definition this baton folds, and the one the live generation
    * was written with (null when there is none). When they differ, the fold and the live generation
@@ -157,17 +181,52 @@ export interface CompareOptions {
   by: string;
 }
 
-/** How many times `baton verify` compares when the live projections keep moving under it. */
-const MAX_COMPARISONS = 3;
+/**
+ * Catch-up rounds `baton verify` runs after its first comparison while the live projections keep
+ * moving under it. Each is short — it folds only the events applied since the comparison before
+ * and compares only the keys that can have changed — so the live side moves little during one;
+ * what still differs after it is either lasting or a key the live side wrote again meanwhile.
+ */
+export const MAX_CATCH_UP_ROUNDS = 10;
+
+/** Most differing keys a comparison names for the next round to look at again; past them the next round compares everything. */
+const MAX_NAMED_DIFFERENCES = 100_000;
+/** Most `unsettled_keys` reported. */
+const MAX_LISTED = 1_000;
+
+/** One projection's comparison as the rounds go. */
+interface Tracked {
+  readonly def: AnyFoldingProjection;
+  comparison: ShadowComparison;
+  /** The keys that differed at its last comparison (null: more than could be named). */
+  differing: string[] | null;
+  /** The live projection's sequence the next comparison is made at (the fold is brought to it). */
+  target: number;
+  /** The live projection right after its last comparison. */
+  after: ProjectionStatus;
+  /** Its key counts came from a comparison of everything (false: of some keys; counted again at the end). */
+  counted: boolean;
+  /** Its verdict does not stand yet (it differed and the live projection moved on: the next pass catches up with it). */
+  open: boolean;
+}
 
 /**
  * Fold `source` into one scratch generation per projection (never made active; one read of the
  * stream for all, folded in memory chunk by chunk as a rebuild is), compare each with the live
  * generation key by key (holding neither in memory), and drop the scratch generations whatever
  * happens. With `bound: 'live'` each projection is folded only up to the sequence it has applied,
- * so a live applier that is merely behind is not a difference; if the live projections moved on
- * while a comparison found differences (events applied meanwhile), it is done again, up to three
- * times, so only differences that stay are reported.
+ * so a live applier that is merely behind is not a difference.
+ *
+ * When the live projection applied more events while a comparison found differences, the fold
+ * does not start over: a catch-up pass folds into the same scratch generation the events the
+ * live projection applied meanwhile (up to where it stands right after the comparison, never an
+ * event twice), and only the keys that can have changed are compared again — the keys that
+ * differed and the keys that pass wrote. A difference whose key none of those events wrote was
+ * there at the comparison's sequence already: it is lasting, and once every difference is, or
+ * the live projection stood still during a comparison, the verdict stands. Up to
+ * {@link MAX_CATCH_UP_ROUNDS} rounds; after the last one, `unsettled` says which differences may
+ * only be events applied during the last comparison. A live generation swapped in meanwhile (a
+ * rebuild) is compared whole again.
  */
 export async function compareWithStream(
   store: ProjectionStore,
@@ -175,89 +234,208 @@ export async function compareWithStream(
   source: ReplaySource,
   options: CompareOptions,
 ): Promise<ShadowComparison[]> {
-  let comparisons: ShadowComparison[] = [];
-  for (let attempt = 1; attempt <= MAX_COMPARISONS; attempt++) {
-    const live = new Map(await Promise.all(projections.map(async (p) => [p.name, await store.status(p)] as const)));
-    // Verify compares what was built: a projection that has no live generation has nothing to fold to
-    // (and a scratch generation would be written under a keyspace that may not be Baton's at all).
-    const missing = projections.filter((p) => live.get(p.name)?.activeGeneration === null).map((p) => p.name);
-    const toFold = options.bound === 'live' ? projections.filter((p) => !missing.includes(p.name)) : projections;
-    const builds =
-      toFold.length === 0
-        ? []
-        : await store.buildScratch(foldTargets(toFold), source, {
-            ...(options.bound === 'live' ? { untilSeq: Object.fromEntries([...live].map(([name, status]) => [name, status.lastSeq])) } : {}),
-            signal: options.signal,
-            onProgress: showProgress(options.progress),
-            by: options.by,
-            totalEvents: options.total,
-          });
-    try {
-      options.progress.update({ done: builds[0]?.events ?? 0, note: 'comparing with the live projections' });
-      comparisons = [];
-      if (options.bound === 'live')
-        for (const name of missing)
-          comparisons.push({
-            projection: name,
-            live_seq: 0,
-            live_generation: null,
-            missing: true,
-            rebuilt_seq: 0,
-            events: 0,
+  const aborted = () => new RebuildAbortedError(projections.map((p) => p.name));
+  const live = new Map(await Promise.all(projections.map(async (p) => [p.name, await store.status(p)] as const)));
+  // Verify compares what was built: a projection that has no live generation has nothing to fold to
+  // (and a scratch generation would be written under a keyspace that may not be Baton's at all).
+  const missing = projections.filter((p) => live.get(p.name)?.activeGeneration === null).map((p) => p.name);
+  const toFold = options.bound === 'live' ? projections.filter((p) => !missing.includes(p.name)) : projections;
+  const comparisons: ShadowComparison[] = [];
+  if (options.bound === 'live')
+    for (const name of missing)
+      comparisons.push({
+        projection: name,
+        live_seq: 0,
+        live_generation: null,
+        missing: true,
+        rebuilt_seq: 0,
+        events: 0,
+        live_keys: 0,
+        rebuilt_keys: 0,
+        differing: 0,
+        differences: [],
+        live_moved: 0,
+        rounds: 0,
+        unsettled: 0,
+        unsettled_keys: [],
+        version: projections.find((p) => p.name === name)!.version,
+        live_version: null,
+      });
+  const tracked = new Map<string, Tracked>();
+  /** Events the fold has read so far (every pass), for the progress line. */
+  let read = 0;
+  const show = showProgress(options.progress);
+
+  /** The comparison stands; `unsettled`: the differing keys that may be newer events (null: any of them). */
+  const settle = (track: Tracked, unsettled: readonly string[] | null) => {
+    track.open = false;
+    const c = track.comparison;
+    const keys = unsettled ?? track.differing ?? c.differences.map((d) => d.key);
+    c.unsettled = unsettled === null ? c.differing : unsettled.length;
+    c.unsettled_keys = keys.slice(0, MAX_LISTED);
+  };
+
+  /** Record a comparison of `track` with `build`, and read where the live projection stands right after it. */
+  const record = async (track: Tracked, build: ScratchGeneration, compared: NamespaceComparison, whole: boolean, round: number) => {
+    track.after = await store.status(track.def);
+    const c = track.comparison;
+    Object.assign(c, {
+      live_seq: track.target,
+      rebuilt_seq: build.lastSeq,
+      events: build.events,
+      differing: compared.differing,
+      differences: compared.differences,
+      live_moved: Math.max(0, track.after.lastSeq - track.target),
+      rounds: round,
+      ...(whole ? { live_keys: compared.keysA, rebuilt_keys: compared.keysB } : {}),
+    } satisfies Partial<ShadowComparison>);
+    track.differing = compared.differingKeys ?? null;
+    track.counted = whole;
+  };
+
+  /** After a pass: compare, then say how far to catch up (null: every verdict stands). */
+  const afterPass = async (pass: ScratchPass): Promise<Record<string, number> | null> => {
+    if (pass.round === 0) {
+      options.progress.update({ done: read, note: 'comparing with the live projections' });
+      for (const build of pass.builds) {
+        if (options.signal.aborted) throw aborted();
+        const def = projections.find((p) => p.name === build.projection)!;
+        const status = live.get(build.projection)!;
+        const track: Tracked = {
+          def,
+          comparison: {
+            projection: build.projection,
+            live_seq: status.lastSeq,
+            live_generation: status.activeGeneration,
+            missing: missing.includes(build.projection),
+            rebuilt_seq: build.lastSeq,
+            events: build.events,
             live_keys: 0,
             rebuilt_keys: 0,
             differing: 0,
             differences: [],
             live_moved: 0,
-            version: projections.find((p) => p.name === name)!.version,
-            live_version: null,
-          });
-      for (const build of builds) {
-        if (options.signal.aborted) throw new RebuildAbortedError(projections.map((p) => p.name));
-        const status = live.get(build.projection);
-        const compared = await store.compare(build.projection, status?.activeGeneration ?? null, build.generation);
-        comparisons.push({
-          projection: build.projection,
-          live_seq: status?.lastSeq ?? 0,
-          live_generation: status?.activeGeneration ?? null,
-          missing: missing.includes(build.projection),
-          rebuilt_seq: build.lastSeq,
-          events: build.events,
-          live_keys: compared.keysA,
-          rebuilt_keys: compared.keysB,
-          differing: compared.differing,
-          differences: compared.differences,
-          live_moved: 0,
-          version: projections.find((p) => p.name === build.projection)!.version,
-          live_version: status?.storedVersion ?? null,
-        });
+            rounds: 0,
+            unsettled: 0,
+            unsettled_keys: [],
+            version: def.version,
+            live_version: status.storedVersion,
+          },
+          differing: null,
+          target: status.lastSeq,
+          after: status,
+          counted: true,
+          open: true,
+        };
+        tracked.set(build.projection, track);
+        const compared = await store.compare(build.projection, status.activeGeneration, build.generation, { collectKeys: MAX_NAMED_DIFFERENCES });
+        await record(track, build, compared, true, 0);
+        // A dry run folds the whole stream: it has nothing to catch up with, and cannot tell which
+        // differences the live projection's newer events explain.
+        if (options.bound !== 'live') settle(track, track.comparison.live_moved > 0 ? null : []);
       }
-    } finally {
-      await Promise.all(builds.map((build) => build.drop().catch(() => undefined)));
+    } else {
+      let said = false;
+      for (const track of [...tracked.values()].filter((t) => t.open)) {
+        if (options.signal.aborted) throw aborted();
+        const c = track.comparison;
+        const build = pass.builds.find((b) => b.projection === c.projection)!;
+        const written = pass.written.get(c.projection) ?? null;
+        const sameGeneration = track.after.activeGeneration === c.live_generation;
+        // The pass folded the events the live projection applied since the comparison (after
+        // live_seq) and wrote the keys `written`: a difference on any other key is not theirs.
+        const unsettled = sameGeneration && written !== null && track.differing !== null ? track.differing.filter((key) => written.has(key)) : null;
+        if (unsettled !== null && unsettled.length === 0) {
+          settle(track, []);
+          continue;
+        }
+        // No comparison after the last pass: the one before stands, and says what may be newer events.
+        if (pass.last) {
+          settle(track, unsettled);
+          continue;
+        }
+        if (!said) options.progress.update({ done: read, note: `comparing the keys that can have changed (round ${pass.round})` });
+        said = true;
+        c.live_generation = track.after.activeGeneration;
+        c.live_version = track.after.storedVersion;
+        // Only what can have changed, unless the live generation is another one now (a rebuild
+        // swapped in) or too many keys changed to name.
+        const whole = unsettled === null;
+        const compared = whole
+          ? await store.compare(c.projection, c.live_generation, build.generation, { collectKeys: MAX_NAMED_DIFFERENCES })
+          : await store.compareKeys(c.projection, c.live_generation, build.generation, new Set([...track.differing!, ...written!]), {
+              collectKeys: MAX_NAMED_DIFFERENCES,
+            });
+        await record(track, build, compared, whole, pass.round);
+      }
     }
-    // How far each live projection moved on while it was folded and compared.
-    for (const c of comparisons) if (!c.missing) c.live_moved = Math.max(0, (await store.status({ name: c.projection, version: 0 })).lastSeq - c.live_seq);
-    if (options.bound !== 'live' || comparisons.every((c) => c.differing === 0)) break;
-    // Differences, and the live projections applied more events meanwhile: they may be events the
-    // fold stopped short of; compare again against where the projections stand now.
-    if (!comparisons.some((c) => c.differing > 0 && c.live_moved > 0)) break;
-    // The last attempt's verdict stands: no "comparing again" that never comes, no count reset under the summary.
-    if (attempt === MAX_COMPARISONS) break;
-    options.progress.restart(`the live projections moved on; comparing again (attempt ${attempt + 1})`);
+    if (options.bound !== 'live') return null;
+    // Which projections to catch up with: those that differ while their live projection moved on.
+    const next: Record<string, number> = {};
+    for (const track of tracked.values()) {
+      if (!track.open) continue;
+      const c = track.comparison;
+      const generation = track.after.activeGeneration;
+      if (c.differing === 0 || (generation === c.live_generation && track.after.lastSeq <= c.live_seq)) settle(track, []);
+      // A generation swapped in behind the fold (a rebuild handed over behind the live one), or
+      // none any more: no comparison can be made at one sequence; what differs may be anything.
+      else if (generation === null || track.after.lastSeq < c.live_seq) settle(track, null);
+      else if (pass.last) settle(track, null);
+      else next[c.projection] = track.target = track.after.lastSeq;
+    }
+    return Object.keys(next).length > 0 ? next : null;
+  };
+
+  let builds: ScratchBuild[] = [];
+  if (toFold.length > 0) {
+    builds = await store.buildScratch(foldTargets(toFold), source, {
+      ...(options.bound === 'live' ? { untilSeq: Object.fromEntries([...live].map(([name, status]) => [name, status.lastSeq])) } : {}),
+      maxCatchUpRounds: MAX_CATCH_UP_ROUNDS,
+      afterPass,
+      signal: options.signal,
+      onProgress: (progress) => {
+        read = progress.events;
+        show(progress);
+      },
+      by: options.by,
+      totalEvents: options.total,
+    });
+  }
+  try {
+    // A comparison of some keys counted only those: count both sides whole once (names only).
+    for (const build of builds) {
+      const track = tracked.get(build.projection)!;
+      if (track.counted) continue;
+      if (options.signal.aborted) throw aborted();
+      const c = track.comparison;
+      const [rebuiltKeys, liveKeys] = await store.countKeys(
+        c.projection,
+        c.live_generation === null ? [build.generation] : [build.generation, c.live_generation],
+      );
+      c.rebuilt_keys = rebuiltKeys ?? 0;
+      c.live_keys = liveKeys ?? 0;
+    }
+  } finally {
+    await Promise.all(builds.map((build) => build.drop().catch(() => undefined)));
   }
   // A signal heard after the last comparison still stops the command: it reports no verdict.
-  if (options.signal.aborted) throw new RebuildAbortedError(projections.map((p) => p.name));
-  return comparisons;
+  if (options.signal.aborted) throw aborted();
+  return [...comparisons, ...toFold.map((p) => tracked.get(p.name)!.comparison)];
 }
 
 /**
  * Said under the differences of a comparison during which the live projection applied more events:
- * some differences may be those events (the live side newer than the fold), not lasting ones.
+ * which differences may be those events (the live side newer than the fold), and that the others
+ * are lasting.
  */
-export function movedNote(comparison: Pick<ShadowComparison, 'projection' | 'live_moved' | 'live_seq'>): string {
+export function movedNote(comparison: Pick<ShadowComparison, 'projection' | 'live_moved' | 'live_seq' | 'unsettled' | 'unsettled_keys'>): string {
+  const moved = `  note: ${comparison.projection} applied ${comparison.live_moved} more events while it was compared (after seq ${comparison.live_seq})`;
+  if (comparison.unsettled === 0) return `${moved}, none of them to a differing key: these differences are lasting\n`;
+  const named = comparison.unsettled_keys.slice(0, 5);
+  const more = comparison.unsettled > named.length ? `, … and ${comparison.unsettled - named.length} more` : '';
   return (
-    `  note: ${comparison.projection} applied ${comparison.live_moved} more events while it was compared (after seq ${comparison.live_seq}); ` +
-    'differences on what they touched may be those events, not lasting ones: compare again when its traffic is quieter\n'
+    `${moved}; ${comparison.unsettled} of the differing keys (${named.join(', ')}${more}) may be those events, not lasting ones: ` +
+    'compare again when its traffic is quieter\n'
   );
 }
 

@@ -5,7 +5,7 @@ import { createBatonProjector, type AnyFoldingProjection } from './baton';
 import { foldScenario, scenarioEnvelope, scenarioSteps } from './baton/scenario';
 import { RebuildAbortedError, RebuildIncompleteError, ShadowLostError } from './errors';
 import { Op, type ProjectionOp } from './ops';
-import type { FoldTarget, RebuildBackend, RebuildProgress } from './rebuilder';
+import type { FoldTarget, RebuildBackend, RebuildProgress, ScratchPass } from './rebuilder';
 import { diffSnapshots } from './snapshot';
 import type { ProjectionDefinition, ReplaySource, SequencedEvent } from './store';
 import { redisFixture, taskLog, taskProjection, type RedisFixture } from './test-support';
@@ -59,6 +59,31 @@ function logSource<E extends EventEnvelope>(log: readonly SequencedEvent<E>[], o
         yield event;
       }
     })();
+}
+
+/** A projection definition as a rebuild folds it (no fold state), as `ProjectionStore.rebuild` wraps one. */
+function foldTargetOf<E extends EventEnvelope>(def: ProjectionDefinition<E>): FoldTarget {
+  return {
+    name: def.name,
+    version: def.version,
+    handles: (type) => def.handles(type),
+    stateKeyOf: () => null,
+    step: (_prior, event) => ({ ops: def.apply(event as SequencedEvent<E>) }),
+  };
+}
+
+/**
+ * Keeps, per task, the sequences of the events folded into it (a fold state), and every sequence
+ * in a sorted set: an event folded twice, or skipped, shows in the state.
+ */
+function countingTarget(name: string): FoldTarget {
+  return {
+    name,
+    version: 1,
+    handles: (type) => type.startsWith('task.'),
+    stateKeyOf: (event) => `seqs:${event.aggregate.id}`,
+    step: (prior, event) => ({ state: [...((prior as number[] | null) ?? []), event.seq], ops: [Op.zadd('seen', event.seq, String(event.seq))] }),
+  };
 }
 
 async function keyCount(fx: RedisFixture, pattern: string): Promise<number> {
@@ -404,6 +429,124 @@ describe('bulk rebuilds (real Redis)', () => {
     release(new Error('the abandoned rebuild is released'));
     await expect(abandoned).rejects.toThrow('released');
     expect(await fx.store.activeGeneration('runs')).toBe(3);
+  });
+
+  it('scratch catch-up passes fold each projection on from where it stopped to its new bound (never an event twice), name the keys they wrote, keep the generations alive until done', async () => {
+    const def = taskProjection();
+    const log = taskLog(200, 12);
+    // The live projection has applied 120 events; the scratch build of it stops at 80 at first.
+    await fx.store.applyBatch(def, log.slice(0, 120));
+    const liveGeneration = await fx.store.activeGeneration('tasks');
+    const handled = (from: number, to: number) => log.filter((e) => e.seq >= from && e.seq <= to && e.type.startsWith('task.'));
+    /** What the counting projection holds in `generation`: per task the sequences folded into it. */
+    const folded = async (generation: number) => {
+      const ns = `${fx.prefix}:counts:g${generation}:`;
+      const out: Record<string, number[]> = {};
+      for await (const batch of fx.handle.client.scanStream({ match: `${ns}seqs:*`, count: 1000 }))
+        for (const key of batch as string[]) out[key.slice(ns.length + 'seqs:'.length)] = JSON.parse((await fx.handle.client.get(key)) as string) as number[];
+      return out;
+    };
+    const expected = (to: number) => {
+      const out: Record<string, number[]> = {};
+      for (const e of handled(1, to)) (out[e.aggregate.id] ??= []).push(e.seq);
+      return out;
+    };
+    const passes: Array<Pick<ScratchPass, 'round' | 'last'> & { seqs: Record<string, number>; written: Record<string, string[] | null> }> = [];
+    let differedAt80: string[] = [];
+    const builds = await fx.store.buildScratch([foldTargetOf(def), countingTarget('counts')], logSource(log), {
+      untilSeq: { tasks: 80, counts: 100 },
+      chunkEvents: 7,
+      maxCatchUpRounds: 3,
+      afterPass: async (pass): Promise<Record<string, number>> => {
+        passes.push({
+          round: pass.round,
+          last: pass.last,
+          seqs: Object.fromEntries(pass.builds.map((b) => [b.projection, b.lastSeq])),
+          written: Object.fromEntries([...pass.written].map(([name, keys]) => [name, keys === null ? null : [...keys].sort()])),
+        });
+        const tasks = pass.builds.find((b) => b.projection === 'tasks')!;
+        const counts = pass.builds.find((b) => b.projection === 'counts')!;
+        // Alive while the caller works on them: listed as scratch builds with a running lease.
+        for (const name of ['tasks', 'counts'])
+          expect((await fx.store.rebuilds(name)).map((r) => [r.kind, r.stale, r.leaseUntil > Date.now()])).toEqual([['scratch', false, true]]);
+        expect(await folded(counts.generation)).toEqual(expected(counts.lastSeq));
+        switch (pass.round) {
+          case 0:
+            differedAt80 = (await fx.store.compare('tasks', liveGeneration, tasks.generation, { collectKeys: 1_000 })).differingKeys!;
+            expect(differedAt80.length).toBeGreaterThan(0);
+            return { tasks: 120, counts: 110 };
+          case 1: {
+            // Every key where the fold at 80 differed from the live projection at 120 was written by
+            // events 81..120, which this pass folded: a key it did not write cannot have moved.
+            const written = pass.written.get('tasks')!;
+            expect(differedAt80.filter((key) => !written.has(key))).toEqual([]);
+            expect(await fx.store.compareKeys('tasks', liveGeneration, tasks.generation, new Set([...differedAt80, ...written]))).toMatchObject({
+              differing: 0,
+            });
+            expect(await fx.store.compare('tasks', liveGeneration, tasks.generation)).toMatchObject({ differing: 0 });
+            // Left out: not folded further.
+            return { counts: 150 };
+          }
+          case 2:
+            return { tasks: 130, counts: 160 };
+          default:
+            // The last round: what it asks for is not folded.
+            return { tasks: 200, counts: 200 };
+        }
+      },
+    });
+    const countsWritten = (from: number, to: number) => [...new Set(handled(from, to).map((e) => `seqs:${e.aggregate.id}`)), 'seen'].sort();
+    expect(passes.map(({ round, last, seqs }) => ({ round, last, seqs }))).toEqual([
+      { round: 0, last: false, seqs: { tasks: 80, counts: 100 } },
+      { round: 1, last: false, seqs: { tasks: 120, counts: 110 } },
+      { round: 2, last: false, seqs: { tasks: 120, counts: 150 } },
+      { round: 3, last: true, seqs: { tasks: 130, counts: 160 } },
+    ]);
+    expect(passes[0]!.written).toEqual({ tasks: null, counts: null });
+    expect(passes[1]!.written['counts']).toEqual(countsWritten(101, 110));
+    expect(passes[2]!.written).toEqual({ tasks: [], counts: countsWritten(111, 150) });
+    expect(passes[3]!.written['counts']).toEqual(countsWritten(151, 160));
+    expect(builds.map((b) => [b.projection, b.lastSeq, b.events])).toEqual([
+      ['tasks', 130, 130],
+      ['counts', 160, 160],
+    ]);
+    const counts = builds.find((b) => b.projection === 'counts')!;
+    expect(await folded(counts.generation)).toEqual(expected(160));
+    expect(await fx.handle.client.zcard(`${fx.prefix}:counts:g${counts.generation}:seen`)).toBe(handled(1, 160).length);
+    expect(await fx.handle.client.hget(`${fx.prefix}:counts:g${counts.generation}:~meta`, 'seq')).toBe('160');
+    expect(await fx.store.countKeys('tasks', [liveGeneration!, builds[0]!.generation])).toEqual([
+      Object.keys((await fx.store.snapshot('tasks')).keys).length,
+      Object.keys((await fx.store.snapshot('tasks', builds[0]!.generation)).keys).length,
+    ]);
+    for (const build of builds) await build.drop();
+    for (const name of ['tasks', 'counts']) expect(await fx.store.rebuilds(name)).toEqual([]);
+    expect(await fx.store.activeGeneration('tasks')).toBe(liveGeneration);
+  });
+
+  it('a catch-up pass stopped by the signal, or an afterPass that throws, drops every scratch generation', async () => {
+    const log = taskLog(120, 12);
+    const targets = [countingTarget('counts'), countingTarget('others')];
+    const controller = new AbortController();
+    const source = logSource(log, (event) => {
+      // Read only by a catch-up pass: the first one stops at 60.
+      if (event.seq === 90) controller.abort();
+    });
+    let rounds = 0;
+    await expect(
+      fx.store.buildScratch(targets, source, {
+        untilSeq: 60,
+        chunkEvents: 7,
+        signal: controller.signal,
+        afterPass: async () => (++rounds === 1 ? { counts: 100, others: 100 } : null),
+      }),
+    ).rejects.toBeInstanceOf(RebuildAbortedError);
+    expect(rounds).toBe(1);
+    const failure = new Error('the comparison failed');
+    await expect(fx.store.buildScratch(targets, logSource(log), { untilSeq: 60, afterPass: () => Promise.reject(failure) })).rejects.toBe(failure);
+    for (const name of ['counts', 'others']) {
+      expect(await fx.store.rebuilds(name)).toEqual([]);
+      expect(await keyCount(fx, `${fx.prefix}:${name}:*`)).toBe(1); // the generation counter only
+    }
   });
 
   it('scratch builds fold up to a bound per projection, are never made active, and compare key by key with the live generation', async () => {

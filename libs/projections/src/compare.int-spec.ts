@@ -1,4 +1,4 @@
-import { compareNamespaces } from './snapshot';
+import { compareKeySet, compareNamespaces } from './snapshot';
 import { redisFixture, type RedisFixture } from './test-support';
 
 /*
@@ -59,6 +59,47 @@ describe('comparing two generations key by key (real Redis)', () => {
       const capped = await compareNamespaces(tight, a, b, { maxDifferences: 3 });
       expect(capped.differing).toBe(10);
       expect(capped.differences).toHaveLength(3);
+    } finally {
+      tight.disconnect();
+    }
+  }, 60_000);
+
+  it('compares only the keys it is given, each as the whole comparison does (small and large, absent on either side), and names every differing key when asked', async () => {
+    const a = `${fx.prefix}:p:g1:`;
+    const b = `${fx.prefix}:p:g2:`;
+    const r = fx.handle.client;
+    const members = (n: number) => Array.from({ length: n }, (_, i) => [String(i % 7), `m${i}`]).flat();
+    for (const [ns, side] of [
+      [a, 'a'],
+      [b, 'b'],
+    ] as const) {
+      await r.set(`${ns}same`, 'x');
+      await r.set(`${ns}str`, side);
+      await r.hset(`${ns}hash`, side === 'a' ? { x: '1', y: '2' } : { y: '2', x: '1' });
+      await r.zadd(`${ns}zbig`, ...members(12_000), side === 'a' ? '1' : '2', 'm11999');
+      await r.zadd(`${ns}zsame`, ...members(6_000));
+      // Not given: never looked at, however it differs.
+      await r.set(`${ns}elsewhere`, side);
+      await r.hset(`${ns}~meta`, 'seq', side === 'a' ? '1' : '2');
+    }
+    await r.set(`${a}only-a`, '1');
+    await r.sadd(`${b}only-b`, 'm');
+    const keys = ['same', 'str', 'hash', 'zbig', 'zsame', 'only-a', 'only-b', 'nowhere', 'str', '~meta'];
+    const tight = fx.handle.client.duplicate({ commandTimeout: 1_000 });
+    try {
+      const result = await compareKeySet(tight, a, b, keys, { collectKeys: 10 });
+      expect(result).toMatchObject({ keysA: 6, keysB: 6, differing: 4, differingKeys: ['only-a', 'only-b', 'str', 'zbig'] });
+      expect(result.differences.map((d) => [d.key, d.a?.type ?? null, d.b?.type ?? null])).toEqual([
+        ['only-a', 'string', null],
+        ['only-b', null, 'set'],
+        ['str', 'string', 'string'],
+        ['zbig', 'zset', 'zset'],
+      ]);
+      // More differing keys than it may name: it counts them and says it could not name them all.
+      expect(await compareKeySet(tight, a, b, keys, { collectKeys: 3, maxDifferences: 1 })).toMatchObject({ differing: 4, differingKeys: null });
+      expect((await compareKeySet(tight, a, b, [])).differing).toBe(0);
+      // The whole comparison names the same keys, and the one that was not given.
+      expect((await compareNamespaces(tight, a, b, { collectKeys: 100 })).differingKeys).toEqual(['elsewhere', 'only-a', 'only-b', 'str', 'zbig']);
     } finally {
       tight.disconnect();
     }

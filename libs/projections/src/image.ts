@@ -90,6 +90,8 @@ export class GenerationImage {
   private readonly writtenStates = new WrittenKeys();
   private readonly writtenDocs = new WrittenKeys();
   private readsSkipped = 0;
+  /** Where {@link drain} names every key it writes, while someone asks ({@link recordWrites}). */
+  private recording: Set<string> | null = null;
 
   constructor(
     readonly projection: string,
@@ -122,6 +124,15 @@ export class GenerationImage {
   /** Keys taken as absent without a read, because this image never wrote them. */
   get skippedReads(): number {
     return this.readsSkipped;
+  }
+
+  /**
+   * From now on, add to `keys` the relative name of every key a {@link drain} writes — fold states,
+   * the ops' keys, item documents and the index keys whose entries change — or stop (null). A
+   * scratch build's catch-up pass records them so that a comparison can be limited to them.
+   */
+  recordWrites(keys: Set<string> | null): void {
+    this.recording = keys;
   }
 
   /** A state read from the shadow (its raw string, null when absent). */
@@ -329,9 +340,11 @@ export class GenerationImage {
    */
   drain(loaded: ReadonlyMap<string, ItemDoc | null>): BulkCommand[] {
     const commands: BulkCommand[] = [];
+    const recording = this.recording;
     for (const [key, entry] of this.overlay) {
       // Every key the shadow is told about (a fold state, or any op's key) may be read back later.
       this.writtenStates.add(key);
+      recording?.add(key);
       switch (entry.t) {
         case 'none':
           commands.push(['D', key, []]);
@@ -380,6 +393,7 @@ export class GenerationImage {
       for (const op of entry.ops) doc = applyItemOp(doc, op);
       this.docs.set(docKey, doc);
       this.writtenDocs.add(docKey);
+      recording?.add(docKey);
       if (doc === null) {
         if (base !== null) commands.push(['D', docKey, []]);
       } else if (base === null) {
@@ -398,6 +412,7 @@ export class GenerationImage {
       for (const [k, m] of before) if (!kept.has(`${k}\u0000${m}`)) note(indexRem, k, m);
       for (const [k, m] of after) if (!had.has(`${k}\u0000${m}`)) note(indexAdd, k, m);
     }
+    if (recording) for (const key of [...indexRem.keys(), ...indexAdd.keys()]) recording.add(key);
     for (const [key, members] of indexRem) pushSplit(commands, 'ZR', key, members);
     for (const [key, members] of indexAdd)
       pushSplit(

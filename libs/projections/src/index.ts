@@ -12,6 +12,7 @@ export {
   type BatchApplyResult,
   type CleanupResult,
   type ConditionalApplyResult,
+  type KeyComparisonOptions,
   type LoadedStates,
   type PreparedEvent,
   type ProjectionDefinition,
@@ -46,6 +47,8 @@ export {
   type RebuildManyOptions,
   type RebuildProgress,
   type ScratchBuild,
+  type ScratchGeneration,
   type ScratchOptions,
+  type ScratchPass,
 } from './rebuilder';
 export * from './baton';

@@ -104,15 +104,50 @@ export interface ScratchOptions extends RebuildManyOptions {
    * with live projections, each folded up to what it has applied).
    */
   untilSeq?: number | Readonly<Record<string, number>>;
+  /**
+   * Called after each pass over the stream — the first one, then each catch-up pass — with the
+   * scratch generations as they stand (their leases kept alive meanwhile; not to be dropped here).
+   * Return new bounds for another pass, or null to finish. The next pass reads on from the lowest
+   * sequence a scratch generation still needs and folds into each only the events after what it
+   * has folded (`lastSeq`) up to its new bound, so no event reaches a generation twice; a
+   * projection left out, or given a bound at or below its `lastSeq`, is not folded further. At most
+   * `maxCatchUpRounds` catch-up passes (default 10): the call after the last one has `last` set,
+   * and what it returns is not folded. A throw (or the signal) drops every scratch generation.
+   */
+  afterPass?: (pass: ScratchPass) => Promise<Readonly<Record<string, number>> | null>;
 }
 
-/** A generation folded from the stream and never made active (verify, dry runs). Drop it when done. */
-export interface ScratchBuild {
+/** A scratch generation as it stands after a pass. */
+export interface ScratchGeneration {
   projection: string;
   generation: number;
+  /** Every event up to this sequence (and none after it) is folded into it. */
   lastSeq: number;
-  /** Events folded (events the projection does not handle count too). */
+  /** Events folded into it, over every pass (events the projection does not handle count too). */
   events: number;
+}
+
+/** What {@link ScratchOptions.afterPass} is told after a pass. */
+export interface ScratchPass {
+  /** 0: the first pass (the stream up to the bounds); then 1, 2…: the catch-up passes. */
+  round: number;
+  /** No pass follows, whatever `afterPass` returns (`maxCatchUpRounds` were run). */
+  last: boolean;
+  builds: readonly ScratchGeneration[];
+  /**
+   * Per projection, the relative keys this pass wrote into its scratch generation (fold states,
+   * the ops' keys, item documents, index keys whose entries changed): empty when it folded nothing;
+   * null after the first pass (it wrote everything) and when a pass wrote more than
+   * {@link MAX_RECORDED_WRITES} keys into it.
+   */
+  written: ReadonlyMap<string, ReadonlySet<string> | null>;
+}
+
+/** Most keys a catch-up pass names per scratch generation (about 100 bytes each); past them it says "too many" (null). */
+export const MAX_RECORDED_WRITES = 100_000;
+
+/** A generation folded from the stream and never made active (verify, dry runs). Drop it when done. */
+export interface ScratchBuild extends ScratchGeneration {
   /** Delete it (only while it is still this build's). */
   drop(): Promise<CleanupResult>;
 }
@@ -177,6 +212,14 @@ interface Shadow {
   /** Resolves once every command of the chunk being written was sent (later reads queue behind them). */
   sent: Promise<void>;
   info: RebuildInfo;
+  /** Fold no event after this sequence (a scratch build's bound; +∞ for a rebuild). */
+  bound: number;
+  /** Every event up to this sequence was folded into the shadow: a later pass never folds one again. */
+  foldedThrough: number;
+  /** Events folded into it (its own count: shadows of one read may have different bounds). */
+  events: number;
+  /** The keys the current catch-up pass wrote (null: not recorded, or too many). */
+  written: Set<string> | null;
 }
 
 /**
@@ -251,7 +294,14 @@ export async function runRebuild(
   const building = () => shadows.filter((s) => s.state === 'building');
   const until = options.untilSeq;
   const boundOf = (name: string): number => (typeof until === 'number' ? until : (until?.[name] ?? Number.POSITIVE_INFINITY));
-  const maxBound = Math.max(...targets.map((t) => boundOf(t.name)));
+  /** The highest bound of the shadows the current pass folds into: it reads no further. */
+  let maxBound = Number.POSITIVE_INFINITY;
+  const generationOf = (shadow: Shadow): ScratchGeneration => ({
+    projection: shadow.target.name,
+    generation: shadow.generation,
+    lastSeq: shadow.foldedThrough,
+    events: shadow.events,
+  });
 
   try {
     for (const target of targets) {
@@ -292,6 +342,10 @@ export async function runRebuild(
           rate: 0,
           stale: false,
         },
+        bound: boundOf(target.name),
+        foldedThrough: 0,
+        events: 0,
+        written: null,
       };
       shadows.push(shadow);
       await backend.createShadow(target, generation, owner);
@@ -309,9 +363,33 @@ export async function runRebuild(
     await redis.script('LOAD', bulkScript.source);
 
     for (round = 0; ; round++) {
+      checkAborted();
       options.onProgress?.(progress());
-      await pass(source(lastSeq + 1));
-      if (scratch) break;
+      // From the first event a shadow still needs (a scratch pass may leave some shadows where they are).
+      const folding = building().filter((shadow) => shadow.bound > shadow.foldedThrough);
+      if (folding.length > 0) {
+        const from = Math.min(...folding.map((shadow) => shadow.foldedThrough)) + 1;
+        maxBound = Math.max(...folding.map((shadow) => shadow.bound));
+        await pass(source(from), from);
+      }
+      if (scratch) {
+        // A shadow that failed fails the whole build (below): nothing more to fold or compare.
+        if (!options.afterPass || shadows.some((shadow) => shadow.state === 'failed')) break;
+        const last = round >= maxRounds;
+        const next = await options.afterPass({
+          round,
+          last,
+          builds: shadows.map(generationOf),
+          written: new Map(shadows.map((shadow) => [shadow.target.name, round === 0 ? null : shadow.written])),
+        });
+        if (next === null || last) break;
+        for (const shadow of shadows) {
+          shadow.bound = next[shadow.target.name] ?? shadow.foldedThrough;
+          shadow.written = new Set();
+          shadow.image.recordWrites(shadow.written);
+        }
+        continue;
+      }
       if (!swapping) {
         // The last moment an abort is heard: a signal that came while the last chunk was written
         // stops the rebuild here, before anything is swapped in.
@@ -402,10 +480,7 @@ export async function runRebuild(
         keepAlive.unref();
         let dropped: Promise<CleanupResult> | null = null;
         return {
-          projection: shadow.target.name,
-          generation: shadow.generation,
-          lastSeq: Math.min(lastSeq, boundOf(shadow.target.name)),
-          events,
+          ...generationOf(shadow),
           drop: () =>
             (dropped ??= (async () => {
               clearInterval(keepAlive);
@@ -419,11 +494,14 @@ export async function runRebuild(
   await redis.quit().catch(() => redis.disconnect());
   return { results, scratch: builds };
 
-  /** Read `iterable` to its end, folding and writing it chunk by chunk into every building shadow. */
-  async function pass(iterable: AsyncIterable<SequencedEvent>): Promise<void> {
+  /**
+   * Read `iterable` (from sequence `from`) to its end, or to the first event past every bound,
+   * folding and writing it chunk by chunk into every building shadow.
+   */
+  async function pass(iterable: AsyncIterable<SequencedEvent>, from: number): Promise<void> {
     let chunk: SequencedEvent[] = [];
     let bytes = 0;
-    let previous = lastSeq;
+    let previous = from - 1;
     for await (const event of iterable) {
       checkAborted();
       if (event.seq > maxBound) break;
@@ -454,7 +532,7 @@ export async function runRebuild(
       live.map(async (shadow) => {
         const keys = new Set<string>();
         for (const event of chunk) {
-          if (!shadow.target.handles(event.type)) continue;
+          if (event.seq <= shadow.foldedThrough || event.seq > shadow.bound || !shadow.target.handles(event.type)) continue;
           const key = shadow.target.stateKeyOf(event);
           if (key !== null) keys.add(key);
         }
@@ -488,30 +566,36 @@ export async function runRebuild(
       }
       let markSent!: () => void;
       shadow.sent = new Promise<void>((resolve) => (markSent = resolve));
-      shadow.flushing = write(shadow, seq, markSent);
+      shadow.flushing = write(shadow, shadow.foldedThrough, markSent);
       // An unobserved rejection is observed at the next chunk (or the end of the pass).
       shadow.flushing.catch(() => undefined);
     }
     // Counted with the sequence they reach (the progress the API shows pairs the two).
     events += chunk.length;
-    lastSeq = seq;
+    lastSeq = Math.max(lastSeq, seq);
     options.onProgress?.(progress());
   }
 
   function foldInto(shadow: Shadow, chunk: readonly SequencedEvent[]): void {
-    const { target, image } = shadow;
-    const bound = boundOf(target.name);
+    const { target, image, bound } = shadow;
+    const after = shadow.foldedThrough;
     for (const event of chunk) {
-      if (event.seq > bound || !target.handles(event.type)) continue;
+      // Folded by an earlier pass, or past this shadow's bound: not this shadow's to fold now.
+      if (event.seq <= after || event.seq > bound) continue;
+      shadow.events++;
+      if (!target.handles(event.type)) continue;
       const key = target.stateKeyOf(event);
       const prior = key === null ? null : image.state(key);
       const step = target.step(prior, event);
       image.apply(step.ops, { projection: target.name, seq: event.seq });
       if (key !== null && step.state !== undefined) image.setState(key, step.state === null ? null : toJsonValue(step.state));
     }
+    // The chunk holds every event from the pass's start to its last: the shadow has them all up to
+    // there (or its bound), whether it handles them or not.
+    shadow.foldedThrough = Math.max(after, Math.min((chunk[chunk.length - 1] as SequencedEvent).seq, bound));
   }
 
-  /** Write what the image holds for the chunk ending at `seq`, in pipelined owner-checked calls. */
+  /** Write what the image holds for the chunk that folded it through `seq`, in pipelined owner-checked calls. */
   async function write(shadow: Shadow, seq: number, markSent: () => void): Promise<void> {
     try {
       const toLoad = shadow.image.itemsToLoad();
@@ -523,17 +607,14 @@ export async function runRebuild(
         keys.forEach((key, j) => loaded.set(key, itemDocOf(replies[j] ?? [])));
       }
       const calls = encodeCalls(shadow.image.drain(loaded));
+      if (shadow.written !== null && shadow.written.size > MAX_RECORDED_WRITES) {
+        // Too many to name: the caller is told so (null) and looks at everything instead.
+        shadow.written = null;
+        shadow.image.recordWrites(null);
+      }
       const header = (last: boolean) =>
         last
-          ? [
-              shadow.ns,
-              shadow.owner,
-              String(Math.min(seq, boundOf(shadow.target.name))),
-              String(shadow.target.version),
-              shadow.registry,
-              String(shadow.generation),
-              infoValue(shadow),
-            ]
+          ? [shadow.ns, shadow.owner, String(seq), String(shadow.target.version), shadow.registry, String(shadow.generation), infoValue(shadow)]
           : [shadow.ns, shadow.owner, '', '', '', '', ''];
       const replies = calls.map((payload, i) => redis.evalsha(bulkScript.sha, 0, ...header(i === calls.length - 1), payload) as Promise<[string, number?]>);
       markSent();

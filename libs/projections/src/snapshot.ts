@@ -123,15 +123,29 @@ export async function readValues(redis: Redis, keys: readonly string[]): Promise
   });
 }
 
-/** What {@link compareNamespaces} found. */
+/** What {@link compareNamespaces} (or {@link compareKeySet}) found. */
 export interface NamespaceComparison {
-  /** Keys (engine keys excluded) in each namespace. */
+  /** Keys (engine keys excluded) in each namespace ({@link compareKeySet}: of the keys it was given). */
   keysA: number;
   keysB: number;
   /** How many keys differ (present on one side only, or with different values). */
   differing: number;
   /** The first `maxDifferences` of them, sorted by key. */
   differences: SnapshotDifference[];
+  /**
+   * Every differing key, when the comparison was asked to collect them (`collectKeys`): sorted, or
+   * null when there were more than `collectKeys` (too many to name; a later check compares all).
+   */
+  differingKeys?: string[] | null;
+}
+
+export interface CompareNamespacesOptions {
+  /** Differences returned with both values (default 1 000); `differing` counts them all. */
+  maxDifferences?: number;
+  /** SCAN COUNT (default 10 000). */
+  batch?: number;
+  /** Collect the name of every differing key, up to this many, in `differingKeys`. */
+  collectKeys?: number;
 }
 
 /** Elements one comparison call may visit (a script call stays short under a 1 s command timeout). */
@@ -140,6 +154,8 @@ const COMPARE_BUDGET = 5_000;
 const SMALL_KEY = 1_000;
 /** Strings up to this many bytes count as one element; longer ones as one per KiB. */
 const STRING_UNIT = 1_024;
+/** Keys whose shapes one call reads. */
+const GROUP = 500;
 
 /**
  * Compare two namespaces key by key without holding either in memory and without any long script
@@ -151,19 +167,82 @@ const STRING_UNIT = 1_024;
  * sets field by field through HSCAN / SSCAN against the other side. Only differing keys' values
  * come to the client (for the report). Then SCAN `b` for keys `a` lacks (`absentKeysScript`).
  * Values compare as {@link diffSnapshots} compares them. Memory is one group plus the differences
- * kept (`maxDifferences`, default 1 000); `differing` counts them all.
+ * kept (`maxDifferences`, default 1 000; and the names `collectKeys` asks for); `differing`
+ * counts them all.
  */
-export async function compareNamespaces(
+export async function compareNamespaces(redis: Redis, a: string, b: string, options: CompareNamespacesOptions = {}): Promise<NamespaceComparison> {
+  const batchSize = options.batch ?? 10_000;
+  const comparer = keyComparer(redis, a, b, options);
+  const relativeKeys = async function* (ns: string): AsyncGenerator<string[]> {
+    for await (const batch of redis.scanStream({ match: `${ns}*`, count: batchSize })) {
+      const keys = [...new Set(batch as string[])].map((key) => key.slice(ns.length)).filter(isProjectionKey);
+      for (let i = 0; i < keys.length; i += GROUP) yield keys.slice(i, i + GROUP);
+    }
+  };
+  // SCAN may (rarely, while Redis rehashes) return a key twice; remembering every key would cost
+  // memory in proportion to the projection, so a repeated difference is only dropped at the end.
+  for await (const keys of relativeKeys(a)) {
+    const { differ, presentA } = await comparer.group(keys);
+    comparer.out.keysA += presentA;
+    await comparer.report(differ);
+  }
+  for await (const keys of relativeKeys(b)) {
+    comparer.out.keysB += keys.length;
+    await comparer.report((await absentKeysScript.run(redis, [], [a, ...keys])) as string[]);
+  }
+  return comparer.finish();
+}
+
+/**
+ * Compare only `keys` (relative names; engine keys are skipped) between the namespaces `a` and
+ * `b`, each key exactly as {@link compareNamespaces} compares it (a key absent on both sides is
+ * equal). For a second look at what may have changed since a full comparison: the keys that
+ * differed then and the keys written since. `keysA` / `keysB` count the given keys each side holds.
+ */
+export async function compareKeySet(
   redis: Redis,
   a: string,
   b: string,
-  options: { maxDifferences?: number; /** SCAN COUNT (default 10 000). */ batch?: number } = {},
+  keys: Iterable<string>,
+  options: Omit<CompareNamespacesOptions, 'batch'> = {},
 ): Promise<NamespaceComparison> {
+  const comparer = keyComparer(redis, a, b, options);
+  const all = [...new Set(keys)].filter(isProjectionKey).sort();
+  for (let i = 0; i < all.length; i += GROUP) {
+    const { differ, presentA, presentB } = await comparer.group(all.slice(i, i + GROUP));
+    comparer.out.keysA += presentA;
+    comparer.out.keysB += presentB;
+    await comparer.report(differ);
+  }
+  return comparer.finish();
+}
+
+/** Keys a projection writes (not the engine's meta or the query script's scratch keys). */
+function isProjectionKey(relative: string): boolean {
+  return relative !== META_KEY && !relative.startsWith(TMP_PREFIX);
+}
+
+/**
+ * The key-by-key comparison both {@link compareNamespaces} and {@link compareKeySet} run: `group`
+ * finds which of (at most {@link GROUP}) keys differ, `report` counts them and reads the values of
+ * the first `maxDifferences`, `finish` returns what was found.
+ */
+function keyComparer(redis: Redis, a: string, b: string, options: Omit<CompareNamespacesOptions, 'batch'>) {
   const max = options.maxDifferences ?? 1_000;
-  const batchSize = options.batch ?? 10_000;
   const out: NamespaceComparison = { keysA: 0, keysB: 0, differing: 0, differences: [] };
+  const collect = options.collectKeys;
+  let collected: Set<string> | null = collect === undefined ? null : new Set();
+  let overflowed = false;
+
   const report = async (keys: readonly string[]) => {
     out.differing += keys.length;
+    if (collected !== null) {
+      for (const key of keys) collected.add(key);
+      if (collected.size > (collect as number)) {
+        collected = null;
+        overflowed = true;
+      }
+    }
     const shown = keys.slice(0, Math.max(0, max - out.differences.length));
     if (shown.length === 0) return;
     const [left, right] = await Promise.all([
@@ -182,12 +261,7 @@ export async function compareNamespaces(
       out.differences.push({ key, ...(l ? { a: l } : {}), ...(r ? { b: r } : {}) });
     });
   };
-  const relativeKeys = async function* (ns: string): AsyncGenerator<string[]> {
-    for await (const batch of redis.scanStream({ match: `${ns}*`, count: batchSize })) {
-      const keys = [...new Set(batch as string[])].map((key) => key.slice(ns.length)).filter((key) => key !== META_KEY && !key.startsWith(TMP_PREFIX));
-      for (let i = 0; i < keys.length; i += 500) yield keys.slice(i, i + 500);
-    }
-  };
+
   /** Whether a large key holds the same on both sides (its type and size already match). */
   const sameLarge = async (key: string, type: string, size: number): Promise<boolean> => {
     if (type === 'zset' || type === 'list') {
@@ -224,16 +298,19 @@ export async function compareNamespaces(
     // A long string: one comparison of two values.
     return (await redis.get(a + key)) === (await redis.get(b + key));
   };
-  // SCAN may (rarely, while Redis rehashes) return a key twice; remembering every key would cost
-  // memory in proportion to the projection, so a repeated difference is only dropped at the end.
-  for await (const keys of relativeKeys(a)) {
+
+  /** Of `keys` (relative), those that differ, and how many exist on each side. */
+  const group = async (keys: readonly string[]): Promise<{ differ: string[]; presentA: number; presentB: number }> => {
     const shapes = (await keyShapesScript.run(redis, [], [a, b, ...keys])) as Array<string | number>;
     const differ: string[] = [];
     const small: Array<[key: string, cost: number]> = [];
     const large: Array<[key: string, type: string, size: number]> = [];
+    let presentA = 0;
+    let presentB = 0;
     keys.forEach((key, i) => {
       const [typeA, sizeA, typeB, sizeB] = [shapes[i * 4], Number(shapes[i * 4 + 1]), shapes[i * 4 + 2], Number(shapes[i * 4 + 3])];
-      if (typeA !== 'none') out.keysA++;
+      if (typeA !== 'none') presentA++;
+      if (typeB !== 'none') presentB++;
       if (typeA === 'none' && typeB === 'none') return;
       if (typeA !== typeB || sizeA !== sizeB) differ.push(key);
       else if (typeA === 'string' ? sizeA <= SMALL_KEY * STRING_UNIT : sizeA <= SMALL_KEY)
@@ -241,25 +318,31 @@ export async function compareNamespaces(
       else large.push([key, String(typeA), sizeA]);
     });
     for (let i = 0; i < small.length; ) {
-      const group: string[] = [];
-      for (let cost = 0; i < small.length && (group.length === 0 || cost + (small[i] as [string, number])[1] <= COMPARE_BUDGET); i++) {
+      const batch: string[] = [];
+      for (let cost = 0; i < small.length && (batch.length === 0 || cost + (small[i] as [string, number])[1] <= COMPARE_BUDGET); i++) {
         const [key, keyCost] = small[i] as [string, number];
-        group.push(key);
+        batch.push(key);
         cost += keyCost;
       }
-      differ.push(...((await compareKeysScript.run(redis, [], [a, b, ...group])) as string[]));
+      differ.push(...((await compareKeysScript.run(redis, [], [a, b, ...batch])) as string[]));
     }
     for (const [key, type, size] of large) if (!(await sameLarge(key, type, size))) differ.push(key);
-    await report(differ);
-  }
-  for await (const keys of relativeKeys(b)) {
-    out.keysB += keys.length;
-    await report((await absentKeysScript.run(redis, [], [a, ...keys])) as string[]);
-  }
-  const unique = new Map(out.differences.map((d) => [d.key, d]));
-  out.differing -= out.differences.length - unique.size;
-  out.differences = [...unique.values()].sort((x, y) => (x.key < y.key ? -1 : x.key > y.key ? 1 : 0));
-  return out;
+    return { differ, presentA, presentB };
+  };
+
+  const finish = (): NamespaceComparison => {
+    const unique = new Map(out.differences.map((d) => [d.key, d]));
+    out.differing -= out.differences.length - unique.size;
+    out.differences = [...unique.values()].sort((x, y) => (x.key < y.key ? -1 : x.key > y.key ? 1 : 0));
+    if (collect !== undefined) {
+      out.differingKeys = overflowed || collected === null ? null : [...collected].sort();
+      // Named one by one, repeats of a key SCAN returned twice are gone: the exact count.
+      if (collected !== null && !overflowed) out.differing = collected.size;
+    }
+    return out;
+  };
+
+  return { out, report, group, finish };
 }
 
 async function execPipeline(redis: Redis, commands: [string, ...string[]][]): Promise<unknown[]> {

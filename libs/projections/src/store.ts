@@ -2,7 +2,18 @@ import type Redis from 'ioredis';
 import type { EventEnvelope } from '@baton/contracts';
 import { ProjectionError, ProjectionOpError, ShadowLostError } from './errors';
 import { createItemStore, type ItemStore } from './items';
-import { activeKey, assertName, assertPrefix, generationCounterKey, generationNamespace, projectionBase, rebuildsKey, retiredKey } from './keys';
+import {
+  activeKey,
+  assertName,
+  assertPrefix,
+  generationCounterKey,
+  generationNamespace,
+  META_KEY,
+  projectionBase,
+  rebuildsKey,
+  retiredKey,
+  TMP_PREFIX,
+} from './keys';
 import { encodeOps, type IndexedItem, type ProjectionOp, type WireOp } from './ops';
 import { createReader, type ProjectionReader } from './reader';
 import { applyScript, dropShadowScript, loadScript, readScript, swapScript } from './scripts';
@@ -16,7 +27,7 @@ import {
   type ScratchBuild,
   type ScratchOptions,
 } from './rebuilder';
-import { compareNamespaces, dumpNamespace, type NamespaceComparison, type ProjectionSnapshot } from './snapshot';
+import { compareKeySet, compareNamespaces, dumpNamespace, type NamespaceComparison, type ProjectionSnapshot } from './snapshot';
 
 /**
  * An event as projections see it: the envelope plus its stream sequence, and the W3C trace id of
@@ -249,9 +260,22 @@ export interface ProjectionStore {
    * Compare two generations of a projection key by key, holding neither in memory (SCAN in
    * batches); `a` is usually the active one (null: none, so every key of `b` differs), `b` a
    * scratch build. At most `maxDifferences` (default
-   * 1 000) differences are returned; `differing` counts them all.
+   * 1 000) differences are returned; `differing` counts them all. With `collectKeys`, the names of
+   * all the differing keys too (`differingKeys`; null when there are more than that many).
    */
-  compare(projection: string, a: number | null, b: number, options?: { maxDifferences?: number }): Promise<NamespaceComparison>;
+  compare(projection: string, a: number | null, b: number, options?: KeyComparisonOptions): Promise<NamespaceComparison>;
+  /**
+   * Compare only `keys` (relative names) of two generations of a projection, each key as
+   * {@link compare} compares it: a second look, after a full comparison, at the keys that can have
+   * changed since (`baton verify` under live traffic: the keys that differed, and the keys a
+   * catch-up pass wrote). `keysA` / `keysB` count the given keys each side holds.
+   */
+  compareKeys(projection: string, a: number | null, b: number, keys: Iterable<string>, options?: KeyComparisonOptions): Promise<NamespaceComparison>;
+  /**
+   * How many keys (engine keys excluded) each of `generations` of a projection holds (0 for one
+   * that does not exist): one SCAN of the projection's generations, reading names only.
+   */
+  countKeys(projection: string, generations: readonly number[]): Promise<number[]>;
   /** The rebuilds running on a projection (and dead ones not cleaned up yet: `stale`), with their progress. */
   rebuilds(projection: string): Promise<RebuildInfo[]>;
   /** Delete the shadows of rebuilds whose lease ran out (their process died); returns how many. */
@@ -273,6 +297,14 @@ export interface ProjectionStore {
   snapshot(projection: string, generation?: number): Promise<ProjectionSnapshot>;
   /** Delete every key of a projection: all generations, the pointer and the counter. For resets and tests. */
   destroy(projection: string): Promise<number>;
+}
+
+/** How {@link ProjectionStore.compare} and {@link ProjectionStore.compareKeys} report. */
+export interface KeyComparisonOptions {
+  /** Differences returned with both values (default 1 000); `differing` counts them all. */
+  maxDifferences?: number;
+  /** Name every differing key, up to this many, in `differingKeys` (null when there are more). */
+  collectKeys?: number;
 }
 
 /** Build a {@link ProjectionStore} on an ioredis client. The client's lifetime stays the caller's. */
@@ -568,11 +600,37 @@ class RedisProjectionStore implements ProjectionStore {
     return (await runRebuild(this.backend(), targets, source, { chunkEvents: this.rebuildChunkEvents, ...options }, true)).scratch;
   }
 
-  compare(projection: string, a: number | null, b: number, options: { maxDifferences?: number } = {}): Promise<NamespaceComparison> {
+  compare(projection: string, a: number | null, b: number, options: KeyComparisonOptions = {}): Promise<NamespaceComparison> {
+    const [left, right] = this.comparedNamespaces(projection, a, b);
+    return compareNamespaces(this.redis, left, right, options);
+  }
+
+  compareKeys(projection: string, a: number | null, b: number, keys: Iterable<string>, options: KeyComparisonOptions = {}): Promise<NamespaceComparison> {
+    const [left, right] = this.comparedNamespaces(projection, a, b);
+    return compareKeySet(this.redis, left, right, keys, options);
+  }
+
+  /** The namespaces of two generations to compare; no active generation (null) is generation 0, which is never handed out (empty). */
+  private comparedNamespaces(projection: string, a: number | null, b: number): [string, string] {
     const base = this.base(projection);
-    // No active generation: compare with generation 0, which is never handed out (empty).
-    const left = generationNamespace(base, a === null ? 0 : positiveInt(a, 'generation'));
-    return compareNamespaces(this.redis, left, generationNamespace(base, positiveInt(b, 'generation')), options);
+    return [generationNamespace(base, a === null ? 0 : positiveInt(a, 'generation')), generationNamespace(base, positiveInt(b, 'generation'))];
+  }
+
+  async countKeys(projection: string, generations: readonly number[]): Promise<number[]> {
+    const base = this.base(projection);
+    const counts = new Map(generations.map((generation) => [generationNamespace(base, positiveInt(generation, 'generation')), 0]));
+    for await (const batch of this.redis.scanStream({ match: `${base}:g*`, count: SCAN_COUNT })) {
+      for (const key of new Set(batch as string[])) {
+        // The namespace is everything up to the ':' after `g<gen>` (a relative key may hold ':' too).
+        const end = key.indexOf(':', base.length + 2);
+        if (end < 0) continue;
+        const ns = key.slice(0, end + 1);
+        const count = counts.get(ns);
+        const relative = key.slice(end + 1);
+        if (count !== undefined && relative !== META_KEY && !relative.startsWith(TMP_PREFIX)) counts.set(ns, count + 1);
+      }
+    }
+    return generations.map((generation) => counts.get(generationNamespace(base, generation)) ?? 0);
   }
 
   async rebuilds(projection: string): Promise<RebuildInfo[]> {

@@ -10,6 +10,7 @@ import {
   eventSource,
   interruptibleFromStart,
   INTERRUPTED,
+  MAX_CATCH_UP_ROUNDS,
   movedNote,
   selectProjections,
   versionSkewed,
@@ -32,11 +33,15 @@ Fold <PREFIX>_EVENTS, each projection up to the sequence it has applied, into sc
 (one read of the stream for all of them, folded in memory in chunks as a rebuild is); compare each
 with the live one key by key (neither is held in memory); print every difference (the first 50 per
 projection; --json lists up to 1 000 and counts all); drop the scratch generations. Nothing live
-changes. When the live projections applied more events during a comparison that found
-differences, it compares again (up to three times), so only lasting differences are reported;
-when it kept moving, each projection says how many events it applied meanwhile (live_moved, and
-a note): differences on what those touched may be them, not lasting ones. When a live generation
-was written by another version of the projection's definition than this baton folds (the notifier
+changes. When a live projection applied more events during a comparison that found differences,
+verify catches up with it instead of starting over: it folds only those events into the same
+scratch generation and compares again only the keys that differed or that they wrote (up to
+${MAX_CATCH_UP_ROUNDS} catch-up rounds: rounds). A difference whose key none of those events wrote is lasting;
+the verdict stands once every difference is, or once the live projection stood still during a
+comparison. When it kept moving through the last round, each projection says how many events it
+applied during the last comparison (live_moved) and which differing keys they wrote (unsettled,
+unsettled_keys, and a note): those may be them, not lasting ones. When a live generation was
+written by another version of the projection's definition than this baton folds (the notifier
 runs another release: version and live_version), a note says so: differences may be only that.
 A projection with no live generation (never built, or BATON_PROJECTION_PREFIX names another
 keyspace) is not folded and counts as a difference when the stream holds events (missing: true).
@@ -46,7 +51,7 @@ missing (repair with \`baton replay\`).
 
 Options:
   --projection <name>   only this projection (inbox, stops, handoffs, runs, notices)
-  --json                print { ok, projections: [{ projection, live_seq, missing, differing, differences, ... }] }
+  --json                print { ok, projections: [{ projection, live_seq, missing, differing, differences, live_moved, unsettled, ... }] }
 `,
   async run(argv, ctx) {
     const args = parseCommandArgs(argv, { projection: { type: 'string' }, json: { type: 'boolean' } }, { min: 0, max: 0 });
@@ -98,7 +103,8 @@ Options:
             `${comparison.projection}: no live generation, while the stream holds ${total} events: not built yet, or BATON_PROJECTION_PREFIX names another keyspace (build it with \`baton replay --projection ${comparison.projection}\`)\n`,
           );
         } else if (comparison.differing === 0) {
-          ctx.io.stdout.write(`${comparison.projection}: ok (${comparison.live_keys} keys, seq ${comparison.live_seq})\n`);
+          const caughtUp = comparison.rounds > 0 ? `, after ${comparison.rounds} catch-up rounds with the live projection` : '';
+          ctx.io.stdout.write(`${comparison.projection}: ok (${comparison.live_keys} keys, seq ${comparison.live_seq}${caughtUp})\n`);
         } else {
           ctx.io.stdout.write(`${comparison.projection}: ${comparison.differing} keys differ from a fold of the stream (to seq ${comparison.live_seq}):\n`);
           ctx.io.stdout.write(differenceLines(comparison.differences, 50, comparison.differing));
@@ -110,7 +116,12 @@ Options:
       if (failing.length > 0 && failing.every(versionSkewed)) {
         // A replay by this baton would swap in another release's version under the running notifier.
         ctx.io.stdout.write('projections differ, and the live ones were written by another release of the notifier: see the notes above\n');
-      } else if (!report.ok) ctx.io.stdout.write('projections differ; run `baton replay` to rebuild them\n');
+      } else if (failing.some((c) => c.missing || c.differing > c.unsettled)) {
+        ctx.io.stdout.write('projections differ; run `baton replay` to rebuild them\n');
+      } else if (failing.length > 0) {
+        // Every difference is on a key the live side wrote again while it was compared.
+        ctx.io.stdout.write('every difference may be events applied while it was compared: run `baton verify` again when traffic is quieter\n');
+      }
     }
     return report.ok ? ExitCode.ok : ExitCode.failure;
   },
