@@ -210,6 +210,33 @@ interface Tracked {
   open: boolean;
 }
 
+/** A projection's comparison before anything was compared: no keys, no differences, no rounds. */
+function comparisonOf(
+  projection: string,
+  version: number,
+  where: Pick<ShadowComparison, 'live_seq' | 'live_generation' | 'missing' | 'rebuilt_seq' | 'events' | 'live_version'>,
+): ShadowComparison {
+  // In the order --json has always printed them.
+  return {
+    projection,
+    live_seq: where.live_seq,
+    live_generation: where.live_generation,
+    missing: where.missing,
+    rebuilt_seq: where.rebuilt_seq,
+    events: where.events,
+    live_keys: 0,
+    rebuilt_keys: 0,
+    differing: 0,
+    differences: [],
+    live_moved: 0,
+    rounds: 0,
+    unsettled: 0,
+    unsettled_keys: [],
+    version,
+    live_version: where.live_version,
+  };
+}
+
 /**
  * Fold `source` into one scratch generation per projection (never made active; one read of the
  * stream for all, folded in memory chunk by chunk as a rebuild is), compare each with the live
@@ -243,24 +270,16 @@ export async function compareWithStream(
   const comparisons: ShadowComparison[] = [];
   if (options.bound === 'live')
     for (const name of missing)
-      comparisons.push({
-        projection: name,
-        live_seq: 0,
-        live_generation: null,
-        missing: true,
-        rebuilt_seq: 0,
-        events: 0,
-        live_keys: 0,
-        rebuilt_keys: 0,
-        differing: 0,
-        differences: [],
-        live_moved: 0,
-        rounds: 0,
-        unsettled: 0,
-        unsettled_keys: [],
-        version: projections.find((p) => p.name === name)!.version,
-        live_version: null,
-      });
+      comparisons.push(
+        comparisonOf(name, projections.find((p) => p.name === name)!.version, {
+          live_seq: 0,
+          live_generation: null,
+          missing: true,
+          rebuilt_seq: 0,
+          events: 0,
+          live_version: null,
+        }),
+      );
   const tracked = new Map<string, Tracked>();
   /** Events the fold has read so far (every pass), for the progress line. */
   let read = 0;
@@ -303,24 +322,14 @@ export async function compareWithStream(
         const status = live.get(build.projection)!;
         const track: Tracked = {
           def,
-          comparison: {
-            projection: build.projection,
+          comparison: comparisonOf(build.projection, def.version, {
             live_seq: status.lastSeq,
             live_generation: status.activeGeneration,
             missing: missing.includes(build.projection),
             rebuilt_seq: build.lastSeq,
             events: build.events,
-            live_keys: 0,
-            rebuilt_keys: 0,
-            differing: 0,
-            differences: [],
-            live_moved: 0,
-            rounds: 0,
-            unsettled: 0,
-            unsettled_keys: [],
-            version: def.version,
             live_version: status.storedVersion,
-          },
+          }),
           differing: null,
           target: status.lastSeq,
           after: status,

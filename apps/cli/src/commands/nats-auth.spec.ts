@@ -2,6 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { decodeJwtClaims, jwtOfCreds } from '@baton/eventstore';
 import { main } from '../main';
 import { bufferedIo } from '../output';
 
@@ -184,8 +185,7 @@ describe('baton creds revoke and --rotate', () => {
     expect(byKey).toMatchObject({ principal: null, revoked: [{ user: agent.user, principal: 'agent:p1:a1' }] });
 
     const router = join(dir, 'creds', 'router.creds');
-    const jwt = readFileSync(router, 'utf8').split('\n')[1] ?? '';
-    const routerUser = (JSON.parse(Buffer.from(jwt.split('.')[1] ?? '', 'base64url').toString('utf8')) as { sub: string }).sub;
+    const routerUser = decodeJwtClaims(jwtOfCreds(readFileSync(router, 'utf8')))['sub'] as string;
     const service = await json<{ removed_files: string[] }>('creds', 'revoke', '--service', 'router');
     expect(service.removed_files).toEqual([router]);
     expect(revocations()).toHaveProperty(routerUser);
