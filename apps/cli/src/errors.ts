@@ -7,7 +7,7 @@ export const ExitCode = {
   failure: 1,
   /** The command line was wrong: unknown command or option, missing argument. */
   usage: 2,
-  /** `replay` or `verify` stopped by Ctrl-C or SIGTERM (128 + SIGINT, as shells report it): nothing was swapped in. */
+  /** `replay` or `verify` stopped by Ctrl-C, SIGTERM or SIGHUP (128 + SIGINT, as shells report it): nothing was swapped in. */
   interrupted: 130,
 } as const;
 export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode];
@@ -51,7 +51,7 @@ export const CliErrorCode = {
   definitionInvalid: 'definition_invalid',
   /** A service answered with something that is not its reply. */
   badReply: 'bad_reply',
-  /** `replay` / `verify` stopped by Ctrl-C or SIGTERM (exit 130): nothing was swapped in, no verdict. */
+  /** `replay` / `verify` stopped by Ctrl-C, SIGTERM or SIGHUP (exit 130): nothing was swapped in, no verdict. */
   interrupted: 'interrupted',
   /**
    * `replay` would swap in a projection at another version of its definition than the live

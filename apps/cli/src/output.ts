@@ -14,7 +14,10 @@ export interface CliIo {
  * Node reports as an 'error' event that, unhandled, kills the process with a stack trace. Here the
  * rest of the output is dropped quietly and the command ends as it would have, with its exit code
  * (a command that changes something, `dlq redrive`, `replay`, is not cut off half-way because its
- * reader stopped reading). Any other write failure is one line on stderr and exit 1.
+ * reader stopped reading). A terminal that hung up (its window closed, its SSH session dropped)
+ * fails every later write with EIO: dropped quietly the same way, so a `replay` told of the
+ * hang-up (SIGHUP, `interruptible` in rebuild.ts) finishes its clean-up. Any other write failure is one
+ * line on stderr and exit 1.
  */
 export function processIo(): CliIo {
   return { stdout: closable(process.stdout), stderr: closable(process.stderr), stderrIsTTY: Boolean(process.stderr.isTTY) };
@@ -29,7 +32,7 @@ function closable(stream: NodeJS.WriteStream): CliIo['stdout'] {
   let closed = false;
   stream.on('error', (error: NodeJS.ErrnoException) => {
     closed = true;
-    if (error.code === 'EPIPE') return;
+    if (error.code === 'EPIPE' || error.code === 'EIO') return;
     if (stream !== process.stderr) process.stderr.write(`baton: cannot write the output: ${error.message}\n`);
     process.exit(ExitCode.failure);
   });

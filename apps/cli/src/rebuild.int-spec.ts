@@ -226,6 +226,69 @@ describe('interrupted and killed rebuilds (real NATS and Redis)', () => {
     for (const p of batonProjections()) expect(await store.rebuilds(p.name)).toEqual([]);
   });
 
+  it('a hang-up (SIGHUP, sent twice as a closing session may) half-way through baton replay: stopped like Ctrl-C, not killed; exit 130, the shadows deleted, the live projections unchanged', async () => {
+    await fill(nats, prefix, 1_200);
+    expect((await baton('replay')).code).toBe(0);
+    const before = await snapshots();
+    const live = await generations();
+    let hungUp = false;
+    const { code, io } = await runWith(replayCommand, [], (real) => ({
+      rebuildMany: ((targets, source, options) =>
+        real.rebuildMany(
+          targets,
+          (from) =>
+            (async function* () {
+              for await (const event of source(from)) {
+                if (event.seq === 500 && !hungUp) {
+                  hungUp = true;
+                  // The second is not "again: exit now" (that would end this test's process).
+                  process.emit('SIGHUP', 'SIGHUP');
+                  process.emit('SIGHUP', 'SIGHUP');
+                }
+                yield event;
+              }
+            })(),
+          options,
+        )) as ProjectionStore['rebuildMany'],
+    }));
+    expect(hungUp).toBe(true);
+    expect(code).toBe(130);
+    expect(io.err()).toContain('SIGHUP: stopping the rebuild; the live projections are not touched');
+    expect(io.err()).toContain('interrupted; nothing was swapped in and the shadow generations were deleted');
+    expect(process.listenerCount('SIGHUP')).toBe(0);
+    expect(await generations()).toEqual(live);
+    expect(await snapshots()).toEqual(before);
+    for (const p of batonProjections()) expect(await store.rebuilds(p.name)).toEqual([]);
+  });
+
+  it('baton replay in its own process, its terminal gone (output pipes closed, then SIGHUP): it cleans up and exits 130 instead of dying with its shadows left', async () => {
+    await fill(nats, prefix, 25_000);
+    expect((await baton('replay')).code).toBe(0);
+    const before = await snapshots();
+    const live = await generations();
+    const child = spawn(process.execPath, [join(__dirname, '..', '..', '..', 'bin', 'baton.js'), 'replay'], {
+      env: { ...process.env, ...env() },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stderr = '';
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    for (let i = 0; ; i++) {
+      const running = await Promise.all(batonProjections().map((p) => store.rebuilds(p.name)));
+      if (running.every((r) => r.length === 1 && (r[0]?.seq ?? 0) > 0)) break;
+      if (i > 1_200) throw new Error(`the child rebuild never got going: ${stderr}`);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    // Whatever it writes from now on fails (EPIPE here; EIO on a real hung-up terminal).
+    child.stdout.destroy();
+    child.stderr.destroy();
+    child.kill('SIGHUP');
+    expect(await exited).toBe(130);
+    for (const p of batonProjections()) expect(await store.rebuilds(p.name)).toEqual([]);
+    expect(await generations()).toEqual(live);
+    expect(await snapshots()).toEqual(before);
+  }, 240_000);
+
   it('Ctrl-C once the swaps began: the rebuild finishes and says so (exit 0, every projection swapped; with --json stderr holds no prose)', async () => {
     await fill(nats, prefix, 600);
     expect((await baton('replay')).code).toBe(0);

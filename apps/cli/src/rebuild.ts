@@ -506,20 +506,30 @@ export async function firstSeqAtOrAfter(ctx: CliContext, iso: string): Promise<n
 export const INTERRUPTED = ExitCode.interrupted;
 
 /**
- * Ctrl-C (SIGINT) or SIGTERM while a rebuild or a comparison runs: the first one aborts it (it
- * stops between two events, swaps nothing in and deletes what it built, so the live projections
- * are untouched); a second one exits at once. Once a rebuild has begun swapping its projections in
- * (`commit`, the rebuild's `onSwapping`), the first signal no longer stops it: it says so, and the
- * rebuild finishes. `dispose` restores the default handling.
+ * Ctrl-C (SIGINT), SIGTERM or a hang-up (SIGHUP: the terminal or the SSH session went away) while
+ * a rebuild or a comparison runs: the first one aborts it (it stops between two events, swaps
+ * nothing in and deletes what it built, so the live projections are untouched); a second SIGINT or
+ * SIGTERM exits at once. A hang-up is never that second signal: nobody is left to press anything,
+ * and a closing session may send it twice (the kernel to the foreground group, then the shell to
+ * its jobs), so further SIGHUPs are ignored and the abort finishes its clean-up. Once a rebuild has
+ * begun swapping its projections in (`commit`, the rebuild's `onSwapping`), the first signal no
+ * longer stops it: it says so, and the rebuild finishes. `dispose` restores the default handling.
+ * (What is said after a hang-up goes nowhere: writes to a hung-up terminal fail with EIO, which
+ * {@link processIo} drops quietly.)
  */
 export function interruptible(ctx: CliContext, what: string): { signal: AbortSignal; commit: () => void; dispose: () => void } {
   const controller = new AbortController();
   let committed = false;
   let heard = false;
+  let hungUp = false;
   const onSignal = (name: NodeJS.Signals) => {
     // Said to the person who pressed Ctrl-C; with --json kept as a warning (stderr holds JSON only).
     const say = (text: string) => ctx.warn(text, `\nbaton: ${text}\n`);
-    if (heard) {
+    if (name === 'SIGHUP') {
+      if (hungUp) return;
+      hungUp = true;
+      if (heard) return;
+    } else if (heard) {
       const text = `${name} again: exiting now (a shadow generation may stay behind; the next rebuild deletes it)`;
       // The process ends here, not through `execute`: with --json this is the failure's one line.
       const warnings = ctx.warnings();
@@ -540,6 +550,7 @@ export function interruptible(ctx: CliContext, what: string): { signal: AbortSig
   };
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
+  process.on('SIGHUP', onSignal);
   return {
     signal: controller.signal,
     commit: () => {
@@ -548,6 +559,7 @@ export function interruptible(ctx: CliContext, what: string): { signal: AbortSig
     dispose: () => {
       process.off('SIGINT', onSignal);
       process.off('SIGTERM', onSignal);
+      process.off('SIGHUP', onSignal);
     },
   };
 }
