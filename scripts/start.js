@@ -164,13 +164,14 @@ function runService({ name, port }) {
   const child = spawn(process.execPath, ['--enable-source-maps', entry], {
     cwd: root,
     env: {
-      HTTP_PORT: String(port),
       // The heap settings the service is measured and deployed with (infra/service-node-options.json,
       // docs/performance.md); a NODE_OPTIONS of your own replaces them.
       NODE_OPTIONS: SERVICE_NODE_OPTIONS[name],
       ...process.env,
       ...serviceEnv[name],
-      ...(process.env[`${name.toUpperCase()}_HTTP_PORT`] ? { HTTP_PORT: process.env[`${name.toUpperCase()}_HTTP_PORT`] } : {}),
+      // Each service its own port: <SERVICE>_HTTP_PORT, else its default — never a plain HTTP_PORT
+      // from this shell, which would give all four the same one.
+      HTTP_PORT: process.env[`${name.toUpperCase()}_HTTP_PORT`] || String(port),
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { existsSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { createEventRegistry, inboxPrefixOf, type EventRegistry, type Principal } from '@baton/contracts';
-import { JetStreamEventStore, connectNats, principalOfCreds, type NatsHandle } from '@baton/eventstore';
+import { JetStreamEventStore, connectNats, hasNatsCode, natsRefusedCredentials, principalOfCreds, type NatsHandle } from '@baton/eventstore';
 import { createProjectionStore, createRedis, type ProjectionStore, type RedisHandle } from '@baton/projections';
 import { BaseConfigSchema, ConfigError, loadConfig } from '@baton/platform';
 import { CliError, CliErrorCode, UsageError } from './errors';
@@ -238,31 +238,6 @@ export function createCliContext(options: CliContextOptions): CliContext {
 }
 
 /**
- * The NATS client's codes for a server that was reached and would not let these credentials in
- * (or a credentials file the client could not use): retrying changes nothing, other credentials do.
- */
-const NATS_AUTH_CODES: ReadonlySet<string> = new Set([
-  'AUTHORIZATION_VIOLATION',
-  'AUTHENTICATION_EXPIRED',
-  'ACCOUNT_EXPIRED',
-  'BAD_AUTHENTICATION',
-  'BAD_CREDS',
-]);
-
-/** Whether a connection failure (or what it wraps) is NATS refusing the credentials. */
-function natsRefusedCredentials(error: unknown): boolean {
-  return [...NATS_AUTH_CODES].some((code) => hasCode(error, code));
-}
-
-/** Whether `error`, or an error it wraps, carries the NATS client's `code`. */
-function hasCode(error: unknown, code: string): boolean {
-  for (let e = error, depth = 0; typeof e === 'object' && e !== null && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
-    if ((e as { code?: unknown }).code === code) return true;
-  }
-  return false;
-}
-
-/**
  * `unauthenticated`: NATS at `url` refused the credentials the CLI presented — NATS_CREDS's file,
  * the local deployment's admin file, or none (NATS_CREDS unset against a server that requires
  * them) — or the file is no credentials file the client can use. The message names which, and
@@ -277,7 +252,7 @@ function credentialsRefused(url: string, error: unknown, natsCreds: string | und
   const what =
     natsCreds === undefined && credsFile === undefined
       ? `NATS at ${url} requires credentials, and NATS_CREDS is not set (${said})`
-      : hasCode(error, 'BAD_CREDS')
+      : hasNatsCode(error, 'BAD_CREDS')
         ? `${file} is not a NATS credentials file the client can use (${said})`
         : `NATS at ${url} refused ${file} (${said}: unknown to this server, expired, or another deployment's)`;
   return new CliError(

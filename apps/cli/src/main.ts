@@ -31,14 +31,20 @@ Environment:
   BATON_PREFIX    subject / stream / key prefix of the deployment (default baton)
   BATON_API_URL   the notifier's operator API, for answer, answer-hold, decide and abandon (default http://127.0.0.1:7100)
   BATON_TOKEN     the operator API token answer, answer-hold, decide and abandon send
-  NATS_CREDS      this principal's NATS credentials file (unless BATON_NATS_AUTH=none)
+  NATS_CREDS      this principal's NATS credentials file (default: the admin's of the local deployment,
+                  named by <BATON_NATS_DIR>/local.json when npm start made it)
+  BATON_NATS_DIR  the deployment folder baton nats-config and creds write, and local.json's (default var/nats-auth)
+  REDIS_COMMAND_TIMEOUT_MS
+                  how long one Redis command may wait for its reply (default 1000)
+  BATON_PROJECTION_PREFIX
+                  the projections' key prefix, when it is not the deployment's (default <BATON_PREFIX>:proj)
   BATON_OPERATOR  who you are, recorded by start, pause, resume and publish-definition (default $USER); answers,
                   decisions and abandons record the API token's name
 
 Every read command takes --json; with --json stderr holds nothing but a failure's one line,
 {"error":{"code","message","issues","details"?}}, warnings in its details.warnings (on success
 warnings are not written; a refusal's reply stays on stdout).
-Exit codes: 0 ok, 1 failure (verify: a difference), 2 usage, 130 replay or verify stopped by Ctrl-C.
+Exit codes: 0 ok, 1 failure (verify: a difference), 2 usage, 130 replay or verify stopped by Ctrl-C, SIGTERM or SIGHUP.
 `;
 
 /**

@@ -1,4 +1,4 @@
-import { ConfigError, registerProjectionGauges, runService, type RunningService } from '@baton/platform';
+import { ConfigError, exitOnStartFailure, registerProjectionGauges, runService, type RunningService } from '@baton/platform';
 import { PROJECTION_STORE } from './projection/tokens';
 import { ApiExceptionFilter } from './api/http';
 import { NotifierModule } from './notifier.module';
@@ -39,8 +39,5 @@ export async function startNotifier(env?: Record<string, string | undefined>): P
 }
 
 if (require.main === module) {
-  startNotifier().catch((error: unknown) => {
-    process.stderr.write(`baton notifier failed to start: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
-    process.exit(1);
-  });
+  startNotifier().catch(exitOnStartFailure('notifier'));
 }

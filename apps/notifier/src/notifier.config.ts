@@ -1,6 +1,6 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
-import { loadConfig } from '@baton/platform';
+import { envInt, loadServiceSettings } from '@baton/platform';
 import { ProjectIdSchema } from '@baton/contracts';
 
 /** Injection token of the {@link NotifierConfig}. */
@@ -81,20 +81,15 @@ export const NotifierConfigSchema = z.object({
   /** JSON list of webhooks: `[{"url":"https://…","secret":"…","projects":["shop"]}]` (default none). */
   NOTIFIER_WEBHOOKS: webhookList.default([]),
   /** Deliveries of one notice to a failing webhook before it is dead-lettered (default 8). */
-  NOTIFIER_WEBHOOK_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(30).default(8),
+  NOTIFIER_WEBHOOK_MAX_ATTEMPTS: envInt(1, 30).default(8),
   /** The first retry delay; each further retry doubles it (default 1000 ms). */
-  NOTIFIER_WEBHOOK_BACKOFF_MS: z.coerce.number().int().min(10).max(600_000).default(1000),
+  NOTIFIER_WEBHOOK_BACKOFF_MS: envInt(10, 600_000).default(1000),
   /** The longest retry delay (default 5 minutes). */
-  NOTIFIER_WEBHOOK_BACKOFF_MAX_MS: z.coerce.number().int().min(10).max(3_600_000).default(300_000),
+  NOTIFIER_WEBHOOK_BACKOFF_MAX_MS: envInt(10, 3_600_000).default(300_000),
   /** How long one webhook call may take (default 5000 ms). */
-  NOTIFIER_WEBHOOK_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(5000),
+  NOTIFIER_WEBHOOK_TIMEOUT_MS: envInt(100, 60_000).default(5000),
   /** How long a browser session lasts (default 8 hours). */
-  NOTIFIER_SESSION_TTL_SEC: z.coerce
-    .number()
-    .int()
-    .min(60)
-    .max(30 * 24 * 3600)
-    .default(8 * 3600),
+  NOTIFIER_SESSION_TTL_SEC: envInt(60, 30 * 24 * 3600).default(8 * 3600),
   /** Mark the session cookie `Secure` (set it when the inbox is served over HTTPS; default false). */
   NOTIFIER_COOKIE_SECURE: bool.default(false),
   /**
@@ -102,42 +97,42 @@ export const NotifierConfigSchema = z.object({
    * Redis loses them) and rebuilds the lost ones from the events stream (default 5000 ms; 0 = only
    * at start).
    */
-  NOTIFIER_PROJECTION_CHECK_MS: z.coerce.number().int().min(0).max(600_000).default(5000),
+  NOTIFIER_PROJECTION_CHECK_MS: envInt(0, 600_000).default(5000),
   /**
    * How long an operator's answer (stop packet, hold, mesh stop) waits for the router's decision
    * to appear in the run's (or mesh's) event stream before the API answers 202 with a status link
    * instead of the outcome (default 5000 ms; 0 = never wait: always 202).
    */
-  NOTIFIER_ANSWER_WAIT_MS: z.coerce.number().int().min(0).max(60_000).default(5000),
+  NOTIFIER_ANSWER_WAIT_MS: envInt(0, 60_000).default(5000),
   /**
    * Most time a client may take to send a request's headers (default 10 s); a connection that
    * sends no complete request within it is closed too (slow-loris, idle sockets). Node's
    * `server.headersTimeout`.
    */
-  NOTIFIER_HTTP_HEADERS_TIMEOUT_MS: z.coerce.number().int().min(100).max(300_000).default(10_000),
+  NOTIFIER_HTTP_HEADERS_TIMEOUT_MS: envInt(100, 300_000).default(10_000),
   /** Most time a client may take to send a whole request, headers and body (default 30 s). Node's `server.requestTimeout`; at least the headers timeout. */
-  NOTIFIER_HTTP_REQUEST_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(30_000),
+  NOTIFIER_HTTP_REQUEST_TIMEOUT_MS: envInt(100, 600_000).default(30_000),
   /** How long an idle keep-alive connection stays open after a response (default 5 s). Node's `server.keepAliveTimeout`. */
-  NOTIFIER_HTTP_KEEPALIVE_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(5000),
+  NOTIFIER_HTTP_KEEPALIVE_TIMEOUT_MS: envInt(100, 600_000).default(5000),
   /**
    * Most open connections (default 1000, live streams included); past it new connections are
    * closed at once. Keep it under the process's file limit (`ulimit -n`) with room for NATS,
    * Redis and logs. Node's `server.maxConnections`.
    */
-  NOTIFIER_HTTP_MAX_CONNECTIONS: z.coerce.number().int().min(1).max(1_000_000).default(1000),
+  NOTIFIER_HTTP_MAX_CONNECTIONS: envInt(1, 1_000_000).default(1000),
   /** Most live event streams (`GET /v1/events/stream`) one token (or its browser sessions) may hold open (default 10); more answer 429 `too_many_streams`. */
-  NOTIFIER_STREAMS_PER_TOKEN: z.coerce.number().int().min(1).max(10_000).default(10),
+  NOTIFIER_STREAMS_PER_TOKEN: envInt(1, 10_000).default(10),
   /** Most live event streams open in all (default 500); more answer 429 `too_many_streams`. */
-  NOTIFIER_STREAMS_MAX: z.coerce.number().int().min(1).max(100_000).default(500),
+  NOTIFIER_STREAMS_MAX: envInt(1, 100_000).default(500),
   /** How often open live streams re-check their token (revoked, expired) or session (signed out), closing those no longer valid (default 5000 ms). */
-  NOTIFIER_STREAM_AUTH_CHECK_MS: z.coerce.number().int().min(50).max(600_000).default(5000),
+  NOTIFIER_STREAM_AUTH_CHECK_MS: envInt(50, 600_000).default(5000),
   /**
    * Failed authentications (a bearer token or a sign-in that does not verify) one client address
    * may make per minute (default 20; 0 = no limit); past it every authentication from that address
    * answers 429 `too_many_auth_failures` with `Retry-After` until the minute ends. Counted per
    * notifier instance.
    */
-  NOTIFIER_AUTH_FAILURES_PER_MINUTE: z.coerce.number().int().min(0).max(100_000).default(20),
+  NOTIFIER_AUTH_FAILURES_PER_MINUTE: envInt(0, 100_000).default(20),
   /**
    * The proxies whose `X-Forwarded-For` names the client (default none: the socket's peer is the
    * client, and the header is ignored). Behind a load balancer set it — every client otherwise
@@ -150,7 +145,7 @@ export type NotifierConfig = z.infer<typeof NotifierConfigSchema>;
 
 /** Validate the notifier's settings from `env`; throws ConfigError naming each bad variable. */
 export function loadNotifierConfig(env: Record<string, string | undefined>): NotifierConfig {
-  return loadConfig(NotifierConfigSchema, env);
+  return loadServiceSettings(NotifierConfigSchema, env);
 }
 
 /** Retry delays for a webhook delivery: base, 2·base, 4·base, … capped, one per attempt. */

@@ -1,6 +1,4 @@
+import { exitOnStartFailure } from '@baton/platform';
 import { startRouter } from './router.app';
 
-void startRouter().catch((error: unknown) => {
-  process.stderr.write(`baton router: failed to start: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
-  process.exit(1);
-});
+void startRouter().catch(exitOnStartFailure('router'));

@@ -109,6 +109,31 @@ function checkInboxAllowed(creds: Uint8Array, inboxPrefix: string): void {
 }
 
 /**
+ * The NATS client's codes for a server that was reached and would not let these credentials in
+ * (or a credentials file the client could not use): retrying changes nothing, other credentials do.
+ */
+const NATS_AUTH_CODES: ReadonlySet<string> = new Set([
+  'AUTHORIZATION_VIOLATION',
+  'AUTHENTICATION_EXPIRED',
+  'ACCOUNT_EXPIRED',
+  'BAD_AUTHENTICATION',
+  'BAD_CREDS',
+]);
+
+/** Whether a connection failure (or what it wraps) is NATS refusing the credentials. */
+export function natsRefusedCredentials(error: unknown): boolean {
+  return [...NATS_AUTH_CODES].some((code) => hasNatsCode(error, code));
+}
+
+/** Whether `error`, or an error it wraps, carries the NATS client's `code`. */
+export function hasNatsCode(error: unknown, code: string): boolean {
+  for (let e = error, depth = 0; typeof e === 'object' && e !== null && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
+    if ((e as { code?: unknown }).code === code) return true;
+  }
+  return false;
+}
+
+/**
  * Connect to NATS and open JetStream. Fails (rejects) if the server is unreachable on the first
  * attempt or JetStream is not enabled on it; afterwards the client reconnects on its own.
  */

@@ -22,17 +22,22 @@ const compose = parse(readFileSync(join(root, 'docker-compose.yml'), 'utf8'), { 
       depends_on?: unknown;
       ports?: string[];
       volumes?: string[];
+      profiles?: string[];
     }
   >;
 };
 const services = ['router', 'ledger', 'watchdog', 'notifier'];
+// (`!override` is Compose's own tag: the plain parser keeps the sequence under it untagged.)
+const overlay = parse(readFileSync(join(root, 'infra', 'scale', 'compose.scale.yml'), 'utf8'), { merge: true, logLevel: 'error' }) as {
+  services: Record<string, { environment?: Record<string, string>; ports?: string[] }>;
+};
 // NODE_OPTIONS is Node's own (heap sizes), not the services' configuration.
 const knownVariables = new Set([...Object.keys(ServiceConfigSchema.shape), 'NODE_OPTIONS']);
 const nodeOptions = (JSON.parse(readFileSync(join(root, 'infra', 'service-node-options.json'), 'utf8')) as { services: Record<string, string> }).services;
 
 describe('docker-compose.yml runs the whole platform', () => {
   it('holds NATS with JetStream and authentication, Redis with AOF and the four services', () => {
-    expect(Object.keys(compose.services).sort()).toEqual(['ledger', 'nats', 'nats-auth', 'notifier', 'redis', 'router', 'watchdog']);
+    expect(Object.keys(compose.services).sort()).toEqual(['cli', 'ledger', 'nats', 'nats-auth', 'notifier', 'redis', 'router', 'watchdog']);
     // nats-server runs the configuration `baton nats-config` writes into the shared volume.
     const auth = compose.services['nats-auth']!;
     expect(auth.entrypoint).toEqual(['node', 'dist/apps/cli/src/main.js']);
@@ -47,6 +52,43 @@ describe('docker-compose.yml runs the whole platform', () => {
     const published = Object.values(compose.services).flatMap((service) => service.ports ?? []);
     expect(published.length).toBeGreaterThan(0);
     for (const port of published) expect(port).toMatch(/^127\.0\.0\.1:/);
+  });
+
+  it('the scale-out overlay publishes on the host loopback only too', () => {
+    const published = Object.values(overlay.services).flatMap((service) => service.ports ?? []);
+    expect(published.length).toBeGreaterThan(0);
+    for (const port of published) expect(port).toMatch(/^127\.0\.0\.1:/);
+  });
+
+  it('gives Redis to the notifier alone (router, ledger and watchdog never connect to it)', () => {
+    for (const name of ['router', 'ledger', 'watchdog']) {
+      expect(compose.services[name]!.environment?.['REDIS_URL']).toBeUndefined();
+      expect(Object.keys(compose.services[name]!.depends_on as object)).toEqual(['nats']);
+    }
+    expect(compose.services['notifier']!.environment?.['REDIS_URL']).toBe('redis://redis:6379');
+    expect(Object.keys(compose.services['notifier']!.depends_on as object).sort()).toEqual(['nats', 'redis']);
+  });
+
+  it("runs the baton CLI as the admin under the cli profile, with the services' prefix and its own heap", () => {
+    const cli = compose.services['cli']!;
+    const prefix = compose.services['router']!.environment?.['BATON_PREFIX'];
+    expect(prefix).toBeDefined();
+    expect(cli.profiles).toEqual(['cli']);
+    expect(cli.entrypoint).toEqual(compose.services['nats-auth']!.entrypoint);
+    expect(cli.image).toBe(compose.services['router']!.image);
+    expect(cli.environment).toMatchObject({
+      NATS_URL: 'nats://nats:4222',
+      NATS_CREDS: '/auth/creds/admin.creds',
+      REDIS_URL: 'redis://redis:6379',
+      BATON_PREFIX: prefix,
+      NODE_OPTIONS: '',
+    });
+    expect(cli.volumes).toEqual(['nats-auth:/auth:ro']);
+    expect(Object.keys(cli.depends_on as object).sort()).toEqual(['nats', 'redis']);
+    // nats-auth makes the credentials for the same prefix.
+    expect(compose.services['nats-auth']!.environment?.['BATON_PREFIX']).toBe(prefix);
+    // Profiled services stay out of `docker compose up`.
+    for (const name of Object.keys(compose.services)) if (name !== 'cli') expect(compose.services[name]!.profiles).toBeUndefined();
   });
 
   it.each(services)('%s starts from its built entry point, built from the one Dockerfile', (name) => {
@@ -85,11 +127,6 @@ describe('every way of starting a service gives it the heap sizes it is measured
   });
 
   it('the scale-out overlay keeps them (it sets no NODE_OPTIONS of its own)', () => {
-    // (`!override` is Compose's own tag: the plain parser keeps the sequence under it untagged.)
-    const text = readFileSync(join(root, 'infra', 'scale', 'compose.scale.yml'), 'utf8');
-    const overlay = parse(text, { merge: true, logLevel: 'error' }) as {
-      services: Record<string, { environment?: Record<string, string> }>;
-    };
     for (const service of Object.values(overlay.services)) expect(service.environment?.['NODE_OPTIONS']).toBeUndefined();
   });
 
@@ -100,5 +137,31 @@ describe('every way of starting a service gives it the heap sizes it is measured
     const env = readFileSync(join(root, 'infra', 'scale', 'service.env'), 'utf8');
     expect(env).toMatch(new RegExp(`^NODE_OPTIONS=${shared}$`, 'm'));
     expect(env).toMatch(new RegExp(`^#\\s+NODE_OPTIONS=${nodeOptions['ledger']}$`, 'm'));
+  });
+});
+
+describe('infra/scale/service.env connects each process with its own credentials file', () => {
+  const text = readFileSync(join(root, 'infra', 'scale', 'service.env'), 'utf8');
+  const env = Object.fromEntries(
+    text
+      .split('\n')
+      .filter((line) => /^[A-Z_]+=/.test(line))
+      .map((line) => [line.slice(0, line.indexOf('=')), line.slice(line.indexOf('=') + 1)]),
+  );
+
+  it('sets only variables the configuration schema knows, and valid values once a process adds its port and credentials', () => {
+    expect(Object.keys(env).filter((key) => !knownVariables.has(key))).toEqual([]);
+    const perProcess = { ...env, HTTP_PORT: '7101', NATS_CREDS: '/etc/baton/nats/router.creds' };
+    expect(ServiceConfigSchema.safeParse(perProcess).success).toBe(true);
+    expect(() => checkNatsAuth(ServiceConfigSchema.parse(perProcess), 'router')).not.toThrow();
+  });
+
+  it('names no NATS user or password: plain URLs, and NATS_CREDS set per process', () => {
+    expect(env['BATON_NATS_AUTH']).toBe('creds');
+    for (const url of env['NATS_URL']!.split(',')) expect(url).toMatch(/^nats:\/\/[^@/]+:4222$/);
+    expect(env['NATS_USER']).toBeUndefined();
+    expect(env['NATS_PASSWORD']).toBeUndefined();
+    expect(text).toMatch(/^#\s+NATS_CREDS=\S+\.creds\b/m);
+    expect(text).not.toContain('permissions/');
   });
 });

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { BaseConfigSchema, checkNatsAuth, ConfigError, loadConfig } from './config';
+import { BaseConfigSchema, checkNatsAuth, ConfigError, envInt, loadConfig, loadServiceSettings } from './config';
 
 describe('configuration is validated at start with a clear message', () => {
   it('applies the documented defaults', () => {
@@ -48,6 +48,52 @@ describe('configuration is validated at start with a clear message', () => {
     expect(message).toContain('BATON_PREFIX');
     expect(message).toContain('HTTP_PORT');
     expect((error as ConfigError).problems.map((p) => p.variable).sort()).toEqual(['BATON_PREFIX', 'HTTP_PORT', 'NATS_URL']);
+  });
+
+  it('a whole number is written in digits: blanks, signs, fractions, exponents and hexadecimal are refused, not read as some other number', () => {
+    expect(loadConfig(BaseConfigSchema, { BATON_MAX_DELIVER: ' 7 ' }).BATON_MAX_DELIVER).toBe(7);
+    for (const bad of [' ', '0x5', '5e0', '5.0', '+5', '-5', '5 tries']) {
+      expect(() => loadConfig(BaseConfigSchema, { BATON_MAX_DELIVER: bad })).toThrow(/BATON_MAX_DELIVER: must be a whole number written in digits/);
+    }
+    expect(() => loadConfig(BaseConfigSchema, { BATON_MAX_DELIVER: '101' })).toThrow(/BATON_MAX_DELIVER: must be at most 100/);
+    const port = BaseConfigSchema.extend({ HTTP_PORT: envInt(0, 65535) });
+    for (const bad of [' ', '0x1BBC', '7.1e3']) expect(() => loadConfig(port, { HTTP_PORT: bad })).toThrow(/HTTP_PORT/);
+    // A schema parsed from an object (not the environment) takes numbers as they are.
+    expect(port.shape.HTTP_PORT.parse(7100)).toBe(7100);
+  });
+
+  it('the dead letters are kept at most as long as JetStream can count (its max_age is int64 nanoseconds)', () => {
+    expect(loadConfig(BaseConfigSchema, { BATON_DLQ_MAX_AGE_MS: '9007199254740' }).BATON_DLQ_MAX_AGE_MS).toBe(9_007_199_254_740);
+    expect(() => loadConfig(BaseConfigSchema, { BATON_DLQ_MAX_AGE_MS: '9000000000000000' })).toThrow(/BATON_DLQ_MAX_AGE_MS: must be at most/);
+    expect(() => loadConfig(BaseConfigSchema, { BATON_DLQ_MAX_BYTES: '90071992547409910' })).toThrow(/BATON_DLQ_MAX_BYTES: must be at most/);
+  });
+
+  it('server addresses are checked as the clients will read them: each entry of a NATS list, host present, port 1-65535', () => {
+    const ok = loadConfig(BaseConfigSchema, { NATS_URL: 'nats://a:4222, nats://b:4223,tls://c', REDIS_URL: 'rediss://user:pw@r.example:6380/7' });
+    expect([ok.NATS_URL, ok.REDIS_URL]).toEqual(['nats://a:4222, nats://b:4223,tls://c', 'rediss://user:pw@r.example:6380/7']);
+    const refused: Array<[Record<string, string>, RegExp]> = [
+      [{ NATS_URL: 'nats://' }, /NATS_URL: "nats:\/\/" (is not a valid URL|names no host)/],
+      [{ NATS_URL: 'nats://host:99999' }, /NATS_URL: "nats:\/\/host:99999" is not a valid URL/],
+      [{ NATS_URL: 'nats://host:0' }, /NATS_URL: "nats:\/\/host:0": the port must be 1-65535/],
+      [{ NATS_URL: 'nats://a:4222,http://b:4222' }, /NATS_URL: must start with nats:\/\/ or tls:\/\/ or ws:\/\/ or wss:\/\//],
+      [{ NATS_URL: 'nats://a:4222,' }, /NATS_URL: an empty entry in the list/],
+      [{ REDIS_URL: 'redis://127.0.0.1:notaport' }, /REDIS_URL: "redis:\/\/127.0.0.1:notaport" is not a valid URL/],
+      [{ REDIS_URL: 'redis://a:6379,redis://b:6379' }, /REDIS_URL/],
+    ];
+    for (const [env, message] of refused) expect(() => loadConfig(BaseConfigSchema, env)).toThrow(message);
+  });
+
+  it("a service's own settings are checked with the shared ones: one start names every bad variable of both kinds", () => {
+    const own = z.object({ LEDGER_LEASE_MS: envInt(1_000, 86_400_000).default(60_000) });
+    let error: unknown;
+    try {
+      loadServiceSettings(own, { LEDGER_LEASE_MS: '-5', BATON_STREAM_REPLICAS: '9' });
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(ConfigError);
+    expect((error as ConfigError).problems.map((p) => p.variable).sort()).toEqual(['BATON_STREAM_REPLICAS', 'LEDGER_LEASE_MS']);
+    expect(loadServiceSettings(own, { LEDGER_LEASE_MS: '5000' })).toEqual({ LEDGER_LEASE_MS: 5000 });
   });
 
   it('treats empty variables as unset', () => {

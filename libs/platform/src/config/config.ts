@@ -11,15 +11,98 @@ export class ConfigError extends Error {
   }
 }
 
-const url = (schemes: string[]) =>
+/**
+ * A server a service needs could not be used at start: unreachable, or it refused the credentials.
+ * The message names the server and the variable to look at (`variable`); nothing was started.
+ */
+export class StartupError extends Error {
+  override name = 'StartupError';
+  constructor(
+    message: string,
+    readonly variable: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
+/**
+ * How a service's entry point ends a start that failed: a configuration problem exits 78 with the
+ * variables named, a server it could not use exits 1 with one line naming the server and the
+ * variable, anything else exits 1 with its stack (a defect to report).
+ */
+export function exitOnStartFailure(service: string): (error: unknown) => never {
+  return (error: unknown) => {
+    if (error instanceof ConfigError) {
+      process.stderr.write(`baton ${service}: ${error.message}\n`);
+      process.exit(78);
+    }
+    if (error instanceof StartupError) {
+      process.stderr.write(`baton ${service}: failed to start: ${error.message}\n`);
+      process.exit(1);
+    }
+    process.stderr.write(`baton ${service}: failed to start: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+    process.exit(1);
+  };
+}
+
+/**
+ * A whole-number setting, held to `[min, max]`: digits only (surrounding blanks ignored). A blank,
+ * a sign, a fraction, an exponent (`7.1e3`) or a hexadecimal form (`0x1BBC`) is refused rather
+ * than read as some number nobody wrote. Numbers (a schema parsed from an object, not from the
+ * environment) are taken as they are.
+ */
+export function envInt(min: number, max: number) {
+  return z
+    .union([z.number(), z.string()])
+    .transform((value, ctx) => {
+      if (typeof value === 'number') return value;
+      const digits = value.trim();
+      if (/^\d+$/.test(digits)) return Number(digits);
+      ctx.addIssue({ code: 'custom', message: 'must be a whole number written in digits' });
+      return z.NEVER;
+    })
+    .pipe(z.number().int().min(min, `must be at least ${min}`).max(max, `must be at most ${max}`));
+}
+
+/** One `scheme://host[:port][/path]` address, as a client library will parse it: a problem, or null. */
+export function addressProblem(value: string, schemes: readonly string[]): string | null {
+  const scheme = value.slice(0, Math.max(0, value.indexOf('://')));
+  if (!schemes.includes(scheme)) return `must start with ${schemes.map((s) => `${s}://`).join(' or ')}`;
+  let parsed: URL;
+  try {
+    parsed = new URL(value);
+  } catch {
+    return `${JSON.stringify(value)} is not a valid URL`;
+  }
+  if (parsed.hostname === '') return `${JSON.stringify(value)} names no host`;
+  // URL accepts an empty port and refuses one past 65535; a port of 0 is no server's.
+  if (parsed.port === '0') return `${JSON.stringify(value)}: the port must be 1-65535`;
+  return null;
+}
+
+/**
+ * A server address setting. `list`: several addresses separated by commas (a NATS cluster's seed
+ * servers), each checked; one bad entry names itself.
+ */
+const url = (schemes: string[], list = false) =>
   z
     .string()
     .min(1)
-    .refine((value) => schemes.some((s) => value.startsWith(`${s}://`)), { message: `must start with ${schemes.map((s) => `${s}://`).join(' or ')}` });
+    .superRefine((value, ctx) => {
+      const entries = list ? value.split(',').map((entry) => entry.trim()) : [value.trim()];
+      for (const entry of entries) {
+        const problem = entry === '' ? 'an empty entry in the list (two commas, or one at an end)' : addressProblem(entry, schemes);
+        if (problem !== null) ctx.addIssue({ code: 'custom', message: problem });
+      }
+    });
+
+/** The largest dead-letter age JetStream can hold (its `max_age` is an int64 of nanoseconds): about 292 years. */
+const DLQ_MAX_AGE_MS_LIMIT = Math.floor(Number.MAX_SAFE_INTEGER / 1000);
 
 /** Settings every Baton service reads from its environment. */
 export const BaseConfigSchema = z.object({
-  NATS_URL: url(['nats', 'tls', 'ws', 'wss']).default('nats://127.0.0.1:4222'),
+  NATS_URL: url(['nats', 'tls', 'ws', 'wss'], true).default('nats://127.0.0.1:4222'),
   REDIS_URL: url(['redis', 'rediss']).default('redis://127.0.0.1:6379'),
   /**
    * How long one Redis command may wait for its reply before it fails (default 1000 ms): a stalled
@@ -27,16 +110,16 @@ export const BaseConfigSchema = z.object({
    * and the client carries on by itself when Redis answers again. Projection batches (one Lua
    * script each) must fit in it too: raise it if the notifier logs timed-out applies on a slow Redis.
    */
-  REDIS_COMMAND_TIMEOUT_MS: z.coerce.number().int().min(50).max(60_000).default(1000),
+  REDIS_COMMAND_TIMEOUT_MS: envInt(50, 60_000).default(1000),
   /** Prefix of every subject, stream and Redis key; lets several Baton deployments share servers. */
   BATON_PREFIX: z
     .string()
     .regex(/^[a-z][a-z0-9_-]{0,31}$/, 'must be 1-32 lowercase letters, digits, _ or -, starting with a letter')
     .default('baton'),
   /** Replicas for Baton's streams (1 on a single server; 3 on a cluster). */
-  BATON_STREAM_REPLICAS: z.coerce.number().int().min(1).max(5).default(1),
+  BATON_STREAM_REPLICAS: envInt(1, 5).default(1),
   /** Deliveries before a failing message is dead-lettered. */
-  BATON_MAX_DELIVER: z.coerce.number().int().min(1).max(100).default(5),
+  BATON_MAX_DELIVER: envInt(1, 100).default(5),
   /**
    * Ack wait of the services' durable consumers, ms (default 10 s): how long a message a process
    * took and never acknowledged — the process was killed, or lost its connection — waits before
@@ -44,7 +127,7 @@ export const BaseConfigSchema = z.object({
    * runs longer is not redelivered: the runner sends an in-progress signal every third of it. A
    * change is applied to the existing durables when the service starts.
    */
-  BATON_ACK_WAIT_MS: z.coerce.number().int().min(1_000).max(300_000).default(10_000),
+  BATON_ACK_WAIT_MS: envInt(1_000, 300_000).default(10_000),
   /**
    * Dead letters each sender outside Baton may cause per minute, per service instance and path
    * (0 = no cap): an agent's inbox messages a consumer gives up on (results, starts, messages, mesh
@@ -52,14 +135,14 @@ export const BaseConfigSchema = z.object({
    * commands. Refusals beyond it are counted and written as one `refusals_suppressed` letter when
    * the sender's minute ends.
    */
-  BATON_REFUSED_LETTERS_PER_MINUTE: z.coerce.number().int().min(0).max(1_000_000).default(60),
+  BATON_REFUSED_LETTERS_PER_MINUTE: envInt(0, 1_000_000).default(60),
   /**
    * Aggregates whose folded state the event store keeps in memory (least recently used first out;
    * 0 = none). A larger cache spares reads when deciding on many aggregates; each entry costs
    * memory (a few KB for a handoff, more for a long run).
    */
   // Unset: the service's own default (DEFAULT_FOLD_CACHE_SIZE; the ledger's is smaller).
-  BATON_FOLD_CACHE_SIZE: z.coerce.number().int().min(0).max(1_000_000).optional(),
+  BATON_FOLD_CACHE_SIZE: envInt(0, 1_000_000).optional(),
   /**
    * Most the folded states the event store keeps may weigh together, in MiB of estimated heap
    * (least recently used first out, whatever their count). Holds the cache to the service's heap
@@ -67,22 +150,14 @@ export const BaseConfigSchema = z.object({
    * (`--max-old-space-size`) to this plus what the service needs besides (docs/performance.md).
    */
   // Unset: the service's own default (DEFAULT_FOLD_CACHE_MB; the ledger's and the router's are smaller).
-  BATON_FOLD_CACHE_MB: z.coerce.number().int().min(1).max(65_536).optional(),
+  BATON_FOLD_CACHE_MB: envInt(1, 65_536).optional(),
   /**
    * How long dead letters are kept in `<PREFIX>_DLQ`, in ms (default 30 days; 0 = forever). Every
    * service provisions the stream at start, so give every service the same value.
    */
-  BATON_DLQ_MAX_AGE_MS: z.coerce
-    .number()
-    .int()
-    .min(0)
-    .default(30 * 24 * 60 * 60 * 1000),
+  BATON_DLQ_MAX_AGE_MS: envInt(0, DLQ_MAX_AGE_MS_LIMIT).default(30 * 24 * 60 * 60 * 1000),
   /** Most bytes of dead letters kept (default 1 GiB; 0 = no limit). Past either limit the oldest go first. */
-  BATON_DLQ_MAX_BYTES: z.coerce
-    .number()
-    .int()
-    .min(0)
-    .default(1024 * 1024 * 1024),
+  BATON_DLQ_MAX_BYTES: envInt(0, Number.MAX_SAFE_INTEGER).default(1024 * 1024 * 1024),
   LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error']).default('info'),
   /** An id for this process, in logs and consumer names. */
   BATON_INSTANCE: z.string().min(1).max(64).optional(),
@@ -125,4 +200,15 @@ export function loadConfig<S extends z.ZodObject>(schema: S, env: Record<string,
   }));
   const lines = problems.map((p) => `  ${p.variable}: ${p.problem}`).join('\n');
   throw new ConfigError(`invalid configuration:\n${lines}`, problems);
+}
+
+/**
+ * A service's own settings (`LEDGER_*`, `WATCHDOG_*`, `NOTIFIER_*`), checked in one pass with the
+ * settings every service shares, so that a start with bad variables of both kinds names all of
+ * them at once instead of the service's first and the shared ones on the next try. Returns the
+ * service's own; the shared ones are read (again) when the service starts (`runService`).
+ */
+export function loadServiceSettings<S extends z.ZodObject>(schema: S, env: Record<string, string | undefined> = process.env): z.infer<S> {
+  loadConfig(BaseConfigSchema.extend(schema.shape), env);
+  return loadConfig(schema, env);
 }

@@ -2,7 +2,7 @@ import 'reflect-metadata';
 import { DynamicModule, ExceptionFilter, INestApplication, Module, Type } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { z } from 'zod';
-import { BaseConfigSchema, checkNatsAuth, ConfigError, loadConfig } from '../config/config';
+import { BaseConfigSchema, checkNatsAuth, ConfigError, envInt, loadConfig } from '../config/config';
 import { HealthModule } from '../health/health';
 import { JsonLogger } from '../logging/logger';
 import { installTracing, instrumentNats, instrumentRunners } from '@baton/eventstore';
@@ -19,7 +19,7 @@ import { RefusedLetterCap } from '../refusals/refused-letter-cap';
 import { inboxLetterGate, RefusedLetters } from '../refusals/refused-letters';
 
 export const ServiceConfigSchema = BaseConfigSchema.extend({
-  HTTP_PORT: z.coerce.number().int().min(0).max(65535),
+  HTTP_PORT: envInt(0, 65535),
   HTTP_HOST: z.string().min(1).default('127.0.0.1'),
 });
 export type ServiceConfig = z.infer<typeof ServiceConfigSchema>;

@@ -1,8 +1,18 @@
+import { hostname } from 'node:os';
 import { Global, Module, DynamicModule } from '@nestjs/common';
 import { createEventRegistry, EventRegistry, inboxPrefixOf, ServiceNameSchema } from '@baton/contracts';
-import { batonTopology, connectNats, JetStreamEventStore, NatsHandle, provision, type ResumedCommand } from '@baton/eventstore';
+import {
+  batonTopology,
+  connectNats,
+  JetStreamEventStore,
+  natsRefusedCredentials,
+  NatsHandle,
+  PermissionDenied,
+  provision,
+  type ResumedCommand,
+} from '@baton/eventstore';
 import { createRedis, RedisHandle } from '@baton/projections';
-import { BaseConfig } from '../config/config';
+import { BaseConfig, StartupError } from '../config/config';
 import { JsonLogger } from '../logging/logger';
 
 /** Injection token for the {@link ServiceRuntime}. */
@@ -75,13 +85,59 @@ export function logResumedCommand(logger: JsonLogger, resumed: ResumedCommand): 
     );
 }
 
+/** How long a service waits at start for Redis to answer before it gives up, ms. */
+const REDIS_START_WAIT_MS = 5_000;
+
+/** A server address as it may be shown: without the password a URL may carry. */
+function redactUrl(url: string): string {
+  return url.replace(/\/\/([^/@:]*):[^/@]*@/, '//$1:***@');
+}
+
+/**
+ * Why a service could not connect to NATS at start, naming the variable to look at: NATS_CREDS
+ * when the credentials file could not be read or the server refused it (or asked for one and
+ * none was given), NATS_URL when the server could not be reached or has no JetStream.
+ */
+export function natsStartupError(config: Pick<BaseConfig, 'NATS_URL' | 'NATS_CREDS' | 'NATS_USER'>, error: unknown): StartupError {
+  const said = error instanceof Error ? error.message : String(error);
+  const url = config.NATS_URL.split(',').map(redactUrl).join(',');
+  const credentials =
+    config.NATS_CREDS !== undefined
+      ? `the credentials file ${config.NATS_CREDS}`
+      : config.NATS_USER !== undefined
+        ? `user ${config.NATS_USER}`
+        : 'no credentials';
+  if (error instanceof PermissionDenied || said.startsWith('cannot read the NATS credentials file')) {
+    return new StartupError(`${said} (NATS_CREDS)`, 'NATS_CREDS', { cause: error });
+  }
+  if (natsRefusedCredentials(error)) {
+    const what =
+      config.NATS_CREDS === undefined && config.NATS_USER === undefined
+        ? `NATS at ${url} requires credentials and none were given (${said}): set NATS_CREDS to this service's credentials file (\`baton nats-config\`)`
+        : `NATS at ${url} refused ${credentials} (${said}): unknown to this server, revoked, expired, or another deployment's`;
+    return new StartupError(`${what} (NATS_CREDS)`, 'NATS_CREDS', { cause: error });
+  }
+  return new StartupError(`cannot reach NATS at ${url}: ${said} (NATS_URL)`, 'NATS_URL', { cause: error });
+}
+
+/**
+ * A process's name when `BATON_INSTANCE` is unset: `<service>-<host>-<pid>`. The host's first label
+ * (letters, digits, `_` and `-` kept, at most 40 characters) tells replicas apart where every
+ * process has the same pid — each container's service runs as pid 1 — and the pid tells apart the
+ * processes of one host.
+ */
+export function defaultInstance(service: string, host: string = hostname(), pid: number = process.pid): string {
+  const label = (host.split('.')[0] ?? '').replace(/[^A-Za-z0-9_-]/g, '').slice(0, 40);
+  return label === '' ? `${service}-${pid}` : `${service}-${label}-${pid}`;
+}
+
 /**
  * Connect to NATS (and Redis), provision Baton's streams idempotently and build the event store.
  * Safe to run from several instances at once.
  */
 export async function createRuntime<C extends BaseConfig>(opts: CreateRuntimeOptions<C>): Promise<ServiceRuntime<C>> {
   const { config, service } = opts;
-  const instance = config.BATON_INSTANCE ?? `${service}-${process.pid}`;
+  const instance = config.BATON_INSTANCE ?? defaultInstance(service);
   const logger = new JsonLogger(service, config.LOG_LEVEL, { instance });
   if (config.BATON_NATS_AUTH === 'none' && config.NATS_CREDS === undefined && config.NATS_USER === undefined) {
     logger.warn(
@@ -91,14 +147,19 @@ export async function createRuntime<C extends BaseConfig>(opts: CreateRuntimeOpt
   // Each service replies, receives publish acks and pulls messages on its own inbox prefix, which
   // its credentials alone may subscribe to.
   const principal = ServiceNameSchema.safeParse(service);
-  const connected = await connectNats({
-    servers: config.NATS_URL.split(','),
-    name: `baton-${instance}`,
-    ...(config.NATS_CREDS !== undefined ? { credsFile: config.NATS_CREDS } : {}),
-    ...(principal.success ? { inboxPrefix: inboxPrefixOf(config.BATON_PREFIX, { kind: 'svc', service: principal.data }) } : {}),
-    ...(config.NATS_USER !== undefined ? { user: config.NATS_USER } : {}),
-    ...(config.NATS_PASSWORD !== undefined ? { pass: config.NATS_PASSWORD } : {}),
-  });
+  let connected: NatsHandle;
+  try {
+    connected = await connectNats({
+      servers: config.NATS_URL.split(',').map((url) => url.trim()),
+      name: `baton-${instance}`,
+      ...(config.NATS_CREDS !== undefined ? { credsFile: config.NATS_CREDS } : {}),
+      ...(principal.success ? { inboxPrefix: inboxPrefixOf(config.BATON_PREFIX, { kind: 'svc', service: principal.data }) } : {}),
+      ...(config.NATS_USER !== undefined ? { user: config.NATS_USER } : {}),
+      ...(config.NATS_PASSWORD !== undefined ? { pass: config.NATS_PASSWORD } : {}),
+    });
+  } catch (error) {
+    throw natsStartupError(config, error);
+  }
   const nats = opts.wrapNats ? opts.wrapNats(connected) : connected;
   const topology = batonTopology(config.BATON_PREFIX, {
     replicas: config.BATON_STREAM_REPLICAS,
@@ -125,6 +186,15 @@ export async function createRuntime<C extends BaseConfig>(opts: CreateRuntimeOpt
     },
   });
   const redis = opts.redis === false ? null : createRedis(config.REDIS_URL, { commandTimeout: config.REDIS_COMMAND_TIMEOUT_MS });
+  if (redis !== null) {
+    try {
+      await redis.ping(REDIS_START_WAIT_MS);
+    } catch (error) {
+      await redis.close().catch(() => undefined);
+      await nats.drain().catch(() => undefined);
+      throw new StartupError(`cannot reach Redis at ${redactUrl(config.REDIS_URL)}: ${(error as Error).message} (REDIS_URL)`, 'REDIS_URL', { cause: error });
+    }
+  }
   return { service, instance, config, nats, registry, store, redis, logger };
 }
 

@@ -1,0 +1,83 @@
+// A service that cannot use a server it needs at start says which, and which variable to look at,
+// in one line (no stack trace), and exits 1; a bad setting exits 78 naming the variable.
+import { randomBytes } from 'node:crypto';
+import { writeFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { batonStreamNames, connectNats } from '@baton/eventstore';
+import { freePort, startService, type ServiceProcess } from '@baton/testing';
+
+const NATS_URL = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
+
+/** Start `name` with `env`, wait for it to exit, and give its exit code and everything it wrote. */
+async function failedStart(name: string, env: Record<string, string>): Promise<{ code: number | null; output: string }> {
+  const service: ServiceProcess = startService(name, await freePort(), { LOG_LEVEL: 'error', ...env });
+  const code = await new Promise<number | null>((resolve) => service.child.on('exit', (exitCode) => resolve(exitCode)));
+  return { code, output: service.output.join('') };
+}
+
+/** One line naming what failed, with no stack frames. */
+function expectOneLine(output: string, ...parts: RegExp[]): void {
+  const lines = output.trim().split('\n');
+  expect(lines).toHaveLength(1);
+  for (const part of parts) expect(lines[0]).toMatch(part);
+  expect(output).not.toMatch(/\n\s+at /);
+}
+
+describe('a service that cannot start says why in one line', () => {
+  let dir: string;
+
+  beforeAll(() => {
+    dir = mkdtempSync(join(tmpdir(), 'baton-start-failures-'));
+  });
+
+  afterAll(() => {
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('NATS unreachable: "cannot reach NATS at <url> … (NATS_URL)", exit 1', async () => {
+    const port = await freePort();
+    const { code, output } = await failedStart('router', { NATS_URL: `nats://127.0.0.1:${port}`, BATON_NATS_AUTH: 'none' });
+    expect(code).toBe(1);
+    expectOneLine(output, /^baton router: failed to start: cannot reach NATS at nats:\/\/127\.0\.0\.1:\d+: /, /\(NATS_URL\)$/);
+  }, 30_000);
+
+  it('a credentials file that is missing or is no credentials file: named, with NATS_CREDS', async () => {
+    const missing = await failedStart('ledger', { NATS_URL, NATS_CREDS: join(dir, 'nope.creds') });
+    expect(missing.code).toBe(1);
+    expectOneLine(missing.output, /^baton ledger: failed to start: cannot read the NATS credentials file .*nope\.creds: ENOENT/, /\(NATS_CREDS\)$/);
+    const garbage = join(dir, 'garbage.creds');
+    writeFileSync(garbage, 'not a credentials file\n');
+    const bad = await failedStart('ledger', { NATS_URL, NATS_CREDS: garbage });
+    expect(bad.code).toBe(1);
+    expectOneLine(bad.output, /^baton ledger: failed to start: /, /\(NATS_CREDS\)$/);
+  }, 60_000);
+
+  it('the notifier with Redis unreachable: "cannot reach Redis at <url> … (REDIS_URL)", exit 1, its NATS connection closed', async () => {
+    const prefix = `t${randomBytes(5).toString('hex')}`;
+    const port = await freePort();
+    try {
+      const { code, output } = await failedStart('notifier', {
+        NATS_URL,
+        BATON_NATS_AUTH: 'none',
+        BATON_PREFIX: prefix,
+        REDIS_URL: `redis://user:secret@127.0.0.1:${port}`,
+      });
+      expect(code).toBe(1);
+      expectOneLine(output, /^baton notifier: failed to start: cannot reach Redis at redis:\/\/user:\*\*\*@127\.0\.0\.1:\d+: /, /\(REDIS_URL\)$/);
+      expect(output).not.toContain('secret');
+    } finally {
+      const nats = await connectNats({ servers: NATS_URL, reconnect: false });
+      const names = batonStreamNames(prefix);
+      for (const name of [names.events, names.inbox, names.dlq]) await nats.jsm.streams.delete(name).catch(() => undefined);
+      await nats.close();
+    }
+  }, 60_000);
+
+  it('a malformed address is a configuration problem: exit 78 naming the variable, before any connection', async () => {
+    const { code, output } = await failedStart('router', { NATS_URL: 'nats://127.0.0.1:99999', BATON_NATS_AUTH: 'none' });
+    expect(code).toBe(78);
+    expect(output).toContain('NATS_URL: "nats://127.0.0.1:99999" is not a valid URL');
+    expect(output).not.toMatch(/\n\s+at /);
+  }, 30_000);
+});
