@@ -1,9 +1,10 @@
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { inboxPrefixOf, Principals, type Principal } from '@baton/contracts';
+import { claimWithdrawnSubject, inboxPrefixOf, Principals, type Principal } from '@baton/contracts';
 import { connectNats, decodeJwtClaims, issueCreds, jwtOfCreds, LedgerClient, principalOfCreds, type NatsHandle } from '@baton/eventstore';
 import { createBatonClient, PermissionDenied } from '@baton/sdk';
+import { waitFor } from '@baton/wait';
 import {
   freePort,
   permissionViolations,
@@ -251,6 +252,27 @@ describe('NATS decentralized auth: the server, not the message, decides who is s
       agent.connection.subscribe('baton.agent.acme.support.>');
     });
     expect(denied.sort()).toEqual(['subscription _INBOX.>', 'subscription baton.agent.acme.support.>', 'subscription baton.agent.other.support.>']);
+  });
+
+  it("a claim-withdrawn notice reaches only the agent it names, and only Baton's services write one: the ledger publishes it, the agent reads its own, no agent can write or read another's", async () => {
+    const ledger = await connectAs(Principals.service('ledger'));
+    const support = await connectAs(Principals.agent('acme', 'support'));
+    const billing = await connectAs(Principals.agent('acme', 'billing'));
+    const subject = claimWithdrawnSubject(PREFIX, 'acme', 'support');
+    const heard: string[] = [];
+    support.connection.subscribe(subject, { callback: (_err, msg) => heard.push(new TextDecoder().decode(msg.data)) });
+    await support.connection.flush();
+    ledger.connection.publish(subject, new TextEncoder().encode('{"from":"ledger"}'));
+    await ledger.connection.flush();
+    await waitFor(() => heard.length === 1, 'the notice at the agent');
+    expect(heard).toEqual(['{"from":"ledger"}']);
+    const denied = await violations(billing, () => {
+      billing.connection.subscribe(subject);
+      billing.connection.publish(subject, new Uint8Array());
+      billing.connection.publish(claimWithdrawnSubject(PREFIX, 'acme', 'billing'), new Uint8Array());
+    });
+    expect(denied.sort()).toEqual([`publish ${claimWithdrawnSubject(PREFIX, 'acme', 'billing')}`, `publish ${subject}`, `subscription ${subject}`]);
+    expect(heard).toHaveLength(1);
   });
 
   it('gives each service its own inbox prefix and request replies through it', async () => {

@@ -19,6 +19,7 @@ export * from './json-schema';
 export * from './mesh';
 export * from './governance';
 export * from './principal';
+export * from './claim-withdrawn';
 export * from './edge';
 export * from './ledger-access';
 export * from './msg-ids';

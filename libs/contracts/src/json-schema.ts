@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { AgentResultSchema } from './agent-result';
+import { ClaimWithdrawnSchema } from './claim-withdrawn';
 import { createEventRegistry } from './catalogue';
 import { EventEnvelopeSchema } from './envelope';
 import { AgentRunConfigSchema } from './sentinel-schema';
@@ -36,6 +37,7 @@ export function wireSchemas(): Record<string, z.ZodType> {
     'mesh-start-request': MeshStartRequestSchema,
     'mesh-answer-request': MeshAnswerRequestSchema,
     'handoff-record': handoff.HandoffRecordSchema,
+    'claim-withdrawn': ClaimWithdrawnSchema,
     'ledger-reply': LedgerReplySchema,
     'ledger-open-offers': withIdentityClaims(OpenOffersCommandSchema),
     'ledger-open-offers-reply': OpenOffersReplySchema,
@@ -64,6 +66,7 @@ export const READ_ONLY_WIRE_SCHEMAS: ReadonlySet<string> = new Set([
   'event',
   'event-envelope',
   'handoff-record',
+  'claim-withdrawn',
   'stop-packet',
   'human-action-notice',
   'ledger-reply',

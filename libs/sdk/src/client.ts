@@ -1,11 +1,15 @@
 import { randomBytes } from 'node:crypto';
 import {
   AgentResultSchema,
+  ClaimWithdrawnSchema,
+  claimWithdrawnSubject,
   edgeAckSubject,
   edgeApiPrefix,
   edgeSubjectOf,
   inboxPrefixOf,
+  Limits,
   MsgIds,
+  parseUntrustedJson,
   Principals,
   SessionMessageSchema,
   RejectionCode,
@@ -205,6 +209,7 @@ export interface BatonAgent {
 }
 
 const textEncoder = new TextEncoder();
+const textDecoder = new TextDecoder();
 
 /**
  * Connect (or adopt `options.nats`) and return a {@link BatonAgent} for one agent of one project.
@@ -343,6 +348,16 @@ class NatsBatonAgent implements BatonAgent {
       publishResult: (result, trace) => this.publishResult(result, trace),
       onOffer: options.onOffer,
     });
+    // The ledger says at once when a claim of this agent is taken away (a core message under this
+    // agent's inbox, which only it reads): the offer working under it confirms with a heartbeat.
+    const withdrawals = this.nats.connection.subscribe(claimWithdrawnSubject(this.prefix, this.project, this.agent), {
+      callback: (error, msg) => {
+        if (error !== null) return;
+        const parsed = parseUntrustedJson(textDecoder.decode(msg.data), Limits.maxMessageBytes);
+        const notice = parsed.ok ? ClaimWithdrawnSchema.safeParse(parsed.value) : null;
+        if (notice?.success === true && notice.data.project === this.project && notice.data.agent === this.agent) handler.withdrawn(notice.data);
+      },
+    });
     const runner = runConsumer({
       js: this.offersJs,
       ...(this.edge ? { ackVia: (reply: string) => edgeAckSubject(this.prefix, this.project, this.agent, reply) } : {}),
@@ -383,6 +398,7 @@ class NatsBatonAgent implements BatonAgent {
     const subscription: OfferSubscription = {
       done: runner.done,
       stop: async () => {
+        withdrawals.unsubscribe();
         await runner.stop();
         await Promise.allSettled([...givingUp]);
         this.subscriptions.delete(subscription);

@@ -6,6 +6,7 @@ import {
   offeredHandoff,
   parseUntrustedJson,
   rejectionFromZod,
+  type ClaimWithdrawn,
   type CompletionReportSchema,
   type HandoffRecord,
   type LedgerReply,
@@ -165,6 +166,14 @@ export interface OfferHandler {
    * was sent: no handoff, or a delivery claimed it). Never throws.
    */
   terminated(msg: ConsumedMessage, error: unknown): Promise<{ handoffId: string | null; giveUp?: OfferGiveUp }>;
+  /**
+   * The ledger said a claim of this agent was taken away (`claim-withdrawn.json`): an offer being
+   * handled here under that claim asks the ledger at once (a heartbeat), and the refusal aborts its
+   * `signal` as a refused auto-heartbeat would — now instead of at the next beat. A notice for a
+   * claim no offer here holds is ignored; one the ledger contradicts (the claim is still held)
+   * changes nothing but the lease it renewed.
+   */
+  withdrawn(notice: ClaimWithdrawn): void;
 }
 
 /** One line saying why the handler gave up, for the ledger (`reason`: not blank, within the short-text cap). */
@@ -177,6 +186,8 @@ function giveUpReason(deliveries: number, error: unknown): string {
 /** Build the runner handler that turns offer messages into {@link HandoffOffer}s. */
 export function createOfferHandler(deps: OfferHandlerDeps): OfferHandler {
   const failed = new LruCache<number, FailedOffer>(FAILED_OFFERS_CAPACITY);
+  /** The offers whose handler is running, by handoff id (a withdrawal names the handoff). */
+  const live = new Map<string, Set<Offer>>();
   const handle = async (msg: ConsumedMessage): Promise<void> => {
     const decoded = parseUntrustedJson(decoder.decode(msg.data), Limits.maxMessageBytes);
     if (!decoded.ok) throw new PoisonError(decoded.rejection.message, decoded.rejection.code);
@@ -185,6 +196,9 @@ export function createOfferHandler(deps: OfferHandlerDeps): OfferHandler {
     if (offered === null) throw new PoisonError('an offer names no handoff_id', 'schema_violation');
     const { handoffId } = offered;
     const offer = new Offer(deps, handoffId, offered.message, msg);
+    const running = live.get(handoffId) ?? new Set<Offer>();
+    running.add(offer);
+    live.set(handoffId, running);
     try {
       await deps.onOffer(offer);
       failed.delete(msg.seq);
@@ -208,7 +222,12 @@ export function createOfferHandler(deps: OfferHandlerDeps): OfferHandler {
       throw error;
     } finally {
       offer.end();
+      running.delete(offer);
+      if (running.size === 0 && live.get(handoffId) === running) live.delete(handoffId);
     }
+  };
+  const withdrawn = (notice: ClaimWithdrawn): void => {
+    for (const offer of live.get(notice.handoff_id) ?? []) offer.confirmWithdrawn(notice.claim_id);
   };
   const terminated = async (msg: ConsumedMessage, error: unknown): Promise<{ handoffId: string | null; giveUp?: OfferGiveUp }> => {
     const attempts = failed.get(msg.seq);
@@ -231,7 +250,7 @@ export function createOfferHandler(deps: OfferHandlerDeps): OfferHandler {
       };
     }
   };
-  return Object.assign(handle, { terminated });
+  return Object.assign(handle, { terminated, withdrawn });
 }
 
 class Offer implements HandoffOffer {
@@ -449,6 +468,15 @@ class Offer implements HandoffOffer {
       },
       this.trace(),
     );
+  }
+
+  /**
+   * The ledger said claim `claimId` was taken away: when it is this offer's live claim, ask the
+   * ledger with a heartbeat, whose refusal stops the beats and aborts the signal (see `heartbeat`).
+   */
+  confirmWithdrawn(claimId: string): void {
+    if (this.claimId !== claimId || this.lostBy !== null || this.endedBy !== null || this.abort.signal.aborted) return;
+    this.heartbeat().catch(() => undefined);
   }
 
   /** Called when the onOffer handler has returned: stop heartbeating, abort the signal. */

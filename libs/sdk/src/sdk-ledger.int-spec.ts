@@ -1,13 +1,13 @@
 import 'reflect-metadata';
 import { randomBytes } from 'node:crypto';
-import { createEventRegistry, offerDurableName, Principals, type HandoffRecord } from '@baton/contracts';
+import { claimWithdrawnSubject, createEventRegistry, offerDurableName, Principals, type HandoffRecord } from '@baton/contracts';
 import { JetStreamEventStore, LedgerClient, batonStreamNames, connectNats, type NatsHandle } from '@baton/eventstore';
 import type { RunningService } from '@baton/platform';
 import { waitFor } from '@baton/wait';
 // Test only: boots the real ledger service in-process, so the SDK is proven against the real protocol.
 // eslint-disable-next-line @nx/enforce-module-boundaries
 import { startLedger } from '../../../apps/ledger/src/ledger';
-import { createBatonClient, NotClaimedError, OfferTerminatedError, type BatonAgent, type HandoffOffer } from './index';
+import { createBatonClient, LedgerCommandError, NotClaimedError, OfferTerminatedError, type BatonAgent, type HandoffOffer } from './index';
 
 const NATS_URL = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
 const P = 'shop';
@@ -249,4 +249,63 @@ describe('the agent SDK against the real ledger service (in-process, real NATS)'
       await carol.close();
     }
   }, 30_000);
+  it('a claim taken away (its delegator abandons the handoff) aborts offer.signal within moments, not at the next heartbeat; a notice the ledger contradicts stops nothing', async () => {
+    const delegator = new LedgerClient(nats, prefix, { as: Principals.agent(P, 'alice') });
+    const claimed = new Map<string, { offer: HandoffOffer; aborted: Promise<unknown> }>();
+    let stopWork = () => undefined as void;
+    const workStopped = new Promise<void>((resolve) => (stopWork = resolve));
+    const subscription = await agent.handoffs({
+      concurrency: 2,
+      onOffer: async (offer) => {
+        if (!offer.handoffId.startsWith('h-withdraw')) return;
+        // A long lease: its heartbeat is 20 s away, so only the ledger's notice can stop the work sooner.
+        await offer.claim({ leaseMs: 60_000 });
+        const aborted = new Promise((resolve) => offer.signal.addEventListener('abort', () => resolve(offer.signal.reason), { once: true }));
+        claimed.set(offer.handoffId, { offer, aborted });
+        // The work: runs until the signal says stop (or the test ends it).
+        await Promise.race([aborted, workStopped]);
+      },
+    });
+    try {
+      for (const id of ['h-withdraw-1', 'h-withdraw-2']) {
+        await delegator.create(P, { handoff_id: id, from_agent: 'alice', to_agent: 'bob', summary: `work ${id}`, idempotency_key: `create-${id}` });
+      }
+      const [first, second] = await waitFor(async () => {
+        const a = claimed.get('h-withdraw-1');
+        const b = claimed.get('h-withdraw-2');
+        return a !== undefined && b !== undefined ? ([a, b] as const) : undefined;
+      }, 'both handoffs claimed by bob');
+
+      // A notice naming a claim that is still held (a stale or forged one): the heartbeat it causes
+      // is accepted, so the work goes on.
+      nats.connection.publish(
+        claimWithdrawnSubject(prefix, P, 'bob'),
+        JSON.stringify({
+          project: P,
+          handoff_id: 'h-withdraw-2',
+          claim_id: second.offer.claimId,
+          agent: 'bob',
+          event_type: 'handoff.abandoned',
+          seq: 1,
+          at: new Date().toISOString(),
+        }),
+      );
+
+      const abandonedAt = Date.now();
+      const abandoned = await delegator.abandon(P, { handoff_id: 'h-withdraw-1', reason: 'not needed any more', idempotency_key: 'abandon-h-withdraw-1' });
+      expect(abandoned).toMatchObject({ ok: true, handoff: { status: 'abandoned' } });
+      const reason = await Promise.race([first.aborted, new Promise((resolve) => setTimeout(() => resolve('still working'), 5_000))]);
+      expect(reason).toBeInstanceOf(LedgerCommandError);
+      expect((reason as LedgerCommandError).code).toBe('handoff_not_claimed');
+      expect(Date.now() - abandonedAt).toBeLessThan(5_000);
+      await expect(first.offer.fail('too late')).rejects.toThrow(NotClaimedError);
+
+      expect(second.offer.signal.aborted).toBe(false);
+      expect(await delegator.get(P, 'h-withdraw-2')).toMatchObject({ status: 'claimed', claimed_by: 'bob', claim_id: second.offer.claimId });
+      await second.offer.release('the test is done with it');
+    } finally {
+      stopWork();
+      await subscription.stop();
+    }
+  }, 40_000);
 });

@@ -1,5 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { HandoffEventSchemas, MsgIds, type HandoffEvent, type ProjectControlEvent } from '@baton/contracts';
+import { claimWithdrawnSubject, HandoffEventSchemas, MsgIds, type HandoffEvent, type ProjectControlEvent } from '@baton/contracts';
 import { LEDGER_ACTOR, handoffDecider, projectControlDecider, reactToHandoffEvent, type HandoffState, type ProjectControlState } from '@baton/domain';
 import {
   DlqSources,
@@ -15,8 +15,10 @@ import {
   type ReactorContext,
   type ReactorEvent,
   type ReactorHandlers,
+  type ReactorStates,
 } from '@baton/eventstore';
-import { RUNTIME, type ServiceRuntime } from '@baton/platform';
+import { RUNTIME, type JsonLogger, type ServiceRuntime } from '@baton/platform';
+import { withdrawnClaim } from './claim-withdrawn';
 import { OfferPublisher, OFFER_EVENTS } from '../offers/offer-publisher';
 import { pendingHandoffs } from '../governance/pending-handoffs';
 import { LedgerIds } from '../ids';
@@ -43,7 +45,9 @@ export const REACTOR_DLQ_SOURCE = DlqSources.ledgerHandoffReactor;
  *    lease expiry, reworked, its last offer given up on unclaimed — not a completion handback's) publishes an OFFER (the HandoffRecord JSON) to
  *    `<prefix>.in.<project>.offer.<agent>` with `Nats-Msg-Id` `offer:<project>:<handoff id>:<event seq>`,
  *    unless the handoff already has later events (a replay of old history offers nothing), or the
- *    `create` command that stored a `handoff.created` offered it already ({@link OfferPublisher}).
+ *    `create` command that stored a `handoff.created` offered it already ({@link OfferPublisher});
+ * 3. when the event took a claim away from its agent, says so to that agent's processes at once
+ *    (`<agent inbox>.withdrawn`, a hint; {@link withdrawnClaim}, docs/handoffs.md rule 3a).
  * Store or publish failures throw {@link TransientError} (the consumer naks with backoff). Decoding
  * and the subject/envelope identity check are the edge's (`ctx.react`): an event that cannot be
  * decoded, or names another aggregate than its subject, is dead-lettered by the consumer.
@@ -58,7 +62,7 @@ export class HandoffReactor {
     on: Object.fromEntries(
       (Object.keys(HandoffEventSchemas) as HandoffEvent['type'][]).map((type) => [
         type,
-        (event: ReactorEvent<HandoffEvent>, state: { after: HandoffState }, ctx: ReactorContext) => this.react(event, state.after, ctx),
+        (event: ReactorEvent<HandoffEvent>, states: ReactorStates<HandoffState>, ctx: ReactorContext) => this.react(event, states, ctx),
       ]),
     ) as ReactorHandlers<HandoffEvent, HandoffState>,
   });
@@ -102,11 +106,13 @@ export class HandoffReactor {
     return offered;
   }
 
-  /** React to one stored handoff event, given the handoff as it stood right after it. */
-  private async react(envelope: ReactorEvent<HandoffEvent>, state: HandoffState, ctx: ReactorContext): Promise<void> {
+  /** React to one stored handoff event, given the handoff as it stood before and right after it. */
+  private async react(envelope: ReactorEvent<HandoffEvent>, states: ReactorStates<HandoffState>, ctx: ReactorContext): Promise<void> {
+    const state = states.after;
     const event = { type: envelope.type, data: envelope.payload } as HandoffEvent;
     const ref = ctx.ref;
     const log = this.runtime.logger.child({ trace_id: ctx.trace.traceId, project: ref.project, handoff_id: ref.id, event_id: envelope.id });
+    this.sayWithdrawn(envelope, states, ctx, log);
 
     const projectLead = await this.transient('read the project definition', async () => (await this.projects.view(ref.project)).roster.project_lead);
     const reactions = reactToHandoffEvent(event, { state, deriveId: LedgerIds.derive, ...(projectLead !== undefined ? { projectLead } : {}) });
@@ -159,6 +165,27 @@ export class HandoffReactor {
     }
     if (await this.transient(`read handoff ${ref.id}`, () => ctx.superseded())) return;
     await this.transient(`offer ${state.id}`, () => this.offers.offerAfter(event.type, state, ctx.seq, ctx.trace));
+  }
+
+  /**
+   * When the event took a claim away from its agent (abandoned, failed or archived by someone else,
+   * requeued, failed at its deadline), say so to that agent's processes now (a core message on
+   * `<agent inbox>.withdrawn`, `claim-withdrawn.json`), so that the one working on it stops before its
+   * next heartbeat would have told it. A hint: its process confirms with a heartbeat, which the
+   * ledger refuses; sent again on a redelivery (the process sees a claim it no longer holds, or
+   * asks again); never retried, and its loss costs only the wait for that heartbeat.
+   */
+  private sayWithdrawn(envelope: ReactorEvent<HandoffEvent>, states: ReactorStates<HandoffState>, ctx: ReactorContext, log: JsonLogger): void {
+    const withdrawn = withdrawnClaim({ ...envelope, seq: ctx.seq, project: ctx.ref.project }, states.before, states.after);
+    if (withdrawn === null) return;
+    try {
+      this.runtime.nats.connection.publish(
+        claimWithdrawnSubject(this.runtime.config.BATON_PREFIX, withdrawn.project, withdrawn.agent),
+        JSON.stringify(withdrawn),
+      );
+    } catch (error) {
+      log.debug('could not say a claim was withdrawn (its heartbeat will tell)', { claim_id: withdrawn.claim_id, reason: String(error) });
+    }
   }
 
   /**

@@ -1,0 +1,48 @@
+import { z } from 'zod';
+import { AgentNameSchema, IdSchema, ProjectIdSchema } from './common';
+import { HandoffEventSchemas, type HandoffEventType } from './handoff';
+import { inboxPrefixOf } from './principal';
+
+/*
+ * A claim taken away from its agent — its handoff abandoned, failed or archived by someone else,
+ * requeued when the lease lapsed, failed at its deadline — is said to that agent's processes at
+ * once, on a core NATS subject under the agent's own inbox prefix, which only the agent may read
+ * and only Baton's services (and the admin) may write. It is a hint, not the record: at most once,
+ * lost when no process of the agent is connected. Whoever gets it asks the ledger (a heartbeat of
+ * the claim): the refusal is what stops the work. The stream's events stay the truth; the
+ * heartbeat every third of the lease stays the guarantee.
+ */
+
+/** The handoff event types that can take a claim away from its agent. */
+export const ClaimWithdrawingEventTypes = [
+  'handoff.abandoned',
+  'handoff.failed',
+  'handoff.lease_expired',
+  'handoff.deadline_expired',
+  'handoff.archived',
+] as const satisfies readonly HandoffEventType[];
+
+/** What the ledger says to a claimer's processes when its claim is taken away (`claim-withdrawn.json`). */
+export const ClaimWithdrawnSchema = z.object({
+  project: ProjectIdSchema,
+  handoff_id: IdSchema,
+  /** The claim that was taken away: a process working under another claim of the handoff ignores it. */
+  claim_id: IdSchema,
+  /** The agent that held the claim (the subject's). */
+  agent: AgentNameSchema,
+  /** The event that took it away. */
+  event_type: z.enum(ClaimWithdrawingEventTypes),
+  /** Its stream sequence. */
+  seq: z.number().int().positive(),
+  /** When it was stored (ISO 8601). */
+  at: z.string().min(1),
+});
+export type ClaimWithdrawn = z.infer<typeof ClaimWithdrawnSchema>;
+
+/** `<agent's inbox prefix>.withdrawn`: where the processes of `agent` of `project` hear of claims taken away. */
+export function claimWithdrawnSubject(prefix: string, project: string, agent: string): string {
+  return `${inboxPrefixOf(prefix, { kind: 'agent', project, agent })}.withdrawn`;
+}
+
+// Every type listed is a handoff event type (checked when the module loads, so a renamed event fails here).
+for (const type of ClaimWithdrawingEventTypes) if (!(type in HandoffEventSchemas)) throw new Error(`unknown handoff event type ${type}`);
