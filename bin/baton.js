@@ -80,16 +80,19 @@ const beforeStart = (signal) => {
 };
 process.on('SIGINT', beforeStart);
 process.on('SIGTERM', beforeStart);
+process.on('SIGHUP', beforeStart);
 const cli = require(entry);
 // A signal that came while the (synchronous) loading ran is delivered on the event loop's next
 // turn: this handler stays until then, so it hears it.
 setImmediate(() => {
   process.off('SIGINT', beforeStart);
   process.off('SIGTERM', beforeStart);
+  process.off('SIGHUP', beforeStart);
 });
 
+// Run as its own process, replay and verify yield the CPU to the live services unless told otherwise.
 cli
-  .main(process.argv.slice(2))
+  .main(process.argv.slice(2), { env: { BATON_REBUILD_NICE: cli.DEFAULT_REBUILD_NICE, ...process.env } })
   .then(
     (code) => {
       process.exitCode = code;

@@ -4,7 +4,7 @@ import { resolve } from 'node:path';
 import { createEventRegistry, inboxPrefixOf, type EventRegistry, type Principal } from '@baton/contracts';
 import { JetStreamEventStore, connectNats, hasNatsCode, natsRefusedCredentials, principalOfCreds, type NatsHandle } from '@baton/eventstore';
 import { createProjectionStore, createRedis, type ProjectionStore, type RedisHandle } from '@baton/projections';
-import { BaseConfigSchema, ConfigError, loadConfig } from '@baton/platform';
+import { BaseConfigSchema, ConfigError, envInt, loadConfig } from '@baton/platform';
 import { CliError, CliErrorCode, UsageError } from './errors';
 import type { CliIo } from './output';
 
@@ -27,6 +27,12 @@ export const CliConfigSchema = BaseConfigSchema.pick({
   BATON_TOKEN: z.string().min(1).max(500).optional(),
   /** Key prefix of the projections in Redis (default `<BATON_PREFIX>:proj`, as the notifier uses). */
   BATON_PROJECTION_PREFIX: z.string().min(1).optional(),
+  /**
+   * The CPU niceness `replay` and `verify` run at (0–19; `baton` run as its own process sets 10
+   * when this is unset, see `DEFAULT_REBUILD_NICE`; unset in-process: as started): on a machine the
+   * live services share, they take what the services leave instead of starving them.
+   */
+  BATON_REBUILD_NICE: envInt(0, 19).optional(),
 });
 export type CliConfig = z.infer<typeof CliConfigSchema>;
 

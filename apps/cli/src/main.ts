@@ -38,6 +38,8 @@ Environment:
                   how long one Redis command may wait for its reply (default 1000)
   BATON_PROJECTION_PREFIX
                   the projections' key prefix, when it is not the deployment's (default <BATON_PREFIX>:proj)
+  BATON_REBUILD_NICE
+                  the CPU niceness replay and verify run at, 0-19 (default 10: the live services come first)
   BATON_OPERATOR  who you are, recorded by start, pause, resume and publish-definition (default $USER); answers,
                   decisions and abandons record the API token's name
 
@@ -169,8 +171,15 @@ export function failureOf(error: unknown): Failure {
   return { code: CliErrorCode.failed, message: String(error), issues: [] };
 }
 
+/**
+ * `BATON_REBUILD_NICE` when the environment leaves it unset and `baton` runs as its own process:
+ * `replay` and `verify` yield the CPU to the live services (`yieldCpuToServices`). Run in another
+ * process (tests, a tool embedding the commands) they keep that process's priority.
+ */
+export const DEFAULT_REBUILD_NICE = '10';
+
 if (require.main === module) {
-  main(process.argv.slice(2)).then(
+  main(process.argv.slice(2), { env: { BATON_REBUILD_NICE: DEFAULT_REBUILD_NICE, ...process.env } }).then(
     (code) => {
       process.exitCode = code;
     },

@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { getPriority } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { MsgIds, Subjects, createEventRegistry } from '@baton/contracts';
@@ -266,8 +267,9 @@ describe('interrupted and killed rebuilds (real NATS and Redis)', () => {
     expect((await baton('replay')).code).toBe(0);
     const before = await snapshots();
     const live = await generations();
+    const { BATON_REBUILD_NICE: _unset, ...inherited } = process.env;
     const child = spawn(process.execPath, [join(__dirname, '..', '..', '..', 'bin', 'baton.js'), 'replay'], {
-      env: { ...process.env, ...env() },
+      env: { ...inherited, ...env() },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let stderr = '';
@@ -279,6 +281,8 @@ describe('interrupted and killed rebuilds (real NATS and Redis)', () => {
       if (i > 1_200) throw new Error(`the child rebuild never got going: ${stderr}`);
       await new Promise((resolve) => setTimeout(resolve, 50));
     }
+    // Run as its own process, it yields the CPU to the live services (BATON_REBUILD_NICE unset: 10).
+    expect(getPriority(child.pid)).toBe(10);
     // Whatever it writes from now on fails (EPIPE here; EIO on a real hung-up terminal).
     child.stdout.destroy();
     child.stderr.destroy();

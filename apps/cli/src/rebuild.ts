@@ -1,3 +1,4 @@
+import { getPriority, setPriority } from 'node:os';
 import { batonStreamNames, streamReader } from '@baton/eventstore';
 import {
   batonProjections,
@@ -500,6 +501,24 @@ export async function firstSeqAtOrAfter(ctx: CliContext, iso: string): Promise<n
     throw new UsageError(`--from-time ${iso} is after the last event stored (seq ${state.last_seq}, at ${state.last_ts})`, false);
   }
   return streamReader(nats, name).firstSeqAtOrAfter(new Date(ms));
+}
+
+/**
+ * Lower this process's CPU priority to `BATON_REBUILD_NICE` (10 for `baton` unless set) before a rebuild or a
+ * verification: they fold and write as fast as the machine lets them, and on a machine the live
+ * services share (measured on 2 cores: a verify under traffic had the services' NATS publishes
+ * time out for minutes) they should take what the services leave. Idle CPU is still all theirs.
+ * Never raises the priority (a process started under `nice -n 19` stays there); a system that
+ * refuses is said as a warning, and the command goes on.
+ */
+export function yieldCpuToServices(ctx: CliContext): void {
+  const nice = ctx.config().BATON_REBUILD_NICE;
+  if (nice === undefined) return;
+  try {
+    if (nice > getPriority(0)) setPriority(0, nice);
+  } catch (error) {
+    ctx.warn(`could not lower the CPU priority to nice ${nice} (BATON_REBUILD_NICE): ${(error as Error).message}`);
+  }
 }
 
 /** The exit code of a command stopped by Ctrl-C (128 + SIGINT), as shells report it. */

@@ -7,6 +7,12 @@ export interface Decider<Command, Event, State> {
   decide(command: Command, state: State): DecisionResult<Event>;
   evolve(state: State, event: Event): State;
   initialState(): State;
+  /**
+   * Event types that only record (a refused input, a notice) and decide nothing for later
+   * commands: a command cut short between its appends still completes on its retry when only such
+   * events of others came after its stored ones (the event store's `completeCommand`).
+   */
+  passive?(type: string): boolean;
 }
 
 /** What `decide` returns: the events to append, or the typed reason the command was refused. */

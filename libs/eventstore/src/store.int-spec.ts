@@ -440,6 +440,66 @@ describe('JetStreamEventStore (real NATS)', () => {
     expect(store.stats().resumed).toEqual({ already_complete: 1, completed: 1, refused: 0, diverged: 0 });
   });
 
+  describe('a cut-short command retried after another command appended to the aggregate', () => {
+    // A decider whose decision says "already applied" once the first half is folded in (as a run
+    // does for an answer whose `run.resumed` is stored): deciding afresh on the current state
+    // would leave the command half done for good.
+    const halfAware = (passive: (type: string) => boolean) => ({
+      ...counterDecider,
+      decide: (command: CounterCommand, state: CounterState) => (state.total >= command.n ? { ok: true as const, events: [] } : twoStep.decide(command, state)),
+      passive,
+    });
+    const setUp = async (store: JetStreamEventStore) => {
+      // The writer stored the first of its two events, then its second publish failed (a timeout).
+      await store.append(ref(), [{ ...envelope('cmd-12:0', 5, 5, 1) }], { expectedVersion: 0 });
+      // Meanwhile another command recorded something (a refused input, say).
+      await store.append(ref(), [{ ...envelope('other:0', 0, 5, 2) }], { expectedVersion: 1 });
+    };
+
+    it('only passive events came after it: the retry completes it after them (its missing events appended), reported completed', async () => {
+      const resumed: ResumedCommand[] = [];
+      const store = storeOn(a, { cacheSize: 10, onResumedCommand: (r) => resumed.push(r) });
+      await setUp(store);
+      const decider = halfAware((type) => type === 'counter.added');
+      const retry = await store.handleCommand(ref(), decider, { type: 'add', n: 5 }, { ...meta(), commandId: 'cmd-12' });
+      expect(retry.ok && retry.events.map((e) => e.id)).toEqual(['cmd-12:0', 'cmd-12:1']);
+      expect((await store.read(ref())).events.map((e) => e.id)).toEqual(['cmd-12:0', 'other:0', 'cmd-12:1']);
+      expect(resumed).toEqual([expect.objectContaining({ outcome: 'completed', stored: 1, appended: 1, firstEventId: 'cmd-12:0' })]);
+      // Its state is the fold of all three, and a further retry writes nothing.
+      expect(retry.ok && retry.state).toEqual((await storeOn(b).current(ref(), decider)).state);
+      await store.handleCommand(ref(), decider, { type: 'add', n: 5 }, { ...meta(), commandId: 'cmd-12' });
+      expect((await store.read(ref())).events).toHaveLength(3);
+      // Another writer (a cold cache) retrying it finds it complete too.
+      await storeOn(b, { cacheSize: 10 }).handleCommand(ref(), decider, { type: 'add', n: 5 }, { ...meta(), commandId: 'cmd-12' });
+      expect((await store.read(ref())).events).toHaveLength(3);
+    });
+
+    it('an event after it that is not passive: the retry decides on the current state as before, and appends nothing', async () => {
+      const store = storeOn(a, { cacheSize: 10 });
+      await setUp(store);
+      const retry = await store.handleCommand(
+        ref(),
+        halfAware(() => false),
+        { type: 'add', n: 5 },
+        { ...meta(), commandId: 'cmd-12' },
+      );
+      expect(retry.ok && retry.events).toEqual([]);
+      expect((await store.read(ref())).events.map((e) => e.id)).toEqual(['cmd-12:0', 'other:0']);
+    });
+
+    it('a refusal or no-op of a command that has no events stored costs no read (the kept tail says so)', async () => {
+      const store = storeOn(a, { cacheSize: 10 });
+      await setUp(store);
+      const decider = halfAware((type) => type === 'counter.added');
+      // Warm the cache with the aggregate, then decide a command of another id that is a no-op.
+      await store.current(ref(), decider);
+      const before = store.stats().readRoundTrips;
+      const result = await store.handleCommand(ref(), { ...decider, passive: () => false }, { type: 'add', n: 1 }, { ...meta(), commandId: 'cmd-13' });
+      expect(result.ok && result.events).toEqual([]);
+      expect(store.stats().readRoundTrips - before).toBeLessThanOrEqual(2);
+    });
+  });
+
   it('custom event ids with their inverse (eventIndex): a cut-short command is completed, and the inverse is checked, not believed', async () => {
     const store = storeOn(a, { cacheSize: 10 });
     const ids = (cause: string) => ({

@@ -99,6 +99,14 @@ export interface FoldLike<Event extends DomainEventLike, State> {
 /** The three pure functions `handleCommand` needs (structurally a `Decider` from `@baton/domain`). */
 export interface DeciderLike<Command, Event extends DomainEventLike, State> extends FoldLike<Event, State> {
   decide(command: Command, state: State): DecisionResult<Event>;
+  /**
+   * Event types that only record (a refused input, a notice) and decide nothing for the commands
+   * after them. A command whose multi-event append was cut short and that finds, on its retry,
+   * only such events of others after its stored ones is still completed (see `completeCommand`);
+   * without this, any event after them makes the retry decide afresh on a state that holds half
+   * the command.
+   */
+  passive?(type: string): boolean;
 }
 
 /** Counters of what the store read (see {@link JetStreamEventStore.stats}). */
@@ -773,6 +781,19 @@ export class JetStreamEventStore implements EventStore {
         if (fresh.lastEventId !== null && this.ownEventIndex(meta, fresh.lastEventId) !== null) continue;
         decision = decider.decide(command, state);
       }
+      if ((!decision.ok || decision.events.length === 0) && decider.passive !== undefined && this.mayHoldCutShort(loaded.entry, meta, decider.passive)) {
+        // Nothing to do, or refused — perhaps because this very command is half stored, behind
+        // events of others that only record: complete it instead (null: it is not there).
+        try {
+          const completed = await this.completeCommand(ref, decider, command, meta, true);
+          if (completed !== null) return completed;
+        } catch (err) {
+          if (!(err instanceof ConcurrencyConflict)) throw err;
+          lastConflict = err;
+          await sleep(Math.floor(Math.random() * 4 * attempt) + 1);
+          continue;
+        }
+      }
       if (!decision.ok) return { ok: false, error: decision.error, state, lastSeq };
       if (decision.events.length === 0) return { ok: true, events: [], appended: 0, state, lastSeq };
 
@@ -821,26 +842,77 @@ export class JetStreamEventStore implements EventStore {
   }
 
   /**
-   * Finish a command whose first events are already the aggregate's tail (ids `<commandId>:<n>`):
-   * decide on the state before them and append only the events not yet stored.
+   * Whether the fold `entry` ends with this command's first events followed only by passive events
+   * of others (so a retry should complete it), as far as its kept tail (and the event before it)
+   * shows: false at the first later event of another command that is not passive. Costs no read;
+   * `completeCommand` reads and checks before anything is appended.
+   */
+  private mayHoldCutShort(entry: FoldEntry, meta: CommandMeta, passive: (type: string) => boolean): boolean {
+    for (let i = entry.tail.length - 1; i >= 0; i--) {
+      const event = entry.tail[i] as CachedEvent;
+      if (this.ownEventIndex(meta, event.id) !== null) return true;
+      if (!passive(event.event.type)) return false;
+    }
+    // The kept tail was all passive (or empty): the event it starts after tells.
+    return entry.base.eventId !== null && this.ownEventIndex(meta, entry.base.eventId) !== null;
+  }
+
+  /**
+   * Where this command's stored events are (ids `<commandId>:0..k`, in order), when they are the
+   * aggregate's last events but for passive events of others after or among them; null otherwise.
+   */
+  private cutShortPositions(events: readonly StoredEvent[], meta: CommandMeta, passive: ((type: string) => boolean) | undefined): number[] | null {
+    const positions: number[] = [];
+    for (let i = events.length - 1; i >= 0; i--) {
+      const event = events[i] as StoredEvent;
+      const index = this.ownEventIndex(meta, event.id);
+      if (index !== null) {
+        positions.unshift(i);
+        if (index === 0) break;
+        continue;
+      }
+      if (passive === undefined || !passive(event.type)) break;
+    }
+    if (positions.length === 0) return null;
+    return positions.every((at, n) => this.ownEventIndex(meta, (events[at] as StoredEvent).id) === n) ? positions : null;
+  }
+
+  /**
+   * Finish a command whose first events are already stored at the aggregate's tail (ids
+   * `<commandId>:<n>`; with only passive events of others after or among them, when the decider
+   * names such events): decide on the state before them and append only the events not yet
+   * stored, after everything. `requireOwn`: return null when the command's events are not there
+   * (the caller goes on as if this was never asked); otherwise such a command is decided afresh.
    */
   private async completeCommand<Command, Event extends DomainEventLike, State>(
     ref: AggregateRef,
     decider: DeciderLike<Command, Event, State>,
     command: Command,
     meta: CommandMeta,
-  ): Promise<HandleCommandResult<State>> {
+    requireOwn: true,
+  ): Promise<HandleCommandResult<State> | null>;
+  private async completeCommand<Command, Event extends DomainEventLike, State>(
+    ref: AggregateRef,
+    decider: DeciderLike<Command, Event, State>,
+    command: Command,
+    meta: CommandMeta,
+  ): Promise<HandleCommandResult<State>>;
+  private async completeCommand<Command, Event extends DomainEventLike, State>(
+    ref: AggregateRef,
+    decider: DeciderLike<Command, Event, State>,
+    command: Command,
+    meta: CommandMeta,
+    requireOwn = false,
+  ): Promise<HandleCommandResult<State> | null> {
     const key = this.subjectOf(ref);
     const full = await this.read(ref);
-    // The command's events are the tail whose ids are this command's ids 0..k, in order.
-    const last = this.ownEventIndex(meta, full.events.at(-1)?.id ?? '') ?? -1;
-    let start = full.events.length - (last + 1);
-    for (let i = 0; i <= last; i++) {
-      if (full.events[start + i]?.id !== this.eventIdOf(meta, i)) start = full.events.length; // not a clean tail: decide afresh
-    }
+    const positions = this.cutShortPositions(full.events, meta, decider.passive?.bind(decider));
+    if (positions === null && requireOwn) return null;
+    // Not this command's events at the tail after all: decide afresh on everything.
+    const start = positions?.[0] ?? full.events.length;
     const toEvent = (e: StoredEvent) => ({ type: e.type, data: e.payload }) as Event;
     const before = full.events.slice(0, start).reduce((s, e) => decider.evolve(s, toEvent(e)), decider.initialState());
-    const stored = full.events.slice(start);
+    const stored = (positions ?? []).map((at) => full.events[at] as StoredEvent);
     const decision = decider.decide(command, before);
     const storedTypes = stored.map((e) => e.type);
     const decidedTypes = decision.ok ? decision.events.map((e) => e.type) : [];
@@ -856,7 +928,8 @@ export class JetStreamEventStore implements EventStore {
       events = [...stored, ...envelopes.map((env, index) => ({ ...env, seq: result.seqs[index] as number }))];
       lastSeq = result.lastSeq;
     }
-    const all = [...full.events.slice(0, start), ...events];
+    // Everything stored (the command's events and any passive ones among or after them), then what was appended.
+    const all = [...full.events, ...events.slice(stored.length)];
     const entry = this.extend(this.emptyEntry(decider), all.map(cachedEvent), lastSeq);
     this.cache?.set(key, entry);
     // Not a clean tail after all (the command's ids are there, but not as the tail's run): it was

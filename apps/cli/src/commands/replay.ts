@@ -30,6 +30,7 @@ import {
   versionSkewed,
   versionSkewNote,
   type ShadowComparison,
+  yieldCpuToServices,
 } from '../rebuild';
 
 /** One projection's outcome in `baton replay --json`. */
@@ -177,6 +178,7 @@ Options:
     }
     const json = flag(args, 'json');
     const dryRun = flag(args, 'dry-run');
+    yieldCpuToServices(ctx);
     const { interrupt, value } = await interruptibleFromStart(ctx, dryRun ? 'dry run' : 'rebuild', async () => {
       if (fromTime !== undefined) fromSeq = await firstSeqAtOrAfter(ctx, fromTime);
       const store = await ctx.projections();

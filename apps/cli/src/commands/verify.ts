@@ -16,6 +16,7 @@ import {
   versionSkewed,
   versionSkewNote,
   type ShadowComparison,
+  yieldCpuToServices,
 } from '../rebuild';
 
 /** What `baton verify --json` prints. */
@@ -61,6 +62,7 @@ Options:
     }
     const projections = selectProjections(str(args, 'projection'));
     const json = flag(args, 'json');
+    yieldCpuToServices(ctx);
     const { interrupt, value } = await interruptibleFromStart(ctx, 'verification', async () => ({
       store: await ctx.projections(),
       ...(await eventSource(ctx)),

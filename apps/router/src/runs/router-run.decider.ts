@@ -143,8 +143,17 @@ function missingDefinition(state: Exclude<RunState, { status: 'none' }>): Decisi
   );
 }
 
+/**
+ * What the run records without deciding anything for later commands: a refused input (its id kept
+ * so it is not decided again) and a notice. An answer, result or start cut short between its two
+ * appends (`run.resumed` stored, `run.terminated` not: a publish that timed out) and retried after
+ * a refusal of something else was recorded is still completed, not left half done.
+ */
+const PASSIVE_RUN_EVENTS: ReadonlySet<string> = new Set<RunEvent['type']>(['run.result_rejected', 'run.notice_emitted']);
+
 export const routerRunDecider: Decider<RouterRunCommand, RunEvent, RunState> = {
   decide,
   evolve: evolveRun,
   initialState: initialRunState,
+  passive: (type) => PASSIVE_RUN_EVENTS.has(type),
 };
