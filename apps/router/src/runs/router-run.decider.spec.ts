@@ -151,3 +151,23 @@ describe('the router run decider (record_result with the pinned workflow looked 
     expect(routerRunDecider.decide(recordCmd('ghost', definitions, 'r9'), after)).toEqual({ ok: true, events: [] });
   });
 });
+
+describe('the run events a cut-short command may be completed behind (passive)', () => {
+  it('are the records that decide nothing for later commands: a refused input and a notice; every event that moves the run is not', () => {
+    expect(['run.result_rejected', 'run.notice_emitted'].every((type) => routerRunDecider.passive?.(type))).toBe(true);
+    for (const type of [
+      'run.started',
+      'run.result_recorded',
+      'run.routed',
+      'run.held',
+      'run.stopped',
+      'run.resumed',
+      'run.completed',
+      'run.terminated',
+      'run.message_received',
+      'run.handoff',
+    ]) {
+      expect({ type, passive: routerRunDecider.passive?.(type) }).toEqual({ type, passive: false });
+    }
+  });
+});
