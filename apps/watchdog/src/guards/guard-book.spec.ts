@@ -25,6 +25,31 @@ describe('GuardBook: which handoffs it remembers', () => {
     expect(book.status().handoffs).toBe(0);
   });
 
+  it('forgets, from the stored events, a handoff its claimer released and a handback once its review is decided (a soak saw both kept for good)', () => {
+    const book = new GuardBook(DefaultGuardConfig);
+    const event = (id: string, type: string, aggregate: string, payload: Record<string, unknown>) =>
+      guardFactOf({ id, type, project: 'acme', aggregate: { kind: 'handoff', id: aggregate }, occurredAt: at, payload });
+    const apply = (id: string, type: string, aggregate: string, payload: Record<string, unknown>) => {
+      const fact = event(id, type, aggregate, payload);
+      if (fact !== null) book.applyFact(fact);
+    };
+    apply('e-1', 'handoff.created', 'h-rel', { handoff_id: 'h-rel', from_agent: 'lead', to_agent: 'support', summary: 's', at });
+    apply('e-2', 'handoff.claimed', 'h-rel', { handoff_id: 'h-rel', claimed_by: 'support', claim_id: 'c-1', at });
+    apply('e-3', 'handoff.created', 'hb-1', { handoff_id: 'hb-1', from_agent: 'support', to_agent: 'lead', summary: 's', kind: 'completion_handback', at });
+    apply('e-4', 'handoff.claimed', 'hb-1', { handoff_id: 'hb-1', claimed_by: 'lead', claim_id: 'c-2', at });
+    expect(book.status().handoffs).toBe(2);
+    apply('e-5', 'handoff.released', 'h-rel', { handoff_id: 'h-rel', claim_id: 'c-1', released_by: 'support', reason: 'not mine', at });
+    apply('e-6', 'handoff.handback_decided', 'hb-1', {
+      handoff_id: 'hb-1',
+      parent_handoff_id: 'h-0',
+      decision: 'accept',
+      decided_by: 'lead',
+      decided_by_kind: 'agent',
+      at,
+    });
+    expect(book.status().handoffs).toBe(0);
+  });
+
   it('keeps a handoff that may still fail: returned (its handback may be reworked), requeued after its lease expired', () => {
     const book = new GuardBook(DefaultGuardConfig);
     open(book, 'h-1');

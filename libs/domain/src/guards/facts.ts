@@ -225,6 +225,11 @@ export function guardFactOf(event: GuardEventInput): GuardFact | null {
     }
     case 'handoff.completed':
     case 'handoff.archived':
+    // Over as well: declined by its claimer (a released handoff is never offered again), and a
+    // handback once its review is decided (the parent goes on with events of its own). Without
+    // these two the book kept every released handoff and every handback ever made.
+    case 'handoff.released':
+    case 'handoff.handback_decided':
       return { kind: 'handoff_closed', project, handoff: id };
     case 'handoff.abandoned':
       return { kind: 'handoff_closed', project, handoff: id, withdrawn: true };
