@@ -223,11 +223,11 @@ export function guardFactOf(event: GuardEventInput): GuardFact | null {
       const p = event.payload as HandoffEventData<'handoff.completed_by_result'>;
       return { kind: 'handoff_succeeded', event_id: event.id, project, handoff: id, agent: p.agent, at: p.at, ends: true };
     }
+    // Over: completed, archived, declined by its claimer (a released handoff is never offered
+    // again), and a handback once its review is decided (the parent goes on with events of its
+    // own). Without the last two the book kept every released handoff and every handback made.
     case 'handoff.completed':
     case 'handoff.archived':
-    // Over as well: declined by its claimer (a released handoff is never offered again), and a
-    // handback once its review is decided (the parent goes on with events of its own). Without
-    // these two the book kept every released handoff and every handback ever made.
     case 'handoff.released':
     case 'handoff.handback_decided':
       return { kind: 'handoff_closed', project, handoff: id };

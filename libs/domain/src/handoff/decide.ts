@@ -864,6 +864,10 @@ function decideReopenReview(command: ReopenReview, state: ExistingHandoff): Deci
   }
   const { data, metadata } = command;
   if (state.status !== 'returned' || state.handback_id !== data.handback_id) return accept();
+  // A reviewer that keeps declining (releasing each new handback) is asked again at most
+  // MAX_DECLINED_REVIEWS times; then the review goes to the operators, who decide it in the inbox.
+  const declined = (state.reviews_declined ?? 0) + (data.ended === 'released' ? 1 : 0);
+  const recipient: HandbackRecipient = declined >= MAX_DECLINED_REVIEWS ? { to_role: 'operator', reason: 'no_eligible_reviewer' } : state.handback_recipient;
   return accept({
     type: 'handoff.review_reopened',
     data: base(data, metadata, {
@@ -871,10 +875,17 @@ function decideReopenReview(command: ReopenReview, state: ExistingHandoff): Deci
       ended: data.ended,
       handback_id: data.new_handback_id,
       worker: data.worker,
-      handback_recipient: state.handback_recipient,
+      handback_recipient: recipient,
     }),
   });
 }
+
+/**
+ * How many handbacks of one review their reviewer may release (decline) before the review goes to
+ * the operators: without a bound, a reviewer that declines every handback it is offered had the
+ * ledger create and offer a new one at once, for ever (a soak saw 930 in two minutes).
+ */
+export const MAX_DECLINED_REVIEWS = 3;
 
 /**
  * What this create's key is to the handoff that exists: its idempotency key was applied there by a

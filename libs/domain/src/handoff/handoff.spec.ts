@@ -5,6 +5,7 @@ import { given } from '../testing/given';
 import { handoffDecider } from './decider';
 import { at, cmd, deriveId, history, HID, LEASE_MS, Ledger, meta, report } from './handoff.fixtures';
 import { reactToHandoffEvent } from './policies';
+import { MAX_DECLINED_REVIEWS } from './decide';
 import { RECENT_KEYS_LIMIT, toHandoffRecord } from './state';
 
 const created = () => history(cmd.create());
@@ -378,6 +379,30 @@ describe('handoff: completion handback accept / rework', () => {
       expect(reopened).toMatchObject({ kind: 'completion_handback', status: 'pending', reply_to_handoff_id: HID, to_agent: 'alice', reviewed_worker: 'bob' });
       expect(reopened?.context).toEqual(first?.context);
       expect(ledger.send(reopenedId, cmd.decide(reopenedId, 'alice', 'accept'))).toMatchObject({ ok: true });
+      expect(ledger.state(HID).status).toBe('completed');
+      expect(ledger.refusedReactions).toEqual([]);
+    });
+
+    it(`a reviewer that declines again and again is asked ${MAX_DECLINED_REVIEWS} times; then the review goes to the operators (no endless new handbacks)`, () => {
+      const ledger = returnedInLedger();
+      let open = 'hb-c1';
+      const recipients: unknown[] = [];
+      for (let round = 1; round <= MAX_DECLINED_REVIEWS; round++) {
+        expect(ledger.send(open, on(open, cmd.claim('alice', `r${round}`, 15))).ok).toBe(true);
+        const claimId = (ledger.state(open) as { claim: { claim_id: string } }).claim.claim_id;
+        expect(ledger.send(open, on(open, cmd.release('alice', claimId))).ok).toBe(true);
+        open = `hb-${deriveId('handback-reopen', open)}`;
+        expect(ledger.state(HID)).toMatchObject({ status: 'returned', handback_id: open, reviews_declined: round });
+        recipients.push(toHandoffRecord(ledger.state(open))?.to_agent ?? toHandoffRecord(ledger.state(open))?.to_role);
+      }
+      // Asked twice more after the first release; the third release sends the review to the operators.
+      expect(recipients).toEqual(['alice', 'alice', 'operator']);
+      expect(ledger.streams.get(HID)!.at(-1)).toMatchObject({
+        type: 'handoff.review_reopened',
+        data: { ended: 'released', handback_recipient: { to_role: 'operator', reason: 'no_eligible_reviewer' } },
+      });
+      // An operator decides it, and the parent completes.
+      expect(ledger.send(open, cmd.decide(open, 'olga', 'accept', 'operator'))).toMatchObject({ ok: true });
       expect(ledger.state(HID).status).toBe('completed');
       expect(ledger.refusedReactions).toEqual([]);
     });

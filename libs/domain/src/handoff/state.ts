@@ -77,6 +77,11 @@ export interface HandoffCore {
   evidence_floor?: EvidenceFloor;
   handback_id?: string;
   handback_recipient?: HandbackRecipient;
+  /**
+   * On a returned parent: how many of its review's handbacks their reviewer released (declined)
+   * since it was returned. Past {@link MAX_DECLINED_REVIEWS} the next handback goes to the operators.
+   */
+  reviews_declined?: number;
   completed_at?: string;
   terminal_reason?: string;
   escalation_outcome?: EscalationOutcome;
@@ -332,7 +337,7 @@ export function evolveHandoff(state: HandoffState, event: HandoffEvent): Handoff
       if (state.status !== 'claimed') return state;
       const d = event.data;
       // The fields this event brings go before the spread of a state that has none of them.
-      const { completion_report: _report, handback_id: _handback, handback_recipient: _recipient, ...rest } = state;
+      const { completion_report: _report, handback_id: _handback, handback_recipient: _recipient, reviews_declined: _declined, ...rest } = state;
       const returned: ReturnedHandoff = {
         completion_report: d.report,
         handback_id: d.handback_id,
@@ -453,7 +458,8 @@ export function evolveHandoff(state: HandoffState, event: HandoffEvent): Handoff
     case 'handoff.review_reopened': {
       // The parent stays returned with the same report; its open handback is the new one.
       if (state.status !== 'returned' || state.handback_id !== event.data.previous_handback_id) return state;
-      return { ...state, ...touched, handback_id: event.data.handback_id, handback_recipient: event.data.handback_recipient };
+      const declined = event.data.ended === 'released' ? { reviews_declined: (state.reviews_declined ?? 0) + 1 } : {};
+      return { ...state, ...touched, handback_id: event.data.handback_id, handback_recipient: event.data.handback_recipient, ...declined };
     }
     default:
       return assertNever(event, 'handoff event');
