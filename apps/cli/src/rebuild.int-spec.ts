@@ -60,6 +60,31 @@ async function fill(nats: NatsHandle, prefix: string, count: number, firstProjec
   await Promise.all(inFlight);
 }
 
+/**
+ * A projection store whose rebuilds read through `real`'s source, calling `at` once just before the
+ * event of sequence `seq` goes on (where a test sends its signal).
+ */
+function onEvent(real: ProjectionStore, seq: number, at: () => void): Pick<ProjectionStore, 'rebuildMany'> {
+  let done = false;
+  return {
+    rebuildMany: ((targets, source, options) =>
+      real.rebuildMany(
+        targets,
+        (from) =>
+          (async function* () {
+            for await (const event of source(from)) {
+              if (event.seq === seq && !done) {
+                done = true;
+                at();
+              }
+              yield event;
+            }
+          })(),
+        options,
+      )) as ProjectionStore['rebuildMany'],
+  };
+}
+
 describe('interrupted and killed rebuilds (real NATS and Redis)', () => {
   let nats: NatsHandle;
   let redis: RedisHandle;
@@ -121,23 +146,13 @@ describe('interrupted and killed rebuilds (real NATS and Redis)', () => {
     const real = await ctx.projections();
     let interrupted = false;
     // Ctrl-C arrives once 600 events were read (the command's own SIGINT handler aborts the rebuild).
-    const interrupting: ProjectionStore = Object.assign(Object.create(real) as ProjectionStore, {
-      rebuildMany: ((targets, source, options) =>
-        real.rebuildMany(
-          targets,
-          (from) =>
-            (async function* () {
-              for await (const event of source(from)) {
-                if (event.seq === 600 && !interrupted) {
-                  interrupted = true;
-                  process.emit('SIGINT', 'SIGINT');
-                }
-                yield event;
-              }
-            })(),
-          options,
-        )) as ProjectionStore['rebuildMany'],
-    });
+    const interrupting: ProjectionStore = Object.assign(
+      Object.create(real) as ProjectionStore,
+      onEvent(real, 600, () => {
+        interrupted = true;
+        process.emit('SIGINT', 'SIGINT');
+      }),
+    );
     ctx.projections = async () => interrupting;
     let code: number;
     try {
@@ -233,25 +248,14 @@ describe('interrupted and killed rebuilds (real NATS and Redis)', () => {
     const before = await snapshots();
     const live = await generations();
     let hungUp = false;
-    const { code, io } = await runWith(replayCommand, [], (real) => ({
-      rebuildMany: ((targets, source, options) =>
-        real.rebuildMany(
-          targets,
-          (from) =>
-            (async function* () {
-              for await (const event of source(from)) {
-                if (event.seq === 500 && !hungUp) {
-                  hungUp = true;
-                  // The second is not "again: exit now" (that would end this test's process).
-                  process.emit('SIGHUP', 'SIGHUP');
-                  process.emit('SIGHUP', 'SIGHUP');
-                }
-                yield event;
-              }
-            })(),
-          options,
-        )) as ProjectionStore['rebuildMany'],
-    }));
+    const { code, io } = await runWith(replayCommand, [], (real) =>
+      onEvent(real, 500, () => {
+        hungUp = true;
+        // The second is not "again: exit now" (that would end this test's process).
+        process.emit('SIGHUP', 'SIGHUP');
+        process.emit('SIGHUP', 'SIGHUP');
+      }),
+    );
     expect(hungUp).toBe(true);
     expect(code).toBe(130);
     expect(io.err()).toContain('SIGHUP: stopping the rebuild; the live projections are not touched');
