@@ -115,6 +115,29 @@ describe('interrupted and killed rebuilds (real NATS and Redis)', () => {
     return [...found].sort();
   }
 
+  /**
+   * `baton replay` as the built CLI in its own process (bin/baton.js builds it first when the
+   * sources are newer), BATON_REBUILD_NICE unset, once every projection's shadow holds part of the
+   * stream. `stdout`: piped, or ignored.
+   */
+  async function replayUnderWay(stdout: 'pipe' | 'ignore') {
+    const { BATON_REBUILD_NICE: _unset, ...inherited } = process.env;
+    const child = spawn(process.execPath, [join(__dirname, '..', '..', '..', 'bin', 'baton.js'), 'replay'], {
+      env: { ...inherited, ...env() },
+      stdio: ['ignore', stdout, 'pipe'],
+    });
+    let stderr = '';
+    child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    for (let i = 0; ; i++) {
+      const running = await Promise.all(batonProjections().map((p) => store.rebuilds(p.name)));
+      if (running.every((r) => r.length === 1 && (r[0]?.seq ?? 0) > 0)) break;
+      if (i > 1_200) throw new Error(`the child rebuild never got going: ${stderr}`);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    return { child, exited };
+  }
+
   beforeEach(async () => {
     prefix = `t${randomBytes(5).toString('hex')}`;
     nats = await connectNats({ servers: NATS_URL, name: 'cli-rebuild-int', reconnect: false });
@@ -271,25 +294,12 @@ describe('interrupted and killed rebuilds (real NATS and Redis)', () => {
     expect((await baton('replay')).code).toBe(0);
     const before = await snapshots();
     const live = await generations();
-    const { BATON_REBUILD_NICE: _unset, ...inherited } = process.env;
-    const child = spawn(process.execPath, [join(__dirname, '..', '..', '..', 'bin', 'baton.js'), 'replay'], {
-      env: { ...inherited, ...env() },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stderr = '';
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
-    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-    for (let i = 0; ; i++) {
-      const running = await Promise.all(batonProjections().map((p) => store.rebuilds(p.name)));
-      if (running.every((r) => r.length === 1 && (r[0]?.seq ?? 0) > 0)) break;
-      if (i > 1_200) throw new Error(`the child rebuild never got going: ${stderr}`);
-      await new Promise((resolve) => setTimeout(resolve, 50));
-    }
+    const { child, exited } = await replayUnderWay('pipe');
     // Run as its own process, it yields the CPU to the live services (BATON_REBUILD_NICE unset: 10).
     expect(getPriority(child.pid)).toBe(10);
     // Whatever it writes from now on fails (EPIPE here; EIO on a real hung-up terminal).
-    child.stdout.destroy();
-    child.stderr.destroy();
+    child.stdout?.destroy();
+    child.stderr?.destroy();
     child.kill('SIGHUP');
     expect(await exited).toBe(130);
     for (const p of batonProjections()) expect(await store.rebuilds(p.name)).toEqual([]);
@@ -427,21 +437,8 @@ describe('interrupted and killed rebuilds (real NATS and Redis)', () => {
     expect((await baton('replay')).code).toBe(0);
     const before = await snapshots();
     const live = await generations();
-    // The built CLI in its own process (bin/baton.js builds it first when the sources are newer).
-    const child = spawn(process.execPath, [join(__dirname, '..', '..', '..', 'bin', 'baton.js'), 'replay'], {
-      env: { ...process.env, ...env() },
-      stdio: ['ignore', 'ignore', 'pipe'],
-    });
-    let stderr = '';
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
-    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-    // Kill it once every projection's shadow holds part of the stream.
-    for (let i = 0; ; i++) {
-      const running = await Promise.all(batonProjections().map((p) => store.rebuilds(p.name)));
-      if (running.every((r) => r.length === 1 && (r[0]?.seq ?? 0) > 0)) break;
-      if (i > 1_200) throw new Error(`the child rebuild never got going: ${stderr}`);
-      await new Promise((resolve) => setTimeout(resolve, 50));
-    }
+    // Killed once every projection's shadow holds part of the stream.
+    const { child, exited } = await replayUnderWay('ignore');
     child.kill('SIGKILL');
     await exited;
     const left = await Promise.all(batonProjections().map(async (p) => (await store.rebuilds(p.name))[0]));
