@@ -204,6 +204,24 @@ describe('the baton command against real NATS and Redis', () => {
     expect(failureOf(thrown)).toMatchObject({ code: 'unavailable', message: expect.stringMatching(/^NATS: .*\(CONNECTION_CLOSED\); is the server up/) });
   });
 
+  it('Redis that stops answering under a command (past REDIS_COMMAND_TIMEOUT_MS) is unavailable, naming the setting, not a failed "Error: Command timed out"', async () => {
+    // A command that waits longer than the client's timeout (a blocking pop on a key nobody pushes to).
+    const slow = createRedis(process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379', { commandTimeout: 50 });
+    let thrown: unknown;
+    try {
+      await slow.client.blpop(`baton-cli-test-${process.pid}:never`, 1);
+    } catch (error) {
+      thrown = error;
+    } finally {
+      await slow.close();
+    }
+    expect(thrown).toBeInstanceOf(Error);
+    expect(failureOf(thrown)).toMatchObject({
+      code: 'unavailable',
+      message: expect.stringMatching(/^Redis did not answer: .*Command timed out.*REDIS_COMMAND_TIMEOUT_MS/),
+    });
+  });
+
   it('with --json a missing record is a typed failure on stderr (not_found), stdout empty', async () => {
     const missing = await baton('handoff', 'no-such-handoff', '--json');
     expect({ code: missing.code, out: missing.out }).toEqual({ code: 1, out: '' });

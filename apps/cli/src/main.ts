@@ -3,6 +3,7 @@ import { commands } from './commands';
 import type { Command } from './command';
 import { createCliContext, type CliContext, type CliContextOptions } from './context';
 import { EventStoreErrorCode } from '@baton/eventstore';
+import { RedisUnavailableError } from '@baton/projections';
 import { CliError, CliErrorCode, ExitCode, UsageError, type CliIssue } from './errors';
 import { processIo, type CliIo } from './output';
 
@@ -164,6 +165,15 @@ export function failureOf(error: unknown): Failure {
     // away): NATS did not answer, which the CLI calls unavailable, as when it cannot connect at all.
     if (error.name === 'NatsError' && typeof code === 'string')
       return { code: CliErrorCode.unavailable, message: `NATS: ${error.message} (${code}); is the server up, and NATS_URL right?`, issues: [] };
+    // Redis stopped answering under the command (a command past REDIS_COMMAND_TIMEOUT_MS, the
+    // connection lost): unavailable too, saying which setting bounds the wait.
+    const redis = RedisUnavailableError.of(error);
+    if (redis !== null)
+      return {
+        code: CliErrorCode.unavailable,
+        message: `Redis did not answer: ${redis.message} (a busy Redis may need a longer REDIS_COMMAND_TIMEOUT_MS, default 1000 ms)`,
+        issues: [],
+      };
     return typeof code === 'string' && /^[a-z][a-z0-9_]*$/.test(code)
       ? { code, message: error.message, issues: [] }
       : { code: CliErrorCode.failed, message: `${error.name}: ${error.message}`, issues: [] };
