@@ -127,7 +127,8 @@ export function natsStartupError(config: Pick<BaseConfig, 'NATS_URL' | 'NATS_CRE
  * processes of one host.
  */
 export function defaultInstance(service: string, host: string = hostname(), pid: number = process.pid): string {
-  const label = (host.split('.')[0] ?? '').replace(/[^A-Za-z0-9_-]/g, '').slice(0, 40);
+  // The first label: everything before the first dot (a host name, not a subject).
+  const label = (/^[^.]*/.exec(host)?.[0] ?? '').replace(/[^A-Za-z0-9_-]/g, '').slice(0, 40);
   return label === '' ? `${service}-${pid}` : `${service}-${label}-${pid}`;
 }
 
