@@ -6,6 +6,10 @@ import { durableNameFor, type RunningService } from '@baton/platform';
 import { waitFor } from '@baton/wait';
 import { headers as natsHeaders, type Msg, type Subscription } from 'nats';
 import { startRouter } from './router.app';
+import { definitionDecider } from './definitions/definition.decider';
+import { definitionRef } from './definitions/definition-catalog';
+import { routerRunDecider } from './runs/router-run.decider';
+import { eventIdsFor } from './shared/ids';
 import { RouterPatterns, RouterSubjects } from './shared/subjects';
 import { abandonHandoff, claimHandoff, currentHandoff, deleteStreams, lapseClaim, publishDefinition as publishDefinitionTo, sleep } from './int/support';
 
@@ -691,6 +695,56 @@ describe('router service (real NATS)', () => {
       const [refused] = await waitEvents<{ result_id: string; code: string; message: string }>(run, 'run.result_rejected');
       expect(refused).toMatchObject({ result_id: `${run}-late`, code: 'handoff_not_claimed' });
       expect(refused!.message).toContain(`its claim ${architectClaim} lapsed at ${expiry} and it was stored at `);
+    });
+  });
+
+  describe('a result cut short between its appends (run.result_recorded stored, run.routed lost)', () => {
+    it('is routed on its redelivery under the claim it was recorded under, though that claim lapsed and its agent claimed the handoff again since (and a refusal was recorded in between)', async () => {
+      const run = await startRun('feature');
+      const [entry] = await waitEvents<RoutedPayload>(run, 'run.routed');
+      const claimId = await claimHandoff(store, 'demo', entry!.handoff_id, 'issue', { leaseMs: 1_000 });
+      const cut = result(run, 'issue', `${run}-cut`, { body: ADVANCE, handoff_id: entry!.handoff_id, claim_id: claimId! });
+      // The router's first attempt, as it stores it (its event ids, its decider), accepted under
+      // the current claim — but only its first event reached the stream (the second publish timed out).
+      const ref = { project: 'demo', kind: 'run' as const, id: run };
+      const definitions = (await store.current(definitionRef('demo'), definitionDecider)).state;
+      const firstEventOnly: typeof routerRunDecider = {
+        ...routerRunDecider,
+        decide: (command, state) => {
+          const decided = routerRunDecider.decide(command, state);
+          return decided.ok ? { ok: true, events: decided.events.slice(0, 1) } : decided;
+        },
+      };
+      const now = new Date().toISOString();
+      const first = await store.handleCommand(
+        ref,
+        firstEventOnly,
+        {
+          kind: 'result',
+          result: cut,
+          definitions,
+          metadata: { now, actor: 'issue' },
+          handoff: { handoff_id: entry!.handoff_id, status: 'claimed', claim: { claim_id: claimId!, claimed_by: 'issue' } },
+        },
+        { occurredAt: now, actor: 'issue', origin: 'agent', causationId: cut.result_id, correlationId: run, ...eventIdsFor(ref, 'result', cut.result_id) },
+      );
+      expect(first.ok && first.events.map((e) => e.type)).toEqual(['run.result_recorded']);
+      // Before the redelivery: the claim's lease runs out, the watchdog requeues it, the agent
+      // claims the handoff anew; a forged result of another agent is refused on the run meanwhile.
+      const expiry = await lapseClaim(store, 'demo', entry!.handoff_id);
+      await sleep(Math.max(0, Date.parse(expiry) - Date.now()) + 50);
+      const again = await claimHandoff(store, 'demo', entry!.handoff_id, 'issue', { create: false, round: 2 });
+      expect(again).not.toBe(claimId);
+      await publishUnclaimed(result(run, 'architect', `${run}-forged`, { body: ADVANCE }));
+      await waitEvents(run, 'run.result_rejected');
+      // The redelivery: judged on the claim now (another one), it was refused and the run never moved on.
+      await publishUnclaimed(cut);
+      const routed = await waitEvents<RoutedPayload>(run, 'run.routed', 2);
+      expect(routed[1]!.target).toEqual({ agent: 'architect', step: 'analyze' });
+      expect((await events(run)).map((e) => e.type)).toEqual(['run.started', 'run.routed', 'run.result_recorded', 'run.result_rejected', 'run.routed']);
+      expect((await payloads<{ result_id: string }>(run, 'run.result_rejected')).map((r) => r.result_id)).toEqual([`${run}-forged`]);
+      // The ledger is asked to complete the handoff under the claim the result was recorded under.
+      await waitFor(async () => (requestsFor('complete_from_result', entry!.handoff_id)[0]?.body['claim_id'] === claimId ? true : undefined), 'the completion');
     });
   });
 

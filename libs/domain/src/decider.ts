@@ -13,6 +13,13 @@ export interface Decider<Command, Event, State> {
    * events of others came after its stored ones (the event store's `completeCommand`).
    */
   passive?(type: string): boolean;
+  /**
+   * The command to decide again when the event store completes it (its first events, `stored`,
+   * already there): a check whose outside input moved on since those events were decided, and
+   * which they prove passed, may be waived here (a result recorded under a claim that has lapsed
+   * since). Absent: the command is decided again as it came.
+   */
+  resuming?(command: Command, stored: readonly Event[]): Command;
 }
 
 /** What `decide` returns: the events to append, or the typed reason the command was refused. */

@@ -500,6 +500,52 @@ describe('JetStreamEventStore (real NATS)', () => {
     });
   });
 
+  describe('resuming: what the stored events prove passed is not judged again on inputs that moved on', () => {
+    // A rule on an outside input the command carries (as a result carries the claim it was read
+    // under): open when first decided, closed by the retry.
+    type Gated = CounterCommand & { gateOpen: boolean; proven?: true };
+    const gated = (withResuming: boolean) => ({
+      ...counterDecider,
+      decide: (command: Gated, state: CounterState) =>
+        command.gateOpen || command.proven === true
+          ? twoStep.decide(command, state)
+          : ({ ok: false, error: { code: 'gate_closed', kind: 'wrong_state', message: 'the gate closed' } } as const),
+      ...(withResuming
+        ? { resuming: (command: Gated, stored: readonly CounterEvent[]) => (stored[0]?.data.n === command.n ? { ...command, proven: true as const } : command) }
+        : {}),
+    });
+    const cutShortThenRetry = async (withResuming: boolean) => {
+      const resumed: ResumedCommand[] = [];
+      const store = storeOn(a, { cacheSize: 10, onResumedCommand: (r) => resumed.push(r) });
+      await store.append(ref(), [{ ...envelope('cmd-14:0', 5, 5, 1) }], { expectedVersion: 0 });
+      const retry = await store.handleCommand(ref(), gated(withResuming), { type: 'add', n: 5, gateOpen: false }, { ...meta(), commandId: 'cmd-14' });
+      return { retry, resumed, ids: (await store.read(ref())).events.map((e) => e.id) };
+    };
+
+    it('the decider waives the rule its stored events prove passed: the command is completed', async () => {
+      const { retry, resumed, ids } = await cutShortThenRetry(true);
+      expect(retry.ok && retry.events.map((e) => e.id)).toEqual(['cmd-14:0', 'cmd-14:1']);
+      expect(ids).toEqual(['cmd-14:0', 'cmd-14:1']);
+      expect(resumed).toEqual([expect.objectContaining({ outcome: 'completed', stored: 1, appended: 1 })]);
+    });
+
+    it('without resuming the rule is judged on the changed input: refused, the stored event stands alone', async () => {
+      const { resumed, ids } = await cutShortThenRetry(false);
+      expect(ids).toEqual(['cmd-14:0']);
+      expect(resumed).toEqual([expect.objectContaining({ outcome: 'refused', error: expect.objectContaining({ code: 'gate_closed' }) })]);
+    });
+
+    it('a command with none of its events stored is decided as it came (resuming is not asked)', async () => {
+      const store = storeOn(a, { cacheSize: 10 });
+      const asked: unknown[] = [];
+      const decider = { ...gated(true), resuming: (command: Gated) => (asked.push(command), { ...command, proven: true as const }) };
+      const result = await store.handleCommand(ref(), decider, { type: 'add', n: 5, gateOpen: false }, { ...meta(), commandId: 'cmd-15' });
+      expect(result.ok).toBe(false);
+      expect(asked).toEqual([]);
+      expect((await store.read(ref())).events).toEqual([]);
+    });
+  });
+
   it('custom event ids with their inverse (eventIndex): a cut-short command is completed, and the inverse is checked, not believed', async () => {
     const store = storeOn(a, { cacheSize: 10 });
     const ids = (cause: string) => ({

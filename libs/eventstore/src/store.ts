@@ -107,6 +107,14 @@ export interface DeciderLike<Command, Event extends DomainEventLike, State> exte
    * the command.
    */
   passive?(type: string): boolean;
+  /**
+   * The command to decide again when its first events (`stored`) are already there and the rest is
+   * to be completed (see `completeCommand`). A decider may waive here a check whose outside input
+   * has moved on since those events were decided, when the events themselves prove the check
+   * passed (a claim that lapsed after the result it covered was recorded). Absent: the command is
+   * decided again as it came.
+   */
+  resuming?(command: Command, stored: readonly Event[]): Command;
 }
 
 /** Counters of what the store read (see {@link JetStreamEventStore.stats}). */
@@ -913,7 +921,10 @@ export class JetStreamEventStore implements EventStore {
     const toEvent = (e: StoredEvent) => ({ type: e.type, data: e.payload }) as Event;
     const before = full.events.slice(0, start).reduce((s, e) => decider.evolve(s, toEvent(e)), decider.initialState());
     const stored = (positions ?? []).map((at) => full.events[at] as StoredEvent);
-    const decision = decider.decide(command, before);
+    // What the stored events prove was checked the first time is not judged again on inputs that
+    // have moved on since (the decider says which, through `resuming`).
+    const again = stored.length > 0 && decider.resuming !== undefined ? decider.resuming(command, stored.map(toEvent)) : command;
+    const decision = decider.decide(again, before);
     const storedTypes = stored.map((e) => e.type);
     const decidedTypes = decision.ok ? decision.events.map((e) => e.type) : [];
     // The stored events stand whatever deciding again says: they are facts others may have acted

@@ -43,7 +43,7 @@ export async function currentHandoff(store: EventStore, project: string, workflo
  * create the handoff addressed to `addressee` (unless it exists; `create: false` when a real
  * ledger creates it) and claim it as `agent`, in the events stream, with the real handoff decider.
  * Returns the claim id, or null when the handoff would not be claimed by `agent` (another
- * addressee, already claimed by someone else...). Idempotent per (handoff, agent). The router
+ * addressee, already claimed by someone else...). Idempotent per (handoff, agent, `round`). The router
  * tests' ledger responder records requests only, so without this no handoff would exist for the
  * router to read.
  */
@@ -52,7 +52,7 @@ export async function claimHandoff(
   project: string,
   handoffId: string,
   agent: string,
-  options: { addressee?: string; create?: boolean; leaseMs?: number; workflowRunId?: string } = {},
+  options: { addressee?: string; create?: boolean; leaseMs?: number; workflowRunId?: string; round?: number } = {},
 ): Promise<string | null> {
   const addressee = options.addressee ?? agent;
   const ref = { project, kind: 'handoff' as const, id: handoffId };
@@ -91,7 +91,9 @@ export async function claimHandoff(
       meta(createKey),
     );
   }
-  const claimKey = deriveId('test-claim', `${handoffId}-${agent}`);
+  // A later round is a new claim by the same agent (after a lapse), under a claim id of its own.
+  const claimOf = options.round !== undefined && options.round > 1 ? `${handoffId}-${agent}-${options.round}` : `${handoffId}-${agent}`;
+  const claimKey = deriveId('test-claim', claimOf);
   const claimed = await store.handleCommand(
     ref,
     handoffDecider,
@@ -100,7 +102,7 @@ export async function claimHandoff(
       data: {
         handoff_id: handoffId,
         idempotency_key: claimKey,
-        claim_id: deriveId('claim', `${handoffId}-${agent}`),
+        claim_id: deriveId('claim', claimOf),
         lease_ms: options.leaseMs ?? 600_000,
         claimer_roles: [],
       },

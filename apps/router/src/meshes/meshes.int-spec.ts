@@ -335,6 +335,8 @@ describe('handoff meshes through the router and the ledger (real NATS)', () => {
   it("the watchdog's stop request for a mesh run (a turn escalated with nobody to take it) stops the mesh with a packet and one notice, once", async () => {
     const id = await begin();
     await say(id, `${id}-p1`, 'triage', 'billing?', ['billing']);
+    // The turn and the stop request travel on different subjects: the stop is asked once billing speaks.
+    await waitMesh(id, 'mesh.handed_off');
     const request = {
       packet_id: `wd-esc:${id}`,
       workflow_run_id: id,

@@ -171,3 +171,24 @@ describe('the run events a cut-short command may be completed behind (passive)',
     }
   });
 });
+
+describe('a result completed after its append was cut short (resuming)', () => {
+  it("is decided again under the claim its stored run.result_recorded names, whatever the handoff's claim is now; a record of another result or claim changes nothing", () => {
+    const first = routerRunDecider.decide(recordCmd('issue'), started());
+    if (!first.ok) throw new Error(first.error.message);
+    const [recorded] = first.events as [Extract<RunEvent, { type: 'run.result_recorded' }>];
+    // The ledger completed the handoff from that record: judged on that, the result is refused.
+    const retry = recordCmd('issue', definitions, 'r1', { ...claimOf('issue'), status: 'completed' });
+    expect(routerRunDecider.decide(retry, started())).toMatchObject({ ok: false, error: { code: 'handoff_not_claimed' } });
+    const resumed = routerRunDecider.resuming?.(retry, [recorded]);
+    expect(resumed).toEqual({ ...retry, claimRecorded: true });
+    expect(routerRunDecider.decide(resumed!, started())).toEqual(first);
+    for (const other of [
+      { ...recorded, data: { ...recorded.data, result_id: 'r2' } },
+      { ...recorded, data: { ...recorded.data, claim_id: 'claim-old' } },
+    ]) {
+      expect(routerRunDecider.resuming?.(retry, [other])).toBe(retry);
+    }
+    expect(routerRunDecider.resuming?.(recordCmd('issue'), [])).toEqual(recordCmd('issue'));
+  });
+});

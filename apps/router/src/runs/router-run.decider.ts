@@ -8,6 +8,8 @@ import {
   answerKey,
   hasProcessedId,
   messageKey,
+  beginsWithRecordOf,
+  runDecider,
   initialRunState,
   reject,
   RunErrorCode,
@@ -46,6 +48,8 @@ export type RouterRunCommand =
       storedAt?: string;
       /** The trace id of the result's message (a stop it causes links it). */
       traceId?: string;
+      /** Its `run.result_recorded` under the same claim is stored: the claim rule is not judged again (set by `resuming`). */
+      claimRecorded?: true;
     }
   | { kind: 'answer'; answer: RunAnswer; definitions: DefinitionState; metadata: RunCommandMetadata }
   | {
@@ -98,6 +102,7 @@ function decide(command: RouterRunCommand, state: RunState): DecisionResult<RunE
             handoff: command.handoff ?? null,
             ...(command.storedAt !== undefined ? { stored_at: command.storedAt } : {}),
             ...(command.traceId !== undefined ? { trace_id: command.traceId } : {}),
+            ...(command.claimRecorded === true ? { claim_recorded: true as const } : {}),
           },
           metadata,
         },
@@ -143,17 +148,12 @@ function missingDefinition(state: Exclude<RunState, { status: 'none' }>): Decisi
   );
 }
 
-/**
- * What the run records without deciding anything for later commands: a refused input (its id kept
- * so it is not decided again) and a notice. An answer, result or start cut short between its two
- * appends (`run.resumed` stored, `run.terminated` not: a publish that timed out) and retried after
- * a refusal of something else was recorded is still completed, not left half done.
- */
-const PASSIVE_RUN_EVENTS: ReadonlySet<string> = new Set<RunEvent['type']>(['run.result_rejected', 'run.notice_emitted']);
-
 export const routerRunDecider: Decider<RouterRunCommand, RunEvent, RunState> = {
   decide,
   evolve: evolveRun,
   initialState: initialRunState,
-  passive: (type) => PASSIVE_RUN_EVENTS.has(type),
+  passive: runDecider.passive,
+  // A result recorded (`run.result_recorded` stored) and cut short before `run.routed` is completed
+  // under the claim it was recorded under (as `runDecider.resuming` does).
+  resuming: (command, stored) => (command.kind === 'result' && beginsWithRecordOf(stored, command.result) ? { ...command, claimRecorded: true } : command),
 };

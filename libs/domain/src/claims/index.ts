@@ -1,2 +1,2 @@
-export { checkResultClaim, handoffClaimFold, handoffClaimView, ResultClaimCode } from './result-claim';
-export type { ClaimedResult, HandoffClaimView, ResultClaimRefusal } from './result-claim';
+export { checkResultClaim, handoffClaimFold, handoffClaimView, recordsSameClaim, ResultClaimCode } from './result-claim';
+export type { ClaimedRecord, ClaimedResult, HandoffClaimView, ResultClaimRefusal } from './result-claim';

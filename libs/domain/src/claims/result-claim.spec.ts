@@ -246,24 +246,45 @@ describe("claim rule (issue 11): a result is accepted only under the current cla
       .then([]);
   });
 
-  it('given a result whose append a crash cut short (recorded, not routed) and the handoff it completed, when it is decided again on the state before it, then the same events come out', () => {
+  describe('a result whose append was cut short (recorded, not routed), decided again to complete it (the event store resuming it)', () => {
     const claimed = resultFor({ handoff_id: ENTRY_HANDOFF, claim_id: CLAIM, decision: { dispatch: { status: 'advance' } } }, claimedBy('issue'));
-    const first = given(runDecider, started())
-      .when(claimed)
-      .thenMatch([{ type: 'run.result_recorded' }, { type: 'run.routed' }]);
-    // By then the dispatch reactor has had `run.result_recorded` and the ledger completed the handoff from this result.
-    const closed: HandoffClaimView = { ...claimedBy('issue'), status: 'completed', completed_by_result: 'r1' };
-    given(runDecider, started())
-      .when(resultFor({ handoff_id: ENTRY_HANDOFF, claim_id: CLAIM, decision: { dispatch: { status: 'advance' } } }, closed))
-      .then(first);
-    // Completed by another result, or under another claim: still refused.
-    const byOther: HandoffClaimView = { ...closed, completed_by_result: 'r-other' };
-    expect(checkResultClaim(ENTRY_HANDOFF, { result_id: 'r1', agent: 'issue', handoff_id: ENTRY_HANDOFF, claim_id: CLAIM }, byOther)?.code).toBe(
-      ResultClaimCode.handoffNotClaimed,
-    );
-    expect(checkResultClaim(ENTRY_HANDOFF, { result_id: 'r1', agent: 'issue', handoff_id: ENTRY_HANDOFF, claim_id: 'claim-0' }, closed)?.code).toBe(
-      ResultClaimCode.claimMismatch,
-    );
+    const first = (): RunEvent[] => {
+      const decided = runDecider.decide(claimed, fold(runDecider, started()));
+      if (!decided.ok) throw new Error(decided.error.code);
+      return decided.events;
+    };
+    // How the handoff may look by the retry: the ledger completed it from the stored record; or its
+    // claim lapsed and was taken again (by the same agent or another), or it waits pending again.
+    const movedOn: Array<[string, HandoffClaimView]> = [
+      ['completed by this result', { ...claimedBy('issue'), status: 'completed' }],
+      ['claimed anew by the same agent', claimedBy('issue', 'claim-2')],
+      ['claimed by another agent', claimedBy('architect', 'claim-3')],
+      ['pending again', { ...pendingView(), lapsed: { claim_id: 'claim-2', claimed_by: 'issue', lease_expires_at: NOW } }],
+    ];
+
+    it.each(movedOn)('the handoff %s: without resuming the claim rule refuses it; resumed on its stored record, the same events come out', (_what, view) => {
+      const retry = resultFor({ handoff_id: ENTRY_HANDOFF, claim_id: CLAIM, decision: { dispatch: { status: 'advance' } } }, view);
+      const before = fold(runDecider, started());
+      expect(runDecider.decide(retry, before).ok).toBe(false);
+      const [recorded] = first();
+      const resumed = runDecider.resuming?.(retry, [recorded as RunEvent]);
+      expect(resumed?.type === 'record_result' && resumed.data.claim_recorded).toBe(true);
+      expect(runDecider.decide(resumed as RecordResult, before)).toEqual({ ok: true, events: first() });
+    });
+
+    it('a record of another result, another agent or another claim proves nothing: the command is decided as it came, and refused', () => {
+      const [recorded] = first() as [Extract<RunEvent, { type: 'run.result_recorded' }>];
+      const retry = resultFor({ handoff_id: ENTRY_HANDOFF, claim_id: CLAIM }, claimedBy('issue', 'claim-2'));
+      for (const other of [
+        { ...recorded, data: { ...recorded.data, result_id: 'r-other' } },
+        { ...recorded, data: { ...recorded.data, agent: 'architect' } },
+        { ...recorded, data: { ...recorded.data, claim_id: 'claim-0' } },
+      ]) {
+        expect(runDecider.resuming?.(retry, [other])).toBe(retry);
+      }
+      expect(runDecider.resuming?.(retry, [])).toBe(retry);
+      given(runDecider, started()).when(retry).thenFails('claim_mismatch');
+    });
   });
 
   it("the refusal is recorded on the run as run.result_rejected with its code (the router's refusal path), never as a stop", () => {
@@ -347,6 +368,40 @@ describe('claim rule (issue 11) in a handoff mesh: every turn is offered as a ha
       .when(turn({ handoff_id: entry, claim_id: CLAIM, handoff: claimedBy('triage', CLAIM, entry) }))
       .thenMatch([{ type: 'mesh.turn_recorded' }, { type: 'mesh.handed_off', data: expect.objectContaining({ to: 'billing' }) }]);
   });
+
+  it('given a turn cut short after its record (mesh.turn_recorded stored, mesh.handed_off not), when it is completed after its claim moved on, then the same events come out', () => {
+    const first = meshDecider.decide(
+      turn({ handoff_id: entry, claim_id: CLAIM, handoff: claimedBy('triage', CLAIM, entry) }),
+      fold(meshDecider, meshStarted()),
+    );
+    if (!first.ok) throw new Error(first.error.code);
+    // By the retry the ledger completed the entry handoff from the stored turn.
+    const retry = turn({ handoff_id: entry, claim_id: CLAIM, handoff: { ...claimedBy('triage', CLAIM, entry), status: 'completed' } });
+    given(meshDecider, meshStarted()).when(retry).thenMatch(rejected('handoff_not_claimed'));
+    const resumed = meshDecider.resuming?.(retry, first.events.slice(0, 1)) as MeshCommand;
+    expect(resumed.type === 'record_turn' && resumed.data.claim_recorded).toBe(true);
+    expect(meshDecider.decide(resumed, fold(meshDecider, meshStarted()))).toEqual(first);
+    // A record under another claim proves nothing.
+    expect(meshDecider.resuming?.(turn({ handoff_id: entry, claim_id: 'claim-9' }), first.events.slice(0, 1))).toEqual(
+      turn({ handoff_id: entry, claim_id: 'claim-9' }),
+    );
+  });
+
+  it('a refused turn and a notice are passive (a cut-short turn completes behind them); every event that moves the mesh is not', () => {
+    expect(['mesh.turn_rejected', 'mesh.notice_emitted'].map((type) => meshDecider.passive?.(type))).toEqual([true, true]);
+    for (const type of [
+      'mesh.started',
+      'mesh.turn_recorded',
+      'mesh.handoff_ignored',
+      'mesh.handed_off',
+      'mesh.completed',
+      'mesh.stopped',
+      'mesh.stop_answered',
+      'mesh.terminated',
+    ]) {
+      expect({ type, passive: meshDecider.passive?.(type) }).toEqual({ type, passive: false });
+    }
+  });
 });
 
 describe('checkResultClaim and handoffClaimView', () => {
@@ -361,12 +416,7 @@ describe('checkResultClaim and handoffClaimView', () => {
     const pending = { status: 'pending', id: 'h-1' } as unknown as HandoffState;
     expect(handoffClaimView('h-1', pending)).toEqual({ handoff_id: 'h-1', status: 'pending', claim: null });
     const completed = { status: 'completed', id: 'h-1', claim: { claim_id: 'c-1', claimed_by: 'coder' }, result_id: 'r-9' } as unknown as HandoffState;
-    expect(handoffClaimView('h-1', completed)).toEqual({
-      handoff_id: 'h-1',
-      status: 'completed',
-      claim: { claim_id: 'c-1', claimed_by: 'coder' },
-      completed_by_result: 'r-9',
-    });
+    expect(handoffClaimView('h-1', completed)).toEqual({ handoff_id: 'h-1', status: 'completed', claim: { claim_id: 'c-1', claimed_by: 'coder' } });
   });
 
   it('codes are stable', () => {

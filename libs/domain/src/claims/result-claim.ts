@@ -9,10 +9,8 @@ import { evolveHandoff, initialHandoffState, type HandoffState } from '../handof
 export interface HandoffClaimView {
   handoff_id: string;
   status: HandoffState['status'];
-  /** The current claim: set while the handoff is `claimed` (and on a `returned` one; on a completed one, the claim that did the work). */
+  /** The current claim: set while the handoff is `claimed` (and kept on a `returned` or closed one, which no result may answer). */
   claim: { claim_id: string; claimed_by: string } | null;
-  /** The result that completed the handoff (`handoff.completed_by_result`), when one did. */
-  completed_by_result?: string;
   /**
    * The claim the watchdog took back last (`handoff.lease_expired`) and when its lease ran out, on a
    * handoff open again (pending, or claimed since under a new claim): a result its agent sent by then
@@ -53,7 +51,6 @@ export function handoffClaimView(handoffId: string, state: HandoffState): Handof
     handoff_id: state.id,
     status: state.status,
     claim: state.claim !== undefined ? { claim_id: state.claim.claim_id, claimed_by: state.claim.claimed_by } : null,
-    ...(state.status === 'completed' && state.result_id !== undefined ? { completed_by_result: state.result_id } : {}),
     // Kept by states folded before the lapse recorded its expiry (no `lease_expires_at`): none then.
     ...((state.status === 'pending' || state.status === 'claimed') && lapsed?.lease_expires_at !== undefined
       ? { lapsed: { claim_id: lapsed.claim_id, claimed_by: lapsed.claimed_by, lease_expires_at: lapsed.lease_expires_at } }
@@ -104,9 +101,7 @@ export interface ResultClaimRefusal {
  * - Otherwise the result must name that handoff (`handoff_id`, else `claim_required`; another one is
  *   `stale_handoff`) and a claim (`claim_id`, else `claim_required`); the handoff must be claimed
  *   now (`handoff_not_claimed`: absent, pending again after a requeue, released, completed...) and
- *   its current claim must be that `claim_id`, held by the result's agent (`claim_mismatch`). A
- *   handoff completed by this very result (`completed_by_result`) is judged under the claim that
- *   completed it: that is the same result decided again (a crash-cut command being completed).
+ *   its current claim must be that `claim_id`, held by the result's agent (`claim_mismatch`).
  * - Rule 4b: a result under the claim the watchdog took back last, from that claim's holder, that the
  *   inbox stored by the time the claim's lease ran out (`stored_at` ≤ its `lease_expires_at`), is
  *   accepted while the handoff is open again (pending, or claimed since): the agent answered in
@@ -145,19 +140,9 @@ export function checkResultClaim(current: string | null, result: ClaimedResult, 
   // agent answered in time, so the result is accepted under the claim that lapsed, as when the
   // requeue lands after the result (rule 4a); the ledger's completion then voids the lapse.
   if (handoff?.handoff_id === current && handoff.lapsed !== undefined && sentInTime(result, handoff.lapsed)) return null;
-  // The handoff was closed by this very result: the router recorded it under its claim, and the
-  // ledger completed the handoff from it. Deciding the result again is how the event store
-  // completes a command whose multi-event append a crash cut short (`run.result_recorded` stored,
-  // `run.routed` not) — by then the dispatch reactor has completed the handoff — so it is judged
-  // under the claim that did the work, as it was the first time.
-  const closedByThis = handoff?.handoff_id === current && handoff.status === 'completed' && handoff.completed_by_result === result.result_id;
-  if (
-    handoff === null ||
-    handoff === undefined ||
-    handoff.handoff_id !== current ||
-    (handoff.status !== 'claimed' && !closedByThis) ||
-    handoff.claim === null
-  ) {
+  // A result decided again to complete its cut-short command (its record stored) does not come
+  // here: the record proves the rule passed (`claim_recorded`, the deciders' `resuming`).
+  if (handoff === null || handoff === undefined || handoff.handoff_id !== current || handoff.status !== 'claimed' || handoff.claim === null) {
     const status = handoff !== null && handoff !== undefined && handoff.handoff_id === current ? handoff.status : 'unknown';
     return {
       code: ResultClaimCode.handoffNotClaimed,
@@ -171,6 +156,23 @@ export function checkResultClaim(current: string | null, result: ClaimedResult, 
     };
   }
   return null;
+}
+
+/**
+ * Whether `recorded` — a result's stored record (`run.result_recorded`, `mesh.turn_recorded`) — is
+ * the record of `result` from the same agent under the same claim. A command completed after its
+ * append was cut short skips the claim rule only then: the record proves the rule passed, while the
+ * handoff's claim may have moved on since (completed by this result, lapsed, claimed anew).
+ */
+export function recordsSameClaim(recorded: ClaimedRecord, result: ClaimedRecord): boolean {
+  return recorded.result_id === result.result_id && recorded.agent === result.agent && recorded.claim_id === result.claim_id;
+}
+
+/** What {@link recordsSameClaim} compares. */
+export interface ClaimedRecord {
+  result_id: string;
+  agent: string;
+  claim_id?: string | undefined;
 }
 
 /** The result names the lapsed claim, comes from its holder, and was stored by the time its lease ran out. */

@@ -51,6 +51,12 @@ export interface RecordMeshTurn {
     handoff?: HandoffClaimView | null;
     /** When the inbox stored the result (ISO): rule 4b accepts it under a claim that lapsed after that. */
     stored_at?: string;
+    /**
+     * This turn's `mesh.turn_recorded`, under the same claim, is stored already and the command is
+     * being completed (a retry of an append cut short): the claim rule is not judged again (set only
+     * by `meshDecider.resuming`).
+     */
+    claim_recorded?: true;
     /** The agent's stop signal (seed 003): the turn stops the mesh for a person with a packet, whatever calls it made. */
     stop?: AgentResult['stop'];
     /** What the agent tried (the packet's `tried`; the agent itself when it names nothing). */

@@ -10,7 +10,7 @@ import {
   type StopCap,
   type StopPacket,
 } from '@baton/contracts';
-import { checkResultClaim, ResultClaimCode } from '../claims';
+import { checkResultClaim, recordsSameClaim, ResultClaimCode } from '../claims';
 import { accept, assertNever, Decider, DecisionResult, reject } from '../decider';
 import { deriveId, deriveScopedId, MeshHandoffPrefix } from '../run/ids';
 import { buildHumanActionNotice } from '../notices';
@@ -164,7 +164,7 @@ function recordTurn(command: RecordMeshTurn, state: MeshState): DecisionResult<M
     accept({ type: 'mesh.turn_rejected', data: { result_id: d.result_id, agent: d.agent, code, message, rejected_at: now, of: 'turn' } });
   if (state.status !== 'running') return refuse(MeshErrorCode.meshNotRunning, `mesh run ${state.mesh_run_id} is ${state.status}`);
   if (d.agent !== state.speaker) return refuse(MeshErrorCode.unexpectedAgent, `it is ${state.speaker}'s turn, not ${d.agent}'s`);
-  const claim = checkResultClaim(state.handoff_id, d, d.handoff);
+  const claim = d.claim_recorded === true ? null : checkResultClaim(state.handoff_id, d, d.handoff);
   if (claim !== null) return refuse(claim.code, claim.message);
 
   const turn = state.turns + 1;
@@ -572,4 +572,18 @@ export const meshDecider: Decider<MeshCommand, MeshEvent, MeshState> = {
   decide: decideMesh,
   evolve: evolveMesh,
   initialState: initialMeshState,
+  passive: (type) => PASSIVE_MESH_EVENTS.has(type),
+  resuming: (command, stored) => {
+    const first = stored[0];
+    if (command.type !== 'record_turn' || first?.type !== 'mesh.turn_recorded' || !recordsSameClaim(first.data, command.data)) return command;
+    return { ...command, data: { ...command.data, claim_recorded: true } };
+  },
 };
+
+/**
+ * What the mesh records without deciding anything for later commands: a refused turn or answer
+ * (its id kept so it is not decided again) and a notice. A turn cut short between its appends
+ * (`mesh.turn_recorded` stored, `mesh.handed_off` not) and retried after such a record is still
+ * completed.
+ */
+const PASSIVE_MESH_EVENTS: ReadonlySet<string> = new Set<MeshEvent['type']>(['mesh.turn_rejected', 'mesh.notice_emitted']);

@@ -73,6 +73,13 @@ export interface RecordResult {
     handoff?: HandoffClaimView | null;
     /** When the inbox stored the result (ISO): rule 4b accepts it under a claim that lapsed after that. */
     stored_at?: string;
+    /**
+     * This result's `run.result_recorded`, under the same claim, is stored already and the command
+     * is being completed (a retry of an append cut short): the claim rule is not judged again — the
+     * record proves it passed, and the handoff's claim has moved on since (completed by this result,
+     * lapsed, claimed anew). Set only through the router's decider (`resuming`).
+     */
+    claim_recorded?: true;
     /** The trace the result travelled in (its message's `traceparent`): a stop it causes links it in `trace_ids`. */
     trace_id?: string;
   };

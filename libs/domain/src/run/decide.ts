@@ -18,7 +18,7 @@ import {
   stripSentinels,
   WorkflowDefinition,
 } from '@baton/contracts';
-import { checkResultClaim, ResultClaimCode } from '../claims';
+import { checkResultClaim, recordsSameClaim, ResultClaimCode, type ClaimedRecord } from '../claims';
 import { attributeEngineDecisions } from './attribution';
 import { accept, assertNever, Decider, DecisionResult, DomainErrorKind, reject } from '../decider';
 import { buildHumanActionNotice, selectNoticeRecipient } from '../notices';
@@ -159,7 +159,36 @@ export const runDecider: Decider<RunCommand, RunEvent, RunState> = {
   decide: decideRun,
   evolve: evolveRun,
   initialState: initialRunState,
+  passive: isPassiveRunEvent,
+  resuming: (command, stored) =>
+    command.type === 'record_result' && beginsWithRecordOf(stored, command.data.result)
+      ? { ...command, data: { ...command.data, claim_recorded: true } }
+      : command,
 };
+
+/**
+ * What the run records without deciding anything for later commands: a refused input (its id kept
+ * so it is not decided again) and a notice. An answer, result or start cut short between its two
+ * appends (`run.resumed` stored, `run.terminated` not: a publish that timed out) and retried after
+ * a refusal of something else was recorded is still completed, not left half done.
+ */
+const PASSIVE_RUN_EVENTS: ReadonlySet<string> = new Set<RunEvent['type']>(['run.result_rejected', 'run.notice_emitted']);
+
+/** Whether a run event of this type is passive (see `Decider.passive`). */
+export function isPassiveRunEvent(type: string): boolean {
+  return PASSIVE_RUN_EVENTS.has(type);
+}
+
+/**
+ * Whether a command's stored events begin with `result`'s `run.result_recorded`, from its agent
+ * under its claim: a result cut short after that record (its `run.routed` not stored) is completed
+ * under the claim it was recorded under, not judged again on a claim that has moved on since (the
+ * ledger completed the handoff from that record; the claim lapsed and was taken again).
+ */
+export function beginsWithRecordOf(stored: readonly RunEvent[], result: ClaimedRecord): boolean {
+  const first = stored[0];
+  return first?.type === 'run.result_recorded' && recordsSameClaim(first.data, result);
+}
 
 /**
  * The session variables a definition declares: every MEMORY variable and GATHER field of its
@@ -274,11 +303,14 @@ function recordResult(command: RecordResult, state: RunState): DecisionResult<Ru
       got: result.agent,
     });
   }
-  const refusal = checkResultClaim(
-    state.handoffId,
-    command.data.stored_at !== undefined ? { ...result, stored_at: command.data.stored_at } : result,
-    command.data.handoff,
-  );
+  const refusal =
+    command.data.claim_recorded === true
+      ? null
+      : checkResultClaim(
+          state.handoffId,
+          command.data.stored_at !== undefined ? { ...result, stored_at: command.data.stored_at } : result,
+          command.data.handoff,
+        );
   if (refusal !== null) {
     const kind =
       refusal.code === ResultClaimCode.staleHandoff || refusal.code === ResultClaimCode.handoffNotClaimed

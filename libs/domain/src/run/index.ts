@@ -1,4 +1,4 @@
-export { runDecider, decideRun, decisionSignalOf, declaredVariables, readTypedDecision, RunErrorCode } from './decide';
+export { runDecider, decideRun, decisionSignalOf, declaredVariables, readTypedDecision, RunErrorCode, beginsWithRecordOf, isPassiveRunEvent } from './decide';
 export {
   answerKey,
   evolveRun,
