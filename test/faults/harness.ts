@@ -6,7 +6,7 @@ import { connect as tcpConnect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createEventRegistry, EventHeader, MsgIds, type AggregateKind, type ProjectDefinition } from '@baton/contracts';
-import { batonStreamNames, connectNats, JetStreamEventStore, type NatsHandle, type StoredEvent } from '@baton/eventstore';
+import { batonStreamNames, watchdogSnapshotStream, connectNats, JetStreamEventStore, type NatsHandle, type StoredEvent } from '@baton/eventstore';
 import { createRedis } from '@baton/projections';
 import {
   AgentClaims,
@@ -551,7 +551,8 @@ export async function deleteStreams(natsUrl: string | string[], prefix: string):
   const nats = await connectNats({ servers: natsUrl, reconnect: false }).catch(() => null);
   if (!nats) return;
   const names = batonStreamNames(prefix);
-  for (const stream of [names.events, names.inbox, names.dlq]) await nats.jsm.streams.delete(stream).catch(() => undefined);
+  for (const stream of [names.events, names.inbox, names.dlq, watchdogSnapshotStream(prefix).name])
+    await nats.jsm.streams.delete(stream).catch(() => undefined);
   await nats.close();
 }
 

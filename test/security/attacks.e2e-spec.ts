@@ -79,7 +79,11 @@ describe('security: an agent of project A attacks a platform running the generat
 
   beforeAll(async () => {
     server = await startAuthNatsServer(prefix);
-    services = await startPlatform({ NATS_URL: server.url, REDIS_URL, BATON_PREFIX: prefix, LOG_LEVEL: 'warn' }, { envFor: serviceCredsEnv(server) });
+    // The watchdog saves its snapshot every second: with its own credentials, among the attacks.
+    services = await startPlatform(
+      { NATS_URL: server.url, REDIS_URL, BATON_PREFIX: prefix, LOG_LEVEL: 'warn', WATCHDOG_SNAPSHOT_INTERVAL_MS: '1000' },
+      { envFor: serviceCredsEnv(server) },
+    );
     admin = await connectAs(Principals.operator('admin'));
     for (const project of [A, B]) {
       const reply = await admin.connection.request(
@@ -638,6 +642,27 @@ describe('security: an agent of project A attacks a platform running the generat
     tally.tried += 1;
     tally.refusedByService += 1;
   }, 90_000);
+
+  it('the watchdog saves its snapshot with its own credentials (making, writing, reading and purging its stream), and nothing else may', async () => {
+    const watchdog = services.find((service) => service.name === 'watchdog')!;
+    const status = await waitFor(
+      async () => {
+        const body = (await (await fetch(`http://127.0.0.1:${watchdog.port}/watchdog/status`)).json()) as { snapshots: { saves: number; failures: number } };
+        return body.snapshots.saves >= 2 ? body.snapshots : undefined;
+      },
+      "the watchdog's snapshots",
+      { timeoutMs: 20_000 },
+    );
+    expect(status.failures).toBe(0);
+    await expectServerRefuses([
+      {
+        what: 'write a snapshot head',
+        subject: `${prefix}.wd.head`,
+        op: 'publish',
+        run: () => agent.connection.publish(`${prefix}.wd.head`, new TextEncoder().encode('{}')),
+      },
+    ]);
+  }, 30_000);
 
   it('lets no service or legitimate client hit a permission it lacks (the server logged violations only for the attacker)', () => {
     const lines = server.output

@@ -40,6 +40,13 @@ export const WatchdogConfigSchema = z.object({
   WATCHDOG_CIRCUIT_FAILURES: envInt(1, 10_000).default(3),
   /** Loop guard: how long an open circuit waits before one probe dispatch goes through, ms. */
   WATCHDOG_CIRCUIT_COOLDOWN_MS: envInt(0, 24 * 60 * 60 * 1000).default(60_000),
+  /**
+   * How often the watchdog saves its folds of the events stream (guard book, lease and deadline
+   * tables) to the `<PREFIX>_WATCHDOG` stream, in ms; a restart restores the last snapshot and
+   * reads only the events after it. 0: never saved nor restored (every start reads the whole
+   * events stream).
+   */
+  WATCHDOG_SNAPSHOT_INTERVAL_MS: envInt(0, 24 * 60 * 60 * 1000).default(300_000),
 });
 export type WatchdogConfig = z.infer<typeof WatchdogConfigSchema>;
 

@@ -1,5 +1,6 @@
 import { DynamicModule, Inject, Injectable, Module, OnApplicationBootstrap, OnModuleDestroy } from '@nestjs/common';
 import { Principals, ServiceActors, Subjects } from '@baton/contracts';
+import type { GuardConfig } from '@baton/domain';
 import { LedgerClient, batonStreamNames, followHub, hopTraceHeaders, retireConsumers, type FollowHub } from '@baton/eventstore';
 import { JetStreamClient, RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { WATCHDOG_CONFIG, type WatchdogConfig } from './config';
@@ -7,6 +8,8 @@ import { DeadlineTracker } from './deadlines/deadline-tracker';
 import { DEADLINE_SLOT, expireDeadlineLedger, HandoffDeadlineTracker } from './deadlines/handoff-deadlines';
 import { GuardBook } from './guards/guard-book';
 import { GuardRunner } from './guards/guard-runner';
+import { SnapshotStore } from './snapshot/snapshot-store';
+import { WatchdogSnapshots } from './snapshot/watchdog-snapshots';
 import { EscalationStopper, type InboxPublisher } from './escalation/escalation-stopper';
 import { RequeueLoop, type RequeueOutcome } from './requeue/requeue-loop';
 import { REQUEUE_LEDGER, type RequeueLedger } from './requeue/requeue-port';
@@ -68,6 +71,16 @@ function watchdogLedger(runtime: ServiceRuntime, config: WatchdogConfig): Ledger
   });
 }
 
+/** The loop guards' settings (the guard book's, and what a snapshot's fingerprint covers). */
+function guardConfigOf(config: WatchdogConfig): GuardConfig {
+  return {
+    maxHops: config.WATCHDOG_MAX_HOPS,
+    maxAlternations: config.WATCHDOG_MAX_ALTERNATIONS,
+    circuitFailures: config.WATCHDOG_CIRCUIT_FAILURES,
+    circuitCooldownMs: config.WATCHDOG_CIRCUIT_COOLDOWN_MS,
+  };
+}
+
 /** The pacing both requeue loops share. */
 function loopPacing(config: WatchdogConfig) {
   return { tickMs: config.WATCHDOG_TICK_MS, retryMs: config.WATCHDOG_RETRY_MS, maxInflight: config.WATCHDOG_MAX_INFLIGHT, batch: config.WATCHDOG_BATCH };
@@ -90,6 +103,7 @@ export class WatchdogLifecycle implements OnApplicationBootstrap, OnModuleDestro
     @Inject(HandoffDeadlineTracker) private readonly deadlines: HandoffDeadlineTracker,
     @Inject(DEADLINE_LOOP) private readonly deadlineLoop: RequeueLoop,
     @Inject(EVENTS_HUB) private readonly hub: FollowHub,
+    @Inject(WatchdogSnapshots) private readonly snapshots: WatchdogSnapshots,
   ) {}
 
   async onApplicationBootstrap(): Promise<void> {
@@ -100,11 +114,16 @@ export class WatchdogLifecycle implements OnApplicationBootstrap, OnModuleDestro
     );
     for (const [name, action] of Object.entries(retired))
       if (action === 'deleted') this.runtime.logger.info('retired durable consumer deleted', { consumer: name });
+    // The folds as the last snapshot left them (if one fits), then the events after it.
+    const startSeq = await this.snapshots.restore();
     // The three followers join the hub, then its one consumer opens.
-    await this.guards.start();
-    await this.deadlines.start();
-    await this.tracker.start();
+    await this.guards.start(startSeq);
+    await this.deadlines.start(startSeq);
+    await this.tracker.start(startSeq);
     await this.hub.start();
+    void this.guards.caughtUp().then(() => {
+      if (!this.closing) this.snapshots.start();
+    });
     void this.deadlines.caughtUp().then(() => {
       if (!this.closing) this.deadlineLoop.start();
     });
@@ -118,6 +137,7 @@ export class WatchdogLifecycle implements OnApplicationBootstrap, OnModuleDestro
 
   async onModuleDestroy(): Promise<void> {
     this.closing = true;
+    await this.snapshots.stop();
     await this.loop.stop();
     await this.deadlineLoop.stop();
     await this.tracker.stop();
@@ -210,8 +230,15 @@ export class WatchdogModule {
         },
         {
           provide: GuardRunner,
-          inject: [RUNTIME, EVENTS_HUB, EscalationStopper, DeadlineTracker, HandoffDeadlineTracker],
-          useFactory: (runtime: ServiceRuntime, hub: FollowHub, escalations: EscalationStopper, leases: DeadlineTracker, deadlines: HandoffDeadlineTracker) => {
+          inject: [RUNTIME, EVENTS_HUB, EscalationStopper, DeadlineTracker, HandoffDeadlineTracker, GuardBook],
+          useFactory: (
+            runtime: ServiceRuntime,
+            hub: FollowHub,
+            escalations: EscalationStopper,
+            leases: DeadlineTracker,
+            deadlines: HandoffDeadlineTracker,
+            book: GuardBook,
+          ) => {
             const client = new JetStreamClient(runtime.nats);
             return new GuardRunner({
               escalations,
@@ -224,17 +251,35 @@ export class WatchdogModule {
                 deadlines.table.answer(project, answered.handoff, DEADLINE_SLOT, config.WATCHDOG_ANSWERED_HOLD_MS);
               },
               ...eventsFollower(runtime, hub, 'guards'),
-              book: new GuardBook({
-                maxHops: config.WATCHDOG_MAX_HOPS,
-                maxAlternations: config.WATCHDOG_MAX_ALTERNATIONS,
-                circuitFailures: config.WATCHDOG_CIRCUIT_FAILURES,
-                circuitCooldownMs: config.WATCHDOG_CIRCUIT_COOLDOWN_MS,
-              }),
+              book,
               publish: inboxPublisher(client, runtime),
               actor: WATCHDOG_ACTOR,
               lapseSettleMs: config.WATCHDOG_LAPSE_SETTLE_MS,
             });
           },
+        },
+        { provide: GuardBook, useValue: new GuardBook(guardConfigOf(config)) },
+        {
+          provide: WatchdogSnapshots,
+          inject: [RUNTIME, EVENTS_HUB, GuardBook, GuardRunner, DeadlineTracker, HandoffDeadlineTracker],
+          useFactory: (
+            runtime: ServiceRuntime,
+            hub: FollowHub,
+            book: GuardBook,
+            runner: GuardRunner,
+            leases: DeadlineTracker,
+            deadlines: HandoffDeadlineTracker,
+          ) =>
+            new WatchdogSnapshots({
+              store: new SnapshotStore(runtime.nats, runtime.config.BATON_PREFIX, runtime.config.BATON_STREAM_REPLICAS),
+              jsm: runtime.nats.jsm,
+              eventsStream: batonStreamNames(runtime.config.BATON_PREFIX).events,
+              guardConfig: guardConfigOf(config),
+              intervalMs: config.WATCHDOG_SNAPSHOT_INTERVAL_MS,
+              instance: runtime.instance,
+              logger: runtime.logger.child({ component: 'snapshots' }),
+              parts: { book, runner, leases: leases.table, deadlines, position: () => hub.lastSeq() },
+            }),
         },
         {
           provide: HandoffDeadlineTracker,

@@ -26,7 +26,7 @@ export interface FollowHub {
   stop(): Promise<void>;
   /** How many followers share the hub. */
   followers(): number;
-  /** Stream sequence of the last message the hub handed over (to every follower it matched), 0 before the first or before it started. */
+  /** Stream sequence of the last message the hub handed over (to every follower it matched); before the first, the sequence before where it started (0 before it started). */
   lastSeq(): number;
   /** {@link StreamFollower.behind} of the shared follow: null before the hub started. */
   behind(): Promise<number | null>;
@@ -92,7 +92,7 @@ export function followHub(options: FollowHubOptions): FollowHub {
         opts,
         filter: opts.filterSubject === options.filterSubject ? null : opts.filterSubject,
         startSeq: opts.startSeq ?? 1,
-        lastSeq: 0,
+        lastSeq: Math.max(0, (opts.startSeq ?? 1) - 1),
         stopped: false,
       };
       members.push(member);

@@ -59,7 +59,9 @@ export async function followStream(opts: FollowOptions & { js: JetStreamClient; 
   let consumer: string | null = null;
   /** Stream sequence a re-created consumer starts at. */
   let resumeAt = opts.startSeq !== undefined && opts.startSeq > 1 ? opts.startSeq : 1;
-  let lastSeq = 0;
+  // Before the first message: the one before where it starts (the folds of a caller starting
+  // after a snapshot hold everything through it already).
+  let lastSeq = resumeAt - 1;
   let expectedDelivery = 1;
   /** Messages the open pull may still bring; 0 when no pull is open. */
   let open = 0;

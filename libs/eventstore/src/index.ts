@@ -53,7 +53,7 @@ export type {
   StoredEvent,
   CachedNextEvent,
 } from './store';
-export { Retention, Storage, DeliverFrom, DLQ_DEFAULTS, batonTopology, batonStreamNames, inboxSubjects, streamStem } from './topology';
+export { Retention, Storage, DeliverFrom, DLQ_DEFAULTS, batonTopology, batonStreamNames, inboxSubjects, streamStem, watchdogSnapshotStream } from './topology';
 export type { StreamSpec, ConsumerSpec, TopologySpec, BatonStreamNames, BatonTopologyOptions } from './topology';
 export { provision, retireConsumers, streamConfig, consumerConfig, isTransientApiError, PROVISION_RETRY_MS } from './provision';
 export type { ProvisionAction, ProvisionOptions, ProvisionReport, RetireAction, RetiredConsumer } from './provision';
@@ -84,6 +84,7 @@ export { heapWeight } from './heap-weight';
 export * from './dlq-admin';
 export { instrumentRunners, type RunnerIdentity, type RunnerInstrumentation } from './runner';
 export { streamReader, followStream, readStreamRange, FOLLOW_PULL_BYTES, FOLLOW_PULL_EXPIRES_MS } from './stream-reader';
+export { maxPayloadOf } from './pull-size';
 export { followHub, type FollowHub, type FollowHubOptions } from './follow-hub';
 export type {
   StoredMessage,

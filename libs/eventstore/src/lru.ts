@@ -83,6 +83,11 @@ export class LruCache<K, V> {
     }
   }
 
+  /** The entries, least recently used first, without refreshing any (a saved copy set again in this order ages alike). */
+  *oldestFirst(): IterableIterator<[K, V]> {
+    yield* this.entries;
+  }
+
   delete(key: K): void {
     if (this.weigh) {
       const weight = this.weights.get(key);

@@ -126,6 +126,7 @@ export function streamConfig(spec: StreamSpec): Partial<StreamConfig> {
   };
   if (spec.description !== undefined) cfg.description = spec.description;
   if (spec.maxMsgSize !== undefined) cfg.max_msg_size = spec.maxMsgSize;
+  if (spec.maxMsgsPerSubject !== undefined) cfg.max_msgs_per_subject = spec.maxMsgsPerSubject;
   return cfg;
 }
 

@@ -103,7 +103,7 @@ export interface StreamFollower {
   /** Resolves once every message stored when the follower started has been handed to `onMessage`. */
   readonly caughtUp: Promise<void>;
   isCaughtUp(): boolean;
-  /** Stream sequence of the last message handed over (0 before the first). */
+  /** Stream sequence of the last message handed over (before the first: the sequence before `startSeq`, 0 from the start). */
   lastSeq(): number;
   /**
    * How many messages of the filter are stored and not handed over yet (waiting on the server, or

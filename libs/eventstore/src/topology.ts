@@ -27,6 +27,8 @@ export interface StreamSpec {
   denyPurge?: boolean;
   /** Largest message the stream accepts, in bytes. */
   maxMsgSize?: number;
+  /** Most messages kept per subject (absent: no limit); the oldest of a subject go first. */
+  maxMsgsPerSubject?: number;
 }
 
 export const DeliverFrom = { all: 'all', new: 'new' } as const;
@@ -187,4 +189,13 @@ export function batonTopology(prefix: string, opts: BatonTopologyOptions = {}): 
     ],
     consumers: [],
   };
+}
+
+/**
+ * The watchdog's snapshot stream, `<PREFIX>_WATCHDOG` on `<prefix>.wd.>`: the watchdog's folded
+ * state saved now and then, so a restart reads the events stream from the snapshot's sequence
+ * instead of from the start (apps/watchdog/src/snapshot). Made by the watchdog on its first save.
+ */
+export function watchdogSnapshotStream(prefix: string): { name: string; subjects: string[] } {
+  return { name: `${streamStem(prefix)}_WATCHDOG`, subjects: [`${prefix}.wd.>`] };
 }

@@ -127,3 +127,32 @@ describe('DeadlineTable', () => {
     expect(table.takeDue(360_000 + n, n)).toHaveLength(n - 500);
   });
 });
+
+describe('DeadlineTable: saved and restored (the watchdog snapshot)', () => {
+  it('gives back every lease with its hold; each is due at its expiry or the end of its hold, one handed out is due again', () => {
+    const table = new DeadlineTable();
+    table.claim('h-1', 'p', 'c-1', 1_000, '00-abc-def-01');
+    table.claim('h-2', 'p', 'c-2', 2_000);
+    table.claim('h-3', 'q', 'c-3', 3_000);
+    expect(table.answer('p', 'h-2', 'c-2', 5_000)).toBe(true);
+    expect(table.takeDue(1_500, 10).map((d) => d.handoffId)).toEqual(['h-1']); // in flight when saved
+    const saved = JSON.parse(JSON.stringify(table.save())) as ReturnType<DeadlineTable['save']>;
+    expect(saved).toEqual(
+      expect.arrayContaining([
+        { handoffId: 'h-1', project: 'p', claimId: 'c-1', leaseExpiresAt: 1_000, traceparent: '00-abc-def-01', holdUntil: 0 },
+        { handoffId: 'h-2', project: 'p', claimId: 'c-2', leaseExpiresAt: 2_000, holdUntil: 7_000 },
+      ]),
+    );
+    const restored = new DeadlineTable();
+    restored.claim('h-gone', 'p', 'c-x', 10);
+    restored.restore(saved);
+    expect(restored.size).toBe(3);
+    expect(restored.get('p', 'h-gone')).toBeUndefined();
+    expect(restored.takeDue(3_500, 10).map((d) => d.handoffId)).toEqual(['h-1', 'h-3']);
+    expect(restored.takeDue(6_999, 10)).toEqual([]);
+    expect(restored.takeDue(7_000, 10).map((d) => d.handoffId)).toEqual(['h-2']);
+    // The hold still applies to the claim it was put on after the restore: a refused requeue keeps it.
+    restored.postpone('p', 'h-2', 'c-2', 7_100);
+    expect(restored.get('p', 'h-2')).toMatchObject({ claimId: 'c-2', leaseExpiresAt: 2_000 });
+  });
+});

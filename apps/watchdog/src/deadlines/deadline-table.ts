@@ -49,6 +49,11 @@ function deadlineOf(entry: Entry): Deadline {
   return traceparent !== undefined ? { handoffId, project, claimId, leaseExpiresAt, traceparent } : { handoffId, project, claimId, leaseExpiresAt };
 }
 
+/** One entry as saved in the watchdog's snapshot: its lease, and the hold an answer put on it (0: none). */
+export interface SavedDeadline extends Deadline {
+  holdUntil: number;
+}
+
 /** The key of a handoff in the watchdog's tables: neither project keys nor ids hold a `/`. */
 export function keyOf(project: string, handoffId: string): string {
   return `${project}/${handoffId}`;
@@ -172,6 +177,28 @@ export class DeadlineTable {
     const entry = this.entries.get(key);
     if (!entry || entry.claimId !== claimId || entry.scheduled) return;
     this.reschedule(key, entry, Math.max(until, entry.leaseExpiresAt));
+  }
+
+  /** Every entry, with its hold (the watchdog's snapshot); when each is next due follows from them. */
+  save(): SavedDeadline[] {
+    return [...this.entries.values()].map((entry) => ({ ...deadlineOf(entry), holdUntil: entry.holdUntil }));
+  }
+
+  /**
+   * Replace the table with saved entries: each due at its expiry or the end of its hold, whichever
+   * is later (one handed out for a request when it was saved is due again: asking twice is safe).
+   */
+  restore(saved: readonly SavedDeadline[]): void {
+    this.clear();
+    for (const { handoffId, project, claimId, leaseExpiresAt, traceparent, holdUntil } of saved) {
+      this.claim(handoffId, project, claimId, leaseExpiresAt, traceparent);
+      if (holdUntil > 0) {
+        const key = keyOf(project, handoffId);
+        const entry = this.entries.get(key) as Entry;
+        entry.holdUntil = holdUntil;
+        if (entry.dueAt < holdUntil) this.reschedule(key, entry, holdUntil);
+      }
+    }
   }
 
   /** Forget everything (used before a rebuild from the stream). */

@@ -50,11 +50,15 @@ export class DeadlineTracker {
     this.table = opts.table ?? new DeadlineTable();
   }
 
-  /** Start following the stream (idempotent). Resolves once the consumer exists, before the replay ends. */
-  async start(): Promise<void> {
+  /**
+   * Start following the stream (idempotent) from `startSeq` (default 1: the whole history; after a
+   * restored snapshot, the sequence after it). Resolves once the consumer exists, before the replay ends.
+   */
+  async start(startSeq = 1): Promise<void> {
     if (this.follower) return;
     this.follower = await followOf(this.opts)({
       filterSubject: Subjects.aggregateKind(this.opts.prefix, 'handoff'),
+      startSeq,
       onMessage: (message) => this.apply(message),
       onError: (error, message) => {
         this.skipped++;

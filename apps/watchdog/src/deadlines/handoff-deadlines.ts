@@ -3,7 +3,7 @@ import { decodeEvent, TRACEPARENT_HEADER, type NatsJetStream } from '@baton/even
 import type { JsonLogger } from '@baton/platform';
 import type { RequeueCall, RequeueLedger, RequeueReply } from '../requeue/requeue-port';
 import { followOf, type Follow, type FollowedMessage, type StreamFollower } from '../stream/stream-follower';
-import { DeadlineTable, keyOf } from './deadline-table';
+import { DeadlineTable, keyOf, type SavedDeadline } from './deadline-table';
 
 /** The pseudo claim id under which a handoff's deadline sits in its {@link DeadlineTable}. */
 export const DEADLINE_SLOT = 'deadline';
@@ -21,6 +21,12 @@ const CLEARS = new Set([
   'handoff.archived',
 ]);
 
+/** What {@link HandoffDeadlineTracker.save} gives: `[key, project, deadline ms]` per open handoff with a deadline, and the table. */
+export interface SavedHandoffDeadlines {
+  known: Array<[string, string, number]>;
+  table: SavedDeadline[];
+}
+
 /**
  * Keeps a {@link DeadlineTable} of the handoffs that have a `deadline_at` and are still open
  * (pending or claimed; a reworked handoff is open again). Rebuilt from the events stream on every
@@ -34,10 +40,12 @@ export class HandoffDeadlineTracker {
 
   constructor(private readonly opts: { js: NatsJetStream; stream: string; follow?: Follow; prefix: string; registry: EventRegistry; logger: JsonLogger }) {}
 
-  async start(): Promise<void> {
+  /** Start following the stream, from `startSeq` (default 1: the whole history; after a restored snapshot, the sequence after it). */
+  async start(startSeq = 1): Promise<void> {
     if (this.follower) return;
     this.follower = await followOf(this.opts)({
       filterSubject: Subjects.aggregateKind(this.opts.prefix, 'handoff'),
+      startSeq,
       onMessage: (message) => this.apply(message),
       onError: (error, message) =>
         this.opts.logger.error('handoff event could not be applied to the deadlines', { subject: message.subject, seq: message.seq, err: String(error) }),
@@ -46,6 +54,18 @@ export class HandoffDeadlineTracker {
 
   async caughtUp(): Promise<void> {
     await this.follower?.caughtUp;
+  }
+
+  /** What the tracker holds: the deadlines of open handoffs, and the table of those not returned (the watchdog's snapshot). */
+  save(): SavedHandoffDeadlines {
+    return { known: [...this.deadlines].map(([key, { project, at }]) => [key, project, at]), table: this.table.save() };
+  }
+
+  /** Replace what the tracker holds with a saved state (before it starts). */
+  restore(saved: SavedHandoffDeadlines): void {
+    this.deadlines.clear();
+    for (const [key, project, at] of saved.known) this.deadlines.set(key, { project, at });
+    this.table.restore(saved.table);
   }
 
   async stop(): Promise<void> {

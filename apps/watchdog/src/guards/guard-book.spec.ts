@@ -320,3 +320,86 @@ describe('GuardBook: the failure of a returnable child opens the circuit without
     ]);
   });
 });
+
+describe('GuardBook: saved and restored (the watchdog snapshot)', () => {
+  const at = '2026-12-01T10:00:00.000Z';
+  const event = (id: string, type: string, kind: 'run' | 'handoff', aggregate: string, payload: Record<string, unknown>) =>
+    guardFactOf({ id, type, project: 'acme', aggregate: { kind, id: aggregate }, occurredAt: at, payload })!;
+  const routed = (run: string, hop: number, from: string | null, to: string) =>
+    event(`e-r-${run}-${hop}`, 'run.routed', 'run', run, {
+      target: { agent: to, step: 's' },
+      from: from === null ? null : { agent: from, step: 's' },
+      handoff_id: `${run}-h${hop}`,
+      hop,
+      cause: { kind: 'result', id: `res-${run}-${hop}` },
+      routed_at: at,
+      decision: {
+        rule: 'task',
+        dispatch: { status: 'advance', reason: null, origin: 'agent' },
+        callback_after: null,
+        outcome: 'dispatch',
+        target: { agent: to, step: 's' },
+      },
+    });
+  /** Runs ping-ponging, handoffs claimed, lapsed, abandoned and answered late: every map and both LRU sets get entries. */
+  const history = () => {
+    const facts = [];
+    for (const n of [1, 2, 3, 4]) {
+      const h = `h-${n}`;
+      facts.push(
+        event(`e-c${n}`, 'handoff.created', 'handoff', h, { handoff_id: h, project: 'acme', kind: 'task', to_agent: 'slow', workflow_run_id: `wr-${n % 2}` }),
+      );
+      facts.push(event(`e-cl${n}`, 'handoff.claimed', 'handoff', h, { claimed_by: 'slow', claim_id: `c-${n}`, lease_expires_at: at, at }));
+      facts.push(routed(`wr-${n % 2}`, n, n === 1 ? null : 'a', n % 2 === 0 ? 'a' : 'b'));
+      if (n % 2 === 0) facts.push(event(`e-a${n}`, 'handoff.abandoned', 'handoff', h, { abandoned_by: 'olga', reason: 'withdrawn', at }));
+      else
+        facts.push(
+          event(`e-l${n}`, 'handoff.lease_expired', 'handoff', h, { claim_id: `c-${n}`, expired_claimer: 'slow', lease_expires_at: at, retry_count: 1, at }),
+        );
+      facts.push(
+        event(`e-rj${n}`, 'run.result_rejected', 'run', `wr-${n % 2}`, {
+          result_id: `r-${n}`,
+          agent: 'slow',
+          code: 'stale_handoff',
+          message: 'late',
+          rejected_at: at,
+          refused: 'result',
+          handoff_id: h,
+          claim_id: `c-${n}`,
+        }),
+      );
+    }
+    for (let hop = 5; hop <= 9; hop++) facts.push(routed('wr-1', hop, hop % 2 === 0 ? 'a' : 'b', hop % 2 === 0 ? 'b' : 'a'));
+    return facts;
+  };
+
+  it('a book restored from what another saved at any point decides the rest of the events as that one does, and ends the same', () => {
+    const config = { ...DefaultGuardConfig, circuitFailures: 2, maxAlternations: 3 };
+    const facts = history();
+    const whole = new GuardBook(config);
+    const wholeStops = facts.map((fact) => whole.applyFact(fact));
+    expect(wholeStops.flat().length).toBeGreaterThan(0);
+    for (let cut = 0; cut <= facts.length; cut++) {
+      const before = new GuardBook(config);
+      facts.slice(0, cut).forEach((fact) => before.applyFact(fact));
+      const restored = new GuardBook(config);
+      restored.restore(JSON.parse(JSON.stringify(before.save())));
+      expect(facts.slice(cut).map((fact) => restored.applyFact(fact))).toEqual(wholeStops.slice(cut));
+      expect(restored.save()).toEqual(whole.save());
+      expect(restored.status()).toEqual(whole.status());
+    }
+  });
+
+  it('restoring replaces what the book held; the LRU sets keep their order, so the same entries are evicted first', () => {
+    const book = new GuardBook(DefaultGuardConfig);
+    history().forEach((fact) => book.applyFact(fact));
+    const saved = book.save();
+    expect(saved.counted.length).toBeGreaterThan(1);
+    expect(saved.withdrawn.length).toBeGreaterThan(1);
+    const other = new GuardBook(DefaultGuardConfig);
+    other.applyFact(event('e-x', 'handoff.created', 'handoff', 'h-x', { handoff_id: 'h-x', project: 'acme', kind: 'task', to_agent: 'x' }));
+    other.restore(saved);
+    expect(other.save()).toEqual(saved);
+    expect(other.runOfHandoff('acme', 'h-x')).toBeUndefined();
+  });
+});

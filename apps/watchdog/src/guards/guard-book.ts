@@ -20,7 +20,7 @@ import { LruCache } from '@baton/eventstore';
  */
 export const COUNTED_CLAIMS_KEPT = 16_384;
 
-interface HandoffInfo {
+export interface HandoffInfo {
   /** The addressee, then whoever last claimed it (whose success a return or result is). */
   agent?: string;
   /** Who holds the claim now (cleared when a lapse requeues it): the only agent a failure can be charged to. */
@@ -43,6 +43,19 @@ function cappedHandoff(key: string, info: HandoffInfo | undefined): { capped_han
 /** The run fields of a circuit input for a handoff's outcome (none when the handoff names no run). */
 function runOf(info: HandoffInfo | undefined): { run?: string; run_project?: string } {
   return info?.run !== undefined ? { run: info.run.workflow_run_id, run_project: info.run.project } : {};
+}
+
+/**
+ * Everything the book holds, as plain JSON (the watchdog's saved snapshot, apps/watchdog/src/snapshot):
+ * the maps as entry lists, the two LRU sets least recently used first, so a book restored from it
+ * decides and evicts exactly as the book it was taken from.
+ */
+export interface GuardBookState {
+  runs: Array<[string, RunGuardState]>;
+  circuits: Array<[string, CircuitState]>;
+  handoffs: Array<[string, HandoffInfo]>;
+  counted: string[];
+  withdrawn: Array<[string, string]>;
 }
 
 /** A snapshot of what the book tracks (status endpoint, tests). */
@@ -200,6 +213,34 @@ export class GuardBook {
 
   circuitOf(project: string, agent: string): CircuitState | undefined {
     return this.circuits.get(`${project}/${agent}`);
+  }
+
+  /**
+   * Everything the book holds (see {@link GuardBookState}). The lists are new, their states the
+   * book's own (the steps replace a state, never change one): serialize it before the next event.
+   */
+  save(): GuardBookState {
+    return {
+      runs: [...this.runs],
+      circuits: [...this.circuits],
+      handoffs: [...this.handoffs],
+      counted: [...this.counted.oldestFirst()].map(([key]) => key),
+      withdrawn: [...this.withdrawn.oldestFirst()],
+    };
+  }
+
+  /** Replace what the book holds with a saved state (taken by {@link save}, under the same config). */
+  restore(state: GuardBookState): void {
+    this.runs.clear();
+    this.circuits.clear();
+    this.handoffs.clear();
+    this.counted.clear();
+    this.withdrawn.clear();
+    for (const [key, run] of state.runs) this.runs.set(key, run);
+    for (const [key, circuit] of state.circuits) this.circuits.set(key, circuit);
+    for (const [key, info] of state.handoffs) this.handoffs.set(key, info);
+    for (const key of state.counted) this.counted.set(key, true);
+    for (const [key, claimer] of state.withdrawn) this.withdrawn.set(key, claimer);
   }
 
   status(): GuardBookStatus {

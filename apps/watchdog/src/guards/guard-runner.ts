@@ -147,10 +147,12 @@ export class GuardRunner {
 
   constructor(private readonly opts: GuardRunnerOptions) {}
 
-  async start(): Promise<void> {
+  /** Start following the stream from `startSeq` (default 1: the whole history; after a restored snapshot, the sequence after it). */
+  async start(startSeq = 1): Promise<void> {
     if (this.follower) return;
     this.follower = await followOf(this.opts)({
       filterSubject: Subjects.events(this.opts.prefix),
+      startSeq,
       onMessage: (message) => this.onMessage(message),
       onError: (error, message) =>
         this.opts.logger.error('event could not be applied to the guards', { subject: message.subject, seq: message.seq, err: String(error) }),
@@ -176,6 +178,15 @@ export class GuardRunner {
 
   async caughtUp(): Promise<void> {
     await this.follower?.caughtUp;
+  }
+
+  /**
+   * Nothing owed: caught up, no stop or escalation held or being asked for. Only then is the book
+   * saved (the watchdog's snapshot): a stop still owed when the book was saved would be lost by a
+   * restart from it, since the book says the guard has tripped.
+   */
+  idle(): boolean {
+    return (this.follower?.isCaughtUp() ?? false) && this.held.length === 0 && this.heldEscalations.length === 0 && this.inFlight.size === 0;
   }
 
   async stop(): Promise<void> {

@@ -39,6 +39,32 @@ describe('permissionsFor: replies go to inboxes only', () => {
   });
 });
 
+describe("permissionsFor: the watchdog's snapshots are the watchdog's alone", () => {
+  it('only the watchdog may publish on <prefix>.wd.> and make, read or purge <PREFIX>_WATCHDOG; nobody else names them', () => {
+    const watchdog = permissionsFor('baton', Principals.service('watchdog')).pub.allow ?? [];
+    expect(watchdog).toEqual(
+      expect.arrayContaining([
+        'baton.wd.>',
+        '$JS.API.STREAM.CREATE.BATON_WATCHDOG',
+        '$JS.API.STREAM.PURGE.BATON_WATCHDOG',
+        '$JS.API.STREAM.MSG.GET.BATON_WATCHDOG',
+      ]),
+    );
+    // The purge is its snapshot stream's only: none of Baton's other streams.
+    expect(watchdog.filter((subject) => subject.startsWith('$JS.API.STREAM.PURGE.'))).toEqual(['$JS.API.STREAM.PURGE.BATON_WATCHDOG']);
+    for (const principal of [
+      Principals.agent('acme', 'support'),
+      Principals.service('router'),
+      Principals.service('ledger'),
+      Principals.service('notifier'),
+      Principals.operator('notifier'),
+    ]) {
+      const allowed = permissionsFor('baton', principal).pub.allow ?? [];
+      expect({ principal, named: allowed.filter((subject) => subject.includes('.wd.') || subject.includes('WATCHDOG')) }).toEqual({ principal, named: [] });
+    }
+  });
+});
+
 describe('ensureServiceCreds: credentials that grant what an earlier version granted are issued again', () => {
   it('keeps current service credentials and reissues one whose permissions differ (a ledger user with allow_responses)', () => {
     const dir = mkdtempSync(join(tmpdir(), 'baton-creds-'));

@@ -1,5 +1,5 @@
 import { inboxPrefixOf, principalTokens, type Principal } from '@baton/contracts';
-import { streamStem } from '../topology';
+import { streamStem, watchdogSnapshotStream } from '../topology';
 import type { UserPermissions } from './jwt';
 
 /*
@@ -22,6 +22,7 @@ import type { UserPermissions } from './jwt';
  *   P.cmd.router.<project>.publish_definition   the admin
  *   P.notice.<project>                          human action notices: the notifier
  *   P.dlq.<source>                              dead letters: the services; P.dlq._redriven (markers): the admin
+ *   P.wd.>                                      the watchdog's snapshots (stream <PREFIX>_WATCHDOG): only the watchdog
  */
 
 /** Stream names the permissions refer to. */
@@ -65,6 +66,19 @@ function serviceJetStream(prefix: string, opts: { claimRates?: boolean } = {}): 
   api.push('$JS.FC.>');
   if (opts.claimRates) api.push(`$KV.${s.claimRatesBucket}.>`);
   return api;
+}
+
+/** The watchdog's own snapshot stream: publish its subjects, make and read the stream, purge its old chunks. */
+function watchdogSnapshotApi(prefix: string): string[] {
+  const { name, subjects } = watchdogSnapshotStream(prefix);
+  return [
+    ...subjects,
+    `$JS.API.STREAM.INFO.${name}`,
+    `$JS.API.STREAM.CREATE.${name}`,
+    `$JS.API.STREAM.UPDATE.${name}`,
+    `$JS.API.STREAM.MSG.GET.${name}`,
+    `$JS.API.STREAM.PURGE.${name}`,
+  ];
 }
 
 /**
@@ -149,7 +163,17 @@ export function permissionsFor(prefix: string, principal: Principal): UserPermis
           };
         case 'watchdog':
           return {
-            pub: { allow: [`${prefix}.in.*.stop`, `${prefix}.cmd.ledger.*.svc.watchdog.*`, `${prefix}.dlq.>`, ...serviceJetStream(prefix)], deny: common.deny },
+            pub: {
+              allow: [
+                `${prefix}.in.*.stop`,
+                `${prefix}.cmd.ledger.*.svc.watchdog.*`,
+                `${prefix}.dlq.>`,
+                ...serviceJetStream(prefix),
+                // Its snapshots (apps/watchdog/src/snapshot): chunks and head written, read back, old chunks purged.
+                ...watchdogSnapshotApi(prefix),
+              ],
+              deny: common.deny,
+            },
             sub: common.sub,
           };
         case 'notifier':
