@@ -5,7 +5,8 @@ import { writeFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { batonStreamNames, connectNats } from '@baton/eventstore';
-import { freePort, startService, type ServiceProcess } from '@baton/testing';
+import { freePort, startService, stopService, type ServiceProcess } from '@baton/testing';
+import { waitFor } from '@baton/wait';
 
 const NATS_URL = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
 
@@ -80,4 +81,45 @@ describe('a service that cannot start says why in one line', () => {
     expect(output).toContain('NATS_URL: "nats://127.0.0.1:99999" is not a valid URL');
     expect(output).not.toMatch(/\n\s+at /);
   }, 30_000);
+});
+
+describe('a service that starts with a setting of its own it does not read', () => {
+  it('names it in a warn line, with the known name nearest to it, and serves on with the default', async () => {
+    const prefix = `t${randomBytes(5).toString('hex')}`;
+    const port = await freePort();
+    const service = startService('watchdog', port, {
+      NATS_URL,
+      BATON_NATS_AUTH: 'none',
+      BATON_PREFIX: prefix,
+      LOG_LEVEL: 'warn',
+      LOG_FORMAT: 'json',
+      WATCHDOG_SNAPSHOT_INTERVAL: '1000',
+    });
+    try {
+      const line = await waitFor(
+        async () =>
+          service.output
+            .join('')
+            .split('\n')
+            .find((text) => text.includes('WATCHDOG_SNAPSHOT_INTERVAL (did you mean WATCHDOG_SNAPSHOT_INTERVAL_MS?)')),
+        'the warn line',
+        { timeoutMs: 20_000 },
+      );
+      expect(JSON.parse(line)).toMatchObject({
+        level: 'warn',
+        service: 'watchdog',
+        variables: ['WATCHDOG_SNAPSHOT_INTERVAL (did you mean WATCHDOG_SNAPSHOT_INTERVAL_MS?)'],
+      });
+      await waitFor(
+        async () => ((await fetch(`http://127.0.0.1:${port}/health/ready`).catch(() => null))?.status === 200 ? true : undefined),
+        'the watchdog ready',
+      );
+    } finally {
+      await stopService(service);
+      const nats = await connectNats({ servers: NATS_URL, reconnect: false });
+      const names = batonStreamNames(prefix);
+      for (const name of [names.events, names.inbox, names.dlq]) await nats.jsm.streams.delete(name).catch(() => undefined);
+      await nats.close();
+    }
+  }, 40_000);
 });

@@ -1,6 +1,6 @@
 import { DlqSources, batonStreamNames } from '@baton/eventstore';
 import { runService, type RunningService } from '@baton/platform';
-import { loadLedgerConfig } from './config';
+import { LedgerConfigSchema, loadLedgerConfig } from './config';
 import { LedgerModule, type LedgerOptions } from './ledger.module';
 import { HANDOFF_EVENTS_PATTERN, REACTOR_DURABLE } from './reactor/handoff-reactor.controller';
 import { PROJECT_EVENTS_PATTERN, PROJECT_REACTOR_DURABLE } from './reactor/project-reactor.controller';
@@ -25,6 +25,7 @@ export const LEDGER_FOLD_CACHE_MB = 16;
 export async function startLedger(env: Record<string, string | undefined> = process.env, options: LedgerOptions = {}): Promise<RunningService> {
   const config = loadLedgerConfig(env);
   return runService({
+    ownSettings: Object.keys(LedgerConfigSchema.shape),
     service: 'ledger',
     defaultPort: LEDGER_PORT,
     // The ledger keeps nothing in Redis (its state is the event stream and NATS KV): no connection,

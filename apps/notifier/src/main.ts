@@ -2,6 +2,7 @@ import { ConfigError, exitOnStartFailure, registerProjectionGauges, runService, 
 import { PROJECTION_STORE } from './projection/tokens';
 import { ApiExceptionFilter } from './api/http';
 import { NotifierModule } from './notifier.module';
+import { NotifierConfigSchema } from './notifier.config';
 import { isApiPath } from './http/private-responses';
 
 /** The notifier's default HTTP port (operator API, OpenAPI document, health). */
@@ -25,6 +26,7 @@ export async function startNotifier(env?: Record<string, string | undefined>): P
     throw error;
   }
   return runService({
+    ownSettings: Object.keys(NotifierConfigSchema.shape),
     service: 'notifier',
     defaultPort: NOTIFIER_PORT,
     imports: [notifier],

@@ -1,5 +1,5 @@
 import { runService, type RunningService } from '@baton/platform';
-import { loadWatchdogConfig } from './config';
+import { loadWatchdogConfig, WatchdogConfigSchema } from './config';
 import type { RequeueOutcome } from './requeue/requeue-loop';
 import { WatchdogModule } from './watchdog.module';
 
@@ -25,6 +25,7 @@ export async function startWatchdog(opts: StartWatchdogOptions = {}): Promise<Ru
   const env = opts.env ?? process.env;
   const config = loadWatchdogConfig(env);
   return runService({
+    ownSettings: Object.keys(WatchdogConfigSchema.shape),
     service: 'watchdog',
     defaultPort: WATCHDOG_DEFAULT_PORT,
     redis: false,

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { BaseConfigSchema, checkNatsAuth, ConfigError, envInt, loadConfig, loadServiceSettings } from './config';
+import { BaseConfigSchema, checkNatsAuth, ConfigError, envInt, loadConfig, loadServiceSettings, unknownOwnVariables } from './config';
 
 describe('configuration is validated at start with a clear message', () => {
   it('applies the documented defaults', () => {
@@ -117,5 +117,31 @@ describe('NATS authentication at start', () => {
     expect(() => checkNatsAuth(loadConfig(BaseConfigSchema, { NATS_CREDS: '/run/secrets/router.creds' }), 'router')).not.toThrow();
     expect(() => checkNatsAuth(loadConfig(BaseConfigSchema, { BATON_NATS_AUTH: 'none' }), 'router')).not.toThrow();
     expect(() => loadConfig(BaseConfigSchema, { BATON_NATS_AUTH: 'off' })).toThrow(/BATON_NATS_AUTH/);
+  });
+});
+
+describe('unknownOwnVariables: a misspelt setting of the service is named at start, not ignored in silence', () => {
+  const known = ['WATCHDOG_TICK_MS', 'WATCHDOG_SNAPSHOT_INTERVAL_MS', 'WATCHDOG_MAX_HOPS'];
+
+  it('names every variable of the own prefix the service does not read, with the known name nearest to a misspelling', () => {
+    const env = {
+      WATCHDOG_SNAPSHOT_INTERVAL: '1000',
+      WATCHDOG_MAX_HOP: '9',
+      WATCHDOG_TICK_MS: '100',
+      WATCHDOG_SOMETHING_ELSE_ENTIRELY: '1',
+      LEDGER_LEASE_MS: '5',
+      BATON_PREFIX: 'baton',
+      WATCHDOG_UNSET: undefined,
+    };
+    expect(unknownOwnVariables('watchdog', known, env)).toEqual([
+      { variable: 'WATCHDOG_MAX_HOP', nearest: 'WATCHDOG_MAX_HOPS' },
+      { variable: 'WATCHDOG_SNAPSHOT_INTERVAL', nearest: 'WATCHDOG_SNAPSHOT_INTERVAL_MS' },
+      { variable: 'WATCHDOG_SOMETHING_ELSE_ENTIRELY' },
+    ]);
+  });
+
+  it('a service with no settings of its own (the router) names every ROUTER_ variable; nothing when all are known', () => {
+    expect(unknownOwnVariables('router', [], { ROUTER_CONCURRENCY: '8' })).toEqual([{ variable: 'ROUTER_CONCURRENCY' }]);
+    expect(unknownOwnVariables('watchdog', known, { WATCHDOG_TICK_MS: '100', NATS_URL: 'nats://127.0.0.1:4222' })).toEqual([]);
   });
 });

@@ -212,3 +212,51 @@ export function loadServiceSettings<S extends z.ZodObject>(schema: S, env: Recor
   loadConfig(BaseConfigSchema.extend(schema.shape), env);
   return loadConfig(schema, env);
 }
+
+/** A variable of a service's own prefix that it does not read, with the known name nearest to it (a misspelling), if any. */
+export interface UnknownVariable {
+  variable: string;
+  nearest?: string;
+}
+
+/**
+ * The variables of `env` under the service's own prefix (`LEDGER_`, `WATCHDOG_`…: its name in
+ * capitals) that are not among `known`: a misspelt setting is otherwise ignored without a word and
+ * its default used. Each comes with the known name nearest to it when one is close (at most a
+ * third of the name's length of single-character edits away).
+ */
+export function unknownOwnVariables(service: string, known: readonly string[], env: Record<string, string | undefined>): UnknownVariable[] {
+  const prefix = `${service.toUpperCase()}_`;
+  const knownSet = new Set(known);
+  const unknown: UnknownVariable[] = [];
+  for (const variable of Object.keys(env).sort()) {
+    if (!variable.startsWith(prefix) || knownSet.has(variable) || env[variable] === undefined) continue;
+    let nearest: string | undefined;
+    let best = Math.floor(variable.length / 3) + 1;
+    for (const name of known) {
+      const distance = editDistance(variable, name, best);
+      if (distance < best) [best, nearest] = [distance, name];
+    }
+    unknown.push(nearest !== undefined ? { variable, nearest } : { variable });
+  }
+  return unknown;
+}
+
+/** Single-character insertions, deletions and substitutions from `a` to `b`; `bound` or more once it is sure to be. */
+function editDistance(a: string, b: string, bound: number): number {
+  if (Math.abs(a.length - b.length) >= bound) return bound;
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const row = [i];
+    let rowMin = i;
+    for (let j = 1; j <= b.length; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      const value = Math.min((previous[j] as number) + 1, (row[j - 1] as number) + 1, (previous[j - 1] as number) + cost);
+      row.push(value);
+      rowMin = Math.min(rowMin, value);
+    }
+    if (rowMin >= bound) return bound;
+    previous = row;
+  }
+  return previous[b.length] as number;
+}

@@ -2,7 +2,7 @@ import 'reflect-metadata';
 import { DynamicModule, ExceptionFilter, INestApplication, Module, Type } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { z } from 'zod';
-import { BaseConfigSchema, checkNatsAuth, ConfigError, envInt, loadConfig } from '../config/config';
+import { BaseConfigSchema, checkNatsAuth, ConfigError, envInt, loadConfig, unknownOwnVariables } from '../config/config';
 import { HealthModule } from '../health/health';
 import { JsonLogger } from '../logging/logger';
 import { installTracing, instrumentNats, instrumentRunners } from '@baton/eventstore';
@@ -42,6 +42,12 @@ export interface RunServiceOptions {
   /** Called after everything listens (e.g. start timers). */
   afterStart?: (app: INestApplication, runtime: ServiceRuntime<ServiceConfig>) => Promise<void> | void;
   env?: Record<string, string | undefined>;
+  /**
+   * The names of the service's own settings (its `<SERVICE>_*` variables): any other variable of
+   * that prefix in the environment is logged at start as ignored (a misspelt name), with the
+   * nearest known name. Absent: the service reads none of its own (the router).
+   */
+  ownSettings?: readonly string[];
   /** The service's HTTP exception filter; it also sees errors raised before a controller runs (body parsing). */
   httpExceptionFilter?: ExceptionFilter;
   /**
@@ -96,6 +102,12 @@ export async function runService(opts: RunServiceOptions): Promise<RunningServic
   });
   metrics.watchFoldCache(() => runtime.store.foldCache());
   const logger: JsonLogger = runtime.logger;
+  const unknown = unknownOwnVariables(opts.service, opts.ownSettings ?? [], env);
+  if (unknown.length > 0) {
+    logger.warn(`variables of the ${opts.service}'s own prefix that it does not read are ignored (a misspelt name keeps the default)`, {
+      variables: unknown.map((u) => (u.nearest !== undefined ? `${u.variable} (did you mean ${u.nearest}?)` : u.variable)),
+    });
+  }
   // Every consumer runner on this connection: trace context per message, latency, outcomes, lag.
   const runners = runnerInstrumentation(metrics, { jsm: runtime.nats.jsm, prefix: config.BATON_PREFIX });
   instrumentRunners(runtime.nats.js, runners);
