@@ -368,12 +368,24 @@ describe('ledger identity (real NATS): the subject names the caller; the body ne
     expect(first).toEqual({ ok: true, stream: inbox, durable });
     const info = await nats.jsm.consumers.info(inbox, durable);
     expect(info.config).toMatchObject({ filter_subject: `${prefix}.in.${P}.offer.bob`, ack_wait: 20_000 * 1_000_000, durable_name: durable });
+    // Unused for longer than the inbox keeps an offer (and a day), the server deletes it: a returning agent's new one delivers the same.
+    const inboxMaxAge = (await nats.jsm.streams.info(inbox)).config.max_age;
+    expect(inboxMaxAge).toBeGreaterThan(0);
+    expect(info.config.inactive_threshold).toBe(inboxMaxAge + 24 * 60 * 60 * 1_000 * 1_000_000);
     // Again (another replica): the same durable, nothing new.
     expect(await client.openOffers(P, { ack_wait_ms: 20_000 }, as('bob'))).toEqual(first);
     expect((await nats.jsm.consumers.info(inbox, durable)).created).toBe(info.created);
     // A replica that asks no ack wait keeps the one asked before (it used to reset it to the default for every replica).
     expect(await client.openOffers(P, {}, as('bob'))).toEqual(first);
     expect((await nats.jsm.consumers.info(inbox, durable)).config.ack_wait).toBe(20_000 * 1_000_000);
+    // A durable an earlier ledger made, kept for good, gets the threshold in place (same cursor, same creation).
+    const carol = offerDurableName(P, 'carol');
+    await nats.jsm.consumers.add(inbox, { durable_name: carol, filter_subject: `${prefix}.in.${P}.offer.carol`, ack_policy: AckPolicy.Explicit });
+    const before = await nats.jsm.consumers.info(inbox, carol);
+    expect(before.config.inactive_threshold ?? 0).toBe(0);
+    expect(await client.openOffers(P, {}, as('carol'))).toEqual({ ok: true, stream: inbox, durable: carol });
+    const after = await nats.jsm.consumers.info(inbox, carol);
+    expect([after.created, after.config.inactive_threshold]).toEqual([before.created, info.config.inactive_threshold]);
     // The body cannot widen the filter or name another agent; the ack wait is bounded.
     expect((await send(Principals.agent(P, 'bob'), 'open_offers', { filter_subject: `${prefix}.in.>` })).reply).toMatchObject({
       error: { code: 'schema_violation' },

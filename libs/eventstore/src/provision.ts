@@ -142,6 +142,7 @@ export function consumerConfig(spec: ConsumerSpec): Partial<ConsumerConfig> {
   };
   if (spec.filterSubject !== undefined) cfg.filter_subject = spec.filterSubject;
   if (spec.description !== undefined) cfg.description = spec.description;
+  if (spec.inactiveThresholdMs !== undefined && spec.inactiveThresholdMs > 0) cfg.inactive_threshold = nanos(spec.inactiveThresholdMs);
   return cfg;
 }
 

@@ -58,6 +58,11 @@ export interface ConsumerSpec {
   maxDeliver?: number;
   /** Most unacknowledged messages outstanding at once (default 1000). */
   maxAckPending?: number;
+  /**
+   * The server deletes the durable once nobody has pulled from it or acknowledged for this long, in
+   * ms (nats-server 2.9 honours it on durables; absent: kept until deleted).
+   */
+  inactiveThresholdMs?: number;
 }
 
 export type TopologySpec = { streams: StreamSpec[]; consumers: ConsumerSpec[] };

@@ -18,7 +18,8 @@ export interface OfferConsumer {
  * The durable is `offerDurableName` (`offers-<n>-<project>-<agent>`) on the inbox stream, its filter pinned to
  * `<prefix>.in.<project>.offer.<agent>` of the principal the command SUBJECT names (never the
  * body), deliver-all (or after `start_after_seq` when the agent re-opens a durable it lost), explicit
- * ack, the asked ack wait (bounded by the contract). Idempotent: every
+ * ack, the asked ack wait (bounded by the contract), deleted by the server once unused for longer
+ * than the inbox keeps an offer (see `unusedKeptMs`). Idempotent: every
  * replica of the agent opens the same durable; an existing one is left as it is, or updated when
  * an ack wait is asked that differs from its own — a request that asks none keeps the durable's
  * (a replica starting without one does not reset what another asked for all of them). A durable of that name with another filter was not made by the ledger and
@@ -26,6 +27,9 @@ export interface OfferConsumer {
  */
 @Injectable()
 export class OfferConsumers {
+  /** How long an unused offers durable is kept (null: for good), read once from the inbox stream. */
+  private keepUnused: Promise<number | null> | null = null;
+
   constructor(@Inject(RUNTIME) private readonly runtime: ServiceRuntime) {}
 
   async open(project: string, agent: string, askedAckWaitMs?: number, startAfterSeq?: number): Promise<OfferConsumer> {
@@ -64,6 +68,7 @@ export class OfferConsumers {
             // Made again after it was lost: from where the agent's reader had acknowledged.
             ...(startAfterSeq !== undefined ? { startAfterSeq } : {}),
             ackWaitMs,
+            ...inactiveThreshold(await this.unusedKeptMs(stream)),
           },
         ],
       },
@@ -77,6 +82,35 @@ export class OfferConsumers {
     }
     return { stream, durable, filterSubject };
   }
+
+  /**
+   * How long an offers durable nobody pulls from is kept: the inbox's retention and a day. Past
+   * that, every offer it ever acknowledged has left the inbox, so the durable `open_offers` makes
+   * again for a returning agent (deliver-all) delivers exactly the offers the lost one still held:
+   * those stored since it was last used. An agent that never comes back leaves no cursor for good
+   * (two per project and agent grew without end). An inbox that keeps messages for good: kept for
+   * good too. Read from the stream once (a failed read is asked again next time).
+   */
+  private unusedKeptMs(stream: string): Promise<number | null> {
+    this.keepUnused ??= this.runtime.nats.jsm.streams.info(stream).then(
+      (info) => {
+        const maxAgeMs = Math.round((info.config.max_age ?? 0) / 1e6);
+        return maxAgeMs > 0 ? maxAgeMs + DAY_MS : null;
+      },
+      (error: unknown) => {
+        this.keepUnused = null;
+        throw error;
+      },
+    );
+    return this.keepUnused;
+  }
+}
+
+/** A day: how much longer than the inbox keeps an offer an unused offers durable is kept. */
+const DAY_MS = 24 * 60 * 60 * 1000;
+
+function inactiveThreshold(ms: number | null): { inactiveThresholdMs?: number } {
+  return ms !== null ? { inactiveThresholdMs: ms } : {};
 }
 
 /** The agent's durable under its former name, when there is one with this agent's filter. */
