@@ -379,12 +379,12 @@ describe('ledger identity (real NATS): the subject names the caller; the body ne
     expect(await client.openOffers(P, {}, as('bob'))).toEqual(first);
     expect((await nats.jsm.consumers.info(inbox, durable)).config.ack_wait).toBe(20_000 * 1_000_000);
     // A durable an earlier ledger made, kept for good, gets the threshold in place (same cursor, same creation).
-    const carol = offerDurableName(P, 'carol');
-    await nats.jsm.consumers.add(inbox, { durable_name: carol, filter_subject: `${prefix}.in.${P}.offer.carol`, ack_policy: AckPolicy.Explicit });
-    const before = await nats.jsm.consumers.info(inbox, carol);
+    const gina = offerDurableName(P, 'gina');
+    await nats.jsm.consumers.add(inbox, { durable_name: gina, filter_subject: `${prefix}.in.${P}.offer.gina`, ack_policy: AckPolicy.Explicit });
+    const before = await nats.jsm.consumers.info(inbox, gina);
     expect(before.config.inactive_threshold ?? 0).toBe(0);
-    expect(await client.openOffers(P, {}, as('carol'))).toEqual({ ok: true, stream: inbox, durable: carol });
-    const after = await nats.jsm.consumers.info(inbox, carol);
+    expect(await client.openOffers(P, {}, as('gina'))).toEqual({ ok: true, stream: inbox, durable: gina });
+    const after = await nats.jsm.consumers.info(inbox, gina);
     expect([after.created, after.config.inactive_threshold]).toEqual([before.created, info.config.inactive_threshold]);
     // The body cannot widen the filter or name another agent; the ack wait is bounded.
     expect((await send(Principals.agent(P, 'bob'), 'open_offers', { filter_subject: `${prefix}.in.>` })).reply).toMatchObject({
