@@ -41,6 +41,10 @@ describe('follow hub: several in-process followers on one consumer (real NATS)',
     await Promise.all([all.caughtUp, handoffs.caughtUp, fromThird.caughtUp]);
     expect([all.isCaughtUp(), handoffs.isCaughtUp(), fromThird.isCaughtUp()]).toEqual([true, true, true]);
     expect(await consumers()).toBe(1);
+    // Its filter is the stream's only subject: the consumer is made without one (nats-server 2.9
+    // makes a filtered consumer by matching the filter against every subject of the stream).
+    const [shared] = await nats.jsm.consumers.list(stream).next();
+    expect(shared?.config.filter_subject ?? '').toBe('');
 
     const live = await publish(`${prefix}.ev.p.handoff.h3`);
     await waitFor(() => got.handoffs.includes(live), 'the live handoff event');
