@@ -17,9 +17,9 @@ export const WATCHDOG_DEFAULT_PORT = 7103;
 
 /**
  * Start the watchdog service: validate its settings (throws `ConfigError` naming each bad
- * variable), then `runService` (connect, provision, HTTP health). The deadline tables, loop guards
- * and escalations are rebuilt from the events stream on every start; requeueing begins once they
- * have caught up. The watchdog does not use Redis. Call `stop()` on the result to shut down in order.
+ * variable), then `runService` (connect, provision, HTTP health). The deadline tables and loop
+ * guards are restored from the last snapshot that fits and brought up to date from the events
+ * stream (all of it without one: `WatchdogSnapshots`); requeueing begins once they have caught up. The watchdog does not use Redis. Call `stop()` on the result to shut down in order.
  */
 export async function startWatchdog(opts: StartWatchdogOptions = {}): Promise<RunningService> {
   const env = opts.env ?? process.env;

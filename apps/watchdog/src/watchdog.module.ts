@@ -148,8 +148,8 @@ export class WatchdogLifecycle implements OnApplicationBootstrap, OnModuleDestro
 }
 
 /**
- * The watchdog: lease expiry → `requeue_expired` (deadlines rebuilt from the events stream on
- * every start), and `stop_why` escalations → a stop request for the handoff's run.
+ * The watchdog: lease expiry → `requeue_expired` (deadlines rebuilt at start from its snapshot and
+ * the events stream), and `stop_why` escalations → a stop request for the handoff's run.
  */
 /**
  * How the watchdog publishes a stop request: under its `Nats-Msg-Id` (`stop:<project>:<packet>`),

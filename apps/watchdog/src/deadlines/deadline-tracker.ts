@@ -29,9 +29,9 @@ const decoder = new TextDecoder();
 
 /**
  * Keeps the {@link DeadlineTable} in step with the handoff events. On start it replays every
- * `<prefix>.ev.*.handoff.*` event from the beginning of the events stream with an ordered consumer
- * (so after a restart the deadlines are rebuilt from the streams alone), then keeps following new
- * events on the same consumer.
+ * `<prefix>.ev.*.handoff.*` event from its start sequence — the beginning of the events stream, or
+ * the sequence after the watchdog's snapshot the table was restored from — so after a restart the
+ * deadlines are rebuilt from the streams alone, then keeps following new events on the same consumer.
  *
  * Events are classified by their `Baton-Event-Type` header: most types only drop the handoff from
  * the table and are not even parsed; claims and heartbeats have their claim id and expiry picked

@@ -29,8 +29,8 @@ export interface SavedHandoffDeadlines {
 
 /**
  * Keeps a {@link DeadlineTable} of the handoffs that have a `deadline_at` and are still open
- * (pending or claimed; a reworked handoff is open again). Rebuilt from the events stream on every
- * start with an ordered consumer, like the lease table. The watchdog's second `RequeueLoop` walks
+ * (pending or claimed; a reworked handoff is open again). Rebuilt at start from the watchdog's
+ * snapshot and the events after it (or the whole stream), like the lease table. The watchdog's second `RequeueLoop` walks
  * this table and sends `expire_deadline` (see {@link expireDeadlineLedger}).
  */
 export class HandoffDeadlineTracker {

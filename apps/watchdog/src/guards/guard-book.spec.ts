@@ -190,10 +190,12 @@ describe('GuardBook: a review`s failures stop no run', () => {
  * counted again when its agent's result arrives late under it and the router refuses it: one slow
  * piece of work is one failure. A refused result under any other claim is a failure of its own.
  */
+const at = '2026-12-01T10:00:00.000Z';
+/** The guard fact of an event of project `acme`. */
+const event = (id: string, type: string, kind: 'run' | 'handoff', aggregate: string, payload: Record<string, unknown>) =>
+  guardFactOf({ id, type, project: 'acme', aggregate: { kind, id: aggregate }, occurredAt: at, payload })!;
+
 describe('GuardBook: a late result under a claim already counted is not a second failure', () => {
-  const at = '2026-12-01T10:00:00.000Z';
-  const event = (id: string, type: string, kind: 'run' | 'handoff', aggregate: string, payload: Record<string, unknown>) =>
-    guardFactOf({ id, type, project: 'acme', aggregate: { kind, id: aggregate }, occurredAt: at, payload })!;
   const claimed = (handoff: string, claim: string) =>
     event(`e-cl-${handoff}-${claim}`, 'handoff.claimed', 'handoff', handoff, { claimed_by: 'slow', claim_id: claim, lease_expires_at: at, at });
   const refused = (n: number, named?: { handoff: string; claim: string }) =>
@@ -322,9 +324,6 @@ describe('GuardBook: the failure of a returnable child opens the circuit without
 });
 
 describe('GuardBook: saved and restored (the watchdog snapshot)', () => {
-  const at = '2026-12-01T10:00:00.000Z';
-  const event = (id: string, type: string, kind: 'run' | 'handoff', aggregate: string, payload: Record<string, unknown>) =>
-    guardFactOf({ id, type, project: 'acme', aggregate: { kind, id: aggregate }, occurredAt: at, payload })!;
   const routed = (run: string, hop: number, from: string | null, to: string) =>
     event(`e-r-${run}-${hop}`, 'run.routed', 'run', run, {
       target: { agent: to, step: 's' },
