@@ -125,12 +125,10 @@ describe('runConsumer (real NATS)', () => {
       },
     });
     await publish('p.result.a', '{}');
-    await waitFor(() => deliveries.length >= 1, 'a delivery', { timeoutMs: 5000 });
-    await sleep(300);
-    // Within the first 300 ms after a failure there is no second delivery.
-    expect(deliveries).toHaveLength(1);
     await waitFor(() => outcomes.some((o) => o.kind === 'acked'), 'an acked outcome', { timeoutMs: 5000 });
     expect(deliveries).toHaveLength(3);
+    // After each failure, no delivery for the backoff (measured between the deliveries themselves:
+    // a check from the test's own clock after it noticed the first read a loaded machine's delays).
     expect(deliveries[1]! - deliveries[0]!).toBeGreaterThanOrEqual(350);
     expect(deliveries[2]! - deliveries[1]!).toBeGreaterThanOrEqual(350);
     expect(outcomes.map((o) => o.kind)).toEqual(['retry', 'retry', 'acked']);
