@@ -122,4 +122,20 @@ describe('a service that starts with a setting of its own it does not read', () 
       await nats.close();
     }
   }, 40_000);
+
+  it('names it even when the start then fails (NATS unreachable): the warn line comes before the failure line', async () => {
+    const unreachable = await freePort();
+    const { code, output } = await failedStart('watchdog', {
+      NATS_URL: `nats://127.0.0.1:${unreachable}`,
+      BATON_NATS_AUTH: 'none',
+      LOG_LEVEL: 'warn',
+      LOG_FORMAT: 'json',
+      WATCHDOG_SNAPSHOT_INTERVAL: '1000',
+    });
+    expect(code).toBe(1);
+    const warn = output.indexOf('WATCHDOG_SNAPSHOT_INTERVAL (did you mean WATCHDOG_SNAPSHOT_INTERVAL_MS?)');
+    const failure = output.indexOf('baton watchdog: failed to start: cannot reach NATS');
+    expect(warn).toBeGreaterThanOrEqual(0);
+    expect(failure).toBeGreaterThan(warn);
+  }, 30_000);
 });

@@ -99,15 +99,11 @@ export async function runService(opts: RunServiceOptions): Promise<RunningServic
     ...(opts.defaultCacheMb !== undefined ? { defaultCacheMb: opts.defaultCacheMb } : {}),
     wrapNats: (handle) => instrumentNats(handle, { onJetStreamPublish: (published) => metrics.recordPublish(published, config.BATON_PREFIX) }),
     onResumedCommand: (resumed) => metrics.commandsResumed.inc({ outcome: resumed.outcome }),
+    // Named before anything connects: a start that then fails still says them.
+    ignoredVariables: unknownOwnVariables(opts.service, opts.ownSettings ?? [], env),
   });
   metrics.watchFoldCache(() => runtime.store.foldCache());
   const logger: JsonLogger = runtime.logger;
-  const unknown = unknownOwnVariables(opts.service, opts.ownSettings ?? [], env);
-  if (unknown.length > 0) {
-    logger.warn(`variables of the ${opts.service}'s own prefix that it does not read are ignored (a misspelt name keeps the default)`, {
-      variables: unknown.map((u) => (u.nearest !== undefined ? `${u.variable} (did you mean ${u.nearest}?)` : u.variable)),
-    });
-  }
   // Every consumer runner on this connection: trace context per message, latency, outcomes, lag.
   const runners = runnerInstrumentation(metrics, { jsm: runtime.nats.jsm, prefix: config.BATON_PREFIX });
   instrumentRunners(runtime.nats.js, runners);

@@ -12,7 +12,7 @@ import {
   type ResumedCommand,
 } from '@baton/eventstore';
 import { createRedis, RedisHandle } from '@baton/projections';
-import { BaseConfig, StartupError } from '../config/config';
+import { BaseConfig, StartupError, type UnknownVariable } from '../config/config';
 import { JsonLogger } from '../logging/logger';
 
 /** Injection token for the {@link ServiceRuntime}. */
@@ -42,6 +42,8 @@ export const DEFAULT_FOLD_CACHE_MB = 32;
 
 export interface CreateRuntimeOptions<C extends BaseConfig> {
   service: string;
+  /** Variables of the service's own prefix it does not read (`unknownOwnVariables`): logged at once, before anything connects. */
+  ignoredVariables?: readonly UnknownVariable[];
   config: C;
   /** Connect to Redis as well (notifier; readiness of every service checks it too). */
   redis?: boolean;
@@ -140,6 +142,11 @@ export async function createRuntime<C extends BaseConfig>(opts: CreateRuntimeOpt
   const { config, service } = opts;
   const instance = config.BATON_INSTANCE ?? defaultInstance(service);
   const logger = new JsonLogger(service, config.LOG_LEVEL, { instance });
+  if (opts.ignoredVariables !== undefined && opts.ignoredVariables.length > 0) {
+    logger.warn(`variables of the ${service}'s own prefix that it does not read are ignored (a misspelt name keeps the default)`, {
+      variables: opts.ignoredVariables.map((u) => (u.nearest !== undefined ? `${u.variable} (did you mean ${u.nearest}?)` : u.variable)),
+    });
+  }
   if (config.BATON_NATS_AUTH === 'none' && config.NATS_CREDS === undefined && config.NATS_USER === undefined) {
     logger.warn(
       'NATS authentication is off (BATON_NATS_AUTH=none): any client that reaches the server can speak as any service, agent or operator. Use this only with a development server; see `baton nats-config`.',
