@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { batonProjections, createProjectionStore, createRedis, type RedisHandle } from '@baton/projections';
 import { createEventRegistry, MsgIds, Subjects } from '@baton/contracts';
-import { batonStreamNames, watchdogSnapshotStream, connectNats, JetStreamEventStore, type NatsHandle } from '@baton/eventstore';
+import { batonStreamNames, deploymentStreamNames, connectNats, JetStreamEventStore, type NatsHandle } from '@baton/eventstore';
 import { waitFor } from '@baton/wait';
 // The demo's scenarios (libs/testing/src/demo) are the end-to-end script; `npm run demo` runs the very same code.
 import {
@@ -54,9 +54,7 @@ describe('Baton end to end: four services as processes', () => {
     const codes = await Promise.all(services.map((service) => stopService(service)));
     // Graceful shutdown on SIGTERM exits 0.
     expect(codes).toEqual([0, 0, 0, 0]);
-    const names = batonStreamNames(prefix);
-    for (const stream of [names.events, names.inbox, names.dlq, watchdogSnapshotStream(prefix).name])
-      await nats.jsm.streams.delete(stream).catch(() => undefined);
+    for (const stream of deploymentStreamNames(prefix)) await nats.jsm.streams.delete(stream).catch(() => undefined);
     await nats.close();
     const keys = await redis.client.keys(`${prefix}:*`);
     if (keys.length > 0) await redis.client.del(...keys);

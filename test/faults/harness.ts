@@ -6,7 +6,7 @@ import { connect as tcpConnect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createEventRegistry, EventHeader, MsgIds, type AggregateKind, type ProjectDefinition } from '@baton/contracts';
-import { batonStreamNames, watchdogSnapshotStream, connectNats, JetStreamEventStore, type NatsHandle, type StoredEvent } from '@baton/eventstore';
+import { batonStreamNames, deploymentStreamNames, connectNats, JetStreamEventStore, type NatsHandle, type StoredEvent } from '@baton/eventstore';
 import { createRedis } from '@baton/projections';
 import {
   AgentClaims,
@@ -550,9 +550,7 @@ export async function foldAndCheck(natsUrl: string | string[], prefix: string, p
 export async function deleteStreams(natsUrl: string | string[], prefix: string): Promise<void> {
   const nats = await connectNats({ servers: natsUrl, reconnect: false }).catch(() => null);
   if (!nats) return;
-  const names = batonStreamNames(prefix);
-  for (const stream of [names.events, names.inbox, names.dlq, watchdogSnapshotStream(prefix).name])
-    await nats.jsm.streams.delete(stream).catch(() => undefined);
+  for (const stream of deploymentStreamNames(prefix)) await nats.jsm.streams.delete(stream).catch(() => undefined);
   await nats.close();
 }
 

@@ -53,7 +53,18 @@ export type {
   StoredEvent,
   CachedNextEvent,
 } from './store';
-export { Retention, Storage, DeliverFrom, DLQ_DEFAULTS, batonTopology, batonStreamNames, inboxSubjects, streamStem, watchdogSnapshotStream } from './topology';
+export {
+  Retention,
+  Storage,
+  DeliverFrom,
+  DLQ_DEFAULTS,
+  batonTopology,
+  batonStreamNames,
+  inboxSubjects,
+  streamStem,
+  watchdogSnapshotStream,
+  deploymentStreamNames,
+} from './topology';
 export type { StreamSpec, ConsumerSpec, TopologySpec, BatonStreamNames, BatonTopologyOptions } from './topology';
 export { provision, retireConsumers, streamConfig, consumerConfig, isTransientApiError, PROVISION_RETRY_MS } from './provision';
 export type { ProvisionAction, ProvisionOptions, ProvisionReport, RetireAction, RetiredConsumer } from './provision';

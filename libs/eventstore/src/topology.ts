@@ -204,3 +204,9 @@ export function batonTopology(prefix: string, opts: BatonTopologyOptions = {}): 
 export function watchdogSnapshotStream(prefix: string): { name: string; subjects: string[] } {
   return { name: `${streamStem(prefix)}_WATCHDOG`, subjects: [`${prefix}.wd.>`] };
 }
+
+/** Every stream a deployment of `prefix` may hold: the three of {@link batonStreamNames} and the watchdog's snapshots. */
+export function deploymentStreamNames(prefix: string): string[] {
+  const names = batonStreamNames(prefix);
+  return [names.events, names.inbox, names.dlq, watchdogSnapshotStream(prefix).name];
+}

@@ -1,4 +1,4 @@
-import { batonStreamNames, consumerInfos, watchdogSnapshotStream, type NatsHandle } from '@baton/eventstore';
+import { batonStreamNames, consumerInfos, deploymentStreamNames, type NatsHandle } from '@baton/eventstore';
 
 /**
  * A deployment's streams and keys as a test, the bench or the demo sees them from outside: wait until
@@ -45,9 +45,7 @@ export interface KeyRemover {
 
 /** Delete a deployment's streams (events, inbox, dead letters) and Redis keys (`<prefix>:*`). */
 export async function cleanupDeployment(nats: NatsHandle, redis: KeyRemover, prefix: string): Promise<void> {
-  const names = batonStreamNames(prefix);
-  for (const stream of [names.events, names.inbox, names.dlq, watchdogSnapshotStream(prefix).name])
-    await nats.jsm.streams.delete(stream).catch(() => undefined);
+  for (const stream of deploymentStreamNames(prefix)) await nats.jsm.streams.delete(stream).catch(() => undefined);
   await removeDeploymentKeys(redis, prefix);
 }
 

@@ -195,19 +195,21 @@ const at = '2026-12-01T10:00:00.000Z';
 const event = (id: string, type: string, kind: 'run' | 'handoff', aggregate: string, payload: Record<string, unknown>) =>
   guardFactOf({ id, type, project: 'acme', aggregate: { kind, id: aggregate }, occurredAt: at, payload })!;
 
+/** The guard fact of `slow`'s result `r-<n>` refused as late on run `run`, naming the claim it came under when given. */
+const refused = (n: number, named?: { handoff: string; claim: string }, run = 'wr-1') =>
+  event(`e-rj-${n}`, 'run.result_rejected', 'run', run, {
+    result_id: `r-${n}`,
+    agent: 'slow',
+    code: 'stale_handoff',
+    message: 'late',
+    rejected_at: at,
+    refused: 'result',
+    ...(named ? { handoff_id: named.handoff, claim_id: named.claim } : {}),
+  });
+
 describe('GuardBook: a late result under a claim already counted is not a second failure', () => {
   const claimed = (handoff: string, claim: string) =>
     event(`e-cl-${handoff}-${claim}`, 'handoff.claimed', 'handoff', handoff, { claimed_by: 'slow', claim_id: claim, lease_expires_at: at, at });
-  const refused = (n: number, named?: { handoff: string; claim: string }) =>
-    event(`e-rj-${n}`, 'run.result_rejected', 'run', 'wr-1', {
-      result_id: `r-${n}`,
-      agent: 'slow',
-      code: 'stale_handoff',
-      message: 'late',
-      rejected_at: at,
-      refused: 'result',
-      ...(named ? { handoff_id: named.handoff, claim_id: named.claim } : {}),
-    });
 
   it('a deadline then the late result under that claim count once; the same after a lapse; a result under a claim never counted counts', () => {
     const book = new GuardBook({ ...DefaultGuardConfig, circuitFailures: 3 });
@@ -355,18 +357,7 @@ describe('GuardBook: saved and restored (the watchdog snapshot)', () => {
         facts.push(
           event(`e-l${n}`, 'handoff.lease_expired', 'handoff', h, { claim_id: `c-${n}`, expired_claimer: 'slow', lease_expires_at: at, retry_count: 1, at }),
         );
-      facts.push(
-        event(`e-rj${n}`, 'run.result_rejected', 'run', `wr-${n % 2}`, {
-          result_id: `r-${n}`,
-          agent: 'slow',
-          code: 'stale_handoff',
-          message: 'late',
-          rejected_at: at,
-          refused: 'result',
-          handoff_id: h,
-          claim_id: `c-${n}`,
-        }),
-      );
+      facts.push(refused(n, { handoff: h, claim: `c-${n}` }, `wr-${n % 2}`));
     }
     for (let hop = 5; hop <= 9; hop++) facts.push(routed('wr-1', hop, hop % 2 === 0 ? 'a' : 'b', hop % 2 === 0 ? 'b' : 'a'));
     return facts;

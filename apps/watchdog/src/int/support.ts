@@ -30,7 +30,7 @@ import {
   type NatsHandle,
   type StoredEvent,
   TRACEPARENT_HEADER,
-  watchdogSnapshotStream,
+  deploymentStreamNames,
 } from '@baton/eventstore';
 import type { RunningService } from '@baton/platform';
 import { waitFor } from '@baton/wait';
@@ -268,9 +268,7 @@ export async function startHarness(): Promise<Harness> {
     async cleanup() {
       for (const watchdog of watchdogs) await watchdog.stop().catch(() => undefined);
       await ledger.stop();
-      const names = batonStreamNames(prefix);
-      for (const stream of [names.events, names.inbox, names.dlq, watchdogSnapshotStream(prefix).name])
-        await nats.jsm.streams.delete(stream).catch(() => undefined);
+      for (const stream of deploymentStreamNames(prefix)) await nats.jsm.streams.delete(stream).catch(() => undefined);
       await nats.close();
     },
   };

@@ -1,6 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { promisify } from 'node:util';
 import { gunzip, gzip } from 'node:zlib';
+import { z } from 'zod';
 import {
   JsErrCode,
   jsErrCode,
@@ -102,13 +103,16 @@ export class SnapshotStore {
       throw error;
     }
     if (headMessage === null) return { ok: false, miss: 'none', detail: 'no snapshot saved yet' };
-    let head: SnapshotHead;
+    let parsed: unknown;
     try {
-      head = JSON.parse(UTF8.decode(headMessage.data)) as SnapshotHead;
+      parsed = JSON.parse(UTF8.decode(headMessage.data));
     } catch {
       return { ok: false, miss: 'unreadable', detail: 'the head is not JSON' };
     }
-    if (!isHead(head)) return { ok: false, miss: 'unreadable', detail: 'the head lacks fields' };
+    const checked = SnapshotHeadSchema.safeParse(parsed);
+    if (!checked.success)
+      return { ok: false, miss: 'unreadable', detail: `the head lacks fields: ${checked.error.issues.map((i) => i.path.join('.')).join(', ')}` };
+    const head: SnapshotHead = checked.data;
     if (head.fingerprint !== expected.fingerprint) {
       return { ok: false, miss: 'other_build', detail: `saved by fingerprint ${head.fingerprint}, this watchdog folds as ${expected.fingerprint}` };
     }
@@ -218,20 +222,16 @@ export class SnapshotStore {
   }
 }
 
-function isHead(value: unknown): value is SnapshotHead {
-  if (typeof value !== 'object' || value === null) return false;
-  const head = value as Record<string, unknown>;
-  return (
-    typeof head['fingerprint'] === 'string' &&
-    typeof head['events_stream'] === 'string' &&
-    typeof head['events_created'] === 'string' &&
-    typeof head['through_seq'] === 'number' &&
-    typeof head['gen'] === 'string' &&
-    /^[0-9a-f]+$/.test(head['gen']) &&
-    Array.isArray(head['chunks']) &&
-    head['chunks'].length > 0 &&
-    head['chunks'].every((seq) => Number.isInteger(seq) && (seq as number) > 0) &&
-    typeof head['bytes'] === 'number' &&
-    typeof head['sha256'] === 'string'
-  );
-}
+/** What a head must hold to be read (written by {@link SnapshotStore.save}). */
+const SnapshotHeadSchema = z.object({
+  fingerprint: z.string(),
+  events_stream: z.string(),
+  events_created: z.string(),
+  through_seq: z.number().int().min(0),
+  taken_at: z.string(),
+  by: z.string(),
+  gen: z.string().regex(/^[0-9a-f]+$/),
+  chunks: z.array(z.number().int().positive()).min(1),
+  bytes: z.number().int().min(0),
+  sha256: z.string(),
+});

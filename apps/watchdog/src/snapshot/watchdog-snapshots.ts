@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { z } from 'zod';
 import type { GuardConfig } from '@baton/domain';
 import type { NatsHandle } from '@baton/eventstore';
 import type { JsonLogger } from '@baton/platform';
@@ -69,14 +70,12 @@ const BUSY_RETRY_MS = 5_000;
 
 /** The fingerprint of a watchdog's fold: the format and the guard settings (another hop budget folds the same events into another book). */
 export function snapshotFingerprint(config: GuardConfig): string {
-  const settings = {
-    format: SNAPSHOT_FORMAT,
-    maxHops: config.maxHops,
-    maxAlternations: config.maxAlternations,
-    circuitFailures: config.circuitFailures,
-    circuitCooldownMs: config.circuitCooldownMs,
-  };
-  return createHash('sha256').update(JSON.stringify(settings)).digest('hex').slice(0, 16);
+  // Every setting the book folds with, whatever it grows to, in a fixed order.
+  const settings = Object.entries(config).sort(([a], [b]) => a.localeCompare(b));
+  return createHash('sha256')
+    .update(JSON.stringify({ format: SNAPSHOT_FORMAT, settings }))
+    .digest('hex')
+    .slice(0, 16);
 }
 
 /**
@@ -97,7 +96,6 @@ export class WatchdogSnapshots {
   private saving: Promise<void> | null = null;
   private stopped = false;
   private eventsCreated = '';
-  private restoredThrough = 0;
   private readonly stats: SnapshotStatus;
 
   constructor(private readonly opts: WatchdogSnapshotsOptions) {
@@ -163,7 +161,6 @@ export class WatchdogSnapshots {
     parts.book.restore(document.guards);
     parts.leases.restore(document.leases);
     parts.deadlines.restore(document.deadlines);
-    this.restoredThrough = loaded.head.through_seq;
     this.stats.restored_through_seq = loaded.head.through_seq;
     this.opts.logger.info('watchdog restored from its snapshot', {
       through_seq: loaded.head.through_seq,
@@ -203,7 +200,7 @@ export class WatchdogSnapshots {
       this.stats.put_off++;
       return false;
     }
-    const through = Math.max(parts.position(), this.restoredThrough);
+    const through = Math.max(parts.position(), this.stats.restored_through_seq);
     if (through === 0 || through === this.stats.last_saved_through_seq) return false;
     const document: WatchdogDocument = { guards: parts.book.save(), leases: parts.leases.save(), deadlines: parts.deadlines.save() };
     const json = JSON.stringify(document);
@@ -245,20 +242,19 @@ export class WatchdogSnapshots {
   }
 }
 
-/** The document's parts are there, with the shapes the folds restore from. */
+/** The document's parts are there, with the shapes the folds restore from (their entries are the watchdog's own). */
+const WatchdogDocumentSchema = z.object({
+  guards: z.object({
+    runs: z.array(z.unknown()),
+    circuits: z.array(z.unknown()),
+    handoffs: z.array(z.unknown()),
+    counted: z.array(z.string()),
+    withdrawn: z.array(z.unknown()),
+  }),
+  leases: z.array(z.unknown()),
+  deadlines: z.object({ known: z.array(z.unknown()), table: z.array(z.unknown()) }),
+});
+
 function isDocument(value: unknown): value is WatchdogDocument {
-  if (typeof value !== 'object' || value === null) return false;
-  const doc = value as Record<string, unknown>;
-  const guards = doc['guards'] as Record<string, unknown> | undefined;
-  const deadlines = doc['deadlines'] as Record<string, unknown> | undefined;
-  return (
-    typeof guards === 'object' &&
-    guards !== null &&
-    ['runs', 'circuits', 'handoffs', 'counted', 'withdrawn'].every((key) => Array.isArray(guards[key])) &&
-    Array.isArray(doc['leases']) &&
-    typeof deadlines === 'object' &&
-    deadlines !== null &&
-    Array.isArray(deadlines['known']) &&
-    Array.isArray(deadlines['table'])
-  );
+  return WatchdogDocumentSchema.safeParse(value).success;
 }
