@@ -85,12 +85,20 @@ export class StreamNotFound extends EventStoreError {
  * with the same `Nats-Msg-Id` (within the duplicate window) to find out without duplicating it.
  */
 export class PublishTimeout extends EventStoreError {
+  /** How many attempts went unanswered, each under the same message id (1 unless the publisher retried). */
+  readonly attempts: number;
+  /** The message id every attempt was sent under, when the publisher set one: publish again with it. */
+  readonly msgId: string | undefined;
   constructor(
     readonly subject: string,
-    options?: { cause?: unknown },
+    options?: { cause?: unknown; attempts?: number; msgId?: string },
   ) {
-    super(`no publish acknowledgement for ${subject}`, { ...options, code: EventStoreErrorCode.publishTimeout });
+    const attempts = options?.attempts ?? 1;
+    const tried = attempts > 1 ? ` after ${attempts} attempts under message id ${options?.msgId ?? '(none)'}` : '';
+    super(`no publish acknowledgement for ${subject}${tried}`, { cause: options?.cause, code: EventStoreErrorCode.publishTimeout });
     this.name = 'PublishTimeout';
+    this.attempts = attempts;
+    this.msgId = options?.msgId;
   }
 }
 

@@ -33,7 +33,7 @@ import {
 import { InvalidInputError, LedgerCommandError, OfferTerminatedError } from './errors';
 import type { MeshPublisher } from './mesh';
 import { createOfferHandler, type HandoffOffer } from './offers';
-import { DEFAULT_SENT_IDS, messageIdentity, publishOnce, SentMessageIds } from './sent-ids';
+import { DEFAULT_SENT_IDS, messageIdentity, publishOnce, publishRetryOf, SentMessageIds, type PublishRetry } from './sent-ids';
 import { AgentSubjects } from './subjects';
 
 /** How to reach Baton, and who this client speaks for. */
@@ -56,6 +56,21 @@ export interface BatonClientOptions {
   agent: string;
   /** How long one ledger request waits for its reply, ms (default 5000; the client retries timeouts twice with the same idempotency key). */
   requestTimeoutMs?: number;
+  /**
+   * How long one publish (a result, a run start, a message, a mesh start or turn) waits for the
+   * stream's acknowledgement, ms (default 5000).
+   */
+  publishTimeoutMs?: number;
+  /**
+   * How many times in all a publish is sent when no acknowledgement comes (default 3). Every attempt
+   * carries the same `Nats-Msg-Id`, so the stream stores the message once however many reach it; a
+   * retry that finds the first attempt stored answers `duplicate: true` with its sequence. Only a
+   * timeout is retried, with 200 ms × n between attempts. Attempts × `publishTimeoutMs` (with those
+   * waits) may not exceed 60 s, half the stream's duplicate window (`RangeError` before connecting).
+   * After the last, `PublishTimeout` (`attempts`, `msgId`): the outcome is unknown, and publishing
+   * the same message again is still safe.
+   */
+  publishAttempts?: number;
   /**
    * How many message ids the client remembers having published (default 10 000; at least what it
    * publishes in 2 minutes). A `duplicate: true` answer for an id it remembers is its own retry; for
@@ -218,6 +233,10 @@ const textDecoder = new TextDecoder();
 export async function createBatonClient(options: BatonClientOptions): Promise<BatonAgent> {
   // Options are checked before connecting: a refusal leaves no connection open behind it.
   const sent = new SentMessageIds(options.sentIdsCapacity ?? DEFAULT_SENT_IDS);
+  const retry = publishRetryOf({
+    ...(options.publishAttempts !== undefined ? { attempts: options.publishAttempts } : {}),
+    ...(options.publishTimeoutMs !== undefined ? { timeoutMs: options.publishTimeoutMs } : {}),
+  });
   const owns = options.nats === undefined;
   const credsFile = options.natsCreds ?? process.env['NATS_CREDS'];
   const prefix = options.prefix ?? process.env['BATON_PREFIX'] ?? 'baton';
@@ -244,7 +263,7 @@ export async function createBatonClient(options: BatonClientOptions): Promise<Ba
     }
   }
   const edge = options.edge ?? (owns && credsFile !== undefined && credsFile !== '');
-  return new NatsBatonAgent(nats, owns, options, sent, edge);
+  return new NatsBatonAgent(nats, owns, options, sent, edge, retry);
 }
 
 class NatsBatonAgent implements BatonAgent {
@@ -271,6 +290,7 @@ class NatsBatonAgent implements BatonAgent {
     options: BatonClientOptions,
     sent: SentMessageIds,
     edge: boolean,
+    private readonly retry: PublishRetry,
   ) {
     this.prefix = options.prefix ?? process.env['BATON_PREFIX'] ?? 'baton';
     this.project = options.project;
@@ -411,7 +431,14 @@ class NatsBatonAgent implements BatonAgent {
   meshPublisher(): MeshPublisher {
     // Like startRun: on the agent's subject unless the client publishes as the project (credentials
     // issued before the agent-named subjects allow only the shared one).
-    return { js: this.nats.js, prefix: this.prefix, sent: this.sent, ...(this.publishesAs === 'agent' ? { agent: this.agent } : {}), edge: this.edge };
+    return {
+      js: this.nats.js,
+      prefix: this.prefix,
+      sent: this.sent,
+      ...(this.publishesAs === 'agent' ? { agent: this.agent } : {}),
+      edge: this.edge,
+      retry: this.retry,
+    };
   }
 
   async close(): Promise<void> {
@@ -425,6 +452,6 @@ class NatsBatonAgent implements BatonAgent {
     // every service.
     const headers = headersFrom(trace !== undefined ? hopTraceHeaders(trace) : traceHeaders({ startIfMissing: true }));
     const to = this.edge ? edgeSubjectOf(this.prefix, subject) : subject;
-    return publishOnce(this.nats.js, this.sent, to, textEncoder.encode(JSON.stringify(body)), msgId, headers, messageIdentity(body));
+    return publishOnce(this.nats.js, this.sent, to, textEncoder.encode(JSON.stringify(body)), msgId, headers, messageIdentity(body), this.retry);
   }
 }

@@ -52,7 +52,7 @@ export {
   NotClaimedError,
   OfferTerminatedError,
 } from './errors';
-export { DEFAULT_SENT_IDS, SentMessageIds } from './sent-ids';
+export { DEFAULT_PUBLISH_RETRY, DEFAULT_SENT_IDS, MAX_PUBLISH_RETRY_SPAN_MS, SentMessageIds, type PublishRetry } from './sent-ids';
 export type { LedgerErrorBody, OfferGiveUp } from './errors';
 /** The AGENT_RUN_CONFIG sentinel, for legacy agents that write their decision into a comment body. */
 export { renderSentinel, appendSentinelOnce, parseSentinel, SentinelError } from '@baton/contracts';

@@ -22,7 +22,7 @@ import {
 import type { NatsJetStream } from '@baton/eventstore';
 import type { PublishReceipt } from './client';
 import { BatonSdkError, InvalidInputError } from './errors';
-import { messageIdentity, publishOnce, SentMessageIds } from './sent-ids';
+import { messageIdentity, publishOnce, publishRetryOf, SentMessageIds, type PublishRetry } from './sent-ids';
 
 /**
  * Handoff meshes for agent authors (seed 004): the `handoff_to_<target>` tools to give an agent's
@@ -219,6 +219,8 @@ export interface MeshPublisher {
    * the client does; default false (an admin or development connection publishes directly).
    */
   edge?: boolean;
+  /** How a publish that times out is sent again (`BatonAgent.meshPublisher()` sets the client's; default 3 attempts of 5 s). */
+  retry?: Partial<PublishRetry>;
 }
 
 /** The message ids the mesh publishers of this process sent, when a publisher brings no memory of its own. */
@@ -289,5 +291,14 @@ export async function startMesh(publisher: MeshPublisher, request: MeshStartRequ
 
 function publish(publisher: MeshPublisher, subject: string, body: object, msgId: string): Promise<PublishReceipt> {
   const to = publisher.edge === true ? edgeSubjectOf(publisher.prefix, subject) : subject;
-  return publishOnce(publisher.js, publisher.sent ?? processSent, to, encoder.encode(JSON.stringify(body)), msgId, undefined, messageIdentity(body));
+  return publishOnce(
+    publisher.js,
+    publisher.sent ?? processSent,
+    to,
+    encoder.encode(JSON.stringify(body)),
+    msgId,
+    undefined,
+    messageIdentity(body),
+    publishRetryOf(publisher.retry),
+  );
 }

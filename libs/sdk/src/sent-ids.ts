@@ -1,7 +1,8 @@
 import { createHash } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Limits, RejectionCode } from '@baton/contracts';
 import { stableStringify } from '@baton/domain';
-import { mapPublishError, type NatsHeaders, type NatsJetStream } from '@baton/eventstore';
+import { mapPublishError, PublishTimeout, type NatsHeaders, type NatsJetStream } from '@baton/eventstore';
 import { DuplicateMessageError, InvalidInputError, MessageIdReusedError } from './errors';
 
 /** How many message ids a client remembers by default (its publishes over the 2-minute duplicate window should fit). */
@@ -76,6 +77,58 @@ export interface PublishAck {
 }
 
 /**
+ * How a publish whose outcome is unknown is sent again. A publish that times out may or may not be
+ * stored; sending the same bytes under the same `Nats-Msg-Id` again is safe within the stream's
+ * duplicate window (2 minutes): JetStream stores the message at most once and answers a later copy
+ * with the original sequence (`duplicate: true`). Only a timeout is retried; every other failure
+ * (a refusal, no stream, a foreign duplicate) answers the same on every attempt.
+ */
+export interface PublishRetry {
+  /** Attempts in all, each under the same message id (default 3: the first and two retries). */
+  attempts: number;
+  /** How long one attempt waits for the stream's acknowledgement, ms (default 5000). */
+  timeoutMs: number;
+  /** The wait before retry n is `backoffMs * n`, ms (default 200). */
+  backoffMs: number;
+}
+
+export const DEFAULT_PUBLISH_RETRY: Readonly<PublishRetry> = { attempts: 3, timeoutMs: 5000, backoffMs: 200 };
+
+/**
+ * The longest a publish may keep retrying, ms: half the inbox stream's 2-minute duplicate window, so
+ * that the last copy is still recognised as the first one even when the first was stored the
+ * moment it was sent.
+ */
+export const MAX_PUBLISH_RETRY_SPAN_MS = 60_000;
+
+/**
+ * `retry` with the defaults filled in, checked: whole attempts (at least 1), a positive timeout, a
+ * backoff of 0 or more, and every attempt and wait together within {@link MAX_PUBLISH_RETRY_SPAN_MS}.
+ * @throws RangeError naming the setting that breaks a rule.
+ */
+export function publishRetryOf(retry: Partial<PublishRetry> = {}): PublishRetry {
+  const merged = { ...DEFAULT_PUBLISH_RETRY, ...retry };
+  const { attempts, timeoutMs, backoffMs } = merged;
+  if (!Number.isInteger(attempts) || attempts < 1) throw new RangeError(`publishAttempts must be a whole number of at least 1 (got ${attempts})`);
+  if (!Number.isFinite(timeoutMs) || timeoutMs <= 0) throw new RangeError(`publishTimeoutMs must be a positive number of ms (got ${timeoutMs})`);
+  if (!Number.isFinite(backoffMs) || backoffMs < 0) throw new RangeError(`the publish backoff must be 0 ms or more (got ${backoffMs})`);
+  const span = publishRetrySpanMs(merged);
+  if (span > MAX_PUBLISH_RETRY_SPAN_MS) {
+    throw new RangeError(
+      `publishAttempts ${attempts} × publishTimeoutMs ${timeoutMs} (with the waits between them: ${span} ms) exceeds ${MAX_PUBLISH_RETRY_SPAN_MS} ms, half the stream's 2-minute duplicate window: a late copy could be stored twice`,
+    );
+  }
+  return merged;
+}
+
+/** The longest a publish with `retry` takes before it gives up: every attempt's timeout and every wait. */
+export function publishRetrySpanMs(retry: PublishRetry): number {
+  let waits = 0;
+  for (let n = 1; n < retry.attempts; n++) waits += retry.backoffMs * n;
+  return retry.attempts * retry.timeoutMs + waits;
+}
+
+/**
  * Publish `data` to `subject` with `Nats-Msg-Id` `msgId` and wait for the stream's ack. A duplicate
  * of this client's own earlier attempt resolves with `duplicate: true` (a retry is safe); a
  * duplicate of an id it never sent throws {@link DuplicateMessageError} (nothing new was stored);
@@ -83,8 +136,11 @@ export interface PublishAck {
  * sent). `identity` is the text that makes the message what it is (default: the bytes sent); a
  * caller whose retries differ only in what the SDK fills itself (a result's `produced_at`) passes
  * the body without it.
- * Publish failures are mapped (`PublishTimeout`: retry with the same id; `StreamNotFound`). A
- * message over `Limits.maxMessageBytes` is refused before sending ({@link InvalidInputError},
+ * An attempt that times out is sent again under the same id as `retry` says (see
+ * {@link PublishRetry}); after the last, `PublishTimeout` (with `attempts`) says the message may
+ * or may not be stored: publishing it again with the same id is still safe. Other publish failures
+ * are mapped (`StreamNotFound`, `PermissionDenied`) and not retried. A message over
+ * `Limits.maxMessageBytes` is refused before sending ({@link InvalidInputError},
  * `payload_too_large`).
  */
 export async function publishOnce(
@@ -95,6 +151,7 @@ export async function publishOnce(
   msgId: string,
   headers?: NatsHeaders,
   identity?: string,
+  retry: PublishRetry = DEFAULT_PUBLISH_RETRY,
 ): Promise<PublishAck> {
   if (data.length > Limits.maxMessageBytes) {
     // What Baton would dead-letter `payload_too_large` on arrival: refused here, nothing sent.
@@ -107,12 +164,17 @@ export async function publishOnce(
   const digest = createHash('sha256')
     .update(identity ?? data)
     .digest('base64url');
-  if (!sent.attempt(msgId, digest)) throw new MessageIdReusedError(msgId, subject);
-  let ack: { seq: number; duplicate: boolean; stream: string };
-  try {
-    ack = await js.publish(subject, data, { msgID: msgId, ...(headers !== undefined ? { headers } : {}) });
-  } catch (error) {
-    throw mapPublishError(error, subject, undefined);
+  let ack: { seq: number; duplicate: boolean; stream: string } | undefined;
+  for (let attempt = 1; ack === undefined; attempt++) {
+    if (attempt > 1) await sleep(retry.backoffMs * (attempt - 1));
+    if (!sent.attempt(msgId, digest)) throw new MessageIdReusedError(msgId, subject);
+    try {
+      ack = await js.publish(subject, data, { msgID: msgId, timeout: retry.timeoutMs, ...(headers !== undefined ? { headers } : {}) });
+    } catch (error) {
+      const mapped = mapPublishError(error, subject, undefined);
+      if (!(mapped instanceof PublishTimeout)) throw mapped;
+      if (attempt >= retry.attempts) throw new PublishTimeout(subject, { cause: error, attempts: attempt, msgId });
+    }
   }
   if (ack.duplicate && !sent.isOwnDuplicate(msgId)) {
     sent.markForeign(msgId);
