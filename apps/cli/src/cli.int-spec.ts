@@ -20,6 +20,7 @@ import type { ShadowComparison } from './rebuild';
 import { createCliContext } from './context';
 import { failureOf, main } from './main';
 import { bufferedIo } from './output';
+import { tapped } from './tapped-source.int-support';
 
 const NATS_URL = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
 const REDIS_URL = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
@@ -381,16 +382,16 @@ describe('the baton command against real NATS and Redis', () => {
       buildScratch: ((targets, source, options) =>
         real.buildScratch(
           targets,
-          (from) =>
-            (async function* () {
-              reads.push(from);
-              let first = from === 1;
-              for await (const event of source(from)) {
+          (from) => {
+            reads.push(from);
+            let first = from === 1;
+            return tapped(source, {
+              each: async () => {
                 if (first) for (const kind of traffic.fold ?? []) await applyLive(kind);
                 first = false;
-                yield event;
-              }
-            })(),
+              },
+            })(from);
+          },
           options,
         )) as ProjectionStore['buildScratch'],
       compare: (async (...args: Parameters<ProjectionStore['compare']>) => {

@@ -23,6 +23,7 @@ import { replayCommand } from './commands/replay';
 import { verifyCommand } from './commands/verify';
 import { execute, main } from './main';
 import { bufferedIo } from './output';
+import { tapped } from './tapped-source.int-support';
 
 /*
  * Issue 12: a rebuild interrupted (Ctrl-C) or killed half-way leaves the live projections as they
@@ -70,16 +71,14 @@ function onEvent(real: ProjectionStore, seq: number, at: () => void): Pick<Proje
     rebuildMany: ((targets, source, options) =>
       real.rebuildMany(
         targets,
-        (from) =>
-          (async function* () {
-            for await (const event of source(from)) {
-              if (event.seq === seq && !done) {
-                done = true;
-                at();
-              }
-              yield event;
+        tapped(source, {
+          each: (event) => {
+            if (event.seq === seq && !done) {
+              done = true;
+              at();
             }
-          })(),
+          },
+        }),
         options,
       )) as ProjectionStore['rebuildMany'],
   };
@@ -248,12 +247,8 @@ describe('interrupted and killed rebuilds (real NATS and Redis)', () => {
       rebuildMany: ((targets, source, options) =>
         real.rebuildMany(
           targets,
-          (from) =>
-            (async function* () {
-              yield* source(from);
-              // The stream is read to its end: the signal comes while the last chunk is written.
-              process.emit('SIGINT', 'SIGINT');
-            })(),
+          // The stream is read to its end: the signal comes while the last chunk is written.
+          tapped(source, { end: () => process.emit('SIGINT', 'SIGINT') }),
           options,
         )) as ProjectionStore['rebuildMany'],
     }));
@@ -412,13 +407,11 @@ describe('interrupted and killed rebuilds (real NATS and Redis)', () => {
       buildScratch: ((targets, source, options) =>
         real.buildScratch(
           targets,
-          (from) =>
-            (async function* () {
-              for await (const event of source(from)) {
-                if (from > 1 && caughtUp++ === 0) process.emit('SIGINT', 'SIGINT');
-                yield event;
-              }
-            })(),
+          tapped(source, {
+            each: (_event, from) => {
+              if (from > 1 && caughtUp++ === 0) process.emit('SIGINT', 'SIGINT');
+            },
+          }),
           options,
         )) as ProjectionStore['buildScratch'],
     }));

@@ -18,6 +18,7 @@ import { createCliContext } from './context';
 import { bufferedIo } from './output';
 import { replayCommand } from './commands/replay';
 import type { StreamHealth } from './commands/streams';
+import { tapped } from './tapped-source.int-support';
 
 /*
  * SRE commands against the real NATS and Redis: `baton streams`, `baton run|handoff <id> --at
@@ -228,17 +229,14 @@ describe('SRE commands (real NATS and Redis)', () => {
       rebuildMany: ((targets, source, options) =>
         real.rebuildMany(
           targets,
-          (from) =>
-            (async function* () {
-              for await (const event of source(from)) {
-                if (!raced) {
-                  raced = true;
-                  const other = await real.rebuildMany(targets, source);
-                  expect(other['runs']?.status).toBe('swapped');
-                }
-                yield event;
-              }
-            })(),
+          tapped(source, {
+            each: async () => {
+              if (raced) return;
+              raced = true;
+              const other = await real.rebuildMany(targets, source);
+              expect(other['runs']?.status).toBe('swapped');
+            },
+          }),
           options,
         )) as ProjectionStore['rebuildMany'],
     });
@@ -266,18 +264,15 @@ describe('SRE commands (real NATS and Redis)', () => {
       rebuildMany: ((targets, source, options) =>
         real.rebuildMany(
           targets,
-          (from) =>
-            (async function* () {
-              for await (const event of source(from)) {
-                if (!lost) {
-                  lost = true;
-                  const keys: string[] = [];
-                  for await (const batch of redis.client.scanStream({ match: `${prefix}:*`, count: 500 })) keys.push(...(batch as string[]));
-                  await redis.client.unlink(...keys);
-                }
-                yield event;
-              }
-            })(),
+          tapped(source, {
+            each: async () => {
+              if (lost) return;
+              lost = true;
+              const keys: string[] = [];
+              for await (const batch of redis.client.scanStream({ match: `${prefix}:*`, count: 500 })) keys.push(...(batch as string[]));
+              await redis.client.unlink(...keys);
+            },
+          }),
           options,
         )) as ProjectionStore['rebuildMany'],
     });

@@ -24,26 +24,28 @@ const UTF8 = new TextDecoder();
 const CHUNK_BYTES = 256 * 1024;
 
 /**
- * What the head of a saved snapshot says: which build and settings folded it (`fingerprint`), the
- * events stream it was folded from (its name and creation time: a stream made again is another
- * history), through which sequence, and where its chunks are.
+ * What the head of a saved snapshot says (written by {@link SnapshotStore.save}, checked when read):
+ * which build and settings folded it (`fingerprint`), the events stream it was folded from (its
+ * name and creation time: a stream made again is another history), through which sequence, and
+ * where its chunks are.
  */
-export interface SnapshotHead {
-  fingerprint: string;
-  events_stream: string;
-  events_created: string;
-  through_seq: number;
-  taken_at: string;
+const SnapshotHeadSchema = z.object({
+  fingerprint: z.string(),
+  events_stream: z.string(),
+  events_created: z.string(),
+  through_seq: z.number().int().min(0),
+  taken_at: z.string(),
   /** The instance that saved it (logs). */
-  by: string;
+  by: z.string(),
   /** The generation its chunks were written under (`<prefix>.wd.chunk.<gen>.<n>`). */
-  gen: string;
+  gen: z.string().regex(/^[0-9a-f]+$/),
   /** The stream sequence of each chunk, in order. */
-  chunks: number[];
+  chunks: z.array(z.number().int().positive()).min(1),
   /** Bytes of the gzipped document, and its SHA-256 (hex). */
-  bytes: number;
-  sha256: string;
-}
+  bytes: z.number().int().min(0),
+  sha256: z.string(),
+});
+export type SnapshotHead = z.infer<typeof SnapshotHeadSchema>;
 
 /** Which history a snapshot belongs to and how far it got. */
 export interface SnapshotPosition {
@@ -221,17 +223,3 @@ export class SnapshotStore {
     this.created = true;
   }
 }
-
-/** What a head must hold to be read (written by {@link SnapshotStore.save}). */
-const SnapshotHeadSchema = z.object({
-  fingerprint: z.string(),
-  events_stream: z.string(),
-  events_created: z.string(),
-  through_seq: z.number().int().min(0),
-  taken_at: z.string(),
-  by: z.string(),
-  gen: z.string().regex(/^[0-9a-f]+$/),
-  chunks: z.array(z.number().int().positive()).min(1),
-  bytes: z.number().int().min(0),
-  sha256: z.string(),
-});
