@@ -118,7 +118,8 @@ async function ensureNats() {
   await waitFor('127.0.0.1', port, 'nats-server');
   const url = `nats://127.0.0.1:${port}`;
   for (const service of services) serviceEnv[service.name] = { NATS_URL: url, NATS_CREDS: summary.creds[service.name] };
-  writtenLocal = `${JSON.stringify({ url, creds: summary.creds }, null, 2)}\n`;
+  // The Redis the services use too: the CLI reads projections there (unless REDIS_URL says otherwise).
+  writtenLocal = `${JSON.stringify({ url, creds: summary.creds, redis: redisUrl.href }, null, 2)}\n`;
   fs.writeFileSync(path.join(natsDir, 'local.json'), writtenLocal);
   console.log(`[start] the baton CLI and npm run demo connect as admin through ${path.join(natsDir, 'local.json')}; agents get credentials with: npx baton creds agent --project <p> --agent <name>`);
 }

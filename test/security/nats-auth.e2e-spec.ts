@@ -2,8 +2,8 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { claimWithdrawnSubject, inboxPrefixOf, Principals, type Principal } from '@baton/contracts';
-import { connectNats, decodeJwtClaims, issueCreds, jwtOfCreds, LedgerClient, principalOfCreds, type NatsHandle } from '@baton/eventstore';
-import { createBatonClient, PermissionDenied } from '@baton/sdk';
+import { connectNats, decodeJwtClaims, issueCreds, jwtOfCreds, LedgerClient, openDeployment, principalOfCreds, type NatsHandle } from '@baton/eventstore';
+import { createBatonClient, CredentialsRefused, PermissionDenied } from '@baton/sdk';
 import { waitFor } from '@baton/wait';
 import {
   freePort,
@@ -56,12 +56,44 @@ describe('NATS decentralized auth: the server, not the message, decides who is s
     const before = process.env['NATS_CREDS'];
     delete process.env['NATS_CREDS'];
     try {
-      await expect(createBatonClient({ natsUrl: server.url, prefix: PREFIX, project: 'acme', agent: 'support' })).rejects.toMatchObject({
-        code: 'store_error',
+      const missing = await createBatonClient({ natsUrl: server.url, prefix: PREFIX, project: 'acme', agent: 'support' }).catch((e: unknown) => e);
+      expect(missing).toBeInstanceOf(CredentialsRefused);
+      expect(missing).toMatchObject({
+        code: 'unauthenticated',
+        reason: 'missing',
+        credsFile: null,
         message: expect.stringContaining('set NATS_CREDS to the file `baton creds agent` wrote'),
       });
     } finally {
       if (before !== undefined) process.env['NATS_CREDS'] = before;
+    }
+  });
+
+  it('the SDK says why credentials do not let it in, with a code to branch on (unauthenticated) and the reason: refused, invalid, unreadable', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'baton-creds-'));
+    try {
+      const connectWith = (natsCreds: string) =>
+        createBatonClient({ natsUrl: server.url, natsCreds, prefix: PREFIX, project: 'acme', agent: 'support' }).catch((e: unknown) => e);
+      // Credentials another deployment issued (its own operator and account): this server refuses them.
+      const stranger = issueCreds(openDeployment(join(dir, 'other-deployment'), PREFIX), Principals.agent('acme', 'support'));
+      const refused = await connectWith(stranger.file);
+      expect(refused).toBeInstanceOf(CredentialsRefused);
+      expect(refused).toMatchObject({ name: 'CredentialsRefused', code: 'unauthenticated', reason: 'refused', credsFile: stranger.file });
+      expect((refused as Error).message).toContain('retrying does not help');
+
+      const garbage = join(dir, 'garbage.creds');
+      writeFileSync(garbage, 'not a credentials file\n');
+      await expect(connectWith(garbage)).resolves.toMatchObject({ code: 'unauthenticated', reason: 'invalid', credsFile: garbage });
+
+      const absent = join(dir, 'absent.creds');
+      await expect(connectWith(absent)).resolves.toMatchObject({ code: 'unauthenticated', reason: 'unreadable', credsFile: absent });
+      // A server that cannot be reached is not a credentials problem: store_error, which a retry may fix.
+      const closed = await freePort();
+      await expect(
+        createBatonClient({ natsUrl: `nats://127.0.0.1:${closed}`, natsCreds: stranger.file, prefix: PREFIX, project: 'acme', agent: 'support' }),
+      ).rejects.toMatchObject({ code: 'store_error' });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 

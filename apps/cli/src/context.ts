@@ -2,7 +2,15 @@ import { z } from 'zod';
 import { existsSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { createEventRegistry, inboxPrefixOf, type EventRegistry, type Principal } from '@baton/contracts';
-import { JetStreamEventStore, connectNats, hasNatsCode, natsRefusedCredentials, principalOfCreds, type NatsHandle } from '@baton/eventstore';
+import {
+  CredentialsRefused,
+  JetStreamEventStore,
+  connectNats,
+  hasNatsCode,
+  natsRefusedCredentials,
+  principalOfCreds,
+  type NatsHandle,
+} from '@baton/eventstore';
 import { createProjectionStore, createRedis, type ProjectionStore, type RedisHandle } from '@baton/projections';
 import { BaseConfigSchema, ConfigError, envInt, loadConfig } from '@baton/platform';
 import { CliError, CliErrorCode, UsageError } from './errors';
@@ -89,19 +97,30 @@ export interface CliContextOptions {
 
 /**
  * The platform `npm start` runs writes `<BATON_NATS_DIR or ./var/nats-auth>/local.json` with its
- * NATS URL and the admin's credentials file, so the CLI and the demo find it with no settings.
- * Used only when NATS_URL is not set.
+ * NATS URL, the admin's credentials file and the Redis its services use, so the CLI and the demo
+ * find it with no settings. Used only when NATS_URL is not set.
  */
-export function localDeployment(env: Record<string, string | undefined>): { url: string; admin: string } | null {
+export function localDeployment(env: Record<string, string | undefined>): { url: string; admin: string; redis?: string } | null {
   const file = resolve(env['BATON_NATS_DIR'] ?? 'var/nats-auth', 'local.json');
   if (!existsSync(file)) return null;
   try {
-    const parsed = JSON.parse(readFileSync(file, 'utf8')) as { url?: unknown; creds?: { admin?: unknown } };
+    const parsed = JSON.parse(readFileSync(file, 'utf8')) as { url?: unknown; creds?: { admin?: unknown }; redis?: unknown };
     if (typeof parsed.url !== 'string' || typeof parsed.creds?.admin !== 'string') return null;
-    return { url: parsed.url, admin: parsed.creds.admin };
+    return { url: parsed.url, admin: parsed.creds.admin, ...(typeof parsed.redis === 'string' ? { redis: parsed.redis } : {}) };
   } catch {
     return null;
   }
+}
+
+/**
+ * The CLI's settings: the environment, and — when neither NATS_URL nor REDIS_URL is set — the
+ * local deployment's Redis, so that the commands that read projections read the running
+ * platform's, not whatever answers on the default port.
+ */
+function settingsOf(env: Record<string, string | undefined>): Record<string, string | undefined> {
+  if (env['NATS_URL'] !== undefined || env['REDIS_URL'] !== undefined) return env;
+  const redis = localDeployment(env)?.redis;
+  return redis === undefined ? env : { ...env, REDIS_URL: redis };
 }
 
 /** The default projection key prefix for a subject prefix (the notifier's). */
@@ -160,7 +179,7 @@ export function createCliContext(options: CliContextOptions): CliContext {
     config() {
       if (config) return config;
       try {
-        config = loadConfig(CliConfigSchema, env);
+        config = loadConfig(CliConfigSchema, settingsOf(env));
       } catch (error) {
         if (error instanceof ConfigError) throw new UsageError(error.message, false);
         throw error;
@@ -193,7 +212,7 @@ export function createCliContext(options: CliContextOptions): CliContext {
           owned.push(() => handle.drain());
           return handle;
         } catch (error) {
-          if (natsRefusedCredentials(error)) throw credentialsRefused(url, error, ctx.config().NATS_CREDS, credsFile);
+          if (natsRefusedCredentials(error) || error instanceof CredentialsRefused) throw credentialsRefused(url, error, ctx.config().NATS_CREDS, credsFile);
           throw new CliError(
             `cannot reach NATS at ${url}: ${(error as Error).message} (set NATS_URL, and NATS_CREDS to the admin credentials: baton nats-config)`,
             { cause: error, code: CliErrorCode.unavailable },
@@ -246,7 +265,7 @@ export function createCliContext(options: CliContextOptions): CliContext {
 /**
  * `unauthenticated`: NATS at `url` refused the credentials the CLI presented — NATS_CREDS's file,
  * the local deployment's admin file, or none (NATS_CREDS unset against a server that requires
- * them) — or the file is no credentials file the client can use. The message names which, and
+ * them) — or the file is no credentials file the client can use, or cannot be read. The message names which, and
  * what to do; `details.nats_creds` is the file (null: none).
  */
 function credentialsRefused(url: string, error: unknown, natsCreds: string | undefined, credsFile: string | undefined): CliError {
@@ -258,9 +277,11 @@ function credentialsRefused(url: string, error: unknown, natsCreds: string | und
   const what =
     natsCreds === undefined && credsFile === undefined
       ? `NATS at ${url} requires credentials, and NATS_CREDS is not set (${said})`
-      : hasNatsCode(error, 'BAD_CREDS')
-        ? `${file} is not a NATS credentials file the client can use (${said})`
-        : `NATS at ${url} refused ${file} (${said}: unknown to this server, expired, or another deployment's)`;
+      : error instanceof CredentialsRefused && error.reason === 'unreadable'
+        ? `${file} cannot be read (${said})`
+        : hasNatsCode(error, 'BAD_CREDS')
+          ? `${file} is not a NATS credentials file the client can use (${said})`
+          : `NATS at ${url} refused ${file} (${said}: unknown to this server, expired, or another deployment's)`;
   return new CliError(
     `${what}. Set NATS_CREDS to a credentials file this deployment issued: the admin's (\`baton creds admin\`, or the file your admin gave you) ` +
       "for admin and SRE commands, the agent's (`baton creds agent --project <p> --agent <name>`) for `baton result`",

@@ -103,6 +103,19 @@ describe('baton against a NATS server that refuses its credentials (a real nats-
     });
   });
 
+  it('a credentials file that cannot be read: unauthenticated naming the file (not "cannot reach NATS")', async () => {
+    const absent = join(dir, 'absent.creds');
+    const typed = await baton({ NATS_URL: url, NATS_CREDS: absent }, 'streams', '--json');
+    expect(typed.code).toBe(1);
+    expect(JSON.parse(typed.err)).toMatchObject({
+      error: {
+        code: 'unauthenticated',
+        message: expect.stringContaining(`the credentials file in NATS_CREDS (${absent}) cannot be read`),
+        details: { nats_creds: absent },
+      },
+    });
+  });
+
   it('NATS not reached at all stays unavailable', async () => {
     const typed = await baton({ NATS_URL: `nats://127.0.0.1:${await freePort()}` }, 'streams', '--json');
     expect(typed.code).toBe(1);

@@ -221,8 +221,8 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
     // A refusal says what the parameter takes (a typo in a filter is no empty inbox).
     for (const [query, message] of [
       ['/v1/inbox?why=polcy', /why\.0: .*policy.*human_gate.*lease_expired/],
-      ['/v1/inbox?status=all', /^status: status takes open, answered, closed .* or any$/],
-      ['/v1/stops?status=closed', /^status: status takes open, answered .* or any$/],
+      ['/v1/inbox?status=every', /^status: status takes open, answered, closed .* or any \(all\)$/],
+      ['/v1/stops?status=closed', /^status: status takes open, answered .* or any \(all\)$/],
       ['/v1/inbox?limit=0', /^limit: limit is a whole number from 1 to 500, in digits$/],
       ['/v1/inbox?limit=1&limit=2', /^limit: limit is given 2 times; give it once$/],
       [`/v1/inbox?${Array.from({ length: 21 }, () => 'kind=stop').join('&')}`, /^kind: at most 20 values/],

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { connect, credsAuthenticator, headers as natsHeaders, type JetStreamClient, type JetStreamManager, type MsgHdrs, type NatsConnection } from 'nats';
 import { inboxParts } from '@baton/contracts';
 import { decodeJwtClaims, jwtOfCreds } from './auth/jwt';
-import { PermissionDenied } from './errors';
+import { CredentialsRefused, PermissionDenied } from './errors';
 import { skipSettledCancelErrors } from './settled-requests';
 import { patternWithin } from './subject-patterns';
 import { coalesceWrites } from './write-coalescing';
@@ -146,7 +146,9 @@ export async function connectNats(opts: NatsConnectOptions = {}): Promise<NatsHa
     try {
       creds = readFileSync(opts.credsFile);
     } catch (err) {
-      throw new Error(`cannot read the NATS credentials file ${opts.credsFile}: ${(err as Error).message}`, { cause: err });
+      throw new CredentialsRefused('unreadable', opts.credsFile, `cannot read the NATS credentials file ${opts.credsFile}: ${(err as Error).message}`, {
+        cause: err,
+      });
     }
     if (opts.inboxPrefix !== undefined) checkInboxAllowed(creds, opts.inboxPrefix);
     authenticator = credsAuthenticator(creds);

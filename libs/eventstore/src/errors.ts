@@ -41,6 +41,7 @@ export const EventStoreErrorCode = {
   eventInvalid: 'event_invalid',
   eventUndecodable: 'event_undecodable',
   provisionFailed: 'provision_failed',
+  unauthenticated: 'unauthenticated',
 } as const;
 export type EventStoreErrorCode = (typeof EventStoreErrorCode)[keyof typeof EventStoreErrorCode];
 
@@ -99,6 +100,31 @@ export class PublishTimeout extends EventStoreError {
     this.name = 'PublishTimeout';
     this.attempts = attempts;
     this.msgId = options?.msgId;
+  }
+}
+
+/**
+ * Why a client could not connect with the credentials it has ({@link CredentialsRefused}):
+ * `refused` — the server would not let them in (unknown to it, expired, revoked, another
+ * deployment's); `invalid` — the file is no NATS credentials file the client can use;
+ * `unreadable` — the file could not be read; `missing` — none were given to a server that requires
+ * them.
+ */
+export type CredentialsProblem = 'refused' | 'invalid' | 'unreadable' | 'missing';
+
+/**
+ * The client cannot connect with its credentials (`reason` says why; `credsFile` is the file it
+ * presented, null for none). Retrying does not help; other credentials do.
+ */
+export class CredentialsRefused extends EventStoreError {
+  constructor(
+    readonly reason: CredentialsProblem,
+    readonly credsFile: string | null,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, { ...options, code: EventStoreErrorCode.unauthenticated });
+    this.name = 'CredentialsRefused';
   }
 }
 

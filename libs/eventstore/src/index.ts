@@ -18,6 +18,8 @@ export {
   StreamNotFound,
   PublishTimeout,
   PermissionDenied,
+  CredentialsRefused,
+  type CredentialsProblem,
   EventValidationError,
   EventDecodeError,
   ProvisionError,

@@ -23,7 +23,10 @@ import {
   EventStoreError,
   LedgerClient,
   connectNats,
+  CredentialsRefused,
+  hasNatsCode,
   headersFrom,
+  natsRefusedCredentials,
   hopTraceHeaders,
   runConsumer,
   traceHeaders,
@@ -253,13 +256,41 @@ export async function createBatonClient(options: BatonClientOptions): Promise<Ba
         checkJetStream: false,
       });
     } catch (error) {
-      // Typed as the errors table says: a refusal of the credentials stays PermissionDenied, any
-      // other failure to connect (refused, unreachable, creds file unreadable) is store_error.
+      // Typed as the errors table says: credentials of another principal are PermissionDenied, a
+      // file that cannot be read CredentialsRefused (both thrown typed by connectNats); credentials
+      // the server refused, or none given to a server that wants them, CredentialsRefused with its
+      // reason; any other failure to connect (refused connection, unreachable) is store_error.
       if (error instanceof EventStoreError) throw error;
-      // A server that wants credentials this client did not bring: say which setting brings them.
-      const noCreds = (credsFile === undefined || credsFile === '') && /authorization|authentication/i.test((error as Error).message);
-      const hint = noCreds ? ' (the server wants credentials: pass natsCreds, or set NATS_CREDS to the file `baton creds agent` wrote)' : '';
-      throw new EventStoreError(`cannot connect to NATS at ${options.natsUrl ?? 'the default server'}: ${(error as Error).message}${hint}`, { cause: error });
+      const at = options.natsUrl ?? 'the default server';
+      const said = (error as Error).message;
+      if (natsRefusedCredentials(error)) {
+        const file = credsFile === undefined || credsFile === '' ? null : credsFile;
+        if (file === null) {
+          throw new CredentialsRefused(
+            'missing',
+            null,
+            `cannot connect to NATS at ${at}: ${said} (the server wants credentials: pass natsCreds, or set NATS_CREDS to the file \`baton creds agent\` wrote)`,
+            { cause: error },
+          );
+        }
+        if (hasNatsCode(error, 'BAD_CREDS')) {
+          throw new CredentialsRefused(
+            'invalid',
+            file,
+            `cannot connect to NATS at ${at}: ${file} is not a NATS credentials file the client can use (${said})`,
+            {
+              cause: error,
+            },
+          );
+        }
+        throw new CredentialsRefused(
+          'refused',
+          file,
+          `cannot connect to NATS at ${at}: the server refused the credentials in ${file} (${said}: unknown to this server, expired, revoked, or another deployment's); retrying does not help, credentials this deployment issued do (\`baton creds agent\`)`,
+          { cause: error },
+        );
+      }
+      throw new EventStoreError(`cannot connect to NATS at ${at}: ${said}`, { cause: error });
     }
   }
   const edge = options.edge ?? (owns && credsFile !== undefined && credsFile !== '');

@@ -175,7 +175,9 @@ export class HandbackResultError extends BatonSdkError {
  * dropped the new one as a duplicate: nothing was stored. Another publisher used the same id (a
  * `result_id`, `workflow_run_id`, `message_id` or `mesh_run_id` of the same project and kind)
  * within the stream's duplicate window (2 minutes). `seq` is the stored message's. A retry of this
- * client's own publish is not this error: it resolves with `duplicate: true`.
+ * client's own publish is not this error: it resolves with `duplicate: true`. A client only
+ * remembers its own publishes while it lives: the retry, by a new process, of a publish that ended
+ * in `PublishTimeout` gets this error too — then the stored message is that very one.
  */
 export class DuplicateMessageError extends BatonSdkError {
   constructor(
@@ -184,9 +186,14 @@ export class DuplicateMessageError extends BatonSdkError {
     readonly stream: string,
     readonly seq: number,
   ) {
-    super(`the stream ${stream} already holds message ${msgId} (seq ${seq}), which this client did not publish: nothing was stored; publish under another id`, {
-      code: 'duplicate_message_id',
-    });
+    super(
+      `the stream ${stream} already holds message ${msgId} (seq ${seq}), which this client did not publish: nothing new was stored. ` +
+        'If an earlier process published this same message (a PublishTimeout before a restart), it is stored and this was its retry; ' +
+        'otherwise another publisher took the id and this message was not stored (a new message needs a new id)',
+      {
+        code: 'duplicate_message_id',
+      },
+    );
     this.name = 'DuplicateMessageError';
   }
 }

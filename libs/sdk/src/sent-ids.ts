@@ -101,6 +101,9 @@ export const DEFAULT_PUBLISH_RETRY: Readonly<PublishRetry> = { attempts: 3, time
  */
 export const MAX_PUBLISH_RETRY_SPAN_MS = 60_000;
 
+/** A setting as the caller wrote it: a string quoted (`'3'` is not 3), anything else as is (NaN stays NaN). */
+const shown = (value: unknown): string => (typeof value === 'string' ? JSON.stringify(value) : String(value));
+
 /**
  * `retry` with the defaults filled in, checked: whole attempts (at least 1), a positive timeout, a
  * backoff of 0 or more, and every attempt and wait together within {@link MAX_PUBLISH_RETRY_SPAN_MS}.
@@ -109,9 +112,9 @@ export const MAX_PUBLISH_RETRY_SPAN_MS = 60_000;
 export function publishRetryOf(retry: Partial<PublishRetry> = {}): PublishRetry {
   const merged = { ...DEFAULT_PUBLISH_RETRY, ...retry };
   const { attempts, timeoutMs, backoffMs } = merged;
-  if (!Number.isInteger(attempts) || attempts < 1) throw new RangeError(`publishAttempts must be a whole number of at least 1 (got ${attempts})`);
-  if (!Number.isFinite(timeoutMs) || timeoutMs <= 0) throw new RangeError(`publishTimeoutMs must be a positive number of ms (got ${timeoutMs})`);
-  if (!Number.isFinite(backoffMs) || backoffMs < 0) throw new RangeError(`the publish backoff must be 0 ms or more (got ${backoffMs})`);
+  if (!Number.isInteger(attempts) || attempts < 1) throw new RangeError(`publishAttempts must be a whole number of at least 1 (got ${shown(attempts)})`);
+  if (!Number.isFinite(timeoutMs) || timeoutMs <= 0) throw new RangeError(`publishTimeoutMs must be a positive number of ms (got ${shown(timeoutMs)})`);
+  if (!Number.isFinite(backoffMs) || backoffMs < 0) throw new RangeError(`the publish backoff must be 0 ms or more (got ${shown(backoffMs)})`);
   const span = publishRetrySpanMs(merged);
   if (span > MAX_PUBLISH_RETRY_SPAN_MS) {
     throw new RangeError(

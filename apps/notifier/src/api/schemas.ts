@@ -79,7 +79,10 @@ export const EventStreamQuerySchema = z.strictObject({
   project: list(ProjectIdSchema).optional(),
 });
 
-/** `GET /v1/inbox` query. Unknown parameters are refused (400). `status` defaults to `open`; `any` lists all. */
+/** Every status: `any`, or `all` (the same; the CLI's flags take both). */
+const anyStatus = z.enum(['any', 'all']).transform((): 'any' => 'any');
+
+/** `GET /v1/inbox` query. Unknown parameters are refused (400). `status` defaults to `open`; `any` (or `all`) lists all. */
 export const InboxQuerySchema = z.strictObject({
   project: list(ProjectIdSchema).optional(),
   kind: list(InboxKindSchema).optional(),
@@ -87,7 +90,7 @@ export const InboxQuerySchema = z.strictObject({
   agent: list(ActorNameSchema).optional(),
   priority: list(HandoffPrioritySchema).optional(),
   status: z
-    .union([list(InboxStatusSchema), z.literal('any')], { error: 'status takes open, answered, closed (one, or a comma-separated list), or any' })
+    .union([list(InboxStatusSchema), anyStatus], { error: 'status takes open, answered, closed (one, or a comma-separated list), or any (all)' })
     .default(['open']),
   order: z.enum(['newest', 'urgent']).default('newest'),
   limit,
@@ -100,9 +103,9 @@ export const StopsQuerySchema = z.strictObject({
   why: list(StopWhySchema).optional(),
   agent: list(AgentNameSchema).optional(),
   status: z
-    .union([list(StopPacketStatusSchema), z.literal('any')], { error: 'status takes open, answered (one, or a comma-separated list), or any' })
+    .union([list(StopPacketStatusSchema), anyStatus], { error: 'status takes open, answered (one, or a comma-separated list), or any (all)' })
     .optional()
-    .describe('open, answered (a list), or any (the default: every packet), as the inbox takes it'),
+    .describe('open, answered (a list), or any — `all` is the same — (the default: every packet), as the inbox takes it'),
   run: IdSchema.optional().describe('only the packets of the runs of this workflow_run_id (in each project the token may see, or the `project` filter names)'),
   since: IsoTimeSchema.optional(),
   until: IsoTimeSchema.optional(),

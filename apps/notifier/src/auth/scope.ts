@@ -28,5 +28,9 @@ export function assertVisible(principal: Principal, project: string, what: strin
 /** Refuse an answer from a role that only reads: 403 `role_forbidden`. */
 export function assertCanAnswer(principal: Principal): void {
   if (!canAnswer(principal))
-    throw new ApiError(HttpStatus.FORBIDDEN, 'role_forbidden', `a ${principal.role} token only reads; answering needs the operator or admin role`);
+    throw new ApiError(
+      HttpStatus.FORBIDDEN,
+      'role_forbidden',
+      `a ${principal.role} token only reads; answering and acting on items (answers, decisions, withdrawals) need the operator or admin role`,
+    );
 }

@@ -133,6 +133,12 @@ describe('operator console: tokens, roles, project scoping, web inbox (real NATS
     const projects = new Set(inbox.json().items!.map((i) => i['project']));
     expect([...projects]).toEqual(['alpha']);
     expect((await call('/v1/inbox?status=any&limit=500', { token: admin })).json().items!.map((i) => i['id'])).toContain('stop:beta:stop-beta');
+    // `all` is `any`, as the CLI's --status takes it: the same items, for the inbox and the stops.
+    const ids = async (path: string) =>
+      (await call(path, { token: admin })).json().items!.map((i) => i['id'] ?? (i['stop'] as { packet_id: string }).packet_id);
+    expect(await ids('/v1/inbox?status=all&limit=500')).toEqual(await ids('/v1/inbox?status=any&limit=500'));
+    expect(await ids('/v1/stops?status=all')).toEqual(await ids('/v1/stops?status=any'));
+    expect(await ids('/v1/stops?status=all')).toContain('stop-beta');
     expect((await call('/v1/inbox?project=beta', { token: alphaOperator })).json().error?.code).toBe('project_forbidden');
     expect((await call('/v1/stops?project=alpha,beta', { token: alphaOperator })).status).toBe(403);
     expect((await call('/v1/stops', { token: alphaOperator })).json().items!.map((r) => (r['stop'] as { project: string }).project)).not.toContain('beta');

@@ -8,6 +8,7 @@ import {
   natsRefusedCredentials,
   NatsHandle,
   PermissionDenied,
+  CredentialsRefused,
   provision,
   type ResumedCommand,
 } from '@baton/eventstore';
@@ -109,7 +110,7 @@ export function natsStartupError(config: Pick<BaseConfig, 'NATS_URL' | 'NATS_CRE
       : config.NATS_USER !== undefined
         ? `user ${config.NATS_USER}`
         : 'no credentials';
-  if (error instanceof PermissionDenied || said.startsWith('cannot read the NATS credentials file')) {
+  if (error instanceof PermissionDenied || (error instanceof CredentialsRefused && error.reason === 'unreadable')) {
     return new StartupError(`${said} (NATS_CREDS)`, 'NATS_CREDS', { cause: error });
   }
   if (natsRefusedCredentials(error)) {
