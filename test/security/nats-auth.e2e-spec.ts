@@ -2,7 +2,21 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { claimWithdrawnSubject, inboxPrefixOf, Principals, type Principal } from '@baton/contracts';
-import { connectNats, decodeJwtClaims, issueCreds, jwtOfCreds, LedgerClient, openDeployment, principalOfCreds, type NatsHandle } from '@baton/eventstore';
+import {
+  connectNats,
+  createNkeyPair,
+  credsFile,
+  credsGrantResponses,
+  decodeJwtClaims,
+  issueCreds,
+  jwtOfCreds,
+  LedgerClient,
+  openDeployment,
+  permissionsFor,
+  principalOfCreds,
+  userJwt,
+  type NatsHandle,
+} from '@baton/eventstore';
 import { createBatonClient, CredentialsRefused, PermissionDenied } from '@baton/sdk';
 import { waitFor } from '@baton/wait';
 import {
@@ -92,6 +106,39 @@ describe('NATS decentralized auth: the server, not the message, decides who is s
       await expect(
         createBatonClient({ natsUrl: `nats://127.0.0.1:${closed}`, natsCreds: stranger.file, prefix: PREFIX, project: 'acme', agent: 'support' }),
       ).rejects.toMatchObject({ code: 'store_error' });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('admin credentials an earlier version issued with allow_responses: the CLI still connects with them and warns to issue new ones; current ones carry none', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'baton-old-admin-'));
+    try {
+      const run = async (creds: string) => {
+        const io = bufferedIo();
+        const code = await baton(['streams'], {
+          io,
+          env: { NATS_URL: server.url, NATS_CREDS: creds, BATON_PREFIX: PREFIX, BATON_NATS_DIR: join(dir, 'none') },
+        });
+        return { code, err: io.err() };
+      };
+      const current = issueCreds(server.deployment, Principals.operator('admin'));
+      expect(credsGrantResponses(readFileSync(current.file, 'utf8'))).toBe(false);
+      // No streams are provisioned on this server: the command itself ends `no stream` either way;
+      // what matters is what it says about the credentials.
+      const fresh = await run(current.file);
+      expect(fresh.err).toContain('no stream');
+      expect(fresh.err).not.toContain('allow_responses');
+
+      const user = createNkeyPair('user');
+      const old = join(dir, 'old-admin.creds');
+      const granted = { ...permissionsFor(PREFIX, Principals.operator('admin')), allowResponses: true };
+      writeFileSync(old, credsFile(userJwt(server.deployment.account, user, 'admin', granted, Math.floor(Date.now() / 1000)), user));
+      expect(credsGrantResponses(readFileSync(old, 'utf8'))).toBe(true);
+      const warned = await run(old);
+      expect(warned.code).toBe(fresh.code);
+      expect(warned.err).toContain(`the credentials in ${old} carry allow_responses`);
+      expect(warned.err).toContain('baton creds admin --rotate');
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

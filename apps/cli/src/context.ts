@@ -6,6 +6,7 @@ import {
   CredentialsRefused,
   JetStreamEventStore,
   connectNats,
+  credsGrantResponses,
   hasNatsCode,
   natsRefusedCredentials,
   principalOfCreds,
@@ -210,6 +211,11 @@ export function createCliContext(options: CliContextOptions): CliContext {
             checkJetStream: principal.kind !== 'agent',
           });
           owned.push(() => handle.drain());
+          if (credsFile !== undefined && credsGrantResponses(readFileSync(credsFile, 'utf8'))) {
+            ctx.warn(
+              `the credentials in ${credsFile} carry allow_responses, as admin credentials issued by an earlier Baton did: on nats-server 2.9 they make every stream read of this command (replay, verify) slower as it goes and stall the services' appends meanwhile. Issue new ones: baton nats-config (the deployment folder's own file) or baton creds admin --rotate`,
+            );
+          }
           return handle;
         } catch (error) {
           if (natsRefusedCredentials(error) || error instanceof CredentialsRefused) throw credentialsRefused(url, error, ctx.config().NATS_CREDS, credsFile);

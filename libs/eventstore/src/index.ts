@@ -129,7 +129,7 @@ export type {
   ReactorEdgeOptions,
   DeliveredMessage,
 } from './reactor';
-export { createNkeyPair, nkeyPairFromSeed, decodeJwtClaims, jwtOfCreds, jwtSignedBy, isUserPublicKey } from './auth/jwt';
+export { createNkeyPair, credsFile, nkeyPairFromSeed, decodeJwtClaims, jwtOfCreds, jwtSignedBy, isUserPublicKey, userJwt } from './auth/jwt';
 export type { NkeyPair, UserPermissions, SubjectPermission, UserRevocations } from './auth/jwt';
 export { permissionsFor, redriveMarkerSubjects } from './auth/permissions';
 export {
@@ -139,6 +139,7 @@ export {
   credsPath,
   credsName,
   principalOfCreds,
+  credsGrantResponses,
   authConfig,
   serverConfig,
   writeServerConfig,

@@ -120,6 +120,21 @@ export function credsPath(deployment: AuthDeployment, principal: Principal): str
 }
 
 /**
+ * Whether a credentials file's user JWT carries `allow_responses` (the `resp` claim), as admin
+ * credentials issued before it was dropped do: on nats-server 2.9 every read such a connection makes
+ * costs the server more the longer it reads (see `permissionsFor`). False for a file that cannot be
+ * read as one.
+ */
+export function credsGrantResponses(creds: string): boolean {
+  try {
+    const nats = decodeJwtClaims(jwtOfCreds(creds))['nats'] as Record<string, unknown> | undefined;
+    return nats?.['resp'] !== undefined;
+  } catch {
+    return false;
+  }
+}
+
+/**
  * The principal a credentials file was issued to, read from its user JWT's name ({@link credsName}
  * written back); null for a name this module never writes (a file made elsewhere).
  */

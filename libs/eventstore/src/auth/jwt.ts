@@ -48,7 +48,12 @@ export interface SubjectPermission {
 export interface UserPermissions {
   pub: SubjectPermission;
   sub: SubjectPermission;
-  /** Allow publishing one reply to the reply subject of each request received (services that answer requests). */
+  /**
+   * Allow publishing one reply to the reply subject of each message received. No Baton principal is
+   * given it (see `permissionsFor`): on nats-server 2.9 it makes the server track every delivered
+   * reply subject for 2 minutes and scan them on each delivery once past 4 096. Kept so that
+   * credentials issued with it by earlier versions are recognised and issued again.
+   */
   allowResponses?: boolean;
 }
 

@@ -21,7 +21,7 @@ describe('permissionsFor: replies go to inboxes only', () => {
     expect((permissions.pub.allow ?? []).filter((subject) => subject.startsWith('_INBOX'))).toEqual(['_INBOX_baton.>']);
   });
 
-  it('no service and no agent may publish on NATS`s default inbox or with allow_responses; only the admin keeps them', () => {
+  it('no principal has allow_responses, and only the admin (which publishes anywhere) may publish on NATS`s default inbox', () => {
     const principals = [
       Principals.agent('acme', 'support'),
       Principals.service('router'),
@@ -35,7 +35,12 @@ describe('permissionsFor: replies go to inboxes only', () => {
       expect({ principal, responses: permissions.allowResponses ?? false }).toEqual({ principal, responses: false });
       expect((permissions.pub.allow ?? []).some((subject) => subject === '>' || subject.startsWith('_INBOX.'))).toBe(false);
     }
-    expect(permissionsFor('baton', Principals.operator('admin')).allowResponses).toBe(true);
+    // The admin publishes anywhere already; allow_responses would only make nats-server 2.9 track
+    // (and, past 4 096, scan on every delivery) the reply subject of each message a replay reads.
+    const admin = permissionsFor('baton', Principals.operator('admin'));
+    expect(admin.allowResponses).toBeUndefined();
+    expect(admin.pub.allow).toEqual(['>']);
+    expect(permissionClaims(admin)).not.toHaveProperty('resp');
   });
 });
 
@@ -85,6 +90,15 @@ describe('ensureServiceCreds: credentials that grant what an earlier version gra
       expect(reissued).not.toHaveProperty('resp');
       expect(reissued['pub']).toEqual(permissionClaims(permissionsFor('baton', Principals.service('ledger')))['pub']);
       expect(readFileSync(files['router']!, 'utf8')).toBe(routerBefore);
+
+      // The admin's file as versions before it lost allow_responses issued it: issued again without.
+      const admin = createNkeyPair('user');
+      const oldAdmin = { ...permissionsFor('baton', Principals.operator('admin')), allowResponses: true };
+      writeFileSync(files['admin']!, credsFile(userJwt(deployment.account, admin, 'admin', oldAdmin, 1), admin));
+      ensureServiceCreds(deployment);
+      const adminClaims = decodeJwtClaims(jwtOfCreds(readFileSync(files['admin']!, 'utf8')))['nats'] as Record<string, unknown>;
+      expect(adminClaims).not.toHaveProperty('resp');
+      expect(adminClaims['pub']).toEqual({ allow: ['>'] });
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -200,7 +200,12 @@ export function permissionsFor(prefix: string, principal: Principal): UserPermis
     case 'op':
       if (principal.relay === 'admin') {
         // The baton CLI and SREs: everything in the account (replay, verify, streams, redrive, pause).
-        return { pub: { allow: ['>'] }, sub: { allow: ['>'] }, allowResponses: true };
+        // No allow_responses: publishing to `>` already covers every reply subject, and on
+        // nats-server 2.9 a connection holding it has the server remember the reply subject of every
+        // message delivered to it for the permission's lifetime (2 minutes) and, past 4 096 of them,
+        // walk them all on each delivery — on the stream's own goroutine, so a replay's un-acked read
+        // slowed to ~150 events/s and stalled every append to the events stream.
+        return { pub: { allow: ['>'] }, sub: { allow: ['>'] } };
       }
       // op.notifier is the notifier service's own principal for ledger commands; it has no separate connection.
       return permissionsFor(prefix, { kind: 'svc', service: 'notifier' });
