@@ -35,7 +35,15 @@ export {
 export type { MeshDefinition, MeshStartRequest, Rejection, SessionMessage } from '@baton/contracts';
 export { HandoffErrorCode } from '@baton/domain';
 // What a publish may throw besides the SDK's own errors (each with a stable `code`).
-export { CredentialsRefused, EventStoreError, EventStoreErrorCode, PermissionDenied, PublishTimeout, StreamNotFound, type CredentialsProblem } from '@baton/eventstore';
+export {
+  CredentialsRefused,
+  EventStoreError,
+  EventStoreErrorCode,
+  PermissionDenied,
+  PublishTimeout,
+  StreamNotFound,
+  type CredentialsProblem,
+} from '@baton/eventstore';
 export type { LedgerReply } from '@baton/contracts';
 export { decisions } from './decisions';
 export { AgentSubjects, offerDurableName } from './subjects';
