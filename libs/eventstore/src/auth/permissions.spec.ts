@@ -1,7 +1,7 @@
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Principals } from '@baton/contracts';
+import { Principals, type Principal } from '@baton/contracts';
 import { ensureServiceCreds, openDeployment } from './deployment';
 import { createNkeyPair, credsFile, decodeJwtClaims, jwtOfCreds, permissionClaims, userJwt } from './jwt';
 import { permissionsFor } from './permissions';
@@ -81,22 +81,21 @@ describe('ensureServiceCreds: credentials that grant what an earlier version gra
       // Unchanged grants: nothing is issued again.
       ensureServiceCreds(deployment);
       expect(readFileSync(files['ledger']!, 'utf8')).toBe(ledgerBefore);
-      // A ledger user as an earlier version issued it: the same grants plus allow_responses.
-      const user = createNkeyPair('user');
-      const old = { ...permissionsFor('baton', Principals.service('ledger')), allowResponses: true };
-      writeFileSync(files['ledger']!, credsFile(userJwt(deployment.account, user, 'svc.ledger', old, 1), user));
-      ensureServiceCreds(deployment);
-      const reissued = decodeJwtClaims(jwtOfCreds(readFileSync(files['ledger']!, 'utf8')))['nats'] as Record<string, unknown>;
+      // A file as an earlier version issued it (the same grants plus allow_responses), then what
+      // ensureServiceCreds leaves in its place.
+      const oldThenReissued = (principal: Principal, name: string, file: string) => {
+        const user = createNkeyPair('user');
+        const old = { ...permissionsFor('baton', principal), allowResponses: true };
+        writeFileSync(file, credsFile(userJwt(deployment.account, user, name, old, 1), user));
+        ensureServiceCreds(deployment);
+        return decodeJwtClaims(jwtOfCreds(readFileSync(file, 'utf8')))['nats'] as Record<string, unknown>;
+      };
+      const reissued = oldThenReissued(Principals.service('ledger'), 'svc.ledger', files['ledger']!);
       expect(reissued).not.toHaveProperty('resp');
       expect(reissued['pub']).toEqual(permissionClaims(permissionsFor('baton', Principals.service('ledger')))['pub']);
       expect(readFileSync(files['router']!, 'utf8')).toBe(routerBefore);
-
       // The admin's file as versions before it lost allow_responses issued it: issued again without.
-      const admin = createNkeyPair('user');
-      const oldAdmin = { ...permissionsFor('baton', Principals.operator('admin')), allowResponses: true };
-      writeFileSync(files['admin']!, credsFile(userJwt(deployment.account, admin, 'admin', oldAdmin, 1), admin));
-      ensureServiceCreds(deployment);
-      const adminClaims = decodeJwtClaims(jwtOfCreds(readFileSync(files['admin']!, 'utf8')))['nats'] as Record<string, unknown>;
+      const adminClaims = oldThenReissued(Principals.operator('admin'), 'admin', files['admin']!);
       expect(adminClaims).not.toHaveProperty('resp');
       expect(adminClaims['pub']).toEqual({ allow: ['>'] });
     } finally {
