@@ -118,9 +118,9 @@ export function localDeployment(env: Record<string, string | undefined>): { url:
  * local deployment's Redis, so that the commands that read projections read the running
  * platform's, not whatever answers on the default port.
  */
-function settingsOf(env: Record<string, string | undefined>): Record<string, string | undefined> {
+function settingsOf(env: Record<string, string | undefined>, local: () => ReturnType<typeof localDeployment>): Record<string, string | undefined> {
   if (env['NATS_URL'] !== undefined || env['REDIS_URL'] !== undefined) return env;
-  const redis = localDeployment(env)?.redis;
+  const redis = local()?.redis;
   return redis === undefined ? env : { ...env, REDIS_URL: redis };
 }
 
@@ -152,13 +152,21 @@ export function createCliContext(options: CliContextOptions): CliContext {
   const env = options.env ?? process.env;
   let config: CliConfig | null = null;
   let nats: Promise<NatsHandle> | null = options.nats ? Promise.resolve(options.nats) : null;
-  // Where NATS is and whose credentials speak there: the local deployment file and the creds file are read once.
-  let target: { local: ReturnType<typeof localDeployment>; credsFile: string | undefined; principal: Principal } | null = null;
+  // The local deployment file (the settings and the NATS target both read it) is read once.
+  let localRead: { value: ReturnType<typeof localDeployment> } | null = null;
+  const local = () => (localRead ??= { value: localDeployment(env) }).value;
+  // Where NATS is and whose credentials speak there: the creds file is read once too.
+  let target: { local: ReturnType<typeof localDeployment>; credsFile: string | undefined; principal: Principal; grantsResponses: boolean } | null = null;
   const natsTarget = () =>
     (target ??= (() => {
-      const local = localDeployment(env);
-      const credsFile = ctx.config().NATS_CREDS ?? (env['NATS_URL'] === undefined ? local?.admin : undefined);
-      return { local, credsFile, principal: principalOfCredsFile(credsFile) ?? { kind: 'op' as const, relay: 'admin' as const } };
+      const credsFile = ctx.config().NATS_CREDS ?? (env['NATS_URL'] === undefined ? local()?.admin : undefined);
+      const creds = credsTextOf(credsFile);
+      return {
+        local: local(),
+        credsFile,
+        principal: (creds === null ? null : principalOfCreds(creds)) ?? { kind: 'op' as const, relay: 'admin' as const },
+        grantsResponses: creds !== null && credsGrantResponses(creds),
+      };
     })());
   let redis: Promise<RedisHandle> | null = options.redis ? Promise.resolve(options.redis) : null;
   let registry: EventRegistry | null = null;
@@ -180,7 +188,7 @@ export function createCliContext(options: CliContextOptions): CliContext {
     config() {
       if (config) return config;
       try {
-        config = loadConfig(CliConfigSchema, settingsOf(env));
+        config = loadConfig(CliConfigSchema, settingsOf(env, local));
       } catch (error) {
         if (error instanceof ConfigError) throw new UsageError(error.message, false);
         throw error;
@@ -195,7 +203,7 @@ export function createCliContext(options: CliContextOptions): CliContext {
         // The reply inbox the credentials may subscribe to is their principal's (an agent's creds
         // for `baton result`), the admin's when they name none Baton wrote; an agent may not ask
         // the JetStream API for its account info either.
-        const { local, credsFile, principal } = natsTarget();
+        const { local, credsFile, principal, grantsResponses } = natsTarget();
         const url = env['NATS_URL'] === undefined && local ? local.url : ctx.config().NATS_URL;
         try {
           const handle = await connectNats({
@@ -211,7 +219,7 @@ export function createCliContext(options: CliContextOptions): CliContext {
             checkJetStream: principal.kind !== 'agent',
           });
           owned.push(() => handle.drain());
-          if (credsFile !== undefined && credsGrantResponses(readFileSync(credsFile, 'utf8'))) {
+          if (grantsResponses) {
             ctx.warn(
               `the credentials in ${credsFile} carry allow_responses, as admin credentials issued by an earlier Baton did: on nats-server 2.9 they make every stream read of this command (replay, verify) slower as it goes and stall the services' appends meanwhile. Issue new ones: baton nats-config (the deployment folder's own file) or baton creds admin --rotate`,
             );
@@ -295,11 +303,11 @@ function credentialsRefused(url: string, error: unknown, natsCreds: string | und
   );
 }
 
-/** The principal a credentials file names (null: none given, unreadable, or not one Baton issued). */
-function principalOfCredsFile(path: string | undefined): Principal | null {
+/** A credentials file's text (null: none given, or unreadable — connecting says why). */
+function credsTextOf(path: string | undefined): string | null {
   if (path === undefined) return null;
   try {
-    return principalOfCreds(readFileSync(path, 'utf8'));
+    return readFileSync(path, 'utf8');
   } catch {
     return null;
   }
