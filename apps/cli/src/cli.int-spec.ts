@@ -21,6 +21,7 @@ import { createCliContext } from './context';
 import { failureOf, main } from './main';
 import { bufferedIo } from './output';
 import { tapped } from './tapped-source.int-support';
+import { waitFor } from '@baton/wait';
 
 const NATS_URL = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
 const REDIS_URL = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
@@ -372,12 +373,25 @@ describe('the baton command against real NATS and Redis', () => {
    * comparison) or `traffic.compareKeys` (a catch-up round's). Also says where each pass began to
    * read the stream, and how many comparisons of each kind handoffs had.
    */
-  async function verifyUnderTraffic(argv: string[], traffic: { fold?: LiveEvent[]; compare?: LiveEvent[]; compareKeys?: LiveEvent[] }) {
+  async function verifyUnderTraffic(
+    argv: string[],
+    traffic: { fold?: LiveEvent[]; compare?: LiveEvent[]; compareKeys?: LiveEvent[] },
+    { refuseFreezing = false }: { refuseFreezing?: boolean } = {},
+  ) {
     const io = bufferedIo();
     const ctx = createCliContext({ io, env: { NATS_URL, REDIS_URL, BATON_PREFIX: prefix } });
     const real = await ctx.projections();
     const reads: number[] = [];
-    const comparisons = { compare: 0, compareKeys: 0 };
+    const comparisons = { compare: 0, compareKeys: 0, compareFrozen: 0 };
+    /** `real[method]`, counted and preceded by `events` applied live when it compares handoffs. */
+    const busyBefore = <M extends keyof typeof comparisons>(method: M, events: readonly LiveEvent[] = []) =>
+      (async (projection: string, ...rest: unknown[]) => {
+        if (projection === 'handoffs') {
+          comparisons[method]++;
+          for (const kind of events) await applyLive(kind);
+        }
+        return (real[method] as (...args: unknown[]) => Promise<unknown>).call(real, projection, ...rest);
+      }) as ProjectionStore[M];
     const busy: ProjectionStore = Object.assign(Object.create(real) as ProjectionStore, {
       buildScratch: ((targets, source, options) =>
         real.buildScratch(
@@ -392,22 +406,17 @@ describe('the baton command against real NATS and Redis', () => {
               },
             })(from);
           },
-          options,
+          refuseFreezing && options?.afterPass
+            ? {
+                ...options,
+                // Differing keys too many or too large to copy at once: the rounds compare the live keys themselves.
+                afterPass: (pass) => options.afterPass!({ ...pass, freeze: async (_, keys) => ({ status: 'too_large', keys: keys.length, elements: 0 }) }),
+              }
+            : options,
         )) as ProjectionStore['buildScratch'],
-      compare: (async (...args: Parameters<ProjectionStore['compare']>) => {
-        if (args[0] === 'handoffs') {
-          comparisons.compare++;
-          for (const kind of traffic.compare ?? []) await applyLive(kind);
-        }
-        return real.compare(...args);
-      }) as ProjectionStore['compare'],
-      compareKeys: (async (...args: Parameters<ProjectionStore['compareKeys']>) => {
-        if (args[0] === 'handoffs') {
-          comparisons.compareKeys++;
-          for (const kind of traffic.compareKeys ?? []) await applyLive(kind);
-        }
-        return real.compareKeys(...args);
-      }) as ProjectionStore['compareKeys'],
+      compare: busyBefore('compare', traffic.compare),
+      compareKeys: busyBefore('compareKeys', traffic.compareKeys),
+      compareFrozen: busyBefore('compareFrozen', traffic.compareKeys),
     });
     ctx.projections = async () => busy;
     try {
@@ -422,14 +431,15 @@ describe('the baton command against real NATS and Redis', () => {
 
   it('verify under steady live traffic (events applied during the fold and during every comparison) catches up with the live projection instead of starting over, and reaches a verdict: no differences', async () => {
     // h-1 heartbeats during the fold and the first comparison; while the catch-up round compares,
-    // another handoff is created (keys that round does not look at): it ends with live_moved 1.
+    // another handoff is created: that comparison reads copies taken before it, which nothing moves.
     const traffic = { fold: ['beat', 'beat'], compare: ['beat'], compareKeys: ['create'] } satisfies Parameters<typeof verifyUnderTraffic>[1];
     const busy = await verifyUnderTraffic(['--projection', 'handoffs', '--json'], traffic);
     expect(busy.code).toBe(0);
     const report = JSON.parse(busy.out) as VerifyJson;
     expect(report.ok).toBe(true);
-    // Folded to seq 4 (what the live projection had applied), compared while it applied 5..7, caught
-    // up to 7 from 5 (not from 1), compared again the keys that can have changed while it applied 8.
+    // Folded to seq 4 (what the live projection had applied), compared while it applied 5..7; the
+    // keys that differed (h-1's) copied from the live side at 7; the fold caught up to 7 from 5 (not
+    // from 1) and compared with the copies while the live side applied 8.
     expect(report.projections[0]).toMatchObject({
       projection: 'handoffs',
       live_seq: 7,
@@ -437,11 +447,12 @@ describe('the baton command against real NATS and Redis', () => {
       events: 7,
       differing: 0,
       rounds: 1,
-      live_moved: 1,
+      live_moved: 0,
       unsettled: 0,
+      frozen_keys: 2,
     });
     expect(busy.reads).toEqual([1, 5]);
-    expect(busy.comparisons).toEqual({ compare: 1, compareKeys: 1 });
+    expect(busy.comparisons).toEqual({ compare: 1, compareKeys: 0, compareFrozen: 1 });
     // Counted whole again at the end (the catch-up round compared a few keys only).
     const generation = (await store.activeGeneration('handoffs'))!;
     expect(report.projections[0]!.live_keys).toBe(Object.keys((await store.snapshot('handoffs', generation)).keys).length);
@@ -452,13 +463,13 @@ describe('the baton command against real NATS and Redis', () => {
     expect(text.out).toMatch(/^handoffs: ok \(\d+ keys, seq 11, after 1 catch-up rounds with the live projection\)$/m);
     expect(text.err).toContain('(comparing with the live projections)');
     expect(text.err).toContain('(catching up with the live projections, round 1)');
-    expect(text.err).toContain('(comparing the keys that can have changed (round 1))');
+    expect(text.err).toContain('(comparing the differing keys at one sequence (round 1))');
     expect(text.err).toMatch(/verify: 1[0-9] events in [^;]+; every projection matches the stream/);
-    // Nothing left behind.
+    // Nothing left behind: the scratch generation and its copies of live keys are gone.
     expect(new Set((await keysMatching(`${prefix}:proj:handoffs:g[0-9]*`)).map((k) => k.split(':')[3]))).toEqual(new Set([`g${generation}`]));
   });
 
-  it('verify under live traffic still reports real drift (a value changed by hand, a key deleted) after its catch-up rounds, as lasting', async () => {
+  it('verify under live traffic still reports real drift (a value changed by hand, a key deleted) after its catch-up round, as lasting', async () => {
     const generation = await store.activeGeneration('handoffs');
     await redis.client.set(`${prefix}:proj:handoffs:g${generation}:hs:demo:h-2`, '{"id":"h-2","status":"tampered"}');
     await redis.client.del(`${prefix}:proj:handoffs:g${generation}:ht:demo:hb-1`);
@@ -467,41 +478,89 @@ describe('the baton command against real NATS and Redis', () => {
     expect(busy.code).toBe(1);
     const report = JSON.parse(busy.out) as VerifyJson;
     expect(report.ok).toBe(false);
-    // Round 1 compared h-1's keys again (the live side's newer events, now folded too) with the two
-    // drifted keys; round 2 folded the handoff created meanwhile: it wrote neither drifted key.
-    expect(report.projections[0]).toMatchObject({ differing: 2, rounds: 1, live_seq: 7, live_moved: 1, unsettled: 0, unsettled_keys: [] });
+    // Round 1 compared h-1's keys (the live side's newer events, now folded too) and the two drifted
+    // keys, all four as they stood at seq 7: only the drifted two differ.
+    expect(report.projections[0]).toMatchObject({ differing: 2, rounds: 1, live_seq: 7, live_moved: 0, unsettled: 0, unsettled_keys: [], frozen_keys: 4 });
     expect(report.projections[0]!.differences.map((d) => [d.key, d.a !== undefined, d.b !== undefined])).toEqual([
       ['hs:demo:h-2', true, true],
       ['ht:demo:hb-1', false, true],
     ]);
-    expect(busy.reads).toEqual([1, 5, 8]);
+    expect(busy.reads).toEqual([1, 5]);
 
     const text = await verifyUnderTraffic(['--projection', 'handoffs'], traffic);
     expect(text.code).toBe(1);
     expect(text.out).toContain('handoffs: 2 keys differ from a fold of the stream (to seq 11):');
     expect(text.out).toContain('tampered');
     expect(text.out).toContain(
-      '  note: handoffs applied 1 more events while it was compared (after seq 11), none of them to a differing key: these differences are lasting',
+      '  note: compared at seq 11 with the 4 live keys that had differed, copied as they stood then (the live projection kept applying events): these differences are lasting',
     );
     expect(text.out).toContain('projections differ; run `baton replay` to rebuild them');
   });
 
-  it('verify under traffic that writes a differing key during every comparison stops after its last catch-up round and says which differences may be those events (unsettled), not lasting ones', async () => {
+  it('verify under traffic that writes a differing key during every comparison reaches an exact verdict in one catch-up round: those keys are compared as they stood at one sequence', async () => {
     const busy = await verifyUnderTraffic(['--projection', 'handoffs', '--json'], { compare: ['beat'], compareKeys: ['beat'] });
+    expect(busy.code).toBe(0);
+    const report = JSON.parse(busy.out) as VerifyJson;
+    expect(report.projections[0]).toMatchObject({ differing: 0, rounds: 1, live_moved: 0, unsettled: 0, frozen_keys: 2 });
+    expect(busy.comparisons).toEqual({ compare: 1, compareKeys: 0, compareFrozen: 1 });
+    expect(busy.reads).toHaveLength(2);
+  });
+
+  it('verify whose differing keys are too many or too large to copy at once compares the live keys round after round, and when a differing key is written during every comparison, says after its last round which differences may be those events (unsettled)', async () => {
+    const traffic = { compare: ['beat'], compareKeys: ['beat'] } satisfies Parameters<typeof verifyUnderTraffic>[1];
+    const busy = await verifyUnderTraffic(['--projection', 'handoffs', '--json'], traffic, { refuseFreezing: true });
     expect(busy.code).toBe(1);
     const report = JSON.parse(busy.out) as VerifyJson;
-    expect(report.projections[0]).toMatchObject({ differing: 2, rounds: 9, live_moved: 1, unsettled: 2, unsettled_keys: ['hs:demo:h-1', 'ht:demo:h-1'] });
+    expect(report.projections[0]).toMatchObject({
+      differing: 2,
+      rounds: 9,
+      live_moved: 1,
+      unsettled: 2,
+      unsettled_keys: ['hs:demo:h-1', 'ht:demo:h-1'],
+      frozen_keys: 0,
+    });
     // One whole comparison, then the catch-up rounds: 9 comparing what changed, the 10th (the last) only telling which differences are newer events.
-    expect(busy.comparisons).toEqual({ compare: 1, compareKeys: 9 });
+    expect(busy.comparisons).toEqual({ compare: 1, compareKeys: 9, compareFrozen: 0 });
     expect(busy.reads).toHaveLength(11);
 
-    const text = await verifyUnderTraffic(['--projection', 'handoffs'], { compare: ['beat'], compareKeys: ['beat'] });
+    const text = await verifyUnderTraffic(['--projection', 'handoffs'], traffic, { refuseFreezing: true });
     expect(text.code).toBe(1);
     expect(text.out).toMatch(
       /note: handoffs applied 1 more events while it was compared \(after seq \d+\); 2 of the differing keys \(hs:demo:h-1, ht:demo:h-1\) may be those events, not lasting ones: compare again when its traffic is quieter/,
     );
     expect(text.out).toContain('every difference may be events applied while it was compared: run `baton verify` again when traffic is quieter');
     expect(text.out).not.toContain('run `baton replay`');
+  });
+
+  it('verify while the live projection applies events as fast as they come (the same keys again and again, concurrently with the fold and every comparison) ends with an exact verdict, and finds drift made before it started', async () => {
+    let stop = false;
+    let applied = 0;
+    const traffic = (async () => {
+      while (!stop) {
+        await applyLive('beat');
+        applied++;
+      }
+    })();
+    try {
+      await waitFor(async () => applied >= 3, 'live traffic under way');
+      const before = applied;
+      const calm = await verifyUnderTraffic(['--projection', 'handoffs', '--json'], {});
+      // The live side applied events while it ran.
+      expect(applied).toBeGreaterThan(before);
+      expect(JSON.parse(calm.out)).toMatchObject({ ok: true, projections: [{ differing: 0, unsettled: 0 }] });
+      expect(calm.code).toBe(0);
+      const generation = await store.activeGeneration('handoffs');
+      await redis.client.set(`${prefix}:proj:handoffs:g${generation}:hs:demo:h-2`, '{"id":"h-2","status":"tampered"}');
+      const during = applied;
+      const drifted = await verifyUnderTraffic(['--projection', 'handoffs', '--json'], {});
+      expect(applied).toBeGreaterThan(during);
+      const report = JSON.parse(drifted.out) as VerifyJson;
+      expect(report.projections[0]).toMatchObject({ differing: 1, unsettled: 0, differences: [{ key: 'hs:demo:h-2' }] });
+      expect(drifted.code).toBe(1);
+    } finally {
+      stop = true;
+      await traffic;
+    }
   });
 
   it('schemas writes one pretty-printed file per contract, equal to generateJsonSchemas()', async () => {

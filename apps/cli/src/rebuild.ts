@@ -6,6 +6,7 @@ import {
   RebuildAbortedError,
   type AnyFoldingProjection,
   type FoldTarget,
+  type FrozenLive,
   type NamespaceComparison,
   type ProjectionStatus,
   type ProjectionStore,
@@ -147,6 +148,14 @@ export interface ShadowComparison {
   /** The first 1 000 of those keys, sorted. */
   unsettled_keys: string[];
   /**
+   * How many keys the last comparison read from a copy of the live projection taken at `live_seq`
+   * (one atomic step with that sequence), not from the live keys themselves: `verify` under live
+   * traffic freezes the keys that differed, brings the fold to the same sequence and compares the
+   * two, so every difference it then reports is lasting, whatever the live projection applied
+   * meanwhile (`live_moved` 0). 0: the live keys were compared as they were.
+   */
+  frozen_keys: number;
+  /**
    * The version of the projection's definition this baton folds, and the one the live generation
    * was written with (null when there is none). When they differ, the fold and the live generation
    * come from two releases: differences may be only that (see {@link versionSkewNote}).
@@ -184,9 +193,12 @@ export interface CompareOptions {
 
 /**
  * Catch-up rounds `baton verify` runs after its first comparison while the live projections keep
- * moving under it. Each is short — it folds only the events applied since the comparison before
- * and compares only the keys that can have changed — so the live side moves little during one;
- * what still differs after it is either lasting or a key the live side wrote again meanwhile.
+ * moving under it. Usually one: the keys that differed are copied from the live projection at one
+ * sequence (atomically), the fold is brought to that sequence and the two compared, so the verdict
+ * is exact however busy the live side is. When the differing keys are too many or too large to
+ * copy at once, each round folds only the events applied since the comparison before and compares
+ * only the keys that can have changed — the live side moves little during one; what still differs
+ * after the last is either lasting or a key the live side wrote again meanwhile.
  */
 export const MAX_CATCH_UP_ROUNDS = 10;
 
@@ -209,6 +221,8 @@ interface Tracked {
   counted: boolean;
   /** Its verdict does not stand yet (it differed and the live projection moved on: the next pass catches up with it). */
   open: boolean;
+  /** The differing keys copied from the live side at `seq` (the next pass folds to it; they are compared after it), or null. */
+  frozen: Extract<FrozenLive, { status: 'frozen' }> | null;
 }
 
 /** A projection's comparison before anything was compared: no keys, no differences, no rounds. */
@@ -233,6 +247,7 @@ function comparisonOf(
     rounds: 0,
     unsettled: 0,
     unsettled_keys: [],
+    frozen_keys: 0,
     version,
     live_version: where.live_version,
   };
@@ -295,8 +310,11 @@ export async function compareWithStream(
     c.unsettled_keys = keys.slice(0, MAX_LISTED);
   };
 
-  /** Record a comparison of `track` with `build`, and read where the live projection stands right after it. */
-  const record = async (track: Tracked, build: ScratchGeneration, compared: NamespaceComparison, whole: boolean, round: number) => {
+  /**
+   * Record a comparison of `track` with `build`, and read where the live projection stands right
+   * after it. `frozen`: of that many keys copied at `track.target`, which nothing moved meanwhile.
+   */
+  const record = async (track: Tracked, build: ScratchGeneration, compared: NamespaceComparison, whole: boolean, round: number, frozen = 0) => {
     track.after = await store.status(track.def);
     const c = track.comparison;
     Object.assign(c, {
@@ -305,8 +323,9 @@ export async function compareWithStream(
       events: build.events,
       differing: compared.differing,
       differences: compared.differences,
-      live_moved: Math.max(0, track.after.lastSeq - track.target),
+      live_moved: frozen > 0 ? 0 : Math.max(0, track.after.lastSeq - track.target),
       rounds: round,
+      frozen_keys: frozen,
       ...(whole ? { live_keys: compared.keysA, rebuilt_keys: compared.keysB } : {}),
     } satisfies Partial<ShadowComparison>);
     track.differing = compared.differingKeys ?? null;
@@ -336,6 +355,7 @@ export async function compareWithStream(
           after: status,
           counted: true,
           open: true,
+          frozen: null,
         };
         tracked.set(build.projection, track);
         const compared = await store.compare(build.projection, status.activeGeneration, build.generation, { collectKeys: MAX_NAMED_DIFFERENCES });
@@ -350,6 +370,19 @@ export async function compareWithStream(
         if (options.signal.aborted) throw aborted();
         const c = track.comparison;
         const build = pass.builds.find((b) => b.projection === c.projection)!;
+        if (track.frozen !== null) {
+          // The pass brought the fold to the sequence the copies were taken at: an exact comparison.
+          const { frozen } = track;
+          track.frozen = null;
+          if (!said) options.progress.update({ done: read, note: `comparing the differing keys at one sequence (round ${pass.round})` });
+          said = true;
+          c.live_generation = frozen.generation;
+          const compared = await store.compareFrozen(c.projection, build.generation, frozen.keys, { collectKeys: MAX_NAMED_DIFFERENCES });
+          await record(track, build, compared, false, pass.round, frozen.keys.length);
+          c.live_version = track.after.activeGeneration === frozen.generation ? track.after.storedVersion : c.live_version;
+          settle(track, []);
+          continue;
+        }
         const written = pass.written.get(c.projection) ?? null;
         const sameGeneration = track.after.activeGeneration === c.live_generation;
         // The pass folded the events the live projection applied since the comparison (after
@@ -386,11 +419,31 @@ export async function compareWithStream(
       if (!track.open) continue;
       const c = track.comparison;
       const generation = track.after.activeGeneration;
-      if (c.differing === 0 || (generation === c.live_generation && track.after.lastSeq <= c.live_seq)) settle(track, []);
-      // A generation swapped in behind the fold (a rebuild handed over behind the live one), or
-      // none any more: no comparison can be made at one sequence; what differs may be anything.
-      else if (generation === null || track.after.lastSeq < c.live_seq) settle(track, null);
-      else if (pass.last) settle(track, null);
+      if (c.differing === 0 || (generation === c.live_generation && track.after.lastSeq <= c.live_seq)) {
+        settle(track, []);
+        continue;
+      }
+      if (pass.last) {
+        settle(track, null);
+        continue;
+      }
+      if (track.differing !== null) {
+        // Hold the differing keys still at one sequence, and bring the fold to it.
+        const build = pass.builds.find((b) => b.projection === c.projection)!;
+        const frozen = await pass.freeze(c.projection, track.differing);
+        if (frozen.status === 'frozen' && frozen.seq >= build.lastSeq) {
+          track.frozen = frozen;
+          next[c.projection] = track.target = frozen.seq;
+          continue;
+        }
+        // A generation swapped in behind the fold (a rebuild handed over behind the live one), or
+        // none any more: no comparison can be made at one sequence; what differs may be anything.
+        if (frozen.status !== 'too_large') {
+          settle(track, null);
+          continue;
+        }
+      }
+      if (generation === null || track.after.lastSeq < c.live_seq) settle(track, null);
       else next[c.projection] = track.target = track.after.lastSeq;
     }
     return Object.keys(next).length > 0 ? next : null;
@@ -447,6 +500,14 @@ export function movedNote(comparison: Pick<ShadowComparison, 'projection' | 'liv
     `${moved}; ${comparison.unsettled} of the differing keys (${named.join(', ')}${more}) may be those events, not lasting ones: ` +
     'compare again when its traffic is quieter\n'
   );
+}
+
+/**
+ * Said under the differences of a comparison with copies of the live keys taken at one sequence
+ * (`frozen_keys`): what the live projection applied meanwhile cannot explain them.
+ */
+export function frozenNote(comparison: Pick<ShadowComparison, 'live_seq' | 'frozen_keys'>): string {
+  return `  note: compared at seq ${comparison.live_seq} with the ${comparison.frozen_keys} live keys that had differed, copied as they stood then (the live projection kept applying events): these differences are lasting\n`;
 }
 
 /** One line per difference: the key and both sides (clipped). */

@@ -86,6 +86,12 @@ function countingTarget(name: string): FoldTarget {
   };
 }
 
+async function keysMatching(fx: RedisFixture, pattern: string): Promise<string[]> {
+  const out: string[] = [];
+  for await (const batch of fx.handle.client.scanStream({ match: pattern, count: 1000 })) out.push(...(batch as string[]));
+  return [...new Set(out)];
+}
+
 async function keyCount(fx: RedisFixture, pattern: string): Promise<number> {
   let n = 0;
   for await (const batch of fx.handle.client.scanStream({ match: pattern, count: 1000 })) n += (batch as string[]).length;
@@ -521,6 +527,96 @@ describe('bulk rebuilds (real Redis)', () => {
     for (const build of builds) await build.drop();
     for (const name of ['tasks', 'counts']) expect(await fx.store.rebuilds(name)).toEqual([]);
     expect(await fx.store.activeGeneration('tasks')).toBe(liveGeneration);
+  });
+
+  it('a scratch pass freezes live keys at one sequence: the copies stay as the live generation stood there while it moves on, a fold brought to that sequence compares with them exactly, and they go with the scratch generation', async () => {
+    const def = taskProjection();
+    const log = taskLog(200, 12);
+    await fx.store.applyBatch(def, log.slice(0, 120));
+    const liveGeneration = (await fx.store.activeGeneration('tasks'))!;
+    const liveNs = `${fx.prefix}:tasks:g${liveGeneration}:`;
+    // Drift no event explains: a key only the live side holds.
+    await fx.handle.client.set(`${liveNs}stray`, 'by hand');
+    const copies = async (generation: number) => (await keysMatching(fx, `${fx.prefix}:tasks:g${generation}:~tmp:frozen:*`)).length;
+    let scratchGeneration = 0;
+    let frozenKeys: readonly string[] = [];
+    let livePresent = 0;
+    const rounds: number[] = [];
+    const builds = await fx.store.buildScratch([foldTargetOf(def)], logSource(log), {
+      untilSeq: 80,
+      chunkEvents: 7,
+      afterPass: async (pass): Promise<Record<string, number> | null> => {
+        rounds.push(pass.round);
+        const build = pass.builds[0]!;
+        scratchGeneration = build.generation;
+        if (pass.round === 0) {
+          const differing = (await fx.store.compare('tasks', liveGeneration, build.generation, { collectKeys: 1_000 })).differingKeys!;
+          expect(differing).toContain('stray');
+          // Past either limit nothing is copied.
+          await expect(pass.freeze('tasks', differing, { keys: differing.length - 1, elements: 1_000_000 })).resolves.toEqual({
+            status: 'too_large',
+            keys: differing.length,
+            elements: 0,
+          });
+          const tooMany = await pass.freeze('tasks', differing, { keys: 10_000, elements: 3 });
+          expect(tooMany).toMatchObject({ status: 'too_large', keys: differing.length });
+          expect((tooMany as { elements: number }).elements).toBeGreaterThan(3);
+          expect(await copies(build.generation)).toBe(0);
+          // A key neither side holds is frozen as absent.
+          const frozen = await pass.freeze('tasks', [...differing, 'task:none']);
+          expect(frozen).toEqual({ status: 'frozen', generation: liveGeneration, seq: 120, keys: [...differing, 'task:none'] });
+          // Keys the live generation lacks (tasks removed after 80) leave no copy.
+          livePresent = (await Promise.all(differing.map((key) => fx.handle.client.exists(`${liveNs}${key}`)))).filter((n) => n === 1).length;
+          expect(livePresent).toBeLessThan(differing.length);
+          expect(await copies(build.generation)).toBe(livePresent);
+          frozenKeys = (frozen as { keys: readonly string[] }).keys;
+          // The live projection moves on after the copy.
+          await fx.store.applyBatch(def, log.slice(120, 160));
+          return { tasks: 120 };
+        }
+        expect(build.lastSeq).toBe(120);
+        // The live keys themselves have moved past 120; the copies have not.
+        expect((await fx.store.compareKeys('tasks', liveGeneration, build.generation, frozenKeys)).differing).toBeGreaterThan(1);
+        const exact = await fx.store.compareFrozen('tasks', build.generation, frozenKeys, { collectKeys: 1_000 });
+        expect(exact).toMatchObject({ differing: 1, differingKeys: ['stray'], keysA: livePresent, keysB: livePresent - 1 });
+        expect(exact.differences).toEqual([{ key: 'stray', a: { type: 'string', value: 'by hand' } }]);
+        // Copies are not the scratch generation's own keys: not counted, not compared.
+        expect((await fx.store.compare('tasks', liveGeneration, build.generation)).keysB).toBe(
+          Object.keys((await fx.store.snapshot('tasks', build.generation)).keys).length,
+        );
+        return null;
+      },
+    });
+    expect(rounds).toEqual([0, 1]);
+    for (const build of builds) await build.drop();
+    expect(await keysMatching(fx, `${fx.prefix}:tasks:g${scratchGeneration}:*`)).toEqual([]);
+    expect(await fx.handle.client.get(`${liveNs}stray`)).toBe('by hand');
+  });
+
+  it("freezing refuses a scratch generation that is not the build's any more (ShadowLostError) and says when there is no live generation", async () => {
+    const def = taskProjection();
+    const log = taskLog(40, 6);
+    await fx.store.applyBatch(def, log);
+    const active = `${fx.prefix}:tasks:active`;
+    const liveGeneration = await fx.handle.client.get(active);
+    const builds = await fx.store.buildScratch([foldTargetOf(def)], logSource(log), {
+      untilSeq: 40,
+      afterPass: async (pass) => {
+        const build = pass.builds[0]!;
+        await fx.handle.client.del(active);
+        await expect(pass.freeze('tasks', ['tasks:by-time'])).resolves.toEqual({ status: 'no_live_generation' });
+        await fx.handle.client.set(active, liveGeneration!);
+        await expect(pass.freeze('nothing', ['x'])).rejects.toThrow('no scratch generation of nothing');
+        // Another owner now (Redis lost its data and the number was handed out again).
+        await fx.handle.client.hset(`${fx.prefix}:tasks:g${build.generation}:~meta`, 'owner', 'another');
+        await expect(pass.freeze('tasks', ['tasks:by-time'])).rejects.toBeInstanceOf(ShadowLostError);
+        expect(await keysMatching(fx, `${fx.prefix}:tasks:g${build.generation}:~tmp:*`)).toEqual([]);
+        return null;
+      },
+    });
+    expect(builds).toHaveLength(1);
+    // Not this build's any more: the drop leaves it alone (the fixture's cleanup deletes it).
+    for (const build of builds) await build.drop();
   });
 
   it('a catch-up pass stopped by the signal, or an afterPass that throws, drops every scratch generation', async () => {

@@ -41,8 +41,11 @@ export {
   ShadowLostError,
 } from './errors';
 export {
+  FREEZE_LIMITS,
   REBUILD_LEASE_MS,
   type FoldTarget,
+  type FreezeLimits,
+  type FrozenLive,
   type RebuildInfo,
   type RebuildManyOptions,
   type RebuildProgress,

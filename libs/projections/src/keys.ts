@@ -13,6 +13,8 @@ import { ProjectionError } from './errors';
  *                                          (its creation time), written once it is known (`adoptStream`)
  * - `<prefix>:<projection>:g<gen>:~items:<store>:...` the indexed item stores
  * - `<prefix>:<projection>:g<gen>:~tmp:<n>` scratch keys of the query script (deleted in-script)
+ * - `<prefix>:<projection>:g<scratch>:~tmp:frozen:<key>` copies of live keys a verify took at one sequence
+ *                                          (`ScratchPass.freeze`; deleted with the scratch generation)
  *
  * Names starting with `~` are reserved for the engine; projection ops cannot address them.
  * The scripts compute key names from the active pointer, so this layout targets a single Redis
@@ -72,4 +74,6 @@ export function generationNamespace(base: string, gen: number): string {
 
 export const META_KEY = '~meta';
 export const TMP_PREFIX = '~tmp:';
+/** Where a scratch generation keeps the copies of live keys `ScratchPass.freeze` took (under {@link TMP_PREFIX}: never compared or counted as its own). */
+export const FROZEN_PREFIX = `${TMP_PREFIX}frozen:`;
 export const ITEMS_PREFIX = '~items:';

@@ -4,9 +4,9 @@ import type Redis from 'ioredis';
 import { toJsonValue, type JsonValue } from './canonical-json';
 import { ProjectionError, RebuildAbortedError, RebuildBehindError, RebuildIncompleteError, ShadowLostError } from './errors';
 import { GenerationImage, itemDocOf, type BulkCommand, type ItemDoc } from './image';
-import { generationNamespace, rebuildsKey } from './keys';
+import { activeKey, generationNamespace, rebuildsKey } from './keys';
 import type { ProjectionOp } from './ops';
-import { BULK_CODES, bulkScript, readHashesScript, touchRebuildScript } from './scripts';
+import { BULK_CODES, bulkScript, freezeLiveScript, readHashesScript, touchRebuildScript } from './scripts';
 import type { CleanupResult, RebuildResult, ReplaySource, SequencedEvent, SwapResult } from './store';
 
 /**
@@ -141,7 +141,39 @@ export interface ScratchPass {
    * {@link MAX_RECORDED_WRITES} keys into it.
    */
   written: ReadonlyMap<string, ReadonlySet<string> | null>;
+  /**
+   * Copy `keys` (relative names) of `projection`'s active generation into its scratch generation,
+   * in one atomic step with the sequence that generation has applied: the live side of a
+   * comparison, held still while the next pass brings the fold to that same sequence (bound it to
+   * `seq`). Compare the copies with `ProjectionStore.compareFrozen`; they go when the scratch
+   * generation is dropped. Refused, with nothing copied, past `limits` (default
+   * {@link FREEZE_LIMITS}): one call blocks Redis while it copies. Throws `ShadowLostError` when the
+   * scratch generation is not this build's any more.
+   */
+  freeze(projection: string, keys: readonly string[], limits?: FreezeLimits): Promise<FrozenLive>;
 }
+
+/** How much one {@link ScratchPass.freeze} may copy (each call is one atomic Redis script). */
+export interface FreezeLimits {
+  keys: number;
+  /** Elements over all the keys: a hash's fields, a set's or sorted set's members, a list's items; a string counts 1. */
+  elements: number;
+}
+
+/**
+ * Enough for a project's whole-inbox index sets and a few thousand items. Measured on a 2-core
+ * machine: one sorted set of 100 000 members takes 75–150 ms of Redis, 2 000 small hashes 13–16 ms.
+ */
+export const FREEZE_LIMITS: FreezeLimits = { keys: 10_000, elements: 100_000 };
+
+/** What {@link ScratchPass.freeze} did. */
+export type FrozenLive =
+  /** Copied: the live generation `generation` as it stood at `seq` (a key it lacked has no copy). */
+  | { status: 'frozen'; generation: number; seq: number; keys: readonly string[] }
+  /** Nothing copied: more keys or elements than the limits allow (`elements` counted only within the key limit). */
+  | { status: 'too_large'; keys: number; elements: number }
+  /** Nothing copied: the projection has no active generation. */
+  | { status: 'no_live_generation' };
 
 /** Most keys a catch-up pass names per scratch generation (about 100 bytes each); past them it says "too many" (null). */
 export const MAX_RECORDED_WRITES = 100_000;
@@ -381,6 +413,11 @@ export async function runRebuild(
           last,
           builds: shadows.map(generationOf),
           written: new Map(shadows.map((shadow) => [shadow.target.name, round === 0 ? null : shadow.written])),
+          freeze: (projection, keys, limits) => {
+            const shadow = shadows.find((s) => s.target.name === projection);
+            if (!shadow) return Promise.reject(new ProjectionError(`no scratch generation of ${projection} to freeze into`));
+            return freezeLive(backend, shadow, keys, limits);
+          },
         });
         if (next === null || last) break;
         for (const shadow of shadows) {
@@ -692,4 +729,28 @@ export function parseRebuildInfos(projection: string, hash: Record<string, strin
     }
   }
   return out.sort((a, b) => a.generation - b.generation);
+}
+
+/** {@link ScratchPass.freeze} for one scratch shadow. */
+async function freezeLive(backend: RebuildBackend, shadow: Shadow, keys: readonly string[], limits: FreezeLimits = FREEZE_LIMITS): Promise<FrozenLive> {
+  const projection = shadow.target.name;
+  if (keys.length > limits.keys) return { status: 'too_large', keys: keys.length, elements: 0 };
+  const base = backend.base(projection);
+  const reply = (await freezeLiveScript.run(
+    backend.redis,
+    [activeKey(base)],
+    [base, String(shadow.generation), shadow.owner, String(limits.elements), ...keys],
+  )) as [string, ...(string | number)[]];
+  switch (reply[0]) {
+    case 'frozen':
+      return { status: 'frozen', generation: Number(reply[1]), seq: Number(reply[2]), keys };
+    case 'large':
+      return { status: 'too_large', keys: keys.length, elements: Number(reply[1]) };
+    case 'none':
+      return { status: 'no_live_generation' };
+    case 'lost':
+      throw new ShadowLostError(projection, shadow.generation);
+    default:
+      throw new ProjectionError(`unexpected freeze reply ${JSON.stringify(reply)}`);
+  }
 }

@@ -1,5 +1,6 @@
 import type { BulkCode } from './image';
 import { LuaScript } from './lua';
+import { FROZEN_PREFIX } from './keys';
 
 /**
  * Shared Lua helpers. `ns` is the generation namespace `<base>:g<gen>:`. Item stores keep one hash
@@ -595,6 +596,48 @@ end
 if #a ~= #b then return 0 end
 for i = 1, #a do if a[i] ~= b[i] then return 0 end end
 return 1
+`,
+);
+
+/**
+ * Copy keys of the active generation, as they stand at one sequence, into a scratch generation
+ * (`verify` under live traffic: the live side of a comparison that must not move while the fold is
+ * brought to the same sequence). One call is atomic, so no apply lands between the sequence read
+ * and the copies. KEYS: the active pointer. ARGV: base, scratch generation, its owner token, most
+ * elements to copy in all, relative keys... Each key is copied (DUMP / RESTORE: any type) to
+ * `<scratch ns>~tmp:frozen:<key>`; a key the live side lacks leaves no copy.
+ * Returns {'frozen', active generation, its seq, keys copied}; {'lost'} when the scratch generation
+ * is not that owner's (nothing written); {'none'} without an active generation; {'large', elements}
+ * (nothing written) when the keys hold more elements than allowed (a string counts 1).
+ */
+export const freezeLiveScript = new LuaScript(
+  'freeze-live',
+  `
+local base = ARGV[1]
+local into = base .. ':g' .. ARGV[2] .. ':'
+if redis.call('HGET', into .. '~meta', 'owner') ~= ARGV[3] then return { 'lost' } end
+local active = redis.call('GET', KEYS[1])
+if not active or active == '' then return { 'none' } end
+local from = base .. ':g' .. active .. ':'
+local sizeOf = { hash = 'HLEN', set = 'SCARD', zset = 'ZCARD', list = 'LLEN' }
+local elements = 0
+for i = 5, #ARGV do
+  local key = from .. ARGV[i]
+  local t = redis.call('TYPE', key)['ok']
+  if t ~= 'none' then elements = elements + (sizeOf[t] and redis.call(sizeOf[t], key) or 1) end
+end
+if elements > tonumber(ARGV[4]) then return { 'large', elements } end
+local copied = 0
+for i = 5, #ARGV do
+  local copy = into .. '${FROZEN_PREFIX}' .. ARGV[i]
+  redis.call('DEL', copy)
+  local dumped = redis.call('DUMP', from .. ARGV[i])
+  if dumped then
+    redis.call('RESTORE', copy, 0, dumped)
+    copied = copied + 1
+  end
+end
+return { 'frozen', active, redis.call('HGET', from .. '~meta', 'seq') or '0', copied }
 `,
 );
 

@@ -13,6 +13,7 @@ import {
   rebuildsKey,
   retiredKey,
   TMP_PREFIX,
+  FROZEN_PREFIX,
 } from './keys';
 import { encodeOps, type IndexedItem, type ProjectionOp, type WireOp } from './ops';
 import { createReader, type ProjectionReader } from './reader';
@@ -271,6 +272,12 @@ export interface ProjectionStore {
    * catch-up pass wrote). `keysA` / `keysB` count the given keys each side holds.
    */
   compareKeys(projection: string, a: number | null, b: number, keys: Iterable<string>, options?: KeyComparisonOptions): Promise<NamespaceComparison>;
+  /**
+   * Compare `keys` of the copies `ScratchPass.freeze` took of the live generation (side `a`) with
+   * the scratch generation `scratch` they were copied into (side `b`), each key as {@link compare}
+   * compares it: a comparison at one sequence, whatever the live projection applies meanwhile.
+   */
+  compareFrozen(projection: string, scratch: number, keys: Iterable<string>, options?: KeyComparisonOptions): Promise<NamespaceComparison>;
   /**
    * How many keys (engine keys excluded) each of `generations` of a projection holds (0 for one
    * that does not exist): one SCAN of the projection's generations, reading names only.
@@ -608,6 +615,11 @@ class RedisProjectionStore implements ProjectionStore {
   compareKeys(projection: string, a: number | null, b: number, keys: Iterable<string>, options: KeyComparisonOptions = {}): Promise<NamespaceComparison> {
     const [left, right] = this.comparedNamespaces(projection, a, b);
     return compareKeySet(this.redis, left, right, keys, options);
+  }
+
+  compareFrozen(projection: string, scratch: number, keys: Iterable<string>, options: KeyComparisonOptions = {}): Promise<NamespaceComparison> {
+    const ns = generationNamespace(this.base(projection), positiveInt(scratch, 'generation'));
+    return compareKeySet(this.redis, `${ns}${FROZEN_PREFIX}`, ns, keys, options);
   }
 
   /** The namespaces of two generations to compare; no active generation (null) is generation 0, which is never handed out (empty). */

@@ -8,6 +8,7 @@ import {
   compareWithStream,
   differenceLines,
   eventSource,
+  frozenNote,
   interruptibleFromStart,
   INTERRUPTED,
   MAX_CATCH_UP_ROUNDS,
@@ -35,13 +36,17 @@ Fold <PREFIX>_EVENTS, each projection up to the sequence it has applied, into sc
 with the live one key by key (neither is held in memory); print every difference (the first 50 per
 projection; --json lists up to 1 000 and counts all); drop the scratch generations. Nothing live
 changes. When a live projection applied more events during a comparison that found differences,
-verify catches up with it instead of starting over: it folds only those events into the same
-scratch generation and compares again only the keys that differed or that they wrote (up to
-${MAX_CATCH_UP_ROUNDS} catch-up rounds: rounds). A difference whose key none of those events wrote is lasting;
-the verdict stands once every difference is, or once the live projection stood still during a
-comparison. When it kept moving through the last round, each projection says how many events it
-applied during the last comparison (live_moved) and which differing keys they wrote (unsettled,
-unsettled_keys, and a note): those may be them, not lasting ones. When a live generation was
+verify catches up with it instead of starting over: it copies the keys that differed from the live
+projection together with the sequence it has applied (one atomic step), folds only the events up to
+that sequence into the same scratch generation, and compares the two (rounds: 1, frozen_keys): the
+verdict is exact whatever the live projection applies meanwhile, and every difference is lasting.
+When those keys are too many or too large to copy at once (over 10 000 keys or 100 000 elements),
+each round compares the live keys themselves again: the keys that differed or that the folded
+events wrote (up to ${MAX_CATCH_UP_ROUNDS} catch-up rounds). A difference whose key none of those events
+wrote is lasting; the verdict stands once every difference is, or once the live projection stood
+still during a comparison. When it kept moving through the last round, each projection says how
+many events it applied during the last comparison (live_moved) and which differing keys they wrote
+(unsettled, unsettled_keys, and a note): those may be them, not lasting ones. When a live generation was
 written by another version of the projection's definition than this baton folds (the notifier
 runs another release: version and live_version), a note says so: differences may be only that.
 A projection with no live generation (never built, or BATON_PROJECTION_PREFIX names another
@@ -52,7 +57,7 @@ missing (repair with \`baton replay\`).
 
 Options:
   --projection <name>   only this projection (inbox, stops, handoffs, runs, notices)
-  --json                print { ok, projections: [{ projection, live_seq, missing, differing, differences, live_moved, unsettled, ... }] }
+  --json                print { ok, projections: [{ projection, live_seq, missing, differing, differences, live_moved, unsettled, frozen_keys, ... }] }
 `,
   async run(argv, ctx) {
     const args = parseCommandArgs(argv, { projection: { type: 'string' }, json: { type: 'boolean' } }, { min: 0, max: 0 });
@@ -110,6 +115,7 @@ Options:
         } else {
           ctx.io.stdout.write(`${comparison.projection}: ${comparison.differing} keys differ from a fold of the stream (to seq ${comparison.live_seq}):\n`);
           ctx.io.stdout.write(differenceLines(comparison.differences, 50, comparison.differing));
+          if (comparison.frozen_keys > 0) ctx.io.stdout.write(frozenNote(comparison));
           if (comparison.live_moved > 0) ctx.io.stdout.write(movedNote(comparison));
           if (versionSkewed(comparison)) ctx.io.stdout.write(versionSkewNote(comparison));
         }
