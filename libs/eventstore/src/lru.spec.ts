@@ -127,9 +127,24 @@ describe('heapWeight', () => {
     expect(heapWeight(deep)).toBe(100_000 * 32 + 20);
   });
 
-  it("weighs a value with a JSON form of its own (a run's processed ids) by that form", () => {
+  it("weighs a value with a JSON form of its own by that form, and one that names what it keeps (a run's processed ids) by that", () => {
+    const dated = { when: new Date(0) };
+    expect(heapWeight(dated)).toBe(24 + 8 + 24 + heapWeight(new Date(0).toJSON()));
     const ids = ProcessedIds.of(['r-1', 'r-2', 'r-3']);
-    expect(heapWeight({ processedIds: ids })).toBe(24 + 8 + 24 + heapWeight(['r-1', 'r-2', 'r-3']));
+    const strings = heapWeight(['r-1', 'r-2', 'r-3']) - 32 - 8 * 3;
+    // The history: its ids and the map from each id to its place (the strings counted once per side).
+    const history = 24 + 2 * 8 + heapWeight(['r-1', 'r-2', 'r-3']) + (24 + 32 * 3 + strings);
+    expect(heapWeight({ processedIds: ids })).toBe(24 + 8 + 24 + history);
+    // More than its JSON form: the look-up map is a third or more of a long run's ids.
+    const long = ProcessedIds.of(Array.from({ length: 10_000 }, (_, i) => `res-${i}`));
+    expect(heapWeight(long)).toBeGreaterThan(1.4 * heapWeight(long.toJSON()));
+  });
+
+  it('weighs a Map and a Set by their entries, keys and values', () => {
+    expect(heapWeight(new Map([['ab', 'cd']]))).toBe(24 + 32 + 18 + 18);
+    expect(heapWeight(new Map([[1, 2]]))).toBe(24 + 32);
+    expect(heapWeight(new Set(['ab', 'cde']))).toBe(24 + 2 * 32 + 18 + 19);
+    expect(heapWeight({ s: new Set() })).toBe(24 + 8 + 24);
   });
 
   it('stops counting at the limit it is given', () => {

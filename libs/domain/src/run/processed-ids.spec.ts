@@ -56,6 +56,30 @@ describe('processed ids', () => {
     expect(JSON.stringify({ ids: right })).toBe(JSON.stringify({ ids: [...base, 'y', 'x'] }));
   });
 
+  it('a value grown again by the id another value was grown by from it (a decision, then the fold of its event) shares that history instead of copying it', () => {
+    const historyOf = (value: ProcessedIds) => Object.getOwnPropertyDescriptor(value, 'history')!.value as { ids: string[] };
+    const base = ProcessedIds.of(Array.from({ length: 1_000 }, (_, i) => `id-${i}`));
+    const decided = withProcessedId(withProcessedId(base, 'res-a'), 'msg-b');
+    const folded = withProcessedId(withProcessedId(base, 'res-a'), 'msg-b');
+    expect(folded).toEqual(decided);
+    expect(historyOf(folded)).toBe(historyOf(base));
+    expect(historyOf(base).ids.length).toBe(1_002);
+    // Grown on from either, the newest value appends in place; the other then branches with a copy.
+    const next = withProcessedId(folded, 'res-c');
+    expect(historyOf(next)).toBe(historyOf(base));
+    const other = withProcessedId(decided, 'res-d');
+    expect(historyOf(other)).not.toBe(historyOf(base));
+    expect([...other].slice(-3)).toEqual(['res-a', 'msg-b', 'res-d']);
+    expect([...next].slice(-3)).toEqual(['res-a', 'msg-b', 'res-c']);
+    expect(hasProcessedId(next, 'res-d')).toBe(false);
+    expect(hasProcessedId(other, 'res-c')).toBe(false);
+    // A different id from the same base branches too.
+    const elsewhere = withProcessedId(base, 'res-z');
+    expect(historyOf(elsewhere)).not.toBe(historyOf(base));
+    expect(base.length).toBe(1_000);
+    expect(hasProcessedId(base, 'res-a')).toBe(false);
+  });
+
   it('on an array (a decoded state)', () => {
     const decoded = JSON.parse(JSON.stringify(Array.from({ length: 100 }, (_, i) => `r-${i}`))) as string[];
     expect(hasProcessedId(decoded, 'r-99')).toBe(true);

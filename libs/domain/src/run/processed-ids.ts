@@ -49,8 +49,13 @@ export class ProcessedIds implements Iterable<string> {
 
   /** These ids and `id` (this value when it holds `id` already). */
   with(id: string): ProcessedIds {
-    if (this.has(id)) return this;
+    const at = this.history.at.get(id);
+    if (at !== undefined && at < this.length) return this;
     let history = this.history;
+    // Another value grown from this one by the same id first (the router's decision evolves the
+    // state it decides on, then the store folds the same event onto it) shares the history: it
+    // holds exactly these ids and `id`. Copying it there cost a hop the whole history, and kept two.
+    if (at === this.length) return new ProcessedIds(history, this.length + 1);
     if (history.ids.length !== this.length) {
       // Another value was grown from this one already: a history of this branch's own.
       const ids = history.ids.slice(0, this.length);
@@ -63,6 +68,14 @@ export class ProcessedIds implements Iterable<string> {
 
   *[Symbol.iterator](): Iterator<string> {
     for (let i = 0; i < this.length; i++) yield this.history.ids[i] as string;
+  }
+
+  /**
+   * What the event store's byte bound weighs for this value (`heapWeight`): the whole history it
+   * shares, the look-up map included — not its JSON form, which leaves the map out.
+   */
+  [Symbol.for('baton.heapWeight')](): unknown {
+    return this.history;
   }
 
   /** As JSON: the ids, in order. */
