@@ -61,6 +61,11 @@ const TEMPLATE_PROJECT = 'zqtemplatezq';
  * (`p0`, `p1`, ...), published as the event store would (payloads as its validation returns them,
  * subject per aggregate, `Nats-Msg-Id`, its headers with the schema fingerprint, a `traceparent` on
  * every third event) with 256 publishes in flight.
+ *
+ * For a prefix of its own only (the bench makes a fresh one): on a running deployment's prefix the
+ * services would take these events as real — the router and ledger reacting to runs and handoffs
+ * no one started, the notifier showing them to operators — and nothing removes them from the
+ * stream afterwards.
  */
 export async function fillStream(nats: NatsHandle, prefix: string, count: number): Promise<{ events: number; appendPerS: number }> {
   await provision(nats.jsm, batonTopology(prefix));
