@@ -158,6 +158,26 @@ describe('baton commands that publish (real NATS) and call the operator API (loc
     expect((await baton('start', 'ship', '--project', 'demo')).code).toBe(2);
   });
 
+  it('start and message refuse a malformed project key or id as a usage error (exit 2, code usage) before anything is published', async () => {
+    const before = (await nats.jsm.streams.info(batonStreamNames(prefix).inbox)).state.messages;
+    const cases: Array<[string[], RegExp]> = [
+      [['start', 'ship', '--run', 'wr-8', '--project', 'Bad:P'], /--project "Bad:P" is not a project key/],
+      [['start', 'ship', '--run', 'bad id/x', '--project', 'demo'], /--run "bad id\/x" is not an id/],
+      [['message', 'wr-7', '--project', 'Bad:P', '--text', 'hi', '--wait-ms', '0'], /--project "Bad:P" is not a project key/],
+      [['message', 'wr 7', '--project', 'demo', '--text', 'hi', '--wait-ms', '0'], /the run "wr 7" is not an id/],
+      [['message', 'wr-7', '--project', 'demo', '--text', 'hi', '--id', 'm.7', '--wait-ms', '0'], /--id "m.7" is not an id/],
+    ];
+    for (const [argv, message] of cases) {
+      const text = await baton(...argv);
+      expect([argv, text.code]).toEqual([argv, 2]);
+      expect(text.err).toMatch(message);
+      const json = await baton(...argv, '--json');
+      expect(json.code).toBe(2);
+      expect(JSON.parse(json.err)).toMatchObject({ error: { code: 'usage' } });
+    }
+    expect((await nats.jsm.streams.info(batonStreamNames(prefix).inbox)).state.messages).toBe(before);
+  });
+
   it('message publishes a customer message to <prefix>.in.<project>.message; the same --id again stores nothing new; a bad text is refused (--wait-ms 0: no router here to record it)', async () => {
     // --wait-ms 0: publish only (no router here records the message).
     const send = () =>

@@ -1,4 +1,4 @@
-import { isSubjectToken, ProjectIdSchema, SubjectTable, type AggregateKind } from '@baton/contracts';
+import { IdSchema, isSubjectToken, Limits, ProjectIdSchema, SubjectTable, type AggregateKind } from '@baton/contracts';
 import { batonStreamNames, EventStoreErrorCode, isPermissionsViolation, StreamNotFound, type StoredEvent } from '@baton/eventstore';
 import { createBatonViews, storedTimelineEntry, type BatonViews, type TimelineEntry } from '@baton/projections';
 import type { CliContext } from './context';
@@ -59,6 +59,16 @@ export async function readHistory(ctx: CliContext, kind: AggregateKind, id: stri
 /** A `--project` value, checked (a usage error when it is not a project key). */
 export function projectArg(value: string): string {
   if (!ProjectIdSchema.safeParse(value).success) throw new UsageError(`--project "${value}" is not a project key (lowercase letters, digits, _ and -)`);
+  return value;
+}
+
+/**
+ * An id given on the command line (`--run`, a run argument, `--id`) for a message the command
+ * publishes: malformed, it is a usage error (exit 2) before anything connects, as a malformed
+ * project key is, not the contract's `schema_violation` of a message that was built.
+ */
+export function idArg(value: string, what: string): string {
+  if (!IdSchema.safeParse(value).success) throw new UsageError(`${what} "${value}" is not an id (1 to ${Limits.maxIdLength} letters, digits and _ - : @)`);
   return value;
 }
 

@@ -225,6 +225,8 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
       ['/v1/stops?status=closed', /^status: status takes open, answered .* or any \(all\)$/],
       ['/v1/inbox?limit=0', /^limit: limit is a whole number from 1 to 500, in digits$/],
       ['/v1/inbox?limit=1&limit=2', /^limit: limit is given 2 times; give it once$/],
+      ['/v1/inbox?order=newest&order=urgent', /^order: order is given 2 times; give it once$/],
+      ['/v1/stops?since=2026-01-01T00:00:00Z&since=2026-01-02T00:00:00Z', /^since: since is given 2 times; give it once$/],
       [`/v1/inbox?${Array.from({ length: 21 }, () => 'kind=stop').join('&')}`, /^kind: at most 20 values/],
     ] as const) {
       const refused = await get(query);

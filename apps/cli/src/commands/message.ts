@@ -5,6 +5,7 @@ import { ExitCode } from '../errors';
 import type { RunEvent } from '@baton/domain';
 import type { EventStore } from '@baton/eventstore';
 import { publishAndReport, type Settled } from './publishing';
+import { idArg, projectArg } from '../timeline';
 
 export const messageCommand: Command = {
   name: 'message',
@@ -47,10 +48,11 @@ message_id_reused (the run holds this id with other text: this text was not stor
       ctx.io.stdout.write(this.help);
       return ExitCode.ok;
     }
-    const runId = args.positionals[0]!;
-    const project = required(args, 'project');
+    const runId = idArg(args.positionals[0]!, 'the run');
+    const project = projectArg(required(args, 'project'));
     const text = required(args, 'text');
-    const messageId = str(args, 'id') ?? `msg-${randomUUID()}`;
+    const given = str(args, 'id');
+    const messageId = given !== undefined ? idArg(given, '--id') : `msg-${randomUUID()}`;
     const from = str(args, 'from');
     const waitMs = int(args, 'wait-ms', { min: 0, max: 600_000 }) ?? DEFAULT_MESSAGE_WAIT_MS;
     return publishAndReport(

@@ -3,6 +3,7 @@ import { int, parseCommandArgs, required, str } from '../command';
 import { ExitCode } from '../errors';
 import { publishAndReport } from './publishing';
 import { readJsonFile } from './read-json';
+import { idArg, projectArg } from '../timeline';
 
 export const startCommand: Command = {
   name: 'start',
@@ -43,8 +44,8 @@ Options:
       return ExitCode.ok;
     }
     const workflow = args.positionals[0]!;
-    const runId = required(args, 'run');
-    const project = required(args, 'project');
+    const runId = idArg(required(args, 'run'), '--run');
+    const project = projectArg(required(args, 'project'));
     const version = int(args, 'workflow-version', { min: 1, max: 1_000_000 });
     const variablesFile = str(args, 'variables');
     const variables = variablesFile === undefined ? undefined : ((await readJsonFile(variablesFile)) as Record<string, unknown>);

@@ -61,8 +61,10 @@ export function parseOr400<S extends z.ZodType>(schema: S, input: unknown): z.in
 function repeated(input: unknown, described: { path: string; message: string }, issue: z.core.$ZodIssue | undefined) {
   // A list the schema takes is refused for its values (`why.0`) or its length (an alternative of the
   // union took the array's shape), not for being a list.
+  // An enum or literal given a list says `invalid_value` (`?order=newest&order=urgent`), as a list
+  // where a string goes says `invalid_type`.
   const shapeOnly = (i: z.core.$ZodIssue): boolean =>
-    i.code === 'invalid_type' || (i.code === 'invalid_union' && i.errors.every((alt) => alt.every(shapeOnly)));
+    i.code === 'invalid_type' || i.code === 'invalid_value' || (i.code === 'invalid_union' && i.errors.every((alt) => alt.every(shapeOnly)));
   if (issue === undefined || !shapeOnly(issue)) return described;
   const path = issue.path;
   if (path.length !== 1 || typeof input !== 'object' || input === null) return described;

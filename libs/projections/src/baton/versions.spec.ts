@@ -1,4 +1,6 @@
 import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { createEventRegistry } from '@baton/contracts';
 import { canonicalJson, type JsonValue } from '../canonical-json';
 import type { SequencedEvent } from '../store';
@@ -76,7 +78,23 @@ describe('a projection whose stored shape changes bumps its version (the notifie
   ] as const)('%s: the version and the shape of what it writes are the recorded ones', (name, make) => {
     const projection = make() as FoldingProjection<JsonValue>;
     const actual = { version: projection.version, shape: shapeOf(projection) };
-    // On a failure: bump the projection's version (and say why beside it), then record both here.
+    // On a failure: bump the projection's version (and say why beside it), then record both here and the version in docs/sre.md.
     expect({ name, ...actual }).toEqual({ name, ...RECORDED[name] });
+  });
+});
+
+describe('docs/sre.md states the versions the projections are at', () => {
+  it('its "Current layout versions" line names each projection at its version', () => {
+    const sre = readFileSync(join(__dirname, '..', '..', '..', '..', 'docs', 'sre.md'), 'utf8');
+    const line = sre.split('\n').find((text) => text.startsWith('Current layout versions:'));
+    expect(line).toBeDefined();
+    const stated = Object.fromEntries([...line!.matchAll(/`([a-z]+)` (\d+)/g)].map((m) => [m[1], Number(m[2])]));
+    const actual = Object.fromEntries(
+      [runsProjection, handoffsProjection, inboxProjection, stopsProjection, noticesProjection].map((make) => {
+        const projection = make();
+        return [projection.name, projection.version];
+      }),
+    );
+    expect(stated).toEqual(actual);
   });
 });
