@@ -195,7 +195,7 @@ export interface CompareOptions {
  * Catch-up rounds `baton verify` runs after its first comparison while the live projections keep
  * moving under it. Usually one: the keys that differed are copied from the live projection at one
  * sequence (atomically), the fold is brought to that sequence and the two compared, so the verdict
- * is exact however busy the live side is. When the differing keys are too many or too large to
+ * is exact whatever the live side applies meanwhile. When the differing keys are too many or too large to
  * copy at once, each round folds only the events applied since the comparison before and compares
  * only the keys that can have changed — the live side moves little during one; what still differs
  * after the last is either lasting or a key the live side wrote again meanwhile.

@@ -619,6 +619,44 @@ describe('bulk rebuilds (real Redis)', () => {
     for (const build of builds) await build.drop();
   });
 
+  it('a failed build whose shadow could not be deleted (Redis did not answer) keeps its progress entry, so that once its lease runs out the next rebuild deletes the shadow', async () => {
+    const log = taskLog(60, 6);
+    const def = taskProjection();
+    await fx.store.applyBatch(def, log);
+    const store = fx.store as unknown as { backend(): RebuildBackend };
+    const backendOf = store.backend.bind(fx.store);
+    const spy = jest.spyOn(store, 'backend').mockImplementation(() => ({
+      ...backendOf(),
+      dropShadow: () => Promise.reject(new Error('Command timed out')),
+    }));
+    let generation = 0;
+    const failure = new Error('the comparison failed');
+    try {
+      await expect(
+        fx.store.buildScratch([foldTargetOf(def)], logSource(log), {
+          untilSeq: 60,
+          afterPass: async (pass) => {
+            generation = pass.builds[0]!.generation;
+            throw failure;
+          },
+        }),
+      ).rejects.toBe(failure);
+    } finally {
+      spy.mockRestore();
+    }
+    // Left where the next rebuild finds it: the shadow and its progress entry.
+    expect(await keyCount(fx, `${fx.prefix}:tasks:g${generation}:*`)).toBeGreaterThan(1);
+    const [entry] = await fx.store.rebuilds('tasks');
+    expect(entry).toMatchObject({ generation, kind: 'scratch' });
+    // Its process is gone: nothing refreshes the lease.
+    const key = `${fx.prefix}:tasks:rebuilds`;
+    const raw = JSON.parse((await fx.handle.client.hget(key, String(generation)))!) as { leaseUntil: number };
+    await fx.handle.client.hset(key, String(generation), JSON.stringify({ ...raw, leaseUntil: Date.now() - 1 }));
+    expect(await fx.store.collectAbandoned('tasks')).toBe(1);
+    expect(await keyCount(fx, `${fx.prefix}:tasks:g${generation}:*`)).toBe(0);
+    expect(await fx.store.rebuilds('tasks')).toEqual([]);
+  });
+
   it('a catch-up pass stopped by the signal, or an afterPass that throws, drops every scratch generation', async () => {
     const log = taskLog(120, 12);
     const targets = [countingTarget('counts'), countingTarget('others')];

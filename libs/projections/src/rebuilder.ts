@@ -161,10 +161,13 @@ export interface FreezeLimits {
 }
 
 /**
- * Enough for a project's whole-inbox index sets and a few thousand items. Measured on a 2-core
- * machine: one sorted set of 100 000 members takes 75–150 ms of Redis, 2 000 small hashes 13–16 ms.
+ * One call blocks Redis while it copies. Measured on a quiet 2-core machine: one sorted set of
+ * 100 000 members takes 75–150 ms, 2 000 small hashes 13–16 ms; on a loaded one several times that
+ * (a black-box check saw 525 ms for one notices index set). A project's whole-inbox and notice index
+ * sets keep every item, ended ones too (about ten elements per run): past about 5 000 runs in one
+ * project they are over the bound, and `verify` compares them round after round instead.
  */
-export const FREEZE_LIMITS: FreezeLimits = { keys: 10_000, elements: 100_000 };
+export const FREEZE_LIMITS: FreezeLimits = { keys: 10_000, elements: 50_000 };
 
 /** What {@link ScratchPass.freeze} did. */
 export type FrozenLive =
@@ -252,6 +255,8 @@ interface Shadow {
   events: number;
   /** The keys the current catch-up pass wrote (null: not recorded, or too many). */
   written: Set<string> | null;
+  /** False when deleting it failed (its progress entry then stays, for `collectAbandoned`). */
+  dropped?: boolean;
 }
 
 /**
@@ -464,7 +469,7 @@ export async function runRebuild(
         } else if (swap.status === 'conflict') {
           shadow.state = 'done';
           shadow.result = { status: 'lost', generation: shadow.generation, winner: swap.current };
-          await backend.dropShadow(shadow.target.name, shadow.generation, shadow.owner).catch(() => undefined);
+          shadow.dropped = await dropOrLeave(backend, shadow);
         } else if (round >= maxRounds) {
           fail(shadow, new RebuildBehindError(shadow.target.name, swap.shadowSeq, swap.activeSeq));
         }
@@ -479,14 +484,15 @@ export async function runRebuild(
   }
 
   // Shadows that failed are deleted while they are still this rebuild's (a lost one is not ours
-  // any more); their progress entries go, and so do those of finished rebuilds.
+  // any more); their progress entries go, and so do those of finished rebuilds — but not the entry
+  // of a shadow whose deletion failed (Redis timed out): its lease runs out and the next rebuild or
+  // the notifier's sweep deletes it (`collectAbandoned`); without the entry nothing would.
   await Promise.all(
     shadows.map(async (shadow) => {
       await shadow.flushing.catch(() => undefined);
-      if (shadow.state === 'failed' && !(shadow.error instanceof ShadowLostError)) {
-        await backend.dropShadow(shadow.target.name, shadow.generation, shadow.owner).catch(() => undefined);
-      }
-      if (!scratch || shadow.state === 'failed') await redis.hdel(shadow.registry, String(shadow.generation)).catch(() => undefined);
+      if (shadow.state === 'failed' && !(shadow.error instanceof ShadowLostError)) shadow.dropped = await dropOrLeave(backend, shadow);
+      if ((!scratch || shadow.state === 'failed') && shadow.dropped !== false)
+        await redis.hdel(shadow.registry, String(shadow.generation)).catch(() => undefined);
     }),
   );
   const failed = shadows.find((s) => s.state === 'failed');
@@ -498,7 +504,11 @@ export async function runRebuild(
     // are dropped too when another failed.
     if (scratch)
       await Promise.all(
-        shadows.filter((s) => s.state !== 'failed').map((s) => backend.dropShadow(s.target.name, s.generation, s.owner).catch(() => undefined)),
+        shadows
+          .filter((s) => s.state !== 'failed')
+          .map(async (s) => {
+            if (await dropOrLeave(backend, s)) await backend.redis.hdel(s.registry, String(s.generation)).catch(() => undefined);
+          }),
       );
     // Some were swapped in (or another rebuild's were) before the others failed: say which.
     if (!scratch && Object.keys(results).length > 0) {
@@ -752,5 +762,15 @@ async function freezeLive(backend: RebuildBackend, shadow: Shadow, keys: readonl
       throw new ShadowLostError(projection, shadow.generation);
     default:
       throw new ProjectionError(`unexpected freeze reply ${JSON.stringify(reply)}`);
+  }
+}
+
+/** Delete a shadow this rebuild gives up; false when that failed (Redis did not answer), so that its progress entry is kept. */
+async function dropOrLeave(backend: RebuildBackend, shadow: Shadow): Promise<boolean> {
+  try {
+    await backend.dropShadow(shadow.target.name, shadow.generation, shadow.owner);
+    return true;
+  } catch {
+    return false;
   }
 }

@@ -40,9 +40,10 @@ verify catches up with it instead of starting over: it copies the keys that diff
 projection together with the sequence it has applied (one atomic step), folds only the events up to
 that sequence into the same scratch generation, and compares the two (rounds: 1, frozen_keys): the
 verdict is exact whatever the live projection applies meanwhile, and every difference is lasting.
-When those keys are too many or too large to copy at once (over 10 000 keys or 100 000 elements),
-each round compares the live keys themselves again: the keys that differed or that the folded
-events wrote (up to ${MAX_CATCH_UP_ROUNDS} catch-up rounds). A difference whose key none of those events
+When those keys are too many or too large to copy at once (over 10 000 keys or 50 000 elements:
+a project's whole-inbox and notice index sets, which keep ended items too, pass that after about
+5 000 runs), each round compares the live keys themselves again: the keys that differed or that the
+folded events wrote (up to ${MAX_CATCH_UP_ROUNDS} catch-up rounds). A difference whose key none of those events
 wrote is lasting; the verdict stands once every difference is, or once the live projection stood
 still during a comparison. When it kept moving through the last round, each projection says how
 many events it applied during the last comparison (live_moved) and which differing keys they wrote
