@@ -3,6 +3,8 @@
 // unless NATS_URL names one, make sure Redis is reachable (starting a local redis-server with its
 // data under ./var when it is not), then run the four Baton services as separate processes until
 // Ctrl-C. On a terminal their JSON log lines are shown readably (LOG_FORMAT=json keeps the JSON).
+// Its nats-server logs to var/nats-server.log; its errors and warnings, and each configuration
+// reload, are shown here too.
 'use strict';
 const { spawn, spawnSync } = require('node:child_process');
 const net = require('node:net');
@@ -17,6 +19,25 @@ const services = [
   { name: 'watchdog', port: 7103 },
   { name: 'notifier', port: 7100 },
 ];
+
+/**
+ * npm start's own variable for a service's HTTP port (NOTIFIER_HTTP_PORT…): read here and passed
+ * to that service as HTTP_PORT, never down as it is — the service reads no such variable of its
+ * own prefix and would warn that it ignores it.
+ */
+const portVariable = (name) => `${name.toUpperCase()}_HTTP_PORT`;
+
+/** Each service's HTTP port: its <SERVICE>_HTTP_PORT, else its default (checked before anything starts). */
+for (const service of services) {
+  const given = process.env[portVariable(service.name)];
+  if (given === undefined || given === '') continue;
+  if (!/^\d{1,5}$/.test(given) || Number(given) < 1 || Number(given) > 65535) {
+    console.error(`[start] ${portVariable(service.name)} must be a port from 1 to 65535, got "${given}"`);
+    process.exit(1);
+  }
+  service.port = Number(given);
+}
+const portOf = (name) => services.find((service) => service.name === name).port;
 
 function reachable(host, port) {
   return new Promise((resolve) => {
@@ -112,16 +133,57 @@ async function ensureNats() {
   const store = path.join(root, 'var', 'nats');
   fs.mkdirSync(store, { recursive: true });
   const summary = JSON.parse(batonCli(['nats-config', '--dir', natsDir, '--listen', `127.0.0.1:${port}`, '--store-dir', store, '--json']));
-  console.log(`[start] starting nats-server with JetStream and authentication on 127.0.0.1:${port} (config ${summary.server_config}, data in var/nats)`);
-  const child = spawn(bin, ['-c', summary.server_config], { stdio: 'ignore' });
+  console.log(
+    `[start] starting nats-server with JetStream and authentication on 127.0.0.1:${port} (config ${summary.server_config}, data in var/nats, log ${path.relative(root, natsLog)})`,
+  );
+  const child = spawn(bin, ['-c', summary.server_config], { stdio: ['ignore', 'pipe', 'pipe'] });
+  logNatsServer(child);
   servers.push(child);
-  await waitFor('127.0.0.1', port, 'nats-server');
+  try {
+    await waitFor('127.0.0.1', port, 'nats-server');
+  } catch (error) {
+    throw new Error(`${error.message} (its log: ${natsLog})`);
+  }
   const url = `nats://127.0.0.1:${port}`;
   for (const service of services) serviceEnv[service.name] = { NATS_URL: url, NATS_CREDS: summary.creds[service.name] };
   // The Redis the services use too: the CLI reads projections there (unless REDIS_URL says otherwise).
-  writtenLocal = `${JSON.stringify({ url, creds: summary.creds, redis: redisUrl.href }, null, 2)}\n`;
+  // The server's pid and log: `baton creds revoke` names them (reload it, read the log).
+  writtenLocal = `${JSON.stringify({ url, creds: summary.creds, redis: redisUrl.href, nats_server: { pid: child.pid, log: natsLog } }, null, 2)}\n`;
   fs.writeFileSync(path.join(natsDir, 'local.json'), writtenLocal);
   console.log(`[start] the baton CLI and npm run demo connect as admin through ${path.join(natsDir, 'local.json')}; agents get credentials with: npx baton creds agent --project <p> --agent <name>`);
+}
+
+/**
+ * Where npm start's nats-server logs (appended to, a line marking each start): a reload it refused
+ * (`Failed to reload server configuration`, after a revocation say) is written there, and, with its
+ * other errors and warnings and each reload it applied, shown on this terminal as `[nats]`.
+ */
+const natsLog = path.join(root, 'var', 'nats-server.log');
+
+function logNatsServer(child) {
+  fs.mkdirSync(path.dirname(natsLog), { recursive: true });
+  const file = fs.createWriteStream(natsLog, { flags: 'a' });
+  file.on('error', (error) => console.error(`[start] cannot write ${natsLog}: ${error.message}`));
+  file.write(`--- npm start ${new Date().toISOString()}: nats-server pid ${child.pid}\n`);
+  const prefix = '[nats]'.padEnd(11);
+  let open = 2;
+  for (const stream of [child.stdout, child.stderr]) {
+    let buffer = '';
+    stream.on('data', (chunk) => {
+      buffer += chunk;
+      file.write(chunk);
+      let index;
+      while ((index = buffer.indexOf('\n')) >= 0) {
+        const line = buffer.slice(0, index);
+        buffer = buffer.slice(index + 1);
+        if (/\[(ERR|WRN|FTL)\]/.test(line)) console.error(`${prefix} ${line}`);
+        else if (line.includes('Reloaded server configuration')) console.log(`${prefix} ${line}`);
+      }
+    });
+    stream.on('end', () => {
+      if (--open === 0) file.end();
+    });
+  }
 }
 
 async function ensureRedis() {
@@ -162,20 +224,19 @@ function readable(line, out) {
 
 function runService({ name, port }) {
   const entry = path.join(root, 'dist', 'apps', name, 'src', 'main.js');
-  const child = spawn(process.execPath, ['--enable-source-maps', entry], {
-    cwd: root,
-    env: {
-      // The heap settings the service is measured and deployed with (infra/service-node-options.json,
-      // docs/performance.md); a NODE_OPTIONS of your own replaces them.
-      NODE_OPTIONS: SERVICE_NODE_OPTIONS[name],
-      ...process.env,
-      ...serviceEnv[name],
-      // Each service its own port: <SERVICE>_HTTP_PORT, else its default — never a plain HTTP_PORT
-      // from this shell, which would give all four the same one.
-      HTTP_PORT: process.env[`${name.toUpperCase()}_HTTP_PORT`] || String(port),
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const env = {
+    // The heap settings the service is measured and deployed with (infra/service-node-options.json,
+    // docs/performance.md); a NODE_OPTIONS of your own replaces them.
+    NODE_OPTIONS: SERVICE_NODE_OPTIONS[name],
+    ...process.env,
+    ...serviceEnv[name],
+    // Each service its own port: <SERVICE>_HTTP_PORT, else its default — never a plain HTTP_PORT
+    // from this shell, which would give all four the same one.
+    HTTP_PORT: String(port),
+  };
+  // npm start's variables, not the services': they read HTTP_PORT.
+  for (const service of services) delete env[portVariable(service.name)];
+  const child = spawn(process.execPath, ['--enable-source-maps', entry], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
   const prefix = `[${name}]`.padEnd(11);
   const pipe = (stream, out) => {
     let buffer = '';
@@ -261,7 +322,17 @@ async function shutdown(code = 0) {
   await ensureNats();
   await ensureRedis();
   for (const service of services) runService(service);
-  console.log('[start] Baton is starting: operator API and inbox on http://127.0.0.1:7100 (Ctrl-C stops)');
+  // Where the services' HTTP servers answer: HTTP_HOST, unless that is every interface.
+  const host = !process.env.HTTP_HOST || ['0.0.0.0', '::'].includes(process.env.HTTP_HOST) ? '127.0.0.1' : process.env.HTTP_HOST;
+  const api = `http://${host.includes(':') ? `[${host}]` : host}:${portOf('notifier')}`;
+  console.log(
+    `[start] Baton is starting: operator API and inbox on ${api}; health and metrics: ${services.map(({ name, port }) => `${name} ${port}`).join(', ')} (Ctrl-C stops)`,
+  );
+  // The CLI (answer, answer-hold, decide, abandon) and npm run demo call the operator API at
+  // BATON_API_URL, http://127.0.0.1:7100 unless set.
+  if (api !== 'http://127.0.0.1:7100' && (process.env.BATON_API_URL || '').replace(/\/+$/, '') !== api) {
+    console.log(`[start] the operator API is not at the default http://127.0.0.1:7100: give the baton CLI and npm run demo BATON_API_URL=${api}`);
+  }
   process.on('SIGINT', () => shutdown(0));
   process.on('SIGTERM', () => shutdown(0));
 })().catch((error) => {

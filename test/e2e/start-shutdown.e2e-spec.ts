@@ -1,5 +1,8 @@
 // `npm start` (scripts/start.js) stops what it started: on SIGTERM or Ctrl-C it stops the four
 // services, waits until each has exited, and only then exits itself — no service left running.
+// The per-service port variables it reads (NOTIFIER_HTTP_PORT…) are its own: each service gets
+// its port as HTTP_PORT and never the variable (which it would warn it ignores), and the start
+// banner names the ports they chose.
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { randomBytes } from 'node:crypto';
@@ -77,6 +80,13 @@ describe('npm start stops what it started', () => {
       }
       const services = childrenOf(start.pid!);
       expect(services).toHaveLength(4);
+      // The ports the variables chose, in the banner; no service warns about npm start's variables.
+      const api = `http://127.0.0.1:${ports.NOTIFIER_HTTP_PORT}`;
+      expect(output).toContain(`[start] Baton is starting: operator API and inbox on ${api};`);
+      expect(output).toContain(`ledger ${ports.LEDGER_HTTP_PORT}, router ${ports.ROUTER_HTTP_PORT}, watchdog ${ports.WATCHDOG_HTTP_PORT}`);
+      expect(output).toContain(`BATON_API_URL=${api}`);
+      expect(output).not.toContain('does not read are ignored');
+      expect(output).not.toContain('_HTTP_PORT');
 
       const exited = once(start, 'exit');
       start.kill('SIGTERM');

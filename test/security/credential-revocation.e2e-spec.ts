@@ -141,4 +141,28 @@ describe('revoking an agent’s NATS credentials: baton creds revoke, then a rel
     await server.reload();
     await expect(connectAs(old, payer)).rejects.toThrow(/Authorization Violation/i);
   });
+
+  it('baton nats-config run again WITHOUT --listen / --store-dir (the upgrade notes’ step) keeps the running server’s: the reload after a revocation applies, and the revoked copy is refused', async () => {
+    const conf = join(server.deployment.dir, 'nats-server.conf');
+    const listeners = () =>
+      readFileSync(conf, 'utf8')
+        .split('\n')
+        .filter((line) => /^\s*(listen|http|store_dir):/.test(line));
+    const started = listeners();
+    // The server's own port and JetStream folder, not nats-config's defaults (127.0.0.1:4222, <dir>/jetstream).
+    expect(started[0]).toBe(`listen: "127.0.0.1:${server.port}"`);
+
+    const summary = await baton<{ listen: string; changed: unknown[] }>('nats-config');
+    expect(summary).toMatchObject({ listen: `127.0.0.1:${server.port}`, changed: [] });
+    expect(listeners()).toEqual(started);
+
+    const issued = await baton<Issued>('creds', 'agent', '--project', 'loans', '--agent', 'Loan_Supervisor');
+    const supervisor = Principals.agent('loans', 'Loan_Supervisor');
+    const old = agentCopy(issued.file, 'supervisor-old.creds');
+    await (await connectAs(old, supervisor)).close();
+    await baton<Revoked>('creds', 'revoke', '--project', 'loans', '--agent', 'Loan_Supervisor');
+    // Rejects with the server's words if it refused the reload (a changed listen or store_dir).
+    await server.reload();
+    await expect(connectAs(old, supervisor)).rejects.toThrow(/Authorization Violation/i);
+  });
 });

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { existsSync, readFileSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import { createEventRegistry, inboxPrefixOf, type EventRegistry, type Principal } from '@baton/contracts';
 import {
   CredentialsRefused,
@@ -98,19 +98,43 @@ export interface CliContextOptions {
 
 /**
  * The platform `npm start` runs writes `<BATON_NATS_DIR or ./var/nats-auth>/local.json` with its
- * NATS URL, the admin's credentials file and the Redis its services use, so the CLI and the demo
- * find it with no settings. Used only when NATS_URL is not set.
+ * NATS URL, the admin's credentials file, the Redis its services use and its nats-server's pid and
+ * log, so the CLI and the demo find it with no settings. Used only when NATS_URL is not set.
  */
-export function localDeployment(env: Record<string, string | undefined>): { url: string; admin: string; redis?: string } | null {
-  const file = resolve(env['BATON_NATS_DIR'] ?? 'var/nats-auth', 'local.json');
+export function localDeployment(env: Record<string, string | undefined>): LocalDeployment | null {
+  return localDeploymentIn(resolve(env['BATON_NATS_DIR'] ?? 'var/nats-auth'));
+}
+
+/** What local.json in the deployment folder `dir` says (null: none, or not one npm start wrote). */
+export function localDeploymentIn(dir: string): LocalDeployment | null {
+  const file = join(dir, 'local.json');
   if (!existsSync(file)) return null;
   try {
-    const parsed = JSON.parse(readFileSync(file, 'utf8')) as { url?: unknown; creds?: { admin?: unknown }; redis?: unknown };
+    const parsed = JSON.parse(readFileSync(file, 'utf8')) as {
+      url?: unknown;
+      creds?: { admin?: unknown };
+      redis?: unknown;
+      nats_server?: { pid?: unknown; log?: unknown };
+    };
     if (typeof parsed.url !== 'string' || typeof parsed.creds?.admin !== 'string') return null;
-    return { url: parsed.url, admin: parsed.creds.admin, ...(typeof parsed.redis === 'string' ? { redis: parsed.redis } : {}) };
+    const { pid, log } = parsed.nats_server ?? {};
+    return {
+      url: parsed.url,
+      admin: parsed.creds.admin,
+      ...(typeof parsed.redis === 'string' ? { redis: parsed.redis } : {}),
+      ...(typeof pid === 'number' && Number.isInteger(pid) && pid > 0 && typeof log === 'string' ? { natsServer: { pid, log } } : {}),
+    };
   } catch {
     return null;
   }
+}
+
+export interface LocalDeployment {
+  url: string;
+  admin: string;
+  redis?: string;
+  /** The nats-server npm start runs: its pid and its log file. */
+  natsServer?: { pid: number; log: string };
 }
 
 /**

@@ -30,6 +30,16 @@ describe('the local deployment file (local.json): the CLI finds the running plat
     });
   });
 
+  it('reads the nats-server npm start runs (pid and log) when the file names one whole', () => {
+    const base = { url: 'nats://127.0.0.1:45678', creds: { admin: 'a.creds' } };
+    writeFileSync(join(dir, 'local.json'), JSON.stringify({ ...base, nats_server: { pid: 4321, log: '/x/var/nats-server.log' } }));
+    expect(localDeployment({ BATON_NATS_DIR: dir })).toEqual({ url: base.url, admin: 'a.creds', natsServer: { pid: 4321, log: '/x/var/nats-server.log' } });
+    for (const natsServer of [{ pid: -1, log: 'l' }, { pid: 1.5, log: 'l' }, { pid: 7 }, { log: 'l' }, 'x']) {
+      writeFileSync(join(dir, 'local.json'), JSON.stringify({ ...base, nats_server: natsServer }));
+      expect(localDeployment({ BATON_NATS_DIR: dir })).toEqual({ url: base.url, admin: 'a.creds' });
+    }
+  });
+
   it('with neither NATS_URL nor REDIS_URL set, the CLI reads the projections in the platform’s Redis', () => {
     expect(redisOf({})).toBe('redis://127.0.0.1:6391/');
   });

@@ -1,5 +1,6 @@
+import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
-import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { decodeJwtClaims, jwtOfCreds } from '@baton/eventstore';
@@ -220,5 +221,172 @@ describe('baton creds revoke and --rotate', () => {
       error: { code: 'not_found', details: { dir, principal: { kind: 'agent', project: 'p1', agent: 'ghost' } } },
     });
     expect(record()).toBe(before);
+  });
+});
+
+/**
+ * nats-server refuses a configuration reload whose listen, http or store_dir differs from what it
+ * started with, and then applies nothing of the file — a revocation included. `baton nats-config`
+ * run again without those options (as the upgrade notes say to) keeps what the nats-server.conf in
+ * the folder names (npm start writes its own port and var/nats there), and an option that changes
+ * one warns that a running server must be restarted. What a reload then does is proven against a
+ * nats-server by test/security/credential-revocation.e2e-spec.ts.
+ */
+describe('baton nats-config run again keeps the listeners and the JetStream folder', () => {
+  let root: string;
+  let dir: string;
+
+  async function baton(...argv: string[]) {
+    const io = bufferedIo();
+    const code = await main([...argv, '--dir', dir], { io, env: { BATON_PREFIX: 'baton' } });
+    return { code, out: io.out(), err: io.err() };
+  }
+  type Summary = {
+    listen: string;
+    store_dir: string;
+    http: string | null;
+    kept: string[];
+    changed: { setting: string; from: string | null; to: string | null }[];
+  };
+  async function config(...argv: string[]): Promise<Summary> {
+    const run = await baton('nats-config', ...argv, '--json');
+    expect({ code: run.code, err: run.err }).toEqual({ code: 0, err: '' });
+    return JSON.parse(run.out) as Summary;
+  }
+  const conf = () => readFileSync(join(dir, 'nats-server.conf'), 'utf8');
+  /** The lines nats-server cannot take on a reload. */
+  const listeners = () =>
+    conf()
+      .split('\n')
+      .filter((line) => /^\s*(listen|http|store_dir):/.test(line));
+
+  beforeEach(async () => {
+    root = await mkdtemp(join(tmpdir(), 'baton-nats-config-'));
+    dir = join(root, 'auth');
+  });
+  afterEach(async () => {
+    await rm(root, { recursive: true, force: true });
+  });
+
+  it('the first run writes the defaults; a plain run after npm start’s keeps its listen and store_dir (and a revocation after it keeps them too)', async () => {
+    const first = await config();
+    expect(first).toMatchObject({ listen: '127.0.0.1:4222', store_dir: join(dir, 'jetstream'), http: null, kept: [], changed: [] });
+
+    // What npm start runs: its own port and var/nats.
+    const store = join(root, 'var', 'nats');
+    await config('--listen', '127.0.0.1:4317', '--store-dir', store);
+    const started = listeners();
+    expect(started).toEqual(['listen: "127.0.0.1:4317"', `  store_dir: ${JSON.stringify(store)}`]);
+
+    // The operator's later plain run: the same listener lines, so a reload is not refused.
+    const again = await config();
+    expect(again).toMatchObject({ listen: '127.0.0.1:4317', store_dir: store, http: null, kept: ['listen', 'store_dir', 'http'], changed: [] });
+    expect(listeners()).toEqual(started);
+    const prose = await baton('nats-config');
+    expect(prose.code).toBe(0);
+    expect(prose.err).toBe('');
+    expect(prose.out).toContain(`listen 127.0.0.1:4317, store_dir ${store}, http none (kept from the configuration it replaced: listen, store_dir, http)`);
+
+    expect((await baton('creds', 'agent', '--project', 'loans', '--agent', 'Loan_Supervisor')).code).toBe(0);
+    expect((await baton('creds', 'revoke', '--project', 'loans', '--agent', 'Loan_Supervisor')).code).toBe(0);
+    expect(listeners()).toEqual(started);
+  });
+
+  it('a monitoring listener is kept too; --http none removes it', async () => {
+    await config('--http', '127.0.0.1:8222');
+    expect(await config()).toMatchObject({ http: '127.0.0.1:8222', changed: [] });
+    expect(conf()).toContain('http: "127.0.0.1:8222"');
+    expect(await config('--http', 'none')).toMatchObject({ http: null, changed: [{ setting: 'http', from: '127.0.0.1:8222', to: null }] });
+    expect(conf()).not.toMatch(/^http:/m);
+  });
+
+  it('an option that changes a setting of the file it replaces warns that a running server must be restarted, not reloaded (--json: changed)', async () => {
+    await config('--listen', '127.0.0.1:4317');
+    const store = join(root, 'elsewhere');
+    const moved = await baton('nats-config', '--listen', '127.0.0.1:4318', '--store-dir', store);
+    expect(moved.code).toBe(0);
+    expect(moved.err).toContain(
+      `baton: warning: ${join(dir, 'nats-server.conf')}: listen from 127.0.0.1:4317 to 127.0.0.1:4318, store_dir from ${join(dir, 'jetstream')} to ${store}`,
+    );
+    expect(moved.err).toContain('must be restarted');
+    expect(moved.err).toContain('a reload (nats-server --signal reload, kill -HUP) is refused');
+    expect(moved.err).toContain('JetStream data stays in the former store_dir');
+    expect(listeners()).toEqual(['listen: "127.0.0.1:4318"', `  store_dir: ${JSON.stringify(store)}`]);
+
+    const json = await config('--listen', '127.0.0.1:4319');
+    expect(json.changed).toEqual([{ setting: 'listen', from: '127.0.0.1:4318', to: '127.0.0.1:4319' }]);
+    expect(json.kept).toEqual(['store_dir', 'http']);
+    // The same value again changes nothing: no warning.
+    expect((await baton('nats-config', '--listen', '127.0.0.1:4319')).err).toBe('');
+  });
+
+  it('a file without a listen or store_dir it can read: the default is written, with a warning', async () => {
+    await config('--listen', '127.0.0.1:4317');
+    await writeFile(join(dir, 'nats-server.conf'), conf().replace(/^listen: .*$/m, 'port: 4317'));
+    const run = await baton('nats-config');
+    expect(run.code).toBe(0);
+    expect(run.err).toContain('named no listen nats-config could read: the default is written (listen 127.0.0.1:4222)');
+    expect(listeners()[0]).toBe('listen: "127.0.0.1:4222"');
+  });
+});
+
+/** `baton creds revoke` names the nats-server npm start runs from the folder (local.json), to reload and read the log of. */
+describe('baton creds revoke under npm start', () => {
+  let root: string;
+  let dir: string;
+
+  async function baton(...argv: string[]) {
+    const io = bufferedIo();
+    const code = await main([...argv, '--dir', dir], { io, env: { BATON_PREFIX: 'baton' } });
+    return { code, out: io.out(), err: io.err() };
+  }
+
+  beforeEach(async () => {
+    root = await mkdtemp(join(tmpdir(), 'baton-revoke-local-'));
+    dir = join(root, 'auth');
+    expect((await baton('nats-config')).code).toBe(0);
+    expect((await baton('creds', 'agent', '--project', 'p1', '--agent', 'a1')).code).toBe(0);
+  });
+  afterEach(async () => {
+    await rm(root, { recursive: true, force: true });
+  });
+
+  it('prints the running server’s pid and log, and says what a refused reload looks like', async () => {
+    // A process that /proc names nats-server stands in for the running one.
+    const bin = join(root, 'nats-server');
+    await symlink(process.execPath, bin);
+    const stand = spawn(bin, ['-e', 'setTimeout(() => {}, 60000)'], { stdio: 'ignore' });
+    try {
+      const pid = stand.pid ?? 0;
+      const log = join(root, 'var', 'nats-server.log');
+      await writeFile(
+        join(dir, 'local.json'),
+        JSON.stringify({ url: 'nats://127.0.0.1:4317', creds: { admin: join(dir, 'creds', 'admin.creds') }, nats_server: { pid, log } }),
+      );
+      const run = await baton('creds', 'revoke', '--project', 'p1', '--agent', 'a1');
+      expect(run.code).toBe(0);
+      expect(run.out).toContain(`npm start runs this folder's nats-server: nats-server --signal reload=${pid} (its log: ${log})`);
+      expect(run.out).toContain('"Failed to reload');
+      expect(run.out).toContain('applied nothing, the revocation included: restart it instead');
+      const json = await baton('creds', 'revoke', '--project', 'p1', '--agent', 'a1', '--json');
+      expect(JSON.parse(json.out)).toMatchObject({ local_server: { pid, log } });
+    } finally {
+      stand.kill('SIGKILL');
+    }
+  });
+
+  it('a local.json whose server is gone, whose pid another process has now, or none: no pid is named', async () => {
+    const local = (pid: number) =>
+      writeFile(
+        join(dir, 'local.json'),
+        JSON.stringify({ url: 'nats://127.0.0.1:4317', creds: { admin: join(dir, 'creds', 'admin.creds') }, nats_server: { pid, log: 'x' } }),
+      );
+    for (const pid of [2 ** 22 + 1, ...(process.platform === 'linux' ? [process.pid] : [])]) {
+      await local(pid);
+      const run = await baton('creds', 'revoke', '--project', 'p1', '--agent', 'a1', '--json');
+      expect({ pid, local_server: (JSON.parse(run.out) as { local_server: unknown }).local_server }).toEqual({ pid, local_server: null });
+    }
+    await rm(join(dir, 'local.json'));
+    expect((await baton('creds', 'revoke', '--project', 'p1', '--agent', 'a1')).out).not.toContain('npm start runs');
   });
 });

@@ -1,4 +1,4 @@
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { AgentNameSchema, ProjectIdSchema, ServiceNameSchema, describePrincipal, type Principal } from '@baton/contracts';
 import {
@@ -18,7 +18,7 @@ import {
 } from '@baton/eventstore';
 import type { Command } from '../command';
 import { flag, parseCommandArgs, required, str } from '../command';
-import type { CliContext } from '../context';
+import { localDeploymentIn, type CliContext } from '../context';
 import { CliError, CliErrorCode, ExitCode, UsageError } from '../errors';
 
 /** The deployment folder: `--dir`, else BATON_NATS_DIR, else ./var/nats-auth. */
@@ -84,6 +84,109 @@ export function hostPort(option: string, value: string): string {
   return value;
 }
 
+/** Whether `value` is a `host:port` {@link hostPort} takes. */
+function isHostPort(value: string): boolean {
+  try {
+    hostPort('listen', value);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The settings of a nats-server.conf that nats-server cannot change on a configuration reload: the
+ * client listener, the monitoring listener and the JetStream folder. A reload of a file where one
+ * of them differs from what the server started with is refused whole ("Failed to reload server
+ * configuration: config reload not supported for …"): nothing in it is applied, a revocation
+ * included. So `baton nats-config` run again keeps them unless told otherwise.
+ */
+export interface ListenerSettings {
+  listen: string;
+  storeDir: string;
+  /** The monitoring listener; null for none. */
+  http: string | null;
+}
+
+/** What a nats-server.conf already in the folder names, as far as it can be read (undefined: the setting could not be read). */
+export interface WrittenSettings {
+  listen: string | undefined;
+  storeDir: string | undefined;
+  /** null: the file names no monitoring listener. */
+  http: string | null | undefined;
+}
+
+/**
+ * The listeners and the JetStream folder `file` names, read from the lines `baton nats-config`
+ * writes (`listen: "host:port"`, `http: "host:port"`, `store_dir: "folder"` in the jetstream
+ * block; a value without quotes is read too); null when there is no such file.
+ */
+export function writtenSettings(file: string): WrittenSettings | null {
+  if (!existsSync(file)) return null;
+  const text = readFileSync(file, 'utf8');
+  const value = (name: string): string | undefined => {
+    const raw = new RegExp(`^\\s*${name}\\s*[:=]\\s*(.+?)\\s*$`, 'm').exec(text)?.[1];
+    if (raw === undefined) return undefined;
+    if (!raw.startsWith('"')) return raw;
+    try {
+      const parsed: unknown = JSON.parse(raw);
+      return typeof parsed === 'string' ? parsed : undefined;
+    } catch {
+      return undefined;
+    }
+  };
+  const listen = value('listen');
+  const http = value('http');
+  const storeDir = value('store_dir');
+  return {
+    listen: listen !== undefined && isHostPort(listen) ? listen : undefined,
+    // No http line: no monitoring listener; one that is not host:port cannot be kept.
+    http: /^\s*http\s*[:=]/m.test(text) ? (http !== undefined && isHostPort(http) ? http : undefined) : null,
+    storeDir: storeDir !== undefined && storeDir.length > 0 ? storeDir : undefined,
+  };
+}
+
+/** A setting that differs from the nats-server.conf replaced: a server running from that file must be restarted to take it. */
+export interface ChangedSetting {
+  setting: 'listen' | 'store_dir' | 'http';
+  from: string | null;
+  to: string | null;
+}
+
+/**
+ * The listeners and the JetStream folder nats-config writes: each option given, else what the
+ * nats-server.conf in the folder already names (`previous`), else the default. `changed` lists
+ * those that differ from a file that was there; `unread` the settings such a file holds in a form
+ * that could not be read (the default is written for them).
+ */
+export function chooseSettings(
+  given: { listen?: string; storeDir?: string; http?: string | null },
+  previous: WrittenSettings | null,
+  defaults: { listen: string; storeDir: string },
+): { settings: ListenerSettings; kept: ChangedSetting['setting'][]; changed: ChangedSetting[]; unread: ChangedSetting['setting'][] } {
+  const kept: ChangedSetting['setting'][] = [];
+  const changed: ChangedSetting[] = [];
+  const unread: ChangedSetting['setting'][] = [];
+  function pick<T extends string | null>(setting: ChangedSetting['setting'], option: T | undefined, before: T | undefined, fallback: T): T {
+    if (option !== undefined) {
+      if (previous !== null && before !== undefined && before !== option) changed.push({ setting, from: before, to: option });
+      return option;
+    }
+    if (before !== undefined) {
+      if (previous !== null) kept.push(setting);
+      return before;
+    }
+    if (previous !== null) unread.push(setting);
+    return fallback;
+  }
+  const settings: ListenerSettings = {
+    listen: pick('listen', given.listen, previous?.listen, defaults.listen),
+    storeDir: pick('store_dir', given.storeDir, previous?.storeDir, defaults.storeDir),
+    http: pick<string | null>('http', given.http, previous === null ? undefined : previous.http, null),
+  };
+  return { settings, kept, changed, unread };
+}
+
 export const natsConfigCommand: Command = {
   name: 'nats-config',
   summary: 'make the NATS operator, account and service credentials and write a nats-server configuration',
@@ -102,12 +205,21 @@ Agents get their own file from \`baton creds agent\`.
 
 The *.seed files are secrets (mode 0600): whoever holds account.seed can issue credentials.
 
+Run again, it keeps the keys, the operator JWT already written and the revocations, and the
+listeners and JetStream folder the nats-server.conf in <folder> names (npm start's port and
+var/nats included): an option not given keeps that file's value, and only without such a file
+are the defaults below written. nats-server refuses a reload of a file whose listen, http or
+store_dir changed — and applies nothing of it, revocations included — so an option that changes
+one warns: restart a server running from the folder, do not reload it (--json: changed).
+
 Options:
   --dir <folder>        deployment folder (default BATON_NATS_DIR or ./var/nats-auth)
-  --listen <host:port>  client listener (default 127.0.0.1:4222; keep loopback unless TLS is set up)
-  --store-dir <folder>  JetStream storage (default <folder>/jetstream)
-  --http <host:port>    monitoring listener (default none)
-  --json                print the paths as JSON
+  --listen <host:port>  client listener (default: kept, else 127.0.0.1:4222; keep loopback unless
+                        TLS is set up)
+  --store-dir <folder>  JetStream storage (default: kept, else <folder>/jetstream)
+  --http <host:port>    monitoring listener (default: kept, else none; "none" removes it)
+  --json                print the paths as JSON ({ dir, prefix, server_config, listen, store_dir,
+                        http, account, creds, kept, changed })
 `,
   async run(argv, ctx) {
     const args = parseCommandArgs(
@@ -120,25 +232,63 @@ Options:
       return ExitCode.ok;
     }
     // The listeners first: nothing is written for a command line that is wrong.
-    const listen = hostPort('listen', str(args, 'listen') ?? '127.0.0.1:4222');
+    const listenGiven = str(args, 'listen');
     const httpGiven = str(args, 'http');
-    const http = httpGiven !== undefined ? hostPort('http', httpGiven) : undefined;
+    const storeGiven = str(args, 'store-dir');
+    const given = {
+      ...(listenGiven !== undefined ? { listen: hostPort('listen', listenGiven) } : {}),
+      ...(httpGiven !== undefined ? { http: httpGiven === 'none' ? null : hostPort('http', httpGiven) } : {}),
+      ...(storeGiven !== undefined ? { storeDir: resolve(storeGiven) } : {}),
+    };
     const deployment = open(ctx, str(args, 'dir'), true);
+    const existing = join(deployment.dir, 'nats-server.conf');
+    // What the configuration there names already: a server running from it cannot take another
+    // listen, http or store_dir on a reload.
+    const { settings, kept, changed, unread } = chooseSettings(given, writtenSettings(existing), {
+      listen: '127.0.0.1:4222',
+      storeDir: resolve(deployment.dir, 'jetstream'),
+    });
     const creds = ensureServiceCreds(deployment);
     const config = writeServerConfig(deployment, {
-      listen,
-      storeDir: resolve(str(args, 'store-dir') ?? resolve(deployment.dir, 'jetstream')),
-      ...(http !== undefined ? { http } : {}),
+      listen: settings.listen,
+      storeDir: settings.storeDir,
+      ...(settings.http !== null ? { http: settings.http } : {}),
     });
-    const summary = { dir: deployment.dir, prefix: deployment.prefix, server_config: config, listen, account: deployment.account.publicKey, creds };
+    if (changed.length > 0) {
+      const what = changed.map((change) => `${change.setting} from ${change.from ?? 'none'} to ${change.to ?? 'none'}`).join(', ');
+      const data = changed.some((change) => change.setting === 'store_dir') ? ' (its JetStream data stays in the former store_dir: move it first)' : '';
+      ctx.warn(
+        `${config}: ${what}. A nats-server running from it must be restarted to take this${data}: a reload (nats-server --signal reload, kill -HUP) is refused — "Failed to reload server configuration" in its log — and applies nothing, revocations included`,
+      );
+    }
+    if (unread.length > 0) {
+      const written = { listen: settings.listen, store_dir: settings.storeDir, http: settings.http ?? 'none' };
+      ctx.warn(
+        `${existing} named no ${unread.join(', ')} nats-config could read: the default is written (${unread.map((setting) => `${setting} ${written[setting]}`).join(', ')}); a nats-server running from it with another must be restarted, not reloaded`,
+      );
+    }
+    const summary = {
+      dir: deployment.dir,
+      prefix: deployment.prefix,
+      server_config: config,
+      listen: settings.listen,
+      store_dir: settings.storeDir,
+      http: settings.http,
+      account: deployment.account.publicKey,
+      creds,
+      kept,
+      changed,
+    };
     if (flag(args, 'json')) {
       ctx.io.stdout.write(`${JSON.stringify(summary, null, 2)}\n`);
       return ExitCode.ok;
     }
+    const keptNote = kept.length > 0 ? ` (kept from the configuration it replaced: ${kept.join(', ')})` : '';
     ctx.io.stdout.write(
       [
         `deployment ${deployment.dir} (prefix ${deployment.prefix}, account ${deployment.account.publicKey})`,
         `server configuration: ${config}`,
+        `  listen ${settings.listen}, store_dir ${settings.storeDir}, http ${settings.http ?? 'none'}${keptNote}`,
         `  start it with: nats-server -c ${config}`,
         ...Object.entries(creds).map(([name, file]) => `credentials of ${name}: ${file}`),
         '',
@@ -190,8 +340,29 @@ function revokedJson(entry: RevokedUser): Record<string, unknown> {
 const APPLY =
   'reload every nats-server configured from this folder (copy auth.conf to each node of a cluster first): nats-server --signal reload=<pid>, or kill -HUP <pid>';
 
+/** The nats-server `npm start` runs from the deployment folder, as its local.json names it; null when none is running. */
+export function localServer(dir: string): { pid: number; log: string } | null {
+  const server = localDeploymentIn(dir)?.natsServer;
+  if (server === undefined) return null;
+  const { pid, log } = server;
+  try {
+    process.kill(pid, 0);
+  } catch (error) {
+    // EPERM: it runs, as another user.
+    if ((error as NodeJS.ErrnoException).code !== 'EPERM') return null;
+  }
+  // A local.json left behind by an npm start that was killed may name a pid another process has
+  // now: where /proc says what runs under it, only a nats-server is named.
+  try {
+    if (readFileSync(`/proc/${pid}/comm`, 'utf8').trim() !== 'nats-server') return null;
+  } catch {
+    // No /proc (not Linux): the pid alone.
+  }
+  return { pid, log };
+}
+
 /** What a revocation printed for people: the users, the files, and how to apply it. */
-function revocationProse(outcome: Revocation, afterwards: string): string {
+function revocationProse(outcome: Revocation, afterwards: string, local: { pid: number; log: string } | null): string {
   const files = [outcome.authConf, ...(outcome.serverConfig !== null ? [outcome.serverConfig] : [])];
   return [
     ...outcome.revoked.map((entry) => {
@@ -203,10 +374,13 @@ function revocationProse(outcome: Revocation, afterwards: string): string {
     ...outcome.removedFiles.map((file) => `removed ${file} (its user is revoked)`),
     `wrote the account's revocation list into ${files.join(' and ')}`,
     `apply it: ${APPLY}`,
+    ...(local !== null ? [`  npm start runs this folder's nats-server: nats-server --signal reload=${local.pid} (its log: ${local.log})`] : []),
     '  (docker compose: docker compose kill -s HUP nats). The reload refuses the revoked users and closes their',
     "  open connections; nats-server 2.9 also closes every other client once, and Baton's services and the SDK",
-    '  reconnect by themselves. A server that logs "config reload not supported for TrustedOperators" must be',
-    '  restarted instead (docs/identity.md, "Revoking an agent\'s credentials").',
+    '  reconnect by themselves. The server logs "Reloaded server configuration"; one that logs "Failed to reload',
+    '  server configuration: config reload not supported for …" (another operator JWT, listen, http or store_dir',
+    '  than it started with) applied nothing, the revocation included: restart it instead (docs/identity.md,',
+    '  "Revoking an agent\'s credentials").',
     afterwards,
     '',
   ].join('\n');
@@ -266,6 +440,7 @@ function revoke(args: ReturnType<typeof parseCommandArgs>, ctx: CliContext): Exi
   }
   const outcome = revokeUsers(deployment, keys);
   warnUnchangedServerConfig(ctx, outcome);
+  const local = localServer(deployment.dir);
   if (flag(args, 'json')) {
     ctx.io.stdout.write(
       `${JSON.stringify(
@@ -277,6 +452,7 @@ function revoke(args: ReturnType<typeof parseCommandArgs>, ctx: CliContext): Exi
           auth_conf: outcome.authConf,
           server_config: outcome.serverConfig,
           apply: APPLY,
+          local_server: local,
         },
         null,
         2,
@@ -293,7 +469,7 @@ function revoke(args: ReturnType<typeof parseCommandArgs>, ctx: CliContext): Exi
   const fresh = outcome.revoked.filter((entry) => !entry.alreadyRevoked).length;
   const what = principal !== null ? describePrincipal(principal) : 'the users named';
   ctx.io.stdout.write(
-    `revoked ${what} in ${deployment.dir}: ${fresh} user key(s) newly revoked, ${outcome.revoked.length - fresh} revoked before\n${revocationProse(outcome, afterwards)}`,
+    `revoked ${what} in ${deployment.dir}: ${fresh} user key(s) newly revoked, ${outcome.revoked.length - fresh} revoked before\n${revocationProse(outcome, afterwards, local)}`,
   );
   return ExitCode.ok;
 }
@@ -333,9 +509,11 @@ file), or the keys given with --user. It signs the account JWT again with the op
 rewrites the trust block in <folder>/auth.conf and <folder>/nats-server.conf, and removes the
 folder's credentials files that hold a revoked key. Running servers apply it on a configuration
 reload (nats-server --signal reload=<pid>, or kill -HUP <pid>; copy auth.conf to every node of a
-cluster first): the revoked users' open connections are closed and new ones refused. A key stays
-revoked; new credentials for the same principal get a new key and connect. A principal with no
-known credentials is not_found (exit 1); the folder must hold a deployment.
+cluster first): the revoked users' open connections are closed and new ones refused. Check the
+server's log (npm start's: var/nats-server.log; revoke names its pid): "Reloaded server
+configuration" applied it, "Failed to reload server configuration" applied nothing — restart that
+server. A key stays revoked; new credentials for the same principal get a new key and connect. A
+principal with no known credentials is not_found (exit 1); the folder must hold a deployment.
 
 Options:
   --project <p>     the agent's project        --agent <name>  the agent's name
@@ -345,7 +523,8 @@ Options:
   --dir <folder>    deployment folder (default BATON_NATS_DIR or ./var/nats-auth)
   --json            print the file, principal and permissions as JSON (revoke: what was revoked,
                     { dir, principal, revoked: [{ user, principal, issued_at, revoked_at,
-                    already_revoked }], removed_files, auth_conf, server_config, apply })
+                    already_revoked }], removed_files, auth_conf, server_config, apply,
+                    local_server: { pid, log } of npm start's nats-server, or null)
 `,
   async run(argv, ctx) {
     const args = parseCommandArgs(
@@ -383,6 +562,7 @@ Options:
         : null;
     const stillValid = flag(args, 'rotate') ? [] : earlier.map((user) => user.user);
     if (rotated !== null) warnUnchangedServerConfig(ctx, rotated);
+    const local = rotated !== null ? localServer(deployment.dir) : null;
     if (stillValid.length > 0) {
       ctx.warn(
         `the earlier credentials of ${describePrincipal(principal)} stay valid until revoked (user ${stillValid.join(', ')}): revoke them with baton creds revoke --user <key>, or issue with --rotate next time`,
@@ -391,7 +571,9 @@ Options:
     if (flag(args, 'json')) {
       const permissions = permissionsFor(deployment.prefix, principal);
       const rotation =
-        rotated !== null ? { revoked: rotated.revoked.map(revokedJson), auth_conf: rotated.authConf, server_config: rotated.serverConfig, apply: APPLY } : {};
+        rotated !== null
+          ? { revoked: rotated.revoked.map(revokedJson), auth_conf: rotated.authConf, server_config: rotated.serverConfig, apply: APPLY, local_server: local }
+          : {};
       ctx.io.stdout.write(
         `${JSON.stringify({ principal, name: credsName(principal), file: issued.file, user: issued.userPublicKey, permissions, still_valid: stillValid, ...rotation }, null, 2)}\n`,
       );
@@ -400,7 +582,7 @@ Options:
     ctx.io.stdout.write(`${describePrincipal(principal)}: ${issued.file}\n  user ${issued.userPublicKey}; give it to the process as NATS_CREDS\n`);
     if (rotated !== null) {
       ctx.io.stdout.write(
-        `rotated: the earlier user key(s) of ${describePrincipal(principal)} are revoked\n${revocationProse(rotated, 'Give the new file to the process before the reload: the old one is refused from then on.')}`,
+        `rotated: the earlier user key(s) of ${describePrincipal(principal)} are revoked\n${revocationProse(rotated, 'Give the new file to the process before the reload: the old one is refused from then on.', local)}`,
       );
     } else if (flag(args, 'rotate')) {
       ctx.io.stdout.write('rotated: no earlier credentials of it were valid, nothing to revoke\n');
