@@ -545,3 +545,203 @@ describe('reserved names (__proto__, constructor, prototype)', () => {
     expect(result.project!.agents.map((a) => a.name)).toContain('toString');
   });
 });
+
+describe('a value of the wrong shape is INVALID_VALUE wherever it is written, never dropped or coerced without a word', () => {
+  /** Exactly one error, INVALID_VALUE with `message`, at the first line holding `marker`; nothing compiles. */
+  const refusedOnce = (text: string, message: string, marker: string) => {
+    const result = compile(text);
+    const line = text.split('\n').findIndex((l) => l.includes(marker)) + 1;
+    expect(line).toBeGreaterThan(0);
+    expect(result.diagnostics.filter((d) => d.severity === 'error')).toEqual([expect.objectContaining({ code: 'INVALID_VALUE', line, message })]);
+    expect(result.project).toBeNull();
+  };
+  const AGENT = '---\nAGENT: worker\n';
+
+  it("the audit's definition (workflows: 5, lead: [1, 2], COMPLETE: true) is refused at each of the three, not published without its workflows and lead", () => {
+    const text = 'project: shapes\nworkflows: 5\nlead: [1, 2]\n---\nAGENT: a\nCOMPLETE: true\n';
+    const result = compile(text);
+    expect(result.project).toBeNull();
+    expect(result.diagnostics.map((d) => `${d.line}:${d.column} ${d.severity} ${d.code} ${d.message}`)).toEqual([
+      "2:12 error INVALID_VALUE workflows lists the project's workflows, not 5",
+      "3:7 error INVALID_VALUE lead is an agent of the project or a person's handle, not a list",
+      '6:11 error INVALID_VALUE COMPLETE lists conditions (WHEN, RESPOND), not true',
+    ]);
+    expect(result.diagnostics.every((d) => d.hint.startsWith('Write'))).toBe(true);
+  });
+
+  it.each([
+    ['workflows: 5', "workflows lists the project's workflows, not 5", 'workflows:'],
+    ['workflows: {a: 1}', "workflows lists the project's workflows, not a map", 'workflows:'],
+    ['workflows:\n  - 5', 'a workflow is a map, not 5', '- 5'],
+    ['agents: 7', "agents lists the project's agents, not 7", 'agents:'],
+    ['agents: [helper]', 'an agent is a map, not helper', 'agents:'],
+    ['lead: [1, 2]', "lead is an agent of the project or a person's handle, not a list", 'lead:'],
+    ['lead: {name: worker}', "lead is an agent of the project or a person's handle, not a map", 'lead:'],
+    ['lead: 5', "lead is an agent of the project or a person's handle, not 5", 'lead:'],
+    ['lead:', "lead is an agent of the project or a person's handle, not empty", 'lead:'],
+    ['accepts_handoffs_from: 3', 'accepts_handoffs_from lists project keys (or "*" for any project), not 3', 'accepts_handoffs_from:'],
+    ['accepts_handoffs_from: "*"', 'accepts_handoffs_from lists project keys (or "*" for any project), not "*"', 'accepts_handoffs_from:'],
+    ['accepts_handoffs_from: [support, {a: 1}]', 'an accepts_handoffs_from entry is a project key or "*", not a map', 'accepts_handoffs_from:'],
+    ['meshes: "x"', 'meshes lists the project\'s meshes, not "x"', 'meshes:'],
+    ['meshes:\n  - 5', 'a mesh is a map, not 5', '- 5'],
+    ['execution: 5', 'execution is a map of return_deadline and pipeline, not 5', 'execution:'],
+    ['execution: [30m]', 'execution is a map of return_deadline and pipeline, not a list', 'execution:'],
+    ['execution:\n  pipeline: 5', 'pipeline is a map holding parentReturn, not 5', 'pipeline:'],
+    ['execution:\n  pipeline:\n    parentReturn: [1]', 'parentReturn is a map of minConfidence and ignoreAmbiguous, not a list', 'parentReturn:'],
+    ['execution:\n  pipeline:\n    parentReturn:\n      minConfidence: high', 'minConfidence is a number between 0 and 1, not high', 'minConfidence:'],
+    ['execution:\n  pipeline:\n    parentReturn:\n      minConfidence: [1]', 'minConfidence is a number between 0 and 1, not a list', 'minConfidence:'],
+    ['execution:\n  pipeline:\n    parentReturn:\n      ignoreAmbiguous: yes', 'ignoreAmbiguous is true or false, not yes', 'ignoreAmbiguous:'],
+    ['return_handlers: 5', 'return_handlers maps handler names to their settings, not 5', 'return_handlers:'],
+    ['return_handlers:\n  done: [1]', "return handler 'done' is a map of RESUME_INTENT, RESUME_WITH, RESPOND, MAP and SET, not a list", 'done:'],
+    ['return_handlers:\n  done:\n    MAP: 5', 'MAP is child_field: parent_variable pairs, not 5', 'MAP:'],
+    ['return_handlers:\n  done:\n    MAP:\n      note: [1]', "MAP target of 'note' is a variable name, not a list", 'note:'],
+    ['return_handlers:\n  done:\n    SET: [1]', 'SET is parent_variable: value pairs, not a list', 'SET:'],
+    ['return_handlers:\n  done:\n    SET:\n      note: {a: 1}', "SET value of 'note' is a text, a number, true, false or null, not a map", 'note:'],
+  ])('a header key: %j', (lines, message, marker) => {
+    refusedOnce(`project: shapes\n${lines}\n${AGENT}`, message, marker);
+  });
+
+  it.each([
+    ['project: [shapes]', 'project is a project key (lowercase letters, digits, _ and -), not a list'],
+    ['project: {name: shapes}', 'project is a project key (lowercase letters, digits, _ and -), not a map'],
+    ['project: 2024', 'project is a project key (lowercase letters, digits, _ and -), not 2024'],
+    ['project:', 'project is a project key (lowercase letters, digits, _ and -), not empty'],
+  ])('the project key: %j', (line, message) => {
+    refusedOnce(`${line}\n${AGENT}`, message, 'project:');
+  });
+
+  const WORKFLOW =
+    'project: shapes\nworkflows:\n  - name: flow\n    version: 1\n    entry: work\n    steps:\n      - id: work\n        agent: worker\n        terminal: true\n';
+  it.each([
+    ['    version: 1', '    version: "1"', 'version is a whole number (1, 2, …), not "1"'],
+    ['    version: 1', '    version: 1.5', 'version is a whole number (1, 2, …), not 1.5'],
+    ['    version: 1', '    version: [1]', 'version is a whole number (1, 2, …), not a list'],
+    ['  - name: flow', '  - name: [flow]', 'name is a workflow name, not a list'],
+    ['    entry: work', '    entry: 5', 'entry is the id of the step a run starts at, not 5'],
+    ['    steps:\n      - id: work\n        agent: worker\n        terminal: true', '    steps: 5', "steps lists the workflow's steps, not 5"],
+    [
+      '    steps:\n      - id: work\n        agent: worker\n        terminal: true',
+      '    steps:\n      - work',
+      'a step is a map of id, agent, next, terminal and human_gate, not work',
+    ],
+    ['      - id: work', '      - id: {a: 1}', 'id is a step id, not a map'],
+    ['        agent: worker', '        agent: [worker]', 'agent is an agent of the project, not a list'],
+    ['        terminal: true', '        terminal: "yes"', 'terminal is true or false, not "yes"'],
+    ['        terminal: true', '        terminal: true\n        human_gate: 1', 'human_gate is true or false, not 1'],
+    ['        terminal: true', '        next: [work]', 'next is the id of a step of the workflow, not a list'],
+  ])('a workflow field: %j → %j', (from, to, message) => {
+    const marker = to.split('\n').at(-1)!.trim();
+    refusedOnce(`${WORKFLOW.replace(from, to)}${AGENT}`, message, marker);
+  });
+
+  it.each([
+    ['COMPLETE: true', 'COMPLETE lists conditions (WHEN, RESPOND), not true', 'COMPLETE:'],
+    ['COMPLETE: "done IS SET"', 'COMPLETE lists conditions (WHEN, RESPOND), not "done IS SET"', 'COMPLETE:'],
+    ['COMPLETE:\n  - 5', 'a COMPLETE entry is a map of WHEN and RESPOND, not 5', '- 5'],
+    ['COMPLETE:\n  - WHEN: done IS SET\n    RESPOND: [1]', 'RESPOND is a text, not a list', 'RESPOND:'],
+    ['SUPERVISOR: 5', "SUPERVISOR is the agent's name (or true beside AGENT or name), not 5", 'SUPERVISOR:'],
+    ['EXECUTION: [1]', 'EXECUTION is a map of return_deadline and pipeline, not a list', 'EXECUTION:'],
+    ['RETURN_HANDLERS: 5', 'RETURN_HANDLERS maps handler names to their settings, not 5', 'RETURN_HANDLERS:'],
+    ['RETURN_HANDLERS:\n  done: yes', "return handler 'done' is a map of RESUME_INTENT, RESUME_WITH, RESPOND, MAP and SET, not yes", 'done:'],
+    ['MEMORY:\n  session:\n    - note: 5', "memory variable 'note' is a map of TYPE, DESCRIPTION and READONLY, not 5", 'note:'],
+    ['MEMORY:\n  session:\n    - [note]', 'a memory variable is a name or a map, not a list', '- [note]'],
+    ['MEMORY:\n  session:\n    - name: [note]', 'name is a variable name, not a list', 'name:'],
+    ['GATHER:\n  field: 5', "GATHER field 'field' is a map of PROMPT, TYPE and REQUIRED, not 5", 'field:'],
+  ])('an agent key: %j', (lines, message, marker) => {
+    refusedOnce(`project: shapes\n---\nAGENT: worker\n${lines}\n`, message, marker);
+  });
+
+  it.each([
+    ['    RETURN: [1]', 'RETURN is true or false, not a list', 'RETURN:'],
+    ['    RETURN: true\n    ON_RETURN:\n      action: [continue]', 'action is continue or resume_intent, not a list', 'action:'],
+    ['    RETURN: true\n    ON_RETURN:\n      resume_with: {a: 1}', 'resume_with is a text, not a map', 'resume_with:'],
+    ['    RETURN: true\n    ON_RETURN:\n      handler: [done]', 'handler is the name of a RETURN_HANDLERS entry, not a list', 'handler:'],
+    [
+      '    RETURN: true\n    ON_RETURN:\n      MAP:\n        annual_income: [annual_income]',
+      "MAP target of 'annual_income' is a variable name, not a list",
+      'annual_income: [',
+    ],
+    [
+      '    RETURN: true\n    ON_RETURN:\n      SET:\n        annual_income: {a: 1}',
+      "SET value of 'annual_income' is a text, a number, true, false or null, not a map",
+      '{a: 1}',
+    ],
+  ])('a route key: %j', (lines, message, marker) => {
+    refusedOnce(supervisor(lines), message, marker);
+  });
+
+  it('a TO that is not a name is INVALID_VALUE at the TO (not "a route has no TO")', () => {
+    refusedOnce(`${HEADER}AGENT: worker\nHANDOFF:\n  - TO: [worker]\n`, 'TO is an agent name, not a list', 'TO:');
+  });
+
+  it('source written in JSON is held to the same shapes', () => {
+    const result = compileProject([
+      { path: 'p.json', text: JSON.stringify({ project: 'shapes', workflows: 5, lead: ['a'], agents: [{ name: 'a', complete: true }] }) },
+    ]);
+    expect(result.project).toBeNull();
+    expect(result.diagnostics.map((d) => `${d.code} ${d.message}`)).toEqual([
+      "INVALID_VALUE workflows lists the project's workflows, not 5",
+      "INVALID_VALUE lead is an agent of the project or a person's handle, not a list",
+      'INVALID_VALUE complete lists conditions (WHEN, RESPOND), not true',
+    ]);
+  });
+
+  it('an empty value stays what it was: none for workflows, agents, execution, return handlers and COMPLETE; the defaults for a GATHER field, a memory variable and a handler', () => {
+    const text = `project: shapes
+workflows:
+agents:
+execution:
+return_handlers:
+---
+AGENT: worker
+COMPLETE:
+EXECUTION:
+MEMORY:
+  session:
+    - note:
+GATHER:
+  field:
+RETURN_HANDLERS:
+  done:
+`;
+    const result = compile(text);
+    expect(result.diagnostics).toEqual([]);
+    expect(result.project).toMatchObject({
+      workflows: [],
+      agents: [{ name: 'worker', complete: [], gather: [{ name: 'field' }], memory: [{ name: 'note' }] }],
+    });
+    expect(result.project!.execution).toBeUndefined();
+  });
+
+  it('a key Baton does not know inside execution, pipeline, a COMPLETE entry or a memory variable is UNKNOWN_KEY, not ignored without a word', () => {
+    const text = `project: shapes
+execution:
+  retries: 3
+  pipeline:
+    parallel: true
+---
+AGENT: worker
+COMPLETE:
+  - WHEN: done IS SET
+    THEN: stop
+MEMORY:
+  session:
+    - done: { TYPE: boolean, DEFAULT: false }
+`;
+    const result = compile(text);
+    expect(result.diagnostics.map((d) => `${d.severity}:${d.code} ${d.message}`)).toEqual([
+      "warning:UNKNOWN_KEY unknown execution key 'retries' is ignored",
+      "warning:UNKNOWN_KEY unknown pipeline key 'parallel' is ignored",
+      "warning:UNKNOWN_KEY unknown COMPLETE key 'THEN' is ignored",
+      "warning:UNKNOWN_KEY unknown memory key 'DEFAULT' is ignored",
+    ]);
+    expect(result.project).not.toBeNull();
+  });
+
+  it('a COMPLETE entry without WHEN is reported at the entry, not at the top of the file', () => {
+    const result = compile(`project: shapes\n---\nAGENT: worker\nCOMPLETE:\n  - RESPOND: "done"\n`);
+    expect(result.diagnostics).toEqual([
+      expect.objectContaining({ code: 'INVALID_CONDITION', line: 5, column: 5, message: 'COMPLETE WHEN must be a condition string, not empty' }),
+    ]);
+  });
+});

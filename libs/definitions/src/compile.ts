@@ -14,7 +14,7 @@ import {
   type ProjectDefinition,
 } from '@baton/contracts';
 import { parseCondition } from '@baton/domain';
-import { isMap, isScalar, isSeq, LineCounter, parseAllDocuments, type Node, type Scalar, type YAMLMap } from 'yaml';
+import { isMap, isScalar, isSeq, LineCounter, parseAllDocuments, type Node, type Scalar, type YAMLMap, type YAMLSeq } from 'yaml';
 import { DiagnosticCode, hasErrors, Severity, type AnyDiagnosticCode, type Diagnostic } from './diagnostics';
 
 /**
@@ -183,6 +183,10 @@ export function compileProject(files: readonly SourceFile[]): CompileResult {
   const projectHandlers = new Map<string, RawHandler>();
   // A document that does not parse may be the one that names the project: no MISSING_PROJECT then.
   let unreadable = false;
+  // Paths of the compiled project (`workflows.0.version`) whose value the compiler refused as
+  // INVALID_VALUE: the schema's issues at or under them would only repeat it.
+  const refused = new Set<string>();
+  let agentsRefused = false;
 
   for (const file of files) {
     const lines = new LineCounter();
@@ -214,7 +218,7 @@ export function compileProject(files: readonly SourceFile[]): CompileResult {
         out.error(
           ctx.pos(root),
           DiagnosticCode.invalidValue,
-          'a definition document is a map',
+          `a definition document is a map, not ${shapeOf(ctx, root)}`,
           'Start the document with `project:`, `AGENT:` or `SUPERVISOR:`.',
         );
         continue;
@@ -222,7 +226,7 @@ export function compileProject(files: readonly SourceFile[]): CompileResult {
       const es = entries(root);
       const keys = new Set(es.map((e) => e.key));
       if (keys.has('agent') || keys.has('supervisor')) {
-        collectAgent(ctx, root, agentDocs);
+        if (!collectAgent(ctx, root, agentDocs)) agentsRefused = true;
         continue;
       }
       if (keys.has('project')) {
@@ -230,15 +234,39 @@ export function compileProject(files: readonly SourceFile[]): CompileResult {
         else header = { node: root, file: ctx };
       }
       for (const e of es) {
-        if (e.key === 'agents' && e.value && isSeq(e.value)) {
-          for (const item of e.value.items as Node[]) {
-            if (isMap(item)) collectAgent(ctx, item, agentDocs);
-            else out.error(ctx.pos(item), DiagnosticCode.invalidValue, 'an agent is a map', 'Write `- name: Agent_Name`.');
+        if (e.key === 'agents') {
+          // Empty is none; anything but a list would drop every agent it was meant to hold.
+          if (isEmpty(e.value)) continue;
+          if (!isSeq(e.value)) {
+            agentsRefused = true;
+            wrongShape(
+              ctx,
+              e,
+              "lists the project's agents",
+              'Write `agents:\\n  - name: Agent_Name`, or give each agent its own `AGENT: Agent_Name` document.',
+            );
+            continue;
           }
-        } else if (e.key === 'workflows' && e.value && isSeq(e.value)) {
+          for (const item of e.value.items as Node[]) {
+            if (isMap(item)) agentsRefused = !collectAgent(ctx, item, agentDocs) || agentsRefused;
+            else {
+              agentsRefused = true;
+              out.error(ctx.pos(item), DiagnosticCode.invalidValue, `an agent is a map, not ${shapeOf(ctx, item)}`, 'Write `- name: Agent_Name`.');
+            }
+          }
+        } else if (e.key === 'workflows') {
+          // Empty is none; anything but a list would publish the project without its workflows.
+          if (isEmpty(e.value)) continue;
+          if (!isSeq(e.value)) {
+            wrongShape(ctx, e, "lists the project's workflows", WORKFLOW_HINT);
+            continue;
+          }
+          checkWorkflows(ctx, e.value, workflows.length, refused);
           workflows.push(...(e.value.toJSON() as unknown[]));
-        } else if (e.key === 'return_handlers' && e.value && isMap(e.value)) {
-          readHandlers(ctx, e.value, projectHandlers);
+        } else if (e.key === 'return_handlers') {
+          if (isEmpty(e.value)) continue;
+          if (isMap(e.value)) readHandlers(ctx, e.value, projectHandlers);
+          else wrongShape(ctx, e, 'maps handler names to their settings', HANDLERS_HINT);
         } else if (!['project', 'lead', 'accepts_handoffs_from', 'execution', 'agents', 'workflows', 'return_handlers', 'meshes'].includes(e.key)) {
           out.warn(
             ctx.pos(e.keyNode),
@@ -257,14 +285,7 @@ export function compileProject(files: readonly SourceFile[]): CompileResult {
       out.error({ file: first, line: 1, column: 1 }, DiagnosticCode.missingProject, 'no document names the project', 'Add a document with `project: <key>`.');
     return { project: null, diagnostics: out.diagnostics };
   }
-  const headerEntries = entries(header.node);
-  const scalarOf = (key: string): unknown => {
-    const e = headerEntries.find((x) => x.key === key);
-    return e?.value && isScalar(e.value) ? e.value.value : undefined;
-  };
-  const projectExecution = headerEntries.find((e) => e.key === 'execution');
-  const meshes = headerEntries.find((e) => e.key === 'meshes');
-  const acceptsFrom = headerEntries.find((e) => e.key === 'accepts_handoffs_from');
+  const headerValues = readHeader(header.file, header.node, refused);
 
   // Agents: names first (routes check targets against the full set).
   const names = new Map<string, RawAgent>();
@@ -339,14 +360,17 @@ export function compileProject(files: readonly SourceFile[]): CompileResult {
     }
   }
 
+  // `agents: 7`, or an agent without a name, and no other agent: the schema's "at least one agent" only repeats it.
+  if (agentsRefused && compiledAgents.length === 0) refused.add('agents');
+  const { project, lead, accepts, execution, meshes } = headerValues;
   const candidate: Record<string, unknown> = {
-    project: scalarOf('project'),
-    ...(scalarOf('lead') !== undefined ? { lead: scalarOf('lead') } : {}),
-    ...(acceptsFrom?.value ? { accepts_handoffs_from: acceptsFrom.value.toJSON() } : {}),
+    ...(project !== undefined ? { project } : {}),
+    ...(lead !== undefined ? { lead } : {}),
+    ...(accepts !== undefined ? { accepts_handoffs_from: accepts } : {}),
     agents: compiledAgents,
     workflows,
-    ...(projectExecution?.value ? { execution: readExecution(header.file, projectExecution.value) } : {}),
-    ...(meshes?.value ? { meshes: meshes.value.toJSON() } : {}),
+    ...(execution !== undefined ? { execution } : {}),
+    ...(meshes !== undefined ? { meshes } : {}),
   };
   const parsed = ProjectDefinitionSchema.safeParse(candidate);
   // The schema's cross-field checks (zod `custom` issues: an unknown TO, a step's agent...) may
@@ -360,6 +384,8 @@ export function compileProject(files: readonly SourceFile[]): CompileResult {
     const agentList = [...names.values()];
     for (const issue of issues) {
       const path = issue.path as (string | number)[];
+      // A value the compiler refused as INVALID_VALUE (left out, or passed as written): said already.
+      if (path.some((_, i) => refused.has(path.slice(0, i + 1).join('.')))) continue;
       // An agent's fields are in the agent's own document, not the header (compiled in this order).
       const agent = path[0] === 'agents' && typeof path[1] === 'number' ? agentList[path[1]] : undefined;
       // An agent's name is the value of its AGENT / SUPERVISOR / name key, where the agent was read.
@@ -424,6 +450,131 @@ function compilerChecked(path: readonly PropertyKey[]): boolean {
   return path.length === 5 && path[0] === 'agents' && path[2] === 'handoffs' && path[4] === 'to';
 }
 
+const WORKFLOW_HINT =
+  'Write `workflows:\\n  - name: ship-feature\\n    version: 1\\n    entry: code\\n    steps:\\n      - { id: code, agent: coder, terminal: true }`.';
+const STEPS_HINT = 'Write `steps:\\n  - { id: code, agent: coder, next: review }\\n  - { id: review, agent: reviewer, terminal: true }`.';
+const HANDLERS_HINT = 'Write `RETURN_HANDLERS:\\n  income_done:\\n    RESUME_INTENT: true`.';
+
+/**
+ * The header's own keys, each of its shape or INVALID_VALUE (left out of the compiled project;
+ * `refused` gets the paths whose schema issues would repeat it): `project` and `lead` are names,
+ * `accepts_handoffs_from` and `meshes` lists, `execution` a map.
+ */
+function readHeader(
+  ctx: FileCtx,
+  node: YAMLMap,
+  refused: Set<string>,
+): { project?: string; lead?: string; accepts?: unknown; execution?: Record<string, unknown>; meshes?: unknown } {
+  const es = entries(node);
+  const find = (key: string) => es.find((e) => e.key === key);
+  const result: ReturnType<typeof readHeader> = {};
+  const projectE = find('project');
+  if (projectE) {
+    result.project = nameOf(ctx, projectE, 'is a project key (lowercase letters, digits, _ and -)', 'billing');
+    if (result.project === undefined) refused.add('project');
+  }
+  const leadE = find('lead');
+  if (leadE) result.lead = nameOf(ctx, leadE, "is an agent of the project or a person's handle", 'Billing_Lead');
+  const acceptsE = find('accepts_handoffs_from');
+  if (acceptsE) {
+    if (!isSeq(acceptsE.value)) {
+      wrongShape(ctx, acceptsE, 'lists project keys (or "*" for any project)', `Write \`${acceptsE.raw}: [support, sales]\`, or \`${acceptsE.raw}: ["*"]\`.`);
+    } else {
+      acceptsE.value.items.forEach((item, i) => {
+        const value = item as Node;
+        if (isScalar(value) && typeof value.value === 'string') return;
+        ctx.out.error(
+          ctx.pos(value),
+          DiagnosticCode.invalidValue,
+          `an ${acceptsE.raw} entry is a project key or "*", not ${shapeOf(ctx, value)}`,
+          `Write \`${acceptsE.raw}: [support, sales]\` (quote a key YAML reads as a number: "2024").`,
+        );
+        refused.add(`accepts_handoffs_from.${i}`);
+      });
+      result.accepts = acceptsE.value.toJSON();
+    }
+  }
+  const executionE = find('execution');
+  if (executionE && !isEmpty(executionE.value)) result.execution = readExecution(ctx, executionE);
+  const meshesE = find('meshes');
+  if (meshesE) {
+    if (!isSeq(meshesE.value)) {
+      wrongShape(
+        ctx,
+        meshesE,
+        "lists the project's meshes",
+        'Write `meshes:\\n  - name: support\\n    entry: triage\\n    handoffs:\\n      triage: [billing]` (docs/meshes.md).',
+      );
+    } else {
+      meshesE.value.items.forEach((item, i) => {
+        const value = item as Node;
+        if (isMap(value)) return;
+        ctx.out.error(
+          ctx.pos(value),
+          DiagnosticCode.invalidValue,
+          `a mesh is a map, not ${shapeOf(ctx, value)}`,
+          'Write `- name: support` with its `entry` and `handoffs` below it (docs/meshes.md).',
+        );
+        refused.add(`meshes.${i}`);
+      });
+      result.meshes = meshesE.value.toJSON();
+    }
+  }
+  return result;
+}
+
+/**
+ * The shapes of a `workflows:` list's entries as written (the schema checks the rest: names, ids,
+ * `entry` and `next` naming steps, unknown keys). `first` is the index of the list's first entry in
+ * the project's workflows (several documents may each list some).
+ */
+function checkWorkflows(ctx: FileCtx, list: YAMLSeq, first: number, refused: Set<string>): void {
+  (list.items as Node[]).forEach((item, index) => {
+    const path = `workflows.${first + index}`;
+    if (!isMap(item)) {
+      ctx.out.error(ctx.pos(item), DiagnosticCode.invalidValue, `a workflow is a map, not ${shapeOf(ctx, item)}`, WORKFLOW_HINT);
+      refused.add(path);
+      return;
+    }
+    for (const e of entries(item)) {
+      let ok = true;
+      if (e.raw === 'name') ok = nameOf(ctx, e, 'is a workflow name', 'ship-feature') !== undefined;
+      else if (e.raw === 'entry') ok = nameOf(ctx, e, 'is the id of the step a run starts at', 'code') !== undefined;
+      else if (e.raw === 'version') {
+        ok = e.value !== null && isScalar(e.value) && typeof e.value.value === 'number' && Number.isInteger(e.value.value);
+        if (!ok) wrongShape(ctx, e, 'is a whole number (1, 2, …)', `Write \`${e.raw}: 1\` (unquoted).`);
+      } else if (e.raw === 'steps') {
+        if (isSeq(e.value)) checkSteps(ctx, e.value, `${path}.steps`, refused);
+        else ok = wrongShape(ctx, e, "lists the workflow's steps", STEPS_HINT) !== undefined;
+      }
+      if (!ok) refused.add(`${path}.${e.raw}`);
+    }
+  });
+}
+
+function checkSteps(ctx: FileCtx, list: YAMLSeq, path: string, refused: Set<string>): void {
+  (list.items as Node[]).forEach((item, index) => {
+    if (!isMap(item)) {
+      ctx.out.error(
+        ctx.pos(item),
+        DiagnosticCode.invalidValue,
+        `a step is a map of id, agent, next, terminal and human_gate, not ${shapeOf(ctx, item)}`,
+        STEPS_HINT,
+      );
+      refused.add(`${path}.${index}`);
+      return;
+    }
+    for (const e of entries(item)) {
+      let ok = true;
+      if (e.raw === 'id') ok = nameOf(ctx, e, 'is a step id', 'code') !== undefined;
+      else if (e.raw === 'agent') ok = nameOf(ctx, e, 'is an agent of the project', 'coder') !== undefined;
+      else if (e.raw === 'next') ok = nameOf(ctx, e, 'is the id of a step of the workflow', 'review') !== undefined;
+      else if (e.raw === 'terminal' || e.raw === 'human_gate') ok = strictFlag(ctx, e) !== undefined;
+      if (!ok) refused.add(`${path}.${index}.${e.raw}`);
+    }
+  });
+}
+
 /** What to do about each mesh build check (docs/errors.md §3.5). */
 const MESH_HINTS: Record<MeshDiagnosticCode, string> = {
   MESH_UNKNOWN_ENTRY: 'Name an agent of the project as the entry (or add the agent to `agents`).',
@@ -464,18 +615,32 @@ function locate(file: FileCtx, node: YAMLMap, path: (string | number)[], options
   return file.pos(current);
 }
 
-function collectAgent(ctx: FileCtx, node: YAMLMap, into: RawAgent[]): void {
+/** Read an agent's name; false (with the error reported) when it has none of a name's shape. */
+function collectAgent(ctx: FileCtx, node: YAMLMap, into: RawAgent[]): boolean {
   const es = entries(node);
+  // SUPERVISOR is the agent's name, or true / false beside AGENT or name; anything else would
+  // silently compile the agent as no supervisor.
+  const supervisorE = es.find((e) => e.key === 'supervisor');
+  const supervisorValue = supervisorE?.value ?? null;
+  if (supervisorE && !isEmpty(supervisorValue) && !(isScalar(supervisorValue) && ['string', 'boolean'].includes(typeof supervisorValue.value))) {
+    wrongShape(ctx, supervisorE, "is the agent's name (or true beside AGENT or name)", 'Write `SUPERVISOR: Name`, or `AGENT: Name` with `SUPERVISOR: true`.');
+    return false;
+  }
   const nameEntry =
     es.find((e) => e.key === 'supervisor' && e.value && isScalar(e.value) && typeof e.value.value === 'string') ??
     es.find((e) => e.key === 'agent' || e.key === 'name');
   const supervisor = es.some((e) => e.key === 'supervisor' && e.value && isScalar(e.value) && (e.value.value === true || typeof e.value.value === 'string'));
-  const name = nameEntry?.value && isScalar(nameEntry.value) ? String(nameEntry.value.value) : '';
+  if (nameEntry?.value && !isScalar(nameEntry.value)) {
+    wrongShape(ctx, nameEntry, "is the agent's name", `Write \`${nameEntry.raw}: Name\` (letters, digits, _ and -).`);
+    return false;
+  }
+  const name = nameEntry?.value && isScalar(nameEntry.value) && nameEntry.value.value !== null ? String(nameEntry.value.value) : '';
   if (name === '') {
     ctx.out.error(ctx.pos(node), DiagnosticCode.invalidValue, 'an agent needs a name', 'Write `AGENT: Name`, `SUPERVISOR: Name` or `name: Name`.');
-    return;
+    return false;
   }
   into.push({ at: ctx.pos(nameEntry?.value ?? node), file: ctx, node, name, supervisor });
+  return true;
 }
 
 function str(node: Node | null): string | undefined {
@@ -484,10 +649,49 @@ function str(node: Node | null): string | undefined {
 }
 
 /** What a node is, in a diagnostic's words. */
-function shapeOf(ctx: FileCtx, node: Node): string {
+function shapeOf(ctx: FileCtx, node: Node | null): string {
+  if (node === null) return 'empty';
   if (isSeq(node)) return 'a list';
   if (isMap(node)) return 'a map';
   return ctx.raw(node) || 'empty';
+}
+
+/** A value written empty (`KEY:` and nothing after it). */
+function isEmpty(node: Node | null): boolean {
+  return node === null || (isScalar(node) && node.value === null);
+}
+
+/**
+ * A value of the wrong shape: INVALID_VALUE `<key as written> <what it should be>, not <what was
+ * written>` at the value (at its key when there is no value node). Returns undefined, for the
+ * caller to leave the value out: nothing of the wrong shape reaches the compiled project.
+ */
+function wrongShape(ctx: FileCtx, e: Pick<Entry, 'raw' | 'keyNode' | 'value'>, expected: string, hint: string): undefined {
+  ctx.out.error(ctx.pos(e.value ?? e.keyNode), DiagnosticCode.invalidValue, `${e.raw} ${expected}, not ${shapeOf(ctx, e.value)}`, hint);
+  return undefined;
+}
+
+/**
+ * A name as written (a project key, a lead, a workflow's name, a step's id or agent): a string.
+ * A number, `true` / `false`, an empty value, a list or a map is INVALID_VALUE (a name YAML reads
+ * as a number is quoted: `id: "1"`).
+ */
+function nameOf(ctx: FileCtx, e: Entry, expected: string, example: string): string | undefined {
+  const value = e.value;
+  if (value !== null && isScalar(value) && typeof value.value === 'string') return value.value;
+  const unquoted = value !== null && isScalar(value) && value.value !== null && typeof value.value !== 'object';
+  return wrongShape(
+    ctx,
+    e,
+    expected,
+    `Write \`${e.raw}: ${example}\`${unquoted ? ` (quote a name YAML reads as a number or true/false: \`${e.raw}: "${ctx.raw(value)}"\`)` : ''}.`,
+  );
+}
+
+/** A boolean that must be written (a step's `terminal`, `human_gate`): `true` or `false`; anything else, empty included, is INVALID_VALUE. */
+function strictFlag(ctx: FileCtx, e: Entry): boolean | undefined {
+  if (e.value !== null && isScalar(e.value) && typeof e.value.value === 'boolean') return e.value.value;
+  return wrongShape(ctx, e, 'is true or false', `Write \`${e.raw}: true\` or \`${e.raw}: false\` (unquoted).`);
 }
 
 /**
@@ -545,9 +749,14 @@ function readPass(ctx: FileCtx, node: Node | null, key: string): string[] {
 }
 
 /** A condition: a valid expression, or quoted natural language (judged by the agent's model). */
-function readCondition(ctx: FileCtx, node: Node | null, what: string): CompiledCondition | undefined {
+function readCondition(ctx: FileCtx, node: Node | null, what: string, at?: Node): CompiledCondition | undefined {
   if (node === null || !isScalar(node)) {
-    ctx.out.error(ctx.pos(node), DiagnosticCode.invalidCondition, `${what} must be a condition string`, 'Write e.g. `annual_income IS NOT SET`.');
+    ctx.out.error(
+      ctx.pos(node ?? at),
+      DiagnosticCode.invalidCondition,
+      `${what} must be a condition string, not ${shapeOf(ctx, node)}`,
+      'Write e.g. `annual_income IS NOT SET`.',
+    );
     return undefined;
   }
   const source = String(node.value ?? '');
@@ -564,56 +773,69 @@ function readCondition(ctx: FileCtx, node: Node | null, what: string): CompiledC
   return undefined;
 }
 
+const MEMORY_HINT = 'Write `MEMORY:\\n  session:\\n    - name: my_var\\n      TYPE: string`.';
+
 function readMemory(ctx: FileCtx, node: Node | null): { items: Record<string, unknown>[]; names: Set<string> } {
   const items: Record<string, unknown>[] = [];
   const names = new Set<string>();
+  /** One setting of a variable (TYPE, DESCRIPTION, READONLY), in either way of writing it. */
+  const setting = (variable: Record<string, unknown>, e: Entry) => {
+    if (e.key === 'type') variable['type'] = text(ctx, e.value, e.raw)?.toLowerCase();
+    else if (e.key === 'description') variable['description'] = text(ctx, e.value, e.raw);
+    else if (e.key === 'readonly' || e.key === 'read_only') variable['readonly'] = flag(ctx, e.value, e.raw) === true;
+    else if (e.key === 'writable') variable['readonly'] = flag(ctx, e.value, e.raw) !== true;
+    else
+      ctx.out.warn(
+        ctx.pos(e.keyNode),
+        DiagnosticCode.unknownKey,
+        `unknown memory key '${e.raw}' is ignored`,
+        'Memory keys: NAME, TYPE, DESCRIPTION, READONLY.',
+      );
+  };
   const visit = (list: Node | null, scope: string) => {
     if (list === null) return;
     if (!isSeq(list)) {
-      ctx.out.error(
-        ctx.pos(list),
-        DiagnosticCode.invalidValue,
-        'MEMORY lists variables',
-        'Write `MEMORY:\\n  session:\\n    - name: my_var\\n      TYPE: string`.',
-      );
+      ctx.out.error(ctx.pos(list), DiagnosticCode.invalidValue, `MEMORY lists variables, not ${shapeOf(ctx, list)}`, MEMORY_HINT);
       return;
     }
     for (const item of list.items as Node[]) {
       let variable: Record<string, unknown> | null = null;
-      if (isScalar(item)) variable = { name: String(item.value) };
+      if (isScalar(item) && item.value !== null) variable = { name: String(item.value) };
       else if (isMap(item)) {
         const es = entries(item);
         const nameE = es.find((e) => e.key === 'name');
         if (nameE) {
-          variable = { name: str(nameE.value) };
-          for (const e of es) {
-            if (e.key === 'type') variable['type'] = text(ctx, e.value, e.raw)?.toLowerCase();
-            else if (e.key === 'description') variable['description'] = text(ctx, e.value, e.raw);
-            else if (e.key === 'readonly' || e.key === 'read_only') variable['readonly'] = flag(ctx, e.value, e.raw) === true;
-            else if (e.key === 'writable') variable['readonly'] = flag(ctx, e.value, e.raw) !== true;
-            else if (e.key !== 'name')
-              ctx.out.warn(
-                ctx.pos(e.keyNode),
-                DiagnosticCode.unknownKey,
-                `unknown memory key '${e.raw}' is ignored`,
-                'Memory keys: NAME, TYPE, DESCRIPTION, READONLY.',
-              );
+          if (nameE.value !== null && !isScalar(nameE.value)) {
+            wrongShape(ctx, nameE, 'is a variable name', 'Write `- name: my_var`.');
+            continue;
           }
+          variable = { name: str(nameE.value) };
+          for (const e of es) if (e.key !== 'name') setting(variable, e);
         } else if (es.length === 1 && es[0]) {
           // `- annual_income: { TYPE: number }`
-          variable = { name: es[0].raw };
-          const inner = es[0].value;
-          if (inner && isMap(inner)) {
-            for (const e of entries(inner)) {
-              if (e.key === 'type') variable['type'] = text(ctx, e.value, e.raw)?.toLowerCase();
-              else if (e.key === 'description') variable['description'] = text(ctx, e.value, e.raw);
-              else if (e.key === 'readonly') variable['readonly'] = flag(ctx, e.value, e.raw) === true;
-            }
+          const only = es[0];
+          variable = { name: only.raw };
+          if (only.value && isMap(only.value)) {
+            for (const e of entries(only.value)) setting(variable, e);
+          } else if (!isEmpty(only.value)) {
+            wrongShape(
+              ctx,
+              { ...only, raw: `memory variable '${only.raw}'` },
+              'is a map of TYPE, DESCRIPTION and READONLY',
+              `Write \`- ${only.raw}: { TYPE: string }\`, or \`- name: ${only.raw}\` with TYPE below it.`,
+            );
+            names.add(only.raw); // declared all the same: a MAP or SET into it is not a second mistake
+            continue;
           }
         }
       }
       if (variable === null || typeof variable['name'] !== 'string') {
-        ctx.out.error(ctx.pos(item), DiagnosticCode.invalidValue, 'a memory variable needs a name', 'Write `- name: my_var`.');
+        ctx.out.error(
+          ctx.pos(item),
+          DiagnosticCode.invalidValue,
+          isSeq(item) ? 'a memory variable is a name or a map, not a list' : 'a memory variable needs a name',
+          'Write `- name: my_var`.',
+        );
         continue;
       }
       variable['scope'] = scope;
@@ -643,12 +865,27 @@ function readGather(ctx: FileCtx, node: Node | null): { items: Record<string, un
           else if (f.key === 'required') field['required'] = flag(ctx, f.value, f.raw) === true;
           else ctx.out.warn(ctx.pos(f.keyNode), DiagnosticCode.unknownKey, `unknown gather key '${f.raw}' is ignored`, 'Gather keys: PROMPT, TYPE, REQUIRED.');
         }
+      } else if (!isEmpty(e.value)) {
+        // An empty field takes the defaults; `f: 5` would silently be a field of no settings.
+        wrongShape(
+          ctx,
+          { ...e, raw: `GATHER field '${e.raw}'` },
+          'is a map of PROMPT, TYPE and REQUIRED',
+          `Write \`${e.raw}:\` with \`PROMPT\`, \`TYPE\` and \`REQUIRED\` below it.`,
+        );
+        names.add(e.raw); // declared all the same: a MAP reading it is not a second mistake
+        continue;
       }
       items.push(field);
       names.add(e.raw);
     }
   } else if (node !== null) {
-    ctx.out.error(ctx.pos(node), DiagnosticCode.invalidValue, 'GATHER maps field names to their settings', 'Write `GATHER:\\n  my_field:\\n    TYPE: string`.');
+    ctx.out.error(
+      ctx.pos(node),
+      DiagnosticCode.invalidValue,
+      `GATHER maps field names to their settings, not ${shapeOf(ctx, node)}`,
+      'Write `GATHER:\\n  my_field:\\n    TYPE: string`.',
+    );
   }
   return { items, names };
 }
@@ -673,6 +910,43 @@ function handlerOwners(names: ReadonlyMap<string, RawAgent>, name: string): stri
   return owners;
 }
 
+/**
+ * A MAP (of a route's ON_RETURN or a return handler): `child_field: parent_variable` pairs. A MAP
+ * that is not a map, or a target that is not a name (a list, a map, empty), is INVALID_VALUE and
+ * left out.
+ */
+function readMapPairs(ctx: FileCtx, e: Entry): { child: string; parent: string; node: Node }[] {
+  if (e.value === null || !isMap(e.value)) {
+    wrongShape(ctx, { ...e, raw: 'MAP' }, 'is child_field: parent_variable pairs', 'Write `MAP:\\n  child_field: parent_variable`.');
+    return [];
+  }
+  const pairs: { child: string; parent: string; node: Node }[] = [];
+  for (const m of entries(e.value)) {
+    const parent = str(m.value);
+    if (parent === undefined) wrongShape(ctx, { ...m, raw: `MAP target of '${m.raw}'` }, 'is a variable name', `Write \`${m.raw}: parent_variable\`.`);
+    else pairs.push({ child: m.raw, parent, node: m.keyNode });
+  }
+  return pairs;
+}
+
+/**
+ * A SET (of a route's ON_RETURN or a return handler): `parent_variable: value` pairs, each value
+ * a text, a number, true, false or null (empty). A SET that is not a map, or a list or a map as
+ * a value, is INVALID_VALUE and left out.
+ */
+function readSetPairs(ctx: FileCtx, e: Entry): { target: string; value: unknown; node: Node }[] {
+  if (e.value === null || !isMap(e.value)) {
+    wrongShape(ctx, { ...e, raw: 'SET' }, 'is parent_variable: value pairs', 'Write `SET:\\n  my_var: "value"`.');
+    return [];
+  }
+  const pairs: { target: string; value: unknown; node: Node }[] = [];
+  for (const s of entries(e.value)) {
+    if (s.value === null || isScalar(s.value)) pairs.push({ target: s.raw, value: s.value?.value ?? null, node: s.keyNode });
+    else wrongShape(ctx, { ...s, raw: `SET value of '${s.raw}'` }, 'is a text, a number, true, false or null', `Write \`${s.raw}: "value"\`.`);
+  }
+  return pairs;
+}
+
 function readHandlers(ctx: FileCtx, node: YAMLMap, into: Map<string, RawHandler>): void {
   for (const e of entries(node)) {
     const handler: RawHandler = { at: ctx.pos(e.keyNode), resumeIntent: false, map: {}, set: {} };
@@ -681,8 +955,8 @@ function readHandlers(ctx: FileCtx, node: YAMLMap, into: Map<string, RawHandler>
         if (h.key === 'resume_intent') handler.resumeIntent = flag(ctx, h.value, h.raw) === true;
         else if (h.key === 'respond') handler.respond = text(ctx, h.value, h.raw);
         else if (h.key === 'resume_with') handler.resumeWith = text(ctx, h.value, h.raw);
-        else if (h.key === 'map' && h.value && isMap(h.value)) handler.map = h.value.toJSON() as Record<string, string>;
-        else if (h.key === 'set' && h.value && isMap(h.value)) handler.set = h.value.toJSON() as Record<string, unknown>;
+        else if (h.key === 'map') for (const m of readMapPairs(ctx, h)) setOwn(handler.map, m.child, m.parent);
+        else if (h.key === 'set') for (const m of readSetPairs(ctx, h)) setOwn(handler.set, m.target, m.value);
         else
           ctx.out.warn(
             ctx.pos(h.keyNode),
@@ -691,6 +965,14 @@ function readHandlers(ctx: FileCtx, node: YAMLMap, into: Map<string, RawHandler>
             'Handler keys: RESUME_INTENT, RESUME_WITH, RESPOND, MAP, SET.',
           );
       }
+    } else if (!isEmpty(e.value)) {
+      // An empty handler takes the defaults (continue); `income_done: 5` would silently be one too.
+      wrongShape(
+        ctx,
+        { ...e, raw: `return handler '${e.raw}'` },
+        'is a map of RESUME_INTENT, RESUME_WITH, RESPOND, MAP and SET',
+        `Write \`${e.raw}:\` with \`RESUME_INTENT: true\` (or RESPOND, MAP, SET) below it.`,
+      );
     }
     if (handler.respond !== undefined && handler.resumeIntent) {
       ctx.out.error(
@@ -731,28 +1013,107 @@ function readDuration(ctx: FileCtx, node: Node | null, key: string, msOnly: bool
   return Math.round(ms);
 }
 
-function readExecution(ctx: FileCtx, node: Node): Record<string, unknown> | undefined {
-  if (!isMap(node)) return undefined;
-  const deadlineE = entries(node).find((e) => e.key === 'return_deadline' || e.key === 'return_deadline_ms');
-  const deadline = deadlineE ? readDuration(ctx, deadlineE.value, deadlineE.raw, deadlineE.key === 'return_deadline_ms') : undefined;
-  const withDeadline = (settings: Record<string, unknown>) => (deadline !== undefined ? { ...settings, return_deadline_ms: deadline } : settings);
-  const pipeline = entries(node).find((e) => e.key === 'pipeline')?.value;
-  if (!pipeline || !isMap(pipeline)) return withDeadline({});
-  const pr = entries(pipeline).find((e) => e.key === 'parent_return')?.value;
-  if (!pr || !isMap(pr)) return withDeadline({ pipeline: {} });
-  const settings: Record<string, unknown> = {};
-  for (const e of entries(pr)) {
-    if (e.key === 'min_confidence') settings['min_confidence'] = isScalar(e.value) ? e.value?.value : undefined;
-    else if (e.key === 'ignore_ambiguous') settings['ignore_ambiguous'] = isScalar(e.value) ? e.value?.value === true : undefined;
-    else
+const EXECUTION_HINT = (key: string) => `Write \`${key}:\\n  return_deadline: 30m\\n  pipeline:\\n    parentReturn:\\n      minConfidence: 0.8\`.`;
+
+/**
+ * EXECUTION (the project's or a supervisor's): a map of `return_deadline` (or
+ * `return_deadline_ms`) and `pipeline: parentReturn: { minConfidence, ignoreAmbiguous }`. A value
+ * of another shape at any level is INVALID_VALUE (the settings are left out); an empty
+ * `pipeline` or `parentReturn` is none; unknown keys are UNKNOWN_KEY.
+ */
+function readExecution(ctx: FileCtx, e: Entry): Record<string, unknown> | undefined {
+  const node = e.value;
+  const hint = EXECUTION_HINT(e.raw);
+  if (node === null || !isMap(node)) return wrongShape(ctx, e, 'is a map of return_deadline and pipeline', hint);
+  let ok = true;
+  let deadline: number | undefined;
+  let pipeline: Record<string, unknown> | undefined;
+  for (const x of entries(node)) {
+    if (x.key === 'return_deadline' || x.key === 'return_deadline_ms') {
+      deadline = readDuration(ctx, x.value, x.raw, x.key === 'return_deadline_ms');
+      ok &&= deadline !== undefined;
+    } else if (x.key === 'pipeline') {
+      if (isEmpty(x.value)) continue;
+      pipeline = readPipeline(ctx, x, hint);
+      ok &&= pipeline !== undefined;
+    } else
       ctx.out.warn(
-        ctx.pos(e.keyNode),
+        ctx.pos(x.keyNode),
         DiagnosticCode.unknownKey,
-        `unknown parentReturn key '${e.raw}' is ignored`,
-        'parentReturn keys: minConfidence, ignoreAmbiguous.',
+        `unknown ${e.raw} key '${x.raw}' is ignored`,
+        `${e.raw} keys: return_deadline (or return_deadline_ms), pipeline.`,
       );
   }
-  return withDeadline({ pipeline: { parent_return: settings } });
+  if (!ok) return undefined;
+  return { ...(pipeline !== undefined ? { pipeline } : {}), ...(deadline !== undefined ? { return_deadline_ms: deadline } : {}) };
+}
+
+/** EXECUTION's `pipeline`: a map holding `parentReturn` (see {@link readExecution}). */
+function readPipeline(ctx: FileCtx, e: Entry, hint: string): Record<string, unknown> | undefined {
+  if (e.value === null || !isMap(e.value)) return wrongShape(ctx, e, 'is a map holding parentReturn', hint);
+  const pipeline: Record<string, unknown> = {};
+  for (const x of entries(e.value)) {
+    if (x.key !== 'parent_return') {
+      ctx.out.warn(ctx.pos(x.keyNode), DiagnosticCode.unknownKey, `unknown pipeline key '${x.raw}' is ignored`, 'pipeline keys: parentReturn.');
+      continue;
+    }
+    if (isEmpty(x.value)) continue;
+    if (x.value === null || !isMap(x.value)) return wrongShape(ctx, x, 'is a map of minConfidence and ignoreAmbiguous', hint);
+    const settings: Record<string, unknown> = {};
+    let ok = true;
+    for (const s of entries(x.value)) {
+      if (s.key === 'min_confidence') {
+        if (s.value !== null && isScalar(s.value) && typeof s.value.value === 'number') settings['min_confidence'] = s.value.value;
+        else ok = wrongShape(ctx, s, 'is a number between 0 and 1', `Write \`${s.raw}: 0.8\`.`) !== undefined;
+      } else if (s.key === 'ignore_ambiguous') {
+        const value = flag(ctx, s.value, s.raw);
+        if (value !== undefined) settings['ignore_ambiguous'] = value;
+        else ok &&= isEmpty(s.value);
+      } else
+        ctx.out.warn(
+          ctx.pos(s.keyNode),
+          DiagnosticCode.unknownKey,
+          `unknown parentReturn key '${s.raw}' is ignored`,
+          'parentReturn keys: minConfidence, ignoreAmbiguous.',
+        );
+    }
+    if (!ok) return undefined;
+    pipeline['parent_return'] = settings;
+  }
+  return pipeline;
+}
+
+const COMPLETE_HINT = 'Write `COMPLETE:\\n  - WHEN: annual_income IS SET\\n    RESPOND: "Thanks."`.';
+
+/**
+ * COMPLETE: a list of `{ WHEN, RESPOND }` (one such map alone is read as a list of it; empty is
+ * none). A scalar, or an entry that is not a map, is INVALID_VALUE: dropped without a word, the
+ * child would never return.
+ */
+function readComplete(ctx: FileCtx, e: Entry): Record<string, unknown>[] | undefined {
+  if (isEmpty(e.value)) return [];
+  const list = isSeq(e.value) ? (e.value.items as Node[]) : isMap(e.value) ? [e.value] : undefined;
+  if (list === undefined) return wrongShape(ctx, e, 'lists conditions (WHEN, RESPOND)', COMPLETE_HINT);
+  const conditions: Record<string, unknown>[] = [];
+  let ok = true;
+  for (const item of list) {
+    if (!isMap(item)) {
+      ctx.out.error(ctx.pos(item), DiagnosticCode.invalidValue, `a ${e.raw} entry is a map of WHEN and RESPOND, not ${shapeOf(ctx, item)}`, COMPLETE_HINT);
+      ok = false;
+      continue;
+    }
+    let when: CompiledCondition | undefined;
+    let respond: string | undefined;
+    const c = entries(item);
+    for (const x of c) {
+      if (x.key === 'when') when = readCondition(ctx, x.value, 'COMPLETE WHEN', x.keyNode);
+      else if (x.key === 'respond') respond = text(ctx, x.value, x.raw);
+      else ctx.out.warn(ctx.pos(x.keyNode), DiagnosticCode.unknownKey, `unknown COMPLETE key '${x.raw}' is ignored`, 'COMPLETE keys: WHEN, RESPOND.');
+    }
+    if (!c.some((x) => x.key === 'when')) readCondition(ctx, null, 'COMPLETE WHEN', item);
+    if (when) conditions.push({ when, ...(respond !== undefined ? { respond } : {}) });
+  }
+  return ok ? conditions : undefined;
 }
 
 function compileAgent(
@@ -770,7 +1131,10 @@ function compileAgent(
   const handlers = new Map(projectHandlers);
   const es = entries(agent.node);
   const handlersEntry = es.find((e) => e.key === 'return_handlers');
-  if (handlersEntry?.value && isMap(handlersEntry.value)) readHandlers(ctx, handlersEntry.value, handlers);
+  if (handlersEntry && !isEmpty(handlersEntry.value)) {
+    if (handlersEntry.value && isMap(handlersEntry.value)) readHandlers(ctx, handlersEntry.value, handlers);
+    else wrongShape(ctx, handlersEntry, 'maps handler names to their settings', HANDLERS_HINT);
+  }
   for (const e of es) {
     if (!AGENT_KEYS.has(e.key)) {
       ctx.out.warn(ctx.pos(e.keyNode), DiagnosticCode.unknownKey, `unknown agent key '${e.raw}' is ignored`, `Agent keys: ${[...AGENT_KEYS].join(', ')}.`);
@@ -794,18 +1158,12 @@ function compileAgent(
         break;
       }
       case 'complete': {
-        const list = e.value && isSeq(e.value) ? (e.value.items as Node[]) : e.value ? [e.value] : [];
-        out['complete'] = list.flatMap((item) => {
-          if (!isMap(item)) return [];
-          const c = entries(item);
-          const when = readCondition(ctx, c.find((x) => x.key === 'when')?.value ?? null, 'COMPLETE WHEN');
-          const respond = str(c.find((x) => x.key === 'respond')?.value ?? null);
-          return when ? [{ when, ...(respond !== undefined ? { respond } : {}) }] : [];
-        });
+        const complete = readComplete(ctx, e);
+        if (complete) out['complete'] = complete;
         break;
       }
       case 'enabled_when': {
-        const when = readCondition(ctx, e.value, 'ENABLED_WHEN');
+        const when = readCondition(ctx, e.value, 'ENABLED_WHEN', e.keyNode);
         if (when) out['enabled_when'] = when;
         break;
       }
@@ -815,7 +1173,8 @@ function compileAgent(
         break;
       }
       case 'execution': {
-        if (e.value) out['execution'] = readExecution(ctx, e.value);
+        const execution = isEmpty(e.value) ? undefined : readExecution(ctx, e);
+        if (execution) out['execution'] = execution;
         break;
       }
       default:
@@ -825,7 +1184,7 @@ function compileAgent(
   const handoffEntry = es.find((e) => e.key === 'handoff' || e.key === 'handoffs');
   if (handoffEntry?.value) {
     if (!isSeq(handoffEntry.value)) {
-      ctx.out.error(ctx.pos(handoffEntry.value), DiagnosticCode.invalidValue, 'HANDOFF lists routes', 'Write `HANDOFF:\\n  - TO: Agent`.');
+      wrongShape(ctx, handoffEntry, 'lists routes', 'Write `HANDOFF:\\n  - TO: Agent`.');
     } else {
       const compiled: Record<string, unknown>[] = [];
       for (const item of handoffEntry.value.items as Node[]) {
@@ -910,6 +1269,10 @@ function compileRoute(
   const es = entries(item);
   const route: Record<string, unknown> = {};
   const toE = es.find((e) => e.key === 'to');
+  if (toE?.value && !isScalar(toE.value)) {
+    wrongShape(ctx, toE, 'is an agent name', `Write \`${toE.raw}: Agent_Name\`.`);
+    return null;
+  }
   const to = str(toE?.value ?? null);
   if (to === undefined || toE?.value == null) {
     ctx.out.error(ctx.pos(item), DiagnosticCode.unknownHandoffTarget, 'a HANDOFF route has no TO', 'Add `TO: <agent name>`.');
@@ -934,6 +1297,7 @@ function compileRoute(
   }
   let returns = false;
   let returnSeen: Node | null = null;
+  let returnRefused = false;
   const mapNodes: PendingRoute['mapNodes'] = [];
   const setNodes: PendingRoute['setNodes'] = [];
   let onReturnNode: Entry | undefined;
@@ -950,7 +1314,7 @@ function compileRoute(
     }
     switch (e.key) {
       case 'when': {
-        const when = readCondition(ctx, e.value, 'WHEN');
+        const when = readCondition(ctx, e.value, 'WHEN', e.keyNode);
         if (when) route['when'] = when;
         break;
       }
@@ -967,6 +1331,11 @@ function compileRoute(
       case 'expect_return': {
         returnSeen = e.value;
         const value = e.value;
+        if (value !== null && !isScalar(value)) {
+          returnRefused = true;
+          wrongShape(ctx, e, 'is true or false', `Write \`${e.raw}: true\` (lowercase, unquoted) or \`${e.raw}: false\`.`);
+          break;
+        }
         const lowercaseTrue = value !== null && isScalar(value) && value.type === 'PLAIN' && ctx.raw(value) === 'true';
         const jsonTrue = value !== null && isScalar(value) && value.value === true && ctx.raw(value) === 'true';
         returns = lowercaseTrue || jsonTrue;
@@ -1006,7 +1375,7 @@ function compileRoute(
   let onReturnAt: Pos | null = null;
   if (onReturnNode) {
     onReturnAt = ctx.pos(onReturnNode.keyNode);
-    if (!returns) {
+    if (!returns && !returnRefused) {
       ctx.out.warn(
         onReturnAt,
         DiagnosticCode.onReturnWithoutReturn,
@@ -1071,14 +1440,24 @@ function readHistory(ctx: FileCtx, node: Node | null): HistoryPolicy | undefined
     }
     return readHistory(ctx, es.find((e) => e.key === 'mode')?.value ?? null);
   }
-  ctx.out.error(ctx.pos(node), DiagnosticCode.invalidValue, 'HISTORY is a mode or a last_n block', 'Use full, auto, none, summary_only or a last_n block.');
+  ctx.out.error(
+    ctx.pos(node),
+    DiagnosticCode.invalidValue,
+    `HISTORY is a mode or a last_n block, not ${shapeOf(ctx, node)}`,
+    'Use full, auto, none, summary_only or a last_n block.',
+  );
   return undefined;
 }
 
 /** CONTEXT groups pass, summary and history; its keys must be lowercase. */
 function readContext(ctx: FileCtx, node: Node | null, route: Record<string, unknown>): HistoryPolicy | undefined {
   if (node === null || !isMap(node)) {
-    ctx.out.error(ctx.pos(node), DiagnosticCode.invalidValue, 'CONTEXT is a map of pass, summary and history', 'Write `CONTEXT:\\n  summary: "..."`.');
+    ctx.out.error(
+      ctx.pos(node),
+      DiagnosticCode.invalidValue,
+      `CONTEXT is a map of pass, summary and history, not ${shapeOf(ctx, node)}`,
+      'Write `CONTEXT:\\n  summary: "..."`.',
+    );
     return undefined;
   }
   let history: HistoryPolicy | undefined;
@@ -1106,7 +1485,7 @@ function readOnFailure(ctx: FileCtx, node: Node | null): OnFailure | undefined {
     ctx.out.error(
       ctx.pos(node),
       DiagnosticCode.invalidValue,
-      'ON_FAILURE is continue, ESCALATE or RESPOND "message"',
+      `ON_FAILURE is continue, ESCALATE or RESPOND "message", not ${shapeOf(ctx, node)}`,
       'Write e.g. ON_FAILURE: RESPOND "Please try again later."',
     );
     return undefined;
@@ -1129,7 +1508,7 @@ function readOnReturn(
   ownersOf: (name: string) => string[] = () => [],
 ): Record<string, unknown> | null {
   if (node === null || !isMap(node)) {
-    ctx.out.error(ctx.pos(node), DiagnosticCode.invalidValue, 'ON_RETURN is a map', 'Write `ON_RETURN:\\n  action: continue`.');
+    ctx.out.error(ctx.pos(node), DiagnosticCode.invalidValue, `ON_RETURN is a map, not ${shapeOf(ctx, node)}`, 'Write `ON_RETURN:\\n  action: continue`.');
     return null;
   }
   const es = entries(node);
@@ -1144,7 +1523,9 @@ function readOnReturn(
       'Use the handler alone (its RESUME_INTENT / RESPOND decide), or the action alone.',
     );
   }
-  if (handlerE) {
+  if (handlerE?.value && !isScalar(handlerE.value)) {
+    wrongShape(ctx, handlerE, 'is the name of a RETURN_HANDLERS entry', `Write \`${handlerE.raw}: income_done\`.`);
+  } else if (handlerE) {
     const name = str(handlerE.value) ?? '';
     const handler = handlers.get(name);
     if (!handler) {
@@ -1173,6 +1554,10 @@ function readOnReturn(
   for (const e of es) {
     switch (e.key) {
       case 'action': {
+        if (e.value !== null && !isScalar(e.value)) {
+          wrongShape(ctx, e, 'is continue or resume_intent', `Write \`${e.raw}: continue\` or \`${e.raw}: resume_intent\`.`);
+          break;
+        }
         const action = str(e.value)?.toLowerCase() ?? '';
         if (action === 'continue' || action === 'resume_intent') result['action'] = action;
         else {
@@ -1187,35 +1572,21 @@ function readOnReturn(
         break;
       }
       case 'resume_with':
-        result['resume_with'] = str(e.value);
+        result['resume_with'] = text(ctx, e.value, e.raw);
         break;
       case 'map': {
-        if (!e.value || !isMap(e.value)) {
-          ctx.out.error(
-            ctx.pos(e.value),
-            DiagnosticCode.invalidValue,
-            'MAP is child_field: parent_variable pairs',
-            'Write `MAP:\\n  child_field: parent_variable`.',
-          );
-          break;
-        }
         const map = result['map'] as Record<string, string>;
-        for (const m of entries(e.value)) {
-          const parent = str(m.value) ?? '';
-          setOwn(map, m.raw, parent);
-          mapNodes.push({ child: m.raw, parent, node: m.keyNode });
+        for (const m of readMapPairs(ctx, e)) {
+          setOwn(map, m.child, m.parent);
+          mapNodes.push(m);
         }
         break;
       }
       case 'set': {
-        if (!e.value || !isMap(e.value)) {
-          ctx.out.error(ctx.pos(e.value), DiagnosticCode.invalidValue, 'SET is parent_variable: value pairs', 'Write `SET:\\n  my_var: "value"`.');
-          break;
-        }
         const set = result['set'] as Record<string, unknown>;
-        for (const s of entries(e.value)) {
-          setOwn(set, s.raw, s.value && isScalar(s.value) ? s.value.value : null);
-          setNodes.push({ target: s.raw, node: s.keyNode });
+        for (const s of readSetPairs(ctx, e)) {
+          setOwn(set, s.target, s.value);
+          setNodes.push(s);
         }
         break;
       }

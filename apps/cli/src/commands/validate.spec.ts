@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { LOAN_EXAMPLE_YAML } from '@baton/definitions';
 import { createCliContext } from '../context';
+import { main } from '../main';
 import { bufferedIo } from '../output';
 import { validateCommand } from './validate';
 
@@ -56,5 +57,35 @@ describe('baton validate', () => {
     const refused = await run([source]);
     expect(refused.code).toBe(1);
     expect(refused.out).toContain('UNKNOWN_HANDOFF_TARGET');
+  });
+
+  describe('a header value of the wrong shape (workflows: 5, lead: [1, 2], COMPLETE: true)', () => {
+    const shapes = join(dir, 'shapes.yaml');
+    const expected = [
+      { line: 2, column: 12, message: "workflows lists the project's workflows, not 5" },
+      { line: 3, column: 7, message: "lead is an agent of the project or a person's handle, not a list" },
+      { line: 6, column: 11, message: 'COMPLETE lists conditions (WHEN, RESPOND), not true' },
+    ].map((d) => expect.objectContaining({ file: shapes, severity: 'error', code: 'INVALID_VALUE', ...d }));
+    beforeAll(() => writeFileSync(shapes, 'project: shapes\nworkflows: 5\nlead: [1, 2]\n---\nAGENT: a\nCOMPLETE: true\n'));
+
+    it('validate refuses it: exit 1, each INVALID_VALUE at its line, and no project in --json', async () => {
+      const text = await run([shapes]);
+      expect(text.code).toBe(1);
+      expect(text.out).toContain(`${shapes}:2:12 error INVALID_VALUE workflows lists the project's workflows, not 5 — Write`);
+      expect(text.out).toMatch(/^invalid: 3 error\(s\), 0 warning\(s\)$/m);
+      const json = await run([shapes, '--json']);
+      expect(json.code).toBe(1);
+      expect(JSON.parse(json.out)).toEqual({ ok: false, diagnostics: expected, project: null });
+    });
+
+    it('publish-definition refuses it before sending anything (definition_invalid, with the same diagnostics)', async () => {
+      const io = bufferedIo();
+      // Nothing listens there: had the definition been sent, the refusal would be `unavailable`.
+      const code = await main(['publish-definition', shapes, '--json'], { io, env: { NATS_URL: 'nats://127.0.0.1:1', BATON_PREFIX: 'baton' } });
+      expect({ code, out: io.out() }).toEqual({ code: 1, out: '' });
+      expect(JSON.parse(io.err())).toEqual({
+        error: expect.objectContaining({ code: 'definition_invalid', details: { diagnostics: expected } }),
+      });
+    });
   });
 });
