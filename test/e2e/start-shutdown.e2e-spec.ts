@@ -96,7 +96,16 @@ describe('npm start stops what it started', () => {
       expect(services.filter(alive)).toEqual([]);
       expect(output).not.toContain('did not stop within');
     } finally {
-      if (start.exitCode === null && start.signalCode === null) start.kill('SIGKILL');
+      // A failed assertion above: stop it as a person would (SIGTERM, which stops its services),
+      // and only then kill what is left — killing npm start first would leave its services running.
+      if (start.exitCode === null && start.signalCode === null) {
+        const left = childrenOf(start.pid!);
+        const exited = once(start, 'exit');
+        start.kill('SIGTERM');
+        await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, 20_000))]);
+        if (start.exitCode === null && start.signalCode === null) start.kill('SIGKILL');
+        for (const pid of left.filter(alive)) process.kill(pid, 'SIGKILL');
+      }
       await cleanupDeployment(nats, redis.client, prefix);
       await redis.close();
       await nats.close();
