@@ -38,6 +38,9 @@ for (const service of services) {
   service.port = Number(given);
 }
 const portOf = (name) => services.find((service) => service.name === name).port;
+/** The operator API's URL: the notifier's port on HTTP_HOST, unless that is every interface. */
+const apiHost = !process.env.HTTP_HOST || ['0.0.0.0', '::'].includes(process.env.HTTP_HOST) ? '127.0.0.1' : process.env.HTTP_HOST;
+const api = `http://${apiHost.includes(':') ? `[${apiHost}]` : apiHost}:${portOf('notifier')}`;
 
 function reachable(host, port) {
   return new Promise((resolve) => {
@@ -148,7 +151,7 @@ async function ensureNats() {
   for (const service of services) serviceEnv[service.name] = { NATS_URL: url, NATS_CREDS: summary.creds[service.name] };
   // The Redis the services use too: the CLI reads projections there (unless REDIS_URL says otherwise).
   // The server's pid and log: `baton creds revoke` names them (reload it, read the log).
-  writtenLocal = `${JSON.stringify({ url, creds: summary.creds, redis: redisUrl.href, nats_server: { pid: child.pid, log: natsLog } }, null, 2)}\n`;
+  writtenLocal = `${JSON.stringify({ url, creds: summary.creds, redis: redisUrl.href, api, nats_server: { pid: child.pid, log: natsLog } }, null, 2)}\n`;
   fs.writeFileSync(path.join(natsDir, 'local.json'), writtenLocal);
   console.log(`[start] the baton CLI and npm run demo connect as admin through ${path.join(natsDir, 'local.json')}; agents get credentials with: npx baton creds agent --project <p> --agent <name>`);
 }
@@ -322,15 +325,13 @@ async function shutdown(code = 0) {
   await ensureNats();
   await ensureRedis();
   for (const service of services) runService(service);
-  // Where the services' HTTP servers answer: HTTP_HOST, unless that is every interface.
-  const host = !process.env.HTTP_HOST || ['0.0.0.0', '::'].includes(process.env.HTTP_HOST) ? '127.0.0.1' : process.env.HTTP_HOST;
-  const api = `http://${host.includes(':') ? `[${host}]` : host}:${portOf('notifier')}`;
   console.log(
     `[start] Baton is starting: operator API and inbox on ${api}; health and metrics: ${services.map(({ name, port }) => `${name} ${port}`).join(', ')} (Ctrl-C stops)`,
   );
   // The CLI (answer, answer-hold, decide, abandon) and npm run demo call the operator API at
-  // BATON_API_URL, http://127.0.0.1:7100 unless set.
-  if (api !== 'http://127.0.0.1:7100' && (process.env.BATON_API_URL || '').replace(/\/+$/, '') !== api) {
+  // BATON_API_URL, else the one local.json names, else http://127.0.0.1:7100: without local.json
+  // (NATS_URL given) they need to be told where it moved.
+  if (writtenLocal === null && api !== 'http://127.0.0.1:7100' && (process.env.BATON_API_URL || '').replace(/\/+$/, '') !== api) {
     console.log(`[start] the operator API is not at the default http://127.0.0.1:7100: give the baton CLI and npm run demo BATON_API_URL=${api}`);
   }
   process.on('SIGINT', () => shutdown(0));

@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { existsSync, readFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
 import { createEventRegistry, inboxPrefixOf, type EventRegistry, type Principal } from '@baton/contracts';
 import {
   CredentialsRefused,
@@ -10,6 +10,8 @@ import {
   hasNatsCode,
   natsRefusedCredentials,
   principalOfCreds,
+  readLocalDeployment,
+  type LocalDeployment,
   type NatsHandle,
 } from '@baton/eventstore';
 import { createProjectionStore, createRedis, type ProjectionStore, type RedisHandle } from '@baton/projections';
@@ -97,55 +99,27 @@ export interface CliContextOptions {
 }
 
 /**
- * The platform `npm start` runs writes `<BATON_NATS_DIR or ./var/nats-auth>/local.json` with its
- * NATS URL, the admin's credentials file, the Redis its services use and its nats-server's pid and
- * log, so the CLI and the demo find it with no settings. Used only when NATS_URL is not set.
+ * The platform `npm start` runs, as `<BATON_NATS_DIR or ./var/nats-auth>/local.json` describes it
+ * (`readLocalDeployment`): the CLI finds it with no settings. Used only when NATS_URL is not set.
  */
 export function localDeployment(env: Record<string, string | undefined>): LocalDeployment | null {
-  return localDeploymentIn(resolve(env['BATON_NATS_DIR'] ?? 'var/nats-auth'));
-}
-
-/** What local.json in the deployment folder `dir` says (null: none, or not one npm start wrote). */
-export function localDeploymentIn(dir: string): LocalDeployment | null {
-  const file = join(dir, 'local.json');
-  if (!existsSync(file)) return null;
-  try {
-    const parsed = JSON.parse(readFileSync(file, 'utf8')) as {
-      url?: unknown;
-      creds?: { admin?: unknown };
-      redis?: unknown;
-      nats_server?: { pid?: unknown; log?: unknown };
-    };
-    if (typeof parsed.url !== 'string' || typeof parsed.creds?.admin !== 'string') return null;
-    const { pid, log } = parsed.nats_server ?? {};
-    return {
-      url: parsed.url,
-      admin: parsed.creds.admin,
-      ...(typeof parsed.redis === 'string' ? { redis: parsed.redis } : {}),
-      ...(typeof pid === 'number' && Number.isInteger(pid) && pid > 0 && typeof log === 'string' ? { natsServer: { pid, log } } : {}),
-    };
-  } catch {
-    return null;
-  }
-}
-
-export interface LocalDeployment {
-  url: string;
-  admin: string;
-  redis?: string;
-  /** The nats-server npm start runs: its pid and its log file. */
-  natsServer?: { pid: number; log: string };
+  return readLocalDeployment(resolve(env['BATON_NATS_DIR'] ?? 'var/nats-auth'));
 }
 
 /**
  * The CLI's settings: the environment, and — when neither NATS_URL nor REDIS_URL is set — the
  * local deployment's Redis, so that the commands that read projections read the running
- * platform's, not whatever answers on the default port.
+ * platform's, not whatever answers on the default port; when neither NATS_URL nor BATON_API_URL is
+ * set, its operator API (npm start may have moved it with NOTIFIER_HTTP_PORT).
  */
 function settingsOf(env: Record<string, string | undefined>, local: () => ReturnType<typeof localDeployment>): Record<string, string | undefined> {
-  if (env['NATS_URL'] !== undefined || env['REDIS_URL'] !== undefined) return env;
-  const redis = local()?.redis;
-  return redis === undefined ? env : { ...env, REDIS_URL: redis };
+  if (env['NATS_URL'] !== undefined) return env;
+  const found = env['REDIS_URL'] === undefined || env['BATON_API_URL'] === undefined ? local() : null;
+  return {
+    ...env,
+    ...(env['REDIS_URL'] === undefined && found?.redis !== undefined ? { REDIS_URL: found.redis } : {}),
+    ...(env['BATON_API_URL'] === undefined && found?.api !== undefined ? { BATON_API_URL: found.api } : {}),
+  };
 }
 
 /** The default projection key prefix for a subject prefix (the notifier's). */

@@ -40,6 +40,24 @@ describe('the local deployment file (local.json): the CLI finds the running plat
     }
   });
 
+  it('the operator API npm start names (its port moved with NOTIFIER_HTTP_PORT) is the CLI’s unless BATON_API_URL or NATS_URL is set', () => {
+    const apiOf = (env: Record<string, string>) => createCliContext({ io: bufferedIo(), env: { BATON_NATS_DIR: dir, ...env } }).config().BATON_API_URL;
+    writeFileSync(
+      join(dir, 'local.json'),
+      JSON.stringify({ url: 'nats://127.0.0.1:45678', creds: { admin: 'a.creds' }, redis: 'redis://127.0.0.1:6391/', api: 'http://127.0.0.1:7200' }),
+    );
+    expect(localDeployment({ BATON_NATS_DIR: dir })).toMatchObject({ api: 'http://127.0.0.1:7200' });
+    expect(apiOf({})).toBe('http://127.0.0.1:7200');
+    expect(apiOf({ BATON_API_URL: 'http://127.0.0.1:7300' })).toBe('http://127.0.0.1:7300');
+    expect(apiOf({ NATS_URL: 'nats://127.0.0.1:4222' })).toBe('http://127.0.0.1:7100');
+    // REDIS_URL given: the API still comes from the file (and Redis from the variable).
+    expect(apiOf({ REDIS_URL: 'redis://127.0.0.1:6400' })).toBe('http://127.0.0.1:7200');
+    expect(redisOf({ REDIS_URL: 'redis://127.0.0.1:6400' })).toBe('redis://127.0.0.1:6400');
+    // Not a URL: ignored.
+    writeFileSync(join(dir, 'local.json'), JSON.stringify({ url: 'nats://127.0.0.1:45678', creds: { admin: 'a.creds' }, api: 'ftp://x' }));
+    expect(apiOf({})).toBe('http://127.0.0.1:7100');
+  });
+
   it('with neither NATS_URL nor REDIS_URL set, the CLI reads the projections in the platform’s Redis', () => {
     expect(redisOf({})).toBe('redis://127.0.0.1:6391/');
   });

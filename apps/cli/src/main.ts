@@ -30,7 +30,8 @@ Environment:
   NATS_URL        NATS with JetStream (default nats://127.0.0.1:4222)
   REDIS_URL       Redis holding the projections (default redis://127.0.0.1:6379)
   BATON_PREFIX    subject / stream / key prefix of the deployment (default baton)
-  BATON_API_URL   the notifier's operator API, for answer, answer-hold, decide and abandon (default http://127.0.0.1:7100)
+  BATON_API_URL   the notifier's operator API, for answer, answer-hold, decide and abandon (default: the api
+                  local.json names under npm start, else http://127.0.0.1:7100)
   BATON_TOKEN     the operator API token answer, answer-hold, decide and abandon send
   NATS_CREDS      this principal's NATS credentials file (default: the admin's of the local deployment,
                   named by <BATON_NATS_DIR>/local.json when npm start made it)

@@ -1,8 +1,8 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { Principals } from '@baton/contracts';
-import { credsPath, issueCreds, openDeployment } from '@baton/eventstore';
+import { credsPath, issueCreds, openDeployment, readLocalDeployment } from '@baton/eventstore';
 import { runDemo } from '@baton/testing';
 
 /**
@@ -11,11 +11,10 @@ import { runDemo } from '@baton/testing';
  * connects as the admin, and each demo agent gets credentials of its own from the deployment folder
  * (`baton creds agent`), so it talks to Baton exactly as an agent microservice would.
  */
-function natsAccess(prefix: string): { natsUrl: string; natsCreds?: string; agentCreds?: (agent: string) => string } {
+function natsAccess(prefix: string): { natsUrl: string; natsCreds?: string; agentCreds?: (agent: string) => string; apiUrl?: string } {
   const dir = resolve(process.env['BATON_NATS_DIR'] ?? join('var', 'nats-auth'));
-  const local = join(dir, 'local.json');
-  if (process.env['NATS_URL'] === undefined && existsSync(local)) {
-    const { url, creds } = JSON.parse(readFileSync(local, 'utf8')) as { url: string; creds: { admin: string } };
+  const local = process.env['NATS_URL'] === undefined ? readLocalDeployment(dir) : null;
+  if (local !== null) {
     const deployment = openDeployment(dir, prefix);
     const issued = new Map<string, string>();
     const project = process.env['BATON_DEMO_PROJECT'] ?? 'demo';
@@ -28,7 +27,7 @@ function natsAccess(prefix: string): { natsUrl: string; natsCreds?: string; agen
       }
       return file;
     };
-    return { natsUrl: url, natsCreds: creds.admin, agentCreds };
+    return { natsUrl: local.url, natsCreds: local.admin, agentCreds, ...(local.api !== undefined ? { apiUrl: local.api } : {}) };
   }
   const natsCreds = process.env['NATS_CREDS'];
   return { natsUrl: process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222', ...(natsCreds ? { natsCreds } : {}) };
@@ -59,7 +58,8 @@ async function main(): Promise<number> {
   const prefix = process.env['BATON_PREFIX'] ?? 'baton';
   const access = natsAccess(prefix);
   const natsUrl = access.natsUrl;
-  const apiUrl = process.env['BATON_API_URL'] ?? 'http://127.0.0.1:7100';
+  // The operator API npm start names in local.json (NOTIFIER_HTTP_PORT may have moved it), unless BATON_API_URL says.
+  const apiUrl = process.env['BATON_API_URL'] ?? access.apiUrl ?? 'http://127.0.0.1:7100';
   const project = process.env['BATON_DEMO_PROJECT'] ?? 'demo';
   console.log(
     `Baton demo against ${natsUrl} (prefix ${prefix}${access.natsCreds ? ', authenticated; each agent with its own credentials' : ''}), operator API ${apiUrl}`,

@@ -148,6 +148,7 @@ export {
   DeploymentError,
 } from './auth/deployment';
 export type { AuthDeployment, IssuedCreds, ServerConfigOptions, WrittenTrust } from './auth/deployment';
+export { readLocalDeployment, type LocalDeployment } from './auth/local-deployment';
 export { readUserRecord } from './auth/user-record';
 export type { RecordedUser } from './auth/user-record';
 export { revokeUsers, usersOfPrincipal } from './auth/revoke';

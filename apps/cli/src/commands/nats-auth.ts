@@ -9,6 +9,7 @@ import {
   issueCreds,
   openDeployment,
   permissionsFor,
+  readLocalDeployment,
   revokeUsers,
   usersOfPrincipal,
   writeServerConfig,
@@ -18,7 +19,7 @@ import {
 } from '@baton/eventstore';
 import type { Command } from '../command';
 import { flag, parseCommandArgs, required, str } from '../command';
-import { localDeploymentIn, type CliContext } from '../context';
+import type { CliContext } from '../context';
 import { CliError, CliErrorCode, ExitCode, UsageError } from '../errors';
 
 /** The deployment folder: `--dir`, else BATON_NATS_DIR, else ./var/nats-auth. */
@@ -342,7 +343,7 @@ const APPLY =
 
 /** The nats-server `npm start` runs from the deployment folder, as its local.json names it; null when none is running. */
 export function localServer(dir: string): { pid: number; log: string } | null {
-  const server = localDeploymentIn(dir)?.natsServer;
+  const server = readLocalDeployment(dir)?.natsServer;
   if (server === undefined) return null;
   const { pid, log } = server;
   try {
