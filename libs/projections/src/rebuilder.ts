@@ -421,7 +421,8 @@ export async function runRebuild(
           freeze: (projection, keys, limits) => {
             const shadow = shadows.find((s) => s.target.name === projection);
             if (!shadow) return Promise.reject(new ProjectionError(`no scratch generation of ${projection} to freeze into`));
-            return freezeLive(backend, shadow, keys, limits);
+            // On the rebuild's own connection: one call copies up to the limits, longer than a caller's command timeout may allow on a busy Redis.
+            return freezeLive(redis, backend, shadow, keys, limits);
           },
         });
         if (next === null || last) break;
@@ -742,15 +743,20 @@ export function parseRebuildInfos(projection: string, hash: Record<string, strin
 }
 
 /** {@link ScratchPass.freeze} for one scratch shadow. */
-async function freezeLive(backend: RebuildBackend, shadow: Shadow, keys: readonly string[], limits: FreezeLimits = FREEZE_LIMITS): Promise<FrozenLive> {
+async function freezeLive(
+  redis: Redis,
+  backend: RebuildBackend,
+  shadow: Shadow,
+  keys: readonly string[],
+  limits: FreezeLimits = FREEZE_LIMITS,
+): Promise<FrozenLive> {
   const projection = shadow.target.name;
   if (keys.length > limits.keys) return { status: 'too_large', keys: keys.length, elements: 0 };
   const base = backend.base(projection);
-  const reply = (await freezeLiveScript.run(
-    backend.redis,
-    [activeKey(base)],
-    [base, String(shadow.generation), shadow.owner, String(limits.elements), ...keys],
-  )) as [string, ...(string | number)[]];
+  const reply = (await freezeLiveScript.run(redis, [activeKey(base)], [base, String(shadow.generation), shadow.owner, String(limits.elements), ...keys])) as [
+    string,
+    ...(string | number)[],
+  ];
   switch (reply[0]) {
     case 'frozen':
       return { status: 'frozen', generation: Number(reply[1]), seq: Number(reply[2]), keys };
