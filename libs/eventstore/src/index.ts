@@ -143,6 +143,7 @@ export {
   authConfig,
   serverConfig,
   writeServerConfig,
+  readServerConfigSettings,
   writeTrust,
   describeCreds,
   DeploymentError,

@@ -7,6 +7,13 @@ import { decodeJwtClaims, jwtOfCreds } from '@baton/eventstore';
 import { main } from '../main';
 import { bufferedIo } from '../output';
 
+/** `baton <argv> --dir <dir>` in process, as the deployment folder's commands run. */
+async function batonIn(dir: string, argv: string[]) {
+  const io = bufferedIo();
+  const code = await main([...argv, '--dir', dir], { io, env: { BATON_PREFIX: 'baton' } });
+  return { code, out: io.out(), err: io.err() };
+}
+
 /**
  * `baton creds` issues credentials signed by an existing deployment's account key. A folder it was
  * pointed at that holds no deployment (a mistyped --dir or BATON_NATS_DIR) is refused before
@@ -98,11 +105,7 @@ describe('baton creds revoke and --rotate', () => {
   let root: string;
   let dir: string;
 
-  async function baton(...argv: string[]) {
-    const io = bufferedIo();
-    const code = await main([...argv, '--dir', dir], { io, env: { BATON_PREFIX: 'baton' } });
-    return { code, out: io.out(), err: io.err() };
-  }
+  const baton = (...argv: string[]) => batonIn(dir, argv);
   async function json<T>(...argv: string[]): Promise<T> {
     const run = await baton(...argv, '--json');
     expect({ code: run.code, err: run.err }).toEqual({ code: 0, err: '' });
@@ -236,11 +239,7 @@ describe('baton nats-config run again keeps the listeners and the JetStream fold
   let root: string;
   let dir: string;
 
-  async function baton(...argv: string[]) {
-    const io = bufferedIo();
-    const code = await main([...argv, '--dir', dir], { io, env: { BATON_PREFIX: 'baton' } });
-    return { code, out: io.out(), err: io.err() };
-  }
+  const baton = (...argv: string[]) => batonIn(dir, argv);
   type Summary = {
     listen: string;
     store_dir: string;
@@ -335,11 +334,7 @@ describe('baton creds revoke under npm start', () => {
   let root: string;
   let dir: string;
 
-  async function baton(...argv: string[]) {
-    const io = bufferedIo();
-    const code = await main([...argv, '--dir', dir], { io, env: { BATON_PREFIX: 'baton' } });
-    return { code, out: io.out(), err: io.err() };
-  }
+  const baton = (...argv: string[]) => batonIn(dir, argv);
 
   beforeEach(async () => {
     root = await mkdtemp(join(tmpdir(), 'baton-revoke-local-'));

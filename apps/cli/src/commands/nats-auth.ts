@@ -10,6 +10,7 @@ import {
   openDeployment,
   permissionsFor,
   readLocalDeployment,
+  readServerConfigSettings,
   revokeUsers,
   usersOfPrincipal,
   writeServerConfig,
@@ -118,32 +119,17 @@ export interface WrittenSettings {
 }
 
 /**
- * The listeners and the JetStream folder `file` names, read from the lines `baton nats-config`
- * writes (`listen: "host:port"`, `http: "host:port"`, `store_dir: "folder"` in the jetstream
- * block; a value without quotes is read too); null when there is no such file.
+ * The listeners and the JetStream folder the nats-server.conf `file` names (`readServerConfigSettings`,
+ * beside the writer), kept only in a form nats-config writes: a listener that is not host:port, or
+ * an empty folder, cannot be kept. Null when there is no such file.
  */
 export function writtenSettings(file: string): WrittenSettings | null {
-  if (!existsSync(file)) return null;
-  const text = readFileSync(file, 'utf8');
-  const value = (name: string): string | undefined => {
-    const raw = new RegExp(`^\\s*${name}\\s*[:=]\\s*(.+?)\\s*$`, 'm').exec(text)?.[1];
-    if (raw === undefined) return undefined;
-    if (!raw.startsWith('"')) return raw;
-    try {
-      const parsed: unknown = JSON.parse(raw);
-      return typeof parsed === 'string' ? parsed : undefined;
-    } catch {
-      return undefined;
-    }
-  };
-  const listen = value('listen');
-  const http = value('http');
-  const storeDir = value('store_dir');
+  const raw = readServerConfigSettings(file);
+  if (raw === null) return null;
   return {
-    listen: listen !== undefined && isHostPort(listen) ? listen : undefined,
-    // No http line: no monitoring listener; one that is not host:port cannot be kept.
-    http: /^\s*http\s*[:=]/m.test(text) ? (http !== undefined && isHostPort(http) ? http : undefined) : null,
-    storeDir: storeDir !== undefined && storeDir.length > 0 ? storeDir : undefined,
+    listen: raw.listen !== undefined && isHostPort(raw.listen) ? raw.listen : undefined,
+    http: raw.http === null ? null : raw.http !== undefined && isHostPort(raw.http) ? raw.http : undefined,
+    storeDir: raw.storeDir !== undefined && raw.storeDir.length > 0 ? raw.storeDir : undefined,
   };
 }
 

@@ -327,6 +327,30 @@ export function serverConfig(deployment: AuthDeployment, opts: ServerConfigOptio
 }
 
 /**
+ * What a nats-server configuration {@link serverConfig} wrote names of the settings a reload cannot
+ * change: `listen`, `http` (null: no such line) and the jetstream block's `store_dir`, each as
+ * written (a quoted value unquoted; undefined when it cannot be read). Null when `file` does not exist.
+ */
+export function readServerConfigSettings(file: string): { listen?: string; http?: string | null; storeDir?: string } | null {
+  if (!existsSync(file)) return null;
+  const text = readFileSync(file, 'utf8');
+  const value = (name: string): string | undefined => {
+    const raw = new RegExp(`^\\s*${name}\\s*[:=]\\s*(.+?)\\s*$`, 'm').exec(text)?.[1];
+    if (raw === undefined || !raw.startsWith('"')) return raw;
+    try {
+      const parsed: unknown = JSON.parse(raw);
+      return typeof parsed === 'string' ? parsed : undefined;
+    } catch {
+      return undefined;
+    }
+  };
+  const listen = value('listen');
+  const storeDir = value('store_dir');
+  const http = /^\s*http\s*[:=]/m.test(text) ? value('http') : null;
+  return { ...(listen !== undefined ? { listen } : {}), ...(storeDir !== undefined ? { storeDir } : {}), ...(http !== undefined ? { http } : {}) };
+}
+
+/**
  * Replace `file` whole: written beside it, then renamed over it, so that a server reloading at that
  * moment reads the old file or the new one, never half of one.
  */
