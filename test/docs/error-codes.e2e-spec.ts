@@ -1,6 +1,14 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { GovernanceErrorCode, LedgerAccessErrorCode, LedgerErrorCode, MeshDiagnosticCode, MeshIgnoreReasonSchema, RejectionCode } from '@baton/contracts';
+import {
+  EdgeRefusalReasons,
+  GovernanceErrorCode,
+  LedgerAccessErrorCode,
+  LedgerErrorCode,
+  MeshDiagnosticCode,
+  MeshIgnoreReasonSchema,
+  RejectionCode,
+} from '@baton/contracts';
 import { HandoffErrorCode, HandoffRefusalCode, MeshErrorCode, ProjectControlErrorCode, ResultClaimCode, ResumeErrorCode, RunErrorCode } from '@baton/domain';
 import { DeadLetterReason, EventStoreErrorCode, RedriveSkip } from '@baton/eventstore';
 
@@ -201,7 +209,8 @@ const sections: Section[] = [
   { title: 'Project definitions', must: [...definitionCodes, ...values(MeshDiagnosticCode)], takes: ['router'] },
   // The API answers the ledger's idempotency_key_reused itself (409 with `details.decided`), by the ledger's constant.
   { title: 'Operator HTTP API', must: [HandoffErrorCode.idempotencyKeyReused], takes: ['http'] },
-  { title: 'SDK errors', must: [], takes: ['sdk'] },
+  // EdgeRefusedError's code is the agent edge's reason.
+  { title: 'SDK errors', must: [...EdgeRefusalReasons], takes: ['sdk'] },
   { title: 'Event store errors', must: values(EventStoreErrorCode) },
   { title: 'Dead-letter reasons', must: values(DeadLetterReason), takes: ['deadLetters'] },
   { title: 'Redrive skip reasons', must: values(RedriveSkip) },

@@ -1,6 +1,15 @@
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { createEventRegistry, inboxPrefixOf, ledgerCommandSubject, MsgIds, offerDurableName, Principals, type Principal } from '@baton/contracts';
+import {
+  createEventRegistry,
+  edgeRefusalOf,
+  inboxPrefixOf,
+  ledgerCommandSubject,
+  MsgIds,
+  offerDurableName,
+  Principals,
+  type Principal,
+} from '@baton/contracts';
 import {
   batonStreamNames,
   connectNats,
@@ -339,6 +348,18 @@ describe('security: an agent of project A attacks a platform running the generat
       ],
       [edge(`offers.support.ack.${streams.inbox}.router-results.1.1.1.1.0`), `${inboxPrefixOf(prefix, Principals.agent(A, 'support'))}.z`, 'no_handler'],
     ];
+    // What the edge answers lands on the agent's own inbox only: the three refusals whose reply is its own.
+    const answers: Array<{ reply: string; reason: string | undefined }> = [];
+    const ownInbox = agent.connection.subscribe(`${inboxPrefixOf(prefix, Principals.agent(A, 'support'))}.>`, {
+      callback: (_error, msg) => {
+        const status = msg.headers?.get('Baton-Refusal');
+        answers.push({
+          reply: msg.subject,
+          reason: status !== undefined && status !== '' ? status : edgeRefusalOf({ api_error: (msg.json() as { error?: unknown }).error })?.reason,
+        });
+      },
+    });
+    await agent.connection.flush();
     for (const [subject, reply] of misdirected) agent.connection.publish(subject, result, { reply });
     await agent.connection.flush();
     const letters = await waitFor(
@@ -359,6 +380,10 @@ describe('security: an agent of project A attacks a platform running the generat
     tally.refusedByService += misdirected.length;
     expect(letters.map((l) => `${l.subject} ${l.reason}`).sort()).toEqual(misdirected.map(([subject, , reason]) => `${subject} ${reason}`).sort());
     await new Promise((resolve) => setTimeout(resolve, 300));
+    ownInbox.unsubscribe();
+    expect(answers.sort((a, b) => a.reply.localeCompare(b.reply))).toEqual(
+      misdirected.filter(([, , reason]) => reason === 'no_handler').map(([, reply]) => ({ reply, reason: 'no_handler' })),
+    );
     expect((await admin.jsm.streams.info(scratch)).state.messages).toBe(3);
 
     // A wildcard reply under its own inbox (nats-server 2.9.10 crashed answering a JetStream call on
@@ -508,11 +533,12 @@ describe('security: an agent of project A attacks a platform running the generat
     const victimRun = `wr-victim-${randomBytes(3).toString('hex')}`;
     const squat = encoder.encode(JSON.stringify({ workflow_run_id: victimRun, project: A, workflow: 'support', started_by: 'dana' }));
     // The agent may set any Nats-Msg-Id; the edge relays none that names another project or kind.
-    const taken = await agent.js.publish(`${prefix}.edge.${A}.start`, squat, { msgID: MsgIds.start(B, victimRun), timeout: 1500 }).then(
+    // Answered at once on the agent's own inbox with the edge's reason (a JetStream API error), not left to time out.
+    const taken = await agent.js.publish(`${prefix}.edge.${A}.start`, squat, { msgID: MsgIds.start(B, victimRun), timeout: 20_000 }).then(
       () => 'stored',
-      () => 'not stored',
+      (error: unknown) => edgeRefusalOf(error)?.reason ?? `not answered: ${String(error)}`,
     );
-    expect(taken).toBe('not stored');
+    expect(taken).toBe('msg_id_mismatch');
     const letter = await waitFor(
       async () => {
         const info = await admin.jsm.streams.info(streams.dlq, { subjects_filter: `${prefix}.dlq.ledger-edge` });
@@ -585,11 +611,11 @@ describe('security: an agent of project A attacks a platform running the generat
     ];
     for (const [i, attack] of attacks.entries()) {
       const body = encoder.encode(JSON.stringify({ workflow_run_id: `${victimRun}-${i}`, project: A, workflow: 'support', started_by: 'dana' }));
-      const taken = await agent.js.publish(`${prefix}.edge.${A}.start`, body, { headers: raw(attack.pairs), timeout: 1500 }).then(
+      const taken = await agent.js.publish(`${prefix}.edge.${A}.start`, body, { headers: raw(attack.pairs), timeout: 20_000 }).then(
         () => 'stored',
-        () => 'not stored',
+        (error: unknown) => edgeRefusalOf(error)?.reason ?? `not answered: ${String(error)}`,
       );
-      expect({ attack: attack.pairs, taken }).toEqual({ attack: attack.pairs, taken: 'not stored' });
+      expect({ attack: attack.pairs, taken }).toEqual({ attack: attack.pairs, taken: attack.reason });
       const letter = await waitFor(
         async () => {
           const info = await admin.jsm.streams.info(streams.dlq, { subjects_filter: `${prefix}.dlq.ledger-edge` });

@@ -1,5 +1,16 @@
 import { headers as natsHeaders } from 'nats';
-import { ledgerCommandSenderOf, ledgerCommandSubject, MsgIds, offerDurableName, parseEdgeSubject, Principals } from '@baton/contracts';
+import {
+  EDGE_REFUSAL_DETAIL_HEADER,
+  EDGE_REFUSAL_HEADER,
+  edgeRefusalOf,
+  EdgeRefusalReplySchema,
+  ledgerCommandSenderOf,
+  ledgerCommandSubject,
+  MsgIds,
+  offerDurableName,
+  parseEdgeSubject,
+  Principals,
+} from '@baton/contracts';
 import { batonStreamNames, DeadLetterReason, type NatsHandle } from '@baton/eventstore';
 import type { RunningService } from '@baton/platform';
 import { AgentEdgeRelay, EDGE_DLQ_SOURCE } from './edge/agent-edge';
@@ -257,5 +268,67 @@ describe('agent edge: refused letters per sender are capped, and the rest summed
     expect(letter.header(DlqHeader.detail)).toContain(`first 4096 of ${body.length} bytes kept`);
     const stored = await messagesOn(nats, inbox, `${prefix}.in.globex.result.big`);
     expect(stored.map((m) => (m.json() as { id?: string }).id)).toEqual(['after-big']);
+  });
+
+  it('the edge answers what it refuses at once, typed, in the form JetStream answers the same request in — every refusal, past the letter budget too — and never on a subject of JetStream, the server or Baton', async () => {
+    const edge = `${prefix}.edge.initech`;
+    const durable = offerDurableName('initech', 'asker');
+    // A JetStream publish under another project's message id: the client throws the answer as its API error.
+    const squat = await nats.js
+      .publish(`${edge}.start.asker`, encoder.encode(JSON.stringify({ workflow_run_id: 'wr-1' })), { msgID: MsgIds.start('globex', 'wr-1'), timeout: 20_000 })
+      .then(
+        () => null,
+        (error: unknown) => error,
+      );
+    expect(edgeRefusalOf(squat)).toEqual({
+      code: 400,
+      description: expect.stringMatching(/^msg_id_mismatch: /),
+      reason: 'msg_id_mismatch',
+      detail: expect.stringContaining("names project 'globex'"),
+    });
+
+    // Past the sender's letter budget each refusal is still answered: a raw request reads the JSON body.
+    const tooLarge = encoder.encode(JSON.stringify({ pad: 'x'.repeat(300_000) }));
+    for (let i = 0; i < BUDGET + 2; i++) {
+      const reply = await nats.connection.request(`${edge}.result.asker`, tooLarge, { timeout: 20_000 });
+      const body = EdgeRefusalReplySchema.parse(JSON.parse(new TextDecoder().decode(reply.data)));
+      expect(body.error).toMatchObject({ code: 400, reason: 'payload_too_large' });
+    }
+    // A pull and an acknowledgement are answered with an empty 400 status message, the reason in a header.
+    for (const [subject, body, detail] of [
+      [`${edge}.offers.asker.api.CONSUMER.MSG.NEXT.${inbox}.${durable}`, '{"batch":0}', 'a pull takes batch'],
+      [`${edge}.offers.asker.ack.${inbox}.${durable}.1.7.1.1.0`, '+NXT', 'an acknowledgement is +ACK'],
+    ] as const) {
+      const reply = await nats.connection.request(subject, encoder.encode(body), { timeout: 20_000 });
+      expect({ subject, data: reply.data.length, code: reply.headers?.code, reason: reply.headers?.get(EDGE_REFUSAL_HEADER) }).toEqual({
+        subject,
+        data: 0,
+        code: 400,
+        reason: 'schema_violation',
+      });
+      expect(reply.headers?.get(EDGE_REFUSAL_DETAIL_HEADER)).toContain(detail);
+    }
+    // A subject of another shape: the JSON form, no_handler.
+    const nowhere = await nats.connection.request(`${edge}.offers.asker.api.STREAM.DELETE.${inbox}`, new Uint8Array(0), { timeout: 20_000 });
+    expect(EdgeRefusalReplySchema.parse(JSON.parse(new TextDecoder().decode(nowhere.data))).error.reason).toBe('no_handler');
+
+    // Replies the edge never answers on, even without authentication: JetStream's API, Baton's own subjects.
+    const watched = [`$JS.API.EDGE_TEST.${prefix}`, `${prefix}.in.initech.answer`];
+    const heard: string[] = [];
+    const subscriptions = watched.map((subject) => nats.connection.subscribe(subject, { callback: (_error, msg) => heard.push(msg.subject) }));
+    await nats.connection.flush();
+    for (const reply of watched) nats.connection.publish(`${edge}.offers.asker.api.STREAM.DELETE.${inbox}`, new Uint8Array(0), { reply });
+    publishGood('initech', 'asker', 'after-unanswered');
+    await relayedReach(relay.relayedCount() + 1);
+    await nats.connection.flush();
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    for (const subscription of subscriptions) subscription.unsubscribe();
+    expect(heard).toEqual([]);
+    // Each refusal is recorded too: the letters of the budget, then one summary.
+    const letters = await waitFor('the refusals of initech/asker recorded', async () => {
+      const found = await lettersOf('initech/asker');
+      return found.some((l) => l.header(DlqHeader.reason) === DeadLetterReason.refusalsSuppressed) ? found : null;
+    });
+    expect(letters).toHaveLength(BUDGET + 1);
   });
 });

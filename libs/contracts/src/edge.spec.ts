@@ -1,4 +1,19 @@
-import { edgeAckSubject, edgeApiPrefix, edgeBodyRefusal, edgeSubjectOf, mayRelayReply, parseEdgeSubject, type EdgeRoute } from './edge';
+import {
+  EDGE_REFUSAL_DETAIL_CHARS,
+  EDGE_REFUSAL_DETAIL_HEADER,
+  EDGE_REFUSAL_HEADER,
+  edgeAckSubject,
+  edgeApiPrefix,
+  edgeBodyRefusal,
+  edgeRefusalAnswer,
+  edgeRefusalOf,
+  EdgeRefusalReplySchema,
+  edgeSubjectOf,
+  mayAnswerRefusal,
+  mayRelayReply,
+  parseEdgeSubject,
+  type EdgeRoute,
+} from './edge';
 import { offerDurableName } from './principal';
 
 const INBOX = 'BATON_INBOX';
@@ -14,10 +29,15 @@ describe('the agent edge: what each edge subject stands for', () => {
     for (const rest of ['answer', 'mesh_answer', 'stop', 'offer.support', 'result', 'nonsense', 'result.support.extra']) {
       expect({ rest, route: parseEdgeSubject('baton', `baton.edge.acme.${rest}`, INBOX) }).toEqual({
         rest,
-        route: { refused: expect.any(String), sender: expect.any(String) },
+        route: { refused: expect.any(String), sender: expect.any(String), project: 'acme', agent: rest.includes('.') ? 'support' : null },
       });
     }
-    expect(parseEdgeSubject('baton', 'other.edge.acme.result.support', INBOX)).toEqual({ refused: expect.any(String), sender: expect.any(String) });
+    expect(parseEdgeSubject('baton', 'other.edge.acme.result.support', INBOX)).toEqual({
+      refused: expect.any(String),
+      sender: expect.any(String),
+      project: 'acme',
+      agent: 'support',
+    });
     expect(edgeSubjectOf('baton', 'baton.in.acme.result.support')).toBe('baton.edge.acme.result.support');
   });
 
@@ -48,12 +68,16 @@ describe('the agent edge: what each edge subject stands for', () => {
     const v2 = `$JS.ACK.hub.ACCHASH.${INBOX}.${durable}.1.20.3.1796482419179772271.0.rnd`;
     expect(parseEdgeSubject('baton', edgeAckSubject('baton', 'acme', 'support', v2), INBOX)).toEqual({
       refused: expect.any(String),
-      sender: expect.any(String),
+      sender: 'acme/support',
+      project: 'acme',
+      agent: 'support',
     });
     const smuggled = `$JS.ACK.${INBOX}.${offerDurableName('globex', 'support')}.${INBOX}.${durable}.1.1.1.1.1`;
     expect(parseEdgeSubject('baton', edgeAckSubject('baton', 'acme', 'support', smuggled), INBOX)).toEqual({
       refused: expect.any(String),
-      sender: expect.any(String),
+      sender: 'acme/support',
+      project: 'acme',
+      agent: 'support',
     });
     for (const subject of [
       `${api}.STREAM.DELETE.${INBOX}`,
@@ -67,7 +91,7 @@ describe('the agent edge: what each edge subject stands for', () => {
     ]) {
       expect({ subject, route: parseEdgeSubject('baton', subject, INBOX) }).toEqual({
         subject,
-        route: { refused: expect.any(String), sender: expect.any(String) },
+        route: { refused: expect.any(String), sender: 'acme/support', project: 'acme', agent: 'support' },
       });
     }
   });
@@ -80,6 +104,9 @@ describe('the agent edge: what each edge subject stands for', () => {
     expect(sender('p.edge.acme.nonsense')).toBe('acme');
     expect(sender('p.edge.acme')).toBe('acme');
     expect(parseEdgeSubject('p', 'p.edge.acme.offers.bob.ack.S.D.1.1.1.1.0', INBOX)).toHaveProperty('refused');
+    // Project and agent as the answer's check reads them: no agent on a shared subject.
+    expect(parseEdgeSubject('p', 'p.edge.acme.result.bob.extra', INBOX)).toMatchObject({ project: 'acme', agent: 'bob' });
+    expect(parseEdgeSubject('p', 'p.edge.acme.nonsense', INBOX)).toMatchObject({ project: 'acme', agent: null });
   });
 
   it('relays a reply only to the sender`s own inbox (on a shared subject: an inbox of an agent of the project)', () => {
@@ -143,5 +170,89 @@ describe('the agent edge: what each edge subject stands for', () => {
     }
     // Inputs are their consumers' to judge.
     expect(edgeBodyRefusal(input, body('anything'))).toBeNull();
+  });
+});
+
+describe('the agent edge: what it answers when it refuses', () => {
+  const api = edgeApiPrefix('baton', 'acme', 'support');
+
+  it('answers a publish, a CONSUMER.INFO call and a subject of another shape with a JetStream API error carrying the reason; a pull and an acknowledgement with an empty 400 status message and the reason in a header', () => {
+    for (const subject of [
+      'baton.edge.acme.result.support',
+      'baton.edge.acme.start',
+      `${api}.CONSUMER.INFO.${INBOX}.${durable}`,
+      `${api}.STREAM.DELETE.${INBOX}`,
+      'baton.edge.acme.nonsense',
+    ]) {
+      const answer = edgeRefusalAnswer(subject, 'msg_id_mismatch', 'the id names project globex');
+      expect({ subject, answer }).toEqual({
+        subject,
+        answer: {
+          form: 'json',
+          body: {
+            error: { code: 400, description: 'msg_id_mismatch: the id names project globex', reason: 'msg_id_mismatch', detail: 'the id names project globex' },
+          },
+        },
+      });
+      // What docs/schemas/edge-refusal-reply.json publishes.
+      expect(EdgeRefusalReplySchema.safeParse(answer.form === 'json' ? answer.body : null).success).toBe(true);
+    }
+    for (const subject of [`${api}.CONSUMER.MSG.NEXT.${INBOX}.${durable}`, `baton.edge.acme.offers.support.ack.${INBOX}.${durable}.1.2.3.4.0`]) {
+      expect({ subject, answer: edgeRefusalAnswer(subject, 'schema_violation', 'a pull is a JSON object') }).toEqual({
+        subject,
+        answer: {
+          form: 'status',
+          code: 400,
+          description: 'Baton Edge Refused schema_violation',
+          headers: { [EDGE_REFUSAL_HEADER]: 'schema_violation', [EDGE_REFUSAL_DETAIL_HEADER]: 'a pull is a JSON object' },
+        },
+      });
+    }
+  });
+
+  it('says why in one line a header can carry, cut to its bound', () => {
+    const answer = edgeRefusalAnswer(
+      `${api}.CONSUMER.MSG.NEXT.${INBOX}.${durable}`,
+      'schema_violation',
+      `two\r\nlines\twith a \u0000 nul ${'x'.repeat(2_000)}`,
+    );
+    const detail = answer.form === 'status' ? answer.headers[EDGE_REFUSAL_DETAIL_HEADER]! : '';
+    expect(detail.startsWith('two lines with a ? nul x')).toBe(true);
+    expect(detail).toHaveLength(EDGE_REFUSAL_DETAIL_CHARS);
+    expect([...detail].filter((c) => c === '\r' || c === '\n' || c === '\u0000')).toEqual([]);
+    const json = edgeRefusalAnswer('baton.edge.acme.result.support', 'payload_too_large', 'y'.repeat(2_000));
+    expect(json.form === 'json' && json.body.error.detail.length).toBe(EDGE_REFUSAL_DETAIL_CHARS);
+  });
+
+  it('answers only on the sender`s own inbox with authentication; without it, on any plain subject but JetStream`s, the server`s and Baton`s own', () => {
+    const own = { project: 'acme', agent: 'support' };
+    const shared = { project: 'acme', agent: null };
+    expect(mayAnswerRefusal('baton', own, '_INBOX_baton.agent.acme.support.abc', true)).toBe(true);
+    expect(mayAnswerRefusal('baton', shared, '_INBOX_baton.agent.acme.billing.abc', true)).toBe(true);
+    for (const reply of ['_INBOX_baton.agent.acme.billing.abc', '_INBOX.abc', '_INBOX_baton.agent.acme.support.>', 'baton.ev.acme.run.x']) {
+      expect({ reply, answered: mayAnswerRefusal('baton', own, reply, true) }).toEqual({ reply, answered: false });
+    }
+    expect(mayAnswerRefusal('baton', own, '_INBOX.abc.1', false)).toBe(true);
+    for (const reply of [
+      '$JS.API.STREAM.DELETE.BATON_EVENTS',
+      '$SYS.REQ.SERVER.PING',
+      'baton.ev.acme.run.x',
+      'baton.in.acme.answer',
+      '_INBOX.*',
+      '_INBOX.>',
+      '_INBOX..x',
+    ]) {
+      expect({ reply, answered: mayAnswerRefusal('baton', own, reply, false) }).toEqual({ reply, answered: false });
+    }
+  });
+
+  it('reads the refusal back from the error a JetStream client throws (its api_error), and nothing else as one', () => {
+    const answer = edgeRefusalAnswer('baton.edge.acme.start', 'no_handler', 'names no inbox subject');
+    const body = answer.form === 'json' ? answer.body : null;
+    expect(edgeRefusalOf({ api_error: body?.error })).toEqual(body?.error);
+    expect(edgeRefusalOf({ api_error: { code: 400, description: 'bad request', err_code: 10_003 } })).toBeNull();
+    expect(edgeRefusalOf({ api_error: { ...body?.error, reason: 'reply_not_allowed' } })).toBeNull();
+    expect(edgeRefusalOf(new Error('timeout'))).toBeNull();
+    expect(edgeRefusalOf(null)).toBeNull();
   });
 });

@@ -1,3 +1,4 @@
+import { z } from 'zod';
 import { inboxPrefixOf, offerDurableName, Principals, projectAgentsInboxPrefix } from './principal';
 import { isPlainSubject, isUnder } from './subject-tokens';
 import { parseSubject, SubjectTable } from './subjects';
@@ -45,10 +46,16 @@ export interface EdgeAck {
   streamSeq: number;
 }
 
-/** Why an edge subject goes nowhere, and whom it names (as {@link EdgeRoute}'s `sender`; the subject's tokens as far as they go). */
+/**
+ * Why an edge subject goes nowhere, and whom it names (as {@link EdgeRoute}'s `sender`, `project`
+ * and `agent`: the subject's tokens as far as they go — the agent is the fifth token of every edge
+ * shape, none on a project's shared subject).
+ */
 export interface EdgeRefusal {
   refused: string;
   sender: string;
+  project: string;
+  agent: string | null;
 }
 
 /** The edge subject an agent publishes for an inbox subject (`<prefix>.in.…` → `<prefix>.edge.…`). */
@@ -79,21 +86,23 @@ export function parseEdgeSubject(prefix: string, subject: string, inboxStream: s
   const project = tokens[2] ?? '';
   const agent = tokens[4];
   const sender = agent === undefined ? project : `${project}/${agent}`;
+  const refused = (why: string): EdgeRefusal => ({ refused: why, sender, project, agent: agent ?? null });
   if (!isPlainSubject(subject) || tokens[0] !== prefix || tokens[1] !== 'edge' || tokens.length < 4) {
-    return { refused: `${subject} is not <prefix>.edge.<project>.…`, sender };
+    return refused(`${subject} is not <prefix>.edge.<project>.…`);
   }
-  if (tokens[3] === 'offers') return offersRoute(tokens, project, inboxStream, subject, sender);
+  if (tokens[3] === 'offers') return offersRoute(tokens, project, inboxStream, subject, refused);
   const target = [prefix, 'in', ...tokens.slice(2)].join('.');
   const parsed = parseSubject(prefix, target);
   if (parsed === null || parsed.name === 'unknown' || SubjectTable[parsed.name].area !== 'in' || !(EdgeInputKinds as readonly string[]).includes(tokens[3]!)) {
-    return { refused: `${subject} names no inbox subject an agent publishes (${EdgeInputKinds.join(', ')})`, sender };
+    return refused(`${subject} names no inbox subject an agent publishes (${EdgeInputKinds.join(', ')})`);
   }
   return { kind: 'input', project, agent: agent ?? null, target, sender };
 }
 
-function offersRoute(tokens: string[], project: string, inboxStream: string, subject: string, sender: string): EdgeRoute | EdgeRefusal {
+function offersRoute(tokens: string[], project: string, inboxStream: string, subject: string, refused: (why: string) => EdgeRefusal): EdgeRoute | EdgeRefusal {
   const agent = tokens[4];
-  if (agent === undefined || tokens.length < 7) return { refused: `${subject} is not <prefix>.edge.<project>.offers.<agent>.(api|ack).…`, sender };
+  if (agent === undefined || tokens.length < 7) return refused(`${subject} is not <prefix>.edge.<project>.offers.<agent>.(api|ack).…`);
+  const sender = `${project}/${agent}`;
   const durable = offerDurableName(project, agent);
   const rest = tokens.slice(6);
   if (tokens[5] === 'api') {
@@ -102,7 +111,7 @@ function offersRoute(tokens: string[], project: string, inboxStream: string, sub
     if (call === `CONSUMER.MSG.NEXT.${inboxStream}.${durable}` || call === `CONSUMER.INFO.${inboxStream}.${durable}`) {
       return { kind: 'api', project, agent, target: `$JS.API.${call}`, sender };
     }
-    return { refused: `${subject}: an agent's edge carries only CONSUMER.MSG.NEXT and CONSUMER.INFO of its own offers durable ${durable}`, sender };
+    return refused(`${subject}: an agent's edge carries only CONSUMER.MSG.NEXT and CONSUMER.INFO of its own offers durable ${durable}`);
   }
   if (tokens[5] === 'ack') {
     // $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<dseq>.<ts>.<pending>: the form nats-server
@@ -113,9 +122,9 @@ function offersRoute(tokens: string[], project: string, inboxStream: string, sub
       const ack: EdgeAck = { stream: inboxStream, consumer: durable, deliveries: Number(rest[2]), streamSeq: Number(rest[3]) };
       return { kind: 'ack', project, agent, target: `$JS.ACK.${rest.join('.')}`, sender, ack };
     }
-    return { refused: `${subject}: an agent acknowledges only messages of its own offers durable ${durable}`, sender };
+    return refused(`${subject}: an agent acknowledges only messages of its own offers durable ${durable}`);
   }
-  return { refused: `${subject} is not <prefix>.edge.<project>.offers.<agent>.(api|ack).…`, sender };
+  return refused(`${subject} is not <prefix>.edge.<project>.offers.<agent>.(api|ack).…`);
 }
 
 /** The longest wait and the shortest heartbeat an agent's pull may ask for (ns). */
@@ -178,14 +187,111 @@ function isIntIn(value: unknown, min: number, max: number): boolean {
 }
 
 /**
- * May an edge message with this route have `reply` as its reply subject? Only the sender's own
+ * May an edge message from this sender have `reply` as its reply subject? Only the sender's own
  * inbox: the agent's for a subject that names it; for a project's shared subject (a start or a
  * message any of its agents may publish), the inbox of an agent of that project.
  */
-export function mayRelayReply(prefix: string, route: EdgeRoute, reply: string): boolean {
+export function mayRelayReply(prefix: string, sender: Pick<EdgeRoute, 'project' | 'agent'>, reply: string): boolean {
   if (!isPlainSubject(reply)) return false;
-  if (route.agent !== null) return isUnder(reply, inboxPrefixOf(prefix, Principals.agent(route.project, route.agent)));
+  if (sender.agent !== null) return isUnder(reply, inboxPrefixOf(prefix, Principals.agent(sender.project, sender.agent)));
   // A shared subject: under some agent's inbox of the project (an agent token, then the rest).
-  const project = projectAgentsInboxPrefix(prefix, route.project);
+  const project = projectAgentsInboxPrefix(prefix, sender.project);
   return isUnder(reply, project) && reply.slice(project.length + 1).includes('.');
+}
+
+// ---------------------------------------------------------------------------------------------
+// The edge's answer to what it refuses
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Why the edge refused a message, as its answer names it (the reason of the dead letter that
+ * records it): a subject that stands for nothing an agent may reach (`no_handler`), an inbox
+ * message over the cap (`payload_too_large`), a body or header the edge does not carry
+ * (`schema_violation`), a message id naming another project or kind, or a redrive's
+ * (`msg_id_mismatch`). A reply subject that is not the sender's own (`reply_not_allowed`) is
+ * never answered: the answer would go where the sender may not publish.
+ */
+export const EdgeRefusalReasons = ['no_handler', 'payload_too_large', 'schema_violation', 'msg_id_mismatch'] as const;
+export type EdgeRefusalReason = (typeof EdgeRefusalReasons)[number];
+
+/** The header of a status answer (to a pull or an acknowledgement) that names the refusal's reason. */
+export const EDGE_REFUSAL_HEADER = 'Baton-Refusal';
+/** The header of a status answer that says why, in words (at most {@link EDGE_REFUSAL_DETAIL_CHARS} characters, one line). */
+export const EDGE_REFUSAL_DETAIL_HEADER = 'Baton-Refusal-Detail';
+/** Longest detail an answer carries (the dead letter keeps the whole). */
+export const EDGE_REFUSAL_DETAIL_CHARS = 512;
+/** The status code of every refusal answer: JetStream's for a request it will not serve. */
+export const EDGE_REFUSAL_STATUS = 400;
+
+/**
+ * The answer the edge sends to what it refused, in the form the client waiting on it reads
+ * JetStream's own answers in: `json`, a JetStream API error (`{"error": {code, description, …}}`)
+ * for a publish into the inbox and a `CONSUMER.INFO` call — a JetStream client throws it as the
+ * API error it carries —; `status`, an empty message whose header status line is
+ * `400 <description>` for a pull and an acknowledgement (a pull's answer with a body would be
+ * read as an offer). Both carry the reason typed: `error.reason` in the body, the
+ * {@link EDGE_REFUSAL_HEADER} header in a status answer.
+ */
+export type EdgeRefusalAnswer =
+  | { form: 'json'; body: EdgeRefusalReply }
+  | { form: 'status'; code: number; description: string; headers: Record<string, string> };
+
+/** The body of a `json` refusal answer (docs/schemas/edge-refusal-reply.json). */
+export const EdgeRefusalReplySchema = z.object({
+  error: z.object({
+    code: z.literal(EDGE_REFUSAL_STATUS).describe('the JetStream API error code: 400, a request the edge will not serve'),
+    description: z.string().describe('`<reason>: <detail>`, for people; branch on `reason`'),
+    reason: z.enum(EdgeRefusalReasons).describe('why the edge refused the message (the dead letter that records it has the same reason)'),
+    detail: z.string().max(EDGE_REFUSAL_DETAIL_CHARS).describe('why, in words'),
+  }),
+});
+export type EdgeRefusalReply = z.infer<typeof EdgeRefusalReplySchema>;
+
+/** The edge subject's tokens after `<project>.offers.<agent>.` name a pull or an acknowledgement: their answers are status messages. */
+function answersWithStatus(subject: string): boolean {
+  const tokens = subject.split('.');
+  if (tokens[3] !== 'offers') return false;
+  return tokens[5] === 'ack' || (tokens[5] === 'api' && tokens[6] === 'CONSUMER' && tokens[7] === 'MSG' && tokens[8] === 'NEXT');
+}
+
+/** One line of at most {@link EDGE_REFUSAL_DETAIL_CHARS} characters, as a header value may hold. */
+function oneLine(text: string): string {
+  const line = text.replace(/[\r\n\t]+/g, ' ').replace(/[^\x20-\x7e\u00a0-\uffff]/g, '?');
+  return line.length <= EDGE_REFUSAL_DETAIL_CHARS ? line : `${line.slice(0, EDGE_REFUSAL_DETAIL_CHARS - 1)}…`;
+}
+
+/** The answer to an edge message on `subject` refused for `reason` (see {@link EdgeRefusalAnswer}). */
+export function edgeRefusalAnswer(subject: string, reason: EdgeRefusalReason, detail: string): EdgeRefusalAnswer {
+  const said = oneLine(detail);
+  if (answersWithStatus(subject)) {
+    return {
+      form: 'status',
+      code: EDGE_REFUSAL_STATUS,
+      description: `Baton Edge Refused ${reason}`,
+      headers: { [EDGE_REFUSAL_HEADER]: reason, [EDGE_REFUSAL_DETAIL_HEADER]: said },
+    };
+  }
+  return { form: 'json', body: { error: { code: EDGE_REFUSAL_STATUS, description: `${reason}: ${said}`, reason, detail: said } } };
+}
+
+/**
+ * May the edge answer a refused message on `reply`? With authentication, only on the sender's own
+ * inbox ({@link mayRelayReply}: whom the subject names, which the server's permissions back).
+ * Without it anyone may publish anything, but the edge still answers nothing but a plain subject
+ * outside JetStream's and the server's own (`$…`) and Baton's (`<prefix>.…`): an answer is never
+ * a call or an event.
+ */
+export function mayAnswerRefusal(prefix: string, sender: Pick<EdgeRoute, 'project' | 'agent'>, reply: string, authenticated: boolean): boolean {
+  if (authenticated) return mayRelayReply(prefix, sender, reply);
+  return isPlainSubject(reply) && !reply.startsWith('$') && !reply.startsWith(`${prefix}.`);
+}
+
+/**
+ * The edge's refusal in an error a JetStream client threw for a publish or an API call (the
+ * client keeps the answer's `error` as `api_error`), or null when it is no such refusal.
+ */
+export function edgeRefusalOf(error: unknown): EdgeRefusalReply['error'] | null {
+  if (typeof error !== 'object' || error === null || !('api_error' in error)) return null;
+  const parsed = EdgeRefusalReplySchema.shape.error.safeParse((error as { api_error: unknown }).api_error);
+  return parsed.success ? parsed.data : null;
 }

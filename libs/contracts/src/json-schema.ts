@@ -3,6 +3,7 @@ import { AgentResultSchema } from './agent-result';
 import { ClaimWithdrawnSchema } from './claim-withdrawn';
 import { createEventRegistry } from './catalogue';
 import { EventEnvelopeSchema } from './envelope';
+import { EdgeRefusalReplySchema } from './edge';
 import { AgentRunConfigSchema } from './sentinel-schema';
 import { OperatorAnswerSchema, StopPacketSchema } from './stop-packet';
 import * as handoff from './handoff';
@@ -38,6 +39,7 @@ export function wireSchemas(): Record<string, z.ZodType> {
     'mesh-answer-request': MeshAnswerRequestSchema,
     'handoff-record': handoff.HandoffRecordSchema,
     'claim-withdrawn': ClaimWithdrawnSchema,
+    'edge-refusal-reply': EdgeRefusalReplySchema,
     'ledger-reply': LedgerReplySchema,
     'ledger-open-offers': withIdentityClaims(OpenOffersCommandSchema),
     'ledger-open-offers-reply': OpenOffersReplySchema,
@@ -67,6 +69,7 @@ export const READ_ONLY_WIRE_SCHEMAS: ReadonlySet<string> = new Set([
   'event-envelope',
   'handoff-record',
   'claim-withdrawn',
+  'edge-refusal-reply',
   'stop-packet',
   'human-action-notice',
   'ledger-reply',

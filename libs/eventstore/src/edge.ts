@@ -64,6 +64,12 @@ export interface CoreMessage {
   /** Answer a request (publish to its reply subject). False when it was no request. */
   respond(data: Uint8Array): boolean;
   /**
+   * Answer on `subject` (the caller checked it is one the sender may be answered on) with `data`,
+   * `headers` and, when `status` is given, a status line (`NATS/1.0 <code> <description>`: how
+   * JetStream says a pull or an acknowledgement was not served).
+   */
+  answerOn(subject: string, data: Uint8Array, options?: { status?: { code: number; description: string }; headers?: Record<string, string> }): void;
+  /**
    * Publish this message again on `subject`, its bytes and headers as received (less those
    * `dropHeader` names), with `reply` as its reply subject (none when undefined): whoever answers
    * it answers `reply` directly.
@@ -99,6 +105,15 @@ function coreMessage(nc: NatsConnection, msg: Msg): CoreMessage {
       return headers;
     },
     respond: (data) => msg.respond(data),
+    answerOn: (subject, data, options = {}) => {
+      const { status, headers: values } = options;
+      let kept: MsgHdrs | undefined;
+      if (status !== undefined || (values !== undefined && Object.keys(values).length > 0)) {
+        kept = status !== undefined ? natsHeaders(status.code, status.description) : natsHeaders();
+        for (const [name, value] of Object.entries(values ?? {})) kept.set(name, value);
+      }
+      nc.publish(subject, data, kept ? { headers: kept } : {});
+    },
     relay: (subject, reply, dropHeader) => {
       // Rebuilt from the raw header block, never through the client's own decoding: it throws on a
       // header key it finds invalid (a space, a colon), which a publisher may send.

@@ -1,10 +1,10 @@
-import { leadingCode, type HandoffRecord, type Rejection } from '@baton/contracts';
+import { leadingCode, type EdgeRefusalReason, type HandoffRecord, type Rejection } from '@baton/contracts';
 
 /**
  * Base class of every error the SDK throws on purpose. `code` is stable — branch on it, never on
  * the message: `schema_violation` (and the other rejection codes) for {@link InvalidInputError},
  * the ledger's code for {@link LedgerCommandError}, `not_claimed`, `cross_project_result`, `duplicate_message_id`, `message_id_reused`,
- * `offer_terminated`, `mesh_invalid`. Publishes also throw the event store's errors
+ * `offer_terminated`, `mesh_invalid`, and the agent edge's reasons for {@link EdgeRefusedError}. Publishes also throw the event store's errors
  * (`PublishTimeout`, `StreamNotFound`, `PermissionDenied`, … re-exported here), whose `code` is one
  * of `EventStoreErrorCode`.
  */
@@ -217,6 +217,32 @@ export class MessageIdReusedError extends BatonSdkError {
       },
     );
     this.name = 'MessageIdReusedError';
+  }
+}
+
+/**
+ * The agent edge refused what this client published (docs/identity.md, "The agent edge"): nothing
+ * was stored, and the refusal is recorded as a dead letter of source `ledger-edge` with the same
+ * reason. `code` (and `reason`) is the edge's stable reason: `msg_id_mismatch` (a message id naming
+ * another project or kind, or a dead-letter redrive's), `schema_violation` (a header the edge does
+ * not carry), `payload_too_large`, `no_handler` (a subject that stands for nothing an agent may
+ * reach). Not retried: the same message is refused again. `detail` says why, in words.
+ */
+export class EdgeRefusedError extends BatonSdkError {
+  readonly reason: EdgeRefusalReason;
+  readonly detail: string;
+  constructor(
+    readonly subject: string,
+    refusal: { reason: EdgeRefusalReason; detail: string },
+    options?: { cause?: unknown },
+  ) {
+    super(`the agent edge refused the message for ${subject}: ${refusal.reason}: ${refusal.detail}`, {
+      code: refusal.reason,
+      ...(options?.cause !== undefined ? { cause: options.cause } : {}),
+    });
+    this.name = 'EdgeRefusedError';
+    this.reason = refusal.reason;
+    this.detail = refusal.detail;
   }
 }
 

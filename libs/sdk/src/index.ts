@@ -44,7 +44,8 @@ export {
   StreamNotFound,
   type CredentialsProblem,
 } from '@baton/eventstore';
-export type { LedgerReply } from '@baton/contracts';
+export type { EdgeRefusalReason, LedgerReply } from '@baton/contracts';
+export { EdgeRefusalReasons } from '@baton/contracts';
 export { decisions } from './decisions';
 export { AgentSubjects, offerDurableName } from './subjects';
 export {
@@ -54,6 +55,7 @@ export {
   NoRunResultError,
   HandbackResultError,
   DuplicateMessageError,
+  EdgeRefusedError,
   MessageIdReusedError,
   InvalidInputError,
   LedgerCommandError,

@@ -1,13 +1,14 @@
 import 'reflect-metadata';
 import { randomBytes } from 'node:crypto';
-import { claimWithdrawnSubject, createEventRegistry, offerDurableName, Principals, type HandoffRecord } from '@baton/contracts';
+import { claimWithdrawnSubject, createEventRegistry, edgeSubjectOf, MsgIds, offerDurableName, Principals, type HandoffRecord } from '@baton/contracts';
 import { JetStreamEventStore, LedgerClient, batonStreamNames, connectNats, type NatsHandle } from '@baton/eventstore';
 import type { RunningService } from '@baton/platform';
 import { waitFor } from '@baton/wait';
 // Test only: boots the real ledger service in-process, so the SDK is proven against the real protocol.
 // eslint-disable-next-line @nx/enforce-module-boundaries
 import { startLedger } from '../../../apps/ledger/src/ledger';
-import { createBatonClient, LedgerCommandError, NotClaimedError, OfferTerminatedError, type BatonAgent, type HandoffOffer } from './index';
+import { createBatonClient, EdgeRefusedError, LedgerCommandError, NotClaimedError, OfferTerminatedError, type BatonAgent, type HandoffOffer } from './index';
+import { publishOnce, SentMessageIds } from './sent-ids';
 
 const NATS_URL = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
 const P = 'shop';
@@ -308,4 +309,33 @@ describe('the agent SDK against the real ledger service (in-process, real NATS)'
       await subscription.stop();
     }
   }, 40_000);
+
+  it('a publish the edge refuses throws EdgeRefusedError with the edge`s reason as its code, at once and once: not retried into a PublishTimeout', async () => {
+    // What a client's own checks cannot catch and the edge can: an id naming another project (the SDK derives its ids, so a hand-made call stands in).
+    const subject = edgeSubjectOf(prefix, `${prefix}.in.${P}.start.bob`);
+    const body = new TextEncoder().encode(JSON.stringify({ workflow_run_id: 'wr-edge-refused', project: P, workflow: 'w', started_by: 'bob' }));
+    const attempts: number[] = [];
+    const refused = await publishOnce(
+      { publish: (...args) => (attempts.push(attempts.length + 1), nats.js.publish(...args)) },
+      new SentMessageIds(),
+      subject,
+      body,
+      MsgIds.start('elsewhere', 'wr-edge-refused'),
+      undefined,
+      undefined,
+      // Three attempts of 10 s each would be a PublishTimeout after 30 s if the refusal went unanswered.
+      { attempts: 3, timeoutMs: 10_000, backoffMs: 200 },
+    ).then(
+      () => null,
+      (error: unknown) => error,
+    );
+    expect(refused).toBeInstanceOf(EdgeRefusedError);
+    expect(refused).toMatchObject({
+      code: 'msg_id_mismatch',
+      reason: 'msg_id_mismatch',
+      subject,
+      detail: expect.stringContaining("names project 'elsewhere'"),
+    });
+    expect(attempts).toEqual([1]);
+  });
 });

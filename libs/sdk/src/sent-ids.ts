@@ -1,9 +1,9 @@
 import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Limits, RejectionCode } from '@baton/contracts';
+import { edgeRefusalOf, Limits, RejectionCode } from '@baton/contracts';
 import { stableStringify } from '@baton/domain';
 import { mapPublishError, PublishTimeout, type NatsHeaders, type NatsJetStream } from '@baton/eventstore';
-import { DuplicateMessageError, InvalidInputError, MessageIdReusedError } from './errors';
+import { DuplicateMessageError, EdgeRefusedError, InvalidInputError, MessageIdReusedError } from './errors';
 
 /** How many message ids a client remembers by default (its publishes over the 2-minute duplicate window should fit). */
 export const DEFAULT_SENT_IDS = 10_000;
@@ -174,6 +174,9 @@ export async function publishOnce(
     try {
       ack = await js.publish(subject, data, { msgID: msgId, timeout: retry.timeoutMs, ...(headers !== undefined ? { headers } : {}) });
     } catch (error) {
+      // The agent edge answered that it refused the message: nothing was stored, and a retry is refused alike.
+      const refusal = edgeRefusalOf(error);
+      if (refusal !== null) throw new EdgeRefusedError(subject, refusal, { cause: error });
       const mapped = mapPublishError(error, subject, undefined);
       if (!(mapped instanceof PublishTimeout)) throw mapped;
       if (attempt >= retry.attempts) throw new PublishTimeout(subject, { cause: error, attempts: attempt, msgId });

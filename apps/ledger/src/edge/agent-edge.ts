@@ -1,5 +1,17 @@
 import { Inject, Injectable, Optional, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
-import { edgeBodyRefusal, foreignMsgId, Limits, mayRelayReply, parseEdgeSubject, RejectionCode, Subjects, type EdgeRoute } from '@baton/contracts';
+import {
+  edgeBodyRefusal,
+  edgeRefusalAnswer,
+  foreignMsgId,
+  Limits,
+  mayAnswerRefusal,
+  mayRelayReply,
+  parseEdgeSubject,
+  RejectionCode,
+  Subjects,
+  type EdgeRefusalReason,
+  type EdgeRoute,
+} from '@baton/contracts';
 import {
   batonStreamNames,
   DeadLetterReason,
@@ -128,12 +140,12 @@ export class AgentEdgeRelay implements OnApplicationBootstrap, OnModuleDestroy {
     const prefix = this.runtime.config.BATON_PREFIX;
     const route = parseEdgeSubject(prefix, msg.subject, this.inboxStream);
     if ('refused' in route) {
-      this.refuse(msg, route.sender, 'none', DeadLetterReason.noHandler, route.refused);
+      this.refuse(msg, route, 'none', DeadLetterReason.noHandler, route.refused);
       return;
     }
     if (this.checkReplies && msg.reply !== undefined && !mayRelayReply(prefix, route, msg.reply)) {
       const sender = route.agent !== null ? `agent ${route.project}/${route.agent}` : `an agent of project ${route.project}`;
-      this.refuse(msg, route.sender, route.kind, DeadLetterReason.replyNotAllowed, `reply subject ${msg.reply} is not under the inbox of ${sender}`);
+      this.refuse(msg, route, route.kind, DeadLetterReason.replyNotAllowed, `reply subject ${msg.reply} is not under the inbox of ${sender}`);
       return;
     }
     // JetStream's own headers other than the message id are not the agent's to set: an expectation
@@ -144,7 +156,7 @@ export class AgentEdgeRelay implements OnApplicationBootstrap, OnModuleDestroy {
     if (route.kind === 'input' && msg.data.length > Limits.maxMessageBytes) {
       this.refuse(
         msg,
-        route.sender,
+        route,
         route.kind,
         RejectionCode.payloadTooLarge,
         `an inbox message is at most ${Limits.maxMessageBytes} bytes; this one is ${msg.data.length}`,
@@ -153,7 +165,7 @@ export class AgentEdgeRelay implements OnApplicationBootstrap, OnModuleDestroy {
     }
     const badBody = edgeBodyRefusal(route, msg.data);
     if (badBody !== null) {
-      this.refuse(msg, route.sender, route.kind, DeadLetterReason.schemaViolation, badBody);
+      this.refuse(msg, route, route.kind, DeadLetterReason.schemaViolation, badBody);
       return;
     }
     // The stream's duplicate window would hold a message id naming another project or kind as taken
@@ -161,14 +173,14 @@ export class AgentEdgeRelay implements OnApplicationBootstrap, OnModuleDestroy {
     if (route.kind === 'input') {
       const msgId = messageIdOf(msg.headers);
       if ('refused' in msgId) {
-        this.refuse(msg, route.sender, route.kind, DeadLetterReason.schemaViolation, msgId.refused);
+        this.refuse(msg, route, route.kind, DeadLetterReason.schemaViolation, msgId.refused);
         return;
       }
       const foreign = msgId.id?.startsWith(REDRIVE_ID_PREFIX)
         ? `the Nats-Msg-Id ${JSON.stringify(msgId.id.slice(0, 200))} is of the form the dead-letter redrive uses; an agent's message may not take one`
         : foreignMsgId(prefix, route.target, msgId.id);
       if (foreign !== null) {
-        this.refuse(msg, route.sender, route.kind, DeadLetterReason.msgIdMismatch, foreign);
+        this.refuse(msg, route, route.kind, DeadLetterReason.msgIdMismatch, foreign);
         return;
       }
     }
@@ -176,7 +188,7 @@ export class AgentEdgeRelay implements OnApplicationBootstrap, OnModuleDestroy {
       msg.relay(route.target, msg.reply, dropsHeader);
     } catch (error) {
       if (!(error instanceof UnreadableHeadersError)) throw error;
-      this.refuse(msg, route.sender, route.kind, DeadLetterReason.schemaViolation, `headers NATS cannot carry on: ${error.message}`);
+      this.refuse(msg, route, route.kind, DeadLetterReason.schemaViolation, `headers NATS cannot carry on: ${error.message}`);
       return;
     }
     this.relayed++;
@@ -186,14 +198,24 @@ export class AgentEdgeRelay implements OnApplicationBootstrap, OnModuleDestroy {
   }
 
   /**
-   * Record a message relayed nowhere; the sender hears nothing (its publish or pull times out). One
-   * letter per subject, body and reply subject (a second try with another reply is recorded too),
-   * keeping the first {@link REFUSED_LETTER_BYTES} bytes — while the sender's budget lasts; after
-   * that it is only counted, for its window's summary letter.
+   * Record a message relayed nowhere, and tell its sender why. One letter per subject, body and
+   * reply subject (a second try with another reply is recorded too), keeping the first
+   * {@link REFUSED_LETTER_BYTES} bytes — while the sender's budget lasts; after that it is only
+   * counted, for its window's summary letter. The sender is answered on its reply subject when it
+   * may be answered there (`mayAnswerRefusal`: its own inbox), in the form a JetStream client reads
+   * (`edgeRefusalAnswer`): every refusal, within the budget or past it — the answer costs the
+   * sender as much as its message did, and goes nowhere else. A reply subject that is not its own
+   * (`reply_not_allowed`) is never answered.
    */
-  private refuse(msg: CoreMessage, sender: string, route: EdgeRoute['kind'] | 'none', reason: string, detail: string): void {
+  private refuse(
+    msg: CoreMessage,
+    sender: Pick<EdgeRoute, 'sender' | 'project' | 'agent'>,
+    route: EdgeRoute['kind'] | 'none',
+    reason: EdgeRefusalReason | typeof DeadLetterReason.replyNotAllowed,
+    detail: string,
+  ): void {
     const { outcome } = this.letters.refuse(
-      sender,
+      sender.sender,
       {
         prefix: this.runtime.config.BATON_PREFIX,
         source: EDGE_DLQ_SOURCE,
@@ -212,5 +234,12 @@ export class AgentEdgeRelay implements OnApplicationBootstrap, OnModuleDestroy {
       'edge message refused',
     );
     this.metrics?.edgeMessages.inc({ route, outcome });
+    if (reason === DeadLetterReason.replyNotAllowed || msg.reply === undefined) return;
+    if (!mayAnswerRefusal(this.runtime.config.BATON_PREFIX, sender, msg.reply, this.checkReplies)) return;
+    const answer = edgeRefusalAnswer(msg.subject, reason, detail);
+    if (answer.form === 'json') msg.answerOn(msg.reply, textEncoder.encode(JSON.stringify(answer.body)));
+    else msg.answerOn(msg.reply, new Uint8Array(0), { status: { code: answer.code, description: answer.description }, headers: answer.headers });
   }
 }
+
+const textEncoder = new TextEncoder();
