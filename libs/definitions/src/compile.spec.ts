@@ -745,3 +745,251 @@ MEMORY:
     ]);
   });
 });
+
+describe('keys are read alike everywhere: case-insensitive, camelCase as snake_case (workflows, steps and meshes too)', () => {
+  const SNAKE = `project: shop
+workflows:
+  - name: ship-feature
+    version: 1
+    entry: code
+    steps:
+      - { id: code, agent: coder, next: review, human_gate: true }
+      - { id: review, agent: reviewer, terminal: true }
+meshes:
+  - name: pair
+    description: Coder and reviewer talk it over
+    entry: coder
+    handoffs:
+      coder: [reviewer]
+      reviewer: [coder]
+    outputs: [reviewer]
+    max_iterations: 6
+---
+AGENT: coder
+---
+AGENT: reviewer
+`;
+  const OTHER_SPELLINGS = `project: shop
+Workflows:
+  - Name: ship-feature
+    VERSION: 1
+    Entry: code
+    Steps:
+      - { ID: code, Agent: coder, NEXT: review, humanGate: true }
+      - { id: review, AGENT: reviewer, Terminal: true }
+MESHES:
+  - NAME: pair
+    Description: Coder and reviewer talk it over
+    ENTRY: coder
+    Handoffs:
+      coder: [reviewer]
+      reviewer: [coder]
+    OUTPUTS: [reviewer]
+    maxIterations: 6
+---
+AGENT: coder
+---
+AGENT: reviewer
+`;
+
+  it('a workflow, its steps and a mesh written in other spellings compile exactly as snake_case (they were SCHEMA_VIOLATION "Unrecognized key")', () => {
+    const snake = compile(SNAKE);
+    expect(snake.diagnostics).toEqual([]);
+    const other = compile(OTHER_SPELLINGS);
+    expect(other.diagnostics).toEqual([]);
+    expect(other.project).toEqual(snake.project);
+    expect(other.project!.workflows[0]!.steps[0]).toEqual({ id: 'code', agent: 'coder', next: 'review', human_gate: true });
+    expect(other.project!.meshes![0]).toMatchObject({ name: 'pair', max_iterations: 6, handoffs: { coder: ['reviewer'] } });
+    // HUMAN_GATE is human_gate as well; and source written in JSON reads the same.
+    expect(compile(SNAKE.replace('human_gate: true', 'HUMAN_GATE: true')).project).toEqual(snake.project);
+    const json = compileProject([
+      {
+        path: 'shop.json',
+        text: JSON.stringify({
+          project: 'shop',
+          agents: [{ name: 'coder' }],
+          workflows: [{ Name: 'solo', Version: 1, Entry: 'a', Steps: [{ Id: 'a', Agent: 'coder', humanGate: false, Terminal: true }] }],
+        }),
+      },
+    ]);
+    expect(json.diagnostics).toEqual([]);
+    expect(json.project!.workflows[0]!.steps[0]).toEqual({ id: 'a', agent: 'coder', human_gate: false, terminal: true });
+  });
+
+  it("a mesh's handoffs stay keyed by the agents' names as written (a name is not a key to normalize)", () => {
+    const text = `project: shop\nagents:\n  - name: CodeReviewer\n  - name: code_reviewer\nmeshes:\n  - name: pair\n    entry: CodeReviewer\n    handoffs:\n      CodeReviewer: [code_reviewer]\n`;
+    const result = compile(text);
+    expect(result.diagnostics).toEqual([]);
+    expect(result.project!.meshes![0]!.handoffs).toEqual({ CodeReviewer: ['code_reviewer'] });
+  });
+
+  it('a value of the wrong shape under another spelling is INVALID_VALUE at its line, named as written, once', () => {
+    const text = SNAKE.replace('human_gate: true', 'humanGate: "yes"');
+    const result = compile(text);
+    expect(result.project).toBeNull();
+    expect(result.diagnostics.filter((d) => d.severity === 'error')).toEqual([
+      expect.objectContaining({ code: 'INVALID_VALUE', line: 7, message: 'humanGate is true or false, not "yes"' }),
+    ]);
+  });
+
+  it('a key a step does not have is still refused as written (SCHEMA_VIOLATION), in any spelling', () => {
+    const result = compile(SNAKE.replace('human_gate: true', 'humanGat: true'));
+    expect(result.project).toBeNull();
+    expect(result.diagnostics).toEqual([expect.objectContaining({ code: 'SCHEMA_VIOLATION', line: 7, message: expect.stringContaining('"humanGat"') })]);
+  });
+
+  it.each([
+    [
+      'a step',
+      SNAKE.replace('human_gate: true', 'human_gate: true, humanGate: false'),
+      'humanGate',
+      "'humanGate' is the key 'human_gate' (line 7) written again",
+    ],
+    ['a workflow', SNAKE.replace('    entry: code\n', '    entry: code\n    Entry: review\n'), 'Entry', "'Entry' is the key 'entry' (line 5) written again"],
+    [
+      'a mesh',
+      SNAKE.replace('    max_iterations: 6\n', '    max_iterations: 6\n    maxIterations: 60\n'),
+      'maxIterations',
+      "'maxIterations' is the key 'max_iterations' (line 17) written again",
+    ],
+    ['the header', SNAKE.replace('project: shop\n', 'project: shop\nlead: coder\nLEAD: reviewer\n'), 'LEAD', "'LEAD' is the key 'lead' (line 2) written again"],
+    ['an agent', `${SNAKE}ROLE: Reviews\nrole: Codes\n`, 'role:', "'role' is the key 'ROLE' (line 22) written again"],
+    ['a route', `${SNAKE}HANDOFF:\n  - TO: coder\n    to: reviewer\n`, 'to: reviewer', "'to' is the key 'TO' (line 23) written again"],
+  ])('one key written twice in two spellings in %s is DUPLICATE_KEY, an error at the second (which was meant cannot be told)', (_, text, marker, message) => {
+    const result = compile(text);
+    expect(result.project).toBeNull();
+    const line = text.split('\n').findIndex((l) => l.includes(marker)) + 1;
+    expect(result.diagnostics).toEqual([
+      expect.objectContaining({
+        severity: 'error',
+        code: 'DUPLICATE_KEY',
+        line,
+        message: expect.stringContaining(message),
+        hint: expect.stringMatching(/^Keep one '/),
+      }),
+    ]);
+  });
+
+  it('names are not keys: GATHER fields income and Income are two fields, not DUPLICATE_KEY', () => {
+    const result = compile(`project: p\n---\nAGENT: a\nGATHER:\n  income:\n    TYPE: number\n  Income:\n    TYPE: string\n`);
+    expect(result.diagnostics).toEqual([]);
+    expect(result.project!.agents[0]!.gather!.map((g) => g.name)).toEqual(['income', 'Income']);
+  });
+});
+
+describe('a project header key outside the header is HEADER_KEY_OUTSIDE_HEADER, an error: it would be ignored', () => {
+  const errorsOf = (result: ReturnType<typeof compile>) =>
+    result.diagnostics.filter((d) => d.severity === 'error').map((d) => `${d.file}:${d.line}:${d.column} ${d.code} ${d.message}`);
+
+  it.each([
+    ['accepts_handoffs_from: [support]', 'accepts_handoffs_from'],
+    ['acceptsHandoffsFrom: [support]', 'acceptsHandoffsFrom'],
+    ['lead: worker', 'lead'],
+    ['meshes:\n  - { name: m, entry: worker }', 'meshes'],
+    ['workflows:\n  - { name: f, version: 1, entry: a, steps: [{ id: a, agent: worker, terminal: true }] }', 'workflows'],
+    ['agents:\n  - name: helper', 'agents'],
+    ['project: other', 'project'],
+  ])('in an agent document: %j (was UNKNOWN_KEY, a warning, and the project published without it)', (line, key) => {
+    const text = `project: shop\n---\nAGENT: worker\n${line}\n`;
+    const result = compile(text);
+    expect(result.project).toBeNull();
+    expect(errorsOf(result)).toEqual([
+      `loans.yaml:4:1 HEADER_KEY_OUTSIDE_HEADER '${key}' is a project header key, not an agent key: in an agent's definition it would be ignored`,
+    ]);
+    expect(result.diagnostics.map((d) => d.code)).not.toContain('UNKNOWN_KEY');
+  });
+
+  it("in an agents: entry of the header (an agent's map as well)", () => {
+    const result = compile('project: shop\nagents:\n  - name: worker\n    accepts_handoffs_from: ["*"]\n');
+    expect(errorsOf(result)).toEqual([
+      "loans.yaml:4:5 HEADER_KEY_OUTSIDE_HEADER 'accepts_handoffs_from' is a project header key, not an agent key: in an agent's definition it would be ignored",
+    ]);
+  });
+
+  it('in a second document without project: (lead, accepts_handoffs_from, execution and meshes were dropped without a word)', () => {
+    const text = 'project: shop\n---\nlead: worker\naccepts_handoffs_from: [support]\nexecution:\n  return_deadline: 5m\nmeshes: []\n---\nAGENT: worker\n';
+    const result = compile(text);
+    expect(result.project).toBeNull();
+    expect(errorsOf(result)).toEqual(
+      ['3:1 lead', '4:1 accepts_handoffs_from', '5:1 execution', '7:1 meshes'].map(
+        (at) =>
+          `loans.yaml:${at.split(' ')[0]} HEADER_KEY_OUTSIDE_HEADER '${at.split(' ')[1]}' is a project header key, but this document has no project: it would be ignored`,
+      ),
+    );
+    expect(result.diagnostics[0]!.hint).toContain('`project: <key>`');
+  });
+
+  it('in a file of its own, or a first document, when project: is written in another', () => {
+    const files = compileProject([
+      { path: 'a-header.yaml', text: 'project: shop\n---\nAGENT: worker\n' },
+      { path: 'b-consent.yaml', text: '# who may hand us work\naccepts_handoffs_from: [support]\n' },
+    ]);
+    expect(files.project).toBeNull();
+    expect(errorsOf(files)).toEqual([
+      "b-consent.yaml:2:1 HEADER_KEY_OUTSIDE_HEADER 'accepts_handoffs_from' is a project header key, but this document has no project: it would be ignored",
+    ]);
+    const first = compile('lead: worker\n---\nproject: shop\n---\nAGENT: worker\n');
+    expect(errorsOf(first)).toEqual([
+      "loans.yaml:1:1 HEADER_KEY_OUTSIDE_HEADER 'lead' is a project header key, but this document has no project: it would be ignored",
+    ]);
+  });
+
+  it('agents, workflows and return handlers are still merged from a document without project:', () => {
+    const text =
+      'project: shop\n---\nagents:\n  - name: worker\nworkflows:\n  - { name: f, version: 1, entry: a, steps: [{ id: a, agent: worker, terminal: true }] }\nreturn_handlers:\n  done:\n    RESUME_INTENT: true\n';
+    const result = compile(text);
+    expect(result.diagnostics).toEqual([]);
+    expect(result.project).toMatchObject({ agents: [{ name: 'worker' }], workflows: [{ name: 'f' }] });
+  });
+});
+
+describe('YAML aliases are not read: YAML_ALIAS, an error at the alias', () => {
+  it.each([
+    ['a map', 'project: p\n---\nAGENT: a\nMEMORY: &mem\n  session:\n    - note\nGATHER:\n  note: *mem\n', 8, 9, '*mem is a YAML alias (of &mem, line 4)'],
+    ['a scalar', 'project: &key p\nlead: *key\n---\nAGENT: a\n', 2, 7, '*key is a YAML alias (of &key, line 1)'],
+    [
+      'a merge key',
+      'project: p\nagents:\n  - name: a\n    EXECUTION: &exec\n      return_deadline: 5m\n  - name: b\n    EXECUTION:\n      <<: *exec\n',
+      8,
+      11,
+      '*exec is a YAML alias (of &exec, line 4)',
+    ],
+    [
+      'an anchor of another document (anchors are per document)',
+      'project: p\nexecution: &exec\n  return_deadline: 5m\n---\nAGENT: a\nEXECUTION: *exec\n',
+      6,
+      12,
+      '*exec is a YAML alias: Baton does not read aliases (and no anchor &exec comes before it in this document)',
+    ],
+  ])(
+    'an alias of %s is YAML_ALIAS naming its line (was INVALID_VALUE "… not *mem", or an UNKNOWN_KEY <<), and nothing else of its document',
+    (_, text, line, column, message) => {
+      const result = compile(text);
+      expect(result.project).toBeNull();
+      expect(result.diagnostics).toEqual([
+        expect.objectContaining({ severity: 'error', code: 'YAML_ALIAS', line, column, message: expect.stringContaining(message) }),
+      ]);
+      expect(result.diagnostics[0]!.hint).toMatch(/Write the value out where it is used/);
+    },
+  );
+
+  it('an alias bomb is refused as written, never expanded', () => {
+    const levels = ['a: &l0 [x, x, x, x, x, x, x, x, x, x]'];
+    for (let i = 1; i <= 12; i++) levels.push(`l${i}: &l${i} [${Array.from({ length: 10 }, () => `*l${i - 1}`).join(', ')}]`);
+    // 10^12 strings once expanded: the parser keeps each alias a node, and the compiler reads none of them.
+    const text = `project: p\nworkflows:\n  - name: f\n    steps: *l12\nbomb:\n  ${levels.join('\n  ')}\n---\nAGENT: a\n`;
+    const started = Date.now();
+    const result = compile(text);
+    expect(Date.now() - started).toBeLessThan(2_000);
+    expect(result.project).toBeNull();
+    expect(new Set(result.diagnostics.map((d) => d.code))).toEqual(new Set(['YAML_ALIAS']));
+    expect(result.diagnostics).toHaveLength(121);
+    expect(result.diagnostics[0]).toMatchObject({ line: 4, message: expect.stringContaining('*l12 is a YAML alias') });
+  });
+
+  it('an anchor no alias refers to changes nothing', () => {
+    const result = compile(LOAN_EXAMPLE_YAML.replace('project: loans', 'project: &key loans'));
+    expect(result.diagnostics).toEqual([]);
+    expect(result.project).toEqual(compile(LOAN_EXAMPLE_YAML).project);
+  });
+});

@@ -14,7 +14,20 @@ import {
   type ProjectDefinition,
 } from '@baton/contracts';
 import { parseCondition } from '@baton/domain';
-import { isMap, isScalar, isSeq, LineCounter, parseAllDocuments, type Node, type Scalar, type YAMLMap, type YAMLSeq } from 'yaml';
+import {
+  isAlias,
+  isMap,
+  isScalar,
+  isSeq,
+  LineCounter,
+  parseAllDocuments,
+  visit as visitYaml,
+  type Document,
+  type Node,
+  type Scalar,
+  type YAMLMap,
+  type YAMLSeq,
+} from 'yaml';
 import { DiagnosticCode, hasErrors, Severity, type AnyDiagnosticCode, type Diagnostic } from './diagnostics';
 
 /**
@@ -22,7 +35,10 @@ import { DiagnosticCode, hasErrors, Severity, type AnyDiagnosticCode, type Diagn
  * Pure: the caller reads the files (see `compileFiles` callers in the CLI) and passes their text.
  *
  * Keys are case-insensitive and camelCase is read as snake_case (`ON_RETURN`, `on_return` and
- * `onReturn` are one key), except inside CONTEXT, whose keys must be lowercase (seed 001).
+ * `onReturn` are one key; `humanGate` is a step's `human_gate`), in the header, an agent, a route,
+ * a workflow, a step and a mesh alike ({@link fields}); one key written twice in two spellings is
+ * DUPLICATE_KEY. Except inside CONTEXT, whose keys must be lowercase (seed 001). YAML aliases are
+ * not read (YAML_ALIAS).
  */
 
 /** The compiler's output: a ProjectDefinition with every conversation field normalized. */
@@ -56,6 +72,8 @@ class Reporter {
 
 /** A file being read: positions of its nodes. */
 class FileCtx {
+  /** The maps whose keys {@link fields} has read (a key written twice is reported once per map). */
+  readonly fieldsRead = new WeakSet<YAMLMap>();
   constructor(
     readonly path: string,
     readonly text: string,
@@ -82,10 +100,12 @@ interface Entry {
   value: Node | null;
 }
 
+/** The one key normaliser: camelCase → snake_case, then lowercase (`onReturn`, `ON_RETURN` → `on_return`). */
 function normKey(raw: string): string {
   return raw.replace(/([a-z0-9])([A-Z])/g, '$1_$2').toLowerCase();
 }
 
+/** Every entry of a map, with its normalized key (see {@link fields} for a map of Baton's own keys). */
 function entries(map: YAMLMap): Entry[] {
   const result: Entry[] = [];
   for (const pair of map.items) {
@@ -94,6 +114,68 @@ function entries(map: YAMLMap): Entry[] {
     result.push({ raw, key: normKey(raw), keyNode, value: (pair.value as Node | null) ?? null });
   }
   return result;
+}
+
+/**
+ * The entries of a map of Baton's own keys — a header, an agent, a route, a workflow, a step, a
+ * mesh, a setting's block — each read by its normalized key. One key written twice in two spellings
+ * (`human_gate` and `humanGate`, `ROLE` and `role`) is DUPLICATE_KEY, an error at the second (once
+ * per map): which one was meant cannot be told. The first is read, the other left out. Maps keyed by
+ * names (GATHER, RETURN_HANDLERS, MAP, SET, a mesh's handoffs) and CONTEXT (lowercase keys only)
+ * use {@link entries}: `income` and `Income` are two names.
+ */
+function fields(ctx: FileCtx, map: YAMLMap): Entry[] {
+  const report = !ctx.fieldsRead.has(map);
+  ctx.fieldsRead.add(map);
+  const first = new Map<string, Entry>();
+  const result: Entry[] = [];
+  for (const e of entries(map)) {
+    const seen = e.raw === '' ? undefined : first.get(e.key);
+    if (seen === undefined) {
+      if (e.raw !== '') first.set(e.key, e);
+      result.push(e);
+    } else if (report) {
+      ctx.out.error(
+        ctx.pos(e.keyNode),
+        DiagnosticCode.duplicateKey,
+        `'${e.raw}' is the key '${seen.raw}' (line ${ctx.pos(seen.keyNode).line}) written again: keys are case-insensitive and camelCase reads as snake_case, so both are '${e.key}'`,
+        `Keep one '${e.key}'.`,
+      );
+    }
+  }
+  return result;
+}
+
+/**
+ * YAML aliases (`*name`, a merge `<<: *name` included) in a document: each is YAML_ALIAS, an error
+ * at the alias, naming the anchor it refers to. Baton does not read aliases: a definition is read
+ * node by node, each diagnostic at the line it is written on, and an alias would make one value
+ * stand at two places (or, nested, at very many: an alias bomb). Returns true when there was one
+ * (the document is then not compiled). The parser keeps aliases as nodes, never expanding them.
+ */
+function refuseAliases(ctx: FileCtx, doc: Document.Parsed): boolean {
+  /** Each anchor's line: where `&name` is written (a node's range starts at its content, after its anchor). */
+  const anchors = new Map<string, number>();
+  let found = false;
+  visitYaml(doc, (_, node) => {
+    if (isAlias(node)) {
+      found = true;
+      const anchor = anchors.get(node.source);
+      ctx.out.error(
+        ctx.pos(node),
+        DiagnosticCode.yamlAlias,
+        anchor !== undefined
+          ? `*${node.source} is a YAML alias (of &${node.source}, line ${anchor}): Baton does not read aliases`
+          : `*${node.source} is a YAML alias: Baton does not read aliases (and no anchor &${node.source} comes before it in this document)`,
+        'Write the value out where it is used; anchors (&name), aliases (*name) and merge keys (<<) are not read.',
+      );
+    } else if ((isScalar(node) || isMap(node) || isSeq(node)) && node.anchor) {
+      const start = node.range?.[0] ?? 0;
+      const at = ctx.text.lastIndexOf(`&${node.anchor}`, start);
+      anchors.set(node.anchor, ctx.lines.linePos(at >= 0 ? at : start).line);
+    }
+  });
+  return found;
 }
 
 /** Make the seed's memory item shape (`- name` then indented `TYPE: ...` lines) valid YAML. */
@@ -110,6 +192,17 @@ export function normalizeSeedMemoryItems(text: string): string {
   return lines.join('\n');
 }
 
+/**
+ * The keys read from the project header only (`agents`, `workflows` and `return_handlers` are also
+ * merged from a document without `project:`): in a document without `project:` one is
+ * HEADER_KEY_OUTSIDE_HEADER, an error, for it would be ignored.
+ */
+const HEADER_ONLY_KEYS = new Set(['lead', 'accepts_handoffs_from', 'execution', 'meshes']);
+/**
+ * The header keys an agent's map (an agent document, an `agents:` entry) cannot hold: each is
+ * HEADER_KEY_OUTSIDE_HEADER (`execution` and `return_handlers` are agent keys too).
+ */
+const HEADER_KEYS_IN_AGENT = new Set(['project', 'lead', 'accepts_handoffs_from', 'agents', 'workflows', 'meshes']);
 const AGENT_KEYS = new Set([
   'name',
   'agent',
@@ -197,6 +290,7 @@ export function compileProject(files: readonly SourceFile[]): CompileResult {
     if (!Array.isArray(docs)) {
       out.error({ file: file.path, line: 1, column: 1 }, DiagnosticCode.yamlSyntax, 'the file could not be read as YAML', 'Check the indentation and quoting.');
       unreadable = true;
+      agentsRefused = true;
       continue;
     }
     for (const doc of list) {
@@ -211,7 +305,12 @@ export function compileProject(files: readonly SourceFile[]): CompileResult {
           'Fix the YAML syntax at this position (indentation, quotes, colons).',
         );
       }
-      if (broken) unreadable = true;
+      if (!broken && refuseAliases(ctx, doc)) broken = true;
+      if (broken) {
+        // It may be the document that names the project, or an agent: no MISSING_PROJECT, no "at least one agent" then.
+        unreadable = true;
+        agentsRefused = true;
+      }
       if (broken || doc.contents === null) continue;
       const root = doc.contents as Node;
       if (!isMap(root)) {
@@ -223,17 +322,29 @@ export function compileProject(files: readonly SourceFile[]): CompileResult {
         );
         continue;
       }
-      const es = entries(root);
+      const es = fields(ctx, root);
       const keys = new Set(es.map((e) => e.key));
       if (keys.has('agent') || keys.has('supervisor')) {
         if (!collectAgent(ctx, root, agentDocs)) agentsRefused = true;
         continue;
       }
-      if (keys.has('project')) {
+      const isHeader = keys.has('project');
+      if (isHeader) {
         if (header !== null) out.error(ctx.pos(root), DiagnosticCode.invalidValue, 'a second project header', 'One document per project holds `project:`.');
         else header = { node: root, file: ctx };
       }
       for (const e of es) {
+        // Read from the header only: without `project:` beside them they would be ignored (a
+        // consent list, the lead, the project's execution settings, its meshes).
+        if (!isHeader && HEADER_ONLY_KEYS.has(e.key)) {
+          out.error(
+            ctx.pos(e.keyNode),
+            DiagnosticCode.headerKeyOutsideHeader,
+            `'${e.raw}' is a project header key, but this document has no project: it would be ignored`,
+            'Move it into the document that has `project: <key>`, or add `project:` to this document if it is the header.',
+          );
+          continue;
+        }
         if (e.key === 'agents') {
           // Empty is none; anything but a list would drop every agent it was meant to hold.
           if (isEmpty(e.value)) continue;
@@ -261,8 +372,7 @@ export function compileProject(files: readonly SourceFile[]): CompileResult {
             wrongShape(ctx, e, "lists the project's workflows", WORKFLOW_HINT);
             continue;
           }
-          checkWorkflows(ctx, e.value, workflows.length, refused);
-          workflows.push(...(e.value.toJSON() as unknown[]));
+          workflows.push(...readWorkflows(ctx, e.value, workflows.length, refused));
         } else if (e.key === 'return_handlers') {
           if (isEmpty(e.value)) continue;
           if (isMap(e.value)) readHandlers(ctx, e.value, projectHandlers);
@@ -465,7 +575,7 @@ function readHeader(
   node: YAMLMap,
   refused: Set<string>,
 ): { project?: string; lead?: string; accepts?: unknown; execution?: Record<string, unknown>; meshes?: unknown } {
-  const es = entries(node);
+  const es = fields(ctx, node);
   const find = (key: string) => es.find((e) => e.key === key);
   const result: ReturnType<typeof readHeader> = {};
   const projectE = find('project');
@@ -517,43 +627,70 @@ function readHeader(
         );
         refused.add(`meshes.${i}`);
       });
-      result.meshes = meshesE.value.toJSON();
+      // A mesh's own fields are read by their normalized keys; its `handoffs` are keyed by agent names, kept as written.
+      result.meshes = (meshesE.value.items as Node[]).map((item) => (isMap(item) ? normalizedMap(ctx, item, MESH_KEYS) : item.toJSON()));
     }
   }
   return result;
 }
 
+const WORKFLOW_KEYS: ReadonlySet<string> = new Set(['name', 'version', 'entry', 'steps']);
+const STEP_KEYS: ReadonlySet<string> = new Set(['id', 'agent', 'next', 'terminal', 'human_gate']);
+const MESH_KEYS: ReadonlySet<string> = new Set(['name', 'description', 'entry', 'handoffs', 'outputs', 'max_iterations']);
+
 /**
- * The shapes of a `workflows:` list's entries as written (the schema checks the rest: names, ids,
- * `entry` and `next` naming steps, unknown keys). `first` is the index of the list's first entry in
- * the project's workflows (several documents may each list some).
+ * A map of Baton's own keys as the compiled contract spells them: each key the contract knows
+ * under its normalized name (`humanGate`, `HUMAN_GATE` → `human_gate`), any other as written (for
+ * the schema to refuse it: `Unrecognized key`). `value` reads each entry's value (its JSON by
+ * default).
  */
-function checkWorkflows(ctx: FileCtx, list: YAMLSeq, first: number, refused: Set<string>): void {
-  (list.items as Node[]).forEach((item, index) => {
+function normalizedMap(
+  ctx: FileCtx,
+  map: YAMLMap,
+  known: ReadonlySet<string>,
+  value: (e: Entry, key: string) => unknown = (e) => (e.value === null ? null : e.value.toJSON()),
+): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const e of fields(ctx, map)) {
+    const key = known.has(e.key) ? e.key : e.raw;
+    setOwn(out, key, value(e, key));
+  }
+  return out;
+}
+
+/**
+ * A `workflows:` list's entries, their keys normalized and their shapes checked as written (the
+ * schema checks the rest: names, ids, `entry` and `next` naming steps, unknown keys). `first` is
+ * the index of the list's first entry in the project's workflows (several documents may each list
+ * some).
+ */
+function readWorkflows(ctx: FileCtx, list: YAMLSeq, first: number, refused: Set<string>): unknown[] {
+  return (list.items as Node[]).map((item, index) => {
     const path = `workflows.${first + index}`;
     if (!isMap(item)) {
       ctx.out.error(ctx.pos(item), DiagnosticCode.invalidValue, `a workflow is a map, not ${shapeOf(ctx, item)}`, WORKFLOW_HINT);
       refused.add(path);
-      return;
+      return item.toJSON();
     }
-    for (const e of entries(item)) {
+    return normalizedMap(ctx, item, WORKFLOW_KEYS, (e, key) => {
       let ok = true;
-      if (e.raw === 'name') ok = nameOf(ctx, e, 'is a workflow name', 'ship-feature') !== undefined;
-      else if (e.raw === 'entry') ok = nameOf(ctx, e, 'is the id of the step a run starts at', 'code') !== undefined;
-      else if (e.raw === 'version') {
+      if (key === 'name') ok = nameOf(ctx, e, 'is a workflow name', 'ship-feature') !== undefined;
+      else if (key === 'entry') ok = nameOf(ctx, e, 'is the id of the step a run starts at', 'code') !== undefined;
+      else if (key === 'version') {
         ok = e.value !== null && isScalar(e.value) && typeof e.value.value === 'number' && Number.isInteger(e.value.value);
         if (!ok) wrongShape(ctx, e, 'is a whole number (1, 2, …)', `Write \`${e.raw}: 1\` (unquoted).`);
-      } else if (e.raw === 'steps') {
-        if (isSeq(e.value)) checkSteps(ctx, e.value, `${path}.steps`, refused);
-        else ok = wrongShape(ctx, e, "lists the workflow's steps", STEPS_HINT) !== undefined;
+      } else if (key === 'steps') {
+        if (isSeq(e.value)) return readSteps(ctx, e.value, `${path}.steps`, refused);
+        ok = wrongShape(ctx, e, "lists the workflow's steps", STEPS_HINT) !== undefined;
       }
-      if (!ok) refused.add(`${path}.${e.raw}`);
-    }
+      if (!ok) refused.add(`${path}.${key}`);
+      return e.value === null ? null : e.value.toJSON();
+    });
   });
 }
 
-function checkSteps(ctx: FileCtx, list: YAMLSeq, path: string, refused: Set<string>): void {
-  (list.items as Node[]).forEach((item, index) => {
+function readSteps(ctx: FileCtx, list: YAMLSeq, path: string, refused: Set<string>): unknown[] {
+  return (list.items as Node[]).map((item, index) => {
     if (!isMap(item)) {
       ctx.out.error(
         ctx.pos(item),
@@ -562,16 +699,17 @@ function checkSteps(ctx: FileCtx, list: YAMLSeq, path: string, refused: Set<stri
         STEPS_HINT,
       );
       refused.add(`${path}.${index}`);
-      return;
+      return item.toJSON();
     }
-    for (const e of entries(item)) {
+    return normalizedMap(ctx, item, STEP_KEYS, (e, key) => {
       let ok = true;
-      if (e.raw === 'id') ok = nameOf(ctx, e, 'is a step id', 'code') !== undefined;
-      else if (e.raw === 'agent') ok = nameOf(ctx, e, 'is an agent of the project', 'coder') !== undefined;
-      else if (e.raw === 'next') ok = nameOf(ctx, e, 'is the id of a step of the workflow', 'review') !== undefined;
-      else if (e.raw === 'terminal' || e.raw === 'human_gate') ok = strictFlag(ctx, e) !== undefined;
-      if (!ok) refused.add(`${path}.${index}.${e.raw}`);
-    }
+      if (key === 'id') ok = nameOf(ctx, e, 'is a step id', 'code') !== undefined;
+      else if (key === 'agent') ok = nameOf(ctx, e, 'is an agent of the project', 'coder') !== undefined;
+      else if (key === 'next') ok = nameOf(ctx, e, 'is the id of a step of the workflow', 'review') !== undefined;
+      else if (key === 'terminal' || key === 'human_gate') ok = strictFlag(ctx, e) !== undefined;
+      if (!ok) refused.add(`${path}.${index}.${key}`);
+      return e.value === null ? null : e.value.toJSON();
+    });
   });
 }
 
@@ -617,7 +755,17 @@ function locate(file: FileCtx, node: YAMLMap, path: (string | number)[], options
 
 /** Read an agent's name; false (with the error reported) when it has none of a name's shape. */
 function collectAgent(ctx: FileCtx, node: YAMLMap, into: RawAgent[]): boolean {
-  const es = entries(node);
+  const es = fields(ctx, node);
+  // A header key in an agent's map would be ignored (an agent document has no project of its own).
+  for (const e of es) {
+    if (!HEADER_KEYS_IN_AGENT.has(e.key)) continue;
+    ctx.out.error(
+      ctx.pos(e.keyNode),
+      DiagnosticCode.headerKeyOutsideHeader,
+      `'${e.raw}' is a project header key, not an agent key: in an agent's definition it would be ignored`,
+      'Write the project header (`project: <key>` with lead, accepts_handoffs_from, meshes…) as a document of its own, separated by `---`; an agent document (AGENT / SUPERVISOR) or an `agents:` entry holds agent keys only.',
+    );
+  }
   // SUPERVISOR is the agent's name, or true / false beside AGENT or name; anything else would
   // silently compile the agent as no supervisor.
   const supervisorE = es.find((e) => e.key === 'supervisor');
@@ -802,7 +950,7 @@ function readMemory(ctx: FileCtx, node: Node | null): { items: Record<string, un
       let variable: Record<string, unknown> | null = null;
       if (isScalar(item) && item.value !== null) variable = { name: String(item.value) };
       else if (isMap(item)) {
-        const es = entries(item);
+        const es = fields(ctx, item);
         const nameE = es.find((e) => e.key === 'name');
         if (nameE) {
           if (nameE.value !== null && !isScalar(nameE.value)) {
@@ -816,7 +964,7 @@ function readMemory(ctx: FileCtx, node: Node | null): { items: Record<string, un
           const only = es[0];
           variable = { name: only.raw };
           if (only.value && isMap(only.value)) {
-            for (const e of entries(only.value)) setting(variable, e);
+            for (const e of fields(ctx, only.value)) setting(variable, e);
           } else if (!isEmpty(only.value)) {
             wrongShape(
               ctx,
@@ -844,7 +992,7 @@ function readMemory(ctx: FileCtx, node: Node | null): { items: Record<string, un
     }
   };
   if (node && isMap(node)) {
-    for (const e of entries(node)) {
+    for (const e of fields(ctx, node)) {
       if (e.key === 'session') visit(e.value, 'session');
       else ctx.out.warn(ctx.pos(e.keyNode), DiagnosticCode.unknownKey, `unknown memory scope '${e.raw}' is ignored`, 'Baton has one memory scope: session.');
     }
@@ -859,7 +1007,7 @@ function readGather(ctx: FileCtx, node: Node | null): { items: Record<string, un
     for (const e of entries(node)) {
       const field: Record<string, unknown> = { name: e.raw };
       if (e.value && isMap(e.value)) {
-        for (const f of entries(e.value)) {
+        for (const f of fields(ctx, e.value)) {
           if (f.key === 'prompt') field['prompt'] = text(ctx, f.value, f.raw);
           else if (f.key === 'type') field['type'] = text(ctx, f.value, f.raw)?.toLowerCase();
           else if (f.key === 'required') field['required'] = flag(ctx, f.value, f.raw) === true;
@@ -951,7 +1099,7 @@ function readHandlers(ctx: FileCtx, node: YAMLMap, into: Map<string, RawHandler>
   for (const e of entries(node)) {
     const handler: RawHandler = { at: ctx.pos(e.keyNode), resumeIntent: false, map: {}, set: {} };
     if (e.value && isMap(e.value)) {
-      for (const h of entries(e.value)) {
+      for (const h of fields(ctx, e.value)) {
         if (h.key === 'resume_intent') handler.resumeIntent = flag(ctx, h.value, h.raw) === true;
         else if (h.key === 'respond') handler.respond = text(ctx, h.value, h.raw);
         else if (h.key === 'resume_with') handler.resumeWith = text(ctx, h.value, h.raw);
@@ -1028,7 +1176,7 @@ function readExecution(ctx: FileCtx, e: Entry): Record<string, unknown> | undefi
   let ok = true;
   let deadline: number | undefined;
   let pipeline: Record<string, unknown> | undefined;
-  for (const x of entries(node)) {
+  for (const x of fields(ctx, node)) {
     if (x.key === 'return_deadline' || x.key === 'return_deadline_ms') {
       deadline = readDuration(ctx, x.value, x.raw, x.key === 'return_deadline_ms');
       ok &&= deadline !== undefined;
@@ -1052,7 +1200,7 @@ function readExecution(ctx: FileCtx, e: Entry): Record<string, unknown> | undefi
 function readPipeline(ctx: FileCtx, e: Entry, hint: string): Record<string, unknown> | undefined {
   if (e.value === null || !isMap(e.value)) return wrongShape(ctx, e, 'is a map holding parentReturn', hint);
   const pipeline: Record<string, unknown> = {};
-  for (const x of entries(e.value)) {
+  for (const x of fields(ctx, e.value)) {
     if (x.key !== 'parent_return') {
       ctx.out.warn(ctx.pos(x.keyNode), DiagnosticCode.unknownKey, `unknown pipeline key '${x.raw}' is ignored`, 'pipeline keys: parentReturn.');
       continue;
@@ -1061,7 +1209,7 @@ function readPipeline(ctx: FileCtx, e: Entry, hint: string): Record<string, unkn
     if (x.value === null || !isMap(x.value)) return wrongShape(ctx, x, 'is a map of minConfidence and ignoreAmbiguous', hint);
     const settings: Record<string, unknown> = {};
     let ok = true;
-    for (const s of entries(x.value)) {
+    for (const s of fields(ctx, x.value)) {
       if (s.key === 'min_confidence') {
         if (s.value !== null && isScalar(s.value) && typeof s.value.value === 'number') settings['min_confidence'] = s.value.value;
         else ok = wrongShape(ctx, s, 'is a number between 0 and 1', `Write \`${s.raw}: 0.8\`.`) !== undefined;
@@ -1104,7 +1252,7 @@ function readComplete(ctx: FileCtx, e: Entry): Record<string, unknown>[] | undef
     }
     let when: CompiledCondition | undefined;
     let respond: string | undefined;
-    const c = entries(item);
+    const c = fields(ctx, item);
     for (const x of c) {
       if (x.key === 'when') when = readCondition(ctx, x.value, 'COMPLETE WHEN', x.keyNode);
       else if (x.key === 'respond') respond = text(ctx, x.value, x.raw);
@@ -1129,13 +1277,14 @@ function compileAgent(
   let memory = new Set<string>();
   let gather = new Set<string>();
   const handlers = new Map(projectHandlers);
-  const es = entries(agent.node);
+  const es = fields(ctx, agent.node);
   const handlersEntry = es.find((e) => e.key === 'return_handlers');
   if (handlersEntry && !isEmpty(handlersEntry.value)) {
     if (handlersEntry.value && isMap(handlersEntry.value)) readHandlers(ctx, handlersEntry.value, handlers);
     else wrongShape(ctx, handlersEntry, 'maps handler names to their settings', HANDLERS_HINT);
   }
   for (const e of es) {
+    if (HEADER_KEYS_IN_AGENT.has(e.key)) continue; // HEADER_KEY_OUTSIDE_HEADER (collectAgent)
     if (!AGENT_KEYS.has(e.key)) {
       ctx.out.warn(ctx.pos(e.keyNode), DiagnosticCode.unknownKey, `unknown agent key '${e.raw}' is ignored`, `Agent keys: ${[...AGENT_KEYS].join(', ')}.`);
       continue;
@@ -1225,7 +1374,7 @@ function readAuth(ctx: FileCtx, e: Entry): { profile: AuthProfile; at: Pos } | u
   const profile: AuthProfile = { required: true, variable: DEFAULT_AUTH_VARIABLE };
   let at = ctx.pos(e.keyNode);
   let ok = true;
-  for (const a of entries(node)) {
+  for (const a of fields(ctx, node)) {
     const value = written(a.value);
     if (a.key === 'required') {
       if (value !== null && isScalar(value) && typeof value.value === 'boolean') profile.required = value.value;
@@ -1266,7 +1415,7 @@ function compileRoute(
     ctx.out.error(ctx.pos(item), DiagnosticCode.invalidValue, 'a HANDOFF route is a map', 'Write `- TO: Agent`.');
     return null;
   }
-  const es = entries(item);
+  const es = fields(ctx, item);
   const route: Record<string, unknown> = {};
   const toE = es.find((e) => e.key === 'to');
   if (toE?.value && !isScalar(toE.value)) {
@@ -1422,7 +1571,7 @@ function readHistory(ctx: FileCtx, node: Node | null): HistoryPolicy | undefined
       );
       return { mode: 'full' };
     }
-    const es = entries(node);
+    const es = fields(ctx, node);
     const mode = str(es.find((e) => e.key === 'mode')?.value ?? null)?.toLowerCase();
     const count = es.find((e) => e.key === 'count')?.value;
     if (mode === 'last_n') {
@@ -1511,7 +1660,7 @@ function readOnReturn(
     ctx.out.error(ctx.pos(node), DiagnosticCode.invalidValue, `ON_RETURN is a map, not ${shapeOf(ctx, node)}`, 'Write `ON_RETURN:\\n  action: continue`.');
     return null;
   }
-  const es = entries(node);
+  const es = fields(ctx, node);
   const result: Record<string, unknown> = { action: 'continue', map: {}, set: {} };
   const actionE = es.find((e) => e.key === 'action');
   const handlerE = es.find((e) => e.key === 'handler');

@@ -12,10 +12,16 @@ export type Severity = (typeof Severity)[keyof typeof Severity];
 export const DiagnosticCode = {
   /** The file is not valid YAML / JSON. */
   yamlSyntax: 'YAML_SYNTAX',
+  /** A YAML alias (`*name`, a merge `<<: *name` included): Baton does not read aliases; the document is not compiled. */
+  yamlAlias: 'YAML_ALIAS',
   /** A value has the wrong shape (a list where a map belongs, an unknown enum value...). */
   invalidValue: 'INVALID_VALUE',
   /** A key Baton does not know; it is ignored. */
   unknownKey: 'UNKNOWN_KEY',
+  /** One key written twice in two spellings (`human_gate` and `humanGate`): keys are read case-insensitively, camelCase as snake_case. */
+  duplicateKey: 'DUPLICATE_KEY',
+  /** A project header key (`lead`, `accepts_handoffs_from`, `meshes`…) in a document that has no `project:` (an agent document included): it would be ignored. */
+  headerKeyOutsideHeader: 'HEADER_KEY_OUTSIDE_HEADER',
   /** No document names a project. */
   missingProject: 'MISSING_PROJECT',
   /** Two documents define the same agent. */
