@@ -26,4 +26,32 @@ describe('a difference between two long values shows where they differ', () => {
     expect(text).toMatch(/live: .*hops\\":2/);
     expect(text).toMatch(/rebuilt: .*hops\\":7/);
   });
+
+  it('a key compared member by member shows each differing member (or hash field) with both sides, absent ones said, the rest counted', () => {
+    const text = differenceLines([
+      {
+        key: '~items:inbox:doc:big',
+        a: { type: 'hash', value: { f1: '"live"', f2: '"only live"' } },
+        b: { type: 'hash', value: { f1: '"rebuilt"' } },
+        differing_members: 2,
+      },
+      {
+        key: 'ids',
+        a: { type: 'set', value: [] },
+        b: { type: 'set', value: Array.from({ length: 12 }, (_, i) => `m${String(i).padStart(2, '0')}`) },
+        differing_members: 40,
+      },
+    ]);
+    expect(text).toBe(
+      [
+        '  ~items:inbox:doc:big (hash compared field by field; 2 fields differ)',
+        '    "f1": live "\\"live\\"", rebuilt "\\"rebuilt\\""',
+        '    "f2": live "\\"only live\\"", rebuilt (absent)',
+        '  ids (set compared member by member; 40 members differ)',
+        ...Array.from({ length: 10 }, (_, i) => `    "m${String(i).padStart(2, '0')}": live (absent), rebuilt present`),
+        '    … and 30 more members',
+        '',
+      ].join('\n'),
+    );
+  });
 });

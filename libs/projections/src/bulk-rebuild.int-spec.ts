@@ -5,10 +5,10 @@ import { createBatonProjector, type AnyFoldingProjection } from './baton';
 import { foldScenario, scenarioEnvelope, scenarioSteps } from './baton/scenario';
 import { RebuildAbortedError, RebuildIncompleteError, ShadowLostError } from './errors';
 import { Op, type ProjectionOp } from './ops';
-import type { FoldTarget, RebuildBackend, RebuildProgress, ScratchPass } from './rebuilder';
+import { MEMBER_FREEZE_MIN, type FoldTarget, type FrozenLive, type RebuildBackend, type RebuildProgress, type ScratchPass } from './rebuilder';
 import { diffSnapshots } from './snapshot';
 import type { ProjectionDefinition, ReplaySource, SequencedEvent } from './store';
-import { redisFixture, taskLog, taskProjection, type RedisFixture } from './test-support';
+import { redisFixture, taskEvent, taskLog, taskProjection, type RedisFixture } from './test-support';
 
 /*
  * The bulk rebuild (fold in memory per chunk, write final values with bulk commands) must leave
@@ -564,7 +564,7 @@ describe('bulk rebuilds (real Redis)', () => {
           expect(await copies(build.generation)).toBe(0);
           // A key neither side holds is frozen as absent.
           const frozen = await pass.freeze('tasks', [...differing, 'task:none']);
-          expect(frozen).toEqual({ status: 'frozen', generation: liveGeneration, seq: 120, keys: [...differing, 'task:none'] });
+          expect(frozen).toEqual({ status: 'frozen', generation: liveGeneration, seq: 120, keys: [...differing, 'task:none'], members: new Map() });
           // Keys the live generation lacks (tasks removed after 80) leave no copy.
           livePresent = (await Promise.all(differing.map((key) => fx.handle.client.exists(`${liveNs}${key}`)))).filter((n) => n === 1).length;
           expect(livePresent).toBeLessThan(differing.length);
@@ -617,6 +617,153 @@ describe('bulk rebuilds (real Redis)', () => {
     expect(builds).toHaveLength(1);
     // Not this build's any more: the drop leaves it alone (the fixture's cleanup deletes it).
     for (const build of builds) await build.drop();
+  });
+
+  /**
+   * A projection of three large collections (a sorted set, a set, a hash: one member per `big.put`,
+   * removed by `big.rem`) and a string naming the last event, as a project's whole index sets grow.
+   */
+  function bigProjection(): ProjectionDefinition<EventEnvelope<{ member: string; score: number }>> {
+    return {
+      name: 'big',
+      version: 1,
+      handles: (type) => type.startsWith('big.'),
+      apply(event) {
+        const { member, score } = event.payload;
+        return event.type === 'big.put'
+          ? [Op.zadd('big:z', score, member), Op.sadd('big:s', member), Op.hset('big:h', { [member]: `v${score}` }), Op.set('last', event.id)]
+          : [Op.zrem('big:z', member), Op.srem('big:s', member), Op.hdel('big:h', member), Op.set('last', event.id)];
+      },
+    };
+  }
+
+  /** `big.put` (member, score) or `big.rem` (member) events from `firstSeq` on. */
+  function bigLog(
+    firstSeq: number,
+    changes: Array<[member: string, score: number | null]>,
+  ): SequencedEvent<EventEnvelope<{ member: string; score: number }>>[] {
+    return changes.map(([member, score], i) => ({
+      ...taskEvent(firstSeq + i, score === null ? 'big.rem' : 'big.put', 'big', {}),
+      payload: { member, score: score ?? 0 },
+    }));
+  }
+
+  /** 1 200 members (m0..m1199, score i), then events 1201..1210 (m100 removed, m5 changed, n1..n8 added), then 1211..1220. */
+  function bigHistory() {
+    return [
+      ...bigLog(
+        1,
+        Array.from({ length: 1_200 }, (_, i): [string, number] => [`m${i}`, i]),
+      ),
+      ...bigLog(1_201, [['m100', null], ['m5', 5_000], ...Array.from({ length: 8 }, (_, i): [string, number] => [`n${i + 1}`, 10_000 + i])]),
+      // After the freeze: m100 put back, m5 and m6 changed, more members added.
+      ...bigLog(1_211, [['m100', 7_777], ['m5', 6_000], ['m6', 6_001], ...Array.from({ length: 7 }, (_, i): [string, number] => [`n${i + 9}`, 20_000 + i])]),
+    ];
+  }
+
+  it('a large sorted set, set or hash is frozen member by member: only the members that differ are copied, as they stood at the sequence (an absent one as absent) while the live keys move on; the bound counts those members; a fold brought there compares with them member by member', async () => {
+    const def = bigProjection();
+    const log = bigHistory();
+    await fx.store.applyBatch(def, log.slice(0, 1_210));
+    const liveGeneration = (await fx.store.activeGeneration('big'))!;
+    const live = `${fx.prefix}:big:g${liveGeneration}:`;
+    const r = fx.handle.client;
+    // Drift no event explains, one member of each large key.
+    await r.zadd(`${live}big:z`, 999_999, 'm7');
+    await r.hset(`${live}big:h`, 'm8', 'by hand');
+    await r.srem(`${live}big:s`, 'm9');
+    let frozen: Extract<FrozenLive, { status: 'frozen' }> | null = null;
+    const rounds: number[] = [];
+    let scratchNs = '';
+    const builds = await fx.store.buildScratch([foldTargetOf(def)], logSource(log), {
+      untilSeq: 1_200,
+      chunkEvents: 500,
+      afterPass: async (pass): Promise<Record<string, number> | null> => {
+        rounds.push(pass.round);
+        const build = pass.builds[0]!;
+        scratchNs = `${fx.prefix}:big:g${build.generation}:`;
+        if (pass.round === 0) {
+          const differing = (await fx.store.compare('big', liveGeneration, build.generation, { collectKeys: 1_000 })).differingKeys!;
+          expect(differing).toEqual(['big:h', 'big:s', 'big:z', 'last']);
+          // Copied whole these keys would be over 3 600 elements; member by member 32 members and one string.
+          const sizes = await Promise.all([r.zcard(`${live}big:z`), r.scard(`${live}big:s`), r.hlen(`${live}big:h`)]);
+          expect(sizes.every((size) => size > MEMBER_FREEZE_MIN)).toBe(true);
+          await expect(pass.freeze('big', differing, { keys: 10, elements: 32 })).resolves.toEqual({ status: 'too_large', keys: 4, elements: 33 });
+          expect(await keysMatching(fx, `${scratchNs}~tmp:*`)).toEqual([]);
+          const result = await pass.freeze('big', differing, { keys: 10, elements: 33 });
+          expect(result.status).toBe('frozen');
+          frozen = result as Extract<FrozenLive, { status: 'frozen' }>;
+          const added = Array.from({ length: 8 }, (_, i) => `n${i + 1}`);
+          expect(frozen).toEqual({
+            status: 'frozen',
+            generation: liveGeneration,
+            seq: 1_210,
+            keys: differing,
+            members: new Map([
+              ['big:h', { type: 'hash', members: ['m100', 'm5', 'm8', ...added].sort(), existed: true }],
+              ['big:s', { type: 'set', members: ['m100', 'm9', ...added].sort(), existed: true }],
+              ['big:z', { type: 'zset', members: ['m100', 'm5', 'm7', ...added].sort(), existed: true }],
+            ]),
+          });
+          // The copies hold those members as the live side held them (m100 it lacked: absent), nothing else.
+          expect(await r.zrange(`${scratchNs}~tmp:frozen:big:z`, '0', '-1', 'WITHSCORES')).toEqual([
+            'm5',
+            '5000',
+            ...added.flatMap((m, i) => [m, String(10_000 + i)]),
+            'm7',
+            '999999',
+          ]);
+          expect((await r.smembers(`${scratchNs}~tmp:frozen:big:s`)).sort()).toEqual([...added].sort());
+          expect(await r.hgetall(`${scratchNs}~tmp:frozen:big:h`)).toEqual({
+            m5: 'v5000',
+            m8: 'by hand',
+            ...Object.fromEntries(added.map((m, i) => [m, `v${10_000 + i}`])),
+          });
+          expect(await r.get(`${scratchNs}~tmp:frozen:last`)).toBe('ev-1210');
+          // The live side moves on: m100 is put back, m5 and m6 change, members are added.
+          await fx.store.applyBatch(def, log.slice(1_210));
+          return { big: 1_210 };
+        }
+        expect(build.lastSeq).toBe(1_210);
+        // The live keys themselves have moved past 1 210; the copies have not.
+        expect((await fx.store.compareKeys('big', liveGeneration, build.generation, frozen!.keys)).differing).toBe(4);
+        const exact = await fx.store.compareFrozen('big', build.generation, frozen!.keys, { collectKeys: 1_000, members: frozen!.members });
+        expect(exact).toMatchObject({ differing: 3, differingKeys: ['big:h', 'big:s', 'big:z'], keysA: 4, keysB: 4 });
+        expect(exact.differences).toEqual([
+          { key: 'big:h', a: { type: 'hash', value: { m8: 'by hand' } }, b: { type: 'hash', value: { m8: 'v8' } }, differing_members: 1 },
+          { key: 'big:s', a: { type: 'set', value: [] }, b: { type: 'set', value: ['m9'] }, differing_members: 1 },
+          { key: 'big:z', a: { type: 'zset', value: [['m7', 999_999]] }, b: { type: 'zset', value: [['m7', 7]] }, differing_members: 1 },
+        ]);
+        // Without the members a copy is compared whole, and differs from the fold (it holds a few members only).
+        expect((await fx.store.compareFrozen('big', build.generation, frozen!.keys)).differing).toBe(3);
+        return null;
+      },
+    });
+    expect(rounds).toEqual([0, 1]);
+    for (const build of builds) await build.drop();
+    expect(await keysMatching(fx, `${scratchNs}*`)).toEqual([]);
+  });
+
+  it("freezing member by member refuses a scratch generation that is not the build's any more (ShadowLostError) and says when there is no live generation, copying nothing", async () => {
+    const def = bigProjection();
+    const log = bigHistory().slice(0, 1_210);
+    await fx.store.applyBatch(def, log);
+    const active = `${fx.prefix}:big:active`;
+    const liveGeneration = await fx.handle.client.get(active);
+    await fx.store.buildScratch([foldTargetOf(def)], logSource(log), {
+      untilSeq: 1_200,
+      chunkEvents: 500,
+      afterPass: async (pass) => {
+        const build = pass.builds[0]!;
+        await fx.handle.client.del(active);
+        await expect(pass.freeze('big', ['big:z', 'big:h'])).resolves.toEqual({ status: 'no_live_generation' });
+        await fx.handle.client.set(active, liveGeneration!);
+        await fx.handle.client.hset(`${fx.prefix}:big:g${build.generation}:~meta`, 'owner', 'another');
+        await expect(pass.freeze('big', ['big:z', 'big:h', 'last'])).rejects.toBeInstanceOf(ShadowLostError);
+        expect(await keysMatching(fx, `${fx.prefix}:big:g${build.generation}:~tmp:*`)).toEqual([]);
+        return null;
+      },
+    });
   });
 
   it('a failed build whose shadow could not be deleted (Redis did not answer) keeps its progress entry, so that once its lease runs out the next rebuild deletes the shadow', async () => {

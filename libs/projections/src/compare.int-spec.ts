@@ -1,4 +1,11 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { createServer } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { waitFor } from '@baton/wait';
+import { createRedis } from './redis';
 import { compareKeySet, compareNamespaces } from './snapshot';
+import { createProjectionStore } from './store';
 import { redisFixture, type RedisFixture } from './test-support';
 
 /*
@@ -102,6 +109,100 @@ describe('comparing two generations key by key (real Redis)', () => {
       expect((await compareNamespaces(tight, a, b, { collectKeys: 100 })).differingKeys).toEqual(['elsewhere', 'only-a', 'only-b', 'str', 'zbig']);
     } finally {
       tight.disconnect();
+    }
+  }, 60_000);
+
+  it('compares the keys given with members on those members only, a page at a time: how many differ, the first 100 of them as each side holds them, no value for a side that lacks the key', async () => {
+    const a = `${fx.prefix}:p:g1:`;
+    const b = `${fx.prefix}:p:g2:`;
+    const r = fx.handle.client;
+    const names = (n: number, from = 0) => Array.from({ length: n }, (_, i) => `m${String(from + i).padStart(5, '0')}`);
+    // 2 500 members named, 1 200 of them differing (scores), past one page of 1 000; a member not named differs too and is not looked at.
+    await r.zadd(`${a}z`, ...names(2_500).flatMap((m, i) => [String(i), m]), '5', 'unnamed');
+    await r.zadd(`${b}z`, ...names(2_500).flatMap((m, i) => [String(i < 1_200 ? i + 0.5 : i), m]));
+    await r.hset(`${a}h`, { f1: 'same', f2: 'live' });
+    await r.hset(`${b}h`, { f1: 'same', f2: 'rebuilt', f3: 'only rebuilt' });
+    await r.sadd(`${b}s`, 'x', 'y');
+    const members = new Map([
+      ['z', { type: 'zset' as const, members: names(2_500) }],
+      ['h', { type: 'hash' as const, members: ['f1', 'f2', 'f3', 'f4'] }],
+      ['s', { type: 'set' as const, members: ['x', 'w'], existed: false }],
+    ]);
+    const tight = fx.handle.client.duplicate({ commandTimeout: 1_000 });
+    try {
+      const result = await compareKeySet(tight, a, b, ['z', 'h', 's'], { collectKeys: 10, members });
+      expect(result).toMatchObject({ differing: 3, differingKeys: ['h', 's', 'z'], keysA: 2, keysB: 3 });
+      const [h, s, z] = result.differences;
+      expect(h).toEqual({
+        key: 'h',
+        a: { type: 'hash', value: { f2: 'live' } },
+        b: { type: 'hash', value: { f2: 'rebuilt', f3: 'only rebuilt' } },
+        differing_members: 2,
+      });
+      expect(s).toEqual({ key: 's', b: { type: 'set', value: ['x'] }, differing_members: 1 });
+      expect(z).toMatchObject({ key: 'z', differing_members: 1_200 });
+      expect(z!.a).toEqual({ type: 'zset', value: names(100).map((m, i) => [m, i]) });
+      expect(z!.b).toEqual({ type: 'zset', value: names(100).map((m, i) => [m, i + 0.5]) });
+      // The same members equal on both sides: no difference, whatever else the keys hold.
+      const equal = await compareKeySet(tight, a, b, ['z'], { members: new Map([['z', { type: 'zset' as const, members: names(1_300, 1_200) }]]) });
+      expect(equal).toMatchObject({ differing: 0, differences: [] });
+    } finally {
+      tight.disconnect();
+    }
+  }, 60_000);
+
+  it("the store's comparisons wait for a Redis slowed for a moment past the client's own command timeout (their own connection, a longer timeout), where a command of the client times out", async () => {
+    // A redis-server of this test's own (DEBUG SLEEP blocks every client of a server: never the shared one).
+    const port = await new Promise<number>((resolve) => {
+      const probe = createServer().listen(0, '127.0.0.1', () => {
+        const { port: free } = probe.address() as { port: number };
+        probe.close(() => resolve(free));
+      });
+    });
+    const server: ChildProcess = spawn(
+      'redis-server',
+      ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--enable-debug-command', 'yes'],
+      {
+        stdio: 'ignore',
+      },
+    );
+    const url = `redis://127.0.0.1:${port}`;
+    // The CLI's client: a short command timeout (REDIS_COMMAND_TIMEOUT_MS is 1 s; shorter here).
+    const client = createRedis(url, { commandTimeout: 200, maxRetriesPerRequest: 1 });
+    const blocker = createRedis(url, { commandTimeout: 10_000 });
+    try {
+      await waitFor(async () => (await client.client.ping().catch(() => null)) === 'PONG', 'redis-server started');
+      const r = client.client;
+      const store = createProjectionStore({ redis: r, prefix: 'slow' });
+      for (const [gen, value] of [
+        [1, 'live'],
+        [2, 'rebuilt'],
+      ] as const) {
+        await r.set(`slow:p:g${gen}:same`, 'x');
+        await r.set(`slow:p:g${gen}:str`, value);
+      }
+      await r.set('slow:p:g2:~tmp:frozen:str', 'live');
+      /** `work` started while Redis sleeps for 1 s (5 times the client's timeout). */
+      const whileAsleep = async <T>(work: () => Promise<T>): Promise<T> => {
+        const asleep = blocker.client.call('DEBUG', 'SLEEP', '1');
+        await sleep(50);
+        try {
+          return await work();
+        } finally {
+          await asleep;
+        }
+      };
+      // The client's own commands time out meanwhile: Redis is that slow.
+      await expect(whileAsleep(() => r.get('slow:p:g1:str'))).rejects.toThrow('Command timed out');
+      await expect(whileAsleep(() => store.compare('p', 1, 2, { collectKeys: 10 }))).resolves.toMatchObject({ differing: 1, differingKeys: ['str'] });
+      await expect(whileAsleep(() => store.compareKeys('p', 1, 2, ['same', 'str']))).resolves.toMatchObject({ differing: 1 });
+      await expect(whileAsleep(() => store.compareFrozen('p', 2, ['str']))).resolves.toMatchObject({ differing: 1 });
+      await expect(whileAsleep(() => store.countKeys('p', [1, 2]))).resolves.toEqual([2, 2]);
+    } finally {
+      await client.close();
+      await blocker.close();
+      server.kill('SIGTERM');
+      if (server.exitCode === null) await once(server, 'exit');
     }
   }, 60_000);
 });

@@ -6,6 +6,7 @@
 export { createRedis, DEFAULT_REDIS_URL, type RedisHandle } from './redis';
 export { LuaScript } from './lua';
 export {
+  COMPARE_COMMAND_TIMEOUT_MS,
   createProjectionStore,
   type ApplyResult,
   type ApplyTarget,
@@ -28,7 +29,7 @@ export {
 export { Op, ItemOrder, INDEXED_FIELDS, IndexedItemSchema, ProjectionOpSchema, type IndexedField, type IndexedItem, type ProjectionOp } from './ops';
 export type { ItemFilters, ItemFilterValue, ItemPage, ItemQuery, ItemStore } from './items';
 export type { ProjectionReader } from './reader';
-export { diffSnapshots, type NamespaceComparison, type ProjectionSnapshot, type SnapshotDifference, type SnapshotValue } from './snapshot';
+export { diffSnapshots, MAX_SHOWN_MEMBERS, type NamespaceComparison, type ProjectionSnapshot, type SnapshotDifference, type SnapshotValue } from './snapshot';
 export { canonicalJson, type JsonValue } from './canonical-json';
 export {
   InvalidCursorError,
@@ -42,10 +43,12 @@ export {
 } from './errors';
 export {
   FREEZE_LIMITS,
+  MEMBER_FREEZE_MIN,
   REBUILD_LEASE_MS,
   type FoldTarget,
   type FreezeLimits,
   type FrozenLive,
+  type FrozenMembers,
   type RebuildInfo,
   type RebuildManyOptions,
   type RebuildProgress,

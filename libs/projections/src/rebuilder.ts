@@ -6,7 +6,7 @@ import { ProjectionError, RebuildAbortedError, RebuildBehindError, RebuildIncomp
 import { GenerationImage, itemDocOf, type BulkCommand, type ItemDoc } from './image';
 import { activeKey, generationNamespace, rebuildsKey } from './keys';
 import type { ProjectionOp } from './ops';
-import { BULK_CODES, bulkScript, freezeLiveScript, readHashesScript, touchRebuildScript } from './scripts';
+import { BULK_CODES, bulkScript, differingMembersScript, freezeLiveScript, keyShapesScript, readHashesScript, touchRebuildScript } from './scripts';
 import type { CleanupResult, RebuildResult, ReplaySource, SequencedEvent, SwapResult } from './store';
 
 /**
@@ -145,12 +145,33 @@ export interface ScratchPass {
    * Copy `keys` (relative names) of `projection`'s active generation into its scratch generation,
    * in one atomic step with the sequence that generation has applied: the live side of a
    * comparison, held still while the next pass brings the fold to that same sequence (bound it to
-   * `seq`). Compare the copies with `ProjectionStore.compareFrozen`; they go when the scratch
-   * generation is dropped. Refused, with nothing copied, past `limits` (default
-   * {@link FREEZE_LIMITS}): one call blocks Redis while it copies. Throws `ShadowLostError` when the
-   * scratch generation is not this build's any more.
+   * `seq`). Compare the copies with `ProjectionStore.compareFrozen` (giving it `members`); they go
+   * when the scratch generation is dropped. A sorted set, set or hash holding more than
+   * {@link MEMBER_FREEZE_MIN} members on the live side is not copied whole: its members are read
+   * from both sides first (in pages), and only those that differ then — live now against the
+   * scratch generation as it stands — are copied (their score or value, or that the live side
+   * lacks them), in the same atomic step; members equal then are taken as settled, as keys that
+   * compared equal are. Refused, with nothing copied, past `limits` (default
+   * {@link FREEZE_LIMITS}; such a key counts its members copied, not its size): one call blocks
+   * Redis while it copies. Throws `ShadowLostError` when the scratch generation is not this
+   * build's any more.
    */
   freeze(projection: string, keys: readonly string[], limits?: FreezeLimits): Promise<FrozenLive>;
+}
+
+/**
+ * A live sorted set, set or hash holding more members than this is frozen member by member: only
+ * the members that differ from the scratch generation are copied (see {@link ScratchPass.freeze}).
+ */
+export const MEMBER_FREEZE_MIN = 1_000;
+
+/** The members of one key {@link ScratchPass.freeze} copied from the live side (the key itself was not copied whole). */
+export interface FrozenMembers {
+  type: 'zset' | 'set' | 'hash';
+  /** The members (a hash's fields) that differed when both sides were read, sorted; each copied with its score or value, or absent. */
+  members: readonly string[];
+  /** Whether the live generation held the key at the copy's sequence. */
+  existed: boolean;
 }
 
 /** How much one {@link ScratchPass.freeze} may copy (each call is one atomic Redis script). */
@@ -163,16 +184,20 @@ export interface FreezeLimits {
 /**
  * One call blocks Redis while it copies. Measured on a quiet 2-core machine: one sorted set of
  * 100 000 members takes 75–150 ms, 2 000 small hashes 13–16 ms; on a loaded one several times that
- * (a black-box check saw 525 ms for one notices index set). A project's whole-inbox and notice index
- * sets keep every item, ended ones too (about ten elements per run): past about 5 000 runs in one
- * project they are over the bound, and `verify` compares them round after round instead.
+ * (a black-box check saw 525 ms for one notices index set). A large sorted set, set or hash (a
+ * project's whole-inbox and notice index sets keep every item, ended ones too: about ten elements
+ * per run) counts only the members copied from it ({@link MEMBER_FREEZE_MIN}), so its size does
+ * not bring a freeze past the bound.
  */
 export const FREEZE_LIMITS: FreezeLimits = { keys: 10_000, elements: 50_000 };
 
 /** What {@link ScratchPass.freeze} did. */
 export type FrozenLive =
-  /** Copied: the live generation `generation` as it stood at `seq` (a key it lacked has no copy). */
-  | { status: 'frozen'; generation: number; seq: number; keys: readonly string[] }
+  /**
+   * Copied: the live generation `generation` as it stood at `seq` (a key it lacked has no copy).
+   * `keys`: every key given; `members`: those of them copied member by member, with the members.
+   */
+  | { status: 'frozen'; generation: number; seq: number; keys: readonly string[]; members: ReadonlyMap<string, FrozenMembers> }
   /** Nothing copied: more keys or elements than the limits allow (`elements` counted only within the key limit). */
   | { status: 'too_large'; keys: number; elements: number }
   /** Nothing copied: the projection has no active generation. */
@@ -753,22 +778,85 @@ async function freezeLive(
   const projection = shadow.target.name;
   if (keys.length > limits.keys) return { status: 'too_large', keys: keys.length, elements: 0 };
   const base = backend.base(projection);
-  const reply = (await freezeLiveScript.run(redis, [activeKey(base)], [base, String(shadow.generation), shadow.owner, String(limits.elements), ...keys])) as [
-    string,
-    ...(string | number)[],
-  ];
-  switch (reply[0]) {
-    case 'frozen':
-      return { status: 'frozen', generation: Number(reply[1]), seq: Number(reply[2]), keys };
-    case 'large':
-      return { status: 'too_large', keys: keys.length, elements: Number(reply[1]) };
-    case 'none':
-      return { status: 'no_live_generation' };
-    case 'lost':
-      throw new ShadowLostError(projection, shadow.generation);
-    default:
-      throw new ProjectionError(`unexpected freeze reply ${JSON.stringify(reply)}`);
+  // The members are found in one live generation; a rebuild swapping another one in between the
+  // reads and the copy makes them meaningless there: found again in it (rare), then given up.
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const active = await redis.get(activeKey(base));
+    const found = active ? await membersToFreeze(redis, generationNamespace(base, Number(active)), shadow.ns, keys, limits.elements) : new Map();
+    if (!(found instanceof Map)) return { status: 'too_large', keys: keys.length, elements: found.elements };
+    const whole = keys.filter((key) => !found.has(key));
+    const args: string[] = [base, String(shadow.generation), shadow.owner, String(limits.elements), active ?? '', String(whole.length), ...whole];
+    for (const [key, { type, members }] of found) args.push(key, type, String(members.length), ...members);
+    const reply = (await freezeLiveScript.run(redis, [activeKey(base)], args)) as [string, ...(string | number)[]];
+    switch (reply[0]) {
+      case 'frozen': {
+        const existed = reply.slice(4);
+        const members = new Map<string, FrozenMembers>([...found].map(([key, frozen], i) => [key, { ...frozen, existed: Number(existed[i]) === 1 }]));
+        return { status: 'frozen', generation: Number(reply[1]), seq: Number(reply[2]), keys, members };
+      }
+      case 'moved':
+        continue;
+      case 'large':
+        return { status: 'too_large', keys: keys.length, elements: Number(reply[1]) };
+      case 'none':
+        return { status: 'no_live_generation' };
+      case 'lost':
+        throw new ShadowLostError(projection, shadow.generation);
+      default:
+        throw new ProjectionError(`unexpected freeze reply ${JSON.stringify(reply)}`);
+    }
   }
+  return { status: 'too_large', keys: keys.length, elements: 0 };
+}
+
+/** Keys whose shapes one call reads, and members one read of a key's members asks for. */
+const SHAPES_GROUP = 500;
+const MEMBER_PAGE = 1_000;
+
+/**
+ * Of `keys`, those to freeze member by member — a sorted set, set or hash holding more than
+ * {@link MEMBER_FREEZE_MIN} members in the live namespace `live`, of the same type (or absent) in
+ * `scratch` — each with the members that differ between the two now: every member of one side
+ * looked up in the other, a page at a time (never one large reply). `{ elements }` once the
+ * members found pass `budget` (nothing more read).
+ */
+async function membersToFreeze(
+  redis: Redis,
+  live: string,
+  scratch: string,
+  keys: readonly string[],
+  budget: number,
+): Promise<Map<string, Omit<FrozenMembers, 'existed'>> | { elements: number }> {
+  const out = new Map<string, Omit<FrozenMembers, 'existed'>>();
+  let elements = 0;
+  for (let i = 0; i < keys.length; i += SHAPES_GROUP) {
+    const group = keys.slice(i, i + SHAPES_GROUP);
+    const shapes = (await keyShapesScript.run(redis, [], [live, scratch, ...group])) as Array<string | number>;
+    for (const [j, key] of group.entries()) {
+      const [typeA, sizeA, typeB] = [String(shapes[j * 4]), Number(shapes[j * 4 + 1]), String(shapes[j * 4 + 2])];
+      if ((typeA !== 'zset' && typeA !== 'set' && typeA !== 'hash') || sizeA <= MEMBER_FREEZE_MIN || (typeB !== typeA && typeB !== 'none')) continue;
+      const differing = new Set<string>();
+      await differingMembers(redis, typeA, live + key, scratch + key, differing);
+      await differingMembers(redis, typeA, scratch + key, live + key, differing);
+      elements += differing.size;
+      if (elements > budget) return { elements };
+      out.set(key, { type: typeA, members: [...differing].sort() });
+    }
+  }
+  return out;
+}
+
+/**
+ * Add to `into` every member of `from` that `to` lacks or holds with another score or value: a
+ * page of {@link MEMBER_PAGE} members per script call, only the differing ones coming back.
+ */
+async function differingMembers(redis: Redis, type: FrozenMembers['type'], from: string, to: string, into: Set<string>): Promise<void> {
+  let cursor = '0';
+  do {
+    const [next, ...members] = (await differingMembersScript.run(redis, [], [type, from, to, cursor, MEMBER_PAGE])) as string[];
+    cursor = next as string;
+    for (const member of members) into.add(member);
+  } while (cursor !== '0');
 }
 
 /** Delete a shadow this rebuild gives up; false when that failed (Redis did not answer), so that its progress entry is kept. */

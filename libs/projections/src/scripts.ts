@@ -604,11 +604,19 @@ return 1
  * (`verify` under live traffic: the live side of a comparison that must not move while the fold is
  * brought to the same sequence). One call is atomic, so no apply lands between the sequence read
  * and the copies. KEYS: the active pointer. ARGV: base, scratch generation, its owner token, most
- * elements to copy in all, relative keys... Each key is copied (DUMP / RESTORE: any type) to
- * `<scratch ns>~tmp:frozen:<key>`; a key the live side lacks leaves no copy.
- * Returns {'frozen', active generation, its seq, keys copied}; {'lost'} when the scratch generation
- * is not that owner's (nothing written); {'none'} without an active generation; {'large', elements}
- * (nothing written) when the keys hold more elements than allowed (a string counts 1).
+ * elements to copy in all, the active generation the members were found in, the number of whole
+ * keys, those relative keys..., then per key frozen member by member: its relative key, its type
+ * (`zset`, `set`, `hash`), the number of members, those members...
+ *
+ * Each whole key is copied (DUMP / RESTORE: any type) to `<scratch ns>~tmp:frozen:<key>`; a key the
+ * live side lacks leaves no copy. Of a key frozen member by member only the members named are
+ * copied, into a key of the same type there (a member the live side lacks is not copied: absent).
+ * Returns {'frozen', active generation, its seq, whole keys copied, then per member-frozen key 1 or
+ * 0: whether the live side held it}; {'lost'} when the scratch generation is not that owner's
+ * (nothing written); {'none'} without an active generation; {'moved', active} (nothing written)
+ * when members are named and the active generation is another one, or such a key is of another
+ * type now; {'large', elements} (nothing written) when the whole keys' elements (a string counts
+ * 1) and the members named come to more than allowed.
  */
 export const freezeLiveScript = new LuaScript(
   'freeze-live',
@@ -619,16 +627,26 @@ if redis.call('HGET', into .. '~meta', 'owner') ~= ARGV[3] then return { 'lost' 
 local active = redis.call('GET', KEYS[1])
 if not active or active == '' then return { 'none' } end
 local from = base .. ':g' .. active .. ':'
+local whole = tonumber(ARGV[6])
+local groups = 7 + whole
+if groups <= #ARGV and active ~= ARGV[5] then return { 'moved', active } end
 local sizeOf = { hash = 'HLEN', set = 'SCARD', zset = 'ZCARD', list = 'LLEN' }
 local elements = 0
-for i = 5, #ARGV do
+for i = 7, 6 + whole do
   local key = from .. ARGV[i]
   local t = redis.call('TYPE', key)['ok']
   if t ~= 'none' then elements = elements + (sizeOf[t] and redis.call(sizeOf[t], key) or 1) end
 end
+local i = groups
+while i <= #ARGV do
+  local t = redis.call('TYPE', from .. ARGV[i])['ok']
+  if t ~= 'none' and t ~= ARGV[i + 1] then return { 'moved', active } end
+  elements = elements + tonumber(ARGV[i + 2])
+  i = i + 3 + tonumber(ARGV[i + 2])
+end
 if elements > tonumber(ARGV[4]) then return { 'large', elements } end
 local copied = 0
-for i = 5, #ARGV do
+for i = 7, 6 + whole do
   local copy = into .. '${FROZEN_PREFIX}' .. ARGV[i]
   redis.call('DEL', copy)
   local dumped = redis.call('DUMP', from .. ARGV[i])
@@ -637,7 +655,76 @@ for i = 5, #ARGV do
     copied = copied + 1
   end
 end
-return { 'frozen', active, redis.call('HGET', from .. '~meta', 'seq') or '0', copied }
+local out = { 'frozen', active, redis.call('HGET', from .. '~meta', 'seq') or '0', copied }
+i = groups
+while i <= #ARGV do
+  local source = from .. ARGV[i]
+  local t = ARGV[i + 1]
+  local last = i + 2 + tonumber(ARGV[i + 2])
+  local copy = into .. '${FROZEN_PREFIX}' .. ARGV[i]
+  redis.call('DEL', copy)
+  out[#out + 1] = redis.call('EXISTS', source)
+  -- In pages of 500 members: one read of their state, one write of those the live side holds.
+  for first = i + 3, last, 500 do
+    local page = {}
+    for j = first, math.min(first + 499, last) do page[#page + 1] = ARGV[j] end
+    local args = {}
+    if t == 'zset' then
+      local scores = redis.call('ZMSCORE', source, unpack(page))
+      for j, member in ipairs(page) do
+        if scores[j] then args[#args + 1] = scores[j]; args[#args + 1] = member end
+      end
+      if #args > 0 then redis.call('ZADD', copy, unpack(args)) end
+    elseif t == 'set' then
+      local present = redis.call('SMISMEMBER', source, unpack(page))
+      for j, member in ipairs(page) do
+        if present[j] == 1 then args[#args + 1] = member end
+      end
+      if #args > 0 then redis.call('SADD', copy, unpack(args)) end
+    else
+      local values = redis.call('HMGET', source, unpack(page))
+      for j, field in ipairs(page) do
+        if values[j] then args[#args + 1] = field; args[#args + 1] = values[j] end
+      end
+      if #args > 0 then redis.call('HSET', copy, unpack(args)) end
+    end
+  end
+  i = last + 1
+end
+return out
+`,
+);
+
+/**
+ * One page of a member-by-member comparison of two keys of one type (`verify` finding the members
+ * of a large key to freeze): ZSCAN / SSCAN / HSCAN `from` at a cursor, and look each member up in
+ * `to`. ARGV: 'zset', 'set' or 'hash', key `from`, key `to`, cursor, COUNT. Returns {next cursor,
+ * the members of the page that `to` lacks or holds with another score or value...}.
+ */
+export const differingMembersScript = new LuaScript(
+  'differing-members',
+  `
+local t, from, to = ARGV[1], ARGV[2], ARGV[3]
+local scan = { zset = 'ZSCAN', set = 'SSCAN', hash = 'HSCAN' }
+local reply = redis.call(scan[t], from, ARGV[4], 'COUNT', ARGV[5])
+local page = reply[2]
+local out = { reply[1] }
+if #page == 0 then return out end
+if t == 'set' then
+  local present = redis.call('SMISMEMBER', to, unpack(page))
+  for i, member in ipairs(page) do
+    if present[i] ~= 1 then out[#out + 1] = member end
+  end
+  return out
+end
+local members = {}
+for i = 1, #page, 2 do members[#members + 1] = page[i] end
+local other = redis.call(t == 'zset' and 'ZMSCORE' or 'HMGET', to, unpack(members))
+for i, member in ipairs(members) do
+  local mine, theirs = page[i * 2], other[i]
+  if not theirs or (t == 'zset' and tonumber(theirs) ~= tonumber(mine)) or (t == 'hash' and theirs ~= mine) then out[#out + 1] = member end
+end
+return out
 `,
 );
 

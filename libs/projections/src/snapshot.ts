@@ -31,6 +31,23 @@ export interface SnapshotDifference {
   key: string;
   a?: SnapshotValue;
   b?: SnapshotValue;
+  /**
+   * Set when the key was compared member by member (a large sorted set, set or hash whose differing
+   * members `verify` froze, see `ScratchPass.freeze`): how many of its members differ. `a` and `b`
+   * then hold only those members — the first {@link MAX_SHOWN_MEMBERS} — as each side has them (a
+   * member one side lacks is missing from that side's value; a side that lacks the key has none),
+   * not the whole key.
+   */
+  differing_members?: number;
+}
+
+/** Most members of one key compared member by member that a difference shows (`differing_members` counts them all). */
+export const MAX_SHOWN_MEMBERS = 100;
+
+/** The members of one key to compare one by one (`ScratchPass.freeze` copied only those). */
+export interface MemberSet {
+  type: 'zset' | 'set' | 'hash';
+  members: readonly string[];
 }
 
 /**
@@ -156,6 +173,8 @@ const SMALL_KEY = 1_000;
 const STRING_UNIT = 1_024;
 /** Keys whose shapes one call reads. */
 const GROUP = 500;
+/** Members one read of a key compared member by member asks for. */
+const MEMBER_PAGE = 1_000;
 
 /**
  * Compare two namespaces key by key without holding either in memory and without any long script
@@ -204,17 +223,86 @@ export async function compareKeySet(
   a: string,
   b: string,
   keys: Iterable<string>,
-  options: Omit<CompareNamespacesOptions, 'batch'> = {},
+  options: Omit<CompareNamespacesOptions, 'batch'> & {
+    /**
+     * Keys (among `keys`) to compare only on these members, one by one: a member differs when one
+     * side lacks it, or holds it with another score or value. `existed` says whether side `a`
+     * holds the key (a copy of some members may hold none of them); without it the key is looked at.
+     */
+    members?: ReadonlyMap<string, MemberSet & { existed?: boolean }>;
+  } = {},
 ): Promise<NamespaceComparison> {
   const comparer = keyComparer(redis, a, b, options);
-  const all = [...new Set(keys)].filter(isProjectionKey).sort();
+  const members = options.members ?? new Map<string, MemberSet & { existed?: boolean }>();
+  const all = [...new Set(keys)].filter((key) => isProjectionKey(key) && !members.has(key)).sort();
   for (let i = 0; i < all.length; i += GROUP) {
     const { differ, presentA, presentB } = await comparer.group(all.slice(i, i + GROUP));
     comparer.out.keysA += presentA;
     comparer.out.keysB += presentB;
     await comparer.report(differ);
   }
+  for (const key of [...members.keys()].sort()) {
+    const set = members.get(key)!;
+    const presentA = set.existed ?? (await redis.exists(a + key)) === 1;
+    const presentB = (await redis.exists(b + key)) === 1;
+    if (presentA) comparer.out.keysA++;
+    if (presentB) comparer.out.keysB++;
+    const found = await compareMembers(redis, a + key, b + key, set);
+    // A side that lacks the key has no value, as in every other difference.
+    if (found !== null)
+      comparer.reportShown({ key, ...(presentA ? { a: found.a } : {}), ...(presentB ? { b: found.b } : {}), differing_members: found.differing_members });
+  }
   return comparer.finish();
+}
+
+/**
+ * Compare `set.members` of the key `a` with the same members of the key `b` (both of `set.type`,
+ * or absent), a page at a time: null when every one is the same on both sides, else how many
+ * differ and the first {@link MAX_SHOWN_MEMBERS} of them as each side holds them.
+ */
+async function compareMembers(
+  redis: Redis,
+  a: string,
+  b: string,
+  set: MemberSet,
+): Promise<Required<Pick<SnapshotDifference, 'a' | 'b' | 'differing_members'>> | null> {
+  let differing = 0;
+  const zset: Record<'a' | 'b', [string, number][]> = { a: [], b: [] };
+  const plain: Record<'a' | 'b', string[]> = { a: [], b: [] };
+  const hash: Record<'a' | 'b', Record<string, string>> = { a: {}, b: {} };
+  for (let i = 0; i < set.members.length; i += MEMBER_PAGE) {
+    const page = set.members.slice(i, i + MEMBER_PAGE);
+    const [left, right] = await Promise.all(
+      [a, b].map(async (key): Promise<Array<string | null>> => {
+        if (set.type === 'zset') return (await redis.call('ZMSCORE', key, ...page)) as Array<string | null>;
+        if (set.type === 'hash') return redis.hmget(key, ...page);
+        return ((await redis.call('SMISMEMBER', key, ...page)) as number[]).map((present) => (Number(present) === 1 ? '' : null));
+      }),
+    );
+    page.forEach((member, k) => {
+      const [l, r] = [left![k] ?? null, right![k] ?? null];
+      const same = set.type === 'zset' ? (l === null ? r === null : r !== null && Number(l) === Number(r)) : l === r;
+      if (same) return;
+      differing++;
+      if (differing > MAX_SHOWN_MEMBERS) return;
+      for (const [side, value] of [
+        ['a', l],
+        ['b', r],
+      ] as const) {
+        if (value === null) continue;
+        if (set.type === 'zset') zset[side].push([member, Number(value)]);
+        else if (set.type === 'hash') hash[side][member] = value;
+        else plain[side].push(member);
+      }
+    });
+  }
+  if (differing === 0) return null;
+  const value = (side: 'a' | 'b'): SnapshotValue => {
+    if (set.type === 'zset') return { type: 'zset', value: zset[side].sort(([m1, s1], [m2, s2]) => s1 - s2 || (m1 < m2 ? -1 : m1 > m2 ? 1 : 0)) };
+    if (set.type === 'hash') return { type: 'hash', value: Object.fromEntries(Object.entries(hash[side]).sort(([f1], [f2]) => (f1 < f2 ? -1 : 1))) };
+    return { type: 'set', value: plain[side].sort() };
+  };
+  return { a: value('a'), b: value('b'), differing_members: differing };
 }
 
 /** Keys a projection writes (not the engine's meta or the query script's scratch keys). */
@@ -260,6 +348,19 @@ function keyComparer(redis: Redis, a: string, b: string, options: Omit<CompareNa
       const r = right[i];
       out.differences.push({ key, ...(l ? { a: l } : {}), ...(r ? { b: r } : {}) });
     });
+  };
+
+  /** Count and keep a difference already read (a key compared member by member). */
+  const reportShown = (difference: SnapshotDifference) => {
+    out.differing++;
+    if (collected !== null) {
+      collected.add(difference.key);
+      if (collected.size > (collect as number)) {
+        collected = null;
+        overflowed = true;
+      }
+    }
+    if (out.differences.length < max) out.differences.push(difference);
   };
 
   /** Whether a large key holds the same on both sides (its type and size already match). */
@@ -342,7 +443,7 @@ function keyComparer(redis: Redis, a: string, b: string, options: Omit<CompareNa
     return out;
   };
 
-  return { out, report, group, finish };
+  return { out, report, reportShown, group, finish };
 }
 
 async function execPipeline(redis: Redis, commands: [string, ...string[]][]): Promise<unknown[]> {

@@ -22,6 +22,7 @@ import {
   parseRebuildInfos,
   runRebuild,
   type FoldTarget,
+  type FrozenMembers,
   type RebuildBackend,
   type RebuildInfo,
   type RebuildManyOptions,
@@ -276,8 +277,16 @@ export interface ProjectionStore {
    * Compare `keys` of the copies `ScratchPass.freeze` took of the live generation (side `a`) with
    * the scratch generation `scratch` they were copied into (side `b`), each key as {@link compare}
    * compares it: a comparison at one sequence, whatever the live projection applies meanwhile.
+   * The keys in `options.members` (the freeze's `members`: large ones it copied member by member)
+   * are compared on those members only, one by one; a difference then says how many differ
+   * (`differing_members`) and holds only those members.
    */
-  compareFrozen(projection: string, scratch: number, keys: Iterable<string>, options?: KeyComparisonOptions): Promise<NamespaceComparison>;
+  compareFrozen(
+    projection: string,
+    scratch: number,
+    keys: Iterable<string>,
+    options?: KeyComparisonOptions & { members?: ReadonlyMap<string, FrozenMembers> },
+  ): Promise<NamespaceComparison>;
   /**
    * How many keys (engine keys excluded) each of `generations` of a projection holds (0 for one
    * that does not exist): one SCAN of the projection's generations, reading names only.
@@ -305,6 +314,15 @@ export interface ProjectionStore {
   /** Delete every key of a projection: all generations, the pointer and the counter. For resets and tests. */
   destroy(projection: string): Promise<number>;
 }
+
+/**
+ * How long {@link ProjectionStore.compare}, `compareKeys`, `compareFrozen` and `countKeys` wait for
+ * each reply (at least the client's own command timeout): they run on a connection of their own,
+ * opened for the call, so that a Redis slowed for a moment (a busy machine, another client's long
+ * script such as a verify's freeze) does not fail a comparison that a short timeout (the CLI's
+ * `REDIS_COMMAND_TIMEOUT_MS`, 1 s) suits for everything else.
+ */
+export const COMPARE_COMMAND_TIMEOUT_MS = 30_000;
 
 /** How {@link ProjectionStore.compare} and {@link ProjectionStore.compareKeys} report. */
 export interface KeyComparisonOptions {
@@ -609,17 +627,39 @@ class RedisProjectionStore implements ProjectionStore {
 
   compare(projection: string, a: number | null, b: number, options: KeyComparisonOptions = {}): Promise<NamespaceComparison> {
     const [left, right] = this.comparedNamespaces(projection, a, b);
-    return compareNamespaces(this.redis, left, right, options);
+    return this.patiently((redis) => compareNamespaces(redis, left, right, options));
   }
 
   compareKeys(projection: string, a: number | null, b: number, keys: Iterable<string>, options: KeyComparisonOptions = {}): Promise<NamespaceComparison> {
     const [left, right] = this.comparedNamespaces(projection, a, b);
-    return compareKeySet(this.redis, left, right, keys, options);
+    return this.patiently((redis) => compareKeySet(redis, left, right, keys, options));
   }
 
-  compareFrozen(projection: string, scratch: number, keys: Iterable<string>, options: KeyComparisonOptions = {}): Promise<NamespaceComparison> {
+  compareFrozen(
+    projection: string,
+    scratch: number,
+    keys: Iterable<string>,
+    options: KeyComparisonOptions & { members?: ReadonlyMap<string, FrozenMembers> } = {},
+  ): Promise<NamespaceComparison> {
     const ns = generationNamespace(this.base(projection), positiveInt(scratch, 'generation'));
-    return compareKeySet(this.redis, `${ns}${FROZEN_PREFIX}`, ns, keys, options);
+    return this.patiently((redis) => compareKeySet(redis, `${ns}${FROZEN_PREFIX}`, ns, keys, options));
+  }
+
+  /**
+   * Run `work` on a connection of its own, opened for it and closed after, whose commands wait
+   * {@link COMPARE_COMMAND_TIMEOUT_MS} (or the client's own timeout, if longer) for their replies.
+   */
+  private async patiently<T>(work: (redis: Redis) => Promise<T>): Promise<T> {
+    const redis = this.redis.duplicate({
+      commandTimeout: Math.max(COMPARE_COMMAND_TIMEOUT_MS, this.redis.options.commandTimeout ?? 0),
+      lazyConnect: true,
+    });
+    redis.on('error', () => undefined);
+    try {
+      return await work(redis);
+    } finally {
+      await redis.quit().catch(() => redis.disconnect());
+    }
   }
 
   /** The namespaces of two generations to compare; no active generation (null) is generation 0, which is never handed out (empty). */
@@ -628,10 +668,14 @@ class RedisProjectionStore implements ProjectionStore {
     return [generationNamespace(base, a === null ? 0 : positiveInt(a, 'generation')), generationNamespace(base, positiveInt(b, 'generation'))];
   }
 
-  async countKeys(projection: string, generations: readonly number[]): Promise<number[]> {
+  countKeys(projection: string, generations: readonly number[]): Promise<number[]> {
+    return this.patiently((redis) => this.countKeysOn(redis, projection, generations));
+  }
+
+  private async countKeysOn(redis: Redis, projection: string, generations: readonly number[]): Promise<number[]> {
     const base = this.base(projection);
     const counts = new Map(generations.map((generation) => [generationNamespace(base, positiveInt(generation, 'generation')), 0]));
-    for await (const batch of this.redis.scanStream({ match: `${base}:g*`, count: SCAN_COUNT })) {
+    for await (const batch of redis.scanStream({ match: `${base}:g*`, count: SCAN_COUNT })) {
       for (const key of new Set(batch as string[])) {
         // The namespace is everything up to the ':' after `g<gen>` (a relative key may hold ':' too).
         const end = key.indexOf(':', base.length + 2);

@@ -40,9 +40,11 @@ verify catches up with it instead of starting over: it copies the keys that diff
 projection together with the sequence it has applied (one atomic step), folds only the events up to
 that sequence into the same scratch generation, and compares the two (rounds: 1, frozen_keys): the
 verdict is exact whatever the live projection applies meanwhile, and every difference is lasting.
-When those keys are too many or too large to copy at once (over 10 000 keys or 50 000 elements:
-a project's whole-inbox and notice index sets, which keep ended items too, pass that after about
-5 000 runs), each round compares the live keys themselves again: the keys that differed or that the
+A sorted set, set or hash of over 1 000 members (a project's whole-inbox and notice index sets) is
+copied member by member: only the members that differed when both sides were read just before
+(frozen_members; its difference counts them in differing_members and shows only them). When those
+keys or members are too many to copy at once (over 10 000 keys or 50 000 elements), each round
+compares the live keys themselves again: the keys that differed or that the
 folded events wrote (up to ${MAX_CATCH_UP_ROUNDS} catch-up rounds). A difference whose key none of those events
 wrote is lasting; the verdict stands once every difference is, or once the live projection stood
 still during a comparison. When it kept moving through the last round, each projection says how
@@ -58,7 +60,7 @@ missing (repair with \`baton replay\`).
 
 Options:
   --projection <name>   only this projection (inbox, stops, handoffs, runs, notices)
-  --json                print { ok, projections: [{ projection, live_seq, missing, differing, differences, live_moved, unsettled, frozen_keys, ... }] }
+  --json                print { ok, projections: [{ projection, live_seq, missing, differing, differences, live_moved, unsettled, frozen_keys, frozen_members, ... }] }
 `,
   async run(argv, ctx) {
     const args = parseCommandArgs(argv, { projection: { type: 'string' }, json: { type: 'boolean' } }, { min: 0, max: 0 });
